@@ -1,0 +1,5 @@
+"""`python -m mimir`."""
+
+from mimir.cli import main
+
+main()

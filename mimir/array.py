@@ -1,0 +1,642 @@
+"""`mimir.array`: the kernel language, executable as plain Python.
+
+This module is the living definition of the kernel language's semantics. A file
+written against it runs under plain `python` (so a breakpoint works), and the
+same file is what `mimir check` proves and `mimir compile-gpu` compiles.
+
+    from mimir.array import Tensor, gpu, Dim, float32
+
+    N = Dim("N")
+
+    @gpu
+    def linear(x: Tensor[float32, N, 784], w: Tensor[float32, 784, 128]) -> Tensor[float32, N, 128]:
+        return (x @ w).relu()
+
+Calling a `@gpu` function binds each `Dim` to a size, checks every argument and
+the result against the annotations, and raises `MimirError` carrying the same
+diagnostic code the checker reports. Every op comes from the one op table
+(`mimir.ops`), shared with the checker and the backends.
+
+Stdlib-only: importing this module never imports z3, networkx or numpy.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import inspect
+import random as _random
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from mimir import ops
+from mimir.dims import BinOp, Dim, DimExpr, Size, UnboundDimError, evaluate
+from mimir.dtypes import BY_NAME as DTYPES
+from mimir.dtypes import DType, bool_, float16, float32, int32, scalar_kind, uint32
+from mimir.ops import evaluate as ev
+from mimir.ops import numerics as nm
+from mimir.ops import shapes as sh
+
+__all__ = [
+    "Dim",
+    "DType",
+    "MimirError",
+    "Tensor",
+    "TensorType",
+    "bool_",
+    "float16",
+    "float32",
+    "gpu",
+    "full",
+    "int32",
+    "maximum",
+    "minimum",
+    "ones",
+    "rand",
+    "tensor",
+    "uint32",
+    "where",
+    "zeros",
+]
+
+DEVICES = ("cpu", "gpu")
+
+# The dim bindings of the @gpu call being executed (None outside kernels).
+_BINDINGS: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar(
+    "mimir_bindings", default=None
+)
+
+
+class MimirError(Exception):
+    """A kernel-language rule failed at run time; `code` is the checker's code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"[{code}] {message}")
+        self.code = code
+        self.message = message
+
+
+def _in_kernel() -> bool:
+    return _BINDINGS.get() is not None
+
+
+def _resolve(size: Any) -> Any:
+    """A Dim or dim expression as its int value in the running kernel."""
+    if isinstance(size, DimExpr):
+        env = _BINDINGS.get()
+        try:
+            return evaluate(size, env or {})
+        except UnboundDimError as err:
+            raise MimirError(
+                "GPU035", f"dim `{err.name}` is not fixed by any parameter of the kernel"
+            ) from None
+    return size
+
+
+def _rule(fn: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except sh.RuleError as err:
+        raise MimirError(err.code, err.message) from None
+
+
+_A = sh.INT_ALGEBRA
+
+
+# ---------------------------------------------------------------- annotations
+
+
+class TensorType:
+    """The run-time value of `Tensor[dtype, d0, d1, ...]`."""
+
+    def __init__(self, dtype: DType, dims: tuple[Size, ...]) -> None:
+        self.dtype = dtype
+        self.dims = dims
+
+    def __repr__(self) -> str:
+        inner = ", ".join([self.dtype.name, *(str(d) for d in self.dims)])
+        return f"Tensor[{inner}]"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TensorType) and repr(self) == repr(other)
+
+    def __hash__(self) -> int:
+        return hash(repr(self))
+
+
+# ---------------------------------------------------------------- the tensor
+
+
+class Tensor:
+    """A dense row-major tensor held as a flat Python list."""
+
+    __slots__ = ("_values", "_shape", "_dtype", "_device")
+
+    def __init__(self, values: list, shape: Sequence[int], dtype: DType, device: str) -> None:
+        self._values = values
+        self._shape = tuple(shape)
+        self._dtype = dtype
+        self._device = device
+
+    def __class_getitem__(cls, item: Any) -> TensorType:
+        items = item if isinstance(item, tuple) else (item,)
+        dtype, *dims = items
+        if not isinstance(dtype, DType):
+            raise TypeError(f"Tensor[...] takes a dtype first, got {dtype!r}")
+        for d in dims:
+            if isinstance(d, bool) or not isinstance(d, (int, DimExpr)):
+                raise TypeError(f"a Tensor dim must be an int or a Dim, got {d!r}")
+        return TensorType(dtype, tuple(dims))
+
+    # -- host-side inspection (not part of the kernel language)
+
+    def _host_only(self, what: str) -> None:
+        if _in_kernel():
+            raise MimirError("GPU030", f"unknown attribute `.{what}` on a tensor inside `@gpu`")
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._shape
+
+    @property
+    def dtype(self) -> DType:
+        self._host_only("dtype")
+        return self._dtype
+
+    @property
+    def device(self) -> str:
+        self._host_only("device")
+        return self._device
+
+    @property
+    def ndim(self) -> int:
+        self._host_only("ndim")
+        return len(self._shape)
+
+    def to(self, device: str) -> Tensor:
+        """A copy of this tensor on `device` (`"cpu"` or `"gpu"`)."""
+        self._host_only("to")
+        if device not in DEVICES:
+            raise ValueError(f"unknown device {device!r}; expected one of {DEVICES}")
+        return Tensor(self._values, self._shape, self._dtype, device)
+
+    def tolist(self) -> Any:
+        self._host_only("tolist")
+        return _nest(self._values, self._shape)
+
+    def item(self) -> Any:
+        self._host_only("item")
+        if len(self._values) != 1:
+            raise ValueError("only a tensor with one element can be converted to a scalar")
+        return self._values[0]
+
+    def flat(self) -> list:
+        """The values in row-major order (a copy)."""
+        self._host_only("flat")
+        return list(self._values)
+
+    def __repr__(self) -> str:
+        return (
+            f"Tensor({_nest(self._values, self._shape)!r}, dtype={self._dtype.name}, "
+            f"device={self._device!r})"
+        )
+
+    def __bool__(self) -> bool:
+        raise MimirError(
+            "GPU031", "the truth value of a tensor is ambiguous; use `where`, `&` or `|`"
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached when normal lookup fails: an unknown method or attribute.
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise MimirError("GPU030", f"unknown attribute `.{name}` on a tensor")
+
+    # -- layout
+
+    @property
+    def T(self) -> Tensor:  # noqa: N802 - NumPy's spelling
+        return self.transpose()
+
+    def transpose(self, *axes: int) -> Tensor:
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        perm_arg = tuple(axes) if axes else None
+        out_shape = _rule(sh.transpose, _A, self._shape, perm_arg)
+        perm = sh.permutation(len(self._shape), perm_arg)
+        return self._like(ev.transpose(self._values, self._shape, perm), out_shape)
+
+    def reshape(self, *shape: Any) -> Tensor:
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        new = tuple(_resolve(s) for s in shape)
+        out_shape = _rule(sh.reshape, _A, self._shape, new)
+        return self._like(list(self._values), out_shape)
+
+    def __getitem__(self, key: Any) -> Tensor:
+        items = key if isinstance(key, tuple) else (key,)
+        parsed = [_index_item(k) for k in items]
+        out_shape, resolved = _rule(sh.index, _A, self._shape, parsed)
+        return self._like(ev.index(self._values, self._shape, resolved), out_shape)
+
+    def _like(self, values: list, shape: Sequence[int], dtype: DType | None = None) -> Tensor:
+        return Tensor(values, tuple(shape), dtype or self._dtype, self._device)
+
+    # -- reductions and friends
+
+    def _reduce(self, name: str, axis: Any = None, keepdims: bool = False) -> Tensor:
+        if isinstance(axis, list):
+            axis = tuple(axis)
+        out_shape = _rule(sh.reduction, _A, self._shape, axis, keepdims, name)
+        axes = sh.reduce_axes(_A, len(self._shape), axis, name)
+        dtype = _rule(ops.BY_METHOD[name].dtype_rule, f".{name}()", [self._dtype])
+        values = ev.reduce(name, self._values, self._shape, axes, self._dtype, dtype)
+        return self._like(values, out_shape, dtype)
+
+    def sum(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        return self._reduce("sum", axis, keepdims)
+
+    def mean(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        return self._reduce("mean", axis, keepdims)
+
+    def max(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        return self._reduce("max", axis, keepdims)
+
+    def min(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        return self._reduce("min", axis, keepdims)
+
+    def _softmax(self, name: str, axis: int) -> Tensor:
+        _rule(sh.along_axis, _A, self._shape, axis, name)
+        dtype = _rule(ops.BY_METHOD[name].dtype_rule, f".{name}()", [self._dtype])
+        values = ev.softmax(
+            self._values, self._shape, axis % len(self._shape), name == "log_softmax", dtype
+        )
+        return self._like(values, self._shape, dtype)
+
+    def softmax(self, axis: int = -1) -> Tensor:
+        return self._softmax("softmax", axis)
+
+    def log_softmax(self, axis: int = -1) -> Tensor:
+        return self._softmax("log_softmax", axis)
+
+    def astype(self, dtype: DType) -> Tensor:
+        if not isinstance(dtype, DType):
+            raise MimirError("GPU036", f"`astype` takes a dtype such as `float32`, got {dtype!r}")
+        return self._like(nm.cast(self._values, dtype), self._shape, dtype)
+
+    def clip(self, lo: Any, hi: Any) -> Tensor:
+        return _elementwise(ops.BY_METHOD["clip"], [self, lo, hi])
+
+
+# ---------------------------------------------------------------- element-wise dispatch
+
+
+def _index_item(k: Any) -> tuple:
+    if k is None:
+        return ("newaxis",)
+    if k is Ellipsis:
+        return ("ellipsis",)
+    if isinstance(k, slice):
+        if k.step is not None and _resolve(k.step) != 1:
+            raise MimirError("GPU031", "slice steps are not supported in the kernel language")
+        return ("slice", _index_bound(k.start), _index_bound(k.stop))
+    if isinstance(k, (int, DimExpr)) and not isinstance(k, bool):
+        return ("int", _resolve(k))
+    raise MimirError("GPU036", f"unsupported index {k!r}: use ints, dims, slices, None or ...")
+
+
+def _index_bound(b: Any) -> Any:
+    if b is None:
+        return None
+    if isinstance(b, bool) or not isinstance(b, (int, DimExpr)):
+        raise MimirError("GPU036", f"a slice bound must be an int or a dim, got {b!r}")
+    return _resolve(b)
+
+
+def _operand_dtype(x: Any) -> DType | str:
+    if isinstance(x, Tensor):
+        return x._dtype
+    return scalar_kind(x)
+
+
+def _elementwise(spec: ops.OpSpec, operands: list[Any]) -> Tensor:
+    operands = [_resolve(x) for x in operands]
+    for x in operands:
+        if not isinstance(x, (Tensor, int, float)):
+            raise MimirError(
+                "GPU036", f"`{spec.spelling}` got an operand of type {type(x).__name__}"
+            )
+    tensors = [x for x in operands if isinstance(x, Tensor)]
+    devices = {t._device for t in tensors}
+    if len(devices) > 1:
+        raise MimirError("GPU061", f"`{spec.spelling}` mixes tensors on cpu and gpu")
+    kinds = [_operand_dtype(x) for x in operands]
+    dtype = _rule(spec.dtype_rule, spec.spelling, kinds)
+    out_shape = _rule(sh.broadcast, _A, *(t._shape for t in tensors))
+    if spec.compute_in_common:
+        common = _rule(ops.dtype_rules.common, spec.spelling, kinds)
+        compute = [common] * len(operands)
+    elif spec.name == "where":
+        compute = [bool_] + [dtype] * (len(operands) - 1)
+    else:
+        compute = [dtype] * len(operands)
+    args = [(x._values, x._shape) if isinstance(x, Tensor) else x for x in operands]
+    values = ev.elementwise(spec.element, args, out_shape, compute, dtype)
+    device = devices.pop() if devices else ("gpu" if _in_kernel() else "cpu")
+    return Tensor(values, out_shape, dtype, device)
+
+
+def _matmul(left: Any, right: Any) -> Tensor:
+    if not isinstance(left, Tensor) or not isinstance(right, Tensor):
+        raise MimirError("GPU036", "`@` needs two tensors")
+    if left._device != right._device:
+        raise MimirError("GPU061", "`@` mixes tensors on cpu and gpu")
+    dtype = _rule(ops.BY_OPERATOR["@"].dtype_rule, "@", [left._dtype, right._dtype])
+    out_shape = _rule(sh.matmul, _A, left._shape, right._shape)
+    values = ev.matmul(left._values, left._shape, right._values, right._shape, out_shape, dtype)
+    return Tensor(values, out_shape, dtype, left._device)
+
+
+def _install_operators() -> None:
+    for spec in ops.TABLE:
+        if spec.kind != "elementwise":
+            continue
+        if spec.dunder and spec.unary_operator:
+            setattr(Tensor, spec.dunder, _make_unary(spec))
+        elif spec.dunder:
+            setattr(Tensor, spec.dunder, _make_binary(spec, reflected=False))
+            if spec.rdunder:
+                setattr(Tensor, spec.rdunder, _make_binary(spec, reflected=True))
+        elif spec.method and spec.arity == 1:
+            setattr(Tensor, spec.method, _make_unary(spec))
+    Tensor.__matmul__ = lambda self, other: _matmul(self, other)  # type: ignore[method-assign]
+    Tensor.__rmatmul__ = lambda self, other: _matmul(other, self)  # type: ignore[method-assign]
+    Tensor.__hash__ = object.__hash__  # type: ignore[method-assign]
+
+
+def _make_binary(spec: ops.OpSpec, reflected: bool) -> Callable[[Tensor, Any], Tensor]:
+    def method(self: Tensor, other: Any) -> Tensor:
+        return _elementwise(spec, [other, self] if reflected else [self, other])
+
+    method.__name__ = spec.rdunder if reflected else spec.dunder  # type: ignore[assignment]
+    method.__doc__ = f"Element-wise `{spec.spelling}` with broadcasting."
+    return method
+
+
+def _make_unary(spec: ops.OpSpec) -> Callable[[Tensor], Tensor]:
+    def method(self: Tensor) -> Tensor:
+        return _elementwise(spec, [self])
+
+    method.__name__ = spec.dunder or spec.method or spec.name
+    method.__doc__ = f"Element-wise `{spec.spelling}`."
+    return method
+
+
+_install_operators()
+
+
+# ---------------------------------------------------------------- functions
+
+
+def where(cond: Any, a: Any, b: Any) -> Tensor:
+    """Element-wise `a if cond else b`, broadcasting all three."""
+    return _elementwise(ops.BY_FUNCTION["where"], [cond, a, b])
+
+
+def maximum(a: Any, b: Any) -> Tensor:
+    """Element-wise maximum (nan-propagating, as NumPy)."""
+    return _elementwise(ops.BY_FUNCTION["maximum"], [a, b])
+
+
+def minimum(a: Any, b: Any) -> Tensor:
+    """Element-wise minimum (nan-propagating, as NumPy)."""
+    return _elementwise(ops.BY_FUNCTION["minimum"], [a, b])
+
+
+def _shape_arg(shape: Any) -> tuple[int, ...]:
+    items = shape if isinstance(shape, (tuple, list)) else (shape,)
+    out = tuple(_resolve(s) for s in items)
+    _rule(sh.creation, _A, out)
+    return out
+
+
+def _default_device(device: str | None) -> str:
+    if device is None:
+        return "gpu" if _in_kernel() else "cpu"
+    if device not in DEVICES:
+        raise ValueError(f"unknown device {device!r}; expected one of {DEVICES}")
+    return device
+
+
+def full(shape: Any, fill_value: Any, dtype: DType = float32, device: str | None = None) -> Tensor:
+    """A tensor of `shape` filled with `fill_value`."""
+    dims = _shape_arg(shape)
+    return Tensor(ev.create(dims, fill_value, dtype), dims, dtype, _default_device(device))
+
+
+def zeros(shape: Any, dtype: DType = float32, device: str | None = None) -> Tensor:
+    return full(shape, 0, dtype, device)
+
+
+def ones(shape: Any, dtype: DType = float32, device: str | None = None) -> Tensor:
+    return full(shape, 1, dtype, device)
+
+
+def tensor(data: Any, dtype: DType = float32, device: str = "cpu") -> Tensor:
+    """A tensor from (nested) Python lists of numbers; host code only."""
+    shape: list[int] = []
+    probe = data
+    while isinstance(probe, (list, tuple)):
+        shape.append(len(probe))
+        probe = probe[0] if probe else None
+    flat = list(_flatten(data, shape, 0))
+    return Tensor(nm.cast(flat, dtype), tuple(shape), dtype, _default_device(device))
+
+
+def rand(
+    shape: Any,
+    dtype: DType = float32,
+    seed: int = 0,
+    low: float = -1.0,
+    high: float = 1.0,
+    device: str = "cpu",
+) -> Tensor:
+    """Seeded uniform random values in [low, high) (integers: [low, high])."""
+    dims = _shape_arg(shape)
+    rng = _random.Random(seed)
+    n = ev.numel(dims)
+    if dtype.is_float:
+        flat: list = [rng.uniform(low, high) for _ in range(n)]
+    elif dtype.is_bool:
+        flat = [rng.random() < 0.5 for _ in range(n)]
+    else:
+        flat = [rng.randint(int(low), int(high)) for _ in range(n)]
+    return Tensor(nm.cast(flat, dtype), dims, dtype, _default_device(device))
+
+
+def _flatten(data: Any, shape: Sequence[int], depth: int) -> Iterable[Any]:
+    if depth == len(shape):
+        yield data
+        return
+    if not isinstance(data, (list, tuple)) or len(data) != shape[depth]:
+        raise ValueError("ragged nested data: every row must have the same length")
+    for item in data:
+        yield from _flatten(item, shape, depth + 1)
+
+
+def _nest(values: list, shape: Sequence[int]) -> Any:
+    if not shape:
+        return values[0]
+    if len(shape) == 1:
+        return list(values)
+    step = len(values) // shape[0] if shape[0] else 0
+    return [_nest(values[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])]
+
+
+# ---------------------------------------------------------------- @gpu
+
+
+class Kernel:
+    """A `@gpu` function: checks its arguments, runs its body, checks its result."""
+
+    def __init__(self, fn: Callable[..., Any], grid: tuple | None = None) -> None:
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.grid = grid
+        self.signature = inspect.signature(fn)
+        self._validated = False
+
+    def __repr__(self) -> str:
+        return f"<mimir kernel {self.fn.__qualname__}>"
+
+    def annotations(self) -> dict[str, Any]:
+        """Parameter and return annotations, evaluated (`return` for the result)."""
+        return inspect.get_annotations(self.fn, eval_str=True)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self._validate_language()
+        annotations = self.annotations()
+        bound = self.signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        bindings = _bind_arguments(bound.arguments, annotations)
+        token = _BINDINGS.set(bindings)
+        try:
+            result = self.fn(*bound.args, **bound.kwargs)
+        except NameError as err:
+            raise MimirError("GPU032", f"undefined name `{err.name}`") from None
+        finally:
+            _BINDINGS.reset(token)
+        if "return" in annotations:
+            _check_result(result, annotations["return"], bindings)
+        return result
+
+    def _validate_language(self) -> None:
+        """Refuse what the checker refuses: constructs outside the kernel language."""
+        if self._validated:
+            return
+        try:
+            source = inspect.getsource(self.fn)
+        except (OSError, TypeError):
+            self._validated = True  # no source (a REPL): nothing to read
+            return
+        from mimir.parse.subset import first_violation
+
+        violation = first_violation(source, self.fn.__name__, self.grid is not None)
+        if violation is not None:
+            raise MimirError(violation.code, violation.message)
+        self._validated = True
+
+
+def gpu(fn: Callable[..., Any] | None = None, *, grid: tuple | None = None) -> Any:
+    """Mark a kernel: `@gpu`, or `@gpu(grid=(N,))` for an index-level kernel."""
+    if fn is None:
+        return lambda f: Kernel(f, grid)
+    return Kernel(fn, grid)
+
+
+def _bind_arguments(arguments: dict[str, Any], annotations: dict[str, Any]) -> dict[str, int]:
+    env: dict[str, int] = {}
+    dims: dict[str, Dim] = {}
+    deferred: list[tuple[str, int, Size, int]] = []
+    for name, value in arguments.items():
+        ann = annotations.get(name)
+        if not isinstance(ann, TensorType):
+            continue
+        if not isinstance(value, Tensor):
+            raise MimirError(
+                "GPU040", f"argument `{name}` must be a tensor, got {type(value).__name__}"
+            )
+        if value._device != "gpu":
+            raise MimirError(
+                "GPU060",
+                f"argument `{name}` is on cpu; move it with `.to(\"gpu\")` before the call",
+            )
+        if value._dtype != ann.dtype:
+            raise MimirError(
+                "GPU041", f"argument `{name}` has dtype {value._dtype}, expected {ann.dtype}"
+            )
+        if len(value._shape) != len(ann.dims):
+            raise MimirError(
+                "GPU040",
+                f"argument `{name}` has shape {list(value._shape)}, expected {_show(ann.dims)}",
+            )
+        for axis, (actual, expected) in enumerate(zip(value._shape, ann.dims, strict=True)):
+            if isinstance(expected, Dim) and expected.name not in env:
+                if not expected.admits(actual):
+                    raise MimirError(
+                        "GPU042",
+                        f"argument `{name}` binds {expected.name}={actual}, outside its "
+                        f"constraints ({expected.describe_constraints()})",
+                    )
+                env[expected.name] = actual
+                dims[expected.name] = expected
+            else:
+                deferred.append((name, axis, expected, actual))
+    for name, axis, expected, actual in deferred:
+        try:
+            want = evaluate(expected, env)
+        except UnboundDimError as err:
+            raise MimirError(
+                "GPU035", f"dim `{err.name}` is not fixed by any parameter of the kernel"
+            ) from None
+        if want != actual:
+            raise MimirError(
+                "GPU040",
+                f"argument `{name}` has size {actual} on axis {axis}, expected {expected}={want}",
+            )
+    return env
+
+
+def _show(dims: Sequence[Any]) -> str:
+    return "[" + ", ".join(str(d) for d in dims) + "]"
+
+
+def _check_result(result: Any, ann: Any, env: dict[str, int]) -> None:
+    if not isinstance(ann, TensorType):
+        return
+    if not isinstance(result, Tensor):
+        raise MimirError("GPU015", f"the kernel returns {type(result).__name__}, not a tensor")
+    try:
+        expected = [evaluate(d, env) for d in ann.dims]
+    except UnboundDimError as err:
+        raise MimirError(
+            "GPU035", f"dim `{err.name}` is not fixed by any parameter of the kernel"
+        ) from None
+    if list(result._shape) != expected:
+        raise MimirError(
+            "GPU015",
+            f"return shape mismatch: the kernel returns {list(result._shape)}, "
+            f"the annotation says {_show(ann.dims)}",
+        )
+    if result._dtype != ann.dtype:
+        raise MimirError(
+            "GPU016",
+            f"return dtype mismatch: the kernel returns {result._dtype}, "
+            f"the annotation says {ann.dtype}",
+        )
+
+
+# Names the kernel language gives a meaning to, for the checker's name lookup.
+KERNEL_FUNCTIONS = ("where", "maximum", "minimum", "zeros", "ones", "full")
+DTYPE_NAMES = tuple(DTYPES)
+_ = BinOp  # re-exported for annotations that spell dim arithmetic

@@ -1,0 +1,99 @@
+"""Checking files: read, parse, build each kernel's graph, prove it.
+
+`check_source` is the whole static pipeline for one file's text;
+`check_paths` expands files and directories and checks each file. Neither
+imports or executes user code.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mimir.constraints.checker import KernelChecker
+from mimir.diagnostics.diagnostic import Diagnostic, Span
+from mimir.parse.graph import build_graph
+from mimir.parse.module import read_module
+from mimir.parse.spans import SourceFile
+from mimir.solve.prover import DEFAULT_TIMEOUT_MS
+
+# Folders never descended into when a directory is checked.
+SKIPPED_DIRS = frozenset(
+    {"node_modules", "__pycache__", "site-packages", "build", "dist", "venv", "env"}
+)
+
+
+@dataclass
+class FileResult:
+    path: str
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    unreadable: bool = False  # GPU001/GPU002: the input itself is bad (exit 2)
+
+
+def check_source(path: str, text: str, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> FileResult:
+    """Every diagnostic for one file's source text, in source order."""
+    try:
+        tree = ast.parse(text, filename=path)
+    except SyntaxError as err:
+        line = err.lineno or 1
+        col = err.offset or 1
+        span = Span(path, line, col, err.end_lineno or line, err.end_offset or col)
+        return FileResult(
+            path, [Diagnostic("GPU001", f"syntax error: {err.msg}", span)], unreadable=True
+        )
+    except ValueError as err:  # e.g. source holding a NUL byte
+        return FileResult(
+            path, [Diagnostic("GPU001", f"syntax error: {err}", Span(path, 1, 1, 1, 1))],
+            unreadable=True,
+        )
+    info = read_module(SourceFile(path, text), tree)
+    diagnostics = [Diagnostic(p.code, p.message, p.span) for p in info.problems]
+    for kernel in info.kernels:
+        kg = build_graph(info, kernel)
+        diagnostics.extend(KernelChecker(info, kg, timeout_ms).run())
+    diagnostics.sort(key=Diagnostic.sort_key)
+    return FileResult(path, diagnostics)
+
+
+def check_file(path: Path, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> FileResult:
+    shown = str(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        span = Span(shown, 1, 1, 1, 1)
+        return FileResult(
+            shown, [Diagnostic("GPU002", f"cannot read file: {reason}", span)], unreadable=True
+        )
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return check_source(shown, text, timeout_ms)
+
+
+def discover(paths: Iterable[Path]) -> Iterator[tuple[Path, bool]]:
+    """Python files under `paths`; the flag says whether the path was named explicitly.
+
+    Directories are walked recursively in sorted order, skipping hidden folders,
+    virtual environments (any folder holding `pyvenv.cfg`) and build outputs.
+    """
+    for root in paths:
+        if not root.is_dir():
+            yield root, True
+            continue
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(
+                d for d in dirnames
+                if not d.startswith(".")
+                and d not in SKIPPED_DIRS
+                and not (Path(dirpath) / d / "pyvenv.cfg").exists()
+            )
+            for name in sorted(filenames):
+                if name.endswith((".py", ".pyi")):
+                    yield Path(dirpath) / name, False
+
+
+def check_paths(paths: Iterable[Path], timeout_ms: int = DEFAULT_TIMEOUT_MS) -> list[FileResult]:
+    return [check_file(p, timeout_ms) for p, _ in discover(paths)]

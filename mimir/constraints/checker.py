@@ -1,0 +1,509 @@
+"""Facts and obligations for one kernel graph, proven as they are derived.
+
+Nodes are visited in source order. Each node's abstract value is computed from
+its inputs' values by the op table's rules run over the Z3 algebra; each
+obligation a rule records is proven before the next node is visited. The first
+failing obligation of a node becomes its one diagnostic and poisons the node,
+and every node downstream of a poisoned one is skipped silently: one diagnostic
+per root cause.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import z3
+
+from mimir import ops
+from mimir.constraints.algebra import Obligation, Sym, Z3Algebra, _z3_op
+from mimir.diagnostics.diagnostic import Diagnostic, Label, Span
+from mimir.dims import BinOp, Dim, Size
+from mimir.dtypes import ALL_DTYPES, DType, float32
+from mimir.ops import dtype_rules as dr
+from mimir.ops import shapes as sh
+from mimir.parse.graph import KernelGraph
+from mimir.parse.module import ModuleInfo, ScalarAnnotation, TensorAnnotation, dims_in
+from mimir.solve.prover import PROVEN, REFUTED, Prover
+
+# ---------------------------------------------------------------- abstract values
+
+
+@dataclass
+class TensorVal:
+    shape: tuple[Sym, ...]
+    dtype: DType
+
+
+@dataclass
+class SizeVal:
+    """An int known statically up to its dims: a literal, a `Dim`, `x.shape[0]`."""
+
+    sym: Sym
+
+
+@dataclass
+class ScalarVal:
+    kind: str  # "bool" | "int" | "float"
+    value: Any = None  # the literal, when the scalar is one
+
+
+@dataclass
+class TupleVal:
+    items: list[Any]
+
+
+@dataclass
+class DTypeVal:
+    dtype: DType
+
+
+@dataclass
+class NoneVal:
+    pass
+
+
+class _Poison:
+    def __repr__(self) -> str:
+        return "POISON"
+
+
+POISON = _Poison()
+
+DTYPE_SORT, DTYPE_CONSTS = z3.EnumSort("DType", [d.name for d in ALL_DTYPES])
+_DTYPE_TERM = dict(zip(ALL_DTYPES, DTYPE_CONSTS, strict=True))
+
+
+class _Failed(Exception):
+    def __init__(self, code: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.extra = extra
+
+
+def _shape_text(shape: tuple[Sym, ...]) -> str:
+    return "[" + ", ".join(s.text for s in shape) + "]"
+
+
+class KernelChecker:
+    def __init__(self, info: ModuleInfo, kg: KernelGraph, timeout_ms: int) -> None:
+        self.info = info
+        self.kg = kg
+        self.path = info.source.path
+        self.prover = Prover(timeout_ms=timeout_ms)
+        self.values: dict[int, Any] = {}
+        self.diagnostics: list[Diagnostic] = []
+        self.bound_dims: set[str] = set()
+        self._reported_unbound: set[str] = set()
+
+    # -- entry point
+
+    def run(self) -> list[Diagnostic]:
+        for p in self.kg.problems:
+            self._emit(p.code, p.message, p.span)
+        self._declare_dims()
+        g = self.kg.graph
+        for i in sorted(g.nodes):
+            self.values[i] = self._visit(i, g.nodes[i])
+        return self.diagnostics
+
+    def _emit(
+        self, code: str, message: str, span: Span, labels: tuple[Label, ...] = (),
+        counterexample: tuple = (), extra_why: str | None = None,
+    ) -> None:
+        self.diagnostics.append(
+            Diagnostic(
+                code=code, message=message, span=span, labels=labels,
+                counterexample=counterexample, function=self.kg.name, extra_why=extra_why,
+            )
+        )
+
+    # -- facts from declarations and annotations
+
+    def _declare_dims(self) -> None:
+        for name in self.info.dims:
+            decl = self.info.dims[name]
+            dim = decl.dim
+            var = self.prover.dim(dim.name)
+            label = Label(decl.span, f"`{dim.name}` is declared here ({dim.describe_constraints()})")
+            self.prover.add_fact(var >= dim.min, label)
+            if dim.max is not None:
+                self.prover.add_fact(var <= dim.max, label)
+            if dim.multiple_of is not None:
+                self.prover.add_fact(var % dim.multiple_of == 0, label)
+        for _, ann, _ in self.kg.params:
+            if isinstance(ann, TensorAnnotation):
+                for d in ann.dims:
+                    if isinstance(d, Dim):
+                        self.bound_dims.add(d.name)
+        for _, ann, _ in self.kg.params:
+            if isinstance(ann, TensorAnnotation):
+                for d, span in zip(ann.dims, ann.dim_spans, strict=True):
+                    self._require_bound(d, span)
+        if isinstance(self.kg.returns, TensorAnnotation):
+            for d, span in zip(self.kg.returns.dims, self.kg.returns.dim_spans, strict=True):
+                self._require_bound(d, span)
+
+    def _require_bound(self, size: Size, span: Span) -> bool:
+        for dim in dims_in(size):
+            if dim.name not in self.bound_dims:
+                if dim.name not in self._reported_unbound:
+                    self._reported_unbound.add(dim.name)
+                    self._emit(
+                        "GPU035",
+                        f"dim `{dim.name}` is not fixed by any parameter of `{self.kg.name}`",
+                        span,
+                    )
+                return False
+        return True
+
+    def _term(self, size: Size) -> z3.ArithRef:
+        if isinstance(size, int):
+            return z3.IntVal(size)
+        if isinstance(size, Dim):
+            return self.prover.dim(size.name)
+        assert isinstance(size, BinOp)
+        return _z3_op(size.op, self._term(size.left), self._term(size.right))
+
+    def _annotated_shape(self, owner: str, ann: TensorAnnotation) -> tuple[Sym, ...]:
+        shape = []
+        for k, (d, span) in enumerate(zip(ann.dims, ann.dim_spans, strict=True)):
+            label = Label(span, f"`{owner}` axis {k} is {d} here")
+            name = f"{owner}.shape[{k}]"
+            dims = tuple(x.name for x in dims_in(d))
+            var = self.prover.annotation_var(name, self._term(d), dims, label)
+            shape.append(Sym(var, str(d), d if isinstance(d, int) else None,
+                             1 if isinstance(d, BinOp) and d.op in "+-" else 3))
+        return tuple(shape)
+
+    # -- visiting
+
+    def _visit(self, i: int, node: dict[str, Any]) -> Any:
+        inputs = [self.values[j] for j in node["inputs"]]
+        if node["kind"] == "poison" or any(v is POISON for v in inputs):
+            return POISON
+        try:
+            return getattr(self, "_" + node["kind"])(node, inputs)
+        except _Failed as f:
+            self._emit(f.code, f.message, node["span"], **f.extra)
+            return POISON
+        except sh.RuleError as err:
+            self._emit(err.code, err.message, node["span"])
+            return POISON
+
+    def _prove_all(self, obligations: list[Obligation]) -> None:
+        for ob in obligations:
+            verdict = self.prover.prove(ob.condition)
+            if verdict.status == PROVEN:
+                continue
+            if verdict.status == REFUTED:
+                raise _Failed(
+                    ob.code, ob.message, labels=verdict.labels,
+                    counterexample=verdict.counterexample,
+                )
+            raise _Failed(
+                "GPU050",
+                f"could not prove: {ob.message} (the solver returned unknown: {verdict.reason})",
+            )
+
+    def _rule(self, fn: Any, *args: Any) -> Any:
+        A = Z3Algebra()
+        result = fn(A, *args)
+        self._prove_all(A.obligations)
+        return result
+
+    # -- node kinds
+
+    def _param(self, node: dict, _: list) -> Any:
+        ann = node["annotation"]
+        if isinstance(ann, ScalarAnnotation):
+            return ScalarVal(ann.kind)
+        return TensorVal(self._annotated_shape(node["name"], ann), ann.dtype)
+
+    def _const(self, node: dict, _: list) -> Any:
+        v = node["value"]
+        if v is None:
+            return NoneVal()
+        if isinstance(v, bool):
+            return ScalarVal("bool", v)
+        if isinstance(v, int):
+            return SizeVal(Sym.const(v))
+        if isinstance(v, float):
+            return ScalarVal("float")
+        raise _Failed("GPU031", f"the constant `{node['text']}` cannot be used inside `@gpu`")
+
+    def _dim(self, node: dict, _: list) -> Any:
+        dim: Dim = node["dim"]
+        if not self._require_bound(dim, node["span"]):
+            return POISON
+        return SizeVal(Sym(self.prover.dim(dim.name), dim.name))
+
+    def _dtype(self, node: dict, _: list) -> Any:
+        return DTypeVal(node["dtype"])
+
+    def _tuple(self, node: dict, inputs: list) -> Any:
+        return TupleVal(inputs)
+
+    def _item(self, node: dict, inputs: list) -> Any:
+        (value,) = inputs
+        if not isinstance(value, TupleVal) or len(value.items) != node["count"]:
+            have = len(value.items) if isinstance(value, TupleVal) else "a non-tuple"
+            raise _Failed("GPU036", f"cannot unpack {have} into {node['count']} names")
+        return value.items[node["index"]]
+
+    def _binop(self, node: dict, inputs: list) -> Any:
+        symbol = node["symbol"]
+        left, right = inputs
+        if symbol == "@":
+            a, b = (self._tensor(v, "@") for v in inputs)
+            dtype = self._dtype_rule(ops.BY_OPERATOR["@"], [a.dtype, b.dtype])
+            return TensorVal(self._rule(sh.matmul, a.shape, b.shape), dtype)
+        spec = ops.BY_OPERATOR[symbol]
+        if isinstance(left, TensorVal) or isinstance(right, TensorVal):
+            return self._elementwise(spec, inputs)
+        if isinstance(left, SizeVal) and isinstance(right, SizeVal) and symbol in _DUNDER:
+            if symbol in ("//", "%") and right.sym.value == 0:
+                raise _Failed("GPU036", "division by zero in a size expression")
+            if symbol in ("//", "%"):
+                self._rule(
+                    lambda A: A.require(
+                        A.le(1, right.sym), "GPU036",
+                        "the divisor {} may be zero or negative", right.sym,
+                    )
+                )
+            return SizeVal(getattr(left.sym, _DUNDER[symbol])(right.sym))
+        kind = self._scalar_kinds(spec, inputs)
+        return ScalarVal(kind)
+
+    def _scalar_kinds(self, spec: ops.OpSpec, inputs: list) -> str:
+        kinds = [self._operand_kind(v, spec) for v in inputs]
+        dtype = self._dtype_rule(spec, kinds)
+        return "bool" if dtype.is_bool else "float" if dtype.is_float else "int"
+
+    def _unop(self, node: dict, inputs: list) -> Any:
+        (value,) = inputs
+        spec = ops.BY_UNARY_OPERATOR[node["symbol"]]
+        if isinstance(value, TensorVal):
+            return self._elementwise(spec, inputs)
+        if isinstance(value, SizeVal) and node["symbol"] == "-":
+            return SizeVal(0 - value.sym)
+        return ScalarVal(self._scalar_kinds(spec, inputs))
+
+    def _attribute(self, node: dict, inputs: list) -> Any:
+        spec: ops.OpSpec = node["spec"]
+        x = self._tensor(inputs[0], spec.spelling)
+        if spec.name == "shape":
+            return TupleVal([SizeVal(s) for s in x.shape])
+        return TensorVal(self._rule(sh.transpose, x.shape, None), x.dtype)
+
+    def _method(self, node: dict, inputs: list) -> Any:
+        return self._apply(node, inputs)
+
+    def _call(self, node: dict, inputs: list) -> Any:
+        return self._apply(node, inputs)
+
+    def _subscript(self, node: dict, inputs: list) -> Any:
+        value, *slots = inputs
+        items = node["items"]
+        if isinstance(value, TupleVal):
+            if len(items) != 1 or items[0][0] != "int":
+                raise _Failed("GPU036", "a shape can only be indexed with one int")
+            k = self._literal_int(inputs[items[0][1]], "a shape index")
+            if not -len(value.items) <= k < len(value.items):
+                raise _Failed(
+                    "GPU018", f"index {k} is out of range for a shape of rank {len(value.items)}"
+                )
+            return value.items[k]
+        x = self._tensor(value, "[]")
+        resolved = []
+        for it in items:
+            if it[0] in ("newaxis", "ellipsis"):
+                resolved.append(it)
+            elif it[0] == "int":
+                resolved.append(("int", self._index_size(inputs[it[1]])))
+            else:
+                resolved.append(
+                    ("slice", *(None if s is None else self._index_size(inputs[s])
+                                for s in it[1:]))
+                )
+        shape, _ = self._rule(sh.index, x.shape, resolved)
+        return TensorVal(shape, x.dtype)
+
+    def _return(self, node: dict, inputs: list) -> Any:
+        (value,) = inputs
+        ann = self.kg.returns
+        if ann is None:
+            return value
+        if isinstance(ann, ScalarAnnotation):
+            raise _Failed("GPU033", "a kernel returns a tensor; annotate it as `Tensor[...]`")
+        if not isinstance(value, TensorVal):
+            raise _Failed("GPU015", "return shape mismatch: the kernel returns a scalar, "
+                          f"the annotation says a tensor of shape {_ann_text(ann)}")
+        if not self._require_all_bound(ann):
+            return POISON
+        expected = self._annotated_shape("return", ann)
+        got = _shape_text(value.shape)
+        message = f"return shape mismatch: the kernel returns {got}, the annotation says " + (
+            _ann_text(ann)
+        )
+        if len(expected) != len(value.shape):
+            raise _Failed(
+                "GPU015", message, labels=(Label(ann.span, "the return annotation"),)
+            )
+        obligation = z3.And(*[a.term == b.term for a, b in zip(value.shape, expected,
+                                                               strict=True)])
+        self._prove_all([Obligation(obligation, "GPU015", message, ())])
+        # Dtypes: the annotation is a tracked fact, so the conflict names it.
+        ret = z3.Const("return.dtype", DTYPE_SORT)
+        self.prover.add_fact(
+            ret == _DTYPE_TERM[ann.dtype], Label(ann.span, f"the annotation says {ann.dtype}")
+        )
+        self._prove_all([Obligation(
+            ret == _DTYPE_TERM[value.dtype], "GPU016",
+            f"return dtype mismatch: the kernel returns {value.dtype}, "
+            f"the annotation says {ann.dtype}", (),
+        )])
+        return value
+
+    def _require_all_bound(self, ann: TensorAnnotation) -> bool:
+        return all(self._require_bound(d, s) for d, s in zip(ann.dims, ann.dim_spans,
+                                                              strict=True))
+
+    # -- op families
+
+    def _apply(self, node: dict, inputs: list) -> Any:
+        spec: ops.OpSpec = node["spec"]
+        n_recv, n_pos = node["n_receiver"], node["n_positional"]
+        receiver = inputs[:n_recv]
+        positional = inputs[n_recv : n_recv + n_pos]
+        kwargs = dict(zip(node["keywords"], inputs[n_recv + n_pos :], strict=True))
+        kind = spec.kind
+        if kind == "elementwise":
+            params = ops.PARAMETERS.get(spec.name)
+            if params is None:
+                params = tuple(f"arg{k}" for k in range(spec.arity - len(receiver)))
+            missing = [p for p in params if p not in kwargs]
+            if missing:
+                raise _Failed("GPU036", f"`{spec.spelling}` is missing `{missing[0]}`")
+            return self._elementwise(spec, [*receiver, *(kwargs[p] for p in params)])
+        if kind == "create":
+            return self._create(spec, kwargs)
+        x = self._tensor(receiver[0], spec.spelling)
+        if kind == "reduce":
+            axis = self._axis_arg(kwargs.get("axis"), spec, allow_tuple=True)
+            keepdims = self._bool_arg(kwargs.get("keepdims"), "keepdims")
+            shape = self._rule(sh.reduction, x.shape, axis, keepdims, spec.name)
+            return TensorVal(shape, self._dtype_rule(spec, [x.dtype]))
+        if kind == "softmax":
+            axis = self._axis_arg(kwargs.get("axis", SizeVal(Sym.const(-1))), spec)
+            shape = self._rule(sh.along_axis, x.shape, axis, spec.name)
+            return TensorVal(shape, self._dtype_rule(spec, [x.dtype]))
+        if kind == "cast":
+            target = kwargs.get("dtype")
+            if not isinstance(target, DTypeVal):
+                raise _Failed("GPU036", "`astype` takes a dtype such as `float32`")
+            return TensorVal(x.shape, target.dtype)
+        if kind == "reshape":
+            sizes = self._sizes(positional, spec.spelling)
+            return TensorVal(self._rule(sh.reshape, x.shape, sizes), x.dtype)
+        if kind == "transpose":
+            axes = None
+            if positional:
+                items = positional[0].items if (
+                    len(positional) == 1 and isinstance(positional[0], TupleVal)
+                ) else positional
+                axes = [self._literal_int(v, "a transpose axis") for v in items]
+            return TensorVal(self._rule(sh.transpose, x.shape, axes), x.dtype)
+        raise _Failed("GPU030", f"`{spec.spelling}` is not supported here")  # pragma: no cover
+
+    def _elementwise(self, spec: ops.OpSpec, operands: list) -> TensorVal:
+        kinds = [self._operand_kind(v, spec) for v in operands]
+        dtype = self._dtype_rule(spec, kinds)
+        shapes = [v.shape for v in operands if isinstance(v, TensorVal)]
+        return TensorVal(self._rule(sh.broadcast, *shapes), dtype)
+
+    def _create(self, spec: ops.OpSpec, kwargs: dict) -> TensorVal:
+        if "shape" not in kwargs:
+            raise _Failed("GPU036", f"`{spec.spelling}` needs a shape")
+        shape_arg = kwargs["shape"]
+        items = shape_arg.items if isinstance(shape_arg, TupleVal) else [shape_arg]
+        sizes = self._sizes(items, spec.spelling)
+        if spec.name == "full":
+            fill = kwargs.get("fill_value")
+            if not isinstance(fill, (SizeVal, ScalarVal)):
+                raise _Failed("GPU036", "`full` needs a scalar fill value")
+        dtype = kwargs.get("dtype", DTypeVal(float32))
+        if not isinstance(dtype, DTypeVal):
+            raise _Failed("GPU036", f"the `dtype` of `{spec.spelling}` must be a dtype name")
+        return TensorVal(self._rule(sh.creation, sizes), dtype.dtype)
+
+    # -- argument helpers
+
+    def _tensor(self, value: Any, spelling: str) -> TensorVal:
+        if not isinstance(value, TensorVal):
+            raise _Failed("GPU036", f"`{spelling}` needs a tensor operand")
+        return value
+
+    def _operand_kind(self, value: Any, spec: ops.OpSpec) -> DType | str:
+        if isinstance(value, TensorVal):
+            return value.dtype
+        if isinstance(value, SizeVal):
+            return "int"
+        if isinstance(value, ScalarVal):
+            return value.kind
+        raise _Failed("GPU036", f"`{spec.spelling}` cannot take this operand")
+
+    def _dtype_rule(self, spec: ops.OpSpec, kinds: list) -> DType:
+        try:
+            return spec.dtype_rule(spec.spelling, kinds)
+        except sh.RuleError as err:
+            raise _Failed(err.code, err.message) from None
+
+    def _literal_int(self, value: Any, what: str) -> int:
+        if isinstance(value, SizeVal) and value.sym.value is not None:
+            return value.sym.value
+        raise _Failed("GPU036", f"{what} must be an int literal")
+
+    def _axis_arg(self, value: Any, spec: ops.OpSpec, allow_tuple: bool = False) -> Any:
+        if value is None or isinstance(value, NoneVal):
+            if allow_tuple:
+                return None
+            raise _Failed("GPU036", f"the axis of `{spec.spelling}` must be an int literal")
+        if allow_tuple and isinstance(value, TupleVal):
+            return tuple(self._literal_int(v, "an axis") for v in value.items)
+        return self._literal_int(value, f"the axis of `{spec.spelling}`")
+
+    def _bool_arg(self, value: Any, name: str) -> bool:
+        if value is None:
+            return False
+        if isinstance(value, ScalarVal) and isinstance(value.value, bool):
+            return value.value
+        raise _Failed("GPU036", f"`{name}` must be True or False")
+
+    def _sizes(self, values: list, spelling: str) -> list[Sym]:
+        if len(values) == 1 and isinstance(values[0], TupleVal):
+            values = values[0].items
+        out = []
+        for v in values:
+            if not isinstance(v, SizeVal):
+                raise _Failed(
+                    "GPU036", f"the sizes of `{spelling}` must be ints, dims or `x.shape[i]`"
+                )
+            out.append(v.sym)
+        return out
+
+    def _index_size(self, value: Any) -> Sym:
+        if isinstance(value, SizeVal):
+            return value.sym
+        raise _Failed(
+            "GPU036", "an index must be an int, a dim or `x.shape[i]` (tensor indices are not "
+            "supported)"
+        )
+
+
+_DUNDER = {"+": "__add__", "-": "__sub__", "*": "__mul__", "//": "__floordiv__", "%": "__mod__"}
+
+
+def _ann_text(ann: TensorAnnotation) -> str:
+    return "[" + ", ".join(str(d) for d in ann.dims) + "]"

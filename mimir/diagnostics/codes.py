@@ -1,0 +1,375 @@
+"""The registry of diagnostic codes: one frozen entry per code.
+
+Each entry has a short name, a summary, why the rule exists, how to fix it, a
+bad example that fires exactly this code and a good example that checks clean.
+`mimir explain CODE` prints an entry; `tests/test_registry.py` runs every
+example. `found_by` says who reports the code: the static `checker`, the
+`shim` at call time (argument checks happen where the call's values exist), or
+`cli` for input that cannot be read.
+
+Precedence when several rules could fire on one node: construct (GPU031) before
+names (GPU032) before unknown ops (GPU030) before dtype rules (GPU02x) before
+shape rules (GPU01x); the first failing rule poisons the node and nothing
+downstream of it is reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PRELUDE = (
+    "from mimir.array import Dim, Tensor, bool_, float16, float32, gpu, int32, uint32\n"
+    "from mimir.array import full, maximum, minimum, ones, where, zeros\n"
+)
+
+
+@dataclass(frozen=True)
+class Code:
+    code: str
+    name: str
+    summary: str
+    why: str
+    fix: str
+    bad: str
+    good: str
+    found_by: str = "checker"
+
+    def bad_source(self) -> str:
+        return PRELUDE + self.bad
+
+    def good_source(self) -> str:
+        return PRELUDE + self.good
+
+
+_CODES = [
+    Code(
+        "GPU001",
+        "syntax-error",
+        "the file is not valid Python",
+        "Mimir parses the file with Python's own parser and cannot read it",
+        "correct the syntax at the reported position",
+        "def f(:\n    pass\n",
+        "def f():\n    pass\n",
+        found_by="cli",
+    ),
+    Code(
+        "GPU002",
+        "unreadable-input",
+        "the file cannot be read",
+        "the path does not exist, is not a file, or is not UTF-8 text",
+        "check the path and the file's encoding",
+        "",
+        "",
+        found_by="cli",
+    ),
+    Code(
+        "GPU010",
+        "broadcast-mismatch",
+        "shapes cannot broadcast",
+        "element-wise ops broadcast as NumPy does: aligned from the right, each pair of sizes "
+        "must be equal or one of them 1",
+        "make the mismatched axes equal, or give one of them size 1 (`x[:, None]`)",
+        "@gpu\ndef f(a: Tensor[float32, 4, 3], b: Tensor[float32, 4]) -> Tensor[float32, 4, 3]:\n"
+        "    return a + b\n",
+        "@gpu\ndef f(a: Tensor[float32, 4, 3], b: Tensor[float32, 3]) -> Tensor[float32, 4, 3]:\n"
+        "    return a + b\n",
+    ),
+    Code(
+        "GPU011",
+        "matmul-shape-mismatch",
+        "matmul shape mismatch",
+        "matrix multiplication requires inner dimensions to match (A[M,K] @ B[K,N])",
+        "ensure the inner dimensions of both matrices are equal",
+        "@gpu\ndef f(x: Tensor[float32, 32, 784], w: Tensor[float32, 128, 10])"
+        " -> Tensor[float32, 32, 10]:\n    return x @ w\n",
+        "@gpu\ndef f(x: Tensor[float32, 32, 784], w: Tensor[float32, 784, 10])"
+        " -> Tensor[float32, 32, 10]:\n    return x @ w\n",
+    ),
+    Code(
+        "GPU012",
+        "matmul-rank",
+        "matmul operand has rank below 2",
+        "`@` in the kernel language multiplies matrices or batches of matrices; a vector "
+        "operand would change the result's rank silently",
+        "make the vector a matrix with `v[None, :]` or `v[:, None]`, or use `(a * v).sum(axis=-1)`",
+        "@gpu\ndef f(a: Tensor[float32, 3, 4], v: Tensor[float32, 4]) -> Tensor[float32, 3]:\n"
+        "    return a @ v\n",
+        "@gpu\ndef f(a: Tensor[float32, 3, 4], v: Tensor[float32, 4]) -> Tensor[float32, 3, 1]:\n"
+        "    return a @ v[:, None]\n",
+    ),
+    Code(
+        "GPU013",
+        "reshape-size",
+        "reshape changes the number of elements",
+        "a reshape reinterprets the same elements, so the element counts must be equal",
+        "choose a target shape with the same product of sizes, or infer one size with -1",
+        "@gpu\ndef f(x: Tensor[float32, 6, 4]) -> Tensor[float32, 5, 5]:\n"
+        "    return x.reshape(5, 5)\n",
+        "@gpu\ndef f(x: Tensor[float32, 6, 4]) -> Tensor[float32, 3, 8]:\n"
+        "    return x.reshape(3, -1)\n",
+    ),
+    Code(
+        "GPU014",
+        "axis-out-of-range",
+        "axis out of range",
+        "an axis must name one of the tensor's dimensions: -rank <= axis < rank",
+        "use an axis between -rank and rank - 1",
+        "@gpu\ndef f(x: Tensor[float32, 8, 4]) -> Tensor[float32, 8]:\n"
+        "    return x.sum(axis=2)\n",
+        "@gpu\ndef f(x: Tensor[float32, 8, 4]) -> Tensor[float32, 8]:\n"
+        "    return x.sum(axis=1)\n",
+    ),
+    Code(
+        "GPU015",
+        "return-shape-mismatch",
+        "the returned shape differs from the annotation",
+        "the return annotation is the kernel's contract with its caller and sizes its output "
+        "buffer",
+        "return a value of the annotated shape, or correct the annotation",
+        "@gpu\ndef f(x: Tensor[float32, 8, 4]) -> Tensor[float32, 4, 8]:\n    return x + 1.0\n",
+        "@gpu\ndef f(x: Tensor[float32, 8, 4]) -> Tensor[float32, 4, 8]:\n    return x.T + 1.0\n",
+    ),
+    Code(
+        "GPU016",
+        "return-dtype-mismatch",
+        "the returned dtype differs from the annotation",
+        "the kernel language never converts implicitly: a float written into an int buffer "
+        "would be truncated",
+        "convert explicitly with `.astype(dtype)`, or correct the annotation",
+        "@gpu\ndef f(x: Tensor[int32, 8]) -> Tensor[int32, 8]:\n    return x / 2\n",
+        "@gpu\ndef f(x: Tensor[int32, 8]) -> Tensor[int32, 8]:\n    return x // 2\n",
+    ),
+    Code(
+        "GPU017",
+        "bad-permutation",
+        "transpose axes are not a permutation",
+        "`transpose(axes)` must name every axis exactly once",
+        "pass each axis from 0 to rank - 1 once, or no axes to reverse them",
+        "@gpu\ndef f(x: Tensor[float32, 2, 3, 4]) -> Tensor[float32, 3, 3, 4]:\n"
+        "    return x.transpose(1, 1, 2)\n",
+        "@gpu\ndef f(x: Tensor[float32, 2, 3, 4]) -> Tensor[float32, 3, 2, 4]:\n"
+        "    return x.transpose(1, 0, 2)\n",
+    ),
+    Code(
+        "GPU018",
+        "index-out-of-bounds",
+        "an index or slice bound is out of range",
+        "on a GPU an out-of-range read returns garbage or faults; unlike NumPy, slices do not "
+        "clamp, because a bound past the end is nearly always an off-by-one",
+        "keep every index below its axis size and every slice bound within 0..size",
+        "@gpu\ndef f(x: Tensor[float32, 8, 8]) -> Tensor[float32, 8, 9]:\n"
+        "    return x[:, 0:9]\n",
+        "@gpu\ndef f(x: Tensor[float32, 8, 8]) -> Tensor[float32, 8, 7]:\n"
+        "    return x[:, 1:8]\n",
+    ),
+    Code(
+        "GPU019",
+        "too-many-indices",
+        "more indices than dimensions",
+        "each index or slice consumes one axis of the tensor",
+        "index at most rank axes",
+        "@gpu\ndef f(x: Tensor[float32, 8]) -> Tensor[float32]:\n    return x[0, 0]\n",
+        "@gpu\ndef f(x: Tensor[float32, 8]) -> Tensor[float32]:\n    return x[0]\n",
+    ),
+    Code(
+        "GPU020",
+        "dtype-not-supported",
+        "the op is not defined for this dtype",
+        "NumPy's promotion would not make this legal: arithmetic on bool tensors, bitwise ops "
+        "on floats, or a non-bool condition",
+        "convert with `.astype(...)` first (e.g. `mask.astype(int32)`)",
+        "@gpu\ndef f(a: Tensor[bool_, 8], b: Tensor[bool_, 8]) -> Tensor[bool_, 8]:\n"
+        "    return a + b\n",
+        "@gpu\ndef f(a: Tensor[bool_, 8], b: Tensor[bool_, 8]) -> Tensor[bool_, 8]:\n"
+        "    return a | b\n",
+    ),
+    Code(
+        "GPU021",
+        "no-common-dtype",
+        "the operands have no common dtype",
+        "int32 and uint32 have no common 32-bit type (NumPy would widen to int64, which GPUs "
+        "handle poorly)",
+        "convert one operand explicitly with `.astype(...)`",
+        "@gpu\ndef f(a: Tensor[int32, 8], b: Tensor[uint32, 8]) -> Tensor[int32, 8]:\n"
+        "    return a + b\n",
+        "@gpu\ndef f(a: Tensor[int32, 8], b: Tensor[uint32, 8]) -> Tensor[int32, 8]:\n"
+        "    return a + b.astype(int32)\n",
+    ),
+    Code(
+        "GPU024",
+        "empty-reduction",
+        "max or min over an axis that may be empty",
+        "the maximum of no elements is undefined; NumPy raises, a GPU returns garbage",
+        "give the dim `min=1`, or reduce with `sum`, which is 0 on an empty axis",
+        'E = Dim("E", min=0)\n\n@gpu\ndef f(x: Tensor[float32, 4, E]) -> Tensor[float32, 4]:\n'
+        "    return x.max(axis=1)\n",
+        'E = Dim("E", min=1)\n\n@gpu\ndef f(x: Tensor[float32, 4, E]) -> Tensor[float32, 4]:\n'
+        "    return x.max(axis=1)\n",
+    ),
+    Code(
+        "GPU025",
+        "negative-size",
+        "a negative size in a shape",
+        "a tensor size counts elements and cannot be negative",
+        "use a size of 0 or more",
+        "@gpu\ndef f(x: Tensor[float32, 4]) -> Tensor[float32, 4]:\n"
+        "    return x + zeros((4, -1))\n",
+        "@gpu\ndef f(x: Tensor[float32, 4]) -> Tensor[float32, 4]:\n"
+        "    return x + zeros((4,))\n",
+    ),
+    Code(
+        "GPU030",
+        "unknown-operation",
+        "an operator, method, function or attribute the kernel language does not define",
+        "Mimir compiles only ops it can prove and lower; an op it skipped would leave the kernel "
+        "computing something else",
+        "use an op the kernel language defines (README, \"The kernel language\"), or write the "
+        "computation with those ops",
+        "@gpu\ndef f(x: Tensor[float32, 8]) -> Tensor[float32, 8]:\n    return x.cosh()\n",
+        "@gpu\ndef f(x: Tensor[float32, 8]) -> Tensor[float32, 8]:\n"
+        "    return (x.exp() + (-x).exp()) * 0.5\n",
+    ),
+    Code(
+        "GPU031",
+        "unsupported-construct",
+        "a Python construct a kernel cannot hold",
+        "a kernel body is straight-line tensor code: strings, exceptions, loops without bounds, "
+        "recursion, globals, collections and I/O have no GPU meaning",
+        "move the construct to host code outside the `@gpu` function",
+        "@gpu\ndef f(x: Tensor[float32, 8]) -> Tensor[float32, 8]:\n"
+        '    print("x")\n    return x\n',
+        "@gpu\ndef f(x: Tensor[float32, 8]) -> Tensor[float32, 8]:\n    return x\n",
+    ),
+    Code(
+        "GPU032",
+        "undefined-name",
+        "a name that is not defined",
+        "every name in a kernel must be a parameter, a local, a module-level `Dim` or a name "
+        "imported from `mimir.array`",
+        "define or import the name",
+        "@gpu\ndef f(x: Tensor[float32, 8]) -> Tensor[float32, 8]:\n    return x + y\n",
+        "@gpu\ndef f(x: Tensor[float32, 8], y: Tensor[float32, 8]) -> Tensor[float32, 8]:\n"
+        "    return x + y\n",
+    ),
+    Code(
+        "GPU033",
+        "bad-annotation",
+        "a kernel parameter or result has no usable annotation",
+        "the annotations are the facts the proof starts from; `Tensor[dtype, d0, ...]` with int "
+        "or `Dim` sizes, or `int`/`float` for a scalar",
+        "annotate the parameter as `Tensor[float32, N, 4]` (or `float`/`int`)",
+        "@gpu\ndef f(x) -> Tensor[float32, 8]:\n    return x\n",
+        "@gpu\ndef f(x: Tensor[float32, 8]) -> Tensor[float32, 8]:\n    return x\n",
+    ),
+    Code(
+        "GPU034",
+        "bad-dim",
+        "a `Dim` declaration that cannot be read or satisfied",
+        "a dim's constraints must be int literals that some size satisfies",
+        "write `Dim(\"N\", min=1, max=4096, multiple_of=4)` with literal ints, min <= max",
+        'N = Dim("N", min=8, max=4)\n\n@gpu\ndef f(x: Tensor[float32, N]) -> Tensor[float32, N]:\n'
+        "    return x\n",
+        'N = Dim("N", min=4, max=8)\n\n@gpu\ndef f(x: Tensor[float32, N]) -> Tensor[float32, N]:\n'
+        "    return x\n",
+    ),
+    Code(
+        "GPU035",
+        "unbound-dim",
+        "a dim that no parameter fixes",
+        "every size in a kernel must be known when it is launched, so each dim must appear on "
+        "its own in some parameter's shape",
+        "add a parameter whose shape names the dim, or write the size in terms of bound dims",
+        'N = Dim("N")\nM = Dim("M")\n\n@gpu\ndef f(x: Tensor[float32, N]) -> Tensor[float32, M]:\n'
+        "    return zeros((M,))\n",
+        'N = Dim("N")\n\n@gpu\ndef f(x: Tensor[float32, N]) -> Tensor[float32, N]:\n'
+        "    return zeros((N,))\n",
+    ),
+    Code(
+        "GPU036",
+        "invalid-argument",
+        "an argument an op cannot take",
+        "op arguments that decide shapes (axes, sizes, dtypes) must be known statically",
+        "pass an int literal, a `Dim`, a dtype name or a tuple of these",
+        "@gpu\ndef f(x: Tensor[float32, 8, 4]) -> Tensor[float32, 8]:\n"
+        "    return x.sum(axis=x)\n",
+        "@gpu\ndef f(x: Tensor[float32, 8, 4]) -> Tensor[float32, 8]:\n"
+        "    return x.sum(axis=1)\n",
+    ),
+    Code(
+        "GPU040",
+        "argument-shape-mismatch",
+        "an argument's shape differs from the parameter's annotation",
+        "a parameter's annotation is a contract; a size that disagrees would be read out of "
+        "bounds",
+        "pass a tensor of the annotated shape",
+        'N = Dim("N")\n\n@gpu\ndef f(a: Tensor[float32, N], b: Tensor[float32, N]) -> '
+        "Tensor[float32, N]:\n    return a + b\n\n"
+        'f(zeros((3,)).to("gpu"), zeros((4,)).to("gpu"))\n',
+        'N = Dim("N")\n\n@gpu\ndef f(a: Tensor[float32, N], b: Tensor[float32, N]) -> '
+        "Tensor[float32, N]:\n    return a + b\n\n"
+        'f(zeros((3,)).to("gpu"), zeros((3,)).to("gpu"))\n',
+        found_by="shim",
+    ),
+    Code(
+        "GPU041",
+        "argument-dtype-mismatch",
+        "an argument's dtype differs from the parameter's annotation",
+        "a kernel reads its buffers as the annotated dtype; other bytes would be reinterpreted",
+        "convert the argument with `.astype(...)` before the call",
+        "@gpu\ndef f(a: Tensor[float32, 3]) -> Tensor[float32, 3]:\n    return a\n\n"
+        'f(zeros((3,), dtype=int32).to("gpu"))\n',
+        "@gpu\ndef f(a: Tensor[float32, 3]) -> Tensor[float32, 3]:\n    return a\n\n"
+        'f(zeros((3,)).to("gpu"))\n',
+        found_by="shim",
+    ),
+    Code(
+        "GPU042",
+        "dim-constraint-violated",
+        "a call binds a dim to a size its constraints exclude",
+        "the proofs hold only for the sizes the `Dim` admits",
+        "pass sizes within the dim's min, max and multiple_of",
+        'N = Dim("N", multiple_of=4)\n\n@gpu\ndef f(a: Tensor[float32, N]) -> Tensor[float32, N]:\n'
+        '    return a\n\nf(zeros((6,)).to("gpu"))\n',
+        'N = Dim("N", multiple_of=4)\n\n@gpu\ndef f(a: Tensor[float32, N]) -> Tensor[float32, N]:\n'
+        '    return a\n\nf(zeros((8,)).to("gpu"))\n',
+        found_by="shim",
+    ),
+    Code(
+        "GPU050",
+        "unproven",
+        "the solver could not decide an obligation in time",
+        "Z3 returned unknown or hit its timeout; Mimir never treats that as proven",
+        "simplify the size arithmetic (avoid products of two dims inside `//` and `%`), or raise "
+        "the timeout with `--z3-timeout`",
+        "",
+        "",
+    ),
+    Code(
+        "GPU060",
+        "cpu-argument",
+        "a cpu tensor passed to a `@gpu` function",
+        "a kernel can only read memory on the GPU",
+        'move the tensor first: `x.to("gpu")`',
+        "@gpu\ndef f(a: Tensor[float32, 3]) -> Tensor[float32, 3]:\n    return a\n\n"
+        "f(zeros((3,)))\n",
+        "@gpu\ndef f(a: Tensor[float32, 3]) -> Tensor[float32, 3]:\n    return a\n\n"
+        'f(zeros((3,)).to("gpu"))\n',
+        found_by="shim",
+    ),
+    Code(
+        "GPU061",
+        "mixed-devices",
+        "one op mixes cpu and gpu tensors",
+        "an op runs on one device and cannot read the other's memory",
+        'move both operands to one device with `.to("gpu")` or `.to("cpu")`',
+        'a = zeros((3,))\nb = zeros((3,)).to("gpu")\nc = a + b\n',
+        'a = zeros((3,)).to("gpu")\nb = zeros((3,)).to("gpu")\nc = a + b\n',
+        found_by="shim",
+    ),
+]
+
+REGISTRY: dict[str, Code] = {c.code: c for c in _CODES}
+
+
+def get(code: str) -> Code | None:
+    return REGISTRY.get(code.upper())

@@ -1,0 +1,1 @@
+"""Renderers: small modules over the one `Diagnostic` type."""

@@ -1,0 +1,223 @@
+"""Symbolic sizes: `Dim` and arithmetic on dims.
+
+A `Dim` is a named size with optional constraints (`min`, `max`, `multiple_of`).
+Arithmetic on dims (`N + 1`, `2 * N`, `N // 4`, `N % 3`) builds a `DimExpr`
+tree that prints as the user wrote it and evaluates against a binding of dim
+names to ints. This module is stdlib-only: the shim imports it at run time and
+the checker translates the same trees into Z3 terms.
+
+Division and modulo are Python's floor semantics; every size is a positive
+integer, and a divisor is a positive int literal or a positive dim, so floor and
+truncation agree on everything a well-formed annotation can express.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Union
+
+Size = Union[int, "DimExpr"]
+
+_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "//": 2, "%": 2}
+
+
+class DimExpr:
+    """Base class of symbolic size expressions; supports `+ - * // %` with ints."""
+
+    __slots__ = ()
+
+    def __add__(self, other: Size) -> DimExpr:
+        return binop("+", self, other)
+
+    def __radd__(self, other: Size) -> DimExpr:
+        return binop("+", other, self)
+
+    def __sub__(self, other: Size) -> DimExpr:
+        return binop("-", self, other)
+
+    def __rsub__(self, other: Size) -> DimExpr:
+        return binop("-", other, self)
+
+    def __mul__(self, other: Size) -> DimExpr:
+        return binop("*", self, other)
+
+    def __rmul__(self, other: Size) -> DimExpr:
+        return binop("*", other, self)
+
+    def __floordiv__(self, other: Size) -> DimExpr:
+        return binop("//", self, other)
+
+    def __rfloordiv__(self, other: Size) -> DimExpr:
+        return binop("//", other, self)
+
+    def __mod__(self, other: Size) -> DimExpr:
+        return binop("%", self, other)
+
+    def __rmod__(self, other: Size) -> DimExpr:
+        return binop("%", other, self)
+
+    def dims(self) -> list[Dim]:
+        """The distinct `Dim`s in this expression, in first-appearance order."""
+        found: list[Dim] = []
+        _collect_dims(self, found)
+        return found
+
+    def evaluate(self, env: Mapping[str, int]) -> int:
+        raise NotImplementedError
+
+
+class Dim(DimExpr):
+    """A named symbolic size: `Dim("N")`, `Dim("T", min=1, max=4096, multiple_of=4)`.
+
+    A dim is at least 1 unless `min` says otherwise (`min=0` admits empty tensors).
+    """
+
+    __slots__ = ("name", "min", "max", "multiple_of")
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        min: int = 1,  # noqa: A002 - the public keyword is `min`
+        max: int | None = None,  # noqa: A002
+        multiple_of: int | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"dim name must be an identifier, got {name!r}")
+        self.name = name
+        self.min = min
+        self.max = max
+        self.multiple_of = multiple_of
+
+    def evaluate(self, env: Mapping[str, int]) -> int:
+        try:
+            return env[self.name]
+        except KeyError:
+            raise UnboundDimError(self.name) from None
+
+    def admits(self, value: int) -> bool:
+        """Whether `value` satisfies this dim's constraints."""
+        if value < self.min:
+            return False
+        if self.max is not None and value > self.max:
+            return False
+        return not (self.multiple_of is not None and value % self.multiple_of != 0)
+
+    def describe_constraints(self) -> str:
+        parts = [f"min={self.min}"]
+        if self.max is not None:
+            parts.append(f"max={self.max}")
+        if self.multiple_of is not None:
+            parts.append(f"multiple_of={self.multiple_of}")
+        return ", ".join(parts)
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def __str__(self) -> str:
+        return self.name
+
+    # Dims are compared by identity of their declaration, hashed by name so that
+    # checker-side copies of a declaration (same name) key the same dict slot.
+    def __hash__(self) -> int:
+        return hash(("Dim", self.name))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Dim) and other.name == self.name
+
+
+@dataclass(frozen=True, eq=False)
+class BinOp(DimExpr):
+    op: str
+    left: Size
+    right: Size
+
+    def evaluate(self, env: Mapping[str, int]) -> int:
+        a = evaluate(self.left, env)
+        b = evaluate(self.right, env)
+        return _apply(self.op, a, b)
+
+    def __str__(self) -> str:
+        return _format(self, 0)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+class UnboundDimError(LookupError):
+    """Raised when an expression is evaluated without a value for one of its dims."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+def _apply(op: str, a: int, b: int) -> int:
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op == "//":
+        return a // b
+    if op == "%":
+        return a % b
+    raise ValueError(f"unknown dim operator {op!r}")
+
+
+def binop(op: str, left: Size, right: Size) -> Size:
+    """Build `left op right`, folding constants and the identities users expect."""
+    if not isinstance(left, (int, DimExpr)) or not isinstance(right, (int, DimExpr)):
+        return NotImplemented  # type: ignore[return-value]
+    if isinstance(left, bool) or isinstance(right, bool):
+        raise TypeError("a size cannot be a bool")
+    if isinstance(left, int) and isinstance(right, int):
+        return _apply(op, left, right)
+    if op == "+" and right == 0 and isinstance(right, int):
+        return left
+    if op == "+" and left == 0 and isinstance(left, int):
+        return right
+    if op == "-" and isinstance(right, int) and right == 0:
+        return left
+    if op == "*" and isinstance(right, int) and right == 1:
+        return left
+    if op == "*" and isinstance(left, int) and left == 1:
+        return right
+    if op == "//" and isinstance(right, int) and right == 1:
+        return left
+    return BinOp(op, left, right)
+
+
+def evaluate(size: Size, env: Mapping[str, int]) -> int:
+    """The int value of `size` under `env` (dim name -> value)."""
+    if isinstance(size, int):
+        return size
+    return size.evaluate(env)
+
+
+def format_size(size: Size) -> str:
+    return str(size)
+
+
+def _format(expr: Size, parent_prec: int, right_side: bool = False) -> str:
+    if isinstance(expr, int):
+        return str(expr) if expr >= 0 else f"({expr})"
+    if isinstance(expr, BinOp):
+        prec = _PRECEDENCE[expr.op]
+        sep = " " if prec == 1 else ""
+        text = f"{_format(expr.left, prec)}{sep}{expr.op}{sep}{_format(expr.right, prec, True)}"
+        if prec < parent_prec or (prec == parent_prec and right_side):
+            return f"({text})"
+        return text
+    return str(expr)
+
+
+def _collect_dims(expr: Size, found: list[Dim]) -> None:
+    if isinstance(expr, Dim):
+        if expr not in found:
+            found.append(expr)
+    elif isinstance(expr, BinOp):
+        _collect_dims(expr.left, found)
+        _collect_dims(expr.right, found)

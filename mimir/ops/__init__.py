@@ -1,0 +1,181 @@
+"""The op table: every tensor-level op of the kernel language, defined once.
+
+Each `OpSpec` names how the user spells the op (operator, method, function or
+attribute), its family (`kind`), its dtype rule, its element function (for
+element-wise ops) and, through `kind`, its shape rule and reference evaluator.
+The shim (`mimir.array`) builds `Tensor`'s operators and methods from this
+table, the checker (`mimir.constraints`) looks ops up here by spelling, and the
+backends lower by `name`. Nothing outside this table decides what an op is.
+
+Stdlib-only, so that importing the shim never imports z3 or networkx.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mimir.ops import dtype_rules as dr
+from mimir.ops import numerics as nm
+from mimir.ops.shapes import RuleError
+
+__all__ = [
+    "OpSpec",
+    "RuleError",
+    "TABLE",
+    "BY_OPERATOR",
+    "BY_UNARY_OPERATOR",
+    "BY_METHOD",
+    "BY_FUNCTION",
+    "BY_ATTRIBUTE",
+    "lookup",
+]
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One op. `kind` selects the shape rule and the reference evaluator:
+
+    - `elementwise`: broadcasting over tensor operands; `element` computes one value
+    - `reduce`: `axis=None|int|tuple`, `keepdims=False`
+    - `softmax`: along `axis=-1`
+    - `matmul`, `reshape`, `transpose`, `index`, `create`, `cast`, `shape`
+    """
+
+    name: str
+    kind: str
+    spelling: str
+    dtype_rule: dr.DtypeRule
+    element: Callable[..., object] | None = None
+    operator: str | None = None  # binary `a OP b`
+    unary_operator: str | None = None  # `OP a`
+    dunder: str | None = None
+    rdunder: str | None = None
+    method: str | None = None
+    function: str | None = None
+    attribute: str | None = None
+    compute_in_common: bool = False  # comparisons: operands promoted, result bool
+
+    @property
+    def arity(self) -> int:
+        if self.kind == "elementwise" and self.element is not None:
+            return self.element.__code__.co_argcount
+        return 1
+
+
+def _binary(name: str, op: str, dunder: str, rule: dr.DtypeRule, element, **kw) -> OpSpec:
+    return OpSpec(
+        name=name,
+        kind="elementwise",
+        spelling=op,
+        dtype_rule=rule,
+        element=element,
+        operator=op,
+        dunder=f"__{dunder}__",
+        rdunder=f"__r{dunder}__" if dunder not in ("lt", "le", "gt", "ge", "eq", "ne") else None,
+        **kw,
+    )
+
+
+def _method(name: str, kind: str, rule: dr.DtypeRule, element=None) -> OpSpec:
+    return OpSpec(
+        name=name, kind=kind, spelling=f".{name}()", dtype_rule=rule, element=element, method=name
+    )
+
+
+def _function(name: str, kind: str, rule: dr.DtypeRule, element=None) -> OpSpec:
+    return OpSpec(
+        name=name, kind=kind, spelling=f"{name}()", dtype_rule=rule, element=element, function=name
+    )
+
+
+def _never(spelling: str, operands) -> object:  # pragma: no cover - never a dtype source
+    raise AssertionError(spelling)
+
+
+TABLE: tuple[OpSpec, ...] = (
+    # arithmetic
+    _binary("add", "+", "add", dr.arithmetic, nm.add),
+    _binary("sub", "-", "sub", dr.arithmetic, nm.sub),
+    _binary("mul", "*", "mul", dr.arithmetic, nm.mul),
+    _binary("truediv", "/", "truediv", dr.true_divide, nm.truediv),
+    _binary("floordiv", "//", "floordiv", dr.arithmetic, nm.floordiv),
+    _binary("mod", "%", "mod", dr.arithmetic, nm.mod),
+    _binary("pow", "**", "pow", dr.arithmetic, nm.power),
+    # bitwise / logical
+    _binary("bitand", "&", "and", dr.bitwise, nm.bitand),
+    _binary("bitor", "|", "or", dr.bitwise, nm.bitor),
+    # comparisons
+    _binary("lt", "<", "lt", dr.comparison, nm.lt, compute_in_common=True),
+    _binary("le", "<=", "le", dr.comparison, nm.le, compute_in_common=True),
+    _binary("gt", ">", "gt", dr.comparison, nm.gt, compute_in_common=True),
+    _binary("ge", ">=", "ge", dr.comparison, nm.ge, compute_in_common=True),
+    _binary("eq", "==", "eq", dr.comparison, nm.eq, compute_in_common=True),
+    _binary("ne", "!=", "ne", dr.comparison, nm.ne, compute_in_common=True),
+    # unary operators
+    OpSpec("neg", "elementwise", "unary -", dr.signed, nm.neg, unary_operator="-", dunder="__neg__"),
+    OpSpec(
+        "invert", "elementwise", "~", dr.bitwise, nm.invert, unary_operator="~", dunder="__invert__"
+    ),
+    # unary methods
+    _method("relu", "elementwise", dr.signed, nm.relu),
+    _method("abs", "elementwise", dr.signed, nm.absolute),
+    _method("sigmoid", "elementwise", dr.floating, nm.sigmoid),
+    _method("tanh", "elementwise", dr.floating, nm.tanh),
+    _method("gelu", "elementwise", dr.floating, nm.gelu),
+    _method("exp", "elementwise", dr.floating, nm.exp),
+    _method("log", "elementwise", dr.floating, nm.log),
+    _method("sqrt", "elementwise", dr.floating, nm.sqrt),
+    _method("rsqrt", "elementwise", dr.floating, nm.rsqrt),
+    _method("clip", "elementwise", dr.signed, nm.clip),
+    _method("astype", "cast", _never),
+    # element-wise functions
+    _function("where", "elementwise", dr.select, nm.where),
+    _function("maximum", "elementwise", dr.same, nm.maximum),
+    _function("minimum", "elementwise", dr.same, nm.minimum),
+    # reductions
+    _method("sum", "reduce", dr.summation),
+    _method("mean", "reduce", dr.floating),
+    _method("max", "reduce", dr.same),
+    _method("min", "reduce", dr.same),
+    _method("softmax", "softmax", dr.floating),
+    _method("log_softmax", "softmax", dr.floating),
+    # linear algebra and layout
+    OpSpec("matmul", "matmul", "@", dr.arithmetic, operator="@", dunder="__matmul__",
+           rdunder="__rmatmul__"),
+    _method("reshape", "reshape", dr.same),
+    _method("transpose", "transpose", dr.same),
+    OpSpec("T", "transpose", ".T", dr.same, attribute="T"),
+    OpSpec("index", "index", "[]", dr.same, dunder="__getitem__"),
+    OpSpec("shape", "shape", ".shape", _never, attribute="shape"),
+    # creation
+    _function("zeros", "create", _never),
+    _function("ones", "create", _never),
+    _function("full", "create", _never),
+)
+
+BY_NAME: dict[str, OpSpec] = {op.name: op for op in TABLE}
+BY_OPERATOR: dict[str, OpSpec] = {op.operator: op for op in TABLE if op.operator}
+BY_UNARY_OPERATOR: dict[str, OpSpec] = {op.unary_operator: op for op in TABLE if op.unary_operator}
+BY_METHOD: dict[str, OpSpec] = {op.method: op for op in TABLE if op.method}
+BY_FUNCTION: dict[str, OpSpec] = {op.function: op for op in TABLE if op.function}
+BY_ATTRIBUTE: dict[str, OpSpec] = {op.attribute: op for op in TABLE if op.attribute}
+
+# Which keyword arguments each method or function accepts (positional order).
+PARAMETERS: dict[str, tuple[str, ...]] = {
+    "sum": ("axis", "keepdims"),
+    "mean": ("axis", "keepdims"),
+    "max": ("axis", "keepdims"),
+    "min": ("axis", "keepdims"),
+    "softmax": ("axis",),
+    "log_softmax": ("axis",),
+    "clip": ("lo", "hi"),
+    "astype": ("dtype",),
+    "zeros": ("shape", "dtype"),
+    "ones": ("shape", "dtype"),
+    "full": ("shape", "fill_value", "dtype"),
+}
+
+
+def lookup(name: str) -> OpSpec:
+    return BY_NAME[name]

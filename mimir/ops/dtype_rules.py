@@ -1,0 +1,114 @@
+"""Dtype rules: the result dtype of each op family, or a `RuleError`.
+
+An operand's dtype is a `DType` for a tensor, or a scalar kind (`"bool"`,
+`"int"`, `"float"`) for a Python scalar, which is weakly typed (see
+`mimir.dtypes`). Dtypes are always concrete, so these rules are plain
+functions; the checker records their results as Z3 facts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from mimir.dtypes import (
+    DType,
+    PromotionError,
+    bool_,
+    default_dtype,
+    float32,
+    int32,
+    promote,
+    promote_weak,
+)
+from mimir.ops.shapes import RuleError
+
+Operand = DType | str
+DtypeRule = Callable[[str, Sequence[Operand]], DType]
+
+
+def common(spelling: str, operands: Sequence[Operand]) -> DType:
+    """The promoted dtype of tensor operands, then of weak Python scalars."""
+    tensors = [d for d in operands if isinstance(d, DType)]
+    scalars = [d for d in operands if isinstance(d, str)]
+    if not tensors:
+        kinds = set(scalars)
+        kind = "float" if "float" in kinds else "int" if "int" in kinds else "bool"
+        return default_dtype(kind)
+    result = tensors[0]
+    try:
+        for d in tensors[1:]:
+            result = promote(result, d)
+    except PromotionError as err:
+        raise RuleError(
+            "GPU021",
+            f"`{spelling}` mixes {err.left} and {err.right}, which have no common dtype",
+        ) from None
+    for kind in scalars:
+        result = promote_weak(result, kind)
+    return result
+
+
+def _no_bool(spelling: str, dtype: DType, what: str = "arithmetic") -> None:
+    if dtype.is_bool:
+        raise RuleError(
+            "GPU020",
+            f"{what} `{spelling}` is not defined on bool tensors",
+        )
+
+
+def arithmetic(spelling: str, operands: Sequence[Operand]) -> DType:
+    result = common(spelling, operands)
+    _no_bool(spelling, result)
+    return result
+
+
+def true_divide(spelling: str, operands: Sequence[Operand]) -> DType:
+    result = common(spelling, operands)
+    _no_bool(spelling, result)
+    return result if result.is_float else float32
+
+
+def comparison(spelling: str, operands: Sequence[Operand]) -> DType:
+    common(spelling, operands)
+    return bool_
+
+
+def bitwise(spelling: str, operands: Sequence[Operand]) -> DType:
+    result = common(spelling, operands)
+    if result.is_float:
+        raise RuleError(
+            "GPU020",
+            f"bitwise `{spelling}` needs bool or integer tensors, got {result}",
+        )
+    return result
+
+
+def same(spelling: str, operands: Sequence[Operand]) -> DType:
+    return common(spelling, operands)
+
+
+def signed(spelling: str, operands: Sequence[Operand]) -> DType:
+    result = common(spelling, operands)
+    _no_bool(spelling, result, "operation")
+    return result
+
+
+def floating(spelling: str, operands: Sequence[Operand]) -> DType:
+    result = common(spelling, operands)
+    return result if result.is_float else float32
+
+
+def select(spelling: str, operands: Sequence[Operand]) -> DType:
+    cond, *values = operands
+    cond_dtype = cond if isinstance(cond, DType) else default_dtype(cond)
+    if cond_dtype != bool_:
+        raise RuleError(
+            "GPU020",
+            f"the condition of `{spelling}` must be a bool tensor, got {cond_dtype}",
+        )
+    return common(spelling, values)
+
+
+def summation(spelling: str, operands: Sequence[Operand]) -> DType:
+    result = common(spelling, operands)
+    return int32 if result.is_bool else result

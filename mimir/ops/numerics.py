@@ -1,0 +1,285 @@
+"""Scalar semantics of every element-level operation, and dtype casts.
+
+These functions are the reference semantics the shim executes and the backends
+must match. They work on Python numbers; `cast` rounds or wraps a list of
+results into a dtype (float32 through `array('f')`, float16 through struct's
+IEEE half, int32/uint32 by two's-complement wrap-around).
+
+Where Python and GPU semantics differ, the rule here is the kernel language's:
+- integer `//` and `%` are floor division and floor modulo (Python, NumPy), not
+  C's truncation; division by zero gives 0 (NumPy's result, without its warning);
+- float division by zero gives +-inf or nan (IEEE), never an exception;
+- float -> integer casts truncate toward zero and saturate, nan becomes 0
+  (what WGSL, PTX `cvt.rzi.sat` and Metal's saturating convert do).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from array import array
+from collections.abc import Sequence
+
+from mimir.dtypes import DType, bool_, float16, float32, int32, uint32
+
+Number = float | int | bool
+
+_INF = math.inf
+_NAN = math.nan
+
+
+def _fdiv(a: float, b: float) -> float:
+    try:
+        return a / b
+    except ZeroDivisionError:
+        if a != a or a == 0:
+            return _NAN
+        return math.copysign(_INF, a) * math.copysign(1.0, b)
+
+
+def add(a: Number, b: Number) -> Number:
+    return a + b
+
+
+def sub(a: Number, b: Number) -> Number:
+    return a - b
+
+
+def mul(a: Number, b: Number) -> Number:
+    return a * b
+
+
+def truediv(a: Number, b: Number) -> float:
+    return _fdiv(float(a), float(b))
+
+
+def floordiv(a: Number, b: Number) -> Number:
+    if isinstance(a, float) or isinstance(b, float):
+        q = _fdiv(float(a), float(b))
+        return q if math.isinf(q) or q != q else float(math.floor(q))
+    if b == 0:
+        return 0
+    return a // b
+
+
+def mod(a: Number, b: Number) -> Number:
+    if isinstance(a, float) or isinstance(b, float):
+        a, b = float(a), float(b)
+        if b == 0 or math.isinf(a) or a != a or b != b:
+            return _NAN
+        if math.isinf(b):
+            return a if (a >= 0) == (b > 0) or a == 0 else b
+        return a % b
+    if b == 0:
+        return 0
+    return a % b
+
+
+def power(a: Number, b: Number) -> Number:
+    if isinstance(a, float) or isinstance(b, float):
+        a, b = float(a), float(b)
+        try:
+            r = a**b
+        except ZeroDivisionError:  # 0.0 ** negative
+            return _INF
+        except OverflowError:
+            return _INF if a > 0 or float(b).is_integer() and int(b) % 2 == 0 else -_INF
+        if isinstance(r, complex):
+            return _NAN
+        return r
+    if b < 0:
+        # Integer to a negative power: the integer part of the real result.
+        if a == 0:
+            return 0
+        return int(1 / (a ** (-b)))
+    return a**b
+
+
+def neg(a: Number) -> Number:
+    return -a
+
+
+def absolute(a: Number) -> Number:
+    return abs(a)
+
+
+def relu(a: Number) -> Number:
+    if a != a:
+        return a
+    return a if a > 0 else (0.0 if isinstance(a, float) else 0)
+
+
+def exp(a: float) -> float:
+    try:
+        return math.exp(a)
+    except OverflowError:
+        return _INF
+
+
+def log(a: float) -> float:
+    if a != a or a < 0:
+        return _NAN
+    if a == 0:
+        return -_INF
+    return math.log(a)
+
+
+def sqrt(a: float) -> float:
+    if a != a or a < 0:
+        return _NAN
+    return math.sqrt(a)
+
+
+def rsqrt(a: float) -> float:
+    return _fdiv(1.0, sqrt(a))
+
+
+def sigmoid(a: float) -> float:
+    # Stable in both tails: never exponentiates a large positive number.
+    if a != a:
+        return a
+    if a >= 0:
+        return 1.0 / (1.0 + math.exp(-a))
+    e = math.exp(a)
+    return e / (1.0 + e)
+
+
+def tanh(a: float) -> float:
+    return math.tanh(a)
+
+
+_GELU_C = math.sqrt(2.0 / math.pi)
+
+
+def gelu(a: float) -> float:
+    """The tanh approximation (`jax.nn.gelu(approximate=True)`)."""
+    if a != a or math.isinf(a):
+        return a if a > 0 or a != a else 0.0
+    return 0.5 * a * (1.0 + math.tanh(_GELU_C * (a + 0.044715 * a * a * a)))
+
+
+def maximum(a: Number, b: Number) -> Number:
+    if a != a:
+        return a
+    if b != b:
+        return b
+    return a if a >= b else b
+
+
+def minimum(a: Number, b: Number) -> Number:
+    if a != a:
+        return a
+    if b != b:
+        return b
+    return a if a <= b else b
+
+
+def clip(a: Number, lo: Number, hi: Number) -> Number:
+    return minimum(maximum(a, lo), hi)
+
+
+def bitand(a: Number, b: Number) -> Number:
+    return a & b  # type: ignore[operator]
+
+
+def bitor(a: Number, b: Number) -> Number:
+    return a | b  # type: ignore[operator]
+
+
+def invert(a: Number) -> Number:
+    if isinstance(a, bool):
+        return not a
+    return ~a
+
+
+def lt(a: Number, b: Number) -> bool:
+    return a < b
+
+
+def le(a: Number, b: Number) -> bool:
+    return a <= b
+
+
+def gt(a: Number, b: Number) -> bool:
+    return a > b
+
+
+def ge(a: Number, b: Number) -> bool:
+    return a >= b
+
+
+def eq(a: Number, b: Number) -> bool:
+    return a == b
+
+
+def ne(a: Number, b: Number) -> bool:
+    return a != b
+
+
+def where(c: Number, a: Number, b: Number) -> Number:
+    return a if c else b
+
+
+# ---------------------------------------------------------------- casts
+
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_UINT32_MAX = 2**32 - 1
+
+
+def _to_int(v: Number, lo: int, hi: int) -> int:
+    if isinstance(v, float):
+        if v != v:
+            return 0
+        if v >= hi:
+            return hi
+        if v <= lo:
+            return lo
+        return int(v)  # truncates toward zero
+    return int(v)
+
+
+def _half(values: Sequence[float]) -> list[float]:
+    out = []
+    for v in values:
+        try:
+            out.append(struct.unpack("<e", struct.pack("<e", v))[0])
+        except OverflowError:
+            out.append(math.copysign(_INF, v))
+    return out
+
+
+def cast(values: Sequence[Number], dtype: DType) -> list[Number]:
+    """Round, wrap or convert a list of Python numbers into `dtype`'s values."""
+    if dtype == float32:
+        return array("f", [float(v) for v in values]).tolist()
+    if dtype == float16:
+        return _half([float(v) for v in values])
+    if dtype == int32:
+        out = []
+        for v in values:
+            i = _to_int(v, _INT32_MIN, _INT32_MAX) if isinstance(v, float) else int(v)
+            i &= 0xFFFFFFFF
+            out.append(i - (1 << 32) if i > _INT32_MAX else i)
+        return out
+    if dtype == uint32:
+        return [
+            _to_int(v, 0, _UINT32_MAX) if isinstance(v, float) else int(v) & 0xFFFFFFFF
+            for v in values
+        ]
+    if dtype == bool_:
+        return [bool(v) for v in values]
+    raise TypeError(f"unknown dtype {dtype}")
+
+
+def python_value(value: Number, dtype: DType) -> Number:
+    """One scalar in `dtype`'s Python representation (for scalars mixed with tensors)."""
+    return cast([value], dtype)[0]
+
+
+def as_operand(value: Number, dtype: DType) -> Number:
+    """A value of `dtype` as the Python type an op computes in."""
+    if dtype.is_float:
+        return float(value)
+    if dtype.is_integer:
+        return int(value)
+    return bool(value)

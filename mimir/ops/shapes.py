@@ -1,0 +1,366 @@
+"""Shape rules, written once over an abstract size algebra.
+
+Every rule takes an `Algebra` and the operands' shapes and returns the output
+shape. It states each requirement as `A.require(condition, code, message, *sizes)`
+and each impossibility (a rank or a literal that is wrong on its own) as
+`A.fail(code, message, ...)`. Two algebras run the same rules:
+
+- `IntAlgebra` (here): sizes are ints; a false requirement raises `RuleError`
+  at once. The shim uses it at run time.
+- the checker's Z3 algebra (`mimir.constraints.algebra`): sizes are Z3 terms
+  paired with their source text; a requirement becomes a tracked obligation that
+  must hold for every admissible size.
+
+Ranks, axes, permutations and literal indices are always concrete Python ints.
+Message templates use `{}` for sizes (shown by `A.show`) and `{!s}` style
+placeholders are never used: plain values are formatted with `str`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NoReturn, Protocol
+
+Shape = tuple[Any, ...]
+
+
+class RuleError(Exception):
+    """A shape or dtype rule failed; carries the diagnostic code and message."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class Algebra(Protocol):
+    """What a shape rule needs from a size domain (ints or Z3 terms)."""
+
+    def eq(self, a: Any, b: Any) -> Any: ...
+
+    def le(self, a: Any, b: Any) -> Any: ...
+
+    def any_(self, *conds: Any) -> Any: ...
+
+    def select(self, cond: Any, a: Any, b: Any) -> Any: ...
+
+    def literal(self, a: Any) -> int | None:
+        """The int a size is known to be without solving, or None."""
+        ...
+
+    def require(self, cond: Any, code: str, message: str, *args: Any) -> None: ...
+
+    def fail(self, code: str, message: str, *args: Any) -> NoReturn: ...
+
+    def show(self, a: Any) -> str: ...
+
+
+class IntAlgebra:
+    """Concrete sizes: requirements are checked immediately."""
+
+    def eq(self, a: int, b: int) -> bool:
+        return a == b
+
+    def le(self, a: int, b: int) -> bool:
+        return a <= b
+
+    def any_(self, *conds: bool) -> bool:
+        return any(conds)
+
+    def select(self, cond: bool, a: int, b: int) -> int:
+        return a if cond else b
+
+    def literal(self, a: int) -> int:
+        return a
+
+    def require(self, cond: bool, code: str, message: str, *args: Any) -> None:
+        if not cond:
+            self.fail(code, message, *args)
+
+    def fail(self, code: str, message: str, *args: Any) -> NoReturn:
+        raise RuleError(code, message.format(*(self.show(a) for a in args)))
+
+    def show(self, a: Any) -> str:
+        if isinstance(a, (tuple, list)):
+            return "[" + ", ".join(self.show(x) for x in a) + "]"
+        return str(a)
+
+
+INT_ALGEBRA = IntAlgebra()
+
+
+def product(A: Algebra, sizes: Sequence[Any]) -> Any:
+    total: Any = 1
+    for s in sizes:
+        total = total * s if A.literal(total) != 1 else s
+    return total
+
+
+def normalize_axis(A: Algebra, axis: int, rank: int, what: str) -> int:
+    if not -rank <= axis < rank:
+        A.fail(
+            "GPU014",
+            f"axis {axis} is out of range for `{what}` on a tensor of rank {rank}",
+        )
+    return axis % rank
+
+
+# ---------------------------------------------------------------- broadcasting
+
+
+def broadcast(A: Algebra, *shapes: Shape) -> Shape:
+    """NumPy broadcasting of any number of shapes."""
+    shapes = tuple(s for s in shapes if s is not None)
+    if not shapes:
+        return ()
+    rank = max(len(s) for s in shapes)
+    out: list[Any] = []
+    for i in range(rank, 0, -1):
+        size: Any = None
+        for shape in shapes:
+            if len(shape) < i:
+                continue
+            other = shape[-i]
+            size = other if size is None else _broadcast_pair(A, size, other, shapes)
+        out.append(size)
+    return tuple(out)
+
+
+def _broadcast_pair(A: Algebra, a: Any, b: Any, shapes: Sequence[Shape]) -> Any:
+    la, lb = A.literal(a), A.literal(b)
+    if la == 1:
+        return b
+    if lb == 1:
+        return a
+    if la is not None and la == lb:
+        return a
+    A.require(
+        A.any_(A.eq(a, b), A.eq(a, 1), A.eq(b, 1)),
+        "GPU010",
+        "shapes " + " and ".join("{}" for _ in shapes) + " cannot broadcast: {} vs {}",
+        *shapes,
+        a,
+        b,
+    )
+    return A.select(A.eq(a, 1), b, a)
+
+
+# ---------------------------------------------------------------- linear algebra
+
+
+def matmul(A: Algebra, left: Shape, right: Shape) -> Shape:
+    if len(left) < 2 or len(right) < 2:
+        side, shape = ("left", left) if len(left) < 2 else ("right", right)
+        A.fail(
+            "GPU012",
+            f"matmul needs operands of rank 2 or more: {side} has rank {len(shape)}",
+        )
+    A.require(
+        A.eq(left[-1], right[-2]),
+        "GPU011",
+        "matmul shape mismatch: left has K={}, right has K={}",
+        left[-1],
+        right[-2],
+    )
+    batch = broadcast(A, left[:-2], right[:-2])
+    return (*batch, left[-2], right[-1])
+
+
+# ---------------------------------------------------------------- reductions
+
+
+def reduce_axes(A: Algebra, rank: int, axis: Any, what: str) -> tuple[int, ...]:
+    """Normalise `axis=None | int | tuple[int, ...]` to sorted distinct axes."""
+    if axis is None:
+        return tuple(range(rank))
+    items = axis if isinstance(axis, tuple) else (axis,)
+    axes = [normalize_axis(A, a, rank, what) for a in items]
+    if len(set(axes)) != len(axes):
+        A.fail("GPU014", f"`{what}` got a repeated axis in {axis}")
+    return tuple(sorted(axes))
+
+
+def reduction(A: Algebra, shape: Shape, axis: Any, keepdims: bool, what: str) -> Shape:
+    axes = reduce_axes(A, len(shape), axis, what)
+    if what in ("max", "min"):
+        for a in axes:
+            A.require(
+                A.le(1, shape[a]),
+                "GPU024",
+                f"`{what}` over an empty axis: axis {a} has size {{}}",
+                shape[a],
+            )
+    if keepdims:
+        return tuple(1 if i in axes else s for i, s in enumerate(shape))
+    return tuple(s for i, s in enumerate(shape) if i not in axes)
+
+
+def along_axis(A: Algebra, shape: Shape, axis: int, what: str) -> Shape:
+    if not shape:
+        A.fail("GPU014", f"`{what}` needs a tensor of rank 1 or more, got a scalar")
+    normalize_axis(A, axis, len(shape), what)
+    return tuple(shape)
+
+
+# ---------------------------------------------------------------- layout
+
+
+def reshape(A: Algebra, shape: Shape, new: Sequence[Any]) -> Shape:
+    unknown = [i for i, s in enumerate(new) if A.literal(s) == -1]
+    if len(unknown) > 1:
+        A.fail("GPU013", "reshape can infer at most one dimension, got several -1")
+    for s in new:
+        lit = A.literal(s)
+        if lit is not None and lit < -1:
+            A.fail("GPU013", f"reshape got a negative size {lit}")
+    total = product(A, shape)
+    if unknown:
+        known = product(A, [s for i, s in enumerate(new) if i not in unknown])
+        A.require(
+            A.eq(total % known, 0),
+            "GPU013",
+            "cannot reshape {} ({} elements) into {}",
+            tuple(shape),
+            total,
+            tuple(new),
+        )
+        inferred = total // known
+        return tuple(inferred if i in unknown else s for i, s in enumerate(new))
+    A.require(
+        A.eq(total, product(A, new)),
+        "GPU013",
+        "cannot reshape {} ({} elements) into {} ({} elements)",
+        tuple(shape),
+        total,
+        tuple(new),
+        product(A, new),
+    )
+    return tuple(new)
+
+
+def transpose(A: Algebra, shape: Shape, axes: Sequence[int] | None) -> Shape:
+    rank = len(shape)
+    if axes is None:
+        return tuple(reversed(shape))
+    if len(axes) != rank:
+        A.fail(
+            "GPU017",
+            f"transpose axes {tuple(axes)} do not match a tensor of rank {rank}",
+        )
+    norm = [normalize_axis(A, a, rank, "transpose") for a in axes]
+    if sorted(norm) != list(range(rank)):
+        A.fail("GPU017", f"transpose axes {tuple(axes)} are not a permutation")
+    return tuple(shape[a] for a in norm)
+
+
+def permutation(rank: int, axes: Sequence[int] | None) -> tuple[int, ...]:
+    """The normalised permutation `transpose(axes)` applies (after its rule passed)."""
+    if axes is None:
+        return tuple(reversed(range(rank)))
+    return tuple(a % rank for a in axes)
+
+
+# ---------------------------------------------------------------- indexing
+
+# An index item is one of:
+#   ("slice", start, stop)   start/stop: a size, a negative int literal, or None
+#   ("int", index)           index: a size or a negative int literal
+#   ("newaxis",)
+#   ("ellipsis",)
+
+
+def expand_index(A: Algebra, rank: int, items: Sequence[tuple]) -> list[tuple]:
+    """Replace `...` by full slices and check the index count."""
+    consumed = sum(1 for it in items if it[0] in ("slice", "int"))
+    ellipses = sum(1 for it in items if it[0] == "ellipsis")
+    if ellipses > 1:
+        A.fail("GPU019", "an index can only have a single ellipsis (`...`)")
+    if consumed > rank:
+        A.fail(
+            "GPU019",
+            f"too many indices: {consumed} for a tensor of rank {rank}",
+        )
+    out: list[tuple] = []
+    for it in items:
+        if it[0] == "ellipsis":
+            out.extend([("slice", None, None)] * (rank - consumed))
+        else:
+            out.append(it)
+    used = sum(1 for it in out if it[0] in ("slice", "int"))
+    out.extend([("slice", None, None)] * (rank - used))
+    return out
+
+
+def resolve_bound(A: Algebra, bound: Any, size: Any, axis: int, what: str) -> Any:
+    """A slice bound or index made non-negative, with its range obligation."""
+    lit = A.literal(bound)
+    if lit is not None and lit < 0:
+        A.require(
+            A.le(-lit, size),
+            "GPU018",
+            f"{what} {lit} is out of bounds for axis {axis} with size {{}}",
+            size,
+        )
+        return size + lit
+    return bound
+
+
+def index(A: Algebra, shape: Shape, items: Sequence[tuple]) -> tuple[Shape, list[tuple]]:
+    """Output shape of `x[items]`, and the resolved items (non-negative bounds).
+
+    Unlike NumPy, which clamps slice bounds silently, a bound past the end of
+    its axis is an error: in a kernel it is nearly always an off-by-one.
+    """
+    items = expand_index(A, len(shape), items)
+    out: list[Any] = []
+    resolved: list[tuple] = []
+    axis = 0
+    for it in items:
+        if it[0] == "newaxis":
+            out.append(1)
+            resolved.append(it)
+            continue
+        size = shape[axis]
+        if it[0] == "int":
+            i = resolve_bound(A, it[1], size, axis, "index")
+            A.require(
+                A.any_(A.le(i + 1, size)),
+                "GPU018",
+                f"index {{}} is out of bounds for axis {axis} with size {{}}",
+                it[1],
+                size,
+            )
+            resolved.append(("int", i))
+        else:
+            start = 0 if it[1] is None else resolve_bound(A, it[1], size, axis, "slice start")
+            stop = size if it[2] is None else resolve_bound(A, it[2], size, axis, "slice stop")
+            if it[2] is not None:
+                A.require(
+                    A.le(stop, size),
+                    "GPU018",
+                    f"slice stop {{}} is out of bounds for axis {axis} with size {{}}",
+                    it[2],
+                    size,
+                )
+            A.require(
+                A.le(start, stop),
+                "GPU018",
+                f"slice start {{}} is past its stop {{}} on axis {axis}",
+                start,
+                stop,
+            )
+            out.append(stop - start if A.literal(start) != 0 else stop)
+            resolved.append(("slice", start, stop))
+        axis += 1
+    return tuple(out), resolved
+
+
+# ---------------------------------------------------------------- creation
+
+
+def creation(A: Algebra, shape: Sequence[Any]) -> Shape:
+    for s in shape:
+        lit = A.literal(s)
+        if lit is not None and lit < 0:
+            A.fail("GPU025", f"negative size {lit} in a tensor shape")
+    return tuple(shape)

@@ -1,0 +1,352 @@
+"""A `@gpu` body as a dataflow graph (networkx `DiGraph`).
+
+Each expression becomes a node carrying its kind, its source span and text,
+and its ordered inputs (also kept as edges with a `pos` attribute, so graph
+algorithms see the dataflow). Node ids are assigned in source order, which is a
+topological order. The builder resolves names and op spellings against the op
+table; it decides nothing about shapes or dtypes (that is `mimir.constraints`).
+
+Node kinds:
+  param, const, dim, dtype, binop(symbol), unop(symbol), method(spec),
+  call(spec), attribute(spec), subscript(items), tuple, return, poison
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+from mimir import ops
+from mimir.diagnostics.diagnostic import Span
+from mimir.dtypes import BY_NAME as DTYPES
+from mimir.parse import subset
+from mimir.parse.module import (
+    Annotation,
+    KernelDef,
+    ModuleInfo,
+    Problem,
+    ScalarAnnotation,
+    TensorAnnotation,
+    read_annotation,
+)
+
+BINARY_SYMBOLS: dict[type, str] = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+    ast.Mod: "%", ast.Pow: "**", ast.MatMult: "@", ast.BitAnd: "&", ast.BitOr: "|",
+    ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>",
+    ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=",
+}  # fmt: skip
+UNARY_SYMBOLS: dict[type, str] = {ast.USub: "-", ast.Invert: "~", ast.UAdd: "+"}
+_BUILTINS = frozenset(dir(builtins))
+
+
+@dataclass
+class KernelGraph:
+    name: str
+    kernel: KernelDef
+    graph: nx.DiGraph
+    params: list[tuple[str, Annotation, Span]] = field(default_factory=list)
+    returns: Annotation | None = None
+    problems: list[Problem] = field(default_factory=list)
+
+    def node(self, i: int) -> dict[str, Any]:
+        return self.graph.nodes[i]
+
+    def inputs(self, i: int) -> list[int]:
+        return self.graph.nodes[i]["inputs"]
+
+
+class _Builder:
+    def __init__(self, info: ModuleInfo, kernel: KernelDef) -> None:
+        self.info = info
+        self.src = info.source
+        self.fn = kernel.node
+        self.out = KernelGraph(kernel.node.name, kernel, nx.DiGraph())
+        self.env: dict[str, int] = {}
+
+    # -- node creation
+
+    def add(self, kind: str, node: ast.AST | None, inputs: list[int] = (), **attrs: Any) -> int:
+        g = self.out.graph
+        i = g.number_of_nodes()
+        span = self.src.span(node) if node is not None else self.out.kernel.span
+        text = self.src.text(node) if node is not None else ""
+        g.add_node(i, kind=kind, span=span, text=text, inputs=list(inputs), **attrs)
+        for pos, j in enumerate(inputs):
+            g.add_edge(j, i, pos=pos)
+        return i
+
+    def problem(self, code: str, message: str, node: ast.AST) -> int:
+        self.out.problems.append(Problem(code, message, self.src.span(node)))
+        return self.add("poison", node)
+
+    # -- the function
+
+    def build(self) -> KernelGraph:
+        if self.out.kernel.grid is not None:
+            self.problem(
+                "GPU031",
+                "index-level kernels (`@gpu(grid=...)`) are not supported yet",
+                self.out.kernel.grid,
+            )
+            return self.out
+        self._parameters()
+        returned = False
+        for stmt in self.fn.body:
+            found = list(subset.statement_violations(stmt, self.fn.name))
+            if found:
+                for v in found:
+                    self.problem(v.code, v.message, v.node)
+                self._poison_targets(stmt)
+                continue
+            if returned and not subset._is_docstring(stmt):
+                self.problem("GPU031", "unreachable code after `return`", stmt)
+                break
+            returned = self._statement(stmt) or returned
+        if not returned and self.out.returns is not None:
+            self.problem(
+                "GPU015", "the kernel has a return annotation but never returns a value", self.fn
+            )
+        return self.out
+
+    def _parameters(self) -> None:
+        args = self.fn.args
+        if args.vararg or args.kwarg or args.posonlyargs:
+            self.problem("GPU033", "kernels take plain named parameters only", self.fn)
+        for arg in [*args.args, *args.kwonlyargs]:
+            ann = read_annotation(self.info, arg.annotation)
+            span = self.src.span(arg)
+            if isinstance(ann, Problem):
+                if arg.annotation is None:
+                    self.problem(
+                        "GPU033",
+                        f"parameter `{arg.arg}` has no annotation; annotate it as "
+                        "`Tensor[dtype, sizes...]`, `int` or `float`",
+                        arg,
+                    )
+                else:
+                    self.out.problems.append(ann)
+                self.env[arg.arg] = self.add("poison", arg)
+                continue
+            self.out.params.append((arg.arg, ann, span))
+            self.env[arg.arg] = self.add("param", arg, name=arg.arg, annotation=ann)
+        if self.fn.returns is not None:
+            ann = read_annotation(self.info, self.fn.returns)
+            if isinstance(ann, Problem):
+                self.out.problems.append(ann)
+            else:
+                self.out.returns = ann
+
+    def _poison_targets(self, stmt: ast.stmt) -> None:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                self.env[node.id] = self.add("poison", node)
+
+    # -- statements
+
+    def _statement(self, stmt: ast.stmt) -> bool:
+        """Build one statement; True when it is the `return`."""
+        if isinstance(stmt, ast.Return):
+            value = self.expr(stmt.value) if stmt.value is not None else None
+            if value is None:
+                self.problem("GPU015", "a kernel must return a tensor", stmt)
+            else:
+                self.add("return", stmt.value, [value])
+            return True
+        if isinstance(stmt, ast.Assign):
+            value = self.expr(stmt.value)
+            for target in stmt.targets:
+                self._assign(target, value, stmt.value)
+        elif isinstance(stmt, ast.AnnAssign):
+            if stmt.value is None:
+                return False
+            self._assign(stmt.target, self.expr(stmt.value), stmt.value)
+        elif isinstance(stmt, ast.AugAssign):
+            if not isinstance(stmt.target, ast.Name):
+                self.problem("GPU031", "augmented assignment to a subscript or attribute", stmt)
+                return False
+            current = self.name(stmt.target)
+            value = self.expr(stmt.value)
+            symbol = BINARY_SYMBOLS[type(stmt.op)]
+            self.env[stmt.target.id] = self._binop(symbol, stmt, current, value)
+        elif isinstance(stmt, (ast.Pass, ast.Expr)):
+            pass  # docstrings and `pass`; other expression statements are refused by `subset`
+        else:  # pragma: no cover - `subset` refuses every other statement
+            self.problem("GPU031", f"`{type(stmt).__name__}` is not allowed inside `@gpu`", stmt)
+        return False
+
+    def _assign(self, target: ast.expr, value: int, value_node: ast.expr) -> None:
+        if isinstance(target, ast.Name):
+            self.env[target.id] = value
+        elif isinstance(target, ast.Tuple) and all(isinstance(t, ast.Name) for t in target.elts):
+            for k, t in enumerate(target.elts):
+                self.env[t.id] = self.add("item", t, [value], index=k, count=len(target.elts))
+        else:
+            self.problem(
+                "GPU031", "assignment to a subscript or attribute is not allowed in a "
+                "tensor-level kernel", target
+            )
+
+    # -- expressions
+
+    def expr(self, node: ast.expr) -> int:
+        method = getattr(self, "_" + type(node).__name__, None)
+        if method is None:  # pragma: no cover - `subset` refuses every other expression
+            return self.problem(
+                "GPU031", f"`{self.src.text(node)}` is not allowed inside `@gpu`", node
+            )
+        return method(node)
+
+    def _Constant(self, node: ast.Constant) -> int:  # noqa: N802
+        return self.add("const", node, value=node.value)
+
+    def _Name(self, node: ast.Name) -> int:  # noqa: N802
+        return self.name(node)
+
+    def name(self, node: ast.Name) -> int:
+        ident = node.id
+        if ident in self.env:
+            return self.env[ident]
+        if ident in self.info.dims:
+            return self.add("dim", node, dim=self.info.dims[ident].dim)
+        if ident in self.info.constants:
+            return self.add("const", node, value=self.info.constants[ident])
+        canonical = self.info.imported.get(ident)
+        if canonical in DTYPES:
+            return self.add("dtype", node, dtype=DTYPES[canonical])
+        if canonical is not None or ident in self.info.module_names:
+            return self.problem(
+                "GPU030", f"`{ident}` cannot be used as a value inside `@gpu`", node
+            )
+        if ident in ("True", "False", "None"):  # pragma: no cover - these are Constants
+            return self.add("const", node, value={"True": True, "False": False}.get(ident))
+        if ident in _BUILTINS:
+            return self.problem(
+                "GPU030", f"the Python builtin `{ident}` is not a kernel op", node
+            )
+        return self.problem("GPU032", f"undefined name `{ident}`", node)
+
+    def _binop(self, symbol: str, node: ast.AST, left: int, right: int) -> int:
+        if symbol not in ops.BY_OPERATOR:
+            return self.problem("GPU030", f"unknown operator `{symbol}` in a kernel", node)
+        return self.add("binop", node, [left, right], symbol=symbol)
+
+    def _BinOp(self, node: ast.BinOp) -> int:  # noqa: N802
+        left, right = self.expr(node.left), self.expr(node.right)
+        return self._binop(BINARY_SYMBOLS[type(node.op)], node, left, right)
+
+    def _Compare(self, node: ast.Compare) -> int:  # noqa: N802
+        left, right = self.expr(node.left), self.expr(node.comparators[0])
+        return self._binop(BINARY_SYMBOLS[type(node.ops[0])], node, left, right)
+
+    def _UnaryOp(self, node: ast.UnaryOp) -> int:  # noqa: N802
+        operand = self.expr(node.operand)
+        symbol = UNARY_SYMBOLS.get(type(node.op), "not")
+        if symbol not in ops.BY_UNARY_OPERATOR:
+            return self.problem("GPU030", f"unknown unary operator `{symbol}` in a kernel", node)
+        return self.add("unop", node, [operand], symbol=symbol)
+
+    def _Tuple(self, node: ast.Tuple) -> int:  # noqa: N802
+        return self.add("tuple", node, [self.expr(e) for e in node.elts])
+
+    def _Attribute(self, node: ast.Attribute) -> int:  # noqa: N802
+        canonical = self.info.resolve(node)
+        if canonical is not None:
+            if canonical in DTYPES:
+                return self.add("dtype", node, dtype=DTYPES[canonical])
+            return self.problem(
+                "GPU030", f"`{self.src.text(node)}` cannot be used as a value inside `@gpu`", node
+            )
+        receiver = self.expr(node.value)
+        spec = ops.BY_ATTRIBUTE.get(node.attr)
+        if spec is None:
+            if node.attr in ops.BY_METHOD:
+                return self.problem(
+                    "GPU030", f"`.{node.attr}` is a method: call it as `.{node.attr}()`", node
+                )
+            return self.problem("GPU030", f"unknown attribute `.{node.attr}` on a tensor", node)
+        return self.add("attribute", node, [receiver], spec=spec)
+
+    def _Subscript(self, node: ast.Subscript) -> int:  # noqa: N802
+        value = self.expr(node.value)
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        inputs = [value]
+        items: list[tuple] = []
+
+        def slot(e: ast.expr | None) -> int | None:
+            if e is None:
+                return None
+            inputs.append(self.expr(e))
+            return len(inputs) - 1
+
+        for e in elts:
+            if isinstance(e, ast.Slice):
+                items.append(("slice", slot(e.lower), slot(e.upper)))
+            elif isinstance(e, ast.Constant) and e.value is None:
+                items.append(("newaxis",))
+            elif isinstance(e, ast.Constant) and e.value is Ellipsis:
+                items.append(("ellipsis",))
+            else:
+                items.append(("int", slot(e)))
+        return self.add("subscript", node, inputs, items=items)
+
+    def _Call(self, node: ast.Call) -> int:  # noqa: N802
+        func = node.func
+        canonical = self.info.resolve(func)
+        if canonical is not None:
+            spec = ops.BY_FUNCTION.get(canonical)
+            if spec is None:
+                return self.problem(
+                    "GPU030", f"`{self.src.text(func)}` cannot be called inside `@gpu`", node
+                )
+            return self._call_with(spec, node, [], "call")
+        if isinstance(func, ast.Attribute):
+            receiver = self.expr(func.value)
+            spec = ops.BY_METHOD.get(func.attr)
+            if spec is None:
+                return self.problem("GPU030", f"unknown method `.{func.attr}()`", func)
+            return self._call_with(spec, node, [receiver], "method")
+        if isinstance(func, ast.Name):
+            if func.id in self.env:
+                return self.problem("GPU030", f"`{func.id}` is not callable inside `@gpu`", node)
+            if func.id in self.info.module_names or func.id in _BUILTINS:
+                return self.problem("GPU030", f"unknown function `{func.id}()` in a kernel", func)
+            return self.problem("GPU032", f"undefined name `{func.id}`", func)
+        return self.problem("GPU030", f"`{self.src.text(func)}` cannot be called here", node)
+
+    def _call_with(self, spec: ops.OpSpec, node: ast.Call, inputs: list[int], kind: str) -> int:
+        variadic = spec.name in ("reshape", "transpose")
+        params = ops.PARAMETERS.get(spec.name, ())
+        args: dict[str, int] = {}
+        positional: list[int] = []
+        if not variadic and spec.kind == "elementwise" and spec.method is None:
+            params = tuple(f"arg{k}" for k in range(spec.arity))
+        for k, a in enumerate(node.args):
+            value = self.expr(a)
+            if variadic:
+                positional.append(value)
+            elif k < len(params):
+                args[params[k]] = value
+            else:
+                return self.problem(
+                    "GPU036", f"`{spec.spelling}` takes at most {len(params)} arguments", a
+                )
+        for kw in node.keywords:
+            if kw.arg is None or kw.arg not in params or kw.arg in args:
+                return self.problem(
+                    "GPU036", f"`{spec.spelling}` has no keyword argument `{kw.arg}`", kw
+                )
+            args[kw.arg] = self.expr(kw.value)
+        names = list(args)
+        return self.add(
+            kind, node, [*inputs, *positional, *(args[n] for n in names)], spec=spec,
+            n_receiver=len(inputs), n_positional=len(positional), keywords=names,
+        )
+
+
+def build_graph(info: ModuleInfo, kernel: KernelDef) -> KernelGraph:
+    return _Builder(info, kernel).build()

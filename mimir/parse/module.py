@@ -1,0 +1,351 @@
+"""Module-level reading: imports, `Dim` declarations, int constants, `@gpu` functions.
+
+Nothing is imported or executed: every fact comes from the `ast`. Names are
+resolved the way Python would resolve them at module scope, through
+`from mimir.array import ...` and `import mimir.array as ...`.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from mimir.diagnostics.diagnostic import Span
+from mimir.dims import Dim, DimExpr, Size, binop
+from mimir.dtypes import BY_NAME as DTYPES
+from mimir.dtypes import DType
+from mimir.parse.spans import SourceFile
+
+MIMIR_ARRAY = "mimir.array"
+
+
+@dataclass
+class Problem:
+    """A finding made while reading source, before any solving."""
+
+    code: str
+    message: str
+    span: Span
+
+
+@dataclass
+class DimDecl:
+    dim: Dim
+    span: Span
+
+
+@dataclass
+class TensorAnnotation:
+    dtype: DType
+    dims: list[Size]
+    dim_spans: list[Span]
+    span: Span
+
+
+@dataclass
+class ScalarAnnotation:
+    kind: str  # "int" | "float"
+    span: Span
+
+
+Annotation = TensorAnnotation | ScalarAnnotation
+
+
+@dataclass
+class KernelDef:
+    node: ast.FunctionDef
+    grid: ast.expr | None
+    span: Span
+
+
+@dataclass
+class ModuleInfo:
+    source: SourceFile
+    tree: ast.Module
+    # local name -> canonical name in mimir.array ("Tensor", "float32", "where", ...)
+    imported: dict[str, str] = field(default_factory=dict)
+    # local alias -> "mimir.array" (or "mimir" for `import mimir`)
+    modules: dict[str, str] = field(default_factory=dict)
+    dims: dict[str, DimDecl] = field(default_factory=dict)
+    constants: dict[str, int] = field(default_factory=dict)
+    kernels: list[KernelDef] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    # every name bound at module level (functions, classes, variables)
+    module_names: set[str] = field(default_factory=set)
+
+    def resolve(self, node: ast.expr) -> str | None:
+        """The `mimir.array` name an expression refers to, if any."""
+        if isinstance(node, ast.Name):
+            return self.imported.get(node.id)
+        if isinstance(node, ast.Attribute):
+            base = _dotted(node.value)
+            if base is not None and self._module_of(base) == MIMIR_ARRAY:
+                return node.attr
+        return None
+
+    def _module_of(self, dotted: str) -> str | None:
+        head, _, rest = dotted.partition(".")
+        if head not in self.modules:
+            return None
+        full = self.modules[head] + ("." + rest if rest else "")
+        return full
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return None if base is None else f"{base}.{node.attr}"
+    return None
+
+
+def read_module(source: SourceFile, tree: ast.Module) -> ModuleInfo:
+    info = ModuleInfo(source=source, tree=tree)
+    for stmt in tree.body:
+        _read_statement(info, stmt)
+    return info
+
+
+def _read_statement(info: ModuleInfo, stmt: ast.stmt) -> None:
+    if isinstance(stmt, ast.ImportFrom) and stmt.module in ("mimir.array", "mimir"):
+        for alias in stmt.names:
+            local = alias.asname or alias.name
+            info.module_names.add(local)
+            if stmt.module == "mimir.array":
+                info.imported[local] = alias.name
+            elif alias.name == "array":
+                info.modules[local] = MIMIR_ARRAY
+        return
+    if isinstance(stmt, ast.Import):
+        for alias in stmt.names:
+            if alias.name in ("mimir.array", "mimir"):
+                if alias.asname:
+                    info.modules[alias.asname] = alias.name
+                else:
+                    info.modules["mimir"] = "mimir"
+            info.module_names.add((alias.asname or alias.name).split(".")[0])
+        return
+    if isinstance(stmt, ast.ImportFrom):
+        for alias in stmt.names:
+            info.module_names.add(alias.asname or alias.name)
+        return
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        info.module_names.add(stmt.name)
+        if isinstance(stmt, ast.FunctionDef):
+            grid = _gpu_decorator(info, stmt)
+            if grid is not False:
+                info.kernels.append(
+                    KernelDef(stmt, grid if isinstance(grid, ast.expr) else None,
+                              info.source.span(stmt))
+                )
+        return
+    if isinstance(stmt, ast.Assign):
+        for target in stmt.targets:
+            for name in ast.walk(target):
+                if isinstance(name, ast.Name):
+                    info.module_names.add(name.id)
+        if len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            _read_binding(info, stmt.targets[0].id, stmt.value)
+        return
+    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+        info.module_names.add(stmt.target.id)
+        if stmt.value is not None:
+            _read_binding(info, stmt.target.id, stmt.value)
+        return
+    if isinstance(stmt, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
+        for child in ast.iter_child_nodes(stmt):
+            if isinstance(child, ast.stmt):
+                _bind_names_only(info, child)
+            elif isinstance(child, (ast.ExceptHandler,)):
+                for s in child.body:
+                    _bind_names_only(info, s)
+        for body in ("body", "orelse", "finalbody"):
+            for s in getattr(stmt, body, []) or []:
+                _bind_names_only(info, s)
+
+
+def _bind_names_only(info: ModuleInfo, stmt: ast.stmt) -> None:
+    """Names bound in nested module-level blocks exist, but carry no facts."""
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            info.module_names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            info.module_names.add(node.name)
+        elif isinstance(node, ast.alias):
+            info.module_names.add((node.asname or node.name).split(".")[0])
+
+
+def _gpu_decorator(info: ModuleInfo, fn: ast.FunctionDef) -> ast.expr | None | bool:
+    """False when `fn` is not a kernel; else the `grid=` expression or None."""
+    for dec in fn.decorator_list:
+        if info.resolve(dec) == "gpu":
+            return None
+        if isinstance(dec, ast.Call) and info.resolve(dec.func) == "gpu":
+            for kw in dec.keywords:
+                if kw.arg == "grid":
+                    return kw.value
+            return None
+    return False
+
+
+def _read_binding(info: ModuleInfo, name: str, value: ast.expr) -> None:
+    if isinstance(value, ast.Constant) and type(value.value) is int:
+        info.constants[name] = value.value
+        return
+    if isinstance(value, ast.Call) and info.resolve(value.func) == "Dim":
+        decl = _read_dim(info, name, value)
+        if decl is not None:
+            info.dims[name] = decl
+
+
+def _read_dim(info: ModuleInfo, var: str, call: ast.Call) -> DimDecl | None:
+    span = info.source.span(call)
+
+    def problem(message: str) -> None:
+        info.problems.append(Problem("GPU034", message, span))
+
+    if len(call.args) != 1 or not (
+        isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str)
+    ):
+        problem(f"`Dim` for `{var}` needs its name as a string literal: `Dim(\"{var}\")`")
+        return None
+    name = call.args[0].value
+    if not name.isidentifier():
+        problem(f"dim name {name!r} is not an identifier")
+        return None
+    kwargs: dict[str, int | None] = {}
+    for kw in call.keywords:
+        if kw.arg not in ("min", "max", "multiple_of"):
+            problem(f"`Dim` has no parameter `{kw.arg}`; use min=, max= or multiple_of=")
+            return None
+        if isinstance(kw.value, ast.Constant) and kw.value.value is None:
+            kwargs[kw.arg] = None
+            continue
+        lit = _int_literal(kw.value)
+        if lit is None:
+            problem(f"`{kw.arg}=` of dim `{name}` must be an int literal")
+            return None
+        kwargs[kw.arg] = lit
+    lo = kwargs.get("min")
+    lo = 1 if lo is None else lo
+    hi = kwargs.get("max")
+    mult = kwargs.get("multiple_of")
+    if lo < 0:
+        problem(f"dim `{name}` has min={lo}; sizes cannot be negative")
+        return None
+    if mult is not None and mult < 1:
+        problem(f"dim `{name}` has multiple_of={mult}; it must be at least 1")
+        return None
+    if hi is not None and hi < lo:
+        problem(f"dim `{name}` has min={lo} > max={hi}: no size satisfies it")
+        return None
+    if hi is not None and mult is not None and (hi // mult) * mult < lo:
+        problem(
+            f"dim `{name}` has no multiple of {mult} between min={lo} and max={hi}: "
+            "no size satisfies it"
+        )
+        return None
+    return DimDecl(Dim(name, min=lo, max=hi, multiple_of=mult), span)
+
+
+def _int_literal(node: ast.expr) -> int | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+        and type(node.operand.value) is int
+    ):
+        return -node.operand.value
+    return None
+
+
+# ---------------------------------------------------------------- annotations
+
+_DIM_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%"}
+
+
+def read_annotation(info: ModuleInfo, node: ast.expr | None) -> Annotation | Problem:
+    """A parameter or return annotation as a tensor or scalar type, or a problem."""
+    src = info.source
+    if node is None:
+        return Problem("GPU033", "", Span("", 0, 0, 0, 0))
+    if isinstance(node, ast.Name) and node.id in ("int", "float"):
+        return ScalarAnnotation(node.id, src.span(node))
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            inner = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return Problem("GPU033", f"cannot read the annotation {node.value!r}", src.span(node))
+        # Re-locate the string's contents at the string's own position.
+        for sub in ast.walk(inner):
+            if hasattr(sub, "lineno"):
+                sub.lineno, sub.end_lineno = node.lineno, node.end_lineno  # type: ignore[attr-defined]
+                sub.col_offset, sub.end_col_offset = node.col_offset, node.end_col_offset  # type: ignore[attr-defined]
+        return read_annotation(info, inner)
+    if not (isinstance(node, ast.Subscript) and info.resolve(node.value) == "Tensor"):
+        return Problem(
+            "GPU033",
+            f"`{src.text(node)}` is not a kernel type; use `Tensor[dtype, sizes...]`, "
+            "`int` or `float`",
+            src.span(node),
+        )
+    items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    dtype_name = info.resolve(items[0])
+    if dtype_name not in DTYPES:
+        return Problem(
+            "GPU033",
+            f"`{src.text(items[0])}` is not a dtype; use one of {', '.join(DTYPES)}",
+            src.span(items[0]),
+        )
+    dims: list[Size] = []
+    spans: list[Span] = []
+    for item in items[1:]:
+        size = read_size(info, item)
+        if isinstance(size, Problem):
+            return size
+        dims.append(size)
+        spans.append(src.span(item))
+    return TensorAnnotation(DTYPES[dtype_name], dims, spans, src.span(node))
+
+
+def read_size(info: ModuleInfo, node: ast.expr) -> Size | Problem:
+    src = info.source
+    lit = _int_literal(node)
+    if lit is not None:
+        if lit < 0:
+            return Problem("GPU033", f"a size cannot be negative ({lit})", src.span(node))
+        return lit
+    if isinstance(node, ast.Name):
+        if node.id in info.dims:
+            return info.dims[node.id].dim
+        if node.id in info.constants:
+            return info.constants[node.id]
+        if node.id in info.module_names:
+            return Problem(
+                "GPU033",
+                f"`{node.id}` is not a `Dim` or an int constant, so it cannot be a size",
+                src.span(node),
+            )
+        return Problem("GPU032", f"undefined name `{node.id}`", src.span(node))
+    if isinstance(node, ast.BinOp) and type(node.op) in _DIM_OPS:
+        left = read_size(info, node.left)
+        if isinstance(left, Problem):
+            return left
+        right = read_size(info, node.right)
+        if isinstance(right, Problem):
+            return right
+        if type(node.op) in (ast.FloorDiv, ast.Mod) and right == 0:
+            return Problem("GPU033", "division by zero in a size", src.span(node))
+        return binop(_DIM_OPS[type(node.op)], left, right)
+    return Problem(
+        "GPU033",
+        f"`{src.text(node)}` is not a size: use an int, a `Dim`, or `+ - * // %` on them",
+        src.span(node),
+    )
+
+
+def dims_in(size: Size) -> list[Dim]:
+    return size.dims() if isinstance(size, DimExpr) else []

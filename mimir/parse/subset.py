@@ -1,0 +1,172 @@
+"""Which Python constructs a `@gpu` body may hold.
+
+The kernel language is a subset of Python. This module finds every construct
+outside it (strings, `try`, `while`, recursion, `global`, collection literals,
+comprehensions, `print`, ...) and says why, with code GPU031. The checker uses
+it to refuse those statements; the shim uses it on a kernel's first call so
+that plain `python` raises the same code the checker reports.
+
+Stdlib-only (the shim imports it).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+CODE = "GPU031"
+_BUILTINS = frozenset(dir(builtins))
+
+
+@dataclass(frozen=True)
+class Violation:
+    code: str
+    message: str
+    node: ast.AST
+
+
+_STATEMENTS: dict[type, str] = {
+    ast.While: "`while` loops",
+    ast.Try: "`try` statements",
+    ast.With: "`with` statements",
+    ast.AsyncWith: "`async with` statements",
+    ast.AsyncFor: "`async for` loops",
+    ast.Raise: "`raise` statements",
+    ast.Assert: "`assert` statements",
+    ast.Import: "imports",
+    ast.ImportFrom: "imports",
+    ast.Global: "`global` declarations",
+    ast.Nonlocal: "`nonlocal` declarations",
+    ast.Delete: "`del` statements",
+    ast.FunctionDef: "nested functions",
+    ast.AsyncFunctionDef: "nested functions",
+    ast.ClassDef: "class definitions",
+    ast.Break: "`break` statements",
+    ast.Continue: "`continue` statements",
+    ast.Match: "`match` statements",
+}
+if hasattr(ast, "TryStar"):
+    _STATEMENTS[ast.TryStar] = "`try` statements"
+
+# Control flow that index-level kernels (`@gpu(grid=...)`) may hold.
+_INDEX_LEVEL_ONLY: dict[type, str] = {
+    ast.For: "`for` loops",
+    ast.If: "`if` statements",
+}
+
+_EXPRESSIONS: dict[type, str] = {
+    ast.JoinedStr: "strings",
+    ast.List: "list literals",
+    ast.Dict: "dict literals",
+    ast.Set: "set literals",
+    ast.ListComp: "comprehensions",
+    ast.SetComp: "comprehensions",
+    ast.DictComp: "comprehensions",
+    ast.GeneratorExp: "generator expressions",
+    ast.Lambda: "lambdas",
+    ast.IfExp: "conditional expressions (use `where`)",
+    ast.BoolOp: "`and`/`or` (use `&` and `|`)",
+    ast.Await: "`await`",
+    ast.Yield: "`yield`",
+    ast.YieldFrom: "`yield`",
+    ast.NamedExpr: "assignment expressions (`:=`)",
+    ast.Starred: "star-unpacking",
+}
+
+
+def violations(func: ast.FunctionDef, index_level: bool = False) -> Iterator[Violation]:
+    """Every construct in `func`'s body that the kernel language cannot hold."""
+    for stmt in func.body:
+        yield from statement_violations(stmt, func.name, index_level)
+
+
+def statement_violations(
+    stmt: ast.stmt, function_name: str, index_level: bool = False
+) -> Iterator[Violation]:
+    kind = type(stmt)
+    if kind in _STATEMENTS:
+        yield Violation(CODE, f"{_STATEMENTS[kind]} are not allowed inside `@gpu`", stmt)
+        return
+    if kind in _INDEX_LEVEL_ONLY:
+        if not index_level:
+            yield Violation(
+                CODE,
+                f"{_INDEX_LEVEL_ONLY[kind]} are not allowed in a tensor-level kernel; "
+                "index-level kernels (`@gpu(grid=...)`) are not supported yet",
+                stmt,
+            )
+            return
+    if kind is ast.Expr and not _is_docstring(stmt):
+        # A bare expression does nothing in a kernel unless it is a call with effects.
+        yield from _expression_violations(stmt.value, function_name)
+        if not _has_violation(stmt.value, function_name):
+            yield Violation(CODE, "an expression statement has no effect inside `@gpu`", stmt)
+        return
+    if kind is ast.Expr:
+        return
+    for child in ast.iter_child_nodes(stmt):
+        if isinstance(child, ast.expr):
+            yield from _expression_violations(child, function_name)
+        elif isinstance(child, ast.stmt):
+            yield from statement_violations(child, function_name, index_level)
+
+
+def _has_violation(expr: ast.expr, function_name: str) -> bool:
+    return next(_expression_violations(expr, function_name), None) is not None
+
+
+def _expression_violations(expr: ast.expr, function_name: str) -> Iterator[Violation]:
+    for node in ast.walk(expr):
+        kind = type(node)
+        if kind in _EXPRESSIONS:
+            yield Violation(CODE, f"{_EXPRESSIONS[kind]} are not allowed inside `@gpu`", node)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)):
+            yield Violation(CODE, "strings are not allowed inside `@gpu`", node)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, complex):
+            yield Violation(CODE, "complex numbers are not allowed inside `@gpu`", node)
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            yield Violation(CODE, "`not` is not allowed inside `@gpu` (use `~`)", node)
+        elif isinstance(node, ast.Compare) and len(node.ops) > 1:
+            yield Violation(CODE, "chained comparisons are not allowed inside `@gpu`", node)
+        elif isinstance(node, ast.Compare) and isinstance(
+            node.ops[0], (ast.Is, ast.IsNot, ast.In, ast.NotIn)
+        ):
+            yield Violation(CODE, "`is` and `in` are not allowed inside `@gpu`", node)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id == "print":
+                yield Violation(CODE, "`print` is not allowed inside `@gpu`", node)
+            elif node.func.id == function_name:
+                yield Violation(CODE, "recursion is not allowed inside `@gpu`", node)
+            elif node.func.id in _BUILTINS:
+                yield Violation(
+                    "GPU030", f"the Python builtin `{node.func.id}()` is not a kernel op", node
+                )
+        elif isinstance(node, ast.Slice) and node.step is not None and not _is_one(node.step):
+            yield Violation(CODE, "slice steps are not supported in the kernel language", node)
+
+
+def _is_one(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value == 1 and type(node.value) is int
+
+
+def _is_docstring(stmt: ast.stmt) -> bool:
+    return (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Constant)
+        and isinstance(stmt.value.value, str)
+    )
+
+
+def first_violation(source: str, function_name: str, index_level: bool = False) -> Violation | None:
+    """The first violation in the function `function_name` defined in `source`."""
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == function_name:
+            return next(violations(node, index_level), None)
+    return None
