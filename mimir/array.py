@@ -569,7 +569,7 @@ def _bind_arguments(arguments: dict[str, Any], annotations: dict[str, Any]) -> d
         if value._device != "gpu":
             raise MimirError(
                 "GPU060",
-                f"argument `{name}` is on cpu; move it with `.to(\"gpu\")` before the call",
+                f'argument `{name}` is on cpu; move it with `.to("gpu")` before the call',
             )
         if value._dtype != ann.dtype:
             raise MimirError(

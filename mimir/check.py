@@ -46,7 +46,8 @@ def check_source(path: str, text: str, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> 
         )
     except ValueError as err:  # e.g. source holding a NUL byte
         return FileResult(
-            path, [Diagnostic("GPU001", f"syntax error: {err}", Span(path, 1, 1, 1, 1))],
+            path,
+            [Diagnostic("GPU001", f"syntax error: {err}", Span(path, 1, 1, 1, 1))],
             unreadable=True,
         )
     info = read_module(SourceFile(path, text), tree)
@@ -85,7 +86,8 @@ def discover(paths: Iterable[Path]) -> Iterator[tuple[Path, bool]]:
             continue
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = sorted(
-                d for d in dirnames
+                d
+                for d in dirnames
                 if not d.startswith(".")
                 and d not in SKIPPED_DIRS
                 and not (Path(dirpath) / d / "pyvenv.cfg").exists()

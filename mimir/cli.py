@@ -34,9 +34,7 @@ EXIT_CLEAN, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 @app.command()
 def check(
     paths: Annotated[list[Path], typer.Argument(help="Files or directories to check.")],
-    output_format: Annotated[
-        Format, typer.Option("--format", help="Output format.")
-    ] = Format.text,
+    output_format: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.text,
     z3_timeout: Annotated[
         int, typer.Option("--z3-timeout", min=1, help="Z3 timeout per query, in milliseconds.")
     ] = 5000,

@@ -20,7 +20,6 @@ from mimir.constraints.algebra import Obligation, Sym, Z3Algebra, _z3_op
 from mimir.diagnostics.diagnostic import Diagnostic, Label, Span
 from mimir.dims import BinOp, Dim, Size
 from mimir.dtypes import ALL_DTYPES, DType, float32
-from mimir.ops import dtype_rules as dr
 from mimir.ops import shapes as sh
 from mimir.parse.graph import KernelGraph
 from mimir.parse.module import ModuleInfo, ScalarAnnotation, TensorAnnotation, dims_in
@@ -109,13 +108,23 @@ class KernelChecker:
         return self.diagnostics
 
     def _emit(
-        self, code: str, message: str, span: Span, labels: tuple[Label, ...] = (),
-        counterexample: tuple = (), extra_why: str | None = None,
+        self,
+        code: str,
+        message: str,
+        span: Span,
+        labels: tuple[Label, ...] = (),
+        counterexample: tuple = (),
+        extra_why: str | None = None,
     ) -> None:
         self.diagnostics.append(
             Diagnostic(
-                code=code, message=message, span=span, labels=labels,
-                counterexample=counterexample, function=self.kg.name, extra_why=extra_why,
+                code=code,
+                message=message,
+                span=span,
+                labels=labels,
+                counterexample=counterexample,
+                function=self.kg.name,
+                extra_why=extra_why,
             )
         )
 
@@ -126,7 +135,9 @@ class KernelChecker:
             decl = self.info.dims[name]
             dim = decl.dim
             var = self.prover.dim(dim.name)
-            label = Label(decl.span, f"`{dim.name}` is declared here ({dim.describe_constraints()})")
+            label = Label(
+                decl.span, f"`{dim.name}` is declared here ({dim.describe_constraints()})"
+            )
             self.prover.add_fact(var >= dim.min, label)
             if dim.max is not None:
                 self.prover.add_fact(var <= dim.max, label)
@@ -173,8 +184,14 @@ class KernelChecker:
             name = f"{owner}.shape[{k}]"
             dims = tuple(x.name for x in dims_in(d))
             var = self.prover.annotation_var(name, self._term(d), dims, label)
-            shape.append(Sym(var, str(d), d if isinstance(d, int) else None,
-                             1 if isinstance(d, BinOp) and d.op in "+-" else 3))
+            shape.append(
+                Sym(
+                    var,
+                    str(d),
+                    d if isinstance(d, int) else None,
+                    1 if isinstance(d, BinOp) and d.op in "+-" else 3,
+                )
+            )
         return tuple(shape)
 
     # -- visiting
@@ -199,7 +216,9 @@ class KernelChecker:
                 continue
             if verdict.status == REFUTED:
                 raise _Failed(
-                    ob.code, ob.message, labels=verdict.labels,
+                    ob.code,
+                    ob.message,
+                    labels=verdict.labels,
                     counterexample=verdict.counterexample,
                 )
             raise _Failed(
@@ -268,8 +287,10 @@ class KernelChecker:
             if symbol in ("//", "%"):
                 self._rule(
                     lambda A: A.require(
-                        A.le(1, right.sym), "GPU036",
-                        "the divisor {} may be zero or negative", right.sym,
+                        A.le(1, right.sym),
+                        "GPU036",
+                        "the divisor {} may be zero or negative",
+                        right.sym,
                     )
                 )
             return SizeVal(getattr(left.sym, _DUNDER[symbol])(right.sym))
@@ -324,8 +345,7 @@ class KernelChecker:
                 resolved.append(("int", self._index_size(inputs[it[1]])))
             else:
                 resolved.append(
-                    ("slice", *(None if s is None else self._index_size(inputs[s])
-                                for s in it[1:]))
+                    ("slice", *(None if s is None else self._index_size(inputs[s]) for s in it[1:]))
                 )
         shape, _ = self._rule(sh.index, x.shape, resolved)
         return TensorVal(shape, x.dtype)
@@ -338,8 +358,11 @@ class KernelChecker:
         if isinstance(ann, ScalarAnnotation):
             raise _Failed("GPU033", "a kernel returns a tensor; annotate it as `Tensor[...]`")
         if not isinstance(value, TensorVal):
-            raise _Failed("GPU015", "return shape mismatch: the kernel returns a scalar, "
-                          f"the annotation says a tensor of shape {_ann_text(ann)}")
+            raise _Failed(
+                "GPU015",
+                "return shape mismatch: the kernel returns a scalar, "
+                f"the annotation says a tensor of shape {_ann_text(ann)}",
+            )
         if not self._require_all_bound(ann):
             return POISON
         expected = self._annotated_shape("return", ann)
@@ -348,27 +371,29 @@ class KernelChecker:
             _ann_text(ann)
         )
         if len(expected) != len(value.shape):
-            raise _Failed(
-                "GPU015", message, labels=(Label(ann.span, "the return annotation"),)
-            )
-        obligation = z3.And(*[a.term == b.term for a, b in zip(value.shape, expected,
-                                                               strict=True)])
+            raise _Failed("GPU015", message, labels=(Label(ann.span, "the return annotation"),))
+        obligation = z3.And(*[a.term == b.term for a, b in zip(value.shape, expected, strict=True)])
         self._prove_all([Obligation(obligation, "GPU015", message, ())])
         # Dtypes: the annotation is a tracked fact, so the conflict names it.
         ret = z3.Const("return.dtype", DTYPE_SORT)
         self.prover.add_fact(
             ret == _DTYPE_TERM[ann.dtype], Label(ann.span, f"the annotation says {ann.dtype}")
         )
-        self._prove_all([Obligation(
-            ret == _DTYPE_TERM[value.dtype], "GPU016",
-            f"return dtype mismatch: the kernel returns {value.dtype}, "
-            f"the annotation says {ann.dtype}", (),
-        )])
+        self._prove_all(
+            [
+                Obligation(
+                    ret == _DTYPE_TERM[value.dtype],
+                    "GPU016",
+                    f"return dtype mismatch: the kernel returns {value.dtype}, "
+                    f"the annotation says {ann.dtype}",
+                    (),
+                )
+            ]
+        )
         return value
 
     def _require_all_bound(self, ann: TensorAnnotation) -> bool:
-        return all(self._require_bound(d, s) for d, s in zip(ann.dims, ann.dim_spans,
-                                                              strict=True))
+        return all(self._require_bound(d, s) for d, s in zip(ann.dims, ann.dim_spans, strict=True))
 
     # -- op families
 
@@ -410,9 +435,11 @@ class KernelChecker:
         if kind == "transpose":
             axes = None
             if positional:
-                items = positional[0].items if (
-                    len(positional) == 1 and isinstance(positional[0], TupleVal)
-                ) else positional
+                items = (
+                    positional[0].items
+                    if (len(positional) == 1 and isinstance(positional[0], TupleVal))
+                    else positional
+                )
                 axes = [self._literal_int(v, "a transpose axis") for v in items]
             return TensorVal(self._rule(sh.transpose, x.shape, axes), x.dtype)
         raise _Failed("GPU030", f"`{spec.spelling}` is not supported here")  # pragma: no cover
@@ -497,8 +524,8 @@ class KernelChecker:
         if isinstance(value, SizeVal):
             return value.sym
         raise _Failed(
-            "GPU036", "an index must be an int, a dim or `x.shape[i]` (tensor indices are not "
-            "supported)"
+            "GPU036",
+            "an index must be an int, a dim or `x.shape[i]` (tensor indices are not supported)",
         )
 
 

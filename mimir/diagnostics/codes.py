@@ -114,10 +114,8 @@ _CODES = [
         "axis out of range",
         "an axis must name one of the tensor's dimensions: -rank <= axis < rank",
         "use an axis between -rank and rank - 1",
-        "@gpu\ndef f(x: Tensor[float32, 8, 4]) -> Tensor[float32, 8]:\n"
-        "    return x.sum(axis=2)\n",
-        "@gpu\ndef f(x: Tensor[float32, 8, 4]) -> Tensor[float32, 8]:\n"
-        "    return x.sum(axis=1)\n",
+        "@gpu\ndef f(x: Tensor[float32, 8, 4]) -> Tensor[float32, 8]:\n    return x.sum(axis=2)\n",
+        "@gpu\ndef f(x: Tensor[float32, 8, 4]) -> Tensor[float32, 8]:\n    return x.sum(axis=1)\n",
     ),
     Code(
         "GPU015",
@@ -157,10 +155,8 @@ _CODES = [
         "on a GPU an out-of-range read returns garbage or faults; unlike NumPy, slices do not "
         "clamp, because a bound past the end is nearly always an off-by-one",
         "keep every index below its axis size and every slice bound within 0..size",
-        "@gpu\ndef f(x: Tensor[float32, 8, 8]) -> Tensor[float32, 8, 9]:\n"
-        "    return x[:, 0:9]\n",
-        "@gpu\ndef f(x: Tensor[float32, 8, 8]) -> Tensor[float32, 8, 7]:\n"
-        "    return x[:, 1:8]\n",
+        "@gpu\ndef f(x: Tensor[float32, 8, 8]) -> Tensor[float32, 8, 9]:\n    return x[:, 0:9]\n",
+        "@gpu\ndef f(x: Tensor[float32, 8, 8]) -> Tensor[float32, 8, 7]:\n    return x[:, 1:8]\n",
     ),
     Code(
         "GPU019",
@@ -214,8 +210,7 @@ _CODES = [
         "use a size of 0 or more",
         "@gpu\ndef f(x: Tensor[float32, 4]) -> Tensor[float32, 4]:\n"
         "    return x + zeros((4, -1))\n",
-        "@gpu\ndef f(x: Tensor[float32, 4]) -> Tensor[float32, 4]:\n"
-        "    return x + zeros((4,))\n",
+        "@gpu\ndef f(x: Tensor[float32, 4]) -> Tensor[float32, 4]:\n    return x + zeros((4,))\n",
     ),
     Code(
         "GPU030",
@@ -223,7 +218,7 @@ _CODES = [
         "an operator, method, function or attribute the kernel language does not define",
         "Mimir compiles only ops it can prove and lower; an op it skipped would leave the kernel "
         "computing something else",
-        "use an op the kernel language defines (README, \"The kernel language\"), or write the "
+        'use an op the kernel language defines (README, "The kernel language"), or write the '
         "computation with those ops",
         "@gpu\ndef f(x: Tensor[float32, 8]) -> Tensor[float32, 8]:\n    return x.cosh()\n",
         "@gpu\ndef f(x: Tensor[float32, 8]) -> Tensor[float32, 8]:\n"
@@ -236,8 +231,7 @@ _CODES = [
         "a kernel body is straight-line tensor code: strings, exceptions, loops without bounds, "
         "recursion, globals, collections and I/O have no GPU meaning",
         "move the construct to host code outside the `@gpu` function",
-        "@gpu\ndef f(x: Tensor[float32, 8]) -> Tensor[float32, 8]:\n"
-        '    print("x")\n    return x\n',
+        '@gpu\ndef f(x: Tensor[float32, 8]) -> Tensor[float32, 8]:\n    print("x")\n    return x\n',
         "@gpu\ndef f(x: Tensor[float32, 8]) -> Tensor[float32, 8]:\n    return x\n",
     ),
     Code(
@@ -266,7 +260,7 @@ _CODES = [
         "bad-dim",
         "a `Dim` declaration that cannot be read or satisfied",
         "a dim's constraints must be int literals that some size satisfies",
-        "write `Dim(\"N\", min=1, max=4096, multiple_of=4)` with literal ints, min <= max",
+        'write `Dim("N", min=1, max=4096, multiple_of=4)` with literal ints, min <= max',
         'N = Dim("N", min=8, max=4)\n\n@gpu\ndef f(x: Tensor[float32, N]) -> Tensor[float32, N]:\n'
         "    return x\n",
         'N = Dim("N", min=4, max=8)\n\n@gpu\ndef f(x: Tensor[float32, N]) -> Tensor[float32, N]:\n'
@@ -290,17 +284,14 @@ _CODES = [
         "an argument an op cannot take",
         "op arguments that decide shapes (axes, sizes, dtypes) must be known statically",
         "pass an int literal, a `Dim`, a dtype name or a tuple of these",
-        "@gpu\ndef f(x: Tensor[float32, 8, 4]) -> Tensor[float32, 8]:\n"
-        "    return x.sum(axis=x)\n",
-        "@gpu\ndef f(x: Tensor[float32, 8, 4]) -> Tensor[float32, 8]:\n"
-        "    return x.sum(axis=1)\n",
+        "@gpu\ndef f(x: Tensor[float32, 8, 4]) -> Tensor[float32, 8]:\n    return x.sum(axis=x)\n",
+        "@gpu\ndef f(x: Tensor[float32, 8, 4]) -> Tensor[float32, 8]:\n    return x.sum(axis=1)\n",
     ),
     Code(
         "GPU040",
         "argument-shape-mismatch",
         "an argument's shape differs from the parameter's annotation",
-        "a parameter's annotation is a contract; a size that disagrees would be read out of "
-        "bounds",
+        "a parameter's annotation is a contract; a size that disagrees would be read out of bounds",
         "pass a tensor of the annotated shape",
         'N = Dim("N")\n\n@gpu\ndef f(a: Tensor[float32, N], b: Tensor[float32, N]) -> '
         "Tensor[float32, N]:\n    return a + b\n\n"

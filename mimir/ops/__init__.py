@@ -113,7 +113,9 @@ TABLE: tuple[OpSpec, ...] = (
     _binary("eq", "==", "eq", dr.comparison, nm.eq, compute_in_common=True),
     _binary("ne", "!=", "ne", dr.comparison, nm.ne, compute_in_common=True),
     # unary operators
-    OpSpec("neg", "elementwise", "unary -", dr.signed, nm.neg, unary_operator="-", dunder="__neg__"),
+    OpSpec(
+        "neg", "elementwise", "unary -", dr.signed, nm.neg, unary_operator="-", dunder="__neg__"
+    ),
     OpSpec(
         "invert", "elementwise", "~", dr.bitwise, nm.invert, unary_operator="~", dunder="__invert__"
     ),
@@ -141,8 +143,15 @@ TABLE: tuple[OpSpec, ...] = (
     _method("softmax", "softmax", dr.floating),
     _method("log_softmax", "softmax", dr.floating),
     # linear algebra and layout
-    OpSpec("matmul", "matmul", "@", dr.arithmetic, operator="@", dunder="__matmul__",
-           rdunder="__rmatmul__"),
+    OpSpec(
+        "matmul",
+        "matmul",
+        "@",
+        dr.arithmetic,
+        operator="@",
+        dunder="__matmul__",
+        rdunder="__rmatmul__",
+    ),
     _method("reshape", "reshape", dr.same),
     _method("transpose", "transpose", dr.same),
     OpSpec("T", "transpose", ".T", dr.same, attribute="T"),

@@ -81,8 +81,7 @@ def _axis_groups(shape: Shape, axes: Sequence[int]) -> tuple[list[list[int]], Sh
     kept_ranges = [range(shape[i]) for i in kept]
     red_ranges = [range(shape[i]) for i in axes]
     red_offsets = [
-        sum(c * st[a] for c, a in zip(combo, axes, strict=True))
-        for combo in cartesian(*red_ranges)
+        sum(c * st[a] for c, a in zip(combo, axes, strict=True)) for combo in cartesian(*red_ranges)
     ]
     groups = []
     for combo in cartesian(*kept_ranges):
@@ -95,8 +94,9 @@ def reduce(
     kind: str, values: Values, shape: Shape, axes: Sequence[int], in_dtype: DType, out_dtype: DType
 ) -> Values:
     groups, _ = _axis_groups(shape, axes)
-    vals = [nm.as_operand(v, out_dtype if kind != "max" and kind != "min" else in_dtype)
-            for v in values]
+    vals = [
+        nm.as_operand(v, out_dtype if kind != "max" and kind != "min" else in_dtype) for v in values
+    ]
     out = []
     for group in groups:
         items = [vals[i] for i in group]

@@ -29,8 +29,6 @@ from mimir.parse.module import (
     KernelDef,
     ModuleInfo,
     Problem,
-    ScalarAnnotation,
-    TensorAnnotation,
     read_annotation,
 )
 
@@ -187,8 +185,9 @@ class _Builder:
                 self.env[t.id] = self.add("item", t, [value], index=k, count=len(target.elts))
         else:
             self.problem(
-                "GPU031", "assignment to a subscript or attribute is not allowed in a "
-                "tensor-level kernel", target
+                "GPU031",
+                "assignment to a subscript or attribute is not allowed in a tensor-level kernel",
+                target,
             )
 
     # -- expressions
@@ -225,9 +224,7 @@ class _Builder:
         if ident in ("True", "False", "None"):  # pragma: no cover - these are Constants
             return self.add("const", node, value={"True": True, "False": False}.get(ident))
         if ident in _BUILTINS:
-            return self.problem(
-                "GPU030", f"the Python builtin `{ident}` is not a kernel op", node
-            )
+            return self.problem("GPU030", f"the Python builtin `{ident}` is not a kernel op", node)
         return self.problem("GPU032", f"undefined name `{ident}`", node)
 
     def _binop(self, symbol: str, node: ast.AST, left: int, right: int) -> int:
@@ -343,8 +340,13 @@ class _Builder:
             args[kw.arg] = self.expr(kw.value)
         names = list(args)
         return self.add(
-            kind, node, [*inputs, *positional, *(args[n] for n in names)], spec=spec,
-            n_receiver=len(inputs), n_positional=len(positional), keywords=names,
+            kind,
+            node,
+            [*inputs, *positional, *(args[n] for n in names)],
+            spec=spec,
+            n_receiver=len(inputs),
+            n_positional=len(positional),
+            keywords=names,
         )
 
 

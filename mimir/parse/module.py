@@ -136,8 +136,9 @@ def _read_statement(info: ModuleInfo, stmt: ast.stmt) -> None:
             grid = _gpu_decorator(info, stmt)
             if grid is not False:
                 info.kernels.append(
-                    KernelDef(stmt, grid if isinstance(grid, ast.expr) else None,
-                              info.source.span(stmt))
+                    KernelDef(
+                        stmt, grid if isinstance(grid, ast.expr) else None, info.source.span(stmt)
+                    )
                 )
         return
     if isinstance(stmt, ast.Assign):
@@ -208,7 +209,7 @@ def _read_dim(info: ModuleInfo, var: str, call: ast.Call) -> DimDecl | None:
     if len(call.args) != 1 or not (
         isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str)
     ):
-        problem(f"`Dim` for `{var}` needs its name as a string literal: `Dim(\"{var}\")`")
+        problem(f'`Dim` for `{var}` needs its name as a string literal: `Dim("{var}")`')
         return None
     name = call.args[0].value
     if not name.isidentifier():

@@ -119,33 +119,48 @@ def _has_violation(expr: ast.expr, function_name: str) -> bool:
 
 
 def _expression_violations(expr: ast.expr, function_name: str) -> Iterator[Violation]:
-    for node in ast.walk(expr):
-        kind = type(node)
-        if kind in _EXPRESSIONS:
-            yield Violation(CODE, f"{_EXPRESSIONS[kind]} are not allowed inside `@gpu`", node)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)):
-            yield Violation(CODE, "strings are not allowed inside `@gpu`", node)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, complex):
-            yield Violation(CODE, "complex numbers are not allowed inside `@gpu`", node)
-        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            yield Violation(CODE, "`not` is not allowed inside `@gpu` (use `~`)", node)
-        elif isinstance(node, ast.Compare) and len(node.ops) > 1:
-            yield Violation(CODE, "chained comparisons are not allowed inside `@gpu`", node)
-        elif isinstance(node, ast.Compare) and isinstance(
-            node.ops[0], (ast.Is, ast.IsNot, ast.In, ast.NotIn)
-        ):
-            yield Violation(CODE, "`is` and `in` are not allowed inside `@gpu`", node)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            if node.func.id == "print":
-                yield Violation(CODE, "`print` is not allowed inside `@gpu`", node)
-            elif node.func.id == function_name:
-                yield Violation(CODE, "recursion is not allowed inside `@gpu`", node)
-            elif node.func.id in _BUILTINS:
-                yield Violation(
-                    "GPU030", f"the Python builtin `{node.func.id}()` is not a kernel op", node
-                )
-        elif isinstance(node, ast.Slice) and node.step is not None and not _is_one(node.step):
-            yield Violation(CODE, "slice steps are not supported in the kernel language", node)
+    """Violations in `expr`, outermost first; nothing inside a violation is reported again."""
+    found = _expression_violation(expr, function_name)
+    if found is not None:
+        yield found
+        return
+    for child in ast.iter_child_nodes(expr):
+        if isinstance(child, ast.expr):
+            yield from _expression_violations(child, function_name)
+        else:  # slices in older ASTs, comprehension clauses, keywords
+            for sub in ast.iter_child_nodes(child):
+                if isinstance(sub, ast.expr):
+                    yield from _expression_violations(sub, function_name)
+
+
+def _expression_violation(node: ast.expr, function_name: str) -> Violation | None:
+    kind = type(node)
+    if kind in _EXPRESSIONS:
+        return Violation(CODE, f"{_EXPRESSIONS[kind]} are not allowed inside `@gpu`", node)
+    if isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)):
+        return Violation(CODE, "strings are not allowed inside `@gpu`", node)
+    if isinstance(node, ast.Constant) and isinstance(node.value, complex):
+        return Violation(CODE, "complex numbers are not allowed inside `@gpu`", node)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return Violation(CODE, "`not` is not allowed inside `@gpu` (use `~`)", node)
+    if isinstance(node, ast.Compare) and len(node.ops) > 1:
+        return Violation(CODE, "chained comparisons are not allowed inside `@gpu`", node)
+    if isinstance(node, ast.Compare) and isinstance(
+        node.ops[0], (ast.Is, ast.IsNot, ast.In, ast.NotIn)
+    ):
+        return Violation(CODE, "`is` and `in` are not allowed inside `@gpu`", node)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        if node.func.id == "print":
+            return Violation(CODE, "`print` is not allowed inside `@gpu`", node)
+        if node.func.id == function_name:
+            return Violation(CODE, "recursion is not allowed inside `@gpu`", node)
+        if node.func.id in _BUILTINS:
+            return Violation(
+                "GPU030", f"the Python builtin `{node.func.id}()` is not a kernel op", node
+            )
+    if isinstance(node, ast.Slice) and node.step is not None and not _is_one(node.step):
+        return Violation(CODE, "slice steps are not supported in the kernel language", node)
+    return None
 
 
 def _is_one(node: ast.expr) -> bool:

@@ -110,7 +110,9 @@ class Prover:
             found.update(self._var_dims.get(v, ()))
         return found
 
-    def _conflict(self, obligation: z3.BoolRef, variables: set[str]) -> tuple[tuple[Label, ...], bool]:
+    def _conflict(
+        self, obligation: z3.BoolRef, variables: set[str]
+    ) -> tuple[tuple[Label, ...], bool]:
         s = self.solver
         s.push()
         try:
