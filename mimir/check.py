@@ -12,13 +12,15 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mimir.constraints.checker import KernelChecker
 from mimir.diagnostics.diagnostic import Diagnostic, Span
-from mimir.parse.graph import build_graph
-from mimir.parse.module import read_module
+from mimir.parse.graph import KernelGraph, build_graph
+from mimir.parse.module import ModuleInfo, read_module
 from mimir.parse.spans import SourceFile
 from mimir.solve.prover import DEFAULT_TIMEOUT_MS
+from mimir.suppressions import apply_suppressions
 
 # Folders never descended into when a directory is checked.
 SKIPPED_DIRS = frozenset(
@@ -31,6 +33,25 @@ class FileResult:
     path: str
     diagnostics: list[Diagnostic] = field(default_factory=list)
     unreadable: bool = False  # GPU001/GPU002: the input itself is bad (exit 2)
+    # The checked kernels, for code generation (not pickled across processes).
+    kernels: list[CheckedKernel] = field(default_factory=list, repr=False, compare=False)
+
+
+@dataclass
+class CheckedKernel:
+    """One `@gpu` function after checking: its graph and every node's abstract value.
+
+    `values[node_id]` is a `TensorVal` (shape as `Sym`s whose `.expr` is a dim
+    expression, dtype), a `SizeVal`, a `ScalarVal`, ... (see
+    `mimir.constraints.checker`). `proven` is True when the kernel has no error.
+    """
+
+    info: ModuleInfo
+    graph: KernelGraph
+    values: dict[int, Any]
+    proven: bool
+    solve_seconds: float = 0.0  # wall time spent in Z3 for this kernel
+    queries: int = 0
 
 
 def check_source(path: str, text: str, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> FileResult:
@@ -52,11 +73,21 @@ def check_source(path: str, text: str, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> 
         )
     info = read_module(SourceFile(path, text), tree)
     diagnostics = [Diagnostic(p.code, p.message, p.span) for p in info.problems]
+    kernels = []
     for kernel in info.kernels:
         kg = build_graph(info, kernel)
-        diagnostics.extend(KernelChecker(info, kg, timeout_ms).run())
+        checker = KernelChecker(info, kg, timeout_ms)
+        found = checker.run()
+        diagnostics.extend(found)
+        kernels.append(
+            CheckedKernel(
+                info, kg, checker.values, proven=not found,
+                solve_seconds=checker.prover.solve_seconds, queries=checker.prover.queries,
+            )
+        )
     diagnostics.sort(key=Diagnostic.sort_key)
-    return FileResult(path, diagnostics)
+    diagnostics = apply_suppressions(path, text, diagnostics)  # `# mimir: ignore[...]`
+    return FileResult(path, diagnostics, kernels=kernels)
 
 
 def check_file(path: Path, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> FileResult:

@@ -13,21 +13,35 @@ from typing import Any, NoReturn
 
 import z3
 
+from mimir.dims import Size, binop
 from mimir.ops.shapes import RuleError
 
 _PREC = {"+": 1, "-": 1, "*": 2, "//": 2, "%": 2}
 
 
 class Sym:
-    """A symbolic size: Z3 term, display text, literal value when known."""
+    """A symbolic size: Z3 term, display text, literal value when known.
 
-    __slots__ = ("term", "text", "value", "prec")
+    `expr` is the same size as a `mimir.dims` expression over the kernel's dims,
+    for code generation and manifests; None when no such expression is known
+    (a broadcast of two different symbolic sizes that only the solver relates).
+    """
 
-    def __init__(self, term: z3.ArithRef, text: str, value: int | None = None, prec: int = 3):
+    __slots__ = ("term", "text", "value", "prec", "expr")
+
+    def __init__(
+        self,
+        term: z3.ArithRef,
+        text: str,
+        value: int | None = None,
+        prec: int = 3,
+        expr: Size | None = None,
+    ):
         self.term = term
         self.text = text
         self.value = value
         self.prec = prec
+        self.expr = value if expr is None and value is not None else expr
 
     @staticmethod
     def const(v: int) -> Sym:
@@ -40,6 +54,7 @@ class Sym:
             if op in ("//", "%") and b.value == 0:
                 return Sym(_z3_op(op, a.term, b.term), f"{a.text} {op} 0")
             return Sym.const(_py_op(op, a.value, b.value))
+        expr = None if a.expr is None or b.expr is None else binop(op, a.expr, b.expr)
         if op == "*" and (a.value == 1 or b.value == 1):
             return b if a.value == 1 else a
         if op in ("+", "-") and b.value == 0:
@@ -50,7 +65,7 @@ class Sym:
         lt = a.text if a.prec >= prec else f"({a.text})"
         rt = b.text if b.prec > prec else f"({b.text})"
         sep = " " if prec == 1 else ""
-        return Sym(_z3_op(op, a.term, b.term), f"{lt}{sep}{op}{sep}{rt}", None, prec)
+        return Sym(_z3_op(op, a.term, b.term), f"{lt}{sep}{op}{sep}{rt}", None, prec, expr)
 
     def __add__(self, o: Any) -> Sym:
         return self._op("+", o)
@@ -140,7 +155,8 @@ class Z3Algebra:
 
     def select(self, cond: Any, a: Any, b: Any) -> Sym:
         a, b = lift(a), lift(b)
-        return Sym(z3.If(cond, a.term, b.term), b.text, None, b.prec)
+        same = a.expr is not None and str(a.expr) == str(b.expr)
+        return Sym(z3.If(cond, a.term, b.term), b.text, None, b.prec, b.expr if same else None)
 
     def literal(self, a: Any) -> int | None:
         return lift(a).value

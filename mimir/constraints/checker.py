@@ -16,7 +16,7 @@ from typing import Any
 import z3
 
 from mimir import ops
-from mimir.constraints.algebra import Obligation, Sym, Z3Algebra, _z3_op
+from mimir.constraints.algebra import Obligation, Sym, Z3Algebra, _z3_op, lift
 from mimir.diagnostics.diagnostic import Diagnostic, Label, Span
 from mimir.dims import BinOp, Dim, Size
 from mimir.dtypes import ALL_DTYPES, DType, float32
@@ -32,6 +32,10 @@ from mimir.solve.prover import PROVEN, REFUTED, Prover
 class TensorVal:
     shape: tuple[Sym, ...]
     dtype: DType
+
+    def __post_init__(self) -> None:
+        # Shape rules return plain ints for sizes they create (`x[:, None]`, keepdims).
+        self.shape = tuple(lift(s) for s in self.shape)
 
 
 @dataclass
@@ -190,6 +194,7 @@ class KernelChecker:
                     str(d),
                     d if isinstance(d, int) else None,
                     1 if isinstance(d, BinOp) and d.op in "+-" else 3,
+                    expr=d,
                 )
             )
         return tuple(shape)
@@ -256,7 +261,7 @@ class KernelChecker:
         dim: Dim = node["dim"]
         if not self._require_bound(dim, node["span"]):
             return POISON
-        return SizeVal(Sym(self.prover.dim(dim.name), dim.name))
+        return SizeVal(Sym(self.prover.dim(dim.name), dim.name, expr=dim))
 
     def _dtype(self, node: dict, _: list) -> Any:
         return DTypeVal(node["dtype"])

@@ -5,7 +5,9 @@ bad example that fires exactly this code and a good example that checks clean.
 `mimir explain CODE` prints an entry; `tests/test_registry.py` runs every
 example. `found_by` says who reports the code: the static `checker`, the
 `shim` at call time (argument checks happen where the call's values exist), or
-`cli` for input that cannot be read.
+`cli` for input that cannot be read. `severity` is the level a diagnostic of the
+code carries: `error` (exit 1) or `warning` (reported, exit 0 unless
+`--warnings-as-errors`).
 
 Precedence when several rules could fire on one node: construct (GPU031) before
 names (GPU032) before unknown ops (GPU030) before dtype rules (GPU02x) before
@@ -33,6 +35,7 @@ class Code:
     bad: str
     good: str
     found_by: str = "checker"
+    severity: str = "error"  # "warning" codes alone leave the exit code at 0
 
     def bad_source(self) -> str:
         return PRELUDE + self.bad
@@ -356,6 +359,19 @@ _CODES = [
         'a = zeros((3,))\nb = zeros((3,)).to("gpu")\nc = a + b\n',
         'a = zeros((3,)).to("gpu")\nb = zeros((3,)).to("gpu")\nc = a + b\n',
         found_by="shim",
+    ),
+    Code(
+        "GPU090",
+        "unused-suppression",
+        "a `# mimir: ignore[...]` comment that suppresses nothing",
+        "a suppression that no longer matches a diagnostic on its line hides the next real bug "
+        "written there; an unknown code in the brackets never matched anything",
+        "delete the comment, or correct the code in the brackets to the one reported on the line",
+        "@gpu\ndef f(x: Tensor[float32, 8]) -> Tensor[float32, 8]:\n"
+        "    return x + 1.0  # mimir: ignore[GPU011]\n",
+        "@gpu\ndef f(x: Tensor[float32, 32, 784], w: Tensor[float32, 128, 10])"
+        " -> Tensor[float32, 32, 10]:\n    return x @ w  # mimir: ignore[GPU011]\n",
+        severity="warning",
     ),
 ]
 

@@ -100,6 +100,8 @@ class _Builder:
                 for v in found:
                     self.problem(v.code, v.message, v.node)
                 self._poison_targets(stmt)
+                # A refused `return` still returns: "never returns" would be a cascade.
+                returned = returned or isinstance(stmt, ast.Return)
                 continue
             if returned and not subset._is_docstring(stmt):
                 self.problem("GPU031", "unreachable code after `return`", stmt)

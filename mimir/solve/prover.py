@@ -13,6 +13,7 @@ under a label that maps back to its source span. An obligation is:
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import z3
@@ -51,11 +52,14 @@ class Prover:
         self.solver = z3.Solver()
         self.solver.set("timeout", self.timeout_ms)
         self.solver.set("unsat_core", True)
+        self.solver.set("core.minimize", True)
         self._facts: dict[str, _Fact] = {}
         self._dims: dict[str, z3.ArithRef] = {}
         # For an annotation variable: the dims its size is written in.
         self._var_dims: dict[str, tuple[str, ...]] = {}
         self._var_label: dict[str, Label] = {}
+        self.solve_seconds = 0.0  # wall time inside Z3, for benchmarks
+        self.queries = 0
 
     def dim(self, name: str) -> z3.ArithRef:
         if name not in self._dims:
@@ -80,6 +84,14 @@ class Prover:
         self.solver.assert_and_track(term, z3.Bool(key))
 
     def prove(self, obligation: z3.BoolRef) -> Verdict:
+        start = time.perf_counter()
+        try:
+            return self._prove(obligation)
+        finally:
+            self.solve_seconds += time.perf_counter() - start
+            self.queries += 1
+
+    def _prove(self, obligation: z3.BoolRef) -> Verdict:
         s = self.solver
         s.push()
         try:
