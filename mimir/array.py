@@ -25,14 +25,24 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
+import itertools
 import random as _random
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from mimir import ops
-from mimir.dims import BinOp, Dim, DimExpr, Size, UnboundDimError, evaluate
+from mimir.dims import BinOp, Dim, DimExpr, Size, UnboundDimError, evaluate, set_binding_hook
 from mimir.dtypes import BY_NAME as DTYPES
-from mimir.dtypes import DType, bool_, float16, float32, int32, scalar_kind, uint32
+from mimir.dtypes import (
+    DType,
+    bool_,
+    float16,
+    float32,
+    int32,
+    promote_weak,
+    scalar_kind,
+    uint32,
+)
 from mimir.ops import evaluate as ev
 from mimir.ops import numerics as nm
 from mimir.ops import shapes as sh
@@ -51,6 +61,7 @@ __all__ = [
     "int32",
     "maximum",
     "minimum",
+    "program_id",
     "ones",
     "rand",
     "tensor",
@@ -65,6 +76,19 @@ DEVICES = ("cpu", "gpu")
 _BINDINGS: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar(
     "mimir_bindings", default=None
 )
+
+
+class _GridRun:
+    """The state of one index-level launch: the current program id and who touched what."""
+
+    def __init__(self) -> None:
+        self.pids: tuple[int, ...] = ()
+        self.writes: dict[tuple[int, int], tuple[int, ...]] = {}
+        self.reads: dict[tuple[int, int], set[tuple[int, ...]]] = {}
+
+
+# The index-level launch being executed (None outside `@gpu(grid=...)` kernels).
+_GRID: contextvars.ContextVar[_GridRun | None] = contextvars.ContextVar("mimir_grid", default=None)
 
 
 class MimirError(Exception):
@@ -91,6 +115,13 @@ def _resolve(size: Any) -> Any:
                 "GPU035", f"dim `{err.name}` is not fixed by any parameter of the kernel"
             ) from None
     return size
+
+
+def _static_int(value: Any, what: str) -> int:
+    """An int that decides a shape (an axis, a size): the checker's GPU036 when it is not one."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MimirError("GPU036", f"{what} must be an int, got {type(value).__name__}")
+    return value
 
 
 def _rule(fn: Callable[..., Any], *args: Any) -> Any:
@@ -178,7 +209,7 @@ class Tensor:
         self._host_only("to")
         if device not in DEVICES:
             raise ValueError(f"unknown device {device!r}; expected one of {DEVICES}")
-        return Tensor(self._values, self._shape, self._dtype, device)
+        return Tensor(list(self._values), self._shape, self._dtype, device)
 
     def tolist(self) -> Any:
         self._host_only("tolist")
@@ -206,6 +237,15 @@ class Tensor:
             "GPU031", "the truth value of a tensor is ambiguous; use `where`, `&` or `|`"
         )
 
+    def _to_number(self, *_: Any) -> Any:
+        # `math.exp(x)`, `int(x)`: Python reads a number out of the tensor. Inside `@gpu`
+        # that is an op the kernel language does not define (the checker's GPU030).
+        if _in_kernel():
+            raise MimirError("GPU030", "a tensor cannot be converted to a Python number in a kernel")
+        raise TypeError("a tensor is not a Python number; use `.item()` in host code")
+
+    __float__ = __int__ = __index__ = __complex__ = _to_number
+
     def __getattr__(self, name: str) -> Any:
         # Only reached when normal lookup fails: an unknown method or attribute.
         if name.startswith("__"):
@@ -221,7 +261,7 @@ class Tensor:
     def transpose(self, *axes: int) -> Tensor:
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
-        perm_arg = tuple(axes) if axes else None
+        perm_arg = tuple(_static_int(a, "a transpose axis") for a in axes) if axes else None
         out_shape = _rule(sh.transpose, _A, self._shape, perm_arg)
         perm = sh.permutation(len(self._shape), perm_arg)
         return self._like(ev.transpose(self._values, self._shape, perm), out_shape)
@@ -229,15 +269,62 @@ class Tensor:
     def reshape(self, *shape: Any) -> Tensor:
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        new = tuple(_resolve(s) for s in shape)
+        new = tuple(_static_int(_resolve(s), "a size of `.reshape()`") for s in shape)
         out_shape = _rule(sh.reshape, _A, self._shape, new)
         return self._like(list(self._values), out_shape)
 
     def __getitem__(self, key: Any) -> Tensor:
+        run = _GRID.get()
+        if run is not None:
+            flat = self._element_index(key)
+            run.reads.setdefault((id(self._values), flat), set()).add(run.pids)
+            other = run.writes.get((id(self._values), flat))
+            if other is not None and other != run.pids:
+                raise MimirError("GPU028", f"write race: program ids {other} and {run.pids} "
+                                 "write and read the same element")
+            return Tensor([self._values[flat]], (), self._dtype, self._device)
         items = key if isinstance(key, tuple) else (key,)
         parsed = [_index_item(k) for k in items]
         out_shape, resolved = _rule(sh.index, _A, self._shape, parsed)
         return self._like(ev.index(self._values, self._shape, resolved), out_shape)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        run = _GRID.get()
+        if run is None:
+            raise MimirError(
+                "GPU031",
+                "element assignment is only allowed in index-level kernels (`@gpu(grid=...)`)",
+            )
+        flat = self._element_index(key)
+        slot = (id(self._values), flat)
+        other = run.writes.get(slot)
+        readers = run.reads.get(slot, set()) - {run.pids}
+        if (other is not None and other != run.pids) or readers:
+            who = other if other is not None and other != run.pids else sorted(readers)[0]
+            raise MimirError("GPU028", f"write race: program ids {who} and {run.pids} "
+                             "touch the same element")
+        run.writes[slot] = run.pids
+        self._values[flat] = _store_value(value, self._dtype)
+
+    def _element_index(self, key: Any) -> int:
+        """The flat index of `self[key]` in an index-level kernel (every axis an int)."""
+        items = key if isinstance(key, tuple) else (key,)
+        if len(items) != len(self._shape) or any(isinstance(k, slice) for k in items):
+            raise MimirError(
+                "GPU036",
+                f"an index-level kernel reads and writes single elements: index all "
+                f"{len(self._shape)} axes with ints",
+            )
+        flat = 0
+        for axis, (k, size) in enumerate(zip(items, self._shape, strict=True)):
+            i = _index_int(k)
+            if not 0 <= i < size:
+                raise MimirError(
+                    "GPU018",
+                    f"index {i} is out of bounds for axis {axis} with size {size}",
+                )
+            flat = flat * size + i
+        return flat
 
     def _like(self, values: list, shape: Sequence[int], dtype: DType | None = None) -> Tensor:
         return Tensor(values, tuple(shape), dtype or self._dtype, self._device)
@@ -247,6 +334,10 @@ class Tensor:
     def _reduce(self, name: str, axis: Any = None, keepdims: bool = False) -> Tensor:
         if isinstance(axis, list):
             axis = tuple(axis)
+        for a in () if axis is None else axis if isinstance(axis, tuple) else (axis,):
+            _static_int(a, f"the axis of `.{name}()`")
+        if not isinstance(keepdims, bool):
+            raise MimirError("GPU036", "`keepdims` must be True or False")
         out_shape = _rule(sh.reduction, _A, self._shape, axis, keepdims, name)
         axes = sh.reduce_axes(_A, len(self._shape), axis, name)
         dtype = _rule(ops.BY_METHOD[name].dtype_rule, f".{name}()", [self._dtype])
@@ -266,6 +357,7 @@ class Tensor:
         return self._reduce("min", axis, keepdims)
 
     def _softmax(self, name: str, axis: int) -> Tensor:
+        _static_int(axis, f"the axis of `.{name}()`")
         _rule(sh.along_axis, _A, self._shape, axis, name)
         dtype = _rule(ops.BY_METHOD[name].dtype_rule, f".{name}()", [self._dtype])
         values = ev.softmax(
@@ -303,6 +395,46 @@ def _index_item(k: Any) -> tuple:
     if isinstance(k, (int, DimExpr)) and not isinstance(k, bool):
         return ("int", _resolve(k))
     raise MimirError("GPU036", f"unsupported index {k!r}: use ints, dims, slices, None or ...")
+
+
+def _index_int(k: Any) -> int:
+    """An index in an index-level kernel: an int, a dim, or a 0-d integer tensor."""
+    if isinstance(k, Tensor) and k._shape == () and k._dtype.is_integer:
+        return int(k._values[0])
+    k = _resolve(k)
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise MimirError("GPU036", f"an index must be an int expression, got {k!r}")
+    return k
+
+
+def _store_value(value: Any, dtype: DType) -> Any:
+    """`value` as an element of `dtype`, refusing implicit conversions (GPU027)."""
+    if isinstance(value, Tensor):
+        if value._shape != ():
+            raise MimirError("GPU036", "an element store needs a scalar value")
+        kind: DType | str = value._dtype
+        raw = value._values[0]
+    else:
+        value = _resolve(value)
+        kind = scalar_kind(value)
+        raw = value
+    got = kind if isinstance(kind, DType) else promote_weak(dtype, kind)
+    if got != dtype:
+        shown = kind if isinstance(kind, DType) else f"a Python {kind}"
+        raise MimirError("GPU027", f"store dtype mismatch: the tensor holds {dtype}, "
+                         f"the value is {shown}")
+    return nm.cast([raw], dtype)[0]
+
+
+def program_id(axis: int) -> int:
+    """The id of the running program along grid `axis`, in an index-level kernel."""
+    run = _GRID.get()
+    if run is None:
+        raise MimirError("GPU036", "`program_id` is only defined inside `@gpu(grid=...)` kernels")
+    if not isinstance(axis, int) or not 0 <= axis < len(run.pids):
+        raise MimirError("GPU036", f"`program_id` takes an axis below the grid's rank "
+                         f"{len(run.pids)}")
+    return run.pids[axis]
 
 
 def _index_bound(b: Any) -> Any:
@@ -392,7 +524,26 @@ def _make_unary(spec: ops.OpSpec) -> Callable[[Tensor], Tensor]:
     return method
 
 
+# Python operators the kernel language does not define: the checker reports GPU030 for
+# them, so the shim must too (not Python's TypeError).
+_UNKNOWN_OPERATORS = {
+    "__xor__": "^", "__rxor__": "^", "__lshift__": "<<", "__rlshift__": "<<",
+    "__rshift__": ">>", "__rrshift__": ">>", "__pos__": "unary +",
+}  # fmt: skip
+
+
+def _refuse_operators() -> None:
+    for dunder, symbol in _UNKNOWN_OPERATORS.items():
+
+        def method(self: Tensor, *_: Any, _symbol: str = symbol) -> Tensor:
+            raise MimirError("GPU030", f"unknown operator `{_symbol}` in a kernel")
+
+        method.__name__ = dunder
+        setattr(Tensor, dunder, method)
+
+
 _install_operators()
+_refuse_operators()
 
 
 # ---------------------------------------------------------------- functions
@@ -415,7 +566,7 @@ def minimum(a: Any, b: Any) -> Tensor:
 
 def _shape_arg(shape: Any) -> tuple[int, ...]:
     items = shape if isinstance(shape, (tuple, list)) else (shape,)
-    out = tuple(_resolve(s) for s in items)
+    out = tuple(_static_int(_resolve(s), "a size in a shape") for s in items)
     _rule(sh.creation, _A, out)
     return out
 
@@ -431,6 +582,10 @@ def _default_device(device: str | None) -> str:
 def full(shape: Any, fill_value: Any, dtype: DType = float32, device: str | None = None) -> Tensor:
     """A tensor of `shape` filled with `fill_value`."""
     dims = _shape_arg(shape)
+    if not isinstance(fill_value, (int, float)):
+        raise MimirError("GPU036", f"`full` needs a scalar fill value, got {type(fill_value).__name__}")
+    if not isinstance(dtype, DType):
+        raise MimirError("GPU036", f"`dtype` must be a dtype such as `float32`, got {dtype!r}")
     return Tensor(ev.create(dims, fill_value, dtype), dims, dtype, _default_device(device))
 
 
@@ -442,8 +597,15 @@ def ones(shape: Any, dtype: DType = float32, device: str | None = None) -> Tenso
     return full(shape, 1, dtype, device)
 
 
+def _host_function(name: str) -> None:
+    # The checker refuses these inside `@gpu` (GPU030); the shim must agree.
+    if _in_kernel():
+        raise MimirError("GPU030", f"`{name}` cannot be called inside `@gpu`")
+
+
 def tensor(data: Any, dtype: DType = float32, device: str = "cpu") -> Tensor:
     """A tensor from (nested) Python lists of numbers; host code only."""
+    _host_function("tensor")
     shape: list[int] = []
     probe = data
     while isinstance(probe, (list, tuple)):
@@ -461,7 +623,8 @@ def rand(
     high: float = 1.0,
     device: str = "cpu",
 ) -> Tensor:
-    """Seeded uniform random values in [low, high) (integers: [low, high])."""
+    """Seeded uniform random values in [low, high) (integers: [low, high]); host code only."""
+    _host_function("rand")
     dims = _shape_arg(shape)
     rng = _random.Random(seed)
     n = ev.numel(dims)
@@ -516,19 +679,51 @@ class Kernel:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self._validate_language()
         annotations = self.annotations()
+        _check_annotations(self.signature, annotations, index_level=self.grid is not None)
         bound = self.signature.bind(*args, **kwargs)
         bound.apply_defaults()
         bindings = _bind_arguments(bound.arguments, annotations)
         token = _BINDINGS.set(bindings)
         try:
-            result = self.fn(*bound.args, **bound.kwargs)
+            if self.grid is not None:
+                result = self._run_grid(bound, bindings)
+            else:
+                result = self.fn(*bound.args, **bound.kwargs)
+        except UnboundDimError as err:
+            raise MimirError(
+                "GPU035", f"dim `{err.name}` is not fixed by any parameter of the kernel"
+            ) from None
         except NameError as err:
-            raise MimirError("GPU032", f"undefined name `{err.name}`") from None
+            # UnboundLocalError (a local read before assignment) carries no `.name`.
+            name = err.name or (str(err).split("'")[1] if "'" in str(err) else "?")
+            raise MimirError("GPU032", f"undefined name `{name}`") from None
+        except TypeError as err:
+            # Python's own argument binding (`x.sum(1, False, 3)`, `x.clip(0.0)`): the op
+            # cannot take these arguments, which the checker reports as GPU036.
+            raise MimirError("GPU036", f"invalid argument: {err}") from err
         finally:
             _BINDINGS.reset(token)
         if "return" in annotations:
             _check_result(result, annotations["return"], bindings)
         return result
+
+    def _run_grid(self, bound: inspect.BoundArguments, bindings: dict[str, int]) -> None:
+        """Run the body once per program id, in row-major order of the grid."""
+        if not isinstance(self.grid, tuple) or not 1 <= len(self.grid) <= 3:
+            raise MimirError("GPU036", "`grid=` takes a tuple of one to three sizes")
+        sizes = [_resolve(g) for g in self.grid]
+        run = _GRID_RUN_FACTORY()
+        token = _GRID.set(run)
+        try:
+            for pids in itertools.product(*(range(n) for n in sizes)):
+                run.pids = pids
+                if self.fn(*bound.args, **bound.kwargs) is not None:
+                    raise MimirError(
+                        "GPU015", "an index-level kernel writes its outputs and returns nothing"
+                    )
+        finally:
+            _GRID.reset(token)
+        return None
 
     def _validate_language(self) -> None:
         """Refuse what the checker refuses: constructs outside the kernel language."""
@@ -552,6 +747,33 @@ def gpu(fn: Callable[..., Any] | None = None, *, grid: tuple | None = None) -> A
     if fn is None:
         return lambda f: Kernel(f, grid)
     return Kernel(fn, grid)
+
+
+def _check_annotations(
+    signature: inspect.Signature, annotations: dict[str, Any], index_level: bool = False
+) -> None:
+    """Refuse what the checker refuses as GPU033: parameters and results it cannot type."""
+    plain = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    for name, param in signature.parameters.items():
+        if param.kind not in plain:
+            raise MimirError("GPU033", "kernels take plain named parameters only")
+        ann = annotations.get(name)
+        if not (isinstance(ann, TensorType) or ann in (int, float)):
+            raise MimirError(
+                "GPU033",
+                f"parameter `{name}` has no usable annotation; annotate it as "
+                "`Tensor[dtype, sizes...]`, `int` or `float`",
+            )
+    if index_level:
+        if annotations.get("return") is not None:
+            raise MimirError(
+                "GPU033",
+                "an index-level kernel writes its outputs and returns nothing; "
+                "remove the return annotation",
+            )
+        return
+    if "return" in annotations and not isinstance(annotations["return"], TensorType):
+        raise MimirError("GPU033", "a kernel returns a tensor; annotate it as `Tensor[...]`")
 
 
 def _bind_arguments(arguments: dict[str, Any], annotations: dict[str, Any]) -> dict[str, int]:
@@ -639,4 +861,6 @@ def _check_result(result: Any, ann: Any, env: dict[str, int]) -> None:
 # Names the kernel language gives a meaning to, for the checker's name lookup.
 KERNEL_FUNCTIONS = ("where", "maximum", "minimum", "zeros", "ones", "full")
 DTYPE_NAMES = tuple(DTYPES)
+_GRID_RUN_FACTORY = _GridRun
+set_binding_hook(_BINDINGS.get)
 _ = BinOp  # re-exported for annotations that spell dim arithmetic

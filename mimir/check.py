@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mimir.constraints.checker import KernelChecker
+from mimir.constraints.index_kernels import IndexKernelChecker
 from mimir.diagnostics.diagnostic import Diagnostic, Span
 from mimir.parse.graph import KernelGraph, build_graph
 from mimir.parse.module import ModuleInfo, read_module
@@ -76,7 +77,8 @@ def check_source(path: str, text: str, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> 
     kernels = []
     for kernel in info.kernels:
         kg = build_graph(info, kernel)
-        checker = KernelChecker(info, kg, timeout_ms)
+        checker_type = KernelChecker if kernel.grid is None else IndexKernelChecker
+        checker = checker_type(info, kg, timeout_ms)
         found = checker.run()
         diagnostics.extend(found)
         kernels.append(

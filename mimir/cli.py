@@ -8,7 +8,7 @@ z3 and networkx are imported only by the commands that solve.
 from __future__ import annotations
 
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -23,41 +23,181 @@ app = typer.Typer(
 )
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     text = "text"
+    concise = "concise"
     json = "json"
+    sarif = "sarif"
+    github = "github"
 
 
 EXIT_CLEAN, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
 
+def _codes_option(values: list[str] | None, flag: str) -> tuple[str, ...] | None:
+    """`--select GPU011,GPU018 --select GPU05` as one validated tuple (None when absent)."""
+    if not values:
+        return None
+    from mimir.config import parse_codes
+
+    items = [v.strip() for value in values for v in value.split(",") if v.strip()]
+    return parse_codes(items, f"`{flag}`")
+
+
+def _globs_option(values: list[str] | None) -> tuple[str, ...] | None:
+    if not values:
+        return None
+    return tuple(v.strip() for value in values for v in value.split(",") if v.strip())
+
+
+def _usage_error(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(EXIT_USAGE)
+
+
 @app.command()
 def check(
-    paths: Annotated[list[Path], typer.Argument(help="Files or directories to check.")],
-    output_format: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.text,
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Files or directories to check (default: the current directory)."),
+    ] = None,
+    output_format: Annotated[
+        Format, typer.Option("--format", help="Output format.", case_sensitive=False)
+    ] = Format.text,
+    output_file: Annotated[
+        Path | None,
+        typer.Option("--output-file", "-o", help="Write the report to FILE instead of stdout."),
+    ] = None,
+    config_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="Read settings from FILE (mimir.toml or pyproject.toml) instead of "
+            "searching upward from the current directory.",
+        ),
+    ] = None,
+    select: Annotated[
+        list[str] | None,
+        typer.Option("--select", help="Codes or prefixes to report (comma-separated)."),
+    ] = None,
+    ignore: Annotated[
+        list[str] | None,
+        typer.Option("--ignore", help="Codes or prefixes not to report (comma-separated)."),
+    ] = None,
+    exclude: Annotated[
+        list[str] | None,
+        typer.Option("--exclude", help="Globs to exclude, replacing the configured ones."),
+    ] = None,
+    force_exclude: Annotated[
+        bool,
+        typer.Option(
+            "--force-exclude", help="Apply exclude globs to files named on the command line too."
+        ),
+    ] = False,
     z3_timeout: Annotated[
-        int, typer.Option("--z3-timeout", min=1, help="Z3 timeout per query, in milliseconds.")
-    ] = 5000,
+        int | None,
+        typer.Option(
+            "--z3-timeout", min=1, help="Z3 timeout per query, in milliseconds (default: 5000)."
+        ),
+    ] = None,
+    baseline: Annotated[
+        Path | None,
+        typer.Option("--baseline", help="Report only findings not recorded in this baseline."),
+    ] = None,
+    write_baseline: Annotated[
+        Path | None,
+        typer.Option("--write-baseline", help="Record every current finding here and exit 0."),
+    ] = None,
+    exit_zero: Annotated[
+        bool, typer.Option("--exit-zero", help="Exit 0 even when errors are found.")
+    ] = False,
+    warnings_as_errors: Annotated[
+        bool, typer.Option("--warnings-as-errors", help="Exit 1 on warnings too.")
+    ] = False,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Neither read nor write the result cache.")
+    ] = False,
+    jobs: Annotated[
+        int | None,
+        typer.Option("--jobs", "-j", min=1, help="Worker processes (default: one per core)."),
+    ] = None,
 ) -> None:
-    """Prove shapes, dtypes and bounds of every @gpu kernel in PATHS."""
-    from mimir.check import check_paths
-    from mimir.diagnostics.render import json as json_render
+    """Prove shapes, dtypes and bounds of every @gpu kernel in PATHS.
+
+    Exit status: 0 no errors, 1 errors found, 2 usage error, bad configuration
+    or unreadable input; the same in every format.
+    """
+    from mimir import baseline as baselines
+    from mimir.config import ConfigError, load_config
+    from mimir.runner import run_check, select_files
+
+    try:
+        config = load_config(config_file).override(
+            select=_codes_option(select, "--select"),
+            ignore=_codes_option(ignore, "--ignore"),
+            exclude=_globs_option(exclude),
+            z3_timeout=z3_timeout,
+        )
+        recorded = baselines.load(baseline) if baseline is not None else None
+    except (ConfigError, baselines.BaselineError) as err:
+        raise _usage_error(str(err)) from None
+
+    files = select_files(paths or [Path(".")], config, force_exclude)
+    checked = run_check(files, config, jobs=jobs, use_cache=not no_cache)
+    unreadable = any(c.unreadable for c in checked)
+
+    found = [
+        (d, baselines.fingerprint(d, c.relpath, c.lines)) for c in checked for d in c.diagnostics
+    ]
+    if write_baseline is not None:
+        count = baselines.write(write_baseline, (f for _, f in found))
+        typer.echo(f"wrote {count} finding{'s' * (count != 1)} to {write_baseline}", err=True)
+        raise typer.Exit(EXIT_USAGE if unreadable else EXIT_CLEAN)
+    if recorded is not None:
+        diagnostics = baselines.new_findings(found, recorded)
+    else:
+        diagnostics = [d for d, _ in found]
+
+    report = _render(output_format, diagnostics, checked)
+    if output_file is not None:
+        output_file.parent.mkdir(parents=True, exist_ok=True)
+        output_file.write_text(report + "\n" if report else "", encoding="utf-8")
+    elif report:
+        typer.echo(report)
+
+    if unreadable:
+        raise typer.Exit(EXIT_USAGE)
+    failing = {"error", "warning"} if warnings_as_errors else {"error"}
+    if not exit_zero and any(d.severity in failing for d in diagnostics):
+        raise typer.Exit(EXIT_ERRORS)
+    raise typer.Exit(EXIT_CLEAN)
+
+
+def _render(fmt: Format, diagnostics: list, checked: list) -> str:
+    """The whole report in `fmt` (without a trailing newline)."""
+    if fmt is Format.json:
+        from mimir.diagnostics.render import json as json_render
+
+        return json_render.render(diagnostics, len(checked))
+    if fmt is Format.sarif:
+        import mimir
+        from mimir.diagnostics.render import sarif
+
+        lines = {c.path: c.lines for c in checked}
+        return sarif.render(diagnostics, version=mimir.__version__, source_lines=lines)
+    if fmt is Format.github:
+        from mimir.diagnostics.render import github
+
+        return github.render_all(diagnostics)
+    from mimir.diagnostics.render import concise
     from mimir.diagnostics.render import text as text_render
 
-    missing = [p for p in paths if not p.exists()]
-    results = check_paths(paths, z3_timeout)
-    diagnostics = [d for r in results for d in r.diagnostics]
-    if output_format is Format.json:
-        typer.echo(json_render.render(diagnostics, len(results)))
-    else:
-        if diagnostics:
-            typer.echo(text_render.render_all(diagnostics))
-        errors = sum(1 for d in diagnostics if d.severity == "error")
-        files_with_errors = len({d.span.path for d in diagnostics})
-        typer.echo(text_render.summary(errors, files_with_errors, len(results)))
-    if missing or any(r.unreadable for r in results):
-        raise typer.Exit(EXIT_USAGE)
-    raise typer.Exit(EXIT_ERRORS if diagnostics else EXIT_CLEAN)
+    body = (concise if fmt is Format.concise else text_render).render_all(diagnostics)
+    errors = sum(1 for d in diagnostics if d.severity == "error")
+    warnings = sum(1 for d in diagnostics if d.severity == "warning")
+    files_with_findings = len({d.span.path for d in diagnostics})
+    summary = text_render.summary(errors, files_with_findings, len(checked), warnings)
+    return f"{body}\n{summary}" if body else summary
 
 
 @app.command()

@@ -13,13 +13,22 @@ truncation agree on everything a well-formed annotation can express.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Union
 
 Size = Union[int, "DimExpr"]
 
 _PRECEDENCE = {"+": 1, "-": 1, "*": 2, "//": 2, "%": 2}
+
+# The shim installs a function returning the running kernel's dim bindings, so that
+# `range(N)` works inside a kernel executed as plain Python.
+_binding_hook: Callable[[], Mapping[str, int] | None] = lambda: None
+
+
+def set_binding_hook(hook: Callable[[], Mapping[str, int] | None]) -> None:
+    global _binding_hook
+    _binding_hook = hook
 
 
 class DimExpr:
@@ -56,6 +65,43 @@ class DimExpr:
 
     def __rmod__(self, other: Size) -> DimExpr:
         return binop("%", other, self)
+
+    def __index__(self) -> int:
+        env = _binding_hook()
+        if env is None:
+            raise TypeError(f"the size `{self}` has no value outside a running kernel")
+        return self.evaluate(env)
+
+    # Inside a running kernel (the shim), a size compares as its bound value, so
+    # `if i + 1 < N:` works under plain Python.
+    def _compare(self, other: object, op: Callable[[int, int], bool]) -> bool:
+        env = _binding_hook()
+        if env is None or isinstance(other, bool) or not isinstance(other, (int, DimExpr)):
+            return NotImplemented  # type: ignore[return-value]
+        return op(self.evaluate(env), evaluate(other, env))
+
+    def __lt__(self, other: object) -> bool:
+        return self._compare(other, lambda a, b: a < b)
+
+    def __le__(self, other: object) -> bool:
+        return self._compare(other, lambda a, b: a <= b)
+
+    def __gt__(self, other: object) -> bool:
+        return self._compare(other, lambda a, b: a > b)
+
+    def __ge__(self, other: object) -> bool:
+        return self._compare(other, lambda a, b: a >= b)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, DimExpr) and _binding_hook() is None:
+            return self is other
+        return self._compare(other, lambda a, b: a == b)
+
+    def __ne__(self, other: object) -> bool:
+        result = self.__eq__(other)
+        return result if result is NotImplemented else not result
+
+    __hash__ = object.__hash__
 
     def dims(self) -> list[Dim]:
         """The distinct `Dim`s in this expression, in first-appearance order."""
@@ -124,7 +170,9 @@ class Dim(DimExpr):
         return hash(("Dim", self.name))
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Dim) and other.name == self.name
+        if isinstance(other, Dim):
+            return other.name == self.name
+        return super().__eq__(other)
 
 
 @dataclass(frozen=True, eq=False)

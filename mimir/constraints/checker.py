@@ -99,6 +99,12 @@ class KernelChecker:
         self.diagnostics: list[Diagnostic] = []
         self.bound_dims: set[str] = set()
         self._reported_unbound: set[str] = set()
+        args = kg.kernel.node.args
+        n_params = len([*args.posonlyargs, *args.args, *args.kwonlyargs])
+        n_params += (args.vararg is not None) + (args.kwarg is not None)
+        # A parameter whose annotation was refused (GPU033) may be the one that fixes a dim:
+        # reporting that dim as unbound (GPU035) would be a cascade.
+        self._params_untyped = len(kg.params) < n_params
 
     # -- entry point
 
@@ -163,7 +169,7 @@ class KernelChecker:
     def _require_bound(self, size: Size, span: Span) -> bool:
         for dim in dims_in(size):
             if dim.name not in self.bound_dims:
-                if dim.name not in self._reported_unbound:
+                if dim.name not in self._reported_unbound and not self._params_untyped:
                     self._reported_unbound.add(dim.name)
                     self._emit(
                         "GPU035",

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 PRELUDE = (
     "from mimir.array import Dim, Tensor, bool_, float16, float32, gpu, int32, uint32\n"
-    "from mimir.array import full, maximum, minimum, ones, where, zeros\n"
+    "from mimir.array import full, maximum, minimum, ones, program_id, where, zeros\n"
 )
 
 
@@ -214,6 +214,35 @@ _CODES = [
         "@gpu\ndef f(x: Tensor[float32, 4]) -> Tensor[float32, 4]:\n"
         "    return x + zeros((4, -1))\n",
         "@gpu\ndef f(x: Tensor[float32, 4]) -> Tensor[float32, 4]:\n    return x + zeros((4,))\n",
+    ),
+    Code(
+        "GPU027",
+        "store-dtype-mismatch",
+        "an element store converts the value's dtype",
+        "the kernel language never converts implicitly: a float written into an int tensor "
+        "would be truncated",
+        "convert explicitly with `.astype(dtype)`, or change the output's dtype",
+        'N = Dim("N")\n\n@gpu(grid=(N,))\n'
+        "def f(x: Tensor[float32, N], out: Tensor[int32, N]):\n"
+        "    i = program_id(0)\n    out[i] = x[i]\n",
+        'N = Dim("N")\n\n@gpu(grid=(N,))\n'
+        "def f(x: Tensor[float32, N], out: Tensor[int32, N]):\n"
+        "    i = program_id(0)\n    out[i] = x[i].astype(int32)\n",
+    ),
+    Code(
+        "GPU028",
+        "write-race",
+        "two program ids may write the same element",
+        "program ids run in parallel in no fixed order: two writes to one element, or a write "
+        "to an element another program id reads, give a result that changes from run to run",
+        "make each program id write only elements indexed by its own `program_id`, or split "
+        "the work into two kernels",
+        'N = Dim("N")\n\n@gpu(grid=(N,))\n'
+        "def f(x: Tensor[float32, N], out: Tensor[float32, N]):\n"
+        "    i = program_id(0)\n    out[i // 2] = x[i]\n",
+        'N = Dim("N")\n\n@gpu(grid=(N,))\n'
+        "def f(x: Tensor[float32, N], out: Tensor[float32, N]):\n"
+        "    i = program_id(0)\n    out[i] = x[i]\n",
     ),
     Code(
         "GPU030",

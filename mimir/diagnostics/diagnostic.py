@@ -34,6 +34,7 @@ class Diagnostic:
     counterexample: tuple[tuple[str, int], ...] = ()
     function: str | None = None
     extra_why: str | None = None  # a case-specific sentence appended to the registry's why
+    counterexample_note: str | None = None  # e.g. "(x has 1 element)"
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -45,6 +46,8 @@ class Diagnostic:
             text = f"{text}; {self.extra_why}"
         if self.counterexample:
             text = f"{text}; counterexample: {format_counterexample(self.counterexample)}"
+            if self.counterexample_note:
+                text = f"{text} {self.counterexample_note}"
         return text
 
     @property

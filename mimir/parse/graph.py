@@ -85,14 +85,11 @@ class _Builder:
     # -- the function
 
     def build(self) -> KernelGraph:
-        if self.out.kernel.grid is not None:
-            self.problem(
-                "GPU031",
-                "index-level kernels (`@gpu(grid=...)`) are not supported yet",
-                self.out.kernel.grid,
-            )
-            return self.out
         self._parameters()
+        if self.out.kernel.grid is not None:
+            # Index-level bodies have control flow; `mimir.constraints.index_kernels`
+            # executes them symbolically instead of as a dataflow graph.
+            return self.out
         returned = False
         for stmt in self.fn.body:
             found = list(subset.statement_violations(stmt, self.fn.name))
@@ -100,8 +97,9 @@ class _Builder:
                 for v in found:
                     self.problem(v.code, v.message, v.node)
                 self._poison_targets(stmt)
-                # A refused `return` still returns: "never returns" would be a cascade.
-                returned = returned or isinstance(stmt, ast.Return)
+                # A refused `return` (or `raise`, or one inside a refused `if`/`try`) still
+                # leaves the kernel: "never returns" would be a cascade.
+                returned = returned or _leaves(stmt)
                 continue
             if returned and not subset._is_docstring(stmt):
                 self.problem("GPU031", "unreachable code after `return`", stmt)
@@ -117,6 +115,10 @@ class _Builder:
         args = self.fn.args
         if args.vararg or args.kwarg or args.posonlyargs:
             self.problem("GPU033", "kernels take plain named parameters only", self.fn)
+            # Their names exist (poisoned), so uses are not also "undefined" (GPU032).
+            for arg in [*args.posonlyargs, args.vararg, args.kwarg]:
+                if arg is not None:
+                    self.env[arg.arg] = self.add("poison", arg)
         for arg in [*args.args, *args.kwonlyargs]:
             ann = read_annotation(self.info, arg.annotation)
             span = self.src.span(arg)
@@ -134,7 +136,8 @@ class _Builder:
                 continue
             self.out.params.append((arg.arg, ann, span))
             self.env[arg.arg] = self.add("param", arg, name=arg.arg, annotation=ann)
-        if self.fn.returns is not None:
+        returns_none = isinstance(self.fn.returns, ast.Constant) and self.fn.returns.value is None
+        if self.fn.returns is not None and not returns_none:
             ann = read_annotation(self.info, self.fn.returns)
             if isinstance(ann, Problem):
                 self.out.problems.append(ann)
@@ -305,6 +308,11 @@ class _Builder:
             return self._call_with(spec, node, [], "call")
         if isinstance(func, ast.Attribute):
             receiver = self.expr(func.value)
+            if self.out.graph.nodes[receiver]["kind"] == "poison":
+                # `math.exp(x)`: the receiver was reported; checking the call would cascade.
+                for a in [*node.args, *(kw.value for kw in node.keywords)]:
+                    self.expr(a)
+                return self.add("poison", node)
             spec = ops.BY_METHOD.get(func.attr)
             if spec is None:
                 return self.problem("GPU030", f"unknown method `.{func.attr}()`", func)
@@ -350,6 +358,20 @@ class _Builder:
             n_positional=len(positional),
             keywords=names,
         )
+
+
+def _leaves(stmt: ast.stmt) -> bool:
+    """Whether `stmt` holds a `return` or `raise` of the kernel itself (not of a nested def)."""
+    scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+    if isinstance(stmt, scopes):
+        return False
+    todo: list[ast.AST] = [stmt]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.Return, ast.Raise)):
+            return True
+        todo.extend(c for c in ast.iter_child_nodes(n) if not isinstance(c, scopes))
+    return False
 
 
 def build_graph(info: ModuleInfo, kernel: KernelDef) -> KernelGraph:

@@ -79,8 +79,14 @@ _EXPRESSIONS: dict[type, str] = {
 
 def violations(func: ast.FunctionDef, index_level: bool = False) -> Iterator[Violation]:
     """Every construct in `func`'s body that the kernel language cannot hold."""
+    returned = False
     for stmt in func.body:
+        if returned and not _is_docstring(stmt):
+            # The checker refuses dead code too; the shim would never reach it.
+            yield Violation(CODE, "unreachable code after `return`", stmt)
+            return
         yield from statement_violations(stmt, func.name, index_level)
+        returned = returned or isinstance(stmt, ast.Return)
 
 
 def statement_violations(
@@ -94,10 +100,13 @@ def statement_violations(
         if not index_level:
             yield Violation(
                 CODE,
-                f"{_INDEX_LEVEL_ONLY[kind]} are not allowed in a tensor-level kernel; "
-                "index-level kernels (`@gpu(grid=...)`) are not supported yet",
+                f"{_INDEX_LEVEL_ONLY[kind]} are only allowed in index-level kernels "
+                "(`@gpu(grid=...)`); use `where` and reductions in a tensor-level kernel",
                 stmt,
             )
+            return
+        if isinstance(stmt, ast.For):
+            yield from _for_violations(stmt, function_name)
             return
     if kind is ast.Expr and not _is_docstring(stmt):
         # A bare expression does nothing in a kernel unless it is a call with effects.
@@ -112,6 +121,30 @@ def statement_violations(
             yield from _expression_violations(child, function_name)
         elif isinstance(child, ast.stmt):
             yield from statement_violations(child, function_name, index_level)
+
+
+def _for_violations(stmt: ast.For, function_name: str) -> Iterator[Violation]:
+    """`for NAME in range(...)` with no `else`: the only loop a kernel may hold."""
+    it = stmt.iter
+    if not (
+        isinstance(it, ast.Call)
+        and isinstance(it.func, ast.Name)
+        and it.func.id == "range"
+        and 1 <= len(it.args) <= 3
+        and not it.keywords
+    ):
+        yield Violation(CODE, "a kernel `for` loop must iterate over `range(...)`", it)
+        return
+    if not isinstance(stmt.target, ast.Name):
+        yield Violation(CODE, "a kernel `for` loop needs one loop variable", stmt.target)
+        return
+    if stmt.orelse:
+        yield Violation(CODE, "`for ... else` is not allowed inside `@gpu`", stmt)
+        return
+    for arg in it.args:
+        yield from _expression_violations(arg, function_name)
+    for child in stmt.body:
+        yield from statement_violations(child, function_name, True)
 
 
 def _has_violation(expr: ast.expr, function_name: str) -> bool:

@@ -83,15 +83,18 @@ class Prover:
         self._facts[key] = _Fact(term, label, frozenset(_variables(term)))
         self.solver.assert_and_track(term, z3.Bool(key))
 
-    def prove(self, obligation: z3.BoolRef) -> Verdict:
+    def prove(
+        self, obligation: z3.BoolRef, show: tuple[tuple[str, z3.ArithRef], ...] = ()
+    ) -> Verdict:
+        """Prove `obligation`; on refutation, also evaluate the `show` terms in the model."""
         start = time.perf_counter()
         try:
-            return self._prove(obligation)
+            return self._prove(obligation, show)
         finally:
             self.solve_seconds += time.perf_counter() - start
             self.queries += 1
 
-    def _prove(self, obligation: z3.BoolRef) -> Verdict:
+    def _prove(self, obligation: z3.BoolRef, show: tuple = ()) -> Verdict:
         s = self.solver
         s.push()
         try:
@@ -102,6 +105,9 @@ class Prover:
             if result == z3.unknown:
                 return Verdict(UNKNOWN, reason=s.reason_unknown())
             model = s.model()
+            shown = tuple(
+                (name, model.eval(term, model_completion=True).as_long()) for name, term in show
+            )
         finally:
             s.pop()
         variables = _variables(obligation)
@@ -110,7 +116,7 @@ class Prover:
             (name, model.eval(self._dims[name], model_completion=True).as_long())
             for name in self.dim_order
             if name in involved
-        )
+        ) + shown
         labels, always = self._conflict(obligation, variables)
         return Verdict(REFUTED, counterexample, labels, always)
 

@@ -33,13 +33,20 @@ def render_all(diagnostics: Iterable[Diagnostic]) -> str:
     return "\n".join(render(d) for d in diagnostics)
 
 
-def summary(errors: int, files_with_errors: int, files_checked: int) -> str:
+def summary(errors: int, files_with_errors: int, files_checked: int, warnings: int = 0) -> str:
+    """The last line of the report; `files_with_errors` counts files with any finding."""
     noun = "file" if files_checked == 1 else "files"
-    if errors == 0:
+    if errors == 0 and warnings == 0:
         return f"Success: no issues found in {files_checked} source {noun}"
-    plural = "error" if errors == 1 else "errors"
+    found = [_count(errors, "error")] if errors else []
+    if warnings:
+        found.append(_count(warnings, "warning"))
     in_files = "file" if files_with_errors == 1 else "files"
     return (
-        f"Found {errors} {plural} in {files_with_errors} {in_files} "
+        f"Found {' and '.join(found)} in {files_with_errors} {in_files} "
         f"(checked {files_checked} source {noun})"
     )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

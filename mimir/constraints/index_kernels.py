@@ -1,0 +1,657 @@
+"""Index-level kernels (`@gpu(grid=(M, N))`): bounds and race proofs.
+
+An index-level kernel writes its outputs element by element. Its body is
+executed symbolically once, for an arbitrary program id and arbitrary loop
+iterations: `program_id(a)` is a Z3 variable in `[0, grid[a])`, a loop variable
+one in `[start, stop)`, and each `if` adds its condition to the path. So
+
+- every subscript is an obligation `0 <= index < size` under the path, proven
+  for every admissible size, every program id and every iteration;
+- every store is an obligation that two *different* program ids never write the
+  same element, and never write an element another program id reads (the body
+  is instantiated twice, with primed copies of every thread-local variable).
+
+Integer locals changed inside a loop or a branch are havocked (replaced by an
+unconstrained variable) after it: sound, never a missed out-of-bounds, at the
+price of asking for a guard the code may not need. Unlike NumPy, a negative
+index is out of bounds here (a GPU does not wrap it).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3
+
+from mimir import ops
+from mimir.constraints.checker import KernelChecker
+from mimir.diagnostics.diagnostic import Diagnostic, Label, Span
+from mimir.dims import Dim
+from mimir.dtypes import BY_NAME as DTYPES
+from mimir.dtypes import DType, default_dtype, promote_weak
+from mimir.ops.shapes import RuleError
+from mimir.parse import subset
+from mimir.parse.graph import KernelGraph
+from mimir.parse.module import ModuleInfo, ScalarAnnotation, TensorAnnotation, read_size
+from mimir.solve.prover import PROVEN, REFUTED
+
+# ---------------------------------------------------------------- values
+
+
+@dataclass
+class Idx:
+    """An integer known symbolically: a program id, a loop variable, a dim, arithmetic."""
+
+    term: z3.ArithRef
+    text: str
+
+
+@dataclass
+class Elem:
+    """An element value: a tensor dtype, or a weak Python scalar kind."""
+
+    dtype: DType | str
+
+
+@dataclass
+class Cond:
+    term: z3.BoolRef
+
+
+@dataclass
+class TensorRef:
+    name: str
+    shape: tuple[Any, ...]  # Syms
+    dtype: DType
+
+
+@dataclass
+class ShapeOf:
+    tensor: TensorRef
+
+
+@dataclass
+class _Access:
+    tensor: str
+    index: tuple[z3.ArithRef, ...]
+    path: tuple[z3.BoolRef, ...]
+    span: Span
+    text: str
+    store: bool
+
+
+@dataclass
+class _Scope:
+    path: list[z3.BoolRef] = field(default_factory=list)
+    show: list[tuple[str, z3.ArithRef]] = field(default_factory=list)
+
+
+class _Refused(Exception):
+    def __init__(self, code: str, message: str, node: ast.AST) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.node = node
+
+
+_INT_OPS = {"+", "-", "*", "//", "%"}
+_SILENT = ""  # a refusal already reported (or poisoned upstream): stop the statement quietly
+_COMPARE = {"<", "<=", ">", ">=", "==", "!="}
+
+
+def _arith(symbol: str, a: z3.ArithRef, b: z3.ArithRef) -> z3.ArithRef:
+    # Z3's `/` and `%` are Euclidean; for the positive divisors proven below they
+    # equal Python's floor division and modulo.
+    return {
+        "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
+        "//": lambda: a / b, "%": lambda: a % b,
+    }[symbol]()  # fmt: skip
+
+
+def _compare(symbol: str, a: z3.ArithRef, b: z3.ArithRef) -> z3.BoolRef:
+    return {
+        "<": lambda: a < b, "<=": lambda: a <= b, ">": lambda: a > b,
+        ">=": lambda: a >= b, "==": lambda: a == b, "!=": lambda: a != b,
+    }[symbol]()  # fmt: skip
+
+
+class IndexKernelChecker(KernelChecker):
+    """Symbolic execution of one index-level kernel body."""
+
+    def __init__(self, info: ModuleInfo, kg: KernelGraph, timeout_ms: int) -> None:
+        super().__init__(info, kg, timeout_ms)
+        self.src = info.source
+        self.env: dict[str, Any] = {}
+        self.thread_vars: list[z3.ArithRef] = []
+        self.accesses: list[_Access] = []
+        self.grid: list[Any] = []
+        self._fresh = 0
+
+    # -- entry point
+
+    def run(self) -> list[Diagnostic]:
+        for p in self.kg.problems:
+            self._emit(p.code, p.message, p.span)
+        self._declare_dims()
+        if self.kg.returns is not None:
+            self._emit(
+                "GPU033",
+                "an index-level kernel writes its outputs and returns nothing; "
+                "remove the return annotation",
+                self.src.span(self.kg.kernel.node.returns),
+            )
+        for name, ann, _ in self.kg.params:
+            if isinstance(ann, TensorAnnotation):
+                self.env[name] = TensorRef(name, self._annotated_shape(name, ann), ann.dtype)
+            elif isinstance(ann, ScalarAnnotation):
+                self.env[name] = Elem(ann.kind)
+        for arg in self.kg.kernel.node.args.args:
+            self.env.setdefault(arg.arg, None)  # poisoned parameters
+        scope = _Scope()
+        if not self._read_grid(scope):
+            return self.diagnostics
+        self._block(self.kg.kernel.node.body, scope)
+        self._check_races()
+        return self.diagnostics
+
+    def _read_grid(self, scope: _Scope) -> bool:
+        grid = self.kg.kernel.grid
+        assert grid is not None
+        items = grid.elts if isinstance(grid, ast.Tuple) else None
+        if not items or len(items) > 3:
+            self._emit("GPU036", "`grid=` takes a tuple of one to three sizes, e.g. `grid=(N,)`",
+                       self.src.span(grid))
+            return False
+        for axis, item in enumerate(items):
+            size = read_size(self.info, item)
+            if not isinstance(size, (int, Dim)) and not hasattr(size, "dims"):
+                self._emit(size.code, size.message, size.span)
+                return False
+            if not self._require_bound(size, self.src.span(item)):
+                return False
+            pid = z3.Int(f"program_id({axis})")
+            self.thread_vars.append(pid)
+            scope.path.extend([pid >= 0, pid < self._term(size)])
+            scope.show.append((f"program_id({axis})", pid))
+            self.grid.append(size)
+        return True
+
+    # -- statements
+
+    def _block(self, body: list[ast.stmt], scope: _Scope) -> None:
+        for stmt in body:
+            found = list(subset.statement_violations(stmt, self.kg.name, index_level=True))
+            if found:
+                for v in found:
+                    self._emit(v.code, v.message, self.src.span(v.node))
+                self._poison_names(stmt)
+                continue
+            try:
+                self._statement(stmt, scope)
+            except _Refused as r:
+                if r.code != _SILENT:
+                    self._emit(r.code, r.message, self.src.span(r.node))
+                self._poison_names(stmt)
+
+    def _poison_names(self, stmt: ast.AST) -> None:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                self.env[node.id] = None
+
+    def _statement(self, stmt: ast.stmt, scope: _Scope) -> None:
+        if isinstance(stmt, ast.Assign):
+            value = self._expr(stmt.value, scope)
+            for target in stmt.targets:
+                self._assign(target, value, scope, stmt)
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            self._assign(stmt.target, self._expr(stmt.value, scope), scope, stmt)
+        elif isinstance(stmt, ast.AugAssign):
+            symbol = _SYMBOLS[type(stmt.op)]
+            if isinstance(stmt.target, ast.Name):
+                current = self._name(stmt.target)
+                value = self._binary(symbol, current, self._expr(stmt.value, scope), stmt, scope)
+                self.env[stmt.target.id] = value
+            else:
+                load = ast.Subscript(stmt.target.value, stmt.target.slice, ast.Load())
+                ast.copy_location(load, stmt.target)
+                current = self._expr(load, scope)
+                value = self._binary(symbol, current, self._expr(stmt.value, scope), stmt, scope)
+                self._assign(stmt.target, value, scope, stmt)
+        elif isinstance(stmt, ast.If):
+            self._if(stmt, scope)
+        elif isinstance(stmt, ast.For):
+            self._for(stmt, scope)
+        elif isinstance(stmt, ast.Return):
+            if stmt.value is not None:
+                raise _Refused("GPU015", "an index-level kernel writes its outputs and "
+                               "returns nothing", stmt)
+        elif isinstance(stmt, (ast.Pass, ast.Expr, ast.AnnAssign)):
+            pass
+
+    def _assign(self, target: ast.expr, value: Any, scope: _Scope, stmt: ast.stmt) -> None:
+        if isinstance(target, ast.Name):
+            if isinstance(value, (TensorRef, ShapeOf)):
+                raise _Refused("GPU031", "a tensor cannot be renamed in an index-level kernel",
+                               stmt)
+            self.env[target.id] = value
+            return
+        if isinstance(target, ast.Subscript):
+            tensor, index = self._element(target, scope)
+            if value is None:
+                return
+            if not isinstance(value, (Elem, Idx, Cond)):
+                raise _Refused("GPU036", "an element store needs a scalar value", stmt)
+            self._check_store_dtype(tensor, value, target)
+            self.accesses.append(_Access(tensor.name, index, tuple(scope.path),
+                                         self.src.span(target), self.src.text(target), True))
+            return
+        raise _Refused("GPU031", "only names and tensor elements can be assigned", target)
+
+    def _check_store_dtype(self, tensor: TensorRef, value: Any, node: ast.AST) -> None:
+        kind = self._kind(value)
+        got = promote_weak(tensor.dtype, kind) if isinstance(kind, str) else kind
+        if got != tensor.dtype:
+            raise _Refused(
+                "GPU027",
+                f"store dtype mismatch: `{tensor.name}` holds {tensor.dtype}, the value is "
+                f"{kind if isinstance(kind, DType) else 'a Python ' + kind}",
+                node,
+            )
+
+    def _if(self, stmt: ast.If, scope: _Scope) -> None:
+        cond = self._expr(stmt.test, scope)
+        if cond is None:
+            return
+        if not isinstance(cond, Cond):
+            raise _Refused("GPU036", "an `if` condition must be a comparison", stmt.test)
+        before = dict(self.env)
+        self._block(stmt.body, _Scope([*scope.path, cond.term], scope.show))
+        after_then = self.env
+        self.env = dict(before)
+        self._block(stmt.orelse, _Scope([*scope.path, z3.Not(cond.term)], scope.show))
+        after_else = self.env
+        self.env = dict(before)
+        for name in set(after_then) | set(after_else):
+            a, b = after_then.get(name), after_else.get(name)
+            self.env[name] = self._join(name, a, b)
+
+    def _join(self, name: str, a: Any, b: Any) -> Any:
+        if a is b:
+            return a
+        if a is None or b is None:
+            return None
+        if isinstance(a, Idx) and isinstance(b, Idx):
+            if z3.eq(z3.simplify(a.term), z3.simplify(b.term)):
+                return a
+            return self._havoc(name)
+        if isinstance(a, Elem) and isinstance(b, Elem):
+            return Elem(a.dtype if a.dtype == b.dtype else _join_kinds(a.dtype, b.dtype))
+        if isinstance(a, Cond) and isinstance(b, Cond):
+            return Cond(z3.Bool(self._fresh_name(name)))
+        return a
+
+    def _for(self, stmt: ast.For, scope: _Scope) -> None:
+        call = stmt.iter
+        assert isinstance(call, ast.Call) and isinstance(stmt.target, ast.Name)
+        args = [self._expr(a, scope) for a in call.args]
+        if any(a is None for a in args):
+            return
+        for a, node in zip(args, call.args, strict=True):
+            if not isinstance(a, Idx):
+                raise _Refused("GPU036", "`range` bounds must be ints, dims or index "
+                               "arithmetic", node)
+        start, stop, step = (
+            (Idx(z3.IntVal(0), "0"), args[0], 1) if len(args) == 1 else (args[0], args[1], None)
+        )
+        if len(args) == 3:
+            lit = z3.simplify(args[2].term)
+            if not z3.is_int_value(lit) or lit.as_long() <= 0:
+                raise _Refused("GPU036", "a `range` step must be a positive int literal",
+                               call.args[2])
+            step = lit.as_long()
+        step = step or 1
+        var = z3.Int(f"{stmt.target.id}@{stmt.lineno}")
+        self.thread_vars.append(var)
+        cond = [var >= start.term, var < stop.term]
+        if step != 1:
+            cond.append((var - start.term) % step == 0)
+        # Loop-carried integers are unknown inside and after the loop.
+        assigned = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)
+                    and isinstance(n.ctx, ast.Store) and n.id != stmt.target.id}
+        for name in assigned:
+            if isinstance(self.env.get(name), Idx):
+                self.env[name] = self._havoc(name)
+        self.env[stmt.target.id] = Idx(var, stmt.target.id)
+        inner = _Scope([*scope.path, *cond], [*scope.show, (stmt.target.id, var)])
+        self._block(stmt.body, inner)
+        # A second pass lets loop-carried element dtypes settle (weak -> concrete).
+        self._block_quiet(stmt.body, inner)
+        for name in assigned:
+            if isinstance(self.env.get(name), Idx):
+                self.env[name] = self._havoc(name)
+
+    def _block_quiet(self, body: list[ast.stmt], scope: _Scope) -> None:
+        saved = (list(self.diagnostics), list(self.accesses))
+        self._block(body, scope)
+        self.diagnostics, self.accesses = saved[0], saved[1]
+
+    # -- expressions
+
+    def _expr(self, node: ast.expr, scope: _Scope) -> Any:
+        if isinstance(node, ast.Constant):
+            v = node.value
+            if isinstance(v, bool):
+                return Cond(z3.BoolVal(v))
+            if isinstance(v, int):
+                return Idx(z3.IntVal(v), str(v))
+            if isinstance(v, float):
+                return Elem("float")
+            raise _Refused("GPU031", f"the constant `{self.src.text(node)}` cannot be used "
+                           "inside `@gpu`", node)
+        if isinstance(node, ast.Name):
+            return self._name(node)
+        if isinstance(node, ast.BinOp):
+            symbol = _SYMBOLS[type(node.op)]
+            left, right = self._expr(node.left, scope), self._expr(node.right, scope)
+            return self._binary(symbol, left, right, node, scope)
+        if isinstance(node, ast.Compare):
+            symbol = _SYMBOLS[type(node.ops[0])]
+            left = self._expr(node.left, scope)
+            right = self._expr(node.comparators[0], scope)
+            return self._binary(symbol, left, right, node, scope)
+        if isinstance(node, ast.UnaryOp):
+            return self._unary(node, self._expr(node.operand, scope))
+        if isinstance(node, ast.Subscript):
+            base = self._expr(node.value, scope)
+            if isinstance(base, ShapeOf):
+                k = self._literal(node.slice)
+                shape = base.tensor.shape
+                if k is None or not -len(shape) <= k < len(shape):
+                    raise _Refused("GPU018", "a shape index must be an int literal within "
+                                   "the tensor's rank", node)
+                return Idx(shape[k].term, shape[k].text)
+            tensor, index = self._element(node, scope)
+            self.accesses.append(_Access(tensor.name, index, tuple(scope.path),
+                                         self.src.span(node), self.src.text(node), False))
+            return Elem(tensor.dtype)
+        if isinstance(node, ast.Attribute):
+            base = self._expr(node.value, scope)
+            if isinstance(base, TensorRef) and node.attr == "shape":
+                return ShapeOf(base)
+            if base is None:
+                return None
+            raise _Refused("GPU030", f"unknown attribute `.{node.attr}` in an index-level "
+                           "kernel", node)
+        if isinstance(node, ast.Call):
+            return self._call(node, scope)
+        raise _Refused("GPU031", f"`{self.src.text(node)}` is not allowed in an index-level "
+                       "kernel", node)
+
+    def _name(self, node: ast.Name) -> Any:
+        if node.id in self.env:
+            return self.env[node.id]
+        if node.id in self.info.dims:
+            dim = self.info.dims[node.id].dim
+            if not self._require_bound(dim, self.src.span(node)):
+                return None
+            return Idx(self.prover.dim(dim.name), dim.name)
+        if node.id in self.info.constants:
+            value = self.info.constants[node.id]
+            return Idx(z3.IntVal(value), str(value))
+        canonical = self.info.imported.get(node.id)
+        if canonical in DTYPES:
+            return DTYPES[canonical]
+        if canonical is not None or node.id in self.info.module_names:
+            raise _Refused("GPU030", f"`{node.id}` cannot be used as a value inside `@gpu`", node)
+        raise _Refused("GPU032", f"undefined name `{node.id}`", node)
+
+    def _element(self, node: ast.Subscript, scope: _Scope) -> tuple[TensorRef, tuple]:
+        tensor = self._expr(node.value, scope)
+        if tensor is None:
+            raise _Refused(_SILENT, "", node)  # poisoned upstream: stay silent
+        if not isinstance(tensor, TensorRef):
+            raise _Refused("GPU036", "only tensor parameters can be subscripted", node)
+        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if any(isinstance(i, ast.Slice) for i in items) or len(items) != len(tensor.shape):
+            raise _Refused(
+                "GPU036",
+                f"an index-level kernel reads and writes single elements: index all "
+                f"{len(tensor.shape)} axes of `{tensor.name}` with ints",
+                node,
+            )
+        index = []
+        for axis, item in enumerate(items):
+            value = self._expr(item, scope)
+            if value is None:
+                raise _Refused(_SILENT, "", node)
+            if isinstance(value, Elem) and isinstance(value.dtype, DType) and \
+                    value.dtype.is_integer:
+                value = Idx(self._fresh_int(f"{tensor.name}_index"), self.src.text(item))
+            if not isinstance(value, Idx):
+                raise _Refused("GPU036", "an index must be an int expression", item)
+            self._prove_bound(tensor, axis, value, item, scope)
+            index.append(value.term)
+        return tensor, tuple(index)
+
+    def _prove_bound(self, tensor: TensorRef, axis: int, idx: Idx, node: ast.expr,
+                     scope: _Scope) -> None:
+        size = tensor.shape[axis]
+        cond = z3.Implies(z3.And(*scope.path), z3.And(idx.term >= 0, idx.term < size.term))
+        show = (*scope.show, ("index", idx.term))
+        verdict = self.prover.prove(cond, show)
+        if verdict.status == PROVEN:
+            return
+        message = (f"index `{self.src.text(node)}` may be out of bounds for axis {axis} of "
+                   f"`{tensor.name}` with size {size.text}")
+        if verdict.status != REFUTED:
+            raise _Refused("GPU050", f"could not prove: {message} ({verdict.reason})", node)
+        note = None
+        if verdict.counterexample:
+            n = self._eval_size(size.term, verdict)
+            note = (f"(`{tensor.name}` has {n} element{'s' if n != 1 else ''} on axis {axis})"
+                    if n is not None else None)
+        self.diagnostics.append(Diagnostic(
+            "GPU018", message, self.src.span(node), labels=verdict.labels,
+            counterexample=verdict.counterexample, function=self.kg.name,
+            counterexample_note=note,
+        ))
+        raise _Refused(_SILENT, "", node)
+
+    def _eval_size(self, term: z3.ArithRef, verdict: Any) -> int | None:
+        subs = [(z3.Int(name), z3.IntVal(v)) for name, v in verdict.counterexample
+                if not name.startswith(("program_id", "index"))]
+        value = z3.simplify(z3.substitute(term, *subs)) if subs else z3.simplify(term)
+        if z3.is_int_value(value):
+            return value.as_long()
+        # The size is an annotation variable: solve it under the counterexample.
+        s = z3.Solver()
+        s.add(self.prover.solver.assertions())
+        for name, v in subs:
+            s.add(name == v)
+        if s.check() == z3.sat:
+            return s.model().eval(term, model_completion=True).as_long()
+        return None
+
+    def _binary(self, symbol: str, left: Any, right: Any, node: ast.AST, scope: _Scope) -> Any:
+        if left is None or right is None:
+            return None
+        if isinstance(left, Idx) and isinstance(right, Idx):
+            if symbol in _INT_OPS:
+                if symbol in ("//", "%"):
+                    cond = z3.Implies(z3.And(*scope.path), right.term >= 1)
+                    if self.prover.prove(cond).status != PROVEN:
+                        raise _Refused("GPU036", f"the divisor `{right.text}` may be zero or "
+                                       "negative", node)
+                return Idx(_arith(symbol, left.term, right.term),
+                           f"{left.text} {symbol} {right.text}")
+            if symbol in _COMPARE:
+                return Cond(_compare(symbol, left.term, right.term))
+        if isinstance(left, Cond) and isinstance(right, Cond) and symbol in ("&", "|"):
+            return Cond(z3.And(left.term, right.term) if symbol == "&"
+                        else z3.Or(left.term, right.term))
+        spec = ops.BY_OPERATOR.get(symbol)
+        if spec is None or symbol == "@":
+            raise _Refused("GPU030", f"unknown operator `{symbol}` in an index-level kernel",
+                           node)
+        result = self._element_op(spec, [left, right], node)
+        if symbol in _COMPARE:
+            return Cond(z3.Bool(self._fresh_name("compare")))
+        if isinstance(left, Idx) and isinstance(right, Idx):
+            return Idx(self._fresh_int("bits"), "?")
+        return result
+
+    def _unary(self, node: ast.UnaryOp, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, Idx) and isinstance(node.op, ast.USub):
+            return Idx(-value.term, f"-{value.text}")
+        if isinstance(value, Cond) and isinstance(node.op, ast.Invert):
+            return Cond(z3.Not(value.term))
+        symbol = {ast.USub: "-", ast.Invert: "~"}.get(type(node.op))
+        if symbol is None:
+            raise _Refused("GPU030", "unknown unary operator in a kernel", node)
+        return self._element_op(ops.BY_UNARY_OPERATOR[symbol], [value], node)
+
+    def _call(self, node: ast.Call, scope: _Scope) -> Any:
+        func = node.func
+        canonical = self.info.resolve(func)
+        if canonical == "program_id":
+            axis = self._literal(node.args[0]) if len(node.args) == 1 else None
+            if axis is None or not 0 <= axis < len(self.grid):
+                raise _Refused("GPU036", f"`program_id` takes an axis literal below the "
+                               f"grid's rank {len(self.grid)}", node)
+            return Idx(self.thread_vars[axis], f"program_id({axis})")
+        args = [self._expr(a, scope) for a in node.args]
+        if any(a is None for a in args):
+            return None
+        if canonical is not None:
+            spec = ops.BY_FUNCTION.get(canonical)
+            if spec is None or spec.kind != "elementwise":
+                raise _Refused("GPU031", f"`{canonical}` is a tensor-level op; an index-level "
+                               "kernel computes on single elements", node)
+            return self._element_op(spec, args, node)
+        if isinstance(func, ast.Attribute):
+            receiver = self._expr(func.value, scope)
+            if receiver is None:
+                return None
+            if isinstance(receiver, TensorRef):
+                raise _Refused("GPU031", f"`.{func.attr}()` on a whole tensor is a tensor-level "
+                               "op; an index-level kernel computes on single elements", node)
+            spec = ops.BY_METHOD.get(func.attr)
+            if spec is None:
+                raise _Refused("GPU030", f"unknown method `.{func.attr}()`", func)
+            if spec.kind == "cast":
+                target = args[0] if args else None
+                if not isinstance(target, DType):
+                    raise _Refused("GPU036", "`astype` takes a dtype such as `float32`", node)
+                return Elem(target)
+            if spec.kind != "elementwise":
+                raise _Refused("GPU031", f"`.{func.attr}()` is a tensor-level op", node)
+            return self._element_op(spec, [receiver, *args], node)
+        if isinstance(func, ast.Name) and func.id in self.info.module_names:
+            raise _Refused("GPU030", f"unknown function `{func.id}()` in a kernel", func)
+        raise _Refused("GPU032", f"undefined name `{self.src.text(func)}`", func)
+
+    def _element_op(self, spec: ops.OpSpec, operands: list, node: ast.AST) -> Elem:
+        kinds = [self._kind(v) for v in operands]
+        try:
+            dtype = spec.dtype_rule(spec.spelling, kinds)
+        except RuleError as err:
+            raise _Refused(err.code, err.message, node) from None
+        if all(isinstance(k, str) for k in kinds) and spec.compute_in_common is False:
+            weak = "bool" if dtype.is_bool else "float" if dtype.is_float else "int"
+            return Elem(weak)
+        return Elem(dtype)
+
+    def _kind(self, value: Any) -> DType | str:
+        if isinstance(value, Idx):
+            return "int"
+        if isinstance(value, Cond):
+            return "bool"
+        if isinstance(value, Elem):
+            return value.dtype
+        raise _Refused("GPU031", "a whole tensor cannot be used in element arithmetic; "
+                       "subscript it", ast.Pass())
+
+    def _literal(self, node: ast.expr) -> int | None:
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        return None
+
+    # -- fresh variables
+
+    def _fresh_name(self, base: str) -> str:
+        self._fresh += 1
+        return f"{base}!{self._fresh}"
+
+    def _fresh_int(self, base: str) -> z3.ArithRef:
+        var = z3.Int(self._fresh_name(base))
+        self.thread_vars.append(var)
+        return var
+
+    def _havoc(self, name: str) -> Idx:
+        return Idx(self._fresh_int(name), name)
+
+    # -- races
+
+    def _check_races(self) -> None:
+        stores = [a for a in self.accesses if a.store]
+        reported: set[tuple] = set()
+        primed = [(v, z3.Int(str(v) + "'")) for v in self.thread_vars]
+        pids = self.thread_vars[: len(self.grid)]
+        different = z3.Or(*[p != z3.Int(str(p) + "'") for p in pids])
+        for s in stores:
+            for other in self.accesses:
+                if other.tensor != s.tensor:
+                    continue
+                key = (s.span, other.span)
+                if key in reported or (other.span, s.span) in reported:
+                    continue
+                other_index = [z3.substitute(t, *primed) for t in other.index]
+                other_path = [z3.substitute(c, *primed) for c in other.path]
+                same = z3.And(*[a == b for a, b in zip(s.index, other_index, strict=True)])
+                cond = z3.Implies(z3.And(*s.path, *other_path, different), z3.Not(same))
+                show = tuple(
+                    [(f"program_id({k})", p) for k, p in enumerate(pids)]
+                    + [(f"program_id({k})'", z3.Int(str(p) + "'")) for k, p in enumerate(pids)]
+                    + [(f"element[{k}]", t) for k, t in enumerate(s.index)]
+                )
+                verdict = self.prover.prove(cond, show)
+                if verdict.status == PROVEN:
+                    continue
+                reported.add(key)
+                what = "write" if other.store else "read"
+                where = f"`{s.text}`" if other is s else f"`{s.text}` and `{other.text}`"
+                message = (f"write race: two program ids may {what} the same element of "
+                           f"`{s.tensor}` ({where})")
+                if verdict.status != REFUTED:
+                    self._emit("GPU050", f"could not prove: {message} ({verdict.reason})",
+                               s.span)
+                    continue
+                self.diagnostics.append(Diagnostic(
+                    "GPU028", message, s.span,
+                    labels=(Label(other.span, f"the other {what}"),) if other is not s else (),
+                    counterexample=verdict.counterexample, function=self.kg.name,
+                ))
+
+
+def _join_kinds(a: DType | str, b: DType | str) -> DType | str:
+    if isinstance(a, DType):
+        return a
+    if isinstance(b, DType):
+        return b
+    return "float" if "float" in (a, b) else a
+
+
+def _default(kind: DType | str) -> DType:
+    return kind if isinstance(kind, DType) else default_dtype(kind)
+
+
+_SYMBOLS: dict[type, str] = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+    ast.Mod: "%", ast.Pow: "**", ast.MatMult: "@", ast.BitAnd: "&", ast.BitOr: "|",
+    ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>",
+    ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=",
+}  # fmt: skip

@@ -1,0 +1,181 @@
+"""Checking a whole tree for `mimir check`: which files, the cache, workers, progress.
+
+`select_files` applies the configuration's include and exclude globs to the
+files found under the given paths (a file named on the command line is always
+taken, unless `force_exclude` and it is excluded, as in ruff). `run_check`
+reads each file, serves unchanged files from the cache, checks the rest in a
+pool of worker processes when there are several (each worker returns plain
+`Diagnostic` dataclasses; z3 objects never cross processes), applies
+`select`, `ignore` and per-file ignores, and returns one `Checked` per file
+sorted by path, so the output is the same for any number of workers.
+
+A progress bar is drawn on stderr only when stderr is a terminal, the run is
+not in CI (`CI` unset) and more than `PROGRESS_MIN_FILES` files need checking.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Generator, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from mimir.cache import Cache, cache_dir
+from mimir.config import Config
+from mimir.diagnostics.diagnostic import Diagnostic
+
+PROGRESS_MIN_FILES = 8
+_Todo = tuple[str, str, str, str | None]  # shown path, relative path, text, cache key
+
+
+@dataclass
+class Checked:
+    """One file's outcome, after the configuration's filters."""
+
+    path: str  # as shown in diagnostics
+    relpath: str  # POSIX, relative to the project root
+    diagnostics: list[Diagnostic]
+    unreadable: bool = False
+    lines: list[str] = field(default_factory=list, repr=False)
+    cached: bool = False
+
+
+def select_files(paths: Iterable[Path], config: Config, force_exclude: bool = False) -> list[Path]:
+    from mimir.check import discover
+
+    chosen: dict[str, Path] = {}
+    for path, explicit in discover(paths):
+        rel = config.relative(path)
+        if explicit:
+            keep = not (force_exclude and config.excluded(rel))
+        else:
+            keep = config.included(rel)
+        if keep:
+            chosen.setdefault(str(path), path)
+    return [chosen[k] for k in sorted(chosen)]
+
+
+def run_check(
+    files: list[Path],
+    config: Config,
+    *,
+    jobs: int | None = None,
+    use_cache: bool = True,
+    progress: bool | None = None,
+    cache_root: Path | None = None,
+) -> list[Checked]:
+    """Check `files` (from `select_files`); `progress=None` decides from the terminal."""
+    store = Cache(cache_dir(cache_root or config.root), _cache_settings(config))
+    done: dict[str, Checked] = {}
+    todo: list[_Todo] = []
+    for path in files:
+        shown = str(path)
+        rel = config.relative(path)
+        try:
+            raw = path.read_bytes()
+            text = raw.decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            diagnostics, unreadable = _unreadable(path, config.z3_timeout)
+            done[shown] = Checked(shown, rel, diagnostics, unreadable)
+            continue
+        if text.startswith("\ufeff"):
+            text = text[1:]
+        key = store.key(shown, raw) if use_cache else None
+        entry = store.get(key) if key else None
+        if entry is not None:
+            done[shown] = Checked(
+                shown, rel, entry.diagnostics, entry.unreadable, text.splitlines(), cached=True
+            )
+        else:
+            todo.append((shown, rel, text, key))
+
+    workers = min(jobs or os.cpu_count() or 1, len(todo))
+    show = _want_progress(sys.stderr, len(todo)) if progress is None else progress
+    # Workers are started before the progress bar's refresh thread exists.
+    results = _check_all(todo, config.z3_timeout, workers)
+    try:
+        with _progress_bar(show, len(todo)) as advance:
+            for (shown, rel, text, key), (diagnostics, unreadable) in results:
+                if key:
+                    store.put(key, diagnostics, unreadable)
+                done[shown] = Checked(shown, rel, diagnostics, unreadable, text.splitlines())
+                advance()
+    finally:
+        results.close()  # stops the worker pool if the loop ended early
+
+    out = []
+    for shown in sorted(done):
+        item = done[shown]
+        item.diagnostics = [d for d in item.diagnostics if config.reports(d.code, item.relpath)]
+        out.append(item)
+    return out
+
+
+def _cache_settings(config: Config) -> dict[str, object]:
+    # Only what changes a file's own result; filters run after the cache.
+    return {"z3_timeout": config.z3_timeout}
+
+
+def check_text(path: str, text: str, timeout_ms: int) -> tuple[list[Diagnostic], bool]:
+    """One file's diagnostics (suppressions applied) as plain, picklable data."""
+    from mimir.check import check_source
+
+    result = check_source(path, text, timeout_ms)
+    return list(result.diagnostics), result.unreadable
+
+
+def _unreadable(path: Path, timeout_ms: int) -> tuple[list[Diagnostic], bool]:
+    from mimir.check import check_file
+
+    result = check_file(path, timeout_ms)
+    return list(result.diagnostics), result.unreadable
+
+
+def _check_all(
+    todo: list[_Todo], timeout_ms: int, workers: int
+) -> Generator[tuple[_Todo, tuple[list[Diagnostic], bool]], None, None]:
+    """Results in completion order. With several workers, every task is submitted now."""
+    if workers <= 1:
+        return ((item, check_text(item[0], item[2], timeout_ms)) for item in todo)
+    pool = ProcessPoolExecutor(max_workers=workers)
+    futures = {pool.submit(check_text, item[0], item[2], timeout_ms): item for item in todo}
+    return _completed(pool, futures)
+
+
+def _completed(pool: ProcessPoolExecutor, futures: dict) -> Generator:
+    try:
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _want_progress(stream: IO[str], files: int) -> bool:
+    if files <= PROGRESS_MIN_FILES or os.environ.get("CI"):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+@contextmanager
+def _progress_bar(show: bool, total: int) -> Iterator[Callable[[], None]]:
+    if not show:
+        yield lambda: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    with Progress(
+        "checking",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
+        task = bar.add_task("check", total=total)
+        yield lambda: bar.advance(task)

@@ -1,0 +1,230 @@
+"""Reading a Mimir manifest on the host: sizes, bytes, uniforms and launch counts.
+
+A `FUNCTION.manifest.json` (format `mimir-manifest/1`) is all a host program
+needs to run the kernels `mimir compile-gpu` wrote. This module turns it, plus
+the values of the dims and scalar parameters, into the numbers and bytes any
+runner needs; the wgpu runner (`mimir.runtime.wgpu_runner`) and the test-only
+MSL runner both build on it, so they cannot disagree about a layout.
+
+Layout rules (the manifest's contract):
+- buffers are dense and row-major; a shape entry is an int or a dim expression
+  (`mimir.runtime.dimexpr`);
+- elements are little-endian: float32 `f`, float16 `e`, int32 `i`, uint32 `I`,
+  and `bool_` as a 4-byte u32 holding 0 or 1 (`element_size` is the one place
+  that says so; a buffer entry with `element_size` overrides it);
+- the uniform block holds its fields in order, 4 bytes each (`u32`, `i32`,
+  `f32`), padded with zeros to a multiple of 16 bytes.
+
+Stdlib-only.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from mimir.runtime.dimexpr import evaluate
+
+__all__ = [
+    "FORMAT",
+    "ManifestError",
+    "buffer_shape",
+    "check_dims",
+    "decode",
+    "element_size",
+    "encode",
+    "flatten",
+    "numel",
+    "pack_uniform",
+    "workgroup_counts",
+]
+
+FORMAT = "mimir-manifest/1"
+
+DTYPES = ("float32", "float16", "int32", "uint32", "bool_")
+
+# struct codes, little-endian; bool_ travels as u32.
+_CODES = {"float32": "f", "float16": "e", "int32": "i", "uint32": "I", "bool_": "I"}
+_UNIFORM_CODES = {"u32": "I", "i32": "i", "f32": "f"}
+
+
+class ManifestError(ValueError):
+    """A manifest is malformed, or the values given do not fit it."""
+
+
+def element_size(dtype: str, backend: str = "wgsl") -> int:
+    """Bytes per element of `dtype` in a buffer of `backend`.
+
+    bool_ is stored as a 4-byte u32 on every backend (WGSL has no 1-byte storage
+    type; the MSL backend uses the same layout so one host program serves both).
+    """
+    if dtype not in _CODES:
+        raise ManifestError(f"unknown dtype {dtype!r}; expected one of {DTYPES}")
+    del backend  # same layout on every backend today; kept so that can change in one place
+    return struct.calcsize("<" + _CODES[dtype])
+
+
+def buffer_element_size(buffer: Mapping[str, Any], backend: str = "wgsl") -> int:
+    """`element_size` of a manifest buffer entry, honouring an explicit override."""
+    explicit = buffer.get("element_size")
+    if explicit is not None:
+        return int(explicit)
+    return element_size(buffer["dtype"], backend)
+
+
+def buffer_shape(buffer: Mapping[str, Any], dims: Mapping[str, int]) -> tuple[int, ...]:
+    """The concrete shape of a manifest buffer entry under `dims`."""
+    shape = tuple(evaluate(entry, dims) for entry in buffer["shape"])
+    if any(n < 0 for n in shape):
+        raise ManifestError(f"buffer `{buffer['name']}` has a negative size: {list(shape)}")
+    return shape
+
+
+def numel(shape: Sequence[int]) -> int:
+    return math.prod(shape)
+
+
+def check_dims(manifest: Mapping[str, Any], dims: Mapping[str, int]) -> None:
+    """Raise `ManifestError` when a dim is missing or outside its stated constraints."""
+    for dim in manifest.get("dims", []):
+        name = dim["name"]
+        if name not in dims:
+            raise ManifestError(f"no value given for dim `{name}`")
+        value = dims[name]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ManifestError(f"dim `{name}` must be an int, got {value!r}")
+        lo, hi, step = dim.get("min"), dim.get("max"), dim.get("multiple_of")
+        if lo is not None and value < lo:
+            raise ManifestError(f"dim `{name}`={value} is below its minimum {lo}")
+        if hi is not None and value > hi:
+            raise ManifestError(f"dim `{name}`={value} is above its maximum {hi}")
+        if step and value % step:
+            raise ManifestError(f"dim `{name}`={value} is not a multiple of {step}")
+
+
+def flatten(values: Any) -> list:
+    """Row-major flat list from a flat or nested list (or a tuple)."""
+    if not isinstance(values, (list, tuple)):
+        return [values]
+    if not any(isinstance(v, (list, tuple)) for v in values):
+        return list(values)
+    out: list = []
+    for v in values:
+        out.extend(flatten(v))
+    return out
+
+
+def encode(values: Iterable[Any], dtype: str) -> bytes:
+    """Little-endian bytes of `values` stored as `dtype`."""
+    flat = list(values)
+    code = _CODES.get(dtype)
+    if code is None:
+        raise ManifestError(f"unknown dtype {dtype!r}")
+    if dtype == "bool_":
+        flat = [1 if v else 0 for v in flat]
+    elif dtype in ("int32", "uint32"):
+        flat = [int(v) for v in flat]
+    else:
+        flat = [float(v) for v in flat]
+    try:
+        return struct.pack(f"<{len(flat)}{code}", *flat)
+    except (struct.error, OverflowError) as err:
+        raise ManifestError(f"cannot store these values as {dtype}: {err}") from None
+
+
+def decode(data: bytes | memoryview, dtype: str, count: int) -> list:
+    """The first `count` elements of `data` as Python values (bool_ from u32)."""
+    code = _CODES.get(dtype)
+    if code is None:
+        raise ManifestError(f"unknown dtype {dtype!r}")
+    size = struct.calcsize("<" + code)
+    values = list(struct.unpack(f"<{count}{code}", bytes(data[: count * size])))
+    if dtype == "bool_":
+        return [v != 0 for v in values]
+    return values
+
+
+def uniform_fields(manifest: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    uniform = manifest.get("uniform")
+    return list(uniform["fields"]) if uniform else []
+
+
+def pack_uniform(
+    manifest: Mapping[str, Any],
+    dims: Mapping[str, int],
+    scalars: Mapping[str, float | int] | None = None,
+) -> bytes | None:
+    """The uniform block's bytes (None when the manifest has no uniform).
+
+    Each field takes its value from `dims` first, then `scalars`.
+    """
+    fields = uniform_fields(manifest)
+    if not manifest.get("uniform"):
+        return None
+    scalars = scalars or {}
+    out = bytearray()
+    for field in fields:
+        name, kind = field["name"], field["type"]
+        if name in dims:
+            value: Any = dims[name]
+        elif name in scalars:
+            value = scalars[name]
+        else:
+            raise ManifestError(f"no value for uniform field `{name}` (neither a dim nor a scalar)")
+        code = _UNIFORM_CODES.get(kind)
+        if code is None:
+            raise ManifestError(f"uniform field `{name}` has unknown type {kind!r}")
+        value = float(value) if kind == "f32" else int(value)
+        try:
+            out += struct.pack("<" + code, value)
+        except struct.error as err:
+            raise ManifestError(f"uniform field `{name}`={value!r} does not fit {kind}: {err}")
+    out += bytes(-len(out) % 16)
+    return bytes(out) if out else bytes(16)
+
+
+def workgroup_counts(kernel: Mapping[str, Any], dims: Mapping[str, int]) -> tuple[int, int, int]:
+    """The evaluated `workgroups` of one kernel entry."""
+    counts = tuple(evaluate(e, dims) for e in kernel["workgroups"])
+    if len(counts) != 3:
+        raise ManifestError(f"kernel `{kernel['entry_point']}` needs 3 workgroup counts")
+    if any(c < 0 for c in counts):
+        raise ManifestError(
+            f"kernel `{kernel['entry_point']}` has a negative workgroup count {list(counts)}"
+        )
+    return counts  # type: ignore[return-value]
+
+
+def check_format(manifest: Mapping[str, Any]) -> None:
+    if manifest.get("format") != FORMAT:
+        raise ManifestError(
+            f"unsupported manifest format {manifest.get('format')!r}; expected {FORMAT!r}"
+        )
+
+
+def prepare_inputs(
+    manifest: Mapping[str, Any], inputs: Mapping[str, Any], dims: Mapping[str, int]
+) -> dict[str, list]:
+    """Flatten and size-check the values of every `input` buffer."""
+    out: dict[str, list] = {}
+    names = set()
+    for buf in manifest["buffers"]:
+        if buf["role"] != "input":
+            continue
+        names.add(buf["name"])
+        if buf["name"] not in inputs:
+            raise ManifestError(f"no values given for input buffer `{buf['name']}`")
+        flat = flatten(inputs[buf["name"]])
+        want = numel(buffer_shape(buf, dims))
+        if len(flat) != want:
+            raise ManifestError(
+                f"input `{buf['name']}` has {len(flat)} values; its shape "
+                f"{list(buffer_shape(buf, dims))} needs {want}"
+            )
+        out[buf["name"]] = flat
+    extra = set(inputs) - names
+    if extra:
+        raise ManifestError(f"values given for unknown input buffers: {sorted(extra)}")
+    return out

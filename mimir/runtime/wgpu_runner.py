@@ -1,0 +1,308 @@
+"""Run the WGSL kernels of a Mimir manifest through wgpu, on whatever adapter it finds.
+
+This is the engine of `mimir verify` and of the test suite's WGSL execution: it
+validates WGSL with naga (`validate_wgsl`) and executes a manifest's kernels in
+launch order (`run_manifest`) exactly as a host program following the manifest
+would: storage buffers for every manifest buffer (inputs uploaded, outputs and
+scratch zeroed), the uniform block packed as the manifest says, one compute
+pipeline per kernel entry with bind group layouts built from the manifest's
+bindings (so a binding whose access disagrees with the shader fails loudly),
+and the workgroup counts evaluated from their dim expressions.
+
+Adapter choice: a discrete GPU, then an integrated one, then a CPU adapter
+(Mesa lavapipe), preferring Vulkan/Metal/D3D12 over OpenGL. It works headless;
+`XDG_RUNTIME_DIR` is set to `/tmp` when unset (Mesa wants one). Set
+`MIMIR_WGPU_ADAPTER` to a substring of an adapter's description to force one.
+
+Needs the optional dependency `wgpu` (`pip install 'mimir[gpu]'`), imported
+lazily so that `import mimir.runtime` stays cheap.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mimir.runtime import manifest as mf
+
+__all__ = ["GpuUnavailableError", "adapter_description", "run_manifest", "validate_wgsl"]
+
+
+class GpuUnavailableError(RuntimeError):
+    """wgpu is not installed, or it found no adapter to run on."""
+
+
+class WgslValidationError(ValueError):
+    """naga rejected a WGSL module; the message is naga's."""
+
+
+class DispatchError(ValueError):
+    """A launch does not fit the adapter's limits."""
+
+
+_STATE: dict[str, Any] = {}
+
+_TYPE_RANK = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "CPU": 3}
+_BACKEND_RANK = {"Vulkan": 0, "Metal": 0, "D3D12": 0, "OpenGL": 2}
+
+
+def _wgpu() -> Any:
+    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    try:
+        import wgpu
+    except ImportError as err:
+        raise GpuUnavailableError(
+            "the `wgpu` package is needed to run WGSL kernels; install it with "
+            "`pip install 'mimir[gpu]'`"
+        ) from err
+    return wgpu
+
+
+def _adapter() -> Any:
+    if "adapter" in _STATE:
+        return _STATE["adapter"]
+    wgpu = _wgpu()
+    adapters = list(wgpu.gpu.enumerate_adapters_sync())
+    forced = os.environ.get("MIMIR_WGPU_ADAPTER")
+    if forced:
+        adapters = [a for a in adapters if forced.lower() in _describe(a).lower()]
+    if not adapters:
+        hint = f" matching MIMIR_WGPU_ADAPTER={forced!r}" if forced else ""
+        raise GpuUnavailableError(
+            f"wgpu found no adapter{hint}; on Linux without a GPU install Mesa's "
+            "lavapipe (`apt-get install mesa-vulkan-drivers libvulkan1`)"
+        )
+
+    def rank(a: Any) -> tuple[int, int]:
+        info = a.info
+        return (
+            _TYPE_RANK.get(info.get("adapter_type", ""), 4),
+            _BACKEND_RANK.get(info.get("backend_type", ""), 1),
+        )
+
+    _STATE["adapter"] = min(adapters, key=rank)
+    return _STATE["adapter"]
+
+
+def _describe(adapter: Any) -> str:
+    info = adapter.info
+    parts = [info.get("device", ""), info.get("description", ""), info.get("backend_type", "")]
+    return " / ".join(p for p in parts if p)
+
+
+def adapter_description() -> str:
+    """A one-line description of the adapter kernels run on (device / driver / backend)."""
+    return _describe(_adapter())
+
+
+def _device() -> Any:
+    if "device" in _STATE:
+        return _STATE["device"]
+    adapter = _adapter()
+    features = [f for f in ("shader-f16",) if f in adapter.features]
+    # Ask for the adapter's own ceilings where the defaults are small for big tests.
+    wanted = (
+        "max-storage-buffer-binding-size",
+        "max-buffer-size",
+        "max-storage-buffers-per-shader-stage",
+        "max-compute-invocations-per-workgroup",
+        "max-compute-workgroup-size-x",
+        "max-compute-workgroup-size-y",
+        "max-compute-workgroup-size-z",
+        "max-compute-workgroup-storage-size",
+    )
+    limits = {k: adapter.limits[k] for k in wanted if k in adapter.limits}
+    _STATE["device"] = adapter.request_device_sync(
+        required_features=features, required_limits=limits
+    )
+    return _STATE["device"]
+
+
+def validate_wgsl(code: str) -> None:
+    """Raise `WgslValidationError` with naga's message when `code` is not valid WGSL."""
+    wgpu = _wgpu()
+    try:
+        _device().create_shader_module(code=code)
+    except wgpu.GPUError as err:
+        raise WgslValidationError(_naga_message(err)) from None
+
+
+def _naga_message(err: Exception) -> str:
+    text = str(err).strip()
+    marker = "Shader '' "
+    return text[text.index(marker) + len(marker) :] if marker in text else text
+
+
+def run_manifest(
+    manifest: Mapping[str, Any],
+    directory: Path,
+    inputs: Mapping[str, list],
+    dims: Mapping[str, int],
+    scalars: Mapping[str, float | int] | None = None,
+) -> dict[str, list]:
+    """Run every kernel of a WGSL manifest in launch order; return each output as a flat list.
+
+    `directory` holds the kernel files the manifest names; `inputs` maps each
+    input buffer to its values (flat row-major, or nested); `dims` binds every
+    dim; `scalars` gives the uniform fields that are not dims.
+    """
+    wgpu = _wgpu()
+    directory = Path(directory)
+    mf.check_format(manifest)
+    dims = dict(dims)
+    mf.check_dims(manifest, dims)
+    values = mf.prepare_inputs(manifest, inputs, dims)
+    device = _device()
+    usage = wgpu.BufferUsage
+
+    buffers: dict[str, Any] = {}
+    sizes: dict[str, int] = {}
+    for buf in manifest["buffers"]:
+        name, dtype = buf["name"], buf["dtype"]
+        count = mf.numel(mf.buffer_shape(buf, dims))
+        nbytes = count * mf.buffer_element_size(buf, "wgsl")
+        # A binding cannot be empty, and copies and maps move whole words.
+        padded = max(4, nbytes + (-nbytes % 4))
+        sizes[name] = count
+        flags = usage.STORAGE | usage.COPY_SRC | usage.COPY_DST
+        if buf["role"] == "input":
+            data = mf.encode(values[name], dtype)
+            buffers[name] = device.create_buffer_with_data(
+                data=data + bytes(padded - len(data)), usage=flags
+            )
+        else:
+            # create_buffer zero-fills (WebGPU guarantees it).
+            buffers[name] = device.create_buffer(size=padded, usage=flags)
+
+    uniform_bytes = mf.pack_uniform(manifest, dims, scalars)
+    uniform = (
+        device.create_buffer_with_data(data=uniform_bytes, usage=usage.UNIFORM | usage.COPY_DST)
+        if uniform_bytes is not None
+        else None
+    )
+
+    max_groups = device.limits.get("max-compute-workgroups-per-dimension", 65535)
+    modules: dict[str, Any] = {}
+    encoder = device.create_command_encoder()
+    for kernel in manifest["kernels"]:
+        counts = mf.workgroup_counts(kernel, dims)
+        for axis, count in zip("xyz", counts, strict=True):
+            if count > max_groups:
+                raise DispatchError(
+                    f"kernel `{kernel['entry_point']}` needs {count} workgroups along {axis} "
+                    f"for {_show(dims)}, over this adapter's limit of {max_groups} per "
+                    "dimension; the schedule must fold the grid into more dimensions"
+                )
+        file = kernel["file"]
+        if file not in modules:
+            code = (directory / file).read_text()
+            try:
+                modules[file] = device.create_shader_module(code=code, label=file)
+            except wgpu.GPUError as err:
+                raise WgslValidationError(f"{file}: {_naga_message(err)}") from None
+        pipeline, groups = _pipeline(wgpu, device, modules[file], kernel, manifest)
+        bind_groups = _bind_groups(device, pipeline, groups, kernel, buffers, uniform)
+        if 0 in counts:
+            continue  # nothing to launch (an empty tensor)
+        compute = encoder.begin_compute_pass()
+        compute.set_pipeline(pipeline)
+        for index, group in bind_groups.items():
+            compute.set_bind_group(index, group)
+        compute.dispatch_workgroups(*counts)
+        compute.end()
+    device.queue.submit([encoder.finish()])
+
+    out: dict[str, list] = {}
+    for buf in manifest["buffers"]:
+        if buf["role"] != "output":
+            continue
+        data = device.queue.read_buffer(buffers[buf["name"]])
+        out[buf["name"]] = mf.decode(data, buf["dtype"], sizes[buf["name"]])
+    return out
+
+
+def _show(dims: Mapping[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in dims.items()) or "no dims"
+
+
+def _pipeline(
+    wgpu: Any, device: Any, module: Any, kernel: Mapping[str, Any], manifest: Mapping[str, Any]
+) -> tuple[Any, dict[int, Any]]:
+    """A compute pipeline whose bind group layouts are exactly the manifest's bindings."""
+    entries: dict[int, list[dict[str, Any]]] = {}
+    roles = {b["name"]: b["role"] for b in manifest["buffers"]}
+    for binding in kernel["bindings"]:
+        if binding["buffer"] not in roles:
+            raise mf.ManifestError(
+                f"kernel `{kernel['entry_point']}` binds unknown buffer `{binding['buffer']}`"
+            )
+        access = binding["access"]
+        if access not in ("read", "read_write"):
+            raise mf.ManifestError(f"binding access must be read or read_write, got {access!r}")
+        kind = (
+            wgpu.BufferBindingType.read_only_storage
+            if access == "read"
+            else wgpu.BufferBindingType.storage
+        )
+        entries.setdefault(binding["group"], []).append(
+            {
+                "binding": binding["binding"],
+                "visibility": wgpu.ShaderStage.COMPUTE,
+                "buffer": {"type": kind},
+            }
+        )
+    ub = kernel.get("uniform_binding")
+    if ub is not None:
+        entries.setdefault(ub["group"], []).append(
+            {
+                "binding": ub["binding"],
+                "visibility": wgpu.ShaderStage.COMPUTE,
+                "buffer": {"type": wgpu.BufferBindingType.uniform},
+            }
+        )
+    count = max(entries, default=-1) + 1
+    layouts = {g: device.create_bind_group_layout(entries=entries.get(g, [])) for g in range(count)}
+    pipeline = device.create_compute_pipeline(
+        layout=device.create_pipeline_layout(bind_group_layouts=[layouts[g] for g in range(count)]),
+        compute={"module": module, "entry_point": kernel["entry_point"]},
+        label=kernel["entry_point"],
+    )
+    return pipeline, layouts
+
+
+def _bind_groups(
+    device: Any,
+    pipeline: Any,
+    layouts: Mapping[int, Any],
+    kernel: Mapping[str, Any],
+    buffers: Mapping[str, Any],
+    uniform: Any,
+) -> dict[int, Any]:
+    del pipeline  # the layouts were made for it
+    entries: dict[int, list[dict[str, Any]]] = {g: [] for g in layouts}
+    for binding in kernel["bindings"]:
+        buffer = buffers[binding["buffer"]]
+        entries[binding["group"]].append(
+            {
+                "binding": binding["binding"],
+                "resource": {"buffer": buffer, "offset": 0, "size": buffer.size},
+            }
+        )
+    ub = kernel.get("uniform_binding")
+    if ub is not None:
+        if uniform is None:
+            raise mf.ManifestError(
+                f"kernel `{kernel['entry_point']}` has a uniform binding but the manifest "
+                "declares no uniform"
+            )
+        entries[ub["group"]].append(
+            {
+                "binding": ub["binding"],
+                "resource": {"buffer": uniform, "offset": 0, "size": uniform.size},
+            }
+        )
+    return {
+        g: device.create_bind_group(layout=layouts[g], entries=entries[g]) for g in sorted(layouts)
+    }
