@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mimir.constraints.checker import KernelChecker
+from mimir.constraints.devices import check_devices
 from mimir.constraints.index_kernels import IndexKernelChecker
 from mimir.diagnostics.diagnostic import Diagnostic, Span
 from mimir.parse.graph import KernelGraph, build_graph
@@ -87,6 +88,7 @@ def check_source(path: str, text: str, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> 
                 solve_seconds=checker.prover.solve_seconds, queries=checker.prover.queries,
             )
         )
+    diagnostics.extend(check_devices(info))
     diagnostics.sort(key=Diagnostic.sort_key)
     diagnostics = apply_suppressions(path, text, diagnostics)  # `# mimir: ignore[...]`
     return FileResult(path, diagnostics, kernels=kernels)

@@ -7,6 +7,7 @@ z3 and networkx are imported only by the commands that solve.
 
 from __future__ import annotations
 
+import os
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -203,9 +204,20 @@ def _render(fmt: Format, diagnostics: list, checked: list) -> str:
 @app.command()
 def explain(
     code: Annotated[str | None, typer.Argument(help="A diagnostic code, e.g. GPU011.")] = None,
+    target: Annotated[
+        str | None,
+        typer.Argument(help="FILE or FILE:LINE: re-derive this code's failure in that file."),
+    ] = None,
     list_codes: Annotated[bool, typer.Option("--list", help="List every code.")] = False,
+    z3_timeout: Annotated[
+        int, typer.Option("--z3-timeout", min=1, help="Z3 timeout per query, in milliseconds.")
+    ] = 5000,
 ) -> None:
-    """Print what a diagnostic code means, why, how to fix it, and examples."""
+    """Print what a diagnostic code means, why, how to fix it, and examples.
+
+    With FILE[:LINE], re-derive the failure in FILE: the counterexample and the chain
+    of facts that produced it, one line per fact with its source location.
+    """
     from mimir.diagnostics.codes import REGISTRY, get
 
     if list_codes:
@@ -219,6 +231,9 @@ def explain(
     if entry is None:
         typer.echo(f"error: unknown code `{code}`; `mimir explain --list` shows them", err=True)
         raise typer.Exit(EXIT_USAGE)
+    if target is not None:
+        _explain_in_file(entry.code, target, z3_timeout)
+        return
     typer.echo(f"{entry.code} ({entry.name}): {entry.summary}\n")
     typer.echo(f"why: {entry.why}")
     typer.echo(f"fix: {entry.fix}")
@@ -227,6 +242,33 @@ def explain(
         typer.echo("\nbad:\n" + _indent(entry.bad))
     if entry.good:
         typer.echo("good:\n" + _indent(entry.good))
+
+
+def _explain_in_file(code: str, target: str, timeout_ms: int) -> None:
+    from mimir.check import check_file
+    from mimir.diagnostics.explain import explain_file
+
+    path_text, line = target, None
+    head, sep, tail = target.rpartition(":")
+    if sep and tail.isdigit():
+        path_text, line = head, int(tail)
+    path = Path(path_text)
+    if not path.is_file():
+        typer.echo(f"error: cannot read `{path_text}`", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    result = check_file(path, timeout_ms)
+    if result.unreadable:
+        from mimir.diagnostics.render import text as text_render
+
+        typer.echo(text_render.render_all(result.diagnostics))
+        raise typer.Exit(EXIT_USAGE)
+    text, count = explain_file(result, code, line)
+    if count == 0:
+        where = f"{path_text}:{line}" if line is not None else path_text
+        typer.echo(f"no {code} in {where}: nothing to explain")
+        raise typer.Exit(EXIT_CLEAN)
+    typer.echo(text)
+    raise typer.Exit(EXIT_ERRORS)
 
 
 def _indent(text: str) -> str:
@@ -238,3 +280,12 @@ def main() -> None:
         app()
     except KeyboardInterrupt:  # pragma: no cover
         sys.exit(130)
+    except Exception as err:  # a bug in Mimir: say so in one line, never a traceback
+        if os.environ.get("MIMIR_TRACEBACK"):
+            raise
+        print(
+            f"mimir: internal error: {type(err).__name__}: {err} "
+            "(set MIMIR_TRACEBACK=1 for the traceback, and please report it)",
+            file=sys.stderr,
+        )
+        sys.exit(EXIT_USAGE)

@@ -4,8 +4,9 @@ Each entry has a short name, a summary, why the rule exists, how to fix it, a
 bad example that fires exactly this code and a good example that checks clean.
 `mimir explain CODE` prints an entry; `tests/test_registry.py` runs every
 example. `found_by` says who reports the code: the static `checker`, the
-`shim` at call time (argument checks happen where the call's values exist), or
-`cli` for input that cannot be read. `severity` is the level a diagnostic of the
+`shim` at call time (argument checks happen where the call's values exist),
+`checker+shim` for both (device placement: the checker follows host code, the
+shim checks every call), or `cli` for input that cannot be read. `severity` is the level a diagnostic of the
 code carries: `error` (exit 1) or `warning` (reported, exit 0 unless
 `--warnings-as-errors`).
 
@@ -377,7 +378,7 @@ _CODES = [
         "f(zeros((3,)))\n",
         "@gpu\ndef f(a: Tensor[float32, 3]) -> Tensor[float32, 3]:\n    return a\n\n"
         'f(zeros((3,)).to("gpu"))\n',
-        found_by="shim",
+        found_by="checker+shim",
     ),
     Code(
         "GPU061",
@@ -387,7 +388,7 @@ _CODES = [
         'move both operands to one device with `.to("gpu")` or `.to("cpu")`',
         'a = zeros((3,))\nb = zeros((3,)).to("gpu")\nc = a + b\n',
         'a = zeros((3,)).to("gpu")\nb = zeros((3,)).to("gpu")\nc = a + b\n',
-        found_by="shim",
+        found_by="checker+shim",
     ),
     Code(
         "GPU090",

@@ -130,7 +130,7 @@ class _Builder:
                         "`Tensor[dtype, sizes...]`, `int` or `float`",
                         arg,
                     )
-                else:
+                elif not ann.reported:
                     self.out.problems.append(ann)
                 self.env[arg.arg] = self.add("poison", arg)
                 continue
@@ -140,7 +140,8 @@ class _Builder:
         if self.fn.returns is not None and not returns_none:
             ann = read_annotation(self.info, self.fn.returns)
             if isinstance(ann, Problem):
-                self.out.problems.append(ann)
+                if not ann.reported:
+                    self.out.problems.append(ann)
             else:
                 self.out.returns = ann
 
@@ -217,6 +218,8 @@ class _Builder:
             return self.env[ident]
         if ident in self.info.dims:
             return self.add("dim", node, dim=self.info.dims[ident].dim)
+        if ident in self.info.bad_dims:  # its declaration was reported (GPU034)
+            return self.add("poison", node)
         if ident in self.info.constants:
             return self.add("const", node, value=self.info.constants[ident])
         canonical = self.info.imported.get(ident)

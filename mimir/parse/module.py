@@ -26,6 +26,8 @@ class Problem:
     code: str
     message: str
     span: Span
+    # Already reported elsewhere (a use of a `Dim` whose declaration failed): poison only.
+    reported: bool = False
 
 
 @dataclass
@@ -70,6 +72,8 @@ class ModuleInfo:
     constants: dict[str, int] = field(default_factory=dict)
     kernels: list[KernelDef] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    # names bound to a `Dim(...)` whose declaration was refused (GPU034)
+    bad_dims: set[str] = field(default_factory=set)
     # every name bound at module level (functions, classes, variables)
     module_names: set[str] = field(default_factory=set)
 
@@ -198,6 +202,8 @@ def _read_binding(info: ModuleInfo, name: str, value: ast.expr) -> None:
         decl = _read_dim(info, name, value)
         if decl is not None:
             info.dims[name] = decl
+        else:
+            info.bad_dims.add(name)
 
 
 def _read_dim(info: ModuleInfo, var: str, call: ast.Call) -> DimDecl | None:
@@ -322,6 +328,8 @@ def read_size(info: ModuleInfo, node: ast.expr) -> Size | Problem:
     if isinstance(node, ast.Name):
         if node.id in info.dims:
             return info.dims[node.id].dim
+        if node.id in info.bad_dims:
+            return Problem("GPU034", f"dim `{node.id}` is declared badly", src.span(node), True)
         if node.id in info.constants:
             return info.constants[node.id]
         if node.id in info.module_names:

@@ -47,15 +47,16 @@ def to_dict(d: Diagnostic) -> dict[str, Any]:
 def from_dict(data: dict[str, Any]) -> Diagnostic:
     """The `Diagnostic` that `to_dict` turned into `data` (the inverse of `to_dict`).
 
-    `why` is stored rendered (registry why, case-specific sentence,
-    counterexample); the case-specific sentence is recovered by removing the
-    other two parts, so the round trip is exact while the registry is unchanged.
+    `why` is stored rendered (registry why; case-specific sentence;
+    counterexample and its note). The case-specific parts are recovered by
+    removing the registry's text, so the round trip is exact while the registry
+    is unchanged (the cache key covers Mimir's own sources for that reason).
     """
     from mimir.diagnostics.codes import REGISTRY
 
     code = data["code"]
     counterexample = tuple((str(k), int(v)) for k, v in data.get("counterexample", {}).items())
-    extra_why = _extra_why(data.get("why", ""), REGISTRY[code].why, counterexample)
+    extra_why, note = _split_why(data.get("why", ""), REGISTRY[code].why, counterexample)
     return Diagnostic(
         code=code,
         message=data["message"],
@@ -65,18 +66,24 @@ def from_dict(data: dict[str, Any]) -> Diagnostic:
         counterexample=counterexample,
         function=data.get("function"),
         extra_why=extra_why,
+        counterexample_note=note,
         notes=tuple(data.get("notes", ())),
     )
 
 
-def _extra_why(why: str, base: str, counterexample: tuple[tuple[str, int], ...]) -> str | None:
+def _split_why(
+    why: str, base: str, counterexample: tuple[tuple[str, int], ...]
+) -> tuple[str | None, str | None]:
+    """(extra_why, counterexample_note) out of a rendered `Diagnostic.why`."""
+    note = None
     if counterexample:
-        suffix = f"; counterexample: {format_counterexample(counterexample)}"
-        if why.endswith(suffix):
-            why = why[: -len(suffix)]
-    if why.startswith(base + "; "):
-        return why[len(base) + 2 :]
-    return None
+        marker = f"; counterexample: {format_counterexample(counterexample)}"
+        at = why.rfind(marker)
+        if at >= 0:
+            note = why[at + len(marker) :].strip() or None
+            why = why[:at]
+    extra = why[len(base) + 2 :] if why.startswith(base + "; ") else None
+    return extra, note
 
 
 def document(diagnostics: Iterable[Diagnostic], files_checked: int) -> dict[str, Any]:

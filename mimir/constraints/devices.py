@@ -1,0 +1,369 @@
+"""Device placement in host code, as Datalog rules run by Z3's fixedpoint engine.
+
+Host code (module level and every function that is not `@gpu`) is read into
+ground facts over value versions (each assignment makes a new version, so
+`x = zeros(3); x = x.to("gpu")` is two values):
+
+    made(v, d, s)     v is created on device d at site s (zeros/ones/full/tensor/rand,
+                      `.to(...)`, the result of a `@gpu` call)
+    flows(v, u)       v may hold u's tensor (assignment, an op's operand, a branch join,
+                      a host function's parameter or return value)
+    operand(o, u)     u is an operand of the host op o
+    kernel_arg(a)     a is passed to a `@gpu` function
+
+and the rules derive
+
+    on(v, d, s)       :- made(v, d, s)
+    on(v, d, s)       :- flows(v, u), on(u, d, s)
+    cpu_arg(a, s)     :- kernel_arg(a), on(a, cpu, s)
+    mixed(o, s, t)    :- operand(o, u), operand(o, w), on(u, cpu, s), on(w, gpu, t)
+
+Each `cpu_arg` becomes GPU060 at the call, naming the argument and the line where
+the tensor was created; each `mixed` becomes GPU061 at the op. Values the
+analysis cannot follow (other libraries, unknown calls) carry no facts, so they
+are never reported: no false alarms from what Mimir cannot see.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+import z3
+
+from mimir.diagnostics.diagnostic import Diagnostic, Label, Span
+from mimir.parse.module import ModuleInfo
+
+CPU, GPU = 0, 1
+_CREATORS = {"zeros", "ones", "full", "tensor", "rand"}
+_BITS = 20
+
+
+@dataclass
+class _Site:
+    span: Span
+    text: str
+
+
+@dataclass
+class _Call:
+    """A call of a `@gpu` function: which value is passed as which parameter."""
+
+    kernel: str
+    args: list[tuple[str, int, ast.expr]]  # parameter name, value id, argument node
+
+
+@dataclass
+class _Facts:
+    made: list[tuple[int, int, int]] = field(default_factory=list)
+    flows: list[tuple[int, int]] = field(default_factory=list)
+    operand: list[tuple[int, int]] = field(default_factory=list)
+    kernel_calls: list[_Call] = field(default_factory=list)
+    ops: dict[int, ast.AST] = field(default_factory=dict)
+
+
+class _Reader:
+    """Reads host code into facts; one instance per module."""
+
+    def __init__(self, info: ModuleInfo) -> None:
+        self.info = info
+        self.src = info.source
+        self.facts = _Facts()
+        self.sites: list[_Site] = []
+        self.n_values = 0
+        self.kernels = {k.node.name: k.node for k in info.kernels}
+        self.functions: dict[str, ast.FunctionDef] = {}
+        self.params: dict[tuple[str, int], int] = {}  # (function, position) -> value
+        self.param_names: dict[tuple[str, str], int] = {}
+        self.returns: dict[str, int] = {}
+
+    def value(self) -> int:
+        self.n_values += 1
+        return self.n_values
+
+    def site(self, node: ast.AST) -> int:
+        self.sites.append(_Site(self.src.span(node), self.src.text(node)))
+        return len(self.sites) - 1
+
+    # -- scopes
+
+    def read(self) -> _Facts:
+        tree = self.info.tree
+        for stmt in tree.body:
+            if isinstance(stmt, ast.FunctionDef) and stmt.name not in self.kernels:
+                self.functions[stmt.name] = stmt
+                for k, arg in enumerate(stmt.args.args):
+                    v = self.value()
+                    self.params[(stmt.name, k)] = v
+                    self.param_names[(stmt.name, arg.arg)] = v
+                self.returns[stmt.name] = self.value()
+        for name, fn in self.functions.items():
+            env = {arg.arg: self.params[(name, k)] for k, arg in enumerate(fn.args.args)}
+            self.block(fn.body, env, name)
+        self.block([s for s in tree.body if not isinstance(s, ast.FunctionDef)], {}, None)
+        return self.facts
+
+    def block(self, body: list[ast.stmt], env: dict[str, int], function: str | None) -> None:
+        for stmt in body:
+            self.statement(stmt, env, function)
+
+    def statement(self, stmt: ast.stmt, env: dict[str, int], function: str | None) -> None:
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            value = self.expr(stmt.value, env) if stmt.value is not None else None
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            for t in targets:
+                self.bind(t, value, env)
+        elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+            current = env.get(stmt.target.id)
+            operand = self.expr(stmt.value, env)
+            env[stmt.target.id] = self.op(stmt, [current, operand])
+        elif isinstance(stmt, ast.Return) and function is not None and stmt.value is not None:
+            value = self.expr(stmt.value, env)
+            if value is not None:
+                self.facts.flows.append((self.returns[function], value))
+        elif isinstance(stmt, ast.Expr):
+            self.expr(stmt.value, env)
+        elif isinstance(stmt, (ast.If, ast.For, ast.While, ast.With, ast.Try)):
+            self.branches(stmt, env, function)
+
+    def branches(self, stmt: ast.stmt, env: dict[str, int], function: str | None) -> None:
+        """Each path starts from `env`; afterwards every name joins its values on all paths."""
+        if isinstance(stmt, ast.If):
+            self.expr(stmt.test, env)
+            paths = [stmt.body, stmt.orelse]
+        elif isinstance(stmt, (ast.For, ast.While)):
+            paths = [[], stmt.body + stmt.orelse]  # the body may run zero times
+        elif isinstance(stmt, ast.With):
+            paths = [stmt.body]
+        else:  # try: the body, or any handler after part of it
+            paths = [stmt.body + stmt.orelse, *([[]] + [h.body for h in stmt.handlers])]
+        outcomes = []
+        for body in paths:
+            branch = dict(env)
+            self.block(body, branch, function)
+            outcomes.append(branch)
+        for name in {n for o in outcomes for n in o}:
+            versions = {o[name] for o in outcomes if name in o}
+            if len(versions) == 1:
+                env[name] = versions.pop()
+                continue
+            joined = self.value()
+            for v in versions:
+                self.facts.flows.append((joined, v))
+            env[name] = joined
+        if isinstance(stmt, ast.Try):
+            self.block(stmt.finalbody, env, function)
+
+    def bind(self, target: ast.expr, value: int | None, env: dict[str, int]) -> None:
+        if isinstance(target, ast.Name):
+            if value is None:
+                env.pop(target.id, None)
+            else:
+                fresh = self.value()
+                self.facts.flows.append((fresh, value))
+                env[target.id] = fresh
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for t in target.elts:
+                self.bind(t, None, env)
+
+    # -- expressions
+
+    def op(self, node: ast.AST, operands: list[int | None]) -> int:
+        result = self.value()
+        self.facts.ops[result] = node
+        for u in operands:
+            if u is not None:
+                self.facts.flows.append((result, u))
+                self.facts.operand.append((result, u))
+        return result
+
+    def expr(self, node: ast.expr | None, env: dict[str, int]) -> int | None:
+        if node is None:
+            return None
+        if isinstance(node, ast.Name):
+            return env.get(node.id)
+        if isinstance(node, ast.BinOp):
+            return self.op(node, [self.expr(node.left, env), self.expr(node.right, env)])
+        if isinstance(node, ast.Compare) and len(node.comparators) == 1:
+            return self.op(node, [self.expr(node.left, env), self.expr(node.comparators[0], env)])
+        if isinstance(node, ast.UnaryOp):
+            return self.op(node, [self.expr(node.operand, env)])
+        if isinstance(node, ast.Subscript):
+            return self.op(node, [self.expr(node.value, env)])
+        if isinstance(node, ast.Attribute):
+            base = self.expr(node.value, env)
+            return self.op(node, [base]) if base is not None and node.attr == "T" else None
+        if isinstance(node, ast.Call):
+            return self.call(node, env)
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr):
+                self.expr(child, env)
+        return None
+
+    def call(self, node: ast.Call, env: dict[str, int]) -> int | None:
+        func = node.func
+        args = [self.expr(a, env) for a in node.args]
+        kwargs = {kw.arg: self.expr(kw.value, env) for kw in node.keywords}
+        canonical = self.info.resolve(func)
+        if canonical in _CREATORS:
+            device = _device_literal(_keyword(node, "device"), default=CPU)
+            if device is None:
+                return None
+            v = self.value()
+            self.facts.made.append((v, device, self.site(node)))
+            return v
+        if canonical in ("where", "maximum", "minimum"):
+            return self.op(node, [*args, *kwargs.values()])
+        if isinstance(func, ast.Attribute) and canonical is None:
+            receiver = self.expr(func.value, env)
+            if func.attr == "to":
+                device = _device_literal(node.args[0] if node.args else _keyword(node, "device"))
+                if device is None or receiver is None:
+                    return None
+                v = self.value()
+                self.facts.made.append((v, device, self.site(node)))
+                return v
+            if receiver is not None:
+                return self.op(node, [receiver, *args])
+            return None
+        if isinstance(func, ast.Name) and func.id in self.kernels:
+            return self.kernel_call(node, func.id, args, kwargs)
+        if isinstance(func, ast.Name) and func.id in self.functions:
+            for k, v in enumerate(args):
+                if v is not None and (func.id, k) in self.params:
+                    self.facts.flows.append((self.params[(func.id, k)], v))
+            for name, v in kwargs.items():
+                if v is not None and (func.id, name) in self.param_names:
+                    self.facts.flows.append((self.param_names[(func.id, name)], v))
+            return self.returns[func.id]
+        return None
+
+    def kernel_call(
+        self, node: ast.Call, kernel: str, args: list[int | None], kwargs: dict[str | None, int | None]
+    ) -> int:
+        names = [a.arg for a in self.kernels[kernel].args.args]
+        passed = [
+            (names[k], v, a)
+            for k, (v, a) in enumerate(zip(args, node.args, strict=True))
+            if v is not None and k < len(names)
+        ]
+        passed += [
+            (kw.arg, kwargs[kw.arg], kw.value)
+            for kw in node.keywords
+            if kw.arg in names and kwargs.get(kw.arg) is not None
+        ]
+        self.facts.kernel_calls.append(_Call(kernel, passed))
+        result = self.value()
+        self.facts.made.append((result, GPU, self.site(node)))
+        return result
+
+
+def _keyword(node: ast.Call, name: str) -> ast.expr | None:
+    for kw in node.keywords:
+        if kw.arg == name:
+            return kw.value
+    return None
+
+
+def _device_literal(node: ast.expr | None, default: int | None = None) -> int | None:
+    if node is None:
+        return default
+    if isinstance(node, ast.Constant) and node.value in ("cpu", "gpu"):
+        return CPU if node.value == "cpu" else GPU
+    return None
+
+
+# ---------------------------------------------------------------- solving
+
+
+def check_devices(info: ModuleInfo) -> list[Diagnostic]:
+    reader = _Reader(info)
+    facts = reader.read()
+    if not facts.kernel_calls and not facts.operand:
+        return []
+    fp = z3.Fixedpoint()
+    fp.set(engine="datalog")
+    sort = z3.BitVecSort(_BITS)
+
+    def rel(name: str, arity: int) -> z3.FuncDeclRef:
+        r = z3.Function(name, *([sort] * arity), z3.BoolSort())
+        fp.register_relation(r)
+        return r
+
+    def c(i: int) -> z3.BitVecRef:
+        return z3.BitVecVal(i, _BITS)
+
+    made, flows, operand = rel("made", 3), rel("flows", 2), rel("operand", 2)
+    kernel_arg, on = rel("kernel_arg", 1), rel("on", 3)
+    cpu_arg, mixed = rel("cpu_arg", 2), rel("mixed", 3)
+    v, u, w, d, s, t = z3.Consts("v u w d s t", sort)
+    fp.declare_var(v, u, w, d, s, t)
+    fp.rule(on(v, d, s), [made(v, d, s)])
+    fp.rule(on(v, d, s), [flows(v, u), on(u, d, s)])
+    fp.rule(cpu_arg(v, s), [kernel_arg(v), on(v, c(CPU), s)])
+    fp.rule(mixed(v, s, t), [operand(v, u), operand(v, w), on(u, c(CPU), s), on(w, c(GPU), t)])
+    for a, b, e in facts.made:
+        fp.fact(made(c(a), c(b), c(e)))
+    for a, b in facts.flows:
+        fp.fact(flows(c(a), c(b)))
+    for a, b in facts.operand:
+        fp.fact(operand(c(a), c(b)))
+    args = {v_id for call in facts.kernel_calls for _, v_id, _ in call.args}
+    for a in args:
+        fp.fact(kernel_arg(c(a)))
+
+    out: list[Diagnostic] = []
+    cpu_sites = _answers(fp, cpu_arg(v, s), 2)
+    by_value: dict[int, list[int]] = {}
+    for value, site in cpu_sites:
+        by_value.setdefault(value, []).append(site)
+    for call in facts.kernel_calls:
+        for param, value, node in call.args:
+            sites = sorted(by_value.get(value, []), key=lambda i: reader.sites[i].span)
+            if not sites:
+                continue
+            first = reader.sites[sites[0]]
+            out.append(Diagnostic(
+                "GPU060",
+                f"argument `{param}` of `{call.kernel}` is on cpu: the tensor was created at "
+                f"line {first.span.line} (`{first.text}`)",
+                reader.src.span(node),
+                labels=tuple(Label(reader.sites[i].span, "created on cpu here") for i in sites),
+                function=call.kernel,
+            ))
+    seen: set[int] = set()
+    for op_value, s_cpu, s_gpu in sorted(_answers(fp, mixed(v, s, t), 3)):
+        if op_value in seen:
+            continue
+        seen.add(op_value)
+        node = facts.ops[op_value]
+        cpu_site, gpu_site = reader.sites[s_cpu], reader.sites[s_gpu]
+        out.append(Diagnostic(
+            "GPU061",
+            f"`{reader.src.text(node)}` mixes a cpu tensor (created at line "
+            f"{cpu_site.span.line}) and a gpu tensor (line {gpu_site.span.line})",
+            reader.src.span(node),
+            labels=(Label(cpu_site.span, "on cpu from here"),
+                    Label(gpu_site.span, "on gpu from here")),
+        ))
+    return out
+
+
+def _answers(fp: z3.Fixedpoint, query: z3.BoolRef, arity: int) -> list[tuple[int, ...]]:
+    """Every tuple satisfying `query` (its free variables in declaration order)."""
+    if fp.query(query) != z3.sat:
+        return []
+    answer = fp.get_answer()
+    rows = answer.children() if z3.is_or(answer) else [answer]
+    out = []
+    for row in rows:
+        eqs = row.children() if z3.is_and(row) else [row]
+        values: dict[int, int] = {}
+        for eq in eqs:
+            if z3.is_eq(eq):
+                var, val = eq.children()
+                if z3.is_var(var) and z3.is_bv_value(val):
+                    values[z3.get_var_index(var)] = val.as_long()
+        if len(values) == arity:
+            out.append(tuple(values[i] for i in range(arity)))
+    return out

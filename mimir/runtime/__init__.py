@@ -1,0 +1,31 @@
+"""Host-side runtime for Mimir's compiled kernels: reading manifests and running them.
+
+- `mimir.runtime.dimexpr`: evaluate a manifest's dim expressions (stdlib-only).
+- `mimir.runtime.manifest`: buffer sizes, element encoding, the uniform block and
+  workgroup counts a manifest implies (stdlib-only).
+- `mimir.runtime.wgpu_runner`: validate WGSL with naga and run a WGSL manifest on
+  whatever adapter wgpu finds (needs the `gpu` extra; imported on first use).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mimir.runtime.dimexpr import DimExprError, cdiv, evaluate
+from mimir.runtime.manifest import ManifestError
+
+__all__ = ["DimExprError", "ManifestError", "cdiv", "evaluate", "run_manifest", "validate_wgsl"]
+
+
+def run_manifest(*args: Any, **kwargs: Any) -> dict[str, list]:
+    """`mimir.runtime.wgpu_runner.run_manifest`, imported on first use."""
+    from mimir.runtime.wgpu_runner import run_manifest as run
+
+    return run(*args, **kwargs)
+
+
+def validate_wgsl(code: str) -> None:
+    """`mimir.runtime.wgpu_runner.validate_wgsl`, imported on first use."""
+    from mimir.runtime.wgpu_runner import validate_wgsl as validate
+
+    validate(code)
