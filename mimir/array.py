@@ -233,6 +233,8 @@ class Tensor:
         )
 
     def __bool__(self) -> bool:
+        if _GRID.get() is not None and self._shape == ():
+            return bool(self._values[0])  # an element condition in an index-level kernel
         raise MimirError(
             "GPU031", "the truth value of a tensor is ambiguous; use `where`, `&` or `|`"
         )
@@ -259,6 +261,7 @@ class Tensor:
         return self.transpose()
 
     def transpose(self, *axes: int) -> Tensor:
+        _element_only(self)
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
         perm_arg = tuple(_static_int(a, "a transpose axis") for a in axes) if axes else None
@@ -267,6 +270,7 @@ class Tensor:
         return self._like(ev.transpose(self._values, self._shape, perm), out_shape)
 
     def reshape(self, *shape: Any) -> Tensor:
+        _element_only(self)
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         new = tuple(_static_int(_resolve(s), "a size of `.reshape()`") for s in shape)
@@ -332,6 +336,7 @@ class Tensor:
     # -- reductions and friends
 
     def _reduce(self, name: str, axis: Any = None, keepdims: bool = False) -> Tensor:
+        _element_only(self)
         if isinstance(axis, list):
             axis = tuple(axis)
         for a in () if axis is None else axis if isinstance(axis, tuple) else (axis,):
@@ -357,6 +362,7 @@ class Tensor:
         return self._reduce("min", axis, keepdims)
 
     def _softmax(self, name: str, axis: int) -> Tensor:
+        _element_only(self)
         _static_int(axis, f"the axis of `.{name}()`")
         _rule(sh.along_axis, _A, self._shape, axis, name)
         dtype = _rule(ops.BY_METHOD[name].dtype_rule, f".{name}()", [self._dtype])
@@ -372,6 +378,7 @@ class Tensor:
         return self._softmax("log_softmax", axis)
 
     def astype(self, dtype: DType) -> Tensor:
+        _element_only(self)
         if not isinstance(dtype, DType):
             raise MimirError("GPU036", f"`astype` takes a dtype such as `float32`, got {dtype!r}")
         return self._like(nm.cast(self._values, dtype), self._shape, dtype)
@@ -395,6 +402,15 @@ def _index_item(k: Any) -> tuple:
     if isinstance(k, (int, DimExpr)) and not isinstance(k, bool):
         return ("int", _resolve(k))
     raise MimirError("GPU036", f"unsupported index {k!r}: use ints, dims, slices, None or ...")
+
+
+def _element_only(*tensors: Tensor) -> None:
+    """Index-level kernels compute on single elements; whole-tensor ops are GPU031 there."""
+    if _GRID.get() is not None and any(t._shape != () for t in tensors):
+        raise MimirError(
+            "GPU031",
+            "a tensor-level op inside an index-level kernel; compute on single elements",
+        )
 
 
 def _index_int(k: Any) -> int:
@@ -452,6 +468,7 @@ def _operand_dtype(x: Any) -> DType | str:
 
 
 def _elementwise(spec: ops.OpSpec, operands: list[Any]) -> Tensor:
+    _element_only(*(x for x in operands if isinstance(x, Tensor)))
     operands = [_resolve(x) for x in operands]
     for x in operands:
         if not isinstance(x, (Tensor, int, float)):
@@ -479,6 +496,7 @@ def _elementwise(spec: ops.OpSpec, operands: list[Any]) -> Tensor:
 
 
 def _matmul(left: Any, right: Any) -> Tensor:
+    _element_only(*(x for x in (left, right) if isinstance(x, Tensor)))
     if not isinstance(left, Tensor) or not isinstance(right, Tensor):
         raise MimirError("GPU036", "`@` needs two tensors")
     if left._device != right._device:

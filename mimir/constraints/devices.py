@@ -329,7 +329,6 @@ def check_devices(info: ModuleInfo) -> list[Diagnostic]:
                 f"line {first.span.line} (`{first.text}`)",
                 reader.src.span(node),
                 labels=tuple(Label(reader.sites[i].span, "created on cpu here") for i in sites),
-                function=call.kernel,
             ))
     seen: set[int] = set()
     for op_value, s_cpu, s_gpu in sorted(_answers(fp, mixed(v, s, t), 3)):

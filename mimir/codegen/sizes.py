@@ -1,0 +1,137 @@
+"""Size expressions for kernels and manifests.
+
+A size is a `mimir.dims` size (an int or a `DimExpr` over the kernel's dims)
+plus one node the annotations cannot spell, `CDiv` (ceiling division, for
+dispatch sizes). `manifest_text` prints a size in the manifest's expression
+language: integers, dim names, `+ - * // %`, parentheses and `cdiv(a, b)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from mimir.dims import BinOp, Dim, DimExpr, Size, binop, evaluate
+
+# WebGPU's guaranteed `maxComputeWorkgroupsPerDimension`.
+MAX_GROUPS_PER_DIM = 65535
+
+
+@dataclass(frozen=True, eq=False)
+class CDiv(DimExpr):
+    """`cdiv(a, b)`: ceiling division of a size by a positive size."""
+
+    left: Size
+    right: Size
+
+    def evaluate(self, env: Mapping[str, int]) -> int:
+        a, b = evaluate(self.left, env), evaluate(self.right, env)
+        return -(-a // b)
+
+    def __str__(self) -> str:
+        return manifest_text(self)
+
+
+def cdiv(a: Size, b: Size) -> Size:
+    if isinstance(a, int) and isinstance(b, int):
+        return -(-a // b)
+    if isinstance(b, int) and b == 1:
+        return a
+    return CDiv(a, b)
+
+
+def add(a: Size, b: Size) -> Size:
+    return binop("+", a, b)
+
+
+def mul(a: Size, b: Size) -> Size:
+    if isinstance(a, int) and a == 0 or isinstance(b, int) and b == 0:
+        return 0
+    return binop("*", a, b)
+
+
+def floordiv(a: Size, b: Size) -> Size:
+    return binop("//", a, b)
+
+
+def mod(a: Size, b: Size) -> Size:
+    if isinstance(b, int) and b == 1:
+        return 0
+    return binop("%", a, b)
+
+
+def product(sizes: list[Size]) -> Size:
+    total: Size = 1
+    for s in sizes:
+        total = mul(total, s)
+    return total
+
+
+def key(size: Size) -> str:
+    """A structural key: two sizes with equal keys are equal for every binding."""
+    return manifest_text(size) if not isinstance(size, int) else str(size)
+
+
+_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "//": 2, "%": 2}
+
+
+def manifest_text(size: Size) -> str:
+    return _text(size, 0, False)
+
+
+def _text(e: Size, parent: int, right: bool) -> str:
+    if isinstance(e, int):
+        return str(e) if e >= 0 else f"({e})"
+    if isinstance(e, Dim):
+        return e.name
+    if isinstance(e, CDiv):
+        return f"cdiv({_text(e.left, 0, False)}, {_text(e.right, 0, False)})"
+    if isinstance(e, BinOp):
+        prec = _PRECEDENCE[e.op]
+        sep = " " if prec == 1 else ""
+        text = f"{_text(e.left, prec, False)}{sep}{e.op}{sep}{_text(e.right, prec, True)}"
+        if prec < parent or (prec == parent and right):
+            return f"({text})"
+        return text
+    raise TypeError(f"not a size: {e!r}")
+
+
+def manifest_value(size: Size) -> int | str:
+    """An int stays an int; an expression becomes its text."""
+    return size if isinstance(size, int) else manifest_text(size)
+
+
+def upper_bound(size: Size, dims: Mapping[str, Dim]) -> int | None:
+    """The largest value `size` can take, when every dim has a `max` and the
+    expression is monotone (no `-` or `%`); else None."""
+    if isinstance(size, int):
+        return size
+    if isinstance(size, Dim):
+        d = dims.get(size.name, size)
+        return d.max
+    if isinstance(size, CDiv):
+        a = upper_bound(size.left, dims)
+        return None if a is None or not isinstance(size.right, int) else -(-a // size.right)
+    if isinstance(size, BinOp) and size.op in ("+", "*", "//"):
+        a = upper_bound(size.left, dims)
+        if a is None:
+            return None
+        if size.op == "//":
+            return a // size.right if isinstance(size.right, int) else None
+        b = upper_bound(size.right, dims)
+        return None if b is None else (a + b if size.op == "+" else a * b)
+    return None
+
+
+def dispatch(groups: Size, dims: Mapping[str, Dim]) -> tuple[Size, Size, Size]:
+    """Fold a 1-D count of workgroups into x and y, each at most 65535.
+
+    y = groups // 65535 + 1 and x = cdiv(groups, y): then x <= 65535 and
+    x * y - groups < y, and a count of 0 dispatches nothing. Kernels recover the
+    linear group id as `group_y * groups_x + group_x` and skip ids past `groups`.
+    """
+    bound = upper_bound(groups, dims)
+    if bound is not None and bound <= MAX_GROUPS_PER_DIM:
+        return (groups, 1, 1)
+    y = add(floordiv(groups, MAX_GROUPS_PER_DIM), 1)
+    return (cdiv(groups, y), y, 1)
