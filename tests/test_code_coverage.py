@@ -1,0 +1,57 @@
+"""Every code the project can emit is fired by at least one fixture or example.
+
+A code that nothing fires is either dead or untested: both fail here. Checker codes need a
+`# E: CODE` marker in tests/fixtures/check; shim codes need their registry example to raise
+them under plain Python; the input codes (GPU001, GPU002) and the solver's own verdict
+(GPU050) are fired here directly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from support import FIXTURES, import_file, markers
+from test_solver_limits import HARD
+
+from mimir.array import MimirError
+from mimir.check import check_file, check_source
+from mimir.diagnostics.codes import REGISTRY
+
+
+def _fixture_codes() -> set[str]:
+    return {code for p in FIXTURES.glob("*.py") for _, code in markers(p.read_text())}
+
+
+def _shim_code(tmp_path: Path, code: str) -> str | None:
+    path = tmp_path / f"{code}.py"
+    path.write_text(REGISTRY[code].bad_source())
+    try:
+        import_file(path)
+    except MimirError as err:
+        return err.code
+    return None
+
+
+def test_every_code_has_something_that_fires_it(tmp_path: Path) -> None:
+    fired = _fixture_codes()
+    # Input the checker cannot read.
+    fired |= {d.code for d in check_source("broken.py", "def f(:\n").diagnostics}
+    fired |= {d.code for d in check_file(tmp_path / "missing.py").diagnostics}
+    # The solver's own verdict, under a small timeout.
+    fired |= {d.code for d in check_source("hard.py", HARD, timeout_ms=200).diagnostics}
+    for code, entry in REGISTRY.items():
+        if "shim" in entry.found_by.split("+") and entry.bad:
+            shim = _shim_code(tmp_path, code)
+            if shim is not None:
+                fired.add(shim)
+        if "checker" in entry.found_by.split("+") and entry.bad and code not in fired:
+            # Warnings (suppression bookkeeping) live outside the error fixtures.
+            fired |= {d.code for d in check_source(f"{code}.py", entry.bad_source()).diagnostics
+                      if d.severity == "warning"}
+    missing = sorted(set(REGISTRY) - fired)
+    assert not missing, f"codes nothing fires: {missing}"
+
+
+def test_fixture_markers_only_name_registered_codes() -> None:
+    unknown = _fixture_codes() - set(REGISTRY)
+    assert not unknown, unknown

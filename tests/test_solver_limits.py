@@ -1,0 +1,61 @@
+"""Every Z3 query has a timeout; running out of it is its own verdict (GPU050), never a pass."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import z3
+
+from mimir.check import check_source
+from mimir.solve.prover import PROVEN, UNKNOWN, Prover
+
+# (N^3 - N) is divisible by 6 for every N, but proving it needs induction, which Z3's
+# nonlinear integer arithmetic cannot do: the obligation is true and unprovable.
+HARD = textwrap.dedent(
+    """\
+    from mimir.array import Dim, Tensor, float32, gpu
+
+    N = Dim("N", min=2)
+
+
+    @gpu
+    def hard(n: Tensor[float32, N], x: Tensor[float32, N * N * N - N]) -> Tensor[float32, N]:
+        y = x.reshape(-1, 6)
+        return n
+    """
+)
+
+
+def test_unprovable_obligation_is_unknown_not_proven() -> None:
+    prover = Prover(timeout_ms=200)
+    n = prover.dim("N")
+    prover.add_fact(n >= 2, None)
+    assert prover.prove(n + 1 > n).status == PROVEN
+    assert prover.prove((n * n * n - n) % 6 == 0).status == UNKNOWN
+
+
+def test_timeout_is_reported_as_gpu050() -> None:
+    (d,) = check_source("hard.py", HARD, timeout_ms=200).diagnostics
+    assert d.code == "GPU050"
+    assert d.message.startswith("could not prove: cannot reshape")
+    assert (d.span.line, d.span.column) == (8, 9)
+
+
+def test_timeout_is_configurable_from_the_command_line(tmp_path: Path) -> None:
+    path = tmp_path / "hard.py"
+    path.write_text(HARD)
+    run = subprocess.run(
+        [sys.executable, "-m", "mimir", "check", "--no-cache", "--z3-timeout", "100", str(path)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 1
+    assert "error[GPU050]" in run.stdout
+
+
+def test_z3_is_given_the_timeout() -> None:
+    prover = Prover(timeout_ms=1234)
+    assert isinstance(prover.solver, z3.Solver)
+    assert "timeout" in str(prover.solver.param_descrs())
