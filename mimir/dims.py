@@ -21,9 +21,14 @@ Size = Union[int, "DimExpr"]
 
 _PRECEDENCE = {"+": 1, "-": 1, "*": 2, "//": 2, "%": 2}
 
+
 # The shim installs a function returning the running kernel's dim bindings, so that
 # `range(N)` works inside a kernel executed as plain Python.
-_binding_hook: Callable[[], Mapping[str, int] | None] = lambda: None
+def _no_bindings() -> Mapping[str, int] | None:
+    return None
+
+
+_binding_hook: Callable[[], Mapping[str, int] | None] = _no_bindings
 
 
 def set_binding_hook(hook: Callable[[], Mapping[str, int] | None]) -> None:

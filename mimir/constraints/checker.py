@@ -77,7 +77,7 @@ DTYPE_SORT, DTYPE_CONSTS = z3.EnumSort("DType", [d.name for d in ALL_DTYPES])
 _DTYPE_TERM = dict(zip(ALL_DTYPES, DTYPE_CONSTS, strict=True))
 
 
-class _Failed(Exception):
+class _RuleFailedError(Exception):
     def __init__(self, code: str, message: str, **extra: Any) -> None:
         super().__init__(message)
         self.code = code
@@ -102,7 +102,7 @@ class KernelChecker:
         args = kg.kernel.node.args
         n_params = len([*args.posonlyargs, *args.args, *args.kwonlyargs])
         n_params += (args.vararg is not None) + (args.kwarg is not None)
-        # A parameter whose annotation was refused (GPU033) may be the one that fixes a dim:
+        # alg parameter whose annotation was refused (GPU033) may be the one that fixes a dim:
         # reporting that dim as unbound (GPU035) would be a cascade.
         self._params_untyped = len(kg.params) < n_params
 
@@ -213,7 +213,7 @@ class KernelChecker:
             return POISON
         try:
             return getattr(self, "_" + node["kind"])(node, inputs)
-        except _Failed as f:
+        except _RuleFailedError as f:
             self._emit(f.code, f.message, node["span"], **f.extra)
             return POISON
         except sh.RuleError as err:
@@ -226,21 +226,21 @@ class KernelChecker:
             if verdict.status == PROVEN:
                 continue
             if verdict.status == REFUTED:
-                raise _Failed(
+                raise _RuleFailedError(
                     ob.code,
                     ob.message,
                     labels=verdict.labels,
                     counterexample=verdict.counterexample,
                 )
-            raise _Failed(
+            raise _RuleFailedError(
                 "GPU050",
                 f"could not prove: {ob.message} (the solver returned unknown: {verdict.reason})",
             )
 
     def _rule(self, fn: Any, *args: Any) -> Any:
-        A = Z3Algebra()
-        result = fn(A, *args)
-        self._prove_all(A.obligations)
+        alg = Z3Algebra()
+        result = fn(alg, *args)
+        self._prove_all(alg.obligations)
         return result
 
     # -- node kinds
@@ -261,7 +261,9 @@ class KernelChecker:
             return SizeVal(Sym.const(v))
         if isinstance(v, float):
             return ScalarVal("float")
-        raise _Failed("GPU031", f"the constant `{node['text']}` cannot be used inside `@gpu`")
+        raise _RuleFailedError(
+            "GPU031", f"the constant `{node['text']}` cannot be used inside `@gpu`"
+        )
 
     def _dim(self, node: dict, _: list) -> Any:
         dim: Dim = node["dim"]
@@ -279,7 +281,7 @@ class KernelChecker:
         (value,) = inputs
         if not isinstance(value, TupleVal) or len(value.items) != node["count"]:
             have = len(value.items) if isinstance(value, TupleVal) else "a non-tuple"
-            raise _Failed("GPU036", f"cannot unpack {have} into {node['count']} names")
+            raise _RuleFailedError("GPU036", f"cannot unpack {have} into {node['count']} names")
         return value.items[node["index"]]
 
     def _binop(self, node: dict, inputs: list) -> Any:
@@ -294,11 +296,11 @@ class KernelChecker:
             return self._elementwise(spec, inputs)
         if isinstance(left, SizeVal) and isinstance(right, SizeVal) and symbol in _DUNDER:
             if symbol in ("//", "%") and right.sym.value == 0:
-                raise _Failed("GPU036", "division by zero in a size expression")
+                raise _RuleFailedError("GPU036", "division by zero in a size expression")
             if symbol in ("//", "%"):
                 self._rule(
-                    lambda A: A.require(
-                        A.le(1, right.sym),
+                    lambda alg: alg.require(
+                        alg.le(1, right.sym),
                         "GPU036",
                         "the divisor {} may be zero or negative",
                         right.sym,
@@ -340,10 +342,10 @@ class KernelChecker:
         items = node["items"]
         if isinstance(value, TupleVal):
             if len(items) != 1 or items[0][0] != "int":
-                raise _Failed("GPU036", "a shape can only be indexed with one int")
+                raise _RuleFailedError("GPU036", "a shape can only be indexed with one int")
             k = self._literal_int(inputs[items[0][1]], "a shape index")
             if not -len(value.items) <= k < len(value.items):
-                raise _Failed(
+                raise _RuleFailedError(
                     "GPU018", f"index {k} is out of range for a shape of rank {len(value.items)}"
                 )
             return value.items[k]
@@ -367,9 +369,11 @@ class KernelChecker:
         if ann is None:
             return value
         if isinstance(ann, ScalarAnnotation):
-            raise _Failed("GPU033", "a kernel returns a tensor; annotate it as `Tensor[...]`")
+            raise _RuleFailedError(
+                "GPU033", "a kernel returns a tensor; annotate it as `Tensor[...]`"
+            )
         if not isinstance(value, TensorVal):
-            raise _Failed(
+            raise _RuleFailedError(
                 "GPU015",
                 "return shape mismatch: the kernel returns a scalar, "
                 f"the annotation says a tensor of shape {_ann_text(ann)}",
@@ -382,7 +386,9 @@ class KernelChecker:
             _ann_text(ann)
         )
         if len(expected) != len(value.shape):
-            raise _Failed("GPU015", message, labels=(Label(ann.span, "the return annotation"),))
+            raise _RuleFailedError(
+                "GPU015", message, labels=(Label(ann.span, "the return annotation"),)
+            )
         obligation = z3.And(*[a.term == b.term for a, b in zip(value.shape, expected, strict=True)])
         self._prove_all([Obligation(obligation, "GPU015", message, ())])
         # Dtypes: the annotation is a tracked fact, so the conflict names it.
@@ -421,7 +427,7 @@ class KernelChecker:
                 params = tuple(f"arg{k}" for k in range(spec.arity - len(receiver)))
             missing = [p for p in params if p not in kwargs]
             if missing:
-                raise _Failed("GPU036", f"`{spec.spelling}` is missing `{missing[0]}`")
+                raise _RuleFailedError("GPU036", f"`{spec.spelling}` is missing `{missing[0]}`")
             return self._elementwise(spec, [*receiver, *(kwargs[p] for p in params)])
         if kind == "create":
             return self._create(spec, kwargs)
@@ -438,7 +444,7 @@ class KernelChecker:
         if kind == "cast":
             target = kwargs.get("dtype")
             if not isinstance(target, DTypeVal):
-                raise _Failed("GPU036", "`astype` takes a dtype such as `float32`")
+                raise _RuleFailedError("GPU036", "`astype` takes a dtype such as `float32`")
             return TensorVal(x.shape, target.dtype)
         if kind == "reshape":
             sizes = self._sizes(positional, spec.spelling)
@@ -453,7 +459,9 @@ class KernelChecker:
                 )
                 axes = [self._literal_int(v, "a transpose axis") for v in items]
             return TensorVal(self._rule(sh.transpose, x.shape, axes), x.dtype)
-        raise _Failed("GPU030", f"`{spec.spelling}` is not supported here")  # pragma: no cover
+        raise _RuleFailedError(
+            "GPU030", f"`{spec.spelling}` is not supported here"
+        )  # pragma: no cover
 
     def _elementwise(self, spec: ops.OpSpec, operands: list) -> TensorVal:
         kinds = [self._operand_kind(v, spec) for v in operands]
@@ -463,24 +471,26 @@ class KernelChecker:
 
     def _create(self, spec: ops.OpSpec, kwargs: dict) -> TensorVal:
         if "shape" not in kwargs:
-            raise _Failed("GPU036", f"`{spec.spelling}` needs a shape")
+            raise _RuleFailedError("GPU036", f"`{spec.spelling}` needs a shape")
         shape_arg = kwargs["shape"]
         items = shape_arg.items if isinstance(shape_arg, TupleVal) else [shape_arg]
         sizes = self._sizes(items, spec.spelling)
         if spec.name == "full":
             fill = kwargs.get("fill_value")
             if not isinstance(fill, (SizeVal, ScalarVal)):
-                raise _Failed("GPU036", "`full` needs a scalar fill value")
+                raise _RuleFailedError("GPU036", "`full` needs a scalar fill value")
         dtype = kwargs.get("dtype", DTypeVal(float32))
         if not isinstance(dtype, DTypeVal):
-            raise _Failed("GPU036", f"the `dtype` of `{spec.spelling}` must be a dtype name")
+            raise _RuleFailedError(
+                "GPU036", f"the `dtype` of `{spec.spelling}` must be a dtype name"
+            )
         return TensorVal(self._rule(sh.creation, sizes), dtype.dtype)
 
     # -- argument helpers
 
     def _tensor(self, value: Any, spelling: str) -> TensorVal:
         if not isinstance(value, TensorVal):
-            raise _Failed("GPU036", f"`{spelling}` needs a tensor operand")
+            raise _RuleFailedError("GPU036", f"`{spelling}` needs a tensor operand")
         return value
 
     def _operand_kind(self, value: Any, spec: ops.OpSpec) -> DType | str:
@@ -490,24 +500,26 @@ class KernelChecker:
             return "int"
         if isinstance(value, ScalarVal):
             return value.kind
-        raise _Failed("GPU036", f"`{spec.spelling}` cannot take this operand")
+        raise _RuleFailedError("GPU036", f"`{spec.spelling}` cannot take this operand")
 
     def _dtype_rule(self, spec: ops.OpSpec, kinds: list) -> DType:
         try:
             return spec.dtype_rule(spec.spelling, kinds)
         except sh.RuleError as err:
-            raise _Failed(err.code, err.message) from None
+            raise _RuleFailedError(err.code, err.message) from None
 
     def _literal_int(self, value: Any, what: str) -> int:
         if isinstance(value, SizeVal) and value.sym.value is not None:
             return value.sym.value
-        raise _Failed("GPU036", f"{what} must be an int literal")
+        raise _RuleFailedError("GPU036", f"{what} must be an int literal")
 
     def _axis_arg(self, value: Any, spec: ops.OpSpec, allow_tuple: bool = False) -> Any:
         if value is None or isinstance(value, NoneVal):
             if allow_tuple:
                 return None
-            raise _Failed("GPU036", f"the axis of `{spec.spelling}` must be an int literal")
+            raise _RuleFailedError(
+                "GPU036", f"the axis of `{spec.spelling}` must be an int literal"
+            )
         if allow_tuple and isinstance(value, TupleVal):
             return tuple(self._literal_int(v, "an axis") for v in value.items)
         return self._literal_int(value, f"the axis of `{spec.spelling}`")
@@ -517,7 +529,7 @@ class KernelChecker:
             return False
         if isinstance(value, ScalarVal) and isinstance(value.value, bool):
             return value.value
-        raise _Failed("GPU036", f"`{name}` must be True or False")
+        raise _RuleFailedError("GPU036", f"`{name}` must be True or False")
 
     def _sizes(self, values: list, spelling: str) -> list[Sym]:
         if len(values) == 1 and isinstance(values[0], TupleVal):
@@ -525,7 +537,7 @@ class KernelChecker:
         out = []
         for v in values:
             if not isinstance(v, SizeVal):
-                raise _Failed(
+                raise _RuleFailedError(
                     "GPU036", f"the sizes of `{spelling}` must be ints, dims or `x.shape[i]`"
                 )
             out.append(v.sym)
@@ -534,7 +546,7 @@ class KernelChecker:
     def _index_size(self, value: Any) -> Sym:
         if isinstance(value, SizeVal):
             return value.sym
-        raise _Failed(
+        raise _RuleFailedError(
             "GPU036",
             "an index must be an int, a dim or `x.shape[i]` (tensor indices are not supported)",
         )

@@ -239,7 +239,11 @@ class _Reader:
         return None
 
     def kernel_call(
-        self, node: ast.Call, kernel: str, args: list[int | None], kwargs: dict[str | None, int | None]
+        self,
+        node: ast.Call,
+        kernel: str,
+        args: list[int | None],
+        kwargs: dict[str | None, int | None],
     ) -> int:
         names = [a.arg for a in self.kernels[kernel].args.args]
         passed = [
@@ -323,13 +327,15 @@ def check_devices(info: ModuleInfo) -> list[Diagnostic]:
             if not sites:
                 continue
             first = reader.sites[sites[0]]
-            out.append(Diagnostic(
-                "GPU060",
-                f"argument `{param}` of `{call.kernel}` is on cpu: the tensor was created at "
-                f"line {first.span.line} (`{first.text}`)",
-                reader.src.span(node),
-                labels=tuple(Label(reader.sites[i].span, "created on cpu here") for i in sites),
-            ))
+            out.append(
+                Diagnostic(
+                    "GPU060",
+                    f"argument `{param}` of `{call.kernel}` is on cpu: the tensor was created at "
+                    f"line {first.span.line} (`{first.text}`)",
+                    reader.src.span(node),
+                    labels=tuple(Label(reader.sites[i].span, "created on cpu here") for i in sites),
+                )
+            )
     seen: set[int] = set()
     for op_value, s_cpu, s_gpu in sorted(_answers(fp, mixed(v, s, t), 3)):
         if op_value in seen:
@@ -337,14 +343,18 @@ def check_devices(info: ModuleInfo) -> list[Diagnostic]:
         seen.add(op_value)
         node = facts.ops[op_value]
         cpu_site, gpu_site = reader.sites[s_cpu], reader.sites[s_gpu]
-        out.append(Diagnostic(
-            "GPU061",
-            f"`{reader.src.text(node)}` mixes a cpu tensor (created at line "
-            f"{cpu_site.span.line}) and a gpu tensor (line {gpu_site.span.line})",
-            reader.src.span(node),
-            labels=(Label(cpu_site.span, "on cpu from here"),
-                    Label(gpu_site.span, "on gpu from here")),
-        ))
+        out.append(
+            Diagnostic(
+                "GPU061",
+                f"`{reader.src.text(node)}` mixes a cpu tensor (created at line "
+                f"{cpu_site.span.line}) and a gpu tensor (line {gpu_site.span.line})",
+                reader.src.span(node),
+                labels=(
+                    Label(cpu_site.span, "on cpu from here"),
+                    Label(gpu_site.span, "on gpu from here"),
+                ),
+            )
+        )
     return out
 
 

@@ -88,7 +88,7 @@ class _Scope:
     show: list[tuple[str, z3.ArithRef]] = field(default_factory=list)
 
 
-class _Refused(Exception):
+class _RefusedError(Exception):
     def __init__(self, code: str, message: str, node: ast.AST) -> None:
         super().__init__(message)
         self.code = code
@@ -161,8 +161,11 @@ class IndexKernelChecker(KernelChecker):
         assert grid is not None
         items = grid.elts if isinstance(grid, ast.Tuple) else None
         if not items or len(items) > 3:
-            self._emit("GPU036", "`grid=` takes a tuple of one to three sizes, e.g. `grid=(N,)`",
-                       self.src.span(grid))
+            self._emit(
+                "GPU036",
+                "`grid=` takes a tuple of one to three sizes, e.g. `grid=(N,)`",
+                self.src.span(grid),
+            )
             return False
         for axis, item in enumerate(items):
             size = read_size(self.info, item)
@@ -190,7 +193,7 @@ class IndexKernelChecker(KernelChecker):
                 continue
             try:
                 self._statement(stmt, scope)
-            except _Refused as r:
+            except _RefusedError as r:
                 if r.code != _SILENT:
                     self._emit(r.code, r.message, self.src.span(r.node))
                 self._poison_names(stmt)
@@ -225,16 +228,18 @@ class IndexKernelChecker(KernelChecker):
             self._for(stmt, scope)
         elif isinstance(stmt, ast.Return):
             if stmt.value is not None:
-                raise _Refused("GPU015", "an index-level kernel writes its outputs and "
-                               "returns nothing", stmt)
+                raise _RefusedError(
+                    "GPU015", "an index-level kernel writes its outputs and returns nothing", stmt
+                )
         elif isinstance(stmt, (ast.Pass, ast.Expr, ast.AnnAssign)):
             pass
 
     def _assign(self, target: ast.expr, value: Any, scope: _Scope, stmt: ast.stmt) -> None:
         if isinstance(target, ast.Name):
             if isinstance(value, (TensorRef, ShapeOf)):
-                raise _Refused("GPU031", "a tensor cannot be renamed in an index-level kernel",
-                               stmt)
+                raise _RefusedError(
+                    "GPU031", "a tensor cannot be renamed in an index-level kernel", stmt
+                )
             self.env[target.id] = value
             return
         if isinstance(target, ast.Subscript):
@@ -242,18 +247,26 @@ class IndexKernelChecker(KernelChecker):
             if value is None:
                 return
             if not isinstance(value, (Elem, Idx, Cond)):
-                raise _Refused("GPU036", "an element store needs a scalar value", stmt)
+                raise _RefusedError("GPU036", "an element store needs a scalar value", stmt)
             self._check_store_dtype(tensor, value, target)
-            self.accesses.append(_Access(tensor.name, index, tuple(scope.path),
-                                         self.src.span(target), self.src.text(target), True))
+            self.accesses.append(
+                _Access(
+                    tensor.name,
+                    index,
+                    tuple(scope.path),
+                    self.src.span(target),
+                    self.src.text(target),
+                    True,
+                )
+            )
             return
-        raise _Refused("GPU031", "only names and tensor elements can be assigned", target)
+        raise _RefusedError("GPU031", "only names and tensor elements can be assigned", target)
 
     def _check_store_dtype(self, tensor: TensorRef, value: Any, node: ast.AST) -> None:
         kind = self._kind(value)
         got = promote_weak(tensor.dtype, kind) if isinstance(kind, str) else kind
         if got != tensor.dtype:
-            raise _Refused(
+            raise _RefusedError(
                 "GPU027",
                 f"store dtype mismatch: `{tensor.name}` holds {tensor.dtype}, the value is "
                 f"{kind if isinstance(kind, DType) else 'a Python ' + kind}",
@@ -265,7 +278,7 @@ class IndexKernelChecker(KernelChecker):
         if cond is None:
             return
         if not isinstance(cond, Cond):
-            raise _Refused("GPU036", "an `if` condition must be a comparison", stmt.test)
+            raise _RefusedError("GPU036", "an `if` condition must be a comparison", stmt.test)
         before = dict(self.env)
         self._block(stmt.body, _Scope([*scope.path, cond.term], scope.show))
         after_then = self.env
@@ -300,16 +313,18 @@ class IndexKernelChecker(KernelChecker):
             return
         for a, node in zip(args, call.args, strict=True):
             if not isinstance(a, Idx):
-                raise _Refused("GPU036", "`range` bounds must be ints, dims or index "
-                               "arithmetic", node)
+                raise _RefusedError(
+                    "GPU036", "`range` bounds must be ints, dims or index arithmetic", node
+                )
         start, stop, step = (
             (Idx(z3.IntVal(0), "0"), args[0], 1) if len(args) == 1 else (args[0], args[1], None)
         )
         if len(args) == 3:
             lit = z3.simplify(args[2].term)
             if not z3.is_int_value(lit) or lit.as_long() <= 0:
-                raise _Refused("GPU036", "a `range` step must be a positive int literal",
-                               call.args[2])
+                raise _RefusedError(
+                    "GPU036", "a `range` step must be a positive int literal", call.args[2]
+                )
             step = lit.as_long()
         step = step or 1
         var = z3.Int(f"{stmt.target.id}@{stmt.lineno}")
@@ -318,8 +333,11 @@ class IndexKernelChecker(KernelChecker):
         if step != 1:
             cond.append((var - start.term) % step == 0)
         # Loop-carried integers are unknown inside and after the loop.
-        assigned = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)
-                    and isinstance(n.ctx, ast.Store) and n.id != stmt.target.id}
+        assigned = {
+            n.id
+            for n in ast.walk(stmt)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id != stmt.target.id
+        }
         for name in assigned:
             if isinstance(self.env.get(name), Idx):
                 self.env[name] = self._havoc(name)
@@ -348,8 +366,9 @@ class IndexKernelChecker(KernelChecker):
                 return Idx(z3.IntVal(v), str(v))
             if isinstance(v, float):
                 return Elem("float")
-            raise _Refused("GPU031", f"the constant `{self.src.text(node)}` cannot be used "
-                           "inside `@gpu`", node)
+            raise _RefusedError(
+                "GPU031", f"the constant `{self.src.text(node)}` cannot be used inside `@gpu`", node
+            )
         if isinstance(node, ast.Name):
             return self._name(node)
         if isinstance(node, ast.BinOp):
@@ -369,12 +388,23 @@ class IndexKernelChecker(KernelChecker):
                 k = self._literal(node.slice)
                 shape = base.tensor.shape
                 if k is None or not -len(shape) <= k < len(shape):
-                    raise _Refused("GPU018", "a shape index must be an int literal within "
-                                   "the tensor's rank", node)
+                    raise _RefusedError(
+                        "GPU018",
+                        "a shape index must be an int literal within the tensor's rank",
+                        node,
+                    )
                 return Idx(shape[k].term, shape[k].text)
             tensor, index = self._element(node, scope)
-            self.accesses.append(_Access(tensor.name, index, tuple(scope.path),
-                                         self.src.span(node), self.src.text(node), False))
+            self.accesses.append(
+                _Access(
+                    tensor.name,
+                    index,
+                    tuple(scope.path),
+                    self.src.span(node),
+                    self.src.text(node),
+                    False,
+                )
+            )
             return Elem(tensor.dtype)
         if isinstance(node, ast.Attribute):
             base = self._expr(node.value, scope)
@@ -382,12 +412,14 @@ class IndexKernelChecker(KernelChecker):
                 return ShapeOf(base)
             if base is None:
                 return None
-            raise _Refused("GPU030", f"unknown attribute `.{node.attr}` in an index-level "
-                           "kernel", node)
+            raise _RefusedError(
+                "GPU030", f"unknown attribute `.{node.attr}` in an index-level kernel", node
+            )
         if isinstance(node, ast.Call):
             return self._call(node, scope)
-        raise _Refused("GPU031", f"`{self.src.text(node)}` is not allowed in an index-level "
-                       "kernel", node)
+        raise _RefusedError(
+            "GPU031", f"`{self.src.text(node)}` is not allowed in an index-level kernel", node
+        )
 
     def _name(self, node: ast.Name) -> Any:
         if node.id in self.env:
@@ -404,18 +436,20 @@ class IndexKernelChecker(KernelChecker):
         if canonical in DTYPES:
             return DTYPES[canonical]
         if canonical is not None or node.id in self.info.module_names:
-            raise _Refused("GPU030", f"`{node.id}` cannot be used as a value inside `@gpu`", node)
-        raise _Refused("GPU032", f"undefined name `{node.id}`", node)
+            raise _RefusedError(
+                "GPU030", f"`{node.id}` cannot be used as a value inside `@gpu`", node
+            )
+        raise _RefusedError("GPU032", f"undefined name `{node.id}`", node)
 
     def _element(self, node: ast.Subscript, scope: _Scope) -> tuple[TensorRef, tuple]:
         tensor = self._expr(node.value, scope)
         if tensor is None:
-            raise _Refused(_SILENT, "", node)  # poisoned upstream: stay silent
+            raise _RefusedError(_SILENT, "", node)  # poisoned upstream: stay silent
         if not isinstance(tensor, TensorRef):
-            raise _Refused("GPU036", "only tensor parameters can be subscripted", node)
+            raise _RefusedError("GPU036", "only tensor parameters can be subscripted", node)
         items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         if any(isinstance(i, ast.Slice) for i in items) or len(items) != len(tensor.shape):
-            raise _Refused(
+            raise _RefusedError(
                 "GPU036",
                 f"an index-level kernel reads and writes single elements: index all "
                 f"{len(tensor.shape)} axes of `{tensor.name}` with ints",
@@ -425,43 +459,61 @@ class IndexKernelChecker(KernelChecker):
         for axis, item in enumerate(items):
             value = self._expr(item, scope)
             if value is None:
-                raise _Refused(_SILENT, "", node)
-            if isinstance(value, Elem) and isinstance(value.dtype, DType) and \
-                    value.dtype.is_integer:
+                raise _RefusedError(_SILENT, "", node)
+            if (
+                isinstance(value, Elem)
+                and isinstance(value.dtype, DType)
+                and value.dtype.is_integer
+            ):
                 value = Idx(self._fresh_int(f"{tensor.name}_index"), self.src.text(item))
             if not isinstance(value, Idx):
-                raise _Refused("GPU036", "an index must be an int expression", item)
+                raise _RefusedError("GPU036", "an index must be an int expression", item)
             self._prove_bound(tensor, axis, value, item, scope)
             index.append(value.term)
         return tensor, tuple(index)
 
-    def _prove_bound(self, tensor: TensorRef, axis: int, idx: Idx, node: ast.expr,
-                     scope: _Scope) -> None:
+    def _prove_bound(
+        self, tensor: TensorRef, axis: int, idx: Idx, node: ast.expr, scope: _Scope
+    ) -> None:
         size = tensor.shape[axis]
         cond = z3.Implies(z3.And(*scope.path), z3.And(idx.term >= 0, idx.term < size.term))
         show = (*scope.show, ("index", idx.term))
         verdict = self.prover.prove(cond, show)
         if verdict.status == PROVEN:
             return
-        message = (f"index `{self.src.text(node)}` may be out of bounds for axis {axis} of "
-                   f"`{tensor.name}` with size {size.text}")
+        message = (
+            f"index `{self.src.text(node)}` may be out of bounds for axis {axis} of "
+            f"`{tensor.name}` with size {size.text}"
+        )
         if verdict.status != REFUTED:
-            raise _Refused("GPU050", f"could not prove: {message} ({verdict.reason})", node)
+            raise _RefusedError("GPU050", f"could not prove: {message} ({verdict.reason})", node)
         note = None
         if verdict.counterexample:
             n = self._eval_size(size.term, verdict)
-            note = (f"(`{tensor.name}` has {n} element{'s' if n != 1 else ''} on axis {axis})"
-                    if n is not None else None)
-        self.diagnostics.append(Diagnostic(
-            "GPU018", message, self.src.span(node), labels=verdict.labels,
-            counterexample=verdict.counterexample, function=self.kg.name,
-            counterexample_note=note,
-        ))
-        raise _Refused(_SILENT, "", node)
+            note = (
+                f"(`{tensor.name}` has {n} element{'s' if n != 1 else ''} on axis {axis})"
+                if n is not None
+                else None
+            )
+        self.diagnostics.append(
+            Diagnostic(
+                "GPU018",
+                message,
+                self.src.span(node),
+                labels=verdict.labels,
+                counterexample=verdict.counterexample,
+                function=self.kg.name,
+                counterexample_note=note,
+            )
+        )
+        raise _RefusedError(_SILENT, "", node)
 
     def _eval_size(self, term: z3.ArithRef, verdict: Any) -> int | None:
-        subs = [(z3.Int(name), z3.IntVal(v)) for name, v in verdict.counterexample
-                if not name.startswith(("program_id", "index"))]
+        subs = [
+            (z3.Int(name), z3.IntVal(v))
+            for name, v in verdict.counterexample
+            if not name.startswith(("program_id", "index"))
+        ]
         value = z3.simplify(z3.substitute(term, *subs)) if subs else z3.simplify(term)
         if z3.is_int_value(value):
             return value.as_long()
@@ -482,19 +534,23 @@ class IndexKernelChecker(KernelChecker):
                 if symbol in ("//", "%"):
                     cond = z3.Implies(z3.And(*scope.path), right.term >= 1)
                     if self.prover.prove(cond).status != PROVEN:
-                        raise _Refused("GPU036", f"the divisor `{right.text}` may be zero or "
-                                       "negative", node)
-                return Idx(_arith(symbol, left.term, right.term),
-                           f"{left.text} {symbol} {right.text}")
+                        raise _RefusedError(
+                            "GPU036", f"the divisor `{right.text}` may be zero or negative", node
+                        )
+                return Idx(
+                    _arith(symbol, left.term, right.term), f"{left.text} {symbol} {right.text}"
+                )
             if symbol in _COMPARE:
                 return Cond(_compare(symbol, left.term, right.term))
         if isinstance(left, Cond) and isinstance(right, Cond) and symbol in ("&", "|"):
-            return Cond(z3.And(left.term, right.term) if symbol == "&"
-                        else z3.Or(left.term, right.term))
+            return Cond(
+                z3.And(left.term, right.term) if symbol == "&" else z3.Or(left.term, right.term)
+            )
         spec = ops.BY_OPERATOR.get(symbol)
         if spec is None or symbol == "@":
-            raise _Refused("GPU030", f"unknown operator `{symbol}` in an index-level kernel",
-                           node)
+            raise _RefusedError(
+                "GPU030", f"unknown operator `{symbol}` in an index-level kernel", node
+            )
         result = self._element_op(spec, [left, right], node)
         if symbol in _COMPARE:
             return Cond(z3.Bool(self._fresh_name("compare")))
@@ -511,7 +567,7 @@ class IndexKernelChecker(KernelChecker):
             return Cond(z3.Not(value.term))
         symbol = {ast.USub: "-", ast.Invert: "~"}.get(type(node.op))
         if symbol is None:
-            raise _Refused("GPU030", "unknown unary operator in a kernel", node)
+            raise _RefusedError("GPU030", "unknown unary operator in a kernel", node)
         return self._element_op(ops.BY_UNARY_OPERATOR[symbol], [value], node)
 
     def _call(self, node: ast.Call, scope: _Scope) -> Any:
@@ -520,8 +576,11 @@ class IndexKernelChecker(KernelChecker):
         if canonical == "program_id":
             axis = self._literal(node.args[0]) if len(node.args) == 1 else None
             if axis is None or not 0 <= axis < len(self.grid):
-                raise _Refused("GPU036", f"`program_id` takes an axis literal below the "
-                               f"grid's rank {len(self.grid)}", node)
+                raise _RefusedError(
+                    "GPU036",
+                    f"`program_id` takes an axis literal below the grid's rank {len(self.grid)}",
+                    node,
+                )
             return Idx(self.thread_vars[axis], f"program_id({axis})")
         args = [self._expr(a, scope) for a in node.args]
         if any(a is None for a in args):
@@ -529,37 +588,45 @@ class IndexKernelChecker(KernelChecker):
         if canonical is not None:
             spec = ops.BY_FUNCTION.get(canonical)
             if spec is None or spec.kind != "elementwise":
-                raise _Refused("GPU031", f"`{canonical}` is a tensor-level op; an index-level "
-                               "kernel computes on single elements", node)
+                raise _RefusedError(
+                    "GPU031",
+                    f"`{canonical}` is a tensor-level op; an index-level "
+                    "kernel computes on single elements",
+                    node,
+                )
             return self._element_op(spec, args, node)
         if isinstance(func, ast.Attribute):
             receiver = self._expr(func.value, scope)
             if receiver is None:
                 return None
             if isinstance(receiver, TensorRef):
-                raise _Refused("GPU031", f"`.{func.attr}()` on a whole tensor is a tensor-level "
-                               "op; an index-level kernel computes on single elements", node)
+                raise _RefusedError(
+                    "GPU031",
+                    f"`.{func.attr}()` on a whole tensor is a tensor-level "
+                    "op; an index-level kernel computes on single elements",
+                    node,
+                )
             spec = ops.BY_METHOD.get(func.attr)
             if spec is None:
-                raise _Refused("GPU030", f"unknown method `.{func.attr}()`", func)
+                raise _RefusedError("GPU030", f"unknown method `.{func.attr}()`", func)
             if spec.kind == "cast":
                 target = args[0] if args else None
                 if not isinstance(target, DType):
-                    raise _Refused("GPU036", "`astype` takes a dtype such as `float32`", node)
+                    raise _RefusedError("GPU036", "`astype` takes a dtype such as `float32`", node)
                 return Elem(target)
             if spec.kind != "elementwise":
-                raise _Refused("GPU031", f"`.{func.attr}()` is a tensor-level op", node)
+                raise _RefusedError("GPU031", f"`.{func.attr}()` is a tensor-level op", node)
             return self._element_op(spec, [receiver, *args], node)
         if isinstance(func, ast.Name) and func.id in self.info.module_names:
-            raise _Refused("GPU030", f"unknown function `{func.id}()` in a kernel", func)
-        raise _Refused("GPU032", f"undefined name `{self.src.text(func)}`", func)
+            raise _RefusedError("GPU030", f"unknown function `{func.id}()` in a kernel", func)
+        raise _RefusedError("GPU032", f"undefined name `{self.src.text(func)}`", func)
 
     def _element_op(self, spec: ops.OpSpec, operands: list, node: ast.AST) -> Elem:
         kinds = [self._kind(v) for v in operands]
         try:
             dtype = spec.dtype_rule(spec.spelling, kinds)
         except RuleError as err:
-            raise _Refused(err.code, err.message, node) from None
+            raise _RefusedError(err.code, err.message, node) from None
         if all(isinstance(k, str) for k in kinds) and spec.compute_in_common is False:
             weak = "bool" if dtype.is_bool else "float" if dtype.is_float else "int"
             return Elem(weak)
@@ -572,8 +639,11 @@ class IndexKernelChecker(KernelChecker):
             return "bool"
         if isinstance(value, Elem):
             return value.dtype
-        raise _Refused("GPU031", "a whole tensor cannot be used in element arithmetic; "
-                       "subscript it", ast.Pass())
+        raise _RefusedError(
+            "GPU031",
+            "a whole tensor cannot be used in element arithmetic; subscript it",
+            ast.Pass(),
+        )
 
     def _literal(self, node: ast.expr) -> int | None:
         if isinstance(node, ast.Constant) and type(node.value) is int:
@@ -624,17 +694,23 @@ class IndexKernelChecker(KernelChecker):
                 reported.add(key)
                 what = "write" if other.store else "read"
                 where = f"`{s.text}`" if other is s else f"`{s.text}` and `{other.text}`"
-                message = (f"write race: two program ids may {what} the same element of "
-                           f"`{s.tensor}` ({where})")
+                message = (
+                    f"write race: two program ids may {what} the same element of "
+                    f"`{s.tensor}` ({where})"
+                )
                 if verdict.status != REFUTED:
-                    self._emit("GPU050", f"could not prove: {message} ({verdict.reason})",
-                               s.span)
+                    self._emit("GPU050", f"could not prove: {message} ({verdict.reason})", s.span)
                     continue
-                self.diagnostics.append(Diagnostic(
-                    "GPU028", message, s.span,
-                    labels=(Label(other.span, f"the other {what}"),) if other is not s else (),
-                    counterexample=verdict.counterexample, function=self.kg.name,
-                ))
+                self.diagnostics.append(
+                    Diagnostic(
+                        "GPU028",
+                        message,
+                        s.span,
+                        labels=(Label(other.span, f"the other {what}"),) if other is not s else (),
+                        counterexample=verdict.counterexample,
+                        function=self.kg.name,
+                    )
+                )
 
 
 def _join_kinds(a: DType | str, b: DType | str) -> DType | str:

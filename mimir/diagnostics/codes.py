@@ -6,8 +6,8 @@ bad example that fires exactly this code and a good example that checks clean.
 example. `found_by` says who reports the code: the static `checker`, the
 `shim` at call time (argument checks happen where the call's values exist),
 `checker+shim` for both (device placement: the checker follows host code, the
-shim checks every call), or `cli` for input that cannot be read. `severity` is the level a diagnostic of the
-code carries: `error` (exit 1) or `warning` (reported, exit 0 unless
+shim checks every call), or `cli` for input that cannot be read. `severity` is
+the level a diagnostic of the code carries: `error` (exit 1) or `warning` (reported, exit 0 unless
 `--warnings-as-errors`).
 
 Precedence when several rules could fire on one node: construct (GPU031) before

@@ -1,9 +1,9 @@
 """Shape rules, written once over an abstract size algebra.
 
 Every rule takes an `Algebra` and the operands' shapes and returns the output
-shape. It states each requirement as `A.require(condition, code, message, *sizes)`
+shape. It states each requirement as `alg.require(condition, code, message, *sizes)`
 and each impossibility (a rank or a literal that is wrong on its own) as
-`A.fail(code, message, ...)`. Two algebras run the same rules:
+`alg.fail(code, message, ...)`. Two algebras run the same rules:
 
 - `IntAlgebra` (here): sizes are ints; a false requirement raises `RuleError`
   at once. The shim uses it at run time.
@@ -12,7 +12,7 @@ and each impossibility (a rank or a literal that is wrong on its own) as
   must hold for every admissible size.
 
 Ranks, axes, permutations and literal indices are always concrete Python ints.
-Message templates use `{}` for sizes (shown by `A.show`) and `{!s}` style
+Message templates use `{}` for sizes (shown by `alg.show`) and `{!s}` style
 placeholders are never used: plain values are formatted with `str`.
 """
 
@@ -25,7 +25,7 @@ Shape = tuple[Any, ...]
 
 
 class RuleError(Exception):
-    """A shape or dtype rule failed; carries the diagnostic code and message."""
+    """alg shape or dtype rule failed; carries the diagnostic code and message."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -89,16 +89,16 @@ class IntAlgebra:
 INT_ALGEBRA = IntAlgebra()
 
 
-def product(A: Algebra, sizes: Sequence[Any]) -> Any:
+def product(alg: Algebra, sizes: Sequence[Any]) -> Any:
     total: Any = 1
     for s in sizes:
-        total = total * s if A.literal(total) != 1 else s
+        total = total * s if alg.literal(total) != 1 else s
     return total
 
 
-def normalize_axis(A: Algebra, axis: int, rank: int, what: str) -> int:
+def normalize_axis(alg: Algebra, axis: int, rank: int, what: str) -> int:
     if not -rank <= axis < rank:
-        A.fail(
+        alg.fail(
             "GPU014",
             f"axis {axis} is out of range for `{what}` on a tensor of rank {rank}",
         )
@@ -108,7 +108,7 @@ def normalize_axis(A: Algebra, axis: int, rank: int, what: str) -> int:
 # ---------------------------------------------------------------- broadcasting
 
 
-def broadcast(A: Algebra, *shapes: Shape) -> Shape:
+def broadcast(alg: Algebra, *shapes: Shape) -> Shape:
     """NumPy broadcasting of any number of shapes."""
     shapes = tuple(s for s in shapes if s is not None)
     if not shapes:
@@ -121,71 +121,71 @@ def broadcast(A: Algebra, *shapes: Shape) -> Shape:
             if len(shape) < i:
                 continue
             other = shape[-i]
-            size = other if size is None else _broadcast_pair(A, size, other, shapes)
+            size = other if size is None else _broadcast_pair(alg, size, other, shapes)
         out.append(size)
     return tuple(out)
 
 
-def _broadcast_pair(A: Algebra, a: Any, b: Any, shapes: Sequence[Shape]) -> Any:
-    la, lb = A.literal(a), A.literal(b)
+def _broadcast_pair(alg: Algebra, a: Any, b: Any, shapes: Sequence[Shape]) -> Any:
+    la, lb = alg.literal(a), alg.literal(b)
     if la == 1:
         return b
     if lb == 1:
         return a
     if la is not None and la == lb:
         return a
-    A.require(
-        A.any_(A.eq(a, b), A.eq(a, 1), A.eq(b, 1)),
+    alg.require(
+        alg.any_(alg.eq(a, b), alg.eq(a, 1), alg.eq(b, 1)),
         "GPU010",
         "shapes " + " and ".join("{}" for _ in shapes) + " cannot broadcast: {} vs {}",
         *shapes,
         a,
         b,
     )
-    return A.select(A.eq(a, 1), b, a)
+    return alg.select(alg.eq(a, 1), b, a)
 
 
 # ---------------------------------------------------------------- linear algebra
 
 
-def matmul(A: Algebra, left: Shape, right: Shape) -> Shape:
+def matmul(alg: Algebra, left: Shape, right: Shape) -> Shape:
     if len(left) < 2 or len(right) < 2:
         side, shape = ("left", left) if len(left) < 2 else ("right", right)
-        A.fail(
+        alg.fail(
             "GPU012",
             f"matmul needs operands of rank 2 or more: {side} has rank {len(shape)}",
         )
-    A.require(
-        A.eq(left[-1], right[-2]),
+    alg.require(
+        alg.eq(left[-1], right[-2]),
         "GPU011",
         "matmul shape mismatch: left has K={}, right has K={}",
         left[-1],
         right[-2],
     )
-    batch = broadcast(A, left[:-2], right[:-2])
+    batch = broadcast(alg, left[:-2], right[:-2])
     return (*batch, left[-2], right[-1])
 
 
 # ---------------------------------------------------------------- reductions
 
 
-def reduce_axes(A: Algebra, rank: int, axis: Any, what: str) -> tuple[int, ...]:
+def reduce_axes(alg: Algebra, rank: int, axis: Any, what: str) -> tuple[int, ...]:
     """Normalise `axis=None | int | tuple[int, ...]` to sorted distinct axes."""
     if axis is None:
         return tuple(range(rank))
     items = axis if isinstance(axis, tuple) else (axis,)
-    axes = [normalize_axis(A, a, rank, what) for a in items]
+    axes = [normalize_axis(alg, a, rank, what) for a in items]
     if len(set(axes)) != len(axes):
-        A.fail("GPU014", f"`{what}` got a repeated axis in {axis}")
+        alg.fail("GPU014", f"`{what}` got a repeated axis in {axis}")
     return tuple(sorted(axes))
 
 
-def reduction(A: Algebra, shape: Shape, axis: Any, keepdims: bool, what: str) -> Shape:
-    axes = reduce_axes(A, len(shape), axis, what)
+def reduction(alg: Algebra, shape: Shape, axis: Any, keepdims: bool, what: str) -> Shape:
+    axes = reduce_axes(alg, len(shape), axis, what)
     if what in ("max", "min"):
         for a in axes:
-            A.require(
-                A.le(1, shape[a]),
+            alg.require(
+                alg.le(1, shape[a]),
                 "GPU024",
                 f"`{what}` over an empty axis: axis {a} has size {{}}",
                 shape[a],
@@ -195,29 +195,29 @@ def reduction(A: Algebra, shape: Shape, axis: Any, keepdims: bool, what: str) ->
     return tuple(s for i, s in enumerate(shape) if i not in axes)
 
 
-def along_axis(A: Algebra, shape: Shape, axis: int, what: str) -> Shape:
+def along_axis(alg: Algebra, shape: Shape, axis: int, what: str) -> Shape:
     if not shape:
-        A.fail("GPU014", f"`{what}` needs a tensor of rank 1 or more, got a scalar")
-    normalize_axis(A, axis, len(shape), what)
+        alg.fail("GPU014", f"`{what}` needs a tensor of rank 1 or more, got a scalar")
+    normalize_axis(alg, axis, len(shape), what)
     return tuple(shape)
 
 
 # ---------------------------------------------------------------- layout
 
 
-def reshape(A: Algebra, shape: Shape, new: Sequence[Any]) -> Shape:
-    unknown = [i for i, s in enumerate(new) if A.literal(s) == -1]
+def reshape(alg: Algebra, shape: Shape, new: Sequence[Any]) -> Shape:
+    unknown = [i for i, s in enumerate(new) if alg.literal(s) == -1]
     if len(unknown) > 1:
-        A.fail("GPU013", "reshape can infer at most one dimension, got several -1")
+        alg.fail("GPU013", "reshape can infer at most one dimension, got several -1")
     for s in new:
-        lit = A.literal(s)
+        lit = alg.literal(s)
         if lit is not None and lit < -1:
-            A.fail("GPU013", f"reshape got a negative size {lit}")
-    total = product(A, shape)
+            alg.fail("GPU013", f"reshape got a negative size {lit}")
+    total = product(alg, shape)
     if unknown:
-        known = product(A, [s for i, s in enumerate(new) if i not in unknown])
-        A.require(
-            A.eq(total % known, 0),
+        known = product(alg, [s for i, s in enumerate(new) if i not in unknown])
+        alg.require(
+            alg.eq(total % known, 0),
             "GPU013",
             "cannot reshape {} ({} elements) into {}",
             tuple(shape),
@@ -226,30 +226,30 @@ def reshape(A: Algebra, shape: Shape, new: Sequence[Any]) -> Shape:
         )
         inferred = total // known
         return tuple(inferred if i in unknown else s for i, s in enumerate(new))
-    A.require(
-        A.eq(total, product(A, new)),
+    alg.require(
+        alg.eq(total, product(alg, new)),
         "GPU013",
         "cannot reshape {} ({} elements) into {} ({} elements)",
         tuple(shape),
         total,
         tuple(new),
-        product(A, new),
+        product(alg, new),
     )
     return tuple(new)
 
 
-def transpose(A: Algebra, shape: Shape, axes: Sequence[int] | None) -> Shape:
+def transpose(alg: Algebra, shape: Shape, axes: Sequence[int] | None) -> Shape:
     rank = len(shape)
     if axes is None:
         return tuple(reversed(shape))
     if len(axes) != rank:
-        A.fail(
+        alg.fail(
             "GPU017",
             f"transpose axes {tuple(axes)} do not match a tensor of rank {rank}",
         )
-    norm = [normalize_axis(A, a, rank, "transpose") for a in axes]
+    norm = [normalize_axis(alg, a, rank, "transpose") for a in axes]
     if sorted(norm) != list(range(rank)):
-        A.fail("GPU017", f"transpose axes {tuple(axes)} are not a permutation")
+        alg.fail("GPU017", f"transpose axes {tuple(axes)} are not a permutation")
     return tuple(shape[a] for a in norm)
 
 
@@ -269,14 +269,14 @@ def permutation(rank: int, axes: Sequence[int] | None) -> tuple[int, ...]:
 #   ("ellipsis",)
 
 
-def expand_index(A: Algebra, rank: int, items: Sequence[tuple]) -> list[tuple]:
+def expand_index(alg: Algebra, rank: int, items: Sequence[tuple]) -> list[tuple]:
     """Replace `...` by full slices and check the index count."""
     consumed = sum(1 for it in items if it[0] in ("slice", "int"))
     ellipses = sum(1 for it in items if it[0] == "ellipsis")
     if ellipses > 1:
-        A.fail("GPU019", "an index can only have a single ellipsis (`...`)")
+        alg.fail("GPU019", "an index can only have a single ellipsis (`...`)")
     if consumed > rank:
-        A.fail(
+        alg.fail(
             "GPU019",
             f"too many indices: {consumed} for a tensor of rank {rank}",
         )
@@ -291,12 +291,12 @@ def expand_index(A: Algebra, rank: int, items: Sequence[tuple]) -> list[tuple]:
     return out
 
 
-def resolve_bound(A: Algebra, bound: Any, size: Any, axis: int, what: str) -> Any:
-    """A slice bound or index made non-negative, with its range obligation."""
-    lit = A.literal(bound)
+def resolve_bound(alg: Algebra, bound: Any, size: Any, axis: int, what: str) -> Any:
+    """alg slice bound or index made non-negative, with its range obligation."""
+    lit = alg.literal(bound)
     if lit is not None and lit < 0:
-        A.require(
-            A.le(-lit, size),
+        alg.require(
+            alg.le(-lit, size),
             "GPU018",
             f"{what} {lit} is out of bounds for axis {axis} with size {{}}",
             size,
@@ -305,13 +305,13 @@ def resolve_bound(A: Algebra, bound: Any, size: Any, axis: int, what: str) -> An
     return bound
 
 
-def index(A: Algebra, shape: Shape, items: Sequence[tuple]) -> tuple[Shape, list[tuple]]:
+def index(alg: Algebra, shape: Shape, items: Sequence[tuple]) -> tuple[Shape, list[tuple]]:
     """Output shape of `x[items]`, and the resolved items (non-negative bounds).
 
     Unlike NumPy, which clamps slice bounds silently, a bound past the end of
     its axis is an error: in a kernel it is nearly always an off-by-one.
     """
-    items = expand_index(A, len(shape), items)
+    items = expand_index(alg, len(shape), items)
     out: list[Any] = []
     resolved: list[tuple] = []
     axis = 0
@@ -322,9 +322,9 @@ def index(A: Algebra, shape: Shape, items: Sequence[tuple]) -> tuple[Shape, list
             continue
         size = shape[axis]
         if it[0] == "int":
-            i = resolve_bound(A, it[1], size, axis, "index")
-            A.require(
-                A.any_(A.le(i + 1, size)),
+            i = resolve_bound(alg, it[1], size, axis, "index")
+            alg.require(
+                alg.any_(alg.le(i + 1, size)),
                 "GPU018",
                 f"index {{}} is out of bounds for axis {axis} with size {{}}",
                 it[1],
@@ -332,24 +332,24 @@ def index(A: Algebra, shape: Shape, items: Sequence[tuple]) -> tuple[Shape, list
             )
             resolved.append(("int", i))
         else:
-            start = 0 if it[1] is None else resolve_bound(A, it[1], size, axis, "slice start")
-            stop = size if it[2] is None else resolve_bound(A, it[2], size, axis, "slice stop")
+            start = 0 if it[1] is None else resolve_bound(alg, it[1], size, axis, "slice start")
+            stop = size if it[2] is None else resolve_bound(alg, it[2], size, axis, "slice stop")
             if it[2] is not None:
-                A.require(
-                    A.le(stop, size),
+                alg.require(
+                    alg.le(stop, size),
                     "GPU018",
                     f"slice stop {{}} is out of bounds for axis {axis} with size {{}}",
                     it[2],
                     size,
                 )
-            A.require(
-                A.le(start, stop),
+            alg.require(
+                alg.le(start, stop),
                 "GPU018",
                 f"slice start {{}} is past its stop {{}} on axis {axis}",
                 start,
                 stop,
             )
-            out.append(stop - start if A.literal(start) != 0 else stop)
+            out.append(stop - start if alg.literal(start) != 0 else stop)
             resolved.append(("slice", start, stop))
         axis += 1
     return tuple(out), resolved
@@ -358,9 +358,9 @@ def index(A: Algebra, shape: Shape, items: Sequence[tuple]) -> tuple[Shape, list
 # ---------------------------------------------------------------- creation
 
 
-def creation(A: Algebra, shape: Sequence[Any]) -> Shape:
+def creation(alg: Algebra, shape: Sequence[Any]) -> Shape:
     for s in shape:
-        lit = A.literal(s)
+        lit = alg.literal(s)
         if lit is not None and lit < 0:
-            A.fail("GPU025", f"negative size {lit} in a tensor shape")
+            alg.fail("GPU025", f"negative size {lit} in a tensor shape")
     return tuple(shape)
