@@ -8,8 +8,7 @@ imports or executes user code.
 from __future__ import annotations
 
 import ast
-import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,16 +17,12 @@ from mimir.constraints.checker import KernelChecker
 from mimir.constraints.devices import check_devices
 from mimir.constraints.index_kernels import IndexKernelChecker
 from mimir.diagnostics.diagnostic import Diagnostic, Span
+from mimir.discover import SKIPPED_DIRS, discover  # noqa: F401 - re-exported
 from mimir.parse.graph import KernelGraph, build_graph
 from mimir.parse.module import ModuleInfo, read_module
 from mimir.parse.spans import SourceFile
 from mimir.solve.prover import DEFAULT_TIMEOUT_MS
 from mimir.suppressions import apply_suppressions
-
-# Folders never descended into when a directory is checked.
-SKIPPED_DIRS = frozenset(
-    {"node_modules", "__pycache__", "site-packages", "build", "dist", "venv", "env"}
-)
 
 
 @dataclass
@@ -84,8 +79,12 @@ def check_source(path: str, text: str, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> 
         diagnostics.extend(found)
         kernels.append(
             CheckedKernel(
-                info, kg, checker.values, proven=not found,
-                solve_seconds=checker.prover.solve_seconds, queries=checker.prover.queries,
+                info,
+                kg,
+                checker.values,
+                proven=not found,
+                solve_seconds=checker.prover.solve_seconds,
+                queries=checker.prover.queries,
             )
         )
     diagnostics.extend(check_devices(info))
@@ -107,29 +106,6 @@ def check_file(path: Path, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> FileResult:
     if text.startswith("\ufeff"):
         text = text[1:]
     return check_source(shown, text, timeout_ms)
-
-
-def discover(paths: Iterable[Path]) -> Iterator[tuple[Path, bool]]:
-    """Python files under `paths`; the flag says whether the path was named explicitly.
-
-    Directories are walked recursively in sorted order, skipping hidden folders,
-    virtual environments (any folder holding `pyvenv.cfg`) and build outputs.
-    """
-    for root in paths:
-        if not root.is_dir():
-            yield root, True
-            continue
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(
-                d
-                for d in dirnames
-                if not d.startswith(".")
-                and d not in SKIPPED_DIRS
-                and not (Path(dirpath) / d / "pyvenv.cfg").exists()
-            )
-            for name in sorted(filenames):
-                if name.endswith((".py", ".pyi")):
-                    yield Path(dirpath) / name, False
 
 
 def check_paths(paths: Iterable[Path], timeout_ms: int = DEFAULT_TIMEOUT_MS) -> list[FileResult]:

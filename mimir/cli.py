@@ -238,6 +238,8 @@ def explain(
     typer.echo(f"why: {entry.why}")
     typer.echo(f"fix: {entry.fix}")
     typer.echo(f"reported by: {entry.found_by}")
+    if entry.severity != "error":
+        typer.echo(f"severity: {entry.severity} (alone it leaves the exit code at 0)")
     if entry.bad:
         typer.echo("\nbad:\n" + _indent(entry.bad))
     if entry.good:

@@ -45,7 +45,7 @@ class Checked:
 
 
 def select_files(paths: Iterable[Path], config: Config, force_exclude: bool = False) -> list[Path]:
-    from mimir.check import discover
+    from mimir.discover import discover
 
     chosen: dict[str, Path] = {}
     for path, explicit in discover(paths):
@@ -92,6 +92,9 @@ def run_check(
             )
         else:
             todo.append((shown, rel, text, key))
+
+    if todo:
+        import mimir.check  # noqa: F401 - loaded once here, so forked workers inherit it
 
     workers = min(jobs or os.cpu_count() or 1, len(todo))
     show = _want_progress(sys.stderr, len(todo)) if progress is None else progress

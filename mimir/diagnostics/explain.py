@@ -21,7 +21,8 @@ from mimir.diagnostics.render import text as text_render
 def explain_file(result: FileResult, code: str, line: int | None) -> tuple[str, int]:
     """The explanation text and how many diagnostics it covers."""
     found = [
-        d for d in result.diagnostics
+        d
+        for d in result.diagnostics
         if d.code == code and (line is None or d.span.line <= line <= d.span.end_line)
     ]
     blocks = [_explain(d, result) for d in found]
@@ -48,8 +49,12 @@ def _explain(d: Diagnostic, result: FileResult) -> str:
             sizes = grid.elts if hasattr(grid, "elts") else [grid]
             for axis, size in enumerate(sizes):
                 text = kernel.info.source.text(size)
-                facts.append(Label(kernel.info.source.span(size),
-                                   f"0 <= program_id({axis}) < {text} (the grid)"))
+                facts.append(
+                    Label(
+                        kernel.info.source.span(size),
+                        f"0 <= program_id({axis}) < {text} (the grid)",
+                    )
+                )
     if facts:
         lines.append("facts:")
         for label in sorted(set(facts), key=lambda lab: (lab.span.line, lab.span.column)):
@@ -66,9 +71,12 @@ def _explain(d: Diagnostic, result: FileResult) -> str:
 def _chain(kernel: CheckedKernel, d: Diagnostic) -> Iterator[str]:
     g = kernel.graph.graph
     target = next(
-        (i for i in g.nodes
-         if (g.nodes[i]["span"].line, g.nodes[i]["span"].column) == (d.span.line, d.span.column)
-         and g.nodes[i]["kind"] != "poison"),
+        (
+            i
+            for i in g.nodes
+            if (g.nodes[i]["span"].line, g.nodes[i]["span"].column) == (d.span.line, d.span.column)
+            and g.nodes[i]["kind"] != "poison"
+        ),
         None,
     )
     if target is None:

@@ -105,20 +105,47 @@ class Prover:
             if result == z3.unknown:
                 return Verdict(UNKNOWN, reason=s.reason_unknown())
             model = s.model()
-            shown = tuple(
-                (name, model.eval(term, model_completion=True).as_long()) for name, term in show
-            )
         finally:
             s.pop()
         variables = _variables(obligation)
         involved = self._dims_of(variables)
-        counterexample = tuple(
-            (name, model.eval(self._dims[name], model_completion=True).as_long())
-            for name in self.dim_order
-            if name in involved
-        ) + shown
+        model = self._smallest(obligation, involved, show) or model
+        shown = tuple(
+            (name, model.eval(term, model_completion=True).as_long()) for name, term in show
+        )
+        counterexample = (
+            tuple(
+                (name, model.eval(self._dims[name], model_completion=True).as_long())
+                for name in self.dim_order
+                if name in involved
+            )
+            + shown
+        )
         labels, always = self._conflict(obligation, variables)
         return Verdict(REFUTED, counterexample, labels, always)
+
+    def _smallest(
+        self, obligation: z3.BoolRef, involved: set[str], show: tuple
+    ) -> z3.ModelRef | None:
+        """The least counterexample: dims in declaration order, then the shown terms.
+
+        Minimising makes counterexamples small (N=1 rather than N=7) and deterministic:
+        the same file gives the same counterexample whatever was solved before it.
+        """
+        objectives = [self._dims[n] for n in self.dim_order if n in involved]
+        objectives += [term for _, term in show]
+        if not objectives:
+            return None
+        opt = z3.Optimize()
+        opt.set("timeout", self.timeout_ms)
+        for fact in self._facts.values():
+            opt.add(fact.term)
+        opt.add(z3.Not(obligation))
+        for term in objectives:
+            opt.minimize(term)
+        if opt.check() != z3.sat:
+            return None
+        return opt.model()
 
     def _dims_of(self, variables: set[str]) -> set[str]:
         found = set()
