@@ -243,7 +243,9 @@ class Tensor:
         # `math.exp(x)`, `int(x)`: Python reads a number out of the tensor. Inside `@gpu`
         # that is an op the kernel language does not define (the checker's GPU030).
         if _in_kernel():
-            raise MimirError("GPU030", "a tensor cannot be converted to a Python number in a kernel")
+            raise MimirError(
+                "GPU030", "a tensor cannot be converted to a Python number in a kernel"
+            )
         raise TypeError("a tensor is not a Python number; use `.item()` in host code")
 
     __float__ = __int__ = __index__ = __complex__ = _to_number
@@ -601,7 +603,9 @@ def full(shape: Any, fill_value: Any, dtype: DType = float32, device: str | None
     """A tensor of `shape` filled with `fill_value`."""
     dims = _shape_arg(shape)
     if not isinstance(fill_value, (int, float)):
-        raise MimirError("GPU036", f"`full` needs a scalar fill value, got {type(fill_value).__name__}")
+        raise MimirError(
+            "GPU036", f"`full` needs a scalar fill value, got {type(fill_value).__name__}"
+        )
     if not isinstance(dtype, DType):
         raise MimirError("GPU036", f"`dtype` must be a dtype such as `float32`, got {dtype!r}")
     return Tensor(ev.create(dims, fill_value, dtype), dims, dtype, _default_device(device))
@@ -719,6 +723,10 @@ class Kernel:
             # Python's own argument binding (`x.sum(1, False, 3)`, `x.clip(0.0)`): the op
             # cannot take these arguments, which the checker reports as GPU036.
             raise MimirError("GPU036", f"invalid argument: {err}") from err
+        except IndexError as err:
+            # `x.shape[5]` on a rank-1 tensor: the checker's GPU018 (tensor indexing raises
+            # MimirError itself, so only the shape tuple gets here).
+            raise MimirError("GPU018", f"index out of range: {err}") from err
         finally:
             _BINDINGS.reset(token)
         if "return" in annotations:

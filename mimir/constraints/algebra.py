@@ -57,6 +57,8 @@ class Sym:
         expr = None if a.expr is None or b.expr is None else binop(op, a.expr, b.expr)
         if op == "*" and (a.value == 1 or b.value == 1):
             return b if a.value == 1 else a
+        if op == "//" and b.value == 1:  # `N // 1` is `N` (a reshape that infers -1)
+            return a
         if op in ("+", "-") and b.value == 0:
             return a
         if op == "+" and a.value == 0:

@@ -1,0 +1,174 @@
+"""Shared helpers for the test suite: fixture markers, importing kernel files, running kernels.
+
+The checker's verdict and the shim's behaviour are compared the same way everywhere
+(`test_fixtures.py`, `test_properties.py`): import the file under plain Python, bind
+each `Dim` of a kernel (to the checker's counterexample when it gave one), build
+random arguments from the annotations, call the kernel and classify what happened.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from mimir.array import Kernel, MimirError, TensorType, rand
+from mimir.dims import Dim, DimExpr, evaluate
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "tests" / "fixtures" / "check"
+
+# `# E: GPU011` or `# E: GPU010 GPU011` at the end of a line.
+_MARKER = re.compile(r"#\s*E:\s*((?:GPU\d{3}[ \t]*)+)$")
+# `__mimir_shim__ = "skip: reason"` at module level.
+_SHIM_SKIP = re.compile(r'^__mimir_shim__\s*=\s*"skip:\s*(.+)"\s*$', re.MULTILINE)
+
+
+def markers(text: str) -> set[tuple[int, str]]:
+    """The (line, code) pairs a fixture's `# E:` markers promise."""
+    out: set[tuple[int, str]] = set()
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        m = _MARKER.search(line.rstrip())
+        if m:
+            out.update((lineno, code) for code in m.group(1).split())
+    return out
+
+
+def shim_skip_reason(text: str) -> str | None:
+    m = _SHIM_SKIP.search(text)
+    return m.group(1) if m else None
+
+
+_counter = itertools.count()
+
+
+def import_file(path: Path) -> ModuleType:
+    """Import a kernel file under plain Python (so `inspect.getsource` works on it)."""
+    name = f"_mimir_test_{path.stem}_{next(_counter)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def kernels_of(module: ModuleType) -> dict[str, Kernel]:
+    return {
+        name: value
+        for name, value in vars(module).items()
+        if isinstance(value, Kernel) and value.fn.__module__ == module.__name__
+    }
+
+
+# Default sizes: distinct primes, so two dims never agree (or broadcast) by accident.
+_PREFERRED = (3, 5, 7, 11, 13, 17, 19, 23)
+
+
+def _admissible(dim: Dim, start: int) -> int | None:
+    """The smallest size >= start that `dim` admits, or None."""
+    v = max(start, dim.min)
+    if dim.multiple_of:
+        v = -(-v // dim.multiple_of) * dim.multiple_of
+    while dim.max is None or v <= dim.max:
+        if dim.admits(v):
+            return v
+        v += 1
+    return None
+
+
+def choose_size(dim: Dim, taken: Iterable[int] = ()) -> int:
+    """A size `dim` admits, avoiding `taken` when it can."""
+    taken = set(taken)
+    for want in _PREFERRED:
+        v = _admissible(dim, want)
+        if v is not None and v not in taken:
+            return v
+    v = _admissible(dim, dim.min)
+    assert v is not None, f"no admissible size for {dim!r}"
+    return v
+
+
+def param_dims(annotations: dict[str, Any]) -> list[Dim]:
+    found: list[Dim] = []
+    for name, ann in annotations.items():
+        if name == "return" or not isinstance(ann, TensorType):
+            continue
+        for d in ann.dims:
+            if isinstance(d, DimExpr):
+                for dim in d.dims():
+                    if dim not in found:
+                        found.append(dim)
+    return found
+
+
+def bind_dims(annotations: dict[str, Any], fixed: dict[str, int] | None = None) -> dict[str, int]:
+    """A value for every dim the parameters mention; `fixed` (a counterexample) wins."""
+    env = dict(fixed or {})
+    for dim in param_dims(annotations):
+        if dim.name not in env:
+            env[dim.name] = choose_size(dim, env.values())
+    return env
+
+
+def smallest_sizes(annotations: dict[str, Any]) -> dict[str, int]:
+    """Every dim at the smallest size it admits (1, or 0 where `min=0`)."""
+    env = {}
+    for dim in param_dims(annotations):
+        v = _admissible(dim, dim.min)
+        assert v is not None, f"no admissible size for {dim!r}"
+        env[dim.name] = v
+    return env
+
+
+def make_arguments(kernel: Kernel, env: dict[str, int], seed: int = 0) -> dict[str, Any]:
+    """Random gpu tensors (and scalars) matching the kernel's parameter annotations."""
+    annotations = kernel.annotations()
+    args: dict[str, Any] = {}
+    for k, (name, param) in enumerate(kernel.signature.parameters.items()):
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        ann = annotations.get(name)
+        if isinstance(ann, TensorType):
+            shape = tuple(evaluate(d, env) for d in ann.dims)
+            args[name] = rand(shape, dtype=ann.dtype, seed=seed + k).to("gpu")
+        elif ann is int:
+            args[name] = 2
+        elif ann is float:
+            args[name] = 0.5
+        else:  # no usable annotation: the kernel must refuse it (GPU033) before reading it
+            args[name] = None
+    return args
+
+
+@dataclass
+class Outcome:
+    """What calling a kernel did: returned a value, or raised."""
+
+    value: Any = None
+    error: BaseException | None = None
+
+    @property
+    def code(self) -> str | None:
+        return self.error.code if isinstance(self.error, MimirError) else None
+
+
+def call_kernel(kernel: Kernel, counterexample: dict[str, int] | None = None, seed: int = 0):
+    """Bind dims, build arguments, call; returns (Outcome, env)."""
+    annotations = kernel.annotations()
+    env = bind_dims(annotations, counterexample)
+    args = make_arguments(kernel, env, seed)
+    try:
+        return Outcome(value=kernel(**args)), env
+    except Exception as err:  # noqa: BLE001 - classified by the caller
+        return Outcome(error=err), env
