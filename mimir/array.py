@@ -847,6 +847,8 @@ def _bind_arguments(arguments: dict[str, Any], annotations: dict[str, Any]) -> d
             raise MimirError(
                 "GPU035", f"dim `{err.name}` is not fixed by any parameter of the kernel"
             ) from None
+        except ZeroDivisionError:
+            raise MimirError("GPU033", f"division by zero in the size `{expected}`") from None
         if want != actual:
             raise MimirError(
                 "GPU040",
