@@ -11,10 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-import z3
-
 from mimir.dims import Size, binop
 from mimir.ops.shapes import RuleError
+from mimir.solve.z3lib import z3
 
 _PREC = {"+": 1, "-": 1, "*": 2, "//": 2, "%": 2}
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import z3
-
 from mimir import ops
 from mimir.constraints.algebra import Obligation, Sym, Z3Algebra, _z3_op, lift
 from mimir.diagnostics.diagnostic import Diagnostic, Label, Span
@@ -24,6 +22,7 @@ from mimir.ops import shapes as sh
 from mimir.parse.graph import KernelGraph
 from mimir.parse.module import ModuleInfo, ScalarAnnotation, TensorAnnotation, dims_in
 from mimir.solve.prover import PROVEN, REFUTED, Prover
+from mimir.solve.z3lib import z3
 
 # ---------------------------------------------------------------- abstract values
 

@@ -29,10 +29,9 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-import z3
-
 from mimir.diagnostics.diagnostic import Diagnostic, Label, Span
 from mimir.parse.module import ModuleInfo
+from mimir.solve.z3lib import z3
 
 CPU, GPU = 0, 1
 _CREATORS = {"zeros", "ones", "full", "tensor", "rand"}

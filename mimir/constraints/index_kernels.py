@@ -23,8 +23,6 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-import z3
-
 from mimir import ops
 from mimir.constraints.checker import KernelChecker
 from mimir.diagnostics.diagnostic import Diagnostic, Label, Span
@@ -36,6 +34,7 @@ from mimir.parse import subset
 from mimir.parse.graph import KernelGraph
 from mimir.parse.module import ModuleInfo, ScalarAnnotation, TensorAnnotation, read_size
 from mimir.solve.prover import PROVEN, REFUTED
+from mimir.solve.z3lib import z3
 
 # ---------------------------------------------------------------- values
 

@@ -16,9 +16,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-import z3
-
 from mimir.diagnostics.diagnostic import Label
+from mimir.solve.z3lib import z3
 
 PROVEN = "proven"
 REFUTED = "refuted"
