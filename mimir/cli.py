@@ -273,6 +273,143 @@ def _explain_in_file(code: str, target: str, timeout_ms: int) -> None:
     raise typer.Exit(EXIT_ERRORS)
 
 
+@app.command("compile-gpu")
+def compile_gpu(
+    path: Annotated[Path, typer.Argument(help="The kernel file to compile.")],
+    backend: Annotated[
+        str, typer.Option("--backend", help="msl, wgsl, ptx, spirv, or all (every backend).")
+    ] = "all",
+    output_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--output-dir",
+            "-o",
+            help="Write the kernels and manifests into DIR (per-backend folders for `all`); "
+            "without it the kernel text goes to stdout.",
+        ),
+    ] = None,
+    function: Annotated[
+        str | None, typer.Option("--function", help="Compile only this @gpu function.")
+    ] = None,
+    emit: Annotated[
+        str | None,
+        typer.Option(
+            "--emit",
+            help="spvasm: also write each SPIR-V module's readable assembly as FILE.spvasm "
+            "(without -o the assembly is what is printed).",
+        ),
+    ] = None,
+) -> None:
+    """Compile every @gpu function that checks clean into GPU kernels and manifests."""
+    from mimir.codegen import compile_file, resolve_backends
+    from mimir.diagnostics.render import text as text_render
+
+    try:
+        backends = resolve_backends([b.strip().lower() for b in backend.split(",")])
+    except ValueError as err:
+        raise _usage_error(str(err)) from None
+    if emit is not None and emit.strip().lower() != "spvasm":
+        raise _usage_error(f"unknown `--emit {emit}`; expected spvasm")
+    if emit is not None and "spirv" not in backends:
+        raise _usage_error("`--emit spvasm` needs the spirv backend (`--backend spirv` or `all`)")
+    result = compile_file(path, backends, function)
+    if result.usage_error is not None:
+        raise _usage_error(result.usage_error)
+    if result.diagnostics:
+        typer.echo(text_render.render_all(result.diagnostics))
+        errors = sum(1 for d in result.diagnostics if d.severity == "error")
+        typer.echo(text_render.summary(errors, 1, 1))
+        raise typer.Exit(EXIT_USAGE if result.unreadable else EXIT_ERRORS)
+    if output_dir is None:
+        for relative, listing in result.listings.items():
+            if relative.endswith(".manifest.json"):
+                continue
+            typer.echo(f"// file: {relative}")
+            typer.echo(listing)
+        raise typer.Exit(EXIT_CLEAN)
+    extra = 0
+    for relative, content in result.files.items():
+        target = output_dir / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content, encoding="utf-8")
+        if emit is not None and relative.endswith(".spv"):
+            asm = target.with_suffix(".spvasm")
+            asm.write_text(result.listings[relative], encoding="utf-8")
+            extra += 1
+    count = len(result.files) + extra
+    typer.echo(f"wrote {count} file{'s' * (count != 1)} to {output_dir}")
+    raise typer.Exit(EXIT_CLEAN)
+
+
+@app.command()
+def verify(
+    path: Annotated[Path, typer.Argument(help="The kernel file to verify.")],
+    function: Annotated[
+        str | None, typer.Option("--function", help="Verify only this @gpu function.")
+    ] = None,
+    dim: Annotated[
+        list[str] | None,
+        typer.Option("--dim", help="Fix a dim's size, e.g. `--dim N=1000` (repeatable)."),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")] = 0,
+    rtol: Annotated[
+        float | None, typer.Option("--rtol", help="Relative tolerance for float outputs.")
+    ] = None,
+    atol: Annotated[
+        float | None, typer.Option("--atol", help="Absolute tolerance for float outputs.")
+    ] = None,
+) -> None:
+    """Compile PATH for WGSL, run it on this machine's GPU and compare with the Python shim.
+
+    Each @gpu function runs on random inputs at a few sizes on the adapter wgpu
+    finds (a GPU, or a CPU Vulkan driver such as Mesa lavapipe); the max absolute
+    and relative error of every output is printed. Exit 1 on any mismatch.
+    Needs `pip install 'mimir[gpu]'`. PATH is imported to run the shim.
+    """
+    from mimir.diagnostics.render import text as text_render
+
+    if not path.is_file():
+        raise _usage_error(f"cannot read `{path}`")
+    fixed: dict[str, int] = {}
+    for item in dim or []:
+        name, _, value = item.partition("=")
+        if not name.strip().isidentifier() or not value.strip().isdigit():
+            raise _usage_error(f"`--dim {item}`: expected NAME=SIZE, e.g. `--dim N=1000`")
+        fixed[name.strip()] = int(value)
+    from mimir.runtime.verify import verify_file
+    from mimir.runtime.wgpu_runner import GpuUnavailableError
+
+    try:
+        report = verify_file(path, function, seed, fixed, rtol, atol)
+    except GpuUnavailableError as err:
+        raise _usage_error(str(err)) from None
+    typer.echo(f"adapter: {report.adapter}")
+    if report.diagnostics:
+        typer.echo(text_render.render_all(report.diagnostics))
+    for check in report.checks:
+        sizes = ", ".join(f"{k}={v}" for k, v in check.dims.items()) or "-"
+        verdict = "ok" if check.ok else f"MISMATCH in {len(check.bad)} of {check.count}"
+        typer.echo(
+            f"{check.function}  [{sizes}]  {check.output} ({check.dtype}, {check.count}): "
+            f"max abs error {check.max_abs:.3g}, max rel error {check.max_rel:.3g}  {verdict}"
+        )
+        for i in check.bad[:3]:
+            typer.echo(f"    [{i}] got {check.actual[i]!r}, expected {check.expected[i]!r}")
+    for name, message in report.failures:
+        typer.echo(f"{name}: error: {message}")
+    functions = len({c.function for c in report.checks})
+    if report.ok:
+        typer.echo(f"verified {functions} function{'s' * (functions != 1)}: all outputs match")
+        raise typer.Exit(EXIT_CLEAN)
+    failed = len({c.function for c in report.checks if not c.ok} | {n for n, _ in report.failures})
+    failed += len({d.function for d in report.diagnostics})
+    typer.echo(f"{failed} function{'s' * (failed != 1)} failed verification")
+    raise typer.Exit(EXIT_ERRORS)
+
+
 def _indent(text: str) -> str:
     return "\n".join("    " + line if line else "" for line in text.splitlines()) + "\n"
 

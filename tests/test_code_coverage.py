@@ -2,7 +2,8 @@
 
 A code that nothing fires is either dead or untested: both fail here. Checker codes need a
 `# E: CODE` marker in tests/fixtures/check; shim codes need their registry example to raise
-them under plain Python; the input codes (GPU001, GPU002) and the solver's own verdict
+them under plain Python; compile codes need their registry example to be refused by
+`compile_source`; the input codes (GPU001, GPU002) and the solver's own verdict
 (GPU050) are fired here directly.
 """
 
@@ -48,6 +49,11 @@ def test_every_code_has_something_that_fires_it(tmp_path: Path) -> None:
             # Warnings (suppression bookkeeping) live outside the error fixtures.
             fired |= {d.code for d in check_source(f"{code}.py", entry.bad_source()).diagnostics
                       if d.severity == "warning"}
+        if "compile" in entry.found_by.split("+"):
+            from mimir.codegen import compile_source
+
+            result = compile_source(f"{code}.py", entry.bad_source(), ["all"])
+            fired |= {d.code for d in result.diagnostics}
     missing = sorted(set(REGISTRY) - fired)
     assert not missing, f"codes nothing fires: {missing}"
 

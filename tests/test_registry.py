@@ -51,7 +51,7 @@ def test_registry_is_well_formed() -> None:
     assert len(set(names)) == len(names), "one code, one meaning: names are unique"
     for code, e in REGISTRY.items():
         assert code == e.code and code.startswith("GPU") and len(code) == 6
-        assert _found_by(e) <= {"checker", "shim", "cli"}
+        assert _found_by(e) <= {"checker", "shim", "cli", "compile"}
         assert e.summary and e.why and e.fix
         for text in (e.summary, e.why, e.fix):
             assert not text.endswith("."), (code, text)
@@ -129,6 +129,23 @@ def test_shim_agrees_on_checker_examples_that_run(entry, tmp_path: Path) -> None
                 assert outcome.error is None, (outcome.error, env)
             else:
                 assert outcome.code == entry.code, (outcome.error, env)
+
+
+COMPILE = [e for e in ENTRIES if "compile" in _found_by(e)]
+
+
+@pytest.mark.parametrize("entry", COMPILE, ids=_ids(COMPILE))
+def test_compile_examples_check_clean_and_only_the_bad_one_is_refused(entry) -> None:
+    """`compile` entries: both examples check clean; compiling the bad one for every
+    backend fires exactly that code, the good one compiles."""
+    from mimir.codegen import compile_source
+
+    for source in (entry.bad_source(), entry.good_source()):
+        assert check_source("k.py", source).diagnostics == []
+    bad = compile_source("bad.py", entry.bad_source(), ["all"])
+    assert bad.diagnostics and {d.code for d in bad.diagnostics} == {entry.code}
+    assert bad.files == {}
+    assert compile_source("good.py", entry.good_source(), ["all"]).ok
 
 
 def test_cli_entries_exist() -> None:

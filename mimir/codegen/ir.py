@@ -227,6 +227,8 @@ class Kernel:
     shared: list[SharedArray]
     body: list[Stmt]
     helpers: list[Helper]  # in dependency order (callees first)
+    # intrinsic or helper name -> (the op that needed it, its source span), for refusals
+    origins: dict[str, tuple[str, Any]] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- walking

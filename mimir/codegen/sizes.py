@@ -68,8 +68,80 @@ def product(sizes: list[Size]) -> Size:
 
 
 def key(size: Size) -> str:
-    """A structural key: two sizes with equal keys are equal for every binding."""
-    return manifest_text(size) if not isinstance(size, int) else str(size)
+    """A canonical key: two sizes with equal keys are equal for every binding
+    (`N + 2 - 2` and `N` share one)."""
+    return manifest_text(simplify(size))
+
+
+# ---------------------------------------------------------------- normal form
+
+# A polynomial over atoms (dims, and `//`, `%`, `cdiv` terms kept whole), with
+# int coefficients: {monomial: coefficient}, a monomial a sorted tuple of atom keys.
+_Poly = dict[tuple[str, ...], int]
+
+
+def _poly(e: Size, atoms: dict[str, Size]) -> _Poly:
+    if isinstance(e, int):
+        return {(): e} if e else {}
+    if isinstance(e, BinOp) and e.op in ("+", "-", "*"):
+        a, b = _poly(e.left, atoms), _poly(e.right, atoms)
+        if e.op == "*":
+            out: _Poly = {}
+            for ma, ca in a.items():
+                for mb, cb in b.items():
+                    m = tuple(sorted(ma + mb))
+                    out[m] = out.get(m, 0) + ca * cb
+            return {m: c for m, c in out.items() if c}
+        sign = 1 if e.op == "+" else -1
+        out = dict(a)
+        for m, c in b.items():
+            out[m] = out.get(m, 0) + sign * c
+        return {m: c for m, c in out.items() if c}
+    if isinstance(e, BinOp):
+        atom: Size = BinOp(e.op, simplify(e.left), simplify(e.right))
+    elif isinstance(e, CDiv):
+        atom = cdiv(simplify(e.left), simplify(e.right))
+        if isinstance(atom, int) or not isinstance(atom, CDiv):
+            return _poly(atom, atoms)
+    else:
+        atom = e
+    k = manifest_text(atom)
+    atoms.setdefault(k, atom)
+    return {(k,): 1}
+
+
+def simplify(size: Size) -> Size:
+    """`size` with its sums and products collected (`N + 1 - 1` is `N`, `2*N - N` is `N`)."""
+    if isinstance(size, (int, Dim)):
+        return size
+    atoms: dict[str, Size] = {}
+    poly = _poly(size, atoms)
+    terms: list[tuple[int, Size]] = []
+    for monomial, coefficient in poly.items():
+        if not monomial:
+            continue
+        term: Size = atoms[monomial[0]]
+        for a in monomial[1:]:
+            term = binop("*", term, atoms[a])
+        terms.append((coefficient, term))
+    constant = poly.get((), 0)
+    positive = [(c, t) for c, t in terms if c > 0]
+    negative = [(c, t) for c, t in terms if c < 0]
+    out: Size | None = None
+    for c, t in positive:
+        part = t if c == 1 else binop("*", c, t)
+        out = part if out is None else binop("+", out, part)
+    if out is None:
+        out = constant if constant >= 0 or not negative else 0
+        constant = 0 if constant >= 0 or not negative else constant
+    for c, t in negative:
+        part = t if c == -1 else binop("*", -c, t)
+        out = binop("-", out, part)
+    if constant > 0:
+        out = binop("+", out, constant)
+    elif constant < 0:
+        out = binop("-", out, -constant)
+    return out
 
 
 _PRECEDENCE = {"+": 1, "-": 1, "*": 2, "//": 2, "%": 2}

@@ -6,7 +6,9 @@ bad example that fires exactly this code and a good example that checks clean.
 example. `found_by` says who reports the code: the static `checker`, the
 `shim` at call time (argument checks happen where the call's values exist),
 `checker+shim` for both (device placement: the checker follows host code, the
-shim checks every call), or `cli` for input that cannot be read. `severity` is
+shim checks every call), `compile` for a kernel that checks clean but that
+`mimir compile-gpu` cannot emit (for one backend, or at all), or `cli` for
+input that cannot be read. `severity` is
 the level a diagnostic of the code carries: `error` (exit 1) or `warning` (reported, exit 0 unless
 `--warnings-as-errors`).
 
@@ -389,6 +391,34 @@ _CODES = [
         'a = zeros((3,))\nb = zeros((3,)).to("gpu")\nc = a + b\n',
         'a = zeros((3,)).to("gpu")\nb = zeros((3,)).to("gpu")\nc = a + b\n',
         found_by="checker+shim",
+    ),
+    Code(
+        "GPU070",
+        "backend-cannot-emit",
+        "a construct one backend cannot emit",
+        "each target has its limits (WebGPU guarantees 8 storage buffers and 256 threads per "
+        "workgroup; a target may lack a dtype or a math function), and a kernel that ignored them "
+        "would fail to load or compute something else",
+        "compile for another backend, or split the computation so that each launch stays within "
+        "the target's limits",
+        "@gpu\ndef f(\n    a: Tensor[float32, 4], b: Tensor[float32, 4], c: Tensor[float32, 4],\n"
+        "    d: Tensor[float32, 4], e: Tensor[float32, 4], g: Tensor[float32, 4],\n"
+        "    h: Tensor[float32, 4], i: Tensor[float32, 4], j: Tensor[float32, 4],\n"
+        ") -> Tensor[float32, 4]:\n    return a + b + c + d + e + g + h + i + j\n",
+        "@gpu\ndef f(\n    a: Tensor[float32, 4], b: Tensor[float32, 4], c: Tensor[float32, 4],\n"
+        ") -> Tensor[float32, 4]:\n    return a + b + c\n",
+        found_by="compile",
+    ),
+    Code(
+        "GPU071",
+        "cannot-schedule",
+        "a kernel that checks clean but cannot be compiled into launches",
+        "code generation needs every result to be a tensor whose sizes are dim expressions; "
+        "Mimir refuses rather than guess what a kernel should write",
+        "return tensors (not Python scalars), and spell every size with the kernel's dims",
+        "@gpu\ndef f(x: Tensor[float32, 8], s: float):\n    return s * 2.0\n",
+        "@gpu\ndef f(x: Tensor[float32, 8], s: float) -> Tensor[float32, 8]:\n    return x * s\n",
+        found_by="compile",
     ),
     Code(
         "GPU090",

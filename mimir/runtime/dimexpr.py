@@ -98,9 +98,7 @@ def names(expr: int | str) -> set[str]:
     tree = parse(expr)
     callees = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
     return {
-        node.id
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Name) and id(node) not in callees
+        node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and id(node) not in callees
     }
 
 

@@ -180,7 +180,9 @@ def pack_uniform(
         try:
             out += struct.pack("<" + code, value)
         except struct.error as err:
-            raise ManifestError(f"uniform field `{name}`={value!r} does not fit {kind}: {err}")
+            raise ManifestError(
+                f"uniform field `{name}`={value!r} does not fit {kind}: {err}"
+            ) from None
     out += bytes(-len(out) % 16)
     return bytes(out) if out else bytes(16)
 

@@ -1,4 +1,7 @@
-"""Run the WGSL kernels of a Mimir manifest through wgpu, on whatever adapter it finds.
+"""Run the WGSL or SPIR-V kernels of a Mimir manifest through wgpu, on whatever adapter it finds.
+
+A `.spv` file is passed to wgpu as bytes (naga's SPIR-V front end reads it);
+any other kernel file as WGSL text.
 
 This is the engine of `mimir verify` and of the test suite's WGSL execution: it
 validates WGSL with naga (`validate_wgsl`) and executes a manifest's kernels in
@@ -21,13 +24,21 @@ lazily so that `import mimir.runtime` stays cheap.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from mimir.runtime import manifest as mf
 
-__all__ = ["GpuUnavailableError", "adapter_description", "run_manifest", "validate_wgsl"]
+__all__ = [
+    "DispatchError",
+    "GpuUnavailableError",
+    "WgslValidationError",
+    "adapter_description",
+    "run_manifest",
+    "validate_wgsl",
+]
 
 
 class GpuUnavailableError(RuntimeError):
@@ -141,8 +152,13 @@ def run_manifest(
     inputs: Mapping[str, list],
     dims: Mapping[str, int],
     scalars: Mapping[str, float | int] | None = None,
+    timings: list[float] | None = None,
+    repeat: int = 5,
 ) -> dict[str, list]:
-    """Run every kernel of a WGSL manifest in launch order; return each output as a flat list.
+    """Run a WGSL or SPIR-V manifest's kernels in launch order; return each output as a flat list.
+
+    With `timings`, the launches run `repeat` more times after the first, and the
+    wall time of each repetition (submit to completion) is appended to it.
 
     `directory` holds the kernel files the manifest names; `inputs` maps each
     input buffer to its values (flat row-major, or nested); `dims` binds every
@@ -156,6 +172,7 @@ def run_manifest(
     values = mf.prepare_inputs(manifest, inputs, dims)
     device = _device()
     usage = wgpu.BufferUsage
+    counts = _launch_counts(manifest, dims, device)
 
     buffers: dict[str, Any] = {}
     sizes: dict[str, int] = {}
@@ -183,36 +200,15 @@ def run_manifest(
         else None
     )
 
-    max_groups = device.limits.get("max-compute-workgroups-per-dimension", 65535)
-    modules: dict[str, Any] = {}
-    encoder = device.create_command_encoder()
-    for kernel in manifest["kernels"]:
-        counts = mf.workgroup_counts(kernel, dims)
-        for axis, count in zip("xyz", counts, strict=True):
-            if count > max_groups:
-                raise DispatchError(
-                    f"kernel `{kernel['entry_point']}` needs {count} workgroups along {axis} "
-                    f"for {_show(dims)}, over this adapter's limit of {max_groups} per "
-                    "dimension; the schedule must fold the grid into more dimensions"
-                )
-        file = kernel["file"]
-        if file not in modules:
-            code = (directory / file).read_text()
-            try:
-                modules[file] = device.create_shader_module(code=code, label=file)
-            except wgpu.GPUError as err:
-                raise WgslValidationError(f"{file}: {_naga_message(err)}") from None
-        pipeline, groups = _pipeline(wgpu, device, modules[file], kernel, manifest)
-        bind_groups = _bind_groups(device, pipeline, groups, kernel, buffers, uniform)
-        if 0 in counts:
-            continue  # nothing to launch (an empty tensor)
-        compute = encoder.begin_compute_pass()
-        compute.set_pipeline(pipeline)
-        for index, group in bind_groups.items():
-            compute.set_bind_group(index, group)
-        compute.dispatch_workgroups(*counts)
-        compute.end()
-    device.queue.submit([encoder.finish()])
+    launches = _prepare_launches(wgpu, device, manifest, directory, counts, buffers, uniform)
+    _dispatch(device, launches)
+    if timings is not None:
+        sync = next(iter(buffers.values()))
+        _dispatch(device, launches, sync)  # warm-up
+        for _ in range(repeat):
+            start = time.perf_counter()
+            _dispatch(device, launches, sync)
+            timings.append(time.perf_counter() - start)
 
     out: dict[str, list] = {}
     for buf in manifest["buffers"]:
@@ -220,6 +216,71 @@ def run_manifest(
             continue
         data = device.queue.read_buffer(buffers[buf["name"]])
         out[buf["name"]] = mf.decode(data, buf["dtype"], sizes[buf["name"]])
+    return out
+
+
+def _prepare_launches(
+    wgpu: Any,
+    device: Any,
+    manifest: Mapping[str, Any],
+    directory: Path,
+    counts: list,
+    buffers: dict[str, Any],
+    uniform: Any,
+) -> list[tuple[Any, dict[int, Any], tuple[int, int, int]]]:
+    """One (pipeline, bind groups, workgroup counts) per kernel, in launch order."""
+    modules: dict[str, Any] = {}
+    launches = []
+    for kernel, launch in zip(manifest["kernels"], counts, strict=True):
+        file = kernel["file"]
+        if file not in modules:
+            path = directory / file
+            # A SPIR-V module is bytes; wgpu parses it with naga's SPIR-V front end.
+            code = path.read_bytes() if path.suffix == ".spv" else path.read_text()
+            try:
+                modules[file] = device.create_shader_module(code=code, label=file)
+            except wgpu.GPUError as err:
+                raise WgslValidationError(f"{file}: {_naga_message(err)}") from None
+        pipeline, groups = _pipeline(wgpu, device, modules[file], kernel, manifest)
+        bind_groups = _bind_groups(device, pipeline, groups, kernel, buffers, uniform)
+        if 0 in launch:
+            continue  # nothing to launch (an empty tensor)
+        launches.append((pipeline, bind_groups, launch))
+    return launches
+
+
+def _dispatch(device: Any, launches: list, sync: Any = None) -> None:
+    """Encode every launch in order and submit; with `sync`, wait until the device is done."""
+    encoder = device.create_command_encoder()
+    for pipeline, bind_groups, launch in launches:
+        compute = encoder.begin_compute_pass()
+        compute.set_pipeline(pipeline)
+        for index, group in bind_groups.items():
+            compute.set_bind_group(index, group)
+        compute.dispatch_workgroups(*launch)
+        compute.end()
+    device.queue.submit([encoder.finish()])
+    if sync is not None:
+        # Reading four bytes back waits until the device has finished the submission.
+        device.queue.read_buffer(sync, size=4)
+
+
+def _launch_counts(
+    manifest: Mapping[str, Any], dims: Mapping[str, int], device: Any
+) -> list[tuple[int, int, int]]:
+    """Every kernel's workgroup counts, checked against the adapter's dispatch limit."""
+    max_groups = device.limits.get("max-compute-workgroups-per-dimension", 65535)
+    out = []
+    for kernel in manifest["kernels"]:
+        launch = mf.workgroup_counts(kernel, dims)
+        for axis, count in zip("xyz", launch, strict=True):
+            if count > max_groups:
+                raise DispatchError(
+                    f"kernel `{kernel['entry_point']}` needs {count} workgroups along {axis} "
+                    f"for {_show(dims)}, over this adapter's limit of {max_groups} per "
+                    "dimension; the schedule must fold the grid into more dimensions"
+                )
+        out.append(launch)
     return out
 
 
@@ -264,11 +325,19 @@ def _pipeline(
         )
     count = max(entries, default=-1) + 1
     layouts = {g: device.create_bind_group_layout(entries=entries.get(g, [])) for g in range(count)}
-    pipeline = device.create_compute_pipeline(
-        layout=device.create_pipeline_layout(bind_group_layouts=[layouts[g] for g in range(count)]),
-        compute={"module": module, "entry_point": kernel["entry_point"]},
-        label=kernel["entry_point"],
-    )
+    try:
+        pipeline = device.create_compute_pipeline(
+            layout=device.create_pipeline_layout(
+                bind_group_layouts=[layouts[g] for g in range(count)]
+            ),
+            compute={"module": module, "entry_point": kernel["entry_point"]},
+            label=kernel["entry_point"],
+        )
+    except wgpu.GPUError as err:
+        raise mf.ManifestError(
+            f"kernel `{kernel['entry_point']}` in {kernel['file']} does not match its manifest "
+            f"entry (bindings, access or entry point):\n{str(err).strip()}"
+        ) from None
     return pipeline, layouts
 
 

@@ -1,0 +1,161 @@
+"""Code generation: proven kernels to MSL and WGSL files plus a manifest.
+
+    result = compile_source("k.py", text, ["msl", "wgsl"])
+    if result.diagnostics: ...               # check errors or refusals: no files
+    for relative_path, content in result.files.items(): ...
+
+Pipeline per `@gpu` function (DESIGN.md section 1): `schedule` splits the
+proven graph into launches, `kernels.build` turns each launch into one IR
+kernel, and each backend prints it (`backends/`); `manifest` describes the
+launches. A construct that cannot be compiled is a coded diagnostic (GPU070:
+a backend cannot emit it, GPU071: it cannot be scheduled), never a silently
+wrong kernel, and then no file is produced at all.
+
+With one backend the files are `NAME.manifest.json` and `NAME_K_WHAT.EXT`;
+with several, each backend's files sit under `BACKEND/`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mimir.codegen.backends import BACKENDS
+from mimir.codegen.index_level import build_index_level
+from mimir.codegen.kernels import build
+from mimir.codegen.manifest import build_manifest, dumps
+from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, RefusalError
+from mimir.codegen.schedule import schedule
+from mimir.diagnostics.diagnostic import Diagnostic, Span
+
+__all__ = ["BACKENDS", "CompileResult", "compile_file", "compile_source", "resolve_backends"]
+
+
+@dataclass
+class CompileResult:
+    path: str
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    files: dict[str, str | bytes] = field(default_factory=dict)
+    # readable text of each file (a binary's disassembly), for printing to a terminal
+    listings: dict[str, str] = field(default_factory=dict)
+    unreadable: bool = False  # the input cannot be read or parsed (exit 2)
+    usage_error: str | None = None  # e.g. `--function` names no @gpu function (exit 2)
+
+    @property
+    def ok(self) -> bool:
+        return not self.diagnostics and not self.unreadable and self.usage_error is None
+
+
+def resolve_backends(names: list[str]) -> list[str]:
+    """`all` means every backend that exists; order and duplicates are normalised."""
+    if "all" in names:
+        return list(BACKENDS)
+    unknown = [n for n in names if n not in BACKENDS]
+    if unknown:
+        raise ValueError(f"unknown backend `{unknown[0]}`; expected one of {[*BACKENDS, 'all']}")
+    return [b for b in BACKENDS if b in names]
+
+
+def compile_source(
+    path: str, text: str, backends: list[str], function: str | None = None
+) -> CompileResult:
+    """Compile every `@gpu` function of one file (or only `function`) for `backends`."""
+    from mimir.check import check_source
+
+    names = resolve_backends(backends)
+    checked = check_source(path, text)
+    result = CompileResult(path)
+    if checked.unreadable:
+        result.unreadable = True
+        result.diagnostics = checked.diagnostics
+        return result
+    kernels = checked.kernels
+    if function is not None:
+        kernels = [k for k in kernels if k.graph.name == function]
+        if not kernels:
+            result.usage_error = f"no @gpu function `{function}` in {path}"
+            return result
+    wanted = {k.graph.name for k in kernels}
+    errors = [
+        d
+        for d in checked.diagnostics
+        if d.severity == "error" and (d.function is None or d.function in wanted)
+    ]
+    if errors:
+        result.diagnostics = errors
+        return result
+    for kernel in kernels:
+        for relative, content, listing in _compile_kernel(kernel, path, names, result.diagnostics):
+            result.files[relative] = content
+            result.listings[relative] = listing
+    if result.diagnostics:
+        result.files, result.listings = {}, {}
+    return result
+
+
+def compile_file(
+    path: str | Path, backends: list[str], function: str | None = None
+) -> CompileResult:
+    shown = str(path)
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        span = Span(shown, 1, 1, 1, 1)
+        return CompileResult(
+            shown, [Diagnostic("GPU002", f"cannot read file: {reason}", span)], unreadable=True
+        )
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return compile_source(shown, text, backends, function)
+
+
+def _compile_kernel(kernel, path: str, names: list[str], diagnostics: list[Diagnostic]):
+    """(relative path, content) of every file one function compiles to."""
+    name = kernel.graph.name
+    span = kernel.graph.kernel.span
+    try:
+        if kernel.graph.kernel.grid is not None:
+            s, irs = build_index_level(kernel)
+        else:
+            s = schedule(kernel)
+            irs = [build(s, k) for k in range(len(s.plans))]
+    except RefusalError as err:
+        message = f"cannot compile `{name}` for {', '.join(names)}: {err.message}"
+        diagnostics.append(Diagnostic(err.code, message, err.span or span, function=name))
+        return []
+    files: list[tuple[str, str | bytes, str]] = []
+    for backend_name in names:
+        backend = BACKENDS[backend_name]()
+        folder = f"{backend_name}/" if len(names) > 1 else ""
+        printed = []
+        for k, ir in enumerate(irs):
+            why = backend.check(ir)
+            if why is not None:
+                diagnostics.append(_refusal(kernel, s.plans[k].node, ir, backend_name, why))
+                break
+            file = f"{ir.name}.{backend.extension}"
+            header = (
+                f"generated by `mimir compile-gpu` from {path}: `{name}`, "
+                f"launch {k + 1} of {len(irs)} ({ir.what}); do not edit"
+            )
+            out = backend.print_kernel(ir, header)
+            printed.append((ir, out, file))
+            content = out.data if out.data is not None else out.text
+            files.append((folder + file, content, out.text))
+        else:
+            manifest = dumps(build_manifest(s, path, backend_name, printed))
+            files.append((f"{folder}{name}.manifest.json", manifest, manifest))
+    return files
+
+
+def _refusal(kernel, node: int, ir, backend: str, why: str) -> Diagnostic:
+    """GPU070 at the op that needs what the backend lacks (else at the launch's result)."""
+    name = kernel.graph.name
+    for fn, (spelling, span) in ir.origins.items():
+        if why == f"the function `{fn}`":
+            message = f"`{spelling}` cannot be emitted for {backend}: it needs `{fn}`"
+            return Diagnostic(BACKEND_CANNOT_EMIT, message, span, function=name)
+    text = kernel.graph.node(node)["text"]
+    message = f"`{text}` cannot be emitted for {backend}: its kernel needs {why}"
+    return Diagnostic(BACKEND_CANNOT_EMIT, message, kernel.graph.node(node)["span"], function=name)

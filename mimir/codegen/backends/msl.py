@@ -1,0 +1,157 @@
+"""Metal Shading Language: one `kernel` function per file.
+
+Layout of a file: `#include <metal_stdlib>`, the uniform struct, helper
+functions (`static inline`), then
+
+    kernel void NAME(device const float* x [[buffer(0)]],   // buffers, binding order
+                     device float* out [[buffer(1)]],
+                     constant Uniforms& u [[buffer(2)]],      // when the kernel reads it
+                     uint3 lid [[thread_position_in_threadgroup]],
+                     uint3 wid [[threadgroup_position_in_grid]],
+                     uint3 nwg [[threadgroups_per_grid]])     // the ones it uses
+
+Threadgroup arrays are declared at the top of the body. Signed `int` `+ - *`
+go through `uint` so that overflow wraps (C++ leaves it undefined); nan and
+inf are tested on the bits and spelled as bit patterns, so that Metal's fast
+math (on by default) cannot fold them away. For Python's float semantics
+build with `MTLCompileOptions.mathMode = .safe` (`fastMathEnabled = NO`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from mimir.codegen.backends.base import _ATOM, _UNARY, Backend, Capabilities, shortest_float
+from mimir.codegen.ir import Const, For, Helper, Kernel
+
+_CPP = """alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t
+char16_t char32_t class compl concept const consteval constexpr constinit const_cast continue
+co_await co_return co_yield decltype default delete do double dynamic_cast else enum explicit
+export extern false float for friend goto if inline int long mutable namespace new noexcept not
+not_eq nullptr operator or or_eq private protected public register reinterpret_cast requires
+return short signed sizeof static static_assert static_cast struct switch template this
+thread_local throw true try typedef typeid typename union unsigned using virtual void volatile
+wchar_t while xor xor_eq NULL"""
+_METAL = """kernel vertex fragment device constant threadgroup thread threadgroup_imageblock
+ray_data object_data visible stitchable patch half uint ushort uchar size_t ptrdiff_t metal main
+bool2 bool3 bool4 char2 char3 char4 uchar2 uchar3 uchar4 short2 short3 short4 ushort2 ushort3
+ushort4 int2 int3 int4 uint2 uint3 uint4 half2 half3 half4 float2 float3 float4 float2x2
+float3x3 float4x4 half2x2 half3x3 half4x4 packed_float2 packed_float3 packed_float4 atomic_int
+atomic_uint atomic_bool atomic_float texture1d texture2d texture3d texturecube sampler access
+mem_flags as_type select exp log sqrt rsqrt tanh floor abs fabs pow min max fmin fmax clamp
+isnan isinf INFINITY NAN MAXFLOAT threadgroup_barrier simdgroup_barrier fast precise std
+assert vec array"""
+
+_TYPES = {"bool": "bool", "i32": "int", "u32": "uint", "f32": "float", "f16": "half"}
+_NONFINITE = {math.inf: "0x7f800000u", -math.inf: "0xff800000u"}
+
+
+class MSL(Backend):
+    name = "msl"
+    extension = "metal"
+    # Metal guarantees 1024 threads per threadgroup and 32 KiB of threadgroup memory;
+    # 31 buffer arguments.
+    capabilities = Capabilities(
+        types=frozenset(_TYPES),
+        max_invocations=1024,
+        max_shared_bytes=32768,
+        max_storage_buffers=30,
+    )
+    reserved = frozenset((_CPP + " " + _METAL).split())
+    type_map = _TYPES
+    intrinsics = {
+        "exp": "exp({0})",
+        "log": "log({0})",
+        "sqrt": "sqrt({0})",
+        "tanh": "tanh({0})",
+        "floor": "floor({0})",
+        "abs": "abs({0})",
+        "pow": "pow({0}, {1})",
+        "min": "min({0}, {1})",
+        "max": "max({0}, {1})",
+        "isnan": "((as_type<uint>({0}) & 0x7fffffffu) > 0x7f800000u)",
+        "isinf": "((as_type<uint>({0}) & 0x7fffffffu) == 0x7f800000u)",
+    }
+    # Signed overflow is undefined in C++: compute in uint, which wraps.
+    binary_overrides = {
+        (op, "i32"): "int(uint({a}) " + op + " uint({b}))" for op in ("+", "-", "*")
+    }
+    barrier = "threadgroup_barrier(mem_flags::mem_threadgroup);"
+
+    def literal(self, c: Const) -> tuple[str, int]:
+        v, t = c.value, c.type
+        if t == "bool":
+            return ("true" if v else "false"), _ATOM
+        if t == "u32":
+            return f"{v}u", _ATOM
+        if t == "i32":
+            if v == -(2**31):
+                return "(-2147483647 - 1)", _ATOM
+            return str(v), (_UNARY if v < 0 else _ATOM)
+        if math.isnan(v):
+            return "as_type<float>(0x7fc00000u)", _ATOM
+        if math.isinf(v):
+            return f"as_type<float>({_NONFINITE[v]})", _ATOM
+        text = shortest_float(v) + "f"
+        return text, (_UNARY if text.startswith("-") else _ATOM)
+
+    def bitcast(self, e: str, t: str) -> str:
+        return f"as_type<{self.type_map[t]}>({e})"
+
+    def select(self, cond: str, a: str, b: str) -> str:
+        return f"({cond} ? {a} : {b})"
+
+    def let(self, name: str, t: str, value: str) -> str:
+        return f"const {self.type_map[t]} {name} = {value};"
+
+    def var(self, name: str, t: str, value: str) -> str:
+        return f"{self.type_map[t]} {name} = {value};"
+
+    def for_head(self, name: str, s: For) -> str:
+        return (
+            f"for (uint {name} = {self.expr(s.start)}; {name} < {self.expr(s.end)}; "
+            f"{name} += {self.expr(s.step)})"
+        )
+
+    def helper(self, h: Helper) -> list[str]:
+        params = ", ".join(f"{self.type_map[p.type]} {self.names(p.name)}" for p in h.params)
+        head = f"static inline {self.type_map[h.ret]} {self.names(h.name)}({params}) {{"
+        return [head, *self.block(h.body, 1), "}", ""]
+
+    def file(self, kernel: Kernel, entry: str, header: str) -> str:
+        lines = [f"// {line}" for line in header.splitlines()]
+        lines += ["#include <metal_stdlib>", "using namespace metal;", ""]
+        if kernel.uses_uniform:
+            lines.append(f"struct {self.names('$Uniforms')} {{")
+            for f, t in kernel.uniform_fields:
+                lines.append(f"    {self.type_map[t]} {self.fields(f)};")
+            lines += ["};", ""]
+        for h in kernel.helpers:
+            lines += self.helper(h)
+        params = []
+        for k, b in enumerate(kernel.buffers):
+            const = "const " if b.access == "read" else ""
+            t = self.type_map[b.elem]
+            params.append(f"device {const}{t}* {self.names(b.name)} [[buffer({k})]]")
+        if kernel.uses_uniform:
+            params.append(
+                f"constant {self.names('$Uniforms')}& {self.names('$u')} "
+                f"[[buffer({len(kernel.buffers)})]]"
+            )
+        attributes = {
+            "local": ("$lid", "thread_position_in_threadgroup"),
+            "group": ("$wid", "threadgroup_position_in_grid"),
+            "groups": ("$nwg", "threadgroups_per_grid"),
+        }
+        for b in self.builtins_used(kernel):
+            name, attribute = attributes[b]
+            params.append(f"uint3 {self.names(name)} [[{attribute}]]")
+        lines.append(f"kernel void {entry}(")
+        lines += [f"    {p}{',' if k < len(params) - 1 else ''}" for k, p in enumerate(params)]
+        lines.append(") {")
+        for a in kernel.shared:
+            t = self.type_map[a.elem]
+            lines.append(f"    threadgroup {t} {self.names(a.name)}[{a.count}];")
+        lines += self.block(kernel.body, 1)
+        lines.append("}")
+        return "\n".join(lines) + "\n"

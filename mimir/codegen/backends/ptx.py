@@ -1,0 +1,205 @@
+"""PTX: one `.visible .entry` per file, text for `.target sm_70` and newer.
+
+Layout of a file:
+
+    .version 7.0                        // PTX ISA 7.0: every CUDA 11+ driver JITs it,
+    .target sm_70                       //   and ptxas 13.0 accepts it
+    .address_size 64
+    .func (.reg .f32 %ret) mimir_log(.reg .f32 %a0) { ... }      // helpers, callees first
+    .visible .entry NAME(
+        .param .u64 .ptr .global .align 4 x,      // buffers, in binding order
+        .param .u64 .ptr .global .align 4 out,
+        .param .align 16 .b8 mimir_uniforms[16]   // the uniform block, when the kernel reads it
+    )
+    .reqntid 256, 1, 1
+    { .reg ...; .shared ...; prologue; body }
+
+How a host launches it (the manifest's contract, `mimir.runtime.cuda_runner`):
+`binding` is the kernel parameter position (`group` is always 0). A buffer
+parameter is a `.u64` global-memory device pointer (a `CUdeviceptr`); the
+uniform parameter, at `uniform_binding`, is passed *by value*: its bytes are
+exactly the manifest's uniform block (fields in order, 4 bytes each,
+little-endian, zero-padded to a multiple of 16), so `kernelParams[k]` points
+at that block in host memory. `workgroup_size` is `blockDim` (the entry's
+`.reqntid`, so a launch with any other block size fails) and `workgroups` is
+`gridDim`.
+
+Semantics are kept as `mimir.codegen.ptx.emit` states (wrapping integer
+arithmetic, truncating division, `.rn` float operations so ptxas cannot
+contract them into an `fma`, subnormals kept, `bar.sync 0` for barriers); the
+transcendental sequences and their accuracy are in `mimir.codegen.ptx.mathlib`
+and docs/ptx.md. Read-only buffers are loaded with `ld.global.nc` (distinct
+manifest buffers never alias). float16 needs nothing beyond `.target sm_70`
+(`cvt` between f16 and f32 is sm_53+): values travel as `.b16` bits and are
+computed in f32, rounded back once per op.
+
+Limits: 1024 threads per block (x, y <= 1024, z <= 64) and 48 KiB of static
+shared memory (the `.shared` ceiling without opting in to more). Anything the
+emitter cannot print (an op on a type PTX has no instruction for, a helper
+with a bool parameter) is refused by `check` with the reason, and then
+`compile-gpu` reports GPU070 and writes nothing.
+"""
+
+from __future__ import annotations
+
+from mimir.codegen.backends.base import Backend, Capabilities, Namer, Printed
+from mimir.codegen.ir import INTRINSICS, Builtin, Helper, Kernel, Uniform, all_expressions
+from mimir.codegen.ptx.emit import Emitter, Memory, refuse
+from mimir.codegen.ptx.registers import Registers
+from mimir.codegen.ptx.tables import BUILTINS, ELEMENT_BYTES
+from mimir.codegen.refusal import RefusalError
+
+PTX_VERSION = "7.0"
+PTX_TARGET = "sm_70"
+
+_TYPES = {"bool": "pred", "i32": "s32", "u32": "u32", "f32": "f32", "f16": "b16"}
+_PARAM_TYPES = {"i32": ".b32", "u32": ".b32", "f32": ".f32"}
+_UNIFORM_LOAD = {"u32": "u32", "i32": "s32", "f32": "f32"}
+
+# PTX opcodes, directive words and special-register names: legal identifiers
+# for ptxas, but confusing in a listing, so the Namer keeps user names off them.
+_RESERVED = """abs activemask add addc alloca and applypriority atom bar barrier bfe bfi bfind
+bmsk bra brev brkpt brx call clz cnot copysign cos cp createpolicy cvt cvta discard div dp2a dp4a
+elect ex2 exit fence fma fns getctarank griddepcontrol isspacep istypep ld ldmatrix ldu lg2 lop3
+mad mad24 madc mapa match max mbarrier membar min mma mov movmatrix mul mul24 multimem nanosleep
+neg not or pmevent popc prefetch prefetchu prmt rcp red redux rem ret rsqrt sad selp set
+setmaxnreg setp shf shfl shl shr sin slct sqrt st stackrestore stacksave stmatrix sub subc suld
+suq sured sust szext tanh testp tex tld4 trap txq vabsdiff vadd vmad vmax vmin vote vset vshl
+vshr vsub wgmma wmma xor entry func param reg local global shared const version target
+address_size align visible extern weak common maxntid reqntid minnctapersm pragma file loc
+section tid ntid ctaid nctaid laneid warpid nwarpid smid nsmid gridid clock clock64 WARP_SZ
+texref samplerref surfref pred b8 b16 b32 b64 u8 u16 u32 u64 s8 s16 s32 s64 f16 f16x2 f32 f64"""
+
+
+class PTX(Backend):
+    name = "ptx"
+    extension = "ptx"
+    capabilities = Capabilities(
+        types=frozenset(_TYPES),
+        max_invocations=1024,
+        max_shared_bytes=48 * 1024,
+        max_storage_buffers=256,  # 8-byte pointers in the 4 KiB parameter space, with room
+    )
+    reserved = frozenset(_RESERVED.split())
+    type_map = _TYPES
+    intrinsics = {fn: fn for fn in INTRINSICS}
+    barrier = "bar.sync 0;"
+
+    # -- refusing
+
+    def check(self, kernel: Kernel) -> str | None:
+        why = super().check(kernel)
+        if why is not None:
+            return why
+        x, y, z = kernel.workgroup_size
+        if x > 1024 or y > 1024 or z > 64:
+            return f"a block of {x}x{y}x{z} threads (at most 1024x1024x64, 1024 in all)"
+        shared = sum(a.count * ELEMENT_BYTES[a.elem] for a in kernel.shared)
+        if shared > self.capabilities.max_shared_bytes:
+            return f"{shared} bytes of shared memory (at most {self.capabilities.max_shared_bytes})"
+        try:
+            self.print_kernel(kernel, "")  # the emitter refuses what it cannot print
+        except RefusalError as err:
+            return err.message.removeprefix("the PTX backend cannot emit ")
+        return None
+
+    # -- printing
+
+    def print_kernel(self, kernel: Kernel, header: str) -> Printed:
+        self.names = Namer(self.reserved)
+        for b in kernel.buffers:
+            self.names(b.name)
+        entry = self.names(kernel.name)
+        for h in kernel.helpers:
+            self.names(h.name)
+        uniform_param = self.names("$mimir_uniforms")
+        shared = {a.name: self.names(a.name) for a in kernel.shared}
+        bindings = [(b.name, 0, k, b.access) for k, b in enumerate(kernel.buffers)]
+        uniform = (0, len(kernel.buffers)) if kernel.uses_uniform else None
+        lines = [f"// {line}" for line in header.splitlines()]
+        lines += [f".version {PTX_VERSION}", f".target {PTX_TARGET}", ".address_size 64", ""]
+        signatures = self._signatures(kernel.helpers)
+        for h in kernel.helpers:
+            lines += self._helper(h, signatures)
+        lines += self._entry(kernel, entry, uniform_param, shared, signatures)
+        return Printed("\n".join(lines) + "\n", entry, bindings, uniform)
+
+    def _signatures(self, helpers: list[Helper]) -> dict[str, tuple[str, str, tuple[str, ...]]]:
+        out = {}
+        for h in helpers:
+            types = (h.ret, *(p.type for p in h.params))
+            bad = [t for t in types if t not in _PARAM_TYPES]
+            if bad:
+                raise refuse(f"the helper `{h.name}`, which takes or returns `{bad[0]}`")
+            out[h.name] = (self.names(h.name), h.ret, tuple(p.type for p in h.params))
+        return out
+
+    def _helper(self, h: Helper, signatures: dict) -> list[str]:
+        regs = Registers()
+        ret = "%ret"
+        params = [f"%a{k}" for k in range(len(h.params))]
+        em = Emitter(regs, {}, {}, {}, signatures, return_register=ret)
+        for p, reg in zip(h.params, params, strict=True):
+            em.env[p.name] = reg
+        em.block(h.body)
+        em.end()
+        decl = ", ".join(
+            f".reg {_PARAM_TYPES[p.type]} {r}" for p, r in zip(h.params, params, strict=True)
+        )
+        head = f".func (.reg {_PARAM_TYPES[h.ret]} {ret}) {self.names(h.name)}({decl})"
+        return [head, "{", *regs.declarations(), *em.lines, "}", ""]
+
+    def _entry(
+        self,
+        kernel: Kernel,
+        entry: str,
+        uniform_param: str,
+        shared: dict[str, str],
+        signatures: dict,
+    ) -> list[str]:
+        regs = Registers()
+        prologue = Emitter(regs, {}, {}, {}, {})
+        params = [
+            f"    .param .u64 .ptr .global .align 4 {self.names(b.name)}" for b in kernel.buffers
+        ]
+        memory: dict[str, Memory] = {}
+        for b in kernel.buffers:
+            generic, base = regs.new("b64"), regs.new("b64")
+            prologue.ins(f"ld.param.u64 {generic}, [{self.names(b.name)}]")
+            prologue.ins(f"cvta.to.global.u64 {base}, {generic}")
+            memory[b.name] = Memory("global", base, b.elem, readonly=b.access == "read")
+        decls = []
+        for a in kernel.shared:
+            size = ELEMENT_BYTES[a.elem] * a.count
+            decls.append(f"    .shared .align 4 .b8 {shared[a.name]}[{size}];")
+            base = regs.new("b32")
+            prologue.ins(f"mov.u32 {base}, {shared[a.name]}")
+            memory[a.name] = Memory("shared", base, a.elem, symbol=shared[a.name])
+        exprs = list(all_expressions(kernel.body))
+        used_fields = {e.field for e in exprs if isinstance(e, Uniform)}
+        uniforms: dict[str, str] = {}
+        if kernel.uses_uniform:
+            size = 4 * len(kernel.uniform_fields)
+            size = max(16, size + (-size % 16))
+            params.append(f"    .param .align 16 .b8 {uniform_param}[{size}]")
+            for k, (field, t) in enumerate(kernel.uniform_fields):
+                if field in used_fields:
+                    r = regs.of_type(t)
+                    offset = f"+{4 * k}" if k else ""
+                    prologue.ins(f"ld.param.{_UNIFORM_LOAD[t]} {r}, [{uniform_param}{offset}]")
+                    uniforms[field] = r
+        builtins: dict[str, str] = {}
+        for name in sorted({e.name for e in exprs if isinstance(e, Builtin)}):
+            if name not in BUILTINS:
+                raise refuse(f"the builtin `{name}`")
+            r = regs.new("b32")
+            prologue.ins(f"mov.u32 {r}, {BUILTINS[name]}")
+            builtins[name] = r
+        body = Emitter(regs, memory, uniforms, builtins, signatures)
+        body.block(kernel.body)
+        body.end()
+        x, y, z = kernel.workgroup_size
+        head = [f".visible .entry {entry}("]
+        head += [p + ("," if k < len(params) - 1 else "") for k, p in enumerate(params)]
+        head += [")", f".reqntid {x}, {y}, {z}", "{"]
+        return [*head, *regs.declarations(), *decls, *prologue.lines, *body.lines, "}"]

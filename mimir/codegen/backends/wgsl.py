@@ -1,0 +1,173 @@
+"""WGSL: one `@compute` entry point per file.
+
+Layout of a file: `enable f16;` when a buffer holds float16, the uniform
+struct, `@group(0) @binding(k)` storage buffers in binding order (`read` or
+`read_write`) and the uniform after them, workgroup arrays, helper functions,
+then the entry point with the builtins it uses (`local_invocation_id`,
+`workgroup_id`, `num_workgroups`). A float16 kernel needs a device with the
+`shader-f16` feature.
+
+Limits are WebGPU's guaranteed defaults (256 invocations per workgroup,
+16 KiB of workgroup memory, 8 storage buffers per stage), so a kernel that
+validates here runs on every WebGPU device. WGSL has no bool storage, so bool
+tensors are u32 (0 or 1) in buffers, as in every backend. WGSL has no
+`isNan`, and a constant inf or nan is a shader-creation error, so non-finite
+constants are read from a `var<private>` holding their bits.
+"""
+
+from __future__ import annotations
+
+import math
+
+from mimir.codegen.backends.base import _ATOM, _UNARY, Backend, Capabilities, shortest_float
+from mimir.codegen.ir import Const, For, Helper, Kernel, all_expressions
+
+_KEYWORDS = """alias break case const const_assert continue continuing default diagnostic discard
+else enable false fn for if let loop override requires return struct switch true var while"""
+_RESERVED = """NULL Self abstract active alignas alignof as asm asm_fragment async attribute auto
+await become binding_array cast catch class co_await co_return co_yield coherent column_major
+common compile compile_fragment concept const_cast consteval constexpr constinit crate debugger
+decltype delete demote demote_to_helper do dynamic_cast enum explicit export extends extern
+external fallthrough filter final finally friend from fxgroup get goto groupshared highp impl
+implements import inline instanceof interface layout lowp macro macro_rules match mediump meta
+mod module move mut mutable namespace new nil noexcept noinline nointerpolation noperspective
+null nullptr of operator package packoffset partition pass patch pixelfragment precise
+precision premerge priv protected pub public readonly ref regardless register reinterpret_cast
+require resource restrict self set shared sizeof smooth snorm static static_assert static_cast
+std subroutine super target template this thread_local throw trait try type typedef typeid
+typename typeof union unless unorm unsafe unsized use using varying virtual volatile wgsl where
+with writeonly yield"""
+_PREDECLARED = """bool i32 u32 f32 f16 vec2 vec3 vec4 mat2x2 mat3x3 mat4x4 array atomic ptr
+sampler texture_2d vec2i vec3i vec4i vec2u vec3u vec4u vec2f vec3f vec4f vec2h vec3h vec4h
+read write read_write function private workgroup uniform storage exp log sqrt tanh floor abs
+pow min max clamp select bitcast workgroupBarrier storageBarrier arrayLength inverseSqrt
+main"""
+
+_TYPES = {"bool": "bool", "i32": "i32", "u32": "u32", "f32": "f32", "f16": "f16"}
+
+
+class WGSL(Backend):
+    name = "wgsl"
+    extension = "wgsl"
+    capabilities = Capabilities(
+        types=frozenset(_TYPES),
+        max_invocations=256,
+        max_shared_bytes=16384,
+        max_storage_buffers=8,
+    )
+    reserved = frozenset((_KEYWORDS + " " + _RESERVED + " " + _PREDECLARED).split())
+    type_map = _TYPES
+    intrinsics = {
+        "exp": "exp({0})",
+        "log": "log({0})",
+        "sqrt": "sqrt({0})",
+        "tanh": "tanh({0})",
+        "floor": "floor({0})",
+        "abs": "abs({0})",
+        "pow": "pow({0}, {1})",
+        "min": "min({0}, {1})",
+        "max": "max({0}, {1})",
+        "isnan": "((bitcast<u32>({0}) & 0x7fffffffu) > 0x7f800000u)",
+        "isinf": "((bitcast<u32>({0}) & 0x7fffffffu) == 0x7f800000u)",
+    }
+    barrier = "workgroupBarrier();"
+
+    def literal(self, c: Const) -> tuple[str, int]:
+        v, t = c.value, c.type
+        if t == "bool":
+            return ("true" if v else "false"), _ATOM
+        if t == "u32":
+            return f"{v}u", _ATOM
+        if t == "i32":
+            if v == -(2**31):
+                return "i32(-2147483648)", _ATOM
+            return f"{v}i", (_UNARY if v < 0 else _ATOM)
+        if math.isnan(v):
+            self._nonfinite.add("$nan_bits")
+            return f"bitcast<f32>({self.names('$nan_bits')})", _ATOM
+        if math.isinf(v):
+            self._nonfinite.add("$inf_bits")
+            text = f"bitcast<f32>({self.names('$inf_bits')})"
+            return ("-" + text, _UNARY) if v < 0 else (text, _ATOM)
+        text = shortest_float(v) + "f"
+        return text, (_UNARY if text.startswith("-") else _ATOM)
+
+    def bitcast(self, e: str, t: str) -> str:
+        return f"bitcast<{self.type_map[t]}>({e})"
+
+    def select(self, cond: str, a: str, b: str) -> str:
+        return f"select({b}, {a}, {cond})"
+
+    def let(self, name: str, t: str, value: str) -> str:
+        return f"let {name}: {self.type_map[t]} = {value};"
+
+    def var(self, name: str, t: str, value: str) -> str:
+        return f"var {name}: {self.type_map[t]} = {value};"
+
+    def for_head(self, name: str, s: For) -> str:
+        return (
+            f"for (var {name}: u32 = {self.expr(s.start)}; {name} < {self.expr(s.end)}; "
+            f"{name} += {self.expr(s.step)})"
+        )
+
+    def prepare(self, kernel: Kernel) -> None:
+        self._nonfinite: set[str] = set()
+        self.names("$inf_bits")
+        self.names("$nan_bits")
+
+    def helper(self, h: Helper) -> list[str]:
+        params = ", ".join(f"{self.names(p.name)}: {self.type_map[p.type]}" for p in h.params)
+        head = f"fn {self.names(h.name)}({params}) -> {self.type_map[h.ret]} {{"
+        return [head, *self.block(h.body, 1), "}", ""]
+
+    def file(self, kernel: Kernel, entry: str, header: str) -> str:
+        body = self.block(kernel.body, 1)
+        helpers = [line for h in kernel.helpers for line in self.helper(h)]
+        lines = [f"// {line}" for line in header.splitlines()]
+        exprs = list(all_expressions(kernel.body))
+        for h in kernel.helpers:
+            exprs += list(all_expressions(h.body))
+        if any(e.type == "f16" for e in exprs) or any(b.elem == "f16" for b in kernel.buffers):
+            lines.append("enable f16;")
+        lines.append("")
+        if kernel.uses_uniform:
+            lines.append(f"struct {self.names('$Uniforms')} {{")
+            for f, t in kernel.uniform_fields:
+                lines.append(f"    {self.fields(f)}: {self.type_map[t]},")
+            lines += ["}", ""]
+        for k, b in enumerate(kernel.buffers):
+            t, name = self.type_map[b.elem], self.names(b.name)
+            lines.append(f"@group(0) @binding({k}) var<storage, {b.access}> {name}: array<{t}>;")
+        if kernel.uses_uniform:
+            lines.append(
+                f"@group(0) @binding({len(kernel.buffers)}) var<uniform> {self.names('$u')}: "
+                f"{self.names('$Uniforms')};"
+            )
+        for a in kernel.shared:
+            t = self.type_map[a.elem]
+            lines.append(f"var<workgroup> {self.names(a.name)}: array<{t}, {a.count}>;")
+        for bits, pattern in (("$inf_bits", "0x7f800000u"), ("$nan_bits", "0x7fc00000u")):
+            if bits in self._nonfinite:
+                lines.append(f"var<private> {self.names(bits)}: u32 = {pattern};")
+        lines.append("")
+        lines += helpers
+        builtins = {
+            "local": ("$lid", "local_invocation_id"),
+            "group": ("$wid", "workgroup_id"),
+            "groups": ("$nwg", "num_workgroups"),
+        }
+        params = [
+            f"@builtin({builtins[b][1]}) {self.names(builtins[b][0])}: vec3<u32>"
+            for b in self.builtins_used(kernel)
+        ]
+        x, y, z = kernel.workgroup_size
+        lines.append(f"@compute @workgroup_size({x}, {y}, {z})")
+        if len(params) > 1:
+            lines.append(f"fn {entry}(")
+            lines += [f"    {p}," for p in params]
+            lines.append(") {")
+        else:
+            lines.append(f"fn {entry}({', '.join(params)}) {{")
+        lines += body
+        lines.append("}")
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,82 @@
+"""What every kernel builder shares: the body, the evaluator, dispatch and trees.
+
+A `KernelContext` is made per launch of a schedule. `write` evaluates the
+launch's results at a position and stores them (with a root's value given, for
+a fused epilogue); `groups` dispatches a 1-D count of workgroups folded into x
+and y (`sizes.dispatch`) and returns the linear group id, with the groups past
+the end returning at once (uniformly, so barriers stay in uniform control
+flow); `tree` combines a threadgroup array into its first element.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mimir.codegen import lower as lw
+from mimir.codegen import sizes as sz
+from mimir.codegen.builder import Body, Idx, group_id, ibin, over_dispatched, size_ir, u32
+from mimir.codegen.ir import Barrier, Binary, Expr, Load, Return, SharedArray, Store
+from mimir.codegen.schedule import Plan, Schedule
+from mimir.codegen.tensors import Evaluator
+from mimir.dtypes import DType, float16, float32
+
+WG = 256
+
+
+class KernelContext:
+    """What one kernel's builder needs: the body, the evaluator and the schedule."""
+
+    def __init__(self, s: Schedule, plan: Plan) -> None:
+        self.s = s
+        self.plan = plan
+        self.body = Body()
+        written = {n for n, _ in plan.outputs()}
+        readable = {n: b for n, b in s.node_buffers.items() if n not in written}
+        self.ev = Evaluator(s.kernel, self.body, readable)
+        self.shared: list[SharedArray] = []
+        self.dims = {d.name: d for d in s.dims}
+
+    def write(self, idx: Idx, root_value: Expr | None = None) -> None:
+        """Evaluate the plan's results at `idx` (the root's value given) and store them."""
+        if root_value is not None and self.plan.root is not None:
+            self.ev.overrides[self.plan.root] = (idx.key, root_value)
+        flat = idx.flat(self.body)
+        for node, buffers in self.plan.outputs():
+            value = self.ev.at(node, self.ev.same(idx, node))
+            for name in buffers:
+                self.body.emit(Store(name, flat, lw.to_storage(value, self.ev.dtype(node))))
+
+    def groups(self, count: Any, guard: bool = True) -> tuple[tuple[Any, Any, Any], Expr]:
+        """Dispatch `count` workgroups; the linear group id. Groups past the end
+        return at once, unless `guard` is False (every thread is guarded anyway)."""
+        dispatch = sz.dispatch(count, self.dims)
+        g = group_id(self.body, dispatch)
+        if guard and over_dispatched(dispatch):
+            with self.body.if_(Binary(">=", g, size_ir(count), "bool")):
+                self.body.emit(Return())
+        return dispatch, g
+
+    def tree(self, shared: str, t: str, combine: Any, lid: Expr, width: int) -> None:
+        """Combine `shared[0..width)` into `shared[0]` (a barrier before each step)."""
+        s = width // 2
+        while s >= 1:
+            self.body.emit(Barrier())
+            with self.body.if_(Binary("<", lid, u32(s), "bool")):
+                a = self.body.let(Load(shared, lid, t), "a")
+                b = self.body.let(Load(shared, ibin("+", lid, u32(s)), t), "b")
+                self.body.emit(Store(shared, lid, combine(a, b)))
+            s //= 2
+        self.body.emit(Barrier())
+
+
+def width_for(count: Any) -> int:
+    """Threads per workgroup for a strided pass over `count` elements: 256, or the
+    power of two that covers a smaller literal count (at least 32)."""
+    if isinstance(count, int) and count < WG:
+        return max(32, 1 << max(0, count - 1).bit_length())
+    return WG
+
+
+def reg_dtype(dtype: DType) -> DType:
+    """The dtype a value of `dtype` is computed in (float16 in f32 registers)."""
+    return float32 if dtype == float16 else dtype

@@ -1,0 +1,320 @@
+"""The lowering table: every element-level op of `mimir.ops.TABLE`, in IR, once.
+
+`LOWERING[name]` builds the IR for one application of the op named `name` on
+operands already converted to the op's compute type, and every backend prints
+the result; nothing here is target-specific. Where Python (the reference in
+`mimir.ops.numerics`) and GPU semantics differ, the difference is spelled out
+here in IR, mostly as small `Helper` functions (`mimir.codegen.helpers`):
+
+- integer `//` and `%` floor (Python), and give 0 for a zero divisor (NumPy);
+- float `//` is `floor(a / b)`, float `%` takes the sign of the divisor;
+- `**` follows Python: negative bases with integer exponents, nan for a
+  negative base with a fractional exponent, `0 ** -1` is inf, ints by squaring;
+- `maximum`/`minimum`/`clip` propagate nan, `relu(nan)` is nan;
+- `sigmoid` never exponentiates a large positive number, `gelu` is the tanh
+  approximation, `log`/`sqrt` give nan below 0 and `log(0)` is -inf;
+- float -> int casts truncate toward zero and saturate, nan becomes 0;
+- float comparisons test for nan on the bits (only `!=` holds with a nan), since
+  WGSL and Metal's fast math may assume there is none.
+
+Register types: float16 values are carried in f32 registers and rounded to
+half after every op (`round_f16`), which gives the correctly rounded half
+result for `+ - * /` (f32 has more than 2 * 11 + 2 bits) and matches the
+reference, which computes in double and rounds once. Bools live in `bool`
+registers and are stored as u32 (see `STORAGE`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from mimir.codegen.helpers import (
+    HELPERS,
+    INF,
+    INT_MAX,
+    INT_MIN,
+    NAN,
+    UINT_MAX,
+    bin_,
+    call,
+    const,
+    isnan,
+    not_,
+    round_f16,
+    select,
+)
+from mimir.codegen.ir import (
+    Call,
+    Cast,
+    Const,
+    Expr,
+    Helper,
+    Unary,
+    all_expressions,
+    walk_expr,
+)
+from mimir.dtypes import DType, bool_, float16, float32, int32, uint32
+
+__all__ = [
+    "HELPERS",
+    "INF",
+    "INT_MAX",
+    "INT_MIN",
+    "LOWERING",
+    "NAN",
+    "REG",
+    "STORAGE",
+    "UINT_MAX",
+    "bin_",
+    "call",
+    "const",
+    "convert",
+    "from_storage",
+    "functions_called",
+    "helpers_needed",
+    "intrinsics_needed",
+    "lower_element",
+    "round_f16",
+    "select",
+    "to_storage",
+]
+
+REG: dict[DType, str] = {bool_: "bool", int32: "i32", uint32: "u32", float32: "f32", float16: "f32"}
+STORAGE: dict[DType, str] = {
+    bool_: "u32",
+    int32: "i32",
+    uint32: "u32",
+    float32: "f32",
+    float16: "f16",
+}
+# ---------------------------------------------------------------- the table
+
+Lowering = Callable[[list[Expr], str], Expr]
+
+
+def _arith(op: str) -> Lowering:
+    return lambda xs, t: bin_(op, xs[0], xs[1])
+
+
+def _floordiv(xs: list[Expr], t: str) -> Expr:
+    if t == "f32":
+        return call("floor", bin_("/", xs[0], xs[1]))
+    return call(f"mimir_floordiv_{t}", *xs)
+
+
+def _mod(xs: list[Expr], t: str) -> Expr:
+    return call(f"mimir_mod_{t}", *xs)
+
+
+def _pow(xs: list[Expr], t: str) -> Expr:
+    return call(f"mimir_pow_{t}", *xs)
+
+
+def _compare(op: str) -> Lowering:
+    def lower(xs: list[Expr], t: str) -> Expr:
+        a, b = xs
+        if t == "bool" and op not in ("==", "!="):
+            # False < True, as Python orders bools; WGSL has no ordering on bool.
+            a, b = (select(x, const(1, "u32"), const(0, "u32")) for x in (a, b))
+        if t == "f32":
+            return float_compare(op, a, b)
+        return bin_(op, a, b)
+
+    return lower
+
+
+def float_compare(op: str, a: Expr, b: Expr) -> Expr:
+    """An IEEE comparison with nan spelled out: only `!=` holds when either side is nan.
+    WGSL and Metal's fast math may assume there is no nan, so the test is on the bits."""
+    checks = [isnan(x) for x in dict.fromkeys((a, b)) if not isinstance(x, Const)]
+    if not checks:
+        return bin_(op, a, b)
+    either_nan = checks[0] if len(checks) == 1 else bin_("||", checks[0], checks[1])
+    if op == "!=":
+        return bin_("||", either_nan, bin_(op, a, b))
+    return bin_("&&", not_(either_nan), bin_(op, a, b))
+
+
+def _bitwise(op: str, logical: str) -> Lowering:
+    return lambda xs, t: bin_(logical if t == "bool" else op, xs[0], xs[1])
+
+
+def _neg(xs: list[Expr], t: str) -> Expr:
+    if t == "f32":
+        return Unary("-", xs[0], t)
+    return bin_("-", const(0, t), xs[0])  # wraps: -INT_MIN == INT_MIN, as int32 casts do
+
+
+def _invert(xs: list[Expr], t: str) -> Expr:
+    return not_(xs[0]) if t == "bool" else Unary("~", xs[0], t)
+
+
+def _relu(xs: list[Expr], t: str) -> Expr:
+    (a,) = xs
+    if t == "f32":
+        return select(bin_("||", bin_(">", a, const(0, t)), isnan(a)), a, const(0, t))
+    if t == "u32":
+        return a
+    return select(bin_(">", a, const(0, t)), a, const(0, t))
+
+
+def _abs(xs: list[Expr], t: str) -> Expr:
+    (a,) = xs
+    if t == "f32":
+        return call("abs", a)
+    if t == "u32":
+        return a
+    return select(bin_("<", a, const(0, t)), bin_("-", const(0, t), a), a)
+
+
+def _float_fn(helper: str) -> Lowering:
+    return lambda xs, t: call(helper, xs[0])
+
+
+def _rsqrt(xs: list[Expr], t: str) -> Expr:
+    return bin_("/", const(1.0, t), call("mimir_sqrt", xs[0]))
+
+
+def _extremum(name: str, op: str, logical: str) -> Lowering:
+    def lower(xs: list[Expr], t: str) -> Expr:
+        a, b = xs
+        if t == "bool":
+            return bin_(logical, a, b)
+        if t == "f32":
+            return call(f"mimir_{name}_f32", a, b)
+        return select(bin_(op, a, b), a, b)
+
+    return lower
+
+
+_maximum = _extremum("maximum", ">=", "||")
+_minimum = _extremum("minimum", "<=", "&&")
+
+
+def _clip(xs: list[Expr], t: str) -> Expr:
+    a, lo, hi = xs
+    return _minimum([_maximum([a, lo], t), hi], t)
+
+
+def _where(xs: list[Expr], t: str) -> Expr:
+    return select(xs[0], xs[1], xs[2])
+
+
+LOWERING: dict[str, Lowering] = {
+    "add": _arith("+"),
+    "sub": _arith("-"),
+    "mul": _arith("*"),
+    "truediv": _arith("/"),
+    "floordiv": _floordiv,
+    "mod": _mod,
+    "pow": _pow,
+    "bitand": _bitwise("&", "&&"),
+    "bitor": _bitwise("|", "||"),
+    "lt": _compare("<"),
+    "le": _compare("<="),
+    "gt": _compare(">"),
+    "ge": _compare(">="),
+    "eq": _compare("=="),
+    "ne": _compare("!="),
+    "neg": _neg,
+    "invert": _invert,
+    "relu": _relu,
+    "abs": _abs,
+    "sigmoid": _float_fn("mimir_sigmoid"),
+    "tanh": _float_fn("mimir_tanh"),
+    "gelu": _float_fn("mimir_gelu"),
+    "exp": lambda xs, t: call("exp", xs[0]),
+    "log": _float_fn("mimir_log"),
+    "sqrt": _float_fn("mimir_sqrt"),
+    "rsqrt": _rsqrt,
+    "clip": _clip,
+    "where": _where,
+    "maximum": _maximum,
+    "minimum": _minimum,
+}
+
+
+def lower_element(name: str, args: list[Expr], compute: DType, out: DType) -> Expr:
+    """One op applied to operands already in `compute`'s register type."""
+    result = LOWERING[name](args, REG[compute])
+    return round_f16(result) if out == float16 else result
+
+
+# ---------------------------------------------------------------- conversions
+
+
+def convert(e: Expr, src: DType, dst: DType) -> Expr:
+    """A register value of dtype `src` as dtype `dst` (`astype` semantics)."""
+    if src == dst:
+        return e
+    s, d = REG[src], REG[dst]
+    if dst == bool_:
+        return float_compare("!=", e, const(0, s)) if s == "f32" else bin_("!=", e, const(0, s))
+    if src == bool_:
+        return select(e, const(1, d), const(0, d))
+    if s == "f32" and d == "f32":
+        return round_f16(e) if dst == float16 else e
+    if s == "f32":
+        return call(f"mimir_f32_to_{d}", e)
+    if d == "f32":
+        return round_f16(Cast(e, "f32")) if dst == float16 else Cast(e, "f32")
+    return Cast(e, d)  # i32 <-> u32: two's complement reinterpretation
+
+
+def to_storage(e: Expr, dtype: DType) -> Expr:
+    if dtype == bool_:
+        return select(e, const(1, "u32"), const(0, "u32"))
+    if dtype == float16:
+        return Cast(e, "f16")
+    return e
+
+
+def from_storage(e: Expr, dtype: DType) -> Expr:
+    if dtype == bool_:
+        return bin_("!=", e, const(0, "u32"))
+    if dtype == float16:
+        return Cast(e, "f32")
+    return e
+
+
+# ---------------------------------------------------------------- what an expression needs
+
+
+def helpers_needed(exprs: Iterable[Expr]) -> list[Helper]:
+    """Helpers called (directly or through other helpers), callees first."""
+    found: list[str] = []
+
+    def visit(name: str) -> None:
+        if name in found:
+            return
+        for dep in HELPERS[name].uses:
+            visit(dep)
+        found.append(name)
+
+    for e in exprs:
+        for sub in walk_expr(e):
+            if isinstance(sub, Call) and sub.fn in HELPERS:
+                visit(sub.fn)
+    return [HELPERS[n] for n in found]
+
+
+def functions_called(e: Expr) -> list[str]:
+    """Intrinsics and helpers `e` calls, through helpers too."""
+    found = [h.name for h in helpers_needed([e])]
+    found += sorted({fn for fn, _ in intrinsics_needed([e])})
+    return found
+
+
+def intrinsics_needed(exprs: Iterable[Expr]) -> set[tuple[str, str]]:
+    """(intrinsic, type) pairs used, through helpers too."""
+    out: set[tuple[str, str]] = set()
+    exprs = list(exprs)
+    for e in exprs:
+        for sub in walk_expr(e):
+            if isinstance(sub, Call) and sub.fn not in HELPERS:
+                out.add((sub.fn, sub.args[0].type))
+    for h in helpers_needed(exprs):
+        for sub in all_expressions(h.body):
+            if isinstance(sub, Call) and sub.fn not in HELPERS:
+                out.add((sub.fn, sub.args[0].type))
+    return out

@@ -1,0 +1,91 @@
+"""The manifest: `FUNCTION.manifest.json`, public API (DESIGN.md section 4).
+
+`build_manifest` turns a schedule and its printed kernels into the JSON
+document; `SCHEMA_PATH` is its JSON Schema, shipped inside the package, and
+`validate_manifest` checks a document against it (needs `jsonschema`, a test
+dependency, imported on use).
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from mimir.codegen import sizes as sz
+from mimir.codegen.backends.base import Printed
+from mimir.codegen.ir import Kernel
+from mimir.codegen.schedule import Schedule
+
+FORMAT = "mimir-manifest/1"
+SCHEMA_PATH = Path(str(resources.files("mimir.codegen") / "schemas" / "manifest-v1.schema.json"))
+
+
+def build_manifest(
+    s: Schedule,
+    source: str,
+    backend: str,
+    kernels: list[tuple[Kernel, Printed, str]],
+) -> dict[str, Any]:
+    """The manifest of one function for one backend; `kernels` holds (IR, printed, file)."""
+    return {
+        "format": FORMAT,
+        "function": s.function,
+        "source": source,
+        "backend": backend,
+        "dims": [
+            {"name": d.name, "min": d.min, "max": d.max, "multiple_of": d.multiple_of}
+            for d in s.dims
+        ],
+        "buffers": [
+            {
+                "name": b.name,
+                "role": b.role,
+                "dtype": b.dtype.name,
+                "shape": [sz.manifest_value(x) for x in b.shape],
+            }
+            for b in s.buffers
+        ],
+        "uniform": (
+            {"fields": [{"name": n, "type": t} for n, t in s.uniform_fields]}
+            if s.uniform_fields
+            else None
+        ),
+        "kernels": [
+            {
+                "file": file,
+                "entry_point": printed.entry_point,
+                "workgroup_size": list(kernel.workgroup_size),
+                "workgroups": [sz.manifest_value(x) for x in kernel.workgroups],
+                "bindings": [
+                    {"buffer": b, "group": g, "binding": k, "access": a}
+                    for b, g, k, a in printed.bindings
+                ],
+                "uniform_binding": _uniform_binding(printed),
+            }
+            for kernel, printed, file in kernels
+        ],
+    }
+
+
+def _uniform_binding(printed: Printed) -> dict[str, int] | None:
+    if printed.uniform_binding is None:
+        return None
+    group, binding = printed.uniform_binding
+    return {"group": group, "binding": binding}
+
+
+def dumps(manifest: dict[str, Any]) -> str:
+    return json.dumps(manifest, indent=2) + "\n"
+
+
+def schema() -> dict[str, Any]:
+    return json.loads(SCHEMA_PATH.read_text())
+
+
+def validate_manifest(manifest: dict[str, Any]) -> None:
+    """Raise `jsonschema.ValidationError` when `manifest` does not follow the schema."""
+    import jsonschema
+
+    jsonschema.validate(manifest, schema(), cls=jsonschema.Draft202012Validator)

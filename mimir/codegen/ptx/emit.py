@@ -1,0 +1,496 @@
+"""Lowering kernel-IR bodies to PTX instructions: expressions, statements, control flow.
+
+`Emitter` turns one IR body (a kernel's or a helper's) into PTX lines over
+fresh virtual registers (`mimir.codegen.ptx.registers`). Expressions become
+three-address instructions and yield an operand (a register, or an immediate
+where PTX takes one); statements become instructions, predicated branches and
+labels. It prints the IR; it never re-derives what the IR means. The IR's
+semantics (`mimir.codegen.ir`) and how they are kept:
+
+- `+ - *` on i32/u32 are `add`/`sub`/`mul.lo`, which wrap; `/` and `%` are
+  `div`/`rem`, which truncate; shifts mask their amount to 0..31 (WGSL's rule;
+  PTX itself clamps);
+- float `+ - * /` carry `.rn`: without a rounding modifier ptxas may fuse a
+  multiply and an add into one `fma`, which rounds differently from the shim;
+  `/` is `div.rn.f32`, IEEE division; subnormals are kept (no `.ftz`);
+- float comparisons are ordered (false on nan) except `!=`, which is `neu`;
+- float16 values are held as `.b16` bits; arithmetic on them goes through
+  f32 and rounds back once (`cvt.rn.f16.f32`), which is the correctly
+  rounded half result for `+ - * /`;
+- exp, log, tanh and pow are the sequences of `mimir.codegen.ptx.mathlib`;
+  sqrt is `sqrt.rn.f32`, floor `cvt.rmi.f32.f32`;
+- `If` is a predicated branch around its blocks, `For` a loop whose bound and
+  step are evaluated at every iteration (as C does), `Barrier` is
+  `bar.sync 0`, and `Return` is `ret` (from a helper, after moving the value
+  into its return register).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from mimir.codegen.ir import (
+    COMPARISONS,
+    Assign,
+    Barrier,
+    Binary,
+    Bitcast,
+    Builtin,
+    Call,
+    Cast,
+    Const,
+    Expr,
+    For,
+    If,
+    Let,
+    Load,
+    Return,
+    Select,
+    Stmt,
+    Store,
+    Unary,
+    Uniform,
+    Var,
+    VarDecl,
+)
+from mimir.codegen.ptx import mathlib
+from mimir.codegen.ptx.registers import CLASS_OF, Registers
+from mimir.codegen.ptx.tables import (
+    ARITH,
+    COMPARE,
+    ELEMENT_BYTES,
+    MEMORY_TYPE,
+    MOV,
+    SHIFTS,
+    SIMPLE_INTRINSICS,
+    TYPE,
+)
+from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, RefusalError
+
+__all__ = ["Emitter", "Memory", "refuse"]
+
+
+def refuse(what: str) -> RefusalError:
+    return RefusalError(BACKEND_CANNOT_EMIT, f"the PTX backend cannot emit {what}")
+
+
+@dataclass(frozen=True)
+class Memory:
+    """A buffer (`global`, base address in a register) or a shared array (`shared`)."""
+
+    space: str
+    base: str  # register holding the address (b64 global, b32 shared)
+    elem: str  # IR storage type
+    readonly: bool = False
+    symbol: str = ""  # the shared array's name, for constant offsets
+
+
+def _f16_bits(value: float) -> str:
+    """The bits of `value` rounded to half (inf past the half range), as `0xXXXX`."""
+    try:
+        bits = struct.unpack("<H", struct.pack("<e", value))[0]
+    except OverflowError:
+        bits = 0x7C00 if value > 0 else 0xFC00
+    return f"0x{bits:04X}"
+
+
+# ---------------------------------------------------------------- the emitter
+
+
+class Emitter:
+    """PTX lines for one function body over `regs`.
+
+    `memory` (buffers and shared arrays), `uniforms` and `builtins` (registers
+    loaded in the kernel's prologue) and `helpers` are what the body can name;
+    `return_register` is set when the body is a helper's.
+    """
+
+    def __init__(
+        self,
+        regs: Registers,
+        memory: Mapping[str, Memory],
+        uniforms: Mapping[str, str],
+        builtins: Mapping[str, str],
+        helpers: Mapping[str, tuple[str, str, tuple[str, ...]]],
+        return_register: str | None = None,
+    ) -> None:
+        self.regs = regs
+        self.memory = memory
+        self.uniforms = uniforms
+        self.builtins = builtins
+        self.helpers = helpers  # IR name -> (PTX name, return type, parameter types)
+        self.return_register = return_register
+        self.lines: list[str] = []
+        self.env: dict[str, str] = {}
+        self.mutable: set[str] = set()
+
+    # -- output
+
+    def ins(self, text: str) -> None:
+        self.lines.append(f"    {text};")
+
+    def end(self) -> None:
+        """Close the body: `ret`, unless it already ends in one."""
+        if not self.lines or self.lines[-1] != "    ret;":
+            self.ins("ret")
+
+    def put_label(self, name: str) -> None:
+        self.lines.append(f"{name}:")
+
+    def comment(self, text: str) -> None:
+        self.lines.append(f"    // {text}")
+
+    # -- operands
+
+    def new(self, ir_type: str) -> str:
+        return self.regs.of_type(ir_type)
+
+    def reg(self, e: Expr) -> str:
+        """`e` in a register (immediates are moved into one)."""
+        op = self.expr(e)
+        if op.startswith("%"):
+            return op
+        return self.materialise(op, e.type)
+
+    def materialise(self, op: str, ir_type: str) -> str:
+        cls = CLASS_OF[ir_type]
+        r = self.regs.new(cls)
+        self.ins(f"{MOV[cls]} {r}, {op}")
+        return r
+
+    def literal(self, c: Const) -> str:
+        v, t = c.value, c.type
+        if t == "bool":
+            return self.materialise("1" if v else "0", "bool")
+        if t == "u32":
+            return str(int(v) & 0xFFFFFFFF)
+        if t == "i32":
+            return str(int(v))
+        if t == "f32":
+            return mathlib.F32(float(v)).text()
+        if t == "f16":
+            bits = "0x7E00" if math.isnan(v) else _f16_bits(float(v))
+            return self.materialise(bits, "f16")
+        raise refuse(f"a constant of type `{t}`")
+
+    # -- expressions
+
+    def expr(self, e: Expr) -> str:
+        if isinstance(e, Const):
+            return self.literal(e)
+        if isinstance(e, Var):
+            if e.name not in self.env:
+                raise refuse(f"a read of `{e.name}` before it is defined")
+            return self.env[e.name]
+        if isinstance(e, Load):
+            return self.load(e)
+        if isinstance(e, Uniform):
+            if e.field not in self.uniforms:
+                raise refuse(f"the uniform field `{e.field}` here")
+            return self.uniforms[e.field]
+        if isinstance(e, Builtin):
+            if e.name not in self.builtins:
+                raise refuse(f"the builtin `{e.name}` here")
+            return self.builtins[e.name]
+        if isinstance(e, Binary):
+            return self.binary(e)
+        if isinstance(e, Unary):
+            return self.unary(e)
+        if isinstance(e, Call):
+            return self.call(e)
+        if isinstance(e, Select):
+            return self.select(e)
+        if isinstance(e, Cast):
+            return self.cast(self.expr(e.a), e.a.type, e.type)
+        if isinstance(e, Bitcast):
+            return self.bitcast(e)
+        raise refuse(f"the expression {type(e).__name__}")
+
+    def address(self, array: str, index: Expr) -> tuple[Memory, str]:
+        mem = self.memory.get(array)
+        if mem is None:
+            raise refuse(f"an access to `{array}`, which the kernel does not bind")
+        size = ELEMENT_BYTES[mem.elem]
+        if isinstance(index, Const) and 0 <= int(index.value) * size < 2**31:
+            offset = int(index.value) * size
+            base = mem.symbol if mem.space == "shared" else mem.base
+            return mem, f"[{base}+{offset}]" if offset else f"[{base}]"
+        idx = self.reg(index)
+        if mem.space == "shared":
+            a = self.regs.new("b32")
+            self.ins(f"mad.lo.u32 {a}, {idx}, {size}, {mem.base}")
+            return mem, f"[{a}]"
+        wide, a = self.regs.new("b64"), self.regs.new("b64")
+        self.ins(f"mul.wide.{'s32' if index.type == 'i32' else 'u32'} {wide}, {idx}, {size}")
+        self.ins(f"add.s64 {a}, {mem.base}, {wide}")
+        return mem, f"[{a}]"
+
+    def load(self, e: Load) -> str:
+        mem, addr = self.address(e.array, e.index)
+        nc = ".nc" if mem.space == "global" and mem.readonly else ""
+        if e.type == "bool":
+            bits = self.regs.new("b32")
+            self.ins(f"ld.{mem.space}{nc}.u32 {bits}, {addr}")
+            d = self.regs.new("pred")
+            self.ins(f"setp.ne.u32 {d}, {bits}, 0")
+            return d
+        d = self.new(e.type)
+        self.ins(f"ld.{mem.space}{nc}.{MEMORY_TYPE[e.type]} {d}, {addr}")
+        return d
+
+    def to_f32(self, e: Expr) -> str:
+        """An f16 expression widened to an f32 register (exact)."""
+        return self.cast(self.expr(e), "f16", "f32")
+
+    def binary(self, e: Binary) -> str:
+        op, t = e.op, e.a.type
+        if t == "f16" and op not in ("&&", "||"):
+            a, b = self.to_f32(e.a), self.to_f32(e.b)
+            result = self._binary_on(op, "f32", a, b)
+            return result if e.type == "bool" else self.cast(result, "f32", "f16")
+        return self._binary_on(op, t, self.expr(e.a), self.expr(e.b), shift=e.b)
+
+    def _binary_on(self, op: str, t: str, a: str, b: str, shift: Expr | None = None) -> str:
+        if op in COMPARISONS:
+            d = self.regs.new("pred")
+            if t == "bool":
+                if op not in ("==", "!="):
+                    raise refuse(f"the ordering `{op}` on bool")
+                self.ins(f"xor.pred {d}, {a}, {b}")
+                if op == "==":
+                    self.ins(f"not.pred {d}, {d}")
+                return d
+            cmp = "neu" if (t == "f32" and op == "!=") else COMPARE[op]
+            self.ins(f"setp.{cmp}.{TYPE[t]} {d}, {a}, {b}")
+            return d
+        if (op, t) in SHIFTS:
+            if isinstance(shift, Const):
+                amount = str(int(shift.value) & 31)
+            else:
+                amount = self.regs.new("b32")
+                self.ins(f"and.b32 {amount}, {b}, 31")
+            d = self.regs.new("b32")
+            self.ins(f"{SHIFTS[(op, t)]} {d}, {a}, {amount}")
+            return d
+        opcode = ARITH.get((op, t))
+        if opcode is None:
+            raise refuse(f"the operator `{op}` on `{t}`")
+        d = self.regs.new(CLASS_OF["bool" if t == "bool" else t])
+        self.ins(f"{opcode} {d}, {a}, {b}")
+        return d
+
+    def unary(self, e: Unary) -> str:
+        t = e.a.type
+        if e.op == "!" and t == "bool":
+            d = self.regs.new("pred")
+            self.ins(f"not.pred {d}, {self.reg(e.a)}")
+            return d
+        if e.op == "~" and t in ("i32", "u32"):
+            d = self.regs.new("b32")
+            self.ins(f"not.b32 {d}, {self.reg(e.a)}")
+            return d
+        if e.op == "-" and t in ("f32", "i32"):
+            d = self.new(t)
+            self.ins(f"neg.{TYPE[t]} {d}, {self.reg(e.a)}")
+            return d
+        if e.op == "-" and t == "u32":
+            d = self.regs.new("b32")
+            self.ins(f"sub.u32 {d}, 0, {self.expr(e.a)}")
+            return d
+        if e.op == "-" and t == "f16":
+            d = self.regs.new("b16")
+            self.ins(f"xor.b16 {d}, {self.reg(e.a)}, 0x8000")  # flips the sign, nan too
+            return d
+        raise refuse(f"the unary operator `{e.op}` on `{t}`")
+
+    def select(self, e: Select) -> str:
+        cond = self.reg(e.cond)
+        a, b = self.expr(e.if_true), self.expr(e.if_false)
+        if e.type == "bool":
+            t1, t2, n, d = (self.regs.new("pred") for _ in range(4))
+            self.ins(f"and.pred {t1}, {cond}, {a}")
+            self.ins(f"not.pred {n}, {cond}")
+            self.ins(f"and.pred {t2}, {n}, {b}")
+            self.ins(f"or.pred {d}, {t1}, {t2}")
+            return d
+        kind = {"i32": "b32", "u32": "b32", "f32": "f32", "f16": "b16"}[e.type]
+        d = self.new(e.type)
+        self.ins(f"selp.{kind} {d}, {a}, {b}, {cond}")
+        return d
+
+    def cast(self, op: str, src: str, dst: str) -> str:
+        if src == dst or {src, dst} == {"i32", "u32"}:
+            return op  # i32 <-> u32 reinterprets the bits: the same register
+        if src == "bool":
+            p = op if op.startswith("%") else self.materialise(op, "bool")
+            one = {"f32": "0f3F800000", "f16": "0x3C00"}.get(dst, "1")
+            zero = {"f32": "0f00000000", "f16": "0x0000"}.get(dst, "0")
+            d = self.new(dst)
+            kind = {"f32": "f32", "f16": "b16"}.get(dst, "b32")
+            self.ins(f"selp.{kind} {d}, {one}, {zero}, {p}")
+            return d
+        if dst == "bool":
+            if src == "f16":
+                return self.cast(self.cast(op, "f16", "f32"), "f32", "bool")
+            d = self.regs.new("pred")
+            cmp = "neu" if src == "f32" else "ne"
+            zero = "0f00000000" if src == "f32" else "0"
+            self.ins(f"setp.{cmp}.{TYPE[src]} {d}, {op}, {zero}")
+            return d
+        if src == "f16" and dst != "f32":
+            return self.cast(self.cast(op, "f16", "f32"), "f32", dst)
+        if dst == "f16" and src != "f32":
+            return self.cast(self.cast(op, src, "f32"), "f32", "f16")
+        mode = {
+            ("f32", "i32"): "cvt.rzi.s32.f32",
+            ("f32", "u32"): "cvt.rzi.u32.f32",
+            ("i32", "f32"): "cvt.rn.f32.s32",
+            ("u32", "f32"): "cvt.rn.f32.u32",
+            ("f32", "f16"): "cvt.rn.f16.f32",
+            ("f16", "f32"): "cvt.f32.f16",
+        }.get((src, dst))
+        if mode is None:
+            raise refuse(f"a conversion from `{src}` to `{dst}`")
+        a = op if op.startswith("%") else self.materialise(op, src)
+        d = self.new(dst)
+        self.ins(f"{mode} {d}, {a}")
+        return d
+
+    def bitcast(self, e: Bitcast) -> str:
+        src, dst = e.a.type, e.type
+        a = self.reg(e.a)
+        if src == dst or {src, dst} <= {"i32", "u32"}:
+            return a
+        d = self.new(dst)
+        if {src, dst} <= {"i32", "u32", "f32"}:
+            self.ins(f"mov.b32 {d}, {a}")
+        elif src == "f16" and dst in ("i32", "u32"):
+            self.ins(f"cvt.u32.u16 {d}, {a}")
+        elif dst == "f16" and src in ("i32", "u32"):
+            self.ins(f"cvt.u16.u32 {d}, {a}")
+        else:
+            raise refuse(f"a bit cast from `{src}` to `{dst}`")
+        return d
+
+    def call(self, e: Call) -> str:
+        if e.fn in self.helpers:
+            name, ret, params = self.helpers[e.fn]
+            args = []
+            for a, t in zip(e.args, params, strict=True):
+                args.append(self.reg(a) if a.type == t else self.cast(self.expr(a), a.type, t))
+            d = self.new(ret)
+            self.ins(f"call.uni ({d}), {name}, ({', '.join(args)})")
+            return d
+        types = {a.type for a in e.args}
+        if types == {"f16"} and e.fn not in ("isnan", "isinf"):
+            widened = Call(e.fn, tuple(Cast(a, "f32") for a in e.args), "f32")
+            return self.cast(self.call(widened), "f32", "f16")
+        if types == {"f16"}:
+            return self.call(Call(e.fn, tuple(Cast(a, "f32") for a in e.args), e.type))
+        t = e.args[0].type
+        if e.fn in mathlib.SEQUENCES and t == "f32":
+            return self.sequence(e.fn, [self.reg(a) for a in e.args])
+        opcode = SIMPLE_INTRINSICS.get((e.fn, t))
+        if opcode is None:
+            raise refuse(f"the function `{e.fn}` on `{t}`")
+        args = [self.expr(a) if len(e.args) > 1 else self.reg(a) for a in e.args]
+        d = self.new(e.type)
+        self.ins(f"{opcode} {d}, {', '.join(args)}")
+        return d
+
+    def sequence(self, name: str, args: list[str]) -> str:
+        """Inline one `mathlib` sequence over `args`; the register holding its result."""
+        seq = mathlib.Seq()
+        inputs = [f"%in{k}" for k in range(len(args))]
+        result = mathlib.SEQUENCES[name](seq, *inputs)
+        names = dict(zip(inputs, args, strict=True))
+        self.comment(f"{name}: mimir.codegen.ptx.mathlib ({mathlib.ACCURACY[name]})")
+        for op in seq.ops:
+            names[op.dst] = self.regs.new(op.kind)
+            srcs = [s.text() if not isinstance(s, str) else names[s] for s in op.srcs]
+            self.ins(f"{op.opcode} {names[op.dst]}, {', '.join(srcs)}")
+        return names[result]
+
+    # -- statements
+
+    def block(self, body: list[Stmt] | tuple[Stmt, ...]) -> None:
+        for s in body:
+            self.stmt(s)
+
+    def stmt(self, s: Stmt) -> None:
+        if isinstance(s, Let):
+            op = self.expr(s.value)
+            if op in self.mutable:
+                op = self.materialise(op, s.var.type)
+            self.env[s.var.name] = op
+        elif isinstance(s, VarDecl):
+            r = self.new(s.var.type)
+            self.ins(f"{MOV[CLASS_OF[s.var.type]]} {r}, {self.expr(s.init)}")
+            self.env[s.var.name] = r
+            self.mutable.add(r)
+        elif isinstance(s, Assign):
+            r = self.env.get(s.var.name)
+            if r is None or r not in self.mutable:
+                raise refuse(f"an assignment to `{s.var.name}`, which is not a variable")
+            self.ins(f"{MOV[CLASS_OF[s.var.type]]} {r}, {self.expr(s.value)}")
+        elif isinstance(s, Store):
+            self.store(s)
+        elif isinstance(s, If):
+            self.if_(s)
+        elif isinstance(s, For):
+            self.for_(s)
+        elif isinstance(s, Barrier):
+            self.ins("bar.sync 0")
+        elif isinstance(s, Return):
+            self.return_(s)
+        else:
+            raise refuse(f"the statement {type(s).__name__}")
+
+    def store(self, s: Store) -> None:
+        mem, addr = self.address(s.array, s.index)
+        value = self.expr(s.value)
+        if s.value.type == "bool":
+            value = self.cast(value, "bool", "u32")
+        elif s.value.type != mem.elem and {s.value.type, mem.elem} != {"i32", "u32"}:
+            raise refuse(f"a store of `{s.value.type}` into `{s.array}` of `{mem.elem}`")
+        self.ins(f"st.{mem.space}.{MEMORY_TYPE[mem.elem]} {addr}, {value}")
+
+    def if_(self, s: If) -> None:
+        if isinstance(s.cond, Const):
+            self.block(s.then if s.cond.value else s.orelse)
+            return
+        cond = self.reg(s.cond)
+        otherwise, end = self.regs.label("else"), self.regs.label("endif")
+        self.ins(f"@!{cond} bra {otherwise if s.orelse else end}")
+        self.block(s.then)
+        if s.orelse:
+            self.ins(f"bra {end}")
+            self.put_label(otherwise)
+            self.block(s.orelse)
+        self.put_label(end)
+
+    def for_(self, s: For) -> None:
+        v = self.regs.new("b32")
+        self.ins(f"mov.u32 {v}, {self.expr(s.start)}")
+        self.env[s.var.name] = v
+        self.mutable.add(v)
+        head, end = self.regs.label("loop"), self.regs.label("endloop")
+        self.put_label(head)
+        done = self.regs.new("pred")
+        self.ins(f"setp.ge.u32 {done}, {v}, {self.expr(s.end)}")
+        self.ins(f"@{done} bra {end}")
+        self.block(s.body)
+        self.ins(f"add.u32 {v}, {v}, {self.expr(s.step)}")
+        self.ins(f"bra {head}")
+        self.put_label(end)
+
+    def return_(self, s: Return) -> None:
+        if s.value is not None:
+            if self.return_register is None:
+                raise refuse("a kernel that returns a value")
+            t = s.value.type
+            self.ins(f"{MOV[CLASS_OF[t]]} {self.return_register}, {self.expr(s.value)}")
+        self.ins("ret")

@@ -1,0 +1,261 @@
+"""The PTX backend's transcendental functions, as straight-line instruction sequences.
+
+Each function is written once, as a list of `Op`s over named temporaries, and
+that one list is both what the backend prints (`mimir.codegen.ptx.emit`) and
+what `mimir.codegen.ptx.emulate` executes on the CPU with exact IEEE float32
+semantics. Every instruction used is correctly rounded (`.rn` arithmetic, `fma`,
+`div.rn`, conversions, bit operations): no `.approx` instruction appears, so the
+emulation is bit-exact and the accuracy it measures is the accuracy the GPU
+delivers. (PTX's `tanh.approx.f32` needs `.target sm_75`, and `ex2.approx` /
+`lg2.approx` are 2 ulp and 2^-22 absolute; range reduction plus a polynomial
+costs a few more fused multiply-adds and is better than either.)
+
+- `exp(x)`: Cody-Waite reduction `x = j*ln2 + r`, `|r| <= ln2/2`, with `ln2`
+  split in two (`ln2_hi` has 15 significant bits, so `j*ln2_hi` is exact),
+  the degree-7 Taylor polynomial of `e^r` in Horner form, and the scaling by
+  `2^j` as two exact powers of two (so the result overflows to inf and
+  underflows gradually into subnormals exactly as `e^x` rounded would).
+- `log(x)`: `x = 2^e * m` with `m` in [2/3, 4/3) taken from the bits
+  (subnormals scaled by 2^23 first), `s = (m-1)/(m+1)`, `log m = 2 atanh s`
+  as an odd series in `s` to `s^11` arranged around the exact `f = m - 1`
+  (`f - (f^2/2 - s (f^2/2 + R))`, as fdlibm does), then `e*ln2_lo + log m +
+  e*ln2_hi`.
+- `tanh(x)`: below |x| = 0.55 an odd polynomial `x + x^3 P(x^2)` (degree 4 in
+  x^2, fitted for relative error), above it `1 - 2/(exp(2|x|) + 1)` with the
+  sign of x; both are computed and one is selected (no divergence).
+- `pow(a, b)` for a > 0 (the IR's `mimir_pow_f32` helper handles signs, zero,
+  one and nan): `exp(b * log(a))`; its error grows with |b ln a|, as every
+  GPU's `pow` that is built on exp and log does.
+
+`ACCURACY` states each bound in float32 ulp of the correctly rounded result;
+`tests/test_ptx_math.py` measures the sequences against `math` and
+`tests/test_ptx_gpu.py` holds the GPU comparison to the same bounds.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+
+__all__ = [
+    "ACCURACY",
+    "F32",
+    "SEQUENCES",
+    "Int",
+    "Op",
+    "Seq",
+    "exp_f32",
+    "f32",
+    "log_f32",
+    "pow_f32",
+    "tanh_f32",
+]
+
+
+def f32(x: float) -> float:
+    """`x` rounded to the nearest float32 (as a Python float)."""
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def _from_bits(bits: int) -> float:
+    return struct.unpack("<f", struct.pack("<I", bits))[0]
+
+
+@dataclass(frozen=True)
+class F32:
+    """A float32 immediate (printed as `0fXXXXXXXX`, so inf and nan need no spelling)."""
+
+    value: float
+
+    def text(self) -> str:
+        if math.isnan(self.value):
+            return "0f7FC00000"
+        return f"0f{struct.unpack('<I', struct.pack('<f', self.value))[0]:08X}"
+
+
+@dataclass(frozen=True)
+class Int:
+    """A 32-bit integer immediate."""
+
+    value: int
+
+    def text(self) -> str:
+        return str(self.value)
+
+
+Operand = str | F32 | Int
+
+
+@dataclass(frozen=True)
+class Op:
+    """`opcode dst, srcs...`; `kind` is the register class of `dst`: f32, b32 or pred."""
+
+    opcode: str
+    dst: str
+    kind: str
+    srcs: tuple[Operand, ...]
+
+
+class Seq:
+    """Builds a list of `Op`s; each call appends one and returns its fresh temporary."""
+
+    def __init__(self) -> None:
+        self.ops: list[Op] = []
+        self._count = 0
+
+    def __call__(self, opcode: str, kind: str, *srcs: Operand) -> str:
+        name = f"%t{self._count}"
+        self._count += 1
+        self.ops.append(Op(opcode, name, kind, tuple(srcs)))
+        return name
+
+
+# ---------------------------------------------------------------- constants
+
+LOG2E = F32(1 / math.log(2))
+LN2_HI = F32(_from_bits(0x3F317200))  # 0.693145751953125: 15 significant bits
+LN2_LO = F32(f32(math.log(2) - LN2_HI.value))
+TWO_THIRDS_BITS = 0x3F2AAAAB  # bits of f32(2/3): the lower end of the mantissa range
+
+# e^r = sum r^k / k!, k = 0..7: |r| <= 0.3466 leaves r^8/8! < 6e-9, about 0.1 ulp.
+EXP_TAYLOR = tuple(F32(1 / math.factorial(k)) for k in range(8))
+# 2 atanh(s) = 2 (s + s^3/3 + s^5/5 + ...): |s| <= 0.2 leaves 2 s^13/13 < 1e-10.
+LOG_SERIES = tuple(F32(2 / k) for k in (3, 5, 7, 9, 11))
+# tanh(x) = x + x^3 P(x^2) on |x| < 0.55: P fitted by weighted least squares
+# (Lawson iterations) to minimise relative error; the fit's own error is below
+# 0.02 ulp, the rest is float32 rounding.
+TANH_SMALL = 0.55
+TANH_POLY = tuple(
+    F32(c)
+    for c in (
+        -0.33333316445350647,
+        0.13332585990428925,
+        -0.05385231226682663,
+        0.02107168920338154,
+        -0.006274253595620394,
+    )
+)
+
+INF, NAN = math.inf, math.nan
+
+
+# ---------------------------------------------------------------- sequences
+
+
+def exp_f32(s: Seq, x: str) -> str:
+    """e^x for every float32 x (nan -> nan, -inf -> 0, +inf -> inf)."""
+    c = s("min.f32", "f32", x, F32(89.0))  # e^89 overflows; min/max send nan to a bound
+    c = s("max.f32", "f32", c, F32(-104.0))  # e^-104 rounds to 0
+    t = s("mul.rn.f32", "f32", c, LOG2E)
+    j = s("cvt.rni.f32.f32", "f32", t)  # j in [-150, 128]
+    r = s("fma.rn.f32", "f32", j, F32(-LN2_HI.value), c)  # exact
+    r = s("fma.rn.f32", "f32", j, F32(-LN2_LO.value), r)
+    p = s("fma.rn.f32", "f32", EXP_TAYLOR[7], r, EXP_TAYLOR[6])
+    for k in range(5, -1, -1):
+        p = s("fma.rn.f32", "f32", p, r, EXP_TAYLOR[k])
+    # 2^j as two exact powers of two: each half of j lies in [-75, 64].
+    ji = s("cvt.rzi.s32.f32", "b32", j)
+    half = s("shr.s32", "b32", ji, Int(1))
+    rest = s("sub.s32", "b32", ji, half)
+    scaled = p
+    for part in (half, rest):
+        biased = s("add.s32", "b32", part, Int(127))
+        bits = s("shl.b32", "b32", biased, Int(23))
+        scale = s("mov.b32", "f32", bits)
+        scaled = s("mul.rn.f32", "f32", scaled, scale)
+    nan = s("testp.notanumber.f32", "pred", x)
+    return s("selp.f32", "f32", x, scaled, nan)
+
+
+def log_f32(s: Seq, x: str) -> str:
+    """ln x for every float32 x (x < 0 and nan -> nan, 0 -> -inf, inf -> inf)."""
+    tiny = s("setp.lt.f32", "pred", x, F32(2.0**-126))  # subnormal (or <= 0)
+    big = s("mul.rn.f32", "f32", x, F32(2.0**23))
+    xx = s("selp.f32", "f32", big, x, tiny)
+    adjust = s("selp.f32", "f32", F32(-23.0), F32(0.0), tiny)
+    bits = s("mov.b32", "b32", xx)
+    shifted = s("sub.s32", "b32", bits, Int(TWO_THIRDS_BITS))
+    e_int = s("shr.s32", "b32", shifted, Int(23))
+    e_bits = s("shl.b32", "b32", e_int, Int(23))
+    m_bits = s("sub.s32", "b32", bits, e_bits)
+    m = s("mov.b32", "f32", m_bits)  # in [2/3, 4/3)
+    e = s("cvt.rn.f32.s32", "f32", e_int)
+    e = s("add.rn.f32", "f32", e, adjust)
+    f = s("sub.rn.f32", "f32", m, F32(1.0))  # exact (Sterbenz)
+    den = s("add.rn.f32", "f32", f, F32(2.0))
+    q = s("div.rn.f32", "f32", f, den)  # s = (m-1)/(m+1), |s| <= 0.2
+    z = s("mul.rn.f32", "f32", q, q)
+    poly = s("fma.rn.f32", "f32", LOG_SERIES[4], z, LOG_SERIES[3])
+    for c in (LOG_SERIES[2], LOG_SERIES[1], LOG_SERIES[0]):
+        poly = s("fma.rn.f32", "f32", poly, z, c)
+    r = s("mul.rn.f32", "f32", poly, z)  # log m = 2s + s*r
+    # 2s = f - s*f, so log m = f - (f^2/2 - s*(f^2/2 + r)): f is exact and the
+    # parenthesis is small beside it, which keeps the error near half an ulp.
+    neg_half_f = s("mul.rn.f32", "f32", f, F32(-0.5))
+    neg_hfsq = s("mul.rn.f32", "f32", neg_half_f, f)
+    t = s("sub.rn.f32", "f32", r, neg_hfsq)
+    t = s("fma.rn.f32", "f32", q, t, neg_hfsq)
+    log_m = s("add.rn.f32", "f32", f, t)
+    y = s("fma.rn.f32", "f32", e, LN2_LO, log_m)
+    y = s("fma.rn.f32", "f32", e, LN2_HI, y)  # e*ln2_hi is exact
+    # inf, nan and negatives: bits of x at or above those of +inf.
+    xbits = s("mov.b32", "b32", x)
+    special = s("setp.ge.u32", "pred", xbits, Int(0x7F800000))
+    is_inf = s("setp.eq.f32", "pred", x, F32(INF))
+    special_value = s("selp.f32", "f32", F32(INF), F32(NAN), is_inf)
+    y = s("selp.f32", "f32", special_value, y, special)
+    zero = s("setp.eq.f32", "pred", x, F32(0.0))
+    return s("selp.f32", "f32", F32(-INF), y, zero)
+
+
+def tanh_f32(s: Seq, x: str) -> str:
+    """tanh x for every float32 x (nan -> nan, +-inf -> +-1, -0 -> -0)."""
+    a = s("abs.f32", "f32", x)
+    small = s("setp.lt.f32", "pred", a, F32(TANH_SMALL))
+    z = s("mul.rn.f32", "f32", x, x)
+    poly = s("fma.rn.f32", "f32", TANH_POLY[4], z, TANH_POLY[3])
+    for c in (TANH_POLY[2], TANH_POLY[1], TANH_POLY[0]):
+        poly = s("fma.rn.f32", "f32", poly, z, c)
+    poly = s("mul.rn.f32", "f32", poly, z)
+    near = s("fma.rn.f32", "f32", poly, x, x)
+    near = s("copysign.f32", "f32", x, near)  # tanh(-0) is -0
+    two_a = s("add.rn.f32", "f32", a, a)
+    e = exp_f32(s, two_a)
+    den = s("add.rn.f32", "f32", e, F32(1.0))
+    frac = s("div.rn.f32", "f32", F32(2.0), den)
+    far = s("sub.rn.f32", "f32", F32(1.0), frac)
+    far = s("copysign.f32", "f32", x, far)
+    return s("selp.f32", "f32", near, far, small)
+
+
+def pow_f32(s: Seq, a: str, b: str) -> str:
+    """a^b for a > 0 (and a = +inf), any b: exp(b * log a)."""
+    la = log_f32(s, a)
+    t = s("mul.rn.f32", "f32", b, la)
+    return exp_f32(s, t)
+
+
+SEQUENCES = {"exp": exp_f32, "log": log_f32, "tanh": tanh_f32, "pow": pow_f32}
+
+# Bounds in float32 ulp of the correctly rounded result, over every float32
+# input (pow: over a in (0, inf), b with |b ln a| <= 88, the whole finite range).
+# The measured maxima are in docs/ptx.md; tests/test_ptx_math.py checks them.
+ACCURACY: dict[str, str] = {
+    "exp": "2 ulp",
+    "log": "2 ulp",
+    "tanh": "3 ulp",
+    "pow": "2 + 2 * |b ln a| ulp",
+    "sqrt": "0 ulp (sqrt.rn.f32, correctly rounded)",
+    "floor": "exact (cvt.rmi.f32.f32)",
+    "abs": "exact (abs.f32)",
+    "divide": "0 ulp (div.rn.f32, correctly rounded)",
+}
+
+
+def ulp_bound(name: str, args: tuple[float, ...] = ()) -> float:
+    """The `ACCURACY` bound of `name` at `args`, in ulp."""
+    if name == "pow":
+        a, b = args
+        return 2.0 + 2.0 * abs(b * math.log(a))
+    return {"exp": 2.0, "log": 2.0, "tanh": 3.0, "sqrt": 0.0}[name]

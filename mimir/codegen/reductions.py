@@ -1,0 +1,241 @@
+"""Reductions and softmax: strided loops, threadgroup trees, several workgroups.
+
+- `reduce`: one workgroup per output element: its threads stride over the
+  reduced elements (any count, any axes), then combine in a tree in threadgroup
+  memory. When the reduced count is a literal of at most 32, one thread per
+  output element loops instead. `mean` divides by the count.
+- `partial` + `reduce`: a reduction to one element of a large or symbolic
+  count is split over many workgroups: `partial` reduces chunks of
+  `CHUNK` elements into a scratch buffer, then `reduce` combines the partials.
+- `softmax`: one workgroup per row along the axis: a max pass, a sum-of-exp
+  pass (both strided, with a tree), then the write pass; numerically stable
+  for any row length.
+
+Sums accumulate in the result dtype (f32 for float16), max/min of bools in u32.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mimir.codegen import lower as lw
+from mimir.codegen import sizes as sz
+from mimir.codegen.builder import Idx, ibin, size_ir, u32
+from mimir.codegen.context import WG, KernelContext, reg_dtype, width_for
+from mimir.codegen.ir import (
+    Assign,
+    Barrier,
+    Binary,
+    Builtin,
+    Expr,
+    Load,
+    SharedArray,
+    Store,
+    Var,
+)
+from mimir.codegen.tensors import Reduction
+from mimir.dtypes import DType, float16, float32, uint32
+
+SERIAL_REDUCE_MAX = 32
+CHUNK = 4096  # elements per workgroup in a `partial` launch (16 per thread)
+SPLIT_MIN = 16384  # a literal count up to this is reduced by one workgroup, unsplit
+
+
+# ---------------------------------------------------------------- reductions
+
+
+def _combiner(name: str, acc: DType) -> Any:
+    op = {"sum": "add", "mean": "add", "max": "maximum", "min": "minimum"}[name]
+    return lambda a, b: lw.lower_element(op, [a, b], acc, acc)
+
+
+def _identity(name: str, acc: DType) -> Expr:
+    t = lw.REG[acc]
+    if name in ("sum", "mean"):
+        return lw.const(0, t)
+    big = {"f32": lw.INF, "i32": lw.INT_MAX, "u32": lw.UINT_MAX}[t]
+    small = {"f32": -lw.INF, "i32": lw.INT_MIN, "u32": 0}[t]
+    return lw.const(small if name == "max" else big, t)
+
+
+def split(red: Reduction) -> bool:
+    """Whether a reduction is split over several workgroups (`partial`, then `reduce`):
+    when it reduces to one element, unless its count is a literal one group handles."""
+    single = sz.key(red.outputs) == "1"
+    return single and not (isinstance(red.count, int) and red.count <= SPLIT_MIN)
+
+
+def _fold(
+    c: KernelContext, red: Reduction, o: Expr, start: Expr, end: Expr, step: Expr, source: Any
+) -> Var:
+    """`acc = combine(acc, source(r))` for r in start, start + step, ... below end."""
+    body = c.body
+    combine = _combiner(red.name, red.acc)
+    acc = body.var(_identity(red.name, red.acc), "acc")
+    kept_axes = Idx(red.kept_shape, flat=o).axes(body)
+    with body.for_("r", start, end, step) as r:
+        body.emit(Assign(acc, combine(acc, source(r, kept_axes))))
+    return acc
+
+
+def _element(c: KernelContext, red: Reduction) -> Any:
+    """The input element at reduced position r (with the output's kept indices)."""
+
+    def read(r: Expr, kept_axes: list[Expr]) -> Expr:
+        full: list[Expr] = [u32(0)] * len(red.shape)
+        for k, a in zip(red.kept, kept_axes, strict=True):
+            full[k] = a
+        for k, a in zip(red.axes, Idx(red.reduced_shape, flat=r).axes(c.body), strict=True):
+            full[k] = a
+        value = c.ev.at(red.x, Idx(red.shape, axes=full))
+        return lw.convert(value, c.ev.dtype(red.x), red.acc)
+
+    return read
+
+
+def _tree_total(c: KernelContext, red: Reduction, acc: Var, width: int) -> Expr:
+    t = lw.REG[red.acc]
+    lid = Builtin("local_x")
+    c.shared.append(SharedArray("$partial", t, width))
+    c.body.emit(Store("$partial", lid, acc))
+    c.tree("$partial", t, _combiner(red.name, red.acc), lid, width)
+    return Load("$partial", u32(0), t)
+
+
+def _finish(c: KernelContext, red: Reduction, o: Expr, total: Expr) -> None:
+    body = c.body
+    value = body.let(total, "total")
+    if red.name == "mean":
+        value = lw.bin_("/", value, lw.convert(size_ir(red.count), uint32, float32))
+    if red.acc != reg_dtype(red.out):
+        value = lw.convert(value, red.acc, red.out)
+    if red.out == float16:
+        value = lw.round_f16(value)
+    assert c.plan.root is not None
+    c.write(Idx(c.ev.shape(c.plan.root), flat=o), body.let(value, "total"))
+
+
+def partial(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
+    """Each workgroup reduces CHUNK consecutive elements into `partials[group]`."""
+    assert c.plan.root is not None
+    red = c.ev.reduction(c.plan.root)
+    body = c.body
+    dispatch, g = c.groups(sz.cdiv(red.count, CHUNK))
+    lid = Builtin("local_x")
+    start = body.let(ibin("*", g, u32(CHUNK)), "start")
+    stop = body.let(ibin("+", start, u32(CHUNK)), "stop")
+    count = size_ir(red.count)
+    end = body.let(lw.select(Binary("<", stop, count, "bool"), stop, count), "end")
+    acc = _fold(c, red, u32(0), ibin("+", start, lid), end, u32(WG), _element(c, red))
+    total = _tree_total(c, red, acc, WG)
+    with body.if_(Binary("==", lid, u32(0), "bool")):
+        (buffer,) = c.plan.writes
+        body.emit(Store(buffer, g, lw.to_storage(total, red.acc)))
+    return (WG, 1, 1), dispatch
+
+
+def reduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
+    assert c.plan.root is not None
+    red = c.ev.reduction(c.plan.root)
+    body = c.body
+    lid = Builtin("local_x")
+    if c.plan.partials is not None:
+        # Combine the partial results of the `partial` launch.
+        def read(r: Expr, _: list[Expr]) -> Expr:
+            load = Load(c.plan.partials, r, lw.STORAGE[red.acc])
+            return lw.from_storage(load, red.acc)
+
+        dispatch, o = c.groups(1)
+        count = size_ir(sz.cdiv(red.count, CHUNK))
+        acc = _fold(c, red, o, lid, count, u32(WG), read)
+        total = _tree_total(c, red, acc, WG)
+        with body.if_(Binary("==", lid, u32(0), "bool")):
+            _finish(c, red, o, total)
+        return (WG, 1, 1), dispatch
+    count, outputs = red.count, red.outputs
+    if isinstance(count, int) and count <= SERIAL_REDUCE_MAX:
+        # Few elements per output: one thread per output element, no threadgroup memory.
+        dispatch, g = c.groups(sz.cdiv(outputs, WG), guard=False)
+        o = body.let(ibin("+", ibin("*", g, u32(WG)), lid), "o")
+        with body.if_(Binary("<", o, size_ir(outputs), "bool")):
+            acc = _fold(c, red, o, u32(0), size_ir(count), u32(1), _element(c, red))
+            _finish(c, red, o, acc)
+        return (WG, 1, 1), dispatch
+    width = width_for(count)
+    dispatch, o = c.groups(outputs)
+    acc = _fold(c, red, o, lid, size_ir(count), u32(width), _element(c, red))
+    total = _tree_total(c, red, acc, width)
+    with body.if_(Binary("==", lid, u32(0), "bool")):
+        _finish(c, red, o, total)
+    return (width, 1, 1), dispatch
+
+
+# ---------------------------------------------------------------- softmax
+
+
+def softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
+    ev, body = c.ev, c.body
+    root = c.plan.root
+    assert root is not None
+    node = ev.node(root)
+    x = node["inputs"][0]
+    kw = dict(zip(node["keywords"], node["inputs"][1:], strict=True))
+    shape = ev.shape(x)
+    axis = -1 if "axis" not in kw else ev.values[ev.resolve(kw["axis"])].sym.value
+    axis %= len(shape)
+    other = tuple(s for k, s in enumerate(shape) if k != axis)
+    length = shape[axis]
+    width = width_for(length)
+    dispatch, row = c.groups(sz.product(list(other)))
+    other_axes = Idx(other, flat=row).axes(body)
+    lid = Builtin("local_x")
+    shared = "$partial"
+    c.shared.append(SharedArray(shared, "f32", width))
+    xdtype = ev.dtype(x)
+
+    def element(j: Var) -> tuple[Idx, Expr]:
+        axes = list(other_axes)
+        axes.insert(axis, j)
+        idx = Idx(shape, axes=axes)
+        return idx, lw.convert(ev.at(x, idx), xdtype, float32)
+
+    def pass_(name: str, init: Expr, step: Any, combine: Any) -> Expr:
+        acc = body.var(init, name)
+        with body.for_("j", lid, size_ir(length), u32(width)) as j:
+            _, v = element(j)
+            body.emit(Assign(acc, step(acc, v)))
+        body.emit(Store(shared, lid, acc))
+        c.tree(shared, "f32", combine, lid, width)
+        value = body.let(Load(shared, u32(0), "f32"), name)
+        body.emit(Barrier())  # every thread has read shared[0] before it is reused
+        return value
+
+    def fmax(a: Expr, b: Expr) -> Expr:
+        return lw.lower_element("maximum", [a, b], float32, float32)
+
+    def fadd(a: Expr, b: Expr) -> Expr:
+        return lw.bin_("+", a, b)
+
+    top = pass_("row_max", lw.const(-lw.INF, "f32"), fmax, fmax)
+    # A row of -inf has nothing to subtract (the reference shifts by 0 then).
+    top = body.let(lw.select(lw.bin_("==", top, lw.const(-lw.INF, "f32")), lw.const(0, "f32"), top))
+    total = pass_(
+        "row_sum",
+        lw.const(0, "f32"),
+        lambda a, v: fadd(a, lw.call("exp", lw.bin_("-", v, top))),
+        fadd,
+    )
+    log = node["spec"].name == "log_softmax"
+    log_total = body.let(lw.call("mimir_log", total)) if log else None
+    out = ev.dtype(root)
+    with body.for_("j", lid, size_ir(length), u32(width)) as j:
+        idx, v = element(j)
+        shifted = body.let(lw.bin_("-", v, top))
+        if log_total is not None:
+            value = lw.bin_("-", shifted, log_total)
+        else:
+            value = lw.bin_("/", lw.call("exp", shifted), total)
+        if out == float16:
+            value = lw.round_f16(value)
+        c.write(idx, body.let(value, "y"))
+    return (width, 1, 1), dispatch

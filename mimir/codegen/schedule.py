@@ -1,0 +1,288 @@
+"""Scheduling a proven kernel graph into launches (DESIGN.md sections 1 and 4).
+
+The graph's ops fall into two families:
+
+- *roots*: `@` (matmul), reductions (`sum mean max min`) and `softmax` /
+  `log_softmax`. Each needs its own kernel, with its own thread layout
+  (a tiled matmul, one workgroup per reduced element or per row).
+- everything else: element-wise ops, casts, creation and layout (transpose,
+  reshape, slicing). These never get a kernel of their own: they are computed
+  inside whichever kernel reads them (`mimir.codegen.tensors`).
+
+A root's result is *fused into its epilogue*: following it through a chain of
+element-wise ops of the same shape (each the only reader of the previous
+one), the last node of the chain is what the root's kernel writes (bias and
+activation after a matmul, `* scale` after a reduction). What a kernel writes
+is *materialised*: a function output, or a `scratch` buffer read by a later
+kernel. Outputs that are not a root's epilogue get an element-wise kernel.
+
+Kernels launch in the order of the graph node they write; a kernel only reads
+buffers written by nodes that come before it in source order, so this order
+respects every dependency. Two refinements: adjacent element-wise launches of
+one shape that do not read each other merge into one launch with several
+outputs, and a reduction to a single element of a large or symbolic count runs
+as two launches (`partial` over many workgroups into a scratch buffer, then
+`reduce`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+from mimir.codegen import sizes as sz
+from mimir.codegen.refusal import CANNOT_SCHEDULE, RefusalError
+from mimir.constraints.checker import ScalarVal, TensorVal, TupleVal
+from mimir.dims import Dim, Size
+from mimir.dtypes import DType
+from mimir.parse.module import ScalarAnnotation, TensorAnnotation
+
+ROOT_KINDS = ("matmul", "reduce", "softmax")
+_FUSIBLE = ("elementwise", "cast")
+
+
+@dataclass
+class BufferSpec:
+    name: str  # the manifest's name: a parameter, `out`/`out0`..., or `scratchK`
+    role: str  # input | output | scratch
+    dtype: DType
+    shape: tuple[Size, ...]
+
+
+@dataclass
+class Plan:
+    """One launch: compute node `node` (the root's epilogue when `root` is set)."""
+
+    kind: str  # ew | matmul | reduce | softmax
+    node: int
+    root: int | None
+    writes: list[str]  # buffers the kernel stores `node` into
+    # more element-wise results of the same shape written by the same launch
+    also: list[tuple[int, list[str]]] = field(default_factory=list)
+    partials: str | None = None  # a `reduce` that combines a `partial` launch's results
+
+    def outputs(self) -> list[tuple[int, list[str]]]:
+        return [(self.node, self.writes), *self.also]
+
+
+@dataclass
+class Schedule:
+    function: str
+    dims: list[Dim]
+    uniform_fields: list[tuple[str, str]]  # (name, u32|i32|f32), in block order
+    buffers: list[BufferSpec]
+    plans: list[Plan]
+    node_buffers: dict[int, str]  # node -> buffer holding its value
+    kernel: Any = field(repr=False)  # the CheckedKernel
+
+
+def root_kind(kg: Any, n: int) -> str | None:
+    node = kg.node(n)
+    if node["kind"] == "binop" and node["symbol"] == "@":
+        return "matmul"
+    spec = node.get("spec")
+    if node["kind"] == "method" and spec is not None and spec.kind in ("reduce", "softmax"):
+        return spec.kind
+    return None
+
+
+def op_kind(kg: Any, n: int) -> str:
+    node = kg.node(n)
+    if node["kind"] in ("binop", "unop"):
+        return "matmul" if node.get("symbol") == "@" else "elementwise"
+    spec = node.get("spec")
+    return spec.kind if spec is not None else node["kind"]
+
+
+def schedule(kernel: Any) -> Schedule:
+    from mimir.codegen.reductions import CHUNK, split
+    from mimir.codegen.tensors import Evaluator  # resolve() and shapes, without a body
+
+    kg = kernel.graph
+    ev = Evaluator(kernel, None, {})  # type: ignore[arg-type]
+    g: nx.DiGraph = kg.graph
+    returns = [n for n in g.nodes if kg.node(n)["kind"] == "return"]
+    if not returns:
+        raise RefusalError(CANNOT_SCHEDULE, f"`{kg.name}` returns nothing", kg.kernel.span)
+    ret = returns[0]
+    outputs = _outputs(ev, ret)
+    live = nx.ancestors(g, ret)
+
+    # Who reads each tensor node (through tuple unpacking).
+    readers: dict[int, list[int]] = {}
+    for c in sorted(live):
+        node = kg.node(c)
+        if node["kind"] in ("item", "tuple", "return"):
+            continue
+        for i in node["inputs"]:
+            t = ev.resolve(i)
+            if isinstance(kernel.values[t], TensorVal):
+                readers.setdefault(t, []).append(c)
+
+    output_nodes = {n for n, _ in outputs}
+    epilogue: dict[int, int] = {}  # root -> the node its kernel writes
+    claimed: set[int] = set()
+    for r in sorted(n for n in live if root_kind(kg, n)):
+        cur = r
+        while cur not in output_nodes:
+            users = set(readers.get(cur, []))
+            if len(users) != 1:
+                break
+            (c,) = users
+            if c in claimed or op_kind(kg, c) not in _FUSIBLE:
+                break
+            if [sz.key(s) for s in ev.shape(c)] != [sz.key(s) for s in ev.shape(cur)]:
+                break
+            claimed.add(c)
+            cur = c
+        epilogue[r] = cur
+
+    # Buffers: inputs, outputs, then scratch in launch order.
+    taken: set[str] = set()
+    buffers: list[BufferSpec] = []
+    node_buffers: dict[int, str] = {}
+    scalar_params: list[tuple[str, str]] = []
+    for n in sorted(g.nodes):
+        node = kg.node(n)
+        if node["kind"] != "param":
+            continue
+        ann = node["annotation"]
+        taken.add(node["name"])
+        if isinstance(ann, TensorAnnotation):
+            buffers.append(BufferSpec(node["name"], "input", ann.dtype, ev.shape(n)))
+            node_buffers[n] = node["name"]
+        elif isinstance(ann, ScalarAnnotation):
+            scalar_params.append((node["name"], "i32" if ann.kind == "int" else "f32"))
+    writes: dict[int, list[str]] = {}
+    for n, name in outputs:
+        name = _unique(name, taken)
+        buffers.append(BufferSpec(name, "output", ev.dtype(n), ev.shape(n)))
+        writes.setdefault(n, []).append(name)
+
+    plans: list[Plan] = []
+    roots_by_target = {p: r for r, p in epilogue.items()}
+    targets = sorted(set(writes) | set(roots_by_target))
+    scratch = 0
+    for p in targets:
+        if p not in writes:
+            name = _unique(f"scratch{scratch}", taken)
+            scratch += 1
+            buffers.append(BufferSpec(name, "scratch", ev.dtype(p), ev.shape(p)))
+            writes[p] = [name]
+        r = roots_by_target.get(p)
+        kind = root_kind(kg, r) if r is not None else "ew"
+        if kind == "reduce" and r is not None and split(red := ev.reduction(r)):
+            partials = _unique(f"scratch{scratch}", taken)
+            scratch += 1
+            buffers.append(BufferSpec(partials, "scratch", red.acc, (sz.cdiv(red.count, CHUNK),)))
+            plans.append(Plan("partial", r, r, [partials]))
+            plans.append(Plan(kind, p, r, writes[p], partials=partials))
+            continue
+        plans.append(Plan(kind, p, r, writes[p]))
+    for p in targets:
+        node_buffers.setdefault(p, writes[p][0])
+    plans = _merge_elementwise(ev, g, plans, node_buffers)
+
+    dims = _dims(kernel)
+    for name, _ in scalar_params:
+        if any(d.name == name for d in dims):
+            raise RefusalError(
+                CANNOT_SCHEDULE,
+                f"the parameter `{name}` has the name of a dim, and both would be uniform "
+                f"field `{name}`; rename the parameter",
+                kg.kernel.span,
+            )
+    for b in buffers:
+        total = sz.product(list(b.shape))
+        if isinstance(total, int) and total >= 2**32:
+            raise RefusalError(
+                CANNOT_SCHEDULE,
+                f"`{b.name}` has {total} elements; indices are 32-bit, so at most 2**32 - 1",
+                kg.kernel.span,
+            )
+    fields = [(d.name, "u32") for d in dims] + scalar_params
+    return Schedule(kg.name, dims, fields, buffers, plans, node_buffers, kernel)
+
+
+# A merged launch binds at most this many storage buffers: WebGPU's guaranteed
+# `maxStorageBuffersPerShaderStage`, the smallest limit of any backend.
+MERGE_BUFFER_LIMIT = 8
+
+
+def _merge_elementwise(
+    ev: Any, g: nx.DiGraph, plans: list[Plan], node_buffers: dict[int, str]
+) -> list[Plan]:
+    """One launch for adjacent element-wise results of one shape that do not read
+    each other (`return a + b, a - b`): each thread writes all of them."""
+
+    def reads(n: int) -> set[str]:
+        found, stack, seen = set(), list(g.predecessors(n)), set()
+        while stack:
+            m = stack.pop()
+            if m in seen:
+                continue
+            seen.add(m)
+            if m in node_buffers:
+                found.add(node_buffers[m])
+            else:
+                stack.extend(g.predecessors(m))
+        return found
+
+    out: list[Plan] = []
+    for plan in plans:
+        head = out[-1] if out else None
+        if (
+            head is not None
+            and plan.kind == head.kind == "ew"
+            and [sz.key(s) for s in ev.shape(plan.node)] == [sz.key(s) for s in ev.shape(head.node)]
+            and not any(n in nx.ancestors(g, plan.node) for n, _ in head.outputs())
+        ):
+            group = [*head.outputs(), (plan.node, plan.writes)]
+            buffers = set().union(*(reads(n) | set(w) for n, w in group))
+            if len(buffers) <= MERGE_BUFFER_LIMIT:
+                head.also.append((plan.node, plan.writes))
+                continue
+        out.append(plan)
+    return out
+
+
+def _outputs(ev: Any, ret: int) -> list[tuple[int, str]]:
+    kg = ev.kg
+    (value,) = kg.node(ret)["inputs"]
+    value = ev.resolve(value)
+    v = ev.values[value]
+    if isinstance(v, TensorVal):
+        return [(value, "out")]
+    if isinstance(v, TupleVal) and kg.node(value)["kind"] == "tuple":
+        items = [ev.resolve(i) for i in kg.node(value)["inputs"]]
+        for i in items:
+            if not isinstance(ev.values[i], TensorVal):
+                raise ev.refuse(i, f"the kernel returns `{kg.node(i)['text']}`, not a tensor")
+        return [(i, f"out{k}") for k, i in enumerate(items)]
+    what = "a scalar" if isinstance(v, ScalarVal) else f"`{kg.node(value)['text']}`"
+    raise ev.refuse(value, f"the kernel returns {what}; a compiled kernel must return tensors")
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return name
+
+
+def _dims(kernel: Any) -> list[Dim]:
+    """The dims the parameters bind, in order of first appearance, with their constraints."""
+    declared = kernel.info.dims
+    found: list[Dim] = []
+    for _, ann, _ in kernel.graph.params:
+        if not isinstance(ann, TensorAnnotation):
+            continue
+        for d in ann.dims:
+            if isinstance(d, int):
+                continue
+            for dim in d.dims():
+                if dim not in found:
+                    found.append(declared[dim.name].dim if dim.name in declared else dim)
+    return found

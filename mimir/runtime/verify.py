@@ -1,0 +1,442 @@
+"""Differential verification of compiled kernels against the shim (`mimir.array`).
+
+The shim is the definition of the kernel language; a compiled kernel is right
+when, on the same inputs, it returns what the shim returns within the
+tolerance of its dtype. This module holds the pieces every such comparison
+needs, shared by `mimir verify` and the test suite:
+
+- `random_inputs(manifest, dims, seed)`: seeded values for every input buffer,
+  exactly representable in their dtype (floats in [-1, 1), small ints, bools);
+- `shim_reference(source, function, inputs, dims)`: the shim's outputs, named
+  as the manifest names them (`out`, `out0`, `out1`... or an index-level
+  kernel's output parameters);
+- `TOLERANCES`, `mismatches` and `error_summary`: the comparison rule;
+- `verify_file`: what `mimir verify FILE` does (compile for WGSL, run on the
+  adapter wgpu finds, compare), which needs the `gpu` extra.
+
+Stdlib-only, except `verify_file`, which compiles (z3) and runs (wgpu).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import itertools
+import json
+import math
+import random
+import struct
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from mimir.runtime import manifest as mf
+
+__all__ = [
+    "TOLERANCES",
+    "OutputCheck",
+    "VerifyReport",
+    "verify_file",
+    "choose_dims",
+    "default_scalars",
+    "grow_dims",
+    "error_summary",
+    "mismatches",
+    "random_inputs",
+    "random_value",
+    "shim_reference",
+]
+
+
+def _round_f32(x: float) -> float:
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def _round_f16(x: float) -> float:
+    return struct.unpack("<e", struct.pack("<e", x))[0]
+
+
+INT_RANGE = (-8, 8)
+UINT_RANGE = (0, 16)
+
+
+def random_value(rng: random.Random, dtype: str) -> Any:
+    """One random element: floats in [-1, 1), ints in a small range, bools."""
+    if dtype == "float32":
+        return _round_f32(rng.uniform(-1.0, 1.0))
+    if dtype == "float16":
+        return _round_f16(rng.uniform(-1.0, 1.0))
+    if dtype == "int32":
+        return rng.randint(*INT_RANGE)
+    if dtype == "uint32":
+        return rng.randint(*UINT_RANGE)
+    if dtype == "bool_":
+        return rng.random() < 0.5
+    raise ValueError(f"unknown dtype {dtype!r}")
+
+
+def random_inputs(
+    manifest: Mapping[str, Any], dims: Mapping[str, int], seed: int = 0
+) -> dict[str, list]:
+    """Seeded random values for every input buffer, flat and row-major.
+
+    Values are exactly representable in their dtype (floats pre-rounded), so the
+    shim and the kernel start from the same bits.
+    """
+    out: dict[str, list] = {}
+    for buf in manifest["buffers"]:
+        if buf["role"] != "input":
+            continue
+        rng = random.Random(f"{seed}:{buf['name']}")
+        count = mf.numel(mf.buffer_shape(buf, dims))
+        out[buf["name"]] = [random_value(rng, buf["dtype"]) for _ in range(count)]
+    return out
+
+
+# ---------------------------------------------------------------- the shim's answer
+
+_counter = itertools.count()
+
+
+def _import_path(path: Path) -> ModuleType:
+    name = f"_mimir_harness_{Path(path).stem}_{next(_counter)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # inspect.getsource needs it registered
+    spec.loader.exec_module(module)
+    return module
+
+
+@functools.cache
+def _module(path: str) -> ModuleType:
+    return _import_path(Path(path))
+
+
+def _nest(values: list, shape: Sequence[int]) -> Any:
+    if not shape:
+        return values[0]
+    if len(shape) == 1:
+        return list(values)
+    step = math.prod(shape[1:])
+    return [_nest(values[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])]
+
+
+def _make_tensor(values: list, shape: Sequence[int], dtype: Any) -> Any:
+    from mimir.array import tensor
+
+    if math.prod(shape) != len(values):
+        raise ValueError(f"{len(values)} values do not fill shape {list(shape)}")
+    if 0 in shape:
+        from mimir.array import zeros
+
+        return zeros(tuple(shape), dtype=dtype).to("gpu")
+    return tensor(_nest(list(values), shape), dtype=dtype).to("gpu")
+
+
+def shim_reference(
+    source_path: Path,
+    function: str,
+    inputs: Mapping[str, list],
+    dims: Mapping[str, int],
+    scalars: Mapping[str, float | int] | None = None,
+) -> dict[str, list]:
+    """Run `function` of the kernel file under the shim; its outputs as flat lists.
+
+    A tier-1 kernel's result is named `out` (or `out0`, `out1`... for a tuple),
+    as in the manifest. An index-level kernel (`@gpu(grid=...)`) gets a zeroed
+    tensor for each tensor parameter missing from `inputs`, and those are its
+    outputs, named after the parameter.
+    """
+    from mimir.array import TensorType
+    from mimir.dims import evaluate
+
+    module = _module(str(Path(source_path).resolve()))
+    kernel = getattr(module, function)
+    annotations = kernel.annotations()
+    scalars = scalars or {}
+    args: dict[str, Any] = {}
+    written: list[str] = []
+    for name in kernel.signature.parameters:
+        ann = annotations.get(name)
+        if isinstance(ann, TensorType):
+            shape = [evaluate(d, dims) for d in ann.dims]
+            if name in inputs:
+                args[name] = _make_tensor(mf.flatten(inputs[name]), shape, ann.dtype)
+            elif kernel.grid is not None:
+                args[name] = _make_tensor([0] * math.prod(shape), shape, ann.dtype)
+                written.append(name)
+            else:
+                raise KeyError(f"no input values for parameter `{name}` of `{function}`")
+        elif name in scalars:
+            args[name] = scalars[name]
+        else:
+            raise KeyError(f"no value for scalar parameter `{name}` of `{function}`")
+    result = kernel(**args)
+    if kernel.grid is not None:
+        return {name: args[name].flat() for name in written}
+    if isinstance(result, tuple):
+        return {f"out{i}": r.flat() for i, r in enumerate(result)}
+    return {"out": result.flat()}
+
+
+# ---------------------------------------------------------------- comparison
+
+# (rtol, atol) per dtype. float32: the shim rounds every op to float32, but a
+# GPU may reorder a reduction's sums, use fma, and approximate exp/tanh/rsqrt
+# within a few ulp (Metal's precise math: <= 4 ulp; WGSL allows exp within
+# 3 + 2|x| ulp, and rsqrt/inverse within 2 ulp); 1e-4 relative covers reordered
+# sums of thousands of terms in [-1, 1), and 1e-5 absolute covers cancellation
+# near zero. float16 has an 11-bit significand (eps 2^-10 ~ 1e-3), and an
+# implementation may keep intermediates in f32 or in f16: allow a few half ulp.
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "float32": (1e-4, 1e-5),
+    "float16": (1e-2, 1e-3),
+    "int32": (0.0, 0.0),
+    "uint32": (0.0, 0.0),
+    "bool_": (0.0, 0.0),
+}
+
+
+def error_summary(actual: Sequence[Any], expected: Sequence[Any]) -> tuple[float, float]:
+    """(max absolute error, max relative error) between two flat lists of numbers."""
+    max_abs = max_rel = 0.0
+    for a, e in zip(actual, expected, strict=True):
+        a, e = float(a), float(e)
+        if math.isnan(a) and math.isnan(e):
+            continue
+        if a == e:
+            continue
+        nonfinite = math.isinf(a) or math.isinf(e) or math.isnan(a) or math.isnan(e)
+        diff = math.inf if nonfinite else abs(a - e)
+        max_abs = max(max_abs, diff)
+        max_rel = max(max_rel, diff / abs(e) if e else math.inf)
+    return max_abs, max_rel
+
+
+def mismatches(
+    actual: Sequence[Any],
+    expected: Sequence[Any],
+    dtype: str,
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> list[int]:
+    """Flat indices where `|actual - expected| > atol + rtol * |expected|` (ints: any difference).
+
+    NaN matches NaN and an infinity matches the same infinity; a length
+    difference is a `ValueError`.
+    """
+    default_rtol, default_atol = TOLERANCES[dtype]
+    rtol = default_rtol if rtol is None else rtol
+    atol = default_atol if atol is None else atol
+    if len(actual) != len(expected):
+        raise ValueError(f"{len(actual)} values, expected {len(expected)}")
+    bad: list[int] = []
+    for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
+        if dtype == "bool_":
+            ok = bool(a) == bool(e)
+        elif dtype in ("int32", "uint32"):
+            ok = int(a) == int(e)
+        else:
+            a, e = float(a), float(e)
+            if math.isnan(e) or math.isinf(e):
+                ok = (math.isnan(a) and math.isnan(e)) or a == e
+            else:
+                ok = not math.isnan(a) and abs(a - e) <= atol + rtol * abs(e)
+        if not ok:
+            bad.append(i)
+    return bad
+
+
+# ---------------------------------------------------------------- dim bindings
+
+
+def admissible(dim: Mapping[str, Any], start: int) -> int | None:
+    """The smallest size >= `start` that a manifest dim entry admits, or None."""
+    lo = dim.get("min")
+    hi = dim.get("max")
+    step = dim.get("multiple_of") or 1
+    v = max(start, lo if lo is not None else 1)
+    v = -(-v // step) * step
+    if hi is not None and v > hi:
+        return None
+    return v
+
+
+def choose_dims(manifest: Mapping[str, Any], targets: Sequence[int]) -> dict[str, int]:
+    """Bind each dim, in order, to the first admissible size >= its target.
+
+    `targets[i]` is dim i's wish (the last target repeats); when none of the
+    targets fits a dim, its largest admissible size (or its minimum) is used.
+    """
+    env: dict[str, int] = {}
+    for i, dim in enumerate(manifest.get("dims", [])):
+        want = targets[min(i, len(targets) - 1)] if targets else 1
+        value = admissible(dim, want)
+        if value is None:
+            hi = dim["max"]
+            step = dim.get("multiple_of") or 1
+            value = hi // step * step
+        env[dim["name"]] = value
+    return env
+
+
+def largest_buffer(manifest: Mapping[str, Any], dims: Mapping[str, int]) -> int:
+    return max(
+        (mf.numel(mf.buffer_shape(b, dims)) for b in manifest["buffers"]),
+        default=0,
+    )
+
+
+def grow_dims(
+    manifest: Mapping[str, Any], dims: Mapping[str, int], elements: int
+) -> list[dict[str, int]]:
+    """Bindings where one dim grew until some buffer holds >= `elements` values.
+
+    One candidate per dim that can get there within its constraints (grown by
+    doubling, so sizes stay odd when they start odd); empty when none can.
+    """
+    found: list[dict[str, int]] = []
+    for dim in manifest.get("dims", []):
+        env = dict(dims)
+        name = dim["name"]
+        while largest_buffer(manifest, env) < elements:
+            bigger = admissible(dim, env[name] * 2 + 1)
+            if bigger is None or bigger > 2 * elements:
+                break
+            env[name] = bigger
+        if largest_buffer(manifest, env) >= elements and env not in found:
+            found.append(env)
+    return found
+
+
+def default_scalars(manifest: Mapping[str, Any], dims: Mapping[str, int]) -> dict[str, Any]:
+    """A value for every uniform field that is not a dim: 0.5 for f32, 2 for integers."""
+    out: dict[str, Any] = {}
+    for entry in mf.uniform_fields(manifest):
+        if entry["name"] not in dims:
+            out[entry["name"]] = 0.5 if entry["type"] == "f32" else 2
+    return out
+
+
+# ---------------------------------------------------------------- `mimir verify`
+
+
+@dataclass
+class OutputCheck:
+    """One output of one function at one dim binding, compared with the shim."""
+
+    function: str
+    dims: dict[str, int]
+    output: str
+    dtype: str
+    count: int
+    max_abs: float
+    max_rel: float
+    bad: list[int]
+    actual: list
+    expected: list
+
+    @property
+    def ok(self) -> bool:
+        return not self.bad
+
+
+@dataclass
+class VerifyReport:
+    adapter: str = ""
+    checks: list[OutputCheck] = field(default_factory=list)
+    # (function, message) for functions that did not compile or could not run.
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    diagnostics: list[Any] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and not self.diagnostics and all(c.ok for c in self.checks)
+
+
+DEFAULT_TARGETS: tuple[tuple[int, ...], ...] = ((1,), (7, 13, 5, 11, 3), (131, 17, 19, 23, 29))
+
+
+def verify_file(
+    path: Path,
+    function: str | None = None,
+    seed: int = 0,
+    fixed: Mapping[str, int] | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> VerifyReport:
+    """Compile `path` for WGSL, run each function on wgpu's adapter, compare with the shim.
+
+    Every function is run at three dim bindings (all dims 1, small primes,
+    ~131), with `fixed` overriding named dims. Importing the file runs it as
+    Python (the shim needs it), as `python path` would.
+    """
+    from mimir.check import check_source
+    from mimir.codegen import compile_source
+    from mimir.runtime.wgpu_runner import adapter_description, run_manifest
+
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    report = VerifyReport(adapter=adapter_description())
+    names = [k.graph.name for k in check_source(str(path), text).kernels]
+    if function is not None:
+        names = [n for n in names if n == function]
+    for name in names:
+        result = compile_source(str(path), text, ["wgsl"], function=name)
+        if not result.ok:
+            report.diagnostics.extend(result.diagnostics)
+            continue
+        with tempfile.TemporaryDirectory(prefix="mimir-verify-") as tmp:
+            folder = Path(tmp)
+            for relative, content in result.files.items():
+                target = folder / relative
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if isinstance(content, bytes):
+                    target.write_bytes(content)
+                else:
+                    target.write_text(content, encoding="utf-8")
+            manifest = json.loads((folder / f"{name}.manifest.json").read_text())
+            seen: list[dict[str, int]] = []
+            for targets in DEFAULT_TARGETS:
+                dims = choose_dims(manifest, targets)
+                dims.update({k: v for k, v in (fixed or {}).items() if k in dims})
+                if dims in seen:
+                    continue
+                seen.append(dims)
+                try:
+                    inputs = random_inputs(manifest, dims, seed)
+                    scalars = default_scalars(manifest, dims)
+                    expected = shim_reference(path, name, inputs, dims, scalars)
+                    actual = run_manifest(manifest, folder, inputs, dims, scalars)
+                except Exception as err:  # noqa: BLE001 - reported per function, verify goes on
+                    report.failures.append((name, f"at {_show(dims)}: {err}"))
+                    break
+                for buf in manifest["buffers"]:
+                    if buf["role"] != "output":
+                        continue
+                    got, want = actual[buf["name"]], expected[buf["name"]]
+                    max_abs, max_rel = error_summary(got, want)
+                    report.checks.append(
+                        OutputCheck(
+                            function=name,
+                            dims=dict(dims),
+                            output=buf["name"],
+                            dtype=buf["dtype"],
+                            count=len(want),
+                            max_abs=float(max_abs),
+                            max_rel=max_rel,
+                            bad=mismatches(got, want, buf["dtype"], rtol, atol),
+                            actual=got,
+                            expected=want,
+                        )
+                    )
+    return report
+
+
+def _show(dims: Mapping[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in dims.items()) or "no dims"

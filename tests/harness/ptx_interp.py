@@ -1,0 +1,491 @@
+"""A small PTX interpreter for the subset Mimir emits, to run its kernels on the CPU (test-only).
+
+There is no NVIDIA GPU here, so besides ptxas (which proves the PTX well
+formed, not right) the emitted kernels are executed by this interpreter and
+compared with the shim. It is written by us, so it shares our reading of the
+PTX ISA; what it catches is the emitter's own logic (operand order, addresses,
+control flow, predicates, conversions), and `tests/test_ptx_gpu.py` settles
+the rest on a real GPU.
+
+Semantics modelled: registers by class (`%p` bool, `%h` 16-bit bits, `%r`
+32-bit ints as unsigned, `%f` float32 as exact Python floats, `%rd` 64-bit);
+float arithmetic is IEEE float32 round-to-nearest via `mimir.codegen.ptx
+.emulate` (fma and division exact); global buffers are byte arrays behind
+fake addresses and every access is bounds-checked (an out-of-bounds load or
+store raises); each block's threads run as coroutines that meet at `bar.sync`,
+and a barrier that some threads of a block skip by exiting is an error.
+
+`run_ptx_manifest_cpu` has the signature of `cuda_runner.run_ptx_manifest`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import struct
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from mimir.codegen.ptx import emulate as em
+from mimir.runtime import manifest as mf
+
+__all__ = ["PtxInterpError", "run_ptx_manifest_cpu"]
+
+M32 = 0xFFFFFFFF
+
+
+class PtxInterpError(RuntimeError):
+    """The kernel did something a GPU would fault on or that PTX leaves undefined."""
+
+
+def _s32(v: int) -> int:
+    return v - (1 << 32) if v & 0x80000000 else v
+
+
+def _tdiv(a: int, b: int) -> int:
+    """Integer division truncating toward zero (`div.s32`)."""
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+def _f16_to_f32(bits: int) -> float:
+    return struct.unpack("<e", struct.pack("<H", bits))[0]
+
+
+def _to_f16_rn(x: float) -> int:
+    try:
+        return struct.unpack("<H", struct.pack("<e", x))[0]
+    except OverflowError:
+        return 0x7C00 if x > 0 else 0xFC00
+
+
+def _cvt_rzi(x: float, signed: bool) -> int:
+    if math.isnan(x):
+        return 0
+    lo, hi = (-(2**31), 2**31 - 1) if signed else (0, 2**32 - 1)
+    return max(lo, min(hi, int(x) if math.isfinite(x) else (hi if x > 0 else lo))) & M32
+
+
+_CMP: dict[str, Callable[[Any, Any], bool]] = {
+    "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b,
+    "gt": lambda a, b: a > b,
+    "ge": lambda a, b: a >= b,
+    "eq": lambda a, b: a == b,
+    "ne": lambda a, b: a != b,
+    "neu": lambda a, b: a != b or math.isnan(a) or math.isnan(b),
+}
+
+# opcode -> function of source values (already decoded to Python values)
+_ALU: dict[str, Callable[..., Any]] = {
+    **em._F32_OPS,  # float32 arithmetic, exactly rounded (shared with the math tests)
+    "add.s32": lambda a, b: (a + b) & M32,
+    "add.u32": lambda a, b: (a + b) & M32,
+    "sub.s32": lambda a, b: (a - b) & M32,
+    "sub.u32": lambda a, b: (a - b) & M32,
+    "mul.lo.s32": lambda a, b: (a * b) & M32,
+    "mul.lo.u32": lambda a, b: (a * b) & M32,
+    "mad.lo.u32": lambda a, b, c: (a * b + c) & M32,
+    "div.u32": lambda a, b: a // b if b else M32,
+    "rem.u32": lambda a, b: a % b if b else a,
+    "div.s32": lambda a, b: _tdiv(_s32(a), _s32(b)) & M32 if b else M32,
+    "rem.s32": lambda a, b: (_s32(a) - _tdiv(_s32(a), _s32(b)) * _s32(b)) & M32 if b else a,
+    "and.b32": lambda a, b: a & b,
+    "or.b32": lambda a, b: a | b,
+    "xor.b32": lambda a, b: a ^ b,
+    "not.b32": lambda a: ~a & M32,
+    "xor.b16": lambda a, b: (a ^ b) & 0xFFFF,
+    "shl.b32": lambda a, n: (a << n) & M32 if n < 32 else 0,
+    "shr.u32": lambda a, n: a >> n if n < 32 else 0,
+    "shr.s32": lambda a, n: (_s32(a) >> min(n, 31)) & M32,
+    "neg.s32": lambda a: -a & M32,
+    "abs.s32": lambda a: abs(_s32(a)) & M32,
+    "min.s32": lambda a, b: min(_s32(a), _s32(b)) & M32,
+    "max.s32": lambda a, b: max(_s32(a), _s32(b)) & M32,
+    "min.u32": min,
+    "max.u32": max,
+    "neg.f32": lambda a: -a,
+    "sqrt.rn.f32": lambda a: _sqrt(a),
+    "cvt.rzi.s32.f32": lambda a: _cvt_rzi(a, True),
+    "cvt.rzi.u32.f32": lambda a: _cvt_rzi(a, False),
+    "cvt.rn.f32.u32": lambda a: em.round_f32(a),
+    "cvt.rmi.f32.f32": lambda a: a if not math.isfinite(a) else math.copysign(math.floor(a), a),
+    "cvt.rn.f16.f32": _to_f16_rn,
+    "cvt.f32.f16": _f16_to_f32,
+    "cvt.u32.u16": lambda a: a & 0xFFFF,
+    "cvt.u16.u32": lambda a: a & 0xFFFF,
+    "testp.infinite.f32": math.isinf,
+    "and.pred": lambda a, b: a and b,
+    "or.pred": lambda a, b: a or b,
+    "xor.pred": lambda a, b: a != b,
+    "not.pred": lambda a: not a,
+    "selp.b32": lambda a, b, p: a if p else b,
+    "selp.b16": lambda a, b, p: a if p else b,
+    "mul.wide.u32": lambda a, b: a * b,
+    "mul.wide.s32": lambda a, b: _s32(a) * _s32(b),
+    "add.s64": lambda a, b: a + b,
+    "cvta.to.global.u64": lambda a: a,
+}
+for _cmp, _f in _CMP.items():
+    _ALU[f"setp.{_cmp}.u32"] = _ALU[f"setp.{_cmp}.f32"] = _f
+    _ALU[f"setp.{_cmp}.s32"] = lambda a, b, f=_f: f(_s32(a), _s32(b))
+
+
+def _sqrt(a: float) -> float:
+    """sqrt.rn.f32: the double square root of a float32 rounds correctly to float32."""
+    if math.isnan(a) or a < 0:
+        return math.nan
+    return em.round_f32(Fraction(math.sqrt(a))) if math.isfinite(a) and a else a
+
+
+# ---------------------------------------------------------------- parsing
+
+_LINE = re.compile(r"^(?:@(!?)(%\w+)\s+)?([\w.]+)\s*(.*?);$")
+_ADDR = re.compile(r"^\[([%\w$]+)(?:\+(-?\d+))?\]$")
+_SPECIAL = re.compile(r"^%(tid|ntid|ctaid|nctaid)\.([xyz])$")
+_FMT = {"f32": "<f", "s32": "<I", "u32": "<I", "b32": "<I", "b16": "<H", "u64": "<Q"}
+
+# An operand is a register name (str) or a tuple: ("const", v), ("special", name, axis),
+# ("sym", name) or ("addr", base operand, byte offset).
+Operand = Any
+
+
+def _operand(op: str, opcode: str) -> Operand:
+    m = _ADDR.match(op)
+    if m:
+        return ("addr", _operand(m.group(1), opcode), int(m.group(2) or 0))
+    m = _SPECIAL.match(op)
+    if m:
+        return ("special", m.group(1), "xyz".index(m.group(2)))
+    if op.startswith("%"):
+        return op
+    if op.startswith("0f"):
+        return ("const", struct.unpack("<f", struct.pack("<I", int(op[2:], 16)))[0])
+    if op.startswith("0x"):
+        return ("const", int(op, 16))
+    if re.fullmatch(r"-?\d+", op):
+        return ("const", bool(int(op)) if opcode.endswith("pred") else int(op) & M32)
+    return ("sym", op)
+
+
+@dataclass
+class _Function:
+    name: str
+    params: list[str]
+    ret: str | None
+    code: list[tuple[Any, ...]] = field(default_factory=list)
+    labels: dict[str, int] = field(default_factory=dict)
+    shared: dict[str, int] = field(default_factory=dict)  # symbol -> bytes
+    param_names: list[str] = field(default_factory=list)  # entry parameters, in order
+    block: tuple[int, int, int] = (1, 1, 1)
+    classes: dict[str, str] = field(default_factory=dict)  # register (or prefix) -> .reg type
+
+    def register_class(self, name: str) -> str:
+        return self.classes.get(name) or self.classes[name.rstrip("0123456789")]
+
+
+def _instruction(
+    fn: _Function, guard: str | None, neg: bool, opcode: str, ops: list[str]
+) -> tuple[Any, ...]:
+    if opcode == "call.uni":
+        args = [a.strip() for a in ops[2].strip("()").split(",") if a.strip()]
+        return (guard, neg, "call", ops[1], ops[0].strip("()"), args)
+    if opcode.startswith(("ld.", "st.")):
+        parts = opcode.split(".")
+        fmt = _FMT[parts[-1]]
+        kind = (parts[0], parts[1])
+        if kind[0] == "ld":
+            return (guard, neg, "ld", kind[1], fmt, ops[0], _operand(ops[1], opcode))
+        return (guard, neg, "st", kind[1], fmt, _operand(ops[0], opcode), _operand(ops[1], opcode))
+    if opcode in ("bra", "ret", "bar.sync"):
+        return (guard, neg, opcode, ops[0] if ops else None)
+    if opcode.startswith("mov."):
+        # mov.b32 between an f32 and a b32 register reinterprets the bits.
+        return (guard, neg, "mov", ops[0], _operand(ops[1], opcode), fn.register_class(ops[0]))
+    if opcode not in _ALU:
+        raise PtxInterpError(f"the interpreter does not model `{opcode}`")
+    return (guard, neg, "alu", _ALU[opcode], ops[0], [_operand(o, opcode) for o in ops[1:]])
+
+
+def _parse(text: str) -> dict[str, _Function]:
+    funcs: dict[str, _Function] = {}
+    cur: _Function | None = None
+    in_params = False
+    for raw in text.splitlines():
+        line = raw.split("//", 1)[0].strip()
+        if not line or line.startswith((".version", ".target", ".address_size")):
+            continue
+        if line.startswith(".reg"):
+            m = re.match(r"\.reg \.(\w+) (%[a-z]+)<\d+>;$", line)
+            assert m and cur is not None, line
+            cur.classes[m.group(2)] = m.group(1)
+        elif line.startswith(".func"):
+            m = re.match(r"\.func \(\.reg \.(\w+) (%\w+)\) (\w+)\((.*)\)$", line)
+            assert m, line
+            decls = [p.split() for p in m.group(4).split(",") if p.strip()]
+            cur = funcs[m.group(3)] = _Function(m.group(3), [d[-1] for d in decls], m.group(2))
+            cur.classes = {m.group(2): m.group(1), **{d[-1]: d[-2].lstrip(".") for d in decls}}
+        elif line.startswith(".visible .entry"):
+            name = line.split()[2].rstrip("(")
+            cur = funcs[name] = _Function(name, [], None)
+            in_params = True
+        elif in_params:
+            if line == ")":
+                in_params = False
+            else:
+                assert cur is not None
+                cur.param_names.append(re.sub(r"\[\d+\]$", "", line.rstrip(",").split()[-1]))
+        elif cur is None or line in ("{", "}"):
+            continue
+        elif line.startswith(".reqntid"):
+            x, y, z = (int(v) for v in line.split(None, 1)[1].split(","))
+            cur.block = (x, y, z)
+        elif line.startswith(".shared"):
+            m = re.match(r"\.shared \.align \d+ \.b8 (\w+)\[(\d+)\];", line)
+            assert m, line
+            cur.shared[m.group(1)] = int(m.group(2))
+        elif line.endswith(":"):
+            cur.labels[line[:-1]] = len(cur.code)
+        else:
+            m = _LINE.match(line)
+            assert m, line
+            neg, guard, opcode, rest = m.groups()
+            cur.code.append(_instruction(cur, guard, neg == "!", opcode, _split(rest)))
+    return funcs
+
+
+def _split(rest: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in rest:
+        depth += (ch in "([") - (ch in ")]")
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+# ---------------------------------------------------------------- execution
+
+
+@dataclass
+class _Memory:
+    regions: list[tuple[int, bytearray, str]]  # (base address, bytes, name)
+
+    def find(self, addr: int, size: int) -> tuple[bytearray, int]:
+        for base, data, name in self.regions:
+            if base - 0x10000 <= addr < base + len(data) + 0x10000:
+                off = addr - base
+                if off < 0 or off + size > len(data):
+                    raise PtxInterpError(f"out-of-bounds access to `{name}` at byte {off}")
+                return data, off
+        raise PtxInterpError(f"access to unmapped address {addr:#x}")
+
+
+class _Interp:
+    def __init__(self, funcs: dict[str, _Function], memory: _Memory, params: dict) -> None:
+        self.funcs = funcs
+        self.global_mem = memory
+        self.params = params
+        self.symbols: dict[str, int] = {}
+        self.shared_mem = _Memory([])
+        self.specials: dict[str, tuple[int, int, int]] = {}
+        # Race detection on shared memory: the last writer and the readers of each
+        # address in the current epoch (the stretch between two barriers).
+        self.epoch = 0
+        self.writes: dict[int, tuple[Any, int]] = {}
+        self.reads: dict[int, tuple[int, set]] = {}
+
+    def value(self, regs: dict[str, Any], op: Operand) -> Any:
+        if type(op) is str:
+            try:
+                return regs[op]
+            except KeyError:
+                raise PtxInterpError(f"read of the undefined register {op}") from None
+        kind = op[0]
+        if kind == "const":
+            return op[1]
+        if kind == "special":
+            return (regs["%tid"] if op[1] == "tid" else self.specials[op[1]])[op[2]]
+        if kind == "sym":
+            return self.symbols[op[1]]
+        return self.value(regs, op[1]) + op[2]
+
+    def run(self, fn: _Function, regs: dict[str, Any]) -> Iterator[None]:
+        pc, code, value = 0, fn.code, self.value
+        while pc < len(code):
+            ins = code[pc]
+            pc += 1
+            if ins[0] is not None and regs[ins[0]] == ins[1]:
+                continue
+            kind = ins[2]
+            if kind == "alu":
+                regs[ins[4]] = ins[3](*[value(regs, o) for o in ins[5]])
+            elif kind == "mov":
+                v = value(regs, ins[4])
+                if ins[5] == "f32" and type(v) is int:
+                    v = struct.unpack("<f", struct.pack("<I", v))[0]
+                elif ins[5] in ("b32", "b16") and type(v) is float:
+                    v = struct.unpack("<I", struct.pack("<f", v))[0]
+                regs[ins[3]] = v
+            elif kind == "ld":
+                regs[ins[5]] = self.load(regs, ins[3], ins[4], ins[6])
+            elif kind == "st":
+                self.store(regs, ins[3], ins[4], ins[5], ins[6])
+            elif kind == "bra":
+                pc = fn.labels[ins[3]]
+            elif kind == "ret":
+                return
+            elif kind == "bar.sync":
+                yield
+            else:
+                self.call(regs, ins)
+
+    def call(self, regs: dict[str, Any], ins: tuple[Any, ...]) -> None:
+        callee = self.funcs[ins[3]]
+        frame = {p: regs[a] for p, a in zip(callee.params, ins[5], strict=True)}
+        for _ in self.run(callee, frame):
+            raise PtxInterpError(f"`bar.sync` inside the helper `{callee.name}`")
+        assert callee.ret is not None
+        regs[ins[4]] = frame[callee.ret]
+
+    def load(self, regs: dict[str, Any], space: str, fmt: str, addr: Operand) -> Any:
+        size = struct.calcsize(fmt)
+        if space == "param":
+            data, off = self.params[addr[1][1]], addr[2]
+        elif space == "global":
+            data, off = self.global_mem.find(self.value(regs, addr), size)
+        else:
+            where = self.value(regs, addr)
+            self.race_check(regs, where, write=False)
+            data, off = self.shared_mem.find(where, size)
+        return struct.unpack(fmt, data[off : off + size])[0]
+
+    def race_check(self, regs: dict[str, Any], address: int, write: bool) -> None:
+        tid, epoch = regs["%tid"], self.epoch
+        last = self.writes.get(address)
+        if last is not None and last[1] == epoch and last[0] != tid:
+            what = "writes" if write else "reads"
+            raise PtxInterpError(
+                f"data race on shared memory: thread {tid} {what} {address:#x}, which thread "
+                f"{last[0]} wrote since the last bar.sync"
+            )
+        readers = self.reads.get(address)
+        if write:
+            if readers is not None and readers[0] == epoch and readers[1] - {tid}:
+                raise PtxInterpError(
+                    f"data race on shared memory: thread {tid} writes {address:#x}, which "
+                    f"threads {sorted(readers[1] - {tid})[:3]} read since the last bar.sync"
+                )
+            self.writes[address] = (tid, epoch)
+        elif readers is None or readers[0] != epoch:
+            self.reads[address] = (epoch, {tid})
+        else:
+            readers[1].add(tid)
+
+    def store(self, regs: dict[str, Any], space: str, fmt: str, addr: Operand, v: Operand) -> None:
+        size = struct.calcsize(fmt)
+        where = self.value(regs, addr)
+        if space == "shared":
+            self.race_check(regs, where, write=True)
+        mem = self.global_mem if space == "global" else self.shared_mem
+        data, off = mem.find(where, size)
+        data[off : off + size] = struct.pack(fmt, self.value(regs, v))
+
+    def launch(self, entry: str, grid: tuple[int, int, int]) -> None:
+        fn = self.funcs[entry]
+        self.specials = {"nctaid": grid, "ntid": fn.block}
+        for cz in range(grid[2]):
+            for cy in range(grid[1]):
+                for cx in range(grid[0]):
+                    self.specials["ctaid"] = (cx, cy, cz)
+                    self._block(fn)
+
+    def _block(self, fn: _Function) -> None:
+        regions, base = [], 0x100000
+        for name, size in fn.shared.items():
+            self.symbols[name] = base
+            regions.append((base, bytearray(size), name))
+            base += size + 0x100000
+        self.shared_mem = _Memory(regions)
+        self.writes, self.reads = {}, {}
+        bx, by, bz = fn.block
+        live = [
+            self.run(fn, {"%tid": (x, y, z)})
+            for z in range(bz)
+            for y in range(by)
+            for x in range(bx)
+        ]
+        while live:
+            waiting = []
+            for th in live:
+                try:
+                    next(th)
+                    waiting.append(th)
+                except StopIteration:
+                    pass
+            if waiting and len(waiting) != len(live):
+                raise PtxInterpError(
+                    f"`bar.sync` in block {self.specials['ctaid']} reached by {len(waiting)} "
+                    f"of {len(live)} threads"
+                )
+            live = waiting
+            self.epoch += 1
+
+
+def run_ptx_manifest_cpu(
+    manifest: Mapping[str, Any],
+    directory: Path,
+    inputs: Mapping[str, Any],
+    dims: Mapping[str, int],
+    scalars: Mapping[str, float | int] | None = None,
+) -> dict[str, list]:
+    """Run a PTX manifest's kernels in this interpreter; each output as a flat list."""
+    mf.check_format(manifest)
+    mf.check_dims(manifest, dims)
+    values = mf.prepare_inputs(manifest, inputs, dims)
+    buffers: dict[str, bytearray] = {}
+    addresses: dict[str, int] = {}
+    regions = []
+    for k, buf in enumerate(manifest["buffers"]):
+        count = mf.numel(mf.buffer_shape(buf, dims))
+        nbytes = count * mf.buffer_element_size(buf, "ptx")
+        if buf["role"] == "input":
+            data = bytearray(mf.encode(values[buf["name"]], buf["dtype"]))
+        else:
+            data = bytearray(nbytes)
+        buffers[buf["name"]] = data
+        addresses[buf["name"]] = (k + 1) << 40
+        regions.append((addresses[buf["name"]], data, buf["name"]))
+    uniform = mf.pack_uniform(manifest, dims, scalars)
+    modules: dict[str, dict[str, _Function]] = {}
+    for kernel in manifest["kernels"]:
+        grid = mf.workgroup_counts(kernel, dims)
+        if 0 in grid:
+            continue
+        file = kernel["file"]
+        if file not in modules:
+            modules[file] = _parse((Path(directory) / file).read_text())
+        fn = modules[file][kernel["entry_point"]]
+        assert tuple(kernel["workgroup_size"]) == fn.block, "blockDim must equal .reqntid"
+        slots: dict[int, bytes] = {}
+        for b in kernel["bindings"]:
+            slots[b["binding"]] = struct.pack("<Q", addresses[b["buffer"]])
+        if kernel["uniform_binding"] is not None:
+            assert uniform is not None
+            slots[kernel["uniform_binding"]["binding"]] = uniform
+        assert sorted(slots) == list(range(len(fn.param_names))), (slots, fn.param_names)
+        params = {name: slots[k] for k, name in enumerate(fn.param_names)}
+        _Interp(modules[file], _Memory(regions), params).launch(kernel["entry_point"], grid)
+    out = {}
+    for buf in manifest["buffers"]:
+        if buf["role"] == "output":
+            count = mf.numel(mf.buffer_shape(buf, dims))
+            out[buf["name"]] = mf.decode(bytes(buffers[buf["name"]]), buf["dtype"], count)
+    return out

@@ -1,0 +1,47 @@
+"""Reductions over every axis, with and without keepdims, of any size."""
+
+from mimir.array import Dim, Tensor, bool_, float32, gpu, int32
+
+A = Dim("A")
+B = Dim("B")
+C = Dim("C")
+
+
+@gpu
+def sum_axis0(x: Tensor[float32, A, B, C]) -> Tensor[float32, B, C]:
+    return x.sum(axis=0)
+
+
+@gpu
+def mean_axis1_keepdims(x: Tensor[float32, A, B, C]) -> Tensor[float32, A, 1, C]:
+    return x.mean(axis=1, keepdims=True)
+
+
+@gpu
+def max_axis2(x: Tensor[float32, A, B, C]) -> Tensor[float32, A, B]:
+    return x.max(axis=2)
+
+
+@gpu
+def min_axes02_keepdims(x: Tensor[float32, A, B, C]) -> Tensor[float32, 1, B, 1]:
+    return x.min(axis=(0, 2), keepdims=True)
+
+
+@gpu
+def sum_all(x: Tensor[float32, A, B, C]) -> Tensor[float32]:
+    return x.sum()
+
+
+@gpu
+def sum_small_axis(x: Tensor[float32, A, 7]) -> Tensor[float32, A]:
+    return x.sum(axis=1)
+
+
+@gpu
+def int_sum_and_bool_any(x: Tensor[int32, A, B], m: Tensor[bool_, A, B]):
+    return x.sum(axis=0), m.max(axis=1), m.sum(axis=1)
+
+
+@gpu
+def int_max_min(x: Tensor[int32, A, 40]) -> Tensor[int32, A]:
+    return x.max(axis=1) - x.min(axis=1)

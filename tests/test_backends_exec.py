@@ -1,0 +1,247 @@
+"""Every kernel of the zoo, compiled for MSL and WGSL, executed and compared with the shim.
+
+For each `@gpu` function in `tests/kernels/*.py`: compile it for both backends
+(`mimir.codegen.compile_source`), validate every WGSL file with naga, then run
+the kernels on random inputs at several dim bindings and compare each output
+with the shim's (`mimir.array`, the definition of the language):
+
+- `one`: every dim at its smallest admissible size (1 when unconstrained);
+- `small`: distinct small primes (7, 13, 5, 11...), so no dim is a multiple of
+  a workgroup size and no two dims agree by accident;
+- `medium`: 131, 17, 19, 23... (past one 16x16 tile or 256-thread group);
+- `large`: one dim grown until some buffer holds >= 100,000 values.
+
+WGSL runs on wgpu (Mesa lavapipe here). MSL runs as C++ on the CPU with one OS
+thread per GPU thread (`harness.msl_runner`); a barrier wakes every one of those
+threads, so a binding whose barrier kernels would need more than
+`MSL_THREAD_BUDGET` of them is skipped for MSL with the reason (WGSL still covers
+it), and for `large` the grown dim is the one that keeps that count lowest.
+ThreadSanitizer runs on a reduction, a softmax and a matmul.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import assert_close, require_tool
+from support import import_file, kernels_of
+
+from mimir.runtime.verify import (
+    choose_dims,
+    default_scalars,
+    grow_dims,
+    random_inputs,
+    shim_reference,
+)
+
+KERNELS = Path(__file__).resolve().parent / "kernels"
+BINDINGS = ("one", "small", "medium", "large")
+LARGE = 100_000
+MSL_THREAD_BUDGET = 150_000
+
+# Ill-conditioned outputs, where summation order alone moves the result past
+# the default tolerance: (file stem, function, output) -> (rtol, atol).
+# normalize_rows divides by a row sum of values in [-1, 1), which can be close
+# to zero; a reordered sum then changes the quotient by ~1e-3 relative.
+LOOSER: dict[tuple[str, str, str], tuple[float, float]] = {
+    ("pipeline", "normalize_rows", "out"): (1e-2, 1e-4),
+}
+
+
+def _functions() -> list[tuple[str, str]]:
+    found = []
+    for path in sorted(KERNELS.glob("*.py")):
+        for name in kernels_of(import_file(path)):
+            found.append((path.stem, name))
+    return found
+
+
+FUNCTIONS = _functions()
+_OUT = Path(tempfile.mkdtemp(prefix="mimir-exec-"))
+atexit.register(shutil.rmtree, _OUT, ignore_errors=True)
+
+
+@functools.cache
+def _compiled(stem: str, function: str) -> Path:
+    """Compile one function for MSL and WGSL into its own folder (once per session)."""
+    from mimir.codegen import compile_source
+
+    path = KERNELS / f"{stem}.py"
+    result = compile_source(str(path), path.read_text(), ["msl", "wgsl"], function=function)
+    if not result.ok:
+        messages = "\n".join(f"{d.code}: {d.message}" for d in result.diagnostics)
+        raise AssertionError(f"{stem}.py::{function} does not compile:\n{messages}")
+    out = _OUT / stem / function
+    for relative, content in result.files.items():
+        target = out / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content)
+    return out
+
+
+def _manifest(folder: Path, backend: str, function: str) -> dict[str, Any]:
+    return json.loads((folder / backend / f"{function}.manifest.json").read_text())
+
+
+def _grouped_threads(manifest: dict[str, Any], folder: Path, dims: dict[str, int]) -> int:
+    from harness.msl_runner import grouped_threads
+
+    return grouped_threads(manifest, folder, dims)
+
+
+def _dims(manifest: dict[str, Any], label: str, cost: Any = None) -> dict[str, int] | None:
+    if label == "one":
+        return choose_dims(manifest, [1])
+    small = choose_dims(manifest, [7, 13, 5, 11, 3])
+    if label == "small":
+        return small
+    if label == "medium":
+        return choose_dims(manifest, [131, 17, 19, 23, 29])
+    candidates = grow_dims(manifest, small, LARGE)
+    if not candidates:
+        return None
+    return min(candidates, key=cost) if cost is not None else candidates[0]
+
+
+def _compare(
+    manifest: dict[str, Any],
+    actual: dict[str, list],
+    expected: dict[str, list],
+    stem: str,
+    function: str,
+    dims: dict[str, int],
+) -> None:
+    outputs = [b for b in manifest["buffers"] if b["role"] == "output"]
+    assert set(actual) == {b["name"] for b in outputs}
+    assert set(expected) == set(actual), "the manifest and the shim name the outputs differently"
+    for buf in outputs:
+        rtol, atol = LOOSER.get((stem, function, buf["name"]), (None, None))
+        assert_close(
+            actual[buf["name"]],
+            expected[buf["name"]],
+            buf["dtype"],
+            rtol,
+            atol,
+            label=f"{function}.{buf['name']} at {dims}",
+        )
+
+
+def test_the_zoo_is_not_empty() -> None:
+    assert len(FUNCTIONS) >= 10
+
+
+@pytest.mark.parametrize(("stem", "function"), FUNCTIONS, ids=[f"{s}.{f}" for s, f in FUNCTIONS])
+def test_wgsl_validates_with_naga(stem: str, function: str) -> None:
+    require_tool("wgpu")
+    from mimir.runtime.wgpu_runner import validate_wgsl
+
+    folder = _compiled(stem, function)
+    files = sorted((folder / "wgsl").glob("*.wgsl"))
+    assert files
+    for file in files:
+        validate_wgsl(file.read_text())
+
+
+@pytest.mark.parametrize("label", BINDINGS)
+@pytest.mark.parametrize(("stem", "function"), FUNCTIONS, ids=[f"{s}.{f}" for s, f in FUNCTIONS])
+def test_wgsl_matches_shim(stem: str, function: str, label: str) -> None:
+    require_tool("wgpu")
+    from mimir.runtime.wgpu_runner import run_manifest
+
+    folder = _compiled(stem, function)
+    manifest = _manifest(folder, "wgsl", function)
+    msl = _manifest(folder, "msl", function)
+    # The same bindings as the MSL run, so both backends see the same inputs.
+    dims = _dims(manifest, label, lambda d: _grouped_threads(msl, folder / "msl", d))
+    if dims is None:
+        pytest.skip(f"no dim of `{function}` can grow to {LARGE} elements within its constraints")
+    inputs = random_inputs(manifest, dims, seed=len(function))
+    scalars = default_scalars(manifest, dims)
+    expected = shim_reference(KERNELS / f"{stem}.py", function, inputs, dims, scalars)
+    actual = run_manifest(manifest, folder / "wgsl", inputs, dims, scalars)
+    _compare(manifest, actual, expected, stem, function, dims)
+
+
+@pytest.mark.parametrize("label", BINDINGS)
+@pytest.mark.parametrize(("stem", "function"), FUNCTIONS, ids=[f"{s}.{f}" for s, f in FUNCTIONS])
+def test_msl_matches_shim(stem: str, function: str, label: str) -> None:
+    require_tool("clang++")
+    from harness.msl_runner import run_msl_manifest
+
+    folder = _compiled(stem, function)
+    manifest = _manifest(folder, "msl", function)
+    if any(b["dtype"] == "float16" for b in manifest["buffers"]):
+        require_tool("clang++-half")
+
+    def cost(d: dict[str, int]) -> int:
+        return _grouped_threads(manifest, folder / "msl", d)
+
+    dims = _dims(manifest, label, cost)
+    if dims is None:
+        pytest.skip(f"no dim of `{function}` can grow to {LARGE} elements within its constraints")
+    if cost(dims) > MSL_THREAD_BUDGET:
+        pytest.skip(
+            f"MSL emulation at {dims} needs {cost(dims)} OS threads through barriers "
+            f"(budget {MSL_THREAD_BUDGET}); the WGSL run covers this binding"
+        )
+    inputs = random_inputs(manifest, dims, seed=len(function))
+    scalars = default_scalars(manifest, dims)
+    expected = shim_reference(KERNELS / f"{stem}.py", function, inputs, dims, scalars)
+    actual = run_msl_manifest(manifest, folder / "msl", inputs, dims, scalars)
+    _compare(manifest, actual, expected, stem, function, dims)
+
+
+# One kernel of each barrier-heavy kind: a tree reduction, a softmax (max and
+# sum trees), a tiled matmul (tiles staged through threadgroup memory).
+TSAN = [
+    ("reductions", "sum_axis0", "reduce"),
+    ("big_reduction", "long_softmax", "softmax"),
+    ("batched", "bmm", "matmul"),
+]
+
+
+@pytest.mark.parametrize(("stem", "function", "kind"), TSAN, ids=[t[2] for t in TSAN])
+def test_msl_threadsanitizer_finds_no_race(stem: str, function: str, kind: str) -> None:
+    require_tool("clang++")
+    require_tool("tsan")
+    from harness.msl_runner import run_msl_manifest
+
+    folder = _compiled(stem, function)
+    manifest = _manifest(folder, "msl", function)
+    text = "".join(p.read_text() for p in (folder / "msl").glob("*.metal"))
+    assert "threadgroup_barrier" in text, f"the {kind} kernel was expected to use barriers"
+    dims = choose_dims(manifest, [3, 5, 7, 11])
+    inputs = random_inputs(manifest, dims, seed=1)
+    scalars = default_scalars(manifest, dims)
+    expected = shim_reference(KERNELS / f"{stem}.py", function, inputs, dims, scalars)
+    actual = run_msl_manifest(manifest, folder / "msl", inputs, dims, scalars, sanitize="thread")
+    _compare(manifest, actual, expected, stem, function, dims)
+
+
+def test_msl_threadsanitizer_catches_a_removed_barrier(tmp_path: Path) -> None:
+    """The TSan run is not vacuous: drop the first barrier of the generated reduction."""
+    require_tool("clang++")
+    require_tool("tsan")
+    from harness.msl_runner import MslRunError, run_msl_manifest
+
+    folder = _compiled("reductions", "sum_axis0")
+    manifest = _manifest(folder, "msl", "sum_axis0")
+    for file in (folder / "msl").glob("*.metal"):
+        text = file.read_text()
+        barrier = "threadgroup_barrier(mem_flags::mem_threadgroup);"
+        assert barrier in text
+        (tmp_path / file.name).write_text(text.replace(barrier, "", 1))
+    dims = choose_dims(manifest, [3, 5, 7])
+    inputs = random_inputs(manifest, dims, seed=1)
+    with pytest.raises(MslRunError, match="ThreadSanitizer: data race"):
+        run_msl_manifest(manifest, tmp_path, inputs, dims, sanitize="thread")

@@ -1,0 +1,112 @@
+"""PTX kernels executed on the CPU by the test interpreter and compared with the shim.
+
+ptxas (`tests/test_ptx.py`) shows the PTX is well formed; this shows it
+computes the right thing, as far as our own reading of the PTX ISA goes
+(`harness.ptx_interp`: IEEE float32 arithmetic, real barriers between
+coroutine threads, bounds-checked buffers, and a shared-memory race detector).
+A real GPU settles the rest (`tests/test_ptx_gpu.py`). The zoo functions, the
+dim bindings and the comparison are those of `tests/test_backends_exec.py`;
+only the `one` and `small` bindings run here, since the interpreter executes
+every GPU thread in Python.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import random_inputs, shim_reference
+from harness.ptx_interp import PtxInterpError, run_ptx_manifest_cpu
+from test_backends_exec import FUNCTIONS, KERNELS, _compare, _dims
+
+from mimir.codegen import compile_source
+from mimir.runtime import manifest as mf
+from mimir.runtime.verify import default_scalars
+
+THREAD_BUDGET = 20_000  # GPU threads per case, all launches together
+
+
+@functools.cache
+def compiled_ptx(stem: str, function: str, out: Path) -> dict[str, Any]:
+    """Write one function's PTX files into `out`; its manifest."""
+    path = KERNELS / f"{stem}.py"
+    result = compile_source(str(path), path.read_text(), ["ptx"], function=function)
+    assert result.ok, [(d.code, d.message) for d in result.diagnostics]
+    out.mkdir(parents=True, exist_ok=True)
+    for relative, content in result.files.items():
+        assert isinstance(content, str)
+        (out / relative).write_text(content)
+    return json.loads(result.files[f"{function}.manifest.json"])  # type: ignore[arg-type]
+
+
+def threads(manifest: dict[str, Any], dims: dict[str, int]) -> int:
+    total = 0
+    for kernel in manifest["kernels"]:
+        x, y, z = mf.workgroup_counts(kernel, dims)
+        bx, by, bz = kernel["workgroup_size"]
+        total += x * y * z * bx * by * bz
+    return total
+
+
+@pytest.mark.parametrize("label", ["one", "small"])
+@pytest.mark.parametrize(("stem", "function"), FUNCTIONS, ids=[f"{s}.{f}" for s, f in FUNCTIONS])
+def test_ptx_matches_shim_in_the_interpreter(
+    stem: str, function: str, label: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    folder = tmp_path_factory.getbasetemp() / "ptx-exec" / stem / function
+    manifest = compiled_ptx(stem, function, folder)
+    dims = _dims(manifest, label)
+    assert dims is not None
+    if threads(manifest, dims) > THREAD_BUDGET:
+        pytest.skip(f"{threads(manifest, dims)} GPU threads at {dims}: too many to interpret")
+    inputs = random_inputs(manifest, dims, seed=len(function))
+    scalars = default_scalars(manifest, dims)
+    expected = shim_reference(KERNELS / f"{stem}.py", function, inputs, dims, scalars)
+    actual = run_ptx_manifest_cpu(manifest, folder, inputs, dims, scalars)
+    _compare(manifest, actual, expected, stem, function, dims)
+
+
+# ---------------------------------------------------------------- the interpreter's own checks
+
+
+def _linear(tmp_path: Path) -> tuple[dict[str, Any], Path]:
+    manifest = compiled_ptx("linear", "linear_relu", tmp_path / "linear")
+    return manifest, tmp_path / "linear" / manifest["kernels"][0]["file"]
+
+
+def _run(manifest: dict[str, Any], path: Path, seed: int = 0) -> list:
+    dims = {"N": 5}
+    inputs = random_inputs(manifest, dims, seed=seed)
+    return run_ptx_manifest_cpu(manifest, path.parent, inputs, dims)["out"]
+
+
+def test_a_missing_barrier_is_a_data_race(tmp_path: Path) -> None:
+    manifest, path = _linear(tmp_path)
+    path.write_text(path.read_text().replace("bar.sync 0;\n", "", 1))
+    with pytest.raises(PtxInterpError, match="data race on shared memory"):
+        _run(manifest, path)
+
+
+def test_an_out_of_bounds_store_is_caught(tmp_path: Path) -> None:
+    manifest, path = _linear(tmp_path)
+    text = path.read_text()
+    # Drop the last bounds guard (around a load of the bias and the store of the result).
+    guard = [ln for ln in text.splitlines() if ln.strip().startswith("@!")][-1]
+    path.write_text(text.replace(guard + "\n", "", 1))
+    with pytest.raises(PtxInterpError, match="out-of-bounds access to `(out|b)`"):
+        _run(manifest, path)
+
+
+def test_a_swapped_operand_changes_the_result(tmp_path: Path) -> None:
+    """A mutation of the emitted PTX (the operands of a `selp` swapped) is visible."""
+    manifest, path = _linear(tmp_path)
+    good = _run(manifest, path, seed=4)
+    text = path.read_text()
+    line = next(ln for ln in text.splitlines() if "selp.f32" in ln)
+    opcode, rest = line.split(None, 1)
+    d, a, b, p = (x.strip() for x in rest.rstrip(";").split(","))
+    path.write_text(text.replace(line, f"    {opcode} {d}, {b}, {a}, {p};"))
+    assert _run(manifest, path, seed=4) != good

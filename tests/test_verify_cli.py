@@ -1,0 +1,106 @@
+"""`mimir verify FILE`: compile for WGSL, run on wgpu's adapter, compare with the shim."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import require_tool
+from typer.testing import CliRunner
+
+import mimir.cli
+from mimir.runtime import wgpu_runner
+
+KERNEL = (
+    "from mimir.array import Dim, Tensor, float32, gpu\n\n"
+    'N = Dim("N")\n\n\n'
+    "@gpu\n"
+    "def scaled_sum(a: Tensor[float32, N, 3], b: Tensor[float32, 3]) -> Tensor[float32, N]:\n"
+    "    return (a * b).sum(axis=1) * 2.0\n"
+)
+
+
+@pytest.fixture
+def kernel_file(tmp_path: Path) -> Path:
+    path = tmp_path / "k.py"
+    path.write_text(KERNEL)
+    return path
+
+
+def test_verify_passes_and_prints_errors_per_output(kernel_file: Path) -> None:
+    require_tool("wgpu")
+    proc = subprocess.run(
+        [sys.executable, "-m", "mimir", "verify", str(kernel_file)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "XDG_RUNTIME_DIR": os.environ.get("XDG_RUNTIME_DIR", "/tmp")},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("adapter: ")
+    sizes = [line for line in lines if line.startswith("scaled_sum  [")]
+    assert [line.split("]")[0] for line in sizes] == [
+        "scaled_sum  [N=1",
+        "scaled_sum  [N=7",
+        "scaled_sum  [N=131",
+    ]
+    assert all("max abs error" in line and "max rel error" in line for line in sizes)
+    assert lines[-1] == "verified 1 function: all outputs match"
+
+
+def test_verify_fixed_dim(kernel_file: Path) -> None:
+    require_tool("wgpu")
+    result = CliRunner().invoke(mimir.cli.app, ["verify", str(kernel_file), "--dim", "N=1000"])
+    assert result.exit_code == 0, result.output
+    assert "[N=1000]" in result.output
+
+
+def test_verify_exits_1_on_a_mismatch(kernel_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    require_tool("wgpu")
+    real = wgpu_runner.run_manifest
+
+    def off_by_one(*args: Any, **kwargs: Any) -> dict[str, list]:
+        out = real(*args, **kwargs)
+        return {name: [v + 1.0 for v in values] for name, values in out.items()}
+
+    monkeypatch.setattr(wgpu_runner, "run_manifest", off_by_one)
+    result = CliRunner().invoke(mimir.cli.app, ["verify", str(kernel_file)])
+    assert result.exit_code == 1, result.output
+    assert "MISMATCH in 7 of 7" in result.output
+    assert "1 function failed verification" in result.output
+
+
+def test_verify_reports_a_compile_refusal(tmp_path: Path) -> None:
+    require_tool("wgpu")
+    path = tmp_path / "bad.py"
+    path.write_text(
+        "from mimir.array import Tensor, float32, gpu\n\n\n"
+        "@gpu\n"
+        "def f(a: Tensor[float32, 4, 3], b: Tensor[float32, 4]) -> Tensor[float32, 4, 3]:\n"
+        "    return a + b\n"
+    )
+    result = CliRunner().invoke(mimir.cli.app, ["verify", str(path)])
+    assert result.exit_code == 1, result.output
+    assert "error[" in result.output
+
+
+def test_verify_usage_errors(kernel_file: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    bad_dim = runner.invoke(mimir.cli.app, ["verify", str(kernel_file), "--dim", "N"])
+    assert bad_dim.exit_code == 2
+    missing = runner.invoke(mimir.cli.app, ["verify", str(tmp_path / "nope.py")])
+    assert missing.exit_code == 2
+
+
+def test_verify_without_wgpu_says_how_to_install(
+    kernel_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(wgpu_runner, "_STATE", {})
+    monkeypatch.setitem(sys.modules, "wgpu", None)
+    result = CliRunner().invoke(mimir.cli.app, ["verify", str(kernel_file)])
+    assert result.exit_code == 2
+    assert "pip install 'mimir[gpu]'" in result.output
