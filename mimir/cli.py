@@ -277,8 +277,13 @@ def _explain_in_file(code: str, target: str, timeout_ms: int) -> None:
 def compile_gpu(
     path: Annotated[Path, typer.Argument(help="The kernel file to compile.")],
     backend: Annotated[
-        str, typer.Option("--backend", help="msl, wgsl, ptx, spirv, or all (every backend).")
-    ] = "all",
+        str | None,
+        typer.Option(
+            "--backend",
+            help="msl, wgsl, ptx, spirv, or all (every backend); comma-separated for several "
+            "(default: `backends` from the configuration, else all).",
+        ),
+    ] = None,
     output_dir: Annotated[
         Path | None,
         typer.Option(
@@ -299,15 +304,44 @@ def compile_gpu(
             "(without -o the assembly is what is printed).",
         ),
     ] = None,
+    check_only: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Write nothing; fail (exit 1, GPU072) when the kernels committed in the -o "
+            "folder are stale against their source.",
+        ),
+    ] = False,
+    output_format: Annotated[
+        Format,
+        typer.Option("--format", help="Format of diagnostics and refusals.", case_sensitive=False),
+    ] = Format.text,
+    config_file: Annotated[
+        Path | None,
+        typer.Option("--config", help="Read settings (default backends) from FILE."),
+    ] = None,
 ) -> None:
-    """Compile every @gpu function that checks clean into GPU kernels and manifests."""
-    from mimir.codegen import compile_file, resolve_backends
-    from mimir.diagnostics.render import text as text_render
+    """Compile every @gpu function that checks clean into GPU kernels and manifests.
 
+    Exit status: 0 written (or up to date with --check), 1 check errors, refusals or
+    stale files, 2 usage error or unreadable input; the same in every format.
+    """
+    from mimir.codegen import compile_file, resolve_backends
+    from mimir.config import ConfigError, load_config
+
+    if backend is None:
+        try:
+            names = list(load_config(config_file).backends)
+        except ConfigError as err:
+            raise _usage_error(str(err)) from None
+    else:
+        names = [b.strip().lower() for b in backend.split(",")]
     try:
-        backends = resolve_backends([b.strip().lower() for b in backend.split(",")])
+        backends = resolve_backends(names)
     except ValueError as err:
         raise _usage_error(str(err)) from None
+    if check_only and output_dir is None:
+        raise _usage_error("`--check` compares with a folder: give it with `-o DIR`")
     if emit is not None and emit.strip().lower() != "spvasm":
         raise _usage_error(f"unknown `--emit {emit}`; expected spvasm")
     if emit is not None and "spirv" not in backends:
@@ -316,10 +350,11 @@ def compile_gpu(
     if result.usage_error is not None:
         raise _usage_error(result.usage_error)
     if result.diagnostics:
-        typer.echo(text_render.render_all(result.diagnostics))
-        errors = sum(1 for d in result.diagnostics if d.severity == "error")
-        typer.echo(text_render.summary(errors, 1, 1))
+        typer.echo(_render(output_format, result.diagnostics, [_source_of(path)]))
         raise typer.Exit(EXIT_USAGE if result.unreadable else EXIT_ERRORS)
+    if check_only:
+        assert output_dir is not None
+        _check_vendored(path, result, output_dir, names, function, emit, output_format)
     if output_dir is None:
         for relative, listing in result.listings.items():
             if relative.endswith(".manifest.json"):
@@ -341,6 +376,60 @@ def compile_gpu(
             extra += 1
     count = len(result.files) + extra
     typer.echo(f"wrote {count} file{'s' * (count != 1)} to {output_dir}")
+    raise typer.Exit(EXIT_CLEAN)
+
+
+def _source_of(path: Path) -> object:
+    """What the renderers need of a compiled file: its path and its lines (for SARIF)."""
+    from types import SimpleNamespace
+
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        lines = []
+    return SimpleNamespace(path=str(path), lines=lines)
+
+
+def _check_vendored(
+    path: Path,
+    result: object,
+    directory: Path,
+    names: list[str],
+    function: str | None,
+    emit: str | None,
+    output_format: Format,
+) -> None:
+    """Exit 0 when DIR holds exactly what PATH compiles to now, else report GPU072 and exit 1."""
+    import shlex
+
+    from mimir.check import check_file
+    from mimir.codegen.vendored import stale_files
+
+    spans = {k.graph.name: k.graph.kernel.span for k in check_file(path).kernels}
+    if function is not None:
+        spans = {function: spans[function]} if function in spans else {}
+    command = [
+        "mimir",
+        "compile-gpu",
+        str(path),
+        "--backend",
+        ",".join(names),
+        "-o",
+        str(directory),
+    ]
+    if function is not None:
+        command += ["--function", function]
+    if emit is not None:
+        command += ["--emit", emit]
+    stale = stale_files(result, directory, spans, shlex.join(command), emit is not None)  # type: ignore[arg-type]
+    if stale:
+        typer.echo(_render(output_format, stale, [_source_of(path)]))
+        raise typer.Exit(EXIT_ERRORS)
+    if output_format in (Format.text, Format.concise):
+        count = len(result.files)  # type: ignore[attr-defined]
+        typer.echo(f"{directory} is up to date ({count} file{'s' * (count != 1)})")
+    elif output_format is not Format.github:
+        typer.echo(_render(output_format, [], [_source_of(path)]))
     raise typer.Exit(EXIT_CLEAN)
 
 

@@ -40,6 +40,12 @@ def test_every_code_has_something_that_fires_it(tmp_path: Path) -> None:
     fired |= {d.code for d in check_file(tmp_path / "missing.py").diagnostics}
     # The solver's own verdict, under a small timeout.
     fired |= {d.code for d in check_source("hard.py", HARD, timeout_ms=200).diagnostics}
+    # Vendored kernels that are stale against their source (`compile-gpu --check`).
+    from mimir.codegen import compile_source
+    from mimir.codegen.vendored import stale_files
+
+    compiled = compile_source("k.py", REGISTRY["GPU011"].good_source(), ["wgsl"])
+    fired |= {d.code for d in stale_files(compiled, tmp_path / "empty", {}, "regen")}
     for code, entry in REGISTRY.items():
         if "shim" in entry.found_by.split("+") and entry.bad:
             shim = _shim_code(tmp_path, code)

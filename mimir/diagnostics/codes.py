@@ -421,6 +421,18 @@ _CODES = [
         found_by="compile",
     ),
     Code(
+        "GPU072",
+        "stale-artifact",
+        "a vendored kernel file is not what its source compiles to now",
+        "a repository that commits the emitted kernels ships them without Mimir; a file that "
+        "differs from its source's output runs code nobody checked",
+        "regenerate the folder with the `mimir compile-gpu ... -o DIR` command the message "
+        "names, and commit the result",
+        "",
+        "",
+        found_by="cli",
+    ),
+    Code(
         "GPU090",
         "unused-suppression",
         "a `# mimir: ignore[...]` comment that suppresses nothing",
