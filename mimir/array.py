@@ -286,8 +286,11 @@ class Tensor:
             run.reads.setdefault((id(self._values), flat), set()).add(run.pids)
             other = run.writes.get((id(self._values), flat))
             if other is not None and other != run.pids:
-                raise MimirError("GPU028", f"write race: program ids {other} and {run.pids} "
-                                 "write and read the same element")
+                raise MimirError(
+                    "GPU028",
+                    f"write race: program ids {other} and {run.pids} "
+                    "write and read the same element",
+                )
             return Tensor([self._values[flat]], (), self._dtype, self._device)
         items = key if isinstance(key, tuple) else (key,)
         parsed = [_index_item(k) for k in items]
@@ -307,8 +310,9 @@ class Tensor:
         readers = run.reads.get(slot, set()) - {run.pids}
         if (other is not None and other != run.pids) or readers:
             who = other if other is not None and other != run.pids else sorted(readers)[0]
-            raise MimirError("GPU028", f"write race: program ids {who} and {run.pids} "
-                             "touch the same element")
+            raise MimirError(
+                "GPU028", f"write race: program ids {who} and {run.pids} touch the same element"
+            )
         run.writes[slot] = run.pids
         self._values[flat] = _store_value(value, self._dtype)
 
@@ -439,8 +443,9 @@ def _store_value(value: Any, dtype: DType) -> Any:
     got = kind if isinstance(kind, DType) else promote_weak(dtype, kind)
     if got != dtype:
         shown = kind if isinstance(kind, DType) else f"a Python {kind}"
-        raise MimirError("GPU027", f"store dtype mismatch: the tensor holds {dtype}, "
-                         f"the value is {shown}")
+        raise MimirError(
+            "GPU027", f"store dtype mismatch: the tensor holds {dtype}, the value is {shown}"
+        )
     return nm.cast([raw], dtype)[0]
 
 
@@ -450,8 +455,9 @@ def program_id(axis: int) -> int:
     if run is None:
         raise MimirError("GPU036", "`program_id` is only defined inside `@gpu(grid=...)` kernels")
     if not isinstance(axis, int) or not 0 <= axis < len(run.pids):
-        raise MimirError("GPU036", f"`program_id` takes an axis below the grid's rank "
-                         f"{len(run.pids)}")
+        raise MimirError(
+            "GPU036", f"`program_id` takes an axis below the grid's rank {len(run.pids)}"
+        )
     return run.pids[axis]
 
 

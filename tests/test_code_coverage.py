@@ -53,8 +53,11 @@ def test_every_code_has_something_that_fires_it(tmp_path: Path) -> None:
                 fired.add(shim)
         if "checker" in entry.found_by.split("+") and entry.bad and code not in fired:
             # Warnings (suppression bookkeeping) live outside the error fixtures.
-            fired |= {d.code for d in check_source(f"{code}.py", entry.bad_source()).diagnostics
-                      if d.severity == "warning"}
+            fired |= {
+                d.code
+                for d in check_source(f"{code}.py", entry.bad_source()).diagnostics
+                if d.severity == "warning"
+            }
         if "compile" in entry.found_by.split("+"):
             from mimir.codegen import compile_source
 

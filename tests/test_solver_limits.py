@@ -49,7 +49,9 @@ def test_timeout_is_configurable_from_the_command_line(tmp_path: Path) -> None:
     path.write_text(HARD)
     run = subprocess.run(
         [sys.executable, "-m", "mimir", "check", "--no-cache", "--z3-timeout", "100", str(path)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert run.returncode == 1
     assert "error[GPU050]" in run.stdout

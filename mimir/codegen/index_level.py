@@ -52,6 +52,7 @@ from mimir.codegen.schedule import BufferSpec, Plan, Schedule
 from mimir.dims import Dim
 from mimir.dtypes import BY_NAME as DTYPES
 from mimir.dtypes import DType, bool_, default_dtype, float32, int32
+from mimir.parse.graph import BINARY_SYMBOLS
 from mimir.parse.module import ScalarAnnotation, TensorAnnotation, read_size
 
 I32 = "i32"
@@ -194,7 +195,7 @@ class _Lowering:
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
             self._assign(stmt.target, self._expr(stmt.value))
         elif isinstance(stmt, ast.AugAssign):
-            symbol = _SYMBOLS[type(stmt.op)]
+            symbol = BINARY_SYMBOLS[type(stmt.op)]
             if isinstance(stmt.target, ast.Name):
                 current = self._name(stmt.target.id)
             else:
@@ -279,11 +280,13 @@ class _Lowering:
             return self._name(node.id)
         if isinstance(node, ast.BinOp):
             return self._binary(
-                _SYMBOLS[type(node.op)], self._expr(node.left), self._expr(node.right)
+                BINARY_SYMBOLS[type(node.op)], self._expr(node.left), self._expr(node.right)
             )
         if isinstance(node, ast.Compare):
             return self._binary(
-                _SYMBOLS[type(node.ops[0])], self._expr(node.left), self._expr(node.comparators[0])
+                BINARY_SYMBOLS[type(node.ops[0])],
+                self._expr(node.left),
+                self._expr(node.comparators[0]),
             )
         if isinstance(node, ast.UnaryOp):
             operand = self._expr(node.operand)
@@ -429,8 +432,3 @@ def _literal_int(node: ast.expr) -> int:
 
 _INDEX_OPS = {"+", "-", "*", "//", "%", "<", "<=", ">", ">=", "==", "!="}
 _COMPARISONS = {"<", "<=", ">", ">=", "==", "!="}
-_SYMBOLS: dict[type, str] = {
-    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
-    ast.Mod: "%", ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|",
-    ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=",
-}  # fmt: skip

@@ -31,7 +31,7 @@ from mimir.dtypes import BY_NAME as DTYPES
 from mimir.dtypes import DType, default_dtype, promote_weak
 from mimir.ops.shapes import RuleError
 from mimir.parse import subset
-from mimir.parse.graph import KernelGraph
+from mimir.parse.graph import BINARY_SYMBOLS, KernelGraph
 from mimir.parse.module import ModuleInfo, ScalarAnnotation, TensorAnnotation, read_size
 from mimir.solve.prover import PROVEN, REFUTED
 from mimir.solve.z3lib import z3
@@ -210,7 +210,7 @@ class IndexKernelChecker(KernelChecker):
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
             self._assign(stmt.target, self._expr(stmt.value, scope), scope, stmt)
         elif isinstance(stmt, ast.AugAssign):
-            symbol = _SYMBOLS[type(stmt.op)]
+            symbol = BINARY_SYMBOLS[type(stmt.op)]
             if isinstance(stmt.target, ast.Name):
                 current = self._name(stmt.target)
                 value = self._binary(symbol, current, self._expr(stmt.value, scope), stmt, scope)
@@ -371,11 +371,11 @@ class IndexKernelChecker(KernelChecker):
         if isinstance(node, ast.Name):
             return self._name(node)
         if isinstance(node, ast.BinOp):
-            symbol = _SYMBOLS[type(node.op)]
+            symbol = BINARY_SYMBOLS[type(node.op)]
             left, right = self._expr(node.left, scope), self._expr(node.right, scope)
             return self._binary(symbol, left, right, node, scope)
         if isinstance(node, ast.Compare):
-            symbol = _SYMBOLS[type(node.ops[0])]
+            symbol = BINARY_SYMBOLS[type(node.ops[0])]
             left = self._expr(node.left, scope)
             right = self._expr(node.comparators[0], scope)
             return self._binary(symbol, left, right, node, scope)
@@ -722,11 +722,3 @@ def _join_kinds(a: DType | str, b: DType | str) -> DType | str:
 
 def _default(kind: DType | str) -> DType:
     return kind if isinstance(kind, DType) else default_dtype(kind)
-
-
-_SYMBOLS: dict[type, str] = {
-    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
-    ast.Mod: "%", ast.Pow: "**", ast.MatMult: "@", ast.BitAnd: "&", ast.BitOr: "|",
-    ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>",
-    ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=",
-}  # fmt: skip
