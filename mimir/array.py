@@ -744,7 +744,7 @@ class Kernel:
         if not isinstance(self.grid, tuple) or not 1 <= len(self.grid) <= 3:
             raise MimirError("GPU036", "`grid=` takes a tuple of one to three sizes")
         sizes = [_resolve(g) for g in self.grid]
-        run = _GRID_RUN_FACTORY()
+        run = _GridRun()
         token = _GRID.set(run)
         try:
             for pids in itertools.product(*(range(n) for n in sizes)):
@@ -895,6 +895,5 @@ def _check_result(result: Any, ann: Any, env: dict[str, int]) -> None:
 # Names the kernel language gives a meaning to, for the checker's name lookup.
 KERNEL_FUNCTIONS = ("where", "maximum", "minimum", "zeros", "ones", "full")
 DTYPE_NAMES = tuple(DTYPES)
-_GRID_RUN_FACTORY = _GridRun
 set_binding_hook(_BINDINGS.get)
 _ = BinOp  # re-exported for annotations that spell dim arithmetic

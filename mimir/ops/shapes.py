@@ -324,7 +324,7 @@ def index(alg: Algebra, shape: Shape, items: Sequence[tuple]) -> tuple[Shape, li
         if it[0] == "int":
             i = resolve_bound(alg, it[1], size, axis, "index")
             alg.require(
-                alg.any_(alg.le(i + 1, size)),
+                alg.le(i + 1, size),
                 "GPU018",
                 f"index {{}} is out of bounds for axis {axis} with size {{}}",
                 it[1],
