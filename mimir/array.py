@@ -31,8 +31,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from mimir import ops
-from mimir.dims import BinOp, Dim, DimExpr, Size, UnboundDimError, evaluate, set_binding_hook
-from mimir.dtypes import BY_NAME as DTYPES
+from mimir.dims import Dim, DimExpr, Size, UnboundDimError, evaluate, set_binding_hook
 from mimir.dtypes import (
     DType,
     bool_,
@@ -892,8 +891,5 @@ def _check_result(result: Any, ann: Any, env: dict[str, int]) -> None:
         )
 
 
-# Names the kernel language gives a meaning to, for the checker's name lookup.
-KERNEL_FUNCTIONS = ("where", "maximum", "minimum", "zeros", "ones", "full")
-DTYPE_NAMES = tuple(DTYPES)
+# `range(N)` and `i < N` inside a running kernel read the dims bound by its call.
 set_binding_hook(_BINDINGS.get)
-_ = BinOp  # re-exported for annotations that spell dim arithmetic

@@ -250,10 +250,6 @@ def evaluate(size: Size, env: Mapping[str, int]) -> int:
     return size.evaluate(env)
 
 
-def format_size(size: Size) -> str:
-    return str(size)
-
-
 def _format(expr: Size, parent_prec: int, right_side: bool = False) -> str:
     if isinstance(expr, int):
         return str(expr) if expr >= 0 else f"({expr})"
