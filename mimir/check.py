@@ -20,7 +20,7 @@ from mimir.diagnostics.diagnostic import Diagnostic, Span
 from mimir.discover import SKIPPED_DIRS, discover  # noqa: F401 - re-exported
 from mimir.parse.graph import KernelGraph, build_graph
 from mimir.parse.module import ModuleInfo, read_module
-from mimir.parse.spans import SourceFile
+from mimir.parse.spans import SourceFile, read_source
 from mimir.solve.prover import DEFAULT_TIMEOUT_MS
 from mimir.suppressions import apply_suppressions
 
@@ -94,18 +94,10 @@ def check_source(path: str, text: str, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> 
 
 
 def check_file(path: Path, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> FileResult:
-    shown = str(path)
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        span = Span(shown, 1, 1, 1, 1)
-        return FileResult(
-            shown, [Diagnostic("GPU002", f"cannot read file: {reason}", span)], unreadable=True
-        )
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    return check_source(shown, text, timeout_ms)
+    text, unreadable = read_source(path)
+    if unreadable is not None:
+        return FileResult(str(path), [unreadable], unreadable=True)
+    return check_source(str(path), text or "", timeout_ms)
 
 
 def check_paths(paths: Iterable[Path], timeout_ms: int = DEFAULT_TIMEOUT_MS) -> list[FileResult]:

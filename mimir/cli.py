@@ -402,12 +402,9 @@ def _check_vendored(
     """Exit 0 when DIR holds exactly what PATH compiles to now, else report GPU072 and exit 1."""
     import shlex
 
-    from mimir.check import check_file
     from mimir.codegen.vendored import stale_files
 
-    spans = {k.graph.name: k.graph.kernel.span for k in check_file(path).kernels}
-    if function is not None:
-        spans = {function: spans[function]} if function in spans else {}
+    spans = result.functions  # type: ignore[attr-defined]
     command = [
         "mimir",
         "compile-gpu",

@@ -27,6 +27,7 @@ from typing import IO
 from mimir.cache import Cache, cache_dir
 from mimir.config import Config
 from mimir.diagnostics.diagnostic import Diagnostic
+from mimir.parse.spans import read_source
 
 PROGRESS_MIN_FILES = 8
 _Todo = tuple[str, str, str, str | None]  # shown path, relative path, text, cache key
@@ -75,16 +76,11 @@ def run_check(
     for path in files:
         shown = str(path)
         rel = config.relative(path)
-        try:
-            raw = path.read_bytes()
-            text = raw.decode("utf-8")
-        except (OSError, UnicodeDecodeError):
-            diagnostics, unreadable = _unreadable(path, config.z3_timeout)
-            done[shown] = Checked(shown, rel, diagnostics, unreadable)
+        text, problem = read_source(path)
+        if text is None:
+            done[shown] = Checked(shown, rel, [problem], True)
             continue
-        if text.startswith("\ufeff"):
-            text = text[1:]
-        key = store.key(shown, raw) if use_cache else None
+        key = store.key(shown, text.encode("utf-8")) if use_cache else None
         entry = store.get(key) if key else None
         if entry is not None:
             done[shown] = Checked(
@@ -128,13 +124,6 @@ def check_text(path: str, text: str, timeout_ms: int) -> tuple[list[Diagnostic],
     from mimir.check import check_source
 
     result = check_source(path, text, timeout_ms)
-    return list(result.diagnostics), result.unreadable
-
-
-def _unreadable(path: Path, timeout_ms: int) -> tuple[list[Diagnostic], bool]:
-    from mimir.check import check_file
-
-    result = check_file(path, timeout_ms)
     return list(result.diagnostics), result.unreadable
 
 

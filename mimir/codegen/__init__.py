@@ -27,6 +27,7 @@ from mimir.codegen.manifest import build_manifest, dumps
 from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, RefusalError
 from mimir.codegen.schedule import schedule
 from mimir.diagnostics.diagnostic import Diagnostic, Span
+from mimir.parse.spans import read_source
 
 __all__ = ["BACKENDS", "CompileResult", "compile_file", "compile_source", "resolve_backends"]
 
@@ -39,6 +40,8 @@ class CompileResult:
     # readable text of each file (a binary's disassembly), for printing to a terminal
     listings: dict[str, str] = field(default_factory=dict)
     unreadable: bool = False  # the input cannot be read or parsed (exit 2)
+    # each compiled function's definition, where diagnostics about its files point
+    functions: dict[str, Span] = field(default_factory=dict)
     usage_error: str | None = None  # e.g. `--function` names no @gpu function (exit 2)
 
     @property
@@ -76,6 +79,7 @@ def compile_source(
             result.usage_error = f"no @gpu function `{function}` in {path}"
             return result
     wanted = {k.graph.name for k in kernels}
+    result.functions = {k.graph.name: k.graph.kernel.span for k in kernels}
     errors = [
         d
         for d in checked.diagnostics
@@ -96,18 +100,10 @@ def compile_source(
 def compile_file(
     path: str | Path, backends: list[str], function: str | None = None
 ) -> CompileResult:
-    shown = str(path)
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        span = Span(shown, 1, 1, 1, 1)
-        return CompileResult(
-            shown, [Diagnostic("GPU002", f"cannot read file: {reason}", span)], unreadable=True
-        )
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    return compile_source(shown, text, backends, function)
+    text, unreadable = read_source(Path(path))
+    if unreadable is not None:
+        return CompileResult(str(path), [unreadable], unreadable=True)
+    return compile_source(str(path), text or "", backends, function)
 
 
 def _compile_kernel(kernel, path: str, names: list[str], diagnostics: list[Diagnostic]):

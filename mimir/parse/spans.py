@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from mimir.diagnostics.diagnostic import Span
+from mimir.diagnostics.diagnostic import Diagnostic, Span
 
 
 @dataclass
@@ -47,3 +48,15 @@ class SourceFile:
         """The source text of `node` as written (falls back to `ast.unparse`)."""
         segment = ast.get_source_segment(self.content, node)
         return segment if segment is not None else ast.unparse(node)
+
+
+def read_source(path: Path) -> tuple[str | None, Diagnostic | None]:
+    """A file's text (UTF-8, byte-order mark dropped), or the GPU002 saying why not."""
+    shown = str(path)
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        span = Span(shown, 1, 1, 1, 1)
+        return None, Diagnostic("GPU002", f"cannot read file: {reason}", span)
+    return text.removeprefix("\ufeff"), None
