@@ -8,7 +8,8 @@ imports or executes user code.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+import hashlib
+from collections.abc import Callable, Iterable, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from mimir.constraints.index_kernels import IndexKernelChecker
 from mimir.diagnostics.diagnostic import Diagnostic, Span
 from mimir.discover import SKIPPED_DIRS, discover  # noqa: F401 - re-exported
 from mimir.parse.graph import KernelGraph, build_graph
-from mimir.parse.module import ModuleInfo, read_module
+from mimir.parse.module import KernelDef, ModuleInfo, read_module
 from mimir.parse.spans import SourceFile, read_source
 from mimir.solve.prover import DEFAULT_TIMEOUT_MS
 from mimir.suppressions import apply_suppressions
@@ -32,6 +33,8 @@ class FileResult:
     unreadable: bool = False  # GPU001/GPU002: the input itself is bad (exit 2)
     # The checked kernels, for code generation (not pickled across processes).
     kernels: list[CheckedKernel] = field(default_factory=list, repr=False, compare=False)
+    # The module as read (Dims, constants, kernels), for front doors that answer queries.
+    info: ModuleInfo | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -51,8 +54,29 @@ class CheckedKernel:
     queries: int = 0
 
 
-def check_source(path: str, text: str, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> FileResult:
-    """Every diagnostic for one file's source text, in source order."""
+class CheckCancelledError(Exception):
+    """Raised between kernels when the caller's `cancelled()` says the result is not wanted."""
+
+
+KernelCache = MutableMapping[str, tuple[list[Diagnostic], CheckedKernel]]
+
+
+def check_source(
+    path: str,
+    text: str,
+    timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    *,
+    kernel_cache: KernelCache | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> FileResult:
+    """Every diagnostic for one file's source text, in source order.
+
+    `kernel_cache` (used by the language server) keeps each kernel's diagnostics
+    and checked graph under a hash of the kernel's text, its position and the
+    module-level facts it can see, so an edit re-proves only the kernels it
+    touched. `cancelled` is polled between kernels: when it returns True the
+    check stops with `CheckCancelledError` (a newer edit made it stale).
+    """
     try:
         tree = ast.parse(text, filename=path)
     except SyntaxError as err:
@@ -71,26 +95,66 @@ def check_source(path: str, text: str, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> 
     info = read_module(SourceFile(path, text), tree)
     diagnostics = [Diagnostic(p.code, p.message, p.span) for p in info.problems]
     kernels = []
+    facts = _facts_key(info, timeout_ms) if kernel_cache is not None else ""
     for kernel in info.kernels:
-        kg = build_graph(info, kernel)
-        checker_type = KernelChecker if kernel.grid is None else IndexKernelChecker
-        checker = checker_type(info, kg, timeout_ms)
-        found = checker.run()
+        if cancelled is not None and cancelled():
+            raise CheckCancelledError(path)
+        key = _kernel_key(info, kernel.node, facts) if kernel_cache is not None else ""
+        if kernel_cache is not None and key in kernel_cache:
+            found, checked = kernel_cache[key]
+        else:
+            found, checked = _check_kernel(info, kernel, timeout_ms)
+            if kernel_cache is not None:
+                kernel_cache[key] = (found, checked)
         diagnostics.extend(found)
-        kernels.append(
-            CheckedKernel(
-                info,
-                kg,
-                checker.values,
-                proven=not found,
-                solve_seconds=checker.prover.solve_seconds,
-                queries=checker.prover.queries,
-            )
-        )
+        kernels.append(checked)
     diagnostics.extend(check_devices(info))
     diagnostics.sort(key=Diagnostic.sort_key)
     diagnostics = apply_suppressions(path, text, diagnostics)  # `# mimir: ignore[...]`
-    return FileResult(path, diagnostics, kernels=kernels)
+    return FileResult(path, diagnostics, kernels=kernels, info=info)
+
+
+def _check_kernel(
+    info: ModuleInfo, kernel: KernelDef, timeout_ms: int
+) -> tuple[list[Diagnostic], CheckedKernel]:
+    kg = build_graph(info, kernel)
+    checker_type = KernelChecker if kernel.grid is None else IndexKernelChecker
+    checker = checker_type(info, kg, timeout_ms)
+    found = checker.run()
+    checked = CheckedKernel(
+        info,
+        kg,
+        checker.values,
+        proven=not found,
+        solve_seconds=checker.prover.solve_seconds,
+        queries=checker.prover.queries,
+    )
+    return list(found), checked
+
+
+def _facts_key(info: ModuleInfo, timeout_ms: int) -> str:
+    """Everything at module level that a kernel's check can read, as one string."""
+    return repr(
+        (
+            info.source.path,
+            timeout_ms,
+            sorted(info.imported.items()),
+            sorted(info.modules.items()),
+            [(n, d.dim, d.span) for n, d in sorted(info.dims.items())],
+            sorted(info.constants.items()),
+            sorted(info.bad_dims),
+            sorted(info.module_names),
+        )
+    )
+
+
+def _kernel_key(info: ModuleInfo, fn: ast.FunctionDef, facts: str) -> str:
+    # The position is part of the key: diagnostics carry absolute lines and columns.
+    first = min([fn.lineno, *(d.lineno for d in fn.decorator_list)])
+    lines = info.source.lines[first - 1 : fn.end_lineno]
+    text = "\n".join(lines)
+    digest = hashlib.sha256(f"{first}\0{text}\0{facts}".encode()).hexdigest()
+    return digest
 
 
 def check_file(path: Path, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> FileResult:

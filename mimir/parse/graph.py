@@ -50,6 +50,9 @@ class KernelGraph:
     params: list[tuple[str, Annotation, Span]] = field(default_factory=list)
     returns: Annotation | None = None
     problems: list[Problem] = field(default_factory=list)
+    # Every use or binding of a local name that adds no node of its own: (span, node id),
+    # so a front door (the language server's hover) can ask what value a name holds there.
+    names: list[tuple[Span, int]] = field(default_factory=list)
 
     def node(self, i: int) -> dict[str, Any]:
         return self.graph.nodes[i]
@@ -177,6 +180,7 @@ class _Builder:
             value = self.expr(stmt.value)
             symbol = BINARY_SYMBOLS[type(stmt.op)]
             self.env[stmt.target.id] = self._binop(symbol, stmt, current, value)
+            self.out.names.append((self.src.span(stmt.target), self.env[stmt.target.id]))
         elif isinstance(stmt, (ast.Pass, ast.Expr)):
             pass  # docstrings and `pass`; other expression statements are refused by `subset`
         else:  # pragma: no cover - `subset` refuses every other statement
@@ -186,6 +190,7 @@ class _Builder:
     def _assign(self, target: ast.expr, value: int, value_node: ast.expr) -> None:
         if isinstance(target, ast.Name):
             self.env[target.id] = value
+            self.out.names.append((self.src.span(target), value))
         elif isinstance(target, ast.Tuple) and all(isinstance(t, ast.Name) for t in target.elts):
             for k, t in enumerate(target.elts):
                 self.env[t.id] = self.add("item", t, [value], index=k, count=len(target.elts))
@@ -215,6 +220,7 @@ class _Builder:
     def name(self, node: ast.Name) -> int:
         ident = node.id
         if ident in self.env:
+            self.out.names.append((self.src.span(node), self.env[ident]))
             return self.env[ident]
         if ident in self.info.dims:
             return self.add("dim", node, dim=self.info.dims[ident].dim)
