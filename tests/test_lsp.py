@@ -307,6 +307,13 @@ async def test_to_gpu_action_at_a_kernel_call(client: LanguageClient, tmp_path: 
     assert len(actions) == 1
     fixed = _apply(text, actions[0], path.resolve().as_uri())
     assert 'return double(a.to("gpu"))' in fixed
+    call = _line_of(text, "double(a)")
+    found = await client.text_document_definition_async(
+        types.DefinitionParams(
+            types.TextDocumentIdentifier(path.resolve().as_uri()), types.Position(call, 12)
+        )
+    )
+    assert found.range.start == types.Position(_line_of(text, "def double"), 4)
     assert await change(client, path, fixed) == []
 
 
@@ -373,3 +380,25 @@ async def test_bad_input_is_answered_not_fatal(client: LanguageClient, tmp_path:
     assert hover is None
     # still serving
     assert await open_text(client, path, "x = 1\n") == []
+
+
+async def test_workspace_configuration_is_honoured_and_rereads(
+    client: LanguageClient, tmp_path: Path
+):
+    project = tmp_path / "proj"
+    project.mkdir()
+    config = project / "pyproject.toml"
+    config.write_text('[tool.mimir]\nignore = ["GPU015"]\n')
+    path = project / "k.py"
+    found = await open_text(client, path, FIXTURE)
+    assert sorted(d.code for d in found) == ["GPU010", "GPU011"]
+    config.write_text("[tool.mimir]\n")
+    uri = path.resolve().as_uri()
+    client.diagnostics.pop(uri, None)
+    client.workspace_did_change_watched_files(
+        types.DidChangeWatchedFilesParams(
+            [types.FileEvent(config.resolve().as_uri(), types.FileChangeType.Changed)]
+        )
+    )
+    found = await _settle(client, uri)
+    assert sorted(d.code for d in found) == ["GPU010", "GPU011", "GPU015"]
