@@ -22,6 +22,7 @@ from mimir.discover import SKIPPED_DIRS, discover  # noqa: F401 - re-exported
 from mimir.parse.graph import KernelGraph, build_graph
 from mimir.parse.module import KernelDef, ModuleInfo, read_module
 from mimir.parse.spans import SourceFile, read_source
+from mimir.project import Project
 from mimir.solve.prover import DEFAULT_TIMEOUT_MS
 from mimir.suppressions import apply_suppressions
 
@@ -68,14 +69,17 @@ def check_source(
     *,
     kernel_cache: KernelCache | None = None,
     cancelled: Callable[[], bool] | None = None,
+    project: Project | None = None,
 ) -> FileResult:
     """Every diagnostic for one file's source text, in source order.
 
     `kernel_cache` (used by the language server) keeps each kernel's diagnostics
     and checked graph under a hash of the kernel's text, its position and the
     module-level facts it can see, so an edit re-proves only the kernels it
-    touched. `cancelled` is polled between kernels: when it returns True the
-    check stops with `CheckCancelledError` (a newer edit made it stale).
+    touched. `project` resolves imports of other modules (default: the file's own
+    package root and nothing else configured). `cancelled` is polled between
+    kernels: when it returns True the check stops with `CheckCancelledError` (a
+    newer edit made it stale).
     """
     try:
         tree = ast.parse(text, filename=path)
@@ -92,7 +96,8 @@ def check_source(
             [Diagnostic("GPU001", f"syntax error: {err}", Span(path, 1, 1, 1, 1))],
             unreadable=True,
         )
-    info = read_module(SourceFile(path, text), tree)
+    project = project if project is not None else Project()
+    info = read_module(SourceFile(path, text), tree, project.resolver(Path(path)))
     diagnostics = [Diagnostic(p.code, p.message, p.span) for p in info.problems]
     kernels = []
     facts = _facts_key(info, timeout_ms) if kernel_cache is not None else ""
@@ -140,10 +145,12 @@ def _facts_key(info: ModuleInfo, timeout_ms: int) -> str:
             timeout_ms,
             sorted(info.imported.items()),
             sorted(info.modules.items()),
-            [(n, d.dim, d.span) for n, d in sorted(info.dims.items())],
+            # A Dim's repr is its name: its constraints are spelled out.
+            [(n, d.dim.name, d.dim.describe_constraints(), d.span) for n, d in info.dims.items()],
             sorted(info.constants.items()),
             sorted(info.bad_dims),
             sorted(info.module_names),
+            sorted((n, k.span) for n, k in info.imported_kernels.items()),
         )
     )
 

@@ -15,6 +15,7 @@ no file, the defaults apply and the current directory is the root.
     per-file-ignores = { "scripts/*.py" = ["GPU031"] }
     backends = ["msl", "wgsl", "ptx", "spirv"]   # default for `compile-gpu`
     z3-timeout = 5000                     # milliseconds per solver query
+    paths = ["src"]                       # more roots for imports between project modules
 
 A key that is unknown or has the wrong type raises `ConfigError`, whose
 message names the file and the key; the command line turns it into exit 2.
@@ -61,6 +62,7 @@ class Config:
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     backends: tuple[str, ...] = BACKENDS
     z3_timeout: int = DEFAULT_Z3_TIMEOUT_MS
+    paths: tuple[str, ...] = ()  # extra import roots, relative to `root`
     # Where the configuration came from; not settings themselves.
     root: Path = field(default_factory=Path.cwd, compare=False)
     source: Path | None = field(default=None, compare=False)
@@ -87,6 +89,11 @@ class Config:
 
     def excluded(self, relpath: str) -> bool:
         return any(glob_match(p, relpath) for p in self.exclude)
+
+    def import_roots(self) -> tuple[Path, ...]:
+        """Where absolute imports between project modules are looked up (besides a file's
+        own package root): the project root, then each of `paths`."""
+        return (self.root, *(self.root / p for p in self.paths))
 
     def relative(self, path: Path | str) -> str:
         """`path` as a POSIX path relative to the root (as given when it lies outside)."""
@@ -263,6 +270,7 @@ _KEYS = {
     "per-file-ignores": ("per_file_ignores", _per_file_ignores),
     "backends": ("backends", _backends),
     "z3-timeout": ("z3_timeout", _timeout),
+    "paths": ("paths", _string_list),
 }
 
 

@@ -20,8 +20,13 @@ from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 ROOT = Path(__file__).resolve().parent.parent
+PROJECT = ROOT / "tests" / "projects" / "app"
 CHECKED = sorted(
-    [*(ROOT / "tests" / "fixtures" / "check").glob("*.py"), *(ROOT / "examples").rglob("*.py")]
+    [
+        *(ROOT / "tests" / "fixtures" / "check").glob("*.py"),
+        *(ROOT / "examples").rglob("*.py"),
+        *(ROOT / "tests" / "projects").rglob("*.py"),
+    ]
 )
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -402,3 +407,52 @@ async def test_workspace_configuration_is_honoured_and_rereads(
     )
     found = await _settle(client, uri)
     assert sorted(d.code for d in found) == ["GPU010", "GPU011", "GPU015"]
+
+
+async def test_definition_and_hover_across_modules(client: LanguageClient):
+    heads = PROJECT / "heads.py"
+    text = heads.read_text(encoding="utf-8")
+    await open_text(client, heads)
+    uri = heads.resolve().as_uri()
+    line = _line_of(text, "def first_rows")
+    col = text.splitlines()[line].index("Rows") + 1
+    found = await client.text_document_definition_async(
+        types.DefinitionParams(types.TextDocumentIdentifier(uri), types.Position(line, col))
+    )
+    dims = PROJECT / "dims.py"
+    assert found.uri == dims.resolve().as_uri()
+    assert found.range.start.line == _line_of(dims.read_text(), 'N = Dim("N"')
+    hover = await client.text_document_hover_async(
+        types.HoverParams(types.TextDocumentIdentifier(uri), types.Position(line, col))
+    )
+    assert 'N = Dim("N", min=2, max=4096)' in hover.contents.value
+    # a kernel imported through the package's re-export
+    model = PROJECT / "model.py"
+    mtext = model.read_text(encoding="utf-8")
+    await open_text(client, model)
+    line = _line_of(mtext, "return linear(x, w)  #")
+    found = await client.text_document_definition_async(
+        types.DefinitionParams(
+            types.TextDocumentIdentifier(model.resolve().as_uri()), types.Position(line, 12)
+        )
+    )
+    layers = PROJECT / "layers.py"
+    assert found.uri == layers.resolve().as_uri()
+    assert found.range.start.line == _line_of(layers.read_text(), "def linear")
+
+
+async def test_an_edit_to_an_imported_module_rechecks_its_open_dependents(
+    client: LanguageClient, tmp_path: Path
+):
+    import shutil
+
+    shutil.copytree(PROJECT, tmp_path / "app")
+    heads, dims = tmp_path / "app" / "heads.py", tmp_path / "app" / "dims.py"
+    assert [d.code for d in await open_text(client, heads)] == ["GPU018"]
+    await open_text(client, dims)
+    heads_uri = heads.resolve().as_uri()
+    await asyncio.sleep(0.5)  # opening dims.py re-checked heads.py once more
+    client.diagnostics.pop(heads_uri, None)
+    # unsaved: only the editor's buffer says min=3
+    await change(client, dims, dims.read_text().replace("min=2", "min=3"))
+    assert await _settle(client, heads_uri) == []

@@ -67,7 +67,8 @@ def uri_of(path: str) -> str:
 def path_of(uri: str) -> str:
     from pygls.uris import to_fs_path
 
-    return to_fs_path(uri) or uri
+    path = to_fs_path(uri)
+    return str(Path(path).resolve()) if path else uri
 
 
 def message(d: Diagnostic) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from mimir.check import CheckedKernel, FileResult
@@ -117,7 +118,7 @@ def hover(result: FileResult, lines: list[str], line: int, col: int) -> tuple[st
     word = word_at(lines, line, col)
     if info is not None and word is not None and word in info.dims:
         decl = info.dims[word]
-        source = info.source.lines[decl.span.line - 1].strip()
+        source = _line_text(info, decl.span)
         text = f"```python\n{source}\n```\n`{decl.dim.name}`: {decl.dim.describe_constraints()}"
         text += f" (declared at line {decl.span.line})"
         return text, _word_span(result.path, lines, line, col, _WORD)
@@ -206,4 +207,16 @@ def definition(result: FileResult, lines: list[str], line: int, col: int) -> Spa
     for sym in symbols(info):
         if sym.name == word:
             return sym.name_span
-    return None
+    return info.origins.get(word)  # imported from another module of the project
+
+
+def _line_text(info: ModuleInfo, span: Span) -> str:
+    """The first line of `span`, which may lie in another module of the project."""
+    if span.path == info.source.path:
+        lines = info.source.lines
+    else:
+        try:
+            lines = Path(span.path).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            return ""
+    return lines[span.line - 1].strip() if 0 < span.line <= len(lines) else ""

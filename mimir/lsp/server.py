@@ -37,6 +37,7 @@ from mimir.config import Config, ConfigError, load_config
 from mimir.diagnostics.diagnostic import Diagnostic, Span
 from mimir.lsp import actions, query
 from mimir.lsp.convert import Lines, path_of, to_lsp, uri_of
+from mimir.project import Project
 
 log = logging.getLogger("mimir.lsp")
 
@@ -56,6 +57,8 @@ class _Document:
     result: FileResult | None = None  # the last completed check, for queries
     checked_text: str = ""  # the text `result` was computed from
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    depends_on: set[str] = field(default_factory=set)  # project modules it imports
+    others: dict[str, Lines] = field(default_factory=dict)  # lines of files labels point into
 
 
 class _LRU(OrderedDict):
@@ -127,20 +130,30 @@ class MimirServer(LanguageServer):
             doc.task.cancel()
         wait = self.debounce if delay is None else delay
         doc.task = asyncio.get_running_loop().create_task(self._check(doc, doc.generation, wait))
+        # Open documents that import this one see its unsaved text: check them again too.
+        for other in self.documents.values():
+            if other is not doc and doc.path in other.depends_on:
+                other.generation += 1
+                if other.task is not None and not other.task.done():
+                    other.task.cancel()
+                other.task = asyncio.get_running_loop().create_task(
+                    self._check(other, other.generation, wait)
+                )
 
     async def _check(self, doc: _Document, generation: int, delay: float) -> None:
         if delay > 0:
             await asyncio.sleep(delay)
         config = self.config_for(doc.path)
         text, version = doc.text, doc.version
+        overlay = {d.path: d.text for d in self.documents.values()}
 
         def stale() -> bool:
             return doc.generation != generation
 
         loop = asyncio.get_running_loop()
         try:
-            result = await loop.run_in_executor(
-                self._checker, self._run_check, doc.path, text, config, stale
+            result, depends_on, others = await loop.run_in_executor(
+                self._checker, self._run_check, doc.path, text, config, overlay, stale
             )
         except CheckCancelledError:
             return
@@ -156,18 +169,36 @@ class MimirServer(LanguageServer):
             return
         doc.result, doc.checked_text = result, text
         doc.diagnostics = result.diagnostics
+        doc.depends_on, doc.others = depends_on, others
         self.publish(doc, version)
 
     def _run_check(
-        self, path: str, text: str, config: Config, stale: Callable[[], bool]
-    ) -> FileResult:
+        self,
+        path: str,
+        text: str,
+        config: Config,
+        overlay: dict[str, str],
+        stale: Callable[[], bool],
+    ) -> tuple[FileResult, set[str], dict[str, Lines]]:
         self.checks_run += 1
+        project = Project(config.import_roots(), overlay=overlay)
         result = check_source(
-            path, text, config.z3_timeout, kernel_cache=self._kernel_cache, cancelled=stale
+            path,
+            text,
+            config.z3_timeout,
+            kernel_cache=self._kernel_cache,
+            cancelled=stale,
+            project=project,
         )
         rel = config.relative(path)
         result.diagnostics = [d for d in result.diagnostics if config.reports(d.code, rel)]
-        return result
+        depends_on = {str(p) for p in project.reachable(Path(path))}
+        others = {}
+        for d in result.diagnostics:
+            for label in d.labels:
+                if label.span.path != path and label.span.path not in others:
+                    others[label.span.path] = Lines(project.text(Path(label.span.path)) or "")
+        return result, depends_on, others
 
     def publish(self, doc: _Document, version: int | None) -> None:
         lines = Lines(doc.checked_text)
@@ -175,7 +206,7 @@ class MimirServer(LanguageServer):
             types.PublishDiagnosticsParams(
                 uri=doc.uri,
                 version=version,
-                diagnostics=[to_lsp(d, doc.uri, lines, {}) for d in doc.diagnostics],
+                diagnostics=[to_lsp(d, doc.uri, lines, doc.others) for d in doc.diagnostics],
             )
         )
 
@@ -349,7 +380,7 @@ def build_server(
             lsp_range = lines.range(d.span)
             if not _overlaps(lsp_range, params.range):
                 continue
-            lsp_diag = to_lsp(d, doc.uri, lines, {})
+            lsp_diag = to_lsp(d, doc.uri, lines, doc.others)
             for fix in actions.fixes(result, lines.lines, d):
                 edits = [types.TextEdit(lines.range(e.span), e.text) for e in fix.edits]
                 out.append(

@@ -8,6 +8,7 @@ resolved the way Python would resolve them at module scope, through
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mimir.diagnostics.diagnostic import Span
@@ -76,6 +77,11 @@ class ModuleInfo:
     bad_dims: set[str] = field(default_factory=set)
     # every name bound at module level (functions, classes, variables)
     module_names: set[str] = field(default_factory=set)
+    # Filled by an import resolver (`mimir.project`): `@gpu` functions imported from other
+    # modules of the project (local name -> their definition), and where each imported
+    # name is declared (for go to definition).
+    imported_kernels: dict[str, KernelDef] = field(default_factory=dict)
+    origins: dict[str, Span] = field(default_factory=dict)
 
     def resolve(self, node: ast.expr) -> str | None:
         """The `mimir.array` name an expression refers to, if any."""
@@ -104,10 +110,19 @@ def _dotted(node: ast.expr) -> str | None:
     return None
 
 
-def read_module(source: SourceFile, tree: ast.Module) -> ModuleInfo:
+ImportResolver = Callable[[ModuleInfo, ast.Import | ast.ImportFrom], None]
+
+
+def read_module(
+    source: SourceFile, tree: ast.Module, resolve_import: ImportResolver | None = None
+) -> ModuleInfo:
+    """The module's facts. `resolve_import` (from `mimir.project`) adds what each
+    top-level import of another module brings in, in statement order."""
     info = ModuleInfo(source=source, tree=tree)
     for stmt in tree.body:
         _read_statement(info, stmt)
+        if resolve_import is not None and isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            resolve_import(info, stmt)
     return info
 
 
