@@ -19,7 +19,7 @@ from mimir.constraints.devices import check_devices
 from mimir.constraints.index_kernels import IndexKernelChecker
 from mimir.diagnostics.diagnostic import Diagnostic, Span
 from mimir.discover import SKIPPED_DIRS, discover  # noqa: F401 - re-exported
-from mimir.parse.graph import KernelGraph, build_graph
+from mimir.parse.graph import KernelGraph, build_graph, callable_function
 from mimir.parse.module import KernelDef, ModuleInfo, read_module
 from mimir.parse.spans import SourceFile, read_source
 from mimir.project import Project
@@ -114,6 +114,7 @@ def check_source(
         diagnostics.extend(found)
         kernels.append(checked)
     diagnostics.extend(check_devices(info))
+    diagnostics = _one_per_site(diagnostics)
     diagnostics.sort(key=Diagnostic.sort_key)
     diagnostics = apply_suppressions(path, text, diagnostics)  # `# mimir: ignore[...]`
     return FileResult(path, diagnostics, kernels=kernels, info=info)
@@ -135,6 +136,36 @@ def _check_kernel(
         queries=checker.prover.queries,
     )
     return list(found), checked
+
+
+def _one_per_site(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """A failure inside a function that several kernels call (or that is itself a kernel)
+    is one root cause: keep one diagnostic per code, span and message, the one with the
+    fewest notes (the function's own check, when it is a kernel)."""
+    best: dict[tuple, Diagnostic] = {}
+    for d in diagnostics:
+        key = (d.code, d.span, d.message)
+        if key not in best or len(d.labels) < len(best[key].labels):
+            best[key] = d
+    return [d for d in diagnostics if best[(d.code, d.span, d.message)] is d]
+
+
+def _callee_texts(info: ModuleInfo, fn: ast.FunctionDef) -> list[str]:
+    """The source of every function `fn` calls by name, transitively (they are inlined)."""
+    out: list[str] = []
+    seen: set[int] = set()
+    todo = [(info, fn)]
+    while todo:
+        where, f = todo.pop()
+        for node in ast.walk(f):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                callee = callable_function(where, node.func.id)
+                if callee is not None and id(callee[1]) not in seen:
+                    seen.add(id(callee[1]))
+                    where_, g = callee
+                    out.append(f"{where_.source.path}:{g.lineno}\0{where_.source.text(g)}")
+                    todo.append(callee)
+    return out
 
 
 def _facts_key(info: ModuleInfo, timeout_ms: int) -> str:
@@ -159,7 +190,7 @@ def _kernel_key(info: ModuleInfo, fn: ast.FunctionDef, facts: str) -> str:
     # The position is part of the key: diagnostics carry absolute lines and columns.
     first = min([fn.lineno, *(d.lineno for d in fn.decorator_list)])
     lines = info.source.lines[first - 1 : fn.end_lineno]
-    text = "\n".join(lines)
+    text = "\n".join([*lines, *_callee_texts(info, fn)])
     digest = hashlib.sha256(f"{first}\0{text}\0{facts}".encode()).hexdigest()
     return digest
 

@@ -44,9 +44,6 @@ KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {
     ("unknown_ops.py", "method_without_call"): (
         "the shim returns the bound method `x.relu` (GPU015); the checker reports GPU030"
     ),
-    ("unknown_ops.py", "module_function"): (
-        "the shim calls a plain Python helper; the checker refuses it (GPU030)"
-    ),
     ("invalid_args.py", "transpose_axis_not_literal"): (
         "design: the checker needs axes statically (GPU036); the shim sees the int `k` a call "
         "passes and transposes with it"

@@ -108,8 +108,10 @@ class KernelChecker:
     # -- entry point
 
     def run(self) -> list[Diagnostic]:
-        for p in self.kg.problems:
-            self._emit(p.code, p.message, p.span)
+        calls = self.kg.problem_calls
+        for k, p in enumerate(self.kg.problems):
+            call = calls[k] if k < len(calls) else None
+            self._emit(p.code, p.message, p.span, labels=(call,) if call else ())
         self._declare_dims()
         g = self.kg.graph
         for i in sorted(g.nodes):
@@ -213,10 +215,14 @@ class KernelChecker:
         try:
             return getattr(self, "_" + node["kind"])(node, inputs)
         except _RuleFailedError as f:
-            self._emit(f.code, f.message, node["span"], **f.extra)
+            extra = dict(f.extra)
+            if node.get("call") is not None:  # inside an inlined function: name the call
+                extra["labels"] = (*extra.get("labels", ()), node["call"])
+            self._emit(f.code, f.message, node["span"], **extra)
             return POISON
         except sh.RuleError as err:
-            self._emit(err.code, err.message, node["span"])
+            call = node.get("call")
+            self._emit(err.code, err.message, node["span"], labels=(call,) if call else ())
             return POISON
 
     def _prove_all(self, obligations: list[Obligation]) -> None:

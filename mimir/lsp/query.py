@@ -95,6 +95,8 @@ def value_at(kernels: list[CheckedKernel], line: int, col: int) -> tuple[Span, A
         candidates += list(k.graph.names)
         for span, i in candidates:
             value = k.values.get(i)
+            if span.path != k.graph.kernel.span.path:  # inlined from another module
+                continue
             if describe(value) is None or not contains(span, line, col):
                 continue
             if best is None or _size(span) <= _size(best[0]):

@@ -81,6 +81,10 @@ class ModuleInfo:
     # modules of the project (local name -> their definition), and where each imported
     # name is declared (for go to definition).
     imported_kernels: dict[str, KernelDef] = field(default_factory=dict)
+    # every top-level function imported from another module: local name -> (its module, def)
+    imported_functions: dict[str, tuple[ModuleInfo, ast.FunctionDef]] = field(
+        default_factory=dict
+    )
     origins: dict[str, Span] = field(default_factory=dict)
 
     def resolve(self, node: ast.expr) -> str | None:

@@ -268,6 +268,17 @@ class _Importer:
         if kernel is not None:
             info.imported_kernels[local] = kernel
             known = True
+        function = exports.imported_functions.get(name) or next(
+            (
+                (exports, f)
+                for f in exports.tree.body
+                if isinstance(f, ast.FunctionDef) and f.name == name
+            ),
+            None,
+        )
+        if function is not None:  # callable inside a kernel (inlined at each call)
+            info.imported_functions[local] = function
+            known = True
         if name in exports.imported:  # re-exported from `mimir.array`
             info.imported[local] = exports.imported[name]
             known = True
