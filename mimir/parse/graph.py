@@ -29,6 +29,7 @@ from mimir.parse.module import (
     KernelDef,
     ModuleInfo,
     Problem,
+    TensorAnnotation,
     read_annotation,
 )
 
@@ -74,6 +75,7 @@ class _Builder:
         # the outermost call in this kernel, which every node of the callee's body names.
         self._inlining: list[str] = []
         self._call: Label | None = None
+        self._binds: list[int] = []  # the binding checks of the calls being inlined
 
     # -- node creation
 
@@ -84,6 +86,8 @@ class _Builder:
         text = self.src.text(node) if node is not None else ""
         if self._call is not None:
             attrs["call"] = self._call
+        if self._binds and kind != "bind":
+            attrs["binds"] = tuple(self._binds)
         g.add_node(i, kind=kind, span=span, text=text, inputs=list(inputs), **attrs)
         for pos, j in enumerate(inputs):
             g.add_edge(j, i, pos=pos)
@@ -382,16 +386,39 @@ class _Builder:
             )
         call = Label(self.src.span(node), f"in this call of `{fn.name}` from `{self.fn.name}`")
         self._inlining.append(fn.name)
+        depth = len(self._binds)
+        self._bind_annotations(node, info, fn, bound)
         try:
             with _Inlined(self, info, bound, call):
                 result = self._inline_body(fn)
         finally:
             self._inlining.pop()
+            del self._binds[depth:]
         return (
             result
             if result is not None
             else self.problem("GPU015", f"`{fn.name}` returns no value to its caller", node)
         )
+
+    def _bind_annotations(
+        self, node: ast.Call, info: ModuleInfo, fn: ast.FunctionDef, bound: dict[str, int]
+    ) -> None:
+        """A check node binding the callee's annotated tensor parameters to the arguments:
+        the callee's dims take the call's sizes, and every axis and dtype must agree. The
+        body's nodes name it (`binds`), so a failed binding poisons the body instead of
+        cascading through it. Nothing reads its value: code generation never sees it."""
+        at = dict(zip([a.arg for a in fn.args.args], node.args, strict=False))
+        at.update({kw.arg: kw.value for kw in node.keywords if kw.arg is not None})
+        checks = []
+        for a in fn.args.args:
+            if a.annotation is None:
+                continue
+            ann = read_annotation(info, a.annotation)
+            if isinstance(ann, TensorAnnotation):
+                checks.append((a.arg, ann, self.src.span(at[a.arg])))
+        if checks:
+            inputs = [bound[name] for name, _, _ in checks]
+            self._binds.append(self.add("bind", node, inputs, params=checks, callee=fn.name))
 
     def _inline_body(self, fn: ast.FunctionDef) -> int | None:
         for stmt in fn.body:
