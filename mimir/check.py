@@ -116,7 +116,8 @@ def check_source(
     diagnostics.extend(check_devices(info))
     diagnostics = _one_per_site(diagnostics)
     diagnostics.sort(key=Diagnostic.sort_key)
-    diagnostics = apply_suppressions(path, text, diagnostics)  # `# mimir: ignore[...]`
+    if "ignore" in text.lower():  # no comment can suppress anything otherwise (no tokenizing)
+        diagnostics = apply_suppressions(path, text, diagnostics)  # `# mimir: ignore[...]`
     return FileResult(path, diagnostics, kernels=kernels, info=info)
 
 
@@ -154,6 +155,11 @@ def _callee_texts(info: ModuleInfo, fn: ast.FunctionDef) -> list[str]:
     """The source of every function `fn` calls by name, transitively (they are inlined)."""
     out: list[str] = []
     seen: set[int] = set()
+    names = {f.name for f in info.tree.body if isinstance(f, ast.FunctionDef)}
+    names |= set(info.imported_functions)
+    text = "\n".join(info.source.lines[fn.lineno - 1 : fn.end_lineno])
+    if not any(name in text for name in names):
+        return out  # calls nothing that could be inlined (the cheap, common case)
     todo = [(info, fn)]
     while todo:
         where, f = todo.pop()
