@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import hashlib
 from collections.abc import Callable, Iterable, MutableMapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -175,21 +175,34 @@ def _callee_texts(info: ModuleInfo, fn: ast.FunctionDef) -> list[str]:
 
 
 def _facts_key(info: ModuleInfo, timeout_ms: int) -> str:
-    """Everything at module level that a kernel's check can read, as one string."""
-    return repr(
-        (
-            info.source.path,
-            timeout_ms,
-            sorted(info.imported.items()),
-            sorted(info.modules.items()),
-            # A Dim's repr is its name: its constraints are spelled out.
-            [(n, d.dim.name, d.dim.describe_constraints(), d.span) for n, d in info.dims.items()],
-            sorted(info.constants.items()),
-            sorted(info.bad_dims),
-            sorted(info.module_names),
-            sorted((n, k.span) for n, k in info.imported_kernels.items()),
-        )
-    )
+    """Everything at module level that a kernel's check can read, as one string.
+
+    Every field of `ModuleInfo` counts, except the module's own text and tree (a
+    kernel's key has its own text), its problems (reported once, outside kernels) and
+    where imported names are declared; a field added later counts without an edit here.
+    """
+    parts: list[object] = [info.source.path, timeout_ms]
+    for f in fields(info):
+        if f.name in _NOT_FACTS:
+            continue
+        value = getattr(info, f.name)
+        if f.name == "dims":  # a Dim's repr is its name: spell out its constraints
+            value = [
+                (n, d.dim.name, d.dim.describe_constraints(), d.span) for n, d in value.items()
+            ]
+        elif f.name == "imported_kernels":
+            value = sorted((n, k.span) for n, k in value.items())
+        elif f.name == "imported_functions":  # their text is in each caller's own key
+            value = sorted((n, m.source.path, fn.lineno) for n, (m, fn) in value.items())
+        elif isinstance(value, dict):
+            value = sorted(value.items(), key=lambda kv: str(kv[0]))
+        elif isinstance(value, set):
+            value = sorted(value, key=str)
+        parts.append((f.name, value))
+    return repr(parts)
+
+
+_NOT_FACTS = frozenset({"source", "tree", "kernels", "problems", "origins", "non_size_uses"})
 
 
 def _kernel_key(info: ModuleInfo, fn: ast.FunctionDef, facts: str) -> str:

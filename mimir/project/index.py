@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+from dataclasses import fields
 from pathlib import Path
 
 import networkx as nx
@@ -35,6 +36,8 @@ from mimir.parse.spans import SourceFile
 from mimir.project.resolve import Target, package_root, resolve_module
 
 MIMIR_MODULES = ("mimir", "mimir.array")
+# Name-keyed tables of a module that describe the module itself, not what a name means.
+_LOCAL_TABLES = frozenset({"origins", "non_size_uses"})
 
 
 class Project:
@@ -250,40 +253,36 @@ class _Importer:
             )
 
     def bring(self, exports: ModuleInfo, name: str, local: str) -> bool:
-        """Copy what `name` means in `exports` to `local` here; False when it is not bound."""
+        """Copy what `name` means in `exports` to `local` here; False when it is not bound.
+
+        Every name-keyed table of `ModuleInfo` is copied (Dims, constants, size
+        expressions, `mimir.array` re-exports, module aliases, kernels, functions), so a
+        kind of module-level fact added later travels through imports too.
+        """
         info = self.info
         known = False
+        for f in fields(ModuleInfo):
+            if f.name in _LOCAL_TABLES:
+                continue
+            table = getattr(exports, f.name)
+            if isinstance(table, dict) and name in table:
+                getattr(info, f.name)[local] = table[name]
+                known = True
         if name in exports.dims:
-            info.dims[local] = exports.dims[name]
             info.bad_dims.discard(local)
-            known = True
-        elif name in exports.bad_dims:
+        if name in exports.bad_dims:
             info.bad_dims.add(local)
             known = True
-        if name in exports.constants:
-            info.constants[local] = exports.constants[name]
-            known = True
         kernel = next((k for k in exports.kernels if k.node.name == name), None)
-        kernel = kernel or exports.imported_kernels.get(name)
         if kernel is not None:
             info.imported_kernels[local] = kernel
             known = True
-        function = exports.imported_functions.get(name) or next(
-            (
-                (exports, f)
-                for f in exports.tree.body
-                if isinstance(f, ast.FunctionDef) and f.name == name
-            ),
+        function = next(
+            (f for f in exports.tree.body if isinstance(f, ast.FunctionDef) and f.name == name),
             None,
         )
         if function is not None:  # callable inside a kernel (inlined at each call)
-            info.imported_functions[local] = function
-            known = True
-        if name in exports.imported:  # re-exported from `mimir.array`
-            info.imported[local] = exports.imported[name]
-            known = True
-        if name in exports.modules:
-            info.modules[local] = exports.modules[name]
+            info.imported_functions[local] = (exports, function)
             known = True
         origin = exports.origins.get(name) or _binding_span(exports, name)
         if origin is not None:
