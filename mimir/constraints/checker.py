@@ -88,6 +88,18 @@ def _shape_text(shape: tuple[Sym, ...]) -> str:
     return "[" + ", ".join(s.text for s in shape) + "]"
 
 
+def _sym_of(size: Size, env: dict[str, Sym]) -> Sym | None:
+    """A size of a callee's annotation with its dims replaced by the call's sizes."""
+    if isinstance(size, int):
+        return Sym.const(size)
+    if isinstance(size, Dim):
+        return env.get(size.name)
+    left, right = _sym_of(size.left, env), _sym_of(size.right, env)
+    if left is None or right is None:
+        return None
+    return getattr(left, _DUNDER[size.op])(right)
+
+
 class KernelChecker:
     def __init__(self, info: ModuleInfo, kg: KernelGraph, timeout_ms: int) -> None:
         self.info = info
@@ -630,18 +642,6 @@ class KernelChecker:
 
 
 _DUNDER = {"+": "__add__", "-": "__sub__", "*": "__mul__", "//": "__floordiv__", "%": "__mod__"}
-
-
-def _sym_of(size: Size, env: dict[str, Sym]) -> Sym | None:
-    """A size of a callee's annotation with its dims replaced by the call's sizes."""
-    if isinstance(size, int):
-        return Sym.const(size)
-    if isinstance(size, Dim):
-        return env.get(size.name)
-    left, right = _sym_of(size.left, env), _sym_of(size.right, env)
-    if left is None or right is None:
-        return None
-    return getattr(left, _DUNDER[size.op])(right)
 
 
 def _ann_text(ann: TensorAnnotation) -> str:

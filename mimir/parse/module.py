@@ -72,20 +72,18 @@ class ModuleInfo:
     dims: dict[str, DimDecl] = field(default_factory=dict)
     constants: dict[str, int] = field(default_factory=dict)
     kernels: list[KernelDef] = field(default_factory=list)
-    problems: list[Problem] = field(default_factory=list)
-    # names bound to a `Dim(...)` whose declaration was refused (GPU034)
-    bad_dims: set[str] = field(default_factory=set)
-    # every name bound at module level (functions, classes, variables)
-    module_names: set[str] = field(default_factory=set)
     # Filled by an import resolver (`mimir.project`): `@gpu` functions imported from other
     # modules of the project (local name -> their definition), and where each imported
     # name is declared (for go to definition).
     imported_kernels: dict[str, KernelDef] = field(default_factory=dict)
     # every top-level function imported from another module: local name -> (its module, def)
-    imported_functions: dict[str, tuple[ModuleInfo, ast.FunctionDef]] = field(
-        default_factory=dict
-    )
+    imported_functions: dict[str, tuple[ModuleInfo, ast.FunctionDef]] = field(default_factory=dict)
     origins: dict[str, Span] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    # names bound to a `Dim(...)` whose declaration was refused (GPU034)
+    bad_dims: set[str] = field(default_factory=set)
+    # every name bound at module level (functions, classes, variables)
+    module_names: set[str] = field(default_factory=set)
 
     def resolve(self, node: ast.expr) -> str | None:
         """The `mimir.array` name an expression refers to, if any."""
