@@ -12,19 +12,22 @@ import hashlib
 from collections.abc import Callable, Iterable, MutableMapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mimir.constraints.checker import KernelChecker
 from mimir.constraints.devices import check_devices
 from mimir.constraints.index_kernels import IndexKernelChecker
 from mimir.diagnostics.diagnostic import Diagnostic, Span
 from mimir.discover import SKIPPED_DIRS, discover  # noqa: F401 - re-exported
-from mimir.parse.graph import KernelGraph, build_graph, callable_function
-from mimir.parse.module import KernelDef, ModuleInfo, read_module
+from mimir.parse.graph import KernelGraph, build_graph
+from mimir.parse.module import ModuleInfo, read_module
 from mimir.parse.spans import SourceFile, read_source
 from mimir.project import Project
 from mimir.solve.prover import DEFAULT_TIMEOUT_MS
 from mimir.suppressions import apply_suppressions
+
+if TYPE_CHECKING:
+    from mimir.parse.module import KernelDef
 
 
 @dataclass
@@ -113,8 +116,8 @@ def check_source(
                 kernel_cache[key] = (found, checked)
         diagnostics.extend(found)
         kernels.append(checked)
-    diagnostics.extend(check_devices(info))
     diagnostics = _one_per_site(diagnostics)
+    diagnostics.extend(check_devices(info))
     diagnostics.sort(key=Diagnostic.sort_key)
     if "ignore" in text.lower():  # no comment can suppress anything otherwise (no tokenizing)
         diagnostics = apply_suppressions(path, text, diagnostics)  # `# mimir: ignore[...]`
@@ -124,6 +127,7 @@ def check_source(
 def _check_kernel(
     info: ModuleInfo, kernel: KernelDef, timeout_ms: int
 ) -> tuple[list[Diagnostic], CheckedKernel]:
+    """One kernel's diagnostics and its checked graph."""
     kg = build_graph(info, kernel)
     checker_type = KernelChecker if kernel.grid is None else IndexKernelChecker
     checker = checker_type(info, kg, timeout_ms)
@@ -153,6 +157,8 @@ def _one_per_site(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
 
 def _callee_texts(info: ModuleInfo, fn: ast.FunctionDef) -> list[str]:
     """The source of every function `fn` calls by name, transitively (they are inlined)."""
+    from mimir.parse.graph import callable_function
+
     out: list[str] = []
     seen: set[int] = set()
     names = {f.name for f in info.tree.body if isinstance(f, ast.FunctionDef)}

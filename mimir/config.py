@@ -8,6 +8,7 @@ is the project root: globs are relative to it and the cache lives in it. With
 no file, the defaults apply and the current directory is the root.
 
     [tool.mimir]
+    paths = ["src"]                       # more roots for imports between project modules
     include = ["*.py", "*.pyi"]          # files taken when a directory is walked
     exclude = ["tests/fixtures", "legacy/**/*.py"]
     select = ["GPU"]                      # codes or code prefixes to report
@@ -15,7 +16,6 @@ no file, the defaults apply and the current directory is the root.
     per-file-ignores = { "scripts/*.py" = ["GPU031"] }
     backends = ["msl", "wgsl", "ptx", "spirv"]   # default for `compile-gpu`
     z3-timeout = 5000                     # milliseconds per solver query
-    paths = ["src"]                       # more roots for imports between project modules
 
 A key that is unknown or has the wrong type raises `ConfigError`, whose
 message names the file and the key; the command line turns it into exit 2.
@@ -55,6 +55,7 @@ class ConfigError(Exception):
 
 @dataclass(frozen=True)
 class Config:
+    paths: tuple[str, ...] = ()  # extra import roots, relative to `root`
     include: tuple[str, ...] = ("*.py", "*.pyi")
     exclude: tuple[str, ...] = ()
     select: tuple[str, ...] = ("GPU",)
@@ -62,7 +63,6 @@ class Config:
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     backends: tuple[str, ...] = BACKENDS
     z3_timeout: int = DEFAULT_Z3_TIMEOUT_MS
-    paths: tuple[str, ...] = ()  # extra import roots, relative to `root`
     # Where the configuration came from; not settings themselves.
     root: Path = field(default_factory=Path.cwd, compare=False)
     source: Path | None = field(default=None, compare=False)
@@ -263,6 +263,7 @@ def _describe(value: Any) -> str:
 
 
 _KEYS = {
+    "paths": ("paths", _string_list),
     "include": ("include", _globs),
     "exclude": ("exclude", _globs),
     "select": ("select", parse_codes),
@@ -270,7 +271,6 @@ _KEYS = {
     "per-file-ignores": ("per_file_ignores", _per_file_ignores),
     "backends": ("backends", _backends),
     "z3-timeout": ("z3_timeout", _timeout),
-    "paths": ("paths", _string_list),
 }
 
 

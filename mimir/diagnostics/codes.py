@@ -433,6 +433,19 @@ _CODES = [
         found_by="cli",
     ),
     Code(
+        "GPU090",
+        "unused-suppression",
+        "a `# mimir: ignore[...]` comment that suppresses nothing",
+        "a suppression that no longer matches a diagnostic on its line hides the next real bug "
+        "written there; an unknown code in the brackets never matched anything",
+        "delete the comment, or correct the code in the brackets to the one reported on the line",
+        "@gpu\ndef f(x: Tensor[float32, 8]) -> Tensor[float32, 8]:\n"
+        "    return x + 1.0  # mimir: ignore[GPU011]\n",
+        "@gpu\ndef f(x: Tensor[float32, 32, 784], w: Tensor[float32, 128, 10])"
+        " -> Tensor[float32, 32, 10]:\n    return x @ w  # mimir: ignore[GPU011]\n",
+        severity="warning",
+    ),
+    Code(
         "GPU080",
         "import-cycle",
         "an import that closes a cycle of project modules",
@@ -464,19 +477,6 @@ _CODES = [
         "import a name the module defines, or define it there",
         "",
         "",
-    ),
-    Code(
-        "GPU090",
-        "unused-suppression",
-        "a `# mimir: ignore[...]` comment that suppresses nothing",
-        "a suppression that no longer matches a diagnostic on its line hides the next real bug "
-        "written there; an unknown code in the brackets never matched anything",
-        "delete the comment, or correct the code in the brackets to the one reported on the line",
-        "@gpu\ndef f(x: Tensor[float32, 8]) -> Tensor[float32, 8]:\n"
-        "    return x + 1.0  # mimir: ignore[GPU011]\n",
-        "@gpu\ndef f(x: Tensor[float32, 32, 784], w: Tensor[float32, 128, 10])"
-        " -> Tensor[float32, 32, 10]:\n    return x @ w  # mimir: ignore[GPU011]\n",
-        severity="warning",
     ),
 ]
 

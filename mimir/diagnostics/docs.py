@@ -17,7 +17,7 @@ def markdown() -> str:
         "Generated from the registry (`python -m mimir.diagnostics.docs > docs/codes.md`); "
         "`mimir explain CODE` prints the same text.\n",
     ]
-    for entry in REGISTRY.values():
+    for entry in sorted(REGISTRY.values(), key=lambda e: e.code):
         parts.append(f"## {entry.code}\n")
         parts.append(f"`{entry.name}`: {entry.summary}\n")
         parts.append(f"- why: {entry.why}\n- fix: {entry.fix}\n- reported by: {entry.found_by}")
