@@ -456,3 +456,16 @@ async def test_an_edit_to_an_imported_module_rechecks_its_open_dependents(
     # unsaved: only the editor's buffer says min=3
     await change(client, dims, dims.read_text().replace("min=2", "min=3"))
     assert await _settle(client, heads_uri) == []
+
+
+async def test_save_rechecks_with_the_saved_text(client: LanguageClient, tmp_path: Path):
+    path = tmp_path / "saved.py"
+    path.write_text(FIXTURE)
+    assert len(await open_text(client, path)) == 3
+    clean = FIXTURE.split("\n\n@gpu\ndef wrong")[0] + "\n"
+    uri = path.resolve().as_uri()
+    client.diagnostics.pop(uri, None)
+    client.text_document_did_save(
+        types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(uri), text=clean)
+    )
+    assert await _settle(client, uri) == []
