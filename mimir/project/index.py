@@ -211,8 +211,14 @@ class _Importer:
     def statement(self, stmt: ast.Import | ast.ImportFrom) -> None:
         targets = self.project.targets(self.importer, stmt)
         if isinstance(stmt, ast.Import):
-            for target in targets:
-                self.reachable(stmt, target)
+            aliases = [
+                a
+                for a in stmt.names
+                if a.name not in MIMIR_MODULES and not a.name.startswith("mimir.")
+            ]
+            for alias, target in zip(aliases, targets, strict=True):
+                if self.reachable(stmt, target) and target.path is not None:
+                    self.module_alias(alias.asname or alias.name, target.path)
             return
         if not targets:
             return
@@ -220,8 +226,10 @@ class _Importer:
         subs = {t.name.rsplit(".", 1)[-1]: t for t in targets[1:]}
         if stmt.module is None and module.missing and len(subs) == len(stmt.names):
             # `from . import a, b` of submodules, in a directory without `__init__.py`
-            for t in subs.values():
-                self.reachable(stmt, t)
+            for alias in stmt.names:
+                t = subs[alias.name]
+                if self.reachable(stmt, t) and t.path is not None:
+                    self.module_alias(alias.asname or alias.name, t.path)
             return
         if module.external:
             if any(a.name == "*" for a in stmt.names):
@@ -240,7 +248,8 @@ class _Importer:
                 continue
             local = alias.asname or alias.name
             if alias.name in subs:  # `from pkg import submodule`
-                self.reachable(stmt, subs[alias.name])
+                if self.reachable(stmt, subs[alias.name]) and subs[alias.name].path is not None:
+                    self.module_alias(local, subs[alias.name].path)
                 continue
             if self.bring(exports, alias.name, local):
                 continue
@@ -251,6 +260,17 @@ class _Importer:
                 f"cannot resolve `{alias.name}`: module `{module.name}` does not define it",
                 alias,
             )
+
+    def module_alias(self, prefix: str, path: Path) -> None:
+        """`import pkg.dims as d`: each `d.N` in the module means `N` of dims.py.
+
+        The reference becomes the single name `d.N` (same span, same text), bound as
+        `bring` binds an imported name, so annotations, kernels and host code read it
+        as they read `from pkg.dims import N`.
+        """
+        exports = self.project.exports(path)
+        if exports is not None:
+            _ModuleAttributes(self, prefix, exports).visit(self.info.tree)
 
     def bring(self, exports: ModuleInfo, name: str, local: str) -> bool:
         """Copy what `name` means in `exports` to `local` here; False when it is not bound.
@@ -298,6 +318,29 @@ class _Importer:
         for name in sorted(names):
             self.info.module_names.add(name)
             self.bring(exports, name, name)
+
+
+class _ModuleAttributes(ast.NodeTransformer):
+    """Rewrites `prefix.NAME`, for a name the imported module binds, into one name."""
+
+    def __init__(self, importer: _Importer, prefix: str, exports: ModuleInfo) -> None:
+        self.importer, self.prefix, self.exports = importer, prefix, exports
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:  # noqa: N802
+        if _dotted(node.value) == self.prefix:
+            local = f"{self.prefix}.{node.attr}"
+            if self.importer.bring(self.exports, node.attr, local):
+                return ast.copy_location(ast.Name(id=local, ctx=node.ctx), node)
+        return self.generic_visit(node)
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return None if base is None else f"{base}.{node.attr}"
+    return None
 
 
 def _all_of(info: ModuleInfo) -> list[str] | None:
