@@ -469,3 +469,18 @@ async def test_save_rechecks_with_the_saved_text(client: LanguageClient, tmp_pat
         types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(uri), text=clean)
     )
     assert await _settle(client, uri) == []
+
+
+async def test_hover_in_a_helper_shows_its_type_at_each_call(client: LanguageClient):
+    calls = ROOT / "tests" / "fixtures" / "check" / "calls.py"
+    text = calls.read_text(encoding="utf-8")
+    await open_text(client, calls)
+    line = _line_of(text, "return t - t.mean(axis=-1, keepdims=True)")
+    hover = await client.text_document_hover_async(
+        types.HoverParams(
+            types.TextDocumentIdentifier(calls.resolve().as_uri()), types.Position(line, 11)
+        )
+    )
+    assert hover is not None
+    assert "`Tensor[float32, N, 64]` in the call from `center_rows`" in hover.contents.value
+    assert "`Tensor[float32, M, 32]` in the call from `center_cols`" in hover.contents.value

@@ -125,14 +125,37 @@ def hover(result: FileResult, lines: list[str], line: int, col: int) -> tuple[st
         text += f" (declared at line {decl.span.line})"
         return text, _word_span(result.path, lines, line, col, _WORD)
     found = value_at(result.kernels, line, col)
-    if found is not None:
-        span, value = found
-        text = f"```python\n{describe(value)}\n```\non `gpu`"
-        dims = _dims_of(value)
-        if dims:
-            text += "\n\n" + "\n".join(f"- `{d.name}`: {d.describe_constraints()}" for d in dims)
-        return text, span
-    return None
+    if found is None:
+        return _hover_in_callee(result, line, col)
+    span, value = found
+    text = f"```python\n{describe(value)}\n```\non `gpu`"
+    dims = _dims_of(value)
+    if dims:
+        text += "\n\n" + "\n".join(f"- `{d.name}`: {d.describe_constraints()}" for d in dims)
+    return text, span
+
+
+def _hover_in_callee(result: FileResult, line: int, col: int) -> tuple[str, Span] | None:
+    """In a function kernels call (and inline), the type at each call, per kernel."""
+    shown: list[str] = []
+    best_span: Span | None = None
+    for k in result.kernels:
+        g = k.graph.graph
+        best: tuple[Span, Any] | None = None
+        candidates = [(g.nodes[i]["span"], i) for i in g.nodes if "call" in g.nodes[i]]
+        candidates += [(span, i) for span, i in k.graph.names if "call" in g.nodes[i]]
+        for span, i in candidates:
+            value = k.values.get(i)
+            if span.path != result.path or describe(value) is None:
+                continue
+            if contains(span, line, col) and (best is None or _size(span) <= _size(best[0])):
+                best = (span, value)
+        if best is not None:
+            shown.append(f"- `{describe(best[1])}` in the call from `{k.graph.name}`")
+            best_span = best[0]
+    if not shown or best_span is None:
+        return None
+    return "inlined into each kernel that calls it:\n\n" + "\n".join(shown), best_span
 
 
 # ---------------------------------------------------------------- inlay hints
