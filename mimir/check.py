@@ -119,8 +119,7 @@ def check_source(
     diagnostics = _one_per_site(diagnostics)
     diagnostics.extend(check_devices(info))
     diagnostics.sort(key=Diagnostic.sort_key)
-    if "ignore" in text.lower():  # no comment can suppress anything otherwise (no tokenizing)
-        diagnostics = apply_suppressions(path, text, diagnostics)  # `# mimir: ignore[...]`
+    diagnostics = _suppressed(path, text, diagnostics, project)  # `# mimir: ignore[...]`
     return FileResult(path, diagnostics, kernels=kernels, info=info)
 
 
@@ -141,6 +140,29 @@ def _check_kernel(
         queries=checker.prover.queries,
     )
     return list(found), checked
+
+
+def _suppressed(
+    path: str, text: str, diagnostics: list[Diagnostic], project: Project
+) -> list[Diagnostic]:
+    """Apply each file's `# mimir: ignore[...]` comments to the diagnostics located in it.
+
+    A failure inside a function imported from another module is located there, so that
+    module's comments decide; its unused comments are its own check's business.
+    """
+    here = [d for d in diagnostics if d.span.path == path]
+    if "ignore" in text.lower():  # no comment can suppress anything otherwise (no tokenizing)
+        here = apply_suppressions(path, text, here)
+    for other in sorted({d.span.path for d in diagnostics} - {path}):
+        theirs = [d for d in diagnostics if d.span.path == other]
+        other_text = project.text(Path(other)) or ""
+        if "ignore" in other_text.lower():
+            theirs = [
+                d for d in apply_suppressions(other, other_text, theirs) if d.code != "GPU090"
+            ]
+        here.extend(theirs)
+    here.sort(key=Diagnostic.sort_key)
+    return here
 
 
 def _one_per_site(diagnostics: list[Diagnostic]) -> list[Diagnostic]:

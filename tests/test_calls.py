@@ -103,3 +103,16 @@ def test_inlined_calls_run_like_the_shim(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.splitlines()[-1] == "verified 5 functions: all outputs match"
+
+
+def test_the_callee_module_s_suppressions_apply_to_failures_inside_it(tmp_path: Path) -> None:
+    helpers = tmp_path / "helpers.py"
+    helpers.write_text("def project(a, b):\n    return a @ b  # mimir: ignore[GPU011]\n")
+    main = tmp_path / "main.py"
+    text = PRELUDE.replace("\n\nN =", "\nfrom helpers import project\n\nN =") + (
+        "@gpu\ndef k(x: Tensor[float32, N, 4], w: Tensor[float32, 3, 2]) -> "
+        "Tensor[float32, N, 2]:\n    return project(x, w)  # mimir: ignore[GPU015]\n"
+    )
+    found = check_source(str(main), text).diagnostics
+    # the helper's comment suppresses its failure; main.py's own comment is unused there
+    assert [(d.code, Path(d.span.path).name) for d in found] == [("GPU090", "main.py")]
