@@ -484,3 +484,36 @@ async def test_hover_in_a_helper_shows_its_type_at_each_call(client: LanguageCli
     assert hover is not None
     assert "`Tensor[float32, N, 64]` in the call from `center_rows`" in hover.contents.value
     assert "`Tensor[float32, M, 32]` in the call from `center_cols`" in hover.contents.value
+
+
+HARD = """from mimir.array import Dim, Tensor, float32, gpu
+
+N = Dim("N", min=2)
+
+
+@gpu
+def hard(n: Tensor[float32, N], x: Tensor[float32, N * N * N - N]) -> Tensor[float32, N]:
+    y = x.reshape(-1, 6)
+    return n
+"""
+
+
+async def test_a_long_proof_never_blocks_requests(client: LanguageClient, doc: Path, tmp_path):
+    await open_text(client, doc, FIXTURE)
+    hard = tmp_path / "hard.py"
+    uri = hard.resolve().as_uri()
+    client.diagnostics.pop(uri, None)
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, "python", 1, HARD))
+    )
+    await asyncio.sleep(0.3)  # the proof (Z3 gives up after the 5 s timeout) is under way
+    hover = await client.text_document_hover_async(
+        types.HoverParams(
+            types.TextDocumentIdentifier(doc.resolve().as_uri()),
+            types.Position(_line_of(FIXTURE, "h = x @ w"), 4),
+        )
+    )
+    # answered while the other document's proof still runs
+    assert hover is not None and uri not in client.diagnostics
+    (found,) = await _settle(client, uri)
+    assert found.code == "GPU050"
