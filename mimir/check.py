@@ -185,8 +185,8 @@ def _callee_texts(info: ModuleInfo, fn: ast.FunctionDef) -> list[str]:
     seen: set[int] = set()
     names = {f.name for f in info.tree.body if isinstance(f, ast.FunctionDef)}
     names |= set(info.imported_functions)
-    text = "\n".join(info.source.lines[fn.lineno - 1 : fn.end_lineno])
-    if not any(name in text for name in names):
+    body = "\n".join(info.source.lines[fn.body[0].lineno - 1 : fn.end_lineno])
+    if not any(f"{name}(" in body for name in names):
         return out  # calls nothing that could be inlined (the cheap, common case)
     todo = [(info, fn)]
     while todo:
