@@ -517,3 +517,16 @@ async def test_a_long_proof_never_blocks_requests(client: LanguageClient, doc: P
     assert hover is not None and uri not in client.diagnostics
     (found,) = await _settle(client, uri)
     assert found.code == "GPU050"
+
+
+async def test_definition_of_a_helper_a_kernel_calls(client: LanguageClient):
+    calls = ROOT / "tests" / "fixtures" / "check" / "calls.py"
+    text = calls.read_text(encoding="utf-8")
+    await open_text(client, calls)
+    line = _line_of(text, "    return center(x)\n")
+    found = await client.text_document_definition_async(
+        types.DefinitionParams(
+            types.TextDocumentIdentifier(calls.resolve().as_uri()), types.Position(line, 12)
+        )
+    )
+    assert found.range.start == types.Position(_line_of(text, "def center(t):"), 4)

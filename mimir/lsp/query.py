@@ -28,7 +28,7 @@ _CODE = re.compile(r"GPU\d{3}")
 @dataclass(frozen=True)
 class Symbol:
     name: str
-    kind: str  # "kernel" | "dim" | "constant"
+    kind: str  # "kernel" | "function" | "dim" | "constant"
     span: Span  # the whole declaration
     name_span: Span  # the name being declared
     detail: str
@@ -190,15 +190,18 @@ def inlay_hints(result: FileResult) -> list[tuple[int, int, str]]:
 
 
 def symbols(info: ModuleInfo) -> list[Symbol]:
-    """The module's Dims, int constants and kernels, in source order."""
+    """The module's Dims, int constants, kernels and other functions, in source order."""
     src = info.source
     out: list[Symbol] = []
     kernels = {k.node.name: k for k in info.kernels}
     for stmt in info.tree.body:
-        if isinstance(stmt, ast.FunctionDef) and stmt.name in kernels:
+        if isinstance(stmt, ast.FunctionDef):
             name_span = _name_span(info, stmt.lineno, stmt.name)
             args = ", ".join(a.arg for a in stmt.args.args)
-            out.append(Symbol(stmt.name, "kernel", src.span(stmt), name_span, f"@gpu ({args})"))
+            kind, detail = (
+                ("kernel", f"@gpu ({args})") if stmt.name in kernels else ("function", f"({args})")
+            )
+            out.append(Symbol(stmt.name, kind, src.span(stmt), name_span, detail))
         elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             for target in targets:

@@ -423,6 +423,7 @@ def build_server(
         lines = Lines(doc.checked_text)
         kinds = {
             "kernel": types.SymbolKind.Function,
+            "function": types.SymbolKind.Function,
             "dim": types.SymbolKind.TypeParameter,
             "constant": types.SymbolKind.Constant,
         }
