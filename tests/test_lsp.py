@@ -530,3 +530,21 @@ async def test_definition_of_a_helper_a_kernel_calls(client: LanguageClient):
         )
     )
     assert found.range.start == types.Position(_line_of(text, "def center(t):"), 4)
+
+
+async def test_a_failure_inside_an_imported_helper_shows_at_the_call(
+    client: LanguageClient, tmp_path: Path
+):
+    (tmp_path / "helpers.py").write_text("def project(a, b):\n    return a @ b\n")
+    main = tmp_path / "main.py"
+    text = (
+        "from helpers import project\n\nfrom mimir.array import Tensor, float32, gpu\n\n\n"
+        "@gpu\ndef k(x: Tensor[float32, 8, 4], w: Tensor[float32, 3, 2]) -> "
+        "Tensor[float32, 8, 2]:\n    return project(x, w)\n"
+    )
+    (found,) = await open_text(client, main, text)
+    assert found.code == "GPU011"
+    assert found.range.start == types.Position(_line_of(text, "return project"), 11)
+    inside = found.related_information[0]
+    assert inside.location.uri == (tmp_path / "helpers.py").resolve().as_uri()
+    assert inside.location.range.start.line == 1

@@ -24,7 +24,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,7 +34,7 @@ from pygls.lsp.server import LanguageServer
 import mimir
 from mimir.check import CheckCancelledError, FileResult, check_source
 from mimir.config import Config, ConfigError, load_config
-from mimir.diagnostics.diagnostic import Diagnostic, Span
+from mimir.diagnostics.diagnostic import Diagnostic, Label, Span
 from mimir.lsp import actions, query
 from mimir.lsp.convert import Lines, path_of, to_lsp, uri_of
 from mimir.project import Project
@@ -191,7 +191,9 @@ class MimirServer(LanguageServer):
             project=project,
         )
         rel = config.relative(path)
-        result.diagnostics = [d for d in result.diagnostics if config.reports(d.code, rel)]
+        result.diagnostics = [
+            _in_this_file(d, path) for d in result.diagnostics if config.reports(d.code, rel)
+        ]
         depends_on = {str(p) for p in project.reachable(Path(path))}
         others = {}
         for d in result.diagnostics:
@@ -439,6 +441,23 @@ def build_server(
         ]
 
     return server
+
+
+def _in_this_file(d: Diagnostic, path: str) -> Diagnostic:
+    """A failure inside a function imported from another module, shown at its call here.
+
+    An editor shows a document's diagnostics in that document only; the place inside
+    the callee (where `mimir check` reports it) becomes related information.
+    """
+    if d.span.path == path:
+        return d
+    calls = [label for label in d.labels if label.span.path == path]
+    if not calls:
+        return d
+    call = calls[-1]
+    inside = Label(d.span, "fails here, inside the called function")
+    rest = tuple(label for label in d.labels if label is not call)
+    return replace(d, span=call.span, labels=(inside, *rest))
 
 
 def _overlaps(a: types.Range, b: types.Range) -> bool:
