@@ -116,3 +116,25 @@ def test_the_callee_module_s_suppressions_apply_to_failures_inside_it(tmp_path: 
     found = check_source(str(main), text).diagnostics
     # the helper's comment suppresses its failure; main.py's own comment is unused there
     assert [(d.code, Path(d.span.path).name) for d in found] == [("GPU090", "main.py")]
+
+
+def test_verify_runs_a_kernel_calling_a_helper_from_another_module(tmp_path: Path) -> None:
+    require_tool("wgpu")
+    (tmp_path / "helpers.py").write_text(
+        "def center(t):\n    return t - t.mean(axis=-1, keepdims=True)\n"
+    )
+    main = tmp_path / "main.py"
+    main.write_text(
+        PRELUDE.replace("\n\nN =", "\nfrom helpers import center\n\nN =")
+        + "@gpu\ndef k(x: Tensor[float32, N, 16]) -> Tensor[float32, N, 16]:\n"
+        "    return center(x) * 2.0\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "mimir", "verify", str(main)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "XDG_RUNTIME_DIR": os.environ.get("XDG_RUNTIME_DIR", "/tmp")},
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[-1] == "verified 1 function: all outputs match"
