@@ -548,3 +548,19 @@ async def test_a_failure_inside_an_imported_helper_shows_at_the_call(
     inside = found.related_information[0]
     assert inside.location.uri == (tmp_path / "helpers.py").resolve().as_uri()
     assert inside.location.range.start.line == 1
+
+
+async def test_definition_through_a_module_alias(client: LanguageClient):
+    aliases = PROJECT / "aliases.py"
+    text = aliases.read_text(encoding="utf-8")
+    await open_text(client, aliases)
+    line = _line_of(text, "def first_half")
+    col = text.splitlines()[line].index("d.N") + 2
+    found = await client.text_document_definition_async(
+        types.DefinitionParams(
+            types.TextDocumentIdentifier(aliases.resolve().as_uri()), types.Position(line, col)
+        )
+    )
+    dims = PROJECT / "dims.py"
+    assert found.uri == dims.resolve().as_uri()
+    assert found.range.start.line == _line_of(dims.read_text(), 'N = Dim("N"')

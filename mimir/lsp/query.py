@@ -23,6 +23,7 @@ from mimir.parse.module import ModuleInfo, dims_in
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CODE = re.compile(r"GPU\d{3}")
+_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,9 @@ def hover(result: FileResult, lines: list[str], line: int, col: int) -> tuple[st
         return text, _word_span(result.path, lines, line, col, _CODE)
     info = result.info
     word = word_at(lines, line, col)
+    dotted = word_at(lines, line, col, _DOTTED)  # `d.N` after `import pkg.dims as d`
+    if info is not None and dotted is not None and dotted in info.dims:
+        word = dotted
     if info is not None and word is not None and word in info.dims:
         decl = info.dims[word]
         source = _line_text(info, decl.span)
@@ -235,6 +239,9 @@ def definition(result: FileResult, lines: list[str], line: int, col: int) -> Spa
     for sym in symbols(info):
         if sym.name == word:
             return sym.name_span
+    dotted = word_at(lines, line, col, _DOTTED)  # `d.N` after `import pkg.dims as d`
+    if dotted is not None and dotted in info.origins:
+        return info.origins[dotted]
     return info.origins.get(word)  # imported from another module of the project
 
 
