@@ -564,3 +564,9 @@ async def test_definition_through_a_module_alias(client: LanguageClient):
     dims = PROJECT / "dims.py"
     assert found.uri == dims.resolve().as_uri()
     assert found.range.start.line == _line_of(dims.read_text(), 'N = Dim("N"')
+    hover = await client.text_document_hover_async(
+        types.HoverParams(
+            types.TextDocumentIdentifier(aliases.resolve().as_uri()), types.Position(line, col)
+        )
+    )
+    assert 'N = Dim("N", min=2, max=4096)' in hover.contents.value
