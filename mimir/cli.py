@@ -496,6 +496,36 @@ def verify(
     raise typer.Exit(EXIT_ERRORS)
 
 
+@app.command()
+def lsp(
+    tcp: Annotated[
+        bool, typer.Option("--tcp", help="Listen on TCP (--host, --port) instead of stdio.")
+    ] = False,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on with --tcp.")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option("--port", help="Port to listen on with --tcp.")] = 2087,
+    z3_timeout: Annotated[
+        int | None,
+        typer.Option(
+            "--z3-timeout",
+            min=1,
+            help="Z3 timeout per query, in milliseconds (default: the configuration's).",
+        ),
+    ] = None,
+    debounce_ms: Annotated[
+        int,
+        typer.Option("--debounce-ms", min=0, help="Wait this long after an edit before checking."),
+    ] = 20,
+) -> None:
+    """Run the language server (stdio by default): diagnostics, hovers, fixes as you type."""
+    try:
+        from mimir.lsp.server import serve
+    except ImportError as err:  # pygls is a dependency; a broken install says so plainly
+        raise _usage_error(f"the language server needs pygls: {err}") from None
+    serve(tcp=tcp, host=host, port=port, z3_timeout=z3_timeout, debounce=debounce_ms / 1000)
+
+
 def _indent(text: str) -> str:
     return "\n".join("    " + line if line else "" for line in text.splitlines()) + "\n"
 

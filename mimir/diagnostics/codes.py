@@ -445,6 +445,39 @@ _CODES = [
         " -> Tensor[float32, 32, 10]:\n    return x @ w  # mimir: ignore[GPU011]\n",
         severity="warning",
     ),
+    Code(
+        "GPU080",
+        "import-cycle",
+        "an import that closes a cycle of project modules",
+        "Mimir reads a project's modules in import order; in a cycle one module runs before the "
+        "names it imports are bound, so nothing it takes from the cycle has a meaning Mimir can "
+        "trust",
+        "move what both modules need (the `Dim`s, the constants) into a third module that both "
+        "import",
+        "",
+        "",
+    ),
+    Code(
+        "GPU081",
+        "missing-module",
+        "an import of a project module that does not exist",
+        "a relative import, or an import inside one of the project's packages, names no file in "
+        "the project, so the names it should bring are unknown",
+        "correct the module's name or create it; add its root to `paths` in `[tool.mimir]` when it "
+        "lives elsewhere",
+        "from .nothere import N\n",
+        "import math\n",
+    ),
+    Code(
+        "GPU082",
+        "unresolved-import",
+        "an imported name that its module does not define",
+        "the name is bound nowhere at the top of the imported module, so Python's import fails and "
+        "Mimir cannot know what it means",
+        "import a name the module defines, or define it there",
+        "",
+        "",
+    ),
 ]
 
 REGISTRY: dict[str, Code] = {c.code: c for c in _CODES}

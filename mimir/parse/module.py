@@ -8,6 +8,7 @@ resolved the way Python would resolve them at module scope, through
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mimir.diagnostics.diagnostic import Span
@@ -71,6 +72,13 @@ class ModuleInfo:
     dims: dict[str, DimDecl] = field(default_factory=dict)
     constants: dict[str, int] = field(default_factory=dict)
     kernels: list[KernelDef] = field(default_factory=list)
+    # Filled by an import resolver (`mimir.project`): `@gpu` functions imported from other
+    # modules of the project (local name -> their definition), and where each imported
+    # name is declared (for go to definition).
+    imported_kernels: dict[str, KernelDef] = field(default_factory=dict)
+    # every top-level function imported from another module: local name -> (its module, def)
+    imported_functions: dict[str, tuple[ModuleInfo, ast.FunctionDef]] = field(default_factory=dict)
+    origins: dict[str, Span] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     # names bound to a `Dim(...)` whose declaration was refused (GPU034)
     bad_dims: set[str] = field(default_factory=set)
@@ -104,10 +112,19 @@ def _dotted(node: ast.expr) -> str | None:
     return None
 
 
-def read_module(source: SourceFile, tree: ast.Module) -> ModuleInfo:
+ImportResolver = Callable[[ModuleInfo, ast.Import | ast.ImportFrom], None]
+
+
+def read_module(
+    source: SourceFile, tree: ast.Module, resolve_import: ImportResolver | None = None
+) -> ModuleInfo:
+    """The module's facts. `resolve_import` (from `mimir.project`) adds what each
+    top-level import of another module brings in, in statement order."""
     info = ModuleInfo(source=source, tree=tree)
     for stmt in tree.body:
         _read_statement(info, stmt)
+        if resolve_import is not None and isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            resolve_import(info, stmt)
     return info
 
 
