@@ -327,7 +327,8 @@ class KernelChecker:
         spec: ops.OpSpec = node["spec"]
         x = self._tensor(inputs[0], spec.spelling)
         if spec.name == "shape":
-            return TupleVal([SizeVal(s) for s in x.shape])
+            # `x.shape[0] - 3` is a size expression, as the shim's `SizeInt` (never a literal).
+            return TupleVal([SizeVal(s.as_expression()) for s in x.shape])
         return TensorVal(self._rule(sh.transpose, x.shape, None), x.dtype)
 
     def _method(self, node: dict, inputs: list) -> Any:

@@ -159,8 +159,12 @@ _CODES = [
         "index-out-of-bounds",
         "an index or slice bound is out of range",
         "on a GPU an out-of-range read returns garbage or faults; unlike NumPy, slices do not "
-        "clamp, because a bound past the end is nearly always an off-by-one",
-        "keep every index below its axis size and every slice bound within 0..size",
+        "clamp, because a bound past the end is nearly always an off-by-one; a bound written "
+        "with a `Dim` (`x[N - 3:]`) never counts from the end, so it must lie within 0..size "
+        "for every admissible size (only a negative int literal such as `x[:, -1]` counts from "
+        "the end)",
+        "keep every index below its axis size and every slice bound within 0..size; give the "
+        "dim a `min=` that makes a bound such as `N - 3` non-negative",
         "@gpu\ndef f(x: Tensor[float32, 8, 8]) -> Tensor[float32, 8, 9]:\n    return x[:, 0:9]\n",
         "@gpu\ndef f(x: Tensor[float32, 8, 8]) -> Tensor[float32, 8, 7]:\n    return x[:, 1:8]\n",
     ),
@@ -200,8 +204,9 @@ _CODES = [
     Code(
         "GPU024",
         "empty-reduction",
-        "max or min over an axis that may be empty",
-        "the maximum of no elements is undefined; NumPy raises, a GPU returns garbage",
+        "max, min, mean, softmax or log_softmax over an axis that may be empty",
+        "the maximum of no elements is undefined, their mean is 0 / 0 and a softmax of them "
+        "divides by a zero sum; NumPy raises or warns, a GPU returns garbage",
         "give the dim `min=1`, or reduce with `sum`, which is 0 on an empty axis",
         'E = Dim("E", min=0)\n\n@gpu\ndef f(x: Tensor[float32, 4, E]) -> Tensor[float32, 4]:\n'
         "    return x.max(axis=1)\n",
