@@ -161,9 +161,40 @@ class KernelChecker:
             if isinstance(ann, TensorAnnotation):
                 for d, span in zip(ann.dims, ann.dim_spans, strict=True):
                     self._require_bound(d, span)
+        self._assume_callable()
         if isinstance(self.kg.returns, TensorAnnotation):
             for d, span in zip(self.kg.returns.dims, self.kg.returns.dim_spans, strict=True):
                 self._require_bound(d, span)
+
+    def _assume_callable(self) -> None:
+        """Every parameter axis is `>= 0` in any call: a fact, so counterexamples are callable.
+
+        `p: Tensor[float32, H - 2, H]` admits only H >= 2 however `H` is declared; an axis
+        that is negative for every admissible size makes the kernel uncallable (GPU033).
+        """
+        for name, ann, _ in self.kg.params:
+            if not isinstance(ann, TensorAnnotation):
+                continue
+            for k, (d, span) in enumerate(zip(ann.dims, ann.dim_spans, strict=True)):
+                if not isinstance(d, BinOp) or any(
+                    x.name not in self.bound_dims for x in dims_in(d)
+                ):
+                    continue
+                fact = self._term(d) >= 0
+                s = self.prover.solver
+                s.push()
+                s.add(fact)
+                callable_ = s.check() != z3.unsat
+                s.pop()
+                if not callable_:
+                    self._emit(
+                        "GPU033",
+                        f"`{name}` axis {k} is {d}, which is negative for every admissible "
+                        "size: no call can pass this parameter",
+                        span,
+                    )
+                    continue
+                self.prover.add_fact(fact, Label(span, callable_size_note(name, k, d)))
 
     def _require_bound(self, size: Size, span: Span) -> bool:
         for dim in dims_in(size):
@@ -553,6 +584,11 @@ class KernelChecker:
 
 
 _DUNDER = {"+": "__add__", "-": "__sub__", "*": "__mul__", "//": "__floordiv__", "%": "__mod__"}
+
+
+def callable_size_note(param: str, axis: int, size: Size) -> str:
+    """The fact `_assume_callable` adds, as `explain` shows it."""
+    return f"`{param}` axis {axis} is {size} here, so {size} >= 0 in any call"
 
 
 def _ann_text(ann: TensorAnnotation) -> str:
