@@ -363,6 +363,23 @@ def test_use_of_bad_dim_is_not_reported_again() -> None:
     assert [(d.span.line, d.code) for d in check_source("t.py", src).diagnostics] == [(2, "GPU034")]
 
 
+def test_a_module_value_that_is_not_a_size_is_reported_once() -> None:
+    """`SCALE = 2.5` used as a size three times is one root cause: one GPU033, at its first use."""
+    src = (
+        "from mimir.array import Dim, Tensor, float32, gpu\n"
+        "SCALE = 2.5\n"
+        'N = Dim("N")\n'
+        "@gpu\n"
+        "def f(x: Tensor[float32, SCALE]) -> Tensor[float32, SCALE]:\n"
+        "    return x\n"
+        "@gpu\n"
+        "def g(x: Tensor[float32, N, SCALE]) -> Tensor[float32, N]:\n"
+        "    return x.sum(axis=1)\n"
+    )
+    found = [(d.span.line, d.span.column, d.code) for d in check_source("t.py", src).diagnostics]
+    assert found == [(5, 26, "GPU033")]
+
+
 def test_default_sizes_are_distinct_and_admissible() -> None:
     """The harness's own contract: dims get different admissible sizes unless told otherwise."""
     from mimir.array import Dim, Tensor, float32

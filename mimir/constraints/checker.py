@@ -296,10 +296,13 @@ class KernelChecker:
         )
 
     def _dim(self, node: dict, _: list) -> Any:
-        dim: Dim = node["dim"]
+        dim: Size = node["dim"]  # a `Dim`, or module-level size arithmetic (`D_HID`)
         if not self._require_bound(dim, node["span"]):
             return POISON
-        return SizeVal(Sym(self.prover.dim(dim.name), dim.name, expr=dim))
+        if isinstance(dim, Dim):
+            return SizeVal(Sym(self.prover.dim(dim.name), dim.name, expr=dim))
+        prec = 1 if isinstance(dim, BinOp) and dim.op in "+-" else 3
+        return SizeVal(Sym(self._term(dim), str(dim), None, prec, expr=dim))
 
     def _dtype(self, node: dict, _: list) -> Any:
         return DTypeVal(node["dtype"])
