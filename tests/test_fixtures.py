@@ -380,6 +380,18 @@ def test_a_module_value_that_is_not_a_size_is_reported_once() -> None:
     assert found == [(5, 26, "GPU033")]
 
 
+def test_size_arithmetic_on_a_bad_dim_is_not_reported_again() -> None:
+    src = (
+        "from mimir.array import Dim, Tensor, float32, gpu\n"
+        'EMPTY = Dim("EMPTY", min=8, max=4)\n'
+        "TWICE = 2 * EMPTY\n"
+        "@gpu\n"
+        "def f(x: Tensor[float32, TWICE]) -> Tensor[float32, TWICE]:\n"
+        "    return x\n"
+    )
+    assert [(d.span.line, d.code) for d in check_source("t.py", src).diagnostics] == [(2, "GPU034")]
+
+
 def test_default_sizes_are_distinct_and_admissible() -> None:
     """The harness's own contract: dims get different admissible sizes unless told otherwise."""
     from mimir.array import Dim, Tensor, float32

@@ -213,6 +213,8 @@ def _read_binding(info: ModuleInfo, name: str, value: ast.expr) -> None:
             info.constants[name] = size
         elif isinstance(size, DimExpr):
             info.sizes[name] = size
+        elif size.code == "GPU034":  # arithmetic on a badly declared dim: poisoned, as it is
+            info.bad_dims.add(name)
         return
     if isinstance(value, ast.Call) and info.resolve(value.func) == "Dim":
         decl = _read_dim(info, name, value)
