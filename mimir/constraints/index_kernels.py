@@ -20,8 +20,9 @@ wrap it).
 A loaded integer element is a value, not an unknown: a fresh variable in its
 dtype's range, carried through comparisons (path conditions), `minimum`,
 `maximum`, `where`, `%` and `//` (Python's floor semantics with `x % 0 == 0`,
-exactly as the shim and every backend compute them) and `+ - *` (exact unless the
-result leaves the dtype's range, where it wraps to some value in range). So
+exactly as the shim and every backend compute them) and `+ - *` (wrapping as
+32-bit two's complement past the dtype's range, as the shim and a GPU do). Index
+arithmetic is 32-bit on every backend, so a dim is assumed at most 2**31 - 1. So
 `y = labels[i]` under `if (0 <= y) & (y < C):`, `minimum(maximum(y, 0), C - 1)`
 and `y % C` all index an axis of size C in bounds.
 """
@@ -197,6 +198,8 @@ class IndexKernelChecker(KernelChecker):
                 self.src.span(grid),
             )
             return False
+        for dim in self.info.dims.values():  # index arithmetic is i32 on every backend
+            self.prover.add_fact(self.prover.dim(dim.dim.name) <= 2**31 - 1, None)
         for axis, item in enumerate(items):
             size = read_size(self.info, item)
             if not isinstance(size, (int, Dim)) and not hasattr(size, "dims"):
@@ -772,8 +775,9 @@ class IndexKernelChecker(KernelChecker):
         else:  # `**`, `&`, `|`: some value of the dtype
             return Elem(result.dtype, self._ranged(op, result.dtype))
         lo, hi = bounds
-        # Past the dtype's range a GPU wraps; only the exact value is known to be in range.
-        wrapped = self._ranged(op, result.dtype)
+        # Past the dtype's range a GPU wraps (two's complement, as the shim's int32/uint32).
+        span = hi - lo + 1
+        wrapped = (exact - lo) % span + lo
         return Elem(result.dtype, z3.If(z3.And(exact >= lo, exact <= hi), exact, wrapped))
 
     def _ranged(self, base: str, kind: DType | str) -> z3.ArithRef | None:
