@@ -234,7 +234,8 @@ class SizeInt(int):
     literal, exactly as the checker reads the same source: it never counts from the
     end (`x[N - 3:]` at N=1 is out of bounds, not `x[-2:]`) and never means "infer"
     in a reshape. Size arithmetic keeps the mark; `//` and `%` refuse a divisor that
-    is not positive (the checker's GPU036); `/` is IEEE division, as on a GPU.
+    is not positive (the checker's GPU036); `/` is IEEE division, as on a GPU, and `**`
+    the kernel language's (`mimir.ops.numerics.power`).
     """
 
     __slots__ = ()
@@ -282,6 +283,12 @@ class SizeInt(int):
 
     def __truediv__(self, o: Any) -> Any:
         return _true_divide(self, o)
+
+    def __pow__(self, o: Any) -> Any:
+        return _power(self, o)
+
+    def __rpow__(self, o: Any) -> Any:
+        return _power(o, self)
 
     def __rtruediv__(self, o: Any) -> Any:
         return _true_divide(o, self)
@@ -335,7 +342,23 @@ def _arith(op: str, left: Any, right: Any) -> Any:
         quotient = _true_divide(left, right)
         if quotient is not NotImplemented:
             return quotient
+    if op == "**":
+        result = _power(left, right)
+        if result is not NotImplemented:
+            return result
     return _NUMBER_OPS[op](left, right)
+
+
+def _power(a: Any, b: Any) -> Any:
+    """The kernel language's `**` on Python numbers: `0.0 ** -1` is inf, never complex."""
+    numbers = (int, float)
+    if isinstance(a, bool) or isinstance(b, bool):
+        return NotImplemented
+    if not isinstance(a, numbers) or not isinstance(b, numbers):
+        return NotImplemented
+    from mimir.ops.numerics import power  # lazily: mimir.ops imports this module
+
+    return power(int(a) if isinstance(a, int) else a, int(b) if isinstance(b, int) else b)
 
 
 class UnboundDimError(LookupError):

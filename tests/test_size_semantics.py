@@ -65,6 +65,11 @@ def size_values(x: Tensor[float32, K0]) -> Tensor[float32]:
     return full((), 1.0 / K0) + full((), K0)
 
 
+@gpu
+def size_powers(x: Tensor[float32, K0]) -> Tensor[float32]:
+    return full((), K0**-1) + full((), (-K0) ** 0.5) * 0.0 + full((), K0**-1.0)
+
+
 def _x(*shape: int) -> Tensor:
     return rand(shape, seed=1).to("gpu")
 
@@ -116,6 +121,10 @@ def test_a_dim_is_a_number_inside_a_kernel() -> None:
     assert got == pytest.approx([w / 2.0 for w in want], rel=1e-6)
     assert size_values(_x(4)).flat() == [4.25]
     assert size_values(_x(0)).flat() == [math.inf]  # 1.0 / 0 is inf, as on a GPU
+    # `**` is the kernel language's: an int to a negative power keeps its integer part,
+    # 0.0 ** -1.0 is inf and a negative base to a fractional power is nan (never complex).
+    assert math.isnan(size_powers(_x(4)).flat()[0])
+    assert size_powers(_x(0)).flat() == [math.inf]
 
 
 def test_dim_arithmetic_outside_a_kernel_builds_expressions() -> None:
