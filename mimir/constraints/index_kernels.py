@@ -475,6 +475,11 @@ class IndexKernelChecker(KernelChecker):
         if node.id in self.info.constants:
             value = self.info.constants[node.id]
             return Idx(z3.IntVal(value), str(value))
+        if node.id in self.info.sizes:  # module-level size arithmetic (`D_HID = 4 * D_IN`)
+            size = self.info.sizes[node.id]
+            if not self._require_bound(size, self.src.span(node)):
+                return None
+            return Idx(self._term(size), node.id)
         canonical = self.info.imported.get(node.id)
         if canonical in DTYPES:
             return DTYPES[canonical]
