@@ -27,6 +27,7 @@ from support import (
     import_file,
     kernels_of,
     markers,
+    negative_axes,
     param_dims,
     shim_skip_reason,
     smallest_sizes,
@@ -211,6 +212,45 @@ def test_counterexamples_satisfy_dim_constraints() -> None:
     assert seen >= 10
 
 
+def test_counterexamples_are_callable() -> None:
+    """A counterexample never makes a parameter axis negative: it is a call that can be made."""
+    seen = 0
+    for p in FIXTURE_FILES:
+        if shim_skip_reason(p.read_text()):
+            continue
+        kernels = kernels_of(_module(p))
+        for d in _checked(p).diagnostics:
+            if d.function not in kernels or not d.counterexample:
+                continue
+            annotations = kernels[d.function].annotations()
+            env = bind_dims(annotations, dict(d.counterexample))
+            assert negative_axes(annotations, env) == [], (p.name, d.function, env)
+            seen += 1
+    assert seen >= 10
+
+
+def test_uncallable_parameter_is_reported_once() -> None:
+    """An axis negative for every admissible size would make every proof vacuous (GPU033)."""
+    src = (
+        "from mimir.array import Dim, Tensor, float32, gpu\n"
+        'H = Dim("H", max=3)\n'
+        "@gpu\n"
+        "def f(p: Tensor[float32, H - 4], q: Tensor[float32, H]) -> Tensor[float32, 5]:\n"
+        "    return q[0:5]\n"
+    )
+    found = [(d.span.line, d.span.column, d.code) for d in check_source("t.py", src).diagnostics]
+    assert found == [(4, 26, "GPU033"), (5, 12, "GPU018")]
+
+
+def test_explain_names_the_callable_size_fact() -> None:
+    from mimir.diagnostics.explain import explain_file
+
+    text, n = explain_file(_checked(FIXTURES / "callable_sizes.py"), "GPU018", None)
+    assert n == 1
+    assert "`p` axis 0 is H - 2 here, so H - 2 >= 0 in any call" in text
+    assert "counterexample: H=2" in text
+
+
 # ---------------------------------------------------------------- the checker against the shim
 
 
@@ -318,6 +358,35 @@ def test_use_of_bad_dim_is_not_reported_again() -> None:
         'EMPTY = Dim("EMPTY", min=8, max=4)\n'
         "@gpu\n"
         "def f(x: Tensor[float32, EMPTY]) -> Tensor[float32, EMPTY]:\n"
+        "    return x\n"
+    )
+    assert [(d.span.line, d.code) for d in check_source("t.py", src).diagnostics] == [(2, "GPU034")]
+
+
+def test_a_module_value_that_is_not_a_size_is_reported_once() -> None:
+    """`SCALE = 2.5` used as a size three times is one root cause: one GPU033, at its first use."""
+    src = (
+        "from mimir.array import Dim, Tensor, float32, gpu\n"
+        "SCALE = 2.5\n"
+        'N = Dim("N")\n'
+        "@gpu\n"
+        "def f(x: Tensor[float32, SCALE]) -> Tensor[float32, SCALE]:\n"
+        "    return x\n"
+        "@gpu\n"
+        "def g(x: Tensor[float32, N, SCALE]) -> Tensor[float32, N]:\n"
+        "    return x.sum(axis=1)\n"
+    )
+    found = [(d.span.line, d.span.column, d.code) for d in check_source("t.py", src).diagnostics]
+    assert found == [(5, 26, "GPU033")]
+
+
+def test_size_arithmetic_on_a_bad_dim_is_not_reported_again() -> None:
+    src = (
+        "from mimir.array import Dim, Tensor, float32, gpu\n"
+        'EMPTY = Dim("EMPTY", min=8, max=4)\n'
+        "TWICE = 2 * EMPTY\n"
+        "@gpu\n"
+        "def f(x: Tensor[float32, TWICE]) -> Tensor[float32, TWICE]:\n"
         "    return x\n"
     )
     assert [(d.span.line, d.code) for d in check_source("t.py", src).diagnostics] == [(2, "GPU034")]

@@ -175,9 +175,40 @@ class KernelChecker:
             if isinstance(ann, TensorAnnotation):
                 for d, span in zip(ann.dims, ann.dim_spans, strict=True):
                     self._require_bound(d, span)
+        self._assume_callable()
         if isinstance(self.kg.returns, TensorAnnotation):
             for d, span in zip(self.kg.returns.dims, self.kg.returns.dim_spans, strict=True):
                 self._require_bound(d, span)
+
+    def _assume_callable(self) -> None:
+        """Every parameter axis is `>= 0` in any call: a fact, so counterexamples are callable.
+
+        `p: Tensor[float32, H - 2, H]` admits only H >= 2 however `H` is declared; an axis
+        that is negative for every admissible size makes the kernel uncallable (GPU033).
+        """
+        for name, ann, _ in self.kg.params:
+            if not isinstance(ann, TensorAnnotation):
+                continue
+            for k, (d, span) in enumerate(zip(ann.dims, ann.dim_spans, strict=True)):
+                if not isinstance(d, BinOp) or any(
+                    x.name not in self.bound_dims for x in dims_in(d)
+                ):
+                    continue
+                fact = self._term(d) >= 0
+                s = self.prover.solver
+                s.push()
+                s.add(fact)
+                callable_ = s.check() != z3.unsat
+                s.pop()
+                if not callable_:
+                    self._emit(
+                        "GPU033",
+                        f"`{name}` axis {k} is {d}, which is negative for every admissible "
+                        "size: no call can pass this parameter",
+                        span,
+                    )
+                    continue
+                self.prover.add_fact(fact, Label(span, callable_size_note(name, k, d)))
 
     def _require_bound(self, size: Size, span: Span) -> bool:
         for dim in dims_in(size):
@@ -285,10 +316,13 @@ class KernelChecker:
         )
 
     def _dim(self, node: dict, _: list) -> Any:
-        dim: Dim = node["dim"]
+        dim: Size = node["dim"]  # a `Dim`, or module-level size arithmetic (`D_HID`)
         if not self._require_bound(dim, node["span"]):
             return POISON
-        return SizeVal(Sym(self.prover.dim(dim.name), dim.name, expr=dim))
+        if isinstance(dim, Dim):
+            return SizeVal(Sym(self.prover.dim(dim.name), dim.name, expr=dim))
+        prec = 1 if isinstance(dim, BinOp) and dim.op in "+-" else 3
+        return SizeVal(Sym(self._term(dim), str(dim), None, prec, expr=dim))
 
     def _dtype(self, node: dict, _: list) -> Any:
         return DTypeVal(node["dtype"])
@@ -347,7 +381,8 @@ class KernelChecker:
         spec: ops.OpSpec = node["spec"]
         x = self._tensor(inputs[0], spec.spelling)
         if spec.name == "shape":
-            return TupleVal([SizeVal(s) for s in x.shape])
+            # `x.shape[0] - 3` is a size expression, as the shim's `SizeInt` (never a literal).
+            return TupleVal([SizeVal(s.as_expression()) for s in x.shape])
         return TensorVal(self._rule(sh.transpose, x.shape, None), x.dtype)
 
     def _method(self, node: dict, inputs: list) -> Any:
@@ -642,6 +677,11 @@ class KernelChecker:
 
 
 _DUNDER = {"+": "__add__", "-": "__sub__", "*": "__mul__", "//": "__floordiv__", "%": "__mod__"}
+
+
+def callable_size_note(param: str, axis: int, size: Size) -> str:
+    """The fact `_assume_callable` adds, as `explain` shows it."""
+    return f"`{param}` axis {axis} is {size} here, so {size} >= 0 in any call"
 
 
 def _ann_text(ann: TensorAnnotation) -> str:

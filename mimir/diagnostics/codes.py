@@ -200,8 +200,9 @@ _CODES = [
     Code(
         "GPU024",
         "empty-reduction",
-        "max or min over an axis that may be empty",
-        "the maximum of no elements is undefined; NumPy raises, a GPU returns garbage",
+        "max, min, mean, softmax or log_softmax over an axis that may be empty",
+        "the maximum of no elements is undefined, their mean is 0 / 0 and a softmax of them "
+        "divides by a zero sum; NumPy raises or warns, a GPU returns garbage",
         "give the dim `min=1`, or reduce with `sum`, which is 0 on an empty axis",
         'E = Dim("E", min=0)\n\n@gpu\ndef f(x: Tensor[float32, 4, E]) -> Tensor[float32, 4]:\n'
         "    return x.max(axis=1)\n",

@@ -241,6 +241,8 @@ class _Builder:
             return self.add("poison", node)
         if ident in self.info.constants:
             return self.add("const", node, value=self.info.constants[ident])
+        if ident in self.info.sizes:  # `D_HID = 4 * D_IN` at module level
+            return self.add("dim", node, dim=self.info.sizes[ident])
         canonical = self.info.imported.get(ident)
         if canonical in DTYPES:
             return self.add("dtype", node, dtype=DTYPES[canonical])
