@@ -8,15 +8,34 @@ under a label that maps back to its source span. An obligation is:
   annotations are then the unsat core of `facts ∧ obligation` (when the
   obligation fails for every size), or the annotations of the sizes it
   mentions (when it fails only for some);
-- UNKNOWN when Z3 gives up or times out: its own verdict, never a pass.
+- UNKNOWN when Z3 gives up or runs out of budget: its own verdict, never a pass.
+
+A query goes through the cheapest procedure that can decide it:
+
+1. normalisation (`mimir.solve.normal`): annotation sizes and `multiple_of` quotients
+   substituted, products expanded, exact divisions carried out; most obligations become
+   `True` here without a solver;
+2. a fresh, non-incremental Z3 solver on `facts ∧ ¬normalised`: Z3 picks its linear
+   procedures for linear queries and its nonlinear tactic (`qfnia`, nlsat-based) otherwise;
+3. a bounded search for a small counterexample: the admissible sizes of the dims involved,
+   smallest first, each substituted and simplified;
+4. otherwise UNKNOWN (GPU050).
+
+Budgets are deterministic: every solver call gets a Z3 resource limit (`rlimit`, counted
+in Z3's own steps, so the same query gets the same verdict on an idle or a busy machine)
+proportional to `timeout_ms`; the wall-clock `timeout_ms` stays only as an outer safety,
+reached first only on a machine several times slower than `RLIMIT_PER_MS` assumes.
+Every query uses fresh solvers, so its verdict never depends on what was solved before.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field
 
 from mimir.diagnostics.diagnostic import Label
+from mimir.solve.normal import Normaliser
 from mimir.solve.z3lib import z3
 
 PROVEN = "proven"
@@ -24,6 +43,12 @@ REFUTED = "refuted"
 UNKNOWN = "unknown"
 
 DEFAULT_TIMEOUT_MS = 5000
+# Z3 resource units per millisecond of `timeout_ms`: about a fifth of what one core of the
+# development machine spends in a millisecond, so the rlimit, not the clock, ends a hard query
+# unless the machine runs more than five times slower.
+RLIMIT_PER_MS = 2000
+# The bounded counterexample search tries at most this many size combinations.
+SEARCH_CANDIDATES = 512
 
 
 @dataclass
@@ -43,17 +68,33 @@ class _Fact:
 
 
 @dataclass
+class _DimFacts:
+    low: int
+    high: int | None
+    multiple_of: int | None
+    quotient: z3.ArithRef | None  # `k` in `N = multiple_of * k`
+
+
+@dataclass
 class Prover:
     timeout_ms: int = DEFAULT_TIMEOUT_MS
     dim_order: list[str] = field(default_factory=list)
+    rlimit: int | None = None  # per solver call; None: `timeout_ms * RLIMIT_PER_MS`
 
     def __post_init__(self) -> None:
+        if self.rlimit is None:
+            self.rlimit = self.timeout_ms * RLIMIT_PER_MS
         self.solver = z3.Solver()
         self.solver.set("timeout", self.timeout_ms)
+        self.solver.set("rlimit", self.rlimit)
         self.solver.set("unsat_core", True)
         self.solver.set("core.minimize", True)
         self._facts: dict[str, _Fact] = {}
         self._dims: dict[str, z3.ArithRef] = {}
+        self._declared: dict[str, _DimFacts] = {}
+        # Variables that stand for a term (annotation sizes, `N -> m*k`), for normalising.
+        self._defs: dict[str, z3.ArithRef] = {}
+        self._lower: dict[str, int] = {}  # least value of a variable, by its s-expression
         # For an annotation variable: the dims its size is written in.
         self._var_dims: dict[str, tuple[str, ...]] = {}
         self._var_label: dict[str, Label] = {}
@@ -66,6 +107,27 @@ class Prover:
             if name not in self.dim_order:
                 self.dim_order.append(name)
         return self._dims[name]
+
+    def declare_dim(
+        self, name: str, low: int, high: int | None, multiple_of: int | None, label: Label | None
+    ) -> z3.ArithRef:
+        """The facts of `Dim(name, min=low, max=high, multiple_of=...)`, tracked under `label`.
+
+        `multiple_of=m` is `N = m * k` for an integer `k`, not `N % m == 0`: products and
+        quotients of `N` then stay polynomials in `k`, which normalisation can simplify.
+        """
+        var = self.dim(name)
+        self.add_fact(var >= low, label)
+        if high is not None:
+            self.add_fact(var <= high, label)
+        quotient = None
+        if multiple_of is not None and multiple_of > 0:
+            quotient = z3.Int(f"{name}/{multiple_of}")
+            self.add_fact(var == multiple_of * quotient, label)
+            self._lower[quotient.sexpr()] = -(-low // multiple_of)
+        self._lower[var.sexpr()] = low
+        self._declared[name] = _DimFacts(low, high, multiple_of, quotient)
+        return var
 
     def annotation_var(
         self, name: str, term: z3.ArithRef, dims: tuple[str, ...], label: Label
@@ -81,6 +143,35 @@ class Prover:
         key = f"fact{len(self._facts)}"
         self._facts[key] = _Fact(term, label, frozenset(_variables(term)))
         self.solver.assert_and_track(term, z3.Bool(key))
+        self._define(term)
+
+    def _define(self, fact: z3.BoolRef) -> None:
+        """A fact `x == t` lets normalisation read `x` as `t` (never in a cycle)."""
+        if not z3.is_eq(fact):
+            return
+        lhs, rhs = fact.children()
+        if not _is_variable(lhs):
+            lhs, rhs = rhs, lhs  # Z3 may print (and store) `x == 8` as `8 == x`
+        if not _is_variable(lhs):
+            return
+        name = str(lhs)
+        if name in self._defs:
+            return
+        seen: set[str] = set()
+        todo = list(_variables(rhs))
+        while todo:
+            v = todo.pop()
+            if v == name:
+                return
+            if v not in seen:
+                seen.add(v)
+                if v in self._defs:
+                    todo.extend(_variables(self._defs[v]))
+        self._defs[name] = rhs
+
+    def normalise(self, term: z3.BoolRef) -> z3.BoolRef:
+        """`term` in polynomial normal form (equivalent under the facts)."""
+        return Normaliser(self._defs, self._lower.get).normalise(term)
 
     def prove(
         self, obligation: z3.BoolRef, show: tuple[tuple[str, z3.ArithRef], ...] = ()
@@ -94,21 +185,19 @@ class Prover:
             self.queries += 1
 
     def _prove(self, obligation: z3.BoolRef, show: tuple = ()) -> Verdict:
-        s = self.solver
-        s.push()
-        try:
-            s.add(z3.Not(obligation))
-            result = s.check()
-            if result == z3.unsat:
-                return Verdict(PROVEN)
-            if result == z3.unknown:
-                return Verdict(UNKNOWN, reason=s.reason_unknown())
-            model = s.model()
-        finally:
-            s.pop()
+        normal = self.normalise(obligation)
+        if z3.is_true(normal):
+            return Verdict(PROVEN)
         variables = _variables(obligation)
         involved = self._dims_of(variables)
-        model = self._smallest(obligation, involved, show) or model
+        result, model, reason = self._check(z3.Not(normal))
+        if result == z3.unsat:
+            return Verdict(PROVEN)
+        if result == z3.unknown:
+            model = self._search(normal, involved)
+            if model is None:
+                return Verdict(UNKNOWN, reason=reason)
+        model = self._smallest(normal, involved, show) or model
         shown = tuple(
             (name, model.eval(term, model_completion=True).as_long()) for name, term in show
         )
@@ -120,11 +209,63 @@ class Prover:
             )
             + shown
         )
-        labels, always = self._conflict(obligation, variables)
+        labels, always = self._conflict(normal, variables)
         return Verdict(REFUTED, counterexample, labels, always)
 
+    def _check(self, *extra: z3.BoolRef) -> tuple[z3.CheckSatResult, z3.ModelRef | None, str]:
+        """`facts ∧ extra` on a fresh solver under the query budget."""
+        s = z3.Solver()
+        s.set("timeout", self.timeout_ms)
+        s.set("rlimit", self.rlimit)
+        s.add(*[f.term for f in self._facts.values()], *extra)
+        result = s.check()
+        if result == z3.sat:
+            return result, s.model(), ""
+        if result == z3.unsat:
+            return result, None, ""
+        return result, None, _reason(s.reason_unknown())
+
+    def _search(self, normal: z3.BoolRef, involved: set[str]) -> z3.ModelRef | None:
+        """The first admissible sizes (smallest first, dims in order) that refute `normal`.
+
+        Only for an obligation over declared dims alone, where substituting sizes leaves a
+        ground formula that simplification decides.
+        """
+        names = [n for n in self.dim_order if n in involved and n in self._declared]
+        known = {str(self._dims[n]) for n in names}
+        known |= {str(self._declared[n].quotient) for n in names if self._declared[n].quotient}
+        if not names or not _variables(normal) <= known:
+            return None
+        per_dim = min(64, max(2, int(SEARCH_CANDIDATES ** (1 / len(names)))))
+        values = [self._admissible(self._declared[n], per_dim) for n in names]
+        for sizes in itertools.islice(itertools.product(*values), SEARCH_CANDIDATES):
+            pairs = []
+            for n, v in zip(names, sizes, strict=True):
+                pairs.append((self._dims[n], z3.IntVal(v)))
+                facts = self._declared[n]
+                if facts.quotient is not None and facts.multiple_of:
+                    pairs.append((facts.quotient, z3.IntVal(v // facts.multiple_of)))
+            if z3.is_false(z3.simplify(z3.substitute(normal, *pairs))):
+                fixed = [self._dims[n] == v for n, v in zip(names, sizes, strict=True)]
+                result, model, _ = self._check(z3.Not(normal), *fixed)
+                if result == z3.sat:
+                    return model
+        return None
+
+    @staticmethod
+    def _admissible(facts: _DimFacts, count: int) -> list[int]:
+        step = facts.multiple_of or 1
+        first = max(facts.low, 0)
+        first += -first % step
+        out = []
+        v = first
+        while len(out) < count and (facts.high is None or v <= facts.high):
+            out.append(v)
+            v += step
+        return out
+
     def _smallest(
-        self, obligation: z3.BoolRef, involved: set[str], show: tuple
+        self, normal: z3.BoolRef, involved: set[str], show: tuple
     ) -> z3.ModelRef | None:
         """The least counterexample: dims in declaration order, then the shown terms.
 
@@ -137,9 +278,10 @@ class Prover:
             return None
         opt = z3.Optimize()
         opt.set("timeout", self.timeout_ms)
+        opt.set("rlimit", self.rlimit)
         for fact in self._facts.values():
             opt.add(fact.term)
-        opt.add(z3.Not(obligation))
+        opt.add(z3.Not(normal))
         for term in objectives:
             opt.minimize(term)
         if opt.check() != z3.sat:
@@ -155,12 +297,12 @@ class Prover:
         return found
 
     def _conflict(
-        self, obligation: z3.BoolRef, variables: set[str]
+        self, normal: z3.BoolRef, variables: set[str]
     ) -> tuple[tuple[Label, ...], bool]:
         s = self.solver
         s.push()
         try:
-            s.add(obligation)
+            s.add(normal)
             result = s.check()
             if result == z3.unsat:
                 core = {str(b) for b in s.unsat_core()}
@@ -172,12 +314,25 @@ class Prover:
         return _unique(labels), False
 
 
+def _reason(z3_reason: str) -> str:
+    """Z3's reason for `unknown`, in the user's words."""
+    if z3_reason == "canceled":  # what Z3 says when the rlimit runs out
+        return "resource limit reached"
+    if z3_reason == "timeout":
+        return "wall-clock timeout"
+    return z3_reason
+
+
 def _unique(labels: list[Label | None]) -> tuple[Label, ...]:
     seen: list[Label] = []
     for label in labels:
         if label is not None and label not in seen:
             seen.append(label)
     return tuple(sorted(seen, key=lambda lab: (lab.span.line, lab.span.column)))
+
+
+def _is_variable(term: z3.ExprRef) -> bool:
+    return z3.is_const(term) and term.decl().kind() == z3.Z3_OP_UNINTERPRETED
 
 
 def _variables(term: z3.ExprRef) -> set[str]:
@@ -189,7 +344,7 @@ def _variables(term: z3.ExprRef) -> set[str]:
         if t.get_id() in seen:
             continue
         seen.add(t.get_id())
-        if z3.is_const(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+        if _is_variable(t):
             out.add(str(t))
         todo.extend(t.children())
     return out
