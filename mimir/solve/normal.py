@@ -43,8 +43,9 @@ class Normaliser:
         self._defs = definitions
         self._lower = lower_bound
         self._atoms: dict[str, z3.ArithRef] = {}
-        self._poly_memo: dict[int, Poly] = {}
-        self._bool_memo: dict[int, z3.BoolRef] = {}
+        # Keyed by Z3's term id; each entry keeps its term alive, so the id is never reused.
+        self._poly_memo: dict[int, tuple[z3.ExprRef, Poly]] = {}
+        self._bool_memo: dict[int, tuple[z3.ExprRef, z3.BoolRef]] = {}
 
     # ---------------------------------------------------------------- booleans
 
@@ -54,8 +55,8 @@ class Normaliser:
     def _bool(self, t: z3.ExprRef) -> z3.BoolRef:
         key = t.get_id()
         if key not in self._bool_memo:
-            self._bool_memo[key] = self._bool_uncached(t)
-        return self._bool_memo[key]
+            self._bool_memo[key] = (t, self._bool_uncached(t))
+        return self._bool_memo[key][1]
 
     def _bool_uncached(self, t: z3.ExprRef) -> z3.BoolRef:
         kids = t.children()
@@ -95,8 +96,8 @@ class Normaliser:
     def _poly(self, t: z3.ExprRef) -> Poly:
         key = t.get_id()
         if key not in self._poly_memo:
-            self._poly_memo[key] = self._poly_uncached(t)
-        return self._poly_memo[key]
+            self._poly_memo[key] = (t, self._poly_uncached(t))
+        return self._poly_memo[key][1]
 
     def _poly_uncached(self, t: z3.ExprRef) -> Poly:
         if z3.is_int_value(t):

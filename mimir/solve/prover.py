@@ -43,10 +43,12 @@ REFUTED = "refuted"
 UNKNOWN = "unknown"
 
 DEFAULT_TIMEOUT_MS = 5000
-# Z3 resource units per millisecond of `timeout_ms`: about a fifth of what one core of the
-# development machine spends in a millisecond, so the rlimit, not the clock, ends a hard query
-# unless the machine runs more than five times slower.
-RLIMIT_PER_MS = 2000
+# Z3 resource units per millisecond of `timeout_ms`. One core of the development machine
+# spends about 8,000 units per millisecond of CPU, so a query's rlimit runs out in about an
+# eighth of its wall-clock timeout: the rlimit, not the clock, ends a hard query unless the
+# machine is more than eight times slower (measured: 2,000 units/ms of wall time with two
+# cores shared by forty busy processes).
+RLIMIT_PER_MS = 1000
 # The bounded counterexample search tries at most this many size combinations.
 SEARCH_CANDIDATES = 512
 
@@ -212,11 +214,13 @@ class Prover:
         labels, always = self._conflict(normal, variables)
         return Verdict(REFUTED, counterexample, labels, always)
 
-    def _check(self, *extra: z3.BoolRef) -> tuple[z3.CheckSatResult, z3.ModelRef | None, str]:
-        """`facts ∧ extra` on a fresh solver under the query budget."""
+    def _check(
+        self, *extra: z3.BoolRef, rlimit: int | None = None
+    ) -> tuple[z3.CheckSatResult, z3.ModelRef | None, str]:
+        """`facts ∧ extra` on a fresh solver under the query budget (`rlimit=0`: none)."""
         s = z3.Solver()
         s.set("timeout", self.timeout_ms)
-        s.set("rlimit", self.rlimit)
+        s.set("rlimit", self.rlimit if rlimit is None else rlimit)
         s.add(*[f.term for f in self._facts.values()], *extra)
         result = s.check()
         if result == z3.sat:
@@ -247,7 +251,8 @@ class Prover:
                     pairs.append((facts.quotient, z3.IntVal(v // facts.multiple_of)))
             if z3.is_false(z3.simplify(z3.substitute(normal, *pairs))):
                 fixed = [self._dims[n] == v for n, v in zip(names, sizes, strict=True)]
-                result, model, _ = self._check(z3.Not(normal), *fixed)
+                # Every dim fixed: propagation decides it, no budget needed.
+                result, model, _ = self._check(z3.Not(normal), *fixed, rlimit=0)
                 if result == z3.sat:
                     return model
         return None
@@ -264,9 +269,7 @@ class Prover:
             v += step
         return out
 
-    def _smallest(
-        self, normal: z3.BoolRef, involved: set[str], show: tuple
-    ) -> z3.ModelRef | None:
+    def _smallest(self, normal: z3.BoolRef, involved: set[str], show: tuple) -> z3.ModelRef | None:
         """The least counterexample: dims in declaration order, then the shown terms.
 
         Minimising makes counterexamples small (N=1 rather than N=7) and deterministic:
@@ -296,9 +299,7 @@ class Prover:
             found.update(self._var_dims.get(v, ()))
         return found
 
-    def _conflict(
-        self, normal: z3.BoolRef, variables: set[str]
-    ) -> tuple[tuple[Label, ...], bool]:
+    def _conflict(self, normal: z3.BoolRef, variables: set[str]) -> tuple[tuple[Label, ...], bool]:
         s = self.solver
         s.push()
         try:
@@ -316,7 +317,8 @@ class Prover:
 
 def _reason(z3_reason: str) -> str:
     """Z3's reason for `unknown`, in the user's words."""
-    if z3_reason == "canceled":  # what Z3 says when the rlimit runs out
+    # Z3 says either when the rlimit runs out (which depends on where it was cut).
+    if z3_reason in ("canceled", "max. resource limit exceeded"):
         return "resource limit reached"
     if z3_reason == "timeout":
         return "wall-clock timeout"
