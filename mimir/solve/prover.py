@@ -211,7 +211,7 @@ class Prover:
             )
             + shown
         )
-        labels, always = self._conflict(normal, variables)
+        labels, always = self._conflict(obligation, normal, variables)
         return Verdict(REFUTED, counterexample, labels, always)
 
     def _check(
@@ -299,20 +299,34 @@ class Prover:
             found.update(self._var_dims.get(v, ()))
         return found
 
-    def _conflict(self, normal: z3.BoolRef, variables: set[str]) -> tuple[tuple[Label, ...], bool]:
-        s = self.solver
-        s.push()
-        try:
-            s.add(normal)
+    def _conflict(
+        self, obligation: z3.BoolRef, normal: z3.BoolRef, variables: set[str]
+    ) -> tuple[tuple[Label, ...], bool]:
+        """The annotations in conflict: the unsat core of `facts ∧ obligation`, when it is unsat.
+
+        The original obligation first (its core names the facts that normalisation read,
+        e.g. a dtype annotation), its normal form when Z3 cannot decide the original.
+        """
+        for goal in (obligation, normal):
+            s = z3.Solver()
+            s.set("timeout", self.timeout_ms)
+            s.set("rlimit", self.rlimit)
+            s.set("unsat_core", True)
+            s.set("core.minimize", True)
+            for key, fact in self._facts.items():
+                s.assert_and_track(fact.term, z3.Bool(key))
+            s.add(goal)
             result = s.check()
+            if result == z3.sat:
+                break
             if result == z3.unsat:
                 core = {str(b) for b in s.unsat_core()}
-                labels = [self._facts[k].label for k in self._facts if k in core]
-                return _unique(labels), True
-        finally:
-            s.pop()
-        labels = [self._var_label[v] for v in sorted(variables) if v in self._var_label]
-        return _unique(labels), False
+                labels = _unique([self._facts[k].label for k in self._facts if k in core])
+                return labels or self._labels_of(variables), True
+        return self._labels_of(variables), False
+
+    def _labels_of(self, variables: set[str]) -> tuple[Label, ...]:
+        return _unique([self._var_label[v] for v in sorted(variables) if v in self._var_label])
 
 
 def _reason(z3_reason: str) -> str:
