@@ -39,7 +39,7 @@ class Normaliser:
         lower_bound: Callable[[str], int | None],
     ) -> None:
         # `definitions`: a variable's name -> the term it stands for (annotation sizes,
-        # `N -> 8*k`). `lower_bound`: the least value a variable can take, when known.
+        # `N -> 8*k`). `lower_bound`: the least value of a variable (by name), when known.
         self._defs = definitions
         self._lower = lower_bound
         self._atoms: dict[str, z3.ArithRef] = {}
@@ -59,18 +59,21 @@ class Normaliser:
         return self._bool_memo[key][1]
 
     def _bool_uncached(self, t: z3.ExprRef) -> z3.BoolRef:
+        if not z3.is_app(t):
+            return t
+        kind = t.decl().kind()
         kids = t.children()
-        if z3.is_and(t):
+        if kind == z3.Z3_OP_AND:
             return z3.And(*[self._bool(c) for c in kids])
-        if z3.is_or(t):
+        if kind == z3.Z3_OP_OR:
             return z3.Or(*[self._bool(c) for c in kids])
-        if z3.is_not(t):
+        if kind == z3.Z3_OP_NOT:
             return z3.Not(self._bool(kids[0]))
-        if z3.is_implies(t):
+        if kind == z3.Z3_OP_IMPLIES:
             return z3.Implies(self._bool(kids[0]), self._bool(kids[1]))
-        if z3.is_app_of(t, z3.Z3_OP_ITE):
+        if kind == z3.Z3_OP_ITE:
             return z3.If(self._bool(kids[0]), self._bool(kids[1]), self._bool(kids[2]))
-        compare = _COMPARE.get(t.decl().kind()) if z3.is_app(t) else None
+        compare = _COMPARE.get(kind)
         if compare is not None and len(kids) == 2 and z3.is_int(kids[0]):
             diff = _sub(self._poly(kids[0]), self._poly(kids[1]))
             if not diff:
@@ -78,13 +81,13 @@ class Normaliser:
             if set(diff) == {()}:
                 return z3.BoolVal(compare(diff[()], 0))
             return compare(self._term(diff), z3.IntVal(0))
-        if z3.is_eq(t) and len(kids) == 2:  # a dtype, or another non-integer sort
+        if kind == z3.Z3_OP_EQ and len(kids) == 2:  # a dtype, or another non-integer sort
             return self._subst(kids[0]) == self._subst(kids[1])
         return t
 
     def _subst(self, t: z3.ExprRef) -> z3.ExprRef:
-        if z3.is_const(t) and str(t) in self._defs:
-            return self._defs[str(t)]
+        if t.num_args() == 0 and t.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            return self._defs.get(t.decl().name(), t)
         return t
 
     # ---------------------------------------------------------------- integers
@@ -100,34 +103,35 @@ class Normaliser:
         return self._poly_memo[key][1]
 
     def _poly_uncached(self, t: z3.ExprRef) -> Poly:
-        if z3.is_int_value(t):
+        kind = t.decl().kind() if z3.is_app(t) else None
+        if kind == z3.Z3_OP_ANUM:
             return _const(t.as_long())
-        kids = t.children()
-        if z3.is_const(t):
-            name = str(t)
+        if kind == z3.Z3_OP_UNINTERPRETED and t.num_args() == 0:
+            name = t.decl().name()
             if name in self._defs:
                 return self._poly(self._defs[name])
-            return self._atom(t)
-        if z3.is_add(t):
+            return self._atom(t, name)
+        kids = t.children()
+        if kind == z3.Z3_OP_ADD:
             out: Poly = {}
             for c in kids:
                 out = _add(out, self._poly(c))
             return out
-        if z3.is_sub(t):
+        if kind == z3.Z3_OP_SUB:
             out = self._poly(kids[0])
             for c in kids[1:]:
                 out = _sub(out, self._poly(c))
             return out
-        if z3.is_app_of(t, z3.Z3_OP_UMINUS):
+        if kind == z3.Z3_OP_UMINUS:
             return _scale(self._poly(kids[0]), -1)
-        if z3.is_mul(t):
+        if kind == z3.Z3_OP_MUL:
             out = _const(1)
             for c in kids:
                 out = _mul(out, self._poly(c))
             return out
-        if z3.is_idiv(t) or z3.is_mod(t):
-            return self._divide(z3.is_idiv(t), self._poly(kids[0]), self._poly(kids[1]))
-        if z3.is_app_of(t, z3.Z3_OP_ITE):
+        if kind in (z3.Z3_OP_IDIV, z3.Z3_OP_MOD):
+            return self._divide(kind == z3.Z3_OP_IDIV, self._poly(kids[0]), self._poly(kids[1]))
+        if kind == z3.Z3_OP_ITE:
             cond = z3.simplify(self._bool(kids[0]))
             if z3.is_true(cond):
                 return self._poly(kids[1])
@@ -184,8 +188,10 @@ class Normaliser:
             total += value
         return total >= 1
 
-    def _atom(self, t: z3.ExprRef) -> Poly:
-        key = t.sexpr()
+    def _atom(self, t: z3.ExprRef, key: str | None = None) -> Poly:
+        # A variable's key is its name (what `lower_bound` is asked about); any other atom's
+        # is its s-expression, so equal terms are one atom.
+        key = key or t.sexpr()
         self._atoms.setdefault(key, t)
         return {(key,): 1}
 

@@ -96,7 +96,10 @@ class Prover:
         self._declared: dict[str, _DimFacts] = {}
         # Variables that stand for a term (annotation sizes, `N -> m*k`), for normalising.
         self._defs: dict[str, z3.ArithRef] = {}
-        self._lower: dict[str, int] = {}  # least value of a variable, by its s-expression
+        self._def_lhs: dict[str, z3.ExprRef] = {}
+        self._lower: dict[str, int] = {}  # least value of a variable, by name
+        self._normaliser: Normaliser | None = None  # rebuilt when a definition is added
+        self._pairs: list[tuple[z3.ArithRef, z3.ArithRef]] | None = None  # for `_substitute`
         # For an annotation variable: the dims its size is written in.
         self._var_dims: dict[str, tuple[str, ...]] = {}
         self._var_label: dict[str, Label] = {}
@@ -126,8 +129,9 @@ class Prover:
         if multiple_of is not None and multiple_of > 0:
             quotient = z3.Int(f"{name}/{multiple_of}")
             self.add_fact(var == multiple_of * quotient, label)
-            self._lower[quotient.sexpr()] = -(-low // multiple_of)
-        self._lower[var.sexpr()] = low
+            self._lower[str(quotient)] = -(-low // multiple_of)
+        self._lower[name] = low
+        self._normaliser = None
         self._declared[name] = _DimFacts(low, high, multiple_of, quotient)
         return var
 
@@ -170,10 +174,26 @@ class Prover:
                 if v in self._defs:
                     todo.extend(_variables(self._defs[v]))
         self._defs[name] = rhs
+        self._def_lhs[name] = lhs
+        self._normaliser = None
+        self._pairs = None
 
     def normalise(self, term: z3.BoolRef) -> z3.BoolRef:
         """`term` in polynomial normal form (equivalent under the facts)."""
-        return Normaliser(self._defs, self._lower.get).normalise(term)
+        if self._normaliser is None:
+            self._normaliser = Normaliser(self._defs, self._lower.get)
+        return self._normaliser.normalise(term)
+
+    def _substitute(self, term: z3.ExprRef) -> z3.ExprRef:
+        """`term` with every defined variable replaced by what it stands for."""
+        if self._pairs is None:
+            self._pairs = [(self._def_lhs[name], rhs) for name, rhs in self._defs.items()]
+        for _ in range(len(self._pairs)):  # definitions never form a cycle
+            done = z3.substitute(term, *self._pairs) if self._pairs else term
+            if done.eq(term):
+                break
+            term = done
+        return term
 
     def prove(
         self, obligation: z3.BoolRef, show: tuple[tuple[str, z3.ArithRef], ...] = ()
@@ -187,19 +207,26 @@ class Prover:
             self.queries += 1
 
     def _prove(self, obligation: z3.BoolRef, show: tuple = ()) -> Verdict:
+        # Z3's own rewriter first (fast, in C++): it expands products and divides by literals,
+        # which settles most obligations; `normalise` handles what it leaves.
+        if z3.is_true(z3.simplify(self._substitute(obligation), som=True)):
+            return Verdict(PROVEN)
         normal = self.normalise(obligation)
         if z3.is_true(normal):
             return Verdict(PROVEN)
         variables = _variables(obligation)
         involved = self._dims_of(variables)
-        result, model, reason = self._check(z3.Not(normal))
+        facts = self._relevant(
+            variables | _variables(normal) | involved | {v for _, t in show for v in _variables(t)}
+        )
+        result, model, reason = self._check(facts, z3.Not(normal))
         if result == z3.unsat:
             return Verdict(PROVEN)
         if result == z3.unknown:
-            model = self._search(normal, involved)
+            model = self._search(facts, normal, involved)
             if model is None:
                 return Verdict(UNKNOWN, reason=reason)
-        model = self._smallest(normal, involved, show) or model
+        model = self._smallest(facts, normal, involved, show) or model
         shown = tuple(
             (name, model.eval(term, model_completion=True).as_long()) for name, term in show
         )
@@ -211,25 +238,52 @@ class Prover:
             )
             + shown
         )
-        labels, always = self._conflict(obligation, normal, variables)
+        labels, always = self._conflict(facts, obligation, normal, variables)
         return Verdict(REFUTED, counterexample, labels, always)
 
-    def _check(
-        self, *extra: z3.BoolRef, rlimit: int | None = None
-    ) -> tuple[z3.CheckSatResult, z3.ModelRef | None, str]:
-        """`facts ∧ extra` on a fresh solver under the query budget (`rlimit=0`: none)."""
-        s = z3.Solver()
-        s.set("timeout", self.timeout_ms)
-        s.set("rlimit", self.rlimit if rlimit is None else rlimit)
-        s.add(*[f.term for f in self._facts.values()], *extra)
-        result = s.check()
-        if result == z3.sat:
-            return result, s.model(), ""
-        if result == z3.unsat:
-            return result, None, ""
-        return result, None, _reason(s.reason_unknown())
+    def _relevant(self, variables: set[str]) -> list[str]:
+        """The facts that constrain `variables`, directly or through other facts (by key).
 
-    def _search(self, normal: z3.BoolRef, involved: set[str]) -> z3.ModelRef | None:
+        A fact over variables the query never reaches cannot change its verdict; leaving it
+        out keeps each fresh solver small. Facts without variables always go in.
+        """
+        reached = set(variables)
+        chosen: set[str] = set()
+        grew = True
+        while grew:
+            grew = False
+            for key, fact in self._facts.items():
+                if key not in chosen and (not fact.variables or fact.variables & reached):
+                    chosen.add(key)
+                    reached |= fact.variables
+                    grew = True
+        return [k for k in self._facts if k in chosen]
+
+    def _check(
+        self, facts: list[str], *extra: z3.BoolRef, rlimit: int | None = None
+    ) -> tuple[z3.CheckSatResult, z3.ModelRef | None, str]:
+        """`facts ∧ extra` on fresh solvers under the query budget (`rlimit=0`: none).
+
+        Z3's SMT core first (it decides linear queries, and many nonlinear ones, with no
+        set-up cost), then the solver that picks a tactic for the query's logic (`qfnia`,
+        with nlsat, for nonlinear integer arithmetic; about 2 ms to set up).
+        """
+        result, reason = z3.unknown, ""
+        for s in (z3.SimpleSolver(), z3.Solver()):
+            s.set("timeout", self.timeout_ms)
+            s.set("rlimit", self.rlimit if rlimit is None else rlimit)
+            s.add(*[self._facts[k].term for k in facts], *extra)
+            result = s.check()
+            if result == z3.sat:
+                return result, s.model(), ""
+            if result == z3.unsat:
+                return result, None, ""
+            reason = _reason(s.reason_unknown())
+        return result, None, reason
+
+    def _search(
+        self, facts: list[str], normal: z3.BoolRef, involved: set[str]
+    ) -> z3.ModelRef | None:
         """The first admissible sizes (smallest first, dims in order) that refute `normal`.
 
         Only for an obligation over declared dims alone, where substituting sizes leaves a
@@ -246,13 +300,13 @@ class Prover:
             pairs = []
             for n, v in zip(names, sizes, strict=True):
                 pairs.append((self._dims[n], z3.IntVal(v)))
-                facts = self._declared[n]
-                if facts.quotient is not None and facts.multiple_of:
-                    pairs.append((facts.quotient, z3.IntVal(v // facts.multiple_of)))
+                decl = self._declared[n]
+                if decl.quotient is not None and decl.multiple_of:
+                    pairs.append((decl.quotient, z3.IntVal(v // decl.multiple_of)))
             if z3.is_false(z3.simplify(z3.substitute(normal, *pairs))):
                 fixed = [self._dims[n] == v for n, v in zip(names, sizes, strict=True)]
                 # Every dim fixed: propagation decides it, no budget needed.
-                result, model, _ = self._check(z3.Not(normal), *fixed, rlimit=0)
+                result, model, _ = self._check(facts, z3.Not(normal), *fixed, rlimit=0)
                 if result == z3.sat:
                     return model
         return None
@@ -269,7 +323,9 @@ class Prover:
             v += step
         return out
 
-    def _smallest(self, normal: z3.BoolRef, involved: set[str], show: tuple) -> z3.ModelRef | None:
+    def _smallest(
+        self, facts: list[str], normal: z3.BoolRef, involved: set[str], show: tuple
+    ) -> z3.ModelRef | None:
         """The least counterexample: dims in declaration order, then the shown terms.
 
         Minimising makes counterexamples small (N=1 rather than N=7) and deterministic:
@@ -282,8 +338,8 @@ class Prover:
         opt = z3.Optimize()
         opt.set("timeout", self.timeout_ms)
         opt.set("rlimit", self.rlimit)
-        for fact in self._facts.values():
-            opt.add(fact.term)
+        for key in facts:
+            opt.add(self._facts[key].term)
         opt.add(z3.Not(normal))
         for term in objectives:
             opt.minimize(term)
@@ -300,7 +356,7 @@ class Prover:
         return found
 
     def _conflict(
-        self, obligation: z3.BoolRef, normal: z3.BoolRef, variables: set[str]
+        self, facts: list[str], obligation: z3.BoolRef, normal: z3.BoolRef, variables: set[str]
     ) -> tuple[tuple[Label, ...], bool]:
         """The annotations in conflict: the unsat core of `facts ∧ obligation`, when it is unsat.
 
@@ -308,13 +364,13 @@ class Prover:
         e.g. a dtype annotation), its normal form when Z3 cannot decide the original.
         """
         for goal in (obligation, normal):
-            s = z3.Solver()
+            s = z3.SimpleSolver()
             s.set("timeout", self.timeout_ms)
             s.set("rlimit", self.rlimit)
             s.set("unsat_core", True)
             s.set("core.minimize", True)
-            for key, fact in self._facts.items():
-                s.assert_and_track(fact.term, z3.Bool(key))
+            for key in facts:
+                s.assert_and_track(self._facts[key].term, z3.Bool(key))
             s.add(goal)
             result = s.check()
             if result == z3.sat:
@@ -352,15 +408,27 @@ def _is_variable(term: z3.ExprRef) -> bool:
 
 
 def _variables(term: z3.ExprRef) -> set[str]:
+    """The names of the uninterpreted constants in `term`.
+
+    Walks Z3's own AST through the C API: the Python wrappers `children()` builds cost more
+    than the rest of a typical query (the borrowed pointers live as long as `term`).
+    """
+    ctx = term.ctx_ref()
     out: set[str] = set()
-    todo = [term]
+    todo = [term.as_ast()]
     seen: set[int] = set()
     while todo:
-        t = todo.pop()
-        if t.get_id() in seen:
+        ast = todo.pop()
+        ident = z3.Z3_get_ast_id(ctx, ast)
+        if ident in seen or z3.Z3_get_ast_kind(ctx, ast) != z3.Z3_APP_AST:
             continue
-        seen.add(t.get_id())
-        if _is_variable(t):
-            out.add(str(t))
-        todo.extend(t.children())
+        seen.add(ident)
+        app = z3.Z3_to_app(ctx, ast)
+        n = z3.Z3_get_app_num_args(ctx, app)
+        if n == 0:
+            decl = z3.Z3_get_app_decl(ctx, app)
+            if z3.Z3_get_decl_kind(ctx, decl) == z3.Z3_OP_UNINTERPRETED:
+                out.add(z3.Z3_get_symbol_string(ctx, z3.Z3_get_decl_name(ctx, decl)))
+        else:
+            todo.extend(z3.Z3_get_app_arg(ctx, app, k) for k in range(n))
     return out
