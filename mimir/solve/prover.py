@@ -265,15 +265,20 @@ class Prover:
         """`facts ∧ extra` on fresh solvers under the query budget (`rlimit=0`: none).
 
         Z3's SMT core first (it decides linear queries, and many nonlinear ones, with no
-        set-up cost), then the solver that picks a tactic for the query's logic (`qfnia`,
-        with nlsat, for nonlinear integer arithmetic; about 2 ms to set up).
+        set-up cost), then Z3's `qfnia` tactic (preprocessing, bounded bit-blasting of
+        nonlinear terms, nlsat; about 2 ms to set up) when the core gives up.
         """
         result, reason = z3.unknown, ""
-        for s in (z3.SimpleSolver(), z3.Solver()):
+        for make in (z3.SimpleSolver, lambda: z3.Tactic("qfnia").solver()):
+            s = make()
             s.set("timeout", self.timeout_ms)
             s.set("rlimit", self.rlimit if rlimit is None else rlimit)
             s.add(*[self._facts[k].term for k in facts], *extra)
-            result = s.check()
+            try:
+                result = s.check()
+            except z3.Z3Exception as err:  # a tactic that does not apply to this query
+                result, reason = z3.unknown, str(err)
+                continue
             if result == z3.sat:
                 return result, s.model(), ""
             if result == z3.unsat:
