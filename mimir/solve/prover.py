@@ -222,11 +222,19 @@ class Prover:
         result, model, reason = self._check(facts, z3.Not(normal))
         if result == z3.unsat:
             return Verdict(PROVEN)
+        searched = None
         if result == z3.unknown:
-            model = self._search(facts, normal, involved)
-            if model is None:
+            searched = self._search(facts, normal, involved)
+            if searched is None:
                 return Verdict(UNKNOWN, reason=reason)
-        model = self._smallest(facts, normal, involved, show) or model
+        # The least counterexample; where Optimize gives up on nonlinear terms, the first
+        # one of the small-size search (also deterministic), then the solver's model.
+        model = (
+            self._smallest(facts, normal, involved, show)
+            or searched
+            or self._search(facts, normal, involved)
+            or model
+        )
         shown = tuple(
             (name, model.eval(term, model_completion=True).as_long()) for name, term in show
         )
