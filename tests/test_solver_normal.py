@@ -179,3 +179,92 @@ def test_verdicts_do_not_depend_on_what_was_solved_before() -> None:
 def _hard_after(prover: Prover) -> z3.BoolRef:
     n = prover.dim("N")
     return (n * n * n - n) % 3 == 0
+
+
+# ---------------------------------------------------------------- reshapes of products of dims
+
+DIM_NAMES = ("A", "B", "C")
+
+
+@st.composite
+def _reshapes(draw: st.DrawFn) -> tuple[dict[str, int | None], list[str], int, str | None]:
+    """Dims (name -> multiple_of), a shape of dims and their products, a reshape `(-1, c[, D])`.
+
+    The divisors are powers of two up to 8 and every `multiple_of` divides 8, so whether the
+    reshape is valid depends only on each dim's size modulo 8 (through its quotient): sixteen
+    consecutive admissible sizes per dim decide it for every size.
+    """
+    count = draw(st.integers(1, 3))
+    dims = {n: draw(st.sampled_from([None, 2, 4])) for n in DIM_NAMES[:count]}
+    names = list(dims)
+    axis = st.one_of(
+        st.sampled_from(names),
+        st.tuples(st.sampled_from(names), st.sampled_from(names)).map(" * ".join),
+        st.sampled_from(["2", "3"]),
+    )
+    # Each dim alone on some axis (a dim only inside a product is not fixed by the call).
+    shape = draw(st.permutations(names + draw(st.lists(axis, max_size=2))))
+    c = draw(st.sampled_from([2, 4, 8]))
+    present = sorted({n for a in shape for n in names if n in a.split(" * ")})
+    keep = draw(st.sampled_from([None, *present])) if present else None
+    return dims, shape, c, keep
+
+
+def _admissible_sizes(multiple_of: int | None) -> list[int]:
+    step = multiple_of or 1
+    return [step * i for i in range(1, 17)]
+
+
+def _fails(dims: dict, shape: list[str], c: int, keep: str | None, env: dict[str, int]) -> bool:
+    total = 1
+    for axis in shape:
+        total *= eval(axis, {}, dict(env))  # noqa: S307 - our own generated arithmetic
+    return total % (c * (env[keep] if keep else 1)) != 0
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(_reshapes())
+def test_reshapes_of_products_are_decided_and_true(tmp_path_factory, case: tuple) -> None:
+    """Never GPU050; clean exactly when no admissible size breaks the reshape; a refutation's
+    counterexample breaks it, in arithmetic and in the shim (GPU013)."""
+    import itertools
+
+    from support import call_kernel, import_file, kernels_of
+
+    from mimir.check import check_source
+
+    dims, shape, c, keep = case
+    decls = [f'{n} = Dim("{n}"' + (f", multiple_of={m})" if m else ")") for n, m in dims.items()]
+    new = f"-1, {c}" + (f", {keep}" if keep else "")
+    ann = ", ".join(shape)
+    source = "\n".join(
+        [
+            "from mimir.array import Dim, Tensor, float32, gpu",
+            *decls,
+            "",
+            "",
+            "@gpu",
+            f"def kernel(x: Tensor[float32, {ann}]) -> Tensor[float32, {ann}]:",
+            f"    y = x.reshape({new})",
+            "    return x",
+            "",
+        ]
+    )
+    grid = [_admissible_sizes(dims[n]) for n in dims]
+    truth = any(
+        _fails(dims, shape, c, keep, dict(zip(dims, sizes, strict=True)))
+        for sizes in itertools.product(*grid)
+    )
+    path = tmp_path_factory.mktemp("reshape") / "kernel.py"
+    path.write_text(source)
+    found = check_source(str(path), source).diagnostics
+    assert [d.code for d in found] == (["GPU013"] if truth else []), (source, found)
+    if truth:
+        (d,) = found
+        env = dict(d.counterexample)
+        for n, m in dims.items():
+            if n in env:
+                assert env[n] >= 1 and env[n] % (m or 1) == 0, (source, env)
+        assert _fails(dims, shape, c, keep, {n: env.get(n, 1) for n in dims}), (source, env)
+        outcome, _ = call_kernel(kernels_of(import_file(path))["kernel"], env)
+        assert outcome.code == "GPU013", (source, env, outcome.error)
