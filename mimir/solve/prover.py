@@ -44,11 +44,10 @@ UNKNOWN = "unknown"
 
 DEFAULT_TIMEOUT_MS = 5000
 # Z3 resource units per millisecond of `timeout_ms`. One core of the development machine
-# spends about 8,000 units per millisecond of CPU, so a query's rlimit runs out in about an
-# eighth of its wall-clock timeout: the rlimit, not the clock, ends a hard query unless the
-# machine is more than eight times slower (measured: 2,000 units/ms of wall time with two
-# cores shared by forty busy processes).
-RLIMIT_PER_MS = 1000
+# spends about 7,500 units per millisecond of CPU, so a solver call's rlimit runs out in about
+# a thirtieth of its wall-clock timeout: the rlimit, not the clock, ends a hard query unless
+# the machine is thirty times slower (two cores shared by seven busy checkers: ten to twenty).
+RLIMIT_PER_MS = 250
 # The bounded counterexample search tries at most this many size combinations.
 SEARCH_CANDIDATES = 512
 
@@ -227,12 +226,13 @@ class Prover:
             searched = self._search(facts, normal, involved)
             if searched is None:
                 return Verdict(UNKNOWN, reason=reason)
-        # The least counterexample; where Optimize gives up on nonlinear terms, the first
-        # one of the small-size search (also deterministic), then the solver's model.
+        # The least counterexample: the small-size search (smallest sizes first, dims in
+        # order) where it applies, as it costs a few simplifications where Optimize can spend
+        # its whole budget on nonlinear terms; otherwise Optimize; the solver's model last.
         model = (
-            self._smallest(facts, normal, involved, show)
-            or searched
+            searched
             or self._search(facts, normal, involved)
+            or self._smallest(facts, normal, involved, show)
             or model
         )
         shown = tuple(
@@ -304,7 +304,9 @@ class Prover:
         """
         names = [n for n in self.dim_order if n in involved and n in self._declared]
         known = {str(self._dims[n]) for n in names}
-        known |= {str(self._declared[n].quotient) for n in names if self._declared[n].quotient}
+        known |= {
+            str(self._declared[n].quotient) for n in names if self._declared[n].quotient is not None
+        }
         if not names or not _variables(normal) <= known:
             return None
         per_dim = min(64, max(2, int(SEARCH_CANDIDATES ** (1 / len(names)))))
