@@ -123,6 +123,14 @@ def test_bounded_search_finds_what_the_solver_cannot() -> None:
     assert Prover(rlimit=1).prove(_hard(Prover(rlimit=1))).status == UNKNOWN
 
 
+def test_bounded_search_reads_multiple_of_as_a_quotient() -> None:
+    prover = Prover(rlimit=1)
+    e = _multiple_of(prover, "E", 2)
+    m = prover.declare_dim("M", 1, None, None, None)
+    verdict = prover.prove((m * e) % (2 * e) == 0)  # needs M even
+    assert (verdict.status, verdict.counterexample) == (REFUTED, (("E", 2), ("M", 1)))
+
+
 # True for every N (six divides a product of three consecutive integers), but only by
 # induction: beyond any budget, so UNKNOWN, never PROVEN.
 def _hard(prover: Prover) -> z3.BoolRef:

@@ -12,19 +12,23 @@ under a label that maps back to its source span. An obligation is:
 
 A query goes through the cheapest procedure that can decide it:
 
-1. normalisation (`mimir.solve.normal`): annotation sizes and `multiple_of` quotients
-   substituted, products expanded, exact divisions carried out; most obligations become
-   `True` here without a solver;
-2. a fresh, non-incremental Z3 solver on `facts ∧ ¬normalised`: Z3 picks its linear
-   procedures for linear queries and its nonlinear tactic (`qfnia`, nlsat-based) otherwise;
-3. a bounded search for a small counterexample: the admissible sizes of the dims involved,
-   smallest first, each substituted and simplified;
+1. Z3's rewriter (`simplify` with sums of monomials) on the obligation with annotation sizes
+   and `multiple_of` quotients substituted; then normalisation (`mimir.solve.normal`):
+   products expanded, exact divisions by literals and by polynomials carried out. Most
+   obligations become `True` here without a solver;
+2. fresh, non-incremental solvers on `facts ∧ ¬normalised` (only the facts it reaches):
+   Z3's SMT core (linear arithmetic, nonlinear heuristics), then its `qfnia` tactic;
+3. when both give up, a bounded search for a small counterexample: the admissible sizes of
+   the dims involved, smallest first, each substituted and simplified;
 4. otherwise UNKNOWN (GPU050).
+
+A counterexample is the least one: the bounded search's first (dims in declaration order)
+where the obligation is over dims alone, else Z3's Optimize, minimising the same way.
 
 Budgets are deterministic: every solver call gets a Z3 resource limit (`rlimit`, counted
 in Z3's own steps, so the same query gets the same verdict on an idle or a busy machine)
 proportional to `timeout_ms`; the wall-clock `timeout_ms` stays only as an outer safety,
-reached first only on a machine several times slower than `RLIMIT_PER_MS` assumes.
+reached first only on a machine many times slower than `RLIMIT_PER_MS` assumes.
 Every query uses fresh solvers, so its verdict never depends on what was solved before.
 """
 
