@@ -98,7 +98,10 @@ def check(
     z3_timeout: Annotated[
         int | None,
         typer.Option(
-            "--z3-timeout", min=1, help="Z3 timeout per query, in milliseconds (default: 5000)."
+            "--z3-timeout",
+            min=1,
+            help="Z3 budget per query, in milliseconds (default: 5000): a deterministic "
+            "resource limit proportional to it, and a wall-clock cap.",
         ),
     ] = None,
     baseline: Annotated[
@@ -210,7 +213,7 @@ def explain(
     ] = None,
     list_codes: Annotated[bool, typer.Option("--list", help="List every code.")] = False,
     z3_timeout: Annotated[
-        int, typer.Option("--z3-timeout", min=1, help="Z3 timeout per query, in milliseconds.")
+        int, typer.Option("--z3-timeout", min=1, help="Z3 budget per query, in milliseconds.")
     ] = 5000,
 ) -> None:
     """Print what a diagnostic code means, why, how to fix it, and examples.

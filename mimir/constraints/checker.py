@@ -157,15 +157,10 @@ class KernelChecker:
         for name in self.info.dims:
             decl = self.info.dims[name]
             dim = decl.dim
-            var = self.prover.dim(dim.name)
             label = Label(
                 decl.span, f"`{dim.name}` is declared here ({dim.describe_constraints()})"
             )
-            self.prover.add_fact(var >= dim.min, label)
-            if dim.max is not None:
-                self.prover.add_fact(var <= dim.max, label)
-            if dim.multiple_of is not None:
-                self.prover.add_fact(var % dim.multiple_of == 0, label)
+            self.prover.declare_dim(dim.name, dim.min, dim.max, dim.multiple_of, label)
         for _, ann, _ in self.kg.params:
             if isinstance(ann, TensorAnnotation):
                 for d in ann.dims:

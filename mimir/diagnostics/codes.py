@@ -364,10 +364,11 @@ _CODES = [
     Code(
         "GPU050",
         "unproven",
-        "the solver could not decide an obligation in time",
-        "Z3 returned unknown or hit its timeout; Mimir never treats that as proven",
+        "the solver could not decide an obligation within its budget",
+        "Z3 returned unknown or spent its resource limit (or, on a very slow machine, its "
+        "wall-clock timeout); Mimir never treats that as proven",
         "simplify the size arithmetic (avoid products of two dims inside `//` and `%`), or raise "
-        "the timeout with `--z3-timeout`",
+        "the budget with `--z3-timeout`",
         "",
         "",
     ),
