@@ -18,6 +18,7 @@ from mimir.constraints.devices import check_devices
 from mimir.constraints.index_kernels import IndexKernelChecker
 from mimir.diagnostics.diagnostic import Diagnostic, Span
 from mimir.discover import SKIPPED_DIRS, discover  # noqa: F401 - re-exported
+from mimir.parse.depth import MAX_EXPRESSION_DEPTH, deep_call, too_deep
 from mimir.parse.graph import KernelGraph, build_graph
 from mimir.parse.module import ModuleInfo, read_module
 from mimir.parse.spans import SourceFile, read_source
@@ -52,9 +53,22 @@ class CheckedKernel:
 
 
 def check_source(path: str, text: str, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> FileResult:
-    """Every diagnostic for one file's source text, in source order."""
+    """Every diagnostic for one file's source text, in source order.
+
+    Runs with room for `MAX_EXPRESSION_DEPTH` levels of nesting (`deep_call`); a file
+    with a deeper expression gets GPU004 there and nothing else.
+    """
+    return deep_call(_check_source, path, text, timeout_ms)
+
+
+def _check_source(path: str, text: str, timeout_ms: int) -> FileResult:
     try:
         tree = ast.parse(text, filename=path)
+    except (RecursionError, MemoryError) as err:
+        # Python's own parser gives up ("too complex", "maximum recursion depth")
+        message = f"syntax error: Python's parser cannot read this file: {err}"
+        span = Span(path, 1, 1, 1, 1)
+        return FileResult(path, [Diagnostic("GPU001", message, span)], unreadable=True)
     except SyntaxError as err:
         line = err.lineno or 1
         col = err.offset or 1
@@ -68,7 +82,11 @@ def check_source(path: str, text: str, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> 
             [Diagnostic("GPU001", f"syntax error: {err}", Span(path, 1, 1, 1, 1))],
             unreadable=True,
         )
-    info = read_module(SourceFile(path, text), tree)
+    source = SourceFile(path, text)
+    deep = too_deep(tree)
+    if deep:
+        return FileResult(path, [_too_deep(source, e) for e in deep])
+    info = read_module(source, tree)
     diagnostics = [Diagnostic(p.code, p.message, p.span) for p in info.problems]
     kernels = []
     for kernel in info.kernels:
@@ -91,6 +109,14 @@ def check_source(path: str, text: str, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> 
     diagnostics.sort(key=Diagnostic.sort_key)
     diagnostics = apply_suppressions(path, text, diagnostics)  # `# mimir: ignore[...]`
     return FileResult(path, diagnostics, kernels=kernels)
+
+
+def _too_deep(source: SourceFile, expr: ast.expr) -> Diagnostic:
+    message = (
+        f"expression nested more than {MAX_EXPRESSION_DEPTH:,} levels deep; "
+        "nothing else in this file is checked"
+    )
+    return Diagnostic("GPU004", message, source.span(expr))
 
 
 def check_file(path: Path, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> FileResult:

@@ -51,6 +51,18 @@ def _globs_option(values: list[str] | None) -> tuple[str, ...] | None:
     return tuple(v.strip() for value in values for v in value.split(",") if v.strip())
 
 
+def _size_option(value: str | None) -> int | None:
+    if value is None:
+        return None
+    from mimir.config import ConfigError
+    from mimir.safeio import parse_size
+
+    try:
+        return parse_size(value, "`--max-file-size`")
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+
+
 def _usage_error(message: str) -> typer.Exit:
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(EXIT_USAGE)
@@ -101,6 +113,14 @@ def check(
             "--z3-timeout", min=1, help="Z3 timeout per query, in milliseconds (default: 5000)."
         ),
     ] = None,
+    max_file_size: Annotated[
+        str | None,
+        typer.Option(
+            "--max-file-size",
+            help="Skip (GPU003) files larger than this many bytes; K, M, G suffixes "
+            "(default: 10M).",
+        ),
+    ] = None,
     baseline: Annotated[
         Path | None,
         typer.Option("--baseline", help="Report only findings not recorded in this baseline."),
@@ -138,6 +158,7 @@ def check(
             ignore=_codes_option(ignore, "--ignore"),
             exclude=_globs_option(exclude),
             z3_timeout=z3_timeout,
+            max_file_size=_size_option(max_file_size),
         )
         recorded = baselines.load(baseline) if baseline is not None else None
     except (ConfigError, baselines.BaselineError) as err:

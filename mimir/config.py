@@ -15,6 +15,7 @@ no file, the defaults apply and the current directory is the root.
     per-file-ignores = { "scripts/*.py" = ["GPU031"] }
     backends = ["msl", "wgsl", "ptx", "spirv"]   # default for `compile-gpu`
     z3-timeout = 5000                     # milliseconds per solver query
+    max-file-size = "10M"                 # larger files are skipped (GPU003); bytes, K, M, G
 
 A key that is unknown or has the wrong type raises `ConfigError`, whose
 message names the file and the key; the command line turns it into exit 2.
@@ -38,14 +39,16 @@ from functools import cache
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from mimir.safeio import DEFAULT_MAX_FILE_BYTES, parse_size
+
 # Matches `mimir.solve.prover.DEFAULT_TIMEOUT_MS` (a test keeps them equal;
 # importing the prover here would import z3).
 DEFAULT_Z3_TIMEOUT_MS = 5000
 BACKENDS = ("msl", "wgsl", "ptx", "spirv")
 CONFIG_FILES = ("mimir.toml", "pyproject.toml")
-# GPU001 and GPU002 mean the input could not be read: the run exits 2 and
-# the diagnostic is always shown, whatever select, ignore or a baseline say.
-UNFILTERED_CODES = frozenset({"GPU001", "GPU002"})
+# GPU001, GPU002 and GPU003 mean the input could not be read: the run exits 2
+# and the diagnostic is always shown, whatever select, ignore or a baseline say.
+UNFILTERED_CODES = frozenset({"GPU001", "GPU002", "GPU003"})
 
 
 class ConfigError(Exception):
@@ -61,6 +64,7 @@ class Config:
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     backends: tuple[str, ...] = BACKENDS
     z3_timeout: int = DEFAULT_Z3_TIMEOUT_MS
+    max_file_size: int = DEFAULT_MAX_FILE_BYTES
     # Where the configuration came from; not settings themselves.
     root: Path = field(default_factory=Path.cwd, compare=False)
     source: Path | None = field(default=None, compare=False)
@@ -93,7 +97,7 @@ class Config:
         p = Path(path)
         try:
             return p.resolve().relative_to(self.root.resolve()).as_posix()
-        except (ValueError, OSError):
+        except (ValueError, OSError, RuntimeError):  # RuntimeError: a symlink loop
             return p.as_posix()
 
     def normalized(self) -> dict[str, Any]:
@@ -243,6 +247,13 @@ def _timeout(value: Any, where: str) -> int:
     return value
 
 
+def _size(value: Any, where: str) -> int:
+    try:
+        return parse_size(value, where)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+
+
 def _describe(value: Any) -> str:
     kind = {
         bool: "a boolean",
@@ -263,6 +274,7 @@ _KEYS = {
     "per-file-ignores": ("per_file_ignores", _per_file_ignores),
     "backends": ("backends", _backends),
     "z3-timeout": ("z3_timeout", _timeout),
+    "max-file-size": ("max_file_size", _size),
 }
 
 
