@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mimir.diagnostics.diagnostic import Diagnostic
+from mimir.safeio import OutputError, write_atomic
 
 VERSION = 1
 
@@ -55,8 +56,10 @@ def write(file: Path, fingerprints: Iterable[Fingerprint]) -> int:
         for f, n in sorted(counts.items())
     ]
     doc = {"version": VERSION, "tool": "mimir", "findings": findings}
-    file.parent.mkdir(parents=True, exist_ok=True)
-    file.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    try:  # temp file and rename: never half a baseline, never through a symlink
+        write_atomic(file, json.dumps(doc, indent=2) + "\n")
+    except OutputError as err:
+        raise BaselineError(str(err)) from None
     return sum(counts.values())
 
 

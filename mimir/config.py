@@ -175,6 +175,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: invalid TOML: {err}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid TOML: arrays or tables nested too deeply") from None
     except OSError as err:
         raise ConfigError(f"{path}: cannot read: {err.strerror or err}") from None
 
@@ -198,9 +202,18 @@ def _string_list(value: Any, where: str) -> tuple[str, ...]:
 def _globs(value: Any, where: str) -> tuple[str, ...]:
     patterns = _string_list(value, where)
     for p in patterns:
-        if not p.strip():
-            raise ConfigError(f"{where} holds an empty pattern")
+        check_glob(p, where)
     return patterns
+
+
+def check_glob(pattern: str, where: str) -> None:
+    """Raise `ConfigError` naming `where` unless `pattern` is a usable glob."""
+    if not pattern.strip():
+        raise ConfigError(f"{where} holds an empty pattern")
+    try:
+        _compile(_normalize_glob(pattern))
+    except re.error as err:
+        raise ConfigError(f"{where}: `{pattern}` is not a valid glob ({err.msg})") from None
 
 
 def parse_codes(value: Any, where: str) -> tuple[str, ...]:
@@ -223,10 +236,12 @@ def parse_codes(value: Any, where: str) -> tuple[str, ...]:
 def _per_file_ignores(value: Any, where: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
     if not isinstance(value, dict):
         raise ConfigError(f"{where} must be a table of glob = [codes], got {_describe(value)}")
-    return tuple(
-        (pattern, parse_codes(listed, f'{where[:-1]}."{pattern}"`'))
-        for pattern, listed in value.items()
-    )
+    out = []
+    for pattern, listed in value.items():
+        key = f'{where[:-1]}."{pattern}"`'
+        check_glob(pattern, key)
+        out.append((pattern, parse_codes(listed, key)))
+    return tuple(out)
 
 
 def _backends(value: Any, where: str) -> tuple[str, ...]:
@@ -287,16 +302,20 @@ def _matches_code(code: str, selectors: tuple[str, ...]) -> bool:
 
 def glob_match(pattern: str, relpath: str) -> bool:
     """Whether `pattern` matches the root-relative POSIX path `relpath` (see the module doc)."""
-    pattern = pattern.strip()
-    if pattern.startswith("./"):
-        pattern = pattern[2:]
-    pattern = pattern.rstrip("/")
+    pattern = _normalize_glob(pattern)
     parts = PurePosixPath(relpath).parts
     if "/" not in pattern:
         regex = _compile(pattern)
         return any(regex.fullmatch(part) for part in parts)
     regex = _compile(pattern.lstrip("/"))
     return any(regex.fullmatch("/".join(parts[:i])) for i in range(1, len(parts) + 1))
+
+
+def _normalize_glob(pattern: str) -> str:
+    pattern = pattern.strip()
+    if pattern.startswith("./"):
+        pattern = pattern[2:]
+    return pattern.rstrip("/")
 
 
 @cache
@@ -323,9 +342,11 @@ def _compile(pattern: str) -> re.Pattern[str]:
                 out.append(re.escape(c))
             else:
                 body = pattern[i + 1 : end]
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append(f"[{body}]")
+                negate = body.startswith("!")
+                # Every character of a set is literal except `-` between two: escaping
+                # keeps `[[:alpha:]]` from reading as a (future) nested set.
+                chars = "".join(c if c == "-" else re.escape(c) for c in body[negate:])
+                out.append(f"[{'^' if negate else ''}{chars}]")
                 i = end + 1
                 continue
         else:

@@ -173,28 +173,80 @@ def _pseudo_fs(path: Path) -> bool:
     return any(resolved == Path(p) or Path(p) in resolved.parents for p in ("/proc", "/sys"))
 
 
+def check_inside(directory: Path, target: Path) -> None:
+    """Raise `OutputError` when a folder between `directory` and `target` is a symlink.
+
+    The target itself may be a link (`write_all` replaces it); a linked folder
+    would carry the write outside `directory`.
+    """
+    current = Path(directory)
+    for part in Path(target).relative_to(directory).parts[:-1]:
+        current = current / part
+        if current.is_symlink():
+            raise OutputError(f"`{current}`: is a symbolic link; refusing to write through it")
+        if os.path.lexists(current) and not current.is_dir():
+            raise OutputError(f"`{target}`: `{current}` is not a directory")
+
+
+def write_all(files: dict[Path, str | bytes]) -> None:
+    """Write every file or none: stage each as a temporary file beside its target, then rename.
+
+    Raises `OutputError` when any write fails; the targets are then as they were
+    (folders created for them are removed again).
+    """
+    staged: list[tuple[str, Path]] = []
+    created: list[Path] = []
+    current: Path | None = None
+    done = False
+    try:
+        for current, content in files.items():
+            data = content.encode("utf-8") if isinstance(content, str) else content
+            created += _make_parents(current.parent)
+            staged.append((_stage(current, data), current))
+        for tmp, current in staged:
+            os.replace(tmp, current)
+        done = True
+    except OSError as err:
+        raise OutputError(f"`{current}`: cannot write: {_reason(err)}") from None
+    finally:
+        if not done:
+            for tmp, _ in staged:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+            for folder in reversed(created):
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+
+
+def _make_parents(folder: Path) -> list[Path]:
+    missing = []
+    while not os.path.lexists(folder):
+        missing.append(folder)
+        folder = folder.parent
+    for path in reversed(missing):
+        path.mkdir()
+    return list(reversed(missing))
+
+
+def _stage(target: Path, data: bytes) -> str:
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".mimir-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o666 & ~_umask())
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return tmp
+
+
 def write_atomic(target: Path, content: str | bytes) -> None:
     """Write `content` to `target` via a temporary file and a rename (never through a symlink).
 
     Raises `OutputError` when the write fails; the old `target` is then unchanged.
     """
-    target = Path(target)
-    data = content.encode("utf-8") if isinstance(content, str) else content
-    tmp: str | None = None
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name[:32]}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, target)
-        tmp = None
-    except OSError as err:
-        raise OutputError(f"`{target}`: cannot write: {_reason(err)}") from None
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+    write_all({Path(target): content})
 
 
 def _umask() -> int:
