@@ -66,7 +66,8 @@ def _check_source(path: str, text: str, timeout_ms: int) -> FileResult:
         tree = ast.parse(text, filename=path)
     except (RecursionError, MemoryError) as err:
         # Python's own parser gives up ("too complex", "maximum recursion depth")
-        message = f"syntax error: Python's parser cannot read this file: {err}"
+        reason = type(err).__name__ + (f": {err}" if str(err) else "")
+        message = f"syntax error: nested too deeply for Python's parser ({reason})"
         span = Span(path, 1, 1, 1, 1)
         return FileResult(path, [Diagnostic("GPU001", message, span)], unreadable=True)
     except SyntaxError as err:

@@ -28,7 +28,9 @@ MAX_EXPRESSION_DEPTH = 3000
 # helpers): generous, since frames are cheap and running out is a crash.
 _FRAMES_PER_LEVEL = 40
 _RECURSION_LIMIT = MAX_EXPRESSION_DEPTH * _FRAMES_PER_LEVEL
-_STACK_BYTES = 1 << 30  # address space only; pages are touched as the stack grows
+_STACK_BYTES = (
+    256 << 20
+)  # address space; pages are touched as the stack grows (~32 MiB at the limit)
 
 T = TypeVar("T")
 _lock = threading.Lock()
