@@ -25,7 +25,9 @@ over its key and its bytes, under a secret that never lives in the cache folder:
 random 32-byte key created once per user and machine, mode 0600, at
 `$XDG_STATE_HOME/mimir/cache-secret` (`~/.local/state/...`). An entry whose
 MAC does not verify, or whose content is not exactly what `put` writes
-(`_valid`), is a miss. Without a usable secret the cache is off.
+(`_valid`), is a miss. Without a usable secret the cache is off. Writes never
+follow a symbolic link inside the folder, and a default `.mimir_cache` that is
+itself a link is not written to.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from typing import Any
 import mimir
 from mimir.diagnostics.diagnostic import Diagnostic
 from mimir.diagnostics.render.json import from_dict, to_dict
-from mimir.safeio import read_regular
+from mimir.safeio import OutputError, check_inside, read_regular, write_atomic
 
 CACHE_DIR_NAME = ".mimir_cache"
 ENV_CACHE_DIR = "MIMIR_CACHE_DIR"
@@ -213,23 +215,28 @@ class Cache:
         tmp: str | None = None
         try:
             self._prepare()
+            check_inside(self.directory, target)  # a planted link would lead the write out
             target.parent.mkdir(parents=True, exist_ok=True)
             # Write then rename, so a reader never sees half an entry.
             fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
             with os.fdopen(fd, "wb") as fh:
                 fh.write(self._mac(key, payload).encode() + b"\n" + payload)
             os.replace(tmp, target)
-        except OSError:
+        except (OSError, OutputError):
             if tmp is not None:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
 
     def _prepare(self) -> None:
+        if self.directory.is_symlink() and ENV_CACHE_DIR not in os.environ:
+            # `.mimir_cache` linked elsewhere (say, by a checked-out repository): not ours
+            raise OutputError(f"{self.directory} is a symbolic link")
         if (self.directory / "CACHEDIR.TAG").exists():
             return
         self.directory.mkdir(parents=True, exist_ok=True)
-        (self.directory / "CACHEDIR.TAG").write_text(_TAG)
-        (self.directory / ".gitignore").write_text("# Created by mimir automatically.\n*\n")
+        # temp file and rename: a link planted at either name is replaced, not written through
+        write_atomic(self.directory / "CACHEDIR.TAG", _TAG)
+        write_atomic(self.directory / ".gitignore", "# Created by mimir automatically.\n*\n")
 
 
 MAX_ENTRY_BYTES = 16 * 1024 * 1024

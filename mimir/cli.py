@@ -294,7 +294,9 @@ def _explain_in_file(code: str, target: str, timeout_ms: int) -> None:
 
         typer.echo(text_render.render_all(result.diagnostics))
         raise typer.Exit(EXIT_USAGE)
-    text, count = explain_file(result, code, line)
+    from mimir.parse.depth import deep_call
+
+    text, count = deep_call(explain_file, result, code, line)
     if count == 0:
         where = f"{path_text}:{line}" if line is not None else path_text
         typer.echo(f"no {code} in {where}: nothing to explain")

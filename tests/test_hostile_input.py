@@ -256,6 +256,20 @@ def test_unreadable_folder_is_gpu002_or_excluded(tmp_path: Path, monkeypatch) ->
     assert _codes_by_file(result.stdout) == {"bad.py": {"GPU011"}}
 
 
+@pytest.mark.parametrize("kind", ["fifo", "device", "nested"])
+def test_a_hostile_baseline_is_a_usage_error(tmp_path: Path, kind: str) -> None:
+    (tmp_path / "bad.py").write_text(BAD_MATMUL)
+    base = tmp_path / "base.json"
+    if kind == "fifo":
+        os.mkfifo(base)
+    elif kind == "device":
+        base.symlink_to("/dev/zero")
+    else:
+        base.write_text("[" * 100_000 + "]" * 100_000)
+    result = run("check", "--no-cache", "--baseline", "base.json", ".", cwd=tmp_path, timeout=60)
+    assert result.returncode == 2 and "base.json" in result.stderr
+
+
 # ------------------------------------------------------------ 5, 9. the cache
 
 
@@ -362,6 +376,23 @@ def test_the_secret_lives_outside_the_cache_and_is_private(tmp_path: Path) -> No
     shutil.rmtree(tmp_path / ".mimir_cache")
     assert run("check", "bad_matmul.py", cwd=tmp_path).returncode == 1
     assert not list((tmp_path / ".mimir_cache").rglob("*.json"))
+
+
+@pytest.mark.parametrize("link", [".mimir_cache", ".mimir_cache/.gitignore", ".mimir_cache/v2"])
+def test_the_cache_never_writes_through_a_planted_link(tmp_path: Path, link: str) -> None:
+    """A repository can ship `.mimir_cache` with links in it; nothing outside may change."""
+    (tmp_path / "bad.py").write_text(BAD_MATMUL)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / ".gitignore").write_text("mine\n")
+    (tmp_path / link).parent.mkdir(parents=True, exist_ok=True)
+    target = victim / ".gitignore" if link.endswith(".gitignore") else victim
+    (tmp_path / link).symlink_to(target)
+    before = _tree(victim)
+    for _ in range(2):
+        result = run("check", "bad.py", cwd=tmp_path)
+        assert result.returncode == 1 and "GPU011" in result.stdout
+    assert _tree(victim) == before
 
 
 def test_a_ci_secret_from_the_environment(tmp_path: Path, monkeypatch) -> None:
