@@ -505,6 +505,29 @@ def test_unwritable_outputs_are_gpu005_exit_2(tmp_path: Path, args: list[str]) -
     assert (tmp_path / "afile").read_text() == "keep"
 
 
+def test_a_write_that_fails_midway_leaves_the_folder_as_it_was(tmp_path: Path, monkeypatch) -> None:
+    from mimir import safeio
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "a.txt").write_text("old a")
+    real = safeio._stage
+    calls = []
+
+    def failing(target: Path, data: bytes) -> str:
+        calls.append(target)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        return real(target, data)
+
+    monkeypatch.setattr(safeio, "_stage", failing)
+    files = {out / "a.txt": "new a", out / "new" / "b.txt": b"b", out / "c.txt": "c"}
+    with pytest.raises(safeio.OutputError, match="No space left on device"):
+        safeio.write_all(files)
+    assert _tree(out) == {"a.txt": b"old a"}
+    assert sorted(p.name for p in out.iterdir()) == ["a.txt"]  # no temp files, no new folder
+
+
 def test_outputs_never_follow_a_symlink(tmp_path: Path) -> None:
     (tmp_path / "mlp.py").write_text(MLP)
     (tmp_path / "victim.txt").write_text("victim")

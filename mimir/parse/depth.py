@@ -55,7 +55,7 @@ def deep_call(fn: Callable[..., T], *args: object, **kwargs: object) -> T:
         old_stack = threading.stack_size()
         try:
             threading.stack_size(_STACK_BYTES)
-            worker = threading.Thread(target=run, name="mimir-deep")
+            worker = threading.Thread(target=run, name="mimir-deep", daemon=True)
         except (ValueError, RuntimeError):  # a platform without settable stacks
             return fn(*args, **kwargs)
         finally:
