@@ -26,7 +26,7 @@ def discover(paths: Iterable[Path]) -> Iterator[tuple[Path, bool]]:
     exclude globs apply to it like to a file.
     """
     for root in paths:
-        if not root.is_dir():
+        if not os.path.isdir(root):  # never raises: reading the path says what is wrong
             yield root, True
             continue
         unlisted: list[Path] = []

@@ -137,12 +137,14 @@ def check_writable(target: Path, *, directory: bool = False) -> None:
     system's limit.
     """
     target = Path(target)
+    # os.path's tests, not Path's: they answer False on any error (EACCES, ELOOP)
+    name_max = _name_max(target)
     for part in target.parts:
-        if len(os.fsencode(part)) > _name_max(target):
+        if len(os.fsencode(part)) > name_max:
             raise OutputError(f"`{target}`: file name too long ({len(part)} characters)")
-    if directory and target.exists() and not target.is_dir():
+    if directory and os.path.lexists(target) and not os.path.isdir(target):
         raise OutputError(f"`{target}`: exists and is not a directory")
-    if not directory and target.is_dir() and not target.is_symlink():
+    if not directory and os.path.isdir(target) and not os.path.islink(target):
         raise OutputError(f"`{target}`: is a directory")
     existing = target if directory else target.parent
     while not os.path.lexists(existing):
@@ -150,7 +152,7 @@ def check_writable(target: Path, *, directory: bool = False) -> None:
         if parent == existing:
             break
         existing = parent
-    if not existing.is_dir():
+    if not os.path.isdir(existing):
         raise OutputError(f"`{target}`: `{existing}` is not a directory")
     if _pseudo_fs(existing):
         raise OutputError(f"`{target}`: `{existing}` is not a place for output files")
@@ -160,7 +162,7 @@ def check_writable(target: Path, *, directory: bool = False) -> None:
 
 def _name_max(path: Path) -> int:
     probe = path
-    while not probe.exists() and probe.parent != probe:
+    while not os.path.exists(probe) and probe.parent != probe:
         probe = probe.parent
     try:
         return os.pathconf(probe, "PC_NAME_MAX")
@@ -169,7 +171,8 @@ def _name_max(path: Path) -> int:
 
 
 def _pseudo_fs(path: Path) -> bool:
-    resolved = path.resolve()
+    """Whether `path` lies in /proc or /sys, where files are not files."""
+    resolved = Path(os.path.realpath(path))
     return any(resolved == Path(p) or Path(p) in resolved.parents for p in ("/proc", "/sys"))
 
 
@@ -182,9 +185,9 @@ def check_inside(directory: Path, target: Path) -> None:
     current = Path(directory)
     for part in Path(target).relative_to(directory).parts[:-1]:
         current = current / part
-        if current.is_symlink():
+        if os.path.islink(current):
             raise OutputError(f"`{current}`: is a symbolic link; refusing to write through it")
-        if os.path.lexists(current) and not current.is_dir():
+        if os.path.lexists(current) and not os.path.isdir(current):
             raise OutputError(f"`{target}`: `{current}` is not a directory")
 
 

@@ -254,6 +254,12 @@ def test_unreadable_folder_is_gpu002_or_excluded(tmp_path: Path, monkeypatch) ->
     result = mimir_inprocess("check", "--no-cache", "--exclude", "locked", "--format", "json", ".")
     assert result.exit_code == 1, result.output
     assert _codes_by_file(result.stdout) == {"bad.py": {"GPU011"}}
+    # A file named inside it, and reports written into it, are GPU002 and GPU005.
+    result = mimir_inprocess("check", "--no-cache", "--format", "json", "locked/hidden.py")
+    assert result.exit_code == 2, result.output
+    assert _codes_by_file(result.stdout) == {"hidden.py": {"GPU002"}}
+    result = mimir_inprocess("check", "--no-cache", "-o", "locked/sub/r.txt", "ok")
+    assert result.exit_code == 2 and "error[GPU005]" in result.stderr
 
 
 @pytest.mark.parametrize("kind", ["fifo", "device", "nested"])
