@@ -145,15 +145,47 @@ def test_a_file_pythons_parser_gives_up_on_is_gpu001(tmp_path: Path) -> None:
     assert _codes_by_file(result.stdout) == {"deep.py": {"GPU001"}, "bad.py": {"GPU011"}}
 
 
-def test_compile_gpu_at_the_limit(tmp_path: Path) -> None:
-    (tmp_path / "k.py").write_text(_at_depth("add", MAX_EXPRESSION_DEPTH))
+INDEX_KERNEL = (
+    "from mimir.array import Dim, Tensor, float32, gpu, program_id\n\n"
+    'N = Dim("N")\n\n\n'
+    "@gpu(grid=(N,))\n"
+    "def shift(x: Tensor[float32, N], out: Tensor[float32, N]):\n"
+    "    i = program_id(0)\n"
+    "    out[i] = "
+)
+
+
+@pytest.mark.parametrize(
+    "source, spv",
+    [
+        (_at_depth("add", MAX_EXPRESSION_DEPTH), "k_0_ew.spv"),
+        # out[i] = -...-x[i]: the subscript, its name and index add three levels
+        (INDEX_KERNEL + "-" * (MAX_EXPRESSION_DEPTH - 2) + "x[i]\n", "shift_0_grid.spv"),
+    ],
+    ids=["tensor", "index"],
+)
+def test_compile_gpu_at_the_limit(tmp_path: Path, source: str, spv: str) -> None:
+    (tmp_path / "k.py").write_text(source)
     result = run("compile-gpu", "--backend", "all", "k.py", "-o", "out", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    spv = tmp_path / "out" / "spirv" / "k_0_ew.spv"
-    assert spv.stat().st_size > 0 and (tmp_path / "out" / "wgsl" / "k_0_ew.wgsl").exists()
+    binary = tmp_path / "out" / "spirv" / spv
+    assert binary.stat().st_size > 0
+    assert (tmp_path / "out" / "wgsl" / spv.replace(".spv", ".wgsl")).exists()
     if shutil.which("spirv-val"):
-        val = subprocess.run(["spirv-val", str(spv)], capture_output=True, text=True)
+        val = subprocess.run(["spirv-val", str(binary)], capture_output=True, text=True)
         assert val.returncode == 0, val.stdout + val.stderr
+
+
+def test_walking_kernel_ir_is_iterative() -> None:
+    """A recursive generator costs one frame per level for every item: quadratic, then a crash."""
+    from mimir.codegen.ir import Binary, Var, walk_expr
+
+    leaf = Var("x", "f32")
+    chain = leaf
+    for _ in range(50_000):
+        chain = Binary("+", chain, leaf, "f32")
+    nodes = list(walk_expr(chain))
+    assert len(nodes) == 100_001 and nodes[0] is chain and nodes[-1] is leaf
 
 
 # ------------------------------------------------- 2-4. files that are not files
