@@ -25,8 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mimir.diagnostics.diagnostic import Diagnostic
+from mimir.safeio import OutputError, read_regular, write_atomic
 
 VERSION = 1
+
+
+MAX_BASELINE_BYTES = 256 * 1024 * 1024
 
 
 class BaselineError(Exception):
@@ -55,16 +59,21 @@ def write(file: Path, fingerprints: Iterable[Fingerprint]) -> int:
         for f, n in sorted(counts.items())
     ]
     doc = {"version": VERSION, "tool": "mimir", "findings": findings}
-    file.parent.mkdir(parents=True, exist_ok=True)
-    file.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    try:  # temp file and rename: never half a baseline, never through a symlink
+        write_atomic(file, json.dumps(doc, indent=2) + "\n")
+    except OutputError as err:
+        raise BaselineError(str(err)) from None
     return sum(counts.values())
 
 
 def load(file: Path) -> Counter[Fingerprint]:
     try:
-        doc = json.loads(file.read_text(encoding="utf-8"))
+        # only a regular file, and not without bound (a link to /dev/zero)
+        doc = json.loads(read_regular(file, MAX_BASELINE_BYTES).decode("utf-8"))
     except OSError as err:
         raise BaselineError(f"{file}: cannot read baseline: {err.strerror or err}") from None
+    except RecursionError:
+        raise BaselineError(f"{file}: baseline is not JSON: nested too deeply") from None
     except ValueError as err:
         raise BaselineError(f"{file}: baseline is not JSON: {err}") from None
     if not isinstance(doc, dict) or doc.get("version") != VERSION:

@@ -19,6 +19,7 @@ from mimir.constraints.devices import check_devices
 from mimir.constraints.index_kernels import IndexKernelChecker
 from mimir.diagnostics.diagnostic import Diagnostic, Span
 from mimir.discover import SKIPPED_DIRS, discover  # noqa: F401 - re-exported
+from mimir.parse.depth import MAX_EXPRESSION_DEPTH, deep_call, too_deep
 from mimir.parse.graph import KernelGraph, build_graph
 from mimir.parse.module import ModuleInfo, read_module
 from mimir.parse.spans import SourceFile, read_source
@@ -83,9 +84,38 @@ def check_source(
     package root and nothing else configured). `cancelled` is polled between
     kernels: when it returns True the check stops with `CheckCancelledError` (a
     newer edit made it stale).
+
+    Runs with room for `MAX_EXPRESSION_DEPTH` levels of nesting (`deep_call`); a file
+    with a deeper expression gets GPU004 there and nothing else.
     """
+    return deep_call(
+        _check_source,
+        path,
+        text,
+        timeout_ms,
+        kernel_cache=kernel_cache,
+        cancelled=cancelled,
+        project=project,
+    )
+
+
+def _check_source(
+    path: str,
+    text: str,
+    timeout_ms: int,
+    *,
+    kernel_cache: KernelCache | None,
+    cancelled: Callable[[], bool] | None,
+    project: Project | None,
+) -> FileResult:
     try:
         tree = ast.parse(text, filename=path)
+    except (RecursionError, MemoryError) as err:
+        # Python's own parser gives up ("too complex", "maximum recursion depth")
+        reason = type(err).__name__ + (f": {err}" if str(err) else "")
+        message = f"syntax error: nested too deeply for Python's parser ({reason})"
+        span = Span(path, 1, 1, 1, 1)
+        return FileResult(path, [Diagnostic("GPU001", message, span)], unreadable=True)
     except SyntaxError as err:
         line = err.lineno or 1
         col = err.offset or 1
@@ -100,7 +130,11 @@ def check_source(
             unreadable=True,
         )
     project = project if project is not None else Project()
-    info = read_module(SourceFile(path, text), tree, project.resolver(Path(path)))
+    source = SourceFile(path, text)
+    deep = too_deep(tree)
+    if deep:
+        return FileResult(path, [_too_deep(source, e) for e in deep])
+    info = read_module(source, tree, project.resolver(Path(path)))
     diagnostics = [Diagnostic(p.code, p.message, p.span) for p in info.problems]
     kernels = []
     facts = _facts_key(info, timeout_ms) if kernel_cache is not None else ""
@@ -240,6 +274,14 @@ def _kernel_key(info: ModuleInfo, fn: ast.FunctionDef, facts: str) -> str:
     text = "\n".join([*lines, *_callee_texts(info, fn)])
     digest = hashlib.sha256(f"{first}\0{text}\0{facts}".encode()).hexdigest()
     return digest
+
+
+def _too_deep(source: SourceFile, expr: ast.expr) -> Diagnostic:
+    message = (
+        f"expression nested more than {MAX_EXPRESSION_DEPTH:,} levels deep; "
+        "nothing else in this file is checked"
+    )
+    return Diagnostic("GPU004", message, source.span(expr))
 
 
 def check_file(path: Path, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> FileResult:

@@ -48,7 +48,24 @@ def _codes_option(values: list[str] | None, flag: str) -> tuple[str, ...] | None
 def _globs_option(values: list[str] | None) -> tuple[str, ...] | None:
     if not values:
         return None
-    return tuple(v.strip() for value in values for v in value.split(",") if v.strip())
+    from mimir.config import check_glob
+
+    globs = tuple(v.strip() for value in values for v in value.split(",") if v.strip())
+    for glob in globs:
+        check_glob(glob, "`--exclude`")
+    return globs
+
+
+def _size_option(value: str | None) -> int | None:
+    if value is None:
+        return None
+    from mimir.config import ConfigError
+    from mimir.safeio import parse_size
+
+    try:
+        return parse_size(value, "`--max-file-size`")
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
 
 
 def _usage_error(message: str) -> typer.Exit:
@@ -104,6 +121,14 @@ def check(
             "resource limit proportional to it, and a wall-clock cap.",
         ),
     ] = None,
+    max_file_size: Annotated[
+        str | None,
+        typer.Option(
+            "--max-file-size",
+            help="Skip (GPU003) files larger than this many bytes; K, M, G suffixes "
+            "(default: 10M).",
+        ),
+    ] = None,
     baseline: Annotated[
         Path | None,
         typer.Option("--baseline", help="Report only findings not recorded in this baseline."),
@@ -141,10 +166,13 @@ def check(
             ignore=_codes_option(ignore, "--ignore"),
             exclude=_globs_option(exclude),
             z3_timeout=z3_timeout,
+            max_file_size=_size_option(max_file_size),
         )
         recorded = baselines.load(baseline) if baseline is not None else None
     except (ConfigError, baselines.BaselineError) as err:
         raise _usage_error(str(err)) from None
+    _check_output_file(output_file)
+    _check_output_file(write_baseline)
 
     files = select_files(paths or [Path(".")], config, force_exclude)
     checked = run_check(files, config, jobs=jobs, use_cache=not no_cache)
@@ -154,7 +182,10 @@ def check(
         (d, baselines.fingerprint(d, c.relpath, c.lines)) for c in checked for d in c.diagnostics
     ]
     if write_baseline is not None:
-        count = baselines.write(write_baseline, (f for _, f in found))
+        try:
+            count = baselines.write(write_baseline, (f for _, f in found))
+        except baselines.BaselineError as err:
+            raise _output_error(str(err)) from None
         typer.echo(f"wrote {count} finding{'s' * (count != 1)} to {write_baseline}", err=True)
         raise typer.Exit(EXIT_USAGE if unreadable else EXIT_CLEAN)
     if recorded is not None:
@@ -164,8 +195,7 @@ def check(
 
     report = _render(output_format, diagnostics, checked)
     if output_file is not None:
-        output_file.parent.mkdir(parents=True, exist_ok=True)
-        output_file.write_text(report + "\n" if report else "", encoding="utf-8")
+        _write_file(output_file, report + "\n" if report else "")
     elif report:
         typer.echo(report)
 
@@ -267,7 +297,9 @@ def _explain_in_file(code: str, target: str, timeout_ms: int) -> None:
 
         typer.echo(text_render.render_all(result.diagnostics))
         raise typer.Exit(EXIT_USAGE)
-    text, count = explain_file(result, code, line)
+    from mimir.parse.depth import deep_call
+
+    text, count = deep_call(explain_file, result, code, line)
     if count == 0:
         where = f"{path_text}:{line}" if line is not None else path_text
         typer.echo(f"no {code} in {where}: nothing to explain")
@@ -349,6 +381,8 @@ def compile_gpu(
         raise _usage_error(f"unknown `--emit {emit}`; expected spvasm")
     if emit is not None and "spirv" not in backends:
         raise _usage_error("`--emit spvasm` needs the spirv backend (`--backend spirv` or `all`)")
+    if output_dir is not None and not check_only:
+        _check_output_dir(output_dir)
     result = compile_file(path, backends, function)
     if result.usage_error is not None:
         raise _usage_error(result.usage_error)
@@ -365,21 +399,68 @@ def compile_gpu(
             typer.echo(f"// file: {relative}")
             typer.echo(listing)
         raise typer.Exit(EXIT_CLEAN)
-    extra = 0
+    outputs: dict[Path, str | bytes] = {}
     for relative, content in result.files.items():
-        target = output_dir / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            target.write_bytes(content)
-        else:
-            target.write_text(content, encoding="utf-8")
+        outputs[output_dir / relative] = content
         if emit is not None and relative.endswith(".spv"):
-            asm = target.with_suffix(".spvasm")
-            asm.write_text(result.listings[relative], encoding="utf-8")
-            extra += 1
-    count = len(result.files) + extra
+            outputs[(output_dir / relative).with_suffix(".spvasm")] = result.listings[relative]
+    _write_outputs(output_dir, outputs)
+    count = len(outputs)
     typer.echo(f"wrote {count} file{'s' * (count != 1)} to {output_dir}")
     raise typer.Exit(EXIT_CLEAN)
+
+
+def _check_output_dir(directory: Path) -> None:
+    from mimir.safeio import OutputError, check_writable
+
+    try:
+        check_writable(directory, directory=True)
+    except OutputError as err:
+        raise _output_error(str(err)) from None
+
+
+def _output_error(message: str) -> typer.Exit:
+    typer.echo(f"error[GPU005]: {message}", err=True)
+    return typer.Exit(EXIT_USAGE)
+
+
+def _check_output_file(path: Path | None) -> None:
+    """Exit 2 (GPU005) before any work when the report or baseline file cannot be written."""
+    if path is None:
+        return
+    from mimir.safeio import OutputError, check_writable
+
+    try:
+        check_writable(path)
+    except OutputError as err:
+        raise _output_error(str(err)) from None
+
+
+def _write_file(path: Path, content: str) -> None:
+    from mimir.safeio import OutputError, write_atomic
+
+    try:
+        write_atomic(path, content)
+    except OutputError as err:
+        raise _output_error(str(err)) from None
+
+
+def _write_outputs(directory: Path, outputs: dict[Path, str | bytes]) -> None:
+    """Validate every path, then write all files or none (GPU005 and exit 2 on failure).
+
+    A symlink at a target is replaced, never followed; a linked folder inside
+    `directory` is refused, since writing into it would leave `directory`.
+    """
+    from mimir.safeio import OutputError, check_inside, check_writable, write_all
+
+    try:
+        check_writable(directory, directory=True)
+        for target in outputs:
+            check_inside(directory, target)
+            check_writable(target)
+        write_all(outputs)
+    except OutputError as err:
+        raise _output_error(str(err)) from None
 
 
 def _source_of(path: Path) -> object:

@@ -16,6 +16,7 @@ no file, the defaults apply and the current directory is the root.
     per-file-ignores = { "scripts/*.py" = ["GPU031"] }
     backends = ["msl", "wgsl", "ptx", "spirv"]   # default for `compile-gpu`
     z3-timeout = 5000                     # milliseconds per solver query
+    max-file-size = "10M"                 # larger files are skipped (GPU003); bytes, K, M, G
 
 A key that is unknown or has the wrong type raises `ConfigError`, whose
 message names the file and the key; the command line turns it into exit 2.
@@ -39,14 +40,16 @@ from functools import cache
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from mimir.safeio import DEFAULT_MAX_FILE_BYTES, parse_size
+
 # Matches `mimir.solve.prover.DEFAULT_TIMEOUT_MS` (a test keeps them equal;
 # importing the prover here would import z3).
 DEFAULT_Z3_TIMEOUT_MS = 5000
 BACKENDS = ("msl", "wgsl", "ptx", "spirv")
 CONFIG_FILES = ("mimir.toml", "pyproject.toml")
-# GPU001 and GPU002 mean the input could not be read: the run exits 2 and
-# the diagnostic is always shown, whatever select, ignore or a baseline say.
-UNFILTERED_CODES = frozenset({"GPU001", "GPU002"})
+# GPU001, GPU002 and GPU003 mean the input could not be read: the run exits 2
+# and the diagnostic is always shown, whatever select, ignore or a baseline say.
+UNFILTERED_CODES = frozenset({"GPU001", "GPU002", "GPU003"})
 
 
 class ConfigError(Exception):
@@ -63,6 +66,7 @@ class Config:
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     backends: tuple[str, ...] = BACKENDS
     z3_timeout: int = DEFAULT_Z3_TIMEOUT_MS
+    max_file_size: int = DEFAULT_MAX_FILE_BYTES
     # Where the configuration came from; not settings themselves.
     root: Path = field(default_factory=Path.cwd, compare=False)
     source: Path | None = field(default=None, compare=False)
@@ -100,7 +104,7 @@ class Config:
         p = Path(path)
         try:
             return p.resolve().relative_to(self.root.resolve()).as_posix()
-        except (ValueError, OSError):
+        except (ValueError, OSError, RuntimeError):  # RuntimeError: a symlink loop
             return p.as_posix()
 
     def normalized(self) -> dict[str, Any]:
@@ -178,6 +182,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: invalid TOML: {err}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid TOML: arrays or tables nested too deeply") from None
     except OSError as err:
         raise ConfigError(f"{path}: cannot read: {err.strerror or err}") from None
 
@@ -201,9 +209,18 @@ def _string_list(value: Any, where: str) -> tuple[str, ...]:
 def _globs(value: Any, where: str) -> tuple[str, ...]:
     patterns = _string_list(value, where)
     for p in patterns:
-        if not p.strip():
-            raise ConfigError(f"{where} holds an empty pattern")
+        check_glob(p, where)
     return patterns
+
+
+def check_glob(pattern: str, where: str) -> None:
+    """Raise `ConfigError` naming `where` unless `pattern` is a usable glob."""
+    if not pattern.strip():
+        raise ConfigError(f"{where} holds an empty pattern")
+    try:
+        _compile(_normalize_glob(pattern))
+    except re.error as err:
+        raise ConfigError(f"{where}: `{pattern}` is not a valid glob ({err.msg})") from None
 
 
 def parse_codes(value: Any, where: str) -> tuple[str, ...]:
@@ -226,10 +243,12 @@ def parse_codes(value: Any, where: str) -> tuple[str, ...]:
 def _per_file_ignores(value: Any, where: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
     if not isinstance(value, dict):
         raise ConfigError(f"{where} must be a table of glob = [codes], got {_describe(value)}")
-    return tuple(
-        (pattern, parse_codes(listed, f'{where[:-1]}."{pattern}"`'))
-        for pattern, listed in value.items()
-    )
+    out = []
+    for pattern, listed in value.items():
+        key = f'{where[:-1]}."{pattern}"`'
+        check_glob(pattern, key)
+        out.append((pattern, parse_codes(listed, key)))
+    return tuple(out)
 
 
 def _backends(value: Any, where: str) -> tuple[str, ...]:
@@ -248,6 +267,13 @@ def _timeout(value: Any, where: str) -> int:
             f"{where} must be a positive integer (milliseconds), got {_describe(value)}"
         )
     return value
+
+
+def _size(value: Any, where: str) -> int:
+    try:
+        return parse_size(value, where)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
 
 
 def _describe(value: Any) -> str:
@@ -271,6 +297,7 @@ _KEYS = {
     "per-file-ignores": ("per_file_ignores", _per_file_ignores),
     "backends": ("backends", _backends),
     "z3-timeout": ("z3_timeout", _timeout),
+    "max-file-size": ("max_file_size", _size),
 }
 
 
@@ -283,16 +310,20 @@ def _matches_code(code: str, selectors: tuple[str, ...]) -> bool:
 
 def glob_match(pattern: str, relpath: str) -> bool:
     """Whether `pattern` matches the root-relative POSIX path `relpath` (see the module doc)."""
-    pattern = pattern.strip()
-    if pattern.startswith("./"):
-        pattern = pattern[2:]
-    pattern = pattern.rstrip("/")
+    pattern = _normalize_glob(pattern)
     parts = PurePosixPath(relpath).parts
     if "/" not in pattern:
         regex = _compile(pattern)
         return any(regex.fullmatch(part) for part in parts)
     regex = _compile(pattern.lstrip("/"))
     return any(regex.fullmatch("/".join(parts[:i])) for i in range(1, len(parts) + 1))
+
+
+def _normalize_glob(pattern: str) -> str:
+    pattern = pattern.strip()
+    if pattern.startswith("./"):
+        pattern = pattern[2:]
+    return pattern.rstrip("/")
 
 
 @cache
@@ -319,9 +350,11 @@ def _compile(pattern: str) -> re.Pattern[str]:
                 out.append(re.escape(c))
             else:
                 body = pattern[i + 1 : end]
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append(f"[{body}]")
+                negate = body.startswith("!")
+                # Every character of a set is literal except `-` between two: escaping
+                # keeps `[[:alpha:]]` from reading as a (future) nested set.
+                chars = "".join(c if c == "-" else re.escape(c) for c in body[negate:])
+                out.append(f"[{'^' if negate else ''}{chars}]")
                 i = end + 1
                 continue
         else:

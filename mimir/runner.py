@@ -54,6 +54,8 @@ def select_files(paths: Iterable[Path], config: Config, force_exclude: bool = Fa
         rel = config.relative(path)
         if explicit:
             keep = not (force_exclude and config.excluded(rel))
+        elif os.path.isdir(path):  # a folder the walk could not list (reported as GPU002)
+            keep = not config.excluded(rel)
         else:
             keep = config.included(rel)
         if keep:
@@ -81,7 +83,7 @@ def run_check(
     for path in files:
         shown = str(path)
         rel = config.relative(path)
-        text, problem = read_source(path)
+        text, problem = read_source(path, config.max_file_size)
         if text is None:
             done[shown] = Checked(shown, rel, [problem], True)
             continue

@@ -332,6 +332,8 @@ def test_ci_docs_cover_the_gate() -> None:
         "--baseline",
         ".mimir_cache",
         "MIMIR_CACHE_DIR",
+        "MIMIR_CACHE_SECRET",
+        "max-file-size",
         ".pre-commit-config.yaml",
         "upload-sarif",
     ):

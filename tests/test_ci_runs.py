@@ -232,7 +232,7 @@ def test_timeouts_are_not_cached_and_bad_entries_are_misses(tmp_path: Path) -> N
     assert store.get("a" * 64) is None
     store.put("b" * 64, [Diagnostic("GPU011", "m", span)], False)
     assert store.get("b" * 64).diagnostics == [Diagnostic("GPU011", "m", span)]
-    entry = tmp_path / "v1" / "bb" / ("b" * 64 + ".json")
+    entry = store._file("b" * 64)
     entry.write_text("{truncated")
     assert store.get("b" * 64) is None
 

@@ -3,20 +3,25 @@
 A code that nothing fires is either dead or untested: both fail here. Checker codes need a
 `# E: CODE` marker in tests/fixtures/check; shim codes need their registry example to raise
 them under plain Python; compile codes need their registry example to be refused by
-`compile_source`; the input codes (GPU001, GPU002) and the solver's own verdict
+`compile_source`; the input codes (GPU001-GPU005) and the solver's own verdict
 (GPU050) are fired here directly.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from support import FIXTURES, import_file, markers
 from test_solver_limits import HARD
+from typer.testing import CliRunner
 
 from mimir.array import MimirError
 from mimir.check import check_file, check_source
+from mimir.cli import app
 from mimir.diagnostics.codes import REGISTRY
+from mimir.parse.depth import MAX_EXPRESSION_DEPTH
+from mimir.parse.spans import read_source
 
 
 def _fixture_codes() -> set[str]:
@@ -38,6 +43,14 @@ def test_every_code_has_something_that_fires_it(tmp_path: Path) -> None:
     # Input the checker cannot read.
     fired |= {d.code for d in check_source("broken.py", "def f(:\n").diagnostics}
     fired |= {d.code for d in check_file(tmp_path / "missing.py").diagnostics}
+    # Input skipped for its size; an expression nested past the limit; an output
+    # path that cannot be written (tests/test_hostile_input.py covers each in depth).
+    (tmp_path / "big.py").write_text("x = 1\n")
+    fired.add(read_source(tmp_path / "big.py", max_bytes=2)[1].code)
+    deep = "x = " + " + ".join(["1"] * (MAX_EXPRESSION_DEPTH + 1)) + "\n"
+    fired |= {d.code for d in check_source("deep.py", deep).diagnostics}
+    unwritable = CliRunner().invoke(app, ["check", "-o", "/proc/x", str(tmp_path / "big.py")])
+    fired |= set(re.findall(r"error\[(GPU\d{3})\]", unwritable.stderr))
     # The solver's own verdict, under a small timeout.
     fired |= {d.code for d in check_source("hard.py", HARD, timeout_ms=200).diagnostics}
     # Vendored kernels that are stale against their source (`compile-gpu --check`).

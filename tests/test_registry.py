@@ -58,7 +58,7 @@ def test_registry_is_well_formed() -> None:
             proper = text.startswith(("Z3", "NumPy", "Mimir", "CUDA", "GPU"))
             assert not text[0].isupper() or proper, text
     # Only the codes no small example can show go without one (GPU080, GPU082: two modules).
-    no_example = {"GPU002", "GPU050", "GPU072", "GPU080", "GPU082"}
+    no_example = {"GPU002", "GPU003", "GPU004", "GPU005", "GPU050", "GPU072", "GPU080", "GPU082"}
     assert {e.code for e in ENTRIES if not e.bad} <= no_example
     assert get("gpu011") is REGISTRY["GPU011"]
     assert get("GPU999") is None
@@ -150,7 +150,8 @@ def test_compile_examples_check_clean_and_only_the_bad_one_is_refused(entry) -> 
 
 
 def test_cli_entries_exist() -> None:
-    assert {e.code for e in ENTRIES if e.found_by == "cli"} == {"GPU001", "GPU002", "GPU072"}
+    cli = {e.code for e in ENTRIES if e.found_by == "cli"}
+    assert cli == {"GPU001", "GPU002", "GPU003", "GPU005", "GPU072"}
     result = check_source("bad.py", REGISTRY["GPU001"].bad_source())
     assert [d.code for d in result.diagnostics] == ["GPU001"] and result.unreadable
     assert check_source("good.py", REGISTRY["GPU001"].good_source()).diagnostics == []

@@ -27,6 +27,7 @@ from mimir.codegen.manifest import build_manifest, dumps
 from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, RefusalError
 from mimir.codegen.schedule import schedule
 from mimir.diagnostics.diagnostic import Diagnostic, Span
+from mimir.parse.depth import deep_call
 from mimir.parse.spans import read_source
 
 __all__ = ["BACKENDS", "CompileResult", "compile_file", "compile_source", "resolve_backends"]
@@ -63,6 +64,13 @@ def compile_source(
     path: str, text: str, backends: list[str], function: str | None = None
 ) -> CompileResult:
     """Compile every `@gpu` function of one file (or only `function`) for `backends`."""
+    # room for the deepest expression the checker accepts (mimir.parse.depth)
+    return deep_call(_compile_source, path, text, backends, function)
+
+
+def _compile_source(
+    path: str, text: str, backends: list[str], function: str | None
+) -> CompileResult:
     from mimir.check import check_source
 
     names = resolve_backends(backends)

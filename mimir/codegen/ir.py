@@ -249,9 +249,16 @@ def sub_expressions(e: Expr) -> tuple[Expr, ...]:
 
 
 def walk_expr(e: Expr):
-    yield e
-    for s in sub_expressions(e):
-        yield from walk_expr(s)
+    """`e` and every expression inside it, in pre-order.
+
+    Iterative: a recursive generator passes each item up through one frame per
+    level, quadratic in the depth of a long chain `a + b + c + ...`.
+    """
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(sub_expressions(node)))
 
 
 def statement_expressions(s: Stmt) -> list[Expr]:

@@ -69,6 +69,39 @@ _CODES = [
         found_by="cli",
     ),
     Code(
+        "GPU003",
+        "input-too-large",
+        "skipped: the file is larger than the size limit",
+        "a file is read whole and parsing costs memory in proportion to its size; a limit keeps "
+        "one huge or endless input (a link to a device) from stopping the run",
+        "raise `max-file-size` in the configuration or `--max-file-size`, or exclude the file",
+        "",
+        "",
+        found_by="cli",
+    ),
+    Code(
+        "GPU004",
+        "expression-too-deep",
+        "an expression nested deeper than Mimir's limit (3,000 levels)",
+        "the checker and the code generators walk expressions recursively; CPython's own "
+        "compiler stops near 3,000 levels, and Mimir checks every expression it accepts",
+        "split the expression with intermediate variables",
+        "",
+        "",
+    ),
+    Code(
+        "GPU005",
+        "unwritable-output",
+        "an output path that cannot be written",
+        "Mimir validates every output path before it writes anything and writes each file "
+        "through a temporary file and a rename, so a failed run leaves the output as it was "
+        "and never writes through a symbolic link",
+        "choose a writable folder, a shorter name, or remove what blocks the path",
+        "",
+        "",
+        found_by="cli",
+    ),
+    Code(
         "GPU010",
         "broadcast-mismatch",
         "shapes cannot broadcast",

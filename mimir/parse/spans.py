@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mimir.diagnostics.diagnostic import Diagnostic, Span
+from mimir.safeio import DEFAULT_MAX_FILE_BYTES, InputError, read_regular
 
 
 @dataclass
@@ -50,13 +51,21 @@ class SourceFile:
         return segment if segment is not None else ast.unparse(node)
 
 
-def read_source(path: Path) -> tuple[str | None, Diagnostic | None]:
-    """A file's text (UTF-8, byte-order mark dropped), or the GPU002 saying why not."""
+def read_source(
+    path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES
+) -> tuple[str | None, Diagnostic | None]:
+    """A file's text (UTF-8, byte-order mark dropped), or the GPU002/GPU003 saying why not.
+
+    Only regular files are read, and only up to `max_bytes` (see `mimir.safeio`).
+    """
     shown = str(path)
     try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        text = read_regular(path, max_bytes).decode("utf-8")
+    except InputError as err:
         span = Span(shown, 1, 1, 1, 1)
-        return None, Diagnostic("GPU002", f"cannot read file: {reason}", span)
+        message = err.reason if err.code == "GPU003" else f"cannot read file: {err.reason}"
+        return None, Diagnostic(err.code, message, span)
+    except UnicodeDecodeError as err:
+        span = Span(shown, 1, 1, 1, 1)
+        return None, Diagnostic("GPU002", f"cannot read file: {err}", span)
     return text.removeprefix("\ufeff"), None
