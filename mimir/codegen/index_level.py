@@ -339,7 +339,9 @@ class _Lowering:
         first = compare(0)
         if len(pairs) == 1:
             return first
-        return self._short_circuit(True, first, [lambda k=k: compare(k) for k in range(1, len(pairs))])
+        return self._short_circuit(
+            True, first, [lambda k=k: compare(k) for k in range(1, len(pairs))]
+        )
 
     def _short_circuit(self, is_and: bool, first: _Val, rest: list[Any]) -> _Val:
         """`first and r1 and ...` (`or`) evaluating each `r` only when Python would.

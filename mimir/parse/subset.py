@@ -189,9 +189,7 @@ def _expression_violation(
     if isinstance(node, ast.Constant) and isinstance(node.value, complex):
         return Violation(CODE, "complex numbers are not allowed inside `@gpu`", node)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) and not index_level:
-        return Violation(
-            CODE, "`not` is not allowed in a tensor-level kernel (use `~`)", node
-        )
+        return Violation(CODE, "`not` is not allowed in a tensor-level kernel (use `~`)", node)
     if isinstance(node, ast.Compare) and len(node.ops) > 1 and not index_level:
         return Violation(
             CODE,
