@@ -17,8 +17,9 @@ for a guard the code may not need; after an `if`, a local is `If(cond, then,
 else)`. Unlike NumPy, a negative index is out of bounds here (a GPU does not
 wrap it).
 
-A loaded integer element is a value, not an unknown: a fresh variable in its
-dtype's range, carried through comparisons (path conditions), `minimum`,
+A loaded integer element is a value, not an unknown: a variable in its dtype's
+range (one value per element of a tensor the kernel never writes, however often and
+through whichever index it is read), carried through comparisons (path conditions), `minimum`,
 `maximum`, `where`, `%` and `//` (Python's floor semantics with `x % 0 == 0`,
 exactly as the shim and every backend compute them) and `+ - *` (wrapping as
 32-bit two's complement past the dtype's range, as the shim and a GPU do). Index
@@ -164,6 +165,18 @@ class IndexKernelChecker(KernelChecker):
         self.accesses: list[_Access] = []
         self.grid: list[Any] = []
         self._fresh = 0
+        # A tensor the kernel never writes holds the same values for its whole run: its
+        # integer elements are an uninterpreted function of the index, so two reads of one
+        # element are one value (`0 <= labels[i] < C` guards `labels[i]`, and
+        # `labels[N - 1 - i]` too where N - 1 - i == i), in every program id.
+        self.written = {
+            n.value.id
+            for n in ast.walk(kg.kernel.node)
+            if isinstance(n, ast.Subscript)
+            and isinstance(n.ctx, ast.Store)
+            and isinstance(n.value, ast.Name)
+        }
+        self.memory: dict[str, Any] = {}
 
     # -- entry point
 
@@ -457,7 +470,15 @@ class IndexKernelChecker(KernelChecker):
                     False,
                 )
             )
-            return Elem(tensor.dtype, self._ranged(f"{tensor.name}[]", tensor.dtype))
+            bounds = _int_range(tensor.dtype)
+            if tensor.name in self.written or bounds is None:
+                return Elem(tensor.dtype, self._ranged(f"{tensor.name}[]", tensor.dtype))
+            if tensor.name not in self.memory:
+                sorts = [z3.IntSort()] * (len(index) + 1)
+                self.memory[tensor.name] = z3.Function(f"{tensor.name}[]", *sorts)
+            value = self.memory[tensor.name](*index)
+            self.prover.add_fact(z3.And(value >= bounds[0], value <= bounds[1]), None)
+            return Elem(tensor.dtype, value)
         if isinstance(node, ast.Attribute):
             base = self._expr(node.value, scope)
             if isinstance(base, TensorRef) and node.attr == "shape":
