@@ -101,3 +101,106 @@ def test_element_assignment_outside_index_level_kernels_is_refused() -> None:
         t = zeros((3,)).to("gpu")
         t[0] = 1.0
     assert err.value.code == "GPU031"
+
+
+GATHER = textwrap.dedent(
+    """\
+    from mimir.array import Dim, Tensor, float32, gpu, int32, program_id
+
+    N = Dim("N")
+    C = Dim("C")
+
+
+    @gpu(grid=(N,))
+    def gather(logits: Tensor[float32, N, C], labels: Tensor[int32, N], out: Tensor[float32, N]):
+        i = program_id(0)
+        y = labels[i]
+        out[i] = 0.0
+        if GUARD:
+            out[i] = logits[i, y]
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "guard", ["0 <= y and y < C", "0 <= y < C", "not (y < 0 or y >= C)", "C > y >= 0 != C"]
+)
+def test_boolean_guards_prove_the_gather(guard: str) -> None:
+    assert check_source("gather.py", GATHER.replace("GUARD", guard)).diagnostics == []
+
+
+@pytest.mark.parametrize(
+    ("guard", "holds"),
+    [
+        ("0 <= y and y <= C", lambda y, c: 0 <= y <= c),
+        ("0 <= y or y < C", lambda y, c: 0 <= y or y < c),
+        ("0 <= y <= C", lambda y, c: 0 <= y <= c),
+        ("not y < 0 and not y > C", lambda y, c: not y < 0 and not y > c),
+    ],
+)
+def test_a_weak_boolean_guard_gives_a_counterexample_on_its_path(guard: str, holds) -> None:
+    """The counterexample satisfies the guard: a label that really reaches the read."""
+    (d,) = check_source("gather.py", GATHER.replace("GUARD", guard)).diagnostics
+    assert (d.code, d.span.line) == ("GPU018", 13)
+    ce = dict(d.counterexample)
+    assert holds(ce["index"], ce["C"]) and not 0 <= ce["index"] < ce["C"]
+
+
+def test_the_right_operand_is_proven_only_under_the_left() -> None:
+    source = SHIFT.replace(
+        "    out[i] = x[i + 1]\n", "    if i + 1 < N and x[i + 1] > 0.0:\n        out[i] = 1.0\n"
+    )
+    assert check_source("and.py", source).diagnostics == []
+    swapped = source.replace("i + 1 < N and x[i + 1] > 0.0", "x[i + 1] > 0.0 and i + 1 < N")
+    (d,) = check_source("swapped.py", swapped).diagnostics
+    assert (d.code, d.span.line, d.span.column) == ("GPU018", 9, 10)
+    assert dict(d.counterexample)["index"] == dict(d.counterexample)["N"]
+
+
+def test_an_operand_of_and_must_be_a_condition() -> None:
+    (d,) = check_source("int.py", GATHER.replace("GUARD", "y and y < C")).diagnostics
+    assert (d.code, d.message) == (
+        "GPU036",
+        "each operand of `and` must be a comparison or a condition",
+    )
+    assert (d.span.line, d.span.column, d.span.end_column) == (12, 8, 9)
+
+
+@pytest.mark.parametrize(
+    ("expr", "message"),
+    [
+        (
+            "where((x > 0.0) and (x < 1.0), x, 0.0)",
+            "`and`/`or` are not allowed in a tensor-level kernel (use `&` and `|`; they are "
+            "allowed in index-level kernels)",
+        ),
+        ("where(not (x > 0.0), x, 0.0)", "`not` is not allowed in a tensor-level kernel (use `~`)"),
+        (
+            "where(0.0 < x < 1.0, x, 0.0)",
+            "chained comparisons are not allowed in a tensor-level kernel "
+            "(write `(a < b) & (b < c)`)",
+        ),
+    ],
+)
+def test_tensor_level_kernels_refuse_python_booleans_naming_the_operators(
+    expr: str, message: str, tmp_path: Path
+) -> None:
+    source = textwrap.dedent(
+        f"""\
+        from mimir.array import Dim, Tensor, float32, gpu, where
+
+        N = Dim("N")
+
+
+        @gpu
+        def k(x: Tensor[float32, N]) -> Tensor[float32, N]:
+            return {expr}
+        """
+    )
+    (d,) = check_source("tensor.py", source).diagnostics
+    assert (d.code, d.message) == ("GPU031", message)
+    path = tmp_path / "tensor.py"
+    path.write_text(source)
+    with pytest.raises(MimirError) as err:  # the shim refuses it with the same code
+        import_file(path).k(rand((3,), seed=0).to("gpu"))
+    assert err.value.code == "GPU031"

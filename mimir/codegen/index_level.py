@@ -15,6 +15,8 @@ statement by statement, without guards of its own:
 - every local becomes one mutable variable declared at the top with the type
   all its assignments join to (found by a first, type-only pass), so values
   assigned in a loop or a branch are visible after it, as in Python;
+- `and`, `or` and chained comparisons short-circuit as in Python, with branches on a
+  bool variable (an operand's loads were proven only where Python evaluates it);
 - `for v in range(a, b, step)` runs `cdiv(b - a, step)` iterations when
   `b > a` (none otherwise) and computes `v = a + k * step`.
 """
@@ -283,11 +285,16 @@ class _Lowering:
                 BINARY_SYMBOLS[type(node.op)], self._expr(node.left), self._expr(node.right)
             )
         if isinstance(node, ast.Compare):
-            return self._binary(
-                BINARY_SYMBOLS[type(node.ops[0])],
-                self._expr(node.left),
-                self._expr(node.comparators[0]),
+            return self._compare(node)
+        if isinstance(node, ast.BoolOp):
+            is_and = isinstance(node.op, ast.And)
+            first, *rest = node.values
+            return self._short_circuit(
+                is_and, self._expr(first), [lambda v=v: self._expr(v) for v in rest]
             )
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            operand = self._expr(node.operand)
+            return _Val(self._e(lambda: lw.LOWERING["invert"]([operand.expr], "bool")), "cond")
         if isinstance(node, ast.UnaryOp):
             operand = self._expr(node.operand)
             if isinstance(node.op, ast.Invert) and operand.kind == "cond":
@@ -313,6 +320,53 @@ class _Lowering:
         raise RefusalError(
             CANNOT_SCHEDULE, f"`{ast.unparse(node)}` cannot be lowered", self.info.source.span(node)
         )
+
+    def _compare(self, node: ast.Compare) -> _Val:
+        """`a < b`, and a chain `a < b <= c` as Python's `a < b and b <= c` (`b` once)."""
+        left = self._expr(node.left)
+        pairs = list(zip(node.ops, node.comparators, strict=True))
+        state = {"left": left}
+
+        def compare(k: int) -> _Val:
+            op, comparator = pairs[k]
+            right = self._expr(comparator)
+            if k + 1 < len(pairs) and self.emit:  # the next comparison reads it again
+                right = _Val(self.body.let(right.expr, "cmp"), right.kind, right.dtype)
+            result = self._binary(BINARY_SYMBOLS[type(op)], state["left"], right)
+            state["left"] = right
+            return result
+
+        first = compare(0)
+        if len(pairs) == 1:
+            return first
+        return self._short_circuit(
+            True, first, [lambda k=k: compare(k) for k in range(1, len(pairs))]
+        )
+
+    def _short_circuit(self, is_and: bool, first: _Val, rest: list[Any]) -> _Val:
+        """`first and r1 and ...` (`or`) evaluating each `r` only when Python would.
+
+        The result is a bool variable, and each further operand is computed inside an
+        `if` on it (nested, so a value bound in one operand is visible to the next): the
+        checker proved an operand's subscripts only on that path, so a load in it must
+        never run elsewhere. Branches, not `&&`/`||`, so SPIR-V and PTX short-circuit too.
+        """
+        if not self.emit:
+            for make in rest:
+                make()
+            return _Val(None, "cond", bool_)
+        result = self.body.var(first.expr, "and" if is_and else "or")
+
+        def chain(k: int) -> None:
+            if k == len(rest):
+                return
+            test = result if is_and else lw.LOWERING["invert"]([result], "bool")
+            with self.body.if_(test):
+                self.body.emit(Assign(result, rest[k]().expr))
+                chain(k + 1)
+
+        chain(0)
+        return _Val(result, "cond", bool_)
 
     def _name(self, name: str) -> _Val:
         if name in self.types:

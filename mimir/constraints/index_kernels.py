@@ -17,14 +17,20 @@ for a guard the code may not need; after an `if`, a local is `If(cond, then,
 else)`. Unlike NumPy, a negative index is out of bounds here (a GPU does not
 wrap it).
 
-A loaded integer element is a value, not an unknown: a fresh variable in its
-dtype's range, carried through comparisons (path conditions), `minimum`,
+A loaded integer element is a value, not an unknown: a variable in its dtype's
+range (one value per element of a tensor the kernel never writes, however often and
+through whichever index it is read), carried through comparisons (path conditions), `minimum`,
 `maximum`, `where`, `%` and `//` (Python's floor semantics with `x % 0 == 0`,
 exactly as the shim and every backend compute them) and `+ - *` (wrapping as
 32-bit two's complement past the dtype's range, as the shim and a GPU do). Index
 arithmetic is 32-bit on every backend, so a dim is assumed at most 2**31 - 1. So
-`y = labels[i]` under `if (0 <= y) & (y < C):`, `minimum(maximum(y, 0), C - 1)`
-and `y % C` all index an axis of size C in bounds.
+`y = labels[i]` under `if 0 <= y < C:` (or `0 <= y and y < C`, or `(0 <= y) & (y < C)`),
+`minimum(maximum(y, 0), C - 1)` and `y % C` all index an axis of size C in bounds.
+
+`and`, `or` and chained comparisons short-circuit as in Python: an operand is executed
+(its subscripts proven, its reads recorded) under the path on which Python evaluates it,
+and every backend lowers them with branches, so that path is also the only one on which
+the GPU evaluates it.
 """
 
 from __future__ import annotations
@@ -159,6 +165,18 @@ class IndexKernelChecker(KernelChecker):
         self.accesses: list[_Access] = []
         self.grid: list[Any] = []
         self._fresh = 0
+        # A tensor the kernel never writes holds the same values for its whole run: its
+        # integer elements are an uninterpreted function of the index, so two reads of one
+        # element are one value (`0 <= labels[i] < C` guards `labels[i]`, and
+        # `labels[N - 1 - i]` too where N - 1 - i == i), in every program id.
+        self.written = {
+            n.value.id
+            for n in ast.walk(kg.kernel.node)
+            if isinstance(n, ast.Subscript)
+            and isinstance(n.ctx, ast.Store)
+            and isinstance(n.value, ast.Name)
+        }
+        self.memory: dict[str, Any] = {}
 
     # -- entry point
 
@@ -419,10 +437,14 @@ class IndexKernelChecker(KernelChecker):
             left, right = self._expr(node.left, scope), self._expr(node.right, scope)
             return self._binary(symbol, left, right, node, scope)
         if isinstance(node, ast.Compare):
-            symbol = BINARY_SYMBOLS[type(node.ops[0])]
-            left = self._expr(node.left, scope)
-            right = self._expr(node.comparators[0], scope)
-            return self._binary(symbol, left, right, node, scope)
+            return self._compare_chain(node, scope)
+        if isinstance(node, ast.BoolOp):
+            return self._bool_op(node, scope)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            operand = self._expr(node.operand, scope)
+            if operand is None:
+                return None
+            return Cond(z3.Not(self._condition(operand, "not", node.operand).term))
         if isinstance(node, ast.UnaryOp):
             return self._unary(node, self._expr(node.operand, scope))
         if isinstance(node, ast.Subscript):
@@ -448,7 +470,15 @@ class IndexKernelChecker(KernelChecker):
                     False,
                 )
             )
-            return Elem(tensor.dtype, self._ranged(f"{tensor.name}[]", tensor.dtype))
+            bounds = _int_range(tensor.dtype)
+            if tensor.name in self.written or bounds is None:
+                return Elem(tensor.dtype, self._ranged(f"{tensor.name}[]", tensor.dtype))
+            if tensor.name not in self.memory:
+                sorts = [z3.IntSort()] * (len(index) + 1)
+                self.memory[tensor.name] = z3.Function(f"{tensor.name}[]", *sorts)
+            value = self.memory[tensor.name](*index)
+            self.prover.add_fact(z3.And(value >= bounds[0], value <= bounds[1]), None)
+            return Elem(tensor.dtype, value)
         if isinstance(node, ast.Attribute):
             base = self._expr(node.value, scope)
             if isinstance(base, TensorRef) and node.attr == "shape":
@@ -462,6 +492,51 @@ class IndexKernelChecker(KernelChecker):
             return self._call(node, scope)
         raise _RefusedError(
             "GPU031", f"`{self.src.text(node)}` is not allowed in an index-level kernel", node
+        )
+
+    def _bool_op(self, node: ast.BoolOp, scope: _Scope) -> Cond | None:
+        """`a and b` / `a or b` with Python's short-circuit: each operand is evaluated, and
+        its subscripts proven, only on the path where the operands before it let Python
+        reach it (`and`: all true so far; `or`: all false so far). Every backend lowers it
+        with a branch, so a right operand's loads never run where they were not proven."""
+        is_and = isinstance(node.op, ast.And)
+        word = "and" if is_and else "or"
+        terms: list[z3.BoolRef] = []
+        reached = list(scope.path)
+        for operand in node.values:
+            value = self._expr(operand, _Scope(reached, scope.show))
+            if value is None:
+                return None
+            term = self._condition(value, word, operand).term
+            terms.append(term)
+            reached = [*reached, term if is_and else z3.Not(term)]
+        return Cond(z3.And(*terms) if is_and else z3.Or(*terms))
+
+    def _compare_chain(self, node: ast.Compare, scope: _Scope) -> Any:
+        """`a < b` and Python's chains `a < b <= c` (`a < b and b <= c`, `b` evaluated once,
+        `c` only where `a < b` holds)."""
+        left = self._expr(node.left, scope)
+        terms: list[z3.BoolRef] = []
+        reached = list(scope.path)
+        for op, comparator in zip(node.ops, node.comparators, strict=True):
+            right = self._expr(comparator, _Scope(reached, scope.show))
+            result = self._binary(
+                BINARY_SYMBOLS[type(op)], left, right, node, _Scope(reached, scope.show)
+            )
+            if len(node.ops) == 1 or result is None:
+                return result
+            assert isinstance(result, Cond)  # a comparison is always a condition
+            term = result.term
+            terms.append(term)
+            reached = [*reached, term]
+            left = right
+        return Cond(z3.And(*terms))
+
+    def _condition(self, value: Any, word: str, node: ast.AST) -> Cond:
+        if isinstance(value, Cond):
+            return value
+        raise _RefusedError(
+            "GPU036", f"each operand of `{word}` must be a comparison or a condition", node
         )
 
     def _name(self, node: ast.Name) -> Any:

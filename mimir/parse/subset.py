@@ -68,7 +68,6 @@ _EXPRESSIONS: dict[type, str] = {
     ast.GeneratorExp: "generator expressions",
     ast.Lambda: "lambdas",
     ast.IfExp: "conditional expressions (use `where`)",
-    ast.BoolOp: "`and`/`or` (use `&` and `|`)",
     ast.Await: "`await`",
     ast.Yield: "`yield`",
     ast.YieldFrom: "`yield`",
@@ -110,15 +109,15 @@ def statement_violations(
             return
     if kind is ast.Expr and not _is_docstring(stmt):
         # A bare expression does nothing in a kernel unless it is a call with effects.
-        yield from _expression_violations(stmt.value, function_name)
-        if not _has_violation(stmt.value, function_name):
+        yield from _expression_violations(stmt.value, function_name, index_level)
+        if not _has_violation(stmt.value, function_name, index_level):
             yield Violation(CODE, "an expression statement has no effect inside `@gpu`", stmt)
         return
     if kind is ast.Expr:
         return
     for child in ast.iter_child_nodes(stmt):
         if isinstance(child, ast.expr):
-            yield from _expression_violations(child, function_name)
+            yield from _expression_violations(child, function_name, index_level)
         elif isinstance(child, ast.stmt):
             yield from statement_violations(child, function_name, index_level)
 
@@ -142,42 +141,62 @@ def _for_violations(stmt: ast.For, function_name: str) -> Iterator[Violation]:
         yield Violation(CODE, "`for ... else` is not allowed inside `@gpu`", stmt)
         return
     for arg in it.args:
-        yield from _expression_violations(arg, function_name)
+        yield from _expression_violations(arg, function_name, True)
     for child in stmt.body:
         yield from statement_violations(child, function_name, True)
 
 
-def _has_violation(expr: ast.expr, function_name: str) -> bool:
-    return next(_expression_violations(expr, function_name), None) is not None
+def _has_violation(expr: ast.expr, function_name: str, index_level: bool = False) -> bool:
+    return next(_expression_violations(expr, function_name, index_level), None) is not None
 
 
-def _expression_violations(expr: ast.expr, function_name: str) -> Iterator[Violation]:
+def _expression_violations(
+    expr: ast.expr, function_name: str, index_level: bool = False
+) -> Iterator[Violation]:
     """Violations in `expr`, outermost first; nothing inside a violation is reported again."""
-    found = _expression_violation(expr, function_name)
+    found = _expression_violation(expr, function_name, index_level)
     if found is not None:
         yield found
         return
     for child in ast.iter_child_nodes(expr):
         if isinstance(child, ast.expr):
-            yield from _expression_violations(child, function_name)
+            yield from _expression_violations(child, function_name, index_level)
         else:  # slices in older ASTs, comprehension clauses, keywords
             for sub in ast.iter_child_nodes(child):
                 if isinstance(sub, ast.expr):
-                    yield from _expression_violations(sub, function_name)
+                    yield from _expression_violations(sub, function_name, index_level)
 
 
-def _expression_violation(node: ast.expr, function_name: str) -> Violation | None:
+def _expression_violation(
+    node: ast.expr, function_name: str, index_level: bool = False
+) -> Violation | None:
     kind = type(node)
     if kind in _EXPRESSIONS:
         return Violation(CODE, f"{_EXPRESSIONS[kind]} are not allowed inside `@gpu`", node)
+    # Index-level kernels branch on single conditions, so `and`, `or`, `not` and chained
+    # comparisons keep Python's short-circuit meaning there (the checker and every backend
+    # evaluate a right operand only when the left one lets Python reach it). Tensor-level
+    # code computes on whole boolean tensors, where only `&`, `|` and `~` mean anything.
+    if isinstance(node, ast.BoolOp) and not index_level:
+        return Violation(
+            CODE,
+            "`and`/`or` are not allowed in a tensor-level kernel (use `&` and `|`; they are "
+            "allowed in index-level kernels)",
+            node,
+        )
     if isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)):
         return Violation(CODE, "strings are not allowed inside `@gpu`", node)
     if isinstance(node, ast.Constant) and isinstance(node.value, complex):
         return Violation(CODE, "complex numbers are not allowed inside `@gpu`", node)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        return Violation(CODE, "`not` is not allowed inside `@gpu` (use `~`)", node)
-    if isinstance(node, ast.Compare) and len(node.ops) > 1:
-        return Violation(CODE, "chained comparisons are not allowed inside `@gpu`", node)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) and not index_level:
+        return Violation(CODE, "`not` is not allowed in a tensor-level kernel (use `~`)", node)
+    if isinstance(node, ast.Compare) and len(node.ops) > 1 and not index_level:
+        return Violation(
+            CODE,
+            "chained comparisons are not allowed in a tensor-level kernel "
+            "(write `(a < b) & (b < c)`)",
+            node,
+        )
     if isinstance(node, ast.Compare) and isinstance(
         node.ops[0], (ast.Is, ast.IsNot, ast.In, ast.NotIn)
     ):
