@@ -18,6 +18,7 @@ from mimir.constraints.devices import check_devices
 from mimir.constraints.index_kernels import IndexKernelChecker
 from mimir.diagnostics.diagnostic import Diagnostic, Span
 from mimir.discover import SKIPPED_DIRS, discover  # noqa: F401 - re-exported
+from mimir.host import check_host
 from mimir.parse.graph import KernelGraph, build_graph
 from mimir.parse.module import ModuleInfo, read_module
 from mimir.parse.spans import SourceFile, read_source
@@ -88,6 +89,7 @@ def check_source(path: str, text: str, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> 
             )
         )
     diagnostics.extend(check_devices(info))
+    diagnostics.extend(check_host(info, timeout_ms).diagnostics)  # shapes through host code
     diagnostics.sort(key=Diagnostic.sort_key)
     diagnostics = apply_suppressions(path, text, diagnostics)  # `# mimir: ignore[...]`
     return FileResult(path, diagnostics, kernels=kernels)
