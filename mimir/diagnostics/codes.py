@@ -5,7 +5,7 @@ bad example that fires exactly this code and a good example that checks clean.
 `mimir explain CODE` prints an entry; `tests/test_registry.py` runs every
 example. `found_by` says who reports the code: the static `checker`, the
 `shim` at call time (argument checks happen where the call's values exist),
-`checker+shim` for both (device placement: the checker follows host code, the
+`checker+shim` for both (device placement and call arguments: the checker follows host code, the
 shim checks every call), `compile` for a kernel that checks clean but that
 `mimir compile-gpu` cannot emit (for one backend, or at all), or `cli` for
 input that cannot be read. `severity` is
@@ -334,7 +334,7 @@ _CODES = [
         'N = Dim("N")\n\n@gpu\ndef f(a: Tensor[float32, N], b: Tensor[float32, N]) -> '
         "Tensor[float32, N]:\n    return a + b\n\n"
         'f(zeros((3,)).to("gpu"), zeros((3,)).to("gpu"))\n',
-        found_by="shim",
+        found_by="checker+shim",
     ),
     Code(
         "GPU041",
@@ -346,7 +346,7 @@ _CODES = [
         'f(zeros((3,), dtype=int32).to("gpu"))\n',
         "@gpu\ndef f(a: Tensor[float32, 3]) -> Tensor[float32, 3]:\n    return a\n\n"
         'f(zeros((3,)).to("gpu"))\n',
-        found_by="shim",
+        found_by="checker+shim",
     ),
     Code(
         "GPU042",
@@ -358,7 +358,7 @@ _CODES = [
         '    return a\n\nf(zeros((6,)).to("gpu"))\n',
         'N = Dim("N", multiple_of=4)\n\n@gpu\ndef f(a: Tensor[float32, N]) -> Tensor[float32, N]:\n'
         '    return a\n\nf(zeros((8,)).to("gpu"))\n',
-        found_by="shim",
+        found_by="checker+shim",
     ),
     Code(
         "GPU050",
