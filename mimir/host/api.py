@@ -27,25 +27,134 @@ from mimir.host.values import (
 )
 
 _ELEMENTWISE_1 = {
-    "relu", "sigmoid", "tanh", "exp", "log", "abs", "sqrt", "rsqrt", "neg", "sin", "cos",
-    "square", "log1p", "expm1", "reciprocal", "floor", "ceil", "round", "sign", "detach",
-    "clone", "contiguous", "clamp", "clip", "requires_grad_", "cpu", "cuda", "pin_memory",
-    "nan_to_num", "tril", "triu", "zero_", "fill_", "normal_", "uniform_", "copy",
-    "erf", "exp2", "log2", "negative", "positive", "relu_", "sigmoid_", "tanh_",
+    "relu",
+    "sigmoid",
+    "tanh",
+    "exp",
+    "log",
+    "abs",
+    "sqrt",
+    "rsqrt",
+    "neg",
+    "sin",
+    "cos",
+    "square",
+    "log1p",
+    "expm1",
+    "reciprocal",
+    "floor",
+    "ceil",
+    "round",
+    "sign",
+    "detach",
+    "clone",
+    "contiguous",
+    "clamp",
+    "clip",
+    "requires_grad_",
+    "cpu",
+    "cuda",
+    "pin_memory",
+    "nan_to_num",
+    "tril",
+    "triu",
+    "zero_",
+    "fill_",
+    "normal_",
+    "uniform_",
+    "copy",
+    "erf",
+    "exp2",
+    "log2",
+    "negative",
+    "positive",
+    "relu_",
+    "sigmoid_",
+    "tanh_",
 }
 _ELEMENTWISE_2 = {
-    "add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "pow",
-    "maximum", "minimum", "fmod", "remainder", "atan2", "add_", "sub_", "mul_", "div_",
-    "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "power", "greater",
-    "less", "equal", "not_equal", "hypot",
+    "add",
+    "sub",
+    "subtract",
+    "mul",
+    "multiply",
+    "div",
+    "divide",
+    "true_divide",
+    "pow",
+    "maximum",
+    "minimum",
+    "fmod",
+    "remainder",
+    "atan2",
+    "add_",
+    "sub_",
+    "mul_",
+    "div_",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "logical_and",
+    "logical_or",
+    "power",
+    "greater",
+    "less",
+    "equal",
+    "not_equal",
+    "hypot",
 }
-_COMPARE = {"eq", "ne", "lt", "le", "gt", "ge", "greater", "less", "equal", "not_equal",
-            "logical_and", "logical_or", "isnan", "isinf", "isfinite", "logical_not"}
-_REDUCE = {"sum", "mean", "max", "min", "prod", "argmax", "argmin", "std", "var", "norm",
-           "logsumexp", "all", "any", "amax", "amin", "nansum", "nanmean", "median"}
-_CAST = {"float": "float32", "double": "float64", "half": "float16", "long": "int64",
-         "int": "int32", "bool": "bool", "bfloat16": "bfloat16", "short": "int16",
-         "byte": "uint8"}
+_COMPARE = {
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "greater",
+    "less",
+    "equal",
+    "not_equal",
+    "logical_and",
+    "logical_or",
+    "isnan",
+    "isinf",
+    "isfinite",
+    "logical_not",
+}
+_REDUCE = {
+    "sum",
+    "mean",
+    "max",
+    "min",
+    "prod",
+    "argmax",
+    "argmin",
+    "std",
+    "var",
+    "norm",
+    "logsumexp",
+    "all",
+    "any",
+    "amax",
+    "amin",
+    "nansum",
+    "nanmean",
+    "median",
+}
+_CAST = {
+    "float": "float32",
+    "double": "float64",
+    "half": "float16",
+    "long": "int64",
+    "int": "int32",
+    "bool": "bool",
+    "bfloat16": "bfloat16",
+    "short": "int16",
+    "byte": "uint8",
+}
 _CREATE = {"zeros", "ones", "empty", "randn", "rand"}
 
 
@@ -71,7 +180,9 @@ def _library(cx: Ctx, short: str, name: str, args: list, kwargs: dict, lib: str)
         if lib == "torch":
             sizes = tt.arg(args, kwargs, 2 if len(args) >= 3 else 1, "size")
             dtype = tt.dtype_arg(kwargs.get("dtype")) or "int64"
-            return tt.creation(cx, [sizes] if sizes is not None else [], {"dtype": DTypeV(dtype)}, lib)
+            return tt.creation(
+                cx, [sizes] if sizes is not None else [], {"dtype": DTypeV(dtype)}, lib
+            )
         size = kwargs.get("size", args[2] if len(args) > 2 else None)
         if size is None:
             return IntV(None)
@@ -88,7 +199,15 @@ def _library(cx: Ctx, short: str, name: str, args: list, kwargs: dict, lib: str)
             return UNKNOWN
         dtype = tt.dtype_arg(kwargs.get("dtype"))
         return t.with_dtype(dtype) if dtype else t
-    if short in ("tensor", "as_tensor", "array", "asarray", "from_numpy", "LongTensor", "FloatTensor"):
+    if short in (
+        "tensor",
+        "as_tensor",
+        "array",
+        "asarray",
+        "from_numpy",
+        "LongTensor",
+        "FloatTensor",
+    ):
         dtype = tt.dtype_arg(kwargs.get("dtype"))
         if short == "LongTensor":
             dtype = "int64"
@@ -127,14 +246,73 @@ def _library(cx: Ctx, short: str, name: str, args: list, kwargs: dict, lib: str)
         return tt.elementwise(cx, args[1], args[2], args[0], dtype=tt.promote(args[1], args[2]))
     if short in ("softmax", "log_softmax"):
         return nn.FUNCTIONAL["softmax"](cx, args, kwargs)
-    if short in ("flatten", "reshape", "transpose", "permute", "squeeze", "unsqueeze",
-                 "split", "chunk", "argmax", "argmin", "sum", "mean", "max", "min", "t",
-                 "exp", "log", "relu", "sigmoid", "tanh", "abs", "sqrt", "clamp", "clip",
-                 "expand_dims", "swapaxes", "moveaxis", "prod", "std", "var", "all", "any",
-                 "amax", "amin", "logsumexp", "norm", "add", "sub", "mul", "div", "pow",
-                 "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
-                 "logical_or", "isnan", "dropout", "multiply", "subtract", "divide", "power",
-                 "square", "greater", "less", "equal", "sin", "cos", "detach", "clone"):
+    if short in (
+        "flatten",
+        "reshape",
+        "transpose",
+        "permute",
+        "squeeze",
+        "unsqueeze",
+        "split",
+        "chunk",
+        "argmax",
+        "argmin",
+        "sum",
+        "mean",
+        "max",
+        "min",
+        "t",
+        "exp",
+        "log",
+        "relu",
+        "sigmoid",
+        "tanh",
+        "abs",
+        "sqrt",
+        "clamp",
+        "clip",
+        "expand_dims",
+        "swapaxes",
+        "moveaxis",
+        "prod",
+        "std",
+        "var",
+        "all",
+        "any",
+        "amax",
+        "amin",
+        "logsumexp",
+        "norm",
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "pow",
+        "maximum",
+        "minimum",
+        "eq",
+        "ne",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+        "logical_and",
+        "logical_or",
+        "isnan",
+        "dropout",
+        "multiply",
+        "subtract",
+        "divide",
+        "power",
+        "square",
+        "greater",
+        "less",
+        "equal",
+        "sin",
+        "cos",
+        "detach",
+        "clone",
+    ):
         if args and isinstance(args[0], TensorV):
             return call_method(cx, args[0], short, args[1:], kwargs)
         return UNKNOWN
@@ -192,7 +370,9 @@ def call_method(cx: Ctx, t: TensorV, name: str, args: list, kwargs: dict) -> Any
         keep = kwargs.get("keepdim", kwargs.get("keepdims", args[1] if len(args) > 1 else None))
         if isinstance(dim, TensorV):  # torch.max(a, b) element-wise
             return tt.elementwise(cx, t, dim)
-        indices = name in ("max", "min", "median") and dim is not None and not isinstance(dim, NoneV)
+        indices = (
+            name in ("max", "min", "median") and dim is not None and not isinstance(dim, NoneV)
+        )
         return tt.reduction(cx, t, dim, keep, name, indices and t.lib == "torch")
     if name in ("softmax", "log_softmax"):
         dim = tt.arg(args, kwargs, 0, "dim")

@@ -30,7 +30,7 @@ from mimir.dims import Dim
 from mimir.host import api, nn
 from mimir.host import torch_table as tt
 from mimir.host.annotations import read_host_annotation
-from mimir.host.rules import Refuted
+from mimir.host.rules import RefutedError
 from mimir.host.values import (
     UNKNOWN,
     ApiV,
@@ -135,7 +135,11 @@ class HostChecker:
             elif isinstance(stmt, ast.ClassDef) and id(stmt) not in self.instantiated:
                 obj = self.instantiate(ClassV(stmt), None, {}, standalone=True)
                 forward = self._method(stmt, "forward")
-                if isinstance(obj, ObjectV) and forward is not None and id(forward) not in self.reached:
+                if (
+                    isinstance(obj, ObjectV)
+                    and forward is not None
+                    and id(forward) not in self.reached
+                ):
                     self.call_function(FuncV(forward, obj), None, None, {}, standalone=True)
             elif isinstance(stmt, ast.ClassDef):
                 for fn in stmt.body:
@@ -150,16 +154,16 @@ class HostChecker:
         if cond is None or cond is True:
             return
         if cond is False:
-            raise Refuted(code, message)
+            raise RefutedError(code, message)
         verdict = self.prover.prove(cond)
         if verdict.status == PROVEN:
             return
         if verdict.status == REFUTED:
-            raise Refuted(code, message, verdict.counterexample)
+            raise RefutedError(code, message, verdict.counterexample)
         self.unproven += 1  # unknown to Z3: never reported as an error
 
     def fail(self, code: str, message: str) -> NoReturn:
-        raise Refuted(code, message)
+        raise RefutedError(code, message)
 
     def fresh(self, name: str, lo: int, hi: int | None = None, values: tuple = ()) -> Sym:
         self._fresh += 1
@@ -189,7 +193,7 @@ class HostChecker:
             return self.dim_size(self.info.dims[name].dim)
         return self.dim_size(Dim(name))
 
-    def report(self, err: Refuted, node: ast.AST) -> None:
+    def report(self, err: RefutedError, node: ast.AST) -> None:
         span = self.src.span(node)
         key = (span.line, span.column, err.code)
         if key in self.found or any(k[:2] == (span.line, span.column) for k in self.found):
@@ -291,11 +295,16 @@ class HostChecker:
             starred = any(isinstance(t, ast.Starred) for t in target.elts)
             items = _unpack(value, len(target.elts))
             if starred or items is None:
-                if isinstance(value, TupleV) and not starred and len(value.items) != len(target.elts):
+                if (
+                    isinstance(value, TupleV)
+                    and not starred
+                    and len(value.items) != len(target.elts)
+                ):
                     self.report(
-                        Refuted(
+                        RefutedError(
                             "GPU036",
-                            f"cannot unpack {len(value.items)} values into {len(target.elts)} names",
+                            f"cannot unpack {len(value.items)} values into "
+                            f"{len(target.elts)} names",
                         ),
                         target,
                     )
@@ -443,9 +452,32 @@ class HostChecker:
             return StrV("__main__")
         if name in ("True", "False"):
             return BoolV(name == "True")
-        if name in ("len", "range", "enumerate", "zip", "int", "float", "super", "isinstance",
-                    "list", "tuple", "min", "max", "sum", "print", "reversed", "sorted", "abs",
-                    "round", "iter", "next", "bool", "str", "hasattr", "getattr"):
+        if name in (
+            "len",
+            "range",
+            "enumerate",
+            "zip",
+            "int",
+            "float",
+            "super",
+            "isinstance",
+            "list",
+            "tuple",
+            "min",
+            "max",
+            "sum",
+            "print",
+            "reversed",
+            "sorted",
+            "abs",
+            "round",
+            "iter",
+            "next",
+            "bool",
+            "str",
+            "hasattr",
+            "getattr",
+        ):
             return ApiV("builtins." + name)
         return UNKNOWN
 
@@ -498,7 +530,9 @@ class HostChecker:
                 return UNKNOWN
             if isinstance(index, tt.SliceV):
                 bounds = (index.start, index.stop, index.step)
-                if all(b is None or (b != tt.UNREADABLE and literal(b) is not None) for b in bounds):
+                if all(
+                    b is None or (b != tt.UNREADABLE and literal(b) is not None) for b in bounds
+                ):
                     lo, hi, st = (None if b is None else literal(b) for b in bounds)
                     return TupleV(base.items[lo:hi:st], base.is_list)
             return UNKNOWN
@@ -558,7 +592,11 @@ class HostChecker:
                 return IntV(arith(ops[type(op)], a.sym, b.sym))
             if isinstance(op, ast.Div):
                 return FloatV()
-            if isinstance(op, ast.Pow) and literal(a.sym) is not None and literal(b.sym) is not None:
+            if (
+                isinstance(op, ast.Pow)
+                and literal(a.sym) is not None
+                and literal(b.sym) is not None
+            ):
                 x, y = literal(a.sym), literal(b.sym)
                 assert x is not None and y is not None
                 return IntV(const(x**y)) if 0 <= y < 64 else FloatV()
@@ -586,10 +624,20 @@ class HostChecker:
         if isinstance(left, IntV) and isinstance(right, IntV):
             a, b = literal(left.sym), literal(right.sym)
             if a is not None and b is not None:
-                table = {ast.Eq: a == b, ast.NotEq: a != b, ast.Lt: a < b, ast.LtE: a <= b,
-                         ast.Gt: a > b, ast.GtE: a >= b}
+                table = {
+                    ast.Eq: a == b,
+                    ast.NotEq: a != b,
+                    ast.Lt: a < b,
+                    ast.LtE: a <= b,
+                    ast.Gt: a > b,
+                    ast.GtE: a >= b,
+                }
                 return BoolV(table.get(type(op)))
-        if isinstance(left, StrV) and isinstance(right, StrV) and isinstance(op, (ast.Eq, ast.NotEq)):
+        if (
+            isinstance(left, StrV)
+            and isinstance(right, StrV)
+            and isinstance(op, (ast.Eq, ast.NotEq))
+        ):
             return BoolV((left.value == right.value) == isinstance(op, ast.Eq))
         return BoolV(None)
 
@@ -597,7 +645,7 @@ class HostChecker:
         """Run a shape rule; a refuted requirement becomes one diagnostic at `node`."""
         try:
             return rule()
-        except Refuted as err:
+        except RefutedError as err:
             self.report(err, node)
             return UNKNOWN
 
@@ -786,7 +834,9 @@ class HostChecker:
         standalone: bool = False,
     ) -> Any:
         fn = f.node
-        if self.depth >= _MAX_DEPTH or any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(fn)):
+        if self.depth >= _MAX_DEPTH or any(
+            isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(fn)
+        ):
             return UNKNOWN
         if not standalone:
             self.reached.add(id(fn))
@@ -837,9 +887,7 @@ class HostChecker:
         return result
 
     def annotation(self, node: ast.expr | None) -> Any:
-        return read_host_annotation(
-            self.info, node, self.qualname, self.dim_size, self.named_size
-        )
+        return read_host_annotation(self.info, node, self.qualname, self.dim_size, self.named_size)
 
     def qualname(self, node: ast.expr) -> str | None:
         if isinstance(node, ast.Name):
@@ -889,9 +937,15 @@ class HostChecker:
         passed: list[tuple[str, Any, ast.expr | None]] = []
         for k, p in enumerate(params):
             if k < len(args):
-                passed.append((p.arg, args[k], call.args[k] if call and k < len(call.args) else None))
+                passed.append(
+                    (p.arg, args[k], call.args[k] if call and k < len(call.args) else None)
+                )
             elif p.arg in kwargs:
-                src = next((kw.value for kw in call.keywords if kw.arg == p.arg), None) if call else None
+                src = (
+                    next((kw.value for kw in call.keywords if kw.arg == p.arg), None)
+                    if call
+                    else None
+                )
                 passed.append((p.arg, kwargs[p.arg], src))
         binding: dict[str, tuple[Sym, str, str]] = {}
         later: list[tuple[str, Any, Any, str]] = []
@@ -905,20 +959,28 @@ class HostChecker:
             if t.dtype is not None and t.lib == "mimir":
                 want_dtype = "bool" if ann.dtype.name == "bool_" else ann.dtype.name
                 if t.dtype != want_dtype:
-                    self._report_at(src, node, Refuted(
-                        "GPU041",
-                        f"argument `{pname}` of `{name}` is {t.dtype}, the annotation says "
-                        f"{ann.dtype.name}",
-                    ))
+                    self._report_at(
+                        src,
+                        node,
+                        RefutedError(
+                            "GPU041",
+                            f"argument `{pname}` of `{name}` is {t.dtype}, the annotation says "
+                            f"{ann.dtype.name}",
+                        ),
+                    )
                     continue
             if t.shape is None:
                 continue
             if len(t.shape) != len(ann.dims):
-                self._report_at(src, node, Refuted(
-                    "GPU040",
-                    f"argument `{pname}` of `{name}` has shape {shown} (rank {len(t.shape)}), "
-                    f"the annotation says {want}",
-                ))
+                self._report_at(
+                    src,
+                    node,
+                    RefutedError(
+                        "GPU040",
+                        f"argument `{pname}` of `{name}` has shape {shown} (rank {len(t.shape)}), "
+                        f"the annotation says {want}",
+                    ),
+                )
                 continue
             try:
                 for d, size in zip(ann.dims, t.shape, strict=True):
@@ -948,7 +1010,7 @@ class HostChecker:
                         f"says {want} (expected {show(expected)}, got {show(size)})",
                     )
                 later.clear()
-            except Refuted as err:
+            except RefutedError as err:
                 self._report_at(src, node, err)
                 return UNKNOWN
         ret = read_annotation(self.info, kernel.returns)
@@ -984,7 +1046,7 @@ class HostChecker:
         left, right = self._substitute(d.left, binding), self._substitute(d.right, binding)
         return arith(d.op, left, right)
 
-    def _report_at(self, src: ast.AST | None, node: ast.AST | None, err: Refuted) -> None:
+    def _report_at(self, src: ast.AST | None, node: ast.AST | None, err: RefutedError) -> None:
         at = src if src is not None else node
         if at is not None:
             self.report(err, at)

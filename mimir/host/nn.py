@@ -27,7 +27,6 @@ from mimir.host.values import (
     const,
     eq,
     le,
-    literal,
     show,
     show_shape,
 )
@@ -85,7 +84,9 @@ KNOWN_LAYERS = set(PARAMS) | IDENTITY | set(LOSSES) | {"Sequential", "ModuleList
 
 def param(layer: LayerV, name: str, default: Any = None) -> Any:
     names = PARAMS.get(layer.kind, ())
-    return tt.arg(layer.args, layer.kwargs, names.index(name) if name in names else None, name, default)
+    return tt.arg(
+        layer.args, layer.kwargs, names.index(name) if name in names else None, name, default
+    )
 
 
 def describe(layer: LayerV) -> str:
@@ -108,8 +109,13 @@ def call_layer(cx: Ctx, layer: LayerV, args: list, kwargs: dict, call_value: Any
     if kind in IDENTITY:
         return t
     if kind == "Linear":
-        return linear_shape(cx, t, tt.size_of(param(layer, "in_features")),
-                            tt.size_of(param(layer, "out_features")), describe(layer))
+        return linear_shape(
+            cx,
+            t,
+            tt.size_of(param(layer, "in_features")),
+            tt.size_of(param(layer, "out_features")),
+            describe(layer),
+        )
     if kind in ("Conv1d", "Conv2d"):
         return conv(cx, layer, t, int(kind[-2]))
     if kind in ("MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d"):
@@ -130,8 +136,12 @@ def call_layer(cx: Ctx, layer: LayerV, args: list, kwargs: dict, call_value: Any
     if kind == "Embedding":
         return embedding_shape(cx, t, tt.size_of(param(layer, "embedding_dim")), describe(layer))
     if kind == "Flatten":
-        return tt.flatten(cx, t, param(layer, "start_dim", IntV(const(1))),
-                          param(layer, "end_dim", IntV(const(-1))))
+        return tt.flatten(
+            cx,
+            t,
+            param(layer, "start_dim", IntV(const(1))),
+            param(layer, "end_dim", IntV(const(-1))),
+        )
     if kind == "Unflatten":
         return unflatten(cx, t, param(layer, "dim"), param(layer, "unflattened_size"))
     if kind in ("Softmax", "LogSoftmax"):
@@ -147,7 +157,7 @@ def call_layer(cx: Ctx, layer: LayerV, args: list, kwargs: dict, call_value: Any
 
 def linear_shape(cx: Ctx, t: TensorV, fan_in: Size, fan_out: Size, what: str) -> Any:
     if t.dtype is not None and not tt.is_float(t.dtype):
-        cx.fail("GPU021", f"`{what}` needs a floating-point input, got {t.dtype}")
+        cx.fail("GPU105", f"`{what}` needs a floating-point input, got {t.dtype}")
     if t.shape is None:
         return TensorV(None, t.dtype, t.lib)
     if not t.shape:
@@ -205,7 +215,7 @@ def conv_shape(
     what: str,
 ) -> Any:
     if t.dtype is not None and not tt.is_float(t.dtype):
-        cx.fail("GPU021", f"`{what}` needs a floating-point input, got {t.dtype}")
+        cx.fail("GPU105", f"`{what}` needs a floating-point input, got {t.dtype}")
     if t.shape is None:
         return TensorV(None, t.dtype, t.lib)
     if len(t.shape) not in (d + 1, d + 2):
@@ -252,7 +262,9 @@ def pool(
     if t.shape is None:
         return TensorV(None, t.dtype, t.lib)
     if len(t.shape) not in (d + 1, d + 2):
-        cx.fail("GPU101", f"`{what}` needs a {d + 1}-d or {d + 2}-d input, got {show_shape(t.shape)}")
+        cx.fail(
+            "GPU101", f"`{what}` needs a {d + 1}-d or {d + 2}-d input, got {show_shape(t.shape)}"
+        )
     names = ["L"] if d == 1 else ["H", "W"]
     dils = dil if dil is not None else [None] * d
     out = [
@@ -266,7 +278,9 @@ def adaptive(cx: Ctx, t: TensorV, d: int, size: Any, what: str) -> Any:
     if t.shape is None:
         return TensorV(None, t.dtype, t.lib)
     if len(t.shape) not in (d + 1, d + 2):
-        cx.fail("GPU101", f"`{what}` needs a {d + 1}-d or {d + 2}-d input, got {show_shape(t.shape)}")
+        cx.fail(
+            "GPU101", f"`{what}` needs a {d + 1}-d or {d + 2}-d input, got {show_shape(t.shape)}"
+        )
     out = _pair(size, d)
     if isinstance(size, TupleV):
         out = [
@@ -294,9 +308,11 @@ def batchnorm(cx: Ctx, t: TensorV, c: Size, kind: str, what: str) -> Any:
 def layer_norm_shape(cx: Ctx, t: TensorV, normalized: Any, what: str) -> Any:
     if t.shape is None:
         return t
-    sizes = [tt.size_of(x) for x in normalized.items] if isinstance(normalized, TupleV) else [
-        tt.size_of(normalized)
-    ]
+    sizes = (
+        [tt.size_of(x) for x in normalized.items]
+        if isinstance(normalized, TupleV)
+        else [tt.size_of(normalized)]
+    )
     if len(sizes) > len(t.shape):
         cx.fail("GPU101", f"`{what}` normalizes {len(sizes)} dims of a rank-{len(t.shape)} input")
     for want, got in zip(sizes, t.shape[len(t.shape) - len(sizes) :], strict=True):
@@ -310,7 +326,7 @@ def layer_norm_shape(cx: Ctx, t: TensorV, normalized: Any, what: str) -> Any:
 
 def embedding_shape(cx: Ctx, idx: TensorV, dim: Size, what: str) -> Any:
     if idx.dtype is not None and not tt.is_int(idx.dtype):
-        cx.fail("GPU020", f"`{what}` needs integer (long) indices, got {idx.dtype}")
+        cx.fail("GPU105", f"`{what}` needs integer (long) indices, got {idx.dtype}")
     if idx.shape is None:
         return TensorV(None, "float32", idx.lib)
     return TensorV((*idx.shape, dim), "float32", idx.lib)
@@ -362,7 +378,7 @@ def cross_entropy(cx: Ctx, args: list, kwargs: dict, what: str = "cross_entropy"
         )
     if y.dtype is not None and not tt.is_int(y.dtype):
         cx.fail(
-            "GPU020",
+            "GPU105",
             f"`{what}` needs integer (long) class indices as target, got {y.dtype}",
         )
     for a, b in zip(want, y.shape, strict=True):
@@ -387,7 +403,11 @@ def pointwise_loss(cx: Ctx, args: list, kwargs: dict, what: str, exact: bool) ->
         if same_rank:
             for a, b in zip(x.shape, y.shape, strict=True):
                 c = eq(a, b)
-                cond = None if c is None or cond is None else (cond if c is True else c if cond is True else None)
+                cond = (
+                    None
+                    if c is None or cond is None
+                    else (cond if c is True else c if cond is True else None)
+                )
         cx.need(
             cond,
             "GPU104",
@@ -581,6 +601,21 @@ FUNCTIONAL: dict[str, Any] = {
         cx, a, k, "binary_cross_entropy_with_logits", exact=True
     ),
 }
-for _name in ("relu", "gelu", "silu", "tanh", "sigmoid", "leaky_relu", "elu", "dropout",
-              "dropout1d", "dropout2d", "relu6", "hardswish", "mish", "softplus", "normalize"):
+for _name in (
+    "relu",
+    "gelu",
+    "silu",
+    "tanh",
+    "sigmoid",
+    "leaky_relu",
+    "elu",
+    "dropout",
+    "dropout1d",
+    "dropout2d",
+    "relu6",
+    "hardswish",
+    "mish",
+    "softplus",
+    "normalize",
+):
     FUNCTIONAL[_name] = _f_identity

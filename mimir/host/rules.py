@@ -3,7 +3,7 @@
 A rule states each requirement as `cx.need(condition, code, message)`: the
 condition is a bool (decided already), a Z3 term over the size algebra (proven
 for every admissible size), or None (a size is unknown: nothing is claimed).
-A requirement that fails raises `Refuted`, which the interpreter turns into one
+A requirement that fails raises `RefutedError`, which the interpreter turns into one
 diagnostic at the call and an unknown result, so nothing downstream cascades.
 """
 
@@ -14,7 +14,7 @@ from typing import Any, NoReturn, Protocol
 from mimir.diagnostics.diagnostic import Label
 
 
-class Refuted(Exception):
+class RefutedError(Exception):
     def __init__(
         self,
         code: str,

@@ -7,7 +7,7 @@ the same terms the kernel checker proves; a size that is None is unknown and is
 never compared. A function or method missing from the table gives `UNKNOWN`:
 an unknown call is never an error. Errors use the codes the kernel language
 uses for the same failure (GPU010 broadcast, GPU011 matmul, GPU013 reshape,
-GPU014 axis, GPU018 index, GPU020/GPU021 dtypes) and host codes for the rest.
+GPU014 axis, GPU018 index) and host codes (GPU100-GPU105) for the rest.
 """
 
 from __future__ import annotations
@@ -247,7 +247,7 @@ def matmul(cx: Ctx, a: Any, b: Any) -> Any:
     if x is None or y is None or x.shape is None or y.shape is None:
         return TensorV(None, None, x.lib if x else "torch") if x or y else UNKNOWN
     if x.dtype and y.dtype and x.dtype != y.dtype and x.lib == "torch":
-        cx.fail("GPU021", f"matmul mixes {x.dtype} and {y.dtype}: both operands need one dtype")
+        cx.fail("GPU105", f"matmul mixes {x.dtype} and {y.dtype}: both operands need one dtype")
     xs, ys = x.shape, y.shape
     if not xs or not ys:
         cx.fail("GPU012", "matmul needs operands of rank 1 or more, got a scalar")
@@ -271,7 +271,10 @@ def matmul(cx: Ctx, a: Any, b: Any) -> Any:
 
 
 def mm(cx: Ctx, args: list, kwargs: dict) -> Any:
-    for side, v in (("left", arg(args, kwargs, 0, "input")), ("right", arg(args, kwargs, 1, "mat2"))):
+    for side, v in (
+        ("left", arg(args, kwargs, 0, "input")),
+        ("right", arg(args, kwargs, 1, "mat2")),
+    ):
         t = tensor(v)
         if t is not None and t.rank is not None and t.rank != 2:
             cx.fail("GPU012", f"`mm` needs 2-d operands: {side} has rank {t.rank}")
@@ -377,7 +380,9 @@ def reshape(cx: Ctx, t: TensorV, new: list[Size] | None, what: str = "view") -> 
             f"{show(total)} is not a multiple of {show(known)}",
         )
         size = arith("//", total, known)
-        return TensorV(tuple(size if i in inferred else s for i, s in enumerate(new)), t.dtype, t.lib)
+        return TensorV(
+            tuple(size if i in inferred else s for i, s in enumerate(new)), t.dtype, t.lib
+        )
     new_total = product(tuple(new))
     cx.need(
         eq(total, new_total),
@@ -486,9 +491,7 @@ def repeat(cx: Ctx, t: TensorV, reps: list[Size] | None) -> Any:
     if len(reps) < len(t.shape):
         cx.fail("GPU036", "repeat needs at least one count per dimension")
     lead = len(reps) - len(t.shape)
-    shape = tuple(
-        r if i < lead else arith("*", t.shape[i - lead], r) for i, r in enumerate(reps)
-    )
+    shape = tuple(r if i < lead else arith("*", t.shape[i - lead], r) for i, r in enumerate(reps))
     return TensorV(shape, t.dtype, t.lib)
 
 
@@ -564,9 +567,7 @@ def split(cx: Ctx, t: TensorV, size: Any, dim: Any, chunks: bool) -> Any:
         parts_n = [min(step, n - i) for i in range(0, n, step)] if step else []
     else:
         parts_n = [min(k, n - i) for i in range(0, n, k)]
-    return TupleV(
-        tuple(t.with_shape((*t.shape[:d], const(p), *t.shape[d + 1 :])) for p in parts_n)
-    )
+    return TupleV(tuple(t.with_shape((*t.shape[:d], const(p), *t.shape[d + 1 :])) for p in parts_n))
 
 
 # ---------------------------------------------------------------- indexing

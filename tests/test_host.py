@@ -1,0 +1,140 @@
+"""Host-code checking (`mimir.host`): fixtures under `tests/fixtures/host/` with `# E:` markers.
+
+Each fixture's diagnostics must equal its markers exactly (a missing and an unexpected
+diagnostic both fail), as for kernel fixtures. The unit tests below pin what a marker
+cannot: messages, counterexamples, and what stays unknown instead of becoming an error.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+from support import REPO, markers
+
+from mimir.check import FileResult, check_source
+from mimir.diagnostics.codes import REGISTRY
+from mimir.host import check_host
+from mimir.parse.module import read_module
+from mimir.parse.spans import SourceFile
+
+HOST_FIXTURES = sorted((REPO / "tests" / "fixtures" / "host").glob("*.py"))
+
+
+@functools.cache
+def _checked(path: Path) -> FileResult:
+    return check_source(str(path), path.read_text())
+
+
+@pytest.mark.parametrize("path", HOST_FIXTURES, ids=[p.name for p in HOST_FIXTURES])
+def test_host_fixture_diagnostics_match_markers(path: Path) -> None:
+    text = path.read_text()
+    got = {(d.span.line, d.code) for d in _checked(path).diagnostics}
+    want = markers(text)
+    lines = text.splitlines()
+    missing = [f"{ln}: {code}  | {lines[ln - 1].strip()}" for ln, code in sorted(want - got)]
+    unexpected = [
+        f"{d.span.line}:{d.span.column}: {d.code} {d.message}"
+        for d in _checked(path).diagnostics
+        if (d.span.line, d.code) not in want
+    ]
+    assert not missing and not unexpected, f"missing: {missing}\nunexpected: {unexpected}"
+
+
+@pytest.mark.parametrize("path", HOST_FIXTURES, ids=[p.name for p in HOST_FIXTURES])
+def test_host_diagnostics_are_well_formed(path: Path) -> None:
+    for d in _checked(path).diagnostics:
+        assert d.code in REGISTRY and d.severity == "error"
+        assert d.message and not d.message.endswith(".") and not d.message[0].isupper()
+        assert d.span.line >= 1 and d.span.column >= 1
+
+
+def _host(src: str):
+    import ast
+
+    return check_host(read_module(SourceFile("t.py", src), ast.parse(src)))
+
+
+def _messages(src: str) -> list[tuple[int, str, str]]:
+    return [(d.span.line, d.code, d.message) for d in _host(src).diagnostics]
+
+
+def test_kernel_call_names_both_arguments_and_sizes() -> None:
+    (d,) = [
+        d
+        for d in _checked(REPO / "tests/fixtures/host/kernel_calls.py").diagnostics
+        if d.span.line == 52
+    ]
+    assert d.message == (
+        "`N` is 32 from argument `x` [32, 784] but 64 from argument `y` [64] in the call of `pair`"
+    )
+
+
+def test_symbolic_batch_gets_a_counterexample() -> None:
+    src = (
+        "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\n"
+        "X = torch.randn(100, 3)\nY = torch.randint(0, 3, (100,))\n"
+        "for xb, yb in DataLoader(TensorDataset(X, Y), batch_size=32):\n"
+        "    z = xb.view(-1, 96)\n"
+    )
+    (d,) = _host(src).diagnostics
+    assert d.code == "GPU013" and d.span.line == 6
+    # 100 = 3 * 32 + 4: full batches hold 96 values, the last one 12.
+    assert dict(d.counterexample) == {"batch": 4}
+
+
+def test_data_loader_batches_are_exact() -> None:
+    src = (
+        "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\n"
+        "X = torch.randn(96, 8)\nY = torch.randint(0, 3, (96,))\n"
+        "for xb, yb in DataLoader(TensorDataset(X, Y), batch_size=32):\n"
+        "    z = xb.view(-1, 16)\n    w = xb.view(-1, 512)\n"
+    )
+    assert [(ln, c) for ln, c, _ in _messages(src)] == [(7, "GPU013")]
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        # unknown calls, unknown libraries, unknown attributes give unknown shapes
+        "import torch\nimport foo\nx = foo.make()\ny = x @ torch.randn(3, 4)\n",
+        "import torch\nx = torch.randn(3, 4)\ny = x.frobnicate()\nz = y @ torch.randn(5, 6)\n",
+        # a branch whose sides disagree leaves the size unknown
+        "import torch\nimport sys\nn = 3 if sys.argv else 4\nx = torch.randn(n, 4)\n"
+        "y = x.view(3, 4)\n",
+        # a loop that grows a tensor widens to unknown instead of unrolling
+        "import torch\nx = torch.randn(1, 4)\nfor _ in range(10):\n"
+        "    x = torch.cat([x, torch.randn(1, 4)], 0)\ny = x.view(2, -1, 4)\n",
+        # squeeze of a symbolic size is left unknown (torch squeezes only size 1)
+        "import torch\ndef f(n: int):\n"
+        "    return torch.randn(n, 1).squeeze(0) @ torch.randn(3, 1)\n",
+    ],
+)
+def test_unknown_is_never_an_error(src: str) -> None:
+    assert _messages(src) == []
+
+
+def test_loop_over_module_list_is_exact() -> None:
+    src = (
+        "import torch\nimport torch.nn as nn\n"
+        "layers = nn.ModuleList([nn.Linear(4, 8), nn.Linear(8, 8), nn.Linear(4, 2)])\n"
+        "x = torch.randn(3, 4)\nfor layer in layers:\n    x = layer(x)\n"
+    )
+    ((line, code, message),) = _messages(src)
+    assert (line, code) == (6, "GPU100")
+    assert "expects 4 input features, got [3, 8]" in message
+
+
+def test_helper_is_summarised_per_call() -> None:
+    src = (
+        "import torch\ndef head(x, k):\n    return x @ torch.randn(k, 2)\n"
+        "a = head(torch.randn(5, 3), 3)\nb = head(torch.randn(5, 7), 7)\nc = head(a, 3)\n"
+    )
+    ((line, code, message),) = _messages(src)
+    assert (line, code) == (3, "GPU011") and "[5, 2] @ [3, 2]" in message
+
+
+def test_hover_shapes_are_recorded() -> None:
+    src = "import torch\nx = torch.randn(4, 3)\ny = x.unsqueeze(0)\n"
+    assert _host(src).shapes == {(2, 1): "[4, 3]", (3, 1): "[1, 4, 3]"}
