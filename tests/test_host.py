@@ -138,3 +138,23 @@ def test_helper_is_summarised_per_call() -> None:
 def test_hover_shapes_are_recorded() -> None:
     src = "import torch\nx = torch.randn(4, 3)\ny = x.unsqueeze(0)\n"
     assert _host(src).shapes == {(2, 1): "[4, 3]", (3, 1): "[1, 4, 3]"}
+
+
+def test_torch_layer_fixture_agrees_with_pytorch() -> None:
+    """Each `case_*` of torch_layers.py raises under CPU PyTorch exactly at its marker."""
+    import runpy
+    import traceback
+
+    path = REPO / "tests" / "fixtures" / "host" / "torch_layers.py"
+    lines = {line for line, _ in markers(path.read_text())}
+    namespace = runpy.run_path(str(path))
+    raised = set()
+    for name, case in namespace.items():
+        if not name.startswith("case_"):
+            continue
+        try:
+            case()
+        except Exception as err:  # noqa: BLE001 - every crash is what is measured
+            frames = traceback.extract_tb(err.__traceback__)
+            raised.add([f.lineno for f in frames if f.filename == str(path)][-1])
+    assert raised == lines
