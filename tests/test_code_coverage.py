@@ -3,8 +3,8 @@
 A code that nothing fires is either dead or untested: both fail here. Checker codes need a
 `# E: CODE` marker in tests/fixtures/check, tests/fixtures/host or tests/torch_programs;
 shim codes need their registry example to raise them under plain Python; compile codes
-need their registry example to be refused by `compile_source`; the input codes (GPU001, GPU002) and the solver's own verdict
-(GPU050) are fired here directly.
+need their registry example to be refused by `compile_source`; the input codes (GPU001,
+GPU002) and the solver's own verdict (GPU050) are fired here directly.
 """
 
 from __future__ import annotations
