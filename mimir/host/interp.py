@@ -65,7 +65,8 @@ from mimir.solve.prover import PROVEN, REFUTED, Prover
 from mimir.solve.z3lib import z3
 
 _DEAD = "<dead>"
-_MAX_DEPTH = 12
+_MAX_DEPTH = 8
+_BUDGET = 40_000  # statements interpreted per file; past it, calls are no longer followed
 _LOOP_ROUNDS = 4
 _UNROLL = 32
 _BUILTIN_ITERS = {"range", "enumerate", "zip", "reversed", "sorted"}
@@ -116,6 +117,8 @@ class HostChecker:
         self._declared: set[str] = set()
         self._fresh = 0
         self._node: ast.AST | None = None
+        self.steps = 0
+        self._memo: dict[tuple, Any] = {}
 
     # ------------------------------------------------------------ entry
 
@@ -211,6 +214,7 @@ class HostChecker:
             self.statement(stmt, env, frame)
 
     def statement(self, stmt: ast.stmt, env: dict, frame: _Frame | None) -> None:
+        self.steps += 1
         if isinstance(stmt, ast.FunctionDef):
             top = frame is None and stmt.name in self.kernels
             env[stmt.name] = KernelV(stmt.name) if top else FuncV(stmt)
@@ -834,12 +838,21 @@ class HostChecker:
         standalone: bool = False,
     ) -> Any:
         fn = f.node
-        if self.depth >= _MAX_DEPTH or any(
-            isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(fn)
+        if (
+            self.depth >= _MAX_DEPTH
+            or self.steps > _BUDGET
+            or any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(fn))
         ):
             return UNKNOWN
         if not standalone:
             self.reached.add(id(fn))
+        # A call that passes nothing the interpreter knows gives what the last such call gave.
+        memo = None
+        if all(_uninformative(v) for v in [*(args or []), *kwargs.values()]):
+            memo = (id(fn), id(f.owner), args is None, len(args or []), tuple(sorted(kwargs)))
+            if memo in self._memo:
+                return self._memo[memo]
+            self._memo[memo] = UNKNOWN  # a recursive call meanwhile learns nothing
         env: dict[str, Any] = {}
         params = [*fn.args.posonlyargs, *fn.args.args]
         positional = list(args or [])
@@ -881,9 +894,11 @@ class HostChecker:
             self.depth -= 1
         if not env.get(_DEAD):
             frame.returns.append(NoneV())
-        result = frame.returns[0]
+        result = frame.returns[0] if frame.returns else UNKNOWN  # every path raised
         for r in frame.returns[1:]:
             result = join(result, r)
+        if memo is not None:
+            self._memo[memo] = result
         return result
 
     def annotation(self, node: ast.expr | None) -> Any:
@@ -1053,6 +1068,10 @@ class HostChecker:
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def _uninformative(v: Any) -> bool:
+    return v is UNKNOWN or isinstance(v, (NoneV, StrV, BoolV, FloatV, ApiV)) or v == IntV(None)
 
 
 def _aliases(info: ModuleInfo) -> dict[str, str]:
