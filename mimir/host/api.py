@@ -17,6 +17,7 @@ from mimir.host.values import (
     BoolV,
     DeviceV,
     DTypeV,
+    FloatV,
     IntV,
     NoneV,
     StrV,
@@ -350,9 +351,13 @@ def call_method(cx: Ctx, t: TensorV, name: str, args: list, kwargs: dict) -> Any
     if name == "type":
         dtype = tt.dtype_arg(args[0]) if args else None
         return t.with_dtype(dtype) if dtype else TensorV(t.shape, None, t.lib)
-    if name in ("item", "tolist", "numpy", "backward", "sum_to_size", "register_hook"):
+    if name in ("item", "tolist", "numpy", "backward", "register_hook"):
         if name == "numpy":
             return TensorV(t.shape, t.dtype, "numpy")
+        if name == "backward":
+            return NoneV()
+        if name == "item":
+            return FloatV() if tt.is_float(t.dtype) else UNKNOWN
         return UNKNOWN
     if name in ("size", "shape"):
         if t.shape is None:

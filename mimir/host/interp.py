@@ -516,6 +516,8 @@ class HostChecker:
             if attr in nn.PARAMS.get(base.kind, ()):
                 return nn.param(base, attr, UNKNOWN)
             return MethodV(base, attr)
+        if isinstance(base, TupleV) and attr in ("values", "indices") and len(base.items) == 2:
+            return base.items[attr == "indices"]  # the named tuple `x.max(dim=1)` returns
         if isinstance(base, (TupleV, LoaderV, _Dataset)):
             return MethodV(base, attr)
         return UNKNOWN
@@ -681,8 +683,9 @@ class HostChecker:
         ):
             env[node.func.value.id] = UNKNOWN  # the list changed: its items are no longer known
             return UNKNOWN
+        reported = len(self.found)
         result = self.guard(node, lambda: self.apply(func, args, kwargs, node))
-        if result is UNKNOWN:
+        if result is UNKNOWN and len(self.found) == reported:  # not unknown because refuted
             self._unknown_call(node, func, args)
         return result
 
