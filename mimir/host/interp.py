@@ -747,7 +747,7 @@ class HostChecker:
             kind = name.rsplit(".", 1)[-1]
             if kind not in nn.KNOWN_LAYERS:
                 return UNKNOWN
-            text = self.src.text(node) if node is not None else kind
+            text = _segment(self.src.lines, node) if node is not None else kind
             items: list[Any] = []
             if kind == "Sequential":
                 items = list(args)
@@ -1071,6 +1071,20 @@ class HostChecker:
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def _segment(lines: list[str], node: ast.AST) -> str:
+    """The source text of `node` (`ast.get_source_segment` re-splits the file on every call)."""
+    first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1  # type: ignore[attr-defined]
+    if not 0 <= first <= last < len(lines):
+        return ast.unparse(node)
+    raw = [line.encode("utf-8") for line in lines[first : last + 1]]
+    end = node.end_col_offset or 0  # type: ignore[attr-defined]
+    if first == last:
+        return raw[0][node.col_offset : end].decode("utf-8", "replace")  # type: ignore[attr-defined]
+    raw[0] = raw[0][node.col_offset :]  # type: ignore[attr-defined]
+    raw[-1] = raw[-1][:end]
+    return "\n".join(r.decode("utf-8", "replace") for r in raw)
 
 
 def _uninformative(v: Any) -> bool:
