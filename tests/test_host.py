@@ -158,3 +158,23 @@ def test_torch_layer_fixture_agrees_with_pytorch() -> None:
             frames = traceback.extract_tb(err.__traceback__)
             raised.add([f.lineno for f in frames if f.filename == str(path)][-1])
     assert raised == lines
+
+
+def test_symbolic_sizes_show_the_shapes_of_the_counterexample() -> None:
+    diags = _checked(REPO / "tests/fixtures/host/symbolic_lenet.py").diagnostics
+    view = next(d for d in diags if d.code == "GPU013")
+    assert dict(view.counterexample) == {"B": 1, "H": 28}
+    assert view.why.endswith("counterexample: B=1, H=28 (then [1, 16, 4, 4])")
+    assert "((H - 4)//2 - 4)//2" in view.message  # the exact conv/pool floor formulas
+
+
+def test_layer_errors_point_at_the_layer_definition() -> None:
+    diags = _checked(REPO / "tests/fixtures/host/symbolic_lenet.py").diagnostics
+    linear = next(d for d in diags if d.code == "GPU100")
+    assert (
+        linear.message
+        == "`nn.Linear(width, 10)` expects 64 input features, got [2, 32] (32 features)"
+    )
+    assert [(lab.span.line, lab.message) for lab in linear.labels] == [
+        (39, "`nn.Linear(width, 10)` is built here")
+    ]

@@ -25,7 +25,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from mimir.diagnostics.diagnostic import Diagnostic, Span
+from mimir.diagnostics.diagnostic import Diagnostic, Label, Span
 from mimir.dims import Dim
 from mimir.host import api, nn
 from mimir.host import torch_table as tt
@@ -153,16 +153,35 @@ class HostChecker:
 
     # ------------------------------------------------------------ the context rules use
 
-    def need(self, cond: Any, code: str, message: str) -> None:
+    def need(self, cond: Any, code: str, message: str, shapes: tuple = ()) -> None:
         if cond is None or cond is True:
             return
         if cond is False:
             raise RefutedError(code, message)
-        verdict = self.prover.prove(cond)
+        symbolic = [
+            s for shape in shapes if shape for s in shape if s is not None and s.value is None
+        ]
+        show = tuple((f"#{k}", s.term) for k, s in enumerate(symbolic))
+        verdict = self.prover.prove(cond, show)
         if verdict.status == PROVEN:
             return
         if verdict.status == REFUTED:
-            raise RefutedError(code, message, verdict.counterexample)
+            cex = tuple(kv for kv in verdict.counterexample if not kv[0].startswith("#"))
+            values = dict(kv for kv in verdict.counterexample if kv[0].startswith("#"))
+            note = None
+            if values:
+                by_sym = {id(s): values[f"#{k}"] for k, s in enumerate(symbolic)}
+                shown = [
+                    "["
+                    + ", ".join(
+                        "?" if s is None else str(by_sym.get(id(s), s.value)) for s in shape
+                    )
+                    + "]"
+                    for shape in shapes
+                    if shape is not None
+                ]
+                note = f"(then {' and '.join(shown)})"
+            raise RefutedError(code, message, cex, note=note)
         self.unproven += 1  # unknown to Z3: never reported as an error
 
     def fail(self, code: str, message: str) -> NoReturn:
@@ -202,7 +221,12 @@ class HostChecker:
         if key in self.found or any(k[:2] == (span.line, span.column) for k in self.found):
             return  # one diagnostic per node, whichever context found it first
         self.found[key] = Diagnostic(
-            err.code, err.message, span, labels=err.labels, counterexample=err.counterexample
+            err.code,
+            err.message,
+            span,
+            labels=err.labels,
+            counterexample=err.counterexample,
+            counterexample_note=err.note if err.counterexample else None,
         )
 
     # ------------------------------------------------------------ statements
@@ -712,7 +736,12 @@ class HostChecker:
         if isinstance(f, KernelV):
             return self.kernel_call(f.name, args, kwargs, node)
         if isinstance(f, LayerV):
-            return nn.call_layer(self, f, args, kwargs, self.call_value)
+            try:
+                return nn.call_layer(self, f, args, kwargs, self.call_value)
+            except RefutedError as err:
+                if f.span is not None and not err.labels and f.kind != "Sequential":
+                    err.labels = (Label(f.span, f"`{f.text}` is built here"),)
+                raise
         if isinstance(f, ObjectV):
             forward = self._method(f.cls, "forward") or self._method(f.cls, "__call__")
             if forward is None:
@@ -753,7 +782,8 @@ class HostChecker:
                 items = list(args)
             if kind == "ModuleList" and args and isinstance(args[0], TupleV):
                 items = list(args[0].items)
-            return LayerV(kind, args, kwargs, text, items)
+            span = self.src.span(node) if node is not None else None
+            return LayerV(kind, args, kwargs, text, items, span)
         if name in ("torch.utils.data.TensorDataset",):
             return _Dataset(list(args))
         if name == "torch.utils.data.DataLoader":

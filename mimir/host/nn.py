@@ -27,6 +27,7 @@ from mimir.host.values import (
     const,
     eq,
     le,
+    literal,
     show,
     show_shape,
 )
@@ -167,6 +168,7 @@ def linear_shape(cx: Ctx, t: TensorV, fan_in: Size, fan_out: Size, what: str) ->
         "GPU100",
         f"`{what}` expects {show(fan_in)} input features, got {show_shape(t.shape)} "
         f"({show(t.shape[-1])} features)",
+        (t.shape,),
     )
     return TensorV((*t.shape[:-1], fan_out), t.dtype, t.lib)
 
@@ -188,8 +190,14 @@ def _spatial(
         "GPU102",
         f"`{what}` gets {axis_name}={show(size)}, smaller than its kernel: the padded input "
         f"{show(padded)} is less than the kernel's extent {show(span)}",
+        ((size,),),
     )
-    return arith("+", arith("//", arith("-", padded, span), s), const(1))
+    # floor((padded - span) / s) + 1 == floor((padded - span + s) / s): one division, and
+    # the constants fold (`H - 4` for a 5x5 kernel, `H // 2` for a 2x2 pool).
+    shift = arith("-", s, span)
+    k = literal(shift)
+    top = arith("-", padded, const(-k)) if k is not None and k < 0 else arith("+", padded, shift)
+    return arith("//", top, s)
 
 
 def conv(cx: Ctx, layer: LayerV, t: TensorV, d: int) -> Any:
@@ -229,6 +237,7 @@ def conv_shape(
         "GPU100",
         f"`{what}` expects {show(cin)} input channels, got {show_shape(t.shape)} "
         f"({show(c)} channels)",
+        (t.shape,),
     )
     names = ["L"] if d == 1 else ["H", "W"]
     spatial = t.shape[-d:]

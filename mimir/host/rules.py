@@ -21,16 +21,20 @@ class RefutedError(Exception):
         message: str,
         counterexample: tuple[tuple[str, int], ...] = (),
         labels: tuple[Label, ...] = (),
+        note: str | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.counterexample = counterexample
         self.labels = labels
+        self.note = note  # the shapes in the counterexample: "(then [4, 16, 6, 6])"
 
 
 class Ctx(Protocol):
-    def need(self, cond: Any, code: str, message: str) -> None: ...
+    def need(self, cond: Any, code: str, message: str, shapes: tuple = ()) -> None:
+        """`shapes`: shapes the message names, shown with the counterexample's sizes."""
+        ...
 
     def fail(self, code: str, message: str) -> NoReturn: ...
 

@@ -187,6 +187,7 @@ def _pair(cx: Ctx, a: Size, b: Size, shapes: tuple) -> Size:
         "shapes "
         + " and ".join(show_shape(s) for s in shapes)
         + f" cannot broadcast: {show(a)} vs {show(b)}",
+        shapes,
     )
     if eq(a, b) is True:
         return a
@@ -259,6 +260,7 @@ def matmul(cx: Ctx, a: Any, b: Any) -> Any:
         "GPU011",
         f"matmul shape mismatch: {show_shape(xs)} @ {show_shape(ys)}, "
         f"left has K={show(k1)}, right has K={show(k2)}",
+        (xs, ys),
     )
     batch = broadcast(cx, left[:-2], right[:-2])
     out: list[Size] = [*(batch or ())]
@@ -378,6 +380,7 @@ def reshape(cx: Ctx, t: TensorV, new: list[Size] | None, what: str = "view") -> 
             "GPU013",
             f"cannot {what} {show_shape(t.shape)} ({show(total)} elements) as ({shown}): "
             f"{show(total)} is not a multiple of {show(known)}",
+            (t.shape,),
         )
         size = arith("//", total, known)
         return TensorV(
@@ -389,6 +392,7 @@ def reshape(cx: Ctx, t: TensorV, new: list[Size] | None, what: str = "view") -> 
         "GPU013",
         f"cannot {what} {show_shape(t.shape)} ({show(total)} elements) as "
         f"{show_shape(tuple(new))} ({show(new_total)} elements)",
+        (t.shape, tuple(new)),
     )
     return TensorV(tuple(new), t.dtype, t.lib)
 

@@ -108,6 +108,7 @@ class LayerV:
     kwargs: dict[str, Any]
     text: str  # the constructor call as written, for messages
     items: list[Any] = field(default_factory=list)  # Sequential / ModuleList members
+    span: Any = None  # where the layer is built (a secondary label on its errors)
 
 
 @dataclass
