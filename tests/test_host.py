@@ -178,3 +178,17 @@ def test_layer_errors_point_at_the_layer_definition() -> None:
     assert [(lab.span.line, lab.message) for lab in linear.labels] == [
         (39, "`nn.Linear(width, 10)` is built here")
     ]
+
+
+@pytest.mark.parametrize(
+    ("src", "want"),
+    [
+        # in-place methods change the receiver: no stale shape afterwards
+        ("import torch\nx = torch.randn(3, 4)\nx.unsqueeze_(0)\ny = x.view(1, 12)\n", []),
+        ("import torch\nx = torch.randn(3, 4)\nx.unsqueeze_(0)\ny = x.view(12, 2)\n", [4]),
+        ("import numpy as np\na = np.zeros((3, 4))\na.shape = (4, 3)\nb = a @ np.ones((3,))\n", []),
+        ("import torch\nx = torch.randn(3, 4)\nx.add_(1)\ny = x @ torch.randn(5, 2)\n", [4]),
+    ],
+)
+def test_in_place_changes_are_followed(src: str, want: list[int]) -> None:
+    assert [line for line, _, _ in _messages(src)] == want

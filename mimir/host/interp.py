@@ -345,12 +345,23 @@ class HostChecker:
             base = self.expr(target.value, env)
             if isinstance(base, ObjectV):
                 base.attrs[target.attr] = value
+            elif isinstance(base, TensorV):  # `a.shape = (...)`, `x.data = ...`
+                self._rebind(target.value, UNKNOWN, env)
         elif isinstance(target, ast.Subscript):
             self.expr(target.value, env)
             if isinstance(target.value, ast.Name) and not isinstance(
                 env.get(target.value.id), TensorV
             ):
                 env[target.value.id] = UNKNOWN  # a list or dict item changed
+
+    def _rebind(self, target: ast.expr, value: Any, env: dict) -> None:
+        """A value changed in place: a name or `self.attr` now holds `value`."""
+        if isinstance(target, ast.Name):
+            env[target.id] = value
+        elif isinstance(target, ast.Attribute):
+            base = self.expr(target.value, env)
+            if isinstance(base, ObjectV):
+                base.attrs[target.attr] = value
 
     def if_(self, stmt: ast.If, env: dict, frame: _Frame | None) -> None:
         truth = _truth(self.expr(stmt.test, env))
@@ -707,6 +718,19 @@ class HostChecker:
         ):
             env[node.func.value.id] = UNKNOWN  # the list changed: its items are no longer known
             return UNKNOWN
+        if (
+            isinstance(func, MethodV)
+            and isinstance(func.receiver, TensorV)
+            and isinstance(node.func, ast.Attribute)
+            and (func.name.endswith("_") and not func.name.startswith("_") or func.name == "resize")
+        ):
+            # in place: the receiver becomes the result (`x.unsqueeze_(0)` changes x's shape)
+            plain = MethodV(func.receiver, func.name.rstrip("_"))
+            result = self.guard(node, lambda: self.apply(plain, args, kwargs, node))
+            if func.name == "resize":
+                result = UNKNOWN
+            self._rebind(node.func.value, result if isinstance(result, TensorV) else UNKNOWN, env)
+            return result
         reported = len(self.found)
         result = self.guard(node, lambda: self.apply(func, args, kwargs, node))
         if result is UNKNOWN and len(self.found) == reported:  # not unknown because refuted
