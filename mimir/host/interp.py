@@ -119,6 +119,7 @@ class HostChecker:
         self._node: ast.AST | None = None
         self.steps = 0
         self._memo: dict[tuple, Any] = {}
+        self._hover: dict[tuple[int, int], Any] = {}
 
     # ------------------------------------------------------------ entry
 
@@ -317,8 +318,15 @@ class HostChecker:
     def bind(self, target: ast.expr, value: Any, env: dict) -> None:
         if isinstance(target, ast.Name):
             env[target.id] = value
-            if isinstance(value, TensorV) and value.shape is not None:
-                self.shapes[(target.lineno, target.col_offset + 1)] = show_shape(value.shape)
+            if isinstance(value, TensorV):  # hover: what every context agrees on
+                key = (target.lineno, target.col_offset + 1)
+                seen = self._hover.get(key)
+                self._hover[key] = value if seen is None else join(seen, value)
+                joined = self._hover[key]
+                if isinstance(joined, TensorV) and joined.shape is not None:
+                    self.shapes[key] = show_shape(joined.shape)
+                else:
+                    self.shapes.pop(key, None)
         elif isinstance(target, (ast.Tuple, ast.List)):
             starred = any(isinstance(t, ast.Starred) for t in target.elts)
             items = _unpack(value, len(target.elts))
