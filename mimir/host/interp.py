@@ -550,6 +550,10 @@ class HostChecker:
             if attr in base.attrs:
                 return base.attrs[attr]
             method = self._method(base.cls, attr)
+            if method is None:
+                value = self._class_attr(base.cls, attr)
+                if value is not None:
+                    return value
             if method is not None:
                 if any(_decorator_name(d) == "property" for d in method.decorator_list):
                     return self.call_function(FuncV(method, base), node, [], {})
@@ -994,6 +998,23 @@ class HostChecker:
         if init is not None:
             self.call_function(FuncV(init, obj), None, args, kwargs, standalone=standalone)
         return obj
+
+    def _class_attr(self, cls: ast.ClassDef, name: str, seen: int = 0) -> Any:
+        """A class-level binding (`expansion = 1`), evaluated in the module's scope."""
+        for stmt in cls.body:
+            if (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+                and stmt.targets[0].id == name
+            ):
+                return self.expr(stmt.value, self.globals)
+        for base in cls.bases:
+            if seen < 8 and isinstance(base, ast.Name):
+                parent = self.globals.get(base.id)
+                if isinstance(parent, ClassV):
+                    return self._class_attr(parent.node, name, seen + 1)
+        return None
 
     def _method(self, cls: ast.ClassDef, name: str, seen: int = 0) -> ast.FunctionDef | None:
         for stmt in cls.body:
