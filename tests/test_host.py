@@ -192,3 +192,12 @@ def test_layer_errors_point_at_the_layer_definition() -> None:
 )
 def test_in_place_changes_are_followed(src: str, want: list[int]) -> None:
     assert [line for line, _, _ in _messages(src)] == want
+
+
+def test_symbolic_kernel_composition_is_proven_or_refuted_with_a_counterexample() -> None:
+    diags = _checked(REPO / "tests/fixtures/host/kernel_calls.py").diagnostics
+    (d,) = [d for d in diags if d.span.line == 89]
+    assert d.code == "GPU040"
+    # M is a multiple of 4 (its Dim says so): the counterexample respects it.
+    assert dict(d.counterexample) == {"N": 1, "M": 4}
+    assert not [d for d in diags if d.span.line == 84]  # head(project(scale(x), w)) proven
