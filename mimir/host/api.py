@@ -247,6 +247,9 @@ def _library(cx: Ctx, short: str, name: str, args: list, kwargs: dict, lib: str)
         return tt.elementwise(cx, args[1], args[2], args[0], dtype=tt.promote(args[1], args[2]))
     if short in ("softmax", "log_softmax"):
         return nn.FUNCTIONAL["softmax"](cx, args, kwargs)
+    if short in _ELEMENTWISE_2 and len(args) == 2 and any(isinstance(a, TensorV) for a in args):
+        out = tt.elementwise(cx, args[0], args[1])  # `np.maximum(0, x)`: a scalar first
+        return out.with_dtype("bool") if short in _COMPARE and isinstance(out, TensorV) else out
     if short in (
         "flatten",
         "reshape",
