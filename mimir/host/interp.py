@@ -25,18 +25,34 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from mimir.diagnostics.diagnostic import Diagnostic, Label, Span
+from mimir.diagnostics.diagnostic import Diagnostic, Label
 from mimir.dims import Dim
-from mimir.host import api, nn
+from mimir.host import api, kernel_calls, nn
 from mimir.host import torch_table as tt
 from mimir.host.annotations import read_host_annotation
+from mimir.host.flow import (
+    DEAD,
+    aliases,
+    as_load,
+    constant,
+    decorator_name,
+    envs_agree,
+    has_break,
+    is_none,
+    join_envs,
+    literal_items,
+    replace_env,
+    segment,
+    truth_of,
+    uninformative,
+    unpack,
+)
 from mimir.host.rules import RefutedError
 from mimir.host.values import (
     UNKNOWN,
     ApiV,
     BoolV,
     ClassV,
-    DeviceV,
     DTypeV,
     FloatV,
     FuncV,
@@ -54,17 +70,15 @@ from mimir.host.values import (
     agree,
     arith,
     const,
-    eq,
     join,
     literal,
-    show,
+    product,
     show_shape,
 )
-from mimir.parse.module import ModuleInfo, TensorAnnotation, read_annotation
+from mimir.parse.module import ModuleInfo
 from mimir.solve.prover import PROVEN, REFUTED, Prover
 from mimir.solve.z3lib import z3
 
-_DEAD = "<dead>"
 _MAX_DEPTH = 8
 _BUDGET = 40_000  # statements interpreted per file; past it, calls are no longer followed
 _LOOP_ROUNDS = 4
@@ -104,7 +118,7 @@ class HostChecker:
         self.info = info
         self.src = info.source
         self.prover = Prover(timeout_ms=timeout_ms)
-        self.aliases = _aliases(info)
+        self.aliases = aliases(info)
         self.kernels = {k.node.name: k for k in info.kernels}
         self.globals: dict[str, Any] = {}
         self.found: dict[tuple[int, int, str], Diagnostic] = {}
@@ -234,7 +248,7 @@ class HostChecker:
 
     def block(self, body: list[ast.stmt], env: dict, frame: _Frame | None) -> None:
         for stmt in body:
-            if env.get(_DEAD):
+            if env.get(DEAD):
                 return
             self.statement(stmt, env, frame)
 
@@ -260,7 +274,7 @@ class HostChecker:
                     value = self.annotation(stmt.annotation)
                 self.bind(stmt.target, value, env)
         elif isinstance(stmt, ast.AugAssign):
-            load = _as_load(stmt.target)
+            load = as_load(stmt.target)
             value = self.binop(stmt, self.expr(load, env), stmt.op, self.expr(stmt.value, env))
             self.bind(stmt.target, value, env)
         elif isinstance(stmt, ast.Expr):
@@ -269,7 +283,7 @@ class HostChecker:
             value = self.expr(stmt.value, env) if stmt.value is not None else NoneV()
             if frame is not None:
                 frame.returns.append(value)
-            env[_DEAD] = True
+            env[DEAD] = True
         elif isinstance(stmt, ast.If):
             self.if_(stmt, env, frame)
         elif isinstance(stmt, (ast.For, ast.While)):
@@ -283,7 +297,7 @@ class HostChecker:
         elif isinstance(stmt, ast.Try):
             self.try_(stmt, env, frame)
         elif isinstance(stmt, ast.Raise):
-            env[_DEAD] = True
+            env[DEAD] = True
         elif isinstance(stmt, (ast.Global, ast.Nonlocal, ast.Delete)):
             for name in getattr(stmt, "names", []):
                 env[name] = UNKNOWN
@@ -329,7 +343,7 @@ class HostChecker:
                     self.shapes.pop(key, None)
         elif isinstance(target, (ast.Tuple, ast.List)):
             starred = any(isinstance(t, ast.Starred) for t in target.elts)
-            items = _unpack(value, len(target.elts))
+            items = unpack(value, len(target.elts))
             if starred or items is None:
                 if (
                     isinstance(value, TupleV)
@@ -372,7 +386,7 @@ class HostChecker:
                 base.attrs[target.attr] = value
 
     def if_(self, stmt: ast.If, env: dict, frame: _Frame | None) -> None:
-        truth = _truth(self.expr(stmt.test, env))
+        truth = truth_of(self.expr(stmt.test, env))
         if truth is True:
             self.block(stmt.body, env, frame)
             return
@@ -384,17 +398,17 @@ class HostChecker:
             branch = dict(env)
             self.block(body, branch, frame)
             paths.append(branch)
-        _replace(env, _join_envs(paths))
+        replace_env(env, join_envs(paths))
 
     def loop(self, stmt: ast.For | ast.While, env: dict, frame: _Frame | None) -> None:
         if isinstance(stmt, ast.For):
             iterable = self.expr(stmt.iter, env)
-            items = _literal_items(iterable)
-            if items is not None and len(items) <= _UNROLL and not _has_break(stmt.body):
+            items = literal_items(iterable)
+            if items is not None and len(items) <= _UNROLL and not has_break(stmt.body):
                 for item in items:  # a ModuleList, a tuple of layers: exact
                     self.bind(stmt.target, item, env)
                     self.block(stmt.body, env, frame)
-                    if env.get(_DEAD):
+                    if env.get(DEAD):
                         return
                 self.block(stmt.orelse, env, frame)
                 return
@@ -406,20 +420,20 @@ class HostChecker:
         state = dict(env)
         for rounds in range(_LOOP_ROUNDS + 1):
             body = dict(state)
-            body.pop(_DEAD, None)
+            body.pop(DEAD, None)
             if item is not None:
                 self.bind(stmt.target, item, body)  # type: ignore[union-attr]
             self.block(stmt.body, body, frame)
-            body.pop(_DEAD, None)
-            new = _join_envs([state, body])
-            if _envs_agree(new, state):
+            body.pop(DEAD, None)
+            new = join_envs([state, body])
+            if envs_agree(new, state):
                 break
             state = new
             if rounds == _LOOP_ROUNDS - 1:  # widen what still changes
                 state = {k: v if agree(v, entry.get(k, v)) else UNKNOWN for k, v in state.items()}
         if isinstance(stmt, ast.While) and isinstance(stmt.test, ast.Constant) and stmt.test.value:
             state = {k: v for k, v in state.items()}
-        _replace(env, state)
+        replace_env(env, state)
         self.block(stmt.orelse, env, frame)
 
     def try_(self, stmt: ast.Try, env: dict, frame: _Frame | None) -> None:
@@ -430,12 +444,12 @@ class HostChecker:
         for handler in stmt.handlers:
             h = {k: (v if k in env else UNKNOWN) for k, v in body.items()}
             h.update({k: join(v, body.get(k, v)) for k, v in env.items()})
-            h.pop(_DEAD, None)
+            h.pop(DEAD, None)
             if handler.name:
                 h[handler.name] = UNKNOWN
             self.block(handler.body, h, frame)
             paths.append(h)
-        _replace(env, _join_envs(paths))
+        replace_env(env, join_envs(paths))
         self.block(stmt.finalbody, env, frame)
 
     # ------------------------------------------------------------ expressions
@@ -444,7 +458,7 @@ class HostChecker:
         if node is None:
             return NoneV()
         if isinstance(node, ast.Constant):
-            return _constant(node.value)
+            return constant(node.value)
         if isinstance(node, ast.Name):
             return self.lookup(node.id, env)
         if isinstance(node, (ast.Tuple, ast.List)):
@@ -465,7 +479,7 @@ class HostChecker:
             return self.compare(node, env)
         if isinstance(node, ast.BoolOp):
             values = [self.expr(v, env) for v in node.values]
-            truths = [_truth(v) for v in values]
+            truths = [truth_of(v) for v in values]
             if isinstance(node.op, ast.And):
                 if False in truths:
                     return BoolV(False)
@@ -476,7 +490,7 @@ class HostChecker:
         if isinstance(node, ast.Subscript):
             return self.subscript(node, env)
         if isinstance(node, ast.IfExp):
-            truth = _truth(self.expr(node.test, env))
+            truth = truth_of(self.expr(node.test, env))
             if truth is True:
                 return self.expr(node.body, env)
             if truth is False:
@@ -542,7 +556,7 @@ class HostChecker:
             if attr == "dtype":
                 return DTypeV(base.dtype) if base.dtype else UNKNOWN
             if attr == "size" and base.lib == "numpy":
-                return IntV(None) if base.shape is None else IntV(_product(base.shape))
+                return IntV(None) if base.shape is None else IntV(product(base.shape))
             if attr in ("device", "grad", "data"):
                 return base if attr == "data" else UNKNOWN
             return MethodV(base, attr)
@@ -555,7 +569,7 @@ class HostChecker:
                 if value is not None:
                     return value
             if method is not None:
-                if any(_decorator_name(d) == "property" for d in method.decorator_list):
+                if any(decorator_name(d) == "property" for d in method.decorator_list):
                     return self.call_function(FuncV(method, base), node, [], {})
                 return FuncV(method, base)
             return MethodV(base, attr)
@@ -617,7 +631,7 @@ class HostChecker:
 
     def unary(self, node: ast.UnaryOp, v: Any) -> Any:
         if isinstance(node.op, ast.Not):
-            t = _truth(v)
+            t = truth_of(v)
             return BoolV(None if t is None else not t)
         if isinstance(v, IntV) and isinstance(node.op, ast.USub):
             return IntV(arith("-", const(0), v.sym))
@@ -667,7 +681,7 @@ class HostChecker:
             return BoolV(None)
         op, right = node.ops[0], rights[0]
         if isinstance(op, (ast.Is, ast.IsNot)):
-            result = _is(left, right)
+            result = is_none(left, right)
             if result is None:
                 return BoolV(None)
             return BoolV(result if isinstance(op, ast.Is) else not result)
@@ -812,7 +826,7 @@ class HostChecker:
             kind = name.rsplit(".", 1)[-1]
             if kind not in nn.KNOWN_LAYERS:
                 return UNKNOWN
-            text = _segment(self.src.lines, node) if node is not None else kind
+            text = segment(self.src.lines, node) if node is not None else kind
             items: list[Any] = []
             if kind == "Sequential":
                 items = list(args)
@@ -917,7 +931,7 @@ class HostChecker:
             self.reached.add(id(fn))
         # A call that passes nothing the interpreter knows gives what the last such call gave.
         memo = None
-        if all(_uninformative(v) for v in [*(args or []), *kwargs.values()]):
+        if all(uninformative(v) for v in [*(args or []), *kwargs.values()]):
             memo = (id(fn), id(f.owner), args is None, len(args or []), tuple(sorted(kwargs)))
             if memo in self._memo:
                 return self._memo[memo]
@@ -961,7 +975,7 @@ class HostChecker:
             self.block(fn.body, env, frame)
         finally:
             self.depth -= 1
-        if not env.get(_DEAD):
+        if not env.get(DEAD):
             frame.returns.append(NoneV())
         result = frame.returns[0] if frame.returns else UNKNOWN  # every path raised
         for r in frame.returns[1:]:
@@ -1032,262 +1046,4 @@ class HostChecker:
     # ------------------------------------------------------------ @gpu calls
 
     def kernel_call(self, name: str, args: list, kwargs: dict, node: ast.AST | None) -> Any:
-        kernel = self.kernels[name].node
-        params = kernel.args.args
-        call = node if isinstance(node, ast.Call) else None
-        passed: list[tuple[str, Any, ast.expr | None]] = []
-        for k, p in enumerate(params):
-            if k < len(args):
-                passed.append(
-                    (p.arg, args[k], call.args[k] if call and k < len(call.args) else None)
-                )
-            elif p.arg in kwargs:
-                src = (
-                    next((kw.value for kw in call.keywords if kw.arg == p.arg), None)
-                    if call
-                    else None
-                )
-                passed.append((p.arg, kwargs[p.arg], src))
-        binding: dict[str, tuple[Sym, str, str]] = {}
-        later: list[tuple[str, Any, Any, str]] = []
-        for pname, value, src in passed:
-            ann = read_annotation(self.info, next(p for p in params if p.arg == pname).annotation)
-            t = tt.tensor(value)
-            if not isinstance(ann, TensorAnnotation) or t is None:
-                continue
-            shown = show_shape(t.shape)
-            want = "[" + ", ".join(str(d) for d in ann.dims) + "]"
-            if t.dtype is not None and t.lib == "mimir":
-                want_dtype = "bool" if ann.dtype.name == "bool_" else ann.dtype.name
-                if t.dtype != want_dtype:
-                    self._report_at(
-                        src,
-                        node,
-                        RefutedError(
-                            "GPU041",
-                            f"argument `{pname}` of `{name}` is {t.dtype}, the annotation says "
-                            f"{ann.dtype.name}",
-                        ),
-                    )
-                    continue
-            if t.shape is None:
-                continue
-            if len(t.shape) != len(ann.dims):
-                self._report_at(
-                    src,
-                    node,
-                    RefutedError(
-                        "GPU040",
-                        f"argument `{pname}` of `{name}` has shape {shown} (rank {len(t.shape)}), "
-                        f"the annotation says {want}",
-                    ),
-                )
-                continue
-            try:
-                for d, size in zip(ann.dims, t.shape, strict=True):
-                    if size is None:
-                        continue
-                    if isinstance(d, Dim):
-                        if d.name in binding:
-                            bound, other, other_shape = binding[d.name]
-                            self.need(
-                                eq(bound, size),
-                                "GPU040",
-                                f"`{d.name}` is {show(bound)} from argument `{other}` "
-                                f"{other_shape} but {show(size)} from argument `{pname}` {shown} "
-                                f"in the call of `{name}`",
-                            )
-                        else:
-                            binding[d.name] = (size, pname, shown)
-                            self._dim_constraints(d, size, pname, name)
-                    else:
-                        later.append((pname, d, size, shown))
-                for pname2, d, size, shown2 in later:
-                    expected = self._substitute(d, binding)
-                    self.need(
-                        eq(expected, size),
-                        "GPU040",
-                        f"argument `{pname2}` of `{name}` has shape {shown2}, the annotation "
-                        f"says {want} (expected {show(expected)}, got {show(size)})",
-                    )
-                later.clear()
-            except RefutedError as err:
-                self._report_at(src, node, err)
-                return UNKNOWN
-        ret = read_annotation(self.info, kernel.returns)
-        if not isinstance(ret, TensorAnnotation):
-            return UNKNOWN
-        shape = tuple(self._substitute(d, binding) for d in ret.dims)
-        dtype = "bool" if ret.dtype.name == "bool_" else ret.dtype.name
-        return TensorV(shape, dtype, "mimir")
-
-    def _dim_constraints(self, d: Dim, size: Sym, pname: str, kernel: str) -> None:
-        conds = [size.term >= d.min]
-        if d.max is not None:
-            conds.append(size.term <= d.max)
-        if d.multiple_of is not None:
-            conds.append(size.term % d.multiple_of == 0)
-        if size.value is not None:
-            ok = d.admits(size.value)
-            cond: Any = ok
-        else:
-            cond = z3.And(*conds)
-        self.need(
-            cond,
-            "GPU042",
-            f"argument `{pname}` of `{kernel}` binds `{d.name}` to {show(size)}, outside "
-            f"{d.describe_constraints()}",
-        )
-
-    def _substitute(self, d: Any, binding: dict) -> Any:
-        if isinstance(d, int):
-            return const(d)
-        if isinstance(d, Dim):
-            return binding[d.name][0] if d.name in binding else None
-        left, right = self._substitute(d.left, binding), self._substitute(d.right, binding)
-        return arith(d.op, left, right)
-
-    def _report_at(self, src: ast.AST | None, node: ast.AST | None, err: RefutedError) -> None:
-        at = src if src is not None else node
-        if at is not None:
-            self.report(err, at)
-
-
-# ---------------------------------------------------------------- helpers
-
-
-def _segment(lines: list[str], node: ast.AST) -> str:
-    """The source text of `node` (`ast.get_source_segment` re-splits the file on every call)."""
-    first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1  # type: ignore[attr-defined]
-    if not 0 <= first <= last < len(lines):
-        return ast.unparse(node)
-    raw = [line.encode("utf-8") for line in lines[first : last + 1]]
-    end = node.end_col_offset or 0  # type: ignore[attr-defined]
-    if first == last:
-        return raw[0][node.col_offset : end].decode("utf-8", "replace")  # type: ignore[attr-defined]
-    raw[0] = raw[0][node.col_offset :]  # type: ignore[attr-defined]
-    raw[-1] = raw[-1][:end]
-    return "\n".join(r.decode("utf-8", "replace") for r in raw)
-
-
-def _uninformative(v: Any) -> bool:
-    return v is UNKNOWN or isinstance(v, (NoneV, StrV, BoolV, FloatV, ApiV)) or v == IntV(None)
-
-
-def _aliases(info: ModuleInfo) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for node in ast.walk(info.tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            for a in node.names:
-                out[a.asname or a.name] = f"{node.module}.{a.name}"
-    return out
-
-
-def _constant(value: Any) -> Any:
-    if isinstance(value, bool):
-        return BoolV(value)
-    if isinstance(value, int):
-        return IntV(const(value))
-    if isinstance(value, float):
-        return FloatV()
-    if isinstance(value, str):
-        return StrV(value)
-    if value is None:
-        return NoneV()
-    return UNKNOWN
-
-
-def _truth(v: Any) -> bool | None:
-    if isinstance(v, BoolV):
-        return v.value
-    if isinstance(v, IntV):
-        k = literal(v.sym)
-        return None if k is None else k != 0
-    if isinstance(v, NoneV):
-        return False
-    if isinstance(v, StrV):
-        return bool(v.value)
-    if isinstance(v, (ObjectV, LayerV, FuncV, ClassV, KernelV, DTypeV)):
-        return True
-    return None
-
-
-def _is(a: Any, b: Any) -> bool | None:
-    if isinstance(b, NoneV):
-        if isinstance(a, NoneV):
-            return True
-        if a is UNKNOWN or isinstance(a, (MethodV,)):
-            return None
-        return False
-    return None
-
-
-def _unpack(value: Any, n: int) -> list[Any] | None:
-    if isinstance(value, TupleV):
-        return list(value.items) if len(value.items) == n else None
-    if isinstance(value, TensorV) and value.shape:
-        size = literal(value.shape[0])
-        if size == n:
-            return [TensorV(value.shape[1:], value.dtype, value.lib)] * n
-    return None
-
-
-def _literal_items(v: Any) -> list[Any] | None:
-    if isinstance(v, TupleV):
-        return list(v.items)
-    if isinstance(v, LayerV) and v.kind in ("ModuleList", "Sequential"):
-        return list(v.items)
-    return None
-
-
-def _has_break(body: list[ast.stmt]) -> bool:
-    return any(isinstance(n, (ast.Break, ast.Continue)) for s in body for n in ast.walk(s))
-
-
-def _join_envs(envs: list[dict]) -> dict:
-    live = [e for e in envs if not e.get(_DEAD)]
-    if not live:
-        return {_DEAD: True}
-    out: dict[str, Any] = {}
-    for name in {n for e in live for n in e}:
-        values = [e.get(name, UNKNOWN) for e in live]
-        if any(name not in e for e in live):
-            out[name] = UNKNOWN
-            continue
-        v = values[0]
-        for w in values[1:]:
-            v = join(v, w)
-        out[name] = v
-    return out
-
-
-def _envs_agree(a: dict, b: dict) -> bool:
-    return a.keys() == b.keys() and all(agree(a[k], b[k]) for k in a)
-
-
-def _replace(env: dict, new: dict) -> None:
-    env.clear()
-    env.update(new)
-
-
-def _as_load(target: ast.expr) -> ast.expr:
-    if isinstance(target, ast.Name):
-        return ast.Name(target.id, ast.Load(), lineno=target.lineno, col_offset=target.col_offset)
-    return target
-
-
-def _product(shape: tuple) -> Any:
-    out = const(1)
-    for s in shape:
-        out = arith("*", out, s)
-    return out
-
-
-def _decorator_name(d: ast.expr) -> str | None:
-    return d.id if isinstance(d, ast.Name) else None
-
-
-_ = (DeviceV, Span)
+        return kernel_calls.kernel_call(self, name, args, kwargs, node)
