@@ -7,6 +7,7 @@ cannot: messages, counterexamples, and what stays unknown instead of becoming an
 
 from __future__ import annotations
 
+import ast
 import functools
 from pathlib import Path
 
@@ -45,7 +46,7 @@ def test_host_fixture_diagnostics_match_markers(path: Path) -> None:
 @pytest.mark.parametrize("path", HOST_FIXTURES, ids=[p.name for p in HOST_FIXTURES])
 def test_host_diagnostics_are_well_formed(path: Path) -> None:
     for d in _checked(path).diagnostics:
-        assert d.code in REGISTRY and d.severity == "error"
+        assert d.code in REGISTRY and d.severity == REGISTRY[d.code].severity
         assert d.message and not d.message.endswith(".") and not d.message[0].isupper()
         assert d.span.line >= 1 and d.span.column >= 1
 
@@ -141,23 +142,39 @@ def test_hover_shapes_are_recorded() -> None:
 
 
 def test_torch_layer_fixture_agrees_with_pytorch() -> None:
-    """Each `case_*` of torch_layers.py raises under CPU PyTorch exactly at its marker."""
+    """Each `case_*` of torch_layers.py raises under CPU PyTorch exactly at its error marker,
+    and warns (a UserWarning from PyTorch) exactly at its warning marker."""
     import runpy
     import traceback
+    import warnings
 
     path = REPO / "tests" / "fixtures" / "host" / "torch_layers.py"
-    lines = {line for line, _ in markers(path.read_text())}
+    marks = markers(path.read_text())
+    errors = {line for line, code in marks if REGISTRY[code].severity == "error"}
+    warned_at = {line for line, code in marks if REGISTRY[code].severity == "warning"}
     namespace = runpy.run_path(str(path))
-    raised = set()
+    raised, warned = set(), set()
     for name, case in namespace.items():
         if not name.startswith("case_"):
             continue
-        try:
-            case()
-        except Exception as err:  # noqa: BLE001 - every crash is what is measured
-            frames = traceback.extract_tb(err.__traceback__)
-            raised.add([f.lineno for f in frames if f.filename == str(path)][-1])
-    assert raised == lines
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                case()
+            except Exception as err:  # noqa: BLE001 - every crash is what is measured
+                frames = traceback.extract_tb(err.__traceback__)
+                raised.add([f.lineno for f in frames if f.filename == str(path)][-1])
+        if any(issubclass(w.category, UserWarning) for w in caught):
+            warned.add(name)
+    assert raised == errors
+    tree = ast.parse(path.read_text())
+    cases_with_warning_markers = {
+        fn.name
+        for fn in tree.body
+        if isinstance(fn, ast.FunctionDef)
+        and any(fn.lineno <= line <= (fn.end_lineno or fn.lineno) for line in warned_at)
+    }
+    assert warned == cases_with_warning_markers != set()
 
 
 def test_symbolic_sizes_show_the_shapes_of_the_counterexample() -> None:

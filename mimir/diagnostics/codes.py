@@ -503,6 +503,20 @@ _CODES = [
         "out = emb(torch.randint(0, 100, (8, 5)))\n",
     ),
     Code(
+        "GPU106",
+        "loss-broadcast",
+        "a regression loss broadcasts a target of another shape than its input",
+        "`mse_loss` and `l1_loss` do not require equal shapes: a [N] target against an [N, 1] "
+        "input broadcasts to [N, N] and averages every pair, so training runs and learns the "
+        "wrong thing (PyTorch only warns)",
+        "give the target the input's shape (`y.unsqueeze(1)` or `pred.squeeze(1)`)",
+        "import torch\nimport torch.nn.functional as F\n\n"
+        "loss = F.mse_loss(torch.randn(8, 1), torch.randn(8))\n",
+        "import torch\nimport torch.nn.functional as F\n\n"
+        "loss = F.mse_loss(torch.randn(8, 1), torch.randn(8, 1))\n",
+        severity="warning",
+    ),
+    Code(
         "GPU090",
         "unused-suppression",
         "a `# mimir: ignore[...]` comment that suppresses nothing",

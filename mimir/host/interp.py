@@ -25,6 +25,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+from mimir.diagnostics.codes import REGISTRY
 from mimir.diagnostics.diagnostic import Diagnostic, Label
 from mimir.dims import Dim
 from mimir.host import api, kernel_calls, nn
@@ -199,6 +200,10 @@ class HostChecker:
             raise RefutedError(code, message, cex, note=note)
         self.unproven += 1  # unknown to Z3: never reported as an error
 
+    def warn(self, code: str, message: str) -> None:
+        if self._node is not None:
+            self.report(RefutedError(code, message), self._node)
+
     def fail(self, code: str, message: str) -> NoReturn:
         raise RefutedError(code, message)
 
@@ -239,6 +244,7 @@ class HostChecker:
             err.code,
             err.message,
             span,
+            severity=REGISTRY[err.code].severity,
             labels=err.labels,
             counterexample=err.counterexample,
             counterexample_note=err.note if err.counterexample else None,

@@ -426,6 +426,15 @@ def pointwise_loss(cx: Ctx, args: list, kwargs: dict, what: str, exact: bool) ->
         shape = x.shape
     else:
         shape = tt.broadcast(cx, x.shape, y.shape)
+        differ = len(x.shape) != len(y.shape) or any(
+            eq(a, b) is False for a, b in zip(x.shape, y.shape, strict=True)
+        )
+        if differ and shape is not None:
+            cx.warn(
+                "GPU106",
+                f"`{what}` broadcasts target {show_shape(y.shape)} against input "
+                f"{show_shape(x.shape)} to {show_shape(shape)}",
+            )
     return _loss_result(TensorV(shape, x.dtype, x.lib), kwargs)
 
 

@@ -38,6 +38,10 @@ class Ctx(Protocol):
 
     def fail(self, code: str, message: str) -> NoReturn: ...
 
+    def warn(self, code: str, message: str) -> None:
+        """A finding that does not stop the rule (a warning-severity code)."""
+        ...
+
     def fresh(self, name: str, lo: int, hi: int | None = None) -> Any:
         """A new symbolic size `lo <= name <= hi` (a data loader's last batch)."""
         ...
