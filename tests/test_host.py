@@ -218,3 +218,30 @@ def test_symbolic_kernel_composition_is_proven_or_refuted_with_a_counterexample(
     # M is a multiple of 4 (its Dim says so): the counterexample respects it.
     assert dict(d.counterexample) == {"N": 1, "M": 4}
     assert not [d for d in diags if d.span.line == 84]  # head(project(scale(x), w)) proven
+
+
+@pytest.mark.parametrize(
+    ("src", "want"),
+    [
+        (
+            "import torch\nimport torch.nn as nn\n"
+            "layers = nn.ModuleList([nn.Linear(4, 8), nn.Linear(8, 3)])\n"
+            "x = torch.randn(2, 4)\ny = layers[1](layers[0](x))\nz = layers[1](x)\n",
+            [(6, "GPU100")],
+        ),
+        (
+            "import torch\nimport torch.nn as nn\n"
+            "net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))\n"
+            "y = net[2](net[0](torch.randn(2, 4)))\nz = net[-1](torch.randn(2, 4))\n",
+            [(5, "GPU100")],
+        ),
+        (
+            "import torch\nimport torch.nn as nn\n"
+            "up = nn.Unflatten(1, (16, 7, 7))\ny = up(torch.randn(2, 784))\n"
+            "z = up(torch.randn(2, 700))\n",
+            [(5, "GPU013")],
+        ),
+    ],
+)
+def test_modules_indexed_by_a_constant(src: str, want: list) -> None:
+    assert [(line, code) for line, code, _ in _messages(src)] == want
