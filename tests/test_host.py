@@ -245,3 +245,27 @@ def test_symbolic_kernel_composition_is_proven_or_refuted_with_a_counterexample(
 )
 def test_modules_indexed_by_a_constant(src: str, want: list) -> None:
     assert [(line, code) for line, code, _ in _messages(src)] == want
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        # a ModuleList filled by append: its layers are not known, so nothing is claimed
+        "import torch\nimport torch.nn as nn\nclass M(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.layers = nn.ModuleList()\n"
+        "        self.layers.append(nn.Linear(4, 8))\n        self.out = nn.Linear(8, 2)\n"
+        "    def forward(self, x):\n        for layer in self.layers:\n            x = layer(x)\n"
+        "        return self.out(x)\nM()(torch.randn(3, 4))\n",
+        # built by a comprehension whose sizes change
+        "import torch\nimport torch.nn as nn\n"
+        "layers = nn.ModuleList([nn.Linear(4 if i == 0 else 8, 8) for i in range(3)])\n"
+        "x = torch.randn(2, 4)\nfor layer in layers:\n    x = layer(x)\ny = nn.Linear(8, 1)(x)\n",
+        # a Python list of layers extended in a loop
+        "import torch\nimport torch.nn as nn\nmods = [nn.Linear(4, 8)]\nfor _ in range(2):\n"
+        "    mods.append(nn.Linear(8, 8))\nx = torch.randn(2, 4)\nfor m in mods:\n    x = m(x)\n"
+        "y = nn.Linear(8, 1)(x)\n",
+    ],
+)
+def test_containers_filled_at_run_time_are_unknown(src: str) -> None:
+    assert _messages(src) == []

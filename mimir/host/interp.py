@@ -745,10 +745,12 @@ class HostChecker:
         if (
             isinstance(node.func, ast.Attribute)
             and node.func.attr in _MUTATORS
-            and isinstance(node.func.value, ast.Name)
-            and isinstance(env.get(node.func.value.id), TupleV)
+            and isinstance(func, MethodV)
+            and isinstance(func.receiver, (TupleV, LayerV, ObjectV))
         ):
-            env[node.func.value.id] = UNKNOWN  # the list changed: its items are no longer known
+            # a list, a ModuleList or a module changed: what it holds is no longer known
+            if not isinstance(func.receiver, ObjectV):
+                self._rebind(node.func.value, UNKNOWN, env)
             return UNKNOWN
         if (
             isinstance(func, MethodV)
@@ -836,7 +838,9 @@ class HostChecker:
             items: list[Any] = []
             if kind == "Sequential":
                 items = list(args)
-            if kind == "ModuleList" and args and isinstance(args[0], TupleV):
+            if kind == "ModuleList" and args:
+                if not isinstance(args[0], TupleV):
+                    return UNKNOWN  # built from a comprehension or a list we cannot read
                 items = list(args[0].items)
             span = self.src.span(node) if node is not None else None
             return LayerV(kind, args, kwargs, text, items, span)
