@@ -24,7 +24,10 @@ from mimir.host.values import (
     TensorV,
     TupleV,
     const,
+    eq,
     product,
+    show,
+    show_shape,
 )
 
 _ELEMENTWISE_1 = {
@@ -234,8 +237,20 @@ def _library(cx: Ctx, short: str, name: str, args: list, kwargs: dict, lib: str)
             return UNKNOWN
         return tt.cat(cx, seq, dim, short == "stack", short)
     if short in ("matmul", "dot") and len(args) == 2:
+        if set(kwargs) - {"out"}:
+            return UNKNOWN  # `axes=`, `signature=`: not the plain product
         if short == "dot" and lib == "torch":
             return TensorV((), None)
+        a, b = tt.tensor(args[0]), tt.tensor(args[1])
+        if (
+            short == "dot"
+            and a
+            and b
+            and a.shape
+            and b.shape
+            and max(len(a.shape), len(b.shape)) > 2
+        ):
+            return _numpy_dot(cx, a, b)  # sums over a's last and b's second-to-last axis
         return tt.matmul(cx, args[0], args[1])
     if short == "mm":
         return tt.mm(cx, args, kwargs)
@@ -321,6 +336,19 @@ def _library(cx: Ctx, short: str, name: str, args: list, kwargs: dict, lib: str)
             return call_method(cx, args[0], short, args[1:], kwargs)
         return UNKNOWN
     return UNKNOWN
+
+
+def _numpy_dot(cx: Ctx, a: TensorV, b: TensorV) -> Any:
+    assert a.shape is not None and b.shape is not None
+    k_b = b.shape[-2] if len(b.shape) >= 2 else b.shape[-1]
+    cx.need(
+        eq(a.shape[-1], k_b),
+        "GPU011",
+        f"dot shape mismatch: {show_shape(a.shape)} . {show_shape(b.shape)}, "
+        f"left has K={show(a.shape[-1])}, right has K={show(k_b)}",
+    )
+    rest = (*b.shape[:-2], b.shape[-1]) if len(b.shape) >= 2 else ()
+    return TensorV((*a.shape[:-1], *rest), tt.promote(a, b), a.lib)
 
 
 def call_method(cx: Ctx, t: TensorV, name: str, args: list, kwargs: dict) -> Any:

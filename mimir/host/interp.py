@@ -351,19 +351,6 @@ class HostChecker:
             starred = any(isinstance(t, ast.Starred) for t in target.elts)
             items = unpack(value, len(target.elts))
             if starred or items is None:
-                if (
-                    isinstance(value, TupleV)
-                    and not starred
-                    and len(value.items) != len(target.elts)
-                ):
-                    self.report(
-                        RefutedError(
-                            "GPU036",
-                            f"cannot unpack {len(value.items)} values into "
-                            f"{len(target.elts)} names",
-                        ),
-                        target,
-                    )
                 for t in target.elts:
                     self.bind(t.value if isinstance(t, ast.Starred) else t, UNKNOWN, env)
                 return

@@ -590,6 +590,8 @@ def subscript(cx: Ctx, t: TensorV, index: Any) -> Any:
             if is_int(idx.dtype) and t.shape:
                 return TensorV((*idx.shape, *t.shape[1:]), t.dtype, t.lib)
         return TensorV(None, t.dtype, t.lib)
+    if not all(isinstance(i, (IntV, SliceV, NoneV, EllipsisV)) for i in items):
+        return TensorV(None, t.dtype, t.lib)  # a field name, a bool, something unknown
     consumed = sum(1 for i in items if not isinstance(i, (NoneV, EllipsisV)))
     if consumed > len(t.shape):
         cx.fail(
