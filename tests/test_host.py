@@ -277,8 +277,10 @@ def test_containers_filled_at_run_time_are_unknown(src: str) -> None:
         # a structured array's field: not an index
         "import numpy as np\na = np.zeros((6,), dtype=[('a', 'f4', (3,))])\nb = a[0]['a']\n",
         # matmul with `axes=`, and np.dot's own rule for N-d operands
-        "import numpy as np\na = np.zeros((3, 4, 5))\nc = np.matmul(a, a, axes=[(-2, -1), (-1, -2), (1, 2)])\n",
-        "import numpy as np\nc = np.dot(np.zeros((3, 4, 5)), np.zeros((2, 5, 6)))\nd = c.reshape(144)\n",
+        "import numpy as np\na = np.zeros((3, 4, 5))\n"
+        "c = np.matmul(a, a, axes=[(-2, -1), (-1, -2), (1, 2)])\n",
+        "import numpy as np\nc = np.dot(np.zeros((3, 4, 5)), np.zeros((2, 5, 6)))\n"
+        "d = c.reshape(144)\n",
         # a list that something else may have grown: unpacking is not judged
         "def f(parts):\n    value = [parts]\n    grow(value)\n    a, b = value\n    return a\n",
     ],
