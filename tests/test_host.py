@@ -287,3 +287,27 @@ def test_containers_filled_at_run_time_are_unknown(src: str) -> None:
 )
 def test_found_in_the_wild_without_alarm(src: str) -> None:
     assert _messages(src) == []
+
+
+@pytest.mark.parametrize(
+    ("src", "want"),
+    [
+        (
+            "import torch\ntry:\n    y = torch.randn(2, 3) @ torch.randn(4, 5)\n"
+            "except RuntimeError:\n    y = None\n",
+            [],
+        ),
+        (
+            "import pytest\nimport torch\ndef test_it():\n    with pytest.raises(RuntimeError):\n"
+            "        torch.randn(2, 3) @ torch.randn(4, 5)\n",
+            [],
+        ),
+        (
+            "import torch\ntry:\n    y = torch.randn(2, 3)\n"
+            "finally:\n    z = y @ torch.randn(4, 5)\n",
+            [5],
+        ),
+    ],
+)
+def test_expected_errors_are_not_reported(src: str, want: list[int]) -> None:
+    assert [line for line, _, _ in _messages(src)] == want
