@@ -137,7 +137,7 @@ def axis(cx: Ctx, v: Any, rank: int, what: str) -> int | None:
     r = max(rank, 1)
     if not -r <= k < r:
         cx.fail("GPU014", f"dim {k} is out of range for `{what}` on a tensor of rank {rank}")
-    return k % r
+    return None if rank == 0 else k % r  # a 0-d tensor accepts dim 0 and -1 but has no axis
 
 
 def tensor(v: Any) -> TensorV | None:
