@@ -281,6 +281,11 @@ def test_containers_filled_at_run_time_are_unknown(src: str) -> None:
         "c = np.matmul(a, a, axes=[(-2, -1), (-1, -2), (1, 2)])\n",
         "import numpy as np\nc = np.dot(np.zeros((3, 4, 5)), np.zeros((2, 5, 6)))\n"
         "d = c.reshape(144)\n",
+        # numpy and torch differ: split points, element repeat, dtype and `unbiased` positionals
+        "import numpy as np\nx = np.zeros((4, 6))\na, b = np.split(x, [1], axis=0)\n"
+        "c = x.repeat(3)\nd = x.std(0, np.float64)\ne = np.array(1.0, ndmin=2)[0]\n",
+        "import torch\nt = torch.randn(4, 6)\nf = t.std(0, True).view(6)\n"
+        "g = t.norm(2, 1).view(4)\nh = t.sum(1, True).view(4, 1)\n",
         # a list that something else may have grown: unpacking is not judged
         "def f(parts):\n    value = [parts]\n    grow(value)\n    a, b = value\n    return a\n",
     ],

@@ -218,6 +218,8 @@ def _library(cx: Ctx, short: str, name: str, args: list, kwargs: dict, lib: str)
         if short == "FloatTensor":
             dtype = "float32"
         data = args[0] if args else None
+        if "ndmin" in kwargs:
+            return TensorV(None, dtype, lib)
         if isinstance(data, TensorV):
             return TensorV(data.shape, dtype or data.dtype, lib)
         return tt.from_data(data, lib, dtype)
@@ -402,8 +404,14 @@ def call_method(cx: Ctx, t: TensorV, name: str, args: list, kwargs: dict) -> Any
     if name in ("numel", "nelement"):
         return IntV(None) if t.shape is None else IntV(product(t.shape))
     if name in _REDUCE:
+        if name == "norm":  # norm(p, dim, keepdim): the first positional is the order
+            args = args[1:]
         dim = tt.arg(args, kwargs, 0, dim_kw)
-        keep = kwargs.get("keepdim", kwargs.get("keepdims", args[1] if len(args) > 1 else None))
+        # (dim, keepdim) positionally only in torch's sum/mean/max/...; numpy's second
+        # positional is a dtype, torch's std/var take `unbiased` there
+        positional_keep = t.lib == "torch" and name not in ("std", "var", "norm")
+        second = args[1] if len(args) > 1 and positional_keep else None
+        keep = kwargs.get("keepdim", kwargs.get("keepdims", second))
         if isinstance(dim, TensorV):  # torch.max(a, b) element-wise
             return tt.elementwise(cx, t, dim)
         indices = (
@@ -416,8 +424,8 @@ def call_method(cx: Ctx, t: TensorV, name: str, args: list, kwargs: dict) -> Any
             tt.axis(cx, dim, len(t.shape), name)
         return t
     if name in ("view", "reshape"):
-        if args and isinstance(args[0], DTypeV):
-            return UNKNOWN
+        if (args and isinstance(args[0], DTypeV)) or (name == "view" and t.lib == "numpy"):
+            return UNKNOWN  # numpy's view takes a dtype or a type, never a shape
         new = tt.sizes_arg(args) if args else tt.sizes_arg([kwargs.get("shape", UNKNOWN)])
         return tt.reshape(cx, t, new, name)
     if name in ("view_as", "reshape_as", "expand_as"):
@@ -455,10 +463,12 @@ def call_method(cx: Ctx, t: TensorV, name: str, args: list, kwargs: dict) -> Any
     if name == "expand":
         return tt.expand(cx, t, tt.sizes_arg(args))
     if name in ("repeat", "tile"):
+        if t.lib != "torch":  # numpy's repeat repeats elements; its tile pads the counts
+            return UNKNOWN
         return tt.repeat(cx, t, tt.sizes_arg(args))
     if name in ("split", "chunk", "tensor_split"):
-        if name == "tensor_split":
-            return UNKNOWN
+        if name == "tensor_split" or t.lib != "torch":
+            return UNKNOWN  # numpy's split takes a section count or split points
         size = tt.arg(args, kwargs, 0, "split_size_or_sections" if name == "split" else "chunks")
         return tt.split(cx, t, size, tt.arg(args, kwargs, 1, "dim"), name == "chunk")
     if name in ("matmul", "mm", "dot", "__matmul__"):
