@@ -316,3 +316,15 @@ def test_found_in_the_wild_without_alarm(src: str) -> None:
 )
 def test_expected_errors_are_not_reported(src: str, want: list[int]) -> None:
     assert [line for line, _, _ in _messages(src)] == want
+
+
+def test_multihead_attention_and_list_comprehensions() -> None:
+    src = (
+        "import torch\nimport torch.nn as nn\n"
+        "attn = nn.MultiheadAttention(32, 4, batch_first=True)\n"
+        "x = torch.randn(2, 10, 32)\nout, w = attn(x, x, x)\ny = out.reshape(2, 320)\n"
+        "layers = nn.ModuleList([nn.Linear(8 if i == 0 else 16, 16) for i in range(3)])\n"
+        "h = torch.randn(5, 8)\nfor layer in layers:\n    h = layer(h)\nz = h.view(5, 16)\n"
+        "bad = attn(torch.randn(2, 10, 16), x, x)\nworse = h.view(5, 15)\n"
+    )
+    assert [(line, code) for line, code, _ in _messages(src)] == [(12, "GPU100"), (13, "GPU013")]

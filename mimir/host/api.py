@@ -390,7 +390,11 @@ def call_method(cx: Ctx, t: TensorV, name: str, args: list, kwargs: dict) -> Any
         if name == "backward":
             return NoneV()
         if name == "item":
-            return FloatV() if tt.is_float(t.dtype) else UNKNOWN
+            if t.dtype == "bool":
+                return BoolV(None)
+            return (
+                FloatV() if tt.is_float(t.dtype) else IntV(None) if tt.is_int(t.dtype) else UNKNOWN
+            )
         return UNKNOWN
     if name in ("size", "shape"):
         if t.shape is None:

@@ -505,11 +505,43 @@ class HostChecker:
             return join(self.expr(node.body, env), self.expr(node.orelse, env))
         if isinstance(node, ast.JoinedStr):
             return StrV("")
+        if isinstance(node, ast.ListComp):
+            return self.comprehension(node, env)
         if isinstance(node, ast.NamedExpr):
             value = self.expr(node.value, env)
             self.bind(node.target, value, env)
             return value
         return UNKNOWN
+
+    def comprehension(self, node: ast.ListComp, env: dict) -> Any:
+        """`[nn.Linear(d, d) for i in range(3)]`: one item per literal index, else unknown."""
+        if len(node.generators) != 1:
+            return UNKNOWN
+        gen = node.generators[0]
+        it = gen.iter
+        if gen.ifs or gen.is_async or not isinstance(gen.target, ast.Name):
+            return UNKNOWN
+        if not (
+            isinstance(it, ast.Call)
+            and isinstance(it.func, ast.Name)
+            and it.func.id == "range"
+            and len(it.args) == 1
+            and not it.keywords
+        ):
+            return UNKNOWN
+        n = (
+            literal(self.expr(it.args[0], env).sym)
+            if isinstance(self.expr(it.args[0], env), IntV)
+            else None
+        )
+        if n is None or not 0 <= n <= _UNROLL:
+            return UNKNOWN
+        items = []
+        for i in range(n):
+            scope = dict(env)
+            scope[gen.target.id] = IntV(const(i))
+            items.append(self.expr(node.elt, scope))
+        return TupleV(tuple(items), is_list=True)
 
     def lookup(self, name: str, env: dict) -> Any:
         if name in env:

@@ -78,6 +78,7 @@ PARAMS = {
     "Flatten": ("start_dim", "end_dim"),
     "Unflatten": ("dim", "unflattened_size"),
     "Softmax": ("dim",),
+    "MultiheadAttention": ("embed_dim", "num_heads", "dropout", "bias"),
     "LogSoftmax": ("dim",),
 }
 KNOWN_LAYERS = set(PARAMS) | IDENTITY | set(LOSSES) | {"Sequential", "ModuleList"}
@@ -145,6 +146,8 @@ def call_layer(cx: Ctx, layer: LayerV, args: list, kwargs: dict, call_value: Any
         )
     if kind == "Unflatten":
         return unflatten(cx, t, param(layer, "dim"), param(layer, "unflattened_size"))
+    if kind == "MultiheadAttention":
+        return multihead_attention(cx, layer, args, kwargs)
     if kind in ("Softmax", "LogSoftmax"):
         dim = param(layer, "dim")
         if dim is not None and t.shape is not None:
@@ -352,6 +355,28 @@ def unflatten(cx: Ctx, t: TensorV, dim: Any, sizes: Any) -> Any:
         return TensorV(None, t.dtype, t.lib)
     inner = tt.reshape(cx, TensorV((t.shape[d],), t.dtype, t.lib), parts, "unflatten")
     return TensorV((*t.shape[:d], *inner.shape, *t.shape[d + 1 :]), t.dtype, t.lib)
+
+
+def multihead_attention(cx: Ctx, layer: LayerV, args: list, kwargs: dict) -> Any:
+    """`attn(query, key, value)` is `(output, weights)`; the output has the query's shape."""
+    e = tt.size_of(param(layer, "embed_dim"))
+    q, k, v = (
+        tt.tensor(tt.arg(args, kwargs, i, n)) for i, n in enumerate(("query", "key", "value"))
+    )
+    if q is None or q.shape is None or not q.shape:
+        return TupleV((UNKNOWN, UNKNOWN))
+    what = describe(layer)
+    for name, t, dim_kw in (("query", q, None), ("key", k, "kdim"), ("value", v, "vdim")):
+        if t is None or t.shape is None or not t.shape:
+            continue
+        want = tt.size_of(layer.kwargs[dim_kw]) if dim_kw in layer.kwargs else e
+        cx.need(
+            eq(t.shape[-1], want),
+            "GPU100",
+            f"`{what}` expects {name} features of size {show(want)}, got {show_shape(t.shape)}",
+            (t.shape,),
+        )
+    return TupleV((q, UNKNOWN))
 
 
 # ---------------------------------------------------------------- losses
