@@ -529,11 +529,8 @@ class HostChecker:
             and not it.keywords
         ):
             return UNKNOWN
-        n = (
-            literal(self.expr(it.args[0], env).sym)
-            if isinstance(self.expr(it.args[0], env), IntV)
-            else None
-        )
+        count = self.expr(it.args[0], env)
+        n = literal(count.sym) if isinstance(count, IntV) else None
         if n is None or not 0 <= n <= _UNROLL:
             return UNKNOWN
         items = []
