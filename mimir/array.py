@@ -31,7 +31,16 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from mimir import ops
-from mimir.dims import Dim, DimExpr, Size, UnboundDimError, evaluate, set_binding_hook
+from mimir.dims import (
+    Dim,
+    DimExpr,
+    Size,
+    SizeDivisionError,
+    SizeInt,
+    UnboundDimError,
+    evaluate,
+    set_binding_hook,
+)
 from mimir.dtypes import (
     DType,
     bool_,
@@ -104,15 +113,17 @@ def _in_kernel() -> bool:
 
 
 def _resolve(size: Any) -> Any:
-    """A Dim or dim expression as its int value in the running kernel."""
+    """A Dim or dim expression as its value in the running kernel (a `SizeInt`)."""
     if isinstance(size, DimExpr):
         env = _BINDINGS.get()
         try:
-            return evaluate(size, env or {})
+            return SizeInt(evaluate(size, env or {}))
         except UnboundDimError as err:
             raise MimirError(
                 "GPU035", f"dim `{err.name}` is not fixed by any parameter of the kernel"
             ) from None
+        except ZeroDivisionError:
+            raise MimirError("GPU036", f"the size `{size}` divides by zero") from None
     return size
 
 
@@ -164,7 +175,7 @@ class Tensor:
 
     def __init__(self, values: list, shape: Sequence[int], dtype: DType, device: str) -> None:
         self._values = values
-        self._shape = tuple(shape)
+        self._shape = tuple(int(s) for s in shape)  # plain ints, never a SizeInt
         self._dtype = dtype
         self._device = device
 
@@ -186,6 +197,9 @@ class Tensor:
 
     @property
     def shape(self) -> tuple[int, ...]:
+        if _in_kernel():
+            # Sizes, not literals: `x[x.shape[0] - 3:]` never counts from the end.
+            return tuple(SizeInt(s) for s in self._shape)
         return self._shape
 
     @property
@@ -607,6 +621,9 @@ def _default_device(device: str | None) -> str:
 def full(shape: Any, fill_value: Any, dtype: DType = float32, device: str | None = None) -> Tensor:
     """A tensor of `shape` filled with `fill_value`."""
     dims = _shape_arg(shape)
+    fill_value = _resolve(fill_value)  # `full((), D)`: a dim is the number it is bound to
+    if isinstance(fill_value, SizeInt):
+        fill_value = int(fill_value)
     if not isinstance(fill_value, (int, float)):
         raise MimirError(
             "GPU036", f"`full` needs a scalar fill value, got {type(fill_value).__name__}"
@@ -701,7 +718,12 @@ class Kernel:
 
     def annotations(self) -> dict[str, Any]:
         """Parameter and return annotations, evaluated (`return` for the result)."""
-        return inspect.get_annotations(self.fn, eval_str=True)
+        # Outside any running kernel's bindings, so that `N - 1` is a dim expression.
+        token = _BINDINGS.set(None)
+        try:
+            return inspect.get_annotations(self.fn, eval_str=True)
+        finally:
+            _BINDINGS.reset(token)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self._validate_language()
@@ -732,6 +754,9 @@ class Kernel:
             # `x.shape[5]` on a rank-1 tensor: the checker's GPU018 (tensor indexing raises
             # MimirError itself, so only the shape tuple gets here).
             raise MimirError("GPU018", f"index out of range: {err}") from err
+        except (SizeDivisionError, ZeroDivisionError) as err:
+            # Size `//` or `%` by a divisor that is not positive: the checker's GPU036.
+            raise MimirError("GPU036", f"division of sizes: {err}") from None
         finally:
             _BINDINGS.reset(token)
         if "return" in annotations:

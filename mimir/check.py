@@ -8,10 +8,11 @@ imports or executes user code.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+import hashlib
+from collections.abc import Callable, Iterable, MutableMapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mimir.constraints.checker import KernelChecker
 from mimir.constraints.devices import check_devices
@@ -22,8 +23,12 @@ from mimir.host import check_host
 from mimir.parse.graph import KernelGraph, build_graph
 from mimir.parse.module import ModuleInfo, read_module
 from mimir.parse.spans import SourceFile, read_source
+from mimir.project import Project
 from mimir.solve.prover import DEFAULT_TIMEOUT_MS
 from mimir.suppressions import apply_suppressions
+
+if TYPE_CHECKING:
+    from mimir.parse.module import KernelDef
 
 
 @dataclass
@@ -33,6 +38,8 @@ class FileResult:
     unreadable: bool = False  # GPU001/GPU002: the input itself is bad (exit 2)
     # The checked kernels, for code generation (not pickled across processes).
     kernels: list[CheckedKernel] = field(default_factory=list, repr=False, compare=False)
+    # The module as read (Dims, constants, kernels), for front doors that answer queries.
+    info: ModuleInfo | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -52,8 +59,32 @@ class CheckedKernel:
     queries: int = 0
 
 
-def check_source(path: str, text: str, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> FileResult:
-    """Every diagnostic for one file's source text, in source order."""
+class CheckCancelledError(Exception):
+    """Raised between kernels when the caller's `cancelled()` says the result is not wanted."""
+
+
+KernelCache = MutableMapping[str, tuple[list[Diagnostic], CheckedKernel]]
+
+
+def check_source(
+    path: str,
+    text: str,
+    timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    *,
+    kernel_cache: KernelCache | None = None,
+    cancelled: Callable[[], bool] | None = None,
+    project: Project | None = None,
+) -> FileResult:
+    """Every diagnostic for one file's source text, in source order.
+
+    `kernel_cache` (used by the language server) keeps each kernel's diagnostics
+    and checked graph under a hash of the kernel's text, its position and the
+    module-level facts it can see, so an edit re-proves only the kernels it
+    touched. `project` resolves imports of other modules (default: the file's own
+    package root and nothing else configured). `cancelled` is polled between
+    kernels: when it returns True the check stops with `CheckCancelledError` (a
+    newer edit made it stale).
+    """
     try:
         tree = ast.parse(text, filename=path)
     except SyntaxError as err:
@@ -69,30 +100,148 @@ def check_source(path: str, text: str, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> 
             [Diagnostic("GPU001", f"syntax error: {err}", Span(path, 1, 1, 1, 1))],
             unreadable=True,
         )
-    info = read_module(SourceFile(path, text), tree)
+    project = project if project is not None else Project()
+    info = read_module(SourceFile(path, text), tree, project.resolver(Path(path)))
     diagnostics = [Diagnostic(p.code, p.message, p.span) for p in info.problems]
     kernels = []
+    facts = _facts_key(info, timeout_ms) if kernel_cache is not None else ""
     for kernel in info.kernels:
-        kg = build_graph(info, kernel)
-        checker_type = KernelChecker if kernel.grid is None else IndexKernelChecker
-        checker = checker_type(info, kg, timeout_ms)
-        found = checker.run()
+        if cancelled is not None and cancelled():
+            raise CheckCancelledError(path)
+        key = _kernel_key(info, kernel.node, facts) if kernel_cache is not None else ""
+        if kernel_cache is not None and key in kernel_cache:
+            found, checked = kernel_cache[key]
+        else:
+            found, checked = _check_kernel(info, kernel, timeout_ms)
+            if kernel_cache is not None:
+                kernel_cache[key] = (found, checked)
         diagnostics.extend(found)
-        kernels.append(
-            CheckedKernel(
-                info,
-                kg,
-                checker.values,
-                proven=not found,
-                solve_seconds=checker.prover.solve_seconds,
-                queries=checker.prover.queries,
-            )
-        )
+        kernels.append(checked)
+    diagnostics = _one_per_site(diagnostics)
     diagnostics.extend(check_devices(info))
     diagnostics.extend(check_host(info, timeout_ms).diagnostics)  # shapes through host code
     diagnostics.sort(key=Diagnostic.sort_key)
-    diagnostics = apply_suppressions(path, text, diagnostics)  # `# mimir: ignore[...]`
-    return FileResult(path, diagnostics, kernels=kernels)
+    diagnostics = _suppressed(path, text, diagnostics, project)  # `# mimir: ignore[...]`
+    return FileResult(path, diagnostics, kernels=kernels, info=info)
+
+
+def _check_kernel(
+    info: ModuleInfo, kernel: KernelDef, timeout_ms: int
+) -> tuple[list[Diagnostic], CheckedKernel]:
+    """One kernel's diagnostics and its checked graph."""
+    kg = build_graph(info, kernel)
+    checker_type = KernelChecker if kernel.grid is None else IndexKernelChecker
+    checker = checker_type(info, kg, timeout_ms)
+    found = checker.run()
+    checked = CheckedKernel(
+        info,
+        kg,
+        checker.values,
+        proven=not found,
+        solve_seconds=checker.prover.solve_seconds,
+        queries=checker.prover.queries,
+    )
+    return list(found), checked
+
+
+def _suppressed(
+    path: str, text: str, diagnostics: list[Diagnostic], project: Project
+) -> list[Diagnostic]:
+    """Apply each file's `# mimir: ignore[...]` comments to the diagnostics located in it.
+
+    A failure inside a function imported from another module is located there, so that
+    module's comments decide; its unused comments are its own check's business.
+    """
+    here = [d for d in diagnostics if d.span.path == path]
+    if "ignore" in text.lower():  # no comment can suppress anything otherwise (no tokenizing)
+        here = apply_suppressions(path, text, here)
+    for other in sorted({d.span.path for d in diagnostics} - {path}):
+        theirs = [d for d in diagnostics if d.span.path == other]
+        other_text = project.text(Path(other)) or ""
+        if "ignore" in other_text.lower():
+            theirs = [
+                d for d in apply_suppressions(other, other_text, theirs) if d.code != "GPU090"
+            ]
+        here.extend(theirs)
+    here.sort(key=Diagnostic.sort_key)
+    return here
+
+
+def _one_per_site(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """A failure inside a function that several kernels call (or that is itself a kernel)
+    is one root cause: keep one diagnostic per code, span and message, the one with the
+    fewest notes (the function's own check, when it is a kernel)."""
+    best: dict[tuple, Diagnostic] = {}
+    for d in diagnostics:
+        key = (d.code, d.span, d.message)
+        if key not in best or len(d.labels) < len(best[key].labels):
+            best[key] = d
+    return [d for d in diagnostics if best[(d.code, d.span, d.message)] is d]
+
+
+def _callee_texts(info: ModuleInfo, fn: ast.FunctionDef) -> list[str]:
+    """The source of every function `fn` calls by name, transitively (they are inlined)."""
+    from mimir.parse.graph import callable_function
+
+    out: list[str] = []
+    seen: set[int] = set()
+    names = {f.name for f in info.tree.body if isinstance(f, ast.FunctionDef)}
+    names |= set(info.imported_functions)
+    body = "\n".join(info.source.lines[fn.body[0].lineno - 1 : fn.end_lineno])
+    if not any(f"{name}(" in body for name in names):
+        return out  # calls nothing that could be inlined (the cheap, common case)
+    todo = [(info, fn)]
+    while todo:
+        where, f = todo.pop()
+        for node in ast.walk(f):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                callee = callable_function(where, node.func.id)
+                if callee is not None and id(callee[1]) not in seen:
+                    seen.add(id(callee[1]))
+                    where_, g = callee
+                    out.append(f"{where_.source.path}:{g.lineno}\0{where_.source.text(g)}")
+                    todo.append(callee)
+    return out
+
+
+def _facts_key(info: ModuleInfo, timeout_ms: int) -> str:
+    """Everything at module level that a kernel's check can read, as one string.
+
+    Every field of `ModuleInfo` counts, except the module's own text and tree (a
+    kernel's key has its own text), its problems (reported once, outside kernels) and
+    where imported names are declared; a field added later counts without an edit here.
+    """
+    parts: list[object] = [info.source.path, timeout_ms]
+    for f in fields(info):
+        if f.name in _NOT_FACTS:
+            continue
+        value = getattr(info, f.name)
+        if f.name == "dims":  # a Dim's repr is its name: spell out its constraints
+            value = [
+                (n, d.dim.name, d.dim.describe_constraints(), d.span) for n, d in value.items()
+            ]
+        elif f.name == "imported_kernels":
+            value = sorted((n, k.span) for n, k in value.items())
+        elif f.name == "imported_functions":  # their text is in each caller's own key
+            value = sorted((n, m.source.path, fn.lineno) for n, (m, fn) in value.items())
+        elif isinstance(value, dict):
+            value = sorted(value.items(), key=lambda kv: str(kv[0]))
+        elif isinstance(value, set):
+            value = sorted(value, key=str)
+        parts.append((f.name, value))
+    return repr(parts)
+
+
+_NOT_FACTS = frozenset({"source", "tree", "kernels", "problems", "origins", "non_size_uses"})
+
+
+def _kernel_key(info: ModuleInfo, fn: ast.FunctionDef, facts: str) -> str:
+    # The position is part of the key: diagnostics carry absolute lines and columns.
+    first = min([fn.lineno, *(d.lineno for d in fn.decorator_list)])
+    lines = info.source.lines[first - 1 : fn.end_lineno]
+    text = "\n".join([*lines, *_callee_texts(info, fn)])
+    digest = hashlib.sha256(f"{first}\0{text}\0{facts}".encode()).hexdigest()
+    return digest
 
 
 def check_file(path: Path, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> FileResult:

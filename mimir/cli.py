@@ -98,7 +98,10 @@ def check(
     z3_timeout: Annotated[
         int | None,
         typer.Option(
-            "--z3-timeout", min=1, help="Z3 timeout per query, in milliseconds (default: 5000)."
+            "--z3-timeout",
+            min=1,
+            help="Z3 budget per query, in milliseconds (default: 5000): a deterministic "
+            "resource limit proportional to it, and a wall-clock cap.",
         ),
     ] = None,
     baseline: Annotated[
@@ -210,7 +213,7 @@ def explain(
     ] = None,
     list_codes: Annotated[bool, typer.Option("--list", help="List every code.")] = False,
     z3_timeout: Annotated[
-        int, typer.Option("--z3-timeout", min=1, help="Z3 timeout per query, in milliseconds.")
+        int, typer.Option("--z3-timeout", min=1, help="Z3 budget per query, in milliseconds.")
     ] = 5000,
 ) -> None:
     """Print what a diagnostic code means, why, how to fix it, and examples.
@@ -494,6 +497,36 @@ def verify(
     failed += len({d.function for d in report.diagnostics})
     typer.echo(f"{failed} function{'s' * (failed != 1)} failed verification")
     raise typer.Exit(EXIT_ERRORS)
+
+
+@app.command()
+def lsp(
+    tcp: Annotated[
+        bool, typer.Option("--tcp", help="Listen on TCP (--host, --port) instead of stdio.")
+    ] = False,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on with --tcp.")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option("--port", help="Port to listen on with --tcp.")] = 2087,
+    z3_timeout: Annotated[
+        int | None,
+        typer.Option(
+            "--z3-timeout",
+            min=1,
+            help="Z3 timeout per query, in milliseconds (default: the configuration's).",
+        ),
+    ] = None,
+    debounce_ms: Annotated[
+        int,
+        typer.Option("--debounce-ms", min=0, help="Wait this long after an edit before checking."),
+    ] = 20,
+) -> None:
+    """Run the language server (stdio by default): diagnostics, hovers, fixes as you type."""
+    try:
+        from mimir.lsp.server import serve
+    except ImportError as err:  # pygls is a dependency; a broken install says so plainly
+        raise _usage_error(f"the language server needs pygls: {err}") from None
+    serve(tcp=tcp, host=host, port=port, z3_timeout=z3_timeout, debounce=debounce_ms / 1000)
 
 
 def _indent(text: str) -> str:

@@ -8,6 +8,7 @@ is the project root: globs are relative to it and the cache lives in it. With
 no file, the defaults apply and the current directory is the root.
 
     [tool.mimir]
+    paths = ["src"]                       # more roots for imports between project modules
     include = ["*.py", "*.pyi"]          # files taken when a directory is walked
     exclude = ["tests/fixtures", "legacy/**/*.py"]
     select = ["GPU"]                      # codes or code prefixes to report
@@ -54,6 +55,7 @@ class ConfigError(Exception):
 
 @dataclass(frozen=True)
 class Config:
+    paths: tuple[str, ...] = ()  # extra import roots, relative to `root`
     include: tuple[str, ...] = ("*.py", "*.pyi")
     exclude: tuple[str, ...] = ()
     select: tuple[str, ...] = ("GPU",)
@@ -87,6 +89,11 @@ class Config:
 
     def excluded(self, relpath: str) -> bool:
         return any(glob_match(p, relpath) for p in self.exclude)
+
+    def import_roots(self) -> tuple[Path, ...]:
+        """Where absolute imports between project modules are looked up (besides a file's
+        own package root): the project root, then each of `paths`."""
+        return (self.root, *(self.root / p for p in self.paths))
 
     def relative(self, path: Path | str) -> str:
         """`path` as a POSIX path relative to the root (as given when it lies outside)."""
@@ -256,6 +263,7 @@ def _describe(value: Any) -> str:
 
 
 _KEYS = {
+    "paths": ("paths", _string_list),
     "include": ("include", _globs),
     "exclude": ("exclude", _globs),
     "select": ("select", parse_codes),

@@ -9,13 +9,20 @@ the checker translates the same trees into Z3 terms.
 Division and modulo are Python's floor semantics; every size is a positive
 integer, and a divisor is a positive int literal or a positive dim, so floor and
 truncation agree on everything a well-formed annotation can express.
+
+Inside a running kernel (the shim), a dim is the number its call bound it to:
+arithmetic on it gives a `SizeInt` (an int that remembers it was computed from
+sizes, so the shape rules never read it as a literal), and `/`, `**` and floats
+give Python numbers, so `q @ k.T / (D ** 0.5)` runs as the checker types it.
 """
 
 from __future__ import annotations
 
+import math
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Union
+from typing import Any, Union
 
 Size = Union[int, "DimExpr"]
 
@@ -42,34 +49,56 @@ class DimExpr:
     __slots__ = ()
 
     def __add__(self, other: Size) -> DimExpr:
-        return binop("+", self, other)
+        return _arith("+", self, other)
 
     def __radd__(self, other: Size) -> DimExpr:
-        return binop("+", other, self)
+        return _arith("+", other, self)
 
     def __sub__(self, other: Size) -> DimExpr:
-        return binop("-", self, other)
+        return _arith("-", self, other)
 
     def __rsub__(self, other: Size) -> DimExpr:
-        return binop("-", other, self)
+        return _arith("-", other, self)
 
     def __mul__(self, other: Size) -> DimExpr:
-        return binop("*", self, other)
+        return _arith("*", self, other)
 
     def __rmul__(self, other: Size) -> DimExpr:
-        return binop("*", other, self)
+        return _arith("*", other, self)
 
     def __floordiv__(self, other: Size) -> DimExpr:
-        return binop("//", self, other)
+        return _arith("//", self, other)
 
     def __rfloordiv__(self, other: Size) -> DimExpr:
-        return binop("//", other, self)
+        return _arith("//", other, self)
 
     def __mod__(self, other: Size) -> DimExpr:
-        return binop("%", self, other)
+        return _arith("%", self, other)
 
     def __rmod__(self, other: Size) -> DimExpr:
-        return binop("%", other, self)
+        return _arith("%", other, self)
+
+    # Only inside a running kernel: a dim used as a value (`1.0 / D`, `D ** 0.5`, `-D`).
+    def __truediv__(self, other: Any) -> Any:
+        return _arith("/", self, other)
+
+    def __rtruediv__(self, other: Any) -> Any:
+        return _arith("/", other, self)
+
+    def __pow__(self, other: Any) -> Any:
+        return _arith("**", self, other)
+
+    def __rpow__(self, other: Any) -> Any:
+        return _arith("**", other, self)
+
+    def __neg__(self) -> Any:
+        return _arith("-", 0, self)
+
+    def __float__(self) -> float:
+        return float(self.__index__())
+
+    def __int__(self) -> int:
+        return self.__index__()
 
     def __index__(self) -> int:
         env = _binding_hook()
@@ -196,6 +225,140 @@ class BinOp(DimExpr):
 
     def __repr__(self) -> str:
         return str(self)
+
+
+class SizeInt(int):
+    """An int computed from sizes in a running kernel: a bound `Dim`, a tensor's `.shape`.
+
+    It is the int it is, but the shape rules read it as a size expression, not a
+    literal, exactly as the checker reads the same source: it never counts from the
+    end (`x[N - 3:]` at N=1 is out of bounds, not `x[-2:]`) and never means "infer"
+    in a reshape. Size arithmetic keeps the mark; `//` and `%` refuse a divisor that
+    is not positive (the checker's GPU036); `/` is IEEE division, as on a GPU, and `**`
+    the kernel language's (`mimir.ops.numerics.power`).
+    """
+
+    __slots__ = ()
+
+    def _size_op(self, op: str, other: Any, reflected: bool = False) -> Any:
+        if isinstance(other, bool) or not isinstance(other, int):
+            return NotImplemented
+        a, b = (other, self) if reflected else (self, other)
+        if op in ("//", "%") and b <= 0:
+            raise SizeDivisionError(f"the divisor {b} of `{a} {op} {b}` is zero or negative")
+        return SizeInt(_apply(op, int(a), int(b)))
+
+    def __add__(self, o: Any) -> Any:
+        return self._size_op("+", o)
+
+    def __radd__(self, o: Any) -> Any:
+        return self._size_op("+", o, True)
+
+    def __sub__(self, o: Any) -> Any:
+        return self._size_op("-", o)
+
+    def __rsub__(self, o: Any) -> Any:
+        return self._size_op("-", o, True)
+
+    def __mul__(self, o: Any) -> Any:
+        return self._size_op("*", o)
+
+    def __rmul__(self, o: Any) -> Any:
+        return self._size_op("*", o, True)
+
+    def __floordiv__(self, o: Any) -> Any:
+        return self._size_op("//", o)
+
+    def __rfloordiv__(self, o: Any) -> Any:
+        return self._size_op("//", o, True)
+
+    def __mod__(self, o: Any) -> Any:
+        return self._size_op("%", o)
+
+    def __rmod__(self, o: Any) -> Any:
+        return self._size_op("%", o, True)
+
+    def __neg__(self) -> Any:
+        return SizeInt(-int(self))
+
+    def __truediv__(self, o: Any) -> Any:
+        return _true_divide(self, o)
+
+    def __pow__(self, o: Any) -> Any:
+        return _power(self, o)
+
+    def __rpow__(self, o: Any) -> Any:
+        return _power(o, self)
+
+    def __rtruediv__(self, o: Any) -> Any:
+        return _true_divide(o, self)
+
+
+class SizeDivisionError(ArithmeticError):
+    """Size `//` or `%` by a divisor that is not positive, in a running kernel."""
+
+
+def _true_divide(a: Any, b: Any) -> Any:
+    """`a / b` on Python numbers with IEEE semantics (a GPU divides by 0 to inf or nan)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return NotImplemented
+    if not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
+        return NotImplemented
+    a, b = float(a), float(b)
+    if b == 0.0:
+        if a == 0.0 or a != a:
+            return math.nan
+        return math.copysign(math.inf, a) * math.copysign(1.0, b)
+    return a / b
+
+
+_NUMBER_OPS: dict[str, Callable[[Any, Any], Any]] = {
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "//": operator.floordiv,
+    "%": operator.mod,
+    "/": operator.truediv,
+    "**": operator.pow,
+}
+
+
+def _arith(op: str, left: Any, right: Any) -> Any:
+    """`left op right` where one side is a dim expression.
+
+    Outside a kernel (annotations, module-level sizes) this builds a `DimExpr`;
+    inside a running kernel the dims are bound, so it computes with their values.
+    """
+    env = _binding_hook()
+    if env is None:
+        if op in ("/", "**"):
+            return NotImplemented
+        return binop(op, left, right)
+    if isinstance(left, DimExpr):
+        left = SizeInt(left.evaluate(env))
+    if isinstance(right, DimExpr):
+        right = SizeInt(right.evaluate(env))
+    if op == "/":
+        quotient = _true_divide(left, right)
+        if quotient is not NotImplemented:
+            return quotient
+    if op == "**":
+        result = _power(left, right)
+        if result is not NotImplemented:
+            return result
+    return _NUMBER_OPS[op](left, right)
+
+
+def _power(a: Any, b: Any) -> Any:
+    """The kernel language's `**` on Python numbers: `0.0 ** -1` is inf, never complex."""
+    numbers = (int, float)
+    if isinstance(a, bool) or isinstance(b, bool):
+        return NotImplemented
+    if not isinstance(a, numbers) or not isinstance(b, numbers):
+        return NotImplemented
+    from mimir.ops.numerics import power  # lazily: mimir.ops imports this module
+
+    return power(int(a) if isinstance(a, int) else a, int(b) if isinstance(b, int) else b)
 
 
 class UnboundDimError(LookupError):

@@ -31,6 +31,7 @@ from mimir.parse.spans import read_source
 
 PROGRESS_MIN_FILES = 8
 _Todo = tuple[str, str, str, str | None]  # shown path, relative path, text, cache key
+_Roots = tuple[str, ...]  # import roots of the project (`Config.import_roots`)
 
 
 @dataclass
@@ -70,7 +71,11 @@ def run_check(
     cache_root: Path | None = None,
 ) -> list[Checked]:
     """Check `files` (from `select_files`); `progress=None` decides from the terminal."""
+    from mimir.project import Project
+
     store = Cache(cache_dir(cache_root or config.root), _cache_settings(config))
+    roots = tuple(str(r) for r in config.import_roots())
+    project = Project(tuple(Path(r) for r in roots))  # for dependency digests only
     done: dict[str, Checked] = {}
     todo: list[_Todo] = []
     for path in files:
@@ -80,7 +85,9 @@ def run_check(
         if text is None:
             done[shown] = Checked(shown, rel, [problem], True)
             continue
-        key = store.key(shown, text.encode("utf-8")) if use_cache else None
+        # A file's result depends on its own text and on every project module it imports.
+        deps = project.digest(path).encode() if use_cache else b""
+        key = store.key(shown, text.encode("utf-8") + b"\0" + deps) if use_cache else None
         entry = store.get(key) if key else None
         if entry is not None:
             done[shown] = Checked(
@@ -95,7 +102,7 @@ def run_check(
     workers = min(jobs or os.cpu_count() or 1, len(todo))
     show = _want_progress(sys.stderr, len(todo)) if progress is None else progress
     # Workers are started before the progress bar's refresh thread exists.
-    results = _check_all(todo, config.z3_timeout, workers)
+    results = _check_all(todo, config.z3_timeout, workers, roots)
     try:
         with _progress_bar(show, len(todo)) as advance:
             for (shown, rel, text, key), (diagnostics, unreadable) in results:
@@ -116,25 +123,28 @@ def run_check(
 
 def _cache_settings(config: Config) -> dict[str, object]:
     # Only what changes a file's own result; filters run after the cache.
-    return {"z3_timeout": config.z3_timeout}
+    return {"z3_timeout": config.z3_timeout, "paths": list(config.paths)}
 
 
-def check_text(path: str, text: str, timeout_ms: int) -> tuple[list[Diagnostic], bool]:
+def check_text(
+    path: str, text: str, timeout_ms: int, roots: _Roots = ()
+) -> tuple[list[Diagnostic], bool]:
     """One file's diagnostics (suppressions applied) as plain, picklable data."""
     from mimir.check import check_source
+    from mimir.project import Project
 
-    result = check_source(path, text, timeout_ms)
+    result = check_source(path, text, timeout_ms, project=Project(tuple(Path(r) for r in roots)))
     return list(result.diagnostics), result.unreadable
 
 
 def _check_all(
-    todo: list[_Todo], timeout_ms: int, workers: int
+    todo: list[_Todo], timeout_ms: int, workers: int, roots: _Roots = ()
 ) -> Generator[tuple[_Todo, tuple[list[Diagnostic], bool]], None, None]:
     """Results in completion order. With several workers, every task is submitted now."""
     if workers <= 1:
-        return ((item, check_text(item[0], item[2], timeout_ms)) for item in todo)
+        return ((item, check_text(item[0], item[2], timeout_ms, roots)) for item in todo)
     pool = ProcessPoolExecutor(max_workers=workers)
-    futures = {pool.submit(check_text, item[0], item[2], timeout_ms): item for item in todo}
+    futures = {pool.submit(check_text, item[0], item[2], timeout_ms, roots): item for item in todo}
     return _completed(pool, futures)
 
 

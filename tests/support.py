@@ -118,16 +118,40 @@ def bind_dims(annotations: dict[str, Any], fixed: dict[str, int] | None = None) 
     for dim in param_dims(annotations):
         if dim.name not in env:
             env[dim.name] = choose_size(dim, env.values())
-    return env
+    return _callable(annotations, env, set(fixed or ()))
 
 
 def smallest_sizes(annotations: dict[str, Any]) -> dict[str, int]:
-    """Every dim at the smallest size it admits (1, or 0 where `min=0`)."""
+    """Every dim at the smallest size it admits (1, or 0 where `min=0`) that a call can pass."""
     env = {}
     for dim in param_dims(annotations):
         v = _admissible(dim, dim.min)
         assert v is not None, f"no admissible size for {dim!r}"
         env[dim.name] = v
+    return _callable(annotations, env, set())
+
+
+def negative_axes(annotations: dict[str, Any], env: dict[str, int]) -> list[tuple[str, Any]]:
+    """The parameter axes (name, size) that are negative under `env`: no call can pass them."""
+    found = []
+    for name, ann in annotations.items():
+        if name == "return" or not isinstance(ann, TensorType):
+            continue
+        found += [(name, d) for d in ann.dims if isinstance(d, DimExpr) and evaluate(d, env) < 0]
+    return found
+
+
+def _callable(annotations: dict[str, Any], env: dict[str, int], fixed: set[str]) -> dict[str, int]:
+    """Grow the free dims of `env` until every parameter axis is >= 0 (`H - 2` needs H >= 2)."""
+    for _ in range(64):
+        bad = negative_axes(annotations, env)
+        if not bad:
+            return env
+        for dim in bad[0][1].dims():
+            if dim.name not in fixed:
+                grown = _admissible(dim, env[dim.name] + 1)
+                if grown is not None:
+                    env[dim.name] = grown
     return env
 
 

@@ -1,4 +1,8 @@
-"""Every Z3 query has a timeout; running out of it is its own verdict (GPU050), never a pass."""
+"""Every Z3 query has a budget; running out of it is its own verdict (GPU050), never a pass.
+
+The budget is Z3's resource limit (deterministic), proportional to `--z3-timeout`, which
+stays as a wall-clock cap (tests/test_solver_normal.py shows the rlimit, not the clock, decides).
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 import z3
 
 from mimir.check import check_source
+from mimir.solve import prover as prover_module
 from mimir.solve.prover import PROVEN, UNKNOWN, Prover
 
 # (N^3 - N) is divisible by 6 for every N, but proving it needs induction, which Z3's
@@ -57,7 +63,18 @@ def test_timeout_is_configurable_from_the_command_line(tmp_path: Path) -> None:
     assert "error[GPU050]" in run.stdout
 
 
-def test_z3_is_given_the_timeout() -> None:
+def test_z3_is_given_the_timeout_and_an_rlimit() -> None:
     prover = Prover(timeout_ms=1234)
     assert isinstance(prover.solver, z3.Solver)
     assert "timeout" in str(prover.solver.param_descrs())
+    assert prover.rlimit == 1234 * prover_module.RLIMIT_PER_MS
+
+
+def test_gpu050_comes_from_the_rlimit_and_is_reproducible(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wall clock of 200 s and an rlimit of 200,000 units: the rlimit ends the query."""
+    monkeypatch.setattr(prover_module, "RLIMIT_PER_MS", 1)
+    runs = [check_source("hard.py", HARD, timeout_ms=200_000).diagnostics for _ in range(2)]
+    assert runs[0] == runs[1]
+    (d,) = runs[0]
+    assert d.code == "GPU050"
+    assert d.message.endswith("(the solver returned unknown: resource limit reached)")

@@ -328,6 +328,9 @@ class _Lowering:
             return _Val(Cast(Uniform(dim.name, "u32"), I32), "index")
         if name in self.info.constants:
             return _Val(const(self.info.constants[name], I32), "index")
+        if name in self.info.sizes:  # module-level size arithmetic (`D_HID = 4 * D_IN`)
+            size = self.info.sizes[name]
+            return _Val(self._e(lambda: Cast(size_ir(size), I32)), "index")
         canonical = self.info.imported.get(name)
         if canonical in DTYPES:
             return _Val(None, "dtype", DTYPES[canonical])

@@ -94,6 +94,10 @@ class _ExprAlgebra:
     def literal(self, a: Any) -> int | None:
         return a if isinstance(a, int) else None
 
+    def is_literal(self, a: Any) -> bool:
+        # A size expression the checker proved `>= 0` means the same read either way.
+        return isinstance(a, int)
+
     def require(self, cond: Any, code: str, message: str, *args: Any) -> None:
         pass
 

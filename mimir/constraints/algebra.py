@@ -24,9 +24,12 @@ class Sym:
     `expr` is the same size as a `mimir.dims` expression over the kernel's dims,
     for code generation and manifests; None when no such expression is known
     (a broadcast of two different symbolic sizes that only the solver relates).
+
+    `literal` says the size was written as int literals only (`-1`, `3 - 4`), not
+    computed from a dim or a shape: only a literal counts from the end when negative.
     """
 
-    __slots__ = ("term", "text", "value", "prec", "expr")
+    __slots__ = ("term", "text", "value", "prec", "expr", "literal")
 
     def __init__(
         self,
@@ -41,10 +44,17 @@ class Sym:
         self.value = value
         self.prec = prec
         self.expr = value if expr is None and value is not None else expr
+        self.literal = False
 
     @staticmethod
     def const(v: int) -> Sym:
-        return Sym(z3.IntVal(v), str(v), v)
+        s = Sym(z3.IntVal(v), str(v), v)
+        s.literal = True
+        return s
+
+    def as_expression(self) -> Sym:
+        """The same size, marked as computed (a tensor's `.shape`), never a literal."""
+        return Sym(self.term, self.text, self.value, self.prec, self.expr)
 
     def _op(self, op: str, other: Any, reflected: bool = False) -> Sym:
         o = lift(other)
@@ -52,7 +62,9 @@ class Sym:
         if a.value is not None and b.value is not None:
             if op in ("//", "%") and b.value == 0:
                 return Sym(_z3_op(op, a.term, b.term), f"{a.text} {op} 0")
-            return Sym.const(_py_op(op, a.value, b.value))
+            folded = Sym.const(_py_op(op, a.value, b.value))
+            folded.literal = a.literal and b.literal
+            return folded
         expr = None if a.expr is None or b.expr is None else binop(op, a.expr, b.expr)
         if op == "*" and (a.value == 1 or b.value == 1):
             return b if a.value == 1 else a
@@ -161,6 +173,9 @@ class Z3Algebra:
 
     def literal(self, a: Any) -> int | None:
         return lift(a).value
+
+    def is_literal(self, a: Any) -> bool:
+        return lift(a).literal
 
     def require(self, cond: Any, code: str, message: str, *args: Any) -> None:
         if isinstance(cond, bool):

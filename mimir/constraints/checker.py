@@ -88,6 +88,18 @@ def _shape_text(shape: tuple[Sym, ...]) -> str:
     return "[" + ", ".join(s.text for s in shape) + "]"
 
 
+def _sym_of(size: Size, env: dict[str, Sym]) -> Sym | None:
+    """A size of a callee's annotation with its dims replaced by the call's sizes."""
+    if isinstance(size, int):
+        return Sym.const(size)
+    if isinstance(size, Dim):
+        return env.get(size.name)
+    left, right = _sym_of(size.left, env), _sym_of(size.right, env)
+    if left is None or right is None:
+        return None
+    return getattr(left, _DUNDER[size.op])(right)
+
+
 class KernelChecker:
     def __init__(self, info: ModuleInfo, kg: KernelGraph, timeout_ms: int) -> None:
         self.info = info
@@ -108,8 +120,10 @@ class KernelChecker:
     # -- entry point
 
     def run(self) -> list[Diagnostic]:
-        for p in self.kg.problems:
-            self._emit(p.code, p.message, p.span)
+        calls = self.kg.problem_calls
+        for k, p in enumerate(self.kg.problems):
+            call = calls[k] if k < len(calls) else None
+            self._emit(p.code, p.message, p.span, labels=(call,) if call else ())
         self._declare_dims()
         g = self.kg.graph
         for i in sorted(g.nodes):
@@ -143,15 +157,10 @@ class KernelChecker:
         for name in self.info.dims:
             decl = self.info.dims[name]
             dim = decl.dim
-            var = self.prover.dim(dim.name)
             label = Label(
                 decl.span, f"`{dim.name}` is declared here ({dim.describe_constraints()})"
             )
-            self.prover.add_fact(var >= dim.min, label)
-            if dim.max is not None:
-                self.prover.add_fact(var <= dim.max, label)
-            if dim.multiple_of is not None:
-                self.prover.add_fact(var % dim.multiple_of == 0, label)
+            self.prover.declare_dim(dim.name, dim.min, dim.max, dim.multiple_of, label)
         for _, ann, _ in self.kg.params:
             if isinstance(ann, TensorAnnotation):
                 for d in ann.dims:
@@ -161,9 +170,40 @@ class KernelChecker:
             if isinstance(ann, TensorAnnotation):
                 for d, span in zip(ann.dims, ann.dim_spans, strict=True):
                     self._require_bound(d, span)
+        self._assume_callable()
         if isinstance(self.kg.returns, TensorAnnotation):
             for d, span in zip(self.kg.returns.dims, self.kg.returns.dim_spans, strict=True):
                 self._require_bound(d, span)
+
+    def _assume_callable(self) -> None:
+        """Every parameter axis is `>= 0` in any call: a fact, so counterexamples are callable.
+
+        `p: Tensor[float32, H - 2, H]` admits only H >= 2 however `H` is declared; an axis
+        that is negative for every admissible size makes the kernel uncallable (GPU033).
+        """
+        for name, ann, _ in self.kg.params:
+            if not isinstance(ann, TensorAnnotation):
+                continue
+            for k, (d, span) in enumerate(zip(ann.dims, ann.dim_spans, strict=True)):
+                if not isinstance(d, BinOp) or any(
+                    x.name not in self.bound_dims for x in dims_in(d)
+                ):
+                    continue
+                fact = self._term(d) >= 0
+                s = self.prover.solver
+                s.push()
+                s.add(fact)
+                callable_ = s.check() != z3.unsat
+                s.pop()
+                if not callable_:
+                    self._emit(
+                        "GPU033",
+                        f"`{name}` axis {k} is {d}, which is negative for every admissible "
+                        "size: no call can pass this parameter",
+                        span,
+                    )
+                    continue
+                self.prover.add_fact(fact, Label(span, callable_size_note(name, k, d)))
 
     def _require_bound(self, size: Size, span: Span) -> bool:
         for dim in dims_in(size):
@@ -210,13 +250,19 @@ class KernelChecker:
         inputs = [self.values[j] for j in node["inputs"]]
         if node["kind"] == "poison" or any(v is POISON for v in inputs):
             return POISON
+        if any(self.values.get(b) is POISON for b in node.get("binds", ())):
+            return POISON  # inside a call whose arguments did not fit: reported there
         try:
             return getattr(self, "_" + node["kind"])(node, inputs)
         except _RuleFailedError as f:
-            self._emit(f.code, f.message, node["span"], **f.extra)
+            extra = dict(f.extra)
+            if node.get("call") is not None:  # inside an inlined function: name the call
+                extra["labels"] = (*extra.get("labels", ()), node["call"])
+            self._emit(f.code, f.message, node["span"], **extra)
             return POISON
         except sh.RuleError as err:
-            self._emit(err.code, err.message, node["span"])
+            call = node.get("call")
+            self._emit(err.code, err.message, node["span"], labels=(call,) if call else ())
             return POISON
 
     def _prove_all(self, obligations: list[Obligation]) -> None:
@@ -265,10 +311,13 @@ class KernelChecker:
         )
 
     def _dim(self, node: dict, _: list) -> Any:
-        dim: Dim = node["dim"]
+        dim: Size = node["dim"]  # a `Dim`, or module-level size arithmetic (`D_HID`)
         if not self._require_bound(dim, node["span"]):
             return POISON
-        return SizeVal(Sym(self.prover.dim(dim.name), dim.name, expr=dim))
+        if isinstance(dim, Dim):
+            return SizeVal(Sym(self.prover.dim(dim.name), dim.name, expr=dim))
+        prec = 1 if isinstance(dim, BinOp) and dim.op in "+-" else 3
+        return SizeVal(Sym(self._term(dim), str(dim), None, prec, expr=dim))
 
     def _dtype(self, node: dict, _: list) -> Any:
         return DTypeVal(node["dtype"])
@@ -327,7 +376,8 @@ class KernelChecker:
         spec: ops.OpSpec = node["spec"]
         x = self._tensor(inputs[0], spec.spelling)
         if spec.name == "shape":
-            return TupleVal([SizeVal(s) for s in x.shape])
+            # `x.shape[0] - 3` is a size expression, as the shim's `SizeInt` (never a literal).
+            return TupleVal([SizeVal(s.as_expression()) for s in x.shape])
         return TensorVal(self._rule(sh.transpose, x.shape, None), x.dtype)
 
     def _method(self, node: dict, inputs: list) -> Any:
@@ -335,6 +385,76 @@ class KernelChecker:
 
     def _call(self, node: dict, inputs: list) -> Any:
         return self._apply(node, inputs)
+
+    def _bind(self, node: dict, inputs: list) -> Any:
+        """A call of an annotated function: its dims take the call's sizes (first use binds,
+        within the dim's constraints), then every axis and the dtype must agree."""
+        callee = node["callee"]
+        env: dict[str, Sym] = {}
+        for (name, ann, span), value in zip(node["params"], inputs, strict=True):
+            annotated = f"`{name}` of `{callee}` is annotated {_ann_text(ann)} here"
+            labels = (Label(ann.span, annotated),)
+            if node.get("call") is not None:
+                labels = (*labels, node["call"])
+            try:
+                self._bind_one(callee, name, ann, value, env)
+            except _RuleFailedError as f:
+                found = (*f.extra.get("labels", ()), *labels)
+                self._emit(f.code, f.message, span, labels=found,
+                           counterexample=f.extra.get("counterexample", ()))  # fmt: skip
+                return POISON
+        return NoneVal()
+
+    def _bind_one(
+        self, callee: str, name: str, ann: TensorAnnotation, value: Any, env: dict
+    ) -> None:
+        if not isinstance(value, TensorVal):
+            raise _RuleFailedError("GPU040", f"argument `{name}` of `{callee}` must be a tensor")
+        got = _shape_text(value.shape)
+        message = (
+            f"argument `{name}` of `{callee}` has shape {got}, the parameter is annotated "
+            f"{_ann_text(ann)}"
+        )
+        if len(value.shape) != len(ann.dims):
+            raise _RuleFailedError("GPU040", message)
+        if value.dtype != ann.dtype:
+            raise _RuleFailedError(
+                "GPU041",
+                f"argument `{name}` of `{callee}` is {value.dtype}, the parameter is annotated "
+                f"{ann.dtype}",
+            )
+        for d, sym in zip(ann.dims, value.shape, strict=True):
+            if isinstance(d, Dim) and d.name not in env:
+                env[d.name] = sym
+                ok = [sym.term >= d.min]
+                if d.max is not None:
+                    ok.append(sym.term <= d.max)
+                if d.multiple_of is not None:
+                    ok.append(sym.term % d.multiple_of == 0)
+                self._prove_all(
+                    [
+                        Obligation(
+                            z3.And(*ok),
+                            "GPU042",
+                            f"the call binds `{d.name}` of `{callee}` to {sym.text}, outside "
+                            f"its constraints ({d.describe_constraints()})",
+                            (),
+                        )
+                    ]
+                )
+        expected = [_sym_of(d, env) for d in ann.dims]
+        needed = (
+            "["
+            + ", ".join(
+                str(d) if e is None else e.text for d, e in zip(ann.dims, expected, strict=True)
+            )
+            + "]"
+        )
+        message = f"argument `{name}` of `{callee}` has shape {got}, the call needs {needed}"
+        for e, sym in zip(expected, value.shape, strict=True):
+            if e is None:
+                continue  # a dim no parameter binds: the callee's own check reports it
+            self._prove_all([Obligation(sym.term == e.term, "GPU040", message, ())])
 
     def _subscript(self, node: dict, inputs: list) -> Any:
         value, *slots = inputs
@@ -552,6 +672,11 @@ class KernelChecker:
 
 
 _DUNDER = {"+": "__add__", "-": "__sub__", "*": "__mul__", "//": "__floordiv__", "%": "__mod__"}
+
+
+def callable_size_note(param: str, axis: int, size: Size) -> str:
+    """The fact `_assume_callable` adds, as `explain` shows it."""
+    return f"`{param}` axis {axis} is {size} here, so {size} >= 0 in any call"
 
 
 def _ann_text(ann: TensorAnnotation) -> str:

@@ -77,6 +77,8 @@ class _Reader:
         self.sites: list[_Site] = []
         self.n_values = 0
         self.kernels = {k.node.name: k.node for k in info.kernels}
+        # `@gpu` functions imported from other modules of the project (`mimir.project`)
+        self.kernels.update({name: k.node for name, k in info.imported_kernels.items()})
         self.functions: dict[str, ast.FunctionDef] = {}
         self.params: dict[tuple[str, int], int] = {}  # (function, position) -> value
         self.param_names: dict[tuple[str, str], int] = {}

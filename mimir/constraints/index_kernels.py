@@ -11,10 +11,20 @@ one in `[start, stop)`, and each `if` adds its condition to the path. So
   same element, and never write an element another program id reads (the body
   is instantiated twice, with primed copies of every thread-local variable).
 
-Integer locals changed inside a loop or a branch are havocked (replaced by an
-unconstrained variable) after it: sound, never a missed out-of-bounds, at the
-price of asking for a guard the code may not need. Unlike NumPy, a negative
-index is out of bounds here (a GPU does not wrap it).
+Integer locals changed inside a loop are havocked (replaced by an unconstrained
+variable) after it: sound, never a missed out-of-bounds, at the price of asking
+for a guard the code may not need; after an `if`, a local is `If(cond, then,
+else)`. Unlike NumPy, a negative index is out of bounds here (a GPU does not
+wrap it).
+
+A loaded integer element is a value, not an unknown: a fresh variable in its
+dtype's range, carried through comparisons (path conditions), `minimum`,
+`maximum`, `where`, `%` and `//` (Python's floor semantics with `x % 0 == 0`,
+exactly as the shim and every backend compute them) and `+ - *` (wrapping as
+32-bit two's complement past the dtype's range, as the shim and a GPU do). Index
+arithmetic is 32-bit on every backend, so a dim is assumed at most 2**31 - 1. So
+`y = labels[i]` under `if (0 <= y) & (y < C):`, `minimum(maximum(y, 0), C - 1)`
+and `y % C` all index an axis of size C in bounds.
 """
 
 from __future__ import annotations
@@ -49,9 +59,14 @@ class Idx:
 
 @dataclass
 class Elem:
-    """An element value: a tensor dtype, or a weak Python scalar kind."""
+    """An element value: a tensor dtype, or a weak Python scalar kind.
+
+    `term` is the value of an integer element as a Z3 term (in its dtype's range),
+    or None where it is not tracked (floats, bools).
+    """
 
     dtype: DType | str
+    term: z3.ArithRef | None = None
 
 
 @dataclass
@@ -109,6 +124,23 @@ def _arith(symbol: str, a: z3.ArithRef, b: z3.ArithRef) -> z3.ArithRef:
     }[symbol]()  # fmt: skip
 
 
+_INT_RANGE = {"int32": (-(2**31), 2**31 - 1), "uint32": (0, 2**32 - 1)}
+
+
+def _int_range(kind: DType | str) -> tuple[int, int] | None:
+    """The values an integer element can hold (a weak Python int is an i32 register)."""
+    name = kind.name if isinstance(kind, DType) else {"int": "int32"}.get(kind)
+    return _INT_RANGE.get(name or "")
+
+
+def _floor_mod(a: z3.ArithRef, b: z3.ArithRef) -> z3.ArithRef:
+    # Python's `%` (the shim, and every backend's mimir_mod helper): the sign of the
+    # divisor, and `x % 0 == 0`. Z3's `%` is Euclidean (never negative): equal for b > 0.
+    euclid = a % b
+    negative = z3.If(euclid == 0, 0, euclid + b)
+    return z3.If(b == 0, 0, z3.If(b > 0, euclid, negative))
+
+
 def _compare(symbol: str, a: z3.ArithRef, b: z3.ArithRef) -> z3.BoolRef:
     return {
         "<": lambda: a < b, "<=": lambda: a <= b, ">": lambda: a > b,
@@ -145,7 +177,7 @@ class IndexKernelChecker(KernelChecker):
             if isinstance(ann, TensorAnnotation):
                 self.env[name] = TensorRef(name, self._annotated_shape(name, ann), ann.dtype)
             elif isinstance(ann, ScalarAnnotation):
-                self.env[name] = Elem(ann.kind)
+                self.env[name] = Elem(ann.kind, self._ranged(name, ann.kind))
         for arg in self.kg.kernel.node.args.args:
             self.env.setdefault(arg.arg, None)  # poisoned parameters
         scope = _Scope()
@@ -166,6 +198,8 @@ class IndexKernelChecker(KernelChecker):
                 self.src.span(grid),
             )
             return False
+        for dim in self.info.dims.values():  # index arithmetic is i32 on every backend
+            self.prover.add_fact(self.prover.dim(dim.dim.name) <= 2**31 - 1, None)
         for axis, item in enumerate(items):
             size = read_size(self.info, item)
             if not isinstance(size, (int, Dim)) and not hasattr(size, "dims"):
@@ -287,19 +321,25 @@ class IndexKernelChecker(KernelChecker):
         self.env = dict(before)
         for name in set(after_then) | set(after_else):
             a, b = after_then.get(name), after_else.get(name)
-            self.env[name] = self._join(name, a, b)
+            self.env[name] = self._join(name, a, b, cond.term)
 
-    def _join(self, name: str, a: Any, b: Any) -> Any:
+    def _join(self, name: str, a: Any, b: Any, cond: z3.BoolRef) -> Any:
         if a is b:
             return a
         if a is None or b is None:
             return None
+        if isinstance(a, (Idx, Elem)) and isinstance(b, (Idx, Elem)):
+            ta, tb = self._int_term(a), self._int_term(b)
+            if (isinstance(a, Elem) or isinstance(b, Elem)) and ta is not None and tb is not None:
+                kind = _join_kinds(self._kind(a), self._kind(b))
+                return Elem(kind, z3.If(cond, ta, tb))
         if isinstance(a, Idx) and isinstance(b, Idx):
             if z3.eq(z3.simplify(a.term), z3.simplify(b.term)):
                 return a
             return self._havoc(name)
         if isinstance(a, Elem) and isinstance(b, Elem):
-            return Elem(a.dtype if a.dtype == b.dtype else _join_kinds(a.dtype, b.dtype))
+            kind = a.dtype if a.dtype == b.dtype else _join_kinds(a.dtype, b.dtype)
+            return Elem(kind, None if _int_range(kind) is None else self._ranged(name, kind))
         if isinstance(a, Cond) and isinstance(b, Cond):
             return Cond(z3.Bool(self._fresh_name(name)))
         return a
@@ -337,17 +377,21 @@ class IndexKernelChecker(KernelChecker):
             for n in ast.walk(stmt)
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id != stmt.target.id
         }
-        for name in assigned:
-            if isinstance(self.env.get(name), Idx):
-                self.env[name] = self._havoc(name)
+        self._havoc_all(assigned)
         self.env[stmt.target.id] = Idx(var, stmt.target.id)
         inner = _Scope([*scope.path, *cond], [*scope.show, (stmt.target.id, var)])
         self._block(stmt.body, inner)
         # A second pass lets loop-carried element dtypes settle (weak -> concrete).
         self._block_quiet(stmt.body, inner)
-        for name in assigned:
-            if isinstance(self.env.get(name), Idx):
+        self._havoc_all(assigned)
+
+    def _havoc_all(self, names: set[str]) -> None:
+        for name in names:
+            value = self.env.get(name)
+            if isinstance(value, Idx):
                 self.env[name] = self._havoc(name)
+            elif isinstance(value, Elem) and value.term is not None:
+                self.env[name] = Elem(value.dtype, self._ranged(name, value.dtype))
 
     def _block_quiet(self, body: list[ast.stmt], scope: _Scope) -> None:
         saved = (list(self.diagnostics), list(self.accesses))
@@ -404,7 +448,7 @@ class IndexKernelChecker(KernelChecker):
                     False,
                 )
             )
-            return Elem(tensor.dtype)
+            return Elem(tensor.dtype, self._ranged(f"{tensor.name}[]", tensor.dtype))
         if isinstance(node, ast.Attribute):
             base = self._expr(node.value, scope)
             if isinstance(base, TensorRef) and node.attr == "shape":
@@ -431,6 +475,11 @@ class IndexKernelChecker(KernelChecker):
         if node.id in self.info.constants:
             value = self.info.constants[node.id]
             return Idx(z3.IntVal(value), str(value))
+        if node.id in self.info.sizes:  # module-level size arithmetic (`D_HID = 4 * D_IN`)
+            size = self.info.sizes[node.id]
+            if not self._require_bound(size, self.src.span(node)):
+                return None
+            return Idx(self._term(size), node.id)
         canonical = self.info.imported.get(node.id)
         if canonical in DTYPES:
             return DTYPES[canonical]
@@ -464,7 +513,8 @@ class IndexKernelChecker(KernelChecker):
                 and isinstance(value.dtype, DType)
                 and value.dtype.is_integer
             ):
-                value = Idx(self._fresh_int(f"{tensor.name}_index"), self.src.text(item))
+                term = value.term if value.term is not None else self._fresh_int("index")
+                value = Idx(term, self.src.text(item))
             if not isinstance(value, Idx):
                 raise _RefusedError("GPU036", "an index must be an int expression", item)
             self._prove_bound(tensor, axis, value, item, scope)
@@ -552,10 +602,13 @@ class IndexKernelChecker(KernelChecker):
             )
         result = self._element_op(spec, [left, right], node)
         if symbol in _COMPARE:
+            terms = self._exact_terms(spec, [left, right], scope)
+            if terms is not None:
+                return Cond(_compare(symbol, *terms))
             return Cond(z3.Bool(self._fresh_name("compare")))
         if isinstance(left, Idx) and isinstance(right, Idx):
             return Idx(self._fresh_int("bits"), "?")
-        return result
+        return self._with_term(result, symbol, [left, right], spec, scope)
 
     def _unary(self, node: ast.UnaryOp, value: Any) -> Any:
         if value is None:
@@ -567,7 +620,11 @@ class IndexKernelChecker(KernelChecker):
         symbol = {ast.USub: "-", ast.Invert: "~"}.get(type(node.op))
         if symbol is None:
             raise _RefusedError("GPU030", "unknown unary operator in a kernel", node)
-        return self._element_op(ops.BY_UNARY_OPERATOR[symbol], [value], node)
+        spec = ops.BY_UNARY_OPERATOR[symbol]
+        result = self._element_op(spec, [value], node)
+        if symbol == "-" and isinstance(value, Elem) and value.term is not None:
+            return self._with_term(result, "neg", [value], spec, None)
+        return result
 
     def _call(self, node: ast.Call, scope: _Scope) -> Any:
         func = node.func
@@ -593,7 +650,10 @@ class IndexKernelChecker(KernelChecker):
                     "kernel computes on single elements",
                     node,
                 )
-            return self._element_op(spec, args, node)
+            result = self._element_op(spec, args, node)
+            if canonical in ("minimum", "maximum", "where"):
+                return self._with_term(result, canonical, args, spec, scope)
+            return result
         if isinstance(func, ast.Attribute):
             receiver = self._expr(func.value, scope)
             if receiver is None:
@@ -648,6 +708,91 @@ class IndexKernelChecker(KernelChecker):
         if isinstance(node, ast.Constant) and type(node.value) is int:
             return node.value
         return None
+
+    # -- integer element values
+
+    def _int_term(self, value: Any) -> z3.ArithRef | None:
+        if isinstance(value, Idx):
+            return value.term
+        if isinstance(value, Elem):
+            return value.term
+        return None
+
+    def _exact_terms(
+        self, spec: ops.OpSpec, operands: list, scope: _Scope | None
+    ) -> list[z3.ArithRef] | None:
+        """The operands' terms when the op computes on them exactly, else None.
+
+        Index values (`Idx`) are i32 registers (modelled exactly everywhere in this
+        checker); an op computing in uint32 converts them, so it is exact only where they
+        are proven non-negative on this path.
+        """
+        terms = [self._int_term(v) for v in operands]
+        if any(t is None for t in terms):
+            return None
+        try:
+            compute = ops.dtype_rules.common(spec.spelling, [self._kind(v) for v in operands])
+        except RuleError:
+            return None
+        bounds = _int_range(compute)
+        if bounds is None:
+            return None
+        if bounds[0] == 0:
+            path = scope.path if scope is not None else []
+            for v, t in zip(operands, terms, strict=True):
+                if isinstance(v, Idx):
+                    inside = z3.Implies(z3.And(*path), t >= 0)
+                    if self.prover.prove(inside).status != PROVEN:
+                        return None
+        return terms  # type: ignore[return-value]
+
+    def _with_term(
+        self, result: Elem, op: str, operands: list, spec: ops.OpSpec, scope: _Scope | None
+    ) -> Elem:
+        """`result` with the Z3 value of an integer op, as the shim and backends compute it."""
+        bounds = _int_range(result.dtype)
+        if bounds is None:
+            return result
+        if op == "where":
+            cond, *values = operands
+            terms = self._exact_terms(spec, values, scope)
+            if isinstance(cond, Cond) and terms is not None:
+                return Elem(result.dtype, z3.If(cond.term, *terms))
+            return Elem(result.dtype, self._ranged("where", result.dtype))
+        terms = self._exact_terms(spec, operands, scope)
+        if terms is None:
+            return Elem(result.dtype, self._ranged(op, result.dtype))
+        if op == "neg":
+            exact = -terms[0]
+        elif op in ("+", "-", "*"):
+            exact = _arith(op, terms[0], terms[1])
+        elif op == "minimum":
+            return Elem(result.dtype, z3.If(terms[0] <= terms[1], terms[0], terms[1]))
+        elif op == "maximum":
+            return Elem(result.dtype, z3.If(terms[0] >= terms[1], terms[0], terms[1]))
+        elif op == "%":
+            return Elem(result.dtype, _floor_mod(terms[0], terms[1]))
+        elif op == "//":
+            a, b = terms
+            # Floor division for a positive divisor (Z3's `/` is Euclidean), `x // 0 == 0`.
+            quotient = z3.If(b == 0, 0, z3.If(b > 0, a / b, self._ranged(op, result.dtype)))
+            return Elem(result.dtype, quotient)
+        else:  # `**`, `&`, `|`: some value of the dtype
+            return Elem(result.dtype, self._ranged(op, result.dtype))
+        lo, hi = bounds
+        # Past the dtype's range a GPU wraps (two's complement, as the shim's int32/uint32).
+        span = hi - lo + 1
+        wrapped = (exact - lo) % span + lo
+        return Elem(result.dtype, z3.If(z3.And(exact >= lo, exact <= hi), exact, wrapped))
+
+    def _ranged(self, base: str, kind: DType | str) -> z3.ArithRef | None:
+        """A fresh thread-local integer within `kind`'s range (None for non-integer kinds)."""
+        bounds = _int_range(kind)
+        if bounds is None:
+            return None
+        var = self._fresh_int(base)
+        self.prover.add_fact(z3.And(var >= bounds[0], var <= bounds[1]), None)
+        return var
 
     # -- fresh variables
 

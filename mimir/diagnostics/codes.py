@@ -200,8 +200,9 @@ _CODES = [
     Code(
         "GPU024",
         "empty-reduction",
-        "max or min over an axis that may be empty",
-        "the maximum of no elements is undefined; NumPy raises, a GPU returns garbage",
+        "max, min, mean, softmax or log_softmax over an axis that may be empty",
+        "the maximum of no elements is undefined, their mean is 0 / 0 and a softmax of them "
+        "divides by a zero sum; NumPy raises or warns, a GPU returns garbage",
         "give the dim `min=1`, or reduce with `sum`, which is 0 on an empty axis",
         'E = Dim("E", min=0)\n\n@gpu\ndef f(x: Tensor[float32, 4, E]) -> Tensor[float32, 4]:\n'
         "    return x.max(axis=1)\n",
@@ -363,10 +364,11 @@ _CODES = [
     Code(
         "GPU050",
         "unproven",
-        "the solver could not decide an obligation in time",
-        "Z3 returned unknown or hit its timeout; Mimir never treats that as proven",
+        "the solver could not decide an obligation within its budget",
+        "Z3 returned unknown or spent its resource limit (or, on a very slow machine, its "
+        "wall-clock timeout); Mimir never treats that as proven",
         "simplify the size arithmetic (avoid products of two dims inside `//` and `%`), or raise "
-        "the timeout with `--z3-timeout`",
+        "the budget with `--z3-timeout`",
         "",
         "",
     ),
@@ -528,6 +530,39 @@ _CODES = [
         "@gpu\ndef f(x: Tensor[float32, 32, 784], w: Tensor[float32, 128, 10])"
         " -> Tensor[float32, 32, 10]:\n    return x @ w  # mimir: ignore[GPU011]\n",
         severity="warning",
+    ),
+    Code(
+        "GPU080",
+        "import-cycle",
+        "an import that closes a cycle of project modules",
+        "Mimir reads a project's modules in import order; in a cycle one module runs before the "
+        "names it imports are bound, so nothing it takes from the cycle has a meaning Mimir can "
+        "trust",
+        "move what both modules need (the `Dim`s, the constants) into a third module that both "
+        "import",
+        "",
+        "",
+    ),
+    Code(
+        "GPU081",
+        "missing-module",
+        "an import of a project module that does not exist",
+        "a relative import, or an import inside one of the project's packages, names no file in "
+        "the project, so the names it should bring are unknown",
+        "correct the module's name or create it; add its root to `paths` in `[tool.mimir]` when it "
+        "lives elsewhere",
+        "from .nothere import N\n",
+        "import math\n",
+    ),
+    Code(
+        "GPU082",
+        "unresolved-import",
+        "an imported name that its module does not define",
+        "the name is bound nowhere at the top of the imported module, so Python's import fails and "
+        "Mimir cannot know what it means",
+        "import a name the module defines, or define it there",
+        "",
+        "",
     ),
 ]
 

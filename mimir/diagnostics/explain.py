@@ -4,7 +4,9 @@ For each diagnostic of CODE in FILE (at LINE, if given) this prints the
 diagnostic, the chain of values that fed the failing op — one line per node,
 from the annotated parameters to the op, each with its source location and its
 proven type — the facts the solver used (the annotations and `Dim`
-declarations in the unsat core), and the counterexample when sizes are symbolic.
+declarations in the unsat core, and that a parameter axis written as an
+expression such as `H - 2` is `>= 0` in any call), and the counterexample when
+sizes are symbolic.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from collections.abc import Iterator
 import networkx as nx
 
 from mimir.check import CheckedKernel, FileResult
+from mimir.constraints.checker import callable_size_note
 from mimir.diagnostics.diagnostic import Diagnostic, Label, format_counterexample
 from mimir.diagnostics.render import text as text_render
+from mimir.dims import BinOp
 
 
 def explain_file(result: FileResult, code: str, line: int | None) -> tuple[str, int]:
@@ -44,6 +48,14 @@ def _explain(d: Diagnostic, result: FileResult) -> str:
             if decl is not None:
                 message = f"`{name}` is declared here ({decl.dim.describe_constraints()})"
                 facts.append(Label(decl.span, message))
+        # Parameter axes written as expressions are facts too: no call passes a negative size.
+        shown = {name for name, _ in d.counterexample}
+        for param, ann, _ in kernel.graph.params:
+            for axis, (size, span) in enumerate(
+                zip(getattr(ann, "dims", ()), getattr(ann, "dim_spans", ()), strict=True)
+            ):
+                if isinstance(size, BinOp) and {x.name for x in size.dims()} & shown:
+                    facts.append(Label(span, callable_size_note(param, axis, size)))
         grid = kernel.graph.kernel.grid
         if grid is not None:
             sizes = grid.elts if hasattr(grid, "elts") else [grid]

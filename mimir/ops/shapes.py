@@ -12,6 +12,12 @@ and each impossibility (a rank or a literal that is wrong on its own) as
   must hold for every admissible size.
 
 Ranks, axes, permutations and literal indices are always concrete Python ints.
+
+A size a user wrote as an int literal (`x[:, -1]`, `reshape(-1, 4)`) and a size
+expression (`N - 3`, `x.shape[0] - 1`) can have the same value and still mean
+different things: a negative literal counts from the end (or infers a reshape
+size), an expression never does and must be `>= 0`. `alg.is_literal` tells them
+apart: the checker from the source, the shim from `mimir.dims.SizeInt`.
 Message templates use `{}` for sizes (shown by `alg.show`) and `{!s}` style
 placeholders are never used: plain values are formatted with `str`.
 """
@@ -20,6 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, NoReturn, Protocol
+
+from mimir.dims import SizeInt
 
 Shape = tuple[Any, ...]
 
@@ -48,6 +56,10 @@ class Algebra(Protocol):
         """The int a size is known to be without solving, or None."""
         ...
 
+    def is_literal(self, a: Any) -> bool:
+        """Whether a size was written as an int literal (not computed from dims or shapes)."""
+        ...
+
     def require(self, cond: Any, code: str, message: str, *args: Any) -> None: ...
 
     def fail(self, code: str, message: str, *args: Any) -> NoReturn: ...
@@ -72,6 +84,9 @@ class IntAlgebra:
 
     def literal(self, a: int) -> int:
         return a
+
+    def is_literal(self, a: int) -> bool:
+        return not isinstance(a, SizeInt)
 
     def require(self, cond: bool, code: str, message: str, *args: Any) -> None:
         if not cond:
@@ -169,6 +184,20 @@ def matmul(alg: Algebra, left: Shape, right: Shape) -> Shape:
 # ---------------------------------------------------------------- reductions
 
 
+# Ops with no value over an empty axis (GPU024): the max of nothing, the mean 0 / 0, a
+# softmax normalised by a zero sum. `sum` is 0 there, like NumPy's.
+EMPTY_AXIS_UNDEFINED = ("max", "min", "mean", "softmax", "log_softmax")
+
+
+def _require_nonempty(alg: Algebra, size: Any, axis: int, what: str) -> None:
+    alg.require(
+        alg.le(1, size),
+        "GPU024",
+        f"`{what}` over an empty axis: axis {axis} has size {{}}",
+        size,
+    )
+
+
 def reduce_axes(alg: Algebra, rank: int, axis: Any, what: str) -> tuple[int, ...]:
     """Normalise `axis=None | int | tuple[int, ...]` to sorted distinct axes."""
     if axis is None:
@@ -182,14 +211,9 @@ def reduce_axes(alg: Algebra, rank: int, axis: Any, what: str) -> tuple[int, ...
 
 def reduction(alg: Algebra, shape: Shape, axis: Any, keepdims: bool, what: str) -> Shape:
     axes = reduce_axes(alg, len(shape), axis, what)
-    if what in ("max", "min"):
+    if what in EMPTY_AXIS_UNDEFINED:
         for a in axes:
-            alg.require(
-                alg.le(1, shape[a]),
-                "GPU024",
-                f"`{what}` over an empty axis: axis {a} has size {{}}",
-                shape[a],
-            )
+            _require_nonempty(alg, shape[a], a, what)
     if keepdims:
         return tuple(1 if i in axes else s for i, s in enumerate(shape))
     return tuple(s for i, s in enumerate(shape) if i not in axes)
@@ -198,7 +222,9 @@ def reduction(alg: Algebra, shape: Shape, axis: Any, keepdims: bool, what: str) 
 def along_axis(alg: Algebra, shape: Shape, axis: int, what: str) -> Shape:
     if not shape:
         alg.fail("GPU014", f"`{what}` needs a tensor of rank 1 or more, got a scalar")
-    normalize_axis(alg, axis, len(shape), what)
+    a = normalize_axis(alg, axis, len(shape), what)
+    if what in EMPTY_AXIS_UNDEFINED:
+        _require_nonempty(alg, shape[a], a, what)
     return tuple(shape)
 
 
@@ -206,16 +232,27 @@ def along_axis(alg: Algebra, shape: Shape, axis: int, what: str) -> Shape:
 
 
 def reshape(alg: Algebra, shape: Shape, new: Sequence[Any]) -> Shape:
-    unknown = [i for i, s in enumerate(new) if alg.literal(s) == -1]
+    unknown = [i for i, s in enumerate(new) if alg.is_literal(s) and alg.literal(s) == -1]
     if len(unknown) > 1:
         alg.fail("GPU013", "reshape can infer at most one dimension, got several -1")
     for s in new:
         lit = alg.literal(s)
-        if lit is not None and lit < -1:
+        if not alg.is_literal(s):
+            # A size expression never means "infer": `reshape(N - 2, -1)` at N=1 is an error.
+            alg.require(alg.le(0, s), "GPU013", "reshape size {} may be negative", s)
+        elif lit is not None and lit < -1:
             alg.fail("GPU013", f"reshape got a negative size {lit}")
     total = product(alg, shape)
     if unknown:
         known = product(alg, [s for i, s in enumerate(new) if i not in unknown])
+        # NumPy cannot infer a size beside others whose product is 0 (0 / 0); neither can we.
+        alg.require(
+            alg.le(1, known),
+            "GPU013",
+            "cannot reshape {} into {}: the sizes beside -1 may multiply to 0",
+            tuple(shape),
+            tuple(new),
+        )
         alg.require(
             alg.eq(total % known, 0),
             "GPU013",
@@ -292,7 +329,20 @@ def expand_index(alg: Algebra, rank: int, items: Sequence[tuple]) -> list[tuple]
 
 
 def resolve_bound(alg: Algebra, bound: Any, size: Any, axis: int, what: str) -> Any:
-    """alg slice bound or index made non-negative, with its range obligation."""
+    """A slice bound or index made non-negative, with its range obligation.
+
+    A negative int literal counts from the end, as in NumPy; a size expression must be
+    `>= 0` for every size, so that its meaning never changes with the size.
+    """
+    if not alg.is_literal(bound):
+        alg.require(
+            alg.le(0, bound),
+            "GPU018",
+            f"{what} {{}} may be negative on axis {axis} (a size expression never counts "
+            "from the end)",
+            bound,
+        )
+        return bound
     lit = alg.literal(bound)
     if lit is not None and lit < 0:
         alg.require(
@@ -361,6 +411,8 @@ def index(alg: Algebra, shape: Shape, items: Sequence[tuple]) -> tuple[Shape, li
 def creation(alg: Algebra, shape: Sequence[Any]) -> Shape:
     for s in shape:
         lit = alg.literal(s)
-        if lit is not None and lit < 0:
+        if not alg.is_literal(s):
+            alg.require(alg.le(0, s), "GPU025", "the size {} in a tensor shape may be negative", s)
+        elif lit is not None and lit < 0:
             alg.fail("GPU025", f"negative size {lit} in a tensor shape")
     return tuple(shape)

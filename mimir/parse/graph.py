@@ -21,7 +21,7 @@ from typing import Any
 import networkx as nx
 
 from mimir import ops
-from mimir.diagnostics.diagnostic import Span
+from mimir.diagnostics.diagnostic import Label, Span
 from mimir.dtypes import BY_NAME as DTYPES
 from mimir.parse import subset
 from mimir.parse.module import (
@@ -29,6 +29,7 @@ from mimir.parse.module import (
     KernelDef,
     ModuleInfo,
     Problem,
+    TensorAnnotation,
     read_annotation,
 )
 
@@ -50,6 +51,11 @@ class KernelGraph:
     params: list[tuple[str, Annotation, Span]] = field(default_factory=list)
     returns: Annotation | None = None
     problems: list[Problem] = field(default_factory=list)
+    # Every use or binding of a local name that adds no node of its own: (span, node id),
+    # so a front door (the language server's hover) can ask what value a name holds there.
+    names: list[tuple[Span, int]] = field(default_factory=list)
+    # For each problem, the call it was found under when inside an inlined function.
+    problem_calls: list[Label | None] = field(default_factory=list)
 
     def node(self, i: int) -> dict[str, Any]:
         return self.graph.nodes[i]
@@ -65,6 +71,11 @@ class _Builder:
         self.fn = kernel.node
         self.out = KernelGraph(kernel.node.name, kernel, nx.DiGraph())
         self.env: dict[str, int] = {}
+        # Inlining a called function: the functions being inlined (recursion guard) and
+        # the outermost call in this kernel, which every node of the callee's body names.
+        self._inlining: list[str] = []
+        self._call: Label | None = None
+        self._binds: list[int] = []  # the binding checks of the calls being inlined
 
     # -- node creation
 
@@ -73,6 +84,10 @@ class _Builder:
         i = g.number_of_nodes()
         span = self.src.span(node) if node is not None else self.out.kernel.span
         text = self.src.text(node) if node is not None else ""
+        if self._call is not None:
+            attrs["call"] = self._call
+        if self._binds and kind != "bind":
+            attrs["binds"] = tuple(self._binds)
         g.add_node(i, kind=kind, span=span, text=text, inputs=list(inputs), **attrs)
         for pos, j in enumerate(inputs):
             g.add_edge(j, i, pos=pos)
@@ -80,6 +95,7 @@ class _Builder:
 
     def problem(self, code: str, message: str, node: ast.AST) -> int:
         self.out.problems.append(Problem(code, message, self.src.span(node)))
+        self.out.problem_calls.append(self._call)
         return self.add("poison", node)
 
     # -- the function
@@ -177,6 +193,7 @@ class _Builder:
             value = self.expr(stmt.value)
             symbol = BINARY_SYMBOLS[type(stmt.op)]
             self.env[stmt.target.id] = self._binop(symbol, stmt, current, value)
+            self.out.names.append((self.src.span(stmt.target), self.env[stmt.target.id]))
         elif isinstance(stmt, (ast.Pass, ast.Expr)):
             pass  # docstrings and `pass`; other expression statements are refused by `subset`
         else:  # pragma: no cover - `subset` refuses every other statement
@@ -186,6 +203,7 @@ class _Builder:
     def _assign(self, target: ast.expr, value: int, value_node: ast.expr) -> None:
         if isinstance(target, ast.Name):
             self.env[target.id] = value
+            self.out.names.append((self.src.span(target), value))
         elif isinstance(target, ast.Tuple) and all(isinstance(t, ast.Name) for t in target.elts):
             for k, t in enumerate(target.elts):
                 self.env[t.id] = self.add("item", t, [value], index=k, count=len(target.elts))
@@ -215,6 +233,7 @@ class _Builder:
     def name(self, node: ast.Name) -> int:
         ident = node.id
         if ident in self.env:
+            self.out.names.append((self.src.span(node), self.env[ident]))
             return self.env[ident]
         if ident in self.info.dims:
             return self.add("dim", node, dim=self.info.dims[ident].dim)
@@ -222,6 +241,8 @@ class _Builder:
             return self.add("poison", node)
         if ident in self.info.constants:
             return self.add("const", node, value=self.info.constants[ident])
+        if ident in self.info.sizes:  # `D_HID = 4 * D_IN` at module level
+            return self.add("dim", node, dim=self.info.sizes[ident])
         canonical = self.info.imported.get(ident)
         if canonical in DTYPES:
             return self.add("dtype", node, dtype=DTYPES[canonical])
@@ -323,10 +344,100 @@ class _Builder:
         if isinstance(func, ast.Name):
             if func.id in self.env:
                 return self.problem("GPU030", f"`{func.id}` is not callable inside `@gpu`", node)
+            callee = callable_function(self.info, func.id)
+            if callee is not None:
+                return self._inline(node, *callee)
             if func.id in self.info.module_names or func.id in _BUILTINS:
                 return self.problem("GPU030", f"unknown function `{func.id}()` in a kernel", func)
             return self.problem("GPU032", f"undefined name `{func.id}`", func)
         return self.problem("GPU030", f"`{self.src.text(func)}` cannot be called here", node)
+
+    def _inline(self, node: ast.Call, info: ModuleInfo, fn: ast.FunctionDef) -> int:
+        """The callee's body built into this graph, its parameters bound to the arguments.
+
+        Each call is its own copy, so a helper is polymorphic in its sizes; its nodes keep
+        the callee's spans, and name the call (`call`) for the note on a failure inside it.
+        """
+        if fn.name in self._inlining:
+            return self.problem(
+                "GPU031", f"`{fn.name}` calls itself; recursion cannot run on a GPU", node
+            )
+        args = fn.args
+        if args.vararg or args.kwarg or args.posonlyargs or args.kwonlyargs or args.defaults:
+            return self.problem(
+                "GPU030",
+                f"`{fn.name}` must take plain positional parameters to be called in a kernel",
+                node,
+            )
+        names = [a.arg for a in args.args]
+        bound: dict[str, int] = {}
+        for k, a in enumerate(node.args):
+            if k >= len(names) or isinstance(a, ast.Starred):
+                return self.problem("GPU036", f"`{fn.name}` takes {len(names)} arguments", node)
+            bound[names[k]] = self.expr(a)
+        for kw in node.keywords:
+            if kw.arg not in names or kw.arg in bound:
+                return self.problem(
+                    "GPU036", f"`{fn.name}` has no argument `{kw.arg}` to bind", node
+                )
+            bound[kw.arg] = self.expr(kw.value)
+        missing = [n for n in names if n not in bound]
+        if missing:
+            return self.problem(
+                "GPU036", f"the call of `{fn.name}` is missing `{missing[0]}`", node
+            )
+        call = Label(self.src.span(node), f"in this call of `{fn.name}` from `{self.fn.name}`")
+        self._inlining.append(fn.name)
+        depth = len(self._binds)
+        self._bind_annotations(node, info, fn, bound)
+        try:
+            with _Inlined(self, info, bound, call):
+                result = self._inline_body(fn)
+        finally:
+            self._inlining.pop()
+            del self._binds[depth:]
+        return (
+            result
+            if result is not None
+            else self.problem("GPU015", f"`{fn.name}` returns no value to its caller", node)
+        )
+
+    def _bind_annotations(
+        self, node: ast.Call, info: ModuleInfo, fn: ast.FunctionDef, bound: dict[str, int]
+    ) -> None:
+        """A check node binding the callee's annotated tensor parameters to the arguments:
+        the callee's dims take the call's sizes, and every axis and dtype must agree. The
+        body's nodes name it (`binds`), so a failed binding poisons the body instead of
+        cascading through it. Nothing reads its value: code generation never sees it."""
+        at = dict(zip([a.arg for a in fn.args.args], node.args, strict=False))
+        at.update({kw.arg: kw.value for kw in node.keywords if kw.arg is not None})
+        checks = []
+        for a in fn.args.args:
+            if a.annotation is None:
+                continue
+            ann = read_annotation(info, a.annotation)
+            if isinstance(ann, TensorAnnotation):
+                checks.append((a.arg, ann, self.src.span(at[a.arg])))
+        if checks:
+            inputs = [bound[name] for name, _, _ in checks]
+            self._binds.append(self.add("bind", node, inputs, params=checks, callee=fn.name))
+
+    def _inline_body(self, fn: ast.FunctionDef) -> int | None:
+        for stmt in fn.body:
+            found = list(subset.statement_violations(stmt, fn.name))
+            if found:
+                for v in found:
+                    self.problem(v.code, v.message, v.node)
+                if _leaves(stmt):
+                    return self.add("poison", stmt)
+                self._poison_targets(stmt)
+                continue
+            if isinstance(stmt, ast.Return):
+                if stmt.value is None:
+                    return None
+                return self.expr(stmt.value)
+            self._statement(stmt)
+        return None
 
     def _call_with(self, spec: ops.OpSpec, node: ast.Call, inputs: list[int], kind: str) -> int:
         variadic = spec.name in ("reshape", "transpose")
@@ -361,6 +472,36 @@ class _Builder:
             n_positional=len(positional),
             keywords=names,
         )
+
+
+def callable_function(info: ModuleInfo, name: str) -> tuple[ModuleInfo, ast.FunctionDef] | None:
+    """The function a kernel may call by `name`: a plain helper or a tensor-level `@gpu`
+    function, defined in this module or imported from another one of the project."""
+    if name in info.imported_functions:
+        return info.imported_functions[name]
+    for stmt in info.tree.body:
+        if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
+            kernel = next((k for k in info.kernels if k.node is stmt), None)
+            if kernel is not None and kernel.grid is not None:
+                return None  # an index-level kernel is launched, not called
+            return info, stmt
+    return None
+
+
+class _Inlined:
+    """Switches a builder into a callee's module and scope, and back."""
+
+    def __init__(self, builder: _Builder, info: ModuleInfo, env: dict[str, int], call: Label):
+        self.b, self.info, self.env, self.call = builder, info, env, call
+
+    def __enter__(self) -> None:
+        b = self.b
+        self.saved = (b.info, b.src, b.env, b._call)
+        b.info, b.src, b.env = self.info, self.info.source, self.env
+        b._call = b._call or self.call  # the outermost call is the one in this kernel
+
+    def __exit__(self, *exc: object) -> None:
+        self.b.info, self.b.src, self.b.env, self.b._call = self.saved
 
 
 def _leaves(stmt: ast.stmt) -> bool:

@@ -8,6 +8,7 @@ resolved the way Python would resolve them at module scope, through
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mimir.diagnostics.diagnostic import Span
@@ -71,11 +72,23 @@ class ModuleInfo:
     dims: dict[str, DimDecl] = field(default_factory=dict)
     constants: dict[str, int] = field(default_factory=dict)
     kernels: list[KernelDef] = field(default_factory=list)
+    # Filled by an import resolver (`mimir.project`): `@gpu` functions imported from other
+    # modules of the project (local name -> their definition), and where each imported
+    # name is declared (for go to definition).
+    imported_kernels: dict[str, KernelDef] = field(default_factory=dict)
+    # every top-level function imported from another module: local name -> (its module, def)
+    imported_functions: dict[str, tuple[ModuleInfo, ast.FunctionDef]] = field(default_factory=dict)
+    origins: dict[str, Span] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     # names bound to a `Dim(...)` whose declaration was refused (GPU034)
     bad_dims: set[str] = field(default_factory=set)
     # every name bound at module level (functions, classes, variables)
     module_names: set[str] = field(default_factory=set)
+    # names bound to size arithmetic on dims and int constants (`D_HID = 4 * D_IN`)
+    sizes: dict[str, DimExpr] = field(default_factory=dict)
+    # a module-level name that is not a size, used as one: the span of its first use, where
+    # it is reported (every later use is the same root cause)
+    non_size_uses: dict[str, Span] = field(default_factory=dict)
 
     def resolve(self, node: ast.expr) -> str | None:
         """The `mimir.array` name an expression refers to, if any."""
@@ -104,10 +117,19 @@ def _dotted(node: ast.expr) -> str | None:
     return None
 
 
-def read_module(source: SourceFile, tree: ast.Module) -> ModuleInfo:
+ImportResolver = Callable[[ModuleInfo, ast.Import | ast.ImportFrom], None]
+
+
+def read_module(
+    source: SourceFile, tree: ast.Module, resolve_import: ImportResolver | None = None
+) -> ModuleInfo:
+    """The module's facts. `resolve_import` (from `mimir.project`) adds what each
+    top-level import of another module brings in, in statement order."""
     info = ModuleInfo(source=source, tree=tree)
     for stmt in tree.body:
         _read_statement(info, stmt)
+        if resolve_import is not None and isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            resolve_import(info, stmt)
     return info
 
 
@@ -197,6 +219,19 @@ def _gpu_decorator(info: ModuleInfo, fn: ast.FunctionDef) -> ast.expr | None | b
 def _read_binding(info: ModuleInfo, name: str, value: ast.expr) -> None:
     if isinstance(value, ast.Constant) and type(value.value) is int:
         info.constants[name] = value.value
+        return
+    if isinstance(value, ast.BinOp) and type(value.op) in _DIM_OPS:
+        # `D_HID = 4 * D_IN`: size arithmetic is a size. Anything else is an ordinary
+        # module value, reported only where a kernel uses it as a size.
+        first_uses = dict(info.non_size_uses)  # a failed binding reports nothing itself
+        size = read_size(info, value)
+        info.non_size_uses = first_uses
+        if isinstance(size, int):
+            info.constants[name] = size
+        elif isinstance(size, DimExpr):
+            info.sizes[name] = size
+        elif size.code == "GPU034":  # arithmetic on a badly declared dim: poisoned, as it is
+            info.bad_dims.add(name)
         return
     if isinstance(value, ast.Call) and info.resolve(value.func) == "Dim":
         decl = _read_dim(info, name, value)
@@ -332,11 +367,17 @@ def read_size(info: ModuleInfo, node: ast.expr) -> Size | Problem:
             return Problem("GPU034", f"dim `{node.id}` is declared badly", src.span(node), True)
         if node.id in info.constants:
             return info.constants[node.id]
+        if node.id in info.sizes:
+            return info.sizes[node.id]
         if node.id in info.module_names:
+            span = src.span(node)
+            first = info.non_size_uses.setdefault(node.id, span)
             return Problem(
                 "GPU033",
-                f"`{node.id}` is not a `Dim` or an int constant, so it cannot be a size",
-                src.span(node),
+                f"`{node.id}` is not a `Dim`, an int constant or arithmetic on them, so it "
+                "cannot be a size",
+                span,
+                reported=first != span,
             )
         return Problem("GPU032", f"undefined name `{node.id}`", src.span(node))
     if isinstance(node, ast.BinOp) and type(node.op) in _DIM_OPS:

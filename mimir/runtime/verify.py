@@ -108,7 +108,15 @@ def _import_path(path: Path) -> ModuleType:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # inspect.getsource needs it registered
-    spec.loader.exec_module(module)
+    # As `python path` would: the file's own imports of its project's modules resolve.
+    from mimir.project.resolve import package_root
+
+    root = str(package_root(Path(path).resolve()))
+    sys.path.insert(0, root)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(root)
     return module
 
 

@@ -1,0 +1,482 @@
+"""`mimir lsp`: the language server, nothing but protocol over `mimir.check`.
+
+Each open document is checked by `check_source`, the function behind `mimir
+check`, with the configuration found above the file (`mimir.toml` or
+`[tool.mimir]`) and its `select`/`ignore`/per-file ignores applied, so the
+editor shows exactly what the command line prints.
+
+Scheduling: an edit waits `debounce` seconds, then the check runs on one worker
+thread (Z3 never runs on the event loop, so requests keep being answered). A
+newer edit of the same document cancels the older check: its pending wait is
+cancelled, and a check already running stops at the next kernel and its result
+is dropped. A per-kernel cache keyed by the kernel's text, position and the
+module-level facts it reads means an edit re-proves only the kernels it touched.
+
+Every handler logs and answers on bad input; the server never dies of a
+request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+import mimir
+from mimir.check import CheckCancelledError, FileResult, check_source
+from mimir.config import Config, ConfigError, load_config
+from mimir.diagnostics.diagnostic import Diagnostic, Label, Span
+from mimir.lsp import actions, query
+from mimir.lsp.convert import Lines, path_of, to_lsp, uri_of
+from mimir.project import Project
+
+log = logging.getLogger("mimir.lsp")
+
+DEFAULT_DEBOUNCE_S = 0.02
+_KERNEL_CACHE_SIZE = 4096
+_T = TypeVar("_T")
+
+
+@dataclass
+class _Document:
+    uri: str
+    path: str
+    text: str = ""
+    version: int | None = None
+    generation: int = 0
+    task: asyncio.Task | None = None
+    result: FileResult | None = None  # the last completed check, for queries
+    checked_text: str = ""  # the text `result` was computed from
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    depends_on: set[str] = field(default_factory=set)  # project modules it imports
+    others: dict[str, Lines] = field(default_factory=dict)  # lines of files labels point into
+
+
+class _LRU(OrderedDict):
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+        self.stores = 0  # cache misses: kernels proven
+
+    def __getitem__(self, key: Any) -> Any:
+        value = super().__getitem__(key)
+        self.move_to_end(key)
+        return value
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        self.stores += 1
+        self.move_to_end(key)
+        while len(self) > self.size:
+            self.popitem(last=False)
+
+
+class MimirServer(LanguageServer):
+    def __init__(self, z3_timeout: int | None = None, debounce: float = DEFAULT_DEBOUNCE_S):
+        super().__init__("mimir", mimir.__version__)
+        self.z3_timeout = z3_timeout
+        self.debounce = debounce
+        self.documents: dict[str, _Document] = {}
+        self.root: Path | None = None
+        self._configs: dict[Path, Config] = {}
+        # One thread: Z3's global context is not shared between threads.
+        self._checker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mimir-check")
+        self._kernel_cache: _LRU = _LRU(_KERNEL_CACHE_SIZE)
+        self.checks_run = 0
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        log.error("internal error: %s", error)
+
+    # -- configuration
+
+    def config_for(self, path: str) -> Config:
+        start = Path(path).parent
+        if start not in self._configs:
+            try:
+                config = load_config(start=start)
+            except ConfigError as err:
+                self.window_log_message(
+                    types.LogMessageParams(types.MessageType.Error, f"mimir: {err}")
+                )
+                config = Config(root=self.root or start)
+            if self.z3_timeout is not None:
+                config = config.override(z3_timeout=self.z3_timeout)
+            self._configs[start] = config
+        return self._configs[start]
+
+    def forget_configs(self) -> None:
+        self._configs.clear()
+
+    # -- checking
+
+    def schedule(
+        self, uri: str, text: str, version: int | None, delay: float | None = None
+    ) -> None:
+        doc = self.documents.get(uri)
+        if doc is None:
+            doc = self.documents[uri] = _Document(uri, path_of(uri))
+        doc.text, doc.version = text, version
+        doc.generation += 1
+        if doc.task is not None and not doc.task.done():
+            doc.task.cancel()
+        wait = self.debounce if delay is None else delay
+        doc.task = asyncio.get_running_loop().create_task(self._check(doc, doc.generation, wait))
+        # Open documents that import this one see its unsaved text: check them again too.
+        for other in self.documents.values():
+            if other is not doc and doc.path in other.depends_on:
+                other.generation += 1
+                if other.task is not None and not other.task.done():
+                    other.task.cancel()
+                other.task = asyncio.get_running_loop().create_task(
+                    self._check(other, other.generation, wait)
+                )
+
+    async def _check(self, doc: _Document, generation: int, delay: float) -> None:
+        if delay > 0:
+            await asyncio.sleep(delay)
+        config = self.config_for(doc.path)
+        text, version = doc.text, doc.version
+        overlay = {d.path: d.text for d in self.documents.values()}
+
+        def stale() -> bool:
+            return doc.generation != generation
+
+        loop = asyncio.get_running_loop()
+        try:
+            result, depends_on, others = await loop.run_in_executor(
+                self._checker, self._run_check, doc.path, text, config, overlay, stale
+            )
+        except CheckCancelledError:
+            return
+        except Exception as err:  # a checker bug must not take the server down
+            log.exception("checking %s failed", doc.path)
+            self.window_log_message(
+                types.LogMessageParams(
+                    types.MessageType.Error, f"mimir: checking {doc.path} failed: {err}"
+                )
+            )
+            return
+        if stale():
+            return
+        doc.result, doc.checked_text = result, text
+        doc.diagnostics = result.diagnostics
+        doc.depends_on, doc.others = depends_on, others
+        self.publish(doc, version)
+
+    def _run_check(
+        self,
+        path: str,
+        text: str,
+        config: Config,
+        overlay: dict[str, str],
+        stale: Callable[[], bool],
+    ) -> tuple[FileResult, set[str], dict[str, Lines]]:
+        self.checks_run += 1
+        project = Project(config.import_roots(), overlay=overlay)
+        result = check_source(
+            path,
+            text,
+            config.z3_timeout,
+            kernel_cache=self._kernel_cache,
+            cancelled=stale,
+            project=project,
+        )
+        rel = config.relative(path)
+        result.diagnostics = [
+            _in_this_file(d, path) for d in result.diagnostics if config.reports(d.code, rel)
+        ]
+        depends_on = {str(p) for p in project.reachable(Path(path))}
+        others = {}
+        for d in result.diagnostics:
+            for label in d.labels:
+                if label.span.path != path and label.span.path not in others:
+                    others[label.span.path] = Lines(project.text(Path(label.span.path)) or "")
+        return result, depends_on, others
+
+    def publish(self, doc: _Document, version: int | None) -> None:
+        lines = Lines(doc.checked_text)
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(
+                uri=doc.uri,
+                version=version,
+                diagnostics=[to_lsp(d, doc.uri, lines, doc.others) for d in doc.diagnostics],
+            )
+        )
+
+    def recheck_all(self) -> None:
+        for doc in self.documents.values():
+            self.schedule(doc.uri, doc.text, doc.version, delay=0)
+
+    # -- queries over the last result
+
+    def checked(self, uri: str) -> tuple[_Document, FileResult] | None:
+        doc = self.documents.get(uri)
+        if doc is None or doc.result is None:
+            return None
+        return doc, doc.result
+
+
+def _safe(default: Any) -> Callable[[Callable[..., _T]], Callable[..., _T]]:
+    """Log any exception of a handler and answer `default`: bad input never kills the server."""
+
+    def wrap(fn: Callable[..., _T]) -> Callable[..., _T]:
+        @functools.wraps(fn)
+        def handler(ls: MimirServer, params: Any) -> Any:
+            try:
+                return fn(ls, params)
+            except Exception as err:
+                log.exception("%s failed", fn.__name__)
+                ls.window_log_message(
+                    types.LogMessageParams(
+                        types.MessageType.Error, f"mimir: {fn.__name__} failed: {err}"
+                    )
+                )
+                return default
+
+        return handler
+
+    return wrap
+
+
+def _range(lines: Lines, span: Span) -> types.Range:
+    return lines.range(span)
+
+
+def build_server(
+    z3_timeout: int | None = None, debounce: float = DEFAULT_DEBOUNCE_S
+) -> MimirServer:
+    server = MimirServer(z3_timeout=z3_timeout, debounce=debounce)
+
+    @server.feature(types.INITIALIZE)
+    @_safe(None)
+    def initialize(ls: MimirServer, params: types.InitializeParams) -> None:
+        root = params.root_uri or (
+            params.workspace_folders[0].uri if params.workspace_folders else None
+        )
+        if root:
+            ls.root = Path(path_of(root))
+
+    @server.feature(types.INITIALIZED)
+    def initialized(ls: MimirServer, params: types.InitializedParams) -> None:
+        caps = ls.client_capabilities.workspace
+        watch = caps.did_change_watched_files if caps else None
+        if watch is None or not watch.dynamic_registration:
+            return
+        watchers = [
+            types.FileSystemWatcher(glob_pattern=g)
+            for g in ("**/*.py", "**/pyproject.toml", "**/mimir.toml")
+        ]
+        ls.client_register_capability(
+            types.RegistrationParams(
+                [
+                    types.Registration(
+                        "mimir-watch",
+                        types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                        types.DidChangeWatchedFilesRegistrationOptions(watchers),
+                    )
+                ]
+            )
+        )
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    @_safe(None)
+    def did_open(ls: MimirServer, params: types.DidOpenTextDocumentParams) -> None:
+        d = params.text_document
+        ls.schedule(d.uri, d.text, d.version, delay=0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    @_safe(None)
+    def did_change(ls: MimirServer, params: types.DidChangeTextDocumentParams) -> None:
+        d = params.text_document
+        text = ls.workspace.get_text_document(d.uri).source
+        ls.schedule(d.uri, text, d.version)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=True))
+    @_safe(None)
+    def did_save(ls: MimirServer, params: types.DidSaveTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        doc = ls.documents.get(uri)
+        text = (
+            params.text if params.text is not None else ls.workspace.get_text_document(uri).source
+        )
+        ls.schedule(uri, text, doc.version if doc else None, delay=0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    @_safe(None)
+    def did_close(ls: MimirServer, params: types.DidCloseTextDocumentParams) -> None:
+        doc = ls.documents.pop(params.text_document.uri, None)
+        if doc is not None:
+            doc.generation += 1
+            if doc.task is not None:
+                doc.task.cancel()
+        ls.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])
+        )
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    @_safe(None)
+    def watched(ls: MimirServer, params: types.DidChangeWatchedFilesParams) -> None:
+        if any(c.uri.endswith((".toml",)) for c in params.changes):
+            ls.forget_configs()
+        ls.recheck_all()
+
+    @server.command("mimir.stats")
+    def stats(ls: MimirServer, *args: Any) -> dict[str, int]:
+        """How much work the server did: file checks run, kernels proven (not from cache)."""
+        return {"checks": ls.checks_run, "kernels_proven": ls._kernel_cache.stores}
+
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    @_safe(None)
+    def hover(ls: MimirServer, params: types.HoverParams) -> types.Hover | None:
+        found = ls.checked(params.text_document.uri)
+        if found is None:
+            return None
+        doc, result = found
+        lines = Lines(doc.checked_text)
+        line, col = lines.point(params.position)
+        answer = query.hover(result, lines.lines, line, col)
+        if answer is None:
+            return None
+        text, span = answer
+        return types.Hover(
+            types.MarkupContent(types.MarkupKind.Markdown, text), _range(lines, span)
+        )
+
+    @server.feature(types.TEXT_DOCUMENT_INLAY_HINT)
+    @_safe([])
+    def inlay(ls: MimirServer, params: types.InlayHintParams) -> list[types.InlayHint]:
+        found = ls.checked(params.text_document.uri)
+        if found is None:
+            return []
+        doc, result = found
+        lines = Lines(doc.checked_text)
+        first, last = params.range.start.line + 1, params.range.end.line + 1
+        return [
+            types.InlayHint(lines.position(line, col), label, kind=types.InlayHintKind.Type)
+            for line, col, label in query.inlay_hints(result)
+            if first <= line <= last
+        ]
+
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]),
+    )
+    @_safe([])
+    def code_action(ls: MimirServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+        found = ls.checked(params.text_document.uri)
+        if found is None:
+            return []
+        doc, result = found
+        lines = Lines(doc.checked_text)
+        out = []
+        for d in doc.diagnostics:
+            lsp_range = lines.range(d.span)
+            if not _overlaps(lsp_range, params.range):
+                continue
+            lsp_diag = to_lsp(d, doc.uri, lines, doc.others)
+            for fix in actions.fixes(result, lines.lines, d):
+                edits = [types.TextEdit(lines.range(e.span), e.text) for e in fix.edits]
+                out.append(
+                    types.CodeAction(
+                        title=fix.title,
+                        kind=types.CodeActionKind.QuickFix,
+                        diagnostics=[lsp_diag],
+                        is_preferred=fix.preferred or None,
+                        edit=types.WorkspaceEdit(changes={doc.uri: edits}),
+                    )
+                )
+        return out
+
+    @server.feature(types.TEXT_DOCUMENT_DEFINITION)
+    @_safe(None)
+    def definition(ls: MimirServer, params: types.DefinitionParams) -> types.Location | None:
+        found = ls.checked(params.text_document.uri)
+        if found is None:
+            return None
+        doc, result = found
+        lines = Lines(doc.checked_text)
+        line, col = lines.point(params.position)
+        span = query.definition(result, lines.lines, line, col)
+        if span is None:
+            return None
+        if span.path == doc.path:
+            return types.Location(doc.uri, lines.range(span))
+        other = Lines(Path(span.path).read_text(encoding="utf-8"))
+        return types.Location(uri_of(span.path), other.range(span))
+
+    @server.feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
+    @_safe([])
+    def document_symbol(
+        ls: MimirServer, params: types.DocumentSymbolParams
+    ) -> list[types.DocumentSymbol]:
+        found = ls.checked(params.text_document.uri)
+        if found is None or found[1].info is None:
+            return []
+        doc, result = found
+        lines = Lines(doc.checked_text)
+        kinds = {
+            "kernel": types.SymbolKind.Function,
+            "function": types.SymbolKind.Function,
+            "dim": types.SymbolKind.TypeParameter,
+            "constant": types.SymbolKind.Constant,
+        }
+        return [
+            types.DocumentSymbol(
+                name=s.name,
+                kind=kinds[s.kind],
+                range=lines.range(s.span),
+                selection_range=lines.range(s.name_span),
+                detail=s.detail,
+            )
+            for s in query.symbols(result.info)
+        ]
+
+    return server
+
+
+def _in_this_file(d: Diagnostic, path: str) -> Diagnostic:
+    """A failure inside a function imported from another module, shown at its call here.
+
+    An editor shows a document's diagnostics in that document only; the place inside
+    the callee (where `mimir check` reports it) becomes related information.
+    """
+    if d.span.path == path:
+        return d
+    calls = [label for label in d.labels if label.span.path == path]
+    if not calls:
+        return d
+    call = calls[-1]
+    inside = Label(d.span, "fails here, inside the called function")
+    rest = tuple(label for label in d.labels if label is not call)
+    return replace(d, span=call.span, labels=(inside, *rest))
+
+
+def _overlaps(a: types.Range, b: types.Range) -> bool:
+    a0, a1 = (a.start.line, a.start.character), (a.end.line, a.end.character)
+    b0, b1 = (b.start.line, b.start.character), (b.end.line, b.end.character)
+    return a0 <= b1 and b0 <= a1
+
+
+def serve(
+    tcp: bool = False,
+    host: str = "127.0.0.1",
+    port: int = 2087,
+    z3_timeout: int | None = None,
+    debounce: float = DEFAULT_DEBOUNCE_S,
+) -> None:
+    """Run the server over stdio (the default) or TCP until the client exits."""
+    logging.basicConfig(level=logging.WARNING, format="mimir lsp: %(message)s")
+    server = build_server(z3_timeout=z3_timeout, debounce=debounce)
+    if tcp:
+        server.start_tcp(host, port)
+    else:
+        server.start_io()

@@ -1,0 +1,374 @@
+"""A project's modules, read on demand: what each import brings into a module.
+
+`Project.resolver(path)` is the hook `read_module` calls at each top-level
+import. It finds the imported module (`mimir.project.resolve`), reads that
+module the same way (recursively, memoized), and copies into the importing
+module what the imported names mean there: a `Dim` keeps its declaration
+(constraints and span), an int constant its value, a `@gpu` function its
+definition, a name re-exported from `mimir.array` its meaning; `from m import *`
+brings every public name (or those in a literal `__all__`). Nothing is imported
+or executed.
+
+Problems, reported at the import statement, with their own codes:
+GPU080 the import closes a cycle of project modules (it then brings nothing),
+GPU081 the module is not in the project though its package is, or a relative
+import finds nothing, GPU082 the module has no such name. Modules outside the
+project (the standard library, installed packages) bring nothing and are never
+reported.
+
+`Project.digest(path)` hashes the text of every project module `path` imports,
+directly or not: with the file's own text it keys a per-module cache, so a change
+to `dims.py` re-checks exactly its dependents.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from dataclasses import fields
+from pathlib import Path
+
+import networkx as nx
+
+from mimir.diagnostics.diagnostic import Span
+from mimir.parse.module import ImportResolver, ModuleInfo, Problem, read_module
+from mimir.parse.spans import SourceFile
+from mimir.project.resolve import Target, package_root, resolve_module
+
+MIMIR_MODULES = ("mimir", "mimir.array")
+# Name-keyed tables of a module that describe the module itself, not what a name means.
+_LOCAL_TABLES = frozenset({"origins", "non_size_uses"})
+
+
+class Project:
+    """The modules reachable from the files being checked, read from disk or an overlay."""
+
+    def __init__(self, roots: tuple[Path, ...] = (), overlay: dict[str, str] | None = None):
+        self.roots = tuple(Path(r).resolve() for r in roots)
+        # Unsaved editor buffers win over the files on disk.
+        self.overlay = {str(Path(p).resolve()): t for p, t in (overlay or {}).items()}
+        self._texts: dict[Path, str | None] = {}
+        self._trees: dict[Path, ast.Module | None] = {}
+        self._exports: dict[Path, ModuleInfo | None] = {}
+        self._graph = nx.DiGraph()
+        self._explored: set[Path] = set()
+        self._component: dict[Path, int] = {}
+        self._opaque: set[Path] = set()  # modules with a `*` import Mimir cannot see into
+
+    # -- reading
+
+    def text(self, path: Path) -> str | None:
+        path = path.resolve()
+        if path not in self._texts:
+            text = self.overlay.get(str(path))
+            if text is None:
+                try:
+                    text = path.read_bytes().decode("utf-8").removeprefix("\ufeff")
+                except (OSError, UnicodeDecodeError):
+                    text = None
+            self._texts[path] = text
+        return self._texts[path]
+
+    def tree(self, path: Path) -> ast.Module | None:
+        path = path.resolve()
+        if path not in self._trees:
+            text = self.text(path)
+            try:
+                self._trees[path] = None if text is None else ast.parse(text, filename=str(path))
+            except (SyntaxError, ValueError):
+                self._trees[path] = None
+        return self._trees[path]
+
+    def targets(self, path: Path, stmt: ast.Import | ast.ImportFrom) -> list[Target]:
+        """The modules one import statement names: for `from m import a, b`, `m` and then
+        each of `a`, `b` that is a submodule of `m`."""
+        if isinstance(stmt, ast.ImportFrom):
+            if stmt.level == 0 and stmt.module in MIMIR_MODULES:
+                return []
+            found = [resolve_module(path, stmt.module, stmt.level, self.roots)]
+            for alias in stmt.names:
+                if alias.name == "*":
+                    continue
+                name = f"{stmt.module}.{alias.name}" if stmt.module else alias.name
+                sub = resolve_module(path, name, stmt.level, self.roots)
+                if sub.path is not None:
+                    found.append(sub)
+            return found
+        return [
+            resolve_module(path, alias.name, 0, self.roots)
+            for alias in stmt.names
+            if alias.name not in MIMIR_MODULES and not alias.name.startswith("mimir.")
+        ]
+
+    def imports(self, path: Path) -> list[Path]:
+        tree = self.tree(path)
+        if tree is None:
+            return []
+        out = []
+        for stmt in tree.body:
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                out += [t.path.resolve() for t in self.targets(path, stmt) if t.path is not None]
+        return out
+
+    # -- the import graph
+
+    def _explore(self, start: Path) -> None:
+        todo = [start.resolve()]
+        grew = False
+        while todo:
+            p = todo.pop()
+            if p in self._explored:
+                continue
+            self._explored.add(p)
+            self._graph.add_node(p)
+            grew = True
+            for q in self.imports(p):
+                self._graph.add_edge(p, q)
+                todo.append(q)
+        if grew:
+            for k, comp in enumerate(nx.strongly_connected_components(self._graph)):
+                for p in comp:
+                    self._component[p] = k
+
+    def reachable(self, path: Path) -> set[Path]:
+        """Every project module `path` imports, directly or through others (not itself)."""
+        path = path.resolve()
+        self._explore(path)
+        return nx.descendants(self._graph, path)
+
+    def cycle(self, importer: Path, imported: Path) -> list[Path] | None:
+        """The cycle `importer -> imported -> ... -> importer`, when the import closes one."""
+        a, b = importer.resolve(), imported.resolve()
+        self._explore(a)
+        if a == b:
+            return [a, a]
+        if self._component.get(a) != self._component.get(b):
+            return None
+        return [a, *nx.shortest_path(self._graph, b, a)]
+
+    def digest(self, path: Path) -> str:
+        """A hash of the text of every project module `path` depends on."""
+        h = hashlib.sha256()
+        for p in sorted(self.reachable(path)):
+            h.update(str(p).encode() + b"\0" + (self.text(p) or "").encode() + b"\0")
+        return h.hexdigest()
+
+    # -- what a module exports
+
+    def exports(self, path: Path) -> ModuleInfo | None:
+        """The imported module as read (with its own imports resolved); None if unreadable."""
+        path = path.resolve()
+        if path not in self._exports:
+            self._exports[path] = None  # a cycle reaching here is cut (and reported) elsewhere
+            tree = self.tree(path)
+            if tree is not None:
+                source = SourceFile(str(path), self.text(path) or "")
+                self._exports[path] = read_module(source, tree, self.resolver(path))
+        return self._exports[path]
+
+    def resolver(self, path: Path) -> ImportResolver:
+        importer = Path(path).resolve()
+
+        def resolve(info: ModuleInfo, stmt: ast.Import | ast.ImportFrom) -> None:
+            _Importer(self, importer, info).statement(stmt)
+
+        return resolve
+
+    def module_name(self, path: Path) -> str:
+        path = path.resolve()
+        rel = path.relative_to(package_root(path)).with_suffix("")
+        parts = list(rel.parts)
+        if parts and parts[-1] == "__init__":
+            parts.pop()
+        return ".".join(parts) or path.stem
+
+
+class _Importer:
+    """Copies what one import statement brings into the importing module's facts."""
+
+    def __init__(self, project: Project, importer: Path, info: ModuleInfo) -> None:
+        self.project = project
+        self.importer = importer
+        self.info = info
+
+    def problem(self, code: str, message: str, node: ast.AST) -> None:
+        self.info.problems.append(Problem(code, message, self.info.source.span(node)))
+
+    def reachable(self, stmt: ast.stmt, target: Target) -> bool:
+        """Whether `target` is a readable project module that this import may read."""
+        if target.missing:
+            self.problem("GPU081", f"cannot find module `{target.name}` in the project", stmt)
+            return False
+        if target.path is None:
+            return False
+        cycle = self.project.cycle(self.importer, target.path)
+        if cycle is not None:
+            names = " -> ".join(f"`{self.project.module_name(p)}`" for p in cycle)
+            self.problem("GPU080", f"import cycle: {names}", stmt)
+            return False
+        return True
+
+    def statement(self, stmt: ast.Import | ast.ImportFrom) -> None:
+        targets = self.project.targets(self.importer, stmt)
+        if isinstance(stmt, ast.Import):
+            aliases = [
+                a
+                for a in stmt.names
+                if a.name not in MIMIR_MODULES and not a.name.startswith("mimir.")
+            ]
+            for alias, target in zip(aliases, targets, strict=True):
+                if self.reachable(stmt, target) and target.path is not None:
+                    self.module_alias(alias.asname or alias.name, target.path)
+            return
+        if not targets:
+            return
+        module = targets[0]
+        subs = {t.name.rsplit(".", 1)[-1]: t for t in targets[1:]}
+        if stmt.module is None and module.missing and len(subs) == len(stmt.names):
+            # `from . import a, b` of submodules, in a directory without `__init__.py`
+            for alias in stmt.names:
+                t = subs[alias.name]
+                if self.reachable(stmt, t) and t.path is not None:
+                    self.module_alias(alias.asname or alias.name, t.path)
+            return
+        if module.external:
+            if any(a.name == "*" for a in stmt.names):
+                self.project._opaque.add(self.importer)
+            return
+        if not self.reachable(stmt, module):
+            if any(a.name == "*" for a in stmt.names):
+                self.project._opaque.add(self.importer)
+            return
+        exports = self.project.exports(module.path)
+        if exports is None:  # its own check reports why (GPU001/GPU002)
+            return
+        for alias in stmt.names:
+            if alias.name == "*":
+                self.star(exports, module.path)
+                continue
+            local = alias.asname or alias.name
+            if alias.name in subs:  # `from pkg import submodule`
+                if self.reachable(stmt, subs[alias.name]) and subs[alias.name].path is not None:
+                    self.module_alias(local, subs[alias.name].path)
+                continue
+            if self.bring(exports, alias.name, local):
+                continue
+            if module.path.resolve() in self.project._opaque:
+                continue
+            self.problem(
+                "GPU082",
+                f"cannot resolve `{alias.name}`: module `{module.name}` does not define it",
+                alias,
+            )
+
+    def module_alias(self, prefix: str, path: Path) -> None:
+        """`import pkg.dims as d`: each `d.N` in the module means `N` of dims.py.
+
+        The reference becomes the single name `d.N` (same span, same text), bound as
+        `bring` binds an imported name, so annotations, kernels and host code read it
+        as they read `from pkg.dims import N`.
+        """
+        exports = self.project.exports(path)
+        if exports is not None:
+            _ModuleAttributes(self, prefix, exports).visit(self.info.tree)
+
+    def bring(self, exports: ModuleInfo, name: str, local: str) -> bool:
+        """Copy what `name` means in `exports` to `local` here; False when it is not bound.
+
+        Every name-keyed table of `ModuleInfo` is copied (Dims, constants, size
+        expressions, `mimir.array` re-exports, module aliases, kernels, functions), so a
+        kind of module-level fact added later travels through imports too.
+        """
+        info = self.info
+        known = False
+        for f in fields(ModuleInfo):
+            if f.name in _LOCAL_TABLES:
+                continue
+            table = getattr(exports, f.name)
+            if isinstance(table, dict) and name in table:
+                getattr(info, f.name)[local] = table[name]
+                known = True
+        if name in exports.dims:
+            info.bad_dims.discard(local)
+        if name in exports.bad_dims:
+            info.bad_dims.add(local)
+            known = True
+        kernel = next((k for k in exports.kernels if k.node.name == name), None)
+        if kernel is not None:
+            info.imported_kernels[local] = kernel
+            known = True
+        function = next(
+            (f for f in exports.tree.body if isinstance(f, ast.FunctionDef) and f.name == name),
+            None,
+        )
+        if function is not None:  # callable inside a kernel (inlined at each call)
+            info.imported_functions[local] = (exports, function)
+            known = True
+        origin = exports.origins.get(name) or _binding_span(exports, name)
+        if origin is not None:
+            info.origins[local] = origin
+        return known or name in exports.module_names
+
+    def star(self, exports: ModuleInfo, path: Path) -> None:
+        names = _all_of(exports)
+        if names is None:
+            names = [n for n in exports.module_names if not n.startswith("_")]
+        if path.resolve() in self.project._opaque:
+            self.project._opaque.add(self.importer)
+        for name in sorted(names):
+            self.info.module_names.add(name)
+            self.bring(exports, name, name)
+
+
+class _ModuleAttributes(ast.NodeTransformer):
+    """Rewrites `prefix.NAME`, for a name the imported module binds, into one name."""
+
+    def __init__(self, importer: _Importer, prefix: str, exports: ModuleInfo) -> None:
+        self.importer, self.prefix, self.exports = importer, prefix, exports
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:  # noqa: N802
+        if _dotted(node.value) == self.prefix:
+            local = f"{self.prefix}.{node.attr}"
+            if self.importer.bring(self.exports, node.attr, local):
+                return ast.copy_location(ast.Name(id=local, ctx=node.ctx), node)
+        return self.generic_visit(node)
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return None if base is None else f"{base}.{node.attr}"
+    return None
+
+
+def _all_of(info: ModuleInfo) -> list[str] | None:
+    """A literal `__all__ = [...]` of the module, when it has one."""
+    for stmt in info.tree.body:
+        if (
+            isinstance(stmt, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets)
+            and isinstance(stmt.value, (ast.List, ast.Tuple))
+        ):
+            items = [e.value for e in stmt.value.elts if isinstance(e, ast.Constant)]
+            if all(isinstance(i, str) for i in items):
+                return items
+    return None
+
+
+def _binding_span(info: ModuleInfo, name: str) -> Span | None:
+    """Where `name` is bound at the top of the module (its def or assignment target)."""
+    for stmt in info.tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if stmt.name == name:
+                line = info.source.lines[stmt.lineno - 1] if info.source.lines else ""
+                col = line.find(name, line.find("def ") + 4 if "def " in line else 0)
+                col = col + 1 if col >= 0 else 1
+                return Span(info.source.path, stmt.lineno, col, stmt.lineno, col + len(name))
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            for t in targets:
+                if isinstance(t, ast.Name) and t.id == name:
+                    return info.source.span(t)
+    return None

@@ -1,0 +1,100 @@
+"""Whole projects: imports between modules resolved without running them.
+
+Each project under tests/projects/ marks its expected diagnostics per file with
+`# E: CODE`, as the checker fixtures do; `mimir check` on the whole directory must
+give exactly those. The per-module cache re-checks a module when a module it
+imports changes, and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import markers
+
+from mimir.check import check_source
+from mimir.config import load_config
+from mimir.project import Project
+from mimir.runner import run_check
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECTS = ROOT / "tests" / "projects"
+FILES = sorted(PROJECTS.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(PROJECTS)) for p in FILES])
+def test_each_module_gives_exactly_its_markers(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    result = check_source(str(path), text, project=Project())
+    assert {(d.span.line, d.code) for d in result.diagnostics} == markers(text)
+
+
+def test_the_project_markers_cover_every_import_code() -> None:
+    codes = {code for p in FILES for _, code in markers(p.read_text(encoding="utf-8"))}
+    assert {"GPU080", "GPU081", "GPU082", "GPU060", "GPU011", "GPU018"} <= codes
+
+
+def test_the_cli_on_the_project_directory() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "mimir", "check", "--format", "json", "--no-cache", "app"],
+        cwd=PROJECTS, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert run.returncode == 1, run.stderr
+    got = {
+        (str((PROJECTS / d["span"]["path"]).resolve()), d["span"]["line"], d["code"])
+        for d in json.loads(run.stdout)["diagnostics"]
+    }
+    want = {
+        (str(p.resolve()), line, code)
+        for p in FILES
+        for line, code in markers(p.read_text(encoding="utf-8"))
+    }
+    assert got == want
+
+
+def test_imported_names_keep_their_meaning() -> None:
+    heads = PROJECTS / "app" / "heads.py"
+    result = check_source(str(heads), heads.read_text(encoding="utf-8"))
+    (bad,) = result.diagnostics
+    # `Rows` is `N` from dims.py, with its `min=2`: `x[:2]` is proven, `x[:3]` refuted.
+    assert bad.code == "GPU018" and "N=2" in bad.why
+
+
+def test_unsaved_text_of_an_imported_module_wins(tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    shutil.copytree(PROJECTS / "app", project / "app")
+    heads = project / "app" / "heads.py"
+    dims = project / "app" / "dims.py"
+    overlay = {str(dims): dims.read_text().replace("min=2", "min=3")}
+    result = check_source(str(heads), heads.read_text(), project=Project(overlay=overlay))
+    assert result.diagnostics == []
+
+
+def test_a_changed_module_rechecks_its_dependents_only(tmp_path: Path) -> None:
+    shutil.copytree(PROJECTS / "app", tmp_path / "app")
+    app = tmp_path / "app"
+    config = load_config(start=tmp_path)
+    files = sorted(app.glob("*.py"))
+
+    def run() -> dict[str, tuple[bool, list[str]]]:
+        out = run_check(files, config, jobs=1, cache_root=tmp_path, progress=False)
+        return {Path(c.path).name: (c.cached, [d.code for d in c.diagnostics]) for c in out}
+
+    first = run()
+    assert first["heads.py"] == (False, ["GPU018"])
+    again = run()
+    assert all(cached for cached, _ in again.values())
+    dims = app / "dims.py"
+    dims.write_text(dims.read_text().replace("min=2", "min=3"))
+    after = run()
+    # heads.py's kernel is now proven: `Rows` has at least 3 rows.
+    assert after["heads.py"] == (False, [])
+    dependents = {"dims.py", "layers.py", "heads.py", "model.py", "__init__.py", "broken.py"}
+    dependents.add("aliases.py")
+    assert {name for name, (cached, _) in after.items() if not cached} == dependents
+    assert after["cycle_a.py"][0] and after["cycle_b.py"][0]
