@@ -40,6 +40,8 @@ class FileResult:
     kernels: list[CheckedKernel] = field(default_factory=list, repr=False, compare=False)
     # The module as read (Dims, constants, kernels), for front doors that answer queries.
     info: ModuleInfo | None = field(default=None, repr=False, compare=False)
+    # Shapes host code binds to names, by (line, column) of the name: for hovers.
+    host_shapes: dict[tuple[int, int], str] = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass
@@ -119,10 +121,11 @@ def check_source(
         kernels.append(checked)
     diagnostics = _one_per_site(diagnostics)
     diagnostics.extend(check_devices(info))
-    diagnostics.extend(check_host(info, timeout_ms).diagnostics)  # shapes through host code
+    host = check_host(info, timeout_ms)  # shapes through host code
+    diagnostics.extend(host.diagnostics)
     diagnostics.sort(key=Diagnostic.sort_key)
     diagnostics = _suppressed(path, text, diagnostics, project)  # `# mimir: ignore[...]`
-    return FileResult(path, diagnostics, kernels=kernels, info=info)
+    return FileResult(path, diagnostics, kernels=kernels, info=info, host_shapes=host.shapes)
 
 
 def _check_kernel(

@@ -332,3 +332,14 @@ def test_multihead_attention_and_list_comprehensions() -> None:
         "bad = attn(torch.randn(2, 10, 16), x, x)\nworse = h.view(5, 15)\n"
     )
     assert [(line, code) for line, code, _ in _messages(src)] == [(12, "GPU100"), (13, "GPU013")]
+
+
+def test_lsp_hover_shows_host_shapes() -> None:
+    from mimir.lsp import query
+
+    src = "import torch\nx = torch.randn(4, 3)\ny = x.unsqueeze(0)\n"
+    result = check_source("t.py", src)
+    lines = src.splitlines()
+    text, span = query.hover(result, lines, 3, 1)
+    assert "y: [1, 4, 3]" in text and (span.line, span.column, span.end_column) == (3, 1, 2)
+    assert query.hover(result, lines, 1, 3) is None  # `import torch`: nothing to show
