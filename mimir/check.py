@@ -19,6 +19,7 @@ from mimir.constraints.devices import check_devices
 from mimir.constraints.index_kernels import IndexKernelChecker
 from mimir.diagnostics.diagnostic import Diagnostic, Span
 from mimir.discover import SKIPPED_DIRS, discover  # noqa: F401 - re-exported
+from mimir.host import check_host
 from mimir.parse.depth import MAX_EXPRESSION_DEPTH, deep_call, too_deep
 from mimir.parse.graph import KernelGraph, build_graph
 from mimir.parse.module import ModuleInfo, read_module
@@ -40,6 +41,8 @@ class FileResult:
     kernels: list[CheckedKernel] = field(default_factory=list, repr=False, compare=False)
     # The module as read (Dims, constants, kernels), for front doors that answer queries.
     info: ModuleInfo | None = field(default=None, repr=False, compare=False)
+    # Shapes host code binds to names, by (line, column) of the name: for hovers.
+    host_shapes: dict[tuple[int, int], str] = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass
@@ -152,9 +155,11 @@ def _check_source(
         kernels.append(checked)
     diagnostics = _one_per_site(diagnostics)
     diagnostics.extend(check_devices(info))
+    host = check_host(info, timeout_ms)  # shapes through host code
+    diagnostics.extend(host.diagnostics)
     diagnostics.sort(key=Diagnostic.sort_key)
     diagnostics = _suppressed(path, text, diagnostics, project)  # `# mimir: ignore[...]`
-    return FileResult(path, diagnostics, kernels=kernels, info=info)
+    return FileResult(path, diagnostics, kernels=kernels, info=info, host_shapes=host.shapes)
 
 
 def _check_kernel(

@@ -1,10 +1,10 @@
 """Every code the project can emit is fired by at least one fixture or example.
 
 A code that nothing fires is either dead or untested: both fail here. Checker codes need a
-`# E: CODE` marker in tests/fixtures/check; shim codes need their registry example to raise
-them under plain Python; compile codes need their registry example to be refused by
-`compile_source`; the input codes (GPU001-GPU005) and the solver's own verdict
-(GPU050) are fired here directly.
+`# E: CODE` marker in tests/fixtures/check, tests/fixtures/host or tests/torch_programs;
+shim codes need their registry example to raise them under plain Python; compile codes
+need their registry example to be refused by `compile_source`; the input codes
+(GPU001-GPU005) and the solver's own verdict (GPU050) are fired here directly.
 """
 
 from __future__ import annotations
@@ -25,7 +25,10 @@ from mimir.parse.spans import read_source
 
 
 def _fixture_codes() -> set[str]:
-    return {code for p in FIXTURES.glob("*.py") for _, code in markers(p.read_text())}
+    # Kernel fixtures, host-code fixtures and the PyTorch corpus's buggy programs.
+    paths = [*FIXTURES.glob("*.py"), *(FIXTURES.parent / "host").glob("*.py")]
+    paths += (FIXTURES.parent.parent / "torch_programs").glob("*.py")
+    return {code for p in paths for _, code in markers(p.read_text())}
 
 
 def _shim_code(tmp_path: Path, code: str) -> str | None:

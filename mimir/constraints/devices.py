@@ -19,7 +19,13 @@ and the rules derive
     mixed(o, s, t)    :- operand(o, u), operand(o, w), on(u, cpu, s), on(w, gpu, t)
 
 Each `cpu_arg` becomes GPU060 at the call, naming the argument and the line where
-the tensor was created; each `mixed` becomes GPU061 at the op. Values the
+the tensor was created; each `mixed` becomes GPU061 at the op (once per root cause: an
+op fed by an already reported one is not reported again).
+
+PyTorch placement feeds the same facts: `torch.zeros(..., device="cuda")` and other
+creators (cpu without `device=`), `.cuda()`, `.cpu()`, `.to("cuda")`, a device held in a
+name (`dev = "cuda"`, `dev = torch.device("cuda")`), `model.cuda()` on a module (calling
+it is an op over its parameters and its inputs), and `torch.*` functions as ops. Values the
 analysis cannot follow (other libraries, unknown calls) carry no facts, so they
 are never reported: no false alarms from what Mimir cannot see.
 """
@@ -77,6 +83,8 @@ class _Reader:
         self.params: dict[tuple[str, int], int] = {}  # (function, position) -> value
         self.param_names: dict[tuple[str, str], int] = {}
         self.returns: dict[str, int] = {}
+        self.aliases = _torch_aliases(info.tree)
+        self.device_names: dict[str, int] = {}  # names bound to a literal device
 
     def value(self) -> int:
         self.n_values += 1
@@ -98,6 +106,11 @@ class _Reader:
                     self.params[(stmt.name, k)] = v
                     self.param_names[(stmt.name, arg.arg)] = v
                 self.returns[stmt.name] = self.value()
+        for stmt in tree.body:  # module-level devices (`dev = torch.device("cuda")`) first
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+                device = self.device_of(stmt.value)
+                if device is not None and isinstance(stmt.targets[0], ast.Name):
+                    self.device_names[stmt.targets[0].id] = device
         for name, fn in self.functions.items():
             env = {arg.arg: self.params[(name, k)] for k, arg in enumerate(fn.args.args)}
             self.block(fn.body, env, name)
@@ -112,6 +125,13 @@ class _Reader:
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
             value = self.expr(stmt.value, env) if stmt.value is not None else None
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            device = self.device_of(stmt.value)
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    if device is not None:
+                        self.device_names[t.id] = device
+                    else:
+                        self.device_names.pop(t.id, None)
             for t in targets:
                 self.bind(t, value, env)
         elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
@@ -196,6 +216,13 @@ class _Reader:
             return self.op(node, [base]) if base is not None and node.attr == "T" else None
         if isinstance(node, ast.Call):
             return self.call(node, env)
+        if isinstance(node, (ast.List, ast.Tuple)):  # `torch.cat([a, b])`: the list holds both
+            items = [v for v in (self.expr(e, env) for e in node.elts) if v is not None]
+            if not items:
+                return None
+            joined = self.value()
+            self.facts.flows.extend((joined, v) for v in items)
+            return joined
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.expr):
                 self.expr(child, env)
@@ -206,6 +233,9 @@ class _Reader:
         args = [self.expr(a, env) for a in node.args]
         kwargs = {kw.arg: self.expr(kw.value, env) for kw in node.keywords}
         canonical = self.info.resolve(func)
+        torch_name = _qualname(func, self.aliases)
+        if torch_name is not None and canonical is None:
+            return self.torch_call(node, torch_name, args, kwargs)
         if canonical in _CREATORS:
             device = _device_literal(_keyword(node, "device"), default=CPU)
             if device is None:
@@ -217,8 +247,20 @@ class _Reader:
             return self.op(node, [*args, *kwargs.values()])
         if isinstance(func, ast.Attribute) and canonical is None:
             receiver = self.expr(func.value, env)
+            if func.attr in ("cuda", "cpu") and not node.args:
+                v = self.value()
+                self.facts.made.append((v, GPU if func.attr == "cuda" else CPU, self.site(node)))
+                return v
+            if func.attr == "to" and receiver is None:
+                arg = node.args[0] if node.args else _keyword(node, "device")
+                device = self.device_of(arg) if arg is not None else None
+                if device is None or not _is_torch_device(arg, self):
+                    return None
+                v = self.value()  # a module moved to a device: its parameters are there
+                self.facts.made.append((v, device, self.site(node)))
+                return v
             if func.attr == "to":
-                device = _device_literal(node.args[0] if node.args else _keyword(node, "device"))
+                device = self.device_of(node.args[0] if node.args else _keyword(node, "device"))
                 if device is None or receiver is None:
                     return None
                 v = self.value()
@@ -229,6 +271,9 @@ class _Reader:
             return None
         if isinstance(func, ast.Name) and func.id in self.kernels:
             return self.kernel_call(node, func.id, args, kwargs)
+        if isinstance(func, ast.Name) and env.get(func.id) is not None:
+            # calling a value (a module placed with `.cuda()`): an op over it and its inputs
+            return self.op(node, [env[func.id], *args])
         if isinstance(func, ast.Name) and func.id in self.functions:
             for k, v in enumerate(args):
                 if v is not None and (func.id, k) in self.params:
@@ -237,6 +282,43 @@ class _Reader:
                 if v is not None and (func.id, name) in self.param_names:
                     self.facts.flows.append((self.param_names[(func.id, name)], v))
             return self.returns[func.id]
+        return None
+
+    def device_of(self, node: ast.expr | None) -> int | None:
+        """The device a literal, a device name or `torch.device(...)` denotes, or None."""
+        if node is None:
+            return None
+        if isinstance(node, ast.Name) and node.id in self.device_names:
+            return self.device_names[node.id]
+        if (
+            isinstance(node, ast.Call)
+            and _qualname(node.func, self.aliases) == "torch.device"
+            and len(node.args) == 1
+        ):
+            return self.device_of(node.args[0])
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            name = node.value.split(":")[0]
+            return {"cpu": CPU, "gpu": GPU, "cuda": GPU}.get(name)
+        return None
+
+    def torch_call(
+        self, node: ast.Call, name: str, args: list[int | None], kwargs: dict
+    ) -> int | None:
+        short = name.rsplit(".", 1)[-1]
+        if name.count(".") == 1 and short in _TORCH_CREATORS:
+            spec = _keyword(node, "device")
+            device = CPU if spec is None else self.device_of(spec)
+            if device is None:
+                return None
+            v = self.value()
+            self.facts.made.append((v, device, self.site(node)))
+            return v
+        if name.startswith("torch.") and not name.startswith(("torch.nn.", "torch.utils.")):
+            operands = [a for a in [*args, *kwargs.values()] if a is not None]
+            return self.op(node, operands) if operands else None
+        if name.startswith("torch.nn.functional."):
+            operands = [a for a in [*args, *kwargs.values()] if a is not None]
+            return self.op(node, operands) if operands else None
         return None
 
     def kernel_call(
@@ -261,6 +343,51 @@ class _Reader:
         result = self.value()
         self.facts.made.append((result, GPU, self.site(node)))
         return result
+
+
+_TORCH_CREATORS = {
+    "zeros",
+    "ones",
+    "empty",
+    "randn",
+    "rand",
+    "randint",
+    "full",
+    "arange",
+    "tensor",
+    "eye",
+    "linspace",
+}
+
+
+def _torch_aliases(tree: ast.Module) -> dict[str, str]:
+    """Local names of `torch` and its submodules (`import torch.nn.functional as F`)."""
+    out: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] == "torch":
+                    out[a.asname or "torch"] = a.name if a.asname else "torch"
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
+            for a in node.names:
+                out[a.asname or a.name] = f"{node.module}.{a.name}"
+    return out
+
+
+def _qualname(node: ast.expr, aliases: dict[str, str]) -> str | None:
+    if isinstance(node, ast.Name):
+        return aliases.get(node.id)
+    if isinstance(node, ast.Attribute):
+        base = _qualname(node.value, aliases)
+        return None if base is None else f"{base}.{node.attr}"
+    return None
+
+
+def _is_torch_device(node: ast.expr, reader: _Reader) -> bool:
+    """`.to(x)` on something unknown moves a module only for a torch device (`cuda`, a name)."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and node.value.split(":")[0] == "cuda"
+    return bool(reader.aliases)
 
 
 def _keyword(node: ast.Call, name: str) -> ast.expr | None:
@@ -338,8 +465,15 @@ def check_devices(info: ModuleInfo) -> list[Diagnostic]:
                 )
             )
     seen: set[int] = set()
-    for op_value, s_cpu, s_gpu in sorted(_answers(fp, mixed(v, s, t), 3)):
-        if op_value in seen:
+    sources: dict[int, set[int]] = {}
+    for a, b in facts.flows:
+        sources.setdefault(a, set()).add(b)
+    answers = sorted(
+        _answers(fp, mixed(v, s, t), 3), key=lambda r: (reader.src.span(facts.ops[r[0]]), r)
+    )
+    for op_value, s_cpu, s_gpu in answers:
+        if op_value in seen or _fed_by(op_value, seen, sources):
+            seen.add(op_value)  # one diagnostic per root cause: not the ops downstream of it
             continue
         seen.add(op_value)
         node = facts.ops[op_value]
@@ -357,6 +491,19 @@ def check_devices(info: ModuleInfo) -> list[Diagnostic]:
             )
         )
     return out
+
+
+def _fed_by(value: int, reported: set[int], sources: dict[int, set[int]]) -> bool:
+    """Whether `value` is computed (through flows) from an op already reported."""
+    todo, seen = list(sources.get(value, ())), set()
+    while todo:
+        u = todo.pop()
+        if u in reported:
+            return True
+        if u not in seen:
+            seen.add(u)
+            todo.extend(sources.get(u, ()))
+    return False
 
 
 def _answers(fp: z3.Fixedpoint, query: z3.BoolRef, arity: int) -> list[tuple[int, ...]]:

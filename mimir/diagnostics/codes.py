@@ -5,7 +5,7 @@ bad example that fires exactly this code and a good example that checks clean.
 `mimir explain CODE` prints an entry; `tests/test_registry.py` runs every
 example. `found_by` says who reports the code: the static `checker`, the
 `shim` at call time (argument checks happen where the call's values exist),
-`checker+shim` for both (device placement: the checker follows host code, the
+`checker+shim` for both (device placement and call arguments: the checker follows host code, the
 shim checks every call), `compile` for a kernel that checks clean but that
 `mimir compile-gpu` cannot emit (for one backend, or at all), or `cli` for
 input that cannot be read. `severity` is
@@ -368,7 +368,7 @@ _CODES = [
         'N = Dim("N")\n\n@gpu\ndef f(a: Tensor[float32, N], b: Tensor[float32, N]) -> '
         "Tensor[float32, N]:\n    return a + b\n\n"
         'f(zeros((3,)).to("gpu"), zeros((3,)).to("gpu"))\n',
-        found_by="shim",
+        found_by="checker+shim",
     ),
     Code(
         "GPU041",
@@ -380,7 +380,7 @@ _CODES = [
         'f(zeros((3,), dtype=int32).to("gpu"))\n',
         "@gpu\ndef f(a: Tensor[float32, 3]) -> Tensor[float32, 3]:\n    return a\n\n"
         'f(zeros((3,)).to("gpu"))\n',
-        found_by="shim",
+        found_by="checker+shim",
     ),
     Code(
         "GPU042",
@@ -392,7 +392,7 @@ _CODES = [
         '    return a\n\nf(zeros((6,)).to("gpu"))\n',
         'N = Dim("N", multiple_of=4)\n\n@gpu\ndef f(a: Tensor[float32, N]) -> Tensor[float32, N]:\n'
         '    return a\n\nf(zeros((8,)).to("gpu"))\n',
-        found_by="shim",
+        found_by="checker+shim",
     ),
     Code(
         "GPU050",
@@ -466,6 +466,90 @@ _CODES = [
         "",
         "",
         found_by="cli",
+    ),
+    Code(
+        "GPU100",
+        "layer-input-mismatch",
+        "a layer gets an input whose feature or channel size differs from the one it was built for",
+        "a `Linear(512, 10)` holds a 10x512 weight, a `Conv2d(3, ...)` a kernel over 3 channels, "
+        "a `LayerNorm(d)` and a `BatchNorm(c)` one scale per feature: any other size fails when "
+        "the layer runs",
+        "build the layer for the size its input has (the first argument of `Linear`/`Conv2d`), "
+        "or reshape the input",
+        "import torch\n\nfc = torch.nn.Linear(512, 10)\nout = fc(torch.randn(64, 256))\n",
+        "import torch\n\nfc = torch.nn.Linear(256, 10)\nout = fc(torch.randn(64, 256))\n",
+    ),
+    Code(
+        "GPU101",
+        "layer-input-rank",
+        "a layer gets an input of a rank it does not accept",
+        "`Conv2d` and `MaxPool2d` read [N, C, H, W] or [C, H, W], `BatchNorm1d` [N, C] or "
+        "[N, C, L]: an input of another rank fails when the layer runs",
+        "add or remove the batch or channel axis (`unsqueeze`, `flatten`) before the layer",
+        "import torch\n\nconv = torch.nn.Conv2d(1, 8, 3)\nout = conv(torch.randn(64, 784))\n",
+        "import torch\n\nconv = torch.nn.Conv2d(1, 8, 3)\n"
+        "out = conv(torch.randn(64, 784).view(64, 1, 28, 28))\n",
+    ),
+    Code(
+        "GPU102",
+        "empty-spatial-output",
+        "a convolution or pooling window is larger than its (padded) input",
+        "the output size is `(size + 2*padding - dilation*(kernel - 1) - 1) // stride + 1`, which "
+        "must be at least 1; a smaller input fails when the layer runs",
+        "pad the input, use a smaller kernel or fewer pooling steps, or feed larger images",
+        "import torch\nimport torch.nn.functional as F\n\n"
+        "x = F.max_pool2d(torch.randn(8, 3, 4, 4), 2)\ny = F.max_pool2d(x, 4)\n",
+        "import torch\nimport torch.nn.functional as F\n\n"
+        "x = F.max_pool2d(torch.randn(8, 3, 4, 4), 2)\ny = F.max_pool2d(x, 2)\n",
+    ),
+    Code(
+        "GPU103",
+        "concat-mismatch",
+        "tensors joined by `cat` or `stack` differ outside the joined dim",
+        "`cat` lays tensors end to end along one dim, so every other dim must agree; `stack` "
+        "needs equal shapes",
+        "make the other dims equal, or join along the dim in which the tensors differ",
+        "import torch\n\nz = torch.cat([torch.randn(4, 3), torch.randn(4, 5)], dim=0)\n",
+        "import torch\n\nz = torch.cat([torch.randn(4, 3), torch.randn(4, 5)], dim=1)\n",
+    ),
+    Code(
+        "GPU104",
+        "loss-target-mismatch",
+        "a loss gets a target whose shape does not fit its input",
+        "`cross_entropy` of [N, C] logits wants class indices of shape [N] (or probabilities of "
+        "shape [N, C]); `binary_cross_entropy` wants a target of the input's shape",
+        "squeeze the target (`y.squeeze(1)`) or reshape it to the shape the loss expects",
+        "import torch\nimport torch.nn.functional as F\n\n"
+        "loss = F.cross_entropy(torch.randn(8, 10), torch.randint(0, 10, (8, 1)))\n",
+        "import torch\nimport torch.nn.functional as F\n\n"
+        "loss = F.cross_entropy(torch.randn(8, 10), torch.randint(0, 10, (8,)))\n",
+    ),
+    Code(
+        "GPU105",
+        "wrong-dtype-for-op",
+        "a library op gets a tensor of a dtype it does not accept",
+        "these are not converted for you: `cross_entropy` and `nll_loss` read class "
+        "indices as integers (long), `embedding` looks rows up by integer index, and `Linear` and "
+        "`Conv` layers multiply floating-point weights by floating-point inputs",
+        "convert the tensor where it is made or passed: `.long()` for indices and targets, "
+        "`.float()` for layer inputs",
+        "import torch\n\nemb = torch.nn.Embedding(100, 16)\nout = emb(torch.rand(8, 5))\n",
+        "import torch\n\nemb = torch.nn.Embedding(100, 16)\n"
+        "out = emb(torch.randint(0, 100, (8, 5)))\n",
+    ),
+    Code(
+        "GPU106",
+        "loss-broadcast",
+        "a regression loss broadcasts a target of another shape than its input",
+        "`mse_loss` and `l1_loss` do not require equal shapes: a [N] target against an [N, 1] "
+        "input broadcasts to [N, N] and averages every pair, so training runs and learns the "
+        "wrong thing (PyTorch only warns)",
+        "give the target the input's shape (`y.unsqueeze(1)` or `pred.squeeze(1)`)",
+        "import torch\nimport torch.nn.functional as F\n\n"
+        "loss = F.mse_loss(torch.randn(8, 1), torch.randn(8))\n",
+        "import torch\nimport torch.nn.functional as F\n\n"
+        "loss = F.mse_loss(torch.randn(8, 1), torch.randn(8, 1))\n",
+        severity="warning",
     ),
     Code(
         "GPU090",

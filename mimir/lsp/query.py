@@ -130,13 +130,25 @@ def hover(result: FileResult, lines: list[str], line: int, col: int) -> tuple[st
         return text, _word_span(result.path, lines, line, col, _WORD)
     found = value_at(result.kernels, line, col)
     if found is None:
-        return _hover_in_callee(result, line, col)
+        return _hover_host(result, lines, line, col) or _hover_in_callee(result, line, col)
     span, value = found
     text = f"```python\n{describe(value)}\n```\non `gpu`"
     dims = _dims_of(value)
     if dims:
         text += "\n\n" + "\n".join(f"- `{d.name}`: {d.describe_constraints()}" for d in dims)
     return text, span
+
+
+def _hover_host(
+    result: FileResult, lines: list[str], line: int, col: int
+) -> tuple[str, Span] | None:
+    """A name host code binds to a tensor (torch, NumPy, mimir): its inferred shape."""
+    m = _match_at(lines, line, col, _WORD)
+    if m is None or (line, m.start() + 1) not in result.host_shapes:
+        return None
+    shape = result.host_shapes[(line, m.start() + 1)]
+    text = f"```python\n{m.group()}: {shape}\n```\nshape inferred from host code"
+    return text, Span(result.path, line, m.start() + 1, line, m.end() + 1)
 
 
 def _hover_in_callee(result: FileResult, line: int, col: int) -> tuple[str, Span] | None:

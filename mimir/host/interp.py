@@ -1,0 +1,1096 @@
+"""The interpreter over host code: every statement outside `@gpu` bodies, abstractly.
+
+Values are `mimir.host.values`; library calls go to the shape table
+(`mimir.host.api`, `mimir.host.nn`); sizes are terms of the Z3 size algebra and
+every requirement a rule states is proven with the kernel checker's `Prover`
+(a counterexample when it fails for some admissible size).
+
+- Assignments, tuples, attributes of `self`: values flow as written.
+- Branches: a condition known statically (`if self.downsample is not None`) picks its
+  branch; otherwise both run and the join keeps what both agree on.
+- Loops: a literal sequence (a `ModuleList`) is unrolled; any other loop runs
+  its body until the loop-carried values agree, widening sizes that change to
+  unknown (never unrolled forever).
+- Helper functions and methods are interpreted at each call with the call's
+  values (polymorphic in their sizes); functions and classes no call reaches are
+  checked once with their annotations.
+- `@gpu` calls bind each `Dim` of the parameters once across all arguments
+  (GPU040/GPU041/GPU042 at the call) and the result takes the annotated shape.
+- Anything else is UNKNOWN, and nothing computed from it is ever reported.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+from mimir.diagnostics.codes import REGISTRY
+from mimir.diagnostics.diagnostic import Diagnostic, Label
+from mimir.dims import Dim
+from mimir.host import api, kernel_calls, nn
+from mimir.host import torch_table as tt
+from mimir.host.annotations import read_host_annotation
+from mimir.host.flow import (
+    DEAD,
+    aliases,
+    as_load,
+    constant,
+    decorator_name,
+    envs_agree,
+    has_break,
+    is_none,
+    join_envs,
+    literal_items,
+    replace_env,
+    segment,
+    truth_of,
+    uninformative,
+    unpack,
+)
+from mimir.host.rules import RefutedError
+from mimir.host.values import (
+    UNKNOWN,
+    ApiV,
+    BoolV,
+    ClassV,
+    DTypeV,
+    FloatV,
+    FuncV,
+    IntV,
+    KernelV,
+    LayerV,
+    LoaderV,
+    MethodV,
+    NoneV,
+    ObjectV,
+    StrV,
+    Sym,
+    TensorV,
+    TupleV,
+    agree,
+    arith,
+    const,
+    join,
+    literal,
+    product,
+    show_shape,
+)
+from mimir.parse.module import ModuleInfo
+from mimir.solve.prover import PROVEN, REFUTED, Prover
+from mimir.solve.z3lib import z3
+
+_MAX_DEPTH = 8
+_BUDGET = 40_000  # statements interpreted per file; past it, calls are no longer followed
+_LOOP_ROUNDS = 4
+_UNROLL = 32
+_BUILTIN_ITERS = {"range", "enumerate", "zip", "reversed", "sorted"}
+_MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "add_module"}
+_MODULE_SELF = {"to", "cuda", "cpu", "train", "eval", "float", "double", "half", "requires_grad_"}
+_DTYPE_NAMES = {
+    **tt.DTYPE_ALIASES,
+    "float_": "float64",
+    "int_": "int64",
+    "longlong": "int64",
+}
+
+
+@dataclass
+class HostResult:
+    diagnostics: list[Diagnostic]
+    unknown_calls: int = 0  # calls given a known tensor whose result the table does not know
+    unproven: int = 0  # obligations Z3 could not decide (never reported as errors)
+    shapes: dict[tuple[int, int], str] = field(default_factory=dict)  # hover: (line, col) -> shape
+
+
+@dataclass
+class _Dataset:
+    tensors: list[Any]
+
+
+@dataclass
+class _Frame:
+    returns: list[Any] = field(default_factory=list)
+    generator: bool = False
+
+
+class HostChecker:
+    def __init__(self, info: ModuleInfo, timeout_ms: int) -> None:
+        self.info = info
+        self.src = info.source
+        self.prover = Prover(timeout_ms=timeout_ms)
+        self.aliases = aliases(info)
+        self.kernels = {k.node.name: k for k in info.kernels}
+        self.globals: dict[str, Any] = {}
+        self.found: dict[tuple[int, int, str], Diagnostic] = {}
+        self.depth = 0
+        self.reached: set[int] = set()  # id() of FunctionDefs interpreted at a call
+        self.instantiated: set[int] = set()
+        self.unknown_nodes: set[tuple[int, int]] = set()
+        self.unproven = 0
+        self.shapes: dict[tuple[int, int], str] = {}
+        self._declared: set[str] = set()
+        self._fresh = 0
+        self._node: ast.AST | None = None
+        self.steps = 0
+        self.quiet = 0  # inside code that expects an error (try/except, pytest.raises)
+        self._memo: dict[tuple, Any] = {}
+        self._hover: dict[tuple[int, int], Any] = {}
+
+    # ------------------------------------------------------------ entry
+
+    def run(self) -> HostResult:
+        tree = self.info.tree
+        self.block(tree.body, self.globals, None)
+        self._check_unreached(tree)
+        diags = sorted(self.found.values(), key=Diagnostic.sort_key)
+        return HostResult(diags, len(self.unknown_nodes), self.unproven, self.shapes)
+
+    def _check_unreached(self, tree: ast.Module) -> None:
+        """Functions and classes no call reached: checked once with their annotations."""
+        for stmt in tree.body:
+            if isinstance(stmt, ast.FunctionDef) and stmt.name not in self.kernels:
+                if id(stmt) not in self.reached:
+                    self.call_function(FuncV(stmt), None, None, {}, standalone=True)
+            elif isinstance(stmt, ast.ClassDef) and id(stmt) not in self.instantiated:
+                obj = self.instantiate(ClassV(stmt), None, {}, standalone=True)
+                forward = self._method(stmt, "forward")
+                if (
+                    isinstance(obj, ObjectV)
+                    and forward is not None
+                    and id(forward) not in self.reached
+                ):
+                    self.call_function(FuncV(forward, obj), None, None, {}, standalone=True)
+            elif isinstance(stmt, ast.ClassDef):
+                for fn in stmt.body:
+                    if isinstance(fn, ast.FunctionDef) and fn.name == "forward":
+                        if id(fn) not in self.reached:
+                            obj = ObjectV(stmt)
+                            self.call_function(FuncV(fn, obj), None, None, {}, standalone=True)
+
+    # ------------------------------------------------------------ the context rules use
+
+    def need(self, cond: Any, code: str, message: str, shapes: tuple = ()) -> None:
+        if cond is None or cond is True:
+            return
+        if cond is False:
+            raise RefutedError(code, message)
+        symbolic = [
+            s for shape in shapes if shape for s in shape if s is not None and s.value is None
+        ]
+        show = tuple((f"#{k}", s.term) for k, s in enumerate(symbolic))
+        verdict = self.prover.prove(cond, show)
+        if verdict.status == PROVEN:
+            return
+        if verdict.status == REFUTED:
+            cex = tuple(kv for kv in verdict.counterexample if not kv[0].startswith("#"))
+            values = dict(kv for kv in verdict.counterexample if kv[0].startswith("#"))
+            note = None
+            if values:
+                by_sym = {id(s): values[f"#{k}"] for k, s in enumerate(symbolic)}
+                shown = [
+                    "["
+                    + ", ".join(
+                        "?" if s is None else str(by_sym.get(id(s), s.value)) for s in shape
+                    )
+                    + "]"
+                    for shape in shapes
+                    if shape is not None
+                ]
+                note = f"(then {' and '.join(shown)})"
+            raise RefutedError(code, message, cex, note=note)
+        self.unproven += 1  # unknown to Z3: never reported as an error
+
+    def warn(self, code: str, message: str) -> None:
+        if self._node is not None:
+            self.report(RefutedError(code, message), self._node)
+
+    def fail(self, code: str, message: str) -> NoReturn:
+        raise RefutedError(code, message)
+
+    def fresh(self, name: str, lo: int, hi: int | None = None, values: tuple = ()) -> Sym:
+        self._fresh += 1
+        unique = name if name not in self._declared else f"{name}{self._fresh}"
+        self._declared.add(unique)
+        var = self.prover.dim(unique)
+        self.prover.add_fact(var >= lo, None)
+        if hi is not None:
+            self.prover.add_fact(var <= hi, None)
+        if values:
+            self.prover.add_fact(z3.Or(*(var == v for v in values)), None)
+        return Sym(var, unique)
+
+    def dim_size(self, dim: Dim) -> Sym:
+        var = self.prover.dim(dim.name)
+        if dim.name not in self._declared:
+            self._declared.add(dim.name)
+            self.prover.add_fact(var >= dim.min, None)
+            if dim.max is not None:
+                self.prover.add_fact(var <= dim.max, None)
+            if dim.multiple_of is not None:
+                self.prover.add_fact(var % dim.multiple_of == 0, None)
+        return Sym(var, dim.name, expr=dim)
+
+    def named_size(self, name: str) -> Sym:
+        if name in self.info.dims:
+            return self.dim_size(self.info.dims[name].dim)
+        return self.dim_size(Dim(name))
+
+    def report(self, err: RefutedError, node: ast.AST) -> None:
+        if self.quiet:
+            return
+        span = self.src.span(node)
+        key = (span.line, span.column, err.code)
+        if key in self.found or any(k[:2] == (span.line, span.column) for k in self.found):
+            return  # one diagnostic per node, whichever context found it first
+        self.found[key] = Diagnostic(
+            err.code,
+            err.message,
+            span,
+            severity=REGISTRY[err.code].severity,
+            labels=err.labels,
+            counterexample=err.counterexample,
+            counterexample_note=err.note if err.counterexample else None,
+        )
+
+    # ------------------------------------------------------------ statements
+
+    def block(self, body: list[ast.stmt], env: dict, frame: _Frame | None) -> None:
+        for stmt in body:
+            if env.get(DEAD):
+                return
+            self.statement(stmt, env, frame)
+
+    def statement(self, stmt: ast.stmt, env: dict, frame: _Frame | None) -> None:
+        self.steps += 1
+        if isinstance(stmt, ast.FunctionDef):
+            top = frame is None and stmt.name in self.kernels
+            env[stmt.name] = KernelV(stmt.name) if top else FuncV(stmt)
+        elif isinstance(stmt, ast.AsyncFunctionDef):
+            env[stmt.name] = UNKNOWN
+        elif isinstance(stmt, ast.ClassDef):
+            env[stmt.name] = ClassV(stmt)
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            self.imports(stmt, env)
+        elif isinstance(stmt, ast.Assign):
+            value = self.expr(stmt.value, env)
+            for target in stmt.targets:
+                self.bind(target, value, env)
+        elif isinstance(stmt, ast.AnnAssign):
+            if stmt.value is not None:
+                value = self.expr(stmt.value, env)
+                if value is UNKNOWN:
+                    value = self.annotation(stmt.annotation)
+                self.bind(stmt.target, value, env)
+        elif isinstance(stmt, ast.AugAssign):
+            load = as_load(stmt.target)
+            value = self.binop(stmt, self.expr(load, env), stmt.op, self.expr(stmt.value, env))
+            self.bind(stmt.target, value, env)
+        elif isinstance(stmt, ast.Expr):
+            self.expr(stmt.value, env)
+        elif isinstance(stmt, ast.Return):
+            value = self.expr(stmt.value, env) if stmt.value is not None else NoneV()
+            if frame is not None:
+                frame.returns.append(value)
+            env[DEAD] = True
+        elif isinstance(stmt, ast.If):
+            self.if_(stmt, env, frame)
+        elif isinstance(stmt, (ast.For, ast.While)):
+            self.loop(stmt, env, frame)
+        elif isinstance(stmt, ast.With):
+            for item in stmt.items:
+                self.expr(item.context_expr, env)
+                if item.optional_vars is not None:
+                    self.bind(item.optional_vars, UNKNOWN, env)
+            expecting = any(_expects_error(item.context_expr) for item in stmt.items)
+            self.quiet += expecting  # `with pytest.raises(...)`: the crash is the point
+            try:
+                self.block(stmt.body, env, frame)
+            finally:
+                self.quiet -= expecting
+        elif isinstance(stmt, ast.Try):
+            self.try_(stmt, env, frame)
+        elif isinstance(stmt, ast.Raise):
+            env[DEAD] = True
+        elif isinstance(stmt, (ast.Global, ast.Nonlocal, ast.Delete)):
+            for name in getattr(stmt, "names", []):
+                env[name] = UNKNOWN
+
+    def imports(self, stmt: ast.Import | ast.ImportFrom, env: dict) -> None:
+        if isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                local = alias.asname or alias.name.split(".")[0]
+                full = alias.name if alias.asname else alias.name.split(".")[0]
+                env[local] = ApiV(full)
+            return
+        module = stmt.module or ""
+        for alias in stmt.names:
+            local = alias.asname or alias.name
+            full = f"{module}.{alias.name}"
+            if module == "mimir.array":
+                if alias.name in _DTYPE_NAMES:
+                    env[local] = DTypeV(_DTYPE_NAMES[alias.name])
+                else:
+                    env[local] = ApiV(full)
+            elif module.split(".")[0] in ("torch", "numpy", "jaxtyping", "mimir"):
+                env[local] = self._api(full)
+            else:
+                env[local] = UNKNOWN
+
+    def _api(self, name: str) -> Any:
+        head, _, attr = name.rpartition(".")
+        if head in ("torch", "numpy") and attr in _DTYPE_NAMES:
+            return DTypeV(_DTYPE_NAMES[attr])
+        return ApiV(name)
+
+    def bind(self, target: ast.expr, value: Any, env: dict) -> None:
+        if isinstance(target, ast.Name):
+            env[target.id] = value
+            if isinstance(value, TensorV):  # hover: what every context agrees on
+                key = (target.lineno, target.col_offset + 1)
+                seen = self._hover.get(key)
+                self._hover[key] = value if seen is None else join(seen, value)
+                joined = self._hover[key]
+                if isinstance(joined, TensorV) and joined.shape is not None:
+                    self.shapes[key] = show_shape(joined.shape)
+                else:
+                    self.shapes.pop(key, None)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            starred = any(isinstance(t, ast.Starred) for t in target.elts)
+            items = unpack(value, len(target.elts))
+            if starred or items is None:
+                for t in target.elts:
+                    self.bind(t.value if isinstance(t, ast.Starred) else t, UNKNOWN, env)
+                return
+            for t, v in zip(target.elts, items, strict=True):
+                self.bind(t, v, env)
+        elif isinstance(target, ast.Attribute):
+            base = self.expr(target.value, env)
+            if isinstance(base, ObjectV):
+                base.attrs[target.attr] = value
+            elif isinstance(base, TensorV):  # `a.shape = (...)`, `x.data = ...`
+                self._rebind(target.value, UNKNOWN, env)
+        elif isinstance(target, ast.Subscript):
+            self.expr(target.value, env)
+            if isinstance(target.value, ast.Name) and not isinstance(
+                env.get(target.value.id), TensorV
+            ):
+                env[target.value.id] = UNKNOWN  # a list or dict item changed
+
+    def _rebind(self, target: ast.expr, value: Any, env: dict) -> None:
+        """A value changed in place: a name or `self.attr` now holds `value`."""
+        if isinstance(target, ast.Name):
+            env[target.id] = value
+        elif isinstance(target, ast.Attribute):
+            base = self.expr(target.value, env)
+            if isinstance(base, ObjectV):
+                base.attrs[target.attr] = value
+
+    def if_(self, stmt: ast.If, env: dict, frame: _Frame | None) -> None:
+        truth = truth_of(self.expr(stmt.test, env))
+        if truth is True:
+            self.block(stmt.body, env, frame)
+            return
+        if truth is False:
+            self.block(stmt.orelse, env, frame)
+            return
+        paths = []
+        for body in (stmt.body, stmt.orelse):
+            branch = dict(env)
+            self.block(body, branch, frame)
+            paths.append(branch)
+        replace_env(env, join_envs(paths))
+
+    def loop(self, stmt: ast.For | ast.While, env: dict, frame: _Frame | None) -> None:
+        if isinstance(stmt, ast.For):
+            iterable = self.expr(stmt.iter, env)
+            items = literal_items(iterable)
+            if items is not None and len(items) <= _UNROLL and not has_break(stmt.body):
+                for item in items:  # a ModuleList, a tuple of layers: exact
+                    self.bind(stmt.target, item, env)
+                    self.block(stmt.body, env, frame)
+                    if env.get(DEAD):
+                        return
+                self.block(stmt.orelse, env, frame)
+                return
+            item = self.element(iterable)
+        else:
+            self.expr(stmt.test, env)
+            item = None
+        entry = dict(env)
+        state = dict(env)
+        for rounds in range(_LOOP_ROUNDS + 1):
+            body = dict(state)
+            body.pop(DEAD, None)
+            if item is not None:
+                self.bind(stmt.target, item, body)  # type: ignore[union-attr]
+            self.block(stmt.body, body, frame)
+            body.pop(DEAD, None)
+            new = join_envs([state, body])
+            if envs_agree(new, state):
+                break
+            state = new
+            if rounds == _LOOP_ROUNDS - 1:  # widen what still changes
+                state = {k: v if agree(v, entry.get(k, v)) else UNKNOWN for k, v in state.items()}
+        if isinstance(stmt, ast.While) and isinstance(stmt.test, ast.Constant) and stmt.test.value:
+            state = {k: v for k, v in state.items()}
+        replace_env(env, state)
+        self.block(stmt.orelse, env, frame)
+
+    def try_(self, stmt: ast.Try, env: dict, frame: _Frame | None) -> None:
+        paths = []
+        body = dict(env)
+        caught = bool(stmt.handlers)  # a crash in the body is handled, not a crash of the run
+        self.quiet += caught
+        try:
+            self.block(stmt.body, body, frame)
+        finally:
+            self.quiet -= caught
+        self.block(stmt.orelse, body, frame)
+        paths.append(body)
+        for handler in stmt.handlers:
+            h = {k: (v if k in env else UNKNOWN) for k, v in body.items()}
+            h.update({k: join(v, body.get(k, v)) for k, v in env.items()})
+            h.pop(DEAD, None)
+            if handler.name:
+                h[handler.name] = UNKNOWN
+            self.block(handler.body, h, frame)
+            paths.append(h)
+        replace_env(env, join_envs(paths))
+        self.block(stmt.finalbody, env, frame)
+
+    # ------------------------------------------------------------ expressions
+
+    def expr(self, node: ast.expr | None, env: dict) -> Any:
+        if node is None:
+            return NoneV()
+        if isinstance(node, ast.Constant):
+            return constant(node.value)
+        if isinstance(node, ast.Name):
+            return self.lookup(node.id, env)
+        if isinstance(node, (ast.Tuple, ast.List)):
+            if any(isinstance(e, ast.Starred) for e in node.elts):
+                for e in node.elts:
+                    self.expr(e.value if isinstance(e, ast.Starred) else e, env)
+                return UNKNOWN
+            return TupleV(tuple(self.expr(e, env) for e in node.elts), isinstance(node, ast.List))
+        if isinstance(node, ast.Attribute):
+            return self.attribute(node, self.expr(node.value, env))
+        if isinstance(node, ast.Call):
+            return self.call(node, env)
+        if isinstance(node, ast.BinOp):
+            return self.binop(node, self.expr(node.left, env), node.op, self.expr(node.right, env))
+        if isinstance(node, ast.UnaryOp):
+            return self.unary(node, self.expr(node.operand, env))
+        if isinstance(node, ast.Compare):
+            return self.compare(node, env)
+        if isinstance(node, ast.BoolOp):
+            values = [self.expr(v, env) for v in node.values]
+            truths = [truth_of(v) for v in values]
+            if isinstance(node.op, ast.And):
+                if False in truths:
+                    return BoolV(False)
+                return BoolV(True) if all(t is True for t in truths) else BoolV(None)
+            if True in truths:
+                return BoolV(True)
+            return BoolV(False) if all(t is False for t in truths) else BoolV(None)
+        if isinstance(node, ast.Subscript):
+            return self.subscript(node, env)
+        if isinstance(node, ast.IfExp):
+            truth = truth_of(self.expr(node.test, env))
+            if truth is True:
+                return self.expr(node.body, env)
+            if truth is False:
+                return self.expr(node.orelse, env)
+            return join(self.expr(node.body, env), self.expr(node.orelse, env))
+        if isinstance(node, ast.JoinedStr):
+            return StrV("")
+        if isinstance(node, ast.ListComp):
+            return self.comprehension(node, env)
+        if isinstance(node, ast.NamedExpr):
+            value = self.expr(node.value, env)
+            self.bind(node.target, value, env)
+            return value
+        return UNKNOWN
+
+    def comprehension(self, node: ast.ListComp, env: dict) -> Any:
+        """`[nn.Linear(d, d) for i in range(3)]`: one item per literal index, else unknown."""
+        if len(node.generators) != 1:
+            return UNKNOWN
+        gen = node.generators[0]
+        it = gen.iter
+        if gen.ifs or gen.is_async or not isinstance(gen.target, ast.Name):
+            return UNKNOWN
+        if not (
+            isinstance(it, ast.Call)
+            and isinstance(it.func, ast.Name)
+            and it.func.id == "range"
+            and len(it.args) == 1
+            and not it.keywords
+        ):
+            return UNKNOWN
+        count = self.expr(it.args[0], env)
+        n = literal(count.sym) if isinstance(count, IntV) else None
+        if n is None or not 0 <= n <= _UNROLL:
+            return UNKNOWN
+        items = []
+        for i in range(n):
+            scope = dict(env)
+            scope[gen.target.id] = IntV(const(i))
+            items.append(self.expr(node.elt, scope))
+        return TupleV(tuple(items), is_list=True)
+
+    def lookup(self, name: str, env: dict) -> Any:
+        if name in env:
+            return env[name]
+        if name in self.globals:
+            return self.globals[name]
+        if name == "__name__":
+            return StrV("__main__")
+        if name in ("True", "False"):
+            return BoolV(name == "True")
+        if name in (
+            "len",
+            "range",
+            "enumerate",
+            "zip",
+            "int",
+            "float",
+            "super",
+            "isinstance",
+            "list",
+            "tuple",
+            "min",
+            "max",
+            "sum",
+            "print",
+            "reversed",
+            "sorted",
+            "abs",
+            "round",
+            "iter",
+            "next",
+            "bool",
+            "str",
+            "hasattr",
+            "getattr",
+        ):
+            return ApiV("builtins." + name)
+        return UNKNOWN
+
+    def attribute(self, node: ast.Attribute, base: Any) -> Any:
+        attr = node.attr
+        if isinstance(base, ApiV):
+            return self._api(f"{base.name}.{attr}")
+        if isinstance(base, TensorV):
+            if attr == "shape":
+                return UNKNOWN if base.shape is None else TupleV(tuple(IntV(s) for s in base.shape))
+            if attr in ("T", "mT"):
+                return self.guard(node, lambda: api.call_method(self, base, attr, [], {}))
+            if attr == "ndim":
+                return IntV(None) if base.shape is None else IntV(const(len(base.shape)))
+            if attr == "dtype":
+                return DTypeV(base.dtype) if base.dtype else UNKNOWN
+            if attr == "size" and base.lib == "numpy":
+                return IntV(None) if base.shape is None else IntV(product(base.shape))
+            if attr in ("device", "grad", "data"):
+                return base if attr == "data" else UNKNOWN
+            return MethodV(base, attr)
+        if isinstance(base, ObjectV):
+            if attr in base.attrs:
+                return base.attrs[attr]
+            method = self._method(base.cls, attr)
+            if method is None:
+                value = self._class_attr(base.cls, attr)
+                if value is not None:
+                    return value
+            if method is not None:
+                if any(decorator_name(d) == "property" for d in method.decorator_list):
+                    return self.call_function(FuncV(method, base), node, [], {})
+                return FuncV(method, base)
+            return MethodV(base, attr)
+        if isinstance(base, LayerV):
+            if attr in nn.PARAMS.get(base.kind, ()):
+                return nn.param(base, attr, UNKNOWN)
+            return MethodV(base, attr)
+        if isinstance(base, TupleV) and attr in ("values", "indices") and len(base.items) == 2:
+            return base.items[attr == "indices"]  # the named tuple `x.max(dim=1)` returns
+        if isinstance(base, (TupleV, LoaderV, _Dataset)):
+            return MethodV(base, attr)
+        return UNKNOWN
+
+    def subscript(self, node: ast.Subscript, env: dict) -> Any:
+        base = self.expr(node.value, env)
+        index = self.index(node.slice, env)
+        if isinstance(base, TensorV):
+            return self.guard(node, lambda: tt.subscript(self, base, index))
+        if isinstance(base, TupleV):
+            if isinstance(index, IntV) and literal(index.sym) is not None:
+                k = literal(index.sym)
+                assert k is not None
+                if -len(base.items) <= k < len(base.items):
+                    return base.items[k]
+                return UNKNOWN
+            if isinstance(index, tt.SliceV):
+                bounds = (index.start, index.stop, index.step)
+                if all(
+                    b is None or (b != tt.UNREADABLE and literal(b) is not None) for b in bounds
+                ):
+                    lo, hi, st = (None if b is None else literal(b) for b in bounds)
+                    return TupleV(base.items[lo:hi:st], base.is_list)
+            return UNKNOWN
+        if isinstance(base, LayerV) and isinstance(index, IntV) and literal(index.sym) is not None:
+            k = literal(index.sym)
+            assert k is not None
+            if -len(base.items) <= k < len(base.items):
+                return base.items[k]
+        return UNKNOWN
+
+    def index(self, node: ast.expr, env: dict) -> Any:
+        if isinstance(node, ast.Slice):
+            return tt.SliceV(*(self._bound(b, env) for b in (node.lower, node.upper, node.step)))
+        if isinstance(node, ast.Constant) and node.value is Ellipsis:
+            return tt.EllipsisV()
+        if isinstance(node, ast.Tuple):
+            return TupleV(tuple(self.index(e, env) for e in node.elts))
+        return self.expr(node, env)
+
+    def _bound(self, node: ast.expr | None, env: dict) -> Any:
+        if node is None:
+            return None
+        v = self.expr(node, env)
+        if isinstance(v, NoneV):
+            return None
+        if isinstance(v, IntV) and v.sym is not None:
+            return v.sym
+        return tt.UNREADABLE
+
+    def unary(self, node: ast.UnaryOp, v: Any) -> Any:
+        if isinstance(node.op, ast.Not):
+            t = truth_of(v)
+            return BoolV(None if t is None else not t)
+        if isinstance(v, IntV) and isinstance(node.op, ast.USub):
+            return IntV(arith("-", const(0), v.sym))
+        if isinstance(v, (TensorV, FloatV)):
+            return v
+        if isinstance(v, IntV):
+            return IntV(None)
+        return UNKNOWN
+
+    def binop(self, node: ast.AST, a: Any, op: ast.operator, b: Any) -> Any:
+        if isinstance(a, TensorV) or isinstance(b, TensorV):
+            if isinstance(op, ast.MatMult):
+                return self.guard(node, lambda: tt.matmul(self, a, b))
+            if not all(isinstance(x, (TensorV, IntV, FloatV, BoolV)) for x in (a, b)):
+                t = a if isinstance(a, TensorV) else b
+                return TensorV(None, None, t.lib)
+            out = self.guard(node, lambda: tt.elementwise(self, a, b))
+            if isinstance(op, ast.Div) and isinstance(out, TensorV) and not tt.is_float(out.dtype):
+                lib = out.lib
+                return out.with_dtype(None if out.dtype is None else tt.default_float(lib))
+            return out
+        if isinstance(a, IntV) and isinstance(b, IntV):
+            ops = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%"}
+            if type(op) in ops:
+                return IntV(arith(ops[type(op)], a.sym, b.sym))
+            if isinstance(op, ast.Div):
+                return FloatV()
+            if (
+                isinstance(op, ast.Pow)
+                and literal(a.sym) is not None
+                and literal(b.sym) is not None
+            ):
+                x, y = literal(a.sym), literal(b.sym)
+                assert x is not None and y is not None
+                return IntV(const(x**y)) if 0 <= y < 64 else FloatV()
+            return IntV(None)
+        if isinstance(a, (IntV, FloatV)) and isinstance(b, (IntV, FloatV)):
+            return FloatV()
+        if isinstance(a, TupleV) and isinstance(b, TupleV) and isinstance(op, ast.Add):
+            return TupleV(a.items + b.items, a.is_list)
+        return UNKNOWN
+
+    def compare(self, node: ast.Compare, env: dict) -> Any:
+        left = self.expr(node.left, env)
+        rights = [self.expr(c, env) for c in node.comparators]
+        if len(rights) != 1:
+            return BoolV(None)
+        op, right = node.ops[0], rights[0]
+        if isinstance(op, (ast.Is, ast.IsNot)):
+            result = is_none(left, right)
+            if result is None:
+                return BoolV(None)
+            return BoolV(result if isinstance(op, ast.Is) else not result)
+        if isinstance(left, TensorV) or isinstance(right, TensorV):
+            out = self.guard(node, lambda: tt.elementwise(self, left, right))
+            return out.with_dtype("bool") if isinstance(out, TensorV) else out
+        if isinstance(left, IntV) and isinstance(right, IntV):
+            a, b = literal(left.sym), literal(right.sym)
+            if a is not None and b is not None:
+                table = {
+                    ast.Eq: a == b,
+                    ast.NotEq: a != b,
+                    ast.Lt: a < b,
+                    ast.LtE: a <= b,
+                    ast.Gt: a > b,
+                    ast.GtE: a >= b,
+                }
+                return BoolV(table.get(type(op)))
+        if (
+            isinstance(left, StrV)
+            and isinstance(right, StrV)
+            and isinstance(op, (ast.Eq, ast.NotEq))
+        ):
+            return BoolV((left.value == right.value) == isinstance(op, ast.Eq))
+        return BoolV(None)
+
+    def guard(self, node: ast.AST, rule: Any) -> Any:
+        """Run a shape rule; a refuted requirement becomes one diagnostic at `node`."""
+        try:
+            return rule()
+        except RefutedError as err:
+            self.report(err, node)
+            return UNKNOWN
+
+    # ------------------------------------------------------------ calls
+
+    def call(self, node: ast.Call, env: dict) -> Any:
+        func = self.expr(node.func, env)
+        args: list[Any] = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                spread = self.expr(a.value, env)
+                if isinstance(spread, TupleV):
+                    args.extend(spread.items)
+                else:
+                    return self._unknown_call(node, func, args)
+            else:
+                args.append(self.expr(a, env))
+        kwargs = {}
+        for kw in node.keywords:
+            value = self.expr(kw.value, env)
+            if kw.arg is None:
+                return self._unknown_call(node, func, args)
+            kwargs[kw.arg] = value
+        if (
+            isinstance(node.func, ast.Attribute)
+            and node.func.attr in _MUTATORS
+            and isinstance(func, MethodV)
+            and isinstance(func.receiver, (TupleV, LayerV, ObjectV))
+        ):
+            # a list, a ModuleList or a module changed: what it holds is no longer known
+            if not isinstance(func.receiver, ObjectV):
+                self._rebind(node.func.value, UNKNOWN, env)
+            return UNKNOWN
+        if (
+            isinstance(func, MethodV)
+            and isinstance(func.receiver, TensorV)
+            and isinstance(node.func, ast.Attribute)
+            and (func.name.endswith("_") and not func.name.startswith("_") or func.name == "resize")
+        ):
+            # in place: the receiver becomes the result (`x.unsqueeze_(0)` changes x's shape)
+            plain = MethodV(func.receiver, func.name.rstrip("_"))
+            result = self.guard(node, lambda: self.apply(plain, args, kwargs, node))
+            if func.name == "resize":
+                result = UNKNOWN
+            self._rebind(node.func.value, result if isinstance(result, TensorV) else UNKNOWN, env)
+            return result
+        reported = len(self.found)
+        result = self.guard(node, lambda: self.apply(func, args, kwargs, node))
+        if result is UNKNOWN and len(self.found) == reported:  # not unknown because refuted
+            self._unknown_call(node, func, args)
+        return result
+
+    def _unknown_call(self, node: ast.Call, func: Any, args: list) -> Any:
+        receiver = func.receiver if isinstance(func, MethodV) else None
+        if any(isinstance(v, TensorV) and v.shape is not None for v in [receiver, *args]):
+            if not (isinstance(func, ApiV) and func.name.startswith("builtins.")):
+                self.unknown_nodes.add((node.lineno, node.col_offset))
+        return UNKNOWN
+
+    def call_value(self, f: Any, args: list) -> Any:
+        return self.apply(f, args, {}, self._node)
+
+    def apply(self, f: Any, args: list, kwargs: dict, node: ast.AST | None) -> Any:
+        self._node = node
+        if isinstance(f, MethodV):
+            return self.method(f, args, kwargs)
+        if isinstance(f, ApiV):
+            return self.library(f.name, args, kwargs, node)
+        if isinstance(f, FuncV):
+            return self.call_function(f, node, args, kwargs)
+        if isinstance(f, ClassV):
+            return self.instantiate(f, args, kwargs)
+        if isinstance(f, KernelV):
+            return self.kernel_call(f.name, args, kwargs, node)
+        if isinstance(f, LayerV):
+            try:
+                return nn.call_layer(self, f, args, kwargs, self.call_value)
+            except RefutedError as err:
+                if f.span is not None and not err.labels and f.kind != "Sequential":
+                    err.labels = (Label(f.span, f"`{f.text}` is built here"),)
+                raise
+        if isinstance(f, ObjectV):
+            forward = self._method(f.cls, "forward") or self._method(f.cls, "__call__")
+            if forward is None:
+                return UNKNOWN
+            return self.call_function(FuncV(forward, f), node, args, kwargs)
+        return UNKNOWN
+
+    def method(self, f: MethodV, args: list, kwargs: dict) -> Any:
+        r = f.receiver
+        if isinstance(r, TensorV):
+            return api.call_method(self, r, f.name, args, kwargs)
+        if isinstance(r, (LayerV, ObjectV)) and f.name in _MODULE_SELF:
+            return r
+        return UNKNOWN
+
+    def library(self, name: str, args: list, kwargs: dict, node: ast.AST | None) -> Any:
+        if name.startswith("builtins."):
+            return self.builtin(name[9:], args, kwargs)
+        if name.startswith("mimir.array."):
+            short = name[12:]
+            if short in ("zeros", "ones", "full", "rand"):
+                shape = args[0] if args else kwargs.get("shape", UNKNOWN)
+                dtype = kwargs.get("dtype", args[1] if short != "full" and len(args) > 1 else None)
+                kw = {"dtype": dtype} if isinstance(dtype, DTypeV) else {}
+                return tt.creation(self, [shape], kw, "mimir")
+            if short in ("where", "maximum", "minimum"):
+                return tt.elementwise(self, *args)
+            if short == "tensor":
+                return tt.from_data(args[0] if args else UNKNOWN, "mimir", None)
+            return UNKNOWN
+        if name.startswith("torch.nn.") and not name.startswith("torch.nn.functional."):
+            kind = name.rsplit(".", 1)[-1]
+            if kind not in nn.KNOWN_LAYERS:
+                return UNKNOWN
+            text = segment(self.src.lines, node) if node is not None else kind
+            items: list[Any] = []
+            if kind == "Sequential":
+                items = list(args)
+            if kind == "ModuleList" and args:
+                if not isinstance(args[0], TupleV):
+                    return UNKNOWN  # built from a comprehension or a list we cannot read
+                items = list(args[0].items)
+            span = self.src.span(node) if node is not None else None
+            return LayerV(kind, args, kwargs, text, items, span)
+        if name in ("torch.utils.data.TensorDataset",):
+            return _Dataset(list(args))
+        if name == "torch.utils.data.DataLoader":
+            return self.loader(args, kwargs)
+        if name.startswith("torch.cuda.") or name in ("torch.manual_seed", "torch.no_grad"):
+            return UNKNOWN
+        return api.call_function(self, name, args, kwargs)
+
+    def builtin(self, name: str, args: list, kwargs: dict) -> Any:
+        a = args[0] if args else UNKNOWN
+        if name == "len":
+            if isinstance(a, TensorV) and a.shape:
+                return IntV(a.shape[0])
+            if isinstance(a, TupleV):
+                return IntV(const(len(a.items)))
+            if isinstance(a, LayerV) and a.kind in ("Sequential", "ModuleList"):
+                return IntV(const(len(a.items)))
+            return IntV(None)
+        if name == "range":
+            return LoaderV(IntV(None))
+        if name == "enumerate":
+            return LoaderV(TupleV((IntV(None), self.element(a))))
+        if name == "zip":
+            return LoaderV(TupleV(tuple(self.element(x) for x in args)))
+        if name in ("list", "tuple") and isinstance(a, TupleV):
+            return TupleV(a.items, name == "list")
+        if name in ("list", "tuple", "reversed", "sorted"):
+            return UNKNOWN
+        if name == "int":
+            return a if isinstance(a, IntV) else IntV(None)
+        if name == "float":
+            return FloatV()
+        if name == "isinstance":
+            return BoolV(None)
+        if name == "print":
+            return NoneV()
+        return UNKNOWN
+
+    def element(self, iterable: Any) -> Any:
+        """What iterating `iterable` yields (the join of a tuple's items)."""
+        if isinstance(iterable, LoaderV):
+            return iterable.item
+        if isinstance(iterable, TensorV):
+            if iterable.shape:
+                return TensorV(iterable.shape[1:], iterable.dtype, iterable.lib)
+            return TensorV(None, iterable.dtype, iterable.lib)
+        if isinstance(iterable, TupleV) and iterable.items:
+            out = iterable.items[0]
+            for x in iterable.items[1:]:
+                out = join(out, x)
+            return out
+        if isinstance(iterable, _Dataset):
+            return TupleV(tuple(self.element(t) for t in iterable.tensors))
+        return UNKNOWN
+
+    def loader(self, args: list, kwargs: dict) -> Any:
+        data = tt.arg(args, kwargs, 0, "dataset")
+        bs = tt.int_lit(tt.arg(args, kwargs, 1, "batch_size", IntV(const(1))))
+        drop = kwargs.get("drop_last")
+        drop_last = isinstance(drop, BoolV) and drop.value is True
+        if not isinstance(data, _Dataset) or bs is None or bs < 1:
+            return LoaderV(UNKNOWN)
+        tensors = [tt.tensor(t) for t in data.tensors]
+        if any(t is None or not t.shape for t in tensors):
+            return LoaderV(UNKNOWN)
+        n = literal(tensors[0].shape[0])  # type: ignore[union-attr, index]
+        if n is not None and (n % bs == 0 or drop_last) and n >= bs:
+            batch: Sym = const(bs)
+        elif n is not None and n < bs:
+            batch = const(n)
+        elif n is not None:
+            batch = self.fresh("batch", 1, bs, values=(bs, n % bs))
+        else:
+            batch = self.fresh("batch", 1, bs)
+        return LoaderV(
+            TupleV(tuple(t.with_shape((batch, *t.shape[1:])) for t in tensors if t and t.shape))
+        )
+
+    def call_function(
+        self,
+        f: FuncV,
+        node: ast.AST | None,
+        args: list | None,
+        kwargs: dict,
+        standalone: bool = False,
+    ) -> Any:
+        fn = f.node
+        if (
+            self.depth >= _MAX_DEPTH
+            or self.steps > _BUDGET
+            or any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(fn))
+        ):
+            return UNKNOWN
+        if not standalone:
+            self.reached.add(id(fn))
+        # A call that passes nothing the interpreter knows gives what the last such call gave.
+        memo = None
+        if all(uninformative(v) for v in [*(args or []), *kwargs.values()]):
+            memo = (id(fn), id(f.owner), args is None, len(args or []), tuple(sorted(kwargs)))
+            if memo in self._memo:
+                return self._memo[memo]
+            self._memo[memo] = UNKNOWN  # a recursive call meanwhile learns nothing
+        env: dict[str, Any] = {}
+        params = [*fn.args.posonlyargs, *fn.args.args]
+        positional = list(args or [])
+        if f.owner is not None and params:
+            env[params[0].arg] = f.owner
+            params = params[1:]
+        defaults = fn.args.defaults
+        first_default = len(params) - len(defaults)
+        for k, p in enumerate(params):
+            if k < len(positional):
+                value = positional[k]
+            elif p.arg in kwargs:
+                value = kwargs[p.arg]
+            elif k >= first_default and args is not None:
+                value = self.expr(defaults[k - first_default], self.globals)
+            else:
+                value = UNKNOWN
+            if args is None or value is UNKNOWN:
+                annotated = self.annotation(p.annotation)
+                if annotated is not UNKNOWN:
+                    value = annotated
+            env[p.arg] = value
+        for p, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults, strict=True):
+            if p.arg in kwargs:
+                env[p.arg] = kwargs[p.arg]
+            elif d is not None and args is not None:
+                env[p.arg] = self.expr(d, self.globals)
+            else:
+                env[p.arg] = self.annotation(p.annotation)
+        if fn.args.vararg is not None:
+            env[fn.args.vararg.arg] = UNKNOWN
+        if fn.args.kwarg is not None:
+            env[fn.args.kwarg.arg] = UNKNOWN
+        frame = _Frame()
+        self.depth += 1
+        try:
+            self.block(fn.body, env, frame)
+        finally:
+            self.depth -= 1
+        if not env.get(DEAD):
+            frame.returns.append(NoneV())
+        result = frame.returns[0] if frame.returns else UNKNOWN  # every path raised
+        for r in frame.returns[1:]:
+            result = join(result, r)
+        if memo is not None:
+            self._memo[memo] = result
+        return result
+
+    def annotation(self, node: ast.expr | None) -> Any:
+        return read_host_annotation(self.info, node, self.qualname, self.dim_size, self.named_size)
+
+    def qualname(self, node: ast.expr) -> str | None:
+        if isinstance(node, ast.Name):
+            v = self.globals.get(node.id)
+            return v.name if isinstance(v, ApiV) else self.aliases.get(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self.qualname(node.value)
+            return None if base is None else f"{base}.{node.attr}"
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            try:
+                inner = ast.parse(node.value, mode="eval").body
+            except SyntaxError:
+                return None
+            return self.qualname(inner)
+        return None
+
+    def instantiate(
+        self, cls: ClassV, args: list | None, kwargs: dict, standalone: bool = False
+    ) -> Any:
+        if not standalone:
+            self.instantiated.add(id(cls.node))
+        obj = ObjectV(cls.node)
+        init = self._method(cls.node, "__init__")
+        if init is not None:
+            self.call_function(FuncV(init, obj), None, args, kwargs, standalone=standalone)
+        return obj
+
+    def _class_attr(self, cls: ast.ClassDef, name: str, seen: int = 0) -> Any:
+        """A class-level binding (`expansion = 1`), evaluated in the module's scope."""
+        for stmt in cls.body:
+            if (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+                and stmt.targets[0].id == name
+            ):
+                return self.expr(stmt.value, self.globals)
+        for base in cls.bases:
+            if seen < 8 and isinstance(base, ast.Name):
+                parent = self.globals.get(base.id)
+                if isinstance(parent, ClassV):
+                    return self._class_attr(parent.node, name, seen + 1)
+        return None
+
+    def _method(self, cls: ast.ClassDef, name: str, seen: int = 0) -> ast.FunctionDef | None:
+        for stmt in cls.body:
+            if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
+                return stmt
+        if seen > 8:
+            return None
+        for base in cls.bases:
+            if isinstance(base, ast.Name) and isinstance(self.globals.get(base.id), ClassV):
+                found = self._method(self.globals[base.id].node, name, seen + 1)
+                if found is not None:
+                    return found
+        return None
+
+    # ------------------------------------------------------------ @gpu calls
+
+    def kernel_call(self, name: str, args: list, kwargs: dict, node: ast.AST | None) -> Any:
+        return kernel_calls.kernel_call(self, name, args, kwargs, node)
+
+
+def _expects_error(node: ast.expr) -> bool:
+    """`pytest.raises(...)`, `self.assertRaises(...)`: a block whose crash is expected."""
+    func = node.func if isinstance(node, ast.Call) else node
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return name in ("raises", "assertRaises", "assertRaisesRegex", "assertWarns")

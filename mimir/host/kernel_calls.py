@@ -1,0 +1,149 @@
+"""Calls of `@gpu` kernels from host code: one binding of each `Dim` across all arguments.
+
+Each tensor argument's shape is matched against its parameter's annotation: a literal
+size must be equal, a `Dim` is bound by the first argument that carries it and every
+later one must agree (GPU040 names both arguments and both sizes), a size within the
+dim's constraints (GPU042), a dim expression (`N + 2`) after the dims are bound, and
+the dtype of a `mimir.array` tensor (GPU041). The result takes the return annotation
+with the binding substituted, so `k2(k1(x))` is checked as written.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING, Any
+
+from mimir.dims import Dim
+from mimir.host import torch_table as tt
+from mimir.host.rules import RefutedError
+from mimir.host.values import UNKNOWN, Sym, TensorV, arith, const, eq, show, show_shape
+from mimir.parse.module import TensorAnnotation, read_annotation
+from mimir.solve.z3lib import z3
+
+if TYPE_CHECKING:
+    from mimir.host.interp import HostChecker
+
+
+def kernel_call(hc: HostChecker, name: str, args: list, kwargs: dict, node: ast.AST | None) -> Any:
+    kernel = hc.kernels[name].node
+    params = kernel.args.args
+    call = node if isinstance(node, ast.Call) else None
+    passed: list[tuple[str, Any, ast.expr | None]] = []
+    for k, p in enumerate(params):
+        if k < len(args):
+            passed.append((p.arg, args[k], call.args[k] if call and k < len(call.args) else None))
+        elif p.arg in kwargs:
+            src = (
+                next((kw.value for kw in call.keywords if kw.arg == p.arg), None) if call else None
+            )
+            passed.append((p.arg, kwargs[p.arg], src))
+    binding: dict[str, tuple[Sym, str, str]] = {}
+    later: list[tuple[str, Any, Any, str]] = []
+    for pname, value, src in passed:
+        ann = read_annotation(hc.info, next(p for p in params if p.arg == pname).annotation)
+        t = tt.tensor(value)
+        if not isinstance(ann, TensorAnnotation) or t is None:
+            continue
+        shown = show_shape(t.shape)
+        want = "[" + ", ".join(str(d) for d in ann.dims) + "]"
+        if t.dtype is not None and t.lib == "mimir":
+            want_dtype = "bool" if ann.dtype.name == "bool_" else ann.dtype.name
+            if t.dtype != want_dtype:
+                _report_at(
+                    hc,
+                    src,
+                    node,
+                    RefutedError(
+                        "GPU041",
+                        f"argument `{pname}` of `{name}` is {t.dtype}, the annotation says "
+                        f"{ann.dtype.name}",
+                    ),
+                )
+                continue
+        if t.shape is None:
+            continue
+        if len(t.shape) != len(ann.dims):
+            _report_at(
+                hc,
+                src,
+                node,
+                RefutedError(
+                    "GPU040",
+                    f"argument `{pname}` of `{name}` has shape {shown} (rank {len(t.shape)}), "
+                    f"the annotation says {want}",
+                ),
+            )
+            continue
+        try:
+            for d, size in zip(ann.dims, t.shape, strict=True):
+                if size is None:
+                    continue
+                if isinstance(d, Dim):
+                    if d.name in binding:
+                        bound, other, other_shape = binding[d.name]
+                        hc.need(
+                            eq(bound, size),
+                            "GPU040",
+                            f"`{d.name}` is {show(bound)} from argument `{other}` "
+                            f"{other_shape} but {show(size)} from argument `{pname}` {shown} "
+                            f"in the call of `{name}`",
+                        )
+                    else:
+                        binding[d.name] = (size, pname, shown)
+                        _dim_constraints(hc, d, size, pname, name)
+                else:
+                    later.append((pname, d, size, shown))
+            for pname2, d, size, shown2 in later:
+                expected = _substitute(d, binding)
+                hc.need(
+                    eq(expected, size),
+                    "GPU040",
+                    f"argument `{pname2}` of `{name}` has shape {shown2}, the annotation "
+                    f"says {want} (expected {show(expected)}, got {show(size)})",
+                )
+            later.clear()
+        except RefutedError as err:
+            _report_at(hc, src, node, err)
+            return UNKNOWN
+    ret = read_annotation(hc.info, kernel.returns)
+    if not isinstance(ret, TensorAnnotation):
+        return UNKNOWN
+    shape = tuple(_substitute(d, binding) for d in ret.dims)
+    dtype = "bool" if ret.dtype.name == "bool_" else ret.dtype.name
+    return TensorV(shape, dtype, "mimir")
+
+
+def _dim_constraints(hc: HostChecker, d: Dim, size: Sym, pname: str, kernel: str) -> None:
+    conds = [size.term >= d.min]
+    if d.max is not None:
+        conds.append(size.term <= d.max)
+    if d.multiple_of is not None:
+        conds.append(size.term % d.multiple_of == 0)
+    if size.value is not None:
+        ok = d.admits(size.value)
+        cond: Any = ok
+    else:
+        cond = z3.And(*conds)
+    hc.need(
+        cond,
+        "GPU042",
+        f"argument `{pname}` of `{kernel}` binds `{d.name}` to {show(size)}, outside "
+        f"{d.describe_constraints()}",
+    )
+
+
+def _substitute(d: Any, binding: dict) -> Any:
+    if isinstance(d, int):
+        return const(d)
+    if isinstance(d, Dim):
+        return binding[d.name][0] if d.name in binding else None
+    left, right = _substitute(d.left, binding), _substitute(d.right, binding)
+    return arith(d.op, left, right)
+
+
+def _report_at(
+    hc: HostChecker, src: ast.AST | None, node: ast.AST | None, err: RefutedError
+) -> None:
+    at = src if src is not None else node
+    if at is not None:
+        hc.report(err, at)

@@ -1,0 +1,47 @@
+"""What a host shape rule may ask of the checker: obligations over sizes.
+
+A rule states each requirement as `cx.need(condition, code, message)`: the
+condition is a bool (decided already), a Z3 term over the size algebra (proven
+for every admissible size), or None (a size is unknown: nothing is claimed).
+A requirement that fails raises `RefutedError`, which the interpreter turns into one
+diagnostic at the call and an unknown result, so nothing downstream cascades.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn, Protocol
+
+from mimir.diagnostics.diagnostic import Label
+
+
+class RefutedError(Exception):
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        counterexample: tuple[tuple[str, int], ...] = (),
+        labels: tuple[Label, ...] = (),
+        note: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.counterexample = counterexample
+        self.labels = labels
+        self.note = note  # the shapes in the counterexample: "(then [4, 16, 6, 6])"
+
+
+class Ctx(Protocol):
+    def need(self, cond: Any, code: str, message: str, shapes: tuple = ()) -> None:
+        """`shapes`: shapes the message names, shown with the counterexample's sizes."""
+        ...
+
+    def fail(self, code: str, message: str) -> NoReturn: ...
+
+    def warn(self, code: str, message: str) -> None:
+        """A finding that does not stop the rule (a warning-severity code)."""
+        ...
+
+    def fresh(self, name: str, lo: int, hi: int | None = None) -> Any:
+        """A new symbolic size `lo <= name <= hi` (a data loader's last batch)."""
+        ...

@@ -1,0 +1,746 @@
+"""The PyTorch and NumPy shape table: one rule per API function or tensor method.
+
+Each rule takes the checker's context `cx` (see `mimir.host.rules`), the call's
+positional and keyword arguments as host values, and returns the result's host
+value. Sizes are `Sym`s of the Z3 size algebra (`mimir.constraints.algebra`),
+the same terms the kernel checker proves; a size that is None is unknown and is
+never compared. A function or method missing from the table gives `UNKNOWN`:
+an unknown call is never an error. Errors use the codes the kernel language
+uses for the same failure (GPU010 broadcast, GPU011 matmul, GPU013 reshape,
+GPU014 axis, GPU018 index) and host codes (GPU100-GPU105) for the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mimir.host.rules import Ctx
+from mimir.host.values import (
+    UNKNOWN,
+    BoolV,
+    DeviceV,
+    DTypeV,
+    FloatV,
+    IntV,
+    NoneV,
+    Shape,
+    Size,
+    StrV,
+    TensorV,
+    TupleV,
+    any_,
+    arith,
+    const,
+    eq,
+    le,
+    literal,
+    product,
+    show,
+    show_shape,
+)
+
+Rule = Callable[[Ctx, list[Any], dict[str, Any]], Any]
+
+FLOATS = ("float16", "bfloat16", "float32", "float64")
+INTS = ("uint8", "int8", "int16", "int32", "int64", "uint32")
+DTYPE_ALIASES = {
+    "float": "float32",
+    "float32": "float32",
+    "float64": "float64",
+    "double": "float64",
+    "half": "float16",
+    "float16": "float16",
+    "bfloat16": "bfloat16",
+    "long": "int64",
+    "int64": "int64",
+    "int": "int32",
+    "int32": "int32",
+    "int16": "int16",
+    "int8": "int8",
+    "uint8": "uint8",
+    "uint32": "uint32",
+    "bool": "bool",
+    "bool_": "bool",
+}
+
+
+def default_float(lib: str) -> str:
+    return "float64" if lib == "numpy" else "float32"
+
+
+def is_float(dtype: str | None) -> bool | None:
+    return None if dtype is None else dtype in FLOATS
+
+
+def is_int(dtype: str | None) -> bool | None:
+    return None if dtype is None else dtype in INTS
+
+
+# ---------------------------------------------------------------- arguments
+
+
+def arg(args: list, kwargs: dict, i: int | None, name: str, default: Any = None) -> Any:
+    if name in kwargs:
+        return kwargs[name]
+    if i is not None and i < len(args):
+        return args[i]
+    return default
+
+
+def size_of(v: Any) -> Size:
+    """A value used as a size: an int (or a literal bool), else unknown."""
+    if isinstance(v, IntV):
+        return v.sym
+    return None
+
+
+def int_lit(v: Any) -> int | None:
+    if isinstance(v, IntV):
+        return literal(v.sym)
+    if isinstance(v, BoolV) and v.value is not None:
+        return int(v.value)
+    return None
+
+
+def ints(v: Any) -> list[int | None] | None:
+    """An int or a tuple of ints as a list of literal ints (None items unknown)."""
+    if isinstance(v, TupleV):
+        return [int_lit(x) for x in v.items]
+    if isinstance(v, IntV):
+        return [int_lit(v)]
+    return None
+
+
+def sizes_arg(args: list) -> list[Size] | None:
+    """`f(2, 3)`, `f((2, 3))`, `f([2, 3])`, `f(x.shape)`: the sizes, or None if unreadable."""
+    if len(args) == 1 and isinstance(args[0], TupleV):
+        items = args[0].items
+    else:
+        items = tuple(args)
+    if not all(isinstance(x, IntV) for x in items):
+        return None
+    return [x.sym for x in items]
+
+
+def dtype_arg(v: Any) -> str | None:
+    if isinstance(v, DTypeV):
+        return v.name
+    return None
+
+
+def axis(cx: Ctx, v: Any, rank: int, what: str) -> int | None:
+    """A literal dim argument normalised against `rank`; None when not literal."""
+    k = int_lit(v)
+    if k is None:
+        return None
+    r = max(rank, 1)
+    if not -r <= k < r:
+        cx.fail("GPU014", f"dim {k} is out of range for `{what}` on a tensor of rank {rank}")
+    return None if rank == 0 else k % r  # a 0-d tensor accepts dim 0 and -1 but has no axis
+
+
+def tensor(v: Any) -> TensorV | None:
+    return v if isinstance(v, TensorV) else None
+
+
+def operand_shape(v: Any) -> Shape | None:
+    """The shape an operand contributes to broadcasting (a Python scalar is `()`)."""
+    if isinstance(v, TensorV):
+        return v.shape
+    if isinstance(v, (IntV, FloatV, BoolV)):
+        return ()
+    return None
+
+
+# ---------------------------------------------------------------- broadcasting
+
+
+def broadcast(cx: Ctx, *shapes: Shape | None) -> Shape | None:
+    """NumPy/PyTorch broadcasting; unknown sizes stay unknown and are never compared."""
+    if any(s is None for s in shapes):
+        return None
+    rank = max((len(s) for s in shapes), default=0)  # type: ignore[arg-type]
+    out: list[Size] = []
+    for i in range(rank, 0, -1):
+        size: Size = const(1)
+        for shape in shapes:
+            assert shape is not None
+            if len(shape) < i:
+                continue
+            size = _pair(cx, size, shape[-i], shapes)
+        out.append(size)
+    return tuple(out)
+
+
+def _pair(cx: Ctx, a: Size, b: Size, shapes: tuple) -> Size:
+    if literal(a) == 1:
+        return b
+    if literal(b) == 1:
+        return a
+    if a is None or b is None:
+        return None
+    cond = any_(eq(a, b), eq(a, const(1)), eq(b, const(1)))
+    cx.need(
+        cond,
+        "GPU010",
+        "shapes "
+        + " and ".join(show_shape(s) for s in shapes)
+        + f" cannot broadcast: {show(a)} vs {show(b)}",
+        shapes,
+    )
+    if eq(a, b) is True:
+        return a
+    return None if a.value is None or b.value is None else a
+
+
+def promote(a: Any, b: Any) -> str | None:
+    """The result dtype of an element-wise op on two operands (PyTorch's rules, simplified)."""
+    da = a.dtype if isinstance(a, TensorV) else _scalar_kind(a)
+    db = b.dtype if isinstance(b, TensorV) else _scalar_kind(b)
+    if da is None or db is None:
+        return None
+    lib = a.lib if isinstance(a, TensorV) else b.lib if isinstance(b, TensorV) else "torch"
+    a_scalar, b_scalar = not isinstance(a, TensorV), not isinstance(b, TensorV)
+    if a_scalar and b_scalar:
+        return None
+    if a_scalar or b_scalar:
+        t, s = (db, da) if a_scalar else (da, db)
+        if s == "pyfloat":
+            return t if t in FLOATS else default_float(lib)
+        return t if t != "bool" or s == "pybool" else "int64"
+    if da == db:
+        return da
+    order = ["bool", *INTS, *FLOATS]
+    if da in order and db in order:
+        return max(da, db, key=order.index)
+    return None
+
+
+def _scalar_kind(v: Any) -> str | None:
+    if isinstance(v, FloatV):
+        return "pyfloat"
+    if isinstance(v, IntV):
+        return "pyint"
+    if isinstance(v, BoolV):
+        return "pybool"
+    return None
+
+
+def elementwise(cx: Ctx, *operands: Any, dtype: str | None = "promote") -> Any:
+    tensors = [o for o in operands if isinstance(o, TensorV)]
+    if not tensors:
+        return UNKNOWN
+    shape = broadcast(cx, *(operand_shape(o) for o in operands))
+    if dtype == "promote":
+        dt: str | None = tensors[0].dtype
+        for o in operands[1:]:
+            dt = promote(TensorV(None, dt, tensors[0].lib), o) if dt is not None else None
+        dtype = dt
+    return TensorV(shape, dtype, tensors[0].lib)
+
+
+# ---------------------------------------------------------------- linear algebra
+
+
+def matmul(cx: Ctx, a: Any, b: Any) -> Any:
+    x, y = tensor(a), tensor(b)
+    if x is None or y is None or x.shape is None or y.shape is None:
+        return TensorV(None, None, x.lib if x else "torch") if x or y else UNKNOWN
+    if x.dtype and y.dtype and x.dtype != y.dtype and x.lib == "torch":
+        cx.fail("GPU105", f"matmul mixes {x.dtype} and {y.dtype}: both operands need one dtype")
+    xs, ys = x.shape, y.shape
+    if not xs or not ys:
+        cx.fail("GPU012", "matmul needs operands of rank 1 or more, got a scalar")
+    left = (const(1), *xs) if len(xs) == 1 else xs
+    right = (*ys, const(1)) if len(ys) == 1 else ys
+    k1, k2 = left[-1], right[-2]
+    cx.need(
+        eq(k1, k2),
+        "GPU011",
+        f"matmul shape mismatch: {show_shape(xs)} @ {show_shape(ys)}, "
+        f"left has K={show(k1)}, right has K={show(k2)}",
+        (xs, ys),
+    )
+    batch = broadcast(cx, left[:-2], right[:-2])
+    out: list[Size] = [*(batch or ())]
+    if len(xs) > 1:
+        out.append(left[-2])
+    if len(ys) > 1:
+        out.append(right[-1])
+    dtype = x.dtype if x.dtype == y.dtype else promote(x, y)
+    return TensorV(tuple(out) if batch is not None else None, dtype, x.lib)
+
+
+def mm(cx: Ctx, args: list, kwargs: dict) -> Any:
+    for side, v in (
+        ("left", arg(args, kwargs, 0, "input")),
+        ("right", arg(args, kwargs, 1, "mat2")),
+    ):
+        t = tensor(v)
+        if t is not None and t.rank is not None and t.rank != 2:
+            cx.fail("GPU012", f"`mm` needs 2-d operands: {side} has rank {t.rank}")
+    return matmul(cx, args[0] if args else UNKNOWN, args[1] if len(args) > 1 else UNKNOWN)
+
+
+def bmm(cx: Ctx, args: list, kwargs: dict) -> Any:
+    a, b = tensor(arg(args, kwargs, 0, "input")), tensor(arg(args, kwargs, 1, "mat2"))
+    for side, t in (("left", a), ("right", b)):
+        if t is not None and t.rank is not None and t.rank != 3:
+            cx.fail("GPU012", f"`bmm` needs 3-d operands: {side} has rank {t.rank}")
+    if a and b and a.shape and b.shape:
+        cx.need(
+            eq(a.shape[0], b.shape[0]),
+            "GPU011",
+            f"bmm batch sizes differ: {show(a.shape[0])} vs {show(b.shape[0])}",
+        )
+    return matmul(cx, a or UNKNOWN, b or UNKNOWN)
+
+
+def einsum(cx: Ctx, args: list, kwargs: dict) -> Any:
+    if not args or not isinstance(args[0], StrV):
+        return UNKNOWN
+    spec = args[0].value.replace(" ", "")
+    operands = args[1:]
+    if len(operands) == 1 and isinstance(operands[0], TupleV):
+        operands = list(operands[0].items)
+    if "->" not in spec or "." in spec:
+        return UNKNOWN
+    lhs, out = spec.split("->")
+    terms = lhs.split(",")
+    if len(terms) != len(operands):
+        cx.fail("GPU036", f"einsum spec `{spec}` names {len(terms)} operands, got {len(operands)}")
+    bound: dict[str, Size] = {}
+    lib = "torch"
+    for term, op in zip(terms, operands, strict=True):
+        t = tensor(op)
+        if t is None or t.shape is None:
+            continue
+        lib = t.lib
+        if len(term) != len(t.shape):
+            cx.fail(
+                "GPU036",
+                f"einsum term `{term}` has {len(term)} letters for a tensor of rank {len(t.shape)}",
+            )
+        for letter, size in zip(term, t.shape, strict=True):
+            if letter in bound:
+                cx.need(
+                    eq(bound[letter], size),
+                    "GPU011",
+                    f"einsum `{spec}`: `{letter}` is {show(bound[letter])} in one operand "
+                    f"and {show(size)} in another",
+                )
+            else:
+                bound[letter] = size
+    return TensorV(tuple(bound.get(letter) for letter in out), None, lib)
+
+
+# ---------------------------------------------------------------- reductions
+
+
+def reduction(cx: Ctx, t: TensorV, dim: Any, keepdim: Any, what: str, indices: bool) -> Any:
+    if t.shape is None:
+        return UNKNOWN
+    dtype = "int64" if what in ("argmax", "argmin") else t.dtype
+    if what in ("all", "any"):
+        dtype = "bool"
+    keep = isinstance(keepdim, BoolV) and keepdim.value is True
+    if dim is None or isinstance(dim, NoneV):
+        return TensorV((), dtype, t.lib)
+    dims = ints(dim)
+    if dims is None or None in dims:
+        return TensorV(None, dtype, t.lib)
+    axes = {axis(cx, IntV(const(d)), len(t.shape), what) for d in dims if d is not None}
+    shape = tuple(
+        const(1) if i in axes else s for i, s in enumerate(t.shape) if keep or i not in axes
+    )
+    out = TensorV(shape, dtype, t.lib)
+    if indices and t.lib == "torch":  # `x.max(dim=1)` is (values, indices)
+        return TupleV((out, out.with_dtype("int64")))
+    return out
+
+
+# ---------------------------------------------------------------- layout
+
+
+def reshape(cx: Ctx, t: TensorV, new: list[Size] | None, what: str = "view") -> Any:
+    if new is None:
+        return TensorV(None, t.dtype, t.lib)
+    inferred = [i for i, s in enumerate(new) if literal(s) == -1]
+    if len(inferred) > 1:
+        cx.fail("GPU013", f"`{what}` can infer only one dimension, got several -1")
+    total = product(t.shape) if t.shape is not None else None
+    if inferred:
+        known = product(tuple(s for i, s in enumerate(new) if i not in inferred))
+        shown = ", ".join(show(s) for s in new)
+        if literal(known) == 0:
+            cx.fail("GPU013", f"`{what}({shown})` cannot infer -1 next to a size 0")
+        cx.need(
+            eq(arith("%", total, known), const(0)),
+            "GPU013",
+            f"cannot {what} {show_shape(t.shape)} ({show(total)} elements) as ({shown}): "
+            f"{show(total)} is not a multiple of {show(known)}",
+            (t.shape,),
+        )
+        size = arith("//", total, known)
+        return TensorV(
+            tuple(size if i in inferred else s for i, s in enumerate(new)), t.dtype, t.lib
+        )
+    new_total = product(tuple(new))
+    cx.need(
+        eq(total, new_total),
+        "GPU013",
+        f"cannot {what} {show_shape(t.shape)} ({show(total)} elements) as "
+        f"{show_shape(tuple(new))} ({show(new_total)} elements)",
+        (t.shape, tuple(new)),
+    )
+    return TensorV(tuple(new), t.dtype, t.lib)
+
+
+def flatten(cx: Ctx, t: TensorV, start: Any, end: Any) -> Any:
+    if t.shape is None:
+        return TensorV(None, t.dtype, t.lib)
+    if not t.shape:
+        return TensorV((const(1),), t.dtype, t.lib)
+    s = axis(cx, start, len(t.shape), "flatten")
+    e = axis(cx, end, len(t.shape), "flatten")
+    if s is None or e is None:
+        return TensorV(None, t.dtype, t.lib)
+    if s > e:
+        cx.fail("GPU014", "flatten's start_dim comes after its end_dim")
+    merged = product(t.shape[s : e + 1])
+    return TensorV((*t.shape[:s], merged, *t.shape[e + 1 :]), t.dtype, t.lib)
+
+
+def permute(cx: Ctx, t: TensorV, dims: list[int | None] | None) -> Any:
+    if t.shape is None or dims is None or None in dims:
+        return TensorV(None, t.dtype, t.lib)
+    r = len(t.shape)
+    if len(dims) != r:
+        cx.fail("GPU017", f"permute got {len(dims)} dims for a tensor of rank {r}")
+    norm = [axis(cx, IntV(const(d)), r, "permute") for d in dims if d is not None]
+    if sorted(n for n in norm if n is not None) != list(range(r)):
+        cx.fail("GPU017", f"permute dims {tuple(dims)} are not a permutation")
+    return TensorV(tuple(t.shape[n] for n in norm if n is not None), t.dtype, t.lib)
+
+
+def transpose(cx: Ctx, t: TensorV, a: Any, b: Any) -> Any:
+    if t.shape is None:
+        return TensorV(None, t.dtype, t.lib)
+    i, j = axis(cx, a, len(t.shape), "transpose"), axis(cx, b, len(t.shape), "transpose")
+    if i is None or j is None:
+        return TensorV(None, t.dtype, t.lib)
+    shape = list(t.shape)
+    shape[i], shape[j] = shape[j], shape[i]
+    return TensorV(tuple(shape), t.dtype, t.lib)
+
+
+def squeeze(cx: Ctx, t: TensorV, dim: Any) -> Any:
+    if t.shape is None:
+        return t
+    if dim is None or isinstance(dim, NoneV):
+        if any(literal(s) is None for s in t.shape):
+            return TensorV(None, t.dtype, t.lib)
+        return TensorV(tuple(s for s in t.shape if literal(s) != 1), t.dtype, t.lib)
+    k = axis(cx, dim, len(t.shape), "squeeze")
+    if k is None:
+        return TensorV(None, t.dtype, t.lib)
+    size = literal(t.shape[k])
+    if size is None:
+        return TensorV(None, t.dtype, t.lib)  # squeezes only when the size is 1
+    if size != 1:
+        if t.lib == "numpy":
+            cx.fail("GPU014", f"cannot squeeze axis {k} of size {size}")
+        return t
+    return TensorV(t.shape[:k] + t.shape[k + 1 :], t.dtype, t.lib)
+
+
+def unsqueeze(cx: Ctx, t: TensorV, dim: Any) -> Any:
+    if t.shape is None:
+        return TensorV(None, t.dtype, t.lib)
+    k = axis(cx, dim, len(t.shape) + 1, "unsqueeze")
+    if k is None:
+        return TensorV(None, t.dtype, t.lib)
+    return TensorV(t.shape[:k] + (const(1),) + t.shape[k:], t.dtype, t.lib)
+
+
+def expand(cx: Ctx, t: TensorV, new: list[Size] | None) -> Any:
+    if t.shape is None or new is None:
+        return TensorV(None, t.dtype, t.lib)
+    if len(new) < len(t.shape):
+        cx.fail("GPU010", f"expand to {len(new)} sizes from a tensor of rank {len(t.shape)}")
+    out: list[Size] = []
+    lead = len(new) - len(t.shape)
+    for i, s in enumerate(new):
+        if i < lead:
+            out.append(s)
+            continue
+        old = t.shape[i - lead]
+        if literal(s) == -1:
+            out.append(old)
+            continue
+        cx.need(
+            any_(eq(old, s), eq(old, const(1))),
+            "GPU010",
+            f"cannot expand {show_shape(t.shape)} to ({', '.join(show(x) for x in new)}): "
+            f"size {show(old)} is neither {show(s)} nor 1",
+        )
+        out.append(s)
+    return TensorV(tuple(out), t.dtype, t.lib)
+
+
+def repeat(cx: Ctx, t: TensorV, reps: list[Size] | None) -> Any:
+    if t.shape is None or reps is None:
+        return TensorV(None, t.dtype, t.lib)
+    if len(reps) < len(t.shape):
+        cx.fail("GPU036", "repeat needs at least one count per dimension")
+    lead = len(reps) - len(t.shape)
+    shape = tuple(r if i < lead else arith("*", t.shape[i - lead], r) for i, r in enumerate(reps))
+    return TensorV(shape, t.dtype, t.lib)
+
+
+def cat(cx: Ctx, tensors: Any, dim: Any, stack: bool, what: str) -> Any:
+    if not isinstance(tensors, TupleV) or not tensors.items:
+        return UNKNOWN
+    items = [tensor(x) for x in tensors.items]
+    if any(x is None for x in items):
+        return UNKNOWN
+    known = [x for x in items if x is not None and x.shape is not None]
+    lib = items[0].lib if items[0] else "torch"
+    dtype = items[0].dtype if all(x and x.dtype == items[0].dtype for x in items) else None
+    if len(known) != len(items):
+        return TensorV(None, dtype, lib)
+    first = known[0]
+    assert first.shape is not None
+    rank = len(first.shape)
+    d = axis(cx, dim if dim is not None else IntV(const(0)), rank + (1 if stack else 0), what)
+    for k, x in enumerate(known[1:], start=1):
+        assert x.shape is not None
+        if len(x.shape) != rank:
+            cx.fail(
+                "GPU103",
+                f"`{what}` got tensors of rank {rank} and {len(x.shape)} "
+                f"(tensor 0 is {show_shape(first.shape)}, tensor {k} is {show_shape(x.shape)})",
+            )
+        for i, (a, b) in enumerate(zip(first.shape, x.shape, strict=True)):
+            if d is None or (i == d and not stack):
+                continue
+            cx.need(
+                eq(a, b),
+                "GPU103",
+                f"`{what}` on dim {d}: tensor 0 is {show_shape(first.shape)}, tensor {k} is "
+                f"{show_shape(x.shape)}; they differ in dim {i} ({show(a)} vs {show(b)})",
+            )
+    if d is None:
+        return TensorV(None, dtype, lib)
+    if stack:
+        shape = (*first.shape[:d], const(len(known)), *first.shape[d:])
+    else:
+        total: Size = const(0)
+        for x in known:
+            assert x.shape is not None
+            total = arith("+", total, x.shape[d])
+        shape = (*first.shape[:d], total, *first.shape[d + 1 :])
+    return TensorV(tuple(shape), dtype, lib)
+
+
+def split(cx: Ctx, t: TensorV, size: Any, dim: Any, chunks: bool) -> Any:
+    if t.shape is None:
+        return UNKNOWN
+    d = axis(cx, dim if dim is not None else IntV(const(0)), len(t.shape), "split")
+    if d is None:
+        return UNKNOWN
+    n = literal(t.shape[d])
+    if isinstance(size, TupleV):  # explicit sizes must add up to the dim
+        parts = [size_of(x) for x in size.items]
+        total: Size = const(0)
+        for p in parts:
+            total = arith("+", total, p)
+        cx.need(
+            eq(total, t.shape[d]),
+            "GPU013",
+            f"split sizes ({', '.join(show(p) for p in parts)}) add up to {show(total)}, "
+            f"but dim {d} has size {show(t.shape[d])}",
+        )
+        return TupleV(tuple(t.with_shape((*t.shape[:d], p, *t.shape[d + 1 :])) for p in parts))
+    k = int_lit(size)
+    if n is None or k is None or k <= 0:
+        return UNKNOWN
+    if chunks:
+        step = -(-n // k)
+        parts_n = [min(step, n - i) for i in range(0, n, step)] if step else []
+    else:
+        parts_n = [min(k, n - i) for i in range(0, n, k)]
+    return TupleV(tuple(t.with_shape((*t.shape[:d], const(p), *t.shape[d + 1 :])) for p in parts_n))
+
+
+# ---------------------------------------------------------------- indexing
+
+
+def subscript(cx: Ctx, t: TensorV, index: Any) -> Any:
+    """`t[index]` with PyTorch/NumPy semantics: slices clamp, an int out of range raises."""
+    if t.shape is None:
+        return TensorV(None, t.dtype, t.lib)
+    items = list(index.items) if isinstance(index, TupleV) and not index.is_list else [index]
+    if any(isinstance(i, TensorV) or isinstance(i, TupleV) for i in items):
+        if len(items) == 1 and isinstance(items[0], TensorV):  # gather by an index tensor
+            idx = items[0]
+            if idx.dtype == "bool" or idx.shape is None:
+                return TensorV(None, t.dtype, t.lib)
+            if is_int(idx.dtype) and t.shape:
+                return TensorV((*idx.shape, *t.shape[1:]), t.dtype, t.lib)
+        return TensorV(None, t.dtype, t.lib)
+    if not all(isinstance(i, (IntV, SliceV, NoneV, EllipsisV)) for i in items):
+        return TensorV(None, t.dtype, t.lib)  # a field name, a bool, something unknown
+    consumed = sum(1 for i in items if not isinstance(i, (NoneV, EllipsisV)))
+    if consumed > len(t.shape):
+        cx.fail(
+            "GPU019",
+            f"too many indices: {consumed} for a tensor of rank {len(t.shape)}",
+        )
+    out: list[Size] = []
+    ax = 0
+    expanded: list[Any] = []
+    for i in items:
+        if isinstance(i, EllipsisV):
+            expanded.extend([SliceV(None, None, None)] * (len(t.shape) - consumed))
+        else:
+            expanded.append(i)
+    for i in expanded:
+        if isinstance(i, NoneV):
+            out.append(const(1))
+            continue
+        size = t.shape[ax]
+        if isinstance(i, IntV):
+            k = literal(i.sym)
+            if k is not None:
+                cond = le(const(-k), size) if k < 0 else le(const(k + 1), size)
+                cx.need(
+                    cond,
+                    "GPU018",
+                    f"index {k} is out of bounds for dim {ax} with size {show(size)}",
+                )
+            elif i.sym is not None:
+                cx.need(
+                    le(arith("+", i.sym, const(1)), size),
+                    "GPU018",
+                    f"index {show(i.sym)} is out of bounds for dim {ax} with size {show(size)}",
+                )
+        elif isinstance(i, SliceV):
+            out.append(_slice_len(i, size))
+        else:
+            return TensorV(None, t.dtype, t.lib)
+        ax += 1
+    out.extend(t.shape[ax:])
+    return TensorV(tuple(out), t.dtype, t.lib)
+
+
+def _slice_len(s: Any, size: Size) -> Size:
+    if UNREADABLE in (s.start, s.stop, s.step):
+        return None
+    if s.step is not None and literal(s.step) != 1:
+        return None
+    start, stop = s.start, s.stop
+    lo, hi = literal(start), literal(stop)
+    if start is None and stop is None:
+        return size
+    n = literal(size)
+    if n is not None:  # clamp as Python does
+        a = 0 if start is None else lo
+        b = n if stop is None else hi
+        if a is None or b is None:
+            return None
+        a = max(0, a + n if a < 0 else a)
+        b = min(n, b + n if b < 0 else b)
+        return const(max(0, min(b, n) - min(a, n)))
+    if start is None and hi is not None and hi < 0:
+        return arith("-", size, const(-hi))  # `x[:-1]`: valid when size >= 1 - hi
+    if stop is None and lo is not None and lo >= 0:
+        return arith("-", size, const(lo)) if lo else size
+    return None
+
+
+class EllipsisV:
+    """`...` in an index."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, EllipsisV)
+
+    def __hash__(self) -> int:
+        return 0
+
+
+UNREADABLE = "?"  # a slice bound that is written but cannot be known
+
+
+class SliceV:
+    def __init__(self, start: Size, stop: Size, step: Size) -> None:
+        self.start, self.stop, self.step = start, stop, step
+
+
+# ---------------------------------------------------------------- creation
+
+
+def creation(cx: Ctx, args: list, kwargs: dict, lib: str, fill: int = 0) -> Any:
+    """`zeros(2, 3)`, `zeros((2, 3))`, `full((2, 3), v)`, `randint(lo, hi, (2, 3))`."""
+    sizes = sizes_arg(args[: len(args) - fill] if fill else args)
+    if "size" in kwargs and isinstance(kwargs["size"], TupleV):
+        sizes = sizes_arg([kwargs["size"]])
+    if "shape" in kwargs:
+        sizes = sizes_arg([kwargs["shape"]])
+    dtype = dtype_arg(kwargs.get("dtype")) or default_float(lib)
+    if sizes is None:
+        return TensorV(None, dtype, lib)
+    for s in sizes:
+        k = literal(s)
+        if k is not None and k < 0:
+            cx.fail("GPU025", f"negative size {k} in a tensor shape")
+    return TensorV(tuple(sizes), dtype, lib)
+
+
+def from_data(data: Any, lib: str, dtype: str | None) -> Any:
+    """`torch.tensor([[1, 2], [3, 4]])`: the shape of a nested literal list."""
+    shape: list[Size] = []
+    kinds: set[str] = set()
+    v = data
+    while isinstance(v, TupleV):
+        shape.append(const(len(v.items)))
+        if not v.items:
+            break
+        v = v.items[0]
+    for x in _leaves(data):
+        kinds.add("f" if isinstance(x, FloatV) else "i" if isinstance(x, IntV) else "?")
+    if isinstance(data, TensorV):
+        return TensorV(data.shape, dtype or data.dtype, lib)
+    if not isinstance(data, (TupleV, IntV, FloatV)) or "?" in kinds:
+        return TensorV(None, dtype, lib)
+    if dtype is None:
+        dtype = default_float(lib) if "f" in kinds else "int64"
+    return TensorV(tuple(shape), dtype, lib)
+
+
+def _leaves(v: Any) -> list[Any]:
+    if isinstance(v, TupleV):
+        return [leaf for x in v.items for leaf in _leaves(x)]
+    return [v]
+
+
+def arange(args: list, kwargs: dict, lib: str) -> Any:
+    nums = [size_of(a) if isinstance(a, IntV) else None for a in args]
+    floats = any(isinstance(a, FloatV) for a in args)
+    dtype = dtype_arg(kwargs.get("dtype")) or (default_float(lib) if floats else "int64")
+    if floats or None in nums or not nums:
+        return TensorV((None,), dtype, lib)
+    if len(nums) == 1:
+        return TensorV((nums[0],), dtype, lib)
+    if len(nums) == 2:
+        return TensorV((arith("-", nums[1], nums[0]),), dtype, lib)
+    return TensorV((None,), dtype, lib)
+
+
+def device_of(v: Any) -> DeviceV | None:
+    if isinstance(v, DeviceV):
+        return v
+    if isinstance(v, StrV):
+        return DeviceV("cuda" if v.value.startswith("cuda") else v.value)
+    return None

@@ -1,0 +1,275 @@
+"""Abstract values of host code, and sizes that may be unknown.
+
+A host value is what the interpreter knows about a Python value without running
+it: a tensor's shape (each size a `Sym` over the Z3 size algebra, or None when
+unknown), its dtype and library; a Python int as a size; a tuple; a layer built
+from `torch.nn`; an instance of a user class. `UNKNOWN` is everything else: it
+carries no facts, so nothing computed from it is ever reported.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any
+
+from mimir.constraints.algebra import Sym, lift
+from mimir.solve.z3lib import z3
+
+Size = Sym | None  # None: a size nobody can know statically
+Shape = tuple[Size, ...]
+
+
+class Unknown:
+    """A value the interpreter cannot follow (an unknown call, a library object)."""
+
+    _instance: Unknown | None = None
+
+    def __new__(cls) -> Unknown:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN = Unknown()
+
+
+@dataclass(frozen=True)
+class TensorV:
+    """A tensor: shape None when even the rank is unknown; dtype None when unknown."""
+
+    shape: Shape | None
+    dtype: str | None = None
+    lib: str = "torch"  # "torch" | "numpy" | "mimir"
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    def with_shape(self, shape: Shape | None) -> TensorV:
+        return TensorV(None if shape is None else tuple(shape), self.dtype, self.lib)
+
+    def with_dtype(self, dtype: str | None) -> TensorV:
+        return TensorV(self.shape, dtype, self.lib)
+
+
+@dataclass(frozen=True)
+class IntV:
+    """A Python int whose value is a size expression (None: an int we cannot know)."""
+
+    sym: Size
+
+
+@dataclass(frozen=True)
+class FloatV:
+    pass
+
+
+@dataclass(frozen=True)
+class BoolV:
+    value: bool | None = None
+
+
+@dataclass(frozen=True)
+class StrV:
+    value: str
+
+
+@dataclass(frozen=True)
+class NoneV:
+    pass
+
+
+@dataclass(frozen=True)
+class TupleV:
+    items: tuple[Any, ...]
+    is_list: bool = False
+
+
+@dataclass(frozen=True)
+class DTypeV:
+    name: str
+
+
+@dataclass(frozen=True)
+class DeviceV:
+    name: str | None  # "cpu" | "cuda" | None
+
+
+@dataclass
+class LayerV:
+    """A `torch.nn` layer: its class name and its constructor arguments, evaluated."""
+
+    kind: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    text: str  # the constructor call as written, for messages
+    items: list[Any] = field(default_factory=list)  # Sequential / ModuleList members
+    span: Any = None  # where the layer is built (a secondary label on its errors)
+
+
+@dataclass
+class ObjectV:
+    """An instance of a class defined in the checked file (an `nn.Module` subclass)."""
+
+    cls: ast.ClassDef
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FuncV:
+    node: ast.FunctionDef
+    owner: Any = None  # the `ObjectV` a bound method belongs to
+
+
+@dataclass(frozen=True)
+class ClassV:
+    node: ast.ClassDef
+
+
+@dataclass(frozen=True)
+class KernelV:
+    name: str
+
+
+@dataclass(frozen=True)
+class ApiV:
+    """A library function or module (`torch.cat`, `torch.nn`), by its dotted name."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class MethodV:
+    """`receiver.name` before the call: a tensor method or a layer's method."""
+
+    receiver: Any
+    name: str
+
+
+@dataclass(frozen=True)
+class LoaderV:
+    """A `DataLoader` (or a dataset): iterating it yields `item`."""
+
+    item: Any
+
+
+# ---------------------------------------------------------------- sizes
+
+
+def const(v: int) -> Sym:
+    return Sym.const(v)
+
+
+def literal(s: Size) -> int | None:
+    return None if s is None else s.value
+
+
+def arith(op: str, a: Size, b: Size) -> Size:
+    """`a op b` over sizes; unknown when either side is."""
+    if a is None or b is None:
+        return None
+    if op in ("//", "%") and b.value == 0:
+        return None
+    return lift(a)._op(op, b)
+
+
+def product(sizes: Shape) -> Size:
+    total: Size = const(1)
+    for s in sizes:
+        total = arith("*", total, s)
+    return total
+
+
+def eq(a: Size, b: Size) -> Any:
+    """A condition `a == b`: a bool when both are literal, a Z3 term, or None (unknown)."""
+    if a is None or b is None:
+        return None
+    if a.value is not None and b.value is not None:
+        return a.value == b.value
+    if a.text == b.text:
+        return True
+    return a.term == b.term
+
+
+def le(a: Size, b: Size) -> Any:
+    if a is None or b is None:
+        return None
+    if a.value is not None and b.value is not None:
+        return a.value <= b.value
+    return a.term <= b.term
+
+
+def any_(*conds: Any) -> Any:
+    if any(c is True for c in conds):
+        return True
+    if any(c is None for c in conds):
+        return None
+    terms = [c for c in conds if c is not False]
+    if not terms:
+        return False
+    return terms[0] if len(terms) == 1 else z3.Or(*terms)
+
+
+def same(a: Size, b: Size) -> bool:
+    """Syntactically the same size (for joins: keep what both paths agree on)."""
+    if a is None or b is None:
+        return False
+    if a.value is not None or b.value is not None:
+        return a.value == b.value
+    return a.text == b.text and z3.eq(a.term, b.term)
+
+
+def show(s: Size) -> str:
+    return "?" if s is None else s.text
+
+
+def show_shape(shape: Shape | None) -> str:
+    if shape is None:
+        return "[?]"
+    return "[" + ", ".join(show(s) for s in shape) + "]"
+
+
+# ---------------------------------------------------------------- joins
+
+
+def join(a: Any, b: Any) -> Any:
+    """What is known of a value that is `a` on one path and `b` on another."""
+    if a is b or a == b and not isinstance(a, (TensorV, IntV, TupleV)):
+        return a
+    if isinstance(a, TensorV) and isinstance(b, TensorV):
+        dtype = a.dtype if a.dtype == b.dtype else None
+        lib = a.lib if a.lib == b.lib else "torch"
+        if a.shape is None or b.shape is None or len(a.shape) != len(b.shape):
+            return TensorV(None, dtype, lib)
+        shape = tuple(x if same(x, y) else None for x, y in zip(a.shape, b.shape, strict=True))
+        return TensorV(shape, dtype, lib)
+    if isinstance(a, IntV) and isinstance(b, IntV):
+        return a if same(a.sym, b.sym) else IntV(None)
+    if isinstance(a, TupleV) and isinstance(b, TupleV) and len(a.items) == len(b.items):
+        return TupleV(tuple(join(x, y) for x, y in zip(a.items, b.items, strict=True)), a.is_list)
+    if isinstance(a, BoolV) and isinstance(b, BoolV):
+        return a if a.value == b.value else BoolV(None)
+    return UNKNOWN
+
+
+def agree(a: Any, b: Any) -> bool:
+    """Whether two values carry the same facts (a loop has reached its fixpoint)."""
+    if isinstance(a, TensorV) and isinstance(b, TensorV):
+        if a.dtype != b.dtype or (a.shape is None) != (b.shape is None):
+            return False
+        if a.shape is None or b.shape is None:
+            return True
+        return len(a.shape) == len(b.shape) and all(
+            (x is None and y is None) or same(x, y) for x, y in zip(a.shape, b.shape, strict=True)
+        )
+    if isinstance(a, IntV) and isinstance(b, IntV):
+        return (a.sym is None and b.sym is None) or same(a.sym, b.sym)
+    if isinstance(a, TupleV) and isinstance(b, TupleV):
+        return len(a.items) == len(b.items) and all(
+            agree(x, y) for x, y in zip(a.items, b.items, strict=True)
+        )
+    return a is b or a == b

@@ -1,0 +1,345 @@
+"""Host-code checking (`mimir.host`): fixtures under `tests/fixtures/host/` with `# E:` markers.
+
+Each fixture's diagnostics must equal its markers exactly (a missing and an unexpected
+diagnostic both fail), as for kernel fixtures. The unit tests below pin what a marker
+cannot: messages, counterexamples, and what stays unknown instead of becoming an error.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+
+import pytest
+from support import REPO, markers
+
+from mimir.check import FileResult, check_source
+from mimir.diagnostics.codes import REGISTRY
+from mimir.host import check_host
+from mimir.parse.module import read_module
+from mimir.parse.spans import SourceFile
+
+HOST_FIXTURES = sorted((REPO / "tests" / "fixtures" / "host").glob("*.py"))
+
+
+@functools.cache
+def _checked(path: Path) -> FileResult:
+    return check_source(str(path), path.read_text())
+
+
+@pytest.mark.parametrize("path", HOST_FIXTURES, ids=[p.name for p in HOST_FIXTURES])
+def test_host_fixture_diagnostics_match_markers(path: Path) -> None:
+    text = path.read_text()
+    got = {(d.span.line, d.code) for d in _checked(path).diagnostics}
+    want = markers(text)
+    lines = text.splitlines()
+    missing = [f"{ln}: {code}  | {lines[ln - 1].strip()}" for ln, code in sorted(want - got)]
+    unexpected = [
+        f"{d.span.line}:{d.span.column}: {d.code} {d.message}"
+        for d in _checked(path).diagnostics
+        if (d.span.line, d.code) not in want
+    ]
+    assert not missing and not unexpected, f"missing: {missing}\nunexpected: {unexpected}"
+
+
+@pytest.mark.parametrize("path", HOST_FIXTURES, ids=[p.name for p in HOST_FIXTURES])
+def test_host_diagnostics_are_well_formed(path: Path) -> None:
+    for d in _checked(path).diagnostics:
+        assert d.code in REGISTRY and d.severity == REGISTRY[d.code].severity
+        assert d.message and not d.message.endswith(".") and not d.message[0].isupper()
+        assert d.span.line >= 1 and d.span.column >= 1
+
+
+def _host(src: str):
+    import ast
+
+    return check_host(read_module(SourceFile("t.py", src), ast.parse(src)))
+
+
+def _messages(src: str) -> list[tuple[int, str, str]]:
+    return [(d.span.line, d.code, d.message) for d in _host(src).diagnostics]
+
+
+def test_kernel_call_names_both_arguments_and_sizes() -> None:
+    (d,) = [
+        d
+        for d in _checked(REPO / "tests/fixtures/host/kernel_calls.py").diagnostics
+        if d.span.line == 52
+    ]
+    assert d.message == (
+        "`N` is 32 from argument `x` [32, 784] but 64 from argument `y` [64] in the call of `pair`"
+    )
+
+
+def test_symbolic_batch_gets_a_counterexample() -> None:
+    src = (
+        "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\n"
+        "X = torch.randn(100, 3)\nY = torch.randint(0, 3, (100,))\n"
+        "for xb, yb in DataLoader(TensorDataset(X, Y), batch_size=32):\n"
+        "    z = xb.view(-1, 96)\n"
+    )
+    (d,) = _host(src).diagnostics
+    assert d.code == "GPU013" and d.span.line == 6
+    # 100 = 3 * 32 + 4: full batches hold 96 values, the last one 12.
+    assert dict(d.counterexample) == {"batch": 4}
+
+
+def test_data_loader_batches_are_exact() -> None:
+    src = (
+        "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\n"
+        "X = torch.randn(96, 8)\nY = torch.randint(0, 3, (96,))\n"
+        "for xb, yb in DataLoader(TensorDataset(X, Y), batch_size=32):\n"
+        "    z = xb.view(-1, 16)\n    w = xb.view(-1, 512)\n"
+    )
+    assert [(ln, c) for ln, c, _ in _messages(src)] == [(7, "GPU013")]
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        # unknown calls, unknown libraries, unknown attributes give unknown shapes
+        "import torch\nimport foo\nx = foo.make()\ny = x @ torch.randn(3, 4)\n",
+        "import torch\nx = torch.randn(3, 4)\ny = x.frobnicate()\nz = y @ torch.randn(5, 6)\n",
+        # a branch whose sides disagree leaves the size unknown
+        "import torch\nimport sys\nn = 3 if sys.argv else 4\nx = torch.randn(n, 4)\n"
+        "y = x.view(3, 4)\n",
+        # a loop that grows a tensor widens to unknown instead of unrolling
+        "import torch\nx = torch.randn(1, 4)\nfor _ in range(10):\n"
+        "    x = torch.cat([x, torch.randn(1, 4)], 0)\ny = x.view(2, -1, 4)\n",
+        # squeeze of a symbolic size is left unknown (torch squeezes only size 1)
+        "import torch\ndef f(n: int):\n"
+        "    return torch.randn(n, 1).squeeze(0) @ torch.randn(3, 1)\n",
+    ],
+)
+def test_unknown_is_never_an_error(src: str) -> None:
+    assert _messages(src) == []
+
+
+def test_loop_over_module_list_is_exact() -> None:
+    src = (
+        "import torch\nimport torch.nn as nn\n"
+        "layers = nn.ModuleList([nn.Linear(4, 8), nn.Linear(8, 8), nn.Linear(4, 2)])\n"
+        "x = torch.randn(3, 4)\nfor layer in layers:\n    x = layer(x)\n"
+    )
+    ((line, code, message),) = _messages(src)
+    assert (line, code) == (6, "GPU100")
+    assert "expects 4 input features, got [3, 8]" in message
+
+
+def test_helper_is_summarised_per_call() -> None:
+    src = (
+        "import torch\ndef head(x, k):\n    return x @ torch.randn(k, 2)\n"
+        "a = head(torch.randn(5, 3), 3)\nb = head(torch.randn(5, 7), 7)\nc = head(a, 3)\n"
+    )
+    ((line, code, message),) = _messages(src)
+    assert (line, code) == (3, "GPU011") and "[5, 2] @ [3, 2]" in message
+
+
+def test_hover_shapes_are_recorded() -> None:
+    src = "import torch\nx = torch.randn(4, 3)\ny = x.unsqueeze(0)\n"
+    assert _host(src).shapes == {(2, 1): "[4, 3]", (3, 1): "[1, 4, 3]"}
+
+
+def test_torch_layer_fixture_agrees_with_pytorch() -> None:
+    """Each `case_*` of torch_layers.py raises under CPU PyTorch exactly at its error marker,
+    and warns (a UserWarning from PyTorch) exactly at its warning marker."""
+    import runpy
+    import traceback
+    import warnings
+
+    path = REPO / "tests" / "fixtures" / "host" / "torch_layers.py"
+    marks = markers(path.read_text())
+    errors = {line for line, code in marks if REGISTRY[code].severity == "error"}
+    warned_at = {line for line, code in marks if REGISTRY[code].severity == "warning"}
+    namespace = runpy.run_path(str(path))
+    raised, warned = set(), set()
+    for name, case in namespace.items():
+        if not name.startswith("case_"):
+            continue
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                case()
+            except Exception as err:  # noqa: BLE001 - every crash is what is measured
+                frames = traceback.extract_tb(err.__traceback__)
+                raised.add([f.lineno for f in frames if f.filename == str(path)][-1])
+        if any(issubclass(w.category, UserWarning) for w in caught):
+            warned.add(name)
+    assert raised == errors
+    tree = ast.parse(path.read_text())
+    cases_with_warning_markers = {
+        fn.name
+        for fn in tree.body
+        if isinstance(fn, ast.FunctionDef)
+        and any(fn.lineno <= line <= (fn.end_lineno or fn.lineno) for line in warned_at)
+    }
+    assert warned == cases_with_warning_markers != set()
+
+
+def test_symbolic_sizes_show_the_shapes_of_the_counterexample() -> None:
+    diags = _checked(REPO / "tests/fixtures/host/symbolic_lenet.py").diagnostics
+    view = next(d for d in diags if d.code == "GPU013")
+    cex = dict(view.counterexample)
+    b, h = cex["B"], cex["H"]
+    side = ((h - 4) // 2 - 4) // 2  # what two conv/pool stages leave of H
+    assert 28 <= h <= 64 and (b * 16 * side * side) % 400 != 0
+    assert view.why.endswith(f"counterexample: B={b}, H={h} (then [{b}, 16, {side}, {side}])")
+    assert "((H - 4)//2 - 4)//2" in view.message  # the exact conv/pool floor formulas
+
+
+def test_layer_errors_point_at_the_layer_definition() -> None:
+    diags = _checked(REPO / "tests/fixtures/host/symbolic_lenet.py").diagnostics
+    linear = next(d for d in diags if d.code == "GPU100")
+    assert (
+        linear.message
+        == "`nn.Linear(width, 10)` expects 64 input features, got [2, 32] (32 features)"
+    )
+    assert [(lab.span.line, lab.message) for lab in linear.labels] == [
+        (39, "`nn.Linear(width, 10)` is built here")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("src", "want"),
+    [
+        # in-place methods change the receiver: no stale shape afterwards
+        ("import torch\nx = torch.randn(3, 4)\nx.unsqueeze_(0)\ny = x.view(1, 12)\n", []),
+        ("import torch\nx = torch.randn(3, 4)\nx.unsqueeze_(0)\ny = x.view(12, 2)\n", [4]),
+        ("import numpy as np\na = np.zeros((3, 4))\na.shape = (4, 3)\nb = a @ np.ones((3,))\n", []),
+        ("import torch\nx = torch.randn(3, 4)\nx.add_(1)\ny = x @ torch.randn(5, 2)\n", [4]),
+    ],
+)
+def test_in_place_changes_are_followed(src: str, want: list[int]) -> None:
+    assert [line for line, _, _ in _messages(src)] == want
+
+
+def test_symbolic_kernel_composition_is_proven_or_refuted_with_a_counterexample() -> None:
+    diags = _checked(REPO / "tests/fixtures/host/kernel_calls.py").diagnostics
+    (d,) = [d for d in diags if d.span.line == 89]
+    assert d.code == "GPU040"
+    # M is a multiple of 4 (its Dim says so): the counterexample respects it.
+    cex = dict(d.counterexample)
+    assert set(cex) == {"N", "M"} and cex["N"] != cex["M"] and cex["M"] % 4 == 0
+    assert not [d for d in diags if d.span.line == 84]  # head(project(scale(x), w)) proven
+
+
+@pytest.mark.parametrize(
+    ("src", "want"),
+    [
+        (
+            "import torch\nimport torch.nn as nn\n"
+            "layers = nn.ModuleList([nn.Linear(4, 8), nn.Linear(8, 3)])\n"
+            "x = torch.randn(2, 4)\ny = layers[1](layers[0](x))\nz = layers[1](x)\n",
+            [(6, "GPU100")],
+        ),
+        (
+            "import torch\nimport torch.nn as nn\n"
+            "net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))\n"
+            "y = net[2](net[0](torch.randn(2, 4)))\nz = net[-1](torch.randn(2, 4))\n",
+            [(5, "GPU100")],
+        ),
+        (
+            "import torch\nimport torch.nn as nn\n"
+            "up = nn.Unflatten(1, (16, 7, 7))\ny = up(torch.randn(2, 784))\n"
+            "z = up(torch.randn(2, 700))\n",
+            [(5, "GPU013")],
+        ),
+    ],
+)
+def test_modules_indexed_by_a_constant(src: str, want: list) -> None:
+    assert [(line, code) for line, code, _ in _messages(src)] == want
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        # a ModuleList filled by append: its layers are not known, so nothing is claimed
+        "import torch\nimport torch.nn as nn\nclass M(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.layers = nn.ModuleList()\n"
+        "        self.layers.append(nn.Linear(4, 8))\n        self.out = nn.Linear(8, 2)\n"
+        "    def forward(self, x):\n        for layer in self.layers:\n            x = layer(x)\n"
+        "        return self.out(x)\nM()(torch.randn(3, 4))\n",
+        # built by a comprehension whose sizes change
+        "import torch\nimport torch.nn as nn\n"
+        "layers = nn.ModuleList([nn.Linear(4 if i == 0 else 8, 8) for i in range(3)])\n"
+        "x = torch.randn(2, 4)\nfor layer in layers:\n    x = layer(x)\ny = nn.Linear(8, 1)(x)\n",
+        # a Python list of layers extended in a loop
+        "import torch\nimport torch.nn as nn\nmods = [nn.Linear(4, 8)]\nfor _ in range(2):\n"
+        "    mods.append(nn.Linear(8, 8))\nx = torch.randn(2, 4)\nfor m in mods:\n    x = m(x)\n"
+        "y = nn.Linear(8, 1)(x)\n",
+    ],
+)
+def test_containers_filled_at_run_time_are_unknown(src: str) -> None:
+    assert _messages(src) == []
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        # a structured array's field: not an index
+        "import numpy as np\na = np.zeros((6,), dtype=[('a', 'f4', (3,))])\nb = a[0]['a']\n",
+        # matmul with `axes=`, and np.dot's own rule for N-d operands
+        "import numpy as np\na = np.zeros((3, 4, 5))\n"
+        "c = np.matmul(a, a, axes=[(-2, -1), (-1, -2), (1, 2)])\n",
+        "import numpy as np\nc = np.dot(np.zeros((3, 4, 5)), np.zeros((2, 5, 6)))\n"
+        "d = c.reshape(144)\n",
+        # numpy and torch differ: split points, element repeat, dtype and `unbiased` positionals
+        "import numpy as np\nx = np.zeros((4, 6))\na, b = np.split(x, [1], axis=0)\n"
+        "c = x.repeat(3)\nd = x.std(0, np.float64)\ne = np.array(1.0, ndmin=2)[0]\n",
+        "import torch\nt = torch.randn(4, 6)\nf = t.std(0, True).view(6)\n"
+        "g = t.norm(2, 1).view(4)\nh = t.sum(1, True).view(4, 1)\n",
+        # a list that something else may have grown: unpacking is not judged
+        "def f(parts):\n    value = [parts]\n    grow(value)\n    a, b = value\n    return a\n",
+    ],
+)
+def test_found_in_the_wild_without_alarm(src: str) -> None:
+    assert _messages(src) == []
+
+
+@pytest.mark.parametrize(
+    ("src", "want"),
+    [
+        (
+            "import torch\ntry:\n    y = torch.randn(2, 3) @ torch.randn(4, 5)\n"
+            "except RuntimeError:\n    y = None\n",
+            [],
+        ),
+        (
+            "import pytest\nimport torch\ndef test_it():\n    with pytest.raises(RuntimeError):\n"
+            "        torch.randn(2, 3) @ torch.randn(4, 5)\n",
+            [],
+        ),
+        (
+            "import torch\ntry:\n    y = torch.randn(2, 3)\n"
+            "finally:\n    z = y @ torch.randn(4, 5)\n",
+            [5],
+        ),
+    ],
+)
+def test_expected_errors_are_not_reported(src: str, want: list[int]) -> None:
+    assert [line for line, _, _ in _messages(src)] == want
+
+
+def test_multihead_attention_and_list_comprehensions() -> None:
+    src = (
+        "import torch\nimport torch.nn as nn\n"
+        "attn = nn.MultiheadAttention(32, 4, batch_first=True)\n"
+        "x = torch.randn(2, 10, 32)\nout, w = attn(x, x, x)\ny = out.reshape(2, 320)\n"
+        "layers = nn.ModuleList([nn.Linear(8 if i == 0 else 16, 16) for i in range(3)])\n"
+        "h = torch.randn(5, 8)\nfor layer in layers:\n    h = layer(h)\nz = h.view(5, 16)\n"
+        "bad = attn(torch.randn(2, 10, 16), x, x)\nworse = h.view(5, 15)\n"
+    )
+    assert [(line, code) for line, code, _ in _messages(src)] == [(12, "GPU100"), (13, "GPU013")]
+
+
+def test_lsp_hover_shows_host_shapes() -> None:
+    from mimir.lsp import query
+
+    src = "import torch\nx = torch.randn(4, 3)\ny = x.unsqueeze(0)\n"
+    result = check_source("t.py", src)
+    lines = src.splitlines()
+    text, span = query.hover(result, lines, 3, 1)
+    assert "y: [1, 4, 3]" in text and (span.line, span.column, span.end_column) == (3, 1, 2)
+    assert query.hover(result, lines, 1, 3) is None  # `import torch`: nothing to show

@@ -1,0 +1,9 @@
+"""A hand-written linear layer with an explicit bias."""
+
+import torch
+
+x = torch.randn(16, 32)
+w = torch.randn(32, 10)
+b = torch.zeros(16)
+y = x @ w + b  # E: GPU010
+print(y.shape)

@@ -1,0 +1,9 @@
+"""Targets read from a float array must be converted to class indices."""
+
+import torch
+import torch.nn as nn
+
+logits = torch.randn(6, 3, requires_grad=True)
+raw = torch.tensor([0.0, 2.0, 1.0, 1.0, 0.0, 2.0])
+loss = nn.functional.cross_entropy(logits, raw.long())
+loss.backward()

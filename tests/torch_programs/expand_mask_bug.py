@@ -1,0 +1,9 @@
+"""Masking padded positions of a batch of sequences."""
+
+import torch
+
+scores = torch.randn(4, 6, 6)
+lengths_mask = torch.ones(4, 6, dtype=torch.bool)
+mask = lengths_mask.expand(4, 6, 6)  # E: GPU010
+scores = scores.masked_fill(~mask, float("-inf"))
+print(scores.shape)

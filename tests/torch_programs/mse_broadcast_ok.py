@@ -1,0 +1,9 @@
+"""A regression loss between predictions and targets."""
+
+import torch
+import torch.nn.functional as F
+
+pred = torch.randn(12, 3, requires_grad=True)
+target = torch.randn(12, 3)
+loss = F.mse_loss(pred, target)
+loss.backward()

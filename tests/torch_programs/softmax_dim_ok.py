@@ -1,0 +1,7 @@
+"""Class probabilities from logits."""
+
+import torch
+
+logits = torch.randn(8, 5)
+probs = torch.softmax(logits, dim=1)
+print(probs.sum(dim=1))

@@ -1,0 +1,10 @@
+"""Stacking per-view feature vectors into one tensor."""
+
+import torch
+
+front = torch.randn(8, 128)
+side = torch.randn(8, 128)
+top = torch.randn(8, 128)
+views = torch.stack([front, side, top], dim=1)
+pooled = views.mean(dim=1)
+print(pooled.shape)
