@@ -383,11 +383,10 @@ def _source_of(path: Path) -> object:
     """What the renderers need of a compiled file: its path and its lines (for SARIF)."""
     from types import SimpleNamespace
 
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        lines = []
-    return SimpleNamespace(path=str(path), lines=lines)
+    from mimir.parse.spans import read_source, split_lines
+
+    text, _ = read_source(path)
+    return SimpleNamespace(path=str(path), lines=split_lines(text or ""))
 
 
 def _check_vendored(

@@ -27,7 +27,7 @@ from typing import IO
 from mimir.cache import Cache, cache_dir
 from mimir.config import Config
 from mimir.diagnostics.diagnostic import Diagnostic
-from mimir.parse.spans import read_source
+from mimir.parse.spans import read_source, split_lines
 
 PROGRESS_MIN_FILES = 8
 _Todo = tuple[str, str, str, str | None]  # shown path, relative path, text, cache key
@@ -84,7 +84,7 @@ def run_check(
         entry = store.get(key) if key else None
         if entry is not None:
             done[shown] = Checked(
-                shown, rel, entry.diagnostics, entry.unreadable, text.splitlines(), cached=True
+                shown, rel, entry.diagnostics, entry.unreadable, split_lines(text), cached=True
             )
         else:
             todo.append((shown, rel, text, key))
@@ -101,7 +101,7 @@ def run_check(
             for (shown, rel, text, key), (diagnostics, unreadable) in results:
                 if key:
                     store.put(key, diagnostics, unreadable)
-                done[shown] = Checked(shown, rel, diagnostics, unreadable, text.splitlines())
+                done[shown] = Checked(shown, rel, diagnostics, unreadable, split_lines(text))
                 advance()
     finally:
         results.close()  # stops the worker pool if the loop ended early
