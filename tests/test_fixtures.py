@@ -188,6 +188,7 @@ def test_symbolic_counterexample_is_in_why() -> None:
             ("return shape mismatch: the kernel returns [N], the annotation says [N + 1]"),
         ),
         ("dtypes.py", "int_plus_uint", "`+` mixes int32 and uint32, which have no common dtype"),
+        ("annotations.py", "negative_constant_size", "a size cannot be negative (`S` is -3)"),
     ],
 )
 def test_messages_show_sizes_as_written(fixture: str, function: str, message: str) -> None:

@@ -195,8 +195,9 @@ def _gpu_decorator(info: ModuleInfo, fn: ast.FunctionDef) -> ast.expr | None | b
 
 
 def _read_binding(info: ModuleInfo, name: str, value: ast.expr) -> None:
-    if isinstance(value, ast.Constant) and type(value.value) is int:
-        info.constants[name] = value.value
+    lit = _int_literal(value)  # `-3` too: a negative constant is refused where used as a size
+    if lit is not None:
+        info.constants[name] = lit
         return
     if isinstance(value, ast.Call) and info.resolve(value.func) == "Dim":
         decl = _read_dim(info, name, value)
@@ -331,7 +332,12 @@ def read_size(info: ModuleInfo, node: ast.expr) -> Size | Problem:
         if node.id in info.bad_dims:
             return Problem("GPU034", f"dim `{node.id}` is declared badly", src.span(node), True)
         if node.id in info.constants:
-            return info.constants[node.id]
+            value = info.constants[node.id]
+            if value < 0:
+                return Problem(
+                    "GPU033", f"a size cannot be negative (`{node.id}` is {value})", src.span(node)
+                )
+            return value
         if node.id in info.module_names:
             return Problem(
                 "GPU033",
