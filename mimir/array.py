@@ -700,8 +700,17 @@ class Kernel:
         return f"<mimir kernel {self.fn.__qualname__}>"
 
     def annotations(self) -> dict[str, Any]:
-        """Parameter and return annotations, evaluated (`return` for the result)."""
-        return inspect.get_annotations(self.fn, eval_str=True)
+        """Parameter and return annotations, evaluated (`return` for the result).
+
+        Postponed annotations (PEP 563) are evaluated here, against the module's globals
+        as they are now: one Python cannot evaluate raises the checker's code.
+        """
+        try:
+            return inspect.get_annotations(self.fn, eval_str=True)
+        except NameError as err:
+            raise MimirError("GPU032", f"undefined name `{err.name}` in an annotation") from None
+        except TypeError as err:  # `Tensor[N, 4]`, or a dtype name bound to a `Dim`
+            raise MimirError("GPU033", f"cannot evaluate the annotations: {err}") from None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self._validate_language()
@@ -767,7 +776,9 @@ class Kernel:
             return
         from mimir.parse.subset import first_violation
 
-        violation = first_violation(source, self.fn.__name__, self.grid is not None)
+        # Names the kernel's module binds itself shadow the builtins (`range = Dim(...)`).
+        shadowed = frozenset(getattr(self.fn, "__globals__", {}))
+        violation = first_violation(source, self.fn.__name__, self.grid is not None, shadowed)
         if violation is not None:
             raise MimirError(violation.code, violation.message)
         self._validated = True
