@@ -120,12 +120,7 @@ def check(
     ] = False,
     jobs: Annotated[
         int | None,
-        typer.Option(
-            "--jobs",
-            "-j",
-            min=1,
-            help="Worker processes (default and most: one per available core).",
-        ),
+        typer.Option("--jobs", "-j", min=1, help="Worker processes (at most one per core)."),
     ] = None,
 ) -> None:
     """Prove shapes, dtypes and bounds of every @gpu kernel in PATHS.
