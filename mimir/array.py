@@ -717,11 +717,19 @@ class Kernel:
         return f"<mimir kernel {self.fn.__qualname__}>"
 
     def annotations(self) -> dict[str, Any]:
-        """Parameter and return annotations, evaluated (`return` for the result)."""
+        """Parameter and return annotations, evaluated (`return` for the result).
+
+        Postponed annotations (PEP 563) are evaluated here, against the module's globals
+        as they are now: one Python cannot evaluate raises the checker's code.
+        """
         # Outside any running kernel's bindings, so that `N - 1` is a dim expression.
         token = _BINDINGS.set(None)
         try:
             return inspect.get_annotations(self.fn, eval_str=True)
+        except NameError as err:
+            raise MimirError("GPU032", f"undefined name `{err.name}` in an annotation") from None
+        except TypeError as err:  # `Tensor[N, 4]`, or a dtype name bound to a `Dim`
+            raise MimirError("GPU033", f"cannot evaluate the annotations: {err}") from None
         finally:
             _BINDINGS.reset(token)
 
@@ -792,7 +800,9 @@ class Kernel:
             return
         from mimir.parse.subset import first_violation
 
-        violation = first_violation(source, self.fn.__name__, self.grid is not None)
+        # Names the kernel's module binds itself shadow the builtins (`range = Dim(...)`).
+        shadowed = frozenset(getattr(self.fn, "__globals__", {}))
+        violation = first_violation(source, self.fn.__name__, self.grid is not None, shadowed)
         if violation is not None:
             raise MimirError(violation.code, violation.message)
         self._validated = True

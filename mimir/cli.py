@@ -148,7 +148,7 @@ def check(
     ] = False,
     jobs: Annotated[
         int | None,
-        typer.Option("--jobs", "-j", min=1, help="Worker processes (default: one per core)."),
+        typer.Option("--jobs", "-j", min=1, help="Worker processes (at most one per core)."),
     ] = None,
 ) -> None:
     """Prove shapes, dtypes and bounds of every @gpu kernel in PATHS.
@@ -467,11 +467,10 @@ def _source_of(path: Path) -> object:
     """What the renderers need of a compiled file: its path and its lines (for SARIF)."""
     from types import SimpleNamespace
 
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        lines = []
-    return SimpleNamespace(path=str(path), lines=lines)
+    from mimir.parse.spans import read_source, split_lines
+
+    text, _ = read_source(path)
+    return SimpleNamespace(path=str(path), lines=split_lines(text or ""))
 
 
 def _check_vendored(

@@ -4,7 +4,8 @@
 files found under the given paths (a file named on the command line is always
 taken, unless `force_exclude` and it is excluded, as in ruff). `run_check`
 reads each file, serves unchanged files from the cache, checks the rest in a
-pool of worker processes when there are several (each worker returns plain
+pool of worker processes when there are several (at most one per available
+core, whatever `-j` asks; each worker returns plain
 `Diagnostic` dataclasses; z3 objects never cross processes), applies
 `select`, `ignore` and per-file ignores, and returns one `Checked` per file
 sorted by path, so the output is the same for any number of workers.
@@ -27,7 +28,7 @@ from typing import IO
 from mimir.cache import Cache, cache_dir
 from mimir.config import Config
 from mimir.diagnostics.diagnostic import Diagnostic
-from mimir.parse.spans import read_source
+from mimir.parse.spans import read_source, split_lines
 
 PROGRESS_MIN_FILES = 8
 _Todo = tuple[str, str, str, str | None]  # shown path, relative path, text, cache key
@@ -93,7 +94,7 @@ def run_check(
         entry = store.get(key) if key else None
         if entry is not None:
             done[shown] = Checked(
-                shown, rel, entry.diagnostics, entry.unreadable, text.splitlines(), cached=True
+                shown, rel, entry.diagnostics, entry.unreadable, split_lines(text), cached=True
             )
         else:
             todo.append((shown, rel, text, key))
@@ -101,7 +102,7 @@ def run_check(
     if todo:
         import mimir.check  # noqa: F401 - loaded once here, so forked workers inherit it
 
-    workers = min(jobs or os.cpu_count() or 1, len(todo))
+    workers = worker_count(jobs, len(todo))
     show = _want_progress(sys.stderr, len(todo)) if progress is None else progress
     # Workers are started before the progress bar's refresh thread exists.
     results = _check_all(todo, config.z3_timeout, workers, roots)
@@ -110,7 +111,7 @@ def run_check(
             for (shown, rel, text, key), (diagnostics, unreadable) in results:
                 if key:
                     store.put(key, diagnostics, unreadable)
-                done[shown] = Checked(shown, rel, diagnostics, unreadable, text.splitlines())
+                done[shown] = Checked(shown, rel, diagnostics, unreadable, split_lines(text))
                 advance()
     finally:
         results.close()  # stops the worker pool if the loop ended early
@@ -121,6 +122,19 @@ def run_check(
         item.diagnostics = [d for d in item.diagnostics if config.reports(d.code, item.relpath)]
         out.append(item)
     return out
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity, where the OS has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no affinity on macOS and Windows
+        return os.cpu_count() or 1
+
+
+def worker_count(jobs: int | None, files: int) -> int:
+    """Worker processes for `files` files: `-j` if given, never more than the cores or files."""
+    return max(1, min(jobs or available_cores(), available_cores(), files))
 
 
 def _cache_settings(config: Config) -> dict[str, object]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from mimir.diagnostics.codes import REGISTRY
 from mimir.diagnostics.diagnostic import Diagnostic, Span
+from mimir.parse.spans import split_lines
 
 UNUSED_SUPPRESSION = "GPU090"
 
@@ -113,7 +114,7 @@ def _comments(text: str) -> list[tuple[int, int, str]]:
         # The file parsed with `ast` but not with `tokenize` (rare edge cases):
         # read from the first `#` on each line.
         out = []
-        for number, line in enumerate(text.splitlines(), start=1):
+        for number, line in enumerate(split_lines(text), start=1):
             at = line.find("#")
             if at >= 0:
                 out.append((number, at, line[at:]))

@@ -189,7 +189,10 @@ class Outcome:
 
 def call_kernel(kernel: Kernel, counterexample: dict[str, int] | None = None, seed: int = 0):
     """Bind dims, build arguments, call; returns (Outcome, env)."""
-    annotations = kernel.annotations()
+    try:
+        annotations = kernel.annotations()
+    except MimirError as err:  # postponed annotations Python cannot evaluate
+        return Outcome(error=err), {}
     env = bind_dims(annotations, counterexample)
     args = make_arguments(kernel, env, seed)
     try:

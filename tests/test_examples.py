@@ -1,6 +1,7 @@
 """CLI golden tests over `examples/` (CrossHair's examples test).
 
-- `examples/ok/*.py` check clean (no diagnostics, exit 0) and run under plain `python`.
+- `examples/ok/*.py` check clean (no diagnostics, exit 0), run under plain `python`, compile
+  on every backend, and their MSL build (run as C++ on the CPU) computes what the shim does.
 - `examples/bugs/*.py`: `mimir check examples/bugs/X.py`, run from the repo root, prints
   exactly `examples/bugs/X.expected` and exits 1; run under `python`, the same file raises
   `MimirError` with one of the codes the checker reported.
@@ -85,6 +86,54 @@ def test_ok_example_runs_under_python(path: Path) -> None:
     result = python(path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip(), "each example prints what it computed"
+
+
+@pytest.mark.parametrize("path", OK, ids=[p.name for p in OK])
+def test_ok_example_compiles_on_every_backend(path: Path) -> None:
+    # An example in ok/ is a promise that the whole pipeline takes it: check and compile.
+    from mimir.codegen import compile_file
+    from mimir.codegen.backends import BACKENDS
+
+    result = compile_file(path, list(BACKENDS))
+    assert [f"{d.code} {d.message}" for d in result.diagnostics] == []
+    kernels = [n for n in result.files if n.endswith(".manifest.json")]
+    assert len(kernels) >= len(BACKENDS)
+
+
+def _admissible(dim: dict, want: int) -> int:
+    """The smallest size >= `want` (or below it, at `max`) that a manifest dim admits."""
+    step = dim["multiple_of"] or 1
+    value = -(-max(want, dim["min"]) // step) * step
+    return value if dim["max"] is None or value <= dim["max"] else dim["max"] // step * step
+
+
+@pytest.mark.parametrize("path", OK, ids=[p.name for p in OK])
+def test_ok_example_compiled_matches_the_shim(path: Path, tmp_path: Path) -> None:
+    # The MSL build runs as C++ on the CPU; what it computes must be what the shim computes.
+    from harness import assert_close, random_inputs, require_tool, shim_reference
+    from harness.msl_runner import run_msl_manifest
+
+    from mimir.codegen import compile_file
+
+    require_tool("clang++")
+    result = compile_file(path, ["msl"])
+    assert not result.diagnostics
+    for relative, content in result.files.items():
+        target = tmp_path / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content, encoding="utf-8")
+    for file in sorted(tmp_path.glob("*.manifest.json")):
+        manifest = json.loads(file.read_text())
+        dims = {d["name"]: _admissible(d, 5) for d in manifest["dims"]}
+        inputs = random_inputs(manifest, dims, seed=3)
+        expected = shim_reference(path, manifest["function"], inputs, dims, {})
+        actual = run_msl_manifest(manifest, tmp_path, inputs, dims, {})
+        for name, values in expected.items():
+            dtype = next(b["dtype"] for b in manifest["buffers"] if b["name"] == name)
+            assert_close(actual[name], values, dtype, label=f"{file.name}: {name} with {dims}")
 
 
 @pytest.mark.parametrize("path", BUGS, ids=[p.name for p in BUGS])

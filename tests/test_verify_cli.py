@@ -52,6 +52,16 @@ def test_verify_passes_and_prints_errors_per_output(kernel_file: Path) -> None:
     assert lines[-1] == "verified 1 function: all outputs match"
 
 
+def test_verify_reads_a_coding_declaration(tmp_path: Path) -> None:
+    # Latin-1 with a PEP 263 line is valid Python: verify reads it as Python does.
+    require_tool("wgpu")
+    path = tmp_path / "latin1.py"
+    path.write_bytes(("# -*- coding: latin-1 -*-\n# café\n" + KERNEL).encode("latin-1"))
+    result = CliRunner().invoke(mimir.cli.app, ["verify", str(path), "--dim", "N=5"])
+    assert result.exit_code == 0, result.output
+    assert "verified 1 function: all outputs match" in result.output
+
+
 def test_verify_fixed_dim(kernel_file: Path) -> None:
     require_tool("wgpu")
     result = CliRunner().invoke(mimir.cli.app, ["verify", str(kernel_file), "--dim", "N=1000"])

@@ -50,7 +50,7 @@ from mimir.codegen.ir import (
     walk_statements,
 )
 from mimir.codegen.refusal import CANNOT_SCHEDULE, RefusalError
-from mimir.codegen.schedule import BufferSpec, Plan, Schedule
+from mimir.codegen.schedule import BufferSpec, Plan, Schedule, refuse_oversized
 from mimir.dims import Dim
 from mimir.dtypes import BY_NAME as DTYPES
 from mimir.dtypes import DType, bool_, default_dtype, float32, int32
@@ -139,6 +139,7 @@ class _Lowering:
             BufferSpec(n, "output" if n in stored else "input", a.dtype, tuple(a.dims))
             for n, a in self.tensors.items()
         ]
+        refuse_oversized(dims, buffers_spec, self.kg.kernel.span, total)
         fields = [(d.name, "u32") for d in dims] + [
             (n, "i32" if a.kind == "int" else "f32") for n, a in self.scalars.items()
         ]

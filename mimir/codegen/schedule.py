@@ -194,16 +194,50 @@ def schedule(kernel: Any) -> Schedule:
                 f"field `{name}`; rename the parameter",
                 kg.kernel.span,
             )
-    for b in buffers:
-        total = sz.product(list(b.shape))
-        if isinstance(total, int) and total >= 2**32:
-            raise RefusalError(
-                CANNOT_SCHEDULE,
-                f"`{b.name}` has {total} elements; indices are 32-bit, so at most 2**32 - 1",
-                kg.kernel.span,
-            )
+    refuse_oversized(dims, buffers, kg.kernel.span)
     fields = [(d.name, "u32") for d in dims] + scalar_params
     return Schedule(kg.name, dims, fields, buffers, plans, node_buffers, kernel)
+
+
+def refuse_oversized(
+    dims: list[Dim], buffers: list[BufferSpec], span: Any, grid: Size | None = None
+) -> None:
+    """Refuse a kernel when a size it puts in a `u32` can exceed 2**32 - 1.
+
+    Each dim is a `u32` uniform field; element counts, axis sizes and the grid are
+    32-bit index arithmetic. A size is refused when some admissible binding (the dims'
+    `min` and `max`) overflows; with an unbounded dim the runtime checks at launch.
+    """
+    by_name = {d.name: d for d in dims}
+    for d in dims:
+        value = sz.u32_overflow(d, by_name)
+        if value is not None:
+            raise RefusalError(
+                CANNOT_SCHEDULE,
+                f"dim `{d.name}` can be {value}, more than its u32 uniform field holds "
+                "(at most 2**32 - 1); declare a smaller `max`",
+                span,
+            )
+    for b in buffers:
+        total = sz.product(list(b.shape))
+        for size in (total, *b.shape):
+            value = sz.u32_overflow(size, by_name)
+            if value is None:
+                continue
+            shown = "" if isinstance(size, int) else f"{sz.manifest_text(size)} = "
+            what = "elements" if size is total else "on one axis"
+            raise RefusalError(
+                CANNOT_SCHEDULE,
+                f"`{b.name}` can have {shown}{value} {what}; indices are 32-bit, so at most "
+                "2**32 - 1",
+                span,
+            )
+    if grid is not None and (value := sz.u32_overflow(grid, by_name)) is not None:
+        raise RefusalError(
+            CANNOT_SCHEDULE,
+            f"the grid can have {value} program ids; they are 32-bit, so at most 2**32 - 1",
+            span,
+        )
 
 
 # A merged launch binds at most this many storage buffers: WebGPU's guaranteed

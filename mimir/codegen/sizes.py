@@ -15,6 +15,8 @@ from mimir.dims import BinOp, Dim, DimExpr, Size, binop, evaluate
 
 # WebGPU's guaranteed `maxComputeWorkgroupsPerDimension`.
 MAX_GROUPS_PER_DIM = 65535
+# Dims travel in `u32` uniform fields, and kernels index with 32-bit integers.
+U32_MAX = 2**32 - 1
 
 
 @dataclass(frozen=True, eq=False)
@@ -193,6 +195,40 @@ def upper_bound(size: Size, dims: Mapping[str, Dim]) -> int | None:
         b = upper_bound(size.right, dims)
         return None if b is None else (a + b if size.op == "+" else a * b)
     return None
+
+
+def lower_bound(size: Size, dims: Mapping[str, Dim]) -> int | None:
+    """The smallest value `size` can take, when the expression is monotone (no `-` or
+    `%`); else None. Every dim is at least its `min`."""
+    if isinstance(size, int):
+        return size
+    if isinstance(size, Dim):
+        return dims.get(size.name, size).min
+    if isinstance(size, CDiv):
+        a = lower_bound(size.left, dims)
+        return None if a is None or not isinstance(size.right, int) else -(-a // size.right)
+    if isinstance(size, BinOp) and size.op in ("+", "*", "//"):
+        a = lower_bound(size.left, dims)
+        if a is None:
+            return None
+        if size.op == "//":
+            return a // size.right if isinstance(size.right, int) else None
+        b = lower_bound(size.right, dims)
+        return None if b is None else (a + b if size.op == "+" else a * b)
+    return None
+
+
+def u32_overflow(size: Size, dims: Mapping[str, Dim]) -> int | None:
+    """A value above `U32_MAX` that `size` can take for some admissible dims, or None.
+
+    None means `size` is proven to fit a `u32`, or cannot be bounded here because a dim
+    has no `max` (then the runtime checks each launch's sizes, `mimir.runtime.manifest`).
+    """
+    low = lower_bound(size, dims)
+    if low is not None and low > U32_MAX:
+        return low
+    high = upper_bound(size, dims)
+    return high if high is not None and high > U32_MAX else None
 
 
 def dispatch(groups: Size, dims: Mapping[str, Dim]) -> tuple[Size, Size, Size]:

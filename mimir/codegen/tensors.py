@@ -161,8 +161,12 @@ class Evaluator:
 
     def _broadcast_size(self, n: int, axis: int) -> Size | None:
         """An element-wise result's size that the checker only knows as "a or b" where
-        the operands' sizes are equal once simplified (`N + 2 - 2` and `N`)."""
+        the operands' sizes are equal once simplified (`N + 2 - 2` and `N`); a cast
+        (`.astype`) has its operand's sizes."""
         spec = self.spec(n)
+        if spec is not None and spec.kind == "cast":
+            (x, *_) = self.node(n)["inputs"]
+            return self.shape(x)[axis]
         if spec is None or spec.kind != "elementwise":
             return None
         found: list[Size] = []

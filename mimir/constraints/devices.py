@@ -411,11 +411,13 @@ def _device_literal(node: ast.expr | None, default: int | None = None) -> int | 
 def check_devices(info: ModuleInfo) -> list[Diagnostic]:
     reader = _Reader(info)
     facts = reader.read()
-    if not facts.kernel_calls and not facts.operand:
-        return []
+    if not facts.made or (not facts.kernel_calls and not facts.operand):
+        return []  # no tensor is ever placed on a device, or none reaches a kernel or an op
     fp = z3.Fixedpoint()
     fp.set(engine="datalog")
-    sort = z3.BitVecSort(_BITS)
+    # Wide enough for every value and site id (a huge host file has more than 2**20).
+    bits = max(_BITS, max(reader.n_values, len(reader.sites)).bit_length() + 1)
+    sort = z3.BitVecSort(bits)
 
     def rel(name: str, arity: int) -> z3.FuncDeclRef:
         r = z3.Function(name, *([sort] * arity), z3.BoolSort())
@@ -423,7 +425,7 @@ def check_devices(info: ModuleInfo) -> list[Diagnostic]:
         return r
 
     def c(i: int) -> z3.BitVecRef:
-        return z3.BitVecVal(i, _BITS)
+        return z3.BitVecVal(i, bits)
 
     made, flows, operand = rel("made", 3), rel("flows", 2), rel("operand", 2)
     kernel_arg, on = rel("kernel_arg", 1), rel("on", 3)

@@ -235,8 +235,9 @@ class IndexKernelChecker(KernelChecker):
     # -- statements
 
     def _block(self, body: list[ast.stmt], scope: _Scope) -> None:
+        shadowed = frozenset(self.info.module_names)  # `range = Dim(...)` is not Python's
         for stmt in body:
-            found = list(subset.statement_violations(stmt, self.kg.name, index_level=True))
+            found = list(subset.statement_violations(stmt, self.kg.name, True, shadowed))
             if found:
                 for v in found:
                     self._emit(v.code, v.message, self.src.span(v.node))

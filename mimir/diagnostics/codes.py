@@ -62,7 +62,8 @@ _CODES = [
         "GPU002",
         "unreadable-input",
         "the file cannot be read",
-        "the path does not exist, is not a file, or is not UTF-8 text",
+        "the path does not exist, is not a file, or its bytes are not text in the encoding "
+        "Python reads it with (UTF-8, or what a PEP 263 coding line names)",
         "check the path and the file's encoding",
         "",
         "",

@@ -2,7 +2,13 @@
 
 Nothing is imported or executed: every fact comes from the `ast`. Names are
 resolved the way Python would resolve them at module scope, through
-`from mimir.array import ...` and `import mimir.array as ...`.
+`from mimir.array import ...` and `import mimir.array as ...`: each binding of a
+name at module level replaces what the name meant before (`float32 = Dim(...)`
+after importing `float32` makes it a dim, not a dtype), so a kernel sees the
+last one, as its body does when it is called; a binding inside a module-level
+`if`, `try`, `for`, ... leaves the name with no known meaning. A name the
+module binds shadows the builtin of that name (`float`, `int`, `range`).
+Decorators are read at the `def`, as Python evaluates them there.
 """
 
 from __future__ import annotations
@@ -133,11 +139,28 @@ def read_module(
     return info
 
 
+def _rebind(info: ModuleInfo, name: str) -> None:
+    """`name` is bound again at module level: forget what it meant before."""
+    tables = (
+        info.imported,
+        info.modules,
+        info.dims,
+        info.constants,
+        info.sizes,
+        info.imported_kernels,
+        info.imported_functions,
+    )
+    for table in tables:
+        table.pop(name, None)
+    info.bad_dims.discard(name)
+    info.module_names.add(name)
+
+
 def _read_statement(info: ModuleInfo, stmt: ast.stmt) -> None:
     if isinstance(stmt, ast.ImportFrom) and stmt.module in ("mimir.array", "mimir"):
         for alias in stmt.names:
             local = alias.asname or alias.name
-            info.module_names.add(local)
+            _rebind(info, local)
             if stmt.module == "mimir.array":
                 info.imported[local] = alias.name
             elif alias.name == "array":
@@ -145,62 +168,69 @@ def _read_statement(info: ModuleInfo, stmt: ast.stmt) -> None:
         return
     if isinstance(stmt, ast.Import):
         for alias in stmt.names:
+            _rebind(info, (alias.asname or alias.name).split(".")[0])
             if alias.name in ("mimir.array", "mimir"):
                 if alias.asname:
                     info.modules[alias.asname] = alias.name
                 else:
                     info.modules["mimir"] = "mimir"
-            info.module_names.add((alias.asname or alias.name).split(".")[0])
         return
     if isinstance(stmt, ast.ImportFrom):
         for alias in stmt.names:
-            info.module_names.add(alias.asname or alias.name)
+            _rebind(info, alias.asname or alias.name)
         return
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        info.module_names.add(stmt.name)
         if isinstance(stmt, ast.FunctionDef):
-            grid = _gpu_decorator(info, stmt)
+            grid = _gpu_decorator(info, stmt)  # before the name is bound, as Python does
             if grid is not False:
                 info.kernels.append(
                     KernelDef(
                         stmt, grid if isinstance(grid, ast.expr) else None, info.source.span(stmt)
                     )
                 )
+        _rebind(info, stmt.name)
         return
     if isinstance(stmt, ast.Assign):
         for target in stmt.targets:
             for name in ast.walk(target):
                 if isinstance(name, ast.Name):
-                    info.module_names.add(name.id)
+                    _rebind(info, name.id)
         if len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             _read_binding(info, stmt.targets[0].id, stmt.value)
         return
     if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-        info.module_names.add(stmt.target.id)
+        _rebind(info, stmt.target.id)
         if stmt.value is not None:
             _read_binding(info, stmt.target.id, stmt.value)
         return
-    if isinstance(stmt, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
-        for child in ast.iter_child_nodes(stmt):
-            if isinstance(child, ast.stmt):
-                _bind_names_only(info, child)
-            elif isinstance(child, (ast.ExceptHandler,)):
-                for s in child.body:
-                    _bind_names_only(info, s)
-        for body in ("body", "orelse", "finalbody"):
-            for s in getattr(stmt, body, []) or []:
-                _bind_names_only(info, s)
+    # `if`, `try`, `for`, `with`, `N += 1`, `(N := 3)`, ...: names bound, meaning unknown.
+    _bind_names_only(info, stmt)
 
 
 def _bind_names_only(info: ModuleInfo, stmt: ast.stmt) -> None:
     """Names bound in nested module-level blocks exist, but carry no facts."""
-    for node in ast.walk(stmt):
+    for node in _module_scope_nodes(stmt):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            info.module_names.add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            info.module_names.add(node.name)
+            _rebind(info, node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            _rebind(info, node.name)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            _rebind(info, node.name)
         elif isinstance(node, ast.alias):
-            info.module_names.add((node.asname or node.name).split(".")[0])
+            _rebind(info, (node.asname or node.name).split(".")[0])
+
+
+def _module_scope_nodes(stmt: ast.stmt) -> list[ast.AST]:
+    """The nodes of `stmt` that run in module scope: not the bodies of defs and lambdas."""
+    out: list[ast.AST] = []
+    todo: list[ast.AST] = [stmt]
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue  # its own name is bound here; what its body binds is local to it
+        todo.extend(ast.iter_child_nodes(node))
+    return out
 
 
 def _gpu_decorator(info: ModuleInfo, fn: ast.FunctionDef) -> ast.expr | None | bool:
@@ -217,8 +247,9 @@ def _gpu_decorator(info: ModuleInfo, fn: ast.FunctionDef) -> ast.expr | None | b
 
 
 def _read_binding(info: ModuleInfo, name: str, value: ast.expr) -> None:
-    if isinstance(value, ast.Constant) and type(value.value) is int:
-        info.constants[name] = value.value
+    lit = _int_literal(value)  # `-3` too: a negative constant is refused where used as a size
+    if lit is not None:
+        info.constants[name] = lit
         return
     if isinstance(value, ast.BinOp) and type(value.op) in _DIM_OPS:
         # `D_HID = 4 * D_IN`: size arithmetic is a size. Anything else is an ordinary
@@ -315,6 +346,12 @@ def read_annotation(info: ModuleInfo, node: ast.expr | None) -> Annotation | Pro
     if node is None:
         return Problem("GPU033", "", Span("", 0, 0, 0, 0))
     if isinstance(node, ast.Name) and node.id in ("int", "float"):
+        if node.id in info.module_names:
+            return Problem(
+                "GPU033",
+                f"`{node.id}` is bound at module level, so it is not Python's `{node.id}` here",
+                src.span(node),
+            )
         return ScalarAnnotation(node.id, src.span(node))
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         try:
@@ -336,6 +373,14 @@ def read_annotation(info: ModuleInfo, node: ast.expr | None) -> Annotation | Pro
         )
     items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
     dtype_name = info.resolve(items[0])
+    first = items[0]
+    if dtype_name is None and isinstance(first, ast.Name) and first.id in DTYPES:
+        if first.id in info.module_names:
+            return Problem(
+                "GPU033",
+                f"`{first.id}` is bound at module level, so it is not the dtype `{first.id}` here",
+                src.span(first),
+            )
     if dtype_name not in DTYPES:
         return Problem(
             "GPU033",
@@ -366,7 +411,12 @@ def read_size(info: ModuleInfo, node: ast.expr) -> Size | Problem:
         if node.id in info.bad_dims:
             return Problem("GPU034", f"dim `{node.id}` is declared badly", src.span(node), True)
         if node.id in info.constants:
-            return info.constants[node.id]
+            value = info.constants[node.id]
+            if value < 0:
+                return Problem(
+                    "GPU033", f"a size cannot be negative (`{node.id}` is {value})", src.span(node)
+                )
+            return value
         if node.id in info.sizes:
             return info.sizes[node.id]
         if node.id in info.module_names:

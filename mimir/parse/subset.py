@@ -76,20 +76,29 @@ _EXPRESSIONS: dict[type, str] = {
 }
 
 
-def violations(func: ast.FunctionDef, index_level: bool = False) -> Iterator[Violation]:
-    """Every construct in `func`'s body that the kernel language cannot hold."""
+def violations(
+    func: ast.FunctionDef, index_level: bool = False, shadowed: frozenset[str] = frozenset()
+) -> Iterator[Violation]:
+    """Every construct in `func`'s body that the kernel language cannot hold.
+
+    `shadowed` names the builtins the kernel's module binds itself (`range = Dim("range")`):
+    inside the kernel those names are the module's, as Python looks them up.
+    """
     returned = False
     for stmt in func.body:
         if returned and not _is_docstring(stmt):
             # The checker refuses dead code too; the shim would never reach it.
             yield Violation(CODE, "unreachable code after `return`", stmt)
             return
-        yield from statement_violations(stmt, func.name, index_level)
+        yield from statement_violations(stmt, func.name, index_level, shadowed)
         returned = returned or isinstance(stmt, ast.Return)
 
 
 def statement_violations(
-    stmt: ast.stmt, function_name: str, index_level: bool = False
+    stmt: ast.stmt,
+    function_name: str,
+    index_level: bool = False,
+    shadowed: frozenset[str] = frozenset(),
 ) -> Iterator[Violation]:
     kind = type(stmt)
     if kind in _STATEMENTS:
@@ -105,7 +114,7 @@ def statement_violations(
             )
             return
         if isinstance(stmt, ast.For):
-            yield from _for_violations(stmt, function_name)
+            yield from _for_violations(stmt, function_name, shadowed)
             return
     if kind is ast.Expr and not _is_docstring(stmt):
         # A bare expression does nothing in a kernel unless it is a call with effects.
@@ -119,12 +128,22 @@ def statement_violations(
         if isinstance(child, ast.expr):
             yield from _expression_violations(child, function_name, index_level)
         elif isinstance(child, ast.stmt):
-            yield from statement_violations(child, function_name, index_level)
+            yield from statement_violations(child, function_name, index_level, shadowed)
 
 
-def _for_violations(stmt: ast.For, function_name: str) -> Iterator[Violation]:
+def _for_violations(
+    stmt: ast.For, function_name: str, shadowed: frozenset[str]
+) -> Iterator[Violation]:
     """`for NAME in range(...)` with no `else`: the only loop a kernel may hold."""
     it = stmt.iter
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in shadowed:
+        yield Violation(
+            CODE,
+            f"`{it.func.id}` is bound at module level, so this loop does not iterate over "
+            "Python's `range`",
+            it.func,
+        )
+        return
     if not (
         isinstance(it, ast.Call)
         and isinstance(it.func, ast.Name)
@@ -143,7 +162,7 @@ def _for_violations(stmt: ast.For, function_name: str) -> Iterator[Violation]:
     for arg in it.args:
         yield from _expression_violations(arg, function_name, True)
     for child in stmt.body:
-        yield from statement_violations(child, function_name, True)
+        yield from statement_violations(child, function_name, True, shadowed)
 
 
 def _has_violation(expr: ast.expr, function_name: str, index_level: bool = False) -> bool:
@@ -227,7 +246,12 @@ def _is_docstring(stmt: ast.stmt) -> bool:
     )
 
 
-def first_violation(source: str, function_name: str, index_level: bool = False) -> Violation | None:
+def first_violation(
+    source: str,
+    function_name: str,
+    index_level: bool = False,
+    shadowed: frozenset[str] = frozenset(),
+) -> Violation | None:
     """The first violation in the function `function_name` defined in `source`."""
     try:
         tree = ast.parse(textwrap.dedent(source))
@@ -235,5 +259,5 @@ def first_violation(source: str, function_name: str, index_level: bool = False) 
         return None
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name == function_name:
-            return next(violations(node, index_level), None)
+            return next(violations(node, index_level, shadowed), None)
     return None

@@ -82,12 +82,20 @@ def buffer_shape(buffer: Mapping[str, Any], dims: Mapping[str, int]) -> tuple[in
     return shape
 
 
+U32_MAX = 2**32 - 1
+
+
 def numel(shape: Sequence[int]) -> int:
     return math.prod(shape)
 
 
 def check_dims(manifest: Mapping[str, Any], dims: Mapping[str, int]) -> None:
-    """Raise `ManifestError` when a dim is missing or outside its stated constraints."""
+    """Raise `ManifestError` when a dim is missing or outside its stated constraints.
+
+    Kernels hold dims in `u32` uniform fields and index with 32-bit integers, so a dim
+    or a buffer's element count above 2**32 - 1 is refused too (the compiler proved it
+    fits for bounded dims; an unbounded dim is checked here, at launch).
+    """
     for dim in manifest.get("dims", []):
         name = dim["name"]
         if name not in dims:
@@ -102,6 +110,15 @@ def check_dims(manifest: Mapping[str, Any], dims: Mapping[str, int]) -> None:
             raise ManifestError(f"dim `{name}`={value} is above its maximum {hi}")
         if step and value % step:
             raise ManifestError(f"dim `{name}`={value} is not a multiple of {step}")
+        if value > U32_MAX:
+            raise ManifestError(f"dim `{name}`={value} does not fit its u32 uniform field")
+    for buffer in manifest.get("buffers", []):
+        count = numel(buffer_shape(buffer, dims))
+        if count > U32_MAX:
+            raise ManifestError(
+                f"buffer `{buffer['name']}` would have {count} elements; kernels index with "
+                "32-bit integers, so at most 2**32 - 1"
+            )
 
 
 def flatten(values: Any) -> list:

@@ -386,11 +386,15 @@ def verify_file(
     """
     from mimir.check import check_source
     from mimir.codegen import compile_source
+    from mimir.parse.spans import read_source
     from mimir.runtime.wgpu_runner import adapter_description, run_manifest
 
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
     report = VerifyReport(adapter=adapter_description())
+    text, unreadable = read_source(path)  # as Python decodes it (PEP 263)
+    if text is None:
+        report.diagnostics.append(unreadable)
+        return report
     names = [k.graph.name for k in check_source(str(path), text).kernels]
     if function is not None:
         names = [n for n in names if n == function]
