@@ -102,9 +102,9 @@ def test_jobs_are_capped_at_the_cores(tmp_path: Path, monkeypatch: pytest.Monkey
         (tmp_path / f"k{i}.py").write_text(f"x{i} = {i}\n")
     asked = []
 
-    def check_all(todo: list, timeout_ms: int, workers: int):
+    def check_all(todo: list, timeout_ms: int, workers: int, roots=()):
         asked.append(workers)
-        return ((item, runner.check_text(item[0], item[2], timeout_ms)) for item in todo)
+        return ((item, runner.check_text(item[0], item[2], timeout_ms, roots)) for item in todo)
 
     monkeypatch.setattr(runner, "_check_all", check_all)
     monkeypatch.setattr(runner.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
