@@ -519,7 +519,7 @@ def index_cases(draw, planted: bool | None = None, pattern: str | None = None) -
         elif guard == "if":
             hi = "C + 1" if bug == "off_by_one" else "C"
             body += [
-                f"if 0 <= y and y < {hi}:",
+                f"if (0 <= y) & (y < {hi}):",
                 f"    out[{at}] = x[y]",
                 "else:",
                 f"    out[{at}] = {zero}",
