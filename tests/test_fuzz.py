@@ -150,6 +150,29 @@ def test_one_clang_run_validates_many_msl_files_and_names_the_bad_one(tmp_path) 
     assert "bad.metal" in reports[1].findings[0].detail
 
 
+def test_a_backend_that_disagrees_with_the_shim_is_a_wrong_result(tmp_path, monkeypatch) -> None:
+    import harness.msl_runner
+    from fuzzing.backends import Tools, compile_and_validate, execute
+    from fuzzing.oracle import WRONG
+
+    import mimir.runtime.wgpu_runner
+
+    def off_by_one(manifest, folder, inputs, dims, scalars=None):
+        n = dims["N"]
+        return {"out": [1.0] * n}  # relu(x * y) is never 1.0 everywhere on random inputs
+
+    monkeypatch.setattr(mimir.runtime.wgpu_runner, "run_manifest", off_by_one)
+    monkeypatch.setattr(harness.msl_runner, "run_msl_manifest", off_by_one)
+    monkeypatch.setattr(Tools, "wgpu", staticmethod(lambda: True))
+    monkeypatch.setattr(Tools, "clang", staticmethod(lambda: "clang++"))
+    j = judge(CLEAN, tmp_path)
+    report = compile_and_validate(j.path, tmp_path / "out")
+    report.findings.clear()  # validators may be missing here; execution is what is tested
+    execute(j.path, tmp_path / "out", report)
+    assert {f.klass for f in report.findings} == {WRONG}
+    assert {f.detail.split()[0] for f in report.findings} == {"wgsl", "spirv", "msl"}
+
+
 @pytest.fixture(scope="module")
 def campaign(tmp_path_factory):
     for tool in ("wgpu", "clang++-half", "spirv-val"):

@@ -29,6 +29,7 @@ from fuzzing.backends import BackendReport, Tools, compile_and_validate, execute
 from fuzzing.kernels import INDEX_PATTERNS, TENSOR_OPS, Case, index_cases, tensor_cases
 from fuzzing.oracle import CLASSES, CRASH, Finding, Judgement, judge
 
+
 def _rotation() -> tuple[tuple[str, str], ...]:
     """Every op and index pattern; an index-level pattern after every fourth op (index-level
     kernels come about twice as often as one pattern per rotation would give), so that a
