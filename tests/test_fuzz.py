@@ -17,7 +17,9 @@ from fuzzing import CATEGORIES, TENSOR_OPS, dump, run, table
 from fuzzing.campaign import Outcome
 from fuzzing.kernels import INDEX_BUGS, TENSOR_BUGS
 from fuzzing.oracle import (
+    BARE,
     CEX,
+    CODE,
     CRASH,
     FALSE_ALARM,
     FALSE_PROOF,
@@ -35,15 +37,40 @@ from mimir import ops
 from mimir.check import FileResult
 from mimir.diagnostics.diagnostic import Diagnostic, Span
 
-# Findings the fixed-seed run knows about, each with the issue that fixes it: (class,
-# category) -> reference; "*" matches any category. Empty it as the issues are fixed:
-# a finding that is no longer produced makes `test_known_findings_still_occur` fail.
-KNOWN: dict[tuple[str, str], str] = {}
+# Findings the fixed-seed run knows about, each with the issue section that fixes it:
+# (finding class, what produced it) -> reference, where "what" is the planted bug's label
+# (`Case.planted`) or the category `tier:op`. Each is also a failing fixture under
+# tests/fixtures/fuzz_findings/. Remove an entry when its fix lands: an entry the run no
+# longer produces fails `test_known_findings_still_occur`, so this list only shrinks.
+KNOWN: dict[tuple[str, str], str] = {
+    (BARE, "empty_axis"): (
+        "issue 9 section 2: mean/softmax/log_softmax over an empty axis raise ZeroDivisionError "
+        "or ValueError in the shim (fuzz_findings/empty_axis_mean_softmax.py)"
+    ),
+    (FALSE_PROOF, "slice_past_end"): (
+        "issue 9 section 1: a slice bound `N - 3` checks clean, the shim counts it from the end "
+        "(fuzz_findings/symbolic_slice_bounds.py)"
+    ),
+    (CODE, "tensor:shape"): (
+        "issue 9 section 4: `x / (M ** 0.5)` with a Dim raises GPU036 in the shim "
+        "(fuzz_findings/dim_as_value.py)"
+    ),
+    (FALSE_ALARM, "index:gather"): (
+        "issue 9 section 7: `x[y % C]` and `x[minimum(maximum(y, 0), C - 1)]` are GPU018 "
+        "(fuzz_findings/index_gather_value_ranges.py)"
+    ),
+}
+
+
+def _keys(outcome: Outcome, finding: Finding) -> list[tuple[str, str]]:
+    keys = [(finding.klass, f"{outcome.case.tier}:{outcome.case.category}")]
+    if outcome.case.planted:
+        keys.append((finding.klass, outcome.case.planted))
+    return keys
 
 
 def known(outcome: Outcome, finding: Finding) -> str | None:
-    category = f"{outcome.case.tier}:{outcome.case.category}"
-    return KNOWN.get((finding.klass, category)) or KNOWN.get((finding.klass, "*"))
+    return next((KNOWN[k] for k in _keys(outcome, finding) if k in KNOWN), None)
 
 
 SWAPPED = """\
@@ -213,8 +240,6 @@ def test_the_campaign_covered_both_tiers_and_every_backend(campaign) -> None:
 
 def test_known_findings_still_occur(campaign) -> None:
     """A `KNOWN` entry the run no longer produces has been fixed: remove it."""
-    produced = {(f.klass, f"{o.case.tier}:{o.case.category}") for o in campaign.outcomes
-                for f in o.findings}  # fmt: skip
-    stale = [k for k in KNOWN if k[1] != "*" and k not in produced]
-    stale += [k for k in KNOWN if k[1] == "*" and k[0] not in {c for c, _ in produced}]
+    produced = {k for o in campaign.outcomes for f in o.findings for k in _keys(o, f)}
+    stale = sorted(set(KNOWN) - produced)
     assert not stale, f"fixed, remove from KNOWN: {stale}"
