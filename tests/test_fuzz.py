@@ -202,8 +202,12 @@ def test_a_backend_that_disagrees_with_the_shim_is_a_wrong_result(tmp_path, monk
 
 @pytest.fixture(scope="module")
 def campaign(tmp_path_factory):
+    from fuzzing.backends import Tools
+    from harness import require
+
     for tool in ("wgpu", "clang++-half", "spirv-val"):
         require_tool(tool)
+    require(Tools.ptxas() is not None, "ptxas (CUDA 13.0) is neither on PATH nor pip-installed")
     workdir = tmp_path_factory.mktemp("fuzz")
     return run(0, workdir, kernels=2 * len(CATEGORIES), examples=1, execute_every=12)
 
@@ -233,7 +237,7 @@ def test_the_campaign_covered_both_tiers_and_every_backend(campaign) -> None:
     assert {o.case.category for o in campaign.outcomes} == {c for _, c in CATEGORIES}
     assert sum(1 for o in campaign.outcomes if o.case.planted) >= len(CATEGORIES) // 2
     validated = {v for o in campaign.outcomes if o.backend for v in o.backend.validated}
-    assert {"wgsl naga", "spirv-val", "msl clang++"} <= validated
+    assert {"wgsl naga", "spirv-val", "msl clang++", "ptxas sm_80", "ptxas sm_90"} <= validated
     executed = {e.split()[0] for o in campaign.outcomes if o.backend for e in o.backend.executed}
     assert executed == {"wgsl", "spirv", "msl"}
 
