@@ -532,8 +532,6 @@ def index_cases(draw, planted: bool | None = None, pattern: str | None = None) -
             body.append(
                 f"out[{at}] = x[y % C]" if bug != "off_by_one" else f"out[{at}] = x[y % C + 1]"
             )
-        if not b.dims["C"].count("min=") and guard != "if":
-            pass
     elif pattern == "stencil":
         b.param(("N",), dt, "x")
         b.param(("N",), dt, "out")
