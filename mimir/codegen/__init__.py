@@ -22,6 +22,7 @@ from pathlib import Path
 
 from mimir.codegen.backends import BACKENDS
 from mimir.codegen.index_level import build_index_level
+from mimir.codegen.ir import legalise
 from mimir.codegen.kernels import build
 from mimir.codegen.manifest import build_manifest, dumps
 from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, RefusalError
@@ -128,6 +129,7 @@ def _compile_kernel(kernel, path: str, names: list[str], diagnostics: list[Diagn
         message = f"cannot compile `{name}` for {', '.join(names)}: {err.message}"
         diagnostics.append(Diagnostic(err.code, message, err.span or span, function=name))
         return []
+    irs = [legalise(ir) for ir in irs]  # folded, literals typed: valid input for every printer
     files: list[tuple[str, str | bytes, str]] = []
     for backend_name in names:
         backend = BACKENDS[backend_name]()

@@ -296,3 +296,204 @@ def all_expressions(body: list[Stmt] | tuple[Stmt, ...]):
     for s in walk_statements(body):
         for e in statement_expressions(s):
             yield from walk_expr(e)
+
+
+# ---------------------------------------------------------------- canonical form
+#
+# Constant folding and literal typing live here, once, so that every printer gets
+# the same valid input (a printer never has to know that `-1u` is not WGSL).
+# After `legalise`:
+# - every integer literal holds its type's canonical value: `u32` in [0, 2**32),
+#   `i32` in [-2**31, 2**31), `bool` a Python bool;
+# - integer `+ - *`, `/` and `%` (non-zero divisor, truncating), bitwise ops,
+#   comparisons, negation and integer casts of literals are folded, wrapping as
+#   the IR's semantics say (module docstring);
+# - `a + c` with a "negative" literal is `a - |c|` and `a - c` is `a + |c|`
+#   (for `u32`, a literal above 2**31 is the wrapped form of a negative one);
+# - `a + 0`, `a - 0`, `a * 1`, `a / 1` and integer `a * 0`, `a % 1` are
+#   simplified; a `Select` on a literal condition is the chosen operand.
+# Floating-point expressions are never folded: the host's double arithmetic is
+# not the kernel's f32/f16 arithmetic.
+
+INT_TYPES = ("i32", "u32")
+
+
+def canonical_int(value: int, t: str) -> int:
+    """An integer literal's value as type `t` holds it (two's complement wrap)."""
+    v = int(value) & 0xFFFFFFFF
+    if t == "i32" and v >= 2**31:
+        v -= 2**32
+    return v
+
+
+def _negative(c: Const) -> int | None:
+    """|c| when the literal is a negative number of its type (u32: above 2**31), else None."""
+    if c.type == "i32" and c.value < 0 and c.value != -(2**31):
+        return -c.value
+    if c.type == "u32" and c.value > 2**31:
+        return 2**32 - c.value
+    return None
+
+
+def _trunc_div(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+def _fold_ints(op: str, a: int, b: int, t: str) -> Any:
+    """`a op b` on literals of integer type `t`, or None where the IR leaves it unfolded."""
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op in ("/", "%"):
+        if b == 0 or (t == "i32" and a == -(2**31) and b == -1):
+            return None
+        q = _trunc_div(a, b)
+        return q if op == "/" else a - q * b
+    if op == "&":
+        return a & b
+    if op == "|":
+        return a | b
+    if op == "^":
+        return a ^ b
+    if op in COMPARISONS:
+        return {
+            "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b,
+        }[op]  # fmt: skip
+    return None  # shifts: backends differ on amounts >= 32; left as written
+
+
+def fold(e: Expr) -> Expr:
+    """`e` in canonical form (see above); structurally equal inputs give equal outputs."""
+    if isinstance(e, Const):
+        if e.type in INT_TYPES:
+            v = canonical_int(e.value, e.type)
+            return e if v == e.value and type(e.value) is int else Const(v, e.type)
+        if e.type == "bool" and type(e.value) is not bool:
+            return Const(bool(e.value), "bool")
+        return e
+    if isinstance(e, Load):
+        index = fold(e.index)
+        return e if index is e.index else Load(e.array, index, e.type)
+    if isinstance(e, Call):
+        args = tuple(fold(a) for a in e.args)
+        return e if args == e.args else Call(e.fn, args, e.type)
+    if isinstance(e, Select):
+        cond, a, b = fold(e.cond), fold(e.if_true), fold(e.if_false)
+        if isinstance(cond, Const):
+            return a if cond.value else b
+        return Select(cond, a, b, e.type)
+    if isinstance(e, (Cast, Bitcast)):
+        a = fold(e.a)
+        if isinstance(a, Const) and a.type in INT_TYPES and e.type in INT_TYPES:
+            return Const(canonical_int(a.value, e.type), e.type)  # reinterprets the bits
+        if isinstance(a, Const) and a.type == e.type:
+            return a
+        return type(e)(a, e.type)
+    if isinstance(e, Unary):
+        a = fold(e.a)
+        if isinstance(a, Const) and a.type in INT_TYPES and e.op in ("-", "~"):
+            v = -a.value if e.op == "-" else ~a.value
+            return Const(canonical_int(v, e.type), e.type)
+        if isinstance(a, Const) and a.type == "bool" and e.op == "!":
+            return Const(not a.value, "bool")
+        return Unary(e.op, a, e.type)
+    if isinstance(e, Binary):
+        return _fold_binary(e.op, fold(e.a), fold(e.b), e.type)
+    return e
+
+
+def _fold_binary(op: str, a: Expr, b: Expr, t: str) -> Expr:
+    ca = a if isinstance(a, Const) else None
+    cb = b if isinstance(b, Const) else None
+    integer = a.type in INT_TYPES
+    if integer and ca is not None and cb is not None:
+        value = _fold_ints(op, ca.value, cb.value, a.type)
+        if value is not None:
+            return Const(value, "bool") if t == "bool" else Const(canonical_int(value, t), t)
+    if a.type == "bool" and op in ("&&", "||") and (ca is not None or cb is not None):
+        known, other = (ca, b) if ca is not None else (cb, a)
+        absorbing = op == "||"  # true || x is true; false && x is false
+        return known if known.value == absorbing else other
+    if integer and op in ("+", "-") and cb is not None:
+        magnitude = _negative(cb)
+        if magnitude is not None:  # `a + -c` is `a - c`; `a - -c` is `a + c`
+            return _fold_binary("-" if op == "+" else "+", a, Const(magnitude, cb.type), t)
+    if integer and op == "+" and ca is not None and cb is None:
+        return _fold_binary("+", b, a, t)  # the literal goes right, where `-` can take it
+    if op in ("+", "-") and integer and cb is not None and cb.value == 0:
+        return a
+    if op == "+" and integer and ca is not None and ca.value == 0:
+        return b
+    if op == "*" and integer:
+        if (ca is not None and ca.value == 0) or (cb is not None and cb.value == 0):
+            return Const(0, t)
+        if ca is not None and ca.value == 1:
+            return b
+        if cb is not None and cb.value == 1:
+            return a
+    if op == "/" and integer and cb is not None and cb.value == 1:
+        return a
+    if op == "%" and integer and cb is not None and cb.value == 1:
+        return Const(0, t)
+    return Binary(op, a, b, t)
+
+
+def _fold_statement(s: Stmt) -> Stmt:
+    if isinstance(s, Let):
+        return Let(s.var, fold(s.value))
+    if isinstance(s, VarDecl):
+        return VarDecl(s.var, fold(s.init))
+    if isinstance(s, Assign):
+        return Assign(s.var, fold(s.value))
+    if isinstance(s, Store):
+        return Store(s.array, fold(s.index), fold(s.value))
+    if isinstance(s, If):
+        return If(fold(s.cond), fold_block(s.then), fold_block(s.orelse))
+    if isinstance(s, For):
+        return For(s.var, fold(s.start), fold(s.end), fold(s.step), fold_block(s.body))
+    if isinstance(s, Return):
+        return Return(None if s.value is None else fold(s.value))
+    return s
+
+
+def fold_block(body: list[Stmt] | tuple[Stmt, ...]) -> list[Stmt]:
+    return [_fold_statement(s) for s in body]
+
+
+def legalise(kernel: Kernel) -> Kernel:
+    """The kernel with every expression in canonical form; what every backend prints."""
+    helpers = [
+        Helper(h.name, h.params, h.ret, tuple(fold_block(h.body)), h.uses) for h in kernel.helpers
+    ]
+    return Kernel(
+        kernel.name,
+        kernel.what,
+        kernel.workgroup_size,
+        kernel.workgroups,
+        kernel.buffers,
+        kernel.uniform_fields,
+        kernel.uses_uniform,
+        kernel.shared,
+        fold_block(kernel.body),
+        helpers,
+        kernel.origins,
+    )
+
+
+def literal_problems(kernel: Kernel) -> list[str]:
+    """Integer literals that are not in canonical form (empty after `legalise`)."""
+    out = []
+    bodies = [kernel.body, *(h.body for h in kernel.helpers)]
+    for body in bodies:
+        for e in all_expressions(body):
+            if isinstance(e, Const) and e.type in INT_TYPES:
+                if canonical_int(e.value, e.type) != e.value:
+                    out.append(f"{e.value} as {e.type}")
+            if isinstance(e, Binary) and e.op in ("+", "-") and isinstance(e.b, Const):
+                if e.b.type in INT_TYPES and _negative(e.b) is not None:
+                    out.append(f"`{e.op}` of the negative literal {e.b.value} as {e.b.type}")
+    return out

@@ -31,10 +31,10 @@ kernel void naive_matmul_0_grid(
         i6 = pid4;
         j7 = pid5;
         acc8 = 0.0f;
-        const int n10 = int(uint(int(u.K)) - uint(0));
-        const uint count11 = (n10 > 0 ? uint(int(uint(n10) + uint(0)) / 1) : 0u);
+        const int n10 = int(u.K);
+        const uint count11 = (n10 > 0 ? uint(n10) : 0u);
         for (uint k12 = 0u; k12 < count11; k12 += 1u) {
-            k9 = int(uint(0) + uint(int(uint(int(k12)) * uint(1))));
+            k9 = int(k12);
             const uint at13 = uint(i6) * u.K + uint(k9);
             const uint at14 = uint(k9) * u.N + uint(j7);
             acc8 = acc8 + a[at13] * b[at14];

@@ -38,20 +38,20 @@ kernel void row_stats_0_grid(
         int c5 = 0;
         int j6 = 0;
         i3 = pid2;
-        const uint at7 = uint(i3) * u.N + uint(0);
+        const uint at7 = uint(i3) * u.N;
         m4 = x[at7];
         c5 = 0;
         const int n8 = int(uint(int(u.N)) - uint(1));
-        const uint count9 = (n8 > 0 ? uint(int(uint(n8) + uint(0)) / 1) : 0u);
+        const uint count9 = (n8 > 0 ? uint(n8) : 0u);
         for (uint k10 = 0u; k10 < count9; k10 += 1u) {
-            j6 = int(uint(1) + uint(int(uint(int(k10)) * uint(1))));
+            j6 = int(uint(int(k10)) + uint(1));
             const uint at11 = uint(i3) * u.N + uint(j6);
             m4 = mimir_maximum_f32(m4, x[at11]);
         }
-        const int n12 = int(uint(int(u.N)) - uint(0));
+        const int n12 = int(u.N);
         const uint count13 = (n12 > 0 ? uint(int(uint(n12) + uint(1)) / 2) : 0u);
         for (uint k14 = 0u; k14 < count13; k14 += 1u) {
-            j6 = int(uint(0) + uint(int(uint(int(k14)) * uint(2))));
+            j6 = int(uint(int(k14)) * uint(2));
             const uint at15 = uint(i3) * u.N + uint(j6);
             if (!((as_type<uint>(x[at15]) & 0x7fffffffu) > 0x7f800000u) && (x[at15] > 0.0f)) {
                 c5 = int(uint(c5) + uint(1));

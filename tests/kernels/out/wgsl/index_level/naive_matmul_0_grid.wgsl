@@ -31,10 +31,10 @@ fn naive_matmul_0_grid(
         i6 = pid4;
         j7 = pid5;
         acc8 = 0.0f;
-        let n10: i32 = i32(u.K) - 0i;
-        let count11: u32 = select(0u, u32((n10 + 0i) / 1i), n10 > 0i);
+        let n10: i32 = i32(u.K);
+        let count11: u32 = select(0u, u32(n10), n10 > 0i);
         for (var k12: u32 = 0u; k12 < count11; k12 += 1u) {
-            k9 = 0i + i32(k12) * 1i;
+            k9 = i32(k12);
             let at13: u32 = u32(i6) * u.K + u32(k9);
             let at14: u32 = u32(k9) * u.N + u32(j7);
             acc8 = acc8 + a[at13] * b[at14];

@@ -38,20 +38,20 @@ fn row_stats_0_grid(
         var c5: i32 = 0i;
         var j6: i32 = 0i;
         i3 = pid2;
-        let at7: u32 = u32(i3) * u.N + u32(0i);
+        let at7: u32 = u32(i3) * u.N;
         m4 = x[at7];
         c5 = 0i;
         let n8: i32 = i32(u.N) - 1i;
-        let count9: u32 = select(0u, u32((n8 + 0i) / 1i), n8 > 0i);
+        let count9: u32 = select(0u, u32(n8), n8 > 0i);
         for (var k10: u32 = 0u; k10 < count9; k10 += 1u) {
-            j6 = 1i + i32(k10) * 1i;
+            j6 = i32(k10) + 1i;
             let at11: u32 = u32(i3) * u.N + u32(j6);
             m4 = mimir_maximum_f32(m4, x[at11]);
         }
-        let n12: i32 = i32(u.N) - 0i;
+        let n12: i32 = i32(u.N);
         let count13: u32 = select(0u, u32((n12 + 1i) / 2i), n12 > 0i);
         for (var k14: u32 = 0u; k14 < count13; k14 += 1u) {
-            j6 = 0i + i32(k14) * 2i;
+            j6 = i32(k14) * 2i;
             let at15: u32 = u32(i3) * u.N + u32(j6);
             if (!((bitcast<u32>(x[at15]) & 0x7fffffffu) > 0x7f800000u) && (x[at15] > 0.0f)) {
                 c5 = c5 + 1i;

@@ -1,0 +1,569 @@
+"""Hypothesis strategies for kernel files: tensor-level and index-level, clean or planted bug.
+
+`cases()` draws a `Case`: the text of one kernel file (a single `@gpu` function named
+`kernel`), its category (the op or index pattern it exercises) and, for about half of
+them, the label of the bug planted in it. The generator knows the kernel language
+only as a user does (its spelling); it does not import the checker, so it cannot
+share the checker's mistakes. Its notion of "clean" is a label for the report, not the
+oracle: the oracle (`fuzzing.oracle`) compares the checker with the shim.
+
+Tensor-level kernels exercise every op of `mimir.ops.TABLE` (`TENSOR_OPS` is checked
+against it) on every dtype, chained with further element-wise ops. Dims carry `min`,
+`max` and `multiple_of`, and parameter shapes use size arithmetic (`N + 1`, `2 * M`).
+Index-level kernels use `program_id`, loops, conditions, loaded indices and clamps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hypothesis import strategies as st
+
+DTYPES = ("float32", "float16", "int32", "uint32", "bool_")
+FLOATS = ("float32", "float16")
+INTS = ("int32", "uint32")
+
+# Every op of `mimir.ops.TABLE`, by name (tests/test_fuzz.py checks the two agree).
+TENSOR_OPS = (
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
+    "bitand", "bitor", "lt", "le", "gt", "ge", "eq", "ne",
+    "neg", "invert", "relu", "abs", "sigmoid", "tanh", "gelu", "exp", "log", "sqrt", "rsqrt",
+    "clip", "astype", "where", "maximum", "minimum",
+    "sum", "mean", "max", "min", "softmax", "log_softmax",
+    "matmul", "reshape", "transpose", "T", "index", "shape", "zeros", "ones", "full",
+)  # fmt: skip
+
+INDEX_PATTERNS = ("map", "row_loop", "gather", "stencil", "grid2d", "strided")
+
+TENSOR_BUGS = (
+    "off_by_one",
+    "swapped_axes",
+    "broadcast_needs_1",
+    "reshape_some_sizes",
+    "empty_axis",
+    "slice_past_end",
+    "int_uint_mix",
+    "wrong_return",
+)
+INDEX_BUGS = ("off_by_one", "unguarded_gather", "racing_write", "loop_past_end", "int_uint_mix")
+
+_BINARY = {
+    "add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
+    "pow": "**", "bitand": "&", "bitor": "|",
+    "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=",
+}  # fmt: skip
+_FLOAT_UNARY = ("sigmoid", "tanh", "gelu", "exp", "log", "sqrt", "rsqrt")
+
+
+@dataclass
+class Case:
+    """One generated kernel file."""
+
+    source: str
+    tier: str  # "tensor" | "index"
+    category: str  # the op (tensor) or pattern (index) exercised
+    planted: str | None = None  # the planted bug's label, None for a kernel meant clean
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"{self.tier}:{self.category}" + (f"+{self.planted}" if self.planted else "")
+
+
+@dataclass
+class _Val:
+    expr: str
+    shape: tuple[str, ...]
+    dtype: str
+
+
+class _Builder:
+    """Collects the parameters and dims of one kernel while its body is drawn."""
+
+    def __init__(self, draw, dims: dict[str, str]) -> None:
+        self.draw = draw
+        self.dims = dims  # name -> `Dim(...)` declaration
+        self.params: list[tuple[str, str]] = []  # (name, annotation)
+        self.imports: set[str] = {"Dim", "Tensor", "gpu"}
+        self.notes: list[str] = []
+        self.bare: set[str] = set()  # dims some axis already names alone (fixes them: GPU035)
+
+    def param(self, shape: tuple[str, ...], dtype: str, name: str | None = None) -> _Val:
+        name = name or "xyzwvu"[len(self.params)]
+        self.imports.add(dtype)
+        self.params.append((name, _annotation(dtype, shape)))
+        return _Val(name, shape, dtype)
+
+    def dim(self) -> str:
+        return self.draw(st.sampled_from(sorted(self.dims)))
+
+    def size(self) -> str:
+        """An axis size for a parameter: a dim, a small literal or size arithmetic."""
+        d = self.dim()
+        if d not in self.bare:  # a dim only ever used in arithmetic is bound by no argument
+            self.bare.add(d)
+            return d
+        return self.draw(
+            st.sampled_from([d, d, "1", "3", "4", f"{d} + 1", f"2 * {d}", f"{d} + 2", f"{d} - 1"])
+        )
+
+
+def _annotation(dtype: str, shape: tuple[str, ...]) -> str:
+    return f"Tensor[{', '.join((dtype, *shape))}]"
+
+
+@st.composite
+def dim_declarations(draw, names: tuple[str, ...] = ("N", "M", "K")) -> dict[str, str]:
+    """`Dim`s with a mix of constraints: min 0/1/2, a max, a multiple_of."""
+    out = {}
+    for name in names:
+        kw = []
+        low = draw(st.sampled_from([1, 1, 1, 0, 2]))
+        if low != 1:
+            kw.append(f"min={low}")
+        if draw(st.integers(0, 5)) == 0:
+            kw.append(f"max={draw(st.sampled_from([8, 64, 4096]))}")
+        if draw(st.integers(0, 5)) == 0:
+            kw.append(f"multiple_of={draw(st.sampled_from([2, 4, 8]))}")
+        out[name] = f'Dim("{name}"' + "".join(f", {k}" for k in kw) + ")"
+    return out
+
+
+def _render(b: _Builder, body: list[str], ret: str | None, grid: str | None = None) -> str:
+    names = sorted(b.imports)
+    lines = [f"from mimir.array import {', '.join(names)}", ""]
+    lines += [f"{name} = {decl}" for name, decl in b.dims.items()]
+    lines += ["", ""]
+    lines.append("@gpu" if grid is None else f"@gpu(grid={grid})")
+    sig = ", ".join(f"{n}: {a}" for n, a in b.params)
+    lines.append(f"def kernel({sig})" + (f" -> {ret}:" if ret else ":"))
+    lines += [f"    {line}" for line in body]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- tensor level
+
+
+def _scalar(dtype: str, draw) -> str:
+    if dtype in FLOATS:
+        return draw(st.sampled_from(["0.5", "2.0", "1.5", "-1.0"]))
+    if dtype == "bool_":
+        return draw(st.sampled_from(["True", "False"]))
+    return draw(st.sampled_from(["2", "3", "1"]))
+
+
+def _numeric(b: _Builder, v: _Val, kinds: tuple[str, ...]) -> _Val:
+    """`v` cast to a dtype in `kinds` when it is not one already."""
+    if v.dtype in kinds:
+        return v
+    target = kinds[0]
+    b.imports.add(target)
+    return _Val(f"{_paren(v.expr)}.astype({target})", v.shape, target)
+
+
+def _paren(expr: str) -> str:
+    return expr if expr.isidentifier() else f"({expr})"
+
+
+def _partner(b: _Builder, v: _Val, dtype: str) -> _Val:
+    """A second operand that broadcasts with `v`: same shape, a suffix, 1s, or a scalar."""
+    form = b.draw(st.sampled_from(["same", "suffix", "ones", "scalar"]))
+    if form == "scalar":
+        return _Val(_scalar(dtype, b.draw), (), dtype)
+    shape = v.shape
+    if form == "suffix" and shape:
+        shape = shape[b.draw(st.integers(0, len(shape) - 1)) :]
+    elif form == "ones" and shape:
+        k = b.draw(st.integers(0, len(shape) - 1))
+        shape = shape[:k] + ("1",) + shape[k + 1 :]
+    return b.param(shape, dtype)
+
+
+def _apply_op(b: _Builder, op: str, v: _Val) -> _Val:
+    draw = b.draw
+    rank = len(v.shape)
+    if op in _BINARY:
+        sym = _BINARY[op]
+        if op in ("bitand", "bitor"):
+            v = _numeric(b, v, ("int32", "uint32", "bool_"))
+        elif v.dtype == "bool_":
+            v = _numeric(b, v, ("int32", "float32"))
+        other = _partner(b, v, v.dtype)
+        if op == "pow" and v.dtype in INTS:
+            other = _Val("2", (), v.dtype)
+        if op in ("floordiv", "mod", "truediv") and other.shape:
+            other = _Val(f"({_paren(other.expr)} * {other.expr} + 1)", other.shape, other.dtype)
+        shape = _broadcast(v.shape, other.shape)
+        dtype = v.dtype
+        if op in ("lt", "le", "gt", "ge", "eq", "ne"):
+            dtype = "bool_"
+        elif op == "truediv" and v.dtype not in FLOATS:
+            dtype = "float32"
+        left, right = draw(st.sampled_from([(v, other), (other, v)])) if other.shape else (v, other)
+        if not left.shape and left.expr.lstrip("-")[:1].isdigit() is False:
+            left, right = v, other
+        b.imports.add(dtype)
+        return _Val(f"{_paren(left.expr)} {sym} {_paren(right.expr)}", shape, dtype)
+    if op == "neg":
+        v = _numeric(b, v, ("float32", "float16", "int32"))
+        return _Val(f"-{_paren(v.expr)}", v.shape, v.dtype)
+    if op == "invert":
+        v = _numeric(b, v, ("int32", "uint32", "bool_"))
+        return _Val(f"~{_paren(v.expr)}", v.shape, v.dtype)
+    if op in ("relu", "abs"):
+        v = _numeric(b, v, ("float32", "float16", "int32"))
+        return _Val(f"{_paren(v.expr)}.{op}()", v.shape, v.dtype)
+    if op == "clip":
+        v = _numeric(b, v, ("float32", "float16", "int32"))
+        lo, hi = ("-1.0", "1.0") if v.dtype in FLOATS else ("-1", "1")
+        return _Val(f"{_paren(v.expr)}.clip({lo}, {hi})", v.shape, v.dtype)
+    if op in _FLOAT_UNARY:
+        v = _numeric(b, v, FLOATS)
+        if op in ("log", "sqrt", "rsqrt"):
+            v = _Val(f"({_paren(v.expr)}.abs() + 1.0)", v.shape, v.dtype)
+        if op == "exp":
+            v = _Val(f"{_paren(v.expr)}.clip(-4.0, 4.0)", v.shape, v.dtype)
+        return _Val(f"{_paren(v.expr)}.{op}()", v.shape, v.dtype)
+    if op == "astype":
+        target = draw(st.sampled_from(DTYPES))
+        b.imports.add(target)
+        if v.dtype in FLOATS and target in INTS:
+            v = _Val(f"{_paren(v.expr)}.clip(0.0, 8.0)", v.shape, v.dtype)
+        return _Val(f"{_paren(v.expr)}.astype({target})", v.shape, target)
+    if op == "where":
+        b.imports.add("where")
+        cond = _Val(f"{_paren(v.expr)} > {_scalar(v.dtype, draw)}", v.shape, "bool_")
+        if v.dtype == "bool_":
+            cond = v
+        other = _partner(b, v, v.dtype)
+        shape = _broadcast(v.shape, other.shape)
+        return _Val(f"where({cond.expr}, {v.expr}, {other.expr})", shape, v.dtype)
+    if op in ("maximum", "minimum"):
+        b.imports.add(op)
+        if v.dtype == "bool_":
+            v = _numeric(b, v, ("float32",))
+        other = _partner(b, v, v.dtype)
+        return _Val(f"{op}({v.expr}, {other.expr})", _broadcast(v.shape, other.shape), v.dtype)
+    if op in ("sum", "mean", "max", "min"):
+        if op == "mean":
+            v = _numeric(b, v, FLOATS)
+        elif v.dtype == "bool_":
+            v = _numeric(b, v, ("int32", "float32"))
+        if not v.shape:
+            return _Val(f"{_paren(v.expr)}.{op}()", (), v.dtype)
+        keep = draw(st.booleans())
+        form = draw(st.sampled_from(["axis", "negative", "none", "tuple"]))
+        if form == "none":
+            shape = tuple("1" for _ in v.shape) if keep else ()
+            args = "keepdims=True" if keep else ""
+        else:
+            axis = draw(st.integers(0, rank - 1))
+            axes = (axis,)
+            text = str(axis if form != "negative" else axis - rank)
+            if form == "tuple" and rank > 1:
+                axes = tuple(sorted({axis, draw(st.integers(0, rank - 1))}))
+                text = "(" + ", ".join(map(str, axes)) + ("," if len(axes) == 1 else "") + ")"
+            shape = tuple(
+                ("1" if keep else None) if i in axes else s for i, s in enumerate(v.shape)
+            )
+            shape = tuple(s for s in shape if s is not None)
+            args = f"axis={text}" + (", keepdims=True" if keep else "")
+        return _Val(f"{_paren(v.expr)}.{op}({args})", shape, v.dtype)
+    if op in ("softmax", "log_softmax"):
+        v = _numeric(b, v, FLOATS)
+        if not v.shape:
+            v = _Val(f"{_paren(v.expr)}.reshape(1)", ("1",), v.dtype)
+        axis = draw(st.sampled_from(["", "axis=-1", "axis=0"]))
+        return _Val(f"{_paren(v.expr)}.{op}({axis})", v.shape, v.dtype)
+    if op == "matmul":
+        if v.dtype in ("bool_", "uint32"):
+            v = _numeric(b, v, ("float32",))
+        if rank < 2:
+            v = _Val(f"{_paren(v.expr)}.reshape(1, -1)", ("1", _product(v.shape)), v.dtype)
+        inner = v.shape[-1]
+        cols = b.size()
+        batch = v.shape[:-2] if draw(st.booleans()) else ()
+        w = b.param((*batch, inner, cols), v.dtype)
+        lead = v.shape[:-2] if len(v.shape[:-2]) >= len(batch) else batch
+        return _Val(f"{_paren(v.expr)} @ {w.expr}", (*lead, v.shape[-2], cols), v.dtype)
+    if op == "reshape":
+        if not v.shape:
+            return _Val(f"{_paren(v.expr)}.reshape(1, 1)", ("1", "1"), v.dtype)
+        form = draw(st.sampled_from(["flat", "minus_one", "split"]))
+        if form == "flat" or rank == 1:
+            total = _product(v.shape)
+            arg = draw(st.sampled_from(["-1", total]))
+            return _Val(f"{_paren(v.expr)}.reshape({arg})", (total,), v.dtype)
+        if form == "minus_one":
+            last = v.shape[-1]
+            return _Val(
+                f"{_paren(v.expr)}.reshape(-1, {last})", (_product(v.shape[:-1]), last), v.dtype
+            )
+        head = v.shape[0]
+        rest = _product(v.shape[1:])
+        return _Val(f"{_paren(v.expr)}.reshape({head}, {rest})", (head, rest), v.dtype)
+    if op in ("transpose", "T"):
+        if rank < 2:
+            return _Val(f"{_paren(v.expr)}.T", v.shape, v.dtype)
+        if op == "T":
+            return _Val(f"{_paren(v.expr)}.T", tuple(reversed(v.shape)), v.dtype)
+        perm = draw(st.permutations(range(rank)))
+        text = ", ".join(map(str, perm))
+        return _Val(f"{_paren(v.expr)}.transpose({text})", tuple(v.shape[p] for p in perm), v.dtype)
+    if op == "index":
+        if not v.shape:
+            return v
+        s0 = v.shape[0]
+        forms = ["last", "first", "from1", "head", "sym_tail", "full"]
+        form = draw(st.sampled_from(forms))
+        lead = ":, " if rank > 1 and draw(st.booleans()) else ""
+        axis = 1 if lead else 0
+        s = v.shape[axis]
+        if form == "last":
+            key, size = f"{lead}-1", None
+        elif form == "first":
+            key, size = f"{lead}0", None
+        elif form == "from1":
+            key, size = f"{lead}1:", f"{s} - 1"
+        elif form == "head":
+            key, size = f"{lead}:1", "1"
+        elif form == "sym_tail":
+            key, size = f"{lead}{s} - 1 : {s}", "1"
+        else:
+            key, size = f"{lead}:", s
+        shape = list(v.shape)
+        if size is None:
+            del shape[axis]
+        else:
+            shape[axis] = size
+        b.notes.append(f"index on an axis of size {s0}")
+        return _Val(f"{_paren(v.expr)}[{key}]", tuple(shape), v.dtype)
+    if op == "shape":
+        if not v.shape or v.dtype == "bool_":
+            return v
+        k = draw(st.integers(0, rank - 1))
+        scalar = f"{_paren(v.expr)}.shape[{k}]"
+        named = [s for s in v.shape if s.isidentifier()]
+        form = draw(st.sampled_from(["shape", "shape", "dim", "scale"]))
+        if form != "shape" and named and v.dtype in FLOATS:
+            d = draw(st.sampled_from(named))  # a Dim used as a value, as users write it
+            if form == "dim":
+                return _Val(f"{_paren(v.expr)} * (1.0 / {d})", v.shape, v.dtype)
+            return _Val(f"{_paren(v.expr)} / ({d} ** 0.5)", v.shape, v.dtype)
+        if v.dtype in FLOATS:
+            return _Val(f"{_paren(v.expr)} + {scalar}", v.shape, v.dtype)
+        return _Val(f"{_paren(v.expr)} * 0 + {scalar}", v.shape, v.dtype)
+    if op in ("zeros", "ones", "full"):
+        b.imports.add(op)
+        dims = ", ".join(v.shape) + ("," if len(v.shape) == 1 else "")
+        dtype = v.dtype
+        b.imports.add(dtype)
+        if op == "full":
+            made = f"full(({dims}), {_scalar(dtype, draw)}, {dtype})"
+        else:
+            made = f"{op}(({dims}), {dtype})"
+        if dtype == "bool_":
+            return _Val(f"{_paren(v.expr)} | {made}", v.shape, dtype)
+        return _Val(f"{_paren(v.expr)} + {made}", v.shape, dtype)
+    raise AssertionError(f"no generator for op {op}")
+
+
+def _product(shape: tuple[str, ...]) -> str:
+    if not shape:
+        return "1"
+    parts = [s if s.isidentifier() or s.isdigit() else f"({s})" for s in shape]
+    return " * ".join(parts)
+
+
+def _broadcast(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
+    """NumPy broadcasting of two shapes the generator made compatible (equal or 1)."""
+    if len(a) < len(b):
+        a, b = b, a
+    b = ("1",) * (len(a) - len(b)) + b
+    return tuple(y if x == "1" else x for x, y in zip(a, b, strict=True))
+
+
+def _plant_tensor(b: _Builder, bug: str, v: _Val, ret: tuple[str, ...]) -> tuple[_Val, tuple]:
+    """Rewrite a kernel so it carries `bug`; returns the value returned and its annotation."""
+    draw = b.draw
+    d = b.dim()
+    if bug == "off_by_one":
+        if ret:
+            k = draw(st.integers(0, len(ret) - 1))
+            ret = ret[:k] + (f"{ret[k]} + 1",) + ret[k + 1 :]
+        else:
+            ret = ("1",)
+    elif bug == "swapped_axes":
+        if len(v.shape) >= 2:
+            y = b.param((v.shape[1], v.shape[0], *v.shape[2:]), v.dtype)
+        else:
+            y = b.param((d, "2"), v.dtype)
+            ret = _broadcast(v.shape, y.shape)
+        op = "+" if v.dtype != "bool_" else "|"
+        v = _Val(f"{_paren(v.expr)} {op} {y.expr}", v.shape, v.dtype)
+    elif bug == "broadcast_needs_1":
+        other = [n for n in sorted(b.dims) if n not in v.shape] or ["K"]
+        y = b.param((other[0], *v.shape[1:]) if v.shape else (other[0],), v.dtype)
+        op = "+" if v.dtype != "bool_" else "|"
+        v = _Val(f"{_paren(v.expr)} {op} {y.expr}", v.shape or (other[0],), v.dtype)
+        ret = v.shape
+    elif bug == "reshape_some_sizes":
+        v = _Val(f"{_paren(v.expr)}.reshape(-1, 3)", (f"({_product(v.shape)}) // 3", "3"), v.dtype)
+        ret = v.shape
+    elif bug == "empty_axis":
+        z = b.param((d, "3"), "float32", name="e")
+        b.dims[d] = f'Dim("{d}", min=0)'
+        red = draw(st.sampled_from(["max(axis=0)", "mean(axis=0)", "softmax(axis=0)", "min()"]))
+        shape = {"softmax(axis=0)": (d, "3"), "min()": ()}.get(red, ("3",))
+        v = _Val(f"{z.expr}.{red}", shape, "float32")
+        ret = shape
+    elif bug == "slice_past_end":
+        y = b.param((d,), v.dtype if v.dtype != "bool_" else "float32")
+        form = draw(st.sampled_from(["lit", "sym"]))
+        if form == "lit":
+            v, ret = _Val(f"{y.expr}[0:4]", ("4",), y.dtype), ("4",)
+        else:
+            v, ret = _Val(f"{y.expr}[{d} - 3 : {d}]", ("3",), y.dtype), ("3",)
+    elif bug == "int_uint_mix":
+        x = b.param(v.shape or ("1",), "int32")
+        y = b.param(v.shape or ("1",), "uint32")
+        v, ret = _Val(f"{x.expr} + {y.expr}", x.shape, "int32"), x.shape
+    elif bug == "wrong_return":
+        if len(ret) >= 2 and ret[0] != ret[1]:
+            ret = (ret[1], ret[0], *ret[2:])
+        else:
+            ret = (*ret, "2")
+    return v, ret
+
+
+@st.composite
+def tensor_cases(draw, planted: bool | None = None, op: str | None = None) -> Case:
+    b = _Builder(draw, draw(dim_declarations()))
+    rank = draw(st.integers(1, 3))
+    shape = tuple(b.size() for _ in range(rank))
+    dtype = draw(st.sampled_from(DTYPES + ("float32", "float32")))
+    v = b.param(shape, dtype)
+    op = op or draw(st.sampled_from(TENSOR_OPS))
+    v = _apply_op(b, op, v)
+    for _ in range(draw(st.integers(0, 2))):
+        v = _apply_op(b, draw(st.sampled_from(("add", "mul", "relu", "abs", "maximum"))), v)
+    ret = v.shape
+    bug = None
+    if planted is None:
+        planted = draw(st.booleans())
+    if planted:
+        bug = draw(st.sampled_from(TENSOR_BUGS))
+        v, ret = _plant_tensor(b, bug, v, ret)
+    b.imports.add(v.dtype)
+    source = _render(b, [f"return {v.expr}"], _annotation(v.dtype, ret))
+    return Case(source, "tensor", op, bug, b.notes)
+
+
+# ---------------------------------------------------------------- index level
+
+
+@st.composite
+def index_cases(draw, planted: bool | None = None, pattern: str | None = None) -> Case:
+    b = _Builder(draw, draw(dim_declarations(("N", "M", "C"))))
+    b.imports.add("program_id")
+    pattern = pattern or draw(st.sampled_from(INDEX_PATTERNS))
+    if planted is None:
+        planted = draw(st.booleans())
+    bugs = {
+        "map": ("off_by_one", "racing_write", "int_uint_mix"),
+        "row_loop": ("loop_past_end", "racing_write", "off_by_one"),
+        "gather": ("unguarded_gather", "off_by_one", "racing_write"),
+        "stencil": ("off_by_one", "racing_write"),
+        "grid2d": ("off_by_one", "racing_write", "loop_past_end"),
+        "strided": ("off_by_one", "loop_past_end"),
+    }[pattern]
+    bug = draw(st.sampled_from(bugs)) if planted else None
+    dt = draw(st.sampled_from(["float32", "float32", "int32", "float16"]))
+    lit = "1.0" if dt in FLOATS else "1"
+    zero = "0.0" if dt in FLOATS else "0"
+    body: list[str] = ["i = program_id(0)"]
+    grid = "(N,)"
+    at = "0" if bug == "racing_write" else "i"
+    if pattern == "map":
+        b.param(("N",), dt, "x")
+        if bug == "int_uint_mix":
+            b.param(("N",), "uint32", "u")
+            b.param(("N",), "int32", "out")
+            body.append(f"out[{at}] = x[i] + u[i]" if dt == "int32" else "out[i] = u[i] + i")
+        else:
+            b.param(("N",), dt, "out")
+            op = draw(st.sampled_from(["*", "+", "-"]))
+            src = "x[i + 1]" if bug == "off_by_one" else "x[i]"
+            body.append(f"out[{at}] = {src} {op} {lit}")
+    elif pattern == "row_loop":
+        b.param(("N", "M"), dt, "x")
+        b.param(("N",), dt, "out")
+        end = "M + 1" if bug == "loop_past_end" else "M"
+        start = draw(st.sampled_from(["", "1, "]))
+        body += [f"acc = {zero}", f"for j in range({start}{end}):"]
+        cond = draw(st.booleans())
+        j = "j + 1" if bug == "off_by_one" else "j"
+        if cond:
+            body += [f"    if x[i, {j}] > {zero}:", f"        acc += x[i, {j}]"]
+        else:
+            body += [f"    acc += x[i, {j}]"]
+        body.append(f"out[{at}] = acc")
+    elif pattern == "gather":
+        b.param(("N",), "int32", "idx")
+        b.param(("C",), dt, "x")
+        b.param(("N",), dt, "out")
+        body.append("y = idx[i]")
+        guard = draw(st.sampled_from(["if", "clamp", "mod"]))
+        if bug == "unguarded_gather":
+            body.append(f"out[{at}] = x[y]")
+        elif guard == "if":
+            hi = "C + 1" if bug == "off_by_one" else "C"
+            body += [
+                f"if (0 <= y) & (y < {hi}):",
+                f"    out[{at}] = x[y]",
+                "else:",
+                f"    out[{at}] = {zero}",
+            ]
+        elif guard == "clamp":
+            b.imports.update({"maximum", "minimum"})
+            hi = "C" if bug == "off_by_one" else "C - 1"
+            body += [f"k = minimum(maximum(y, 0), {hi})", f"out[{at}] = x[k]"]
+        else:
+            body.append(
+                f"out[{at}] = x[y % C]" if bug != "off_by_one" else f"out[{at}] = x[y % C + 1]"
+            )
+    elif pattern == "stencil":
+        b.param(("N",), dt, "x")
+        b.param(("N",), dt, "out")
+        hi = "N" if bug != "off_by_one" else "N + 1"
+        body += [
+            f"if i + 1 < {hi}:",
+            f"    out[{at}] = x[i + 1] - x[i]",
+            "else:",
+            f"    out[{at}] = {zero}",
+        ]
+    elif pattern == "grid2d":
+        grid = "(N, M)"
+        b.param(("N", "C"), dt, "a")
+        b.param(("C", "M"), dt, "w")
+        b.param(("N", "M"), dt, "out")
+        end = "C + 1" if bug == "loop_past_end" else "C"
+        col = "j + 1" if bug == "off_by_one" else "j"
+        target = "0, j" if bug == "racing_write" else "i, j"
+        body += ["j = program_id(1)", f"acc = {zero}", f"for k in range({end}):",
+                 f"    acc += a[i, k] * w[k, {col}]", f"out[{target}] = acc"]  # fmt: skip
+    else:  # strided
+        b.param(("N", "M"), dt, "x")
+        b.param(("N",), dt, "out")
+        end = "M + 2" if bug == "loop_past_end" else "M"
+        step = draw(st.sampled_from(["2", "3"]))
+        j = "j + 1" if bug == "off_by_one" else "j"
+        body += [f"acc = {zero}", f"for j in range(0, {end}, {step}):", f"    acc += x[i, {j}]",
+                 "out[i] = acc"]  # fmt: skip
+    source = _render(b, body, None, grid)
+    return Case(source, "index", pattern, bug, b.notes)
+
+
+def cases() -> st.SearchStrategy[Case]:
+    """Every kind of generated kernel: three tensor-level to one index-level."""
+    return st.one_of(tensor_cases(), tensor_cases(), tensor_cases(), index_cases())
