@@ -103,10 +103,10 @@ def test_shim_good_example_runs_clean(entry, tmp_path: Path) -> None:
     assert _run(tmp_path, f"{entry.code}_good", entry.good_source()) is None
 
 
-@pytest.mark.parametrize("entry", SHIM_ONLY, ids=_ids(SHIM_ONLY))
-def test_shim_examples_are_host_code_the_checker_accepts(entry) -> None:
-    for source in (entry.bad_source(), entry.good_source()):
-        assert check_source("host.py", source).diagnostics == []
+def test_every_shim_code_is_found_by_the_checker_too() -> None:
+    # GPU040-042 (a kernel call's arguments) were shim-only until host code was checked;
+    # a code only the shim can raise would be a run-time failure the checker cannot prove.
+    assert SHIM_ONLY == []
 
 
 @pytest.mark.parametrize("entry", KERNEL_RULES, ids=_ids(KERNEL_RULES))
