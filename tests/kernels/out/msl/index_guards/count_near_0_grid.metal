@@ -28,10 +28,10 @@ kernel void count_near_0_grid(
         const uint at7 = uint(i3);
         y4 = labels[at7];
         c5 = 0;
-        const int n8 = int(uint(int(u.C)) - uint(0));
-        const uint count9 = (n8 > 0 ? uint(int(uint(n8) + uint(0)) / 1) : 0u);
+        const int n8 = int(u.C);
+        const uint count9 = (n8 > 0 ? uint(n8) : 0u);
         for (uint k10 = 0u; k10 < count9; k10 += 1u) {
-            j6 = int(uint(0) + uint(int(uint(int(k10)) * uint(1))));
+            j6 = int(k10);
             bool or11 = j6 == y4;
             if (!or11) {
                 bool and12 = int(uint(j6) + uint(1)) < int(u.C);

@@ -28,10 +28,10 @@ fn count_near_0_grid(
         let at7: u32 = u32(i3);
         y4 = labels[at7];
         c5 = 0i;
-        let n8: i32 = i32(u.C) - 0i;
-        let count9: u32 = select(0u, u32((n8 + 0i) / 1i), n8 > 0i);
+        let n8: i32 = i32(u.C);
+        let count9: u32 = select(0u, u32(n8), n8 > 0i);
         for (var k10: u32 = 0u; k10 < count9; k10 += 1u) {
-            j6 = 0i + i32(k10) * 1i;
+            j6 = i32(k10);
             var or11: bool = j6 == y4;
             if (!or11) {
                 var and12: bool = j6 + 1i < i32(u.C);
