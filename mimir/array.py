@@ -113,6 +113,9 @@ def _resolve(size: Any) -> Any:
             raise MimirError(
                 "GPU035", f"dim `{err.name}` is not fixed by any parameter of the kernel"
             ) from None
+        except ZeroDivisionError:
+            # the checker's divisor obligation (GPU036): a size divisor must be at least 1
+            raise MimirError("GPU036", f"the divisor in the size `{size}` is zero") from None
     return size
 
 
