@@ -37,7 +37,8 @@ REPO = Path(__file__).resolve().parent.parent
 EQUIVALENT = REPO / "benchmarks" / "mutation_equivalent.txt"
 
 # mutmut's exit codes for a mutant's test run (mutmut/stats.py).
-_KILLED = {1, 3, 36, 24, -24, 152, 255}  # a test failed, or the tests timed out
+_KILLED = {1, 3}  # a test failed
+_TIMEOUT = {36, 24, -24, 152, 255}  # the tests ran past the limit: counted as killed, shown apart
 _SURVIVED = {0}
 _NO_TESTS = {5, 33}
 
@@ -119,12 +120,16 @@ def _prepare(unit_name: str, unit: Unit, work: Path, fresh: bool) -> None:
     """Copy the tracked and untracked-but-not-ignored files into `work`, with mutmut's config."""
     if fresh and work.exists():
         shutil.rmtree(work)
-    files = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-        cwd=REPO,
-        capture_output=True,
-        check=True,
-    ).stdout.decode().split("\0")
+    files = (
+        subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+            cwd=REPO,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for rel in filter(None, files):
         src = REPO / rel
         if not src.is_file():
@@ -154,7 +159,9 @@ def _prepare(unit_name: str, unit: Unit, work: Path, fresh: bool) -> None:
             'process_isolation = "forkserver"',
             'forkserver_warmup = "import"',
             'preload_modules_file = "preload.txt"',
-            "timeout_multiplier = 5.0",
+            # the limit is wall time: generous, so a loaded machine does not pass for a hang
+            "timeout_multiplier = 10.0",
+            "timeout_constant = 60.0",
             "",
         ]
     )
@@ -208,7 +215,15 @@ def _report(names: list[str], root: Path, target: float) -> int:
             continue
         row = rows.setdefault(
             unit.package,
-            {"made": 0, "killed": 0, "equivalent": 0, "survived": 0, "untested": 0, "pending": 0},
+            {
+                "made": 0,
+                "killed": 0,
+                "timeout": 0,
+                "equivalent": 0,
+                "survived": 0,
+                "untested": 0,
+                "pending": 0,
+            },
         )
         for mutant, code in _results(work).items():
             row["made"] += 1
@@ -216,27 +231,35 @@ def _report(names: list[str], root: Path, target: float) -> int:
                 row["equivalent"] += 1
             elif code in _KILLED:
                 row["killed"] += 1
+            elif code in _TIMEOUT:
+                row["timeout"] += 1
             elif code is None:
                 row["pending"] += 1
             else:
-                kind = "survived" if code in _SURVIVED else "no test" if code in _NO_TESTS else (
-                    f"exit {code}"
+                kind = (
+                    "survived"
+                    if code in _SURVIVED
+                    else "no test"
+                    if code in _NO_TESTS
+                    else f"exit {code}"
                 )
                 row["survived" if code in _SURVIVED else "untested"] += 1
                 survivors.append((name, mutant, kind))
     if not rows:
         print("no mutation results yet")
         return 1
-    header = f"{'package':<20} {'made':>6} {'killed':>7} {'equiv':>6} {'surv':>5} {'untested':>8} "
+    header = f"{'package':<20} {'made':>6} {'killed':>7} {'timeout':>7} {'equiv':>6} {'surv':>5} "
+    header += f"{'untested':>8} "
     header += f"{'pending':>7} {'score':>7}"
     print(header)
     worst = 100.0
     for package, row in rows.items():
         counted = row["made"] - row["equivalent"] - row["pending"]
-        score = 100.0 * row["killed"] / counted if counted else 100.0
+        score = 100.0 * (row["killed"] + row["timeout"]) / counted if counted else 100.0
         worst = min(worst, score)
         print(
-            f"{package:<20} {row['made']:>6} {row['killed']:>7} {row['equivalent']:>6} "
+            f"{package:<20} {row['made']:>6} {row['killed']:>7} {row['timeout']:>7} "
+            f"{row['equivalent']:>6} "
             f"{row['survived']:>5} {row['untested']:>8} {row['pending']:>7} {score:>6.1f}%"
         )
     if survivors:
