@@ -1,6 +1,6 @@
 """Mutation testing of the checker, the shim and the code generator, with mutmut.
 
-    python benchmarks/mutation.py [UNIT ...] [--jobs J] [--workdir DIR] [--fresh]
+    python benchmarks/mutation.py [UNIT ...] [--jobs J] [--workdir DIR] [--fresh] [--sample N]
     python benchmarks/mutation.py --report [UNIT ...]     # table from the last runs only
 
 A unit is a group of modules and the test files that cover them (`UNITS` below); only
@@ -9,6 +9,9 @@ that call the mutated function, so a full run fits in about an hour on 2 cores. 
 unit runs in its own copy of the tree (`--workdir`, default a folder under the system
 temp directory), so the worktree is never mutated and an interrupted run leaves nothing
 behind; a second run of the same unit resumes where the first stopped unless `--fresh`.
+`--sample N` tests a seeded random N of each unit's mutants (every file in proportion)
+instead of all of them, for a machine that cannot afford a full run; the table then
+counts only the mutants tested (`pending` are the rest).
 
 The table gives, per package, the mutants mutmut made, those killed (a test failed or
 timed out), those marked equivalent in `benchmarks/mutation_equivalent.txt` (one
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -170,16 +174,42 @@ def _prepare(unit_name: str, unit: Unit, work: Path, fresh: bool) -> None:
     pyproject.write_text(text + config)
 
 
-def _run(unit_name: str, work: Path, jobs: int) -> int:
+def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.setdefault("XDG_RUNTIME_DIR", "/tmp")
-    env["MIMIR_MUTATION_UNIT"] = unit_name
+    return env
+
+
+# mutmut's own first steps of `mutmut run` (3.8): copy the tree into mutants/ and write
+# every mutant, without running anything, so that a sample can be drawn from their names.
+_GENERATE = """
+from mutmut.__main__ import copy_also_copy_files, copy_src_dir, create_mutants
+import os
+os.makedirs("mutants", exist_ok=True)
+copy_src_dir()
+copy_also_copy_files()
+create_mutants(1)
+"""
+
+
+def _sample(work: Path, count: int) -> list[str]:
+    """A seeded random `count` of the unit's untested mutants, each file in proportion."""
+    if not any((work / "mutants").rglob("*.py.meta")):
+        subprocess.run([sys.executable, "-c", _GENERATE], cwd=work, env=_env(), check=True)
+    results = _results(work)
+    done = sum(1 for code in results.values() if code is not None)
+    names = sorted(name for name, code in results.items() if code is None)
+    rng = random.Random(f"mimir-mutation:{work.name}")
+    return sorted(rng.sample(names, min(len(names), max(0, count - done))))
+
+
+def _run(unit_name: str, work: Path, jobs: int, names: list[str] | None) -> int:
     mutmut = Path(sys.executable).with_name("mutmut")
     print(f"== {unit_name}: mutmut run in {work}", flush=True)
-    done = subprocess.run(
-        [str(mutmut), "run", "--max-children", str(jobs)], cwd=work, env=env, check=False
-    )
-    return done.returncode
+    if names is not None and not names:
+        return 0  # the sample is already tested
+    command = [str(mutmut), "run", "--max-children", str(jobs), *(names or [])]
+    return subprocess.run(command, cwd=work, env=_env(), check=False).returncode
 
 
 def _results(work: Path) -> dict[str, int | None]:
@@ -281,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--fresh", action="store_true", help="drop earlier results of the units")
     parser.add_argument("--report", action="store_true", help="print the table, run nothing")
+    parser.add_argument("--sample", type=int, help="test a seeded random N mutants per unit")
     parser.add_argument("--target", type=float, default=95.0)
     args = parser.parse_args(argv)
     names = args.units or list(UNITS)
@@ -291,7 +322,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             work = args.workdir / name
             _prepare(name, UNITS[name], work, args.fresh)
-            code = _run(name, work, args.jobs)
+            names_ = _sample(work, args.sample) if args.sample is not None else None
+            code = _run(name, work, args.jobs, names_)
             if code != 0:
                 print(f"== {name}: mutmut exited {code}", file=sys.stderr)
     return _report(names, args.workdir, args.target)
