@@ -246,6 +246,13 @@ def test_sigmoid_and_softplus_like_expressions_are_stable_at_extremes() -> None:
     assert np.isfinite(s).all() and s[0] == 0.0 and s[-1] == 1.0 and s[2] == 0.5
     assert to_np(x.exp())[-1] == np.inf  # overflow is inf, never an exception
     assert to_np(x.gelu()).tolist() == pytest.approx([-0.0, -0.0, 0.0, 88.0, 1000.0])
+    assert to_np(tensor([-math.inf, math.inf]).gelu()).tolist() == [0.0, math.inf]
+
+
+def test_float_power_overflow_keeps_the_sign_of_the_real_result() -> None:
+    # Python raises OverflowError; the shim returns the infinity NumPy (and a GPU) gives.
+    base, exponent = tensor([10.0, -10.0, -10.0, 10.0]), tensor([401.0, 401.0, 400.0, 400.5])
+    assert to_np(base**exponent).tolist() == [math.inf, -math.inf, math.inf, math.inf]
 
 
 # ---------------------------------------------------------------- broadcasting and scalars
