@@ -203,6 +203,15 @@ def _sample(work: Path, count: int) -> list[str]:
     return sorted(rng.sample(names, min(len(names), max(0, count - done))))
 
 
+def _survivors(work: Path) -> list[str]:
+    equivalent = _equivalent()
+    return sorted(
+        name
+        for name, code in _results(work).items()
+        if code in _SURVIVED | _NO_TESTS and name not in equivalent
+    )
+
+
 def _run(unit_name: str, work: Path, jobs: int, names: list[str] | None) -> int:
     mutmut = Path(sys.executable).with_name("mutmut")
     print(f"== {unit_name}: mutmut run in {work}", flush=True)
@@ -312,6 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fresh", action="store_true", help="drop earlier results of the units")
     parser.add_argument("--report", action="store_true", help="print the table, run nothing")
     parser.add_argument("--sample", type=int, help="test a seeded random N mutants per unit")
+    parser.add_argument(
+        "--retest", action="store_true", help="test the survivors again (after adding tests)"
+    )
     parser.add_argument("--target", type=float, default=95.0)
     args = parser.parse_args(argv)
     names = args.units or list(UNITS)
@@ -322,7 +334,12 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             work = args.workdir / name
             _prepare(name, UNITS[name], work, args.fresh)
-            names_ = _sample(work, args.sample) if args.sample is not None else None
+            if args.retest:
+                names_ = _survivors(work)
+            elif args.sample is not None:
+                names_ = _sample(work, args.sample)
+            else:
+                names_ = None
             code = _run(name, work, args.jobs, names_)
             if code != 0:
                 print(f"== {name}: mutmut exited {code}", file=sys.stderr)
