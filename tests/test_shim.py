@@ -336,6 +336,9 @@ def test_int_and_bool_reductions() -> None:
     with np.errstate(over="ignore"):
         same(from_np(a).sum(axis=1), a.sum(axis=1, dtype=np.int32))  # wraps like int32
     same(from_np(a).max(axis=0, keepdims=True), a.max(axis=0, keepdims=True))
+    # summed as ints, then wrapped; never through a float (which would saturate or round)
+    big = tensor([2**31 - 1, 1, 2**31 - 1, 2**31 - 1], dtype=int32)
+    assert big.sum().item() == 2**31 - 2  # 3 * (2**31 - 1) + 1, wrapped to int32
     mean = from_np(a).mean(axis=0)
     assert mean.dtype == float32
     close(mean, ref(lambda v: v.mean(axis=0), a))
@@ -454,6 +457,9 @@ def test_int_matmul_and_errors() -> None:
         with pytest.raises(MimirError) as info:
             left @ right
         assert info.value.code == code
+    with pytest.raises(MimirError) as info:
+        zeros((3, 4)) @ zeros((4,))
+    assert info.value.message == "matmul needs operands of rank 2 or more: right has rank 1"
 
 
 # ---------------------------------------------------------------- layout
@@ -516,6 +522,9 @@ def test_indexing_with_dims_inside_a_kernel() -> None:
 
 def test_slices_do_not_clamp_unlike_numpy() -> None:
     t = zeros((4,))
+    with pytest.raises(MimirError) as info:
+        t[0:-5]
+    assert info.value.message == "slice stop -5 is out of bounds for axis 0 with size 4"
     for key in (slice(0, 5), slice(3, 1), 4, -5):
         with pytest.raises(MimirError) as info:
             t[key]
