@@ -59,6 +59,7 @@ class Unit:
 
 
 _CHECK_TESTS = (
+    "tests/test_checker_messages.py",
     "tests/test_fixtures.py",
     "tests/test_registry.py",
     "tests/test_index_kernels.py",

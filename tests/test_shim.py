@@ -584,6 +584,14 @@ def test_bool_casts() -> None:
 # ---------------------------------------------------------------- where / maximum / minimum / clip
 
 
+def test_where_takes_a_python_bool_condition_but_not_an_int() -> None:
+    a, b = tensor([1.0, 2.0]), tensor([3.0, 4.0])
+    assert where(True, a, b).tolist() == [1.0, 2.0]
+    with pytest.raises(MimirError) as info:
+        where(1, a, b)
+    assert info.value.message == "the condition of `where()` must be a bool tensor, got int32"
+
+
 def test_where_maximum_minimum_clip() -> None:
     a, b = floats(4, 5), floats(5)
     c = a > 0

@@ -1,0 +1,44 @@
+"""Exact texts the checker builds: diagnostic messages a fixture's `# E:` marker cannot pin
+(a marker names the code only), and the size algebra's display of reflected operators."""
+
+from __future__ import annotations
+
+import textwrap
+
+import z3
+
+from mimir.check import check_source
+from mimir.constraints.algebra import Sym
+
+UNPACK = textwrap.dedent(
+    """\
+    from mimir.array import Dim, Tensor, float32, gpu
+
+    N = Dim("N")
+
+
+    @gpu
+    def f(x: Tensor[float32, N, 4]) -> Tensor[float32, N, 4]:
+        a, b, c = x.shape
+        return x
+    """
+)
+
+
+def test_unpacking_a_shape_into_the_wrong_count_names_both_counts() -> None:
+    # one per unpacked name today (a cascade the coordinator knows of); the text is the point
+    found = {(d.code, d.message) for d in check_source("unpack.py", UNPACK).diagnostics}
+    assert found == {("GPU036", "cannot unpack 2 into 3 names")}
+
+
+def test_reflected_operators_keep_the_int_on_the_left() -> None:
+    n = Sym(z3.Int("N"), "N")
+    one_plus = 1 + n
+    twice = 2 * n
+    assert (one_plus.text, twice.text) == ("1 + N", "2*N")
+    solver = z3.Solver()
+    solver.add(z3.Int("N") == 5)
+    assert solver.check() == z3.sat
+    model = solver.model()
+    assert model.eval(one_plus.term).as_long() == 6
+    assert model.eval(twice.term).as_long() == 10
