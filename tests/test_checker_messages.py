@@ -6,6 +6,7 @@ from __future__ import annotations
 import textwrap
 
 import z3
+from support import FIXTURES
 
 from mimir.check import check_source
 from mimir.constraints.algebra import Sym
@@ -42,3 +43,10 @@ def test_reflected_operators_keep_the_int_on_the_left() -> None:
     model = solver.model()
     assert model.eval(one_plus.term).as_long() == 6
     assert model.eval(twice.term).as_long() == 10
+
+
+def test_a_counterexample_in_an_else_branch_names_the_program_id() -> None:
+    path = FIXTURES / "index_bounds.py"
+    found = check_source(str(path), path.read_text()).diagnostics
+    (d,) = [d for d in found if d.function == "shift_in_the_wrong_branch"]
+    assert "counterexample: N=1, program_id(0)=0, index=1" in d.why
