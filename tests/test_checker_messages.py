@@ -50,3 +50,26 @@ def test_a_counterexample_in_an_else_branch_names_the_program_id() -> None:
     found = check_source(str(path), path.read_text()).diagnostics
     (d,) = [d for d in found if d.function == "shift_in_the_wrong_branch"]
     assert "counterexample: N=1, program_id(0)=0, index=1" in d.why
+
+
+GATHER = textwrap.dedent(
+    """\
+    from mimir.array import Dim, Tensor, float32, gpu, int32, program_id
+
+    N = Dim("N")
+
+
+    @gpu(grid=(N,))
+    def gather(x: Tensor[float32, N], idx: Tensor[int32, N], out: Tensor[float32, N]):
+        i = program_id(0)
+        out[i] = x[idx[i]]
+    """
+)
+
+
+def test_a_gathered_index_is_unknown_and_named_as_written() -> None:
+    # Not a fixture: whether the shim's run faults depends on the data in `idx`, so the
+    # checker/shim agreement test cannot judge it.
+    (d,) = check_source("gather.py", GATHER).diagnostics
+    assert d.code == "GPU018"
+    assert d.message == "index `idx[i]` may be out of bounds for axis 0 of `x` with size N"
