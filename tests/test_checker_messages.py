@@ -73,3 +73,10 @@ def test_a_gathered_index_is_unknown_and_named_as_written() -> None:
     (d,) = check_source("gather.py", GATHER).diagnostics
     assert d.code == "GPU018"
     assert d.message == "index `idx[i]` may be out of bounds for axis 0 of `x` with size N"
+
+
+def test_a_transpose_axis_that_is_not_a_literal_says_so() -> None:
+    path = FIXTURES / "invalid_args.py"
+    found = check_source(str(path), path.read_text()).diagnostics
+    (d,) = [d for d in found if d.function == "transpose_axis_not_literal"]
+    assert d.message == "a transpose axis must be an int literal"
