@@ -160,6 +160,7 @@ def test_int_power() -> None:
     same(from_np(a) ** from_np(b), np.power(a, b))
     # NumPy refuses integers to negative powers; the kernel language truncates the real result.
     same(tensor([2, 1, -1, 0], dtype=int32) ** -1, np.array([0, 1, -1, 0], dtype=np.int32))
+    assert (tensor([0, 3], dtype=int32) ** 0).tolist() == [1, 1]
 
 
 @pytest.mark.parametrize(
@@ -410,6 +411,11 @@ def test_softmax_is_stable_on_large_values(scale) -> None:
     close(s, ref(lambda v: _np_softmax(v, -1), x))
     close(ls, ref(lambda v: _np_log_softmax(v, -1), x), rtol=1e-6, atol=1e-3)
     assert (to_np(ls) <= 0).all()
+
+
+def test_softmax_of_a_row_holding_inf_is_nan_throughout() -> None:
+    # As in PyTorch: inf - inf is nan, and the nan sum spreads to every element of the row.
+    assert np.isnan(to_np(tensor([[math.inf, 1.0]]).softmax())).all()
 
 
 def test_softmax_near_float32_max_stays_finite() -> None:
