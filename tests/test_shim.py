@@ -466,6 +466,9 @@ def test_int_matmul_and_errors() -> None:
     with pytest.raises(MimirError) as info:
         zeros((3, 4)) @ zeros((4,))
     assert info.value.message == "matmul needs operands of rank 2 or more: right has rank 1"
+    with pytest.raises(MimirError) as info:
+        zeros((3, 4)) @ zeros((5, 2))
+    assert info.value.message == "matmul shape mismatch: left has K=4, right has K=5"
 
 
 # ---------------------------------------------------------------- layout
