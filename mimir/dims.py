@@ -391,9 +391,9 @@ def binop(op: str, left: Size, right: Size) -> Size:
         raise TypeError("a size cannot be a bool")
     if isinstance(left, int) and isinstance(right, int):
         return _apply(op, left, right)
-    if op == "+" and right == 0 and isinstance(right, int):
+    if op == "+" and isinstance(right, int) and right == 0:
         return left
-    if op == "+" and left == 0 and isinstance(left, int):
+    if op == "+" and isinstance(left, int) and left == 0:
         return right
     if op == "-" and isinstance(right, int) and right == 0:
         return left

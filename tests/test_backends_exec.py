@@ -16,7 +16,8 @@ thread per GPU thread (`harness.msl_runner`); a barrier wakes every one of those
 threads, so a binding whose barrier kernels would need more than
 `MSL_THREAD_BUDGET` of them is skipped for MSL with the reason (WGSL still covers
 it), and for `large` the grown dim is the one that keeps that count lowest.
-ThreadSanitizer runs on a reduction, a softmax and a matmul.
+ThreadSanitizer runs on a reduction, a softmax and a matmul, at sizes with several
+workgroups and several k-slices; AddressSanitizer on the same kernels and the other matmuls.
 """
 
 from __future__ import annotations
@@ -209,6 +210,15 @@ TSAN = [
     ("batched", "bmm", "matmul"),
 ]
 
+# Race tests need sizes where a race can happen: several workgroups, and for the matmul
+# several k-slices (K > 16), or the barrier after a slice's products guards nothing. bmm
+# binds B, M, K, N: 2 batches x 2 row tiles x 2 column tiles of 64, and 3 slices of K=37.
+RACE_TARGETS: dict[str, list[int]] = {
+    "reduce": [3, 5, 300],
+    "softmax": [300],
+    "matmul": [2, 67, 37, 67],
+}
+
 
 @pytest.mark.parametrize(("stem", "function", "kind"), TSAN, ids=[t[2] for t in TSAN])
 def test_msl_threadsanitizer_finds_no_race(stem: str, function: str, kind: str) -> None:
@@ -220,12 +230,70 @@ def test_msl_threadsanitizer_finds_no_race(stem: str, function: str, kind: str) 
     manifest = _manifest(folder, "msl", function)
     text = "".join(p.read_text() for p in (folder / "msl").glob("*.metal"))
     assert "threadgroup_barrier" in text, f"the {kind} kernel was expected to use barriers"
-    dims = choose_dims(manifest, [3, 5, 7, 11])
+    dims = choose_dims(manifest, RACE_TARGETS[kind])
     inputs = random_inputs(manifest, dims, seed=1)
     scalars = default_scalars(manifest, dims)
     expected = shim_reference(KERNELS / f"{stem}.py", function, inputs, dims, scalars)
     actual = run_msl_manifest(manifest, folder / "msl", inputs, dims, scalars, sanitize="thread")
     _compare(manifest, actual, expected, stem, function, dims)
+
+
+# AddressSanitizer over the kernels that stage tiles: a read one element past a buffer (a
+# staging bound off by one) leaves the harness's guard band untouched and multiplies into a
+# discarded product, so only ASan sees it. Sizes: several tiles, and K not a multiple of 16.
+ASAN = [
+    *(("batched", f) for f in ("bmm", "bmm_broadcast", "matmul_transposed", "int_matmul")),
+    ("reductions", "sum_axis0"),
+    ("big_reduction", "long_softmax"),
+]
+ASAN_SIZES = {"B": 2, "M": 67, "K": 37, "N": 67}
+
+
+@pytest.mark.parametrize(("stem", "function"), ASAN, ids=[f"{s}.{f}" for s, f in ASAN])
+def test_msl_addresssanitizer_finds_no_bad_access(stem: str, function: str) -> None:
+    require_tool("clang++")
+    require_tool("asan")
+    from harness.msl_runner import run_msl_manifest
+
+    folder = _compiled(stem, function)
+    manifest = _manifest(folder, "msl", function)
+    dims = choose_dims(manifest, [ASAN_SIZES.get(d["name"], 300) for d in manifest["dims"]])
+    inputs = random_inputs(manifest, dims, seed=2)
+    scalars = default_scalars(manifest, dims)
+    expected = shim_reference(KERNELS / f"{stem}.py", function, inputs, dims, scalars)
+    actual = run_msl_manifest(manifest, folder / "msl", inputs, dims, scalars, sanitize="address")
+    _compare(manifest, actual, expected, stem, function, dims)
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["after-staging", "after-products"])
+def test_msl_threadsanitizer_catches_each_removed_matmul_barrier(
+    tmp_path: Path, which: int
+) -> None:
+    """Drop one of the tiled matmul's two barriers: both are races once K has several slices.
+
+    The barrier after a slice's products only matters when the next slice is staged over
+    it, so a single-slice size (K <= 16) would let its removal pass.
+    """
+    require_tool("clang++")
+    require_tool("tsan")
+    from harness.msl_runner import MslRunError, run_msl_manifest
+
+    folder = _compiled("batched", "bmm")
+    manifest = _manifest(folder, "msl", "bmm")
+    barrier = "threadgroup_barrier(mem_flags::mem_threadgroup);"
+    for file in (folder / "msl").glob("*.metal"):
+        text = file.read_text()
+        if file.name.endswith("_matmul.metal"):
+            assert text.count(barrier) == 2
+            parts = text.split(barrier)
+            text = barrier.join(parts[: which + 1]) + barrier.join(parts[which + 1 :])
+            assert text.count(barrier) == 1
+        (tmp_path / file.name).write_text(text)
+    dims = choose_dims(manifest, RACE_TARGETS["matmul"])
+    assert dims["K"] > 32 and dims["M"] > 64 and dims["N"] > 64 and dims["B"] > 1
+    inputs = random_inputs(manifest, dims, seed=1)
+    with pytest.raises(MslRunError, match="ThreadSanitizer: data race"):
+        run_msl_manifest(manifest, tmp_path, inputs, dims, sanitize="thread")
 
 
 def test_msl_threadsanitizer_catches_a_removed_barrier(tmp_path: Path) -> None:

@@ -166,6 +166,35 @@ def test_utf8_bom_and_non_ascii_columns(tmp_path: Path) -> None:
     assert result.stdout.startswith("bom.py:7:12: error[GPU010]: ")
 
 
+def test_non_ascii_before_the_fault_keeps_character_columns_in_every_format(
+    tmp_path: Path,
+) -> None:
+    # `ŷ` is one character and two UTF-8 bytes. The fault `ŷ + b` starts at character 23 and
+    # ends (exclusive) at 28; counted in bytes it would be 24 and 30.
+    src = (
+        "from mimir.array import Tensor, float32, gpu\n\n\n"
+        "@gpu\n"
+        "def f(x: Tensor[float32, 4, 8], w: Tensor[float32, 8, 3], b: Tensor[float32, 4])"
+        " -> Tensor[float32, 4, 3]:\n"
+        "    ŷ = x @ w; return ŷ + b\n"
+    )
+    (tmp_path / "hat.py").write_text(src, encoding="utf-8")
+    text = run("check", "hat.py", cwd=tmp_path)
+    assert text.returncode == 1
+    assert text.stdout.startswith("hat.py:6:23: error[GPU010]: ")
+    (d,) = json.loads(run("check", "--format", "json", "hat.py", cwd=tmp_path).stdout)[
+        "diagnostics"
+    ]
+    assert (d["span"]["line"], d["span"]["column"]) == (6, 23)
+    assert (d["span"]["end_line"], d["span"]["end_column"]) == (6, 28)
+    doc = json.loads(run("check", "--format", "sarif", "hat.py", cwd=tmp_path).stdout)
+    (result,) = doc["runs"][0]["results"]
+    region = result["locations"][0]["physicalLocation"]["region"]
+    assert doc["runs"][0]["columnKind"] == "unicodeCodePoints"
+    assert (region["startLine"], region["startColumn"]) == (6, 23)
+    assert (region["endLine"], region["endColumn"]) == (6, 28)
+
+
 # ---------------------------------------------------------------- directories
 
 

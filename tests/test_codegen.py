@@ -247,6 +247,28 @@ def test_namer_keeps_legal_names_and_renames_the_rest() -> None:
     assert Namer(MSL.reserved)("kernel") == "kernel_"
 
 
+@pytest.mark.parametrize("backend", [MSL, WGSL], ids=["msl", "wgsl"])
+def test_bool_literals_are_spelled_true_and_false(backend: type) -> None:
+    # No zoo kernel keeps a bool constant after lowering, so no snapshot shows these.
+    from mimir.codegen.ir import Const
+
+    emit = backend()
+    assert emit.literal(Const(True, "bool"))[0] == "true"
+    assert emit.literal(Const(False, "bool"))[0] == "false"
+
+
+@pytest.mark.parametrize("backend", [MSL, WGSL], ids=["msl", "wgsl"])
+def test_a_negative_int_literal_binds_as_a_unary_minus_and_zero_as_an_atom(
+    backend: type,
+) -> None:
+    # The printer parenthesizes an operand by its binding strength; a literal reports its own.
+    from mimir.codegen.backends.base import _ATOM, _UNARY
+    from mimir.codegen.ir import Const
+
+    emit = backend()
+    assert [emit.literal(Const(v, "i32"))[1] for v in (-1, 0, 1)] == [_UNARY, _ATOM, _ATOM]
+
+
 def test_every_elementwise_op_has_a_lowering_and_every_backend_its_intrinsics() -> None:
     elementwise = {op.name for op in ops.TABLE if op.kind == "elementwise"}
     assert elementwise == set(lw.LOWERING)

@@ -317,6 +317,37 @@ def test_wgsl_add_kernel(wgpu_runner: Any, tmp_path: Path, n: int) -> None:
     assert_close(out["out"], want, "float32", rtol=0.0, atol=0.0)
 
 
+def test_wgsl_store_outside_a_buffer_changes_its_guard_region(
+    wgpu_runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each buffer lies between guard regions that must stay untouched.
+
+    No adapter here lets a kernel store outside its binding (naga and Vulkan clamp), so the
+    breach is made on the host side: `out` is bound 256 bytes early, into its leading guard,
+    as a host with an offset bug would bind it.
+    """
+    real = wgpu_runner._bind_groups
+
+    class EarlyBinding:
+        def __init__(self, device: Any) -> None:
+            self.device = device
+
+        def create_bind_group(self, *, layout: Any, entries: list) -> Any:
+            for entry in entries:
+                if entry["binding"] == 2:
+                    entry["resource"]["offset"] = 0
+            return self.device.create_bind_group(layout=layout, entries=entries)
+
+    monkeypatch.setattr(
+        wgpu_runner, "_bind_groups", lambda device, *rest: real(EarlyBinding(device), *rest)
+    )
+    (tmp_path / "add.wgsl").write_text(ADD_WGSL)
+    manifest = _add_manifest("add.wgsl", "wgsl")
+    inputs = random_inputs(manifest, {"N": 5}, seed=5)
+    with pytest.raises(wgpu_runner.GuardRegionError, match="before the start of buffer `out`"):
+        wgpu_runner.run_manifest(manifest, tmp_path, inputs, {"N": 5}, {"scale": 0.5})
+
+
 TWO_STAGE_WGSL = """
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> tmp: array<f32>;

@@ -160,6 +160,7 @@ def test_int_power() -> None:
     same(from_np(a) ** from_np(b), np.power(a, b))
     # NumPy refuses integers to negative powers; the kernel language truncates the real result.
     same(tensor([2, 1, -1, 0], dtype=int32) ** -1, np.array([0, 1, -1, 0], dtype=np.int32))
+    assert (tensor([0, 3], dtype=int32) ** 0).tolist() == [1, 1]
 
 
 @pytest.mark.parametrize(
@@ -246,6 +247,13 @@ def test_sigmoid_and_softplus_like_expressions_are_stable_at_extremes() -> None:
     assert np.isfinite(s).all() and s[0] == 0.0 and s[-1] == 1.0 and s[2] == 0.5
     assert to_np(x.exp())[-1] == np.inf  # overflow is inf, never an exception
     assert to_np(x.gelu()).tolist() == pytest.approx([-0.0, -0.0, 0.0, 88.0, 1000.0])
+    assert to_np(tensor([-math.inf, math.inf]).gelu()).tolist() == [0.0, math.inf]
+
+
+def test_float_power_overflow_keeps_the_sign_of_the_real_result() -> None:
+    # Python raises OverflowError; the shim returns the infinity NumPy (and a GPU) gives.
+    base, exponent = tensor([10.0, -10.0, -10.0, 10.0]), tensor([401.0, 401.0, 400.0, 400.5])
+    assert to_np(base**exponent).tolist() == [math.inf, -math.inf, math.inf, math.inf]
 
 
 # ---------------------------------------------------------------- broadcasting and scalars
@@ -329,6 +337,9 @@ def test_int_and_bool_reductions() -> None:
     with np.errstate(over="ignore"):
         same(from_np(a).sum(axis=1), a.sum(axis=1, dtype=np.int32))  # wraps like int32
     same(from_np(a).max(axis=0, keepdims=True), a.max(axis=0, keepdims=True))
+    # summed as ints, then wrapped; never through a float (which would saturate or round)
+    big = tensor([2**31 - 1, 1, 2**31 - 1, 2**31 - 1], dtype=int32)
+    assert big.sum().item() == 2**31 - 2  # 3 * (2**31 - 1) + 1, wrapped to int32
     mean = from_np(a).mean(axis=0)
     assert mean.dtype == float32
     close(mean, ref(lambda v: v.mean(axis=0), a))
@@ -402,6 +413,11 @@ def test_softmax_is_stable_on_large_values(scale) -> None:
     assert (to_np(ls) <= 0).all()
 
 
+def test_softmax_of_a_row_holding_inf_is_nan_throughout() -> None:
+    # As in PyTorch: inf - inf is nan, and the nan sum spreads to every element of the row.
+    assert np.isnan(to_np(tensor([[math.inf, 1.0]]).softmax())).all()
+
+
 def test_softmax_near_float32_max_stays_finite() -> None:
     x = floats(3, 5) * np.float32(1e38)
     s = to_np(from_np(x).softmax())
@@ -447,6 +463,12 @@ def test_int_matmul_and_errors() -> None:
         with pytest.raises(MimirError) as info:
             left @ right
         assert info.value.code == code
+    with pytest.raises(MimirError) as info:
+        zeros((3, 4)) @ zeros((4,))
+    assert info.value.message == "matmul needs operands of rank 2 or more: right has rank 1"
+    with pytest.raises(MimirError) as info:
+        zeros((3, 4)) @ zeros((5, 2))
+    assert info.value.message == "matmul shape mismatch: left has K=4, right has K=5"
 
 
 # ---------------------------------------------------------------- layout
@@ -509,6 +531,9 @@ def test_indexing_with_dims_inside_a_kernel() -> None:
 
 def test_slices_do_not_clamp_unlike_numpy() -> None:
     t = zeros((4,))
+    with pytest.raises(MimirError) as info:
+        t[0:-5]
+    assert info.value.message == "slice stop -5 is out of bounds for axis 0 with size 4"
     for key in (slice(0, 5), slice(3, 1), 4, -5):
         with pytest.raises(MimirError) as info:
             t[key]
@@ -566,6 +591,14 @@ def test_bool_casts() -> None:
 
 
 # ---------------------------------------------------------------- where / maximum / minimum / clip
+
+
+def test_where_takes_a_python_bool_condition_but_not_an_int() -> None:
+    a, b = tensor([1.0, 2.0]), tensor([3.0, 4.0])
+    assert where(True, a, b).tolist() == [1.0, 2.0]
+    with pytest.raises(MimirError) as info:
+        where(1, a, b)
+    assert info.value.message == "the condition of `where()` must be a bool tensor, got int32"
 
 
 def test_where_maximum_minimum_clip() -> None:

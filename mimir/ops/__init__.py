@@ -12,6 +12,7 @@ Stdlib-only, so that importing the shim never imports z3 or networkx.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -59,7 +60,8 @@ class OpSpec:
     @property
     def arity(self) -> int:
         if self.kind == "elementwise" and self.element is not None:
-            return self.element.__code__.co_argcount
+            # the signature, not `__code__`, so a wrapped element function counts right too
+            return len(inspect.signature(self.element).parameters)
         return 1
 
 

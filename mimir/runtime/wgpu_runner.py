@@ -10,7 +10,10 @@ would: storage buffers for every manifest buffer (inputs uploaded, outputs and
 scratch zeroed), the uniform block packed as the manifest says, one compute
 pipeline per kernel entry with bind group layouts built from the manifest's
 bindings (so a binding whose access disagrees with the shader fails loudly),
-and the workgroup counts evaluated from their dim expressions.
+and the workgroup counts evaluated from their dim expressions. Every storage buffer
+lies between two guard regions of a known pattern that the kernels are not bound to;
+a launch that changes one (a store past either end of a buffer, on an adapter or a
+backend that does not clamp it) fails with `GuardRegionError`.
 
 Adapter choice: a discrete GPU, then an integrated one, then a CPU adapter
 (Mesa lavapipe), preferring Vulkan/Metal/D3D12 over OpenGL. It works headless;
@@ -34,6 +37,7 @@ from mimir.runtime import manifest as mf
 __all__ = [
     "DispatchError",
     "GpuUnavailableError",
+    "GuardRegionError",
     "WgslValidationError",
     "adapter_description",
     "run_manifest",
@@ -51,6 +55,16 @@ class WgslValidationError(ValueError):
 
 class DispatchError(ValueError):
     """A launch does not fit the adapter's limits."""
+
+
+class GuardRegionError(RuntimeError):
+    """A kernel wrote outside the buffer it was bound to."""
+
+
+# 256 bytes keeps the bound middle at a valid storage offset: WebGPU's
+# `minStorageBufferOffsetAlignment` is at most 256.
+_GUARD_BYTES = 256
+_GUARD = bytes([0xA5]) * _GUARD_BYTES
 
 
 _STATE: dict[str, Any] = {}
@@ -184,14 +198,10 @@ def run_manifest(
         padded = max(4, nbytes + (-nbytes % 4))
         sizes[name] = count
         flags = usage.STORAGE | usage.COPY_SRC | usage.COPY_DST
-        if buf["role"] == "input":
-            data = mf.encode(values[name], dtype)
-            buffers[name] = device.create_buffer_with_data(
-                data=data + bytes(padded - len(data)), usage=flags
-            )
-        else:
-            # create_buffer zero-fills (WebGPU guarantees it).
-            buffers[name] = device.create_buffer(size=padded, usage=flags)
+        data = mf.encode(values[name], dtype) if buf["role"] == "input" else b""
+        buffers[name] = device.create_buffer_with_data(
+            data=_GUARD + data + bytes(padded - len(data)) + _GUARD, usage=flags
+        )
 
     uniform_bytes = mf.pack_uniform(manifest, dims, scalars)
     uniform = (
@@ -212,10 +222,16 @@ def run_manifest(
 
     out: dict[str, list] = {}
     for buf in manifest["buffers"]:
-        if buf["role"] != "output":
-            continue
-        data = device.queue.read_buffer(buffers[buf["name"]])
-        out[buf["name"]] = mf.decode(data, buf["dtype"], sizes[buf["name"]])
+        data = bytes(device.queue.read_buffer(buffers[buf["name"]]))
+        before, after = data[:_GUARD_BYTES], data[len(data) - _GUARD_BYTES :]
+        if before != _GUARD or after != _GUARD:
+            where = "before the start" if before != _GUARD else "past the end"
+            raise GuardRegionError(
+                f"a kernel wrote {where} of buffer `{buf['name']}` (its guard region changed)"
+            )
+        if buf["role"] == "output":
+            middle = data[_GUARD_BYTES : len(data) - _GUARD_BYTES]
+            out[buf["name"]] = mf.decode(middle, buf["dtype"], sizes[buf["name"]])
     return out
 
 
@@ -356,7 +372,12 @@ def _bind_groups(
         entries[binding["group"]].append(
             {
                 "binding": binding["binding"],
-                "resource": {"buffer": buffer, "offset": 0, "size": buffer.size},
+                # the middle only: the guard regions on either side stay unbound
+                "resource": {
+                    "buffer": buffer,
+                    "offset": _GUARD_BYTES,
+                    "size": buffer.size - 2 * _GUARD_BYTES,
+                },
             }
         )
     ub = kernel.get("uniform_binding")

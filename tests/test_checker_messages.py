@@ -1,0 +1,82 @@
+"""Exact texts the checker builds: diagnostic messages a fixture's `# E:` marker cannot pin
+(a marker names the code only), and the size algebra's display of reflected operators."""
+
+from __future__ import annotations
+
+import textwrap
+
+import z3
+from support import FIXTURES
+
+from mimir.check import check_source
+from mimir.constraints.algebra import Sym
+
+UNPACK = textwrap.dedent(
+    """\
+    from mimir.array import Dim, Tensor, float32, gpu
+
+    N = Dim("N")
+
+
+    @gpu
+    def f(x: Tensor[float32, N, 4]) -> Tensor[float32, N, 4]:
+        a, b, c = x.shape
+        return x
+    """
+)
+
+
+def test_unpacking_a_shape_into_the_wrong_count_names_both_counts() -> None:
+    # one per unpacked name today (a cascade the coordinator knows of); the text is the point
+    found = {(d.code, d.message) for d in check_source("unpack.py", UNPACK).diagnostics}
+    assert found == {("GPU036", "cannot unpack 2 into 3 names")}
+
+
+def test_reflected_operators_keep_the_int_on_the_left() -> None:
+    n = Sym(z3.Int("N"), "N")
+    one_plus = 1 + n
+    twice = 2 * n
+    assert (one_plus.text, twice.text) == ("1 + N", "2*N")
+    solver = z3.Solver()
+    solver.add(z3.Int("N") == 5)
+    assert solver.check() == z3.sat
+    model = solver.model()
+    assert model.eval(one_plus.term).as_long() == 6
+    assert model.eval(twice.term).as_long() == 10
+
+
+def test_a_counterexample_in_an_else_branch_names_the_program_id() -> None:
+    path = FIXTURES / "index_bounds.py"
+    found = check_source(str(path), path.read_text()).diagnostics
+    (d,) = [d for d in found if d.function == "shift_in_the_wrong_branch"]
+    assert "counterexample: N=1, program_id(0)=0, index=1" in d.why
+
+
+GATHER = textwrap.dedent(
+    """\
+    from mimir.array import Dim, Tensor, float32, gpu, int32, program_id
+
+    N = Dim("N")
+
+
+    @gpu(grid=(N,))
+    def gather(x: Tensor[float32, N], idx: Tensor[int32, N], out: Tensor[float32, N]):
+        i = program_id(0)
+        out[i] = x[idx[i]]
+    """
+)
+
+
+def test_a_gathered_index_is_unknown_and_named_as_written() -> None:
+    # Not a fixture: whether the shim's run faults depends on the data in `idx`, so the
+    # checker/shim agreement test cannot judge it.
+    (d,) = check_source("gather.py", GATHER).diagnostics
+    assert d.code == "GPU018"
+    assert d.message == "index `idx[i]` may be out of bounds for axis 0 of `x` with size N"
+
+
+def test_a_transpose_axis_that_is_not_a_literal_says_so() -> None:
+    path = FIXTURES / "invalid_args.py"
+    found = check_source(str(path), path.read_text()).diagnostics
+    (d,) = [d for d in found if d.function == "transpose_axis_not_literal"]
+    assert d.message == "a transpose axis must be an int literal"
