@@ -765,6 +765,9 @@ class Kernel:
         except (SizeDivisionError, ZeroDivisionError) as err:
             # Size `//` or `%` by a divisor that is not positive: the checker's GPU036.
             raise MimirError("GPU036", f"division of sizes: {err}") from None
+        except ValueError as err:
+            # `a, b, c = x.shape` on a rank-2 tensor: the checker's GPU036 (cannot unpack).
+            raise MimirError("GPU036", f"invalid argument: {err}") from None
         finally:
             _BINDINGS.reset(token)
         if "return" in annotations:

@@ -27,9 +27,28 @@ UNPACK = textwrap.dedent(
 
 
 def test_unpacking_a_shape_into_the_wrong_count_names_both_counts() -> None:
-    # one per unpacked name today (a cascade the coordinator knows of); the text is the point
-    found = {(d.code, d.message) for d in check_source("unpack.py", UNPACK).diagnostics}
-    assert found == {("GPU036", "cannot unpack 2 into 3 names")}
+    # one unpacking is one root cause: one diagnostic, at the first name, not one per name
+    found = [
+        (d.code, d.message, d.span.line, d.span.column)
+        for d in check_source("unpack.py", UNPACK).diagnostics
+    ]
+    assert found == [("GPU036", "cannot unpack 2 into 3 names", 8, 5)]
+
+
+def test_the_shim_raises_the_checkers_code_for_a_bad_unpacking(tmp_path) -> None:
+    from support import import_file
+
+    from mimir.array import MimirError, zeros
+
+    path = tmp_path / "unpack.py"
+    path.write_text(UNPACK)
+    kernel = import_file(path).f
+    try:
+        kernel(zeros((3, 4)).to("gpu"))
+    except MimirError as err:
+        assert err.code == "GPU036"
+    else:
+        raise AssertionError("the shim ran a kernel that unpacks a rank-2 shape into 3 names")
 
 
 def test_reflected_operators_keep_the_int_on_the_left() -> None:

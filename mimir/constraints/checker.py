@@ -328,6 +328,8 @@ class KernelChecker:
     def _item(self, node: dict, inputs: list) -> Any:
         (value,) = inputs
         if not isinstance(value, TupleVal) or len(value.items) != node["count"]:
+            if node["index"] != 0:  # one unpacking, one root cause: reported at the first name
+                return POISON
             have = len(value.items) if isinstance(value, TupleVal) else "a non-tuple"
             raise _RuleFailedError("GPU036", f"cannot unpack {have} into {node['count']} names")
         return value.items[node["index"]]
