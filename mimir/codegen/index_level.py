@@ -484,6 +484,8 @@ def _join(a: _Val, b: _Val) -> _Val:
 
 
 def _literal_int(node: ast.expr) -> int:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_literal_int(node.operand)  # `x.shape[-1]`
     assert isinstance(node, ast.Constant) and type(node.value) is int
     return node.value
 

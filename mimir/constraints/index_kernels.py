@@ -781,6 +781,10 @@ class IndexKernelChecker(KernelChecker):
         )
 
     def _literal(self, node: ast.expr) -> int | None:
+        # `-1` is `UnaryOp(USub, Constant(1))` in the ast: `x.shape[-1]` counts from the end
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            inner = self._literal(node.operand)
+            return None if inner is None else -inner
         if isinstance(node, ast.Constant) and type(node.value) is int:
             return node.value
         return None
