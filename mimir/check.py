@@ -134,7 +134,7 @@ def _check_source(
         )
     project = project if project is not None else Project()
     source = SourceFile(path, text)
-    deep = too_deep(tree)
+    deep = too_deep(tree, lines=source.lines)
     if deep:
         return FileResult(path, [_too_deep(source, e) for e in deep])
     info = read_module(source, tree, project.resolver(Path(path)))

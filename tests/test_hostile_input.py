@@ -134,6 +134,34 @@ def test_deeper_expressions_are_gpu004_and_the_run_goes_on(tmp_path: Path) -> No
     assert all(d["span"]["line"] == 6 and d["span"]["column"] == 12 for d in deep)
 
 
+def test_the_depth_walk_skips_only_statements_too_short_to_nest_that_deep() -> None:
+    # `too_deep` with the source lines walks only statements long enough to hold a deeper
+    # nest (the language server's path); it must find exactly what the full walk finds,
+    # wherever the deep expression sits: a decorator, a default, a nested body, a handler.
+    import ast
+
+    from mimir.parse.depth import too_deep
+    from mimir.parse.spans import split_lines
+
+    limit = 40
+    deep = "-" * (limit + 5) + "x"
+    places = [
+        f"y = {deep}\n",
+        f"@dec({deep})\ndef f():\n    pass\n",
+        f"def f(a={deep}):\n    pass\n",
+        f"class C:\n    def m(self):\n        if True:\n            return {deep}\n",
+        f"try:\n    pass\nexcept E:\n    z = {deep}\n",
+        f"while {deep}:\n    pass\n",
+        f"y = {'-' * (limit - 1)}x\n",  # exactly at the limit: nothing
+    ]
+    for text in places:
+        tree = ast.parse("a = 1\n" + text + "b = 2\n")
+        lines = split_lines("a = 1\n" + text + "b = 2\n")
+        full = too_deep(tree, limit)
+        assert too_deep(tree, limit, lines) == full, text
+        assert bool(full) == (text != places[-1]), text
+
+
 def test_a_file_pythons_parser_gives_up_on_is_gpu001(tmp_path: Path) -> None:
     result = check_source("deep.py", "x = " + "-" * 100_000 + "1\n")
     assert [d.code for d in result.diagnostics] == ["GPU001"] and result.unreadable

@@ -36,7 +36,7 @@ import ast
 from dataclasses import dataclass, field
 
 from mimir.diagnostics.diagnostic import Diagnostic, Label, Span
-from mimir.parse.module import ModuleInfo
+from mimir.parse.module import ModuleInfo, import_statements
 from mimir.solve.z3lib import z3
 
 CPU, GPU = 0, 1
@@ -363,7 +363,7 @@ _TORCH_CREATORS = {
 def _torch_aliases(tree: ast.Module) -> dict[str, str]:
     """Local names of `torch` and its submodules (`import torch.nn.functional as F`)."""
     out: dict[str, str] = {}
-    for node in ast.walk(tree):
+    for node in import_statements(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.name.split(".")[0] == "torch":

@@ -28,7 +28,7 @@ from mimir.host.values import (
     join,
     literal,
 )
-from mimir.parse.module import ModuleInfo
+from mimir.parse.module import ModuleInfo, import_statements
 
 DEAD = "<dead>"  # an environment key: this path has returned or raised
 
@@ -53,7 +53,7 @@ def uninformative(v: Any) -> bool:
 
 def aliases(info: ModuleInfo) -> dict[str, str]:
     out: dict[str, str] = {}
-    for node in ast.walk(info.tree):
+    for node in import_statements(info.tree):
         if isinstance(node, ast.Import):
             for a in node.names:
                 out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]

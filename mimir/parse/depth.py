@@ -72,15 +72,23 @@ def deep_call(fn: Callable[..., T], *args: object, **kwargs: object) -> T:
     return value
 
 
-def too_deep(tree: ast.AST, limit: int = MAX_EXPRESSION_DEPTH) -> list[ast.expr]:
+def too_deep(
+    tree: ast.AST, limit: int = MAX_EXPRESSION_DEPTH, lines: list[str] | None = None
+) -> list[ast.expr]:
     """The outermost expressions of `tree` that nest more than `limit` expressions deep.
 
     Depth counts nested `ast.expr` nodes: `x` is 1, `-x` is 2, `a + b + c` is 3.
     Iterative, so it works on any tree `ast.parse` returns.
+
+    With the source `lines`, statements whose lines hold at most `limit` characters are
+    not walked: every nested expression adds at least one character of its own (an
+    operator, a bracket, a name), so such a statement cannot nest deeper than `limit`.
+    The language server re-checks on every edit; this keeps the walk off that path.
     """
+    roots: list[ast.AST] = [tree] if lines is None else _long_statements(tree, limit, lines)
     found: list[ast.expr] = []
     # (node, depth of expressions above it, outermost expression above it)
-    stack: list[tuple[ast.AST, int, ast.expr | None]] = [(tree, 0, None)]
+    stack: list[tuple[ast.AST, int, ast.expr | None]] = [(r, 0, None) for r in roots]
     reported: set[int] = set()
     while stack:
         node, depth, outer = stack.pop()
@@ -98,3 +106,35 @@ def too_deep(tree: ast.AST, limit: int = MAX_EXPRESSION_DEPTH) -> list[ast.expr]
             stack.append((child, depth, outer))
     found.sort(key=lambda e: (e.lineno, e.col_offset))
     return found
+
+
+def _long_statements(tree: ast.AST, limit: int, lines: list[str]) -> list[ast.AST]:
+    """The smallest statements of `tree` (and the non-statement parts of compound ones)
+    whose lines hold more than `limit` characters: the only places a deeper nest fits."""
+    widths = [0]
+    for line in lines:
+        widths.append(widths[-1] + len(line) + 1)
+
+    def chars(stmt: ast.stmt) -> int:
+        # a decorated definition starts at its first decorator, above `def` / `class`
+        decorators = getattr(stmt, "decorator_list", [])
+        first = min([stmt.lineno, *(d.lineno for d in decorators)])
+        last = stmt.end_lineno or len(lines)
+        return widths[min(last, len(lines))] - widths[max(first - 1, 0)]
+
+    out: list[ast.AST] = []
+    todo: list[ast.AST] = list(getattr(tree, "body", [tree]))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.stmt) and chars(node) <= limit:
+            continue
+        children = list(ast.iter_child_nodes(node))
+        if not any(isinstance(c, ast.stmt) for c in children):
+            out.append(node)
+            continue
+        for child in children:
+            if isinstance(child, ast.stmt):
+                todo.append(child)
+            else:  # a decorator, a test, an argument list: walked whole
+                out.append(child)
+    return out

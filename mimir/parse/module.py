@@ -126,6 +126,19 @@ def _dotted(node: ast.expr) -> str | None:
 ImportResolver = Callable[[ModuleInfo, ast.Import | ast.ImportFrom], None]
 
 
+def import_statements(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Every `import` in the module, nested ones too, in walk order.
+
+    Computed once per tree (the host interpreter and the device rules both read it on
+    every check, and the language server re-checks on every edit).
+    """
+    found = getattr(tree, "_mimir_imports", None)
+    if found is None:
+        found = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        tree._mimir_imports = found  # type: ignore[attr-defined]
+    return found
+
+
 def read_module(
     source: SourceFile, tree: ast.Module, resolve_import: ImportResolver | None = None
 ) -> ModuleInfo:
