@@ -5,7 +5,9 @@ check`, with the configuration found above the file (`mimir.toml` or
 `[tool.mimir]`) and its `select`/`ignore`/per-file ignores applied, so the
 editor shows exactly what the command line prints.
 
-Scheduling: an edit waits `debounce` seconds, then the check runs on one worker
+Scheduling: an edit that follows the previous one within `debounce` seconds (a
+burst of typing) waits `debounce` seconds; an edit on its own (a paste, a quick
+fix, the first key after a pause) is checked at once. The check runs on one worker
 thread (Z3 never runs on the event loop, so requests keep being answered). A
 newer edit of the same document cancels the older check: its pending wait is
 cancelled, and a check already running stops at the next kernel and its result
@@ -53,6 +55,7 @@ class _Document:
     text: str = ""
     version: int | None = None
     generation: int = 0
+    last_edit: float = float("-inf")  # loop time of the latest edit, for the debounce
     task: asyncio.Task | None = None
     result: FileResult | None = None  # the last completed check, for queries
     checked_text: str = ""  # the text `result` was computed from
@@ -128,7 +131,11 @@ class MimirServer(LanguageServer):
         doc.generation += 1
         if doc.task is not None and not doc.task.done():
             doc.task.cancel()
-        wait = self.debounce if delay is None else delay
+        now = asyncio.get_running_loop().time()
+        if delay is None:  # debounce only a burst: an edit on its own is checked at once
+            delay = self.debounce if now - doc.last_edit < self.debounce else 0.0
+        doc.last_edit = now
+        wait = delay
         doc.task = asyncio.get_running_loop().create_task(self._check(doc, doc.generation, wait))
         # Open documents that import this one see its unsaved text: check them again too.
         for other in self.documents.values():
