@@ -119,6 +119,34 @@ def test_the_oracle_replays_counterexamples(tmp_path) -> None:
     assert j.findings == []  # reproduces with the same code
 
 
+THREE_LOADS = """\
+from mimir.array import Dim, Tensor, float32, gpu, int32, program_id
+
+N = Dim("N")
+C = Dim("C")
+
+
+@gpu(grid=(N,))
+def kernel(
+    a: Tensor[int32, N], b: Tensor[int32, N], c: Tensor[int32, N], x: Tensor[float32, C],
+    out: Tensor[float32, N],
+):
+    i = program_id(0)
+    if (a[i] == C) & (b[i] == C) & (c[i] == C):
+        out[i] = x[a[i]]
+    else:
+        out[i] = 0.0
+"""
+
+
+def test_a_counterexample_that_needs_loaded_values_is_replayed_with_them(tmp_path) -> None:
+    # Fails only where three loaded indices all equal C: random draws at N=1, C=3 miss it,
+    # filling every integer input with each edge value (here 3) reproduces it.
+    j = judge(THREE_LOADS, tmp_path, check=_stub(["GPU018"], [("N", 1), ("C", 3)]))
+    assert [f.klass for f in j.findings] == []
+    assert j.shim["counterexample N=1, C=3"] == "GPU018"
+
+
 def test_the_oracle_agrees_with_the_real_checker_on_plain_kernels(tmp_path) -> None:
     j = judge(CLEAN, tmp_path)
     assert j.findings == [] and j.clean and j.codes == []
