@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from mimir.array import Kernel, MimirError, TensorType, rand
+from mimir.array import Kernel, MimirError, TensorType, full, rand
 from mimir.dims import Dim, DimExpr, evaluate
 
 REPO = Path(__file__).resolve().parent.parent
@@ -155,8 +155,11 @@ def _callable(annotations: dict[str, Any], env: dict[str, int], fixed: set[str])
     return env
 
 
-def make_arguments(kernel: Kernel, env: dict[str, int], seed: int = 0) -> dict[str, Any]:
-    """Random gpu tensors (and scalars) matching the kernel's parameter annotations."""
+def make_arguments(
+    kernel: Kernel, env: dict[str, int], seed: int = 0, fill: int | None = None
+) -> dict[str, Any]:
+    """Random gpu tensors (and scalars) matching the kernel's parameter annotations; with
+    `fill`, every integer tensor holds that one value (a loaded index a failure needs)."""
     annotations = kernel.annotations()
     args: dict[str, Any] = {}
     for k, (name, param) in enumerate(kernel.signature.parameters.items()):
@@ -165,7 +168,11 @@ def make_arguments(kernel: Kernel, env: dict[str, int], seed: int = 0) -> dict[s
         ann = annotations.get(name)
         if isinstance(ann, TensorType):
             shape = tuple(evaluate(d, env) for d in ann.dims)
-            args[name] = rand(shape, dtype=ann.dtype, seed=seed + k).to("gpu")
+            if fill is not None and ann.dtype.name in ("int32", "uint32"):
+                value = fill % 2**32 if ann.dtype.name == "uint32" else fill
+                args[name] = full(shape, value, dtype=ann.dtype).to("gpu")
+            else:
+                args[name] = rand(shape, dtype=ann.dtype, seed=seed + k).to("gpu")
         elif ann is int:
             args[name] = 2
         elif ann is float:
@@ -187,14 +194,19 @@ class Outcome:
         return self.error.code if isinstance(self.error, MimirError) else None
 
 
-def call_kernel(kernel: Kernel, counterexample: dict[str, int] | None = None, seed: int = 0):
+def call_kernel(
+    kernel: Kernel,
+    counterexample: dict[str, int] | None = None,
+    seed: int = 0,
+    fill: int | None = None,
+):
     """Bind dims, build arguments, call; returns (Outcome, env)."""
     try:
         annotations = kernel.annotations()
     except MimirError as err:  # postponed annotations Python cannot evaluate
         return Outcome(error=err), {}
     env = bind_dims(annotations, counterexample)
-    args = make_arguments(kernel, env, seed)
+    args = make_arguments(kernel, env, seed, fill)
     try:
         return Outcome(value=kernel(**args)), env
     except Exception as err:  # noqa: BLE001 - classified by the caller

@@ -276,6 +276,14 @@ def _agreement_cases() -> list:
 def _assert_agree(path: Path, name: str, counterexample: dict | None, codes: set[str]) -> dict:
     kernel = kernels_of(_module(path))[name]
     outcome, env = call_kernel(kernel, counterexample, seed=len(name))
+    if codes and outcome.error is None and kernel.grid is not None:
+        # An index-level error may need one loaded value (`y == C` behind `y < C + 1`):
+        # fill the integer inputs with each value at the edges of the sizes.
+        edges = sorted({-1, 0, 1, *(v + d for v in env.values() for d in (-1, 0, 1))})
+        for value in edges:
+            outcome, env = call_kernel(kernel, counterexample, seed=len(name), fill=value)
+            if outcome.error is not None:
+                break
     if outcome.error is not None and not isinstance(outcome.error, MimirError):
         raise AssertionError(
             f"the shim raised {type(outcome.error).__name__}: {outcome.error} "

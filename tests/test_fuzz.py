@@ -17,9 +17,8 @@ from fuzzing import CATEGORIES, TENSOR_OPS, dump, run, table
 from fuzzing.campaign import Outcome
 from fuzzing.kernels import INDEX_BUGS, TENSOR_BUGS
 from fuzzing.oracle import (
-    BARE,
     CEX,
-    CODE,
+    CLASSES,
     CRASH,
     FALSE_ALARM,
     FALSE_PROOF,
@@ -37,29 +36,14 @@ from mimir import ops
 from mimir.check import FileResult
 from mimir.diagnostics.diagnostic import Diagnostic, Span
 
-# Findings the fixed-seed run knows about, each with the issue section that fixes it:
+# Findings the fixed-seed run knows about, each with the issue that will fix it:
 # (finding class, what produced it) -> reference, where "what" is the planted bug's label
-# (`Case.planted`) or the category `tier:op`. Each is also a failing fixture under
-# tests/fixtures/fuzz_findings/. Remove an entry when its fix lands: an entry the run no
-# longer produces fails `test_known_findings_still_occur`, so this list only shrinks.
-KNOWN: dict[tuple[str, str], str] = {
-    (BARE, "empty_axis"): (
-        "issue 9 section 2: mean/softmax/log_softmax over an empty axis raise ZeroDivisionError "
-        "or ValueError in the shim (fuzz_findings/empty_axis_mean_softmax.py)"
-    ),
-    (FALSE_PROOF, "slice_past_end"): (
-        "issue 9 section 1: a slice bound `N - 3` checks clean, the shim counts it from the end "
-        "(fuzz_findings/symbolic_slice_bounds.py)"
-    ),
-    (CODE, "tensor:shape"): (
-        "issue 9 section 4: `x / (M ** 0.5)` with a Dim raises GPU036 in the shim "
-        "(fuzz_findings/dim_as_value.py)"
-    ),
-    (FALSE_ALARM, "index:gather"): (
-        "issue 9 section 7: `x[y % C]` and `x[minimum(maximum(y, 0), C - 1)]` are GPU018 "
-        "(fuzz_findings/index_gather_value_ranges.py)"
-    ),
-}
+# (`Case.planted`) or the category `tier:op`. Each must also be a failing fixture under
+# tests/fixtures/fuzz_findings/. Empty: every finding class the run produced before issue 9's
+# fixes (slice bounds, empty axes, a Dim as a value, loaded-index ranges) is fixed and its
+# fixture is in tests/fixtures/check/. An entry the run no longer produces fails
+# `test_known_findings_still_occur`, so this list only shrinks.
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 def _keys(outcome: Outcome, finding: Finding) -> list[tuple[str, str]]:
@@ -133,6 +117,34 @@ def test_the_oracle_replays_counterexamples(tmp_path) -> None:
     assert FALSE_ALARM in [f.klass for f in j.findings]
     j = judge(SWAPPED, tmp_path, check=_stub(["GPU010"], [("N", 2), ("M", 3)]))
     assert j.findings == []  # reproduces with the same code
+
+
+THREE_LOADS = """\
+from mimir.array import Dim, Tensor, float32, gpu, int32, program_id
+
+N = Dim("N")
+C = Dim("C")
+
+
+@gpu(grid=(N,))
+def kernel(
+    a: Tensor[int32, N], b: Tensor[int32, N], c: Tensor[int32, N], x: Tensor[float32, C],
+    out: Tensor[float32, N],
+):
+    i = program_id(0)
+    if (a[i] == C) & (b[i] == C) & (c[i] == C):
+        out[i] = x[a[i]]
+    else:
+        out[i] = 0.0
+"""
+
+
+def test_a_counterexample_that_needs_loaded_values_is_replayed_with_them(tmp_path) -> None:
+    # Fails only where three loaded indices all equal C: random draws at N=1, C=3 miss it,
+    # filling every integer input with each edge value (here 3) reproduces it.
+    j = judge(THREE_LOADS, tmp_path, check=_stub(["GPU018"], [("N", 1), ("C", 3)]))
+    assert [f.klass for f in j.findings] == []
+    assert j.shim["counterexample N=1, C=3"] == "GPU018"
 
 
 def test_the_oracle_agrees_with_the_real_checker_on_plain_kernels(tmp_path) -> None:
@@ -243,7 +255,12 @@ def test_the_campaign_covered_both_tiers_and_every_backend(campaign) -> None:
 
 
 def test_known_findings_still_occur(campaign) -> None:
-    """A `KNOWN` entry the run no longer produces has been fixed: remove it."""
+    """A `KNOWN` entry the run no longer produces has been fixed: remove it. An empty
+    `KNOWN` is the goal, and valid; every entry must name a finding class and a planted bug
+    or a category the generator has, so a typo cannot silence nothing forever."""
+    whats = {f"{t}:{c}" for t, c in CATEGORIES} | set(TENSOR_BUGS) | set(INDEX_BUGS)
+    malformed = sorted(k for k in KNOWN if k[0] not in CLASSES or k[1] not in whats)
+    assert not malformed, f"KNOWN entries that name no finding class or category: {malformed}"
     produced = {k for o in campaign.outcomes for f in o.findings for k in _keys(o, f)}
     stale = sorted(set(KNOWN) - produced)
     assert not stale, f"fixed, remove from KNOWN: {stale}"

@@ -101,8 +101,15 @@ class Sym:
     def __floordiv__(self, o: Any) -> Sym:
         return self._op("//", o)
 
+    def __rfloordiv__(self, o: Any) -> Sym:
+        return self._op("//", o, True)
+
     def __mod__(self, o: Any) -> Sym:
         return self._op("%", o)
+
+    def __rmod__(self, o: Any) -> Sym:
+        # `1 % known` in a rule: the element count of a 0-d tensor is the int 1.
+        return self._op("%", o, True)
 
     def __repr__(self) -> str:
         return self.text

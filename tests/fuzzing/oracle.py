@@ -187,16 +187,22 @@ def size_sample(kernel: Kernel, seed: int = 0) -> list[dict[str, int]]:
     return envs
 
 
+def edge_values(env: dict[str, int]) -> list[int]:
+    """-1, 0, 1, and each dim's value and its neighbours: what an index loaded from memory
+    must be to go out of bounds."""
+    return sorted({-1, 0, 1, *(v + d for v in env.values() for d in (-1, 0, 1))})
+
+
 def arguments(
-    kernel: Kernel, env: dict[str, int], seed: int, edges: bool = False
+    kernel: Kernel, env: dict[str, int], seed: int, edges: bool = False, fill: int | None = None
 ) -> dict[str, Any]:
-    """Random arguments; with `edges`, integer tensors hold values at the edges of the sizes
-    (-1, 0, 1, and each dim's value and its neighbours), which is what an index loaded
-    from memory must be to go out of bounds."""
+    """Random arguments; with `edges`, integer tensors hold values drawn from `edge_values`;
+    with `fill`, every integer tensor holds that one value."""
     args: dict[str, Any] = {}
     annotations = kernel.annotations()
     rng = random.Random(seed)
-    around = sorted({-1, 0, 1, *(v + d for v in env.values() for d in (-1, 0, 1))})
+    around = [fill] if fill is not None else edge_values(env)
+    edges = edges or fill is not None
     for k, name in enumerate(kernel.signature.parameters):
         ann = annotations.get(name)
         if isinstance(ann, TensorType):
@@ -225,11 +231,15 @@ def _nest(values: list, shape: tuple[int, ...]) -> Any:
 
 
 def run_shim(
-    kernel: Kernel, env: dict[str, int], seed: int = 0, edges: bool = False
+    kernel: Kernel,
+    env: dict[str, int],
+    seed: int = 0,
+    edges: bool = False,
+    fill: int | None = None,
 ) -> tuple[str, str]:
     """("ok" | "mimir" | "bare", code or exception text)."""
     try:
-        args = arguments(kernel, env, seed, edges)
+        args = arguments(kernel, env, seed, edges, fill)
     except MimirError as err:  # the random inputs themselves cannot be built
         return "bare", f"building arguments raised [{err.code}] {err}"
     try:
@@ -317,6 +327,13 @@ def judge(source: str, workdir: Path, seed: int = 0, check: Any = None) -> Judge
                 cex_outcome = run_shim(kernel, env, seed + 1000 * extra, edges=extra % 2 == 1)
                 if cex_outcome[0] != "ok" or kernel.grid is None:
                     break
+            if cex_outcome[0] == "ok" and kernel.grid is not None:
+                # Random draws can miss the one loaded value that fails (`y == C` behind
+                # `y < C + 1` at N=1): also fill every integer input with each edge value.
+                for value in edge_values(env):
+                    cex_outcome = run_shim(kernel, env, seed, fill=value)
+                    if cex_outcome[0] != "ok":
+                        break
             outcomes[f"counterexample {_show(env)}"] = cex_outcome
     j.shim = {k: (v[0] if v[0] != "mimir" else v[1]) for k, v in outcomes.items()}
     for at, (kind, what) in outcomes.items():
