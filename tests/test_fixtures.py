@@ -42,9 +42,6 @@ FIXTURE_FILES = sorted(FIXTURES.glob("*.py"))
 # Kernels on which the shim knowingly disagrees with the checker, with the reason. Each is
 # an xfail(strict=True): when the disagreement is fixed the test fails until it is removed.
 KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {
-    ("unknown_ops.py", "method_without_call"): (
-        "the shim returns the bound method `x.relu` (GPU015); the checker reports GPU030"
-    ),
     ("invalid_args.py", "transpose_axis_not_literal"): (
         "design: the checker needs axes statically (GPU036); the shim sees the int `k` a call "
         "passes and transposes with it"

@@ -17,6 +17,8 @@ import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from mimir import ops
+
 CODE = "GPU031"
 _BUILTINS = frozenset(dir(builtins))
 
@@ -178,6 +180,8 @@ def _expression_violations(
         yield found
         return
     for child in ast.iter_child_nodes(expr):
+        if isinstance(expr, ast.Call) and child is expr.func and isinstance(child, ast.Attribute):
+            child = child.value  # `x.relu()`: the method is called; look at its receiver
         if isinstance(child, ast.expr):
             yield from _expression_violations(child, function_name, index_level)
         else:  # slices in older ASTs, comprehension clauses, keywords
@@ -229,9 +233,16 @@ def _expression_violation(
             return Violation(
                 "GPU030", f"the Python builtin `{node.func.id}()` is not a kernel op", node
             )
+    if isinstance(node, ast.Attribute) and node.attr in _METHODS:
+        # `return x.relu`: a bound method is no tensor (reached only when not called)
+        return Violation("GPU030", f"`.{node.attr}` is a method: call it as `.{node.attr}()`", node)
     if isinstance(node, ast.Slice) and node.step is not None and not _is_one(node.step):
         return Violation(CODE, "slice steps are not supported in the kernel language", node)
     return None
+
+
+# Tensor methods of the op table (`.T` and `.shape` are attributes, used without a call).
+_METHODS = frozenset(ops.BY_METHOD) - frozenset(ops.BY_ATTRIBUTE)
 
 
 def _is_one(node: ast.expr) -> bool:
