@@ -101,7 +101,7 @@ class ModuleInfo:
         if isinstance(node, ast.Name):
             return self.imported.get(node.id)
         if isinstance(node, ast.Attribute):
-            base = _dotted(node.value)
+            base = dotted_name(node.value)
             if base is not None and self._module_of(base) == MIMIR_ARRAY:
                 return node.attr
         return None
@@ -114,11 +114,12 @@ class ModuleInfo:
         return full
 
 
-def _dotted(node: ast.expr) -> str | None:
+def dotted_name(node: ast.expr) -> str | None:
+    """`a.b.c` for a chain of names and attributes, else None."""
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
-        base = _dotted(node.value)
+        base = dotted_name(node.value)
         return None if base is None else f"{base}.{node.attr}"
     return None
 

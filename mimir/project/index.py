@@ -31,7 +31,7 @@ from pathlib import Path
 import networkx as nx
 
 from mimir.diagnostics.diagnostic import Span
-from mimir.parse.module import ImportResolver, ModuleInfo, Problem, read_module
+from mimir.parse.module import ImportResolver, ModuleInfo, Problem, dotted_name, read_module
 from mimir.parse.spans import SourceFile
 from mimir.project.resolve import Target, package_root, resolve_module
 
@@ -327,20 +327,11 @@ class _ModuleAttributes(ast.NodeTransformer):
         self.importer, self.prefix, self.exports = importer, prefix, exports
 
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:  # noqa: N802
-        if _dotted(node.value) == self.prefix:
+        if dotted_name(node.value) == self.prefix:
             local = f"{self.prefix}.{node.attr}"
             if self.importer.bring(self.exports, node.attr, local):
                 return ast.copy_location(ast.Name(id=local, ctx=node.ctx), node)
         return self.generic_visit(node)
-
-
-def _dotted(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = _dotted(node.value)
-        return None if base is None else f"{base}.{node.attr}"
-    return None
 
 
 def _all_of(info: ModuleInfo) -> list[str] | None:
