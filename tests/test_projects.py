@@ -65,6 +65,19 @@ def test_imported_names_keep_their_meaning() -> None:
     assert bad.code == "GPU018" and "N=2" in bad.why
 
 
+def test_a_cpu_tensor_through_an_imported_helper_names_the_kernel_call_inside_it() -> None:
+    pipeline = PROJECTS / "app" / "pipeline.py"
+    result = check_source(str(pipeline), pipeline.read_text(encoding="utf-8"), project=Project())
+    first = next(d for d in result.diagnostics if d.code == "GPU060")
+    assert first.span.line == 13 and "passed through `forward`" in first.message
+    created, inside = first.labels
+    assert created.span.path == str(pipeline) and created.span.line == 12
+    assert Path(inside.span.path).name == "helpers.py" and inside.span.line == 18
+    # a tensor a helper returns keeps the device it was created on, in the helper's module
+    returned = next(d for d in result.diagnostics if d.span.line == 18)
+    assert "helpers.py line 10" in returned.message
+
+
 def test_unsaved_text_of_an_imported_module_wins(tmp_path: Path) -> None:
     project = tmp_path / "proj"
     shutil.copytree(PROJECTS / "app", project / "app")
@@ -95,6 +108,6 @@ def test_a_changed_module_rechecks_its_dependents_only(tmp_path: Path) -> None:
     # heads.py's kernel is now proven: `Rows` has at least 3 rows.
     assert after["heads.py"] == (False, [])
     dependents = {"dims.py", "layers.py", "heads.py", "model.py", "__init__.py", "broken.py"}
-    dependents.add("aliases.py")
+    dependents |= {"aliases.py", "helpers.py", "pipeline.py"}
     assert {name for name, (cached, _) in after.items() if not cached} == dependents
     assert after["cycle_a.py"][0] and after["cycle_b.py"][0]

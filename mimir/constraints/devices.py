@@ -22,6 +22,13 @@ Each `cpu_arg` becomes GPU060 at the call, naming the argument and the line wher
 the tensor was created; each `mixed` becomes GPU061 at the op (once per root cause: an
 op fed by an already reported one is not reported again).
 
+A plain host function imported from another module of the project is read at each
+call, in its own module, its parameters bound to the call's arguments: a cpu tensor
+passed through it to a kernel is GPU060 at that call (with a label at the kernel call
+inside the helper), one that meets a gpu tensor inside it is GPU061 there, and what it
+creates and returns keeps its device in the caller. What the helper's module creates
+and misuses by itself is reported in that module, not again at every caller.
+
 PyTorch placement feeds the same facts: `torch.zeros(..., device="cuda")` and other
 creators (cpu without `device=`), `.cuda()`, `.cpu()`, `.to("cuda")`, a device held in a
 name (`dev = "cuda"`, `dev = torch.device("cuda")`), `model.cuda()` on a module (calling
@@ -36,7 +43,7 @@ import ast
 from dataclasses import dataclass, field
 
 from mimir.diagnostics.diagnostic import Diagnostic, Label, Span
-from mimir.parse.module import ModuleInfo, import_statements
+from mimir.parse.module import ModuleInfo, dotted_name, import_statements
 from mimir.solve.z3lib import z3
 
 CPU, GPU = 0, 1
@@ -56,6 +63,16 @@ class _Call:
 
     kernel: str
     args: list[tuple[str, int, ast.expr]]  # parameter name, value id, argument node
+    through: _Through | None = None  # made inside a helper imported from another module
+
+
+@dataclass(frozen=True)
+class _Through:
+    """A kernel call or an op read inside an imported helper, for the call that reached it."""
+
+    outer: ast.AST  # the call of the helper in the module being checked
+    helper: str
+    inner: Span  # the kernel call or the op inside the helper's module
 
 
 @dataclass
@@ -65,17 +82,22 @@ class _Facts:
     operand: list[tuple[int, int]] = field(default_factory=list)
     kernel_calls: list[_Call] = field(default_factory=list)
     ops: dict[int, ast.AST] = field(default_factory=dict)
+    foreign_ops: dict[int, _Through] = field(default_factory=dict)
 
 
 class _Reader:
     """Reads host code into facts; one instance per module."""
 
-    def __init__(self, info: ModuleInfo) -> None:
+    def __init__(self, info: ModuleInfo, parent: _Reader | None = None) -> None:
         self.info = info
         self.src = info.source
-        self.facts = _Facts()
-        self.sites: list[_Site] = []
+        self.root: _Reader = self if parent is None else parent.root
+        self.facts = self.root.facts if parent is not None else _Facts()
+        self.sites: list[_Site] = self.root.sites if parent is not None else []
         self.n_values = 0
+        # inside an imported helper: the call that reached it, and the helpers being read
+        self.through: tuple[ast.AST, str] | None = None
+        self.stack: tuple[int, ...] = ()
         self.kernels = {k.node.name: k.node for k in info.kernels}
         # `@gpu` functions imported from other modules of the project (`mimir.project`)
         self.kernels.update({name: k.node for name, k in info.imported_kernels.items()})
@@ -87,8 +109,8 @@ class _Reader:
         self.device_names: dict[str, int] = {}  # names bound to a literal device
 
     def value(self) -> int:
-        self.n_values += 1
-        return self.n_values
+        self.root.n_values += 1
+        return self.root.n_values
 
     def site(self, node: ast.AST) -> int:
         self.sites.append(_Site(self.src.span(node), self.src.text(node)))
@@ -106,16 +128,20 @@ class _Reader:
                     self.params[(stmt.name, k)] = v
                     self.param_names[(stmt.name, arg.arg)] = v
                 self.returns[stmt.name] = self.value()
-        for stmt in tree.body:  # module-level devices (`dev = torch.device("cuda")`) first
-            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-                device = self.device_of(stmt.value)
-                if device is not None and isinstance(stmt.targets[0], ast.Name):
-                    self.device_names[stmt.targets[0].id] = device
+        self.module_devices()
         for name, fn in self.functions.items():
             env = {arg.arg: self.params[(name, k)] for k, arg in enumerate(fn.args.args)}
             self.block(fn.body, env, name)
         self.block([s for s in tree.body if not isinstance(s, ast.FunctionDef)], {}, None)
         return self.facts
+
+    def module_devices(self) -> None:
+        """Module-level devices (`dev = torch.device("cuda")`), read before any function."""
+        for stmt in self.info.tree.body:
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+                device = self.device_of(stmt.value)
+                if device is not None and isinstance(stmt.targets[0], ast.Name):
+                    self.device_names[stmt.targets[0].id] = device
 
     def block(self, body: list[ast.stmt], env: dict[str, int], function: str | None) -> None:
         for stmt in body:
@@ -192,6 +218,9 @@ class _Reader:
     def op(self, node: ast.AST, operands: list[int | None]) -> int:
         result = self.value()
         self.facts.ops[result] = node
+        if self.through is not None:
+            outer, helper = self.through
+            self.facts.foreign_ops[result] = _Through(outer, helper, self.src.span(node))
         for u in operands:
             if u is not None:
                 self.facts.flows.append((result, u))
@@ -232,6 +261,9 @@ class _Reader:
         func = node.func
         args = [self.expr(a, env) for a in node.args]
         kwargs = {kw.arg: self.expr(kw.value, env) for kw in node.keywords}
+        imported = self.imported_function(func)
+        if imported is not None:
+            return self.inline(node, imported, args, kwargs)
         canonical = self.info.resolve(func)
         torch_name = _qualname(func, self.aliases)
         if torch_name is not None and canonical is None:
@@ -283,6 +315,58 @@ class _Reader:
                     self.facts.flows.append((self.param_names[(func.id, name)], v))
             return self.returns[func.id]
         return None
+
+    def imported_function(self, func: ast.expr) -> tuple[ModuleInfo, ast.FunctionDef] | None:
+        """A plain host function of another module (or, inside one, of its own module)."""
+        name = dotted_name(func)
+        if name is None or name in self.kernels:
+            return None
+        if self.through is not None and isinstance(func, ast.Name):
+            fn = next(
+                (
+                    f
+                    for f in self.info.tree.body
+                    if isinstance(f, ast.FunctionDef) and f.name == name
+                ),
+                None,
+            )
+            if fn is not None:
+                return self.info, fn
+        found = self.info.imported_functions.get(name)
+        if found is None or any(k.node is found[1] for k in found[0].kernels):
+            return None
+        return found
+
+    def inline(
+        self,
+        node: ast.Call,
+        imported: tuple[ModuleInfo, ast.FunctionDef],
+        args: list[int | None],
+        kwargs: dict[str | None, int | None],
+    ) -> int | None:
+        """Read an imported helper's body once per call, its parameters bound to the arguments.
+
+        Its kernel calls and ops are reported at this call (the one in the module being
+        checked); what it creates and returns flows back to the caller.
+        """
+        info, fn = imported
+        if id(fn) in self.stack or len(self.stack) >= 8:
+            return None  # recursion, or a chain too deep to follow: no facts, no report
+        child = _Reader(info, parent=self)
+        child.through = self.through or (node, dotted_name(node.func) or fn.name)
+        child.stack = (*self.stack, id(fn))
+        child.module_devices()
+        env: dict[str, int] = {}
+        for k, arg in enumerate(fn.args.args):
+            v = child.value()
+            env[arg.arg] = v
+            passed = args[k] if k < len(args) else kwargs.get(arg.arg)
+            if passed is not None:
+                self.facts.flows.append((v, passed))
+        result = self.value()
+        child.returns = {fn.name: result}
+        child.block(fn.body, env, fn.name)
+        return result
 
     def device_of(self, node: ast.expr | None) -> int | None:
         """The device a literal, a device name or `torch.device(...)` denotes, or None."""
@@ -339,7 +423,10 @@ class _Reader:
             for kw in node.keywords
             if kw.arg in names and kwargs.get(kw.arg) is not None
         ]
-        self.facts.kernel_calls.append(_Call(kernel, passed))
+        through = None
+        if self.through is not None:
+            through = _Through(self.through[0], self.through[1], self.src.span(node))
+        self.facts.kernel_calls.append(_Call(kernel, passed, through))
         result = self.value()
         self.facts.made.append((result, GPU, self.site(node)))
         return result
@@ -451,48 +538,84 @@ def check_devices(info: ModuleInfo) -> list[Diagnostic]:
     by_value: dict[int, list[int]] = {}
     for value, site in cpu_sites:
         by_value.setdefault(value, []).append(site)
+    here = reader.src.path
+    reported: set[tuple[int, str, str, int]] = set()
     for call in facts.kernel_calls:
         for param, value, node in call.args:
             sites = sorted(by_value.get(value, []), key=lambda i: reader.sites[i].span)
+            through = call.through
+            if through is not None:
+                # inside an imported helper: only the tensors this module passes in are its
+                # own to report (the helper's module reports what it creates itself)
+                sites = [i for i in sites if reader.sites[i].span.path == here]
             if not sites:
                 continue
             first = reader.sites[sites[0]]
-            out.append(
-                Diagnostic(
-                    "GPU060",
-                    f"argument `{param}` of `{call.kernel}` is on cpu: the tensor was created at "
-                    f"line {first.span.line} (`{first.text}`)",
-                    reader.src.span(node),
-                    labels=tuple(Label(reader.sites[i].span, "created on cpu here") for i in sites),
-                )
+            labels = tuple(Label(reader.sites[i].span, "created on cpu here") for i in sites)
+            message = (
+                f"argument `{param}` of `{call.kernel}` is on cpu: the tensor was created at "
+                f"{_where(first.span, here)} (`{first.text}`)"
             )
+            span = reader.src.span(node)
+            if through is not None:
+                key = (id(through.outer), param, call.kernel, sites[0])
+                if key in reported:
+                    continue  # the helper calls the kernel twice with it: one report
+                reported.add(key)
+                span = reader.src.span(through.outer)
+                message += f", passed through `{through.helper}`"
+                labels = (
+                    *labels,
+                    Label(through.inner, f"`{through.helper}` calls `{call.kernel}` here"),
+                )
+            out.append(Diagnostic("GPU060", message, span, labels=labels))
     seen: set[int] = set()
     sources: dict[int, set[int]] = {}
     for a, b in facts.flows:
         sources.setdefault(a, set()).add(b)
-    answers = sorted(
-        _answers(fp, mixed(v, s, t), 3), key=lambda r: (reader.src.span(facts.ops[r[0]]), r)
-    )
+
+    def order(r: tuple[int, ...]) -> tuple:
+        through = facts.foreign_ops.get(r[0])
+        node = facts.ops[r[0]] if through is None else through.outer
+        return (reader.src.span(node), through is None, r)
+
+    answers = sorted(_answers(fp, mixed(v, s, t), 3), key=order)
     for op_value, s_cpu, s_gpu in answers:
         if op_value in seen or _fed_by(op_value, seen, sources):
             seen.add(op_value)  # one diagnostic per root cause: not the ops downstream of it
             continue
         seen.add(op_value)
-        node = facts.ops[op_value]
         cpu_site, gpu_site = reader.sites[s_cpu], reader.sites[s_gpu]
+        labels = (
+            Label(cpu_site.span, "on cpu from here"),
+            Label(gpu_site.span, "on gpu from here"),
+        )
+        through = facts.foreign_ops.get(op_value)
+        if through is None:
+            node = facts.ops[op_value]
+            text, span = f"`{reader.src.text(node)}`", reader.src.span(node)
+        elif here in (cpu_site.span.path, gpu_site.span.path):
+            text, span = f"`{through.helper}`", reader.src.span(through.outer)
+            labels = (*labels, Label(through.inner, "the tensors meet here"))
+        else:
+            continue  # both made inside the helper's module: reported there
         out.append(
             Diagnostic(
                 "GPU061",
-                f"`{reader.src.text(node)}` mixes a cpu tensor (created at line "
-                f"{cpu_site.span.line}) and a gpu tensor (line {gpu_site.span.line})",
-                reader.src.span(node),
-                labels=(
-                    Label(cpu_site.span, "on cpu from here"),
-                    Label(gpu_site.span, "on gpu from here"),
-                ),
+                f"{text} mixes a cpu tensor (created at {_where(cpu_site.span, here)}) and a "
+                f"gpu tensor ({_where(gpu_site.span, here)})",
+                span,
+                labels=labels,
             )
         )
     return out
+
+
+def _where(span: Span, here: str) -> str:
+    """`line 5`, or `helpers.py line 5` for a line of another module."""
+    if span.path == here:
+        return f"line {span.line}"
+    return f"{span.path.replace(chr(92), '/').rsplit('/', 1)[-1]} line {span.line}"
 
 
 def _fed_by(value: int, reported: set[int], sources: dict[int, set[int]]) -> bool:
