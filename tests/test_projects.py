@@ -57,6 +57,18 @@ def test_the_cli_on_the_project_directory() -> None:
     assert got == want
 
 
+def test_notes_in_another_module_are_named_as_the_checked_files_are() -> None:
+    # `mimir check pipeline.py` run in the project folder: a note that points into
+    # helpers.py says `helpers.py:18:12`, not the absolute path the project loader reads.
+    run = subprocess.run(
+        [sys.executable, "-m", "mimir", "check", "--no-cache", "pipeline.py"],
+        cwd=PROJECTS / "app", capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert run.returncode == 1, run.stderr
+    assert "  note: helpers.py:18:12: `forward` calls `linear` here" in run.stdout
+    assert str(PROJECTS) not in run.stdout
+
+
 def test_imported_names_keep_their_meaning() -> None:
     heads = PROJECTS / "app" / "heads.py"
     result = check_source(str(heads), heads.read_text(encoding="utf-8"))

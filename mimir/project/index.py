@@ -162,7 +162,7 @@ class Project:
             self._exports[path] = None  # a cycle reaching here is cut (and reported) elsewhere
             tree = self.tree(path)
             if tree is not None:
-                source = SourceFile(str(path), self.text(path) or "")
+                source = SourceFile(_shown(path), self.text(path) or "")
                 self._exports[path] = read_module(source, tree, self.resolver(path))
         return self._exports[path]
 
@@ -363,3 +363,12 @@ def _binding_span(info: ModuleInfo, name: str) -> Span | None:
                 if isinstance(t, ast.Name) and t.id == name:
                     return info.source.span(t)
     return None
+
+
+def _shown(path: Path) -> str:
+    """How a diagnostic names another module of the project: relative to the working
+    directory when it lies below it (as the checked files are named), else absolute."""
+    try:
+        return str(path.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
