@@ -55,7 +55,7 @@ from mimir.dims import Dim
 from mimir.dtypes import BY_NAME as DTYPES
 from mimir.dtypes import DType, bool_, default_dtype, float32, int32
 from mimir.parse.graph import BINARY_SYMBOLS
-from mimir.parse.module import ScalarAnnotation, TensorAnnotation, read_size
+from mimir.parse.module import ScalarAnnotation, TensorAnnotation, int_literal, read_size
 
 I32 = "i32"
 
@@ -484,10 +484,9 @@ def _join(a: _Val, b: _Val) -> _Val:
 
 
 def _literal_int(node: ast.expr) -> int:
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return -_literal_int(node.operand)  # `x.shape[-1]`
-    assert isinstance(node, ast.Constant) and type(node.value) is int
-    return node.value
+    value = int_literal(node)  # the checker accepted only literals here (`x.shape[-1]` too)
+    assert value is not None
+    return value
 
 
 _INDEX_OPS = {"+", "-", "*", "//", "%", "<", "<=", ">", ">=", "==", "!="}

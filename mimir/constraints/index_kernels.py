@@ -48,7 +48,13 @@ from mimir.dtypes import DType, default_dtype, promote_weak
 from mimir.ops.shapes import RuleError
 from mimir.parse import subset
 from mimir.parse.graph import BINARY_SYMBOLS, KernelGraph
-from mimir.parse.module import ModuleInfo, ScalarAnnotation, TensorAnnotation, read_size
+from mimir.parse.module import (
+    ModuleInfo,
+    ScalarAnnotation,
+    TensorAnnotation,
+    int_literal,
+    read_size,
+)
 from mimir.solve.prover import PROVEN, REFUTED
 from mimir.solve.z3lib import z3
 
@@ -781,13 +787,7 @@ class IndexKernelChecker(KernelChecker):
         )
 
     def _literal(self, node: ast.expr) -> int | None:
-        # `-1` is `UnaryOp(USub, Constant(1))` in the ast: `x.shape[-1]` counts from the end
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            inner = self._literal(node.operand)
-            return None if inner is None else -inner
-        if isinstance(node, ast.Constant) and type(node.value) is int:
-            return node.value
-        return None
+        return int_literal(node)  # `-1` too: `x.shape[-1]` counts from the end
 
     # -- integer element values
 

@@ -261,7 +261,7 @@ def _gpu_decorator(info: ModuleInfo, fn: ast.FunctionDef) -> ast.expr | None | b
 
 
 def _read_binding(info: ModuleInfo, name: str, value: ast.expr) -> None:
-    lit = _int_literal(value)  # `-3` too: a negative constant is refused where used as a size
+    lit = int_literal(value)  # `-3` too: a negative constant is refused where used as a size
     if lit is not None:
         info.constants[name] = lit
         return
@@ -309,7 +309,7 @@ def _read_dim(info: ModuleInfo, var: str, call: ast.Call) -> DimDecl | None:
         if isinstance(kw.value, ast.Constant) and kw.value.value is None:
             kwargs[kw.arg] = None
             continue
-        lit = _int_literal(kw.value)
+        lit = int_literal(kw.value)
         if lit is None:
             problem(f"`{kw.arg}=` of dim `{name}` must be an int literal")
             return None
@@ -336,7 +336,8 @@ def _read_dim(info: ModuleInfo, var: str, call: ast.Call) -> DimDecl | None:
     return DimDecl(Dim(name, min=lo, max=hi, multiple_of=mult), span)
 
 
-def _int_literal(node: ast.expr) -> int | None:
+def int_literal(node: ast.expr) -> int | None:
+    """The int a literal `3` or `-3` spells, else None."""
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return node.value
     if (
@@ -414,7 +415,7 @@ def read_annotation(info: ModuleInfo, node: ast.expr | None) -> Annotation | Pro
 
 def read_size(info: ModuleInfo, node: ast.expr) -> Size | Problem:
     src = info.source
-    lit = _int_literal(node)
+    lit = int_literal(node)
     if lit is not None:
         if lit < 0:
             return Problem("GPU033", f"a size cannot be negative ({lit})", src.span(node))
