@@ -19,6 +19,8 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
+from mimir.check import check_source
+
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = ROOT / "tests" / "projects" / "app"
 CHECKED = sorted(
@@ -367,6 +369,24 @@ async def test_newer_edits_win_and_unchanged_kernels_are_not_reproven(
     # Each check re-proved only the one kernel its edit touched; the other three (of four)
     # came from the per-kernel cache.
     assert 1 <= proven <= checks
+
+
+async def test_form_feeds_and_line_separators_do_not_move_diagnostics(
+    client: LanguageClient, tmp_path: Path
+):
+    # A form feed and a U+2028 inside a comment are no line ends to Python (or to the
+    # LSP client). Columns go out in UTF-16 units, counted over the diagnostic's own line:
+    # split at those characters too, the server would count them over the line two above
+    # (`@gpu  # 𝑤𝑟𝑜𝑛𝑔`, whose letters take two units each) and move the column right.
+    text = FIXTURE.replace("M = Dim(", "# sections\x0cand\u2028more\nM = Dim(", 1)
+    text = text.replace("@gpu\ndef wrong", "@gpu  # 𝑤𝑟𝑜𝑛𝑔\ndef wrong", 1)
+    path = tmp_path / "separators.py"
+    found = await open_text(client, path, text)
+    cli = check_source(str(path), text).diagnostics
+    assert sorted((d.range.start.line + 1, d.range.start.character + 1) for d in found) == sorted(
+        (d.span.line, d.span.column) for d in cli
+    )
+    assert any(d.code == "GPU011" for d in found)
 
 
 async def test_bad_input_is_answered_not_fatal(client: LanguageClient, tmp_path: Path):

@@ -14,6 +14,7 @@ from lsprotocol import types
 
 from mimir.diagnostics.codes import REGISTRY
 from mimir.diagnostics.diagnostic import Diagnostic, Span
+from mimir.parse.spans import split_lines
 
 SOURCE = "mimir"
 # Where each code's explanation (the registry entry, as `mimir explain` prints it) lives.
@@ -24,7 +25,9 @@ class Lines:
     """One document's lines, for converting between code-point and UTF-16 columns."""
 
     def __init__(self, text: str) -> None:
-        self.lines = text.splitlines()
+        # As the tokenizer splits (`\n`, `\r\n`, `\r`): `str.splitlines` also splits at form
+        # feeds and U+2028, which would move every later diagnostic down a line.
+        self.lines = split_lines(text)
 
     def line(self, line0: int) -> str:
         return self.lines[line0] if 0 <= line0 < len(self.lines) else ""

@@ -58,7 +58,7 @@ class _Document:
     last_edit: float = float("-inf")  # loop time of the latest edit, for the debounce
     task: asyncio.Task | None = None
     result: FileResult | None = None  # the last completed check, for queries
-    checked_text: str = ""  # the text `result` was computed from
+    lines: Lines = field(default_factory=lambda: Lines(""))  # of the text `result` checked
     diagnostics: list[Diagnostic] = field(default_factory=list)
     depends_on: set[str] = field(default_factory=set)  # project modules it imports
     others: dict[str, Lines] = field(default_factory=dict)  # lines of files labels point into
@@ -174,7 +174,7 @@ class MimirServer(LanguageServer):
             return
         if stale():
             return
-        doc.result, doc.checked_text = result, text
+        doc.result, doc.lines = result, Lines(text)
         doc.diagnostics = result.diagnostics
         doc.depends_on, doc.others = depends_on, others
         self.publish(doc, version)
@@ -210,7 +210,7 @@ class MimirServer(LanguageServer):
         return result, depends_on, others
 
     def publish(self, doc: _Document, version: int | None) -> None:
-        lines = Lines(doc.checked_text)
+        lines = doc.lines
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(
                 uri=doc.uri,
@@ -348,7 +348,7 @@ def build_server(
         if found is None:
             return None
         doc, result = found
-        lines = Lines(doc.checked_text)
+        lines = doc.lines
         line, col = lines.point(params.position)
         answer = query.hover(result, lines.lines, line, col)
         if answer is None:
@@ -365,7 +365,7 @@ def build_server(
         if found is None:
             return []
         doc, result = found
-        lines = Lines(doc.checked_text)
+        lines = doc.lines
         first, last = params.range.start.line + 1, params.range.end.line + 1
         return [
             types.InlayHint(lines.position(line, col), label, kind=types.InlayHintKind.Type)
@@ -383,7 +383,7 @@ def build_server(
         if found is None:
             return []
         doc, result = found
-        lines = Lines(doc.checked_text)
+        lines = doc.lines
         out = []
         for d in doc.diagnostics:
             lsp_range = lines.range(d.span)
@@ -410,7 +410,7 @@ def build_server(
         if found is None:
             return None
         doc, result = found
-        lines = Lines(doc.checked_text)
+        lines = doc.lines
         line, col = lines.point(params.position)
         span = query.definition(result, lines.lines, line, col)
         if span is None:
@@ -429,7 +429,7 @@ def build_server(
         if found is None or found[1].info is None:
             return []
         doc, result = found
-        lines = Lines(doc.checked_text)
+        lines = doc.lines
         kinds = {
             "kernel": types.SymbolKind.Function,
             "function": types.SymbolKind.Function,
