@@ -20,6 +20,7 @@ from mimir.diagnostics.codes import REGISTRY
 from mimir.diagnostics.diagnostic import Span
 from mimir.dims import Dim
 from mimir.parse.module import ModuleInfo, dims_in
+from mimir.parse.spans import read_source, split_lines
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CODE = re.compile(r"GPU\d{3}")
@@ -262,8 +263,6 @@ def _line_text(info: ModuleInfo, span: Span) -> str:
     if span.path == info.source.path:
         lines = info.source.lines
     else:
-        try:
-            lines = Path(span.path).read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError):
-            return ""
+        text, _ = read_source(Path(span.path))  # decoded and split as `mimir check` does
+        lines = split_lines(text or "")
     return lines[span.line - 1].strip() if 0 < span.line <= len(lines) else ""
