@@ -27,6 +27,7 @@ import functools
 import inspect
 import itertools
 import random as _random
+import struct
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -167,6 +168,15 @@ class TensorType:
 
 # ---------------------------------------------------------------- the tensor
 
+# dtype name -> (struct code, NumPy dtype string) for `Tensor.__array__`
+_NUMPY_CODES = {
+    "float32": ("f", "<f4"),
+    "float16": ("e", "<f2"),
+    "int32": ("i", "<i4"),
+    "uint32": ("I", "<u4"),
+    "bool_": ("?", "?"),
+}
+
 
 class Tensor:
     """A dense row-major tensor held as a flat Python list."""
@@ -223,6 +233,20 @@ class Tensor:
         if device not in DEVICES:
             raise ValueError(f"unknown device {device!r}; expected one of {DEVICES}")
         return Tensor(list(self._values), self._shape, self._dtype, device)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        """NumPy's conversion (`np.asarray(t)`): the values packed as bytes, not a list."""
+        import numpy  # only NumPy calls this, so it is loaded already
+
+        self._host_only("__array__")
+        del copy  # the result never shares memory with the tensor
+        code, np_dtype = _NUMPY_CODES[self._dtype.name]
+        values = self._values
+        if self._dtype.is_bool:
+            values = [bool(v) for v in values]
+        data = struct.pack(f"<{len(values)}{code}", *values)
+        out = numpy.frombuffer(data, dtype=np_dtype).reshape(self._shape).copy()
+        return out if dtype is None else out.astype(dtype)
 
     def tolist(self) -> Any:
         self._host_only("tolist")
@@ -647,9 +671,21 @@ def _host_function(name: str) -> None:
         raise MimirError("GPU030", f"`{name}` cannot be called inside `@gpu`")
 
 
-def tensor(data: Any, dtype: DType = float32, device: str = "cpu") -> Tensor:
-    """A tensor from (nested) Python lists of numbers; host code only."""
+def tensor(data: Any, dtype: DType | None = None, device: str = "cpu") -> Tensor:
+    """A tensor from (nested) Python lists of numbers, or from an array; host code only.
+
+    An array is a NumPy array, a CPU torch tensor or any buffer-protocol object
+    (read through its buffer, never through `.tolist()`); without `dtype` its
+    dtype becomes the nearest Mimir dtype (float64 -> float32, int64 -> int32).
+    Lists default to float32.
+    """
     _host_function("tensor")
+    array = _from_array(data)
+    if array is not None:
+        values, dims, inferred = array
+        dtype = dtype or inferred
+        return Tensor(nm.cast(values, dtype), dims, dtype, _default_device(device))
+    dtype = dtype or float32
     shape: list[int] = []
     probe = data
     while isinstance(probe, (list, tuple)):
@@ -679,6 +715,39 @@ def rand(
     else:
         flat = [rng.randint(int(low), int(high)) for _ in range(n)]
     return Tensor(nm.cast(flat, dtype), dims, dtype, _default_device(device))
+
+
+# struct code of an array's elements -> the Mimir dtype an array of them becomes
+_ARRAY_DTYPES = {"f": float32, "d": float32, "e": float16, "?": bool_}
+_ARRAY_DTYPES.update({c: int32 for c in "bhiq"})
+_ARRAY_DTYPES.update({c: uint32 for c in "BHIQ"})
+
+
+def _from_array(data: Any) -> tuple[list, tuple[int, ...], DType] | None:
+    """(flat values, shape, nearest dtype) of an array argument; None when `data` is not one.
+
+    Reads NumPy arrays, CPU torch tensors and buffer objects through their memory
+    (`mimir.runtime.arrays`, stdlib-only); NumPy itself is never imported here.
+    """
+    if isinstance(data, (list, tuple, int, float, bool, str, Tensor)) or data is None:
+        return None
+    from mimir.runtime.arrays import ArrayError, read_array
+
+    try:
+        arg = read_array(data)
+    except ArrayError:
+        return None
+    if arg.data is None:
+        raise ValueError("a CUDA tensor cannot be read by the shim; move it with `.cpu()` first")
+    size = struct.calcsize("<" + arg.fmt)
+    count = len(arg.data) // size
+    values = list(struct.unpack(f"<{count}{arg.fmt}", arg.data))
+    dtype = _ARRAY_DTYPES.get("?" if arg.dtype == "bool_" else arg.fmt)
+    if dtype is None:
+        raise ValueError(f"an array of {arg.dtype_name} has no Mimir dtype")
+    if arg.dtype == "bool_":
+        values = [v != 0 for v in values]
+    return values, arg.shape, dtype
 
 
 def _flatten(data: Any, shape: Sequence[int], depth: int) -> Iterable[Any]:
@@ -739,6 +808,16 @@ class Kernel:
         _check_annotations(self.signature, annotations, index_level=self.grid is not None)
         bound = self.signature.bind(*args, **kwargs)
         bound.apply_defaults()
+        if self.grid is not None:
+            for name, value in bound.arguments.items():
+                if isinstance(annotations.get(name), TensorType) and not isinstance(value, Tensor):
+                    # The body writes into its tensors; a converted array would not see it.
+                    raise MimirError(
+                        "GPU040",
+                        f"argument `{name}` of an index-level kernel must be a tensor, got "
+                        f"{type(value).__name__} (its writes would be lost); wrap it with "
+                        '`tensor(a).to("gpu")`',
+                    )
         bindings = _bind_arguments(bound.arguments, annotations)
         token = _BINDINGS.set(bindings)
         try:
@@ -854,9 +933,8 @@ def _bind_arguments(arguments: dict[str, Any], annotations: dict[str, Any]) -> d
         if not isinstance(ann, TensorType):
             continue
         if not isinstance(value, Tensor):
-            raise MimirError(
-                "GPU040", f"argument `{name}` must be a tensor, got {type(value).__name__}"
-            )
+            value = _array_argument(name, value, ann.dtype)
+            arguments[name] = value
         if value._device != "gpu":
             raise MimirError(
                 "GPU060",
@@ -898,6 +976,32 @@ def _bind_arguments(arguments: dict[str, Any], annotations: dict[str, Any]) -> d
                 f"argument `{name}` has size {actual} on axis {axis}, expected {expected}={want}",
             )
     return env
+
+
+def _array_argument(name: str, value: Any, dtype: DType) -> Tensor:
+    """An array passed for a tensor parameter, as a gpu tensor (the call uploads it).
+
+    Its dtype must be the parameter's exactly (a float64 array for a float32
+    parameter is GPU041): converting silently would hide a precision change.
+    """
+    try:
+        array = _from_array(value)
+    except ValueError as err:
+        raise MimirError("GPU040", f"argument `{name}`: {err}") from None
+    if array is None:
+        raise MimirError(
+            "GPU040", f"argument `{name}` must be a tensor or an array, got {type(value).__name__}"
+        )
+    from mimir.runtime.arrays import read_array
+
+    exact = read_array(value).dtype
+    if exact != dtype.name:
+        raise MimirError(
+            "GPU041",
+            f"argument `{name}` has dtype {getattr(value, 'dtype', exact)}, expected {dtype}",
+        )
+    values, shape, _ = array
+    return Tensor(nm.cast(values, dtype), shape, dtype, "gpu")
 
 
 def _show(dims: Sequence[Any]) -> str:

@@ -3,6 +3,8 @@
 - `mimir.runtime.dimexpr`: evaluate a manifest's dim expressions (stdlib-only).
 - `mimir.runtime.manifest`: buffer sizes, element encoding, the uniform block and
   workgroup counts a manifest implies (stdlib-only).
+- `mimir.runtime.load` (`mimir.runtime.host`): call compiled kernels on NumPy arrays
+  and torch tensors, through wgpu or CUDA, with device state kept between calls.
 - `mimir.runtime.wgpu_runner`: validate WGSL with naga and run a WGSL manifest on
   whatever adapter wgpu finds (needs the `gpu` extra; imported on first use).
 """
@@ -14,7 +16,22 @@ from typing import Any
 from mimir.runtime.dimexpr import DimExprError, cdiv, evaluate
 from mimir.runtime.manifest import ManifestError
 
-__all__ = ["DimExprError", "ManifestError", "cdiv", "evaluate", "run_manifest", "validate_wgsl"]
+__all__ = [
+    "DimExprError",
+    "ManifestError",
+    "cdiv",
+    "evaluate",
+    "load",
+    "run_manifest",
+    "validate_wgsl",
+]
+
+
+def load(*args: Any, **kwargs: Any) -> Any:
+    """`mimir.runtime.host.load`: the compiled kernels of a folder, callable on arrays."""
+    from mimir.runtime.host import load as load_kernels
+
+    return load_kernels(*args, **kwargs)
 
 
 def run_manifest(*args: Any, **kwargs: Any) -> dict[str, list]:

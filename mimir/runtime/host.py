@@ -1,0 +1,274 @@
+"""Run compiled kernels from Python on NumPy arrays and PyTorch tensors: `mimir.runtime.load`.
+
+    import numpy as np
+    from mimir.runtime import load
+
+    kernels = load("out/")             # what `mimir compile-gpu ... -o out/` wrote
+    y = kernels.linear_relu(x, w, b)   # x, w, b: float32 ndarrays -> an ndarray [N, 33]
+
+`load(directory)` reads every `*.manifest.json` there (or in its `wgsl/`,
+`spirv/` or `ptx/` folder, as `--backend all` lays them out) and returns a
+`KernelLibrary`; each function is a `HostKernel` callable. A call:
+
+- takes the manifest's input buffers in order, then its scalar uniform fields
+  (or all of them by name), as NumPy arrays, CPU or CUDA torch tensors, or any
+  buffer-protocol object; nothing is copied through Python lists;
+- binds every dim from the arrays' shapes (or `dims={...}` for a dim no input
+  fixes) and checks shapes, dtypes and dim constraints, raising `HostError`
+  with the checker's code: GPU040 (shape or not an array), GPU041 (dtype),
+  GPU042 (dim constraint), GPU035 (a dim no input fixes);
+- returns the output (a tuple for several) shaped as the manifest says, of the
+  first array argument's kind: NumPy in, NumPy out; torch in, torch out.
+
+Engines: `wgpu` (WGSL or SPIR-V, on any adapter wgpu finds, lavapipe included)
+and `cuda` (PTX through the CUDA driver API; a CUDA torch tensor is passed to
+the kernel as its own device pointer and outputs are allocated by torch on the
+same device, launched on torch's current stream). Pipelines, modules and
+device buffers stay alive between calls; buffers are reallocated only when the
+dims change.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mimir.runtime import manifest as mf
+from mimir.runtime.arrays import ArrayArg, ArrayError, read_array
+from mimir.runtime.dimexpr import evaluate
+
+__all__ = ["HostError", "HostKernel", "KernelLibrary", "load"]
+
+_BACKENDS = ("wgsl", "spirv", "ptx")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*\Z")
+
+
+class HostError(mf.ManifestError):
+    """A call's arguments do not fit the manifest; `code` is the checker's code for it."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"[{code}] {message}")
+        self.code = code
+        self.message = message
+
+
+class HostKernel:
+    """One compiled `@gpu` function, callable on arrays."""
+
+    def __init__(self, manifest: Mapping[str, Any], directory: Path, engine: str) -> None:
+        mf.check_format(manifest)
+        self.manifest = manifest
+        self.directory = Path(directory)
+        self.name: str = manifest["function"]
+        self.engine = engine
+        self.inputs = [b for b in manifest["buffers"] if b["role"] == "input"]
+        self.outputs = [b for b in manifest["buffers"] if b["role"] == "output"]
+        dim_names = {d["name"] for d in manifest.get("dims", [])}
+        self.scalars = [f for f in mf.uniform_fields(manifest) if f["name"] not in dim_names]
+        self._runner: Any = None
+
+    def __repr__(self) -> str:
+        params = [b["name"] for b in self.inputs] + [f["name"] for f in self.scalars]
+        return f"<mimir kernel {self.name}({', '.join(params)}) on {self.engine}>"
+
+    def __call__(self, *args: Any, dims: Mapping[str, int] | None = None, **kwargs: Any) -> Any:
+        arrays, scalars = self._arguments(args, kwargs)
+        env = self._bind_dims(arrays, dims or {})
+        kind = next(iter(a.kind for a in arrays.values() if a.kind == "torch-cuda"), None)
+        kind = kind or next(iter(a.kind for a in arrays.values()), "numpy")
+        if self._runner is None:
+            self._runner = _make_runner(self.engine, self.manifest, self.directory)
+        results = self._runner.run(arrays, env, scalars, kind)
+        outs = tuple(results[b["name"]] for b in self.outputs)
+        return outs[0] if len(outs) == 1 else outs
+
+    # ------------------------------------------------------------ validation
+
+    def _arguments(
+        self, args: tuple, kwargs: Mapping[str, Any]
+    ) -> tuple[dict[str, ArrayArg], dict[str, float | int]]:
+        params = [b["name"] for b in self.inputs] + [f["name"] for f in self.scalars]
+        if len(args) > len(params):
+            raise HostError(
+                "GPU040",
+                f"`{self.name}` takes {len(params)} arguments ({', '.join(params)}), "
+                f"got {len(args)}",
+            )
+        given: dict[str, Any] = dict(zip(params, args, strict=False))
+        for key, value in kwargs.items():
+            if key not in params:
+                raise HostError("GPU040", f"`{self.name}` has no parameter `{key}`")
+            if key in given:
+                raise HostError("GPU040", f"argument `{key}` given twice")
+            given[key] = value
+        missing = [p for p in params if p not in given]
+        if missing:
+            raise HostError("GPU040", f"`{self.name}` is missing argument `{missing[0]}`")
+        arrays: dict[str, ArrayArg] = {}
+        for buf in self.inputs:
+            name = buf["name"]
+            try:
+                arg = read_array(given[name])
+            except ArrayError as err:
+                raise HostError("GPU040", f"argument `{name}`: {err}") from None
+            if arg.dtype != buf["dtype"]:
+                raise HostError(
+                    "GPU041",
+                    f"argument `{name}` has dtype {arg.dtype_name}, expected {buf['dtype']}",
+                )
+            arrays[name] = arg
+        scalars: dict[str, float | int] = {}
+        for entry in self.scalars:
+            value = given[entry["name"]]
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                value = _python_number(value, entry["name"])
+            if entry["type"] != "f32" and not float(value).is_integer():
+                raise HostError(
+                    "GPU041", f"scalar `{entry['name']}` is an integer parameter, got {value!r}"
+                )
+            scalars[entry["name"]] = value
+        return arrays, scalars
+
+    def _bind_dims(self, arrays: Mapping[str, ArrayArg], given: Mapping[str, int]) -> dict:
+        names = [d["name"] for d in self.manifest.get("dims", [])]
+        env: dict[str, int] = {k: v for k, v in given.items() if k in names}
+        unknown = set(given) - set(names)
+        if unknown:
+            raise HostError("GPU040", f"`{self.name}` has no dim `{sorted(unknown)[0]}`")
+        deferred: list[tuple[str, int, Any, int]] = []
+        for buf in self.inputs:
+            name, arg = buf["name"], arrays[buf["name"]]
+            shape = buf["shape"]
+            if len(arg.shape) != len(shape):
+                raise HostError(
+                    "GPU040",
+                    f"argument `{name}` has shape {list(arg.shape)}, expected {_show(shape)}",
+                )
+            for axis, (actual, entry) in enumerate(zip(arg.shape, shape, strict=True)):
+                if isinstance(entry, str) and _NAME.match(entry) and entry in names:
+                    if entry not in env:
+                        env[entry] = actual
+                        continue
+                deferred.append((name, axis, entry, actual))
+        free = [n for n in names if n not in env]
+        if free:
+            raise HostError(
+                "GPU035",
+                f"dim `{free[0]}` is not fixed by the shape of any input; "
+                f"pass it as `dims={{'{free[0]}': ...}}`",
+            )
+        try:
+            mf.check_dims(self.manifest, env)
+        except mf.ManifestError as err:
+            raise HostError("GPU042", str(err)) from None
+        for name, axis, entry, actual in deferred:
+            want = evaluate(entry, env)
+            if want != actual:
+                raise HostError(
+                    "GPU040",
+                    f"argument `{name}` has size {actual} on axis {axis}, expected "
+                    + (f"{want}" if isinstance(entry, int) else f"{entry}={want}")
+                    + f" (with {_show_env(env)})",
+                )
+        return env
+
+
+def _python_number(value: Any, name: str) -> float | int:
+    item = getattr(value, "item", None)  # a 0-d array or a one-element tensor
+    if callable(item):
+        try:
+            number = item()
+        except (TypeError, ValueError, RuntimeError):
+            number = None
+        if isinstance(number, (int, float)) and not isinstance(number, bool):
+            return number
+    raise HostError("GPU040", f"scalar `{name}` must be a number, got {type(value).__name__}")
+
+
+def _show(shape: Any) -> str:
+    return "[" + ", ".join(str(s) for s in shape) + "]"
+
+
+def _show_env(env: Mapping[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in env.items()) or "no dims"
+
+
+def _make_runner(engine: str, manifest: Mapping[str, Any], directory: Path) -> Any:
+    if engine == "cuda":
+        from mimir.runtime.host_cuda import CudaRunner
+
+        return CudaRunner(manifest, directory)
+    from mimir.runtime.host_wgpu import WgpuRunner
+
+    return WgpuRunner(manifest, directory)
+
+
+class KernelLibrary:
+    """The compiled functions of one folder: `library.NAME(...)` or `library["NAME"](...)`."""
+
+    def __init__(self, kernels: Mapping[str, HostKernel], directory: Path, backend: str) -> None:
+        self._kernels = dict(kernels)
+        self.directory = directory
+        self.backend = backend
+
+    def __getattr__(self, name: str) -> HostKernel:
+        kernels = self.__dict__.get("_kernels", {})
+        if name in kernels:
+            return kernels[name]
+        raise AttributeError(f"no compiled function `{name}` in {self.__dict__.get('directory')}")
+
+    def __getitem__(self, name: str) -> HostKernel:
+        return self._kernels[name]
+
+    def __iter__(self) -> Any:
+        return iter(self._kernels)
+
+    def __len__(self) -> int:
+        return len(self._kernels)
+
+    def __repr__(self) -> str:
+        return f"<mimir kernels {sorted(self._kernels)} from {self.directory} ({self.backend})>"
+
+
+def _cuda_available() -> bool:
+    try:
+        from mimir.runtime import cuda_runner
+
+        cuda_runner._context()
+    except Exception:  # noqa: BLE001 - no driver, no device: use wgpu
+        return False
+    return True
+
+
+def load(directory: str | Path, backend: str | None = None) -> KernelLibrary:
+    """The compiled kernels in `directory`, ready to call on arrays.
+
+    `backend` picks `wgsl`, `spirv` (both run through wgpu) or `ptx` (CUDA) when
+    the folder holds more than one; by default PTX where a CUDA device is
+    present, else WGSL, else SPIR-V.
+    """
+    root = Path(directory)
+    if not root.is_dir():
+        raise mf.ManifestError(f"`{root}` is not a folder of compiled kernels")
+    found: dict[str, list[tuple[dict, Path]]] = {}
+    for folder in [root, *(root / b for b in _BACKENDS)]:
+        for path in sorted(folder.glob("*.manifest.json")) if folder.is_dir() else []:
+            manifest = json.loads(path.read_text(encoding="utf-8"))
+            found.setdefault(manifest.get("backend", ""), []).append((manifest, folder))
+    if backend is None:
+        order = (["ptx"] if "ptx" in found and _cuda_available() else []) + ["wgsl", "spirv"]
+        backend = next((b for b in order if b in found), None)
+        if backend is None:
+            raise mf.ManifestError(
+                f"no WGSL, SPIR-V or PTX manifest in `{root}` (found: {sorted(found) or 'none'})"
+            )
+    if backend not in _BACKENDS:
+        raise mf.ManifestError(f"backend must be one of {_BACKENDS}, got {backend!r}")
+    if backend not in found:
+        raise mf.ManifestError(f"no {backend} manifest in `{root}`")
+    engine = "cuda" if backend == "ptx" else "wgpu"
+    kernels = {m["function"]: HostKernel(m, folder, engine) for m, folder in found[backend]}
+    return KernelLibrary(kernels, root, backend)

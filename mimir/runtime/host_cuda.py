@@ -1,0 +1,173 @@
+"""The CUDA engine of `mimir.runtime.load`: PTX launched through the driver API, kept loaded.
+
+Modules are JIT-loaded and functions looked up once, on the first call.
+Buffers the engine owns (host-array inputs, outputs for host arrays, scratch)
+stay allocated until a call needs more bytes. With CUDA torch tensors nothing
+is copied: each input tensor's own device pointer is a kernel parameter, the
+outputs are `torch.empty` tensors on that device, and every launch goes on
+torch's current stream, so the call is ordered with the torch work around it
+(and returns without waiting, as a torch op does). With host arrays the inputs
+are copied to the device, launches go on the default stream, and the call
+waits for the outputs.
+
+The parameter list follows the PTX manifest contract (`mimir.codegen.backends.ptx`):
+`binding` is the parameter position; a buffer is its `CUdeviceptr`; the uniform
+block is passed by value as the manifest's packed bytes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mimir.runtime import cuda_runner as cr
+from mimir.runtime import manifest as mf
+from mimir.runtime.arrays import ArrayArg, make_output
+
+__all__ = ["CudaRunner"]
+
+_TORCH_DTYPES = {"float32": "float32", "float16": "float16", "int32": "int32"}
+
+
+class CudaRunner:
+    def __init__(self, manifest: Mapping[str, Any], directory: Path) -> None:
+        cr._context()
+        self.lib = cr._lib()
+        extra = {
+            "cuMemsetD8Async": [ctypes.c_uint64, ctypes.c_ubyte, ctypes.c_size_t, ctypes.c_void_p],
+            "cuStreamSynchronize": [ctypes.c_void_p],
+        }
+        for name, argtypes in extra.items():
+            fn = getattr(self.lib, name)
+            fn.argtypes, fn.restype = argtypes, ctypes.c_int
+        self.manifest = manifest
+        self.modules: dict[str, Any] = {}
+        self.functions: list[Any] = []
+        for kernel in manifest["kernels"]:
+            file, entry = kernel["file"], kernel["entry_point"]
+            if file not in self.modules:
+                self.modules[file] = cr.load_module((Path(directory) / file).read_text(), file)
+            function = ctypes.c_void_p()
+            cr._check(
+                self.lib.cuModuleGetFunction(
+                    ctypes.byref(function), self.modules[file], entry.encode()
+                ),
+                f"cuModuleGetFunction({entry})",
+            )
+            self.functions.append(function)
+        self.owned: dict[str, tuple[ctypes.c_uint64, int]] = {}  # name -> (pointer, capacity)
+
+    def _owned(self, name: str, nbytes: int) -> int:
+        ptr, capacity = self.owned.get(name, (None, 0))
+        if ptr is None or capacity < nbytes:
+            if ptr is not None:
+                self.lib.cuMemFree_v2(ptr)
+            ptr = ctypes.c_uint64()
+            cr._check(self.lib.cuMemAlloc_v2(ctypes.byref(ptr), max(nbytes, 4)), "cuMemAlloc")
+            self.owned[name] = (ptr, max(nbytes, 4))
+        return self.owned[name][0].value
+
+    def run(
+        self,
+        arrays: Mapping[str, ArrayArg],
+        dims: Mapping[str, int],
+        scalars: Mapping[str, float | int],
+        kind: str,
+    ) -> dict[str, Any]:
+        on_device = kind == "torch-cuda"
+        torch = sys.modules.get("torch") if on_device else None
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream if torch else None)
+        pointers: dict[str, int] = {}
+        device_outputs: dict[str, Any] = {}
+        for buf in self.manifest["buffers"]:
+            name, role = buf["name"], buf["role"]
+            shape = mf.buffer_shape(buf, dims)
+            nbytes = mf.numel(shape) * mf.buffer_element_size(buf, "ptx")
+            arg = arrays.get(name)
+            if arg is not None and arg.kind == "torch-cuda":
+                pointers[name] = arg.device_ptr
+            elif role == "output" and torch is not None:
+                dtype = getattr(torch, _TORCH_DTYPES.get(buf["dtype"], "int32"))
+                tensor = torch.zeros(shape, dtype=dtype, device=arrays_device(arrays))
+                device_outputs[name] = tensor
+                pointers[name] = tensor.data_ptr()
+            else:
+                pointers[name] = self._owned(name, nbytes)
+                if arg is not None:
+                    data = arg.data if arg.kind != "torch-cuda" else None
+                    host = bytes(data) if data is not None else b""
+                    cr._check(
+                        self.lib.cuMemcpyHtoD_v2(pointers[name], host, len(host)), "cuMemcpyHtoD"
+                    )
+                else:
+                    cr._check(
+                        self.lib.cuMemsetD8Async(pointers[name], 0, max(nbytes, 4), stream),
+                        "cuMemsetD8Async",
+                    )
+        packed = mf.pack_uniform(self.manifest, dims, scalars)
+        uniform = None if packed is None else ctypes.create_string_buffer(packed)
+        slots_alive: list[Any] = []
+        for kernel, function in zip(self.manifest["kernels"], self.functions, strict=True):
+            grid = mf.workgroup_counts(kernel, dims)
+            if 0 in grid:
+                continue
+            slots: dict[int, Any] = {}
+            for b in kernel["bindings"]:
+                holder = ctypes.c_uint64(pointers[b["buffer"]])
+                slots_alive.append(holder)
+                slots[b["binding"]] = ctypes.addressof(holder)
+            ub = kernel.get("uniform_binding")
+            if ub is not None:
+                slots[ub["binding"]] = ctypes.addressof(uniform)
+            params = (ctypes.c_void_p * max(len(slots), 1))(*[slots[k] for k in sorted(slots)])
+            block = tuple(kernel["workgroup_size"])
+            rc = self.lib.cuLaunchKernel(function, *grid, *block, 0, stream, params, None)
+            cr._check(rc, f"cuLaunchKernel({kernel['entry_point']})")
+        out: dict[str, Any] = {}
+        if torch is not None:
+            for buf in self.manifest["buffers"]:
+                if buf["role"] == "output":
+                    tensor = device_outputs[buf["name"]]
+                    out[buf["name"]] = (
+                        tensor != 0 if buf["dtype"] == "bool_" else _uint(tensor, buf)
+                    )
+            return out
+        cr._check(self.lib.cuCtxSynchronize(), "cuCtxSynchronize (a kernel failed)")
+        for buf in self.manifest["buffers"]:
+            if buf["role"] != "output":
+                continue
+            shape = mf.buffer_shape(buf, dims)
+            nbytes = mf.numel(shape) * mf.buffer_element_size(buf, "ptx")
+            host = ctypes.create_string_buffer(max(nbytes, 1))
+            dst = ctypes.cast(host, ctypes.c_void_p)
+            src = pointers[buf["name"]]
+            cr._check(self.lib.cuMemcpyDtoH_v2(dst, src, nbytes), "cuMemcpyDtoH")
+            out[buf["name"]] = make_output(kind, host.raw[:nbytes], buf["dtype"], shape)
+        return out
+
+    def __del__(self) -> None:
+        lib = getattr(self, "lib", None)
+        if lib is None:
+            return
+        for ptr, _ in getattr(self, "owned", {}).values():
+            lib.cuMemFree_v2(ptr)
+        for module in getattr(self, "modules", {}).values():
+            lib.cuModuleUnload(module)
+
+
+def arrays_device(arrays: Mapping[str, ArrayArg]) -> Any:
+    """The device of the first CUDA tensor among the arguments."""
+    for arg in arrays.values():
+        if arg.kind == "torch-cuda":
+            return arg.keep.device
+    raise RuntimeError("no CUDA tensor among the arguments")
+
+
+def _uint(tensor: Any, buf: Mapping[str, Any]) -> Any:
+    torch = sys.modules["torch"]
+    if buf["dtype"] == "uint32" and hasattr(torch, "uint32"):
+        return tensor.view(torch.uint32)
+    return tensor

@@ -1,0 +1,178 @@
+"""`mimir.runtime.load`: compiled kernels called on NumPy arrays and torch tensors.
+
+The kernels are the committed snapshots (`tests/kernels/out/<backend>/<file>/`),
+exactly the files a user would vendor. Each call's outputs are compared with
+the shim's on the same inputs; the arguments' validation is checked by code.
+WGSL and SPIR-V run through wgpu (lavapipe here); PTX runs through the CUDA
+driver only where a CUDA device is present.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from harness import assert_close
+
+from mimir.runtime import load
+from mimir.runtime.host import HostError
+from mimir.runtime.verify import shim_reference
+
+ROOT = Path(__file__).resolve().parent
+OUT = ROOT / "kernels" / "out"
+
+
+def _shim(stem: str, function: str, inputs: dict, dims: dict, scalars: dict | None = None):
+    flat = {k: np.asarray(v).ravel().tolist() for k, v in inputs.items()}
+    return shim_reference(ROOT / "kernels" / f"{stem}.py", function, flat, dims, scalars)
+
+
+def _rand(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(-1, 1, shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("backend", ["wgsl", "spirv"])
+def test_numpy_in_numpy_out_matches_the_shim(backend: str) -> None:
+    kernels = load(OUT / backend / "layernorm")
+    assert kernels.backend == backend
+    for n in (1, 5, 37):
+        x, w = _rand(n, 48, seed=n), _rand(48, seed=1)
+        y = kernels.rmsnorm(x, w)
+        assert isinstance(y, np.ndarray) and y.shape == (n, 48) and y.dtype == np.float32
+        assert_close(y.ravel().tolist(), _shim("layernorm", "rmsnorm", {"x": x, "weight": w},
+                                               {"N": n})["out"], "float32")  # fmt: skip
+
+
+def test_torch_in_torch_out_and_scalars_by_position_or_name() -> None:
+    kernels = load(OUT / "wgsl" / "linear")
+    x, w, b = _rand(9, 17, seed=2), _rand(17, 5, seed=3), _rand(5, seed=4)
+    want = _shim("linear", "linear_gelu_scaled", {"x": x, "w": w, "b": b}, {"N": 9},
+                 {"scale": 0.25})["out"]  # fmt: skip
+    got = kernels.linear_gelu_scaled(torch.from_numpy(x), torch.from_numpy(w),
+                                      torch.from_numpy(b), 0.25)  # fmt: skip
+    assert isinstance(got, torch.Tensor) and tuple(got.shape) == (9, 5)
+    assert got.dtype == torch.float32
+    assert_close(got.flatten().tolist(), want, "float32")
+    by_name = kernels.linear_gelu_scaled(x, w, b=b, scale=np.float32(0.25))
+    assert_close(by_name.ravel().tolist(), want, "float32")
+
+
+def test_multi_launch_kernel_with_scratch_and_several_outputs() -> None:
+    kernels = load(OUT / "wgsl" / "reductions")
+    x = np.random.default_rng(5).integers(-8, 8, (6, 11)).astype(np.int32)
+    m = np.random.default_rng(6).random((6, 11)) < 0.5
+    total, anything = kernels.int_sum_and_bool_any(x, m)[:2]
+    want = _shim("reductions", "int_sum_and_bool_any", {"x": x, "m": m}, {"A": 6, "B": 11})
+    assert total.ravel().tolist() == want["out0"]
+    assert anything.dtype == np.bool_ and anything.ravel().tolist() == want["out1"]
+
+
+def test_device_state_is_kept_between_calls() -> None:
+    kernels = load(OUT / "wgsl" / "layernorm")
+    w = _rand(48)
+    kernels.rmsnorm(_rand(4, 48), w)
+    runner = kernels.rmsnorm._runner
+    buffers = dict(runner.buffers)
+    y = kernels.rmsnorm(_rand(4, 48, seed=9), w)
+    assert kernels.rmsnorm._runner is runner
+    assert all(runner.buffers[k] is v for k, v in buffers.items())  # same dims: same buffers
+    want = _shim("layernorm", "rmsnorm", {"x": _rand(4, 48, seed=9), "weight": w}, {"N": 4})
+    assert_close(y.ravel().tolist(), want["out"], "float32")
+    assert kernels.rmsnorm(_rand(3, 48), w).shape == (3, 48)  # new dims: reallocated
+
+
+@pytest.mark.parametrize(
+    ("call", "code", "words"),
+    [
+        (lambda k: k.rmsnorm(_rand(3, 48).astype(np.float64), _rand(48)), "GPU041", "float64"),
+        (lambda k: k.rmsnorm(_rand(3, 47), _rand(48)), "GPU040", "axis 1"),
+        (lambda k: k.rmsnorm(_rand(3, 48, 1), _rand(48)), "GPU040", "shape [3, 48, 1]"),
+        (lambda k: k.rmsnorm(_rand(3, 48), [1.0] * 48), "GPU040", "got list"),
+        (lambda k: k.rmsnorm(_rand(3, 48)), "GPU040", "missing argument `weight`"),
+        (lambda k: k.rmsnorm(_rand(3, 48), _rand(48), _rand(48)), "GPU040", "takes 2"),
+        (lambda k: k.rmsnorm(_rand(0, 48), _rand(48)), "GPU042", "below its minimum 1"),
+        (lambda k: k.rmsnorm(_rand(3, 48), _rand(48), dims={"M": 2}), "GPU040", "no dim `M`"),
+    ],
+)
+def test_arguments_are_checked_against_the_manifest(call, code: str, words: str) -> None:
+    kernels = load(OUT / "wgsl" / "layernorm")
+    with pytest.raises(HostError) as info:
+        call(kernels)
+    assert info.value.code == code
+    assert words in str(info.value)
+
+
+def test_a_folder_with_every_backend_loads_the_one_asked_for(tmp_path: Path) -> None:
+    for backend in ("wgsl", "spirv", "ptx"):
+        (tmp_path / backend).mkdir()
+        for f in (OUT / backend / "layernorm").iterdir():
+            (tmp_path / backend / f.name).write_bytes(f.read_bytes())
+    assert load(tmp_path, backend="spirv").backend == "spirv"
+    assert load(tmp_path).backend in ("wgsl", "ptx")  # ptx where a CUDA device is present
+    with pytest.raises(AttributeError, match="no compiled function `nope`"):
+        _ = load(tmp_path, backend="wgsl").nope
+
+
+def _cuda_or_skip() -> None:
+    from mimir.runtime import cuda_runner
+
+    try:
+        cuda_runner.device_description()
+    except cuda_runner.CudaUnavailableError as err:
+        pytest.skip(f"no CUDA device: {err}")
+
+
+def test_ptx_through_cuda_on_host_arrays() -> None:
+    _cuda_or_skip()
+    kernels = load(OUT / "ptx" / "layernorm", backend="ptx")
+    x, w = _rand(37, 48), _rand(48, seed=1)
+    want = _shim("layernorm", "rmsnorm", {"x": x, "weight": w}, {"N": 37})["out"]
+    assert_close(kernels.rmsnorm(x, w).ravel().tolist(), want, "float32")
+    assert_close(kernels.rmsnorm(x, w).ravel().tolist(), want, "float32")  # reused buffers
+
+
+def test_ptx_through_cuda_on_cuda_tensors_without_copies() -> None:
+    _cuda_or_skip()
+    if not torch.cuda.is_available():
+        pytest.skip("this torch build has no CUDA")
+    kernels = load(OUT / "ptx" / "layernorm", backend="ptx")
+    x, w = _rand(37, 48), _rand(48, seed=1)
+    got = kernels.rmsnorm(torch.from_numpy(x).cuda(), torch.from_numpy(w).cuda())
+    assert got.is_cuda and tuple(got.shape) == (37, 48)
+    want = _shim("layernorm", "rmsnorm", {"x": x, "weight": w}, {"N": 37})["out"]
+    assert_close(got.cpu().flatten().tolist(), want, "float32")
+
+
+def test_the_shim_reads_and_writes_numpy_arrays() -> None:
+    from support import import_file
+
+    from mimir.array import MimirError, bool_, float32, int32, tensor
+
+    t = tensor(np.ones((2, 3)))
+    assert t.shape == (2, 3) and t.dtype == float32
+    assert tensor(np.arange(4, dtype=np.int64)).dtype == int32
+    assert tensor(np.array([True, False])).dtype == bool_
+    assert tensor(torch.arange(6, dtype=torch.float32).reshape(2, 3)).tolist()[1] == [3, 4, 5]
+    assert tensor(np.arange(12.0).reshape(3, 4)[:, 1]).tolist() == [1.0, 5.0, 9.0]  # strided
+    back = np.asarray(tensor([[1.5, 2.0]]))
+    assert back.dtype == np.float32 and back.tolist() == [[1.5, 2.0]]
+    assert np.asarray(tensor([True, False], dtype=bool_)).tolist() == [True, False]
+
+    module = import_file(ROOT / "kernels" / "layernorm.py")
+    x, w = _rand(3, 48), _rand(48)
+    out = module.rmsnorm(x, w)  # ndarrays straight into a kernel call
+    want = _shim("layernorm", "rmsnorm", {"x": x, "weight": w}, {"N": 3})["out"]
+    assert np.asarray(out).ravel().tolist() == want
+    with pytest.raises(MimirError) as info:
+        module.rmsnorm(x.astype(np.float64), w)
+    assert info.value.code == "GPU041"
+
+
+def test_the_shim_stays_stdlib_only() -> None:
+    code = "import sys, mimir.array, mimir.runtime.host; print('numpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
