@@ -1,0 +1,138 @@
+/* The command line shared by the C hosts; see host_cli.h. */
+#include "host_cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int usage(const char *host_name) {
+    fprintf(stderr,
+            "usage: %s MANIFEST [NAME=VALUE ...] [NAME=@FILE ...] [-o DIR] [--repeat N]\n"
+            "  NAME=VALUE   a dim or a scalar parameter, e.g. N=37 scale=0.5\n"
+            "  NAME=@FILE   an input buffer's raw little-endian bytes (bool_ as u32)\n"
+            "  -o DIR       write each output to DIR/NAME.bin\n",
+            host_name);
+    return 2;
+}
+
+int host_setup(host_run *run, int argc, char **argv, const char *host_name) {
+    char error[512];
+    memset(run, 0, sizeof *run);
+    if (argc < 2 || argv[1][0] == '-') return usage(host_name);
+    if (!manifest_load(&run->m, argv[1], error, sizeof error)) {
+        fprintf(stderr, "%s: error: %s\n", host_name, error);
+        return 2;
+    }
+    manifest *m = &run->m;
+    const char **files = calloc((size_t)m->buffer_count + 1, sizeof *files);
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "-o") && i + 1 < argc) { run->output_dir = argv[++i]; continue; }
+        if (!strcmp(argv[i], "--repeat") && i + 1 < argc) { run->repeat = atoi(argv[++i]); continue; }
+        char *eq = strchr(argv[i], '=');
+        if (!eq) { free(files); return usage(host_name); }
+        *eq = '\0';
+        if (eq[1] == '@') {
+            int found = 0;
+            for (int b = 0; b < m->buffer_count; b++)
+                if (!strcmp(m->buffers[b].name, argv[i]) && m->buffers[b].role == ROLE_INPUT) {
+                    files[b] = eq + 2;
+                    found = 1;
+                }
+            if (!found) {
+                fprintf(stderr, "%s: error: `%s` has no input buffer `%s`\n", host_name, m->function, argv[i]);
+                free(files);
+                return 2;
+            }
+        } else if (!manifest_set(m, argv[i], eq + 1, error, sizeof error)) {
+            fprintf(stderr, "%s: error: %s\n", host_name, error);
+            free(files);
+            return 2;
+        }
+    }
+    if (!manifest_bind(m, error, sizeof error)) {
+        fprintf(stderr, "%s: error: %s\n", host_name, error);
+        free(files);
+        return 2;
+    }
+    run->host = calloc((size_t)m->buffer_count + 1, sizeof *run->host);
+    for (int b = 0; b < m->buffer_count; b++) {
+        const manifest_buffer *buf = &m->buffers[b];
+        run->host[b] = calloc(1, (size_t)buf->bytes + 4);
+        if (!files[b]) continue;
+        size_t size;
+        void *data = read_file(files[b], &size);
+        if (!data) {
+            fprintf(stderr, "%s: error: cannot read `%s`: %s\n", host_name, files[b], strerror(errno));
+            free(files);
+            return 2;
+        }
+        if ((int64_t)size != buf->bytes) {
+            fprintf(stderr, "%s: error: input `%s` has %zu bytes; its %lld %s values need %lld\n",
+                    host_name, buf->name, size, (long long)buf->count, buf->dtype, (long long)buf->bytes);
+            free(data);
+            free(files);
+            return 2;
+        }
+        memcpy(run->host[b], data, size);
+        free(data);
+    }
+    free(files);
+    return -1;
+}
+
+static double half_to_double(uint16_t h) {
+    int exponent = (h >> 10) & 0x1F, mantissa = h & 0x3FF;
+    double value = exponent == 0    ? ldexp(mantissa, -24)
+                   : exponent == 31 ? (mantissa ? NAN : INFINITY)
+                                    : ldexp(mantissa | 0x400, exponent - 25);
+    return (h & 0x8000) ? -value : value;
+}
+
+static void print_value(const manifest_buffer *b, const uint8_t *p) {
+    uint32_t word = 0;
+    for (int i = 0; i < (int)b->element_size && i < 4; i++) word |= (uint32_t)p[i] << (8 * i);
+    if (!strcmp(b->dtype, "float32")) {
+        float f;
+        memcpy(&f, &word, 4);
+        printf(" %.6g", f);
+    } else if (!strcmp(b->dtype, "float16")) {
+        printf(" %.5g", half_to_double((uint16_t)word));
+    } else if (!strcmp(b->dtype, "int32")) {
+        printf(" %d", (int32_t)word);
+    } else if (!strcmp(b->dtype, "bool_")) {
+        printf(" %s", word ? "true" : "false");
+    } else {
+        printf(" %u", word);
+    }
+}
+
+int host_finish(host_run *run) {
+    const manifest *m = &run->m;
+    for (int b = 0; b < m->buffer_count; b++) {
+        const manifest_buffer *buf = &m->buffers[b];
+        if (buf->role != ROLE_OUTPUT) continue;
+        printf("%s %s [", buf->name, buf->dtype);
+        for (int a = 0; a < buf->rank; a++) printf(a ? ", %lld" : "%lld", (long long)buf->shape[a]);
+        printf("]:");
+        for (int64_t i = 0; i < buf->count && i < 8; i++)
+            print_value(buf, run->host[b] + i * buf->element_size);
+        printf(buf->count > 8 ? " ...\n" : "\n");
+        if (run->output_dir) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s.bin", run->output_dir, buf->name);
+            if (!write_file(path, run->host[b], (size_t)buf->bytes)) {
+                fprintf(stderr, "error: cannot write `%s`: %s\n", path, strerror(errno));
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+void host_free(host_run *run) {
+    for (int b = 0; run->host && b < run->m.buffer_count; b++) free(run->host[b]);
+    free(run->host);
+    manifest_free(&run->m);
+}

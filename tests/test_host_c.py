@@ -1,0 +1,157 @@
+"""The C hosts in `examples/hosts/`: built here, run on the committed kernel snapshots, compared
+with the shim.
+
+`mimir-vulkan` (plain C over libvulkan) reads a manifest and its `.spv` files and
+runs every launch; it runs on Mesa lavapipe where there is no GPU. Inputs go in
+and outputs come out as raw little-endian files, exactly as a user's program
+would pass them; nothing of Mimir's Python runs in that process. `mimir-cuda`
+(C over the CUDA driver API, from `cuda.h`) is compiled against the CUDA headers
+and run only where a CUDA device is present.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from harness import assert_close, dtype_of, require, require_tool
+
+from mimir.runtime import manifest as mf
+from mimir.runtime.verify import default_scalars, random_inputs, shim_reference
+
+ROOT = Path(__file__).resolve().parent
+REPO = ROOT.parent
+HOSTS = REPO / "examples" / "hosts"
+OUT = ROOT / "kernels" / "out"
+
+# (file stem, function, dims): one launch, several launches with scratch buffers,
+# ints and bools with several outputs, float16, an f32 scalar in the uniform.
+CASES = [
+    ("linear", "linear_relu", {"N": 37}),
+    ("linear", "linear_relu", {"N": 1}),
+    ("linear", "linear_gelu_scaled", {"N": 9}),
+    ("attention", "log_probs", {"B": 5, "T": 131}),
+    ("layernorm", "layernorm", None),
+    ("attention", "attention", None),
+    ("reductions", "int_sum_and_bool_any", {"A": 7, "B": 300}),
+    ("reductions", "sum_all", {"A": 3, "B": 70, "C": 11}),
+    ("combos", "half_pipeline", None),
+    ("combos", "bool_reductions", None),
+]
+
+
+def _compiler() -> str | None:
+    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if name and shutil.which(name):
+            return name
+    return None
+
+
+def _make(target: str, out: Path, **variables: str) -> subprocess.CompletedProcess:
+    cc = _compiler()
+    require(cc is not None, "no C compiler (cc, gcc or clang) on PATH")
+    require_tool("make")
+    args = ["make", "-s", "-C", str(HOSTS / target), f"OUT={out}", f"CC={cc}"]
+    args += [f"{k}={v}" for k, v in variables.items()]
+    return subprocess.run(args, capture_output=True, text=True, timeout=300)
+
+
+@functools.cache
+def _vulkan_host(build: Path) -> Path:
+    result = _make("vulkan", build)
+    headers = Path("/usr/include/vulkan/vulkan.h").exists()
+    require(result.returncode == 0 or headers,
+            "the Vulkan headers are missing (Debian: libvulkan-dev)")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return build / "mimir-vulkan"
+
+
+def _default_dims(manifest: dict) -> dict[str, int]:
+    from mimir.runtime.verify import choose_dims
+
+    return choose_dims(manifest, (7, 13, 5, 11, 3))
+
+
+def _write_inputs(manifest: dict, inputs: dict, folder: Path) -> list[str]:
+    args = []
+    for buf in manifest["buffers"]:
+        if buf["role"] == "input":
+            path = folder / f"{buf['name']}.in"
+            path.write_bytes(mf.encode(inputs[buf["name"]], buf["dtype"]))
+            args.append(f"{buf['name']}=@{path}")
+    return args
+
+
+def _read_outputs(manifest: dict, dims: dict, folder: Path) -> dict[str, list]:
+    out = {}
+    for buf in manifest["buffers"]:
+        if buf["role"] == "output":
+            count = mf.numel(mf.buffer_shape(buf, dims))
+            data = (folder / f"{buf['name']}.bin").read_bytes()
+            assert len(data) == count * mf.buffer_element_size(buf), buf["name"]
+            out[buf["name"]] = mf.decode(data, buf["dtype"], count)
+    return out
+
+
+def _run_case(host: Path, backend: str, stem: str, function: str, dims, tmp: Path) -> None:
+    path = OUT / backend / stem / f"{function}.manifest.json"
+    manifest = json.loads(path.read_text())
+    dims = dims or _default_dims(manifest)
+    inputs = random_inputs(manifest, dims, seed=3)
+    scalars = default_scalars(manifest, dims)
+    expected = shim_reference(ROOT / "kernels" / f"{stem}.py", function, inputs, dims, scalars)
+    values = [f"{k}={v}" for k, v in {**dims, **scalars}.items()]
+    command = [str(host), str(path), *values, *_write_inputs(manifest, inputs, tmp), "-o", str(tmp)]
+    env = {**os.environ, "XDG_RUNTIME_DIR": os.environ.get("XDG_RUNTIME_DIR", "/tmp")}
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr
+    actual = _read_outputs(manifest, dims, tmp)
+    for name, want in expected.items():
+        assert_close(actual[name], want, dtype_of(manifest, name), label=f"{function}.{name}")
+    first = next(b["name"] for b in manifest["buffers"] if b["role"] == "output")
+    assert result.stdout.startswith(f"{first} "), result.stdout  # the printed summary
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("hosts-build")
+
+
+@pytest.mark.parametrize(("stem", "function", "dims"), CASES, ids=lambda c: str(c))
+def test_vulkan_host_runs_spirv_kernels(build: Path, tmp_path: Path, stem, function, dims) -> None:
+    require_tool("wgpu")  # the same Vulkan driver (lavapipe here) runs the C host
+    _run_case(_vulkan_host(build), "spirv", stem, function, dims, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "no value given for dim `N`"),
+        (["N=0"], "below its minimum 1"),
+        (["N=4", "M=3"], "no dim or scalar named `M`"),
+        (["N=4", "x=@/nonexistent.bin"], "cannot read"),
+        (["N=4", "x=@{short}"], "input `x` has 8 bytes"),
+    ],
+)
+def test_vulkan_host_refuses_bad_arguments(build: Path, tmp_path: Path, args, message) -> None:
+    host = _vulkan_host(build)
+    short = tmp_path / "short.bin"
+    short.write_bytes(bytes(8))
+    manifest = OUT / "spirv" / "linear" / "linear_relu.manifest.json"
+    args = [a.format(short=short) for a in args]
+    result = subprocess.run([str(host), str(manifest), *args], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert message in result.stderr, result.stderr
+
+
+def test_vulkan_host_refuses_a_file_that_is_not_a_manifest(build: Path, tmp_path: Path) -> None:
+    host = _vulkan_host(build)
+    bad = tmp_path / "bad.manifest.json"
+    bad.write_text('{"format": "mimir-manifest/1", "function": ')
+    result = subprocess.run([str(host), str(bad)], capture_output=True, text=True)
+    assert result.returncode == 2 and "JSON: unexpected end" in result.stderr, result.stderr
