@@ -12,6 +12,7 @@ and run only where a CUDA device is present.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import os
 import shutil
@@ -117,6 +118,31 @@ def _run_case(host: Path, backend: str, stem: str, function: str, dims, tmp: Pat
     assert result.stdout.startswith(f"{first} "), result.stdout  # the printed summary
 
 
+def _cuda_include() -> Path | None:
+    """A folder holding cuda.h: $CUDA_HOME, the PyPI wheel (`nvidia-cuda-runtime`), a toolkit."""
+    candidates = [
+        Path(os.environ[v]) / "include" for v in ("CUDA_HOME", "CUDA_PATH") if v in os.environ
+    ]
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        candidates += sorted(Path(root).glob("cu*/include"), reverse=True)
+    candidates += [
+        Path("/usr/local/cuda/include"),
+        *sorted(Path("/usr/local").glob("cuda-*/include")),
+    ]
+    return next((c for c in candidates if (c / "cuda.h").is_file()), None)
+
+
+@functools.cache
+def _cuda_host(build: Path) -> Path:
+    include = _cuda_include()
+    reason = "no CUDA headers (cuda.h): install the test extra (PyPI nvidia-cuda-runtime)"
+    require(include is not None, reason)
+    result = _make("cuda", build, CUDA_INCLUDE=str(include))
+    assert result.returncode == 0, result.stderr
+    return build / "mimir-cuda"
+
+
 @pytest.fixture(scope="module")
 def build(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("hosts-build")
@@ -155,3 +181,27 @@ def test_vulkan_host_refuses_a_file_that_is_not_a_manifest(build: Path, tmp_path
     bad.write_text('{"format": "mimir-manifest/1", "function": ')
     result = subprocess.run([str(host), str(bad)], capture_output=True, text=True)
     assert result.returncode == 2 and "JSON: unexpected end" in result.stderr, result.stderr
+
+
+def test_cuda_host_builds_against_the_cuda_headers(build: Path) -> None:
+    host = _cuda_host(build)
+    manifest = OUT / "ptx" / "linear" / "linear_relu.manifest.json"
+    result = subprocess.run([str(host), str(manifest)], capture_output=True, text=True)
+    assert result.returncode == 2 and "no value given for dim `N`" in result.stderr
+
+
+@functools.cache
+def _cuda_device(host: Path) -> str | None:
+    """Why the CUDA host cannot run here (no driver, no device), or None when it can."""
+    manifest = OUT / "ptx" / "linear" / "linear_relu.manifest.json"
+    result = subprocess.run([str(host), str(manifest), "N=1"], capture_output=True, text=True)
+    return result.stderr.strip() if result.returncode == 3 else None
+
+
+@pytest.mark.parametrize(("stem", "function", "dims"), CASES, ids=lambda c: str(c))
+def test_cuda_host_runs_ptx_kernels(build: Path, tmp_path: Path, stem, function, dims) -> None:
+    host = _cuda_host(build)
+    missing = _cuda_device(host)
+    if missing:
+        pytest.skip(f"no CUDA device: {missing}")
+    _run_case(host, "ptx", stem, function, dims, tmp_path)

@@ -218,6 +218,9 @@ static int load_kernel(manifest *m, manifest_kernel *k, const json_value *entry,
         if (k->bindings[i].buffer < 0)
             return error_out(error, error_size, "kernel `%s` binds unknown buffer `%s`",
                              k->entry_point, name);
+        if (binding < 0 || binding >= MANIFEST_MAX_BINDINGS || group < 0 || group > 7)
+            return error_out(error, error_size, "kernel `%s` has a binding out of range",
+                             k->entry_point);
         k->bindings[i].group = (int)group;
         k->bindings[i].binding = (int)binding;
         k->bindings[i].read_only = !strcmp(access, "read");
@@ -228,6 +231,9 @@ static int load_kernel(manifest *m, manifest_kernel *k, const json_value *entry,
         int_of(ub, "group", &group);
         if (!int_of(ub, "binding", &binding))
             return error_out(error, error_size, "the uniform binding of `%s` is incomplete",
+                             k->entry_point);
+        if (binding < 0 || binding >= MANIFEST_MAX_BINDINGS || group < 0 || group > 7)
+            return error_out(error, error_size, "kernel `%s` has a uniform binding out of range",
                              k->entry_point);
         k->has_uniform = 1;
         k->uniform_group = (int)group;

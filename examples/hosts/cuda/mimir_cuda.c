@@ -1,0 +1,171 @@
+/* Run a Mimir kernel's PTX through the CUDA driver API, in plain C, from its manifest alone.
+ *
+ *   mimir-cuda out/ptx/linear_relu.manifest.json N=37 x=@x.bin w=@w.bin b=@b.bin -o results/
+ *
+ * What a host does, in order:
+ *  1. initialise the driver and make device 0's primary context current;
+ *  2. cuMemAlloc one buffer per manifest buffer, sized from the dims: inputs
+ *     copied in, outputs and scratch zeroed;
+ *  3. cuModuleLoadData on each .ptx file (the driver compiles the PTX for the
+ *     GPU it runs on; its log is printed on failure), cuModuleGetFunction for
+ *     each kernel's `entry_point`;
+ *  4. every kernel in manifest order with cuLaunchKernel: gridDim = the
+ *     evaluated `workgroups`, blockDim = `workgroup_size`, and the parameters in
+ *     the order of their `binding` numbers: a buffer as its CUdeviceptr, the
+ *     uniform (at `uniform_binding`) by value as the packed uniform block
+ *     (`.param .align 16 .b8 mimir_uniforms[...]` in the PTX); launches on one
+ *     stream run in order, so no barrier is needed between them;
+ *  5. cuCtxSynchronize, copy the outputs back.
+ *
+ * The CUDA headers give every type and prototype; the driver library itself is
+ * opened with dlopen, so the program builds without a GPU, a driver or a
+ * link-time stub, and says so at run time when there is none.
+ */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../common/host_cli.h"
+
+/* cuda.h maps some names to versioned symbols (cuMemAlloc -> cuMemAlloc_v2);
+ * expanding the name before stringifying looks up the symbol the header means. */
+#define NAME_OF(fn) NAME_OF_(fn)
+#define NAME_OF_(fn) #fn
+#define DRIVER_CALLS(X)                                                                           \
+    X(cuInit) X(cuDeviceGet) X(cuDeviceGetName) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent)   \
+    X(cuCtxSynchronize) X(cuGetErrorName) X(cuModuleLoadDataEx) X(cuModuleGetFunction)          \
+    X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuLaunchKernel)
+
+static struct {
+#define DECLARE(fn) __typeof__(&fn) fn;
+    DRIVER_CALLS(DECLARE)
+} cu;
+
+static void check(CUresult result, const char *call) {
+    if (result == CUDA_SUCCESS) return;
+    const char *name = "unknown error";
+    if (cu.cuGetErrorName) cu.cuGetErrorName(result, &name);
+    fprintf(stderr, "mimir-cuda: error: %s failed: %s\n", call, name);
+    exit(1);
+}
+#define CHECK(call) check((call), #call)
+
+static void open_driver(void) {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!lib) lib = dlopen("libcuda.so", RTLD_NOW);
+    if (!lib) {
+        fprintf(stderr, "mimir-cuda: error: no CUDA driver (libcuda.so.1) on this machine\n");
+        exit(3);
+    }
+#define LOAD(fn)                                                                           \
+    if (!(cu.fn = (__typeof__(&fn))dlsym(lib, NAME_OF(fn)))) {                             \
+        fprintf(stderr, "mimir-cuda: error: the driver lacks %s\n", NAME_OF(fn));          \
+        exit(3);                                                                           \
+    }
+    DRIVER_CALLS(LOAD)
+}
+
+static CUmodule load_ptx(const char *path) {
+    size_t size;
+    char *ptx = read_file(path, &size); /* NUL-terminated, as cuModuleLoadData wants */
+    if (!ptx) {
+        fprintf(stderr, "mimir-cuda: error: cannot read `%s`\n", path);
+        exit(1);
+    }
+    char log[8192] = "";
+    CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *values[] = {log, (void *)(size_t)sizeof log};
+    CUmodule module;
+    CUresult result = cu.cuModuleLoadDataEx(&module, ptx, 2, options, values);
+    free(ptx);
+    if (result != CUDA_SUCCESS) {
+        fprintf(stderr, "mimir-cuda: error: loading `%s`:\n%s\n", path, log);
+        check(result, "cuModuleLoadDataEx");
+    }
+    return module;
+}
+
+int main(int argc, char **argv) {
+    host_run run;
+    int code = host_setup(&run, argc, argv, "mimir-cuda");
+    if (code >= 0) return code;
+    const manifest *m = &run.m;
+
+    /* 1. */
+    open_driver();
+    CUresult init = cu.cuInit(0);
+    if (init != CUDA_SUCCESS) {
+        fprintf(stderr, "mimir-cuda: error: the CUDA driver does not initialise (%d): no GPU?\n", (int)init);
+        return 3;
+    }
+    CUdevice device;
+    CUcontext context;
+    char name[256];
+    CHECK(cu.cuDeviceGet(&device, 0));
+    CHECK(cu.cuDeviceGetName(name, sizeof name, device));
+    CHECK(cu.cuDevicePrimaryCtxRetain(&context, device));
+    CHECK(cu.cuCtxSetCurrent(context));
+    fprintf(stderr, "mimir-cuda: device %s\n", name);
+
+    /* 2. */
+    CUdeviceptr *pointers = calloc((size_t)m->buffer_count + 1, sizeof *pointers);
+    for (int b = 0; b < m->buffer_count; b++) {
+        size_t bytes = (size_t)m->buffers[b].bytes;
+        CHECK(cu.cuMemAlloc(&pointers[b], bytes ? bytes : 4));
+        if (m->buffers[b].role == ROLE_INPUT && bytes)
+            CHECK(cu.cuMemcpyHtoD(pointers[b], run.host[b], bytes));
+        else
+            CHECK(cu.cuMemsetD8(pointers[b], 0, bytes ? bytes : 4));
+    }
+    uint8_t uniform[4096] __attribute__((aligned(16)));
+    manifest_pack_uniform(m, uniform, sizeof uniform);
+
+    /* 3. */
+    CUmodule *modules = calloc((size_t)m->kernel_count + 1, sizeof *modules);
+    CUfunction *functions = calloc((size_t)m->kernel_count + 1, sizeof *functions);
+    for (int k = 0; k < m->kernel_count; k++) {
+        char path[8192];
+        snprintf(path, sizeof path, "%s/%s", m->directory, m->kernels[k].file);
+        modules[k] = load_ptx(path);
+        CHECK(cu.cuModuleGetFunction(&functions[k], modules[k], m->kernels[k].entry_point));
+    }
+
+    /* 4., 5.: once for the outputs, then --repeat N more times, timed */
+    struct timespec t0, t1;
+    for (int round = 0; round <= run.repeat; round++) {
+        if (round == 1) clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (int k = 0; k < m->kernel_count; k++) {
+            const manifest_kernel *kernel = &m->kernels[k];
+            if (!kernel->groups[0] || !kernel->groups[1] || !kernel->groups[2]) continue; /* empty */
+            void *params[MANIFEST_MAX_BINDINGS + 1] = {0};
+            for (int i = 0; i < kernel->binding_count; i++)
+                params[kernel->bindings[i].binding] = &pointers[kernel->bindings[i].buffer];
+            if (kernel->has_uniform) params[kernel->uniform_binding] = uniform;
+            CHECK(cu.cuLaunchKernel(functions[k], (unsigned)kernel->groups[0], (unsigned)kernel->groups[1],
+                                    (unsigned)kernel->groups[2], (unsigned)kernel->workgroup_size[0],
+                                    (unsigned)kernel->workgroup_size[1], (unsigned)kernel->workgroup_size[2],
+                                    0, NULL, params, NULL));
+        }
+        CHECK(cu.cuCtxSynchronize());
+        if (round == 0)
+            for (int b = 0; b < m->buffer_count; b++)
+                if (m->buffers[b].role == ROLE_OUTPUT && m->buffers[b].bytes)
+                    CHECK(cu.cuMemcpyDtoH(run.host[b], pointers[b], (size_t)m->buffers[b].bytes));
+    }
+    if (run.repeat > 0) {
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double ms = ((double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6) / run.repeat;
+        fprintf(stderr, "mimir-cuda: %.3f ms per run (mean of %d)\n", ms, run.repeat);
+    }
+    code = host_finish(&run);
+
+    for (int b = 0; b < m->buffer_count; b++) cu.cuMemFree(pointers[b]);
+    free(pointers);
+    free(modules);
+    free(functions);
+    host_free(&run);
+    return code;
+}
