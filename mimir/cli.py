@@ -523,6 +523,14 @@ def verify(
         list[str] | None,
         typer.Option("--dim", help="Fix a dim's size, e.g. `--dim N=1000` (repeatable)."),
     ] = None,
+    backend: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--backend",
+            help="Run only this backend: wgsl, spirv or ptx (repeatable; default: every "
+            "backend this machine can run).",
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")] = 0,
     rtol: Annotated[
         float | None, typer.Option("--rtol", help="Relative tolerance for float outputs.")
@@ -531,12 +539,15 @@ def verify(
         float | None, typer.Option("--atol", help="Absolute tolerance for float outputs.")
     ] = None,
 ) -> None:
-    """Compile PATH for WGSL, run it on this machine's GPU and compare with the Python shim.
+    """Compile PATH for every backend this machine runs, run it, and compare with the Python shim.
 
-    Each @gpu function runs on random inputs at a few sizes on the adapter wgpu
-    finds (a GPU, or a CPU Vulkan driver such as Mesa lavapipe); the max absolute
-    and relative error of every output is printed. Exit 1 on any mismatch.
-    Needs `pip install 'mimir[gpu]'`. PATH is imported to run the shim.
+    WGSL and SPIR-V run through wgpu on the adapter it finds (a GPU, or a CPU Vulkan
+    driver such as Mesa lavapipe); PTX runs through the CUDA driver where a CUDA device
+    is present. Each @gpu function runs on random inputs at a few sizes on each
+    backend; one table lists the max absolute and relative error of every output.
+    Progress goes to stderr once a run takes more than two seconds. Exit 1 on any
+    mismatch. Needs `pip install 'mimir[gpu]'` (or a CUDA driver). PATH is imported to
+    run the shim.
     """
     from mimir.diagnostics.render import text as text_render
 
@@ -548,25 +559,33 @@ def verify(
         if not name.strip().isidentifier() or not value.strip().isdigit():
             raise _usage_error(f"`--dim {item}`: expected NAME=SIZE, e.g. `--dim N=1000`")
         fixed[name.strip()] = int(value)
-    from mimir.runtime.verify import verify_file
+    from mimir.runtime.verify_run import BACKENDS, verify_file
     from mimir.runtime.wgpu_runner import GpuUnavailableError
 
+    for b in backend or []:
+        if b not in BACKENDS:
+            raise _usage_error(f"`--backend {b}`: expected one of {', '.join(BACKENDS)}")
+    progress = _ProgressPrinter()
     try:
-        report = verify_file(path, function, seed, fixed, rtol, atol)
+        report = verify_file(path, function, seed, fixed, rtol, atol, backend or None, progress)
     except GpuUnavailableError as err:
         raise _usage_error(str(err)) from None
+    finally:
+        progress.finish()
     typer.echo(f"adapter: {report.adapter}")
+    for name, reason in report.missing.items():
+        typer.echo(f"{name}: not run ({reason})")
     if report.diagnostics:
         typer.echo(text_render.render_all(report.diagnostics))
+    if report.checks:
+        typer.echo(_verify_table(report.checks))
     for check in report.checks:
-        sizes = ", ".join(f"{k}={v}" for k, v in check.dims.items()) or "-"
-        verdict = "ok" if check.ok else f"MISMATCH in {len(check.bad)} of {check.count}"
-        typer.echo(
-            f"{check.function}  [{sizes}]  {check.output} ({check.dtype}, {check.count}): "
-            f"max abs error {check.max_abs:.3g}, max rel error {check.max_rel:.3g}  {verdict}"
-        )
         for i in check.bad[:3]:
-            typer.echo(f"    [{i}] got {check.actual[i]!r}, expected {check.expected[i]!r}")
+            sizes = ", ".join(f"{k}={v}" for k, v in check.dims.items()) or "-"
+            typer.echo(
+                f"    {check.function} {check.backend} [{sizes}] {check.output}[{i}]: "
+                f"got {check.actual[i]!r}, expected {check.expected[i]!r}"
+            )
     for name, message in report.failures:
         typer.echo(f"{name}: error: {message}")
     functions = len({c.function for c in report.checks})
@@ -577,6 +596,66 @@ def verify(
     failed += len({d.function for d in report.diagnostics})
     typer.echo(f"{failed} function{'s' * (failed != 1)} failed verification")
     raise typer.Exit(EXIT_ERRORS)
+
+
+def _verify_table(checks: list) -> str:
+    """One row per output, function, backend and dim binding; columns padded to fit."""
+    header = ("function", "backend", "dims", "output", "values", "max abs", "max rel", "result")
+    rows = [header]
+    for c in checks:
+        sizes = ", ".join(f"{k}={v}" for k, v in c.dims.items()) or "-"
+        verdict = "ok" if c.ok else f"MISMATCH in {len(c.bad)} of {c.count}"
+        rows.append(
+            (
+                c.function,
+                c.backend,
+                f"[{sizes}]",
+                f"{c.output} ({c.dtype})",
+                str(c.count),
+                f"{c.max_abs:.3g}",
+                f"{c.max_rel:.3g}",
+                verdict,
+            )  # fmt: skip
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    right = {4, 5, 6}
+    lines = [
+        "  ".join(
+            cell.rjust(w) if i in right else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    ]
+    return "\n".join(lines)
+
+
+class _ProgressPrinter:
+    """Progress of a long run on stderr: quiet for the first two seconds, then one line per run
+    (rewritten in place on a terminal)."""
+
+    def __init__(self) -> None:
+        import time
+
+        self.clock = time.monotonic
+        self.start = self.clock()
+        self.tty = sys.stderr.isatty()
+        self.pending_newline = False
+
+    def __call__(self, step: int, total: int, what: str) -> None:
+        if self.clock() - self.start < 2.0:
+            return
+        line = f"[{step}/{total}] {what}"
+        if self.tty:
+            sys.stderr.write("\r\x1b[K" + line)
+            self.pending_newline = True
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+    def finish(self) -> None:
+        if self.pending_newline:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
 
 
 @app.command()

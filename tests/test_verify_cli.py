@@ -1,7 +1,8 @@
-"""`mimir verify FILE`: compile for WGSL, run on wgpu's adapter, compare with the shim."""
+"""`mimir verify FILE`: compile for every backend here, run, compare with the shim, one table."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -42,14 +43,36 @@ def test_verify_passes_and_prints_errors_per_output(kernel_file: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("adapter: ")
-    sizes = [line for line in lines if line.startswith("scaled_sum  [")]
-    assert [line.split("]")[0] for line in sizes] == [
-        "scaled_sum  [N=1",
-        "scaled_sum  [N=7",
-        "scaled_sum  [N=131",
-    ]
-    assert all("max abs error" in line and "max rel error" in line for line in sizes)
+    header = next(i for i, line in enumerate(lines) if line.startswith("function "))
+    assert lines[header].split() == [
+        "function", "backend", "dims", "output", "values", "max", "abs", "max", "rel", "result"
+    ]  # fmt: skip
+    rows = [line.split() for line in lines[header + 1 : -1]]
+    assert [(r[1], r[2]) for r in rows] == [
+        ("wgsl", "[N=1]"), ("wgsl", "[N=7]"), ("wgsl", "[N=131]"),
+        ("spirv", "[N=1]"), ("spirv", "[N=7]"), ("spirv", "[N=131]"),
+    ]  # fmt: skip
+    assert all(r[0] == "scaled_sum" and r[-1] == "ok" for r in rows)
+    # ptx runs where a CUDA device is present, and says why not elsewhere
+    assert any(line.startswith("ptx: not run (") for line in lines) or "ptx" in proc.stdout
     assert lines[-1] == "verified 1 function: all outputs match"
+
+
+def test_verify_runs_only_the_backends_asked_for_and_shows_progress(
+    kernel_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require_tool("wgpu")
+    clock = itertools.count(0, 5)  # each reading is five seconds on: past the quiet start
+    monkeypatch.setattr("time.monotonic", lambda: next(clock))
+    result = CliRunner().invoke(
+        mimir.cli.app, ["verify", str(kernel_file), "--backend", "spirv", "--dim", "N=9"]
+    )
+    assert result.exit_code == 0, result.output
+    rows = [line.split() for line in result.stdout.splitlines() if line.startswith("scaled_sum")]
+    assert [r[1] for r in rows] == ["spirv"]  # N fixed: one binding
+    assert "[1/3] scaled_sum on spirv at N=9" in result.stderr
+    bad = CliRunner().invoke(mimir.cli.app, ["verify", str(kernel_file), "--backend", "metal"])
+    assert bad.exit_code == 2
 
 
 def test_verify_reads_a_coding_declaration(tmp_path: Path) -> None:
@@ -66,7 +89,7 @@ def test_verify_fixed_dim(kernel_file: Path) -> None:
     require_tool("wgpu")
     result = CliRunner().invoke(mimir.cli.app, ["verify", str(kernel_file), "--dim", "N=1000"])
     assert result.exit_code == 0, result.output
-    assert "[N=1000]" in result.output
+    assert "[N=1000]" in result.output and "[N=1]" not in result.output
 
 
 def test_verify_exits_1_on_a_mismatch(kernel_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -80,7 +103,7 @@ def test_verify_exits_1_on_a_mismatch(kernel_file: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr(wgpu_runner, "run_manifest", off_by_one)
     result = CliRunner().invoke(mimir.cli.app, ["verify", str(kernel_file)])
     assert result.exit_code == 1, result.output
-    assert "MISMATCH in 7 of 7" in result.output
+    assert "MISMATCH in 7 of 7" in result.output  # on wgsl and on spirv
     assert "1 function failed verification" in result.output
 
 

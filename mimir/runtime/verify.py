@@ -11,8 +11,9 @@ needs, shared by `mimir verify` and the test suite:
   as the manifest names them (`out`, `out0`, `out1`... or an index-level
   kernel's output parameters);
 - `TOLERANCES`, `mismatches` and `error_summary`: the comparison rule;
-- `verify_file`: what `mimir verify FILE` does (compile for WGSL, run on the
-  adapter wgpu finds, compare), which needs the `gpu` extra.
+- `verify_file`: what `mimir verify FILE` does (`mimir.runtime.verify_run`:
+  compile for every backend this machine can run, run, compare), which needs
+  the `gpu` extra or a CUDA driver.
 
 Stdlib-only, except `verify_file`, which compiles (z3) and runs (wgpu).
 """
@@ -22,14 +23,11 @@ from __future__ import annotations
 import functools
 import importlib.util
 import itertools
-import json
 import math
 import random
 import struct
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -38,8 +36,6 @@ from mimir.runtime import manifest as mf
 
 __all__ = [
     "TOLERANCES",
-    "OutputCheck",
-    "VerifyReport",
     "verify_file",
     "choose_dims",
     "default_scalars",
@@ -334,120 +330,11 @@ def default_scalars(manifest: Mapping[str, Any], dims: Mapping[str, int]) -> dic
 # ---------------------------------------------------------------- `mimir verify`
 
 
-@dataclass
-class OutputCheck:
-    """One output of one function at one dim binding, compared with the shim."""
+def verify_file(*args: Any, **kwargs: Any) -> Any:
+    """`mimir.runtime.verify_run.verify_file` (compiles and runs; imported on first use)."""
+    from mimir.runtime.verify_run import verify_file as run
 
-    function: str
-    dims: dict[str, int]
-    output: str
-    dtype: str
-    count: int
-    max_abs: float
-    max_rel: float
-    bad: list[int]
-    actual: list
-    expected: list
-
-    @property
-    def ok(self) -> bool:
-        return not self.bad
-
-
-@dataclass
-class VerifyReport:
-    adapter: str = ""
-    checks: list[OutputCheck] = field(default_factory=list)
-    # (function, message) for functions that did not compile or could not run.
-    failures: list[tuple[str, str]] = field(default_factory=list)
-    diagnostics: list[Any] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.failures and not self.diagnostics and all(c.ok for c in self.checks)
-
-
-DEFAULT_TARGETS: tuple[tuple[int, ...], ...] = ((1,), (7, 13, 5, 11, 3), (131, 17, 19, 23, 29))
-
-
-def verify_file(
-    path: Path,
-    function: str | None = None,
-    seed: int = 0,
-    fixed: Mapping[str, int] | None = None,
-    rtol: float | None = None,
-    atol: float | None = None,
-) -> VerifyReport:
-    """Compile `path` for WGSL, run each function on wgpu's adapter, compare with the shim.
-
-    Every function is run at three dim bindings (all dims 1, small primes,
-    ~131), with `fixed` overriding named dims. Importing the file runs it as
-    Python (the shim needs it), as `python path` would.
-    """
-    from mimir.check import check_source
-    from mimir.codegen import compile_source
-    from mimir.parse.spans import read_source
-    from mimir.runtime.wgpu_runner import adapter_description, run_manifest
-
-    path = Path(path)
-    report = VerifyReport(adapter=adapter_description())
-    text, unreadable = read_source(path)  # as Python decodes it (PEP 263)
-    if text is None:
-        report.diagnostics.append(unreadable)
-        return report
-    names = [k.graph.name for k in check_source(str(path), text).kernels]
-    if function is not None:
-        names = [n for n in names if n == function]
-    for name in names:
-        result = compile_source(str(path), text, ["wgsl"], function=name)
-        if not result.ok:
-            report.diagnostics.extend(result.diagnostics)
-            continue
-        with tempfile.TemporaryDirectory(prefix="mimir-verify-") as tmp:
-            folder = Path(tmp)
-            for relative, content in result.files.items():
-                target = folder / relative
-                target.parent.mkdir(parents=True, exist_ok=True)
-                if isinstance(content, bytes):
-                    target.write_bytes(content)
-                else:
-                    target.write_text(content, encoding="utf-8")
-            manifest = json.loads((folder / f"{name}.manifest.json").read_text())
-            seen: list[dict[str, int]] = []
-            for targets in DEFAULT_TARGETS:
-                dims = choose_dims(manifest, targets)
-                dims.update({k: v for k, v in (fixed or {}).items() if k in dims})
-                if dims in seen:
-                    continue
-                seen.append(dims)
-                try:
-                    inputs = random_inputs(manifest, dims, seed)
-                    scalars = default_scalars(manifest, dims)
-                    expected = shim_reference(path, name, inputs, dims, scalars)
-                    actual = run_manifest(manifest, folder, inputs, dims, scalars)
-                except Exception as err:  # noqa: BLE001 - reported per function, verify goes on
-                    report.failures.append((name, f"at {_show(dims)}: {err}"))
-                    break
-                for buf in manifest["buffers"]:
-                    if buf["role"] != "output":
-                        continue
-                    got, want = actual[buf["name"]], expected[buf["name"]]
-                    max_abs, max_rel = error_summary(got, want)
-                    report.checks.append(
-                        OutputCheck(
-                            function=name,
-                            dims=dict(dims),
-                            output=buf["name"],
-                            dtype=buf["dtype"],
-                            count=len(want),
-                            max_abs=float(max_abs),
-                            max_rel=max_rel,
-                            bad=mismatches(got, want, buf["dtype"], rtol, atol),
-                            actual=got,
-                            expected=want,
-                        )
-                    )
-    return report
+    return run(*args, **kwargs)
 
 
 def _show(dims: Mapping[str, int]) -> str:
