@@ -176,3 +176,18 @@ def test_the_shim_stays_stdlib_only() -> None:
     code = "import sys, mimir.array, mimir.runtime.host; print('numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_run_manifest_takes_arrays_as_well_as_lists() -> None:
+    import json
+
+    from mimir.runtime import run_manifest
+
+    folder = OUT / "wgsl" / "layernorm"
+    manifest = json.loads((folder / "rmsnorm.manifest.json").read_text())
+    x, w = _rand(64, 48), _rand(48, seed=1)
+    got = run_manifest(manifest, folder, {"x": x, "weight": torch.from_numpy(w)}, {"N": 64})
+    want = _shim("layernorm", "rmsnorm", {"x": x, "weight": w}, {"N": 64})["out"]
+    assert_close(got["out"], want, "float32")
+    with pytest.raises(ValueError, match="input `x` has 144 values"):
+        run_manifest(manifest, folder, {"x": x[:3], "weight": w}, {"N": 64})

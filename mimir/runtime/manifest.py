@@ -151,6 +151,22 @@ def encode(values: Iterable[Any], dtype: str) -> bytes:
         raise ManifestError(f"cannot store these values as {dtype}: {err}") from None
 
 
+def _values(value: Any) -> list:
+    """Flat row-major values of a (nested) list, or of an array read through its memory."""
+    if isinstance(value, (list, tuple)) or not hasattr(value, "__len__"):
+        return flatten(value)
+    from mimir.runtime.arrays import ArrayError, read_array
+
+    try:
+        arg = read_array(value)  # a NumPy array, a torch tensor, a buffer object
+    except ArrayError:
+        return flatten(value)
+    if arg.data is None:
+        raise ManifestError("a CUDA tensor cannot be read here; move it with `.cpu()` first")
+    size = struct.calcsize("<" + arg.fmt)
+    return list(struct.unpack(f"<{len(arg.data) // size}{arg.fmt}", arg.data))
+
+
 def decode(data: bytes | memoryview, dtype: str, count: int) -> list:
     """The first `count` elements of `data` as Python values (bool_ from u32)."""
     code = _CODES.get(dtype)
@@ -226,7 +242,11 @@ def check_format(manifest: Mapping[str, Any]) -> None:
 def prepare_inputs(
     manifest: Mapping[str, Any], inputs: Mapping[str, Any], dims: Mapping[str, int]
 ) -> dict[str, list]:
-    """Flatten and size-check the values of every `input` buffer."""
+    """Flatten and size-check the values of every `input` buffer.
+
+    A value is a flat or nested list, or an array (NumPy, torch, any buffer
+    object), read through its memory; `encode` then stores it as the buffer's dtype.
+    """
     out: dict[str, list] = {}
     names = set()
     for buf in manifest["buffers"]:
@@ -235,7 +255,7 @@ def prepare_inputs(
         names.add(buf["name"])
         if buf["name"] not in inputs:
             raise ManifestError(f"no values given for input buffer `{buf['name']}`")
-        flat = flatten(inputs[buf["name"]])
+        flat = _values(inputs[buf["name"]])
         want = numel(buffer_shape(buf, dims))
         if len(flat) != want:
             raise ManifestError(
