@@ -77,9 +77,11 @@ class CudaRunner:
         scalars: Mapping[str, float | int],
         kind: str,
     ) -> dict[str, Any]:
+        cr._context()  # current on this thread too (a call may come from another thread)
         on_device = kind == "torch-cuda"
         torch = sys.modules.get("torch") if on_device else None
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream if torch else None)
+        device = arrays_device(arrays) if on_device else None
         pointers: dict[str, int] = {}
         device_outputs: dict[str, Any] = {}
         for buf in self.manifest["buffers"]:
@@ -91,7 +93,7 @@ class CudaRunner:
                 pointers[name] = arg.device_ptr
             elif role == "output" and torch is not None:
                 dtype = getattr(torch, _TORCH_DTYPES.get(buf["dtype"], "int32"))
-                tensor = torch.zeros(shape, dtype=dtype, device=arrays_device(arrays))
+                tensor = torch.zeros(shape, dtype=dtype, device=device)
                 device_outputs[name] = tensor
                 pointers[name] = tensor.data_ptr()
             else:
@@ -122,6 +124,10 @@ class CudaRunner:
             ub = kernel.get("uniform_binding")
             if ub is not None:
                 slots[ub["binding"]] = ctypes.addressof(uniform)
+            if sorted(slots) != list(range(len(slots))):
+                raise mf.ManifestError(
+                    f"kernel `{kernel['entry_point']}` has parameter positions {sorted(slots)}"
+                )
             params = (ctypes.c_void_p * max(len(slots), 1))(*[slots[k] for k in sorted(slots)])
             block = tuple(kernel["workgroup_size"])
             rc = self.lib.cuLaunchKernel(function, *grid, *block, 0, stream, params, None)
@@ -159,11 +165,14 @@ class CudaRunner:
 
 
 def arrays_device(arrays: Mapping[str, ArrayArg]) -> Any:
-    """The device of the first CUDA tensor among the arguments."""
-    for arg in arrays.values():
-        if arg.kind == "torch-cuda":
-            return arg.keep.device
-    raise RuntimeError("no CUDA tensor among the arguments")
+    """The device of the CUDA tensors among the arguments: device 0, whose context runs them."""
+    devices = {str(a.keep.device) for a in arrays.values() if a.kind == "torch-cuda"}
+    if devices - {"cuda:0"}:
+        raise mf.ManifestError(
+            f"CUDA tensors on {sorted(devices)}: the kernels run on device 0 (cuda:0); "
+            "move the tensors there"
+        )
+    return "cuda:0"
 
 
 def _uint(tensor: Any, buf: Mapping[str, Any]) -> Any:
