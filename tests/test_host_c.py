@@ -15,6 +15,7 @@ import functools
 import importlib.util
 import json
 import os
+import random
 import shutil
 import subprocess
 from pathlib import Path
@@ -205,3 +206,53 @@ def test_cuda_host_runs_ptx_kernels(build: Path, tmp_path: Path, stem, function,
     if missing:
         pytest.skip(f"no CUDA device: {missing}")
     _run_case(host, "ptx", stem, function, dims, tmp_path)
+
+
+def _random_expr(rng: random.Random, depth: int) -> str:
+    if depth == 0 or rng.random() < 0.25:
+        return rng.choice(["N", "K", "M", str(rng.randint(0, 70))])
+    kind = rng.random()
+    a, b = _random_expr(rng, depth - 1), _random_expr(rng, depth - 1)
+    if kind < 0.15:
+        return f"cdiv({a}, {b})"
+    if kind < 0.25:
+        return f"-{a}" if rng.random() < 0.5 else f"-({a})"
+    if kind < 0.4:
+        return f"({a} {rng.choice(['+', '-', '*', '//', '%'])} {b})"
+    return f"{a} {rng.choice(['+', '-', '*', '//', '%'])} {b}"
+
+
+def test_the_c_dim_expression_evaluator_agrees_with_python(build: Path) -> None:
+    """Random expressions (floor division and modulo of negatives, precedence, cdiv) evaluated
+    by examples/hosts/common/manifest.c and by mimir.runtime.dimexpr: the same value or both
+    an error."""
+    from mimir.runtime.dimexpr import DimExprError, evaluate
+
+    cc = _compiler()
+    require(cc is not None, "no C compiler (cc, gcc or clang) on PATH")
+    common = HOSTS / "common"
+    exe = build / "dimexpr"
+    subprocess.run(
+        [cc, "-O1", "-std=c11", "-Wall", "-Werror", f"-I{common}", "-o", str(exe),
+         str(ROOT / "harness" / "c" / "dimexpr_main.c"), str(common / "manifest.c"),
+         str(common / "json.c"), "-lm"],
+        check=True,
+    )  # fmt: skip
+    rng = random.Random(14)
+    env = {"N": 37, "K": 5, "M": 1}
+    exprs = [_random_expr(rng, 4) for _ in range(600)] + ["-7 // 2", "-7 % 3", "7 % -3", "2*-3"]
+    out = subprocess.run(
+        [str(exe), *(f"{k}={v}" for k, v in env.items()), "--", *exprs],
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    assert len(out) == len(exprs)
+    errors = 0
+    for expr, line in zip(exprs, out, strict=True):
+        try:
+            want = str(evaluate(expr, env))
+        except DimExprError:
+            errors += 1
+            assert line.startswith("error: "), (expr, line)
+            continue
+        assert line == want, expr
+    assert 0 < errors < len(exprs) // 2  # both kinds of case were exercised

@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,11 @@ int write_file(const char *path, const void *data, size_t size) {
     if (!f) return 0;
     int ok = fwrite(data, 1, size, f) == size;
     return fclose(f) == 0 && ok;
+}
+
+/* An integer a double holds exactly (manifest integers are far below 2^53). */
+static int is_integer(double x) {
+    return x == floor(x) && fabs(x) <= 9007199254740992.0;
 }
 
 /* ------------------------------------------------------------ dim expressions */
@@ -148,6 +154,8 @@ static int parse_sum(expr_reader *r, int64_t *out) {
 int manifest_eval(const manifest *m, const json_value *expr, int64_t *out, char *error,
                   size_t error_size) {
     if (expr && expr->type == JSON_NUMBER) {
+        if (!is_integer(expr->number))
+            return error_out(error, error_size, "a size must be an integer, got %g", expr->number);
         *out = (int64_t)expr->number;
         return 1;
     }
@@ -169,7 +177,7 @@ static const char *string_of(const json_value *object, const char *key) {
 
 static int int_of(const json_value *object, const char *key, int64_t *out) {
     const json_value *v = json_get(object, key);
-    if (!v || v->type != JSON_NUMBER) return 0;
+    if (!v || v->type != JSON_NUMBER || !is_integer(v->number)) return 0;
     *out = (int64_t)v->number;
     return 1;
 }
@@ -201,7 +209,10 @@ static int load_kernel(manifest *m, manifest_kernel *k, const json_value *entry,
     if (strchr(k->file, '/') || strchr(k->file, '\\') || !strcmp(k->file, ".."))
         return error_out(error, error_size, "kernel file `%s` is not a plain file name", k->file);
     for (int a = 0; a < 3; a++) {
-        k->workgroup_size[a] = (int64_t)size->items[a]->number;
+        const json_value *n = size->items[a];
+        if (n->type != JSON_NUMBER || !is_integer(n->number) || n->number < 1 || n->number > 1024)
+            return error_out(error, error_size, "kernel `%s` has a bad workgroup_size", k->entry_point);
+        k->workgroup_size[a] = (int64_t)n->number;
         k->groups_expr[a] = groups->items[a];
     }
     k->binding_count = (int)bindings->count;
@@ -382,9 +393,14 @@ int manifest_bind(manifest *m, char *error, size_t error_size) {
     }
     for (int k = 0; k < m->kernel_count; k++)
         for (int a = 0; a < 3; a++)
+        {
             if (!manifest_eval(m, m->kernels[k].groups_expr[a], &m->kernels[k].groups[a], error,
                                error_size))
                 return 0;
+            if (m->kernels[k].groups[a] < 0 || m->kernels[k].groups[a] > UINT32_MAX)
+                return error_out(error, error_size, "kernel `%s` needs %lld workgroups along one axis",
+                                 m->kernels[k].entry_point, (long long)m->kernels[k].groups[a]);
+        }
     return 1;
 }
 
