@@ -17,7 +17,7 @@ static int usage(const char *host_name) {
     return 2;
 }
 
-int host_setup(host_run *run, int argc, char **argv, const char *host_name) {
+static int setup(host_run *run, int argc, char **argv, const char *host_name) {
     char error[512];
     memset(run, 0, sizeof *run);
     if (argc < 2 || argv[1][0] == '-') return usage(host_name);
@@ -80,6 +80,12 @@ int host_setup(host_run *run, int argc, char **argv, const char *host_name) {
     }
     free(files);
     return -1;
+}
+
+int host_setup(host_run *run, int argc, char **argv, const char *host_name) {
+    int code = setup(run, argc, argv, host_name);
+    if (code >= 0) host_free(run); /* an error: nothing of the run is used */
+    return code;
 }
 
 static double half_to_double(uint16_t h) {
