@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from harness import assert_close
+from harness import assert_close, require_tool
 
 from mimir.runtime import load
 from mimir.runtime.host import HostError
@@ -29,6 +29,13 @@ OUT = ROOT / "kernels" / "out"
 def _shim(stem: str, function: str, inputs: dict, dims: dict, scalars: dict | None = None):
     flat = {k: np.asarray(v).ravel().tolist() for k, v in inputs.items()}
     return shim_reference(ROOT / "kernels" / f"{stem}.py", function, flat, dims, scalars)
+
+
+@pytest.fixture(autouse=True)
+def _wgpu_unless_cuda(request: pytest.FixtureRequest) -> None:
+    # Everything here runs on wgpu but the CUDA tests and the shim's own.
+    if "cuda" not in request.node.name and "shim" not in request.node.name:
+        require_tool("wgpu")
 
 
 def _rand(*shape: int, seed: int = 0) -> np.ndarray:
@@ -69,6 +76,20 @@ def test_multi_launch_kernel_with_scratch_and_several_outputs() -> None:
     want = _shim("reductions", "int_sum_and_bool_any", {"x": x, "m": m}, {"A": 6, "B": 11})
     assert total.ravel().tolist() == want["out0"]
     assert anything.dtype == np.bool_ and anything.ravel().tolist() == want["out1"]
+
+
+@pytest.mark.parametrize("backend", ["wgsl", "spirv"])
+def test_float16_arrays_in_and_out(backend: str) -> None:
+    kernels = load(OUT / backend / "combos")
+    x = _rand(5, 24, seed=7).astype(np.float16)
+    w = _rand(24, 9, seed=8).astype(np.float16)
+    y = kernels.half_pipeline(x, w)
+    assert y.dtype == np.float16 and y.shape == (5, 9)
+    want = _shim("combos", "half_pipeline", {"x": x, "w": w}, {"N": 5, "M": 9})["out"]
+    assert_close(y.astype(np.float32).ravel().tolist(), want, "float16")
+    yt = kernels.half_pipeline(torch.from_numpy(x), torch.from_numpy(w))
+    assert yt.dtype == torch.float16
+    assert yt.float().numpy().tolist() == y.astype(np.float32).tolist()
 
 
 def test_device_state_is_kept_between_calls() -> None:
