@@ -82,6 +82,10 @@ class CudaRunner:
         torch = sys.modules.get("torch") if on_device else None
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream if torch else None)
         device = arrays_device(arrays) if on_device else None
+        if on_device and any(a.kind != "torch-cuda" for a in arrays.values()):
+            # Host inputs are copied synchronously into buffers a previous call's launches
+            # (on torch's stream, maybe not the default one) may still read: wait for them.
+            cr._check(self.lib.cuStreamSynchronize(stream), "cuStreamSynchronize")
         pointers: dict[str, int] = {}
         device_outputs: dict[str, Any] = {}
         for buf in self.manifest["buffers"]:
@@ -101,9 +105,9 @@ class CudaRunner:
                 if arg is not None:
                     data = arg.data if arg.kind != "torch-cuda" else None
                     host = bytes(data) if data is not None else b""
-                    cr._check(
-                        self.lib.cuMemcpyHtoD_v2(pointers[name], host, len(host)), "cuMemcpyHtoD"
-                    )
+                    if host:
+                        rc = self.lib.cuMemcpyHtoD_v2(pointers[name], host, len(host))
+                        cr._check(rc, "cuMemcpyHtoD")
                 else:
                     cr._check(
                         self.lib.cuMemsetD8Async(pointers[name], 0, max(nbytes, 4), stream),
