@@ -9,6 +9,7 @@ driver only where a CUDA device is present.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -212,3 +213,110 @@ def test_run_manifest_takes_arrays_as_well_as_lists() -> None:
     assert_close(got["out"], want, "float32")
     with pytest.raises(ValueError, match="input `x` has 144 values"):
         run_manifest(manifest, folder, {"x": x[:3], "weight": w}, {"N": 64})
+
+
+class _FakeDriver:
+    """The CUDA driver calls `load` makes, over the PTX interpreter of tests/harness: device
+    memory is byte arrays at fake addresses, a launch reads its parameters from the pointer
+    array exactly as the driver does and runs the kernel on the CPU."""
+
+    def __init__(self) -> None:
+        from harness.ptx_interp import _Memory
+
+        self.memory = _Memory([])
+        self.functions: dict[int, tuple[dict, str, int]] = {}
+        self.launches: list[tuple[str, tuple, tuple]] = []
+
+    def _region(self, address: int, size: int) -> tuple[bytearray, int]:
+        return self.memory.find(address, size)
+
+    def cuMemAlloc_v2(self, pointer, size):  # noqa: N802 - the driver's names
+        address = (len(self.memory.regions) + 1) << 40
+        self.memory.regions.append((address, bytearray(size), f"alloc{address >> 40}"))
+        pointer._obj.value = address
+        return 0
+
+    def cuMemcpyHtoD_v2(self, dst, src, size):  # noqa: N802
+        data, offset = self._region(dst, size)
+        data[offset : offset + size] = src[:size]
+        return 0
+
+    def cuMemsetD8Async(self, dst, value, size, stream):  # noqa: N802
+        data, offset = self._region(dst, size)
+        data[offset : offset + size] = bytes([value]) * size
+        return 0
+
+    def cuMemcpyDtoH_v2(self, dst, src, size):  # noqa: N802
+        import ctypes
+
+        data, offset = self._region(src, size)
+        ctypes.memmove(dst.value, bytes(data[offset : offset + size]), size)
+        return 0
+
+    def cuModuleGetFunction(self, function, module, name):  # noqa: N802
+        funcs, text = module
+        handle = len(self.functions) + 1
+        size = re.search(r"mimir_uniforms\[(\d+)\]", text)
+        self.functions[handle] = (funcs, name.decode(), int(size.group(1)) if size else 0)
+        function._obj.value = handle
+        return 0
+
+    def cuLaunchKernel(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):  # noqa: N802
+        import ctypes
+
+        from harness.ptx_interp import _Interp
+
+        funcs, entry, uniform_size = self.functions[function.value]
+        fn = funcs[entry]
+        assert (bx, by, bz) == fn.block and shared == 0 and extra is None
+        values = {}
+        for i, name in enumerate(fn.param_names):
+            size = uniform_size if name == "mimir_uniforms" else 8
+            values[name] = ctypes.string_at(params[i], size)
+        self.launches.append((entry, (gx, gy, gz), (bx, by, bz)))
+        _Interp(funcs, self.memory, values).launch(entry, (gx, gy, gz))
+        return 0
+
+    def cuCtxSynchronize(self):  # noqa: N802
+        return 0
+
+    def cuStreamSynchronize(self, stream):  # noqa: N802
+        return 0
+
+    def cuMemFree_v2(self, pointer):  # noqa: N802
+        return 0
+
+    def cuModuleUnload(self, module):  # noqa: N802
+        return 0
+
+
+def test_the_cuda_engine_marshals_launches_as_the_driver_reads_them(monkeypatch) -> None:
+    """`load` on PTX without a GPU: the driver replaced by the PTX interpreter, so buffers,
+    parameter arrays, the uniform bytes, grid and block sizes and the launch order are
+    exercised here; the real driver runs the same code where a GPU is lent."""
+    from harness.ptx_interp import _parse
+
+    from mimir.runtime import cuda_runner
+
+    fake = _FakeDriver()
+    monkeypatch.setattr(cuda_runner, "_lib", lambda: fake)
+    monkeypatch.setattr(cuda_runner, "_context", lambda: None)
+    monkeypatch.setattr(cuda_runner, "load_module", lambda text, label="": (_parse(text), text))
+    kernels = load(OUT / "ptx" / "layernorm", backend="ptx")
+    x, g, b = _rand(3, 5, seed=11), _rand(5, seed=12), _rand(5, seed=13)
+    got = kernels.layernorm(x, g, b)  # three launches, two scratch buffers
+    want = _shim("layernorm", "layernorm", {"x": x, "gamma": g, "beta": b}, {"N": 3, "D": 5})
+    assert got.shape == (3, 5)
+    assert_close(got.ravel().tolist(), want["out"], "float32")
+    assert [entry for entry, _, _ in fake.launches] == [
+        k["entry_point"] for k in kernels.layernorm.manifest["kernels"]
+    ]
+    lin = load(OUT / "ptx" / "linear", backend="ptx")
+    x, w, bias = _rand(2, 17, seed=14), _rand(17, 5, seed=15), _rand(5, seed=16)
+    got = lin.linear_gelu_scaled(
+        torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(bias), 0.5
+    )
+    want = _shim("linear", "linear_gelu_scaled", {"x": x, "w": w, "b": bias}, {"N": 2},
+                 {"scale": 0.5})["out"]  # fmt: skip
+    assert isinstance(got, torch.Tensor)
+    assert_close(got.flatten().tolist(), want, "float32")  # an f32 scalar in the uniform

@@ -72,6 +72,8 @@ _SIGNATURES: dict[str, list[Any]] = {
     "cuMemcpyHtoD_v2": [_U64, ctypes.c_char_p, _SZ],
     "cuMemcpyDtoH_v2": [_P, _U64, _SZ],
     "cuMemsetD8_v2": [_U64, ctypes.c_ubyte, _SZ],
+    "cuMemsetD8Async": [_U64, ctypes.c_ubyte, _SZ, _P],
+    "cuStreamSynchronize": [_P],
     "cuLaunchKernel": [_P, _U, _U, _U, _U, _U, _U, _U, _P, _PP, _PP],
     "cuEventCreate": [_PP, _U],
     "cuEventRecord": [_P, _P],

@@ -36,13 +36,6 @@ class CudaRunner:
     def __init__(self, manifest: Mapping[str, Any], directory: Path) -> None:
         cr._context()
         self.lib = cr._lib()
-        extra = {
-            "cuMemsetD8Async": [ctypes.c_uint64, ctypes.c_ubyte, ctypes.c_size_t, ctypes.c_void_p],
-            "cuStreamSynchronize": [ctypes.c_void_p],
-        }
-        for name, argtypes in extra.items():
-            fn = getattr(self.lib, name)
-            fn.argtypes, fn.restype = argtypes, ctypes.c_int
         self.manifest = manifest
         self.modules: dict[str, Any] = {}
         self.functions: list[Any] = []
