@@ -198,6 +198,16 @@ def test_the_shim_stays_stdlib_only() -> None:
     code = "import sys, mimir.array, mimir.runtime.host; print('numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+    # With NumPy unimportable, buffer objects still go in (array.array here).
+    code = (
+        "import sys; sys.modules['numpy'] = None\n"
+        "import array\n"
+        "from mimir.array import tensor\n"
+        "t = tensor(array.array('f', [1.5, 2.0, 3.0]))\n"
+        "print(t.dtype, t.tolist())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "float32 [1.5, 2.0, 3.0]"
 
 
 def test_run_manifest_takes_arrays_as_well_as_lists() -> None:
