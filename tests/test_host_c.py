@@ -297,3 +297,16 @@ def test_the_vulkan_host_is_memory_safe_on_good_and_broken_manifests(
         report = run.stderr.decode(errors="replace")
         assert "Sanitizer" not in report and "runtime error" not in report, (data, report)
         assert run.returncode in (0, 1, 2), (data, run.returncode, report)
+
+
+ZOO = sorted(
+    (p.parent.name, p.name.removesuffix(".manifest.json"))
+    for p in (OUT / "spirv").glob("*/*.manifest.json")
+)
+
+
+@pytest.mark.parametrize(("stem", "function"), ZOO, ids=[f"{s}.{f}" for s, f in ZOO])
+def test_vulkan_host_runs_every_zoo_kernel(build: Path, tmp_path: Path, stem, function) -> None:
+    """Every committed SPIR-V snapshot of tests/kernels runs from C and matches the shim."""
+    require_tool("wgpu")
+    _run_case(_vulkan_host(build), "spirv", stem, function, None, tmp_path)
