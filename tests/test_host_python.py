@@ -330,3 +330,36 @@ def test_the_cuda_engine_marshals_launches_as_the_driver_reads_them(monkeypatch)
                  {"scale": 0.5})["out"]  # fmt: skip
     assert isinstance(got, torch.Tensor)
     assert_close(got.flatten().tolist(), want, "float32")  # an f32 scalar in the uniform
+
+
+ZOO = sorted(
+    (p.parent.name, p.name.removesuffix(".manifest.json"))
+    for p in (OUT / "wgsl").glob("*/*.manifest.json")
+)
+_NUMPY = {"float32": np.float32, "float16": np.float16, "int32": np.int32,
+          "uint32": np.uint32, "bool_": np.bool_}  # fmt: skip
+
+
+@pytest.mark.parametrize(("stem", "function"), ZOO, ids=[f"{s}.{f}" for s, f in ZOO])
+def test_load_runs_every_zoo_kernel_on_numpy_arrays(stem: str, function: str) -> None:
+    """Every committed WGSL snapshot of tests/kernels, called with NumPy arrays."""
+    from mimir.runtime import manifest as mf
+    from mimir.runtime.verify import choose_dims, default_scalars, random_inputs
+
+    kernel = load(OUT / "wgsl" / stem)[function]
+    dims = choose_dims(kernel.manifest, (7, 13, 5, 11, 3))
+    inputs = random_inputs(kernel.manifest, dims, seed=5)
+    scalars = default_scalars(kernel.manifest, dims)
+    arrays = {
+        b["name"]: np.array(inputs[b["name"]], _NUMPY[b["dtype"]]).reshape(mf.buffer_shape(b, dims))
+        for b in kernel.inputs
+    }
+    free = {
+        d: v for d, v in dims.items() if not any(d in map(str, b["shape"]) for b in kernel.inputs)
+    }
+    got = kernel(**arrays, **scalars, dims=free)
+    got = got if isinstance(got, tuple) else (got,)
+    want = shim_reference(ROOT / "kernels" / f"{stem}.py", function, inputs, dims, scalars)
+    for buf, array in zip(kernel.outputs, got, strict=True):
+        assert array.shape == mf.buffer_shape(buf, dims)
+        assert_close(array.ravel().tolist(), want[buf["name"]], buf["dtype"], label=buf["name"])
