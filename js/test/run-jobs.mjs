@@ -49,5 +49,6 @@ for (const job of jobs) {
   }
 }
 for (const p of programs.values()) p.destroy();
-console.log(JSON.stringify({ results, adapter: { vendor: adapter.info.vendor, architecture: adapter.info.architecture, description: adapter.info.description } }));
-process.exit(0);
+const text = JSON.stringify({ results, adapter: { vendor: adapter.info.vendor, architecture: adapter.info.architecture, description: adapter.info.description } });
+// Exit only once stdout is flushed (a pipe takes 64 KiB at a time); Dawn keeps node alive otherwise.
+process.stdout.write(`${text}\n`, () => process.exit(0));
