@@ -12,11 +12,20 @@ from __future__ import annotations
 import json
 import random
 import struct
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from jshost import REPO, compile_wgsl, dawn_env, from_json_number, run_node
+from jshost import (
+    JS,
+    REPO,
+    compile_wgsl,
+    dawn_env,
+    from_json_number,
+    require_node_package,
+    run_node,
+)
 
 from mimir.runtime import dimexpr
 from mimir.runtime import manifest as mf
@@ -253,32 +262,6 @@ def test_wrong_typed_array_and_bad_scalars_are_refused(tmp_path: Path) -> None:
     assert "input `u` (uint32)[0] = -1 is not an integer" in wrong[1]["message"]
 
 
-def test_typed_array_of_the_wrong_kind_is_refused() -> None:
-    import subprocess
-
-    from jshost import JS, require_node_package
-
-    node = require_node_package("webgpu")
-    script = """
-    import { encode } from './src/layout.js';
-    for (const [v, d] of [[new Int32Array(2), 'float32'], [new Float32Array(2), 'int32']]) {
-      try { encode('x', v, d, 2); console.log('accepted'); } catch (e) { console.log(e.message); }
-    }
-    """
-    out = subprocess.run(
-        [node, "--input-type=module", "-e", script],
-        cwd=JS,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout.splitlines()
-    assert out == [
-        "input `x` (float32) must be a Float32Array, got Int32Array",
-        "input `x` (int32) must be a Int32Array, got Float32Array",
-    ]
-
-
 def test_buffers_and_pipelines_are_reused_across_calls(mlp_manifest: Path, tmp_path: Path) -> None:
     jobs, expected = [], []
     for n, h in [(5, 8), (5, 8), (3, 4), (9, 8)]:
@@ -461,3 +444,31 @@ def test_uniform_packing_agrees_with_python(tmp_path: Path) -> None:
             assert js is None
         else:
             assert isinstance(js, dict) and "error" in js, (manifest, dims, scalars, js)
+
+
+def test_manifest_that_disagrees_with_its_shader_is_refused_at_load(
+    mlp_manifest: Path, tmp_path: Path
+) -> None:
+    manifest = json.loads(mlp_manifest.read_text())
+    manifest["kernels"][0]["bindings"][0]["access"] = "read_write"  # the shader reads it
+    for kernel in manifest["kernels"]:
+        (tmp_path / kernel["file"]).write_text((mlp_manifest.parent / kernel["file"]).read_text())
+    tampered = tmp_path / "mlp.manifest.json"
+    tampered.write_text(json.dumps(manifest))
+    [result] = _run_jobs(tmp_path, [{"manifest": str(tampered), "inputs": {}, "sizes": {}}])
+    assert result["error"] == "ManifestError"
+    assert (
+        "kernel `mlp_0_matmul` in mlp_0_matmul.wgsl does not match its manifest entry"
+        in (result["message"])
+    )
+
+
+def test_js_unit_tests_and_type_declarations_pass() -> None:
+    """`npm test` in js/: node:test unit tests on a fake device, and tsc on src/index.d.ts."""
+    node = require_node_package("typescript")
+    for command in (
+        [node, "--test", "test/unit.test.mjs"],
+        [node, "node_modules/typescript/bin/tsc", "-p", "test"],
+    ):
+        proc = subprocess.run(command, cwd=JS, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]

@@ -232,6 +232,27 @@ export class Program {
   }
 
   async _run(inputs, sizes, repeat = 0) {
+    // WebGPU reports a bad bind group or an allocation failure asynchronously; catch them here
+    // so that a run fails with the reason instead of returning zeros.
+    const { device } = this;
+    device.pushErrorScope('out-of-memory');
+    device.pushErrorScope('validation');
+    let result;
+    let failure;
+    try {
+      result = await this._runScoped(inputs, sizes, repeat);
+    } catch (err) {
+      failure = err;
+    }
+    const invalid = await device.popErrorScope();
+    const oom = await device.popErrorScope();
+    if (invalid) throw new ManifestError(`WebGPU refused a launch of \`${this.manifest.function}\`: ${invalid.message}`);
+    if (oom) throw new ManifestError(`out of GPU memory running \`${this.manifest.function}\`: ${oom.message}`);
+    if (failure) throw failure;
+    return result;
+  }
+
+  async _runScoped(inputs, sizes, repeat) {
     const { device, manifest } = this;
     const plan = this._plan(inputs, sizes);
     const encoder = device.createCommandEncoder();
