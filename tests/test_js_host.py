@@ -472,3 +472,33 @@ def test_js_unit_tests_and_type_declarations_pass() -> None:
     ):
         proc = subprocess.run(command, cwd=JS, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+
+
+def test_load_keeps_the_gpu_object_alive(mlp_manifest: Path) -> None:
+    """`load(m, {gpu: create([])})` with nothing else holding the GPU object: Dawn tears the
+    device down when that object is collected (node crashed here before load kept it)."""
+    node = require_node_package("webgpu")
+    proc = subprocess.run(
+        [node, "--expose-gc", "test/gc-check.mjs", str(mlp_manifest)],
+        cwd=JS,
+        env=dawn_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    runs = json.loads(proc.stdout.strip().splitlines()[-1])
+    inputs = {
+        "x": [(i % 7) / 7 for i in range(4 * 13)],
+        "w1": [0.1] * 65,
+        "b1": [0.0] * 5,
+        "w2": [0.2] * 15,
+        "b2": [0.0] * 3,
+    }
+    inputs = {
+        k: [struct.unpack("<f", struct.pack("<f", v))[0] for v in vs] for k, vs in inputs.items()
+    }
+    want = shim_reference(KERNELS / "mlp.py", "mlp", inputs, {"N": 4, "H": 5})["out"]
+    assert len(runs) == 3
+    for got in runs:
+        assert not mismatches(got, want, "float32")

@@ -65,8 +65,12 @@ export async function load(source, options = {}) {
     else if (base !== undefined) sources[file] = await readText(new URL(file, toUrl(base)));
     else throw new ManifestError(`no source for kernel file ${file}: pass a manifest URL, options.baseUrl or options.files`);
   }
-  const device = options.device ?? (await requestDevice(manifest, options.gpu));
+  let device = options.device;
+  let owners = [];
+  if (!device) ({ device, owners } = await requestDevice(manifest, options.gpu));
   const program = new Program(manifest, device, sources);
+  // Dawn in Node tears the device down when its GPU object is collected: keep them alive.
+  program._owners = owners;
   await program.ready;
   return program;
 }
@@ -110,7 +114,8 @@ async function requestDevice(manifest, gpu) {
   }
   const requiredLimits = {};
   for (const name of WANTED_LIMITS) if (adapter.limits[name] !== undefined) requiredLimits[name] = adapter.limits[name];
-  return adapter.requestDevice({ requiredFeatures: features, requiredLimits });
+  const device = await adapter.requestDevice({ requiredFeatures: features, requiredLimits });
+  return { device, owners: [gpu, adapter] };
 }
 
 const needsF16 = (manifest) => manifest.buffers.some((b) => b.dtype === 'float16');
