@@ -59,6 +59,7 @@ __all__ = [
     "Dim",
     "DType",
     "MimirError",
+    "Range",
     "Tensor",
     "TensorType",
     "bool_",
@@ -69,6 +70,7 @@ __all__ = [
     "int32",
     "maximum",
     "minimum",
+    "atomic_add",
     "program_id",
     "ones",
     "rand",
@@ -93,6 +95,17 @@ class _GridRun:
         self.pids: tuple[int, ...] = ()
         self.writes: dict[tuple[int, int], tuple[int, ...]] = {}
         self.reads: dict[tuple[int, int], set[tuple[int, ...]]] = {}
+        self.atomics: dict[tuple[int, int], set[tuple[int, ...]]] = {}
+
+    def check_atomics(self, slot: tuple[int, int], what: str) -> None:
+        """A plain read or write of an element another program id adds to atomically."""
+        others = self.atomics.get(slot, set()) - {self.pids}
+        if others:
+            raise MimirError(
+                "GPU028",
+                f"write race: program ids {sorted(others)[0]} and {self.pids} "
+                f"`atomic_add` and {what} the same element",
+            )
 
 
 # The index-level launch being executed (None outside `@gpu(grid=...)` kernels).
@@ -147,15 +160,40 @@ _A = sh.INT_ALGEBRA
 # ---------------------------------------------------------------- annotations
 
 
-class TensorType:
-    """The run-time value of `Tensor[dtype, d0, d1, ...]`."""
+class Range:
+    """`Range(lo, hi)`, last in `Tensor[int32, N, Range(0, C)]`: every value v has lo <= v < hi.
 
-    def __init__(self, dtype: DType, dims: tuple[Size, ...]) -> None:
-        self.dtype = dtype
-        self.dims = dims
+    The bounds are ints or dims (half-open, as Python's `range`). A call checks the
+    argument's values (GPU043); the checker assumes them, so `table[i, idx[i]]` is
+    proven in bounds for an axis of size C.
+    """
+
+    def __init__(self, lo: Size, hi: Size) -> None:
+        for b in (lo, hi):
+            if isinstance(b, bool) or not isinstance(b, (int, DimExpr)):
+                raise TypeError(f"a Range bound must be an int or a Dim, got {b!r}")
+        if isinstance(lo, int) and isinstance(hi, int) and lo >= hi:
+            raise TypeError(f"Range({lo}, {hi}) holds no value; the upper bound is exclusive")
+        self.lo = lo
+        self.hi = hi
 
     def __repr__(self) -> str:
-        inner = ", ".join([self.dtype.name, *(str(d) for d in self.dims)])
+        return f"Range({self.lo}, {self.hi})"
+
+
+class TensorType:
+    """The run-time value of `Tensor[dtype, d0, d1, ...]` (and an optional `Range`)."""
+
+    def __init__(
+        self, dtype: DType, dims: tuple[Size, ...], value_range: Range | None = None
+    ) -> None:
+        self.dtype = dtype
+        self.dims = dims
+        self.value_range = value_range
+
+    def __repr__(self) -> str:
+        extra = [] if self.value_range is None else [repr(self.value_range)]
+        inner = ", ".join([self.dtype.name, *(str(d) for d in self.dims), *extra])
         return f"Tensor[{inner}]"
 
     def __eq__(self, other: object) -> bool:
@@ -184,10 +222,13 @@ class Tensor:
         dtype, *dims = items
         if not isinstance(dtype, DType):
             raise TypeError(f"Tensor[...] takes a dtype first, got {dtype!r}")
+        value_range = dims.pop() if dims and isinstance(dims[-1], Range) else None
+        if value_range is not None and not dtype.is_integer:
+            raise TypeError(f"a Range describes an integer tensor's values, not {dtype}")
         for d in dims:
             if isinstance(d, bool) or not isinstance(d, (int, DimExpr)):
                 raise TypeError(f"a Tensor dim must be an int or a Dim, got {d!r}")
-        return TensorType(dtype, tuple(dims))
+        return TensorType(dtype, tuple(dims), value_range)
 
     # -- host-side inspection (not part of the kernel language)
 
@@ -296,6 +337,7 @@ class Tensor:
         run = _GRID.get()
         if run is not None:
             flat = self._element_index(key)
+            run.check_atomics((id(self._values), flat), "read")
             run.reads.setdefault((id(self._values), flat), set()).add(run.pids)
             other = run.writes.get((id(self._values), flat))
             if other is not None and other != run.pids:
@@ -319,6 +361,7 @@ class Tensor:
             )
         flat = self._element_index(key)
         slot = (id(self._values), flat)
+        run.check_atomics(slot, "write")
         other = run.writes.get(slot)
         readers = run.reads.get(slot, set()) - {run.pids}
         if (other is not None and other != run.pids) or readers:
@@ -460,6 +503,42 @@ def _store_value(value: Any, dtype: DType) -> Any:
             "GPU027", f"store dtype mismatch: the tensor holds {dtype}, the value is {shown}"
         )
     return nm.cast([raw], dtype)[0]
+
+
+def atomic_add(out: Tensor, index: Any, value: Any) -> None:
+    """`out[index] += value` as one atomic step, in an index-level kernel.
+
+    Several program ids may add to one element (a histogram, a scatter-add): the adds
+    commute, so the result does not depend on their order (for float32 up to rounding,
+    as on a GPU). A plain read or write of an element another program id adds to is a race
+    (GPU028). The dtype must be int32, uint32 or float32; int sums wrap as the dtype does.
+    """
+    run = _GRID.get()
+    if run is None:
+        raise MimirError(
+            "GPU031",
+            "`atomic_add` is only allowed in index-level kernels (`@gpu(grid=...)`); "
+            "a tensor-level kernel sums with `.sum(axis=...)`",
+        )
+    if not isinstance(out, Tensor):
+        raise MimirError("GPU036", "`atomic_add` adds into a tensor parameter")
+    spec = ops.BY_FUNCTION["atomic_add"]
+    kind = value._dtype if isinstance(value, Tensor) else scalar_kind(_resolve(value))
+    _rule(spec.dtype_rule, spec.spelling, [out._dtype, kind])
+    flat = out._element_index(index)
+    slot = (id(out._values), flat)
+    other = run.writes.get(slot)
+    readers = run.reads.get(slot, set()) - {run.pids}
+    if (other is not None and other != run.pids) or readers:
+        who = other if other is not None and other != run.pids else sorted(readers)[0]
+        raise MimirError(
+            "GPU028",
+            f"write race: program ids {who} and {run.pids} touch the same element "
+            "(a plain access and an `atomic_add`)",
+        )
+    run.atomics.setdefault(slot, set()).add(run.pids)
+    add = _store_value(value, out._dtype)
+    out._values[flat] = nm.cast([nm.add(out._values[flat], add)], out._dtype)[0]
 
 
 def program_id(axis: int) -> int:
@@ -897,7 +976,37 @@ def _bind_arguments(arguments: dict[str, Any], annotations: dict[str, Any]) -> d
                 "GPU040",
                 f"argument `{name}` has size {actual} on axis {axis}, expected {expected}={want}",
             )
+    for name, value in arguments.items():
+        ann = annotations.get(name)
+        if isinstance(ann, TensorType) and ann.value_range is not None:
+            _check_range(name, value, ann.value_range, env)
     return env
+
+
+def _check_range(name: str, value: Tensor, bounds: Range, env: dict[str, int]) -> None:
+    """Every value of a `Range`-annotated argument lies in [lo, hi) (the checker assumes it)."""
+    try:
+        lo, hi = evaluate(bounds.lo, env), evaluate(bounds.hi, env)
+    except UnboundDimError as err:
+        raise MimirError(
+            "GPU035", f"dim `{err.name}` is not fixed by any parameter of the kernel"
+        ) from None
+    for flat, v in enumerate(value._values):
+        if not lo <= v < hi:
+            where = _nest_index(flat, value._shape)
+            raise MimirError(
+                "GPU043",
+                f"argument `{name}` holds {v} at {where}, outside its {bounds} "
+                f"({lo} <= value < {hi})",
+            )
+
+
+def _nest_index(flat: int, shape: Sequence[int]) -> list[int]:
+    index = []
+    for size in reversed(shape):
+        index.append(flat % size)
+        flat //= size
+    return index[::-1]
 
 
 def _show(dims: Sequence[Any]) -> str:

@@ -41,6 +41,7 @@ class OpSpec:
     - `reduce`: `axis=None|int|tuple`, `keepdims=False`
     - `softmax`: along `axis=-1`
     - `matmul`, `reshape`, `transpose`, `index`, `create`, `cast`, `shape`
+    - `atomic`: an index-level statement, `atomic_add(out, index, value)`
     """
 
     name: str
@@ -137,6 +138,8 @@ TABLE: tuple[OpSpec, ...] = (
     _function("where", "elementwise", dr.select, nm.where),
     _function("maximum", "elementwise", dr.same, nm.maximum),
     _function("minimum", "elementwise", dr.same, nm.minimum),
+    # index-level scatter: `atomic_add(out, index, value)` adds into one element atomically
+    _function("atomic_add", "atomic", dr.atomic),
     # reductions
     _method("sum", "reduce", dr.summation),
     _method("mean", "reduce", dr.floating),
