@@ -72,6 +72,7 @@ __all__ = [
     "minimum",
     "atomic_add",
     "program_id",
+    "take_along_axis",
     "ones",
     "rand",
     "tensor",
@@ -347,6 +348,8 @@ class Tensor:
                     "write and read the same element",
                 )
             return Tensor([self._values[flat]], (), self._dtype, self._device)
+        if isinstance(key, Tensor):  # `table[idx]`: NumPy's integer-array index, rows
+            return _gather(self, key, 0, along=False)
         items = key if isinstance(key, tuple) else (key,)
         parsed = [_index_item(k) for k in items]
         out_shape, resolved = _rule(sh.index, _A, self._shape, parsed)
@@ -539,6 +542,67 @@ def atomic_add(out: Tensor, index: Any, value: Any) -> None:
     run.atomics.setdefault(slot, set()).add(run.pids)
     add = _store_value(value, out._dtype)
     out._values[flat] = nm.cast([nm.add(out._values[flat], add)], out._dtype)[0]
+
+
+def take_along_axis(arr: Tensor, indices: Tensor, axis: int) -> Tensor:
+    """NumPy's `take_along_axis`: `out[..., j, ...] = arr[..., indices[..., j, ...], ...]`.
+
+    `indices` has `arr`'s rank and its sizes on every other axis; each value must index
+    `axis` (GPU018, as the checker proves from a `Range` on the index parameter).
+    """
+    if not isinstance(arr, Tensor) or not isinstance(indices, Tensor):
+        raise MimirError("GPU036", "`take_along_axis()` takes two tensors and an axis")
+    return _gather(arr, indices, _static_int(axis, "the axis of `take_along_axis()`"), along=True)
+
+
+def _gather(x: Tensor, idx: Tensor, axis: int, along: bool) -> Tensor:
+    _element_only(x, idx)
+    spelling = "take_along_axis()" if along else "[]"
+    if not idx._dtype.is_integer:
+        raise MimirError(
+            "GPU020", f"the index of `{spelling}` must hold int32 or uint32, not {idx._dtype}"
+        )
+    rank = len(x._shape)
+    if rank == 0:
+        raise MimirError("GPU019", f"`{spelling}` gathers from a tensor of rank 0")
+    if along:
+        if not -rank <= axis < rank:
+            raise MimirError("GPU014", f"axis {axis} is out of range for a tensor of rank {rank}")
+        axis %= rank
+        if len(idx._shape) != rank or any(
+            idx._shape[k] != x._shape[k] for k in range(rank) if k != axis
+        ):
+            raise MimirError(
+                "GPU010",
+                f"`{spelling}` needs an index of shape {list(x._shape)} except on axis {axis}, "
+                f"got {list(idx._shape)}",
+            )
+        out_shape = idx._shape
+    else:
+        out_shape = (*idx._shape, *x._shape[1:])
+    size = x._shape[axis]
+    for v in idx._values:
+        if not 0 <= v < size:
+            raise MimirError(
+                "GPU018", f"index {v} is out of bounds for axis {axis} with size {size}"
+            )
+    strides = [1] * rank
+    for k in range(rank - 2, -1, -1):
+        strides[k] = strides[k + 1] * x._shape[k + 1]
+    values = []
+    if along:
+        for flat, v in enumerate(idx._values):
+            pos, rest = 0, flat
+            for k in range(rank - 1, -1, -1):
+                coord = rest % idx._shape[k]
+                rest //= idx._shape[k]
+                pos += (v if k == axis else coord) * strides[k]
+            values.append(x._values[pos])
+    else:
+        row = strides[0]
+        for v in idx._values:
+            values.extend(x._values[v * row : (v + 1) * row])
+    return Tensor(values, out_shape, x._dtype, x._device)
 
 
 def program_id(axis: int) -> int:

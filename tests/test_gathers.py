@@ -10,6 +10,7 @@ shim's race rule for atomics, and the examples of `docs/language.md`.
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import sys
@@ -95,6 +96,75 @@ def test_scatter_add_is_numpy_add_at(n: int, v: int, d: int, data: st.DataObject
     want = np.zeros((v, d), dtype=np.float32)
     np.add.at(want, ids, np.asarray(rows, dtype=np.float32).reshape(n, d))
     assert np.allclose(grad.flat(), want.ravel(), rtol=1e-6, atol=1e-6)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=sizes, v=sizes, d=sizes, data=st.data())
+def test_tensor_level_row_gather_is_numpy_indexing(
+    n: int, v: int, d: int, data: st.DataObject
+) -> None:
+    table = data.draw(st.lists(st.floats(-4, 4, width=32), min_size=v * d, max_size=v * d))
+    ids = data.draw(st.lists(st.integers(0, v - 1), min_size=n, max_size=n))
+    out = ZOO.embedding_rows(_gpu(table, (v, d), float32), _gpu(ids, (n,), int32))
+    want = np.asarray(table, dtype=np.float32).reshape(v, d)[np.asarray(ids)]
+    assert out.flat() == want.ravel().tolist()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    shape=st.lists(st.integers(1, 4), min_size=1, max_size=3),
+    width=st.integers(1, 4),
+    data=st.data(),
+)
+def test_take_along_axis_is_numpy_take_along_axis(
+    shape: list[int], width: int, data: st.DataObject
+) -> None:
+    from mimir.array import take_along_axis
+
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    x = np.asarray(
+        data.draw(
+            st.lists(
+                st.floats(-4, 4, width=32), min_size=math.prod(shape), max_size=math.prod(shape)
+            )
+        ),
+        dtype=np.float32,
+    ).reshape(shape)
+    ishape = list(shape)
+    ishape[axis] = width
+    count = math.prod(ishape)
+    idx = np.asarray(
+        data.draw(st.lists(st.integers(0, shape[axis] - 1), min_size=count, max_size=count)),
+        dtype=np.int32,
+    ).reshape(ishape)
+    got = take_along_axis(
+        _gpu(x.ravel().tolist(), tuple(shape), float32),
+        _gpu(idx.ravel().tolist(), tuple(ishape), int32),
+        axis,
+    )
+    assert got.flat() == np.take_along_axis(x, idx, axis).ravel().tolist()
+    assert list(np.shape(got.tolist())) == ishape
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=sizes, c=sizes, data=st.data())
+def test_cross_entropy_mean_matches_numpy(n: int, c: int, data: st.DataObject) -> None:
+    logits = data.draw(st.lists(st.floats(-8, 8, width=32), min_size=n * c, max_size=n * c))
+    labels = data.draw(st.lists(st.integers(0, c - 1), min_size=n, max_size=n))
+    got = ZOO.cross_entropy_mean(_gpu(logits, (n, c), float32), _gpu(labels, (n, 1), int32))
+    x = np.asarray(logits, dtype=np.float64).reshape(n, c)
+    m = x.max(axis=1, keepdims=True)
+    logp = x - m - np.log(np.exp(x - m).sum(axis=1, keepdims=True))
+    assert np.isclose(got.item(), -logp[np.arange(n), labels].mean(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_gather_index_out_of_bounds_is_gpu018_in_the_shim() -> None:
+    from mimir.array import take_along_axis
+
+    with pytest.raises(MimirError, match="GPU018"):
+        zeros((3, 2)).to("gpu")[tensor([0, 3], dtype=int32).to("gpu")]
+    with pytest.raises(MimirError, match="GPU018"):
+        take_along_axis(zeros((2, 3)).to("gpu"), tensor([[0], [-1]], dtype=int32).to("gpu"), axis=1)
 
 
 def test_int32_atomic_add_wraps_as_the_dtype() -> None:

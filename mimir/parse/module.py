@@ -459,7 +459,8 @@ def _read_range(info: ModuleInfo, call: ast.Call, dtype: DType) -> tuple[Size, S
     lo, hi = bounds
     if isinstance(lo, int) and isinstance(hi, int) and lo >= hi:
         return Problem(
-            "GPU033", f"`Range({lo}, {hi})` holds no value; the upper bound is exclusive",
+            "GPU033",
+            f"`Range({lo}, {hi})` holds no value; the upper bound is exclusive",
             src.span(call),
         )
     return lo, hi

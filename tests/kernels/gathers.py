@@ -1,9 +1,10 @@
 """Proven gathers and scatters: a label's logit, embedding rows, histograms, scatter-add.
 
-Each gather's index comes from an integer input whose values are declared with `Range(lo, hi)`
-(checked at every call, assumed by the checker), so every read is proven in bounds with no
-guard in the kernel. Scatters go through `atomic_add`, which several program ids may apply
-to one element.
+Tensor-level gathers: `table[ids]` (rows, NumPy's integer-array index) and
+`take_along_axis`; index-level ones: `x[i, labels[i]]`. Each gather's index comes from an
+integer input whose values are declared with `Range(lo, hi)` (checked at every call, assumed
+by the checker), so every read is proven in bounds with no guard in the kernel. Scatters go
+through `atomic_add`, which several program ids may apply to one element.
 """
 
 from mimir.array import (
@@ -16,6 +17,7 @@ from mimir.array import (
     int32,
     maximum,
     program_id,
+    take_along_axis,
     uint32,
 )
 
@@ -73,3 +75,18 @@ def scatter_add_rows(
     i = program_id(0)
     j = program_id(1)
     atomic_add(grad, (ids[i], j), rows[i, j])
+
+
+@gpu
+def embedding_rows(
+    table: Tensor[float32, V, D], ids: Tensor[int32, N, Range(0, V)]
+) -> Tensor[float32, N, D]:
+    return table[ids]
+
+
+@gpu
+def cross_entropy_mean(
+    logits: Tensor[float32, N, C], labels: Tensor[int32, N, 1, Range(0, C)]
+) -> Tensor[float32]:
+    """The mean loss, as `F.cross_entropy`: the label's log-probability, gathered."""
+    return -take_along_axis(logits.log_softmax(axis=-1), labels, axis=1).mean()

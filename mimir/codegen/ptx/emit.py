@@ -33,9 +33,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mimir.codegen.ir import (
-    AtomicAdd,
     COMPARISONS,
     Assign,
+    AtomicAdd,
     Barrier,
     Binary,
     Bitcast,

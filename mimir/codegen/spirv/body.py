@@ -28,8 +28,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 
 from mimir.codegen.ir import (
-    AtomicAdd,
     Assign,
+    AtomicAdd,
     Barrier,
     Binary,
     Bitcast,
