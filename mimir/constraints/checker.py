@@ -609,7 +609,42 @@ class KernelChecker:
         kinds = [self._operand_kind(v, spec) for v in operands]
         dtype = self._dtype_rule(spec, kinds)
         shapes = [v.shape for v in operands if isinstance(v, TensorVal)]
-        return TensorVal(self._rule(sh.broadcast, *shapes), dtype)
+        result = TensorVal(self._rule(sh.broadcast, *shapes), dtype)
+        if dtype.is_integer and spec.name in ("minimum", "maximum", "clip"):
+            result.value_range = self._clamped_range(spec.name, operands)
+        return result
+
+    def _value_range(self, v: Any) -> tuple[Any, Any] | None:
+        """[lo, hi) of an integer operand: a tensor's `Range` or its dtype, an int, a size."""
+        if isinstance(v, TensorVal):
+            if v.value_range is not None:
+                return v.value_range
+            if v.dtype.name == "int32":
+                return z3.IntVal(-(2**31)), z3.IntVal(2**31)
+            return (z3.IntVal(0), z3.IntVal(2**32)) if v.dtype.name == "uint32" else None
+        if isinstance(v, SizeVal):
+            return v.sym.term, v.sym.term + 1
+        if isinstance(v, ScalarVal) and type(v.value) is int:
+            return z3.IntVal(v.value), z3.IntVal(v.value + 1)
+        return None
+
+    def _clamped_range(self, name: str, operands: list) -> tuple[Any, Any] | None:
+        """`minimum`/`maximum`/`.clip` of integers keep their result in a known interval,
+        so `table[minimum(maximum(ids, 0), V - 1)]` is proven as the fix suggests."""
+        ranges = [self._value_range(v) for v in operands]
+        if any(r is None for r in ranges):
+            return None
+
+        def pick(op: str, a: Any, b: Any) -> Any:
+            return z3.If(a >= b, a, b) if op == "max" else z3.If(a <= b, a, b)
+
+        def combine(op: str, a: tuple, b: tuple) -> tuple:
+            # the max of x in [a0, a1) and y in [b0, b1) lies in [max(a0, b0), max(a1, b1))
+            return pick(op, a[0], b[0]), pick(op, a[1], b[1])
+
+        if name == "clip":  # x.clip(lo, hi) = minimum(maximum(x, lo), hi)
+            return combine("min", combine("max", ranges[0], ranges[1]), ranges[2])
+        return combine("max" if name == "maximum" else "min", ranges[0], ranges[1])
 
     def _create(self, spec: ops.OpSpec, kwargs: dict) -> TensorVal:
         if "shape" not in kwargs:
@@ -764,7 +799,8 @@ class KernelChecker:
             return value.sym
         raise _RuleFailedError(
             "GPU036",
-            "an index must be an int, a dim or `x.shape[i]` (tensor indices are not supported)",
+            "an index must be an int, a dim or `x.shape[i]`; gather with a tensor of indices "
+            "as `x[idx]` (rows, the only index) or `take_along_axis(x, idx, axis)`",
         )
 
 
