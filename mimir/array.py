@@ -60,6 +60,7 @@ __all__ = [
     "Dim",
     "DType",
     "MimirError",
+    "Range",
     "Tensor",
     "TensorType",
     "bool_",
@@ -70,7 +71,9 @@ __all__ = [
     "int32",
     "maximum",
     "minimum",
+    "atomic_add",
     "program_id",
+    "take_along_axis",
     "ones",
     "rand",
     "tensor",
@@ -94,6 +97,17 @@ class _GridRun:
         self.pids: tuple[int, ...] = ()
         self.writes: dict[tuple[int, int], tuple[int, ...]] = {}
         self.reads: dict[tuple[int, int], set[tuple[int, ...]]] = {}
+        self.atomics: dict[tuple[int, int], set[tuple[int, ...]]] = {}
+
+    def check_atomics(self, slot: tuple[int, int], what: str) -> None:
+        """A plain read or write of an element another program id adds to atomically."""
+        others = self.atomics.get(slot, set()) - {self.pids}
+        if others:
+            raise MimirError(
+                "GPU028",
+                f"write race: program ids {sorted(others)[0]} and {self.pids} "
+                f"`atomic_add` and {what} the same element",
+            )
 
 
 # The index-level launch being executed (None outside `@gpu(grid=...)` kernels).
@@ -148,15 +162,40 @@ _A = sh.INT_ALGEBRA
 # ---------------------------------------------------------------- annotations
 
 
-class TensorType:
-    """The run-time value of `Tensor[dtype, d0, d1, ...]`."""
+class Range:
+    """`Range(lo, hi)`, last in `Tensor[int32, N, Range(0, C)]`: every value v has lo <= v < hi.
 
-    def __init__(self, dtype: DType, dims: tuple[Size, ...]) -> None:
-        self.dtype = dtype
-        self.dims = dims
+    The bounds are ints or dims (half-open, as Python's `range`). A call checks the
+    argument's values (GPU043); the checker assumes them, so `table[i, idx[i]]` is
+    proven in bounds for an axis of size C.
+    """
+
+    def __init__(self, lo: Size, hi: Size) -> None:
+        for b in (lo, hi):
+            if isinstance(b, bool) or not isinstance(b, (int, DimExpr)):
+                raise TypeError(f"a Range bound must be an int or a Dim, got {b!r}")
+        if isinstance(lo, int) and isinstance(hi, int) and lo >= hi:
+            raise TypeError(f"Range({lo}, {hi}) holds no value; the upper bound is exclusive")
+        self.lo = lo
+        self.hi = hi
 
     def __repr__(self) -> str:
-        inner = ", ".join([self.dtype.name, *(str(d) for d in self.dims)])
+        return f"Range({self.lo}, {self.hi})"
+
+
+class TensorType:
+    """The run-time value of `Tensor[dtype, d0, d1, ...]` (and an optional `Range`)."""
+
+    def __init__(
+        self, dtype: DType, dims: tuple[Size, ...], value_range: Range | None = None
+    ) -> None:
+        self.dtype = dtype
+        self.dims = dims
+        self.value_range = value_range
+
+    def __repr__(self) -> str:
+        extra = [] if self.value_range is None else [repr(self.value_range)]
+        inner = ", ".join([self.dtype.name, *(str(d) for d in self.dims), *extra])
         return f"Tensor[{inner}]"
 
     def __eq__(self, other: object) -> bool:
@@ -194,10 +233,13 @@ class Tensor:
         dtype, *dims = items
         if not isinstance(dtype, DType):
             raise TypeError(f"Tensor[...] takes a dtype first, got {dtype!r}")
+        value_range = dims.pop() if dims and isinstance(dims[-1], Range) else None
+        if value_range is not None and not dtype.is_integer:
+            raise TypeError(f"a Range describes an integer tensor's values, not {dtype}")
         for d in dims:
             if isinstance(d, bool) or not isinstance(d, (int, DimExpr)):
                 raise TypeError(f"a Tensor dim must be an int or a Dim, got {d!r}")
-        return TensorType(dtype, tuple(dims))
+        return TensorType(dtype, tuple(dims), value_range)
 
     # -- host-side inspection (not part of the kernel language)
 
@@ -320,6 +362,7 @@ class Tensor:
         run = _GRID.get()
         if run is not None:
             flat = self._element_index(key)
+            run.check_atomics((id(self._values), flat), "read")
             run.reads.setdefault((id(self._values), flat), set()).add(run.pids)
             other = run.writes.get((id(self._values), flat))
             if other is not None and other != run.pids:
@@ -329,6 +372,8 @@ class Tensor:
                     "write and read the same element",
                 )
             return Tensor([self._values[flat]], (), self._dtype, self._device)
+        if isinstance(key, Tensor):  # `table[idx]`: NumPy's integer-array index, rows
+            return _gather(self, key, 0, along=False)
         items = key if isinstance(key, tuple) else (key,)
         parsed = [_index_item(k) for k in items]
         out_shape, resolved = _rule(sh.index, _A, self._shape, parsed)
@@ -343,6 +388,7 @@ class Tensor:
             )
         flat = self._element_index(key)
         slot = (id(self._values), flat)
+        run.check_atomics(slot, "write")
         other = run.writes.get(slot)
         readers = run.reads.get(slot, set()) - {run.pids}
         if (other is not None and other != run.pids) or readers:
@@ -484,6 +530,103 @@ def _store_value(value: Any, dtype: DType) -> Any:
             "GPU027", f"store dtype mismatch: the tensor holds {dtype}, the value is {shown}"
         )
     return nm.cast([raw], dtype)[0]
+
+
+def atomic_add(out: Tensor, index: Any, value: Any) -> None:
+    """`out[index] += value` as one atomic step, in an index-level kernel.
+
+    Several program ids may add to one element (a histogram, a scatter-add): the adds
+    commute, so the result does not depend on their order (for float32 up to rounding,
+    as on a GPU). A plain read or write of an element another program id adds to is a race
+    (GPU028). The dtype must be int32, uint32 or float32; int sums wrap as the dtype does.
+    """
+    run = _GRID.get()
+    if run is None:
+        raise MimirError(
+            "GPU031",
+            "`atomic_add` is only allowed in index-level kernels (`@gpu(grid=...)`); "
+            "a tensor-level kernel sums with `.sum(axis=...)`",
+        )
+    if not isinstance(out, Tensor):
+        raise MimirError("GPU036", "`atomic_add` adds into a tensor parameter")
+    spec = ops.BY_FUNCTION["atomic_add"]
+    kind = value._dtype if isinstance(value, Tensor) else scalar_kind(_resolve(value))
+    _rule(spec.dtype_rule, spec.spelling, [out._dtype, kind])
+    flat = out._element_index(index)
+    slot = (id(out._values), flat)
+    other = run.writes.get(slot)
+    readers = run.reads.get(slot, set()) - {run.pids}
+    if (other is not None and other != run.pids) or readers:
+        who = other if other is not None and other != run.pids else sorted(readers)[0]
+        raise MimirError(
+            "GPU028",
+            f"write race: program ids {who} and {run.pids} touch the same element "
+            "(a plain access and an `atomic_add`)",
+        )
+    run.atomics.setdefault(slot, set()).add(run.pids)
+    add = _store_value(value, out._dtype)
+    out._values[flat] = nm.cast([nm.add(out._values[flat], add)], out._dtype)[0]
+
+
+def take_along_axis(arr: Tensor, indices: Tensor, axis: int) -> Tensor:
+    """NumPy's `take_along_axis`: `out[..., j, ...] = arr[..., indices[..., j, ...], ...]`.
+
+    `indices` has `arr`'s rank and its sizes on every other axis; each value must index
+    `axis` (GPU018, as the checker proves from a `Range` on the index parameter).
+    """
+    if not isinstance(arr, Tensor) or not isinstance(indices, Tensor):
+        raise MimirError("GPU036", "`take_along_axis()` takes two tensors and an axis")
+    return _gather(arr, indices, _static_int(axis, "the axis of `take_along_axis()`"), along=True)
+
+
+def _gather(x: Tensor, idx: Tensor, axis: int, along: bool) -> Tensor:
+    _element_only(x, idx)
+    spelling = "take_along_axis()" if along else "[]"
+    if not idx._dtype.is_integer:
+        raise MimirError(
+            "GPU020", f"the index of `{spelling}` must hold int32 or uint32, not {idx._dtype}"
+        )
+    rank = len(x._shape)
+    if rank == 0:
+        raise MimirError("GPU019", f"`{spelling}` gathers from a tensor of rank 0")
+    if along:
+        if not -rank <= axis < rank:
+            raise MimirError("GPU014", f"axis {axis} is out of range for a tensor of rank {rank}")
+        axis %= rank
+        if len(idx._shape) != rank or any(
+            idx._shape[k] != x._shape[k] for k in range(rank) if k != axis
+        ):
+            raise MimirError(
+                "GPU010",
+                f"`{spelling}` needs an index of shape {list(x._shape)} except on axis {axis}, "
+                f"got {list(idx._shape)}",
+            )
+        out_shape = idx._shape
+    else:
+        out_shape = (*idx._shape, *x._shape[1:])
+    size = x._shape[axis]
+    for v in idx._values:
+        if not 0 <= v < size:
+            raise MimirError(
+                "GPU018", f"index {v} is out of bounds for axis {axis} with size {size}"
+            )
+    strides = [1] * rank
+    for k in range(rank - 2, -1, -1):
+        strides[k] = strides[k + 1] * x._shape[k + 1]
+    values = []
+    if along:
+        for flat, v in enumerate(idx._values):
+            pos, rest = 0, flat
+            for k in range(rank - 1, -1, -1):
+                coord = rest % idx._shape[k]
+                rest //= idx._shape[k]
+                pos += (v if k == axis else coord) * strides[k]
+            values.append(x._values[pos])
+    else:
+        row = strides[0]
+        for v in idx._values:
+            values.extend(x._values[v * row : (v + 1) * row])
+    return Tensor(values, out_shape, x._dtype, x._device)
 
 
 def program_id(axis: int) -> int:
@@ -975,6 +1118,10 @@ def _bind_arguments(arguments: dict[str, Any], annotations: dict[str, Any]) -> d
                 "GPU040",
                 f"argument `{name}` has size {actual} on axis {axis}, expected {expected}={want}",
             )
+    for name, value in arguments.items():
+        ann = annotations.get(name)
+        if isinstance(ann, TensorType) and ann.value_range is not None:
+            _check_range(name, value, ann.value_range, env)
     return env
 
 
@@ -1002,6 +1149,31 @@ def _array_argument(name: str, value: Any, dtype: DType) -> Tensor:
         )
     values, shape, _ = array
     return Tensor(nm.cast(values, dtype), shape, dtype, "gpu")
+
+def _check_range(name: str, value: Tensor, bounds: Range, env: dict[str, int]) -> None:
+    """Every value of a `Range`-annotated argument lies in [lo, hi) (the checker assumes it)."""
+    try:
+        lo, hi = evaluate(bounds.lo, env), evaluate(bounds.hi, env)
+    except UnboundDimError as err:
+        raise MimirError(
+            "GPU035", f"dim `{err.name}` is not fixed by any parameter of the kernel"
+        ) from None
+    for flat, v in enumerate(value._values):
+        if not lo <= v < hi:
+            where = _nest_index(flat, value._shape)
+            raise MimirError(
+                "GPU043",
+                f"argument `{name}` holds {v} at {where}, outside its {bounds} "
+                f"({lo} <= value < {hi})",
+            )
+
+
+def _nest_index(flat: int, shape: Sequence[int]) -> list[int]:
+    index = []
+    for size in reversed(shape):
+        index.append(flat % size)
+        flat //= size
+    return index[::-1]
 
 
 def _show(dims: Sequence[Any]) -> str:

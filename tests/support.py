@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import math
+import random
 import re
 import sys
 from collections.abc import Iterable
@@ -18,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from mimir.array import Kernel, MimirError, TensorType, full, rand
+from mimir.array import Kernel, MimirError, Tensor, TensorType, full, rand
 from mimir.dims import Dim, DimExpr, evaluate
 
 REPO = Path(__file__).resolve().parent.parent
@@ -168,7 +170,18 @@ def make_arguments(
         ann = annotations.get(name)
         if isinstance(ann, TensorType):
             shape = tuple(evaluate(d, env) for d in ann.dims)
-            if fill is not None and ann.dtype.name in ("int32", "uint32"):
+            if getattr(ann, "value_range", None) is not None:
+                # A `Range(lo, hi)` input: values the call admits (GPU043 refuses others).
+                lo = evaluate(ann.value_range.lo, env)
+                hi = evaluate(ann.value_range.hi, env)
+                gen = random.Random(seed + k)
+                count = math.prod(shape)
+                picks = [
+                    min(max(fill, lo), hi - 1) if fill is not None else gen.randrange(lo, hi)
+                    for _ in range(count)
+                ]
+                args[name] = Tensor(picks, shape, ann.dtype, "gpu")
+            elif fill is not None and ann.dtype.name in ("int32", "uint32"):
                 value = fill % 2**32 if ann.dtype.name == "uint32" else fill
                 args[name] = full(shape, value, dtype=ann.dtype).to("gpu")
             else:

@@ -114,6 +114,7 @@ def test_json_round_trips_every_diagnostic_field() -> None:
         extra_why="the loop runs one past the end",
         counterexample_note="(x has 7 elements)",
         notes=("a note",),
+        extra_fix="declare `Range(0, N)` on the index",
     )
     known = {
         "code",
@@ -126,6 +127,7 @@ def test_json_round_trips_every_diagnostic_field() -> None:
         "extra_why",
         "counterexample_note",
         "notes",
+        "extra_fix",  # rendered into `fix`, recovered by removing the registry's text
     }
     # A new Diagnostic field must be taught to to_dict/from_dict (and the schema).
     assert set(Diagnostic.__dataclass_fields__) == known

@@ -281,6 +281,12 @@ def _bindings(manifest: dict[str, Any]) -> dict[str, dict[str, int]]:
     return unique
 
 
+# Kernels that `spirv-val` accepts but naga's SPIR-V reader (how wgpu takes SPIR-V here)
+# rejects: a float `atomic_add` is an OpAtomicCompareExchange loop, which naga reports as
+# "used by a statement before it was introduced". Strict: once naga reads it, this fails.
+NAGA_CANNOT_READ = {("gathers", "scatter_add_rows")}
+
+
 def _cases() -> list[Any]:
     cases = []
     for stem in ZOO:
@@ -289,7 +295,14 @@ def _cases() -> list[Any]:
             manifest = json.loads(files[name])
             for label, dims in _bindings(manifest).items():
                 function = name.removesuffix(".manifest.json")
-                cases.append(pytest.param(stem, name, dims, id=f"{stem}.{function}-{label}"))
+                marks = (
+                    [pytest.mark.xfail(strict=True, reason="naga's SPIR-V reader, see above")]
+                    if (stem, function) in NAGA_CANNOT_READ
+                    else []
+                )
+                cases.append(
+                    pytest.param(stem, name, dims, id=f"{stem}.{function}-{label}", marks=marks)
+                )
     return cases
 
 

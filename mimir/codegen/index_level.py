@@ -35,6 +35,7 @@ from mimir.codegen.context import WG, reg_dtype
 from mimir.codegen.helpers import const, select
 from mimir.codegen.ir import (
     Assign,
+    AtomicAdd,
     Binary,
     BufferParam,
     Builtin,
@@ -125,8 +126,19 @@ class _Lowering:
             self._block(self.fn.body)
         body = self.body.root
         exprs = list(all_expressions(body))
+        atomic = {s.array for s in walk_statements(body) if isinstance(s, AtomicAdd)}
         stored = {s.array for s in walk_statements(body) if isinstance(s, Store)}
         loaded = {e.array for e in exprs if isinstance(e, Load)}
+        plain = sorted(atomic & (stored | loaded))
+        if plain:
+            raise RefusalError(
+                CANNOT_SCHEDULE,
+                f"`{plain[0]}` is updated with `atomic_add` and also read or written plainly; "
+                "a buffer `atomic_add` targets is only updated with `atomic_add` in its kernel "
+                "(outputs start zeroed: drop the plain store, or write it from another kernel)",
+                self.kg.kernel.span,
+            )
+        stored |= atomic
         both = sorted(stored & loaded)
         if both:
             raise RefusalError(
@@ -136,7 +148,13 @@ class _Lowering:
                 self.kg.kernel.span,
             )
         buffers_spec = [
-            BufferSpec(n, "output" if n in stored else "input", a.dtype, tuple(a.dims))
+            BufferSpec(
+                n,
+                "output" if n in stored else "input",
+                a.dtype,
+                tuple(a.dims),
+                None if n in stored else a.value_range,
+            )
             for n, a in self.tensors.items()
         ]
         refuse_oversized(dims, buffers_spec, self.kg.kernel.span, total)
@@ -150,7 +168,10 @@ class _Lowering:
             workgroups=dispatch,
             buffers=[
                 BufferParam(
-                    b.name, lw.STORAGE[b.dtype], "read_write" if b.name in stored else "read"
+                    b.name,
+                    lw.STORAGE[b.dtype],
+                    "read_write" if b.name in stored else "read",
+                    atomic=b.name in atomic,
                 )
                 for b in buffers_spec
                 if b.name in stored | loaded
@@ -218,7 +239,21 @@ class _Lowering:
                     self._block(stmt.orelse)
         elif isinstance(stmt, ast.For):
             self._for(stmt)
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            self._atomic_add(stmt.value)
         # `pass`, docstrings and a bare `return` emit nothing
+
+    def _atomic_add(self, call: ast.Call) -> None:
+        """`atomic_add(out, index, value)` (the checker proved the index and the dtypes)."""
+        target, index, value_node = call.args
+        assert isinstance(target, ast.Name)
+        dtype = self.tensors[target.id].dtype
+        value = self._expr(value_node)
+        if not self.emit:
+            return
+        element = ast.copy_location(ast.Subscript(target, index, ast.Store()), call)
+        flat = self._flat(target.id, element)
+        self.body.emit(AtomicAdd(target.id, flat, self._convert(value, dtype)))
 
     def _for(self, stmt: ast.For) -> None:
         assert isinstance(stmt.iter, ast.Call) and isinstance(stmt.target, ast.Name)

@@ -160,6 +160,19 @@ class Store(Stmt):
 
 
 @dataclass
+class AtomicAdd(Stmt):
+    """`array[index] += value` as one atomic read-modify-write (relaxed, device scope).
+
+    `value` has the buffer's element type, `i32`, `u32` or `f32`; the buffer is then a
+    `BufferParam` with `atomic=True`, and nothing else in the kernel reads or writes it.
+    """
+
+    array: str
+    index: Expr
+    value: Expr
+
+
+@dataclass
 class If(Stmt):
     cond: Expr
     then: list[Stmt]
@@ -206,6 +219,7 @@ class BufferParam:
     name: str  # logical name (the manifest's buffer name)
     elem: str  # storage scalar type (bool is stored as u32)
     access: str  # "read" | "read_write"
+    atomic: bool = False  # only ever updated with `AtomicAdd` (WGSL: `array<atomic<T>>`)
 
 
 @dataclass
@@ -266,7 +280,7 @@ def statement_expressions(s: Stmt) -> list[Expr]:
         return [s.value]
     if isinstance(s, VarDecl):
         return [s.init]
-    if isinstance(s, Store):
+    if isinstance(s, (Store, AtomicAdd)):
         return [s.index, s.value]
     if isinstance(s, If):
         return [s.cond]
@@ -451,6 +465,8 @@ def _fold_statement(s: Stmt) -> Stmt:
         return Assign(s.var, fold(s.value))
     if isinstance(s, Store):
         return Store(s.array, fold(s.index), fold(s.value))
+    if isinstance(s, AtomicAdd):
+        return AtomicAdd(s.array, fold(s.index), fold(s.value))
     if isinstance(s, If):
         return If(fold(s.cond), fold_block(s.then), fold_block(s.orelse))
     if isinstance(s, For):

@@ -16,7 +16,7 @@ from typing import Any
 from mimir.codegen import sizes as sz
 from mimir.codegen.backends.base import Printed
 from mimir.codegen.ir import Kernel
-from mimir.codegen.schedule import Schedule
+from mimir.codegen.schedule import BufferSpec, Schedule
 
 FORMAT = "mimir-manifest/1"
 SCHEMA_PATH = Path(str(resources.files("mimir.codegen") / "schemas" / "manifest-v1.schema.json"))
@@ -38,15 +38,7 @@ def build_manifest(
             {"name": d.name, "min": d.min, "max": d.max, "multiple_of": d.multiple_of}
             for d in s.dims
         ],
-        "buffers": [
-            {
-                "name": b.name,
-                "role": b.role,
-                "dtype": b.dtype.name,
-                "shape": [sz.manifest_value(x) for x in b.shape],
-            }
-            for b in s.buffers
-        ],
+        "buffers": [_buffer(b) for b in s.buffers],
         "uniform": (
             {"fields": [{"name": n, "type": t} for n, t in s.uniform_fields]}
             if s.uniform_fields
@@ -67,6 +59,18 @@ def build_manifest(
             for kernel, printed, file in kernels
         ],
     }
+
+
+def _buffer(b: BufferSpec) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "name": b.name,
+        "role": b.role,
+        "dtype": b.dtype.name,
+        "shape": [sz.manifest_value(x) for x in b.shape],
+    }
+    if b.value_range is not None:  # the `Range(lo, hi)` the kernel's proofs assume
+        entry["range"] = [sz.manifest_value(x) for x in b.value_range]
+    return entry
 
 
 def _uniform_binding(printed: Printed) -> dict[str, int] | None:

@@ -49,6 +49,8 @@ class BufferSpec:
     role: str  # input | output | scratch
     dtype: DType
     shape: tuple[Size, ...]
+    # An input's `Range(lo, hi)`: hosts check lo <= value < hi before a launch
+    value_range: tuple[Size, Size] | None = None
 
 
 @dataclass
@@ -151,7 +153,9 @@ def schedule(kernel: Any) -> Schedule:
         ann = node["annotation"]
         taken.add(node["name"])
         if isinstance(ann, TensorAnnotation):
-            buffers.append(BufferSpec(node["name"], "input", ann.dtype, ev.shape(n)))
+            buffers.append(
+                BufferSpec(node["name"], "input", ann.dtype, ev.shape(n), ann.value_range)
+            )
             node_buffers[n] = node["name"]
         elif isinstance(ann, ScalarAnnotation):
             scalar_params.append((node["name"], "i32" if ann.kind == "int" else "f32"))

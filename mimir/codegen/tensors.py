@@ -248,6 +248,15 @@ class Evaluator:
         kind = spec.kind if spec is not None else node["kind"]
         if node["kind"] == "subscript":
             kind = "index"
+            items = node["items"]
+            if len(items) == 1 and items[0][0] == "int":
+                operand = self.values[self.resolve(node["inputs"][items[0][1]])]
+                if isinstance(operand, TensorVal):
+                    return self._gather(node["inputs"][0], node["inputs"][items[0][1]], None, idx)
+        if kind == "gather":
+            named = dict(zip(node["keywords"], node["inputs"], strict=True))
+            axis = self.values[self.resolve(named["axis"])].sym.value
+            return self._gather(named["arr"], named["indices"], axis, idx)
         if kind == "elementwise":
             return self._elementwise(n, spec, idx)
         if kind == "cast":
@@ -335,6 +344,24 @@ class Evaluator:
         src: list[Expr] = [Const(0, "u32")] * rank
         for k, p in enumerate(perm):
             src[p] = out_axes[k]
+        return self.at(x, Idx(self.shape(x), axes=src))
+
+    def _gather(self, x: int, indices: int, axis: int | None, idx: Idx) -> Expr:
+        """`x[indices]` (axis None: rows) or `take_along_axis(x, indices, axis)` at `idx`.
+
+        The checker proved every value of `indices` within `x`'s axis, so the loaded value
+        is the position on that axis, as is.
+        """
+        out_axes = idx.axes(self.body)
+        ishape = self.shape(indices)
+        rank = len(self.shape(x))
+        if axis is None:
+            at = self.at(indices, Idx(ishape, axes=out_axes[: len(ishape)]))
+            src = [Cast(at, "u32"), *out_axes[len(ishape) :]]
+        else:
+            at = self.at(indices, Idx(ishape, axes=out_axes))
+            src = list(out_axes)
+            src[axis % rank] = Cast(at, "u32")
         return self.at(x, Idx(self.shape(x), axes=src))
 
     def _index(self, n: int, idx: Idx) -> Expr:

@@ -31,6 +31,8 @@ from mimir.solve.z3lib import z3
 class TensorVal:
     shape: tuple[Sym, ...]
     dtype: DType
+    # an integer parameter's `Range(lo, hi)` as Z3 terms (the call checks it, GPU043)
+    value_range: tuple[Any, Any] | None = None
 
     def __post_init__(self) -> None:
         # Shape rules return plain ints for sizes they create (`x[:, None]`, keepdims).
@@ -138,6 +140,7 @@ class KernelChecker:
         labels: tuple[Label, ...] = (),
         counterexample: tuple = (),
         extra_why: str | None = None,
+        extra_fix: str | None = None,
     ) -> None:
         self.diagnostics.append(
             Diagnostic(
@@ -148,6 +151,7 @@ class KernelChecker:
                 counterexample=counterexample,
                 function=self.kg.name,
                 extra_why=extra_why,
+                extra_fix=extra_fix,
             )
         )
 
@@ -294,7 +298,12 @@ class KernelChecker:
         ann = node["annotation"]
         if isinstance(ann, ScalarAnnotation):
             return ScalarVal(ann.kind)
-        return TensorVal(self._annotated_shape(node["name"], ann), ann.dtype)
+        value = TensorVal(self._annotated_shape(node["name"], ann), ann.dtype)
+        if ann.value_range is not None and all(
+            self._require_bound(b, ann.span) for b in ann.value_range
+        ):
+            value.value_range = (self._term(ann.value_range[0]), self._term(ann.value_range[1]))
+        return value
 
     def _const(self, node: dict, _: list) -> Any:
         v = node["value"]
@@ -471,6 +480,9 @@ class KernelChecker:
                 )
             return value.items[k]
         x = self._tensor(value, "[]")
+        if len(items) == 1 and items[0][0] == "int" and isinstance(inputs[items[0][1]], TensorVal):
+            # `table[idx]`: NumPy's integer-array index on axis 0, a row gather
+            return self._gather(x, inputs[items[0][1]], 0, False, "[]", node)
         resolved = []
         for it in items:
             if it[0] in ("newaxis", "ellipsis"):
@@ -552,6 +564,15 @@ class KernelChecker:
             return self._elementwise(spec, [*receiver, *(kwargs[p] for p in params)])
         if kind == "create":
             return self._create(spec, kwargs)
+        if kind == "gather":
+            if "arr" not in kwargs or "indices" not in kwargs or "axis" not in kwargs:
+                raise _RuleFailedError(
+                    "GPU036", f"`{spec.spelling}` takes the tensor, the indices and an axis literal"
+                )
+            arr = self._tensor(kwargs["arr"], spec.spelling)
+            idx = self._tensor(kwargs["indices"], spec.spelling)
+            axis = self._axis_arg(kwargs["axis"], spec)
+            return self._gather(arr, idx, axis, True, spec.spelling, node)
         x = self._tensor(receiver[0], spec.spelling)
         if kind == "reduce":
             axis = self._axis_arg(kwargs.get("axis"), spec, allow_tuple=True)
@@ -588,7 +609,42 @@ class KernelChecker:
         kinds = [self._operand_kind(v, spec) for v in operands]
         dtype = self._dtype_rule(spec, kinds)
         shapes = [v.shape for v in operands if isinstance(v, TensorVal)]
-        return TensorVal(self._rule(sh.broadcast, *shapes), dtype)
+        result = TensorVal(self._rule(sh.broadcast, *shapes), dtype)
+        if dtype.is_integer and spec.name in ("minimum", "maximum", "clip"):
+            result.value_range = self._clamped_range(spec.name, operands)
+        return result
+
+    def _value_range(self, v: Any) -> tuple[Any, Any] | None:
+        """[lo, hi) of an integer operand: a tensor's `Range` or its dtype, an int, a size."""
+        if isinstance(v, TensorVal):
+            if v.value_range is not None:
+                return v.value_range
+            if v.dtype.name == "int32":
+                return z3.IntVal(-(2**31)), z3.IntVal(2**31)
+            return (z3.IntVal(0), z3.IntVal(2**32)) if v.dtype.name == "uint32" else None
+        if isinstance(v, SizeVal):
+            return v.sym.term, v.sym.term + 1
+        if isinstance(v, ScalarVal) and type(v.value) is int:
+            return z3.IntVal(v.value), z3.IntVal(v.value + 1)
+        return None
+
+    def _clamped_range(self, name: str, operands: list) -> tuple[Any, Any] | None:
+        """`minimum`/`maximum`/`.clip` of integers keep their result in a known interval,
+        so `table[minimum(maximum(ids, 0), V - 1)]` is proven as the fix suggests."""
+        ranges = [self._value_range(v) for v in operands]
+        if any(r is None for r in ranges):
+            return None
+
+        def pick(op: str, a: Any, b: Any) -> Any:
+            return z3.If(a >= b, a, b) if op == "max" else z3.If(a <= b, a, b)
+
+        def combine(op: str, a: tuple, b: tuple) -> tuple:
+            # the max of x in [a0, a1) and y in [b0, b1) lies in [max(a0, b0), max(a1, b1))
+            return pick(op, a[0], b[0]), pick(op, a[1], b[1])
+
+        if name == "clip":  # x.clip(lo, hi) = minimum(maximum(x, lo), hi)
+            return combine("min", combine("max", ranges[0], ranges[1]), ranges[2])
+        return combine("max" if name == "maximum" else "min", ranges[0], ranges[1])
 
     def _create(self, spec: ops.OpSpec, kwargs: dict) -> TensorVal:
         if "shape" not in kwargs:
@@ -606,6 +662,80 @@ class KernelChecker:
                 "GPU036", f"the `dtype` of `{spec.spelling}` must be a dtype name"
             )
         return TensorVal(self._rule(sh.creation, sizes), dtype.dtype)
+
+    def _gather(
+        self, x: TensorVal, idx: TensorVal, axis: int, along: bool, spelling: str, node: dict
+    ) -> TensorVal:
+        """`x[idx]` (rows along axis 0) or `take_along_axis(x, idx, axis)`, as NumPy.
+
+        The obligation: every value `idx` may hold indexes `x`'s axis. An integer
+        parameter's `Range(lo, hi)` bounds them (the call checks it); without one they
+        are anything in the dtype, and the counterexample names such a value.
+        """
+        if not idx.dtype.is_integer:
+            raise _RuleFailedError(
+                "GPU020", f"the index of `{spelling}` must hold int32 or uint32, not {idx.dtype}"
+            )
+        rank = len(x.shape)
+        if rank == 0:
+            raise _RuleFailedError("GPU019", f"`{spelling}` gathers from a tensor of rank 0")
+        if along:
+            if not -rank <= axis < rank:
+                raise _RuleFailedError(
+                    "GPU014", f"axis {axis} is out of range for a tensor of rank {rank}"
+                )
+            axis %= rank
+            if len(idx.shape) != rank:
+                raise _RuleFailedError(
+                    "GPU010",
+                    f"`{spelling}` needs an index of the same rank as the tensor "
+                    f"({len(idx.shape)} vs {rank})",
+                )
+            for k in range(rank):
+                if k == axis:
+                    continue
+                self._prove_all(
+                    [
+                        Obligation(
+                            idx.shape[k].term == x.shape[k].term,
+                            "GPU010",
+                            f"`{spelling}`: the index has size {idx.shape[k].text} on axis {k}, "
+                            f"the tensor {x.shape[k].text}",
+                            (),
+                        )
+                    ]
+                )
+            shape = idx.shape
+        else:
+            shape = (*idx.shape, *x.shape[1:])
+        size = x.shape[axis]
+        value = z3.Int(f"index!{node['span'].line}:{node['span'].column}")
+        lo, hi = idx.value_range or (
+            (z3.IntVal(-(2**31)), z3.IntVal(2**31))
+            if idx.dtype.name == "int32"
+            else (z3.IntVal(0), z3.IntVal(2**32))
+        )
+        claim = z3.Implies(z3.And(value >= lo, value < hi), z3.And(value >= 0, value < size.term))
+        verdict = self.prover.prove(claim, (("index", value),))
+        if verdict.status == REFUTED:
+            fix = (
+                f"declare the index's values with `Range(0, {size.text})` last in its type "
+                f"(`Tensor[int32, ..., Range(0, {size.text})]`; the call checks them), or clamp "
+                f"it with `minimum(maximum(idx, 0), {size.text} - 1)`"
+            )
+            raise _RuleFailedError(
+                "GPU018",
+                f"an index in `{node['text']}` may be out of bounds for axis {axis} with size "
+                f"{size.text}",
+                labels=verdict.labels,
+                counterexample=verdict.counterexample,
+                extra_fix=fix,
+            )
+        if verdict.status != PROVEN:
+            raise _RuleFailedError(
+                "GPU050", f"could not prove the index of `{spelling}` in bounds ({verdict.reason})"
+            )
+        return TensorVal(shape, x.dtype)
 
     # -- argument helpers
 
@@ -669,7 +799,8 @@ class KernelChecker:
             return value.sym
         raise _RuleFailedError(
             "GPU036",
-            "an index must be an int, a dim or `x.shape[i]` (tensor indices are not supported)",
+            "an index must be an int, a dim or `x.shape[i]`; gather with a tensor of indices "
+            "as `x[idx]` (rows, the only index) or `take_along_axis(x, idx, axis)`",
         )
 
 

@@ -91,6 +91,8 @@ class TensorRef:
     name: str
     shape: tuple[Any, ...]  # Syms
     dtype: DType
+    # `Range(lo, hi)` of an input the kernel never writes: every element v has lo <= v < hi
+    value_range: tuple[z3.ArithRef, z3.ArithRef] | None = None
 
 
 @dataclass
@@ -106,6 +108,7 @@ class _Access:
     span: Span
     text: str
     store: bool
+    atomic: bool = False  # `atomic_add`: never races with another atomic_add
 
 
 @dataclass
@@ -181,6 +184,13 @@ class IndexKernelChecker(KernelChecker):
             if isinstance(n, ast.Subscript)
             and isinstance(n.ctx, ast.Store)
             and isinstance(n.value, ast.Name)
+        } | {
+            n.args[0].id
+            for n in ast.walk(kg.kernel.node)
+            if isinstance(n, ast.Call)
+            and info.resolve(n.func) == "atomic_add"
+            and n.args
+            and isinstance(n.args[0], ast.Name)
         }
         self.memory: dict[str, Any] = {}
 
@@ -199,7 +209,9 @@ class IndexKernelChecker(KernelChecker):
             )
         for name, ann, _ in self.kg.params:
             if isinstance(ann, TensorAnnotation):
-                self.env[name] = TensorRef(name, self._annotated_shape(name, ann), ann.dtype)
+                ref = TensorRef(name, self._annotated_shape(name, ann), ann.dtype)
+                ref.value_range = self._value_range(name, ann)
+                self.env[name] = ref
             elif isinstance(ann, ScalarAnnotation):
                 self.env[name] = Elem(ann.kind, self._ranged(name, ann.kind))
         for arg in self.kg.kernel.node.args.args:
@@ -210,6 +222,24 @@ class IndexKernelChecker(KernelChecker):
         self._block(self.kg.kernel.node.body, scope)
         self._check_races()
         return self.diagnostics
+
+    def _value_range(self, name: str, ann: TensorAnnotation) -> tuple | None:
+        """The Z3 bounds of a parameter's `Range(lo, hi)`: the shim checks them at each call,
+        so every element the kernel reads lies in them (an input's values never change)."""
+        if ann.value_range is None:
+            return None
+        if name in self.written:
+            self._emit(
+                "GPU033",
+                f"`{name}` is written by the kernel, so its values are not known at the call; "
+                "a `Range` describes an input: remove it from this parameter",
+                ann.span,
+            )
+            return None
+        lo, hi = ann.value_range
+        if not (self._require_bound(lo, ann.span) and self._require_bound(hi, ann.span)):
+            return None
+        return self._term(lo), self._term(hi)
 
     def _read_grid(self, scope: _Scope) -> bool:
         grid = self.kg.kernel.grid
@@ -289,8 +319,57 @@ class IndexKernelChecker(KernelChecker):
                 raise _RefusedError(
                     "GPU015", "an index-level kernel writes its outputs and returns nothing", stmt
                 )
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            self._atomic(stmt.value, scope)
         elif isinstance(stmt, (ast.Pass, ast.Expr, ast.AnnAssign)):
             pass
+
+    def _atomic(self, call: ast.Call, scope: _Scope) -> None:
+        """`atomic_add(out, index, value)`: a bounds-checked element of `out`, added to
+        atomically. Atomic adds of one element by several program ids do not race (they
+        commute: the sum is the same in every order, up to float rounding); a plain read or
+        write of an element another program id adds to does (`_check_races`)."""
+        canonical = self.info.resolve(call.func)
+        if canonical != "atomic_add":
+            name = self.src.text(call.func)
+            raise _RefusedError(
+                "GPU030" if canonical or name in self.info.module_names else "GPU032",
+                f"unknown function `{name}()` in a kernel",
+                call.func,
+            )
+        if len(call.args) != 3 or call.keywords:
+            raise _RefusedError(
+                "GPU036",
+                "`atomic_add` takes the tensor, the index and the value: "
+                "`atomic_add(out, i, v)` or `atomic_add(out, (i, j), v)`",
+                call,
+            )
+        target, index_node, value_node = call.args
+        element = ast.Subscript(target, index_node, ast.Store())
+        ast.copy_location(element, call)
+        element.end_lineno, element.end_col_offset = call.end_lineno, call.end_col_offset
+        tensor, index = self._element(element, scope)
+        value = self._expr(value_node, scope)
+        if value is None:
+            return
+        if not isinstance(value, (Elem, Idx, Cond)):
+            raise _RefusedError("GPU036", "`atomic_add` adds a scalar value", value_node)
+        spec = ops.BY_FUNCTION["atomic_add"]
+        try:
+            spec.dtype_rule(spec.spelling, [tensor.dtype, self._kind(value)])
+        except RuleError as err:
+            raise _RefusedError(err.code, err.message, call) from None
+        self.accesses.append(
+            _Access(
+                tensor.name,
+                index,
+                tuple(scope.path),
+                self.src.span(call),
+                self.src.text(call),
+                True,
+                atomic=True,
+            )
+        )
 
     def _assign(self, target: ast.expr, value: Any, scope: _Scope, stmt: ast.stmt) -> None:
         if isinstance(target, ast.Name):
@@ -485,6 +564,9 @@ class IndexKernelChecker(KernelChecker):
                 self.memory[tensor.name] = z3.Function(f"{tensor.name}[]", *sorts)
             value = self.memory[tensor.name](*index)
             self.prover.add_fact(z3.And(value >= bounds[0], value <= bounds[1]), None)
+            if tensor.value_range is not None:  # checked by the shim (GPU043) at the call
+                lo, hi = tensor.value_range
+                self.prover.add_fact(z3.And(value >= lo, value < hi), None)
             return Elem(tensor.dtype, value)
         if isinstance(node, ast.Attribute):
             base = self._expr(node.value, scope)
@@ -590,6 +672,7 @@ class IndexKernelChecker(KernelChecker):
             value = self._expr(item, scope)
             if value is None:
                 raise _RefusedError(_SILENT, "", node)
+            loaded = False
             if (
                 isinstance(value, Elem)
                 and isinstance(value.dtype, DType)
@@ -597,14 +680,21 @@ class IndexKernelChecker(KernelChecker):
             ):
                 term = value.term if value.term is not None else self._fresh_int("index")
                 value = Idx(term, self.src.text(item))
+                loaded = True
             if not isinstance(value, Idx):
                 raise _RefusedError("GPU036", "an index must be an int expression", item)
-            self._prove_bound(tensor, axis, value, item, scope)
+            self._prove_bound(tensor, axis, value, item, scope, loaded)
             index.append(value.term)
         return tensor, tuple(index)
 
     def _prove_bound(
-        self, tensor: TensorRef, axis: int, idx: Idx, node: ast.expr, scope: _Scope
+        self,
+        tensor: TensorRef,
+        axis: int,
+        idx: Idx,
+        node: ast.expr,
+        scope: _Scope,
+        loaded: bool = False,
     ) -> None:
         size = tensor.shape[axis]
         cond = z3.Implies(z3.And(*scope.path), z3.And(idx.term >= 0, idx.term < size.term))
@@ -635,9 +725,32 @@ class IndexKernelChecker(KernelChecker):
                 counterexample=verdict.counterexample,
                 function=self.kg.name,
                 counterexample_note=note,
+                extra_fix=self._gather_fix(idx, size.text) if loaded else None,
             )
         )
         raise _RefusedError(_SILENT, "", node)
+
+    def _gather_fix(self, idx: Idx, size: str) -> str:
+        """How to prove a gather through a loaded integer: a range, a clamp or a guard."""
+        sources = sorted(
+            {
+                name.split("[]")[0]
+                for name in _decl_names(idx.term)
+                if "[]" in name and name.split("[]")[0] in self.env
+            }
+        )
+        text = idx.text
+        hi = size if size.isidentifier() or size.isdigit() else f"({size})"
+        declared = (
+            f"declare the values of `{sources[0]}` with `Range(0, {size})` last in its type "
+            f"(`Tensor[int32, ..., Range(0, {size})]`; the call checks them)"
+            if sources
+            else f"declare the loaded tensor's values with `Range(0, {size})` last in its type"
+        )
+        return (
+            f"{declared}, clamp the index with `minimum(maximum({text}, 0), {hi} - 1)`, "
+            f"or guard it with `if 0 <= {text} < {size}:`"
+        )
 
     def _eval_size(self, term: z3.ArithRef, verdict: Any) -> int | None:
         subs = [
@@ -898,7 +1011,7 @@ class IndexKernelChecker(KernelChecker):
         different = z3.Or(*[p != z3.Int(str(p) + "'") for p in pids])
         for s in stores:
             for other in self.accesses:
-                if other.tensor != s.tensor:
+                if other.tensor != s.tensor or (s.atomic and other.atomic):
                     continue
                 key = (s.span, other.span)
                 if key in reported or (other.span, s.span) in reported:
@@ -935,6 +1048,22 @@ class IndexKernelChecker(KernelChecker):
                         function=self.kg.name,
                     )
                 )
+
+
+def _decl_names(term: z3.ExprRef) -> set[str]:
+    """The names of every function and constant applied in `term`."""
+    names: set[str] = set()
+    stack = [term]
+    seen: set[int] = set()
+    while stack:
+        t = stack.pop()
+        if t.get_id() in seen:
+            continue
+        seen.add(t.get_id())
+        if z3.is_app(t):
+            names.add(t.decl().name())
+            stack.extend(t.children())
+    return names
 
 
 def _join_kinds(a: DType | str, b: DType | str) -> DType | str:

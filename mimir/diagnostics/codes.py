@@ -396,6 +396,27 @@ _CODES = [
         found_by="checker+shim",
     ),
     Code(
+        "GPU043",
+        "argument-out-of-range",
+        "an argument holds a value outside the `Range` its annotation declares",
+        "the checker assumes every value of a `Tensor[int32, N, Range(lo, hi)]` parameter lies in "
+        "lo..hi-1 to prove the gathers through it in bounds; a value outside would read past "
+        "the end of a buffer on the GPU",
+        "clamp or filter the values before the call (`minimum(maximum(idx, 0), C - 1)`), or widen "
+        "the `Range` and guard the gather in the kernel (`if 0 <= y < C:`)",
+        "from mimir.array import Range, tensor\n\n"
+        'N = Dim("N")\nC = Dim("C")\n\n@gpu\n'
+        "def f(x: Tensor[float32, C], i: Tensor[int32, N, Range(0, C)]) -> Tensor[float32, C]:\n"
+        "    return x\n\n"
+        'f(zeros((3,)).to("gpu"), tensor([0, 3], dtype=int32).to("gpu"))\n',
+        "from mimir.array import Range, tensor\n\n"
+        'N = Dim("N")\nC = Dim("C")\n\n@gpu\n'
+        "def f(x: Tensor[float32, C], i: Tensor[int32, N, Range(0, C)]) -> Tensor[float32, C]:\n"
+        "    return x\n\n"
+        'f(zeros((3,)).to("gpu"), tensor([0, 2], dtype=int32).to("gpu"))\n',
+        found_by="shim",
+    ),
+    Code(
         "GPU050",
         "unproven",
         "the solver could not decide an obligation within its budget",

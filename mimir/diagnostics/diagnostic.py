@@ -36,6 +36,7 @@ class Diagnostic:
     extra_why: str | None = None  # a case-specific sentence appended to the registry's why
     counterexample_note: str | None = None  # e.g. "(x has 1 element)"
     notes: tuple[str, ...] = field(default=())
+    extra_fix: str | None = None  # a case-specific way out, appended to the registry's fix
 
     @property
     def why(self) -> str:
@@ -54,7 +55,8 @@ class Diagnostic:
     def fix(self) -> str:
         from mimir.diagnostics.codes import REGISTRY
 
-        return REGISTRY[self.code].fix
+        text = REGISTRY[self.code].fix
+        return f"{text}; {self.extra_fix}" if self.extra_fix else text
 
     def sort_key(self) -> tuple:
         return (self.span.path, self.span.line, self.span.column, self.code)

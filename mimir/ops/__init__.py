@@ -41,6 +41,8 @@ class OpSpec:
     - `reduce`: `axis=None|int|tuple`, `keepdims=False`
     - `softmax`: along `axis=-1`
     - `matmul`, `reshape`, `transpose`, `index`, `create`, `cast`, `shape`
+    - `gather`: `take_along_axis(x, idx, axis)`, reads `x` where `idx` says
+    - `atomic`: an index-level statement, `atomic_add(out, index, value)`
     """
 
     name: str
@@ -137,6 +139,10 @@ TABLE: tuple[OpSpec, ...] = (
     _function("where", "elementwise", dr.select, nm.where),
     _function("maximum", "elementwise", dr.same, nm.maximum),
     _function("minimum", "elementwise", dr.same, nm.minimum),
+    # gathers: `take_along_axis(x, idx, axis)` (and `x[idx]`, the `index` op on a tensor)
+    _function("take_along_axis", "gather", dr.same),
+    # index-level scatter: `atomic_add(out, index, value)` adds into one element atomically
+    _function("atomic_add", "atomic", dr.atomic),
     # reductions
     _method("sum", "reduce", dr.summation),
     _method("mean", "reduce", dr.floating),
@@ -185,6 +191,7 @@ PARAMETERS: dict[str, tuple[str, ...]] = {
     "zeros": ("shape", "dtype"),
     "ones": ("shape", "dtype"),
     "full": ("shape", "fill_value", "dtype"),
+    "take_along_axis": ("arr", "indices", "axis"),
 }
 
 

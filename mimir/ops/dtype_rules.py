@@ -112,3 +112,31 @@ def select(spelling: str, operands: Sequence[Operand]) -> DType:
 def summation(spelling: str, operands: Sequence[Operand]) -> DType:
     result = common(spelling, operands)
     return int32 if result.is_bool else result
+
+
+ATOMIC_DTYPES = ("int32", "uint32", "float32")
+
+
+def atomic(spelling: str, operands: Sequence[Operand]) -> DType:
+    """`atomic_add(out, index, value)`: operands are `out`'s dtype and the value's.
+
+    The target must be int32, uint32 or float32 (the 32-bit atomics every backend has; f16
+    and bool have none); the value converts to it as an element store does (no implicit
+    conversion of a tensor dtype, weak Python scalars as NumPy).
+    """
+    target, value = operands
+    assert isinstance(target, DType)
+    if target.name not in ATOMIC_DTYPES:
+        raise RuleError(
+            "GPU020",
+            f"`{spelling}` is defined on int32, uint32 and float32 tensors, not {target}; "
+            "accumulate into a float32 or int32 output",
+        )
+    got = value if isinstance(value, DType) else promote_weak(target, value)
+    if got != target:
+        shown = value if isinstance(value, DType) else f"a Python {value}"
+        raise RuleError(
+            "GPU027",
+            f"`{spelling}` adds {shown} into a {target} tensor; convert with `.astype({target})`",
+        )
+    return target

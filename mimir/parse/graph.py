@@ -329,6 +329,13 @@ class _Builder:
                 return self.problem(
                     "GPU030", f"`{self.src.text(func)}` cannot be called inside `@gpu`", node
                 )
+            if spec.kind == "atomic":
+                return self.problem(
+                    "GPU031",
+                    f"`{canonical}` is an index-level statement: write it in a "
+                    "`@gpu(grid=...)` kernel as `atomic_add(out, index, value)`",
+                    node,
+                )
             return self._call_with(spec, node, [], "call")
         if isinstance(func, ast.Attribute):
             receiver = self.expr(func.value)

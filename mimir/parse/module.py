@@ -49,6 +49,9 @@ class TensorAnnotation:
     dims: list[Size]
     dim_spans: list[Span]
     span: Span
+    # `Range(lo, hi)` after the sizes of an integer tensor: every element v has lo <= v < hi
+    # (checked by the shim at the call, assumed by the checker, recorded in the manifest).
+    value_range: tuple[Size, Size] | None = None
 
 
 @dataclass
@@ -404,13 +407,63 @@ def read_annotation(info: ModuleInfo, node: ast.expr | None) -> Annotation | Pro
         )
     dims: list[Size] = []
     spans: list[Span] = []
-    for item in items[1:]:
+    value_range = None
+    sized = items[1:]
+    if sized and isinstance(sized[-1], ast.Call) and info.resolve(sized[-1].func) == "Range":
+        value_range = _read_range(info, sized[-1], DTYPES[dtype_name])
+        if isinstance(value_range, Problem):
+            return value_range
+        sized = sized[:-1]
+    for item in sized:
+        if isinstance(item, ast.Call) and info.resolve(item.func) == "Range":
+            return Problem(
+                "GPU033",
+                "`Range(lo, hi)` comes last in a tensor type, after every size: "
+                "`Tensor[int32, N, Range(0, C)]`",
+                src.span(item),
+            )
         size = read_size(info, item)
         if isinstance(size, Problem):
             return size
         dims.append(size)
         spans.append(src.span(item))
-    return TensorAnnotation(DTYPES[dtype_name], dims, spans, src.span(node))
+    return TensorAnnotation(DTYPES[dtype_name], dims, spans, src.span(node), value_range)
+
+
+def _read_range(info: ModuleInfo, call: ast.Call, dtype: DType) -> tuple[Size, Size] | Problem:
+    """`Range(lo, hi)`: the half-open interval of an integer tensor's values, as `range`."""
+    src = info.source
+    if not dtype.is_integer:
+        return Problem(
+            "GPU033",
+            f"`Range` describes the values of an integer tensor, not of a {dtype} one; "
+            "use `Tensor[int32, N, Range(0, C)]`",
+            src.span(call),
+        )
+    if len(call.args) != 2 or call.keywords:
+        return Problem(
+            "GPU033",
+            "`Range` takes two bounds, the lowest value and one past the highest: `Range(0, C)`",
+            src.span(call),
+        )
+    bounds: list[Size] = []
+    for arg in call.args:
+        lit = int_literal(arg)
+        if lit is not None:  # a literal bound may be negative (`Range(-1, C)`)
+            bounds.append(lit)
+            continue
+        size = read_size(info, arg)
+        if isinstance(size, Problem):
+            return size
+        bounds.append(size)
+    lo, hi = bounds
+    if isinstance(lo, int) and isinstance(hi, int) and lo >= hi:
+        return Problem(
+            "GPU033",
+            f"`Range({lo}, {hi})` holds no value; the upper bound is exclusive",
+            src.span(call),
+        )
+    return lo, hi
 
 
 def read_size(info: ModuleInfo, node: ast.expr) -> Size | Problem:

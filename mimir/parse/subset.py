@@ -118,6 +118,18 @@ def statement_violations(
         if isinstance(stmt, ast.For):
             yield from _for_violations(stmt, function_name, shadowed)
             return
+    if kind is ast.Expr and _is_atomic_call(stmt.value):
+        if not index_level:
+            yield Violation(
+                CODE,
+                "`atomic_add` is only allowed in index-level kernels (`@gpu(grid=...)`); "
+                "a tensor-level kernel sums with `.sum(axis=...)`",
+                stmt,
+            )
+            return
+        for child in stmt.value.args:
+            yield from _expression_violations(child, function_name, index_level)
+        return
     if kind is ast.Expr and not _is_docstring(stmt):
         # A bare expression does nothing in a kernel unless it is a call with effects.
         yield from _expression_violations(stmt.value, function_name, index_level)
@@ -247,6 +259,15 @@ _METHODS = frozenset(ops.BY_METHOD) - frozenset(ops.BY_ATTRIBUTE)
 
 def _is_one(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and node.value == 1 and type(node.value) is int
+
+
+def _is_atomic_call(node: ast.expr) -> bool:
+    """`atomic_add(...)` (or `m.atomic_add(...)`): the one call that is a statement."""
+    if not isinstance(node, ast.Call) or node.keywords:
+        return False
+    func = node.func
+    name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+    return name == "atomic_add"
 
 
 def _is_docstring(stmt: ast.stmt) -> bool:

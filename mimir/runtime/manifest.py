@@ -262,8 +262,21 @@ def prepare_inputs(
                 f"input `{buf['name']}` has {len(flat)} values; its shape "
                 f"{list(buffer_shape(buf, dims))} needs {want}"
             )
+        if "range" in buf:
+            _check_range(buf, flat, dims)
         out[buf["name"]] = flat
     extra = set(inputs) - names
     if extra:
         raise ManifestError(f"values given for unknown input buffers: {sorted(extra)}")
     return out
+
+
+def _check_range(buf: Mapping[str, Any], flat: list, dims: Mapping[str, int]) -> None:
+    """Every value of an input with a `range` lies in [lo, hi): the kernel's proofs assume it."""
+    lo, hi = (evaluate(b, dims) for b in buf["range"])
+    for k, v in enumerate(flat):
+        if not lo <= v < hi:
+            raise ManifestError(
+                f"input `{buf['name']}` holds {v} at flat index {k}, outside its range "
+                f"[{lo}, {hi}) (the kernel's bounds proofs assume it)"
+            )

@@ -33,6 +33,7 @@ from types import ModuleType
 from typing import Any
 
 from mimir.runtime import manifest as mf
+from mimir.runtime.dimexpr import evaluate
 
 __all__ = [
     "TOLERANCES",
@@ -89,6 +90,10 @@ def random_inputs(
             continue
         rng = random.Random(f"{seed}:{buf['name']}")
         count = mf.numel(mf.buffer_shape(buf, dims))
+        if "range" in buf:  # `Range(lo, hi)`: only values the kernel's proofs admit
+            lo, hi = (evaluate(b, dims) for b in buf["range"])
+            out[buf["name"]] = [rng.randrange(lo, hi) for _ in range(count)]
+            continue
         out[buf["name"]] = [random_value(rng, buf["dtype"]) for _ in range(count)]
     return out
 

@@ -31,7 +31,10 @@ TENSOR_OPS = (
     "clip", "astype", "where", "maximum", "minimum",
     "sum", "mean", "max", "min", "softmax", "log_softmax",
     "matmul", "reshape", "transpose", "T", "index", "shape", "zeros", "ones", "full",
+    "take_along_axis",
 )  # fmt: skip
+# Ops of the table that only index-level kernels hold (fuzzed through fixtures, not here).
+INDEX_LEVEL_OPS = ("atomic_add",)
 
 INDEX_PATTERNS = ("map", "row_loop", "gather", "stencil", "grid2d", "strided")
 
@@ -310,6 +313,13 @@ def _apply_op(b: _Builder, op: str, v: _Val) -> _Val:
         perm = draw(st.permutations(range(rank)))
         text = ", ".join(map(str, perm))
         return _Val(f"{_paren(v.expr)}.transpose({text})", tuple(v.shape[p] for p in perm), v.dtype)
+    if op == "take_along_axis":
+        axis = draw(st.integers(0, rank - 1))
+        if v.shape[axis] == "0":  # `Range(0, 0)` holds no value: nothing to gather from
+            return v
+        b.imports.update(("Range", "int32", "take_along_axis"))
+        idx = b.param((*v.shape, f"Range(0, {v.shape[axis]})"), "int32")
+        return _Val(f"take_along_axis({v.expr}, {idx.expr}, axis={axis})", v.shape, v.dtype)
     if op == "index":
         if not v.shape:
             return v

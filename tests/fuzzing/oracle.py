@@ -208,7 +208,15 @@ def arguments(
         if isinstance(ann, TensorType):
             shape = tuple(evaluate(d, env) for d in ann.dims)
             t = rand(shape, dtype=ann.dtype, seed=seed + k)
-            if edges and ann.dtype.name in ("int32", "uint32") and 0 not in shape:
+            if ann.value_range is not None and 0 not in shape:
+                # a `Range(lo, hi)` input: values the call admits (edges clamped into it)
+                lo, hi = (evaluate(b, env) for b in (ann.value_range.lo, ann.value_range.hi))
+                values = [
+                    min(max(rng.choice(around), lo), hi - 1) if edges else rng.randrange(lo, hi)
+                    for _ in range(math.prod(shape))
+                ]
+                t = tensor(_nest(values, shape), dtype=ann.dtype)
+            elif edges and ann.dtype.name in ("int32", "uint32") and 0 not in shape:
                 values = [rng.choice(around) for _ in range(math.prod(shape))]
                 if ann.dtype.name == "uint32":
                     values = [v % 2**32 for v in values]

@@ -200,6 +200,11 @@ def _instruction(
         if kind[0] == "ld":
             return (guard, neg, "ld", kind[1], fmt, ops[0], _operand(ops[1], opcode))
         return (guard, neg, "st", kind[1], fmt, _operand(ops[0], opcode), _operand(ops[1], opcode))
+    if opcode.startswith("red."):  # red.global.add.T [addr], value: one atomic step
+        parts = opcode.split(".")
+        if parts[1:3] != ["global", "add"] or parts[3] not in ("s32", "u32", "f32"):
+            raise PtxInterpError(f"the interpreter does not model `{opcode}`")
+        return (guard, neg, "red", parts[3], _operand(ops[0], opcode), _operand(ops[1], opcode))
     if opcode in ("bra", "ret", "bar.sync"):
         return (guard, neg, opcode, ops[0] if ops else None)
     if opcode.startswith("mov."):
@@ -338,6 +343,8 @@ class _Interp:
                 regs[ins[5]] = self.load(regs, ins[3], ins[4], ins[6])
             elif kind == "st":
                 self.store(regs, ins[3], ins[4], ins[5], ins[6])
+            elif kind == "red":
+                self.reduce(regs, ins[3], ins[4], ins[5])
             elif kind == "bra":
                 pc = fn.labels[ins[3]]
             elif kind == "ret":
@@ -388,6 +395,16 @@ class _Interp:
             self.reads[address] = (epoch, {tid})
         else:
             readers[1].add(tid)
+
+    def reduce(self, regs: dict[str, Any], t: str, addr: Operand, v: Operand) -> None:
+        """`red.global.add.t`: a read-modify-write no other thread interleaves with (threads
+        only switch at `bar.sync`), wrapping for integers, rounded to float32 for f32."""
+        fmt = _FMT[t]
+        data, off = self.global_mem.find(self.value(regs, addr), 4)
+        old = struct.unpack(fmt, data[off : off + 4])[0]
+        add = self.value(regs, v)
+        new = _ALU["add.rn.f32"](old, add) if t == "f32" else (old + add) & M32
+        data[off : off + 4] = struct.pack(fmt, new)
 
     def store(self, regs: dict[str, Any], space: str, fmt: str, addr: Operand, v: Operand) -> None:
         size = struct.calcsize(fmt)

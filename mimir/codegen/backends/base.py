@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from mimir.codegen.ir import (
     Assign,
+    AtomicAdd,
     Barrier,
     Binary,
     Bitcast,
@@ -245,6 +246,8 @@ class Backend:
             return [f"{pad}{self.names(s.var.name)} = {self.expr(s.value)};"]
         if isinstance(s, Store):
             return [f"{pad}{self.names(s.array)}[{self.expr(s.index)}] = {self.expr(s.value)};"]
+        if isinstance(s, AtomicAdd):
+            return self.atomic_add(s, pad)
         if isinstance(s, If):
             lines = [f"{pad}if ({self.expr(s.cond)}) {{", *self.block(s.then, indent + 1)]
             if s.orelse:
@@ -260,6 +263,9 @@ class Backend:
         raise TypeError(f"cannot print {s!r}")
 
     def let(self, name: str, t: str, value: str) -> str:
+        raise NotImplementedError
+
+    def atomic_add(self, s: AtomicAdd, pad: str) -> list[str]:
         raise NotImplementedError
 
     def var(self, name: str, t: str, value: str) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from mimir.codegen.backends.base import _ATOM, _UNARY, Backend, Capabilities, shortest_float
-from mimir.codegen.ir import Const, For, Helper, Kernel
+from mimir.codegen.ir import AtomicAdd, Const, For, Helper, Kernel
 
 _CPP = """alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t
 char16_t char32_t class compl concept const consteval constexpr constinit const_cast continue
@@ -43,6 +43,7 @@ isnan isinf INFINITY NAN MAXFLOAT threadgroup_barrier simdgroup_barrier fast pre
 assert vec array"""
 
 _TYPES = {"bool": "bool", "i32": "int", "u32": "uint", "f32": "float", "f16": "half"}
+_ATOMIC_TYPES = {"i32": "atomic_int", "u32": "atomic_uint", "f32": "atomic_float"}
 _NONFINITE = {math.inf: "0x7f800000u", -math.inf: "0xff800000u"}
 
 
@@ -107,6 +108,11 @@ class MSL(Backend):
     def var(self, name: str, t: str, value: str) -> str:
         return f"{self.type_map[t]} {name} = {value};"
 
+    def atomic_add(self, s: AtomicAdd, pad: str) -> list[str]:
+        target = f"&{self.names(s.array)}[{self.expr(s.index)}]"
+        value = self.expr(s.value)
+        return [f"{pad}atomic_fetch_add_explicit({target}, {value}, memory_order_relaxed);"]
+
     def for_head(self, name: str, s: For) -> str:
         return (
             f"for (uint {name} = {self.expr(s.start)}; {name} < {self.expr(s.end)}; "
@@ -132,6 +138,8 @@ class MSL(Backend):
         for k, b in enumerate(kernel.buffers):
             const = "const " if b.access == "read" else ""
             t = self.type_map[b.elem]
+            if b.atomic:  # Metal 3: atomic_int, atomic_uint, atomic_float
+                t = _ATOMIC_TYPES[b.elem]
             params.append(f"device {const}{t}* {self.names(b.name)} [[buffer({k})]]")
         if kernel.uses_uniform:
             params.append(

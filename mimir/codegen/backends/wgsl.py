@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 from mimir.codegen.backends.base import _ATOM, _UNARY, Backend, Capabilities, shortest_float
-from mimir.codegen.ir import Const, For, Helper, Kernel, all_expressions
+from mimir.codegen.ir import AtomicAdd, Const, For, Helper, Kernel, all_expressions
 
 _KEYWORDS = """alias break case const const_assert continue continuing default diagnostic discard
 else enable false fn for if let loop override requires return struct switch true var while"""
@@ -104,6 +104,26 @@ class WGSL(Backend):
     def var(self, name: str, t: str, value: str) -> str:
         return f"var {name}: {self.type_map[t]} = {value};"
 
+    def atomic_add(self, s: AtomicAdd, pad: str) -> list[str]:
+        target = f"&{self.names(s.array)}[{self.expr(s.index)}]"
+        if s.value.type != "f32":
+            return [f"{pad}atomicAdd({target}, {self.expr(s.value)});"]
+        # WGSL has no float atomics: a compare-exchange loop on the bits (`array<atomic<u32>>`).
+        self._atomics += 1
+        add, old, res = (self.names(f"${w}{self._atomics}") for w in ("add", "old", "cas"))
+        return [
+            f"{pad}{{",
+            f"{pad}    let {add}: f32 = {self.expr(s.value)};",
+            f"{pad}    var {old}: u32 = atomicLoad({target});",
+            f"{pad}    loop {{",
+            f"{pad}        let {res} = atomicCompareExchangeWeak({target}, {old}, "
+            f"bitcast<u32>(bitcast<f32>({old}) + {add}));",
+            f"{pad}        if ({res}.exchanged) {{ break; }}",
+            f"{pad}        {old} = {res}.old_value;",
+            f"{pad}    }}",
+            f"{pad}}}",
+        ]
+
     def for_head(self, name: str, s: For) -> str:
         return (
             f"for (var {name}: u32 = {self.expr(s.start)}; {name} < {self.expr(s.end)}; "
@@ -112,6 +132,7 @@ class WGSL(Backend):
 
     def prepare(self, kernel: Kernel) -> None:
         self._nonfinite: set[str] = set()
+        self._atomics = 0
         self.names("$inf_bits")
         self.names("$nan_bits")
 
@@ -137,6 +158,8 @@ class WGSL(Backend):
             lines += ["}", ""]
         for k, b in enumerate(kernel.buffers):
             t, name = self.type_map[b.elem], self.names(b.name)
+            if b.atomic:  # f32 is updated through its bits (see `atomic_add`)
+                t = f"atomic<{'u32' if t == 'f32' else t}>"
             lines.append(f"@group(0) @binding({k}) var<storage, {b.access}> {name}: array<{t}>;")
         if kernel.uses_uniform:
             lines.append(

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from mimir.codegen.ir import (
     COMPARISONS,
     Assign,
+    AtomicAdd,
     Barrier,
     Binary,
     Bitcast,
@@ -438,6 +439,10 @@ class Emitter:
             self.ins(f"{MOV[CLASS_OF[s.var.type]]} {r}, {self.expr(s.value)}")
         elif isinstance(s, Store):
             self.store(s)
+        elif isinstance(s, AtomicAdd):
+            # `red` is `atom` without the old value (sm_20+; f32 adds since sm_20 as well).
+            mem, addr = self.address(s.array, s.index)
+            self.ins(f"red.global.add.{TYPE[mem.elem]} {addr}, {self.expr(s.value)}")
         elif isinstance(s, If):
             self.if_(s)
         elif isinstance(s, For):

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from mimir.codegen.ir import (
     Assign,
+    AtomicAdd,
     Barrier,
     Binary,
     Bitcast,
@@ -345,6 +346,8 @@ class BodyEmitter:
             value = self.value(s.value)
             ptr, _ = self.pointer(s.array, s.index)
             self.fn.emit(ins.op_store(ptr, value))
+        elif isinstance(s, AtomicAdd):
+            self._atomic_add(s)
         elif isinstance(s, If):
             self._if(s)
         elif isinstance(s, For):
@@ -360,6 +363,44 @@ class BodyEmitter:
                 self.fn.terminate(ins.op_return_value(self.value(s.value)))
         else:
             raise TypeError(f"cannot emit {s!r}")
+
+    def _atomic_add(self, s: AtomicAdd) -> None:
+        """OpAtomicIAdd for integers; for f32 (SPIR-V has no core float atomics) a
+        compare-exchange loop on the element's bits: add to the value last seen, and retry
+        while another invocation changed the element in between."""
+        value = self.value(s.value)
+        ptr, elem = self.pointer(s.array, s.index)
+        device = self.m.const_u32(Scope.Device)
+        relaxed = self.m.const_u32(0)
+        if s.value.type != "f32":
+            t = self.scalar(elem)
+            self._new(lambda r: ins.op_atomic_i_add(t, r, ptr, device, relaxed, value))
+            return
+        u32, f32 = self.scalar("u32"), self.scalar("f32")
+        # The first guess is 0 (an output starts zeroed): a wrong guess only costs a retry.
+        seen = self.fn.variable(u32)
+        self.fn.emit(ins.op_store(seen, self.m.const_u32(0)))
+        header, body, cont, merge = (self.m.new_id() for _ in range(4))
+        self.fn.terminate(ins.op_branch(header))
+        self.fn.begin(header)
+        self.fn.emit(ins.op_loop_merge(merge, cont))
+        self.fn.terminate(ins.op_branch(body))
+        self.fn.begin(body)
+        old = self._new(lambda r: ins.op_load(u32, r, seen))
+        old_f = self._new(lambda r: ins.op_bitcast(f32, r, old))
+        sum_f = self._new(lambda r: ins.op_f_add(f32, r, old_f, value))
+        new = self._new(lambda r: ins.op_bitcast(u32, r, sum_f))
+        found = self._new(
+            lambda r: ins.op_atomic_compare_exchange(
+                u32, r, ptr, device, relaxed, relaxed, new, old
+            )
+        )
+        self.fn.emit(ins.op_store(seen, found))
+        done = self._new(lambda r: ins.op_i_equal(self.m.bool_(), r, found, old))
+        self.fn.terminate(ins.op_branch_conditional(done, merge, cont))
+        self.fn.begin(cont)
+        self.fn.terminate(ins.op_branch(header))
+        self.fn.begin(merge)
 
     def _if(self, s: If) -> None:
         c = self.value(s.cond)

@@ -82,19 +82,22 @@ def emit_kernel(
     for buf, where in zip(kernel.buffers, buffer_bindings, strict=True):
         if buf.elem == "f16":
             m.capability(Capability.StorageBuffer16BitAccess)
-        if buf.elem not in blocks:
-            block = m.struct([m.runtime_array(scalar(buf.elem), _BYTES[buf.elem])])
-            m.name(block, name(f"${buf.elem}_buffer"))
+        # A float buffer that `AtomicAdd` updates is viewed as its bits (u32): SPIR-V's
+        # compare-exchange takes integers (see `Body.atomic_add`).
+        elem = "u32" if buf.atomic and buf.elem == "f32" else buf.elem
+        if elem not in blocks:
+            block = m.struct([m.runtime_array(scalar(elem), _BYTES[elem])])
+            m.name(block, name(f"${elem}_buffer"))
             m.decorate(block, Decoration.Block)
             m.member_decorate(block, 0, Decoration.Offset, 0)
-            blocks[buf.elem] = block
-        var = m.variable(StorageClass.StorageBuffer, blocks[buf.elem])
+            blocks[elem] = block
+        var = m.variable(StorageClass.StorageBuffer, blocks[elem])
         m.name(var, name(buf.name))
         m.decorate(var, Decoration.DescriptorSet, where.group)
         m.decorate(var, Decoration.Binding, where.binding)
         if buf.access == "read":
             m.decorate(var, Decoration.NonWritable)
-        res.arrays[buf.name] = (var, StorageClass.StorageBuffer, buf.elem, (zero,))
+        res.arrays[buf.name] = (var, StorageClass.StorageBuffer, elem, (zero,))
 
     uniform_var = None
     if kernel.uses_uniform:

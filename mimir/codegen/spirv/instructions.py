@@ -467,6 +467,34 @@ def op_unreachable() -> Words:
 # ---------------------------------------------------------------- 3.52.20 barrier
 
 
+def op_atomic_load(result_type: int, result: int, pointer: int, scope: int, sem: int) -> Words:
+    """Scope and memory semantics are ids of u32 constants, as for every atomic."""
+    return _inst(Op.AtomicLoad, result_type, result, pointer, scope, sem)
+
+
+def op_atomic_compare_exchange(
+    result_type: int,
+    result: int,
+    pointer: int,
+    scope: int,
+    equal: int,
+    unequal: int,
+    value: int,
+    comparator: int,
+) -> Words:
+    """Stores `value` where `*pointer == comparator`; the result is the old value either way."""
+    return _inst(
+        Op.AtomicCompareExchange, result_type, result, pointer, scope, equal, unequal, value,
+        comparator,
+    )  # fmt: skip
+
+
+def op_atomic_i_add(
+    result_type: int, result: int, pointer: int, scope: int, sem: int, value: int
+) -> Words:
+    return _inst(Op.AtomicIAdd, result_type, result, pointer, scope, sem, value)
+
+
 def op_control_barrier(execution: int, memory: int, semantics: int) -> Words:
     """The three operands are ids of u32 constants (scope, scope, memory semantics)."""
     return _inst(Op.ControlBarrier, execution, memory, semantics)

@@ -121,6 +121,9 @@ class Op(IntEnum):
     Not = 200
     # Barrier
     ControlBarrier = 224
+    AtomicLoad = 227
+    AtomicCompareExchange = 230
+    AtomicIAdd = 234
     # Control-flow
     Phi = 245
     LoopMerge = 246
@@ -265,6 +268,9 @@ LAYOUT: dict[Op, tuple[str, ...]] = {
     Op.MemberDecorate: ("id", "lit", "Decoration"),
     Op.CompositeExtract: ("type", "result", "id", "lits*"),
     Op.ControlBarrier: ("id", "id", "id"),
+    Op.AtomicLoad: ("type", "result", "id", "id", "id"),
+    Op.AtomicCompareExchange: ("type", "result", "id", "id", "id", "id", "id", "id"),
+    Op.AtomicIAdd: ("type", "result", "id", "id", "id", "id"),
     Op.Phi: ("type", "result", "pairs*"),
     Op.LoopMerge: ("id", "id", "LoopControl"),
     Op.SelectionMerge: ("id", "SelectionControl"),

@@ -68,7 +68,13 @@ def from_dict(data: dict[str, Any]) -> Diagnostic:
         extra_why=extra_why,
         counterexample_note=note,
         notes=tuple(data.get("notes", ())),
+        extra_fix=_split_fix(data.get("fix", ""), REGISTRY[code].fix),
     )
+
+
+def _split_fix(fix: str, base: str) -> str | None:
+    """The case-specific part of a rendered `Diagnostic.fix`."""
+    return fix[len(base) + 2 :] if fix.startswith(base + "; ") else None
 
 
 def _split_why(
