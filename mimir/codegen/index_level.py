@@ -127,8 +127,8 @@ class _Lowering:
         exprs = list(all_expressions(body))
         stored = {s.array for s in walk_statements(body) if isinstance(s, Store)}
         loaded = {e.array for e in exprs if isinstance(e, Load)}
-        both = sorted(stored & loaded)
-        if both:
+        both = sorted(n for n in stored & loaded if not self.tensors[n].inout)
+        if both:  # pragma: no cover - the checker reports it first (GPU029)
             raise RefusalError(
                 CANNOT_SCHEDULE,
                 f"`{both[0]}` is both read and written in place; a manifest buffer is an input "
@@ -136,7 +136,10 @@ class _Lowering:
                 self.kg.kernel.span,
             )
         buffers_spec = [
-            BufferSpec(n, "output" if n in stored else "input", a.dtype, tuple(a.dims))
+            BufferSpec(
+                n, "inout" if a.inout else "output" if n in stored else "input", a.dtype,
+                tuple(a.dims),
+            )
             for n, a in self.tensors.items()
         ]
         refuse_oversized(dims, buffers_spec, self.kg.kernel.span, total)

@@ -49,11 +49,22 @@ class TensorAnnotation:
     dims: list[Size]
     dim_spans: list[Span]
     span: Span
+    # `InOut[Tensor[...]]`: a parameter the kernel may read and write; the caller's tensor
+    # holds what the kernel wrote when it returns (manifest role `inout`)
+    inout: bool = False
 
 
 @dataclass
 class ScalarAnnotation:
     kind: str  # "int" | "float"
+    span: Span
+
+
+@dataclass
+class TupleAnnotation:
+    """`-> tuple[Tensor[...], Tensor[...]]`: a kernel with several results (`out0`, `out1`...)."""
+
+    items: list[TensorAnnotation]
     span: Span
 
 
@@ -379,11 +390,25 @@ def read_annotation(info: ModuleInfo, node: ast.expr | None) -> Annotation | Pro
                 sub.lineno, sub.end_lineno = node.lineno, node.end_lineno  # type: ignore[attr-defined]
                 sub.col_offset, sub.end_col_offset = node.col_offset, node.end_col_offset  # type: ignore[attr-defined]
         return read_annotation(info, inner)
+    if isinstance(node, ast.Subscript) and info.resolve(node.value) == "InOut":
+        inner = read_annotation(info, node.slice)
+        if isinstance(inner, TensorAnnotation) and not inner.inout:
+            inner.inout = True
+            inner.span = src.span(node)
+            return inner
+        if isinstance(inner, Problem):
+            return inner
+        return Problem(
+            "GPU033",
+            f"`{src.text(node)}`: `InOut[...]` holds one tensor type, `InOut[Tensor[dtype, "
+            "sizes...]]`",
+            src.span(node),
+        )
     if not (isinstance(node, ast.Subscript) and info.resolve(node.value) == "Tensor"):
         return Problem(
             "GPU033",
             f"`{src.text(node)}` is not a kernel type; use `Tensor[dtype, sizes...]`, "
-            "`int` or `float`",
+            "`InOut[Tensor[...]]`, `int` or `float`",
             src.span(node),
         )
     items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
@@ -411,6 +436,74 @@ def read_annotation(info: ModuleInfo, node: ast.expr | None) -> Annotation | Pro
         dims.append(size)
         spans.append(src.span(item))
     return TensorAnnotation(DTYPES[dtype_name], dims, spans, src.span(node))
+
+
+def read_return_annotation(
+    info: ModuleInfo, node: ast.expr
+) -> TensorAnnotation | TupleAnnotation | Problem:
+    """A kernel's result type: `Tensor[...]`, or `tuple[Tensor[...], ...]` for several."""
+    src = info.source
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            inner = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return Problem("GPU033", f"cannot read the annotation {node.value!r}", src.span(node))
+        for sub in ast.walk(inner):
+            if hasattr(sub, "lineno"):
+                sub.lineno, sub.end_lineno = node.lineno, node.end_lineno  # type: ignore[attr-defined]
+                sub.col_offset, sub.end_col_offset = node.col_offset, node.end_col_offset  # type: ignore[attr-defined]
+        return read_return_annotation(info, inner)
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "tuple"
+        and "tuple" not in info.module_names
+    ):
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if any(isinstance(e, ast.Constant) and e.value is Ellipsis for e in elts):
+            return Problem(
+                "GPU033",
+                "a kernel's results are a fixed number of tensors: spell each one, "
+                "`tuple[Tensor[...], Tensor[...]]`",
+                src.span(node),
+            )
+        items: list[TensorAnnotation] = []
+        for e in elts:
+            item = read_return_annotation(info, e)
+            if isinstance(item, Problem):
+                return item
+            if not isinstance(item, TensorAnnotation):
+                return Problem(
+                    "GPU033",
+                    f"result `{src.text(e)}` is not a tensor type; each result of a kernel is a "
+                    "`Tensor[dtype, sizes...]`",
+                    src.span(e),
+                )
+            items.append(item)
+        return TupleAnnotation(items, src.span(node))
+    ann = read_annotation(info, node)
+    if isinstance(ann, TensorAnnotation) and ann.inout:
+        return Problem(
+            "GPU033",
+            "`InOut[...]` marks a parameter the kernel updates; a result is a plain "
+            "`Tensor[...]`",
+            src.span(node),
+        )
+    if isinstance(ann, ScalarAnnotation):
+        return Problem(
+            "GPU033",
+            f"the result annotation `{src.text(node)}` is a scalar; a kernel returns "
+            "`Tensor[...]` or `tuple[Tensor[...], ...]`",
+            src.span(node),
+        )
+    if isinstance(ann, Problem) and ann.message.endswith("`int` or `float`"):
+        return Problem(
+            "GPU033",
+            f"the result annotation `{src.text(node)}` is not a kernel type; use "
+            "`Tensor[dtype, sizes...]` or `tuple[Tensor[...], ...]`",
+            src.span(node),
+        )
+    return ann
 
 
 def read_size(info: ModuleInfo, node: ast.expr) -> Size | Problem:
