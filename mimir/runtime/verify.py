@@ -89,7 +89,7 @@ def random_inputs(
     """
     out: dict[str, list] = {}
     for buf in manifest["buffers"]:
-        if buf["role"] != "input":
+        if buf["role"] not in mf.UPLOADED:
             continue
         rng = random.Random(f"{seed}:{buf['name']}")
         count = mf.numel(mf.buffer_shape(buf, dims))
@@ -158,7 +158,9 @@ def shim_reference(
     A tier-1 kernel's result is named `out` (or `out0`, `out1`... for a tuple),
     as in the manifest. An index-level kernel (`@gpu(grid=...)`) gets a zeroed
     tensor for each tensor parameter missing from `inputs`, and those are its
-    outputs, named after the parameter.
+    outputs, named after the parameter. An `InOut[...]` parameter is given in
+    `inputs` and is also an output, named after the parameter: its contents after
+    the call.
     """
     from mimir.array import TensorType
     from mimir.dims import evaluate
@@ -185,11 +187,18 @@ def shim_reference(
         else:
             raise KeyError(f"no value for scalar parameter `{name}` of `{function}`")
     result = kernel(**args)
+    updated = {
+        name: args[name].flat()
+        for name in kernel.signature.parameters
+        if isinstance(annotations.get(name), TensorType) and annotations[name].inout
+    }
     if kernel.grid is not None:
-        return {name: args[name].flat() for name in written}
+        return {**{name: args[name].flat() for name in written}, **updated}
     if isinstance(result, tuple):
-        return {f"out{i}": r.flat() for i, r in enumerate(result)}
-    return {"out": result.flat()}
+        return {**{f"out{i}": r.flat() for i, r in enumerate(result)}, **updated}
+    if result is None:
+        return updated
+    return {"out": result.flat(), **updated}
 
 
 # ---------------------------------------------------------------- comparison
@@ -429,7 +438,7 @@ def verify_file(
                     report.failures.append((name, f"at {_show(dims)}: {err}"))
                     break
                 for buf in manifest["buffers"]:
-                    if buf["role"] != "output":
+                    if buf["role"] not in mf.RESULTS:
                         continue
                     got, want = actual[buf["name"]], expected[buf["name"]]
                     max_abs, max_rel = error_summary(got, want)

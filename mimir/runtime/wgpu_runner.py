@@ -198,7 +198,7 @@ def run_manifest(
         padded = max(4, nbytes + (-nbytes % 4))
         sizes[name] = count
         flags = usage.STORAGE | usage.COPY_SRC | usage.COPY_DST
-        data = mf.encode(values[name], dtype) if buf["role"] == "input" else b""
+        data = mf.encode(values[name], dtype) if buf["role"] in mf.UPLOADED else b""
         buffers[name] = device.create_buffer_with_data(
             data=_GUARD + data + bytes(padded - len(data)) + _GUARD, usage=flags
         )
@@ -229,7 +229,7 @@ def run_manifest(
             raise GuardRegionError(
                 f"a kernel wrote {where} of buffer `{buf['name']}` (its guard region changed)"
             )
-        if buf["role"] == "output":
+        if buf["role"] in mf.RESULTS:
             middle = data[_GUARD_BYTES : len(data) - _GUARD_BYTES]
             out[buf["name"]] = mf.decode(middle, buf["dtype"], sizes[buf["name"]])
     return out
