@@ -819,6 +819,8 @@ class Kernel:
             _BINDINGS.reset(token)
         if "return" in annotations:
             _check_result(result, annotations["return"], bindings)
+            if result_names(annotations["return"]) is not None and type(result) is tuple:
+                result = annotations["return"](*result)  # `return a, b` as the named tuple
         # Tensor-level `InOut` parameters: the value each name holds at the return goes
         # back into the caller's tensor (after every check, so a failed call changes nothing).
         updates = []
@@ -987,20 +989,36 @@ def _check_annotations(
     if items is not None and items and all(
         isinstance(t, TensorType) and not t.inout for t in items
     ):
+        clash = [n for n in result_names(ret) or () if n in signature.parameters]
+        if clash:
+            raise MimirError(
+                "GPU033", f"result `{clash[0]}` has the name of a parameter; rename the field"
+            )
         return
     raise MimirError(
         "GPU033",
-        f"the result annotation `{ret!r}` is not a kernel type; use `Tensor[dtype, sizes...]` "
+        f"the result annotation `{getattr(ret, '__name__', ret)!r}` is not a kernel type; use "
+        "`Tensor[dtype, sizes...]` "
         "or `tuple[Tensor[...], ...]`",
     )
 
 
 def _tuple_items(ann: Any) -> tuple | None:
-    """The items of `tuple[A, B]`, else None."""
+    """The items of `tuple[A, B]`, or the field types of a `NamedTuple` class, else None."""
     import typing
 
     if typing.get_origin(ann) is tuple:
         return typing.get_args(ann)
+    if result_names(ann) is not None:
+        hints = typing.get_type_hints(ann)
+        return tuple(hints[f] for f in ann._fields)
+    return None
+
+
+def result_names(ann: Any) -> tuple[str, ...] | None:
+    """The field names of a `NamedTuple` result annotation (the manifest's output names)."""
+    if isinstance(ann, type) and issubclass(ann, tuple) and hasattr(ann, "_fields"):
+        return tuple(ann._fields)
     return None
 
 

@@ -369,7 +369,9 @@ def _outputs(ev: Any, ret: int) -> list[tuple[int, str]]:
         for i in items:
             if not isinstance(ev.values[i], TensorVal):
                 raise ev.refuse(i, f"the kernel returns `{kg.node(i)['text']}`, not a tensor")
-        return [(i, f"out{k}") for k, i in enumerate(items)]
+        returns = kg.returns
+        names = getattr(returns, "names", None) or [f"out{k}" for k in range(len(items))]
+        return list(zip(items, names, strict=True))
     what = "a scalar" if isinstance(v, ScalarVal) else f"`{kg.node(value)['text']}`"
     raise ev.refuse(value, f"the kernel returns {what}; a compiled kernel must return tensors")
 

@@ -517,7 +517,8 @@ class KernelChecker:
                     labels=(Label(ann.span, "the return annotation"),),
                 )
             for k, (item, item_ann) in enumerate(zip(value.items, ann.items, strict=True)):
-                self._check_result(item, item_ann, f"result {k}", f"result {k}")
+                what = f"result `{ann.names[k]}`" if ann.names else f"result {k}"
+                self._check_result(item, item_ann, what, what)
             return value
         if isinstance(ann, ScalarAnnotation):  # pragma: no cover - refused when read
             raise _RuleFailedError(
@@ -545,7 +546,7 @@ class KernelChecker:
         """A result (a returned tensor, or an `InOut` parameter's final value) has exactly
         the annotated shape and dtype. `what` names it: "the kernel", "result 1", or
         "the value written back into `p`"."""
-        returned = owner == "return" or owner.startswith("result ")
+        returned = owner == "return" or owner.startswith("result")
         if not isinstance(value, TensorVal):
             verb = "the kernel returns" if what == "the kernel" else f"{what} is"
             raise _RuleFailedError(

@@ -32,6 +32,7 @@ from mimir.parse.module import (
     Problem,
     TensorAnnotation,
     TupleAnnotation,
+    named_result_fields,
     read_annotation,
     read_return_annotation,
 )
@@ -177,6 +178,16 @@ class _Builder:
             if isinstance(ann, Problem):
                 if not ann.reported:
                     self.out.problems.append(ann)
+            elif isinstance(ann, TupleAnnotation) and ann.names and any(
+                n in self.env for n in ann.names
+            ):
+                clash = next(n for n in ann.names if n in self.env)
+                self.problem(
+                    "GPU033",
+                    f"result `{clash}` has the name of a parameter; the manifest names every "
+                    "buffer by one of them, so rename the field",
+                    self.fn.returns,
+                )
             else:
                 self.out.returns = ann
 
@@ -399,6 +410,9 @@ class _Builder:
             if spec is None:
                 return self.problem("GPU030", f"unknown method `.{func.attr}()`", func)
             return self._call_with(spec, node, [receiver], "method")
+        if isinstance(func, ast.Name) and func.id not in self.env:
+            if func.id in self.info.named_results:
+                return self._named_result(node, func.id)
         if isinstance(func, ast.Name):
             if func.id in self.env:
                 return self.problem("GPU030", f"`{func.id}` is not callable inside `@gpu`", node)
@@ -409,6 +423,23 @@ class _Builder:
                 return self.problem("GPU030", f"unknown function `{func.id}()` in a kernel", func)
             return self.problem("GPU032", f"undefined name `{func.id}`", func)
         return self.problem("GPU030", f"`{self.src.text(func)}` cannot be called here", node)
+
+    def _named_result(self, node: ast.Call, name: str) -> int:
+        """`Stats(mean, rstd)` or `Stats(mean=m, rstd=r)`: a tuple of the `NamedTuple`'s fields."""
+        fields = [f.target.id for f in named_result_fields(self.info.named_results[name])]  # type: ignore[union-attr]
+        given: dict[str, ast.expr] = {}
+        for k, a in enumerate(node.args):
+            if k >= len(fields) or isinstance(a, ast.Starred):
+                return self.problem("GPU036", f"`{name}` has {len(fields)} fields", node)
+            given[fields[k]] = a
+        for kw in node.keywords:
+            if kw.arg not in fields or kw.arg in given:
+                return self.problem("GPU036", f"`{name}` has no field `{kw.arg}` to set", node)
+            given[kw.arg] = kw.value
+        missing = [f for f in fields if f not in given]
+        if missing:
+            return self.problem("GPU036", f"`{name}(...)` is missing `{missing[0]}`", node)
+        return self.add("tuple", node, [self.expr(given[f]) for f in fields])
 
     def _inline(self, node: ast.Call, info: ModuleInfo, fn: ast.FunctionDef) -> int:
         """The callee's body built into this graph, its parameters bound to the arguments.

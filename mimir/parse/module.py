@@ -66,6 +66,8 @@ class TupleAnnotation:
 
     items: list[TensorAnnotation]
     span: Span
+    # the field names of a `NamedTuple` result type (the manifest's output names), else None
+    names: list[str] | None = None
 
 
 Annotation = TensorAnnotation | ScalarAnnotation
@@ -106,6 +108,8 @@ class ModuleInfo:
     # a module-level name that is not a size, used as one: the span of its first use, where
     # it is reported (every later use is the same root cause)
     non_size_uses: dict[str, Span] = field(default_factory=dict)
+    # `class Stats(NamedTuple)` with only annotated fields: a kernel's named results
+    named_results: dict[str, ast.ClassDef] = field(default_factory=dict)
 
     def resolve(self, node: ast.expr) -> str | None:
         """The `mimir.array` name an expression refers to, if any."""
@@ -174,6 +178,7 @@ def _rebind(info: ModuleInfo, name: str) -> None:
         info.sizes,
         info.imported_kernels,
         info.imported_functions,
+        info.named_results,
     )
     for table in tables:
         table.pop(name, None)
@@ -214,6 +219,8 @@ def _read_statement(info: ModuleInfo, stmt: ast.stmt) -> None:
                     )
                 )
         _rebind(info, stmt.name)
+        if isinstance(stmt, ast.ClassDef) and _is_named_tuple(stmt):
+            info.named_results[stmt.name] = stmt
         return
     if isinstance(stmt, ast.Assign):
         for target in stmt.targets:
@@ -230,6 +237,24 @@ def _read_statement(info: ModuleInfo, stmt: ast.stmt) -> None:
         return
     # `if`, `try`, `for`, `with`, `N += 1`, `(N := 3)`, ...: names bound, meaning unknown.
     _bind_names_only(info, stmt)
+
+
+def _is_named_tuple(cls: ast.ClassDef) -> bool:
+    """`class Stats(NamedTuple):` (or `typing.NamedTuple`) holding only `name: type` fields."""
+    if len(cls.bases) != 1 or cls.keywords or cls.decorator_list:
+        return False
+    base = dotted_name(cls.bases[0])
+    if base not in ("NamedTuple", "typing.NamedTuple"):
+        return False
+    fields = [s for s in cls.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    return bool(fields) and all(
+        isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.value is None
+        for s in fields
+    )
+
+
+def named_result_fields(cls: ast.ClassDef) -> list[ast.AnnAssign]:
+    return [s for s in cls.body if isinstance(s, ast.AnnAssign)]
 
 
 def _bind_names_only(info: ModuleInfo, stmt: ast.stmt) -> None:
@@ -453,6 +478,23 @@ def read_return_annotation(
                 sub.lineno, sub.end_lineno = node.lineno, node.end_lineno  # type: ignore[attr-defined]
                 sub.col_offset, sub.end_col_offset = node.col_offset, node.end_col_offset  # type: ignore[attr-defined]
         return read_return_annotation(info, inner)
+    if isinstance(node, ast.Name) and node.id in info.named_results:
+        named: list[TensorAnnotation] = []
+        names: list[str] = []
+        for f in named_result_fields(info.named_results[node.id]):
+            item = read_annotation(info, f.annotation)
+            if isinstance(item, Problem):
+                return item
+            if not isinstance(item, TensorAnnotation) or item.inout:
+                return Problem(
+                    "GPU033",
+                    f"field `{f.target.id}` of `{node.id}` is not a tensor type; each result "
+                    "of a kernel is a `Tensor[dtype, sizes...]`",
+                    src.span(f.annotation),
+                )
+            named.append(item)
+            names.append(f.target.id)  # type: ignore[union-attr]
+        return TupleAnnotation(named, src.span(node), names)
     if (
         isinstance(node, ast.Subscript)
         and isinstance(node.value, ast.Name)

@@ -195,7 +195,12 @@ def shim_reference(
     if kernel.grid is not None:
         return {**{name: args[name].flat() for name in written}, **updated}
     if isinstance(result, tuple):
-        return {**{f"out{i}": r.flat() for i, r in enumerate(result)}, **updated}
+        from mimir.array import result_names
+
+        names = result_names(annotations.get("return")) or [
+            f"out{i}" for i in range(len(result))
+        ]
+        return {**{n: r.flat() for n, r in zip(names, result, strict=True)}, **updated}
     if result is None:
         return updated
     return {"out": result.flat(), **updated}

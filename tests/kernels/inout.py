@@ -1,11 +1,13 @@
 """Several results and in-place updates: `-> tuple[...]` and `InOut[Tensor[...]]`.
 
 A layer norm's statistics (mean and reciprocal standard deviation) returned as a
-tuple, softmax with its log-sum-exp, an Adam step that updates the parameters and
+tuple, row statistics as a `NamedTuple` (its fields name the outputs), softmax with its log-sum-exp, an Adam step that updates the parameters and
 both moments in place (tensor level), one that needs its old value after the
 update (so it is written back by a copy launch), and a KV-cache append at index
 level: each program writes one element of the new rows into the cache at `pos`.
 """
+
+from typing import NamedTuple
 
 from mimir.array import Dim, InOut, Tensor, float32, gpu, program_id
 
@@ -22,6 +24,18 @@ def layer_norm_stats(x: Tensor[float32, N, D]) -> tuple[Tensor[float32, N], Tens
     centered = x - mean[:, None]
     var = (centered * centered).mean(axis=1)
     return mean, (var + 1e-5).rsqrt()
+
+
+class RowStats(NamedTuple):
+    mean: Tensor[float32, N]
+    spread: Tensor[float32, N]
+    top: Tensor[float32, N]
+
+
+@gpu
+def row_stats(x: Tensor[float32, N, D]) -> RowStats:
+    top = x.max(axis=1)
+    return RowStats(x.mean(axis=1), spread=top - x.min(axis=1), top=top)
 
 
 @gpu
