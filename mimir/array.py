@@ -830,9 +830,9 @@ class Kernel:
             if value is None or value is target:
                 continue
             _check_result(value, ann, bindings, f"the value written back into `{name}`")
-            updates.append((target, value))
-        for target, value in updates:
-            target._values[:] = value._values
+            updates.append((target, list(value._values)))  # a copy: `p, q = q, p` swaps
+        for target, values in updates:
+            target._values[:] = values
         return result
 
     def _run_grid(self, bound: inspect.BoundArguments, bindings: dict[str, int]) -> None:

@@ -3,8 +3,9 @@
 A layer norm's statistics (mean and reciprocal standard deviation) returned as a
 tuple, row statistics as a `NamedTuple` (its fields name the outputs), softmax with its log-sum-exp, an Adam step that updates the parameters and
 both moments in place (tensor level), one that needs its old value after the
-update (so it is written back by a copy launch), and a KV-cache append at index
-level: each program writes one element of the new rows into the cache at `pos`.
+update (so it is written back by a copy launch), a swap of two `InOut` tensors, a
+parameter overwritten by another, `x + x.T` in place (threads would race: copied back),
+and a KV-cache append at index level: each program writes one element of the new rows into the cache at `pos`.
 """
 
 from typing import NamedTuple
@@ -68,6 +69,21 @@ def scale_and_norm(x: InOut[Tensor[float32, N, D]], s: Tensor[float32, D]) -> Te
     old = x
     x = x * s
     return (x * old.T.T).sum(axis=1) + old.sum(axis=1)
+
+
+@gpu
+def swap(p: InOut[Tensor[float32, N]], q: InOut[Tensor[float32, N]]):
+    p, q = q, p
+
+
+@gpu
+def overwrite_from(p: InOut[Tensor[float32, N, D]], g: Tensor[float32, N, D]):
+    p = g
+
+
+@gpu
+def transpose_add(x: InOut[Tensor[float32, D, D]]):
+    x = x + x.T
 
 
 @gpu(grid=(S, H))
