@@ -986,8 +986,10 @@ def _check_annotations(
     if isinstance(ret, TensorType) and not ret.inout:
         return
     items = _tuple_items(ret)
-    if items is not None and items and all(
-        isinstance(t, TensorType) and not t.inout for t in items
+    if (
+        items is not None
+        and items
+        and all(isinstance(t, TensorType) and not t.inout for t in items)
     ):
         clash = [n for n in result_names(ret) or () if n in signature.parameters]
         if clash:

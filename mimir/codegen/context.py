@@ -31,9 +31,11 @@ class KernelContext:
         self.plan = plan
         self.body = Body()
         # A parameter's value is always its buffer (`p = g` for an `InOut` p stores g's).
-        written = set() if plan.copy else {
-            n for n, _ in plan.outputs() if s.kernel.graph.node(n)["kind"] != "param"
-        }
+        written = (
+            set()
+            if plan.copy
+            else {n for n, _ in plan.outputs() if s.kernel.graph.node(n)["kind"] != "param"}
+        )
         readable = {n: b for n, b in s.node_buffers.items() if n not in written}
         self.ev = Evaluator(s.kernel, self.body, readable)
         self.shared: list[SharedArray] = []

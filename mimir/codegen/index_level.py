@@ -137,7 +137,9 @@ class _Lowering:
             )
         buffers_spec = [
             BufferSpec(
-                n, "inout" if a.inout else "output" if n in stored else "input", a.dtype,
+                n,
+                "inout" if a.inout else "output" if n in stored else "input",
+                a.dtype,
                 tuple(a.dims),
             )
             for n, a in self.tensors.items()

@@ -107,7 +107,6 @@ def schedule(kernel: Any) -> Schedule:
     g: nx.DiGraph = kg.graph
     returns = [n for n in g.nodes if kg.node(n)["kind"] == "return"]
     writebacks = [n for n in g.nodes if kg.node(n)["kind"] == "writeback"]
-    inout = {name for name, ann, _ in kg.params if isinstance(ann, TensorAnnotation) and ann.inout}
     if not returns and not writebacks:
         raise RefusalError(CANNOT_SCHEDULE, f"`{kg.name}` returns nothing", kg.kernel.span)
     outputs = _outputs(ev, returns[0]) if returns else []
@@ -336,9 +335,7 @@ def _write_in_place_is_safe(
     reads the old value only at the element its thread stores (through element-wise ops of
     the parameter's shape: the thread loads before it stores, and no other thread touches
     that element)."""
-    writer = next(
-        k for k, p in enumerate(plans) for _, bufs in p.outputs() if name in bufs
-    )
+    writer = next(k for k, p in enumerate(plans) for _, bufs in p.outputs() if name in bufs)
     key = [sz.key(s) for s in ev.shape(param)]
     for k, plan in enumerate(plans[writer:], start=writer):
         for node, _ in plan.outputs():

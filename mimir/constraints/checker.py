@@ -582,9 +582,7 @@ class KernelChecker:
         else:
             dmessage = f"dtype mismatch: {what} is {value.dtype}, "
         dmessage += f"the annotation says {ann.dtype}"
-        self._prove_all(
-            [Obligation(ret == _DTYPE_TERM[value.dtype], "GPU016", dmessage, ())]
-        )
+        self._prove_all([Obligation(ret == _DTYPE_TERM[value.dtype], "GPU016", dmessage, ())])
 
     def _require_all_bound(self, ann: TensorAnnotation) -> bool:
         return all(self._require_bound(d, s) for d, s in zip(ann.dims, ann.dim_spans, strict=True))

@@ -889,9 +889,7 @@ class IndexKernelChecker(KernelChecker):
         wrapped = (exact - lo) % span + lo
         return Elem(result.dtype, z3.If(z3.And(exact >= lo, exact <= hi), exact, wrapped))
 
-    def _ranged(
-        self, base: str, kind: DType | str, uniform: bool = False
-    ) -> z3.ArithRef | None:
+    def _ranged(self, base: str, kind: DType | str, uniform: bool = False) -> z3.ArithRef | None:
         """A fresh thread-local (or launch-`uniform`) integer within `kind`'s range (None for
         non-integer kinds)."""
         bounds = _int_range(kind)

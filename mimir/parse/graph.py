@@ -178,8 +178,10 @@ class _Builder:
             if isinstance(ann, Problem):
                 if not ann.reported:
                     self.out.problems.append(ann)
-            elif isinstance(ann, TupleAnnotation) and ann.names and any(
-                n in self.env for n in ann.names
+            elif (
+                isinstance(ann, TupleAnnotation)
+                and ann.names
+                and any(n in self.env for n in ann.names)
             ):
                 clash = next(n for n in ann.names if n in self.env)
                 self.problem(

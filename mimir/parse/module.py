@@ -246,7 +246,9 @@ def _is_named_tuple(cls: ast.ClassDef) -> bool:
     base = dotted_name(cls.bases[0])
     if base not in ("NamedTuple", "typing.NamedTuple"):
         return False
-    fields = [s for s in cls.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    fields = [
+        s for s in cls.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+    ]
     return bool(fields) and all(
         isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.value is None
         for s in fields
@@ -527,8 +529,7 @@ def read_return_annotation(
     if isinstance(ann, TensorAnnotation) and ann.inout:
         return Problem(
             "GPU033",
-            "`InOut[...]` marks a parameter the kernel updates; a result is a plain "
-            "`Tensor[...]`",
+            "`InOut[...]` marks a parameter the kernel updates; a result is a plain `Tensor[...]`",
             src.span(node),
         )
     if isinstance(ann, ScalarAnnotation):

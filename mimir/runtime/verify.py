@@ -197,9 +197,7 @@ def shim_reference(
     if isinstance(result, tuple):
         from mimir.array import result_names
 
-        names = result_names(annotations.get("return")) or [
-            f"out{i}" for i in range(len(result))
-        ]
+        names = result_names(annotations.get("return")) or [f"out{i}" for i in range(len(result))]
         return {**{n: r.flat() for n, r in zip(names, result, strict=True)}, **updated}
     if result is None:
         return updated

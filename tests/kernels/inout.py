@@ -1,11 +1,12 @@
 """Several results and in-place updates: `-> tuple[...]` and `InOut[Tensor[...]]`.
 
 A layer norm's statistics (mean and reciprocal standard deviation) returned as a
-tuple, row statistics as a `NamedTuple` (its fields name the outputs), softmax with its log-sum-exp, an Adam step that updates the parameters and
-both moments in place (tensor level), one that needs its old value after the
-update (so it is written back by a copy launch), a swap of two `InOut` tensors, a
-parameter overwritten by another, `x + x.T` in place (threads would race: copied back),
-and a KV-cache append at index level: each program writes one element of the new rows into the cache at `pos`.
+tuple, row statistics as a `NamedTuple` (its fields name the outputs), softmax with
+its log-sum-exp, an Adam step that updates the parameters and both moments in place
+(tensor level), one that needs its old value after the update (so it is written back
+by a copy launch), a swap of two `InOut` tensors, a parameter overwritten by another,
+`x + x.T` in place (threads would race: copied back), and a KV-cache append at index
+level: each program writes one element of the new rows into the cache at `pos`.
 """
 
 from typing import NamedTuple
@@ -78,7 +79,7 @@ def swap(p: InOut[Tensor[float32, N]], q: InOut[Tensor[float32, N]]):
 
 @gpu
 def overwrite_from(p: InOut[Tensor[float32, N, D]], g: Tensor[float32, N, D]):
-    p = g
+    p = g  # noqa: F841 - the value `p` holds at the return is written back
 
 
 @gpu
