@@ -73,6 +73,16 @@ def test_a_result_named_like_out0_does_not_clash_with_an_unchanged_inout() -> No
     ]
 
 
+def test_a_kernel_that_writes_nothing_is_refused() -> None:
+    source = PRELUDE + (
+        "@gpu\ndef f(p: InOut[Tensor[float32, N]], g: Tensor[float32, N]):\n"
+        "    q = p + g  # noqa: F841\n"
+    )
+    result = compile_source("k.py", source, ["wgsl"])
+    assert [d.code for d in result.diagnostics] == ["GPU071"]
+    assert "assigns none of its `InOut` parameters" in result.diagnostics[0].message
+
+
 @gpu
 def _sgd(p: InOut[Tensor[float32, N]], g: Tensor[float32, N], lr: float):
     p -= lr * g

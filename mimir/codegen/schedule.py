@@ -117,6 +117,12 @@ def schedule(kernel: Any) -> Schedule:
             value = ev.resolve(value)
             if not (kg.node(value)["kind"] == "param" and kg.node(value)["name"] == name):
                 updates.append((value, name))
+    if not outputs and not updates:
+        raise RefusalError(
+            CANNOT_SCHEDULE,
+            f"`{kg.name}` returns nothing and assigns none of its `InOut` parameters",
+            kg.kernel.span,
+        )
     live = set().union(*(nx.ancestors(g, n) for n in [*returns, *writebacks]))
 
     # Who reads each tensor node (through tuple unpacking).

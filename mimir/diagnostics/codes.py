@@ -486,7 +486,8 @@ _CODES = [
         "a kernel that checks clean but cannot be compiled into launches",
         "code generation needs every result to be a tensor whose sizes are dim expressions; "
         "Mimir refuses rather than guess what a kernel should write",
-        "return tensors (not Python scalars), and spell every size with the kernel's dims",
+        "return tensors (not Python scalars) or assign an `InOut[...]` parameter, and spell "
+        "every size with the kernel's dims",
         "@gpu\ndef f(x: Tensor[float32, 8], s: float):\n    return s * 2.0\n",
         "@gpu\ndef f(x: Tensor[float32, 8], s: float) -> Tensor[float32, 8]:\n    return x * s\n",
         found_by="compile",
