@@ -273,7 +273,9 @@ class PtxProgram:
         return out
 
     def time_ms(self, repeats: int = 20) -> float:
-        """Milliseconds per `launch()`, the mean of `repeats` after one warm-up, by CUDA events."""
+        """Milliseconds per `launch()`, the mean of `repeats` after one warm-up, by CUDA events.
+
+        Every launch updates the `inout` buffers again: read `outputs()` before timing."""
         self.launch()
         start, stop = ctypes.c_void_p(), ctypes.c_void_p()
         _check(self.lib.cuEventCreate(ctypes.byref(start), 0), "cuEventCreate")
