@@ -28,6 +28,7 @@ import inspect
 import itertools
 import random as _random
 import struct
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -59,6 +60,7 @@ from mimir.ops import shapes as sh
 __all__ = [
     "Dim",
     "DType",
+    "InOut",
     "MimirError",
     "Range",
     "Tensor",
@@ -187,16 +189,36 @@ class TensorType:
     """The run-time value of `Tensor[dtype, d0, d1, ...]` (and an optional `Range`)."""
 
     def __init__(
-        self, dtype: DType, dims: tuple[Size, ...], value_range: Range | None = None
+        self,
+        dtype: DType,
+        dims: tuple[Size, ...],
+        value_range: Range | None = None,
+        inout: bool = False,
     ) -> None:
         self.dtype = dtype
         self.dims = dims
         self.value_range = value_range
+        self.inout = inout
 
     def __repr__(self) -> str:
         extra = [] if self.value_range is None else [repr(self.value_range)]
         inner = ", ".join([self.dtype.name, *(str(d) for d in self.dims), *extra])
-        return f"Tensor[{inner}]"
+        return f"InOut[Tensor[{inner}]]" if self.inout else f"Tensor[{inner}]"
+
+
+class InOut:
+    """`InOut[Tensor[...]]`: a parameter the kernel reads and updates in place.
+
+    A tensor-level kernel updates it by assigning its name (`p -= lr * g`, `m = b * m + g`):
+    the value the name holds when the kernel returns is written into the caller's tensor.
+    An index-level kernel reads and writes its elements (`cache[pos, j] = k[j]`), each
+    element by one program id only (proven by the race rule).
+    """
+
+    def __class_getitem__(cls, item: Any) -> TensorType:
+        if not isinstance(item, TensorType) or item.inout:
+            raise TypeError(f"InOut[...] takes one `Tensor[...]` type, got {item!r}")
+        return TensorType(item.dtype, item.dims, item.value_range, inout=True)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, TensorType) and repr(self) == repr(other)
@@ -489,6 +511,7 @@ def _index_item(k: Any) -> tuple:
             raise MimirError("GPU031", "slice steps are not supported in the kernel language")
         return ("slice", _index_bound(k.start), _index_bound(k.stop))
     if isinstance(k, (int, DimExpr)) and not isinstance(k, bool):
+        _refuse_runtime_bound(k)
         return ("int", _resolve(k))
     raise MimirError("GPU036", f"unsupported index {k!r}: use ints, dims, slices, None or ...")
 
@@ -641,7 +664,23 @@ def program_id(axis: int) -> int:
     return run.pids[axis]
 
 
+class _RuntimeInt(int):
+    """An `int` parameter's value in a running tensor-level kernel: a number known only at
+    the call, so it can scale and shift tensors but never size one (the checker's GPU026)."""
+
+    __slots__ = ()
+
+
+def _refuse_runtime_bound(b: Any) -> None:
+    if isinstance(b, _RuntimeInt):
+        raise MimirError(
+            "GPU026",
+            f"a slice bound or index is the run-time int {int(b)}; a size must be a `Dim`",
+        )
+
+
 def _index_bound(b: Any) -> Any:
+    _refuse_runtime_bound(b)
     if b is None:
         return None
     if isinstance(b, bool) or not isinstance(b, (int, DimExpr)):
@@ -962,10 +1001,22 @@ class Kernel:
                         '`tensor(a).to("gpu")`',
                     )
         bindings = _bind_arguments(bound.arguments, annotations)
+        if self.grid is None:
+            for name, value in bound.arguments.items():
+                if annotations.get(name) is int and type(value) is int:
+                    bound.arguments[name] = _RuntimeInt(value)
         token = _BINDINGS.set(bindings)
+        inout = [
+            n
+            for n, a in annotations.items()
+            if n != "return" and isinstance(a, TensorType) and a.inout
+        ]
+        final: dict[str, Any] = {}
         try:
             if self.grid is not None:
                 result = self._run_grid(bound, bindings)
+            elif inout:
+                result = _run_capturing(self.fn, bound, inout, final)
             else:
                 result = self.fn(*bound.args, **bound.kwargs)
         except UnboundDimError as err:
@@ -994,6 +1045,20 @@ class Kernel:
             _BINDINGS.reset(token)
         if "return" in annotations:
             _check_result(result, annotations["return"], bindings)
+            if result_names(annotations["return"]) is not None and type(result) is tuple:
+                result = annotations["return"](*result)  # `return a, b` as the named tuple
+        # Tensor-level `InOut` parameters: the value each name holds at the return goes
+        # back into the caller's tensor (after every check, so a failed call changes nothing).
+        updates = []
+        for name in inout if self.grid is None else ():
+            value, ann = final.get(name), annotations[name]
+            target = bound.arguments[name]
+            if value is None or value is target:
+                continue
+            _check_result(value, ann, bindings, f"the value written back into `{name}`")
+            updates.append((target, list(value._values)))  # a copy: `p, q = q, p` swaps
+        for target, values in updates:
+            target._values[:] = values
         return result
 
     def _run_grid(self, bound: inspect.BoundArguments, bindings: dict[str, int]) -> None:
@@ -1012,6 +1077,18 @@ class Kernel:
                     )
         finally:
             _GRID.reset(token)
+        annotations = self.annotations()
+        read = {slot[0] for slot in run.reads}
+        written = {slot[0] for slot in run.writes}
+        for name, value in bound.arguments.items():
+            ann = annotations.get(name)
+            if not isinstance(ann, TensorType) or ann.inout or not isinstance(value, Tensor):
+                continue
+            if id(value._values) in read and id(value._values) in written:
+                raise MimirError(
+                    "GPU029",
+                    f"`{name}` is read and written but not annotated `InOut[...]`",
+                )
         return None
 
     def _validate_language(self) -> None:
@@ -1030,7 +1107,73 @@ class Kernel:
         violation = first_violation(source, self.fn.__name__, self.grid is not None, shadowed)
         if violation is not None:
             raise MimirError(violation.code, violation.message)
+        if self.grid is None:
+            self._refuse_plain_writes(source)
         self._validated = True
+
+    def _refuse_plain_writes(self, source: str) -> None:
+        """The checker's GPU029 at tensor level: `p -= g` or `p[...] = v` on a parameter
+        not annotated `InOut` (NumPy would update the caller's tensor; Python rebinds)."""
+        import ast
+        import textwrap
+
+        annotations = self.annotations()
+        plain = {
+            n
+            for n, a in annotations.items()
+            if n != "return" and isinstance(a, TensorType) and not a.inout
+        }
+        tree = ast.parse(textwrap.dedent(source))
+        fn = next(
+            (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)
+             and n.name == self.fn.__name__),
+            None,
+        )  # fmt: skip
+        for stmt in fn.body if fn is not None else []:
+            if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+                if stmt.target.id in plain:
+                    raise MimirError(
+                        "GPU029",
+                        f"`{stmt.target.id}` is a parameter not annotated `InOut[...]`: "
+                        "an augmented assignment cannot update the caller's tensor",
+                    )
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else []
+            for t in targets:
+                if (
+                    isinstance(t, ast.Subscript)
+                    and isinstance(t.value, ast.Name)
+                    and t.value.id in plain
+                ):
+                    raise MimirError(
+                        "GPU029",
+                        f"`{t.value.id}` is a parameter not annotated `InOut[...]`: "
+                        "a kernel cannot write into it",
+                    )
+            for t in targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                        plain.discard(n.id)  # rebound: a local from here on
+
+
+def _run_capturing(
+    fn: Callable[..., Any], bound: inspect.BoundArguments, names: list[str], final: dict
+) -> Any:
+    """Call `fn`, recording the values `names` hold in its frame when it returns."""
+    code = fn.__code__
+    previous = sys.getprofile()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "return" and frame.f_code is code:
+            local = frame.f_locals
+            final.update({n: local[n] for n in names if n in local})
+        if previous is not None:
+            previous(frame, event, arg)
+
+    sys.setprofile(profile)
+    try:
+        return fn(*bound.args, **bound.kwargs)
+    finally:
+        sys.setprofile(previous)
 
 
 def gpu(fn: Callable[..., Any] | None = None, *, grid: tuple | None = None) -> Any:
@@ -1063,8 +1206,48 @@ def _check_annotations(
                 "remove the return annotation",
             )
         return
-    if "return" in annotations and not isinstance(annotations["return"], TensorType):
-        raise MimirError("GPU033", "a kernel returns a tensor; annotate it as `Tensor[...]`")
+    if "return" not in annotations:
+        return
+    ret = annotations["return"]
+    if isinstance(ret, TensorType) and not ret.inout:
+        return
+    items = _tuple_items(ret)
+    if (
+        items is not None
+        and items
+        and all(isinstance(t, TensorType) and not t.inout for t in items)
+    ):
+        clash = [n for n in result_names(ret) or () if n in signature.parameters]
+        if clash:
+            raise MimirError(
+                "GPU033", f"result `{clash[0]}` has the name of a parameter; rename the field"
+            )
+        return
+    raise MimirError(
+        "GPU033",
+        f"the result annotation `{getattr(ret, '__name__', ret)!r}` is not a kernel type; use "
+        "`Tensor[dtype, sizes...]` "
+        "or `tuple[Tensor[...], ...]`",
+    )
+
+
+def _tuple_items(ann: Any) -> tuple | None:
+    """The items of `tuple[A, B]`, or the field types of a `NamedTuple` class, else None."""
+    import typing
+
+    if typing.get_origin(ann) is tuple:
+        return typing.get_args(ann)
+    if result_names(ann) is not None:
+        hints = typing.get_type_hints(ann)
+        return tuple(hints[f] for f in ann._fields)
+    return None
+
+
+def result_names(ann: Any) -> tuple[str, ...] | None:
+    """The field names of a `NamedTuple` result annotation (the manifest's output names)."""
+    if isinstance(ann, type) and issubclass(ann, tuple) and hasattr(ann, "_fields"):
+        return tuple(ann._fields)
+    return None
 
 
 def _bind_arguments(arguments: dict[str, Any], annotations: dict[str, Any]) -> dict[str, int]:
@@ -1180,11 +1363,23 @@ def _show(dims: Sequence[Any]) -> str:
     return "[" + ", ".join(str(d) for d in dims) + "]"
 
 
-def _check_result(result: Any, ann: Any, env: dict[str, int]) -> None:
+def _check_result(result: Any, ann: Any, env: dict[str, int], what: str = "") -> None:
+    items = _tuple_items(ann)
+    if items is not None:
+        if not isinstance(result, tuple) or len(result) != len(items):
+            got = f"{len(result)} values" if isinstance(result, tuple) else "one value"
+            raise MimirError(
+                "GPU015", f"the kernel returns {got}, the annotation says {len(items)} tensors"
+            )
+        for k, (r, a) in enumerate(zip(result, items, strict=True)):
+            _check_result(r, a, env, f"result {k}")
+        return
     if not isinstance(ann, TensorType):
         return
     if not isinstance(result, Tensor):
-        raise MimirError("GPU015", f"the kernel returns {type(result).__name__}, not a tensor")
+        raise MimirError(
+            "GPU015", f"{what or 'the kernel'} returns {type(result).__name__}, not a tensor"
+        )
     try:
         expected = [evaluate(d, env) for d in ann.dims]
     except UnboundDimError as err:

@@ -53,6 +53,10 @@ MSL_THREAD_BUDGET = 150_000
 # to zero; a reordered sum then changes the quotient by ~1e-3 relative.
 LOOSER: dict[tuple[str, str, str], tuple[float, float]] = {
     ("pipeline", "normalize_rows", "out"): (1e-2, 1e-4),
+    # adam_step's random second moment `v` is in [-1, 1), not >= 0 as in training, so
+    # `b2 * v + (1 - b2) * g * g` can cancel to near zero, and its square root turns an
+    # FMA's different rounding into ~1e-2 relative in the step.
+    ("inout", "adam_step", "p"): (1e-2, 1e-4),
 }
 
 
@@ -122,7 +126,7 @@ def _compare(
     function: str,
     dims: dict[str, int],
 ) -> None:
-    outputs = [b for b in manifest["buffers"] if b["role"] == "output"]
+    outputs = [b for b in manifest["buffers"] if b["role"] in ("output", "inout")]
     assert set(actual) == {b["name"] for b in outputs}
     assert set(expected) == set(actual), "the manifest and the shim name the outputs differently"
     for buf in outputs:

@@ -266,7 +266,10 @@ TARGETS = {"one": (1,), "small": (7, 13, 5, 11, 3), "medium": (131, 17, 19, 23, 
 LARGE = 100_000
 # Outputs where summation order alone moves the result past the default tolerance:
 # normalize_rows divides by a row sum of values in [-1, 1), which can be near zero.
-LOOSER = {("pipeline", "normalize_rows", "out"): (1e-2, 1e-4)}
+LOOSER = {
+    ("pipeline", "normalize_rows", "out"): (1e-2, 1e-4),
+    ("inout", "adam_step", "p"): (1e-2, 1e-4),  # see test_backends_exec.LOOSER
+}
 
 
 def _bindings(manifest: dict[str, Any]) -> dict[str, dict[str, int]]:
@@ -334,7 +337,7 @@ def test_module_runs_on_wgpu_and_matches_the_shim(
     inputs = random_inputs(manifest, dims, seed=11)
     expected = shim_reference(REPO / manifest["source"], function, inputs, dims, scalars)
     actual = run_manifest(manifest, written[stem], inputs, dims, scalars)
-    outputs = [b for b in manifest["buffers"] if b["role"] == "output"]
+    outputs = [b for b in manifest["buffers"] if b["role"] in ("output", "inout")]
     assert set(actual) == set(expected) == {b["name"] for b in outputs}
     for buf in outputs:
         rtol, atol = LOOSER.get((stem, function, buf["name"]), (None, None))
@@ -354,7 +357,7 @@ def test_too_many_storage_buffers_is_a_coded_refusal() -> None:
     assert result.files == {}
 
 
-def test_index_level_kernel_read_and_written_in_place_is_refused() -> None:
+def test_index_level_plain_parameter_read_and_written_is_refused() -> None:
     prelude = REGISTRY["GPU070"].bad_source().split("@gpu")[0]
     source = prelude + (
         'N = Dim("N")\n\n@gpu(grid=(N,))\n'
@@ -363,8 +366,9 @@ def test_index_level_kernel_read_and_written_in_place_is_refused() -> None:
     )
     result = compile_source("grid.py", source, ["spirv"])
     assert result.files == {}
-    assert [d.code for d in result.diagnostics] == ["GPU071"]
-    assert "read and written in place" in result.diagnostics[0].message
+    # A plain parameter is an input or an output; one read and written must be `InOut`.
+    assert [d.code for d in result.diagnostics] == ["GPU029"]
+    assert "InOut" in result.diagnostics[0].message
 
 
 def _kernel(body: list, shared: list[SharedArray] | None = None, size: int = 64) -> Kernel:

@@ -30,7 +30,12 @@ class KernelContext:
         self.s = s
         self.plan = plan
         self.body = Body()
-        written = {n for n, _ in plan.outputs()}
+        # A parameter's value is always its buffer (`p = g` for an `InOut` p stores g's).
+        written = (
+            set()
+            if plan.copy
+            else {n for n, _ in plan.outputs() if s.kernel.graph.node(n)["kind"] != "param"}
+        )
         readable = {n: b for n, b in s.node_buffers.items() if n not in written}
         self.ev = Evaluator(s.kernel, self.body, readable)
         self.shared: list[SharedArray] = []
@@ -41,8 +46,17 @@ class KernelContext:
         if root_value is not None and self.plan.root is not None:
             self.ev.overrides[self.plan.root] = (idx.key, root_value)
         flat = idx.flat(self.body)
-        for node, buffers in self.plan.outputs():
-            value = self.ev.at(node, self.ev.same(idx, node))
+        inout = {b.name for b in self.s.buffers if b.role == "inout"}
+        outputs = self.plan.outputs()
+        if any(set(bufs) & inout for _, bufs in outputs) and len(outputs) > 1:
+            # An `InOut` buffer is stored here: every value is computed (its loads done)
+            # before the first store, so no output reads an element this thread already wrote.
+            values = [self.body.let(self.ev.at(n, self.ev.same(idx, n)), "v") for n, _ in outputs]
+        else:
+            values = [None] * len(outputs)
+        for (node, buffers), value in zip(outputs, values, strict=True):
+            if value is None:
+                value = self.ev.at(node, self.ev.same(idx, node))
             for name in buffers:
                 self.body.emit(Store(name, flat, lw.to_storage(value, self.ev.dtype(node))))
 

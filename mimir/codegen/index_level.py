@@ -139,8 +139,8 @@ class _Lowering:
                 self.kg.kernel.span,
             )
         stored |= atomic
-        both = sorted(stored & loaded)
-        if both:
+        both = sorted(n for n in stored & loaded if not self.tensors[n].inout)
+        if both:  # pragma: no cover - the checker reports it first (GPU029)
             raise RefusalError(
                 CANNOT_SCHEDULE,
                 f"`{both[0]}` is both read and written in place; a manifest buffer is an input "
@@ -150,7 +150,7 @@ class _Lowering:
         buffers_spec = [
             BufferSpec(
                 n,
-                "output" if n in stored else "input",
+                "inout" if a.inout else "output" if n in stored else "input",
                 a.dtype,
                 tuple(a.dims),
                 None if n in stored else a.value_range,

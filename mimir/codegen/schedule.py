@@ -61,6 +61,8 @@ class Plan:
     node: int
     root: int | None
     writes: list[str]  # buffers the kernel stores `node` into
+    # a copy launch: `node` is already in a scratch buffer, and is stored into `writes`
+    copy: bool = False
     # more element-wise results of the same shape written by the same launch
     also: list[tuple[int, list[str]]] = field(default_factory=list)
     partials: str | None = None  # a `reduce` that combines a `partial` launch's results
@@ -106,11 +108,24 @@ def schedule(kernel: Any) -> Schedule:
     ev = Evaluator(kernel, None, {})  # type: ignore[arg-type]
     g: nx.DiGraph = kg.graph
     returns = [n for n in g.nodes if kg.node(n)["kind"] == "return"]
-    if not returns:
+    writebacks = [n for n in g.nodes if kg.node(n)["kind"] == "writeback"]
+    if not returns and not writebacks:
         raise RefusalError(CANNOT_SCHEDULE, f"`{kg.name}` returns nothing", kg.kernel.span)
-    ret = returns[0]
-    outputs = _outputs(ev, ret)
-    live = nx.ancestors(g, ret)
+    outputs = _outputs(ev, returns[0]) if returns else []
+    # `InOut` parameters: the final value of each is stored into the parameter's own buffer.
+    updates: list[tuple[int, str]] = []
+    for wb in writebacks:
+        for name, value in zip(kg.node(wb)["names"], kg.node(wb)["inputs"], strict=True):
+            value = ev.resolve(value)
+            if not (kg.node(value)["kind"] == "param" and kg.node(value)["name"] == name):
+                updates.append((value, name))
+    if not outputs and not updates:
+        raise RefusalError(
+            CANNOT_SCHEDULE,
+            f"`{kg.name}` returns nothing and assigns none of its `InOut` parameters",
+            kg.kernel.span,
+        )
+    live = set().union(*(nx.ancestors(g, n) for n in [*returns, *writebacks]))
 
     # Who reads each tensor node (through tuple unpacking).
     readers: dict[int, list[int]] = {}
@@ -123,7 +138,7 @@ def schedule(kernel: Any) -> Schedule:
             if isinstance(kernel.values[t], TensorVal):
                 readers.setdefault(t, []).append(c)
 
-    output_nodes = {n for n, _ in outputs}
+    output_nodes = {n for n, _ in [*outputs, *updates]}
     epilogue: dict[int, int] = {}  # root -> the node its kernel writes
     claimed: set[int] = set()
     for r in sorted(n for n in live if root_kind(kg, n)):
@@ -153,9 +168,8 @@ def schedule(kernel: Any) -> Schedule:
         ann = node["annotation"]
         taken.add(node["name"])
         if isinstance(ann, TensorAnnotation):
-            buffers.append(
-                BufferSpec(node["name"], "input", ann.dtype, ev.shape(n), ann.value_range)
-            )
+            role = "inout" if ann.inout else "input"
+            buffers.append(BufferSpec(node["name"], role, ann.dtype, ev.shape(n), ann.value_range))
             node_buffers[n] = node["name"]
         elif isinstance(ann, ScalarAnnotation):
             scalar_params.append((node["name"], "i32" if ann.kind == "int" else "f32"))
@@ -163,6 +177,8 @@ def schedule(kernel: Any) -> Schedule:
     for n, name in outputs:
         name = _unique(name, taken)
         buffers.append(BufferSpec(name, "output", ev.dtype(n), ev.shape(n)))
+        writes.setdefault(n, []).append(name)
+    for n, name in updates:
         writes.setdefault(n, []).append(name)
 
     plans: list[Plan] = []
@@ -188,6 +204,24 @@ def schedule(kernel: Any) -> Schedule:
     for p in targets:
         node_buffers.setdefault(p, writes[p][0])
     plans = _merge_elementwise(ev, g, plans, node_buffers)
+    if updates:
+        params = {kg.node(n)["name"]: n for n in g.nodes if kg.node(n)["kind"] == "param"}
+        for n, name in updates:
+            if _write_in_place_is_safe(ev, g, plans, node_buffers, params[name], name):
+                continue
+            # Some launch reads the old value where the write would already have changed
+            # it: compute the new value into scratch, and copy it over after every launch.
+            for plan in plans:
+                for node, bufs in plan.outputs():
+                    if node == n and name in bufs:
+                        bufs.remove(name)
+                        if not bufs:
+                            extra = _unique(f"scratch{scratch}", taken)
+                            scratch += 1
+                            buffers.append(BufferSpec(extra, "scratch", ev.dtype(n), ev.shape(n)))
+                            bufs.append(extra)
+                        node_buffers[n] = bufs[0]
+            plans.append(Plan("ew", n, None, [name], copy=True))
 
     dims = _dims(kernel)
     for name, _ in scalar_params:
@@ -286,6 +320,48 @@ def _merge_elementwise(
     return out
 
 
+def _fused_reads(g: nx.DiGraph, n: int, node_buffers: dict[int, str]) -> set[int]:
+    """The nodes a launch computing `n` walks through (stopping at values in buffers)."""
+    found, stack = set(), [n]
+    while stack:
+        m = stack.pop()
+        if m in found:
+            continue
+        found.add(m)
+        if m != n and m in node_buffers:
+            continue
+        stack.extend(g.predecessors(m))
+    return found
+
+
+def _write_in_place_is_safe(
+    ev: Any, g: nx.DiGraph, plans: list[Plan], node_buffers: dict[int, str], param: int, name: str
+) -> bool:
+    """Whether storing an `InOut` parameter's new value straight into its buffer is safe.
+
+    It is when no launch after the writing one reads the old value, and the writing launch
+    reads the old value only at the element its thread stores (through element-wise ops of
+    the parameter's shape: the thread loads before it stores, and no other thread touches
+    that element)."""
+    writer = next(k for k, p in enumerate(plans) for _, bufs in p.outputs() if name in bufs)
+    key = [sz.key(s) for s in ev.shape(param)]
+    for k, plan in enumerate(plans[writer:], start=writer):
+        for node, _ in plan.outputs():
+            region = _fused_reads(g, node, node_buffers)
+            if param not in region:
+                continue
+            if k > writer or plan.kind != "ew" or plan.copy:
+                return False
+            for m in region - {param}:
+                if m != node and m in node_buffers:
+                    continue  # loaded from another buffer
+                if param not in nx.ancestors(g, m):
+                    continue
+                if op_kind(ev.kg, m) not in _FUSIBLE or [sz.key(s) for s in ev.shape(m)] != key:
+                    return False
+    return True
+
+
 def _outputs(ev: Any, ret: int) -> list[tuple[int, str]]:
     kg = ev.kg
     (value,) = kg.node(ret)["inputs"]
@@ -298,7 +374,9 @@ def _outputs(ev: Any, ret: int) -> list[tuple[int, str]]:
         for i in items:
             if not isinstance(ev.values[i], TensorVal):
                 raise ev.refuse(i, f"the kernel returns `{kg.node(i)['text']}`, not a tensor")
-        return [(i, f"out{k}") for k, i in enumerate(items)]
+        returns = kg.returns
+        names = getattr(returns, "names", None) or [f"out{k}" for k in range(len(items))]
+        return list(zip(items, names, strict=True))
     what = "a scalar" if isinstance(v, ScalarVal) else f"`{kg.node(value)['text']}`"
     raise ev.refuse(value, f"the kernel returns {what}; a compiled kernel must return tensors")
 

@@ -20,7 +20,13 @@ from mimir.dims import BinOp, Dim, Size
 from mimir.dtypes import ALL_DTYPES, DType, float32
 from mimir.ops import shapes as sh
 from mimir.parse.graph import KernelGraph
-from mimir.parse.module import ModuleInfo, ScalarAnnotation, TensorAnnotation, dims_in
+from mimir.parse.module import (
+    ModuleInfo,
+    ScalarAnnotation,
+    TensorAnnotation,
+    TupleAnnotation,
+    dims_in,
+)
 from mimir.solve.prover import PROVEN, REFUTED, Prover
 from mimir.solve.z3lib import z3
 
@@ -76,6 +82,9 @@ POISON = _Poison()
 
 DTYPE_SORT, DTYPE_CONSTS = z3.EnumSort("DType", [d.name for d in ALL_DTYPES])
 _DTYPE_TERM = dict(zip(ALL_DTYPES, DTYPE_CONSTS, strict=True))
+
+
+_SILENT_CODE = ""  # a failure already reported elsewhere: poison the node quietly
 
 
 class _RuleFailedError(Exception):
@@ -175,9 +184,11 @@ class KernelChecker:
                 for d, span in zip(ann.dims, ann.dim_spans, strict=True):
                     self._require_bound(d, span)
         self._assume_callable()
-        if isinstance(self.kg.returns, TensorAnnotation):
-            for d, span in zip(self.kg.returns.dims, self.kg.returns.dim_spans, strict=True):
-                self._require_bound(d, span)
+        returns = self.kg.returns
+        for ann in returns.items if isinstance(returns, TupleAnnotation) else [returns]:
+            if isinstance(ann, TensorAnnotation):
+                for d, span in zip(ann.dims, ann.dim_spans, strict=True):
+                    self._require_bound(d, span)
 
     def _assume_callable(self) -> None:
         """Every parameter axis is `>= 0` in any call: a fact, so counterexamples are callable.
@@ -259,6 +270,8 @@ class KernelChecker:
         try:
             return getattr(self, "_" + node["kind"])(node, inputs)
         except _RuleFailedError as f:
+            if f.code == _SILENT_CODE:  # already reported (an unbound dim)
+                return POISON
             extra = dict(f.extra)
             if node.get("call") is not None:  # inside an inlined function: name the call
                 extra["labels"] = (*extra.get("labels", ()), node["call"])
@@ -501,46 +514,87 @@ class KernelChecker:
         ann = self.kg.returns
         if ann is None:
             return value
-        if isinstance(ann, ScalarAnnotation):
+        if isinstance(ann, TupleAnnotation):
+            n = len(ann.items)
+            if not isinstance(value, TupleVal):
+                raise _RuleFailedError(
+                    "GPU015",
+                    f"the kernel returns one value, the annotation says a tuple of {n} tensors",
+                    labels=(Label(ann.span, "the return annotation"),),
+                )
+            if len(value.items) != n:
+                raise _RuleFailedError(
+                    "GPU015",
+                    f"the kernel returns {len(value.items)} values, the annotation says {n}",
+                    labels=(Label(ann.span, "the return annotation"),),
+                )
+            for k, (item, item_ann) in enumerate(zip(value.items, ann.items, strict=True)):
+                what = f"result `{ann.names[k]}`" if ann.names else f"result {k}"
+                self._check_result(item, item_ann, what, what)
+            return value
+        if isinstance(ann, ScalarAnnotation):  # pragma: no cover - refused when read
             raise _RuleFailedError(
                 "GPU033", "a kernel returns a tensor; annotate it as `Tensor[...]`"
             )
+        self._check_result(value, ann, "the kernel", "return")
+        return value
+
+    def _writeback(self, node: dict, inputs: list) -> Any:
+        """Each `InOut` parameter's final value must fit the caller's tensor exactly."""
+        params = {name: ann for name, ann, _ in self.kg.params}
+        for name, value in zip(node["names"], inputs, strict=True):
+            ann = params[name]
+            if not isinstance(value, TensorVal):
+                raise _RuleFailedError(
+                    "GPU015",
+                    f"`{name}` is `InOut` and must hold a tensor when the kernel returns, "
+                    "not a scalar",
+                    labels=(Label(ann.span, f"`{name}` is annotated here"),),
+                )
+            self._check_result(value, ann, f"the value written back into `{name}`", name)
+        return NoneVal()
+
+    def _check_result(self, value: Any, ann: TensorAnnotation, what: str, owner: str) -> None:
+        """A result (a returned tensor, or an `InOut` parameter's final value) has exactly
+        the annotated shape and dtype. `what` names it: "the kernel", "result 1", or
+        "the value written back into `p`"."""
+        returned = owner == "return" or owner.startswith("result")
         if not isinstance(value, TensorVal):
+            verb = "the kernel returns" if what == "the kernel" else f"{what} is"
             raise _RuleFailedError(
                 "GPU015",
-                "return shape mismatch: the kernel returns a scalar, "
-                f"the annotation says a tensor of shape {_ann_text(ann)}",
+                f"return shape mismatch: {verb} a scalar, the annotation says a tensor of "
+                f"shape {_ann_text(ann)}",
             )
         if not self._require_all_bound(ann):
-            return POISON
-        expected = self._annotated_shape("return", ann)
+            raise _RuleFailedError(_SILENT_CODE, "")
+        expected = self._annotated_shape(owner, ann)
         got = _shape_text(value.shape)
-        message = f"return shape mismatch: the kernel returns {got}, the annotation says " + (
-            _ann_text(ann)
-        )
+        if what == "the kernel":
+            message = f"return shape mismatch: the kernel returns {got}, the annotation says "
+        elif returned:
+            message = f"return shape mismatch: {what} has shape {got}, the annotation says "
+        else:
+            message = f"{what} has shape {got}, the parameter is annotated "
+        message += _ann_text(ann)
+        label = "the return annotation" if returned else f"`{owner}` is annotated here"
         if len(expected) != len(value.shape):
-            raise _RuleFailedError(
-                "GPU015", message, labels=(Label(ann.span, "the return annotation"),)
-            )
+            raise _RuleFailedError("GPU015", message, labels=(Label(ann.span, label),))
         obligation = z3.And(*[a.term == b.term for a, b in zip(value.shape, expected, strict=True)])
         self._prove_all([Obligation(obligation, "GPU015", message, ())])
         # Dtypes: the annotation is a tracked fact, so the conflict names it.
-        ret = z3.Const("return.dtype", DTYPE_SORT)
+        ret = z3.Const(f"{owner}.dtype", DTYPE_SORT)
         self.prover.add_fact(
             ret == _DTYPE_TERM[ann.dtype], Label(ann.span, f"the annotation says {ann.dtype}")
         )
-        self._prove_all(
-            [
-                Obligation(
-                    ret == _DTYPE_TERM[value.dtype],
-                    "GPU016",
-                    f"return dtype mismatch: the kernel returns {value.dtype}, "
-                    f"the annotation says {ann.dtype}",
-                    (),
-                )
-            ]
-        )
-        return value
+        if what == "the kernel":
+            dmessage = f"return dtype mismatch: the kernel returns {value.dtype}, "
+        elif returned:
+            dmessage = f"return dtype mismatch: {what} is {value.dtype}, "
+        else:
+            dmessage = f"dtype mismatch: {what} is {value.dtype}, "
+        dmessage += f"the annotation says {ann.dtype}"
+        self._prove_all([Obligation(ret == _DTYPE_TERM[value.dtype], "GPU016", dmessage, ())])
 
     def _require_all_bound(self, ann: TensorAnnotation) -> bool:
         return all(self._require_bound(d, s) for d, s in zip(ann.dims, ann.dim_spans, strict=True))
@@ -797,6 +851,12 @@ class KernelChecker:
     def _index_size(self, value: Any) -> Sym:
         if isinstance(value, SizeVal):
             return value.sym
+        if isinstance(value, ScalarVal) and value.kind == "int":
+            raise _RuleFailedError(
+                "GPU026",
+                "a slice bound or index is a run-time `int`; a tensor-level kernel's shapes "
+                "are sizes (ints, dims, `x.shape[i]`)",
+            )
         raise _RuleFailedError(
             "GPU036",
             "an index must be an int, a dim or `x.shape[i]`; gather with a tensor of indices "

@@ -171,6 +171,7 @@ class IndexKernelChecker(KernelChecker):
         self.src = info.source
         self.env: dict[str, Any] = {}
         self.thread_vars: list[z3.ArithRef] = []
+        self.pids: list[z3.ArithRef] = []  # program_id(0), program_id(1), ...
         self.accesses: list[_Access] = []
         self.grid: list[Any] = []
         self._fresh = 0
@@ -213,13 +214,16 @@ class IndexKernelChecker(KernelChecker):
                 ref.value_range = self._value_range(name, ann)
                 self.env[name] = ref
             elif isinstance(ann, ScalarAnnotation):
-                self.env[name] = Elem(ann.kind, self._ranged(name, ann.kind))
+                # One value for the whole launch (a uniform): not a thread-local variable,
+                # so the race rule compares two program ids under the same value.
+                self.env[name] = Elem(ann.kind, self._ranged(name, ann.kind, uniform=True))
         for arg in self.kg.kernel.node.args.args:
             self.env.setdefault(arg.arg, None)  # poisoned parameters
         scope = _Scope()
         if not self._read_grid(scope):
             return self.diagnostics
         self._block(self.kg.kernel.node.body, scope)
+        self._check_plain_read_writes()
         self._check_races()
         return self.diagnostics
 
@@ -240,6 +244,27 @@ class IndexKernelChecker(KernelChecker):
         if not (self._require_bound(lo, ann.span) and self._require_bound(hi, ann.span)):
             return None
         return self._term(lo), self._term(hi)
+
+    def _check_plain_read_writes(self) -> None:
+        """A parameter that is read and written must be `InOut`: a plain one is an output,
+        whose contents before the kernel writes it are nobody's (GPU029)."""
+        annotations = {name: ann for name, ann, _ in self.kg.params}
+        stored = {a.tensor for a in self.accesses if a.store}
+        for access in self.accesses:
+            ann = annotations.get(access.tensor)
+            if access.store or access.tensor not in stored or not isinstance(ann, TensorAnnotation):
+                continue
+            if ann.inout:
+                continue
+            stored.discard(access.tensor)  # one report per parameter
+            self._emit(
+                "GPU029",
+                f"`{access.tensor}` is read and written but not annotated `InOut[...]`: "
+                "a plain parameter the kernel writes is an output, and its old contents are "
+                "not the caller's",
+                access.span,
+                labels=(Label(ann.span, f"`{access.tensor}` is annotated here"),),
+            )
 
     def _read_grid(self, scope: _Scope) -> bool:
         grid = self.kg.kernel.grid
@@ -263,6 +288,7 @@ class IndexKernelChecker(KernelChecker):
                 return False
             pid = z3.Int(f"program_id({axis})")
             self.thread_vars.append(pid)
+            self.pids.append(pid)
             scope.path.extend([pid >= 0, pid < self._term(size)])
             scope.show.append((f"program_id({axis})", pid))
             self.grid.append(size)
@@ -673,10 +699,8 @@ class IndexKernelChecker(KernelChecker):
             if value is None:
                 raise _RefusedError(_SILENT, "", node)
             loaded = False
-            if (
-                isinstance(value, Elem)
-                and isinstance(value.dtype, DType)
-                and value.dtype.is_integer
+            if isinstance(value, Elem) and (
+                value.dtype == "int" or (isinstance(value.dtype, DType) and value.dtype.is_integer)
             ):
                 term = value.term if value.term is not None else self._fresh_int("index")
                 value = Idx(term, self.src.text(item))
@@ -832,7 +856,7 @@ class IndexKernelChecker(KernelChecker):
                     f"`program_id` takes an axis literal below the grid's rank {len(self.grid)}",
                     node,
                 )
-            return Idx(self.thread_vars[axis], f"program_id({axis})")
+            return Idx(self.pids[axis], f"program_id({axis})")
         args = [self._expr(a, scope) for a in node.args]
         if any(a is None for a in args):
             return None
@@ -978,12 +1002,13 @@ class IndexKernelChecker(KernelChecker):
         wrapped = (exact - lo) % span + lo
         return Elem(result.dtype, z3.If(z3.And(exact >= lo, exact <= hi), exact, wrapped))
 
-    def _ranged(self, base: str, kind: DType | str) -> z3.ArithRef | None:
-        """A fresh thread-local integer within `kind`'s range (None for non-integer kinds)."""
+    def _ranged(self, base: str, kind: DType | str, uniform: bool = False) -> z3.ArithRef | None:
+        """A fresh thread-local (or launch-`uniform`) integer within `kind`'s range (None for
+        non-integer kinds)."""
         bounds = _int_range(kind)
         if bounds is None:
             return None
-        var = self._fresh_int(base)
+        var = z3.Int(self._fresh_name(base)) if uniform else self._fresh_int(base)
         self.prover.add_fact(z3.And(var >= bounds[0], var <= bounds[1]), None)
         return var
 
@@ -1007,7 +1032,7 @@ class IndexKernelChecker(KernelChecker):
         stores = [a for a in self.accesses if a.store]
         reported: set[tuple] = set()
         primed = [(v, z3.Int(str(v) + "'")) for v in self.thread_vars]
-        pids = self.thread_vars[: len(self.grid)]
+        pids = self.pids
         different = z3.Or(*[p != z3.Int(str(p) + "'") for p in pids])
         for s in stores:
             for other in self.accesses:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 PRELUDE = (
-    "from mimir.array import Dim, Tensor, bool_, float16, float32, gpu, int32, uint32\n"
+    "from mimir.array import Dim, InOut, Tensor, bool_, float16, float32, gpu, int32, uint32\n"
     "from mimir.array import full, maximum, minimum, ones, program_id, where, zeros\n"
 )
 
@@ -283,6 +283,39 @@ _CODES = [
         "    i = program_id(0)\n    out[i] = x[i]\n",
     ),
     Code(
+        "GPU029",
+        "write-to-input",
+        "a kernel writes a tensor parameter that is not annotated `InOut[...]`",
+        "a plain `Tensor[...]` parameter is read-only to a tensor-level kernel, and an "
+        "index-level kernel's plain parameter is an input or an output, never both: "
+        "`p -= g` on one would update the caller's tensor in NumPy but only a local copy here, "
+        "and reading an output before writing it reads memory nobody set",
+        "annotate the parameter `InOut[Tensor[...]]` to update the caller's tensor (a tensor-level "
+        "kernel assigns its name, `p -= lr * g`), or bind the new value to another name",
+        'N = Dim("N")\n\n@gpu\n'
+        "def f(p: Tensor[float32, N], g: Tensor[float32, N]) -> Tensor[float32, N]:\n"
+        "    p -= g\n    return p\n",
+        'N = Dim("N")\n\n@gpu\n'
+        "def f(p: InOut[Tensor[float32, N]], g: Tensor[float32, N]):\n"
+        "    p -= g\n",
+    ),
+    Code(
+        "GPU026",
+        "runtime-slice-bound",
+        "a slice or index bound that is a run-time value (an `int` parameter)",
+        "a tensor-level kernel's shapes are proven before it runs, so every slice bound must be "
+        "a size: `x[:, 0:k]` with `k: int` would have a shape nobody can check",
+        "make the size a `Dim` bound by a parameter's shape (`k_cols: Tensor[float32, K]` and "
+        "`x[:, 0:K]`), or keep the whole axis and mask it: `where(mask, x, 0.0)` with a "
+        "mask tensor",
+        'N = Dim("N")\nD = Dim("D")\n\n@gpu\n'
+        "def f(x: Tensor[float32, N, D], k: int) -> Tensor[float32, N]:\n"
+        "    return x[:, 0:k].sum(axis=1)\n",
+        'N = Dim("N")\nK = Dim("K")\n\n@gpu\n'
+        "def f(x: Tensor[float32, N, K + 4], w: Tensor[float32, K]) -> Tensor[float32, N]:\n"
+        "    return x[:, 0:K].sum(axis=1)\n",
+    ),
+    Code(
         "GPU030",
         "unknown-operation",
         "an operator, method, function or attribute the kernel language does not define",
@@ -320,8 +353,10 @@ _CODES = [
         "bad-annotation",
         "a kernel parameter or result has no usable annotation",
         "the annotations are the facts the proof starts from; `Tensor[dtype, d0, ...]` with int "
-        "or `Dim` sizes, or `int`/`float` for a scalar",
-        "annotate the parameter as `Tensor[float32, N, 4]` (or `float`/`int`)",
+        "or `Dim` sizes, `InOut[Tensor[...]]` for a parameter the kernel updates, or "
+        "`int`/`float` for a scalar; a result is `Tensor[...]` or `tuple[Tensor[...], ...]`",
+        "annotate each parameter as `Tensor[float32, N, 4]` (or `InOut[Tensor[...]]`, `float`, "
+        "`int`) and the result as `-> Tensor[float32, N]` or `-> tuple[Tensor[...], Tensor[...]]`",
         "@gpu\ndef f(x) -> Tensor[float32, 8]:\n    return x\n",
         "@gpu\ndef f(x: Tensor[float32, 8]) -> Tensor[float32, 8]:\n    return x\n",
     ),
@@ -472,7 +507,8 @@ _CODES = [
         "a kernel that checks clean but cannot be compiled into launches",
         "code generation needs every result to be a tensor whose sizes are dim expressions; "
         "Mimir refuses rather than guess what a kernel should write",
-        "return tensors (not Python scalars), and spell every size with the kernel's dims",
+        "return tensors (not Python scalars) or assign an `InOut[...]` parameter, and spell "
+        "every size with the kernel's dims",
         "@gpu\ndef f(x: Tensor[float32, 8], s: float):\n    return s * 2.0\n",
         "@gpu\ndef f(x: Tensor[float32, 8], s: float) -> Tensor[float32, 8]:\n    return x * s\n",
         found_by="compile",

@@ -16,8 +16,23 @@ from typing import TYPE_CHECKING, Any
 from mimir.dims import Dim
 from mimir.host import torch_table as tt
 from mimir.host.rules import RefutedError
-from mimir.host.values import UNKNOWN, Sym, TensorV, arith, const, eq, show, show_shape
-from mimir.parse.module import TensorAnnotation, read_annotation
+from mimir.host.values import (
+    UNKNOWN,
+    Sym,
+    TensorV,
+    TupleV,
+    arith,
+    const,
+    eq,
+    show,
+    show_shape,
+)
+from mimir.parse.module import (
+    TensorAnnotation,
+    TupleAnnotation,
+    read_annotation,
+    read_return_annotation,
+)
 from mimir.solve.z3lib import z3
 
 if TYPE_CHECKING:
@@ -105,9 +120,18 @@ def kernel_call(hc: HostChecker, name: str, args: list, kwargs: dict, node: ast.
         except RefutedError as err:
             _report_at(hc, src, node, err)
             return UNKNOWN
-    ret = read_annotation(hc.info, kernel.returns)
+    if kernel.returns is None:
+        return UNKNOWN
+    ret = read_return_annotation(hc.info, kernel.returns)
+    if isinstance(ret, TupleAnnotation) and ret.names is None:
+        # `-> tuple[Tensor[...], ...]`: `a, b = k(x)` unpacks results of known shapes
+        return TupleV(tuple(_result(r, binding) for r in ret.items))
     if not isinstance(ret, TensorAnnotation):
         return UNKNOWN
+    return _result(ret, binding)
+
+
+def _result(ret: TensorAnnotation, binding: dict) -> TensorV:
     shape = tuple(_substitute(d, binding) for d in ret.dims)
     dtype = "bool" if ret.dtype.name == "bool_" else ret.dtype.name
     return TensorV(shape, dtype, "mimir")

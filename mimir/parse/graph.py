@@ -8,7 +8,8 @@ table; it decides nothing about shapes or dtypes (that is `mimir.constraints`).
 
 Node kinds:
   param, const, dim, dtype, binop(symbol), unop(symbol), method(spec),
-  call(spec), attribute(spec), subscript(items), tuple, return, poison
+  call(spec), attribute(spec), subscript(items), tuple, return, poison,
+  writeback(names): the values the `InOut` parameters hold when the kernel returns
 """
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ from mimir.parse.module import (
     ModuleInfo,
     Problem,
     TensorAnnotation,
+    TupleAnnotation,
+    named_result_fields,
     read_annotation,
+    read_return_annotation,
 )
 
 BINARY_SYMBOLS: dict[type, str] = {
@@ -49,7 +53,7 @@ class KernelGraph:
     kernel: KernelDef
     graph: nx.DiGraph
     params: list[tuple[str, Annotation, Span]] = field(default_factory=list)
-    returns: Annotation | None = None
+    returns: Annotation | TupleAnnotation | None = None
     problems: list[Problem] = field(default_factory=list)
     # Every use or binding of a local name that adds no node of its own: (span, node id),
     # so a front door (the language server's hover) can ask what value a name holds there.
@@ -125,7 +129,23 @@ class _Builder:
             self.problem(
                 "GPU015", "the kernel has a return annotation but never returns a value", self.fn
             )
+        if not returned:
+            self._writeback(self.fn)
         return self.out
+
+    def _inout(self) -> list[str]:
+        return [
+            name
+            for name, ann, _ in self.out.params
+            if isinstance(ann, TensorAnnotation) and ann.inout
+        ]
+
+    def _writeback(self, node: ast.AST) -> None:
+        """The value each `InOut` parameter's name holds as the kernel returns: what is
+        written back into the caller's tensor (a parameter never rebound writes nothing)."""
+        names = [n for n in self._inout() if n in self.env]
+        if names:
+            self.add("writeback", node, [self.env[n] for n in names], names=names)
 
     def _parameters(self) -> None:
         args = self.fn.args
@@ -154,10 +174,22 @@ class _Builder:
             self.env[arg.arg] = self.add("param", arg, name=arg.arg, annotation=ann)
         returns_none = isinstance(self.fn.returns, ast.Constant) and self.fn.returns.value is None
         if self.fn.returns is not None and not returns_none:
-            ann = read_annotation(self.info, self.fn.returns)
+            ann = read_return_annotation(self.info, self.fn.returns)
             if isinstance(ann, Problem):
                 if not ann.reported:
                     self.out.problems.append(ann)
+            elif (
+                isinstance(ann, TupleAnnotation)
+                and ann.names
+                and any(n in self.env for n in ann.names)
+            ):
+                clash = next(n for n in ann.names if n in self.env)
+                self.problem(
+                    "GPU033",
+                    f"result `{clash}` has the name of a parameter; the manifest names every "
+                    "buffer by one of them, so rename the field",
+                    self.fn.returns,
+                )
             else:
                 self.out.returns = ann
 
@@ -172,8 +204,10 @@ class _Builder:
         """Build one statement; True when it is the `return`."""
         if isinstance(stmt, ast.Return):
             value = self.expr(stmt.value) if stmt.value is not None else None
+            self._writeback(stmt)
             if value is None:
-                self.problem("GPU015", "a kernel must return a tensor", stmt)
+                if not self._inout() or self.out.returns is not None:
+                    self.problem("GPU015", "a kernel must return a tensor", stmt)
             else:
                 self.add("return", stmt.value, [value])
             return True
@@ -190,6 +224,15 @@ class _Builder:
                 self.problem("GPU031", "augmented assignment to a subscript or attribute", stmt)
                 return False
             current = self.name(stmt.target)
+            if self._plain_parameter(current):
+                self.problem(
+                    "GPU029",
+                    f"`{stmt.target.id}` is a parameter not annotated `InOut[...]`: "
+                    f"`{self.src.text(stmt)}` cannot update the caller's tensor",
+                    stmt,
+                )
+                self.env[stmt.target.id] = self.add("poison", stmt.target)
+                return False
             value = self.expr(stmt.value)
             symbol = BINARY_SYMBOLS[type(stmt.op)]
             self.env[stmt.target.id] = self._binop(symbol, stmt, current, value)
@@ -207,12 +250,40 @@ class _Builder:
         elif isinstance(target, ast.Tuple) and all(isinstance(t, ast.Name) for t in target.elts):
             for k, t in enumerate(target.elts):
                 self.env[t.id] = self.add("item", t, [value], index=k, count=len(target.elts))
+        elif (
+            isinstance(target, ast.Subscript)
+            and isinstance(target.value, ast.Name)
+            and target.value.id in self.env
+            and self.out.graph.nodes[self.env[target.value.id]]["kind"] == "param"
+        ):
+            name = target.value.id
+            if self._plain_parameter(self.env[name]):
+                self.problem(
+                    "GPU029",
+                    f"`{name}` is a parameter not annotated `InOut[...]`: a kernel cannot "
+                    "write into it",
+                    target,
+                )
+            else:
+                self.problem(
+                    "GPU031",
+                    f"a tensor-level kernel updates `{name}` by assigning the name "
+                    f"(`{name} = ...`, `{name} -= ...`), not a subscript of it",
+                    target,
+                )
         else:
             self.problem(
                 "GPU031",
                 "assignment to a subscript or attribute is not allowed in a tensor-level kernel",
                 target,
             )
+
+    def _plain_parameter(self, node: int) -> bool:
+        """Whether `node` is a tensor parameter that is not `InOut` (its caller's tensor is
+        read-only to the kernel)."""
+        attrs = self.out.graph.nodes[node]
+        ann = attrs.get("annotation")
+        return attrs["kind"] == "param" and isinstance(ann, TensorAnnotation) and not ann.inout
 
     # -- expressions
 
@@ -348,6 +419,9 @@ class _Builder:
             if spec is None:
                 return self.problem("GPU030", f"unknown method `.{func.attr}()`", func)
             return self._call_with(spec, node, [receiver], "method")
+        if isinstance(func, ast.Name) and func.id not in self.env:
+            if func.id in self.info.named_results:
+                return self._named_result(node, func.id)
         if isinstance(func, ast.Name):
             if func.id in self.env:
                 return self.problem("GPU030", f"`{func.id}` is not callable inside `@gpu`", node)
@@ -358,6 +432,23 @@ class _Builder:
                 return self.problem("GPU030", f"unknown function `{func.id}()` in a kernel", func)
             return self.problem("GPU032", f"undefined name `{func.id}`", func)
         return self.problem("GPU030", f"`{self.src.text(func)}` cannot be called here", node)
+
+    def _named_result(self, node: ast.Call, name: str) -> int:
+        """`Stats(mean, rstd)` or `Stats(mean=m, rstd=r)`: a tuple of the `NamedTuple`'s fields."""
+        fields = [f.target.id for f in named_result_fields(self.info.named_results[name])]  # type: ignore[union-attr]
+        given: dict[str, ast.expr] = {}
+        for k, a in enumerate(node.args):
+            if k >= len(fields) or isinstance(a, ast.Starred):
+                return self.problem("GPU036", f"`{name}` has {len(fields)} fields", node)
+            given[fields[k]] = a
+        for kw in node.keywords:
+            if kw.arg not in fields or kw.arg in given:
+                return self.problem("GPU036", f"`{name}` has no field `{kw.arg}` to set", node)
+            given[kw.arg] = kw.value
+        missing = [f for f in fields if f not in given]
+        if missing:
+            return self.problem("GPU036", f"`{name}(...)` is missing `{missing[0]}`", node)
+        return self.add("tuple", node, [self.expr(given[f]) for f in fields])
 
     def _inline(self, node: ast.Call, info: ModuleInfo, fn: ast.FunctionDef) -> int:
         """The callee's body built into this graph, its parameters bound to the arguments.

@@ -52,12 +52,25 @@ class TensorAnnotation:
     # `Range(lo, hi)` after the sizes of an integer tensor: every element v has lo <= v < hi
     # (checked by the shim at the call, assumed by the checker, recorded in the manifest).
     value_range: tuple[Size, Size] | None = None
+    # `InOut[Tensor[...]]`: a parameter the kernel may read and write; the caller's tensor
+    # holds what the kernel wrote when it returns (manifest role `inout`)
+    inout: bool = False
 
 
 @dataclass
 class ScalarAnnotation:
     kind: str  # "int" | "float"
     span: Span
+
+
+@dataclass
+class TupleAnnotation:
+    """`-> tuple[Tensor[...], Tensor[...]]`: a kernel with several results (`out0`, `out1`...)."""
+
+    items: list[TensorAnnotation]
+    span: Span
+    # the field names of a `NamedTuple` result type (the manifest's output names), else None
+    names: list[str] | None = None
 
 
 Annotation = TensorAnnotation | ScalarAnnotation
@@ -98,6 +111,8 @@ class ModuleInfo:
     # a module-level name that is not a size, used as one: the span of its first use, where
     # it is reported (every later use is the same root cause)
     non_size_uses: dict[str, Span] = field(default_factory=dict)
+    # `class Stats(NamedTuple)` with only annotated fields: a kernel's named results
+    named_results: dict[str, ast.ClassDef] = field(default_factory=dict)
 
     def resolve(self, node: ast.expr) -> str | None:
         """The `mimir.array` name an expression refers to, if any."""
@@ -166,6 +181,7 @@ def _rebind(info: ModuleInfo, name: str) -> None:
         info.sizes,
         info.imported_kernels,
         info.imported_functions,
+        info.named_results,
     )
     for table in tables:
         table.pop(name, None)
@@ -206,6 +222,8 @@ def _read_statement(info: ModuleInfo, stmt: ast.stmt) -> None:
                     )
                 )
         _rebind(info, stmt.name)
+        if isinstance(stmt, ast.ClassDef) and _is_named_tuple(stmt):
+            info.named_results[stmt.name] = stmt
         return
     if isinstance(stmt, ast.Assign):
         for target in stmt.targets:
@@ -222,6 +240,26 @@ def _read_statement(info: ModuleInfo, stmt: ast.stmt) -> None:
         return
     # `if`, `try`, `for`, `with`, `N += 1`, `(N := 3)`, ...: names bound, meaning unknown.
     _bind_names_only(info, stmt)
+
+
+def _is_named_tuple(cls: ast.ClassDef) -> bool:
+    """`class Stats(NamedTuple):` (or `typing.NamedTuple`) holding only `name: type` fields."""
+    if len(cls.bases) != 1 or cls.keywords or cls.decorator_list:
+        return False
+    base = dotted_name(cls.bases[0])
+    if base not in ("NamedTuple", "typing.NamedTuple"):
+        return False
+    fields = [
+        s for s in cls.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+    ]
+    return bool(fields) and all(
+        isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.value is None
+        for s in fields
+    )
+
+
+def named_result_fields(cls: ast.ClassDef) -> list[ast.AnnAssign]:
+    return [s for s in cls.body if isinstance(s, ast.AnnAssign)]
 
 
 def _bind_names_only(info: ModuleInfo, stmt: ast.stmt) -> None:
@@ -382,11 +420,25 @@ def read_annotation(info: ModuleInfo, node: ast.expr | None) -> Annotation | Pro
                 sub.lineno, sub.end_lineno = node.lineno, node.end_lineno  # type: ignore[attr-defined]
                 sub.col_offset, sub.end_col_offset = node.col_offset, node.end_col_offset  # type: ignore[attr-defined]
         return read_annotation(info, inner)
+    if isinstance(node, ast.Subscript) and info.resolve(node.value) == "InOut":
+        inner = read_annotation(info, node.slice)
+        if isinstance(inner, TensorAnnotation) and not inner.inout:
+            inner.inout = True
+            inner.span = src.span(node)
+            return inner
+        if isinstance(inner, Problem):
+            return inner
+        return Problem(
+            "GPU033",
+            f"`{src.text(node)}`: `InOut[...]` holds one tensor type, `InOut[Tensor[dtype, "
+            "sizes...]]`",
+            src.span(node),
+        )
     if not (isinstance(node, ast.Subscript) and info.resolve(node.value) == "Tensor"):
         return Problem(
             "GPU033",
             f"`{src.text(node)}` is not a kernel type; use `Tensor[dtype, sizes...]`, "
-            "`int` or `float`",
+            "`InOut[Tensor[...]]`, `int` or `float`",
             src.span(node),
         )
     items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
@@ -464,6 +516,90 @@ def _read_range(info: ModuleInfo, call: ast.Call, dtype: DType) -> tuple[Size, S
             src.span(call),
         )
     return lo, hi
+
+
+def read_return_annotation(
+    info: ModuleInfo, node: ast.expr
+) -> TensorAnnotation | TupleAnnotation | Problem:
+    """A kernel's result type: `Tensor[...]`, or `tuple[Tensor[...], ...]` for several."""
+    src = info.source
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            inner = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return Problem("GPU033", f"cannot read the annotation {node.value!r}", src.span(node))
+        for sub in ast.walk(inner):
+            if hasattr(sub, "lineno"):
+                sub.lineno, sub.end_lineno = node.lineno, node.end_lineno  # type: ignore[attr-defined]
+                sub.col_offset, sub.end_col_offset = node.col_offset, node.end_col_offset  # type: ignore[attr-defined]
+        return read_return_annotation(info, inner)
+    if isinstance(node, ast.Name) and node.id in info.named_results:
+        named: list[TensorAnnotation] = []
+        names: list[str] = []
+        for f in named_result_fields(info.named_results[node.id]):
+            item = read_annotation(info, f.annotation)
+            if isinstance(item, Problem):
+                return item
+            if not isinstance(item, TensorAnnotation) or item.inout:
+                return Problem(
+                    "GPU033",
+                    f"field `{f.target.id}` of `{node.id}` is not a tensor type; each result "
+                    "of a kernel is a `Tensor[dtype, sizes...]`",
+                    src.span(f.annotation),
+                )
+            named.append(item)
+            names.append(f.target.id)  # type: ignore[union-attr]
+        return TupleAnnotation(named, src.span(node), names)
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "tuple"
+        and "tuple" not in info.module_names
+    ):
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if any(isinstance(e, ast.Constant) and e.value is Ellipsis for e in elts):
+            return Problem(
+                "GPU033",
+                "a kernel's results are a fixed number of tensors: spell each one, "
+                "`tuple[Tensor[...], Tensor[...]]`",
+                src.span(node),
+            )
+        items: list[TensorAnnotation] = []
+        for e in elts:
+            item = read_return_annotation(info, e)
+            if isinstance(item, Problem):
+                return item
+            if not isinstance(item, TensorAnnotation):
+                return Problem(
+                    "GPU033",
+                    f"result `{src.text(e)}` is not a tensor type; each result of a kernel is a "
+                    "`Tensor[dtype, sizes...]`",
+                    src.span(e),
+                )
+            items.append(item)
+        return TupleAnnotation(items, src.span(node))
+    ann = read_annotation(info, node)
+    if isinstance(ann, TensorAnnotation) and ann.inout:
+        return Problem(
+            "GPU033",
+            "`InOut[...]` marks a parameter the kernel updates; a result is a plain `Tensor[...]`",
+            src.span(node),
+        )
+    if isinstance(ann, ScalarAnnotation):
+        return Problem(
+            "GPU033",
+            f"the result annotation `{src.text(node)}` is a scalar; a kernel returns "
+            "`Tensor[...]` or `tuple[Tensor[...], ...]`",
+            src.span(node),
+        )
+    if isinstance(ann, Problem) and ann.message.endswith("`int` or `float`"):
+        return Problem(
+            "GPU033",
+            f"the result annotation `{src.text(node)}` is not a kernel type; use "
+            "`Tensor[dtype, sizes...]` or `tuple[Tensor[...], ...]`",
+            src.span(node),
+        )
+    return ann
 
 
 def read_size(info: ModuleInfo, node: ast.expr) -> Size | Problem:

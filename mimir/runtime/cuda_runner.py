@@ -210,7 +210,7 @@ class PtxProgram:
             ptr = ctypes.c_uint64()
             _check(self.lib.cuMemAlloc_v2(ctypes.byref(ptr), max(nbytes, 4)), "cuMemAlloc")
             self.pointers[name], self.counts[name] = ptr, count
-            if buf["role"] == "input":
+            if buf["role"] in mf.UPLOADED:
                 data = bytes(raw[name]) if name in raw else mf.encode(listed[name], buf["dtype"])
                 if len(data) != nbytes:
                     raise mf.ManifestError(f"input `{name}` has {len(data)} bytes, not {nbytes}")
@@ -264,7 +264,7 @@ class PtxProgram:
         self.synchronize()
         out: dict[str, list] = {}
         for buf in self.manifest["buffers"]:
-            if buf["role"] != "output":
+            if buf["role"] not in mf.RESULTS:
                 continue
             name, count = buf["name"], self.counts[buf["name"]]
             nbytes = count * mf.buffer_element_size(buf, "ptx")
@@ -275,7 +275,9 @@ class PtxProgram:
         return out
 
     def time_ms(self, repeats: int = 20) -> float:
-        """Milliseconds per `launch()`, the mean of `repeats` after one warm-up, by CUDA events."""
+        """Milliseconds per `launch()`, the mean of `repeats` after one warm-up, by CUDA events.
+
+        Every launch updates the `inout` buffers again: read `outputs()` before timing."""
         self.launch()
         start, stop = ctypes.c_void_p(), ctypes.c_void_p()
         _check(self.lib.cuEventCreate(ctypes.byref(start), 0), "cuEventCreate")

@@ -239,10 +239,16 @@ def check_format(manifest: Mapping[str, Any]) -> None:
         )
 
 
+# Roles whose buffer the host fills before the launches, and reads back after them.
+# `inout` is both: an `InOut` parameter the kernel updates in place.
+UPLOADED = ("input", "inout")
+RESULTS = ("output", "inout")
+
+
 def prepare_inputs(
     manifest: Mapping[str, Any], inputs: Mapping[str, Any], dims: Mapping[str, int]
 ) -> dict[str, list]:
-    """Flatten and size-check the values of every `input` buffer.
+    """Flatten and size-check the values of every `input` and `inout` buffer.
 
     A value is a flat or nested list, or an array (NumPy, torch, any buffer
     object), read through its memory; `encode` then stores it as the buffer's dtype.
@@ -250,7 +256,7 @@ def prepare_inputs(
     out: dict[str, list] = {}
     names = set()
     for buf in manifest["buffers"]:
-        if buf["role"] != "input":
+        if buf["role"] not in UPLOADED:
             continue
         names.add(buf["name"])
         if buf["name"] not in inputs:

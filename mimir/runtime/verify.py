@@ -86,7 +86,7 @@ def random_inputs(
     """
     out: dict[str, list] = {}
     for buf in manifest["buffers"]:
-        if buf["role"] != "input":
+        if buf["role"] not in mf.UPLOADED:
             continue
         rng = random.Random(f"{seed}:{buf['name']}")
         count = mf.numel(mf.buffer_shape(buf, dims))
@@ -159,7 +159,9 @@ def shim_reference(
     A tier-1 kernel's result is named `out` (or `out0`, `out1`... for a tuple),
     as in the manifest. An index-level kernel (`@gpu(grid=...)`) gets a zeroed
     tensor for each tensor parameter missing from `inputs`, and those are its
-    outputs, named after the parameter.
+    outputs, named after the parameter. An `InOut[...]` parameter is given in
+    `inputs` and is also an output, named after the parameter: its contents after
+    the call.
     """
     from mimir.array import TensorType
     from mimir.dims import evaluate
@@ -186,11 +188,21 @@ def shim_reference(
         else:
             raise KeyError(f"no value for scalar parameter `{name}` of `{function}`")
     result = kernel(**args)
+    updated = {
+        name: args[name].flat()
+        for name in kernel.signature.parameters
+        if isinstance(annotations.get(name), TensorType) and annotations[name].inout
+    }
     if kernel.grid is not None:
-        return {name: args[name].flat() for name in written}
+        return {**{name: args[name].flat() for name in written}, **updated}
     if isinstance(result, tuple):
-        return {f"out{i}": r.flat() for i, r in enumerate(result)}
-    return {"out": result.flat()}
+        from mimir.array import result_names
+
+        names = result_names(annotations.get("return")) or [f"out{i}" for i in range(len(result))]
+        return {**{n: r.flat() for n, r in zip(names, result, strict=True)}, **updated}
+    if result is None:
+        return updated
+    return {"out": result.flat(), **updated}
 
 
 # ---------------------------------------------------------------- comparison

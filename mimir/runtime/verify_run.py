@@ -211,7 +211,7 @@ def verify_file(
                         report.failures.append((name, f"{backend} at {_show(dims)}: {err}"))
                         break
                     for buf in manifest["buffers"]:
-                        if buf["role"] == "output":
+                        if buf["role"] in mf.RESULTS:
                             report.checks.append(
                                 _check(name, backend, dims, buf, actual, expected, rtol, atol)
                             )

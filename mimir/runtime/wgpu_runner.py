@@ -169,10 +169,12 @@ def run_manifest(
     timings: list[float] | None = None,
     repeat: int = 5,
 ) -> dict[str, list]:
-    """Run a WGSL or SPIR-V manifest's kernels in launch order; return each output as a flat list.
+    """Run a WGSL or SPIR-V manifest's kernels in launch order; return each output (and each
+    `inout` buffer, uploaded from `inputs` and read back) as a flat list.
 
-    With `timings`, the launches run `repeat` more times after the first, and the
-    wall time of each repetition (submit to completion) is appended to it.
+    With `timings`, the launches run `repeat` more times after the first (the results are
+    those of the first run), and the wall time of each repetition (submit to completion)
+    is appended to it.
 
     `directory` holds the kernel files the manifest names; `inputs` maps each
     input buffer to its values (flat row-major, or nested); `dims` binds every
@@ -198,7 +200,7 @@ def run_manifest(
         padded = max(4, nbytes + (-nbytes % 4))
         sizes[name] = count
         flags = usage.STORAGE | usage.COPY_SRC | usage.COPY_DST
-        data = mf.encode(values[name], dtype) if buf["role"] == "input" else b""
+        data = mf.encode(values[name], dtype) if buf["role"] in mf.UPLOADED else b""
         buffers[name] = device.create_buffer_with_data(
             data=_GUARD + data + bytes(padded - len(data)) + _GUARD, usage=flags
         )
@@ -212,13 +214,6 @@ def run_manifest(
 
     launches = _prepare_launches(wgpu, device, manifest, directory, counts, buffers, uniform)
     _dispatch(device, launches)
-    if timings is not None:
-        sync = next(iter(buffers.values()))
-        _dispatch(device, launches, sync)  # warm-up
-        for _ in range(repeat):
-            start = time.perf_counter()
-            _dispatch(device, launches, sync)
-            timings.append(time.perf_counter() - start)
 
     out: dict[str, list] = {}
     for buf in manifest["buffers"]:
@@ -229,9 +224,17 @@ def run_manifest(
             raise GuardRegionError(
                 f"a kernel wrote {where} of buffer `{buf['name']}` (its guard region changed)"
             )
-        if buf["role"] == "output":
+        if buf["role"] in mf.RESULTS:
             middle = data[_GUARD_BYTES : len(data) - _GUARD_BYTES]
             out[buf["name"]] = mf.decode(middle, buf["dtype"], sizes[buf["name"]])
+    # Timed runs come after the results are read: an `inout` buffer changes on every run.
+    if timings is not None:
+        sync = next(iter(buffers.values()))
+        _dispatch(device, launches, sync)  # warm-up
+        for _ in range(repeat):
+            start = time.perf_counter()
+            _dispatch(device, launches, sync)
+            timings.append(time.perf_counter() - start)
     return out
 
 

@@ -245,7 +245,7 @@ def execute(source_path: Path, folder: Path, report: BackendReport, seed: int = 
                 continue
             report.executed.append(label)
             for buf in manifest["buffers"]:
-                if buf["role"] != "output":
+                if buf["role"] not in ("output", "inout"):
                     continue
                 got, want = actual[buf["name"]], expected[buf["name"]]
                 try:

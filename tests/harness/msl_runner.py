@@ -149,7 +149,7 @@ def run_msl_manifest(
         for i, buf in enumerate(manifest["buffers"]):
             count = mf.numel(mf.buffer_shape(buf, dims))
             sizes[buf["name"]] = count
-            if buf["role"] == "input":
+            if buf["role"] in ("input", "inout"):
                 data = mf.encode(values[buf["name"]], buf["dtype"])
             else:
                 data = bytes(count * mf.buffer_element_size(buf, "msl"))
@@ -177,7 +177,7 @@ def run_msl_manifest(
             raise MslRunError(f"the MSL driver exited with {proc.returncode}:\n{report[-8000:]}")
         out: dict[str, list] = {}
         for i, buf in enumerate(manifest["buffers"]):
-            if buf["role"] == "output":
+            if buf["role"] in ("output", "inout"):
                 data = (work / f"b{i}.bin").read_bytes()
                 out[buf["name"]] = mf.decode(data, buf["dtype"], sizes[buf["name"]])
     return out

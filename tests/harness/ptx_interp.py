@@ -473,7 +473,7 @@ def run_ptx_manifest_cpu(
     for k, buf in enumerate(manifest["buffers"]):
         count = mf.numel(mf.buffer_shape(buf, dims))
         nbytes = count * mf.buffer_element_size(buf, "ptx")
-        if buf["role"] == "input":
+        if buf["role"] in ("input", "inout"):
             data = bytearray(mf.encode(values[buf["name"]], buf["dtype"]))
         else:
             data = bytearray(nbytes)
@@ -502,7 +502,7 @@ def run_ptx_manifest_cpu(
         _Interp(modules[file], _Memory(regions), params).launch(kernel["entry_point"], grid)
     out = {}
     for buf in manifest["buffers"]:
-        if buf["role"] == "output":
+        if buf["role"] in ("output", "inout"):
             count = mf.numel(mf.buffer_shape(buf, dims))
             out[buf["name"]] = mf.decode(bytes(buffers[buf["name"]]), buf["dtype"], count)
     return out

@@ -1,0 +1,120 @@
+"""Several results and `InOut` parameters beyond what fixtures show: the manifest's roles,
+when the write-back needs a copy launch, the shim's update of the caller's tensor, and the
+host checker's view of a kernel's tuple of results."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mimir.array import Dim, InOut, MimirError, Tensor, float32, gpu, tensor
+from mimir.check import check_source
+from mimir.codegen import compile_source
+
+N = Dim("N")
+
+PRELUDE = (
+    "from mimir.array import Dim, InOut, Tensor, float32, gpu, zeros\n\n"
+    'N = Dim("N")\nD = Dim("D")\n\n'
+)
+
+
+def _manifest(source: str, function: str) -> dict:
+    result = compile_source("k.py", PRELUDE + source, ["wgsl"], function=function)
+    assert result.ok, [(d.code, d.message) for d in result.diagnostics]
+    return json.loads(result.files[f"{function}.manifest.json"])
+
+
+def test_inout_buffers_have_the_role_inout_and_are_written_in_place() -> None:
+    m = _manifest(
+        "@gpu\ndef sgd(p: InOut[Tensor[float32, N]], g: Tensor[float32, N], lr: float):\n"
+        "    p -= lr * g\n",
+        "sgd",
+    )
+    assert [(b["name"], b["role"]) for b in m["buffers"]] == [("p", "inout"), ("g", "input")]
+    (kernel,) = m["kernels"]
+    access = {b["buffer"]: b["access"] for b in kernel["bindings"]}
+    assert access == {"p": "read_write", "g": "read"}
+
+
+def test_old_value_read_after_the_write_is_copied_back_last() -> None:
+    # `old.sum()` reads every element of the old `x` after the launch that computes the
+    # new one: the new value goes to scratch, and a last launch copies it into `x`.
+    m = _manifest(
+        "@gpu\ndef f(x: InOut[Tensor[float32, N, D]]) -> Tensor[float32, N]:\n"
+        "    old = x\n    x = x * 2.0\n    return (x * old).sum(axis=1) + old.sum(axis=1)\n",
+        "f",
+    )
+    writes = [
+        [b["buffer"] for b in k["bindings"] if b["access"] == "read_write"] for k in m["kernels"]
+    ]
+    assert writes[-1] == ["x"]
+    assert all("x" not in w for w in writes[:-1])
+
+
+def test_a_transposed_read_of_the_old_value_is_not_written_in_place() -> None:
+    m = _manifest(
+        'S = Dim("S")\n\n@gpu\ndef f(x: InOut[Tensor[float32, S, S]]):\n    x = x + x.T\n', "f"
+    )
+    assert len(m["kernels"]) == 2  # computed into scratch, then copied: threads race otherwise
+
+
+def test_a_result_named_like_out0_does_not_clash_with_an_unchanged_inout() -> None:
+    m = _manifest(
+        "@gpu\ndef f(p: InOut[Tensor[float32, N]]) -> tuple[Tensor[float32, N], "
+        "Tensor[float32, N]]:\n    return p * 2.0, p + 1.0\n",
+        "f",
+    )
+    assert [(b["name"], b["role"]) for b in m["buffers"]] == [
+        ("p", "inout"),
+        ("out0", "output"),
+        ("out1", "output"),
+    ]
+
+
+def test_a_kernel_that_writes_nothing_is_refused() -> None:
+    source = PRELUDE + (
+        "@gpu\ndef f(p: InOut[Tensor[float32, N]], g: Tensor[float32, N]):\n"
+        "    q = p + g  # noqa: F841\n"
+    )
+    result = compile_source("k.py", source, ["wgsl"])
+    assert [d.code for d in result.diagnostics] == ["GPU071"]
+    assert "assigns none of its `InOut` parameters" in result.diagnostics[0].message
+
+
+@gpu
+def _sgd(p: InOut[Tensor[float32, N]], g: Tensor[float32, N], lr: float):
+    p -= lr * g
+
+
+@gpu
+def _bad_update(p: InOut[Tensor[float32, N]], g: Tensor[float32, N]) -> Tensor[float32, 2]:
+    p = p - g
+    return g
+
+
+def test_the_shim_updates_the_callers_tensor() -> None:
+    p = tensor([1.0, 2.0]).to("gpu")
+    assert _sgd(p, tensor([2.0, 2.0]).to("gpu"), 0.5) is None
+    assert p.tolist() == [0.0, 1.0]
+
+
+def test_a_failed_call_leaves_the_callers_tensor_as_it_was() -> None:
+    p = tensor([1.0, 2.0, 3.0]).to("gpu")
+    with pytest.raises(MimirError) as err:
+        _bad_update(p, tensor([1.0, 1.0, 1.0]).to("gpu"))
+    assert err.value.code == "GPU015"
+    assert p.tolist() == [1.0, 2.0, 3.0]
+
+
+def test_host_code_unpacks_a_tuple_of_results_with_their_shapes() -> None:
+    source = PRELUDE + (
+        "@gpu\ndef stats(x: Tensor[float32, N, D]) -> "
+        "tuple[Tensor[float32, N], Tensor[float32, N]]:\n"
+        "    return x.mean(axis=1), x.max(axis=1)\n\n"
+        "@gpu\ndef three(x: Tensor[float32, 3]) -> Tensor[float32, 3]:\n    return x\n\n"
+        'mean, top = stats(zeros((4, 3)).to("gpu"))\nthree(top)\n'
+    )
+    found = [(d.code, d.span.line) for d in check_source("k.py", source).diagnostics]
+    assert found == [("GPU040", source.count("\n"))]
