@@ -249,7 +249,8 @@ class IndexKernelChecker(KernelChecker):
         """A parameter that is read and written must be `InOut`: a plain one is an output,
         whose contents before the kernel writes it are nobody's (GPU029)."""
         annotations = {name: ann for name, ann, _ in self.kg.params}
-        stored = {a.tensor for a in self.accesses if a.store}
+        # A buffer updated only by `atomic_add` and also read is the race rule's (GPU028).
+        stored = {a.tensor for a in self.accesses if a.store and not a.atomic}
         for access in self.accesses:
             ann = annotations.get(access.tensor)
             if access.store or access.tensor not in stored or not isinstance(ann, TensorAnnotation):
