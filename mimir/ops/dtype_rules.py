@@ -112,3 +112,16 @@ def select(spelling: str, operands: Sequence[Operand]) -> DType:
 def summation(spelling: str, operands: Sequence[Operand]) -> DType:
     result = common(spelling, operands)
     return int32 if result.is_bool else result
+
+
+def ordered(spelling: str, operands: Sequence[Operand]) -> DType:
+    """`argmax` / `argmin`: any dtype is ordered (False < True); the result is an index."""
+    common(spelling, operands)
+    return int32
+
+
+def iota(spelling: str, dtype: DType) -> DType:
+    """`arange(n, dtype)`: numbers, not bools."""
+    if dtype.is_bool:
+        raise RuleError("GPU020", f"`{spelling}` makes numbers; a bool range has no meaning")
+    return dtype
