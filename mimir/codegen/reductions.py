@@ -7,6 +7,9 @@
 - `partial` + `reduce`: a reduction to one element of a large or symbolic
   count is split over many workgroups: `partial` reduces chunks of
   `CHUNK` elements into a scratch buffer, then `reduce` combines the partials.
+- `moments` (`var`/`std`) and `argreduce` (`argmax`/`argmin`): one workgroup per
+  output element, two strided passes each combined in a tree (the mean, then the
+  squared deviations; the extremum, then its first position).
 - `softmax`: one workgroup per row along the axis: a max pass, a sum-of-exp
   pass (both strided, with a tree), then the write pass; numerically stable
   for any row length.
@@ -16,6 +19,7 @@ Sums accumulate in the result dtype (f32 for float16), max/min of bools in u32.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from mimir.codegen import lower as lw
@@ -27,6 +31,7 @@ from mimir.codegen.ir import (
     Barrier,
     Binary,
     Builtin,
+    Cast,
     Expr,
     Load,
     SharedArray,
@@ -34,7 +39,8 @@ from mimir.codegen.ir import (
     Var,
 )
 from mimir.codegen.tensors import Reduction
-from mimir.dtypes import DType, float16, float32, uint32
+from mimir.dims import BinOp
+from mimir.dtypes import DType, bool_, float16, float32, uint32
 
 SERIAL_REDUCE_MAX = 32
 CHUNK = 4096  # elements per workgroup in a `partial` launch (16 per thread)
@@ -238,4 +244,108 @@ def softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
         if out == float16:
             value = lw.round_f16(value)
         c.write(idx, body.let(value, "y"))
+    return (width, 1, 1), dispatch
+
+
+# ---------------------------------------------------------------- two-pass reductions
+
+
+def _strided_pass(
+    c: KernelContext, count: Any, width: int, shared: str, t: str, init: Expr, step: Any,
+    combine: Any,
+) -> Expr:
+    """Each thread folds `step(acc, r)` over r = lid, lid + width, ... below `count`, then
+    the threads' results are combined in a tree; every thread gets the total."""
+    body = c.body
+    lid = Builtin("local_x")
+    acc = body.var(init, "acc")
+    with body.for_("r", lid, size_ir(count), u32(width)) as r:
+        body.emit(Assign(acc, step(acc, r)))
+    body.emit(Store(shared, lid, acc))
+    c.tree(shared, t, combine, lid, width)
+    total = body.let(Load(shared, u32(0), t), "total")
+    body.emit(Barrier())  # every thread has read shared[0] before it is reused
+    return total
+
+
+def moments(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
+    """`var` / `std`: one workgroup per output element, two strided passes with a tree
+    each: the mean, then the sum of squared deviations from it (never E[x^2] - E[x]^2,
+    which cancels catastrophically), divided by count - ddof."""
+    assert c.plan.root is not None
+    ev, body = c.ev, c.body
+    red = ev.reduction(c.plan.root)
+    node = ev.node(c.plan.root)
+    kw = dict(zip(node["keywords"], node["inputs"][1:], strict=True))
+    ddof = ev.literal_arg(kw.get("ddof"), 0)
+    width = width_for(red.count)
+    dispatch, o = c.groups(red.outputs)
+    kept_axes = Idx(red.kept_shape, flat=o).axes(body)
+    read = _element(c, red)
+    t = lw.REG[red.acc]
+    c.shared.append(SharedArray("$partial", t, width))
+
+    def add(a: Expr, b: Expr) -> Expr:
+        return lw.bin_("+", a, b)
+
+    count = lw.convert(size_ir(red.count), uint32, float32)
+    total = _strided_pass(
+        c, red.count, width, "$partial", t, lw.const(0, t),
+        lambda acc, r: add(acc, read(r, kept_axes)), add,
+    )  # fmt: skip
+    mean = body.let(lw.bin_("/", total, count), "mean")
+
+    def square(acc: Expr, r: Expr) -> Expr:
+        d = body.let(lw.bin_("-", read(r, kept_axes), mean), "d")
+        return add(acc, lw.bin_("*", d, d))
+
+    squares = _strided_pass(c, red.count, width, "$partial", t, lw.const(0, t), square, add)
+    divisor = lw.convert(size_ir(sz.simplify(BinOp("-", red.count, ddof))), uint32, float32)
+    value = body.let(lw.bin_("/", squares, divisor), "var")
+    if red.name == "std":
+        value = body.let(lw.call("mimir_sqrt", value), "std")
+    with body.if_(Binary("==", Builtin("local_x"), u32(0), "bool")):
+        _finish(c, red, o, value)
+    return (width, 1, 1), dispatch
+
+
+def argreduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
+    """`argmax` / `argmin`: one workgroup per output element, two strided passes with a
+    tree each: the extremum (nan-propagating, so a row with a nan has a nan extremum),
+    then the first position that holds it (or holds a nan), as NumPy answers."""
+    assert c.plan.root is not None
+    ev, body = c.ev, c.body
+    red = ev.reduction(c.plan.root)
+    x_dtype = ev.dtype(red.x)
+    acc = uint32 if x_dtype == bool_ else float32 if x_dtype == float16 else x_dtype
+    red = replace(red, acc=acc)
+    name = "max" if red.name == "argmax" else "min"
+    width = width_for(red.count)
+    dispatch, o = c.groups(red.outputs)
+    kept_axes = Idx(red.kept_shape, flat=o).axes(body)
+    read = _element(c, red)
+    t = lw.REG[acc]
+    c.shared.append(SharedArray("$partial", t, width))
+    c.shared.append(SharedArray("$first", "u32", width))
+    combine = _combiner(name, acc)
+    best = _strided_pass(
+        c, red.count, width, "$partial", t, _identity(name, acc),
+        lambda a, r: combine(a, read(r, kept_axes)), combine,
+    )  # fmt: skip
+
+    def first(a: Expr, r: Expr) -> Expr:
+        v = body.let(read(r, kept_axes), "v")
+        hit = lw.float_compare("==", v, best) if t == "f32" else lw.bin_("==", v, best)
+        if t == "f32":
+            hit = lw.bin_("||", hit, lw.bin_("&&", lw.isnan(v), lw.isnan(best)))
+        return lw.select(lw.bin_("&&", hit, lw.bin_("<", r, a)), r, a)
+
+    def lowest(a: Expr, b: Expr) -> Expr:
+        return lw.select(lw.bin_("<", b, a), b, a)
+
+    where = _strided_pass(c, red.count, width, "$first", "u32", lw.const(lw.UINT_MAX, "u32"),
+                          first, lowest)  # fmt: skip
+    with body.if_(Binary("==", Builtin("local_x"), u32(0), "bool")):
+        assert c.plan.root is not None
+        c.write(Idx(ev.shape(c.plan.root), flat=o), body.let(Cast(where, "i32"), "index"))
     return (width, 1, 1), dispatch
