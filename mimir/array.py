@@ -692,6 +692,8 @@ def ones(shape: Any, dtype: DType = float32, device: str | None = None) -> Tenso
 
 def arange(n: Any, dtype: DType = int32, device: str | None = None) -> Tensor:
     """The numbers 0, 1, ..., n - 1 (int32 unless `dtype` says otherwise)."""
+    if _GRID.get() is not None:
+        raise MimirError("GPU031", "`arange` is a tensor-level op; compute on single elements")
     size = _static_int(_resolve(n), "the size of `arange()`")
     size = _rule(sh.arange, _A, size)[0]
     if not isinstance(dtype, DType):
