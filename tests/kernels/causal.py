@@ -73,3 +73,8 @@ def pairs(a: Tensor[float32, N, M], b: Tensor[float32, N, M]) -> Tensor[float32,
 @gpu
 def stack_last(a: Tensor[int32, N], b: Tensor[int32, N]) -> Tensor[int32, N, 3]:
     return stack((a, b, a * b), axis=-1)
+
+
+@gpu
+def with_row_sums(x: Tensor[float32, N, M]) -> Tensor[float32, N, M + 1]:
+    return concatenate((x, x.sum(axis=1, keepdims=True)), axis=1).relu()

@@ -62,3 +62,9 @@ def std_half(x: Tensor[float16, N, C]) -> Tensor[float16, N]:
 def arg_with_nans(x: Tensor[float32, N, C]) -> Tensor[int32, N]:
     # log and sqrt of the negative inputs are nan: the first nan wins, as in NumPy
     return x.log().argmax(axis=1) * 100 + x.sqrt().argmin(axis=1)
+
+
+@gpu
+def var_far_from_zero(x: Tensor[float32, N, C]) -> Tensor[float32, N]:
+    # two passes: the mean is subtracted first, so an offset of 1000 costs no digits
+    return (x + 1000.0).var(axis=1) * 1000.0
