@@ -9,7 +9,8 @@
   `CHUNK` elements into a scratch buffer, then `reduce` combines the partials.
 - `moments` (`var`/`std`) and `argreduce` (`argmax`/`argmin`): one workgroup per
   output element, two strided passes each combined in a tree (the mean, then the
-  squared deviations; the extremum, then its first position).
+  squared deviations; the extremum, then its first position); for a literal count of
+  at most 32, one thread per output element makes both passes alone.
 - `softmax`: one workgroup per row along the axis: a max pass, a sum-of-exp
   pass (both strided, with a tree), then the write pass; numerically stable
   for any row length.
@@ -19,6 +20,8 @@ Sums accumulate in the result dtype (f32 for float16), max/min of bools in u32.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -255,8 +258,14 @@ def _strided_pass(
     combine: Any,
 ) -> Expr:
     """Each thread folds `step(acc, r)` over r = lid, lid + width, ... below `count`, then
-    the threads' results are combined in a tree; every thread gets the total."""
+    the threads' results are combined in a tree; every thread gets the total. With
+    `width` 1 (a serial launch: one thread per output) the thread folds every r alone."""
     body = c.body
+    if width == 1:
+        acc = body.var(init, "acc")
+        with body.for_("r", u32(0), size_ir(count), u32(1)) as r:
+            body.emit(Assign(acc, step(acc, r)))
+        return acc
     lid = Builtin("local_x")
     acc = body.var(init, "acc")
     with body.for_("r", lid, size_ir(count), u32(width)) as r:
@@ -268,9 +277,50 @@ def _strided_pass(
     return total
 
 
+class _TwoPass:
+    """The launch shape of a two-pass reduction: a workgroup per output element, or, when
+    the reduced count is a literal of at most `SERIAL_REDUCE_MAX`, a thread per output
+    element looping alone (no threadgroup memory, no barriers). `inside` opens the block
+    the passes are built in; `once` the block where one thread writes the result."""
+
+    def __init__(self, c: KernelContext, red: Reduction) -> None:
+        self.c = c
+        self.serial = isinstance(red.count, int) and red.count <= SERIAL_REDUCE_MAX
+        body = c.body
+        if self.serial:
+            self.width = 1
+            self.dispatch, g = c.groups(sz.cdiv(red.outputs, WG), guard=False)
+            lid = Builtin("local_x")
+            self.o = body.let(ibin("+", ibin("*", g, u32(WG)), lid), "o")
+            self.workgroup = (WG, 1, 1)
+        else:
+            self.width = width_for(red.count)
+            self.dispatch, self.o = c.groups(red.outputs)
+            self.workgroup = (self.width, 1, 1)
+
+    def shared(self, name: str, t: str) -> None:
+        if not self.serial:
+            self.c.shared.append(SharedArray(name, t, self.width))
+
+    def inside(self, red: Reduction) -> Any:
+        if self.serial:
+            return self.c.body.if_(Binary("<", self.o, size_ir(red.outputs), "bool"))
+        return _nothing()
+
+    def once(self) -> Any:
+        if self.serial:
+            return _nothing()
+        return self.c.body.if_(Binary("==", Builtin("local_x"), u32(0), "bool"))
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
 def moments(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
-    """`var` / `std`: one workgroup per output element, two strided passes with a tree
-    each: the mean, then the sum of squared deviations from it (never E[x^2] - E[x]^2,
+    """`var` / `std` (`_TwoPass`: a workgroup per output element, or a thread for a small
+    literal count), two passes: the mean, then the sum of squared deviations from it (never E[x^2] - E[x]^2,
     which cancels catastrophically), divided by count - ddof."""
     assert c.plan.root is not None
     ev, body = c.ev, c.body
@@ -278,12 +328,18 @@ def moments(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
     node = ev.node(c.plan.root)
     kw = dict(zip(node["keywords"], node["inputs"][1:], strict=True))
     ddof = ev.literal_arg(kw.get("ddof"), 0)
-    width = width_for(red.count)
-    dispatch, o = c.groups(red.outputs)
+    launch = _TwoPass(c, red)
+    t = lw.REG[red.acc]
+    launch.shared("$partial", t)
+    with launch.inside(red):
+        _moments(c, red, launch, ddof, t)
+    return launch.workgroup, launch.dispatch
+
+
+def _moments(c: KernelContext, red: Reduction, launch: _TwoPass, ddof: int, t: str) -> None:
+    body, o, width = c.body, launch.o, launch.width
     kept_axes = Idx(red.kept_shape, flat=o).axes(body)
     read = _element(c, red)
-    t = lw.REG[red.acc]
-    c.shared.append(SharedArray("$partial", t, width))
 
     def add(a: Expr, b: Expr) -> Expr:
         return lw.bin_("+", a, b)
@@ -304,14 +360,13 @@ def moments(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
     value = body.let(lw.bin_("/", squares, divisor), "var")
     if red.name == "std":
         value = body.let(lw.call("mimir_sqrt", value), "std")
-    with body.if_(Binary("==", Builtin("local_x"), u32(0), "bool")):
+    with launch.once():
         _finish(c, red, o, value)
-    return (width, 1, 1), dispatch
 
 
 def argreduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
-    """`argmax` / `argmin`: one workgroup per output element, two strided passes with a
-    tree each: the extremum (nan-propagating, so a row with a nan has a nan extremum),
+    """`argmax` / `argmin` (`_TwoPass`: a workgroup per output element, or a thread for a
+    small literal count), two passes: the extremum (nan-propagating, so a row with a nan has a nan extremum),
     then the first position that holds it (or holds a nan), as NumPy answers."""
     assert c.plan.root is not None
     ev, body = c.ev, c.body
@@ -319,17 +374,24 @@ def argreduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, A
     x_dtype = ev.dtype(red.x)
     acc = uint32 if x_dtype == bool_ else float32 if x_dtype == float16 else x_dtype
     red = replace(red, acc=acc)
+    launch = _TwoPass(c, red)
+    t = lw.REG[acc]
+    launch.shared("$partial", t)
+    launch.shared("$first", "u32")
+    with launch.inside(red):
+        _argreduce(c, red, launch, t)
+    return launch.workgroup, launch.dispatch
+
+
+def _argreduce(c: KernelContext, red: Reduction, launch: _TwoPass, t: str) -> None:
+    body, o, width = c.body, launch.o, launch.width
+    ev = c.ev
     name = "max" if red.name == "argmax" else "min"
-    width = width_for(red.count)
-    dispatch, o = c.groups(red.outputs)
     kept_axes = Idx(red.kept_shape, flat=o).axes(body)
     read = _element(c, red)
-    t = lw.REG[acc]
-    c.shared.append(SharedArray("$partial", t, width))
-    c.shared.append(SharedArray("$first", "u32", width))
-    combine = _combiner(name, acc)
+    combine = _combiner(name, red.acc)
     best = _strided_pass(
-        c, red.count, width, "$partial", t, _identity(name, acc),
+        c, red.count, width, "$partial", t, _identity(name, red.acc),
         lambda a, r: combine(a, read(r, kept_axes)), combine,
     )  # fmt: skip
 
@@ -345,7 +407,6 @@ def argreduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, A
 
     where = _strided_pass(c, red.count, width, "$first", "u32", lw.const(lw.UINT_MAX, "u32"),
                           first, lowest)  # fmt: skip
-    with body.if_(Binary("==", Builtin("local_x"), u32(0), "bool")):
+    with launch.once():
         assert c.plan.root is not None
         c.write(Idx(ev.shape(c.plan.root), flat=o), body.let(Cast(where, "i32"), "index"))
-    return (width, 1, 1), dispatch

@@ -68,3 +68,14 @@ def arg_with_nans(x: Tensor[float32, N, C]) -> Tensor[int32, N]:
 def var_far_from_zero(x: Tensor[float32, N, C]) -> Tensor[float32, N]:
     # two passes: the mean is subtracted first, so an offset of 1000 costs no digits
     return (x + 1000.0).var(axis=1) * 1000.0
+
+
+@gpu
+def top1_of_ten(logits: Tensor[float32, N, 10], labels: Tensor[int32, N]) -> Tensor[int32]:
+    # 10 classes: one thread per row makes both passes alone (no threadgroup tree)
+    return (logits.argmax(axis=1) == labels).astype(int32).sum()
+
+
+@gpu
+def small_rows(x: Tensor[int32, N, 5], y: Tensor[float32, N, 3]) -> Tensor[float32, N]:
+    return (x % 3).argmin(axis=1).astype(float32) + y.std(axis=1, ddof=1) + x.var(axis=1)
