@@ -254,7 +254,13 @@ def softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
 
 
 def _strided_pass(
-    c: KernelContext, count: Any, width: int, shared: str, t: str, init: Expr, step: Any,
+    c: KernelContext,
+    count: Any,
+    width: int,
+    shared: str,
+    t: str,
+    init: Expr,
+    step: Any,
     combine: Any,
 ) -> Expr:
     """Each thread folds `step(acc, r)` over r = lid, lid + width, ... below `count`, then
@@ -320,10 +326,10 @@ def _nothing() -> Iterator[None]:
 
 def moments(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
     """`var` / `std` (`_TwoPass`: a workgroup per output element, or a thread for a small
-    literal count), two passes: the mean, then the sum of squared deviations from it (never E[x^2] - E[x]^2,
-    which cancels catastrophically), divided by count - ddof."""
+    literal count), two passes: the mean, then the sum of squared deviations from it
+    (never E[x^2] - E[x]^2, which cancels catastrophically), divided by count - ddof."""
     assert c.plan.root is not None
-    ev, body = c.ev, c.body
+    ev = c.ev
     red = ev.reduction(c.plan.root)
     node = ev.node(c.plan.root)
     kw = dict(zip(node["keywords"], node["inputs"][1:], strict=True))
@@ -366,10 +372,11 @@ def _moments(c: KernelContext, red: Reduction, launch: _TwoPass, ddof: int, t: s
 
 def argreduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
     """`argmax` / `argmin` (`_TwoPass`: a workgroup per output element, or a thread for a
-    small literal count), two passes: the extremum (nan-propagating, so a row with a nan has a nan extremum),
-    then the first position that holds it (or holds a nan), as NumPy answers."""
+    small literal count), two passes: the extremum (nan-propagating, so a row with a nan
+    has a nan extremum), then the first position that holds it (or holds a nan), as NumPy
+    answers."""
     assert c.plan.root is not None
-    ev, body = c.ev, c.body
+    ev = c.ev
     red = ev.reduction(c.plan.root)
     x_dtype = ev.dtype(red.x)
     acc = uint32 if x_dtype == bool_ else float32 if x_dtype == float16 else x_dtype

@@ -240,9 +240,11 @@ _CODES = [
         "equal sizes; `stack` needs equal shapes; neither broadcasts, as in NumPy",
         "make the other axes equal (slice, or broadcast explicitly with `+ zeros(...)`), or "
         "join along the axis whose sizes differ",
-        "@gpu\ndef f(a: Tensor[float32, 4, 3], b: Tensor[float32, 5, 2]) -> Tensor[float32, 4, 5]:\n"
+        "@gpu\ndef f(a: Tensor[float32, 4, 3], b: Tensor[float32, 5, 2])"
+        " -> Tensor[float32, 4, 5]:\n"
         "    return concatenate((a, b), axis=1)\n",
-        "@gpu\ndef f(a: Tensor[float32, 4, 3], b: Tensor[float32, 4, 2]) -> Tensor[float32, 4, 5]:\n"
+        "@gpu\ndef f(a: Tensor[float32, 4, 3], b: Tensor[float32, 4, 2])"
+        " -> Tensor[float32, 4, 5]:\n"
         "    return concatenate((a, b), axis=1)\n",
     ),
     Code(

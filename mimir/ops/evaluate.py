@@ -220,9 +220,7 @@ def join(parts: Sequence[tuple[Values, Shape]], axis: int, stack: bool) -> Value
     return out
 
 
-def argreduce(
-    kind: str, values: Values, shape: Shape, axes: Sequence[int], dtype: DType
-) -> Values:
+def argreduce(kind: str, values: Values, shape: Shape, axes: Sequence[int], dtype: DType) -> Values:
     """The first index of the max (min) along the axes, a NaN counting as the extreme
     (NumPy: the first NaN wins). Bools order False < True."""
     groups, _ = _axis_groups(shape, axes)

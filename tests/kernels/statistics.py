@@ -1,6 +1,6 @@
 """Arg-reductions and moments: `argmax`/`argmin` (first index wins) and `var`/`std`."""
 
-from mimir.array import Dim, Tensor, bool_, float16, float32, gpu, int32
+from mimir.array import Dim, Tensor, float16, float32, gpu, int32
 
 N = Dim("N")
 C = Dim("C")
