@@ -649,7 +649,9 @@ class KernelChecker:
                 "GPU036", f"`{spec.spelling}` takes a tuple of tensors: `{spec.name}((a, b))`"
             )
         tensors = [self._tensor(v, spec.spelling) for v in parts.items]
-        axis = self._literal_int(kwargs.get("axis", SizeVal(Sym.const(0))), "the axis")
+        axis = self._literal_int(
+            kwargs.get("axis", SizeVal(Sym.const(0))), f"the axis of `{spec.spelling}`"
+        )
         shape = self._rule(sh.join, [t.shape for t in tensors], axis, spec.name == "stack")
         return TensorVal(shape, self._dtype_rule(spec, [t.dtype for t in tensors]))
 
