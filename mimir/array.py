@@ -53,6 +53,7 @@ from mimir.dtypes import (
     scalar_kind,
     uint32,
 )
+from mimir.ops import dtype_rules as dr
 from mimir.ops import evaluate as ev
 from mimir.ops import numerics as nm
 from mimir.ops import shapes as sh
@@ -65,6 +66,8 @@ __all__ = [
     "Range",
     "Tensor",
     "TensorType",
+    "arange",
+    "concatenate",
     "bool_",
     "float16",
     "float32",
@@ -78,7 +81,10 @@ __all__ = [
     "take_along_axis",
     "ones",
     "rand",
+    "stack",
     "tensor",
+    "tril",
+    "triu",
     "uint32",
     "where",
     "zeros",
@@ -488,6 +494,49 @@ class Tensor:
     def log_softmax(self, axis: int = -1) -> Tensor:
         return self._softmax("log_softmax", axis)
 
+    def _argreduce(self, name: str, axis: Any, keepdims: bool) -> Tensor:
+        _element_only(self)
+        if axis is not None:
+            _static_int(axis, f"the axis of `.{name}()`")
+        if not isinstance(keepdims, bool):
+            raise MimirError("GPU036", "`keepdims` must be True or False")
+        out_shape = _rule(sh.argreduction, _A, self._shape, axis, keepdims, name)
+        axes = sh.reduce_axes(_A, len(self._shape), axis, name)
+        dtype = _rule(ops.BY_METHOD[name].dtype_rule, f".{name}()", [self._dtype])
+        return self._like(ev.argreduce(name, self._values, self._shape, axes, self._dtype),
+                          out_shape, dtype)  # fmt: skip
+
+    def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        """The first index of the largest element (a NaN counts as the largest), int32."""
+        return self._argreduce("argmax", axis, keepdims)
+
+    def argmin(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        """The first index of the smallest element (a NaN counts as the smallest), int32."""
+        return self._argreduce("argmin", axis, keepdims)
+
+    def _moments(self, name: str, axis: Any, ddof: int, keepdims: bool) -> Tensor:
+        _element_only(self)
+        if isinstance(axis, list):
+            axis = tuple(axis)
+        for a in () if axis is None else axis if isinstance(axis, tuple) else (axis,):
+            _static_int(a, f"the axis of `.{name}()`")
+        _static_int(ddof, f"`ddof` of `.{name}()`")
+        if not isinstance(keepdims, bool):
+            raise MimirError("GPU036", "`keepdims` must be True or False")
+        out_shape = _rule(sh.moments, _A, self._shape, axis, ddof, keepdims, name)
+        axes = sh.reduce_axes(_A, len(self._shape), axis, name)
+        dtype = _rule(ops.BY_METHOD[name].dtype_rule, f".{name}()", [self._dtype])
+        values = ev.moments(name, self._values, self._shape, axes, ddof, dtype)
+        return self._like(values, out_shape, dtype)
+
+    def var(self, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
+        """The variance, sum((x - mean)**2) / (count - ddof), computed in two passes."""
+        return self._moments("var", axis, ddof, keepdims)
+
+    def std(self, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
+        """The square root of `var`."""
+        return self._moments("std", axis, ddof, keepdims)
+
     def astype(self, dtype: DType) -> Tensor:
         _element_only(self)
         if not isinstance(dtype, DType):
@@ -845,6 +894,62 @@ def zeros(shape: Any, dtype: DType = float32, device: str | None = None) -> Tens
 
 def ones(shape: Any, dtype: DType = float32, device: str | None = None) -> Tensor:
     return full(shape, 1, dtype, device)
+
+
+def arange(n: Any, dtype: DType = int32, device: str | None = None) -> Tensor:
+    """The numbers 0, 1, ..., n - 1 (int32 unless `dtype` says otherwise)."""
+    if _GRID.get() is not None:
+        raise MimirError("GPU031", "`arange` is a tensor-level op; compute on single elements")
+    size = _static_int(_resolve(n), "the size of `arange()`")
+    size = _rule(sh.arange, _A, size)[0]
+    if not isinstance(dtype, DType):
+        raise MimirError("GPU036", f"`dtype` must be a dtype such as `int32`, got {dtype!r}")
+    dtype = _rule(dr.iota, "arange()", dtype)
+    return Tensor(ev.arange(size, dtype), (size,), dtype, _default_device(device))
+
+
+def _triangle(name: str, x: Any, k: Any) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise MimirError("GPU036", f"`{name}()` needs a tensor operand")
+    _element_only(x)
+    k = _static_int(k, f"the diagonal `k` of `{name}()`")
+    shape = _rule(sh.triangle, _A, x._shape, name)
+    return x._like(ev.triangle(x._values, shape, k, name == "triu", x._dtype), shape)
+
+
+def tril(x: Tensor, k: int = 0) -> Tensor:
+    """`x` with the elements above the k-th diagonal (j - i > k) of its last two axes zeroed."""
+    return _triangle("tril", x, k)
+
+
+def triu(x: Tensor, k: int = 0) -> Tensor:
+    """`x` with the elements below the k-th diagonal (j - i < k) of its last two axes zeroed."""
+    return _triangle("triu", x, k)
+
+
+def _join(name: str, tensors: Any, axis: Any) -> Tensor:
+    if not isinstance(tensors, (tuple, list)) or not all(isinstance(t, Tensor) for t in tensors):
+        raise MimirError("GPU036", f"`{name}()` takes a tuple of tensors")
+    _element_only(*tensors)
+    axis = _static_int(axis, f"the axis of `{name}()`")
+    stack = name == "stack"
+    shape = _rule(sh.join, _A, [t._shape for t in tensors], axis, stack)
+    dtype = _rule(ops.BY_FUNCTION[name].dtype_rule, f"{name}()", [t._dtype for t in tensors])
+    if len({t._device for t in tensors}) > 1:
+        raise MimirError("GPU061", f"`{name}()` mixes tensors on cpu and gpu")
+    a = axis % (len(tensors[0]._shape) + 1 if stack else len(tensors[0]._shape))
+    parts = [(nm.cast(t._values, dtype), t._shape) for t in tensors]
+    return Tensor(ev.join(parts, a, stack), shape, dtype, tensors[0]._device)
+
+
+def concatenate(tensors: Any, axis: int = 0) -> Tensor:
+    """The tensors joined along an existing axis (equal sizes on every other axis)."""
+    return _join("concatenate", tensors, axis)
+
+
+def stack(tensors: Any, axis: int = 0) -> Tensor:
+    """The tensors (all of one shape) joined along a new axis."""
+    return _join("stack", tensors, axis)
 
 
 def _host_function(name: str) -> None:
@@ -1332,6 +1437,7 @@ def _array_argument(name: str, value: Any, dtype: DType) -> Tensor:
         )
     values, shape, _ = array
     return Tensor(nm.cast(values, dtype), shape, dtype, "gpu")
+
 
 def _check_range(name: str, value: Tensor, bounds: Range, env: dict[str, int]) -> None:
     """Every value of a `Range`-annotated argument lies in [lo, hi) (the checker assumes it)."""

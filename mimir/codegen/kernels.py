@@ -7,7 +7,7 @@
   16-wide slices staged through threadgroup memory, loads past M, N or K read 0,
   stores are guarded, so any size works. The epilogue (bias, activation, ...)
   is applied to each accumulator before its store.
-- `partial`, `reduce`, `softmax`: see `mimir.codegen.reductions`.
+- `partial`, `reduce`, `softmax`, `argreduce`, `moments`: see `mimir.codegen.reductions`.
 
 Workgroup counts are folded into x and y (`sizes.dispatch`) so no dimension
 passes 65535 (`mimir.codegen.context`).
@@ -220,6 +220,8 @@ _BUILDERS = {
     "partial": reductions.partial,
     "reduce": reductions.reduce,
     "softmax": reductions.softmax,
+    "argreduce": reductions.argreduce,
+    "moments": reductions.moments,
 }
 
 

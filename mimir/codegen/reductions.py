@@ -7,6 +7,10 @@
 - `partial` + `reduce`: a reduction to one element of a large or symbolic
   count is split over many workgroups: `partial` reduces chunks of
   `CHUNK` elements into a scratch buffer, then `reduce` combines the partials.
+- `moments` (`var`/`std`) and `argreduce` (`argmax`/`argmin`): one workgroup per
+  output element, two strided passes each combined in a tree (the mean, then the
+  squared deviations; the extremum, then its first position); for a literal count of
+  at most 32, one thread per output element makes both passes alone.
 - `softmax`: one workgroup per row along the axis: a max pass, a sum-of-exp
   pass (both strided, with a tree), then the write pass; numerically stable
   for any row length.
@@ -16,6 +20,9 @@ Sums accumulate in the result dtype (f32 for float16), max/min of bools in u32.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from mimir.codegen import lower as lw
@@ -27,6 +34,7 @@ from mimir.codegen.ir import (
     Barrier,
     Binary,
     Builtin,
+    Cast,
     Expr,
     Load,
     SharedArray,
@@ -34,7 +42,8 @@ from mimir.codegen.ir import (
     Var,
 )
 from mimir.codegen.tensors import Reduction
-from mimir.dtypes import DType, float16, float32, uint32
+from mimir.dims import BinOp
+from mimir.dtypes import DType, bool_, float16, float32, uint32
 
 SERIAL_REDUCE_MAX = 32
 CHUNK = 4096  # elements per workgroup in a `partial` launch (16 per thread)
@@ -239,3 +248,172 @@ def softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
             value = lw.round_f16(value)
         c.write(idx, body.let(value, "y"))
     return (width, 1, 1), dispatch
+
+
+# ---------------------------------------------------------------- two-pass reductions
+
+
+def _strided_pass(
+    c: KernelContext,
+    count: Any,
+    width: int,
+    shared: str,
+    t: str,
+    init: Expr,
+    step: Any,
+    combine: Any,
+) -> Expr:
+    """Each thread folds `step(acc, r)` over r = lid, lid + width, ... below `count`, then
+    the threads' results are combined in a tree; every thread gets the total. With
+    `width` 1 (a serial launch: one thread per output) the thread folds every r alone."""
+    body = c.body
+    if width == 1:
+        acc = body.var(init, "acc")
+        with body.for_("r", u32(0), size_ir(count), u32(1)) as r:
+            body.emit(Assign(acc, step(acc, r)))
+        return acc
+    lid = Builtin("local_x")
+    acc = body.var(init, "acc")
+    with body.for_("r", lid, size_ir(count), u32(width)) as r:
+        body.emit(Assign(acc, step(acc, r)))
+    body.emit(Store(shared, lid, acc))
+    c.tree(shared, t, combine, lid, width)
+    total = body.let(Load(shared, u32(0), t), "total")
+    body.emit(Barrier())  # every thread has read shared[0] before it is reused
+    return total
+
+
+class _TwoPass:
+    """The launch shape of a two-pass reduction: a workgroup per output element, or, when
+    the reduced count is a literal of at most `SERIAL_REDUCE_MAX`, a thread per output
+    element looping alone (no threadgroup memory, no barriers). `inside` opens the block
+    the passes are built in; `once` the block where one thread writes the result."""
+
+    def __init__(self, c: KernelContext, red: Reduction) -> None:
+        self.c = c
+        self.serial = isinstance(red.count, int) and red.count <= SERIAL_REDUCE_MAX
+        body = c.body
+        if self.serial:
+            self.width = 1
+            self.dispatch, g = c.groups(sz.cdiv(red.outputs, WG), guard=False)
+            lid = Builtin("local_x")
+            self.o = body.let(ibin("+", ibin("*", g, u32(WG)), lid), "o")
+            self.workgroup = (WG, 1, 1)
+        else:
+            self.width = width_for(red.count)
+            self.dispatch, self.o = c.groups(red.outputs)
+            self.workgroup = (self.width, 1, 1)
+
+    def shared(self, name: str, t: str) -> None:
+        if not self.serial:
+            self.c.shared.append(SharedArray(name, t, self.width))
+
+    def inside(self, red: Reduction) -> Any:
+        if self.serial:
+            return self.c.body.if_(Binary("<", self.o, size_ir(red.outputs), "bool"))
+        return _nothing()
+
+    def once(self) -> Any:
+        if self.serial:
+            return _nothing()
+        return self.c.body.if_(Binary("==", Builtin("local_x"), u32(0), "bool"))
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+def moments(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
+    """`var` / `std` (`_TwoPass`: a workgroup per output element, or a thread for a small
+    literal count), two passes: the mean, then the sum of squared deviations from it
+    (never E[x^2] - E[x]^2, which cancels catastrophically), divided by count - ddof."""
+    assert c.plan.root is not None
+    ev = c.ev
+    red = ev.reduction(c.plan.root)
+    node = ev.node(c.plan.root)
+    kw = dict(zip(node["keywords"], node["inputs"][1:], strict=True))
+    ddof = ev.literal_arg(kw.get("ddof"), 0)
+    launch = _TwoPass(c, red)
+    t = lw.REG[red.acc]
+    launch.shared("$partial", t)
+    with launch.inside(red):
+        _moments(c, red, launch, ddof, t)
+    return launch.workgroup, launch.dispatch
+
+
+def _moments(c: KernelContext, red: Reduction, launch: _TwoPass, ddof: int, t: str) -> None:
+    body, o, width = c.body, launch.o, launch.width
+    kept_axes = Idx(red.kept_shape, flat=o).axes(body)
+    read = _element(c, red)
+
+    def add(a: Expr, b: Expr) -> Expr:
+        return lw.bin_("+", a, b)
+
+    count = lw.convert(size_ir(red.count), uint32, float32)
+    total = _strided_pass(
+        c, red.count, width, "$partial", t, lw.const(0, t),
+        lambda acc, r: add(acc, read(r, kept_axes)), add,
+    )  # fmt: skip
+    mean = body.let(lw.bin_("/", total, count), "mean")
+
+    def square(acc: Expr, r: Expr) -> Expr:
+        d = body.let(lw.bin_("-", read(r, kept_axes), mean), "d")
+        return add(acc, lw.bin_("*", d, d))
+
+    squares = _strided_pass(c, red.count, width, "$partial", t, lw.const(0, t), square, add)
+    divisor = lw.convert(size_ir(sz.simplify(BinOp("-", red.count, ddof))), uint32, float32)
+    value = body.let(lw.bin_("/", squares, divisor), "var")
+    if red.name == "std":
+        value = body.let(lw.call("mimir_sqrt", value), "std")
+    with launch.once():
+        _finish(c, red, o, value)
+
+
+def argreduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
+    """`argmax` / `argmin` (`_TwoPass`: a workgroup per output element, or a thread for a
+    small literal count), two passes: the extremum (nan-propagating, so a row with a nan
+    has a nan extremum), then the first position that holds it (or holds a nan), as NumPy
+    answers."""
+    assert c.plan.root is not None
+    ev = c.ev
+    red = ev.reduction(c.plan.root)
+    x_dtype = ev.dtype(red.x)
+    acc = uint32 if x_dtype == bool_ else float32 if x_dtype == float16 else x_dtype
+    red = replace(red, acc=acc)
+    launch = _TwoPass(c, red)
+    t = lw.REG[acc]
+    launch.shared("$partial", t)
+    launch.shared("$first", "u32")
+    with launch.inside(red):
+        _argreduce(c, red, launch, t)
+    return launch.workgroup, launch.dispatch
+
+
+def _argreduce(c: KernelContext, red: Reduction, launch: _TwoPass, t: str) -> None:
+    body, o, width = c.body, launch.o, launch.width
+    ev = c.ev
+    name = "max" if red.name == "argmax" else "min"
+    kept_axes = Idx(red.kept_shape, flat=o).axes(body)
+    read = _element(c, red)
+    combine = _combiner(name, red.acc)
+    best = _strided_pass(
+        c, red.count, width, "$partial", t, _identity(name, red.acc),
+        lambda a, r: combine(a, read(r, kept_axes)), combine,
+    )  # fmt: skip
+
+    def first(a: Expr, r: Expr) -> Expr:
+        v = body.let(read(r, kept_axes), "v")
+        hit = lw.float_compare("==", v, best) if t == "f32" else lw.bin_("==", v, best)
+        if t == "f32":
+            hit = lw.bin_("||", hit, lw.bin_("&&", lw.isnan(v), lw.isnan(best)))
+        return lw.select(lw.bin_("&&", hit, lw.bin_("<", r, a)), r, a)
+
+    def lowest(a: Expr, b: Expr) -> Expr:
+        return lw.select(lw.bin_("<", b, a), b, a)
+
+    where = _strided_pass(c, red.count, width, "$first", "u32", lw.const(lw.UINT_MAX, "u32"),
+                          first, lowest)  # fmt: skip
+    with launch.once():
+        assert c.plan.root is not None
+        c.write(Idx(ev.shape(c.plan.root), flat=o), body.let(Cast(where, "i32"), "index"))

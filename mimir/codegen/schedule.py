@@ -39,7 +39,7 @@ from mimir.dims import Dim, Size
 from mimir.dtypes import DType
 from mimir.parse.module import ScalarAnnotation, TensorAnnotation
 
-ROOT_KINDS = ("matmul", "reduce", "softmax")
+ROOT_KINDS = ("matmul", "reduce", "softmax", "argreduce", "moments")
 _FUSIBLE = ("elementwise", "cast")
 
 
@@ -57,7 +57,7 @@ class BufferSpec:
 class Plan:
     """One launch: compute node `node` (the root's epilogue when `root` is set)."""
 
-    kind: str  # ew | matmul | reduce | softmax
+    kind: str  # ew | matmul | reduce | softmax | argreduce | moments
     node: int
     root: int | None
     writes: list[str]  # buffers the kernel stores `node` into
@@ -87,7 +87,7 @@ def root_kind(kg: Any, n: int) -> str | None:
     if node["kind"] == "binop" and node["symbol"] == "@":
         return "matmul"
     spec = node.get("spec")
-    if node["kind"] == "method" and spec is not None and spec.kind in ("reduce", "softmax"):
+    if node["kind"] == "method" and spec is not None and spec.kind in ROOT_KINDS:
         return spec.kind
     return None
 

@@ -20,7 +20,7 @@ from mimir import ops
 from mimir.codegen import lower as lw
 from mimir.codegen import sizes as sz
 from mimir.codegen.builder import Body, Idx, ibin, size_ir
-from mimir.codegen.ir import Cast, Const, Expr, Load, Uniform
+from mimir.codegen.ir import Assign, Cast, Const, Expr, Load, Uniform
 from mimir.codegen.refusal import CANNOT_SCHEDULE, RefusalError
 from mimir.constraints.checker import ScalarVal, SizeVal, TensorVal, TupleVal
 from mimir.dims import BinOp, Dim, Size
@@ -274,6 +274,13 @@ class Evaluator:
             return self._index(n, idx)
         if kind == "create":
             return self._create(n, spec)
+        if kind == "iota":
+            value = lw.convert(Cast(idx.axes(self.body)[0], "i32"), int32, dtype)
+            return self._note(n, spec.spelling, value)
+        if kind == "mask":
+            return self._mask(n, spec, idx)
+        if kind == "join":
+            return self._join(n, spec, idx)
         raise self.refuse(n, f"`{node['text']}` cannot be computed element by element")
 
     def same(self, idx: Idx, x: int) -> Idx:
@@ -393,6 +400,63 @@ class Evaluator:
                 src.append(ibin("+", out_axes[k], size_ir(it[1])))
                 k += 1
         return self.at(x, Idx(self.shape(x), axes=src))
+
+    def _kwargs(self, n: int) -> dict[str, int]:
+        node = self.node(n)
+        first = node["n_receiver"] + node["n_positional"]
+        return dict(zip(node["keywords"], node["inputs"][first:], strict=True))
+
+    def literal_arg(self, n: int | None, default: int) -> int:
+        if n is None:
+            return default
+        v = self.values[self.resolve(n)]
+        assert isinstance(v, SizeVal) and v.sym.value is not None  # the checker proved it
+        return v.sym.value
+
+    def _mask(self, n: int, spec: ops.OpSpec, idx: Idx) -> Expr:
+        """`tril` keeps j - i <= k, `triu` keeps j - i >= k (i, j: the last two axes)."""
+        kw = self._kwargs(n)
+        x, k = kw["x"], self.literal_arg(kw.get("k"), 0)
+        axes = idx.axes(self.body)
+        i, j = (Cast(a, "i32") for a in axes[-2:])
+        diagonal = lw.bin_("-", j, i)
+        op = ">=" if spec.name == "triu" else "<="
+        keep = lw.bin_(op, diagonal, Const(k, "i32"))
+        dtype = self.dtype(n)
+        zero = lw.const(nm.cast([0], dtype)[0], lw.REG[dtype])
+        return lw.select(keep, self.at(x, self.same(idx, x)), zero)
+
+    def _join(self, n: int, spec: ops.OpSpec, idx: Idx) -> Expr:
+        """`concatenate` / `stack`: the part that holds position `idx`, read under an `if`
+        so that no part is ever read outside its own bounds (a `select` would read all)."""
+        kw = self._kwargs(n)
+        parts = self.node(self.resolve(kw["tensors"]))["inputs"]
+        stack = spec.name == "stack"
+        out_shape = self.shape(n)
+        axis = self.literal_arg(kw.get("axis"), 0) % len(out_shape)
+        dtype = self.dtype(n)
+        body = self.body
+        axes = idx.axes(body)
+        at = body.let(axes[axis], "ax")
+        value = body.var(lw.const(nm.cast([0], dtype)[0], lw.REG[dtype]), "part")
+        offset: Size = 0
+        for k, p in enumerate(parts):
+            if stack:
+                cond = lw.bin_("==", at, Const(k, "u32"))
+                src = [*axes[:axis], *axes[axis + 1 :]]
+            else:
+                size = self.shape(p)[axis]
+                start, stop = size_ir(offset), size_ir(sz.simplify(BinOp("+", offset, size)))
+                cond = lw.bin_("<", at, stop)
+                if k:
+                    cond = lw.bin_("&&", lw.bin_(">=", at, start), cond)
+                src = list(axes)
+                src[axis] = ibin("-", at, start)
+                offset = sz.simplify(BinOp("+", offset, size)) if k else size
+            with body.if_(cond):
+                v = self.at(p, Idx(self.shape(p), axes=src))
+                body.emit(Assign(value, lw.convert(v, self.dtype(p), dtype)))
+        return value
 
     def _size_arg(self, n: int) -> Size:
         v = self.values[self.resolve(n)]

@@ -17,7 +17,8 @@ from mimir import ops
 from mimir.constraints.algebra import Obligation, Sym, Z3Algebra, _z3_op, lift
 from mimir.diagnostics.diagnostic import Diagnostic, Label, Span
 from mimir.dims import BinOp, Dim, Size
-from mimir.dtypes import ALL_DTYPES, DType, float32
+from mimir.dtypes import ALL_DTYPES, DType, float32, int32
+from mimir.ops import dtype_rules as dr
 from mimir.ops import shapes as sh
 from mimir.parse.graph import KernelGraph
 from mimir.parse.module import (
@@ -627,7 +628,26 @@ class KernelChecker:
             idx = self._tensor(kwargs["indices"], spec.spelling)
             axis = self._axis_arg(kwargs["axis"], spec)
             return self._gather(arr, idx, axis, True, spec.spelling, node)
+        if kind == "iota":
+            return self._arange(spec, kwargs)
+        if kind == "mask":
+            x = self._tensor(kwargs.get("x"), spec.spelling)
+            self._literal_int(kwargs.get("k", SizeVal(Sym.const(0))), f"`k` of `{spec.spelling}`")
+            return TensorVal(self._rule(sh.triangle, x.shape, spec.name), x.dtype)
+        if kind == "join":
+            return self._join(spec, kwargs)
         x = self._tensor(receiver[0], spec.spelling)
+        if kind == "argreduce":
+            axis = self._axis_arg(kwargs.get("axis"), spec, allow_tuple=False, allow_none=True)
+            keepdims = self._bool_arg(kwargs.get("keepdims"), "keepdims")
+            shape = self._rule(sh.argreduction, x.shape, axis, keepdims, spec.name)
+            return TensorVal(shape, self._dtype_rule(spec, [x.dtype]))
+        if kind == "moments":
+            axis = self._axis_arg(kwargs.get("axis"), spec, allow_tuple=True)
+            ddof = self._literal_int(kwargs.get("ddof", SizeVal(Sym.const(0))), "`ddof`")
+            keepdims = self._bool_arg(kwargs.get("keepdims"), "keepdims")
+            shape = self._rule(sh.moments, x.shape, axis, ddof, keepdims, spec.name)
+            return TensorVal(shape, self._dtype_rule(spec, [x.dtype]))
         if kind == "reduce":
             axis = self._axis_arg(kwargs.get("axis"), spec, allow_tuple=True)
             keepdims = self._bool_arg(kwargs.get("keepdims"), "keepdims")
@@ -791,6 +811,34 @@ class KernelChecker:
             )
         return TensorVal(shape, x.dtype)
 
+    def _arange(self, spec: ops.OpSpec, kwargs: dict) -> TensorVal:
+        n = kwargs.get("n")
+        if not isinstance(n, SizeVal):
+            raise _RuleFailedError(
+                "GPU036", "the size of `arange()` must be an int, a dim or `x.shape[i]`"
+            )
+        dtype = kwargs.get("dtype", DTypeVal(int32))
+        if not isinstance(dtype, DTypeVal):
+            raise _RuleFailedError("GPU036", "the `dtype` of `arange()` must be a dtype name")
+        try:
+            out = dr.iota(spec.spelling, dtype.dtype)
+        except sh.RuleError as err:
+            raise _RuleFailedError(err.code, err.message) from None
+        return TensorVal(self._rule(sh.arange, n.sym), out)
+
+    def _join(self, spec: ops.OpSpec, kwargs: dict) -> TensorVal:
+        parts = kwargs.get("tensors")
+        if not isinstance(parts, TupleVal) or not parts.items:
+            raise _RuleFailedError(
+                "GPU036", f"`{spec.spelling}` takes a tuple of tensors: `{spec.name}((a, b))`"
+            )
+        tensors = [self._tensor(v, spec.spelling) for v in parts.items]
+        axis = self._literal_int(
+            kwargs.get("axis", SizeVal(Sym.const(0))), f"the axis of `{spec.spelling}`"
+        )
+        shape = self._rule(sh.join, [t.shape for t in tensors], axis, spec.name == "stack")
+        return TensorVal(shape, self._dtype_rule(spec, [t.dtype for t in tensors]))
+
     # -- argument helpers
 
     def _tensor(self, value: Any, spelling: str) -> TensorVal:
@@ -818,9 +866,11 @@ class KernelChecker:
             return value.sym.value
         raise _RuleFailedError("GPU036", f"{what} must be an int literal")
 
-    def _axis_arg(self, value: Any, spec: ops.OpSpec, allow_tuple: bool = False) -> Any:
+    def _axis_arg(
+        self, value: Any, spec: ops.OpSpec, allow_tuple: bool = False, allow_none: bool = False
+    ) -> Any:
         if value is None or isinstance(value, NoneVal):
-            if allow_tuple:
+            if allow_tuple or allow_none:
                 return None
             raise _RuleFailedError(
                 "GPU036", f"the axis of `{spec.spelling}` must be an int literal"

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 PRELUDE = (
     "from mimir.array import Dim, InOut, Tensor, bool_, float16, float32, gpu, int32, uint32\n"
     "from mimir.array import full, maximum, minimum, ones, program_id, where, zeros\n"
+    "from mimir.array import arange, concatenate, stack, tril, triu\n"
 )
 
 
@@ -232,12 +233,29 @@ _CODES = [
         "    return a + b.astype(int32)\n",
     ),
     Code(
+        "GPU023",
+        "join-shape-mismatch",
+        "concatenate or stack got tensors whose sizes differ",
+        "`concatenate` joins tensors of one rank along an axis, so every other axis must have "
+        "equal sizes; `stack` needs equal shapes; neither broadcasts, as in NumPy",
+        "make the other axes equal (slice, or broadcast explicitly with `+ zeros(...)`), or "
+        "join along the axis whose sizes differ",
+        "@gpu\ndef f(a: Tensor[float32, 4, 3], b: Tensor[float32, 5, 2])"
+        " -> Tensor[float32, 4, 5]:\n"
+        "    return concatenate((a, b), axis=1)\n",
+        "@gpu\ndef f(a: Tensor[float32, 4, 3], b: Tensor[float32, 4, 2])"
+        " -> Tensor[float32, 4, 5]:\n"
+        "    return concatenate((a, b), axis=1)\n",
+    ),
+    Code(
         "GPU024",
         "empty-reduction",
-        "max, min, mean, softmax or log_softmax over an axis that may be empty",
-        "the maximum of no elements is undefined, their mean is 0 / 0 and a softmax of them "
-        "divides by a zero sum; NumPy raises or warns, a GPU returns garbage",
-        "give the dim `min=1`, or reduce with `sum`, which is 0 on an empty axis",
+        "max, min, mean, argmax, argmin, var, std or a softmax over an axis that may be empty",
+        "the maximum of no elements is undefined, their mean is 0 / 0, a softmax of them "
+        "divides by a zero sum and a variance with `ddof` divides by count - ddof; NumPy "
+        "raises or warns, a GPU returns garbage",
+        "give the dim `min=1` (more than `ddof` for `var`/`std`), or reduce with `sum`, which "
+        "is 0 on an empty axis",
         'E = Dim("E", min=0)\n\n@gpu\ndef f(x: Tensor[float32, 4, E]) -> Tensor[float32, 4]:\n'
         "    return x.max(axis=1)\n",
         'E = Dim("E", min=1)\n\n@gpu\ndef f(x: Tensor[float32, 4, E]) -> Tensor[float32, 4]:\n'

@@ -43,6 +43,12 @@ class OpSpec:
     - `matmul`, `reshape`, `transpose`, `index`, `create`, `cast`, `shape`
     - `gather`: `take_along_axis(x, idx, axis)`, reads `x` where `idx` says
     - `atomic`: an index-level statement, `atomic_add(out, index, value)`
+    - `iota`: `arange(n)`, the ints 0..n-1 (int32, or the `dtype` given)
+    - `mask`: `tril(x, k)` / `triu(x, k)`, zeros above / below the k-th diagonal of the
+      last two axes
+    - `join`: `concatenate((a, b, ...), axis)` / `stack((a, b, ...), axis)`
+    - `argreduce`: `argmax` / `argmin` along one axis or all (int32, first index wins)
+    - `moments`: `var` / `std` with `ddof`, two-pass (mean first) for stability
     """
 
     name: str
@@ -150,6 +156,10 @@ TABLE: tuple[OpSpec, ...] = (
     _method("min", "reduce", dr.same),
     _method("softmax", "softmax", dr.floating),
     _method("log_softmax", "softmax", dr.floating),
+    _method("argmax", "argreduce", dr.ordered),
+    _method("argmin", "argreduce", dr.ordered),
+    _method("var", "moments", dr.floating),
+    _method("std", "moments", dr.floating),
     # linear algebra and layout
     OpSpec(
         "matmul",
@@ -169,6 +179,12 @@ TABLE: tuple[OpSpec, ...] = (
     _function("zeros", "create", _never),
     _function("ones", "create", _never),
     _function("full", "create", _never),
+    _function("arange", "iota", _never),
+    # masks and joins
+    _function("tril", "mask", dr.same),
+    _function("triu", "mask", dr.same),
+    _function("concatenate", "join", dr.same),
+    _function("stack", "join", dr.same),
 )
 
 BY_NAME: dict[str, OpSpec] = {op.name: op for op in TABLE}
@@ -186,12 +202,21 @@ PARAMETERS: dict[str, tuple[str, ...]] = {
     "min": ("axis", "keepdims"),
     "softmax": ("axis",),
     "log_softmax": ("axis",),
+    "argmax": ("axis", "keepdims"),
+    "argmin": ("axis", "keepdims"),
+    "var": ("axis", "ddof", "keepdims"),
+    "std": ("axis", "ddof", "keepdims"),
     "clip": ("lo", "hi"),
     "astype": ("dtype",),
     "zeros": ("shape", "dtype"),
     "ones": ("shape", "dtype"),
     "full": ("shape", "fill_value", "dtype"),
     "take_along_axis": ("arr", "indices", "axis"),
+    "arange": ("n", "dtype"),
+    "tril": ("x", "k"),
+    "triu": ("x", "k"),
+    "concatenate": ("tensors", "axis"),
+    "stack": ("tensors", "axis"),
 }
 
 

@@ -140,3 +140,16 @@ def atomic(spelling: str, operands: Sequence[Operand]) -> DType:
             f"`{spelling}` adds {shown} into a {target} tensor; convert with `.astype({target})`",
         )
     return target
+
+
+def ordered(spelling: str, operands: Sequence[Operand]) -> DType:
+    """`argmax` / `argmin`: any dtype is ordered (False < True); the result is an index."""
+    common(spelling, operands)
+    return int32
+
+
+def iota(spelling: str, dtype: DType) -> DType:
+    """`arange(n, dtype)`: numbers, not bools."""
+    if dtype.is_bool:
+        raise RuleError("GPU020", f"`{spelling}` makes numbers; a bool range has no meaning")
+    return dtype

@@ -189,3 +189,66 @@ def index(values: Values, shape: Shape, items: Sequence[tuple]) -> Values:
 
 def create(shape: Shape, fill: object, dtype: DType) -> Values:
     return nm.cast([fill], dtype) * numel(shape)
+
+
+def arange(n: int, dtype: DType) -> Values:
+    return nm.cast(list(range(n)), dtype)
+
+
+def triangle(values: Values, shape: Shape, k: int, upper: bool, dtype: DType) -> Values:
+    """`tril` keeps j - i <= k, `triu` keeps j - i >= k on the last two axes (NumPy)."""
+    rows, cols = shape[-2], shape[-1]
+    zero = nm.cast([0], dtype)[0]
+    out = []
+    for flat, v in enumerate(values):
+        i, j = (flat // cols) % rows, flat % cols
+        keep = j - i >= k if upper else j - i <= k
+        out.append(v if keep else zero)
+    return out
+
+
+def join(parts: Sequence[tuple[Values, Shape]], axis: int, stack: bool) -> Values:
+    """`concatenate` / `stack` of row-major tensors (same shape except on `axis`)."""
+    if stack:
+        parts = [(v, (*s[:axis], 1, *s[axis:])) for v, s in parts]
+    outer = numel(parts[0][1][:axis])
+    out: list = []
+    for o in range(outer):
+        for values, shape in parts:
+            block = numel(shape[axis:])
+            out.extend(values[o * block : (o + 1) * block])
+    return out
+
+
+def argreduce(kind: str, values: Values, shape: Shape, axes: Sequence[int], dtype: DType) -> Values:
+    """The first index of the max (min) along the axes, a NaN counting as the extreme
+    (NumPy: the first NaN wins). Bools order False < True."""
+    groups, _ = _axis_groups(shape, axes)
+    out = []
+    for group in groups:
+        best, where = None, 0
+        for pos, i in enumerate(group):
+            v = values[i]
+            if best is None:
+                best, where = v, pos
+            elif best != best:
+                break
+            elif v != v or (v > best if kind == "argmax" else v < best):
+                best, where = v, pos
+        out.append(where)
+    return out
+
+
+def moments(
+    kind: str, values: Values, shape: Shape, axes: Sequence[int], ddof: int, out_dtype: DType
+) -> Values:
+    """`var` / `std`: the mean first, then the mean squared deviation over count - ddof."""
+    groups, _ = _axis_groups(shape, axes)
+    out = []
+    for group in groups:
+        items = [float(values[i]) for i in group]
+        mean = math.fsum(items) / len(items)
+        square = math.fsum((v - mean) * (v - mean) for v in items)
+        var = square / (len(items) - ddof)
+        out.append(math.sqrt(var) if kind == "std" and var == var else var)
+    return nm.cast(out, out_dtype)

@@ -416,3 +416,84 @@ def creation(alg: Algebra, shape: Sequence[Any]) -> Shape:
         elif lit is not None and lit < 0:
             alg.fail("GPU025", f"negative size {lit} in a tensor shape")
     return tuple(shape)
+
+
+def arange(alg: Algebra, n: Any) -> Shape:
+    """`arange(n)`: the ints 0..n-1, so `n` must not be negative."""
+    return creation(alg, (n,))
+
+
+# ---------------------------------------------------------------- masks, joins, statistics
+
+
+def triangle(alg: Algebra, shape: Shape, what: str) -> Shape:
+    """`tril` / `triu`: NumPy masks the last two axes, so the tensor needs two."""
+    if len(shape) < 2:
+        alg.fail("GPU014", f"`{what}` needs a tensor of rank 2 or more, got rank {len(shape)}")
+    return tuple(shape)
+
+
+def join(alg: Algebra, shapes: Sequence[Shape], axis: int, stack: bool) -> Shape:
+    """`concatenate` (sizes along `axis` add up) or `stack` (a new axis of len(shapes)).
+
+    Every other axis must have equal sizes for all admissible dims (GPU023); no
+    broadcasting, as in NumPy.
+    """
+    what = "stack" if stack else "concatenate"
+    if not shapes:
+        alg.fail("GPU036", f"`{what}` needs at least one tensor")
+    rank = len(shapes[0])
+    for k, s in enumerate(shapes[1:], start=1):
+        if len(s) != rank:
+            alg.fail(
+                "GPU023",
+                f"`{what}` got tensors of rank {rank} and {len(s)} (tensor {k})",
+            )
+    if not stack and rank == 0:
+        alg.fail("GPU014", "`concatenate` needs tensors of rank 1 or more, got scalars")
+    a = normalize_axis(alg, axis, rank + 1 if stack else rank, what)
+    first = shapes[0]
+    for k, s in enumerate(shapes[1:], start=1):
+        for i in range(rank):
+            if i == a and not stack:
+                continue
+            alg.require(
+                alg.eq(first[i], s[i]),
+                "GPU023",
+                f"`{what}` shape mismatch on axis {i}: tensor 0 has {{}}, tensor {k} has {{}}",
+                first[i],
+                s[i],
+            )
+    if stack:
+        return (*first[:a], len(shapes), *first[a:])
+    total: Any = first[a]
+    for s in shapes[1:]:
+        total = total + s[a]
+    return (*first[:a], total, *first[a + 1 :])
+
+
+def argreduction(alg: Algebra, shape: Shape, axis: int | None, keepdims: bool, what: str) -> Shape:
+    """`argmax` / `argmin`: one axis or all (the flat index), never an empty one."""
+    axes = reduce_axes(alg, len(shape), axis, what)
+    for a in axes:
+        _require_nonempty(alg, shape[a], a, what)
+    if keepdims:
+        return tuple(1 if i in axes else s for i, s in enumerate(shape))
+    return tuple(s for i, s in enumerate(shape) if i not in axes)
+
+
+def moments(alg: Algebra, shape: Shape, axis: Any, ddof: int, keepdims: bool, what: str) -> Shape:
+    """`var` / `std`: divides by count - ddof, which must be positive (GPU024)."""
+    if ddof < 0:
+        alg.fail("GPU036", f"`ddof` of `{what}` must be 0 or more, got {ddof}")
+    axes = reduce_axes(alg, len(shape), axis, what)
+    count = product(alg, [shape[a] for a in axes])
+    alg.require(
+        alg.le(ddof + 1, count),
+        "GPU024",
+        f"`{what}` with ddof={ddof} over {{}} elements: the count must be more than ddof",
+        count,
+    )
+    if keepdims:
+        return tuple(1 if i in axes else s for i, s in enumerate(shape))
+    return tuple(s for i, s in enumerate(shape) if i not in axes)

@@ -61,7 +61,7 @@ _INDEX_LEVEL_ONLY: dict[type, str] = {
 
 _EXPRESSIONS: dict[type, str] = {
     ast.JoinedStr: "strings",
-    ast.List: "list literals",
+    ast.List: "list literals (a tuple holds several tensors: `concatenate((a, b))`)",
     ast.Dict: "dict literals",
     ast.Set: "set literals",
     ast.ListComp: "comprehensions",

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mimir.runtime import manifest as mf
 from mimir.runtime.verify import (
     choose_dims,
     default_scalars,

@@ -32,6 +32,7 @@ TENSOR_OPS = (
     "sum", "mean", "max", "min", "softmax", "log_softmax",
     "matmul", "reshape", "transpose", "T", "index", "shape", "zeros", "ones", "full",
     "take_along_axis",
+    "arange", "tril", "triu", "concatenate", "stack", "argmax", "argmin", "var", "std",
 )  # fmt: skip
 # Ops of the table that only index-level kernels hold (fuzzed through fixtures, not here).
 INDEX_LEVEL_OPS = ("atomic_add",)
@@ -375,6 +376,48 @@ def _apply_op(b: _Builder, op: str, v: _Val) -> _Val:
         if dtype == "bool_":
             return _Val(f"{_paren(v.expr)} | {made}", v.shape, dtype)
         return _Val(f"{_paren(v.expr)} + {made}", v.shape, dtype)
+    return _apply_new_op(b, op, v)
+
+
+def _apply_new_op(b: _Builder, op: str, v: _Val) -> _Val:
+    """The ops of issue 12: iota, masks, joins, arg-reductions and moments."""
+    draw = b.draw
+    if not v.shape:
+        v = _Val(f"{_paren(v.expr)}.reshape(1)", ("1",), v.dtype)
+    rank = len(v.shape)
+    if op == "arange":
+        v = _numeric(b, v, ("float32", "float16", "int32", "uint32"))
+        b.imports.add("arange")
+        return _Val(f"{_paren(v.expr)} + arange({v.shape[-1]}, {v.dtype})", v.shape, v.dtype)
+    if op in ("tril", "triu"):
+        if rank < 2:
+            v = _Val(f"{_paren(v.expr)}.reshape(1, -1)", ("1", _product(v.shape)), v.dtype)
+        b.imports.add(op)
+        return _Val(f"{op}({v.expr}, k={draw(st.integers(-2, 2))})", v.shape, v.dtype)
+    if op in ("concatenate", "stack"):
+        b.imports.add(op)
+        if op == "stack":
+            axis = draw(st.integers(0, rank))
+            shape = (*v.shape[:axis], "2", *v.shape[axis:])
+        else:
+            axis = draw(st.integers(0, rank - 1))
+            s = v.shape[axis]
+            shape = (*v.shape[:axis], f"{s} + {s}", *v.shape[axis + 1 :])
+        text = str(axis if draw(st.booleans()) else axis - len(shape))
+        return _Val(f"{op}(({v.expr}, {v.expr}), axis={text})", shape, v.dtype)
+    if op in ("argmax", "argmin"):
+        b.imports.add("int32")
+        if draw(st.booleans()):
+            return _Val(f"{_paren(v.expr)}.{op}()", (), "int32")
+        axis = draw(st.integers(0, rank - 1))
+        shape = tuple(s for i, s in enumerate(v.shape) if i != axis)
+        return _Val(f"{_paren(v.expr)}.{op}(axis={axis - rank})", shape, "int32")
+    if op in ("var", "std"):
+        v = _numeric(b, v, FLOATS)
+        axis = draw(st.integers(0, rank - 1))
+        ddof = draw(st.sampled_from([0, 0, 1]))
+        shape = tuple(s for i, s in enumerate(v.shape) if i != axis)
+        return _Val(f"{_paren(v.expr)}.{op}(axis={axis}, ddof={ddof})", shape, v.dtype)
     raise AssertionError(f"no generator for op {op}")
 
 
