@@ -410,12 +410,15 @@ class Evaluator:
         if node["kind"] == "param":
             return Scalar(dtype, expr=Uniform(node["name"], lw.REG[dtype]))
         spec = self.spec(n)
-        if node["kind"] not in ("binop", "unop") or spec is None or spec.element is None:
+        scalar_math = node["kind"] == "call" and spec is not None and spec.kind == "scalar_math"
+        if (node["kind"] not in ("binop", "unop") and not scalar_math) or spec is None:
             raise self.refuse(n, f"the scalar expression `{node['text']}` cannot be compiled")
         args = [self.scalar(i) for i in node["inputs"]]
         if all(a.literal is not None for a in args):
             try:
-                if node["kind"] == "binop":
+                if scalar_math:
+                    value = spec.element(float(args[0].literal))
+                elif node["kind"] == "binop":
                     value = _PY_BINARY[node["symbol"]](args[0].literal, args[1].literal)
                 else:
                     value = _PY_UNARY[node["symbol"]](args[0].literal)

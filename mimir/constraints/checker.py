@@ -552,6 +552,8 @@ class KernelChecker:
             return self._elementwise(spec, [*receiver, *(kwargs[p] for p in params)])
         if kind == "create":
             return self._create(spec, kwargs)
+        if kind == "scalar_math":
+            return self._scalar_math(spec, kwargs)
         x = self._tensor(receiver[0], spec.spelling)
         if kind == "reduce":
             axis = self._axis_arg(kwargs.get("axis"), spec, allow_tuple=True)
@@ -589,6 +591,39 @@ class KernelChecker:
         dtype = self._dtype_rule(spec, kinds)
         shapes = [v.shape for v in operands if isinstance(v, TensorVal)]
         return TensorVal(self._rule(sh.broadcast, *shapes), dtype)
+
+    def _scalar_math(self, spec: ops.OpSpec, kwargs: dict) -> ScalarVal:
+        """`math.sqrt(D)`: Python's function of one scalar or size, a float. Python raises
+        on a domain error (`math.log(0)`) where the GPU would give nan or -inf, so a size
+        argument must be proven in the domain for every admissible size."""
+        if "x" not in kwargs:
+            raise _RuleFailedError("GPU036", f"`{spec.spelling}` takes one argument")
+        x = kwargs["x"]
+        if isinstance(x, TensorVal):
+            method = spec.name.removeprefix("math_")
+            raise _RuleFailedError(  # the shim: a tensor is no Python number (GPU030)
+                "GPU030",
+                f"`{spec.spelling}` takes a Python scalar or a size, not a tensor; "
+                f"for a tensor write `x.{method}()`",
+            )
+        if isinstance(x, SizeVal):
+            low = {"math_sqrt": 0, "math_log": 1}.get(spec.name)
+            if low is not None:
+                what = "negative" if low == 0 else "zero or negative"
+                self._rule(
+                    lambda alg: alg.require(
+                        alg.le(low, x.sym),
+                        "GPU036",
+                        f"`{spec.spelling}` of {{}}, which may be {what} (Python raises "
+                        "a math domain error)",
+                        x.sym,
+                    )
+                )
+        elif not isinstance(x, ScalarVal):
+            raise _RuleFailedError(
+                "GPU036", f"`{spec.spelling}` takes a Python scalar or a size"
+            )
+        return ScalarVal("float")
 
     def _create(self, spec: ops.OpSpec, kwargs: dict) -> TensorVal:
         if "shape" not in kwargs:

@@ -40,6 +40,7 @@ class OpSpec:
     - `elementwise`: broadcasting over tensor operands; `element` computes one value
     - `reduce`: `axis=None|int|tuple`, `keepdims=False`
     - `softmax`: along `axis=-1`
+    - `scalar_math`: `math.sqrt/exp/log` of one Python scalar or size
     - `matmul`, `reshape`, `transpose`, `index`, `create`, `cast`, `shape`
     """
 
@@ -159,6 +160,11 @@ TABLE: tuple[OpSpec, ...] = (
     OpSpec("T", "transpose", ".T", dr.same, attribute="T"),
     OpSpec("index", "index", "[]", dr.same, dunder="__getitem__"),
     OpSpec("shape", "shape", ".shape", _never, attribute="shape"),
+    # Python's `math` functions on sizes and scalars (`1.0 / math.sqrt(D)`): a float scalar
+    # (double in the shim, f32 on the GPU), never a tensor
+    OpSpec("math_sqrt", "scalar_math", "math.sqrt()", dr.floating, nm.sqrt, function="math.sqrt"),
+    OpSpec("math_exp", "scalar_math", "math.exp()", dr.floating, nm.exp, function="math.exp"),
+    OpSpec("math_log", "scalar_math", "math.log()", dr.floating, nm.log, function="math.log"),
     # creation
     _function("zeros", "create", _never),
     _function("ones", "create", _never),
@@ -182,6 +188,9 @@ PARAMETERS: dict[str, tuple[str, ...]] = {
     "log_softmax": ("axis",),
     "clip": ("lo", "hi"),
     "astype": ("dtype",),
+    "math_sqrt": ("x",),
+    "math_exp": ("x",),
+    "math_log": ("x",),
     "zeros": ("shape", "dtype"),
     "ones": ("shape", "dtype"),
     "full": ("shape", "fill_value", "dtype"),
