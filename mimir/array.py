@@ -380,6 +380,24 @@ class Tensor:
     def min(self, axis: Any = None, keepdims: bool = False) -> Tensor:
         return self._reduce("min", axis, keepdims)
 
+    def _scan(self, name: str, axis: Any) -> Tensor:
+        _element_only(self)
+        if axis is not None:
+            _static_int(axis, f"the axis of `.{name}()`")
+        out_shape = _rule(sh.scan, _A, self._shape, axis, name)
+        dtype = _rule(ops.BY_METHOD[name].dtype_rule, f".{name}()", [self._dtype])
+        norm = None if axis is None else axis % len(self._shape)
+        values = ev.scan(name, self._values, self._shape, norm, dtype)
+        return self._like(values, out_shape, dtype)
+
+    def cumsum(self, axis: Any = None) -> Tensor:
+        """Inclusive prefix sums along `axis` (NumPy's `cumsum`; `axis=None` flattens)."""
+        return self._scan("cumsum", axis)
+
+    def cumprod(self, axis: Any = None) -> Tensor:
+        """Inclusive prefix products along `axis` (NumPy's `cumprod`; `axis=None` flattens)."""
+        return self._scan("cumprod", axis)
+
     def _softmax(self, name: str, axis: int) -> Tensor:
         _element_only(self)
         _static_int(axis, f"the axis of `.{name}()`")

@@ -53,6 +53,13 @@ MSL_THREAD_BUDGET = 150_000
 # to zero; a reordered sum then changes the quotient by ~1e-3 relative.
 LOOSER: dict[tuple[str, str, str], tuple[float, float]] = {
     ("pipeline", "normalize_rows", "out"): (1e-2, 1e-4),
+    # A float16 prefix sum of 131070 values: the GPU accumulates in f32, the shim in
+    # double, and a prefix that lands near a half-way point rounds to the other float16
+    # neighbour (one float16 ulp, 2**-10 relative).
+    ("scans", "flattened_half", "out"): (2e-3, 1e-3),
+    # A prefix that cancels to near 0 after partial sums of ~100 keeps their absolute
+    # f32 error (a few ulps of the largest partial sum, not of the prefix itself).
+    ("scans", "prefix_sum", "out"): (1e-4, 1e-3),
 }
 
 

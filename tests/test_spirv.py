@@ -266,7 +266,13 @@ TARGETS = {"one": (1,), "small": (7, 13, 5, 11, 3), "medium": (131, 17, 19, 23, 
 LARGE = 100_000
 # Outputs where summation order alone moves the result past the default tolerance:
 # normalize_rows divides by a row sum of values in [-1, 1), which can be near zero.
-LOOSER = {("pipeline", "normalize_rows", "out"): (1e-2, 1e-4)}
+LOOSER = {
+    ("pipeline", "normalize_rows", "out"): (1e-2, 1e-4),
+    # Prefix sums: see test_backends_exec.LOOSER (one float16 ulp; absolute f32 error of
+    # the largest partial sum where a prefix cancels to near 0).
+    ("scans", "flattened_half", "out"): (2e-3, 1e-3),
+    ("scans", "prefix_sum", "out"): (1e-4, 1e-3),
+}
 
 
 def _bindings(manifest: dict[str, Any]) -> dict[str, dict[str, int]]:

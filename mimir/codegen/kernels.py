@@ -8,6 +8,7 @@
   stores are guarded, so any size works. The epilogue (bias, activation, ...)
   is applied to each accumulator before its store.
 - `partial`, `reduce`, `softmax`: see `mimir.codegen.reductions`.
+- `scan` (`cumsum`, `cumprod`): see `mimir.codegen.scans`.
 
 Workgroup counts are folded into x and y (`sizes.dispatch`) so no dimension
 passes 65535 (`mimir.codegen.context`).
@@ -18,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from mimir.codegen import lower as lw
-from mimir.codegen import reductions
+from mimir.codegen import reductions, scans
 from mimir.codegen import sizes as sz
 from mimir.codegen.builder import Idx, ibin, size_ir, u32
 from mimir.codegen.context import WG, KernelContext, reg_dtype
@@ -220,6 +221,7 @@ _BUILDERS = {
     "partial": reductions.partial,
     "reduce": reductions.reduce,
     "softmax": reductions.softmax,
+    "scan": scans.scan,
 }
 
 

@@ -2,8 +2,8 @@
 
 The graph's ops fall into two families:
 
-- *roots*: `@` (matmul), reductions (`sum mean max min`) and `softmax` /
-  `log_softmax`. Each needs its own kernel, with its own thread layout
+- *roots*: `@` (matmul), reductions (`sum mean max min`), `softmax` /
+  `log_softmax` and scans (`cumsum cumprod`). Each needs its own kernel, with its own thread layout
   (a tiled matmul, one workgroup per reduced element or per row).
 - everything else: element-wise ops, casts, creation and layout (transpose,
   reshape, slicing). These never get a kernel of their own: they are computed
@@ -39,7 +39,7 @@ from mimir.dims import Dim, Size
 from mimir.dtypes import DType
 from mimir.parse.module import ScalarAnnotation, TensorAnnotation
 
-ROOT_KINDS = ("matmul", "reduce", "softmax")
+ROOT_KINDS = ("matmul", "reduce", "softmax", "scan")
 _FUSIBLE = ("elementwise", "cast")
 
 
@@ -83,7 +83,7 @@ def root_kind(kg: Any, n: int) -> str | None:
     if node["kind"] == "binop" and node["symbol"] == "@":
         return "matmul"
     spec = node.get("spec")
-    if node["kind"] == "method" and spec is not None and spec.kind in ("reduce", "softmax"):
+    if node["kind"] == "method" and spec is not None and spec.kind in ("reduce", "softmax", "scan"):
         return spec.kind
     return None
 

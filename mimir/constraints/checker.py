@@ -560,6 +560,10 @@ class KernelChecker:
             keepdims = self._bool_arg(kwargs.get("keepdims"), "keepdims")
             shape = self._rule(sh.reduction, x.shape, axis, keepdims, spec.name)
             return TensorVal(shape, self._dtype_rule(spec, [x.dtype]))
+        if kind == "scan":
+            axis = self._axis_arg(kwargs.get("axis"), spec, allow_tuple=False, allow_none=True)
+            shape = self._rule(sh.scan, x.shape, axis, spec.name)
+            return TensorVal(shape, self._dtype_rule(spec, [x.dtype]))
         if kind == "softmax":
             axis = self._axis_arg(kwargs.get("axis", SizeVal(Sym.const(-1))), spec)
             shape = self._rule(sh.along_axis, x.shape, axis, spec.name)
@@ -620,9 +624,7 @@ class KernelChecker:
                     )
                 )
         elif not isinstance(x, ScalarVal):
-            raise _RuleFailedError(
-                "GPU036", f"`{spec.spelling}` takes a Python scalar or a size"
-            )
+            raise _RuleFailedError("GPU036", f"`{spec.spelling}` takes a Python scalar or a size")
         return ScalarVal("float")
 
     def _create(self, spec: ops.OpSpec, kwargs: dict) -> TensorVal:
@@ -669,9 +671,11 @@ class KernelChecker:
             return value.sym.value
         raise _RuleFailedError("GPU036", f"{what} must be an int literal")
 
-    def _axis_arg(self, value: Any, spec: ops.OpSpec, allow_tuple: bool = False) -> Any:
+    def _axis_arg(
+        self, value: Any, spec: ops.OpSpec, allow_tuple: bool = False, allow_none: bool = False
+    ) -> Any:
         if value is None or isinstance(value, NoneVal):
-            if allow_tuple:
+            if allow_tuple or allow_none:
                 return None
             raise _RuleFailedError(
                 "GPU036", f"the axis of `{spec.spelling}` must be an int literal"

@@ -40,6 +40,7 @@ class OpSpec:
     - `elementwise`: broadcasting over tensor operands; `element` computes one value
     - `reduce`: `axis=None|int|tuple`, `keepdims=False`
     - `softmax`: along `axis=-1`
+    - `scan`: inclusive prefix along `axis` (NumPy's `cumsum`/`cumprod`; `axis=None` flattens)
     - `scalar_math`: `math.sqrt/exp/log` of one Python scalar or size
     - `matmul`, `reshape`, `transpose`, `index`, `create`, `cast`, `shape`
     """
@@ -143,6 +144,8 @@ TABLE: tuple[OpSpec, ...] = (
     _method("mean", "reduce", dr.floating),
     _method("max", "reduce", dr.same),
     _method("min", "reduce", dr.same),
+    _method("cumsum", "scan", dr.summation),
+    _method("cumprod", "scan", dr.summation),
     _method("softmax", "softmax", dr.floating),
     _method("log_softmax", "softmax", dr.floating),
     # linear algebra and layout
@@ -184,6 +187,8 @@ PARAMETERS: dict[str, tuple[str, ...]] = {
     "mean": ("axis", "keepdims"),
     "max": ("axis", "keepdims"),
     "min": ("axis", "keepdims"),
+    "cumsum": ("axis",),
+    "cumprod": ("axis",),
     "softmax": ("axis",),
     "log_softmax": ("axis",),
     "clip": ("lo", "hi"),
