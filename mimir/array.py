@@ -51,6 +51,7 @@ from mimir.dtypes import (
     scalar_kind,
     uint32,
 )
+from mimir.ops import einsum as einsum_rules
 from mimir.ops import evaluate as ev
 from mimir.ops import numerics as nm
 from mimir.ops import shapes as sh
@@ -65,6 +66,7 @@ __all__ = [
     "float16",
     "float32",
     "gpu",
+    "einsum",
     "full",
     "int32",
     "maximum",
@@ -619,6 +621,32 @@ def maximum(a: Any, b: Any) -> Tensor:
 def minimum(a: Any, b: Any) -> Tensor:
     """Element-wise minimum (nan-propagating, as NumPy)."""
     return _elementwise(ops.BY_FUNCTION["minimum"], [a, b])
+
+
+def einsum(spec: Any, *operands: Any) -> Tensor:
+    """Einstein summation with a literal spec (`'ij,jk->ik'`, `'bhqd,bhkd->bhqk'`), one or
+    two operands; each letter one size in every operand (see `mimir.ops.einsum`)."""
+    if not isinstance(spec, str):
+        raise MimirError("GPU029", "`einsum` takes a literal spec string first")
+    parsed = _rule(einsum_rules.parse, spec)
+    for x in operands:
+        if not isinstance(x, Tensor):
+            raise MimirError("GPU036", "`einsum()` needs tensor operands")
+    _element_only(*operands)
+    if len({x._device for x in operands}) > 1:
+        raise MimirError("GPU061", "`einsum()` mixes tensors on cpu and gpu")
+    out_shape = _rule(einsum_rules.shape, _A, parsed, [x._shape for x in operands])
+    # The dtypes of the ops the checker lowers the spec to: a sum over an operand's own
+    # letters (`summation`), then `@` or `*` of the two (`arithmetic`).
+    kinds = []
+    for k, (term, x) in enumerate(zip(parsed.inputs, operands, strict=True)):
+        others = "".join(t for j, t in enumerate(parsed.inputs) if j != k)
+        own = set(term) - set(parsed.output) - set(others)
+        kinds.append(_rule(ops.dtype_rules.summation, "einsum()", [x._dtype]) if own else x._dtype)
+    dtype = _rule(ops.dtype_rules.arithmetic, "einsum()", kinds) if len(kinds) == 2 else kinds[0]
+    args = [(x._values, x._shape) for x in operands]
+    values = einsum_rules.evaluate(parsed, args, out_shape, dtype)
+    return Tensor(values, out_shape, dtype, operands[0]._device)
 
 
 def _shape_arg(shape: Any) -> tuple[int, ...]:

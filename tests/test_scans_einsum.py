@@ -60,3 +60,49 @@ def test_scans_match_numpy(case) -> None:
         assert np.array(got.tolist()).tolist() == want.tolist()
         assert got.dtype == int32
     assert tuple(got.shape) == want.shape
+
+
+SPECS = [
+    "ij,jk->ik",
+    "bij,bjk->bik",
+    "ij->ji",
+    "ij->i",
+    "ij->",
+    "bhqd,bhkd->bhqk",
+    "i,j->ij",
+    "i,i->",
+    "ikd,kdj->ji",
+    "ij,jk",
+    "ij,kj->ik",
+    "ijk->kij",
+    "ij,j->i",
+]
+
+
+@st.composite
+def einsum_cases(draw):
+    spec = draw(st.sampled_from(SPECS))
+    lhs = spec.split("->")[0]
+    letters = sorted(set(lhs) - {","})
+    sizes = {ch: draw(st.sampled_from([1, 2, 3, 4])) for ch in letters}
+    dtype = draw(st.sampled_from(["float32", "int32"]))
+    operands = [_values(draw, tuple(sizes[ch] for ch in term), dtype) for term in lhs.split(",")]
+    return spec, operands, dtype
+
+
+@SETTINGS
+@given(einsum_cases())
+def test_einsum_matches_numpy(case) -> None:
+    from mimir.array import einsum
+
+    spec, operands, dtype = case
+    mdtype = {"float32": float32, "int32": int32}[dtype]
+    got = einsum(spec, *(tensor(o.tolist(), dtype=mdtype) for o in operands))
+    if dtype == "float32":
+        want = np.einsum(spec, *(o.astype(np.float64) for o in operands)).astype(np.float32)
+        np.testing.assert_allclose(np.array(got.tolist()), want, rtol=1e-5, atol=1e-5)
+    else:
+        want = np.einsum(spec, *(o.astype(np.int64) for o in operands)).astype(np.int32)
+        assert np.array(got.tolist()).tolist() == want.tolist()
+    assert tuple(got.shape) == want.shape
+    assert got.dtype == mdtype

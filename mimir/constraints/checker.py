@@ -18,6 +18,7 @@ from mimir.constraints.algebra import Obligation, Sym, Z3Algebra, _z3_op, lift
 from mimir.diagnostics.diagnostic import Diagnostic, Label, Span
 from mimir.dims import BinOp, Dim, Size
 from mimir.dtypes import ALL_DTYPES, DType, float32
+from mimir.ops import einsum as einsum_rules
 from mimir.ops import shapes as sh
 from mimir.parse.graph import KernelGraph
 from mimir.parse.module import ModuleInfo, ScalarAnnotation, TensorAnnotation, dims_in
@@ -457,6 +458,14 @@ class KernelChecker:
             if e is None:
                 continue  # a dim no parameter binds: the callee's own check reports it
             self._prove_all([Obligation(sym.term == e.term, "GPU040", message, ())])
+
+    def _einsum(self, node: dict, inputs: list) -> Any:
+        """The check of an `einsum` spec against its operands (at the spec string); the
+        ops the call is lowered to are checked as themselves (`mimir.parse.graph`)."""
+        for v in inputs:
+            self._tensor(v, "einsum()")
+        self._rule(einsum_rules.shape, node["spec"], [v.shape for v in inputs])
+        return NoneVal()
 
     def _subscript(self, node: dict, inputs: list) -> Any:
         value, *slots = inputs

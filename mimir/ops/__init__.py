@@ -41,6 +41,7 @@ class OpSpec:
     - `reduce`: `axis=None|int|tuple`, `keepdims=False`
     - `softmax`: along `axis=-1`
     - `scan`: inclusive prefix along `axis` (NumPy's `cumsum`/`cumprod`; `axis=None` flattens)
+    - `einsum`: a literal spec, lowered to the ops below by the graph builder
     - `scalar_math`: `math.sqrt/exp/log` of one Python scalar or size
     - `matmul`, `reshape`, `transpose`, `index`, `create`, `cast`, `shape`
     """
@@ -149,6 +150,9 @@ TABLE: tuple[OpSpec, ...] = (
     _method("softmax", "softmax", dr.floating),
     _method("log_softmax", "softmax", dr.floating),
     # linear algebra and layout
+    # `einsum('ij,jk->ik', a, b)`: the spec is parsed statically (`mimir.ops.einsum`) and
+    # lowered by the graph builder to `sum`, `transpose`, `@`, `*` and indexing
+    OpSpec("einsum", "einsum", "einsum()", dr.arithmetic, function="einsum"),
     OpSpec(
         "matmul",
         "matmul",
