@@ -30,8 +30,12 @@ from mimir.parse.module import (
     ModuleInfo,
     Problem,
     TensorAnnotation,
+    int_literal,
     read_annotation,
 )
+
+# The most iterations a tensor-level `for` loop is unrolled to.
+UNROLL_MAX = 64
 
 BINARY_SYMBOLS: dict[type, str] = {
     ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
@@ -194,11 +198,74 @@ class _Builder:
             symbol = BINARY_SYMBOLS[type(stmt.op)]
             self.env[stmt.target.id] = self._binop(symbol, stmt, current, value)
             self.out.names.append((self.src.span(stmt.target), self.env[stmt.target.id]))
+        elif isinstance(stmt, ast.For):
+            self._for(stmt)
         elif isinstance(stmt, (ast.Pass, ast.Expr)):
             pass  # docstrings and `pass`; other expression statements are refused by `subset`
         else:  # pragma: no cover - `subset` refuses every other statement
             self.problem("GPU031", f"`{type(stmt).__name__}` is not allowed inside `@gpu`", stmt)
         return False
+
+    def _for(self, stmt: ast.For) -> None:
+        """`for i in range(...)` in a tensor-level kernel, unrolled: the body is built once
+        per iteration with `i` the iteration's int, so each iteration's shapes are checked
+        as themselves (`h = h[1:]` may shrink `h`). The trip count must be static (int
+        literals and module constants), and at most `UNROLL_MAX`."""
+        it = stmt.iter
+        assert isinstance(it, ast.Call) and isinstance(stmt.target, ast.Name)  # `subset`
+        bounds = [self._static_int(a) for a in it.args]
+        if any(b is None for b in bounds):
+            self.problem(
+                "GPU031",
+                "a `for` loop in a tensor-level kernel is unrolled, so its trip count must be "
+                "static: `range(...)` of int literals or module constants (a `Dim` count is "
+                "not unrolled; loop over it in an index-level kernel, `@gpu(grid=...)`)",
+                it,
+            )
+            self._poison_targets(stmt)
+            return
+        if bounds[2:] == [0]:
+            self.problem("GPU036", "`range()` step must not be zero", it)
+            self._poison_targets(stmt)
+            return
+        steps = range(*bounds)  # type: ignore[arg-type]
+        if len(steps) > UNROLL_MAX:
+            self.problem(
+                "GPU031",
+                f"a `for` loop in a tensor-level kernel is unrolled, and this one runs "
+                f"{len(steps)} times (at most {UNROLL_MAX}); write the repeated step with "
+                "a reduction or in an index-level kernel",
+                it,
+            )
+            self._poison_targets(stmt)
+            return
+        for i in steps:
+            self.env[stmt.target.id] = self.add("const", stmt.target, value=i)
+            self.out.names.append((self.src.span(stmt.target), self.env[stmt.target.id]))
+            for s in stmt.body:
+                if _leaves(s):
+                    self.problem(
+                        "GPU031",
+                        "`return` inside a `for` loop of a tensor-level kernel; assign in the "
+                        "loop and return after it",
+                        s,
+                    )
+                    self._poison_targets(stmt)
+                    return
+                self._statement(s)
+
+    def _static_int(self, node: ast.expr) -> int | None:
+        """An int literal, a module-level int constant or an outer unrolled loop's
+        variable, else None."""
+        value = int_literal(node)
+        if value is None and isinstance(node, ast.Name) and node.id in self.env:
+            bound = self.out.graph.nodes[self.env[node.id]]  # an outer loop's variable
+            if bound["kind"] == "const" and type(bound.get("value")) is int:
+                return bound["value"]
+        if value is None and isinstance(node, ast.Name) and node.id not in self.env:
+            const = self.info.constants.get(node.id)
+            value = const if type(const) is int else None
+        return value
 
     def _assign(self, target: ast.expr, value: int, value_node: ast.expr) -> None:
         if isinstance(target, ast.Name):

@@ -107,6 +107,10 @@ def statement_violations(
         yield Violation(CODE, f"{_STATEMENTS[kind]} are not allowed inside `@gpu`", stmt)
         return
     if kind in _INDEX_LEVEL_ONLY:
+        if not index_level and isinstance(stmt, ast.For):
+            # Tensor-level: unrolled by the graph builder when its trip count is static.
+            yield from _for_violations(stmt, function_name, shadowed, index_level=False)
+            return
         if not index_level:
             yield Violation(
                 CODE,
@@ -134,7 +138,7 @@ def statement_violations(
 
 
 def _for_violations(
-    stmt: ast.For, function_name: str, shadowed: frozenset[str]
+    stmt: ast.For, function_name: str, shadowed: frozenset[str], index_level: bool = True
 ) -> Iterator[Violation]:
     """`for NAME in range(...)` with no `else`: the only loop a kernel may hold."""
     it = stmt.iter
@@ -161,10 +165,20 @@ def _for_violations(
     if stmt.orelse:
         yield Violation(CODE, "`for ... else` is not allowed inside `@gpu`", stmt)
         return
+    if not index_level:  # unrolled: the body is built once per iteration, straight-line
+        for sub in ast.walk(stmt):
+            if isinstance(sub, ast.Return):
+                yield Violation(
+                    CODE,
+                    "`return` inside a `for` loop of a tensor-level kernel; assign in the "
+                    "loop and return after it",
+                    sub,
+                )
+                return
     for arg in it.args:
-        yield from _expression_violations(arg, function_name, True)
+        yield from _expression_violations(arg, function_name, index_level)
     for child in stmt.body:
-        yield from statement_violations(child, function_name, True, shadowed)
+        yield from statement_violations(child, function_name, index_level, shadowed)
 
 
 def _has_violation(expr: ast.expr, function_name: str, index_level: bool = False) -> bool:
