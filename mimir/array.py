@@ -43,6 +43,7 @@ from mimir.dims import (
 )
 from mimir.dtypes import (
     DType,
+    bfloat16,
     bool_,
     float16,
     float32,
@@ -63,6 +64,7 @@ __all__ = [
     "Tensor",
     "TensorType",
     "bool_",
+    "bfloat16",
     "float16",
     "float32",
     "gpu",

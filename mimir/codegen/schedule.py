@@ -33,10 +33,10 @@ from typing import Any
 import networkx as nx
 
 from mimir.codegen import sizes as sz
-from mimir.codegen.refusal import CANNOT_SCHEDULE, RefusalError
+from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, CANNOT_SCHEDULE, RefusalError
 from mimir.constraints.checker import ScalarVal, TensorVal, TupleVal
 from mimir.dims import Dim, Size
-from mimir.dtypes import DType
+from mimir.dtypes import DType, bfloat16
 from mimir.parse.module import ScalarAnnotation, TensorAnnotation
 
 ROOT_KINDS = ("matmul", "reduce", "softmax", "scan")
@@ -109,6 +109,7 @@ def schedule(kernel: Any) -> Schedule:
     ret = returns[0]
     outputs = _outputs(ev, ret)
     live = nx.ancestors(g, ret)
+    _refuse_bfloat16(kernel, live | {ret})
 
     # Who reads each tensor node (through tuple unpacking).
     readers: dict[int, list[int]] = {}
@@ -197,6 +198,22 @@ def schedule(kernel: Any) -> Schedule:
     refuse_oversized(dims, buffers, kg.kernel.span)
     fields = [(d.name, "u32") for d in dims] + scalar_params
     return Schedule(kg.name, dims, fields, buffers, plans, node_buffers, kernel)
+
+
+def _refuse_bfloat16(kernel: Any, nodes: set[int]) -> None:
+    """`bfloat16` checks and runs in the shim, but no backend stores it yet: refused loudly
+    (a silent `half` is a trap DESIGN.md names), at the first value of that dtype."""
+    for n in sorted(nodes):
+        value = kernel.values.get(n)
+        if isinstance(value, TensorVal) and value.dtype == bfloat16:
+            node = kernel.graph.node(n)
+            raise RefusalError(
+                BACKEND_CANNOT_EMIT,
+                f"`{node['text'] or node.get('name', '')}` is bfloat16, which no backend "
+                "(msl, wgsl, ptx, spirv) emits yet; convert at the boundary: take float32 "
+                "parameters (`x.astype(float32)` on the host) and return float32",
+                node["span"],
+            )
 
 
 def refuse_oversized(
