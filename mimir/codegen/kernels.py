@@ -44,7 +44,6 @@ from mimir.codegen.ir import (
     walk_statements,
 )
 from mimir.codegen.schedule import Schedule
-from mimir.dtypes import float16
 
 TILE = 16  # threads per side of a matmul workgroup, and the k-slice staged at once
 REG = 4  # outputs per thread per side (register blocking)
@@ -156,7 +155,7 @@ def _matmul(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
             )
             with body.if_(cond):
                 acc = accs[r][s_]
-                result = lw.round_f16(acc) if out == float16 else acc
+                result = lw.round_to(acc, out)
                 c.write(Idx(oshape, axes=[*batch_axes, rows[r], cols[s_]]), result)
     return (TILE, TILE, 1), dispatch
 

@@ -34,7 +34,7 @@ from mimir.codegen.ir import (
     Var,
 )
 from mimir.codegen.tensors import Reduction
-from mimir.dtypes import DType, float16, float32, uint32
+from mimir.dtypes import DType, float32, uint32
 
 SERIAL_REDUCE_MAX = 32
 CHUNK = 4096  # elements per workgroup in a `partial` launch (16 per thread)
@@ -109,8 +109,7 @@ def _finish(c: KernelContext, red: Reduction, o: Expr, total: Expr) -> None:
         value = lw.bin_("/", value, lw.convert(size_ir(red.count), uint32, float32))
     if red.acc != reg_dtype(red.out):
         value = lw.convert(value, red.acc, red.out)
-    if red.out == float16:
-        value = lw.round_f16(value)
+    value = lw.round_to(value, red.out)
     assert c.plan.root is not None
     c.write(Idx(c.ev.shape(c.plan.root), flat=o), body.let(value, "total"))
 
@@ -235,7 +234,6 @@ def softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
             value = lw.bin_("-", shifted, log_total)
         else:
             value = lw.bin_("/", lw.call("exp", shifted), total)
-        if out == float16:
-            value = lw.round_f16(value)
+        value = lw.round_to(value, out)
         c.write(idx, body.let(value, "y"))
     return (width, 1, 1), dispatch

@@ -25,7 +25,6 @@ from mimir.codegen import sizes as sz
 from mimir.codegen.builder import Idx, ibin, size_ir, u32
 from mimir.codegen.context import KernelContext, reg_dtype, width_for
 from mimir.codegen.ir import Assign, Barrier, Binary, Builtin, Expr, Load, SharedArray, Store
-from mimir.dtypes import float16
 
 
 def scan_axis(c: KernelContext, root: int) -> int | None:
@@ -94,7 +93,7 @@ def scan(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
         scanned = body.let(combine(carry, Load(shared, lid, t)), "scanned")
         with body.if_(inside):
             _, dst = position(j)
-            result = lw.round_f16(scanned) if out == float16 else scanned
+            result = lw.round_to(scanned, out)
             c.write(dst, body.let(result, "y"))
         total = body.let(Load(shared, u32(width - 1), t), "chunk")
         body.emit(Barrier())  # every thread has read the chunk before the next overwrites it

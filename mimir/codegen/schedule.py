@@ -109,7 +109,6 @@ def schedule(kernel: Any) -> Schedule:
     ret = returns[0]
     outputs = _outputs(ev, ret)
     live = nx.ancestors(g, ret)
-    _refuse_bfloat16(kernel, live | {ret})
 
     # Who reads each tensor node (through tuple unpacking).
     readers: dict[int, list[int]] = {}
@@ -182,6 +181,7 @@ def schedule(kernel: Any) -> Schedule:
             plans.append(Plan(kind, p, r, writes[p], partials=partials))
             continue
         plans.append(Plan(kind, p, r, writes[p]))
+    _refuse_bfloat16(ev, writes)
     for p in targets:
         node_buffers.setdefault(p, writes[p][0])
     plans = _merge_elementwise(ev, g, plans, node_buffers)
@@ -200,18 +200,17 @@ def schedule(kernel: Any) -> Schedule:
     return Schedule(kg.name, dims, fields, buffers, plans, node_buffers, kernel)
 
 
-def _refuse_bfloat16(kernel: Any, nodes: set[int]) -> None:
-    """`bfloat16` checks and runs in the shim, but no backend stores it yet: refused loudly
-    (a silent `half` is a trap DESIGN.md names), at the first value of that dtype."""
-    for n in sorted(nodes):
-        value = kernel.values.get(n)
-        if isinstance(value, TensorVal) and value.dtype == bfloat16:
-            node = kernel.graph.node(n)
+def _refuse_bfloat16(ev: Any, writes: dict[int, list[str]]) -> None:
+    """A kernel reads bfloat16 (two to a u32 word) but never writes it: two threads would
+    share each word. Refused loudly at the first value that would be stored."""
+    for n in sorted(writes):
+        if ev.dtype(n) == bfloat16:
+            node = ev.node(n)
             raise RefusalError(
                 BACKEND_CANNOT_EMIT,
-                f"`{node['text'] or node.get('name', '')}` is bfloat16, which no backend "
-                "(msl, wgsl, ptx, spirv) emits yet; convert at the boundary: take float32 "
-                "parameters (`x.astype(float32)` on the host) and return float32",
+                f"`{node['text']}` is bfloat16 and would be stored, which no backend (msl, "
+                "wgsl, ptx, spirv) emits yet (bfloat16 is read two to a 32-bit word); "
+                "store float32: end with `.astype(float32)`",
                 node["span"],
             )
 
