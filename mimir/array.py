@@ -45,6 +45,7 @@ from mimir.dims import (
 )
 from mimir.dtypes import (
     DType,
+    bfloat16,
     bool_,
     float16,
     float32,
@@ -54,6 +55,7 @@ from mimir.dtypes import (
     uint32,
 )
 from mimir.ops import dtype_rules as dr
+from mimir.ops import einsum as einsum_rules
 from mimir.ops import evaluate as ev
 from mimir.ops import numerics as nm
 from mimir.ops import shapes as sh
@@ -69,9 +71,11 @@ __all__ = [
     "arange",
     "concatenate",
     "bool_",
+    "bfloat16",
     "float16",
     "float32",
     "gpu",
+    "einsum",
     "full",
     "int32",
     "maximum",
@@ -478,6 +482,24 @@ class Tensor:
     def min(self, axis: Any = None, keepdims: bool = False) -> Tensor:
         return self._reduce("min", axis, keepdims)
 
+    def _scan(self, name: str, axis: Any) -> Tensor:
+        _element_only(self)
+        if axis is not None:
+            _static_int(axis, f"the axis of `.{name}()`")
+        out_shape = _rule(sh.scan, _A, self._shape, axis, name)
+        dtype = _rule(ops.BY_METHOD[name].dtype_rule, f".{name}()", [self._dtype])
+        norm = None if axis is None else axis % len(self._shape)
+        values = ev.scan(name, self._values, self._shape, norm, dtype)
+        return self._like(values, out_shape, dtype)
+
+    def cumsum(self, axis: Any = None) -> Tensor:
+        """Inclusive prefix sums along `axis` (NumPy's `cumsum`; `axis=None` flattens)."""
+        return self._scan("cumsum", axis)
+
+    def cumprod(self, axis: Any = None) -> Tensor:
+        """Inclusive prefix products along `axis` (NumPy's `cumprod`; `axis=None` flattens)."""
+        return self._scan("cumprod", axis)
+
     def _softmax(self, name: str, axis: int) -> Tensor:
         _element_only(self)
         _static_int(axis, f"the axis of `.{name}()`")
@@ -856,6 +878,32 @@ def maximum(a: Any, b: Any) -> Tensor:
 def minimum(a: Any, b: Any) -> Tensor:
     """Element-wise minimum (nan-propagating, as NumPy)."""
     return _elementwise(ops.BY_FUNCTION["minimum"], [a, b])
+
+
+def einsum(spec: Any, *operands: Any) -> Tensor:
+    """Einstein summation with a literal spec (`'ij,jk->ik'`, `'bhqd,bhkd->bhqk'`), one or
+    two operands; each letter one size in every operand (see `mimir.ops.einsum`)."""
+    if not isinstance(spec, str):
+        raise MimirError("GPU022", "`einsum` takes a literal spec string first")
+    parsed = _rule(einsum_rules.parse, spec)
+    for x in operands:
+        if not isinstance(x, Tensor):
+            raise MimirError("GPU036", "`einsum()` needs tensor operands")
+    _element_only(*operands)
+    if len({x._device for x in operands}) > 1:
+        raise MimirError("GPU061", "`einsum()` mixes tensors on cpu and gpu")
+    out_shape = _rule(einsum_rules.shape, _A, parsed, [x._shape for x in operands])
+    # The dtypes of the ops the checker lowers the spec to: a sum over an operand's own
+    # letters (`summation`), then `@` or `*` of the two (`arithmetic`).
+    kinds = []
+    for k, (term, x) in enumerate(zip(parsed.inputs, operands, strict=True)):
+        others = "".join(t for j, t in enumerate(parsed.inputs) if j != k)
+        own = set(term) - set(parsed.output) - set(others)
+        kinds.append(_rule(ops.dtype_rules.summation, "einsum()", [x._dtype]) if own else x._dtype)
+    dtype = _rule(ops.dtype_rules.arithmetic, "einsum()", kinds) if len(kinds) == 2 else kinds[0]
+    args = [(x._values, x._shape) for x in operands]
+    values = einsum_rules.evaluate(parsed, args, out_shape, dtype)
+    return Tensor(values, out_shape, dtype, operands[0]._device)
 
 
 def _shape_arg(shape: Any) -> tuple[int, ...]:

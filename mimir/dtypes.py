@@ -3,9 +3,12 @@
 Promotion follows NumPy's kinds with JAX's choices where NumPy would widen to a
 64-bit type the kernel language does not have:
 
-    bool_ < {int32, uint32} < float16 < float32
+    bool_ < {int32, uint32} < {float16, bfloat16} < float32
 
 - int32 with uint32 has no common type here (NumPy widens to int64): an error.
+- float16 with bfloat16 gives float32 (JAX): neither holds the other's values.
+- bfloat16 is a storage type: computed in float32 and rounded to bfloat16 (the upper
+  16 bits of a float32, round to nearest even) where a value is stored.
 - An integer with a float16 gives float16 (JAX), not float64.
 - Python scalars are weak: `x * 2` keeps x's dtype; a float scalar with an
   integer or bool tensor gives float32.
@@ -47,12 +50,13 @@ bool_ = DType("bool_", "b", 1)
 int32 = DType("int32", "i", 4)
 uint32 = DType("uint32", "u", 4)
 float16 = DType("float16", "f", 2)
+bfloat16 = DType("bfloat16", "f", 2)
 float32 = DType("float32", "f", 4)
 
-ALL_DTYPES: tuple[DType, ...] = (bool_, int32, uint32, float16, float32)
+ALL_DTYPES: tuple[DType, ...] = (bool_, int32, uint32, float16, bfloat16, float32)
 BY_NAME: dict[str, DType] = {d.name: d for d in ALL_DTYPES}
 
-_RANK = {bool_: 0, int32: 1, uint32: 1, float16: 2, float32: 3}
+_RANK = {bool_: 0, int32: 1, uint32: 1, float16: 2, bfloat16: 2, float32: 3}
 
 
 class PromotionError(TypeError):
@@ -70,6 +74,8 @@ def promote(a: DType, b: DType) -> DType:
         return a
     if {a, b} == {int32, uint32}:
         raise PromotionError(a, b)
+    if {a, b} == {float16, bfloat16}:
+        return float32
     return a if _RANK[a] > _RANK[b] else b
 
 

@@ -273,7 +273,7 @@ def test_a_negative_int_literal_binds_as_a_unary_minus_and_zero_as_an_atom(
 
 
 def test_every_elementwise_op_has_a_lowering_and_every_backend_its_intrinsics() -> None:
-    elementwise = {op.name for op in ops.TABLE if op.kind == "elementwise"}
+    elementwise = {op.name for op in ops.TABLE if op.kind in ("elementwise", "scalar_math")}
     assert elementwise == set(lw.LOWERING)
     used = {
         e.fn

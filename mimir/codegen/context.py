@@ -18,7 +18,7 @@ from mimir.codegen.builder import Body, Idx, group_id, ibin, over_dispatched, si
 from mimir.codegen.ir import Barrier, Binary, Expr, Load, Return, SharedArray, Store
 from mimir.codegen.schedule import Plan, Schedule
 from mimir.codegen.tensors import Evaluator
-from mimir.dtypes import DType, float16, float32
+from mimir.dtypes import DType, bfloat16, float16, float32
 
 WG = 256
 
@@ -92,5 +92,5 @@ def width_for(count: Any) -> int:
 
 
 def reg_dtype(dtype: DType) -> DType:
-    """The dtype a value of `dtype` is computed in (float16 in f32 registers)."""
-    return float32 if dtype == float16 else dtype
+    """The dtype a value of `dtype` is computed in (float16, bfloat16 in f32 registers)."""
+    return float32 if dtype in (float16, bfloat16) else dtype

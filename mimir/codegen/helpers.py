@@ -14,6 +14,7 @@ from mimir.codegen.ir import (
     COMPARISONS,
     Assign,
     Binary,
+    Bitcast,
     Call,
     Cast,
     Const,
@@ -338,5 +339,29 @@ def _define_float_helpers() -> None:
     )
 
 
+def _define_bfloat_helpers() -> None:
+    # bfloat16 is the upper half of a float32: round to nearest even on the lower 16 bits
+    # (a carry into the exponent rounds to inf correctly); nan stays a quiet nan.
+    a, bits = _p("a", "f32"), _p("bits", "u32")
+    lsb = Binary("&", Binary(">>", bits, const(16, "u32"), "u32"), const(1, "u32"), "u32")
+    rounded = Binary(
+        "&",
+        bin_("+", bin_("+", bits, const(0x7FFF, "u32")), lsb),
+        const(0xFFFF0000, "u32"),
+        "u32",
+    )
+    _helper(
+        "mimir_round_bf16",
+        [("a", "f32")],
+        "f32",
+        [
+            If(isnan(a), [Return(a)]),
+            Let(bits, Bitcast(a, "u32")),
+            Return(Bitcast(rounded, "f32")),
+        ],
+    )
+
+
 _define_integer_helpers()
 _define_float_helpers()
+_define_bfloat_helpers()

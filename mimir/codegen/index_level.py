@@ -50,7 +50,7 @@ from mimir.codegen.ir import (
     all_expressions,
     walk_statements,
 )
-from mimir.codegen.refusal import CANNOT_SCHEDULE, RefusalError
+from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, CANNOT_SCHEDULE, RefusalError
 from mimir.codegen.schedule import BufferSpec, Plan, Schedule, refuse_oversized
 from mimir.dims import Dim
 from mimir.dtypes import BY_NAME as DTYPES
@@ -107,6 +107,15 @@ class _Lowering:
     # -- the kernel
 
     def run(self) -> tuple[Schedule, list[Kernel]]:
+        for name, ann in self.tensors.items():
+            if ann.dtype.name == "bfloat16":
+                raise RefusalError(
+                    BACKEND_CANNOT_EMIT,
+                    f"`{name}` is bfloat16, which index-level kernels do not read or write on "
+                    "any backend (msl, wgsl, ptx, spirv) yet; use a tensor-level kernel to "
+                    "read bfloat16, or pass float32",
+                    self.kg.kernel.span,
+                )
         dims = self._dims()
         self._block(self.fn.body)  # type-only pass: the joined type of every local
         self._block(self.fn.body)

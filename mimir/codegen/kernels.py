@@ -8,6 +8,8 @@
   stores are guarded, so any size works. The epilogue (bias, activation, ...)
   is applied to each accumulator before its store.
 - `partial`, `reduce`, `softmax`, `argreduce`, `moments`: see `mimir.codegen.reductions`.
+- `partial`, `reduce`, `softmax`: see `mimir.codegen.reductions`.
+- `scan` (`cumsum`, `cumprod`): see `mimir.codegen.scans`.
 
 Workgroup counts are folded into x and y (`sizes.dispatch`) so no dimension
 passes 65535 (`mimir.codegen.context`).
@@ -18,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from mimir.codegen import lower as lw
-from mimir.codegen import reductions
+from mimir.codegen import reductions, scans
 from mimir.codegen import sizes as sz
 from mimir.codegen.builder import Idx, ibin, size_ir, u32
 from mimir.codegen.context import WG, KernelContext, reg_dtype
@@ -43,7 +45,6 @@ from mimir.codegen.ir import (
     walk_statements,
 )
 from mimir.codegen.schedule import Schedule
-from mimir.dtypes import float16
 
 TILE = 16  # threads per side of a matmul workgroup, and the k-slice staged at once
 REG = 4  # outputs per thread per side (register blocking)
@@ -155,7 +156,7 @@ def _matmul(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
             )
             with body.if_(cond):
                 acc = accs[r][s_]
-                result = lw.round_f16(acc) if out == float16 else acc
+                result = lw.round_to(acc, out)
                 c.write(Idx(oshape, axes=[*batch_axes, rows[r], cols[s_]]), result)
     return (TILE, TILE, 1), dispatch
 
@@ -222,6 +223,7 @@ _BUILDERS = {
     "softmax": reductions.softmax,
     "argreduce": reductions.argreduce,
     "moments": reductions.moments,
+    "scan": scans.scan,
 }
 
 

@@ -44,16 +44,19 @@ from mimir.codegen.helpers import (
     select,
 )
 from mimir.codegen.ir import (
+    Binary,
+    Bitcast,
     Call,
     Cast,
     Const,
     Expr,
     Helper,
+    Load,
     Unary,
     all_expressions,
     walk_expr,
 )
-from mimir.dtypes import DType, bool_, float16, float32, int32, uint32
+from mimir.dtypes import DType, bfloat16, bool_, float16, float32, int32, uint32
 
 __all__ = [
     "HELPERS",
@@ -73,19 +76,31 @@ __all__ = [
     "functions_called",
     "helpers_needed",
     "intrinsics_needed",
+    "load_bfloat16",
     "lower_element",
     "round_f16",
+    "round_to",
     "select",
     "to_storage",
 ]
 
-REG: dict[DType, str] = {bool_: "bool", int32: "i32", uint32: "u32", float32: "f32", float16: "f32"}
+REG: dict[DType, str] = {
+    bool_: "bool",
+    int32: "i32",
+    uint32: "u32",
+    float32: "f32",
+    float16: "f32",
+    bfloat16: "f32",
+}
+# bfloat16 travels two to a u32 word (element 2k in the low half of word k), read with
+# `load_bfloat16`; no kernel writes it yet (the scheduler refuses a bfloat16 result).
 STORAGE: dict[DType, str] = {
     bool_: "u32",
     int32: "i32",
     uint32: "u32",
     float32: "f32",
     float16: "f16",
+    bfloat16: "u32",
 }
 # ---------------------------------------------------------------- the table
 
@@ -227,6 +242,9 @@ LOWERING: dict[str, Lowering] = {
     "log": _float_fn("mimir_log"),
     "sqrt": _float_fn("mimir_sqrt"),
     "rsqrt": _rsqrt,
+    "math_sqrt": _float_fn("mimir_sqrt"),
+    "math_exp": lambda xs, t: call("exp", xs[0]),
+    "math_log": _float_fn("mimir_log"),
     "clip": _clip,
     "where": _where,
     "maximum": _maximum,
@@ -237,7 +255,28 @@ LOWERING: dict[str, Lowering] = {
 def lower_element(name: str, args: list[Expr], compute: DType, out: DType) -> Expr:
     """One op applied to operands already in `compute`'s register type."""
     result = LOWERING[name](args, REG[compute])
-    return round_f16(result) if out == float16 else result
+    return round_to(result, out)
+
+
+def round_to(e: Expr, dtype: DType) -> Expr:
+    """An f32 register value rounded to `dtype`'s precision (float16, bfloat16)."""
+    if dtype == float16:
+        return round_f16(e)
+    if dtype == bfloat16:
+        return call("mimir_round_bf16", e)
+    return e
+
+
+def load_bfloat16(array: str, flat: Expr) -> Expr:
+    """Element `flat` of a packed bfloat16 buffer, as f32: its 16 bits moved to the top."""
+    word = Load(array, bin_("/", flat, const(2, "u32")), "u32")
+    odd = bin_("!=", bin_("&", flat, const(1, "u32")), const(0, "u32"))
+    bits = select(
+        odd,
+        bin_("&", word, const(0xFFFF0000, "u32")),
+        Binary("<<", word, const(16, "u32"), "u32"),
+    )
+    return Bitcast(bits, "f32")
 
 
 # ---------------------------------------------------------------- conversions
@@ -253,11 +292,11 @@ def convert(e: Expr, src: DType, dst: DType) -> Expr:
     if src == bool_:
         return select(e, const(1, d), const(0, d))
     if s == "f32" and d == "f32":
-        return round_f16(e) if dst == float16 else e
+        return round_to(e, dst)
     if s == "f32":
         return call(f"mimir_f32_to_{d}", e)
     if d == "f32":
-        return round_f16(Cast(e, "f32")) if dst == float16 else Cast(e, "f32")
+        return round_to(Cast(e, "f32"), dst)
     return Cast(e, d)  # i32 <-> u32: two's complement reinterpretation
 
 

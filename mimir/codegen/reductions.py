@@ -118,8 +118,7 @@ def _finish(c: KernelContext, red: Reduction, o: Expr, total: Expr) -> None:
         value = lw.bin_("/", value, lw.convert(size_ir(red.count), uint32, float32))
     if red.acc != reg_dtype(red.out):
         value = lw.convert(value, red.acc, red.out)
-    if red.out == float16:
-        value = lw.round_f16(value)
+    value = lw.round_to(value, red.out)
     assert c.plan.root is not None
     c.write(Idx(c.ev.shape(c.plan.root), flat=o), body.let(value, "total"))
 
@@ -244,8 +243,7 @@ def softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
             value = lw.bin_("-", shifted, log_total)
         else:
             value = lw.bin_("/", lw.call("exp", shifted), total)
-        if out == float16:
-            value = lw.round_f16(value)
+        value = lw.round_to(value, out)
         c.write(idx, body.let(value, "y"))
     return (width, 1, 1), dispatch
 

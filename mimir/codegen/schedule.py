@@ -2,8 +2,8 @@
 
 The graph's ops fall into two families:
 
-- *roots*: `@` (matmul), reductions (`sum mean max min`) and `softmax` /
-  `log_softmax`. Each needs its own kernel, with its own thread layout
+- *roots*: `@` (matmul), reductions (`sum mean max min`), `softmax` /
+  `log_softmax` and scans (`cumsum cumprod`). Each needs its own kernel, with its own thread layout
   (a tiled matmul, one workgroup per reduced element or per row).
 - everything else: element-wise ops, casts, creation and layout (transpose,
   reshape, slicing). These never get a kernel of their own: they are computed
@@ -33,13 +33,13 @@ from typing import Any
 import networkx as nx
 
 from mimir.codegen import sizes as sz
-from mimir.codegen.refusal import CANNOT_SCHEDULE, RefusalError
+from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, CANNOT_SCHEDULE, RefusalError
 from mimir.constraints.checker import ScalarVal, TensorVal, TupleVal
 from mimir.dims import Dim, Size
-from mimir.dtypes import DType
+from mimir.dtypes import DType, bfloat16
 from mimir.parse.module import ScalarAnnotation, TensorAnnotation
 
-ROOT_KINDS = ("matmul", "reduce", "softmax", "argreduce", "moments")
+ROOT_KINDS = ("matmul", "reduce", "softmax", "argreduce", "moments", "scan")
 _FUSIBLE = ("elementwise", "cast")
 
 
@@ -201,6 +201,7 @@ def schedule(kernel: Any) -> Schedule:
             plans.append(Plan(kind, p, r, writes[p], partials=partials))
             continue
         plans.append(Plan(kind, p, r, writes[p]))
+    _refuse_bfloat16(ev, writes)
     for p in targets:
         node_buffers.setdefault(p, writes[p][0])
     plans = _merge_elementwise(ev, g, plans, node_buffers)
@@ -235,6 +236,21 @@ def schedule(kernel: Any) -> Schedule:
     refuse_oversized(dims, buffers, kg.kernel.span)
     fields = [(d.name, "u32") for d in dims] + scalar_params
     return Schedule(kg.name, dims, fields, buffers, plans, node_buffers, kernel)
+
+
+def _refuse_bfloat16(ev: Any, writes: dict[int, list[str]]) -> None:
+    """A kernel reads bfloat16 (two to a u32 word) but never writes it: two threads would
+    share each word. Refused loudly at the first value that would be stored."""
+    for n in sorted(writes):
+        if ev.dtype(n) == bfloat16:
+            node = ev.node(n)
+            raise RefusalError(
+                BACKEND_CANNOT_EMIT,
+                f"`{node['text']}` is bfloat16 and would be stored, which no backend (msl, "
+                "wgsl, ptx, spirv) emits yet (bfloat16 is read two to a 32-bit word); "
+                "store float32: end with `.astype(float32)`",
+                node["span"],
+            )
 
 
 def refuse_oversized(

@@ -24,7 +24,16 @@ from mimir.codegen.ir import Assign, Cast, Const, Expr, Load, Uniform
 from mimir.codegen.refusal import CANNOT_SCHEDULE, RefusalError
 from mimir.constraints.checker import ScalarVal, SizeVal, TensorVal, TupleVal
 from mimir.dims import BinOp, Dim, Size
-from mimir.dtypes import DType, bool_, default_dtype, float16, float32, int32, uint32
+from mimir.dtypes import (
+    DType,
+    bfloat16,
+    bool_,
+    default_dtype,
+    float16,
+    float32,
+    int32,
+    uint32,
+)
 from mimir.ops import dtype_rules as dr
 from mimir.ops import numerics as nm
 from mimir.ops import shapes as sh
@@ -223,7 +232,7 @@ class Evaluator:
         # Sums accumulate in the result dtype (a sum of bools counts in int32),
         # max/min in the input's; bools as u32 0/1 (threadgroup bool is not portable).
         acc = self.dtype(x) if spec.name in ("max", "min") else out
-        acc = uint32 if acc == bool_ else float32 if acc == float16 else acc
+        acc = uint32 if acc == bool_ else float32 if acc in (float16, bfloat16) else acc
         kept = [k for k in range(len(shape)) if k not in axes]
         return Reduction(spec.name, x, axes, kept, shape, acc, out)
 
@@ -241,6 +250,8 @@ class Evaluator:
     def _compute(self, n: int, idx: Idx) -> Expr:
         dtype = self.dtype(n)
         if n in self.buffers:
+            if dtype == bfloat16:
+                return lw.load_bfloat16(self.buffers[n], idx.flat(self.body))
             load = Load(self.buffers[n], idx.flat(self.body), lw.STORAGE[dtype])
             return lw.from_storage(load, dtype)
         node = self.node(n)
@@ -331,7 +342,7 @@ class Evaluator:
             if isinstance(v, TensorVal):
                 value = self.at(o, self.broadcast(idx, o))
                 # NumPy reads each operand as the compute dtype without rounding it first.
-                args.append(lw.convert(value, v.dtype, float32 if c == float16 else c))
+                args.append(lw.convert(value, v.dtype, float32 if c in (float16, bfloat16) else c))
             else:
                 args.append(self.scalar_as(o, c))
         return self._note(n, spec.spelling, lw.lower_element(spec.name, args, compute[-1], out))
@@ -501,12 +512,15 @@ class Evaluator:
         if node["kind"] == "param":
             return Scalar(dtype, expr=Uniform(node["name"], lw.REG[dtype]))
         spec = self.spec(n)
-        if node["kind"] not in ("binop", "unop") or spec is None or spec.element is None:
+        scalar_math = node["kind"] == "call" and spec is not None and spec.kind == "scalar_math"
+        if (node["kind"] not in ("binop", "unop") and not scalar_math) or spec is None:
             raise self.refuse(n, f"the scalar expression `{node['text']}` cannot be compiled")
         args = [self.scalar(i) for i in node["inputs"]]
         if all(a.literal is not None for a in args):
             try:
-                if node["kind"] == "binop":
+                if scalar_math:
+                    value = spec.element(float(args[0].literal))
+                elif node["kind"] == "binop":
                     value = _PY_BINARY[node["symbol"]](args[0].literal, args[1].literal)
                 else:
                     value = _PY_UNARY[node["symbol"]](args[0].literal)

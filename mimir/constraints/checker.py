@@ -19,6 +19,7 @@ from mimir.diagnostics.diagnostic import Diagnostic, Label, Span
 from mimir.dims import BinOp, Dim, Size
 from mimir.dtypes import ALL_DTYPES, DType, float32, int32
 from mimir.ops import dtype_rules as dr
+from mimir.ops import einsum as einsum_rules
 from mimir.ops import shapes as sh
 from mimir.parse.graph import KernelGraph
 from mimir.parse.module import (
@@ -481,6 +482,14 @@ class KernelChecker:
                 continue  # a dim no parameter binds: the callee's own check reports it
             self._prove_all([Obligation(sym.term == e.term, "GPU040", message, ())])
 
+    def _einsum(self, node: dict, inputs: list) -> Any:
+        """The check of an `einsum` spec against its operands (at the spec string); the
+        ops the call is lowered to are checked as themselves (`mimir.parse.graph`)."""
+        for v in inputs:
+            self._tensor(v, "einsum()")
+        self._rule(einsum_rules.shape, node["spec"], [v.shape for v in inputs])
+        return NoneVal()
+
     def _subscript(self, node: dict, inputs: list) -> Any:
         value, *slots = inputs
         items = node["items"]
@@ -636,6 +645,8 @@ class KernelChecker:
             return TensorVal(self._rule(sh.triangle, x.shape, spec.name), x.dtype)
         if kind == "join":
             return self._join(spec, kwargs)
+        if kind == "scalar_math":
+            return self._scalar_math(spec, kwargs)
         x = self._tensor(receiver[0], spec.spelling)
         if kind == "argreduce":
             axis = self._axis_arg(kwargs.get("axis"), spec, allow_tuple=False, allow_none=True)
@@ -652,6 +663,10 @@ class KernelChecker:
             axis = self._axis_arg(kwargs.get("axis"), spec, allow_tuple=True)
             keepdims = self._bool_arg(kwargs.get("keepdims"), "keepdims")
             shape = self._rule(sh.reduction, x.shape, axis, keepdims, spec.name)
+            return TensorVal(shape, self._dtype_rule(spec, [x.dtype]))
+        if kind == "scan":
+            axis = self._axis_arg(kwargs.get("axis"), spec, allow_tuple=False, allow_none=True)
+            shape = self._rule(sh.scan, x.shape, axis, spec.name)
             return TensorVal(shape, self._dtype_rule(spec, [x.dtype]))
         if kind == "softmax":
             axis = self._axis_arg(kwargs.get("axis", SizeVal(Sym.const(-1))), spec)
@@ -719,6 +734,37 @@ class KernelChecker:
         if name == "clip":  # x.clip(lo, hi) = minimum(maximum(x, lo), hi)
             return combine("min", combine("max", ranges[0], ranges[1]), ranges[2])
         return combine("max" if name == "maximum" else "min", ranges[0], ranges[1])
+
+    def _scalar_math(self, spec: ops.OpSpec, kwargs: dict) -> ScalarVal:
+        """`math.sqrt(D)`: Python's function of one scalar or size, a float. Python raises
+        on a domain error (`math.log(0)`) where the GPU would give nan or -inf, so a size
+        argument must be proven in the domain for every admissible size."""
+        if "x" not in kwargs:
+            raise _RuleFailedError("GPU036", f"`{spec.spelling}` takes one argument")
+        x = kwargs["x"]
+        if isinstance(x, TensorVal):
+            method = spec.name.removeprefix("math_")
+            raise _RuleFailedError(  # the shim: a tensor is no Python number (GPU030)
+                "GPU030",
+                f"`{spec.spelling}` takes a Python scalar or a size, not a tensor; "
+                f"for a tensor write `x.{method}()`",
+            )
+        if isinstance(x, SizeVal):
+            low = {"math_sqrt": 0, "math_log": 1}.get(spec.name)
+            if low is not None:
+                what = "negative" if low == 0 else "zero or negative"
+                self._rule(
+                    lambda alg: alg.require(
+                        alg.le(low, x.sym),
+                        "GPU036",
+                        f"`{spec.spelling}` of {{}}, which may be {what} (Python raises "
+                        "a math domain error)",
+                        x.sym,
+                    )
+                )
+        elif not isinstance(x, ScalarVal):
+            raise _RuleFailedError("GPU036", f"`{spec.spelling}` takes a Python scalar or a size")
+        return ScalarVal("float")
 
     def _create(self, spec: ops.OpSpec, kwargs: dict) -> TensorVal:
         if "shape" not in kwargs:

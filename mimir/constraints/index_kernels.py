@@ -863,6 +863,14 @@ class IndexKernelChecker(KernelChecker):
             return None
         if canonical is not None:
             spec = ops.BY_FUNCTION.get(canonical)
+            if spec is not None and spec.kind == "scalar_math":
+                method = canonical.removeprefix("math.")
+                raise _RefusedError(
+                    "GPU031",
+                    f"`{canonical}()` is taken in tensor-level kernels only; in an index-level "
+                    f"kernel compute on an element with `.{method}()` (`x[i].{method}()`)",
+                    node,
+                )
             if spec is None or spec.kind != "elementwise":
                 raise _RefusedError(
                     "GPU031",

@@ -334,6 +334,26 @@ _CODES = [
         "    return x[:, 0:K].sum(axis=1)\n",
     ),
     Code(
+        "GPU022",
+        "einsum-spec",
+        "an `einsum` spec the kernel language cannot take, or that does not fit its operands",
+        "the spec is parsed statically and lowered to `sum`, transposes and `@`: each operand "
+        "needs one letter per axis, and a letter names one size in every operand (a size 1 "
+        "does not broadcast); an ellipsis, a diagonal (`'ii->i'`) or three operands have no "
+        "lowering",
+        "write one letter per axis and give each letter one size (`einsum('ij,jk->ik', a, b)` "
+        "needs `a.shape[1] == b.shape[0]`); spell out batch axes as letters instead of `...`, "
+        "and chain two-operand einsums",
+        "from mimir.array import einsum\n\n"
+        "@gpu\ndef f(a: Tensor[float32, 4, 3], b: Tensor[float32, 4, 5])"
+        " -> Tensor[float32, 4, 5]:\n"
+        "    return einsum('ij,jk->ik', a, b)\n",
+        "from mimir.array import einsum\n\n"
+        "@gpu\ndef f(a: Tensor[float32, 4, 3], b: Tensor[float32, 3, 5])"
+        " -> Tensor[float32, 4, 5]:\n"
+        "    return einsum('ij,jk->ik', a, b)\n",
+    ),
+    Code(
         "GPU030",
         "unknown-operation",
         "an operator, method, function or attribute the kernel language does not define",
@@ -422,7 +442,6 @@ _CODES = [
         'N = Dim("N")\n\n@gpu\ndef f(a: Tensor[float32, N], b: Tensor[float32, N]) -> '
         "Tensor[float32, N]:\n    return a + b\n\n"
         'f(zeros((3,)).to("gpu"), zeros((3,)).to("gpu"))\n',
-        found_by="checker+shim",
     ),
     Code(
         "GPU041",

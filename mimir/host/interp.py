@@ -861,7 +861,10 @@ class HostChecker:
                 # `tensor(data, dtype=float32)`: float32 unless a dtype is given, whatever
                 # the literals (the shim converts them), never NumPy's int64 guess.
                 given = kwargs.get("dtype", args[1] if len(args) > 1 else None)
-                dtype = "float32" if given is None else tt.dtype_arg(given)
+                if given is None:
+                    dtype = "float32"
+                else:
+                    dtype = tt.dtype_arg(given) if isinstance(given, DTypeV) else None
                 return tt.from_data(args[0] if args else UNKNOWN, "mimir", dtype)
             return UNKNOWN
         if name.startswith("torch.nn.") and not name.startswith("torch.nn.functional."):

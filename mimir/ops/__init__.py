@@ -40,6 +40,9 @@ class OpSpec:
     - `elementwise`: broadcasting over tensor operands; `element` computes one value
     - `reduce`: `axis=None|int|tuple`, `keepdims=False`
     - `softmax`: along `axis=-1`
+    - `scan`: inclusive prefix along `axis` (NumPy's `cumsum`/`cumprod`; `axis=None` flattens)
+    - `einsum`: a literal spec, lowered to the ops below by the graph builder
+    - `scalar_math`: `math.sqrt/exp/log` of one Python scalar or size
     - `matmul`, `reshape`, `transpose`, `index`, `create`, `cast`, `shape`
     - `gather`: `take_along_axis(x, idx, axis)`, reads `x` where `idx` says
     - `atomic`: an index-level statement, `atomic_add(out, index, value)`
@@ -154,6 +157,8 @@ TABLE: tuple[OpSpec, ...] = (
     _method("mean", "reduce", dr.floating),
     _method("max", "reduce", dr.same),
     _method("min", "reduce", dr.same),
+    _method("cumsum", "scan", dr.summation),
+    _method("cumprod", "scan", dr.summation),
     _method("softmax", "softmax", dr.floating),
     _method("log_softmax", "softmax", dr.floating),
     _method("argmax", "argreduce", dr.ordered),
@@ -161,6 +166,9 @@ TABLE: tuple[OpSpec, ...] = (
     _method("var", "moments", dr.floating),
     _method("std", "moments", dr.floating),
     # linear algebra and layout
+    # `einsum('ij,jk->ik', a, b)`: the spec is parsed statically (`mimir.ops.einsum`) and
+    # lowered by the graph builder to `sum`, `transpose`, `@`, `*` and indexing
+    OpSpec("einsum", "einsum", "einsum()", dr.arithmetic, function="einsum"),
     OpSpec(
         "matmul",
         "matmul",
@@ -175,6 +183,11 @@ TABLE: tuple[OpSpec, ...] = (
     OpSpec("T", "transpose", ".T", dr.same, attribute="T"),
     OpSpec("index", "index", "[]", dr.same, dunder="__getitem__"),
     OpSpec("shape", "shape", ".shape", _never, attribute="shape"),
+    # Python's `math` functions on sizes and scalars (`1.0 / math.sqrt(D)`): a float scalar
+    # (double in the shim, f32 on the GPU), never a tensor
+    OpSpec("math_sqrt", "scalar_math", "math.sqrt()", dr.floating, nm.sqrt, function="math.sqrt"),
+    OpSpec("math_exp", "scalar_math", "math.exp()", dr.floating, nm.exp, function="math.exp"),
+    OpSpec("math_log", "scalar_math", "math.log()", dr.floating, nm.log, function="math.log"),
     # creation
     _function("zeros", "create", _never),
     _function("ones", "create", _never),
@@ -200,6 +213,8 @@ PARAMETERS: dict[str, tuple[str, ...]] = {
     "mean": ("axis", "keepdims"),
     "max": ("axis", "keepdims"),
     "min": ("axis", "keepdims"),
+    "cumsum": ("axis",),
+    "cumprod": ("axis",),
     "softmax": ("axis",),
     "log_softmax": ("axis",),
     "argmax": ("axis", "keepdims"),
@@ -208,6 +223,9 @@ PARAMETERS: dict[str, tuple[str, ...]] = {
     "std": ("axis", "ddof", "keepdims"),
     "clip": ("lo", "hi"),
     "astype": ("dtype",),
+    "math_sqrt": ("x",),
+    "math_exp": ("x",),
+    "math_log": ("x",),
     "zeros": ("shape", "dtype"),
     "ones": ("shape", "dtype"),
     "full": ("shape", "fill_value", "dtype"),

@@ -120,6 +120,25 @@ def _fold(fn, items):
     return acc
 
 
+def scan(kind: str, values: Values, shape: Shape, axis: int | None, out_dtype: DType) -> Values:
+    """Inclusive prefix sums (`cumsum`) or products (`cumprod`) along `axis`, or over
+    the flattened values when `axis` is None. Floats accumulate in double and each
+    prefix is rounded once; integers wrap at every step, as int32 arithmetic does."""
+    if axis is None:
+        shape, axis = (len(values),), 0
+    groups, _ = _axis_groups(shape, (axis,))
+    vals = [nm.as_operand(v, out_dtype) for v in values]
+    out: list = [0] * len(values)
+    for group in groups:
+        acc = 0 if kind == "cumsum" else 1
+        for i in group:
+            acc = acc + vals[i] if kind == "cumsum" else acc * vals[i]
+            if not out_dtype.is_float:
+                acc = nm.cast([acc], out_dtype)[0]
+            out[i] = acc
+    return nm.cast(out, out_dtype)
+
+
 def softmax(values: Values, shape: Shape, axis: int, log: bool, out_dtype: DType) -> Values:
     """Numerically stable (log-)softmax along `axis`."""
     groups, _ = _axis_groups(shape, (axis,))

@@ -20,7 +20,7 @@ import struct
 from array import array
 from collections.abc import Sequence
 
-from mimir.dtypes import DType, bool_, float16, float32, int32, uint32
+from mimir.dtypes import DType, bfloat16, bool_, float16, float32, int32, uint32
 
 Number = float | int | bool
 
@@ -248,12 +248,32 @@ def _half(values: Sequence[float]) -> list[float]:
     return out
 
 
+def _bfloat(values: Sequence[float]) -> list[float]:
+    """float32 first (a bfloat16 value is computed in float32), then the upper 16 bits
+    rounded to nearest even, as a GPU without native bfloat16 stores it."""
+    out = []
+    for v in values:
+        try:
+            bits = struct.unpack("<I", struct.pack("<f", v))[0]
+        except OverflowError:
+            out.append(math.copysign(_INF, v))
+            continue
+        if v != v:
+            out.append(_NAN)
+            continue
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000  # finite: no carry out
+        out.append(struct.unpack("<f", struct.pack("<I", bits))[0])
+    return out
+
+
 def cast(values: Sequence[Number], dtype: DType) -> list[Number]:
     """Round, wrap or convert a list of Python numbers into `dtype`'s values."""
     if dtype == float32:
         return array("f", [float(v) for v in values]).tolist()
     if dtype == float16:
         return _half([float(v) for v in values])
+    if dtype == bfloat16:
+        return _bfloat([float(v) for v in values])
     if dtype == int32:
         out = []
         for v in values:

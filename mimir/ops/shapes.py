@@ -228,6 +228,14 @@ def along_axis(alg: Algebra, shape: Shape, axis: int, what: str) -> Shape:
     return tuple(shape)
 
 
+def scan(alg: Algebra, shape: Shape, axis: int | None, what: str) -> Shape:
+    """`cumsum`/`cumprod`: the input's shape along an axis; `axis=None` scans the
+    flattened tensor (NumPy), a rank-1 result of every element."""
+    if axis is None:
+        return (product(alg, shape),)
+    return along_axis(alg, shape, axis, what)
+
+
 # ---------------------------------------------------------------- layout
 
 

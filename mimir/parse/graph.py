@@ -32,10 +32,14 @@ from mimir.parse.module import (
     Problem,
     TensorAnnotation,
     TupleAnnotation,
+    int_literal,
     named_result_fields,
     read_annotation,
     read_return_annotation,
 )
+
+# The most iterations a tensor-level `for` loop is unrolled to.
+UNROLL_MAX = 64
 
 BINARY_SYMBOLS: dict[type, str] = {
     ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
@@ -237,11 +241,74 @@ class _Builder:
             symbol = BINARY_SYMBOLS[type(stmt.op)]
             self.env[stmt.target.id] = self._binop(symbol, stmt, current, value)
             self.out.names.append((self.src.span(stmt.target), self.env[stmt.target.id]))
+        elif isinstance(stmt, ast.For):
+            self._for(stmt)
         elif isinstance(stmt, (ast.Pass, ast.Expr)):
             pass  # docstrings and `pass`; other expression statements are refused by `subset`
         else:  # pragma: no cover - `subset` refuses every other statement
             self.problem("GPU031", f"`{type(stmt).__name__}` is not allowed inside `@gpu`", stmt)
         return False
+
+    def _for(self, stmt: ast.For) -> None:
+        """`for i in range(...)` in a tensor-level kernel, unrolled: the body is built once
+        per iteration with `i` the iteration's int, so each iteration's shapes are checked
+        as themselves (`h = h[1:]` may shrink `h`). The trip count must be static (int
+        literals and module constants), and at most `UNROLL_MAX`."""
+        it = stmt.iter
+        assert isinstance(it, ast.Call) and isinstance(stmt.target, ast.Name)  # `subset`
+        bounds = [self._static_int(a) for a in it.args]
+        if any(b is None for b in bounds):
+            self.problem(
+                "GPU031",
+                "a `for` loop in a tensor-level kernel is unrolled, so its trip count must be "
+                "static: `range(...)` of int literals or module constants (a `Dim` count is "
+                "not unrolled; loop over it in an index-level kernel, `@gpu(grid=...)`)",
+                it,
+            )
+            self._poison_targets(stmt)
+            return
+        if bounds[2:] == [0]:
+            self.problem("GPU036", "`range()` step must not be zero", it)
+            self._poison_targets(stmt)
+            return
+        steps = range(*bounds)  # type: ignore[arg-type]
+        if len(steps) > UNROLL_MAX:
+            self.problem(
+                "GPU031",
+                f"a `for` loop in a tensor-level kernel is unrolled, and this one runs "
+                f"{len(steps)} times (at most {UNROLL_MAX}); write the repeated step with "
+                "a reduction or in an index-level kernel",
+                it,
+            )
+            self._poison_targets(stmt)
+            return
+        for i in steps:
+            self.env[stmt.target.id] = self.add("const", stmt.target, value=i)
+            self.out.names.append((self.src.span(stmt.target), self.env[stmt.target.id]))
+            for s in stmt.body:
+                if _leaves(s):
+                    self.problem(
+                        "GPU031",
+                        "`return` inside a `for` loop of a tensor-level kernel; assign in the "
+                        "loop and return after it",
+                        s,
+                    )
+                    self._poison_targets(stmt)
+                    return
+                self._statement(s)
+
+    def _static_int(self, node: ast.expr) -> int | None:
+        """An int literal, a module-level int constant or an outer unrolled loop's
+        variable, else None."""
+        value = int_literal(node)
+        if value is None and isinstance(node, ast.Name) and node.id in self.env:
+            bound = self.out.graph.nodes[self.env[node.id]]  # an outer loop's variable
+            if bound["kind"] == "const" and type(bound.get("value")) is int:
+                return bound["value"]
+        if value is None and isinstance(node, ast.Name) and node.id not in self.env:
+            const = self.info.constants.get(node.id)
+            value = const if type(const) is int else None
+        return value
 
     def _assign(self, target: ast.expr, value: int, value_node: ast.expr) -> None:
         if isinstance(target, ast.Name):
@@ -407,6 +474,8 @@ class _Builder:
                     "`@gpu(grid=...)` kernel as `atomic_add(out, index, value)`",
                     node,
                 )
+            if spec.kind == "einsum":
+                return _Einsum(self, node).build()
             return self._call_with(spec, node, [], "call")
         if isinstance(func, ast.Attribute):
             receiver = self.expr(func.value)
@@ -570,6 +639,128 @@ class _Builder:
             n_positional=len(positional),
             keywords=names,
         )
+
+
+class _Einsum:
+    """`einsum('spec', a, b)` built as the ops it means, after a check node.
+
+    The check node (kind `einsum`, at the spec string) owns the spec's rule (ranks and
+    one size per letter, `mimir.ops.einsum.shape`); every node built for the call names
+    it (`binds`), so a failed check is reported once, at the string, and poisons them.
+    Lowering: a `sum` over the letters only one operand has; then, with one contracted
+    letter, transposes into a batched `@` (unit axes added with `None` and dropped with
+    `[..., 0]` where a side keeps no letter); otherwise a broadcast `*` and a `sum`; and
+    a final transpose into the output's order.
+    """
+
+    def __init__(self, b: _Builder, node: ast.Call) -> None:
+        self.b, self.node = b, node
+
+    def add(self, kind: str, inputs: list[int] = (), **attrs: Any) -> int:
+        return self.b.add(kind, self.node, inputs, **attrs)
+
+    def const(self, value: int) -> int:
+        return self.add("const", value=value)
+
+    def method(self, name: str, x: int, positional: list[int] = (), **kw: int) -> int:
+        return self.add(
+            "method",
+            [x, *positional, *kw.values()],
+            spec=ops.BY_METHOD[name],
+            n_receiver=1,
+            n_positional=len(positional),
+            keywords=list(kw),
+        )
+
+    def build(self) -> int:
+        from mimir.ops import einsum as es
+
+        b, node = self.b, self.node
+        if node.keywords or not node.args:
+            return b.problem("GPU022", "`einsum` takes a spec string and the operands", node)
+        first = node.args[0]
+        if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+            return b.problem(
+                "GPU022",
+                "the spec of `einsum` must be a string literal (it is parsed statically)",
+                first,
+            )
+        operands = [b.expr(a) for a in node.args[1:]]
+        try:
+            spec = es.parse(first.value)
+        except ops.RuleError as err:
+            return b.problem(err.code, err.message, first)
+        check = b.add("einsum", first, operands, spec=spec)
+        b._binds.append(check)
+        try:
+            return self._lower(spec, operands)
+        finally:
+            b._binds.pop()
+
+    def _sum_out(self, x: int, term: str, keep: str) -> tuple[int, str]:
+        """`x` summed over the letters of `term` not in `keep`."""
+        axes = [k for k, ch in enumerate(term) if ch not in keep]
+        if not axes:
+            return x, term
+        axis = self.add("tuple", [self.const(k) for k in axes])
+        return self.method("sum", x, axis=axis), "".join(ch for ch in term if ch in keep)
+
+    def _transpose(self, x: int, term: str, order: str) -> int:
+        """`x` (axes named by `term`) with its axes in `order` (a permutation of term)."""
+        if term == order:
+            return x
+        return self.method("transpose", x, [self.const(term.index(ch)) for ch in order])
+
+    def _index(self, x: int, items: list[tuple]) -> int:
+        """`x[items]`: ("all",), ("new",) or ("zero",) per position (a leading `...`)."""
+        inputs, out = [x], [("ellipsis",)]
+        for it in items:
+            if it[0] == "new":
+                out.append(("newaxis",))
+            elif it[0] == "zero":
+                inputs.append(self.const(0))
+                out.append(("int", len(inputs) - 1))
+            else:
+                out.append(("slice", None, None))
+        return self.add("subscript", inputs, items=out)
+
+    def _lower(self, spec: Any, operands: list[int]) -> int:
+        from mimir.ops import einsum as es
+
+        if len(operands) != len(spec.inputs):
+            return self.add("poison")  # the check node reports it
+        if len(operands) == 1:
+            x, term = self._sum_out(operands[0], spec.inputs[0], spec.output)
+            return self._transpose(x, term, spec.output)
+        roles = es.letter_roles(spec)
+        (a, ta), (c, tc) = (
+            self._sum_out(x, t, "".join(ch for ch in t if ch not in own))
+            for x, t, own in zip(operands, spec.inputs, roles.summed, strict=True)
+        )
+        if roles.matmul:
+            m, n, k = roles.left, roles.right, roles.contracted
+            left = self._transpose(a, ta, roles.batch + m + k)
+            right = self._transpose(c, tc, roles.batch + k + n)
+            if not m:
+                left = self._index(left, [("new",), ("all",)])
+            if not n:
+                right = self._index(right, [("new",)])
+            result = self.add("binop", [left, right], symbol="@")
+            if not m or not n:
+                tail = [("zero",) if not m else ("all",), ("zero",) if not n else ("all",)]
+                result = self._index(result, tail)
+            return self._transpose(result, roles.batch + m + n, spec.output)
+        letters = roles.batch + roles.left + roles.right + roles.contracted
+        spread = []
+        for x, t in ((a, ta), (c, tc)):
+            x = self._transpose(x, t, "".join(ch for ch in letters if ch in t))
+            if any(ch not in t for ch in letters):
+                x = self._index(x, [("all",) if ch in t else ("new",) for ch in letters])
+            spread.append(x)
+        product = self.add("binop", spread, symbol="*")
+        kept = roles.batch + roles.left + roles.right
+        summed, _ = self._sum_out(product, letters, kept)
+        return self._transpose(summed, kept, spec.output)
 
 
 def callable_function(info: ModuleInfo, name: str) -> tuple[ModuleInfo, ast.FunctionDef] | None:

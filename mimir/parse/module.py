@@ -120,8 +120,11 @@ class ModuleInfo:
             return self.imported.get(node.id)
         if isinstance(node, ast.Attribute):
             base = dotted_name(node.value)
-            if base is not None and self._module_of(base) == MIMIR_ARRAY:
+            module = None if base is None else self._module_of(base)
+            if module == MIMIR_ARRAY:
                 return node.attr
+            if module == "math":  # `math.sqrt(D)`: a scalar function of the op table
+                return f"math.{node.attr}"
         return None
 
     def _module_of(self, dotted: str) -> str | None:
@@ -207,10 +210,14 @@ def _read_statement(info: ModuleInfo, stmt: ast.stmt) -> None:
                     info.modules[alias.asname] = alias.name
                 else:
                     info.modules["mimir"] = "mimir"
+            elif alias.name == "math":
+                info.modules[alias.asname or "math"] = "math"
         return
     if isinstance(stmt, ast.ImportFrom):
         for alias in stmt.names:
             _rebind(info, alias.asname or alias.name)
+            if stmt.module == "math" and not stmt.level:
+                info.imported[alias.asname or alias.name] = f"math.{alias.name}"
         return
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         if isinstance(stmt, ast.FunctionDef):

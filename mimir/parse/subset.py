@@ -107,6 +107,10 @@ def statement_violations(
         yield Violation(CODE, f"{_STATEMENTS[kind]} are not allowed inside `@gpu`", stmt)
         return
     if kind in _INDEX_LEVEL_ONLY:
+        if not index_level and isinstance(stmt, ast.For):
+            # Tensor-level: unrolled by the graph builder when its trip count is static.
+            yield from _for_violations(stmt, function_name, shadowed, index_level=False)
+            return
         if not index_level:
             yield Violation(
                 CODE,
@@ -146,7 +150,7 @@ def statement_violations(
 
 
 def _for_violations(
-    stmt: ast.For, function_name: str, shadowed: frozenset[str]
+    stmt: ast.For, function_name: str, shadowed: frozenset[str], index_level: bool = True
 ) -> Iterator[Violation]:
     """`for NAME in range(...)` with no `else`: the only loop a kernel may hold."""
     it = stmt.iter
@@ -173,10 +177,20 @@ def _for_violations(
     if stmt.orelse:
         yield Violation(CODE, "`for ... else` is not allowed inside `@gpu`", stmt)
         return
+    if not index_level:  # unrolled: the body is built once per iteration, straight-line
+        for sub in ast.walk(stmt):
+            if isinstance(sub, ast.Return):
+                yield Violation(
+                    CODE,
+                    "`return` inside a `for` loop of a tensor-level kernel; assign in the "
+                    "loop and return after it",
+                    sub,
+                )
+                return
     for arg in it.args:
-        yield from _expression_violations(arg, function_name, True)
+        yield from _expression_violations(arg, function_name, index_level)
     for child in stmt.body:
-        yield from statement_violations(child, function_name, True, shadowed)
+        yield from statement_violations(child, function_name, index_level, shadowed)
 
 
 def _has_violation(expr: ast.expr, function_name: str, index_level: bool = False) -> bool:
@@ -194,6 +208,8 @@ def _expression_violations(
     for child in ast.iter_child_nodes(expr):
         if isinstance(expr, ast.Call) and child is expr.func and isinstance(child, ast.Attribute):
             child = child.value  # `x.relu()`: the method is called; look at its receiver
+        if _is_einsum_spec(expr, child):
+            continue  # the one string a kernel holds: parsed statically (`mimir.ops.einsum`)
         if isinstance(child, ast.expr):
             yield from _expression_violations(child, function_name, index_level)
         else:  # slices in older ASTs, comprehension clauses, keywords
@@ -255,6 +271,15 @@ def _expression_violation(
 
 # Tensor methods of the op table (`.T` and `.shape` are attributes, used without a call).
 _METHODS = frozenset(ops.BY_METHOD) - frozenset(ops.BY_ATTRIBUTE)
+
+
+def _is_einsum_spec(call: ast.expr, child: ast.AST) -> bool:
+    """Whether `child` is the literal spec string of an `einsum(...)` call."""
+    if not isinstance(call, ast.Call) or not call.args or child is not call.args[0]:
+        return False
+    func = call.func
+    name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+    return name == "einsum" and isinstance(child, ast.Constant) and isinstance(child.value, str)
 
 
 def _is_one(node: ast.expr) -> bool:

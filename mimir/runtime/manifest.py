@@ -10,6 +10,8 @@ Layout rules (the manifest's contract):
 - buffers are dense and row-major; a shape entry is an int or a dim expression
   (`mimir.runtime.dimexpr`);
 - elements are little-endian: float32 `f`, float16 `e`, int32 `i`, uint32 `I`,
+  bfloat16 as the upper 16 bits of its float32 (`H`, two to a 32-bit word, an odd
+  count padded with one zero element to a whole word),
   and `bool_` as a 4-byte u32 holding 0 or 1 (`element_size` is the one place
   that says so; a buffer entry with `element_size` overrides it);
 - the uniform block holds its fields in order, 4 bytes each (`u32`, `i32`,
@@ -43,10 +45,17 @@ __all__ = [
 
 FORMAT = "mimir-manifest/1"
 
-DTYPES = ("float32", "float16", "int32", "uint32", "bool_")
+DTYPES = ("float32", "float16", "bfloat16", "int32", "uint32", "bool_")
 
 # struct codes, little-endian; bool_ travels as u32.
-_CODES = {"float32": "f", "float16": "e", "int32": "i", "uint32": "I", "bool_": "I"}
+_CODES = {
+    "float32": "f",
+    "float16": "e",
+    "bfloat16": "H",
+    "int32": "i",
+    "uint32": "I",
+    "bool_": "I",
+}
 _UNIFORM_CODES = {"u32": "I", "i32": "i", "f32": "f"}
 
 
@@ -141,6 +150,9 @@ def encode(values: Iterable[Any], dtype: str) -> bytes:
         raise ManifestError(f"unknown dtype {dtype!r}")
     if dtype == "bool_":
         flat = [1 if v else 0 for v in flat]
+    elif dtype == "bfloat16":
+        flat = [_bfloat16_bits(float(v)) for v in flat]
+        flat += [0] * (len(flat) % 2)  # whole 32-bit words: kernels read two at a time
     elif dtype in ("int32", "uint32"):
         flat = [int(v) for v in flat]
     else:
@@ -176,7 +188,20 @@ def decode(data: bytes | memoryview, dtype: str, count: int) -> list:
     values = list(struct.unpack(f"<{count}{code}", bytes(data[: count * size])))
     if dtype == "bool_":
         return [v != 0 for v in values]
+    if dtype == "bfloat16":
+        return [struct.unpack("<f", struct.pack("<I", v << 16))[0] for v in values]
     return values
+
+
+def _bfloat16_bits(v: float) -> int:
+    """The upper 16 bits of `v` as a float32, rounded to nearest even (nan kept quiet)."""
+    if v != v:
+        return 0x7FC0
+    try:
+        bits = struct.unpack("<I", struct.pack("<f", v))[0]
+    except OverflowError:
+        return 0x7F80 if v > 0 else 0xFF80
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
 
 
 def uniform_fields(manifest: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -67,6 +67,8 @@ def random_value(rng: random.Random, dtype: str) -> Any:
         return _round_f32(rng.uniform(-1.0, 1.0))
     if dtype == "float16":
         return _round_f16(rng.uniform(-1.0, 1.0))
+    if dtype == "bfloat16":
+        return mf.decode(mf.encode([rng.uniform(-1.0, 1.0)], "bfloat16"), "bfloat16", 1)[0]
     if dtype == "int32":
         return rng.randint(*INT_RANGE)
     if dtype == "uint32":
@@ -217,6 +219,7 @@ def shim_reference(
 TOLERANCES: dict[str, tuple[float, float]] = {
     "float32": (1e-4, 1e-5),
     "float16": (1e-2, 1e-3),
+    "bfloat16": (1e-2, 1e-2),  # an 8-bit significand: eps 2^-7 ~ 8e-3
     "int32": (0.0, 0.0),
     "uint32": (0.0, 0.0),
     "bool_": (0.0, 0.0),

@@ -29,9 +29,9 @@ TENSOR_OPS = (
     "bitand", "bitor", "lt", "le", "gt", "ge", "eq", "ne",
     "neg", "invert", "relu", "abs", "sigmoid", "tanh", "gelu", "exp", "log", "sqrt", "rsqrt",
     "clip", "astype", "where", "maximum", "minimum",
-    "sum", "mean", "max", "min", "softmax", "log_softmax",
-    "matmul", "reshape", "transpose", "T", "index", "shape", "zeros", "ones", "full",
-    "take_along_axis",
+    "sum", "mean", "max", "min", "cumsum", "cumprod", "softmax", "log_softmax",
+    "matmul", "einsum", "reshape", "transpose", "T", "index", "shape", "zeros", "ones", "full",
+    "math_sqrt", "math_exp", "math_log", "take_along_axis",
     "arange", "tril", "triu", "concatenate", "stack", "argmax", "argmin", "var", "std",
 )  # fmt: skip
 # Ops of the table that only index-level kernels hold (fuzzed through fixtures, not here).
@@ -91,6 +91,7 @@ class _Builder:
         self.imports: set[str] = {"Dim", "Tensor", "gpu"}
         self.notes: list[str] = []
         self.bare: set[str] = set()  # dims some axis already names alone (fixes them: GPU035)
+        self.math = False  # the body calls `math.*` (the file imports math)
 
     def param(self, shape: tuple[str, ...], dtype: str, name: str | None = None) -> _Val:
         name = name or "xyzwvu"[len(self.params)]
@@ -135,7 +136,8 @@ def dim_declarations(draw, names: tuple[str, ...] = ("N", "M", "K")) -> dict[str
 
 def _render(b: _Builder, body: list[str], ret: str | None, grid: str | None = None) -> str:
     names = sorted(b.imports)
-    lines = [f"from mimir.array import {', '.join(names)}", ""]
+    lines = ["import math", ""] if b.math else []
+    lines += [f"from mimir.array import {', '.join(names)}", ""]
     lines += [f"{name} = {decl}" for name, decl in b.dims.items()]
     lines += ["", ""]
     lines.append("@gpu" if grid is None else f"@gpu(grid={grid})")
@@ -273,6 +275,33 @@ def _apply_op(b: _Builder, op: str, v: _Val) -> _Val:
             shape = tuple(s for s in shape if s is not None)
             args = f"axis={text}" + (", keepdims=True" if keep else "")
         return _Val(f"{_paren(v.expr)}.{op}({args})", shape, v.dtype)
+    if op in ("cumsum", "cumprod"):
+        if v.dtype == "bool_":
+            v = _numeric(b, v, ("int32",))
+        if not v.shape or draw(st.booleans()):
+            flat = _product(v.shape) if v.shape else "1"
+            return _Val(f"{_paren(v.expr)}.{op}()", (flat,), v.dtype)
+        axis = draw(st.integers(-rank, rank - 1))
+        return _Val(f"{_paren(v.expr)}.{op}(axis={axis})", v.shape, v.dtype)
+    if op == "einsum":
+        if not v.shape or v.dtype == "bool_":
+            return v
+        b.imports.add("einsum")
+        letters = "abcdefgh"[:rank]
+        if rank >= 2 and draw(st.booleans()):  # a contraction with a new operand: a matmul
+            cols = b.size()
+            w = b.param((v.shape[-1], cols), v.dtype)
+            spec = f"{letters},{letters[-1]}z->{letters[:-1]}z"
+            return _Val(f'einsum("{spec}", {v.expr}, {w.expr})', (*v.shape[:-1], cols), v.dtype)
+        spec = f"{letters}->{letters[::-1]}"
+        return _Val(f'einsum("{spec}", {v.expr})', tuple(reversed(v.shape)), v.dtype)
+    if op in ("math_sqrt", "math_exp", "math_log"):
+        v = _numeric(b, v, FLOATS)
+        b.math = True
+        named = [s for s in v.shape if s.isidentifier()]  # a dim some parameter binds
+        d = draw(st.sampled_from(named)) if named else "4"
+        arg = {"math_sqrt": d, "math_exp": "0.5", "math_log": f"{d} + 1"}[op]
+        return _Val(f"{_paren(v.expr)} * math.{op[5:]}({arg})", v.shape, v.dtype)
     if op in ("softmax", "log_softmax"):
         v = _numeric(b, v, FLOATS)
         if not v.shape:
