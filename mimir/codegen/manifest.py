@@ -63,10 +63,18 @@ def build_manifest(
                     for b, g, k, a in printed.bindings
                 ],
                 "uniform_binding": _uniform_binding(printed),
+                **_proofs(kernel),
             }
             for kernel, printed, file in kernels
         ],
     }
+
+
+def _proofs(kernel: Kernel) -> dict[str, Any]:
+    """`guards_removed`: each bounds check the kernel does not make, and its proof."""
+    if not kernel.proofs:
+        return {}
+    return {"guards_removed": [{"guard": g, "proof": p} for g, p in kernel.proofs]}
 
 
 def _uniform_binding(printed: Printed) -> dict[str, int] | None:

@@ -30,9 +30,8 @@ kernel void layernorm_2_ew(
         const float v7 = scratch1[i4];
         const float v8 = v6 * v7;
         const float v9 = gamma[i3];
-        const float v10 = v8 * v9;
         const float v11 = beta[i3];
-        const float v12 = v10 + v11;
+        const float v12 = fma(v8, v9, v11);
         out[i1] = v12;
     }
 }

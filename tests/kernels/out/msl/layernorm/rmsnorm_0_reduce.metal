@@ -30,8 +30,7 @@ kernel void rmsnorm_0_reduce(
     for (uint r2 = lid.x; r2 < 48u; r2 += 64u) {
         const uint i3 = g0 * 48u + r2;
         const float v4 = x[i3];
-        const float v5 = v4 * v4;
-        acc1 = acc1 + v5;
+        acc1 = fma(v4, v4, acc1);
     }
     partial[lid.x] = acc1;
     threadgroup_barrier(mem_flags::mem_threadgroup);

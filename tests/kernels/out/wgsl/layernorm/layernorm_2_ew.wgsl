@@ -30,9 +30,8 @@ fn layernorm_2_ew(
         let v7: f32 = scratch1[i4];
         let v8: f32 = v6 * v7;
         let v9: f32 = gamma[i3];
-        let v10: f32 = v8 * v9;
         let v11: f32 = beta[i3];
-        let v12: f32 = v10 + v11;
+        let v12: f32 = fma(v8, v9, v11);
         out[i1] = v12;
     }
 }

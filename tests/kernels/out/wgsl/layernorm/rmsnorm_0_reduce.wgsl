@@ -31,8 +31,7 @@ fn rmsnorm_0_reduce(
     for (var r2: u32 = lid.x; r2 < 48u; r2 += 64u) {
         let i3: u32 = g0 * 48u + r2;
         let v4: f32 = x[i3];
-        let v5: f32 = v4 * v4;
-        acc1 = acc1 + v5;
+        acc1 = fma(v4, v4, acc1);
     }
     partial[lid.x] = acc1;
     workgroupBarrier();
