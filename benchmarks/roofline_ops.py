@@ -67,3 +67,13 @@ def matmul_bias_relu(
     a: Tensor[float32, I, K], w: Tensor[float32, K, J], b: Tensor[float32, J]
 ) -> Tensor[float32, I, J]:
     return (a @ w + b).relu()
+
+
+@gpu
+def layer_norm_1024(
+    x: Tensor[float32, M, 1024], gamma: Tensor[float32, 1024], beta: Tensor[float32, 1024]
+) -> Tensor[float32, M, 1024]:
+    mean = x.mean(axis=-1, keepdims=True)
+    centered = x - mean
+    var = (centered * centered).mean(axis=-1, keepdims=True)
+    return centered * (var + 1e-5).rsqrt() * gamma + beta

@@ -247,6 +247,7 @@ _BUILDERS = {
     "partial": reductions.partial,
     "reduce": reductions.reduce,
     "softmax": reductions.softmax,
+    "row": reductions.row,
 }
 
 

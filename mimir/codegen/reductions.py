@@ -170,6 +170,84 @@ def reduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]
     return (width, 1, 1), dispatch
 
 
+# ---------------------------------------------------------------- rows
+
+
+def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
+    """One workgroup per row: the plan's last-axis reductions in order, then the row.
+
+    Each reduction is a strided fold and a tree; its total, the same in every thread,
+    stands for the reduction's value wherever the row reads it (`Evaluator.row_values`).
+    When the row length is a literal multiple of the workgroup width, at most
+    `ROW_REGISTERS` per thread, the strided loops are unrolled at the top level of the
+    kernel: each element (and each value computed from it, `x - mean`) is loaded or
+    computed once and stays in a register for the later passes and the write.
+    """
+    ev, body = c.ev, c.body
+    shape = ev.shape(c.plan.node)
+    other, length = tuple(shape[:-1]), shape[-1]
+    width = width_for(length)
+    dispatch, rowid = c.groups(sz.product(list(other)))
+    other_axes = Idx(other, flat=rowid).axes(body)
+    lid = Builtin("local_x")
+    unrolled = (
+        isinstance(length, int) and length % width == 0 and length // width <= ROW_REGISTERS
+    )
+    if unrolled:
+        c.proofs.append((f"j < {length}", f"{length} is a multiple of {width}"))
+    slots = (
+        [body.let(ibin("+", lid, u32(k * width)), "j") for k in range(length // width)]
+        if unrolled
+        else []
+    )
+
+    def over_row(visit: Any) -> None:
+        if unrolled:
+            for j in slots:
+                visit(j)
+            return
+        with body.for_("j", lid, size_ir(length), u32(width)) as j:
+            visit(j)
+
+    for k, r in enumerate(c.plan.roots):
+        red = ev.reduction(r)
+        combine = _combiner(red.name, red.acc)
+        acc = body.var(_identity(red.name, red.acc), "acc")
+
+        def fold(j: Expr, red: Reduction = red, acc: Var = acc, combine: Any = combine) -> None:
+            value = ev.at(red.x, Idx(red.shape, axes=[*other_axes, j]))
+            value = lw.convert(value, ev.dtype(red.x), red.acc)
+            body.emit(Assign(acc, combine(acc, value)))
+
+        over_row(fold)
+        t = lw.REG[red.acc]
+        shared = f"$row{k}"
+        c.shared.append(SharedArray(shared, t, width))
+        body.emit(Store(shared, lid, acc))
+        c.tree(shared, t, combine, lid, width)
+        value = body.let(Load(shared, u32(0), t), "total")
+        if red.name == "mean":
+            value = lw.bin_("/", value, lw.convert(size_ir(red.count), uint32, float32))
+        if red.acc != reg_dtype(red.out):
+            value = lw.convert(value, red.acc, red.out)
+        if red.out == float16:
+            value = lw.round_f16(value)
+        ev.row_values[r] = body.let(value, "total")
+        # the root's epilogue once per row, where the row's elements will find it
+        target = c.plan.row_values[k]
+        ev.at(target, Idx(ev.shape(target), axes=[*other_axes, u32(0)]))
+
+    def write(j: Expr) -> None:
+        c.write(Idx(shape, axes=[*other_axes, j]))
+
+    if unrolled:
+        over_row(write)
+    else:
+        with body.for_("j", lid, size_ir(length), u32(width)) as j:
+            write(j)
+    return (width, 1, 1), dispatch
+
+
 # ---------------------------------------------------------------- softmax
 
 # Row elements one thread keeps in registers when softmax reads its row once.
