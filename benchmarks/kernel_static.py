@@ -17,16 +17,16 @@ of the kernel zoo with `--zoo` (tests/kernels/*.py), or of FILES:
 - `ptx/el`: PTX instructions issued (predicated-off included), all threads and launches,
   per element of the largest buffer, or per multiply-add for a matmul.
 - from `ptxas -arch=sm_90 -v` per launch (the largest figures): registers, spill bytes,
-  shared memory; from `cuobjdump -sass` of that cubin (PyPI
-  `nvidia-cuda-cuobjdump` and `nvidia-cuda-nvdisasm`, the `bench` extra): SASS instructions in the file
-  (static, NOPs excluded), and `sass/el`, the dynamic PTX count scaled by the file's
-  static SASS-to-PTX ratio (an estimate: exact per-element SASS needs a GPU profiler).
+  shared memory; from `cuobjdump -sass` of those cubins (PyPI `nvidia-cuda-cuobjdump` and
+  `nvidia-cuda-nvdisasm`, the `bench` extra): SASS instructions in all launches' files
+  (static, NOPs excluded; a dynamic SASS count per element needs a GPU profiler).
 - `h200 us`, `m-series us`: a roofline estimate at `--scale` elements of the largest buffer:
   max(dram bytes / bandwidth, flops / peak) with H200 at 4.8 TB/s and 67 TFLOP/s fp32 and an
   Apple M-series Max at 400 GB/s and 14 TFLOP/s fp32.
 
-Triton anchors (same ops compiled offline for sm_90) are printed when `triton` imports;
-it is not a declared dependency (its wheel is several hundred MB).
+Not here yet: Triton anchors (the same ops compiled offline for sm_90 with
+`triton.compiler.ASTSource` and `GPUTarget("cuda", 90, 32)`). `triton` is not a declared
+dependency (its wheel is several hundred MB); RECEIPTS.md quotes issue 15's figures.
 """
 
 from __future__ import annotations
@@ -110,11 +110,10 @@ def sass_count(cuobjdump: str, cubin: Path) -> int:
 def _matmul_macs(path: Path, function: str, dims: dict[str, int]) -> int:
     """Multiply-adds of every `@` in the function at `dims` (0 when it has none)."""
     from mimir.check import check_source
+    from mimir.codegen import sizes as sz
     from mimir.codegen.schedule import schedule
     from mimir.codegen.tensors import Evaluator
     from mimir.runtime.dimexpr import evaluate
-
-    from mimir.codegen import sizes as sz
 
     checked = check_source(str(path), path.read_text())
     (kernel,) = [k for k in checked.kernels if k.graph.name == function]
@@ -258,10 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         print("ptxas not found: no registers, spills, shared memory or SASS")
     elif not tools["cuobjdump"]:
         print("cuobjdump not found (pip install nvidia-cuda-cuobjdump): no SASS counts")
-    try:
-        import triton  # noqa: F401
-    except ImportError:
-        print("triton not installed: no Triton anchors (see RECEIPTS.md for the issue's figures)")
+    print("no Triton anchors (not implemented; RECEIPTS.md quotes issue 15's figures)")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0

@@ -58,8 +58,7 @@ def _is_product(e: Expr) -> bool:
 
 def _movable(e: Expr, uses: dict[str, int]) -> bool:
     return not any(
-        isinstance(x, Load) or (isinstance(x, Var) and uses.get(x.name) == -1)
-        for x in walk_expr(e)
+        isinstance(x, Load) or (isinstance(x, Var) and uses.get(x.name) == -1) for x in walk_expr(e)
     )
 
 

@@ -190,9 +190,7 @@ def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
     dispatch, rowid = c.groups(sz.product(list(other)))
     other_axes = Idx(other, flat=rowid).axes(body)
     lid = Builtin("local_x")
-    unrolled = (
-        isinstance(length, int) and length % width == 0 and length // width <= ROW_REGISTERS
-    )
+    unrolled = isinstance(length, int) and length % width == 0 and length // width <= ROW_REGISTERS
     if unrolled:
         c.proofs.append((f"j < {length}", f"{length} is a multiple of {width}"))
     slots = (
@@ -384,7 +382,9 @@ def _online(c: KernelContext, element: Any, length: Any, width: int, log: bool) 
         d = body.let(lw.select(grows, lw.bin_("-", m, v), lw.bin_("-", v, m)), "d")
         # exp(d) once; d is NaN only when x and m are both -inf (nothing to add)
         e = body.let(lw.select(lw.bin_("==", v, inf), zero, lw.call("exp", d)), "e")
-        body.emit(Assign(s, lw.select(grows, lw.bin_("+", lw.bin_("*", s, e), one), lw.bin_("+", s, e))))
+        body.emit(
+            Assign(s, lw.select(grows, lw.bin_("+", lw.bin_("*", s, e), one), lw.bin_("+", s, e)))
+        )
         body.emit(Assign(m, lw.select(grows, v, m)))
     ms, ss = "$row_max", "$row_sum"
     c.shared += [SharedArray(ms, "f32", width), SharedArray(ss, "f32", width)]
@@ -399,7 +399,7 @@ def _online(c: KernelContext, element: Any, length: Any, width: int, log: bool) 
             bm, bs = body.let(Load(ms, other, "f32"), "b"), body.let(Load(ss, other, "f32"), "b")
             top = body.let(_fmax(am, bm), "m")
 
-            def part(pm: Expr, ps: Expr) -> Expr:
+            def part(pm: Expr, ps: Expr, top: Expr = top) -> Expr:
                 scaled = lw.bin_("*", ps, lw.call("exp", lw.bin_("-", pm, top)))
                 return lw.select(lw.bin_("==", pm, inf), zero, scaled)
 
