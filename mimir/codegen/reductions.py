@@ -16,6 +16,8 @@ Sums accumulate in the result dtype (f32 for float16), max/min of bools in u32.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from mimir.codegen import lower as lw
@@ -345,23 +347,45 @@ def _row_in_registers(
             idx, value = element(j)
             body.emit(Assign(v, value))
         slots.append((j, idx, v, False))
-    m: Expr = slots[0][2]
-    for _, _, v, _ in slots[1:]:
-        m = body.let(_fmax(m, v), "m")
+    # a guarded slot's work (max, exp, sum, write) is all inside its guard, so a slot
+    # past the end of the row costs a compare and a branch per phase
+    first_full = slots[0][3]
+    m = body.var(slots[0][2] if first_full else lw.const(-lw.INF, "f32"), "m")
+    for j, _, v, full in slots[1:] if first_full else slots:
+        with _unless(body, full, Binary("<", j, count, "bool")):
+            body.emit(Assign(m, _fmax(m, v)))
     top = _shift(c, _block_total(c, m, _fmax, width, "row_max"))
-    shifted = [body.let(lw.bin_("-", v, top), "d") for _, _, v, _ in slots]
-    exps = [body.let(lw.call("exp", d), "e") for d in shifted]
-    s: Expr = exps[0]
-    for e in exps[1:]:
-        s = body.let(lw.bin_("+", s, e), "s")
+    s = body.var(lw.const(0, "f32"), "s")
+    values: list[tuple[Expr, Expr]] = []
+    for j, _, v, full in slots:
+        if full:
+            d = body.let(lw.bin_("-", v, top), "d")
+            e = body.let(lw.call("exp", d), "e")
+            body.emit(Assign(s, lw.bin_("+", s, e)))
+            values.append((d, e))
+            continue
+        dv = body.var(lw.const(0, "f32"), "d")
+        ev_ = body.var(lw.const(0, "f32"), "e")
+        with body.if_(Binary("<", j, count, "bool")):
+            body.emit(Assign(dv, lw.bin_("-", v, top)))
+            body.emit(Assign(ev_, lw.call("exp", dv)))
+            body.emit(Assign(s, lw.bin_("+", s, ev_)))
+        values.append((dv, ev_))
     total = _block_total(c, s, lambda a, b: lw.bin_("+", a, b), width, "row_sum")
     log_total = body.let(lw.call("mimir_log", total)) if log else None
-    for (j, idx, _, full), d, e in zip(slots, shifted, exps, strict=True):
-        if full:
+    for (j, idx, _, full), (d, e) in zip(slots, values, strict=True):
+        with _unless(body, full, Binary("<", j, count, "bool")):
             _write(c, idx, d, e, total, log_total)
-            continue
-        with body.if_(Binary("<", j, count, "bool")):
-            _write(c, idx, d, e, total, log_total)
+
+
+@contextmanager
+def _unless(body: Any, unguarded: bool, cond: Expr) -> Iterator[None]:
+    """The statements inside run under `if cond`, or plainly when `unguarded`."""
+    if unguarded:
+        yield
+        return
+    with body.if_(cond):
+        yield
 
 
 def _online(c: KernelContext, element: Any, length: Any, width: int, log: bool) -> None:

@@ -41,116 +41,126 @@ kernel void half_pipeline_2_softmax(
         const float v3 = float(scratch0[i2]);
         v1 = v3;
     }
-    row_max[lid.x] = v1;
+    float m4 = as_type<float>(0xff800000u);
+    if (lid.x < u.M) {
+        m4 = mimir_maximum_f32(m4, v1);
+    }
+    row_max[lid.x] = m4;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 128u) {
-        const float a4 = row_max[lid.x];
-        const float b5 = row_max[lid.x + 128u];
-        row_max[lid.x] = mimir_maximum_f32(a4, b5);
+        const float a5 = row_max[lid.x];
+        const float b6 = row_max[lid.x + 128u];
+        row_max[lid.x] = mimir_maximum_f32(a5, b6);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 64u) {
-        const float a6 = row_max[lid.x];
-        const float b7 = row_max[lid.x + 64u];
-        row_max[lid.x] = mimir_maximum_f32(a6, b7);
+        const float a7 = row_max[lid.x];
+        const float b8 = row_max[lid.x + 64u];
+        row_max[lid.x] = mimir_maximum_f32(a7, b8);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 32u) {
-        const float a8 = row_max[lid.x];
-        const float b9 = row_max[lid.x + 32u];
-        row_max[lid.x] = mimir_maximum_f32(a8, b9);
+        const float a9 = row_max[lid.x];
+        const float b10 = row_max[lid.x + 32u];
+        row_max[lid.x] = mimir_maximum_f32(a9, b10);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 16u) {
-        const float a10 = row_max[lid.x];
-        const float b11 = row_max[lid.x + 16u];
-        row_max[lid.x] = mimir_maximum_f32(a10, b11);
+        const float a11 = row_max[lid.x];
+        const float b12 = row_max[lid.x + 16u];
+        row_max[lid.x] = mimir_maximum_f32(a11, b12);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 8u) {
-        const float a12 = row_max[lid.x];
-        const float b13 = row_max[lid.x + 8u];
-        row_max[lid.x] = mimir_maximum_f32(a12, b13);
+        const float a13 = row_max[lid.x];
+        const float b14 = row_max[lid.x + 8u];
+        row_max[lid.x] = mimir_maximum_f32(a13, b14);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 4u) {
-        const float a14 = row_max[lid.x];
-        const float b15 = row_max[lid.x + 4u];
-        row_max[lid.x] = mimir_maximum_f32(a14, b15);
+        const float a15 = row_max[lid.x];
+        const float b16 = row_max[lid.x + 4u];
+        row_max[lid.x] = mimir_maximum_f32(a15, b16);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 2u) {
-        const float a16 = row_max[lid.x];
-        const float b17 = row_max[lid.x + 2u];
-        row_max[lid.x] = mimir_maximum_f32(a16, b17);
+        const float a17 = row_max[lid.x];
+        const float b18 = row_max[lid.x + 2u];
+        row_max[lid.x] = mimir_maximum_f32(a17, b18);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 1u) {
-        const float a18 = row_max[lid.x];
-        const float b19 = row_max[lid.x + 1u];
-        row_max[lid.x] = mimir_maximum_f32(a18, b19);
+        const float a19 = row_max[lid.x];
+        const float b20 = row_max[lid.x + 1u];
+        row_max[lid.x] = mimir_maximum_f32(a19, b20);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_max20 = row_max[0u];
-    const float top21 = (row_max20 == as_type<float>(0xff800000u) ? 0.0f : row_max20);
-    const float d22 = v1 - top21;
-    const float e23 = exp(d22);
-    row_sum[lid.x] = e23;
+    const float row_max21 = row_max[0u];
+    const float top22 = (row_max21 == as_type<float>(0xff800000u) ? 0.0f : row_max21);
+    float s23 = 0.0f;
+    float d24 = 0.0f;
+    float e25 = 0.0f;
+    if (lid.x < u.M) {
+        d24 = v1 - top22;
+        e25 = exp(d24);
+        s23 = s23 + e25;
+    }
+    row_sum[lid.x] = s23;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 128u) {
-        const float a24 = row_sum[lid.x];
-        const float b25 = row_sum[lid.x + 128u];
-        row_sum[lid.x] = a24 + b25;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
         const float a26 = row_sum[lid.x];
-        const float b27 = row_sum[lid.x + 64u];
+        const float b27 = row_sum[lid.x + 128u];
         row_sum[lid.x] = a26 + b27;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
+    if (lid.x < 64u) {
         const float a28 = row_sum[lid.x];
-        const float b29 = row_sum[lid.x + 32u];
+        const float b29 = row_sum[lid.x + 64u];
         row_sum[lid.x] = a28 + b29;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
+    if (lid.x < 32u) {
         const float a30 = row_sum[lid.x];
-        const float b31 = row_sum[lid.x + 16u];
+        const float b31 = row_sum[lid.x + 32u];
         row_sum[lid.x] = a30 + b31;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
+    if (lid.x < 16u) {
         const float a32 = row_sum[lid.x];
-        const float b33 = row_sum[lid.x + 8u];
+        const float b33 = row_sum[lid.x + 16u];
         row_sum[lid.x] = a32 + b33;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
+    if (lid.x < 8u) {
         const float a34 = row_sum[lid.x];
-        const float b35 = row_sum[lid.x + 4u];
+        const float b35 = row_sum[lid.x + 8u];
         row_sum[lid.x] = a34 + b35;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
+    if (lid.x < 4u) {
         const float a36 = row_sum[lid.x];
-        const float b37 = row_sum[lid.x + 2u];
+        const float b37 = row_sum[lid.x + 4u];
         row_sum[lid.x] = a36 + b37;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
+    if (lid.x < 2u) {
         const float a38 = row_sum[lid.x];
-        const float b39 = row_sum[lid.x + 1u];
+        const float b39 = row_sum[lid.x + 2u];
         row_sum[lid.x] = a38 + b39;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_sum40 = row_sum[0u];
+    if (lid.x < 1u) {
+        const float a40 = row_sum[lid.x];
+        const float b41 = row_sum[lid.x + 1u];
+        row_sum[lid.x] = a40 + b41;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const float row_sum42 = row_sum[0u];
     if (lid.x < u.M) {
-        const float y41 = float(half(e23 / row_sum40));
-        const uint i42 = g0 * u.M + lid.x;
-        const float v43 = float(scratch1[g0]);
-        const float v44 = float(half(y41 + v43));
-        out[i42] = half(v44);
+        const float y43 = float(half(e25 / row_sum42));
+        const uint i44 = g0 * u.M + lid.x;
+        const float v45 = float(scratch1[g0]);
+        const float v46 = float(half(y43 + v45));
+        out[i44] = half(v46);
     }
 }

@@ -39,78 +39,88 @@ kernel void two_heads_1_softmax(
         const float v3 = scratch0[i2];
         v1 = v3;
     }
-    row_max[lid.x] = v1;
+    float m4 = as_type<float>(0xff800000u);
+    if (lid.x < 4u) {
+        m4 = mimir_maximum_f32(m4, v1);
+    }
+    row_max[lid.x] = m4;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 16u) {
-        const float a4 = row_max[lid.x];
-        const float b5 = row_max[lid.x + 16u];
-        row_max[lid.x] = mimir_maximum_f32(a4, b5);
+        const float a5 = row_max[lid.x];
+        const float b6 = row_max[lid.x + 16u];
+        row_max[lid.x] = mimir_maximum_f32(a5, b6);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 8u) {
-        const float a6 = row_max[lid.x];
-        const float b7 = row_max[lid.x + 8u];
-        row_max[lid.x] = mimir_maximum_f32(a6, b7);
+        const float a7 = row_max[lid.x];
+        const float b8 = row_max[lid.x + 8u];
+        row_max[lid.x] = mimir_maximum_f32(a7, b8);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 4u) {
-        const float a8 = row_max[lid.x];
-        const float b9 = row_max[lid.x + 4u];
-        row_max[lid.x] = mimir_maximum_f32(a8, b9);
+        const float a9 = row_max[lid.x];
+        const float b10 = row_max[lid.x + 4u];
+        row_max[lid.x] = mimir_maximum_f32(a9, b10);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 2u) {
-        const float a10 = row_max[lid.x];
-        const float b11 = row_max[lid.x + 2u];
-        row_max[lid.x] = mimir_maximum_f32(a10, b11);
+        const float a11 = row_max[lid.x];
+        const float b12 = row_max[lid.x + 2u];
+        row_max[lid.x] = mimir_maximum_f32(a11, b12);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 1u) {
-        const float a12 = row_max[lid.x];
-        const float b13 = row_max[lid.x + 1u];
-        row_max[lid.x] = mimir_maximum_f32(a12, b13);
+        const float a13 = row_max[lid.x];
+        const float b14 = row_max[lid.x + 1u];
+        row_max[lid.x] = mimir_maximum_f32(a13, b14);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_max14 = row_max[0u];
-    const float top15 = (row_max14 == as_type<float>(0xff800000u) ? 0.0f : row_max14);
-    const float d16 = v1 - top15;
-    const float e17 = exp(d16);
-    row_sum[lid.x] = e17;
+    const float row_max15 = row_max[0u];
+    const float top16 = (row_max15 == as_type<float>(0xff800000u) ? 0.0f : row_max15);
+    float s17 = 0.0f;
+    float d18 = 0.0f;
+    float e19 = 0.0f;
+    if (lid.x < 4u) {
+        d18 = v1 - top16;
+        e19 = exp(d18);
+        s17 = s17 + e19;
+    }
+    row_sum[lid.x] = s17;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 16u) {
-        const float a18 = row_sum[lid.x];
-        const float b19 = row_sum[lid.x + 16u];
-        row_sum[lid.x] = a18 + b19;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
         const float a20 = row_sum[lid.x];
-        const float b21 = row_sum[lid.x + 8u];
+        const float b21 = row_sum[lid.x + 16u];
         row_sum[lid.x] = a20 + b21;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
+    if (lid.x < 8u) {
         const float a22 = row_sum[lid.x];
-        const float b23 = row_sum[lid.x + 4u];
+        const float b23 = row_sum[lid.x + 8u];
         row_sum[lid.x] = a22 + b23;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
+    if (lid.x < 4u) {
         const float a24 = row_sum[lid.x];
-        const float b25 = row_sum[lid.x + 2u];
+        const float b25 = row_sum[lid.x + 4u];
         row_sum[lid.x] = a24 + b25;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
+    if (lid.x < 2u) {
         const float a26 = row_sum[lid.x];
-        const float b27 = row_sum[lid.x + 1u];
+        const float b27 = row_sum[lid.x + 2u];
         row_sum[lid.x] = a26 + b27;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_sum28 = row_sum[0u];
+    if (lid.x < 1u) {
+        const float a28 = row_sum[lid.x];
+        const float b29 = row_sum[lid.x + 1u];
+        row_sum[lid.x] = a28 + b29;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const float row_sum30 = row_sum[0u];
     if (lid.x < 4u) {
-        const float y29 = e17 / row_sum28;
-        const uint i30 = g0 * 4u + lid.x;
-        out0[i30] = y29;
+        const float y31 = e19 / row_sum30;
+        const uint i32 = g0 * 4u + lid.x;
+        out0[i32] = y31;
     }
 }

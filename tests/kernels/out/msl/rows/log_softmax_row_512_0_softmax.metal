@@ -48,7 +48,8 @@ kernel void log_softmax_row_512_0_softmax(
     const uint j3 = lid.x + 256u;
     const uint i4 = g0 * 512u + j3;
     const float v5 = x[i4];
-    const float m6 = mimir_maximum_f32(v2, v5);
+    float m6 = v2;
+    m6 = mimir_maximum_f32(m6, v5);
     row_max[lid.x] = m6;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 128u) {
@@ -101,12 +102,14 @@ kernel void log_softmax_row_512_0_softmax(
     threadgroup_barrier(mem_flags::mem_threadgroup);
     const float row_max23 = row_max[0u];
     const float top24 = (row_max23 == as_type<float>(0xff800000u) ? 0.0f : row_max23);
-    const float d25 = v2 - top24;
-    const float d26 = v5 - top24;
-    const float e27 = exp(d25);
-    const float e28 = exp(d26);
-    const float s29 = e27 + e28;
-    row_sum[lid.x] = s29;
+    float s25 = 0.0f;
+    const float d26 = v2 - top24;
+    const float e27 = exp(d26);
+    s25 = s25 + e27;
+    const float d28 = v5 - top24;
+    const float e29 = exp(d28);
+    s25 = s25 + e29;
+    row_sum[lid.x] = s25;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 128u) {
         const float a30 = row_sum[lid.x];
@@ -158,8 +161,8 @@ kernel void log_softmax_row_512_0_softmax(
     threadgroup_barrier(mem_flags::mem_threadgroup);
     const float row_sum46 = row_sum[0u];
     const float t47 = mimir_log(row_sum46);
-    const float y48 = d25 - t47;
+    const float y48 = d26 - t47;
     out[i1] = y48;
-    const float y49 = d26 - t47;
+    const float y49 = d28 - t47;
     out[i4] = y49;
 }

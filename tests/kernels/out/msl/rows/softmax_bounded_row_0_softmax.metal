@@ -97,185 +97,237 @@ kernel void softmax_bounded_row_0_softmax(
         const float v39 = v38 * 0.5f;
         v36 = v39;
     }
-    const float m40 = mimir_maximum_f32(v1, v6);
-    const float m41 = mimir_maximum_f32(m40, v11);
-    const float m42 = mimir_maximum_f32(m41, v16);
-    const float m43 = mimir_maximum_f32(m42, v21);
-    const float m44 = mimir_maximum_f32(m43, v26);
-    const float m45 = mimir_maximum_f32(m44, v31);
-    const float m46 = mimir_maximum_f32(m45, v36);
-    row_max[lid.x] = m46;
+    float m40 = as_type<float>(0xff800000u);
+    if (lid.x < u.D) {
+        m40 = mimir_maximum_f32(m40, v1);
+    }
+    if (j5 < u.D) {
+        m40 = mimir_maximum_f32(m40, v6);
+    }
+    if (j10 < u.D) {
+        m40 = mimir_maximum_f32(m40, v11);
+    }
+    if (j15 < u.D) {
+        m40 = mimir_maximum_f32(m40, v16);
+    }
+    if (j20 < u.D) {
+        m40 = mimir_maximum_f32(m40, v21);
+    }
+    if (j25 < u.D) {
+        m40 = mimir_maximum_f32(m40, v26);
+    }
+    if (j30 < u.D) {
+        m40 = mimir_maximum_f32(m40, v31);
+    }
+    if (j35 < u.D) {
+        m40 = mimir_maximum_f32(m40, v36);
+    }
+    row_max[lid.x] = m40;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 128u) {
+        const float a41 = row_max[lid.x];
+        const float b42 = row_max[lid.x + 128u];
+        row_max[lid.x] = mimir_maximum_f32(a41, b42);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (lid.x < 64u) {
+        const float a43 = row_max[lid.x];
+        const float b44 = row_max[lid.x + 64u];
+        row_max[lid.x] = mimir_maximum_f32(a43, b44);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (lid.x < 32u) {
+        const float a45 = row_max[lid.x];
+        const float b46 = row_max[lid.x + 32u];
+        row_max[lid.x] = mimir_maximum_f32(a45, b46);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (lid.x < 16u) {
         const float a47 = row_max[lid.x];
-        const float b48 = row_max[lid.x + 128u];
+        const float b48 = row_max[lid.x + 16u];
         row_max[lid.x] = mimir_maximum_f32(a47, b48);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
+    if (lid.x < 8u) {
         const float a49 = row_max[lid.x];
-        const float b50 = row_max[lid.x + 64u];
+        const float b50 = row_max[lid.x + 8u];
         row_max[lid.x] = mimir_maximum_f32(a49, b50);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
+    if (lid.x < 4u) {
         const float a51 = row_max[lid.x];
-        const float b52 = row_max[lid.x + 32u];
+        const float b52 = row_max[lid.x + 4u];
         row_max[lid.x] = mimir_maximum_f32(a51, b52);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
+    if (lid.x < 2u) {
         const float a53 = row_max[lid.x];
-        const float b54 = row_max[lid.x + 16u];
+        const float b54 = row_max[lid.x + 2u];
         row_max[lid.x] = mimir_maximum_f32(a53, b54);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
+    if (lid.x < 1u) {
         const float a55 = row_max[lid.x];
-        const float b56 = row_max[lid.x + 8u];
+        const float b56 = row_max[lid.x + 1u];
         row_max[lid.x] = mimir_maximum_f32(a55, b56);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a57 = row_max[lid.x];
-        const float b58 = row_max[lid.x + 4u];
-        row_max[lid.x] = mimir_maximum_f32(a57, b58);
+    const float row_max57 = row_max[0u];
+    const float top58 = (row_max57 == as_type<float>(0xff800000u) ? 0.0f : row_max57);
+    float s59 = 0.0f;
+    float d60 = 0.0f;
+    float e61 = 0.0f;
+    if (lid.x < u.D) {
+        d60 = v1 - top58;
+        e61 = exp(d60);
+        s59 = s59 + e61;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a59 = row_max[lid.x];
-        const float b60 = row_max[lid.x + 2u];
-        row_max[lid.x] = mimir_maximum_f32(a59, b60);
+    float d62 = 0.0f;
+    float e63 = 0.0f;
+    if (j5 < u.D) {
+        d62 = v6 - top58;
+        e63 = exp(d62);
+        s59 = s59 + e63;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a61 = row_max[lid.x];
-        const float b62 = row_max[lid.x + 1u];
-        row_max[lid.x] = mimir_maximum_f32(a61, b62);
+    float d64 = 0.0f;
+    float e65 = 0.0f;
+    if (j10 < u.D) {
+        d64 = v11 - top58;
+        e65 = exp(d64);
+        s59 = s59 + e65;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_max63 = row_max[0u];
-    const float top64 = (row_max63 == as_type<float>(0xff800000u) ? 0.0f : row_max63);
-    const float d65 = v1 - top64;
-    const float d66 = v6 - top64;
-    const float d67 = v11 - top64;
-    const float d68 = v16 - top64;
-    const float d69 = v21 - top64;
-    const float d70 = v26 - top64;
-    const float d71 = v31 - top64;
-    const float d72 = v36 - top64;
-    const float e73 = exp(d65);
-    const float e74 = exp(d66);
-    const float e75 = exp(d67);
-    const float e76 = exp(d68);
-    const float e77 = exp(d69);
-    const float e78 = exp(d70);
-    const float e79 = exp(d71);
-    const float e80 = exp(d72);
-    const float s81 = e73 + e74;
-    const float s82 = s81 + e75;
-    const float s83 = s82 + e76;
-    const float s84 = s83 + e77;
-    const float s85 = s84 + e78;
-    const float s86 = s85 + e79;
-    const float s87 = s86 + e80;
-    row_sum[lid.x] = s87;
+    float d66 = 0.0f;
+    float e67 = 0.0f;
+    if (j15 < u.D) {
+        d66 = v16 - top58;
+        e67 = exp(d66);
+        s59 = s59 + e67;
+    }
+    float d68 = 0.0f;
+    float e69 = 0.0f;
+    if (j20 < u.D) {
+        d68 = v21 - top58;
+        e69 = exp(d68);
+        s59 = s59 + e69;
+    }
+    float d70 = 0.0f;
+    float e71 = 0.0f;
+    if (j25 < u.D) {
+        d70 = v26 - top58;
+        e71 = exp(d70);
+        s59 = s59 + e71;
+    }
+    float d72 = 0.0f;
+    float e73 = 0.0f;
+    if (j30 < u.D) {
+        d72 = v31 - top58;
+        e73 = exp(d72);
+        s59 = s59 + e73;
+    }
+    float d74 = 0.0f;
+    float e75 = 0.0f;
+    if (j35 < u.D) {
+        d74 = v36 - top58;
+        e75 = exp(d74);
+        s59 = s59 + e75;
+    }
+    row_sum[lid.x] = s59;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 128u) {
-        const float a88 = row_sum[lid.x];
-        const float b89 = row_sum[lid.x + 128u];
-        row_sum[lid.x] = a88 + b89;
+        const float a76 = row_sum[lid.x];
+        const float b77 = row_sum[lid.x + 128u];
+        row_sum[lid.x] = a76 + b77;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 64u) {
-        const float a90 = row_sum[lid.x];
-        const float b91 = row_sum[lid.x + 64u];
-        row_sum[lid.x] = a90 + b91;
+        const float a78 = row_sum[lid.x];
+        const float b79 = row_sum[lid.x + 64u];
+        row_sum[lid.x] = a78 + b79;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 32u) {
-        const float a92 = row_sum[lid.x];
-        const float b93 = row_sum[lid.x + 32u];
-        row_sum[lid.x] = a92 + b93;
+        const float a80 = row_sum[lid.x];
+        const float b81 = row_sum[lid.x + 32u];
+        row_sum[lid.x] = a80 + b81;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 16u) {
-        const float a94 = row_sum[lid.x];
-        const float b95 = row_sum[lid.x + 16u];
-        row_sum[lid.x] = a94 + b95;
+        const float a82 = row_sum[lid.x];
+        const float b83 = row_sum[lid.x + 16u];
+        row_sum[lid.x] = a82 + b83;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 8u) {
-        const float a96 = row_sum[lid.x];
-        const float b97 = row_sum[lid.x + 8u];
-        row_sum[lid.x] = a96 + b97;
+        const float a84 = row_sum[lid.x];
+        const float b85 = row_sum[lid.x + 8u];
+        row_sum[lid.x] = a84 + b85;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 4u) {
-        const float a98 = row_sum[lid.x];
-        const float b99 = row_sum[lid.x + 4u];
-        row_sum[lid.x] = a98 + b99;
+        const float a86 = row_sum[lid.x];
+        const float b87 = row_sum[lid.x + 4u];
+        row_sum[lid.x] = a86 + b87;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 2u) {
-        const float a100 = row_sum[lid.x];
-        const float b101 = row_sum[lid.x + 2u];
-        row_sum[lid.x] = a100 + b101;
+        const float a88 = row_sum[lid.x];
+        const float b89 = row_sum[lid.x + 2u];
+        row_sum[lid.x] = a88 + b89;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 1u) {
-        const float a102 = row_sum[lid.x];
-        const float b103 = row_sum[lid.x + 1u];
-        row_sum[lid.x] = a102 + b103;
+        const float a90 = row_sum[lid.x];
+        const float b91 = row_sum[lid.x + 1u];
+        row_sum[lid.x] = a90 + b91;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_sum104 = row_sum[0u];
+    const float row_sum92 = row_sum[0u];
     if (lid.x < u.D) {
-        const float y105 = e73 / row_sum104;
-        const uint i106 = g0 * u.D + lid.x;
+        const float y93 = e61 / row_sum92;
+        const uint i94 = g0 * u.D + lid.x;
+        const float v95 = y93 * 2.0f;
+        out[i94] = v95;
+    }
+    if (j5 < u.D) {
+        const float y96 = e63 / row_sum92;
+        const uint i97 = g0 * u.D + j5;
+        const float v98 = y96 * 2.0f;
+        out[i97] = v98;
+    }
+    if (j10 < u.D) {
+        const float y99 = e65 / row_sum92;
+        const uint i100 = g0 * u.D + j10;
+        const float v101 = y99 * 2.0f;
+        out[i100] = v101;
+    }
+    if (j15 < u.D) {
+        const float y102 = e67 / row_sum92;
+        const uint i103 = g0 * u.D + j15;
+        const float v104 = y102 * 2.0f;
+        out[i103] = v104;
+    }
+    if (j20 < u.D) {
+        const float y105 = e69 / row_sum92;
+        const uint i106 = g0 * u.D + j20;
         const float v107 = y105 * 2.0f;
         out[i106] = v107;
     }
-    if (j5 < u.D) {
-        const float y108 = e74 / row_sum104;
-        const uint i109 = g0 * u.D + j5;
+    if (j25 < u.D) {
+        const float y108 = e71 / row_sum92;
+        const uint i109 = g0 * u.D + j25;
         const float v110 = y108 * 2.0f;
         out[i109] = v110;
     }
-    if (j10 < u.D) {
-        const float y111 = e75 / row_sum104;
-        const uint i112 = g0 * u.D + j10;
+    if (j30 < u.D) {
+        const float y111 = e73 / row_sum92;
+        const uint i112 = g0 * u.D + j30;
         const float v113 = y111 * 2.0f;
         out[i112] = v113;
     }
-    if (j15 < u.D) {
-        const float y114 = e76 / row_sum104;
-        const uint i115 = g0 * u.D + j15;
+    if (j35 < u.D) {
+        const float y114 = e75 / row_sum92;
+        const uint i115 = g0 * u.D + j35;
         const float v116 = y114 * 2.0f;
         out[i115] = v116;
-    }
-    if (j20 < u.D) {
-        const float y117 = e77 / row_sum104;
-        const uint i118 = g0 * u.D + j20;
-        const float v119 = y117 * 2.0f;
-        out[i118] = v119;
-    }
-    if (j25 < u.D) {
-        const float y120 = e78 / row_sum104;
-        const uint i121 = g0 * u.D + j25;
-        const float v122 = y120 * 2.0f;
-        out[i121] = v122;
-    }
-    if (j30 < u.D) {
-        const float y123 = e79 / row_sum104;
-        const uint i124 = g0 * u.D + j30;
-        const float v125 = y123 * 2.0f;
-        out[i124] = v125;
-    }
-    if (j35 < u.D) {
-        const float y126 = e80 / row_sum104;
-        const uint i127 = g0 * u.D + j35;
-        const float v128 = y126 * 2.0f;
-        out[i127] = v128;
     }
 }

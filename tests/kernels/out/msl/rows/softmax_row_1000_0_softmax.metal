@@ -48,132 +48,141 @@ kernel void softmax_row_1000_0_softmax(
         const float v12 = x[i11];
         v10 = v12;
     }
-    const float m13 = mimir_maximum_f32(v2, v5);
-    const float m14 = mimir_maximum_f32(m13, v8);
-    const float m15 = mimir_maximum_f32(m14, v10);
-    row_max[lid.x] = m15;
+    float m13 = v2;
+    m13 = mimir_maximum_f32(m13, v5);
+    m13 = mimir_maximum_f32(m13, v8);
+    if (j9 < 1000u) {
+        m13 = mimir_maximum_f32(m13, v10);
+    }
+    row_max[lid.x] = m13;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 128u) {
+        const float a14 = row_max[lid.x];
+        const float b15 = row_max[lid.x + 128u];
+        row_max[lid.x] = mimir_maximum_f32(a14, b15);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (lid.x < 64u) {
         const float a16 = row_max[lid.x];
-        const float b17 = row_max[lid.x + 128u];
+        const float b17 = row_max[lid.x + 64u];
         row_max[lid.x] = mimir_maximum_f32(a16, b17);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
+    if (lid.x < 32u) {
         const float a18 = row_max[lid.x];
-        const float b19 = row_max[lid.x + 64u];
+        const float b19 = row_max[lid.x + 32u];
         row_max[lid.x] = mimir_maximum_f32(a18, b19);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
+    if (lid.x < 16u) {
         const float a20 = row_max[lid.x];
-        const float b21 = row_max[lid.x + 32u];
+        const float b21 = row_max[lid.x + 16u];
         row_max[lid.x] = mimir_maximum_f32(a20, b21);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
+    if (lid.x < 8u) {
         const float a22 = row_max[lid.x];
-        const float b23 = row_max[lid.x + 16u];
+        const float b23 = row_max[lid.x + 8u];
         row_max[lid.x] = mimir_maximum_f32(a22, b23);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
+    if (lid.x < 4u) {
         const float a24 = row_max[lid.x];
-        const float b25 = row_max[lid.x + 8u];
+        const float b25 = row_max[lid.x + 4u];
         row_max[lid.x] = mimir_maximum_f32(a24, b25);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
+    if (lid.x < 2u) {
         const float a26 = row_max[lid.x];
-        const float b27 = row_max[lid.x + 4u];
+        const float b27 = row_max[lid.x + 2u];
         row_max[lid.x] = mimir_maximum_f32(a26, b27);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
+    if (lid.x < 1u) {
         const float a28 = row_max[lid.x];
-        const float b29 = row_max[lid.x + 2u];
+        const float b29 = row_max[lid.x + 1u];
         row_max[lid.x] = mimir_maximum_f32(a28, b29);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a30 = row_max[lid.x];
-        const float b31 = row_max[lid.x + 1u];
-        row_max[lid.x] = mimir_maximum_f32(a30, b31);
+    const float row_max30 = row_max[0u];
+    const float top31 = (row_max30 == as_type<float>(0xff800000u) ? 0.0f : row_max30);
+    float s32 = 0.0f;
+    const float d33 = v2 - top31;
+    const float e34 = exp(d33);
+    s32 = s32 + e34;
+    const float d35 = v5 - top31;
+    const float e36 = exp(d35);
+    s32 = s32 + e36;
+    const float d37 = v8 - top31;
+    const float e38 = exp(d37);
+    s32 = s32 + e38;
+    float d39 = 0.0f;
+    float e40 = 0.0f;
+    if (j9 < 1000u) {
+        d39 = v10 - top31;
+        e40 = exp(d39);
+        s32 = s32 + e40;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_max32 = row_max[0u];
-    const float top33 = (row_max32 == as_type<float>(0xff800000u) ? 0.0f : row_max32);
-    const float d34 = v2 - top33;
-    const float d35 = v5 - top33;
-    const float d36 = v8 - top33;
-    const float d37 = v10 - top33;
-    const float e38 = exp(d34);
-    const float e39 = exp(d35);
-    const float e40 = exp(d36);
-    const float e41 = exp(d37);
-    const float s42 = e38 + e39;
-    const float s43 = s42 + e40;
-    const float s44 = s43 + e41;
-    row_sum[lid.x] = s44;
+    row_sum[lid.x] = s32;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 128u) {
-        const float a45 = row_sum[lid.x];
-        const float b46 = row_sum[lid.x + 128u];
-        row_sum[lid.x] = a45 + b46;
+        const float a41 = row_sum[lid.x];
+        const float b42 = row_sum[lid.x + 128u];
+        row_sum[lid.x] = a41 + b42;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 64u) {
-        const float a47 = row_sum[lid.x];
-        const float b48 = row_sum[lid.x + 64u];
-        row_sum[lid.x] = a47 + b48;
+        const float a43 = row_sum[lid.x];
+        const float b44 = row_sum[lid.x + 64u];
+        row_sum[lid.x] = a43 + b44;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 32u) {
-        const float a49 = row_sum[lid.x];
-        const float b50 = row_sum[lid.x + 32u];
-        row_sum[lid.x] = a49 + b50;
+        const float a45 = row_sum[lid.x];
+        const float b46 = row_sum[lid.x + 32u];
+        row_sum[lid.x] = a45 + b46;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 16u) {
-        const float a51 = row_sum[lid.x];
-        const float b52 = row_sum[lid.x + 16u];
-        row_sum[lid.x] = a51 + b52;
+        const float a47 = row_sum[lid.x];
+        const float b48 = row_sum[lid.x + 16u];
+        row_sum[lid.x] = a47 + b48;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 8u) {
-        const float a53 = row_sum[lid.x];
-        const float b54 = row_sum[lid.x + 8u];
-        row_sum[lid.x] = a53 + b54;
+        const float a49 = row_sum[lid.x];
+        const float b50 = row_sum[lid.x + 8u];
+        row_sum[lid.x] = a49 + b50;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 4u) {
-        const float a55 = row_sum[lid.x];
-        const float b56 = row_sum[lid.x + 4u];
-        row_sum[lid.x] = a55 + b56;
+        const float a51 = row_sum[lid.x];
+        const float b52 = row_sum[lid.x + 4u];
+        row_sum[lid.x] = a51 + b52;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 2u) {
-        const float a57 = row_sum[lid.x];
-        const float b58 = row_sum[lid.x + 2u];
-        row_sum[lid.x] = a57 + b58;
+        const float a53 = row_sum[lid.x];
+        const float b54 = row_sum[lid.x + 2u];
+        row_sum[lid.x] = a53 + b54;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 1u) {
-        const float a59 = row_sum[lid.x];
-        const float b60 = row_sum[lid.x + 1u];
-        row_sum[lid.x] = a59 + b60;
+        const float a55 = row_sum[lid.x];
+        const float b56 = row_sum[lid.x + 1u];
+        row_sum[lid.x] = a55 + b56;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_sum61 = row_sum[0u];
-    const float y62 = e38 / row_sum61;
-    out[i1] = y62;
-    const float y63 = e39 / row_sum61;
-    out[i4] = y63;
-    const float y64 = e40 / row_sum61;
-    out[i7] = y64;
+    const float row_sum57 = row_sum[0u];
+    const float y58 = e34 / row_sum57;
+    out[i1] = y58;
+    const float y59 = e36 / row_sum57;
+    out[i4] = y59;
+    const float y60 = e38 / row_sum57;
+    out[i7] = y60;
     if (j9 < 1000u) {
-        const float y65 = e41 / row_sum61;
-        const uint i66 = g0 * 1000u + j9;
-        out[i66] = y65;
+        const float y61 = e40 / row_sum57;
+        const uint i62 = g0 * 1000u + j9;
+        out[i62] = y61;
     }
 }

@@ -39,90 +39,100 @@ kernel void softmax_short_half_0_softmax(
         const float v3 = float(x[i2]);
         v1 = v3;
     }
-    row_max[lid.x] = v1;
+    float m4 = as_type<float>(0xff800000u);
+    if (lid.x < 40u) {
+        m4 = mimir_maximum_f32(m4, v1);
+    }
+    row_max[lid.x] = m4;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 32u) {
-        const float a4 = row_max[lid.x];
-        const float b5 = row_max[lid.x + 32u];
-        row_max[lid.x] = mimir_maximum_f32(a4, b5);
+        const float a5 = row_max[lid.x];
+        const float b6 = row_max[lid.x + 32u];
+        row_max[lid.x] = mimir_maximum_f32(a5, b6);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 16u) {
-        const float a6 = row_max[lid.x];
-        const float b7 = row_max[lid.x + 16u];
-        row_max[lid.x] = mimir_maximum_f32(a6, b7);
+        const float a7 = row_max[lid.x];
+        const float b8 = row_max[lid.x + 16u];
+        row_max[lid.x] = mimir_maximum_f32(a7, b8);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 8u) {
-        const float a8 = row_max[lid.x];
-        const float b9 = row_max[lid.x + 8u];
-        row_max[lid.x] = mimir_maximum_f32(a8, b9);
+        const float a9 = row_max[lid.x];
+        const float b10 = row_max[lid.x + 8u];
+        row_max[lid.x] = mimir_maximum_f32(a9, b10);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 4u) {
-        const float a10 = row_max[lid.x];
-        const float b11 = row_max[lid.x + 4u];
-        row_max[lid.x] = mimir_maximum_f32(a10, b11);
+        const float a11 = row_max[lid.x];
+        const float b12 = row_max[lid.x + 4u];
+        row_max[lid.x] = mimir_maximum_f32(a11, b12);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 2u) {
-        const float a12 = row_max[lid.x];
-        const float b13 = row_max[lid.x + 2u];
-        row_max[lid.x] = mimir_maximum_f32(a12, b13);
+        const float a13 = row_max[lid.x];
+        const float b14 = row_max[lid.x + 2u];
+        row_max[lid.x] = mimir_maximum_f32(a13, b14);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 1u) {
-        const float a14 = row_max[lid.x];
-        const float b15 = row_max[lid.x + 1u];
-        row_max[lid.x] = mimir_maximum_f32(a14, b15);
+        const float a15 = row_max[lid.x];
+        const float b16 = row_max[lid.x + 1u];
+        row_max[lid.x] = mimir_maximum_f32(a15, b16);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_max16 = row_max[0u];
-    const float top17 = (row_max16 == as_type<float>(0xff800000u) ? 0.0f : row_max16);
-    const float d18 = v1 - top17;
-    const float e19 = exp(d18);
-    row_sum[lid.x] = e19;
+    const float row_max17 = row_max[0u];
+    const float top18 = (row_max17 == as_type<float>(0xff800000u) ? 0.0f : row_max17);
+    float s19 = 0.0f;
+    float d20 = 0.0f;
+    float e21 = 0.0f;
+    if (lid.x < 40u) {
+        d20 = v1 - top18;
+        e21 = exp(d20);
+        s19 = s19 + e21;
+    }
+    row_sum[lid.x] = s19;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 32u) {
-        const float a20 = row_sum[lid.x];
-        const float b21 = row_sum[lid.x + 32u];
-        row_sum[lid.x] = a20 + b21;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
         const float a22 = row_sum[lid.x];
-        const float b23 = row_sum[lid.x + 16u];
+        const float b23 = row_sum[lid.x + 32u];
         row_sum[lid.x] = a22 + b23;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
+    if (lid.x < 16u) {
         const float a24 = row_sum[lid.x];
-        const float b25 = row_sum[lid.x + 8u];
+        const float b25 = row_sum[lid.x + 16u];
         row_sum[lid.x] = a24 + b25;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
+    if (lid.x < 8u) {
         const float a26 = row_sum[lid.x];
-        const float b27 = row_sum[lid.x + 4u];
+        const float b27 = row_sum[lid.x + 8u];
         row_sum[lid.x] = a26 + b27;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
+    if (lid.x < 4u) {
         const float a28 = row_sum[lid.x];
-        const float b29 = row_sum[lid.x + 2u];
+        const float b29 = row_sum[lid.x + 4u];
         row_sum[lid.x] = a28 + b29;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
+    if (lid.x < 2u) {
         const float a30 = row_sum[lid.x];
-        const float b31 = row_sum[lid.x + 1u];
+        const float b31 = row_sum[lid.x + 2u];
         row_sum[lid.x] = a30 + b31;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_sum32 = row_sum[0u];
+    if (lid.x < 1u) {
+        const float a32 = row_sum[lid.x];
+        const float b33 = row_sum[lid.x + 1u];
+        row_sum[lid.x] = a32 + b33;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const float row_sum34 = row_sum[0u];
     if (lid.x < 40u) {
-        const float y33 = float(half(e19 / row_sum32));
-        const uint i34 = g0 * 40u + lid.x;
-        out[i34] = half(y33);
+        const float y35 = float(half(e21 / row_sum34));
+        const uint i36 = g0 * 40u + lid.x;
+        out[i36] = half(y35);
     }
 }

@@ -43,116 +43,126 @@ fn half_pipeline_2_softmax(
         let v3: f32 = f32(scratch0[i2]);
         v1 = v3;
     }
-    row_max[lid.x] = v1;
+    var m4: f32 = -bitcast<f32>(inf_bits);
+    if (lid.x < u.M) {
+        m4 = mimir_maximum_f32(m4, v1);
+    }
+    row_max[lid.x] = m4;
     workgroupBarrier();
     if (lid.x < 128u) {
-        let a4: f32 = row_max[lid.x];
-        let b5: f32 = row_max[lid.x + 128u];
-        row_max[lid.x] = mimir_maximum_f32(a4, b5);
+        let a5: f32 = row_max[lid.x];
+        let b6: f32 = row_max[lid.x + 128u];
+        row_max[lid.x] = mimir_maximum_f32(a5, b6);
     }
     workgroupBarrier();
     if (lid.x < 64u) {
-        let a6: f32 = row_max[lid.x];
-        let b7: f32 = row_max[lid.x + 64u];
-        row_max[lid.x] = mimir_maximum_f32(a6, b7);
+        let a7: f32 = row_max[lid.x];
+        let b8: f32 = row_max[lid.x + 64u];
+        row_max[lid.x] = mimir_maximum_f32(a7, b8);
     }
     workgroupBarrier();
     if (lid.x < 32u) {
-        let a8: f32 = row_max[lid.x];
-        let b9: f32 = row_max[lid.x + 32u];
-        row_max[lid.x] = mimir_maximum_f32(a8, b9);
+        let a9: f32 = row_max[lid.x];
+        let b10: f32 = row_max[lid.x + 32u];
+        row_max[lid.x] = mimir_maximum_f32(a9, b10);
     }
     workgroupBarrier();
     if (lid.x < 16u) {
-        let a10: f32 = row_max[lid.x];
-        let b11: f32 = row_max[lid.x + 16u];
-        row_max[lid.x] = mimir_maximum_f32(a10, b11);
+        let a11: f32 = row_max[lid.x];
+        let b12: f32 = row_max[lid.x + 16u];
+        row_max[lid.x] = mimir_maximum_f32(a11, b12);
     }
     workgroupBarrier();
     if (lid.x < 8u) {
-        let a12: f32 = row_max[lid.x];
-        let b13: f32 = row_max[lid.x + 8u];
-        row_max[lid.x] = mimir_maximum_f32(a12, b13);
+        let a13: f32 = row_max[lid.x];
+        let b14: f32 = row_max[lid.x + 8u];
+        row_max[lid.x] = mimir_maximum_f32(a13, b14);
     }
     workgroupBarrier();
     if (lid.x < 4u) {
-        let a14: f32 = row_max[lid.x];
-        let b15: f32 = row_max[lid.x + 4u];
-        row_max[lid.x] = mimir_maximum_f32(a14, b15);
+        let a15: f32 = row_max[lid.x];
+        let b16: f32 = row_max[lid.x + 4u];
+        row_max[lid.x] = mimir_maximum_f32(a15, b16);
     }
     workgroupBarrier();
     if (lid.x < 2u) {
-        let a16: f32 = row_max[lid.x];
-        let b17: f32 = row_max[lid.x + 2u];
-        row_max[lid.x] = mimir_maximum_f32(a16, b17);
+        let a17: f32 = row_max[lid.x];
+        let b18: f32 = row_max[lid.x + 2u];
+        row_max[lid.x] = mimir_maximum_f32(a17, b18);
     }
     workgroupBarrier();
     if (lid.x < 1u) {
-        let a18: f32 = row_max[lid.x];
-        let b19: f32 = row_max[lid.x + 1u];
-        row_max[lid.x] = mimir_maximum_f32(a18, b19);
+        let a19: f32 = row_max[lid.x];
+        let b20: f32 = row_max[lid.x + 1u];
+        row_max[lid.x] = mimir_maximum_f32(a19, b20);
     }
     workgroupBarrier();
-    let row_max20: f32 = row_max[0u];
-    let top21: f32 = select(row_max20, 0.0f, row_max20 == -bitcast<f32>(inf_bits));
-    let d22: f32 = v1 - top21;
-    let e23: f32 = exp(d22);
-    row_sum[lid.x] = e23;
+    let row_max21: f32 = row_max[0u];
+    let top22: f32 = select(row_max21, 0.0f, row_max21 == -bitcast<f32>(inf_bits));
+    var s23: f32 = 0.0f;
+    var d24: f32 = 0.0f;
+    var e25: f32 = 0.0f;
+    if (lid.x < u.M) {
+        d24 = v1 - top22;
+        e25 = exp(d24);
+        s23 = s23 + e25;
+    }
+    row_sum[lid.x] = s23;
     workgroupBarrier();
     if (lid.x < 128u) {
-        let a24: f32 = row_sum[lid.x];
-        let b25: f32 = row_sum[lid.x + 128u];
-        row_sum[lid.x] = a24 + b25;
-    }
-    workgroupBarrier();
-    if (lid.x < 64u) {
         let a26: f32 = row_sum[lid.x];
-        let b27: f32 = row_sum[lid.x + 64u];
+        let b27: f32 = row_sum[lid.x + 128u];
         row_sum[lid.x] = a26 + b27;
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
+    if (lid.x < 64u) {
         let a28: f32 = row_sum[lid.x];
-        let b29: f32 = row_sum[lid.x + 32u];
+        let b29: f32 = row_sum[lid.x + 64u];
         row_sum[lid.x] = a28 + b29;
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
+    if (lid.x < 32u) {
         let a30: f32 = row_sum[lid.x];
-        let b31: f32 = row_sum[lid.x + 16u];
+        let b31: f32 = row_sum[lid.x + 32u];
         row_sum[lid.x] = a30 + b31;
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
+    if (lid.x < 16u) {
         let a32: f32 = row_sum[lid.x];
-        let b33: f32 = row_sum[lid.x + 8u];
+        let b33: f32 = row_sum[lid.x + 16u];
         row_sum[lid.x] = a32 + b33;
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
+    if (lid.x < 8u) {
         let a34: f32 = row_sum[lid.x];
-        let b35: f32 = row_sum[lid.x + 4u];
+        let b35: f32 = row_sum[lid.x + 8u];
         row_sum[lid.x] = a34 + b35;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
+    if (lid.x < 4u) {
         let a36: f32 = row_sum[lid.x];
-        let b37: f32 = row_sum[lid.x + 2u];
+        let b37: f32 = row_sum[lid.x + 4u];
         row_sum[lid.x] = a36 + b37;
     }
     workgroupBarrier();
-    if (lid.x < 1u) {
+    if (lid.x < 2u) {
         let a38: f32 = row_sum[lid.x];
-        let b39: f32 = row_sum[lid.x + 1u];
+        let b39: f32 = row_sum[lid.x + 2u];
         row_sum[lid.x] = a38 + b39;
     }
     workgroupBarrier();
-    let row_sum40: f32 = row_sum[0u];
+    if (lid.x < 1u) {
+        let a40: f32 = row_sum[lid.x];
+        let b41: f32 = row_sum[lid.x + 1u];
+        row_sum[lid.x] = a40 + b41;
+    }
+    workgroupBarrier();
+    let row_sum42: f32 = row_sum[0u];
     if (lid.x < u.M) {
-        let y41: f32 = f32(f16(e23 / row_sum40));
-        let i42: u32 = g0 * u.M + lid.x;
-        let v43: f32 = f32(scratch1[g0]);
-        let v44: f32 = f32(f16(y41 + v43));
-        out[i42] = f16(v44);
+        let y43: f32 = f32(f16(e25 / row_sum42));
+        let i44: u32 = g0 * u.M + lid.x;
+        let v45: f32 = f32(scratch1[g0]);
+        let v46: f32 = f32(f16(y43 + v45));
+        out[i44] = f16(v46);
     }
 }

@@ -40,78 +40,88 @@ fn two_heads_1_softmax(
         let v3: f32 = scratch0[i2];
         v1 = v3;
     }
-    row_max[lid.x] = v1;
+    var m4: f32 = -bitcast<f32>(inf_bits);
+    if (lid.x < 4u) {
+        m4 = mimir_maximum_f32(m4, v1);
+    }
+    row_max[lid.x] = m4;
     workgroupBarrier();
     if (lid.x < 16u) {
-        let a4: f32 = row_max[lid.x];
-        let b5: f32 = row_max[lid.x + 16u];
-        row_max[lid.x] = mimir_maximum_f32(a4, b5);
+        let a5: f32 = row_max[lid.x];
+        let b6: f32 = row_max[lid.x + 16u];
+        row_max[lid.x] = mimir_maximum_f32(a5, b6);
     }
     workgroupBarrier();
     if (lid.x < 8u) {
-        let a6: f32 = row_max[lid.x];
-        let b7: f32 = row_max[lid.x + 8u];
-        row_max[lid.x] = mimir_maximum_f32(a6, b7);
+        let a7: f32 = row_max[lid.x];
+        let b8: f32 = row_max[lid.x + 8u];
+        row_max[lid.x] = mimir_maximum_f32(a7, b8);
     }
     workgroupBarrier();
     if (lid.x < 4u) {
-        let a8: f32 = row_max[lid.x];
-        let b9: f32 = row_max[lid.x + 4u];
-        row_max[lid.x] = mimir_maximum_f32(a8, b9);
+        let a9: f32 = row_max[lid.x];
+        let b10: f32 = row_max[lid.x + 4u];
+        row_max[lid.x] = mimir_maximum_f32(a9, b10);
     }
     workgroupBarrier();
     if (lid.x < 2u) {
-        let a10: f32 = row_max[lid.x];
-        let b11: f32 = row_max[lid.x + 2u];
-        row_max[lid.x] = mimir_maximum_f32(a10, b11);
+        let a11: f32 = row_max[lid.x];
+        let b12: f32 = row_max[lid.x + 2u];
+        row_max[lid.x] = mimir_maximum_f32(a11, b12);
     }
     workgroupBarrier();
     if (lid.x < 1u) {
-        let a12: f32 = row_max[lid.x];
-        let b13: f32 = row_max[lid.x + 1u];
-        row_max[lid.x] = mimir_maximum_f32(a12, b13);
+        let a13: f32 = row_max[lid.x];
+        let b14: f32 = row_max[lid.x + 1u];
+        row_max[lid.x] = mimir_maximum_f32(a13, b14);
     }
     workgroupBarrier();
-    let row_max14: f32 = row_max[0u];
-    let top15: f32 = select(row_max14, 0.0f, row_max14 == -bitcast<f32>(inf_bits));
-    let d16: f32 = v1 - top15;
-    let e17: f32 = exp(d16);
-    row_sum[lid.x] = e17;
+    let row_max15: f32 = row_max[0u];
+    let top16: f32 = select(row_max15, 0.0f, row_max15 == -bitcast<f32>(inf_bits));
+    var s17: f32 = 0.0f;
+    var d18: f32 = 0.0f;
+    var e19: f32 = 0.0f;
+    if (lid.x < 4u) {
+        d18 = v1 - top16;
+        e19 = exp(d18);
+        s17 = s17 + e19;
+    }
+    row_sum[lid.x] = s17;
     workgroupBarrier();
     if (lid.x < 16u) {
-        let a18: f32 = row_sum[lid.x];
-        let b19: f32 = row_sum[lid.x + 16u];
-        row_sum[lid.x] = a18 + b19;
-    }
-    workgroupBarrier();
-    if (lid.x < 8u) {
         let a20: f32 = row_sum[lid.x];
-        let b21: f32 = row_sum[lid.x + 8u];
+        let b21: f32 = row_sum[lid.x + 16u];
         row_sum[lid.x] = a20 + b21;
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
+    if (lid.x < 8u) {
         let a22: f32 = row_sum[lid.x];
-        let b23: f32 = row_sum[lid.x + 4u];
+        let b23: f32 = row_sum[lid.x + 8u];
         row_sum[lid.x] = a22 + b23;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
+    if (lid.x < 4u) {
         let a24: f32 = row_sum[lid.x];
-        let b25: f32 = row_sum[lid.x + 2u];
+        let b25: f32 = row_sum[lid.x + 4u];
         row_sum[lid.x] = a24 + b25;
     }
     workgroupBarrier();
-    if (lid.x < 1u) {
+    if (lid.x < 2u) {
         let a26: f32 = row_sum[lid.x];
-        let b27: f32 = row_sum[lid.x + 1u];
+        let b27: f32 = row_sum[lid.x + 2u];
         row_sum[lid.x] = a26 + b27;
     }
     workgroupBarrier();
-    let row_sum28: f32 = row_sum[0u];
+    if (lid.x < 1u) {
+        let a28: f32 = row_sum[lid.x];
+        let b29: f32 = row_sum[lid.x + 1u];
+        row_sum[lid.x] = a28 + b29;
+    }
+    workgroupBarrier();
+    let row_sum30: f32 = row_sum[0u];
     if (lid.x < 4u) {
-        let y29: f32 = e17 / row_sum28;
-        let i30: u32 = g0 * 4u + lid.x;
-        out0[i30] = y29;
+        let y31: f32 = e19 / row_sum30;
+        let i32_: u32 = g0 * 4u + lid.x;
+        out0[i32_] = y31;
     }
 }

@@ -50,7 +50,8 @@ fn log_softmax_row_512_0_softmax(
     let j3: u32 = lid.x + 256u;
     let i4: u32 = g0 * 512u + j3;
     let v5: f32 = x[i4];
-    let m6: f32 = mimir_maximum_f32(v2, v5);
+    var m6: f32 = v2;
+    m6 = mimir_maximum_f32(m6, v5);
     row_max[lid.x] = m6;
     workgroupBarrier();
     if (lid.x < 128u) {
@@ -103,12 +104,14 @@ fn log_softmax_row_512_0_softmax(
     workgroupBarrier();
     let row_max23: f32 = row_max[0u];
     let top24: f32 = select(row_max23, 0.0f, row_max23 == -bitcast<f32>(inf_bits));
-    let d25: f32 = v2 - top24;
-    let d26: f32 = v5 - top24;
-    let e27: f32 = exp(d25);
-    let e28: f32 = exp(d26);
-    let s29: f32 = e27 + e28;
-    row_sum[lid.x] = s29;
+    var s25: f32 = 0.0f;
+    let d26: f32 = v2 - top24;
+    let e27: f32 = exp(d26);
+    s25 = s25 + e27;
+    let d28: f32 = v5 - top24;
+    let e29: f32 = exp(d28);
+    s25 = s25 + e29;
+    row_sum[lid.x] = s25;
     workgroupBarrier();
     if (lid.x < 128u) {
         let a30: f32 = row_sum[lid.x];
@@ -160,8 +163,8 @@ fn log_softmax_row_512_0_softmax(
     workgroupBarrier();
     let row_sum46: f32 = row_sum[0u];
     let t47: f32 = mimir_log(row_sum46);
-    let y48: f32 = d25 - t47;
+    let y48: f32 = d26 - t47;
     out[i1] = y48;
-    let y49: f32 = d26 - t47;
+    let y49: f32 = d28 - t47;
     out[i4] = y49;
 }

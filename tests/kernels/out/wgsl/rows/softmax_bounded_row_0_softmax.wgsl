@@ -98,185 +98,237 @@ fn softmax_bounded_row_0_softmax(
         let v39: f32 = v38 * 0.5f;
         v36 = v39;
     }
-    let m40: f32 = mimir_maximum_f32(v1, v6);
-    let m41: f32 = mimir_maximum_f32(m40, v11);
-    let m42: f32 = mimir_maximum_f32(m41, v16);
-    let m43: f32 = mimir_maximum_f32(m42, v21);
-    let m44: f32 = mimir_maximum_f32(m43, v26);
-    let m45: f32 = mimir_maximum_f32(m44, v31);
-    let m46: f32 = mimir_maximum_f32(m45, v36);
-    row_max[lid.x] = m46;
+    var m40: f32 = -bitcast<f32>(inf_bits);
+    if (lid.x < u.D) {
+        m40 = mimir_maximum_f32(m40, v1);
+    }
+    if (j5 < u.D) {
+        m40 = mimir_maximum_f32(m40, v6);
+    }
+    if (j10 < u.D) {
+        m40 = mimir_maximum_f32(m40, v11);
+    }
+    if (j15 < u.D) {
+        m40 = mimir_maximum_f32(m40, v16);
+    }
+    if (j20 < u.D) {
+        m40 = mimir_maximum_f32(m40, v21);
+    }
+    if (j25 < u.D) {
+        m40 = mimir_maximum_f32(m40, v26);
+    }
+    if (j30 < u.D) {
+        m40 = mimir_maximum_f32(m40, v31);
+    }
+    if (j35 < u.D) {
+        m40 = mimir_maximum_f32(m40, v36);
+    }
+    row_max[lid.x] = m40;
     workgroupBarrier();
     if (lid.x < 128u) {
+        let a41: f32 = row_max[lid.x];
+        let b42: f32 = row_max[lid.x + 128u];
+        row_max[lid.x] = mimir_maximum_f32(a41, b42);
+    }
+    workgroupBarrier();
+    if (lid.x < 64u) {
+        let a43: f32 = row_max[lid.x];
+        let b44: f32 = row_max[lid.x + 64u];
+        row_max[lid.x] = mimir_maximum_f32(a43, b44);
+    }
+    workgroupBarrier();
+    if (lid.x < 32u) {
+        let a45: f32 = row_max[lid.x];
+        let b46: f32 = row_max[lid.x + 32u];
+        row_max[lid.x] = mimir_maximum_f32(a45, b46);
+    }
+    workgroupBarrier();
+    if (lid.x < 16u) {
         let a47: f32 = row_max[lid.x];
-        let b48: f32 = row_max[lid.x + 128u];
+        let b48: f32 = row_max[lid.x + 16u];
         row_max[lid.x] = mimir_maximum_f32(a47, b48);
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
+    if (lid.x < 8u) {
         let a49: f32 = row_max[lid.x];
-        let b50: f32 = row_max[lid.x + 64u];
+        let b50: f32 = row_max[lid.x + 8u];
         row_max[lid.x] = mimir_maximum_f32(a49, b50);
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
+    if (lid.x < 4u) {
         let a51: f32 = row_max[lid.x];
-        let b52: f32 = row_max[lid.x + 32u];
+        let b52: f32 = row_max[lid.x + 4u];
         row_max[lid.x] = mimir_maximum_f32(a51, b52);
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
+    if (lid.x < 2u) {
         let a53: f32 = row_max[lid.x];
-        let b54: f32 = row_max[lid.x + 16u];
+        let b54: f32 = row_max[lid.x + 2u];
         row_max[lid.x] = mimir_maximum_f32(a53, b54);
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
+    if (lid.x < 1u) {
         let a55: f32 = row_max[lid.x];
-        let b56: f32 = row_max[lid.x + 8u];
+        let b56: f32 = row_max[lid.x + 1u];
         row_max[lid.x] = mimir_maximum_f32(a55, b56);
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a57: f32 = row_max[lid.x];
-        let b58: f32 = row_max[lid.x + 4u];
-        row_max[lid.x] = mimir_maximum_f32(a57, b58);
+    let row_max57: f32 = row_max[0u];
+    let top58: f32 = select(row_max57, 0.0f, row_max57 == -bitcast<f32>(inf_bits));
+    var s59: f32 = 0.0f;
+    var d60: f32 = 0.0f;
+    var e61: f32 = 0.0f;
+    if (lid.x < u.D) {
+        d60 = v1 - top58;
+        e61 = exp(d60);
+        s59 = s59 + e61;
     }
-    workgroupBarrier();
-    if (lid.x < 2u) {
-        let a59: f32 = row_max[lid.x];
-        let b60: f32 = row_max[lid.x + 2u];
-        row_max[lid.x] = mimir_maximum_f32(a59, b60);
+    var d62: f32 = 0.0f;
+    var e63: f32 = 0.0f;
+    if (j5 < u.D) {
+        d62 = v6 - top58;
+        e63 = exp(d62);
+        s59 = s59 + e63;
     }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a61: f32 = row_max[lid.x];
-        let b62: f32 = row_max[lid.x + 1u];
-        row_max[lid.x] = mimir_maximum_f32(a61, b62);
+    var d64: f32 = 0.0f;
+    var e65: f32 = 0.0f;
+    if (j10 < u.D) {
+        d64 = v11 - top58;
+        e65 = exp(d64);
+        s59 = s59 + e65;
     }
-    workgroupBarrier();
-    let row_max63: f32 = row_max[0u];
-    let top64: f32 = select(row_max63, 0.0f, row_max63 == -bitcast<f32>(inf_bits));
-    let d65: f32 = v1 - top64;
-    let d66: f32 = v6 - top64;
-    let d67: f32 = v11 - top64;
-    let d68: f32 = v16 - top64;
-    let d69: f32 = v21 - top64;
-    let d70: f32 = v26 - top64;
-    let d71: f32 = v31 - top64;
-    let d72: f32 = v36 - top64;
-    let e73: f32 = exp(d65);
-    let e74: f32 = exp(d66);
-    let e75: f32 = exp(d67);
-    let e76: f32 = exp(d68);
-    let e77: f32 = exp(d69);
-    let e78: f32 = exp(d70);
-    let e79: f32 = exp(d71);
-    let e80: f32 = exp(d72);
-    let s81: f32 = e73 + e74;
-    let s82: f32 = s81 + e75;
-    let s83: f32 = s82 + e76;
-    let s84: f32 = s83 + e77;
-    let s85: f32 = s84 + e78;
-    let s86: f32 = s85 + e79;
-    let s87: f32 = s86 + e80;
-    row_sum[lid.x] = s87;
+    var d66: f32 = 0.0f;
+    var e67: f32 = 0.0f;
+    if (j15 < u.D) {
+        d66 = v16 - top58;
+        e67 = exp(d66);
+        s59 = s59 + e67;
+    }
+    var d68: f32 = 0.0f;
+    var e69: f32 = 0.0f;
+    if (j20 < u.D) {
+        d68 = v21 - top58;
+        e69 = exp(d68);
+        s59 = s59 + e69;
+    }
+    var d70: f32 = 0.0f;
+    var e71: f32 = 0.0f;
+    if (j25 < u.D) {
+        d70 = v26 - top58;
+        e71 = exp(d70);
+        s59 = s59 + e71;
+    }
+    var d72: f32 = 0.0f;
+    var e73: f32 = 0.0f;
+    if (j30 < u.D) {
+        d72 = v31 - top58;
+        e73 = exp(d72);
+        s59 = s59 + e73;
+    }
+    var d74: f32 = 0.0f;
+    var e75: f32 = 0.0f;
+    if (j35 < u.D) {
+        d74 = v36 - top58;
+        e75 = exp(d74);
+        s59 = s59 + e75;
+    }
+    row_sum[lid.x] = s59;
     workgroupBarrier();
     if (lid.x < 128u) {
-        let a88: f32 = row_sum[lid.x];
-        let b89: f32 = row_sum[lid.x + 128u];
-        row_sum[lid.x] = a88 + b89;
+        let a76: f32 = row_sum[lid.x];
+        let b77: f32 = row_sum[lid.x + 128u];
+        row_sum[lid.x] = a76 + b77;
     }
     workgroupBarrier();
     if (lid.x < 64u) {
-        let a90: f32 = row_sum[lid.x];
-        let b91: f32 = row_sum[lid.x + 64u];
-        row_sum[lid.x] = a90 + b91;
+        let a78: f32 = row_sum[lid.x];
+        let b79: f32 = row_sum[lid.x + 64u];
+        row_sum[lid.x] = a78 + b79;
     }
     workgroupBarrier();
     if (lid.x < 32u) {
-        let a92: f32 = row_sum[lid.x];
-        let b93: f32 = row_sum[lid.x + 32u];
-        row_sum[lid.x] = a92 + b93;
+        let a80: f32 = row_sum[lid.x];
+        let b81: f32 = row_sum[lid.x + 32u];
+        row_sum[lid.x] = a80 + b81;
     }
     workgroupBarrier();
     if (lid.x < 16u) {
-        let a94: f32 = row_sum[lid.x];
-        let b95: f32 = row_sum[lid.x + 16u];
-        row_sum[lid.x] = a94 + b95;
+        let a82: f32 = row_sum[lid.x];
+        let b83: f32 = row_sum[lid.x + 16u];
+        row_sum[lid.x] = a82 + b83;
     }
     workgroupBarrier();
     if (lid.x < 8u) {
-        let a96: f32 = row_sum[lid.x];
-        let b97: f32 = row_sum[lid.x + 8u];
-        row_sum[lid.x] = a96 + b97;
+        let a84: f32 = row_sum[lid.x];
+        let b85: f32 = row_sum[lid.x + 8u];
+        row_sum[lid.x] = a84 + b85;
     }
     workgroupBarrier();
     if (lid.x < 4u) {
-        let a98: f32 = row_sum[lid.x];
-        let b99: f32 = row_sum[lid.x + 4u];
-        row_sum[lid.x] = a98 + b99;
+        let a86: f32 = row_sum[lid.x];
+        let b87: f32 = row_sum[lid.x + 4u];
+        row_sum[lid.x] = a86 + b87;
     }
     workgroupBarrier();
     if (lid.x < 2u) {
-        let a100: f32 = row_sum[lid.x];
-        let b101: f32 = row_sum[lid.x + 2u];
-        row_sum[lid.x] = a100 + b101;
+        let a88: f32 = row_sum[lid.x];
+        let b89: f32 = row_sum[lid.x + 2u];
+        row_sum[lid.x] = a88 + b89;
     }
     workgroupBarrier();
     if (lid.x < 1u) {
-        let a102: f32 = row_sum[lid.x];
-        let b103: f32 = row_sum[lid.x + 1u];
-        row_sum[lid.x] = a102 + b103;
+        let a90: f32 = row_sum[lid.x];
+        let b91: f32 = row_sum[lid.x + 1u];
+        row_sum[lid.x] = a90 + b91;
     }
     workgroupBarrier();
-    let row_sum104: f32 = row_sum[0u];
+    let row_sum92: f32 = row_sum[0u];
     if (lid.x < u.D) {
-        let y105: f32 = e73 / row_sum104;
-        let i106: u32 = g0 * u.D + lid.x;
+        let y93: f32 = e61 / row_sum92;
+        let i94: u32 = g0 * u.D + lid.x;
+        let v95: f32 = y93 * 2.0f;
+        out[i94] = v95;
+    }
+    if (j5 < u.D) {
+        let y96: f32 = e63 / row_sum92;
+        let i97: u32 = g0 * u.D + j5;
+        let v98: f32 = y96 * 2.0f;
+        out[i97] = v98;
+    }
+    if (j10 < u.D) {
+        let y99: f32 = e65 / row_sum92;
+        let i100: u32 = g0 * u.D + j10;
+        let v101: f32 = y99 * 2.0f;
+        out[i100] = v101;
+    }
+    if (j15 < u.D) {
+        let y102: f32 = e67 / row_sum92;
+        let i103: u32 = g0 * u.D + j15;
+        let v104: f32 = y102 * 2.0f;
+        out[i103] = v104;
+    }
+    if (j20 < u.D) {
+        let y105: f32 = e69 / row_sum92;
+        let i106: u32 = g0 * u.D + j20;
         let v107: f32 = y105 * 2.0f;
         out[i106] = v107;
     }
-    if (j5 < u.D) {
-        let y108: f32 = e74 / row_sum104;
-        let i109: u32 = g0 * u.D + j5;
+    if (j25 < u.D) {
+        let y108: f32 = e71 / row_sum92;
+        let i109: u32 = g0 * u.D + j25;
         let v110: f32 = y108 * 2.0f;
         out[i109] = v110;
     }
-    if (j10 < u.D) {
-        let y111: f32 = e75 / row_sum104;
-        let i112: u32 = g0 * u.D + j10;
+    if (j30 < u.D) {
+        let y111: f32 = e73 / row_sum92;
+        let i112: u32 = g0 * u.D + j30;
         let v113: f32 = y111 * 2.0f;
         out[i112] = v113;
     }
-    if (j15 < u.D) {
-        let y114: f32 = e76 / row_sum104;
-        let i115: u32 = g0 * u.D + j15;
+    if (j35 < u.D) {
+        let y114: f32 = e75 / row_sum92;
+        let i115: u32 = g0 * u.D + j35;
         let v116: f32 = y114 * 2.0f;
         out[i115] = v116;
-    }
-    if (j20 < u.D) {
-        let y117: f32 = e77 / row_sum104;
-        let i118: u32 = g0 * u.D + j20;
-        let v119: f32 = y117 * 2.0f;
-        out[i118] = v119;
-    }
-    if (j25 < u.D) {
-        let y120: f32 = e78 / row_sum104;
-        let i121: u32 = g0 * u.D + j25;
-        let v122: f32 = y120 * 2.0f;
-        out[i121] = v122;
-    }
-    if (j30 < u.D) {
-        let y123: f32 = e79 / row_sum104;
-        let i124: u32 = g0 * u.D + j30;
-        let v125: f32 = y123 * 2.0f;
-        out[i124] = v125;
-    }
-    if (j35 < u.D) {
-        let y126: f32 = e80 / row_sum104;
-        let i127: u32 = g0 * u.D + j35;
-        let v128: f32 = y126 * 2.0f;
-        out[i127] = v128;
     }
 }

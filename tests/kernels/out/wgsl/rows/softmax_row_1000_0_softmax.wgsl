@@ -49,132 +49,141 @@ fn softmax_row_1000_0_softmax(
         let v12: f32 = x[i11];
         v10 = v12;
     }
-    let m13: f32 = mimir_maximum_f32(v2, v5);
-    let m14: f32 = mimir_maximum_f32(m13, v8);
-    let m15: f32 = mimir_maximum_f32(m14, v10);
-    row_max[lid.x] = m15;
+    var m13: f32 = v2;
+    m13 = mimir_maximum_f32(m13, v5);
+    m13 = mimir_maximum_f32(m13, v8);
+    if (j9 < 1000u) {
+        m13 = mimir_maximum_f32(m13, v10);
+    }
+    row_max[lid.x] = m13;
     workgroupBarrier();
     if (lid.x < 128u) {
+        let a14: f32 = row_max[lid.x];
+        let b15: f32 = row_max[lid.x + 128u];
+        row_max[lid.x] = mimir_maximum_f32(a14, b15);
+    }
+    workgroupBarrier();
+    if (lid.x < 64u) {
         let a16: f32 = row_max[lid.x];
-        let b17: f32 = row_max[lid.x + 128u];
+        let b17: f32 = row_max[lid.x + 64u];
         row_max[lid.x] = mimir_maximum_f32(a16, b17);
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
+    if (lid.x < 32u) {
         let a18: f32 = row_max[lid.x];
-        let b19: f32 = row_max[lid.x + 64u];
+        let b19: f32 = row_max[lid.x + 32u];
         row_max[lid.x] = mimir_maximum_f32(a18, b19);
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
+    if (lid.x < 16u) {
         let a20: f32 = row_max[lid.x];
-        let b21: f32 = row_max[lid.x + 32u];
+        let b21: f32 = row_max[lid.x + 16u];
         row_max[lid.x] = mimir_maximum_f32(a20, b21);
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
+    if (lid.x < 8u) {
         let a22: f32 = row_max[lid.x];
-        let b23: f32 = row_max[lid.x + 16u];
+        let b23: f32 = row_max[lid.x + 8u];
         row_max[lid.x] = mimir_maximum_f32(a22, b23);
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
+    if (lid.x < 4u) {
         let a24: f32 = row_max[lid.x];
-        let b25: f32 = row_max[lid.x + 8u];
+        let b25: f32 = row_max[lid.x + 4u];
         row_max[lid.x] = mimir_maximum_f32(a24, b25);
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
+    if (lid.x < 2u) {
         let a26: f32 = row_max[lid.x];
-        let b27: f32 = row_max[lid.x + 4u];
+        let b27: f32 = row_max[lid.x + 2u];
         row_max[lid.x] = mimir_maximum_f32(a26, b27);
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
+    if (lid.x < 1u) {
         let a28: f32 = row_max[lid.x];
-        let b29: f32 = row_max[lid.x + 2u];
+        let b29: f32 = row_max[lid.x + 1u];
         row_max[lid.x] = mimir_maximum_f32(a28, b29);
     }
     workgroupBarrier();
-    if (lid.x < 1u) {
-        let a30: f32 = row_max[lid.x];
-        let b31: f32 = row_max[lid.x + 1u];
-        row_max[lid.x] = mimir_maximum_f32(a30, b31);
+    let row_max30: f32 = row_max[0u];
+    let top31: f32 = select(row_max30, 0.0f, row_max30 == -bitcast<f32>(inf_bits));
+    var s32: f32 = 0.0f;
+    let d33: f32 = v2 - top31;
+    let e34: f32 = exp(d33);
+    s32 = s32 + e34;
+    let d35: f32 = v5 - top31;
+    let e36: f32 = exp(d35);
+    s32 = s32 + e36;
+    let d37: f32 = v8 - top31;
+    let e38: f32 = exp(d37);
+    s32 = s32 + e38;
+    var d39: f32 = 0.0f;
+    var e40: f32 = 0.0f;
+    if (j9 < 1000u) {
+        d39 = v10 - top31;
+        e40 = exp(d39);
+        s32 = s32 + e40;
     }
-    workgroupBarrier();
-    let row_max32: f32 = row_max[0u];
-    let top33: f32 = select(row_max32, 0.0f, row_max32 == -bitcast<f32>(inf_bits));
-    let d34: f32 = v2 - top33;
-    let d35: f32 = v5 - top33;
-    let d36: f32 = v8 - top33;
-    let d37: f32 = v10 - top33;
-    let e38: f32 = exp(d34);
-    let e39: f32 = exp(d35);
-    let e40: f32 = exp(d36);
-    let e41: f32 = exp(d37);
-    let s42: f32 = e38 + e39;
-    let s43: f32 = s42 + e40;
-    let s44: f32 = s43 + e41;
-    row_sum[lid.x] = s44;
+    row_sum[lid.x] = s32;
     workgroupBarrier();
     if (lid.x < 128u) {
-        let a45: f32 = row_sum[lid.x];
-        let b46: f32 = row_sum[lid.x + 128u];
-        row_sum[lid.x] = a45 + b46;
+        let a41: f32 = row_sum[lid.x];
+        let b42: f32 = row_sum[lid.x + 128u];
+        row_sum[lid.x] = a41 + b42;
     }
     workgroupBarrier();
     if (lid.x < 64u) {
-        let a47: f32 = row_sum[lid.x];
-        let b48: f32 = row_sum[lid.x + 64u];
-        row_sum[lid.x] = a47 + b48;
+        let a43: f32 = row_sum[lid.x];
+        let b44: f32 = row_sum[lid.x + 64u];
+        row_sum[lid.x] = a43 + b44;
     }
     workgroupBarrier();
     if (lid.x < 32u) {
-        let a49: f32 = row_sum[lid.x];
-        let b50: f32 = row_sum[lid.x + 32u];
-        row_sum[lid.x] = a49 + b50;
+        let a45: f32 = row_sum[lid.x];
+        let b46: f32 = row_sum[lid.x + 32u];
+        row_sum[lid.x] = a45 + b46;
     }
     workgroupBarrier();
     if (lid.x < 16u) {
-        let a51: f32 = row_sum[lid.x];
-        let b52: f32 = row_sum[lid.x + 16u];
-        row_sum[lid.x] = a51 + b52;
+        let a47: f32 = row_sum[lid.x];
+        let b48: f32 = row_sum[lid.x + 16u];
+        row_sum[lid.x] = a47 + b48;
     }
     workgroupBarrier();
     if (lid.x < 8u) {
-        let a53: f32 = row_sum[lid.x];
-        let b54: f32 = row_sum[lid.x + 8u];
-        row_sum[lid.x] = a53 + b54;
+        let a49: f32 = row_sum[lid.x];
+        let b50: f32 = row_sum[lid.x + 8u];
+        row_sum[lid.x] = a49 + b50;
     }
     workgroupBarrier();
     if (lid.x < 4u) {
-        let a55: f32 = row_sum[lid.x];
-        let b56: f32 = row_sum[lid.x + 4u];
-        row_sum[lid.x] = a55 + b56;
+        let a51: f32 = row_sum[lid.x];
+        let b52: f32 = row_sum[lid.x + 4u];
+        row_sum[lid.x] = a51 + b52;
     }
     workgroupBarrier();
     if (lid.x < 2u) {
-        let a57: f32 = row_sum[lid.x];
-        let b58: f32 = row_sum[lid.x + 2u];
-        row_sum[lid.x] = a57 + b58;
+        let a53: f32 = row_sum[lid.x];
+        let b54: f32 = row_sum[lid.x + 2u];
+        row_sum[lid.x] = a53 + b54;
     }
     workgroupBarrier();
     if (lid.x < 1u) {
-        let a59: f32 = row_sum[lid.x];
-        let b60: f32 = row_sum[lid.x + 1u];
-        row_sum[lid.x] = a59 + b60;
+        let a55: f32 = row_sum[lid.x];
+        let b56: f32 = row_sum[lid.x + 1u];
+        row_sum[lid.x] = a55 + b56;
     }
     workgroupBarrier();
-    let row_sum61: f32 = row_sum[0u];
-    let y62: f32 = e38 / row_sum61;
-    out[i1] = y62;
-    let y63: f32 = e39 / row_sum61;
-    out[i4] = y63;
-    let y64: f32 = e40 / row_sum61;
-    out[i7] = y64;
+    let row_sum57: f32 = row_sum[0u];
+    let y58: f32 = e34 / row_sum57;
+    out[i1] = y58;
+    let y59: f32 = e36 / row_sum57;
+    out[i4] = y59;
+    let y60: f32 = e38 / row_sum57;
+    out[i7] = y60;
     if (j9 < 1000u) {
-        let y65: f32 = e41 / row_sum61;
-        let i66: u32 = g0 * 1000u + j9;
-        out[i66] = y65;
+        let y61: f32 = e40 / row_sum57;
+        let i62: u32 = g0 * 1000u + j9;
+        out[i62] = y61;
     }
 }

@@ -41,90 +41,100 @@ fn softmax_short_half_0_softmax(
         let v3: f32 = f32(x[i2]);
         v1 = v3;
     }
-    row_max[lid.x] = v1;
+    var m4: f32 = -bitcast<f32>(inf_bits);
+    if (lid.x < 40u) {
+        m4 = mimir_maximum_f32(m4, v1);
+    }
+    row_max[lid.x] = m4;
     workgroupBarrier();
     if (lid.x < 32u) {
-        let a4: f32 = row_max[lid.x];
-        let b5: f32 = row_max[lid.x + 32u];
-        row_max[lid.x] = mimir_maximum_f32(a4, b5);
+        let a5: f32 = row_max[lid.x];
+        let b6: f32 = row_max[lid.x + 32u];
+        row_max[lid.x] = mimir_maximum_f32(a5, b6);
     }
     workgroupBarrier();
     if (lid.x < 16u) {
-        let a6: f32 = row_max[lid.x];
-        let b7: f32 = row_max[lid.x + 16u];
-        row_max[lid.x] = mimir_maximum_f32(a6, b7);
+        let a7: f32 = row_max[lid.x];
+        let b8: f32 = row_max[lid.x + 16u];
+        row_max[lid.x] = mimir_maximum_f32(a7, b8);
     }
     workgroupBarrier();
     if (lid.x < 8u) {
-        let a8: f32 = row_max[lid.x];
-        let b9: f32 = row_max[lid.x + 8u];
-        row_max[lid.x] = mimir_maximum_f32(a8, b9);
+        let a9: f32 = row_max[lid.x];
+        let b10: f32 = row_max[lid.x + 8u];
+        row_max[lid.x] = mimir_maximum_f32(a9, b10);
     }
     workgroupBarrier();
     if (lid.x < 4u) {
-        let a10: f32 = row_max[lid.x];
-        let b11: f32 = row_max[lid.x + 4u];
-        row_max[lid.x] = mimir_maximum_f32(a10, b11);
+        let a11: f32 = row_max[lid.x];
+        let b12: f32 = row_max[lid.x + 4u];
+        row_max[lid.x] = mimir_maximum_f32(a11, b12);
     }
     workgroupBarrier();
     if (lid.x < 2u) {
-        let a12: f32 = row_max[lid.x];
-        let b13: f32 = row_max[lid.x + 2u];
-        row_max[lid.x] = mimir_maximum_f32(a12, b13);
+        let a13: f32 = row_max[lid.x];
+        let b14: f32 = row_max[lid.x + 2u];
+        row_max[lid.x] = mimir_maximum_f32(a13, b14);
     }
     workgroupBarrier();
     if (lid.x < 1u) {
-        let a14: f32 = row_max[lid.x];
-        let b15: f32 = row_max[lid.x + 1u];
-        row_max[lid.x] = mimir_maximum_f32(a14, b15);
+        let a15: f32 = row_max[lid.x];
+        let b16: f32 = row_max[lid.x + 1u];
+        row_max[lid.x] = mimir_maximum_f32(a15, b16);
     }
     workgroupBarrier();
-    let row_max16: f32 = row_max[0u];
-    let top17: f32 = select(row_max16, 0.0f, row_max16 == -bitcast<f32>(inf_bits));
-    let d18: f32 = v1 - top17;
-    let e19: f32 = exp(d18);
-    row_sum[lid.x] = e19;
+    let row_max17: f32 = row_max[0u];
+    let top18: f32 = select(row_max17, 0.0f, row_max17 == -bitcast<f32>(inf_bits));
+    var s19: f32 = 0.0f;
+    var d20: f32 = 0.0f;
+    var e21: f32 = 0.0f;
+    if (lid.x < 40u) {
+        d20 = v1 - top18;
+        e21 = exp(d20);
+        s19 = s19 + e21;
+    }
+    row_sum[lid.x] = s19;
     workgroupBarrier();
     if (lid.x < 32u) {
-        let a20: f32 = row_sum[lid.x];
-        let b21: f32 = row_sum[lid.x + 32u];
-        row_sum[lid.x] = a20 + b21;
-    }
-    workgroupBarrier();
-    if (lid.x < 16u) {
         let a22: f32 = row_sum[lid.x];
-        let b23: f32 = row_sum[lid.x + 16u];
+        let b23: f32 = row_sum[lid.x + 32u];
         row_sum[lid.x] = a22 + b23;
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
+    if (lid.x < 16u) {
         let a24: f32 = row_sum[lid.x];
-        let b25: f32 = row_sum[lid.x + 8u];
+        let b25: f32 = row_sum[lid.x + 16u];
         row_sum[lid.x] = a24 + b25;
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
+    if (lid.x < 8u) {
         let a26: f32 = row_sum[lid.x];
-        let b27: f32 = row_sum[lid.x + 4u];
+        let b27: f32 = row_sum[lid.x + 8u];
         row_sum[lid.x] = a26 + b27;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
+    if (lid.x < 4u) {
         let a28: f32 = row_sum[lid.x];
-        let b29: f32 = row_sum[lid.x + 2u];
+        let b29: f32 = row_sum[lid.x + 4u];
         row_sum[lid.x] = a28 + b29;
     }
     workgroupBarrier();
-    if (lid.x < 1u) {
+    if (lid.x < 2u) {
         let a30: f32 = row_sum[lid.x];
-        let b31: f32 = row_sum[lid.x + 1u];
+        let b31: f32 = row_sum[lid.x + 2u];
         row_sum[lid.x] = a30 + b31;
     }
     workgroupBarrier();
-    let row_sum32: f32 = row_sum[0u];
+    if (lid.x < 1u) {
+        let a32: f32 = row_sum[lid.x];
+        let b33: f32 = row_sum[lid.x + 1u];
+        row_sum[lid.x] = a32 + b33;
+    }
+    workgroupBarrier();
+    let row_sum34: f32 = row_sum[0u];
     if (lid.x < 40u) {
-        let y33: f32 = f32(f16(e19 / row_sum32));
-        let i34: u32 = g0 * 40u + lid.x;
-        out[i34] = f16(y33);
+        let y35: f32 = f32(f16(e21 / row_sum34));
+        let i36: u32 = g0 * 40u + lid.x;
+        out[i36] = f16(y35);
     }
 }
