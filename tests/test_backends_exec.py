@@ -122,7 +122,7 @@ def _dims(manifest: dict[str, Any], label: str, cost: Any = None) -> dict[str, i
 def _dot_product_atol(manifest: dict[str, Any], dims: dict[str, int]) -> float | None:
     if not any(k["file"].rsplit(".", 1)[0].endswith("_matmul") for k in manifest["kernels"]):
         return None
-    return max(1e-5, 4 * 2**-24 * max(1024, *dims.values()))
+    return max(1e-5, 4 * 2**-24 * max([1024, *dims.values()]))
 
 
 def _compare(
