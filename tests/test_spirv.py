@@ -32,6 +32,7 @@ from typing import Any
 
 import pytest
 from harness import assert_close, random_inputs, require_tool, shim_reference
+from test_backends_exec import _dot_product_atol
 from typer.testing import CliRunner
 
 from mimir.cli import app
@@ -345,7 +346,8 @@ def test_module_runs_on_wgpu_and_matches_the_shim(
     outputs = [b for b in manifest["buffers"] if b["role"] in ("output", "inout")]
     assert set(actual) == set(expected) == {b["name"] for b in outputs}
     for buf in outputs:
-        rtol, atol = LOOSER.get((stem, function, buf["name"]), (None, None))
+        contracted = _dot_product_atol(manifest, dims)
+        rtol, atol = LOOSER.get((stem, function, buf["name"]), (None, contracted))
         label = f"{function}.{buf['name']} at {dims}"
         assert_close(
             actual[buf["name"]], expected[buf["name"]], buf["dtype"], rtol, atol, label=label

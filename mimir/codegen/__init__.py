@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mimir.codegen.backends import BACKENDS
+from mimir.codegen.contract import contract
 from mimir.codegen.index_level import build_index_level
 from mimir.codegen.ir import legalise
 from mimir.codegen.kernels import build
@@ -129,7 +130,8 @@ def _compile_kernel(kernel, path: str, names: list[str], diagnostics: list[Diagn
         message = f"cannot compile `{name}` for {', '.join(names)}: {err.message}"
         diagnostics.append(Diagnostic(err.code, message, err.span or span, function=name))
         return []
-    irs = [legalise(ir) for ir in irs]  # folded, literals typed: valid input for every printer
+    # folded, literals typed: valid input for every printer; float32 a * b + c as fma
+    irs = [contract(legalise(ir)) for ir in irs]
     files: list[tuple[str, str | bytes, str]] = []
     for backend_name in names:
         backend = BACKENDS[backend_name]()

@@ -47,7 +47,8 @@ def u32(v: int) -> Const:
 
 
 def ibin(op: str, a: Expr, b: Expr) -> Expr:
-    """u32 index arithmetic with the identities folded (sizes are never negative)."""
+    """u32 index arithmetic with the identities folded (sizes are never negative);
+    `/` and `%` by a power-of-two literal are a shift and a mask."""
     ca = a.value if isinstance(a, Const) else None
     cb = b.value if isinstance(b, Const) else None
     if ca is not None and cb is not None:
@@ -74,6 +75,11 @@ def ibin(op: str, a: Expr, b: Expr) -> Expr:
         return a
     if op == "%" and cb == 1:
         return u32(0)
+    # by a power of two, a shift or a mask (u32, so no sign to round towards)
+    if op in ("/", "%") and isinstance(cb, int) and cb > 1 and cb & (cb - 1) == 0:
+        if op == "/":
+            return Binary(">>", a, u32(cb.bit_length() - 1), U32)
+        return Binary("&", a, u32(cb - 1), U32)
     return Binary(op, a, b, U32)
 
 

@@ -40,6 +40,16 @@ class KernelContext:
         self.ev = Evaluator(s.kernel, self.body, readable)
         self.shared: list[SharedArray] = []
         self.dims = {d.name: d for d in s.dims}
+        # guards not emitted because a size is proven a multiple of a tile: (guard, proof)
+        self.proofs: list[tuple[str, str]] = []
+
+    def multiple(self, size: Any, of: int, guard: str) -> bool:
+        """Whether `size` is proven a multiple of `of`; if so, `guard` is recorded as
+        removed, with the proof, for the manifest."""
+        proof = sz.multiple_proof(size, of, self.dims)
+        if proof is not None:
+            self.proofs.append((guard, proof))
+        return proof is not None
 
     def write(self, idx: Idx, root_value: Expr | None = None) -> None:
         """Evaluate the plan's results at `idx` (the root's value given) and store them."""

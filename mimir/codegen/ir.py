@@ -30,7 +30,9 @@ from typing import Any
 SCALAR_TYPES = ("bool", "i32", "u32", "f32", "f16")
 
 # Intrinsic functions a backend prints from its own table (by IR name).
-INTRINSICS = ("exp", "log", "sqrt", "tanh", "floor", "abs", "pow", "isnan", "isinf", "min", "max")
+INTRINSICS = (
+    "exp", "log", "sqrt", "tanh", "floor", "abs", "pow", "isnan", "isinf", "min", "max", "fma",
+)  # fmt: skip
 
 BINARY_OPS = (
     "+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>",
@@ -243,6 +245,8 @@ class Kernel:
     helpers: list[Helper]  # in dependency order (callees first)
     # intrinsic or helper name -> (the op that needed it, its source span), for refusals
     origins: dict[str, tuple[str, Any]] = field(default_factory=dict)
+    # (the guard not emitted, the proof that made it unnecessary), for the manifest
+    proofs: list[tuple[str, str]] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------- walking
@@ -497,6 +501,7 @@ def legalise(kernel: Kernel) -> Kernel:
         fold_block(kernel.body),
         helpers,
         kernel.origins,
+        kernel.proofs,
     )
 
 

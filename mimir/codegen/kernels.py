@@ -57,6 +57,13 @@ BLOCK = TILE * REG  # the output tile a matmul workgroup owns
 def _elementwise(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
     shape = c.ev.shape(c.plan.node)
     total = sz.product(list(shape))
+    if c.multiple(total, WG, f"i < {sz.manifest_text(total)}"):
+        # every thread of every dispatched group has an element (groups past the end of a
+        # folded dispatch return, uniformly, in `groups`)
+        dispatch, g = c.groups(sz.cdiv(total, WG))
+        i = c.body.let(ibin("+", ibin("*", g, u32(WG)), Builtin("local_x")), "i")
+        c.write(Idx(shape, flat=i))
+        return (WG, 1, 1), dispatch
     dispatch, g = c.groups(sz.cdiv(total, WG), guard=False)
     i = c.body.let(ibin("+", ibin("*", g, u32(WG)), Builtin("local_x")), "i")
     with c.body.if_(Binary("<", i, size_ir(total), "bool")):
@@ -108,15 +115,20 @@ def _matmul(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
     ]
     accs = [[body.var(lw.const(0, acc_t), "acc") for _ in range(REG)] for _ in range(REG)]
     m_ir, k_ir, n_ir = size_ir(m), size_ir(k), size_ir(n)
+    # a bound needs no guard when its size is proven a multiple of the tile
+    m_ok = c.multiple(m, BLOCK, f"row < {sz.manifest_text(m)}")
+    n_ok = c.multiple(n, BLOCK, f"col < {sz.manifest_text(n)}")
+    k_ok = c.multiple(k, TILE, f"k < {sz.manifest_text(k)}")
+    m_b, n_b, k_b = (None if m_ok else m_ir), (None if n_ok else n_ir), (None if k_ok else k_ir)
     with body.for_("k0_", u32(0), k_ir, u32(TILE)) as k0:
         ka = body.let(ibin("+", k0, lx), "ka")  # the k this thread stages for the left tile
         kb = body.let(ibin("+", k0, ly), "kb")  # ... and for the right tile
         for r in range(REG):
             slot = ibin("+", ibin("*", ibin("+", ly, u32(TILE * r)), u32(TILE)), lx)
-            _stage(c, a_tile, slot, left, lshape, batch, batch_axes, rows[r], ka, m_ir, k_ir, out)
+            _stage(c, a_tile, slot, left, lshape, batch, batch_axes, rows[r], ka, m_b, k_b, out)
         for s_ in range(REG):
             slot = ibin("+", ibin("*", ly, u32(BLOCK)), ibin("+", lx, u32(TILE * s_)))
-            _stage(c, b_tile, slot, right, rshape, batch, batch_axes, kb, cols[s_], k_ir, n_ir, out)
+            _stage(c, b_tile, slot, right, rshape, batch, batch_axes, kb, cols[s_], k_b, n_b, out)
         body.emit(Barrier())
         with body.for_("kk", u32(0), u32(TILE), u32(1)) as kk:
             a_vals = [
@@ -148,16 +160,15 @@ def _matmul(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
         body.emit(Barrier())
     for r in range(REG):
         for s_ in range(REG):
-            cond = Binary(
-                "&&",
-                Binary("<", rows[r], m_ir, "bool"),
-                Binary("<", cols[s_], n_ir, "bool"),
-                "bool",
-            )
+            cond = _all_below([(rows[r], m_b), (cols[s_], n_b)])
+            acc = accs[r][s_]
+            result = lw.round_to(acc, out)
+            idx = Idx(oshape, axes=[*batch_axes, rows[r], cols[s_]])
+            if cond is None:
+                c.write(idx, result)
+                continue
             with body.if_(cond):
-                acc = accs[r][s_]
-                result = lw.round_to(acc, out)
-                c.write(Idx(oshape, axes=[*batch_axes, rows[r], cols[s_]]), result)
+                c.write(idx, result)
     return (TILE, TILE, 1), dispatch
 
 
@@ -171,20 +182,36 @@ def _stage(
     batch_axes: list[Expr],
     i: Expr,
     j: Expr,
-    bound_i: Expr,
-    bound_j: Expr,
+    bound_i: Expr | None,
+    bound_j: Expr | None,
     out: Any,
 ) -> None:
-    """Store `operand[..., i, j]` (0 past its bounds) into the workgroup array `tile`."""
+    """Store `operand[..., i, j]` (0 past its bounds) into the workgroup array `tile`;
+    a bound of None is proven never reached (no guard)."""
     body, ev = c.body, c.ev
+    axes = _broadcast_batch(batch_axes, batch, shape[:-2]) + [i, j]
+    cond = _all_below([(i, bound_i), (j, bound_j)])
+    if cond is None:
+        x = ev.at(operand, Idx(shape, axes=axes))
+        body.emit(Store(tile, slot, lw.convert(x, ev.dtype(operand), reg_dtype(out))))
+        return
     acc_t = lw.REG[out]
     value = body.var(lw.const(0, acc_t), "x")
-    cond = Binary("&&", Binary("<", i, bound_i, "bool"), Binary("<", j, bound_j, "bool"), "bool")
     with body.if_(cond):
-        axes = _broadcast_batch(batch_axes, batch, shape[:-2]) + [i, j]
         x = ev.at(operand, Idx(shape, axes=axes))
         body.emit(Assign(value, lw.convert(x, ev.dtype(operand), reg_dtype(out))))
     body.emit(Store(tile, slot, value))
+
+
+def _all_below(pairs: list[tuple[Expr, Expr | None]]) -> Expr | None:
+    """`a < bound && ...` over the pairs with a bound; None when no pair has one."""
+    cond: Expr | None = None
+    for a, bound in pairs:
+        if bound is None:
+            continue
+        test = Binary("<", a, bound, "bool")
+        cond = test if cond is None else Binary("&&", cond, test, "bool")
+    return cond
 
 
 def _broadcast_batch(axes: list[Expr], batch: tuple, shape: tuple) -> list[Expr]:
@@ -224,6 +251,7 @@ _BUILDERS = {
     "argreduce": reductions.argreduce,
     "moments": reductions.moments,
     "scan": scans.scan,
+    "row": reductions.row,
 }
 
 
@@ -256,4 +284,5 @@ def build(s: Schedule, index: int) -> Kernel:
         body=body,
         helpers=lw.helpers_needed(exprs),
         origins=c.ev.origins,
+        proofs=c.proofs,
     )

@@ -55,6 +55,7 @@ def build_manifest(
                     for b, g, k, a in printed.bindings
                 ],
                 "uniform_binding": _uniform_binding(printed),
+                **_proofs(kernel),
             }
             for kernel, printed, file in kernels
         ],
@@ -71,6 +72,13 @@ def _buffer(b: BufferSpec) -> dict[str, Any]:
     if b.value_range is not None:  # the `Range(lo, hi)` the kernel's proofs assume
         entry["range"] = [sz.manifest_value(x) for x in b.value_range]
     return entry
+
+
+def _proofs(kernel: Kernel) -> dict[str, Any]:
+    """`guards_removed`: each bounds check the kernel does not make, and its proof."""
+    if not kernel.proofs:
+        return {}
+    return {"guards_removed": [{"guard": g, "proof": p} for g, p in kernel.proofs]}
 
 
 def _uniform_binding(printed: Printed) -> dict[str, int] | None:

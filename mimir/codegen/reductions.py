@@ -11,9 +11,9 @@
   output element, two strided passes each combined in a tree (the mean, then the
   squared deviations; the extremum, then its first position); for a literal count of
   at most 32, one thread per output element makes both passes alone.
-- `softmax`: one workgroup per row along the axis: a max pass, a sum-of-exp
-  pass (both strided, with a tree), then the write pass; numerically stable
-  for any row length.
+- `softmax`: one workgroup per row along the axis, numerically stable for any
+  row length: the row read once into registers when its length is proven small
+  enough, else one online max-and-sum pass and a write pass (see `softmax`).
 
 Sums accumulate in the result dtype (f32 for float16), max/min of bools in u32.
 """
@@ -178,10 +178,97 @@ def reduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]
     return (width, 1, 1), dispatch
 
 
+# ---------------------------------------------------------------- rows
+
+
+def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
+    """One workgroup per row: the plan's last-axis reductions in order, then the row.
+
+    Each reduction is a strided fold and a tree; its total, the same in every thread,
+    stands for the reduction's value wherever the row reads it (`Evaluator.row_values`).
+    When the row length is a literal multiple of the workgroup width, at most
+    `ROW_REGISTERS` per thread, the strided loops are unrolled at the top level of the
+    kernel: each element (and each value computed from it, `x - mean`) is loaded or
+    computed once and stays in a register for the later passes and the write.
+    """
+    ev, body = c.ev, c.body
+    shape = ev.shape(c.plan.node)
+    other, length = tuple(shape[:-1]), shape[-1]
+    width = width_for(length)
+    dispatch, rowid = c.groups(sz.product(list(other)))
+    other_axes = Idx(other, flat=rowid).axes(body)
+    lid = Builtin("local_x")
+    unrolled = isinstance(length, int) and length % width == 0 and length // width <= ROW_REGISTERS
+    if unrolled:
+        c.proofs.append((f"j < {length}", f"{length} is a multiple of {width}"))
+    slots = (
+        [body.let(ibin("+", lid, u32(k * width)), "j") for k in range(length // width)]
+        if unrolled
+        else []
+    )
+
+    def over_row(visit: Any) -> None:
+        if unrolled:
+            for j in slots:
+                visit(j)
+            return
+        with body.for_("j", lid, size_ir(length), u32(width)) as j:
+            visit(j)
+
+    for k, r in enumerate(c.plan.roots):
+        red = ev.reduction(r)
+        combine = _combiner(red.name, red.acc)
+        acc = body.var(_identity(red.name, red.acc), "acc")
+
+        def fold(j: Expr, red: Reduction = red, acc: Var = acc, combine: Any = combine) -> None:
+            value = ev.at(red.x, Idx(red.shape, axes=[*other_axes, j]))
+            value = lw.convert(value, ev.dtype(red.x), red.acc)
+            body.emit(Assign(acc, combine(acc, value)))
+
+        over_row(fold)
+        t = lw.REG[red.acc]
+        shared = f"$row{k}"
+        c.shared.append(SharedArray(shared, t, width))
+        body.emit(Store(shared, lid, acc))
+        c.tree(shared, t, combine, lid, width)
+        value = body.let(Load(shared, u32(0), t), "total")
+        if red.name == "mean":
+            value = lw.bin_("/", value, lw.convert(size_ir(red.count), uint32, float32))
+        if red.acc != reg_dtype(red.out):
+            value = lw.convert(value, red.acc, red.out)
+        if red.out == float16:
+            value = lw.round_f16(value)
+        ev.row_values[r] = body.let(value, "total")
+        # the root's epilogue once per row, where the row's elements will find it
+        target = c.plan.row_values[k]
+        ev.at(target, Idx(ev.shape(target), axes=[*other_axes, u32(0)]))
+
+    def write(j: Expr) -> None:
+        c.write(Idx(shape, axes=[*other_axes, j]))
+
+    if unrolled:
+        over_row(write)
+    else:
+        with body.for_("j", lid, size_ir(length), u32(width)) as j:
+            write(j)
+    return (width, 1, 1), dispatch
+
+
 # ---------------------------------------------------------------- softmax
+
+# Row elements one thread keeps in registers when softmax reads its row once.
+ROW_REGISTERS = 16
 
 
 def softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
+    """Softmax and log-softmax over one row per workgroup.
+
+    When the row length is proven at most `width * ROW_REGISTERS` (a literal, or a dim's
+    declared `max`), each thread loads its elements once into registers, and `exp` is
+    computed once per element (`_row_in_registers`). Otherwise one pass computes the
+    row's max and its sum of exponentials together (the online algorithm: the running
+    sum is rescaled when the max grows), and a second pass writes: two reads, not three.
+    """
     ev, body = c.ev, c.body
     root = c.plan.root
     assert root is not None
@@ -196,56 +283,168 @@ def softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
     width = width_for(length)
     dispatch, row = c.groups(sz.product(list(other)))
     other_axes = Idx(other, flat=row).axes(body)
-    lid = Builtin("local_x")
-    shared = "$partial"
-    c.shared.append(SharedArray(shared, "f32", width))
     xdtype = ev.dtype(x)
 
-    def element(j: Var) -> tuple[Idx, Expr]:
+    def element(j: Expr) -> tuple[Idx, Expr]:
         axes = list(other_axes)
         axes.insert(axis, j)
         idx = Idx(shape, axes=axes)
         return idx, lw.convert(ev.at(x, idx), xdtype, float32)
 
-    def pass_(name: str, init: Expr, step: Any, combine: Any) -> Expr:
-        acc = body.var(init, name)
-        with body.for_("j", lid, size_ir(length), u32(width)) as j:
-            _, v = element(j)
-            body.emit(Assign(acc, step(acc, v)))
-        body.emit(Store(shared, lid, acc))
-        c.tree(shared, "f32", combine, lid, width)
-        value = body.let(Load(shared, u32(0), "f32"), name)
-        body.emit(Barrier())  # every thread has read shared[0] before it is reused
-        return value
-
-    def fmax(a: Expr, b: Expr) -> Expr:
-        return lw.lower_element("maximum", [a, b], float32, float32)
-
-    def fadd(a: Expr, b: Expr) -> Expr:
-        return lw.bin_("+", a, b)
-
-    top = pass_("row_max", lw.const(-lw.INF, "f32"), fmax, fmax)
-    # A row of -inf has nothing to subtract (the reference shifts by 0 then).
-    top = body.let(lw.select(lw.bin_("==", top, lw.const(-lw.INF, "f32")), lw.const(0, "f32"), top))
-    total = pass_(
-        "row_sum",
-        lw.const(0, "f32"),
-        lambda a, v: fadd(a, lw.call("exp", lw.bin_("-", v, top))),
-        fadd,
-    )
     log = node["spec"].name == "log_softmax"
+    bound = length if isinstance(length, int) else sz.upper_bound(length, c.dims)
+    if bound is not None and bound <= width * ROW_REGISTERS:
+        _row_in_registers(c, element, length, bound, width, log)
+    else:
+        _online(c, element, length, width, log)
+    return (width, 1, 1), dispatch
+
+
+def _fmax(a: Expr, b: Expr) -> Expr:
+    return lw.lower_element("maximum", [a, b], float32, float32)
+
+
+def _block_total(c: KernelContext, value: Expr, combine: Any, width: int, name: str) -> Expr:
+    """Combine every thread's `value` over the workgroup; the result, in every thread."""
+    lid = Builtin("local_x")
+    shared = f"${name}"
+    c.shared.append(SharedArray(shared, "f32", width))
+    c.body.emit(Store(shared, lid, value))
+    c.tree(shared, "f32", combine, lid, width)
+    total = c.body.let(Load(shared, u32(0), "f32"), name)
+    return total
+
+
+def _shift(c: KernelContext, top: Expr) -> Expr:
+    # A row of -inf has nothing to subtract (the reference shifts by 0 then).
+    inf = lw.const(-lw.INF, "f32")
+    return c.body.let(lw.select(lw.bin_("==", top, inf), lw.const(0, "f32"), top), "top")
+
+
+def _write(c: KernelContext, idx: Idx, shifted: Expr, e: Expr, total: Expr, log: Any) -> None:
+    value = lw.bin_("-", shifted, log) if log is not None else lw.bin_("/", e, total)
+    assert c.plan.root is not None
+    if c.ev.dtype(c.plan.root) == float16:
+        value = lw.round_f16(value)
+    c.write(idx, c.body.let(value, "y"))
+
+
+def _row_in_registers(
+    c: KernelContext, element: Any, length: Any, bound: int, width: int, log: bool
+) -> None:
+    """Thread t holds row elements t, t + width, ... (at most ROW_REGISTERS) in registers.
+
+    A slot that every thread fills (a literal length covering it) has no guard; the
+    others are guarded and hold -inf past the end, which adds nothing to the max
+    and exp(-inf) = 0 to the sum."""
+    body = c.body
+    lid = Builtin("local_x")
+    count = size_ir(length)
+    slots: list[tuple[Expr, Any, Expr, bool]] = []
+    for k in range(sz.cdiv(bound, width) if isinstance(bound, int) else 0):
+        j = body.let(ibin("+", lid, u32(k * width)), "j")
+        full = isinstance(length, int) and (k + 1) * width <= length
+        if full:
+            idx, v = element(j)
+            slots.append((j, idx, body.let(v, "v"), True))
+            continue
+        v = body.var(lw.const(-lw.INF, "f32"), "v")
+        with body.if_(Binary("<", j, count, "bool")):
+            idx, value = element(j)
+            body.emit(Assign(v, value))
+        slots.append((j, idx, v, False))
+    # a guarded slot's work (max, exp, sum, write) is all inside its guard, so a slot
+    # past the end of the row costs a compare and a branch per phase
+    first_full = slots[0][3]
+    m = body.var(slots[0][2] if first_full else lw.const(-lw.INF, "f32"), "m")
+    for j, _, v, full in slots[1:] if first_full else slots:
+        with _unless(body, full, Binary("<", j, count, "bool")):
+            body.emit(Assign(m, _fmax(m, v)))
+    top = _shift(c, _block_total(c, m, _fmax, width, "row_max"))
+    s = body.var(lw.const(0, "f32"), "s")
+    values: list[tuple[Expr, Expr]] = []
+    for j, _, v, full in slots:
+        if full:
+            d = body.let(lw.bin_("-", v, top), "d")
+            e = body.let(lw.call("exp", d), "e")
+            body.emit(Assign(s, lw.bin_("+", s, e)))
+            values.append((d, e))
+            continue
+        dv = body.var(lw.const(0, "f32"), "d")
+        ev_ = body.var(lw.const(0, "f32"), "e")
+        with body.if_(Binary("<", j, count, "bool")):
+            body.emit(Assign(dv, lw.bin_("-", v, top)))
+            body.emit(Assign(ev_, lw.call("exp", dv)))
+            body.emit(Assign(s, lw.bin_("+", s, ev_)))
+        values.append((dv, ev_))
+    total = _block_total(c, s, lambda a, b: lw.bin_("+", a, b), width, "row_sum")
     log_total = body.let(lw.call("mimir_log", total)) if log else None
-    out = ev.dtype(root)
+    for (j, idx, _, full), (d, e) in zip(slots, values, strict=True):
+        with _unless(body, full, Binary("<", j, count, "bool")):
+            _write(c, idx, d, e, total, log_total)
+
+
+@contextmanager
+def _unless(body: Any, unguarded: bool, cond: Expr) -> Iterator[None]:
+    """The statements inside run under `if cond`, or plainly when `unguarded`."""
+    if unguarded:
+        yield
+        return
+    with body.if_(cond):
+        yield
+
+
+def _online(c: KernelContext, element: Any, length: Any, width: int, log: bool) -> None:
+    """One pass for the max and the sum of exp(x - max) together, one pass to write.
+
+    Each thread keeps (m, s): its running max and the sum of exp(x - m) so far; an element
+    above m rescales s by exp(m - x). Threads' pairs are combined the same way in a tree."""
+    body = c.body
+    lid = Builtin("local_x")
+    inf = lw.const(-lw.INF, "f32")
+    zero, one = lw.const(0, "f32"), lw.const(1, "f32")
+    m = body.var(inf, "m")
+    s = body.var(zero, "s")
+    with body.for_("j", lid, size_ir(length), u32(width)) as j:
+        _, v = element(j)
+        v = body.let(v, "v")
+        grows = body.let(lw.bin_(">", v, m), "grows")
+        d = body.let(lw.select(grows, lw.bin_("-", m, v), lw.bin_("-", v, m)), "d")
+        # exp(d) once; d is NaN only when x and m are both -inf (nothing to add)
+        e = body.let(lw.select(lw.bin_("==", v, inf), zero, lw.call("exp", d)), "e")
+        body.emit(
+            Assign(s, lw.select(grows, lw.bin_("+", lw.bin_("*", s, e), one), lw.bin_("+", s, e)))
+        )
+        body.emit(Assign(m, lw.select(grows, v, m)))
+    ms, ss = "$row_max", "$row_sum"
+    c.shared += [SharedArray(ms, "f32", width), SharedArray(ss, "f32", width)]
+    body.emit(Store(ms, lid, m))
+    body.emit(Store(ss, lid, s))
+    step = width // 2
+    while step >= 1:
+        body.emit(Barrier())
+        with body.if_(Binary("<", lid, u32(step), "bool")):
+            other = ibin("+", lid, u32(step))
+            am, as_ = body.let(Load(ms, lid, "f32"), "a"), body.let(Load(ss, lid, "f32"), "a")
+            bm, bs = body.let(Load(ms, other, "f32"), "b"), body.let(Load(ss, other, "f32"), "b")
+            top = body.let(_fmax(am, bm), "m")
+
+            def part(pm: Expr, ps: Expr, top: Expr = top) -> Expr:
+                scaled = lw.bin_("*", ps, lw.call("exp", lw.bin_("-", pm, top)))
+                return lw.select(lw.bin_("==", pm, inf), zero, scaled)
+
+            body.emit(Store(ms, lid, top))
+            body.emit(Store(ss, lid, lw.bin_("+", part(am, as_), part(bm, bs))))
+        step //= 2
+    body.emit(Barrier())
+    top = _shift(c, body.let(Load(ms, u32(0), "f32"), "row_max"))
+    total = body.let(Load(ss, u32(0), "f32"), "row_sum")
+    log_total = body.let(lw.call("mimir_log", total)) if log else None
     with body.for_("j", lid, size_ir(length), u32(width)) as j:
         idx, v = element(j)
         shifted = body.let(lw.bin_("-", v, top))
-        if log_total is not None:
-            value = lw.bin_("-", shifted, log_total)
-        else:
-            value = lw.bin_("/", lw.call("exp", shifted), total)
-        value = lw.round_to(value, out)
-        c.write(idx, body.let(value, "y"))
-    return (width, 1, 1), dispatch
+        e = lw.call("exp", shifted) if log_total is None else shifted
+        _write(c, idx, shifted, e, total, log_total)
 
 
 # ---------------------------------------------------------------- two-pass reductions

@@ -66,6 +66,12 @@ class Plan:
     # more element-wise results of the same shape written by the same launch
     also: list[tuple[int, list[str]]] = field(default_factory=list)
     partials: str | None = None  # a `reduce` that combines a `partial` launch's results
+    # a `row` launch: the last-axis reductions it computes per row, in order, before
+    # writing `node` (layer norm: the mean, then the variance)
+    roots: list[int] = field(default_factory=list)
+    # ... and what each root's element-wise epilogue makes of it (`rsqrt(var + eps)`),
+    # computed once per row
+    row_values: list[int] = field(default_factory=list)
 
     def outputs(self) -> list[tuple[int, list[str]]]:
         return [(self.node, self.writes), *self.also]
@@ -183,6 +189,10 @@ def schedule(kernel: Any) -> Schedule:
 
     plans: list[Plan] = []
     roots_by_target = {p: r for r, p in epilogue.items()}
+    rows = _row_groups(ev, kg, writes, epilogue, output_nodes)
+    in_rows = {r for group in rows.values() for r in group}
+    for r in in_rows:
+        del roots_by_target[epilogue[r]]
     targets = sorted(set(writes) | set(roots_by_target))
     scratch = 0
     for p in targets:
@@ -192,6 +202,10 @@ def schedule(kernel: Any) -> Schedule:
             buffers.append(BufferSpec(name, "scratch", ev.dtype(p), ev.shape(p)))
             writes[p] = [name]
         r = roots_by_target.get(p)
+        if p in rows:
+            values = [epilogue[r] for r in rows[p]]
+            plans.append(Plan("row", p, None, writes[p], roots=rows[p], row_values=values))
+            continue
         kind = root_kind(kg, r) if r is not None else "ew"
         if kind == "reduce" and r is not None and split(red := ev.reduction(r)):
             partials = _unique(f"scratch{scratch}", taken)
@@ -251,6 +265,93 @@ def _refuse_bfloat16(ev: Any, writes: dict[int, list[str]]) -> None:
                 "store float32: end with `.astype(float32)`",
                 node["span"],
             )
+
+
+def _row_groups(
+    ev: Any, kg: Any, writes: dict[int, list[str]], epilogue: dict[int, int], outputs: set[int]
+) -> dict[int, list[int]]:
+    """Outputs computed with last-axis reductions of their own rows, in one launch.
+
+    For an element-wise output of shape (..., L), the reductions over the last axis
+    with `keepdims` of tensors of that shape (the mean and the variance of a layer
+    norm, the mean square of an RMS norm) that nothing else reads: one workgroup per
+    row computes them in order and then writes the row, so nothing goes through a
+    scratch buffer. output node -> its reductions, in order.
+    """
+    from mimir.codegen.reductions import split
+
+    g = kg.graph
+
+    def row_reduction(r: int) -> bool:
+        if root_kind(kg, r) != "reduce":
+            return False
+        red = ev.reduction(r)
+        shape = ev.shape(r)
+        rank = len(red.shape)
+        return (
+            red.axes == [rank - 1]
+            and len(shape) == rank
+            and shape[-1] == 1
+            and not split(red)
+            and epilogue[r] not in outputs
+        )
+
+    def reads(n: int, materialised: set[int]) -> set[int]:
+        """The materialised nodes (and roots) computing `n` element-wise reads."""
+        found, stack, seen = set(), list(g.predecessors(n)), set()
+        while stack:
+            m = stack.pop()
+            if m in seen:
+                continue
+            seen.add(m)
+            if m in materialised:
+                found.add(m)
+            elif kg.node(m)["kind"] != "param":
+                stack.extend(g.predecessors(m))
+        return found
+
+    by_target = {p: r for r, p in epilogue.items()}
+    materialised = set(writes) | set(by_target)
+    readers: dict[int, set[int]] = {}
+    computing: dict[int, set[int]] = {}
+    for t in materialised:
+        start = by_target.get(t)
+        # a root's plan reads what its input needs; an element-wise plan what it needs
+        found = reads(start if start is not None else t, materialised - {t})
+        if start is not None:
+            found |= reads(t, materialised - {t}) - {start}
+        computing[t] = found
+        for m in found:
+            readers.setdefault(m, set()).add(t)
+    groups: dict[int, list[int]] = {}
+    for out in sorted(writes):
+        if out in by_target or op_kind(kg, out) not in _FUSIBLE:
+            continue
+        shape = [sz.key(s) for s in ev.shape(out)]
+        if not shape:
+            continue
+        members = {out}
+        frontier = [out]
+        ok = True
+        while frontier and ok:
+            t = frontier.pop()
+            for m in computing[t]:
+                r = by_target.get(m)
+                if r is None or m in members:
+                    continue
+                red_shape = [sz.key(s) for s in ev.reduction(r).shape]
+                if not row_reduction(r) or red_shape != shape:
+                    ok = False
+                    break
+                members.add(m)
+                frontier.append(m)
+        roots = sorted(by_target[m] for m in members if m != out)
+        if not ok or not roots:
+            continue
+        if any(readers.get(m, set()) - members for m in members if m != out):
+            continue
+        groups[out] = roots
+    return groups
 
 
 def refuse_oversized(

@@ -197,6 +197,39 @@ def upper_bound(size: Size, dims: Mapping[str, Dim]) -> int | None:
     return None
 
 
+def divisor(size: Size, dims: Mapping[str, Dim]) -> int:
+    """A number `size` is proven a multiple of for every admissible binding (0 for the
+    literal 0, which every number divides): literals, dims' `multiple_of`, products
+    and sums of them; 1 when nothing is known."""
+    from math import gcd
+
+    if isinstance(size, int):
+        return abs(size)
+    if isinstance(size, Dim):
+        return dims.get(size.name, size).multiple_of or 1
+    if isinstance(size, BinOp) and size.op == "*":
+        return divisor(size.left, dims) * divisor(size.right, dims)
+    if isinstance(size, BinOp) and size.op in ("+", "-"):
+        return gcd(divisor(size.left, dims), divisor(size.right, dims)) or 1
+    return 1
+
+
+def multiple_proof(size: Size, of: int, dims: Mapping[str, Dim]) -> str | None:
+    """Why `size` is always a multiple of `of` (for the manifest), or None."""
+    d = divisor(size, dims)
+    if d == 0 or (d > 0 and d % of == 0):
+        if isinstance(size, int):
+            return f"{size} is a multiple of {of}"
+        used = sorted({x.name for x in size.dims()})
+        why = ", ".join(
+            f"{n} multiple_of {dims[n].multiple_of}"
+            for n in used
+            if n in dims and dims[n].multiple_of
+        )
+        return f"{manifest_text(size)} is a multiple of {of}" + (f" ({why})" if why else "")
+    return None
+
+
 def lower_bound(size: Size, dims: Mapping[str, Dim]) -> int | None:
     """The smallest value `size` can take, when the expression is monotone (no `-` or
     `%`); else None. Every dim is at least its `min`."""

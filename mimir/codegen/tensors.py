@@ -127,6 +127,8 @@ class Evaluator:
         self.body = body
         self.buffers = buffers  # node -> buffer holding its value (row-major, dense)
         self.overrides: dict[int, tuple[Any, Expr]] = {}
+        # nodes whose value is one per workgroup (a row kernel's reductions): any index
+        self.row_values: dict[int, Expr] = {}
         # function name -> (op spelling, span) of the first op whose lowering calls it
         self.origins: dict[str, tuple[str, Any]] = {}
 
@@ -241,6 +243,8 @@ class Evaluator:
     def at(self, n: int, idx: Idx) -> Expr:
         """The value of tensor node `n` at `idx`, in its dtype's register type."""
         n = self.resolve(n)
+        if n in self.row_values:
+            return self.row_values[n]
         if n in self.overrides:
             key, value = self.overrides[n]
             assert key == idx.key, "an epilogue must read its root at the root's own position"

@@ -306,6 +306,11 @@ class _Interp:
         self.epoch = 0
         self.writes: dict[int, tuple[Any, int]] = {}
         self.reads: dict[int, tuple[int, set]] = {}
+        # What the launch did, for benchmarks/kernel_static.py: instructions issued
+        # (predicated-off ones included, as a GPU issues them) and global accesses.
+        self.executed = 0
+        self.global_bytes = {"ld": 0, "st": 0}
+        self.global_unique: dict[str, set[tuple[int, int]]] = {"ld": set(), "st": set()}
 
     def value(self, regs: dict[str, Any], op: Operand) -> Any:
         if type(op) is str:
@@ -327,6 +332,7 @@ class _Interp:
         while pc < len(code):
             ins = code[pc]
             pc += 1
+            self.executed += 1
             if ins[0] is not None and regs[ins[0]] == ins[1]:
                 continue
             kind = ins[2]
@@ -367,7 +373,10 @@ class _Interp:
         if space == "param":
             data, off = self.params[addr[1][1]], addr[2]
         elif space == "global":
-            data, off = self.global_mem.find(self.value(regs, addr), size)
+            where = self.value(regs, addr)
+            data, off = self.global_mem.find(where, size)
+            self.global_bytes["ld"] += size
+            self.global_unique["ld"].add((where, size))
         else:
             where = self.value(regs, addr)
             self.race_check(regs, where, write=False)
@@ -411,6 +420,9 @@ class _Interp:
         where = self.value(regs, addr)
         if space == "shared":
             self.race_check(regs, where, write=True)
+        if space == "global":
+            self.global_bytes["st"] += size
+            self.global_unique["st"].add((where, size))
         mem = self.global_mem if space == "global" else self.shared_mem
         data, off = mem.find(where, size)
         data[off : off + size] = struct.pack(fmt, self.value(regs, v))
@@ -462,8 +474,13 @@ def run_ptx_manifest_cpu(
     inputs: Mapping[str, Any],
     dims: Mapping[str, int],
     scalars: Mapping[str, float | int] | None = None,
+    stats: list[dict[str, Any]] | None = None,
 ) -> dict[str, list]:
-    """Run a PTX manifest's kernels in this interpreter; each output as a flat list."""
+    """Run a PTX manifest's kernels in this interpreter; each output as a flat list.
+
+    With `stats`, one entry per launch is appended: its file, PTX instructions
+    issued, and global bytes loaded and stored (all accesses, and the bytes at
+    distinct addresses: the traffic with a cache that holds the launch's data)."""
     mf.check_format(manifest)
     mf.check_dims(manifest, dims)
     values = mf.prepare_inputs(manifest, inputs, dims)
@@ -499,7 +516,19 @@ def run_ptx_manifest_cpu(
             slots[kernel["uniform_binding"]["binding"]] = uniform
         assert sorted(slots) == list(range(len(fn.param_names))), (slots, fn.param_names)
         params = {name: slots[k] for k, name in enumerate(fn.param_names)}
-        _Interp(modules[file], _Memory(regions), params).launch(kernel["entry_point"], grid)
+        interp = _Interp(modules[file], _Memory(regions), params)
+        interp.launch(kernel["entry_point"], grid)
+        if stats is not None:
+            stats.append(
+                {
+                    "file": file,
+                    "executed": interp.executed,
+                    "bytes": dict(interp.global_bytes),
+                    "unique_bytes": {
+                        k: sum(size for _, size in v) for k, v in interp.global_unique.items()
+                    },
+                }
+            )
     out = {}
     for buf in manifest["buffers"]:
         if buf["role"] in ("output", "inout"):

@@ -48,6 +48,7 @@ from mimir.codegen.ir import (
 )
 
 _ARITH = ("+", "-", "*", "/", "%")
+_BITWISE = ("<<", ">>", "&", "|", "^")
 _PREC = {
     "*": 80, "/": 80, "%": 80, "+": 70, "-": 70, "<<": 60, ">>": 60,
     "<": 50, "<=": 50, ">": 50, ">=": 50, "==": 45, "!=": 45,
@@ -223,6 +224,8 @@ class Backend:
             needs = cp < prec or (cp == prec and (side == "right" or e.op not in _ARITH))
             if e.op not in _ARITH and child_op is not None and child_op not in _ARITH:
                 needs = True  # WGSL requires it; it reads better everywhere
+            if e.op in _BITWISE and child_op is not None:
+                needs = True  # WGSL: the operands of a shift or a bit operation are unary
             if cp == _UNARY and text.startswith("-") and e.op in ("+", "-"):
                 needs = True
             parts.append(f"({text})" if needs and cp < _ATOM else text)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 from mimir.codegen.backends.base import _ATOM, _UNARY, Backend, Capabilities, shortest_float
-from mimir.codegen.ir import AtomicAdd, Const, For, Helper, Kernel, all_expressions
+from mimir.codegen.ir import AtomicAdd, Binary, Const, For, Helper, Kernel, all_expressions
 
 _KEYWORDS = """alias break case const const_assert continue continuing default diagnostic discard
 else enable false fn for if let loop override requires return struct switch true var while"""
@@ -65,6 +65,7 @@ class WGSL(Backend):
         "floor": "floor({0})",
         "abs": "abs({0})",
         "pow": "pow({0}, {1})",
+        "fma": "fma({0}, {1}, {2})",
         "min": "min({0}, {1})",
         "max": "max({0}, {1})",
         "isnan": "((bitcast<u32>({0}) & 0x7fffffffu) > 0x7f800000u)",
@@ -125,8 +126,11 @@ class WGSL(Backend):
         ]
 
     def for_head(self, name: str, s: For) -> str:
+        end = self.expr(s.end)
+        if isinstance(s.end, Binary) and s.end.op in ("<<", ">>"):
+            end = f"({end})"  # `i < a >> b` would read as a template list
         return (
-            f"for (var {name}: u32 = {self.expr(s.start)}; {name} < {self.expr(s.end)}; "
+            f"for (var {name}: u32 = {self.expr(s.start)}; {name} < {end}; "
             f"{name} += {self.expr(s.step)})"
         )
 

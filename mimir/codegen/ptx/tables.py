@@ -51,6 +51,7 @@ BUILTINS = {
 
 SIMPLE_INTRINSICS = {
     ("sqrt", "f32"): "sqrt.rn.f32",
+    ("fma", "f32"): "fma.rn.f32",
     ("floor", "f32"): "cvt.rmi.f32.f32",
     ("abs", "f32"): "abs.f32",
     ("abs", "i32"): "abs.s32",

@@ -222,6 +222,7 @@ class GLSL(IntEnum):
     FMax = 40
     UMax = 41
     SMax = 42
+    Fma = 50
 
 
 GLSL_SET = "GLSL.std.450"

@@ -29,135 +29,116 @@ kernel void batched_attention_1_softmax(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[256];
+    threadgroup float row_max[256];
+    threadgroup float row_sum[256];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.B * u.T) {
         return;
     }
     const uint i1 = g0 % u.T;
     const uint i2 = g0 / u.T;
-    float row_max3 = as_type<float>(0xff800000u);
-    for (uint j4 = lid.x; j4 < u.T; j4 += 256u) {
-        const uint i5 = (i2 * u.T + i1) * u.T + j4;
-        const float v6 = scratch0[i5];
-        row_max3 = mimir_maximum_f32(row_max3, v6);
+    float m3 = as_type<float>(0xff800000u);
+    float s4 = 0.0f;
+    for (uint j5 = lid.x; j5 < u.T; j5 += 256u) {
+        const uint i6 = (i2 * u.T + i1) * u.T + j5;
+        const float v7 = scratch0[i6];
+        const bool grows8 = v7 > m3;
+        const float d9 = (grows8 ? m3 - v7 : v7 - m3);
+        const float e10 = (v7 == as_type<float>(0xff800000u) ? 0.0f : exp(d9));
+        s4 = (grows8 ? fma(s4, e10, 1.0f) : s4 + e10);
+        m3 = (grows8 ? v7 : m3);
     }
-    partial[lid.x] = row_max3;
+    row_max[lid.x] = m3;
+    row_sum[lid.x] = s4;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 128u) {
-        const float a7 = partial[lid.x];
-        const float b8 = partial[lid.x + 128u];
-        partial[lid.x] = mimir_maximum_f32(a7, b8);
+        const float a11 = row_max[lid.x];
+        const float a12 = row_sum[lid.x];
+        const float b13 = row_max[lid.x + 128u];
+        const float b14 = row_sum[lid.x + 128u];
+        const float m15 = mimir_maximum_f32(a11, b13);
+        row_max[lid.x] = m15;
+        row_sum[lid.x] = (a11 == as_type<float>(0xff800000u) ? 0.0f : a12 * exp(a11 - m15)) + (b13 == as_type<float>(0xff800000u) ? 0.0f : b14 * exp(b13 - m15));
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 64u) {
-        const float a9 = partial[lid.x];
-        const float b10 = partial[lid.x + 64u];
-        partial[lid.x] = mimir_maximum_f32(a9, b10);
+        const float a16 = row_max[lid.x];
+        const float a17 = row_sum[lid.x];
+        const float b18 = row_max[lid.x + 64u];
+        const float b19 = row_sum[lid.x + 64u];
+        const float m20 = mimir_maximum_f32(a16, b18);
+        row_max[lid.x] = m20;
+        row_sum[lid.x] = (a16 == as_type<float>(0xff800000u) ? 0.0f : a17 * exp(a16 - m20)) + (b18 == as_type<float>(0xff800000u) ? 0.0f : b19 * exp(b18 - m20));
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 32u) {
-        const float a11 = partial[lid.x];
-        const float b12 = partial[lid.x + 32u];
-        partial[lid.x] = mimir_maximum_f32(a11, b12);
+        const float a21 = row_max[lid.x];
+        const float a22 = row_sum[lid.x];
+        const float b23 = row_max[lid.x + 32u];
+        const float b24 = row_sum[lid.x + 32u];
+        const float m25 = mimir_maximum_f32(a21, b23);
+        row_max[lid.x] = m25;
+        row_sum[lid.x] = (a21 == as_type<float>(0xff800000u) ? 0.0f : a22 * exp(a21 - m25)) + (b23 == as_type<float>(0xff800000u) ? 0.0f : b24 * exp(b23 - m25));
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 16u) {
-        const float a13 = partial[lid.x];
-        const float b14 = partial[lid.x + 16u];
-        partial[lid.x] = mimir_maximum_f32(a13, b14);
+        const float a26 = row_max[lid.x];
+        const float a27 = row_sum[lid.x];
+        const float b28 = row_max[lid.x + 16u];
+        const float b29 = row_sum[lid.x + 16u];
+        const float m30 = mimir_maximum_f32(a26, b28);
+        row_max[lid.x] = m30;
+        row_sum[lid.x] = (a26 == as_type<float>(0xff800000u) ? 0.0f : a27 * exp(a26 - m30)) + (b28 == as_type<float>(0xff800000u) ? 0.0f : b29 * exp(b28 - m30));
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 8u) {
-        const float a15 = partial[lid.x];
-        const float b16 = partial[lid.x + 8u];
-        partial[lid.x] = mimir_maximum_f32(a15, b16);
+        const float a31 = row_max[lid.x];
+        const float a32 = row_sum[lid.x];
+        const float b33 = row_max[lid.x + 8u];
+        const float b34 = row_sum[lid.x + 8u];
+        const float m35 = mimir_maximum_f32(a31, b33);
+        row_max[lid.x] = m35;
+        row_sum[lid.x] = (a31 == as_type<float>(0xff800000u) ? 0.0f : a32 * exp(a31 - m35)) + (b33 == as_type<float>(0xff800000u) ? 0.0f : b34 * exp(b33 - m35));
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 4u) {
-        const float a17 = partial[lid.x];
-        const float b18 = partial[lid.x + 4u];
-        partial[lid.x] = mimir_maximum_f32(a17, b18);
+        const float a36 = row_max[lid.x];
+        const float a37 = row_sum[lid.x];
+        const float b38 = row_max[lid.x + 4u];
+        const float b39 = row_sum[lid.x + 4u];
+        const float m40 = mimir_maximum_f32(a36, b38);
+        row_max[lid.x] = m40;
+        row_sum[lid.x] = (a36 == as_type<float>(0xff800000u) ? 0.0f : a37 * exp(a36 - m40)) + (b38 == as_type<float>(0xff800000u) ? 0.0f : b39 * exp(b38 - m40));
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 2u) {
-        const float a19 = partial[lid.x];
-        const float b20 = partial[lid.x + 2u];
-        partial[lid.x] = mimir_maximum_f32(a19, b20);
+        const float a41 = row_max[lid.x];
+        const float a42 = row_sum[lid.x];
+        const float b43 = row_max[lid.x + 2u];
+        const float b44 = row_sum[lid.x + 2u];
+        const float m45 = mimir_maximum_f32(a41, b43);
+        row_max[lid.x] = m45;
+        row_sum[lid.x] = (a41 == as_type<float>(0xff800000u) ? 0.0f : a42 * exp(a41 - m45)) + (b43 == as_type<float>(0xff800000u) ? 0.0f : b44 * exp(b43 - m45));
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 1u) {
-        const float a21 = partial[lid.x];
-        const float b22 = partial[lid.x + 1u];
-        partial[lid.x] = mimir_maximum_f32(a21, b22);
+        const float a46 = row_max[lid.x];
+        const float a47 = row_sum[lid.x];
+        const float b48 = row_max[lid.x + 1u];
+        const float b49 = row_sum[lid.x + 1u];
+        const float m50 = mimir_maximum_f32(a46, b48);
+        row_max[lid.x] = m50;
+        row_sum[lid.x] = (a46 == as_type<float>(0xff800000u) ? 0.0f : a47 * exp(a46 - m50)) + (b48 == as_type<float>(0xff800000u) ? 0.0f : b49 * exp(b48 - m50));
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_max23 = partial[0u];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float t24 = (row_max23 == as_type<float>(0xff800000u) ? 0.0f : row_max23);
-    float row_sum25 = 0.0f;
-    for (uint j26 = lid.x; j26 < u.T; j26 += 256u) {
-        const uint i27 = (i2 * u.T + i1) * u.T + j26;
-        const float v28 = scratch0[i27];
-        row_sum25 = row_sum25 + exp(v28 - t24);
-    }
-    partial[lid.x] = row_sum25;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a29 = partial[lid.x];
-        const float b30 = partial[lid.x + 128u];
-        partial[lid.x] = a29 + b30;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a31 = partial[lid.x];
-        const float b32 = partial[lid.x + 64u];
-        partial[lid.x] = a31 + b32;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a33 = partial[lid.x];
-        const float b34 = partial[lid.x + 32u];
-        partial[lid.x] = a33 + b34;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a35 = partial[lid.x];
-        const float b36 = partial[lid.x + 16u];
-        partial[lid.x] = a35 + b36;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a37 = partial[lid.x];
-        const float b38 = partial[lid.x + 8u];
-        partial[lid.x] = a37 + b38;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a39 = partial[lid.x];
-        const float b40 = partial[lid.x + 4u];
-        partial[lid.x] = a39 + b40;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a41 = partial[lid.x];
-        const float b42 = partial[lid.x + 2u];
-        partial[lid.x] = a41 + b42;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a43 = partial[lid.x];
-        const float b44 = partial[lid.x + 1u];
-        partial[lid.x] = a43 + b44;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_sum45 = partial[0u];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    for (uint j46 = lid.x; j46 < u.T; j46 += 256u) {
-        const uint i47 = (i2 * u.T + i1) * u.T + j46;
-        const float v48 = scratch0[i47];
-        const float t49 = v48 - t24;
-        const float y50 = exp(t49) / row_sum45;
-        scratch1[i47] = y50;
+    const float row_max51 = row_max[0u];
+    const float top52 = (row_max51 == as_type<float>(0xff800000u) ? 0.0f : row_max51);
+    const float row_sum53 = row_sum[0u];
+    for (uint j54 = lid.x; j54 < u.T; j54 += 256u) {
+        const uint i55 = (i2 * u.T + i1) * u.T + j54;
+        const float v56 = scratch0[i55];
+        const float t57 = v56 - top52;
+        const float y58 = exp(t57) / row_sum53;
+        scratch1[i55] = y58;
     }
 }

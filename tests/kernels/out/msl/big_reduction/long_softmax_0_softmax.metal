@@ -26,129 +26,110 @@ kernel void long_softmax_0_softmax(
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]]
 ) {
-    threadgroup float partial[256];
-    float row_max0 = as_type<float>(0xff800000u);
-    for (uint j1 = lid.x; j1 < u.N; j1 += 256u) {
-        const uint i2 = wid.x * u.N + j1;
-        const float v3 = x[i2];
-        row_max0 = mimir_maximum_f32(row_max0, v3);
+    threadgroup float row_max[256];
+    threadgroup float row_sum[256];
+    float m0 = as_type<float>(0xff800000u);
+    float s1 = 0.0f;
+    for (uint j2 = lid.x; j2 < u.N; j2 += 256u) {
+        const uint i3 = wid.x * u.N + j2;
+        const float v4 = x[i3];
+        const bool grows5 = v4 > m0;
+        const float d6 = (grows5 ? m0 - v4 : v4 - m0);
+        const float e7 = (v4 == as_type<float>(0xff800000u) ? 0.0f : exp(d6));
+        s1 = (grows5 ? fma(s1, e7, 1.0f) : s1 + e7);
+        m0 = (grows5 ? v4 : m0);
     }
-    partial[lid.x] = row_max0;
+    row_max[lid.x] = m0;
+    row_sum[lid.x] = s1;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 128u) {
-        const float a4 = partial[lid.x];
-        const float b5 = partial[lid.x + 128u];
-        partial[lid.x] = mimir_maximum_f32(a4, b5);
+        const float a8 = row_max[lid.x];
+        const float a9 = row_sum[lid.x];
+        const float b10 = row_max[lid.x + 128u];
+        const float b11 = row_sum[lid.x + 128u];
+        const float m12 = mimir_maximum_f32(a8, b10);
+        row_max[lid.x] = m12;
+        row_sum[lid.x] = (a8 == as_type<float>(0xff800000u) ? 0.0f : a9 * exp(a8 - m12)) + (b10 == as_type<float>(0xff800000u) ? 0.0f : b11 * exp(b10 - m12));
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 64u) {
-        const float a6 = partial[lid.x];
-        const float b7 = partial[lid.x + 64u];
-        partial[lid.x] = mimir_maximum_f32(a6, b7);
+        const float a13 = row_max[lid.x];
+        const float a14 = row_sum[lid.x];
+        const float b15 = row_max[lid.x + 64u];
+        const float b16 = row_sum[lid.x + 64u];
+        const float m17 = mimir_maximum_f32(a13, b15);
+        row_max[lid.x] = m17;
+        row_sum[lid.x] = (a13 == as_type<float>(0xff800000u) ? 0.0f : a14 * exp(a13 - m17)) + (b15 == as_type<float>(0xff800000u) ? 0.0f : b16 * exp(b15 - m17));
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 32u) {
-        const float a8 = partial[lid.x];
-        const float b9 = partial[lid.x + 32u];
-        partial[lid.x] = mimir_maximum_f32(a8, b9);
+        const float a18 = row_max[lid.x];
+        const float a19 = row_sum[lid.x];
+        const float b20 = row_max[lid.x + 32u];
+        const float b21 = row_sum[lid.x + 32u];
+        const float m22 = mimir_maximum_f32(a18, b20);
+        row_max[lid.x] = m22;
+        row_sum[lid.x] = (a18 == as_type<float>(0xff800000u) ? 0.0f : a19 * exp(a18 - m22)) + (b20 == as_type<float>(0xff800000u) ? 0.0f : b21 * exp(b20 - m22));
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 16u) {
-        const float a10 = partial[lid.x];
-        const float b11 = partial[lid.x + 16u];
-        partial[lid.x] = mimir_maximum_f32(a10, b11);
+        const float a23 = row_max[lid.x];
+        const float a24 = row_sum[lid.x];
+        const float b25 = row_max[lid.x + 16u];
+        const float b26 = row_sum[lid.x + 16u];
+        const float m27 = mimir_maximum_f32(a23, b25);
+        row_max[lid.x] = m27;
+        row_sum[lid.x] = (a23 == as_type<float>(0xff800000u) ? 0.0f : a24 * exp(a23 - m27)) + (b25 == as_type<float>(0xff800000u) ? 0.0f : b26 * exp(b25 - m27));
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 8u) {
-        const float a12 = partial[lid.x];
-        const float b13 = partial[lid.x + 8u];
-        partial[lid.x] = mimir_maximum_f32(a12, b13);
+        const float a28 = row_max[lid.x];
+        const float a29 = row_sum[lid.x];
+        const float b30 = row_max[lid.x + 8u];
+        const float b31 = row_sum[lid.x + 8u];
+        const float m32 = mimir_maximum_f32(a28, b30);
+        row_max[lid.x] = m32;
+        row_sum[lid.x] = (a28 == as_type<float>(0xff800000u) ? 0.0f : a29 * exp(a28 - m32)) + (b30 == as_type<float>(0xff800000u) ? 0.0f : b31 * exp(b30 - m32));
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 4u) {
-        const float a14 = partial[lid.x];
-        const float b15 = partial[lid.x + 4u];
-        partial[lid.x] = mimir_maximum_f32(a14, b15);
+        const float a33 = row_max[lid.x];
+        const float a34 = row_sum[lid.x];
+        const float b35 = row_max[lid.x + 4u];
+        const float b36 = row_sum[lid.x + 4u];
+        const float m37 = mimir_maximum_f32(a33, b35);
+        row_max[lid.x] = m37;
+        row_sum[lid.x] = (a33 == as_type<float>(0xff800000u) ? 0.0f : a34 * exp(a33 - m37)) + (b35 == as_type<float>(0xff800000u) ? 0.0f : b36 * exp(b35 - m37));
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 2u) {
-        const float a16 = partial[lid.x];
-        const float b17 = partial[lid.x + 2u];
-        partial[lid.x] = mimir_maximum_f32(a16, b17);
+        const float a38 = row_max[lid.x];
+        const float a39 = row_sum[lid.x];
+        const float b40 = row_max[lid.x + 2u];
+        const float b41 = row_sum[lid.x + 2u];
+        const float m42 = mimir_maximum_f32(a38, b40);
+        row_max[lid.x] = m42;
+        row_sum[lid.x] = (a38 == as_type<float>(0xff800000u) ? 0.0f : a39 * exp(a38 - m42)) + (b40 == as_type<float>(0xff800000u) ? 0.0f : b41 * exp(b40 - m42));
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 1u) {
-        const float a18 = partial[lid.x];
-        const float b19 = partial[lid.x + 1u];
-        partial[lid.x] = mimir_maximum_f32(a18, b19);
+        const float a43 = row_max[lid.x];
+        const float a44 = row_sum[lid.x];
+        const float b45 = row_max[lid.x + 1u];
+        const float b46 = row_sum[lid.x + 1u];
+        const float m47 = mimir_maximum_f32(a43, b45);
+        row_max[lid.x] = m47;
+        row_sum[lid.x] = (a43 == as_type<float>(0xff800000u) ? 0.0f : a44 * exp(a43 - m47)) + (b45 == as_type<float>(0xff800000u) ? 0.0f : b46 * exp(b45 - m47));
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_max20 = partial[0u];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float t21 = (row_max20 == as_type<float>(0xff800000u) ? 0.0f : row_max20);
-    float row_sum22 = 0.0f;
-    for (uint j23 = lid.x; j23 < u.N; j23 += 256u) {
-        const uint i24 = wid.x * u.N + j23;
-        const float v25 = x[i24];
-        row_sum22 = row_sum22 + exp(v25 - t21);
-    }
-    partial[lid.x] = row_sum22;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a26 = partial[lid.x];
-        const float b27 = partial[lid.x + 128u];
-        partial[lid.x] = a26 + b27;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a28 = partial[lid.x];
-        const float b29 = partial[lid.x + 64u];
-        partial[lid.x] = a28 + b29;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a30 = partial[lid.x];
-        const float b31 = partial[lid.x + 32u];
-        partial[lid.x] = a30 + b31;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a32 = partial[lid.x];
-        const float b33 = partial[lid.x + 16u];
-        partial[lid.x] = a32 + b33;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a34 = partial[lid.x];
-        const float b35 = partial[lid.x + 8u];
-        partial[lid.x] = a34 + b35;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a36 = partial[lid.x];
-        const float b37 = partial[lid.x + 4u];
-        partial[lid.x] = a36 + b37;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a38 = partial[lid.x];
-        const float b39 = partial[lid.x + 2u];
-        partial[lid.x] = a38 + b39;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a40 = partial[lid.x];
-        const float b41 = partial[lid.x + 1u];
-        partial[lid.x] = a40 + b41;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_sum42 = partial[0u];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    for (uint j43 = lid.x; j43 < u.N; j43 += 256u) {
-        const uint i44 = wid.x * u.N + j43;
-        const float v45 = x[i44];
-        const float t46 = v45 - t21;
-        const float y47 = exp(t46) / row_sum42;
-        out[i44] = y47;
+    const float row_max48 = row_max[0u];
+    const float top49 = (row_max48 == as_type<float>(0xff800000u) ? 0.0f : row_max48);
+    const float row_sum50 = row_sum[0u];
+    for (uint j51 = lid.x; j51 < u.N; j51 += 256u) {
+        const uint i52 = wid.x * u.N + j51;
+        const float v53 = x[i52];
+        const float t54 = v53 - top49;
+        const float y55 = exp(t54) / row_sum50;
+        out[i52] = y55;
     }
 }

@@ -17,7 +17,7 @@ kernel void bool_reductions_1_partial(
 ) {
     threadgroup int partial[256];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= (u.N * u.M + 4096u - 1u) / 4096u) {
+    if (g0 >= ((u.N * u.M + 4096u - 1u) >> 12u)) {
         return;
     }
     const uint start1 = g0 * 4096u;

@@ -29,135 +29,138 @@ kernel void half_pipeline_2_softmax(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[256];
+    threadgroup float row_max[256];
+    threadgroup float row_sum[256];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
     }
-    float row_max1 = as_type<float>(0xff800000u);
-    for (uint j2 = lid.x; j2 < u.M; j2 += 256u) {
-        const uint i3 = g0 * u.M + j2;
-        const float v4 = float(scratch0[i3]);
-        row_max1 = mimir_maximum_f32(row_max1, v4);
+    float v1 = as_type<float>(0xff800000u);
+    if (lid.x < u.M) {
+        const uint i2 = g0 * u.M + lid.x;
+        const float v3 = float(scratch0[i2]);
+        v1 = v3;
     }
-    partial[lid.x] = row_max1;
+    float m4 = as_type<float>(0xff800000u);
+    if (lid.x < u.M) {
+        m4 = mimir_maximum_f32(m4, v1);
+    }
+    row_max[lid.x] = m4;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 128u) {
-        const float a5 = partial[lid.x];
-        const float b6 = partial[lid.x + 128u];
-        partial[lid.x] = mimir_maximum_f32(a5, b6);
+        const float a5 = row_max[lid.x];
+        const float b6 = row_max[lid.x + 128u];
+        row_max[lid.x] = mimir_maximum_f32(a5, b6);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 64u) {
-        const float a7 = partial[lid.x];
-        const float b8 = partial[lid.x + 64u];
-        partial[lid.x] = mimir_maximum_f32(a7, b8);
+        const float a7 = row_max[lid.x];
+        const float b8 = row_max[lid.x + 64u];
+        row_max[lid.x] = mimir_maximum_f32(a7, b8);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 32u) {
-        const float a9 = partial[lid.x];
-        const float b10 = partial[lid.x + 32u];
-        partial[lid.x] = mimir_maximum_f32(a9, b10);
+        const float a9 = row_max[lid.x];
+        const float b10 = row_max[lid.x + 32u];
+        row_max[lid.x] = mimir_maximum_f32(a9, b10);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 16u) {
-        const float a11 = partial[lid.x];
-        const float b12 = partial[lid.x + 16u];
-        partial[lid.x] = mimir_maximum_f32(a11, b12);
+        const float a11 = row_max[lid.x];
+        const float b12 = row_max[lid.x + 16u];
+        row_max[lid.x] = mimir_maximum_f32(a11, b12);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 8u) {
-        const float a13 = partial[lid.x];
-        const float b14 = partial[lid.x + 8u];
-        partial[lid.x] = mimir_maximum_f32(a13, b14);
+        const float a13 = row_max[lid.x];
+        const float b14 = row_max[lid.x + 8u];
+        row_max[lid.x] = mimir_maximum_f32(a13, b14);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 4u) {
-        const float a15 = partial[lid.x];
-        const float b16 = partial[lid.x + 4u];
-        partial[lid.x] = mimir_maximum_f32(a15, b16);
+        const float a15 = row_max[lid.x];
+        const float b16 = row_max[lid.x + 4u];
+        row_max[lid.x] = mimir_maximum_f32(a15, b16);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 2u) {
-        const float a17 = partial[lid.x];
-        const float b18 = partial[lid.x + 2u];
-        partial[lid.x] = mimir_maximum_f32(a17, b18);
+        const float a17 = row_max[lid.x];
+        const float b18 = row_max[lid.x + 2u];
+        row_max[lid.x] = mimir_maximum_f32(a17, b18);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 1u) {
-        const float a19 = partial[lid.x];
-        const float b20 = partial[lid.x + 1u];
-        partial[lid.x] = mimir_maximum_f32(a19, b20);
+        const float a19 = row_max[lid.x];
+        const float b20 = row_max[lid.x + 1u];
+        row_max[lid.x] = mimir_maximum_f32(a19, b20);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_max21 = partial[0u];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float t22 = (row_max21 == as_type<float>(0xff800000u) ? 0.0f : row_max21);
-    float row_sum23 = 0.0f;
-    for (uint j24 = lid.x; j24 < u.M; j24 += 256u) {
-        const uint i25 = g0 * u.M + j24;
-        const float v26 = float(scratch0[i25]);
-        row_sum23 = row_sum23 + exp(v26 - t22);
+    const float row_max21 = row_max[0u];
+    const float top22 = (row_max21 == as_type<float>(0xff800000u) ? 0.0f : row_max21);
+    float s23 = 0.0f;
+    float d24 = 0.0f;
+    float e25 = 0.0f;
+    if (lid.x < u.M) {
+        d24 = v1 - top22;
+        e25 = exp(d24);
+        s23 = s23 + e25;
     }
-    partial[lid.x] = row_sum23;
+    row_sum[lid.x] = s23;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 128u) {
-        const float a27 = partial[lid.x];
-        const float b28 = partial[lid.x + 128u];
-        partial[lid.x] = a27 + b28;
+        const float a26 = row_sum[lid.x];
+        const float b27 = row_sum[lid.x + 128u];
+        row_sum[lid.x] = a26 + b27;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 64u) {
-        const float a29 = partial[lid.x];
-        const float b30 = partial[lid.x + 64u];
-        partial[lid.x] = a29 + b30;
+        const float a28 = row_sum[lid.x];
+        const float b29 = row_sum[lid.x + 64u];
+        row_sum[lid.x] = a28 + b29;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 32u) {
-        const float a31 = partial[lid.x];
-        const float b32 = partial[lid.x + 32u];
-        partial[lid.x] = a31 + b32;
+        const float a30 = row_sum[lid.x];
+        const float b31 = row_sum[lid.x + 32u];
+        row_sum[lid.x] = a30 + b31;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 16u) {
-        const float a33 = partial[lid.x];
-        const float b34 = partial[lid.x + 16u];
-        partial[lid.x] = a33 + b34;
+        const float a32 = row_sum[lid.x];
+        const float b33 = row_sum[lid.x + 16u];
+        row_sum[lid.x] = a32 + b33;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 8u) {
-        const float a35 = partial[lid.x];
-        const float b36 = partial[lid.x + 8u];
-        partial[lid.x] = a35 + b36;
+        const float a34 = row_sum[lid.x];
+        const float b35 = row_sum[lid.x + 8u];
+        row_sum[lid.x] = a34 + b35;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 4u) {
-        const float a37 = partial[lid.x];
-        const float b38 = partial[lid.x + 4u];
-        partial[lid.x] = a37 + b38;
+        const float a36 = row_sum[lid.x];
+        const float b37 = row_sum[lid.x + 4u];
+        row_sum[lid.x] = a36 + b37;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 2u) {
-        const float a39 = partial[lid.x];
-        const float b40 = partial[lid.x + 2u];
-        partial[lid.x] = a39 + b40;
+        const float a38 = row_sum[lid.x];
+        const float b39 = row_sum[lid.x + 2u];
+        row_sum[lid.x] = a38 + b39;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 1u) {
-        const float a41 = partial[lid.x];
-        const float b42 = partial[lid.x + 1u];
-        partial[lid.x] = a41 + b42;
+        const float a40 = row_sum[lid.x];
+        const float b41 = row_sum[lid.x + 1u];
+        row_sum[lid.x] = a40 + b41;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_sum43 = partial[0u];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    for (uint j44 = lid.x; j44 < u.M; j44 += 256u) {
-        const uint i45 = g0 * u.M + j44;
-        const float v46 = float(scratch0[i45]);
-        const float t47 = v46 - t22;
-        const float y48 = float(half(exp(t47) / row_sum43));
-        const float v49 = float(scratch1[g0]);
-        const float v50 = float(half(y48 + v49));
-        out[i45] = half(v50);
+    const float row_sum42 = row_sum[0u];
+    if (lid.x < u.M) {
+        const float y43 = float(half(e25 / row_sum42));
+        const uint i44 = g0 * u.M + lid.x;
+        const float v45 = float(scratch1[g0]);
+        const float v46 = float(half(y43 + v45));
+        out[i44] = half(v46);
     }
 }

@@ -37,8 +37,7 @@ kernel void root_read_twice_2_reduce(
     for (uint r2 = lid.x; r2 < u.M; r2 += 256u) {
         const uint i3 = g0 * u.M + r2;
         const float v4 = out0[i3];
-        const float v5 = v4 * v4;
-        const float v6 = v5 + v4;
+        const float v6 = fma(v4, v4, v4);
         acc1 = mimir_maximum_f32(acc1, v6);
     }
     partial[lid.x] = acc1;

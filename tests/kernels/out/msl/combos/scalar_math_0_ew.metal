@@ -46,18 +46,15 @@ kernel void scalar_math_0_ew(
     const uint i1 = g0 * 256u + lid.x;
     if (i1 < u.N) {
         const float v2 = x[i1];
-        const float t3 = u.s * 2.0f;
-        const float t4 = t3 + 1.0f;
-        const float v5 = v2 * t4;
+        const float t4 = fma(u.s, 2.0f, 1.0f);
         const int t6 = mimir_floordiv_i32(u.n, 2);
-        const float v7 = v5 + float(t6);
+        const float v7 = fma(v2, t4, float(t6));
         const int s8 = int(u.N);
         const float t9 = float(s8) / 2.0f;
         const float v10 = v7 - t9;
         const int t11 = mimir_mod_i32(u.n, 3);
         const float t12 = -u.s;
-        const float t13 = float(t11) * t12;
-        const float v14 = v10 + t13;
+        const float v14 = fma(float(t11), t12, v10);
         out[i1] = v14;
     }
 }

@@ -21,11 +21,11 @@ kernel void scaled_matmul_transposed_0_matmul(
     threadgroup float a_tile[1024];
     threadgroup float b_tile[1024];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= (u.N + 64u - 1u) / 64u * ((u.M + 64u - 1u) / 64u)) {
+    if (g0 >= ((u.N + 64u - 1u) >> 6u) * ((u.M + 64u - 1u) >> 6u)) {
         return;
     }
-    const uint tile1 = g0 % ((u.M + 64u - 1u) / 64u);
-    const uint tile2 = g0 / ((u.M + 64u - 1u) / 64u);
+    const uint tile1 = g0 % ((u.M + 64u - 1u) >> 6u);
+    const uint tile2 = g0 / ((u.M + 64u - 1u) >> 6u);
     const uint row3 = tile2 * 64u;
     const uint col4 = tile1 * 64u;
     const uint row5 = row3 + lid.y;
@@ -129,22 +129,22 @@ kernel void scaled_matmul_transposed_0_matmul(
             const float b70 = b_tile[kk64 * 64u + (lid.x + 16u)];
             const float b71 = b_tile[kk64 * 64u + (lid.x + 32u)];
             const float b72 = b_tile[kk64 * 64u + (lid.x + 48u)];
-            acc13 = acc13 + a65 * b69;
-            acc14 = acc14 + a65 * b70;
-            acc15 = acc15 + a65 * b71;
-            acc16 = acc16 + a65 * b72;
-            acc17 = acc17 + a66 * b69;
-            acc18 = acc18 + a66 * b70;
-            acc19 = acc19 + a66 * b71;
-            acc20 = acc20 + a66 * b72;
-            acc21 = acc21 + a67 * b69;
-            acc22 = acc22 + a67 * b70;
-            acc23 = acc23 + a67 * b71;
-            acc24 = acc24 + a67 * b72;
-            acc25 = acc25 + a68 * b69;
-            acc26 = acc26 + a68 * b70;
-            acc27 = acc27 + a68 * b71;
-            acc28 = acc28 + a68 * b72;
+            acc13 = fma(a65, b69, acc13);
+            acc14 = fma(a65, b70, acc14);
+            acc15 = fma(a65, b71, acc15);
+            acc16 = fma(a65, b72, acc16);
+            acc17 = fma(a66, b69, acc17);
+            acc18 = fma(a66, b70, acc18);
+            acc19 = fma(a66, b71, acc19);
+            acc20 = fma(a66, b72, acc20);
+            acc21 = fma(a67, b69, acc21);
+            acc22 = fma(a67, b70, acc22);
+            acc23 = fma(a67, b71, acc23);
+            acc24 = fma(a67, b72, acc24);
+            acc25 = fma(a68, b69, acc25);
+            acc26 = fma(a68, b70, acc26);
+            acc27 = fma(a68, b71, acc27);
+            acc28 = fma(a68, b72, acc28);
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }

@@ -15,7 +15,7 @@ kernel void unsigned_and_ints_2_reduce(
 ) {
     threadgroup uint partial[256];
     uint acc0 = 0u;
-    for (uint r1 = lid.x; r1 < (u.N + 4096u - 1u) / 4096u; r1 += 256u) {
+    for (uint r1 = lid.x; r1 < (u.N + 4096u - 1u) >> 12u; r1 += 256u) {
         acc0 = (acc0 >= scratch0[r1] ? acc0 : scratch0[r1]);
     }
     partial[lid.x] = acc0;

@@ -15,7 +15,7 @@ kernel void unsigned_and_ints_4_reduce(
 ) {
     threadgroup int partial[256];
     int acc0 = 2147483647;
-    for (uint r1 = lid.x; r1 < (u.N + 4096u - 1u) / 4096u; r1 += 256u) {
+    for (uint r1 = lid.x; r1 < (u.N + 4096u - 1u) >> 12u; r1 += 256u) {
         acc0 = (acc0 <= scratch1[r1] ? acc0 : scratch1[r1]);
     }
     partial[lid.x] = acc0;

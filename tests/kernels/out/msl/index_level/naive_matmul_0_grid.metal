@@ -37,7 +37,7 @@ kernel void naive_matmul_0_grid(
             k9 = int(k12);
             const uint at13 = uint(i6) * u.K + uint(k9);
             const uint at14 = uint(k9) * u.N + uint(j7);
-            acc8 = acc8 + a[at13] * b[at14];
+            acc8 = fma(a[at13], b[at14], acc8);
         }
         const uint at15 = uint(i6) * u.N + uint(j7);
         out[at15] = acc8;

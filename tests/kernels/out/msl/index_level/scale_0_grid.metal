@@ -23,6 +23,6 @@ kernel void scale_0_grid(
         i3 = pid2;
         const uint at4 = uint(i3);
         const uint at5 = uint(i3);
-        out[at5] = x[at4] * u.alpha + 1.0f;
+        out[at5] = fma(x[at4], u.alpha, 1.0f);
     }
 }

@@ -37,9 +37,8 @@ kernel void mixed_int_float_0_ew(
     if (i1 < u.N) {
         const int v2 = a[i1];
         const float v3 = x[i1];
-        const float v4 = float(v2) * v3;
         const float v5 = float(v2) / 4.0f;
-        const float v6 = v4 + v5;
+        const float v6 = fma(float(v2), v3, v5);
         const float v7 = floor(v3 / 0.25f);
         const float v8 = v6 + v7;
         const float v9 = mimir_mod_f32(v3, 0.3f);

@@ -19,8 +19,8 @@ kernel void permute3_0_ew(
     if (i1 < 10u * u.N) {
         const uint i2 = i1 % u.N;
         const uint i3 = i1 / u.N;
-        const uint i4 = i3 % 2u;
-        const uint i5 = i3 / 2u;
+        const uint i4 = i3 & 1u;
+        const uint i5 = i3 >> 1u;
         const uint i6 = (i4 * u.N + i2) * 5u + i5;
         const float v7 = x[i6];
         const float v8 = v7 * 2.0f;

@@ -10,8 +10,8 @@ kernel void reshape_then_transpose_0_ew(
 ) {
     const uint i0 = wid.x * 256u + lid.x;
     if (i0 < 24u) {
-        const uint i1 = i0 % 8u;
-        const uint i2 = i0 / 8u;
+        const uint i1 = i0 & 7u;
+        const uint i2 = i0 >> 3u;
         const uint i3 = i1 * 3u + i2;
         const float v4 = x[i3];
         out[i0] = v4;

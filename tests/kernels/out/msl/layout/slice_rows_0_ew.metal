@@ -17,8 +17,8 @@ kernel void slice_rows_0_ew(
     const uint g0 = wid.y * nwg.x + wid.x;
     const uint i1 = g0 * 256u + lid.x;
     if (i1 < u.N * 4u) {
-        const uint i2 = i1 % 4u;
-        const uint i3 = i1 / 4u;
+        const uint i2 = i1 & 3u;
+        const uint i3 = i1 >> 2u;
         const uint i4 = i3 * 8u + (i2 + 2u);
         const float v5 = x[i4];
         const uint i6 = i3 * 8u + (i2 + 4u);

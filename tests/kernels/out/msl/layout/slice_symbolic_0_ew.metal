@@ -25,8 +25,7 @@ kernel void slice_symbolic_0_ew(
         const uint i6 = (i3 + 2u) * 3u;
         const float v7 = x[i6];
         const float v8 = y[i1];
-        const float v9 = v7 * v8;
-        const float v10 = v5 + v9;
+        const float v10 = fma(v7, v8, v5);
         out[i1] = v10;
     }
 }

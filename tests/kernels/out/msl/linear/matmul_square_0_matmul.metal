@@ -38,153 +38,89 @@ kernel void matmul_square_0_matmul(
     for (uint k0_24 = 0u; k0_24 < 64u; k0_24 += 16u) {
         const uint ka25 = k0_24 + lid.x;
         const uint kb26 = k0_24 + lid.y;
-        float x27 = 0.0f;
-        if ((row1 < 64u) && (ka25 < 64u)) {
-            const uint i28 = row1 * 64u + ka25;
-            const float v29 = a[i28];
-            x27 = v29;
-        }
-        a_tile[lid.y * 16u + lid.x] = x27;
-        float x30 = 0.0f;
-        if ((row2 < 64u) && (ka25 < 64u)) {
-            const uint i31 = row2 * 64u + ka25;
-            const float v32 = a[i31];
-            x30 = v32;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x30;
-        float x33 = 0.0f;
-        if ((row3 < 64u) && (ka25 < 64u)) {
-            const uint i34 = row3 * 64u + ka25;
-            const float v35 = a[i34];
-            x33 = v35;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x33;
-        float x36 = 0.0f;
-        if ((row4 < 64u) && (ka25 < 64u)) {
-            const uint i37 = row4 * 64u + ka25;
-            const float v38 = a[i37];
-            x36 = v38;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x36;
-        float x39 = 0.0f;
-        if ((kb26 < 64u) && (lid.x < 64u)) {
-            const uint i40 = kb26 * 64u + lid.x;
-            const float v41 = b[i40];
-            x39 = v41;
-        }
-        b_tile[lid.y * 64u + lid.x] = x39;
-        float x42 = 0.0f;
-        if ((kb26 < 64u) && (col5 < 64u)) {
-            const uint i43 = kb26 * 64u + col5;
-            const float v44 = b[i43];
-            x42 = v44;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x42;
-        float x45 = 0.0f;
-        if ((kb26 < 64u) && (col6 < 64u)) {
-            const uint i46 = kb26 * 64u + col6;
-            const float v47 = b[i46];
-            x45 = v47;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x45;
-        float x48 = 0.0f;
-        if ((kb26 < 64u) && (col7 < 64u)) {
-            const uint i49 = kb26 * 64u + col7;
-            const float v50 = b[i49];
-            x48 = v50;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x48;
+        const uint i27 = row1 * 64u + ka25;
+        const float v28 = a[i27];
+        a_tile[lid.y * 16u + lid.x] = v28;
+        const uint i29 = row2 * 64u + ka25;
+        const float v30 = a[i29];
+        a_tile[(lid.y + 16u) * 16u + lid.x] = v30;
+        const uint i31 = row3 * 64u + ka25;
+        const float v32 = a[i31];
+        a_tile[(lid.y + 32u) * 16u + lid.x] = v32;
+        const uint i33 = row4 * 64u + ka25;
+        const float v34 = a[i33];
+        a_tile[(lid.y + 48u) * 16u + lid.x] = v34;
+        const uint i35 = kb26 * 64u + lid.x;
+        const float v36 = b[i35];
+        b_tile[lid.y * 64u + lid.x] = v36;
+        const uint i37 = kb26 * 64u + col5;
+        const float v38 = b[i37];
+        b_tile[lid.y * 64u + (lid.x + 16u)] = v38;
+        const uint i39 = kb26 * 64u + col6;
+        const float v40 = b[i39];
+        b_tile[lid.y * 64u + (lid.x + 32u)] = v40;
+        const uint i41 = kb26 * 64u + col7;
+        const float v42 = b[i41];
+        b_tile[lid.y * 64u + (lid.x + 48u)] = v42;
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint kk51 = 0u; kk51 < 16u; kk51 += 1u) {
-            const float a52 = a_tile[lid.y * 16u + kk51];
-            const float a53 = a_tile[(lid.y + 16u) * 16u + kk51];
-            const float a54 = a_tile[(lid.y + 32u) * 16u + kk51];
-            const float a55 = a_tile[(lid.y + 48u) * 16u + kk51];
-            const float b56 = b_tile[kk51 * 64u + lid.x];
-            const float b57 = b_tile[kk51 * 64u + (lid.x + 16u)];
-            const float b58 = b_tile[kk51 * 64u + (lid.x + 32u)];
-            const float b59 = b_tile[kk51 * 64u + (lid.x + 48u)];
-            acc8 = acc8 + a52 * b56;
-            acc9 = acc9 + a52 * b57;
-            acc10 = acc10 + a52 * b58;
-            acc11 = acc11 + a52 * b59;
-            acc12 = acc12 + a53 * b56;
-            acc13 = acc13 + a53 * b57;
-            acc14 = acc14 + a53 * b58;
-            acc15 = acc15 + a53 * b59;
-            acc16 = acc16 + a54 * b56;
-            acc17 = acc17 + a54 * b57;
-            acc18 = acc18 + a54 * b58;
-            acc19 = acc19 + a54 * b59;
-            acc20 = acc20 + a55 * b56;
-            acc21 = acc21 + a55 * b57;
-            acc22 = acc22 + a55 * b58;
-            acc23 = acc23 + a55 * b59;
+        for (uint kk43 = 0u; kk43 < 16u; kk43 += 1u) {
+            const float a44 = a_tile[lid.y * 16u + kk43];
+            const float a45 = a_tile[(lid.y + 16u) * 16u + kk43];
+            const float a46 = a_tile[(lid.y + 32u) * 16u + kk43];
+            const float a47 = a_tile[(lid.y + 48u) * 16u + kk43];
+            const float b48 = b_tile[kk43 * 64u + lid.x];
+            const float b49 = b_tile[kk43 * 64u + (lid.x + 16u)];
+            const float b50 = b_tile[kk43 * 64u + (lid.x + 32u)];
+            const float b51 = b_tile[kk43 * 64u + (lid.x + 48u)];
+            acc8 = fma(a44, b48, acc8);
+            acc9 = fma(a44, b49, acc9);
+            acc10 = fma(a44, b50, acc10);
+            acc11 = fma(a44, b51, acc11);
+            acc12 = fma(a45, b48, acc12);
+            acc13 = fma(a45, b49, acc13);
+            acc14 = fma(a45, b50, acc14);
+            acc15 = fma(a45, b51, acc15);
+            acc16 = fma(a46, b48, acc16);
+            acc17 = fma(a46, b49, acc17);
+            acc18 = fma(a46, b50, acc18);
+            acc19 = fma(a46, b51, acc19);
+            acc20 = fma(a47, b48, acc20);
+            acc21 = fma(a47, b49, acc21);
+            acc22 = fma(a47, b50, acc22);
+            acc23 = fma(a47, b51, acc23);
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    if ((row1 < 64u) && (lid.x < 64u)) {
-        const uint i60 = row1 * 64u + lid.x;
-        out[i60] = acc8;
-    }
-    if ((row1 < 64u) && (col5 < 64u)) {
-        const uint i61 = row1 * 64u + col5;
-        out[i61] = acc9;
-    }
-    if ((row1 < 64u) && (col6 < 64u)) {
-        const uint i62 = row1 * 64u + col6;
-        out[i62] = acc10;
-    }
-    if ((row1 < 64u) && (col7 < 64u)) {
-        const uint i63 = row1 * 64u + col7;
-        out[i63] = acc11;
-    }
-    if ((row2 < 64u) && (lid.x < 64u)) {
-        const uint i64 = row2 * 64u + lid.x;
-        out[i64] = acc12;
-    }
-    if ((row2 < 64u) && (col5 < 64u)) {
-        const uint i65 = row2 * 64u + col5;
-        out[i65] = acc13;
-    }
-    if ((row2 < 64u) && (col6 < 64u)) {
-        const uint i66 = row2 * 64u + col6;
-        out[i66] = acc14;
-    }
-    if ((row2 < 64u) && (col7 < 64u)) {
-        const uint i67 = row2 * 64u + col7;
-        out[i67] = acc15;
-    }
-    if ((row3 < 64u) && (lid.x < 64u)) {
-        const uint i68 = row3 * 64u + lid.x;
-        out[i68] = acc16;
-    }
-    if ((row3 < 64u) && (col5 < 64u)) {
-        const uint i69 = row3 * 64u + col5;
-        out[i69] = acc17;
-    }
-    if ((row3 < 64u) && (col6 < 64u)) {
-        const uint i70 = row3 * 64u + col6;
-        out[i70] = acc18;
-    }
-    if ((row3 < 64u) && (col7 < 64u)) {
-        const uint i71 = row3 * 64u + col7;
-        out[i71] = acc19;
-    }
-    if ((row4 < 64u) && (lid.x < 64u)) {
-        const uint i72 = row4 * 64u + lid.x;
-        out[i72] = acc20;
-    }
-    if ((row4 < 64u) && (col5 < 64u)) {
-        const uint i73 = row4 * 64u + col5;
-        out[i73] = acc21;
-    }
-    if ((row4 < 64u) && (col6 < 64u)) {
-        const uint i74 = row4 * 64u + col6;
-        out[i74] = acc22;
-    }
-    if ((row4 < 64u) && (col7 < 64u)) {
-        const uint i75 = row4 * 64u + col7;
-        out[i75] = acc23;
-    }
+    const uint i52 = row1 * 64u + lid.x;
+    out[i52] = acc8;
+    const uint i53 = row1 * 64u + col5;
+    out[i53] = acc9;
+    const uint i54 = row1 * 64u + col6;
+    out[i54] = acc10;
+    const uint i55 = row1 * 64u + col7;
+    out[i55] = acc11;
+    const uint i56 = row2 * 64u + lid.x;
+    out[i56] = acc12;
+    const uint i57 = row2 * 64u + col5;
+    out[i57] = acc13;
+    const uint i58 = row2 * 64u + col6;
+    out[i58] = acc14;
+    const uint i59 = row2 * 64u + col7;
+    out[i59] = acc15;
+    const uint i60 = row3 * 64u + lid.x;
+    out[i60] = acc16;
+    const uint i61 = row3 * 64u + col5;
+    out[i61] = acc17;
+    const uint i62 = row3 * 64u + col6;
+    out[i62] = acc18;
+    const uint i63 = row3 * 64u + col7;
+    out[i63] = acc19;
+    const uint i64 = row4 * 64u + lid.x;
+    out[i64] = acc20;
+    const uint i65 = row4 * 64u + col5;
+    out[i65] = acc21;
+    const uint i66 = row4 * 64u + col6;
+    out[i66] = acc22;
+    const uint i67 = row4 * 64u + col7;
+    out[i67] = acc23;
 }

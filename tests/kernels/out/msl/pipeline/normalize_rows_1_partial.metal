@@ -29,7 +29,7 @@ kernel void normalize_rows_1_partial(
 ) {
     threadgroup float partial[256];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= (u.N * 9u + 4096u - 1u) / 4096u) {
+    if (g0 >= ((u.N * 9u + 4096u - 1u) >> 12u)) {
         return;
     }
     const uint start1 = g0 * 4096u;

@@ -28,7 +28,7 @@ kernel void normalize_rows_2_reduce(
 ) {
     threadgroup float partial[256];
     float acc0 = as_type<float>(0xff800000u);
-    for (uint r1 = lid.x; r1 < (u.N * 9u + 4096u - 1u) / 4096u; r1 += 256u) {
+    for (uint r1 = lid.x; r1 < (u.N * 9u + 4096u - 1u) >> 12u; r1 += 256u) {
         acc0 = mimir_maximum_f32(acc0, scratch2[r1]);
     }
     partial[lid.x] = acc0;

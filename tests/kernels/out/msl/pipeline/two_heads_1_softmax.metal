@@ -27,97 +27,100 @@ kernel void two_heads_1_softmax(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[32];
+    threadgroup float row_max[32];
+    threadgroup float row_sum[32];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
     }
-    float row_max1 = as_type<float>(0xff800000u);
-    for (uint j2 = lid.x; j2 < 4u; j2 += 32u) {
-        const uint i3 = g0 * 4u + j2;
-        const float v4 = scratch0[i3];
-        row_max1 = mimir_maximum_f32(row_max1, v4);
+    float v1 = as_type<float>(0xff800000u);
+    if (lid.x < 4u) {
+        const uint i2 = g0 * 4u + lid.x;
+        const float v3 = scratch0[i2];
+        v1 = v3;
     }
-    partial[lid.x] = row_max1;
+    float m4 = as_type<float>(0xff800000u);
+    if (lid.x < 4u) {
+        m4 = mimir_maximum_f32(m4, v1);
+    }
+    row_max[lid.x] = m4;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 16u) {
-        const float a5 = partial[lid.x];
-        const float b6 = partial[lid.x + 16u];
-        partial[lid.x] = mimir_maximum_f32(a5, b6);
+        const float a5 = row_max[lid.x];
+        const float b6 = row_max[lid.x + 16u];
+        row_max[lid.x] = mimir_maximum_f32(a5, b6);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 8u) {
-        const float a7 = partial[lid.x];
-        const float b8 = partial[lid.x + 8u];
-        partial[lid.x] = mimir_maximum_f32(a7, b8);
+        const float a7 = row_max[lid.x];
+        const float b8 = row_max[lid.x + 8u];
+        row_max[lid.x] = mimir_maximum_f32(a7, b8);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 4u) {
-        const float a9 = partial[lid.x];
-        const float b10 = partial[lid.x + 4u];
-        partial[lid.x] = mimir_maximum_f32(a9, b10);
+        const float a9 = row_max[lid.x];
+        const float b10 = row_max[lid.x + 4u];
+        row_max[lid.x] = mimir_maximum_f32(a9, b10);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 2u) {
-        const float a11 = partial[lid.x];
-        const float b12 = partial[lid.x + 2u];
-        partial[lid.x] = mimir_maximum_f32(a11, b12);
+        const float a11 = row_max[lid.x];
+        const float b12 = row_max[lid.x + 2u];
+        row_max[lid.x] = mimir_maximum_f32(a11, b12);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 1u) {
-        const float a13 = partial[lid.x];
-        const float b14 = partial[lid.x + 1u];
-        partial[lid.x] = mimir_maximum_f32(a13, b14);
+        const float a13 = row_max[lid.x];
+        const float b14 = row_max[lid.x + 1u];
+        row_max[lid.x] = mimir_maximum_f32(a13, b14);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_max15 = partial[0u];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float t16 = (row_max15 == as_type<float>(0xff800000u) ? 0.0f : row_max15);
-    float row_sum17 = 0.0f;
-    for (uint j18 = lid.x; j18 < 4u; j18 += 32u) {
-        const uint i19 = g0 * 4u + j18;
-        const float v20 = scratch0[i19];
-        row_sum17 = row_sum17 + exp(v20 - t16);
+    const float row_max15 = row_max[0u];
+    const float top16 = (row_max15 == as_type<float>(0xff800000u) ? 0.0f : row_max15);
+    float s17 = 0.0f;
+    float d18 = 0.0f;
+    float e19 = 0.0f;
+    if (lid.x < 4u) {
+        d18 = v1 - top16;
+        e19 = exp(d18);
+        s17 = s17 + e19;
     }
-    partial[lid.x] = row_sum17;
+    row_sum[lid.x] = s17;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 16u) {
-        const float a21 = partial[lid.x];
-        const float b22 = partial[lid.x + 16u];
-        partial[lid.x] = a21 + b22;
+        const float a20 = row_sum[lid.x];
+        const float b21 = row_sum[lid.x + 16u];
+        row_sum[lid.x] = a20 + b21;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 8u) {
-        const float a23 = partial[lid.x];
-        const float b24 = partial[lid.x + 8u];
-        partial[lid.x] = a23 + b24;
+        const float a22 = row_sum[lid.x];
+        const float b23 = row_sum[lid.x + 8u];
+        row_sum[lid.x] = a22 + b23;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 4u) {
-        const float a25 = partial[lid.x];
-        const float b26 = partial[lid.x + 4u];
-        partial[lid.x] = a25 + b26;
+        const float a24 = row_sum[lid.x];
+        const float b25 = row_sum[lid.x + 4u];
+        row_sum[lid.x] = a24 + b25;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 2u) {
-        const float a27 = partial[lid.x];
-        const float b28 = partial[lid.x + 2u];
-        partial[lid.x] = a27 + b28;
+        const float a26 = row_sum[lid.x];
+        const float b27 = row_sum[lid.x + 2u];
+        row_sum[lid.x] = a26 + b27;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 1u) {
-        const float a29 = partial[lid.x];
-        const float b30 = partial[lid.x + 1u];
-        partial[lid.x] = a29 + b30;
+        const float a28 = row_sum[lid.x];
+        const float b29 = row_sum[lid.x + 1u];
+        row_sum[lid.x] = a28 + b29;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_sum31 = partial[0u];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    for (uint j32 = lid.x; j32 < 4u; j32 += 32u) {
-        const uint i33 = g0 * 4u + j32;
-        const float v34 = scratch0[i33];
-        const float t35 = v34 - t16;
-        const float y36 = exp(t35) / row_sum31;
-        out0[i33] = y36;
+    const float row_sum30 = row_sum[0u];
+    if (lid.x < 4u) {
+        const float y31 = e19 / row_sum30;
+        const uint i32 = g0 * 4u + lid.x;
+        out0[i32] = y31;
     }
 }

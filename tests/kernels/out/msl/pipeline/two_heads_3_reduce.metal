@@ -23,8 +23,7 @@ kernel void two_heads_3_reduce(
             const uint i4 = o1 * 4u + r3;
             const float v5 = out0[i4];
             const float v6 = scratch0[i4];
-            const float v7 = v5 * v6;
-            acc2 = acc2 + v7;
+            acc2 = fma(v5, v6, acc2);
         }
         const float total8 = acc2 / float(4u);
         const float v9 = total8 + 0.0f;

@@ -18,7 +18,7 @@ kernel void sum_all_0_partial(
 ) {
     threadgroup float partial[256];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= (u.A * u.B * u.C + 4096u - 1u) / 4096u) {
+    if (g0 >= ((u.A * u.B * u.C + 4096u - 1u) >> 12u)) {
         return;
     }
     const uint start1 = g0 * 4096u;

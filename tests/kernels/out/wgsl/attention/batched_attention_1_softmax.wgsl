@@ -9,7 +9,8 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> scratch0: array<f32>;
 @group(0) @binding(1) var<storage, read_write> scratch1: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 256>;
+var<workgroup> row_max: array<f32, 256>;
+var<workgroup> row_sum: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -37,128 +38,108 @@ fn batched_attention_1_softmax(
     }
     let i1: u32 = g0 % u.T;
     let i2: u32 = g0 / u.T;
-    var row_max3: f32 = -bitcast<f32>(inf_bits);
-    for (var j4: u32 = lid.x; j4 < u.T; j4 += 256u) {
-        let i5: u32 = (i2 * u.T + i1) * u.T + j4;
-        let v6: f32 = scratch0[i5];
-        row_max3 = mimir_maximum_f32(row_max3, v6);
+    var m3: f32 = -bitcast<f32>(inf_bits);
+    var s4: f32 = 0.0f;
+    for (var j5: u32 = lid.x; j5 < u.T; j5 += 256u) {
+        let i6: u32 = (i2 * u.T + i1) * u.T + j5;
+        let v7: f32 = scratch0[i6];
+        let grows8: bool = v7 > m3;
+        let d9: f32 = select(v7 - m3, m3 - v7, grows8);
+        let e10: f32 = select(exp(d9), 0.0f, v7 == -bitcast<f32>(inf_bits));
+        s4 = select(s4 + e10, fma(s4, e10, 1.0f), grows8);
+        m3 = select(m3, v7, grows8);
     }
-    partial[lid.x] = row_max3;
+    row_max[lid.x] = m3;
+    row_sum[lid.x] = s4;
     workgroupBarrier();
     if (lid.x < 128u) {
-        let a7: f32 = partial[lid.x];
-        let b8: f32 = partial[lid.x + 128u];
-        partial[lid.x] = mimir_maximum_f32(a7, b8);
+        let a11: f32 = row_max[lid.x];
+        let a12: f32 = row_sum[lid.x];
+        let b13: f32 = row_max[lid.x + 128u];
+        let b14: f32 = row_sum[lid.x + 128u];
+        let m15: f32 = mimir_maximum_f32(a11, b13);
+        row_max[lid.x] = m15;
+        row_sum[lid.x] = select(a12 * exp(a11 - m15), 0.0f, a11 == -bitcast<f32>(inf_bits)) + select(b14 * exp(b13 - m15), 0.0f, b13 == -bitcast<f32>(inf_bits));
     }
     workgroupBarrier();
     if (lid.x < 64u) {
-        let a9: f32 = partial[lid.x];
-        let b10: f32 = partial[lid.x + 64u];
-        partial[lid.x] = mimir_maximum_f32(a9, b10);
+        let a16: f32 = row_max[lid.x];
+        let a17: f32 = row_sum[lid.x];
+        let b18: f32 = row_max[lid.x + 64u];
+        let b19: f32 = row_sum[lid.x + 64u];
+        let m20: f32 = mimir_maximum_f32(a16, b18);
+        row_max[lid.x] = m20;
+        row_sum[lid.x] = select(a17 * exp(a16 - m20), 0.0f, a16 == -bitcast<f32>(inf_bits)) + select(b19 * exp(b18 - m20), 0.0f, b18 == -bitcast<f32>(inf_bits));
     }
     workgroupBarrier();
     if (lid.x < 32u) {
-        let a11: f32 = partial[lid.x];
-        let b12: f32 = partial[lid.x + 32u];
-        partial[lid.x] = mimir_maximum_f32(a11, b12);
+        let a21: f32 = row_max[lid.x];
+        let a22: f32 = row_sum[lid.x];
+        let b23: f32 = row_max[lid.x + 32u];
+        let b24: f32 = row_sum[lid.x + 32u];
+        let m25: f32 = mimir_maximum_f32(a21, b23);
+        row_max[lid.x] = m25;
+        row_sum[lid.x] = select(a22 * exp(a21 - m25), 0.0f, a21 == -bitcast<f32>(inf_bits)) + select(b24 * exp(b23 - m25), 0.0f, b23 == -bitcast<f32>(inf_bits));
     }
     workgroupBarrier();
     if (lid.x < 16u) {
-        let a13: f32 = partial[lid.x];
-        let b14: f32 = partial[lid.x + 16u];
-        partial[lid.x] = mimir_maximum_f32(a13, b14);
+        let a26: f32 = row_max[lid.x];
+        let a27: f32 = row_sum[lid.x];
+        let b28: f32 = row_max[lid.x + 16u];
+        let b29: f32 = row_sum[lid.x + 16u];
+        let m30: f32 = mimir_maximum_f32(a26, b28);
+        row_max[lid.x] = m30;
+        row_sum[lid.x] = select(a27 * exp(a26 - m30), 0.0f, a26 == -bitcast<f32>(inf_bits)) + select(b29 * exp(b28 - m30), 0.0f, b28 == -bitcast<f32>(inf_bits));
     }
     workgroupBarrier();
     if (lid.x < 8u) {
-        let a15: f32 = partial[lid.x];
-        let b16: f32 = partial[lid.x + 8u];
-        partial[lid.x] = mimir_maximum_f32(a15, b16);
+        let a31: f32 = row_max[lid.x];
+        let a32: f32 = row_sum[lid.x];
+        let b33: f32 = row_max[lid.x + 8u];
+        let b34: f32 = row_sum[lid.x + 8u];
+        let m35: f32 = mimir_maximum_f32(a31, b33);
+        row_max[lid.x] = m35;
+        row_sum[lid.x] = select(a32 * exp(a31 - m35), 0.0f, a31 == -bitcast<f32>(inf_bits)) + select(b34 * exp(b33 - m35), 0.0f, b33 == -bitcast<f32>(inf_bits));
     }
     workgroupBarrier();
     if (lid.x < 4u) {
-        let a17: f32 = partial[lid.x];
-        let b18: f32 = partial[lid.x + 4u];
-        partial[lid.x] = mimir_maximum_f32(a17, b18);
+        let a36: f32 = row_max[lid.x];
+        let a37: f32 = row_sum[lid.x];
+        let b38: f32 = row_max[lid.x + 4u];
+        let b39: f32 = row_sum[lid.x + 4u];
+        let m40: f32 = mimir_maximum_f32(a36, b38);
+        row_max[lid.x] = m40;
+        row_sum[lid.x] = select(a37 * exp(a36 - m40), 0.0f, a36 == -bitcast<f32>(inf_bits)) + select(b39 * exp(b38 - m40), 0.0f, b38 == -bitcast<f32>(inf_bits));
     }
     workgroupBarrier();
     if (lid.x < 2u) {
-        let a19: f32 = partial[lid.x];
-        let b20: f32 = partial[lid.x + 2u];
-        partial[lid.x] = mimir_maximum_f32(a19, b20);
+        let a41: f32 = row_max[lid.x];
+        let a42: f32 = row_sum[lid.x];
+        let b43: f32 = row_max[lid.x + 2u];
+        let b44: f32 = row_sum[lid.x + 2u];
+        let m45: f32 = mimir_maximum_f32(a41, b43);
+        row_max[lid.x] = m45;
+        row_sum[lid.x] = select(a42 * exp(a41 - m45), 0.0f, a41 == -bitcast<f32>(inf_bits)) + select(b44 * exp(b43 - m45), 0.0f, b43 == -bitcast<f32>(inf_bits));
     }
     workgroupBarrier();
     if (lid.x < 1u) {
-        let a21: f32 = partial[lid.x];
-        let b22: f32 = partial[lid.x + 1u];
-        partial[lid.x] = mimir_maximum_f32(a21, b22);
+        let a46: f32 = row_max[lid.x];
+        let a47: f32 = row_sum[lid.x];
+        let b48: f32 = row_max[lid.x + 1u];
+        let b49: f32 = row_sum[lid.x + 1u];
+        let m50: f32 = mimir_maximum_f32(a46, b48);
+        row_max[lid.x] = m50;
+        row_sum[lid.x] = select(a47 * exp(a46 - m50), 0.0f, a46 == -bitcast<f32>(inf_bits)) + select(b49 * exp(b48 - m50), 0.0f, b48 == -bitcast<f32>(inf_bits));
     }
     workgroupBarrier();
-    let row_max23: f32 = partial[0u];
-    workgroupBarrier();
-    let t24: f32 = select(row_max23, 0.0f, row_max23 == -bitcast<f32>(inf_bits));
-    var row_sum25: f32 = 0.0f;
-    for (var j26: u32 = lid.x; j26 < u.T; j26 += 256u) {
-        let i27: u32 = (i2 * u.T + i1) * u.T + j26;
-        let v28: f32 = scratch0[i27];
-        row_sum25 = row_sum25 + exp(v28 - t24);
-    }
-    partial[lid.x] = row_sum25;
-    workgroupBarrier();
-    if (lid.x < 128u) {
-        let a29: f32 = partial[lid.x];
-        let b30: f32 = partial[lid.x + 128u];
-        partial[lid.x] = a29 + b30;
-    }
-    workgroupBarrier();
-    if (lid.x < 64u) {
-        let a31: f32 = partial[lid.x];
-        let b32: f32 = partial[lid.x + 64u];
-        partial[lid.x] = a31 + b32;
-    }
-    workgroupBarrier();
-    if (lid.x < 32u) {
-        let a33: f32 = partial[lid.x];
-        let b34: f32 = partial[lid.x + 32u];
-        partial[lid.x] = a33 + b34;
-    }
-    workgroupBarrier();
-    if (lid.x < 16u) {
-        let a35: f32 = partial[lid.x];
-        let b36: f32 = partial[lid.x + 16u];
-        partial[lid.x] = a35 + b36;
-    }
-    workgroupBarrier();
-    if (lid.x < 8u) {
-        let a37: f32 = partial[lid.x];
-        let b38: f32 = partial[lid.x + 8u];
-        partial[lid.x] = a37 + b38;
-    }
-    workgroupBarrier();
-    if (lid.x < 4u) {
-        let a39: f32 = partial[lid.x];
-        let b40: f32 = partial[lid.x + 4u];
-        partial[lid.x] = a39 + b40;
-    }
-    workgroupBarrier();
-    if (lid.x < 2u) {
-        let a41: f32 = partial[lid.x];
-        let b42: f32 = partial[lid.x + 2u];
-        partial[lid.x] = a41 + b42;
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a43: f32 = partial[lid.x];
-        let b44: f32 = partial[lid.x + 1u];
-        partial[lid.x] = a43 + b44;
-    }
-    workgroupBarrier();
-    let row_sum45: f32 = partial[0u];
-    workgroupBarrier();
-    for (var j46: u32 = lid.x; j46 < u.T; j46 += 256u) {
-        let i47: u32 = (i2 * u.T + i1) * u.T + j46;
-        let v48: f32 = scratch0[i47];
-        let t49: f32 = v48 - t24;
-        let y50: f32 = exp(t49) / row_sum45;
-        scratch1[i47] = y50;
+    let row_max51: f32 = row_max[0u];
+    let top52: f32 = select(row_max51, 0.0f, row_max51 == -bitcast<f32>(inf_bits));
+    let row_sum53: f32 = row_sum[0u];
+    for (var j54: u32 = lid.x; j54 < u.T; j54 += 256u) {
+        let i55: u32 = (i2 * u.T + i1) * u.T + j54;
+        let v56: f32 = scratch0[i55];
+        let t57: f32 = v56 - top52;
+        let y58: f32 = exp(t57) / row_sum53;
+        scratch1[i55] = y58;
     }
 }

@@ -8,7 +8,8 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> logits: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 256>;
+var<workgroup> row_max: array<f32, 256>;
+var<workgroup> row_sum: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
@@ -40,129 +41,109 @@ fn log_probs_0_softmax(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
 ) {
-    var row_max0: f32 = -bitcast<f32>(inf_bits);
-    for (var j1: u32 = lid.x; j1 < u.T; j1 += 256u) {
-        let i2: u32 = wid.x * u.T + j1;
-        let v3: f32 = logits[i2];
-        row_max0 = mimir_maximum_f32(row_max0, v3);
+    var m0: f32 = -bitcast<f32>(inf_bits);
+    var s1: f32 = 0.0f;
+    for (var j2: u32 = lid.x; j2 < u.T; j2 += 256u) {
+        let i3: u32 = wid.x * u.T + j2;
+        let v4: f32 = logits[i3];
+        let grows5: bool = v4 > m0;
+        let d6: f32 = select(v4 - m0, m0 - v4, grows5);
+        let e7: f32 = select(exp(d6), 0.0f, v4 == -bitcast<f32>(inf_bits));
+        s1 = select(s1 + e7, fma(s1, e7, 1.0f), grows5);
+        m0 = select(m0, v4, grows5);
     }
-    partial[lid.x] = row_max0;
+    row_max[lid.x] = m0;
+    row_sum[lid.x] = s1;
     workgroupBarrier();
     if (lid.x < 128u) {
-        let a4: f32 = partial[lid.x];
-        let b5: f32 = partial[lid.x + 128u];
-        partial[lid.x] = mimir_maximum_f32(a4, b5);
+        let a8: f32 = row_max[lid.x];
+        let a9: f32 = row_sum[lid.x];
+        let b10: f32 = row_max[lid.x + 128u];
+        let b11: f32 = row_sum[lid.x + 128u];
+        let m12: f32 = mimir_maximum_f32(a8, b10);
+        row_max[lid.x] = m12;
+        row_sum[lid.x] = select(a9 * exp(a8 - m12), 0.0f, a8 == -bitcast<f32>(inf_bits)) + select(b11 * exp(b10 - m12), 0.0f, b10 == -bitcast<f32>(inf_bits));
     }
     workgroupBarrier();
     if (lid.x < 64u) {
-        let a6: f32 = partial[lid.x];
-        let b7: f32 = partial[lid.x + 64u];
-        partial[lid.x] = mimir_maximum_f32(a6, b7);
+        let a13: f32 = row_max[lid.x];
+        let a14: f32 = row_sum[lid.x];
+        let b15: f32 = row_max[lid.x + 64u];
+        let b16: f32 = row_sum[lid.x + 64u];
+        let m17: f32 = mimir_maximum_f32(a13, b15);
+        row_max[lid.x] = m17;
+        row_sum[lid.x] = select(a14 * exp(a13 - m17), 0.0f, a13 == -bitcast<f32>(inf_bits)) + select(b16 * exp(b15 - m17), 0.0f, b15 == -bitcast<f32>(inf_bits));
     }
     workgroupBarrier();
     if (lid.x < 32u) {
-        let a8: f32 = partial[lid.x];
-        let b9: f32 = partial[lid.x + 32u];
-        partial[lid.x] = mimir_maximum_f32(a8, b9);
+        let a18: f32 = row_max[lid.x];
+        let a19: f32 = row_sum[lid.x];
+        let b20: f32 = row_max[lid.x + 32u];
+        let b21: f32 = row_sum[lid.x + 32u];
+        let m22: f32 = mimir_maximum_f32(a18, b20);
+        row_max[lid.x] = m22;
+        row_sum[lid.x] = select(a19 * exp(a18 - m22), 0.0f, a18 == -bitcast<f32>(inf_bits)) + select(b21 * exp(b20 - m22), 0.0f, b20 == -bitcast<f32>(inf_bits));
     }
     workgroupBarrier();
     if (lid.x < 16u) {
-        let a10: f32 = partial[lid.x];
-        let b11: f32 = partial[lid.x + 16u];
-        partial[lid.x] = mimir_maximum_f32(a10, b11);
+        let a23: f32 = row_max[lid.x];
+        let a24: f32 = row_sum[lid.x];
+        let b25: f32 = row_max[lid.x + 16u];
+        let b26: f32 = row_sum[lid.x + 16u];
+        let m27: f32 = mimir_maximum_f32(a23, b25);
+        row_max[lid.x] = m27;
+        row_sum[lid.x] = select(a24 * exp(a23 - m27), 0.0f, a23 == -bitcast<f32>(inf_bits)) + select(b26 * exp(b25 - m27), 0.0f, b25 == -bitcast<f32>(inf_bits));
     }
     workgroupBarrier();
     if (lid.x < 8u) {
-        let a12: f32 = partial[lid.x];
-        let b13: f32 = partial[lid.x + 8u];
-        partial[lid.x] = mimir_maximum_f32(a12, b13);
+        let a28: f32 = row_max[lid.x];
+        let a29: f32 = row_sum[lid.x];
+        let b30: f32 = row_max[lid.x + 8u];
+        let b31: f32 = row_sum[lid.x + 8u];
+        let m32: f32 = mimir_maximum_f32(a28, b30);
+        row_max[lid.x] = m32;
+        row_sum[lid.x] = select(a29 * exp(a28 - m32), 0.0f, a28 == -bitcast<f32>(inf_bits)) + select(b31 * exp(b30 - m32), 0.0f, b30 == -bitcast<f32>(inf_bits));
     }
     workgroupBarrier();
     if (lid.x < 4u) {
-        let a14: f32 = partial[lid.x];
-        let b15: f32 = partial[lid.x + 4u];
-        partial[lid.x] = mimir_maximum_f32(a14, b15);
+        let a33: f32 = row_max[lid.x];
+        let a34: f32 = row_sum[lid.x];
+        let b35: f32 = row_max[lid.x + 4u];
+        let b36: f32 = row_sum[lid.x + 4u];
+        let m37: f32 = mimir_maximum_f32(a33, b35);
+        row_max[lid.x] = m37;
+        row_sum[lid.x] = select(a34 * exp(a33 - m37), 0.0f, a33 == -bitcast<f32>(inf_bits)) + select(b36 * exp(b35 - m37), 0.0f, b35 == -bitcast<f32>(inf_bits));
     }
     workgroupBarrier();
     if (lid.x < 2u) {
-        let a16: f32 = partial[lid.x];
-        let b17: f32 = partial[lid.x + 2u];
-        partial[lid.x] = mimir_maximum_f32(a16, b17);
+        let a38: f32 = row_max[lid.x];
+        let a39: f32 = row_sum[lid.x];
+        let b40: f32 = row_max[lid.x + 2u];
+        let b41: f32 = row_sum[lid.x + 2u];
+        let m42: f32 = mimir_maximum_f32(a38, b40);
+        row_max[lid.x] = m42;
+        row_sum[lid.x] = select(a39 * exp(a38 - m42), 0.0f, a38 == -bitcast<f32>(inf_bits)) + select(b41 * exp(b40 - m42), 0.0f, b40 == -bitcast<f32>(inf_bits));
     }
     workgroupBarrier();
     if (lid.x < 1u) {
-        let a18: f32 = partial[lid.x];
-        let b19: f32 = partial[lid.x + 1u];
-        partial[lid.x] = mimir_maximum_f32(a18, b19);
+        let a43: f32 = row_max[lid.x];
+        let a44: f32 = row_sum[lid.x];
+        let b45: f32 = row_max[lid.x + 1u];
+        let b46: f32 = row_sum[lid.x + 1u];
+        let m47: f32 = mimir_maximum_f32(a43, b45);
+        row_max[lid.x] = m47;
+        row_sum[lid.x] = select(a44 * exp(a43 - m47), 0.0f, a43 == -bitcast<f32>(inf_bits)) + select(b46 * exp(b45 - m47), 0.0f, b45 == -bitcast<f32>(inf_bits));
     }
     workgroupBarrier();
-    let row_max20: f32 = partial[0u];
-    workgroupBarrier();
-    let t21: f32 = select(row_max20, 0.0f, row_max20 == -bitcast<f32>(inf_bits));
-    var row_sum22: f32 = 0.0f;
-    for (var j23: u32 = lid.x; j23 < u.T; j23 += 256u) {
-        let i24: u32 = wid.x * u.T + j23;
-        let v25: f32 = logits[i24];
-        row_sum22 = row_sum22 + exp(v25 - t21);
-    }
-    partial[lid.x] = row_sum22;
-    workgroupBarrier();
-    if (lid.x < 128u) {
-        let a26: f32 = partial[lid.x];
-        let b27: f32 = partial[lid.x + 128u];
-        partial[lid.x] = a26 + b27;
-    }
-    workgroupBarrier();
-    if (lid.x < 64u) {
-        let a28: f32 = partial[lid.x];
-        let b29: f32 = partial[lid.x + 64u];
-        partial[lid.x] = a28 + b29;
-    }
-    workgroupBarrier();
-    if (lid.x < 32u) {
-        let a30: f32 = partial[lid.x];
-        let b31: f32 = partial[lid.x + 32u];
-        partial[lid.x] = a30 + b31;
-    }
-    workgroupBarrier();
-    if (lid.x < 16u) {
-        let a32: f32 = partial[lid.x];
-        let b33: f32 = partial[lid.x + 16u];
-        partial[lid.x] = a32 + b33;
-    }
-    workgroupBarrier();
-    if (lid.x < 8u) {
-        let a34: f32 = partial[lid.x];
-        let b35: f32 = partial[lid.x + 8u];
-        partial[lid.x] = a34 + b35;
-    }
-    workgroupBarrier();
-    if (lid.x < 4u) {
-        let a36: f32 = partial[lid.x];
-        let b37: f32 = partial[lid.x + 4u];
-        partial[lid.x] = a36 + b37;
-    }
-    workgroupBarrier();
-    if (lid.x < 2u) {
-        let a38: f32 = partial[lid.x];
-        let b39: f32 = partial[lid.x + 2u];
-        partial[lid.x] = a38 + b39;
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a40: f32 = partial[lid.x];
-        let b41: f32 = partial[lid.x + 1u];
-        partial[lid.x] = a40 + b41;
-    }
-    workgroupBarrier();
-    let row_sum42: f32 = partial[0u];
-    workgroupBarrier();
-    let t43: f32 = mimir_log(row_sum42);
-    for (var j44: u32 = lid.x; j44 < u.T; j44 += 256u) {
-        let i45: u32 = wid.x * u.T + j44;
-        let v46: f32 = logits[i45];
-        let t47: f32 = v46 - t21;
-        let y48: f32 = t47 - t43;
-        out[i45] = y48;
+    let row_max48: f32 = row_max[0u];
+    let top49: f32 = select(row_max48, 0.0f, row_max48 == -bitcast<f32>(inf_bits));
+    let row_sum50: f32 = row_sum[0u];
+    let t51: f32 = mimir_log(row_sum50);
+    for (var j52: u32 = lid.x; j52 < u.T; j52 += 256u) {
+        let i53: u32 = wid.x * u.T + j52;
+        let v54: f32 = logits[i53];
+        let t55: f32 = v54 - top49;
+        let y56: f32 = t55 - t51;
+        out[i53] = y56;
     }
 }

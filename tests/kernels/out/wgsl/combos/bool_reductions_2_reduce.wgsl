@@ -16,7 +16,7 @@ fn bool_reductions_2_reduce(
     @builtin(workgroup_id) wid: vec3<u32>,
 ) {
     var acc0: i32 = 0i;
-    for (var r1: u32 = lid.x; r1 < (u.N * u.M + 4096u - 1u) / 4096u; r1 += 256u) {
+    for (var r1: u32 = lid.x; r1 < ((u.N * u.M + 4096u - 1u) >> 12u); r1 += 256u) {
         acc0 = acc0 + scratch0[r1];
     }
     partial[lid.x] = acc0;

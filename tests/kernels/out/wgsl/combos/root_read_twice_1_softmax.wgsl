@@ -8,7 +8,8 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> out0: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out1: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 256>;
+var<workgroup> row_max: array<f32, 256>;
+var<workgroup> row_sum: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -34,128 +35,130 @@ fn root_read_twice_1_softmax(
     if (g0 >= u.N) {
         return;
     }
-    var row_max1: f32 = -bitcast<f32>(inf_bits);
-    for (var j2: u32 = lid.x; j2 < u.M; j2 += 256u) {
-        let i3: u32 = g0 * u.M + j2;
-        let v4: f32 = out0[i3];
-        row_max1 = mimir_maximum_f32(row_max1, v4);
+    var v1: f32 = -bitcast<f32>(inf_bits);
+    if (lid.x < u.M) {
+        let i2: u32 = g0 * u.M + lid.x;
+        let v3: f32 = out0[i2];
+        v1 = v3;
     }
-    partial[lid.x] = row_max1;
+    var m4: f32 = -bitcast<f32>(inf_bits);
+    if (lid.x < u.M) {
+        m4 = mimir_maximum_f32(m4, v1);
+    }
+    row_max[lid.x] = m4;
     workgroupBarrier();
     if (lid.x < 128u) {
-        let a5: f32 = partial[lid.x];
-        let b6: f32 = partial[lid.x + 128u];
-        partial[lid.x] = mimir_maximum_f32(a5, b6);
+        let a5: f32 = row_max[lid.x];
+        let b6: f32 = row_max[lid.x + 128u];
+        row_max[lid.x] = mimir_maximum_f32(a5, b6);
     }
     workgroupBarrier();
     if (lid.x < 64u) {
-        let a7: f32 = partial[lid.x];
-        let b8: f32 = partial[lid.x + 64u];
-        partial[lid.x] = mimir_maximum_f32(a7, b8);
+        let a7: f32 = row_max[lid.x];
+        let b8: f32 = row_max[lid.x + 64u];
+        row_max[lid.x] = mimir_maximum_f32(a7, b8);
     }
     workgroupBarrier();
     if (lid.x < 32u) {
-        let a9: f32 = partial[lid.x];
-        let b10: f32 = partial[lid.x + 32u];
-        partial[lid.x] = mimir_maximum_f32(a9, b10);
+        let a9: f32 = row_max[lid.x];
+        let b10: f32 = row_max[lid.x + 32u];
+        row_max[lid.x] = mimir_maximum_f32(a9, b10);
     }
     workgroupBarrier();
     if (lid.x < 16u) {
-        let a11: f32 = partial[lid.x];
-        let b12: f32 = partial[lid.x + 16u];
-        partial[lid.x] = mimir_maximum_f32(a11, b12);
+        let a11: f32 = row_max[lid.x];
+        let b12: f32 = row_max[lid.x + 16u];
+        row_max[lid.x] = mimir_maximum_f32(a11, b12);
     }
     workgroupBarrier();
     if (lid.x < 8u) {
-        let a13: f32 = partial[lid.x];
-        let b14: f32 = partial[lid.x + 8u];
-        partial[lid.x] = mimir_maximum_f32(a13, b14);
+        let a13: f32 = row_max[lid.x];
+        let b14: f32 = row_max[lid.x + 8u];
+        row_max[lid.x] = mimir_maximum_f32(a13, b14);
     }
     workgroupBarrier();
     if (lid.x < 4u) {
-        let a15: f32 = partial[lid.x];
-        let b16: f32 = partial[lid.x + 4u];
-        partial[lid.x] = mimir_maximum_f32(a15, b16);
+        let a15: f32 = row_max[lid.x];
+        let b16: f32 = row_max[lid.x + 4u];
+        row_max[lid.x] = mimir_maximum_f32(a15, b16);
     }
     workgroupBarrier();
     if (lid.x < 2u) {
-        let a17: f32 = partial[lid.x];
-        let b18: f32 = partial[lid.x + 2u];
-        partial[lid.x] = mimir_maximum_f32(a17, b18);
+        let a17: f32 = row_max[lid.x];
+        let b18: f32 = row_max[lid.x + 2u];
+        row_max[lid.x] = mimir_maximum_f32(a17, b18);
     }
     workgroupBarrier();
     if (lid.x < 1u) {
-        let a19: f32 = partial[lid.x];
-        let b20: f32 = partial[lid.x + 1u];
-        partial[lid.x] = mimir_maximum_f32(a19, b20);
+        let a19: f32 = row_max[lid.x];
+        let b20: f32 = row_max[lid.x + 1u];
+        row_max[lid.x] = mimir_maximum_f32(a19, b20);
     }
     workgroupBarrier();
-    let row_max21: f32 = partial[0u];
-    workgroupBarrier();
-    let t22: f32 = select(row_max21, 0.0f, row_max21 == -bitcast<f32>(inf_bits));
-    var row_sum23: f32 = 0.0f;
-    for (var j24: u32 = lid.x; j24 < u.M; j24 += 256u) {
-        let i25: u32 = g0 * u.M + j24;
-        let v26: f32 = out0[i25];
-        row_sum23 = row_sum23 + exp(v26 - t22);
+    let row_max21: f32 = row_max[0u];
+    let top22: f32 = select(row_max21, 0.0f, row_max21 == -bitcast<f32>(inf_bits));
+    var s23: f32 = 0.0f;
+    var d24: f32 = 0.0f;
+    var e25: f32 = 0.0f;
+    if (lid.x < u.M) {
+        d24 = v1 - top22;
+        e25 = exp(d24);
+        s23 = s23 + e25;
     }
-    partial[lid.x] = row_sum23;
+    row_sum[lid.x] = s23;
     workgroupBarrier();
     if (lid.x < 128u) {
-        let a27: f32 = partial[lid.x];
-        let b28: f32 = partial[lid.x + 128u];
-        partial[lid.x] = a27 + b28;
+        let a26: f32 = row_sum[lid.x];
+        let b27: f32 = row_sum[lid.x + 128u];
+        row_sum[lid.x] = a26 + b27;
     }
     workgroupBarrier();
     if (lid.x < 64u) {
-        let a29: f32 = partial[lid.x];
-        let b30: f32 = partial[lid.x + 64u];
-        partial[lid.x] = a29 + b30;
+        let a28: f32 = row_sum[lid.x];
+        let b29: f32 = row_sum[lid.x + 64u];
+        row_sum[lid.x] = a28 + b29;
     }
     workgroupBarrier();
     if (lid.x < 32u) {
-        let a31: f32 = partial[lid.x];
-        let b32: f32 = partial[lid.x + 32u];
-        partial[lid.x] = a31 + b32;
+        let a30: f32 = row_sum[lid.x];
+        let b31: f32 = row_sum[lid.x + 32u];
+        row_sum[lid.x] = a30 + b31;
     }
     workgroupBarrier();
     if (lid.x < 16u) {
-        let a33: f32 = partial[lid.x];
-        let b34: f32 = partial[lid.x + 16u];
-        partial[lid.x] = a33 + b34;
+        let a32: f32 = row_sum[lid.x];
+        let b33: f32 = row_sum[lid.x + 16u];
+        row_sum[lid.x] = a32 + b33;
     }
     workgroupBarrier();
     if (lid.x < 8u) {
-        let a35: f32 = partial[lid.x];
-        let b36: f32 = partial[lid.x + 8u];
-        partial[lid.x] = a35 + b36;
+        let a34: f32 = row_sum[lid.x];
+        let b35: f32 = row_sum[lid.x + 8u];
+        row_sum[lid.x] = a34 + b35;
     }
     workgroupBarrier();
     if (lid.x < 4u) {
-        let a37: f32 = partial[lid.x];
-        let b38: f32 = partial[lid.x + 4u];
-        partial[lid.x] = a37 + b38;
+        let a36: f32 = row_sum[lid.x];
+        let b37: f32 = row_sum[lid.x + 4u];
+        row_sum[lid.x] = a36 + b37;
     }
     workgroupBarrier();
     if (lid.x < 2u) {
-        let a39: f32 = partial[lid.x];
-        let b40: f32 = partial[lid.x + 2u];
-        partial[lid.x] = a39 + b40;
+        let a38: f32 = row_sum[lid.x];
+        let b39: f32 = row_sum[lid.x + 2u];
+        row_sum[lid.x] = a38 + b39;
     }
     workgroupBarrier();
     if (lid.x < 1u) {
-        let a41: f32 = partial[lid.x];
-        let b42: f32 = partial[lid.x + 1u];
-        partial[lid.x] = a41 + b42;
+        let a40: f32 = row_sum[lid.x];
+        let b41: f32 = row_sum[lid.x + 1u];
+        row_sum[lid.x] = a40 + b41;
     }
     workgroupBarrier();
-    let row_sum43: f32 = partial[0u];
-    workgroupBarrier();
-    for (var j44: u32 = lid.x; j44 < u.M; j44 += 256u) {
-        let i45: u32 = g0 * u.M + j44;
-        let v46: f32 = out0[i45];
-        let t47: f32 = v46 - t22;
-        let y48: f32 = exp(t47) / row_sum43;
-        out1[i45] = y48;
+    let row_sum42: f32 = row_sum[0u];
+    if (lid.x < u.M) {
+        let y43: f32 = e25 / row_sum42;
+        let i44: u32 = g0 * u.M + lid.x;
+        out1[i44] = y43;
     }
 }

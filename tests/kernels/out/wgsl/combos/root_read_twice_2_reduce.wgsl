@@ -38,8 +38,7 @@ fn root_read_twice_2_reduce(
     for (var r2: u32 = lid.x; r2 < u.M; r2 += 256u) {
         let i3: u32 = g0 * u.M + r2;
         let v4: f32 = out0[i3];
-        let v5: f32 = v4 * v4;
-        let v6: f32 = v5 + v4;
+        let v6: f32 = fma(v4, v4, v4);
         acc1 = mimir_maximum_f32(acc1, v6);
     }
     partial[lid.x] = acc1;

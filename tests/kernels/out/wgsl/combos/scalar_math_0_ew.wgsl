@@ -46,18 +46,15 @@ fn scalar_math_0_ew(
     let i1: u32 = g0 * 256u + lid.x;
     if (i1 < u.N) {
         let v2: f32 = x[i1];
-        let t3: f32 = u.s * 2.0f;
-        let t4: f32 = t3 + 1.0f;
-        let v5: f32 = v2 * t4;
+        let t4: f32 = fma(u.s, 2.0f, 1.0f);
         let t6: i32 = mimir_floordiv_i32(u.n, 2i);
-        let v7: f32 = v5 + f32(t6);
+        let v7: f32 = fma(v2, t4, f32(t6));
         let s8: i32 = i32(u.N);
         let t9: f32 = f32(s8) / 2.0f;
         let v10: f32 = v7 - t9;
         let t11: i32 = mimir_mod_i32(u.n, 3i);
         let t12: f32 = -u.s;
-        let t13: f32 = f32(t11) * t12;
-        let v14: f32 = v10 + t13;
+        let v14: f32 = fma(f32(t11), t12, v10);
         out[i1] = v14;
     }
 }

@@ -21,11 +21,11 @@ fn scaled_matmul_transposed_0_matmul(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= (u.N + 64u - 1u) / 64u * ((u.M + 64u - 1u) / 64u)) {
+    if (g0 >= ((u.N + 64u - 1u) >> 6u) * ((u.M + 64u - 1u) >> 6u)) {
         return;
     }
-    let tile1: u32 = g0 % ((u.M + 64u - 1u) / 64u);
-    let tile2: u32 = g0 / ((u.M + 64u - 1u) / 64u);
+    let tile1: u32 = g0 % ((u.M + 64u - 1u) >> 6u);
+    let tile2: u32 = g0 / ((u.M + 64u - 1u) >> 6u);
     let row3: u32 = tile2 * 64u;
     let col4: u32 = tile1 * 64u;
     let row5: u32 = row3 + lid.y;
@@ -129,22 +129,22 @@ fn scaled_matmul_transposed_0_matmul(
             let b70: f32 = b_tile[kk64 * 64u + (lid.x + 16u)];
             let b71: f32 = b_tile[kk64 * 64u + (lid.x + 32u)];
             let b72: f32 = b_tile[kk64 * 64u + (lid.x + 48u)];
-            acc13 = acc13 + a65 * b69;
-            acc14 = acc14 + a65 * b70;
-            acc15 = acc15 + a65 * b71;
-            acc16 = acc16 + a65 * b72;
-            acc17 = acc17 + a66 * b69;
-            acc18 = acc18 + a66 * b70;
-            acc19 = acc19 + a66 * b71;
-            acc20 = acc20 + a66 * b72;
-            acc21 = acc21 + a67 * b69;
-            acc22 = acc22 + a67 * b70;
-            acc23 = acc23 + a67 * b71;
-            acc24 = acc24 + a67 * b72;
-            acc25 = acc25 + a68 * b69;
-            acc26 = acc26 + a68 * b70;
-            acc27 = acc27 + a68 * b71;
-            acc28 = acc28 + a68 * b72;
+            acc13 = fma(a65, b69, acc13);
+            acc14 = fma(a65, b70, acc14);
+            acc15 = fma(a65, b71, acc15);
+            acc16 = fma(a65, b72, acc16);
+            acc17 = fma(a66, b69, acc17);
+            acc18 = fma(a66, b70, acc18);
+            acc19 = fma(a66, b71, acc19);
+            acc20 = fma(a66, b72, acc20);
+            acc21 = fma(a67, b69, acc21);
+            acc22 = fma(a67, b70, acc22);
+            acc23 = fma(a67, b71, acc23);
+            acc24 = fma(a67, b72, acc24);
+            acc25 = fma(a68, b69, acc25);
+            acc26 = fma(a68, b70, acc26);
+            acc27 = fma(a68, b71, acc27);
+            acc28 = fma(a68, b72, acc28);
         }
         workgroupBarrier();
     }

@@ -37,7 +37,7 @@ fn naive_matmul_0_grid(
             k9 = i32(k12);
             let at13: u32 = u32(i6) * u.K + u32(k9);
             let at14: u32 = u32(k9) * u.N + u32(j7);
-            acc8 = acc8 + a[at13] * b[at14];
+            acc8 = fma(a[at13], b[at14], acc8);
         }
         let at15: u32 = u32(i6) * u.N + u32(j7);
         out[at15] = acc8;

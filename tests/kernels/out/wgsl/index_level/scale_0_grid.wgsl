@@ -23,6 +23,6 @@ fn scale_0_grid(
         i3 = pid2;
         let at4: u32 = u32(i3);
         let at5: u32 = u32(i3);
-        out[at5] = x[at4] * u.alpha + 1.0f;
+        out[at5] = fma(x[at4], u.alpha, 1.0f);
     }
 }

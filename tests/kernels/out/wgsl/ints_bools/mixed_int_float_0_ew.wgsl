@@ -38,9 +38,8 @@ fn mixed_int_float_0_ew(
     if (i1 < u.N) {
         let v2: i32 = a[i1];
         let v3: f32 = x[i1];
-        let v4: f32 = f32(v2) * v3;
         let v5: f32 = f32(v2) / 4.0f;
-        let v6: f32 = v4 + v5;
+        let v6: f32 = fma(f32(v2), v3, v5);
         let v7: f32 = floor(v3 / 0.25f);
         let v8: f32 = v6 + v7;
         let v9: f32 = mimir_mod_f32(v3, 0.3f);

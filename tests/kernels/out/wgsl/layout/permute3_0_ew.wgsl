@@ -19,8 +19,8 @@ fn permute3_0_ew(
     if (i1 < 10u * u.N) {
         let i2: u32 = i1 % u.N;
         let i3: u32 = i1 / u.N;
-        let i4: u32 = i3 % 2u;
-        let i5: u32 = i3 / 2u;
+        let i4: u32 = i3 & 1u;
+        let i5: u32 = i3 >> 1u;
         let i6: u32 = (i4 * u.N + i2) * 5u + i5;
         let v7: f32 = x[i6];
         let v8: f32 = v7 * 2.0f;

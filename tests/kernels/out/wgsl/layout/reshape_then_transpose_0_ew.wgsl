@@ -10,8 +10,8 @@ fn reshape_then_transpose_0_ew(
 ) {
     let i0: u32 = wid.x * 256u + lid.x;
     if (i0 < 24u) {
-        let i1: u32 = i0 % 8u;
-        let i2: u32 = i0 / 8u;
+        let i1: u32 = i0 & 7u;
+        let i2: u32 = i0 >> 3u;
         let i3: u32 = i1 * 3u + i2;
         let v4: f32 = x[i3];
         out[i0] = v4;

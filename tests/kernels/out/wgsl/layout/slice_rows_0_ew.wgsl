@@ -17,8 +17,8 @@ fn slice_rows_0_ew(
     let g0: u32 = wid.y * nwg.x + wid.x;
     let i1: u32 = g0 * 256u + lid.x;
     if (i1 < u.N * 4u) {
-        let i2: u32 = i1 % 4u;
-        let i3: u32 = i1 / 4u;
+        let i2: u32 = i1 & 3u;
+        let i3: u32 = i1 >> 2u;
         let i4: u32 = i3 * 8u + (i2 + 2u);
         let v5: f32 = x[i4];
         let i6: u32 = i3 * 8u + (i2 + 4u);

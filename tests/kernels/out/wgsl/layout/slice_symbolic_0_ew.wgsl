@@ -25,8 +25,7 @@ fn slice_symbolic_0_ew(
         let i6: u32 = (i3 + 2u) * 3u;
         let v7: f32 = x[i6];
         let v8: f32 = y[i1];
-        let v9: f32 = v7 * v8;
-        let v10: f32 = v5 + v9;
+        let v10: f32 = fma(v7, v8, v5);
         out[i1] = v10;
     }
 }

@@ -38,153 +38,89 @@ fn matmul_square_0_matmul(
     for (var k0_24: u32 = 0u; k0_24 < 64u; k0_24 += 16u) {
         let ka25: u32 = k0_24 + lid.x;
         let kb26: u32 = k0_24 + lid.y;
-        var x27: f32 = 0.0f;
-        if ((row1 < 64u) && (ka25 < 64u)) {
-            let i28: u32 = row1 * 64u + ka25;
-            let v29: f32 = a[i28];
-            x27 = v29;
-        }
-        a_tile[lid.y * 16u + lid.x] = x27;
-        var x30: f32 = 0.0f;
-        if ((row2 < 64u) && (ka25 < 64u)) {
-            let i31: u32 = row2 * 64u + ka25;
-            let v32: f32 = a[i31];
-            x30 = v32;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x30;
-        var x33: f32 = 0.0f;
-        if ((row3 < 64u) && (ka25 < 64u)) {
-            let i34: u32 = row3 * 64u + ka25;
-            let v35: f32 = a[i34];
-            x33 = v35;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x33;
-        var x36: f32 = 0.0f;
-        if ((row4 < 64u) && (ka25 < 64u)) {
-            let i37: u32 = row4 * 64u + ka25;
-            let v38: f32 = a[i37];
-            x36 = v38;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x36;
-        var x39: f32 = 0.0f;
-        if ((kb26 < 64u) && (lid.x < 64u)) {
-            let i40: u32 = kb26 * 64u + lid.x;
-            let v41: f32 = b[i40];
-            x39 = v41;
-        }
-        b_tile[lid.y * 64u + lid.x] = x39;
-        var x42: f32 = 0.0f;
-        if ((kb26 < 64u) && (col5 < 64u)) {
-            let i43: u32 = kb26 * 64u + col5;
-            let v44: f32 = b[i43];
-            x42 = v44;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x42;
-        var x45: f32 = 0.0f;
-        if ((kb26 < 64u) && (col6 < 64u)) {
-            let i46: u32 = kb26 * 64u + col6;
-            let v47: f32 = b[i46];
-            x45 = v47;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x45;
-        var x48: f32 = 0.0f;
-        if ((kb26 < 64u) && (col7 < 64u)) {
-            let i49: u32 = kb26 * 64u + col7;
-            let v50: f32 = b[i49];
-            x48 = v50;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x48;
+        let i27: u32 = row1 * 64u + ka25;
+        let v28: f32 = a[i27];
+        a_tile[lid.y * 16u + lid.x] = v28;
+        let i29: u32 = row2 * 64u + ka25;
+        let v30: f32 = a[i29];
+        a_tile[(lid.y + 16u) * 16u + lid.x] = v30;
+        let i31: u32 = row3 * 64u + ka25;
+        let v32: f32 = a[i31];
+        a_tile[(lid.y + 32u) * 16u + lid.x] = v32;
+        let i33: u32 = row4 * 64u + ka25;
+        let v34: f32 = a[i33];
+        a_tile[(lid.y + 48u) * 16u + lid.x] = v34;
+        let i35: u32 = kb26 * 64u + lid.x;
+        let v36: f32 = b[i35];
+        b_tile[lid.y * 64u + lid.x] = v36;
+        let i37: u32 = kb26 * 64u + col5;
+        let v38: f32 = b[i37];
+        b_tile[lid.y * 64u + (lid.x + 16u)] = v38;
+        let i39: u32 = kb26 * 64u + col6;
+        let v40: f32 = b[i39];
+        b_tile[lid.y * 64u + (lid.x + 32u)] = v40;
+        let i41: u32 = kb26 * 64u + col7;
+        let v42: f32 = b[i41];
+        b_tile[lid.y * 64u + (lid.x + 48u)] = v42;
         workgroupBarrier();
-        for (var kk51: u32 = 0u; kk51 < 16u; kk51 += 1u) {
-            let a52: f32 = a_tile[lid.y * 16u + kk51];
-            let a53: f32 = a_tile[(lid.y + 16u) * 16u + kk51];
-            let a54: f32 = a_tile[(lid.y + 32u) * 16u + kk51];
-            let a55: f32 = a_tile[(lid.y + 48u) * 16u + kk51];
-            let b56: f32 = b_tile[kk51 * 64u + lid.x];
-            let b57: f32 = b_tile[kk51 * 64u + (lid.x + 16u)];
-            let b58: f32 = b_tile[kk51 * 64u + (lid.x + 32u)];
-            let b59: f32 = b_tile[kk51 * 64u + (lid.x + 48u)];
-            acc8 = acc8 + a52 * b56;
-            acc9 = acc9 + a52 * b57;
-            acc10 = acc10 + a52 * b58;
-            acc11 = acc11 + a52 * b59;
-            acc12 = acc12 + a53 * b56;
-            acc13 = acc13 + a53 * b57;
-            acc14 = acc14 + a53 * b58;
-            acc15 = acc15 + a53 * b59;
-            acc16 = acc16 + a54 * b56;
-            acc17 = acc17 + a54 * b57;
-            acc18 = acc18 + a54 * b58;
-            acc19 = acc19 + a54 * b59;
-            acc20 = acc20 + a55 * b56;
-            acc21 = acc21 + a55 * b57;
-            acc22 = acc22 + a55 * b58;
-            acc23 = acc23 + a55 * b59;
+        for (var kk43: u32 = 0u; kk43 < 16u; kk43 += 1u) {
+            let a44: f32 = a_tile[lid.y * 16u + kk43];
+            let a45: f32 = a_tile[(lid.y + 16u) * 16u + kk43];
+            let a46: f32 = a_tile[(lid.y + 32u) * 16u + kk43];
+            let a47: f32 = a_tile[(lid.y + 48u) * 16u + kk43];
+            let b48: f32 = b_tile[kk43 * 64u + lid.x];
+            let b49: f32 = b_tile[kk43 * 64u + (lid.x + 16u)];
+            let b50: f32 = b_tile[kk43 * 64u + (lid.x + 32u)];
+            let b51: f32 = b_tile[kk43 * 64u + (lid.x + 48u)];
+            acc8 = fma(a44, b48, acc8);
+            acc9 = fma(a44, b49, acc9);
+            acc10 = fma(a44, b50, acc10);
+            acc11 = fma(a44, b51, acc11);
+            acc12 = fma(a45, b48, acc12);
+            acc13 = fma(a45, b49, acc13);
+            acc14 = fma(a45, b50, acc14);
+            acc15 = fma(a45, b51, acc15);
+            acc16 = fma(a46, b48, acc16);
+            acc17 = fma(a46, b49, acc17);
+            acc18 = fma(a46, b50, acc18);
+            acc19 = fma(a46, b51, acc19);
+            acc20 = fma(a47, b48, acc20);
+            acc21 = fma(a47, b49, acc21);
+            acc22 = fma(a47, b50, acc22);
+            acc23 = fma(a47, b51, acc23);
         }
         workgroupBarrier();
     }
-    if ((row1 < 64u) && (lid.x < 64u)) {
-        let i60: u32 = row1 * 64u + lid.x;
-        out[i60] = acc8;
-    }
-    if ((row1 < 64u) && (col5 < 64u)) {
-        let i61: u32 = row1 * 64u + col5;
-        out[i61] = acc9;
-    }
-    if ((row1 < 64u) && (col6 < 64u)) {
-        let i62: u32 = row1 * 64u + col6;
-        out[i62] = acc10;
-    }
-    if ((row1 < 64u) && (col7 < 64u)) {
-        let i63: u32 = row1 * 64u + col7;
-        out[i63] = acc11;
-    }
-    if ((row2 < 64u) && (lid.x < 64u)) {
-        let i64: u32 = row2 * 64u + lid.x;
-        out[i64] = acc12;
-    }
-    if ((row2 < 64u) && (col5 < 64u)) {
-        let i65: u32 = row2 * 64u + col5;
-        out[i65] = acc13;
-    }
-    if ((row2 < 64u) && (col6 < 64u)) {
-        let i66: u32 = row2 * 64u + col6;
-        out[i66] = acc14;
-    }
-    if ((row2 < 64u) && (col7 < 64u)) {
-        let i67: u32 = row2 * 64u + col7;
-        out[i67] = acc15;
-    }
-    if ((row3 < 64u) && (lid.x < 64u)) {
-        let i68: u32 = row3 * 64u + lid.x;
-        out[i68] = acc16;
-    }
-    if ((row3 < 64u) && (col5 < 64u)) {
-        let i69: u32 = row3 * 64u + col5;
-        out[i69] = acc17;
-    }
-    if ((row3 < 64u) && (col6 < 64u)) {
-        let i70: u32 = row3 * 64u + col6;
-        out[i70] = acc18;
-    }
-    if ((row3 < 64u) && (col7 < 64u)) {
-        let i71: u32 = row3 * 64u + col7;
-        out[i71] = acc19;
-    }
-    if ((row4 < 64u) && (lid.x < 64u)) {
-        let i72: u32 = row4 * 64u + lid.x;
-        out[i72] = acc20;
-    }
-    if ((row4 < 64u) && (col5 < 64u)) {
-        let i73: u32 = row4 * 64u + col5;
-        out[i73] = acc21;
-    }
-    if ((row4 < 64u) && (col6 < 64u)) {
-        let i74: u32 = row4 * 64u + col6;
-        out[i74] = acc22;
-    }
-    if ((row4 < 64u) && (col7 < 64u)) {
-        let i75: u32 = row4 * 64u + col7;
-        out[i75] = acc23;
-    }
+    let i52: u32 = row1 * 64u + lid.x;
+    out[i52] = acc8;
+    let i53: u32 = row1 * 64u + col5;
+    out[i53] = acc9;
+    let i54: u32 = row1 * 64u + col6;
+    out[i54] = acc10;
+    let i55: u32 = row1 * 64u + col7;
+    out[i55] = acc11;
+    let i56: u32 = row2 * 64u + lid.x;
+    out[i56] = acc12;
+    let i57: u32 = row2 * 64u + col5;
+    out[i57] = acc13;
+    let i58: u32 = row2 * 64u + col6;
+    out[i58] = acc14;
+    let i59: u32 = row2 * 64u + col7;
+    out[i59] = acc15;
+    let i60: u32 = row3 * 64u + lid.x;
+    out[i60] = acc16;
+    let i61: u32 = row3 * 64u + col5;
+    out[i61] = acc17;
+    let i62: u32 = row3 * 64u + col6;
+    out[i62] = acc18;
+    let i63: u32 = row3 * 64u + col7;
+    out[i63] = acc19;
+    let i64: u32 = row4 * 64u + lid.x;
+    out[i64] = acc20;
+    let i65: u32 = row4 * 64u + col5;
+    out[i65] = acc21;
+    let i66: u32 = row4 * 64u + col6;
+    out[i66] = acc22;
+    let i67: u32 = row4 * 64u + col7;
+    out[i67] = acc23;
 }

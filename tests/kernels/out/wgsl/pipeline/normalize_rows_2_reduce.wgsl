@@ -29,7 +29,7 @@ fn normalize_rows_2_reduce(
     @builtin(workgroup_id) wid: vec3<u32>,
 ) {
     var acc0: f32 = -bitcast<f32>(inf_bits);
-    for (var r1: u32 = lid.x; r1 < (u.N * 9u + 4096u - 1u) / 4096u; r1 += 256u) {
+    for (var r1: u32 = lid.x; r1 < ((u.N * 9u + 4096u - 1u) >> 12u); r1 += 256u) {
         acc0 = mimir_maximum_f32(acc0, scratch2[r1]);
     }
     partial[lid.x] = acc0;

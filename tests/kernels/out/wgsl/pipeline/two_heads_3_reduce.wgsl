@@ -23,8 +23,7 @@ fn two_heads_3_reduce(
             let i4: u32 = o1 * 4u + r3;
             let v5: f32 = out0[i4];
             let v6: f32 = scratch0[i4];
-            let v7: f32 = v5 * v6;
-            acc2 = acc2 + v7;
+            acc2 = fma(v5, v6, acc2);
         }
         let total8: f32 = acc2 / f32(4u);
         let v9: f32 = total8 + 0.0f;

@@ -1,0 +1,47 @@
+"""Row-wise kernels: softmax with the row in registers when its length is proven small,
+norms whose row reductions and output are one launch (the row unrolled when it divides)."""
+
+from mimir.array import Dim, Tensor, float16, float32, gpu
+
+N = Dim("N")
+D = Dim("D", max=2048)
+
+
+@gpu
+def softmax_row_1000(x: Tensor[float32, N, 1000]) -> Tensor[float32, N, 1000]:
+    return x.softmax()
+
+
+@gpu
+def log_softmax_row_512(x: Tensor[float32, N, 512]) -> Tensor[float32, N, 512]:
+    return x.log_softmax()
+
+
+@gpu
+def softmax_bounded_row(x: Tensor[float32, N, D]) -> Tensor[float32, N, D]:
+    return (x * 0.5).softmax() * 2.0
+
+
+@gpu
+def softmax_short_half(x: Tensor[float16, N, 40]) -> Tensor[float16, N, 40]:
+    return x.softmax()
+
+
+@gpu
+def layer_norm_512(
+    x: Tensor[float32, N, 512], gamma: Tensor[float32, 512], beta: Tensor[float32, 512]
+) -> Tensor[float32, N, 512]:
+    mean = x.mean(axis=-1, keepdims=True)
+    centered = x - mean
+    var = (centered * centered).mean(axis=-1, keepdims=True)
+    return centered * (var + 1e-5).rsqrt() * gamma + beta
+
+
+@gpu
+def rms_norm_bounded(x: Tensor[float32, N, D], w: Tensor[float32, D]) -> Tensor[float32, N, D]:
+    return x / ((x * x).mean(axis=-1, keepdims=True) + 1e-6).sqrt() * w
+
+
+@gpu
+def max_shifted_half(x: Tensor[float16, N, 40]) -> Tensor[float16, N, 40]:
+    return x - x.max(axis=-1, keepdims=True)

@@ -1,0 +1,94 @@
+"""What the schedule does for speed, as facts about the emitted files (issue 15).
+
+Execution against the shim is in test_backends_exec.py, test_ptx_exec.py and
+test_spirv.py (the zoo files rows.py and proven.py); here: launch counts, loads
+per element, contraction to fma, and the guards the proofs remove.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from mimir.codegen import compile_source
+from mimir.codegen.builder import ibin, u32
+from mimir.codegen.ir import Binary, Var
+
+KERNELS = Path(__file__).resolve().parent / "kernels"
+
+
+def _compile(stem: str, function: str, backend: str) -> dict[str, str]:
+    path = KERNELS / f"{stem}.py"
+    result = compile_source(str(path), path.read_text(), [backend], function=function)
+    assert result.ok, [(d.code, d.message) for d in result.diagnostics]
+    return {k: v for k, v in result.files.items() if isinstance(v, str)}
+
+
+def test_layer_norm_is_one_launch_without_scratch() -> None:
+    files = _compile("layernorm", "layernorm", "wgsl")
+    manifest = json.loads(files["layernorm.manifest.json"])
+    assert [k["file"] for k in manifest["kernels"]] == ["layernorm_0_row.wgsl"]
+    assert all(b["role"] != "scratch" for b in manifest["buffers"])
+
+
+def test_a_literal_row_is_loaded_once_per_element() -> None:
+    # 512 elements over 256 threads: two loads of x per thread, and no loop over the row
+    files = _compile("rows", "layer_norm_512", "ptx")
+    text = files["layer_norm_512_0_row.ptx"]
+    assert len(re.findall(r"ld\.global\.nc\.f32 [^,]+, \[%rd\d+\];", text)) == 2 + 2 * 2
+    files = _compile("rows", "log_softmax_row_512", "ptx")
+    text = files["log_softmax_row_512_0_softmax.ptx"]
+    assert len(re.findall(r"ld\.global", text)) == 2
+    assert text.count("// exp: mimir.codegen.ptx.mathlib") == 2  # exp once per element
+
+
+def test_a_symbolic_softmax_reads_its_row_twice() -> None:
+    text = _compile("big_reduction", "long_softmax", "ptx")["long_softmax_0_softmax.ptx"]
+    assert len(re.findall(r"ld\.global\.nc", text)) == 2
+
+
+def test_multiply_add_contracts_to_fma_on_every_backend() -> None:
+    expected = {
+        "ptx": "fma.rn.f32",
+        "wgsl": "fma(",
+        "msl": "fma(",
+    }
+    for backend, needle in expected.items():
+        files = _compile("proven", "multiply_add", backend)
+        (kernel,) = [v for k, v in files.items() if not k.endswith(".json")]
+        assert needle in kernel, backend
+    spirv = compile_source(
+        str(KERNELS / "proven.py"), (KERNELS / "proven.py").read_text(), ["spirv"], "multiply_add"
+    )
+    assert "Fma" in spirv.listings["multiply_add_0_ew.spv"]
+
+
+def test_guards_proven_unnecessary_are_not_emitted_and_the_manifest_says_why() -> None:
+    files = _compile("proven", "tiled_matmul_bias_relu", "wgsl")
+    manifest = json.loads(files["tiled_matmul_bias_relu.manifest.json"])
+    (kernel,) = manifest["kernels"]
+    removed = {g["guard"]: g["proof"] for g in kernel["guards_removed"]}
+    assert removed == {
+        "row < M": "M is a multiple of 64 (M multiple_of 64)",
+        "col < 64": "64 is a multiple of 64",
+        "k < K": "K is a multiple of 16 (K multiple_of 16)",
+    }
+    # the one `if` left: workgroups past the end of a folded dispatch (M has no max)
+    body = files["tiled_matmul_bias_relu_0_matmul.wgsl"].split("fn ")[-1]
+    assert body.count("if (") == 1 and "if (g0 >= " in body
+    files = _compile("proven", "multiply_add", "wgsl")
+    manifest = json.loads(files["multiply_add.manifest.json"])
+    assert manifest["kernels"][0]["guards_removed"] == [
+        {"guard": "i < N", "proof": "N is a multiple of 256 (N multiple_of 256)"}
+    ]
+    # without the proof the guard stays, and the manifest has nothing to say
+    files = _compile("linear", "linear_relu", "wgsl")
+    assert "guards_removed" not in json.loads(files["linear_relu.manifest.json"])["kernels"][0]
+
+
+def test_division_by_a_power_of_two_is_a_shift_and_a_mask() -> None:
+    x = Var("x", "u32")
+    assert ibin("/", x, u32(64)) == Binary(">>", x, u32(6), "u32")
+    assert ibin("%", x, u32(64)) == Binary("&", x, u32(63), "u32")
+    assert ibin("/", x, u32(48)) == Binary("/", x, u32(48), "u32")
