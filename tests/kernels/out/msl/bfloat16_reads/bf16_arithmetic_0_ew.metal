@@ -12,7 +12,7 @@ static inline float mimir_round_bf16(float a) {
         return a;
     }
     const uint bits = as_type<uint>(a);
-    return as_type<float>(bits + 32767u + ((bits >> 16u) & 1u) & 4294901760u);
+    return as_type<float>((bits + 32767u + ((bits >> 16u) & 1u)) & 4294901760u);
 }
 
 kernel void bf16_arithmetic_0_ew(

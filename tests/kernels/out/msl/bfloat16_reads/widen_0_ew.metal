@@ -18,8 +18,7 @@ kernel void widen_0_ew(
     const uint i1 = g0 * 256u + lid.x;
     if (i1 < u.N) {
         const float v2 = as_type<float>(((i1 & 1u) != 0u ? x[i1 / 2u] & 4294901760u : x[i1 / 2u] << 16u));
-        const float v3 = v2 * 2.0f;
-        const float v4 = v3 + 1.0f;
+        const float v4 = fma(v2, 2.0f, 1.0f);
         out[i1] = v4;
     }
 }

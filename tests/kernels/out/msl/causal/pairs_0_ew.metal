@@ -21,8 +21,8 @@ kernel void pairs_0_ew(
     if (i1 < u.N * 2u * u.M) {
         const uint i2 = i1 % u.M;
         const uint i3 = i1 / u.M;
-        const uint i4 = i3 % 2u;
-        const uint i5 = i3 / 2u;
+        const uint i4 = i3 & 1u;
+        const uint i5 = i3 >> 1u;
         float part6 = 0.0f;
         if (i4 == 0u) {
             const uint i7 = i5 * u.M + i2;

@@ -101,22 +101,22 @@ kernel void dot_0_matmul(
             const float b49 = b_tile[kk43 * 64u + (lid.x + 16u)];
             const float b50 = b_tile[kk43 * 64u + (lid.x + 32u)];
             const float b51 = b_tile[kk43 * 64u + (lid.x + 48u)];
-            acc8 = acc8 + a44 * b48;
-            acc9 = acc9 + a44 * b49;
-            acc10 = acc10 + a44 * b50;
-            acc11 = acc11 + a44 * b51;
-            acc12 = acc12 + a45 * b48;
-            acc13 = acc13 + a45 * b49;
-            acc14 = acc14 + a45 * b50;
-            acc15 = acc15 + a45 * b51;
-            acc16 = acc16 + a46 * b48;
-            acc17 = acc17 + a46 * b49;
-            acc18 = acc18 + a46 * b50;
-            acc19 = acc19 + a46 * b51;
-            acc20 = acc20 + a47 * b48;
-            acc21 = acc21 + a47 * b49;
-            acc22 = acc22 + a47 * b50;
-            acc23 = acc23 + a47 * b51;
+            acc8 = fma(a44, b48, acc8);
+            acc9 = fma(a44, b49, acc9);
+            acc10 = fma(a44, b50, acc10);
+            acc11 = fma(a44, b51, acc11);
+            acc12 = fma(a45, b48, acc12);
+            acc13 = fma(a45, b49, acc13);
+            acc14 = fma(a45, b50, acc14);
+            acc15 = fma(a45, b51, acc15);
+            acc16 = fma(a46, b48, acc16);
+            acc17 = fma(a46, b49, acc17);
+            acc18 = fma(a46, b50, acc18);
+            acc19 = fma(a46, b51, acc19);
+            acc20 = fma(a47, b48, acc20);
+            acc21 = fma(a47, b49, acc21);
+            acc22 = fma(a47, b50, acc22);
+            acc23 = fma(a47, b51, acc23);
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }

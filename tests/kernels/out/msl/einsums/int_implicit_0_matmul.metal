@@ -20,11 +20,11 @@ kernel void int_implicit_0_matmul(
     threadgroup int a_tile[1024];
     threadgroup int b_tile[1024];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= (u.N + 64u - 1u) / 64u * ((u.M + 64u - 1u) / 64u)) {
+    if (g0 >= ((u.N + 64u - 1u) >> 6u) * ((u.M + 64u - 1u) >> 6u)) {
         return;
     }
-    const uint tile1 = g0 % ((u.M + 64u - 1u) / 64u);
-    const uint tile2 = g0 / ((u.M + 64u - 1u) / 64u);
+    const uint tile1 = g0 % ((u.M + 64u - 1u) >> 6u);
+    const uint tile2 = g0 / ((u.M + 64u - 1u) >> 6u);
     const uint row3 = tile2 * 64u;
     const uint col4 = tile1 * 64u;
     const uint row5 = row3 + lid.y;

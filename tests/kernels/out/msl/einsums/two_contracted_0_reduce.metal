@@ -33,8 +33,7 @@ kernel void two_contracted_0_reduce(
         const float v8 = a[i7];
         const uint i9 = (i6 * u.D + i5) * u.M + i2;
         const float v10 = b[i9];
-        const float v11 = v8 * v10;
-        acc1 = acc1 + v11;
+        acc1 = fma(v8, v10, acc1);
     }
     partial[lid.x] = acc1;
     threadgroup_barrier(mem_flags::mem_threadgroup);

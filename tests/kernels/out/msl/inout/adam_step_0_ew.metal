@@ -21,15 +21,13 @@ kernel void adam_step_0_ew(
     const uint i1 = g0 * 256u + lid.x;
     if (i1 < u.N) {
         const float v2 = m[i1];
-        const float v3 = 0.9f * v2;
         const float v4 = grad[i1];
         const float v5 = 0.1f * v4;
-        const float v6 = v3 + v5;
+        const float v6 = fma(0.9f, v2, v5);
         const float v7 = v[i1];
-        const float v8 = 0.999f * v7;
         const float v9 = 0.001f * v4;
         const float v10 = v9 * v4;
-        const float v11 = v8 + v10;
+        const float v11 = fma(0.999f, v7, v10);
         m[i1] = v6;
         v[i1] = v11;
     }

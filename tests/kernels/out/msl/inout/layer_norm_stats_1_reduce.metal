@@ -34,8 +34,7 @@ kernel void layer_norm_stats_1_reduce(
         const float v4 = x[i3];
         const float v5 = out0[g0];
         const float v6 = v4 - v5;
-        const float v7 = v6 * v6;
-        acc1 = acc1 + v7;
+        acc1 = fma(v6, v6, acc1);
     }
     partial[lid.x] = acc1;
     threadgroup_barrier(mem_flags::mem_threadgroup);

@@ -27,8 +27,7 @@ kernel void scale_and_norm_2_reduce(
         const uint i3 = g0 * u.D + r2;
         const float v4 = scratch1[i3];
         const float v5 = x[i3];
-        const float v6 = v4 * v5;
-        acc1 = acc1 + v6;
+        acc1 = fma(v4, v5, acc1);
     }
     partial[lid.x] = acc1;
     threadgroup_barrier(mem_flags::mem_threadgroup);

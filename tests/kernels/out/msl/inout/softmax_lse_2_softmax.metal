@@ -28,133 +28,114 @@ kernel void softmax_lse_2_softmax(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[256];
+    threadgroup float row_max[256];
+    threadgroup float row_sum[256];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
     }
-    float row_max1 = as_type<float>(0xff800000u);
-    for (uint j2 = lid.x; j2 < u.D; j2 += 256u) {
-        const uint i3 = g0 * u.D + j2;
-        const float v4 = x[i3];
-        row_max1 = mimir_maximum_f32(row_max1, v4);
+    float m1 = as_type<float>(0xff800000u);
+    float s2 = 0.0f;
+    for (uint j3 = lid.x; j3 < u.D; j3 += 256u) {
+        const uint i4 = g0 * u.D + j3;
+        const float v5 = x[i4];
+        const bool grows6 = v5 > m1;
+        const float d7 = (grows6 ? m1 - v5 : v5 - m1);
+        const float e8 = (v5 == as_type<float>(0xff800000u) ? 0.0f : exp(d7));
+        s2 = (grows6 ? fma(s2, e8, 1.0f) : s2 + e8);
+        m1 = (grows6 ? v5 : m1);
     }
-    partial[lid.x] = row_max1;
+    row_max[lid.x] = m1;
+    row_sum[lid.x] = s2;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 128u) {
-        const float a5 = partial[lid.x];
-        const float b6 = partial[lid.x + 128u];
-        partial[lid.x] = mimir_maximum_f32(a5, b6);
+        const float a9 = row_max[lid.x];
+        const float a10 = row_sum[lid.x];
+        const float b11 = row_max[lid.x + 128u];
+        const float b12 = row_sum[lid.x + 128u];
+        const float m13 = mimir_maximum_f32(a9, b11);
+        row_max[lid.x] = m13;
+        row_sum[lid.x] = (a9 == as_type<float>(0xff800000u) ? 0.0f : a10 * exp(a9 - m13)) + (b11 == as_type<float>(0xff800000u) ? 0.0f : b12 * exp(b11 - m13));
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 64u) {
-        const float a7 = partial[lid.x];
-        const float b8 = partial[lid.x + 64u];
-        partial[lid.x] = mimir_maximum_f32(a7, b8);
+        const float a14 = row_max[lid.x];
+        const float a15 = row_sum[lid.x];
+        const float b16 = row_max[lid.x + 64u];
+        const float b17 = row_sum[lid.x + 64u];
+        const float m18 = mimir_maximum_f32(a14, b16);
+        row_max[lid.x] = m18;
+        row_sum[lid.x] = (a14 == as_type<float>(0xff800000u) ? 0.0f : a15 * exp(a14 - m18)) + (b16 == as_type<float>(0xff800000u) ? 0.0f : b17 * exp(b16 - m18));
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 32u) {
-        const float a9 = partial[lid.x];
-        const float b10 = partial[lid.x + 32u];
-        partial[lid.x] = mimir_maximum_f32(a9, b10);
+        const float a19 = row_max[lid.x];
+        const float a20 = row_sum[lid.x];
+        const float b21 = row_max[lid.x + 32u];
+        const float b22 = row_sum[lid.x + 32u];
+        const float m23 = mimir_maximum_f32(a19, b21);
+        row_max[lid.x] = m23;
+        row_sum[lid.x] = (a19 == as_type<float>(0xff800000u) ? 0.0f : a20 * exp(a19 - m23)) + (b21 == as_type<float>(0xff800000u) ? 0.0f : b22 * exp(b21 - m23));
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 16u) {
-        const float a11 = partial[lid.x];
-        const float b12 = partial[lid.x + 16u];
-        partial[lid.x] = mimir_maximum_f32(a11, b12);
+        const float a24 = row_max[lid.x];
+        const float a25 = row_sum[lid.x];
+        const float b26 = row_max[lid.x + 16u];
+        const float b27 = row_sum[lid.x + 16u];
+        const float m28 = mimir_maximum_f32(a24, b26);
+        row_max[lid.x] = m28;
+        row_sum[lid.x] = (a24 == as_type<float>(0xff800000u) ? 0.0f : a25 * exp(a24 - m28)) + (b26 == as_type<float>(0xff800000u) ? 0.0f : b27 * exp(b26 - m28));
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 8u) {
-        const float a13 = partial[lid.x];
-        const float b14 = partial[lid.x + 8u];
-        partial[lid.x] = mimir_maximum_f32(a13, b14);
+        const float a29 = row_max[lid.x];
+        const float a30 = row_sum[lid.x];
+        const float b31 = row_max[lid.x + 8u];
+        const float b32 = row_sum[lid.x + 8u];
+        const float m33 = mimir_maximum_f32(a29, b31);
+        row_max[lid.x] = m33;
+        row_sum[lid.x] = (a29 == as_type<float>(0xff800000u) ? 0.0f : a30 * exp(a29 - m33)) + (b31 == as_type<float>(0xff800000u) ? 0.0f : b32 * exp(b31 - m33));
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 4u) {
-        const float a15 = partial[lid.x];
-        const float b16 = partial[lid.x + 4u];
-        partial[lid.x] = mimir_maximum_f32(a15, b16);
+        const float a34 = row_max[lid.x];
+        const float a35 = row_sum[lid.x];
+        const float b36 = row_max[lid.x + 4u];
+        const float b37 = row_sum[lid.x + 4u];
+        const float m38 = mimir_maximum_f32(a34, b36);
+        row_max[lid.x] = m38;
+        row_sum[lid.x] = (a34 == as_type<float>(0xff800000u) ? 0.0f : a35 * exp(a34 - m38)) + (b36 == as_type<float>(0xff800000u) ? 0.0f : b37 * exp(b36 - m38));
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 2u) {
-        const float a17 = partial[lid.x];
-        const float b18 = partial[lid.x + 2u];
-        partial[lid.x] = mimir_maximum_f32(a17, b18);
+        const float a39 = row_max[lid.x];
+        const float a40 = row_sum[lid.x];
+        const float b41 = row_max[lid.x + 2u];
+        const float b42 = row_sum[lid.x + 2u];
+        const float m43 = mimir_maximum_f32(a39, b41);
+        row_max[lid.x] = m43;
+        row_sum[lid.x] = (a39 == as_type<float>(0xff800000u) ? 0.0f : a40 * exp(a39 - m43)) + (b41 == as_type<float>(0xff800000u) ? 0.0f : b42 * exp(b41 - m43));
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (lid.x < 1u) {
-        const float a19 = partial[lid.x];
-        const float b20 = partial[lid.x + 1u];
-        partial[lid.x] = mimir_maximum_f32(a19, b20);
+        const float a44 = row_max[lid.x];
+        const float a45 = row_sum[lid.x];
+        const float b46 = row_max[lid.x + 1u];
+        const float b47 = row_sum[lid.x + 1u];
+        const float m48 = mimir_maximum_f32(a44, b46);
+        row_max[lid.x] = m48;
+        row_sum[lid.x] = (a44 == as_type<float>(0xff800000u) ? 0.0f : a45 * exp(a44 - m48)) + (b46 == as_type<float>(0xff800000u) ? 0.0f : b47 * exp(b46 - m48));
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_max21 = partial[0u];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float t22 = (row_max21 == as_type<float>(0xff800000u) ? 0.0f : row_max21);
-    float row_sum23 = 0.0f;
-    for (uint j24 = lid.x; j24 < u.D; j24 += 256u) {
-        const uint i25 = g0 * u.D + j24;
-        const float v26 = x[i25];
-        row_sum23 = row_sum23 + exp(v26 - t22);
-    }
-    partial[lid.x] = row_sum23;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a27 = partial[lid.x];
-        const float b28 = partial[lid.x + 128u];
-        partial[lid.x] = a27 + b28;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a29 = partial[lid.x];
-        const float b30 = partial[lid.x + 64u];
-        partial[lid.x] = a29 + b30;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a31 = partial[lid.x];
-        const float b32 = partial[lid.x + 32u];
-        partial[lid.x] = a31 + b32;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a33 = partial[lid.x];
-        const float b34 = partial[lid.x + 16u];
-        partial[lid.x] = a33 + b34;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a35 = partial[lid.x];
-        const float b36 = partial[lid.x + 8u];
-        partial[lid.x] = a35 + b36;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a37 = partial[lid.x];
-        const float b38 = partial[lid.x + 4u];
-        partial[lid.x] = a37 + b38;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a39 = partial[lid.x];
-        const float b40 = partial[lid.x + 2u];
-        partial[lid.x] = a39 + b40;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a41 = partial[lid.x];
-        const float b42 = partial[lid.x + 1u];
-        partial[lid.x] = a41 + b42;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_sum43 = partial[0u];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    for (uint j44 = lid.x; j44 < u.D; j44 += 256u) {
-        const uint i45 = g0 * u.D + j44;
-        const float v46 = x[i45];
-        const float t47 = v46 - t22;
-        const float y48 = exp(t47) / row_sum43;
-        out0[i45] = y48;
+    const float row_max49 = row_max[0u];
+    const float top50 = (row_max49 == as_type<float>(0xff800000u) ? 0.0f : row_max49);
+    const float row_sum51 = row_sum[0u];
+    for (uint j52 = lid.x; j52 < u.D; j52 += 256u) {
+        const uint i53 = g0 * u.D + j52;
+        const float v54 = x[i53];
+        const float t55 = v54 - top50;
+        const float y56 = exp(t55) / row_sum51;
+        out0[i53] = y56;
     }
 }

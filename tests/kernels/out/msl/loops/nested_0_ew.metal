@@ -19,25 +19,19 @@ kernel void nested_0_ew(
     if (i1 < u.N) {
         const uint i2 = i1 * 4u;
         const float v3 = x[i2];
-        const float v4 = v3 * 0.0f;
         const float v5 = v3 * v3;
-        const float v6 = v4 + v5;
+        const float v6 = fma(v3, 0.0f, v5);
         const uint i7 = i1 * 4u + 2u;
         const float v8 = x[i7];
-        const float v9 = v3 * v8;
-        const float v10 = v6 + v9;
+        const float v10 = fma(v3, v8, v6);
         const uint i11 = i1 * 4u + 1u;
         const float v12 = x[i11];
-        const float v13 = v12 * v12;
-        const float v14 = v10 + v13;
+        const float v14 = fma(v12, v12, v10);
         const uint i15 = i1 * 4u + 3u;
         const float v16 = x[i15];
-        const float v17 = v12 * v16;
-        const float v18 = v14 + v17;
-        const float v19 = v8 * v8;
-        const float v20 = v18 + v19;
-        const float v21 = v16 * v16;
-        const float v22 = v20 + v21;
+        const float v18 = fma(v12, v16, v14);
+        const float v20 = fma(v8, v8, v18);
+        const float v22 = fma(v16, v16, v20);
         out[i1] = v22;
     }
 }

@@ -26,11 +26,11 @@ kernel void scaled_scores_0_matmul(
     threadgroup float a_tile[1024];
     threadgroup float b_tile[1024];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= (u.T + 64u - 1u) / 64u * ((u.T + 64u - 1u) / 64u)) {
+    if (g0 >= ((u.T + 64u - 1u) >> 6u) * ((u.T + 64u - 1u) >> 6u)) {
         return;
     }
-    const uint tile1 = g0 % ((u.T + 64u - 1u) / 64u);
-    const uint tile2 = g0 / ((u.T + 64u - 1u) / 64u);
+    const uint tile1 = g0 % ((u.T + 64u - 1u) >> 6u);
+    const uint tile2 = g0 / ((u.T + 64u - 1u) >> 6u);
     const uint row3 = tile2 * 64u;
     const uint col4 = tile1 * 64u;
     const uint row5 = row3 + lid.y;
@@ -126,22 +126,22 @@ kernel void scaled_scores_0_matmul(
             const float b62 = b_tile[kk56 * 64u + (lid.x + 16u)];
             const float b63 = b_tile[kk56 * 64u + (lid.x + 32u)];
             const float b64 = b_tile[kk56 * 64u + (lid.x + 48u)];
-            acc13 = acc13 + a57 * b61;
-            acc14 = acc14 + a57 * b62;
-            acc15 = acc15 + a57 * b63;
-            acc16 = acc16 + a57 * b64;
-            acc17 = acc17 + a58 * b61;
-            acc18 = acc18 + a58 * b62;
-            acc19 = acc19 + a58 * b63;
-            acc20 = acc20 + a58 * b64;
-            acc21 = acc21 + a59 * b61;
-            acc22 = acc22 + a59 * b62;
-            acc23 = acc23 + a59 * b63;
-            acc24 = acc24 + a59 * b64;
-            acc25 = acc25 + a60 * b61;
-            acc26 = acc26 + a60 * b62;
-            acc27 = acc27 + a60 * b63;
-            acc28 = acc28 + a60 * b64;
+            acc13 = fma(a57, b61, acc13);
+            acc14 = fma(a57, b62, acc14);
+            acc15 = fma(a57, b63, acc15);
+            acc16 = fma(a57, b64, acc16);
+            acc17 = fma(a58, b61, acc17);
+            acc18 = fma(a58, b62, acc18);
+            acc19 = fma(a58, b63, acc19);
+            acc20 = fma(a58, b64, acc20);
+            acc21 = fma(a59, b61, acc21);
+            acc22 = fma(a59, b62, acc22);
+            acc23 = fma(a59, b63, acc23);
+            acc24 = fma(a59, b64, acc24);
+            acc25 = fma(a60, b61, acc25);
+            acc26 = fma(a60, b62, acc26);
+            acc27 = fma(a60, b63, acc27);
+            acc28 = fma(a60, b64, acc28);
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }

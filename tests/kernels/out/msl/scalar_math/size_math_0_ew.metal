@@ -56,10 +56,9 @@ kernel void size_math_0_ew(
         const float v2 = x[i1];
         const int s3 = int(u.D);
         const float t4 = mimir_pow_f32(float(s3), -0.5f);
-        const float v5 = v2 * t4;
         const int s6 = int(u.D);
         const float t7 = mimir_log(float(s6));
-        const float v8 = v5 + t7;
+        const float v8 = fma(v2, t4, t7);
         const float t9 = u.t * 0.25f;
         const float t10 = exp(t9);
         const float v11 = v8 - t10;

@@ -26,8 +26,7 @@ kernel void products_0_scan(
         if (j3 < 5u) {
             const uint i5 = g0 * 5u + j3;
             const float v6 = x[i5];
-            const float v7 = v6 * 0.5f;
-            const float v8 = v7 + 1.0f;
+            const float v8 = fma(v6, 0.5f, 1.0f);
             x4 = v8;
         }
         scan[lid.x] = x4;

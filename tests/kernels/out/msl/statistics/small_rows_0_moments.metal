@@ -36,7 +36,7 @@ kernel void small_rows_0_moments(
             const uint i9 = o1 * 3u + r8;
             const float v10 = y[i9];
             const float d11 = v10 - mean6;
-            acc7 = acc7 + d11 * d11;
+            acc7 = fma(d11, d11, acc7);
         }
         const float var12 = acc7 / float(2u);
         const float std13 = mimir_sqrt(var12);

@@ -29,7 +29,7 @@ kernel void small_rows_1_moments(
             const uint i9 = o1 * 5u + r8;
             const int v10 = x[i9];
             const float d11 = float(v10) - mean6;
-            acc7 = acc7 + d11 * d11;
+            acc7 = fma(d11, d11, acc7);
         }
         const float var12 = acc7 / float(5u);
         scratch1[o1] = var12;

@@ -91,7 +91,7 @@ kernel void standardise_1_moments(
         const uint i25 = g0 * u.C + r24;
         const float v26 = x[i25];
         const float d27 = v26 - mean22;
-        acc23 = acc23 + d27 * d27;
+        acc23 = fma(d27, d27, acc23);
     }
     partial[lid.x] = acc23;
     threadgroup_barrier(mem_flags::mem_threadgroup);

@@ -93,7 +93,7 @@ kernel void std_half_0_moments(
         const float v27 = float(x[i26]);
         const float v28 = float(half(v27 + 1e+02f));
         const float d29 = v28 - mean23;
-        acc24 = acc24 + d29 * d29;
+        acc24 = fma(d29, d29, acc24);
     }
     partial[lid.x] = acc24;
     threadgroup_barrier(mem_flags::mem_threadgroup);

@@ -16,7 +16,7 @@ kernel void top1_accuracy_2_reduce(
 ) {
     threadgroup float partial[256];
     float acc0 = 0.0f;
-    for (uint r1 = lid.x; r1 < (u.N + 4096u - 1u) / 4096u; r1 += 256u) {
+    for (uint r1 = lid.x; r1 < (u.N + 4096u - 1u) >> 12u; r1 += 256u) {
         acc0 = acc0 + scratch1[r1];
     }
     partial[lid.x] = acc0;

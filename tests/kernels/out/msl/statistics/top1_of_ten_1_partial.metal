@@ -16,7 +16,7 @@ kernel void top1_of_ten_1_partial(
 ) {
     threadgroup int partial[256];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= (u.N + 4096u - 1u) / 4096u) {
+    if (g0 >= ((u.N + 4096u - 1u) >> 12u)) {
         return;
     }
     const uint start1 = g0 * 4096u;

@@ -15,7 +15,7 @@ kernel void top1_of_ten_2_reduce(
 ) {
     threadgroup int partial[256];
     int acc0 = 0;
-    for (uint r1 = lid.x; r1 < (u.N + 4096u - 1u) / 4096u; r1 += 256u) {
+    for (uint r1 = lid.x; r1 < (u.N + 4096u - 1u) >> 12u; r1 += 256u) {
         acc0 = int(uint(acc0) + uint(scratch1[r1]));
     }
     partial[lid.x] = acc0;

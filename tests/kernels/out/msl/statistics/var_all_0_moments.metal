@@ -82,7 +82,7 @@ kernel void var_all_0_moments(
         const uint i28 = i27 * 5u + i26;
         const int v29 = x[i28];
         const float d30 = float(v29) - mean23;
-        acc24 = acc24 + d30 * d30;
+        acc24 = fma(d30, d30, acc24);
     }
     partial[lid.x] = acc24;
     threadgroup_barrier(mem_flags::mem_threadgroup);

@@ -86,7 +86,7 @@ kernel void var_far_from_zero_0_moments(
         const float v27 = x[i26];
         const float v28 = v27 + 1e+03f;
         const float d29 = v28 - mean23;
-        acc24 = acc24 + d29 * d29;
+        acc24 = fma(d29, d29, acc24);
     }
     partial[lid.x] = acc24;
     threadgroup_barrier(mem_flags::mem_threadgroup);

@@ -15,7 +15,7 @@ fn mimir_round_bf16(a: f32) -> f32 {
         return a;
     }
     let bits: u32 = bitcast<u32>(a);
-    return bitcast<f32>(bits + 32767u + ((bits >> 16u) & 1u) & 4294901760u);
+    return bitcast<f32>((bits + 32767u + ((bits >> 16u) & 1u)) & 4294901760u);
 }
 
 @compute @workgroup_size(256, 1, 1)

@@ -20,11 +20,11 @@ fn bf16_weights_0_matmul(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= (u.N + 64u - 1u) / 64u * ((u.M + 64u - 1u) / 64u)) {
+    if (g0 >= ((u.N + 64u - 1u) >> 6u) * ((u.M + 64u - 1u) >> 6u)) {
         return;
     }
-    let tile1: u32 = g0 % ((u.M + 64u - 1u) / 64u);
-    let tile2: u32 = g0 / ((u.M + 64u - 1u) / 64u);
+    let tile1: u32 = g0 % ((u.M + 64u - 1u) >> 6u);
+    let tile2: u32 = g0 / ((u.M + 64u - 1u) >> 6u);
     let row3: u32 = tile2 * 64u;
     let col4: u32 = tile1 * 64u;
     let row5: u32 = row3 + lid.y;
@@ -120,22 +120,22 @@ fn bf16_weights_0_matmul(
             let b62: f32 = b_tile[kk56 * 64u + (lid.x + 16u)];
             let b63: f32 = b_tile[kk56 * 64u + (lid.x + 32u)];
             let b64: f32 = b_tile[kk56 * 64u + (lid.x + 48u)];
-            acc13 = acc13 + a57 * b61;
-            acc14 = acc14 + a57 * b62;
-            acc15 = acc15 + a57 * b63;
-            acc16 = acc16 + a57 * b64;
-            acc17 = acc17 + a58 * b61;
-            acc18 = acc18 + a58 * b62;
-            acc19 = acc19 + a58 * b63;
-            acc20 = acc20 + a58 * b64;
-            acc21 = acc21 + a59 * b61;
-            acc22 = acc22 + a59 * b62;
-            acc23 = acc23 + a59 * b63;
-            acc24 = acc24 + a59 * b64;
-            acc25 = acc25 + a60 * b61;
-            acc26 = acc26 + a60 * b62;
-            acc27 = acc27 + a60 * b63;
-            acc28 = acc28 + a60 * b64;
+            acc13 = fma(a57, b61, acc13);
+            acc14 = fma(a57, b62, acc14);
+            acc15 = fma(a57, b63, acc15);
+            acc16 = fma(a57, b64, acc16);
+            acc17 = fma(a58, b61, acc17);
+            acc18 = fma(a58, b62, acc18);
+            acc19 = fma(a58, b63, acc19);
+            acc20 = fma(a58, b64, acc20);
+            acc21 = fma(a59, b61, acc21);
+            acc22 = fma(a59, b62, acc22);
+            acc23 = fma(a59, b63, acc23);
+            acc24 = fma(a59, b64, acc24);
+            acc25 = fma(a60, b61, acc25);
+            acc26 = fma(a60, b62, acc26);
+            acc27 = fma(a60, b63, acc27);
+            acc28 = fma(a60, b64, acc28);
         }
         workgroupBarrier();
     }

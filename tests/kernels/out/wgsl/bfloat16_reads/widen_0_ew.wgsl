@@ -18,8 +18,7 @@ fn widen_0_ew(
     let i1: u32 = g0 * 256u + lid.x;
     if (i1 < u.N) {
         let v2: f32 = bitcast<f32>(select(x[i1 / 2u] << 16u, x[i1 / 2u] & 4294901760u, (i1 & 1u) != 0u));
-        let v3: f32 = v2 * 2.0f;
-        let v4: f32 = v3 + 1.0f;
+        let v4: f32 = fma(v2, 2.0f, 1.0f);
         out[i1] = v4;
     }
 }

@@ -21,8 +21,8 @@ fn pairs_0_ew(
     if (i1 < u.N * 2u * u.M) {
         let i2: u32 = i1 % u.M;
         let i3: u32 = i1 / u.M;
-        let i4: u32 = i3 % 2u;
-        let i5: u32 = i3 / 2u;
+        let i4: u32 = i3 & 1u;
+        let i5: u32 = i3 >> 1u;
         var part6: f32 = 0.0f;
         if (i4 == 0u) {
             let i7: u32 = i5 * u.M + i2;

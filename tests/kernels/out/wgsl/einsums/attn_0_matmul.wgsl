@@ -22,13 +22,13 @@ fn attn_0_matmul(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= u.B * u.H * ((u.Q + 64u - 1u) / 64u) * ((u.N + 64u - 1u) / 64u)) {
+    if (g0 >= u.B * u.H * ((u.Q + 64u - 1u) >> 6u) * ((u.N + 64u - 1u) >> 6u)) {
         return;
     }
-    let tile1: u32 = g0 % ((u.N + 64u - 1u) / 64u);
-    let tile2: u32 = g0 / ((u.N + 64u - 1u) / 64u);
-    let tile3: u32 = tile2 % ((u.Q + 64u - 1u) / 64u);
-    let b4: u32 = tile2 / ((u.Q + 64u - 1u) / 64u);
+    let tile1: u32 = g0 % ((u.N + 64u - 1u) >> 6u);
+    let tile2: u32 = g0 / ((u.N + 64u - 1u) >> 6u);
+    let tile3: u32 = tile2 % ((u.Q + 64u - 1u) >> 6u);
+    let b4: u32 = tile2 / ((u.Q + 64u - 1u) >> 6u);
     let row5: u32 = tile3 * 64u;
     let col6: u32 = tile1 * 64u;
     let row7: u32 = row5 + lid.y;
@@ -126,22 +126,22 @@ fn attn_0_matmul(
             let b66: f32 = b_tile[kk60 * 64u + (lid.x + 16u)];
             let b67: f32 = b_tile[kk60 * 64u + (lid.x + 32u)];
             let b68: f32 = b_tile[kk60 * 64u + (lid.x + 48u)];
-            acc17 = acc17 + a61 * b65;
-            acc18 = acc18 + a61 * b66;
-            acc19 = acc19 + a61 * b67;
-            acc20 = acc20 + a61 * b68;
-            acc21 = acc21 + a62 * b65;
-            acc22 = acc22 + a62 * b66;
-            acc23 = acc23 + a62 * b67;
-            acc24 = acc24 + a62 * b68;
-            acc25 = acc25 + a63 * b65;
-            acc26 = acc26 + a63 * b66;
-            acc27 = acc27 + a63 * b67;
-            acc28 = acc28 + a63 * b68;
-            acc29 = acc29 + a64 * b65;
-            acc30 = acc30 + a64 * b66;
-            acc31 = acc31 + a64 * b67;
-            acc32 = acc32 + a64 * b68;
+            acc17 = fma(a61, b65, acc17);
+            acc18 = fma(a61, b66, acc18);
+            acc19 = fma(a61, b67, acc19);
+            acc20 = fma(a61, b68, acc20);
+            acc21 = fma(a62, b65, acc21);
+            acc22 = fma(a62, b66, acc22);
+            acc23 = fma(a62, b67, acc23);
+            acc24 = fma(a62, b68, acc24);
+            acc25 = fma(a63, b65, acc25);
+            acc26 = fma(a63, b66, acc26);
+            acc27 = fma(a63, b67, acc27);
+            acc28 = fma(a63, b68, acc28);
+            acc29 = fma(a64, b65, acc29);
+            acc30 = fma(a64, b66, acc30);
+            acc31 = fma(a64, b67, acc31);
+            acc32 = fma(a64, b68, acc32);
         }
         workgroupBarrier();
     }

@@ -21,13 +21,13 @@ fn bmm_0_matmul(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= u.B * ((u.N + 64u - 1u) / 64u) * ((u.M + 64u - 1u) / 64u)) {
+    if (g0 >= u.B * ((u.N + 64u - 1u) >> 6u) * ((u.M + 64u - 1u) >> 6u)) {
         return;
     }
-    let tile1: u32 = g0 % ((u.M + 64u - 1u) / 64u);
-    let tile2: u32 = g0 / ((u.M + 64u - 1u) / 64u);
-    let tile3: u32 = tile2 % ((u.N + 64u - 1u) / 64u);
-    let b4: u32 = tile2 / ((u.N + 64u - 1u) / 64u);
+    let tile1: u32 = g0 % ((u.M + 64u - 1u) >> 6u);
+    let tile2: u32 = g0 / ((u.M + 64u - 1u) >> 6u);
+    let tile3: u32 = tile2 % ((u.N + 64u - 1u) >> 6u);
+    let b4: u32 = tile2 / ((u.N + 64u - 1u) >> 6u);
     let row5: u32 = tile3 * 64u;
     let col6: u32 = tile1 * 64u;
     let row7: u32 = row5 + lid.y;
@@ -123,22 +123,22 @@ fn bmm_0_matmul(
             let b64: f32 = b_tile[kk58 * 64u + (lid.x + 16u)];
             let b65: f32 = b_tile[kk58 * 64u + (lid.x + 32u)];
             let b66: f32 = b_tile[kk58 * 64u + (lid.x + 48u)];
-            acc15 = acc15 + a59 * b63;
-            acc16 = acc16 + a59 * b64;
-            acc17 = acc17 + a59 * b65;
-            acc18 = acc18 + a59 * b66;
-            acc19 = acc19 + a60 * b63;
-            acc20 = acc20 + a60 * b64;
-            acc21 = acc21 + a60 * b65;
-            acc22 = acc22 + a60 * b66;
-            acc23 = acc23 + a61 * b63;
-            acc24 = acc24 + a61 * b64;
-            acc25 = acc25 + a61 * b65;
-            acc26 = acc26 + a61 * b66;
-            acc27 = acc27 + a62 * b63;
-            acc28 = acc28 + a62 * b64;
-            acc29 = acc29 + a62 * b65;
-            acc30 = acc30 + a62 * b66;
+            acc15 = fma(a59, b63, acc15);
+            acc16 = fma(a59, b64, acc16);
+            acc17 = fma(a59, b65, acc17);
+            acc18 = fma(a59, b66, acc18);
+            acc19 = fma(a60, b63, acc19);
+            acc20 = fma(a60, b64, acc20);
+            acc21 = fma(a60, b65, acc21);
+            acc22 = fma(a60, b66, acc22);
+            acc23 = fma(a61, b63, acc23);
+            acc24 = fma(a61, b64, acc24);
+            acc25 = fma(a61, b65, acc25);
+            acc26 = fma(a61, b66, acc26);
+            acc27 = fma(a62, b63, acc27);
+            acc28 = fma(a62, b64, acc28);
+            acc29 = fma(a62, b65, acc29);
+            acc30 = fma(a62, b66, acc30);
         }
         workgroupBarrier();
     }

@@ -20,11 +20,11 @@ fn int_implicit_0_matmul(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= (u.N + 64u - 1u) / 64u * ((u.M + 64u - 1u) / 64u)) {
+    if (g0 >= ((u.N + 64u - 1u) >> 6u) * ((u.M + 64u - 1u) >> 6u)) {
         return;
     }
-    let tile1: u32 = g0 % ((u.M + 64u - 1u) / 64u);
-    let tile2: u32 = g0 / ((u.M + 64u - 1u) / 64u);
+    let tile1: u32 = g0 % ((u.M + 64u - 1u) >> 6u);
+    let tile2: u32 = g0 / ((u.M + 64u - 1u) >> 6u);
     let row3: u32 = tile2 * 64u;
     let col4: u32 = tile1 * 64u;
     let row5: u32 = row3 + lid.y;

@@ -33,8 +33,7 @@ fn two_contracted_0_reduce(
         let v8: f32 = a[i7];
         let i9: u32 = (i6 * u.D + i5) * u.M + i2;
         let v10: f32 = b[i9];
-        let v11: f32 = v8 * v10;
-        acc1 = acc1 + v11;
+        acc1 = fma(v8, v10, acc1);
     }
     partial[lid.x] = acc1;
     workgroupBarrier();

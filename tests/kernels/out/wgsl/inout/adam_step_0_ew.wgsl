@@ -21,15 +21,13 @@ fn adam_step_0_ew(
     let i1: u32 = g0 * 256u + lid.x;
     if (i1 < u.N) {
         let v2: f32 = m[i1];
-        let v3: f32 = 0.9f * v2;
         let v4: f32 = grad[i1];
         let v5: f32 = 0.1f * v4;
-        let v6: f32 = v3 + v5;
+        let v6: f32 = fma(0.9f, v2, v5);
         let v7: f32 = v[i1];
-        let v8: f32 = 0.999f * v7;
         let v9: f32 = 0.001f * v4;
         let v10: f32 = v9 * v4;
-        let v11: f32 = v8 + v10;
+        let v11: f32 = fma(0.999f, v7, v10);
         m[i1] = v6;
         v[i1] = v11;
     }

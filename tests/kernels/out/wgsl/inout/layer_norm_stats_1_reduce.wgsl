@@ -35,8 +35,7 @@ fn layer_norm_stats_1_reduce(
         let v4: f32 = x[i3];
         let v5: f32 = out0[g0];
         let v6: f32 = v4 - v5;
-        let v7: f32 = v6 * v6;
-        acc1 = acc1 + v7;
+        acc1 = fma(v6, v6, acc1);
     }
     partial[lid.x] = acc1;
     workgroupBarrier();

@@ -27,8 +27,7 @@ fn scale_and_norm_2_reduce(
         let i3: u32 = g0 * u.D + r2;
         let v4: f32 = scratch1[i3];
         let v5: f32 = x[i3];
-        let v6: f32 = v4 * v5;
-        acc1 = acc1 + v6;
+        acc1 = fma(v4, v5, acc1);
     }
     partial[lid.x] = acc1;
     workgroupBarrier();

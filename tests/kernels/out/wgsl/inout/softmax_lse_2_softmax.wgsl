@@ -8,7 +8,8 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out0: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 256>;
+var<workgroup> row_max: array<f32, 256>;
+var<workgroup> row_sum: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -34,128 +35,108 @@ fn softmax_lse_2_softmax(
     if (g0 >= u.N) {
         return;
     }
-    var row_max1: f32 = -bitcast<f32>(inf_bits);
-    for (var j2: u32 = lid.x; j2 < u.D; j2 += 256u) {
-        let i3: u32 = g0 * u.D + j2;
-        let v4: f32 = x[i3];
-        row_max1 = mimir_maximum_f32(row_max1, v4);
+    var m1: f32 = -bitcast<f32>(inf_bits);
+    var s2: f32 = 0.0f;
+    for (var j3: u32 = lid.x; j3 < u.D; j3 += 256u) {
+        let i4: u32 = g0 * u.D + j3;
+        let v5: f32 = x[i4];
+        let grows6: bool = v5 > m1;
+        let d7: f32 = select(v5 - m1, m1 - v5, grows6);
+        let e8: f32 = select(exp(d7), 0.0f, v5 == -bitcast<f32>(inf_bits));
+        s2 = select(s2 + e8, fma(s2, e8, 1.0f), grows6);
+        m1 = select(m1, v5, grows6);
     }
-    partial[lid.x] = row_max1;
+    row_max[lid.x] = m1;
+    row_sum[lid.x] = s2;
     workgroupBarrier();
     if (lid.x < 128u) {
-        let a5: f32 = partial[lid.x];
-        let b6: f32 = partial[lid.x + 128u];
-        partial[lid.x] = mimir_maximum_f32(a5, b6);
+        let a9: f32 = row_max[lid.x];
+        let a10: f32 = row_sum[lid.x];
+        let b11: f32 = row_max[lid.x + 128u];
+        let b12: f32 = row_sum[lid.x + 128u];
+        let m13: f32 = mimir_maximum_f32(a9, b11);
+        row_max[lid.x] = m13;
+        row_sum[lid.x] = select(a10 * exp(a9 - m13), 0.0f, a9 == -bitcast<f32>(inf_bits)) + select(b12 * exp(b11 - m13), 0.0f, b11 == -bitcast<f32>(inf_bits));
     }
     workgroupBarrier();
     if (lid.x < 64u) {
-        let a7: f32 = partial[lid.x];
-        let b8: f32 = partial[lid.x + 64u];
-        partial[lid.x] = mimir_maximum_f32(a7, b8);
+        let a14: f32 = row_max[lid.x];
+        let a15: f32 = row_sum[lid.x];
+        let b16: f32 = row_max[lid.x + 64u];
+        let b17: f32 = row_sum[lid.x + 64u];
+        let m18: f32 = mimir_maximum_f32(a14, b16);
+        row_max[lid.x] = m18;
+        row_sum[lid.x] = select(a15 * exp(a14 - m18), 0.0f, a14 == -bitcast<f32>(inf_bits)) + select(b17 * exp(b16 - m18), 0.0f, b16 == -bitcast<f32>(inf_bits));
     }
     workgroupBarrier();
     if (lid.x < 32u) {
-        let a9: f32 = partial[lid.x];
-        let b10: f32 = partial[lid.x + 32u];
-        partial[lid.x] = mimir_maximum_f32(a9, b10);
+        let a19: f32 = row_max[lid.x];
+        let a20: f32 = row_sum[lid.x];
+        let b21: f32 = row_max[lid.x + 32u];
+        let b22: f32 = row_sum[lid.x + 32u];
+        let m23: f32 = mimir_maximum_f32(a19, b21);
+        row_max[lid.x] = m23;
+        row_sum[lid.x] = select(a20 * exp(a19 - m23), 0.0f, a19 == -bitcast<f32>(inf_bits)) + select(b22 * exp(b21 - m23), 0.0f, b21 == -bitcast<f32>(inf_bits));
     }
     workgroupBarrier();
     if (lid.x < 16u) {
-        let a11: f32 = partial[lid.x];
-        let b12: f32 = partial[lid.x + 16u];
-        partial[lid.x] = mimir_maximum_f32(a11, b12);
+        let a24: f32 = row_max[lid.x];
+        let a25: f32 = row_sum[lid.x];
+        let b26: f32 = row_max[lid.x + 16u];
+        let b27: f32 = row_sum[lid.x + 16u];
+        let m28: f32 = mimir_maximum_f32(a24, b26);
+        row_max[lid.x] = m28;
+        row_sum[lid.x] = select(a25 * exp(a24 - m28), 0.0f, a24 == -bitcast<f32>(inf_bits)) + select(b27 * exp(b26 - m28), 0.0f, b26 == -bitcast<f32>(inf_bits));
     }
     workgroupBarrier();
     if (lid.x < 8u) {
-        let a13: f32 = partial[lid.x];
-        let b14: f32 = partial[lid.x + 8u];
-        partial[lid.x] = mimir_maximum_f32(a13, b14);
+        let a29: f32 = row_max[lid.x];
+        let a30: f32 = row_sum[lid.x];
+        let b31: f32 = row_max[lid.x + 8u];
+        let b32: f32 = row_sum[lid.x + 8u];
+        let m33: f32 = mimir_maximum_f32(a29, b31);
+        row_max[lid.x] = m33;
+        row_sum[lid.x] = select(a30 * exp(a29 - m33), 0.0f, a29 == -bitcast<f32>(inf_bits)) + select(b32 * exp(b31 - m33), 0.0f, b31 == -bitcast<f32>(inf_bits));
     }
     workgroupBarrier();
     if (lid.x < 4u) {
-        let a15: f32 = partial[lid.x];
-        let b16: f32 = partial[lid.x + 4u];
-        partial[lid.x] = mimir_maximum_f32(a15, b16);
+        let a34: f32 = row_max[lid.x];
+        let a35: f32 = row_sum[lid.x];
+        let b36: f32 = row_max[lid.x + 4u];
+        let b37: f32 = row_sum[lid.x + 4u];
+        let m38: f32 = mimir_maximum_f32(a34, b36);
+        row_max[lid.x] = m38;
+        row_sum[lid.x] = select(a35 * exp(a34 - m38), 0.0f, a34 == -bitcast<f32>(inf_bits)) + select(b37 * exp(b36 - m38), 0.0f, b36 == -bitcast<f32>(inf_bits));
     }
     workgroupBarrier();
     if (lid.x < 2u) {
-        let a17: f32 = partial[lid.x];
-        let b18: f32 = partial[lid.x + 2u];
-        partial[lid.x] = mimir_maximum_f32(a17, b18);
+        let a39: f32 = row_max[lid.x];
+        let a40: f32 = row_sum[lid.x];
+        let b41: f32 = row_max[lid.x + 2u];
+        let b42: f32 = row_sum[lid.x + 2u];
+        let m43: f32 = mimir_maximum_f32(a39, b41);
+        row_max[lid.x] = m43;
+        row_sum[lid.x] = select(a40 * exp(a39 - m43), 0.0f, a39 == -bitcast<f32>(inf_bits)) + select(b42 * exp(b41 - m43), 0.0f, b41 == -bitcast<f32>(inf_bits));
     }
     workgroupBarrier();
     if (lid.x < 1u) {
-        let a19: f32 = partial[lid.x];
-        let b20: f32 = partial[lid.x + 1u];
-        partial[lid.x] = mimir_maximum_f32(a19, b20);
+        let a44: f32 = row_max[lid.x];
+        let a45: f32 = row_sum[lid.x];
+        let b46: f32 = row_max[lid.x + 1u];
+        let b47: f32 = row_sum[lid.x + 1u];
+        let m48: f32 = mimir_maximum_f32(a44, b46);
+        row_max[lid.x] = m48;
+        row_sum[lid.x] = select(a45 * exp(a44 - m48), 0.0f, a44 == -bitcast<f32>(inf_bits)) + select(b47 * exp(b46 - m48), 0.0f, b46 == -bitcast<f32>(inf_bits));
     }
     workgroupBarrier();
-    let row_max21: f32 = partial[0u];
-    workgroupBarrier();
-    let t22: f32 = select(row_max21, 0.0f, row_max21 == -bitcast<f32>(inf_bits));
-    var row_sum23: f32 = 0.0f;
-    for (var j24: u32 = lid.x; j24 < u.D; j24 += 256u) {
-        let i25: u32 = g0 * u.D + j24;
-        let v26: f32 = x[i25];
-        row_sum23 = row_sum23 + exp(v26 - t22);
-    }
-    partial[lid.x] = row_sum23;
-    workgroupBarrier();
-    if (lid.x < 128u) {
-        let a27: f32 = partial[lid.x];
-        let b28: f32 = partial[lid.x + 128u];
-        partial[lid.x] = a27 + b28;
-    }
-    workgroupBarrier();
-    if (lid.x < 64u) {
-        let a29: f32 = partial[lid.x];
-        let b30: f32 = partial[lid.x + 64u];
-        partial[lid.x] = a29 + b30;
-    }
-    workgroupBarrier();
-    if (lid.x < 32u) {
-        let a31: f32 = partial[lid.x];
-        let b32: f32 = partial[lid.x + 32u];
-        partial[lid.x] = a31 + b32;
-    }
-    workgroupBarrier();
-    if (lid.x < 16u) {
-        let a33: f32 = partial[lid.x];
-        let b34: f32 = partial[lid.x + 16u];
-        partial[lid.x] = a33 + b34;
-    }
-    workgroupBarrier();
-    if (lid.x < 8u) {
-        let a35: f32 = partial[lid.x];
-        let b36: f32 = partial[lid.x + 8u];
-        partial[lid.x] = a35 + b36;
-    }
-    workgroupBarrier();
-    if (lid.x < 4u) {
-        let a37: f32 = partial[lid.x];
-        let b38: f32 = partial[lid.x + 4u];
-        partial[lid.x] = a37 + b38;
-    }
-    workgroupBarrier();
-    if (lid.x < 2u) {
-        let a39: f32 = partial[lid.x];
-        let b40: f32 = partial[lid.x + 2u];
-        partial[lid.x] = a39 + b40;
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a41: f32 = partial[lid.x];
-        let b42: f32 = partial[lid.x + 1u];
-        partial[lid.x] = a41 + b42;
-    }
-    workgroupBarrier();
-    let row_sum43: f32 = partial[0u];
-    workgroupBarrier();
-    for (var j44: u32 = lid.x; j44 < u.D; j44 += 256u) {
-        let i45: u32 = g0 * u.D + j44;
-        let v46: f32 = x[i45];
-        let t47: f32 = v46 - t22;
-        let y48: f32 = exp(t47) / row_sum43;
-        out0[i45] = y48;
+    let row_max49: f32 = row_max[0u];
+    let top50: f32 = select(row_max49, 0.0f, row_max49 == -bitcast<f32>(inf_bits));
+    let row_sum51: f32 = row_sum[0u];
+    for (var j52: u32 = lid.x; j52 < u.D; j52 += 256u) {
+        let i53: u32 = g0 * u.D + j52;
+        let v54: f32 = x[i53];
+        let t55: f32 = v54 - top50;
+        let y56: f32 = exp(t55) / row_sum51;
+        out0[i53] = y56;
     }
 }

@@ -19,25 +19,19 @@ fn nested_0_ew(
     if (i1 < u.N) {
         let i2: u32 = i1 * 4u;
         let v3: f32 = x[i2];
-        let v4: f32 = v3 * 0.0f;
         let v5: f32 = v3 * v3;
-        let v6: f32 = v4 + v5;
+        let v6: f32 = fma(v3, 0.0f, v5);
         let i7: u32 = i1 * 4u + 2u;
         let v8: f32 = x[i7];
-        let v9: f32 = v3 * v8;
-        let v10: f32 = v6 + v9;
+        let v10: f32 = fma(v3, v8, v6);
         let i11: u32 = i1 * 4u + 1u;
         let v12: f32 = x[i11];
-        let v13: f32 = v12 * v12;
-        let v14: f32 = v10 + v13;
+        let v14: f32 = fma(v12, v12, v10);
         let i15: u32 = i1 * 4u + 3u;
         let v16: f32 = x[i15];
-        let v17: f32 = v12 * v16;
-        let v18: f32 = v14 + v17;
-        let v19: f32 = v8 * v8;
-        let v20: f32 = v18 + v19;
-        let v21: f32 = v16 * v16;
-        let v22: f32 = v20 + v21;
+        let v18: f32 = fma(v12, v16, v14);
+        let v20: f32 = fma(v8, v8, v18);
+        let v22: f32 = fma(v16, v16, v20);
         out[i1] = v22;
     }
 }

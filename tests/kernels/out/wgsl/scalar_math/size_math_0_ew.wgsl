@@ -58,10 +58,9 @@ fn size_math_0_ew(
         let v2: f32 = x[i1];
         let s3: i32 = i32(u.D);
         let t4: f32 = mimir_pow_f32(f32(s3), -0.5f);
-        let v5: f32 = v2 * t4;
         let s6: i32 = i32(u.D);
         let t7: f32 = mimir_log(f32(s6));
-        let v8: f32 = v5 + t7;
+        let v8: f32 = fma(v2, t4, t7);
         let t9: f32 = u.t * 0.25f;
         let t10: f32 = exp(t9);
         let v11: f32 = v8 - t10;

@@ -26,8 +26,7 @@ fn products_0_scan(
         if (j3 < 5u) {
             let i5: u32 = g0 * 5u + j3;
             let v6: f32 = x[i5];
-            let v7: f32 = v6 * 0.5f;
-            let v8: f32 = v7 + 1.0f;
+            let v8: f32 = fma(v6, 0.5f, 1.0f);
             x4 = v8;
         }
         scan[lid.x] = x4;

@@ -37,7 +37,7 @@ fn small_rows_0_moments(
             let i9: u32 = o1 * 3u + r8;
             let v10: f32 = y[i9];
             let d11: f32 = v10 - mean6;
-            acc7 = acc7 + d11 * d11;
+            acc7 = fma(d11, d11, acc7);
         }
         let var12: f32 = acc7 / f32(2u);
         let std13: f32 = mimir_sqrt(var12);

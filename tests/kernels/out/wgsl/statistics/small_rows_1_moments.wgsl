@@ -29,7 +29,7 @@ fn small_rows_1_moments(
             let i9: u32 = o1 * 5u + r8;
             let v10: i32 = x[i9];
             let d11: f32 = f32(v10) - mean6;
-            acc7 = acc7 + d11 * d11;
+            acc7 = fma(d11, d11, acc7);
         }
         let var12: f32 = acc7 / f32(5u);
         scratch1[o1] = var12;

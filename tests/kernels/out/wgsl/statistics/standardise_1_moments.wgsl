@@ -92,7 +92,7 @@ fn standardise_1_moments(
         let i25: u32 = g0 * u.C + r24;
         let v26: f32 = x[i25];
         let d27: f32 = v26 - mean22;
-        acc23 = acc23 + d27 * d27;
+        acc23 = fma(d27, d27, acc23);
     }
     partial[lid.x] = acc23;
     workgroupBarrier();

@@ -95,7 +95,7 @@ fn std_half_0_moments(
         let v27: f32 = f32(x[i26]);
         let v28: f32 = f32(f16(v27 + 1e+02f));
         let d29: f32 = v28 - mean23;
-        acc24 = acc24 + d29 * d29;
+        acc24 = fma(d29, d29, acc24);
     }
     partial[lid.x] = acc24;
     workgroupBarrier();

@@ -16,7 +16,7 @@ fn top1_accuracy_2_reduce(
     @builtin(workgroup_id) wid: vec3<u32>,
 ) {
     var acc0: f32 = 0.0f;
-    for (var r1: u32 = lid.x; r1 < (u.N + 4096u - 1u) / 4096u; r1 += 256u) {
+    for (var r1: u32 = lid.x; r1 < ((u.N + 4096u - 1u) >> 12u); r1 += 256u) {
         acc0 = acc0 + scratch1[r1];
     }
     partial[lid.x] = acc0;

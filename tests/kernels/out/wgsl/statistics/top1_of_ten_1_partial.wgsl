@@ -16,7 +16,7 @@ fn top1_of_ten_1_partial(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= (u.N + 4096u - 1u) / 4096u) {
+    if (g0 >= ((u.N + 4096u - 1u) >> 12u)) {
         return;
     }
     let start1: u32 = g0 * 4096u;

@@ -82,7 +82,7 @@ fn var_all_0_moments(
         let i28: u32 = i27 * 5u + i26;
         let v29: i32 = x[i28];
         let d30: f32 = f32(v29) - mean23;
-        acc24 = acc24 + d30 * d30;
+        acc24 = fma(d30, d30, acc24);
     }
     partial[lid.x] = acc24;
     workgroupBarrier();

@@ -86,7 +86,7 @@ fn var_far_from_zero_0_moments(
         let v27: f32 = x[i26];
         let v28: f32 = v27 + 1e+03f;
         let d29: f32 = v28 - mean23;
-        acc24 = acc24 + d29 * d29;
+        acc24 = fma(d29, d29, acc24);
     }
     partial[lid.x] = acc24;
     workgroupBarrier();
