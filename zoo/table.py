@@ -383,8 +383,8 @@ import json
 from mimir.runtime.wgpu_runner import run_manifest
 
 manifest = json.load(open("out/softmax/wgsl/softmax.manifest.json"))
-x = [0.5] * (3 * 4)                          # flat, row-major, as the manifest's shape says
-print(run_manifest(manifest, "out/softmax/wgsl", {{"x": x}}, {{"N": 3, "C": 4}}))
+x = [0.5] * (3 * 4)  # flat, row-major, as the manifest's shape says
+print(run_manifest(manifest, "out/softmax/wgsl", {"x": x}, {"N": 3, "C": 4}))
 ```
 
 ## Adding a kernel
