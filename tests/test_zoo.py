@@ -12,6 +12,7 @@ depend on the machine. Each file's `if __name__ == "__main__":` example runs too
 from __future__ import annotations
 
 import contextlib
+import difflib
 import functools
 import io
 import runpy
@@ -75,7 +76,12 @@ def test_readme_table_is_current() -> None:
     rows = [_row(e) for e in ENTRIES]
     fresh = table.mask_measured(table.render(rows, adapter=None))
     written = table.mask_measured(table.README.read_text())
-    assert fresh == written, "zoo/README.md is stale: run `python -m zoo.table` and commit it"
+    diff = difflib.unified_diff(
+        written.splitlines(), fresh.splitlines(), "zoo/README.md", "fresh", lineterm="", n=0
+    )
+    assert fresh == written, "zoo/README.md is stale: run `python -m zoo.table` and commit it\n" + (
+        "\n".join(list(diff)[:40])
+    )
 
 
 def test_masking_keeps_everything_but_the_measured_column() -> None:

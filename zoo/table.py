@@ -63,7 +63,7 @@ class Entry:
 
     path: Path
     function: str
-    summary: str  # the module docstring's first sentence
+    summary: str  # the module docstring's first paragraph
     waiting_for: str  # the file's WAITING_FOR: ops whose arrival should rewrite it, or ""
 
     @property
