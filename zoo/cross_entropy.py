@@ -32,10 +32,10 @@ def cross_entropy(
 
 
 if __name__ == "__main__":
-    from mimir.array import rand, zeros
+    from mimir.array import rand, tensor, zeros
 
     logits = rand((2, 3), seed=1).to("gpu")
-    labels = rand((2,), dtype=int32, seed=2, low=0, high=2).to("gpu")
+    labels = tensor([0, 2], dtype=int32).to("gpu")
     loss = zeros((2,)).to("gpu")
     cross_entropy(logits, labels, loss)
     print(loss)

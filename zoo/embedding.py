@@ -25,9 +25,9 @@ def embedding(ids: Tensor[int32, N], table: Tensor[float32, V, D], out: Tensor[f
 
 
 if __name__ == "__main__":
-    from mimir.array import rand, zeros
+    from mimir.array import rand, tensor, zeros
 
-    ids = rand((3,), dtype=int32, seed=1, low=0, high=4).to("gpu")
+    ids = tensor([4, 0, 9], dtype=int32).to("gpu")  # 9 is past the table: a row of zeros
     out = zeros((3, 2)).to("gpu")
     embedding(ids, rand((5, 2), seed=2).to("gpu"), out)
     print(out)
