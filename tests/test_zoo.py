@@ -99,3 +99,10 @@ def test_masking_keeps_everything_but_the_measured_column() -> None:
     assert table.mask_measured(table.render([more], None)) != table.mask_measured(
         table.render([row], None)
     )
+
+
+def test_an_awaited_op_that_landed_marks_its_kernel_for_a_rewrite() -> None:
+    assert table._waiting("where, no_such_op") == "where (landed: rewrite), no_such_op"
+    assert table._waiting("") == "–"
+    waiting = {op.strip() for e in ENTRIES for op in e.waiting_for.split(",") if op.strip()}
+    assert {"argmax", "cumsum", "atomic_add", "InOut", "gather"} <= waiting

@@ -351,7 +351,8 @@ wgpu (Mesa lavapipe), MSL as C++ on the CPU with one thread per GPU thread,
 PTX in the test suite's PTX interpreter. *Launches* counts the kernels the
 manifest runs in order. *Rewrite when* names the ops (not yet in the language)
 whose arrival should turn an index-level or mask-input spelling into the
-natural one.
+natural one (each file's `WAITING_FOR`); once such an op is in `mimir.array`,
+the cell says `landed: rewrite` and this table is stale until regenerated.
 
 """
 
@@ -397,6 +398,19 @@ new `zoo/README.md` with it.
 """
 
 
+def landed(op: str) -> bool:
+    """Whether an op a kernel waits for is in the language now (a name `mimir.array` exports,
+    or a tensor method): the table then says so, and its file should be rewritten."""
+    import mimir.array as ma
+
+    return op in getattr(ma, "__all__", ()) or hasattr(ma.Tensor, op)
+
+
+def _waiting(text: str) -> str:
+    ops = [op.strip() for op in text.split(",") if op.strip()]
+    return ", ".join(f"{op} (landed: rewrite)" if landed(op) else op for op in ops) or "–"
+
+
 def _md(text: str) -> str:
     return text.replace("|", "\\|")
 
@@ -419,7 +433,7 @@ def render(rows: Sequence[Row], adapter: str | None) -> str:
             _md(e.summary),
             str(row.launches if row.launches is not None else "–"),
             *(row.status.get(b, "–") for b in BACKENDS),
-            _md(e.waiting_for) or "–",
+            _md(_waiting(e.waiting_for)),
             time,
         ]
         lines.append("| " + " | ".join(cells) + " |")
