@@ -858,11 +858,8 @@ class HostChecker:
             if short in ("where", "maximum", "minimum"):
                 return tt.elementwise(self, *args)
             if short == "tensor":
-                # mimir's `tensor(data, dtype=float32)`: float32 unless told, ints or not
                 dtype = kwargs.get("dtype", args[1] if len(args) > 1 else None)
-                name = dtype.name if isinstance(dtype, DTypeV) else None
-                if dtype is None:
-                    name = "float32"
+                name = tt.dtype_arg(dtype) if isinstance(dtype, DTypeV) else None
                 return tt.from_data(args[0] if args else UNKNOWN, "mimir", name)
             return UNKNOWN
         if name.startswith("torch.nn.") and not name.startswith("torch.nn.functional."):
