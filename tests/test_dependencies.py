@@ -18,7 +18,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 # Modules that live in this repository (tests import each other and their harness).
-_LOCAL_ROOTS = {"mimir", "tests", "harness", "support", "conftest"}
+_LOCAL_ROOTS = {"mimir", "tests", "harness", "support", "conftest", "zoo"}
 
 
 def _canonical(name: str) -> str:

@@ -19,11 +19,10 @@ from typing import Any
 
 import pytest
 from harness import random_inputs, shim_reference
-from harness.ptx_interp import PtxInterpError, run_ptx_manifest_cpu
+from harness.ptx_interp import PtxInterpError, gpu_threads, run_ptx_manifest_cpu
 from test_backends_exec import FUNCTIONS, KERNELS, _compare, _dims
 
 from mimir.codegen import compile_source
-from mimir.runtime import manifest as mf
 from mimir.runtime.verify import default_scalars
 
 THREAD_BUDGET = 20_000  # GPU threads per case, all launches together
@@ -42,15 +41,6 @@ def compiled_ptx(stem: str, function: str, out: Path) -> dict[str, Any]:
     return json.loads(result.files[f"{function}.manifest.json"])  # type: ignore[arg-type]
 
 
-def threads(manifest: dict[str, Any], dims: dict[str, int]) -> int:
-    total = 0
-    for kernel in manifest["kernels"]:
-        x, y, z = mf.workgroup_counts(kernel, dims)
-        bx, by, bz = kernel["workgroup_size"]
-        total += x * y * z * bx * by * bz
-    return total
-
-
 @pytest.mark.parametrize("label", ["one", "small"])
 @pytest.mark.parametrize(("stem", "function"), FUNCTIONS, ids=[f"{s}.{f}" for s, f in FUNCTIONS])
 def test_ptx_matches_shim_in_the_interpreter(
@@ -60,8 +50,8 @@ def test_ptx_matches_shim_in_the_interpreter(
     manifest = compiled_ptx(stem, function, folder)
     dims = _dims(manifest, label)
     assert dims is not None
-    if threads(manifest, dims) > THREAD_BUDGET:
-        pytest.skip(f"{threads(manifest, dims)} GPU threads at {dims}: too many to interpret")
+    if gpu_threads(manifest, dims) > THREAD_BUDGET:
+        pytest.skip(f"{gpu_threads(manifest, dims)} GPU threads at {dims}: too many to interpret")
     inputs = random_inputs(manifest, dims, seed=len(function))
     scalars = default_scalars(manifest, dims)
     expected = shim_reference(KERNELS / f"{stem}.py", function, inputs, dims, scalars)

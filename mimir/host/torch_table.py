@@ -714,6 +714,8 @@ def from_data(data: Any, lib: str, dtype: str | None) -> Any:
         return TensorV(data.shape, dtype or data.dtype, lib)
     if not isinstance(data, (TupleV, IntV, FloatV)) or "?" in kinds:
         return TensorV(None, dtype, lib)
+    if dtype is None and lib == "mimir":
+        dtype = "float32"  # mimir.array.tensor(data, dtype=float32), int literals or not
     if dtype is None:
         dtype = default_float(lib) if "f" in kinds else "int64"
     return TensorV(tuple(shape), dtype, lib)

@@ -77,7 +77,8 @@ class Tools:
         return clang_compiler()
 
 
-def _write(folder: Path, files: dict[str, str | bytes]) -> None:
+def write_files(folder: Path, files: dict[str, str | bytes]) -> None:
+    """Write `compile_source`'s files (text or bytes) under `folder`, making sub-folders."""
     for relative, content in files.items():
         target = folder / relative
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -95,7 +96,8 @@ def _run(args: list[str], timeout: float = 120) -> tuple[int, str]:
     return proc.returncode, (proc.stdout + proc.stderr).strip()
 
 
-def _validate(path: Path, report: BackendReport) -> None:
+def validate_file(path: Path, report: BackendReport) -> None:
+    """Feed one emitted file to its validator (MSL is queued for `validate_msl`)."""
     suffix = path.suffix
     if suffix == ".wgsl":
         if not Tools.wgpu():
@@ -187,10 +189,10 @@ def compile_and_validate(source_path: Path, folder: Path) -> BackendReport:
                 Finding(CRASH, f"compile of a checked-clean kernel reported {messages}"[:1500])
             )
         return report
-    _write(folder, result.files)
+    write_files(folder, result.files)
     for path in sorted(folder.rglob("*")):
         if path.suffix in (".wgsl", ".spv", ".ptx", ".metal"):
-            _validate(path, report)
+            validate_file(path, report)
     return report
 
 

@@ -279,6 +279,16 @@ def _split(rest: str) -> list[str]:
 # ---------------------------------------------------------------- execution
 
 
+def gpu_threads(manifest: Mapping[str, Any], dims: Mapping[str, int]) -> int:
+    """GPU threads of all a manifest's launches together: what this interpreter runs one by one."""
+    total = 0
+    for kernel in manifest["kernels"]:
+        x, y, z = mf.workgroup_counts(kernel, dims)
+        bx, by, bz = kernel["workgroup_size"]
+        total += x * y * z * bx * by * bz
+    return total
+
+
 @dataclass
 class _Memory:
     regions: list[tuple[int, bytearray, str]]  # (base address, bytes, name)

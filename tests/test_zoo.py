@@ -1,0 +1,108 @@
+"""The kernel zoo (`zoo/*.py`): every kernel on every backend against the shim, and a current table.
+
+Each zoo kernel is checked and compiled for WGSL, SPIR-V, MSL and PTX, every file is
+validated (naga, spirv-val, clang++, ptxas), and the kernel runs on wgpu (lavapipe), as
+C++ on the CPU and in the PTX interpreter at its least sizes and at small ones, compared
+with the shim: `zoo.table.evaluate`, the same code that writes `zoo/README.md`. The
+README must then be what `python -m zoo.table` would write, except for the measured
+WGSL times and the adapter they were measured on (`zoo.table.mask_measured`), which
+depend on the machine. Each file's `if __name__ == "__main__":` example runs too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import functools
+import io
+import runpy
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from harness import require, require_tool
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from zoo import table  # noqa: E402 - the repository root is not always on sys.path
+
+ENTRIES = table.entries()
+_WORK = Path(tempfile.mkdtemp(prefix="mimir-zoo-test-"))
+
+
+def _require_tools() -> None:
+    from fuzzing.backends import Tools
+
+    require_tool("wgpu")
+    require_tool("spirv-val")
+    require_tool("clang++")
+    require(Tools.ptxas() is not None, "ptxas (CUDA 13.0) is neither on PATH nor pip-installed")
+
+
+@functools.cache
+def _row(entry: table.Entry) -> table.Row:
+    return table.evaluate(entry, _WORK, table.missing_tools())
+
+
+def test_the_zoo_has_the_kernels_people_know() -> None:
+    names = {e.function for e in ENTRIES}
+    assert len(names) >= 24
+    assert {"linear", "attention", "causal_attention", "conv2d", "histogram"} <= names
+    assert len({e.path for e in ENTRIES}) == len(ENTRIES), "one kernel per zoo file"
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.function for e in ENTRIES])
+def test_kernel_matches_the_shim_on_every_backend(entry: table.Entry) -> None:
+    _require_tools()
+    row = _row(entry)
+    assert set(row.status) == set(table.BACKENDS)
+    assert row.ok, "\n".join(row.details)
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.function for e in ENTRIES])
+def test_example_runs_under_the_shim(entry: table.Entry) -> None:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        runpy.run_path(str(entry.path), run_name="__main__")
+    assert "Tensor(" in out.getvalue()
+
+
+def test_readme_table_is_current() -> None:
+    """zoo/README.md is what `python -m zoo.table` writes now, measured times aside."""
+    _require_tools()
+    rows = [_row(e) for e in ENTRIES]
+    fresh = table.mask_measured(table.render(rows, adapter=None))
+    written = table.mask_measured(table.README.read_text())
+    diff = difflib.unified_diff(
+        written.splitlines(), fresh.splitlines(), "zoo/README.md", "fresh", lineterm="", n=0
+    )
+    assert fresh == written, "zoo/README.md is stale: run `python -m zoo.table` and commit it\n" + (
+        "\n".join(list(diff)[:40])
+    )
+
+
+def test_masking_keeps_everything_but_the_measured_column() -> None:
+    entry = ENTRIES[0]
+    row = table.Row(entry, launches=1, status=dict.fromkeys(table.BACKENDS, "ok"))
+    timed = table.Row(entry, 1, dict(row.status), milliseconds=1.5, timed_at={"N": 9})
+    assert table.mask_measured(table.render([row], None)) == table.mask_measured(
+        table.render([timed], "some adapter")
+    )
+    failed = table.Row(entry, 1, {**row.status, "ptx": "FAIL"})
+    assert table.mask_measured(table.render([failed], None)) != table.mask_measured(
+        table.render([row], None)
+    )
+    more = table.Row(entry, 2, dict(row.status))
+    assert table.mask_measured(table.render([more], None)) != table.mask_measured(
+        table.render([row], None)
+    )
+
+
+def test_an_awaited_op_that_landed_marks_its_kernel_for_a_rewrite() -> None:
+    assert table._waiting("where, no_such_op") == "where (landed: rewrite), no_such_op"
+    assert table._waiting("") == "–"
+    waiting = {op.strip() for e in ENTRIES for op in e.waiting_for.split(",") if op.strip()}
+    assert {"argmax", "cumsum", "atomic_add", "InOut", "gather"} <= waiting

@@ -1,0 +1,16 @@
+"""GELU, the tanh approximation (as `jax.nn.gelu`): one element-wise launch."""
+
+from mimir.array import Dim, Tensor, float32, gpu
+
+N = Dim("N")
+
+
+@gpu
+def gelu(x: Tensor[float32, N]) -> Tensor[float32, N]:
+    return x.gelu()
+
+
+if __name__ == "__main__":
+    from mimir.array import rand
+
+    print(gelu(rand((5,), seed=1, low=-3.0, high=3.0).to("gpu")))
