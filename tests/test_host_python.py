@@ -79,6 +79,116 @@ def test_multi_launch_kernel_with_scratch_and_several_outputs() -> None:
     assert anything.dtype == np.bool_ and anything.ravel().tolist() == want["out1"]
 
 
+def _adam_state(n: int, seed: int) -> dict[str, np.ndarray]:
+    p, grad, m, v = (_rand(n, seed=seed + k) for k in range(4))
+    return {"p": p, "grad": grad, "m": m, "v": np.abs(v)}
+
+
+@pytest.mark.parametrize("backend", ["wgsl", "spirv"])
+def test_inout_numpy_arrays_are_updated_in_place_and_returned(backend: str) -> None:
+    kernels = load(OUT / backend / "inout")
+    assert [b["name"] for b in kernels.adam_step.inputs] == ["p", "grad", "m", "v"]
+    state = _adam_state(37, seed=20)
+    want = {k: v.copy() for k, v in state.items()}
+    for step in (1, 2, 3):  # each step starts from the state the last one left
+        expected = _shim("inout", "adam_step", want, {"N": 37}, {"lr": 0.01, "step": step})
+        for name in ("p", "m", "v"):
+            want[name] = np.array(expected[name], np.float32)
+        grad = state["grad"].copy()
+        got = kernels.adam_step(state["p"], state["grad"], state["m"], state["v"], 0.01, step)
+        assert isinstance(got, tuple) and len(got) == 3  # no outputs: the InOut arguments
+        assert all(a is state[k] for a, k in zip(got, ("p", "m", "v"), strict=True))
+        for name in ("p", "m", "v"):
+            assert_close(state[name].tolist(), want[name].tolist(), "float32", label=name)
+        assert state["grad"].tolist() == grad.tolist()  # a plain input is left alone
+
+
+def test_inout_torch_tensors_are_updated_in_place() -> None:
+    kernels = load(OUT / "wgsl" / "inout")
+    state = _adam_state(300, seed=30)
+    want = _shim("inout", "adam_step", state, {"N": 300}, {"lr": 0.05, "step": 1})
+    p = torch.from_numpy(state["p"].copy()).requires_grad_()  # a parameter, as an optimizer has
+    m, v = torch.from_numpy(state["m"].copy()), torch.from_numpy(state["v"].copy())
+    got = kernels.adam_step(p=p, grad=torch.from_numpy(state["grad"]), m=m, v=v, lr=0.05, step=1)
+    assert got[0] is p and got[1] is m and got[2] is v
+    assert p.requires_grad and p.grad_fn is None  # updated without autograd history
+    for name, tensor in (("p", p), ("m", m), ("v", v)):
+        assert_close(tensor.detach().flatten().tolist(), want[name], "float32", label=name)
+    # An InOut parameter next to an output: the call returns the output, `x` is updated.
+    x, s = _rand(4, 6, seed=31), _rand(6, seed=32)
+    want = _shim("inout", "scale_and_norm", {"x": x, "s": s}, {"N": 4, "D": 6})
+    xt = torch.from_numpy(x.copy()).t().contiguous().t()  # not contiguous: copied back
+    assert not xt.is_contiguous()
+    out = kernels.scale_and_norm(xt, torch.from_numpy(s))
+    assert isinstance(out, torch.Tensor) and tuple(out.shape) == (4,)
+    assert_close(out.tolist(), want["out"], "float32")
+    assert_close(xt.flatten().tolist(), want["x"], "float32", label="x")
+
+
+def test_inout_needs_a_writable_array() -> None:
+    kernels = load(OUT / "wgsl" / "inout")
+    state = _adam_state(8, seed=40)
+    before = state["p"].copy()
+    state["p"].flags.writeable = False
+    with pytest.raises(HostError) as info:
+        kernels.adam_step(state["p"], state["grad"], state["m"], state["v"], 0.01, 1)
+    assert info.value.code == "GPU040" and "`p` is `InOut`" in str(info.value)
+    assert state["p"].tolist() == before.tolist()
+    frozen = memoryview(bytes(12)).cast("f")  # float32, but read-only
+    with pytest.raises(HostError, match="read-only"):
+        kernels.swap(frozen, np.zeros(3, np.float32))
+
+
+def test_inout_buffer_objects_are_written_back() -> None:
+    import array
+
+    kernels = load(OUT / "wgsl" / "inout")
+    p, q = array.array("f", [1.0, 2.0, 3.0]), array.array("f", [4.0, 5.0, 6.0])
+    assert kernels.swap(p, q) == (p, q)
+    assert p.tolist() == [4.0, 5.0, 6.0] and q.tolist() == [1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize(
+    ("function", "args", "words"),
+    [
+        ("embedding", lambda: (_rand(5, 3), np.array([0, 4, 5, 2], np.int32)),
+         "`ids` holds 5 at index [2], outside its Range(0, V) (0 <= value < 5"),
+        ("embedding", lambda: (_rand(5, 3), torch.tensor([0, -1, 9], dtype=torch.int32)),
+         "`ids` holds -1 at index [1]"),
+        ("cross_entropy_mean", lambda: (_rand(3, 4), np.array([[0], [3], [4]], np.int32)),
+         "`labels` holds 4 at index [2, 0], outside its Range(0, C)"),
+    ],
+)  # fmt: skip
+def test_a_value_outside_its_range_is_refused_before_the_launch(function, args, words) -> None:
+    kernels = load(OUT / "wgsl" / "gathers")
+    with pytest.raises(HostError) as info:
+        kernels[function](*args())
+    assert info.value.code == "GPU043"
+    assert words in str(info.value), str(info.value)
+    assert kernels[function]._runner is None  # refused before anything reached the device
+    # The same values, in range, run.
+    ids = np.array([0, 4, 2], np.int32)
+    table = _rand(5, 3)
+    assert kernels.embedding(table, ids).tolist() == table[ids].tolist()
+
+
+@pytest.mark.parametrize("backend", ["wgsl", "spirv"])
+def test_tuple_and_named_results_come_back_in_order(backend: str) -> None:
+    kernels = load(OUT / backend / "inout")
+    x = _rand(6, 10, seed=50)
+    mean, rstd = kernels.layer_norm_stats(x)
+    want = _shim("inout", "layer_norm_stats", {"x": x}, {"N": 6, "D": 10})
+    assert mean.shape == rstd.shape == (6,)
+    assert_close(mean.tolist(), want["out0"], "float32", label="mean")
+    assert_close(rstd.tolist(), want["out1"], "float32", label="rstd")
+    got = kernels.row_stats(torch.from_numpy(x))
+    want = _shim("inout", "row_stats", {"x": x}, {"N": 6, "D": 10})
+    assert [b["name"] for b in kernels.row_stats.outputs] == ["mean", "spread", "top"]
+    for name, tensor in zip(("mean", "spread", "top"), got, strict=True):
+        assert isinstance(tensor, torch.Tensor)
+        assert_close(tensor.tolist(), want[name], "float32", label=name)
+
+
 @pytest.mark.parametrize("backend", ["wgsl", "spirv"])
 def test_float16_arrays_in_and_out(backend: str) -> None:
     kernels = load(OUT / backend / "combos")
@@ -332,6 +442,39 @@ def test_the_cuda_engine_marshals_launches_as_the_driver_reads_them(monkeypatch)
     assert_close(got.flatten().tolist(), want, "float32")  # an f32 scalar in the uniform
 
 
+def test_the_cuda_engine_updates_inout_arrays_and_checks_ranges(monkeypatch) -> None:
+    """InOut buffers through the CUDA engine (the driver replaced as above): uploaded, not
+    cleared, read back and written into the caller's arrays; a Range violation is refused
+    before any launch."""
+    from harness.ptx_interp import _parse
+
+    from mimir.runtime import cuda_runner
+
+    fake = _FakeDriver()
+    monkeypatch.setattr(cuda_runner, "_lib", lambda: fake)
+    monkeypatch.setattr(cuda_runner, "_context", lambda: None)
+    monkeypatch.setattr(cuda_runner, "load_module", lambda text, label="": (_parse(text), text))
+    kernels = load(OUT / "ptx" / "inout", backend="ptx")
+    state = _adam_state(5, seed=60)
+    want = _shim("inout", "adam_step", state, {"N": 5}, {"lr": 0.1, "step": 2})
+    p, m, v = state["p"].copy(), state["m"].copy(), state["v"].copy()
+    assert kernels.adam_step(p, state["grad"], m, v, 0.1, 2) == (p, m, v)
+    for name, array in (("p", p), ("m", m), ("v", v)):
+        assert_close(array.tolist(), want[name], "float32", label=name)
+    x, s = _rand(2, 3, seed=61), _rand(3, seed=62)
+    want = _shim("inout", "scale_and_norm", {"x": x, "s": s}, {"N": 2, "D": 3})
+    xt = torch.from_numpy(x.copy())
+    out = kernels.scale_and_norm(xt, torch.from_numpy(s))
+    assert_close(out.tolist(), want["out"], "float32")
+    assert_close(xt.flatten().tolist(), want["x"], "float32", label="x")
+    gathers = load(OUT / "ptx" / "gathers", backend="ptx")
+    launches = len(fake.launches)
+    with pytest.raises(HostError) as info:
+        gathers.embedding(_rand(4, 2), np.array([3, 4], np.int32))
+    assert info.value.code == "GPU043" and "holds 4 at index [1]" in str(info.value)
+    assert len(fake.launches) == launches
+
+
 ZOO = sorted(
     (p.parent.name, p.name.removesuffix(".manifest.json"))
     for p in (OUT / "wgsl").glob("*/*.manifest.json")
@@ -360,6 +503,11 @@ def test_load_runs_every_zoo_kernel_on_numpy_arrays(stem: str, function: str) ->
     got = kernel(**arrays, **scalars, dims=free)
     got = got if isinstance(got, tuple) else (got,)
     want = shim_reference(ROOT / "kernels" / f"{stem}.py", function, inputs, dims, scalars)
-    for buf, array in zip(kernel.outputs, got, strict=True):
+    results = kernel.outputs or kernel.inouts  # no outputs: the updated InOut arguments
+    assert len(got) == len(results)
+    for buf, array in zip(results, got, strict=True):
         assert array.shape == mf.buffer_shape(buf, dims)
         assert_close(array.ravel().tolist(), want[buf["name"]], buf["dtype"], label=buf["name"])
+    for buf in kernel.inouts:  # updated in place
+        got_inout = arrays[buf["name"]].ravel().tolist()
+        assert_close(got_inout, want[buf["name"]], buf["dtype"], label=buf["name"])

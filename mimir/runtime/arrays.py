@@ -5,7 +5,9 @@ as the manifest spells it, its bytes as a contiguous little-endian memoryview
 (no copy where the array already is contiguous and of a storable dtype), and
 its kind (`numpy`, `torch`, `torch-cuda` or `buffer`). A CUDA torch tensor
 carries its device pointer instead of host bytes. `make_output(kind, ...)`
-builds the result of the same kind from bytes the device returned.
+builds the result of the same kind from bytes the device returned;
+`write_back(target, ...)` copies an `InOut` result into the caller's array, and
+`first_outside(arg, lo, hi)` finds the first value outside a `Range`.
 
 Nothing here goes through Python lists. NumPy and torch are never imported by
 this module: an array of theirs can only reach it when they are loaded, so
@@ -22,7 +24,15 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ArrayArg", "ArrayError", "make_output", "read_array"]
+__all__ = [
+    "ArrayArg",
+    "ArrayError",
+    "first_outside",
+    "make_output",
+    "nested_index",
+    "read_array",
+    "write_back",
+]
 
 
 class ArrayError(TypeError):
@@ -167,3 +177,73 @@ def make_output(kind: str, data: bytes | bytearray | memoryview, dtype: str, sha
     if code is None:
         return view
     return view.cast(code, shape) if 0 not in shape and shape else view.cast(code)
+
+
+def first_outside(arg: ArrayArg, lo: int, hi: int) -> tuple[int, int] | None:
+    """(flat index, value) of the first element of `arg` not in [lo, hi), or None.
+
+    Vectorised where the array's library is loaded (on the device, for a CUDA tensor).
+    """
+    if arg.kind == "torch-cuda":
+        torch = sys.modules["torch"]
+        flat = arg.keep.reshape(-1)
+        if flat.dtype != torch.int32:  # uint32 has few kernels in torch: compare as int64
+            flat = flat.to(torch.int64)
+        bad = ((flat < lo) | (flat >= hi)).nonzero()
+        if not bad.numel():
+            return None
+        k = int(bad[0])
+        return k, int(flat[k])
+    if arg.data is None or not len(arg.data):
+        return None
+    code = "I" if arg.dtype == "uint32" else "i"
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        values = numpy.frombuffer(arg.data, dtype="<u4" if code == "I" else "<i4")
+        if code == "I" or not -(2**31) <= lo <= hi < 2**31:
+            values = values.astype(numpy.int64)  # bounds the element type cannot hold
+        bad = numpy.flatnonzero((values < lo) | (values >= hi))
+        return (int(bad[0]), int(values[bad[0]])) if bad.size else None
+    for k, v in enumerate(arg.data.cast(code)):
+        if not lo <= v < hi:
+            return k, v
+    return None
+
+
+def nested_index(flat: int, shape: tuple[int, ...]) -> list[int]:
+    """The row-major index of element `flat` of an array of `shape`."""
+    index = []
+    for size in reversed(shape):
+        index.append(flat % size)
+        flat //= size
+    return index[::-1]
+
+
+def write_back(target: Any, arg: ArrayArg, value: Any) -> None:
+    """Copy `value` (what `make_output` made, or the tensor a kernel wrote) into `target`.
+
+    `target` is the caller's `InOut` argument and `arg` what `read_array` read of it; the
+    copy is skipped when the kernel already wrote the caller's own memory.
+    """
+    if _is_torch(target):
+        torch = sys.modules["torch"]
+        if (
+            _is_torch(value)
+            and value.device == target.device
+            and value.dtype == target.dtype
+            and value.data_ptr() == target.data_ptr()
+            and value.stride() == target.stride()
+        ):
+            return  # the kernel wrote the caller's tensor itself
+        with torch.no_grad():  # an optimizer step: no autograd history for the update
+            target.copy_(value)
+        return
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(target, numpy.ndarray):
+        numpy.copyto(target, numpy.asarray(value).reshape(target.shape), casting="unsafe")
+        return
+    view = memoryview(target).cast("B")  # a buffer object: contiguous (read_array checked)
+    raw: Any = memoryview(value).cast("B")
+    if arg.dtype == "bool_" and len(raw) != view.nbytes:  # u32 0/1 words into 1-byte bools
+        raw = bytes(1 if w else 0 for w in memoryview(bytes(raw)).cast("I"))
+    view[:] = raw

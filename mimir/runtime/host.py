@@ -10,15 +10,24 @@
 `spirv/` or `ptx/` folder, as `--backend all` lays them out) and returns a
 `KernelLibrary`; each function is a `HostKernel` callable. A call:
 
-- takes the manifest's input buffers in order, then its scalar uniform fields
-  (or all of them by name), as NumPy arrays, CPU or CUDA torch tensors, or any
-  buffer-protocol object; nothing is copied through Python lists;
+- takes the manifest's `input` and `inout` buffers in order (the kernel's array
+  parameters), then its scalar uniform fields (or all of them by name), as NumPy
+  arrays, CPU or CUDA torch tensors, or any buffer-protocol object; nothing is
+  copied through Python lists;
 - binds every dim from the arrays' shapes (or `dims={...}` for a dim no input
   fixes) and checks shapes, dtypes and dim constraints, raising `HostError`
-  with the checker's code: GPU040 (shape or not an array), GPU041 (dtype),
-  GPU042 (dim constraint), GPU035 (a dim no input fixes);
-- returns the output (a tuple for several) shaped as the manifest says, of the
-  first array argument's kind: NumPy in, NumPy out; torch in, torch out.
+  with the checker's code: GPU040 (shape, not an array, or a read-only array
+  for an `InOut` parameter), GPU041 (dtype), GPU042 (dim constraint), GPU035
+  (a dim no input fixes), GPU043 (a value outside an input's `Range(lo, hi)`,
+  naming the first one and its index: the kernel's bounds proofs assume none);
+  every check comes before any launch, so a refused call changes nothing;
+- updates every `InOut` argument in place, as PyTorch's in-place ops and the
+  shim do (a CUDA tensor on the CUDA engine is written by the kernel itself;
+  otherwise the new values are copied back into the caller's array);
+- returns the outputs (a tuple for several) shaped as the manifest says, of the
+  first array argument's kind: NumPy in, NumPy out; torch in, torch out. A
+  kernel with no outputs returns its `InOut` arguments, updated (a tuple for
+  several), as `tensor.add_(...)` returns the tensor.
 
 Engines: `wgpu` (WGSL or SPIR-V, on any adapter wgpu finds, lavapipe included)
 and `cuda` (PTX through the CUDA driver API; a CUDA torch tensor is passed to
@@ -37,7 +46,14 @@ from pathlib import Path
 from typing import Any
 
 from mimir.runtime import manifest as mf
-from mimir.runtime.arrays import ArrayArg, ArrayError, read_array
+from mimir.runtime.arrays import (
+    ArrayArg,
+    ArrayError,
+    first_outside,
+    nested_index,
+    read_array,
+    write_back,
+)
 from mimir.runtime.dimexpr import evaluate
 
 __all__ = ["HostError", "HostKernel", "KernelLibrary", "load"]
@@ -64,7 +80,9 @@ class HostKernel:
         self.directory = Path(directory)
         self.name: str = manifest["function"]
         self.engine = engine
-        self.inputs = [b for b in manifest["buffers"] if b["role"] == "input"]
+        # The array parameters, in order: plain inputs and `InOut` tensors alike.
+        self.inputs = [b for b in manifest["buffers"] if b["role"] in mf.UPLOADED]
+        self.inouts = [b for b in manifest["buffers"] if b["role"] == "inout"]
         self.outputs = [b for b in manifest["buffers"] if b["role"] == "output"]
         dim_names = {d["name"] for d in manifest.get("dims", [])}
         self.scalars = [f for f in mf.uniform_fields(manifest) if f["name"] not in dim_names]
@@ -75,21 +93,28 @@ class HostKernel:
         return f"<mimir kernel {self.name}({', '.join(params)}) on {self.engine}>"
 
     def __call__(self, *args: Any, dims: Mapping[str, int] | None = None, **kwargs: Any) -> Any:
-        arrays, scalars = self._arguments(args, kwargs)
+        arrays, scalars, given = self._arguments(args, kwargs)
         env = self._bind_dims(arrays, dims or {})
+        self._check_ranges(arrays, env)
         kind = next(iter(a.kind for a in arrays.values() if a.kind == "torch-cuda"), None)
         kind = kind or next(iter(a.kind for a in arrays.values()), "numpy")
         if self._runner is None:
             self._runner = _make_runner(self.engine, self.manifest, self.directory)
         results = self._runner.run(arrays, env, scalars, kind)
-        outs = tuple(results[b["name"]] for b in self.outputs)
+        for buf in self.inouts:
+            name = buf["name"]
+            write_back(given[name], arrays[name], results[name])
+        if self.outputs:
+            outs = tuple(results[b["name"]] for b in self.outputs)
+        else:
+            outs = tuple(given[b["name"]] for b in self.inouts)
         return outs[0] if len(outs) == 1 else outs
 
     # ------------------------------------------------------------ validation
 
     def _arguments(
         self, args: tuple, kwargs: Mapping[str, Any]
-    ) -> tuple[dict[str, ArrayArg], dict[str, float | int]]:
+    ) -> tuple[dict[str, ArrayArg], dict[str, float | int], dict[str, Any]]:
         params = [b["name"] for b in self.inputs] + [f["name"] for f in self.scalars]
         if len(args) > len(params):
             raise HostError(
@@ -119,6 +144,12 @@ class HostKernel:
                     "GPU041",
                     f"argument `{name}` has dtype {arg.dtype_name}, expected {buf['dtype']}",
                 )
+            if buf["role"] == "inout" and not _writable(given[name]):
+                raise HostError(
+                    "GPU040",
+                    f"argument `{name}` is `InOut` (the kernel updates it in place), but this "
+                    f"{type(given[name]).__name__} is read-only; pass a writable array",
+                )
             arrays[name] = arg
         scalars: dict[str, float | int] = {}
         for entry in self.scalars:
@@ -130,7 +161,26 @@ class HostKernel:
                     "GPU041", f"scalar `{entry['name']}` is an integer parameter, got {value!r}"
                 )
             scalars[entry["name"]] = value
-        return arrays, scalars
+        return arrays, scalars, given
+
+    def _check_ranges(self, arrays: Mapping[str, ArrayArg], env: Mapping[str, int]) -> None:
+        """GPU043 for the first value outside an input's `Range(lo, hi)`, before any launch."""
+        for buf in self.inputs:
+            if "range" not in buf:
+                continue
+            lo, hi = (evaluate(bound, env) for bound in buf["range"])
+            arg = arrays[buf["name"]]
+            found = first_outside(arg, lo, hi)
+            if found is None:
+                continue
+            flat, value = found
+            shown = "Range(" + ", ".join(str(b) for b in buf["range"]) + ")"
+            raise HostError(
+                "GPU043",
+                f"argument `{buf['name']}` holds {value} at index {nested_index(flat, arg.shape)}"
+                f", outside its {shown} ({lo} <= value < {hi} with {_show_env(env)}); the "
+                "kernel's bounds proofs assume every value lies in it",
+            )
 
     def _bind_dims(self, arrays: Mapping[str, ArrayArg], given: Mapping[str, int]) -> dict:
         names = [d["name"] for d in self.manifest.get("dims", [])]
@@ -174,6 +224,19 @@ class HostKernel:
                     + f" (with {_show_env(env)})",
                 )
         return env
+
+
+def _writable(value: Any) -> bool:
+    """A NumPy array or buffer the host can write an `InOut` result back into (torch: always)."""
+    if type(value).__module__.startswith("torch"):
+        return True
+    flags = getattr(value, "flags", None)
+    if flags is not None and hasattr(flags, "writeable"):
+        return bool(flags.writeable)
+    try:
+        return not memoryview(value).readonly
+    except TypeError:
+        return False
 
 
 def _python_number(value: Any, name: str) -> float | int:

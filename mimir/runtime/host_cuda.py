@@ -6,9 +6,11 @@ stay allocated until a call needs more bytes. With CUDA torch tensors nothing
 is copied: each input tensor's own device pointer is a kernel parameter, the
 outputs are `torch.empty` tensors on that device, and every launch goes on
 torch's current stream, so the call is ordered with the torch work around it
-(and returns without waiting, as a torch op does). With host arrays the inputs
-are copied to the device, launches go on the default stream, and the call
-waits for the outputs.
+(and returns without waiting, as a torch op does). An `InOut` CUDA tensor is
+written by the kernel in place (through a copy only when it shares memory with
+another argument, which the kernel would race with). With host arrays the
+inputs are copied to the device, launches go on the default stream, and the
+call waits for the outputs and the updated `inout` buffers.
 
 The parameter list follows the PTX manifest contract (`mimir.codegen.backends.ptx`):
 `binding` is the parameter position; a buffer is its `CUdeviceptr`; the uniform
@@ -87,10 +89,25 @@ class CudaRunner:
             nbytes = mf.numel(shape) * mf.buffer_element_size(buf, "ptx")
             arg = arrays.get(name)
             if arg is not None and arg.kind == "torch-cuda":
-                pointers[name] = arg.device_ptr
-            elif role == "output" and torch is not None:
+                if role == "inout":
+                    tensor = arg.keep
+                    if _shares_memory(name, arrays):
+                        tensor = tensor.clone()  # the kernel writes it while reading the other
+                    device_outputs[name] = tensor
+                    pointers[name] = tensor.data_ptr()
+                else:
+                    pointers[name] = arg.device_ptr
+            elif role in mf.RESULTS and torch is not None:
                 dtype = getattr(torch, _TORCH_DTYPES.get(buf["dtype"], "int32"))
-                tensor = torch.zeros(shape, dtype=dtype, device=device)
+                if arg is None:
+                    tensor = torch.zeros(shape, dtype=dtype, device=device)
+                else:  # a host array among CUDA tensors: its values, on the device
+                    host = bytearray(arg.data or b"")
+                    tensor = (
+                        torch.frombuffer(host, dtype=dtype).reshape(shape).to(device)
+                        if host
+                        else torch.zeros(shape, dtype=dtype, device=device)
+                    )
                 device_outputs[name] = tensor
                 pointers[name] = tensor.data_ptr()
             else:
@@ -132,7 +149,7 @@ class CudaRunner:
         out: dict[str, Any] = {}
         if torch is not None:
             for buf in self.manifest["buffers"]:
-                if buf["role"] == "output":
+                if buf["role"] in mf.RESULTS:
                     tensor = device_outputs[buf["name"]]
                     out[buf["name"]] = (
                         tensor != 0 if buf["dtype"] == "bool_" else _uint(tensor, buf)
@@ -140,7 +157,7 @@ class CudaRunner:
             return out
         cr._check(self.lib.cuCtxSynchronize(), "cuCtxSynchronize (a kernel failed)")
         for buf in self.manifest["buffers"]:
-            if buf["role"] != "output":
+            if buf["role"] not in mf.RESULTS:
                 continue
             shape = mf.buffer_shape(buf, dims)
             nbytes = mf.numel(shape) * mf.buffer_element_size(buf, "ptx")
@@ -170,6 +187,15 @@ def arrays_device(arrays: Mapping[str, ArrayArg]) -> Any:
             "move the tensors there"
         )
     return "cuda:0"
+
+
+def _shares_memory(name: str, arrays: Mapping[str, ArrayArg]) -> bool:
+    """Whether CUDA tensor `name` lies in the same storage as another CUDA argument."""
+    storage = arrays[name].keep.untyped_storage().data_ptr()
+    return any(
+        other != name and a.kind == "torch-cuda" and a.keep.untyped_storage().data_ptr() == storage
+        for other, a in arrays.items()
+    )
 
 
 def _uint(tensor: Any, buf: Mapping[str, Any]) -> Any:

@@ -5,9 +5,10 @@ bind group layouts are the manifest's bindings, built by
 `mimir.runtime.wgpu_runner`, so a binding that disagrees with the shader fails
 there). Storage buffers, the uniform buffer and the bind groups are made for
 one set of dims and kept until a call brings other dims. Each call writes the
-inputs and the uniform with `queue.write_buffer` straight from the arrays'
-memory, clears outputs and scratch on the device, encodes every launch in
-manifest order in one submission and reads the outputs back.
+inputs (`input` and `inout` buffers) and the uniform with `queue.write_buffer`
+straight from the arrays' memory, clears outputs and scratch on the device,
+encodes every launch in manifest order in one submission and reads the outputs
+and the updated `inout` buffers back.
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ class WgpuRunner:
             queue.write_buffer(self.uniform, 0, uniform)
         encoder = self.device.create_command_encoder()
         for buf in self.manifest["buffers"]:
-            if buf["role"] != "input":
+            if buf["role"] not in mf.UPLOADED:  # `inout` holds the caller's values
                 encoder.clear_buffer(self.buffers[buf["name"]])
         for pipeline, groups, launch in self.launches:
             compute = encoder.begin_compute_pass()
@@ -135,7 +136,7 @@ class WgpuRunner:
         queue.submit([encoder.finish()])
         out: dict[str, Any] = {}
         for buf in self.manifest["buffers"]:
-            if buf["role"] != "output":
+            if buf["role"] not in mf.RESULTS:
                 continue
             name = buf["name"]
             nbytes = self.nbytes[name]
