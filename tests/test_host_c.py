@@ -44,6 +44,14 @@ CASES = [
     ("reductions", "sum_all", {"A": 3, "B": 70, "C": 11}),
     ("combos", "half_pipeline", None),
     ("combos", "bool_reductions", None),
+    # InOut buffers uploaded and read back (alone, next to an output, at index level),
+    # a tuple result, and an input with a `Range` (in range: random_inputs draws from it);
+    # the zoo test below runs them on Vulkan too, these run on CUDA where a GPU is lent.
+    ("inout", "adam_step", None),
+    ("inout", "scale_and_norm", None),
+    ("inout", "kv_append", None),
+    ("inout", "layer_norm_stats", None),
+    ("gathers", "embedding", None),
 ]
 
 
@@ -82,7 +90,7 @@ def _default_dims(manifest: dict) -> dict[str, int]:
 def _write_inputs(manifest: dict, inputs: dict, folder: Path) -> list[str]:
     args = []
     for buf in manifest["buffers"]:
-        if buf["role"] == "input":
+        if buf["role"] in mf.UPLOADED:
             path = folder / f"{buf['name']}.in"
             path.write_bytes(mf.encode(inputs[buf["name"]], buf["dtype"]))
             args.append(f"{buf['name']}=@{path}")
@@ -92,7 +100,7 @@ def _write_inputs(manifest: dict, inputs: dict, folder: Path) -> list[str]:
 def _read_outputs(manifest: dict, dims: dict, folder: Path) -> dict[str, list]:
     out = {}
     for buf in manifest["buffers"]:
-        if buf["role"] == "output":
+        if buf["role"] in mf.RESULTS:  # an inout buffer comes back as the kernel left it
             count = mf.numel(mf.buffer_shape(buf, dims))
             data = (folder / f"{buf['name']}.bin").read_bytes()
             assert len(data) == count * mf.buffer_element_size(buf), buf["name"]
@@ -113,9 +121,10 @@ def _run_case(host: Path, backend: str, stem: str, function: str, dims, tmp: Pat
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr
     actual = _read_outputs(manifest, dims, tmp)
+    assert set(actual) == set(expected)
     for name, want in expected.items():
         assert_close(actual[name], want, dtype_of(manifest, name), label=f"{function}.{name}")
-    first = next(b["name"] for b in manifest["buffers"] if b["role"] == "output")
+    first = next(b["name"] for b in manifest["buffers"] if b["role"] in mf.RESULTS)
     assert result.stdout.startswith(f"{first} "), result.stdout  # the printed summary
 
 
@@ -174,6 +183,52 @@ def test_vulkan_host_refuses_bad_arguments(build: Path, tmp_path: Path, args, me
     result = subprocess.run([str(host), str(manifest), *args], capture_output=True, text=True)
     assert result.returncode == 2
     assert message in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("ids", "message"),
+    [
+        ([0, 4, 5, 1], "[GPU043] input `ids` holds 5 at index [2], outside its range [0, 5)"),
+        ([-3, 0, 0, 0], "[GPU043] input `ids` holds -3 at index [0]"),
+    ],
+)
+def test_vulkan_host_refuses_a_value_outside_its_range(build: Path, tmp_path: Path, ids, message):
+    """`ids: Tensor[int32, N, Range(0, V)]`: the kernel gathers `table[ids[i]]` unguarded, so
+    the host checks every value before the launch and names the first one outside."""
+    host = _vulkan_host(build)
+    manifest = OUT / "spirv" / "gathers" / "embedding.manifest.json"
+    (tmp_path / "ids.in").write_bytes(mf.encode(ids, "int32"))
+    (tmp_path / "table.in").write_bytes(mf.encode([0.5] * 10, "float32"))
+    args = ["V=5", "D=2", "N=4", f"ids=@{tmp_path / 'ids.in'}", f"table=@{tmp_path / 'table.in'}"]
+    result = subprocess.run([str(host), str(manifest), *args, "-o", str(tmp_path)],
+                            capture_output=True, text=True)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr, result.stderr
+    assert not (tmp_path / "out.bin").exists()  # nothing ran
+    # Not given, `ids` is zeros: in range.
+    result = subprocess.run([str(host), str(manifest), *args[:3]], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_c_hosts_read_the_inout_role_and_refuse_unknown_ones(build: Path, tmp_path: Path):
+    host = _vulkan_host(build)
+    source = OUT / "spirv" / "inout"
+    text = (source / "swap.manifest.json").read_text()
+    for spv in source.glob("swap*.spv"):
+        (tmp_path / spv.name).write_bytes(spv.read_bytes())
+    (tmp_path / "p.in").write_bytes(mf.encode([1.0, 2.0], "float32"))
+    (tmp_path / "q.in").write_bytes(mf.encode([3.0, 4.0], "float32"))
+    good = tmp_path / "swap.manifest.json"
+    good.write_text(text)
+    args = ["N=2", f"p=@{tmp_path / 'p.in'}", f"q=@{tmp_path / 'q.in'}", "-o", str(tmp_path)]
+    result = subprocess.run([str(host), str(good), *args], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["p float32 [2]: 3 4", "q float32 [2]: 1 2"]
+    assert mf.decode((tmp_path / "p.bin").read_bytes(), "float32", 2) == [3.0, 4.0]
+    bad = tmp_path / "bad.manifest.json"
+    bad.write_text(text.replace('"inout"', '"in_out"', 1))
+    result = subprocess.run([str(host), str(bad), *args], capture_output=True, text=True)
+    assert result.returncode == 2 and "buffer `p` has unknown role `in_out`" in result.stderr
 
 
 def test_vulkan_host_refuses_a_file_that_is_not_a_manifest(build: Path, tmp_path: Path) -> None:
@@ -278,6 +333,17 @@ def test_the_vulkan_host_is_memory_safe_on_good_and_broken_manifests(
     with monkeypatch.context() as patch:
         patch.setenv("ASAN_OPTIONS", "detect_leaks=1")  # a full run frees all it allocates
         _run_case(host, "spirv", "layernorm", "layernorm", None, tmp_path)  # exact results too
+        _run_case(host, "spirv", "inout", "scale_and_norm", None, tmp_path)  # inout, output
+    # A range violation found in a rank-2 input (the index printed) is refused cleanly.
+    labels = tmp_path / "labels.in"
+    labels.write_bytes(mf.encode([0, 1, 7], "int32"))
+    range_run = subprocess.run(
+        [str(host), str(OUT / "spirv" / "gathers" / "cross_entropy_mean.manifest.json"),
+         "N=3", "C=4", f"labels=@{labels}"],
+        capture_output=True, text=True, env={**os.environ, "XDG_RUNTIME_DIR": "/tmp"},
+    )  # fmt: skip
+    assert range_run.returncode == 2, range_run.stderr
+    assert "input `labels` holds 7 at index [2, 0], outside its range [0, 4)" in range_run.stderr
     # A refused manifest may exit from the middle of setting up (as C programs do), so
     # leaks are not counted there; reads and writes out of bounds still are.
     env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0", "XDG_RUNTIME_DIR": "/tmp"}

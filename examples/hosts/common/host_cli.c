@@ -11,8 +11,8 @@ static int usage(const char *host_name) {
     fprintf(stderr,
             "usage: %s MANIFEST [NAME=VALUE ...] [NAME=@FILE ...] [-o DIR] [--repeat N]\n"
             "  NAME=VALUE   a dim or a scalar parameter, e.g. N=37 scale=0.5\n"
-            "  NAME=@FILE   an input buffer's raw little-endian bytes (bool_ as u32)\n"
-            "  -o DIR       write each output to DIR/NAME.bin\n",
+            "  NAME=@FILE   an input or inout buffer's raw little-endian bytes (bool_ as u32)\n"
+            "  -o DIR       write each output and updated inout buffer to DIR/NAME.bin\n",
             host_name);
     return 2;
 }
@@ -36,7 +36,7 @@ static int setup(host_run *run, int argc, char **argv, const char *host_name) {
         if (eq[1] == '@') {
             int found = 0;
             for (int b = 0; b < m->buffer_count; b++)
-                if (!strcmp(m->buffers[b].name, argv[i]) && m->buffers[b].role == ROLE_INPUT) {
+                if (!strcmp(m->buffers[b].name, argv[i]) && ROLE_UPLOADED(m->buffers[b].role)) {
                     files[b] = eq + 2;
                     found = 1;
                 }
@@ -79,6 +79,14 @@ static int setup(host_run *run, int argc, char **argv, const char *host_name) {
         free(data);
     }
     free(files);
+    /* Every value of a `range` input, the zeros of one not given included, before any launch:
+     * the kernel's bounds proofs assume them in range, so one outside would read out of bounds. */
+    for (int b = 0; b < m->buffer_count; b++) {
+        if (!manifest_check_range(&m->buffers[b], run->host[b], error, sizeof error)) {
+            fprintf(stderr, "%s: error: %s\n", host_name, error);
+            return 2;
+        }
+    }
     return -1;
 }
 
@@ -118,7 +126,7 @@ int host_finish(host_run *run) {
     const manifest *m = &run->m;
     for (int b = 0; b < m->buffer_count; b++) {
         const manifest_buffer *buf = &m->buffers[b];
-        if (buf->role != ROLE_OUTPUT) continue;
+        if (!ROLE_RESULT(buf->role)) continue; /* outputs, and inout buffers as updated */
         printf("%s %s [", buf->name, buf->dtype);
         for (int a = 0; a < buf->rank; a++) printf(a ? ", %lld" : "%lld", (long long)buf->shape[a]);
         printf("]:");

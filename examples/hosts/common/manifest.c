@@ -296,8 +296,20 @@ int manifest_load(manifest *m, const char *path, char *error, size_t error_size)
         b->dtype = string_of(entry, "dtype");
         if (!b->name || !b->dtype || !role || !shape || shape->count > MANIFEST_MAX_RANK)
             return error_out(error, error_size, "a buffer lacks name, dtype, role or shape");
-        b->role = !strcmp(role, "input") ? ROLE_INPUT : !strcmp(role, "output") ? ROLE_OUTPUT
-                                                                                : ROLE_SCRATCH;
+        if (!strcmp(role, "input")) b->role = ROLE_INPUT;
+        else if (!strcmp(role, "output")) b->role = ROLE_OUTPUT;
+        else if (!strcmp(role, "inout")) b->role = ROLE_INOUT;
+        else if (!strcmp(role, "scratch")) b->role = ROLE_SCRATCH;
+        else return error_out(error, error_size, "buffer `%s` has unknown role `%s`", b->name, role);
+        const json_value *range = json_get(entry, "range");
+        if (range && range->type != JSON_NULL) {
+            if (range->type != JSON_ARRAY || range->count != 2 || !ROLE_UPLOADED(b->role) ||
+                (strcmp(b->dtype, "int32") && strcmp(b->dtype, "uint32")))
+                return error_out(error, error_size, "buffer `%s` has a malformed range", b->name);
+            b->has_range = 1;
+            b->range_expr[0] = range->items[0];
+            b->range_expr[1] = range->items[1];
+        }
         b->rank = (int)shape->count;
         for (int a = 0; a < b->rank; a++) b->shape_expr[a] = shape->items[a];
         if (!int_of(entry, "element_size", &b->element_size)) b->element_size = dtype_size(b->dtype);
@@ -390,6 +402,8 @@ int manifest_bind(manifest *m, char *error, size_t error_size) {
         if (b->count > UINT32_MAX)
             return error_out(error, error_size, "buffer `%s` has over 2^32 - 1 elements", b->name);
         b->bytes = b->count * b->element_size;
+        for (int e = 0; e < 2 && b->has_range; e++)
+            if (!manifest_eval(m, b->range_expr[e], &b->range[e], error, error_size)) return 0;
     }
     for (int k = 0; k < m->kernel_count; k++)
         for (int a = 0; a < 3; a++)
@@ -401,6 +415,35 @@ int manifest_bind(manifest *m, char *error, size_t error_size) {
                 return error_out(error, error_size, "kernel `%s` needs %lld workgroups along one axis",
                                  m->kernels[k].entry_point, (long long)m->kernels[k].groups[a]);
         }
+    return 1;
+}
+
+int manifest_check_range(const manifest_buffer *b, const uint8_t *data, char *error,
+                         size_t error_size) {
+    if (!b->has_range) return 1;
+    int is_signed = !strcmp(b->dtype, "int32");
+    for (int64_t i = 0; i < b->count; i++) {
+        const uint8_t *p = data + 4 * i;
+        uint32_t word = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+        int64_t value = is_signed ? (int64_t)(int32_t)word : (int64_t)word;
+        if (value >= b->range[0] && value < b->range[1]) continue;
+        /* the row-major index of element i */
+        char where[256] = "";
+        size_t used = 0;
+        int64_t rest = i, index[MANIFEST_MAX_RANK];
+        for (int a = b->rank - 1; a >= 0; a--) {
+            index[a] = b->shape[a] ? rest % b->shape[a] : 0;
+            rest = b->shape[a] ? rest / b->shape[a] : 0;
+        }
+        for (int a = 0; a < b->rank && used < sizeof where; a++)
+            used += (size_t)snprintf(where + used, sizeof where - used, a ? ", %lld" : "%lld",
+                                     (long long)index[a]);
+        return error_out(error, error_size,
+                         "[GPU043] input `%s` holds %lld at index [%s], outside its range [%lld, %lld) "
+                         "(the kernel's bounds proofs assume every value lies in it)",
+                         b->name, (long long)value, where, (long long)b->range[0],
+                         (long long)b->range[1]);
+    }
     return 1;
 }
 

@@ -5,6 +5,12 @@
  *   manifest_set(&m, "N", "37", err, sizeof err);      dims and scalar uniform fields
  *   manifest_bind(&m, err, sizeof err);                 check dims, evaluate every size
  *   m.buffers[i].bytes, m.kernels[k].groups[0..2], manifest_pack_uniform(&m, bytes)
+ *   manifest_check_range(&m.buffers[i], data, err, sizeof err);   before every launch
+ *
+ * Roles: `input` buffers are uploaded, `output` buffers read back, `inout`
+ * buffers (an `InOut[...]` parameter the kernel updates in place) both,
+ * `scratch` buffers neither. An integer input with a `range` [lo, hi) must hold
+ * only values lo <= v < hi: the kernel's bounds proofs assume it.
  *
  * Layout rules (the manifest's contract): buffers are dense and row-major;
  * elements are little-endian float32, float16, int32, uint32, and bool_ as a
@@ -25,7 +31,11 @@
 #define MANIFEST_MAX_RANK 8
 #define MANIFEST_MAX_BINDINGS 32
 
-typedef enum { ROLE_INPUT, ROLE_OUTPUT, ROLE_SCRATCH } buffer_role;
+typedef enum { ROLE_INPUT, ROLE_OUTPUT, ROLE_INOUT, ROLE_SCRATCH } buffer_role;
+
+/* Filled from the caller's data before the launches / read back after them. */
+#define ROLE_UPLOADED(role) ((role) == ROLE_INPUT || (role) == ROLE_INOUT)
+#define ROLE_RESULT(role) ((role) == ROLE_OUTPUT || (role) == ROLE_INOUT)
 
 typedef struct {
     const char *name;
@@ -42,6 +52,9 @@ typedef struct {
     const json_value *shape_expr[MANIFEST_MAX_RANK];
     int64_t shape[MANIFEST_MAX_RANK]; /* after manifest_bind */
     int64_t count, element_size, bytes;
+    int has_range;                      /* an integer input's `range`: lo <= value < hi */
+    const json_value *range_expr[2];
+    int64_t range[2];                   /* after manifest_bind */
 } manifest_buffer;
 
 typedef struct {
@@ -87,6 +100,12 @@ int manifest_set(manifest *m, const char *name, const char *value, char *error, 
 
 /* Check every dim against its constraints, then evaluate buffer shapes and workgroup counts. */
 int manifest_bind(manifest *m, char *error, size_t error_size);
+
+/* Every value of buffer `b` (its `count` elements of little-endian `data`) within its `range`,
+ * when it has one; else 0 and an error naming the buffer, the first value outside and its index
+ * (code GPU043, as the Python host and the shim report it). Call it before every launch. */
+int manifest_check_range(const manifest_buffer *b, const uint8_t *data, char *error,
+                         size_t error_size);
 
 /* The uniform block's bytes (a multiple of 16); returns its size, 0 without a uniform. */
 size_t manifest_pack_uniform(const manifest *m, uint8_t *out, size_t capacity);

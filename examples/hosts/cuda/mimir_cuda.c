@@ -5,7 +5,8 @@
  * What a host does, in order:
  *  1. initialise the driver and make device 0's primary context current;
  *  2. cuMemAlloc one buffer per manifest buffer, sized from the dims: inputs
- *     copied in, outputs and scratch zeroed;
+ *     and inout buffers copied in (a `range` input checked first, in
+ *     host_setup), outputs and scratch zeroed;
  *  3. cuModuleLoadData on each .ptx file (the driver compiles the PTX for the
  *     GPU it runs on; its log is printed on failure), cuModuleGetFunction for
  *     each kernel's `entry_point`;
@@ -15,7 +16,7 @@
  *     uniform (at `uniform_binding`) by value as the packed uniform block
  *     (`.param .align 16 .b8 mimir_uniforms[...]` in the PTX); launches on one
  *     stream run in order, so no barrier is needed between them;
- *  5. cuCtxSynchronize, copy the outputs back.
+ *  5. cuCtxSynchronize, copy the outputs and the updated inout buffers back.
  *
  * The CUDA headers give every type and prototype; the driver library itself is
  * opened with dlopen, so the program builds without a GPU, a driver or a
@@ -115,7 +116,7 @@ int main(int argc, char **argv) {
     for (int b = 0; b < m->buffer_count; b++) {
         size_t bytes = (size_t)m->buffers[b].bytes;
         CHECK(cu.cuMemAlloc(&pointers[b], bytes ? bytes : 4));
-        if (m->buffers[b].role == ROLE_INPUT && bytes)
+        if (ROLE_UPLOADED(m->buffers[b].role) && bytes) /* ranges checked in host_setup */
             CHECK(cu.cuMemcpyHtoD(pointers[b], run.host[b], bytes));
         else
             CHECK(cu.cuMemsetD8(pointers[b], 0, bytes ? bytes : 4));
@@ -133,7 +134,7 @@ int main(int argc, char **argv) {
         CHECK(cu.cuModuleGetFunction(&functions[k], modules[k], m->kernels[k].entry_point));
     }
 
-    /* 4., 5.: once for the outputs, then --repeat N more times, timed */
+    /* 4., 5.: once for the results, then --repeat N more times, timed */
     struct timespec t0, t1;
     for (int round = 0; round <= run.repeat; round++) {
         if (round == 1) clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -152,7 +153,7 @@ int main(int argc, char **argv) {
         CHECK(cu.cuCtxSynchronize());
         if (round == 0)
             for (int b = 0; b < m->buffer_count; b++)
-                if (m->buffers[b].role == ROLE_OUTPUT && m->buffers[b].bytes)
+                if (ROLE_RESULT(m->buffers[b].role) && m->buffers[b].bytes)
                     CHECK(cu.cuMemcpyDtoH(run.host[b], pointers[b], (size_t)m->buffers[b].bytes));
     }
     if (run.repeat > 0) {

@@ -6,9 +6,10 @@
  *  1. pick a physical device with a compute queue (discrete GPU first; any Vulkan
  *     driver works, Mesa's lavapipe included) and create a device, enabling 16-bit
  *     storage and float16 arithmetic when the driver has them (float16 kernels need both);
- *  2. one storage buffer per manifest buffer, sized from the dims: inputs
- *     uploaded, outputs and scratch zeroed; one uniform buffer with the packed
- *     uniform block (manifest_pack_uniform);
+ *  2. one storage buffer per manifest buffer, sized from the dims: inputs and
+ *     inout buffers uploaded (a `range` input checked first, in host_setup),
+ *     outputs and scratch zeroed; one uniform buffer with the packed uniform
+ *     block (manifest_pack_uniform);
  *  3. per kernel: a shader module from its .spv file, descriptor set layouts
  *     exactly as its bindings say (set = `group`, binding = `binding`; storage
  *     buffers, plus the uniform at `uniform_binding`), a compute pipeline for
@@ -17,7 +18,7 @@
  *     evaluated `workgroups` counts (a count of 0 skips the launch), with a
  *     compute-to-compute memory barrier between launches, since a later kernel
  *     reads what an earlier one wrote (scratch buffers);
- *  5. submit, wait on a fence, read the outputs back.
+ *  5. submit, wait on a fence, read the outputs and the updated inout buffers back.
  *
  * Memory is host-visible and coherent throughout, which keeps the sample
  * short; a production host would upload through a staging buffer into
@@ -309,7 +310,7 @@ int main(int argc, char **argv) {
     gpu_buffer *buffers = calloc((size_t)m->buffer_count + 1, sizeof *buffers);
     for (int b = 0; b < m->buffer_count; b++) {
         buffers[b] = make_buffer(&g, (VkDeviceSize)m->buffers[b].bytes, storage);
-        memcpy(buffers[b].mapped, run.host[b], (size_t)m->buffers[b].bytes); /* zeros but inputs */
+        memcpy(buffers[b].mapped, run.host[b], (size_t)m->buffers[b].bytes); /* zeros but inputs, inouts */
     }
     uint8_t block[4096];
     size_t uniform_size = manifest_pack_uniform(m, block, sizeof block);
@@ -348,8 +349,9 @@ int main(int argc, char **argv) {
     submit_and_wait(&g, cmd, fence);
 
     for (int b = 0; b < m->buffer_count; b++)
-        if (m->buffers[b].role == ROLE_OUTPUT) memcpy(run.host[b], buffers[b].mapped, (size_t)m->buffers[b].bytes);
-    if (run.repeat > 0) { /* the launches again, timed (the outputs are already read) */
+        if (ROLE_RESULT(m->buffers[b].role)) memcpy(run.host[b], buffers[b].mapped, (size_t)m->buffers[b].bytes);
+    if (run.repeat > 0) { /* the launches again, timed (the results are already read; inout buffers
+                             keep changing, which the timing does not mind) */
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         for (int r = 0; r < run.repeat; r++) submit_and_wait(&g, cmd, fence);
