@@ -53,6 +53,13 @@ CASES = [
     ("index_level.py", "row_stats", [9, 13]),
     ("index_level.py", "scale", [300]),
     ("batched.py", "bmm", [2, 3, 5, 4]),
+    # InOut parameters (alone; next to an output; at index level), a tuple result, and an
+    # input with a `Range` (random_inputs draws its values from the range).
+    ("inout.py", "adam_step", [37]),
+    ("inout.py", "scale_and_norm", [5, 7]),
+    ("inout.py", "kv_append", [4, 3, 5]),
+    ("inout.py", "layer_norm_stats", [6, 9]),
+    ("gathers.py", "embedding", [7, 5, 6]),
 ]
 HALF_CASE = ("combos.py", "half_pipeline", [6, 5])
 
@@ -260,6 +267,51 @@ def test_wrong_typed_array_and_bad_scalars_are_refused(tmp_path: Path) -> None:
     )
     assert "input `u` (uint32)[0] = 1.5 is not an integer in [0, 4294967295]" in wrong[0]["message"]
     assert "input `u` (uint32)[0] = -1 is not an integer" in wrong[1]["message"]
+
+
+def test_inout_comes_back_by_name_and_a_value_outside_its_range_is_refused(
+    tmp_path: Path,
+) -> None:
+    """On Dawn: `adam_step` twice from the state the first call returned, and `embedding`
+    refusing an id outside `Range(0, V)` with GPU043 before anything is dispatched."""
+    adam = str(compile_wgsl(KERNELS / "inout.py", "adam_step", tmp_path / "adam"))
+    embedding = str(compile_wgsl(KERNELS / "gathers.py", "embedding", tmp_path / "emb"))
+    rng = random.Random(5)
+    state = {k: [rng.uniform(-1, 1) for _ in range(20)] for k in ("p", "grad", "m")}
+    state["v"] = [rng.uniform(0, 1) for _ in range(20)]
+    table = [rng.uniform(-1, 1) for _ in range(12)]
+    jobs = [
+        {"manifest": adam, "inputs": state, "sizes": {"lr": 0.01, "step": 1}, "typed": True},
+        {"manifest": embedding, "inputs": {"table": table, "ids": [0, 5, 6, 1]},
+         "sizes": {"D": 2}, "typed": True},
+        {"manifest": embedding, "inputs": {"table": table, "ids": [-2, 0]},
+         "sizes": {"D": 2}, "typed": False},
+        {"manifest": embedding, "inputs": {"table": table, "ids": [5, 0, 2]},
+         "sizes": {"D": 2}, "typed": True},
+    ]  # fmt: skip
+    first, bad, negative, good = _run_jobs(tmp_path, jobs)
+    want = shim_reference(KERNELS / "inout.py", "adam_step", state, {"N": 20},
+                          {"lr": 0.01, "step": 1})  # fmt: skip
+    assert set(first["outputs"]) == {"p", "m", "v"}
+    for name in ("p", "m", "v"):
+        assert not mismatches(first["outputs"][name], want[name], "float32"), name
+    # The next step, from the state the first one returned: nothing of it stayed on the device.
+    again = {**state, **{k: first["outputs"][k] for k in ("p", "m", "v")}}
+    [second] = _run_jobs(tmp_path, [{"manifest": adam, "inputs": again,
+                                     "sizes": {"lr": 0.01, "step": 2}, "typed": True}])  # fmt: skip
+    want = shim_reference(KERNELS / "inout.py", "adam_step", again, {"N": 20},
+                          {"lr": 0.01, "step": 2})  # fmt: skip
+    for name in ("p", "m", "v"):
+        assert not mismatches(second["outputs"][name], want[name], "float32"), name
+    assert bad["error"] == "ManifestError"
+    assert bad["message"].startswith(
+        "[GPU043] input `ids` holds 6 at index [2], outside its range [0, V) = [0, 6)"
+    ), bad["message"]
+    assert "holds -2 at index [0]" in negative["message"]
+    assert good["stats"]["runs"] == 1  # the refused calls launched nothing
+    assert good["outputs"]["out"] == [x for i in (5, 0, 2) for x in
+                                      [float(struct.unpack("<f", struct.pack("<f", v))[0])
+                                       for v in table[2 * i: 2 * i + 2]]]  # fmt: skip
 
 
 def test_buffers_and_pipelines_are_reused_across_calls(mlp_manifest: Path, tmp_path: Path) -> None:

@@ -12,7 +12,19 @@ export interface Manifest {
   source: string;
   backend: 'msl' | 'wgsl' | 'ptx' | 'spirv';
   dims: { name: string; min: number; max: number | null; multiple_of: number | null }[];
-  buffers: { name: string; role: 'input' | 'output' | 'scratch'; dtype: DType; shape: Size[]; element_size?: number }[];
+  /**
+   * `input`: the caller's values; `output`: read back; `inout` (an `InOut[...]` parameter): both,
+   * read back as the kernels left it; `scratch`: neither. `range` ([lo, hi), on an integer input
+   * with `Range(lo, hi)`): every value must satisfy lo <= v < hi, checked before each launch.
+   */
+  buffers: {
+    name: string;
+    role: 'input' | 'output' | 'inout' | 'scratch';
+    dtype: DType;
+    shape: Size[];
+    element_size?: number;
+    range?: [Size, Size];
+  }[];
   uniform: { fields: { name: string; type: 'u32' | 'i32' | 'f32' }[] } | null;
   kernels: {
     file: string;
@@ -55,8 +67,11 @@ export declare class Program {
   /** Pipelines made, buffers allocated, runs done. */
   readonly stats: { pipelines: number; buffers: number; runs: number };
   /**
-   * Run every kernel in order. `sizes` gives dims and scalar parameters by name; a dim that is
-   * the only unknown entry of an input's shape may be left out (it is read from the length).
+   * Run every kernel in order. `inputs` holds every `input` and `inout` buffer by name; the result
+   * holds every `output` buffer and every `inout` buffer as the kernels left it (the arrays passed
+   * in are not modified). `sizes` gives dims and scalar parameters by name; a dim that is the only
+   * unknown entry of an input's shape may be left out (it is read from the length). A value
+   * outside an input's `range` is refused (ManifestError, code GPU043) before any launch.
    */
   run(inputs: Record<string, InputArray>, sizes?: Record<string, number>): Promise<Record<string, OutputArray>>;
   /** Like `run`, and time each launch alone `repeat` times (default 5). */
@@ -75,7 +90,10 @@ export declare class Program {
 export declare function load(source: string | URL | Manifest, options?: LoadOptions): Promise<Program>;
 
 /** Bad manifest, or values that do not fit it; the message says which and why. */
-export declare class ManifestError extends Error {}
+export declare class ManifestError extends Error {
+  /** The checker's code where one applies (GPU043: a value outside an input's range). */
+  readonly code?: string;
+}
 /** A malformed or forbidden dim expression, or one that cannot be evaluated. */
 export declare class DimExprError extends Error {}
 
@@ -90,6 +108,10 @@ export declare function checkDims(manifest: Manifest, dims: Record<string, numbe
 export declare function packUniform(
   manifest: Pick<Manifest, 'uniform'>, dims: Record<string, number>, scalars?: Record<string, number>,
 ): ArrayBuffer | null;
+/** Throw ManifestError GPU043 unless every value of an encoded int32/uint32 buffer lies in its `range`. */
+export declare function checkRange(
+  buffer: Manifest['buffers'][number], bytes: ArrayBuffer, dims: Record<string, number>,
+): void;
 export declare function workgroupCounts(kernel: Manifest['kernels'][number], dims: Record<string, number>): number[];
 export declare function encode(name: string, values: InputArray, dtype: DType, count: number): ArrayBuffer;
 export declare function decode(bytes: ArrayBuffer, dtype: DType, count: number): OutputArray;

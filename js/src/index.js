@@ -5,22 +5,25 @@
 //   const { out } = await mlp.run({ x, w1, b1, w2, b2 }, { N: 37, H: 16 });
 //
 // What a run does, in the manifest's terms: check the dims against their constraints, the
-// inputs against their dtypes and shapes; pack the uniform block (dims, then scalar
-// parameters, 4 bytes each, padded to 16); upload the inputs; zero the outputs and scratch
-// buffers; dispatch every kernel in order with the evaluated workgroup counts; read the
-// outputs back as typed arrays. Pipelines are made once per program; buffers grow as needed
-// and are kept for the next call; calls on one program run one after another.
+// inputs against their dtypes and shapes, and every value of an input with a `range` (GPU043:
+// the kernel's bounds proofs assume lo <= value < hi); pack the uniform block (dims, then
+// scalar parameters, 4 bytes each, padded to 16); upload the inputs (`input` and `inout`
+// buffers); zero the outputs and scratch buffers; dispatch every kernel in order with the
+// evaluated workgroup counts; read the outputs and the updated `inout` buffers back as typed
+// arrays, by name (the caller's arrays are not modified). Pipelines are made once per program;
+// buffers grow as needed and are kept for the next call; calls on one program run one after
+// another.
 
 import { evaluate, names as exprNames, DimExprError } from './dimexpr.js';
 import {
-  FORMAT, ManifestError, bufferElementSize, bufferShape, checkDims, checkManifest, decode, encode,
-  numel, packUniform, workgroupCounts,
+  FORMAT, ManifestError, RESULTS, UPLOADED, bufferElementSize, bufferShape, checkDims, checkManifest,
+  checkRange, decode, encode, numel, packUniform, workgroupCounts,
 } from './layout.js';
 
 export { evaluate, DimExprError } from './dimexpr.js';
 export {
-  FORMAT, ManifestError, bufferShape, checkDims, decode, elementSize, encode, fromHalfBits, numel,
-  packUniform, toHalfBits, workgroupCounts,
+  FORMAT, ManifestError, bufferShape, checkDims, checkRange, decode, elementSize, encode, fromHalfBits,
+  numel, packUniform, toHalfBits, workgroupCounts,
 } from './layout.js';
 
 // GPUBufferUsage / GPUShaderStage / GPUMapMode values, from the WebGPU specification (so that
@@ -194,7 +197,7 @@ export class Program {
     while (progress) {
       progress = false;
       for (const b of this.manifest.buffers) {
-        if (b.role !== 'input' || !inputs[b.name] || typeof inputs[b.name].length !== 'number') continue;
+        if (!UPLOADED.includes(b.role) || !inputs[b.name] || typeof inputs[b.name].length !== 'number') continue;
         const unknown = b.shape.filter((e) => typeof e === 'string' && [...exprNames(e)].some((n) => dims[n] === undefined));
         if (unknown.length !== 1 || !/^\s*[A-Za-z_][A-Za-z0-9_]*\s*$/.test(unknown[0])) continue;
         const known = numel(b.shape.filter((e) => e !== unknown[0]).map((e) => evaluate(e, dims)));
@@ -214,9 +217,11 @@ export class Program {
   }
 
   /**
-   * Run every kernel in order; resolves to the output buffers by name, as typed arrays.
+   * Run every kernel in order; resolves to the output buffers, and the `inout` buffers as the
+   * kernels left them, by name, as typed arrays (the arrays passed in are not modified).
    *
-   * @param {Record<string, ArrayLike<number|boolean>>} inputs one entry per input buffer, flat row-major
+   * @param {Record<string, ArrayLike<number|boolean>>} inputs one entry per input and inout buffer,
+   *   flat row-major
    * @param {Record<string, number>} [sizes] dims and scalar parameters by name (dims that the inputs'
    *   lengths determine may be left out)
    */
@@ -262,7 +267,7 @@ export class Program {
     const plan = this._plan(inputs, sizes);
     const encoder = device.createCommandEncoder();
     for (const b of manifest.buffers) {
-      if (b.role !== 'input') encoder.clearBuffer(this._buffers.get(b.name), 0, plan.bytes[b.name]);
+      if (!UPLOADED.includes(b.role)) encoder.clearBuffer(this._buffers.get(b.name), 0, plan.bytes[b.name]);
     }
     for (const [name, data] of Object.entries(plan.data)) device.queue.writeBuffer(this._buffers.get(name), 0, data);
     if (plan.uniform) device.queue.writeBuffer(this._uniform, 0, plan.uniform);
@@ -280,17 +285,19 @@ export class Program {
           times[i].push(performance.now() - start);
         }
       }
-      // The outputs come from one clean run after the timing repeats.
+      // The outputs come from one clean run after the timing repeats (the repeats changed the
+      // inout buffers: they start again from the caller's values).
       const again = device.createCommandEncoder();
       for (const b of manifest.buffers) {
-        if (b.role !== 'input') again.clearBuffer(this._buffers.get(b.name), 0, plan.bytes[b.name]);
+        if (!UPLOADED.includes(b.role)) again.clearBuffer(this._buffers.get(b.name), 0, plan.bytes[b.name]);
+        else if (b.role === 'inout') device.queue.writeBuffer(this._buffers.get(b.name), 0, plan.data[b.name]);
       }
       this._finish(again, plan);
     } else {
       this._finish(encoder, plan);
     }
     const outputs = {};
-    const reads = manifest.buffers.filter((b) => b.role === 'output').map(async (b) => {
+    const reads = manifest.buffers.filter((b) => RESULTS.includes(b.role)).map(async (b) => {
       const staging = this._staging.get(b.name);
       await staging.mapAsync(MAP_READ, 0, plan.bytes[b.name]);
       const bytes = staging.getMappedRange(0, plan.bytes[b.name]).slice(0);
@@ -308,7 +315,7 @@ export class Program {
   _finish(encoder, plan) {
     this._encode(encoder, plan.launches);
     for (const b of this.manifest.buffers) {
-      if (b.role === 'output') {
+      if (RESULTS.includes(b.role)) {
         encoder.copyBufferToBuffer(this._buffers.get(b.name), 0, this._staging.get(b.name), 0, plan.bytes[b.name]);
       }
     }
@@ -337,7 +344,7 @@ export class Program {
         throw new ManifestError(`\`${key}\` is neither a dim nor a scalar parameter of \`${manifest.function}\` (those are: ${known.join(', ') || 'none'})`);
       }
     }
-    const inputNames = manifest.buffers.filter((b) => b.role === 'input').map((b) => b.name);
+    const inputNames = manifest.buffers.filter((b) => UPLOADED.includes(b.role)).map((b) => b.name);
     const extra = Object.keys(inputs).filter((k) => !inputNames.includes(k));
     if (extra.length) throw new ManifestError(`values given for unknown input buffers: ${extra.join(', ')} (the inputs are: ${inputNames.join(', ')})`);
     for (const name of inputNames) {
@@ -357,7 +364,7 @@ export class Program {
       counts[b.name] = numel(shape);
       const n = counts[b.name] * bufferElementSize(b);
       bytes[b.name] = Math.max(4, n + ((4 - (n % 4)) % 4));
-      if (b.role === 'input') {
+      if (UPLOADED.includes(b.role)) {
         try {
           data[b.name] = encode(b.name, inputs[b.name], b.dtype, counts[b.name]);
         } catch (err) {
@@ -366,6 +373,7 @@ export class Program {
           }
           throw err;
         }
+        checkRange(b, data[b.name], dims); // before anything is written to the device
       }
     }
     const maxGroups = device.limits.maxComputeWorkgroupsPerDimension ?? 65535;
@@ -390,7 +398,7 @@ export class Program {
         this._buffers.set(b.name, this._create(need, USAGE.STORAGE | USAGE.COPY_SRC | USAGE.COPY_DST, b.name));
         this._bindCache.clear();
       }
-      if (b.role === 'output') {
+      if (RESULTS.includes(b.role)) {
         const staging = this._staging.get(b.name);
         if (!staging || staging.size < need) {
           staging?.destroy();

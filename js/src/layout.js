@@ -11,11 +11,17 @@ const SIZES = { float32: 4, float16: 2, int32: 4, uint32: 4, bool_: 4 };
 const U32_MAX = 2 ** 32 - 1;
 
 export class ManifestError extends Error {
-  constructor(message) {
-    super(message);
+  /** `code`, when given, is the checker's diagnostic code (e.g. GPU043), also shown in the message. */
+  constructor(message, code) {
+    super(code ? `[${code}] ${message}` : message);
     this.name = 'ManifestError';
+    if (code) this.code = code;
   }
 }
+
+/** Roles whose buffer is filled from the caller's values / read back after the launches. */
+export const UPLOADED = ['input', 'inout'];
+export const RESULTS = ['output', 'inout'];
 
 /** Bytes per element of `dtype`. */
 export function elementSize(dtype) {
@@ -296,7 +302,10 @@ export function checkManifest(manifest) {
   }
   const names = new Set();
   for (const b of manifest.buffers) {
-    if (!['input', 'output', 'scratch'].includes(b.role)) throw new ManifestError(`buffer \`${b.name}\` has unknown role ${JSON.stringify(b.role)}`);
+    if (!['input', 'output', 'inout', 'scratch'].includes(b.role)) throw new ManifestError(`buffer \`${b.name}\` has unknown role ${JSON.stringify(b.role)}`);
+    if (b.range != null && (!Array.isArray(b.range) || b.range.length !== 2 || !UPLOADED.includes(b.role) || !['int32', 'uint32'].includes(b.dtype))) {
+      throw new ManifestError(`buffer \`${b.name}\` has a malformed range ${JSON.stringify(b.range)}`);
+    }
     elementSize(b.dtype);
     if (!Array.isArray(b.shape)) throw new ManifestError(`buffer \`${b.name}\` has no shape list`);
     names.add(b.name);
@@ -311,5 +320,33 @@ export function checkManifest(manifest) {
     if (k.uniform_binding != null && !manifest.uniform) {
       throw new ManifestError(`kernel \`${k.entry_point}\` has a uniform binding but the manifest declares no uniform`);
     }
+  }
+}
+
+/**
+ * Throw ManifestError GPU043 unless every value of the encoded int32/uint32 buffer `bytes` of
+ * manifest buffer `buffer` lies in its `range` [lo, hi) under `dims` (the kernel's bounds proofs
+ * assume it); the message names the buffer, the first value outside and its index.
+ */
+export function checkRange(buffer, bytes, dims) {
+  if (buffer.range == null) return;
+  const [lo, hi] = buffer.range.map((e) => evaluate(e, dims));
+  const view = new DataView(bytes);
+  const signed = buffer.dtype === 'int32';
+  const count = bytes.byteLength / 4;
+  for (let i = 0; i < count; i += 1) {
+    const v = signed ? view.getInt32(4 * i, true) : view.getUint32(4 * i, true);
+    if (v >= lo && v < hi) continue;
+    const shape = bufferShape(buffer, dims);
+    const index = [];
+    let rest = i;
+    for (let a = shape.length - 1; a >= 0; a -= 1) {
+      index.unshift(rest % shape[a]);
+      rest = Math.floor(rest / shape[a]);
+    }
+    throw new ManifestError(
+      `input \`${buffer.name}\` holds ${v} at index [${index.join(', ')}], outside its range [${buffer.range.join(', ')}) = [${lo}, ${hi}) (the kernel's bounds proofs assume every value lies in it)`,
+      'GPU043',
+    );
   }
 }

@@ -15,7 +15,7 @@ export async function example(manifest: Manifest): Promise<number> {
   try {
     await mlp.run({}, {});
   } catch (err) {
-    if (err instanceof ManifestError) return -1;
+    if (err instanceof ManifestError) return err.code === 'GPU043' ? -2 : -1;
   }
   return ms + evaluate('cdiv(N, 64)', { N: 100 }) + (bytes?.byteLength ?? 0) + mlp.stats.runs;
 }

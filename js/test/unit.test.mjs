@@ -154,3 +154,51 @@ test('load() refuses what WebGPU cannot run', async () => {
   await assert.rejects(load({ ...MANIFEST, format: 'x' }, { device }), ManifestError);
   await assert.rejects(load(MANIFEST, { device }), /no source for kernel file a.wgsl/);
 });
+
+const INOUT = {
+  format: 'mimir-manifest/1', function: 'step', source: 'step.py', backend: 'wgsl',
+  dims: [{ name: 'N', min: 1, max: null, multiple_of: null }, { name: 'V', min: 1, max: null, multiple_of: null }],
+  buffers: [
+    { name: 'p', role: 'inout', dtype: 'float32', shape: ['N'] },
+    { name: 'ids', role: 'input', dtype: 'int32', shape: ['N', 1], range: [0, 'V'] },
+    { name: 'table', role: 'input', dtype: 'float32', shape: ['V'] },
+  ],
+  uniform: { fields: [{ name: 'N', type: 'u32' }, { name: 'V', type: 'u32' }] },
+  kernels: [
+    { file: 'a.wgsl', entry_point: 'only', workgroup_size: [64, 1, 1], workgroups: ['cdiv(N, 64)', 1, 1],
+      bindings: [{ buffer: 'p', group: 0, binding: 0, access: 'read_write' }, { buffer: 'ids', group: 0, binding: 1, access: 'read' },
+        { buffer: 'table', group: 0, binding: 2, access: 'read' }],
+      uniform_binding: { group: 0, binding: 3 } },
+  ],
+};
+
+test('an inout buffer is uploaded, not cleared, and read back under its name', async () => {
+  const device = fakeDevice(); // its launches compute nothing: `p` comes back as uploaded
+  const program = await load(INOUT, { device, files: { 'a.wgsl': '' } });
+  const p = new Float32Array([1.5, -2, 3]);
+  const result = await program.run({ p, ids: new Int32Array([0, 3, 1]), table: new Float32Array(4) });
+  assert.deepEqual(Object.keys(result), ['p']);
+  assert.deepEqual(Array.from(result.p), [1.5, -2, 3]);
+  assert.notEqual(result.p, p); // a new array; the caller's is left as it was
+  const profiled = await program.profile({ p, ids: [0, 0, 0], table: [0, 0, 0, 0] }, {}, { repeat: 2 });
+  assert.deepEqual(Array.from(profiled.outputs.p), [1.5, -2, 3]);
+  await assert.rejects(program.run({ ids: [0, 0, 0], table: [0, 0, 0, 0] }, { N: 3 }), /no values given for input buffer `p`/);
+});
+
+test('a value outside an input\'s range is refused before any launch (GPU043)', async () => {
+  const device = fakeDevice();
+  const program = await load(INOUT, { device, files: { 'a.wgsl': '' } });
+  const p = new Float32Array(3);
+  const run = (ids) => program.run({ p, ids: new Int32Array(ids), table: new Float32Array(4) });
+  await assert.rejects(run([0, 4, 1]), (err) => {
+    assert.ok(err instanceof ManifestError);
+    assert.equal(err.code, 'GPU043');
+    assert.match(err.message, /^\[GPU043\] input `ids` holds 4 at index \[1, 0\], outside its range \[0, V\) = \[0, 4\)/);
+    return true;
+  });
+  await assert.rejects(run([-1, 0, 0]), /holds -1 at index \[0, 0\]/);
+  assert.equal(device.log.filter((e) => e[0] === 'dispatch').length, 0);
+  await run([3, 0, 2]);
+  assert.equal(device.log.filter((e) => e[0] === 'dispatch').length, 1);
+  await assert.rejects(load({ ...INOUT, buffers: [{ ...INOUT.buffers[0], role: 'both' }, ...INOUT.buffers.slice(1)] }, { device }), /unknown role "both"/);
+});
