@@ -493,8 +493,12 @@ def test_load_runs_every_zoo_kernel_on_numpy_arrays(stem: str, function: str) ->
     dims = choose_dims(kernel.manifest, (7, 13, 5, 11, 3))
     inputs = random_inputs(kernel.manifest, dims, seed=5)
     scalars = default_scalars(kernel.manifest, dims)
-    arrays = {
-        b["name"]: np.array(inputs[b["name"]], _NUMPY[b["dtype"]]).reshape(mf.buffer_shape(b, dims))
+    arrays = {  # NumPy has no bfloat16: those go in as torch tensors
+        b["name"]: (
+            torch.tensor(inputs[b["name"]], dtype=torch.bfloat16)
+            if b["dtype"] == "bfloat16"
+            else np.array(inputs[b["name"]], _NUMPY[b["dtype"]])
+        ).reshape(mf.buffer_shape(b, dims))
         for b in kernel.inputs
     }
     free = {
@@ -506,8 +510,9 @@ def test_load_runs_every_zoo_kernel_on_numpy_arrays(stem: str, function: str) ->
     results = kernel.outputs or kernel.inouts  # no outputs: the updated InOut arguments
     assert len(got) == len(results)
     for buf, array in zip(results, got, strict=True):
-        assert array.shape == mf.buffer_shape(buf, dims)
-        assert_close(array.ravel().tolist(), want[buf["name"]], buf["dtype"], label=buf["name"])
+        assert tuple(array.shape) == mf.buffer_shape(buf, dims)
+        values = np.asarray(array).ravel().tolist()
+        assert_close(values, want[buf["name"]], buf["dtype"], label=buf["name"])
     for buf in kernel.inouts:  # updated in place
         got_inout = arrays[buf["name"]].ravel().tolist()
         assert_close(got_inout, want[buf["name"]], buf["dtype"], label=buf["name"])

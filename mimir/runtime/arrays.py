@@ -13,7 +13,8 @@ Nothing here goes through Python lists. NumPy and torch are never imported by
 this module: an array of theirs can only reach it when they are loaded, so
 it reads them from `sys.modules`.
 
-Layout (the manifest's): float32 `f`, float16 `e`, int32 `i`, uint32 `I`, and
+Layout (the manifest's): float32 `f`, float16 `e`, int32 `i`, uint32 `I`,
+bfloat16 as its 16 bits (a torch.bfloat16 tensor; NumPy has no such dtype), and
 bool_ as a 4-byte u32 holding 0 or 1 (a 1-byte bool array is widened here).
 """
 
@@ -51,6 +52,7 @@ _FORMATS: dict[tuple[str, int], str | None] = {
 _TORCH = {
     "torch.float32": ("float32", "f"),
     "torch.float16": ("float16", "e"),
+    "torch.bfloat16": ("bfloat16", "H"),  # its bits, as the manifest stores them
     "torch.int32": ("int32", "i"),
     "torch.uint32": ("uint32", "I"),
     "torch.bool": ("bool_", "I"),  # widened to int32 before it is read

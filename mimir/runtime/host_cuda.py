@@ -111,7 +111,7 @@ class CudaRunner:
                 device_outputs[name] = tensor
                 pointers[name] = tensor.data_ptr()
             else:
-                pointers[name] = self._owned(name, nbytes)
+                pointers[name] = self._owned(name, nbytes + (-nbytes % 4))  # whole words
                 if arg is not None:
                     data = arg.data if arg.kind != "torch-cuda" else None
                     host = bytes(data) if data is not None else b""

@@ -111,6 +111,11 @@ static void print_value(const manifest_buffer *b, const uint8_t *p) {
         float f;
         memcpy(&f, &word, 4);
         printf(" %.6g", f);
+    } else if (!strcmp(b->dtype, "bfloat16")) {
+        uint32_t bits = (word & 0xFFFF) << 16;
+        float f;
+        memcpy(&f, &bits, 4);
+        printf(" %.4g", f);
     } else if (!strcmp(b->dtype, "float16")) {
         printf(" %.5g", half_to_double((uint16_t)word));
     } else if (!strcmp(b->dtype, "int32")) {

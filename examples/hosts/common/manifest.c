@@ -183,7 +183,7 @@ static int int_of(const json_value *object, const char *key, int64_t *out) {
 }
 
 static int64_t dtype_size(const char *dtype) {
-    if (!strcmp(dtype, "float16")) return 2;
+    if (!strcmp(dtype, "float16") || !strcmp(dtype, "bfloat16")) return 2;
     if (!strcmp(dtype, "float32") || !strcmp(dtype, "int32") || !strcmp(dtype, "uint32") ||
         !strcmp(dtype, "bool_"))
         return 4; /* bool_ travels as a u32 */
@@ -402,6 +402,7 @@ int manifest_bind(manifest *m, char *error, size_t error_size) {
         if (b->count > UINT32_MAX)
             return error_out(error, error_size, "buffer `%s` has over 2^32 - 1 elements", b->name);
         b->bytes = b->count * b->element_size;
+        if (!strcmp(b->dtype, "bfloat16")) b->bytes += b->bytes % 4; /* whole 32-bit words */
         for (int e = 0; e < 2 && b->has_range; e++)
             if (!manifest_eval(m, b->range_expr[e], &b->range[e], error, error_size)) return 0;
     }

@@ -13,8 +13,10 @@
  * only values lo <= v < hi: the kernel's bounds proofs assume it.
  *
  * Layout rules (the manifest's contract): buffers are dense and row-major;
- * elements are little-endian float32, float16, int32, uint32, and bool_ as a
- * 4-byte u32 holding 0 or 1 (a buffer's `element_size` overrides); the uniform
+ * elements are little-endian float32, float16, int32, uint32, bfloat16 (the
+ * upper 16 bits of a float32; an odd count padded with one zero element to a
+ * whole 32-bit word), and bool_ as a 4-byte u32 holding 0 or 1 (a buffer's
+ * `element_size` overrides); the uniform
  * block holds its fields in order, 4 bytes each (u32, i32, f32), padded with
  * zeros to a multiple of 16 bytes. Dim expressions use + - * // % (Python's
  * floor division and modulo), unary minus, parentheses, integers, dim names
