@@ -20,11 +20,11 @@ fn classify_0_matmul(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= (u.B + 64u - 1u) / 64u * ((u.H + 64u - 1u) / 64u)) {
+    if (g0 >= ((u.B + 64u - 1u) >> 6u) * ((u.H + 64u - 1u) >> 6u)) {
         return;
     }
-    let tile1: u32 = g0 % ((u.H + 64u - 1u) / 64u);
-    let tile2: u32 = g0 / ((u.H + 64u - 1u) / 64u);
+    let tile1: u32 = g0 % ((u.H + 64u - 1u) >> 6u);
+    let tile2: u32 = g0 / ((u.H + 64u - 1u) >> 6u);
     let row3: u32 = tile2 * 64u;
     let col4: u32 = tile1 * 64u;
     let row5: u32 = row3 + lid.y;
@@ -55,56 +55,56 @@ fn classify_0_matmul(
         let ka30: u32 = k0_29 + lid.x;
         let kb31: u32 = k0_29 + lid.y;
         var x32: f32 = 0.0f;
-        if ((row5 < u.B) && (ka30 < 64u)) {
+        if (row5 < u.B) {
             let i33: u32 = row5 * 64u + ka30;
             let v34: f32 = x[i33];
             x32 = v34;
         }
         a_tile[lid.y * 16u + lid.x] = x32;
         var x35: f32 = 0.0f;
-        if ((row6 < u.B) && (ka30 < 64u)) {
+        if (row6 < u.B) {
             let i36: u32 = row6 * 64u + ka30;
             let v37: f32 = x[i36];
             x35 = v37;
         }
         a_tile[(lid.y + 16u) * 16u + lid.x] = x35;
         var x38: f32 = 0.0f;
-        if ((row7 < u.B) && (ka30 < 64u)) {
+        if (row7 < u.B) {
             let i39: u32 = row7 * 64u + ka30;
             let v40: f32 = x[i39];
             x38 = v40;
         }
         a_tile[(lid.y + 32u) * 16u + lid.x] = x38;
         var x41: f32 = 0.0f;
-        if ((row8 < u.B) && (ka30 < 64u)) {
+        if (row8 < u.B) {
             let i42: u32 = row8 * 64u + ka30;
             let v43: f32 = x[i42];
             x41 = v43;
         }
         a_tile[(lid.y + 48u) * 16u + lid.x] = x41;
         var x44: f32 = 0.0f;
-        if ((kb31 < 64u) && (col9 < u.H)) {
+        if (col9 < u.H) {
             let i45: u32 = kb31 * u.H + col9;
             let v46: f32 = w1[i45];
             x44 = v46;
         }
         b_tile[lid.y * 64u + lid.x] = x44;
         var x47: f32 = 0.0f;
-        if ((kb31 < 64u) && (col10 < u.H)) {
+        if (col10 < u.H) {
             let i48: u32 = kb31 * u.H + col10;
             let v49: f32 = w1[i48];
             x47 = v49;
         }
         b_tile[lid.y * 64u + (lid.x + 16u)] = x47;
         var x50: f32 = 0.0f;
-        if ((kb31 < 64u) && (col11 < u.H)) {
+        if (col11 < u.H) {
             let i51: u32 = kb31 * u.H + col11;
             let v52: f32 = w1[i51];
             x50 = v52;
         }
         b_tile[lid.y * 64u + (lid.x + 32u)] = x50;
         var x53: f32 = 0.0f;
-        if ((kb31 < 64u) && (col12 < u.H)) {
+        if (col12 < u.H) {
             let i54: u32 = kb31 * u.H + col12;
             let v55: f32 = w1[i54];
             x53 = v55;
@@ -120,22 +120,22 @@ fn classify_0_matmul(
             let b62: f32 = b_tile[kk56 * 64u + (lid.x + 16u)];
             let b63: f32 = b_tile[kk56 * 64u + (lid.x + 32u)];
             let b64: f32 = b_tile[kk56 * 64u + (lid.x + 48u)];
-            acc13 = acc13 + a57 * b61;
-            acc14 = acc14 + a57 * b62;
-            acc15 = acc15 + a57 * b63;
-            acc16 = acc16 + a57 * b64;
-            acc17 = acc17 + a58 * b61;
-            acc18 = acc18 + a58 * b62;
-            acc19 = acc19 + a58 * b63;
-            acc20 = acc20 + a58 * b64;
-            acc21 = acc21 + a59 * b61;
-            acc22 = acc22 + a59 * b62;
-            acc23 = acc23 + a59 * b63;
-            acc24 = acc24 + a59 * b64;
-            acc25 = acc25 + a60 * b61;
-            acc26 = acc26 + a60 * b62;
-            acc27 = acc27 + a60 * b63;
-            acc28 = acc28 + a60 * b64;
+            acc13 = fma(a57, b61, acc13);
+            acc14 = fma(a57, b62, acc14);
+            acc15 = fma(a57, b63, acc15);
+            acc16 = fma(a57, b64, acc16);
+            acc17 = fma(a58, b61, acc17);
+            acc18 = fma(a58, b62, acc18);
+            acc19 = fma(a58, b63, acc19);
+            acc20 = fma(a58, b64, acc20);
+            acc21 = fma(a59, b61, acc21);
+            acc22 = fma(a59, b62, acc22);
+            acc23 = fma(a59, b63, acc23);
+            acc24 = fma(a59, b64, acc24);
+            acc25 = fma(a60, b61, acc25);
+            acc26 = fma(a60, b62, acc26);
+            acc27 = fma(a60, b63, acc27);
+            acc28 = fma(a60, b64, acc28);
         }
         workgroupBarrier();
     }

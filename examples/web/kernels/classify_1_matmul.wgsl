@@ -20,7 +20,7 @@ fn classify_1_matmul(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= (u.B + 64u - 1u) / 64u) {
+    if (g0 >= ((u.B + 64u - 1u) >> 6u)) {
         return;
     }
     let row1: u32 = g0 * 64u;
@@ -116,22 +116,22 @@ fn classify_1_matmul(
             let b58: f32 = b_tile[kk52 * 64u + (lid.x + 16u)];
             let b59: f32 = b_tile[kk52 * 64u + (lid.x + 32u)];
             let b60: f32 = b_tile[kk52 * 64u + (lid.x + 48u)];
-            acc9 = acc9 + a53 * b57;
-            acc10 = acc10 + a53 * b58;
-            acc11 = acc11 + a53 * b59;
-            acc12 = acc12 + a53 * b60;
-            acc13 = acc13 + a54 * b57;
-            acc14 = acc14 + a54 * b58;
-            acc15 = acc15 + a54 * b59;
-            acc16 = acc16 + a54 * b60;
-            acc17 = acc17 + a55 * b57;
-            acc18 = acc18 + a55 * b58;
-            acc19 = acc19 + a55 * b59;
-            acc20 = acc20 + a55 * b60;
-            acc21 = acc21 + a56 * b57;
-            acc22 = acc22 + a56 * b58;
-            acc23 = acc23 + a56 * b59;
-            acc24 = acc24 + a56 * b60;
+            acc9 = fma(a53, b57, acc9);
+            acc10 = fma(a53, b58, acc10);
+            acc11 = fma(a53, b59, acc11);
+            acc12 = fma(a53, b60, acc12);
+            acc13 = fma(a54, b57, acc13);
+            acc14 = fma(a54, b58, acc14);
+            acc15 = fma(a54, b59, acc15);
+            acc16 = fma(a54, b60, acc16);
+            acc17 = fma(a55, b57, acc17);
+            acc18 = fma(a55, b58, acc18);
+            acc19 = fma(a55, b59, acc19);
+            acc20 = fma(a55, b60, acc20);
+            acc21 = fma(a56, b57, acc21);
+            acc22 = fma(a56, b58, acc22);
+            acc23 = fma(a56, b59, acc23);
+            acc24 = fma(a56, b60, acc24);
         }
         workgroupBarrier();
     }

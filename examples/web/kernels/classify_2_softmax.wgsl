@@ -8,7 +8,8 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read_write> out: array<f32>;
 @group(0) @binding(1) var<storage, read> scratch1: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 32>;
+var<workgroup> row_max: array<f32, 32>;
+var<workgroup> row_sum: array<f32, 32>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -34,92 +35,94 @@ fn classify_2_softmax(
     if (g0 >= u.B) {
         return;
     }
-    var row_max1: f32 = -bitcast<f32>(inf_bits);
-    for (var j2: u32 = lid.x; j2 < 10u; j2 += 32u) {
-        let i3: u32 = g0 * 10u + j2;
-        let v4: f32 = scratch1[i3];
-        row_max1 = mimir_maximum_f32(row_max1, v4);
+    var v1: f32 = -bitcast<f32>(inf_bits);
+    if (lid.x < 10u) {
+        let i2: u32 = g0 * 10u + lid.x;
+        let v3: f32 = scratch1[i2];
+        v1 = v3;
     }
-    partial[lid.x] = row_max1;
+    var m4: f32 = -bitcast<f32>(inf_bits);
+    if (lid.x < 10u) {
+        m4 = mimir_maximum_f32(m4, v1);
+    }
+    row_max[lid.x] = m4;
     workgroupBarrier();
     if (lid.x < 16u) {
-        let a5: f32 = partial[lid.x];
-        let b6: f32 = partial[lid.x + 16u];
-        partial[lid.x] = mimir_maximum_f32(a5, b6);
+        let a5: f32 = row_max[lid.x];
+        let b6: f32 = row_max[lid.x + 16u];
+        row_max[lid.x] = mimir_maximum_f32(a5, b6);
     }
     workgroupBarrier();
     if (lid.x < 8u) {
-        let a7: f32 = partial[lid.x];
-        let b8: f32 = partial[lid.x + 8u];
-        partial[lid.x] = mimir_maximum_f32(a7, b8);
+        let a7: f32 = row_max[lid.x];
+        let b8: f32 = row_max[lid.x + 8u];
+        row_max[lid.x] = mimir_maximum_f32(a7, b8);
     }
     workgroupBarrier();
     if (lid.x < 4u) {
-        let a9: f32 = partial[lid.x];
-        let b10: f32 = partial[lid.x + 4u];
-        partial[lid.x] = mimir_maximum_f32(a9, b10);
+        let a9: f32 = row_max[lid.x];
+        let b10: f32 = row_max[lid.x + 4u];
+        row_max[lid.x] = mimir_maximum_f32(a9, b10);
     }
     workgroupBarrier();
     if (lid.x < 2u) {
-        let a11: f32 = partial[lid.x];
-        let b12: f32 = partial[lid.x + 2u];
-        partial[lid.x] = mimir_maximum_f32(a11, b12);
+        let a11: f32 = row_max[lid.x];
+        let b12: f32 = row_max[lid.x + 2u];
+        row_max[lid.x] = mimir_maximum_f32(a11, b12);
     }
     workgroupBarrier();
     if (lid.x < 1u) {
-        let a13: f32 = partial[lid.x];
-        let b14: f32 = partial[lid.x + 1u];
-        partial[lid.x] = mimir_maximum_f32(a13, b14);
+        let a13: f32 = row_max[lid.x];
+        let b14: f32 = row_max[lid.x + 1u];
+        row_max[lid.x] = mimir_maximum_f32(a13, b14);
     }
     workgroupBarrier();
-    let row_max15: f32 = partial[0u];
-    workgroupBarrier();
-    let t16: f32 = select(row_max15, 0.0f, row_max15 == -bitcast<f32>(inf_bits));
-    var row_sum17: f32 = 0.0f;
-    for (var j18: u32 = lid.x; j18 < 10u; j18 += 32u) {
-        let i19: u32 = g0 * 10u + j18;
-        let v20: f32 = scratch1[i19];
-        row_sum17 = row_sum17 + exp(v20 - t16);
+    let row_max15: f32 = row_max[0u];
+    let top16: f32 = select(row_max15, 0.0f, row_max15 == -bitcast<f32>(inf_bits));
+    var s17: f32 = 0.0f;
+    var d18: f32 = 0.0f;
+    var e19: f32 = 0.0f;
+    if (lid.x < 10u) {
+        d18 = v1 - top16;
+        e19 = exp(d18);
+        s17 = s17 + e19;
     }
-    partial[lid.x] = row_sum17;
+    row_sum[lid.x] = s17;
     workgroupBarrier();
     if (lid.x < 16u) {
-        let a21: f32 = partial[lid.x];
-        let b22: f32 = partial[lid.x + 16u];
-        partial[lid.x] = a21 + b22;
+        let a20: f32 = row_sum[lid.x];
+        let b21: f32 = row_sum[lid.x + 16u];
+        row_sum[lid.x] = a20 + b21;
     }
     workgroupBarrier();
     if (lid.x < 8u) {
-        let a23: f32 = partial[lid.x];
-        let b24: f32 = partial[lid.x + 8u];
-        partial[lid.x] = a23 + b24;
+        let a22: f32 = row_sum[lid.x];
+        let b23: f32 = row_sum[lid.x + 8u];
+        row_sum[lid.x] = a22 + b23;
     }
     workgroupBarrier();
     if (lid.x < 4u) {
-        let a25: f32 = partial[lid.x];
-        let b26: f32 = partial[lid.x + 4u];
-        partial[lid.x] = a25 + b26;
+        let a24: f32 = row_sum[lid.x];
+        let b25: f32 = row_sum[lid.x + 4u];
+        row_sum[lid.x] = a24 + b25;
     }
     workgroupBarrier();
     if (lid.x < 2u) {
-        let a27: f32 = partial[lid.x];
-        let b28: f32 = partial[lid.x + 2u];
-        partial[lid.x] = a27 + b28;
+        let a26: f32 = row_sum[lid.x];
+        let b27: f32 = row_sum[lid.x + 2u];
+        row_sum[lid.x] = a26 + b27;
     }
     workgroupBarrier();
     if (lid.x < 1u) {
-        let a29: f32 = partial[lid.x];
-        let b30: f32 = partial[lid.x + 1u];
-        partial[lid.x] = a29 + b30;
+        let a28: f32 = row_sum[lid.x];
+        let b29: f32 = row_sum[lid.x + 1u];
+        row_sum[lid.x] = a28 + b29;
     }
     workgroupBarrier();
-    let row_sum31: f32 = partial[0u];
-    workgroupBarrier();
-    for (var j32: u32 = lid.x; j32 < 10u; j32 += 32u) {
-        let i33: u32 = g0 * 10u + j32;
-        let v34: f32 = scratch1[i33];
-        let t35: f32 = v34 - t16;
-        let y36: f32 = exp(t35) / row_sum31;
-        out[i33] = y36;
+    let row_sum30: f32 = row_sum[0u];
+    if (lid.x < 10u) {
+        let y31: f32 = e19 / row_sum30;
+        let i32_: u32 = g0 * 10u + lid.x;
+        out[i32_] = y31;
     }
 }
