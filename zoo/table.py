@@ -240,6 +240,7 @@ def _expected(entry: Entry, manifest: Mapping[str, Any], label: str, cache: dict
 def _execute(
     entry: Entry, backend: str, folder: Path, manifest: Mapping[str, Any], cache: dict
 ) -> str:
+    from mimir.runtime.manifest import RESULTS
     from mimir.runtime.verify import error_summary, mismatches
 
     run = _runner(backend)
@@ -254,7 +255,7 @@ def _execute(
         except Exception as err:  # noqa: BLE001 - a kernel that cannot run is a failure
             return f"FAIL (run at {_show(dims)}: {type(err).__name__}: {str(err)[:400]})"
         for buf in manifest["buffers"]:
-            if buf["role"] != "output":
+            if buf["role"] not in RESULTS:  # outputs, and `InOut` buffers after the launches
                 continue
             got, want = actual[buf["name"]], expected[buf["name"]]
             bad = mismatches(got, want, buf["dtype"])
