@@ -1,4 +1,4 @@
-"""Cross-entropy loss per row, from logits and integer class labels (`F.cross_entropy`, `reduction="none"`).
+"""Cross-entropy loss per row from logits and class labels, as `F.cross_entropy(reduction="none")`.
 
 Index-level, as a Triton kernel would: one program per row computes a stable
 log-sum-exp and subtracts the logit of its label, `logits[i, labels[i]]`. The
