@@ -351,9 +351,9 @@ seeded random inputs with every dim at its least size and at small sizes
 wgpu (Mesa lavapipe), MSL as C++ on the CPU with one thread per GPU thread,
 PTX in the test suite's PTX interpreter. *Launches* counts the kernels the
 manifest runs in order. *Rewrite when* names the ops (not yet in the language)
-whose arrival should turn an index-level or mask-input spelling into the
-natural one (each file's `WAITING_FOR`); once such an op is in `mimir.array`,
-the cell says `landed: rewrite` and this table is stale until regenerated.
+whose arrival should let a kernel be written the natural way (each file's
+`WAITING_FOR`); once such an op is in `mimir.array`, the cell says `landed:
+rewrite` and this table is stale until regenerated.
 
 """
 
