@@ -1,31 +1,27 @@
 """Causal (masked) attention: position t attends to positions 0..t only.
 
-The mask is an input (`mask[t, s]` is true where `s <= t`), since `tril` and
-`arange` are not yet in the language: rewrite as `tril(ones((T, T)))` when they land.
+The mask is made inside the kernel, as `torch.tril(torch.ones(T, T))` would:
+`tril(ones((T, T)))` keeps the scores on and below the diagonal, and the others
+become `-1e30` before the softmax (no mask input, no mask buffer).
 """
 
-from mimir.array import Dim, Tensor, bool_, float32, gpu, where
+from mimir.array import Dim, Tensor, float32, gpu, ones, tril, where
 
 T = Dim("T", min=1)
 D = Dim("D")
 
-WAITING_FOR = "tril, arange"
-
 
 @gpu
 def causal_attention(
-    q: Tensor[float32, T, D],
-    k: Tensor[float32, T, D],
-    v: Tensor[float32, T, D],
-    mask: Tensor[bool_, T, T],
+    q: Tensor[float32, T, D], k: Tensor[float32, T, D], v: Tensor[float32, T, D]
 ) -> Tensor[float32, T, D]:
     scores = (q @ k.T) / (D**0.5)
-    return where(mask, scores, -1e30).softmax() @ v
+    causal = tril(ones((T, T))) > 0.0
+    return where(causal, scores, -1e30).softmax() @ v
 
 
 if __name__ == "__main__":
-    from mimir.array import rand, tensor
+    from mimir.array import rand
 
     q, k, v = (rand((3, 4), seed=s).to("gpu") for s in (1, 2, 3))
-    mask = tensor([[s <= t for s in range(3)] for t in range(3)], dtype=bool_).to("gpu")
-    print(causal_attention(q, k, v, mask))
+    print(causal_attention(q, k, v))

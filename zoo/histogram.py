@@ -1,25 +1,20 @@
-"""Histogram of integer values into `BINS` bins; values outside `0..BINS-1` are not counted.
+"""Histogram of integer values into `BINS` bins, as `torch.bincount(values, minlength=BINS)`.
 
-Index-level: one program per bin counts its value over the whole input (no
-atomics needed, `BINS` times the reads). Rewrite with `atomic_add` when it lands.
+Index-level: one program per value adds 1 to its bin with `atomic_add` (N
+reads, not the N x BINS of a program per bin). The values declare their range,
+`Range(0, BINS)`: each call checks it, and that proves the bin index in bounds.
 """
 
-from mimir.array import Dim, Tensor, gpu, int32, program_id
+from mimir.array import Dim, Range, Tensor, atomic_add, gpu, int32, program_id
 
 N = Dim("N")
 BINS = Dim("BINS")
 
-WAITING_FOR = "atomic_add"
 
-
-@gpu(grid=(BINS,))
-def histogram(values: Tensor[int32, N], counts: Tensor[int32, BINS]):
-    b = program_id(0)
-    c = 0
-    for i in range(N):
-        if values[i] == b:
-            c += 1
-    counts[b] = c
+@gpu(grid=(N,))
+def histogram(values: Tensor[int32, N, Range(0, BINS)], counts: Tensor[int32, BINS]):
+    i = program_id(0)
+    atomic_add(counts, values[i], 1)
 
 
 if __name__ == "__main__":

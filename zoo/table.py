@@ -240,6 +240,7 @@ def _expected(entry: Entry, manifest: Mapping[str, Any], label: str, cache: dict
 def _execute(
     entry: Entry, backend: str, folder: Path, manifest: Mapping[str, Any], cache: dict
 ) -> str:
+    from mimir.runtime.manifest import RESULTS
     from mimir.runtime.verify import error_summary, mismatches
 
     run = _runner(backend)
@@ -254,7 +255,7 @@ def _execute(
         except Exception as err:  # noqa: BLE001 - a kernel that cannot run is a failure
             return f"FAIL (run at {_show(dims)}: {type(err).__name__}: {str(err)[:400]})"
         for buf in manifest["buffers"]:
-            if buf["role"] != "output":
+            if buf["role"] not in RESULTS:  # outputs, and `InOut` buffers after the launches
                 continue
             got, want = actual[buf["name"]], expected[buf["name"]]
             bad = mismatches(got, want, buf["dtype"])
@@ -350,9 +351,9 @@ seeded random inputs with every dim at its least size and at small sizes
 wgpu (Mesa lavapipe), MSL as C++ on the CPU with one thread per GPU thread,
 PTX in the test suite's PTX interpreter. *Launches* counts the kernels the
 manifest runs in order. *Rewrite when* names the ops (not yet in the language)
-whose arrival should turn an index-level or mask-input spelling into the
-natural one (each file's `WAITING_FOR`); once such an op is in `mimir.array`,
-the cell says `landed: rewrite` and this table is stale until regenerated.
+whose arrival should let a kernel be written the natural way (each file's
+`WAITING_FOR`); once such an op is in `mimir.array`, the cell says `landed:
+rewrite` and this table is stale until regenerated.
 
 """
 
