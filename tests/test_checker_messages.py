@@ -99,3 +99,21 @@ def test_a_transpose_axis_that_is_not_a_literal_says_so() -> None:
     found = check_source(str(path), path.read_text()).diagnostics
     (d,) = [d for d in found if d.function == "transpose_axis_not_literal"]
     assert d.message == "a transpose axis must be an int literal"
+
+
+KEEPDIMS = textwrap.dedent(
+    """\
+    from mimir.array import Tensor, float32, gpu
+
+
+    @gpu
+    def f(x: Tensor[float32, 3, 4]) -> Tensor[float32, 1, 4]:
+        return x.sum(axis=0, keepdims=1)
+    """
+)
+
+
+def test_a_keepdims_that_is_not_a_bool_is_named() -> None:
+    (d,) = check_source("keepdims.py", KEEPDIMS).diagnostics
+    assert (d.code, d.message) == ("GPU036", "`keepdims` must be True or False")
+
