@@ -117,3 +117,16 @@ def test_a_keepdims_that_is_not_a_bool_is_named() -> None:
     (d,) = check_source("keepdims.py", KEEPDIMS).diagnostics
     assert (d.code, d.message) == ("GPU036", "`keepdims` must be True or False")
 
+
+
+def test_a_failure_inside_a_helper_keeps_its_labels_and_names_the_call() -> None:
+    # the mismatch's own notes (where each size comes from) stay, and the call is added
+    path = FIXTURES / "calls.py"
+    found = check_source(str(path), path.read_text()).diagnostics
+    (d,) = [d for d in found if d.function == "mismatched"]
+    assert (d.code, d.span.line) == ("GPU011", 19)
+    assert [(label.span.line, label.message) for label in d.labels] == [
+        (53, "`x` axis 1 is 64 here"),
+        (53, "`w` axis 0 is 32 here"),
+        (54, "in this call of `project` from `mismatched`"),
+    ]
