@@ -118,7 +118,6 @@ def test_a_keepdims_that_is_not_a_bool_is_named() -> None:
     assert (d.code, d.message) == ("GPU036", "`keepdims` must be True or False")
 
 
-
 def test_a_failure_inside_a_helper_keeps_its_labels_and_names_the_call() -> None:
     # the mismatch's own notes (where each size comes from) stay, and the call is added
     path = FIXTURES / "calls.py"
