@@ -129,3 +129,25 @@ def test_a_failure_inside_a_helper_keeps_its_labels_and_names_the_call() -> None
         (53, "`w` axis 0 is 32 here"),
         (54, "in this call of `project` from `mismatched`"),
     ]
+
+
+NONE_CONSTANT = textwrap.dedent(
+    """\
+    from mimir.array import Dim, Tensor, float32, gpu, program_id
+
+    N = Dim("N")
+
+
+    @gpu(grid=(N,))
+    def f(x: Tensor[float32, N], out: Tensor[float32, N]):
+        i = program_id(0)
+        out[i] = x[i] + None
+    """
+)
+
+
+def test_a_constant_an_index_level_kernel_cannot_hold_is_named() -> None:
+    # (no fixture: the shim refuses `x + None` as a bad operand, GPU036, not GPU031)
+    (d,) = check_source("none.py", NONE_CONSTANT).diagnostics
+    assert (d.code, d.message) == ("GPU031", "the constant `None` cannot be used inside `@gpu`")
+    assert (d.span.line, d.span.column) == (9, 21)
