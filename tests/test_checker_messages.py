@@ -151,3 +151,25 @@ def test_a_constant_an_index_level_kernel_cannot_hold_is_named() -> None:
     (d,) = check_source("none.py", NONE_CONSTANT).diagnostics
     assert (d.code, d.message) == ("GPU031", "the constant `None` cannot be used inside `@gpu`")
     assert (d.span.line, d.span.column) == (9, 21)
+
+
+RANK = textwrap.dedent(
+    """\
+    from mimir.array import Dim, Tensor, float32, gpu
+
+    N = Dim("N")
+
+
+    @gpu
+    def f(x: Tensor[float32, N, 4]) -> Tensor[float32, N]:
+        return x
+    """
+)
+
+
+def test_a_return_of_the_wrong_rank_points_at_the_return_annotation() -> None:
+    (d,) = check_source("rank.py", RANK).diagnostics
+    assert d.code == "GPU015"
+    assert [(label.span.line, label.message) for label in d.labels] == [
+        (7, "the return annotation")
+    ]
