@@ -173,3 +173,29 @@ def test_a_return_of_the_wrong_rank_points_at_the_return_annotation() -> None:
     assert [(label.span.line, label.message) for label in d.labels] == [
         (7, "the return annotation")
     ]
+
+
+HELPER_AXIS = textwrap.dedent(
+    """\
+    from mimir.array import Dim, Tensor, float32, gpu
+
+    N = Dim("N")
+
+
+    def total(t):
+        return t.sum(axis=3)
+
+
+    @gpu
+    def k(x: Tensor[float32, N, 4]) -> Tensor[float32, N]:
+        return total(x)
+    """
+)
+
+
+def test_a_shape_rule_failing_inside_a_helper_names_the_call() -> None:
+    (d,) = check_source("helper_axis.py", HELPER_AXIS).diagnostics
+    assert (d.code, d.span.line) == ("GPU014", 7)
+    assert [(label.span.line, label.message) for label in d.labels] == [
+        (12, "in this call of `total` from `k`")
+    ]
