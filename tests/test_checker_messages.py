@@ -99,3 +99,103 @@ def test_a_transpose_axis_that_is_not_a_literal_says_so() -> None:
     found = check_source(str(path), path.read_text()).diagnostics
     (d,) = [d for d in found if d.function == "transpose_axis_not_literal"]
     assert d.message == "a transpose axis must be an int literal"
+
+
+KEEPDIMS = textwrap.dedent(
+    """\
+    from mimir.array import Tensor, float32, gpu
+
+
+    @gpu
+    def f(x: Tensor[float32, 3, 4]) -> Tensor[float32, 1, 4]:
+        return x.sum(axis=0, keepdims=1)
+    """
+)
+
+
+def test_a_keepdims_that_is_not_a_bool_is_named() -> None:
+    (d,) = check_source("keepdims.py", KEEPDIMS).diagnostics
+    assert (d.code, d.message) == ("GPU036", "`keepdims` must be True or False")
+
+
+def test_a_failure_inside_a_helper_keeps_its_labels_and_names_the_call() -> None:
+    # the mismatch's own notes (where each size comes from) stay, and the call is added
+    path = FIXTURES / "calls.py"
+    found = check_source(str(path), path.read_text()).diagnostics
+    (d,) = [d for d in found if d.function == "mismatched"]
+    assert (d.code, d.span.line) == ("GPU011", 19)
+    assert [(label.span.line, label.message) for label in d.labels] == [
+        (53, "`x` axis 1 is 64 here"),
+        (53, "`w` axis 0 is 32 here"),
+        (54, "in this call of `project` from `mismatched`"),
+    ]
+
+
+NONE_CONSTANT = textwrap.dedent(
+    """\
+    from mimir.array import Dim, Tensor, float32, gpu, program_id
+
+    N = Dim("N")
+
+
+    @gpu(grid=(N,))
+    def f(x: Tensor[float32, N], out: Tensor[float32, N]):
+        i = program_id(0)
+        out[i] = x[i] + None
+    """
+)
+
+
+def test_a_constant_an_index_level_kernel_cannot_hold_is_named() -> None:
+    # (no fixture: the shim refuses `x + None` as a bad operand, GPU036, not GPU031)
+    (d,) = check_source("none.py", NONE_CONSTANT).diagnostics
+    assert (d.code, d.message) == ("GPU031", "the constant `None` cannot be used inside `@gpu`")
+    assert (d.span.line, d.span.column) == (9, 21)
+
+
+RANK = textwrap.dedent(
+    """\
+    from mimir.array import Dim, Tensor, float32, gpu
+
+    N = Dim("N")
+
+
+    @gpu
+    def f(x: Tensor[float32, N, 4]) -> Tensor[float32, N]:
+        return x
+    """
+)
+
+
+def test_a_return_of_the_wrong_rank_points_at_the_return_annotation() -> None:
+    (d,) = check_source("rank.py", RANK).diagnostics
+    assert d.code == "GPU015"
+    assert [(label.span.line, label.message) for label in d.labels] == [
+        (7, "the return annotation")
+    ]
+
+
+HELPER_AXIS = textwrap.dedent(
+    """\
+    from mimir.array import Dim, Tensor, float32, gpu
+
+    N = Dim("N")
+
+
+    def total(t):
+        return t.sum(axis=3)
+
+
+    @gpu
+    def k(x: Tensor[float32, N, 4]) -> Tensor[float32, N]:
+        return total(x)
+    """
+)
+
+
+def test_a_shape_rule_failing_inside_a_helper_names_the_call() -> None:
+    (d,) = check_source("helper_axis.py", HELPER_AXIS).diagnostics
+    assert (d.code, d.span.line) == ("GPU014", 7)
+    assert [(label.span.line, label.message) for label in d.labels] == [
+        (12, "in this call of `total` from `k`")
+    ]

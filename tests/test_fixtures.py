@@ -104,10 +104,19 @@ def test_fixture_diagnostics_match_markers(path: Path) -> None:
     ]
     assert not missing and not unexpected, f"missing: {missing}\nunexpected: {unexpected}"
     assert not result.unreadable
+    # `_checked` is cached, so this is the only test of the fixture that runs the checker:
+    # the checks below run here too, or a mutation tool that selects the tests calling a
+    # function would never pair a checker mutant with them.
+    _assert_one_diagnostic_per_root_cause(path)
+    _assert_well_formed(path)
 
 
 @pytest.mark.parametrize("path", FIXTURE_FILES, ids=_ids(FIXTURE_FILES))
 def test_one_diagnostic_per_root_cause(path: Path) -> None:
+    _assert_one_diagnostic_per_root_cause(path)
+
+
+def _assert_one_diagnostic_per_root_cause(path: Path) -> None:
     """No line carries the same code twice: each marker is one diagnostic, not a cascade."""
     counts = Counter((d.span.line, d.code) for d in _checked(path).diagnostics)
     assert [k for k, n in counts.items() if n > 1] == []
@@ -115,6 +124,10 @@ def test_one_diagnostic_per_root_cause(path: Path) -> None:
 
 @pytest.mark.parametrize("path", FIXTURE_FILES, ids=_ids(FIXTURE_FILES))
 def test_diagnostics_are_well_formed(path: Path) -> None:
+    _assert_well_formed(path)
+
+
+def _assert_well_formed(path: Path) -> None:
     kernels = set(_kernel_names(path))
     for d in _checked(path).diagnostics:
         assert d.code in REGISTRY

@@ -78,3 +78,38 @@ def test_gpu050_comes_from_the_rlimit_and_is_reproducible(monkeypatch: pytest.Mo
     (d,) = runs[0]
     assert d.code == "GPU050"
     assert d.message.endswith("(the solver returned unknown: resource limit reached)")
+
+
+RACE = textwrap.dedent(
+    """\
+    from mimir.array import Dim, Tensor, float32, gpu, program_id
+
+    N = Dim("N")
+
+
+    @gpu(grid=(N,))
+    def halve_index(x: Tensor[float32, N], out: Tensor[float32, N]):
+        i = program_id(0)
+        out[i // 2] = x[i]
+    """
+)
+
+
+def test_an_undecided_race_query_is_gpu050_at_the_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A race query (it shows the raced `element[k]`) that runs out of budget is GPU050 at the
+    # store, never a pass; the other queries are decided as usual.
+    prove = Prover.prove
+
+    def undecided_races(self, cond, show=(), *args, **kwargs):
+        if any(name.startswith("element[") for name, _ in show):
+            return prover_module.Verdict(UNKNOWN, reason="the solver returned unknown: test")
+        return prove(self, cond, show, *args, **kwargs)
+
+    monkeypatch.setattr(Prover, "prove", undecided_races)
+    (d,) = check_source("race.py", RACE).diagnostics
+    assert d.code == "GPU050"
+    assert d.message == (
+        "could not prove: write race: two program ids may write the same element of `out` "
+        "(`out[i // 2]`) (the solver returned unknown: test)"
+    )
+    assert (d.span.line, d.span.column, d.span.end_line) == (9, 5, 9)
