@@ -32,8 +32,13 @@ Triton's anchors are loop-free but the matmul, so one thread runs its static SAS
 SASS per element is static SASS x threads / elements of a program (per multiply-add: the
 K loop's body x threads / BM*BN*BK). Mimir's kernels loop, and their dynamic SASS needs a
 GPU, so Mimir's `sass/el~` is an estimate: the measured PTX per element x (static SASS /
-static PTX instructions) of its files. `x` is Mimir's figure over Triton's. `--no-triton`
-skips the table; without triton installed it says so.
+static PTX instructions) of its files. `x` is Mimir's figure over Triton's. Time columns
+(Mimir/Triton) at `--scale` elements, the matmul at 4096^3 multiply-adds: `h200 us` and
+`m-ser us` the roofline as above (the anchors move the ideal bytes: one launch, each block
+loaded once, by construction); `issue us` the time an H200 needs just to issue the SASS
+per element, one instruction per lane per cycle (its fp32 FMA rate): above `h200 us`, the
+kernel is bound by its instruction count, not by memory. `--no-triton` skips the table;
+without triton installed it says so.
 """
 
 from __future__ import annotations
@@ -56,6 +61,8 @@ MSERIES = (400e9, 14e12)
 # roofline_ops.py's dims: 64K-element vectors, 8 rows of 1024 (1000 where the row is
 # bounded), a 64x64x64 matmul; small enough for the interpreter
 OPS_DIMS = "N=65536,M=8,D=1024,R=1000,I=64,J=64,K=64"
+# the matmul's size in the Triton table's time columns: 4096 x 4096 x 4096 multiply-adds
+MAC_SCALE = 4096**3
 
 
 def _tool(name: str) -> str | None:
@@ -298,7 +305,7 @@ def triton_table(rows: list[dict], tools: dict, scale: int) -> list[dict]:
     header = (
         f"{'op':<20} {'sass/el~':>8} {'triton':>7} {'x':>5}  {'ptx/el':>7} {'triton':>7} "
         f"{'x':>5}  {'launch':>6} {'regs':>7} {'smem':>11} {'sass':>9}  "
-        f"{'h200 us':>11} {'m-ser us':>11}  triton config"
+        f"{'h200 us':>11} {'issue us':>13} {'m-ser us':>11}  triton config"
     )
     print()
     print("Mimir against Triton 3.9 (offline, sm_90), Mimir / Triton; x = Mimir over Triton")
@@ -322,8 +329,15 @@ def triton_table(rows: list[dict], tools: dict, scale: int) -> list[dict]:
         if mine["per"] == "el":
             h = f"{roofline(mine, scale, H200):.1f}/{roofline(trow, scale, H200):.1f}"
             m = f"{roofline(mine, scale, MSERIES):.1f}/{roofline(trow, scale, MSERIES):.1f}"
-        else:
-            h = m = "-"
+            work = scale
+        else:  # the matmul at MAC_SCALE: bytes of a, w, out, flops 2 per multiply-add
+            square = round(MAC_SCALE ** (1 / 3)) ** 2
+            at = {"per": "mac", "elements": 1, "dram": 3 * 4 * square, "flops": 2 * MAC_SCALE}
+            h = f"{roofline(at, scale, H200):.0f}"
+            m = f"{roofline(at, scale, MSERIES):.0f}"
+            work = MAC_SCALE
+        mine_issue = "-" if tf32 else f"{issue_us(est, work):.1f}"
+        issue = f"{mine_issue}/{issue_us(t['sass_el'], work):.1f}"
         if tf32:
             mimir = ["-", f"{t['sass_el']:>7.2f}", "-", "-", f"{t['ptx_el']:>7.2f}", "-"]
         else:
@@ -343,10 +357,17 @@ def triton_table(rows: list[dict], tools: dict, scale: int) -> list[dict]:
         print(
             f"{t['function']:<20} {mimir[0]:>8} {mimir[1]:>7} {mimir[2]:>5}  {mimir[3]:>7} "
             f"{mimir[4]:>7} {mimir[5]:>5}  {launches:>6} {regs:>7} {smem:>11} {sass:>9}  "
-            f"{h:>11} {m:>11}  {t['config']}{per}",
+            f"{h:>11} {issue:>13} {m:>11}  {t['config']}{per}",
             flush=True,
         )
     return out
+
+
+def issue_us(sass_el: float, work: int) -> float:
+    """Microseconds an H200 needs to issue `sass_el` SASS per element (or per multiply-add)
+    over `work` of them, one instruction per lane per cycle: the rate of its fp32 FMAs
+    (67 TFLOP/s = 33.5e12 FMA/s); latency, occupancy and dual issue ignored."""
+    return sass_el * work / (H200[1] / 2) * 1e6
 
 
 def roofline(row: dict, scale: int, machine: tuple[float, float]) -> float:
