@@ -24,9 +24,21 @@ of the kernel zoo with `--zoo` (tests/kernels/*.py), or of FILES:
   max(dram bytes / bandwidth, flops / peak) with H200 at 4.8 TB/s and 67 TFLOP/s fp32 and an
   Apple M-series Max at 400 GB/s and 14 TFLOP/s fp32.
 
-Not here yet: Triton anchors (the same ops compiled offline for sm_90 with
-`triton.compiler.ASTSource` and `GPUTarget("cuda", 90, 32)`). `triton` is not a declared
-dependency (its wheel is several hundred MB); RECEIPTS.md quotes issue 15's figures.
+Triton anchors (benchmarks/triton_anchors.py; `triton` is in the `bench` extra): for
+roofline_ops.py, a second table puts each op beside the same op written in Triton and
+compiled offline for sm_90 (`triton.compiler.ASTSource`, `GPUTarget("cuda", 90, 32)`),
+its PTX assembled by the same ptxas and counted by the same cuobjdump. `sass/el` there:
+Triton's anchors are loop-free but the matmul, so one thread runs its static SASS once and
+SASS per element is static SASS x threads / elements of a program (per multiply-add: the
+K loop's body x threads / BM*BN*BK). Mimir's kernels loop, and their dynamic SASS needs a
+GPU, so Mimir's `sass/el~` is an estimate: the measured PTX per element x (static SASS /
+static PTX instructions) of its files. `x` is Mimir's figure over Triton's. Time columns
+(Mimir/Triton) at `--scale` elements, the matmul at 4096^3 multiply-adds: `h200 us` and
+`m-ser us` the roofline as above (the anchors move the ideal bytes: one launch, each block
+loaded once, by construction); `issue us` the time an H200 needs just to issue the SASS
+per element, one instruction per lane per cycle (its fp32 FMA rate): above `h200 us`, the
+kernel is bound by its instruction count, not by memory. `--no-triton` skips the table;
+without triton installed it says so.
 """
 
 from __future__ import annotations
@@ -49,6 +61,8 @@ MSERIES = (400e9, 14e12)
 # roofline_ops.py's dims: 64K-element vectors, 8 rows of 1024 (1000 where the row is
 # bounded), a 64x64x64 matmul; small enough for the interpreter
 OPS_DIMS = "N=65536,M=8,D=1024,R=1000,I=64,J=64,K=64"
+# the matmul's size in the Triton table's time columns: 4096 x 4096 x 4096 multiply-adds
+MAC_SCALE = 4096**3
 
 
 def _tool(name: str) -> str | None:
@@ -74,9 +88,9 @@ def _functions(paths: list[Path], only: str | None) -> list[tuple[Path, str]]:
     return out
 
 
-def ptxas_info(ptxas: str, ptx: Path, cubin: Path) -> dict[str, int]:
+def ptxas_info(ptxas: str, ptx: Path, cubin: Path, arch: str = "sm_90") -> dict[str, int]:
     proc = subprocess.run(
-        [ptxas, "-arch=sm_90", "-v", str(ptx), "-o", str(cubin)],
+        [ptxas, f"-arch={arch}", "-v", str(ptx), "-o", str(cubin)],
         capture_output=True,
         text=True,
         check=True,
@@ -93,18 +107,67 @@ def ptxas_info(ptxas: str, ptx: Path, cubin: Path) -> dict[str, int]:
     }
 
 
-def sass_count(cuobjdump: str, cubin: Path) -> int:
+def sass_lines(cuobjdump: str, cubin: Path) -> list[tuple[int, str]]:
+    """(address, instruction) of every SASS instruction but NOPs, all kernels of `cubin`."""
     # cuobjdump runs nvdisasm (PyPI `nvidia-cuda-nvdisasm`), found beside it or on PATH
     env = dict(os.environ, PATH=f"{Path(cuobjdump).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     proc = subprocess.run(
         [cuobjdump, "-sass", str(cubin)], capture_output=True, text=True, check=True, env=env
     )
-    count = 0
+    out = []
     for line in proc.stdout.splitlines():
-        m = re.match(r"\s*/\*[0-9a-f]{4}\*/\s+(.*?);", line)
-        if m and not m.group(1).strip().startswith("NOP"):
-            count += 1
-    return count
+        m = re.match(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?);", line)
+        if m and not m.group(2).strip().startswith("NOP"):
+            out.append((int(m.group(1), 16), m.group(2).strip()))
+    return out
+
+
+def sass_count(cuobjdump: str, cubin: Path) -> int:
+    return len(sass_lines(cuobjdump, cubin))
+
+
+def sass_loop_body(lines: list[tuple[int, str]]) -> int:
+    """Instructions in the largest loop (a branch back to an earlier address), 0 if none."""
+    best = 0
+    for i, (addr, text) in enumerate(lines):
+        m = re.search(r"\bBRA\b.*?0x([0-9a-f]+)", text)
+        if not m or int(m.group(1), 16) >= addr:
+            continue
+        target = int(m.group(1), 16)
+        best = max(best, sum(1 for a, _ in lines[: i + 1] if a >= target))
+    return best
+
+
+def ptx_instructions(text: str) -> list[str]:
+    """The PTX instructions of `text` (labels, directives, declarations and braces left
+    out), with the labels kept as `LABEL:` entries for ptx_loop_body."""
+    out = []
+    for raw in text.splitlines():
+        line = raw.split("//")[0].strip()
+        if not line or line in ("{", "}") or line.startswith("."):
+            continue
+        if line.endswith(":") and " " not in line:
+            out.append(line)
+        elif line.endswith(";"):
+            out.append(line)
+    return out
+
+
+def ptx_count(text: str) -> int:
+    return sum(1 for line in ptx_instructions(text) if not line.endswith(":"))
+
+
+def ptx_loop_body(text: str) -> int:
+    """PTX instructions in the largest loop (a `bra` back to an earlier label), 0 if none."""
+    lines = ptx_instructions(text)
+    where = {line[:-1]: i for i, line in enumerate(lines) if line.endswith(":")}
+    best = 0
+    for i, line in enumerate(lines):
+        m = re.search(r"\bbra(?:\.uni)?\s+(\S+?);", line)
+        if m and where.get(m.group(1), i) < i:
+            body = lines[where[m.group(1)] : i + 1]
+            best = max(best, sum(1 for x in body if not x.endswith(":")))
+    return best
 
 
 def _matmul_macs(path: Path, function: str, dims: dict[str, int]) -> int:
@@ -180,6 +243,9 @@ def measure(
         row["ptx_el"] = executed / max(1, row["elements"])
         sass = 0
         info = {"regs": 0, "spill": 0, "smem": 0}
+        row["ptx_static"] = sum(
+            ptx_count((folder / kernel["file"]).read_text()) for kernel in manifest["kernels"]
+        )
         if tools["ptxas"]:
             for kernel in manifest["kernels"]:
                 ptx_file = folder / kernel["file"]
@@ -192,6 +258,116 @@ def measure(
         row["sass"] = sass
         row["flops"] = 2 * macs
     return row
+
+
+def measure_triton(anchor: Any, dims: dict[str, int], tools: dict) -> dict:
+    """Compile a Triton anchor offline and count it the way `measure` counts Mimir's PTX."""
+    import triton_anchors as ta
+
+    got = ta.compile_anchor(anchor, dims)
+    row: dict[str, Any] = {"config": got["config"], "launches": anchor.launches}
+    text = got["ptx"]
+    row["ptx_static"] = ptx_count(text)
+    loop = ptx_loop_body(text) if anchor.per == "mac" else 0
+    row["ptx_el"] = (loop or row["ptx_static"]) * got["threads"] / got["work"]
+    info = {"regs": 0, "spill": 0, "smem": got["shared"]}
+    row["sass"] = row["sass_el"] = row["sass_own"] = 0
+    if tools["ptxas"]:
+        with tempfile.TemporaryDirectory() as tmp:
+            ptx_file = Path(tmp) / f"{anchor.kernel}.ptx"
+            ptx_file.write_text(text)
+            cubin = ptx_file.with_suffix(".cubin")
+            info.update(ptxas_info(tools["ptxas"], ptx_file, cubin, got["arch"]))
+            info["smem"] = max(info["smem"], got["shared"])  # dynamic shared memory
+            if tools["cuobjdump"]:
+                lines = sass_lines(tools["cuobjdump"], cubin)
+                row["sass"] = len(lines)
+                body = sass_loop_body(lines) if anchor.per == "mac" else 0
+                row["sass_el"] = (body or len(lines)) * got["threads"] / got["work"]
+                own = Path(tmp) / "own.cubin"  # the cubin Triton's bundled ptxas made
+                own.write_bytes(got["cubin"])
+                row["sass_own"] = sass_count(tools["cuobjdump"], own)
+    row.update(info)
+    return row
+
+
+def triton_table(rows: list[dict], tools: dict, scale: int) -> list[dict]:
+    """The Triton anchors beside Mimir's rows of roofline_ops.py; the printed table."""
+    try:
+        import triton_anchors as ta
+    except ImportError as exc:  # pragma: no cover
+        print(f"no Triton anchors: {exc}")
+        return []
+    if not ta.AVAILABLE:
+        print("no Triton anchors: triton is not installed (pip install -e '.[bench]')")
+        return []
+    by_name = {r["function"].split(".")[-1]: r for r in rows if "error" not in r}
+    header = (
+        f"{'op':<20} {'sass/el~':>8} {'triton':>7} {'x':>5}  {'ptx/el':>7} {'triton':>7} "
+        f"{'x':>5}  {'launch':>6} {'regs':>7} {'smem':>11} {'sass':>9}  "
+        f"{'h200 us':>11} {'issue us':>13} {'m-ser us':>11}  triton config"
+    )
+    print()
+    print("Mimir against Triton 3.9 (offline, sm_90), Mimir / Triton; x = Mimir over Triton")
+    print(header)
+    print("-" * len(header))
+    out = []
+    for anchor in [*ta.ANCHORS, ta.TF32]:
+        mine = by_name.get(anchor.function)
+        if mine is None:
+            continue
+        tf32 = anchor is ta.TF32
+        dims = {**mine["dims"]}
+        t = measure_triton(anchor, dims, tools)
+        t["function"] = anchor.function + (" (tf32)" if tf32 else "")
+        out.append(t)
+        # Mimir's dynamic SASS per element, estimated from its dynamic PTX
+        est = mine["ptx_el"] * mine["sass"] / max(1, mine["ptx_static"])
+        t["mimir_sass_el"] = est
+        # the anchors move each input once and each output once per launch (by construction)
+        trow = {**mine, "dram": mine["ideal"]}
+        if mine["per"] == "el":
+            h = f"{roofline(mine, scale, H200):.1f}/{roofline(trow, scale, H200):.1f}"
+            m = f"{roofline(mine, scale, MSERIES):.1f}/{roofline(trow, scale, MSERIES):.1f}"
+            work = scale
+        else:  # the matmul at MAC_SCALE: bytes of a, w, out, flops 2 per multiply-add
+            square = round(MAC_SCALE ** (1 / 3)) ** 2
+            at = {"per": "mac", "elements": 1, "dram": 3 * 4 * square, "flops": 2 * MAC_SCALE}
+            h = f"{roofline(at, scale, H200):.0f}"
+            m = f"{roofline(at, scale, MSERIES):.0f}"
+            work = MAC_SCALE
+        mine_issue = "-" if tf32 else f"{issue_us(est, work):.1f}"
+        issue = f"{mine_issue}/{issue_us(t['sass_el'], work):.1f}"
+        if tf32:
+            mimir = ["-", f"{t['sass_el']:>7.2f}", "-", "-", f"{t['ptx_el']:>7.2f}", "-"]
+        else:
+            mimir = [
+                f"{est:.2f}",
+                f"{t['sass_el']:>7.2f}",
+                f"{est / t['sass_el']:.2f}" if t["sass_el"] else "-",
+                f"{mine['ptx_el']:.2f}",
+                f"{t['ptx_el']:>7.2f}",
+                f"{mine['ptx_el'] / t['ptx_el']:.2f}",
+            ]
+        launches = f"{'-' if tf32 else mine['launches']}/{t['launches']}"
+        regs = f"{'-' if tf32 else mine['regs']}/{t['regs']}"
+        smem = f"{'-' if tf32 else mine['smem']}/{t['smem']}"
+        sass = f"{'-' if tf32 else mine['sass']}/{t['sass']}"
+        per = "/mac" if anchor.per == "mac" else ""
+        print(
+            f"{t['function']:<20} {mimir[0]:>8} {mimir[1]:>7} {mimir[2]:>5}  {mimir[3]:>7} "
+            f"{mimir[4]:>7} {mimir[5]:>5}  {launches:>6} {regs:>7} {smem:>11} {sass:>9}  "
+            f"{h:>11} {issue:>13} {m:>11}  {t['config']}{per}",
+            flush=True,
+        )
+    return out
+
+
+def issue_us(sass_el: float, work: int) -> float:
+    """Microseconds an H200 needs to issue `sass_el` SASS per element (or per multiply-add)
+    over `work` of them, one instruction per lane per cycle: the rate of its fp32 FMAs
+    (67 TFLOP/s = 33.5e12 FMA/s); latency, occupancy and dual issue ignored."""
+    return sass_el * work / (H200[1] / 2) * 1e6
 
 
 def roofline(row: dict, scale: int, machine: tuple[float, float]) -> float:
@@ -211,6 +387,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--function", default=None)
     parser.add_argument("--scale", type=int, default=1 << 24, help="elements for the roofline")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    parser.add_argument(
+        "--no-triton", action="store_true", help="no Triton anchors (roofline_ops.py only)"
+    )
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "tests"))
     default = "64,512,16" if args.zoo or args.files else OPS_DIMS
@@ -257,9 +436,12 @@ def main(argv: list[str] | None = None) -> int:
         print("ptxas not found: no registers, spills, shared memory or SASS")
     elif not tools["cuobjdump"]:
         print("cuobjdump not found (pip install nvidia-cuda-cuobjdump): no SASS counts")
-    print("no Triton anchors (not implemented; RECEIPTS.md quotes issue 15's figures)")
+    anchors: list[dict] = []
+    if not (args.no_triton or args.zoo or args.files):
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        anchors = triton_table(rows, tools, args.scale)
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+        args.json.write_text(json.dumps({"mimir": rows, "triton": anchors}, indent=1))
     return 0
 
 
