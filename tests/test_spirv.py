@@ -274,7 +274,7 @@ LOOSER = {
     # the largest partial sum where a prefix cancels to near 0).
     ("scans", "flattened_half", "out"): (2e-3, 1e-3),
     ("scans", "prefix_sum", "out"): (1e-4, 1e-3),
-    ("einsums", "bmm", "out"): (1e-4, 2e-4),
+    ("einsums", "einsum_bmm", "out"): (1e-4, 2e-4),
 }
 
 

@@ -54,7 +54,7 @@ def float_ramp(x: Tensor[float16, N]) -> Tensor[float16, N]:
 
 
 @gpu
-def kv_append(cache: Tensor[float32, T, D], new: Tensor[float32, 1, D]) -> Tensor[float32, T + 1, D]:
+def cache_concat(cache: Tensor[float32, T, D], new: Tensor[float32, 1, D]) -> Tensor[float32, T + 1, D]:
     return concatenate((cache, new), axis=0)
 
 

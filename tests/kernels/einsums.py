@@ -19,7 +19,7 @@ def mm(a: Tensor[float32, N, K], b: Tensor[float32, K, M]) -> Tensor[float32, N,
 
 
 @gpu
-def bmm(a: Tensor[float32, B, N, K], b: Tensor[float32, B, K, M]) -> Tensor[float32, B, N, M]:
+def einsum_bmm(a: Tensor[float32, B, N, K], b: Tensor[float32, B, K, M]) -> Tensor[float32, B, N, M]:
     return einsum("bij,bjk->bik", a, b)
 
 
@@ -41,7 +41,7 @@ def attn(
 
 
 @gpu
-def outer(a: Tensor[float32, N], b: Tensor[float32, M]) -> Tensor[float32, N, M]:
+def einsum_outer(a: Tensor[float32, N], b: Tensor[float32, M]) -> Tensor[float32, N, M]:
     return einsum("i,j->ij", a, b)
 
 

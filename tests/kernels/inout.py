@@ -40,7 +40,7 @@ class RowStats(NamedTuple):
 
 
 @gpu
-def row_stats(x: Tensor[float32, N, D]) -> RowStats:
+def row_stats_named(x: Tensor[float32, N, D]) -> RowStats:
     top = x.max(axis=1)
     return RowStats(x.mean(axis=1), spread=top - x.min(axis=1), top=top)
 
@@ -88,7 +88,7 @@ def overwrite_from(p: InOut[Tensor[float32, N, D]], g: Tensor[float32, N, D]):
 
 
 @gpu
-def transpose_add(x: InOut[Tensor[float32, D, D]]):
+def transpose_add_inplace(x: InOut[Tensor[float32, D, D]]):
     x = x + x.T
 
 
