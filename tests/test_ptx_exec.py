@@ -100,3 +100,88 @@ def test_a_swapped_operand_changes_the_result(tmp_path: Path) -> None:
     d, a, b, p = (x.strip() for x in rest.rstrip(";").split(","))
     path.write_text(text.replace(line, f"    {opcode} {d}, {b}, {a}, {p};"))
     assert _run(manifest, path, seed=4) != good
+
+
+# ---------------------------------------------------------------- warp shuffles
+
+# Every mode of `shfl.sync` on a block of two warps: each thread stores what it received.
+_SHUFFLES = """
+.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry shuffles(
+    .param .u64 .ptr .global .align 4 out
+)
+.reqntid 64, 1, 1
+{
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<6>;
+    ld.param.u64 %rd0, [out];
+    cvta.to.global.u64 %rd1, %rd0;
+    mov.u32 %r0, %tid.x;
+    shfl.sync.down.b32 %r1, %r0, 3, 0x1f, 0xffffffff;
+    shfl.sync.up.b32 %r2, %r0, 2, 0, 0xffffffff;
+    shfl.sync.idx.b32 %r3, %r0, 5, 0x1f, 0xffffffff;
+    shfl.sync.bfly.b32 %r4, %r0, 6, 0x1f, 0xffffffff;
+    shfl.sync.down.b32 %r5, %r0, 1, 0x1807, 0xffffffff;
+    mul.wide.u32 %rd2, %r0, 20;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r1;
+    st.global.u32 [%rd3+4], %r2;
+    st.global.u32 [%rd3+8], %r3;
+    st.global.u32 [%rd3+12], %r4;
+    st.global.u32 [%rd3+16], %r5;
+    ret;
+}
+"""
+
+
+def _run_shuffles(text: str) -> list[int]:
+    import struct
+
+    from harness.ptx_interp import _Interp, _Memory, _parse
+
+    out = bytearray(64 * 20)
+    interp = _Interp(_parse(text), _Memory([(1 << 40, out, "out")]), {})
+    interp.params = {"out": struct.pack("<Q", 1 << 40)}
+    interp.launch("shuffles", (1, 1, 1))
+    return list(struct.unpack(f"<{64 * 5}I", bytes(out)))
+
+
+def test_shuffles_take_the_source_lane_as_the_ptx_isa_says() -> None:
+    got = _run_shuffles(_SHUFFLES)
+    for t in range(64):
+        base, lane = t - t % 32, t % 32
+        down = base + lane + 3 if lane + 3 <= 31 else t  # past the clamp: its own value
+        up = base + lane - 2 if lane >= 2 else t
+        # c = 0x1807: segments of 8 lanes (segmask 0x18, clamp 7): down stays in its segment
+        seg_down = t + 1 if lane % 8 != 7 else t
+        assert got[5 * t : 5 * t + 5] == [down, up, base + 5, base + (lane ^ 6), seg_down], t
+
+
+def test_a_shuffle_some_lanes_skip_is_caught() -> None:
+    # Lanes 16..63 jump over the shuffle (and over the stores), lanes 0..15 wait for them.
+    text = _SHUFFLES.replace(
+        "    shfl.sync.down.b32 %r1, %r0, 3,",
+        "    setp.ge.u32 %p0, %r0, 16;\n    @%p0 bra $L_end;\n    shfl.sync.down.b32 %r1, %r0, 3,",
+    )
+    text = text.replace("    ret;\n}", "$L_end:\n    ret;\n}").replace(
+        ".reg .b32 %r<12>;", ".reg .pred %p<2>;\n    .reg .b32 %r<12>;"
+    )
+    with pytest.raises(PtxInterpError, match="exited lane"):
+        _run_shuffles(text)
+
+
+def test_a_wrong_shuffle_lane_changes_a_reduction(tmp_path: Path) -> None:
+    """A mutation of a warp reduction (one butterfly round reading its own lane) is visible."""
+    manifest = compiled_ptx("reductions", "sum_axis0", tmp_path / "sum")
+    dims = _dims(manifest, "small")
+    inputs = random_inputs(manifest, dims, seed=3)
+    good = run_ptx_manifest_cpu(manifest, tmp_path / "sum", inputs, dims)
+    for kernel in manifest["kernels"]:
+        path = tmp_path / "sum" / kernel["file"]
+        text = path.read_text()
+        assert "shfl.sync.bfly.b32" in text
+        path.write_text(text.replace(", 16, 0x1f, 0xffffffff;", ", 0, 0x1f, 0xffffffff;", 1))
+    assert run_ptx_manifest_cpu(manifest, tmp_path / "sum", inputs, dims) != good

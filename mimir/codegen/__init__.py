@@ -28,6 +28,7 @@ from mimir.codegen.kernels import build
 from mimir.codegen.manifest import build_manifest, dumps
 from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, RefusalError
 from mimir.codegen.schedule import schedule
+from mimir.codegen.warp import to_workgroup_memory
 from mimir.diagnostics.diagnostic import Diagnostic, Span
 from mimir.parse.depth import deep_call
 from mimir.parse.spans import read_source
@@ -130,14 +131,20 @@ def _compile_kernel(kernel, path: str, names: list[str], diagnostics: list[Diagn
         message = f"cannot compile `{name}` for {', '.join(names)}: {err.message}"
         diagnostics.append(Diagnostic(err.code, message, err.span or span, function=name))
         return []
-    # folded, literals typed: valid input for every printer; float32 a * b + c as fma
-    irs = [contract(legalise(ir)) for ir in irs]
+    # folded, literals typed: valid input for every printer; float32 a * b + c as fma;
+    # for a target without warp functions, warp reductions in workgroup memory
+    native = [contract(legalise(ir)) for ir in irs]
+    fallback = (
+        [contract(legalise(to_workgroup_memory(ir))) for ir in irs]
+        if any(not BACKENDS[n].warp_functions for n in names)
+        else native
+    )
     files: list[tuple[str, str | bytes, str]] = []
     for backend_name in names:
         backend = BACKENDS[backend_name]()
         folder = f"{backend_name}/" if len(names) > 1 else ""
         printed = []
-        for k, ir in enumerate(irs):
+        for k, ir in enumerate(native if backend.warp_functions else fallback):
             why = backend.check(ir)
             if why is not None:
                 diagnostics.append(_refusal(kernel, s.plans[k].node, ir, backend_name, why))

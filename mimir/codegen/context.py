@@ -1,11 +1,11 @@
-"""What every kernel builder shares: the body, the evaluator, dispatch and trees.
+"""What every kernel builder shares: the body, the evaluator and dispatch.
 
 A `KernelContext` is made per launch of a schedule. `write` evaluates the
 launch's results at a position and stores them (with a root's value given, for
 a fused epilogue); `groups` dispatches a 1-D count of workgroups folded into x
 and y (`sizes.dispatch`) and returns the linear group id, with the groups past
 the end returning at once (uniformly, so barriers stay in uniform control
-flow); `tree` combines a threadgroup array into its first element.
+flow). Workgroup reductions are `mimir.codegen.warp.group_total`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 from mimir.codegen import lower as lw
 from mimir.codegen import sizes as sz
-from mimir.codegen.builder import Body, Idx, group_id, ibin, over_dispatched, size_ir, u32
-from mimir.codegen.ir import Barrier, Binary, Expr, Load, Return, SharedArray, Store
+from mimir.codegen.builder import Body, Idx, group_id, over_dispatched, size_ir
+from mimir.codegen.ir import Binary, Expr, Return, SharedArray, Store
 from mimir.codegen.schedule import Plan, Schedule
 from mimir.codegen.tensors import Evaluator
 from mimir.dtypes import DType, bfloat16, float16, float32
@@ -79,18 +79,6 @@ class KernelContext:
             with self.body.if_(Binary(">=", g, size_ir(count), "bool")):
                 self.body.emit(Return())
         return dispatch, g
-
-    def tree(self, shared: str, t: str, combine: Any, lid: Expr, width: int) -> None:
-        """Combine `shared[0..width)` into `shared[0]` (a barrier before each step)."""
-        s = width // 2
-        while s >= 1:
-            self.body.emit(Barrier())
-            with self.body.if_(Binary("<", lid, u32(s), "bool")):
-                a = self.body.let(Load(shared, lid, t), "a")
-                b = self.body.let(Load(shared, ibin("+", lid, u32(s)), t), "b")
-                self.body.emit(Store(shared, lid, combine(a, b)))
-            s //= 2
-        self.body.emit(Barrier())
 
 
 def width_for(count: Any) -> int:

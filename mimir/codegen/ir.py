@@ -127,6 +127,28 @@ class Bitcast(Expr):
     type: str
 
 
+WARP = 32  # lanes of a warp (PTX) or a simdgroup (MSL) that `WarpReduce` combines
+WARP_OPS = ("add", "max", "min")
+
+
+@dataclass(frozen=True)
+class WarpReduce(Expr):
+    """`op` of `value` over the 32 consecutive threads (by `local_x`) of this thread's warp,
+    the same result in each of them: a warp shuffle (PTX), a simdgroup function (MSL), or
+    a workgroup-memory tree where the target has neither (`mimir.codegen.warp`).
+
+    `op` is `add` (integers wrap; floats summed in an unspecified order), `max` or `min`
+    (for `f32` nan-propagating, as `maximum`/`minimum`; which zero of +0 and -0 is
+    unspecified); `type` is `i32`, `u32` or `f32`. Like `Barrier` it is only emitted in
+    uniform control flow of a 1-D workgroup whose size is a multiple of 32, and only as the
+    value of a `Let`: every thread of the warp evaluates it together.
+    """
+
+    op: str
+    value: Expr
+    type: str
+
+
 # ---------------------------------------------------------------- statements
 
 
@@ -259,6 +281,8 @@ def sub_expressions(e: Expr) -> tuple[Expr, ...]:
         return (e.a, e.b)
     if isinstance(e, (Unary, Cast, Bitcast)):
         return (e.a,)
+    if isinstance(e, WarpReduce):
+        return (e.value,)
     if isinstance(e, Call):
         return e.args
     if isinstance(e, Select):
@@ -421,6 +445,9 @@ def fold(e: Expr) -> Expr:
         return Unary(e.op, a, e.type)
     if isinstance(e, Binary):
         return _fold_binary(e.op, fold(e.a), fold(e.b), e.type)
+    if isinstance(e, WarpReduce):
+        value = fold(e.value)
+        return e if value is e.value else WarpReduce(e.op, value, e.type)
     return e
 
 

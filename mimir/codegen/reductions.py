@@ -30,6 +30,7 @@ from mimir.codegen import sizes as sz
 from mimir.codegen.builder import Idx, ibin, size_ir, u32
 from mimir.codegen.context import WG, KernelContext, reg_dtype, width_for
 from mimir.codegen.ir import (
+    WARP,
     Assign,
     Barrier,
     Binary,
@@ -40,8 +41,10 @@ from mimir.codegen.ir import (
     SharedArray,
     Store,
     Var,
+    WarpReduce,
 )
 from mimir.codegen.tensors import Reduction
+from mimir.codegen.warp import group_total, op_for
 from mimir.dims import BinOp
 from mimir.dtypes import DType, bool_, float16, float32, uint32
 
@@ -103,12 +106,7 @@ def _element(c: KernelContext, red: Reduction) -> Any:
 
 
 def _tree_total(c: KernelContext, red: Reduction, acc: Var, width: int) -> Expr:
-    t = lw.REG[red.acc]
-    lid = Builtin("local_x")
-    c.shared.append(SharedArray("$partial", t, width))
-    c.body.emit(Store("$partial", lid, acc))
-    c.tree("$partial", t, _combiner(red.name, red.acc), lid, width)
-    return Load("$partial", u32(0), t)
+    return group_total(c.body, c.shared, acc, op_for(red.name), width, "$partial")
 
 
 def _finish(c: KernelContext, red: Reduction, o: Expr, total: Expr) -> None:
@@ -226,12 +224,7 @@ def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
             body.emit(Assign(acc, combine(acc, value)))
 
         over_row(fold)
-        t = lw.REG[red.acc]
-        shared = f"$row{k}"
-        c.shared.append(SharedArray(shared, t, width))
-        body.emit(Store(shared, lid, acc))
-        c.tree(shared, t, combine, lid, width)
-        value = body.let(Load(shared, u32(0), t), "total")
+        value = group_total(body, c.shared, acc, op_for(red.name), width, f"$row{k}")
         if red.name == "mean":
             value = lw.bin_("/", value, lw.convert(size_ir(red.count), uint32, float32))
         if red.acc != reg_dtype(red.out):
@@ -304,15 +297,9 @@ def _fmax(a: Expr, b: Expr) -> Expr:
     return lw.lower_element("maximum", [a, b], float32, float32)
 
 
-def _block_total(c: KernelContext, value: Expr, combine: Any, width: int, name: str) -> Expr:
+def _block_total(c: KernelContext, value: Expr, op: str, width: int, name: str) -> Expr:
     """Combine every thread's `value` over the workgroup; the result, in every thread."""
-    lid = Builtin("local_x")
-    shared = f"${name}"
-    c.shared.append(SharedArray(shared, "f32", width))
-    c.body.emit(Store(shared, lid, value))
-    c.tree(shared, "f32", combine, lid, width)
-    total = c.body.let(Load(shared, u32(0), "f32"), name)
-    return total
+    return group_total(c.body, c.shared, value, op, width, f"${name}")
 
 
 def _shift(c: KernelContext, top: Expr) -> Expr:
@@ -360,7 +347,7 @@ def _row_in_registers(
     for j, _, v, full in slots[1:] if first_full else slots:
         with _unless(body, full, Binary("<", j, count, "bool")):
             body.emit(Assign(m, _fmax(m, v)))
-    top = _shift(c, _block_total(c, m, _fmax, width, "row_max"))
+    top = _shift(c, _block_total(c, m, "max", width, "row_max"))
     s = body.var(lw.const(0, "f32"), "s")
     values: list[tuple[Expr, Expr]] = []
     for j, _, v, full in slots:
@@ -377,7 +364,7 @@ def _row_in_registers(
             body.emit(Assign(ev_, lw.call("exp", dv)))
             body.emit(Assign(s, lw.bin_("+", s, ev_)))
         values.append((dv, ev_))
-    total = _block_total(c, s, lambda a, b: lw.bin_("+", a, b), width, "row_sum")
+    total = _block_total(c, s, "add", width, "row_sum")
     log_total = body.let(lw.call("mimir_log", total)) if log else None
     for (j, idx, _, full), (d, e) in zip(slots, values, strict=True):
         with _unless(body, full, Binary("<", j, count, "bool")):
@@ -416,29 +403,37 @@ def _online(c: KernelContext, element: Any, length: Any, width: int, log: bool) 
             Assign(s, lw.select(grows, lw.bin_("+", lw.bin_("*", s, e), one), lw.bin_("+", s, e)))
         )
         body.emit(Assign(m, lw.select(grows, v, m)))
-    ms, ss = "$row_max", "$row_sum"
-    c.shared += [SharedArray(ms, "f32", width), SharedArray(ss, "f32", width)]
-    body.emit(Store(ms, lid, m))
-    body.emit(Store(ss, lid, s))
-    step = width // 2
-    while step >= 1:
+
+    # Each thread's sum is rescaled to its warp's max, then summed over the warp; the warps'
+    # (max, sum) pairs are combined the same way, in every thread.
+    def rescaled(pm: Expr, ps: Expr, top: Expr) -> Expr:
+        scaled = lw.bin_("*", ps, lw.call("exp", lw.bin_("-", pm, top)))
+        return lw.select(lw.bin_("==", pm, inf), zero, scaled)
+
+    wm = body.let(WarpReduce("max", m, "f32"), "warp_max")
+    ws = body.let(WarpReduce("add", body.let(rescaled(m, s, wm)), "f32"), "warp_sum")
+    if width == WARP:
+        row_max, row_sum = wm, ws
+    else:
+        ms, ss = "$row_max", "$row_sum"
+        count = width // WARP
+        c.shared += [SharedArray(ms, "f32", count), SharedArray(ss, "f32", count)]
+        with body.if_(Binary("==", ibin("%", lid, u32(WARP)), u32(0), "bool")):
+            body.emit(Store(ms, ibin("/", lid, u32(WARP)), wm))
+            body.emit(Store(ss, ibin("/", lid, u32(WARP)), ws))
         body.emit(Barrier())
-        with body.if_(Binary("<", lid, u32(step), "bool")):
-            other = ibin("+", lid, u32(step))
-            am, as_ = body.let(Load(ms, lid, "f32"), "a"), body.let(Load(ss, lid, "f32"), "a")
-            bm, bs = body.let(Load(ms, other, "f32"), "b"), body.let(Load(ss, other, "f32"), "b")
-            top = body.let(_fmax(am, bm), "m")
-
-            def part(pm: Expr, ps: Expr, top: Expr = top) -> Expr:
-                scaled = lw.bin_("*", ps, lw.call("exp", lw.bin_("-", pm, top)))
-                return lw.select(lw.bin_("==", pm, inf), zero, scaled)
-
-            body.emit(Store(ms, lid, top))
-            body.emit(Store(ss, lid, lw.bin_("+", part(am, as_), part(bm, bs))))
-        step //= 2
-    body.emit(Barrier())
-    top = _shift(c, body.let(Load(ms, u32(0), "f32"), "row_max"))
-    total = body.let(Load(ss, u32(0), "f32"), "row_sum")
+        pairs = [
+            (body.let(Load(ms, u32(k), "f32"), "m"), body.let(Load(ss, u32(k), "f32"), "s"))
+            for k in range(count)
+        ]
+        row_max = pairs[0][0]
+        for pm, _ in pairs[1:]:
+            row_max = body.let(_fmax(row_max, pm), "row_max")
+        row_sum = body.let(rescaled(*pairs[0], row_max), "row_sum")
+        for pm, ps in pairs[1:]:
+            row_sum = body.let(lw.bin_("+", row_sum, rescaled(pm, ps, row_max)), "row_sum")
+    top = _shift(c, row_max)
+    total = row_sum
     log_total = body.let(lw.call("mimir_log", total)) if log else None
     with body.for_("j", lid, size_ir(length), u32(width)) as j:
         idx, v = element(j)
@@ -455,13 +450,13 @@ def _strided_pass(
     count: Any,
     width: int,
     shared: str,
-    t: str,
     init: Expr,
     step: Any,
-    combine: Any,
+    op: str,
 ) -> Expr:
     """Each thread folds `step(acc, r)` over r = lid, lid + width, ... below `count`, then
-    the threads' results are combined in a tree; every thread gets the total. With
+    the threads' results are combined with `op` (`group_total`, its threadgroup array
+    `shared`); every thread gets the total. With
     `width` 1 (a serial launch: one thread per output) the thread folds every r alone."""
     body = c.body
     if width == 1:
@@ -473,11 +468,7 @@ def _strided_pass(
     acc = body.var(init, "acc")
     with body.for_("r", lid, size_ir(count), u32(width)) as r:
         body.emit(Assign(acc, step(acc, r)))
-    body.emit(Store(shared, lid, acc))
-    c.tree(shared, t, combine, lid, width)
-    total = body.let(Load(shared, u32(0), t), "total")
-    body.emit(Barrier())  # every thread has read shared[0] before it is reused
-    return total
+    return group_total(body, c.shared, acc, op, width, shared)
 
 
 class _TwoPass:
@@ -500,10 +491,6 @@ class _TwoPass:
             self.width = width_for(red.count)
             self.dispatch, self.o = c.groups(red.outputs)
             self.workgroup = (self.width, 1, 1)
-
-    def shared(self, name: str, t: str) -> None:
-        if not self.serial:
-            self.c.shared.append(SharedArray(name, t, self.width))
 
     def inside(self, red: Reduction) -> Any:
         if self.serial:
@@ -533,7 +520,6 @@ def moments(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
     ddof = ev.literal_arg(kw.get("ddof"), 0)
     launch = _TwoPass(c, red)
     t = lw.REG[red.acc]
-    launch.shared("$partial", t)
     with launch.inside(red):
         _moments(c, red, launch, ddof, t)
     return launch.workgroup, launch.dispatch
@@ -549,8 +535,8 @@ def _moments(c: KernelContext, red: Reduction, launch: _TwoPass, ddof: int, t: s
 
     count = lw.convert(size_ir(red.count), uint32, float32)
     total = _strided_pass(
-        c, red.count, width, "$partial", t, lw.const(0, t),
-        lambda acc, r: add(acc, read(r, kept_axes)), add,
+        c, red.count, width, "$sum", lw.const(0, t),
+        lambda acc, r: add(acc, read(r, kept_axes)), "add",
     )  # fmt: skip
     mean = body.let(lw.bin_("/", total, count), "mean")
 
@@ -558,7 +544,7 @@ def _moments(c: KernelContext, red: Reduction, launch: _TwoPass, ddof: int, t: s
         d = body.let(lw.bin_("-", read(r, kept_axes), mean), "d")
         return add(acc, lw.bin_("*", d, d))
 
-    squares = _strided_pass(c, red.count, width, "$partial", t, lw.const(0, t), square, add)
+    squares = _strided_pass(c, red.count, width, "$squares", lw.const(0, t), square, "add")
     divisor = lw.convert(size_ir(sz.simplify(BinOp("-", red.count, ddof))), uint32, float32)
     value = body.let(lw.bin_("/", squares, divisor), "var")
     if red.name == "std":
@@ -580,8 +566,6 @@ def argreduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, A
     red = replace(red, acc=acc)
     launch = _TwoPass(c, red)
     t = lw.REG[acc]
-    launch.shared("$partial", t)
-    launch.shared("$first", "u32")
     with launch.inside(red):
         _argreduce(c, red, launch, t)
     return launch.workgroup, launch.dispatch
@@ -595,8 +579,8 @@ def _argreduce(c: KernelContext, red: Reduction, launch: _TwoPass, t: str) -> No
     read = _element(c, red)
     combine = _combiner(name, red.acc)
     best = _strided_pass(
-        c, red.count, width, "$partial", t, _identity(name, red.acc),
-        lambda a, r: combine(a, read(r, kept_axes)), combine,
+        c, red.count, width, "$best", _identity(name, red.acc),
+        lambda a, r: combine(a, read(r, kept_axes)), name,
     )  # fmt: skip
 
     def first(a: Expr, r: Expr) -> Expr:
@@ -606,11 +590,8 @@ def _argreduce(c: KernelContext, red: Reduction, launch: _TwoPass, t: str) -> No
             hit = lw.bin_("||", hit, lw.bin_("&&", lw.isnan(v), lw.isnan(best)))
         return lw.select(lw.bin_("&&", hit, lw.bin_("<", r, a)), r, a)
 
-    def lowest(a: Expr, b: Expr) -> Expr:
-        return lw.select(lw.bin_("<", b, a), b, a)
-
-    where = _strided_pass(c, red.count, width, "$first", "u32", lw.const(lw.UINT_MAX, "u32"),
-                          first, lowest)  # fmt: skip
+    where = _strided_pass(c, red.count, width, "$first", lw.const(lw.UINT_MAX, "u32"),
+                          first, "min")  # fmt: skip
     with launch.once():
         assert c.plan.root is not None
         c.write(Idx(ev.shape(c.plan.root), flat=o), body.let(Cast(where, "i32"), "index"))

@@ -191,7 +191,12 @@ def _check_access(entry: str, param: _Param, ctype: str, buffer: str, access: st
 
 
 def uses_group_memory(source: str) -> bool:
-    return bool(re.search(r"\bthreadgroup\b|\bthreadgroup_barrier\b", source))
+    return bool(re.search(r"\bthreadgroup\b|\bthreadgroup_barrier\b", source)) or uses_simd(source)
+
+
+def uses_simd(source: str) -> bool:
+    """Whether the kernel calls a simdgroup function (its threads then run grouped too)."""
+    return bool(re.search(r"\bsimd_\w+\s*\(", source))
 
 
 _LAUNCH = """
@@ -222,11 +227,20 @@ static void mimir_launch_{k}(uint mimir_gx, uint mimir_gy, uint mimir_gz) {{
     auto mimir_run_groups = [&](unsigned long mimir_first, unsigned long mimir_step) {{
       mimir_rt::group_barrier& mimir_bar = mimir_rt::current_barrier();
       mimir_bar.participants = mimir_threads;
+      const uint mimir_width = mimir_rt::simd_width;
+      for (uint mimir_s = 0; {simd} && mimir_s * mimir_width < mimir_threads; ++mimir_s) {{
+        uint mimir_left = mimir_threads - mimir_s * mimir_width;
+        mimir_rt::simdgroups()[mimir_s].barrier.participants =
+            mimir_left < mimir_width ? mimir_left : mimir_width;
+      }}
       for (uint mimir_l = 0; mimir_l < mimir_threads; ++mimir_l) {{
         mimir_pool.emplace_back([&, mimir_l] {{
+          mimir_rt::thread_index() = mimir_l;
           for (unsigned long mimir_g = mimir_first; mimir_g < mimir_ngroups;
                mimir_g += mimir_step) {{
             mimir_body(mimir_g, mimir_l);
+            // a thread ends: one that ends while its simdgroup waits is reported
+            if ({simd}) mimir_rt::simdgroups()[mimir_l / mimir_width].barrier.arrive_and_wait(1);
             mimir_bar.arrive_and_wait(1);
           }}
         }});
@@ -416,6 +430,7 @@ def driver_source(manifest: Mapping[str, Any], directory: Path, sanitize: str | 
             entry=kernel["entry_point"],
             args=", ".join(args),
             grouped="true" if uses_group_memory(text) else "false",
+            simd="true" if uses_simd(text) else "false",
         )
         parts += [f"namespace {ns} {{", body, "}"]
         launches.append(_ONE_LAUNCH.format(ns=ns, k=k, entry=kernel["entry_point"]))
@@ -428,7 +443,7 @@ def driver_source(manifest: Mapping[str, Any], directory: Path, sanitize: str | 
 def grouped_threads(manifest: Mapping[str, Any], directory: Path, dims: Mapping[str, int]) -> int:
     """How many GPU threads run as OS threads with barriers (the emulation's cost driver).
 
-    Kernels with threadgroup memory or barriers run one OS thread per GPU
+    Kernels with threadgroup memory, barriers or simdgroup functions run one OS thread per GPU
     thread, and every barrier wakes each of them (a few microseconds apiece);
     other kernels run on a few workers and are cheap.
     """

@@ -14,6 +14,11 @@ float arithmetic is IEEE float32 round-to-nearest via `mimir.codegen.ptx
 fake addresses and every access is bounds-checked (an out-of-bounds load or
 store raises); each block's threads run as coroutines that meet at `bar.sync`,
 and a barrier that some threads of a block skip by exiting is an error.
+`shfl.sync` is a rendezvous of one warp (32 consecutive linear thread ids): every
+lane its member mask names must reach a `shfl.sync` with that mask before any of
+them goes on, and each takes the value the source lane held there; a lane named
+but exited, not in the block, or waiting elsewhere is an error, as PTX leaves
+that undefined.
 
 `run_ptx_manifest_cpu` has the signature of `cuda_runner.run_ptx_manifest`.
 """
@@ -132,6 +137,7 @@ _ALU: dict[str, Callable[..., Any]] = {
 for _cmp, _f in _CMP.items():
     _ALU[f"setp.{_cmp}.u32"] = _ALU[f"setp.{_cmp}.f32"] = _f
     _ALU[f"setp.{_cmp}.s32"] = lambda a, b, f=_f: f(_s32(a), _s32(b))
+_ALU["setp.nan.f32"] = lambda a, b: math.isnan(a) or math.isnan(b)  # unordered
 
 
 def _sqrt(a: float) -> float:
@@ -147,6 +153,9 @@ _LINE = re.compile(r"^(?:@(!?)(%\w+)\s+)?([\w.]+)\s*(.*?);$")
 _ADDR = re.compile(r"^\[([%\w$]+)(?:\+(-?\d+))?\]$")
 _SPECIAL = re.compile(r"^%(tid|ntid|ctaid|nctaid)\.([xyz])$")
 _FMT = {"f32": "<f", "s32": "<I", "u32": "<I", "b32": "<I", "b16": "<H", "u64": "<Q"}
+
+_SHFL_MODES = ("up", "down", "bfly", "idx")
+WARP = 32
 
 # An operand is a register name (str) or a tuple: ("const", v), ("special", name, axis),
 # ("sym", name) or ("addr", base operand, byte offset).
@@ -205,6 +214,14 @@ def _instruction(
         if parts[1:3] != ["global", "add"] or parts[3] not in ("s32", "u32", "f32"):
             raise PtxInterpError(f"the interpreter does not model `{opcode}`")
         return (guard, neg, "red", parts[3], _operand(ops[0], opcode), _operand(ops[1], opcode))
+    if opcode.startswith("shfl."):  # shfl.sync.MODE.b32 d, a, b, c, membermask
+        parts = opcode.split(".")
+        if parts[1:2] != ["sync"] or parts[2] not in _SHFL_MODES or parts[3:] != ["b32"]:
+            raise PtxInterpError(f"the interpreter does not model `{opcode}`")
+        if "|" in ops[0]:
+            raise PtxInterpError("`shfl.sync` with a predicate destination is not modelled")
+        srcs = [_operand(o, opcode) for o in ops[1:]]
+        return (guard, neg, "shfl", parts[2], ops[0], srcs, fn.register_class(ops[0]))
     if opcode in ("bra", "ret", "bar.sync"):
         return (guard, neg, opcode, ops[0] if ops else None)
     if opcode.startswith("mov."):
@@ -366,7 +383,15 @@ class _Interp:
             elif kind == "ret":
                 return
             elif kind == "bar.sync":
-                yield
+                yield None
+            elif kind == "shfl":
+                a, b, c, mask = (value(regs, o) for o in ins[5])
+                v = yield (ins[3], a, b, c, mask)
+                if ins[6] == "f32" and type(v) is int:
+                    v = struct.unpack("<f", struct.pack("<I", v))[0]
+                elif ins[6] != "f32" and type(v) is float:
+                    v = struct.unpack("<I", struct.pack("<f", v))[0]
+                regs[ins[4]] = v
             else:
                 self.call(regs, ins)
 
@@ -374,7 +399,7 @@ class _Interp:
         callee = self.funcs[ins[3]]
         frame = {p: regs[a] for p, a in zip(callee.params, ins[5], strict=True)}
         for _ in self.run(callee, frame):
-            raise PtxInterpError(f"`bar.sync` inside the helper `{callee.name}`")
+            raise PtxInterpError(f"`bar.sync` or `shfl.sync` inside the helper `{callee.name}`")
         assert callee.ret is not None
         regs[ins[4]] = frame[callee.ret]
 
@@ -455,27 +480,94 @@ class _Interp:
         self.shared_mem = _Memory(regions)
         self.writes, self.reads = {}, {}
         bx, by, bz = fn.block
-        live = [
-            self.run(fn, {"%tid": (x, y, z)})
+        threads = {
+            x + bx * (y + by * z): self.run(fn, {"%tid": (x, y, z)})
             for z in range(bz)
             for y in range(by)
             for x in range(bx)
-        ]
-        while live:
-            waiting = []
-            for th in live:
+        }
+        # Each round runs every thread that can go on to its next `bar.sync` or `shfl.sync`
+        # (or its end); then the warps whose lanes all wait at a `shfl.sync` exchange and
+        # go on, and when every live thread waits at `bar.sync`, the barrier opens.
+        runnable: dict[int, Any] = dict.fromkeys(threads)
+        waiting: dict[int, Any] = {}  # thread -> its request: None (bar.sync) or a shuffle
+        exited_since_barrier = False
+        while threads:
+            for t, sent in runnable.items():
                 try:
-                    next(th)
-                    waiting.append(th)
+                    waiting[t] = threads[t].send(sent) if sent is not None else next(threads[t])
                 except StopIteration:
-                    pass
-            if waiting and len(waiting) != len(live):
+                    del threads[t]
+                    exited_since_barrier = True
+            runnable = self._shuffles(waiting, threads, fn.block)
+            if runnable:
+                continue
+            if not threads:
+                break
+            if len(waiting) != len(threads) or any(r is not None for r in waiting.values()):
+                stuck = sorted(t for t, r in waiting.items() if r is not None)
+                raise PtxInterpError(
+                    f"`shfl.sync` in block {self.specials['ctaid']} waits for lanes that are "
+                    f"elsewhere (threads {stuck[:4]})"
+                )
+            if exited_since_barrier:
                 raise PtxInterpError(
                     f"`bar.sync` in block {self.specials['ctaid']} reached by {len(waiting)} "
-                    f"of {len(live)} threads"
+                    f"of the block's threads; the others exited"
                 )
-            live = waiting
+            runnable = dict.fromkeys(waiting)
+            waiting = {}
+            exited_since_barrier = False
             self.epoch += 1
+
+    def _shuffles(
+        self, waiting: dict[int, Any], threads: dict[int, Any], block: tuple[int, ...]
+    ) -> dict[int, Any]:
+        """Complete the shuffles of every warp whose named lanes all wait at one; each of
+        those threads -> the value it receives."""
+        size = block[0] * block[1] * block[2]
+        warps: dict[int, list[int]] = {}
+        for t, request in waiting.items():
+            if request is not None:
+                warps.setdefault(t // WARP, []).append(t)
+        done: dict[int, Any] = {}
+        for warp, lanes in warps.items():
+            base = warp * WARP
+            masks = {waiting[t][4] for t in lanes}
+            if len(masks) != 1:
+                raise PtxInterpError(f"`shfl.sync`: warp {warp} disagrees on the member mask")
+            (mask,) = masks
+            named = {base + k for k in range(WARP) if mask >> k & 1}
+            if not named <= set(range(size)):
+                raise PtxInterpError(f"`shfl.sync`: the mask {mask:#x} names a lane past the block")
+            if not set(lanes) <= named:
+                raise PtxInterpError(f"`shfl.sync` by a lane the mask {mask:#x} omits")
+            if any(t not in threads for t in named):
+                raise PtxInterpError(f"`shfl.sync`: the mask {mask:#x} names an exited lane")
+            if set(lanes) != named:
+                continue  # some named lanes have not arrived yet
+            for t in lanes:
+                mode, _, b, c, _ = waiting[t]
+                lane = t - base
+                bval, cval, seg = b & 31, c & 31, (c >> 8) & 31
+                max_lane = (lane & seg) | (cval & ~seg & 31)
+                min_lane = lane & seg
+                if mode == "up":
+                    j, ok = lane - bval, lane - bval >= max_lane
+                elif mode == "down":
+                    j, ok = lane + bval, lane + bval <= max_lane
+                elif mode == "bfly":
+                    j, ok = lane ^ bval, (lane ^ bval) <= max_lane
+                else:
+                    j = min_lane | (bval & ~seg & 31)
+                    ok = j <= max_lane
+                j = j if ok else lane
+                if base + j not in named:
+                    raise PtxInterpError(f"`shfl.sync` reads lane {j}, outside the mask {mask:#x}")
+                done[t] = waiting[base + j][1]
+            for t in lanes:
+                del waiting[t]
+        return done
 
 
 def run_ptx_manifest_cpu(

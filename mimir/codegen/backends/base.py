@@ -44,6 +44,7 @@ from mimir.codegen.ir import (
     Uniform,
     Var,
     VarDecl,
+    WarpReduce,
     all_expressions,
 )
 
@@ -124,6 +125,9 @@ class Backend:
     intrinsics: dict[str, str] = {}
     binary_overrides: dict[tuple[str, str], str] = {}
     barrier = ""
+    # Whether the target prints `WarpReduce` (warp shuffles, simdgroup functions); a
+    # target without them gets `mimir.codegen.warp.to_workgroup_memory` first.
+    warp_functions = False
 
     # -- refusing
 
@@ -210,7 +214,12 @@ class Backend:
             return f"{e.op}{inner}", _UNARY
         if isinstance(e, Binary):
             return self._binary(e)
+        if isinstance(e, WarpReduce):
+            return self.warp_reduce(e), _ATOM
         raise TypeError(f"cannot print {e!r}")
+
+    def warp_reduce(self, e: WarpReduce) -> str:
+        raise TypeError(f"{self.name} has no warp functions: {e!r}")
 
     def _binary(self, e: Binary) -> tuple[str, int]:
         override = self.binary_overrides.get((e.op, e.a.type))

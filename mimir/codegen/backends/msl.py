@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from mimir.codegen.backends.base import _ATOM, _UNARY, Backend, Capabilities, shortest_float
-from mimir.codegen.ir import AtomicAdd, Const, For, Helper, Kernel
+from mimir.codegen.ir import AtomicAdd, Const, For, Helper, Kernel, WarpReduce
 
 _CPP = """alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t
 char16_t char32_t class compl concept const consteval constexpr constinit const_cast continue
@@ -40,6 +40,7 @@ float3x3 float4x4 half2x2 half3x3 half4x4 packed_float2 packed_float3 packed_flo
 atomic_uint atomic_bool atomic_float texture1d texture2d texture3d texturecube sampler access
 mem_flags as_type select exp log sqrt rsqrt tanh floor abs fabs pow min max fmin fmax clamp
 isnan isinf INFINITY NAN MAXFLOAT threadgroup_barrier simdgroup_barrier fast precise std
+simd_sum simd_max simd_min simd_any simd_all simd_shuffle simd_shuffle_xor simd_broadcast
 assert vec array"""
 
 _TYPES = {"bool": "bool", "i32": "int", "u32": "uint", "f32": "float", "f16": "half"}
@@ -79,6 +80,21 @@ class MSL(Backend):
         (op, "i32"): "int(uint({a}) " + op + " uint({b}))" for op in ("+", "-", "*")
     }
     barrier = "threadgroup_barrier(mem_flags::mem_threadgroup);"
+    warp_functions = True
+
+    def warp_reduce(self, e: WarpReduce) -> str:
+        """`simd_sum` / `simd_max` / `simd_min` over the simdgroup (32 threads on every
+        Apple GPU). An `int` sum goes through `uint`, which wraps; a float extremum is nan
+        when any thread's value is (`simd_any`), as `maximum`/`minimum` say, since Metal
+        leaves the nan behaviour of `simd_max` unspecified."""
+        x = self.expr(e.value)
+        fn = {"add": "simd_sum", "max": "simd_max", "min": "simd_min"}[e.op]
+        if e.op == "add" and e.type == "i32":
+            return f"as_type<int>({fn}(as_type<uint>({x})))"
+        if e.type == "f32" and e.op != "add":
+            nan = self.intrinsics["isnan"].format(x)
+            return f"(simd_any({nan}) ? as_type<float>(0x7fc00000u) : {fn}({x}))"
+        return f"{fn}({x})"
 
     def literal(self, c: Const) -> tuple[str, int]:
         v, t = c.value, c.type

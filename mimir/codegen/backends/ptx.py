@@ -84,6 +84,7 @@ class PTX(Backend):
     type_map = _TYPES
     intrinsics = {fn: fn for fn in INTRINSICS}
     barrier = "bar.sync 0;"
+    warp_functions = True  # `shfl.sync` (sm_30+, `.sync` since sm_70)
 
     # -- refusing
 

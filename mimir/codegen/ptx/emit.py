@@ -19,6 +19,7 @@ semantics (`mimir.codegen.ir`) and how they are kept:
   rounded half result for `+ - * /`;
 - exp, log, tanh and pow are the sequences of `mimir.codegen.ptx.mathlib`;
   sqrt is `sqrt.rn.f32`, floor `cvt.rmi.f32.f32`;
+- `WarpReduce` is five `shfl.sync.bfly.b32` rounds over the full warp (`warp_reduce`);
 - `If` is a predicated branch around its blocks, `For` a loop whose bound and
   step are evaluated at every iteration (as C does), `Barrier` is
   `bar.sync 0`, and `Return` is `ret` (from a helper, after moving the value
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 
 from mimir.codegen.ir import (
     COMPARISONS,
+    WARP,
     Assign,
     AtomicAdd,
     Barrier,
@@ -56,6 +58,7 @@ from mimir.codegen.ir import (
     Uniform,
     Var,
     VarDecl,
+    WarpReduce,
 )
 from mimir.codegen.ptx import mathlib
 from mimir.codegen.ptx.registers import CLASS_OF, Registers
@@ -72,6 +75,13 @@ from mimir.codegen.ptx.tables import (
 from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, RefusalError
 
 __all__ = ["Emitter", "Memory", "refuse"]
+
+# `WarpReduce` (op, type) -> the instruction combining two lanes' values
+_WARP_COMBINE = {
+    **{("add", t): f"add.{TYPE[t]}" for t in ("i32", "u32")},
+    ("add", "f32"): "add.rn.f32",
+    **{(op, t): f"{op}.{TYPE[t]}" for op in ("max", "min") for t in ("i32", "u32", "f32")},
+}
 
 
 def refuse(what: str) -> RefusalError:
@@ -208,6 +218,8 @@ class Emitter:
             return self.cast(self.expr(e.a), e.a.type, e.type)
         if isinstance(e, Bitcast):
             return self.bitcast(e)
+        if isinstance(e, WarpReduce):
+            return self.warp_reduce(e)
         raise refuse(f"the expression {type(e).__name__}")
 
     def address(self, array: str, index: Expr) -> tuple[Memory, str]:
@@ -401,6 +413,30 @@ class Emitter:
         d = self.new(e.type)
         self.ins(f"{opcode} {d}, {', '.join(args)}")
         return d
+
+    def warp_reduce(self, e: WarpReduce) -> str:
+        """Five butterfly rounds over the whole warp: each lane takes the value of the lane
+        whose id differs in one bit (`shfl.sync.bfly.b32`, all 32 lanes named in the member
+        mask) and combines it with its own, so every lane ends with the same result.
+
+        `max`/`min` on f32 keep the IR's nan propagation: `max.f32` returns the number when
+        one operand is nan, so a nan operand (`setp.nan`: either is nan) takes their sum."""
+        t = e.type
+        if (e.op, t) not in _WARP_COMBINE:
+            raise refuse(f"a warp `{e.op}` of `{t}`")
+        acc = self.reg(e.value)
+        mask = WARP // 2
+        while mask >= 1:
+            other, d = self.new(t), self.new(t)
+            self.ins(f"shfl.sync.bfly.b32 {other}, {acc}, {mask}, 0x1f, 0xffffffff")
+            self.ins(f"{_WARP_COMBINE[e.op, t]} {d}, {acc}, {other}")
+            if t == "f32" and e.op != "add":
+                nan = self.regs.new("pred")
+                self.ins(f"setp.nan.f32 {nan}, {acc}, {other}")
+                self.ins(f"@{nan} add.rn.f32 {d}, {acc}, {other}")
+            acc = d
+            mask //= 2
+        return acc
 
     def sequence(self, name: str, args: list[str]) -> str:
         """Inline one `mathlib` sequence over `args`; the register holding its result."""

@@ -29,8 +29,8 @@ kernel void attention_1_softmax(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row_max[256];
-    threadgroup float row_sum[256];
+    threadgroup float row_max[8];
+    threadgroup float row_sum[8];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.T) {
         return;
@@ -46,97 +46,51 @@ kernel void attention_1_softmax(
         s2 = (grows6 ? fma(s2, e8, 1.0f) : s2 + e8);
         m1 = (grows6 ? v5 : m1);
     }
-    row_max[lid.x] = m1;
-    row_sum[lid.x] = s2;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a9 = row_max[lid.x];
-        const float a10 = row_sum[lid.x];
-        const float b11 = row_max[lid.x + 128u];
-        const float b12 = row_sum[lid.x + 128u];
-        const float m13 = mimir_maximum_f32(a9, b11);
-        row_max[lid.x] = m13;
-        row_sum[lid.x] = (a9 == as_type<float>(0xff800000u) ? 0.0f : a10 * exp(a9 - m13)) + (b11 == as_type<float>(0xff800000u) ? 0.0f : b12 * exp(b11 - m13));
+    const float warp_max9 = (simd_any(((as_type<uint>(m1) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m1));
+    const float t10 = (m1 == as_type<float>(0xff800000u) ? 0.0f : s2 * exp(m1 - warp_max9));
+    const float warp_sum11 = simd_sum(t10);
+    if ((lid.x & 31u) == 0u) {
+        row_max[lid.x >> 5u] = warp_max9;
+        row_sum[lid.x >> 5u] = warp_sum11;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a14 = row_max[lid.x];
-        const float a15 = row_sum[lid.x];
-        const float b16 = row_max[lid.x + 64u];
-        const float b17 = row_sum[lid.x + 64u];
-        const float m18 = mimir_maximum_f32(a14, b16);
-        row_max[lid.x] = m18;
-        row_sum[lid.x] = (a14 == as_type<float>(0xff800000u) ? 0.0f : a15 * exp(a14 - m18)) + (b16 == as_type<float>(0xff800000u) ? 0.0f : b17 * exp(b16 - m18));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a19 = row_max[lid.x];
-        const float a20 = row_sum[lid.x];
-        const float b21 = row_max[lid.x + 32u];
-        const float b22 = row_sum[lid.x + 32u];
-        const float m23 = mimir_maximum_f32(a19, b21);
-        row_max[lid.x] = m23;
-        row_sum[lid.x] = (a19 == as_type<float>(0xff800000u) ? 0.0f : a20 * exp(a19 - m23)) + (b21 == as_type<float>(0xff800000u) ? 0.0f : b22 * exp(b21 - m23));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a24 = row_max[lid.x];
-        const float a25 = row_sum[lid.x];
-        const float b26 = row_max[lid.x + 16u];
-        const float b27 = row_sum[lid.x + 16u];
-        const float m28 = mimir_maximum_f32(a24, b26);
-        row_max[lid.x] = m28;
-        row_sum[lid.x] = (a24 == as_type<float>(0xff800000u) ? 0.0f : a25 * exp(a24 - m28)) + (b26 == as_type<float>(0xff800000u) ? 0.0f : b27 * exp(b26 - m28));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a29 = row_max[lid.x];
-        const float a30 = row_sum[lid.x];
-        const float b31 = row_max[lid.x + 8u];
-        const float b32 = row_sum[lid.x + 8u];
-        const float m33 = mimir_maximum_f32(a29, b31);
-        row_max[lid.x] = m33;
-        row_sum[lid.x] = (a29 == as_type<float>(0xff800000u) ? 0.0f : a30 * exp(a29 - m33)) + (b31 == as_type<float>(0xff800000u) ? 0.0f : b32 * exp(b31 - m33));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a34 = row_max[lid.x];
-        const float a35 = row_sum[lid.x];
-        const float b36 = row_max[lid.x + 4u];
-        const float b37 = row_sum[lid.x + 4u];
-        const float m38 = mimir_maximum_f32(a34, b36);
-        row_max[lid.x] = m38;
-        row_sum[lid.x] = (a34 == as_type<float>(0xff800000u) ? 0.0f : a35 * exp(a34 - m38)) + (b36 == as_type<float>(0xff800000u) ? 0.0f : b37 * exp(b36 - m38));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a39 = row_max[lid.x];
-        const float a40 = row_sum[lid.x];
-        const float b41 = row_max[lid.x + 2u];
-        const float b42 = row_sum[lid.x + 2u];
-        const float m43 = mimir_maximum_f32(a39, b41);
-        row_max[lid.x] = m43;
-        row_sum[lid.x] = (a39 == as_type<float>(0xff800000u) ? 0.0f : a40 * exp(a39 - m43)) + (b41 == as_type<float>(0xff800000u) ? 0.0f : b42 * exp(b41 - m43));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a44 = row_max[lid.x];
-        const float a45 = row_sum[lid.x];
-        const float b46 = row_max[lid.x + 1u];
-        const float b47 = row_sum[lid.x + 1u];
-        const float m48 = mimir_maximum_f32(a44, b46);
-        row_max[lid.x] = m48;
-        row_sum[lid.x] = (a44 == as_type<float>(0xff800000u) ? 0.0f : a45 * exp(a44 - m48)) + (b46 == as_type<float>(0xff800000u) ? 0.0f : b47 * exp(b46 - m48));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_max49 = row_max[0u];
-    const float top50 = (row_max49 == as_type<float>(0xff800000u) ? 0.0f : row_max49);
-    const float row_sum51 = row_sum[0u];
-    for (uint j52 = lid.x; j52 < u.T; j52 += 256u) {
-        const uint i53 = g0 * u.T + j52;
-        const float v54 = scratch0[i53];
-        const float t55 = v54 - top50;
-        const float y56 = exp(t55) / row_sum51;
-        scratch1[i53] = y56;
+    const float m12 = row_max[0u];
+    const float s13 = row_sum[0u];
+    const float m14 = row_max[1u];
+    const float s15 = row_sum[1u];
+    const float m16 = row_max[2u];
+    const float s17 = row_sum[2u];
+    const float m18 = row_max[3u];
+    const float s19 = row_sum[3u];
+    const float m20 = row_max[4u];
+    const float s21 = row_sum[4u];
+    const float m22 = row_max[5u];
+    const float s23 = row_sum[5u];
+    const float m24 = row_max[6u];
+    const float s25 = row_sum[6u];
+    const float m26 = row_max[7u];
+    const float s27 = row_sum[7u];
+    const float row_max28 = mimir_maximum_f32(m12, m14);
+    const float row_max29 = mimir_maximum_f32(row_max28, m16);
+    const float row_max30 = mimir_maximum_f32(row_max29, m18);
+    const float row_max31 = mimir_maximum_f32(row_max30, m20);
+    const float row_max32 = mimir_maximum_f32(row_max31, m22);
+    const float row_max33 = mimir_maximum_f32(row_max32, m24);
+    const float row_max34 = mimir_maximum_f32(row_max33, m26);
+    const float row_sum35 = (m12 == as_type<float>(0xff800000u) ? 0.0f : s13 * exp(m12 - row_max34));
+    const float row_sum36 = row_sum35 + (m14 == as_type<float>(0xff800000u) ? 0.0f : s15 * exp(m14 - row_max34));
+    const float row_sum37 = row_sum36 + (m16 == as_type<float>(0xff800000u) ? 0.0f : s17 * exp(m16 - row_max34));
+    const float row_sum38 = row_sum37 + (m18 == as_type<float>(0xff800000u) ? 0.0f : s19 * exp(m18 - row_max34));
+    const float row_sum39 = row_sum38 + (m20 == as_type<float>(0xff800000u) ? 0.0f : s21 * exp(m20 - row_max34));
+    const float row_sum40 = row_sum39 + (m22 == as_type<float>(0xff800000u) ? 0.0f : s23 * exp(m22 - row_max34));
+    const float row_sum41 = row_sum40 + (m24 == as_type<float>(0xff800000u) ? 0.0f : s25 * exp(m24 - row_max34));
+    const float row_sum42 = row_sum41 + (m26 == as_type<float>(0xff800000u) ? 0.0f : s27 * exp(m26 - row_max34));
+    const float top43 = (row_max34 == as_type<float>(0xff800000u) ? 0.0f : row_max34);
+    for (uint j44 = lid.x; j44 < u.T; j44 += 256u) {
+        const uint i45 = g0 * u.T + j44;
+        const float v46 = scratch0[i45];
+        const float t47 = v46 - top43;
+        const float y48 = exp(t47) / row_sum42;
+        scratch1[i45] = y48;
     }
 }

@@ -29,8 +29,8 @@ kernel void batched_attention_1_softmax(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row_max[256];
-    threadgroup float row_sum[256];
+    threadgroup float row_max[8];
+    threadgroup float row_sum[8];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.B * u.T) {
         return;
@@ -48,97 +48,51 @@ kernel void batched_attention_1_softmax(
         s4 = (grows8 ? fma(s4, e10, 1.0f) : s4 + e10);
         m3 = (grows8 ? v7 : m3);
     }
-    row_max[lid.x] = m3;
-    row_sum[lid.x] = s4;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a11 = row_max[lid.x];
-        const float a12 = row_sum[lid.x];
-        const float b13 = row_max[lid.x + 128u];
-        const float b14 = row_sum[lid.x + 128u];
-        const float m15 = mimir_maximum_f32(a11, b13);
-        row_max[lid.x] = m15;
-        row_sum[lid.x] = (a11 == as_type<float>(0xff800000u) ? 0.0f : a12 * exp(a11 - m15)) + (b13 == as_type<float>(0xff800000u) ? 0.0f : b14 * exp(b13 - m15));
+    const float warp_max11 = (simd_any(((as_type<uint>(m3) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m3));
+    const float t12 = (m3 == as_type<float>(0xff800000u) ? 0.0f : s4 * exp(m3 - warp_max11));
+    const float warp_sum13 = simd_sum(t12);
+    if ((lid.x & 31u) == 0u) {
+        row_max[lid.x >> 5u] = warp_max11;
+        row_sum[lid.x >> 5u] = warp_sum13;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a16 = row_max[lid.x];
-        const float a17 = row_sum[lid.x];
-        const float b18 = row_max[lid.x + 64u];
-        const float b19 = row_sum[lid.x + 64u];
-        const float m20 = mimir_maximum_f32(a16, b18);
-        row_max[lid.x] = m20;
-        row_sum[lid.x] = (a16 == as_type<float>(0xff800000u) ? 0.0f : a17 * exp(a16 - m20)) + (b18 == as_type<float>(0xff800000u) ? 0.0f : b19 * exp(b18 - m20));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a21 = row_max[lid.x];
-        const float a22 = row_sum[lid.x];
-        const float b23 = row_max[lid.x + 32u];
-        const float b24 = row_sum[lid.x + 32u];
-        const float m25 = mimir_maximum_f32(a21, b23);
-        row_max[lid.x] = m25;
-        row_sum[lid.x] = (a21 == as_type<float>(0xff800000u) ? 0.0f : a22 * exp(a21 - m25)) + (b23 == as_type<float>(0xff800000u) ? 0.0f : b24 * exp(b23 - m25));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a26 = row_max[lid.x];
-        const float a27 = row_sum[lid.x];
-        const float b28 = row_max[lid.x + 16u];
-        const float b29 = row_sum[lid.x + 16u];
-        const float m30 = mimir_maximum_f32(a26, b28);
-        row_max[lid.x] = m30;
-        row_sum[lid.x] = (a26 == as_type<float>(0xff800000u) ? 0.0f : a27 * exp(a26 - m30)) + (b28 == as_type<float>(0xff800000u) ? 0.0f : b29 * exp(b28 - m30));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a31 = row_max[lid.x];
-        const float a32 = row_sum[lid.x];
-        const float b33 = row_max[lid.x + 8u];
-        const float b34 = row_sum[lid.x + 8u];
-        const float m35 = mimir_maximum_f32(a31, b33);
-        row_max[lid.x] = m35;
-        row_sum[lid.x] = (a31 == as_type<float>(0xff800000u) ? 0.0f : a32 * exp(a31 - m35)) + (b33 == as_type<float>(0xff800000u) ? 0.0f : b34 * exp(b33 - m35));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a36 = row_max[lid.x];
-        const float a37 = row_sum[lid.x];
-        const float b38 = row_max[lid.x + 4u];
-        const float b39 = row_sum[lid.x + 4u];
-        const float m40 = mimir_maximum_f32(a36, b38);
-        row_max[lid.x] = m40;
-        row_sum[lid.x] = (a36 == as_type<float>(0xff800000u) ? 0.0f : a37 * exp(a36 - m40)) + (b38 == as_type<float>(0xff800000u) ? 0.0f : b39 * exp(b38 - m40));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a41 = row_max[lid.x];
-        const float a42 = row_sum[lid.x];
-        const float b43 = row_max[lid.x + 2u];
-        const float b44 = row_sum[lid.x + 2u];
-        const float m45 = mimir_maximum_f32(a41, b43);
-        row_max[lid.x] = m45;
-        row_sum[lid.x] = (a41 == as_type<float>(0xff800000u) ? 0.0f : a42 * exp(a41 - m45)) + (b43 == as_type<float>(0xff800000u) ? 0.0f : b44 * exp(b43 - m45));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a46 = row_max[lid.x];
-        const float a47 = row_sum[lid.x];
-        const float b48 = row_max[lid.x + 1u];
-        const float b49 = row_sum[lid.x + 1u];
-        const float m50 = mimir_maximum_f32(a46, b48);
-        row_max[lid.x] = m50;
-        row_sum[lid.x] = (a46 == as_type<float>(0xff800000u) ? 0.0f : a47 * exp(a46 - m50)) + (b48 == as_type<float>(0xff800000u) ? 0.0f : b49 * exp(b48 - m50));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_max51 = row_max[0u];
-    const float top52 = (row_max51 == as_type<float>(0xff800000u) ? 0.0f : row_max51);
-    const float row_sum53 = row_sum[0u];
-    for (uint j54 = lid.x; j54 < u.T; j54 += 256u) {
-        const uint i55 = (i2 * u.T + i1) * u.T + j54;
-        const float v56 = scratch0[i55];
-        const float t57 = v56 - top52;
-        const float y58 = exp(t57) / row_sum53;
-        scratch1[i55] = y58;
+    const float m14 = row_max[0u];
+    const float s15 = row_sum[0u];
+    const float m16 = row_max[1u];
+    const float s17 = row_sum[1u];
+    const float m18 = row_max[2u];
+    const float s19 = row_sum[2u];
+    const float m20 = row_max[3u];
+    const float s21 = row_sum[3u];
+    const float m22 = row_max[4u];
+    const float s23 = row_sum[4u];
+    const float m24 = row_max[5u];
+    const float s25 = row_sum[5u];
+    const float m26 = row_max[6u];
+    const float s27 = row_sum[6u];
+    const float m28 = row_max[7u];
+    const float s29 = row_sum[7u];
+    const float row_max30 = mimir_maximum_f32(m14, m16);
+    const float row_max31 = mimir_maximum_f32(row_max30, m18);
+    const float row_max32 = mimir_maximum_f32(row_max31, m20);
+    const float row_max33 = mimir_maximum_f32(row_max32, m22);
+    const float row_max34 = mimir_maximum_f32(row_max33, m24);
+    const float row_max35 = mimir_maximum_f32(row_max34, m26);
+    const float row_max36 = mimir_maximum_f32(row_max35, m28);
+    const float row_sum37 = (m14 == as_type<float>(0xff800000u) ? 0.0f : s15 * exp(m14 - row_max36));
+    const float row_sum38 = row_sum37 + (m16 == as_type<float>(0xff800000u) ? 0.0f : s17 * exp(m16 - row_max36));
+    const float row_sum39 = row_sum38 + (m18 == as_type<float>(0xff800000u) ? 0.0f : s19 * exp(m18 - row_max36));
+    const float row_sum40 = row_sum39 + (m20 == as_type<float>(0xff800000u) ? 0.0f : s21 * exp(m20 - row_max36));
+    const float row_sum41 = row_sum40 + (m22 == as_type<float>(0xff800000u) ? 0.0f : s23 * exp(m22 - row_max36));
+    const float row_sum42 = row_sum41 + (m24 == as_type<float>(0xff800000u) ? 0.0f : s25 * exp(m24 - row_max36));
+    const float row_sum43 = row_sum42 + (m26 == as_type<float>(0xff800000u) ? 0.0f : s27 * exp(m26 - row_max36));
+    const float row_sum44 = row_sum43 + (m28 == as_type<float>(0xff800000u) ? 0.0f : s29 * exp(m28 - row_max36));
+    const float top45 = (row_max36 == as_type<float>(0xff800000u) ? 0.0f : row_max36);
+    for (uint j46 = lid.x; j46 < u.T; j46 += 256u) {
+        const uint i47 = (i2 * u.T + i1) * u.T + j46;
+        const float v48 = scratch0[i47];
+        const float t49 = v48 - top45;
+        const float y50 = exp(t49) / row_sum44;
+        scratch1[i47] = y50;
     }
 }

@@ -26,65 +26,27 @@ kernel void long_rows_max_0_reduce(
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]]
 ) {
-    threadgroup float partial[256];
+    threadgroup float partial[8];
     float acc0 = as_type<float>(0xff800000u);
     for (uint r1 = lid.x; r1 < u.N; r1 += 256u) {
         const uint i2 = wid.x * u.N + r1;
         const float v3 = x[i2];
         acc0 = mimir_maximum_f32(acc0, v3);
     }
-    partial[lid.x] = acc0;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a4 = partial[lid.x];
-        const float b5 = partial[lid.x + 128u];
-        partial[lid.x] = mimir_maximum_f32(a4, b5);
+    const float warp4 = (simd_any(((as_type<uint>(acc0) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc0));
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp4;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a6 = partial[lid.x];
-        const float b7 = partial[lid.x + 64u];
-        partial[lid.x] = mimir_maximum_f32(a6, b7);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a8 = partial[lid.x];
-        const float b9 = partial[lid.x + 32u];
-        partial[lid.x] = mimir_maximum_f32(a8, b9);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a10 = partial[lid.x];
-        const float b11 = partial[lid.x + 16u];
-        partial[lid.x] = mimir_maximum_f32(a10, b11);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a12 = partial[lid.x];
-        const float b13 = partial[lid.x + 8u];
-        partial[lid.x] = mimir_maximum_f32(a12, b13);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a14 = partial[lid.x];
-        const float b15 = partial[lid.x + 4u];
-        partial[lid.x] = mimir_maximum_f32(a14, b15);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a16 = partial[lid.x];
-        const float b17 = partial[lid.x + 2u];
-        partial[lid.x] = mimir_maximum_f32(a16, b17);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a18 = partial[lid.x];
-        const float b19 = partial[lid.x + 1u];
-        partial[lid.x] = mimir_maximum_f32(a18, b19);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const float total5 = partial[0u];
+    const float total6 = mimir_maximum_f32(total5, partial[1u]);
+    const float total7 = mimir_maximum_f32(total6, partial[2u]);
+    const float total8 = mimir_maximum_f32(total7, partial[3u]);
+    const float total9 = mimir_maximum_f32(total8, partial[4u]);
+    const float total10 = mimir_maximum_f32(total9, partial[5u]);
+    const float total11 = mimir_maximum_f32(total10, partial[6u]);
+    const float total12 = mimir_maximum_f32(total11, partial[7u]);
     if (lid.x == 0u) {
-        const float total20 = partial[0u];
-        out[wid.x] = total20;
+        out[wid.x] = total12;
     }
 }

@@ -26,8 +26,8 @@ kernel void long_softmax_0_softmax(
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]]
 ) {
-    threadgroup float row_max[256];
-    threadgroup float row_sum[256];
+    threadgroup float row_max[8];
+    threadgroup float row_sum[8];
     float m0 = as_type<float>(0xff800000u);
     float s1 = 0.0f;
     for (uint j2 = lid.x; j2 < u.N; j2 += 256u) {
@@ -39,97 +39,51 @@ kernel void long_softmax_0_softmax(
         s1 = (grows5 ? fma(s1, e7, 1.0f) : s1 + e7);
         m0 = (grows5 ? v4 : m0);
     }
-    row_max[lid.x] = m0;
-    row_sum[lid.x] = s1;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a8 = row_max[lid.x];
-        const float a9 = row_sum[lid.x];
-        const float b10 = row_max[lid.x + 128u];
-        const float b11 = row_sum[lid.x + 128u];
-        const float m12 = mimir_maximum_f32(a8, b10);
-        row_max[lid.x] = m12;
-        row_sum[lid.x] = (a8 == as_type<float>(0xff800000u) ? 0.0f : a9 * exp(a8 - m12)) + (b10 == as_type<float>(0xff800000u) ? 0.0f : b11 * exp(b10 - m12));
+    const float warp_max8 = (simd_any(((as_type<uint>(m0) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m0));
+    const float t9 = (m0 == as_type<float>(0xff800000u) ? 0.0f : s1 * exp(m0 - warp_max8));
+    const float warp_sum10 = simd_sum(t9);
+    if ((lid.x & 31u) == 0u) {
+        row_max[lid.x >> 5u] = warp_max8;
+        row_sum[lid.x >> 5u] = warp_sum10;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a13 = row_max[lid.x];
-        const float a14 = row_sum[lid.x];
-        const float b15 = row_max[lid.x + 64u];
-        const float b16 = row_sum[lid.x + 64u];
-        const float m17 = mimir_maximum_f32(a13, b15);
-        row_max[lid.x] = m17;
-        row_sum[lid.x] = (a13 == as_type<float>(0xff800000u) ? 0.0f : a14 * exp(a13 - m17)) + (b15 == as_type<float>(0xff800000u) ? 0.0f : b16 * exp(b15 - m17));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a18 = row_max[lid.x];
-        const float a19 = row_sum[lid.x];
-        const float b20 = row_max[lid.x + 32u];
-        const float b21 = row_sum[lid.x + 32u];
-        const float m22 = mimir_maximum_f32(a18, b20);
-        row_max[lid.x] = m22;
-        row_sum[lid.x] = (a18 == as_type<float>(0xff800000u) ? 0.0f : a19 * exp(a18 - m22)) + (b20 == as_type<float>(0xff800000u) ? 0.0f : b21 * exp(b20 - m22));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a23 = row_max[lid.x];
-        const float a24 = row_sum[lid.x];
-        const float b25 = row_max[lid.x + 16u];
-        const float b26 = row_sum[lid.x + 16u];
-        const float m27 = mimir_maximum_f32(a23, b25);
-        row_max[lid.x] = m27;
-        row_sum[lid.x] = (a23 == as_type<float>(0xff800000u) ? 0.0f : a24 * exp(a23 - m27)) + (b25 == as_type<float>(0xff800000u) ? 0.0f : b26 * exp(b25 - m27));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a28 = row_max[lid.x];
-        const float a29 = row_sum[lid.x];
-        const float b30 = row_max[lid.x + 8u];
-        const float b31 = row_sum[lid.x + 8u];
-        const float m32 = mimir_maximum_f32(a28, b30);
-        row_max[lid.x] = m32;
-        row_sum[lid.x] = (a28 == as_type<float>(0xff800000u) ? 0.0f : a29 * exp(a28 - m32)) + (b30 == as_type<float>(0xff800000u) ? 0.0f : b31 * exp(b30 - m32));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a33 = row_max[lid.x];
-        const float a34 = row_sum[lid.x];
-        const float b35 = row_max[lid.x + 4u];
-        const float b36 = row_sum[lid.x + 4u];
-        const float m37 = mimir_maximum_f32(a33, b35);
-        row_max[lid.x] = m37;
-        row_sum[lid.x] = (a33 == as_type<float>(0xff800000u) ? 0.0f : a34 * exp(a33 - m37)) + (b35 == as_type<float>(0xff800000u) ? 0.0f : b36 * exp(b35 - m37));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a38 = row_max[lid.x];
-        const float a39 = row_sum[lid.x];
-        const float b40 = row_max[lid.x + 2u];
-        const float b41 = row_sum[lid.x + 2u];
-        const float m42 = mimir_maximum_f32(a38, b40);
-        row_max[lid.x] = m42;
-        row_sum[lid.x] = (a38 == as_type<float>(0xff800000u) ? 0.0f : a39 * exp(a38 - m42)) + (b40 == as_type<float>(0xff800000u) ? 0.0f : b41 * exp(b40 - m42));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a43 = row_max[lid.x];
-        const float a44 = row_sum[lid.x];
-        const float b45 = row_max[lid.x + 1u];
-        const float b46 = row_sum[lid.x + 1u];
-        const float m47 = mimir_maximum_f32(a43, b45);
-        row_max[lid.x] = m47;
-        row_sum[lid.x] = (a43 == as_type<float>(0xff800000u) ? 0.0f : a44 * exp(a43 - m47)) + (b45 == as_type<float>(0xff800000u) ? 0.0f : b46 * exp(b45 - m47));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_max48 = row_max[0u];
-    const float top49 = (row_max48 == as_type<float>(0xff800000u) ? 0.0f : row_max48);
-    const float row_sum50 = row_sum[0u];
-    for (uint j51 = lid.x; j51 < u.N; j51 += 256u) {
-        const uint i52 = wid.x * u.N + j51;
-        const float v53 = x[i52];
-        const float t54 = v53 - top49;
-        const float y55 = exp(t54) / row_sum50;
-        out[i52] = y55;
+    const float m11 = row_max[0u];
+    const float s12 = row_sum[0u];
+    const float m13 = row_max[1u];
+    const float s14 = row_sum[1u];
+    const float m15 = row_max[2u];
+    const float s16 = row_sum[2u];
+    const float m17 = row_max[3u];
+    const float s18 = row_sum[3u];
+    const float m19 = row_max[4u];
+    const float s20 = row_sum[4u];
+    const float m21 = row_max[5u];
+    const float s22 = row_sum[5u];
+    const float m23 = row_max[6u];
+    const float s24 = row_sum[6u];
+    const float m25 = row_max[7u];
+    const float s26 = row_sum[7u];
+    const float row_max27 = mimir_maximum_f32(m11, m13);
+    const float row_max28 = mimir_maximum_f32(row_max27, m15);
+    const float row_max29 = mimir_maximum_f32(row_max28, m17);
+    const float row_max30 = mimir_maximum_f32(row_max29, m19);
+    const float row_max31 = mimir_maximum_f32(row_max30, m21);
+    const float row_max32 = mimir_maximum_f32(row_max31, m23);
+    const float row_max33 = mimir_maximum_f32(row_max32, m25);
+    const float row_sum34 = (m11 == as_type<float>(0xff800000u) ? 0.0f : s12 * exp(m11 - row_max33));
+    const float row_sum35 = row_sum34 + (m13 == as_type<float>(0xff800000u) ? 0.0f : s14 * exp(m13 - row_max33));
+    const float row_sum36 = row_sum35 + (m15 == as_type<float>(0xff800000u) ? 0.0f : s16 * exp(m15 - row_max33));
+    const float row_sum37 = row_sum36 + (m17 == as_type<float>(0xff800000u) ? 0.0f : s18 * exp(m17 - row_max33));
+    const float row_sum38 = row_sum37 + (m19 == as_type<float>(0xff800000u) ? 0.0f : s20 * exp(m19 - row_max33));
+    const float row_sum39 = row_sum38 + (m21 == as_type<float>(0xff800000u) ? 0.0f : s22 * exp(m21 - row_max33));
+    const float row_sum40 = row_sum39 + (m23 == as_type<float>(0xff800000u) ? 0.0f : s24 * exp(m23 - row_max33));
+    const float row_sum41 = row_sum40 + (m25 == as_type<float>(0xff800000u) ? 0.0f : s26 * exp(m25 - row_max33));
+    const float top42 = (row_max33 == as_type<float>(0xff800000u) ? 0.0f : row_max33);
+    for (uint j43 = lid.x; j43 < u.N; j43 += 256u) {
+        const uint i44 = wid.x * u.N + j43;
+        const float v45 = x[i44];
+        const float t46 = v45 - top42;
+        const float y47 = exp(t46) / row_sum41;
+        out[i44] = y47;
     }
 }

@@ -13,63 +13,25 @@ kernel void total_1_reduce(
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]]
 ) {
-    threadgroup float partial[256];
+    threadgroup float partial[8];
     float acc0 = 0.0f;
     for (uint r1 = lid.x; r1 < (u.N + 4096u - 1u) >> 12u; r1 += 256u) {
         acc0 = acc0 + scratch0[r1];
     }
-    partial[lid.x] = acc0;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a2 = partial[lid.x];
-        const float b3 = partial[lid.x + 128u];
-        partial[lid.x] = a2 + b3;
+    const float warp2 = simd_sum(acc0);
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp2;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a4 = partial[lid.x];
-        const float b5 = partial[lid.x + 64u];
-        partial[lid.x] = a4 + b5;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a6 = partial[lid.x];
-        const float b7 = partial[lid.x + 32u];
-        partial[lid.x] = a6 + b7;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a8 = partial[lid.x];
-        const float b9 = partial[lid.x + 16u];
-        partial[lid.x] = a8 + b9;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a10 = partial[lid.x];
-        const float b11 = partial[lid.x + 8u];
-        partial[lid.x] = a10 + b11;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a12 = partial[lid.x];
-        const float b13 = partial[lid.x + 4u];
-        partial[lid.x] = a12 + b13;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a14 = partial[lid.x];
-        const float b15 = partial[lid.x + 2u];
-        partial[lid.x] = a14 + b15;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a16 = partial[lid.x];
-        const float b17 = partial[lid.x + 1u];
-        partial[lid.x] = a16 + b17;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const float total3 = partial[0u];
+    const float total4 = total3 + partial[1u];
+    const float total5 = total4 + partial[2u];
+    const float total6 = total5 + partial[3u];
+    const float total7 = total6 + partial[4u];
+    const float total8 = total7 + partial[5u];
+    const float total9 = total8 + partial[6u];
+    const float total10 = total9 + partial[7u];
     if (lid.x == 0u) {
-        const float total18 = partial[0u];
-        out[wid.x] = total18;
+        out[wid.x] = total10;
     }
 }

@@ -15,7 +15,7 @@ kernel void bool_reductions_1_partial(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup int partial[256];
+    threadgroup int partial[8];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= ((u.N * u.M + 4096u - 1u) >> 12u)) {
         return;
@@ -31,57 +31,20 @@ kernel void bool_reductions_1_partial(
         const bool v9 = m[i8] != 0u;
         acc4 = int(uint(acc4) + uint((v9 ? 1 : 0)));
     }
-    partial[lid.x] = acc4;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const int a10 = partial[lid.x];
-        const int b11 = partial[lid.x + 128u];
-        partial[lid.x] = int(uint(a10) + uint(b11));
+    const int warp10 = as_type<int>(simd_sum(as_type<uint>(acc4)));
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp10;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const int a12 = partial[lid.x];
-        const int b13 = partial[lid.x + 64u];
-        partial[lid.x] = int(uint(a12) + uint(b13));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const int a14 = partial[lid.x];
-        const int b15 = partial[lid.x + 32u];
-        partial[lid.x] = int(uint(a14) + uint(b15));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const int a16 = partial[lid.x];
-        const int b17 = partial[lid.x + 16u];
-        partial[lid.x] = int(uint(a16) + uint(b17));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const int a18 = partial[lid.x];
-        const int b19 = partial[lid.x + 8u];
-        partial[lid.x] = int(uint(a18) + uint(b19));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const int a20 = partial[lid.x];
-        const int b21 = partial[lid.x + 4u];
-        partial[lid.x] = int(uint(a20) + uint(b21));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const int a22 = partial[lid.x];
-        const int b23 = partial[lid.x + 2u];
-        partial[lid.x] = int(uint(a22) + uint(b23));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const int a24 = partial[lid.x];
-        const int b25 = partial[lid.x + 1u];
-        partial[lid.x] = int(uint(a24) + uint(b25));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const int total11 = partial[0u];
+    const int total12 = int(uint(total11) + uint(partial[1u]));
+    const int total13 = int(uint(total12) + uint(partial[2u]));
+    const int total14 = int(uint(total13) + uint(partial[3u]));
+    const int total15 = int(uint(total14) + uint(partial[4u]));
+    const int total16 = int(uint(total15) + uint(partial[5u]));
+    const int total17 = int(uint(total16) + uint(partial[6u]));
+    const int total18 = int(uint(total17) + uint(partial[7u]));
     if (lid.x == 0u) {
-        scratch0[g0] = partial[0u];
+        scratch0[g0] = total18;
     }
 }

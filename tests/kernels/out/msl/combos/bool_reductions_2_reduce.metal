@@ -14,63 +14,25 @@ kernel void bool_reductions_2_reduce(
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]]
 ) {
-    threadgroup int partial[256];
+    threadgroup int partial[8];
     int acc0 = 0;
     for (uint r1 = lid.x; r1 < (u.N * u.M + 4096u - 1u) >> 12u; r1 += 256u) {
         acc0 = int(uint(acc0) + uint(scratch0[r1]));
     }
-    partial[lid.x] = acc0;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const int a2 = partial[lid.x];
-        const int b3 = partial[lid.x + 128u];
-        partial[lid.x] = int(uint(a2) + uint(b3));
+    const int warp2 = as_type<int>(simd_sum(as_type<uint>(acc0)));
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp2;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const int a4 = partial[lid.x];
-        const int b5 = partial[lid.x + 64u];
-        partial[lid.x] = int(uint(a4) + uint(b5));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const int a6 = partial[lid.x];
-        const int b7 = partial[lid.x + 32u];
-        partial[lid.x] = int(uint(a6) + uint(b7));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const int a8 = partial[lid.x];
-        const int b9 = partial[lid.x + 16u];
-        partial[lid.x] = int(uint(a8) + uint(b9));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const int a10 = partial[lid.x];
-        const int b11 = partial[lid.x + 8u];
-        partial[lid.x] = int(uint(a10) + uint(b11));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const int a12 = partial[lid.x];
-        const int b13 = partial[lid.x + 4u];
-        partial[lid.x] = int(uint(a12) + uint(b13));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const int a14 = partial[lid.x];
-        const int b15 = partial[lid.x + 2u];
-        partial[lid.x] = int(uint(a14) + uint(b15));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const int a16 = partial[lid.x];
-        const int b17 = partial[lid.x + 1u];
-        partial[lid.x] = int(uint(a16) + uint(b17));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const int total3 = partial[0u];
+    const int total4 = int(uint(total3) + uint(partial[1u]));
+    const int total5 = int(uint(total4) + uint(partial[2u]));
+    const int total6 = int(uint(total5) + uint(partial[3u]));
+    const int total7 = int(uint(total6) + uint(partial[4u]));
+    const int total8 = int(uint(total7) + uint(partial[5u]));
+    const int total9 = int(uint(total8) + uint(partial[6u]));
+    const int total10 = int(uint(total9) + uint(partial[7u]));
     if (lid.x == 0u) {
-        const int total18 = partial[0u];
-        out1[wid.x] = total18;
+        out1[wid.x] = total10;
     }
 }

@@ -14,66 +14,28 @@ kernel void bool_reductions_3_reduce(
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]]
 ) {
-    threadgroup uint partial[256];
+    threadgroup uint partial[8];
     uint acc0 = 0u;
     for (uint r1 = lid.x; r1 < u.N; r1 += 256u) {
         const uint i2 = r1 * u.M + wid.x;
         const bool v3 = m[i2] != 0u;
         acc0 = (acc0 >= (v3 ? 1u : 0u) ? acc0 : (v3 ? 1u : 0u));
     }
-    partial[lid.x] = acc0;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const uint a4 = partial[lid.x];
-        const uint b5 = partial[lid.x + 128u];
-        partial[lid.x] = (a4 >= b5 ? a4 : b5);
+    const uint warp4 = simd_max(acc0);
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp4;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const uint a6 = partial[lid.x];
-        const uint b7 = partial[lid.x + 64u];
-        partial[lid.x] = (a6 >= b7 ? a6 : b7);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const uint a8 = partial[lid.x];
-        const uint b9 = partial[lid.x + 32u];
-        partial[lid.x] = (a8 >= b9 ? a8 : b9);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const uint a10 = partial[lid.x];
-        const uint b11 = partial[lid.x + 16u];
-        partial[lid.x] = (a10 >= b11 ? a10 : b11);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const uint a12 = partial[lid.x];
-        const uint b13 = partial[lid.x + 8u];
-        partial[lid.x] = (a12 >= b13 ? a12 : b13);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const uint a14 = partial[lid.x];
-        const uint b15 = partial[lid.x + 4u];
-        partial[lid.x] = (a14 >= b15 ? a14 : b15);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const uint a16 = partial[lid.x];
-        const uint b17 = partial[lid.x + 2u];
-        partial[lid.x] = (a16 >= b17 ? a16 : b17);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const uint a18 = partial[lid.x];
-        const uint b19 = partial[lid.x + 1u];
-        partial[lid.x] = (a18 >= b19 ? a18 : b19);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint total5 = partial[0u];
+    const uint total6 = (total5 >= partial[1u] ? total5 : partial[1u]);
+    const uint total7 = (total6 >= partial[2u] ? total6 : partial[2u]);
+    const uint total8 = (total7 >= partial[3u] ? total7 : partial[3u]);
+    const uint total9 = (total8 >= partial[4u] ? total8 : partial[4u]);
+    const uint total10 = (total9 >= partial[5u] ? total9 : partial[5u]);
+    const uint total11 = (total10 >= partial[6u] ? total10 : partial[6u]);
+    const uint total12 = (total11 >= partial[7u] ? total11 : partial[7u]);
     if (lid.x == 0u) {
-        const uint total20 = partial[0u];
-        const bool total21 = total20 != 0u;
-        out2[wid.x] = (total21 ? 1u : 0u);
+        const bool total13 = total12 != 0u;
+        out2[wid.x] = (total13 ? 1u : 0u);
     }
 }

@@ -15,7 +15,7 @@ kernel void masked_by_mean_0_row(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row0[256];
+    threadgroup float row0[8];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
@@ -26,65 +26,27 @@ kernel void masked_by_mean_0_row(
         const float v4 = x[i3];
         acc1 = acc1 + v4;
     }
-    row0[lid.x] = acc1;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a5 = row0[lid.x];
-        const float b6 = row0[lid.x + 128u];
-        row0[lid.x] = a5 + b6;
+    const float warp5 = simd_sum(acc1);
+    if ((lid.x & 31u) == 0u) {
+        row0[lid.x >> 5u] = warp5;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a7 = row0[lid.x];
-        const float b8 = row0[lid.x + 64u];
-        row0[lid.x] = a7 + b8;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a9 = row0[lid.x];
-        const float b10 = row0[lid.x + 32u];
-        row0[lid.x] = a9 + b10;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a11 = row0[lid.x];
-        const float b12 = row0[lid.x + 16u];
-        row0[lid.x] = a11 + b12;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a13 = row0[lid.x];
-        const float b14 = row0[lid.x + 8u];
-        row0[lid.x] = a13 + b14;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a15 = row0[lid.x];
-        const float b16 = row0[lid.x + 4u];
-        row0[lid.x] = a15 + b16;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a17 = row0[lid.x];
-        const float b18 = row0[lid.x + 2u];
-        row0[lid.x] = a17 + b18;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a19 = row0[lid.x];
-        const float b20 = row0[lid.x + 1u];
-        row0[lid.x] = a19 + b20;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total21 = row0[0u];
-    const float total22 = total21 / float(u.M);
-    for (uint j23 = lid.x; j23 < u.M; j23 += 256u) {
-        const uint i24 = g0 * u.M + j23;
-        const float v25 = x[i24];
-        const bool v26 = !(((as_type<uint>(v25) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total22) & 0x7fffffffu) > 0x7f800000u)) && (v25 > total22);
-        const float v27 = (v26 ? v25 : 0.0f);
-        const float v28 = v27 + 1.0f;
-        const float v29 = v28 - 2.5f;
-        out[i24] = v29;
+    const float total6 = row0[0u];
+    const float total7 = total6 + row0[1u];
+    const float total8 = total7 + row0[2u];
+    const float total9 = total8 + row0[3u];
+    const float total10 = total9 + row0[4u];
+    const float total11 = total10 + row0[5u];
+    const float total12 = total11 + row0[6u];
+    const float total13 = total12 + row0[7u];
+    const float total14 = total13 / float(u.M);
+    for (uint j15 = lid.x; j15 < u.M; j15 += 256u) {
+        const uint i16 = g0 * u.M + j15;
+        const float v17 = x[i16];
+        const bool v18 = !(((as_type<uint>(v17) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total14) & 0x7fffffffu) > 0x7f800000u)) && (v17 > total14);
+        const float v19 = (v18 ? v17 : 0.0f);
+        const float v20 = v19 + 1.0f;
+        const float v21 = v20 - 2.5f;
+        out[i16] = v21;
     }
 }

@@ -28,8 +28,8 @@ kernel void root_read_twice_1_softmax(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row_max[256];
-    threadgroup float row_sum[256];
+    threadgroup float row_max[8];
+    threadgroup float row_sum[8];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
@@ -44,120 +44,44 @@ kernel void root_read_twice_1_softmax(
     if (lid.x < u.M) {
         m4 = mimir_maximum_f32(m4, v1);
     }
-    row_max[lid.x] = m4;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a5 = row_max[lid.x];
-        const float b6 = row_max[lid.x + 128u];
-        row_max[lid.x] = mimir_maximum_f32(a5, b6);
+    const float warp5 = (simd_any(((as_type<uint>(m4) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m4));
+    if ((lid.x & 31u) == 0u) {
+        row_max[lid.x >> 5u] = warp5;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a7 = row_max[lid.x];
-        const float b8 = row_max[lid.x + 64u];
-        row_max[lid.x] = mimir_maximum_f32(a7, b8);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a9 = row_max[lid.x];
-        const float b10 = row_max[lid.x + 32u];
-        row_max[lid.x] = mimir_maximum_f32(a9, b10);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a11 = row_max[lid.x];
-        const float b12 = row_max[lid.x + 16u];
-        row_max[lid.x] = mimir_maximum_f32(a11, b12);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a13 = row_max[lid.x];
-        const float b14 = row_max[lid.x + 8u];
-        row_max[lid.x] = mimir_maximum_f32(a13, b14);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a15 = row_max[lid.x];
-        const float b16 = row_max[lid.x + 4u];
-        row_max[lid.x] = mimir_maximum_f32(a15, b16);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a17 = row_max[lid.x];
-        const float b18 = row_max[lid.x + 2u];
-        row_max[lid.x] = mimir_maximum_f32(a17, b18);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a19 = row_max[lid.x];
-        const float b20 = row_max[lid.x + 1u];
-        row_max[lid.x] = mimir_maximum_f32(a19, b20);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_max21 = row_max[0u];
-    const float top22 = (row_max21 == as_type<float>(0xff800000u) ? 0.0f : row_max21);
-    float s23 = 0.0f;
-    float d24 = 0.0f;
-    float e25 = 0.0f;
+    const float total6 = row_max[0u];
+    const float total7 = mimir_maximum_f32(total6, row_max[1u]);
+    const float total8 = mimir_maximum_f32(total7, row_max[2u]);
+    const float total9 = mimir_maximum_f32(total8, row_max[3u]);
+    const float total10 = mimir_maximum_f32(total9, row_max[4u]);
+    const float total11 = mimir_maximum_f32(total10, row_max[5u]);
+    const float total12 = mimir_maximum_f32(total11, row_max[6u]);
+    const float total13 = mimir_maximum_f32(total12, row_max[7u]);
+    const float top14 = (total13 == as_type<float>(0xff800000u) ? 0.0f : total13);
+    float s15 = 0.0f;
+    float d16 = 0.0f;
+    float e17 = 0.0f;
     if (lid.x < u.M) {
-        d24 = v1 - top22;
-        e25 = exp(d24);
-        s23 = s23 + e25;
+        d16 = v1 - top14;
+        e17 = exp(d16);
+        s15 = s15 + e17;
     }
-    row_sum[lid.x] = s23;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a26 = row_sum[lid.x];
-        const float b27 = row_sum[lid.x + 128u];
-        row_sum[lid.x] = a26 + b27;
+    const float warp18 = simd_sum(s15);
+    if ((lid.x & 31u) == 0u) {
+        row_sum[lid.x >> 5u] = warp18;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a28 = row_sum[lid.x];
-        const float b29 = row_sum[lid.x + 64u];
-        row_sum[lid.x] = a28 + b29;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a30 = row_sum[lid.x];
-        const float b31 = row_sum[lid.x + 32u];
-        row_sum[lid.x] = a30 + b31;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a32 = row_sum[lid.x];
-        const float b33 = row_sum[lid.x + 16u];
-        row_sum[lid.x] = a32 + b33;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a34 = row_sum[lid.x];
-        const float b35 = row_sum[lid.x + 8u];
-        row_sum[lid.x] = a34 + b35;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a36 = row_sum[lid.x];
-        const float b37 = row_sum[lid.x + 4u];
-        row_sum[lid.x] = a36 + b37;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a38 = row_sum[lid.x];
-        const float b39 = row_sum[lid.x + 2u];
-        row_sum[lid.x] = a38 + b39;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a40 = row_sum[lid.x];
-        const float b41 = row_sum[lid.x + 1u];
-        row_sum[lid.x] = a40 + b41;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_sum42 = row_sum[0u];
+    const float total19 = row_sum[0u];
+    const float total20 = total19 + row_sum[1u];
+    const float total21 = total20 + row_sum[2u];
+    const float total22 = total21 + row_sum[3u];
+    const float total23 = total22 + row_sum[4u];
+    const float total24 = total23 + row_sum[5u];
+    const float total25 = total24 + row_sum[6u];
+    const float total26 = total25 + row_sum[7u];
     if (lid.x < u.M) {
-        const float y43 = e25 / row_sum42;
-        const uint i44 = g0 * u.M + lid.x;
-        out1[i44] = y43;
+        const float y27 = e17 / total26;
+        const uint i28 = g0 * u.M + lid.x;
+        out1[i28] = y27;
     }
 }

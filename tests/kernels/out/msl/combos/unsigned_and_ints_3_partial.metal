@@ -14,7 +14,7 @@ kernel void unsigned_and_ints_3_partial(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup int partial[256];
+    threadgroup int partial[8];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= ((u.N + 4096u - 1u) >> 12u)) {
         return;
@@ -27,57 +27,20 @@ kernel void unsigned_and_ints_3_partial(
         const int v6 = i[r5];
         acc4 = (acc4 <= v6 ? acc4 : v6);
     }
-    partial[lid.x] = acc4;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const int a7 = partial[lid.x];
-        const int b8 = partial[lid.x + 128u];
-        partial[lid.x] = (a7 <= b8 ? a7 : b8);
+    const int warp7 = simd_min(acc4);
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp7;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const int a9 = partial[lid.x];
-        const int b10 = partial[lid.x + 64u];
-        partial[lid.x] = (a9 <= b10 ? a9 : b10);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const int a11 = partial[lid.x];
-        const int b12 = partial[lid.x + 32u];
-        partial[lid.x] = (a11 <= b12 ? a11 : b12);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const int a13 = partial[lid.x];
-        const int b14 = partial[lid.x + 16u];
-        partial[lid.x] = (a13 <= b14 ? a13 : b14);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const int a15 = partial[lid.x];
-        const int b16 = partial[lid.x + 8u];
-        partial[lid.x] = (a15 <= b16 ? a15 : b16);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const int a17 = partial[lid.x];
-        const int b18 = partial[lid.x + 4u];
-        partial[lid.x] = (a17 <= b18 ? a17 : b18);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const int a19 = partial[lid.x];
-        const int b20 = partial[lid.x + 2u];
-        partial[lid.x] = (a19 <= b20 ? a19 : b20);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const int a21 = partial[lid.x];
-        const int b22 = partial[lid.x + 1u];
-        partial[lid.x] = (a21 <= b22 ? a21 : b22);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const int total8 = partial[0u];
+    const int total9 = (total8 <= partial[1u] ? total8 : partial[1u]);
+    const int total10 = (total9 <= partial[2u] ? total9 : partial[2u]);
+    const int total11 = (total10 <= partial[3u] ? total10 : partial[3u]);
+    const int total12 = (total11 <= partial[4u] ? total11 : partial[4u]);
+    const int total13 = (total12 <= partial[5u] ? total12 : partial[5u]);
+    const int total14 = (total13 <= partial[6u] ? total13 : partial[6u]);
+    const int total15 = (total14 <= partial[7u] ? total14 : partial[7u]);
     if (lid.x == 0u) {
-        scratch1[g0] = partial[0u];
+        scratch1[g0] = total15;
     }
 }

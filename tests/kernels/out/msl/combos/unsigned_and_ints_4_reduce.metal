@@ -13,63 +13,25 @@ kernel void unsigned_and_ints_4_reduce(
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]]
 ) {
-    threadgroup int partial[256];
+    threadgroup int partial[8];
     int acc0 = 2147483647;
     for (uint r1 = lid.x; r1 < (u.N + 4096u - 1u) >> 12u; r1 += 256u) {
         acc0 = (acc0 <= scratch1[r1] ? acc0 : scratch1[r1]);
     }
-    partial[lid.x] = acc0;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const int a2 = partial[lid.x];
-        const int b3 = partial[lid.x + 128u];
-        partial[lid.x] = (a2 <= b3 ? a2 : b3);
+    const int warp2 = simd_min(acc0);
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp2;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const int a4 = partial[lid.x];
-        const int b5 = partial[lid.x + 64u];
-        partial[lid.x] = (a4 <= b5 ? a4 : b5);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const int a6 = partial[lid.x];
-        const int b7 = partial[lid.x + 32u];
-        partial[lid.x] = (a6 <= b7 ? a6 : b7);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const int a8 = partial[lid.x];
-        const int b9 = partial[lid.x + 16u];
-        partial[lid.x] = (a8 <= b9 ? a8 : b9);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const int a10 = partial[lid.x];
-        const int b11 = partial[lid.x + 8u];
-        partial[lid.x] = (a10 <= b11 ? a10 : b11);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const int a12 = partial[lid.x];
-        const int b13 = partial[lid.x + 4u];
-        partial[lid.x] = (a12 <= b13 ? a12 : b13);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const int a14 = partial[lid.x];
-        const int b15 = partial[lid.x + 2u];
-        partial[lid.x] = (a14 <= b15 ? a14 : b15);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const int a16 = partial[lid.x];
-        const int b17 = partial[lid.x + 1u];
-        partial[lid.x] = (a16 <= b17 ? a16 : b17);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const int total3 = partial[0u];
+    const int total4 = (total3 <= partial[1u] ? total3 : partial[1u]);
+    const int total5 = (total4 <= partial[2u] ? total4 : partial[2u]);
+    const int total6 = (total5 <= partial[3u] ? total5 : partial[3u]);
+    const int total7 = (total6 <= partial[4u] ? total6 : partial[4u]);
+    const int total8 = (total7 <= partial[5u] ? total7 : partial[5u]);
+    const int total9 = (total8 <= partial[6u] ? total8 : partial[6u]);
+    const int total10 = (total9 <= partial[7u] ? total9 : partial[7u]);
     if (lid.x == 0u) {
-        const int total18 = partial[0u];
-        out4[wid.x] = total18;
+        out4[wid.x] = total10;
     }
 }

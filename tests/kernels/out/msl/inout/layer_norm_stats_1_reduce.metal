@@ -23,7 +23,7 @@ kernel void layer_norm_stats_1_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[256];
+    threadgroup float partial[8];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
@@ -36,61 +36,23 @@ kernel void layer_norm_stats_1_reduce(
         const float v6 = v4 - v5;
         acc1 = fma(v6, v6, acc1);
     }
-    partial[lid.x] = acc1;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a8 = partial[lid.x];
-        const float b9 = partial[lid.x + 128u];
-        partial[lid.x] = a8 + b9;
+    const float warp8 = simd_sum(acc1);
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp8;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a10 = partial[lid.x];
-        const float b11 = partial[lid.x + 64u];
-        partial[lid.x] = a10 + b11;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a12 = partial[lid.x];
-        const float b13 = partial[lid.x + 32u];
-        partial[lid.x] = a12 + b13;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a14 = partial[lid.x];
-        const float b15 = partial[lid.x + 16u];
-        partial[lid.x] = a14 + b15;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a16 = partial[lid.x];
-        const float b17 = partial[lid.x + 8u];
-        partial[lid.x] = a16 + b17;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a18 = partial[lid.x];
-        const float b19 = partial[lid.x + 4u];
-        partial[lid.x] = a18 + b19;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a20 = partial[lid.x];
-        const float b21 = partial[lid.x + 2u];
-        partial[lid.x] = a20 + b21;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a22 = partial[lid.x];
-        const float b23 = partial[lid.x + 1u];
-        partial[lid.x] = a22 + b23;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const float total9 = partial[0u];
+    const float total10 = total9 + partial[1u];
+    const float total11 = total10 + partial[2u];
+    const float total12 = total11 + partial[3u];
+    const float total13 = total12 + partial[4u];
+    const float total14 = total13 + partial[5u];
+    const float total15 = total14 + partial[6u];
+    const float total16 = total15 + partial[7u];
     if (lid.x == 0u) {
-        const float total24 = partial[0u];
-        const float total25 = total24 / float(u.D);
-        const float v26 = total25 + 1e-05f;
-        const float v27 = 1.0f / mimir_sqrt(v26);
-        out1[g0] = v27;
+        const float total17 = total16 / float(u.D);
+        const float v18 = total17 + 1e-05f;
+        const float v19 = 1.0f / mimir_sqrt(v18);
+        out1[g0] = v19;
     }
 }

@@ -15,7 +15,7 @@ kernel void scale_and_norm_1_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[256];
+    threadgroup float partial[8];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
@@ -26,58 +26,20 @@ kernel void scale_and_norm_1_reduce(
         const float v4 = x[i3];
         acc1 = acc1 + v4;
     }
-    partial[lid.x] = acc1;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a5 = partial[lid.x];
-        const float b6 = partial[lid.x + 128u];
-        partial[lid.x] = a5 + b6;
+    const float warp5 = simd_sum(acc1);
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp5;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a7 = partial[lid.x];
-        const float b8 = partial[lid.x + 64u];
-        partial[lid.x] = a7 + b8;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a9 = partial[lid.x];
-        const float b10 = partial[lid.x + 32u];
-        partial[lid.x] = a9 + b10;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a11 = partial[lid.x];
-        const float b12 = partial[lid.x + 16u];
-        partial[lid.x] = a11 + b12;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a13 = partial[lid.x];
-        const float b14 = partial[lid.x + 8u];
-        partial[lid.x] = a13 + b14;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a15 = partial[lid.x];
-        const float b16 = partial[lid.x + 4u];
-        partial[lid.x] = a15 + b16;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a17 = partial[lid.x];
-        const float b18 = partial[lid.x + 2u];
-        partial[lid.x] = a17 + b18;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a19 = partial[lid.x];
-        const float b20 = partial[lid.x + 1u];
-        partial[lid.x] = a19 + b20;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const float total6 = partial[0u];
+    const float total7 = total6 + partial[1u];
+    const float total8 = total7 + partial[2u];
+    const float total9 = total8 + partial[3u];
+    const float total10 = total9 + partial[4u];
+    const float total11 = total10 + partial[5u];
+    const float total12 = total11 + partial[6u];
+    const float total13 = total12 + partial[7u];
     if (lid.x == 0u) {
-        const float total21 = partial[0u];
-        scratch0[g0] = total21;
+        scratch0[g0] = total13;
     }
 }

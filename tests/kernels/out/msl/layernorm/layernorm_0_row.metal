@@ -24,8 +24,8 @@ kernel void layernorm_0_row(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row0[256];
-    threadgroup float row1[256];
+    threadgroup float row0[8];
+    threadgroup float row1[8];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
@@ -36,127 +36,51 @@ kernel void layernorm_0_row(
         const float v4 = x[i3];
         acc1 = acc1 + v4;
     }
-    row0[lid.x] = acc1;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a5 = row0[lid.x];
-        const float b6 = row0[lid.x + 128u];
-        row0[lid.x] = a5 + b6;
+    const float warp5 = simd_sum(acc1);
+    if ((lid.x & 31u) == 0u) {
+        row0[lid.x >> 5u] = warp5;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a7 = row0[lid.x];
-        const float b8 = row0[lid.x + 64u];
-        row0[lid.x] = a7 + b8;
+    const float total6 = row0[0u];
+    const float total7 = total6 + row0[1u];
+    const float total8 = total7 + row0[2u];
+    const float total9 = total8 + row0[3u];
+    const float total10 = total9 + row0[4u];
+    const float total11 = total10 + row0[5u];
+    const float total12 = total11 + row0[6u];
+    const float total13 = total12 + row0[7u];
+    const float total14 = total13 / float(u.D);
+    float acc15 = 0.0f;
+    for (uint j16 = lid.x; j16 < u.D; j16 += 256u) {
+        const uint i17 = g0 * u.D + j16;
+        const float v18 = x[i17];
+        const float v19 = v18 - total14;
+        acc15 = fma(v19, v19, acc15);
+    }
+    const float warp21 = simd_sum(acc15);
+    if ((lid.x & 31u) == 0u) {
+        row1[lid.x >> 5u] = warp21;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a9 = row0[lid.x];
-        const float b10 = row0[lid.x + 32u];
-        row0[lid.x] = a9 + b10;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a11 = row0[lid.x];
-        const float b12 = row0[lid.x + 16u];
-        row0[lid.x] = a11 + b12;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a13 = row0[lid.x];
-        const float b14 = row0[lid.x + 8u];
-        row0[lid.x] = a13 + b14;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a15 = row0[lid.x];
-        const float b16 = row0[lid.x + 4u];
-        row0[lid.x] = a15 + b16;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a17 = row0[lid.x];
-        const float b18 = row0[lid.x + 2u];
-        row0[lid.x] = a17 + b18;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a19 = row0[lid.x];
-        const float b20 = row0[lid.x + 1u];
-        row0[lid.x] = a19 + b20;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total21 = row0[0u];
-    const float total22 = total21 / float(u.D);
-    float acc23 = 0.0f;
-    for (uint j24 = lid.x; j24 < u.D; j24 += 256u) {
-        const uint i25 = g0 * u.D + j24;
-        const float v26 = x[i25];
-        const float v27 = v26 - total22;
-        acc23 = fma(v27, v27, acc23);
-    }
-    row1[lid.x] = acc23;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a29 = row1[lid.x];
-        const float b30 = row1[lid.x + 128u];
-        row1[lid.x] = a29 + b30;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a31 = row1[lid.x];
-        const float b32 = row1[lid.x + 64u];
-        row1[lid.x] = a31 + b32;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a33 = row1[lid.x];
-        const float b34 = row1[lid.x + 32u];
-        row1[lid.x] = a33 + b34;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a35 = row1[lid.x];
-        const float b36 = row1[lid.x + 16u];
-        row1[lid.x] = a35 + b36;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a37 = row1[lid.x];
-        const float b38 = row1[lid.x + 8u];
-        row1[lid.x] = a37 + b38;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a39 = row1[lid.x];
-        const float b40 = row1[lid.x + 4u];
-        row1[lid.x] = a39 + b40;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a41 = row1[lid.x];
-        const float b42 = row1[lid.x + 2u];
-        row1[lid.x] = a41 + b42;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a43 = row1[lid.x];
-        const float b44 = row1[lid.x + 1u];
-        row1[lid.x] = a43 + b44;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total45 = row1[0u];
-    const float total46 = total45 / float(u.D);
-    const float v47 = total46 + 1e-05f;
-    const float v48 = 1.0f / mimir_sqrt(v47);
-    for (uint j49 = lid.x; j49 < u.D; j49 += 256u) {
-        const uint i50 = g0 * u.D + j49;
-        const float v51 = x[i50];
-        const float v52 = v51 - total22;
-        const float v53 = v52 * v48;
-        const float v54 = gamma[j49];
-        const float v56 = beta[j49];
-        const float v57 = fma(v53, v54, v56);
-        out[i50] = v57;
+    const float total22 = row1[0u];
+    const float total23 = total22 + row1[1u];
+    const float total24 = total23 + row1[2u];
+    const float total25 = total24 + row1[3u];
+    const float total26 = total25 + row1[4u];
+    const float total27 = total26 + row1[5u];
+    const float total28 = total27 + row1[6u];
+    const float total29 = total28 + row1[7u];
+    const float total30 = total29 / float(u.D);
+    const float v31 = total30 + 1e-05f;
+    const float v32 = 1.0f / mimir_sqrt(v31);
+    for (uint j33 = lid.x; j33 < u.D; j33 += 256u) {
+        const uint i34 = g0 * u.D + j33;
+        const float v35 = x[i34];
+        const float v36 = v35 - total14;
+        const float v37 = v36 * v32;
+        const float v38 = gamma[j33];
+        const float v40 = beta[j33];
+        const float v41 = fma(v37, v38, v40);
+        out[i34] = v41;
     }
 }

@@ -22,7 +22,7 @@ kernel void rmsnorm_0_row(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row0[64];
+    threadgroup float row0[2];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
@@ -33,53 +33,21 @@ kernel void rmsnorm_0_row(
         const float v4 = x[i3];
         acc1 = fma(v4, v4, acc1);
     }
-    row0[lid.x] = acc1;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a6 = row0[lid.x];
-        const float b7 = row0[lid.x + 32u];
-        row0[lid.x] = a6 + b7;
+    const float warp6 = simd_sum(acc1);
+    if ((lid.x & 31u) == 0u) {
+        row0[lid.x >> 5u] = warp6;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a8 = row0[lid.x];
-        const float b9 = row0[lid.x + 16u];
-        row0[lid.x] = a8 + b9;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a10 = row0[lid.x];
-        const float b11 = row0[lid.x + 8u];
-        row0[lid.x] = a10 + b11;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a12 = row0[lid.x];
-        const float b13 = row0[lid.x + 4u];
-        row0[lid.x] = a12 + b13;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a14 = row0[lid.x];
-        const float b15 = row0[lid.x + 2u];
-        row0[lid.x] = a14 + b15;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a16 = row0[lid.x];
-        const float b17 = row0[lid.x + 1u];
-        row0[lid.x] = a16 + b17;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total18 = row0[0u];
-    const float total19 = total18 / float(48u);
-    const float v20 = mimir_sqrt(total19);
-    for (uint j21 = lid.x; j21 < 48u; j21 += 64u) {
-        const uint i22 = g0 * 48u + j21;
-        const float v23 = x[i22];
-        const float v24 = v23 / v20;
-        const float v25 = weight[j21];
-        const float v26 = v24 * v25;
-        out[i22] = v26;
+    const float total7 = row0[0u];
+    const float total8 = total7 + row0[1u];
+    const float total9 = total8 / float(48u);
+    const float v10 = mimir_sqrt(total9);
+    for (uint j11 = lid.x; j11 < 48u; j11 += 64u) {
+        const uint i12 = g0 * 48u + j11;
+        const float v13 = x[i12];
+        const float v14 = v13 / v10;
+        const float v15 = weight[j11];
+        const float v16 = v14 * v15;
+        out[i12] = v16;
     }
 }

@@ -27,7 +27,7 @@ kernel void normalize_rows_1_partial(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[256];
+    threadgroup float partial[8];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= ((u.N * 9u + 4096u - 1u) >> 12u)) {
         return;
@@ -43,57 +43,20 @@ kernel void normalize_rows_1_partial(
         const float v9 = x[i8];
         acc4 = mimir_maximum_f32(acc4, v9);
     }
-    partial[lid.x] = acc4;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a10 = partial[lid.x];
-        const float b11 = partial[lid.x + 128u];
-        partial[lid.x] = mimir_maximum_f32(a10, b11);
+    const float warp10 = (simd_any(((as_type<uint>(acc4) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc4));
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp10;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a12 = partial[lid.x];
-        const float b13 = partial[lid.x + 64u];
-        partial[lid.x] = mimir_maximum_f32(a12, b13);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a14 = partial[lid.x];
-        const float b15 = partial[lid.x + 32u];
-        partial[lid.x] = mimir_maximum_f32(a14, b15);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a16 = partial[lid.x];
-        const float b17 = partial[lid.x + 16u];
-        partial[lid.x] = mimir_maximum_f32(a16, b17);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a18 = partial[lid.x];
-        const float b19 = partial[lid.x + 8u];
-        partial[lid.x] = mimir_maximum_f32(a18, b19);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a20 = partial[lid.x];
-        const float b21 = partial[lid.x + 4u];
-        partial[lid.x] = mimir_maximum_f32(a20, b21);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a22 = partial[lid.x];
-        const float b23 = partial[lid.x + 2u];
-        partial[lid.x] = mimir_maximum_f32(a22, b23);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a24 = partial[lid.x];
-        const float b25 = partial[lid.x + 1u];
-        partial[lid.x] = mimir_maximum_f32(a24, b25);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const float total11 = partial[0u];
+    const float total12 = mimir_maximum_f32(total11, partial[1u]);
+    const float total13 = mimir_maximum_f32(total12, partial[2u]);
+    const float total14 = mimir_maximum_f32(total13, partial[3u]);
+    const float total15 = mimir_maximum_f32(total14, partial[4u]);
+    const float total16 = mimir_maximum_f32(total15, partial[5u]);
+    const float total17 = mimir_maximum_f32(total16, partial[6u]);
+    const float total18 = mimir_maximum_f32(total17, partial[7u]);
     if (lid.x == 0u) {
-        scratch2[g0] = partial[0u];
+        scratch2[g0] = total18;
     }
 }

@@ -27,8 +27,6 @@ kernel void two_heads_1_softmax(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row_max[32];
-    threadgroup float row_sum[32];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
@@ -43,84 +41,20 @@ kernel void two_heads_1_softmax(
     if (lid.x < 4u) {
         m4 = mimir_maximum_f32(m4, v1);
     }
-    row_max[lid.x] = m4;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a5 = row_max[lid.x];
-        const float b6 = row_max[lid.x + 16u];
-        row_max[lid.x] = mimir_maximum_f32(a5, b6);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a7 = row_max[lid.x];
-        const float b8 = row_max[lid.x + 8u];
-        row_max[lid.x] = mimir_maximum_f32(a7, b8);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const float warp5 = (simd_any(((as_type<uint>(m4) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m4));
+    const float top6 = (warp5 == as_type<float>(0xff800000u) ? 0.0f : warp5);
+    float s7 = 0.0f;
+    float d8 = 0.0f;
+    float e9 = 0.0f;
     if (lid.x < 4u) {
-        const float a9 = row_max[lid.x];
-        const float b10 = row_max[lid.x + 4u];
-        row_max[lid.x] = mimir_maximum_f32(a9, b10);
+        d8 = v1 - top6;
+        e9 = exp(d8);
+        s7 = s7 + e9;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a11 = row_max[lid.x];
-        const float b12 = row_max[lid.x + 2u];
-        row_max[lid.x] = mimir_maximum_f32(a11, b12);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a13 = row_max[lid.x];
-        const float b14 = row_max[lid.x + 1u];
-        row_max[lid.x] = mimir_maximum_f32(a13, b14);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_max15 = row_max[0u];
-    const float top16 = (row_max15 == as_type<float>(0xff800000u) ? 0.0f : row_max15);
-    float s17 = 0.0f;
-    float d18 = 0.0f;
-    float e19 = 0.0f;
+    const float warp10 = simd_sum(s7);
     if (lid.x < 4u) {
-        d18 = v1 - top16;
-        e19 = exp(d18);
-        s17 = s17 + e19;
-    }
-    row_sum[lid.x] = s17;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a20 = row_sum[lid.x];
-        const float b21 = row_sum[lid.x + 16u];
-        row_sum[lid.x] = a20 + b21;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a22 = row_sum[lid.x];
-        const float b23 = row_sum[lid.x + 8u];
-        row_sum[lid.x] = a22 + b23;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a24 = row_sum[lid.x];
-        const float b25 = row_sum[lid.x + 4u];
-        row_sum[lid.x] = a24 + b25;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a26 = row_sum[lid.x];
-        const float b27 = row_sum[lid.x + 2u];
-        row_sum[lid.x] = a26 + b27;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a28 = row_sum[lid.x];
-        const float b29 = row_sum[lid.x + 1u];
-        row_sum[lid.x] = a28 + b29;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_sum30 = row_sum[0u];
-    if (lid.x < 4u) {
-        const float y31 = e19 / row_sum30;
-        const uint i32 = g0 * 4u + lid.x;
-        out0[i32] = y31;
+        const float y11 = e9 / warp10;
+        const uint i12 = g0 * 4u + lid.x;
+        out0[i12] = y11;
     }
 }

@@ -13,65 +13,27 @@ kernel void two_heads_2_reduce(
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]]
 ) {
-    threadgroup float partial[256];
+    threadgroup float partial[8];
     float acc0 = 0.0f;
     for (uint r1 = lid.x; r1 < u.N; r1 += 256u) {
         const uint i2 = r1 * 4u + wid.x;
         const float v3 = scratch0[i2];
         acc0 = acc0 + v3;
     }
-    partial[lid.x] = acc0;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a4 = partial[lid.x];
-        const float b5 = partial[lid.x + 128u];
-        partial[lid.x] = a4 + b5;
+    const float warp4 = simd_sum(acc0);
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp4;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a6 = partial[lid.x];
-        const float b7 = partial[lid.x + 64u];
-        partial[lid.x] = a6 + b7;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a8 = partial[lid.x];
-        const float b9 = partial[lid.x + 32u];
-        partial[lid.x] = a8 + b9;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a10 = partial[lid.x];
-        const float b11 = partial[lid.x + 16u];
-        partial[lid.x] = a10 + b11;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a12 = partial[lid.x];
-        const float b13 = partial[lid.x + 8u];
-        partial[lid.x] = a12 + b13;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a14 = partial[lid.x];
-        const float b15 = partial[lid.x + 4u];
-        partial[lid.x] = a14 + b15;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a16 = partial[lid.x];
-        const float b17 = partial[lid.x + 2u];
-        partial[lid.x] = a16 + b17;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a18 = partial[lid.x];
-        const float b19 = partial[lid.x + 1u];
-        partial[lid.x] = a18 + b19;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const float total5 = partial[0u];
+    const float total6 = total5 + partial[1u];
+    const float total7 = total6 + partial[2u];
+    const float total8 = total7 + partial[3u];
+    const float total9 = total8 + partial[4u];
+    const float total10 = total9 + partial[5u];
+    const float total11 = total10 + partial[6u];
+    const float total12 = total11 + partial[7u];
     if (lid.x == 0u) {
-        const float total20 = partial[0u];
-        out1[wid.x] = total20;
+        out1[wid.x] = total12;
     }
 }

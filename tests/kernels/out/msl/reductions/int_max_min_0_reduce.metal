@@ -14,7 +14,7 @@ kernel void int_max_min_0_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup int partial[64];
+    threadgroup int partial[2];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.A) {
         return;
@@ -25,46 +25,14 @@ kernel void int_max_min_0_reduce(
         const int v4 = x[i3];
         acc1 = (acc1 <= v4 ? acc1 : v4);
     }
-    partial[lid.x] = acc1;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const int a5 = partial[lid.x];
-        const int b6 = partial[lid.x + 32u];
-        partial[lid.x] = (a5 <= b6 ? a5 : b6);
+    const int warp5 = simd_min(acc1);
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp5;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const int a7 = partial[lid.x];
-        const int b8 = partial[lid.x + 16u];
-        partial[lid.x] = (a7 <= b8 ? a7 : b8);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const int a9 = partial[lid.x];
-        const int b10 = partial[lid.x + 8u];
-        partial[lid.x] = (a9 <= b10 ? a9 : b10);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const int a11 = partial[lid.x];
-        const int b12 = partial[lid.x + 4u];
-        partial[lid.x] = (a11 <= b12 ? a11 : b12);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const int a13 = partial[lid.x];
-        const int b14 = partial[lid.x + 2u];
-        partial[lid.x] = (a13 <= b14 ? a13 : b14);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const int a15 = partial[lid.x];
-        const int b16 = partial[lid.x + 1u];
-        partial[lid.x] = (a15 <= b16 ? a15 : b16);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const int total6 = partial[0u];
+    const int total7 = (total6 <= partial[1u] ? total6 : partial[1u]);
     if (lid.x == 0u) {
-        const int total17 = partial[0u];
-        scratch0[g0] = total17;
+        scratch0[g0] = total7;
     }
 }

@@ -15,7 +15,7 @@ kernel void int_sum_and_bool_any_0_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup int partial[256];
+    threadgroup int partial[8];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.B) {
         return;
@@ -26,58 +26,20 @@ kernel void int_sum_and_bool_any_0_reduce(
         const int v4 = x[i3];
         acc1 = int(uint(acc1) + uint(v4));
     }
-    partial[lid.x] = acc1;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const int a5 = partial[lid.x];
-        const int b6 = partial[lid.x + 128u];
-        partial[lid.x] = int(uint(a5) + uint(b6));
+    const int warp5 = as_type<int>(simd_sum(as_type<uint>(acc1)));
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp5;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const int a7 = partial[lid.x];
-        const int b8 = partial[lid.x + 64u];
-        partial[lid.x] = int(uint(a7) + uint(b8));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const int a9 = partial[lid.x];
-        const int b10 = partial[lid.x + 32u];
-        partial[lid.x] = int(uint(a9) + uint(b10));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const int a11 = partial[lid.x];
-        const int b12 = partial[lid.x + 16u];
-        partial[lid.x] = int(uint(a11) + uint(b12));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const int a13 = partial[lid.x];
-        const int b14 = partial[lid.x + 8u];
-        partial[lid.x] = int(uint(a13) + uint(b14));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const int a15 = partial[lid.x];
-        const int b16 = partial[lid.x + 4u];
-        partial[lid.x] = int(uint(a15) + uint(b16));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const int a17 = partial[lid.x];
-        const int b18 = partial[lid.x + 2u];
-        partial[lid.x] = int(uint(a17) + uint(b18));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const int a19 = partial[lid.x];
-        const int b20 = partial[lid.x + 1u];
-        partial[lid.x] = int(uint(a19) + uint(b20));
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const int total6 = partial[0u];
+    const int total7 = int(uint(total6) + uint(partial[1u]));
+    const int total8 = int(uint(total7) + uint(partial[2u]));
+    const int total9 = int(uint(total8) + uint(partial[3u]));
+    const int total10 = int(uint(total9) + uint(partial[4u]));
+    const int total11 = int(uint(total10) + uint(partial[5u]));
+    const int total12 = int(uint(total11) + uint(partial[6u]));
+    const int total13 = int(uint(total12) + uint(partial[7u]));
     if (lid.x == 0u) {
-        const int total21 = partial[0u];
-        out0[g0] = total21;
+        out0[g0] = total13;
     }
 }

@@ -15,7 +15,7 @@ kernel void int_sum_and_bool_any_1_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup uint partial[256];
+    threadgroup uint partial[8];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.A) {
         return;
@@ -26,59 +26,21 @@ kernel void int_sum_and_bool_any_1_reduce(
         const bool v4 = m[i3] != 0u;
         acc1 = (acc1 >= (v4 ? 1u : 0u) ? acc1 : (v4 ? 1u : 0u));
     }
-    partial[lid.x] = acc1;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const uint a5 = partial[lid.x];
-        const uint b6 = partial[lid.x + 128u];
-        partial[lid.x] = (a5 >= b6 ? a5 : b6);
+    const uint warp5 = simd_max(acc1);
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp5;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const uint a7 = partial[lid.x];
-        const uint b8 = partial[lid.x + 64u];
-        partial[lid.x] = (a7 >= b8 ? a7 : b8);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const uint a9 = partial[lid.x];
-        const uint b10 = partial[lid.x + 32u];
-        partial[lid.x] = (a9 >= b10 ? a9 : b10);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const uint a11 = partial[lid.x];
-        const uint b12 = partial[lid.x + 16u];
-        partial[lid.x] = (a11 >= b12 ? a11 : b12);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const uint a13 = partial[lid.x];
-        const uint b14 = partial[lid.x + 8u];
-        partial[lid.x] = (a13 >= b14 ? a13 : b14);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const uint a15 = partial[lid.x];
-        const uint b16 = partial[lid.x + 4u];
-        partial[lid.x] = (a15 >= b16 ? a15 : b16);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const uint a17 = partial[lid.x];
-        const uint b18 = partial[lid.x + 2u];
-        partial[lid.x] = (a17 >= b18 ? a17 : b18);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const uint a19 = partial[lid.x];
-        const uint b20 = partial[lid.x + 1u];
-        partial[lid.x] = (a19 >= b20 ? a19 : b20);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint total6 = partial[0u];
+    const uint total7 = (total6 >= partial[1u] ? total6 : partial[1u]);
+    const uint total8 = (total7 >= partial[2u] ? total7 : partial[2u]);
+    const uint total9 = (total8 >= partial[3u] ? total8 : partial[3u]);
+    const uint total10 = (total9 >= partial[4u] ? total9 : partial[4u]);
+    const uint total11 = (total10 >= partial[5u] ? total10 : partial[5u]);
+    const uint total12 = (total11 >= partial[6u] ? total11 : partial[6u]);
+    const uint total13 = (total12 >= partial[7u] ? total12 : partial[7u]);
     if (lid.x == 0u) {
-        const uint total21 = partial[0u];
-        const bool total22 = total21 != 0u;
-        out1[g0] = (total22 ? 1u : 0u);
+        const bool total14 = total13 != 0u;
+        out1[g0] = (total14 ? 1u : 0u);
     }
 }

@@ -16,7 +16,7 @@ kernel void sum_all_0_partial(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[256];
+    threadgroup float partial[8];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= ((u.A * u.B * u.C + 4096u - 1u) >> 12u)) {
         return;
@@ -34,57 +34,20 @@ kernel void sum_all_0_partial(
         const float v11 = x[i10];
         acc4 = acc4 + v11;
     }
-    partial[lid.x] = acc4;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a12 = partial[lid.x];
-        const float b13 = partial[lid.x + 128u];
-        partial[lid.x] = a12 + b13;
+    const float warp12 = simd_sum(acc4);
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp12;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a14 = partial[lid.x];
-        const float b15 = partial[lid.x + 64u];
-        partial[lid.x] = a14 + b15;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a16 = partial[lid.x];
-        const float b17 = partial[lid.x + 32u];
-        partial[lid.x] = a16 + b17;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a18 = partial[lid.x];
-        const float b19 = partial[lid.x + 16u];
-        partial[lid.x] = a18 + b19;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a20 = partial[lid.x];
-        const float b21 = partial[lid.x + 8u];
-        partial[lid.x] = a20 + b21;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a22 = partial[lid.x];
-        const float b23 = partial[lid.x + 4u];
-        partial[lid.x] = a22 + b23;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a24 = partial[lid.x];
-        const float b25 = partial[lid.x + 2u];
-        partial[lid.x] = a24 + b25;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a26 = partial[lid.x];
-        const float b27 = partial[lid.x + 1u];
-        partial[lid.x] = a26 + b27;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const float total13 = partial[0u];
+    const float total14 = total13 + partial[1u];
+    const float total15 = total14 + partial[2u];
+    const float total16 = total15 + partial[3u];
+    const float total17 = total16 + partial[4u];
+    const float total18 = total17 + partial[5u];
+    const float total19 = total18 + partial[6u];
+    const float total20 = total19 + partial[7u];
     if (lid.x == 0u) {
-        scratch0[g0] = partial[0u];
+        scratch0[g0] = total20;
     }
 }

@@ -23,8 +23,8 @@ kernel void layer_norm_512_0_row(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row0[256];
-    threadgroup float row1[256];
+    threadgroup float row0[8];
+    threadgroup float row1[8];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
@@ -37,125 +37,49 @@ kernel void layer_norm_512_0_row(
     const uint i5 = g0 * 512u + j1;
     const float v6 = x[i5];
     acc2 = acc2 + v6;
-    row0[lid.x] = acc2;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a7 = row0[lid.x];
-        const float b8 = row0[lid.x + 128u];
-        row0[lid.x] = a7 + b8;
+    const float warp7 = simd_sum(acc2);
+    if ((lid.x & 31u) == 0u) {
+        row0[lid.x >> 5u] = warp7;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a9 = row0[lid.x];
-        const float b10 = row0[lid.x + 64u];
-        row0[lid.x] = a9 + b10;
+    const float total8 = row0[0u];
+    const float total9 = total8 + row0[1u];
+    const float total10 = total9 + row0[2u];
+    const float total11 = total10 + row0[3u];
+    const float total12 = total11 + row0[4u];
+    const float total13 = total12 + row0[5u];
+    const float total14 = total13 + row0[6u];
+    const float total15 = total14 + row0[7u];
+    const float total16 = total15 / float(512u);
+    float acc17 = 0.0f;
+    const float v18 = v4 - total16;
+    acc17 = fma(v18, v18, acc17);
+    const float v20 = v6 - total16;
+    acc17 = fma(v20, v20, acc17);
+    const float warp22 = simd_sum(acc17);
+    if ((lid.x & 31u) == 0u) {
+        row1[lid.x >> 5u] = warp22;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a11 = row0[lid.x];
-        const float b12 = row0[lid.x + 32u];
-        row0[lid.x] = a11 + b12;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a13 = row0[lid.x];
-        const float b14 = row0[lid.x + 16u];
-        row0[lid.x] = a13 + b14;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a15 = row0[lid.x];
-        const float b16 = row0[lid.x + 8u];
-        row0[lid.x] = a15 + b16;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a17 = row0[lid.x];
-        const float b18 = row0[lid.x + 4u];
-        row0[lid.x] = a17 + b18;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a19 = row0[lid.x];
-        const float b20 = row0[lid.x + 2u];
-        row0[lid.x] = a19 + b20;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a21 = row0[lid.x];
-        const float b22 = row0[lid.x + 1u];
-        row0[lid.x] = a21 + b22;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total23 = row0[0u];
-    const float total24 = total23 / float(512u);
-    float acc25 = 0.0f;
-    const float v26 = v4 - total24;
-    acc25 = fma(v26, v26, acc25);
-    const float v28 = v6 - total24;
-    acc25 = fma(v28, v28, acc25);
-    row1[lid.x] = acc25;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a30 = row1[lid.x];
-        const float b31 = row1[lid.x + 128u];
-        row1[lid.x] = a30 + b31;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a32 = row1[lid.x];
-        const float b33 = row1[lid.x + 64u];
-        row1[lid.x] = a32 + b33;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a34 = row1[lid.x];
-        const float b35 = row1[lid.x + 32u];
-        row1[lid.x] = a34 + b35;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a36 = row1[lid.x];
-        const float b37 = row1[lid.x + 16u];
-        row1[lid.x] = a36 + b37;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a38 = row1[lid.x];
-        const float b39 = row1[lid.x + 8u];
-        row1[lid.x] = a38 + b39;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a40 = row1[lid.x];
-        const float b41 = row1[lid.x + 4u];
-        row1[lid.x] = a40 + b41;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a42 = row1[lid.x];
-        const float b43 = row1[lid.x + 2u];
-        row1[lid.x] = a42 + b43;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a44 = row1[lid.x];
-        const float b45 = row1[lid.x + 1u];
-        row1[lid.x] = a44 + b45;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total46 = row1[0u];
-    const float total47 = total46 / float(512u);
-    const float v48 = total47 + 1e-05f;
-    const float v49 = 1.0f / mimir_sqrt(v48);
-    const float v50 = v26 * v49;
-    const float v51 = gamma[lid.x];
-    const float v53 = beta[lid.x];
-    const float v54 = fma(v50, v51, v53);
-    out[i3] = v54;
-    const float v55 = v28 * v49;
-    const float v56 = gamma[j1];
-    const float v58 = beta[j1];
-    const float v59 = fma(v55, v56, v58);
-    out[i5] = v59;
+    const float total23 = row1[0u];
+    const float total24 = total23 + row1[1u];
+    const float total25 = total24 + row1[2u];
+    const float total26 = total25 + row1[3u];
+    const float total27 = total26 + row1[4u];
+    const float total28 = total27 + row1[5u];
+    const float total29 = total28 + row1[6u];
+    const float total30 = total29 + row1[7u];
+    const float total31 = total30 / float(512u);
+    const float v32 = total31 + 1e-05f;
+    const float v33 = 1.0f / mimir_sqrt(v32);
+    const float v34 = v18 * v33;
+    const float v35 = gamma[lid.x];
+    const float v37 = beta[lid.x];
+    const float v38 = fma(v34, v35, v37);
+    out[i3] = v38;
+    const float v39 = v20 * v33;
+    const float v40 = gamma[j1];
+    const float v42 = beta[j1];
+    const float v43 = fma(v39, v40, v42);
+    out[i5] = v43;
 }

@@ -37,8 +37,8 @@ kernel void log_softmax_row_512_0_softmax(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row_max[256];
-    threadgroup float row_sum[256];
+    threadgroup float row_max[8];
+    threadgroup float row_sum[8];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
@@ -50,119 +50,43 @@ kernel void log_softmax_row_512_0_softmax(
     const float v5 = x[i4];
     float m6 = v2;
     m6 = mimir_maximum_f32(m6, v5);
-    row_max[lid.x] = m6;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a7 = row_max[lid.x];
-        const float b8 = row_max[lid.x + 128u];
-        row_max[lid.x] = mimir_maximum_f32(a7, b8);
+    const float warp7 = (simd_any(((as_type<uint>(m6) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m6));
+    if ((lid.x & 31u) == 0u) {
+        row_max[lid.x >> 5u] = warp7;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a9 = row_max[lid.x];
-        const float b10 = row_max[lid.x + 64u];
-        row_max[lid.x] = mimir_maximum_f32(a9, b10);
+    const float total8 = row_max[0u];
+    const float total9 = mimir_maximum_f32(total8, row_max[1u]);
+    const float total10 = mimir_maximum_f32(total9, row_max[2u]);
+    const float total11 = mimir_maximum_f32(total10, row_max[3u]);
+    const float total12 = mimir_maximum_f32(total11, row_max[4u]);
+    const float total13 = mimir_maximum_f32(total12, row_max[5u]);
+    const float total14 = mimir_maximum_f32(total13, row_max[6u]);
+    const float total15 = mimir_maximum_f32(total14, row_max[7u]);
+    const float top16 = (total15 == as_type<float>(0xff800000u) ? 0.0f : total15);
+    float s17 = 0.0f;
+    const float d18 = v2 - top16;
+    const float e19 = exp(d18);
+    s17 = s17 + e19;
+    const float d20 = v5 - top16;
+    const float e21 = exp(d20);
+    s17 = s17 + e21;
+    const float warp22 = simd_sum(s17);
+    if ((lid.x & 31u) == 0u) {
+        row_sum[lid.x >> 5u] = warp22;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a11 = row_max[lid.x];
-        const float b12 = row_max[lid.x + 32u];
-        row_max[lid.x] = mimir_maximum_f32(a11, b12);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a13 = row_max[lid.x];
-        const float b14 = row_max[lid.x + 16u];
-        row_max[lid.x] = mimir_maximum_f32(a13, b14);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a15 = row_max[lid.x];
-        const float b16 = row_max[lid.x + 8u];
-        row_max[lid.x] = mimir_maximum_f32(a15, b16);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a17 = row_max[lid.x];
-        const float b18 = row_max[lid.x + 4u];
-        row_max[lid.x] = mimir_maximum_f32(a17, b18);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a19 = row_max[lid.x];
-        const float b20 = row_max[lid.x + 2u];
-        row_max[lid.x] = mimir_maximum_f32(a19, b20);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a21 = row_max[lid.x];
-        const float b22 = row_max[lid.x + 1u];
-        row_max[lid.x] = mimir_maximum_f32(a21, b22);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_max23 = row_max[0u];
-    const float top24 = (row_max23 == as_type<float>(0xff800000u) ? 0.0f : row_max23);
-    float s25 = 0.0f;
-    const float d26 = v2 - top24;
-    const float e27 = exp(d26);
-    s25 = s25 + e27;
-    const float d28 = v5 - top24;
-    const float e29 = exp(d28);
-    s25 = s25 + e29;
-    row_sum[lid.x] = s25;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a30 = row_sum[lid.x];
-        const float b31 = row_sum[lid.x + 128u];
-        row_sum[lid.x] = a30 + b31;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a32 = row_sum[lid.x];
-        const float b33 = row_sum[lid.x + 64u];
-        row_sum[lid.x] = a32 + b33;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a34 = row_sum[lid.x];
-        const float b35 = row_sum[lid.x + 32u];
-        row_sum[lid.x] = a34 + b35;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a36 = row_sum[lid.x];
-        const float b37 = row_sum[lid.x + 16u];
-        row_sum[lid.x] = a36 + b37;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a38 = row_sum[lid.x];
-        const float b39 = row_sum[lid.x + 8u];
-        row_sum[lid.x] = a38 + b39;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a40 = row_sum[lid.x];
-        const float b41 = row_sum[lid.x + 4u];
-        row_sum[lid.x] = a40 + b41;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a42 = row_sum[lid.x];
-        const float b43 = row_sum[lid.x + 2u];
-        row_sum[lid.x] = a42 + b43;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a44 = row_sum[lid.x];
-        const float b45 = row_sum[lid.x + 1u];
-        row_sum[lid.x] = a44 + b45;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_sum46 = row_sum[0u];
-    const float t47 = mimir_log(row_sum46);
-    const float y48 = d26 - t47;
-    out[i1] = y48;
-    const float y49 = d28 - t47;
-    out[i4] = y49;
+    const float total23 = row_sum[0u];
+    const float total24 = total23 + row_sum[1u];
+    const float total25 = total24 + row_sum[2u];
+    const float total26 = total25 + row_sum[3u];
+    const float total27 = total26 + row_sum[4u];
+    const float total28 = total27 + row_sum[5u];
+    const float total29 = total28 + row_sum[6u];
+    const float total30 = total29 + row_sum[7u];
+    const float t31 = mimir_log(total30);
+    const float y32 = d18 - t31;
+    out[i1] = y32;
+    const float y33 = d20 - t31;
+    out[i4] = y33;
 }

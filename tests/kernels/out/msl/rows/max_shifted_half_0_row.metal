@@ -27,7 +27,7 @@ kernel void max_shifted_half_0_row(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row0[64];
+    threadgroup float row0[2];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
@@ -38,50 +38,18 @@ kernel void max_shifted_half_0_row(
         const float v4 = float(x[i3]);
         acc1 = mimir_maximum_f32(acc1, v4);
     }
-    row0[lid.x] = acc1;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a5 = row0[lid.x];
-        const float b6 = row0[lid.x + 32u];
-        row0[lid.x] = mimir_maximum_f32(a5, b6);
+    const float warp5 = (simd_any(((as_type<uint>(acc1) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc1));
+    if ((lid.x & 31u) == 0u) {
+        row0[lid.x >> 5u] = warp5;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a7 = row0[lid.x];
-        const float b8 = row0[lid.x + 16u];
-        row0[lid.x] = mimir_maximum_f32(a7, b8);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a9 = row0[lid.x];
-        const float b10 = row0[lid.x + 8u];
-        row0[lid.x] = mimir_maximum_f32(a9, b10);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a11 = row0[lid.x];
-        const float b12 = row0[lid.x + 4u];
-        row0[lid.x] = mimir_maximum_f32(a11, b12);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a13 = row0[lid.x];
-        const float b14 = row0[lid.x + 2u];
-        row0[lid.x] = mimir_maximum_f32(a13, b14);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a15 = row0[lid.x];
-        const float b16 = row0[lid.x + 1u];
-        row0[lid.x] = mimir_maximum_f32(a15, b16);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total17 = row0[0u];
-    const float total18 = float(half(total17));
-    for (uint j19 = lid.x; j19 < 40u; j19 += 64u) {
-        const uint i20 = g0 * 40u + j19;
-        const float v21 = float(x[i20]);
-        const float v22 = float(half(v21 - total18));
-        out[i20] = half(v22);
+    const float total6 = row0[0u];
+    const float total7 = mimir_maximum_f32(total6, row0[1u]);
+    const float total8 = float(half(total7));
+    for (uint j9 = lid.x; j9 < 40u; j9 += 64u) {
+        const uint i10 = g0 * 40u + j9;
+        const float v11 = float(x[i10]);
+        const float v12 = float(half(v11 - total8));
+        out[i10] = half(v12);
     }
 }

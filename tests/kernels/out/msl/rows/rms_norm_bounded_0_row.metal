@@ -23,7 +23,7 @@ kernel void rms_norm_bounded_0_row(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row0[256];
+    threadgroup float row0[8];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
@@ -34,66 +34,28 @@ kernel void rms_norm_bounded_0_row(
         const float v4 = x[i3];
         acc1 = fma(v4, v4, acc1);
     }
-    row0[lid.x] = acc1;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a6 = row0[lid.x];
-        const float b7 = row0[lid.x + 128u];
-        row0[lid.x] = a6 + b7;
+    const float warp6 = simd_sum(acc1);
+    if ((lid.x & 31u) == 0u) {
+        row0[lid.x >> 5u] = warp6;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a8 = row0[lid.x];
-        const float b9 = row0[lid.x + 64u];
-        row0[lid.x] = a8 + b9;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a10 = row0[lid.x];
-        const float b11 = row0[lid.x + 32u];
-        row0[lid.x] = a10 + b11;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a12 = row0[lid.x];
-        const float b13 = row0[lid.x + 16u];
-        row0[lid.x] = a12 + b13;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a14 = row0[lid.x];
-        const float b15 = row0[lid.x + 8u];
-        row0[lid.x] = a14 + b15;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a16 = row0[lid.x];
-        const float b17 = row0[lid.x + 4u];
-        row0[lid.x] = a16 + b17;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a18 = row0[lid.x];
-        const float b19 = row0[lid.x + 2u];
-        row0[lid.x] = a18 + b19;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a20 = row0[lid.x];
-        const float b21 = row0[lid.x + 1u];
-        row0[lid.x] = a20 + b21;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total22 = row0[0u];
-    const float total23 = total22 / float(u.D);
-    const float v24 = total23 + 1e-06f;
-    const float v25 = mimir_sqrt(v24);
-    for (uint j26 = lid.x; j26 < u.D; j26 += 256u) {
-        const uint i27 = g0 * u.D + j26;
-        const float v28 = x[i27];
-        const float v29 = v28 / v25;
-        const float v30 = w[j26];
-        const float v31 = v29 * v30;
-        out[i27] = v31;
+    const float total7 = row0[0u];
+    const float total8 = total7 + row0[1u];
+    const float total9 = total8 + row0[2u];
+    const float total10 = total9 + row0[3u];
+    const float total11 = total10 + row0[4u];
+    const float total12 = total11 + row0[5u];
+    const float total13 = total12 + row0[6u];
+    const float total14 = total13 + row0[7u];
+    const float total15 = total14 / float(u.D);
+    const float v16 = total15 + 1e-06f;
+    const float v17 = mimir_sqrt(v16);
+    for (uint j18 = lid.x; j18 < u.D; j18 += 256u) {
+        const uint i19 = g0 * u.D + j18;
+        const float v20 = x[i19];
+        const float v21 = v20 / v17;
+        const float v22 = w[j18];
+        const float v23 = v21 * v22;
+        out[i19] = v23;
     }
 }

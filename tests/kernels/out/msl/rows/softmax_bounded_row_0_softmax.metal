@@ -28,8 +28,8 @@ kernel void softmax_bounded_row_0_softmax(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row_max[256];
-    threadgroup float row_sum[256];
+    threadgroup float row_max[8];
+    threadgroup float row_sum[8];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
@@ -122,212 +122,136 @@ kernel void softmax_bounded_row_0_softmax(
     if (j35 < u.D) {
         m40 = mimir_maximum_f32(m40, v36);
     }
-    row_max[lid.x] = m40;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a41 = row_max[lid.x];
-        const float b42 = row_max[lid.x + 128u];
-        row_max[lid.x] = mimir_maximum_f32(a41, b42);
+    const float warp41 = (simd_any(((as_type<uint>(m40) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m40));
+    if ((lid.x & 31u) == 0u) {
+        row_max[lid.x >> 5u] = warp41;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a43 = row_max[lid.x];
-        const float b44 = row_max[lid.x + 64u];
-        row_max[lid.x] = mimir_maximum_f32(a43, b44);
+    const float total42 = row_max[0u];
+    const float total43 = mimir_maximum_f32(total42, row_max[1u]);
+    const float total44 = mimir_maximum_f32(total43, row_max[2u]);
+    const float total45 = mimir_maximum_f32(total44, row_max[3u]);
+    const float total46 = mimir_maximum_f32(total45, row_max[4u]);
+    const float total47 = mimir_maximum_f32(total46, row_max[5u]);
+    const float total48 = mimir_maximum_f32(total47, row_max[6u]);
+    const float total49 = mimir_maximum_f32(total48, row_max[7u]);
+    const float top50 = (total49 == as_type<float>(0xff800000u) ? 0.0f : total49);
+    float s51 = 0.0f;
+    float d52 = 0.0f;
+    float e53 = 0.0f;
+    if (lid.x < u.D) {
+        d52 = v1 - top50;
+        e53 = exp(d52);
+        s51 = s51 + e53;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a45 = row_max[lid.x];
-        const float b46 = row_max[lid.x + 32u];
-        row_max[lid.x] = mimir_maximum_f32(a45, b46);
+    float d54 = 0.0f;
+    float e55 = 0.0f;
+    if (j5 < u.D) {
+        d54 = v6 - top50;
+        e55 = exp(d54);
+        s51 = s51 + e55;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a47 = row_max[lid.x];
-        const float b48 = row_max[lid.x + 16u];
-        row_max[lid.x] = mimir_maximum_f32(a47, b48);
+    float d56 = 0.0f;
+    float e57 = 0.0f;
+    if (j10 < u.D) {
+        d56 = v11 - top50;
+        e57 = exp(d56);
+        s51 = s51 + e57;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a49 = row_max[lid.x];
-        const float b50 = row_max[lid.x + 8u];
-        row_max[lid.x] = mimir_maximum_f32(a49, b50);
+    float d58 = 0.0f;
+    float e59 = 0.0f;
+    if (j15 < u.D) {
+        d58 = v16 - top50;
+        e59 = exp(d58);
+        s51 = s51 + e59;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a51 = row_max[lid.x];
-        const float b52 = row_max[lid.x + 4u];
-        row_max[lid.x] = mimir_maximum_f32(a51, b52);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a53 = row_max[lid.x];
-        const float b54 = row_max[lid.x + 2u];
-        row_max[lid.x] = mimir_maximum_f32(a53, b54);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a55 = row_max[lid.x];
-        const float b56 = row_max[lid.x + 1u];
-        row_max[lid.x] = mimir_maximum_f32(a55, b56);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_max57 = row_max[0u];
-    const float top58 = (row_max57 == as_type<float>(0xff800000u) ? 0.0f : row_max57);
-    float s59 = 0.0f;
     float d60 = 0.0f;
     float e61 = 0.0f;
-    if (lid.x < u.D) {
-        d60 = v1 - top58;
+    if (j20 < u.D) {
+        d60 = v21 - top50;
         e61 = exp(d60);
-        s59 = s59 + e61;
+        s51 = s51 + e61;
     }
     float d62 = 0.0f;
     float e63 = 0.0f;
-    if (j5 < u.D) {
-        d62 = v6 - top58;
+    if (j25 < u.D) {
+        d62 = v26 - top50;
         e63 = exp(d62);
-        s59 = s59 + e63;
+        s51 = s51 + e63;
     }
     float d64 = 0.0f;
     float e65 = 0.0f;
-    if (j10 < u.D) {
-        d64 = v11 - top58;
+    if (j30 < u.D) {
+        d64 = v31 - top50;
         e65 = exp(d64);
-        s59 = s59 + e65;
+        s51 = s51 + e65;
     }
     float d66 = 0.0f;
     float e67 = 0.0f;
-    if (j15 < u.D) {
-        d66 = v16 - top58;
-        e67 = exp(d66);
-        s59 = s59 + e67;
-    }
-    float d68 = 0.0f;
-    float e69 = 0.0f;
-    if (j20 < u.D) {
-        d68 = v21 - top58;
-        e69 = exp(d68);
-        s59 = s59 + e69;
-    }
-    float d70 = 0.0f;
-    float e71 = 0.0f;
-    if (j25 < u.D) {
-        d70 = v26 - top58;
-        e71 = exp(d70);
-        s59 = s59 + e71;
-    }
-    float d72 = 0.0f;
-    float e73 = 0.0f;
-    if (j30 < u.D) {
-        d72 = v31 - top58;
-        e73 = exp(d72);
-        s59 = s59 + e73;
-    }
-    float d74 = 0.0f;
-    float e75 = 0.0f;
     if (j35 < u.D) {
-        d74 = v36 - top58;
-        e75 = exp(d74);
-        s59 = s59 + e75;
+        d66 = v36 - top50;
+        e67 = exp(d66);
+        s51 = s51 + e67;
     }
-    row_sum[lid.x] = s59;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a76 = row_sum[lid.x];
-        const float b77 = row_sum[lid.x + 128u];
-        row_sum[lid.x] = a76 + b77;
+    const float warp68 = simd_sum(s51);
+    if ((lid.x & 31u) == 0u) {
+        row_sum[lid.x >> 5u] = warp68;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a78 = row_sum[lid.x];
-        const float b79 = row_sum[lid.x + 64u];
-        row_sum[lid.x] = a78 + b79;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a80 = row_sum[lid.x];
-        const float b81 = row_sum[lid.x + 32u];
-        row_sum[lid.x] = a80 + b81;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a82 = row_sum[lid.x];
-        const float b83 = row_sum[lid.x + 16u];
-        row_sum[lid.x] = a82 + b83;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a84 = row_sum[lid.x];
-        const float b85 = row_sum[lid.x + 8u];
-        row_sum[lid.x] = a84 + b85;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a86 = row_sum[lid.x];
-        const float b87 = row_sum[lid.x + 4u];
-        row_sum[lid.x] = a86 + b87;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a88 = row_sum[lid.x];
-        const float b89 = row_sum[lid.x + 2u];
-        row_sum[lid.x] = a88 + b89;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a90 = row_sum[lid.x];
-        const float b91 = row_sum[lid.x + 1u];
-        row_sum[lid.x] = a90 + b91;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_sum92 = row_sum[0u];
+    const float total69 = row_sum[0u];
+    const float total70 = total69 + row_sum[1u];
+    const float total71 = total70 + row_sum[2u];
+    const float total72 = total71 + row_sum[3u];
+    const float total73 = total72 + row_sum[4u];
+    const float total74 = total73 + row_sum[5u];
+    const float total75 = total74 + row_sum[6u];
+    const float total76 = total75 + row_sum[7u];
     if (lid.x < u.D) {
-        const float y93 = e61 / row_sum92;
-        const uint i94 = g0 * u.D + lid.x;
-        const float v95 = y93 * 2.0f;
-        out[i94] = v95;
+        const float y77 = e53 / total76;
+        const uint i78 = g0 * u.D + lid.x;
+        const float v79 = y77 * 2.0f;
+        out[i78] = v79;
     }
     if (j5 < u.D) {
-        const float y96 = e63 / row_sum92;
-        const uint i97 = g0 * u.D + j5;
-        const float v98 = y96 * 2.0f;
-        out[i97] = v98;
+        const float y80 = e55 / total76;
+        const uint i81 = g0 * u.D + j5;
+        const float v82 = y80 * 2.0f;
+        out[i81] = v82;
     }
     if (j10 < u.D) {
-        const float y99 = e65 / row_sum92;
-        const uint i100 = g0 * u.D + j10;
-        const float v101 = y99 * 2.0f;
-        out[i100] = v101;
+        const float y83 = e57 / total76;
+        const uint i84 = g0 * u.D + j10;
+        const float v85 = y83 * 2.0f;
+        out[i84] = v85;
     }
     if (j15 < u.D) {
-        const float y102 = e67 / row_sum92;
-        const uint i103 = g0 * u.D + j15;
-        const float v104 = y102 * 2.0f;
-        out[i103] = v104;
+        const float y86 = e59 / total76;
+        const uint i87 = g0 * u.D + j15;
+        const float v88 = y86 * 2.0f;
+        out[i87] = v88;
     }
     if (j20 < u.D) {
-        const float y105 = e69 / row_sum92;
-        const uint i106 = g0 * u.D + j20;
-        const float v107 = y105 * 2.0f;
-        out[i106] = v107;
+        const float y89 = e61 / total76;
+        const uint i90 = g0 * u.D + j20;
+        const float v91 = y89 * 2.0f;
+        out[i90] = v91;
     }
     if (j25 < u.D) {
-        const float y108 = e71 / row_sum92;
-        const uint i109 = g0 * u.D + j25;
-        const float v110 = y108 * 2.0f;
-        out[i109] = v110;
+        const float y92 = e63 / total76;
+        const uint i93 = g0 * u.D + j25;
+        const float v94 = y92 * 2.0f;
+        out[i93] = v94;
     }
     if (j30 < u.D) {
-        const float y111 = e73 / row_sum92;
-        const uint i112 = g0 * u.D + j30;
-        const float v113 = y111 * 2.0f;
-        out[i112] = v113;
+        const float y95 = e65 / total76;
+        const uint i96 = g0 * u.D + j30;
+        const float v97 = y95 * 2.0f;
+        out[i96] = v97;
     }
     if (j35 < u.D) {
-        const float y114 = e75 / row_sum92;
-        const uint i115 = g0 * u.D + j35;
-        const float v116 = y114 * 2.0f;
-        out[i115] = v116;
+        const float y98 = e67 / total76;
+        const uint i99 = g0 * u.D + j35;
+        const float v100 = y98 * 2.0f;
+        out[i99] = v100;
     }
 }

@@ -27,8 +27,8 @@ kernel void softmax_row_1000_0_softmax(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row_max[256];
-    threadgroup float row_sum[256];
+    threadgroup float row_max[8];
+    threadgroup float row_sum[8];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
@@ -54,135 +54,59 @@ kernel void softmax_row_1000_0_softmax(
     if (j9 < 1000u) {
         m13 = mimir_maximum_f32(m13, v10);
     }
-    row_max[lid.x] = m13;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a14 = row_max[lid.x];
-        const float b15 = row_max[lid.x + 128u];
-        row_max[lid.x] = mimir_maximum_f32(a14, b15);
+    const float warp14 = (simd_any(((as_type<uint>(m13) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m13));
+    if ((lid.x & 31u) == 0u) {
+        row_max[lid.x >> 5u] = warp14;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a16 = row_max[lid.x];
-        const float b17 = row_max[lid.x + 64u];
-        row_max[lid.x] = mimir_maximum_f32(a16, b17);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a18 = row_max[lid.x];
-        const float b19 = row_max[lid.x + 32u];
-        row_max[lid.x] = mimir_maximum_f32(a18, b19);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a20 = row_max[lid.x];
-        const float b21 = row_max[lid.x + 16u];
-        row_max[lid.x] = mimir_maximum_f32(a20, b21);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a22 = row_max[lid.x];
-        const float b23 = row_max[lid.x + 8u];
-        row_max[lid.x] = mimir_maximum_f32(a22, b23);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a24 = row_max[lid.x];
-        const float b25 = row_max[lid.x + 4u];
-        row_max[lid.x] = mimir_maximum_f32(a24, b25);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a26 = row_max[lid.x];
-        const float b27 = row_max[lid.x + 2u];
-        row_max[lid.x] = mimir_maximum_f32(a26, b27);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a28 = row_max[lid.x];
-        const float b29 = row_max[lid.x + 1u];
-        row_max[lid.x] = mimir_maximum_f32(a28, b29);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_max30 = row_max[0u];
-    const float top31 = (row_max30 == as_type<float>(0xff800000u) ? 0.0f : row_max30);
-    float s32 = 0.0f;
-    const float d33 = v2 - top31;
-    const float e34 = exp(d33);
-    s32 = s32 + e34;
-    const float d35 = v5 - top31;
-    const float e36 = exp(d35);
-    s32 = s32 + e36;
-    const float d37 = v8 - top31;
-    const float e38 = exp(d37);
-    s32 = s32 + e38;
-    float d39 = 0.0f;
-    float e40 = 0.0f;
+    const float total15 = row_max[0u];
+    const float total16 = mimir_maximum_f32(total15, row_max[1u]);
+    const float total17 = mimir_maximum_f32(total16, row_max[2u]);
+    const float total18 = mimir_maximum_f32(total17, row_max[3u]);
+    const float total19 = mimir_maximum_f32(total18, row_max[4u]);
+    const float total20 = mimir_maximum_f32(total19, row_max[5u]);
+    const float total21 = mimir_maximum_f32(total20, row_max[6u]);
+    const float total22 = mimir_maximum_f32(total21, row_max[7u]);
+    const float top23 = (total22 == as_type<float>(0xff800000u) ? 0.0f : total22);
+    float s24 = 0.0f;
+    const float d25 = v2 - top23;
+    const float e26 = exp(d25);
+    s24 = s24 + e26;
+    const float d27 = v5 - top23;
+    const float e28 = exp(d27);
+    s24 = s24 + e28;
+    const float d29 = v8 - top23;
+    const float e30 = exp(d29);
+    s24 = s24 + e30;
+    float d31 = 0.0f;
+    float e32 = 0.0f;
     if (j9 < 1000u) {
-        d39 = v10 - top31;
-        e40 = exp(d39);
-        s32 = s32 + e40;
+        d31 = v10 - top23;
+        e32 = exp(d31);
+        s24 = s24 + e32;
     }
-    row_sum[lid.x] = s32;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a41 = row_sum[lid.x];
-        const float b42 = row_sum[lid.x + 128u];
-        row_sum[lid.x] = a41 + b42;
+    const float warp33 = simd_sum(s24);
+    if ((lid.x & 31u) == 0u) {
+        row_sum[lid.x >> 5u] = warp33;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a43 = row_sum[lid.x];
-        const float b44 = row_sum[lid.x + 64u];
-        row_sum[lid.x] = a43 + b44;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a45 = row_sum[lid.x];
-        const float b46 = row_sum[lid.x + 32u];
-        row_sum[lid.x] = a45 + b46;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a47 = row_sum[lid.x];
-        const float b48 = row_sum[lid.x + 16u];
-        row_sum[lid.x] = a47 + b48;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a49 = row_sum[lid.x];
-        const float b50 = row_sum[lid.x + 8u];
-        row_sum[lid.x] = a49 + b50;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a51 = row_sum[lid.x];
-        const float b52 = row_sum[lid.x + 4u];
-        row_sum[lid.x] = a51 + b52;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a53 = row_sum[lid.x];
-        const float b54 = row_sum[lid.x + 2u];
-        row_sum[lid.x] = a53 + b54;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a55 = row_sum[lid.x];
-        const float b56 = row_sum[lid.x + 1u];
-        row_sum[lid.x] = a55 + b56;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_sum57 = row_sum[0u];
-    const float y58 = e34 / row_sum57;
-    out[i1] = y58;
-    const float y59 = e36 / row_sum57;
-    out[i4] = y59;
-    const float y60 = e38 / row_sum57;
-    out[i7] = y60;
+    const float total34 = row_sum[0u];
+    const float total35 = total34 + row_sum[1u];
+    const float total36 = total35 + row_sum[2u];
+    const float total37 = total36 + row_sum[3u];
+    const float total38 = total37 + row_sum[4u];
+    const float total39 = total38 + row_sum[5u];
+    const float total40 = total39 + row_sum[6u];
+    const float total41 = total40 + row_sum[7u];
+    const float y42 = e26 / total41;
+    out[i1] = y42;
+    const float y43 = e28 / total41;
+    out[i4] = y43;
+    const float y44 = e30 / total41;
+    out[i7] = y44;
     if (j9 < 1000u) {
-        const float y61 = e40 / row_sum57;
-        const uint i62 = g0 * 1000u + j9;
-        out[i62] = y61;
+        const float y45 = e32 / total41;
+        const uint i46 = g0 * 1000u + j9;
+        out[i46] = y45;
     }
 }

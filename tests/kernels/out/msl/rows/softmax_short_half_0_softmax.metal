@@ -27,8 +27,8 @@ kernel void softmax_short_half_0_softmax(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row_max[64];
-    threadgroup float row_sum[64];
+    threadgroup float row_max[2];
+    threadgroup float row_sum[2];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
@@ -43,96 +43,32 @@ kernel void softmax_short_half_0_softmax(
     if (lid.x < 40u) {
         m4 = mimir_maximum_f32(m4, v1);
     }
-    row_max[lid.x] = m4;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a5 = row_max[lid.x];
-        const float b6 = row_max[lid.x + 32u];
-        row_max[lid.x] = mimir_maximum_f32(a5, b6);
+    const float warp5 = (simd_any(((as_type<uint>(m4) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m4));
+    if ((lid.x & 31u) == 0u) {
+        row_max[lid.x >> 5u] = warp5;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a7 = row_max[lid.x];
-        const float b8 = row_max[lid.x + 16u];
-        row_max[lid.x] = mimir_maximum_f32(a7, b8);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a9 = row_max[lid.x];
-        const float b10 = row_max[lid.x + 8u];
-        row_max[lid.x] = mimir_maximum_f32(a9, b10);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a11 = row_max[lid.x];
-        const float b12 = row_max[lid.x + 4u];
-        row_max[lid.x] = mimir_maximum_f32(a11, b12);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a13 = row_max[lid.x];
-        const float b14 = row_max[lid.x + 2u];
-        row_max[lid.x] = mimir_maximum_f32(a13, b14);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a15 = row_max[lid.x];
-        const float b16 = row_max[lid.x + 1u];
-        row_max[lid.x] = mimir_maximum_f32(a15, b16);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_max17 = row_max[0u];
-    const float top18 = (row_max17 == as_type<float>(0xff800000u) ? 0.0f : row_max17);
-    float s19 = 0.0f;
-    float d20 = 0.0f;
-    float e21 = 0.0f;
+    const float total6 = row_max[0u];
+    const float total7 = mimir_maximum_f32(total6, row_max[1u]);
+    const float top8 = (total7 == as_type<float>(0xff800000u) ? 0.0f : total7);
+    float s9 = 0.0f;
+    float d10 = 0.0f;
+    float e11 = 0.0f;
     if (lid.x < 40u) {
-        d20 = v1 - top18;
-        e21 = exp(d20);
-        s19 = s19 + e21;
+        d10 = v1 - top8;
+        e11 = exp(d10);
+        s9 = s9 + e11;
     }
-    row_sum[lid.x] = s19;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a22 = row_sum[lid.x];
-        const float b23 = row_sum[lid.x + 32u];
-        row_sum[lid.x] = a22 + b23;
+    const float warp12 = simd_sum(s9);
+    if ((lid.x & 31u) == 0u) {
+        row_sum[lid.x >> 5u] = warp12;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a24 = row_sum[lid.x];
-        const float b25 = row_sum[lid.x + 16u];
-        row_sum[lid.x] = a24 + b25;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a26 = row_sum[lid.x];
-        const float b27 = row_sum[lid.x + 8u];
-        row_sum[lid.x] = a26 + b27;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a28 = row_sum[lid.x];
-        const float b29 = row_sum[lid.x + 4u];
-        row_sum[lid.x] = a28 + b29;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a30 = row_sum[lid.x];
-        const float b31 = row_sum[lid.x + 2u];
-        row_sum[lid.x] = a30 + b31;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a32 = row_sum[lid.x];
-        const float b33 = row_sum[lid.x + 1u];
-        row_sum[lid.x] = a32 + b33;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float row_sum34 = row_sum[0u];
+    const float total13 = row_sum[0u];
+    const float total14 = total13 + row_sum[1u];
     if (lid.x < 40u) {
-        const float y35 = float(half(e21 / row_sum34));
-        const uint i36 = g0 * 40u + lid.x;
-        out[i36] = half(y35);
+        const float y15 = float(half(e11 / total14));
+        const uint i16 = g0 * 40u + lid.x;
+        out[i16] = half(y15);
     }
 }

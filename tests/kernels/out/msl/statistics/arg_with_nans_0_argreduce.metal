@@ -35,8 +35,8 @@ kernel void arg_with_nans_0_argreduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[256];
-    threadgroup uint first[256];
+    threadgroup float best[8];
+    threadgroup uint first[8];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
@@ -48,119 +48,41 @@ kernel void arg_with_nans_0_argreduce(
         const float v5 = mimir_sqrt(v4);
         acc1 = mimir_minimum_f32(acc1, v5);
     }
-    partial[lid.x] = acc1;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a6 = partial[lid.x];
-        const float b7 = partial[lid.x + 128u];
-        partial[lid.x] = mimir_minimum_f32(a6, b7);
+    const float warp6 = (simd_any(((as_type<uint>(acc1) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_min(acc1));
+    if ((lid.x & 31u) == 0u) {
+        best[lid.x >> 5u] = warp6;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a8 = partial[lid.x];
-        const float b9 = partial[lid.x + 64u];
-        partial[lid.x] = mimir_minimum_f32(a8, b9);
+    const float total7 = best[0u];
+    const float total8 = mimir_minimum_f32(total7, best[1u]);
+    const float total9 = mimir_minimum_f32(total8, best[2u]);
+    const float total10 = mimir_minimum_f32(total9, best[3u]);
+    const float total11 = mimir_minimum_f32(total10, best[4u]);
+    const float total12 = mimir_minimum_f32(total11, best[5u]);
+    const float total13 = mimir_minimum_f32(total12, best[6u]);
+    const float total14 = mimir_minimum_f32(total13, best[7u]);
+    uint acc15 = 4294967295u;
+    for (uint r16 = lid.x; r16 < u.C; r16 += 256u) {
+        const uint i17 = g0 * u.C + r16;
+        const float v18 = x[i17];
+        const float v19 = mimir_sqrt(v18);
+        acc15 = (((!(((as_type<uint>(v19) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total14) & 0x7fffffffu) > 0x7f800000u)) && (v19 == total14)) || (((as_type<uint>(v19) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total14) & 0x7fffffffu) > 0x7f800000u))) && (r16 < acc15) ? r16 : acc15);
+    }
+    const uint warp20 = simd_min(acc15);
+    if ((lid.x & 31u) == 0u) {
+        first[lid.x >> 5u] = warp20;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a10 = partial[lid.x];
-        const float b11 = partial[lid.x + 32u];
-        partial[lid.x] = mimir_minimum_f32(a10, b11);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a12 = partial[lid.x];
-        const float b13 = partial[lid.x + 16u];
-        partial[lid.x] = mimir_minimum_f32(a12, b13);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a14 = partial[lid.x];
-        const float b15 = partial[lid.x + 8u];
-        partial[lid.x] = mimir_minimum_f32(a14, b15);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a16 = partial[lid.x];
-        const float b17 = partial[lid.x + 4u];
-        partial[lid.x] = mimir_minimum_f32(a16, b17);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a18 = partial[lid.x];
-        const float b19 = partial[lid.x + 2u];
-        partial[lid.x] = mimir_minimum_f32(a18, b19);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a20 = partial[lid.x];
-        const float b21 = partial[lid.x + 1u];
-        partial[lid.x] = mimir_minimum_f32(a20, b21);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total22 = partial[0u];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    uint acc23 = 4294967295u;
-    for (uint r24 = lid.x; r24 < u.C; r24 += 256u) {
-        const uint i25 = g0 * u.C + r24;
-        const float v26 = x[i25];
-        const float v27 = mimir_sqrt(v26);
-        acc23 = (((!(((as_type<uint>(v27) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total22) & 0x7fffffffu) > 0x7f800000u)) && (v27 == total22)) || (((as_type<uint>(v27) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total22) & 0x7fffffffu) > 0x7f800000u))) && (r24 < acc23) ? r24 : acc23);
-    }
-    first[lid.x] = acc23;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const uint a28 = first[lid.x];
-        const uint b29 = first[lid.x + 128u];
-        first[lid.x] = (b29 < a28 ? b29 : a28);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const uint a30 = first[lid.x];
-        const uint b31 = first[lid.x + 64u];
-        first[lid.x] = (b31 < a30 ? b31 : a30);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const uint a32 = first[lid.x];
-        const uint b33 = first[lid.x + 32u];
-        first[lid.x] = (b33 < a32 ? b33 : a32);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const uint a34 = first[lid.x];
-        const uint b35 = first[lid.x + 16u];
-        first[lid.x] = (b35 < a34 ? b35 : a34);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const uint a36 = first[lid.x];
-        const uint b37 = first[lid.x + 8u];
-        first[lid.x] = (b37 < a36 ? b37 : a36);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const uint a38 = first[lid.x];
-        const uint b39 = first[lid.x + 4u];
-        first[lid.x] = (b39 < a38 ? b39 : a38);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const uint a40 = first[lid.x];
-        const uint b41 = first[lid.x + 2u];
-        first[lid.x] = (b41 < a40 ? b41 : a40);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const uint a42 = first[lid.x];
-        const uint b43 = first[lid.x + 1u];
-        first[lid.x] = (b43 < a42 ? b43 : a42);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint total44 = first[0u];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint total21 = first[0u];
+    const uint total22 = (total21 <= first[1u] ? total21 : first[1u]);
+    const uint total23 = (total22 <= first[2u] ? total22 : first[2u]);
+    const uint total24 = (total23 <= first[3u] ? total23 : first[3u]);
+    const uint total25 = (total24 <= first[4u] ? total24 : first[4u]);
+    const uint total26 = (total25 <= first[5u] ? total25 : first[5u]);
+    const uint total27 = (total26 <= first[6u] ? total26 : first[6u]);
+    const uint total28 = (total27 <= first[7u] ? total27 : first[7u]);
     if (lid.x == 0u) {
-        const int index45 = int(total44);
-        scratch0[g0] = index45;
+        const int index29 = int(total28);
+        scratch0[g0] = index29;
     }
 }

@@ -16,8 +16,8 @@ kernel void argmax_bools_1_argreduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup uint partial[256];
-    threadgroup uint first[256];
+    threadgroup uint best[8];
+    threadgroup uint first[8];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
@@ -29,122 +29,44 @@ kernel void argmax_bools_1_argreduce(
         const bool v5 = v4 > 0;
         acc1 = (acc1 >= (v5 ? 1u : 0u) ? acc1 : (v5 ? 1u : 0u));
     }
-    partial[lid.x] = acc1;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const uint a6 = partial[lid.x];
-        const uint b7 = partial[lid.x + 128u];
-        partial[lid.x] = (a6 >= b7 ? a6 : b7);
+    const uint warp6 = simd_max(acc1);
+    if ((lid.x & 31u) == 0u) {
+        best[lid.x >> 5u] = warp6;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const uint a8 = partial[lid.x];
-        const uint b9 = partial[lid.x + 64u];
-        partial[lid.x] = (a8 >= b9 ? a8 : b9);
+    const uint total7 = best[0u];
+    const uint total8 = (total7 >= best[1u] ? total7 : best[1u]);
+    const uint total9 = (total8 >= best[2u] ? total8 : best[2u]);
+    const uint total10 = (total9 >= best[3u] ? total9 : best[3u]);
+    const uint total11 = (total10 >= best[4u] ? total10 : best[4u]);
+    const uint total12 = (total11 >= best[5u] ? total11 : best[5u]);
+    const uint total13 = (total12 >= best[6u] ? total12 : best[6u]);
+    const uint total14 = (total13 >= best[7u] ? total13 : best[7u]);
+    uint acc15 = 4294967295u;
+    for (uint r16 = lid.x; r16 < u.C; r16 += 256u) {
+        const uint i17 = g0 * u.C + r16;
+        const int v18 = x[i17];
+        const bool v19 = v18 > 0;
+        const uint v20 = (v19 ? 1u : 0u);
+        acc15 = ((v20 == total14) && (r16 < acc15) ? r16 : acc15);
+    }
+    const uint warp21 = simd_min(acc15);
+    if ((lid.x & 31u) == 0u) {
+        first[lid.x >> 5u] = warp21;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const uint a10 = partial[lid.x];
-        const uint b11 = partial[lid.x + 32u];
-        partial[lid.x] = (a10 >= b11 ? a10 : b11);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const uint a12 = partial[lid.x];
-        const uint b13 = partial[lid.x + 16u];
-        partial[lid.x] = (a12 >= b13 ? a12 : b13);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const uint a14 = partial[lid.x];
-        const uint b15 = partial[lid.x + 8u];
-        partial[lid.x] = (a14 >= b15 ? a14 : b15);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const uint a16 = partial[lid.x];
-        const uint b17 = partial[lid.x + 4u];
-        partial[lid.x] = (a16 >= b17 ? a16 : b17);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const uint a18 = partial[lid.x];
-        const uint b19 = partial[lid.x + 2u];
-        partial[lid.x] = (a18 >= b19 ? a18 : b19);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const uint a20 = partial[lid.x];
-        const uint b21 = partial[lid.x + 1u];
-        partial[lid.x] = (a20 >= b21 ? a20 : b21);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint total22 = partial[0u];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    uint acc23 = 4294967295u;
-    for (uint r24 = lid.x; r24 < u.C; r24 += 256u) {
-        const uint i25 = g0 * u.C + r24;
-        const int v26 = x[i25];
-        const bool v27 = v26 > 0;
-        const uint v28 = (v27 ? 1u : 0u);
-        acc23 = ((v28 == total22) && (r24 < acc23) ? r24 : acc23);
-    }
-    first[lid.x] = acc23;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const uint a29 = first[lid.x];
-        const uint b30 = first[lid.x + 128u];
-        first[lid.x] = (b30 < a29 ? b30 : a29);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const uint a31 = first[lid.x];
-        const uint b32 = first[lid.x + 64u];
-        first[lid.x] = (b32 < a31 ? b32 : a31);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const uint a33 = first[lid.x];
-        const uint b34 = first[lid.x + 32u];
-        first[lid.x] = (b34 < a33 ? b34 : a33);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const uint a35 = first[lid.x];
-        const uint b36 = first[lid.x + 16u];
-        first[lid.x] = (b36 < a35 ? b36 : a35);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const uint a37 = first[lid.x];
-        const uint b38 = first[lid.x + 8u];
-        first[lid.x] = (b38 < a37 ? b38 : a37);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const uint a39 = first[lid.x];
-        const uint b40 = first[lid.x + 4u];
-        first[lid.x] = (b40 < a39 ? b40 : a39);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const uint a41 = first[lid.x];
-        const uint b42 = first[lid.x + 2u];
-        first[lid.x] = (b42 < a41 ? b42 : a41);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const uint a43 = first[lid.x];
-        const uint b44 = first[lid.x + 1u];
-        first[lid.x] = (b44 < a43 ? b44 : a43);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint total45 = first[0u];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint total22 = first[0u];
+    const uint total23 = (total22 <= first[1u] ? total22 : first[1u]);
+    const uint total24 = (total23 <= first[2u] ? total23 : first[2u]);
+    const uint total25 = (total24 <= first[3u] ? total24 : first[3u]);
+    const uint total26 = (total25 <= first[4u] ? total25 : first[4u]);
+    const uint total27 = (total26 <= first[5u] ? total26 : first[5u]);
+    const uint total28 = (total27 <= first[6u] ? total27 : first[6u]);
+    const uint total29 = (total28 <= first[7u] ? total28 : first[7u]);
     if (lid.x == 0u) {
-        const int index46 = int(total45);
-        const int v47 = scratch0[g0];
-        const int v48 = int(uint(index46) + uint(v47));
-        out[g0] = v48;
+        const int index30 = int(total29);
+        const int v31 = scratch0[g0];
+        const int v32 = int(uint(index30) + uint(v31));
+        out[g0] = v32;
     }
 }

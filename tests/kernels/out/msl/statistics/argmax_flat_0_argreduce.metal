@@ -26,8 +26,8 @@ kernel void argmax_flat_0_argreduce(
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]]
 ) {
-    threadgroup float partial[256];
-    threadgroup uint first[256];
+    threadgroup float best[8];
+    threadgroup uint first[8];
     float acc0 = as_type<float>(0xff800000u);
     for (uint r1 = lid.x; r1 < u.N * 7u; r1 += 256u) {
         const uint i2 = r1 % 7u;
@@ -36,120 +36,42 @@ kernel void argmax_flat_0_argreduce(
         const float v5 = float(x[i4]);
         acc0 = mimir_maximum_f32(acc0, v5);
     }
-    partial[lid.x] = acc0;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a6 = partial[lid.x];
-        const float b7 = partial[lid.x + 128u];
-        partial[lid.x] = mimir_maximum_f32(a6, b7);
+    const float warp6 = (simd_any(((as_type<uint>(acc0) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc0));
+    if ((lid.x & 31u) == 0u) {
+        best[lid.x >> 5u] = warp6;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a8 = partial[lid.x];
-        const float b9 = partial[lid.x + 64u];
-        partial[lid.x] = mimir_maximum_f32(a8, b9);
+    const float total7 = best[0u];
+    const float total8 = mimir_maximum_f32(total7, best[1u]);
+    const float total9 = mimir_maximum_f32(total8, best[2u]);
+    const float total10 = mimir_maximum_f32(total9, best[3u]);
+    const float total11 = mimir_maximum_f32(total10, best[4u]);
+    const float total12 = mimir_maximum_f32(total11, best[5u]);
+    const float total13 = mimir_maximum_f32(total12, best[6u]);
+    const float total14 = mimir_maximum_f32(total13, best[7u]);
+    uint acc15 = 4294967295u;
+    for (uint r16 = lid.x; r16 < u.N * 7u; r16 += 256u) {
+        const uint i17 = r16 % 7u;
+        const uint i18 = r16 / 7u;
+        const uint i19 = i18 * 7u + i17;
+        const float v20 = float(x[i19]);
+        acc15 = (((!(((as_type<uint>(v20) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total14) & 0x7fffffffu) > 0x7f800000u)) && (v20 == total14)) || (((as_type<uint>(v20) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total14) & 0x7fffffffu) > 0x7f800000u))) && (r16 < acc15) ? r16 : acc15);
+    }
+    const uint warp21 = simd_min(acc15);
+    if ((lid.x & 31u) == 0u) {
+        first[lid.x >> 5u] = warp21;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a10 = partial[lid.x];
-        const float b11 = partial[lid.x + 32u];
-        partial[lid.x] = mimir_maximum_f32(a10, b11);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a12 = partial[lid.x];
-        const float b13 = partial[lid.x + 16u];
-        partial[lid.x] = mimir_maximum_f32(a12, b13);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a14 = partial[lid.x];
-        const float b15 = partial[lid.x + 8u];
-        partial[lid.x] = mimir_maximum_f32(a14, b15);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a16 = partial[lid.x];
-        const float b17 = partial[lid.x + 4u];
-        partial[lid.x] = mimir_maximum_f32(a16, b17);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a18 = partial[lid.x];
-        const float b19 = partial[lid.x + 2u];
-        partial[lid.x] = mimir_maximum_f32(a18, b19);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a20 = partial[lid.x];
-        const float b21 = partial[lid.x + 1u];
-        partial[lid.x] = mimir_maximum_f32(a20, b21);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total22 = partial[0u];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    uint acc23 = 4294967295u;
-    for (uint r24 = lid.x; r24 < u.N * 7u; r24 += 256u) {
-        const uint i25 = r24 % 7u;
-        const uint i26 = r24 / 7u;
-        const uint i27 = i26 * 7u + i25;
-        const float v28 = float(x[i27]);
-        acc23 = (((!(((as_type<uint>(v28) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total22) & 0x7fffffffu) > 0x7f800000u)) && (v28 == total22)) || (((as_type<uint>(v28) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total22) & 0x7fffffffu) > 0x7f800000u))) && (r24 < acc23) ? r24 : acc23);
-    }
-    first[lid.x] = acc23;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const uint a29 = first[lid.x];
-        const uint b30 = first[lid.x + 128u];
-        first[lid.x] = (b30 < a29 ? b30 : a29);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const uint a31 = first[lid.x];
-        const uint b32 = first[lid.x + 64u];
-        first[lid.x] = (b32 < a31 ? b32 : a31);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const uint a33 = first[lid.x];
-        const uint b34 = first[lid.x + 32u];
-        first[lid.x] = (b34 < a33 ? b34 : a33);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const uint a35 = first[lid.x];
-        const uint b36 = first[lid.x + 16u];
-        first[lid.x] = (b36 < a35 ? b36 : a35);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const uint a37 = first[lid.x];
-        const uint b38 = first[lid.x + 8u];
-        first[lid.x] = (b38 < a37 ? b38 : a37);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const uint a39 = first[lid.x];
-        const uint b40 = first[lid.x + 4u];
-        first[lid.x] = (b40 < a39 ? b40 : a39);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const uint a41 = first[lid.x];
-        const uint b42 = first[lid.x + 2u];
-        first[lid.x] = (b42 < a41 ? b42 : a41);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const uint a43 = first[lid.x];
-        const uint b44 = first[lid.x + 1u];
-        first[lid.x] = (b44 < a43 ? b44 : a43);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint total45 = first[0u];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint total22 = first[0u];
+    const uint total23 = (total22 <= first[1u] ? total22 : first[1u]);
+    const uint total24 = (total23 <= first[2u] ? total23 : first[2u]);
+    const uint total25 = (total24 <= first[3u] ? total24 : first[3u]);
+    const uint total26 = (total25 <= first[4u] ? total25 : first[4u]);
+    const uint total27 = (total26 <= first[5u] ? total26 : first[5u]);
+    const uint total28 = (total27 <= first[6u] ? total27 : first[6u]);
+    const uint total29 = (total28 <= first[7u] ? total28 : first[7u]);
     if (lid.x == 0u) {
-        const int index46 = int(total45);
-        out[wid.x] = index46;
+        const int index30 = int(total29);
+        out[wid.x] = index30;
     }
 }

@@ -26,8 +26,8 @@ kernel void argmin_columns_0_argreduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup int partial[256];
-    threadgroup uint first[256];
+    threadgroup int best[8];
+    threadgroup uint first[8];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.C) {
         return;
@@ -39,119 +39,41 @@ kernel void argmin_columns_0_argreduce(
         const int v5 = mimir_mod_i32(v4, 5);
         acc1 = (acc1 <= v5 ? acc1 : v5);
     }
-    partial[lid.x] = acc1;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const int a6 = partial[lid.x];
-        const int b7 = partial[lid.x + 128u];
-        partial[lid.x] = (a6 <= b7 ? a6 : b7);
+    const int warp6 = simd_min(acc1);
+    if ((lid.x & 31u) == 0u) {
+        best[lid.x >> 5u] = warp6;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const int a8 = partial[lid.x];
-        const int b9 = partial[lid.x + 64u];
-        partial[lid.x] = (a8 <= b9 ? a8 : b9);
+    const int total7 = best[0u];
+    const int total8 = (total7 <= best[1u] ? total7 : best[1u]);
+    const int total9 = (total8 <= best[2u] ? total8 : best[2u]);
+    const int total10 = (total9 <= best[3u] ? total9 : best[3u]);
+    const int total11 = (total10 <= best[4u] ? total10 : best[4u]);
+    const int total12 = (total11 <= best[5u] ? total11 : best[5u]);
+    const int total13 = (total12 <= best[6u] ? total12 : best[6u]);
+    const int total14 = (total13 <= best[7u] ? total13 : best[7u]);
+    uint acc15 = 4294967295u;
+    for (uint r16 = lid.x; r16 < u.N; r16 += 256u) {
+        const uint i17 = r16 * u.C + g0;
+        const int v18 = x[i17];
+        const int v19 = mimir_mod_i32(v18, 5);
+        acc15 = ((v19 == total14) && (r16 < acc15) ? r16 : acc15);
+    }
+    const uint warp20 = simd_min(acc15);
+    if ((lid.x & 31u) == 0u) {
+        first[lid.x >> 5u] = warp20;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const int a10 = partial[lid.x];
-        const int b11 = partial[lid.x + 32u];
-        partial[lid.x] = (a10 <= b11 ? a10 : b11);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const int a12 = partial[lid.x];
-        const int b13 = partial[lid.x + 16u];
-        partial[lid.x] = (a12 <= b13 ? a12 : b13);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const int a14 = partial[lid.x];
-        const int b15 = partial[lid.x + 8u];
-        partial[lid.x] = (a14 <= b15 ? a14 : b15);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const int a16 = partial[lid.x];
-        const int b17 = partial[lid.x + 4u];
-        partial[lid.x] = (a16 <= b17 ? a16 : b17);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const int a18 = partial[lid.x];
-        const int b19 = partial[lid.x + 2u];
-        partial[lid.x] = (a18 <= b19 ? a18 : b19);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const int a20 = partial[lid.x];
-        const int b21 = partial[lid.x + 1u];
-        partial[lid.x] = (a20 <= b21 ? a20 : b21);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int total22 = partial[0u];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    uint acc23 = 4294967295u;
-    for (uint r24 = lid.x; r24 < u.N; r24 += 256u) {
-        const uint i25 = r24 * u.C + g0;
-        const int v26 = x[i25];
-        const int v27 = mimir_mod_i32(v26, 5);
-        acc23 = ((v27 == total22) && (r24 < acc23) ? r24 : acc23);
-    }
-    first[lid.x] = acc23;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const uint a28 = first[lid.x];
-        const uint b29 = first[lid.x + 128u];
-        first[lid.x] = (b29 < a28 ? b29 : a28);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const uint a30 = first[lid.x];
-        const uint b31 = first[lid.x + 64u];
-        first[lid.x] = (b31 < a30 ? b31 : a30);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const uint a32 = first[lid.x];
-        const uint b33 = first[lid.x + 32u];
-        first[lid.x] = (b33 < a32 ? b33 : a32);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const uint a34 = first[lid.x];
-        const uint b35 = first[lid.x + 16u];
-        first[lid.x] = (b35 < a34 ? b35 : a34);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const uint a36 = first[lid.x];
-        const uint b37 = first[lid.x + 8u];
-        first[lid.x] = (b37 < a36 ? b37 : a36);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const uint a38 = first[lid.x];
-        const uint b39 = first[lid.x + 4u];
-        first[lid.x] = (b39 < a38 ? b39 : a38);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const uint a40 = first[lid.x];
-        const uint b41 = first[lid.x + 2u];
-        first[lid.x] = (b41 < a40 ? b41 : a40);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const uint a42 = first[lid.x];
-        const uint b43 = first[lid.x + 1u];
-        first[lid.x] = (b43 < a42 ? b43 : a42);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint total44 = first[0u];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint total21 = first[0u];
+    const uint total22 = (total21 <= first[1u] ? total21 : first[1u]);
+    const uint total23 = (total22 <= first[2u] ? total22 : first[2u]);
+    const uint total24 = (total23 <= first[3u] ? total23 : first[3u]);
+    const uint total25 = (total24 <= first[4u] ? total24 : first[4u]);
+    const uint total26 = (total25 <= first[5u] ? total25 : first[5u]);
+    const uint total27 = (total26 <= first[6u] ? total26 : first[6u]);
+    const uint total28 = (total27 <= first[7u] ? total27 : first[7u]);
     if (lid.x == 0u) {
-        const int index45 = int(total44);
-        out[g0] = index45;
+        const int index29 = int(total28);
+        out[g0] = index29;
     }
 }

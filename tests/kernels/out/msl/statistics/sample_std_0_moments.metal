@@ -22,7 +22,8 @@ kernel void sample_std_0_moments(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[256];
+    threadgroup float sum[8];
+    threadgroup float squares[8];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.C) {
         return;
@@ -33,121 +34,43 @@ kernel void sample_std_0_moments(
         const float v4 = x[i3];
         acc1 = acc1 + v4;
     }
-    partial[lid.x] = acc1;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a5 = partial[lid.x];
-        const float b6 = partial[lid.x + 128u];
-        partial[lid.x] = a5 + b6;
+    const float warp5 = simd_sum(acc1);
+    if ((lid.x & 31u) == 0u) {
+        sum[lid.x >> 5u] = warp5;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a7 = partial[lid.x];
-        const float b8 = partial[lid.x + 64u];
-        partial[lid.x] = a7 + b8;
+    const float total6 = sum[0u];
+    const float total7 = total6 + sum[1u];
+    const float total8 = total7 + sum[2u];
+    const float total9 = total8 + sum[3u];
+    const float total10 = total9 + sum[4u];
+    const float total11 = total10 + sum[5u];
+    const float total12 = total11 + sum[6u];
+    const float total13 = total12 + sum[7u];
+    const float mean14 = total13 / float(u.S);
+    float acc15 = 0.0f;
+    for (uint r16 = lid.x; r16 < u.S; r16 += 256u) {
+        const uint i17 = r16 * u.C + g0;
+        const float v18 = x[i17];
+        const float d19 = v18 - mean14;
+        acc15 = fma(d19, d19, acc15);
+    }
+    const float warp20 = simd_sum(acc15);
+    if ((lid.x & 31u) == 0u) {
+        squares[lid.x >> 5u] = warp20;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a9 = partial[lid.x];
-        const float b10 = partial[lid.x + 32u];
-        partial[lid.x] = a9 + b10;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a11 = partial[lid.x];
-        const float b12 = partial[lid.x + 16u];
-        partial[lid.x] = a11 + b12;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a13 = partial[lid.x];
-        const float b14 = partial[lid.x + 8u];
-        partial[lid.x] = a13 + b14;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a15 = partial[lid.x];
-        const float b16 = partial[lid.x + 4u];
-        partial[lid.x] = a15 + b16;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a17 = partial[lid.x];
-        const float b18 = partial[lid.x + 2u];
-        partial[lid.x] = a17 + b18;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a19 = partial[lid.x];
-        const float b20 = partial[lid.x + 1u];
-        partial[lid.x] = a19 + b20;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total21 = partial[0u];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float mean22 = total21 / float(u.S);
-    float acc23 = 0.0f;
-    for (uint r24 = lid.x; r24 < u.S; r24 += 256u) {
-        const uint i25 = r24 * u.C + g0;
-        const float v26 = x[i25];
-        const float d27 = v26 - mean22;
-        acc23 = fma(d27, d27, acc23);
-    }
-    partial[lid.x] = acc23;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a28 = partial[lid.x];
-        const float b29 = partial[lid.x + 128u];
-        partial[lid.x] = a28 + b29;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a30 = partial[lid.x];
-        const float b31 = partial[lid.x + 64u];
-        partial[lid.x] = a30 + b31;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a32 = partial[lid.x];
-        const float b33 = partial[lid.x + 32u];
-        partial[lid.x] = a32 + b33;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a34 = partial[lid.x];
-        const float b35 = partial[lid.x + 16u];
-        partial[lid.x] = a34 + b35;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a36 = partial[lid.x];
-        const float b37 = partial[lid.x + 8u];
-        partial[lid.x] = a36 + b37;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a38 = partial[lid.x];
-        const float b39 = partial[lid.x + 4u];
-        partial[lid.x] = a38 + b39;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a40 = partial[lid.x];
-        const float b41 = partial[lid.x + 2u];
-        partial[lid.x] = a40 + b41;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a42 = partial[lid.x];
-        const float b43 = partial[lid.x + 1u];
-        partial[lid.x] = a42 + b43;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total44 = partial[0u];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float var45 = total44 / float(u.S - 1u);
-    const float std46 = mimir_sqrt(var45);
+    const float total21 = squares[0u];
+    const float total22 = total21 + squares[1u];
+    const float total23 = total22 + squares[2u];
+    const float total24 = total23 + squares[3u];
+    const float total25 = total24 + squares[4u];
+    const float total26 = total25 + squares[5u];
+    const float total27 = total26 + squares[6u];
+    const float total28 = total27 + squares[7u];
+    const float var29 = total28 / float(u.S - 1u);
+    const float std30 = mimir_sqrt(var29);
     if (lid.x == 0u) {
-        out[g0] = std46;
+        out[g0] = std30;
     }
 }

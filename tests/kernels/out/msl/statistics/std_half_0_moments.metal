@@ -22,7 +22,8 @@ kernel void std_half_0_moments(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[256];
+    threadgroup float sum[8];
+    threadgroup float squares[8];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
@@ -34,123 +35,45 @@ kernel void std_half_0_moments(
         const float v5 = float(half(v4 + 1e+02f));
         acc1 = acc1 + v5;
     }
-    partial[lid.x] = acc1;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a6 = partial[lid.x];
-        const float b7 = partial[lid.x + 128u];
-        partial[lid.x] = a6 + b7;
+    const float warp6 = simd_sum(acc1);
+    if ((lid.x & 31u) == 0u) {
+        sum[lid.x >> 5u] = warp6;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a8 = partial[lid.x];
-        const float b9 = partial[lid.x + 64u];
-        partial[lid.x] = a8 + b9;
+    const float total7 = sum[0u];
+    const float total8 = total7 + sum[1u];
+    const float total9 = total8 + sum[2u];
+    const float total10 = total9 + sum[3u];
+    const float total11 = total10 + sum[4u];
+    const float total12 = total11 + sum[5u];
+    const float total13 = total12 + sum[6u];
+    const float total14 = total13 + sum[7u];
+    const float mean15 = total14 / float(u.C);
+    float acc16 = 0.0f;
+    for (uint r17 = lid.x; r17 < u.C; r17 += 256u) {
+        const uint i18 = g0 * u.C + r17;
+        const float v19 = float(x[i18]);
+        const float v20 = float(half(v19 + 1e+02f));
+        const float d21 = v20 - mean15;
+        acc16 = fma(d21, d21, acc16);
+    }
+    const float warp22 = simd_sum(acc16);
+    if ((lid.x & 31u) == 0u) {
+        squares[lid.x >> 5u] = warp22;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a10 = partial[lid.x];
-        const float b11 = partial[lid.x + 32u];
-        partial[lid.x] = a10 + b11;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a12 = partial[lid.x];
-        const float b13 = partial[lid.x + 16u];
-        partial[lid.x] = a12 + b13;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a14 = partial[lid.x];
-        const float b15 = partial[lid.x + 8u];
-        partial[lid.x] = a14 + b15;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a16 = partial[lid.x];
-        const float b17 = partial[lid.x + 4u];
-        partial[lid.x] = a16 + b17;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a18 = partial[lid.x];
-        const float b19 = partial[lid.x + 2u];
-        partial[lid.x] = a18 + b19;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a20 = partial[lid.x];
-        const float b21 = partial[lid.x + 1u];
-        partial[lid.x] = a20 + b21;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total22 = partial[0u];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float mean23 = total22 / float(u.C);
-    float acc24 = 0.0f;
-    for (uint r25 = lid.x; r25 < u.C; r25 += 256u) {
-        const uint i26 = g0 * u.C + r25;
-        const float v27 = float(x[i26]);
-        const float v28 = float(half(v27 + 1e+02f));
-        const float d29 = v28 - mean23;
-        acc24 = fma(d29, d29, acc24);
-    }
-    partial[lid.x] = acc24;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a30 = partial[lid.x];
-        const float b31 = partial[lid.x + 128u];
-        partial[lid.x] = a30 + b31;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a32 = partial[lid.x];
-        const float b33 = partial[lid.x + 64u];
-        partial[lid.x] = a32 + b33;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a34 = partial[lid.x];
-        const float b35 = partial[lid.x + 32u];
-        partial[lid.x] = a34 + b35;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a36 = partial[lid.x];
-        const float b37 = partial[lid.x + 16u];
-        partial[lid.x] = a36 + b37;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a38 = partial[lid.x];
-        const float b39 = partial[lid.x + 8u];
-        partial[lid.x] = a38 + b39;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a40 = partial[lid.x];
-        const float b41 = partial[lid.x + 4u];
-        partial[lid.x] = a40 + b41;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a42 = partial[lid.x];
-        const float b43 = partial[lid.x + 2u];
-        partial[lid.x] = a42 + b43;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a44 = partial[lid.x];
-        const float b45 = partial[lid.x + 1u];
-        partial[lid.x] = a44 + b45;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total46 = partial[0u];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float var47 = total46 / float(u.C);
-    const float std48 = mimir_sqrt(var47);
+    const float total23 = squares[0u];
+    const float total24 = total23 + squares[1u];
+    const float total25 = total24 + squares[2u];
+    const float total26 = total25 + squares[3u];
+    const float total27 = total26 + squares[4u];
+    const float total28 = total27 + squares[5u];
+    const float total29 = total28 + squares[6u];
+    const float total30 = total29 + squares[7u];
+    const float var31 = total30 / float(u.C);
+    const float std32 = mimir_sqrt(var31);
     if (lid.x == 0u) {
-        const float total49 = float(half(std48));
-        out[g0] = half(total49);
+        const float total33 = float(half(std32));
+        out[g0] = half(total33);
     }
 }

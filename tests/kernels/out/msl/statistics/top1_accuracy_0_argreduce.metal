@@ -29,8 +29,8 @@ kernel void top1_accuracy_0_argreduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[256];
-    threadgroup uint first[256];
+    threadgroup float best[8];
+    threadgroup uint first[8];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
@@ -41,121 +41,43 @@ kernel void top1_accuracy_0_argreduce(
         const float v4 = logits[i3];
         acc1 = mimir_maximum_f32(acc1, v4);
     }
-    partial[lid.x] = acc1;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a5 = partial[lid.x];
-        const float b6 = partial[lid.x + 128u];
-        partial[lid.x] = mimir_maximum_f32(a5, b6);
+    const float warp5 = (simd_any(((as_type<uint>(acc1) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc1));
+    if ((lid.x & 31u) == 0u) {
+        best[lid.x >> 5u] = warp5;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a7 = partial[lid.x];
-        const float b8 = partial[lid.x + 64u];
-        partial[lid.x] = mimir_maximum_f32(a7, b8);
+    const float total6 = best[0u];
+    const float total7 = mimir_maximum_f32(total6, best[1u]);
+    const float total8 = mimir_maximum_f32(total7, best[2u]);
+    const float total9 = mimir_maximum_f32(total8, best[3u]);
+    const float total10 = mimir_maximum_f32(total9, best[4u]);
+    const float total11 = mimir_maximum_f32(total10, best[5u]);
+    const float total12 = mimir_maximum_f32(total11, best[6u]);
+    const float total13 = mimir_maximum_f32(total12, best[7u]);
+    uint acc14 = 4294967295u;
+    for (uint r15 = lid.x; r15 < u.C; r15 += 256u) {
+        const uint i16 = g0 * u.C + r15;
+        const float v17 = logits[i16];
+        acc14 = (((!(((as_type<uint>(v17) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total13) & 0x7fffffffu) > 0x7f800000u)) && (v17 == total13)) || (((as_type<uint>(v17) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total13) & 0x7fffffffu) > 0x7f800000u))) && (r15 < acc14) ? r15 : acc14);
+    }
+    const uint warp18 = simd_min(acc14);
+    if ((lid.x & 31u) == 0u) {
+        first[lid.x >> 5u] = warp18;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a9 = partial[lid.x];
-        const float b10 = partial[lid.x + 32u];
-        partial[lid.x] = mimir_maximum_f32(a9, b10);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a11 = partial[lid.x];
-        const float b12 = partial[lid.x + 16u];
-        partial[lid.x] = mimir_maximum_f32(a11, b12);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a13 = partial[lid.x];
-        const float b14 = partial[lid.x + 8u];
-        partial[lid.x] = mimir_maximum_f32(a13, b14);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a15 = partial[lid.x];
-        const float b16 = partial[lid.x + 4u];
-        partial[lid.x] = mimir_maximum_f32(a15, b16);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a17 = partial[lid.x];
-        const float b18 = partial[lid.x + 2u];
-        partial[lid.x] = mimir_maximum_f32(a17, b18);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a19 = partial[lid.x];
-        const float b20 = partial[lid.x + 1u];
-        partial[lid.x] = mimir_maximum_f32(a19, b20);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total21 = partial[0u];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    uint acc22 = 4294967295u;
-    for (uint r23 = lid.x; r23 < u.C; r23 += 256u) {
-        const uint i24 = g0 * u.C + r23;
-        const float v25 = logits[i24];
-        acc22 = (((!(((as_type<uint>(v25) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total21) & 0x7fffffffu) > 0x7f800000u)) && (v25 == total21)) || (((as_type<uint>(v25) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total21) & 0x7fffffffu) > 0x7f800000u))) && (r23 < acc22) ? r23 : acc22);
-    }
-    first[lid.x] = acc22;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const uint a26 = first[lid.x];
-        const uint b27 = first[lid.x + 128u];
-        first[lid.x] = (b27 < a26 ? b27 : a26);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const uint a28 = first[lid.x];
-        const uint b29 = first[lid.x + 64u];
-        first[lid.x] = (b29 < a28 ? b29 : a28);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const uint a30 = first[lid.x];
-        const uint b31 = first[lid.x + 32u];
-        first[lid.x] = (b31 < a30 ? b31 : a30);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const uint a32 = first[lid.x];
-        const uint b33 = first[lid.x + 16u];
-        first[lid.x] = (b33 < a32 ? b33 : a32);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const uint a34 = first[lid.x];
-        const uint b35 = first[lid.x + 8u];
-        first[lid.x] = (b35 < a34 ? b35 : a34);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const uint a36 = first[lid.x];
-        const uint b37 = first[lid.x + 4u];
-        first[lid.x] = (b37 < a36 ? b37 : a36);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const uint a38 = first[lid.x];
-        const uint b39 = first[lid.x + 2u];
-        first[lid.x] = (b39 < a38 ? b39 : a38);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const uint a40 = first[lid.x];
-        const uint b41 = first[lid.x + 1u];
-        first[lid.x] = (b41 < a40 ? b41 : a40);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint total42 = first[0u];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint total19 = first[0u];
+    const uint total20 = (total19 <= first[1u] ? total19 : first[1u]);
+    const uint total21 = (total20 <= first[2u] ? total20 : first[2u]);
+    const uint total22 = (total21 <= first[3u] ? total21 : first[3u]);
+    const uint total23 = (total22 <= first[4u] ? total22 : first[4u]);
+    const uint total24 = (total23 <= first[5u] ? total23 : first[5u]);
+    const uint total25 = (total24 <= first[6u] ? total24 : first[6u]);
+    const uint total26 = (total25 <= first[7u] ? total25 : first[7u]);
     if (lid.x == 0u) {
-        const int index43 = int(total42);
-        const int v44 = labels[g0];
-        const bool v45 = index43 == v44;
-        const float v46 = (v45 ? 1.0f : 0.0f);
-        scratch0[g0] = v46;
+        const int index27 = int(total26);
+        const int v28 = labels[g0];
+        const bool v29 = index27 == v28;
+        const float v30 = (v29 ? 1.0f : 0.0f);
+        scratch0[g0] = v30;
     }
 }

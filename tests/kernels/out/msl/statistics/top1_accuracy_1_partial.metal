@@ -15,7 +15,7 @@ kernel void top1_accuracy_1_partial(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[256];
+    threadgroup float partial[8];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= ((u.N + 4096u - 1u) >> 12u)) {
         return;
@@ -28,57 +28,20 @@ kernel void top1_accuracy_1_partial(
         const float v6 = scratch0[r5];
         acc4 = acc4 + v6;
     }
-    partial[lid.x] = acc4;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a7 = partial[lid.x];
-        const float b8 = partial[lid.x + 128u];
-        partial[lid.x] = a7 + b8;
+    const float warp7 = simd_sum(acc4);
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp7;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a9 = partial[lid.x];
-        const float b10 = partial[lid.x + 64u];
-        partial[lid.x] = a9 + b10;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a11 = partial[lid.x];
-        const float b12 = partial[lid.x + 32u];
-        partial[lid.x] = a11 + b12;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a13 = partial[lid.x];
-        const float b14 = partial[lid.x + 16u];
-        partial[lid.x] = a13 + b14;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a15 = partial[lid.x];
-        const float b16 = partial[lid.x + 8u];
-        partial[lid.x] = a15 + b16;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a17 = partial[lid.x];
-        const float b18 = partial[lid.x + 4u];
-        partial[lid.x] = a17 + b18;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a19 = partial[lid.x];
-        const float b20 = partial[lid.x + 2u];
-        partial[lid.x] = a19 + b20;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a21 = partial[lid.x];
-        const float b22 = partial[lid.x + 1u];
-        partial[lid.x] = a21 + b22;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const float total8 = partial[0u];
+    const float total9 = total8 + partial[1u];
+    const float total10 = total9 + partial[2u];
+    const float total11 = total10 + partial[3u];
+    const float total12 = total11 + partial[4u];
+    const float total13 = total12 + partial[5u];
+    const float total14 = total13 + partial[6u];
+    const float total15 = total14 + partial[7u];
     if (lid.x == 0u) {
-        scratch1[g0] = partial[0u];
+        scratch1[g0] = total15;
     }
 }

@@ -13,7 +13,8 @@ kernel void var_all_0_moments(
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]]
 ) {
-    threadgroup float partial[256];
+    threadgroup float sum[8];
+    threadgroup float squares[8];
     float acc0 = 0.0f;
     for (uint r1 = lid.x; r1 < u.N * 5u; r1 += 256u) {
         const uint i2 = r1 % 5u;
@@ -22,122 +23,44 @@ kernel void var_all_0_moments(
         const int v5 = x[i4];
         acc0 = acc0 + float(v5);
     }
-    partial[lid.x] = acc0;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a6 = partial[lid.x];
-        const float b7 = partial[lid.x + 128u];
-        partial[lid.x] = a6 + b7;
+    const float warp6 = simd_sum(acc0);
+    if ((lid.x & 31u) == 0u) {
+        sum[lid.x >> 5u] = warp6;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a8 = partial[lid.x];
-        const float b9 = partial[lid.x + 64u];
-        partial[lid.x] = a8 + b9;
+    const float total7 = sum[0u];
+    const float total8 = total7 + sum[1u];
+    const float total9 = total8 + sum[2u];
+    const float total10 = total9 + sum[3u];
+    const float total11 = total10 + sum[4u];
+    const float total12 = total11 + sum[5u];
+    const float total13 = total12 + sum[6u];
+    const float total14 = total13 + sum[7u];
+    const float mean15 = total14 / float(u.N * 5u);
+    float acc16 = 0.0f;
+    for (uint r17 = lid.x; r17 < u.N * 5u; r17 += 256u) {
+        const uint i18 = r17 % 5u;
+        const uint i19 = r17 / 5u;
+        const uint i20 = i19 * 5u + i18;
+        const int v21 = x[i20];
+        const float d22 = float(v21) - mean15;
+        acc16 = fma(d22, d22, acc16);
+    }
+    const float warp23 = simd_sum(acc16);
+    if ((lid.x & 31u) == 0u) {
+        squares[lid.x >> 5u] = warp23;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a10 = partial[lid.x];
-        const float b11 = partial[lid.x + 32u];
-        partial[lid.x] = a10 + b11;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a12 = partial[lid.x];
-        const float b13 = partial[lid.x + 16u];
-        partial[lid.x] = a12 + b13;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a14 = partial[lid.x];
-        const float b15 = partial[lid.x + 8u];
-        partial[lid.x] = a14 + b15;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a16 = partial[lid.x];
-        const float b17 = partial[lid.x + 4u];
-        partial[lid.x] = a16 + b17;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a18 = partial[lid.x];
-        const float b19 = partial[lid.x + 2u];
-        partial[lid.x] = a18 + b19;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a20 = partial[lid.x];
-        const float b21 = partial[lid.x + 1u];
-        partial[lid.x] = a20 + b21;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total22 = partial[0u];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float mean23 = total22 / float(u.N * 5u);
-    float acc24 = 0.0f;
-    for (uint r25 = lid.x; r25 < u.N * 5u; r25 += 256u) {
-        const uint i26 = r25 % 5u;
-        const uint i27 = r25 / 5u;
-        const uint i28 = i27 * 5u + i26;
-        const int v29 = x[i28];
-        const float d30 = float(v29) - mean23;
-        acc24 = fma(d30, d30, acc24);
-    }
-    partial[lid.x] = acc24;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 128u) {
-        const float a31 = partial[lid.x];
-        const float b32 = partial[lid.x + 128u];
-        partial[lid.x] = a31 + b32;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 64u) {
-        const float a33 = partial[lid.x];
-        const float b34 = partial[lid.x + 64u];
-        partial[lid.x] = a33 + b34;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 32u) {
-        const float a35 = partial[lid.x];
-        const float b36 = partial[lid.x + 32u];
-        partial[lid.x] = a35 + b36;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 16u) {
-        const float a37 = partial[lid.x];
-        const float b38 = partial[lid.x + 16u];
-        partial[lid.x] = a37 + b38;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 8u) {
-        const float a39 = partial[lid.x];
-        const float b40 = partial[lid.x + 8u];
-        partial[lid.x] = a39 + b40;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 4u) {
-        const float a41 = partial[lid.x];
-        const float b42 = partial[lid.x + 4u];
-        partial[lid.x] = a41 + b42;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 2u) {
-        const float a43 = partial[lid.x];
-        const float b44 = partial[lid.x + 2u];
-        partial[lid.x] = a43 + b44;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lid.x < 1u) {
-        const float a45 = partial[lid.x];
-        const float b46 = partial[lid.x + 1u];
-        partial[lid.x] = a45 + b46;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total47 = partial[0u];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float var48 = total47 / float(5u * u.N);
+    const float total24 = squares[0u];
+    const float total25 = total24 + squares[1u];
+    const float total26 = total25 + squares[2u];
+    const float total27 = total26 + squares[3u];
+    const float total28 = total27 + squares[4u];
+    const float total29 = total28 + squares[5u];
+    const float total30 = total29 + squares[6u];
+    const float total31 = total30 + squares[7u];
+    const float var32 = total31 / float(5u * u.N);
     if (lid.x == 0u) {
-        out[wid.x] = var48;
+        out[wid.x] = var32;
     }
 }

@@ -9,8 +9,10 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> scratch0: array<f32>;
 @group(0) @binding(1) var<storage, read_write> scratch1: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> row_max: array<f32, 256>;
-var<workgroup> row_sum: array<f32, 256>;
+var<workgroup> row_max: array<f32, 8>;
+var<workgroup> row_sum: array<f32, 8>;
+var<workgroup> warp0: array<f32, 256>;
+var<workgroup> warp1: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -49,97 +51,95 @@ fn batched_attention_1_softmax(
         s4 = select(s4 + e10, fma(s4, e10, 1.0f), grows8);
         m3 = select(m3, v7, grows8);
     }
-    row_max[lid.x] = m3;
-    row_sum[lid.x] = s4;
+    warp0[lid.x] = m3;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a11: f32 = row_max[lid.x];
-        let a12: f32 = row_sum[lid.x];
-        let b13: f32 = row_max[lid.x + 128u];
-        let b14: f32 = row_sum[lid.x + 128u];
-        let m15: f32 = mimir_maximum_f32(a11, b13);
-        row_max[lid.x] = m15;
-        row_sum[lid.x] = select(a12 * exp(a11 - m15), 0.0f, a11 == -bitcast<f32>(inf_bits)) + select(b14 * exp(b13 - m15), 0.0f, b13 == -bitcast<f32>(inf_bits));
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a16: f32 = row_max[lid.x];
-        let a17: f32 = row_sum[lid.x];
-        let b18: f32 = row_max[lid.x + 64u];
-        let b19: f32 = row_sum[lid.x + 64u];
-        let m20: f32 = mimir_maximum_f32(a16, b18);
-        row_max[lid.x] = m20;
-        row_sum[lid.x] = select(a17 * exp(a16 - m20), 0.0f, a16 == -bitcast<f32>(inf_bits)) + select(b19 * exp(b18 - m20), 0.0f, b18 == -bitcast<f32>(inf_bits));
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a21: f32 = row_max[lid.x];
-        let a22: f32 = row_sum[lid.x];
-        let b23: f32 = row_max[lid.x + 32u];
-        let b24: f32 = row_sum[lid.x + 32u];
-        let m25: f32 = mimir_maximum_f32(a21, b23);
-        row_max[lid.x] = m25;
-        row_sum[lid.x] = select(a22 * exp(a21 - m25), 0.0f, a21 == -bitcast<f32>(inf_bits)) + select(b24 * exp(b23 - m25), 0.0f, b23 == -bitcast<f32>(inf_bits));
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a26: f32 = row_max[lid.x];
-        let a27: f32 = row_sum[lid.x];
-        let b28: f32 = row_max[lid.x + 16u];
-        let b29: f32 = row_sum[lid.x + 16u];
-        let m30: f32 = mimir_maximum_f32(a26, b28);
-        row_max[lid.x] = m30;
-        row_sum[lid.x] = select(a27 * exp(a26 - m30), 0.0f, a26 == -bitcast<f32>(inf_bits)) + select(b29 * exp(b28 - m30), 0.0f, b28 == -bitcast<f32>(inf_bits));
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a31: f32 = row_max[lid.x];
-        let a32: f32 = row_sum[lid.x];
-        let b33: f32 = row_max[lid.x + 8u];
-        let b34: f32 = row_sum[lid.x + 8u];
-        let m35: f32 = mimir_maximum_f32(a31, b33);
-        row_max[lid.x] = m35;
-        row_sum[lid.x] = select(a32 * exp(a31 - m35), 0.0f, a31 == -bitcast<f32>(inf_bits)) + select(b34 * exp(b33 - m35), 0.0f, b33 == -bitcast<f32>(inf_bits));
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a36: f32 = row_max[lid.x];
-        let a37: f32 = row_sum[lid.x];
-        let b38: f32 = row_max[lid.x + 4u];
-        let b39: f32 = row_sum[lid.x + 4u];
-        let m40: f32 = mimir_maximum_f32(a36, b38);
-        row_max[lid.x] = m40;
-        row_sum[lid.x] = select(a37 * exp(a36 - m40), 0.0f, a36 == -bitcast<f32>(inf_bits)) + select(b39 * exp(b38 - m40), 0.0f, b38 == -bitcast<f32>(inf_bits));
+    let warp_max11: f32 = warp0[lid.x - (lid.x & 31u)];
+    let t12: f32 = select(s4 * exp(m3 - warp_max11), 0.0f, m3 == -bitcast<f32>(inf_bits));
+    warp1[lid.x] = t12;
+    workgroupBarrier();
+    if ((lid.x & 31u) < 16u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a41: f32 = row_max[lid.x];
-        let a42: f32 = row_sum[lid.x];
-        let b43: f32 = row_max[lid.x + 2u];
-        let b44: f32 = row_sum[lid.x + 2u];
-        let m45: f32 = mimir_maximum_f32(a41, b43);
-        row_max[lid.x] = m45;
-        row_sum[lid.x] = select(a42 * exp(a41 - m45), 0.0f, a41 == -bitcast<f32>(inf_bits)) + select(b44 * exp(b43 - m45), 0.0f, b43 == -bitcast<f32>(inf_bits));
+    if ((lid.x & 31u) < 8u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 8u];
     }
     workgroupBarrier();
-    if (lid.x < 1u) {
-        let a46: f32 = row_max[lid.x];
-        let a47: f32 = row_sum[lid.x];
-        let b48: f32 = row_max[lid.x + 1u];
-        let b49: f32 = row_sum[lid.x + 1u];
-        let m50: f32 = mimir_maximum_f32(a46, b48);
-        row_max[lid.x] = m50;
-        row_sum[lid.x] = select(a47 * exp(a46 - m50), 0.0f, a46 == -bitcast<f32>(inf_bits)) + select(b49 * exp(b48 - m50), 0.0f, b48 == -bitcast<f32>(inf_bits));
+    if ((lid.x & 31u) < 4u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 4u];
     }
     workgroupBarrier();
-    let row_max51: f32 = row_max[0u];
-    let top52: f32 = select(row_max51, 0.0f, row_max51 == -bitcast<f32>(inf_bits));
-    let row_sum53: f32 = row_sum[0u];
-    for (var j54: u32 = lid.x; j54 < u.T; j54 += 256u) {
-        let i55: u32 = (i2 * u.T + i1) * u.T + j54;
-        let v56: f32 = scratch0[i55];
-        let t57: f32 = v56 - top52;
-        let y58: f32 = exp(t57) / row_sum53;
-        scratch1[i55] = y58;
+    if ((lid.x & 31u) < 2u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 2u];
+    }
+    workgroupBarrier();
+    if ((lid.x & 31u) < 1u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
+    }
+    workgroupBarrier();
+    let warp_sum13: f32 = warp1[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        row_max[lid.x >> 5u] = warp_max11;
+        row_sum[lid.x >> 5u] = warp_sum13;
+    }
+    workgroupBarrier();
+    let m14: f32 = row_max[0u];
+    let s15: f32 = row_sum[0u];
+    let m16: f32 = row_max[1u];
+    let s17: f32 = row_sum[1u];
+    let m18: f32 = row_max[2u];
+    let s19: f32 = row_sum[2u];
+    let m20: f32 = row_max[3u];
+    let s21: f32 = row_sum[3u];
+    let m22: f32 = row_max[4u];
+    let s23: f32 = row_sum[4u];
+    let m24: f32 = row_max[5u];
+    let s25: f32 = row_sum[5u];
+    let m26: f32 = row_max[6u];
+    let s27: f32 = row_sum[6u];
+    let m28: f32 = row_max[7u];
+    let s29: f32 = row_sum[7u];
+    let row_max30: f32 = mimir_maximum_f32(m14, m16);
+    let row_max31: f32 = mimir_maximum_f32(row_max30, m18);
+    let row_max32: f32 = mimir_maximum_f32(row_max31, m20);
+    let row_max33: f32 = mimir_maximum_f32(row_max32, m22);
+    let row_max34: f32 = mimir_maximum_f32(row_max33, m24);
+    let row_max35: f32 = mimir_maximum_f32(row_max34, m26);
+    let row_max36: f32 = mimir_maximum_f32(row_max35, m28);
+    let row_sum37: f32 = select(s15 * exp(m14 - row_max36), 0.0f, m14 == -bitcast<f32>(inf_bits));
+    let row_sum38: f32 = row_sum37 + select(s17 * exp(m16 - row_max36), 0.0f, m16 == -bitcast<f32>(inf_bits));
+    let row_sum39: f32 = row_sum38 + select(s19 * exp(m18 - row_max36), 0.0f, m18 == -bitcast<f32>(inf_bits));
+    let row_sum40: f32 = row_sum39 + select(s21 * exp(m20 - row_max36), 0.0f, m20 == -bitcast<f32>(inf_bits));
+    let row_sum41: f32 = row_sum40 + select(s23 * exp(m22 - row_max36), 0.0f, m22 == -bitcast<f32>(inf_bits));
+    let row_sum42: f32 = row_sum41 + select(s25 * exp(m24 - row_max36), 0.0f, m24 == -bitcast<f32>(inf_bits));
+    let row_sum43: f32 = row_sum42 + select(s27 * exp(m26 - row_max36), 0.0f, m26 == -bitcast<f32>(inf_bits));
+    let row_sum44: f32 = row_sum43 + select(s29 * exp(m28 - row_max36), 0.0f, m28 == -bitcast<f32>(inf_bits));
+    let top45: f32 = select(row_max36, 0.0f, row_max36 == -bitcast<f32>(inf_bits));
+    for (var j46: u32 = lid.x; j46 < u.T; j46 += 256u) {
+        let i47: u32 = (i2 * u.T + i1) * u.T + j46;
+        let v48: f32 = scratch0[i47];
+        let t49: f32 = v48 - top45;
+        let y50: f32 = exp(t49) / row_sum44;
+        scratch1[i47] = y50;
     }
 }

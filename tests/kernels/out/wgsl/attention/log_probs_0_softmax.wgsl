@@ -8,8 +8,10 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> logits: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> row_max: array<f32, 256>;
-var<workgroup> row_sum: array<f32, 256>;
+var<workgroup> row_max: array<f32, 8>;
+var<workgroup> row_sum: array<f32, 8>;
+var<workgroup> warp0: array<f32, 256>;
+var<workgroup> warp1: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
@@ -52,98 +54,96 @@ fn log_probs_0_softmax(
         s1 = select(s1 + e7, fma(s1, e7, 1.0f), grows5);
         m0 = select(m0, v4, grows5);
     }
-    row_max[lid.x] = m0;
-    row_sum[lid.x] = s1;
+    warp0[lid.x] = m0;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a8: f32 = row_max[lid.x];
-        let a9: f32 = row_sum[lid.x];
-        let b10: f32 = row_max[lid.x + 128u];
-        let b11: f32 = row_sum[lid.x + 128u];
-        let m12: f32 = mimir_maximum_f32(a8, b10);
-        row_max[lid.x] = m12;
-        row_sum[lid.x] = select(a9 * exp(a8 - m12), 0.0f, a8 == -bitcast<f32>(inf_bits)) + select(b11 * exp(b10 - m12), 0.0f, b10 == -bitcast<f32>(inf_bits));
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a13: f32 = row_max[lid.x];
-        let a14: f32 = row_sum[lid.x];
-        let b15: f32 = row_max[lid.x + 64u];
-        let b16: f32 = row_sum[lid.x + 64u];
-        let m17: f32 = mimir_maximum_f32(a13, b15);
-        row_max[lid.x] = m17;
-        row_sum[lid.x] = select(a14 * exp(a13 - m17), 0.0f, a13 == -bitcast<f32>(inf_bits)) + select(b16 * exp(b15 - m17), 0.0f, b15 == -bitcast<f32>(inf_bits));
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a18: f32 = row_max[lid.x];
-        let a19: f32 = row_sum[lid.x];
-        let b20: f32 = row_max[lid.x + 32u];
-        let b21: f32 = row_sum[lid.x + 32u];
-        let m22: f32 = mimir_maximum_f32(a18, b20);
-        row_max[lid.x] = m22;
-        row_sum[lid.x] = select(a19 * exp(a18 - m22), 0.0f, a18 == -bitcast<f32>(inf_bits)) + select(b21 * exp(b20 - m22), 0.0f, b20 == -bitcast<f32>(inf_bits));
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a23: f32 = row_max[lid.x];
-        let a24: f32 = row_sum[lid.x];
-        let b25: f32 = row_max[lid.x + 16u];
-        let b26: f32 = row_sum[lid.x + 16u];
-        let m27: f32 = mimir_maximum_f32(a23, b25);
-        row_max[lid.x] = m27;
-        row_sum[lid.x] = select(a24 * exp(a23 - m27), 0.0f, a23 == -bitcast<f32>(inf_bits)) + select(b26 * exp(b25 - m27), 0.0f, b25 == -bitcast<f32>(inf_bits));
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a28: f32 = row_max[lid.x];
-        let a29: f32 = row_sum[lid.x];
-        let b30: f32 = row_max[lid.x + 8u];
-        let b31: f32 = row_sum[lid.x + 8u];
-        let m32: f32 = mimir_maximum_f32(a28, b30);
-        row_max[lid.x] = m32;
-        row_sum[lid.x] = select(a29 * exp(a28 - m32), 0.0f, a28 == -bitcast<f32>(inf_bits)) + select(b31 * exp(b30 - m32), 0.0f, b30 == -bitcast<f32>(inf_bits));
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a33: f32 = row_max[lid.x];
-        let a34: f32 = row_sum[lid.x];
-        let b35: f32 = row_max[lid.x + 4u];
-        let b36: f32 = row_sum[lid.x + 4u];
-        let m37: f32 = mimir_maximum_f32(a33, b35);
-        row_max[lid.x] = m37;
-        row_sum[lid.x] = select(a34 * exp(a33 - m37), 0.0f, a33 == -bitcast<f32>(inf_bits)) + select(b36 * exp(b35 - m37), 0.0f, b35 == -bitcast<f32>(inf_bits));
+    let warp_max8: f32 = warp0[lid.x - (lid.x & 31u)];
+    let t9: f32 = select(s1 * exp(m0 - warp_max8), 0.0f, m0 == -bitcast<f32>(inf_bits));
+    warp1[lid.x] = t9;
+    workgroupBarrier();
+    if ((lid.x & 31u) < 16u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a38: f32 = row_max[lid.x];
-        let a39: f32 = row_sum[lid.x];
-        let b40: f32 = row_max[lid.x + 2u];
-        let b41: f32 = row_sum[lid.x + 2u];
-        let m42: f32 = mimir_maximum_f32(a38, b40);
-        row_max[lid.x] = m42;
-        row_sum[lid.x] = select(a39 * exp(a38 - m42), 0.0f, a38 == -bitcast<f32>(inf_bits)) + select(b41 * exp(b40 - m42), 0.0f, b40 == -bitcast<f32>(inf_bits));
+    if ((lid.x & 31u) < 8u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 8u];
     }
     workgroupBarrier();
-    if (lid.x < 1u) {
-        let a43: f32 = row_max[lid.x];
-        let a44: f32 = row_sum[lid.x];
-        let b45: f32 = row_max[lid.x + 1u];
-        let b46: f32 = row_sum[lid.x + 1u];
-        let m47: f32 = mimir_maximum_f32(a43, b45);
-        row_max[lid.x] = m47;
-        row_sum[lid.x] = select(a44 * exp(a43 - m47), 0.0f, a43 == -bitcast<f32>(inf_bits)) + select(b46 * exp(b45 - m47), 0.0f, b45 == -bitcast<f32>(inf_bits));
+    if ((lid.x & 31u) < 4u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 4u];
     }
     workgroupBarrier();
-    let row_max48: f32 = row_max[0u];
-    let top49: f32 = select(row_max48, 0.0f, row_max48 == -bitcast<f32>(inf_bits));
-    let row_sum50: f32 = row_sum[0u];
-    let t51: f32 = mimir_log(row_sum50);
-    for (var j52: u32 = lid.x; j52 < u.T; j52 += 256u) {
-        let i53: u32 = wid.x * u.T + j52;
-        let v54: f32 = logits[i53];
-        let t55: f32 = v54 - top49;
-        let y56: f32 = t55 - t51;
-        out[i53] = y56;
+    if ((lid.x & 31u) < 2u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 2u];
+    }
+    workgroupBarrier();
+    if ((lid.x & 31u) < 1u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
+    }
+    workgroupBarrier();
+    let warp_sum10: f32 = warp1[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        row_max[lid.x >> 5u] = warp_max8;
+        row_sum[lid.x >> 5u] = warp_sum10;
+    }
+    workgroupBarrier();
+    let m11: f32 = row_max[0u];
+    let s12: f32 = row_sum[0u];
+    let m13: f32 = row_max[1u];
+    let s14: f32 = row_sum[1u];
+    let m15: f32 = row_max[2u];
+    let s16: f32 = row_sum[2u];
+    let m17: f32 = row_max[3u];
+    let s18: f32 = row_sum[3u];
+    let m19: f32 = row_max[4u];
+    let s20: f32 = row_sum[4u];
+    let m21: f32 = row_max[5u];
+    let s22: f32 = row_sum[5u];
+    let m23: f32 = row_max[6u];
+    let s24: f32 = row_sum[6u];
+    let m25: f32 = row_max[7u];
+    let s26: f32 = row_sum[7u];
+    let row_max27: f32 = mimir_maximum_f32(m11, m13);
+    let row_max28: f32 = mimir_maximum_f32(row_max27, m15);
+    let row_max29: f32 = mimir_maximum_f32(row_max28, m17);
+    let row_max30: f32 = mimir_maximum_f32(row_max29, m19);
+    let row_max31: f32 = mimir_maximum_f32(row_max30, m21);
+    let row_max32: f32 = mimir_maximum_f32(row_max31, m23);
+    let row_max33: f32 = mimir_maximum_f32(row_max32, m25);
+    let row_sum34: f32 = select(s12 * exp(m11 - row_max33), 0.0f, m11 == -bitcast<f32>(inf_bits));
+    let row_sum35: f32 = row_sum34 + select(s14 * exp(m13 - row_max33), 0.0f, m13 == -bitcast<f32>(inf_bits));
+    let row_sum36: f32 = row_sum35 + select(s16 * exp(m15 - row_max33), 0.0f, m15 == -bitcast<f32>(inf_bits));
+    let row_sum37: f32 = row_sum36 + select(s18 * exp(m17 - row_max33), 0.0f, m17 == -bitcast<f32>(inf_bits));
+    let row_sum38: f32 = row_sum37 + select(s20 * exp(m19 - row_max33), 0.0f, m19 == -bitcast<f32>(inf_bits));
+    let row_sum39: f32 = row_sum38 + select(s22 * exp(m21 - row_max33), 0.0f, m21 == -bitcast<f32>(inf_bits));
+    let row_sum40: f32 = row_sum39 + select(s24 * exp(m23 - row_max33), 0.0f, m23 == -bitcast<f32>(inf_bits));
+    let row_sum41: f32 = row_sum40 + select(s26 * exp(m25 - row_max33), 0.0f, m25 == -bitcast<f32>(inf_bits));
+    let top42: f32 = select(row_max33, 0.0f, row_max33 == -bitcast<f32>(inf_bits));
+    let t43: f32 = mimir_log(row_sum41);
+    for (var j44: u32 = lid.x; j44 < u.T; j44 += 256u) {
+        let i45: u32 = wid.x * u.T + j44;
+        let v46: f32 = logits[i45];
+        let t47: f32 = v46 - top42;
+        let y48: f32 = t47 - t43;
+        out[i45] = y48;
     }
 }

@@ -7,7 +7,8 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 256>;
+var<workgroup> partial: array<f32, 8>;
+var<workgroup> warp0: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -34,58 +35,42 @@ fn long_rows_max_0_reduce(
         let v3: f32 = x[i2];
         acc0 = mimir_maximum_f32(acc0, v3);
     }
-    partial[lid.x] = acc0;
+    warp0[lid.x] = acc0;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a4: f32 = partial[lid.x];
-        let b5: f32 = partial[lid.x + 128u];
-        partial[lid.x] = mimir_maximum_f32(a4, b5);
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a6: f32 = partial[lid.x];
-        let b7: f32 = partial[lid.x + 64u];
-        partial[lid.x] = mimir_maximum_f32(a6, b7);
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a8: f32 = partial[lid.x];
-        let b9: f32 = partial[lid.x + 32u];
-        partial[lid.x] = mimir_maximum_f32(a8, b9);
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a10: f32 = partial[lid.x];
-        let b11: f32 = partial[lid.x + 16u];
-        partial[lid.x] = mimir_maximum_f32(a10, b11);
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a12: f32 = partial[lid.x];
-        let b13: f32 = partial[lid.x + 8u];
-        partial[lid.x] = mimir_maximum_f32(a12, b13);
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a14: f32 = partial[lid.x];
-        let b15: f32 = partial[lid.x + 4u];
-        partial[lid.x] = mimir_maximum_f32(a14, b15);
+    let warp4: f32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp4;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a16: f32 = partial[lid.x];
-        let b17: f32 = partial[lid.x + 2u];
-        partial[lid.x] = mimir_maximum_f32(a16, b17);
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a18: f32 = partial[lid.x];
-        let b19: f32 = partial[lid.x + 1u];
-        partial[lid.x] = mimir_maximum_f32(a18, b19);
-    }
-    workgroupBarrier();
+    let total5: f32 = partial[0u];
+    let total6: f32 = mimir_maximum_f32(total5, partial[1u]);
+    let total7: f32 = mimir_maximum_f32(total6, partial[2u]);
+    let total8: f32 = mimir_maximum_f32(total7, partial[3u]);
+    let total9: f32 = mimir_maximum_f32(total8, partial[4u]);
+    let total10: f32 = mimir_maximum_f32(total9, partial[5u]);
+    let total11: f32 = mimir_maximum_f32(total10, partial[6u]);
+    let total12: f32 = mimir_maximum_f32(total11, partial[7u]);
     if (lid.x == 0u) {
-        let total20: f32 = partial[0u];
-        out[wid.x] = total20;
+        out[wid.x] = total12;
     }
 }

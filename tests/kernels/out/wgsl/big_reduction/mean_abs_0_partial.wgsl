@@ -7,7 +7,8 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> scratch0: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 256>;
+var<workgroup> partial: array<f32, 8>;
+var<workgroup> warp0: array<f32, 256>;
 
 @compute @workgroup_size(256, 1, 1)
 fn mean_abs_0_partial(
@@ -28,57 +29,42 @@ fn mean_abs_0_partial(
         let v7: f32 = abs(v6);
         acc4 = acc4 + v7;
     }
-    partial[lid.x] = acc4;
+    warp0[lid.x] = acc4;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a8: f32 = partial[lid.x];
-        let b9: f32 = partial[lid.x + 128u];
-        partial[lid.x] = a8 + b9;
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a10: f32 = partial[lid.x];
-        let b11: f32 = partial[lid.x + 64u];
-        partial[lid.x] = a10 + b11;
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a12: f32 = partial[lid.x];
-        let b13: f32 = partial[lid.x + 32u];
-        partial[lid.x] = a12 + b13;
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a14: f32 = partial[lid.x];
-        let b15: f32 = partial[lid.x + 16u];
-        partial[lid.x] = a14 + b15;
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a16: f32 = partial[lid.x];
-        let b17: f32 = partial[lid.x + 8u];
-        partial[lid.x] = a16 + b17;
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a18: f32 = partial[lid.x];
-        let b19: f32 = partial[lid.x + 4u];
-        partial[lid.x] = a18 + b19;
+    let warp8: f32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp8;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a20: f32 = partial[lid.x];
-        let b21: f32 = partial[lid.x + 2u];
-        partial[lid.x] = a20 + b21;
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a22: f32 = partial[lid.x];
-        let b23: f32 = partial[lid.x + 1u];
-        partial[lid.x] = a22 + b23;
-    }
-    workgroupBarrier();
+    let total9: f32 = partial[0u];
+    let total10: f32 = total9 + partial[1u];
+    let total11: f32 = total10 + partial[2u];
+    let total12: f32 = total11 + partial[3u];
+    let total13: f32 = total12 + partial[4u];
+    let total14: f32 = total13 + partial[5u];
+    let total15: f32 = total14 + partial[6u];
+    let total16: f32 = total15 + partial[7u];
     if (lid.x == 0u) {
-        scratch0[g0] = partial[0u];
+        scratch0[g0] = total16;
     }
 }

@@ -7,7 +7,8 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read_write> out: array<f32>;
 @group(0) @binding(1) var<storage, read> scratch0: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 256>;
+var<workgroup> partial: array<f32, 8>;
+var<workgroup> warp0: array<f32, 256>;
 
 @compute @workgroup_size(256, 1, 1)
 fn total_1_reduce(
@@ -18,58 +19,42 @@ fn total_1_reduce(
     for (var r1: u32 = lid.x; r1 < ((u.N + 4096u - 1u) >> 12u); r1 += 256u) {
         acc0 = acc0 + scratch0[r1];
     }
-    partial[lid.x] = acc0;
+    warp0[lid.x] = acc0;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a2: f32 = partial[lid.x];
-        let b3: f32 = partial[lid.x + 128u];
-        partial[lid.x] = a2 + b3;
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a4: f32 = partial[lid.x];
-        let b5: f32 = partial[lid.x + 64u];
-        partial[lid.x] = a4 + b5;
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a6: f32 = partial[lid.x];
-        let b7: f32 = partial[lid.x + 32u];
-        partial[lid.x] = a6 + b7;
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a8: f32 = partial[lid.x];
-        let b9: f32 = partial[lid.x + 16u];
-        partial[lid.x] = a8 + b9;
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a10: f32 = partial[lid.x];
-        let b11: f32 = partial[lid.x + 8u];
-        partial[lid.x] = a10 + b11;
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a12: f32 = partial[lid.x];
-        let b13: f32 = partial[lid.x + 4u];
-        partial[lid.x] = a12 + b13;
+    let warp2: f32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp2;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a14: f32 = partial[lid.x];
-        let b15: f32 = partial[lid.x + 2u];
-        partial[lid.x] = a14 + b15;
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a16: f32 = partial[lid.x];
-        let b17: f32 = partial[lid.x + 1u];
-        partial[lid.x] = a16 + b17;
-    }
-    workgroupBarrier();
+    let total3: f32 = partial[0u];
+    let total4: f32 = total3 + partial[1u];
+    let total5: f32 = total4 + partial[2u];
+    let total6: f32 = total5 + partial[3u];
+    let total7: f32 = total6 + partial[4u];
+    let total8: f32 = total7 + partial[5u];
+    let total9: f32 = total8 + partial[6u];
+    let total10: f32 = total9 + partial[7u];
     if (lid.x == 0u) {
-        let total18: f32 = partial[0u];
-        out[wid.x] = total18;
+        out[wid.x] = total10;
     }
 }

@@ -8,8 +8,10 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read_write> out: array<f32>;
 @group(0) @binding(1) var<storage, read> scratch0: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> row_max: array<f32, 256>;
-var<workgroup> row_sum: array<f32, 256>;
+var<workgroup> row_max: array<f32, 8>;
+var<workgroup> row_sum: array<f32, 8>;
+var<workgroup> warp0: array<f32, 256>;
+var<workgroup> warp1: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -46,100 +48,98 @@ fn causal_tril_1_softmax(
         s2 = select(s2 + e8, fma(s2, e8, 1.0f), grows6);
         m1 = select(m1, v5, grows6);
     }
-    row_max[lid.x] = m1;
-    row_sum[lid.x] = s2;
+    warp0[lid.x] = m1;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a9: f32 = row_max[lid.x];
-        let a10: f32 = row_sum[lid.x];
-        let b11: f32 = row_max[lid.x + 128u];
-        let b12: f32 = row_sum[lid.x + 128u];
-        let m13: f32 = mimir_maximum_f32(a9, b11);
-        row_max[lid.x] = m13;
-        row_sum[lid.x] = select(a10 * exp(a9 - m13), 0.0f, a9 == -bitcast<f32>(inf_bits)) + select(b12 * exp(b11 - m13), 0.0f, b11 == -bitcast<f32>(inf_bits));
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a14: f32 = row_max[lid.x];
-        let a15: f32 = row_sum[lid.x];
-        let b16: f32 = row_max[lid.x + 64u];
-        let b17: f32 = row_sum[lid.x + 64u];
-        let m18: f32 = mimir_maximum_f32(a14, b16);
-        row_max[lid.x] = m18;
-        row_sum[lid.x] = select(a15 * exp(a14 - m18), 0.0f, a14 == -bitcast<f32>(inf_bits)) + select(b17 * exp(b16 - m18), 0.0f, b16 == -bitcast<f32>(inf_bits));
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a19: f32 = row_max[lid.x];
-        let a20: f32 = row_sum[lid.x];
-        let b21: f32 = row_max[lid.x + 32u];
-        let b22: f32 = row_sum[lid.x + 32u];
-        let m23: f32 = mimir_maximum_f32(a19, b21);
-        row_max[lid.x] = m23;
-        row_sum[lid.x] = select(a20 * exp(a19 - m23), 0.0f, a19 == -bitcast<f32>(inf_bits)) + select(b22 * exp(b21 - m23), 0.0f, b21 == -bitcast<f32>(inf_bits));
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a24: f32 = row_max[lid.x];
-        let a25: f32 = row_sum[lid.x];
-        let b26: f32 = row_max[lid.x + 16u];
-        let b27: f32 = row_sum[lid.x + 16u];
-        let m28: f32 = mimir_maximum_f32(a24, b26);
-        row_max[lid.x] = m28;
-        row_sum[lid.x] = select(a25 * exp(a24 - m28), 0.0f, a24 == -bitcast<f32>(inf_bits)) + select(b27 * exp(b26 - m28), 0.0f, b26 == -bitcast<f32>(inf_bits));
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a29: f32 = row_max[lid.x];
-        let a30: f32 = row_sum[lid.x];
-        let b31: f32 = row_max[lid.x + 8u];
-        let b32: f32 = row_sum[lid.x + 8u];
-        let m33: f32 = mimir_maximum_f32(a29, b31);
-        row_max[lid.x] = m33;
-        row_sum[lid.x] = select(a30 * exp(a29 - m33), 0.0f, a29 == -bitcast<f32>(inf_bits)) + select(b32 * exp(b31 - m33), 0.0f, b31 == -bitcast<f32>(inf_bits));
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a34: f32 = row_max[lid.x];
-        let a35: f32 = row_sum[lid.x];
-        let b36: f32 = row_max[lid.x + 4u];
-        let b37: f32 = row_sum[lid.x + 4u];
-        let m38: f32 = mimir_maximum_f32(a34, b36);
-        row_max[lid.x] = m38;
-        row_sum[lid.x] = select(a35 * exp(a34 - m38), 0.0f, a34 == -bitcast<f32>(inf_bits)) + select(b37 * exp(b36 - m38), 0.0f, b36 == -bitcast<f32>(inf_bits));
+    let warp_max9: f32 = warp0[lid.x - (lid.x & 31u)];
+    let t10: f32 = select(s2 * exp(m1 - warp_max9), 0.0f, m1 == -bitcast<f32>(inf_bits));
+    warp1[lid.x] = t10;
+    workgroupBarrier();
+    if ((lid.x & 31u) < 16u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a39: f32 = row_max[lid.x];
-        let a40: f32 = row_sum[lid.x];
-        let b41: f32 = row_max[lid.x + 2u];
-        let b42: f32 = row_sum[lid.x + 2u];
-        let m43: f32 = mimir_maximum_f32(a39, b41);
-        row_max[lid.x] = m43;
-        row_sum[lid.x] = select(a40 * exp(a39 - m43), 0.0f, a39 == -bitcast<f32>(inf_bits)) + select(b42 * exp(b41 - m43), 0.0f, b41 == -bitcast<f32>(inf_bits));
+    if ((lid.x & 31u) < 8u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 8u];
     }
     workgroupBarrier();
-    if (lid.x < 1u) {
-        let a44: f32 = row_max[lid.x];
-        let a45: f32 = row_sum[lid.x];
-        let b46: f32 = row_max[lid.x + 1u];
-        let b47: f32 = row_sum[lid.x + 1u];
-        let m48: f32 = mimir_maximum_f32(a44, b46);
-        row_max[lid.x] = m48;
-        row_sum[lid.x] = select(a45 * exp(a44 - m48), 0.0f, a44 == -bitcast<f32>(inf_bits)) + select(b47 * exp(b46 - m48), 0.0f, b46 == -bitcast<f32>(inf_bits));
+    if ((lid.x & 31u) < 4u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 4u];
     }
     workgroupBarrier();
-    let row_max49: f32 = row_max[0u];
-    let top50: f32 = select(row_max49, 0.0f, row_max49 == -bitcast<f32>(inf_bits));
-    let row_sum51: f32 = row_sum[0u];
-    for (var j52: u32 = lid.x; j52 < u.T; j52 += 256u) {
-        let i53: u32 = g0 * u.T + j52;
-        let v54: f32 = scratch0[i53];
-        let t55: f32 = v54 - top50;
-        let y56: f32 = exp(t55) / row_sum51;
-        let v57: f32 = select(0.0f, 1.0f, i32(j52) - i32(g0) <= 0i);
-        let v58: bool = !((bitcast<u32>(v57) & 0x7fffffffu) > 0x7f800000u) && (v57 > 0.0f);
-        let v59: f32 = select(0.0f, y56, v58);
-        out[i53] = v59;
+    if ((lid.x & 31u) < 2u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 2u];
+    }
+    workgroupBarrier();
+    if ((lid.x & 31u) < 1u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
+    }
+    workgroupBarrier();
+    let warp_sum11: f32 = warp1[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        row_max[lid.x >> 5u] = warp_max9;
+        row_sum[lid.x >> 5u] = warp_sum11;
+    }
+    workgroupBarrier();
+    let m12: f32 = row_max[0u];
+    let s13: f32 = row_sum[0u];
+    let m14: f32 = row_max[1u];
+    let s15: f32 = row_sum[1u];
+    let m16: f32 = row_max[2u];
+    let s17: f32 = row_sum[2u];
+    let m18: f32 = row_max[3u];
+    let s19: f32 = row_sum[3u];
+    let m20: f32 = row_max[4u];
+    let s21: f32 = row_sum[4u];
+    let m22: f32 = row_max[5u];
+    let s23: f32 = row_sum[5u];
+    let m24: f32 = row_max[6u];
+    let s25: f32 = row_sum[6u];
+    let m26: f32 = row_max[7u];
+    let s27: f32 = row_sum[7u];
+    let row_max28: f32 = mimir_maximum_f32(m12, m14);
+    let row_max29: f32 = mimir_maximum_f32(row_max28, m16);
+    let row_max30: f32 = mimir_maximum_f32(row_max29, m18);
+    let row_max31: f32 = mimir_maximum_f32(row_max30, m20);
+    let row_max32: f32 = mimir_maximum_f32(row_max31, m22);
+    let row_max33: f32 = mimir_maximum_f32(row_max32, m24);
+    let row_max34: f32 = mimir_maximum_f32(row_max33, m26);
+    let row_sum35: f32 = select(s13 * exp(m12 - row_max34), 0.0f, m12 == -bitcast<f32>(inf_bits));
+    let row_sum36: f32 = row_sum35 + select(s15 * exp(m14 - row_max34), 0.0f, m14 == -bitcast<f32>(inf_bits));
+    let row_sum37: f32 = row_sum36 + select(s17 * exp(m16 - row_max34), 0.0f, m16 == -bitcast<f32>(inf_bits));
+    let row_sum38: f32 = row_sum37 + select(s19 * exp(m18 - row_max34), 0.0f, m18 == -bitcast<f32>(inf_bits));
+    let row_sum39: f32 = row_sum38 + select(s21 * exp(m20 - row_max34), 0.0f, m20 == -bitcast<f32>(inf_bits));
+    let row_sum40: f32 = row_sum39 + select(s23 * exp(m22 - row_max34), 0.0f, m22 == -bitcast<f32>(inf_bits));
+    let row_sum41: f32 = row_sum40 + select(s25 * exp(m24 - row_max34), 0.0f, m24 == -bitcast<f32>(inf_bits));
+    let row_sum42: f32 = row_sum41 + select(s27 * exp(m26 - row_max34), 0.0f, m26 == -bitcast<f32>(inf_bits));
+    let top43: f32 = select(row_max34, 0.0f, row_max34 == -bitcast<f32>(inf_bits));
+    for (var j44: u32 = lid.x; j44 < u.T; j44 += 256u) {
+        let i45: u32 = g0 * u.T + j44;
+        let v46: f32 = scratch0[i45];
+        let t47: f32 = v46 - top43;
+        let y48: f32 = exp(t47) / row_sum42;
+        let v49: f32 = select(0.0f, 1.0f, i32(j44) - i32(g0) <= 0i);
+        let v50: bool = !((bitcast<u32>(v49) & 0x7fffffffu) > 0x7f800000u) && (v49 > 0.0f);
+        let v51: f32 = select(0.0f, y48, v50);
+        out[i45] = v51;
     }
 }

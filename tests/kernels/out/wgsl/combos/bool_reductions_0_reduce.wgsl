@@ -8,7 +8,8 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> m: array<u32>;
 @group(0) @binding(1) var<storage, read_write> out0: array<u32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<u32, 256>;
+var<workgroup> partial: array<u32, 8>;
+var<workgroup> warp0: array<u32, 256>;
 
 @compute @workgroup_size(256, 1, 1)
 fn bool_reductions_0_reduce(
@@ -26,59 +27,43 @@ fn bool_reductions_0_reduce(
         let v4: bool = m[i3] != 0u;
         acc1 = select(select(0u, 1u, v4), acc1, acc1 <= select(0u, 1u, v4));
     }
-    partial[lid.x] = acc1;
+    warp0[lid.x] = acc1;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a5: u32 = partial[lid.x];
-        let b6: u32 = partial[lid.x + 128u];
-        partial[lid.x] = select(b6, a5, a5 <= b6);
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = select(warp0[lid.x + 16u], warp0[lid.x], warp0[lid.x] <= warp0[lid.x + 16u]);
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a7: u32 = partial[lid.x];
-        let b8: u32 = partial[lid.x + 64u];
-        partial[lid.x] = select(b8, a7, a7 <= b8);
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = select(warp0[lid.x + 8u], warp0[lid.x], warp0[lid.x] <= warp0[lid.x + 8u]);
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a9: u32 = partial[lid.x];
-        let b10: u32 = partial[lid.x + 32u];
-        partial[lid.x] = select(b10, a9, a9 <= b10);
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = select(warp0[lid.x + 4u], warp0[lid.x], warp0[lid.x] <= warp0[lid.x + 4u]);
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a11: u32 = partial[lid.x];
-        let b12: u32 = partial[lid.x + 16u];
-        partial[lid.x] = select(b12, a11, a11 <= b12);
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = select(warp0[lid.x + 2u], warp0[lid.x], warp0[lid.x] <= warp0[lid.x + 2u]);
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a13: u32 = partial[lid.x];
-        let b14: u32 = partial[lid.x + 8u];
-        partial[lid.x] = select(b14, a13, a13 <= b14);
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = select(warp0[lid.x + 1u], warp0[lid.x], warp0[lid.x] <= warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a15: u32 = partial[lid.x];
-        let b16: u32 = partial[lid.x + 4u];
-        partial[lid.x] = select(b16, a15, a15 <= b16);
+    let warp5: u32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp5;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a17: u32 = partial[lid.x];
-        let b18: u32 = partial[lid.x + 2u];
-        partial[lid.x] = select(b18, a17, a17 <= b18);
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a19: u32 = partial[lid.x];
-        let b20: u32 = partial[lid.x + 1u];
-        partial[lid.x] = select(b20, a19, a19 <= b20);
-    }
-    workgroupBarrier();
+    let total6: u32 = partial[0u];
+    let total7: u32 = select(partial[1u], total6, total6 <= partial[1u]);
+    let total8: u32 = select(partial[2u], total7, total7 <= partial[2u]);
+    let total9: u32 = select(partial[3u], total8, total8 <= partial[3u]);
+    let total10: u32 = select(partial[4u], total9, total9 <= partial[4u]);
+    let total11: u32 = select(partial[5u], total10, total10 <= partial[5u]);
+    let total12: u32 = select(partial[6u], total11, total11 <= partial[6u]);
+    let total13: u32 = select(partial[7u], total12, total12 <= partial[7u]);
     if (lid.x == 0u) {
-        let total21: u32 = partial[0u];
-        let total22: bool = total21 != 0u;
-        out0[g0] = select(0u, 1u, total22);
+        let total14: bool = total13 != 0u;
+        out0[g0] = select(0u, 1u, total14);
     }
 }

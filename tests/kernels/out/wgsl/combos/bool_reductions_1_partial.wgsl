@@ -8,7 +8,8 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> m: array<u32>;
 @group(0) @binding(1) var<storage, read_write> scratch0: array<i32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<i32, 256>;
+var<workgroup> partial: array<i32, 8>;
+var<workgroup> warp0: array<i32, 256>;
 
 @compute @workgroup_size(256, 1, 1)
 fn bool_reductions_1_partial(
@@ -31,57 +32,42 @@ fn bool_reductions_1_partial(
         let v9: bool = m[i8] != 0u;
         acc4 = acc4 + select(0i, 1i, v9);
     }
-    partial[lid.x] = acc4;
+    warp0[lid.x] = acc4;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a10: i32 = partial[lid.x];
-        let b11: i32 = partial[lid.x + 128u];
-        partial[lid.x] = a10 + b11;
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a12: i32 = partial[lid.x];
-        let b13: i32 = partial[lid.x + 64u];
-        partial[lid.x] = a12 + b13;
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a14: i32 = partial[lid.x];
-        let b15: i32 = partial[lid.x + 32u];
-        partial[lid.x] = a14 + b15;
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a16: i32 = partial[lid.x];
-        let b17: i32 = partial[lid.x + 16u];
-        partial[lid.x] = a16 + b17;
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a18: i32 = partial[lid.x];
-        let b19: i32 = partial[lid.x + 8u];
-        partial[lid.x] = a18 + b19;
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a20: i32 = partial[lid.x];
-        let b21: i32 = partial[lid.x + 4u];
-        partial[lid.x] = a20 + b21;
+    let warp10: i32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp10;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a22: i32 = partial[lid.x];
-        let b23: i32 = partial[lid.x + 2u];
-        partial[lid.x] = a22 + b23;
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a24: i32 = partial[lid.x];
-        let b25: i32 = partial[lid.x + 1u];
-        partial[lid.x] = a24 + b25;
-    }
-    workgroupBarrier();
+    let total11: i32 = partial[0u];
+    let total12: i32 = total11 + partial[1u];
+    let total13: i32 = total12 + partial[2u];
+    let total14: i32 = total13 + partial[3u];
+    let total15: i32 = total14 + partial[4u];
+    let total16: i32 = total15 + partial[5u];
+    let total17: i32 = total16 + partial[6u];
+    let total18: i32 = total17 + partial[7u];
     if (lid.x == 0u) {
-        scratch0[g0] = partial[0u];
+        scratch0[g0] = total18;
     }
 }

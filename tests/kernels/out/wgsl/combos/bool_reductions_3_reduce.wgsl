@@ -8,7 +8,8 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> m: array<u32>;
 @group(0) @binding(1) var<storage, read_write> out2: array<u32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<u32, 256>;
+var<workgroup> partial: array<u32, 8>;
+var<workgroup> warp0: array<u32, 256>;
 
 @compute @workgroup_size(256, 1, 1)
 fn bool_reductions_3_reduce(
@@ -21,59 +22,43 @@ fn bool_reductions_3_reduce(
         let v3: bool = m[i2] != 0u;
         acc0 = select(select(0u, 1u, v3), acc0, acc0 >= select(0u, 1u, v3));
     }
-    partial[lid.x] = acc0;
+    warp0[lid.x] = acc0;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a4: u32 = partial[lid.x];
-        let b5: u32 = partial[lid.x + 128u];
-        partial[lid.x] = select(b5, a4, a4 >= b5);
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = select(warp0[lid.x + 16u], warp0[lid.x], warp0[lid.x] >= warp0[lid.x + 16u]);
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a6: u32 = partial[lid.x];
-        let b7: u32 = partial[lid.x + 64u];
-        partial[lid.x] = select(b7, a6, a6 >= b7);
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = select(warp0[lid.x + 8u], warp0[lid.x], warp0[lid.x] >= warp0[lid.x + 8u]);
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a8: u32 = partial[lid.x];
-        let b9: u32 = partial[lid.x + 32u];
-        partial[lid.x] = select(b9, a8, a8 >= b9);
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = select(warp0[lid.x + 4u], warp0[lid.x], warp0[lid.x] >= warp0[lid.x + 4u]);
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a10: u32 = partial[lid.x];
-        let b11: u32 = partial[lid.x + 16u];
-        partial[lid.x] = select(b11, a10, a10 >= b11);
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = select(warp0[lid.x + 2u], warp0[lid.x], warp0[lid.x] >= warp0[lid.x + 2u]);
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a12: u32 = partial[lid.x];
-        let b13: u32 = partial[lid.x + 8u];
-        partial[lid.x] = select(b13, a12, a12 >= b13);
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = select(warp0[lid.x + 1u], warp0[lid.x], warp0[lid.x] >= warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a14: u32 = partial[lid.x];
-        let b15: u32 = partial[lid.x + 4u];
-        partial[lid.x] = select(b15, a14, a14 >= b15);
+    let warp4: u32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp4;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a16: u32 = partial[lid.x];
-        let b17: u32 = partial[lid.x + 2u];
-        partial[lid.x] = select(b17, a16, a16 >= b17);
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a18: u32 = partial[lid.x];
-        let b19: u32 = partial[lid.x + 1u];
-        partial[lid.x] = select(b19, a18, a18 >= b19);
-    }
-    workgroupBarrier();
+    let total5: u32 = partial[0u];
+    let total6: u32 = select(partial[1u], total5, total5 >= partial[1u]);
+    let total7: u32 = select(partial[2u], total6, total6 >= partial[2u]);
+    let total8: u32 = select(partial[3u], total7, total7 >= partial[3u]);
+    let total9: u32 = select(partial[4u], total8, total8 >= partial[4u]);
+    let total10: u32 = select(partial[5u], total9, total9 >= partial[5u]);
+    let total11: u32 = select(partial[6u], total10, total10 >= partial[6u]);
+    let total12: u32 = select(partial[7u], total11, total11 >= partial[7u]);
     if (lid.x == 0u) {
-        let total20: u32 = partial[0u];
-        let total21: bool = total20 != 0u;
-        out2[wid.x] = select(0u, 1u, total21);
+        let total13: bool = total12 != 0u;
+        out2[wid.x] = select(0u, 1u, total13);
     }
 }

@@ -10,8 +10,10 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read> scratch0: array<f16>;
 @group(0) @binding(2) var<storage, read> scratch1: array<f16>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> row_max: array<f32, 256>;
-var<workgroup> row_sum: array<f32, 256>;
+var<workgroup> row_max: array<f32, 8>;
+var<workgroup> row_sum: array<f32, 8>;
+var<workgroup> warp0: array<f32, 256>;
+var<workgroup> warp1: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -47,122 +49,90 @@ fn half_pipeline_2_softmax(
     if (lid.x < u.M) {
         m4 = mimir_maximum_f32(m4, v1);
     }
-    row_max[lid.x] = m4;
+    warp0[lid.x] = m4;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a5: f32 = row_max[lid.x];
-        let b6: f32 = row_max[lid.x + 128u];
-        row_max[lid.x] = mimir_maximum_f32(a5, b6);
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a7: f32 = row_max[lid.x];
-        let b8: f32 = row_max[lid.x + 64u];
-        row_max[lid.x] = mimir_maximum_f32(a7, b8);
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a9: f32 = row_max[lid.x];
-        let b10: f32 = row_max[lid.x + 32u];
-        row_max[lid.x] = mimir_maximum_f32(a9, b10);
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a11: f32 = row_max[lid.x];
-        let b12: f32 = row_max[lid.x + 16u];
-        row_max[lid.x] = mimir_maximum_f32(a11, b12);
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a13: f32 = row_max[lid.x];
-        let b14: f32 = row_max[lid.x + 8u];
-        row_max[lid.x] = mimir_maximum_f32(a13, b14);
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a15: f32 = row_max[lid.x];
-        let b16: f32 = row_max[lid.x + 4u];
-        row_max[lid.x] = mimir_maximum_f32(a15, b16);
+    let warp5: f32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        row_max[lid.x >> 5u] = warp5;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a17: f32 = row_max[lid.x];
-        let b18: f32 = row_max[lid.x + 2u];
-        row_max[lid.x] = mimir_maximum_f32(a17, b18);
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a19: f32 = row_max[lid.x];
-        let b20: f32 = row_max[lid.x + 1u];
-        row_max[lid.x] = mimir_maximum_f32(a19, b20);
-    }
-    workgroupBarrier();
-    let row_max21: f32 = row_max[0u];
-    let top22: f32 = select(row_max21, 0.0f, row_max21 == -bitcast<f32>(inf_bits));
-    var s23: f32 = 0.0f;
-    var d24: f32 = 0.0f;
-    var e25: f32 = 0.0f;
+    let total6: f32 = row_max[0u];
+    let total7: f32 = mimir_maximum_f32(total6, row_max[1u]);
+    let total8: f32 = mimir_maximum_f32(total7, row_max[2u]);
+    let total9: f32 = mimir_maximum_f32(total8, row_max[3u]);
+    let total10: f32 = mimir_maximum_f32(total9, row_max[4u]);
+    let total11: f32 = mimir_maximum_f32(total10, row_max[5u]);
+    let total12: f32 = mimir_maximum_f32(total11, row_max[6u]);
+    let total13: f32 = mimir_maximum_f32(total12, row_max[7u]);
+    let top14: f32 = select(total13, 0.0f, total13 == -bitcast<f32>(inf_bits));
+    var s15: f32 = 0.0f;
+    var d16: f32 = 0.0f;
+    var e17: f32 = 0.0f;
     if (lid.x < u.M) {
-        d24 = v1 - top22;
-        e25 = exp(d24);
-        s23 = s23 + e25;
+        d16 = v1 - top14;
+        e17 = exp(d16);
+        s15 = s15 + e17;
     }
-    row_sum[lid.x] = s23;
+    warp1[lid.x] = s15;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a26: f32 = row_sum[lid.x];
-        let b27: f32 = row_sum[lid.x + 128u];
-        row_sum[lid.x] = a26 + b27;
+    if ((lid.x & 31u) < 16u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a28: f32 = row_sum[lid.x];
-        let b29: f32 = row_sum[lid.x + 64u];
-        row_sum[lid.x] = a28 + b29;
+    if ((lid.x & 31u) < 8u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 8u];
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a30: f32 = row_sum[lid.x];
-        let b31: f32 = row_sum[lid.x + 32u];
-        row_sum[lid.x] = a30 + b31;
+    if ((lid.x & 31u) < 4u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 4u];
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a32: f32 = row_sum[lid.x];
-        let b33: f32 = row_sum[lid.x + 16u];
-        row_sum[lid.x] = a32 + b33;
+    if ((lid.x & 31u) < 2u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 2u];
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a34: f32 = row_sum[lid.x];
-        let b35: f32 = row_sum[lid.x + 8u];
-        row_sum[lid.x] = a34 + b35;
+    if ((lid.x & 31u) < 1u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a36: f32 = row_sum[lid.x];
-        let b37: f32 = row_sum[lid.x + 4u];
-        row_sum[lid.x] = a36 + b37;
+    let warp18: f32 = warp1[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        row_sum[lid.x >> 5u] = warp18;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a38: f32 = row_sum[lid.x];
-        let b39: f32 = row_sum[lid.x + 2u];
-        row_sum[lid.x] = a38 + b39;
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a40: f32 = row_sum[lid.x];
-        let b41: f32 = row_sum[lid.x + 1u];
-        row_sum[lid.x] = a40 + b41;
-    }
-    workgroupBarrier();
-    let row_sum42: f32 = row_sum[0u];
+    let total19: f32 = row_sum[0u];
+    let total20: f32 = total19 + row_sum[1u];
+    let total21: f32 = total20 + row_sum[2u];
+    let total22: f32 = total21 + row_sum[3u];
+    let total23: f32 = total22 + row_sum[4u];
+    let total24: f32 = total23 + row_sum[5u];
+    let total25: f32 = total24 + row_sum[6u];
+    let total26: f32 = total25 + row_sum[7u];
     if (lid.x < u.M) {
-        let y43: f32 = f32(f16(e25 / row_sum42));
-        let i44: u32 = g0 * u.M + lid.x;
-        let v45: f32 = f32(scratch1[g0]);
-        let v46: f32 = f32(f16(y43 + v45));
-        out[i44] = f16(v46);
+        let y27: f32 = f32(f16(e17 / total26));
+        let i28: u32 = g0 * u.M + lid.x;
+        let v29: f32 = f32(scratch1[g0]);
+        let v30: f32 = f32(f16(y27 + v29));
+        out[i28] = f16(v30);
     }
 }

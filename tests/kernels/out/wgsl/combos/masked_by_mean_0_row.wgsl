@@ -8,7 +8,8 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> row0: array<f32, 256>;
+var<workgroup> row0: array<f32, 8>;
+var<workgroup> warp0: array<f32, 256>;
 
 @compute @workgroup_size(256, 1, 1)
 fn masked_by_mean_0_row(
@@ -26,65 +27,49 @@ fn masked_by_mean_0_row(
         let v4: f32 = x[i3];
         acc1 = acc1 + v4;
     }
-    row0[lid.x] = acc1;
+    warp0[lid.x] = acc1;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a5: f32 = row0[lid.x];
-        let b6: f32 = row0[lid.x + 128u];
-        row0[lid.x] = a5 + b6;
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a7: f32 = row0[lid.x];
-        let b8: f32 = row0[lid.x + 64u];
-        row0[lid.x] = a7 + b8;
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a9: f32 = row0[lid.x];
-        let b10: f32 = row0[lid.x + 32u];
-        row0[lid.x] = a9 + b10;
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a11: f32 = row0[lid.x];
-        let b12: f32 = row0[lid.x + 16u];
-        row0[lid.x] = a11 + b12;
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a13: f32 = row0[lid.x];
-        let b14: f32 = row0[lid.x + 8u];
-        row0[lid.x] = a13 + b14;
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a15: f32 = row0[lid.x];
-        let b16: f32 = row0[lid.x + 4u];
-        row0[lid.x] = a15 + b16;
+    let warp5: f32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        row0[lid.x >> 5u] = warp5;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a17: f32 = row0[lid.x];
-        let b18: f32 = row0[lid.x + 2u];
-        row0[lid.x] = a17 + b18;
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a19: f32 = row0[lid.x];
-        let b20: f32 = row0[lid.x + 1u];
-        row0[lid.x] = a19 + b20;
-    }
-    workgroupBarrier();
-    let total21: f32 = row0[0u];
-    let total22: f32 = total21 / f32(u.M);
-    for (var j23: u32 = lid.x; j23 < u.M; j23 += 256u) {
-        let i24: u32 = g0 * u.M + j23;
-        let v25: f32 = x[i24];
-        let v26: bool = !(((bitcast<u32>(v25) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total22) & 0x7fffffffu) > 0x7f800000u)) && (v25 > total22);
-        let v27: f32 = select(0.0f, v25, v26);
-        let v28: f32 = v27 + 1.0f;
-        let v29: f32 = v28 - 2.5f;
-        out[i24] = v29;
+    let total6: f32 = row0[0u];
+    let total7: f32 = total6 + row0[1u];
+    let total8: f32 = total7 + row0[2u];
+    let total9: f32 = total8 + row0[3u];
+    let total10: f32 = total9 + row0[4u];
+    let total11: f32 = total10 + row0[5u];
+    let total12: f32 = total11 + row0[6u];
+    let total13: f32 = total12 + row0[7u];
+    let total14: f32 = total13 / f32(u.M);
+    for (var j15: u32 = lid.x; j15 < u.M; j15 += 256u) {
+        let i16: u32 = g0 * u.M + j15;
+        let v17: f32 = x[i16];
+        let v18: bool = !(((bitcast<u32>(v17) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total14) & 0x7fffffffu) > 0x7f800000u)) && (v17 > total14);
+        let v19: f32 = select(0.0f, v17, v18);
+        let v20: f32 = v19 + 1.0f;
+        let v21: f32 = v20 - 2.5f;
+        out[i16] = v21;
     }
 }

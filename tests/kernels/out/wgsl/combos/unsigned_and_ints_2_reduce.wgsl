@@ -7,7 +7,8 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read_write> out3: array<u32>;
 @group(0) @binding(1) var<storage, read> scratch0: array<u32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<u32, 256>;
+var<workgroup> partial: array<u32, 8>;
+var<workgroup> warp0: array<u32, 256>;
 
 @compute @workgroup_size(256, 1, 1)
 fn unsigned_and_ints_2_reduce(
@@ -18,58 +19,42 @@ fn unsigned_and_ints_2_reduce(
     for (var r1: u32 = lid.x; r1 < ((u.N + 4096u - 1u) >> 12u); r1 += 256u) {
         acc0 = select(scratch0[r1], acc0, acc0 >= scratch0[r1]);
     }
-    partial[lid.x] = acc0;
+    warp0[lid.x] = acc0;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a2: u32 = partial[lid.x];
-        let b3: u32 = partial[lid.x + 128u];
-        partial[lid.x] = select(b3, a2, a2 >= b3);
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = select(warp0[lid.x + 16u], warp0[lid.x], warp0[lid.x] >= warp0[lid.x + 16u]);
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a4: u32 = partial[lid.x];
-        let b5: u32 = partial[lid.x + 64u];
-        partial[lid.x] = select(b5, a4, a4 >= b5);
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = select(warp0[lid.x + 8u], warp0[lid.x], warp0[lid.x] >= warp0[lid.x + 8u]);
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a6: u32 = partial[lid.x];
-        let b7: u32 = partial[lid.x + 32u];
-        partial[lid.x] = select(b7, a6, a6 >= b7);
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = select(warp0[lid.x + 4u], warp0[lid.x], warp0[lid.x] >= warp0[lid.x + 4u]);
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a8: u32 = partial[lid.x];
-        let b9: u32 = partial[lid.x + 16u];
-        partial[lid.x] = select(b9, a8, a8 >= b9);
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = select(warp0[lid.x + 2u], warp0[lid.x], warp0[lid.x] >= warp0[lid.x + 2u]);
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a10: u32 = partial[lid.x];
-        let b11: u32 = partial[lid.x + 8u];
-        partial[lid.x] = select(b11, a10, a10 >= b11);
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = select(warp0[lid.x + 1u], warp0[lid.x], warp0[lid.x] >= warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a12: u32 = partial[lid.x];
-        let b13: u32 = partial[lid.x + 4u];
-        partial[lid.x] = select(b13, a12, a12 >= b13);
+    let warp2: u32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp2;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a14: u32 = partial[lid.x];
-        let b15: u32 = partial[lid.x + 2u];
-        partial[lid.x] = select(b15, a14, a14 >= b15);
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a16: u32 = partial[lid.x];
-        let b17: u32 = partial[lid.x + 1u];
-        partial[lid.x] = select(b17, a16, a16 >= b17);
-    }
-    workgroupBarrier();
+    let total3: u32 = partial[0u];
+    let total4: u32 = select(partial[1u], total3, total3 >= partial[1u]);
+    let total5: u32 = select(partial[2u], total4, total4 >= partial[2u]);
+    let total6: u32 = select(partial[3u], total5, total5 >= partial[3u]);
+    let total7: u32 = select(partial[4u], total6, total6 >= partial[4u]);
+    let total8: u32 = select(partial[5u], total7, total7 >= partial[5u]);
+    let total9: u32 = select(partial[6u], total8, total8 >= partial[6u]);
+    let total10: u32 = select(partial[7u], total9, total9 >= partial[7u]);
     if (lid.x == 0u) {
-        let total18: u32 = partial[0u];
-        out3[wid.x] = total18;
+        out3[wid.x] = total10;
     }
 }

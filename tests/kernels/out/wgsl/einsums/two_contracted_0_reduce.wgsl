@@ -11,7 +11,8 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read> b: array<f32>;
 @group(0) @binding(2) var<storage, read_write> scratch0: array<f32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 256>;
+var<workgroup> partial: array<f32, 8>;
+var<workgroup> warp0: array<f32, 256>;
 
 @compute @workgroup_size(256, 1, 1)
 fn two_contracted_0_reduce(
@@ -35,58 +36,42 @@ fn two_contracted_0_reduce(
         let v10: f32 = b[i9];
         acc1 = fma(v8, v10, acc1);
     }
-    partial[lid.x] = acc1;
+    warp0[lid.x] = acc1;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a12: f32 = partial[lid.x];
-        let b13: f32 = partial[lid.x + 128u];
-        partial[lid.x] = a12 + b13;
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a14: f32 = partial[lid.x];
-        let b15: f32 = partial[lid.x + 64u];
-        partial[lid.x] = a14 + b15;
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a16: f32 = partial[lid.x];
-        let b17: f32 = partial[lid.x + 32u];
-        partial[lid.x] = a16 + b17;
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a18: f32 = partial[lid.x];
-        let b19: f32 = partial[lid.x + 16u];
-        partial[lid.x] = a18 + b19;
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a20: f32 = partial[lid.x];
-        let b21: f32 = partial[lid.x + 8u];
-        partial[lid.x] = a20 + b21;
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a22: f32 = partial[lid.x];
-        let b23: f32 = partial[lid.x + 4u];
-        partial[lid.x] = a22 + b23;
+    let warp12: f32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp12;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a24: f32 = partial[lid.x];
-        let b25: f32 = partial[lid.x + 2u];
-        partial[lid.x] = a24 + b25;
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a26: f32 = partial[lid.x];
-        let b27: f32 = partial[lid.x + 1u];
-        partial[lid.x] = a26 + b27;
-    }
-    workgroupBarrier();
+    let total13: f32 = partial[0u];
+    let total14: f32 = total13 + partial[1u];
+    let total15: f32 = total14 + partial[2u];
+    let total16: f32 = total15 + partial[3u];
+    let total17: f32 = total16 + partial[4u];
+    let total18: f32 = total17 + partial[5u];
+    let total19: f32 = total18 + partial[6u];
+    let total20: f32 = total19 + partial[7u];
     if (lid.x == 0u) {
-        let total28: f32 = partial[0u];
-        scratch0[g0] = total28;
+        scratch0[g0] = total20;
     }
 }

@@ -8,7 +8,8 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> scratch0: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 256>;
+var<workgroup> partial: array<f32, 8>;
+var<workgroup> warp0: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -40,58 +41,42 @@ fn softmax_lse_0_reduce(
         let v4: f32 = x[i3];
         acc1 = mimir_maximum_f32(acc1, v4);
     }
-    partial[lid.x] = acc1;
+    warp0[lid.x] = acc1;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a5: f32 = partial[lid.x];
-        let b6: f32 = partial[lid.x + 128u];
-        partial[lid.x] = mimir_maximum_f32(a5, b6);
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a7: f32 = partial[lid.x];
-        let b8: f32 = partial[lid.x + 64u];
-        partial[lid.x] = mimir_maximum_f32(a7, b8);
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a9: f32 = partial[lid.x];
-        let b10: f32 = partial[lid.x + 32u];
-        partial[lid.x] = mimir_maximum_f32(a9, b10);
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a11: f32 = partial[lid.x];
-        let b12: f32 = partial[lid.x + 16u];
-        partial[lid.x] = mimir_maximum_f32(a11, b12);
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a13: f32 = partial[lid.x];
-        let b14: f32 = partial[lid.x + 8u];
-        partial[lid.x] = mimir_maximum_f32(a13, b14);
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a15: f32 = partial[lid.x];
-        let b16: f32 = partial[lid.x + 4u];
-        partial[lid.x] = mimir_maximum_f32(a15, b16);
+    let warp5: f32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp5;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a17: f32 = partial[lid.x];
-        let b18: f32 = partial[lid.x + 2u];
-        partial[lid.x] = mimir_maximum_f32(a17, b18);
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a19: f32 = partial[lid.x];
-        let b20: f32 = partial[lid.x + 1u];
-        partial[lid.x] = mimir_maximum_f32(a19, b20);
-    }
-    workgroupBarrier();
+    let total6: f32 = partial[0u];
+    let total7: f32 = mimir_maximum_f32(total6, partial[1u]);
+    let total8: f32 = mimir_maximum_f32(total7, partial[2u]);
+    let total9: f32 = mimir_maximum_f32(total8, partial[3u]);
+    let total10: f32 = mimir_maximum_f32(total9, partial[4u]);
+    let total11: f32 = mimir_maximum_f32(total10, partial[5u]);
+    let total12: f32 = mimir_maximum_f32(total11, partial[6u]);
+    let total13: f32 = mimir_maximum_f32(total12, partial[7u]);
     if (lid.x == 0u) {
-        let total21: f32 = partial[0u];
-        scratch0[g0] = total21;
+        scratch0[g0] = total13;
     }
 }

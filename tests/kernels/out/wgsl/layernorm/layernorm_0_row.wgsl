@@ -10,8 +10,10 @@ struct Uniforms {
 @group(0) @binding(2) var<storage, read> beta: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<uniform> u: Uniforms;
-var<workgroup> row0: array<f32, 256>;
-var<workgroup> row1: array<f32, 256>;
+var<workgroup> row0: array<f32, 8>;
+var<workgroup> row1: array<f32, 8>;
+var<workgroup> warp0: array<f32, 256>;
+var<workgroup> warp1: array<f32, 256>;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
 fn mimir_sqrt(a: f32) -> f32 {
@@ -37,127 +39,95 @@ fn layernorm_0_row(
         let v4: f32 = x[i3];
         acc1 = acc1 + v4;
     }
-    row0[lid.x] = acc1;
+    warp0[lid.x] = acc1;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a5: f32 = row0[lid.x];
-        let b6: f32 = row0[lid.x + 128u];
-        row0[lid.x] = a5 + b6;
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a7: f32 = row0[lid.x];
-        let b8: f32 = row0[lid.x + 64u];
-        row0[lid.x] = a7 + b8;
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a9: f32 = row0[lid.x];
-        let b10: f32 = row0[lid.x + 32u];
-        row0[lid.x] = a9 + b10;
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a11: f32 = row0[lid.x];
-        let b12: f32 = row0[lid.x + 16u];
-        row0[lid.x] = a11 + b12;
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a13: f32 = row0[lid.x];
-        let b14: f32 = row0[lid.x + 8u];
-        row0[lid.x] = a13 + b14;
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a15: f32 = row0[lid.x];
-        let b16: f32 = row0[lid.x + 4u];
-        row0[lid.x] = a15 + b16;
+    let warp5: f32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        row0[lid.x >> 5u] = warp5;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a17: f32 = row0[lid.x];
-        let b18: f32 = row0[lid.x + 2u];
-        row0[lid.x] = a17 + b18;
+    let total6: f32 = row0[0u];
+    let total7: f32 = total6 + row0[1u];
+    let total8: f32 = total7 + row0[2u];
+    let total9: f32 = total8 + row0[3u];
+    let total10: f32 = total9 + row0[4u];
+    let total11: f32 = total10 + row0[5u];
+    let total12: f32 = total11 + row0[6u];
+    let total13: f32 = total12 + row0[7u];
+    let total14: f32 = total13 / f32(u.D);
+    var acc15: f32 = 0.0f;
+    for (var j16: u32 = lid.x; j16 < u.D; j16 += 256u) {
+        let i17: u32 = g0 * u.D + j16;
+        let v18: f32 = x[i17];
+        let v19: f32 = v18 - total14;
+        acc15 = fma(v19, v19, acc15);
+    }
+    warp1[lid.x] = acc15;
+    workgroupBarrier();
+    if ((lid.x & 31u) < 16u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 1u) {
-        let a19: f32 = row0[lid.x];
-        let b20: f32 = row0[lid.x + 1u];
-        row0[lid.x] = a19 + b20;
+    if ((lid.x & 31u) < 8u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 8u];
     }
     workgroupBarrier();
-    let total21: f32 = row0[0u];
-    let total22: f32 = total21 / f32(u.D);
-    var acc23: f32 = 0.0f;
-    for (var j24: u32 = lid.x; j24 < u.D; j24 += 256u) {
-        let i25: u32 = g0 * u.D + j24;
-        let v26: f32 = x[i25];
-        let v27: f32 = v26 - total22;
-        acc23 = fma(v27, v27, acc23);
-    }
-    row1[lid.x] = acc23;
-    workgroupBarrier();
-    if (lid.x < 128u) {
-        let a29: f32 = row1[lid.x];
-        let b30: f32 = row1[lid.x + 128u];
-        row1[lid.x] = a29 + b30;
+    if ((lid.x & 31u) < 4u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 4u];
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a31: f32 = row1[lid.x];
-        let b32: f32 = row1[lid.x + 64u];
-        row1[lid.x] = a31 + b32;
+    if ((lid.x & 31u) < 2u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 2u];
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a33: f32 = row1[lid.x];
-        let b34: f32 = row1[lid.x + 32u];
-        row1[lid.x] = a33 + b34;
+    if ((lid.x & 31u) < 1u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a35: f32 = row1[lid.x];
-        let b36: f32 = row1[lid.x + 16u];
-        row1[lid.x] = a35 + b36;
+    let warp21: f32 = warp1[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        row1[lid.x >> 5u] = warp21;
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a37: f32 = row1[lid.x];
-        let b38: f32 = row1[lid.x + 8u];
-        row1[lid.x] = a37 + b38;
-    }
-    workgroupBarrier();
-    if (lid.x < 4u) {
-        let a39: f32 = row1[lid.x];
-        let b40: f32 = row1[lid.x + 4u];
-        row1[lid.x] = a39 + b40;
-    }
-    workgroupBarrier();
-    if (lid.x < 2u) {
-        let a41: f32 = row1[lid.x];
-        let b42: f32 = row1[lid.x + 2u];
-        row1[lid.x] = a41 + b42;
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a43: f32 = row1[lid.x];
-        let b44: f32 = row1[lid.x + 1u];
-        row1[lid.x] = a43 + b44;
-    }
-    workgroupBarrier();
-    let total45: f32 = row1[0u];
-    let total46: f32 = total45 / f32(u.D);
-    let v47: f32 = total46 + 1e-05f;
-    let v48: f32 = 1.0f / mimir_sqrt(v47);
-    for (var j49: u32 = lid.x; j49 < u.D; j49 += 256u) {
-        let i50: u32 = g0 * u.D + j49;
-        let v51: f32 = x[i50];
-        let v52: f32 = v51 - total22;
-        let v53: f32 = v52 * v48;
-        let v54: f32 = gamma[j49];
-        let v56: f32 = beta[j49];
-        let v57: f32 = fma(v53, v54, v56);
-        out[i50] = v57;
+    let total22: f32 = row1[0u];
+    let total23: f32 = total22 + row1[1u];
+    let total24: f32 = total23 + row1[2u];
+    let total25: f32 = total24 + row1[3u];
+    let total26: f32 = total25 + row1[4u];
+    let total27: f32 = total26 + row1[5u];
+    let total28: f32 = total27 + row1[6u];
+    let total29: f32 = total28 + row1[7u];
+    let total30: f32 = total29 / f32(u.D);
+    let v31: f32 = total30 + 1e-05f;
+    let v32: f32 = 1.0f / mimir_sqrt(v31);
+    for (var j33: u32 = lid.x; j33 < u.D; j33 += 256u) {
+        let i34: u32 = g0 * u.D + j33;
+        let v35: f32 = x[i34];
+        let v36: f32 = v35 - total14;
+        let v37: f32 = v36 * v32;
+        let v38: f32 = gamma[j33];
+        let v40: f32 = beta[j33];
+        let v41: f32 = fma(v37, v38, v40);
+        out[i34] = v41;
     }
 }

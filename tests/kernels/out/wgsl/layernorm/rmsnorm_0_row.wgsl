@@ -8,7 +8,8 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read> weight: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> row0: array<f32, 64>;
+var<workgroup> row0: array<f32, 2>;
+var<workgroup> warp0: array<f32, 64>;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
 fn mimir_sqrt(a: f32) -> f32 {
@@ -34,53 +35,43 @@ fn rmsnorm_0_row(
         let v4: f32 = x[i3];
         acc1 = fma(v4, v4, acc1);
     }
-    row0[lid.x] = acc1;
+    warp0[lid.x] = acc1;
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a6: f32 = row0[lid.x];
-        let b7: f32 = row0[lid.x + 32u];
-        row0[lid.x] = a6 + b7;
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a8: f32 = row0[lid.x];
-        let b9: f32 = row0[lid.x + 16u];
-        row0[lid.x] = a8 + b9;
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a10: f32 = row0[lid.x];
-        let b11: f32 = row0[lid.x + 8u];
-        row0[lid.x] = a10 + b11;
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a12: f32 = row0[lid.x];
-        let b13: f32 = row0[lid.x + 4u];
-        row0[lid.x] = a12 + b13;
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a14: f32 = row0[lid.x];
-        let b15: f32 = row0[lid.x + 2u];
-        row0[lid.x] = a14 + b15;
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    if (lid.x < 1u) {
-        let a16: f32 = row0[lid.x];
-        let b17: f32 = row0[lid.x + 1u];
-        row0[lid.x] = a16 + b17;
+    let warp6: f32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        row0[lid.x >> 5u] = warp6;
     }
     workgroupBarrier();
-    let total18: f32 = row0[0u];
-    let total19: f32 = total18 / f32(48u);
-    let v20: f32 = mimir_sqrt(total19);
-    for (var j21: u32 = lid.x; j21 < 48u; j21 += 64u) {
-        let i22: u32 = g0 * 48u + j21;
-        let v23: f32 = x[i22];
-        let v24: f32 = v23 / v20;
-        let v25: f32 = weight[j21];
-        let v26: f32 = v24 * v25;
-        out[i22] = v26;
+    let total7: f32 = row0[0u];
+    let total8: f32 = total7 + row0[1u];
+    let total9: f32 = total8 / f32(48u);
+    let v10: f32 = mimir_sqrt(total9);
+    for (var j11: u32 = lid.x; j11 < 48u; j11 += 64u) {
+        let i12: u32 = g0 * 48u + j11;
+        let v13: f32 = x[i12];
+        let v14: f32 = v13 / v10;
+        let v15: f32 = weight[j11];
+        let v16: f32 = v14 * v15;
+        out[i12] = v16;
     }
 }

@@ -7,7 +7,8 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> scratch2: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 256>;
+var<workgroup> partial: array<f32, 8>;
+var<workgroup> warp0: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -44,57 +45,42 @@ fn normalize_rows_1_partial(
         let v9: f32 = x[i8];
         acc4 = mimir_maximum_f32(acc4, v9);
     }
-    partial[lid.x] = acc4;
+    warp0[lid.x] = acc4;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a10: f32 = partial[lid.x];
-        let b11: f32 = partial[lid.x + 128u];
-        partial[lid.x] = mimir_maximum_f32(a10, b11);
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a12: f32 = partial[lid.x];
-        let b13: f32 = partial[lid.x + 64u];
-        partial[lid.x] = mimir_maximum_f32(a12, b13);
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a14: f32 = partial[lid.x];
-        let b15: f32 = partial[lid.x + 32u];
-        partial[lid.x] = mimir_maximum_f32(a14, b15);
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a16: f32 = partial[lid.x];
-        let b17: f32 = partial[lid.x + 16u];
-        partial[lid.x] = mimir_maximum_f32(a16, b17);
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a18: f32 = partial[lid.x];
-        let b19: f32 = partial[lid.x + 8u];
-        partial[lid.x] = mimir_maximum_f32(a18, b19);
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a20: f32 = partial[lid.x];
-        let b21: f32 = partial[lid.x + 4u];
-        partial[lid.x] = mimir_maximum_f32(a20, b21);
+    let warp10: f32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp10;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a22: f32 = partial[lid.x];
-        let b23: f32 = partial[lid.x + 2u];
-        partial[lid.x] = mimir_maximum_f32(a22, b23);
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a24: f32 = partial[lid.x];
-        let b25: f32 = partial[lid.x + 1u];
-        partial[lid.x] = mimir_maximum_f32(a24, b25);
-    }
-    workgroupBarrier();
+    let total11: f32 = partial[0u];
+    let total12: f32 = mimir_maximum_f32(total11, partial[1u]);
+    let total13: f32 = mimir_maximum_f32(total12, partial[2u]);
+    let total14: f32 = mimir_maximum_f32(total13, partial[3u]);
+    let total15: f32 = mimir_maximum_f32(total14, partial[4u]);
+    let total16: f32 = mimir_maximum_f32(total15, partial[5u]);
+    let total17: f32 = mimir_maximum_f32(total16, partial[6u]);
+    let total18: f32 = mimir_maximum_f32(total17, partial[7u]);
     if (lid.x == 0u) {
-        scratch2[g0] = partial[0u];
+        scratch2[g0] = total18;
     }
 }

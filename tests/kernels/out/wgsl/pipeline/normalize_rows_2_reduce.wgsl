@@ -7,7 +7,8 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read_write> scratch1: array<f32>;
 @group(0) @binding(1) var<storage, read> scratch2: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 256>;
+var<workgroup> partial: array<f32, 8>;
+var<workgroup> warp0: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -32,58 +33,42 @@ fn normalize_rows_2_reduce(
     for (var r1: u32 = lid.x; r1 < ((u.N * 9u + 4096u - 1u) >> 12u); r1 += 256u) {
         acc0 = mimir_maximum_f32(acc0, scratch2[r1]);
     }
-    partial[lid.x] = acc0;
+    warp0[lid.x] = acc0;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a2: f32 = partial[lid.x];
-        let b3: f32 = partial[lid.x + 128u];
-        partial[lid.x] = mimir_maximum_f32(a2, b3);
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a4: f32 = partial[lid.x];
-        let b5: f32 = partial[lid.x + 64u];
-        partial[lid.x] = mimir_maximum_f32(a4, b5);
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a6: f32 = partial[lid.x];
-        let b7: f32 = partial[lid.x + 32u];
-        partial[lid.x] = mimir_maximum_f32(a6, b7);
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a8: f32 = partial[lid.x];
-        let b9: f32 = partial[lid.x + 16u];
-        partial[lid.x] = mimir_maximum_f32(a8, b9);
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a10: f32 = partial[lid.x];
-        let b11: f32 = partial[lid.x + 8u];
-        partial[lid.x] = mimir_maximum_f32(a10, b11);
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a12: f32 = partial[lid.x];
-        let b13: f32 = partial[lid.x + 4u];
-        partial[lid.x] = mimir_maximum_f32(a12, b13);
+    let warp2: f32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp2;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a14: f32 = partial[lid.x];
-        let b15: f32 = partial[lid.x + 2u];
-        partial[lid.x] = mimir_maximum_f32(a14, b15);
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a16: f32 = partial[lid.x];
-        let b17: f32 = partial[lid.x + 1u];
-        partial[lid.x] = mimir_maximum_f32(a16, b17);
-    }
-    workgroupBarrier();
+    let total3: f32 = partial[0u];
+    let total4: f32 = mimir_maximum_f32(total3, partial[1u]);
+    let total5: f32 = mimir_maximum_f32(total4, partial[2u]);
+    let total6: f32 = mimir_maximum_f32(total5, partial[3u]);
+    let total7: f32 = mimir_maximum_f32(total6, partial[4u]);
+    let total8: f32 = mimir_maximum_f32(total7, partial[5u]);
+    let total9: f32 = mimir_maximum_f32(total8, partial[6u]);
+    let total10: f32 = mimir_maximum_f32(total9, partial[7u]);
     if (lid.x == 0u) {
-        let total18: f32 = partial[0u];
-        scratch1[wid.x] = total18;
+        scratch1[wid.x] = total10;
     }
 }

@@ -7,7 +7,8 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<i32>;
 @group(0) @binding(1) var<storage, read_write> scratch0: array<i32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<i32, 64>;
+var<workgroup> partial: array<i32, 2>;
+var<workgroup> warp0: array<i32, 64>;
 
 @compute @workgroup_size(64, 1, 1)
 fn int_max_min_0_reduce(
@@ -25,46 +26,36 @@ fn int_max_min_0_reduce(
         let v4: i32 = x[i3];
         acc1 = select(v4, acc1, acc1 <= v4);
     }
-    partial[lid.x] = acc1;
+    warp0[lid.x] = acc1;
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a5: i32 = partial[lid.x];
-        let b6: i32 = partial[lid.x + 32u];
-        partial[lid.x] = select(b6, a5, a5 <= b6);
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = select(warp0[lid.x + 16u], warp0[lid.x], warp0[lid.x] <= warp0[lid.x + 16u]);
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a7: i32 = partial[lid.x];
-        let b8: i32 = partial[lid.x + 16u];
-        partial[lid.x] = select(b8, a7, a7 <= b8);
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = select(warp0[lid.x + 8u], warp0[lid.x], warp0[lid.x] <= warp0[lid.x + 8u]);
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a9: i32 = partial[lid.x];
-        let b10: i32 = partial[lid.x + 8u];
-        partial[lid.x] = select(b10, a9, a9 <= b10);
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = select(warp0[lid.x + 4u], warp0[lid.x], warp0[lid.x] <= warp0[lid.x + 4u]);
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a11: i32 = partial[lid.x];
-        let b12: i32 = partial[lid.x + 4u];
-        partial[lid.x] = select(b12, a11, a11 <= b12);
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = select(warp0[lid.x + 2u], warp0[lid.x], warp0[lid.x] <= warp0[lid.x + 2u]);
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a13: i32 = partial[lid.x];
-        let b14: i32 = partial[lid.x + 2u];
-        partial[lid.x] = select(b14, a13, a13 <= b14);
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = select(warp0[lid.x + 1u], warp0[lid.x], warp0[lid.x] <= warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    if (lid.x < 1u) {
-        let a15: i32 = partial[lid.x];
-        let b16: i32 = partial[lid.x + 1u];
-        partial[lid.x] = select(b16, a15, a15 <= b16);
+    let warp5: i32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp5;
     }
     workgroupBarrier();
+    let total6: i32 = partial[0u];
+    let total7: i32 = select(partial[1u], total6, total6 <= partial[1u]);
     if (lid.x == 0u) {
-        let total17: i32 = partial[0u];
-        scratch0[g0] = total17;
+        scratch0[g0] = total7;
     }
 }

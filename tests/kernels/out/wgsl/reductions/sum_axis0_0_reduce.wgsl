@@ -9,7 +9,8 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 256>;
+var<workgroup> partial: array<f32, 8>;
+var<workgroup> warp0: array<f32, 256>;
 
 @compute @workgroup_size(256, 1, 1)
 fn sum_axis0_0_reduce(
@@ -29,58 +30,42 @@ fn sum_axis0_0_reduce(
         let v6: f32 = x[i5];
         acc1 = acc1 + v6;
     }
-    partial[lid.x] = acc1;
+    warp0[lid.x] = acc1;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a7: f32 = partial[lid.x];
-        let b8: f32 = partial[lid.x + 128u];
-        partial[lid.x] = a7 + b8;
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a9: f32 = partial[lid.x];
-        let b10: f32 = partial[lid.x + 64u];
-        partial[lid.x] = a9 + b10;
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a11: f32 = partial[lid.x];
-        let b12: f32 = partial[lid.x + 32u];
-        partial[lid.x] = a11 + b12;
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a13: f32 = partial[lid.x];
-        let b14: f32 = partial[lid.x + 16u];
-        partial[lid.x] = a13 + b14;
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a15: f32 = partial[lid.x];
-        let b16: f32 = partial[lid.x + 8u];
-        partial[lid.x] = a15 + b16;
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a17: f32 = partial[lid.x];
-        let b18: f32 = partial[lid.x + 4u];
-        partial[lid.x] = a17 + b18;
+    let warp7: f32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp7;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a19: f32 = partial[lid.x];
-        let b20: f32 = partial[lid.x + 2u];
-        partial[lid.x] = a19 + b20;
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a21: f32 = partial[lid.x];
-        let b22: f32 = partial[lid.x + 1u];
-        partial[lid.x] = a21 + b22;
-    }
-    workgroupBarrier();
+    let total8: f32 = partial[0u];
+    let total9: f32 = total8 + partial[1u];
+    let total10: f32 = total9 + partial[2u];
+    let total11: f32 = total10 + partial[3u];
+    let total12: f32 = total11 + partial[4u];
+    let total13: f32 = total12 + partial[5u];
+    let total14: f32 = total13 + partial[6u];
+    let total15: f32 = total14 + partial[7u];
     if (lid.x == 0u) {
-        let total23: f32 = partial[0u];
-        out[g0] = total23;
+        out[g0] = total15;
     }
 }

@@ -9,8 +9,10 @@ struct Uniforms {
 @group(0) @binding(2) var<storage, read> beta: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<uniform> u: Uniforms;
-var<workgroup> row0: array<f32, 256>;
-var<workgroup> row1: array<f32, 256>;
+var<workgroup> row0: array<f32, 8>;
+var<workgroup> row1: array<f32, 8>;
+var<workgroup> warp0: array<f32, 256>;
+var<workgroup> warp1: array<f32, 256>;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
 fn mimir_sqrt(a: f32) -> f32 {
@@ -38,125 +40,93 @@ fn layer_norm_512_0_row(
     let i5: u32 = g0 * 512u + j1;
     let v6: f32 = x[i5];
     acc2 = acc2 + v6;
-    row0[lid.x] = acc2;
+    warp0[lid.x] = acc2;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a7: f32 = row0[lid.x];
-        let b8: f32 = row0[lid.x + 128u];
-        row0[lid.x] = a7 + b8;
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a9: f32 = row0[lid.x];
-        let b10: f32 = row0[lid.x + 64u];
-        row0[lid.x] = a9 + b10;
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a11: f32 = row0[lid.x];
-        let b12: f32 = row0[lid.x + 32u];
-        row0[lid.x] = a11 + b12;
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a13: f32 = row0[lid.x];
-        let b14: f32 = row0[lid.x + 16u];
-        row0[lid.x] = a13 + b14;
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a15: f32 = row0[lid.x];
-        let b16: f32 = row0[lid.x + 8u];
-        row0[lid.x] = a15 + b16;
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a17: f32 = row0[lid.x];
-        let b18: f32 = row0[lid.x + 4u];
-        row0[lid.x] = a17 + b18;
+    let warp7: f32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        row0[lid.x >> 5u] = warp7;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a19: f32 = row0[lid.x];
-        let b20: f32 = row0[lid.x + 2u];
-        row0[lid.x] = a19 + b20;
+    let total8: f32 = row0[0u];
+    let total9: f32 = total8 + row0[1u];
+    let total10: f32 = total9 + row0[2u];
+    let total11: f32 = total10 + row0[3u];
+    let total12: f32 = total11 + row0[4u];
+    let total13: f32 = total12 + row0[5u];
+    let total14: f32 = total13 + row0[6u];
+    let total15: f32 = total14 + row0[7u];
+    let total16: f32 = total15 / f32(512u);
+    var acc17: f32 = 0.0f;
+    let v18: f32 = v4 - total16;
+    acc17 = fma(v18, v18, acc17);
+    let v20: f32 = v6 - total16;
+    acc17 = fma(v20, v20, acc17);
+    warp1[lid.x] = acc17;
+    workgroupBarrier();
+    if ((lid.x & 31u) < 16u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 1u) {
-        let a21: f32 = row0[lid.x];
-        let b22: f32 = row0[lid.x + 1u];
-        row0[lid.x] = a21 + b22;
+    if ((lid.x & 31u) < 8u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 8u];
     }
     workgroupBarrier();
-    let total23: f32 = row0[0u];
-    let total24: f32 = total23 / f32(512u);
-    var acc25: f32 = 0.0f;
-    let v26: f32 = v4 - total24;
-    acc25 = fma(v26, v26, acc25);
-    let v28: f32 = v6 - total24;
-    acc25 = fma(v28, v28, acc25);
-    row1[lid.x] = acc25;
-    workgroupBarrier();
-    if (lid.x < 128u) {
-        let a30: f32 = row1[lid.x];
-        let b31: f32 = row1[lid.x + 128u];
-        row1[lid.x] = a30 + b31;
+    if ((lid.x & 31u) < 4u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 4u];
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a32: f32 = row1[lid.x];
-        let b33: f32 = row1[lid.x + 64u];
-        row1[lid.x] = a32 + b33;
+    if ((lid.x & 31u) < 2u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 2u];
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a34: f32 = row1[lid.x];
-        let b35: f32 = row1[lid.x + 32u];
-        row1[lid.x] = a34 + b35;
+    if ((lid.x & 31u) < 1u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a36: f32 = row1[lid.x];
-        let b37: f32 = row1[lid.x + 16u];
-        row1[lid.x] = a36 + b37;
+    let warp22: f32 = warp1[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        row1[lid.x >> 5u] = warp22;
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a38: f32 = row1[lid.x];
-        let b39: f32 = row1[lid.x + 8u];
-        row1[lid.x] = a38 + b39;
-    }
-    workgroupBarrier();
-    if (lid.x < 4u) {
-        let a40: f32 = row1[lid.x];
-        let b41: f32 = row1[lid.x + 4u];
-        row1[lid.x] = a40 + b41;
-    }
-    workgroupBarrier();
-    if (lid.x < 2u) {
-        let a42: f32 = row1[lid.x];
-        let b43: f32 = row1[lid.x + 2u];
-        row1[lid.x] = a42 + b43;
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a44: f32 = row1[lid.x];
-        let b45: f32 = row1[lid.x + 1u];
-        row1[lid.x] = a44 + b45;
-    }
-    workgroupBarrier();
-    let total46: f32 = row1[0u];
-    let total47: f32 = total46 / f32(512u);
-    let v48: f32 = total47 + 1e-05f;
-    let v49: f32 = 1.0f / mimir_sqrt(v48);
-    let v50: f32 = v26 * v49;
-    let v51: f32 = gamma[lid.x];
-    let v53: f32 = beta[lid.x];
-    let v54: f32 = fma(v50, v51, v53);
-    out[i3] = v54;
-    let v55: f32 = v28 * v49;
-    let v56: f32 = gamma[j1];
-    let v58: f32 = beta[j1];
-    let v59: f32 = fma(v55, v56, v58);
-    out[i5] = v59;
+    let total23: f32 = row1[0u];
+    let total24: f32 = total23 + row1[1u];
+    let total25: f32 = total24 + row1[2u];
+    let total26: f32 = total25 + row1[3u];
+    let total27: f32 = total26 + row1[4u];
+    let total28: f32 = total27 + row1[5u];
+    let total29: f32 = total28 + row1[6u];
+    let total30: f32 = total29 + row1[7u];
+    let total31: f32 = total30 / f32(512u);
+    let v32: f32 = total31 + 1e-05f;
+    let v33: f32 = 1.0f / mimir_sqrt(v32);
+    let v34: f32 = v18 * v33;
+    let v35: f32 = gamma[lid.x];
+    let v37: f32 = beta[lid.x];
+    let v38: f32 = fma(v34, v35, v37);
+    out[i3] = v38;
+    let v39: f32 = v20 * v33;
+    let v40: f32 = gamma[j1];
+    let v42: f32 = beta[j1];
+    let v43: f32 = fma(v39, v40, v42);
+    out[i5] = v43;
 }

@@ -7,8 +7,10 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> row_max: array<f32, 256>;
-var<workgroup> row_sum: array<f32, 256>;
+var<workgroup> row_max: array<f32, 8>;
+var<workgroup> row_sum: array<f32, 8>;
+var<workgroup> warp0: array<f32, 256>;
+var<workgroup> warp1: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
@@ -52,119 +54,87 @@ fn log_softmax_row_512_0_softmax(
     let v5: f32 = x[i4];
     var m6: f32 = v2;
     m6 = mimir_maximum_f32(m6, v5);
-    row_max[lid.x] = m6;
+    warp0[lid.x] = m6;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a7: f32 = row_max[lid.x];
-        let b8: f32 = row_max[lid.x + 128u];
-        row_max[lid.x] = mimir_maximum_f32(a7, b8);
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a9: f32 = row_max[lid.x];
-        let b10: f32 = row_max[lid.x + 64u];
-        row_max[lid.x] = mimir_maximum_f32(a9, b10);
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a11: f32 = row_max[lid.x];
-        let b12: f32 = row_max[lid.x + 32u];
-        row_max[lid.x] = mimir_maximum_f32(a11, b12);
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a13: f32 = row_max[lid.x];
-        let b14: f32 = row_max[lid.x + 16u];
-        row_max[lid.x] = mimir_maximum_f32(a13, b14);
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a15: f32 = row_max[lid.x];
-        let b16: f32 = row_max[lid.x + 8u];
-        row_max[lid.x] = mimir_maximum_f32(a15, b16);
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a17: f32 = row_max[lid.x];
-        let b18: f32 = row_max[lid.x + 4u];
-        row_max[lid.x] = mimir_maximum_f32(a17, b18);
+    let warp7: f32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        row_max[lid.x >> 5u] = warp7;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a19: f32 = row_max[lid.x];
-        let b20: f32 = row_max[lid.x + 2u];
-        row_max[lid.x] = mimir_maximum_f32(a19, b20);
+    let total8: f32 = row_max[0u];
+    let total9: f32 = mimir_maximum_f32(total8, row_max[1u]);
+    let total10: f32 = mimir_maximum_f32(total9, row_max[2u]);
+    let total11: f32 = mimir_maximum_f32(total10, row_max[3u]);
+    let total12: f32 = mimir_maximum_f32(total11, row_max[4u]);
+    let total13: f32 = mimir_maximum_f32(total12, row_max[5u]);
+    let total14: f32 = mimir_maximum_f32(total13, row_max[6u]);
+    let total15: f32 = mimir_maximum_f32(total14, row_max[7u]);
+    let top16: f32 = select(total15, 0.0f, total15 == -bitcast<f32>(inf_bits));
+    var s17: f32 = 0.0f;
+    let d18: f32 = v2 - top16;
+    let e19: f32 = exp(d18);
+    s17 = s17 + e19;
+    let d20: f32 = v5 - top16;
+    let e21: f32 = exp(d20);
+    s17 = s17 + e21;
+    warp1[lid.x] = s17;
+    workgroupBarrier();
+    if ((lid.x & 31u) < 16u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 1u) {
-        let a21: f32 = row_max[lid.x];
-        let b22: f32 = row_max[lid.x + 1u];
-        row_max[lid.x] = mimir_maximum_f32(a21, b22);
+    if ((lid.x & 31u) < 8u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 8u];
     }
     workgroupBarrier();
-    let row_max23: f32 = row_max[0u];
-    let top24: f32 = select(row_max23, 0.0f, row_max23 == -bitcast<f32>(inf_bits));
-    var s25: f32 = 0.0f;
-    let d26: f32 = v2 - top24;
-    let e27: f32 = exp(d26);
-    s25 = s25 + e27;
-    let d28: f32 = v5 - top24;
-    let e29: f32 = exp(d28);
-    s25 = s25 + e29;
-    row_sum[lid.x] = s25;
-    workgroupBarrier();
-    if (lid.x < 128u) {
-        let a30: f32 = row_sum[lid.x];
-        let b31: f32 = row_sum[lid.x + 128u];
-        row_sum[lid.x] = a30 + b31;
+    if ((lid.x & 31u) < 4u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 4u];
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a32: f32 = row_sum[lid.x];
-        let b33: f32 = row_sum[lid.x + 64u];
-        row_sum[lid.x] = a32 + b33;
+    if ((lid.x & 31u) < 2u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 2u];
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a34: f32 = row_sum[lid.x];
-        let b35: f32 = row_sum[lid.x + 32u];
-        row_sum[lid.x] = a34 + b35;
+    if ((lid.x & 31u) < 1u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a36: f32 = row_sum[lid.x];
-        let b37: f32 = row_sum[lid.x + 16u];
-        row_sum[lid.x] = a36 + b37;
+    let warp22: f32 = warp1[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        row_sum[lid.x >> 5u] = warp22;
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a38: f32 = row_sum[lid.x];
-        let b39: f32 = row_sum[lid.x + 8u];
-        row_sum[lid.x] = a38 + b39;
-    }
-    workgroupBarrier();
-    if (lid.x < 4u) {
-        let a40: f32 = row_sum[lid.x];
-        let b41: f32 = row_sum[lid.x + 4u];
-        row_sum[lid.x] = a40 + b41;
-    }
-    workgroupBarrier();
-    if (lid.x < 2u) {
-        let a42: f32 = row_sum[lid.x];
-        let b43: f32 = row_sum[lid.x + 2u];
-        row_sum[lid.x] = a42 + b43;
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a44: f32 = row_sum[lid.x];
-        let b45: f32 = row_sum[lid.x + 1u];
-        row_sum[lid.x] = a44 + b45;
-    }
-    workgroupBarrier();
-    let row_sum46: f32 = row_sum[0u];
-    let t47: f32 = mimir_log(row_sum46);
-    let y48: f32 = d26 - t47;
-    out[i1] = y48;
-    let y49: f32 = d28 - t47;
-    out[i4] = y49;
+    let total23: f32 = row_sum[0u];
+    let total24: f32 = total23 + row_sum[1u];
+    let total25: f32 = total24 + row_sum[2u];
+    let total26: f32 = total25 + row_sum[3u];
+    let total27: f32 = total26 + row_sum[4u];
+    let total28: f32 = total27 + row_sum[5u];
+    let total29: f32 = total28 + row_sum[6u];
+    let total30: f32 = total29 + row_sum[7u];
+    let t31: f32 = mimir_log(total30);
+    let y32: f32 = d18 - t31;
+    out[i1] = y32;
+    let y33: f32 = d20 - t31;
+    out[i4] = y33;
 }

@@ -8,7 +8,8 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f16>;
 @group(0) @binding(1) var<storage, read_write> out: array<f16>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> row0: array<f32, 64>;
+var<workgroup> row0: array<f32, 2>;
+var<workgroup> warp0: array<f32, 64>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -40,50 +41,40 @@ fn max_shifted_half_0_row(
         let v4: f32 = f32(x[i3]);
         acc1 = mimir_maximum_f32(acc1, v4);
     }
-    row0[lid.x] = acc1;
+    warp0[lid.x] = acc1;
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a5: f32 = row0[lid.x];
-        let b6: f32 = row0[lid.x + 32u];
-        row0[lid.x] = mimir_maximum_f32(a5, b6);
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a7: f32 = row0[lid.x];
-        let b8: f32 = row0[lid.x + 16u];
-        row0[lid.x] = mimir_maximum_f32(a7, b8);
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a9: f32 = row0[lid.x];
-        let b10: f32 = row0[lid.x + 8u];
-        row0[lid.x] = mimir_maximum_f32(a9, b10);
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a11: f32 = row0[lid.x];
-        let b12: f32 = row0[lid.x + 4u];
-        row0[lid.x] = mimir_maximum_f32(a11, b12);
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a13: f32 = row0[lid.x];
-        let b14: f32 = row0[lid.x + 2u];
-        row0[lid.x] = mimir_maximum_f32(a13, b14);
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    if (lid.x < 1u) {
-        let a15: f32 = row0[lid.x];
-        let b16: f32 = row0[lid.x + 1u];
-        row0[lid.x] = mimir_maximum_f32(a15, b16);
+    let warp5: f32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        row0[lid.x >> 5u] = warp5;
     }
     workgroupBarrier();
-    let total17: f32 = row0[0u];
-    let total18: f32 = f32(f16(total17));
-    for (var j19: u32 = lid.x; j19 < 40u; j19 += 64u) {
-        let i20: u32 = g0 * 40u + j19;
-        let v21: f32 = f32(x[i20]);
-        let v22: f32 = f32(f16(v21 - total18));
-        out[i20] = f16(v22);
+    let total6: f32 = row0[0u];
+    let total7: f32 = mimir_maximum_f32(total6, row0[1u]);
+    let total8: f32 = f32(f16(total7));
+    for (var j9: u32 = lid.x; j9 < 40u; j9 += 64u) {
+        let i10: u32 = g0 * 40u + j9;
+        let v11: f32 = f32(x[i10]);
+        let v12: f32 = f32(f16(v11 - total8));
+        out[i10] = f16(v12);
     }
 }

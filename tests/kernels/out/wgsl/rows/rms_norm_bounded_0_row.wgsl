@@ -9,7 +9,8 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read> w: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> row0: array<f32, 256>;
+var<workgroup> row0: array<f32, 8>;
+var<workgroup> warp0: array<f32, 256>;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
 fn mimir_sqrt(a: f32) -> f32 {
@@ -35,66 +36,50 @@ fn rms_norm_bounded_0_row(
         let v4: f32 = x[i3];
         acc1 = fma(v4, v4, acc1);
     }
-    row0[lid.x] = acc1;
+    warp0[lid.x] = acc1;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a6: f32 = row0[lid.x];
-        let b7: f32 = row0[lid.x + 128u];
-        row0[lid.x] = a6 + b7;
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a8: f32 = row0[lid.x];
-        let b9: f32 = row0[lid.x + 64u];
-        row0[lid.x] = a8 + b9;
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a10: f32 = row0[lid.x];
-        let b11: f32 = row0[lid.x + 32u];
-        row0[lid.x] = a10 + b11;
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a12: f32 = row0[lid.x];
-        let b13: f32 = row0[lid.x + 16u];
-        row0[lid.x] = a12 + b13;
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a14: f32 = row0[lid.x];
-        let b15: f32 = row0[lid.x + 8u];
-        row0[lid.x] = a14 + b15;
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a16: f32 = row0[lid.x];
-        let b17: f32 = row0[lid.x + 4u];
-        row0[lid.x] = a16 + b17;
+    let warp6: f32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        row0[lid.x >> 5u] = warp6;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a18: f32 = row0[lid.x];
-        let b19: f32 = row0[lid.x + 2u];
-        row0[lid.x] = a18 + b19;
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a20: f32 = row0[lid.x];
-        let b21: f32 = row0[lid.x + 1u];
-        row0[lid.x] = a20 + b21;
-    }
-    workgroupBarrier();
-    let total22: f32 = row0[0u];
-    let total23: f32 = total22 / f32(u.D);
-    let v24: f32 = total23 + 1e-06f;
-    let v25: f32 = mimir_sqrt(v24);
-    for (var j26: u32 = lid.x; j26 < u.D; j26 += 256u) {
-        let i27: u32 = g0 * u.D + j26;
-        let v28: f32 = x[i27];
-        let v29: f32 = v28 / v25;
-        let v30: f32 = w[j26];
-        let v31: f32 = v29 * v30;
-        out[i27] = v31;
+    let total7: f32 = row0[0u];
+    let total8: f32 = total7 + row0[1u];
+    let total9: f32 = total8 + row0[2u];
+    let total10: f32 = total9 + row0[3u];
+    let total11: f32 = total10 + row0[4u];
+    let total12: f32 = total11 + row0[5u];
+    let total13: f32 = total12 + row0[6u];
+    let total14: f32 = total13 + row0[7u];
+    let total15: f32 = total14 / f32(u.D);
+    let v16: f32 = total15 + 1e-06f;
+    let v17: f32 = mimir_sqrt(v16);
+    for (var j18: u32 = lid.x; j18 < u.D; j18 += 256u) {
+        let i19: u32 = g0 * u.D + j18;
+        let v20: f32 = x[i19];
+        let v21: f32 = v20 / v17;
+        let v22: f32 = w[j18];
+        let v23: f32 = v21 * v22;
+        out[i19] = v23;
     }
 }

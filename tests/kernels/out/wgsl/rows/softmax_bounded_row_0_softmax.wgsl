@@ -8,8 +8,10 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> row_max: array<f32, 256>;
-var<workgroup> row_sum: array<f32, 256>;
+var<workgroup> row_max: array<f32, 8>;
+var<workgroup> row_sum: array<f32, 8>;
+var<workgroup> warp0: array<f32, 256>;
+var<workgroup> warp1: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -123,212 +125,180 @@ fn softmax_bounded_row_0_softmax(
     if (j35 < u.D) {
         m40 = mimir_maximum_f32(m40, v36);
     }
-    row_max[lid.x] = m40;
+    warp0[lid.x] = m40;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a41: f32 = row_max[lid.x];
-        let b42: f32 = row_max[lid.x + 128u];
-        row_max[lid.x] = mimir_maximum_f32(a41, b42);
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a43: f32 = row_max[lid.x];
-        let b44: f32 = row_max[lid.x + 64u];
-        row_max[lid.x] = mimir_maximum_f32(a43, b44);
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a45: f32 = row_max[lid.x];
-        let b46: f32 = row_max[lid.x + 32u];
-        row_max[lid.x] = mimir_maximum_f32(a45, b46);
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a47: f32 = row_max[lid.x];
-        let b48: f32 = row_max[lid.x + 16u];
-        row_max[lid.x] = mimir_maximum_f32(a47, b48);
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a49: f32 = row_max[lid.x];
-        let b50: f32 = row_max[lid.x + 8u];
-        row_max[lid.x] = mimir_maximum_f32(a49, b50);
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a51: f32 = row_max[lid.x];
-        let b52: f32 = row_max[lid.x + 4u];
-        row_max[lid.x] = mimir_maximum_f32(a51, b52);
+    let warp41: f32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        row_max[lid.x >> 5u] = warp41;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a53: f32 = row_max[lid.x];
-        let b54: f32 = row_max[lid.x + 2u];
-        row_max[lid.x] = mimir_maximum_f32(a53, b54);
+    let total42: f32 = row_max[0u];
+    let total43: f32 = mimir_maximum_f32(total42, row_max[1u]);
+    let total44: f32 = mimir_maximum_f32(total43, row_max[2u]);
+    let total45: f32 = mimir_maximum_f32(total44, row_max[3u]);
+    let total46: f32 = mimir_maximum_f32(total45, row_max[4u]);
+    let total47: f32 = mimir_maximum_f32(total46, row_max[5u]);
+    let total48: f32 = mimir_maximum_f32(total47, row_max[6u]);
+    let total49: f32 = mimir_maximum_f32(total48, row_max[7u]);
+    let top50: f32 = select(total49, 0.0f, total49 == -bitcast<f32>(inf_bits));
+    var s51: f32 = 0.0f;
+    var d52: f32 = 0.0f;
+    var e53: f32 = 0.0f;
+    if (lid.x < u.D) {
+        d52 = v1 - top50;
+        e53 = exp(d52);
+        s51 = s51 + e53;
     }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a55: f32 = row_max[lid.x];
-        let b56: f32 = row_max[lid.x + 1u];
-        row_max[lid.x] = mimir_maximum_f32(a55, b56);
+    var d54: f32 = 0.0f;
+    var e55: f32 = 0.0f;
+    if (j5 < u.D) {
+        d54 = v6 - top50;
+        e55 = exp(d54);
+        s51 = s51 + e55;
     }
-    workgroupBarrier();
-    let row_max57: f32 = row_max[0u];
-    let top58: f32 = select(row_max57, 0.0f, row_max57 == -bitcast<f32>(inf_bits));
-    var s59: f32 = 0.0f;
+    var d56: f32 = 0.0f;
+    var e57: f32 = 0.0f;
+    if (j10 < u.D) {
+        d56 = v11 - top50;
+        e57 = exp(d56);
+        s51 = s51 + e57;
+    }
+    var d58: f32 = 0.0f;
+    var e59: f32 = 0.0f;
+    if (j15 < u.D) {
+        d58 = v16 - top50;
+        e59 = exp(d58);
+        s51 = s51 + e59;
+    }
     var d60: f32 = 0.0f;
     var e61: f32 = 0.0f;
-    if (lid.x < u.D) {
-        d60 = v1 - top58;
+    if (j20 < u.D) {
+        d60 = v21 - top50;
         e61 = exp(d60);
-        s59 = s59 + e61;
+        s51 = s51 + e61;
     }
     var d62: f32 = 0.0f;
     var e63: f32 = 0.0f;
-    if (j5 < u.D) {
-        d62 = v6 - top58;
+    if (j25 < u.D) {
+        d62 = v26 - top50;
         e63 = exp(d62);
-        s59 = s59 + e63;
+        s51 = s51 + e63;
     }
     var d64: f32 = 0.0f;
     var e65: f32 = 0.0f;
-    if (j10 < u.D) {
-        d64 = v11 - top58;
+    if (j30 < u.D) {
+        d64 = v31 - top50;
         e65 = exp(d64);
-        s59 = s59 + e65;
+        s51 = s51 + e65;
     }
     var d66: f32 = 0.0f;
     var e67: f32 = 0.0f;
-    if (j15 < u.D) {
-        d66 = v16 - top58;
-        e67 = exp(d66);
-        s59 = s59 + e67;
-    }
-    var d68: f32 = 0.0f;
-    var e69: f32 = 0.0f;
-    if (j20 < u.D) {
-        d68 = v21 - top58;
-        e69 = exp(d68);
-        s59 = s59 + e69;
-    }
-    var d70: f32 = 0.0f;
-    var e71: f32 = 0.0f;
-    if (j25 < u.D) {
-        d70 = v26 - top58;
-        e71 = exp(d70);
-        s59 = s59 + e71;
-    }
-    var d72: f32 = 0.0f;
-    var e73: f32 = 0.0f;
-    if (j30 < u.D) {
-        d72 = v31 - top58;
-        e73 = exp(d72);
-        s59 = s59 + e73;
-    }
-    var d74: f32 = 0.0f;
-    var e75: f32 = 0.0f;
     if (j35 < u.D) {
-        d74 = v36 - top58;
-        e75 = exp(d74);
-        s59 = s59 + e75;
+        d66 = v36 - top50;
+        e67 = exp(d66);
+        s51 = s51 + e67;
     }
-    row_sum[lid.x] = s59;
+    warp1[lid.x] = s51;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a76: f32 = row_sum[lid.x];
-        let b77: f32 = row_sum[lid.x + 128u];
-        row_sum[lid.x] = a76 + b77;
+    if ((lid.x & 31u) < 16u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a78: f32 = row_sum[lid.x];
-        let b79: f32 = row_sum[lid.x + 64u];
-        row_sum[lid.x] = a78 + b79;
+    if ((lid.x & 31u) < 8u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 8u];
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a80: f32 = row_sum[lid.x];
-        let b81: f32 = row_sum[lid.x + 32u];
-        row_sum[lid.x] = a80 + b81;
+    if ((lid.x & 31u) < 4u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 4u];
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a82: f32 = row_sum[lid.x];
-        let b83: f32 = row_sum[lid.x + 16u];
-        row_sum[lid.x] = a82 + b83;
+    if ((lid.x & 31u) < 2u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 2u];
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a84: f32 = row_sum[lid.x];
-        let b85: f32 = row_sum[lid.x + 8u];
-        row_sum[lid.x] = a84 + b85;
+    if ((lid.x & 31u) < 1u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a86: f32 = row_sum[lid.x];
-        let b87: f32 = row_sum[lid.x + 4u];
-        row_sum[lid.x] = a86 + b87;
+    let warp68: f32 = warp1[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        row_sum[lid.x >> 5u] = warp68;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a88: f32 = row_sum[lid.x];
-        let b89: f32 = row_sum[lid.x + 2u];
-        row_sum[lid.x] = a88 + b89;
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a90: f32 = row_sum[lid.x];
-        let b91: f32 = row_sum[lid.x + 1u];
-        row_sum[lid.x] = a90 + b91;
-    }
-    workgroupBarrier();
-    let row_sum92: f32 = row_sum[0u];
+    let total69: f32 = row_sum[0u];
+    let total70: f32 = total69 + row_sum[1u];
+    let total71: f32 = total70 + row_sum[2u];
+    let total72: f32 = total71 + row_sum[3u];
+    let total73: f32 = total72 + row_sum[4u];
+    let total74: f32 = total73 + row_sum[5u];
+    let total75: f32 = total74 + row_sum[6u];
+    let total76: f32 = total75 + row_sum[7u];
     if (lid.x < u.D) {
-        let y93: f32 = e61 / row_sum92;
-        let i94: u32 = g0 * u.D + lid.x;
-        let v95: f32 = y93 * 2.0f;
-        out[i94] = v95;
+        let y77: f32 = e53 / total76;
+        let i78: u32 = g0 * u.D + lid.x;
+        let v79: f32 = y77 * 2.0f;
+        out[i78] = v79;
     }
     if (j5 < u.D) {
-        let y96: f32 = e63 / row_sum92;
-        let i97: u32 = g0 * u.D + j5;
-        let v98: f32 = y96 * 2.0f;
-        out[i97] = v98;
+        let y80: f32 = e55 / total76;
+        let i81: u32 = g0 * u.D + j5;
+        let v82: f32 = y80 * 2.0f;
+        out[i81] = v82;
     }
     if (j10 < u.D) {
-        let y99: f32 = e65 / row_sum92;
-        let i100: u32 = g0 * u.D + j10;
-        let v101: f32 = y99 * 2.0f;
-        out[i100] = v101;
+        let y83: f32 = e57 / total76;
+        let i84: u32 = g0 * u.D + j10;
+        let v85: f32 = y83 * 2.0f;
+        out[i84] = v85;
     }
     if (j15 < u.D) {
-        let y102: f32 = e67 / row_sum92;
-        let i103: u32 = g0 * u.D + j15;
-        let v104: f32 = y102 * 2.0f;
-        out[i103] = v104;
+        let y86: f32 = e59 / total76;
+        let i87: u32 = g0 * u.D + j15;
+        let v88: f32 = y86 * 2.0f;
+        out[i87] = v88;
     }
     if (j20 < u.D) {
-        let y105: f32 = e69 / row_sum92;
-        let i106: u32 = g0 * u.D + j20;
-        let v107: f32 = y105 * 2.0f;
-        out[i106] = v107;
+        let y89: f32 = e61 / total76;
+        let i90: u32 = g0 * u.D + j20;
+        let v91: f32 = y89 * 2.0f;
+        out[i90] = v91;
     }
     if (j25 < u.D) {
-        let y108: f32 = e71 / row_sum92;
-        let i109: u32 = g0 * u.D + j25;
-        let v110: f32 = y108 * 2.0f;
-        out[i109] = v110;
+        let y92: f32 = e63 / total76;
+        let i93: u32 = g0 * u.D + j25;
+        let v94: f32 = y92 * 2.0f;
+        out[i93] = v94;
     }
     if (j30 < u.D) {
-        let y111: f32 = e73 / row_sum92;
-        let i112: u32 = g0 * u.D + j30;
-        let v113: f32 = y111 * 2.0f;
-        out[i112] = v113;
+        let y95: f32 = e65 / total76;
+        let i96: u32 = g0 * u.D + j30;
+        let v97: f32 = y95 * 2.0f;
+        out[i96] = v97;
     }
     if (j35 < u.D) {
-        let y114: f32 = e75 / row_sum92;
-        let i115: u32 = g0 * u.D + j35;
-        let v116: f32 = y114 * 2.0f;
-        out[i115] = v116;
+        let y98: f32 = e67 / total76;
+        let i99: u32 = g0 * u.D + j35;
+        let v100: f32 = y98 * 2.0f;
+        out[i99] = v100;
     }
 }

@@ -7,8 +7,10 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> row_max: array<f32, 256>;
-var<workgroup> row_sum: array<f32, 256>;
+var<workgroup> row_max: array<f32, 8>;
+var<workgroup> row_sum: array<f32, 8>;
+var<workgroup> warp0: array<f32, 256>;
+var<workgroup> warp1: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -55,135 +57,103 @@ fn softmax_row_1000_0_softmax(
     if (j9 < 1000u) {
         m13 = mimir_maximum_f32(m13, v10);
     }
-    row_max[lid.x] = m13;
+    warp0[lid.x] = m13;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a14: f32 = row_max[lid.x];
-        let b15: f32 = row_max[lid.x + 128u];
-        row_max[lid.x] = mimir_maximum_f32(a14, b15);
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a16: f32 = row_max[lid.x];
-        let b17: f32 = row_max[lid.x + 64u];
-        row_max[lid.x] = mimir_maximum_f32(a16, b17);
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a18: f32 = row_max[lid.x];
-        let b19: f32 = row_max[lid.x + 32u];
-        row_max[lid.x] = mimir_maximum_f32(a18, b19);
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a20: f32 = row_max[lid.x];
-        let b21: f32 = row_max[lid.x + 16u];
-        row_max[lid.x] = mimir_maximum_f32(a20, b21);
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a22: f32 = row_max[lid.x];
-        let b23: f32 = row_max[lid.x + 8u];
-        row_max[lid.x] = mimir_maximum_f32(a22, b23);
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a24: f32 = row_max[lid.x];
-        let b25: f32 = row_max[lid.x + 4u];
-        row_max[lid.x] = mimir_maximum_f32(a24, b25);
+    let warp14: f32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        row_max[lid.x >> 5u] = warp14;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a26: f32 = row_max[lid.x];
-        let b27: f32 = row_max[lid.x + 2u];
-        row_max[lid.x] = mimir_maximum_f32(a26, b27);
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a28: f32 = row_max[lid.x];
-        let b29: f32 = row_max[lid.x + 1u];
-        row_max[lid.x] = mimir_maximum_f32(a28, b29);
-    }
-    workgroupBarrier();
-    let row_max30: f32 = row_max[0u];
-    let top31: f32 = select(row_max30, 0.0f, row_max30 == -bitcast<f32>(inf_bits));
-    var s32: f32 = 0.0f;
-    let d33: f32 = v2 - top31;
-    let e34: f32 = exp(d33);
-    s32 = s32 + e34;
-    let d35: f32 = v5 - top31;
-    let e36: f32 = exp(d35);
-    s32 = s32 + e36;
-    let d37: f32 = v8 - top31;
-    let e38: f32 = exp(d37);
-    s32 = s32 + e38;
-    var d39: f32 = 0.0f;
-    var e40: f32 = 0.0f;
+    let total15: f32 = row_max[0u];
+    let total16: f32 = mimir_maximum_f32(total15, row_max[1u]);
+    let total17: f32 = mimir_maximum_f32(total16, row_max[2u]);
+    let total18: f32 = mimir_maximum_f32(total17, row_max[3u]);
+    let total19: f32 = mimir_maximum_f32(total18, row_max[4u]);
+    let total20: f32 = mimir_maximum_f32(total19, row_max[5u]);
+    let total21: f32 = mimir_maximum_f32(total20, row_max[6u]);
+    let total22: f32 = mimir_maximum_f32(total21, row_max[7u]);
+    let top23: f32 = select(total22, 0.0f, total22 == -bitcast<f32>(inf_bits));
+    var s24: f32 = 0.0f;
+    let d25: f32 = v2 - top23;
+    let e26: f32 = exp(d25);
+    s24 = s24 + e26;
+    let d27: f32 = v5 - top23;
+    let e28: f32 = exp(d27);
+    s24 = s24 + e28;
+    let d29: f32 = v8 - top23;
+    let e30: f32 = exp(d29);
+    s24 = s24 + e30;
+    var d31: f32 = 0.0f;
+    var e32: f32 = 0.0f;
     if (j9 < 1000u) {
-        d39 = v10 - top31;
-        e40 = exp(d39);
-        s32 = s32 + e40;
+        d31 = v10 - top23;
+        e32 = exp(d31);
+        s24 = s24 + e32;
     }
-    row_sum[lid.x] = s32;
+    warp1[lid.x] = s24;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a41: f32 = row_sum[lid.x];
-        let b42: f32 = row_sum[lid.x + 128u];
-        row_sum[lid.x] = a41 + b42;
+    if ((lid.x & 31u) < 16u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a43: f32 = row_sum[lid.x];
-        let b44: f32 = row_sum[lid.x + 64u];
-        row_sum[lid.x] = a43 + b44;
+    if ((lid.x & 31u) < 8u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 8u];
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a45: f32 = row_sum[lid.x];
-        let b46: f32 = row_sum[lid.x + 32u];
-        row_sum[lid.x] = a45 + b46;
+    if ((lid.x & 31u) < 4u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 4u];
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a47: f32 = row_sum[lid.x];
-        let b48: f32 = row_sum[lid.x + 16u];
-        row_sum[lid.x] = a47 + b48;
+    if ((lid.x & 31u) < 2u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 2u];
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a49: f32 = row_sum[lid.x];
-        let b50: f32 = row_sum[lid.x + 8u];
-        row_sum[lid.x] = a49 + b50;
+    if ((lid.x & 31u) < 1u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a51: f32 = row_sum[lid.x];
-        let b52: f32 = row_sum[lid.x + 4u];
-        row_sum[lid.x] = a51 + b52;
+    let warp33: f32 = warp1[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        row_sum[lid.x >> 5u] = warp33;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a53: f32 = row_sum[lid.x];
-        let b54: f32 = row_sum[lid.x + 2u];
-        row_sum[lid.x] = a53 + b54;
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a55: f32 = row_sum[lid.x];
-        let b56: f32 = row_sum[lid.x + 1u];
-        row_sum[lid.x] = a55 + b56;
-    }
-    workgroupBarrier();
-    let row_sum57: f32 = row_sum[0u];
-    let y58: f32 = e34 / row_sum57;
-    out[i1] = y58;
-    let y59: f32 = e36 / row_sum57;
-    out[i4] = y59;
-    let y60: f32 = e38 / row_sum57;
-    out[i7] = y60;
+    let total34: f32 = row_sum[0u];
+    let total35: f32 = total34 + row_sum[1u];
+    let total36: f32 = total35 + row_sum[2u];
+    let total37: f32 = total36 + row_sum[3u];
+    let total38: f32 = total37 + row_sum[4u];
+    let total39: f32 = total38 + row_sum[5u];
+    let total40: f32 = total39 + row_sum[6u];
+    let total41: f32 = total40 + row_sum[7u];
+    let y42: f32 = e26 / total41;
+    out[i1] = y42;
+    let y43: f32 = e28 / total41;
+    out[i4] = y43;
+    let y44: f32 = e30 / total41;
+    out[i7] = y44;
     if (j9 < 1000u) {
-        let y61: f32 = e40 / row_sum57;
-        let i62: u32 = g0 * 1000u + j9;
-        out[i62] = y61;
+        let y45: f32 = e32 / total41;
+        let i46: u32 = g0 * 1000u + j9;
+        out[i46] = y45;
     }
 }

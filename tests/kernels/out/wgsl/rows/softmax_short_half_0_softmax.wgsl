@@ -8,8 +8,10 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f16>;
 @group(0) @binding(1) var<storage, read_write> out: array<f16>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> row_max: array<f32, 64>;
-var<workgroup> row_sum: array<f32, 64>;
+var<workgroup> row_max: array<f32, 2>;
+var<workgroup> row_sum: array<f32, 2>;
+var<workgroup> warp0: array<f32, 64>;
+var<workgroup> warp1: array<f32, 64>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -45,96 +47,76 @@ fn softmax_short_half_0_softmax(
     if (lid.x < 40u) {
         m4 = mimir_maximum_f32(m4, v1);
     }
-    row_max[lid.x] = m4;
+    warp0[lid.x] = m4;
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a5: f32 = row_max[lid.x];
-        let b6: f32 = row_max[lid.x + 32u];
-        row_max[lid.x] = mimir_maximum_f32(a5, b6);
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a7: f32 = row_max[lid.x];
-        let b8: f32 = row_max[lid.x + 16u];
-        row_max[lid.x] = mimir_maximum_f32(a7, b8);
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a9: f32 = row_max[lid.x];
-        let b10: f32 = row_max[lid.x + 8u];
-        row_max[lid.x] = mimir_maximum_f32(a9, b10);
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a11: f32 = row_max[lid.x];
-        let b12: f32 = row_max[lid.x + 4u];
-        row_max[lid.x] = mimir_maximum_f32(a11, b12);
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a13: f32 = row_max[lid.x];
-        let b14: f32 = row_max[lid.x + 2u];
-        row_max[lid.x] = mimir_maximum_f32(a13, b14);
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    if (lid.x < 1u) {
-        let a15: f32 = row_max[lid.x];
-        let b16: f32 = row_max[lid.x + 1u];
-        row_max[lid.x] = mimir_maximum_f32(a15, b16);
+    let warp5: f32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        row_max[lid.x >> 5u] = warp5;
     }
     workgroupBarrier();
-    let row_max17: f32 = row_max[0u];
-    let top18: f32 = select(row_max17, 0.0f, row_max17 == -bitcast<f32>(inf_bits));
-    var s19: f32 = 0.0f;
-    var d20: f32 = 0.0f;
-    var e21: f32 = 0.0f;
+    let total6: f32 = row_max[0u];
+    let total7: f32 = mimir_maximum_f32(total6, row_max[1u]);
+    let top8: f32 = select(total7, 0.0f, total7 == -bitcast<f32>(inf_bits));
+    var s9: f32 = 0.0f;
+    var d10: f32 = 0.0f;
+    var e11: f32 = 0.0f;
     if (lid.x < 40u) {
-        d20 = v1 - top18;
-        e21 = exp(d20);
-        s19 = s19 + e21;
+        d10 = v1 - top8;
+        e11 = exp(d10);
+        s9 = s9 + e11;
     }
-    row_sum[lid.x] = s19;
+    warp1[lid.x] = s9;
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a22: f32 = row_sum[lid.x];
-        let b23: f32 = row_sum[lid.x + 32u];
-        row_sum[lid.x] = a22 + b23;
+    if ((lid.x & 31u) < 16u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a24: f32 = row_sum[lid.x];
-        let b25: f32 = row_sum[lid.x + 16u];
-        row_sum[lid.x] = a24 + b25;
+    if ((lid.x & 31u) < 8u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 8u];
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a26: f32 = row_sum[lid.x];
-        let b27: f32 = row_sum[lid.x + 8u];
-        row_sum[lid.x] = a26 + b27;
+    if ((lid.x & 31u) < 4u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 4u];
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a28: f32 = row_sum[lid.x];
-        let b29: f32 = row_sum[lid.x + 4u];
-        row_sum[lid.x] = a28 + b29;
+    if ((lid.x & 31u) < 2u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 2u];
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a30: f32 = row_sum[lid.x];
-        let b31: f32 = row_sum[lid.x + 2u];
-        row_sum[lid.x] = a30 + b31;
+    if ((lid.x & 31u) < 1u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
     }
     workgroupBarrier();
-    if (lid.x < 1u) {
-        let a32: f32 = row_sum[lid.x];
-        let b33: f32 = row_sum[lid.x + 1u];
-        row_sum[lid.x] = a32 + b33;
+    let warp12: f32 = warp1[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        row_sum[lid.x >> 5u] = warp12;
     }
     workgroupBarrier();
-    let row_sum34: f32 = row_sum[0u];
+    let total13: f32 = row_sum[0u];
+    let total14: f32 = total13 + row_sum[1u];
     if (lid.x < 40u) {
-        let y35: f32 = f32(f16(e21 / row_sum34));
-        let i36: u32 = g0 * 40u + lid.x;
-        out[i36] = f16(y35);
+        let y15: f32 = f32(f16(e11 / total14));
+        let i16: u32 = g0 * 40u + lid.x;
+        out[i16] = f16(y15);
     }
 }

@@ -8,8 +8,10 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> scratch0: array<i32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 256>;
-var<workgroup> first: array<u32, 256>;
+var<workgroup> best: array<f32, 8>;
+var<workgroup> first: array<u32, 8>;
+var<workgroup> warp0: array<f32, 256>;
+var<workgroup> warp1: array<u32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
@@ -50,119 +52,85 @@ fn arg_with_nans_0_argreduce(
         let v5: f32 = mimir_sqrt(v4);
         acc1 = mimir_minimum_f32(acc1, v5);
     }
-    partial[lid.x] = acc1;
+    warp0[lid.x] = acc1;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a6: f32 = partial[lid.x];
-        let b7: f32 = partial[lid.x + 128u];
-        partial[lid.x] = mimir_minimum_f32(a6, b7);
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = mimir_minimum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a8: f32 = partial[lid.x];
-        let b9: f32 = partial[lid.x + 64u];
-        partial[lid.x] = mimir_minimum_f32(a8, b9);
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = mimir_minimum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a10: f32 = partial[lid.x];
-        let b11: f32 = partial[lid.x + 32u];
-        partial[lid.x] = mimir_minimum_f32(a10, b11);
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = mimir_minimum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a12: f32 = partial[lid.x];
-        let b13: f32 = partial[lid.x + 16u];
-        partial[lid.x] = mimir_minimum_f32(a12, b13);
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = mimir_minimum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a14: f32 = partial[lid.x];
-        let b15: f32 = partial[lid.x + 8u];
-        partial[lid.x] = mimir_minimum_f32(a14, b15);
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = mimir_minimum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a16: f32 = partial[lid.x];
-        let b17: f32 = partial[lid.x + 4u];
-        partial[lid.x] = mimir_minimum_f32(a16, b17);
+    let warp6: f32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        best[lid.x >> 5u] = warp6;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a18: f32 = partial[lid.x];
-        let b19: f32 = partial[lid.x + 2u];
-        partial[lid.x] = mimir_minimum_f32(a18, b19);
+    let total7: f32 = best[0u];
+    let total8: f32 = mimir_minimum_f32(total7, best[1u]);
+    let total9: f32 = mimir_minimum_f32(total8, best[2u]);
+    let total10: f32 = mimir_minimum_f32(total9, best[3u]);
+    let total11: f32 = mimir_minimum_f32(total10, best[4u]);
+    let total12: f32 = mimir_minimum_f32(total11, best[5u]);
+    let total13: f32 = mimir_minimum_f32(total12, best[6u]);
+    let total14: f32 = mimir_minimum_f32(total13, best[7u]);
+    var acc15: u32 = 4294967295u;
+    for (var r16: u32 = lid.x; r16 < u.C; r16 += 256u) {
+        let i17: u32 = g0 * u.C + r16;
+        let v18: f32 = x[i17];
+        let v19: f32 = mimir_sqrt(v18);
+        acc15 = select(acc15, r16, ((!(((bitcast<u32>(v19) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total14) & 0x7fffffffu) > 0x7f800000u)) && (v19 == total14)) || (((bitcast<u32>(v19) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total14) & 0x7fffffffu) > 0x7f800000u))) && (r16 < acc15));
+    }
+    warp1[lid.x] = acc15;
+    workgroupBarrier();
+    if ((lid.x & 31u) < 16u) {
+        warp1[lid.x] = select(warp1[lid.x + 16u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 16u]);
     }
     workgroupBarrier();
-    if (lid.x < 1u) {
-        let a20: f32 = partial[lid.x];
-        let b21: f32 = partial[lid.x + 1u];
-        partial[lid.x] = mimir_minimum_f32(a20, b21);
+    if ((lid.x & 31u) < 8u) {
+        warp1[lid.x] = select(warp1[lid.x + 8u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 8u]);
     }
     workgroupBarrier();
-    let total22: f32 = partial[0u];
-    workgroupBarrier();
-    var acc23: u32 = 4294967295u;
-    for (var r24: u32 = lid.x; r24 < u.C; r24 += 256u) {
-        let i25: u32 = g0 * u.C + r24;
-        let v26: f32 = x[i25];
-        let v27: f32 = mimir_sqrt(v26);
-        acc23 = select(acc23, r24, ((!(((bitcast<u32>(v27) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total22) & 0x7fffffffu) > 0x7f800000u)) && (v27 == total22)) || (((bitcast<u32>(v27) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total22) & 0x7fffffffu) > 0x7f800000u))) && (r24 < acc23));
-    }
-    first[lid.x] = acc23;
-    workgroupBarrier();
-    if (lid.x < 128u) {
-        let a28: u32 = first[lid.x];
-        let b29: u32 = first[lid.x + 128u];
-        first[lid.x] = select(a28, b29, b29 < a28);
+    if ((lid.x & 31u) < 4u) {
+        warp1[lid.x] = select(warp1[lid.x + 4u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 4u]);
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a30: u32 = first[lid.x];
-        let b31: u32 = first[lid.x + 64u];
-        first[lid.x] = select(a30, b31, b31 < a30);
+    if ((lid.x & 31u) < 2u) {
+        warp1[lid.x] = select(warp1[lid.x + 2u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 2u]);
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a32: u32 = first[lid.x];
-        let b33: u32 = first[lid.x + 32u];
-        first[lid.x] = select(a32, b33, b33 < a32);
+    if ((lid.x & 31u) < 1u) {
+        warp1[lid.x] = select(warp1[lid.x + 1u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 1u]);
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a34: u32 = first[lid.x];
-        let b35: u32 = first[lid.x + 16u];
-        first[lid.x] = select(a34, b35, b35 < a34);
+    let warp20: u32 = warp1[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        first[lid.x >> 5u] = warp20;
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a36: u32 = first[lid.x];
-        let b37: u32 = first[lid.x + 8u];
-        first[lid.x] = select(a36, b37, b37 < a36);
-    }
-    workgroupBarrier();
-    if (lid.x < 4u) {
-        let a38: u32 = first[lid.x];
-        let b39: u32 = first[lid.x + 4u];
-        first[lid.x] = select(a38, b39, b39 < a38);
-    }
-    workgroupBarrier();
-    if (lid.x < 2u) {
-        let a40: u32 = first[lid.x];
-        let b41: u32 = first[lid.x + 2u];
-        first[lid.x] = select(a40, b41, b41 < a40);
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a42: u32 = first[lid.x];
-        let b43: u32 = first[lid.x + 1u];
-        first[lid.x] = select(a42, b43, b43 < a42);
-    }
-    workgroupBarrier();
-    let total44: u32 = first[0u];
-    workgroupBarrier();
+    let total21: u32 = first[0u];
+    let total22: u32 = select(first[1u], total21, total21 <= first[1u]);
+    let total23: u32 = select(first[2u], total22, total22 <= first[2u]);
+    let total24: u32 = select(first[3u], total23, total23 <= first[3u]);
+    let total25: u32 = select(first[4u], total24, total24 <= first[4u]);
+    let total26: u32 = select(first[5u], total25, total25 <= first[5u]);
+    let total27: u32 = select(first[6u], total26, total26 <= first[6u]);
+    let total28: u32 = select(first[7u], total27, total27 <= first[7u]);
     if (lid.x == 0u) {
-        let index45: i32 = i32(total44);
-        scratch0[g0] = index45;
+        let index29: i32 = i32(total28);
+        scratch0[g0] = index29;
     }
 }

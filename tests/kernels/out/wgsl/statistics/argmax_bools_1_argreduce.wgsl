@@ -9,8 +9,10 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read_write> out: array<i32>;
 @group(0) @binding(2) var<storage, read> scratch0: array<i32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> partial: array<u32, 256>;
-var<workgroup> first: array<u32, 256>;
+var<workgroup> best: array<u32, 8>;
+var<workgroup> first: array<u32, 8>;
+var<workgroup> warp0: array<u32, 256>;
+var<workgroup> warp1: array<u32, 256>;
 
 @compute @workgroup_size(256, 1, 1)
 fn argmax_bools_1_argreduce(
@@ -29,122 +31,88 @@ fn argmax_bools_1_argreduce(
         let v5: bool = v4 > 0i;
         acc1 = select(select(0u, 1u, v5), acc1, acc1 >= select(0u, 1u, v5));
     }
-    partial[lid.x] = acc1;
+    warp0[lid.x] = acc1;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a6: u32 = partial[lid.x];
-        let b7: u32 = partial[lid.x + 128u];
-        partial[lid.x] = select(b7, a6, a6 >= b7);
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = select(warp0[lid.x + 16u], warp0[lid.x], warp0[lid.x] >= warp0[lid.x + 16u]);
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a8: u32 = partial[lid.x];
-        let b9: u32 = partial[lid.x + 64u];
-        partial[lid.x] = select(b9, a8, a8 >= b9);
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = select(warp0[lid.x + 8u], warp0[lid.x], warp0[lid.x] >= warp0[lid.x + 8u]);
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a10: u32 = partial[lid.x];
-        let b11: u32 = partial[lid.x + 32u];
-        partial[lid.x] = select(b11, a10, a10 >= b11);
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = select(warp0[lid.x + 4u], warp0[lid.x], warp0[lid.x] >= warp0[lid.x + 4u]);
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a12: u32 = partial[lid.x];
-        let b13: u32 = partial[lid.x + 16u];
-        partial[lid.x] = select(b13, a12, a12 >= b13);
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = select(warp0[lid.x + 2u], warp0[lid.x], warp0[lid.x] >= warp0[lid.x + 2u]);
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a14: u32 = partial[lid.x];
-        let b15: u32 = partial[lid.x + 8u];
-        partial[lid.x] = select(b15, a14, a14 >= b15);
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = select(warp0[lid.x + 1u], warp0[lid.x], warp0[lid.x] >= warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a16: u32 = partial[lid.x];
-        let b17: u32 = partial[lid.x + 4u];
-        partial[lid.x] = select(b17, a16, a16 >= b17);
+    let warp6: u32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        best[lid.x >> 5u] = warp6;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a18: u32 = partial[lid.x];
-        let b19: u32 = partial[lid.x + 2u];
-        partial[lid.x] = select(b19, a18, a18 >= b19);
+    let total7: u32 = best[0u];
+    let total8: u32 = select(best[1u], total7, total7 >= best[1u]);
+    let total9: u32 = select(best[2u], total8, total8 >= best[2u]);
+    let total10: u32 = select(best[3u], total9, total9 >= best[3u]);
+    let total11: u32 = select(best[4u], total10, total10 >= best[4u]);
+    let total12: u32 = select(best[5u], total11, total11 >= best[5u]);
+    let total13: u32 = select(best[6u], total12, total12 >= best[6u]);
+    let total14: u32 = select(best[7u], total13, total13 >= best[7u]);
+    var acc15: u32 = 4294967295u;
+    for (var r16: u32 = lid.x; r16 < u.C; r16 += 256u) {
+        let i17: u32 = g0 * u.C + r16;
+        let v18: i32 = x[i17];
+        let v19: bool = v18 > 0i;
+        let v20: u32 = select(0u, 1u, v19);
+        acc15 = select(acc15, r16, (v20 == total14) && (r16 < acc15));
+    }
+    warp1[lid.x] = acc15;
+    workgroupBarrier();
+    if ((lid.x & 31u) < 16u) {
+        warp1[lid.x] = select(warp1[lid.x + 16u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 16u]);
     }
     workgroupBarrier();
-    if (lid.x < 1u) {
-        let a20: u32 = partial[lid.x];
-        let b21: u32 = partial[lid.x + 1u];
-        partial[lid.x] = select(b21, a20, a20 >= b21);
+    if ((lid.x & 31u) < 8u) {
+        warp1[lid.x] = select(warp1[lid.x + 8u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 8u]);
     }
     workgroupBarrier();
-    let total22: u32 = partial[0u];
-    workgroupBarrier();
-    var acc23: u32 = 4294967295u;
-    for (var r24: u32 = lid.x; r24 < u.C; r24 += 256u) {
-        let i25: u32 = g0 * u.C + r24;
-        let v26: i32 = x[i25];
-        let v27: bool = v26 > 0i;
-        let v28: u32 = select(0u, 1u, v27);
-        acc23 = select(acc23, r24, (v28 == total22) && (r24 < acc23));
-    }
-    first[lid.x] = acc23;
-    workgroupBarrier();
-    if (lid.x < 128u) {
-        let a29: u32 = first[lid.x];
-        let b30: u32 = first[lid.x + 128u];
-        first[lid.x] = select(a29, b30, b30 < a29);
+    if ((lid.x & 31u) < 4u) {
+        warp1[lid.x] = select(warp1[lid.x + 4u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 4u]);
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a31: u32 = first[lid.x];
-        let b32: u32 = first[lid.x + 64u];
-        first[lid.x] = select(a31, b32, b32 < a31);
+    if ((lid.x & 31u) < 2u) {
+        warp1[lid.x] = select(warp1[lid.x + 2u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 2u]);
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a33: u32 = first[lid.x];
-        let b34: u32 = first[lid.x + 32u];
-        first[lid.x] = select(a33, b34, b34 < a33);
+    if ((lid.x & 31u) < 1u) {
+        warp1[lid.x] = select(warp1[lid.x + 1u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 1u]);
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a35: u32 = first[lid.x];
-        let b36: u32 = first[lid.x + 16u];
-        first[lid.x] = select(a35, b36, b36 < a35);
+    let warp21: u32 = warp1[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        first[lid.x >> 5u] = warp21;
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a37: u32 = first[lid.x];
-        let b38: u32 = first[lid.x + 8u];
-        first[lid.x] = select(a37, b38, b38 < a37);
-    }
-    workgroupBarrier();
-    if (lid.x < 4u) {
-        let a39: u32 = first[lid.x];
-        let b40: u32 = first[lid.x + 4u];
-        first[lid.x] = select(a39, b40, b40 < a39);
-    }
-    workgroupBarrier();
-    if (lid.x < 2u) {
-        let a41: u32 = first[lid.x];
-        let b42: u32 = first[lid.x + 2u];
-        first[lid.x] = select(a41, b42, b42 < a41);
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a43: u32 = first[lid.x];
-        let b44: u32 = first[lid.x + 1u];
-        first[lid.x] = select(a43, b44, b44 < a43);
-    }
-    workgroupBarrier();
-    let total45: u32 = first[0u];
-    workgroupBarrier();
+    let total22: u32 = first[0u];
+    let total23: u32 = select(first[1u], total22, total22 <= first[1u]);
+    let total24: u32 = select(first[2u], total23, total23 <= first[2u]);
+    let total25: u32 = select(first[3u], total24, total24 <= first[3u]);
+    let total26: u32 = select(first[4u], total25, total25 <= first[4u]);
+    let total27: u32 = select(first[5u], total26, total26 <= first[5u]);
+    let total28: u32 = select(first[6u], total27, total27 <= first[6u]);
+    let total29: u32 = select(first[7u], total28, total28 <= first[7u]);
     if (lid.x == 0u) {
-        let index46: i32 = i32(total45);
-        let v47: i32 = scratch0[g0];
-        let v48: i32 = index46 + v47;
-        out[g0] = v48;
+        let index30: i32 = i32(total29);
+        let v31: i32 = scratch0[g0];
+        let v32: i32 = index30 + v31;
+        out[g0] = v32;
     }
 }

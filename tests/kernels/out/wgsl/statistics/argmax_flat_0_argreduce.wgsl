@@ -8,8 +8,10 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f16>;
 @group(0) @binding(1) var<storage, read_write> out: array<i32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 256>;
-var<workgroup> first: array<u32, 256>;
+var<workgroup> best: array<f32, 8>;
+var<workgroup> first: array<u32, 8>;
+var<workgroup> warp0: array<f32, 256>;
+var<workgroup> warp1: array<u32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -38,120 +40,86 @@ fn argmax_flat_0_argreduce(
         let v5: f32 = f32(x[i4]);
         acc0 = mimir_maximum_f32(acc0, v5);
     }
-    partial[lid.x] = acc0;
+    warp0[lid.x] = acc0;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a6: f32 = partial[lid.x];
-        let b7: f32 = partial[lid.x + 128u];
-        partial[lid.x] = mimir_maximum_f32(a6, b7);
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a8: f32 = partial[lid.x];
-        let b9: f32 = partial[lid.x + 64u];
-        partial[lid.x] = mimir_maximum_f32(a8, b9);
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a10: f32 = partial[lid.x];
-        let b11: f32 = partial[lid.x + 32u];
-        partial[lid.x] = mimir_maximum_f32(a10, b11);
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a12: f32 = partial[lid.x];
-        let b13: f32 = partial[lid.x + 16u];
-        partial[lid.x] = mimir_maximum_f32(a12, b13);
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a14: f32 = partial[lid.x];
-        let b15: f32 = partial[lid.x + 8u];
-        partial[lid.x] = mimir_maximum_f32(a14, b15);
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a16: f32 = partial[lid.x];
-        let b17: f32 = partial[lid.x + 4u];
-        partial[lid.x] = mimir_maximum_f32(a16, b17);
+    let warp6: f32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        best[lid.x >> 5u] = warp6;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a18: f32 = partial[lid.x];
-        let b19: f32 = partial[lid.x + 2u];
-        partial[lid.x] = mimir_maximum_f32(a18, b19);
+    let total7: f32 = best[0u];
+    let total8: f32 = mimir_maximum_f32(total7, best[1u]);
+    let total9: f32 = mimir_maximum_f32(total8, best[2u]);
+    let total10: f32 = mimir_maximum_f32(total9, best[3u]);
+    let total11: f32 = mimir_maximum_f32(total10, best[4u]);
+    let total12: f32 = mimir_maximum_f32(total11, best[5u]);
+    let total13: f32 = mimir_maximum_f32(total12, best[6u]);
+    let total14: f32 = mimir_maximum_f32(total13, best[7u]);
+    var acc15: u32 = 4294967295u;
+    for (var r16: u32 = lid.x; r16 < u.N * 7u; r16 += 256u) {
+        let i17: u32 = r16 % 7u;
+        let i18: u32 = r16 / 7u;
+        let i19: u32 = i18 * 7u + i17;
+        let v20: f32 = f32(x[i19]);
+        acc15 = select(acc15, r16, ((!(((bitcast<u32>(v20) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total14) & 0x7fffffffu) > 0x7f800000u)) && (v20 == total14)) || (((bitcast<u32>(v20) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total14) & 0x7fffffffu) > 0x7f800000u))) && (r16 < acc15));
+    }
+    warp1[lid.x] = acc15;
+    workgroupBarrier();
+    if ((lid.x & 31u) < 16u) {
+        warp1[lid.x] = select(warp1[lid.x + 16u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 16u]);
     }
     workgroupBarrier();
-    if (lid.x < 1u) {
-        let a20: f32 = partial[lid.x];
-        let b21: f32 = partial[lid.x + 1u];
-        partial[lid.x] = mimir_maximum_f32(a20, b21);
+    if ((lid.x & 31u) < 8u) {
+        warp1[lid.x] = select(warp1[lid.x + 8u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 8u]);
     }
     workgroupBarrier();
-    let total22: f32 = partial[0u];
-    workgroupBarrier();
-    var acc23: u32 = 4294967295u;
-    for (var r24: u32 = lid.x; r24 < u.N * 7u; r24 += 256u) {
-        let i25: u32 = r24 % 7u;
-        let i26: u32 = r24 / 7u;
-        let i27: u32 = i26 * 7u + i25;
-        let v28: f32 = f32(x[i27]);
-        acc23 = select(acc23, r24, ((!(((bitcast<u32>(v28) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total22) & 0x7fffffffu) > 0x7f800000u)) && (v28 == total22)) || (((bitcast<u32>(v28) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total22) & 0x7fffffffu) > 0x7f800000u))) && (r24 < acc23));
-    }
-    first[lid.x] = acc23;
-    workgroupBarrier();
-    if (lid.x < 128u) {
-        let a29: u32 = first[lid.x];
-        let b30: u32 = first[lid.x + 128u];
-        first[lid.x] = select(a29, b30, b30 < a29);
+    if ((lid.x & 31u) < 4u) {
+        warp1[lid.x] = select(warp1[lid.x + 4u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 4u]);
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a31: u32 = first[lid.x];
-        let b32: u32 = first[lid.x + 64u];
-        first[lid.x] = select(a31, b32, b32 < a31);
+    if ((lid.x & 31u) < 2u) {
+        warp1[lid.x] = select(warp1[lid.x + 2u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 2u]);
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a33: u32 = first[lid.x];
-        let b34: u32 = first[lid.x + 32u];
-        first[lid.x] = select(a33, b34, b34 < a33);
+    if ((lid.x & 31u) < 1u) {
+        warp1[lid.x] = select(warp1[lid.x + 1u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 1u]);
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a35: u32 = first[lid.x];
-        let b36: u32 = first[lid.x + 16u];
-        first[lid.x] = select(a35, b36, b36 < a35);
+    let warp21: u32 = warp1[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        first[lid.x >> 5u] = warp21;
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a37: u32 = first[lid.x];
-        let b38: u32 = first[lid.x + 8u];
-        first[lid.x] = select(a37, b38, b38 < a37);
-    }
-    workgroupBarrier();
-    if (lid.x < 4u) {
-        let a39: u32 = first[lid.x];
-        let b40: u32 = first[lid.x + 4u];
-        first[lid.x] = select(a39, b40, b40 < a39);
-    }
-    workgroupBarrier();
-    if (lid.x < 2u) {
-        let a41: u32 = first[lid.x];
-        let b42: u32 = first[lid.x + 2u];
-        first[lid.x] = select(a41, b42, b42 < a41);
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a43: u32 = first[lid.x];
-        let b44: u32 = first[lid.x + 1u];
-        first[lid.x] = select(a43, b44, b44 < a43);
-    }
-    workgroupBarrier();
-    let total45: u32 = first[0u];
-    workgroupBarrier();
+    let total22: u32 = first[0u];
+    let total23: u32 = select(first[1u], total22, total22 <= first[1u]);
+    let total24: u32 = select(first[2u], total23, total23 <= first[2u]);
+    let total25: u32 = select(first[3u], total24, total24 <= first[3u]);
+    let total26: u32 = select(first[4u], total25, total25 <= first[4u]);
+    let total27: u32 = select(first[5u], total26, total26 <= first[5u]);
+    let total28: u32 = select(first[6u], total27, total27 <= first[6u]);
+    let total29: u32 = select(first[7u], total28, total28 <= first[7u]);
     if (lid.x == 0u) {
-        let index46: i32 = i32(total45);
-        out[wid.x] = index46;
+        let index30: i32 = i32(total29);
+        out[wid.x] = index30;
     }
 }

@@ -9,7 +9,10 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f16>;
 @group(0) @binding(1) var<storage, read_write> out: array<f16>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 256>;
+var<workgroup> sum: array<f32, 8>;
+var<workgroup> squares: array<f32, 8>;
+var<workgroup> warp0: array<f32, 256>;
+var<workgroup> warp1: array<f32, 256>;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
 fn mimir_sqrt(a: f32) -> f32 {
@@ -36,123 +39,89 @@ fn std_half_0_moments(
         let v5: f32 = f32(f16(v4 + 1e+02f));
         acc1 = acc1 + v5;
     }
-    partial[lid.x] = acc1;
+    warp0[lid.x] = acc1;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a6: f32 = partial[lid.x];
-        let b7: f32 = partial[lid.x + 128u];
-        partial[lid.x] = a6 + b7;
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a8: f32 = partial[lid.x];
-        let b9: f32 = partial[lid.x + 64u];
-        partial[lid.x] = a8 + b9;
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a10: f32 = partial[lid.x];
-        let b11: f32 = partial[lid.x + 32u];
-        partial[lid.x] = a10 + b11;
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a12: f32 = partial[lid.x];
-        let b13: f32 = partial[lid.x + 16u];
-        partial[lid.x] = a12 + b13;
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a14: f32 = partial[lid.x];
-        let b15: f32 = partial[lid.x + 8u];
-        partial[lid.x] = a14 + b15;
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a16: f32 = partial[lid.x];
-        let b17: f32 = partial[lid.x + 4u];
-        partial[lid.x] = a16 + b17;
+    let warp6: f32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        sum[lid.x >> 5u] = warp6;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a18: f32 = partial[lid.x];
-        let b19: f32 = partial[lid.x + 2u];
-        partial[lid.x] = a18 + b19;
+    let total7: f32 = sum[0u];
+    let total8: f32 = total7 + sum[1u];
+    let total9: f32 = total8 + sum[2u];
+    let total10: f32 = total9 + sum[3u];
+    let total11: f32 = total10 + sum[4u];
+    let total12: f32 = total11 + sum[5u];
+    let total13: f32 = total12 + sum[6u];
+    let total14: f32 = total13 + sum[7u];
+    let mean15: f32 = total14 / f32(u.C);
+    var acc16: f32 = 0.0f;
+    for (var r17: u32 = lid.x; r17 < u.C; r17 += 256u) {
+        let i18: u32 = g0 * u.C + r17;
+        let v19: f32 = f32(x[i18]);
+        let v20: f32 = f32(f16(v19 + 1e+02f));
+        let d21: f32 = v20 - mean15;
+        acc16 = fma(d21, d21, acc16);
+    }
+    warp1[lid.x] = acc16;
+    workgroupBarrier();
+    if ((lid.x & 31u) < 16u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 1u) {
-        let a20: f32 = partial[lid.x];
-        let b21: f32 = partial[lid.x + 1u];
-        partial[lid.x] = a20 + b21;
+    if ((lid.x & 31u) < 8u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 8u];
     }
     workgroupBarrier();
-    let total22: f32 = partial[0u];
-    workgroupBarrier();
-    let mean23: f32 = total22 / f32(u.C);
-    var acc24: f32 = 0.0f;
-    for (var r25: u32 = lid.x; r25 < u.C; r25 += 256u) {
-        let i26: u32 = g0 * u.C + r25;
-        let v27: f32 = f32(x[i26]);
-        let v28: f32 = f32(f16(v27 + 1e+02f));
-        let d29: f32 = v28 - mean23;
-        acc24 = fma(d29, d29, acc24);
-    }
-    partial[lid.x] = acc24;
-    workgroupBarrier();
-    if (lid.x < 128u) {
-        let a30: f32 = partial[lid.x];
-        let b31: f32 = partial[lid.x + 128u];
-        partial[lid.x] = a30 + b31;
+    if ((lid.x & 31u) < 4u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 4u];
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a32: f32 = partial[lid.x];
-        let b33: f32 = partial[lid.x + 64u];
-        partial[lid.x] = a32 + b33;
+    if ((lid.x & 31u) < 2u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 2u];
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a34: f32 = partial[lid.x];
-        let b35: f32 = partial[lid.x + 32u];
-        partial[lid.x] = a34 + b35;
+    if ((lid.x & 31u) < 1u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a36: f32 = partial[lid.x];
-        let b37: f32 = partial[lid.x + 16u];
-        partial[lid.x] = a36 + b37;
+    let warp22: f32 = warp1[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        squares[lid.x >> 5u] = warp22;
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a38: f32 = partial[lid.x];
-        let b39: f32 = partial[lid.x + 8u];
-        partial[lid.x] = a38 + b39;
-    }
-    workgroupBarrier();
-    if (lid.x < 4u) {
-        let a40: f32 = partial[lid.x];
-        let b41: f32 = partial[lid.x + 4u];
-        partial[lid.x] = a40 + b41;
-    }
-    workgroupBarrier();
-    if (lid.x < 2u) {
-        let a42: f32 = partial[lid.x];
-        let b43: f32 = partial[lid.x + 2u];
-        partial[lid.x] = a42 + b43;
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a44: f32 = partial[lid.x];
-        let b45: f32 = partial[lid.x + 1u];
-        partial[lid.x] = a44 + b45;
-    }
-    workgroupBarrier();
-    let total46: f32 = partial[0u];
-    workgroupBarrier();
-    let var47: f32 = total46 / f32(u.C);
-    let std48: f32 = mimir_sqrt(var47);
+    let total23: f32 = squares[0u];
+    let total24: f32 = total23 + squares[1u];
+    let total25: f32 = total24 + squares[2u];
+    let total26: f32 = total25 + squares[3u];
+    let total27: f32 = total26 + squares[4u];
+    let total28: f32 = total27 + squares[5u];
+    let total29: f32 = total28 + squares[6u];
+    let total30: f32 = total29 + squares[7u];
+    let var31: f32 = total30 / f32(u.C);
+    let std32: f32 = mimir_sqrt(var31);
     if (lid.x == 0u) {
-        let total49: f32 = f32(f16(std48));
-        out[g0] = f16(total49);
+        let total33: f32 = f32(f16(std32));
+        out[g0] = f16(total33);
     }
 }

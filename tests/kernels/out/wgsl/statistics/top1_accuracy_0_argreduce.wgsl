@@ -9,8 +9,10 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read> labels: array<i32>;
 @group(0) @binding(2) var<storage, read_write> scratch0: array<f32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 256>;
-var<workgroup> first: array<u32, 256>;
+var<workgroup> best: array<f32, 8>;
+var<workgroup> first: array<u32, 8>;
+var<workgroup> warp0: array<f32, 256>;
+var<workgroup> warp1: array<u32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -42,121 +44,87 @@ fn top1_accuracy_0_argreduce(
         let v4: f32 = logits[i3];
         acc1 = mimir_maximum_f32(acc1, v4);
     }
-    partial[lid.x] = acc1;
+    warp0[lid.x] = acc1;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a5: f32 = partial[lid.x];
-        let b6: f32 = partial[lid.x + 128u];
-        partial[lid.x] = mimir_maximum_f32(a5, b6);
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a7: f32 = partial[lid.x];
-        let b8: f32 = partial[lid.x + 64u];
-        partial[lid.x] = mimir_maximum_f32(a7, b8);
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a9: f32 = partial[lid.x];
-        let b10: f32 = partial[lid.x + 32u];
-        partial[lid.x] = mimir_maximum_f32(a9, b10);
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a11: f32 = partial[lid.x];
-        let b12: f32 = partial[lid.x + 16u];
-        partial[lid.x] = mimir_maximum_f32(a11, b12);
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a13: f32 = partial[lid.x];
-        let b14: f32 = partial[lid.x + 8u];
-        partial[lid.x] = mimir_maximum_f32(a13, b14);
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a15: f32 = partial[lid.x];
-        let b16: f32 = partial[lid.x + 4u];
-        partial[lid.x] = mimir_maximum_f32(a15, b16);
+    let warp5: f32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        best[lid.x >> 5u] = warp5;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a17: f32 = partial[lid.x];
-        let b18: f32 = partial[lid.x + 2u];
-        partial[lid.x] = mimir_maximum_f32(a17, b18);
+    let total6: f32 = best[0u];
+    let total7: f32 = mimir_maximum_f32(total6, best[1u]);
+    let total8: f32 = mimir_maximum_f32(total7, best[2u]);
+    let total9: f32 = mimir_maximum_f32(total8, best[3u]);
+    let total10: f32 = mimir_maximum_f32(total9, best[4u]);
+    let total11: f32 = mimir_maximum_f32(total10, best[5u]);
+    let total12: f32 = mimir_maximum_f32(total11, best[6u]);
+    let total13: f32 = mimir_maximum_f32(total12, best[7u]);
+    var acc14: u32 = 4294967295u;
+    for (var r15: u32 = lid.x; r15 < u.C; r15 += 256u) {
+        let i16: u32 = g0 * u.C + r15;
+        let v17: f32 = logits[i16];
+        acc14 = select(acc14, r15, ((!(((bitcast<u32>(v17) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total13) & 0x7fffffffu) > 0x7f800000u)) && (v17 == total13)) || (((bitcast<u32>(v17) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total13) & 0x7fffffffu) > 0x7f800000u))) && (r15 < acc14));
+    }
+    warp1[lid.x] = acc14;
+    workgroupBarrier();
+    if ((lid.x & 31u) < 16u) {
+        warp1[lid.x] = select(warp1[lid.x + 16u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 16u]);
     }
     workgroupBarrier();
-    if (lid.x < 1u) {
-        let a19: f32 = partial[lid.x];
-        let b20: f32 = partial[lid.x + 1u];
-        partial[lid.x] = mimir_maximum_f32(a19, b20);
+    if ((lid.x & 31u) < 8u) {
+        warp1[lid.x] = select(warp1[lid.x + 8u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 8u]);
     }
     workgroupBarrier();
-    let total21: f32 = partial[0u];
-    workgroupBarrier();
-    var acc22: u32 = 4294967295u;
-    for (var r23: u32 = lid.x; r23 < u.C; r23 += 256u) {
-        let i24: u32 = g0 * u.C + r23;
-        let v25: f32 = logits[i24];
-        acc22 = select(acc22, r23, ((!(((bitcast<u32>(v25) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total21) & 0x7fffffffu) > 0x7f800000u)) && (v25 == total21)) || (((bitcast<u32>(v25) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total21) & 0x7fffffffu) > 0x7f800000u))) && (r23 < acc22));
-    }
-    first[lid.x] = acc22;
-    workgroupBarrier();
-    if (lid.x < 128u) {
-        let a26: u32 = first[lid.x];
-        let b27: u32 = first[lid.x + 128u];
-        first[lid.x] = select(a26, b27, b27 < a26);
+    if ((lid.x & 31u) < 4u) {
+        warp1[lid.x] = select(warp1[lid.x + 4u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 4u]);
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a28: u32 = first[lid.x];
-        let b29: u32 = first[lid.x + 64u];
-        first[lid.x] = select(a28, b29, b29 < a28);
+    if ((lid.x & 31u) < 2u) {
+        warp1[lid.x] = select(warp1[lid.x + 2u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 2u]);
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a30: u32 = first[lid.x];
-        let b31: u32 = first[lid.x + 32u];
-        first[lid.x] = select(a30, b31, b31 < a30);
+    if ((lid.x & 31u) < 1u) {
+        warp1[lid.x] = select(warp1[lid.x + 1u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 1u]);
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a32: u32 = first[lid.x];
-        let b33: u32 = first[lid.x + 16u];
-        first[lid.x] = select(a32, b33, b33 < a32);
+    let warp18: u32 = warp1[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        first[lid.x >> 5u] = warp18;
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a34: u32 = first[lid.x];
-        let b35: u32 = first[lid.x + 8u];
-        first[lid.x] = select(a34, b35, b35 < a34);
-    }
-    workgroupBarrier();
-    if (lid.x < 4u) {
-        let a36: u32 = first[lid.x];
-        let b37: u32 = first[lid.x + 4u];
-        first[lid.x] = select(a36, b37, b37 < a36);
-    }
-    workgroupBarrier();
-    if (lid.x < 2u) {
-        let a38: u32 = first[lid.x];
-        let b39: u32 = first[lid.x + 2u];
-        first[lid.x] = select(a38, b39, b39 < a38);
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a40: u32 = first[lid.x];
-        let b41: u32 = first[lid.x + 1u];
-        first[lid.x] = select(a40, b41, b41 < a40);
-    }
-    workgroupBarrier();
-    let total42: u32 = first[0u];
-    workgroupBarrier();
+    let total19: u32 = first[0u];
+    let total20: u32 = select(first[1u], total19, total19 <= first[1u]);
+    let total21: u32 = select(first[2u], total20, total20 <= first[2u]);
+    let total22: u32 = select(first[3u], total21, total21 <= first[3u]);
+    let total23: u32 = select(first[4u], total22, total22 <= first[4u]);
+    let total24: u32 = select(first[5u], total23, total23 <= first[5u]);
+    let total25: u32 = select(first[6u], total24, total24 <= first[6u]);
+    let total26: u32 = select(first[7u], total25, total25 <= first[7u]);
     if (lid.x == 0u) {
-        let index43: i32 = i32(total42);
-        let v44: i32 = labels[g0];
-        let v45: bool = index43 == v44;
-        let v46: f32 = select(0.0f, 1.0f, v45);
-        scratch0[g0] = v46;
+        let index27: i32 = i32(total26);
+        let v28: i32 = labels[g0];
+        let v29: bool = index27 == v28;
+        let v30: f32 = select(0.0f, 1.0f, v29);
+        scratch0[g0] = v30;
     }
 }

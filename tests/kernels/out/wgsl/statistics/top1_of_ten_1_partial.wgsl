@@ -7,7 +7,8 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> scratch0: array<i32>;
 @group(0) @binding(1) var<storage, read_write> scratch1: array<i32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<i32, 256>;
+var<workgroup> partial: array<i32, 8>;
+var<workgroup> warp0: array<i32, 256>;
 
 @compute @workgroup_size(256, 1, 1)
 fn top1_of_ten_1_partial(
@@ -27,57 +28,42 @@ fn top1_of_ten_1_partial(
         let v6: i32 = scratch0[r5];
         acc4 = acc4 + v6;
     }
-    partial[lid.x] = acc4;
+    warp0[lid.x] = acc4;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a7: i32 = partial[lid.x];
-        let b8: i32 = partial[lid.x + 128u];
-        partial[lid.x] = a7 + b8;
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a9: i32 = partial[lid.x];
-        let b10: i32 = partial[lid.x + 64u];
-        partial[lid.x] = a9 + b10;
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a11: i32 = partial[lid.x];
-        let b12: i32 = partial[lid.x + 32u];
-        partial[lid.x] = a11 + b12;
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a13: i32 = partial[lid.x];
-        let b14: i32 = partial[lid.x + 16u];
-        partial[lid.x] = a13 + b14;
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a15: i32 = partial[lid.x];
-        let b16: i32 = partial[lid.x + 8u];
-        partial[lid.x] = a15 + b16;
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a17: i32 = partial[lid.x];
-        let b18: i32 = partial[lid.x + 4u];
-        partial[lid.x] = a17 + b18;
+    let warp7: i32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        partial[lid.x >> 5u] = warp7;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a19: i32 = partial[lid.x];
-        let b20: i32 = partial[lid.x + 2u];
-        partial[lid.x] = a19 + b20;
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a21: i32 = partial[lid.x];
-        let b22: i32 = partial[lid.x + 1u];
-        partial[lid.x] = a21 + b22;
-    }
-    workgroupBarrier();
+    let total8: i32 = partial[0u];
+    let total9: i32 = total8 + partial[1u];
+    let total10: i32 = total9 + partial[2u];
+    let total11: i32 = total10 + partial[3u];
+    let total12: i32 = total11 + partial[4u];
+    let total13: i32 = total12 + partial[5u];
+    let total14: i32 = total13 + partial[6u];
+    let total15: i32 = total14 + partial[7u];
     if (lid.x == 0u) {
-        scratch1[g0] = partial[0u];
+        scratch1[g0] = total15;
     }
 }

@@ -7,7 +7,10 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<i32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 256>;
+var<workgroup> sum: array<f32, 8>;
+var<workgroup> squares: array<f32, 8>;
+var<workgroup> warp0: array<f32, 256>;
+var<workgroup> warp1: array<f32, 256>;
 
 @compute @workgroup_size(256, 1, 1)
 fn var_all_0_moments(
@@ -22,122 +25,88 @@ fn var_all_0_moments(
         let v5: i32 = x[i4];
         acc0 = acc0 + f32(v5);
     }
-    partial[lid.x] = acc0;
+    warp0[lid.x] = acc0;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a6: f32 = partial[lid.x];
-        let b7: f32 = partial[lid.x + 128u];
-        partial[lid.x] = a6 + b7;
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a8: f32 = partial[lid.x];
-        let b9: f32 = partial[lid.x + 64u];
-        partial[lid.x] = a8 + b9;
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a10: f32 = partial[lid.x];
-        let b11: f32 = partial[lid.x + 32u];
-        partial[lid.x] = a10 + b11;
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a12: f32 = partial[lid.x];
-        let b13: f32 = partial[lid.x + 16u];
-        partial[lid.x] = a12 + b13;
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a14: f32 = partial[lid.x];
-        let b15: f32 = partial[lid.x + 8u];
-        partial[lid.x] = a14 + b15;
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a16: f32 = partial[lid.x];
-        let b17: f32 = partial[lid.x + 4u];
-        partial[lid.x] = a16 + b17;
+    let warp6: f32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        sum[lid.x >> 5u] = warp6;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a18: f32 = partial[lid.x];
-        let b19: f32 = partial[lid.x + 2u];
-        partial[lid.x] = a18 + b19;
+    let total7: f32 = sum[0u];
+    let total8: f32 = total7 + sum[1u];
+    let total9: f32 = total8 + sum[2u];
+    let total10: f32 = total9 + sum[3u];
+    let total11: f32 = total10 + sum[4u];
+    let total12: f32 = total11 + sum[5u];
+    let total13: f32 = total12 + sum[6u];
+    let total14: f32 = total13 + sum[7u];
+    let mean15: f32 = total14 / f32(u.N * 5u);
+    var acc16: f32 = 0.0f;
+    for (var r17: u32 = lid.x; r17 < u.N * 5u; r17 += 256u) {
+        let i18: u32 = r17 % 5u;
+        let i19: u32 = r17 / 5u;
+        let i20: u32 = i19 * 5u + i18;
+        let v21: i32 = x[i20];
+        let d22: f32 = f32(v21) - mean15;
+        acc16 = fma(d22, d22, acc16);
+    }
+    warp1[lid.x] = acc16;
+    workgroupBarrier();
+    if ((lid.x & 31u) < 16u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 1u) {
-        let a20: f32 = partial[lid.x];
-        let b21: f32 = partial[lid.x + 1u];
-        partial[lid.x] = a20 + b21;
+    if ((lid.x & 31u) < 8u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 8u];
     }
     workgroupBarrier();
-    let total22: f32 = partial[0u];
-    workgroupBarrier();
-    let mean23: f32 = total22 / f32(u.N * 5u);
-    var acc24: f32 = 0.0f;
-    for (var r25: u32 = lid.x; r25 < u.N * 5u; r25 += 256u) {
-        let i26: u32 = r25 % 5u;
-        let i27: u32 = r25 / 5u;
-        let i28: u32 = i27 * 5u + i26;
-        let v29: i32 = x[i28];
-        let d30: f32 = f32(v29) - mean23;
-        acc24 = fma(d30, d30, acc24);
-    }
-    partial[lid.x] = acc24;
-    workgroupBarrier();
-    if (lid.x < 128u) {
-        let a31: f32 = partial[lid.x];
-        let b32: f32 = partial[lid.x + 128u];
-        partial[lid.x] = a31 + b32;
+    if ((lid.x & 31u) < 4u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 4u];
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a33: f32 = partial[lid.x];
-        let b34: f32 = partial[lid.x + 64u];
-        partial[lid.x] = a33 + b34;
+    if ((lid.x & 31u) < 2u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 2u];
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a35: f32 = partial[lid.x];
-        let b36: f32 = partial[lid.x + 32u];
-        partial[lid.x] = a35 + b36;
+    if ((lid.x & 31u) < 1u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a37: f32 = partial[lid.x];
-        let b38: f32 = partial[lid.x + 16u];
-        partial[lid.x] = a37 + b38;
+    let warp23: f32 = warp1[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        squares[lid.x >> 5u] = warp23;
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a39: f32 = partial[lid.x];
-        let b40: f32 = partial[lid.x + 8u];
-        partial[lid.x] = a39 + b40;
-    }
-    workgroupBarrier();
-    if (lid.x < 4u) {
-        let a41: f32 = partial[lid.x];
-        let b42: f32 = partial[lid.x + 4u];
-        partial[lid.x] = a41 + b42;
-    }
-    workgroupBarrier();
-    if (lid.x < 2u) {
-        let a43: f32 = partial[lid.x];
-        let b44: f32 = partial[lid.x + 2u];
-        partial[lid.x] = a43 + b44;
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a45: f32 = partial[lid.x];
-        let b46: f32 = partial[lid.x + 1u];
-        partial[lid.x] = a45 + b46;
-    }
-    workgroupBarrier();
-    let total47: f32 = partial[0u];
-    workgroupBarrier();
-    let var48: f32 = total47 / f32(5u * u.N);
+    let total24: f32 = squares[0u];
+    let total25: f32 = total24 + squares[1u];
+    let total26: f32 = total25 + squares[2u];
+    let total27: f32 = total26 + squares[3u];
+    let total28: f32 = total27 + squares[4u];
+    let total29: f32 = total28 + squares[5u];
+    let total30: f32 = total29 + squares[6u];
+    let total31: f32 = total30 + squares[7u];
+    let var32: f32 = total31 / f32(5u * u.N);
     if (lid.x == 0u) {
-        out[wid.x] = var48;
+        out[wid.x] = var32;
     }
 }

@@ -8,7 +8,10 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 256>;
+var<workgroup> sum: array<f32, 8>;
+var<workgroup> squares: array<f32, 8>;
+var<workgroup> warp0: array<f32, 256>;
+var<workgroup> warp1: array<f32, 256>;
 
 @compute @workgroup_size(256, 1, 1)
 fn variance_rows_0_moments(
@@ -26,120 +29,86 @@ fn variance_rows_0_moments(
         let v4: f32 = x[i3];
         acc1 = acc1 + v4;
     }
-    partial[lid.x] = acc1;
+    warp0[lid.x] = acc1;
     workgroupBarrier();
-    if (lid.x < 128u) {
-        let a5: f32 = partial[lid.x];
-        let b6: f32 = partial[lid.x + 128u];
-        partial[lid.x] = a5 + b6;
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a7: f32 = partial[lid.x];
-        let b8: f32 = partial[lid.x + 64u];
-        partial[lid.x] = a7 + b8;
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a9: f32 = partial[lid.x];
-        let b10: f32 = partial[lid.x + 32u];
-        partial[lid.x] = a9 + b10;
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a11: f32 = partial[lid.x];
-        let b12: f32 = partial[lid.x + 16u];
-        partial[lid.x] = a11 + b12;
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a13: f32 = partial[lid.x];
-        let b14: f32 = partial[lid.x + 8u];
-        partial[lid.x] = a13 + b14;
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a15: f32 = partial[lid.x];
-        let b16: f32 = partial[lid.x + 4u];
-        partial[lid.x] = a15 + b16;
+    let warp5: f32 = warp0[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        sum[lid.x >> 5u] = warp5;
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a17: f32 = partial[lid.x];
-        let b18: f32 = partial[lid.x + 2u];
-        partial[lid.x] = a17 + b18;
+    let total6: f32 = sum[0u];
+    let total7: f32 = total6 + sum[1u];
+    let total8: f32 = total7 + sum[2u];
+    let total9: f32 = total8 + sum[3u];
+    let total10: f32 = total9 + sum[4u];
+    let total11: f32 = total10 + sum[5u];
+    let total12: f32 = total11 + sum[6u];
+    let total13: f32 = total12 + sum[7u];
+    let mean14: f32 = total13 / f32(u.C);
+    var acc15: f32 = 0.0f;
+    for (var r16: u32 = lid.x; r16 < u.C; r16 += 256u) {
+        let i17: u32 = g0 * u.C + r16;
+        let v18: f32 = x[i17];
+        let d19: f32 = v18 - mean14;
+        acc15 = fma(d19, d19, acc15);
+    }
+    warp1[lid.x] = acc15;
+    workgroupBarrier();
+    if ((lid.x & 31u) < 16u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 1u) {
-        let a19: f32 = partial[lid.x];
-        let b20: f32 = partial[lid.x + 1u];
-        partial[lid.x] = a19 + b20;
+    if ((lid.x & 31u) < 8u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 8u];
     }
     workgroupBarrier();
-    let total21: f32 = partial[0u];
-    workgroupBarrier();
-    let mean22: f32 = total21 / f32(u.C);
-    var acc23: f32 = 0.0f;
-    for (var r24: u32 = lid.x; r24 < u.C; r24 += 256u) {
-        let i25: u32 = g0 * u.C + r24;
-        let v26: f32 = x[i25];
-        let d27: f32 = v26 - mean22;
-        acc23 = fma(d27, d27, acc23);
-    }
-    partial[lid.x] = acc23;
-    workgroupBarrier();
-    if (lid.x < 128u) {
-        let a28: f32 = partial[lid.x];
-        let b29: f32 = partial[lid.x + 128u];
-        partial[lid.x] = a28 + b29;
+    if ((lid.x & 31u) < 4u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 4u];
     }
     workgroupBarrier();
-    if (lid.x < 64u) {
-        let a30: f32 = partial[lid.x];
-        let b31: f32 = partial[lid.x + 64u];
-        partial[lid.x] = a30 + b31;
+    if ((lid.x & 31u) < 2u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 2u];
     }
     workgroupBarrier();
-    if (lid.x < 32u) {
-        let a32: f32 = partial[lid.x];
-        let b33: f32 = partial[lid.x + 32u];
-        partial[lid.x] = a32 + b33;
+    if ((lid.x & 31u) < 1u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
     }
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a34: f32 = partial[lid.x];
-        let b35: f32 = partial[lid.x + 16u];
-        partial[lid.x] = a34 + b35;
+    let warp20: f32 = warp1[lid.x - (lid.x & 31u)];
+    if ((lid.x & 31u) == 0u) {
+        squares[lid.x >> 5u] = warp20;
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a36: f32 = partial[lid.x];
-        let b37: f32 = partial[lid.x + 8u];
-        partial[lid.x] = a36 + b37;
-    }
-    workgroupBarrier();
-    if (lid.x < 4u) {
-        let a38: f32 = partial[lid.x];
-        let b39: f32 = partial[lid.x + 4u];
-        partial[lid.x] = a38 + b39;
-    }
-    workgroupBarrier();
-    if (lid.x < 2u) {
-        let a40: f32 = partial[lid.x];
-        let b41: f32 = partial[lid.x + 2u];
-        partial[lid.x] = a40 + b41;
-    }
-    workgroupBarrier();
-    if (lid.x < 1u) {
-        let a42: f32 = partial[lid.x];
-        let b43: f32 = partial[lid.x + 1u];
-        partial[lid.x] = a42 + b43;
-    }
-    workgroupBarrier();
-    let total44: f32 = partial[0u];
-    workgroupBarrier();
-    let var45: f32 = total44 / f32(u.C);
+    let total21: f32 = squares[0u];
+    let total22: f32 = total21 + squares[1u];
+    let total23: f32 = total22 + squares[2u];
+    let total24: f32 = total23 + squares[3u];
+    let total25: f32 = total24 + squares[4u];
+    let total26: f32 = total25 + squares[5u];
+    let total27: f32 = total26 + squares[6u];
+    let total28: f32 = total27 + squares[7u];
+    let var29: f32 = total28 / f32(u.C);
     if (lid.x == 0u) {
-        out[g0] = var45;
+        out[g0] = var29;
     }
 }

@@ -1,0 +1,141 @@
+"""Workgroup reductions over warps: the schedule every reduction uses, and its fallback.
+
+`group_total` combines one value per thread over a 1-D workgroup of `width` threads (a
+power of two, at least 32) and gives the total to every thread:
+
+1. each warp of 32 threads combines its lanes with one `WarpReduce` (PTX `shfl.sync.bfly`,
+   MSL `simd_sum`/`simd_max`/`simd_min`): no threadgroup memory, no barrier;
+2. with more than one warp, lane 0 of each warp stores its warp's result in slot
+   `local_x / 32` of a threadgroup array of `width / 32` elements, one barrier, and every
+   thread combines the slots in slot order (so every thread holds the same total).
+
+A 256-thread reduction is then one barrier instead of the eight steps of a tree (nine
+barriers) down to one thread. A target without warp functions (WGSL, SPIR-V here) gets
+`to_workgroup_memory`: each `WarpReduce` becomes a five-step tree over the warp's 32
+elements of a threadgroup array, the combine written once in IR (`combine`), so every
+backend computes the same function.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from mimir.codegen import lower as lw
+from mimir.codegen.builder import Body, ibin, u32
+from mimir.codegen.helpers import bin_
+from mimir.codegen.ir import (
+    WARP,
+    Barrier,
+    Binary,
+    Builtin,
+    Expr,
+    For,
+    If,
+    Kernel,
+    Let,
+    Load,
+    SharedArray,
+    Stmt,
+    Store,
+    Var,
+    WarpReduce,
+    all_expressions,
+)
+
+__all__ = ["combine", "group_total", "op_for", "to_workgroup_memory"]
+
+# a reduction's name -> the `WarpReduce` op that combines its partial results
+_OPS = {"sum": "add", "mean": "add", "max": "max", "min": "min"}
+
+
+def op_for(name: str) -> str:
+    return _OPS[name]
+
+
+def combine(op: str, a: Expr, b: Expr) -> Expr:
+    """`a op b` as `WarpReduce` defines it: `+` (wrapping for integers), or the
+    nan-propagating `maximum` / `minimum` of the op table."""
+    if op == "add":
+        return bin_("+", a, b)
+    return lw.LOWERING["maximum" if op == "max" else "minimum"]([a, b], a.type)
+
+
+def group_total(
+    body: Body, shared: list[SharedArray], value: Expr, op: str, width: int, name: str
+) -> Expr:
+    """`value` combined with `op` over the workgroup's `width` threads, in every thread.
+
+    `name` is a threadgroup array this reduction owns (declared here when `width` > 32;
+    never written again, so no barrier is needed after the slots are read)."""
+    warp = body.let(WarpReduce(op, value, value.type), "warp")
+    if width <= WARP:
+        return warp
+    lid = Builtin("local_x")
+    shared.append(SharedArray(name, value.type, width // WARP))
+    with body.if_(Binary("==", ibin("%", lid, u32(WARP)), u32(0), "bool")):
+        body.emit(Store(name, ibin("/", lid, u32(WARP)), warp))
+    body.emit(Barrier())
+    total = body.let(Load(name, u32(0), value.type), "total")
+    for k in range(1, width // WARP):
+        total = body.let(combine(op, total, Load(name, u32(k), value.type)), "total")
+    return total
+
+
+# ---------------------------------------------------------------- the fallback
+
+
+def to_workgroup_memory(kernel: Kernel) -> Kernel:
+    """`kernel` with each `Let(v, WarpReduce(...))` replaced by a tree in workgroup memory:
+    every thread stores its value in its own element of a fresh array as wide as the
+    workgroup, then five steps (each after a barrier) fold element `i + s` into `i` for the
+    lanes `i % 32 < s`, s = 16, 8, 4, 2, 1; after a last barrier each thread reads its warp's
+    first element. The helpers the combines call are added; the rest is unchanged."""
+    if not any(isinstance(e, WarpReduce) for e in all_expressions(kernel.body)):
+        return kernel
+    width = kernel.workgroup_size[0]
+    shared = list(kernel.shared)
+    body = _rewrite_block(kernel.body, shared, width)
+    helpers = list(kernel.helpers)
+    known = {h.name for h in helpers}
+    for h in lw.helpers_needed(all_expressions(body)):
+        if h.name not in known:
+            helpers.append(h)
+            known.add(h.name)
+    return replace(kernel, body=body, shared=shared, helpers=helpers)
+
+
+def _rewrite_block(block: list[Stmt], shared: list[SharedArray], width: int) -> list[Stmt]:
+    out: list[Stmt] = []
+    for s in block:
+        if isinstance(s, Let) and isinstance(s.value, WarpReduce):
+            out.extend(_tree(s.var, s.value, shared, width))
+        elif isinstance(s, If):
+            then = _rewrite_block(s.then, shared, width)
+            out.append(If(s.cond, then, _rewrite_block(s.orelse, shared, width)))
+        elif isinstance(s, For):
+            out.append(For(s.var, s.start, s.end, s.step, _rewrite_block(s.body, shared, width)))
+        else:
+            if any(isinstance(e, WarpReduce) for e in all_expressions([s])):
+                raise ValueError("a WarpReduce outside the value of a Let")
+            out.append(s)
+    return out
+
+
+def _tree(var: Var, e: WarpReduce, shared: list[SharedArray], width: int) -> list[Stmt]:
+    name = f"$warp{sum(1 for a in shared if a.name.startswith('$warp'))}"
+    shared.append(SharedArray(name, e.type, width))
+    lid = Builtin("local_x")
+    lane = Binary("&", lid, u32(WARP - 1), "u32")
+    out: list[Stmt] = [Store(name, lid, e.value)]
+    step = WARP // 2
+    while step >= 1:
+        out.append(Barrier())
+        a = Load(name, lid, e.type)
+        b = Load(name, Binary("+", lid, u32(step), "u32"), e.type)
+        cond = Binary("<", lane, u32(step), "bool")
+        out.append(If(cond, [Store(name, lid, combine(e.op, a, b))]))
+        step //= 2
+    out.append(Barrier())
+    first = Binary("-", lid, lane, "u32")
+    out.append(Let(var, Load(name, first, e.type)))
+    return out
