@@ -1,0 +1,97 @@
+"""Warp reductions at the edges, on every executor: nan, infinities, rows of -inf.
+
+Every reduction combines its threads' partial results through `WarpReduce` (PTX
+`shfl.sync.bfly`, MSL `simd_sum`/`simd_max`/`simd_min`, a per-warp tree in workgroup
+memory for WGSL and SPIR-V) and then one slot per warp. A max or min must propagate nan
+from any lane of any warp, as the shim's `maximum` does; a row of -inf must come out of a
+softmax as the shim's does. The rows here are shorter than a warp, one warp and a bit,
+and several warps; the specials sit in a lane of the second warp where there is one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import assert_close, random_inputs, require_tool, shim_reference
+from harness.ptx_interp import run_ptx_manifest_cpu
+
+from mimir.codegen import compile_source
+from mimir.runtime import manifest as mf
+
+KERNELS = Path(__file__).parent / "kernels"
+
+CASES = [
+    ("reductions", "max_axis2", {"A": 2, "B": 4, "C": 45}),  # 64 threads: two warps
+    ("reductions", "max_axis2", {"A": 1, "B": 4, "C": 9}),  # a row shorter than a warp
+    ("reductions", "min_axes02_keepdims", {"A": 3, "B": 4, "C": 40}),
+    ("big_reduction", "long_rows_max", {"N": 300}),  # 256 threads: eight warps
+    ("statistics", "argmax_rows", {"N": 4, "C": 70}),
+    ("big_reduction", "long_softmax", {"N": 300}),  # the online max-and-sum
+    ("rows", "softmax_row_1000", {"N": 4}),  # the row in registers
+    ("rows", "softmax_bounded_row", {"N": 4, "D": 33}),
+]
+
+
+def _edges(values: list[float], length: int, softmax: bool) -> list[float]:
+    """Row 0 holds a nan (in lane 33 when the row has one), row 1 is all -inf, row 2
+    holds +inf (a large number for softmax, where inf - inf is nan on every side)."""
+    out = list(values)
+    rows = len(out) // length
+    if rows > 0:
+        out[min(33, length - 1)] = math.nan
+    if rows > 1:
+        out[length : 2 * length] = [-math.inf] * length
+    if rows > 2:
+        out[2 * length + length // 2] = 80.0 if softmax else math.inf
+    return out
+
+
+def _compiled(stem: str, function: str, out: Path) -> dict[str, Any]:
+    path = KERNELS / f"{stem}.py"
+    result = compile_source(str(path), path.read_text(), ["ptx", "msl", "wgsl"], function)
+    assert result.ok, [(d.code, d.message) for d in result.diagnostics]
+    for relative, content in result.files.items():
+        (out / relative).parent.mkdir(parents=True, exist_ok=True)
+        (out / relative).write_text(content if isinstance(content, str) else "")
+    return {
+        b: json.loads((out / b / f"{function}.manifest.json").read_text())
+        for b in ("ptx", "msl", "wgsl")
+    }
+
+
+@pytest.mark.parametrize("backend", ["ptx", "msl", "wgsl"])
+@pytest.mark.parametrize(("stem", "function", "dims"), CASES, ids=lambda v: str(v))
+def test_nan_and_infinities_match_the_shim(
+    stem: str, function: str, dims: dict[str, int], backend: str, tmp_path: Path
+) -> None:
+    if backend == "msl":
+        require_tool("clang++")
+    if backend == "wgsl":
+        require_tool("wgpu")
+    manifests = _compiled(stem, function, tmp_path)
+    manifest = manifests[backend]
+    inputs = random_inputs(manifest, dims, seed=5)
+    (x,) = [b for b in manifest["buffers"] if b["role"] == "input"]
+    length = mf.buffer_shape(x, dims)[-1]
+    inputs[x["name"]] = _edges(inputs[x["name"]], length, "softmax" in function)
+    expected = shim_reference(KERNELS / f"{stem}.py", function, inputs, dims, {})
+    folder = tmp_path / backend
+    if backend == "ptx":
+        actual = run_ptx_manifest_cpu(manifest, folder, inputs, dims)
+        assert any("shfl.sync.bfly.b32" in p.read_text() for p in folder.glob("*.ptx"))
+    elif backend == "msl":
+        from harness.msl_runner import run_msl_manifest
+
+        actual = run_msl_manifest(manifest, folder, inputs, dims, {})
+        assert any("simd_" in p.read_text() for p in folder.glob("*.metal"))
+    else:
+        from mimir.runtime.wgpu_runner import run_manifest
+
+        actual = run_manifest(manifest, folder, inputs, dims, {})
+    for name, values in expected.items():
+        dtype = next(b["dtype"] for b in manifest["buffers"] if b["name"] == name)
+        assert_close(actual[name], values, dtype, label=f"{function}.{name} at {dims}")
