@@ -15,7 +15,7 @@ from typing import Any
 
 from mimir.codegen import sizes as sz
 from mimir.codegen.backends.base import Printed
-from mimir.codegen.ir import Kernel
+from mimir.codegen.ir import Kernel, WarpReduce, all_expressions
 from mimir.codegen.schedule import BufferSpec, Schedule
 
 FORMAT = "mimir-manifest/1"
@@ -56,6 +56,7 @@ def build_manifest(
                 ],
                 "uniform_binding": _uniform_binding(printed),
                 **_proofs(kernel),
+                **_requires(kernel, backend),
             }
             for kernel, printed, file in kernels
         ],
@@ -79,6 +80,17 @@ def _proofs(kernel: Kernel) -> dict[str, Any]:
     if not kernel.proofs:
         return {}
     return {"guards_removed": [{"guard": g, "proof": p} for g, p in kernel.proofs]}
+
+
+def _requires(kernel: Kernel, backend: str) -> dict[str, Any]:
+    """`requires`: what the device must have beyond the backend's baseline, absent when
+    nothing. `simdgroup-32`: the MSL kernel's simdgroup reductions (`simd_sum`...) combine
+    32 threads, so the pipeline's `threadExecutionWidth` must be 32, as on every Apple GPU.
+    (PTX warps are 32 threads on every NVIDIA GPU; WGSL and SPIR-V reduce in workgroup
+    memory and need nothing.)"""
+    if backend != "msl" or not any(isinstance(e, WarpReduce) for e in all_expressions(kernel.body)):
+        return {}
+    return {"requires": ["simdgroup-32"]}
 
 
 def _uniform_binding(printed: Printed) -> dict[str, int] | None:

@@ -8,8 +8,8 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read_write> out: array<f32>;
 @group(0) @binding(1) var<storage, read> scratch1: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> row_max: array<f32, 32>;
-var<workgroup> row_sum: array<f32, 32>;
+var<workgroup> warp0: array<f32, 32>;
+var<workgroup> warp1: array<f32, 32>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -45,84 +45,64 @@ fn classify_2_softmax(
     if (lid.x < 10u) {
         m4 = mimir_maximum_f32(m4, v1);
     }
-    row_max[lid.x] = m4;
+    warp0[lid.x] = m4;
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a5: f32 = row_max[lid.x];
-        let b6: f32 = row_max[lid.x + 16u];
-        row_max[lid.x] = mimir_maximum_f32(a5, b6);
+    if ((lid.x & 31u) < 16u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a7: f32 = row_max[lid.x];
-        let b8: f32 = row_max[lid.x + 8u];
-        row_max[lid.x] = mimir_maximum_f32(a7, b8);
+    if ((lid.x & 31u) < 8u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a9: f32 = row_max[lid.x];
-        let b10: f32 = row_max[lid.x + 4u];
-        row_max[lid.x] = mimir_maximum_f32(a9, b10);
+    if ((lid.x & 31u) < 4u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a11: f32 = row_max[lid.x];
-        let b12: f32 = row_max[lid.x + 2u];
-        row_max[lid.x] = mimir_maximum_f32(a11, b12);
+    if ((lid.x & 31u) < 2u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
-    if (lid.x < 1u) {
-        let a13: f32 = row_max[lid.x];
-        let b14: f32 = row_max[lid.x + 1u];
-        row_max[lid.x] = mimir_maximum_f32(a13, b14);
+    if ((lid.x & 31u) < 1u) {
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let row_max15: f32 = row_max[0u];
-    let top16: f32 = select(row_max15, 0.0f, row_max15 == -bitcast<f32>(inf_bits));
-    var s17: f32 = 0.0f;
-    var d18: f32 = 0.0f;
-    var e19: f32 = 0.0f;
+    let warp5: f32 = warp0[lid.x - (lid.x & 31u)];
+    let top6: f32 = select(warp5, 0.0f, warp5 == -bitcast<f32>(inf_bits));
+    var s7: f32 = 0.0f;
+    var d8: f32 = 0.0f;
+    var e9: f32 = 0.0f;
     if (lid.x < 10u) {
-        d18 = v1 - top16;
-        e19 = exp(d18);
-        s17 = s17 + e19;
+        d8 = v1 - top6;
+        e9 = exp(d8);
+        s7 = s7 + e9;
     }
-    row_sum[lid.x] = s17;
+    warp1[lid.x] = s7;
     workgroupBarrier();
-    if (lid.x < 16u) {
-        let a20: f32 = row_sum[lid.x];
-        let b21: f32 = row_sum[lid.x + 16u];
-        row_sum[lid.x] = a20 + b21;
+    if ((lid.x & 31u) < 16u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
     }
     workgroupBarrier();
-    if (lid.x < 8u) {
-        let a22: f32 = row_sum[lid.x];
-        let b23: f32 = row_sum[lid.x + 8u];
-        row_sum[lid.x] = a22 + b23;
+    if ((lid.x & 31u) < 8u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 8u];
     }
     workgroupBarrier();
-    if (lid.x < 4u) {
-        let a24: f32 = row_sum[lid.x];
-        let b25: f32 = row_sum[lid.x + 4u];
-        row_sum[lid.x] = a24 + b25;
+    if ((lid.x & 31u) < 4u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 4u];
     }
     workgroupBarrier();
-    if (lid.x < 2u) {
-        let a26: f32 = row_sum[lid.x];
-        let b27: f32 = row_sum[lid.x + 2u];
-        row_sum[lid.x] = a26 + b27;
+    if ((lid.x & 31u) < 2u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 2u];
     }
     workgroupBarrier();
-    if (lid.x < 1u) {
-        let a28: f32 = row_sum[lid.x];
-        let b29: f32 = row_sum[lid.x + 1u];
-        row_sum[lid.x] = a28 + b29;
+    if ((lid.x & 31u) < 1u) {
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
     }
     workgroupBarrier();
-    let row_sum30: f32 = row_sum[0u];
+    let warp10: f32 = warp1[lid.x - (lid.x & 31u)];
     if (lid.x < 10u) {
-        let y31: f32 = e19 / row_sum30;
-        let i32_: u32 = g0 * 10u + lid.x;
-        out[i32_] = y31;
+        let y11: f32 = e9 / warp10;
+        let i12: u32 = g0 * 10u + lid.x;
+        out[i12] = y11;
     }
 }
