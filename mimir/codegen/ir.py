@@ -133,9 +133,10 @@ WARP_OPS = ("add", "max", "min")
 
 @dataclass(frozen=True)
 class WarpReduce(Expr):
-    """`op` of `value` over the 32 consecutive threads (by `local_x`) of this thread's warp,
-    the same result in each of them: a warp shuffle (PTX), a simdgroup function (MSL), or
-    a workgroup-memory tree where the target has neither (`mimir.codegen.warp`).
+    """`op` of `value` over the `lanes` consecutive threads (by `local_x`; `lanes` a power
+    of two, at most 32, the groups aligned to it) of this thread's warp, the same result in
+    each of them: warp shuffles (PTX), simdgroup functions (MSL), or workgroup memory where
+    the target has neither (`mimir.codegen.warp`).
 
     `op` is `add` (integers wrap; floats summed in an unspecified order), `max` or `min`
     (for `f32` nan-propagating, as `maximum`/`minimum`; which zero of +0 and -0 is
@@ -147,6 +148,7 @@ class WarpReduce(Expr):
     op: str
     value: Expr
     type: str
+    lanes: int = WARP
 
 
 # ---------------------------------------------------------------- statements
@@ -447,7 +449,7 @@ def fold(e: Expr) -> Expr:
         return _fold_binary(e.op, fold(e.a), fold(e.b), e.type)
     if isinstance(e, WarpReduce):
         value = fold(e.value)
-        return e if value is e.value else WarpReduce(e.op, value, e.type)
+        return e if value is e.value else WarpReduce(e.op, value, e.type, e.lanes)
     return e
 
 

@@ -32,19 +32,17 @@ from mimir.codegen.context import WG, KernelContext, reg_dtype, width_for
 from mimir.codegen.ir import (
     WARP,
     Assign,
-    Barrier,
     Binary,
     Builtin,
     Cast,
     Expr,
     Load,
-    SharedArray,
     Store,
     Var,
     WarpReduce,
 )
 from mimir.codegen.tensors import Reduction
-from mimir.codegen.warp import group_total, op_for
+from mimir.codegen.warp import group_total, op_for, slots
 from mimir.dims import BinOp
 from mimir.dtypes import DType, bool_, float16, float32, uint32
 
@@ -415,23 +413,10 @@ def _online(c: KernelContext, element: Any, length: Any, width: int, log: bool) 
     if width == WARP:
         row_max, row_sum = wm, ws
     else:
-        ms, ss = "$row_max", "$row_sum"
         count = width // WARP
-        c.shared += [SharedArray(ms, "f32", count), SharedArray(ss, "f32", count)]
-        with body.if_(Binary("==", ibin("%", lid, u32(WARP)), u32(0), "bool")):
-            body.emit(Store(ms, ibin("/", lid, u32(WARP)), wm))
-            body.emit(Store(ss, ibin("/", lid, u32(WARP)), ws))
-        body.emit(Barrier())
-        pairs = [
-            (body.let(Load(ms, u32(k), "f32"), "m"), body.let(Load(ss, u32(k), "f32"), "s"))
-            for k in range(count)
-        ]
-        row_max = pairs[0][0]
-        for pm, _ in pairs[1:]:
-            row_max = body.let(_fmax(row_max, pm), "row_max")
-        row_sum = body.let(rescaled(*pairs[0], row_max), "row_sum")
-        for pm, ps in pairs[1:]:
-            row_sum = body.let(lw.bin_("+", row_sum, rescaled(pm, ps, row_max)), "row_sum")
+        pm, ps = slots(body, c.shared, [("$row_max", wm), ("$row_sum", ws)], width)
+        row_max = body.let(WarpReduce("max", pm, "f32", count), "row_max")
+        row_sum = body.let(WarpReduce("add", body.let(rescaled(pm, ps, row_max)), "f32", count))
     top = _shift(c, row_max)
     total = row_sum
     log_total = body.let(lw.call("mimir_log", total)) if log else None

@@ -6,14 +6,16 @@ power of two, at least 32) and gives the total to every thread:
 1. each warp of 32 threads combines its lanes with one `WarpReduce` (PTX `shfl.sync.bfly`,
    MSL `simd_sum`/`simd_max`/`simd_min`): no threadgroup memory, no barrier;
 2. with more than one warp, lane 0 of each warp stores its warp's result in slot
-   `local_x / 32` of a threadgroup array of `width / 32` elements, one barrier, and every
-   thread combines the slots in slot order (so every thread holds the same total).
+   `local_x / 32` of a threadgroup array of `width / 32` elements, one barrier, then each
+   lane loads slot `local_x % (width / 32)` and a second `WarpReduce` over groups of
+   `width / 32` lanes (three rounds for 256 threads) gives every thread the total.
 
 A 256-thread reduction is then one barrier instead of the eight steps of a tree (nine
-barriers) down to one thread. A target without warp functions (WGSL, SPIR-V here) gets
-`to_workgroup_memory`: each `WarpReduce` becomes a five-step tree over the warp's 32
-elements of a threadgroup array, the combine written once in IR (`combine`), so every
-backend computes the same function.
+barriers) down to one thread, and 32 bytes of threadgroup memory instead of 1 KiB.
+A target without warp functions (WGSL, SPIR-V here) gets `to_workgroup_memory`: each
+`WarpReduce` becomes a tree over its lanes' elements of a threadgroup array (five steps
+for 32 lanes; at most 8 lanes are read and combined by every thread after one barrier),
+the combine written once in IR (`combine`), so every backend computes the same function.
 """
 
 from __future__ import annotations
@@ -70,26 +72,36 @@ def group_total(
     warp = body.let(WarpReduce(op, value, value.type), "warp")
     if width <= WARP:
         return warp
+    mine = slots(body, shared, [(name, warp)], width)[0]
+    return body.let(WarpReduce(op, mine, value.type, width // WARP), "total")
+
+
+def slots(body: Body, shared: list[SharedArray], values: list[tuple[str, Expr]], width: int):
+    """Lane 0 of each warp stores each of its warp's `values` in slot `local_x / 32` of
+    its array (declared here, `width / 32` elements), one barrier, then each thread loads
+    slot `local_x % (width / 32)`: every group of `width / 32` lanes holds all the slots,
+    for a `WarpReduce` over that many lanes."""
     lid = Builtin("local_x")
-    shared.append(SharedArray(name, value.type, width // WARP))
+    count = width // WARP
+    for name, v in values:
+        shared.append(SharedArray(name, v.type, count))
     with body.if_(Binary("==", ibin("%", lid, u32(WARP)), u32(0), "bool")):
-        body.emit(Store(name, ibin("/", lid, u32(WARP)), warp))
+        for name, v in values:
+            body.emit(Store(name, ibin("/", lid, u32(WARP)), v))
     body.emit(Barrier())
-    total = body.let(Load(name, u32(0), value.type), "total")
-    for k in range(1, width // WARP):
-        total = body.let(combine(op, total, Load(name, u32(k), value.type)), "total")
-    return total
+    return [body.let(Load(name, ibin("%", lid, u32(count)), v.type), "slot") for name, v in values]
 
 
 # ---------------------------------------------------------------- the fallback
 
 
 def to_workgroup_memory(kernel: Kernel) -> Kernel:
-    """`kernel` with each `Let(v, WarpReduce(...))` replaced by a tree in workgroup memory:
-    every thread stores its value in its own element of a fresh array as wide as the
-    workgroup, then five steps (each after a barrier) fold element `i + s` into `i` for the
-    lanes `i % 32 < s`, s = 16, 8, 4, 2, 1; after a last barrier each thread reads its warp's
-    first element. The helpers the combines call are added; the rest is unchanged."""
+    """`kernel` with each `Let(v, WarpReduce(...))` replaced by workgroup memory: every
+    thread stores its value in its own element of a fresh array as wide as the workgroup;
+    then either (at most 8 lanes) one barrier and each thread combines its group's
+    elements in order, or a tree: steps s = lanes/2, ..., 1, each after a barrier, fold
+    element `i + s` into `i` for the lanes `i % lanes < s`, and after a last barrier each
+    thread reads its group's first element. The helpers the combines call are added."""
     if not any(isinstance(e, WarpReduce) for e in all_expressions(kernel.body)):
         return kernel
     width = kernel.workgroup_size[0]
@@ -121,13 +133,26 @@ def _rewrite_block(block: list[Stmt], shared: list[SharedArray], width: int) -> 
     return out
 
 
+# A group of at most this many lanes is combined by each thread reading all its elements
+# (one barrier) rather than by a tree (a barrier per step).
+_SERIAL_LANES = 8
+
+
 def _tree(var: Var, e: WarpReduce, shared: list[SharedArray], width: int) -> list[Stmt]:
     name = f"$warp{sum(1 for a in shared if a.name.startswith('$warp'))}"
     shared.append(SharedArray(name, e.type, width))
     lid = Builtin("local_x")
-    lane = Binary("&", lid, u32(WARP - 1), "u32")
+    lane = Binary("&", lid, u32(e.lanes - 1), "u32")
+    first = Binary("-", lid, lane, "u32")
     out: list[Stmt] = [Store(name, lid, e.value)]
-    step = WARP // 2
+    if e.lanes <= _SERIAL_LANES:
+        out.append(Barrier())
+        total: Expr = Load(name, first, e.type)
+        for k in range(1, e.lanes):
+            total = combine(e.op, total, Load(name, Binary("+", first, u32(k), "u32"), e.type))
+        out.append(Let(var, total))
+        return out
+    step = e.lanes // 2
     while step >= 1:
         out.append(Barrier())
         a = Load(name, lid, e.type)
@@ -136,6 +161,5 @@ def _tree(var: Var, e: WarpReduce, shared: list[SharedArray], width: int) -> lis
         out.append(If(cond, [Store(name, lid, combine(e.op, a, b))]))
         step //= 2
     out.append(Barrier())
-    first = Binary("-", lid, lane, "u32")
     out.append(Let(var, Load(name, first, e.type)))
     return out

@@ -22,7 +22,16 @@ from __future__ import annotations
 import math
 
 from mimir.codegen.backends.base import _ATOM, _UNARY, Backend, Capabilities, shortest_float
-from mimir.codegen.ir import AtomicAdd, Const, For, Helper, Kernel, WarpReduce
+from mimir.codegen.ir import (
+    WARP,
+    AtomicAdd,
+    Const,
+    For,
+    Helper,
+    Kernel,
+    WarpReduce,
+    all_expressions,
+)
 
 _CPP = """alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t
 char16_t char32_t class compl concept const consteval constexpr constinit const_cast continue
@@ -46,6 +55,10 @@ assert vec array"""
 _TYPES = {"bool": "bool", "i32": "int", "u32": "uint", "f32": "float", "f16": "half"}
 _ATOMIC_TYPES = {"i32": "atomic_int", "u32": "atomic_uint", "f32": "atomic_float"}
 _NONFINITE = {math.inf: "0x7f800000u", -math.inf: "0xff800000u"}
+
+
+def _shuffle_helper(e: WarpReduce) -> str:
+    return f"$mimir_simd_{e.op}_{e.type}_{e.lanes}"
 
 
 class MSL(Backend):
@@ -86,8 +99,11 @@ class MSL(Backend):
         """`simd_sum` / `simd_max` / `simd_min` over the simdgroup (32 threads on every
         Apple GPU). An `int` sum goes through `uint`, which wraps; a float extremum is nan
         when any thread's value is (`simd_any`), as `maximum`/`minimum` say, since Metal
-        leaves the nan behaviour of `simd_max` unspecified."""
+        leaves the nan behaviour of `simd_max` unspecified. Fewer than 32 lanes: a helper
+        of `simd_shuffle_xor` rounds (`_shuffle_helpers`)."""
         x = self.expr(e.value)
+        if e.lanes < WARP:
+            return f"{self.names(_shuffle_helper(e))}({x})"
         fn = {"add": "simd_sum", "max": "simd_max", "min": "simd_min"}[e.op]
         if e.op == "add" and e.type == "i32":
             return f"as_type<int>({fn}(as_type<uint>({x})))"
@@ -136,6 +152,36 @@ class MSL(Backend):
             f"{name} += {self.expr(s.step)})"
         )
 
+    def _shuffle_helpers(self, kernel: Kernel) -> list[str]:
+        """One function per (op, type, lanes) of a `WarpReduce` over fewer than 32 lanes:
+        butterfly rounds of `simd_shuffle_xor`, the combine as `maximum`/`minimum` say."""
+        found = {
+            _shuffle_helper(e): e
+            for e in all_expressions(kernel.body)
+            if isinstance(e, WarpReduce) and e.lanes < WARP
+        }
+        lines: list[str] = []
+        for name, e in sorted(found.items()):
+            t = self.type_map[e.type]
+            if e.op == "add":
+                both = "int(uint(x) + uint(y))" if e.type == "i32" else "x + y"
+            elif e.type == "f32":
+                nan = " || ".join(self.intrinsics["isnan"].format(v) for v in "xy")
+                both = f"({nan}) ? as_type<float>(0x7fc00000u) : {e.op}(x, y)"
+            else:
+                both = f"{e.op}(x, y)"
+            lines += [
+                f"static inline {t} {self.names(name)}({t} x) {{",
+                f"    for (ushort m = {e.lanes // 2}; m > 0; m >>= 1) {{",
+                f"        const {t} y = simd_shuffle_xor(x, m);",
+                f"        x = {both};",
+                "    }",
+                "    return x;",
+                "}",
+                "",
+            ]
+        return lines
+
     def helper(self, h: Helper) -> list[str]:
         params = ", ".join(f"{self.type_map[p.type]} {self.names(p.name)}" for p in h.params)
         head = f"static inline {self.type_map[h.ret]} {self.names(h.name)}({params}) {{"
@@ -151,6 +197,7 @@ class MSL(Backend):
             lines += ["};", ""]
         for h in kernel.helpers:
             lines += self.helper(h)
+        lines += self._shuffle_helpers(kernel)
         params = []
         for k, b in enumerate(kernel.buffers):
             const = "const " if b.access == "read" else ""

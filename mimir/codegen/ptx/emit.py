@@ -19,7 +19,7 @@ semantics (`mimir.codegen.ir`) and how they are kept:
   rounded half result for `+ - * /`;
 - exp, log, tanh and pow are the sequences of `mimir.codegen.ptx.mathlib`;
   sqrt is `sqrt.rn.f32`, floor `cvt.rmi.f32.f32`;
-- `WarpReduce` is five `shfl.sync.bfly.b32` rounds over the full warp (`warp_reduce`);
+- `WarpReduce` is `shfl.sync.bfly.b32` rounds within its lanes (`warp_reduce`);
 - `If` is a predicated branch around its blocks, `For` a loop whose bound and
   step are evaluated at every iteration (as C does), `Barrier` is
   `bar.sync 0`, and `Return` is `ret` (from a helper, after moving the value
@@ -35,7 +35,6 @@ from dataclasses import dataclass
 
 from mimir.codegen.ir import (
     COMPARISONS,
-    WARP,
     Assign,
     AtomicAdd,
     Barrier,
@@ -415,9 +414,10 @@ class Emitter:
         return d
 
     def warp_reduce(self, e: WarpReduce) -> str:
-        """Five butterfly rounds over the whole warp: each lane takes the value of the lane
-        whose id differs in one bit (`shfl.sync.bfly.b32`, all 32 lanes named in the member
-        mask) and combines it with its own, so every lane ends with the same result.
+        """Butterfly rounds within each group of `lanes` (five for 32): each lane takes the
+        value of the lane whose id differs in one bit (`shfl.sync.bfly.b32`, all 32 lanes
+        named in the member mask) and combines it with its own, so every lane of the group
+        ends with the same result.
 
         `max`/`min` on f32 keep the IR's nan propagation: `max.f32` returns the number when
         one operand is nan, so a nan operand (`setp.nan`: either is nan) takes their sum."""
@@ -425,7 +425,7 @@ class Emitter:
         if (e.op, t) not in _WARP_COMBINE:
             raise refuse(f"a warp `{e.op}` of `{t}`")
         acc = self.reg(e.value)
-        mask = WARP // 2
+        mask = e.lanes // 2
         while mask >= 1:
             other, d = self.new(t), self.new(t)
             self.ins(f"shfl.sync.bfly.b32 {other}, {acc}, {mask}, 0x1f, 0xffffffff")

@@ -8,17 +8,20 @@ struct Uniforms {
     uint D;
 };
 
-static inline float mimir_maximum_f32(float a, float b) {
-    if (((as_type<uint>(a) & 0x7fffffffu) > 0x7f800000u)) {
-        return a;
+static inline float mimir_simd_add_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
     }
-    if (((as_type<uint>(b) & 0x7fffffffu) > 0x7f800000u)) {
-        return b;
+    return x;
+}
+
+static inline float mimir_simd_max_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
     }
-    if (a >= b) {
-        return a;
-    }
-    return b;
+    return x;
 }
 
 kernel void batched_attention_1_softmax(
@@ -56,43 +59,17 @@ kernel void batched_attention_1_softmax(
         row_sum[lid.x >> 5u] = warp_sum13;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float m14 = row_max[0u];
-    const float s15 = row_sum[0u];
-    const float m16 = row_max[1u];
-    const float s17 = row_sum[1u];
-    const float m18 = row_max[2u];
-    const float s19 = row_sum[2u];
-    const float m20 = row_max[3u];
-    const float s21 = row_sum[3u];
-    const float m22 = row_max[4u];
-    const float s23 = row_sum[4u];
-    const float m24 = row_max[5u];
-    const float s25 = row_sum[5u];
-    const float m26 = row_max[6u];
-    const float s27 = row_sum[6u];
-    const float m28 = row_max[7u];
-    const float s29 = row_sum[7u];
-    const float row_max30 = mimir_maximum_f32(m14, m16);
-    const float row_max31 = mimir_maximum_f32(row_max30, m18);
-    const float row_max32 = mimir_maximum_f32(row_max31, m20);
-    const float row_max33 = mimir_maximum_f32(row_max32, m22);
-    const float row_max34 = mimir_maximum_f32(row_max33, m24);
-    const float row_max35 = mimir_maximum_f32(row_max34, m26);
-    const float row_max36 = mimir_maximum_f32(row_max35, m28);
-    const float row_sum37 = (m14 == as_type<float>(0xff800000u) ? 0.0f : s15 * exp(m14 - row_max36));
-    const float row_sum38 = row_sum37 + (m16 == as_type<float>(0xff800000u) ? 0.0f : s17 * exp(m16 - row_max36));
-    const float row_sum39 = row_sum38 + (m18 == as_type<float>(0xff800000u) ? 0.0f : s19 * exp(m18 - row_max36));
-    const float row_sum40 = row_sum39 + (m20 == as_type<float>(0xff800000u) ? 0.0f : s21 * exp(m20 - row_max36));
-    const float row_sum41 = row_sum40 + (m22 == as_type<float>(0xff800000u) ? 0.0f : s23 * exp(m22 - row_max36));
-    const float row_sum42 = row_sum41 + (m24 == as_type<float>(0xff800000u) ? 0.0f : s25 * exp(m24 - row_max36));
-    const float row_sum43 = row_sum42 + (m26 == as_type<float>(0xff800000u) ? 0.0f : s27 * exp(m26 - row_max36));
-    const float row_sum44 = row_sum43 + (m28 == as_type<float>(0xff800000u) ? 0.0f : s29 * exp(m28 - row_max36));
-    const float top45 = (row_max36 == as_type<float>(0xff800000u) ? 0.0f : row_max36);
-    for (uint j46 = lid.x; j46 < u.T; j46 += 256u) {
-        const uint i47 = (i2 * u.T + i1) * u.T + j46;
-        const float v48 = scratch0[i47];
-        const float t49 = v48 - top45;
-        const float y50 = exp(t49) / row_sum44;
-        scratch1[i47] = y50;
+    const float slot14 = row_max[lid.x & 7u];
+    const float slot15 = row_sum[lid.x & 7u];
+    const float row_max16 = mimir_simd_max_f32_8(slot14);
+    const float t17 = (slot14 == as_type<float>(0xff800000u) ? 0.0f : slot15 * exp(slot14 - row_max16));
+    const float t18 = mimir_simd_add_f32_8(t17);
+    const float top19 = (row_max16 == as_type<float>(0xff800000u) ? 0.0f : row_max16);
+    for (uint j20 = lid.x; j20 < u.T; j20 += 256u) {
+        const uint i21 = (i2 * u.T + i1) * u.T + j20;
+        const float v22 = scratch0[i21];
+        const float t23 = v22 - top19;
+        const float y24 = exp(t23) / t18;
+        scratch1[i21] = y24;
     }
 }

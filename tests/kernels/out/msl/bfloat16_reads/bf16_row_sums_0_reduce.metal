@@ -7,6 +7,14 @@ struct Uniforms {
     uint M;
 };
 
+static inline float mimir_simd_add_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
+    }
+    return x;
+}
+
 kernel void bf16_row_sums_0_reduce(
     device const uint* x [[buffer(0)]],
     device float* out [[buffer(1)]],
@@ -31,15 +39,9 @@ kernel void bf16_row_sums_0_reduce(
         partial[lid.x >> 5u] = warp5;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total6 = partial[0u];
-    const float total7 = total6 + partial[1u];
-    const float total8 = total7 + partial[2u];
-    const float total9 = total8 + partial[3u];
-    const float total10 = total9 + partial[4u];
-    const float total11 = total10 + partial[5u];
-    const float total12 = total11 + partial[6u];
-    const float total13 = total12 + partial[7u];
+    const float slot6 = partial[lid.x & 7u];
+    const float total7 = mimir_simd_add_f32_8(slot6);
     if (lid.x == 0u) {
-        out[g0] = total13;
+        out[g0] = total7;
     }
 }

@@ -6,17 +6,20 @@ struct Uniforms {
     uint N;
 };
 
-static inline float mimir_maximum_f32(float a, float b) {
-    if (((as_type<uint>(a) & 0x7fffffffu) > 0x7f800000u)) {
-        return a;
+static inline float mimir_simd_add_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
     }
-    if (((as_type<uint>(b) & 0x7fffffffu) > 0x7f800000u)) {
-        return b;
+    return x;
+}
+
+static inline float mimir_simd_max_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
     }
-    if (a >= b) {
-        return a;
-    }
-    return b;
+    return x;
 }
 
 kernel void long_softmax_0_softmax(
@@ -47,43 +50,17 @@ kernel void long_softmax_0_softmax(
         row_sum[lid.x >> 5u] = warp_sum10;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float m11 = row_max[0u];
-    const float s12 = row_sum[0u];
-    const float m13 = row_max[1u];
-    const float s14 = row_sum[1u];
-    const float m15 = row_max[2u];
-    const float s16 = row_sum[2u];
-    const float m17 = row_max[3u];
-    const float s18 = row_sum[3u];
-    const float m19 = row_max[4u];
-    const float s20 = row_sum[4u];
-    const float m21 = row_max[5u];
-    const float s22 = row_sum[5u];
-    const float m23 = row_max[6u];
-    const float s24 = row_sum[6u];
-    const float m25 = row_max[7u];
-    const float s26 = row_sum[7u];
-    const float row_max27 = mimir_maximum_f32(m11, m13);
-    const float row_max28 = mimir_maximum_f32(row_max27, m15);
-    const float row_max29 = mimir_maximum_f32(row_max28, m17);
-    const float row_max30 = mimir_maximum_f32(row_max29, m19);
-    const float row_max31 = mimir_maximum_f32(row_max30, m21);
-    const float row_max32 = mimir_maximum_f32(row_max31, m23);
-    const float row_max33 = mimir_maximum_f32(row_max32, m25);
-    const float row_sum34 = (m11 == as_type<float>(0xff800000u) ? 0.0f : s12 * exp(m11 - row_max33));
-    const float row_sum35 = row_sum34 + (m13 == as_type<float>(0xff800000u) ? 0.0f : s14 * exp(m13 - row_max33));
-    const float row_sum36 = row_sum35 + (m15 == as_type<float>(0xff800000u) ? 0.0f : s16 * exp(m15 - row_max33));
-    const float row_sum37 = row_sum36 + (m17 == as_type<float>(0xff800000u) ? 0.0f : s18 * exp(m17 - row_max33));
-    const float row_sum38 = row_sum37 + (m19 == as_type<float>(0xff800000u) ? 0.0f : s20 * exp(m19 - row_max33));
-    const float row_sum39 = row_sum38 + (m21 == as_type<float>(0xff800000u) ? 0.0f : s22 * exp(m21 - row_max33));
-    const float row_sum40 = row_sum39 + (m23 == as_type<float>(0xff800000u) ? 0.0f : s24 * exp(m23 - row_max33));
-    const float row_sum41 = row_sum40 + (m25 == as_type<float>(0xff800000u) ? 0.0f : s26 * exp(m25 - row_max33));
-    const float top42 = (row_max33 == as_type<float>(0xff800000u) ? 0.0f : row_max33);
-    for (uint j43 = lid.x; j43 < u.N; j43 += 256u) {
-        const uint i44 = wid.x * u.N + j43;
-        const float v45 = x[i44];
-        const float t46 = v45 - top42;
-        const float y47 = exp(t46) / row_sum41;
-        out[i44] = y47;
+    const float slot11 = row_max[lid.x & 7u];
+    const float slot12 = row_sum[lid.x & 7u];
+    const float row_max13 = mimir_simd_max_f32_8(slot11);
+    const float t14 = (slot11 == as_type<float>(0xff800000u) ? 0.0f : slot12 * exp(slot11 - row_max13));
+    const float t15 = mimir_simd_add_f32_8(t14);
+    const float top16 = (row_max13 == as_type<float>(0xff800000u) ? 0.0f : row_max13);
+    for (uint j17 = lid.x; j17 < u.N; j17 += 256u) {
+        const uint i18 = wid.x * u.N + j17;
+        const float v19 = x[i18];
+        const float t20 = v19 - top16;
+        const float y21 = exp(t20) / t15;
+        out[i18] = y21;
     }
 }

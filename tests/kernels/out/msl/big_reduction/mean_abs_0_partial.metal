@@ -6,6 +6,14 @@ struct Uniforms {
     uint N;
 };
 
+static inline float mimir_simd_add_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
+    }
+    return x;
+}
+
 kernel void mean_abs_0_partial(
     device const float* x [[buffer(0)]],
     device float* scratch0 [[buffer(1)]],
@@ -33,15 +41,9 @@ kernel void mean_abs_0_partial(
         partial[lid.x >> 5u] = warp8;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total9 = partial[0u];
-    const float total10 = total9 + partial[1u];
-    const float total11 = total10 + partial[2u];
-    const float total12 = total11 + partial[3u];
-    const float total13 = total12 + partial[4u];
-    const float total14 = total13 + partial[5u];
-    const float total15 = total14 + partial[6u];
-    const float total16 = total15 + partial[7u];
+    const float slot9 = partial[lid.x & 7u];
+    const float total10 = mimir_simd_add_f32_8(slot9);
     if (lid.x == 0u) {
-        scratch0[g0] = total16;
+        scratch0[g0] = total10;
     }
 }

@@ -7,17 +7,20 @@ struct Uniforms {
     uint D;
 };
 
-static inline float mimir_maximum_f32(float a, float b) {
-    if (((as_type<uint>(a) & 0x7fffffffu) > 0x7f800000u)) {
-        return a;
+static inline float mimir_simd_add_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
     }
-    if (((as_type<uint>(b) & 0x7fffffffu) > 0x7f800000u)) {
-        return b;
+    return x;
+}
+
+static inline float mimir_simd_max_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
     }
-    if (a >= b) {
-        return a;
-    }
-    return b;
+    return x;
 }
 
 kernel void causal_attention_1_softmax(
@@ -53,43 +56,17 @@ kernel void causal_attention_1_softmax(
         row_sum[lid.x >> 5u] = warp_sum11;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float m12 = row_max[0u];
-    const float s13 = row_sum[0u];
-    const float m14 = row_max[1u];
-    const float s15 = row_sum[1u];
-    const float m16 = row_max[2u];
-    const float s17 = row_sum[2u];
-    const float m18 = row_max[3u];
-    const float s19 = row_sum[3u];
-    const float m20 = row_max[4u];
-    const float s21 = row_sum[4u];
-    const float m22 = row_max[5u];
-    const float s23 = row_sum[5u];
-    const float m24 = row_max[6u];
-    const float s25 = row_sum[6u];
-    const float m26 = row_max[7u];
-    const float s27 = row_sum[7u];
-    const float row_max28 = mimir_maximum_f32(m12, m14);
-    const float row_max29 = mimir_maximum_f32(row_max28, m16);
-    const float row_max30 = mimir_maximum_f32(row_max29, m18);
-    const float row_max31 = mimir_maximum_f32(row_max30, m20);
-    const float row_max32 = mimir_maximum_f32(row_max31, m22);
-    const float row_max33 = mimir_maximum_f32(row_max32, m24);
-    const float row_max34 = mimir_maximum_f32(row_max33, m26);
-    const float row_sum35 = (m12 == as_type<float>(0xff800000u) ? 0.0f : s13 * exp(m12 - row_max34));
-    const float row_sum36 = row_sum35 + (m14 == as_type<float>(0xff800000u) ? 0.0f : s15 * exp(m14 - row_max34));
-    const float row_sum37 = row_sum36 + (m16 == as_type<float>(0xff800000u) ? 0.0f : s17 * exp(m16 - row_max34));
-    const float row_sum38 = row_sum37 + (m18 == as_type<float>(0xff800000u) ? 0.0f : s19 * exp(m18 - row_max34));
-    const float row_sum39 = row_sum38 + (m20 == as_type<float>(0xff800000u) ? 0.0f : s21 * exp(m20 - row_max34));
-    const float row_sum40 = row_sum39 + (m22 == as_type<float>(0xff800000u) ? 0.0f : s23 * exp(m22 - row_max34));
-    const float row_sum41 = row_sum40 + (m24 == as_type<float>(0xff800000u) ? 0.0f : s25 * exp(m24 - row_max34));
-    const float row_sum42 = row_sum41 + (m26 == as_type<float>(0xff800000u) ? 0.0f : s27 * exp(m26 - row_max34));
-    const float top43 = (row_max34 == as_type<float>(0xff800000u) ? 0.0f : row_max34);
-    for (uint j44 = lid.x; j44 < u.T; j44 += 256u) {
-        const uint i45 = g0 * u.T + j44;
-        const float v46 = scratch0[i45];
-        const float t47 = v46 - top43;
-        const float y48 = exp(t47) / row_sum42;
-        scratch1[i45] = y48;
+    const float slot12 = row_max[lid.x & 7u];
+    const float slot13 = row_sum[lid.x & 7u];
+    const float row_max14 = mimir_simd_max_f32_8(slot12);
+    const float t15 = (slot12 == as_type<float>(0xff800000u) ? 0.0f : slot13 * exp(slot12 - row_max14));
+    const float t16 = mimir_simd_add_f32_8(t15);
+    const float top17 = (row_max14 == as_type<float>(0xff800000u) ? 0.0f : row_max14);
+    for (uint j18 = lid.x; j18 < u.T; j18 += 256u) {
+        const uint i19 = g0 * u.T + j18;
+        const float v20 = scratch0[i19];
+        const float t21 = v20 - top17;
+        const float y22 = exp(t21) / t16;
+        scratch1[i19] = y22;
     }
 }

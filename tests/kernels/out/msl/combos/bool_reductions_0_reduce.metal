@@ -7,6 +7,14 @@ struct Uniforms {
     uint M;
 };
 
+static inline uint mimir_simd_min_u32_8(uint x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const uint y = simd_shuffle_xor(x, m);
+        x = min(x, y);
+    }
+    return x;
+}
+
 kernel void bool_reductions_0_reduce(
     device const uint* m [[buffer(0)]],
     device uint* out0 [[buffer(1)]],
@@ -31,16 +39,10 @@ kernel void bool_reductions_0_reduce(
         partial[lid.x >> 5u] = warp5;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint total6 = partial[0u];
-    const uint total7 = (total6 <= partial[1u] ? total6 : partial[1u]);
-    const uint total8 = (total7 <= partial[2u] ? total7 : partial[2u]);
-    const uint total9 = (total8 <= partial[3u] ? total8 : partial[3u]);
-    const uint total10 = (total9 <= partial[4u] ? total9 : partial[4u]);
-    const uint total11 = (total10 <= partial[5u] ? total10 : partial[5u]);
-    const uint total12 = (total11 <= partial[6u] ? total11 : partial[6u]);
-    const uint total13 = (total12 <= partial[7u] ? total12 : partial[7u]);
+    const uint slot6 = partial[lid.x & 7u];
+    const uint total7 = mimir_simd_min_u32_8(slot6);
     if (lid.x == 0u) {
-        const bool total14 = total13 != 0u;
-        out0[g0] = (total14 ? 1u : 0u);
+        const bool total8 = total7 != 0u;
+        out0[g0] = (total8 ? 1u : 0u);
     }
 }

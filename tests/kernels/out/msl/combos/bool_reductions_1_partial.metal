@@ -7,6 +7,14 @@ struct Uniforms {
     uint M;
 };
 
+static inline int mimir_simd_add_i32_8(int x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const int y = simd_shuffle_xor(x, m);
+        x = int(uint(x) + uint(y));
+    }
+    return x;
+}
+
 kernel void bool_reductions_1_partial(
     device const uint* m [[buffer(0)]],
     device int* scratch0 [[buffer(1)]],
@@ -36,15 +44,9 @@ kernel void bool_reductions_1_partial(
         partial[lid.x >> 5u] = warp10;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int total11 = partial[0u];
-    const int total12 = int(uint(total11) + uint(partial[1u]));
-    const int total13 = int(uint(total12) + uint(partial[2u]));
-    const int total14 = int(uint(total13) + uint(partial[3u]));
-    const int total15 = int(uint(total14) + uint(partial[4u]));
-    const int total16 = int(uint(total15) + uint(partial[5u]));
-    const int total17 = int(uint(total16) + uint(partial[6u]));
-    const int total18 = int(uint(total17) + uint(partial[7u]));
+    const int slot11 = partial[lid.x & 7u];
+    const int total12 = mimir_simd_add_i32_8(slot11);
     if (lid.x == 0u) {
-        scratch0[g0] = total18;
+        scratch0[g0] = total12;
     }
 }

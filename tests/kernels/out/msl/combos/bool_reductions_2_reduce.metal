@@ -7,6 +7,14 @@ struct Uniforms {
     uint M;
 };
 
+static inline int mimir_simd_add_i32_8(int x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const int y = simd_shuffle_xor(x, m);
+        x = int(uint(x) + uint(y));
+    }
+    return x;
+}
+
 kernel void bool_reductions_2_reduce(
     device int* out1 [[buffer(0)]],
     device const int* scratch0 [[buffer(1)]],
@@ -24,15 +32,9 @@ kernel void bool_reductions_2_reduce(
         partial[lid.x >> 5u] = warp2;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int total3 = partial[0u];
-    const int total4 = int(uint(total3) + uint(partial[1u]));
-    const int total5 = int(uint(total4) + uint(partial[2u]));
-    const int total6 = int(uint(total5) + uint(partial[3u]));
-    const int total7 = int(uint(total6) + uint(partial[4u]));
-    const int total8 = int(uint(total7) + uint(partial[5u]));
-    const int total9 = int(uint(total8) + uint(partial[6u]));
-    const int total10 = int(uint(total9) + uint(partial[7u]));
+    const int slot3 = partial[lid.x & 7u];
+    const int total4 = mimir_simd_add_i32_8(slot3);
     if (lid.x == 0u) {
-        out1[wid.x] = total10;
+        out1[wid.x] = total4;
     }
 }

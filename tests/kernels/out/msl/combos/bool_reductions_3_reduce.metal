@@ -7,6 +7,14 @@ struct Uniforms {
     uint M;
 };
 
+static inline uint mimir_simd_max_u32_8(uint x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const uint y = simd_shuffle_xor(x, m);
+        x = max(x, y);
+    }
+    return x;
+}
+
 kernel void bool_reductions_3_reduce(
     device const uint* m [[buffer(0)]],
     device uint* out2 [[buffer(1)]],
@@ -26,16 +34,10 @@ kernel void bool_reductions_3_reduce(
         partial[lid.x >> 5u] = warp4;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint total5 = partial[0u];
-    const uint total6 = (total5 >= partial[1u] ? total5 : partial[1u]);
-    const uint total7 = (total6 >= partial[2u] ? total6 : partial[2u]);
-    const uint total8 = (total7 >= partial[3u] ? total7 : partial[3u]);
-    const uint total9 = (total8 >= partial[4u] ? total8 : partial[4u]);
-    const uint total10 = (total9 >= partial[5u] ? total9 : partial[5u]);
-    const uint total11 = (total10 >= partial[6u] ? total10 : partial[6u]);
-    const uint total12 = (total11 >= partial[7u] ? total11 : partial[7u]);
+    const uint slot5 = partial[lid.x & 7u];
+    const uint total6 = mimir_simd_max_u32_8(slot5);
     if (lid.x == 0u) {
-        const bool total13 = total12 != 0u;
-        out2[wid.x] = (total13 ? 1u : 0u);
+        const bool total7 = total6 != 0u;
+        out2[wid.x] = (total7 ? 1u : 0u);
     }
 }

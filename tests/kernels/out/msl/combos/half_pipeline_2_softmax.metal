@@ -20,6 +20,22 @@ static inline float mimir_maximum_f32(float a, float b) {
     return b;
 }
 
+static inline float mimir_simd_add_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
+    }
+    return x;
+}
+
+static inline float mimir_simd_max_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
+    }
+    return x;
+}
+
 kernel void half_pipeline_2_softmax(
     device half* out [[buffer(0)]],
     device const half* scratch0 [[buffer(1)]],
@@ -50,41 +66,29 @@ kernel void half_pipeline_2_softmax(
         row_max[lid.x >> 5u] = warp5;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total6 = row_max[0u];
-    const float total7 = mimir_maximum_f32(total6, row_max[1u]);
-    const float total8 = mimir_maximum_f32(total7, row_max[2u]);
-    const float total9 = mimir_maximum_f32(total8, row_max[3u]);
-    const float total10 = mimir_maximum_f32(total9, row_max[4u]);
-    const float total11 = mimir_maximum_f32(total10, row_max[5u]);
-    const float total12 = mimir_maximum_f32(total11, row_max[6u]);
-    const float total13 = mimir_maximum_f32(total12, row_max[7u]);
-    const float top14 = (total13 == as_type<float>(0xff800000u) ? 0.0f : total13);
-    float s15 = 0.0f;
-    float d16 = 0.0f;
-    float e17 = 0.0f;
+    const float slot6 = row_max[lid.x & 7u];
+    const float total7 = mimir_simd_max_f32_8(slot6);
+    const float top8 = (total7 == as_type<float>(0xff800000u) ? 0.0f : total7);
+    float s9 = 0.0f;
+    float d10 = 0.0f;
+    float e11 = 0.0f;
     if (lid.x < u.M) {
-        d16 = v1 - top14;
-        e17 = exp(d16);
-        s15 = s15 + e17;
+        d10 = v1 - top8;
+        e11 = exp(d10);
+        s9 = s9 + e11;
     }
-    const float warp18 = simd_sum(s15);
+    const float warp12 = simd_sum(s9);
     if ((lid.x & 31u) == 0u) {
-        row_sum[lid.x >> 5u] = warp18;
+        row_sum[lid.x >> 5u] = warp12;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total19 = row_sum[0u];
-    const float total20 = total19 + row_sum[1u];
-    const float total21 = total20 + row_sum[2u];
-    const float total22 = total21 + row_sum[3u];
-    const float total23 = total22 + row_sum[4u];
-    const float total24 = total23 + row_sum[5u];
-    const float total25 = total24 + row_sum[6u];
-    const float total26 = total25 + row_sum[7u];
+    const float slot13 = row_sum[lid.x & 7u];
+    const float total14 = mimir_simd_add_f32_8(slot13);
     if (lid.x < u.M) {
-        const float y27 = float(half(e17 / total26));
-        const uint i28 = g0 * u.M + lid.x;
-        const float v29 = float(scratch1[g0]);
-        const float v30 = float(half(y27 + v29));
-        out[i28] = half(v30);
+        const float y15 = float(half(e11 / total14));
+        const uint i16 = g0 * u.M + lid.x;
+        const float v17 = float(scratch1[g0]);
+        const float v18 = float(half(y15 + v17));
+        out[i16] = half(v18);
     }
 }

@@ -7,6 +7,14 @@ struct Uniforms {
     uint M;
 };
 
+static inline float mimir_simd_add_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
+    }
+    return x;
+}
+
 kernel void masked_by_mean_0_row(
     device const float* x [[buffer(0)]],
     device float* out [[buffer(1)]],
@@ -31,22 +39,16 @@ kernel void masked_by_mean_0_row(
         row0[lid.x >> 5u] = warp5;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total6 = row0[0u];
-    const float total7 = total6 + row0[1u];
-    const float total8 = total7 + row0[2u];
-    const float total9 = total8 + row0[3u];
-    const float total10 = total9 + row0[4u];
-    const float total11 = total10 + row0[5u];
-    const float total12 = total11 + row0[6u];
-    const float total13 = total12 + row0[7u];
-    const float total14 = total13 / float(u.M);
-    for (uint j15 = lid.x; j15 < u.M; j15 += 256u) {
-        const uint i16 = g0 * u.M + j15;
-        const float v17 = x[i16];
-        const bool v18 = !(((as_type<uint>(v17) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total14) & 0x7fffffffu) > 0x7f800000u)) && (v17 > total14);
-        const float v19 = (v18 ? v17 : 0.0f);
-        const float v20 = v19 + 1.0f;
-        const float v21 = v20 - 2.5f;
-        out[i16] = v21;
+    const float slot6 = row0[lid.x & 7u];
+    const float total7 = mimir_simd_add_f32_8(slot6);
+    const float total8 = total7 / float(u.M);
+    for (uint j9 = lid.x; j9 < u.M; j9 += 256u) {
+        const uint i10 = g0 * u.M + j9;
+        const float v11 = x[i10];
+        const bool v12 = !(((as_type<uint>(v11) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total8) & 0x7fffffffu) > 0x7f800000u)) && (v11 > total8);
+        const float v13 = (v12 ? v11 : 0.0f);
+        const float v14 = v13 + 1.0f;
+        const float v15 = v14 - 2.5f;
+        out[i10] = v15;
     }
 }

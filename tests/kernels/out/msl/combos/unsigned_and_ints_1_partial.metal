@@ -6,6 +6,14 @@ struct Uniforms {
     uint N;
 };
 
+static inline uint mimir_simd_max_u32_8(uint x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const uint y = simd_shuffle_xor(x, m);
+        x = max(x, y);
+    }
+    return x;
+}
+
 kernel void unsigned_and_ints_1_partial(
     device const uint* u [[buffer(0)]],
     device uint* scratch0 [[buffer(1)]],
@@ -32,15 +40,9 @@ kernel void unsigned_and_ints_1_partial(
         partial[lid.x >> 5u] = warp7;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint total8 = partial[0u];
-    const uint total9 = (total8 >= partial[1u] ? total8 : partial[1u]);
-    const uint total10 = (total9 >= partial[2u] ? total9 : partial[2u]);
-    const uint total11 = (total10 >= partial[3u] ? total10 : partial[3u]);
-    const uint total12 = (total11 >= partial[4u] ? total11 : partial[4u]);
-    const uint total13 = (total12 >= partial[5u] ? total12 : partial[5u]);
-    const uint total14 = (total13 >= partial[6u] ? total13 : partial[6u]);
-    const uint total15 = (total14 >= partial[7u] ? total14 : partial[7u]);
+    const uint slot8 = partial[lid.x & 7u];
+    const uint total9 = mimir_simd_max_u32_8(slot8);
     if (lid.x == 0u) {
-        scratch0[g0] = total15;
+        scratch0[g0] = total9;
     }
 }

@@ -6,6 +6,14 @@ struct Uniforms {
     uint N;
 };
 
+static inline uint mimir_simd_max_u32_8(uint x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const uint y = simd_shuffle_xor(x, m);
+        x = max(x, y);
+    }
+    return x;
+}
+
 kernel void unsigned_and_ints_2_reduce(
     device uint* out3 [[buffer(0)]],
     device const uint* scratch0 [[buffer(1)]],
@@ -23,15 +31,9 @@ kernel void unsigned_and_ints_2_reduce(
         partial[lid.x >> 5u] = warp2;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint total3 = partial[0u];
-    const uint total4 = (total3 >= partial[1u] ? total3 : partial[1u]);
-    const uint total5 = (total4 >= partial[2u] ? total4 : partial[2u]);
-    const uint total6 = (total5 >= partial[3u] ? total5 : partial[3u]);
-    const uint total7 = (total6 >= partial[4u] ? total6 : partial[4u]);
-    const uint total8 = (total7 >= partial[5u] ? total7 : partial[5u]);
-    const uint total9 = (total8 >= partial[6u] ? total8 : partial[6u]);
-    const uint total10 = (total9 >= partial[7u] ? total9 : partial[7u]);
+    const uint slot3 = partial[lid.x & 7u];
+    const uint total4 = mimir_simd_max_u32_8(slot3);
     if (lid.x == 0u) {
-        out3[wid.x] = total10;
+        out3[wid.x] = total4;
     }
 }

@@ -6,6 +6,14 @@ struct Uniforms {
     uint N;
 };
 
+static inline int mimir_simd_min_i32_8(int x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const int y = simd_shuffle_xor(x, m);
+        x = min(x, y);
+    }
+    return x;
+}
+
 kernel void unsigned_and_ints_3_partial(
     device const int* i [[buffer(0)]],
     device int* scratch1 [[buffer(1)]],
@@ -32,15 +40,9 @@ kernel void unsigned_and_ints_3_partial(
         partial[lid.x >> 5u] = warp7;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int total8 = partial[0u];
-    const int total9 = (total8 <= partial[1u] ? total8 : partial[1u]);
-    const int total10 = (total9 <= partial[2u] ? total9 : partial[2u]);
-    const int total11 = (total10 <= partial[3u] ? total10 : partial[3u]);
-    const int total12 = (total11 <= partial[4u] ? total11 : partial[4u]);
-    const int total13 = (total12 <= partial[5u] ? total12 : partial[5u]);
-    const int total14 = (total13 <= partial[6u] ? total13 : partial[6u]);
-    const int total15 = (total14 <= partial[7u] ? total14 : partial[7u]);
+    const int slot8 = partial[lid.x & 7u];
+    const int total9 = mimir_simd_min_i32_8(slot8);
     if (lid.x == 0u) {
-        scratch1[g0] = total15;
+        scratch1[g0] = total9;
     }
 }

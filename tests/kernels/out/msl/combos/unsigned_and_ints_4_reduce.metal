@@ -6,6 +6,14 @@ struct Uniforms {
     uint N;
 };
 
+static inline int mimir_simd_min_i32_8(int x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const int y = simd_shuffle_xor(x, m);
+        x = min(x, y);
+    }
+    return x;
+}
+
 kernel void unsigned_and_ints_4_reduce(
     device int* out4 [[buffer(0)]],
     device const int* scratch1 [[buffer(1)]],
@@ -23,15 +31,9 @@ kernel void unsigned_and_ints_4_reduce(
         partial[lid.x >> 5u] = warp2;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int total3 = partial[0u];
-    const int total4 = (total3 <= partial[1u] ? total3 : partial[1u]);
-    const int total5 = (total4 <= partial[2u] ? total4 : partial[2u]);
-    const int total6 = (total5 <= partial[3u] ? total5 : partial[3u]);
-    const int total7 = (total6 <= partial[4u] ? total6 : partial[4u]);
-    const int total8 = (total7 <= partial[5u] ? total7 : partial[5u]);
-    const int total9 = (total8 <= partial[6u] ? total8 : partial[6u]);
-    const int total10 = (total9 <= partial[7u] ? total9 : partial[7u]);
+    const int slot3 = partial[lid.x & 7u];
+    const int total4 = mimir_simd_min_i32_8(slot3);
     if (lid.x == 0u) {
-        out4[wid.x] = total10;
+        out4[wid.x] = total4;
     }
 }

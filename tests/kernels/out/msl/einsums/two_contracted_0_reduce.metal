@@ -9,6 +9,14 @@ struct Uniforms {
     uint M;
 };
 
+static inline float mimir_simd_add_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
+    }
+    return x;
+}
+
 kernel void two_contracted_0_reduce(
     device const float* a [[buffer(0)]],
     device const float* b [[buffer(1)]],
@@ -40,15 +48,9 @@ kernel void two_contracted_0_reduce(
         partial[lid.x >> 5u] = warp12;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total13 = partial[0u];
-    const float total14 = total13 + partial[1u];
-    const float total15 = total14 + partial[2u];
-    const float total16 = total15 + partial[3u];
-    const float total17 = total16 + partial[4u];
-    const float total18 = total17 + partial[5u];
-    const float total19 = total18 + partial[6u];
-    const float total20 = total19 + partial[7u];
+    const float slot13 = partial[lid.x & 7u];
+    const float total14 = mimir_simd_add_f32_8(slot13);
     if (lid.x == 0u) {
-        scratch0[g0] = total20;
+        scratch0[g0] = total14;
     }
 }

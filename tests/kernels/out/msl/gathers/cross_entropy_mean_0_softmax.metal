@@ -7,19 +7,6 @@ struct Uniforms {
     uint C;
 };
 
-static inline float mimir_maximum_f32(float a, float b) {
-    if (((as_type<uint>(a) & 0x7fffffffu) > 0x7f800000u)) {
-        return a;
-    }
-    if (((as_type<uint>(b) & 0x7fffffffu) > 0x7f800000u)) {
-        return b;
-    }
-    if (a >= b) {
-        return a;
-    }
-    return b;
-}
-
 static inline float mimir_log(float a) {
     if (a < 0.0f) {
         return as_type<float>(0x7fc00000u);
@@ -28,6 +15,22 @@ static inline float mimir_log(float a) {
         return -as_type<float>(0x7f800000u);
     }
     return log(a);
+}
+
+static inline float mimir_simd_add_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
+    }
+    return x;
+}
+
+static inline float mimir_simd_max_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
+    }
+    return x;
 }
 
 kernel void cross_entropy_mean_0_softmax(
@@ -63,44 +66,18 @@ kernel void cross_entropy_mean_0_softmax(
         row_sum[lid.x >> 5u] = warp_sum11;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float m12 = row_max[0u];
-    const float s13 = row_sum[0u];
-    const float m14 = row_max[1u];
-    const float s15 = row_sum[1u];
-    const float m16 = row_max[2u];
-    const float s17 = row_sum[2u];
-    const float m18 = row_max[3u];
-    const float s19 = row_sum[3u];
-    const float m20 = row_max[4u];
-    const float s21 = row_sum[4u];
-    const float m22 = row_max[5u];
-    const float s23 = row_sum[5u];
-    const float m24 = row_max[6u];
-    const float s25 = row_sum[6u];
-    const float m26 = row_max[7u];
-    const float s27 = row_sum[7u];
-    const float row_max28 = mimir_maximum_f32(m12, m14);
-    const float row_max29 = mimir_maximum_f32(row_max28, m16);
-    const float row_max30 = mimir_maximum_f32(row_max29, m18);
-    const float row_max31 = mimir_maximum_f32(row_max30, m20);
-    const float row_max32 = mimir_maximum_f32(row_max31, m22);
-    const float row_max33 = mimir_maximum_f32(row_max32, m24);
-    const float row_max34 = mimir_maximum_f32(row_max33, m26);
-    const float row_sum35 = (m12 == as_type<float>(0xff800000u) ? 0.0f : s13 * exp(m12 - row_max34));
-    const float row_sum36 = row_sum35 + (m14 == as_type<float>(0xff800000u) ? 0.0f : s15 * exp(m14 - row_max34));
-    const float row_sum37 = row_sum36 + (m16 == as_type<float>(0xff800000u) ? 0.0f : s17 * exp(m16 - row_max34));
-    const float row_sum38 = row_sum37 + (m18 == as_type<float>(0xff800000u) ? 0.0f : s19 * exp(m18 - row_max34));
-    const float row_sum39 = row_sum38 + (m20 == as_type<float>(0xff800000u) ? 0.0f : s21 * exp(m20 - row_max34));
-    const float row_sum40 = row_sum39 + (m22 == as_type<float>(0xff800000u) ? 0.0f : s23 * exp(m22 - row_max34));
-    const float row_sum41 = row_sum40 + (m24 == as_type<float>(0xff800000u) ? 0.0f : s25 * exp(m24 - row_max34));
-    const float row_sum42 = row_sum41 + (m26 == as_type<float>(0xff800000u) ? 0.0f : s27 * exp(m26 - row_max34));
-    const float top43 = (row_max34 == as_type<float>(0xff800000u) ? 0.0f : row_max34);
-    const float t44 = mimir_log(row_sum42);
-    for (uint j45 = lid.x; j45 < u.C; j45 += 256u) {
-        const uint i46 = g0 * u.C + j45;
-        const float v47 = logits[i46];
-        const float t48 = v47 - top43;
-        const float y49 = t48 - t44;
-        scratch0[i46] = y49;
+    const float slot12 = row_max[lid.x & 7u];
+    const float slot13 = row_sum[lid.x & 7u];
+    const float row_max14 = mimir_simd_max_f32_8(slot12);
+    const float t15 = (slot12 == as_type<float>(0xff800000u) ? 0.0f : slot13 * exp(slot12 - row_max14));
+    const float t16 = mimir_simd_add_f32_8(t15);
+    const float top17 = (row_max14 == as_type<float>(0xff800000u) ? 0.0f : row_max14);
+    const float t18 = mimir_log(t16);
+    for (uint j19 = lid.x; j19 < u.C; j19 += 256u) {
+        const uint i20 = g0 * u.C + j19;
+        const float v21 = logits[i20];
+        const float t22 = v21 - top17;
+        const float y23 = t22 - t18;
+        scratch0[i20] = y23;
     }
 }

@@ -7,6 +7,14 @@ struct Uniforms {
     uint C;
 };
 
+static inline float mimir_simd_add_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
+    }
+    return x;
+}
+
 kernel void cross_entropy_mean_1_partial(
     device const int* labels [[buffer(0)]],
     device const float* scratch0 [[buffer(1)]],
@@ -36,15 +44,9 @@ kernel void cross_entropy_mean_1_partial(
         partial[lid.x >> 5u] = warp9;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total10 = partial[0u];
-    const float total11 = total10 + partial[1u];
-    const float total12 = total11 + partial[2u];
-    const float total13 = total12 + partial[3u];
-    const float total14 = total13 + partial[4u];
-    const float total15 = total14 + partial[5u];
-    const float total16 = total15 + partial[6u];
-    const float total17 = total16 + partial[7u];
+    const float slot10 = partial[lid.x & 7u];
+    const float total11 = mimir_simd_add_f32_8(slot10);
     if (lid.x == 0u) {
-        scratch1[g0] = total17;
+        scratch1[g0] = total11;
     }
 }

@@ -14,6 +14,14 @@ static inline float mimir_sqrt(float a) {
     return sqrt(a);
 }
 
+static inline float mimir_simd_add_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
+    }
+    return x;
+}
+
 kernel void layer_norm_stats_1_reduce(
     device const float* x [[buffer(0)]],
     device const float* out0 [[buffer(1)]],
@@ -41,18 +49,12 @@ kernel void layer_norm_stats_1_reduce(
         partial[lid.x >> 5u] = warp8;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total9 = partial[0u];
-    const float total10 = total9 + partial[1u];
-    const float total11 = total10 + partial[2u];
-    const float total12 = total11 + partial[3u];
-    const float total13 = total12 + partial[4u];
-    const float total14 = total13 + partial[5u];
-    const float total15 = total14 + partial[6u];
-    const float total16 = total15 + partial[7u];
+    const float slot9 = partial[lid.x & 7u];
+    const float total10 = mimir_simd_add_f32_8(slot9);
     if (lid.x == 0u) {
-        const float total17 = total16 / float(u.D);
-        const float v18 = total17 + 1e-05f;
-        const float v19 = 1.0f / mimir_sqrt(v18);
-        out1[g0] = v19;
+        const float total11 = total10 / float(u.D);
+        const float v12 = total11 + 1e-05f;
+        const float v13 = 1.0f / mimir_sqrt(v12);
+        out1[g0] = v13;
     }
 }

@@ -7,6 +7,14 @@ struct Uniforms {
     uint D;
 };
 
+static inline float mimir_simd_add_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
+    }
+    return x;
+}
+
 kernel void scale_and_norm_2_reduce(
     device const float* x [[buffer(0)]],
     device float* out [[buffer(1)]],
@@ -34,17 +42,11 @@ kernel void scale_and_norm_2_reduce(
         partial[lid.x >> 5u] = warp7;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total8 = partial[0u];
-    const float total9 = total8 + partial[1u];
-    const float total10 = total9 + partial[2u];
-    const float total11 = total10 + partial[3u];
-    const float total12 = total11 + partial[4u];
-    const float total13 = total12 + partial[5u];
-    const float total14 = total13 + partial[6u];
-    const float total15 = total14 + partial[7u];
+    const float slot8 = partial[lid.x & 7u];
+    const float total9 = mimir_simd_add_f32_8(slot8);
     if (lid.x == 0u) {
-        const float v16 = scratch0[g0];
-        const float v17 = total15 + v16;
-        out[g0] = v17;
+        const float v10 = scratch0[g0];
+        const float v11 = total9 + v10;
+        out[g0] = v11;
     }
 }

@@ -17,6 +17,14 @@ static inline float mimir_log(float a) {
     return log(a);
 }
 
+static inline float mimir_simd_add_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
+    }
+    return x;
+}
+
 kernel void softmax_lse_1_reduce(
     device const float* x [[buffer(0)]],
     device float* out1 [[buffer(1)]],
@@ -45,18 +53,12 @@ kernel void softmax_lse_1_reduce(
         partial[lid.x >> 5u] = warp8;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total9 = partial[0u];
-    const float total10 = total9 + partial[1u];
-    const float total11 = total10 + partial[2u];
-    const float total12 = total11 + partial[3u];
-    const float total13 = total12 + partial[4u];
-    const float total14 = total13 + partial[5u];
-    const float total15 = total14 + partial[6u];
-    const float total16 = total15 + partial[7u];
+    const float slot9 = partial[lid.x & 7u];
+    const float total10 = mimir_simd_add_f32_8(slot9);
     if (lid.x == 0u) {
-        const float v17 = scratch0[g0];
-        const float v18 = mimir_log(total16);
-        const float v19 = v17 + v18;
-        out1[g0] = v19;
+        const float v11 = scratch0[g0];
+        const float v12 = mimir_log(total10);
+        const float v13 = v11 + v12;
+        out1[g0] = v13;
     }
 }

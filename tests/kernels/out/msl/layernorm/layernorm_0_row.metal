@@ -14,6 +14,14 @@ static inline float mimir_sqrt(float a) {
     return sqrt(a);
 }
 
+static inline float mimir_simd_add_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
+    }
+    return x;
+}
+
 kernel void layernorm_0_row(
     device const float* x [[buffer(0)]],
     device const float* gamma [[buffer(1)]],
@@ -41,46 +49,34 @@ kernel void layernorm_0_row(
         row0[lid.x >> 5u] = warp5;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total6 = row0[0u];
-    const float total7 = total6 + row0[1u];
-    const float total8 = total7 + row0[2u];
-    const float total9 = total8 + row0[3u];
-    const float total10 = total9 + row0[4u];
-    const float total11 = total10 + row0[5u];
-    const float total12 = total11 + row0[6u];
-    const float total13 = total12 + row0[7u];
-    const float total14 = total13 / float(u.D);
-    float acc15 = 0.0f;
-    for (uint j16 = lid.x; j16 < u.D; j16 += 256u) {
-        const uint i17 = g0 * u.D + j16;
-        const float v18 = x[i17];
-        const float v19 = v18 - total14;
-        acc15 = fma(v19, v19, acc15);
+    const float slot6 = row0[lid.x & 7u];
+    const float total7 = mimir_simd_add_f32_8(slot6);
+    const float total8 = total7 / float(u.D);
+    float acc9 = 0.0f;
+    for (uint j10 = lid.x; j10 < u.D; j10 += 256u) {
+        const uint i11 = g0 * u.D + j10;
+        const float v12 = x[i11];
+        const float v13 = v12 - total8;
+        acc9 = fma(v13, v13, acc9);
     }
-    const float warp21 = simd_sum(acc15);
+    const float warp15 = simd_sum(acc9);
     if ((lid.x & 31u) == 0u) {
-        row1[lid.x >> 5u] = warp21;
+        row1[lid.x >> 5u] = warp15;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total22 = row1[0u];
-    const float total23 = total22 + row1[1u];
-    const float total24 = total23 + row1[2u];
-    const float total25 = total24 + row1[3u];
-    const float total26 = total25 + row1[4u];
-    const float total27 = total26 + row1[5u];
-    const float total28 = total27 + row1[6u];
-    const float total29 = total28 + row1[7u];
-    const float total30 = total29 / float(u.D);
-    const float v31 = total30 + 1e-05f;
-    const float v32 = 1.0f / mimir_sqrt(v31);
-    for (uint j33 = lid.x; j33 < u.D; j33 += 256u) {
-        const uint i34 = g0 * u.D + j33;
-        const float v35 = x[i34];
-        const float v36 = v35 - total14;
-        const float v37 = v36 * v32;
-        const float v38 = gamma[j33];
-        const float v40 = beta[j33];
-        const float v41 = fma(v37, v38, v40);
-        out[i34] = v41;
+    const float slot16 = row1[lid.x & 7u];
+    const float total17 = mimir_simd_add_f32_8(slot16);
+    const float total18 = total17 / float(u.D);
+    const float v19 = total18 + 1e-05f;
+    const float v20 = 1.0f / mimir_sqrt(v19);
+    for (uint j21 = lid.x; j21 < u.D; j21 += 256u) {
+        const uint i22 = g0 * u.D + j21;
+        const float v23 = x[i22];
+        const float v24 = v23 - total8;
+        const float v25 = v24 * v20;
+        const float v26 = gamma[j21];
+        const float v28 = beta[j21];
+        const float v29 = fma(v25, v26, v28);
+        out[i22] = v29;
     }
 }

@@ -13,6 +13,14 @@ static inline float mimir_sqrt(float a) {
     return sqrt(a);
 }
 
+static inline float mimir_simd_add_f32_2(float x) {
+    for (ushort m = 1; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
+    }
+    return x;
+}
+
 kernel void rmsnorm_0_row(
     device const float* x [[buffer(0)]],
     device const float* weight [[buffer(1)]],
@@ -38,8 +46,8 @@ kernel void rmsnorm_0_row(
         row0[lid.x >> 5u] = warp6;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total7 = row0[0u];
-    const float total8 = total7 + row0[1u];
+    const float slot7 = row0[lid.x & 1u];
+    const float total8 = mimir_simd_add_f32_2(slot7);
     const float total9 = total8 / float(48u);
     const float v10 = mimir_sqrt(total9);
     for (uint j11 = lid.x; j11 < 48u; j11 += 64u) {

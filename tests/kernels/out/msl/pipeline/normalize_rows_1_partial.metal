@@ -19,6 +19,14 @@ static inline float mimir_maximum_f32(float a, float b) {
     return b;
 }
 
+static inline float mimir_simd_max_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
+    }
+    return x;
+}
+
 kernel void normalize_rows_1_partial(
     device const float* x [[buffer(0)]],
     device float* scratch2 [[buffer(1)]],
@@ -48,15 +56,9 @@ kernel void normalize_rows_1_partial(
         partial[lid.x >> 5u] = warp10;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total11 = partial[0u];
-    const float total12 = mimir_maximum_f32(total11, partial[1u]);
-    const float total13 = mimir_maximum_f32(total12, partial[2u]);
-    const float total14 = mimir_maximum_f32(total13, partial[3u]);
-    const float total15 = mimir_maximum_f32(total14, partial[4u]);
-    const float total16 = mimir_maximum_f32(total15, partial[5u]);
-    const float total17 = mimir_maximum_f32(total16, partial[6u]);
-    const float total18 = mimir_maximum_f32(total17, partial[7u]);
+    const float slot11 = partial[lid.x & 7u];
+    const float total12 = mimir_simd_max_f32_8(slot11);
     if (lid.x == 0u) {
-        scratch2[g0] = total18;
+        scratch2[g0] = total12;
     }
 }

@@ -19,6 +19,14 @@ static inline float mimir_maximum_f32(float a, float b) {
     return b;
 }
 
+static inline float mimir_simd_max_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
+    }
+    return x;
+}
+
 kernel void normalize_rows_2_reduce(
     device float* scratch1 [[buffer(0)]],
     device const float* scratch2 [[buffer(1)]],
@@ -36,15 +44,9 @@ kernel void normalize_rows_2_reduce(
         partial[lid.x >> 5u] = warp2;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total3 = partial[0u];
-    const float total4 = mimir_maximum_f32(total3, partial[1u]);
-    const float total5 = mimir_maximum_f32(total4, partial[2u]);
-    const float total6 = mimir_maximum_f32(total5, partial[3u]);
-    const float total7 = mimir_maximum_f32(total6, partial[4u]);
-    const float total8 = mimir_maximum_f32(total7, partial[5u]);
-    const float total9 = mimir_maximum_f32(total8, partial[6u]);
-    const float total10 = mimir_maximum_f32(total9, partial[7u]);
+    const float slot3 = partial[lid.x & 7u];
+    const float total4 = mimir_simd_max_f32_8(slot3);
     if (lid.x == 0u) {
-        scratch1[wid.x] = total10;
+        scratch1[wid.x] = total4;
     }
 }

@@ -6,6 +6,14 @@ struct Uniforms {
     uint N;
 };
 
+static inline float mimir_simd_add_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
+    }
+    return x;
+}
+
 kernel void two_heads_2_reduce(
     device float* out1 [[buffer(0)]],
     device const float* scratch0 [[buffer(1)]],
@@ -25,15 +33,9 @@ kernel void two_heads_2_reduce(
         partial[lid.x >> 5u] = warp4;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total5 = partial[0u];
-    const float total6 = total5 + partial[1u];
-    const float total7 = total6 + partial[2u];
-    const float total8 = total7 + partial[3u];
-    const float total9 = total8 + partial[4u];
-    const float total10 = total9 + partial[5u];
-    const float total11 = total10 + partial[6u];
-    const float total12 = total11 + partial[7u];
+    const float slot5 = partial[lid.x & 7u];
+    const float total6 = mimir_simd_add_f32_8(slot5);
     if (lid.x == 0u) {
-        out1[wid.x] = total12;
+        out1[wid.x] = total6;
     }
 }

@@ -6,6 +6,14 @@ struct Uniforms {
     uint A;
 };
 
+static inline int mimir_simd_min_i32_2(int x) {
+    for (ushort m = 1; m > 0; m >>= 1) {
+        const int y = simd_shuffle_xor(x, m);
+        x = min(x, y);
+    }
+    return x;
+}
+
 kernel void int_max_min_0_reduce(
     device const int* x [[buffer(0)]],
     device int* scratch0 [[buffer(1)]],
@@ -30,8 +38,8 @@ kernel void int_max_min_0_reduce(
         partial[lid.x >> 5u] = warp5;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int total6 = partial[0u];
-    const int total7 = (total6 <= partial[1u] ? total6 : partial[1u]);
+    const int slot6 = partial[lid.x & 1u];
+    const int total7 = mimir_simd_min_i32_2(slot6);
     if (lid.x == 0u) {
         scratch0[g0] = total7;
     }

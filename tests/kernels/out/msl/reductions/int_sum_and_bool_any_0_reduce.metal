@@ -7,6 +7,14 @@ struct Uniforms {
     uint B;
 };
 
+static inline int mimir_simd_add_i32_8(int x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const int y = simd_shuffle_xor(x, m);
+        x = int(uint(x) + uint(y));
+    }
+    return x;
+}
+
 kernel void int_sum_and_bool_any_0_reduce(
     device const int* x [[buffer(0)]],
     device int* out0 [[buffer(1)]],
@@ -31,15 +39,9 @@ kernel void int_sum_and_bool_any_0_reduce(
         partial[lid.x >> 5u] = warp5;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int total6 = partial[0u];
-    const int total7 = int(uint(total6) + uint(partial[1u]));
-    const int total8 = int(uint(total7) + uint(partial[2u]));
-    const int total9 = int(uint(total8) + uint(partial[3u]));
-    const int total10 = int(uint(total9) + uint(partial[4u]));
-    const int total11 = int(uint(total10) + uint(partial[5u]));
-    const int total12 = int(uint(total11) + uint(partial[6u]));
-    const int total13 = int(uint(total12) + uint(partial[7u]));
+    const int slot6 = partial[lid.x & 7u];
+    const int total7 = mimir_simd_add_i32_8(slot6);
     if (lid.x == 0u) {
-        out0[g0] = total13;
+        out0[g0] = total7;
     }
 }

@@ -21,6 +21,14 @@ static inline float mimir_maximum_f32(float a, float b) {
     return b;
 }
 
+static inline float mimir_simd_max_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
+    }
+    return x;
+}
+
 kernel void max_axis2_0_reduce(
     device const float* x [[buffer(0)]],
     device float* out [[buffer(1)]],
@@ -47,15 +55,9 @@ kernel void max_axis2_0_reduce(
         partial[lid.x >> 5u] = warp7;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total8 = partial[0u];
-    const float total9 = mimir_maximum_f32(total8, partial[1u]);
-    const float total10 = mimir_maximum_f32(total9, partial[2u]);
-    const float total11 = mimir_maximum_f32(total10, partial[3u]);
-    const float total12 = mimir_maximum_f32(total11, partial[4u]);
-    const float total13 = mimir_maximum_f32(total12, partial[5u]);
-    const float total14 = mimir_maximum_f32(total13, partial[6u]);
-    const float total15 = mimir_maximum_f32(total14, partial[7u]);
+    const float slot8 = partial[lid.x & 7u];
+    const float total9 = mimir_simd_max_f32_8(slot8);
     if (lid.x == 0u) {
-        out[g0] = total15;
+        out[g0] = total9;
     }
 }

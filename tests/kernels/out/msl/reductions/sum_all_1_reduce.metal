@@ -8,6 +8,14 @@ struct Uniforms {
     uint C;
 };
 
+static inline float mimir_simd_add_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
+    }
+    return x;
+}
+
 kernel void sum_all_1_reduce(
     device float* out [[buffer(0)]],
     device const float* scratch0 [[buffer(1)]],
@@ -25,15 +33,9 @@ kernel void sum_all_1_reduce(
         partial[lid.x >> 5u] = warp2;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total3 = partial[0u];
-    const float total4 = total3 + partial[1u];
-    const float total5 = total4 + partial[2u];
-    const float total6 = total5 + partial[3u];
-    const float total7 = total6 + partial[4u];
-    const float total8 = total7 + partial[5u];
-    const float total9 = total8 + partial[6u];
-    const float total10 = total9 + partial[7u];
+    const float slot3 = partial[lid.x & 7u];
+    const float total4 = mimir_simd_add_f32_8(slot3);
     if (lid.x == 0u) {
-        out[wid.x] = total10;
+        out[wid.x] = total4;
     }
 }

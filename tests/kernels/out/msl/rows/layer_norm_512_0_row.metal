@@ -13,6 +13,14 @@ static inline float mimir_sqrt(float a) {
     return sqrt(a);
 }
 
+static inline float mimir_simd_add_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
+    }
+    return x;
+}
+
 kernel void layer_norm_512_0_row(
     device const float* x [[buffer(0)]],
     device const float* gamma [[buffer(1)]],
@@ -42,44 +50,32 @@ kernel void layer_norm_512_0_row(
         row0[lid.x >> 5u] = warp7;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total8 = row0[0u];
-    const float total9 = total8 + row0[1u];
-    const float total10 = total9 + row0[2u];
-    const float total11 = total10 + row0[3u];
-    const float total12 = total11 + row0[4u];
-    const float total13 = total12 + row0[5u];
-    const float total14 = total13 + row0[6u];
-    const float total15 = total14 + row0[7u];
-    const float total16 = total15 / float(512u);
-    float acc17 = 0.0f;
-    const float v18 = v4 - total16;
-    acc17 = fma(v18, v18, acc17);
-    const float v20 = v6 - total16;
-    acc17 = fma(v20, v20, acc17);
-    const float warp22 = simd_sum(acc17);
+    const float slot8 = row0[lid.x & 7u];
+    const float total9 = mimir_simd_add_f32_8(slot8);
+    const float total10 = total9 / float(512u);
+    float acc11 = 0.0f;
+    const float v12 = v4 - total10;
+    acc11 = fma(v12, v12, acc11);
+    const float v14 = v6 - total10;
+    acc11 = fma(v14, v14, acc11);
+    const float warp16 = simd_sum(acc11);
     if ((lid.x & 31u) == 0u) {
-        row1[lid.x >> 5u] = warp22;
+        row1[lid.x >> 5u] = warp16;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total23 = row1[0u];
-    const float total24 = total23 + row1[1u];
-    const float total25 = total24 + row1[2u];
-    const float total26 = total25 + row1[3u];
-    const float total27 = total26 + row1[4u];
-    const float total28 = total27 + row1[5u];
-    const float total29 = total28 + row1[6u];
-    const float total30 = total29 + row1[7u];
-    const float total31 = total30 / float(512u);
-    const float v32 = total31 + 1e-05f;
-    const float v33 = 1.0f / mimir_sqrt(v32);
-    const float v34 = v18 * v33;
-    const float v35 = gamma[lid.x];
-    const float v37 = beta[lid.x];
-    const float v38 = fma(v34, v35, v37);
-    out[i3] = v38;
-    const float v39 = v20 * v33;
-    const float v40 = gamma[j1];
-    const float v42 = beta[j1];
-    const float v43 = fma(v39, v40, v42);
-    out[i5] = v43;
+    const float slot17 = row1[lid.x & 7u];
+    const float total18 = mimir_simd_add_f32_8(slot17);
+    const float total19 = total18 / float(512u);
+    const float v20 = total19 + 1e-05f;
+    const float v21 = 1.0f / mimir_sqrt(v20);
+    const float v22 = v12 * v21;
+    const float v23 = gamma[lid.x];
+    const float v25 = beta[lid.x];
+    const float v26 = fma(v22, v23, v25);
+    out[i3] = v26;
+    const float v27 = v14 * v21;
+    const float v28 = gamma[j1];
+    const float v30 = beta[j1];
+    const float v31 = fma(v27, v28, v30);
+    out[i5] = v31;
 }

@@ -29,6 +29,22 @@ static inline float mimir_log(float a) {
     return log(a);
 }
 
+static inline float mimir_simd_add_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
+    }
+    return x;
+}
+
+static inline float mimir_simd_max_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
+    }
+    return x;
+}
+
 kernel void log_softmax_row_512_0_softmax(
     device const float* x [[buffer(0)]],
     device float* out [[buffer(1)]],
@@ -55,38 +71,26 @@ kernel void log_softmax_row_512_0_softmax(
         row_max[lid.x >> 5u] = warp7;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total8 = row_max[0u];
-    const float total9 = mimir_maximum_f32(total8, row_max[1u]);
-    const float total10 = mimir_maximum_f32(total9, row_max[2u]);
-    const float total11 = mimir_maximum_f32(total10, row_max[3u]);
-    const float total12 = mimir_maximum_f32(total11, row_max[4u]);
-    const float total13 = mimir_maximum_f32(total12, row_max[5u]);
-    const float total14 = mimir_maximum_f32(total13, row_max[6u]);
-    const float total15 = mimir_maximum_f32(total14, row_max[7u]);
-    const float top16 = (total15 == as_type<float>(0xff800000u) ? 0.0f : total15);
-    float s17 = 0.0f;
-    const float d18 = v2 - top16;
-    const float e19 = exp(d18);
-    s17 = s17 + e19;
-    const float d20 = v5 - top16;
-    const float e21 = exp(d20);
-    s17 = s17 + e21;
-    const float warp22 = simd_sum(s17);
+    const float slot8 = row_max[lid.x & 7u];
+    const float total9 = mimir_simd_max_f32_8(slot8);
+    const float top10 = (total9 == as_type<float>(0xff800000u) ? 0.0f : total9);
+    float s11 = 0.0f;
+    const float d12 = v2 - top10;
+    const float e13 = exp(d12);
+    s11 = s11 + e13;
+    const float d14 = v5 - top10;
+    const float e15 = exp(d14);
+    s11 = s11 + e15;
+    const float warp16 = simd_sum(s11);
     if ((lid.x & 31u) == 0u) {
-        row_sum[lid.x >> 5u] = warp22;
+        row_sum[lid.x >> 5u] = warp16;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total23 = row_sum[0u];
-    const float total24 = total23 + row_sum[1u];
-    const float total25 = total24 + row_sum[2u];
-    const float total26 = total25 + row_sum[3u];
-    const float total27 = total26 + row_sum[4u];
-    const float total28 = total27 + row_sum[5u];
-    const float total29 = total28 + row_sum[6u];
-    const float total30 = total29 + row_sum[7u];
-    const float t31 = mimir_log(total30);
-    const float y32 = d18 - t31;
-    out[i1] = y32;
-    const float y33 = d20 - t31;
-    out[i4] = y33;
+    const float slot17 = row_sum[lid.x & 7u];
+    const float total18 = mimir_simd_add_f32_8(slot17);
+    const float t19 = mimir_log(total18);
+    const float y20 = d12 - t19;
+    out[i1] = y20;
+    const float y21 = d14 - t19;
+    out[i4] = y21;
 }

@@ -19,6 +19,14 @@ static inline float mimir_maximum_f32(float a, float b) {
     return b;
 }
 
+static inline float mimir_simd_max_f32_2(float x) {
+    for (ushort m = 1; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
+    }
+    return x;
+}
+
 kernel void max_shifted_half_0_row(
     device const half* x [[buffer(0)]],
     device half* out [[buffer(1)]],
@@ -43,8 +51,8 @@ kernel void max_shifted_half_0_row(
         row0[lid.x >> 5u] = warp5;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total6 = row0[0u];
-    const float total7 = mimir_maximum_f32(total6, row0[1u]);
+    const float slot6 = row0[lid.x & 1u];
+    const float total7 = mimir_simd_max_f32_2(slot6);
     const float total8 = float(half(total7));
     for (uint j9 = lid.x; j9 < 40u; j9 += 64u) {
         const uint i10 = g0 * 40u + j9;

@@ -14,6 +14,14 @@ static inline float mimir_sqrt(float a) {
     return sqrt(a);
 }
 
+static inline float mimir_simd_add_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
+    }
+    return x;
+}
+
 kernel void rms_norm_bounded_0_row(
     device const float* x [[buffer(0)]],
     device const float* w [[buffer(1)]],
@@ -39,23 +47,17 @@ kernel void rms_norm_bounded_0_row(
         row0[lid.x >> 5u] = warp6;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total7 = row0[0u];
-    const float total8 = total7 + row0[1u];
-    const float total9 = total8 + row0[2u];
-    const float total10 = total9 + row0[3u];
-    const float total11 = total10 + row0[4u];
-    const float total12 = total11 + row0[5u];
-    const float total13 = total12 + row0[6u];
-    const float total14 = total13 + row0[7u];
-    const float total15 = total14 / float(u.D);
-    const float v16 = total15 + 1e-06f;
-    const float v17 = mimir_sqrt(v16);
-    for (uint j18 = lid.x; j18 < u.D; j18 += 256u) {
-        const uint i19 = g0 * u.D + j18;
-        const float v20 = x[i19];
-        const float v21 = v20 / v17;
-        const float v22 = w[j18];
-        const float v23 = v21 * v22;
-        out[i19] = v23;
+    const float slot7 = row0[lid.x & 7u];
+    const float total8 = mimir_simd_add_f32_8(slot7);
+    const float total9 = total8 / float(u.D);
+    const float v10 = total9 + 1e-06f;
+    const float v11 = mimir_sqrt(v10);
+    for (uint j12 = lid.x; j12 < u.D; j12 += 256u) {
+        const uint i13 = g0 * u.D + j12;
+        const float v14 = x[i13];
+        const float v15 = v14 / v11;
+        const float v16 = w[j12];
+        const float v17 = v15 * v16;
+        out[i13] = v17;
     }
 }

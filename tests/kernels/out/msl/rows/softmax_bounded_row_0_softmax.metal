@@ -20,6 +20,22 @@ static inline float mimir_maximum_f32(float a, float b) {
     return b;
 }
 
+static inline float mimir_simd_add_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
+    }
+    return x;
+}
+
+static inline float mimir_simd_max_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
+    }
+    return x;
+}
+
 kernel void softmax_bounded_row_0_softmax(
     device const float* x [[buffer(0)]],
     device float* out [[buffer(1)]],
@@ -127,131 +143,119 @@ kernel void softmax_bounded_row_0_softmax(
         row_max[lid.x >> 5u] = warp41;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total42 = row_max[0u];
-    const float total43 = mimir_maximum_f32(total42, row_max[1u]);
-    const float total44 = mimir_maximum_f32(total43, row_max[2u]);
-    const float total45 = mimir_maximum_f32(total44, row_max[3u]);
-    const float total46 = mimir_maximum_f32(total45, row_max[4u]);
-    const float total47 = mimir_maximum_f32(total46, row_max[5u]);
-    const float total48 = mimir_maximum_f32(total47, row_max[6u]);
-    const float total49 = mimir_maximum_f32(total48, row_max[7u]);
-    const float top50 = (total49 == as_type<float>(0xff800000u) ? 0.0f : total49);
-    float s51 = 0.0f;
+    const float slot42 = row_max[lid.x & 7u];
+    const float total43 = mimir_simd_max_f32_8(slot42);
+    const float top44 = (total43 == as_type<float>(0xff800000u) ? 0.0f : total43);
+    float s45 = 0.0f;
+    float d46 = 0.0f;
+    float e47 = 0.0f;
+    if (lid.x < u.D) {
+        d46 = v1 - top44;
+        e47 = exp(d46);
+        s45 = s45 + e47;
+    }
+    float d48 = 0.0f;
+    float e49 = 0.0f;
+    if (j5 < u.D) {
+        d48 = v6 - top44;
+        e49 = exp(d48);
+        s45 = s45 + e49;
+    }
+    float d50 = 0.0f;
+    float e51 = 0.0f;
+    if (j10 < u.D) {
+        d50 = v11 - top44;
+        e51 = exp(d50);
+        s45 = s45 + e51;
+    }
     float d52 = 0.0f;
     float e53 = 0.0f;
-    if (lid.x < u.D) {
-        d52 = v1 - top50;
+    if (j15 < u.D) {
+        d52 = v16 - top44;
         e53 = exp(d52);
-        s51 = s51 + e53;
+        s45 = s45 + e53;
     }
     float d54 = 0.0f;
     float e55 = 0.0f;
-    if (j5 < u.D) {
-        d54 = v6 - top50;
+    if (j20 < u.D) {
+        d54 = v21 - top44;
         e55 = exp(d54);
-        s51 = s51 + e55;
+        s45 = s45 + e55;
     }
     float d56 = 0.0f;
     float e57 = 0.0f;
-    if (j10 < u.D) {
-        d56 = v11 - top50;
+    if (j25 < u.D) {
+        d56 = v26 - top44;
         e57 = exp(d56);
-        s51 = s51 + e57;
+        s45 = s45 + e57;
     }
     float d58 = 0.0f;
     float e59 = 0.0f;
-    if (j15 < u.D) {
-        d58 = v16 - top50;
+    if (j30 < u.D) {
+        d58 = v31 - top44;
         e59 = exp(d58);
-        s51 = s51 + e59;
+        s45 = s45 + e59;
     }
     float d60 = 0.0f;
     float e61 = 0.0f;
-    if (j20 < u.D) {
-        d60 = v21 - top50;
-        e61 = exp(d60);
-        s51 = s51 + e61;
-    }
-    float d62 = 0.0f;
-    float e63 = 0.0f;
-    if (j25 < u.D) {
-        d62 = v26 - top50;
-        e63 = exp(d62);
-        s51 = s51 + e63;
-    }
-    float d64 = 0.0f;
-    float e65 = 0.0f;
-    if (j30 < u.D) {
-        d64 = v31 - top50;
-        e65 = exp(d64);
-        s51 = s51 + e65;
-    }
-    float d66 = 0.0f;
-    float e67 = 0.0f;
     if (j35 < u.D) {
-        d66 = v36 - top50;
-        e67 = exp(d66);
-        s51 = s51 + e67;
+        d60 = v36 - top44;
+        e61 = exp(d60);
+        s45 = s45 + e61;
     }
-    const float warp68 = simd_sum(s51);
+    const float warp62 = simd_sum(s45);
     if ((lid.x & 31u) == 0u) {
-        row_sum[lid.x >> 5u] = warp68;
+        row_sum[lid.x >> 5u] = warp62;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total69 = row_sum[0u];
-    const float total70 = total69 + row_sum[1u];
-    const float total71 = total70 + row_sum[2u];
-    const float total72 = total71 + row_sum[3u];
-    const float total73 = total72 + row_sum[4u];
-    const float total74 = total73 + row_sum[5u];
-    const float total75 = total74 + row_sum[6u];
-    const float total76 = total75 + row_sum[7u];
+    const float slot63 = row_sum[lid.x & 7u];
+    const float total64 = mimir_simd_add_f32_8(slot63);
     if (lid.x < u.D) {
-        const float y77 = e53 / total76;
-        const uint i78 = g0 * u.D + lid.x;
+        const float y65 = e47 / total64;
+        const uint i66 = g0 * u.D + lid.x;
+        const float v67 = y65 * 2.0f;
+        out[i66] = v67;
+    }
+    if (j5 < u.D) {
+        const float y68 = e49 / total64;
+        const uint i69 = g0 * u.D + j5;
+        const float v70 = y68 * 2.0f;
+        out[i69] = v70;
+    }
+    if (j10 < u.D) {
+        const float y71 = e51 / total64;
+        const uint i72 = g0 * u.D + j10;
+        const float v73 = y71 * 2.0f;
+        out[i72] = v73;
+    }
+    if (j15 < u.D) {
+        const float y74 = e53 / total64;
+        const uint i75 = g0 * u.D + j15;
+        const float v76 = y74 * 2.0f;
+        out[i75] = v76;
+    }
+    if (j20 < u.D) {
+        const float y77 = e55 / total64;
+        const uint i78 = g0 * u.D + j20;
         const float v79 = y77 * 2.0f;
         out[i78] = v79;
     }
-    if (j5 < u.D) {
-        const float y80 = e55 / total76;
-        const uint i81 = g0 * u.D + j5;
+    if (j25 < u.D) {
+        const float y80 = e57 / total64;
+        const uint i81 = g0 * u.D + j25;
         const float v82 = y80 * 2.0f;
         out[i81] = v82;
     }
-    if (j10 < u.D) {
-        const float y83 = e57 / total76;
-        const uint i84 = g0 * u.D + j10;
+    if (j30 < u.D) {
+        const float y83 = e59 / total64;
+        const uint i84 = g0 * u.D + j30;
         const float v85 = y83 * 2.0f;
         out[i84] = v85;
     }
-    if (j15 < u.D) {
-        const float y86 = e59 / total76;
-        const uint i87 = g0 * u.D + j15;
+    if (j35 < u.D) {
+        const float y86 = e61 / total64;
+        const uint i87 = g0 * u.D + j35;
         const float v88 = y86 * 2.0f;
         out[i87] = v88;
-    }
-    if (j20 < u.D) {
-        const float y89 = e61 / total76;
-        const uint i90 = g0 * u.D + j20;
-        const float v91 = y89 * 2.0f;
-        out[i90] = v91;
-    }
-    if (j25 < u.D) {
-        const float y92 = e63 / total76;
-        const uint i93 = g0 * u.D + j25;
-        const float v94 = y92 * 2.0f;
-        out[i93] = v94;
-    }
-    if (j30 < u.D) {
-        const float y95 = e65 / total76;
-        const uint i96 = g0 * u.D + j30;
-        const float v97 = y95 * 2.0f;
-        out[i96] = v97;
-    }
-    if (j35 < u.D) {
-        const float y98 = e67 / total76;
-        const uint i99 = g0 * u.D + j35;
-        const float v100 = y98 * 2.0f;
-        out[i99] = v100;
     }
 }

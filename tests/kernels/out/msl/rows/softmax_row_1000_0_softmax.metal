@@ -19,6 +19,22 @@ static inline float mimir_maximum_f32(float a, float b) {
     return b;
 }
 
+static inline float mimir_simd_add_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
+    }
+    return x;
+}
+
+static inline float mimir_simd_max_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
+    }
+    return x;
+}
+
 kernel void softmax_row_1000_0_softmax(
     device const float* x [[buffer(0)]],
     device float* out [[buffer(1)]],
@@ -59,54 +75,42 @@ kernel void softmax_row_1000_0_softmax(
         row_max[lid.x >> 5u] = warp14;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total15 = row_max[0u];
-    const float total16 = mimir_maximum_f32(total15, row_max[1u]);
-    const float total17 = mimir_maximum_f32(total16, row_max[2u]);
-    const float total18 = mimir_maximum_f32(total17, row_max[3u]);
-    const float total19 = mimir_maximum_f32(total18, row_max[4u]);
-    const float total20 = mimir_maximum_f32(total19, row_max[5u]);
-    const float total21 = mimir_maximum_f32(total20, row_max[6u]);
-    const float total22 = mimir_maximum_f32(total21, row_max[7u]);
-    const float top23 = (total22 == as_type<float>(0xff800000u) ? 0.0f : total22);
-    float s24 = 0.0f;
-    const float d25 = v2 - top23;
-    const float e26 = exp(d25);
-    s24 = s24 + e26;
-    const float d27 = v5 - top23;
-    const float e28 = exp(d27);
-    s24 = s24 + e28;
-    const float d29 = v8 - top23;
-    const float e30 = exp(d29);
-    s24 = s24 + e30;
-    float d31 = 0.0f;
-    float e32 = 0.0f;
+    const float slot15 = row_max[lid.x & 7u];
+    const float total16 = mimir_simd_max_f32_8(slot15);
+    const float top17 = (total16 == as_type<float>(0xff800000u) ? 0.0f : total16);
+    float s18 = 0.0f;
+    const float d19 = v2 - top17;
+    const float e20 = exp(d19);
+    s18 = s18 + e20;
+    const float d21 = v5 - top17;
+    const float e22 = exp(d21);
+    s18 = s18 + e22;
+    const float d23 = v8 - top17;
+    const float e24 = exp(d23);
+    s18 = s18 + e24;
+    float d25 = 0.0f;
+    float e26 = 0.0f;
     if (j9 < 1000u) {
-        d31 = v10 - top23;
-        e32 = exp(d31);
-        s24 = s24 + e32;
+        d25 = v10 - top17;
+        e26 = exp(d25);
+        s18 = s18 + e26;
     }
-    const float warp33 = simd_sum(s24);
+    const float warp27 = simd_sum(s18);
     if ((lid.x & 31u) == 0u) {
-        row_sum[lid.x >> 5u] = warp33;
+        row_sum[lid.x >> 5u] = warp27;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total34 = row_sum[0u];
-    const float total35 = total34 + row_sum[1u];
-    const float total36 = total35 + row_sum[2u];
-    const float total37 = total36 + row_sum[3u];
-    const float total38 = total37 + row_sum[4u];
-    const float total39 = total38 + row_sum[5u];
-    const float total40 = total39 + row_sum[6u];
-    const float total41 = total40 + row_sum[7u];
-    const float y42 = e26 / total41;
-    out[i1] = y42;
-    const float y43 = e28 / total41;
-    out[i4] = y43;
-    const float y44 = e30 / total41;
-    out[i7] = y44;
+    const float slot28 = row_sum[lid.x & 7u];
+    const float total29 = mimir_simd_add_f32_8(slot28);
+    const float y30 = e20 / total29;
+    out[i1] = y30;
+    const float y31 = e22 / total29;
+    out[i4] = y31;
+    const float y32 = e24 / total29;
+    out[i7] = y32;
     if (j9 < 1000u) {
-        const float y45 = e32 / total41;
-        const uint i46 = g0 * 1000u + j9;
-        out[i46] = y45;
+        const float y33 = e26 / total29;
+        const uint i34 = g0 * 1000u + j9;
+        out[i34] = y33;
     }
 }

@@ -19,6 +19,22 @@ static inline float mimir_maximum_f32(float a, float b) {
     return b;
 }
 
+static inline float mimir_simd_add_f32_2(float x) {
+    for (ushort m = 1; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
+    }
+    return x;
+}
+
+static inline float mimir_simd_max_f32_2(float x) {
+    for (ushort m = 1; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
+    }
+    return x;
+}
+
 kernel void softmax_short_half_0_softmax(
     device const half* x [[buffer(0)]],
     device half* out [[buffer(1)]],
@@ -48,8 +64,8 @@ kernel void softmax_short_half_0_softmax(
         row_max[lid.x >> 5u] = warp5;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total6 = row_max[0u];
-    const float total7 = mimir_maximum_f32(total6, row_max[1u]);
+    const float slot6 = row_max[lid.x & 1u];
+    const float total7 = mimir_simd_max_f32_2(slot6);
     const float top8 = (total7 == as_type<float>(0xff800000u) ? 0.0f : total7);
     float s9 = 0.0f;
     float d10 = 0.0f;
@@ -64,8 +80,8 @@ kernel void softmax_short_half_0_softmax(
         row_sum[lid.x >> 5u] = warp12;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total13 = row_sum[0u];
-    const float total14 = total13 + row_sum[1u];
+    const float slot13 = row_sum[lid.x & 1u];
+    const float total14 = mimir_simd_add_f32_2(slot13);
     if (lid.x < 40u) {
         const float y15 = float(half(e11 / total14));
         const uint i16 = g0 * 40u + lid.x;

@@ -27,6 +27,22 @@ static inline float mimir_minimum_f32(float a, float b) {
     return b;
 }
 
+static inline float mimir_simd_min_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : min(x, y);
+    }
+    return x;
+}
+
+static inline uint mimir_simd_min_u32_8(uint x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const uint y = simd_shuffle_xor(x, m);
+        x = min(x, y);
+    }
+    return x;
+}
+
 kernel void arg_with_nans_0_argreduce(
     device const float* x [[buffer(0)]],
     device int* scratch0 [[buffer(1)]],
@@ -53,36 +69,24 @@ kernel void arg_with_nans_0_argreduce(
         best[lid.x >> 5u] = warp6;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total7 = best[0u];
-    const float total8 = mimir_minimum_f32(total7, best[1u]);
-    const float total9 = mimir_minimum_f32(total8, best[2u]);
-    const float total10 = mimir_minimum_f32(total9, best[3u]);
-    const float total11 = mimir_minimum_f32(total10, best[4u]);
-    const float total12 = mimir_minimum_f32(total11, best[5u]);
-    const float total13 = mimir_minimum_f32(total12, best[6u]);
-    const float total14 = mimir_minimum_f32(total13, best[7u]);
-    uint acc15 = 4294967295u;
-    for (uint r16 = lid.x; r16 < u.C; r16 += 256u) {
-        const uint i17 = g0 * u.C + r16;
-        const float v18 = x[i17];
-        const float v19 = mimir_sqrt(v18);
-        acc15 = (((!(((as_type<uint>(v19) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total14) & 0x7fffffffu) > 0x7f800000u)) && (v19 == total14)) || (((as_type<uint>(v19) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total14) & 0x7fffffffu) > 0x7f800000u))) && (r16 < acc15) ? r16 : acc15);
+    const float slot7 = best[lid.x & 7u];
+    const float total8 = mimir_simd_min_f32_8(slot7);
+    uint acc9 = 4294967295u;
+    for (uint r10 = lid.x; r10 < u.C; r10 += 256u) {
+        const uint i11 = g0 * u.C + r10;
+        const float v12 = x[i11];
+        const float v13 = mimir_sqrt(v12);
+        acc9 = (((!(((as_type<uint>(v13) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total8) & 0x7fffffffu) > 0x7f800000u)) && (v13 == total8)) || (((as_type<uint>(v13) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total8) & 0x7fffffffu) > 0x7f800000u))) && (r10 < acc9) ? r10 : acc9);
     }
-    const uint warp20 = simd_min(acc15);
+    const uint warp14 = simd_min(acc9);
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp20;
+        first[lid.x >> 5u] = warp14;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint total21 = first[0u];
-    const uint total22 = (total21 <= first[1u] ? total21 : first[1u]);
-    const uint total23 = (total22 <= first[2u] ? total22 : first[2u]);
-    const uint total24 = (total23 <= first[3u] ? total23 : first[3u]);
-    const uint total25 = (total24 <= first[4u] ? total24 : first[4u]);
-    const uint total26 = (total25 <= first[5u] ? total25 : first[5u]);
-    const uint total27 = (total26 <= first[6u] ? total26 : first[6u]);
-    const uint total28 = (total27 <= first[7u] ? total27 : first[7u]);
+    const uint slot15 = first[lid.x & 7u];
+    const uint total16 = mimir_simd_min_u32_8(slot15);
     if (lid.x == 0u) {
-        const int index29 = int(total28);
-        scratch0[g0] = index29;
+        const int index17 = int(total16);
+        scratch0[g0] = index17;
     }
 }

@@ -7,6 +7,14 @@ struct Uniforms {
     uint C;
 };
 
+static inline uint mimir_simd_min_u32_8(uint x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const uint y = simd_shuffle_xor(x, m);
+        x = min(x, y);
+    }
+    return x;
+}
+
 kernel void argmax_bools_0_argreduce(
     device const int* x [[buffer(0)]],
     device int* scratch0 [[buffer(1)]],
@@ -33,37 +41,25 @@ kernel void argmax_bools_0_argreduce(
         best[lid.x >> 5u] = warp6;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint total7 = best[0u];
-    const uint total8 = (total7 <= best[1u] ? total7 : best[1u]);
-    const uint total9 = (total8 <= best[2u] ? total8 : best[2u]);
-    const uint total10 = (total9 <= best[3u] ? total9 : best[3u]);
-    const uint total11 = (total10 <= best[4u] ? total10 : best[4u]);
-    const uint total12 = (total11 <= best[5u] ? total11 : best[5u]);
-    const uint total13 = (total12 <= best[6u] ? total12 : best[6u]);
-    const uint total14 = (total13 <= best[7u] ? total13 : best[7u]);
-    uint acc15 = 4294967295u;
-    for (uint r16 = lid.x; r16 < u.C; r16 += 256u) {
-        const uint i17 = g0 * u.C + r16;
-        const int v18 = x[i17];
-        const bool v19 = v18 < 0;
-        const uint v20 = (v19 ? 1u : 0u);
-        acc15 = ((v20 == total14) && (r16 < acc15) ? r16 : acc15);
+    const uint slot7 = best[lid.x & 7u];
+    const uint total8 = mimir_simd_min_u32_8(slot7);
+    uint acc9 = 4294967295u;
+    for (uint r10 = lid.x; r10 < u.C; r10 += 256u) {
+        const uint i11 = g0 * u.C + r10;
+        const int v12 = x[i11];
+        const bool v13 = v12 < 0;
+        const uint v14 = (v13 ? 1u : 0u);
+        acc9 = ((v14 == total8) && (r10 < acc9) ? r10 : acc9);
     }
-    const uint warp21 = simd_min(acc15);
+    const uint warp15 = simd_min(acc9);
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp21;
+        first[lid.x >> 5u] = warp15;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint total22 = first[0u];
-    const uint total23 = (total22 <= first[1u] ? total22 : first[1u]);
-    const uint total24 = (total23 <= first[2u] ? total23 : first[2u]);
-    const uint total25 = (total24 <= first[3u] ? total24 : first[3u]);
-    const uint total26 = (total25 <= first[4u] ? total25 : first[4u]);
-    const uint total27 = (total26 <= first[5u] ? total26 : first[5u]);
-    const uint total28 = (total27 <= first[6u] ? total27 : first[6u]);
-    const uint total29 = (total28 <= first[7u] ? total28 : first[7u]);
+    const uint slot16 = first[lid.x & 7u];
+    const uint total17 = mimir_simd_min_u32_8(slot16);
     if (lid.x == 0u) {
-        const int index30 = int(total29);
-        scratch0[g0] = index30;
+        const int index18 = int(total17);
+        scratch0[g0] = index18;
     }
 }

@@ -19,6 +19,22 @@ static inline float mimir_maximum_f32(float a, float b) {
     return b;
 }
 
+static inline float mimir_simd_max_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
+    }
+    return x;
+}
+
+static inline uint mimir_simd_min_u32_8(uint x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const uint y = simd_shuffle_xor(x, m);
+        x = min(x, y);
+    }
+    return x;
+}
+
 kernel void argmax_flat_0_argreduce(
     device const half* x [[buffer(0)]],
     device int* out [[buffer(1)]],
@@ -41,37 +57,25 @@ kernel void argmax_flat_0_argreduce(
         best[lid.x >> 5u] = warp6;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total7 = best[0u];
-    const float total8 = mimir_maximum_f32(total7, best[1u]);
-    const float total9 = mimir_maximum_f32(total8, best[2u]);
-    const float total10 = mimir_maximum_f32(total9, best[3u]);
-    const float total11 = mimir_maximum_f32(total10, best[4u]);
-    const float total12 = mimir_maximum_f32(total11, best[5u]);
-    const float total13 = mimir_maximum_f32(total12, best[6u]);
-    const float total14 = mimir_maximum_f32(total13, best[7u]);
-    uint acc15 = 4294967295u;
-    for (uint r16 = lid.x; r16 < u.N * 7u; r16 += 256u) {
-        const uint i17 = r16 % 7u;
-        const uint i18 = r16 / 7u;
-        const uint i19 = i18 * 7u + i17;
-        const float v20 = float(x[i19]);
-        acc15 = (((!(((as_type<uint>(v20) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total14) & 0x7fffffffu) > 0x7f800000u)) && (v20 == total14)) || (((as_type<uint>(v20) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total14) & 0x7fffffffu) > 0x7f800000u))) && (r16 < acc15) ? r16 : acc15);
+    const float slot7 = best[lid.x & 7u];
+    const float total8 = mimir_simd_max_f32_8(slot7);
+    uint acc9 = 4294967295u;
+    for (uint r10 = lid.x; r10 < u.N * 7u; r10 += 256u) {
+        const uint i11 = r10 % 7u;
+        const uint i12 = r10 / 7u;
+        const uint i13 = i12 * 7u + i11;
+        const float v14 = float(x[i13]);
+        acc9 = (((!(((as_type<uint>(v14) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total8) & 0x7fffffffu) > 0x7f800000u)) && (v14 == total8)) || (((as_type<uint>(v14) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total8) & 0x7fffffffu) > 0x7f800000u))) && (r10 < acc9) ? r10 : acc9);
     }
-    const uint warp21 = simd_min(acc15);
+    const uint warp15 = simd_min(acc9);
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp21;
+        first[lid.x >> 5u] = warp15;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint total22 = first[0u];
-    const uint total23 = (total22 <= first[1u] ? total22 : first[1u]);
-    const uint total24 = (total23 <= first[2u] ? total23 : first[2u]);
-    const uint total25 = (total24 <= first[3u] ? total24 : first[3u]);
-    const uint total26 = (total25 <= first[4u] ? total25 : first[4u]);
-    const uint total27 = (total26 <= first[5u] ? total26 : first[5u]);
-    const uint total28 = (total27 <= first[6u] ? total27 : first[6u]);
-    const uint total29 = (total28 <= first[7u] ? total28 : first[7u]);
+    const uint slot16 = first[lid.x & 7u];
+    const uint total17 = mimir_simd_min_u32_8(slot16);
     if (lid.x == 0u) {
-        const int index30 = int(total29);
-        out[wid.x] = index30;
+        const int index18 = int(total17);
+        out[wid.x] = index18;
     }
 }

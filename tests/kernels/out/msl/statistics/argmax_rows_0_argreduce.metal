@@ -20,6 +20,22 @@ static inline float mimir_maximum_f32(float a, float b) {
     return b;
 }
 
+static inline float mimir_simd_max_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
+    }
+    return x;
+}
+
+static inline uint mimir_simd_min_u32_8(uint x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const uint y = simd_shuffle_xor(x, m);
+        x = min(x, y);
+    }
+    return x;
+}
+
 kernel void argmax_rows_0_argreduce(
     device const float* x [[buffer(0)]],
     device int* out [[buffer(1)]],
@@ -45,35 +61,23 @@ kernel void argmax_rows_0_argreduce(
         best[lid.x >> 5u] = warp5;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total6 = best[0u];
-    const float total7 = mimir_maximum_f32(total6, best[1u]);
-    const float total8 = mimir_maximum_f32(total7, best[2u]);
-    const float total9 = mimir_maximum_f32(total8, best[3u]);
-    const float total10 = mimir_maximum_f32(total9, best[4u]);
-    const float total11 = mimir_maximum_f32(total10, best[5u]);
-    const float total12 = mimir_maximum_f32(total11, best[6u]);
-    const float total13 = mimir_maximum_f32(total12, best[7u]);
-    uint acc14 = 4294967295u;
-    for (uint r15 = lid.x; r15 < u.C; r15 += 256u) {
-        const uint i16 = g0 * u.C + r15;
-        const float v17 = x[i16];
-        acc14 = (((!(((as_type<uint>(v17) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total13) & 0x7fffffffu) > 0x7f800000u)) && (v17 == total13)) || (((as_type<uint>(v17) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total13) & 0x7fffffffu) > 0x7f800000u))) && (r15 < acc14) ? r15 : acc14);
+    const float slot6 = best[lid.x & 7u];
+    const float total7 = mimir_simd_max_f32_8(slot6);
+    uint acc8 = 4294967295u;
+    for (uint r9 = lid.x; r9 < u.C; r9 += 256u) {
+        const uint i10 = g0 * u.C + r9;
+        const float v11 = x[i10];
+        acc8 = (((!(((as_type<uint>(v11) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total7) & 0x7fffffffu) > 0x7f800000u)) && (v11 == total7)) || (((as_type<uint>(v11) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total7) & 0x7fffffffu) > 0x7f800000u))) && (r9 < acc8) ? r9 : acc8);
     }
-    const uint warp18 = simd_min(acc14);
+    const uint warp12 = simd_min(acc8);
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp18;
+        first[lid.x >> 5u] = warp12;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint total19 = first[0u];
-    const uint total20 = (total19 <= first[1u] ? total19 : first[1u]);
-    const uint total21 = (total20 <= first[2u] ? total20 : first[2u]);
-    const uint total22 = (total21 <= first[3u] ? total21 : first[3u]);
-    const uint total23 = (total22 <= first[4u] ? total22 : first[4u]);
-    const uint total24 = (total23 <= first[5u] ? total23 : first[5u]);
-    const uint total25 = (total24 <= first[6u] ? total24 : first[6u]);
-    const uint total26 = (total25 <= first[7u] ? total25 : first[7u]);
+    const uint slot13 = first[lid.x & 7u];
+    const uint total14 = mimir_simd_min_u32_8(slot13);
     if (lid.x == 0u) {
-        const int index27 = int(total26);
-        out[g0] = index27;
+        const int index15 = int(total14);
+        out[g0] = index15;
     }
 }

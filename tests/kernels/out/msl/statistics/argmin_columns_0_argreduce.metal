@@ -18,6 +18,22 @@ static inline int mimir_mod_i32(int a, int b) {
     return r;
 }
 
+static inline int mimir_simd_min_i32_8(int x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const int y = simd_shuffle_xor(x, m);
+        x = min(x, y);
+    }
+    return x;
+}
+
+static inline uint mimir_simd_min_u32_8(uint x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const uint y = simd_shuffle_xor(x, m);
+        x = min(x, y);
+    }
+    return x;
+}
+
 kernel void argmin_columns_0_argreduce(
     device const int* x [[buffer(0)]],
     device int* out [[buffer(1)]],
@@ -44,36 +60,24 @@ kernel void argmin_columns_0_argreduce(
         best[lid.x >> 5u] = warp6;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int total7 = best[0u];
-    const int total8 = (total7 <= best[1u] ? total7 : best[1u]);
-    const int total9 = (total8 <= best[2u] ? total8 : best[2u]);
-    const int total10 = (total9 <= best[3u] ? total9 : best[3u]);
-    const int total11 = (total10 <= best[4u] ? total10 : best[4u]);
-    const int total12 = (total11 <= best[5u] ? total11 : best[5u]);
-    const int total13 = (total12 <= best[6u] ? total12 : best[6u]);
-    const int total14 = (total13 <= best[7u] ? total13 : best[7u]);
-    uint acc15 = 4294967295u;
-    for (uint r16 = lid.x; r16 < u.N; r16 += 256u) {
-        const uint i17 = r16 * u.C + g0;
-        const int v18 = x[i17];
-        const int v19 = mimir_mod_i32(v18, 5);
-        acc15 = ((v19 == total14) && (r16 < acc15) ? r16 : acc15);
+    const int slot7 = best[lid.x & 7u];
+    const int total8 = mimir_simd_min_i32_8(slot7);
+    uint acc9 = 4294967295u;
+    for (uint r10 = lid.x; r10 < u.N; r10 += 256u) {
+        const uint i11 = r10 * u.C + g0;
+        const int v12 = x[i11];
+        const int v13 = mimir_mod_i32(v12, 5);
+        acc9 = ((v13 == total8) && (r10 < acc9) ? r10 : acc9);
     }
-    const uint warp20 = simd_min(acc15);
+    const uint warp14 = simd_min(acc9);
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp20;
+        first[lid.x >> 5u] = warp14;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint total21 = first[0u];
-    const uint total22 = (total21 <= first[1u] ? total21 : first[1u]);
-    const uint total23 = (total22 <= first[2u] ? total22 : first[2u]);
-    const uint total24 = (total23 <= first[3u] ? total23 : first[3u]);
-    const uint total25 = (total24 <= first[4u] ? total24 : first[4u]);
-    const uint total26 = (total25 <= first[5u] ? total25 : first[5u]);
-    const uint total27 = (total26 <= first[6u] ? total26 : first[6u]);
-    const uint total28 = (total27 <= first[7u] ? total27 : first[7u]);
+    const uint slot15 = first[lid.x & 7u];
+    const uint total16 = mimir_simd_min_u32_8(slot15);
     if (lid.x == 0u) {
-        const int index29 = int(total28);
-        out[g0] = index29;
+        const int index17 = int(total16);
+        out[g0] = index17;
     }
 }

@@ -14,6 +14,14 @@ static inline float mimir_sqrt(float a) {
     return sqrt(a);
 }
 
+static inline float mimir_simd_add_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
+    }
+    return x;
+}
+
 kernel void std_half_0_moments(
     device const half* x [[buffer(0)]],
     device half* out [[buffer(1)]],
@@ -40,40 +48,28 @@ kernel void std_half_0_moments(
         sum[lid.x >> 5u] = warp6;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total7 = sum[0u];
-    const float total8 = total7 + sum[1u];
-    const float total9 = total8 + sum[2u];
-    const float total10 = total9 + sum[3u];
-    const float total11 = total10 + sum[4u];
-    const float total12 = total11 + sum[5u];
-    const float total13 = total12 + sum[6u];
-    const float total14 = total13 + sum[7u];
-    const float mean15 = total14 / float(u.C);
-    float acc16 = 0.0f;
-    for (uint r17 = lid.x; r17 < u.C; r17 += 256u) {
-        const uint i18 = g0 * u.C + r17;
-        const float v19 = float(x[i18]);
-        const float v20 = float(half(v19 + 1e+02f));
-        const float d21 = v20 - mean15;
-        acc16 = fma(d21, d21, acc16);
+    const float slot7 = sum[lid.x & 7u];
+    const float total8 = mimir_simd_add_f32_8(slot7);
+    const float mean9 = total8 / float(u.C);
+    float acc10 = 0.0f;
+    for (uint r11 = lid.x; r11 < u.C; r11 += 256u) {
+        const uint i12 = g0 * u.C + r11;
+        const float v13 = float(x[i12]);
+        const float v14 = float(half(v13 + 1e+02f));
+        const float d15 = v14 - mean9;
+        acc10 = fma(d15, d15, acc10);
     }
-    const float warp22 = simd_sum(acc16);
+    const float warp16 = simd_sum(acc10);
     if ((lid.x & 31u) == 0u) {
-        squares[lid.x >> 5u] = warp22;
+        squares[lid.x >> 5u] = warp16;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total23 = squares[0u];
-    const float total24 = total23 + squares[1u];
-    const float total25 = total24 + squares[2u];
-    const float total26 = total25 + squares[3u];
-    const float total27 = total26 + squares[4u];
-    const float total28 = total27 + squares[5u];
-    const float total29 = total28 + squares[6u];
-    const float total30 = total29 + squares[7u];
-    const float var31 = total30 / float(u.C);
-    const float std32 = mimir_sqrt(var31);
+    const float slot17 = squares[lid.x & 7u];
+    const float total18 = mimir_simd_add_f32_8(slot17);
+    const float var19 = total18 / float(u.C);
+    const float std20 = mimir_sqrt(var19);
     if (lid.x == 0u) {
-        const float total33 = float(half(std32));
-        out[g0] = half(total33);
+        const float total21 = float(half(std20));
+        out[g0] = half(total21);
     }
 }

@@ -7,6 +7,14 @@ struct Uniforms {
     uint C;
 };
 
+static inline float mimir_simd_add_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
+    }
+    return x;
+}
+
 kernel void top1_accuracy_1_partial(
     device const float* scratch0 [[buffer(0)]],
     device float* scratch1 [[buffer(1)]],
@@ -33,15 +41,9 @@ kernel void top1_accuracy_1_partial(
         partial[lid.x >> 5u] = warp7;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total8 = partial[0u];
-    const float total9 = total8 + partial[1u];
-    const float total10 = total9 + partial[2u];
-    const float total11 = total10 + partial[3u];
-    const float total12 = total11 + partial[4u];
-    const float total13 = total12 + partial[5u];
-    const float total14 = total13 + partial[6u];
-    const float total15 = total14 + partial[7u];
+    const float slot8 = partial[lid.x & 7u];
+    const float total9 = mimir_simd_add_f32_8(slot8);
     if (lid.x == 0u) {
-        scratch1[g0] = total15;
+        scratch1[g0] = total9;
     }
 }

@@ -7,6 +7,14 @@ struct Uniforms {
     uint C;
 };
 
+static inline float mimir_simd_add_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
+    }
+    return x;
+}
+
 kernel void top1_accuracy_2_reduce(
     device float* out [[buffer(0)]],
     device const float* scratch1 [[buffer(1)]],
@@ -24,16 +32,10 @@ kernel void top1_accuracy_2_reduce(
         partial[lid.x >> 5u] = warp2;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total3 = partial[0u];
-    const float total4 = total3 + partial[1u];
-    const float total5 = total4 + partial[2u];
-    const float total6 = total5 + partial[3u];
-    const float total7 = total6 + partial[4u];
-    const float total8 = total7 + partial[5u];
-    const float total9 = total8 + partial[6u];
-    const float total10 = total9 + partial[7u];
+    const float slot3 = partial[lid.x & 7u];
+    const float total4 = mimir_simd_add_f32_8(slot3);
     if (lid.x == 0u) {
-        const float total11 = total10 / float(u.N);
-        out[wid.x] = total11;
+        const float total5 = total4 / float(u.N);
+        out[wid.x] = total5;
     }
 }

@@ -6,6 +6,14 @@ struct Uniforms {
     uint N;
 };
 
+static inline int mimir_simd_add_i32_8(int x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const int y = simd_shuffle_xor(x, m);
+        x = int(uint(x) + uint(y));
+    }
+    return x;
+}
+
 kernel void top1_of_ten_1_partial(
     device const int* scratch0 [[buffer(0)]],
     device int* scratch1 [[buffer(1)]],
@@ -32,15 +40,9 @@ kernel void top1_of_ten_1_partial(
         partial[lid.x >> 5u] = warp7;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int total8 = partial[0u];
-    const int total9 = int(uint(total8) + uint(partial[1u]));
-    const int total10 = int(uint(total9) + uint(partial[2u]));
-    const int total11 = int(uint(total10) + uint(partial[3u]));
-    const int total12 = int(uint(total11) + uint(partial[4u]));
-    const int total13 = int(uint(total12) + uint(partial[5u]));
-    const int total14 = int(uint(total13) + uint(partial[6u]));
-    const int total15 = int(uint(total14) + uint(partial[7u]));
+    const int slot8 = partial[lid.x & 7u];
+    const int total9 = mimir_simd_add_i32_8(slot8);
     if (lid.x == 0u) {
-        scratch1[g0] = total15;
+        scratch1[g0] = total9;
     }
 }

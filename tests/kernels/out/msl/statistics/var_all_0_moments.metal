@@ -6,6 +6,14 @@ struct Uniforms {
     uint N;
 };
 
+static inline float mimir_simd_add_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
+    }
+    return x;
+}
+
 kernel void var_all_0_moments(
     device const int* x [[buffer(0)]],
     device float* out [[buffer(1)]],
@@ -28,39 +36,27 @@ kernel void var_all_0_moments(
         sum[lid.x >> 5u] = warp6;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total7 = sum[0u];
-    const float total8 = total7 + sum[1u];
-    const float total9 = total8 + sum[2u];
-    const float total10 = total9 + sum[3u];
-    const float total11 = total10 + sum[4u];
-    const float total12 = total11 + sum[5u];
-    const float total13 = total12 + sum[6u];
-    const float total14 = total13 + sum[7u];
-    const float mean15 = total14 / float(u.N * 5u);
-    float acc16 = 0.0f;
-    for (uint r17 = lid.x; r17 < u.N * 5u; r17 += 256u) {
-        const uint i18 = r17 % 5u;
-        const uint i19 = r17 / 5u;
-        const uint i20 = i19 * 5u + i18;
-        const int v21 = x[i20];
-        const float d22 = float(v21) - mean15;
-        acc16 = fma(d22, d22, acc16);
+    const float slot7 = sum[lid.x & 7u];
+    const float total8 = mimir_simd_add_f32_8(slot7);
+    const float mean9 = total8 / float(u.N * 5u);
+    float acc10 = 0.0f;
+    for (uint r11 = lid.x; r11 < u.N * 5u; r11 += 256u) {
+        const uint i12 = r11 % 5u;
+        const uint i13 = r11 / 5u;
+        const uint i14 = i13 * 5u + i12;
+        const int v15 = x[i14];
+        const float d16 = float(v15) - mean9;
+        acc10 = fma(d16, d16, acc10);
     }
-    const float warp23 = simd_sum(acc16);
+    const float warp17 = simd_sum(acc10);
     if ((lid.x & 31u) == 0u) {
-        squares[lid.x >> 5u] = warp23;
+        squares[lid.x >> 5u] = warp17;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total24 = squares[0u];
-    const float total25 = total24 + squares[1u];
-    const float total26 = total25 + squares[2u];
-    const float total27 = total26 + squares[3u];
-    const float total28 = total27 + squares[4u];
-    const float total29 = total28 + squares[5u];
-    const float total30 = total29 + squares[6u];
-    const float total31 = total30 + squares[7u];
-    const float var32 = total31 / float(5u * u.N);
+    const float slot18 = squares[lid.x & 7u];
+    const float total19 = mimir_simd_add_f32_8(slot18);
+    const float var20 = total19 / float(5u * u.N);
     if (lid.x == 0u) {
-        out[wid.x] = var32;
+        out[wid.x] = var20;
     }
 }

@@ -7,6 +7,14 @@ struct Uniforms {
     uint C;
 };
 
+static inline float mimir_simd_add_f32_8(float x) {
+    for (ushort m = 4; m > 0; m >>= 1) {
+        const float y = simd_shuffle_xor(x, m);
+        x = x + y;
+    }
+    return x;
+}
+
 kernel void variance_rows_0_moments(
     device const float* x [[buffer(0)]],
     device float* out [[buffer(1)]],
@@ -32,37 +40,25 @@ kernel void variance_rows_0_moments(
         sum[lid.x >> 5u] = warp5;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total6 = sum[0u];
-    const float total7 = total6 + sum[1u];
-    const float total8 = total7 + sum[2u];
-    const float total9 = total8 + sum[3u];
-    const float total10 = total9 + sum[4u];
-    const float total11 = total10 + sum[5u];
-    const float total12 = total11 + sum[6u];
-    const float total13 = total12 + sum[7u];
-    const float mean14 = total13 / float(u.C);
-    float acc15 = 0.0f;
-    for (uint r16 = lid.x; r16 < u.C; r16 += 256u) {
-        const uint i17 = g0 * u.C + r16;
-        const float v18 = x[i17];
-        const float d19 = v18 - mean14;
-        acc15 = fma(d19, d19, acc15);
+    const float slot6 = sum[lid.x & 7u];
+    const float total7 = mimir_simd_add_f32_8(slot6);
+    const float mean8 = total7 / float(u.C);
+    float acc9 = 0.0f;
+    for (uint r10 = lid.x; r10 < u.C; r10 += 256u) {
+        const uint i11 = g0 * u.C + r10;
+        const float v12 = x[i11];
+        const float d13 = v12 - mean8;
+        acc9 = fma(d13, d13, acc9);
     }
-    const float warp20 = simd_sum(acc15);
+    const float warp14 = simd_sum(acc9);
     if ((lid.x & 31u) == 0u) {
-        squares[lid.x >> 5u] = warp20;
+        squares[lid.x >> 5u] = warp14;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float total21 = squares[0u];
-    const float total22 = total21 + squares[1u];
-    const float total23 = total22 + squares[2u];
-    const float total24 = total23 + squares[3u];
-    const float total25 = total24 + squares[4u];
-    const float total26 = total25 + squares[5u];
-    const float total27 = total26 + squares[6u];
-    const float total28 = total27 + squares[7u];
-    const float var29 = total28 / float(u.C);
+    const float slot15 = squares[lid.x & 7u];
+    const float total16 = mimir_simd_add_f32_8(slot15);
+    const float var17 = total16 / float(u.C);
     if (lid.x == 0u) {
-        out[g0] = var29;
+        out[g0] = var17;
     }
 }

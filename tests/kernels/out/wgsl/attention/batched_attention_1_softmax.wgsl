@@ -13,6 +13,8 @@ var<workgroup> row_max: array<f32, 8>;
 var<workgroup> row_sum: array<f32, 8>;
 var<workgroup> warp0: array<f32, 256>;
 var<workgroup> warp1: array<f32, 256>;
+var<workgroup> warp2: array<f32, 256>;
+var<workgroup> warp3: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -103,43 +105,21 @@ fn batched_attention_1_softmax(
         row_sum[lid.x >> 5u] = warp_sum13;
     }
     workgroupBarrier();
-    let m14: f32 = row_max[0u];
-    let s15: f32 = row_sum[0u];
-    let m16: f32 = row_max[1u];
-    let s17: f32 = row_sum[1u];
-    let m18: f32 = row_max[2u];
-    let s19: f32 = row_sum[2u];
-    let m20: f32 = row_max[3u];
-    let s21: f32 = row_sum[3u];
-    let m22: f32 = row_max[4u];
-    let s23: f32 = row_sum[4u];
-    let m24: f32 = row_max[5u];
-    let s25: f32 = row_sum[5u];
-    let m26: f32 = row_max[6u];
-    let s27: f32 = row_sum[6u];
-    let m28: f32 = row_max[7u];
-    let s29: f32 = row_sum[7u];
-    let row_max30: f32 = mimir_maximum_f32(m14, m16);
-    let row_max31: f32 = mimir_maximum_f32(row_max30, m18);
-    let row_max32: f32 = mimir_maximum_f32(row_max31, m20);
-    let row_max33: f32 = mimir_maximum_f32(row_max32, m22);
-    let row_max34: f32 = mimir_maximum_f32(row_max33, m24);
-    let row_max35: f32 = mimir_maximum_f32(row_max34, m26);
-    let row_max36: f32 = mimir_maximum_f32(row_max35, m28);
-    let row_sum37: f32 = select(s15 * exp(m14 - row_max36), 0.0f, m14 == -bitcast<f32>(inf_bits));
-    let row_sum38: f32 = row_sum37 + select(s17 * exp(m16 - row_max36), 0.0f, m16 == -bitcast<f32>(inf_bits));
-    let row_sum39: f32 = row_sum38 + select(s19 * exp(m18 - row_max36), 0.0f, m18 == -bitcast<f32>(inf_bits));
-    let row_sum40: f32 = row_sum39 + select(s21 * exp(m20 - row_max36), 0.0f, m20 == -bitcast<f32>(inf_bits));
-    let row_sum41: f32 = row_sum40 + select(s23 * exp(m22 - row_max36), 0.0f, m22 == -bitcast<f32>(inf_bits));
-    let row_sum42: f32 = row_sum41 + select(s25 * exp(m24 - row_max36), 0.0f, m24 == -bitcast<f32>(inf_bits));
-    let row_sum43: f32 = row_sum42 + select(s27 * exp(m26 - row_max36), 0.0f, m26 == -bitcast<f32>(inf_bits));
-    let row_sum44: f32 = row_sum43 + select(s29 * exp(m28 - row_max36), 0.0f, m28 == -bitcast<f32>(inf_bits));
-    let top45: f32 = select(row_max36, 0.0f, row_max36 == -bitcast<f32>(inf_bits));
-    for (var j46: u32 = lid.x; j46 < u.T; j46 += 256u) {
-        let i47: u32 = (i2 * u.T + i1) * u.T + j46;
-        let v48: f32 = scratch0[i47];
-        let t49: f32 = v48 - top45;
-        let y50: f32 = exp(t49) / row_sum44;
-        scratch1[i47] = y50;
+    let slot14: f32 = row_max[lid.x & 7u];
+    let slot15: f32 = row_sum[lid.x & 7u];
+    warp2[lid.x] = slot14;
+    workgroupBarrier();
+    let row_max16: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp2[lid.x - (lid.x & 7u)], warp2[lid.x - (lid.x & 7u) + 1u]), warp2[lid.x - (lid.x & 7u) + 2u]), warp2[lid.x - (lid.x & 7u) + 3u]), warp2[lid.x - (lid.x & 7u) + 4u]), warp2[lid.x - (lid.x & 7u) + 5u]), warp2[lid.x - (lid.x & 7u) + 6u]), warp2[lid.x - (lid.x & 7u) + 7u]);
+    let t17: f32 = select(slot15 * exp(slot14 - row_max16), 0.0f, slot14 == -bitcast<f32>(inf_bits));
+    warp3[lid.x] = t17;
+    workgroupBarrier();
+    let t18: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
+    let top19: f32 = select(row_max16, 0.0f, row_max16 == -bitcast<f32>(inf_bits));
+    for (var j20: u32 = lid.x; j20 < u.T; j20 += 256u) {
+        let i21: u32 = (i2 * u.T + i1) * u.T + j20;
+        let v22: f32 = scratch0[i21];
+        let t23: f32 = v22 - top19;
+        let y24: f32 = exp(t23) / t18;
+        scratch1[i21] = y24;
     }
 }

@@ -12,8 +12,20 @@ var<workgroup> row_max: array<f32, 8>;
 var<workgroup> row_sum: array<f32, 8>;
 var<workgroup> warp0: array<f32, 256>;
 var<workgroup> warp1: array<f32, 256>;
+var<workgroup> warp2: array<f32, 256>;
+var<workgroup> warp3: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 var<private> nan_bits: u32 = 0x7fc00000u;
+
+fn mimir_log(a: f32) -> f32 {
+    if (a < 0.0f) {
+        return bitcast<f32>(nan_bits);
+    }
+    if (a == 0.0f) {
+        return -bitcast<f32>(inf_bits);
+    }
+    return log(a);
+}
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
     if (((bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u)) {
@@ -26,16 +38,6 @@ fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
         return a;
     }
     return b;
-}
-
-fn mimir_log(a: f32) -> f32 {
-    if (a < 0.0f) {
-        return bitcast<f32>(nan_bits);
-    }
-    if (a == 0.0f) {
-        return -bitcast<f32>(inf_bits);
-    }
-    return log(a);
 }
 
 @compute @workgroup_size(256, 1, 1)
@@ -106,44 +108,22 @@ fn log_probs_0_softmax(
         row_sum[lid.x >> 5u] = warp_sum10;
     }
     workgroupBarrier();
-    let m11: f32 = row_max[0u];
-    let s12: f32 = row_sum[0u];
-    let m13: f32 = row_max[1u];
-    let s14: f32 = row_sum[1u];
-    let m15: f32 = row_max[2u];
-    let s16: f32 = row_sum[2u];
-    let m17: f32 = row_max[3u];
-    let s18: f32 = row_sum[3u];
-    let m19: f32 = row_max[4u];
-    let s20: f32 = row_sum[4u];
-    let m21: f32 = row_max[5u];
-    let s22: f32 = row_sum[5u];
-    let m23: f32 = row_max[6u];
-    let s24: f32 = row_sum[6u];
-    let m25: f32 = row_max[7u];
-    let s26: f32 = row_sum[7u];
-    let row_max27: f32 = mimir_maximum_f32(m11, m13);
-    let row_max28: f32 = mimir_maximum_f32(row_max27, m15);
-    let row_max29: f32 = mimir_maximum_f32(row_max28, m17);
-    let row_max30: f32 = mimir_maximum_f32(row_max29, m19);
-    let row_max31: f32 = mimir_maximum_f32(row_max30, m21);
-    let row_max32: f32 = mimir_maximum_f32(row_max31, m23);
-    let row_max33: f32 = mimir_maximum_f32(row_max32, m25);
-    let row_sum34: f32 = select(s12 * exp(m11 - row_max33), 0.0f, m11 == -bitcast<f32>(inf_bits));
-    let row_sum35: f32 = row_sum34 + select(s14 * exp(m13 - row_max33), 0.0f, m13 == -bitcast<f32>(inf_bits));
-    let row_sum36: f32 = row_sum35 + select(s16 * exp(m15 - row_max33), 0.0f, m15 == -bitcast<f32>(inf_bits));
-    let row_sum37: f32 = row_sum36 + select(s18 * exp(m17 - row_max33), 0.0f, m17 == -bitcast<f32>(inf_bits));
-    let row_sum38: f32 = row_sum37 + select(s20 * exp(m19 - row_max33), 0.0f, m19 == -bitcast<f32>(inf_bits));
-    let row_sum39: f32 = row_sum38 + select(s22 * exp(m21 - row_max33), 0.0f, m21 == -bitcast<f32>(inf_bits));
-    let row_sum40: f32 = row_sum39 + select(s24 * exp(m23 - row_max33), 0.0f, m23 == -bitcast<f32>(inf_bits));
-    let row_sum41: f32 = row_sum40 + select(s26 * exp(m25 - row_max33), 0.0f, m25 == -bitcast<f32>(inf_bits));
-    let top42: f32 = select(row_max33, 0.0f, row_max33 == -bitcast<f32>(inf_bits));
-    let t43: f32 = mimir_log(row_sum41);
-    for (var j44: u32 = lid.x; j44 < u.T; j44 += 256u) {
-        let i45: u32 = wid.x * u.T + j44;
-        let v46: f32 = logits[i45];
-        let t47: f32 = v46 - top42;
-        let y48: f32 = t47 - t43;
-        out[i45] = y48;
+    let slot11: f32 = row_max[lid.x & 7u];
+    let slot12: f32 = row_sum[lid.x & 7u];
+    warp2[lid.x] = slot11;
+    workgroupBarrier();
+    let row_max13: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp2[lid.x - (lid.x & 7u)], warp2[lid.x - (lid.x & 7u) + 1u]), warp2[lid.x - (lid.x & 7u) + 2u]), warp2[lid.x - (lid.x & 7u) + 3u]), warp2[lid.x - (lid.x & 7u) + 4u]), warp2[lid.x - (lid.x & 7u) + 5u]), warp2[lid.x - (lid.x & 7u) + 6u]), warp2[lid.x - (lid.x & 7u) + 7u]);
+    let t14: f32 = select(slot12 * exp(slot11 - row_max13), 0.0f, slot11 == -bitcast<f32>(inf_bits));
+    warp3[lid.x] = t14;
+    workgroupBarrier();
+    let t15: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
+    let top16: f32 = select(row_max13, 0.0f, row_max13 == -bitcast<f32>(inf_bits));
+    let t17: f32 = mimir_log(t15);
+    for (var j18: u32 = lid.x; j18 < u.T; j18 += 256u) {
+        let i19: u32 = wid.x * u.T + j18;
+        let v20: f32 = logits[i19];
+        let t21: f32 = v20 - top16;
+        let y22: f32 = t21 - t17;
+        out[i19] = y22;
     }
 }

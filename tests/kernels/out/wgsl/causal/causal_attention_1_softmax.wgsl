@@ -12,6 +12,8 @@ var<workgroup> row_max: array<f32, 8>;
 var<workgroup> row_sum: array<f32, 8>;
 var<workgroup> warp0: array<f32, 256>;
 var<workgroup> warp1: array<f32, 256>;
+var<workgroup> warp2: array<f32, 256>;
+var<workgroup> warp3: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -100,43 +102,21 @@ fn causal_attention_1_softmax(
         row_sum[lid.x >> 5u] = warp_sum11;
     }
     workgroupBarrier();
-    let m12: f32 = row_max[0u];
-    let s13: f32 = row_sum[0u];
-    let m14: f32 = row_max[1u];
-    let s15: f32 = row_sum[1u];
-    let m16: f32 = row_max[2u];
-    let s17: f32 = row_sum[2u];
-    let m18: f32 = row_max[3u];
-    let s19: f32 = row_sum[3u];
-    let m20: f32 = row_max[4u];
-    let s21: f32 = row_sum[4u];
-    let m22: f32 = row_max[5u];
-    let s23: f32 = row_sum[5u];
-    let m24: f32 = row_max[6u];
-    let s25: f32 = row_sum[6u];
-    let m26: f32 = row_max[7u];
-    let s27: f32 = row_sum[7u];
-    let row_max28: f32 = mimir_maximum_f32(m12, m14);
-    let row_max29: f32 = mimir_maximum_f32(row_max28, m16);
-    let row_max30: f32 = mimir_maximum_f32(row_max29, m18);
-    let row_max31: f32 = mimir_maximum_f32(row_max30, m20);
-    let row_max32: f32 = mimir_maximum_f32(row_max31, m22);
-    let row_max33: f32 = mimir_maximum_f32(row_max32, m24);
-    let row_max34: f32 = mimir_maximum_f32(row_max33, m26);
-    let row_sum35: f32 = select(s13 * exp(m12 - row_max34), 0.0f, m12 == -bitcast<f32>(inf_bits));
-    let row_sum36: f32 = row_sum35 + select(s15 * exp(m14 - row_max34), 0.0f, m14 == -bitcast<f32>(inf_bits));
-    let row_sum37: f32 = row_sum36 + select(s17 * exp(m16 - row_max34), 0.0f, m16 == -bitcast<f32>(inf_bits));
-    let row_sum38: f32 = row_sum37 + select(s19 * exp(m18 - row_max34), 0.0f, m18 == -bitcast<f32>(inf_bits));
-    let row_sum39: f32 = row_sum38 + select(s21 * exp(m20 - row_max34), 0.0f, m20 == -bitcast<f32>(inf_bits));
-    let row_sum40: f32 = row_sum39 + select(s23 * exp(m22 - row_max34), 0.0f, m22 == -bitcast<f32>(inf_bits));
-    let row_sum41: f32 = row_sum40 + select(s25 * exp(m24 - row_max34), 0.0f, m24 == -bitcast<f32>(inf_bits));
-    let row_sum42: f32 = row_sum41 + select(s27 * exp(m26 - row_max34), 0.0f, m26 == -bitcast<f32>(inf_bits));
-    let top43: f32 = select(row_max34, 0.0f, row_max34 == -bitcast<f32>(inf_bits));
-    for (var j44: u32 = lid.x; j44 < u.T; j44 += 256u) {
-        let i45: u32 = g0 * u.T + j44;
-        let v46: f32 = scratch0[i45];
-        let t47: f32 = v46 - top43;
-        let y48: f32 = exp(t47) / row_sum42;
-        scratch1[i45] = y48;
+    let slot12: f32 = row_max[lid.x & 7u];
+    let slot13: f32 = row_sum[lid.x & 7u];
+    warp2[lid.x] = slot12;
+    workgroupBarrier();
+    let row_max14: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp2[lid.x - (lid.x & 7u)], warp2[lid.x - (lid.x & 7u) + 1u]), warp2[lid.x - (lid.x & 7u) + 2u]), warp2[lid.x - (lid.x & 7u) + 3u]), warp2[lid.x - (lid.x & 7u) + 4u]), warp2[lid.x - (lid.x & 7u) + 5u]), warp2[lid.x - (lid.x & 7u) + 6u]), warp2[lid.x - (lid.x & 7u) + 7u]);
+    let t15: f32 = select(slot13 * exp(slot12 - row_max14), 0.0f, slot12 == -bitcast<f32>(inf_bits));
+    warp3[lid.x] = t15;
+    workgroupBarrier();
+    let t16: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
+    let top17: f32 = select(row_max14, 0.0f, row_max14 == -bitcast<f32>(inf_bits));
+    for (var j18: u32 = lid.x; j18 < u.T; j18 += 256u) {
+        let i19: u32 = g0 * u.T + j18;
+        let v20: f32 = scratch0[i19];
+        let t21: f32 = v20 - top17;
+        let y22: f32 = exp(t21) / t16;
+        scratch1[i19] = y22;
     }
 }

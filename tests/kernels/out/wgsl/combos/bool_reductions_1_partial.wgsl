@@ -10,6 +10,7 @@ struct Uniforms {
 @group(0) @binding(2) var<uniform> u: Uniforms;
 var<workgroup> partial: array<i32, 8>;
 var<workgroup> warp0: array<i32, 256>;
+var<workgroup> warp1: array<i32, 256>;
 
 @compute @workgroup_size(256, 1, 1)
 fn bool_reductions_1_partial(
@@ -59,15 +60,11 @@ fn bool_reductions_1_partial(
         partial[lid.x >> 5u] = warp10;
     }
     workgroupBarrier();
-    let total11: i32 = partial[0u];
-    let total12: i32 = total11 + partial[1u];
-    let total13: i32 = total12 + partial[2u];
-    let total14: i32 = total13 + partial[3u];
-    let total15: i32 = total14 + partial[4u];
-    let total16: i32 = total15 + partial[5u];
-    let total17: i32 = total16 + partial[6u];
-    let total18: i32 = total17 + partial[7u];
+    let slot11: i32 = partial[lid.x & 7u];
+    warp1[lid.x] = slot11;
+    workgroupBarrier();
+    let total12: i32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
     if (lid.x == 0u) {
-        scratch0[g0] = total18;
+        scratch0[g0] = total12;
     }
 }

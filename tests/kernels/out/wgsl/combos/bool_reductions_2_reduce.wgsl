@@ -10,6 +10,7 @@ struct Uniforms {
 @group(0) @binding(2) var<uniform> u: Uniforms;
 var<workgroup> partial: array<i32, 8>;
 var<workgroup> warp0: array<i32, 256>;
+var<workgroup> warp1: array<i32, 256>;
 
 @compute @workgroup_size(256, 1, 1)
 fn bool_reductions_2_reduce(
@@ -47,15 +48,11 @@ fn bool_reductions_2_reduce(
         partial[lid.x >> 5u] = warp2;
     }
     workgroupBarrier();
-    let total3: i32 = partial[0u];
-    let total4: i32 = total3 + partial[1u];
-    let total5: i32 = total4 + partial[2u];
-    let total6: i32 = total5 + partial[3u];
-    let total7: i32 = total6 + partial[4u];
-    let total8: i32 = total7 + partial[5u];
-    let total9: i32 = total8 + partial[6u];
-    let total10: i32 = total9 + partial[7u];
+    let slot3: i32 = partial[lid.x & 7u];
+    warp1[lid.x] = slot3;
+    workgroupBarrier();
+    let total4: i32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
     if (lid.x == 0u) {
-        out1[wid.x] = total10;
+        out1[wid.x] = total4;
     }
 }

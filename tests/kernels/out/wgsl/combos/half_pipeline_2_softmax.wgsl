@@ -14,6 +14,8 @@ var<workgroup> row_max: array<f32, 8>;
 var<workgroup> row_sum: array<f32, 8>;
 var<workgroup> warp0: array<f32, 256>;
 var<workgroup> warp1: array<f32, 256>;
+var<workgroup> warp2: array<f32, 256>;
+var<workgroup> warp3: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -76,63 +78,55 @@ fn half_pipeline_2_softmax(
         row_max[lid.x >> 5u] = warp5;
     }
     workgroupBarrier();
-    let total6: f32 = row_max[0u];
-    let total7: f32 = mimir_maximum_f32(total6, row_max[1u]);
-    let total8: f32 = mimir_maximum_f32(total7, row_max[2u]);
-    let total9: f32 = mimir_maximum_f32(total8, row_max[3u]);
-    let total10: f32 = mimir_maximum_f32(total9, row_max[4u]);
-    let total11: f32 = mimir_maximum_f32(total10, row_max[5u]);
-    let total12: f32 = mimir_maximum_f32(total11, row_max[6u]);
-    let total13: f32 = mimir_maximum_f32(total12, row_max[7u]);
-    let top14: f32 = select(total13, 0.0f, total13 == -bitcast<f32>(inf_bits));
-    var s15: f32 = 0.0f;
-    var d16: f32 = 0.0f;
-    var e17: f32 = 0.0f;
+    let slot6: f32 = row_max[lid.x & 7u];
+    warp1[lid.x] = slot6;
+    workgroupBarrier();
+    let total7: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 7u)], warp1[lid.x - (lid.x & 7u) + 1u]), warp1[lid.x - (lid.x & 7u) + 2u]), warp1[lid.x - (lid.x & 7u) + 3u]), warp1[lid.x - (lid.x & 7u) + 4u]), warp1[lid.x - (lid.x & 7u) + 5u]), warp1[lid.x - (lid.x & 7u) + 6u]), warp1[lid.x - (lid.x & 7u) + 7u]);
+    let top8: f32 = select(total7, 0.0f, total7 == -bitcast<f32>(inf_bits));
+    var s9: f32 = 0.0f;
+    var d10: f32 = 0.0f;
+    var e11: f32 = 0.0f;
     if (lid.x < u.M) {
-        d16 = v1 - top14;
-        e17 = exp(d16);
-        s15 = s15 + e17;
+        d10 = v1 - top8;
+        e11 = exp(d10);
+        s9 = s9 + e11;
     }
-    warp1[lid.x] = s15;
+    warp2[lid.x] = s9;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 8u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 4u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 2u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp18: f32 = warp1[lid.x - (lid.x & 31u)];
+    let warp12: f32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row_sum[lid.x >> 5u] = warp18;
+        row_sum[lid.x >> 5u] = warp12;
     }
     workgroupBarrier();
-    let total19: f32 = row_sum[0u];
-    let total20: f32 = total19 + row_sum[1u];
-    let total21: f32 = total20 + row_sum[2u];
-    let total22: f32 = total21 + row_sum[3u];
-    let total23: f32 = total22 + row_sum[4u];
-    let total24: f32 = total23 + row_sum[5u];
-    let total25: f32 = total24 + row_sum[6u];
-    let total26: f32 = total25 + row_sum[7u];
+    let slot13: f32 = row_sum[lid.x & 7u];
+    warp3[lid.x] = slot13;
+    workgroupBarrier();
+    let total14: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
     if (lid.x < u.M) {
-        let y27: f32 = f32(f16(e17 / total26));
-        let i28: u32 = g0 * u.M + lid.x;
-        let v29: f32 = f32(scratch1[g0]);
-        let v30: f32 = f32(f16(y27 + v29));
-        out[i28] = f16(v30);
+        let y15: f32 = f32(f16(e11 / total14));
+        let i16: u32 = g0 * u.M + lid.x;
+        let v17: f32 = f32(scratch1[g0]);
+        let v18: f32 = f32(f16(y15 + v17));
+        out[i16] = f16(v18);
     }
 }

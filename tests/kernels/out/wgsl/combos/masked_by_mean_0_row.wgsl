@@ -10,6 +10,7 @@ struct Uniforms {
 @group(0) @binding(2) var<uniform> u: Uniforms;
 var<workgroup> row0: array<f32, 8>;
 var<workgroup> warp0: array<f32, 256>;
+var<workgroup> warp1: array<f32, 256>;
 
 @compute @workgroup_size(256, 1, 1)
 fn masked_by_mean_0_row(
@@ -54,22 +55,18 @@ fn masked_by_mean_0_row(
         row0[lid.x >> 5u] = warp5;
     }
     workgroupBarrier();
-    let total6: f32 = row0[0u];
-    let total7: f32 = total6 + row0[1u];
-    let total8: f32 = total7 + row0[2u];
-    let total9: f32 = total8 + row0[3u];
-    let total10: f32 = total9 + row0[4u];
-    let total11: f32 = total10 + row0[5u];
-    let total12: f32 = total11 + row0[6u];
-    let total13: f32 = total12 + row0[7u];
-    let total14: f32 = total13 / f32(u.M);
-    for (var j15: u32 = lid.x; j15 < u.M; j15 += 256u) {
-        let i16: u32 = g0 * u.M + j15;
-        let v17: f32 = x[i16];
-        let v18: bool = !(((bitcast<u32>(v17) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total14) & 0x7fffffffu) > 0x7f800000u)) && (v17 > total14);
-        let v19: f32 = select(0.0f, v17, v18);
-        let v20: f32 = v19 + 1.0f;
-        let v21: f32 = v20 - 2.5f;
-        out[i16] = v21;
+    let slot6: f32 = row0[lid.x & 7u];
+    warp1[lid.x] = slot6;
+    workgroupBarrier();
+    let total7: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    let total8: f32 = total7 / f32(u.M);
+    for (var j9: u32 = lid.x; j9 < u.M; j9 += 256u) {
+        let i10: u32 = g0 * u.M + j9;
+        let v11: f32 = x[i10];
+        let v12: bool = !(((bitcast<u32>(v11) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total8) & 0x7fffffffu) > 0x7f800000u)) && (v11 > total8);
+        let v13: f32 = select(0.0f, v11, v12);
+        let v14: f32 = v13 + 1.0f;
+        let v15: f32 = v14 - 2.5f;
+        out[i10] = v15;
     }
 }

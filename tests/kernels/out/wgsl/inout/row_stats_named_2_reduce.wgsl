@@ -11,6 +11,7 @@ struct Uniforms {
 @group(0) @binding(3) var<uniform> u: Uniforms;
 var<workgroup> partial: array<f32, 8>;
 var<workgroup> warp0: array<f32, 256>;
+var<workgroup> warp1: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_minimum_f32(a: f32, b: f32) -> f32 {
@@ -69,17 +70,13 @@ fn row_stats_named_2_reduce(
         partial[lid.x >> 5u] = warp5;
     }
     workgroupBarrier();
-    let total6: f32 = partial[0u];
-    let total7: f32 = mimir_minimum_f32(total6, partial[1u]);
-    let total8: f32 = mimir_minimum_f32(total7, partial[2u]);
-    let total9: f32 = mimir_minimum_f32(total8, partial[3u]);
-    let total10: f32 = mimir_minimum_f32(total9, partial[4u]);
-    let total11: f32 = mimir_minimum_f32(total10, partial[5u]);
-    let total12: f32 = mimir_minimum_f32(total11, partial[6u]);
-    let total13: f32 = mimir_minimum_f32(total12, partial[7u]);
+    let slot6: f32 = partial[lid.x & 7u];
+    warp1[lid.x] = slot6;
+    workgroupBarrier();
+    let total7: f32 = mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(warp1[lid.x - (lid.x & 7u)], warp1[lid.x - (lid.x & 7u) + 1u]), warp1[lid.x - (lid.x & 7u) + 2u]), warp1[lid.x - (lid.x & 7u) + 3u]), warp1[lid.x - (lid.x & 7u) + 4u]), warp1[lid.x - (lid.x & 7u) + 5u]), warp1[lid.x - (lid.x & 7u) + 6u]), warp1[lid.x - (lid.x & 7u) + 7u]);
     if (lid.x == 0u) {
-        let v14: f32 = top[g0];
-        let v15: f32 = v14 - total13;
-        spread[g0] = v15;
+        let v8: f32 = top[g0];
+        let v9: f32 = v8 - total7;
+        spread[g0] = v9;
     }
 }

@@ -12,6 +12,7 @@ struct Uniforms {
 @group(0) @binding(4) var<uniform> u: Uniforms;
 var<workgroup> partial: array<f32, 8>;
 var<workgroup> warp0: array<f32, 256>;
+var<workgroup> warp1: array<f32, 256>;
 
 @compute @workgroup_size(256, 1, 1)
 fn scale_and_norm_2_reduce(
@@ -57,17 +58,13 @@ fn scale_and_norm_2_reduce(
         partial[lid.x >> 5u] = warp7;
     }
     workgroupBarrier();
-    let total8: f32 = partial[0u];
-    let total9: f32 = total8 + partial[1u];
-    let total10: f32 = total9 + partial[2u];
-    let total11: f32 = total10 + partial[3u];
-    let total12: f32 = total11 + partial[4u];
-    let total13: f32 = total12 + partial[5u];
-    let total14: f32 = total13 + partial[6u];
-    let total15: f32 = total14 + partial[7u];
+    let slot8: f32 = partial[lid.x & 7u];
+    warp1[lid.x] = slot8;
+    workgroupBarrier();
+    let total9: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
     if (lid.x == 0u) {
-        let v16: f32 = scratch0[g0];
-        let v17: f32 = total15 + v16;
-        out[g0] = v17;
+        let v10: f32 = scratch0[g0];
+        let v11: f32 = total9 + v10;
+        out[g0] = v11;
     }
 }

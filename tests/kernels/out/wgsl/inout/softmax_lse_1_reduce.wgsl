@@ -11,6 +11,7 @@ struct Uniforms {
 @group(0) @binding(3) var<uniform> u: Uniforms;
 var<workgroup> partial: array<f32, 8>;
 var<workgroup> warp0: array<f32, 256>;
+var<workgroup> warp1: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
@@ -70,18 +71,14 @@ fn softmax_lse_1_reduce(
         partial[lid.x >> 5u] = warp8;
     }
     workgroupBarrier();
-    let total9: f32 = partial[0u];
-    let total10: f32 = total9 + partial[1u];
-    let total11: f32 = total10 + partial[2u];
-    let total12: f32 = total11 + partial[3u];
-    let total13: f32 = total12 + partial[4u];
-    let total14: f32 = total13 + partial[5u];
-    let total15: f32 = total14 + partial[6u];
-    let total16: f32 = total15 + partial[7u];
+    let slot9: f32 = partial[lid.x & 7u];
+    warp1[lid.x] = slot9;
+    workgroupBarrier();
+    let total10: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
     if (lid.x == 0u) {
-        let v17: f32 = scratch0[g0];
-        let v18: f32 = mimir_log(total16);
-        let v19: f32 = v17 + v18;
-        out1[g0] = v19;
+        let v11: f32 = scratch0[g0];
+        let v12: f32 = mimir_log(total10);
+        let v13: f32 = v11 + v12;
+        out1[g0] = v13;
     }
 }

@@ -14,6 +14,8 @@ var<workgroup> row0: array<f32, 8>;
 var<workgroup> row1: array<f32, 8>;
 var<workgroup> warp0: array<f32, 256>;
 var<workgroup> warp1: array<f32, 256>;
+var<workgroup> warp2: array<f32, 256>;
+var<workgroup> warp3: array<f32, 256>;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
 fn mimir_sqrt(a: f32) -> f32 {
@@ -66,68 +68,60 @@ fn layernorm_0_row(
         row0[lid.x >> 5u] = warp5;
     }
     workgroupBarrier();
-    let total6: f32 = row0[0u];
-    let total7: f32 = total6 + row0[1u];
-    let total8: f32 = total7 + row0[2u];
-    let total9: f32 = total8 + row0[3u];
-    let total10: f32 = total9 + row0[4u];
-    let total11: f32 = total10 + row0[5u];
-    let total12: f32 = total11 + row0[6u];
-    let total13: f32 = total12 + row0[7u];
-    let total14: f32 = total13 / f32(u.D);
-    var acc15: f32 = 0.0f;
-    for (var j16: u32 = lid.x; j16 < u.D; j16 += 256u) {
-        let i17: u32 = g0 * u.D + j16;
-        let v18: f32 = x[i17];
-        let v19: f32 = v18 - total14;
-        acc15 = fma(v19, v19, acc15);
+    let slot6: f32 = row0[lid.x & 7u];
+    warp1[lid.x] = slot6;
+    workgroupBarrier();
+    let total7: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    let total8: f32 = total7 / f32(u.D);
+    var acc9: f32 = 0.0f;
+    for (var j10: u32 = lid.x; j10 < u.D; j10 += 256u) {
+        let i11: u32 = g0 * u.D + j10;
+        let v12: f32 = x[i11];
+        let v13: f32 = v12 - total8;
+        acc9 = fma(v13, v13, acc9);
     }
-    warp1[lid.x] = acc15;
+    warp2[lid.x] = acc9;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 8u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 4u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 2u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp21: f32 = warp1[lid.x - (lid.x & 31u)];
+    let warp15: f32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row1[lid.x >> 5u] = warp21;
+        row1[lid.x >> 5u] = warp15;
     }
     workgroupBarrier();
-    let total22: f32 = row1[0u];
-    let total23: f32 = total22 + row1[1u];
-    let total24: f32 = total23 + row1[2u];
-    let total25: f32 = total24 + row1[3u];
-    let total26: f32 = total25 + row1[4u];
-    let total27: f32 = total26 + row1[5u];
-    let total28: f32 = total27 + row1[6u];
-    let total29: f32 = total28 + row1[7u];
-    let total30: f32 = total29 / f32(u.D);
-    let v31: f32 = total30 + 1e-05f;
-    let v32: f32 = 1.0f / mimir_sqrt(v31);
-    for (var j33: u32 = lid.x; j33 < u.D; j33 += 256u) {
-        let i34: u32 = g0 * u.D + j33;
-        let v35: f32 = x[i34];
-        let v36: f32 = v35 - total14;
-        let v37: f32 = v36 * v32;
-        let v38: f32 = gamma[j33];
-        let v40: f32 = beta[j33];
-        let v41: f32 = fma(v37, v38, v40);
-        out[i34] = v41;
+    let slot16: f32 = row1[lid.x & 7u];
+    warp3[lid.x] = slot16;
+    workgroupBarrier();
+    let total17: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
+    let total18: f32 = total17 / f32(u.D);
+    let v19: f32 = total18 + 1e-05f;
+    let v20: f32 = 1.0f / mimir_sqrt(v19);
+    for (var j21: u32 = lid.x; j21 < u.D; j21 += 256u) {
+        let i22: u32 = g0 * u.D + j21;
+        let v23: f32 = x[i22];
+        let v24: f32 = v23 - total8;
+        let v25: f32 = v24 * v20;
+        let v26: f32 = gamma[j21];
+        let v28: f32 = beta[j21];
+        let v29: f32 = fma(v25, v26, v28);
+        out[i22] = v29;
     }
 }

@@ -10,6 +10,7 @@ struct Uniforms {
 @group(0) @binding(3) var<uniform> u: Uniforms;
 var<workgroup> row0: array<f32, 2>;
 var<workgroup> warp0: array<f32, 64>;
+var<workgroup> warp1: array<f32, 64>;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
 fn mimir_sqrt(a: f32) -> f32 {
@@ -62,8 +63,10 @@ fn rmsnorm_0_row(
         row0[lid.x >> 5u] = warp6;
     }
     workgroupBarrier();
-    let total7: f32 = row0[0u];
-    let total8: f32 = total7 + row0[1u];
+    let slot7: f32 = row0[lid.x & 1u];
+    warp1[lid.x] = slot7;
+    workgroupBarrier();
+    let total8: f32 = warp1[lid.x - (lid.x & 1u)] + warp1[lid.x - (lid.x & 1u) + 1u];
     let total9: f32 = total8 / f32(48u);
     let v10: f32 = mimir_sqrt(total9);
     for (var j11: u32 = lid.x; j11 < 48u; j11 += 64u) {

@@ -9,6 +9,7 @@ struct Uniforms {
 @group(0) @binding(2) var<uniform> u: Uniforms;
 var<workgroup> partial: array<i32, 2>;
 var<workgroup> warp0: array<i32, 64>;
+var<workgroup> warp1: array<i32, 64>;
 
 @compute @workgroup_size(64, 1, 1)
 fn int_max_min_0_reduce(
@@ -53,8 +54,10 @@ fn int_max_min_0_reduce(
         partial[lid.x >> 5u] = warp5;
     }
     workgroupBarrier();
-    let total6: i32 = partial[0u];
-    let total7: i32 = select(partial[1u], total6, total6 <= partial[1u]);
+    let slot6: i32 = partial[lid.x & 1u];
+    warp1[lid.x] = slot6;
+    workgroupBarrier();
+    let total7: i32 = select(warp1[lid.x - (lid.x & 1u) + 1u], warp1[lid.x - (lid.x & 1u)], warp1[lid.x - (lid.x & 1u)] <= warp1[lid.x - (lid.x & 1u) + 1u]);
     if (lid.x == 0u) {
         scratch0[g0] = total7;
     }

@@ -11,6 +11,7 @@ struct Uniforms {
 @group(0) @binding(2) var<uniform> u: Uniforms;
 var<workgroup> partial: array<f32, 8>;
 var<workgroup> warp0: array<f32, 256>;
+var<workgroup> warp1: array<f32, 256>;
 
 @compute @workgroup_size(256, 1, 1)
 fn sum_all_0_partial(
@@ -62,15 +63,11 @@ fn sum_all_0_partial(
         partial[lid.x >> 5u] = warp12;
     }
     workgroupBarrier();
-    let total13: f32 = partial[0u];
-    let total14: f32 = total13 + partial[1u];
-    let total15: f32 = total14 + partial[2u];
-    let total16: f32 = total15 + partial[3u];
-    let total17: f32 = total16 + partial[4u];
-    let total18: f32 = total17 + partial[5u];
-    let total19: f32 = total18 + partial[6u];
-    let total20: f32 = total19 + partial[7u];
+    let slot13: f32 = partial[lid.x & 7u];
+    warp1[lid.x] = slot13;
+    workgroupBarrier();
+    let total14: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
     if (lid.x == 0u) {
-        scratch0[g0] = total20;
+        scratch0[g0] = total14;
     }
 }

@@ -11,6 +11,7 @@ struct Uniforms {
 @group(0) @binding(2) var<uniform> u: Uniforms;
 var<workgroup> partial: array<f32, 8>;
 var<workgroup> warp0: array<f32, 256>;
+var<workgroup> warp1: array<f32, 256>;
 
 @compute @workgroup_size(256, 1, 1)
 fn sum_all_1_reduce(
@@ -48,15 +49,11 @@ fn sum_all_1_reduce(
         partial[lid.x >> 5u] = warp2;
     }
     workgroupBarrier();
-    let total3: f32 = partial[0u];
-    let total4: f32 = total3 + partial[1u];
-    let total5: f32 = total4 + partial[2u];
-    let total6: f32 = total5 + partial[3u];
-    let total7: f32 = total6 + partial[4u];
-    let total8: f32 = total7 + partial[5u];
-    let total9: f32 = total8 + partial[6u];
-    let total10: f32 = total9 + partial[7u];
+    let slot3: f32 = partial[lid.x & 7u];
+    warp1[lid.x] = slot3;
+    workgroupBarrier();
+    let total4: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
     if (lid.x == 0u) {
-        out[wid.x] = total10;
+        out[wid.x] = total4;
     }
 }

@@ -13,6 +13,8 @@ var<workgroup> row0: array<f32, 8>;
 var<workgroup> row1: array<f32, 8>;
 var<workgroup> warp0: array<f32, 256>;
 var<workgroup> warp1: array<f32, 256>;
+var<workgroup> warp2: array<f32, 256>;
+var<workgroup> warp3: array<f32, 256>;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
 fn mimir_sqrt(a: f32) -> f32 {
@@ -67,66 +69,58 @@ fn layer_norm_512_0_row(
         row0[lid.x >> 5u] = warp7;
     }
     workgroupBarrier();
-    let total8: f32 = row0[0u];
-    let total9: f32 = total8 + row0[1u];
-    let total10: f32 = total9 + row0[2u];
-    let total11: f32 = total10 + row0[3u];
-    let total12: f32 = total11 + row0[4u];
-    let total13: f32 = total12 + row0[5u];
-    let total14: f32 = total13 + row0[6u];
-    let total15: f32 = total14 + row0[7u];
-    let total16: f32 = total15 / f32(512u);
-    var acc17: f32 = 0.0f;
-    let v18: f32 = v4 - total16;
-    acc17 = fma(v18, v18, acc17);
-    let v20: f32 = v6 - total16;
-    acc17 = fma(v20, v20, acc17);
-    warp1[lid.x] = acc17;
+    let slot8: f32 = row0[lid.x & 7u];
+    warp1[lid.x] = slot8;
+    workgroupBarrier();
+    let total9: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    let total10: f32 = total9 / f32(512u);
+    var acc11: f32 = 0.0f;
+    let v12: f32 = v4 - total10;
+    acc11 = fma(v12, v12, acc11);
+    let v14: f32 = v6 - total10;
+    acc11 = fma(v14, v14, acc11);
+    warp2[lid.x] = acc11;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 8u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 4u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 2u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp22: f32 = warp1[lid.x - (lid.x & 31u)];
+    let warp16: f32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row1[lid.x >> 5u] = warp22;
+        row1[lid.x >> 5u] = warp16;
     }
     workgroupBarrier();
-    let total23: f32 = row1[0u];
-    let total24: f32 = total23 + row1[1u];
-    let total25: f32 = total24 + row1[2u];
-    let total26: f32 = total25 + row1[3u];
-    let total27: f32 = total26 + row1[4u];
-    let total28: f32 = total27 + row1[5u];
-    let total29: f32 = total28 + row1[6u];
-    let total30: f32 = total29 + row1[7u];
-    let total31: f32 = total30 / f32(512u);
-    let v32: f32 = total31 + 1e-05f;
-    let v33: f32 = 1.0f / mimir_sqrt(v32);
-    let v34: f32 = v18 * v33;
-    let v35: f32 = gamma[lid.x];
-    let v37: f32 = beta[lid.x];
-    let v38: f32 = fma(v34, v35, v37);
-    out[i3] = v38;
-    let v39: f32 = v20 * v33;
-    let v40: f32 = gamma[j1];
-    let v42: f32 = beta[j1];
-    let v43: f32 = fma(v39, v40, v42);
-    out[i5] = v43;
+    let slot17: f32 = row1[lid.x & 7u];
+    warp3[lid.x] = slot17;
+    workgroupBarrier();
+    let total18: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
+    let total19: f32 = total18 / f32(512u);
+    let v20: f32 = total19 + 1e-05f;
+    let v21: f32 = 1.0f / mimir_sqrt(v20);
+    let v22: f32 = v12 * v21;
+    let v23: f32 = gamma[lid.x];
+    let v25: f32 = beta[lid.x];
+    let v26: f32 = fma(v22, v23, v25);
+    out[i3] = v26;
+    let v27: f32 = v14 * v21;
+    let v28: f32 = gamma[j1];
+    let v30: f32 = beta[j1];
+    let v31: f32 = fma(v27, v28, v30);
+    out[i5] = v31;
 }

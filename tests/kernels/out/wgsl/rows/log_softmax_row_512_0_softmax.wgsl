@@ -11,6 +11,8 @@ var<workgroup> row_max: array<f32, 8>;
 var<workgroup> row_sum: array<f32, 8>;
 var<workgroup> warp0: array<f32, 256>;
 var<workgroup> warp1: array<f32, 256>;
+var<workgroup> warp2: array<f32, 256>;
+var<workgroup> warp3: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
@@ -81,60 +83,52 @@ fn log_softmax_row_512_0_softmax(
         row_max[lid.x >> 5u] = warp7;
     }
     workgroupBarrier();
-    let total8: f32 = row_max[0u];
-    let total9: f32 = mimir_maximum_f32(total8, row_max[1u]);
-    let total10: f32 = mimir_maximum_f32(total9, row_max[2u]);
-    let total11: f32 = mimir_maximum_f32(total10, row_max[3u]);
-    let total12: f32 = mimir_maximum_f32(total11, row_max[4u]);
-    let total13: f32 = mimir_maximum_f32(total12, row_max[5u]);
-    let total14: f32 = mimir_maximum_f32(total13, row_max[6u]);
-    let total15: f32 = mimir_maximum_f32(total14, row_max[7u]);
-    let top16: f32 = select(total15, 0.0f, total15 == -bitcast<f32>(inf_bits));
-    var s17: f32 = 0.0f;
-    let d18: f32 = v2 - top16;
-    let e19: f32 = exp(d18);
-    s17 = s17 + e19;
-    let d20: f32 = v5 - top16;
-    let e21: f32 = exp(d20);
-    s17 = s17 + e21;
-    warp1[lid.x] = s17;
+    let slot8: f32 = row_max[lid.x & 7u];
+    warp1[lid.x] = slot8;
+    workgroupBarrier();
+    let total9: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 7u)], warp1[lid.x - (lid.x & 7u) + 1u]), warp1[lid.x - (lid.x & 7u) + 2u]), warp1[lid.x - (lid.x & 7u) + 3u]), warp1[lid.x - (lid.x & 7u) + 4u]), warp1[lid.x - (lid.x & 7u) + 5u]), warp1[lid.x - (lid.x & 7u) + 6u]), warp1[lid.x - (lid.x & 7u) + 7u]);
+    let top10: f32 = select(total9, 0.0f, total9 == -bitcast<f32>(inf_bits));
+    var s11: f32 = 0.0f;
+    let d12: f32 = v2 - top10;
+    let e13: f32 = exp(d12);
+    s11 = s11 + e13;
+    let d14: f32 = v5 - top10;
+    let e15: f32 = exp(d14);
+    s11 = s11 + e15;
+    warp2[lid.x] = s11;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 8u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 4u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 2u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp22: f32 = warp1[lid.x - (lid.x & 31u)];
+    let warp16: f32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row_sum[lid.x >> 5u] = warp22;
+        row_sum[lid.x >> 5u] = warp16;
     }
     workgroupBarrier();
-    let total23: f32 = row_sum[0u];
-    let total24: f32 = total23 + row_sum[1u];
-    let total25: f32 = total24 + row_sum[2u];
-    let total26: f32 = total25 + row_sum[3u];
-    let total27: f32 = total26 + row_sum[4u];
-    let total28: f32 = total27 + row_sum[5u];
-    let total29: f32 = total28 + row_sum[6u];
-    let total30: f32 = total29 + row_sum[7u];
-    let t31: f32 = mimir_log(total30);
-    let y32: f32 = d18 - t31;
-    out[i1] = y32;
-    let y33: f32 = d20 - t31;
-    out[i4] = y33;
+    let slot17: f32 = row_sum[lid.x & 7u];
+    warp3[lid.x] = slot17;
+    workgroupBarrier();
+    let total18: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
+    let t19: f32 = mimir_log(total18);
+    let y20: f32 = d12 - t19;
+    out[i1] = y20;
+    let y21: f32 = d14 - t19;
+    out[i4] = y21;
 }

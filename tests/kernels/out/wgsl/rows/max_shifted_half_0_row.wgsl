@@ -10,6 +10,7 @@ struct Uniforms {
 @group(0) @binding(2) var<uniform> u: Uniforms;
 var<workgroup> row0: array<f32, 2>;
 var<workgroup> warp0: array<f32, 64>;
+var<workgroup> warp1: array<f32, 64>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -68,8 +69,10 @@ fn max_shifted_half_0_row(
         row0[lid.x >> 5u] = warp5;
     }
     workgroupBarrier();
-    let total6: f32 = row0[0u];
-    let total7: f32 = mimir_maximum_f32(total6, row0[1u]);
+    let slot6: f32 = row0[lid.x & 1u];
+    warp1[lid.x] = slot6;
+    workgroupBarrier();
+    let total7: f32 = mimir_maximum_f32(warp1[lid.x - (lid.x & 1u)], warp1[lid.x - (lid.x & 1u) + 1u]);
     let total8: f32 = f32(f16(total7));
     for (var j9: u32 = lid.x; j9 < 40u; j9 += 64u) {
         let i10: u32 = g0 * 40u + j9;

@@ -11,6 +11,7 @@ struct Uniforms {
 @group(0) @binding(3) var<uniform> u: Uniforms;
 var<workgroup> row0: array<f32, 8>;
 var<workgroup> warp0: array<f32, 256>;
+var<workgroup> warp1: array<f32, 256>;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
 fn mimir_sqrt(a: f32) -> f32 {
@@ -63,23 +64,19 @@ fn rms_norm_bounded_0_row(
         row0[lid.x >> 5u] = warp6;
     }
     workgroupBarrier();
-    let total7: f32 = row0[0u];
-    let total8: f32 = total7 + row0[1u];
-    let total9: f32 = total8 + row0[2u];
-    let total10: f32 = total9 + row0[3u];
-    let total11: f32 = total10 + row0[4u];
-    let total12: f32 = total11 + row0[5u];
-    let total13: f32 = total12 + row0[6u];
-    let total14: f32 = total13 + row0[7u];
-    let total15: f32 = total14 / f32(u.D);
-    let v16: f32 = total15 + 1e-06f;
-    let v17: f32 = mimir_sqrt(v16);
-    for (var j18: u32 = lid.x; j18 < u.D; j18 += 256u) {
-        let i19: u32 = g0 * u.D + j18;
-        let v20: f32 = x[i19];
-        let v21: f32 = v20 / v17;
-        let v22: f32 = w[j18];
-        let v23: f32 = v21 * v22;
-        out[i19] = v23;
+    let slot7: f32 = row0[lid.x & 7u];
+    warp1[lid.x] = slot7;
+    workgroupBarrier();
+    let total8: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    let total9: f32 = total8 / f32(u.D);
+    let v10: f32 = total9 + 1e-06f;
+    let v11: f32 = mimir_sqrt(v10);
+    for (var j12: u32 = lid.x; j12 < u.D; j12 += 256u) {
+        let i13: u32 = g0 * u.D + j12;
+        let v14: f32 = x[i13];
+        let v15: f32 = v14 / v11;
+        let v16: f32 = w[j12];
+        let v17: f32 = v15 * v16;
+        out[i13] = v17;
     }
 }

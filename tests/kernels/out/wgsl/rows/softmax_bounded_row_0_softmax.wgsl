@@ -12,6 +12,8 @@ var<workgroup> row_max: array<f32, 8>;
 var<workgroup> row_sum: array<f32, 8>;
 var<workgroup> warp0: array<f32, 256>;
 var<workgroup> warp1: array<f32, 256>;
+var<workgroup> warp2: array<f32, 256>;
+var<workgroup> warp3: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -152,153 +154,145 @@ fn softmax_bounded_row_0_softmax(
         row_max[lid.x >> 5u] = warp41;
     }
     workgroupBarrier();
-    let total42: f32 = row_max[0u];
-    let total43: f32 = mimir_maximum_f32(total42, row_max[1u]);
-    let total44: f32 = mimir_maximum_f32(total43, row_max[2u]);
-    let total45: f32 = mimir_maximum_f32(total44, row_max[3u]);
-    let total46: f32 = mimir_maximum_f32(total45, row_max[4u]);
-    let total47: f32 = mimir_maximum_f32(total46, row_max[5u]);
-    let total48: f32 = mimir_maximum_f32(total47, row_max[6u]);
-    let total49: f32 = mimir_maximum_f32(total48, row_max[7u]);
-    let top50: f32 = select(total49, 0.0f, total49 == -bitcast<f32>(inf_bits));
-    var s51: f32 = 0.0f;
+    let slot42: f32 = row_max[lid.x & 7u];
+    warp1[lid.x] = slot42;
+    workgroupBarrier();
+    let total43: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 7u)], warp1[lid.x - (lid.x & 7u) + 1u]), warp1[lid.x - (lid.x & 7u) + 2u]), warp1[lid.x - (lid.x & 7u) + 3u]), warp1[lid.x - (lid.x & 7u) + 4u]), warp1[lid.x - (lid.x & 7u) + 5u]), warp1[lid.x - (lid.x & 7u) + 6u]), warp1[lid.x - (lid.x & 7u) + 7u]);
+    let top44: f32 = select(total43, 0.0f, total43 == -bitcast<f32>(inf_bits));
+    var s45: f32 = 0.0f;
+    var d46: f32 = 0.0f;
+    var e47: f32 = 0.0f;
+    if (lid.x < u.D) {
+        d46 = v1 - top44;
+        e47 = exp(d46);
+        s45 = s45 + e47;
+    }
+    var d48: f32 = 0.0f;
+    var e49: f32 = 0.0f;
+    if (j5 < u.D) {
+        d48 = v6 - top44;
+        e49 = exp(d48);
+        s45 = s45 + e49;
+    }
+    var d50: f32 = 0.0f;
+    var e51: f32 = 0.0f;
+    if (j10 < u.D) {
+        d50 = v11 - top44;
+        e51 = exp(d50);
+        s45 = s45 + e51;
+    }
     var d52: f32 = 0.0f;
     var e53: f32 = 0.0f;
-    if (lid.x < u.D) {
-        d52 = v1 - top50;
+    if (j15 < u.D) {
+        d52 = v16 - top44;
         e53 = exp(d52);
-        s51 = s51 + e53;
+        s45 = s45 + e53;
     }
     var d54: f32 = 0.0f;
     var e55: f32 = 0.0f;
-    if (j5 < u.D) {
-        d54 = v6 - top50;
+    if (j20 < u.D) {
+        d54 = v21 - top44;
         e55 = exp(d54);
-        s51 = s51 + e55;
+        s45 = s45 + e55;
     }
     var d56: f32 = 0.0f;
     var e57: f32 = 0.0f;
-    if (j10 < u.D) {
-        d56 = v11 - top50;
+    if (j25 < u.D) {
+        d56 = v26 - top44;
         e57 = exp(d56);
-        s51 = s51 + e57;
+        s45 = s45 + e57;
     }
     var d58: f32 = 0.0f;
     var e59: f32 = 0.0f;
-    if (j15 < u.D) {
-        d58 = v16 - top50;
+    if (j30 < u.D) {
+        d58 = v31 - top44;
         e59 = exp(d58);
-        s51 = s51 + e59;
+        s45 = s45 + e59;
     }
     var d60: f32 = 0.0f;
     var e61: f32 = 0.0f;
-    if (j20 < u.D) {
-        d60 = v21 - top50;
-        e61 = exp(d60);
-        s51 = s51 + e61;
-    }
-    var d62: f32 = 0.0f;
-    var e63: f32 = 0.0f;
-    if (j25 < u.D) {
-        d62 = v26 - top50;
-        e63 = exp(d62);
-        s51 = s51 + e63;
-    }
-    var d64: f32 = 0.0f;
-    var e65: f32 = 0.0f;
-    if (j30 < u.D) {
-        d64 = v31 - top50;
-        e65 = exp(d64);
-        s51 = s51 + e65;
-    }
-    var d66: f32 = 0.0f;
-    var e67: f32 = 0.0f;
     if (j35 < u.D) {
-        d66 = v36 - top50;
-        e67 = exp(d66);
-        s51 = s51 + e67;
+        d60 = v36 - top44;
+        e61 = exp(d60);
+        s45 = s45 + e61;
     }
-    warp1[lid.x] = s51;
+    warp2[lid.x] = s45;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 8u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 4u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 2u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp68: f32 = warp1[lid.x - (lid.x & 31u)];
+    let warp62: f32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row_sum[lid.x >> 5u] = warp68;
+        row_sum[lid.x >> 5u] = warp62;
     }
     workgroupBarrier();
-    let total69: f32 = row_sum[0u];
-    let total70: f32 = total69 + row_sum[1u];
-    let total71: f32 = total70 + row_sum[2u];
-    let total72: f32 = total71 + row_sum[3u];
-    let total73: f32 = total72 + row_sum[4u];
-    let total74: f32 = total73 + row_sum[5u];
-    let total75: f32 = total74 + row_sum[6u];
-    let total76: f32 = total75 + row_sum[7u];
+    let slot63: f32 = row_sum[lid.x & 7u];
+    warp3[lid.x] = slot63;
+    workgroupBarrier();
+    let total64: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
     if (lid.x < u.D) {
-        let y77: f32 = e53 / total76;
-        let i78: u32 = g0 * u.D + lid.x;
+        let y65: f32 = e47 / total64;
+        let i66: u32 = g0 * u.D + lid.x;
+        let v67: f32 = y65 * 2.0f;
+        out[i66] = v67;
+    }
+    if (j5 < u.D) {
+        let y68: f32 = e49 / total64;
+        let i69: u32 = g0 * u.D + j5;
+        let v70: f32 = y68 * 2.0f;
+        out[i69] = v70;
+    }
+    if (j10 < u.D) {
+        let y71: f32 = e51 / total64;
+        let i72: u32 = g0 * u.D + j10;
+        let v73: f32 = y71 * 2.0f;
+        out[i72] = v73;
+    }
+    if (j15 < u.D) {
+        let y74: f32 = e53 / total64;
+        let i75: u32 = g0 * u.D + j15;
+        let v76: f32 = y74 * 2.0f;
+        out[i75] = v76;
+    }
+    if (j20 < u.D) {
+        let y77: f32 = e55 / total64;
+        let i78: u32 = g0 * u.D + j20;
         let v79: f32 = y77 * 2.0f;
         out[i78] = v79;
     }
-    if (j5 < u.D) {
-        let y80: f32 = e55 / total76;
-        let i81: u32 = g0 * u.D + j5;
+    if (j25 < u.D) {
+        let y80: f32 = e57 / total64;
+        let i81: u32 = g0 * u.D + j25;
         let v82: f32 = y80 * 2.0f;
         out[i81] = v82;
     }
-    if (j10 < u.D) {
-        let y83: f32 = e57 / total76;
-        let i84: u32 = g0 * u.D + j10;
+    if (j30 < u.D) {
+        let y83: f32 = e59 / total64;
+        let i84: u32 = g0 * u.D + j30;
         let v85: f32 = y83 * 2.0f;
         out[i84] = v85;
     }
-    if (j15 < u.D) {
-        let y86: f32 = e59 / total76;
-        let i87: u32 = g0 * u.D + j15;
+    if (j35 < u.D) {
+        let y86: f32 = e61 / total64;
+        let i87: u32 = g0 * u.D + j35;
         let v88: f32 = y86 * 2.0f;
         out[i87] = v88;
-    }
-    if (j20 < u.D) {
-        let y89: f32 = e61 / total76;
-        let i90: u32 = g0 * u.D + j20;
-        let v91: f32 = y89 * 2.0f;
-        out[i90] = v91;
-    }
-    if (j25 < u.D) {
-        let y92: f32 = e63 / total76;
-        let i93: u32 = g0 * u.D + j25;
-        let v94: f32 = y92 * 2.0f;
-        out[i93] = v94;
-    }
-    if (j30 < u.D) {
-        let y95: f32 = e65 / total76;
-        let i96: u32 = g0 * u.D + j30;
-        let v97: f32 = y95 * 2.0f;
-        out[i96] = v97;
-    }
-    if (j35 < u.D) {
-        let y98: f32 = e67 / total76;
-        let i99: u32 = g0 * u.D + j35;
-        let v100: f32 = y98 * 2.0f;
-        out[i99] = v100;
     }
 }

@@ -11,6 +11,8 @@ var<workgroup> row_max: array<f32, 8>;
 var<workgroup> row_sum: array<f32, 8>;
 var<workgroup> warp0: array<f32, 256>;
 var<workgroup> warp1: array<f32, 256>;
+var<workgroup> warp2: array<f32, 256>;
+var<workgroup> warp3: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -84,76 +86,68 @@ fn softmax_row_1000_0_softmax(
         row_max[lid.x >> 5u] = warp14;
     }
     workgroupBarrier();
-    let total15: f32 = row_max[0u];
-    let total16: f32 = mimir_maximum_f32(total15, row_max[1u]);
-    let total17: f32 = mimir_maximum_f32(total16, row_max[2u]);
-    let total18: f32 = mimir_maximum_f32(total17, row_max[3u]);
-    let total19: f32 = mimir_maximum_f32(total18, row_max[4u]);
-    let total20: f32 = mimir_maximum_f32(total19, row_max[5u]);
-    let total21: f32 = mimir_maximum_f32(total20, row_max[6u]);
-    let total22: f32 = mimir_maximum_f32(total21, row_max[7u]);
-    let top23: f32 = select(total22, 0.0f, total22 == -bitcast<f32>(inf_bits));
-    var s24: f32 = 0.0f;
-    let d25: f32 = v2 - top23;
-    let e26: f32 = exp(d25);
-    s24 = s24 + e26;
-    let d27: f32 = v5 - top23;
-    let e28: f32 = exp(d27);
-    s24 = s24 + e28;
-    let d29: f32 = v8 - top23;
-    let e30: f32 = exp(d29);
-    s24 = s24 + e30;
-    var d31: f32 = 0.0f;
-    var e32: f32 = 0.0f;
+    let slot15: f32 = row_max[lid.x & 7u];
+    warp1[lid.x] = slot15;
+    workgroupBarrier();
+    let total16: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 7u)], warp1[lid.x - (lid.x & 7u) + 1u]), warp1[lid.x - (lid.x & 7u) + 2u]), warp1[lid.x - (lid.x & 7u) + 3u]), warp1[lid.x - (lid.x & 7u) + 4u]), warp1[lid.x - (lid.x & 7u) + 5u]), warp1[lid.x - (lid.x & 7u) + 6u]), warp1[lid.x - (lid.x & 7u) + 7u]);
+    let top17: f32 = select(total16, 0.0f, total16 == -bitcast<f32>(inf_bits));
+    var s18: f32 = 0.0f;
+    let d19: f32 = v2 - top17;
+    let e20: f32 = exp(d19);
+    s18 = s18 + e20;
+    let d21: f32 = v5 - top17;
+    let e22: f32 = exp(d21);
+    s18 = s18 + e22;
+    let d23: f32 = v8 - top17;
+    let e24: f32 = exp(d23);
+    s18 = s18 + e24;
+    var d25: f32 = 0.0f;
+    var e26: f32 = 0.0f;
     if (j9 < 1000u) {
-        d31 = v10 - top23;
-        e32 = exp(d31);
-        s24 = s24 + e32;
+        d25 = v10 - top17;
+        e26 = exp(d25);
+        s18 = s18 + e26;
     }
-    warp1[lid.x] = s24;
+    warp2[lid.x] = s18;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 8u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 4u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 2u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp33: f32 = warp1[lid.x - (lid.x & 31u)];
+    let warp27: f32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row_sum[lid.x >> 5u] = warp33;
+        row_sum[lid.x >> 5u] = warp27;
     }
     workgroupBarrier();
-    let total34: f32 = row_sum[0u];
-    let total35: f32 = total34 + row_sum[1u];
-    let total36: f32 = total35 + row_sum[2u];
-    let total37: f32 = total36 + row_sum[3u];
-    let total38: f32 = total37 + row_sum[4u];
-    let total39: f32 = total38 + row_sum[5u];
-    let total40: f32 = total39 + row_sum[6u];
-    let total41: f32 = total40 + row_sum[7u];
-    let y42: f32 = e26 / total41;
-    out[i1] = y42;
-    let y43: f32 = e28 / total41;
-    out[i4] = y43;
-    let y44: f32 = e30 / total41;
-    out[i7] = y44;
+    let slot28: f32 = row_sum[lid.x & 7u];
+    warp3[lid.x] = slot28;
+    workgroupBarrier();
+    let total29: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
+    let y30: f32 = e20 / total29;
+    out[i1] = y30;
+    let y31: f32 = e22 / total29;
+    out[i4] = y31;
+    let y32: f32 = e24 / total29;
+    out[i7] = y32;
     if (j9 < 1000u) {
-        let y45: f32 = e32 / total41;
-        let i46: u32 = g0 * 1000u + j9;
-        out[i46] = y45;
+        let y33: f32 = e26 / total29;
+        let i34: u32 = g0 * 1000u + j9;
+        out[i34] = y33;
     }
 }

@@ -12,6 +12,8 @@ var<workgroup> row_max: array<f32, 2>;
 var<workgroup> row_sum: array<f32, 2>;
 var<workgroup> warp0: array<f32, 64>;
 var<workgroup> warp1: array<f32, 64>;
+var<workgroup> warp2: array<f32, 64>;
+var<workgroup> warp3: array<f32, 64>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -74,8 +76,10 @@ fn softmax_short_half_0_softmax(
         row_max[lid.x >> 5u] = warp5;
     }
     workgroupBarrier();
-    let total6: f32 = row_max[0u];
-    let total7: f32 = mimir_maximum_f32(total6, row_max[1u]);
+    let slot6: f32 = row_max[lid.x & 1u];
+    warp1[lid.x] = slot6;
+    workgroupBarrier();
+    let total7: f32 = mimir_maximum_f32(warp1[lid.x - (lid.x & 1u)], warp1[lid.x - (lid.x & 1u) + 1u]);
     let top8: f32 = select(total7, 0.0f, total7 == -bitcast<f32>(inf_bits));
     var s9: f32 = 0.0f;
     var d10: f32 = 0.0f;
@@ -85,35 +89,37 @@ fn softmax_short_half_0_softmax(
         e11 = exp(d10);
         s9 = s9 + e11;
     }
-    warp1[lid.x] = s9;
+    warp2[lid.x] = s9;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 8u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 4u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 2u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp12: f32 = warp1[lid.x - (lid.x & 31u)];
+    let warp12: f32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         row_sum[lid.x >> 5u] = warp12;
     }
     workgroupBarrier();
-    let total13: f32 = row_sum[0u];
-    let total14: f32 = total13 + row_sum[1u];
+    let slot13: f32 = row_sum[lid.x & 1u];
+    warp3[lid.x] = slot13;
+    workgroupBarrier();
+    let total14: f32 = warp3[lid.x - (lid.x & 1u)] + warp3[lid.x - (lid.x & 1u) + 1u];
     if (lid.x < 40u) {
         let y15: f32 = f32(f16(e11 / total14));
         let i16: u32 = g0 * 40u + lid.x;

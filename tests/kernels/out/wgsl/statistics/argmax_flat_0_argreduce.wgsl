@@ -11,7 +11,9 @@ struct Uniforms {
 var<workgroup> best: array<f32, 8>;
 var<workgroup> first: array<u32, 8>;
 var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<u32, 256>;
+var<workgroup> warp1: array<f32, 256>;
+var<workgroup> warp2: array<u32, 256>;
+var<workgroup> warp3: array<u32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -67,59 +69,51 @@ fn argmax_flat_0_argreduce(
         best[lid.x >> 5u] = warp6;
     }
     workgroupBarrier();
-    let total7: f32 = best[0u];
-    let total8: f32 = mimir_maximum_f32(total7, best[1u]);
-    let total9: f32 = mimir_maximum_f32(total8, best[2u]);
-    let total10: f32 = mimir_maximum_f32(total9, best[3u]);
-    let total11: f32 = mimir_maximum_f32(total10, best[4u]);
-    let total12: f32 = mimir_maximum_f32(total11, best[5u]);
-    let total13: f32 = mimir_maximum_f32(total12, best[6u]);
-    let total14: f32 = mimir_maximum_f32(total13, best[7u]);
-    var acc15: u32 = 4294967295u;
-    for (var r16: u32 = lid.x; r16 < u.N * 7u; r16 += 256u) {
-        let i17: u32 = r16 % 7u;
-        let i18: u32 = r16 / 7u;
-        let i19: u32 = i18 * 7u + i17;
-        let v20: f32 = f32(x[i19]);
-        acc15 = select(acc15, r16, ((!(((bitcast<u32>(v20) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total14) & 0x7fffffffu) > 0x7f800000u)) && (v20 == total14)) || (((bitcast<u32>(v20) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total14) & 0x7fffffffu) > 0x7f800000u))) && (r16 < acc15));
+    let slot7: f32 = best[lid.x & 7u];
+    warp1[lid.x] = slot7;
+    workgroupBarrier();
+    let total8: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 7u)], warp1[lid.x - (lid.x & 7u) + 1u]), warp1[lid.x - (lid.x & 7u) + 2u]), warp1[lid.x - (lid.x & 7u) + 3u]), warp1[lid.x - (lid.x & 7u) + 4u]), warp1[lid.x - (lid.x & 7u) + 5u]), warp1[lid.x - (lid.x & 7u) + 6u]), warp1[lid.x - (lid.x & 7u) + 7u]);
+    var acc9: u32 = 4294967295u;
+    for (var r10: u32 = lid.x; r10 < u.N * 7u; r10 += 256u) {
+        let i11: u32 = r10 % 7u;
+        let i12: u32 = r10 / 7u;
+        let i13: u32 = i12 * 7u + i11;
+        let v14: f32 = f32(x[i13]);
+        acc9 = select(acc9, r10, ((!(((bitcast<u32>(v14) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total8) & 0x7fffffffu) > 0x7f800000u)) && (v14 == total8)) || (((bitcast<u32>(v14) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total8) & 0x7fffffffu) > 0x7f800000u))) && (r10 < acc9));
     }
-    warp1[lid.x] = acc15;
+    warp2[lid.x] = acc9;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp1[lid.x] = select(warp1[lid.x + 16u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 16u]);
+        warp2[lid.x] = select(warp2[lid.x + 16u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp1[lid.x] = select(warp1[lid.x + 8u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 8u]);
+        warp2[lid.x] = select(warp2[lid.x + 8u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp1[lid.x] = select(warp1[lid.x + 4u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 4u]);
+        warp2[lid.x] = select(warp2[lid.x + 4u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp1[lid.x] = select(warp1[lid.x + 2u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 2u]);
+        warp2[lid.x] = select(warp2[lid.x + 2u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp1[lid.x] = select(warp1[lid.x + 1u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 1u]);
+        warp2[lid.x] = select(warp2[lid.x + 1u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp21: u32 = warp1[lid.x - (lid.x & 31u)];
+    let warp15: u32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp21;
+        first[lid.x >> 5u] = warp15;
     }
     workgroupBarrier();
-    let total22: u32 = first[0u];
-    let total23: u32 = select(first[1u], total22, total22 <= first[1u]);
-    let total24: u32 = select(first[2u], total23, total23 <= first[2u]);
-    let total25: u32 = select(first[3u], total24, total24 <= first[3u]);
-    let total26: u32 = select(first[4u], total25, total25 <= first[4u]);
-    let total27: u32 = select(first[5u], total26, total26 <= first[5u]);
-    let total28: u32 = select(first[6u], total27, total27 <= first[6u]);
-    let total29: u32 = select(first[7u], total28, total28 <= first[7u]);
+    let slot16: u32 = first[lid.x & 7u];
+    warp3[lid.x] = slot16;
+    workgroupBarrier();
+    let total17: u32 = select(warp3[lid.x - (lid.x & 7u) + 7u], select(warp3[lid.x - (lid.x & 7u) + 6u], select(warp3[lid.x - (lid.x & 7u) + 5u], select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]), select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]) <= warp3[lid.x - (lid.x & 7u) + 5u]), select(warp3[lid.x - (lid.x & 7u) + 5u], select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]), select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]) <= warp3[lid.x - (lid.x & 7u) + 5u]) <= warp3[lid.x - (lid.x & 7u) + 6u]), select(warp3[lid.x - (lid.x & 7u) + 6u], select(warp3[lid.x - (lid.x & 7u) + 5u], select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]), select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]) <= warp3[lid.x - (lid.x & 7u) + 5u]), select(warp3[lid.x - (lid.x & 7u) + 5u], select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]), select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]) <= warp3[lid.x - (lid.x & 7u) + 5u]) <= warp3[lid.x - (lid.x & 7u) + 6u]) <= warp3[lid.x - (lid.x & 7u) + 7u]);
     if (lid.x == 0u) {
-        let index30: i32 = i32(total29);
-        out[wid.x] = index30;
+        let index18: i32 = i32(total17);
+        out[wid.x] = index18;
     }
 }

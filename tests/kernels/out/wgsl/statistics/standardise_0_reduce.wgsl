@@ -10,6 +10,7 @@ struct Uniforms {
 @group(0) @binding(2) var<uniform> u: Uniforms;
 var<workgroup> partial: array<f32, 8>;
 var<workgroup> warp0: array<f32, 256>;
+var<workgroup> warp1: array<f32, 256>;
 
 @compute @workgroup_size(256, 1, 1)
 fn standardise_0_reduce(
@@ -54,16 +55,12 @@ fn standardise_0_reduce(
         partial[lid.x >> 5u] = warp5;
     }
     workgroupBarrier();
-    let total6: f32 = partial[0u];
-    let total7: f32 = total6 + partial[1u];
-    let total8: f32 = total7 + partial[2u];
-    let total9: f32 = total8 + partial[3u];
-    let total10: f32 = total9 + partial[4u];
-    let total11: f32 = total10 + partial[5u];
-    let total12: f32 = total11 + partial[6u];
-    let total13: f32 = total12 + partial[7u];
+    let slot6: f32 = partial[lid.x & 7u];
+    warp1[lid.x] = slot6;
+    workgroupBarrier();
+    let total7: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
     if (lid.x == 0u) {
-        let total14: f32 = total13 / f32(u.C);
-        scratch0[g0] = total14;
+        let total8: f32 = total7 / f32(u.C);
+        scratch0[g0] = total8;
     }
 }

@@ -12,6 +12,8 @@ var<workgroup> sum: array<f32, 8>;
 var<workgroup> squares: array<f32, 8>;
 var<workgroup> warp0: array<f32, 256>;
 var<workgroup> warp1: array<f32, 256>;
+var<workgroup> warp2: array<f32, 256>;
+var<workgroup> warp3: array<f32, 256>;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
 fn mimir_sqrt(a: f32) -> f32 {
@@ -64,61 +66,53 @@ fn standardise_1_moments(
         sum[lid.x >> 5u] = warp5;
     }
     workgroupBarrier();
-    let total6: f32 = sum[0u];
-    let total7: f32 = total6 + sum[1u];
-    let total8: f32 = total7 + sum[2u];
-    let total9: f32 = total8 + sum[3u];
-    let total10: f32 = total9 + sum[4u];
-    let total11: f32 = total10 + sum[5u];
-    let total12: f32 = total11 + sum[6u];
-    let total13: f32 = total12 + sum[7u];
-    let mean14: f32 = total13 / f32(u.C);
-    var acc15: f32 = 0.0f;
-    for (var r16: u32 = lid.x; r16 < u.C; r16 += 256u) {
-        let i17: u32 = g0 * u.C + r16;
-        let v18: f32 = x[i17];
-        let d19: f32 = v18 - mean14;
-        acc15 = fma(d19, d19, acc15);
+    let slot6: f32 = sum[lid.x & 7u];
+    warp1[lid.x] = slot6;
+    workgroupBarrier();
+    let total7: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    let mean8: f32 = total7 / f32(u.C);
+    var acc9: f32 = 0.0f;
+    for (var r10: u32 = lid.x; r10 < u.C; r10 += 256u) {
+        let i11: u32 = g0 * u.C + r10;
+        let v12: f32 = x[i11];
+        let d13: f32 = v12 - mean8;
+        acc9 = fma(d13, d13, acc9);
     }
-    warp1[lid.x] = acc15;
+    warp2[lid.x] = acc9;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 8u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 4u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 2u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp20: f32 = warp1[lid.x - (lid.x & 31u)];
+    let warp14: f32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        squares[lid.x >> 5u] = warp20;
+        squares[lid.x >> 5u] = warp14;
     }
     workgroupBarrier();
-    let total21: f32 = squares[0u];
-    let total22: f32 = total21 + squares[1u];
-    let total23: f32 = total22 + squares[2u];
-    let total24: f32 = total23 + squares[3u];
-    let total25: f32 = total24 + squares[4u];
-    let total26: f32 = total25 + squares[5u];
-    let total27: f32 = total26 + squares[6u];
-    let total28: f32 = total27 + squares[7u];
-    let var29: f32 = total28 / f32(u.C);
-    let std30: f32 = mimir_sqrt(var29);
+    let slot15: f32 = squares[lid.x & 7u];
+    warp3[lid.x] = slot15;
+    workgroupBarrier();
+    let total16: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
+    let var17: f32 = total16 / f32(u.C);
+    let std18: f32 = mimir_sqrt(var17);
     if (lid.x == 0u) {
-        let v31: f32 = std30 + 0.001f;
-        scratch1[g0] = v31;
+        let v19: f32 = std18 + 0.001f;
+        scratch1[g0] = v19;
     }
 }

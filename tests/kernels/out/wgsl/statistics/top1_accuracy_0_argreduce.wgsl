@@ -12,7 +12,9 @@ struct Uniforms {
 var<workgroup> best: array<f32, 8>;
 var<workgroup> first: array<u32, 8>;
 var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<u32, 256>;
+var<workgroup> warp1: array<f32, 256>;
+var<workgroup> warp2: array<u32, 256>;
+var<workgroup> warp3: array<u32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -71,60 +73,52 @@ fn top1_accuracy_0_argreduce(
         best[lid.x >> 5u] = warp5;
     }
     workgroupBarrier();
-    let total6: f32 = best[0u];
-    let total7: f32 = mimir_maximum_f32(total6, best[1u]);
-    let total8: f32 = mimir_maximum_f32(total7, best[2u]);
-    let total9: f32 = mimir_maximum_f32(total8, best[3u]);
-    let total10: f32 = mimir_maximum_f32(total9, best[4u]);
-    let total11: f32 = mimir_maximum_f32(total10, best[5u]);
-    let total12: f32 = mimir_maximum_f32(total11, best[6u]);
-    let total13: f32 = mimir_maximum_f32(total12, best[7u]);
-    var acc14: u32 = 4294967295u;
-    for (var r15: u32 = lid.x; r15 < u.C; r15 += 256u) {
-        let i16: u32 = g0 * u.C + r15;
-        let v17: f32 = logits[i16];
-        acc14 = select(acc14, r15, ((!(((bitcast<u32>(v17) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total13) & 0x7fffffffu) > 0x7f800000u)) && (v17 == total13)) || (((bitcast<u32>(v17) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total13) & 0x7fffffffu) > 0x7f800000u))) && (r15 < acc14));
+    let slot6: f32 = best[lid.x & 7u];
+    warp1[lid.x] = slot6;
+    workgroupBarrier();
+    let total7: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 7u)], warp1[lid.x - (lid.x & 7u) + 1u]), warp1[lid.x - (lid.x & 7u) + 2u]), warp1[lid.x - (lid.x & 7u) + 3u]), warp1[lid.x - (lid.x & 7u) + 4u]), warp1[lid.x - (lid.x & 7u) + 5u]), warp1[lid.x - (lid.x & 7u) + 6u]), warp1[lid.x - (lid.x & 7u) + 7u]);
+    var acc8: u32 = 4294967295u;
+    for (var r9: u32 = lid.x; r9 < u.C; r9 += 256u) {
+        let i10: u32 = g0 * u.C + r9;
+        let v11: f32 = logits[i10];
+        acc8 = select(acc8, r9, ((!(((bitcast<u32>(v11) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total7) & 0x7fffffffu) > 0x7f800000u)) && (v11 == total7)) || (((bitcast<u32>(v11) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total7) & 0x7fffffffu) > 0x7f800000u))) && (r9 < acc8));
     }
-    warp1[lid.x] = acc14;
+    warp2[lid.x] = acc8;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp1[lid.x] = select(warp1[lid.x + 16u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 16u]);
+        warp2[lid.x] = select(warp2[lid.x + 16u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp1[lid.x] = select(warp1[lid.x + 8u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 8u]);
+        warp2[lid.x] = select(warp2[lid.x + 8u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp1[lid.x] = select(warp1[lid.x + 4u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 4u]);
+        warp2[lid.x] = select(warp2[lid.x + 4u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp1[lid.x] = select(warp1[lid.x + 2u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 2u]);
+        warp2[lid.x] = select(warp2[lid.x + 2u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp1[lid.x] = select(warp1[lid.x + 1u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 1u]);
+        warp2[lid.x] = select(warp2[lid.x + 1u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp18: u32 = warp1[lid.x - (lid.x & 31u)];
+    let warp12: u32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp18;
+        first[lid.x >> 5u] = warp12;
     }
     workgroupBarrier();
-    let total19: u32 = first[0u];
-    let total20: u32 = select(first[1u], total19, total19 <= first[1u]);
-    let total21: u32 = select(first[2u], total20, total20 <= first[2u]);
-    let total22: u32 = select(first[3u], total21, total21 <= first[3u]);
-    let total23: u32 = select(first[4u], total22, total22 <= first[4u]);
-    let total24: u32 = select(first[5u], total23, total23 <= first[5u]);
-    let total25: u32 = select(first[6u], total24, total24 <= first[6u]);
-    let total26: u32 = select(first[7u], total25, total25 <= first[7u]);
+    let slot13: u32 = first[lid.x & 7u];
+    warp3[lid.x] = slot13;
+    workgroupBarrier();
+    let total14: u32 = select(warp3[lid.x - (lid.x & 7u) + 7u], select(warp3[lid.x - (lid.x & 7u) + 6u], select(warp3[lid.x - (lid.x & 7u) + 5u], select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]), select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]) <= warp3[lid.x - (lid.x & 7u) + 5u]), select(warp3[lid.x - (lid.x & 7u) + 5u], select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]), select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]) <= warp3[lid.x - (lid.x & 7u) + 5u]) <= warp3[lid.x - (lid.x & 7u) + 6u]), select(warp3[lid.x - (lid.x & 7u) + 6u], select(warp3[lid.x - (lid.x & 7u) + 5u], select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]), select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]) <= warp3[lid.x - (lid.x & 7u) + 5u]), select(warp3[lid.x - (lid.x & 7u) + 5u], select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]), select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]) <= warp3[lid.x - (lid.x & 7u) + 5u]) <= warp3[lid.x - (lid.x & 7u) + 6u]) <= warp3[lid.x - (lid.x & 7u) + 7u]);
     if (lid.x == 0u) {
-        let index27: i32 = i32(total26);
-        let v28: i32 = labels[g0];
-        let v29: bool = index27 == v28;
-        let v30: f32 = select(0.0f, 1.0f, v29);
-        scratch0[g0] = v30;
+        let index15: i32 = i32(total14);
+        let v16: i32 = labels[g0];
+        let v17: bool = index15 == v16;
+        let v18: f32 = select(0.0f, 1.0f, v17);
+        scratch0[g0] = v18;
     }
 }

@@ -11,6 +11,8 @@ var<workgroup> sum: array<f32, 8>;
 var<workgroup> squares: array<f32, 8>;
 var<workgroup> warp0: array<f32, 256>;
 var<workgroup> warp1: array<f32, 256>;
+var<workgroup> warp2: array<f32, 256>;
+var<workgroup> warp3: array<f32, 256>;
 
 @compute @workgroup_size(256, 1, 1)
 fn var_all_0_moments(
@@ -52,61 +54,53 @@ fn var_all_0_moments(
         sum[lid.x >> 5u] = warp6;
     }
     workgroupBarrier();
-    let total7: f32 = sum[0u];
-    let total8: f32 = total7 + sum[1u];
-    let total9: f32 = total8 + sum[2u];
-    let total10: f32 = total9 + sum[3u];
-    let total11: f32 = total10 + sum[4u];
-    let total12: f32 = total11 + sum[5u];
-    let total13: f32 = total12 + sum[6u];
-    let total14: f32 = total13 + sum[7u];
-    let mean15: f32 = total14 / f32(u.N * 5u);
-    var acc16: f32 = 0.0f;
-    for (var r17: u32 = lid.x; r17 < u.N * 5u; r17 += 256u) {
-        let i18: u32 = r17 % 5u;
-        let i19: u32 = r17 / 5u;
-        let i20: u32 = i19 * 5u + i18;
-        let v21: i32 = x[i20];
-        let d22: f32 = f32(v21) - mean15;
-        acc16 = fma(d22, d22, acc16);
+    let slot7: f32 = sum[lid.x & 7u];
+    warp1[lid.x] = slot7;
+    workgroupBarrier();
+    let total8: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    let mean9: f32 = total8 / f32(u.N * 5u);
+    var acc10: f32 = 0.0f;
+    for (var r11: u32 = lid.x; r11 < u.N * 5u; r11 += 256u) {
+        let i12: u32 = r11 % 5u;
+        let i13: u32 = r11 / 5u;
+        let i14: u32 = i13 * 5u + i12;
+        let v15: i32 = x[i14];
+        let d16: f32 = f32(v15) - mean9;
+        acc10 = fma(d16, d16, acc10);
     }
-    warp1[lid.x] = acc16;
+    warp2[lid.x] = acc10;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 8u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 4u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 2u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp23: f32 = warp1[lid.x - (lid.x & 31u)];
+    let warp17: f32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        squares[lid.x >> 5u] = warp23;
+        squares[lid.x >> 5u] = warp17;
     }
     workgroupBarrier();
-    let total24: f32 = squares[0u];
-    let total25: f32 = total24 + squares[1u];
-    let total26: f32 = total25 + squares[2u];
-    let total27: f32 = total26 + squares[3u];
-    let total28: f32 = total27 + squares[4u];
-    let total29: f32 = total28 + squares[5u];
-    let total30: f32 = total29 + squares[6u];
-    let total31: f32 = total30 + squares[7u];
-    let var32: f32 = total31 / f32(5u * u.N);
+    let slot18: f32 = squares[lid.x & 7u];
+    warp3[lid.x] = slot18;
+    workgroupBarrier();
+    let total19: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
+    let var20: f32 = total19 / f32(5u * u.N);
     if (lid.x == 0u) {
-        out[wid.x] = var32;
+        out[wid.x] = var20;
     }
 }

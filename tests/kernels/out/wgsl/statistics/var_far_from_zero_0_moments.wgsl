@@ -12,6 +12,8 @@ var<workgroup> sum: array<f32, 8>;
 var<workgroup> squares: array<f32, 8>;
 var<workgroup> warp0: array<f32, 256>;
 var<workgroup> warp1: array<f32, 256>;
+var<workgroup> warp2: array<f32, 256>;
+var<workgroup> warp3: array<f32, 256>;
 
 @compute @workgroup_size(256, 1, 1)
 fn var_far_from_zero_0_moments(
@@ -57,61 +59,53 @@ fn var_far_from_zero_0_moments(
         sum[lid.x >> 5u] = warp6;
     }
     workgroupBarrier();
-    let total7: f32 = sum[0u];
-    let total8: f32 = total7 + sum[1u];
-    let total9: f32 = total8 + sum[2u];
-    let total10: f32 = total9 + sum[3u];
-    let total11: f32 = total10 + sum[4u];
-    let total12: f32 = total11 + sum[5u];
-    let total13: f32 = total12 + sum[6u];
-    let total14: f32 = total13 + sum[7u];
-    let mean15: f32 = total14 / f32(u.C);
-    var acc16: f32 = 0.0f;
-    for (var r17: u32 = lid.x; r17 < u.C; r17 += 256u) {
-        let i18: u32 = g0 * u.C + r17;
-        let v19: f32 = x[i18];
-        let v20: f32 = v19 + 1e+03f;
-        let d21: f32 = v20 - mean15;
-        acc16 = fma(d21, d21, acc16);
+    let slot7: f32 = sum[lid.x & 7u];
+    warp1[lid.x] = slot7;
+    workgroupBarrier();
+    let total8: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    let mean9: f32 = total8 / f32(u.C);
+    var acc10: f32 = 0.0f;
+    for (var r11: u32 = lid.x; r11 < u.C; r11 += 256u) {
+        let i12: u32 = g0 * u.C + r11;
+        let v13: f32 = x[i12];
+        let v14: f32 = v13 + 1e+03f;
+        let d15: f32 = v14 - mean9;
+        acc10 = fma(d15, d15, acc10);
     }
-    warp1[lid.x] = acc16;
+    warp2[lid.x] = acc10;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 8u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 4u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 2u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
+        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp22: f32 = warp1[lid.x - (lid.x & 31u)];
+    let warp16: f32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        squares[lid.x >> 5u] = warp22;
+        squares[lid.x >> 5u] = warp16;
     }
     workgroupBarrier();
-    let total23: f32 = squares[0u];
-    let total24: f32 = total23 + squares[1u];
-    let total25: f32 = total24 + squares[2u];
-    let total26: f32 = total25 + squares[3u];
-    let total27: f32 = total26 + squares[4u];
-    let total28: f32 = total27 + squares[5u];
-    let total29: f32 = total28 + squares[6u];
-    let total30: f32 = total29 + squares[7u];
-    let var31: f32 = total30 / f32(u.C);
+    let slot17: f32 = squares[lid.x & 7u];
+    warp3[lid.x] = slot17;
+    workgroupBarrier();
+    let total18: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
+    let var19: f32 = total18 / f32(u.C);
     if (lid.x == 0u) {
-        let v32: f32 = var31 * 1e+03f;
-        out[g0] = v32;
+        let v20: f32 = var19 * 1e+03f;
+        out[g0] = v20;
     }
 }
