@@ -45,6 +45,14 @@ def _signed(v: np.ndarray) -> np.ndarray:
     return np.where(v >= 2**31, v - 2**32, v)
 
 
+def _mul_hi(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The upper 32 bits of a 64-bit product of two u32, in 16-bit pieces (int64 is too small)."""
+    b_hi, b_lo = b >> 16, b & 0xFFFF
+    low = a * b_lo  # < 2^48
+    high = a * b_hi  # < 2^48
+    return ((high + (low >> 16)) >> 16) & 0xFFFFFFFF
+
+
 def _value(op: object, regs: dict, n: int) -> np.ndarray:
     if isinstance(op, mathlib.F32):
         return np.full(n, np.float32(op.value), dtype=np.float64)
@@ -93,8 +101,26 @@ def run(ops: list[mathlib.Op], env: dict[str, np.ndarray]) -> dict[str, np.ndarr
                 out = a[0] == a[1]
             elif code == "setp.ge.u32":
                 out = a[0] >= a[1]
-            elif code == "selp.f32":
+            elif code == "setp.lt.u32":
+                out = a[0] < a[1]
+            elif code == "setp.eq.u32":
+                out = a[0] == a[1]
+            elif code in ("selp.f32", "selp.b32"):
                 out = np.where(a[2], a[0], a[1])
+            elif code == "and.b32":
+                out = a[0] & a[1]
+            elif code == "or.b32":
+                out = a[0] | a[1]
+            elif code == "shr.u32":
+                out = np.where(a[1] < 32, a[0] >> np.minimum(a[1], 31), 0)
+            elif code == "mul.lo.u32":
+                out = (a[0] * a[1]) & 0xFFFFFFFF  # < 2^56 here: exact in int64
+            elif code == "mul.hi.u32":
+                out = _mul_hi(a[0], a[1])
+            elif code == "cvt.rn.f32.u32":
+                out = _r(a[0].astype(np.float64))
+            elif code == "neg.f32":
+                out = -a[0]
             else:
                 raise ValueError(f"no numpy model of {code}")
             regs[op.dst] = out
@@ -120,8 +146,14 @@ def ulp_errors(got: np.ndarray, exact: np.ndarray) -> np.ndarray:
     return np.where(both_nan | same_inf | (got == exact), 0.0, err)
 
 
-_REF = {"exp": np.exp, "log": np.log, "tanh": np.tanh}
-_DOMAIN = {"exp": (-104.0, 89.0), "log": (0.0, np.inf), "tanh": (-np.inf, np.inf)}
+_REF = {"exp": np.exp, "log": np.log, "tanh": np.tanh, "sin": np.sin, "cos": np.cos}
+_DOMAIN = {
+    "exp": (-104.0, 89.0),
+    "log": (0.0, np.inf),
+    "tanh": (-np.inf, np.inf),
+    "sin": (-np.inf, np.inf),
+    "cos": (-np.inf, np.inf),
+}
 
 
 def sweep(name: str, stride: int, chunk: int = 1 << 22) -> tuple[float, float]:
@@ -133,6 +165,25 @@ def sweep(name: str, stride: int, chunk: int = 1 << 22) -> tuple[float, float]:
         x = x[np.isfinite(x) & (x > lo) & (x < hi)]
         if not len(x):
             continue
+        with np.errstate(all="ignore"):
+            err = ulp_errors(evaluate(name, x), _REF[name](x))
+        k = int(np.argmax(err))
+        if err[k] > worst:
+            worst, where = float(err[k]), float(x[k])
+    return worst, where
+
+
+def sweep_near_multiples(name: str, top: float, neighbours: int = 8) -> tuple[float, float]:
+    """The float32 values nearest to every multiple of pi/2 below `top`, and `neighbours`
+    on each side: where the reduced argument is smallest and the reduction is hardest.
+    (numpy's float64 sin and cos reduce exactly, so they remain the reference.)"""
+    j = np.arange(1, int(top / (np.pi / 2)) + 1, dtype=np.float64)
+    centre = _bits_of(j * (np.pi / 2))
+    worst, where = 0.0, float("nan")
+    for d in range(-neighbours, neighbours + 1):
+        x = _float_of(centre + d)
+        x = np.concatenate([x, -x])
+        x = x[np.abs(x) < top]
         with np.errstate(all="ignore"):
             err = ulp_errors(evaluate(name, x), _REF[name](x))
         k = int(np.argmax(err))

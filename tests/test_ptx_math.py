@@ -80,6 +80,16 @@ def _sample(name: str, n: int, seed: int) -> list[tuple[float, ...]]:
             out.append((x if r < 0.9 else f32(1 + rng.uniform(-1e-3, 1e-3)),))
         elif name == "tanh":
             out.append((f32(rng.uniform(-10, 10) if rng.random() < 0.4 else rng.uniform(-1, 1)),))
+        elif name in ("sin", "cos"):
+            r = rng.random()
+            if r < 0.4:  # any finite float32: most are huge (Payne-Hanek)
+                x = from_bits(rng.randrange(0, 0x7F800000)) * rng.choice((1, -1))
+            elif r < 0.7:
+                x = f32(rng.uniform(-(2.0**17), 2.0**17))
+            else:  # next to a multiple of pi/2, where the reduced argument is tiny
+                x = f32(rng.randrange(1, 83000) * math.pi / 2)
+                x = from_bits(struct.unpack("<I", struct.pack("<f", x))[0] + rng.randint(-3, 3))
+            out.append((x,))
         else:
             a = f32(math.exp(rng.uniform(-10, 10)))
             limit = min(40.0, 88.0 / max(abs(math.log(a)), 1e-9))
@@ -87,10 +97,17 @@ def _sample(name: str, n: int, seed: int) -> list[tuple[float, ...]]:
     return out
 
 
-_EXACT = {"exp": math.exp, "log": math.log, "tanh": math.tanh, "pow": math.pow}
+_EXACT = {
+    "exp": math.exp,
+    "log": math.log,
+    "tanh": math.tanh,
+    "pow": math.pow,
+    "sin": math.sin,
+    "cos": math.cos,
+}
 
 
-@pytest.mark.parametrize("name", ["exp", "log", "tanh", "pow"])
+@pytest.mark.parametrize("name", ["exp", "log", "tanh", "pow", "sin", "cos"])
 def test_sequences_meet_their_stated_accuracy(name: str) -> None:
     worst = 0.0
     for args in _sample(name, 600, seed=1):
@@ -125,6 +142,39 @@ def test_special_values(x: float, exp: float, log: float, tanh: float) -> None:
     for name, want in (("exp", exp), ("log", log), ("tanh", tanh)):
         got = evaluate(name, x)
         assert same(got, want) or ulp_error(got, want) <= 1, (name, x, got, want)
+
+
+@pytest.mark.parametrize(
+    ("x", "sin", "cos"),
+    [
+        (0.0, 0.0, 1.0),
+        (-0.0, -0.0, 1.0),
+        (INF, NAN, NAN),
+        (-INF, NAN, NAN),
+        (NAN, NAN, NAN),
+        (2.0**-149, 2.0**-149, 1.0),
+        (f32(math.pi), f32(math.sin(f32(math.pi))), -1.0),
+        (2.0**17, f32(math.sin(2.0**17)), f32(math.cos(2.0**17))),  # the first Payne-Hanek input
+        (
+            from_bits(0x7F7FFFFF),
+            f32(math.sin(from_bits(0x7F7FFFFF))),
+            f32(math.cos(from_bits(0x7F7FFFFF))),
+        ),
+    ],
+)
+def test_sin_cos_special_values(x: float, sin: float, cos: float) -> None:
+    for name, want in (("sin", sin), ("cos", cos)):
+        got = evaluate(name, x)
+        assert same(got, want) or ulp_error(got, want) <= 1, (name, x, got, want)
+
+
+def test_sin_cos_tables_hold_pi() -> None:
+    # P1 + P2 + P3 is pi/2 to ~72 bits, and the Payne-Hanek words are 2/pi's bits.
+    half_pi = sum(Fraction(p.value) for p in (mathlib.TRIG_P1, mathlib.TRIG_P2, mathlib.TRIG_P3))
+    assert abs(half_pi - mathlib.HALF_PI) < Fraction(1, 2**70)
+    assert mathlib.PI - Fraction(math.pi) == pytest.approx(1.2246467991473532e-16, rel=1e-12)
+    words = mathlib.TWO_OVER_PI_WORDS
+    assert words[0] == 0xA2F9 and words[1] == 0x836E4E44  # 2/pi = 0.A2F9836E4E44...
 
 
 def test_exp_overflows_and_underflows_like_the_rounded_value() -> None:

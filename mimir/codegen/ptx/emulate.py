@@ -169,6 +169,16 @@ _F32_OPS: dict[str, Callable[..., Any]] = {
     "shl.b32": lambda a, n: _u32(a << n),
     "shr.s32": lambda a, n: _u32(_signed(a) >> n),
     "setp.ge.u32": lambda a, b: a >= b,
+    "setp.lt.u32": lambda a, b: a < b,
+    "setp.eq.u32": lambda a, b: a == b,
+    "selp.b32": lambda a, b, p: a if p else b,
+    "and.b32": lambda a, b: a & b,
+    "or.b32": lambda a, b: a | b,
+    "shr.u32": lambda a, n: a >> n if n < 32 else 0,  # PTX clamps the amount to 32
+    "mul.lo.u32": lambda a, b: _u32(a * b),
+    "mul.hi.u32": lambda a, b: (a * b) >> 32,
+    "cvt.rn.f32.u32": lambda v: round_f32(v),
+    "neg.f32": lambda a: -a,
 }
 
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass
+from fractions import Fraction
 
 __all__ = [
     "ACCURACY",
@@ -229,6 +230,199 @@ def tanh_f32(s: Seq, x: str) -> str:
     return s("selp.f32", "f32", near, far, small)
 
 
+# ---------------------------------------------------------------- sin and cos
+
+
+def _atan_inverse(n: int, one: int) -> int:
+    """atan(1/n) * one, by its Taylor series in fixed point (one = 2**bits)."""
+    total, power, k = 0, one // n, 0
+    while power:
+        term = power // (2 * k + 1)
+        total += -term if k % 2 else term
+        power //= n * n
+        k += 1
+    return total
+
+
+def _pi_fixed(bits: int) -> Fraction:
+    """pi to about `bits` bits (Machin's formula, 16 guard bits), as an exact rational."""
+    one = 1 << (bits + 16)
+    pi = 16 * _atan_inverse(5, one) - 4 * _atan_inverse(239, one)
+    return Fraction(pi >> 16, 1 << bits)
+
+
+PI = _pi_fixed(320)
+HALF_PI = PI / 2
+
+
+def _f32_of(q: Fraction) -> float:
+    return f32(float(q))  # float(q) is q correctly rounded to double; then to float32
+
+
+# Cody-Waite: pi/2 = P1 + P2 + P3 (24 bits each, about 72 in all). With fma, x - j*P1
+# is exact for every float32 x (a multiple of 2^-23 below 1 in magnitude), and the two
+# further steps add an error of j * 2^-74 or less, far below an ulp of r while
+# j < 2^17 and |r| > 2^-30 (the closest float32 below TRIG_HUGE to a multiple of pi/2
+# is further than that; benchmarks/ptx_math_accuracy.py sweeps those inputs).
+TRIG_P1 = F32(_f32_of(HALF_PI))
+TRIG_P2 = F32(_f32_of(HALF_PI - Fraction(TRIG_P1.value)))
+TRIG_P3 = F32(_f32_of(HALF_PI - Fraction(TRIG_P1.value) - Fraction(TRIG_P2.value)))
+TWO_OVER_PI = F32(_f32_of(1 / HALF_PI))
+HALF_PI_HI = TRIG_P1
+HALF_PI_LO = TRIG_P2
+# At and above this |x| the reduction is Payne-Hanek (exact integer arithmetic).
+TRIG_HUGE = 2.0**17
+# Payne-Hanek's table: 16 zero bits, then the bits of 2/pi (bit i weighs 2^-i, i >= 1),
+# as seven 32-bit words; the window used starts at bit E + 14 for x = m 2^E, m < 2^24.
+_PH_PAD = 16
+_PH_WORDS = 7
+_PH_BITS = (2 << (32 * _PH_WORDS - _PH_PAD)) * PI.denominator // PI.numerator
+TWO_OVER_PI_WORDS = tuple(
+    (_PH_BITS >> (32 * (_PH_WORDS - 1 - k))) & 0xFFFFFFFF for k in range(_PH_WORDS)
+)
+# sin r = r + r^3 S(r^2), cos r = 1 - r^2/2 + r^4 C(r^2) on |r| <= pi/4 (a little more
+# when rint(x 2/pi) rounds the other way): Taylor coefficients; the first term left
+# out is below 2^-28 relative (r^10/11! and r^12/12!).
+SIN_POLY = tuple(F32((-1) ** k / math.factorial(2 * k + 1)) for k in range(1, 5))
+COS_POLY = tuple(F32((-1) ** k / math.factorial(2 * k)) for k in range(2, 6))
+
+
+def _reduce_small(s: Seq, x: str) -> tuple[str, str]:
+    """(j, r) with x = j pi/2 + r, |r| <= pi/4 (about): three-part Cody-Waite with fma."""
+    t = s("mul.rn.f32", "f32", x, TWO_OVER_PI)
+    j = s("cvt.rni.f32.f32", "f32", t)
+    r = s("fma.rn.f32", "f32", j, F32(-TRIG_P1.value), x)  # exact
+    r = s("fma.rn.f32", "f32", j, F32(-TRIG_P2.value), r)
+    r = s("fma.rn.f32", "f32", j, F32(-TRIG_P3.value), r)
+    return s("cvt.rzi.s32.f32", "b32", j), r
+
+
+def _reduce_huge(s: Seq, a: str) -> tuple[str, str]:
+    """(j mod 4, r) with a = j pi/2 + r, |r| <= pi/4, for a = |x| >= 2^9 (Payne-Hanek).
+
+    a = m 2^E with m < 2^24 an integer. Only the 96 bits of 2/pi from the one that
+    weighs 2 after scaling by 2^E matter: the ones before make multiples of 4 (whole
+    turns), the ones after add less than 2^-70. m times that window, in 32-bit limbs,
+    gives the quadrant (2 bits) and 62 bits of the fraction, rounded to the nearest
+    quadrant and turned into r by a two-float product with pi/2.
+    """
+    bits = s("mov.b32", "b32", a)
+    n0 = s("shr.u32", "b32", bits, Int(23))
+    n0 = s("add.s32", "b32", n0, Int(_PH_PAD - 2 - 150))  # E + 14
+    word = s("shr.u32", "b32", n0, Int(5))
+    shift = s("and.b32", "b32", n0, Int(31))
+    back = s("sub.s32", "b32", Int(32), shift)  # 32 shifts to 0 (PTX clamps the amount)
+    m = s("and.b32", "b32", bits, Int(0x7FFFFF))
+    m = s("or.b32", "b32", m, Int(0x800000))
+    which = [s("setp.eq.u32", "pred", word, Int(k)) for k in (1, 2, 3)]
+    table = [Int(w) for w in TWO_OVER_PI_WORDS]
+    words = []
+    for k in range(4):
+        w = s("selp.b32", "b32", table[k + 1], table[k], which[0])
+        w = s("selp.b32", "b32", table[k + 2], w, which[1])
+        words.append(s("selp.b32", "b32", table[k + 3], w, which[2]))
+    window = []
+    for k in range(3):
+        hi = s("shl.b32", "b32", words[k], shift)
+        lo = s("shr.u32", "b32", words[k + 1], back)
+        window.append(s("or.b32", "b32", hi, lo))
+    # m * window: limbs p1 (quadrant and 30 fraction bits), p2, p3 (the top of p3 only).
+    p3 = s("mul.lo.u32", "b32", window[2], m)
+    hi2 = s("mul.hi.u32", "b32", window[2], m)
+    lo1 = s("mul.lo.u32", "b32", window[1], m)
+    p2 = s("add.s32", "b32", hi2, lo1)
+    carry = s("setp.lt.u32", "pred", p2, lo1)
+    carry = s("selp.b32", "b32", Int(1), Int(0), carry)
+    p1 = s("mul.hi.u32", "b32", window[1], m)
+    p1 = s("add.s32", "b32", p1, carry)
+    lo0 = s("mul.lo.u32", "b32", window[0], m)
+    p1 = s("add.s32", "b32", p1, lo0)
+    p1 = s("add.s32", "b32", p1, Int(1 << 29))  # round to the nearest quadrant
+    j = s("shr.u32", "b32", p1, Int(30))
+    f = s("and.b32", "b32", p1, Int((1 << 30) - 1))
+    f = s("sub.s32", "b32", f, Int(1 << 29))  # signed, in [-2^29, 2^29)
+    # the fraction in 2^-30 units as three exact floats of 24 bits or fewer
+    top = s("shr.s32", "b32", f, Int(6))
+    mid = s("and.b32", "b32", f, Int(63))
+    mid = s("shl.b32", "b32", mid, Int(18))
+    mid_lo = s("shr.u32", "b32", p2, Int(14))
+    mid = s("or.b32", "b32", mid, mid_lo)
+    low = s("and.b32", "b32", p2, Int(0x3FFF))
+    low = s("shl.b32", "b32", low, Int(10))
+    low_lo = s("shr.u32", "b32", p3, Int(22))
+    low = s("or.b32", "b32", low, low_lo)
+    h = s("cvt.rn.f32.s32", "f32", top)
+    h = s("mul.rn.f32", "f32", h, F32(2.0**-24))
+    md = s("cvt.rn.f32.u32", "f32", mid)
+    md = s("mul.rn.f32", "f32", md, F32(2.0**-48))
+    lw = s("cvt.rn.f32.u32", "f32", low)
+    lw = s("mul.rn.f32", "f32", lw, F32(2.0**-72))
+    hm = s("add.rn.f32", "f32", h, md)  # Fast2Sum: |h| >= |md| unless h = 0
+    err = s("sub.rn.f32", "f32", hm, h)
+    err = s("sub.rn.f32", "f32", md, err)
+    err = s("add.rn.f32", "f32", err, lw)
+    # r = (hm + err) pi/2, pi/2 as two floats
+    r = s("mul.rn.f32", "f32", err, HALF_PI_HI)
+    r = s("fma.rn.f32", "f32", hm, HALF_PI_LO, r)
+    r = s("fma.rn.f32", "f32", hm, HALF_PI_HI, r)
+    return j, r
+
+
+def _sincos_f32(s: Seq, x: str, cosine: bool) -> str:
+    a = s("abs.f32", "f32", x)
+    j_small, r_small = _reduce_small(s, x)
+    j_huge, r_huge = _reduce_huge(s, a)
+    # sin(-a) = -sin a: the huge path reduced |x|, so negate r and the quadrant
+    negative = s("setp.lt.f32", "pred", x, F32(0.0))
+    r_neg = s("neg.f32", "f32", r_huge)
+    r_huge = s("selp.f32", "f32", r_neg, r_huge, negative)
+    j_neg = s("sub.s32", "b32", Int(0), j_huge)
+    j_huge = s("selp.b32", "b32", j_neg, j_huge, negative)
+    small = s("setp.lt.f32", "pred", a, F32(TRIG_HUGE))
+    r = s("selp.f32", "f32", r_small, r_huge, small)
+    j = s("selp.b32", "b32", j_small, j_huge, small)
+    return _quadrant(s, x, a, j, r, cosine)
+
+
+def _quadrant(s: Seq, x: str, a: str, j: str, r: str, cosine: bool) -> str:
+    """sin or cos of x = j pi/2 + r from the polynomials of r; nan for inf and nan."""
+    z = s("mul.rn.f32", "f32", r, r)
+    ps = s("fma.rn.f32", "f32", SIN_POLY[3], z, SIN_POLY[2])
+    for c in (SIN_POLY[1], SIN_POLY[0]):
+        ps = s("fma.rn.f32", "f32", ps, z, c)
+    ps = s("mul.rn.f32", "f32", ps, z)
+    sin_r = s("fma.rn.f32", "f32", ps, r, r)
+    pc = s("fma.rn.f32", "f32", COS_POLY[3], z, COS_POLY[2])
+    for c in (COS_POLY[1], COS_POLY[0], F32(-0.5)):
+        pc = s("fma.rn.f32", "f32", pc, z, c)
+    cos_r = s("fma.rn.f32", "f32", pc, z, F32(1.0))
+    if cosine:  # cos x = sin(x + pi/2): one quadrant further
+        j = s("add.s32", "b32", j, Int(1))
+    odd = s("and.b32", "b32", j, Int(1))
+    odd = s("setp.eq.u32", "pred", odd, Int(1))
+    v = s("selp.f32", "f32", cos_r, sin_r, odd)
+    flip = s("and.b32", "b32", j, Int(2))
+    flip = s("setp.eq.u32", "pred", flip, Int(2))
+    nv = s("neg.f32", "f32", v)
+    v = s("selp.f32", "f32", nv, v, flip)
+    if not cosine:  # sin(+-0) is +-0
+        zero = s("setp.eq.f32", "pred", x, F32(0.0))
+        v = s("selp.f32", "f32", x, v, zero)
+    abits = s("mov.b32", "b32", a)
+    special = s("setp.ge.u32", "pred", abits, Int(0x7F800000))
+    return s("selp.f32", "f32", F32(NAN), v, special)
+
+
+def sin_f32(s: Seq, x: str) -> str:
+    """sin x for every float32 x (+-inf and nan -> nan, -0 -> -0)."""
+    return _sincos_f32(s, x, cosine=False)
+
+
+def cos_f32(s: Seq, x: str) -> str:
+    """cos x for every float32 x (+-inf and nan -> nan)."""
+    return _sincos_f32(s, x, cosine=True)
+
+
 def pow_f32(s: Seq, a: str, b: str) -> str:
     """a^b for a > 0 (and a = +inf), any b: exp(b * log a)."""
     la = log_f32(s, a)
@@ -236,7 +430,14 @@ def pow_f32(s: Seq, a: str, b: str) -> str:
     return exp_f32(s, t)
 
 
-SEQUENCES = {"exp": exp_f32, "log": log_f32, "tanh": tanh_f32, "pow": pow_f32}
+SEQUENCES = {
+    "exp": exp_f32,
+    "log": log_f32,
+    "tanh": tanh_f32,
+    "pow": pow_f32,
+    "sin": sin_f32,
+    "cos": cos_f32,
+}
 
 # Bounds in float32 ulp of the correctly rounded result, over every float32
 # input (pow: over a in (0, inf), b with |b ln a| <= 88, the whole finite range).
@@ -246,6 +447,8 @@ ACCURACY: dict[str, str] = {
     "log": "2 ulp",
     "tanh": "3 ulp",
     "pow": "2 + 2 * |b ln a| ulp",
+    "sin": "2 ulp",
+    "cos": "2 ulp",
     "sqrt": "0 ulp (sqrt.rn.f32, correctly rounded)",
     "floor": "exact (cvt.rmi.f32.f32)",
     "abs": "exact (abs.f32)",
@@ -258,4 +461,4 @@ def ulp_bound(name: str, args: tuple[float, ...] = ()) -> float:
     if name == "pow":
         a, b = args
         return 2.0 + 2.0 * abs(b * math.log(a))
-    return {"exp": 2.0, "log": 2.0, "tanh": 3.0, "sqrt": 0.0}[name]
+    return {"exp": 2.0, "log": 2.0, "tanh": 3.0, "sqrt": 0.0, "sin": 2.0, "cos": 2.0}[name]
