@@ -2,13 +2,21 @@
 
 Each function is written once, as a list of `Op`s over named temporaries, and
 that one list is both what the backend prints (`mimir.codegen.ptx.emit`) and
-what `mimir.codegen.ptx.emulate` executes on the CPU with exact IEEE float32
-semantics. Every instruction used is correctly rounded (`.rn` arithmetic, `fma`,
-`div.rn`, conversions, bit operations): no `.approx` instruction appears, so the
-emulation is bit-exact and the accuracy it measures is the accuracy the GPU
-delivers. (PTX's `tanh.approx.f32` needs `.target sm_75`, and `ex2.approx` /
-`lg2.approx` are 2 ulp and 2^-22 absolute; range reduction plus a polynomial
-costs a few more fused multiply-adds and is better than either.)
+what `mimir.codegen.ptx.emulate` executes on the CPU. Two sets, chosen by
+`mimir compile-gpu --math` (`sequences(mode)`):
+
+- `precise` (`SEQUENCES`): every instruction is correctly rounded (`.rn`
+  arithmetic, `fma`, `div.rn`, conversions, bit operations), so the emulation is
+  bit-exact and the accuracy it measures is the accuracy the GPU delivers;
+- `fast` (`FAST_SEQUENCES`, the default): exp, log, tanh, sigmoid and gelu use the
+  hardware's `ex2.approx.ftz.f32` and `rcp.approx.ftz.f32` (one MUFU instruction
+  each, 2 and 1 ulp by the PTX ISA), with Cody-Waite-style corrections that keep
+  the whole within a few ulp; the emulators model those two as correctly
+  rounded with the flush, and the stated bounds add the hardware's. sin, cos and
+  pow are the precise sequences in both modes (`sin.approx` is an absolute-error
+  approximation on [-pi, pi], not an ulp one).
+
+Precise sequences:
 
 - `exp(x)`: Cody-Waite reduction `x = j*ln2 + r`, `|r| <= ln2/2`, with `ln2`
   split in two (`ln2_hi` has 15 significant bits, so `j*ln2_hi` is exact),
@@ -23,6 +31,12 @@ costs a few more fused multiply-adds and is better than either.)
 - `tanh(x)`: below |x| = 0.55 an odd polynomial `x + x^3 P(x^2)` (degree 4 in
   x^2, fitted for relative error), above it `1 - 2/(exp(2|x|) + 1)` with the
   sign of x; both are computed and one is selected (no divergence).
+- `sin(x)`, `cos(x)`: below |x| = 2^17 a three-part Cody-Waite reduction by pi/2
+  (with fma the first step is exact), above it Payne-Hanek (the 96 bits of 2/pi
+  that matter, picked from a table of seven words by the exponent, times the
+  24-bit significand in 32-bit limbs), both computed and one selected; then the
+  odd and even Taylor polynomials of the reduced argument, chosen and signed
+  by the quadrant. inf and nan give nan.
 - `pow(a, b)` for a > 0 (the IR's `mimir_pow_f32` helper handles signs, zero,
   one and nan): `exp(b * log(a))`; its error grows with |b ln a|, as every
   GPU's `pow` that is built on exp and log does.
@@ -169,7 +183,7 @@ def exp_f32(s: Seq, x: str) -> str:
     return s("selp.f32", "f32", x, scaled, nan)
 
 
-def log_f32(s: Seq, x: str) -> str:
+def log_f32(s: Seq, x: str, divide=None) -> str:
     """ln x for every float32 x (x < 0 and nan -> nan, 0 -> -inf, inf -> inf)."""
     tiny = s("setp.lt.f32", "pred", x, F32(2.0**-126))  # subnormal (or <= 0)
     big = s("mul.rn.f32", "f32", x, F32(2.0**23))
@@ -185,7 +199,7 @@ def log_f32(s: Seq, x: str) -> str:
     e = s("add.rn.f32", "f32", e, adjust)
     f = s("sub.rn.f32", "f32", m, F32(1.0))  # exact (Sterbenz)
     den = s("add.rn.f32", "f32", f, F32(2.0))
-    q = s("div.rn.f32", "f32", f, den)  # s = (m-1)/(m+1), |s| <= 0.2
+    q = (divide or _div_rn)(s, f, den)  # s = (m-1)/(m+1), |s| <= 0.2
     z = s("mul.rn.f32", "f32", q, q)
     poly = s("fma.rn.f32", "f32", LOG_SERIES[4], z, LOG_SERIES[3])
     for c in (LOG_SERIES[2], LOG_SERIES[1], LOG_SERIES[0]):
@@ -210,7 +224,7 @@ def log_f32(s: Seq, x: str) -> str:
     return s("selp.f32", "f32", F32(-INF), y, zero)
 
 
-def tanh_f32(s: Seq, x: str) -> str:
+def tanh_f32(s: Seq, x: str, exp=None, divide=None) -> str:
     """tanh x for every float32 x (nan -> nan, +-inf -> +-1, -0 -> -0)."""
     a = s("abs.f32", "f32", x)
     small = s("setp.lt.f32", "pred", a, F32(TANH_SMALL))
@@ -222,9 +236,9 @@ def tanh_f32(s: Seq, x: str) -> str:
     near = s("fma.rn.f32", "f32", poly, x, x)
     near = s("copysign.f32", "f32", x, near)  # tanh(-0) is -0
     two_a = s("add.rn.f32", "f32", a, a)
-    e = exp_f32(s, two_a)
+    e = (exp or exp_f32)(s, two_a)
     den = s("add.rn.f32", "f32", e, F32(1.0))
-    frac = s("div.rn.f32", "f32", F32(2.0), den)
+    frac = (divide or _div_rn)(s, F32(2.0), den)
     far = s("sub.rn.f32", "f32", F32(1.0), frac)
     far = s("copysign.f32", "f32", x, far)
     return s("selp.f32", "f32", near, far, small)
@@ -430,6 +444,94 @@ def pow_f32(s: Seq, a: str, b: str) -> str:
     return exp_f32(s, t)
 
 
+# ---------------------------------------------------------------- fast math (the default)
+#
+# `ex2.approx.ftz.f32` and `rcp.approx.ftz.f32` are one MUFU instruction each. The PTX
+# ISA bounds them at 2 ulp (ex2, full range) and 1 ulp (rcp); `.ftz` flushes subnormal
+# inputs and results to zero. The emulators model both as correctly rounded with the
+# flush, so a measured error plus the hardware's bound is the stated one (`FAST_ACCURACY`).
+
+APPROX = ("ex2.approx.ftz.f32", "rcp.approx.ftz.f32")
+GELU_K = F32(0.7978845608028654)  # sqrt(2/pi), as `mimir_gelu` writes it
+GELU_C = F32(0.044715)
+
+
+def exp_fast(s: Seq, x: str) -> str:
+    """e^x = 2^t e^d, t = x log2 e rounded, d = x - t ln 2 (two fma, |d| < 2^-17): the
+    hardware's 2^t times 1 + d. Results below 2^-126 flush to 0 (x < -87.34)."""
+    t = s("mul.rn.f32", "f32", x, LOG2E)
+    d = s("fma.rn.f32", "f32", t, F32(-LN2_HI.value), x)
+    d = s("fma.rn.f32", "f32", t, F32(-LN2_LO.value), d)
+    one_d = s("add.rn.f32", "f32", d, F32(1.0))
+    # x = +-inf or |x log2 e| past the float range make 1 + d nan or +-inf, where 2^t is
+    # already inf or 0: any factor in [0.5, 2] keeps that (PTX max/min drop a nan).
+    one_d = s("max.f32", "f32", one_d, F32(0.5))
+    one_d = s("min.f32", "f32", one_d, F32(2.0))
+    e = s("ex2.approx.ftz.f32", "f32", t)
+    return s("mul.rn.f32", "f32", e, one_d)
+
+
+def log_fast(s: Seq, x: str) -> str:
+    """The precise sequence with `s = f / (2 + f)` as `f * rcp(2 + f)`: s only feeds the
+    small correction terms, so its extra ulp moves the result by far less than one."""
+    return log_f32(s, x, divide=_rcp_divide)
+
+
+def _rcp_divide(s: Seq, a: str | F32, b: str) -> str:
+    r = s("rcp.approx.ftz.f32", "f32", b)
+    return s("mul.rn.f32", "f32", a, r)
+
+
+def _div_rn(s: Seq, a: str | F32, b: str) -> str:
+    return s("div.rn.f32", "f32", a, b)
+
+
+def tanh_fast(s: Seq, x: str) -> str:
+    """The precise sequence with exp_fast and `2 / (e + 1)` as `2 rcp(e + 1)`."""
+    return tanh_f32(s, x, exp=exp_fast, divide=_rcp_divide)
+
+
+def sigmoid_fast(s: Seq, x: str) -> str:
+    """1 / (1 + e^-x) as rcp; e^-x = inf (x < -88.7) gives 0, nan stays nan."""
+    n = s("neg.f32", "f32", x)
+    e = exp_fast(s, n)
+    den = s("add.rn.f32", "f32", e, F32(1.0))
+    return s("rcp.approx.ftz.f32", "f32", den)
+
+
+def gelu_fast(s: Seq, x: str) -> str:
+    """0.5 x (1 + tanh u) = x sigmoid(2u), u = k (x + c x^3): no cancellation in 1 + tanh u
+    for negative u, one exp and one rcp. gelu(-inf) = 0 (x times 0 would be nan)."""
+    x2 = s("mul.rn.f32", "f32", x, x)
+    inner = s("mul.rn.f32", "f32", x2, GELU_C)
+    inner = s("fma.rn.f32", "f32", inner, x, x)  # x + c x^3
+    minus_2u = s("mul.rn.f32", "f32", inner, F32(-2.0 * GELU_K.value))
+    e = exp_fast(s, minus_2u)
+    den = s("add.rn.f32", "f32", e, F32(1.0))
+    sig = s("rcp.approx.ftz.f32", "f32", den)
+    y = s("mul.rn.f32", "f32", x, sig)
+    minus_inf = s("setp.eq.f32", "pred", x, F32(-INF))
+    return s("selp.f32", "f32", F32(0.0), y, minus_inf)
+
+
+FAST_SEQUENCES = {
+    "exp": exp_fast,
+    "log": log_fast,
+    "tanh": tanh_fast,
+    "sigmoid": sigmoid_fast,
+    "gelu": gelu_fast,
+    "sin": sin_f32,  # the polynomial is cheap; sin.approx is 2^-20.9 absolute, not ulp
+    "cos": cos_f32,
+    "pow": pow_f32,  # exp(b log a) amplifies an ulp of log by |b ln a|: kept precise
+}
+MATH_MODES = ("fast", "precise")
+
+
+def sequences(math_mode: str) -> dict:
+    """The sequences a kernel compiled with `--math MODE` inlines, by IR function name."""
+    return FAST_SEQUENCES if math_mode == "fast" else SEQUENCES
+
+
 SEQUENCES = {
     "exp": exp_f32,
     "log": log_f32,
@@ -454,6 +556,25 @@ ACCURACY: dict[str, str] = {
     "abs": "exact (abs.f32)",
     "divide": "0 ulp (div.rn.f32, correctly rounded)",
 }
+
+
+# Fast mode, measured in the emulator (ex2/rcp correctly rounded) plus the hardware's
+# bound for each approximate instruction on the path (docs/ptx.md has the figures).
+FAST_ACCURACY: dict[str, str] = {
+    "exp": "2 ulp + ex2.approx's 2 ulp; 0 below 2^-126",
+    "log": "2 ulp (rcp.approx only touches the correction terms)",
+    "tanh": "3 ulp + ex2.approx's 2 ulp",
+    "sigmoid": "4 ulp + ex2.approx's 2 ulp + rcp.approx's 1 ulp; 0 below 2^-126",
+    "gelu": "3 ulp (x >= 0), 6 + 2.5|2u| ulp (x < 0: e^-2u magnifies the rounding of u), "
+    "+ ex2.approx's 2 ulp + rcp.approx's 1 ulp; 0 once sigmoid(2u) is below 2^-126 (x < -9.9)",
+    "sin": ACCURACY["sin"],
+    "cos": ACCURACY["cos"],
+    "pow": ACCURACY["pow"],
+}
+
+
+def accuracy(name: str, math_mode: str) -> str:
+    return (FAST_ACCURACY if math_mode == "fast" else ACCURACY)[name]
 
 
 def ulp_bound(name: str, args: tuple[float, ...] = ()) -> float:
