@@ -300,6 +300,44 @@ def test_compile_gpu_cli_writes_ptx(tmp_path: Path) -> None:
     assert (both / "ptx" / "linear_relu_0_matmul.ptx").exists()
 
 
+def test_compile_gpu_math_option(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from mimir.cli import app
+
+    runner = CliRunner()
+    source = str(ZOO_DIR / "select_cast.py")
+    for mode in ("fast", "precise"):
+        out = tmp_path / mode
+        args = ["compile-gpu", source, "--backend", "ptx,wgsl", "-o", str(out), "--math", mode]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        for manifest in (out / "ptx").glob("*.manifest.json"):
+            assert json.loads(manifest.read_text())["math"] == mode
+        for manifest in (out / "wgsl").glob("*.manifest.json"):
+            assert "math" not in json.loads(manifest.read_text())  # builtins in both modes
+        text = "".join(p.read_text() for p in (out / "ptx").glob("*.ptx"))
+        assert ("ex2.approx.ftz.f32" in text) == (mode == "fast")
+        # --check compares with the same mode: up to date here, stale in the other
+        check = runner.invoke(app, [*args, "--check"])
+        assert check.exit_code == 0, check.output
+    stale = runner.invoke(
+        app,
+        [
+            "compile-gpu",
+            source,
+            "--backend",
+            "ptx,wgsl",
+            "-o",
+            str(tmp_path / "precise"),
+            "--check",
+        ],
+    )
+    assert stale.exit_code == 1 and "GPU072" in stale.output
+    bad = runner.invoke(app, ["compile-gpu", source, "--backend", "ptx", "--math", "sloppy"])
+    assert bad.exit_code == 2 and "--math sloppy" in bad.output
+
+
 PTX_NAMES = """
 from mimir.array import Dim, Tensor, float32, gpu
 
