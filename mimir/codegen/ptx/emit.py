@@ -420,10 +420,24 @@ class Emitter:
         names = dict(zip(inputs, args, strict=True))
         accuracy = mathlib.accuracy(name, self.math)
         self.comment(f"{name}: mimir.codegen.ptx.mathlib, {self.math} math ({accuracy})")
-        for op in seq.ops:
-            names[op.dst] = self.regs.new(op.kind)
+        starts = {skip.start: skip for skip in seq.skips}
+        ends: dict[int, str] = {}
+        kinds = {op.dst: op.kind for op in seq.ops}
+        for k, op in enumerate(seq.ops):
+            skip = starts.get(k)
+            if skip is not None:  # outputs start as 0, then a branch around the ops
+                for out in skip.outputs:
+                    names[out] = self.regs.new(kinds[out])
+                    zero = "0f00000000" if kinds[out] == "f32" else "0"
+                    self.ins(f"{MOV[kinds[out]]} {names[out]}, {zero}")
+                ends[skip.end] = self.regs.label("skip")
+                self.ins(f"@{names[skip.unless]} bra {ends[skip.end]}")
+            if op.dst not in names:
+                names[op.dst] = self.regs.new(op.kind)
             srcs = [s.text() if not isinstance(s, str) else names[s] for s in op.srcs]
             self.ins(f"{op.opcode} {names[op.dst]}, {', '.join(srcs)}")
+            if k + 1 in ends:
+                self.put_label(ends.pop(k + 1))
         return names[result]
 
     # -- statements

@@ -34,7 +34,9 @@ Precise sequences:
 - `sin(x)`, `cos(x)`: below |x| = 2^17 a three-part Cody-Waite reduction by pi/2
   (with fma the first step is exact), above it Payne-Hanek (the 96 bits of 2/pi
   that matter, picked from a table of seven words by the exponent, times the
-  24-bit significand in 32-bit limbs), both computed and one selected; then the
+  24-bit significand in 32-bit limbs), which the backend branches around when
+  every |x| of the warp is below 2^17 (`Seq.skip`; the emulators run it and
+  select, which computes the same); then the
   odd and even Taylor polynomials of the reduced argument, chosen and signed
   by the quadrant. inf and nan give nan.
 - `pow(a, b)` for a > 0 (the IR's `mimir_pow_f32` helper handles signs, zero,
@@ -112,12 +114,29 @@ class Op:
     srcs: tuple[Operand, ...]
 
 
+@dataclass(frozen=True)
+class Skip:
+    """`ops[start:end]` are only needed when `unless` is false: the backend branches
+    around them (their `outputs`, the only registers used after them, start as 0), the
+    emulators run them anyway (every use of an output is a `selp` on `unless`)."""
+
+    start: int
+    end: int
+    unless: str
+    outputs: tuple[str, ...]
+
+
 class Seq:
     """Builds a list of `Op`s; each call appends one and returns its fresh temporary."""
 
     def __init__(self) -> None:
         self.ops: list[Op] = []
+        self.skips: list[Skip] = []
         self._count = 0
+
+    def skip(self, start: int, unless: str, *outputs: str) -> None:
+        """Mark the ops appended since `start` as skipped when the predicate `unless` holds."""
+        self.skips.append(Skip(start, len(self.ops), unless, outputs))
 
     def __call__(self, opcode: str, kind: str, *srcs: Operand) -> str:
         name = f"%t{self._count}"
@@ -384,7 +403,9 @@ def _reduce_huge(s: Seq, a: str) -> tuple[str, str]:
 
 def _sincos_f32(s: Seq, x: str, cosine: bool) -> str:
     a = s("abs.f32", "f32", x)
+    small = s("setp.lt.f32", "pred", a, F32(TRIG_HUGE))
     j_small, r_small = _reduce_small(s, x)
+    start = len(s.ops)  # Payne-Hanek: branched around when every |x| of a warp is small
     j_huge, r_huge = _reduce_huge(s, a)
     # sin(-a) = -sin a: the huge path reduced |x|, so negate r and the quadrant
     negative = s("setp.lt.f32", "pred", x, F32(0.0))
@@ -392,7 +413,7 @@ def _sincos_f32(s: Seq, x: str, cosine: bool) -> str:
     r_huge = s("selp.f32", "f32", r_neg, r_huge, negative)
     j_neg = s("sub.s32", "b32", Int(0), j_huge)
     j_huge = s("selp.b32", "b32", j_neg, j_huge, negative)
-    small = s("setp.lt.f32", "pred", a, F32(TRIG_HUGE))
+    s.skip(start, small, j_huge, r_huge)
     r = s("selp.f32", "f32", r_small, r_huge, small)
     j = s("selp.b32", "b32", j_small, j_huge, small)
     return _quadrant(s, x, a, j, r, cosine)
