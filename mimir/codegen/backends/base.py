@@ -129,6 +129,12 @@ class Backend:
     # target without them gets `mimir.codegen.warp.to_workgroup_memory` first.
     warp_functions = False
 
+    def __init__(self, math: str = "fast") -> None:
+        # `--math fast|precise`: how PTX lowers exp, log, tanh, sigmoid and gelu (the
+        # hardware's ex2/rcp, or correctly rounded sequences). The other backends print
+        # their language's builtins, whose accuracy their spec states, in both modes.
+        self.math = math
+
     # -- refusing
 
     def check(self, kernel: Kernel) -> str | None:
