@@ -37,11 +37,13 @@ from mimir.codegen.ir import (
     BufferParam,
     Builtin,
     Call,
+    Cast,
     Const,
     Helper,
     Kernel,
     Load,
     Return,
+    Select,
     SharedArray,
     Store,
     Var,
@@ -339,6 +341,45 @@ def test_refusals_name_the_construct() -> None:
         reason = ptx.check(kernel)
         assert reason is not None and why in reason, (why, reason)
     assert ptx.check(_kernel(_store(Call("exp", (x,), "f32")))) is None
+
+
+def test_casts_the_lowering_does_not_make_today_are_printed(tmp_path: Path) -> None:
+    """IR `Cast`s from a float to bool (`!= 0`, unordered: nan is true) and from an int to
+    f16 (through f32); the lowering spells `astype(bool_)` as a comparison and keeps f16
+    values in f32 registers, so no zoo kernel reaches these."""
+    i = Builtin("local_x")
+    flag = {"f32": Load("x", i, "f32"), "f16": Load("h", i, "f16")}
+    half = {"i32": Load("n", i, "i32"), "u32": Load("u", i, "u32")}
+    body = [
+        Store(f"is_{t}", i, Select(Cast(v, "bool"), Const(1, "u32"), Const(0, "u32"), "u32"))
+        for t, v in flag.items()
+    ] + [Store(f"{t}_half", i, Cast(v, "f16")) for t, v in half.items()]
+    buffers = [
+        BufferParam("x", "f32", "read"),
+        BufferParam("h", "f16", "read"),
+        BufferParam("n", "i32", "read"),
+        BufferParam("u", "u32", "read"),
+        BufferParam("is_f32", "u32", "read_write"),
+        BufferParam("is_f16", "u32", "read_write"),
+        BufferParam("i32_half", "f16", "read_write"),
+        BufferParam("u32_half", "f16", "read_write"),
+    ]
+    text = PTX().print_kernel(_kernel(body, buffers=buffers), "").text
+    conversions = [
+        ln.split()[0] for ln in text.splitlines() if ln.strip().startswith(("cvt.", "setp."))
+    ]
+    assert conversions == [
+        "setp.neu.f32",
+        "cvt.f32.f16",
+        "setp.neu.f32",
+        "cvt.rn.f32.s32",
+        "cvt.rn.f16.f32",
+        "cvt.rn.f32.u32",
+        "cvt.rn.f16.f32",
+    ], conversions
+    if ptxas_path():
+        (tmp_path / "k.ptx").write_text(text)
+        assert ptxas(tmp_path / "k.ptx", "sm_80") == (0, "")
 
 
 def test_a_refusal_is_gpu070_and_writes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
