@@ -48,6 +48,7 @@ from mimir.codegen.ir import (
     Load,
     SharedArray,
     Store,
+    Var,
 )
 from mimir.codegen.manifest import validate_manifest
 from mimir.codegen.spirv import split_instructions
@@ -410,6 +411,12 @@ def test_the_backend_refuses_what_it_cannot_hold() -> None:
     assert SPIRV().check(_kernel([Store("out", i, lane)])) == "the built-in `lane_x`"
     big = [SharedArray("t", "f32", 8192)]
     assert "32768 bytes" in (SPIRV().check(_kernel([], shared=big)) or "")
+
+
+def test_an_ir_variable_used_outside_its_scope_is_named() -> None:
+    # a lowering bug, not a user error: the emitter names the variable it cannot find
+    with pytest.raises(KeyError, match="IR variable `v` used outside its scope"):
+        SPIRV().print_kernel(_kernel([Store("out", Builtin("local_x"), Var("v", "f32"))]), "")
 
 
 runner = CliRunner()
