@@ -93,6 +93,7 @@ _SPIRV_STATIC = tuple(
         "test_index_level_plain_parameter_read_and_written_is_refused",
         "test_the_backend_refuses_what_it_cannot_hold",
         "test_an_ir_variable_used_outside_its_scope_is_named",
+        "test_a_bool_cast_to_a_number_selects_one_or_zero",
     )
 )
 

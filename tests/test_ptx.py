@@ -382,6 +382,31 @@ def test_casts_the_lowering_does_not_make_today_are_printed(tmp_path: Path) -> N
         assert ptxas(tmp_path / "k.ptx", "sm_80") == (0, "")
 
 
+def test_f16_constants_and_math_on_f16_values_are_printed(tmp_path: Path) -> None:
+    """An IR f16 constant is its bits; math on f16 values runs in f32 and rounds back once.
+    (The lowering keeps float16 values in f32 registers, so no zoo kernel reaches these.)"""
+    i = Builtin("local_x")
+    body = [
+        Store("o", i, Call("exp", (Load("h", i, "f16"),), "f16")),
+        Store("o", i, Const(1.5, "f16")),
+    ]
+    buffers = [BufferParam("h", "f16", "read"), BufferParam("o", "f16", "read_write")]
+    text = PTX().print_kernel(_kernel(body, buffers=buffers), "").text
+    lines = [ln.strip() for ln in text.splitlines()]
+    f16 = [ln.split(" ", 1)[0] for ln in lines if ln.startswith(("cvt.", "st.", "mov.b16"))]
+    assert [ln for ln in f16 if "16" in ln] == [
+        "cvt.f32.f16",  # the load, widened
+        "cvt.rn.f16.f32",  # exp's result, rounded once
+        "st.global.b16",
+        "mov.b16",
+        "st.global.b16",
+    ], f16
+    assert any(ln.startswith("mov.b16") and ln.endswith(", 0x3E00;") for ln in lines)  # 1.5
+    if ptxas_path():
+        (tmp_path / "k.ptx").write_text(text)
+        assert ptxas(tmp_path / "k.ptx", "sm_80") == (0, "")
+
+
 def test_a_refusal_is_gpu070_and_writes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     from mimir.codegen.backends.base import Capabilities
 
