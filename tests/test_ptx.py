@@ -407,6 +407,50 @@ def test_f16_constants_and_math_on_f16_values_are_printed(tmp_path: Path) -> Non
         assert ptxas(tmp_path / "k.ptx", "sm_80") == (0, "")
 
 
+BOOL_EQUALITY = """
+from mimir.array import Dim, Tensor, float32, gpu, where
+
+N = Dim("N")
+
+
+@gpu
+def same_sign(x: Tensor[float32, N], y: Tensor[float32, N]) -> Tensor[float32, N]:
+    return where((x > 0.0) == (y > 0.0), x, y)
+
+
+@gpu
+def other_sign(x: Tensor[float32, N], y: Tensor[float32, N]) -> Tensor[float32, N]:
+    return where((x > 0.0) != (y > 0.0), x, y)
+"""
+
+
+def test_bool_equality_is_xor_then_not(tmp_path: Path) -> None:
+    result = compile_source("bools.py", BOOL_EQUALITY, ["ptx"])
+    assert result.ok, [d.message for d in result.diagnostics]
+    for name, negated in (("same_sign", True), ("other_sign", False)):
+        text = str(result.files[f"{name}_0_ew.ptx"])
+        lines = [ln.strip() for ln in text.splitlines()]
+        at = next(k for k, ln in enumerate(lines) if ln.startswith("xor.pred"))
+        d = lines[at].split()[1].rstrip(",")
+        assert (lines[at + 1] == f"not.pred {d}, {d};") == negated, lines[at : at + 2]
+        if ptxas_path():
+            (tmp_path / f"{name}.ptx").write_text(text)
+            assert ptxas(tmp_path / f"{name}.ptx", "sm_80") == (0, "")
+
+
+def test_a_helper_ending_in_a_return_has_one_ret() -> None:
+    a = Var("a", "f32")
+    helper = Helper("h", (a,), "f32", (Return(a),))
+    i = Builtin("local_x")
+    kernel = _kernel(
+        [Store("out", i, Call("h", (Load("out", i, "f32"),), "f32"))], helpers=[helper]
+    )
+    text = PTX().print_kernel(kernel, "").text
+    body = text[text.index(".func") : text.index(".visible")]
+    assert [ln.strip() for ln in body.strip().splitlines()][-2:] == ["ret;", "}"]
+    assert body.count("ret;") == 1
+
+
 def test_a_refusal_is_gpu070_and_writes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     from mimir.codegen.backends.base import Capabilities
 
