@@ -48,6 +48,7 @@ from mimir.codegen.ir import (
     For,
     Kernel,
     Load,
+    Select,
     SharedArray,
     Store,
     Var,
@@ -443,6 +444,16 @@ def test_a_bool_cast_to_a_number_selects_one_or_zero(tmp_path: Path) -> None:
     assert printed.data is not None
     selects = [ops for op, ops in split_instructions(words(printed.data)) if op == Op.Select]
     assert len(selects) == 1
+    (tmp_path / "k.spv").write_bytes(printed.data)
+    run = _tool("spirv-val", "--target-env", "vulkan1.1", str(tmp_path / "k.spv"))
+    assert run.returncode == 0, run.stdout + run.stderr
+    # and a `Cast` to bool is `!= 0` (unordered: nan is true)
+    truth = Cast(Load("x", i, "f32"), "bool")
+    one_or_zero = Select(truth, Const(1.0, "f32"), Const(0.0, "f32"), "f32")
+    printed = SPIRV().print_kernel(_kernel([Store("out", i, one_or_zero)]), "")
+    assert printed.data is not None
+    ops = [op for op, _ in split_instructions(words(printed.data))]
+    assert ops.count(Op.FUnordNotEqual) == 1
     (tmp_path / "k.spv").write_bytes(printed.data)
     run = _tool("spirv-val", "--target-env", "vulkan1.1", str(tmp_path / "k.spv"))
     assert run.returncode == 0, run.stdout + run.stderr
