@@ -49,6 +49,7 @@ from mimir.codegen.ir import (
     Var,
 )
 from mimir.codegen.manifest import validate_manifest
+from mimir.codegen.ptx import mathlib
 from mimir.codegen.refusal import BACKEND_CANNOT_EMIT
 
 ZOO_DIR = Path(__file__).resolve().parent / "kernels"
@@ -161,6 +162,31 @@ def test_ptxas_rejects_a_broken_kernel(tmp_path: Path) -> None:
     assert rc != 0 and "error" in out
 
 
+# The kernels whose math differs between `--math fast` (the snapshots) and `precise`.
+MATH_KERNELS = ("select_cast", "trig", "combos", "attention", "scalar_math")
+
+
+@pytest.mark.parametrize("stem", MATH_KERNELS)
+def test_precise_math_assembles_and_is_ieee_throughout(stem: str, tmp_path: Path) -> None:
+    require_ptxas()
+    path = ZOO_DIR / f"{stem}.py"
+    relative = path.relative_to(ZOO_DIR.parent.parent).as_posix()
+    result = compile_source(relative, path.read_text(), ["ptx"], math="precise")
+    assert result.ok
+    fast = compiled(path)
+    for name, text in result.files.items():
+        assert isinstance(text, str)
+        if name.endswith(".manifest.json"):
+            assert json.loads(text)["math"] == "precise"
+            assert json.loads(fast[name])["math"] == "fast"
+            continue
+        assert ".approx" not in text and ".ftz" not in text, name
+        (tmp_path / name).write_text(text)
+        for arch in ARCHS:
+            rc, out = ptxas(tmp_path / name, arch)
+            assert rc == 0 and not out, f"{name} -arch={arch}: {out}"
+
+
 # ---------------------------------------------------------------- snapshots
 
 
@@ -240,8 +266,11 @@ def test_headers_barriers_and_ieee_arithmetic() -> None:
             continue
         lines = [ln for ln in text.splitlines() if not ln.startswith("//")]
         assert lines[:3] == [f".version {PTX_VERSION}", f".target {PTX_TARGET}", ".address_size 64"]
-        # No approximate or flush-to-zero instruction anywhere: the semantics are IEEE.
-        assert ".approx" not in text and ".ftz" not in text, name
+        # Approximate and flush-to-zero instructions only where fast math puts them: the
+        # mathlib's ex2/rcp (the rest of the semantics are IEEE).
+        code = "\n".join(line.split("//", 1)[0] for line in text.splitlines())
+        approx = set(re.findall(r"\b[a-z0-9]+(?:\.[a-z0-9]+)*\.(?:approx|ftz)\b\S*", code))
+        assert {a.rstrip(";") for a in approx} <= set(mathlib.APPROX), (name, approx)
         # Float arithmetic always names its rounding, so ptxas cannot contract it
         # (`atom.global.add.f32` is an atomic, whose rounding is fixed: not arithmetic here).
         bare = re.findall(r"(?<![.\w])(?:add|sub|mul|div|fma)\.f32\b", text)
@@ -270,6 +299,44 @@ def test_compile_gpu_cli_writes_ptx(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert (both / "ptx" / "linear_relu_0_matmul.ptx").exists()
+
+
+def test_compile_gpu_math_option(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from mimir.cli import app
+
+    runner = CliRunner()
+    source = str(ZOO_DIR / "select_cast.py")
+    for mode in ("fast", "precise"):
+        out = tmp_path / mode
+        args = ["compile-gpu", source, "--backend", "ptx,wgsl", "-o", str(out), "--math", mode]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        for manifest in (out / "ptx").glob("*.manifest.json"):
+            assert json.loads(manifest.read_text())["math"] == mode
+        for manifest in (out / "wgsl").glob("*.manifest.json"):
+            assert "math" not in json.loads(manifest.read_text())  # builtins in both modes
+        text = "".join(p.read_text() for p in (out / "ptx").glob("*.ptx"))
+        assert ("ex2.approx.ftz.f32" in text) == (mode == "fast")
+        # --check compares with the same mode: up to date here, stale in the other
+        check = runner.invoke(app, [*args, "--check"])
+        assert check.exit_code == 0, check.output
+    stale = runner.invoke(
+        app,
+        [
+            "compile-gpu",
+            source,
+            "--backend",
+            "ptx,wgsl",
+            "-o",
+            str(tmp_path / "precise"),
+            "--check",
+        ],
+    )
+    assert stale.exit_code == 1 and "GPU072" in stale.output
+    bad = runner.invoke(app, ["compile-gpu", source, "--backend", "ptx", "--math", "sloppy"])
+    assert bad.exit_code == 2 and "--math sloppy" in bad.output
 
 
 PTX_NAMES = """
@@ -326,7 +393,9 @@ def test_refusals_name_the_construct() -> None:
     ptx = PTX()
     x = Load("out", Const(0, "u32"), "f32")
     cases = {
-        "the function `sin`": _kernel(_store(Call("sin", (x,), "f32"))),
+        "the function `sin` on `i32`": _kernel(
+            _store(Cast(Call("sin", (Const(1, "i32"),), "i32"), "f32"))
+        ),
         "the scalar type `f64`": _kernel(_store(Call("exp", (Const(1.0, "f64"),), "f64"))),
         "2048 threads": _kernel(_store(x), workgroup_size=(2048, 1, 1)),
         "65536 bytes": _kernel(_store(x), shared=[SharedArray("big", "f32", 16384)]),
