@@ -1224,7 +1224,17 @@ class Kernel:
         try:
             for pids in itertools.product(*(range(n) for n in sizes)):
                 run.pids = pids
-                if self.fn(*bound.args, **bound.kwargs) is not None:
+                try:
+                    returned = self.fn(*bound.args, **bound.kwargs)
+                except AttributeError as err:
+                    # `program_id(0).exp()`: ids, their arithmetic and comparisons are plain
+                    # ints and bools here, as the checker's GPU030 says
+                    raise MimirError(
+                        "GPU030",
+                        f"{err}: a program id, arithmetic on it and comparisons are plain "
+                        "Python values in a kernel, with no methods",
+                    ) from None
+                if returned is not None:
                     raise MimirError(
                         "GPU015", "an index-level kernel writes its outputs and returns nothing"
                     )

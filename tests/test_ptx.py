@@ -43,6 +43,7 @@ from mimir.codegen.ir import (
     Kernel,
     Load,
     Return,
+    Select,
     SharedArray,
     Store,
     Var,
@@ -409,6 +410,114 @@ def test_refusals_name_the_construct() -> None:
         reason = ptx.check(kernel)
         assert reason is not None and why in reason, (why, reason)
     assert ptx.check(_kernel(_store(Call("exp", (x,), "f32")))) is None
+
+
+def test_casts_the_lowering_does_not_make_today_are_printed(tmp_path: Path) -> None:
+    """IR `Cast`s from a float to bool (`!= 0`, unordered: nan is true) and from an int to
+    f16 (through f32); the lowering spells `astype(bool_)` as a comparison and keeps f16
+    values in f32 registers, so no zoo kernel reaches these."""
+    i = Builtin("local_x")
+    flag = {"f32": Load("x", i, "f32"), "f16": Load("h", i, "f16")}
+    half = {"i32": Load("n", i, "i32"), "u32": Load("u", i, "u32")}
+    body = [
+        Store(f"is_{t}", i, Select(Cast(v, "bool"), Const(1, "u32"), Const(0, "u32"), "u32"))
+        for t, v in flag.items()
+    ] + [Store(f"{t}_half", i, Cast(v, "f16")) for t, v in half.items()]
+    buffers = [
+        BufferParam("x", "f32", "read"),
+        BufferParam("h", "f16", "read"),
+        BufferParam("n", "i32", "read"),
+        BufferParam("u", "u32", "read"),
+        BufferParam("is_f32", "u32", "read_write"),
+        BufferParam("is_f16", "u32", "read_write"),
+        BufferParam("i32_half", "f16", "read_write"),
+        BufferParam("u32_half", "f16", "read_write"),
+    ]
+    text = PTX().print_kernel(_kernel(body, buffers=buffers), "").text
+    conversions = [
+        ln.split()[0] for ln in text.splitlines() if ln.strip().startswith(("cvt.", "setp."))
+    ]
+    assert conversions == [
+        "setp.neu.f32",
+        "cvt.f32.f16",
+        "setp.neu.f32",
+        "cvt.rn.f32.s32",
+        "cvt.rn.f16.f32",
+        "cvt.rn.f32.u32",
+        "cvt.rn.f16.f32",
+    ], conversions
+    if ptxas_path():
+        (tmp_path / "k.ptx").write_text(text)
+        assert ptxas(tmp_path / "k.ptx", "sm_80") == (0, "")
+
+
+def test_f16_constants_and_math_on_f16_values_are_printed(tmp_path: Path) -> None:
+    """An IR f16 constant is its bits; math on f16 values runs in f32 and rounds back once.
+    (The lowering keeps float16 values in f32 registers, so no zoo kernel reaches these.)"""
+    i = Builtin("local_x")
+    body = [
+        Store("o", i, Call("exp", (Load("h", i, "f16"),), "f16")),
+        Store("o", i, Const(1.5, "f16")),
+    ]
+    buffers = [BufferParam("h", "f16", "read"), BufferParam("o", "f16", "read_write")]
+    text = PTX().print_kernel(_kernel(body, buffers=buffers), "").text
+    lines = [ln.strip() for ln in text.splitlines()]
+    f16 = [ln.split(" ", 1)[0] for ln in lines if ln.startswith(("cvt.", "st.", "mov.b16"))]
+    assert [ln for ln in f16 if "16" in ln] == [
+        "cvt.f32.f16",  # the load, widened
+        "cvt.rn.f16.f32",  # exp's result, rounded once
+        "st.global.b16",
+        "mov.b16",
+        "st.global.b16",
+    ], f16
+    assert any(ln.startswith("mov.b16") and ln.endswith(", 0x3E00;") for ln in lines)  # 1.5
+    if ptxas_path():
+        (tmp_path / "k.ptx").write_text(text)
+        assert ptxas(tmp_path / "k.ptx", "sm_80") == (0, "")
+
+
+BOOL_EQUALITY = """
+from mimir.array import Dim, Tensor, float32, gpu, where
+
+N = Dim("N")
+
+
+@gpu
+def same_sign(x: Tensor[float32, N], y: Tensor[float32, N]) -> Tensor[float32, N]:
+    return where((x > 0.0) == (y > 0.0), x, y)
+
+
+@gpu
+def other_sign(x: Tensor[float32, N], y: Tensor[float32, N]) -> Tensor[float32, N]:
+    return where((x > 0.0) != (y > 0.0), x, y)
+"""
+
+
+def test_bool_equality_is_xor_then_not(tmp_path: Path) -> None:
+    result = compile_source("bools.py", BOOL_EQUALITY, ["ptx"])
+    assert result.ok, [d.message for d in result.diagnostics]
+    for name, negated in (("same_sign", True), ("other_sign", False)):
+        text = str(result.files[f"{name}_0_ew.ptx"])
+        lines = [ln.strip() for ln in text.splitlines()]
+        at = next(k for k, ln in enumerate(lines) if ln.startswith("xor.pred"))
+        d = lines[at].split()[1].rstrip(",")
+        assert (lines[at + 1] == f"not.pred {d}, {d};") == negated, lines[at : at + 2]
+        if ptxas_path():
+            (tmp_path / f"{name}.ptx").write_text(text)
+            assert ptxas(tmp_path / f"{name}.ptx", "sm_80") == (0, "")
+
+
+def test_a_helper_ending_in_a_return_has_one_ret() -> None:
+    a = Var("a", "f32")
+    helper = Helper("h", (a,), "f32", (Return(a),))
+    i = Builtin("local_x")
+    kernel = _kernel(
+        [Store("out", i, Call("h", (Load("out", i, "f32"),), "f32"))], helpers=[helper]
+    )
+    text = PTX().print_kernel(kernel, "").text
+    body = text[text.index(".func") : text.index(".visible")]
+    assert [ln.strip() for ln in body.strip().splitlines()][-2:] == ["ret;", "}"]
+    assert body.count("ret;") == 1
 
 
 def test_a_refusal_is_gpu070_and_writes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:

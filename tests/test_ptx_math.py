@@ -63,6 +63,13 @@ def test_fma_rounds_once() -> None:
     assert emulate._add(emulate._mul(a, a), -f32(1 + 2**-22)) == 0.0
 
 
+def test_an_exact_zero_is_signed_as_ieee_says() -> None:
+    assert same(round_f32(0), 0.0) and same(round_f32(0, negative_zero=True), -0.0)
+    assert same(emulate._fma(2.0, 3.0, -6.0), 0.0)  # cancellation rounds to +0
+    assert same(emulate._fma(-1.0, 0.0, -0.0), -0.0)  # -0 + -0
+    assert same(emulate._fma(1.0, 0.0, -0.0), 0.0)  # +0 + -0
+
+
 # ---------------------------------------------------------------- accuracy
 
 

@@ -893,6 +893,22 @@ class IndexKernelChecker(KernelChecker):
                     "op; an index-level kernel computes on single elements",
                     node,
                 )
+            if isinstance(receiver, (Idx, Cond)):
+                # `program_id(0)`, its arithmetic and comparisons are Python ints and bools
+                # when the kernel runs in the shim: they have no methods.
+                what = "an index" if isinstance(receiver, Idx) else "a condition"
+                if func.attr == "astype":
+                    instead = "an index is already an int32 and a condition a bool: drop it"
+                elif func.attr in ops.BY_FUNCTION:
+                    instead = f"call the function `{func.attr}(...)` instead"
+                else:
+                    instead = "compute on a loaded element instead"
+                raise _RefusedError(
+                    "GPU030",
+                    f"`.{func.attr}()` on {what}: `{self.src.text(func.value)}` is a plain "
+                    f"Python value when the kernel runs, which has no methods; {instead}",
+                    node,
+                )
             spec = ops.BY_METHOD.get(func.attr)
             if spec is None:
                 raise _RefusedError("GPU030", f"unknown method `.{func.attr}()`", func)
@@ -900,13 +916,24 @@ class IndexKernelChecker(KernelChecker):
                 target = args[0] if args else None
                 if not isinstance(target, DType):
                     raise _RefusedError("GPU036", "`astype` takes a dtype such as `float32`", node)
-                return Elem(target)
+                return self._cast(receiver, target)
             if spec.kind != "elementwise":
                 raise _RefusedError("GPU031", f"`.{func.attr}()` is a tensor-level op", node)
             return self._element_op(spec, [receiver, *args], node)
         if isinstance(func, ast.Name) and func.id in self.info.module_names:
             raise _RefusedError("GPU030", f"unknown function `{func.id}()` in a kernel", func)
         raise _RefusedError("GPU032", f"undefined name `{self.src.text(func)}`", func)
+
+    def _cast(self, value: Any, target: DType) -> Elem:
+        """`value.astype(target)`. An integer keeps its exact value when the cast cannot
+        change it (an index or an int32 to int32); any other cast to an integer dtype is
+        some value of that dtype, so a clamp after it (`minimum(maximum(v.astype(int32),
+        0), N - 1)`) still proves an index in bounds."""
+        term = self._int_term(value)
+        unchanged = target.name == "int32" if isinstance(value, Idx) else value.dtype == target
+        if term is not None and unchanged:
+            return Elem(target, term)
+        return Elem(target, self._ranged("astype", target))
 
     def _element_op(self, spec: ops.OpSpec, operands: list, node: ast.AST) -> Elem:
         kinds = [self._kind(v) for v in operands]
