@@ -25,13 +25,52 @@ kernel void bf16_arithmetic_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.M) {
-        const float v2 = as_type<float>(((i1 & 1u) != 0u ? x[i1 / 2u] & 4294901760u : x[i1 / 2u] << 16u));
-        const uint i3 = i1 % u.M;
-        const float v5 = as_type<float>(((i3 & 1u) != 0u ? s[i3 / 2u] & 4294901760u : s[i3 / 2u] << 16u));
-        const float v6 = mimir_round_bf16(v2 * v5);
-        const float v7 = mimir_round_bf16(v6 + 0.5f);
-        out[i1] = v7;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * u.M) >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const uint i3 = i2 + 1u;
+        const uint i4 = i2 + 2u;
+        const uint i5 = i2 + 3u;
+        const float v6 = as_type<float>(((i2 & 1u) != 0u ? x[i2 / 2u] & 4294901760u : x[i2 / 2u] << 16u));
+        const uint i7 = i2 % u.M;
+        const float v9 = as_type<float>(((i7 & 1u) != 0u ? s[i7 / 2u] & 4294901760u : s[i7 / 2u] << 16u));
+        const float v10 = mimir_round_bf16(v6 * v9);
+        const float v11 = mimir_round_bf16(v10 + 0.5f);
+        const float out_30 = v11;
+        const float v12 = as_type<float>(((i3 & 1u) != 0u ? x[i3 / 2u] & 4294901760u : x[i3 / 2u] << 16u));
+        const uint i13 = i3 % u.M;
+        const float v15 = as_type<float>(((i13 & 1u) != 0u ? s[i13 / 2u] & 4294901760u : s[i13 / 2u] << 16u));
+        const float v16 = mimir_round_bf16(v12 * v15);
+        const float v17 = mimir_round_bf16(v16 + 0.5f);
+        const float out_31 = v17;
+        const float v18 = as_type<float>(((i4 & 1u) != 0u ? x[i4 / 2u] & 4294901760u : x[i4 / 2u] << 16u));
+        const uint i19 = i4 % u.M;
+        const float v21 = as_type<float>(((i19 & 1u) != 0u ? s[i19 / 2u] & 4294901760u : s[i19 / 2u] << 16u));
+        const float v22 = mimir_round_bf16(v18 * v21);
+        const float v23 = mimir_round_bf16(v22 + 0.5f);
+        const float out_32 = v23;
+        const float v24 = as_type<float>(((i5 & 1u) != 0u ? x[i5 / 2u] & 4294901760u : x[i5 / 2u] << 16u));
+        const uint i25 = i5 % u.M;
+        const float v27 = as_type<float>(((i25 & 1u) != 0u ? s[i25 / 2u] & 4294901760u : s[i25 / 2u] << 16u));
+        const float v28 = mimir_round_bf16(v24 * v27);
+        const float v29 = mimir_round_bf16(v28 + 0.5f);
+        const float out_33 = v29;
+        float4 vec1;
+        vec1.x = out_30;
+        vec1.y = out_31;
+        vec1.z = out_32;
+        vec1.w = out_33;
+        ((device float4*)out)[i2 >> 2u] = vec1;
+    }
+    if (t1 == ((u.N * u.M) >> 2u)) {
+        const uint i34 = t1 << 2u;
+        for (uint j35 = i34; j35 < u.N * u.M; j35 += 1u) {
+            const float v36 = as_type<float>(((j35 & 1u) != 0u ? x[j35 / 2u] & 4294901760u : x[j35 / 2u] << 16u));
+            const uint i37 = j35 % u.M;
+            const float v39 = as_type<float>(((i37 & 1u) != 0u ? s[i37 / 2u] & 4294901760u : s[i37 / 2u] << 16u));
+            const float v40 = mimir_round_bf16(v36 * v39);
+            const float v41 = mimir_round_bf16(v40 + 0.5f);
+            out[j35] = v41;
+        }
     }
 }

@@ -15,10 +15,37 @@ kernel void widen_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        const float v2 = as_type<float>(((i1 & 1u) != 0u ? x[i1 / 2u] & 4294901760u : x[i1 / 2u] << 16u));
-        const float v4 = fma(v2, 2.0f, 1.0f);
-        out[i1] = v4;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const uint i3 = i2 + 1u;
+        const uint i4 = i2 + 2u;
+        const uint i5 = i2 + 3u;
+        const float v6 = as_type<float>(((i2 & 1u) != 0u ? x[i2 / 2u] & 4294901760u : x[i2 / 2u] << 16u));
+        const float v8 = fma(v6, 2.0f, 1.0f);
+        const float out_18 = v8;
+        const float v9 = as_type<float>(((i3 & 1u) != 0u ? x[i3 / 2u] & 4294901760u : x[i3 / 2u] << 16u));
+        const float v11 = fma(v9, 2.0f, 1.0f);
+        const float out_19 = v11;
+        const float v12 = as_type<float>(((i4 & 1u) != 0u ? x[i4 / 2u] & 4294901760u : x[i4 / 2u] << 16u));
+        const float v14 = fma(v12, 2.0f, 1.0f);
+        const float out_20 = v14;
+        const float v15 = as_type<float>(((i5 & 1u) != 0u ? x[i5 / 2u] & 4294901760u : x[i5 / 2u] << 16u));
+        const float v17 = fma(v15, 2.0f, 1.0f);
+        const float out_21 = v17;
+        float4 vec1;
+        vec1.x = out_18;
+        vec1.y = out_19;
+        vec1.z = out_20;
+        vec1.w = out_21;
+        ((device float4*)out)[i2 >> 2u] = vec1;
+    }
+    if (t1 == (u.N >> 2u)) {
+        const uint i22 = t1 << 2u;
+        for (uint j23 = i22; j23 < u.N; j23 += 1u) {
+            const float v24 = as_type<float>(((j23 & 1u) != 0u ? x[j23 / 2u] & 4294901760u : x[j23 / 2u] << 16u));
+            const float v26 = fma(v24, 2.0f, 1.0f);
+            out[j23] = v26;
+        }
     }
 }

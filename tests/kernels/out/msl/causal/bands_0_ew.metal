@@ -16,16 +16,72 @@ kernel void bands_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < 3u * u.N * u.M) {
-        const uint i2 = i1 % u.M;
-        const uint i3 = i1 / u.M;
-        const uint i4 = i3 % u.N;
-        const float v6 = x[i1];
-        const float v7 = (int(uint(int(i2)) - uint(int(i4))) <= 1 ? v6 : 0.0f);
-        const float v8 = (int(uint(int(i2)) - uint(int(i4))) >= -2 ? v6 : 0.0f);
-        const float v9 = v8 * 0.5f;
-        const float v10 = v7 - v9;
-        out[i1] = v10;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < ((3u * u.N * u.M) >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const uint i3 = i2 + 1u;
+        const uint i4 = i2 + 2u;
+        const uint i5 = i2 + 3u;
+        const float4 vec1 = ((device const float4*)x)[i2 >> 2u];
+        const float x_42 = vec1[0];
+        const float x_43 = vec1[1];
+        const float x_44 = vec1[2];
+        const float x_45 = vec1[3];
+        const uint i6 = i2 % u.M;
+        const uint i7 = i2 / u.M;
+        const uint i8 = i7 % u.N;
+        const float v10 = x_42;
+        const float v11 = (int(uint(int(i6)) - uint(int(i8))) <= 1 ? v10 : 0.0f);
+        const float v12 = (int(uint(int(i6)) - uint(int(i8))) >= -2 ? v10 : 0.0f);
+        const float v13 = v12 * 0.5f;
+        const float v14 = v11 - v13;
+        const float out_46 = v14;
+        const uint i15 = i3 % u.M;
+        const uint i16 = i3 / u.M;
+        const uint i17 = i16 % u.N;
+        const float v19 = x_43;
+        const float v20 = (int(uint(int(i15)) - uint(int(i17))) <= 1 ? v19 : 0.0f);
+        const float v21 = (int(uint(int(i15)) - uint(int(i17))) >= -2 ? v19 : 0.0f);
+        const float v22 = v21 * 0.5f;
+        const float v23 = v20 - v22;
+        const float out_47 = v23;
+        const uint i24 = i4 % u.M;
+        const uint i25 = i4 / u.M;
+        const uint i26 = i25 % u.N;
+        const float v28 = x_44;
+        const float v29 = (int(uint(int(i24)) - uint(int(i26))) <= 1 ? v28 : 0.0f);
+        const float v30 = (int(uint(int(i24)) - uint(int(i26))) >= -2 ? v28 : 0.0f);
+        const float v31 = v30 * 0.5f;
+        const float v32 = v29 - v31;
+        const float out_48 = v32;
+        const uint i33 = i5 % u.M;
+        const uint i34 = i5 / u.M;
+        const uint i35 = i34 % u.N;
+        const float v37 = x_45;
+        const float v38 = (int(uint(int(i33)) - uint(int(i35))) <= 1 ? v37 : 0.0f);
+        const float v39 = (int(uint(int(i33)) - uint(int(i35))) >= -2 ? v37 : 0.0f);
+        const float v40 = v39 * 0.5f;
+        const float v41 = v38 - v40;
+        const float out_49 = v41;
+        float4 vec2;
+        vec2.x = out_46;
+        vec2.y = out_47;
+        vec2.z = out_48;
+        vec2.w = out_49;
+        ((device float4*)out)[i2 >> 2u] = vec2;
+    }
+    if (t1 == ((3u * u.N * u.M) >> 2u)) {
+        const uint i50 = t1 << 2u;
+        for (uint j51 = i50; j51 < 3u * u.N * u.M; j51 += 1u) {
+            const uint i52 = j51 % u.M;
+            const uint i53 = j51 / u.M;
+            const uint i54 = i53 % u.N;
+            const float v56 = x[j51];
+            const float v57 = (int(uint(int(i52)) - uint(int(i54))) <= 1 ? v56 : 0.0f);
+            const float v58 = (int(uint(int(i52)) - uint(int(i54))) >= -2 ? v56 : 0.0f);
+            const float v59 = v58 * 0.5f;
+            const float v60 = v57 - v59;
+            out[j51] = v60;
+        }
     }
 }

@@ -17,20 +17,87 @@ kernel void cache_concat_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < (u.T + 1u) * u.D) {
-        const uint i2 = i1 % u.D;
-        const uint i3 = i1 / u.D;
-        float part4 = 0.0f;
-        if (i3 < u.T) {
-            const uint i5 = i3 * u.D + i2;
-            const float v6 = cache[i5];
-            part4 = v6;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < (((u.T + 1u) * u.D) >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const uint i3 = i2 + 1u;
+        const uint i4 = i2 + 2u;
+        const uint i5 = i2 + 3u;
+        const uint i6 = i2 % u.D;
+        const uint i7 = i2 / u.D;
+        float part8 = 0.0f;
+        if (i7 < u.T) {
+            const uint i9 = i7 * u.D + i6;
+            const float v10 = cache[i9];
+            part8 = v10;
         }
-        if ((i3 >= u.T) && (i3 < u.T + 1u)) {
-            const float v7 = new_[i2];
-            part4 = v7;
+        if ((i7 >= u.T) && (i7 < u.T + 1u)) {
+            const float v11 = new_[i6];
+            part8 = v11;
         }
-        out[i1] = part4;
+        const float out_30 = part8;
+        const uint i12 = i3 % u.D;
+        const uint i13 = i3 / u.D;
+        float part14 = 0.0f;
+        if (i13 < u.T) {
+            const uint i15 = i13 * u.D + i12;
+            const float v16 = cache[i15];
+            part14 = v16;
+        }
+        if ((i13 >= u.T) && (i13 < u.T + 1u)) {
+            const float v17 = new_[i12];
+            part14 = v17;
+        }
+        const float out_31 = part14;
+        const uint i18 = i4 % u.D;
+        const uint i19 = i4 / u.D;
+        float part20 = 0.0f;
+        if (i19 < u.T) {
+            const uint i21 = i19 * u.D + i18;
+            const float v22 = cache[i21];
+            part20 = v22;
+        }
+        if ((i19 >= u.T) && (i19 < u.T + 1u)) {
+            const float v23 = new_[i18];
+            part20 = v23;
+        }
+        const float out_32 = part20;
+        const uint i24 = i5 % u.D;
+        const uint i25 = i5 / u.D;
+        float part26 = 0.0f;
+        if (i25 < u.T) {
+            const uint i27 = i25 * u.D + i24;
+            const float v28 = cache[i27];
+            part26 = v28;
+        }
+        if ((i25 >= u.T) && (i25 < u.T + 1u)) {
+            const float v29 = new_[i24];
+            part26 = v29;
+        }
+        const float out_33 = part26;
+        float4 vec1;
+        vec1.x = out_30;
+        vec1.y = out_31;
+        vec1.z = out_32;
+        vec1.w = out_33;
+        ((device float4*)out)[i2 >> 2u] = vec1;
+    }
+    if (t1 == (((u.T + 1u) * u.D) >> 2u)) {
+        const uint i34 = t1 << 2u;
+        for (uint j35 = i34; j35 < (u.T + 1u) * u.D; j35 += 1u) {
+            const uint i36 = j35 % u.D;
+            const uint i37 = j35 / u.D;
+            float part38 = 0.0f;
+            if (i37 < u.T) {
+                const uint i39 = i37 * u.D + i36;
+                const float v40 = cache[i39];
+                part38 = v40;
+            }
+            if ((i37 >= u.T) && (i37 < u.T + 1u)) {
+                const float v41 = new_[i36];
+                part38 = v41;
+            }
+            out[j35] = part38;
+        }
     }
 }

@@ -18,27 +18,122 @@ kernel void features_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * (u.M + 4u)) {
-        const uint i2 = i1 % (u.M + 4u);
-        const uint i3 = i1 / (u.M + 4u);
-        float part4 = 0.0f;
-        if (i2 < 3u) {
-            const uint i5 = i3 * 3u + i2;
-            const float v6 = a[i5];
-            part4 = v6;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * (u.M + 4u)) >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const uint i3 = i2 + 1u;
+        const uint i4 = i2 + 2u;
+        const uint i5 = i2 + 3u;
+        const uint i6 = i2 % (u.M + 4u);
+        const uint i7 = i2 / (u.M + 4u);
+        float part8 = 0.0f;
+        if (i6 < 3u) {
+            const uint i9 = i7 * 3u + i6;
+            const float v10 = a[i9];
+            part8 = v10;
         }
-        if ((i2 >= 3u) && (i2 < u.M + 3u)) {
-            const uint i7 = i3 * u.M + (i2 - 3u);
-            const int v8 = b[i7];
-            const float v9 = float(v8);
-            part4 = v9;
+        if ((i6 >= 3u) && (i6 < u.M + 3u)) {
+            const uint i11 = i7 * u.M + (i6 - 3u);
+            const int v12 = b[i11];
+            const float v13 = float(v12);
+            part8 = v13;
         }
-        if ((i2 >= u.M + 3u) && (i2 < u.M + 4u)) {
-            const float v10 = c[i3];
-            const float v11 = v10 * 2.0f;
-            part4 = v11;
+        if ((i6 >= u.M + 3u) && (i6 < u.M + 4u)) {
+            const float v14 = c[i7];
+            const float v15 = v14 * 2.0f;
+            part8 = v15;
         }
-        out[i1] = part4;
+        const float out_46 = part8;
+        const uint i16 = i3 % (u.M + 4u);
+        const uint i17 = i3 / (u.M + 4u);
+        float part18 = 0.0f;
+        if (i16 < 3u) {
+            const uint i19 = i17 * 3u + i16;
+            const float v20 = a[i19];
+            part18 = v20;
+        }
+        if ((i16 >= 3u) && (i16 < u.M + 3u)) {
+            const uint i21 = i17 * u.M + (i16 - 3u);
+            const int v22 = b[i21];
+            const float v23 = float(v22);
+            part18 = v23;
+        }
+        if ((i16 >= u.M + 3u) && (i16 < u.M + 4u)) {
+            const float v24 = c[i17];
+            const float v25 = v24 * 2.0f;
+            part18 = v25;
+        }
+        const float out_47 = part18;
+        const uint i26 = i4 % (u.M + 4u);
+        const uint i27 = i4 / (u.M + 4u);
+        float part28 = 0.0f;
+        if (i26 < 3u) {
+            const uint i29 = i27 * 3u + i26;
+            const float v30 = a[i29];
+            part28 = v30;
+        }
+        if ((i26 >= 3u) && (i26 < u.M + 3u)) {
+            const uint i31 = i27 * u.M + (i26 - 3u);
+            const int v32 = b[i31];
+            const float v33 = float(v32);
+            part28 = v33;
+        }
+        if ((i26 >= u.M + 3u) && (i26 < u.M + 4u)) {
+            const float v34 = c[i27];
+            const float v35 = v34 * 2.0f;
+            part28 = v35;
+        }
+        const float out_48 = part28;
+        const uint i36 = i5 % (u.M + 4u);
+        const uint i37 = i5 / (u.M + 4u);
+        float part38 = 0.0f;
+        if (i36 < 3u) {
+            const uint i39 = i37 * 3u + i36;
+            const float v40 = a[i39];
+            part38 = v40;
+        }
+        if ((i36 >= 3u) && (i36 < u.M + 3u)) {
+            const uint i41 = i37 * u.M + (i36 - 3u);
+            const int v42 = b[i41];
+            const float v43 = float(v42);
+            part38 = v43;
+        }
+        if ((i36 >= u.M + 3u) && (i36 < u.M + 4u)) {
+            const float v44 = c[i37];
+            const float v45 = v44 * 2.0f;
+            part38 = v45;
+        }
+        const float out_49 = part38;
+        float4 vec1;
+        vec1.x = out_46;
+        vec1.y = out_47;
+        vec1.z = out_48;
+        vec1.w = out_49;
+        ((device float4*)out)[i2 >> 2u] = vec1;
+    }
+    if (t1 == ((u.N * (u.M + 4u)) >> 2u)) {
+        const uint i50 = t1 << 2u;
+        for (uint j51 = i50; j51 < u.N * (u.M + 4u); j51 += 1u) {
+            const uint i52 = j51 % (u.M + 4u);
+            const uint i53 = j51 / (u.M + 4u);
+            float part54 = 0.0f;
+            if (i52 < 3u) {
+                const uint i55 = i53 * 3u + i52;
+                const float v56 = a[i55];
+                part54 = v56;
+            }
+            if ((i52 >= 3u) && (i52 < u.M + 3u)) {
+                const uint i57 = i53 * u.M + (i52 - 3u);
+                const int v58 = b[i57];
+                const float v59 = float(v58);
+                part54 = v59;
+            }
+            if ((i52 >= u.M + 3u) && (i52 < u.M + 4u)) {
+                const float v60 = c[i53];
+                const float v61 = v60 * 2.0f;
+                part54 = v61;
+            }
+            out[j51] = part54;
+        }
     }
 }

@@ -17,27 +17,122 @@ kernel void pairs_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * 2u * u.M) {
-        const uint i2 = i1 % u.M;
-        const uint i3 = i1 / u.M;
-        const uint i4 = i3 & 1u;
-        const uint i5 = i3 >> 1u;
-        float part6 = 0.0f;
-        if (i4 == 0u) {
-            const uint i7 = i5 * u.M + i2;
-            const float v8 = a[i7];
-            const float v9 = b[i7];
-            const float v10 = v8 + v9;
-            part6 = v10;
-        }
-        if (i4 == 1u) {
-            const uint i11 = i5 * u.M + i2;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * 2u * u.M) >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const uint i3 = i2 + 1u;
+        const uint i4 = i2 + 2u;
+        const uint i5 = i2 + 3u;
+        const uint i6 = i2 % u.M;
+        const uint i7 = i2 / u.M;
+        const uint i8 = i7 & 1u;
+        const uint i9 = i7 >> 1u;
+        float part10 = 0.0f;
+        if (i8 == 0u) {
+            const uint i11 = i9 * u.M + i6;
             const float v12 = a[i11];
             const float v13 = b[i11];
-            const float v14 = v12 - v13;
-            part6 = v14;
+            const float v14 = v12 + v13;
+            part10 = v14;
         }
-        out[i1] = part6;
+        if (i8 == 1u) {
+            const uint i15 = i9 * u.M + i6;
+            const float v16 = a[i15];
+            const float v17 = b[i15];
+            const float v18 = v16 - v17;
+            part10 = v18;
+        }
+        const float out_58 = part10;
+        const uint i19 = i3 % u.M;
+        const uint i20 = i3 / u.M;
+        const uint i21 = i20 & 1u;
+        const uint i22 = i20 >> 1u;
+        float part23 = 0.0f;
+        if (i21 == 0u) {
+            const uint i24 = i22 * u.M + i19;
+            const float v25 = a[i24];
+            const float v26 = b[i24];
+            const float v27 = v25 + v26;
+            part23 = v27;
+        }
+        if (i21 == 1u) {
+            const uint i28 = i22 * u.M + i19;
+            const float v29 = a[i28];
+            const float v30 = b[i28];
+            const float v31 = v29 - v30;
+            part23 = v31;
+        }
+        const float out_59 = part23;
+        const uint i32 = i4 % u.M;
+        const uint i33 = i4 / u.M;
+        const uint i34 = i33 & 1u;
+        const uint i35 = i33 >> 1u;
+        float part36 = 0.0f;
+        if (i34 == 0u) {
+            const uint i37 = i35 * u.M + i32;
+            const float v38 = a[i37];
+            const float v39 = b[i37];
+            const float v40 = v38 + v39;
+            part36 = v40;
+        }
+        if (i34 == 1u) {
+            const uint i41 = i35 * u.M + i32;
+            const float v42 = a[i41];
+            const float v43 = b[i41];
+            const float v44 = v42 - v43;
+            part36 = v44;
+        }
+        const float out_60 = part36;
+        const uint i45 = i5 % u.M;
+        const uint i46 = i5 / u.M;
+        const uint i47 = i46 & 1u;
+        const uint i48 = i46 >> 1u;
+        float part49 = 0.0f;
+        if (i47 == 0u) {
+            const uint i50 = i48 * u.M + i45;
+            const float v51 = a[i50];
+            const float v52 = b[i50];
+            const float v53 = v51 + v52;
+            part49 = v53;
+        }
+        if (i47 == 1u) {
+            const uint i54 = i48 * u.M + i45;
+            const float v55 = a[i54];
+            const float v56 = b[i54];
+            const float v57 = v55 - v56;
+            part49 = v57;
+        }
+        const float out_61 = part49;
+        float4 vec1;
+        vec1.x = out_58;
+        vec1.y = out_59;
+        vec1.z = out_60;
+        vec1.w = out_61;
+        ((device float4*)out)[i2 >> 2u] = vec1;
+    }
+    if (t1 == ((u.N * 2u * u.M) >> 2u)) {
+        const uint i62 = t1 << 2u;
+        for (uint j63 = i62; j63 < u.N * 2u * u.M; j63 += 1u) {
+            const uint i64 = j63 % u.M;
+            const uint i65 = j63 / u.M;
+            const uint i66 = i65 & 1u;
+            const uint i67 = i65 >> 1u;
+            float part68 = 0.0f;
+            if (i66 == 0u) {
+                const uint i69 = i67 * u.M + i64;
+                const float v70 = a[i69];
+                const float v71 = b[i69];
+                const float v72 = v70 + v71;
+                part68 = v72;
+            }
+            if (i66 == 1u) {
+                const uint i73 = i67 * u.M + i64;
+                const float v74 = a[i73];
+                const float v75 = b[i73];
+                const float v76 = v74 - v75;
+                part68 = v76;
+            }
+            out[j63] = part68;
+        }
     }
 }

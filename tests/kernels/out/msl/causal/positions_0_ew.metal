@@ -16,15 +16,67 @@ kernel void positions_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.M) {
-        const int v2 = x[i1];
-        const uint i3 = i1 % u.M;
-        const uint i4 = i1 / u.M;
-        const int v5 = int(i3);
-        const int v6 = int(uint(v2) * uint(v5));
-        const int v7 = int(i4);
-        const int v8 = int(uint(v6) + uint(v7));
-        out[i1] = v8;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * u.M) >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const uint i3 = i2 + 1u;
+        const uint i4 = i2 + 2u;
+        const uint i5 = i2 + 3u;
+        const int4 vec1 = ((device const int4*)x)[i2 >> 2u];
+        const int x_34 = vec1[0];
+        const int x_35 = vec1[1];
+        const int x_36 = vec1[2];
+        const int x_37 = vec1[3];
+        const int v6 = x_34;
+        const uint i7 = i2 % u.M;
+        const uint i8 = i2 / u.M;
+        const int v9 = int(i7);
+        const int v10 = int(uint(v6) * uint(v9));
+        const int v11 = int(i8);
+        const int v12 = int(uint(v10) + uint(v11));
+        const int out_38 = v12;
+        const int v13 = x_35;
+        const uint i14 = i3 % u.M;
+        const uint i15 = i3 / u.M;
+        const int v16 = int(i14);
+        const int v17 = int(uint(v13) * uint(v16));
+        const int v18 = int(i15);
+        const int v19 = int(uint(v17) + uint(v18));
+        const int out_39 = v19;
+        const int v20 = x_36;
+        const uint i21 = i4 % u.M;
+        const uint i22 = i4 / u.M;
+        const int v23 = int(i21);
+        const int v24 = int(uint(v20) * uint(v23));
+        const int v25 = int(i22);
+        const int v26 = int(uint(v24) + uint(v25));
+        const int out_40 = v26;
+        const int v27 = x_37;
+        const uint i28 = i5 % u.M;
+        const uint i29 = i5 / u.M;
+        const int v30 = int(i28);
+        const int v31 = int(uint(v27) * uint(v30));
+        const int v32 = int(i29);
+        const int v33 = int(uint(v31) + uint(v32));
+        const int out_41 = v33;
+        int4 vec2;
+        vec2.x = out_38;
+        vec2.y = out_39;
+        vec2.z = out_40;
+        vec2.w = out_41;
+        ((device int4*)out)[i2 >> 2u] = vec2;
+    }
+    if (t1 == ((u.N * u.M) >> 2u)) {
+        const uint i42 = t1 << 2u;
+        for (uint j43 = i42; j43 < u.N * u.M; j43 += 1u) {
+            const int v44 = x[j43];
+            const uint i45 = j43 % u.M;
+            const uint i46 = j43 / u.M;
+            const int v47 = int(i45);
+            const int v48 = int(uint(v44) * uint(v47));
+            const int v49 = int(i46);
+            const int v50 = int(uint(v48) + uint(v49));
+            out[j43] = v50;
+        }
     }
 }

@@ -16,25 +16,112 @@ kernel void stack_last_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * 3u) {
-        const uint i2 = i1 % 3u;
-        const uint i3 = i1 / 3u;
-        int part4 = 0;
-        if (i2 == 0u) {
-            const int v5 = a[i3];
-            part4 = v5;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * 3u) >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const uint i3 = i2 + 1u;
+        const uint i4 = i2 + 2u;
+        const uint i5 = i2 + 3u;
+        const uint i6 = i2 % 3u;
+        const uint i7 = i2 / 3u;
+        int part8 = 0;
+        if (i6 == 0u) {
+            const int v9 = a[i7];
+            part8 = v9;
         }
-        if (i2 == 1u) {
-            const int v6 = b[i3];
-            part4 = v6;
+        if (i6 == 1u) {
+            const int v10 = b[i7];
+            part8 = v10;
         }
-        if (i2 == 2u) {
-            const int v7 = a[i3];
-            const int v8 = b[i3];
-            const int v9 = int(uint(v7) * uint(v8));
-            part4 = v9;
+        if (i6 == 2u) {
+            const int v11 = a[i7];
+            const int v12 = b[i7];
+            const int v13 = int(uint(v11) * uint(v12));
+            part8 = v13;
         }
-        out[i1] = part4;
+        const int out_38 = part8;
+        const uint i14 = i3 % 3u;
+        const uint i15 = i3 / 3u;
+        int part16 = 0;
+        if (i14 == 0u) {
+            const int v17 = a[i15];
+            part16 = v17;
+        }
+        if (i14 == 1u) {
+            const int v18 = b[i15];
+            part16 = v18;
+        }
+        if (i14 == 2u) {
+            const int v19 = a[i15];
+            const int v20 = b[i15];
+            const int v21 = int(uint(v19) * uint(v20));
+            part16 = v21;
+        }
+        const int out_39 = part16;
+        const uint i22 = i4 % 3u;
+        const uint i23 = i4 / 3u;
+        int part24 = 0;
+        if (i22 == 0u) {
+            const int v25 = a[i23];
+            part24 = v25;
+        }
+        if (i22 == 1u) {
+            const int v26 = b[i23];
+            part24 = v26;
+        }
+        if (i22 == 2u) {
+            const int v27 = a[i23];
+            const int v28 = b[i23];
+            const int v29 = int(uint(v27) * uint(v28));
+            part24 = v29;
+        }
+        const int out_40 = part24;
+        const uint i30 = i5 % 3u;
+        const uint i31 = i5 / 3u;
+        int part32 = 0;
+        if (i30 == 0u) {
+            const int v33 = a[i31];
+            part32 = v33;
+        }
+        if (i30 == 1u) {
+            const int v34 = b[i31];
+            part32 = v34;
+        }
+        if (i30 == 2u) {
+            const int v35 = a[i31];
+            const int v36 = b[i31];
+            const int v37 = int(uint(v35) * uint(v36));
+            part32 = v37;
+        }
+        const int out_41 = part32;
+        int4 vec1;
+        vec1.x = out_38;
+        vec1.y = out_39;
+        vec1.z = out_40;
+        vec1.w = out_41;
+        ((device int4*)out)[i2 >> 2u] = vec1;
+    }
+    if (t1 == ((u.N * 3u) >> 2u)) {
+        const uint i42 = t1 << 2u;
+        for (uint j43 = i42; j43 < u.N * 3u; j43 += 1u) {
+            const uint i44 = j43 % 3u;
+            const uint i45 = j43 / 3u;
+            int part46 = 0;
+            if (i44 == 0u) {
+                const int v47 = a[i45];
+                part46 = v47;
+            }
+            if (i44 == 1u) {
+                const int v48 = b[i45];
+                part46 = v48;
+            }
+            if (i44 == 2u) {
+                const int v49 = a[i45];
+                const int v50 = b[i45];
+                const int v51 = int(uint(v49) * uint(v50));
+                part46 = v51;
+            }
+            out[j43] = part46;
+        }
     }
 }

@@ -17,21 +17,92 @@ kernel void with_row_sums_1_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * (u.M + 1u)) {
-        const uint i2 = i1 % (u.M + 1u);
-        const uint i3 = i1 / (u.M + 1u);
-        float part4 = 0.0f;
-        if (i2 < u.M) {
-            const uint i5 = i3 * u.M + i2;
-            const float v6 = x[i5];
-            part4 = v6;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * (u.M + 1u)) >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const uint i3 = i2 + 1u;
+        const uint i4 = i2 + 2u;
+        const uint i5 = i2 + 3u;
+        const uint i6 = i2 % (u.M + 1u);
+        const uint i7 = i2 / (u.M + 1u);
+        float part8 = 0.0f;
+        if (i6 < u.M) {
+            const uint i9 = i7 * u.M + i6;
+            const float v10 = x[i9];
+            part8 = v10;
         }
-        if ((i2 >= u.M) && (i2 < u.M + 1u)) {
-            const float v7 = scratch0[i3];
-            part4 = v7;
+        if ((i6 >= u.M) && (i6 < u.M + 1u)) {
+            const float v11 = scratch0[i7];
+            part8 = v11;
         }
-        const float v8 = ((part4 > 0.0f) || ((as_type<uint>(part4) & 0x7fffffffu) > 0x7f800000u) ? part4 : 0.0f);
-        out[i1] = v8;
+        const float v12 = ((part8 > 0.0f) || ((as_type<uint>(part8) & 0x7fffffffu) > 0x7f800000u) ? part8 : 0.0f);
+        const float out_34 = v12;
+        const uint i13 = i3 % (u.M + 1u);
+        const uint i14 = i3 / (u.M + 1u);
+        float part15 = 0.0f;
+        if (i13 < u.M) {
+            const uint i16 = i14 * u.M + i13;
+            const float v17 = x[i16];
+            part15 = v17;
+        }
+        if ((i13 >= u.M) && (i13 < u.M + 1u)) {
+            const float v18 = scratch0[i14];
+            part15 = v18;
+        }
+        const float v19 = ((part15 > 0.0f) || ((as_type<uint>(part15) & 0x7fffffffu) > 0x7f800000u) ? part15 : 0.0f);
+        const float out_35 = v19;
+        const uint i20 = i4 % (u.M + 1u);
+        const uint i21 = i4 / (u.M + 1u);
+        float part22 = 0.0f;
+        if (i20 < u.M) {
+            const uint i23 = i21 * u.M + i20;
+            const float v24 = x[i23];
+            part22 = v24;
+        }
+        if ((i20 >= u.M) && (i20 < u.M + 1u)) {
+            const float v25 = scratch0[i21];
+            part22 = v25;
+        }
+        const float v26 = ((part22 > 0.0f) || ((as_type<uint>(part22) & 0x7fffffffu) > 0x7f800000u) ? part22 : 0.0f);
+        const float out_36 = v26;
+        const uint i27 = i5 % (u.M + 1u);
+        const uint i28 = i5 / (u.M + 1u);
+        float part29 = 0.0f;
+        if (i27 < u.M) {
+            const uint i30 = i28 * u.M + i27;
+            const float v31 = x[i30];
+            part29 = v31;
+        }
+        if ((i27 >= u.M) && (i27 < u.M + 1u)) {
+            const float v32 = scratch0[i28];
+            part29 = v32;
+        }
+        const float v33 = ((part29 > 0.0f) || ((as_type<uint>(part29) & 0x7fffffffu) > 0x7f800000u) ? part29 : 0.0f);
+        const float out_37 = v33;
+        float4 vec1;
+        vec1.x = out_34;
+        vec1.y = out_35;
+        vec1.z = out_36;
+        vec1.w = out_37;
+        ((device float4*)out)[i2 >> 2u] = vec1;
+    }
+    if (t1 == ((u.N * (u.M + 1u)) >> 2u)) {
+        const uint i38 = t1 << 2u;
+        for (uint j39 = i38; j39 < u.N * (u.M + 1u); j39 += 1u) {
+            const uint i40 = j39 % (u.M + 1u);
+            const uint i41 = j39 / (u.M + 1u);
+            float part42 = 0.0f;
+            if (i40 < u.M) {
+                const uint i43 = i41 * u.M + i40;
+                const float v44 = x[i43];
+                part42 = v44;
+            }
+            if ((i40 >= u.M) && (i40 < u.M + 1u)) {
+                const float v45 = scratch0[i41];
+                part42 = v45;
+            }
+            const float v46 = ((part42 > 0.0f) || ((as_type<uint>(part42) & 0x7fffffffu) > 0x7f800000u) ? part42 : 0.0f);
+            out[j39] = v46;
+        }
     }
 }

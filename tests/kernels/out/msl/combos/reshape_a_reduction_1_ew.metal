@@ -15,10 +15,39 @@ kernel void reshape_a_reduction_1_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * 2u * 3u) {
-        const float v2 = scratch0[i1];
-        const float v3 = v2 * 0.5f;
-        out[i1] = v3;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * 2u * 3u) >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const float4 vec1 = ((device const float4*)scratch0)[i2 >> 2u];
+        const float scratch0_14 = vec1[0];
+        const float scratch0_15 = vec1[1];
+        const float scratch0_16 = vec1[2];
+        const float scratch0_17 = vec1[3];
+        const float v6 = scratch0_14;
+        const float v7 = v6 * 0.5f;
+        const float out_18 = v7;
+        const float v8 = scratch0_15;
+        const float v9 = v8 * 0.5f;
+        const float out_19 = v9;
+        const float v10 = scratch0_16;
+        const float v11 = v10 * 0.5f;
+        const float out_20 = v11;
+        const float v12 = scratch0_17;
+        const float v13 = v12 * 0.5f;
+        const float out_21 = v13;
+        float4 vec2;
+        vec2.x = out_18;
+        vec2.y = out_19;
+        vec2.z = out_20;
+        vec2.w = out_21;
+        ((device float4*)out)[i2 >> 2u] = vec2;
+    }
+    if (t1 == ((u.N * 2u * 3u) >> 2u)) {
+        const uint i22 = t1 << 2u;
+        for (uint j23 = i22; j23 < u.N * 2u * 3u; j23 += 1u) {
+            const float v24 = scratch0[j23];
+            const float v25 = v24 * 0.5f;
+            out[j23] = v25;
+        }
     }
 }

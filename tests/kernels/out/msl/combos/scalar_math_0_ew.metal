@@ -43,18 +43,79 @@ kernel void scalar_math_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        const float v2 = x[i1];
-        const float t4 = fma(u.s, 2.0f, 1.0f);
-        const int t6 = mimir_floordiv_i32(u.n, 2);
-        const float v7 = fma(v2, t4, float(t6));
-        const int s8 = int(u.N);
-        const float t9 = float(s8) / 2.0f;
-        const float v10 = v7 - t9;
-        const int t11 = mimir_mod_i32(u.n, 3);
-        const float t12 = -u.s;
-        const float v14 = fma(float(t11), t12, v10);
-        out[i1] = v14;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const float4 vec1 = ((device const float4*)x)[i2 >> 2u];
+        const float x_58 = vec1[0];
+        const float x_59 = vec1[1];
+        const float x_60 = vec1[2];
+        const float x_61 = vec1[3];
+        const float v6 = x_58;
+        const float t8 = fma(u.s, 2.0f, 1.0f);
+        const int t10 = mimir_floordiv_i32(u.n, 2);
+        const float v11 = fma(v6, t8, float(t10));
+        const int s12 = int(u.N);
+        const float t13 = float(s12) / 2.0f;
+        const float v14 = v11 - t13;
+        const int t15 = mimir_mod_i32(u.n, 3);
+        const float t16 = -u.s;
+        const float v18 = fma(float(t15), t16, v14);
+        const float out_62 = v18;
+        const float v19 = x_59;
+        const float t21 = fma(u.s, 2.0f, 1.0f);
+        const int t23 = mimir_floordiv_i32(u.n, 2);
+        const float v24 = fma(v19, t21, float(t23));
+        const int s25 = int(u.N);
+        const float t26 = float(s25) / 2.0f;
+        const float v27 = v24 - t26;
+        const int t28 = mimir_mod_i32(u.n, 3);
+        const float t29 = -u.s;
+        const float v31 = fma(float(t28), t29, v27);
+        const float out_63 = v31;
+        const float v32 = x_60;
+        const float t34 = fma(u.s, 2.0f, 1.0f);
+        const int t36 = mimir_floordiv_i32(u.n, 2);
+        const float v37 = fma(v32, t34, float(t36));
+        const int s38 = int(u.N);
+        const float t39 = float(s38) / 2.0f;
+        const float v40 = v37 - t39;
+        const int t41 = mimir_mod_i32(u.n, 3);
+        const float t42 = -u.s;
+        const float v44 = fma(float(t41), t42, v40);
+        const float out_64 = v44;
+        const float v45 = x_61;
+        const float t47 = fma(u.s, 2.0f, 1.0f);
+        const int t49 = mimir_floordiv_i32(u.n, 2);
+        const float v50 = fma(v45, t47, float(t49));
+        const int s51 = int(u.N);
+        const float t52 = float(s51) / 2.0f;
+        const float v53 = v50 - t52;
+        const int t54 = mimir_mod_i32(u.n, 3);
+        const float t55 = -u.s;
+        const float v57 = fma(float(t54), t55, v53);
+        const float out_65 = v57;
+        float4 vec2;
+        vec2.x = out_62;
+        vec2.y = out_63;
+        vec2.z = out_64;
+        vec2.w = out_65;
+        ((device float4*)out)[i2 >> 2u] = vec2;
+    }
+    if (t1 == (u.N >> 2u)) {
+        const uint i66 = t1 << 2u;
+        for (uint j67 = i66; j67 < u.N; j67 += 1u) {
+            const float v68 = x[j67];
+            const float t70 = fma(u.s, 2.0f, 1.0f);
+            const int t72 = mimir_floordiv_i32(u.n, 2);
+            const float v73 = fma(v68, t70, float(t72));
+            const int s74 = int(u.N);
+            const float t75 = float(s74) / 2.0f;
+            const float v76 = v73 - t75;
+            const int t77 = mimir_mod_i32(u.n, 3);
+            const float t78 = -u.s;
+            const float v80 = fma(float(t77), t78, v76);
+            out[j67] = v80;
+        }
     }
 }

@@ -18,17 +18,91 @@ kernel void unsigned_and_ints_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u_.N) {
-        const uint v2 = u[i1];
-        const uint v3 = 0u - v2;
-        out0[i1] = v3;
-        const int v4 = i[i1];
-        const int v5 = (v4 < 0 ? int(uint(0) - uint(v4)) : v4);
-        out1[i1] = v5;
-        const bool v6 = v2 > 3u;
-        const bool v7 = v4 < 0;
-        const bool v8 = v6 && v7;
-        out2[i1] = (v8 ? 1u : 0u);
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < (u_.N >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const int4 vec1 = ((device const int4*)i)[i2 >> 2u];
+        const int i_34 = vec1[0];
+        const int i_35 = vec1[1];
+        const int i_36 = vec1[2];
+        const int i_37 = vec1[3];
+        const uint4 vec2 = ((device const uint4*)u)[i2 >> 2u];
+        const uint u_38 = vec2[0];
+        const uint u_39 = vec2[1];
+        const uint u_40 = vec2[2];
+        const uint u_41 = vec2[3];
+        const uint v6 = u_38;
+        const uint v7 = 0u - v6;
+        const uint out0_42 = v7;
+        const int v8 = i_34;
+        const int v9 = (v8 < 0 ? int(uint(0) - uint(v8)) : v8);
+        const int out1_43 = v9;
+        const bool v10 = v6 > 3u;
+        const bool v11 = v8 < 0;
+        const bool v12 = v10 && v11;
+        const uint out2_44 = (v12 ? 1u : 0u);
+        const uint v13 = u_39;
+        const uint v14 = 0u - v13;
+        const uint out0_45 = v14;
+        const int v15 = i_35;
+        const int v16 = (v15 < 0 ? int(uint(0) - uint(v15)) : v15);
+        const int out1_46 = v16;
+        const bool v17 = v13 > 3u;
+        const bool v18 = v15 < 0;
+        const bool v19 = v17 && v18;
+        const uint out2_47 = (v19 ? 1u : 0u);
+        const uint v20 = u_40;
+        const uint v21 = 0u - v20;
+        const uint out0_48 = v21;
+        const int v22 = i_36;
+        const int v23 = (v22 < 0 ? int(uint(0) - uint(v22)) : v22);
+        const int out1_49 = v23;
+        const bool v24 = v20 > 3u;
+        const bool v25 = v22 < 0;
+        const bool v26 = v24 && v25;
+        const uint out2_50 = (v26 ? 1u : 0u);
+        const uint v27 = u_41;
+        const uint v28 = 0u - v27;
+        const uint out0_51 = v28;
+        const int v29 = i_37;
+        const int v30 = (v29 < 0 ? int(uint(0) - uint(v29)) : v29);
+        const int out1_52 = v30;
+        const bool v31 = v27 > 3u;
+        const bool v32 = v29 < 0;
+        const bool v33 = v31 && v32;
+        const uint out2_53 = (v33 ? 1u : 0u);
+        uint4 vec3;
+        vec3.x = out0_42;
+        vec3.y = out0_45;
+        vec3.z = out0_48;
+        vec3.w = out0_51;
+        ((device uint4*)out0)[i2 >> 2u] = vec3;
+        int4 vec4;
+        vec4.x = out1_43;
+        vec4.y = out1_46;
+        vec4.z = out1_49;
+        vec4.w = out1_52;
+        ((device int4*)out1)[i2 >> 2u] = vec4;
+        uint4 vec5;
+        vec5.x = out2_44;
+        vec5.y = out2_47;
+        vec5.z = out2_50;
+        vec5.w = out2_53;
+        ((device uint4*)out2)[i2 >> 2u] = vec5;
+    }
+    if (t1 == (u_.N >> 2u)) {
+        const uint i54 = t1 << 2u;
+        for (uint j55 = i54; j55 < u_.N; j55 += 1u) {
+            const uint v56 = u[j55];
+            const uint v57 = 0u - v56;
+            out0[j55] = v57;
+            const int v58 = i[j55];
+            const int v59 = (v58 < 0 ? int(uint(0) - uint(v58)) : v58);
+            out1[j55] = v59;
+            const bool v60 = v56 > 3u;
+            const bool v61 = v58 < 0;
+            const bool v62 = v60 && v61;
+            out2[j55] = (v62 ? 1u : 0u);
+        }
     }
 }

@@ -14,8 +14,24 @@ kernel void zeros_out_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        out[i1] = 0.0f;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const float out_6 = 0.0f;
+        const float out_7 = 0.0f;
+        const float out_8 = 0.0f;
+        const float out_9 = 0.0f;
+        float4 vec1;
+        vec1.x = out_6;
+        vec1.y = out_7;
+        vec1.z = out_8;
+        vec1.w = out_9;
+        ((device float4*)out)[i2 >> 2u] = vec1;
+    }
+    if (t1 == (u.N >> 2u)) {
+        const uint i10 = t1 << 2u;
+        for (uint j11 = i10; j11 < u.N; j11 += 1u) {
+            out[j11] = 0.0f;
+        }
     }
 }

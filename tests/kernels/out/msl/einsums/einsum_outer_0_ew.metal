@@ -17,13 +17,52 @@ kernel void einsum_outer_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.M) {
-        const uint i2 = i1 % u.M;
-        const uint i3 = i1 / u.M;
-        const float v4 = a[i3];
-        const float v5 = b[i2];
-        const float v6 = v4 * v5;
-        out[i1] = v6;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * u.M) >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const uint i3 = i2 + 1u;
+        const uint i4 = i2 + 2u;
+        const uint i5 = i2 + 3u;
+        const uint i6 = i2 % u.M;
+        const uint i7 = i2 / u.M;
+        const float v8 = a[i7];
+        const float v9 = b[i6];
+        const float v10 = v8 * v9;
+        const float out_26 = v10;
+        const uint i11 = i3 % u.M;
+        const uint i12 = i3 / u.M;
+        const float v13 = a[i12];
+        const float v14 = b[i11];
+        const float v15 = v13 * v14;
+        const float out_27 = v15;
+        const uint i16 = i4 % u.M;
+        const uint i17 = i4 / u.M;
+        const float v18 = a[i17];
+        const float v19 = b[i16];
+        const float v20 = v18 * v19;
+        const float out_28 = v20;
+        const uint i21 = i5 % u.M;
+        const uint i22 = i5 / u.M;
+        const float v23 = a[i22];
+        const float v24 = b[i21];
+        const float v25 = v23 * v24;
+        const float out_29 = v25;
+        float4 vec1;
+        vec1.x = out_26;
+        vec1.y = out_27;
+        vec1.z = out_28;
+        vec1.w = out_29;
+        ((device float4*)out)[i2 >> 2u] = vec1;
+    }
+    if (t1 == ((u.N * u.M) >> 2u)) {
+        const uint i30 = t1 << 2u;
+        for (uint j31 = i30; j31 < u.N * u.M; j31 += 1u) {
+            const uint i32 = j31 % u.M;
+            const uint i33 = j31 / u.M;
+            const float v34 = a[i33];
+            const float v35 = b[i32];
+            const float v36 = v34 * v35;
+            out[j31] = v36;
+        }
     }
 }

@@ -16,12 +16,47 @@ kernel void tr_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.K * u.N) {
-        const uint i2 = i1 % u.N;
-        const uint i3 = i1 / u.N;
-        const uint i4 = i2 * u.K + i3;
-        const float v5 = a[i4];
-        out[i1] = v5;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < ((u.K * u.N) >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const uint i3 = i2 + 1u;
+        const uint i4 = i2 + 2u;
+        const uint i5 = i2 + 3u;
+        const uint i6 = i2 % u.N;
+        const uint i7 = i2 / u.N;
+        const uint i8 = i6 * u.K + i7;
+        const float v9 = a[i8];
+        const float out_22 = v9;
+        const uint i10 = i3 % u.N;
+        const uint i11 = i3 / u.N;
+        const uint i12 = i10 * u.K + i11;
+        const float v13 = a[i12];
+        const float out_23 = v13;
+        const uint i14 = i4 % u.N;
+        const uint i15 = i4 / u.N;
+        const uint i16 = i14 * u.K + i15;
+        const float v17 = a[i16];
+        const float out_24 = v17;
+        const uint i18 = i5 % u.N;
+        const uint i19 = i5 / u.N;
+        const uint i20 = i18 * u.K + i19;
+        const float v21 = a[i20];
+        const float out_25 = v21;
+        float4 vec1;
+        vec1.x = out_22;
+        vec1.y = out_23;
+        vec1.z = out_24;
+        vec1.w = out_25;
+        ((device float4*)out)[i2 >> 2u] = vec1;
+    }
+    if (t1 == ((u.K * u.N) >> 2u)) {
+        const uint i26 = t1 << 2u;
+        for (uint j27 = i26; j27 < u.K * u.N; j27 += 1u) {
+            const uint i28 = j27 % u.N;
+            const uint i29 = j27 / u.N;
+            const uint i30 = i28 * u.K + i29;
+            const float v31 = a[i30];
+            out[j27] = v31;
+        }
     }
 }

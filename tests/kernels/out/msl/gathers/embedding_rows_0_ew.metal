@@ -18,13 +18,52 @@ kernel void embedding_rows_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.D) {
-        const uint i2 = i1 % u.D;
-        const uint i3 = i1 / u.D;
-        const int v4 = ids[i3];
-        const uint i5 = uint(v4) * u.D + i2;
-        const float v6 = table[i5];
-        out[i1] = v6;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * u.D) >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const uint i3 = i2 + 1u;
+        const uint i4 = i2 + 2u;
+        const uint i5 = i2 + 3u;
+        const uint i6 = i2 % u.D;
+        const uint i7 = i2 / u.D;
+        const int v8 = ids[i7];
+        const uint i9 = uint(v8) * u.D + i6;
+        const float v10 = table[i9];
+        const float out_26 = v10;
+        const uint i11 = i3 % u.D;
+        const uint i12 = i3 / u.D;
+        const int v13 = ids[i12];
+        const uint i14 = uint(v13) * u.D + i11;
+        const float v15 = table[i14];
+        const float out_27 = v15;
+        const uint i16 = i4 % u.D;
+        const uint i17 = i4 / u.D;
+        const int v18 = ids[i17];
+        const uint i19 = uint(v18) * u.D + i16;
+        const float v20 = table[i19];
+        const float out_28 = v20;
+        const uint i21 = i5 % u.D;
+        const uint i22 = i5 / u.D;
+        const int v23 = ids[i22];
+        const uint i24 = uint(v23) * u.D + i21;
+        const float v25 = table[i24];
+        const float out_29 = v25;
+        float4 vec1;
+        vec1.x = out_26;
+        vec1.y = out_27;
+        vec1.z = out_28;
+        vec1.w = out_29;
+        ((device float4*)out)[i2 >> 2u] = vec1;
+    }
+    if (t1 == ((u.N * u.D) >> 2u)) {
+        const uint i30 = t1 << 2u;
+        for (uint j31 = i30; j31 < u.N * u.D; j31 += 1u) {
+            const uint i32 = j31 % u.D;
+            const uint i33 = j31 / u.D;
+            const int v34 = ids[i33];
+            const uint i35 = uint(v34) * u.D + i32;
+            const float v36 = table[i35];
+            out[j31] = v36;
+        }
     }
 }

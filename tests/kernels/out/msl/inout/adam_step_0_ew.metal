@@ -18,17 +18,90 @@ kernel void adam_step_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        const float v2 = m[i1];
-        const float v4 = grad[i1];
-        const float v5 = 0.1f * v4;
-        const float v6 = fma(0.9f, v2, v5);
-        const float v7 = v[i1];
-        const float v9 = 0.001f * v4;
-        const float v10 = v9 * v4;
-        const float v11 = fma(0.999f, v7, v10);
-        m[i1] = v6;
-        v[i1] = v11;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const float4 vec1 = ((device const float4*)grad)[i2 >> 2u];
+        const float grad_46 = vec1[0];
+        const float grad_47 = vec1[1];
+        const float grad_48 = vec1[2];
+        const float grad_49 = vec1[3];
+        const float4 vec2 = ((device const float4*)m)[i2 >> 2u];
+        const float m_50 = vec2[0];
+        const float m_51 = vec2[1];
+        const float m_52 = vec2[2];
+        const float m_53 = vec2[3];
+        const float4 vec3 = ((device const float4*)v)[i2 >> 2u];
+        const float v_54 = vec3[0];
+        const float v_55 = vec3[1];
+        const float v_56 = vec3[2];
+        const float v_57 = vec3[3];
+        const float v6 = m_50;
+        const float v8 = grad_46;
+        const float v9 = 0.1f * v8;
+        const float v10 = fma(0.9f, v6, v9);
+        const float v11 = v_54;
+        const float v13 = 0.001f * v8;
+        const float v14 = v13 * v8;
+        const float v15 = fma(0.999f, v11, v14);
+        const float m_58 = v10;
+        const float v_59 = v15;
+        const float v16 = m_51;
+        const float v18 = grad_47;
+        const float v19 = 0.1f * v18;
+        const float v20 = fma(0.9f, v16, v19);
+        const float v21 = v_55;
+        const float v23 = 0.001f * v18;
+        const float v24 = v23 * v18;
+        const float v25 = fma(0.999f, v21, v24);
+        const float m_60 = v20;
+        const float v_61 = v25;
+        const float v26 = m_52;
+        const float v28 = grad_48;
+        const float v29 = 0.1f * v28;
+        const float v30 = fma(0.9f, v26, v29);
+        const float v31 = v_56;
+        const float v33 = 0.001f * v28;
+        const float v34 = v33 * v28;
+        const float v35 = fma(0.999f, v31, v34);
+        const float m_62 = v30;
+        const float v_63 = v35;
+        const float v36 = m_53;
+        const float v38 = grad_49;
+        const float v39 = 0.1f * v38;
+        const float v40 = fma(0.9f, v36, v39);
+        const float v41 = v_57;
+        const float v43 = 0.001f * v38;
+        const float v44 = v43 * v38;
+        const float v45 = fma(0.999f, v41, v44);
+        const float m_64 = v40;
+        const float v_65 = v45;
+        float4 vec4;
+        vec4.x = m_58;
+        vec4.y = m_60;
+        vec4.z = m_62;
+        vec4.w = m_64;
+        ((device float4*)m)[i2 >> 2u] = vec4;
+        float4 vec5;
+        vec5.x = v_59;
+        vec5.y = v_61;
+        vec5.z = v_63;
+        vec5.w = v_65;
+        ((device float4*)v)[i2 >> 2u] = vec5;
+    }
+    if (t1 == (u.N >> 2u)) {
+        const uint i66 = t1 << 2u;
+        for (uint j67 = i66; j67 < u.N; j67 += 1u) {
+            const float v68 = m[j67];
+            const float v70 = grad[j67];
+            const float v71 = 0.1f * v70;
+            const float v72 = fma(0.9f, v68, v71);
+            const float v73 = v[j67];
+            const float v75 = 0.001f * v70;
+            const float v76 = v75 * v70;
+            const float v77 = fma(0.999f, v73, v76);
+            m[j67] = v72;
+            v[j67] = v77;
+        }
     }
 }

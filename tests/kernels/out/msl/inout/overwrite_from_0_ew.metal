@@ -16,9 +16,34 @@ kernel void overwrite_from_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.D) {
-        const float v2 = g[i1];
-        p[i1] = v2;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * u.D) >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const float4 vec1 = ((device const float4*)g)[i2 >> 2u];
+        const float g_10 = vec1[0];
+        const float g_11 = vec1[1];
+        const float g_12 = vec1[2];
+        const float g_13 = vec1[3];
+        const float v6 = g_10;
+        const float p_14 = v6;
+        const float v7 = g_11;
+        const float p_15 = v7;
+        const float v8 = g_12;
+        const float p_16 = v8;
+        const float v9 = g_13;
+        const float p_17 = v9;
+        float4 vec2;
+        vec2.x = p_14;
+        vec2.y = p_15;
+        vec2.z = p_16;
+        vec2.w = p_17;
+        ((device float4*)p)[i2 >> 2u] = vec2;
+    }
+    if (t1 == ((u.N * u.D) >> 2u)) {
+        const uint i18 = t1 << 2u;
+        for (uint j19 = i18; j19 < u.N * u.D; j19 += 1u) {
+            const float v20 = g[j19];
+            p[j19] = v20;
+        }
     }
 }

@@ -17,12 +17,52 @@ kernel void scale_and_norm_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.D) {
-        const float v2 = x[i1];
-        const uint i3 = i1 % u.D;
-        const float v5 = s[i3];
-        const float v6 = v2 * v5;
-        scratch1[i1] = v6;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * u.D) >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const uint i3 = i2 + 1u;
+        const uint i4 = i2 + 2u;
+        const uint i5 = i2 + 3u;
+        const float4 vec1 = ((device const float4*)x)[i2 >> 2u];
+        const float x_26 = vec1[0];
+        const float x_27 = vec1[1];
+        const float x_28 = vec1[2];
+        const float x_29 = vec1[3];
+        const float v6 = x_26;
+        const uint i7 = i2 % u.D;
+        const float v9 = s[i7];
+        const float v10 = v6 * v9;
+        const float scratch1_30 = v10;
+        const float v11 = x_27;
+        const uint i12 = i3 % u.D;
+        const float v14 = s[i12];
+        const float v15 = v11 * v14;
+        const float scratch1_31 = v15;
+        const float v16 = x_28;
+        const uint i17 = i4 % u.D;
+        const float v19 = s[i17];
+        const float v20 = v16 * v19;
+        const float scratch1_32 = v20;
+        const float v21 = x_29;
+        const uint i22 = i5 % u.D;
+        const float v24 = s[i22];
+        const float v25 = v21 * v24;
+        const float scratch1_33 = v25;
+        float4 vec2;
+        vec2.x = scratch1_30;
+        vec2.y = scratch1_31;
+        vec2.z = scratch1_32;
+        vec2.w = scratch1_33;
+        ((device float4*)scratch1)[i2 >> 2u] = vec2;
+    }
+    if (t1 == ((u.N * u.D) >> 2u)) {
+        const uint i34 = t1 << 2u;
+        for (uint j35 = i34; j35 < u.N * u.D; j35 += 1u) {
+            const float v36 = x[j35];
+            const uint i37 = j35 % u.D;
+            const float v39 = s[i37];
+            const float v40 = v36 * v39;
+            scratch1[j35] = v40;
+        }
     }
 }

@@ -16,9 +16,34 @@ kernel void scale_and_norm_3_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.D) {
-        const float v2 = scratch1[i1];
-        x[i1] = v2;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * u.D) >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const float4 vec1 = ((device const float4*)scratch1)[i2 >> 2u];
+        const float scratch1_10 = vec1[0];
+        const float scratch1_11 = vec1[1];
+        const float scratch1_12 = vec1[2];
+        const float scratch1_13 = vec1[3];
+        const float v6 = scratch1_10;
+        const float x_14 = v6;
+        const float v7 = scratch1_11;
+        const float x_15 = v7;
+        const float v8 = scratch1_12;
+        const float x_16 = v8;
+        const float v9 = scratch1_13;
+        const float x_17 = v9;
+        float4 vec2;
+        vec2.x = x_14;
+        vec2.y = x_15;
+        vec2.z = x_16;
+        vec2.w = x_17;
+        ((device float4*)x)[i2 >> 2u] = vec2;
+    }
+    if (t1 == ((u.N * u.D) >> 2u)) {
+        const uint i18 = t1 << 2u;
+        for (uint j19 = i18; j19 < u.N * u.D; j19 += 1u) {
+            const float v20 = scratch1[j19];
+            x[j19] = v20;
+        }
     }
 }

@@ -15,11 +15,55 @@ kernel void swap_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        const float v2 = p[i1];
-        const float v3 = q[i1];
-        q[i1] = v2;
-        p[i1] = v3;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const float4 vec1 = ((device const float4*)p)[i2 >> 2u];
+        const float p_14 = vec1[0];
+        const float p_15 = vec1[1];
+        const float p_16 = vec1[2];
+        const float p_17 = vec1[3];
+        const float4 vec2 = ((device const float4*)q)[i2 >> 2u];
+        const float q_18 = vec2[0];
+        const float q_19 = vec2[1];
+        const float q_20 = vec2[2];
+        const float q_21 = vec2[3];
+        const float v6 = p_14;
+        const float v7 = q_18;
+        const float q_22 = v6;
+        const float p_23 = v7;
+        const float v8 = p_15;
+        const float v9 = q_19;
+        const float q_24 = v8;
+        const float p_25 = v9;
+        const float v10 = p_16;
+        const float v11 = q_20;
+        const float q_26 = v10;
+        const float p_27 = v11;
+        const float v12 = p_17;
+        const float v13 = q_21;
+        const float q_28 = v12;
+        const float p_29 = v13;
+        float4 vec3;
+        vec3.x = p_23;
+        vec3.y = p_25;
+        vec3.z = p_27;
+        vec3.w = p_29;
+        ((device float4*)p)[i2 >> 2u] = vec3;
+        float4 vec4;
+        vec4.x = q_22;
+        vec4.y = q_24;
+        vec4.z = q_26;
+        vec4.w = q_28;
+        ((device float4*)q)[i2 >> 2u] = vec4;
+    }
+    if (t1 == (u.N >> 2u)) {
+        const uint i30 = t1 << 2u;
+        for (uint j31 = i30; j31 < u.N; j31 += 1u) {
+            const float v32 = p[j31];
+            const float v33 = q[j31];
+            q[j31] = v32;
+            p[j31] = v33;
+        }
     }
 }

@@ -15,14 +15,57 @@ kernel void transpose_add_inplace_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.D * u.D) {
-        const float v2 = x[i1];
-        const uint i3 = i1 % u.D;
-        const uint i4 = i1 / u.D;
-        const uint i5 = i3 * u.D + i4;
-        const float v6 = x[i5];
-        const float v7 = v2 + v6;
-        scratch0[i1] = v7;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < ((u.D * u.D) >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const uint i3 = i2 + 1u;
+        const uint i4 = i2 + 2u;
+        const uint i5 = i2 + 3u;
+        const float v6 = x[i2];
+        const uint i7 = i2 % u.D;
+        const uint i8 = i2 / u.D;
+        const uint i9 = i7 * u.D + i8;
+        const float v10 = x[i9];
+        const float v11 = v6 + v10;
+        const float scratch0_30 = v11;
+        const float v12 = x[i3];
+        const uint i13 = i3 % u.D;
+        const uint i14 = i3 / u.D;
+        const uint i15 = i13 * u.D + i14;
+        const float v16 = x[i15];
+        const float v17 = v12 + v16;
+        const float scratch0_31 = v17;
+        const float v18 = x[i4];
+        const uint i19 = i4 % u.D;
+        const uint i20 = i4 / u.D;
+        const uint i21 = i19 * u.D + i20;
+        const float v22 = x[i21];
+        const float v23 = v18 + v22;
+        const float scratch0_32 = v23;
+        const float v24 = x[i5];
+        const uint i25 = i5 % u.D;
+        const uint i26 = i5 / u.D;
+        const uint i27 = i25 * u.D + i26;
+        const float v28 = x[i27];
+        const float v29 = v24 + v28;
+        const float scratch0_33 = v29;
+        float4 vec1;
+        vec1.x = scratch0_30;
+        vec1.y = scratch0_31;
+        vec1.z = scratch0_32;
+        vec1.w = scratch0_33;
+        ((device float4*)scratch0)[i2 >> 2u] = vec1;
+    }
+    if (t1 == ((u.D * u.D) >> 2u)) {
+        const uint i34 = t1 << 2u;
+        for (uint j35 = i34; j35 < u.D * u.D; j35 += 1u) {
+            const float v36 = x[j35];
+            const uint i37 = j35 % u.D;
+            const uint i38 = j35 / u.D;
+            const uint i39 = i37 * u.D + i38;
+            const float v40 = x[i39];
+            const float v41 = v36 + v40;
+            scratch0[j35] = v41;
+        }
     }
 }

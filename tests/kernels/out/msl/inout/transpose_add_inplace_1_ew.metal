@@ -15,9 +15,34 @@ kernel void transpose_add_inplace_1_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.D * u.D) {
-        const float v2 = scratch0[i1];
-        x[i1] = v2;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < ((u.D * u.D) >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const float4 vec1 = ((device const float4*)scratch0)[i2 >> 2u];
+        const float scratch0_10 = vec1[0];
+        const float scratch0_11 = vec1[1];
+        const float scratch0_12 = vec1[2];
+        const float scratch0_13 = vec1[3];
+        const float v6 = scratch0_10;
+        const float x_14 = v6;
+        const float v7 = scratch0_11;
+        const float x_15 = v7;
+        const float v8 = scratch0_12;
+        const float x_16 = v8;
+        const float v9 = scratch0_13;
+        const float x_17 = v9;
+        float4 vec2;
+        vec2.x = x_14;
+        vec2.y = x_15;
+        vec2.z = x_16;
+        vec2.w = x_17;
+        ((device float4*)x)[i2 >> 2u] = vec2;
+    }
+    if (t1 == ((u.D * u.D) >> 2u)) {
+        const uint i18 = t1 << 2u;
+        for (uint j19 = i18; j19 < u.D * u.D; j19 += 1u) {
+            const float v20 = scratch0[j19];
+            x[j19] = v20;
+        }
     }
 }

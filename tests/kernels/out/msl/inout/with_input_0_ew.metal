@@ -15,9 +15,34 @@ kernel void with_input_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        const float v2 = x[i1];
-        out0[i1] = v2;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const float4 vec1 = ((device const float4*)x)[i2 >> 2u];
+        const float x_10 = vec1[0];
+        const float x_11 = vec1[1];
+        const float x_12 = vec1[2];
+        const float x_13 = vec1[3];
+        const float v6 = x_10;
+        const float out0_14 = v6;
+        const float v7 = x_11;
+        const float out0_15 = v7;
+        const float v8 = x_12;
+        const float out0_16 = v8;
+        const float v9 = x_13;
+        const float out0_17 = v9;
+        float4 vec2;
+        vec2.x = out0_14;
+        vec2.y = out0_15;
+        vec2.z = out0_16;
+        vec2.w = out0_17;
+        ((device float4*)out0)[i2 >> 2u] = vec2;
+    }
+    if (t1 == (u.N >> 2u)) {
+        const uint i18 = t1 << 2u;
+        for (uint j19 = i18; j19 < u.N; j19 += 1u) {
+            const float v20 = x[j19];
+            out0[j19] = v20;
+        }
     }
 }

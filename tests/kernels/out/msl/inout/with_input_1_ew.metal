@@ -15,10 +15,39 @@ kernel void with_input_1_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        const float v2 = x[i1];
-        const float v3 = v2 * 2.0f;
-        out1[i1] = v3;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const float4 vec1 = ((device const float4*)x)[i2 >> 2u];
+        const float x_14 = vec1[0];
+        const float x_15 = vec1[1];
+        const float x_16 = vec1[2];
+        const float x_17 = vec1[3];
+        const float v6 = x_14;
+        const float v7 = v6 * 2.0f;
+        const float out1_18 = v7;
+        const float v8 = x_15;
+        const float v9 = v8 * 2.0f;
+        const float out1_19 = v9;
+        const float v10 = x_16;
+        const float v11 = v10 * 2.0f;
+        const float out1_20 = v11;
+        const float v12 = x_17;
+        const float v13 = v12 * 2.0f;
+        const float out1_21 = v13;
+        float4 vec2;
+        vec2.x = out1_18;
+        vec2.y = out1_19;
+        vec2.z = out1_20;
+        vec2.w = out1_21;
+        ((device float4*)out1)[i2 >> 2u] = vec2;
+    }
+    if (t1 == (u.N >> 2u)) {
+        const uint i22 = t1 << 2u;
+        for (uint j23 = i22; j23 < u.N; j23 += 1u) {
+            const float v24 = x[j23];
+            const float v25 = v24 * 2.0f;
+            out1[j23] = v25;
+        }
     }
 }

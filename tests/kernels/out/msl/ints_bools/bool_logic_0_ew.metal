@@ -16,14 +16,64 @@ kernel void bool_logic_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        const bool v2 = p[i1] != 0u;
-        const bool v3 = q[i1] != 0u;
-        const bool v4 = !v3;
-        const bool v5 = v2 && v4;
-        const bool v6 = v3 != v2;
-        const bool v7 = v5 || v6;
-        out[i1] = (v7 ? 1u : 0u);
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const uint4 vec1 = ((device const uint4*)p)[i2 >> 2u];
+        const uint p_30 = vec1[0];
+        const uint p_31 = vec1[1];
+        const uint p_32 = vec1[2];
+        const uint p_33 = vec1[3];
+        const uint4 vec2 = ((device const uint4*)q)[i2 >> 2u];
+        const uint q_34 = vec2[0];
+        const uint q_35 = vec2[1];
+        const uint q_36 = vec2[2];
+        const uint q_37 = vec2[3];
+        const bool v6 = p_30 != 0u;
+        const bool v7 = q_34 != 0u;
+        const bool v8 = !v7;
+        const bool v9 = v6 && v8;
+        const bool v10 = v7 != v6;
+        const bool v11 = v9 || v10;
+        const uint out_38 = (v11 ? 1u : 0u);
+        const bool v12 = p_31 != 0u;
+        const bool v13 = q_35 != 0u;
+        const bool v14 = !v13;
+        const bool v15 = v12 && v14;
+        const bool v16 = v13 != v12;
+        const bool v17 = v15 || v16;
+        const uint out_39 = (v17 ? 1u : 0u);
+        const bool v18 = p_32 != 0u;
+        const bool v19 = q_36 != 0u;
+        const bool v20 = !v19;
+        const bool v21 = v18 && v20;
+        const bool v22 = v19 != v18;
+        const bool v23 = v21 || v22;
+        const uint out_40 = (v23 ? 1u : 0u);
+        const bool v24 = p_33 != 0u;
+        const bool v25 = q_37 != 0u;
+        const bool v26 = !v25;
+        const bool v27 = v24 && v26;
+        const bool v28 = v25 != v24;
+        const bool v29 = v27 || v28;
+        const uint out_41 = (v29 ? 1u : 0u);
+        uint4 vec3;
+        vec3.x = out_38;
+        vec3.y = out_39;
+        vec3.z = out_40;
+        vec3.w = out_41;
+        ((device uint4*)out)[i2 >> 2u] = vec3;
+    }
+    if (t1 == (u.N >> 2u)) {
+        const uint i42 = t1 << 2u;
+        for (uint j43 = i42; j43 < u.N; j43 += 1u) {
+            const bool v44 = p[j43] != 0u;
+            const bool v45 = q[j43] != 0u;
+            const bool v46 = !v45;
+            const bool v47 = v44 && v46;
+            const bool v48 = v45 != v44;
+            const bool v49 = v47 || v48;
+            out[j43] = (v49 ? 1u : 0u);
+        }
     }
 }

@@ -16,15 +16,69 @@ kernel void compare_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        const int v2 = a[i1];
-        const bool v3 = v2 > 0;
-        const float v4 = x[i1];
-        const bool v5 = !((as_type<uint>(v4) & 0x7fffffffu) > 0x7f800000u) && (v4 <= 0.5f);
-        const bool v6 = v3 && v5;
-        const bool v7 = v2 == -3;
-        const bool v8 = v6 || v7;
-        out[i1] = (v8 ? 1u : 0u);
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const int4 vec1 = ((device const int4*)a)[i2 >> 2u];
+        const int a_34 = vec1[0];
+        const int a_35 = vec1[1];
+        const int a_36 = vec1[2];
+        const int a_37 = vec1[3];
+        const float4 vec2 = ((device const float4*)x)[i2 >> 2u];
+        const float x_38 = vec2[0];
+        const float x_39 = vec2[1];
+        const float x_40 = vec2[2];
+        const float x_41 = vec2[3];
+        const int v6 = a_34;
+        const bool v7 = v6 > 0;
+        const float v8 = x_38;
+        const bool v9 = !((as_type<uint>(v8) & 0x7fffffffu) > 0x7f800000u) && (v8 <= 0.5f);
+        const bool v10 = v7 && v9;
+        const bool v11 = v6 == -3;
+        const bool v12 = v10 || v11;
+        const uint out_42 = (v12 ? 1u : 0u);
+        const int v13 = a_35;
+        const bool v14 = v13 > 0;
+        const float v15 = x_39;
+        const bool v16 = !((as_type<uint>(v15) & 0x7fffffffu) > 0x7f800000u) && (v15 <= 0.5f);
+        const bool v17 = v14 && v16;
+        const bool v18 = v13 == -3;
+        const bool v19 = v17 || v18;
+        const uint out_43 = (v19 ? 1u : 0u);
+        const int v20 = a_36;
+        const bool v21 = v20 > 0;
+        const float v22 = x_40;
+        const bool v23 = !((as_type<uint>(v22) & 0x7fffffffu) > 0x7f800000u) && (v22 <= 0.5f);
+        const bool v24 = v21 && v23;
+        const bool v25 = v20 == -3;
+        const bool v26 = v24 || v25;
+        const uint out_44 = (v26 ? 1u : 0u);
+        const int v27 = a_37;
+        const bool v28 = v27 > 0;
+        const float v29 = x_41;
+        const bool v30 = !((as_type<uint>(v29) & 0x7fffffffu) > 0x7f800000u) && (v29 <= 0.5f);
+        const bool v31 = v28 && v30;
+        const bool v32 = v27 == -3;
+        const bool v33 = v31 || v32;
+        const uint out_45 = (v33 ? 1u : 0u);
+        uint4 vec3;
+        vec3.x = out_42;
+        vec3.y = out_43;
+        vec3.z = out_44;
+        vec3.w = out_45;
+        ((device uint4*)out)[i2 >> 2u] = vec3;
+    }
+    if (t1 == (u.N >> 2u)) {
+        const uint i46 = t1 << 2u;
+        for (uint j47 = i46; j47 < u.N; j47 += 1u) {
+            const int v48 = a[j47];
+            const bool v49 = v48 > 0;
+            const float v50 = x[j47];
+            const bool v51 = !((as_type<uint>(v50) & 0x7fffffffu) > 0x7f800000u) && (v50 <= 0.5f);
+            const bool v52 = v49 && v51;
+            const bool v53 = v48 == -3;
+            const bool v54 = v52 || v53;
+            out[j47] = (v54 ? 1u : 0u);
+        }
     }
 }

@@ -53,12 +53,54 @@ kernel void int_pow_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        const int v2 = a[i1];
-        const int v3 = b[i1];
-        const int v4 = mimir_mod_i32(v3, 5);
-        const int v5 = mimir_pow_i32(v2, v4);
-        out[i1] = v5;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const int4 vec1 = ((device const int4*)a)[i2 >> 2u];
+        const int a_22 = vec1[0];
+        const int a_23 = vec1[1];
+        const int a_24 = vec1[2];
+        const int a_25 = vec1[3];
+        const int4 vec2 = ((device const int4*)b)[i2 >> 2u];
+        const int b_26 = vec2[0];
+        const int b_27 = vec2[1];
+        const int b_28 = vec2[2];
+        const int b_29 = vec2[3];
+        const int v6 = a_22;
+        const int v7 = b_26;
+        const int v8 = mimir_mod_i32(v7, 5);
+        const int v9 = mimir_pow_i32(v6, v8);
+        const int out_30 = v9;
+        const int v10 = a_23;
+        const int v11 = b_27;
+        const int v12 = mimir_mod_i32(v11, 5);
+        const int v13 = mimir_pow_i32(v10, v12);
+        const int out_31 = v13;
+        const int v14 = a_24;
+        const int v15 = b_28;
+        const int v16 = mimir_mod_i32(v15, 5);
+        const int v17 = mimir_pow_i32(v14, v16);
+        const int out_32 = v17;
+        const int v18 = a_25;
+        const int v19 = b_29;
+        const int v20 = mimir_mod_i32(v19, 5);
+        const int v21 = mimir_pow_i32(v18, v20);
+        const int out_33 = v21;
+        int4 vec3;
+        vec3.x = out_30;
+        vec3.y = out_31;
+        vec3.z = out_32;
+        vec3.w = out_33;
+        ((device int4*)out)[i2 >> 2u] = vec3;
+    }
+    if (t1 == (u.N >> 2u)) {
+        const uint i34 = t1 << 2u;
+        for (uint j35 = i34; j35 < u.N; j35 += 1u) {
+            const int v36 = a[j35];
+            const int v37 = b[j35];
+            const int v38 = mimir_mod_i32(v37, 5);
+            const int v39 = mimir_pow_i32(v36, v38);
+            out[j35] = v39;
+        }
     }
 }

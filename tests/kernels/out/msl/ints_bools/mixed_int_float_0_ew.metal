@@ -33,16 +33,74 @@ kernel void mixed_int_float_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        const int v2 = a[i1];
-        const float v3 = x[i1];
-        const float v5 = float(v2) / 4.0f;
-        const float v6 = fma(float(v2), v3, v5);
-        const float v7 = floor(v3 / 0.25f);
-        const float v8 = v6 + v7;
-        const float v9 = mimir_mod_f32(v3, 0.3f);
-        const float v10 = v8 + v9;
-        out[i1] = v10;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const int4 vec1 = ((device const int4*)a)[i2 >> 2u];
+        const int a_42 = vec1[0];
+        const int a_43 = vec1[1];
+        const int a_44 = vec1[2];
+        const int a_45 = vec1[3];
+        const float4 vec2 = ((device const float4*)x)[i2 >> 2u];
+        const float x_46 = vec2[0];
+        const float x_47 = vec2[1];
+        const float x_48 = vec2[2];
+        const float x_49 = vec2[3];
+        const int v6 = a_42;
+        const float v7 = x_46;
+        const float v9 = float(v6) / 4.0f;
+        const float v10 = fma(float(v6), v7, v9);
+        const float v11 = floor(v7 / 0.25f);
+        const float v12 = v10 + v11;
+        const float v13 = mimir_mod_f32(v7, 0.3f);
+        const float v14 = v12 + v13;
+        const float out_50 = v14;
+        const int v15 = a_43;
+        const float v16 = x_47;
+        const float v18 = float(v15) / 4.0f;
+        const float v19 = fma(float(v15), v16, v18);
+        const float v20 = floor(v16 / 0.25f);
+        const float v21 = v19 + v20;
+        const float v22 = mimir_mod_f32(v16, 0.3f);
+        const float v23 = v21 + v22;
+        const float out_51 = v23;
+        const int v24 = a_44;
+        const float v25 = x_48;
+        const float v27 = float(v24) / 4.0f;
+        const float v28 = fma(float(v24), v25, v27);
+        const float v29 = floor(v25 / 0.25f);
+        const float v30 = v28 + v29;
+        const float v31 = mimir_mod_f32(v25, 0.3f);
+        const float v32 = v30 + v31;
+        const float out_52 = v32;
+        const int v33 = a_45;
+        const float v34 = x_49;
+        const float v36 = float(v33) / 4.0f;
+        const float v37 = fma(float(v33), v34, v36);
+        const float v38 = floor(v34 / 0.25f);
+        const float v39 = v37 + v38;
+        const float v40 = mimir_mod_f32(v34, 0.3f);
+        const float v41 = v39 + v40;
+        const float out_53 = v41;
+        float4 vec3;
+        vec3.x = out_50;
+        vec3.y = out_51;
+        vec3.z = out_52;
+        vec3.w = out_53;
+        ((device float4*)out)[i2 >> 2u] = vec3;
+    }
+    if (t1 == (u.N >> 2u)) {
+        const uint i54 = t1 << 2u;
+        for (uint j55 = i54; j55 < u.N; j55 += 1u) {
+            const int v56 = a[j55];
+            const float v57 = x[j55];
+            const float v59 = float(v56) / 4.0f;
+            const float v60 = fma(float(v56), v57, v59);
+            const float v61 = floor(v57 / 0.25f);
+            const float v62 = v60 + v61;
+            const float v63 = mimir_mod_f32(v57, 0.3f);
+            const float v64 = v62 + v63;
+            out[j55] = v64;
+        }
     }
 }

@@ -30,15 +30,69 @@ kernel void uint_ops_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        const uint v2 = a[i1];
-        const uint v3 = b[i1];
-        const uint v4 = v3 + 1u;
-        const uint v5 = mimir_floordiv_u32(v2, v4);
-        const uint v6 = mimir_mod_u32(v2, 3u);
-        const uint v7 = v5 + v6;
-        const uint v8 = v7 - 1u;
-        out[i1] = v8;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const uint4 vec1 = ((device const uint4*)a)[i2 >> 2u];
+        const uint a_34 = vec1[0];
+        const uint a_35 = vec1[1];
+        const uint a_36 = vec1[2];
+        const uint a_37 = vec1[3];
+        const uint4 vec2 = ((device const uint4*)b)[i2 >> 2u];
+        const uint b_38 = vec2[0];
+        const uint b_39 = vec2[1];
+        const uint b_40 = vec2[2];
+        const uint b_41 = vec2[3];
+        const uint v6 = a_34;
+        const uint v7 = b_38;
+        const uint v8 = v7 + 1u;
+        const uint v9 = mimir_floordiv_u32(v6, v8);
+        const uint v10 = mimir_mod_u32(v6, 3u);
+        const uint v11 = v9 + v10;
+        const uint v12 = v11 - 1u;
+        const uint out_42 = v12;
+        const uint v13 = a_35;
+        const uint v14 = b_39;
+        const uint v15 = v14 + 1u;
+        const uint v16 = mimir_floordiv_u32(v13, v15);
+        const uint v17 = mimir_mod_u32(v13, 3u);
+        const uint v18 = v16 + v17;
+        const uint v19 = v18 - 1u;
+        const uint out_43 = v19;
+        const uint v20 = a_36;
+        const uint v21 = b_40;
+        const uint v22 = v21 + 1u;
+        const uint v23 = mimir_floordiv_u32(v20, v22);
+        const uint v24 = mimir_mod_u32(v20, 3u);
+        const uint v25 = v23 + v24;
+        const uint v26 = v25 - 1u;
+        const uint out_44 = v26;
+        const uint v27 = a_37;
+        const uint v28 = b_41;
+        const uint v29 = v28 + 1u;
+        const uint v30 = mimir_floordiv_u32(v27, v29);
+        const uint v31 = mimir_mod_u32(v27, 3u);
+        const uint v32 = v30 + v31;
+        const uint v33 = v32 - 1u;
+        const uint out_45 = v33;
+        uint4 vec3;
+        vec3.x = out_42;
+        vec3.y = out_43;
+        vec3.z = out_44;
+        vec3.w = out_45;
+        ((device uint4*)out)[i2 >> 2u] = vec3;
+    }
+    if (t1 == (u.N >> 2u)) {
+        const uint i46 = t1 << 2u;
+        for (uint j47 = i46; j47 < u.N; j47 += 1u) {
+            const uint v48 = a[j47];
+            const uint v49 = b[j47];
+            const uint v50 = v49 + 1u;
+            const uint v51 = mimir_floordiv_u32(v48, v50);
+            const uint v52 = mimir_mod_u32(v48, 3u);
+            const uint v53 = v51 + v52;
+            const uint v54 = v53 - 1u;
+            out[j47] = v54;
+        }
     }
 }

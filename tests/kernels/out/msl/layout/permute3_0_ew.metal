@@ -15,15 +15,62 @@ kernel void permute3_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < 10u * u.N) {
-        const uint i2 = i1 % u.N;
-        const uint i3 = i1 / u.N;
-        const uint i4 = i3 & 1u;
-        const uint i5 = i3 >> 1u;
-        const uint i6 = (i4 * u.N + i2) * 5u + i5;
-        const float v7 = x[i6];
-        const float v8 = v7 * 2.0f;
-        out[i1] = v8;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < ((10u * u.N) >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const uint i3 = i2 + 1u;
+        const uint i4 = i2 + 2u;
+        const uint i5 = i2 + 3u;
+        const uint i6 = i2 % u.N;
+        const uint i7 = i2 / u.N;
+        const uint i8 = i7 & 1u;
+        const uint i9 = i7 >> 1u;
+        const uint i10 = (i8 * u.N + i6) * 5u + i9;
+        const float v11 = x[i10];
+        const float v12 = v11 * 2.0f;
+        const float out_34 = v12;
+        const uint i13 = i3 % u.N;
+        const uint i14 = i3 / u.N;
+        const uint i15 = i14 & 1u;
+        const uint i16 = i14 >> 1u;
+        const uint i17 = (i15 * u.N + i13) * 5u + i16;
+        const float v18 = x[i17];
+        const float v19 = v18 * 2.0f;
+        const float out_35 = v19;
+        const uint i20 = i4 % u.N;
+        const uint i21 = i4 / u.N;
+        const uint i22 = i21 & 1u;
+        const uint i23 = i21 >> 1u;
+        const uint i24 = (i22 * u.N + i20) * 5u + i23;
+        const float v25 = x[i24];
+        const float v26 = v25 * 2.0f;
+        const float out_36 = v26;
+        const uint i27 = i5 % u.N;
+        const uint i28 = i5 / u.N;
+        const uint i29 = i28 & 1u;
+        const uint i30 = i28 >> 1u;
+        const uint i31 = (i29 * u.N + i27) * 5u + i30;
+        const float v32 = x[i31];
+        const float v33 = v32 * 2.0f;
+        const float out_37 = v33;
+        float4 vec1;
+        vec1.x = out_34;
+        vec1.y = out_35;
+        vec1.z = out_36;
+        vec1.w = out_37;
+        ((device float4*)out)[i2 >> 2u] = vec1;
+    }
+    if (t1 == ((10u * u.N) >> 2u)) {
+        const uint i38 = t1 << 2u;
+        for (uint j39 = i38; j39 < 10u * u.N; j39 += 1u) {
+            const uint i40 = j39 % u.N;
+            const uint i41 = j39 / u.N;
+            const uint i42 = i41 & 1u;
+            const uint i43 = i41 >> 1u;
+            const uint i44 = (i42 * u.N + i40) * 5u + i43;
+            const float v45 = x[i44];
+            const float v46 = v45 * 2.0f;
+            out[j39] = v46;
+        }
     }
 }

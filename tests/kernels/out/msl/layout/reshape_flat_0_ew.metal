@@ -15,10 +15,39 @@ kernel void reshape_flat_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * 2u * 3u) {
-        const float v2 = x[i1];
-        const float v3 = exp(v2);
-        out[i1] = v3;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * 2u * 3u) >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const float4 vec1 = ((device const float4*)x)[i2 >> 2u];
+        const float x_14 = vec1[0];
+        const float x_15 = vec1[1];
+        const float x_16 = vec1[2];
+        const float x_17 = vec1[3];
+        const float v6 = x_14;
+        const float v7 = exp(v6);
+        const float out_18 = v7;
+        const float v8 = x_15;
+        const float v9 = exp(v8);
+        const float out_19 = v9;
+        const float v10 = x_16;
+        const float v11 = exp(v10);
+        const float out_20 = v11;
+        const float v12 = x_17;
+        const float v13 = exp(v12);
+        const float out_21 = v13;
+        float4 vec2;
+        vec2.x = out_18;
+        vec2.y = out_19;
+        vec2.z = out_20;
+        vec2.w = out_21;
+        ((device float4*)out)[i2 >> 2u] = vec2;
+    }
+    if (t1 == ((u.N * 2u * 3u) >> 2u)) {
+        const uint i22 = t1 << 2u;
+        for (uint j23 = i22; j23 < u.N * 2u * 3u; j23 += 1u) {
+            const float v24 = x[j23];
+            const float v25 = exp(v24);
+            out[j23] = v25;
+        }
     }
 }

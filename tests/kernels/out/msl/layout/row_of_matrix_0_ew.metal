@@ -16,12 +16,47 @@ kernel void row_of_matrix_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.M) {
-        const float v2 = x[i1];
-        const uint i3 = (u.N - 1u) * u.M + i1;
-        const float v4 = x[i3];
-        const float v5 = v2 + v4;
-        out[i1] = v5;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < (u.M >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const uint i3 = i2 + 1u;
+        const uint i4 = i2 + 2u;
+        const uint i5 = i2 + 3u;
+        const float v6 = x[i2];
+        const uint i7 = (u.N - 1u) * u.M + i2;
+        const float v8 = x[i7];
+        const float v9 = v6 + v8;
+        const float out_22 = v9;
+        const float v10 = x[i3];
+        const uint i11 = (u.N - 1u) * u.M + i3;
+        const float v12 = x[i11];
+        const float v13 = v10 + v12;
+        const float out_23 = v13;
+        const float v14 = x[i4];
+        const uint i15 = (u.N - 1u) * u.M + i4;
+        const float v16 = x[i15];
+        const float v17 = v14 + v16;
+        const float out_24 = v17;
+        const float v18 = x[i5];
+        const uint i19 = (u.N - 1u) * u.M + i5;
+        const float v20 = x[i19];
+        const float v21 = v18 + v20;
+        const float out_25 = v21;
+        float4 vec1;
+        vec1.x = out_22;
+        vec1.y = out_23;
+        vec1.z = out_24;
+        vec1.w = out_25;
+        ((device float4*)out)[i2 >> 2u] = vec1;
+    }
+    if (t1 == (u.M >> 2u)) {
+        const uint i26 = t1 << 2u;
+        for (uint j27 = i26; j27 < u.M; j27 += 1u) {
+            const float v28 = x[j27];
+            const uint i29 = (u.N - 1u) * u.M + j27;
+            const float v30 = x[i29];
+            const float v31 = v28 + v30;
+            out[j27] = v31;
+        }
     }
 }

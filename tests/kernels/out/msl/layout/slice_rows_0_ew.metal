@@ -15,15 +15,49 @@ kernel void slice_rows_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * 4u) {
-        const uint i2 = i1 & 3u;
-        const uint i3 = i1 >> 2u;
-        const uint i4 = i3 * 8u + (i2 + 2u);
-        const float v5 = x[i4];
-        const uint i6 = i3 * 8u + (i2 + 4u);
-        const float v7 = x[i6];
-        const float v8 = v5 - v7;
-        out[i1] = v8;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * 4u) >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const uint i3 = i2 + 1u;
+        const uint i4 = i2 + 2u;
+        const uint i5 = i2 + 3u;
+        const uint i6 = i2 & 3u;
+        const uint i7 = i2 >> 2u;
+        const uint i8 = i7 * 8u + (i6 + 2u);
+        const float v9 = x[i8];
+        const uint i10 = i7 * 8u + (i6 + 4u);
+        const float v11 = x[i10];
+        const float v12 = v9 - v11;
+        const float out_34 = v12;
+        const uint i13 = i3 & 3u;
+        const uint i14 = i3 >> 2u;
+        const uint i15 = i14 * 8u + (i13 + 2u);
+        const float v16 = x[i15];
+        const uint i17 = i14 * 8u + (i13 + 4u);
+        const float v18 = x[i17];
+        const float v19 = v16 - v18;
+        const float out_35 = v19;
+        const uint i20 = i4 & 3u;
+        const uint i21 = i4 >> 2u;
+        const uint i22 = i21 * 8u + (i20 + 2u);
+        const float v23 = x[i22];
+        const uint i24 = i21 * 8u + (i20 + 4u);
+        const float v25 = x[i24];
+        const float v26 = v23 - v25;
+        const float out_36 = v26;
+        const uint i27 = i5 & 3u;
+        const uint i28 = i5 >> 2u;
+        const uint i29 = i28 * 8u + (i27 + 2u);
+        const float v30 = x[i29];
+        const uint i31 = i28 * 8u + (i27 + 4u);
+        const float v32 = x[i31];
+        const float v33 = v30 - v32;
+        const float out_37 = v33;
+        float4 vec1;
+        vec1.x = out_34;
+        vec1.y = out_35;
+        vec1.z = out_36;
+        vec1.w = out_37;
+        ((device float4*)out)[i2 >> 2u] = vec1;
     }
 }

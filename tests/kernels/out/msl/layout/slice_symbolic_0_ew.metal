@@ -16,16 +16,72 @@ kernel void slice_symbolic_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * 3u) {
-        const uint i2 = i1 % 3u;
-        const uint i3 = i1 / 3u;
-        const uint i4 = (i3 + 1u) * 3u + i2;
-        const float v5 = x[i4];
-        const uint i6 = (i3 + 2u) * 3u;
-        const float v7 = x[i6];
-        const float v8 = y[i1];
-        const float v10 = fma(v7, v8, v5);
-        out[i1] = v10;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * 3u) >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const uint i3 = i2 + 1u;
+        const uint i4 = i2 + 2u;
+        const uint i5 = i2 + 3u;
+        const float4 vec1 = ((device const float4*)y)[i2 >> 2u];
+        const float y_42 = vec1[0];
+        const float y_43 = vec1[1];
+        const float y_44 = vec1[2];
+        const float y_45 = vec1[3];
+        const uint i6 = i2 % 3u;
+        const uint i7 = i2 / 3u;
+        const uint i8 = (i7 + 1u) * 3u + i6;
+        const float v9 = x[i8];
+        const uint i10 = (i7 + 2u) * 3u;
+        const float v11 = x[i10];
+        const float v12 = y_42;
+        const float v14 = fma(v11, v12, v9);
+        const float out_46 = v14;
+        const uint i15 = i3 % 3u;
+        const uint i16 = i3 / 3u;
+        const uint i17 = (i16 + 1u) * 3u + i15;
+        const float v18 = x[i17];
+        const uint i19 = (i16 + 2u) * 3u;
+        const float v20 = x[i19];
+        const float v21 = y_43;
+        const float v23 = fma(v20, v21, v18);
+        const float out_47 = v23;
+        const uint i24 = i4 % 3u;
+        const uint i25 = i4 / 3u;
+        const uint i26 = (i25 + 1u) * 3u + i24;
+        const float v27 = x[i26];
+        const uint i28 = (i25 + 2u) * 3u;
+        const float v29 = x[i28];
+        const float v30 = y_44;
+        const float v32 = fma(v29, v30, v27);
+        const float out_48 = v32;
+        const uint i33 = i5 % 3u;
+        const uint i34 = i5 / 3u;
+        const uint i35 = (i34 + 1u) * 3u + i33;
+        const float v36 = x[i35];
+        const uint i37 = (i34 + 2u) * 3u;
+        const float v38 = x[i37];
+        const float v39 = y_45;
+        const float v41 = fma(v38, v39, v36);
+        const float out_49 = v41;
+        float4 vec2;
+        vec2.x = out_46;
+        vec2.y = out_47;
+        vec2.z = out_48;
+        vec2.w = out_49;
+        ((device float4*)out)[i2 >> 2u] = vec2;
+    }
+    if (t1 == ((u.N * 3u) >> 2u)) {
+        const uint i50 = t1 << 2u;
+        for (uint j51 = i50; j51 < u.N * 3u; j51 += 1u) {
+            const uint i52 = j51 % 3u;
+            const uint i53 = j51 / 3u;
+            const uint i54 = (i53 + 1u) * 3u + i52;
+            const float v55 = x[i54];
+            const uint i56 = (i53 + 2u) * 3u;
+            const float v57 = x[i56];
+            const float v58 = y[j51];
+            const float v60 = fma(v57, v58, v55);
+            out[j51] = v60;
+        }
     }
 }

@@ -17,14 +17,62 @@ kernel void transpose_add_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.M * u.N) {
-        const uint i2 = i1 % u.N;
-        const uint i3 = i1 / u.N;
-        const uint i4 = i2 * u.M + i3;
-        const float v5 = x[i4];
-        const float v6 = y[i1];
-        const float v7 = v5 + v6;
-        out[i1] = v7;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < ((u.M * u.N) >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const uint i3 = i2 + 1u;
+        const uint i4 = i2 + 2u;
+        const uint i5 = i2 + 3u;
+        const float4 vec1 = ((device const float4*)y)[i2 >> 2u];
+        const float y_30 = vec1[0];
+        const float y_31 = vec1[1];
+        const float y_32 = vec1[2];
+        const float y_33 = vec1[3];
+        const uint i6 = i2 % u.N;
+        const uint i7 = i2 / u.N;
+        const uint i8 = i6 * u.M + i7;
+        const float v9 = x[i8];
+        const float v10 = y_30;
+        const float v11 = v9 + v10;
+        const float out_34 = v11;
+        const uint i12 = i3 % u.N;
+        const uint i13 = i3 / u.N;
+        const uint i14 = i12 * u.M + i13;
+        const float v15 = x[i14];
+        const float v16 = y_31;
+        const float v17 = v15 + v16;
+        const float out_35 = v17;
+        const uint i18 = i4 % u.N;
+        const uint i19 = i4 / u.N;
+        const uint i20 = i18 * u.M + i19;
+        const float v21 = x[i20];
+        const float v22 = y_32;
+        const float v23 = v21 + v22;
+        const float out_36 = v23;
+        const uint i24 = i5 % u.N;
+        const uint i25 = i5 / u.N;
+        const uint i26 = i24 * u.M + i25;
+        const float v27 = x[i26];
+        const float v28 = y_33;
+        const float v29 = v27 + v28;
+        const float out_37 = v29;
+        float4 vec2;
+        vec2.x = out_34;
+        vec2.y = out_35;
+        vec2.z = out_36;
+        vec2.w = out_37;
+        ((device float4*)out)[i2 >> 2u] = vec2;
+    }
+    if (t1 == ((u.M * u.N) >> 2u)) {
+        const uint i38 = t1 << 2u;
+        for (uint j39 = i38; j39 < u.M * u.N; j39 += 1u) {
+            const uint i40 = j39 % u.N;
+            const uint i41 = j39 / u.N;
+            const uint i42 = i40 * u.M + i41;
+            const float v43 = x[i42];
+            const float v44 = y[j39];
+            const float v45 = v43 + v44;
+            out[j39] = v45;
+        }
     }
 }

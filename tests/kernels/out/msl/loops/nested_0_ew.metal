@@ -15,23 +15,102 @@ kernel void nested_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        const uint i2 = i1 * 4u;
-        const float v3 = x[i2];
-        const float v5 = v3 * v3;
-        const float v6 = fma(v3, 0.0f, v5);
-        const uint i7 = i1 * 4u + 2u;
-        const float v8 = x[i7];
-        const float v10 = fma(v3, v8, v6);
-        const uint i11 = i1 * 4u + 1u;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const uint i3 = i2 + 1u;
+        const uint i4 = i2 + 2u;
+        const uint i5 = i2 + 3u;
+        const uint i6 = i2 * 4u;
+        const float v7 = x[i6];
+        const float v9 = v7 * v7;
+        const float v10 = fma(v7, 0.0f, v9);
+        const uint i11 = i2 * 4u + 2u;
         const float v12 = x[i11];
-        const float v14 = fma(v12, v12, v10);
-        const uint i15 = i1 * 4u + 3u;
+        const float v14 = fma(v7, v12, v10);
+        const uint i15 = i2 * 4u + 1u;
         const float v16 = x[i15];
-        const float v18 = fma(v12, v16, v14);
-        const float v20 = fma(v8, v8, v18);
-        const float v22 = fma(v16, v16, v20);
-        out[i1] = v22;
+        const float v18 = fma(v16, v16, v14);
+        const uint i19 = i2 * 4u + 3u;
+        const float v20 = x[i19];
+        const float v22 = fma(v16, v20, v18);
+        const float v24 = fma(v12, v12, v22);
+        const float v26 = fma(v20, v20, v24);
+        const float out_90 = v26;
+        const uint i27 = i3 * 4u;
+        const float v28 = x[i27];
+        const float v30 = v28 * v28;
+        const float v31 = fma(v28, 0.0f, v30);
+        const uint i32 = i3 * 4u + 2u;
+        const float v33 = x[i32];
+        const float v35 = fma(v28, v33, v31);
+        const uint i36 = i3 * 4u + 1u;
+        const float v37 = x[i36];
+        const float v39 = fma(v37, v37, v35);
+        const uint i40 = i3 * 4u + 3u;
+        const float v41 = x[i40];
+        const float v43 = fma(v37, v41, v39);
+        const float v45 = fma(v33, v33, v43);
+        const float v47 = fma(v41, v41, v45);
+        const float out_91 = v47;
+        const uint i48 = i4 * 4u;
+        const float v49 = x[i48];
+        const float v51 = v49 * v49;
+        const float v52 = fma(v49, 0.0f, v51);
+        const uint i53 = i4 * 4u + 2u;
+        const float v54 = x[i53];
+        const float v56 = fma(v49, v54, v52);
+        const uint i57 = i4 * 4u + 1u;
+        const float v58 = x[i57];
+        const float v60 = fma(v58, v58, v56);
+        const uint i61 = i4 * 4u + 3u;
+        const float v62 = x[i61];
+        const float v64 = fma(v58, v62, v60);
+        const float v66 = fma(v54, v54, v64);
+        const float v68 = fma(v62, v62, v66);
+        const float out_92 = v68;
+        const uint i69 = i5 * 4u;
+        const float v70 = x[i69];
+        const float v72 = v70 * v70;
+        const float v73 = fma(v70, 0.0f, v72);
+        const uint i74 = i5 * 4u + 2u;
+        const float v75 = x[i74];
+        const float v77 = fma(v70, v75, v73);
+        const uint i78 = i5 * 4u + 1u;
+        const float v79 = x[i78];
+        const float v81 = fma(v79, v79, v77);
+        const uint i82 = i5 * 4u + 3u;
+        const float v83 = x[i82];
+        const float v85 = fma(v79, v83, v81);
+        const float v87 = fma(v75, v75, v85);
+        const float v89 = fma(v83, v83, v87);
+        const float out_93 = v89;
+        float4 vec1;
+        vec1.x = out_90;
+        vec1.y = out_91;
+        vec1.z = out_92;
+        vec1.w = out_93;
+        ((device float4*)out)[i2 >> 2u] = vec1;
+    }
+    if (t1 == (u.N >> 2u)) {
+        const uint i94 = t1 << 2u;
+        for (uint j95 = i94; j95 < u.N; j95 += 1u) {
+            const uint i96 = j95 * 4u;
+            const float v97 = x[i96];
+            const float v99 = v97 * v97;
+            const float v100 = fma(v97, 0.0f, v99);
+            const uint i101 = j95 * 4u + 2u;
+            const float v102 = x[i101];
+            const float v104 = fma(v97, v102, v100);
+            const uint i105 = j95 * 4u + 1u;
+            const float v106 = x[i105];
+            const float v108 = fma(v106, v106, v104);
+            const uint i109 = j95 * 4u + 3u;
+            const float v110 = x[i109];
+            const float v112 = fma(v106, v110, v108);
+            const float v114 = fma(v102, v102, v112);
+            const float v116 = fma(v110, v110, v114);
+            out[j95] = v116;
+        }
     }
 }

@@ -17,14 +17,59 @@ kernel void normalize_rows_3_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * 9u) {
-        const float v2 = x[i1];
-        const uint i4 = i1 / 9u;
-        const float v5 = scratch0[i4];
-        const float v6 = v2 / v5;
-        const float v7 = scratch1[0u];
-        const float v8 = v6 - v7;
-        out[i1] = v8;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * 9u) >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const uint i3 = i2 + 1u;
+        const uint i4 = i2 + 2u;
+        const uint i5 = i2 + 3u;
+        const float4 vec1 = ((device const float4*)x)[i2 >> 2u];
+        const float x_31 = vec1[0];
+        const float x_32 = vec1[1];
+        const float x_33 = vec1[2];
+        const float x_34 = vec1[3];
+        const float v6 = x_31;
+        const uint i8 = i2 / 9u;
+        const float v9 = scratch0[i8];
+        const float v10 = v6 / v9;
+        const float v11 = scratch1[0u];
+        const float v12 = v10 - v11;
+        const float out_35 = v12;
+        const float v13 = x_32;
+        const uint i15 = i3 / 9u;
+        const float v16 = scratch0[i15];
+        const float v17 = v13 / v16;
+        const float v18 = v17 - v11;
+        const float out_36 = v18;
+        const float v19 = x_33;
+        const uint i21 = i4 / 9u;
+        const float v22 = scratch0[i21];
+        const float v23 = v19 / v22;
+        const float v24 = v23 - v11;
+        const float out_37 = v24;
+        const float v25 = x_34;
+        const uint i27 = i5 / 9u;
+        const float v28 = scratch0[i27];
+        const float v29 = v25 / v28;
+        const float v30 = v29 - v11;
+        const float out_38 = v30;
+        float4 vec2;
+        vec2.x = out_35;
+        vec2.y = out_36;
+        vec2.z = out_37;
+        vec2.w = out_38;
+        ((device float4*)out)[i2 >> 2u] = vec2;
+    }
+    if (t1 == ((u.N * 9u) >> 2u)) {
+        const uint i39 = t1 << 2u;
+        for (uint j40 = i39; j40 < u.N * 9u; j40 += 1u) {
+            const float v41 = x[j40];
+            const uint i43 = j40 / 9u;
+            const float v44 = scratch0[i43];
+            const float v45 = v41 / v44;
+            const float v46 = scratch1[0u];
+            const float v47 = v45 - v46;
+            out[j40] = v47;
+        }
     }
 }

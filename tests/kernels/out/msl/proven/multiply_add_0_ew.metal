@@ -16,12 +16,40 @@ kernel void multiply_add_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.N + 256u - 1u) >> 8u)) {
-        return;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const float4 vec1 = ((device const float4*)a)[i2 >> 2u];
+        const float a_22 = vec1[0];
+        const float a_23 = vec1[1];
+        const float a_24 = vec1[2];
+        const float a_25 = vec1[3];
+        const float4 vec2 = ((device const float4*)b)[i2 >> 2u];
+        const float b_26 = vec2[0];
+        const float b_27 = vec2[1];
+        const float b_28 = vec2[2];
+        const float b_29 = vec2[3];
+        const float v6 = a_22;
+        const float v7 = b_26;
+        const float v9 = fma(v6, v7, v6);
+        const float out_30 = v9;
+        const float v10 = a_23;
+        const float v11 = b_27;
+        const float v13 = fma(v10, v11, v10);
+        const float out_31 = v13;
+        const float v14 = a_24;
+        const float v15 = b_28;
+        const float v17 = fma(v14, v15, v14);
+        const float out_32 = v17;
+        const float v18 = a_25;
+        const float v19 = b_29;
+        const float v21 = fma(v18, v19, v18);
+        const float out_33 = v21;
+        float4 vec3;
+        vec3.x = out_30;
+        vec3.y = out_31;
+        vec3.z = out_32;
+        vec3.w = out_33;
+        ((device float4*)out)[i2 >> 2u] = vec3;
     }
-    const uint i1 = g0 * 256u + lid.x;
-    const float v2 = a[i1];
-    const float v3 = b[i1];
-    const float v5 = fma(v2, v3, v2);
-    out[i1] = v5;
 }

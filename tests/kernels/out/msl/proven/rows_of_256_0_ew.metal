@@ -16,13 +16,43 @@ kernel void rows_of_256_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.M * 256u + 256u - 1u) >> 8u)) {
+    if (g0 >= ((u.M * 256u + 1024u - 1u) >> 10u)) {
         return;
     }
-    const uint i1 = g0 * 256u + lid.x;
-    const float v2 = x[i1];
-    const uint i3 = i1 & 255u;
-    const float v5 = s[i3];
-    const float v7 = fma(v2, v5, 1.0f);
-    out[i1] = v7;
+    const uint t1 = g0 * 256u + lid.x;
+    const uint i2 = t1 << 2u;
+    const uint i3 = i2 + 1u;
+    const uint i4 = i2 + 2u;
+    const uint i5 = i2 + 3u;
+    const float4 vec1 = ((device const float4*)x)[i2 >> 2u];
+    const float x_30 = vec1[0];
+    const float x_31 = vec1[1];
+    const float x_32 = vec1[2];
+    const float x_33 = vec1[3];
+    const float v6 = x_30;
+    const uint i7 = i2 & 255u;
+    const float v9 = s[i7];
+    const float v11 = fma(v6, v9, 1.0f);
+    const float out_34 = v11;
+    const float v12 = x_31;
+    const uint i13 = i3 & 255u;
+    const float v15 = s[i13];
+    const float v17 = fma(v12, v15, 1.0f);
+    const float out_35 = v17;
+    const float v18 = x_32;
+    const uint i19 = i4 & 255u;
+    const float v21 = s[i19];
+    const float v23 = fma(v18, v21, 1.0f);
+    const float out_36 = v23;
+    const float v24 = x_33;
+    const uint i25 = i5 & 255u;
+    const float v27 = s[i25];
+    const float v29 = fma(v24, v27, 1.0f);
+    const float out_37 = v29;
+    float4 vec2;
+    vec2.x = out_34;
+    vec2.y = out_35;
+    vec2.z = out_36;
+    vec2.w = out_37;
+    ((device float4*)out)[i2 >> 2u] = vec2;
 }

@@ -19,16 +19,84 @@ kernel void kernel_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.loop) {
-        const float v2 = device_[i1];
-        const float v3 = var[i1];
-        const float v4 = v2 + v3;
-        const float v5 = fn[i1];
-        const float v6 = v4 * v5;
-        const float v7 = half_[i1];
-        const float v8 = v7 * u.constant_;
-        const float v9 = v6 - v8;
-        out[i1] = v9;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < (u.loop >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const float4 vec1 = ((device const float4*)device_)[i2 >> 2u];
+        const float device_38 = vec1[0];
+        const float device_39 = vec1[1];
+        const float device_40 = vec1[2];
+        const float device_41 = vec1[3];
+        const float4 vec2 = ((device const float4*)fn)[i2 >> 2u];
+        const float fn_42 = vec2[0];
+        const float fn_43 = vec2[1];
+        const float fn_44 = vec2[2];
+        const float fn_45 = vec2[3];
+        const float4 vec3 = ((device const float4*)half_)[i2 >> 2u];
+        const float half_46 = vec3[0];
+        const float half_47 = vec3[1];
+        const float half_48 = vec3[2];
+        const float half_49 = vec3[3];
+        const float4 vec4 = ((device const float4*)var)[i2 >> 2u];
+        const float var_50 = vec4[0];
+        const float var_51 = vec4[1];
+        const float var_52 = vec4[2];
+        const float var_53 = vec4[3];
+        const float v6 = device_38;
+        const float v7 = var_50;
+        const float v8 = v6 + v7;
+        const float v9 = fn_42;
+        const float v10 = v8 * v9;
+        const float v11 = half_46;
+        const float v12 = v11 * u.constant_;
+        const float v13 = v10 - v12;
+        const float out_54 = v13;
+        const float v14 = device_39;
+        const float v15 = var_51;
+        const float v16 = v14 + v15;
+        const float v17 = fn_43;
+        const float v18 = v16 * v17;
+        const float v19 = half_47;
+        const float v20 = v19 * u.constant_;
+        const float v21 = v18 - v20;
+        const float out_55 = v21;
+        const float v22 = device_40;
+        const float v23 = var_52;
+        const float v24 = v22 + v23;
+        const float v25 = fn_44;
+        const float v26 = v24 * v25;
+        const float v27 = half_48;
+        const float v28 = v27 * u.constant_;
+        const float v29 = v26 - v28;
+        const float out_56 = v29;
+        const float v30 = device_41;
+        const float v31 = var_53;
+        const float v32 = v30 + v31;
+        const float v33 = fn_45;
+        const float v34 = v32 * v33;
+        const float v35 = half_49;
+        const float v36 = v35 * u.constant_;
+        const float v37 = v34 - v36;
+        const float out_57 = v37;
+        float4 vec5;
+        vec5.x = out_54;
+        vec5.y = out_55;
+        vec5.z = out_56;
+        vec5.w = out_57;
+        ((device float4*)out)[i2 >> 2u] = vec5;
+    }
+    if (t1 == (u.loop >> 2u)) {
+        const uint i58 = t1 << 2u;
+        for (uint j59 = i58; j59 < u.loop; j59 += 1u) {
+            const float v60 = device_[j59];
+            const float v61 = var[j59];
+            const float v62 = v60 + v61;
+            const float v63 = fn[j59];
+            const float v64 = v62 * v63;
+            const float v65 = half_[j59];
+            const float v66 = v65 * u.constant_;
+            const float v67 = v64 - v66;
+            out[j59] = v67;
+        }
     }
 }

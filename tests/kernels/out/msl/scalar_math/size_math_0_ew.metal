@@ -51,18 +51,79 @@ kernel void size_math_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.D) {
-        const float v2 = x[i1];
-        const int s3 = int(u.D);
-        const float t4 = mimir_pow_f32(float(s3), -0.5f);
-        const int s6 = int(u.D);
-        const float t7 = mimir_log(float(s6));
-        const float v8 = fma(v2, t4, t7);
-        const float t9 = u.t * 0.25f;
-        const float t10 = exp(t9);
-        const float v11 = v8 - t10;
-        const float v12 = v11 + 1.4142135f;
-        out[i1] = v12;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < (u.D >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const float4 vec1 = ((device const float4*)x)[i2 >> 2u];
+        const float x_50 = vec1[0];
+        const float x_51 = vec1[1];
+        const float x_52 = vec1[2];
+        const float x_53 = vec1[3];
+        const float v6 = x_50;
+        const int s7 = int(u.D);
+        const float t8 = mimir_pow_f32(float(s7), -0.5f);
+        const int s10 = int(u.D);
+        const float t11 = mimir_log(float(s10));
+        const float v12 = fma(v6, t8, t11);
+        const float t13 = u.t * 0.25f;
+        const float t14 = exp(t13);
+        const float v15 = v12 - t14;
+        const float v16 = v15 + 1.4142135f;
+        const float out_54 = v16;
+        const float v17 = x_51;
+        const int s18 = int(u.D);
+        const float t19 = mimir_pow_f32(float(s18), -0.5f);
+        const int s21 = int(u.D);
+        const float t22 = mimir_log(float(s21));
+        const float v23 = fma(v17, t19, t22);
+        const float t24 = u.t * 0.25f;
+        const float t25 = exp(t24);
+        const float v26 = v23 - t25;
+        const float v27 = v26 + 1.4142135f;
+        const float out_55 = v27;
+        const float v28 = x_52;
+        const int s29 = int(u.D);
+        const float t30 = mimir_pow_f32(float(s29), -0.5f);
+        const int s32 = int(u.D);
+        const float t33 = mimir_log(float(s32));
+        const float v34 = fma(v28, t30, t33);
+        const float t35 = u.t * 0.25f;
+        const float t36 = exp(t35);
+        const float v37 = v34 - t36;
+        const float v38 = v37 + 1.4142135f;
+        const float out_56 = v38;
+        const float v39 = x_53;
+        const int s40 = int(u.D);
+        const float t41 = mimir_pow_f32(float(s40), -0.5f);
+        const int s43 = int(u.D);
+        const float t44 = mimir_log(float(s43));
+        const float v45 = fma(v39, t41, t44);
+        const float t46 = u.t * 0.25f;
+        const float t47 = exp(t46);
+        const float v48 = v45 - t47;
+        const float v49 = v48 + 1.4142135f;
+        const float out_57 = v49;
+        float4 vec2;
+        vec2.x = out_54;
+        vec2.y = out_55;
+        vec2.z = out_56;
+        vec2.w = out_57;
+        ((device float4*)out)[i2 >> 2u] = vec2;
+    }
+    if (t1 == (u.D >> 2u)) {
+        const uint i58 = t1 << 2u;
+        for (uint j59 = i58; j59 < u.D; j59 += 1u) {
+            const float v60 = x[j59];
+            const int s61 = int(u.D);
+            const float t62 = mimir_pow_f32(float(s61), -0.5f);
+            const int s64 = int(u.D);
+            const float t65 = mimir_log(float(s64));
+            const float v66 = fma(v60, t62, t65);
+            const float t67 = u.t * 0.25f;
+            const float t68 = exp(t67);
+            const float v69 = v66 - t68;
+            const float v70 = v69 + 1.4142135f;
+            out[j59] = v70;
+        }
     }
 }

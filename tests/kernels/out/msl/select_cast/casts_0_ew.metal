@@ -40,16 +40,81 @@ kernel void casts_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        const float v2 = x[i1];
-        const float v3 = v2 * 3e+09f;
-        const int v4 = mimir_f32_to_i32(v3);
-        out0[i1] = v4;
-        const uint v5 = mimir_f32_to_u32(v3);
-        out1[i1] = v5;
-        const bool v6 = !((as_type<uint>(v2) & 0x7fffffffu) > 0x7f800000u) && (v2 > 0.0f);
-        const float v7 = (v6 ? 1.0f : 0.0f);
-        out2[i1] = v7;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const float4 vec1 = ((device const float4*)x)[i2 >> 2u];
+        const float x_30 = vec1[0];
+        const float x_31 = vec1[1];
+        const float x_32 = vec1[2];
+        const float x_33 = vec1[3];
+        const float v6 = x_30;
+        const float v7 = v6 * 3e+09f;
+        const int v8 = mimir_f32_to_i32(v7);
+        const int out0_34 = v8;
+        const uint v9 = mimir_f32_to_u32(v7);
+        const uint out1_35 = v9;
+        const bool v10 = !((as_type<uint>(v6) & 0x7fffffffu) > 0x7f800000u) && (v6 > 0.0f);
+        const float v11 = (v10 ? 1.0f : 0.0f);
+        const float out2_36 = v11;
+        const float v12 = x_31;
+        const float v13 = v12 * 3e+09f;
+        const int v14 = mimir_f32_to_i32(v13);
+        const int out0_37 = v14;
+        const uint v15 = mimir_f32_to_u32(v13);
+        const uint out1_38 = v15;
+        const bool v16 = !((as_type<uint>(v12) & 0x7fffffffu) > 0x7f800000u) && (v12 > 0.0f);
+        const float v17 = (v16 ? 1.0f : 0.0f);
+        const float out2_39 = v17;
+        const float v18 = x_32;
+        const float v19 = v18 * 3e+09f;
+        const int v20 = mimir_f32_to_i32(v19);
+        const int out0_40 = v20;
+        const uint v21 = mimir_f32_to_u32(v19);
+        const uint out1_41 = v21;
+        const bool v22 = !((as_type<uint>(v18) & 0x7fffffffu) > 0x7f800000u) && (v18 > 0.0f);
+        const float v23 = (v22 ? 1.0f : 0.0f);
+        const float out2_42 = v23;
+        const float v24 = x_33;
+        const float v25 = v24 * 3e+09f;
+        const int v26 = mimir_f32_to_i32(v25);
+        const int out0_43 = v26;
+        const uint v27 = mimir_f32_to_u32(v25);
+        const uint out1_44 = v27;
+        const bool v28 = !((as_type<uint>(v24) & 0x7fffffffu) > 0x7f800000u) && (v24 > 0.0f);
+        const float v29 = (v28 ? 1.0f : 0.0f);
+        const float out2_45 = v29;
+        int4 vec2;
+        vec2.x = out0_34;
+        vec2.y = out0_37;
+        vec2.z = out0_40;
+        vec2.w = out0_43;
+        ((device int4*)out0)[i2 >> 2u] = vec2;
+        uint4 vec3;
+        vec3.x = out1_35;
+        vec3.y = out1_38;
+        vec3.z = out1_41;
+        vec3.w = out1_44;
+        ((device uint4*)out1)[i2 >> 2u] = vec3;
+        float4 vec4;
+        vec4.x = out2_36;
+        vec4.y = out2_39;
+        vec4.z = out2_42;
+        vec4.w = out2_45;
+        ((device float4*)out2)[i2 >> 2u] = vec4;
+    }
+    if (t1 == (u.N >> 2u)) {
+        const uint i46 = t1 << 2u;
+        for (uint j47 = i46; j47 < u.N; j47 += 1u) {
+            const float v48 = x[j47];
+            const float v49 = v48 * 3e+09f;
+            const int v50 = mimir_f32_to_i32(v49);
+            out0[j47] = v50;
+            const uint v51 = mimir_f32_to_u32(v49);
+            out1[j47] = v51;
+            const bool v52 = !((as_type<uint>(v48) & 0x7fffffffu) > 0x7f800000u) && (v48 > 0.0f);
+            const float v53 = (v52 ? 1.0f : 0.0f);
+            out2[j47] = v53;
+        }
     }
 }

@@ -42,16 +42,74 @@ kernel void where_clip_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        const float v2 = x[i1];
-        const float v3 = y[i1];
-        const bool v4 = !(((as_type<uint>(v2) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(v3) & 0x7fffffffu) > 0x7f800000u)) && (v2 > v3);
-        const float v5 = mimir_minimum_f32(mimir_maximum_f32(v2, -0.5f), 0.5f);
-        const float v6 = mimir_maximum_f32(v3, 0.25f);
-        const float v7 = mimir_minimum_f32(v2, v3);
-        const float v8 = v6 - v7;
-        const float v9 = (v4 ? v5 : v8);
-        out[i1] = v9;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const float4 vec1 = ((device const float4*)x)[i2 >> 2u];
+        const float x_38 = vec1[0];
+        const float x_39 = vec1[1];
+        const float x_40 = vec1[2];
+        const float x_41 = vec1[3];
+        const float4 vec2 = ((device const float4*)y)[i2 >> 2u];
+        const float y_42 = vec2[0];
+        const float y_43 = vec2[1];
+        const float y_44 = vec2[2];
+        const float y_45 = vec2[3];
+        const float v6 = x_38;
+        const float v7 = y_42;
+        const bool v8 = !(((as_type<uint>(v6) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(v7) & 0x7fffffffu) > 0x7f800000u)) && (v6 > v7);
+        const float v9 = mimir_minimum_f32(mimir_maximum_f32(v6, -0.5f), 0.5f);
+        const float v10 = mimir_maximum_f32(v7, 0.25f);
+        const float v11 = mimir_minimum_f32(v6, v7);
+        const float v12 = v10 - v11;
+        const float v13 = (v8 ? v9 : v12);
+        const float out_46 = v13;
+        const float v14 = x_39;
+        const float v15 = y_43;
+        const bool v16 = !(((as_type<uint>(v14) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(v15) & 0x7fffffffu) > 0x7f800000u)) && (v14 > v15);
+        const float v17 = mimir_minimum_f32(mimir_maximum_f32(v14, -0.5f), 0.5f);
+        const float v18 = mimir_maximum_f32(v15, 0.25f);
+        const float v19 = mimir_minimum_f32(v14, v15);
+        const float v20 = v18 - v19;
+        const float v21 = (v16 ? v17 : v20);
+        const float out_47 = v21;
+        const float v22 = x_40;
+        const float v23 = y_44;
+        const bool v24 = !(((as_type<uint>(v22) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(v23) & 0x7fffffffu) > 0x7f800000u)) && (v22 > v23);
+        const float v25 = mimir_minimum_f32(mimir_maximum_f32(v22, -0.5f), 0.5f);
+        const float v26 = mimir_maximum_f32(v23, 0.25f);
+        const float v27 = mimir_minimum_f32(v22, v23);
+        const float v28 = v26 - v27;
+        const float v29 = (v24 ? v25 : v28);
+        const float out_48 = v29;
+        const float v30 = x_41;
+        const float v31 = y_45;
+        const bool v32 = !(((as_type<uint>(v30) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(v31) & 0x7fffffffu) > 0x7f800000u)) && (v30 > v31);
+        const float v33 = mimir_minimum_f32(mimir_maximum_f32(v30, -0.5f), 0.5f);
+        const float v34 = mimir_maximum_f32(v31, 0.25f);
+        const float v35 = mimir_minimum_f32(v30, v31);
+        const float v36 = v34 - v35;
+        const float v37 = (v32 ? v33 : v36);
+        const float out_49 = v37;
+        float4 vec3;
+        vec3.x = out_46;
+        vec3.y = out_47;
+        vec3.z = out_48;
+        vec3.w = out_49;
+        ((device float4*)out)[i2 >> 2u] = vec3;
+    }
+    if (t1 == (u.N >> 2u)) {
+        const uint i50 = t1 << 2u;
+        for (uint j51 = i50; j51 < u.N; j51 += 1u) {
+            const float v52 = x[j51];
+            const float v53 = y[j51];
+            const bool v54 = !(((as_type<uint>(v52) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(v53) & 0x7fffffffu) > 0x7f800000u)) && (v52 > v53);
+            const float v55 = mimir_minimum_f32(mimir_maximum_f32(v52, -0.5f), 0.5f);
+            const float v56 = mimir_maximum_f32(v53, 0.25f);
+            const float v57 = mimir_minimum_f32(v52, v53);
+            const float v58 = v56 - v57;
+            const float v59 = (v54 ? v55 : v58);
+            out[j51] = v59;
+        }
     }
 }

@@ -18,14 +18,62 @@ kernel void standardise_2_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.C) {
-        const float v2 = x[i1];
-        const uint i4 = i1 / u.C;
-        const float v5 = scratch0[i4];
-        const float v6 = v2 - v5;
-        const float v7 = scratch1[i4];
-        const float v8 = v6 / v7;
-        out[i1] = v8;
+    const uint t1 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * u.C) >> 2u)) {
+        const uint i2 = t1 << 2u;
+        const uint i3 = i2 + 1u;
+        const uint i4 = i2 + 2u;
+        const uint i5 = i2 + 3u;
+        const float4 vec1 = ((device const float4*)x)[i2 >> 2u];
+        const float x_34 = vec1[0];
+        const float x_35 = vec1[1];
+        const float x_36 = vec1[2];
+        const float x_37 = vec1[3];
+        const float v6 = x_34;
+        const uint i8 = i2 / u.C;
+        const float v9 = scratch0[i8];
+        const float v10 = v6 - v9;
+        const float v11 = scratch1[i8];
+        const float v12 = v10 / v11;
+        const float out_38 = v12;
+        const float v13 = x_35;
+        const uint i15 = i3 / u.C;
+        const float v16 = scratch0[i15];
+        const float v17 = v13 - v16;
+        const float v18 = scratch1[i15];
+        const float v19 = v17 / v18;
+        const float out_39 = v19;
+        const float v20 = x_36;
+        const uint i22 = i4 / u.C;
+        const float v23 = scratch0[i22];
+        const float v24 = v20 - v23;
+        const float v25 = scratch1[i22];
+        const float v26 = v24 / v25;
+        const float out_40 = v26;
+        const float v27 = x_37;
+        const uint i29 = i5 / u.C;
+        const float v30 = scratch0[i29];
+        const float v31 = v27 - v30;
+        const float v32 = scratch1[i29];
+        const float v33 = v31 / v32;
+        const float out_41 = v33;
+        float4 vec2;
+        vec2.x = out_38;
+        vec2.y = out_39;
+        vec2.z = out_40;
+        vec2.w = out_41;
+        ((device float4*)out)[i2 >> 2u] = vec2;
+    }
+    if (t1 == ((u.N * u.C) >> 2u)) {
+        const uint i42 = t1 << 2u;
+        for (uint j43 = i42; j43 < u.N * u.C; j43 += 1u) {
+            const float v44 = x[j43];
+            const uint i46 = j43 / u.C;
+            const float v47 = scratch0[i46];
+            const float v48 = v44 - v47;
+            const float v49 = scratch1[i46];
+            const float v50 = v48 / v49;
+            out[j43] = v50;
+        }
     }
 }

@@ -25,13 +25,50 @@ fn bf16_arithmetic_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.M) {
-        let v2: f32 = bitcast<f32>(select(x[i1 / 2u] << 16u, x[i1 / 2u] & 4294901760u, (i1 & 1u) != 0u));
-        let i3: u32 = i1 % u.M;
-        let v5: f32 = bitcast<f32>(select(s[i3 / 2u] << 16u, s[i3 / 2u] & 4294901760u, (i3 & 1u) != 0u));
-        let v6: f32 = mimir_round_bf16(v2 * v5);
-        let v7: f32 = mimir_round_bf16(v6 + 0.5f);
-        out[i1] = v7;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * u.M) >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let i3: u32 = i2 + 1u;
+        let i4: u32 = i2 + 2u;
+        let i5: u32 = i2 + 3u;
+        let v6: f32 = bitcast<f32>(select(x[i2 / 2u] << 16u, x[i2 / 2u] & 4294901760u, (i2 & 1u) != 0u));
+        let i7: u32 = i2 % u.M;
+        let v9: f32 = bitcast<f32>(select(s[i7 / 2u] << 16u, s[i7 / 2u] & 4294901760u, (i7 & 1u) != 0u));
+        let v10: f32 = mimir_round_bf16(v6 * v9);
+        let v11: f32 = mimir_round_bf16(v10 + 0.5f);
+        let out_30: f32 = v11;
+        let v12: f32 = bitcast<f32>(select(x[i3 / 2u] << 16u, x[i3 / 2u] & 4294901760u, (i3 & 1u) != 0u));
+        let i13: u32 = i3 % u.M;
+        let v15: f32 = bitcast<f32>(select(s[i13 / 2u] << 16u, s[i13 / 2u] & 4294901760u, (i13 & 1u) != 0u));
+        let v16: f32 = mimir_round_bf16(v12 * v15);
+        let v17: f32 = mimir_round_bf16(v16 + 0.5f);
+        let out_31: f32 = v17;
+        let v18: f32 = bitcast<f32>(select(x[i4 / 2u] << 16u, x[i4 / 2u] & 4294901760u, (i4 & 1u) != 0u));
+        let i19: u32 = i4 % u.M;
+        let v21: f32 = bitcast<f32>(select(s[i19 / 2u] << 16u, s[i19 / 2u] & 4294901760u, (i19 & 1u) != 0u));
+        let v22: f32 = mimir_round_bf16(v18 * v21);
+        let v23: f32 = mimir_round_bf16(v22 + 0.5f);
+        let out_32: f32 = v23;
+        let v24: f32 = bitcast<f32>(select(x[i5 / 2u] << 16u, x[i5 / 2u] & 4294901760u, (i5 & 1u) != 0u));
+        let i25: u32 = i5 % u.M;
+        let v27: f32 = bitcast<f32>(select(s[i25 / 2u] << 16u, s[i25 / 2u] & 4294901760u, (i25 & 1u) != 0u));
+        let v28: f32 = mimir_round_bf16(v24 * v27);
+        let v29: f32 = mimir_round_bf16(v28 + 0.5f);
+        let out_33: f32 = v29;
+        out[i2] = out_30;
+        out[i2 + 1u] = out_31;
+        out[i2 + 2u] = out_32;
+        out[i2 + 3u] = out_33;
+    }
+    if (t1 == ((u.N * u.M) >> 2u)) {
+        let i34: u32 = t1 << 2u;
+        for (var j35: u32 = i34; j35 < u.N * u.M; j35 += 1u) {
+            let v36: f32 = bitcast<f32>(select(x[j35 / 2u] << 16u, x[j35 / 2u] & 4294901760u, (j35 & 1u) != 0u));
+            let i37: u32 = j35 % u.M;
+            let v39: f32 = bitcast<f32>(select(s[i37 / 2u] << 16u, s[i37 / 2u] & 4294901760u, (i37 & 1u) != 0u));
+            let v40: f32 = mimir_round_bf16(v36 * v39);
+            let v41: f32 = mimir_round_bf16(v40 + 0.5f);
+            out[j35] = v41;
+        }
     }
 }

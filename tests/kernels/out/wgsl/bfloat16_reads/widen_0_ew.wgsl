@@ -15,10 +15,35 @@ fn widen_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: f32 = bitcast<f32>(select(x[i1 / 2u] << 16u, x[i1 / 2u] & 4294901760u, (i1 & 1u) != 0u));
-        let v4: f32 = fma(v2, 2.0f, 1.0f);
-        out[i1] = v4;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let i3: u32 = i2 + 1u;
+        let i4: u32 = i2 + 2u;
+        let i5: u32 = i2 + 3u;
+        let v6: f32 = bitcast<f32>(select(x[i2 / 2u] << 16u, x[i2 / 2u] & 4294901760u, (i2 & 1u) != 0u));
+        let v8: f32 = fma(v6, 2.0f, 1.0f);
+        let out_18: f32 = v8;
+        let v9: f32 = bitcast<f32>(select(x[i3 / 2u] << 16u, x[i3 / 2u] & 4294901760u, (i3 & 1u) != 0u));
+        let v11: f32 = fma(v9, 2.0f, 1.0f);
+        let out_19: f32 = v11;
+        let v12: f32 = bitcast<f32>(select(x[i4 / 2u] << 16u, x[i4 / 2u] & 4294901760u, (i4 & 1u) != 0u));
+        let v14: f32 = fma(v12, 2.0f, 1.0f);
+        let out_20: f32 = v14;
+        let v15: f32 = bitcast<f32>(select(x[i5 / 2u] << 16u, x[i5 / 2u] & 4294901760u, (i5 & 1u) != 0u));
+        let v17: f32 = fma(v15, 2.0f, 1.0f);
+        let out_21: f32 = v17;
+        out[i2] = out_18;
+        out[i2 + 1u] = out_19;
+        out[i2 + 2u] = out_20;
+        out[i2 + 3u] = out_21;
+    }
+    if (t1 == (u.N >> 2u)) {
+        let i22: u32 = t1 << 2u;
+        for (var j23: u32 = i22; j23 < u.N; j23 += 1u) {
+            let v24: f32 = bitcast<f32>(select(x[j23 / 2u] << 16u, x[j23 / 2u] & 4294901760u, (j23 & 1u) != 0u));
+            let v26: f32 = fma(v24, 2.0f, 1.0f);
+            out[j23] = v26;
+        }
     }
 }

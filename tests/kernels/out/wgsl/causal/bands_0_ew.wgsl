@@ -16,16 +16,69 @@ fn bands_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < 3u * u.N * u.M) {
-        let i2: u32 = i1 % u.M;
-        let i3: u32 = i1 / u.M;
-        let i4: u32 = i3 % u.N;
-        let v6: f32 = x[i1];
-        let v7: f32 = select(0.0f, v6, i32(i2) - i32(i4) <= 1i);
-        let v8: f32 = select(0.0f, v6, i32(i2) - i32(i4) >= -2i);
-        let v9: f32 = v8 * 0.5f;
-        let v10: f32 = v7 - v9;
-        out[i1] = v10;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < ((3u * u.N * u.M) >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let i3: u32 = i2 + 1u;
+        let i4: u32 = i2 + 2u;
+        let i5: u32 = i2 + 3u;
+        let x_42: f32 = x[i2];
+        let x_43: f32 = x[i2 + 1u];
+        let x_44: f32 = x[i2 + 2u];
+        let x_45: f32 = x[i2 + 3u];
+        let i6: u32 = i2 % u.M;
+        let i7: u32 = i2 / u.M;
+        let i8: u32 = i7 % u.N;
+        let v10: f32 = x_42;
+        let v11: f32 = select(0.0f, v10, i32(i6) - i32(i8) <= 1i);
+        let v12: f32 = select(0.0f, v10, i32(i6) - i32(i8) >= -2i);
+        let v13: f32 = v12 * 0.5f;
+        let v14: f32 = v11 - v13;
+        let out_46: f32 = v14;
+        let i15: u32 = i3 % u.M;
+        let i16: u32 = i3 / u.M;
+        let i17: u32 = i16 % u.N;
+        let v19: f32 = x_43;
+        let v20: f32 = select(0.0f, v19, i32(i15) - i32(i17) <= 1i);
+        let v21: f32 = select(0.0f, v19, i32(i15) - i32(i17) >= -2i);
+        let v22: f32 = v21 * 0.5f;
+        let v23: f32 = v20 - v22;
+        let out_47: f32 = v23;
+        let i24: u32 = i4 % u.M;
+        let i25: u32 = i4 / u.M;
+        let i26: u32 = i25 % u.N;
+        let v28: f32 = x_44;
+        let v29: f32 = select(0.0f, v28, i32(i24) - i32(i26) <= 1i);
+        let v30: f32 = select(0.0f, v28, i32(i24) - i32(i26) >= -2i);
+        let v31: f32 = v30 * 0.5f;
+        let v32: f32 = v29 - v31;
+        let out_48: f32 = v32;
+        let i33: u32 = i5 % u.M;
+        let i34: u32 = i5 / u.M;
+        let i35: u32 = i34 % u.N;
+        let v37: f32 = x_45;
+        let v38: f32 = select(0.0f, v37, i32(i33) - i32(i35) <= 1i);
+        let v39: f32 = select(0.0f, v37, i32(i33) - i32(i35) >= -2i);
+        let v40: f32 = v39 * 0.5f;
+        let v41: f32 = v38 - v40;
+        let out_49: f32 = v41;
+        out[i2] = out_46;
+        out[i2 + 1u] = out_47;
+        out[i2 + 2u] = out_48;
+        out[i2 + 3u] = out_49;
+    }
+    if (t1 == ((3u * u.N * u.M) >> 2u)) {
+        let i50: u32 = t1 << 2u;
+        for (var j51: u32 = i50; j51 < 3u * u.N * u.M; j51 += 1u) {
+            let i52: u32 = j51 % u.M;
+            let i53: u32 = j51 / u.M;
+            let i54: u32 = i53 % u.N;
+            let v56: f32 = x[j51];
+            let v57: f32 = select(0.0f, v56, i32(i52) - i32(i54) <= 1i);
+            let v58: f32 = select(0.0f, v56, i32(i52) - i32(i54) >= -2i);
+            let v59: f32 = v58 * 0.5f;
+            let v60: f32 = v57 - v59;
+            out[j51] = v60;
+        }
     }
 }

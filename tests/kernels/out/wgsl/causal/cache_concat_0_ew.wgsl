@@ -17,20 +17,85 @@ fn cache_concat_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < (u.T + 1u) * u.D) {
-        let i2: u32 = i1 % u.D;
-        let i3: u32 = i1 / u.D;
-        var part4: f32 = 0.0f;
-        if (i3 < u.T) {
-            let i5: u32 = i3 * u.D + i2;
-            let v6: f32 = cache[i5];
-            part4 = v6;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < (((u.T + 1u) * u.D) >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let i3: u32 = i2 + 1u;
+        let i4: u32 = i2 + 2u;
+        let i5: u32 = i2 + 3u;
+        let i6: u32 = i2 % u.D;
+        let i7: u32 = i2 / u.D;
+        var part8: f32 = 0.0f;
+        if (i7 < u.T) {
+            let i9: u32 = i7 * u.D + i6;
+            let v10: f32 = cache[i9];
+            part8 = v10;
         }
-        if ((i3 >= u.T) && (i3 < u.T + 1u)) {
-            let v7: f32 = new_[i2];
-            part4 = v7;
+        if ((i7 >= u.T) && (i7 < u.T + 1u)) {
+            let v11: f32 = new_[i6];
+            part8 = v11;
         }
-        out[i1] = part4;
+        let out_30: f32 = part8;
+        let i12: u32 = i3 % u.D;
+        let i13: u32 = i3 / u.D;
+        var part14: f32 = 0.0f;
+        if (i13 < u.T) {
+            let i15: u32 = i13 * u.D + i12;
+            let v16: f32 = cache[i15];
+            part14 = v16;
+        }
+        if ((i13 >= u.T) && (i13 < u.T + 1u)) {
+            let v17: f32 = new_[i12];
+            part14 = v17;
+        }
+        let out_31: f32 = part14;
+        let i18: u32 = i4 % u.D;
+        let i19: u32 = i4 / u.D;
+        var part20: f32 = 0.0f;
+        if (i19 < u.T) {
+            let i21: u32 = i19 * u.D + i18;
+            let v22: f32 = cache[i21];
+            part20 = v22;
+        }
+        if ((i19 >= u.T) && (i19 < u.T + 1u)) {
+            let v23: f32 = new_[i18];
+            part20 = v23;
+        }
+        let out_32: f32 = part20;
+        let i24: u32 = i5 % u.D;
+        let i25: u32 = i5 / u.D;
+        var part26: f32 = 0.0f;
+        if (i25 < u.T) {
+            let i27: u32 = i25 * u.D + i24;
+            let v28: f32 = cache[i27];
+            part26 = v28;
+        }
+        if ((i25 >= u.T) && (i25 < u.T + 1u)) {
+            let v29: f32 = new_[i24];
+            part26 = v29;
+        }
+        let out_33: f32 = part26;
+        out[i2] = out_30;
+        out[i2 + 1u] = out_31;
+        out[i2 + 2u] = out_32;
+        out[i2 + 3u] = out_33;
+    }
+    if (t1 == (((u.T + 1u) * u.D) >> 2u)) {
+        let i34: u32 = t1 << 2u;
+        for (var j35: u32 = i34; j35 < (u.T + 1u) * u.D; j35 += 1u) {
+            let i36: u32 = j35 % u.D;
+            let i37: u32 = j35 / u.D;
+            var part38: f32 = 0.0f;
+            if (i37 < u.T) {
+                let i39: u32 = i37 * u.D + i36;
+                let v40: f32 = cache[i39];
+                part38 = v40;
+            }
+            if ((i37 >= u.T) && (i37 < u.T + 1u)) {
+                let v41: f32 = new_[i36];
+                part38 = v41;
+            }
+            out[j35] = part38;
+        }
     }
 }

@@ -18,27 +18,120 @@ fn features_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * (u.M + 4u)) {
-        let i2: u32 = i1 % (u.M + 4u);
-        let i3: u32 = i1 / (u.M + 4u);
-        var part4: f32 = 0.0f;
-        if (i2 < 3u) {
-            let i5: u32 = i3 * 3u + i2;
-            let v6: f32 = a[i5];
-            part4 = v6;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * (u.M + 4u)) >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let i3: u32 = i2 + 1u;
+        let i4: u32 = i2 + 2u;
+        let i5: u32 = i2 + 3u;
+        let i6: u32 = i2 % (u.M + 4u);
+        let i7: u32 = i2 / (u.M + 4u);
+        var part8: f32 = 0.0f;
+        if (i6 < 3u) {
+            let i9: u32 = i7 * 3u + i6;
+            let v10: f32 = a[i9];
+            part8 = v10;
         }
-        if ((i2 >= 3u) && (i2 < u.M + 3u)) {
-            let i7: u32 = i3 * u.M + (i2 - 3u);
-            let v8: i32 = b[i7];
-            let v9: f32 = f32(v8);
-            part4 = v9;
+        if ((i6 >= 3u) && (i6 < u.M + 3u)) {
+            let i11: u32 = i7 * u.M + (i6 - 3u);
+            let v12: i32 = b[i11];
+            let v13: f32 = f32(v12);
+            part8 = v13;
         }
-        if ((i2 >= u.M + 3u) && (i2 < u.M + 4u)) {
-            let v10: f32 = c[i3];
-            let v11: f32 = v10 * 2.0f;
-            part4 = v11;
+        if ((i6 >= u.M + 3u) && (i6 < u.M + 4u)) {
+            let v14: f32 = c[i7];
+            let v15: f32 = v14 * 2.0f;
+            part8 = v15;
         }
-        out[i1] = part4;
+        let out_46: f32 = part8;
+        let i16: u32 = i3 % (u.M + 4u);
+        let i17: u32 = i3 / (u.M + 4u);
+        var part18: f32 = 0.0f;
+        if (i16 < 3u) {
+            let i19: u32 = i17 * 3u + i16;
+            let v20: f32 = a[i19];
+            part18 = v20;
+        }
+        if ((i16 >= 3u) && (i16 < u.M + 3u)) {
+            let i21: u32 = i17 * u.M + (i16 - 3u);
+            let v22: i32 = b[i21];
+            let v23: f32 = f32(v22);
+            part18 = v23;
+        }
+        if ((i16 >= u.M + 3u) && (i16 < u.M + 4u)) {
+            let v24: f32 = c[i17];
+            let v25: f32 = v24 * 2.0f;
+            part18 = v25;
+        }
+        let out_47: f32 = part18;
+        let i26: u32 = i4 % (u.M + 4u);
+        let i27: u32 = i4 / (u.M + 4u);
+        var part28: f32 = 0.0f;
+        if (i26 < 3u) {
+            let i29: u32 = i27 * 3u + i26;
+            let v30: f32 = a[i29];
+            part28 = v30;
+        }
+        if ((i26 >= 3u) && (i26 < u.M + 3u)) {
+            let i31: u32 = i27 * u.M + (i26 - 3u);
+            let v32: i32 = b[i31];
+            let v33: f32 = f32(v32);
+            part28 = v33;
+        }
+        if ((i26 >= u.M + 3u) && (i26 < u.M + 4u)) {
+            let v34: f32 = c[i27];
+            let v35: f32 = v34 * 2.0f;
+            part28 = v35;
+        }
+        let out_48: f32 = part28;
+        let i36: u32 = i5 % (u.M + 4u);
+        let i37: u32 = i5 / (u.M + 4u);
+        var part38: f32 = 0.0f;
+        if (i36 < 3u) {
+            let i39: u32 = i37 * 3u + i36;
+            let v40: f32 = a[i39];
+            part38 = v40;
+        }
+        if ((i36 >= 3u) && (i36 < u.M + 3u)) {
+            let i41: u32 = i37 * u.M + (i36 - 3u);
+            let v42: i32 = b[i41];
+            let v43: f32 = f32(v42);
+            part38 = v43;
+        }
+        if ((i36 >= u.M + 3u) && (i36 < u.M + 4u)) {
+            let v44: f32 = c[i37];
+            let v45: f32 = v44 * 2.0f;
+            part38 = v45;
+        }
+        let out_49: f32 = part38;
+        out[i2] = out_46;
+        out[i2 + 1u] = out_47;
+        out[i2 + 2u] = out_48;
+        out[i2 + 3u] = out_49;
+    }
+    if (t1 == ((u.N * (u.M + 4u)) >> 2u)) {
+        let i50: u32 = t1 << 2u;
+        for (var j51: u32 = i50; j51 < u.N * (u.M + 4u); j51 += 1u) {
+            let i52: u32 = j51 % (u.M + 4u);
+            let i53: u32 = j51 / (u.M + 4u);
+            var part54: f32 = 0.0f;
+            if (i52 < 3u) {
+                let i55: u32 = i53 * 3u + i52;
+                let v56: f32 = a[i55];
+                part54 = v56;
+            }
+            if ((i52 >= 3u) && (i52 < u.M + 3u)) {
+                let i57: u32 = i53 * u.M + (i52 - 3u);
+                let v58: i32 = b[i57];
+                let v59: f32 = f32(v58);
+                part54 = v59;
+            }
+            if ((i52 >= u.M + 3u) && (i52 < u.M + 4u)) {
+                let v60: f32 = c[i53];
+                let v61: f32 = v60 * 2.0f;
+                part54 = v61;
+            }
+            out[j51] = part54;
+        }
     }
 }

@@ -17,27 +17,120 @@ fn pairs_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * 2u * u.M) {
-        let i2: u32 = i1 % u.M;
-        let i3: u32 = i1 / u.M;
-        let i4: u32 = i3 & 1u;
-        let i5: u32 = i3 >> 1u;
-        var part6: f32 = 0.0f;
-        if (i4 == 0u) {
-            let i7: u32 = i5 * u.M + i2;
-            let v8: f32 = a[i7];
-            let v9: f32 = b[i7];
-            let v10: f32 = v8 + v9;
-            part6 = v10;
-        }
-        if (i4 == 1u) {
-            let i11: u32 = i5 * u.M + i2;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * 2u * u.M) >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let i3: u32 = i2 + 1u;
+        let i4: u32 = i2 + 2u;
+        let i5: u32 = i2 + 3u;
+        let i6: u32 = i2 % u.M;
+        let i7: u32 = i2 / u.M;
+        let i8: u32 = i7 & 1u;
+        let i9: u32 = i7 >> 1u;
+        var part10: f32 = 0.0f;
+        if (i8 == 0u) {
+            let i11: u32 = i9 * u.M + i6;
             let v12: f32 = a[i11];
             let v13: f32 = b[i11];
-            let v14: f32 = v12 - v13;
-            part6 = v14;
+            let v14: f32 = v12 + v13;
+            part10 = v14;
         }
-        out[i1] = part6;
+        if (i8 == 1u) {
+            let i15: u32 = i9 * u.M + i6;
+            let v16: f32 = a[i15];
+            let v17: f32 = b[i15];
+            let v18: f32 = v16 - v17;
+            part10 = v18;
+        }
+        let out_58: f32 = part10;
+        let i19: u32 = i3 % u.M;
+        let i20: u32 = i3 / u.M;
+        let i21: u32 = i20 & 1u;
+        let i22: u32 = i20 >> 1u;
+        var part23: f32 = 0.0f;
+        if (i21 == 0u) {
+            let i24: u32 = i22 * u.M + i19;
+            let v25: f32 = a[i24];
+            let v26: f32 = b[i24];
+            let v27: f32 = v25 + v26;
+            part23 = v27;
+        }
+        if (i21 == 1u) {
+            let i28: u32 = i22 * u.M + i19;
+            let v29: f32 = a[i28];
+            let v30: f32 = b[i28];
+            let v31: f32 = v29 - v30;
+            part23 = v31;
+        }
+        let out_59: f32 = part23;
+        let i32_: u32 = i4 % u.M;
+        let i33: u32 = i4 / u.M;
+        let i34: u32 = i33 & 1u;
+        let i35: u32 = i33 >> 1u;
+        var part36: f32 = 0.0f;
+        if (i34 == 0u) {
+            let i37: u32 = i35 * u.M + i32_;
+            let v38: f32 = a[i37];
+            let v39: f32 = b[i37];
+            let v40: f32 = v38 + v39;
+            part36 = v40;
+        }
+        if (i34 == 1u) {
+            let i41: u32 = i35 * u.M + i32_;
+            let v42: f32 = a[i41];
+            let v43: f32 = b[i41];
+            let v44: f32 = v42 - v43;
+            part36 = v44;
+        }
+        let out_60: f32 = part36;
+        let i45: u32 = i5 % u.M;
+        let i46: u32 = i5 / u.M;
+        let i47: u32 = i46 & 1u;
+        let i48: u32 = i46 >> 1u;
+        var part49: f32 = 0.0f;
+        if (i47 == 0u) {
+            let i50: u32 = i48 * u.M + i45;
+            let v51: f32 = a[i50];
+            let v52: f32 = b[i50];
+            let v53: f32 = v51 + v52;
+            part49 = v53;
+        }
+        if (i47 == 1u) {
+            let i54: u32 = i48 * u.M + i45;
+            let v55: f32 = a[i54];
+            let v56: f32 = b[i54];
+            let v57: f32 = v55 - v56;
+            part49 = v57;
+        }
+        let out_61: f32 = part49;
+        out[i2] = out_58;
+        out[i2 + 1u] = out_59;
+        out[i2 + 2u] = out_60;
+        out[i2 + 3u] = out_61;
+    }
+    if (t1 == ((u.N * 2u * u.M) >> 2u)) {
+        let i62: u32 = t1 << 2u;
+        for (var j63: u32 = i62; j63 < u.N * 2u * u.M; j63 += 1u) {
+            let i64: u32 = j63 % u.M;
+            let i65: u32 = j63 / u.M;
+            let i66: u32 = i65 & 1u;
+            let i67: u32 = i65 >> 1u;
+            var part68: f32 = 0.0f;
+            if (i66 == 0u) {
+                let i69: u32 = i67 * u.M + i64;
+                let v70: f32 = a[i69];
+                let v71: f32 = b[i69];
+                let v72: f32 = v70 + v71;
+                part68 = v72;
+            }
+            if (i66 == 1u) {
+                let i73: u32 = i67 * u.M + i64;
+                let v74: f32 = a[i73];
+                let v75: f32 = b[i73];
+                let v76: f32 = v74 - v75;
+                part68 = v76;
+            }
+            out[j63] = part68;
+        }
     }
 }

@@ -16,15 +16,64 @@ fn positions_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.M) {
-        let v2: i32 = x[i1];
-        let i3: u32 = i1 % u.M;
-        let i4: u32 = i1 / u.M;
-        let v5: i32 = i32(i3);
-        let v6: i32 = v2 * v5;
-        let v7: i32 = i32(i4);
-        let v8: i32 = v6 + v7;
-        out[i1] = v8;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * u.M) >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let i3: u32 = i2 + 1u;
+        let i4: u32 = i2 + 2u;
+        let i5: u32 = i2 + 3u;
+        let x_34: i32 = x[i2];
+        let x_35: i32 = x[i2 + 1u];
+        let x_36: i32 = x[i2 + 2u];
+        let x_37: i32 = x[i2 + 3u];
+        let v6: i32 = x_34;
+        let i7: u32 = i2 % u.M;
+        let i8: u32 = i2 / u.M;
+        let v9: i32 = i32(i7);
+        let v10: i32 = v6 * v9;
+        let v11: i32 = i32(i8);
+        let v12: i32 = v10 + v11;
+        let out_38: i32 = v12;
+        let v13: i32 = x_35;
+        let i14: u32 = i3 % u.M;
+        let i15: u32 = i3 / u.M;
+        let v16: i32 = i32(i14);
+        let v17: i32 = v13 * v16;
+        let v18: i32 = i32(i15);
+        let v19: i32 = v17 + v18;
+        let out_39: i32 = v19;
+        let v20: i32 = x_36;
+        let i21: u32 = i4 % u.M;
+        let i22: u32 = i4 / u.M;
+        let v23: i32 = i32(i21);
+        let v24: i32 = v20 * v23;
+        let v25: i32 = i32(i22);
+        let v26: i32 = v24 + v25;
+        let out_40: i32 = v26;
+        let v27: i32 = x_37;
+        let i28: u32 = i5 % u.M;
+        let i29: u32 = i5 / u.M;
+        let v30: i32 = i32(i28);
+        let v31: i32 = v27 * v30;
+        let v32: i32 = i32(i29);
+        let v33: i32 = v31 + v32;
+        let out_41: i32 = v33;
+        out[i2] = out_38;
+        out[i2 + 1u] = out_39;
+        out[i2 + 2u] = out_40;
+        out[i2 + 3u] = out_41;
+    }
+    if (t1 == ((u.N * u.M) >> 2u)) {
+        let i42: u32 = t1 << 2u;
+        for (var j43: u32 = i42; j43 < u.N * u.M; j43 += 1u) {
+            let v44: i32 = x[j43];
+            let i45: u32 = j43 % u.M;
+            let i46: u32 = j43 / u.M;
+            let v47: i32 = i32(i45);
+            let v48: i32 = v44 * v47;
+            let v49: i32 = i32(i46);
+            let v50: i32 = v48 + v49;
+            out[j43] = v50;
+        }
     }
 }

@@ -16,25 +16,110 @@ fn stack_last_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * 3u) {
-        let i2: u32 = i1 % 3u;
-        let i3: u32 = i1 / 3u;
-        var part4: i32 = 0i;
-        if (i2 == 0u) {
-            let v5: i32 = a[i3];
-            part4 = v5;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * 3u) >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let i3: u32 = i2 + 1u;
+        let i4: u32 = i2 + 2u;
+        let i5: u32 = i2 + 3u;
+        let i6: u32 = i2 % 3u;
+        let i7: u32 = i2 / 3u;
+        var part8: i32 = 0i;
+        if (i6 == 0u) {
+            let v9: i32 = a[i7];
+            part8 = v9;
         }
-        if (i2 == 1u) {
-            let v6: i32 = b[i3];
-            part4 = v6;
+        if (i6 == 1u) {
+            let v10: i32 = b[i7];
+            part8 = v10;
         }
-        if (i2 == 2u) {
-            let v7: i32 = a[i3];
-            let v8: i32 = b[i3];
-            let v9: i32 = v7 * v8;
-            part4 = v9;
+        if (i6 == 2u) {
+            let v11: i32 = a[i7];
+            let v12: i32 = b[i7];
+            let v13: i32 = v11 * v12;
+            part8 = v13;
         }
-        out[i1] = part4;
+        let out_38: i32 = part8;
+        let i14: u32 = i3 % 3u;
+        let i15: u32 = i3 / 3u;
+        var part16: i32 = 0i;
+        if (i14 == 0u) {
+            let v17: i32 = a[i15];
+            part16 = v17;
+        }
+        if (i14 == 1u) {
+            let v18: i32 = b[i15];
+            part16 = v18;
+        }
+        if (i14 == 2u) {
+            let v19: i32 = a[i15];
+            let v20: i32 = b[i15];
+            let v21: i32 = v19 * v20;
+            part16 = v21;
+        }
+        let out_39: i32 = part16;
+        let i22: u32 = i4 % 3u;
+        let i23: u32 = i4 / 3u;
+        var part24: i32 = 0i;
+        if (i22 == 0u) {
+            let v25: i32 = a[i23];
+            part24 = v25;
+        }
+        if (i22 == 1u) {
+            let v26: i32 = b[i23];
+            part24 = v26;
+        }
+        if (i22 == 2u) {
+            let v27: i32 = a[i23];
+            let v28: i32 = b[i23];
+            let v29: i32 = v27 * v28;
+            part24 = v29;
+        }
+        let out_40: i32 = part24;
+        let i30: u32 = i5 % 3u;
+        let i31: u32 = i5 / 3u;
+        var part32: i32 = 0i;
+        if (i30 == 0u) {
+            let v33: i32 = a[i31];
+            part32 = v33;
+        }
+        if (i30 == 1u) {
+            let v34: i32 = b[i31];
+            part32 = v34;
+        }
+        if (i30 == 2u) {
+            let v35: i32 = a[i31];
+            let v36: i32 = b[i31];
+            let v37: i32 = v35 * v36;
+            part32 = v37;
+        }
+        let out_41: i32 = part32;
+        out[i2] = out_38;
+        out[i2 + 1u] = out_39;
+        out[i2 + 2u] = out_40;
+        out[i2 + 3u] = out_41;
+    }
+    if (t1 == ((u.N * 3u) >> 2u)) {
+        let i42: u32 = t1 << 2u;
+        for (var j43: u32 = i42; j43 < u.N * 3u; j43 += 1u) {
+            let i44: u32 = j43 % 3u;
+            let i45: u32 = j43 / 3u;
+            var part46: i32 = 0i;
+            if (i44 == 0u) {
+                let v47: i32 = a[i45];
+                part46 = v47;
+            }
+            if (i44 == 1u) {
+                let v48: i32 = b[i45];
+                part46 = v48;
+            }
+            if (i44 == 2u) {
+                let v49: i32 = a[i45];
+                let v50: i32 = b[i45];
+                let v51: i32 = v49 * v50;
+                part46 = v51;
+            }
+            out[j43] = part46;
+        }
     }
 }

@@ -17,21 +17,90 @@ fn with_row_sums_1_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * (u.M + 1u)) {
-        let i2: u32 = i1 % (u.M + 1u);
-        let i3: u32 = i1 / (u.M + 1u);
-        var part4: f32 = 0.0f;
-        if (i2 < u.M) {
-            let i5: u32 = i3 * u.M + i2;
-            let v6: f32 = x[i5];
-            part4 = v6;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * (u.M + 1u)) >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let i3: u32 = i2 + 1u;
+        let i4: u32 = i2 + 2u;
+        let i5: u32 = i2 + 3u;
+        let i6: u32 = i2 % (u.M + 1u);
+        let i7: u32 = i2 / (u.M + 1u);
+        var part8: f32 = 0.0f;
+        if (i6 < u.M) {
+            let i9: u32 = i7 * u.M + i6;
+            let v10: f32 = x[i9];
+            part8 = v10;
         }
-        if ((i2 >= u.M) && (i2 < u.M + 1u)) {
-            let v7: f32 = scratch0[i3];
-            part4 = v7;
+        if ((i6 >= u.M) && (i6 < u.M + 1u)) {
+            let v11: f32 = scratch0[i7];
+            part8 = v11;
         }
-        let v8: f32 = select(0.0f, part4, (part4 > 0.0f) || ((bitcast<u32>(part4) & 0x7fffffffu) > 0x7f800000u));
-        out[i1] = v8;
+        let v12: f32 = select(0.0f, part8, (part8 > 0.0f) || ((bitcast<u32>(part8) & 0x7fffffffu) > 0x7f800000u));
+        let out_34: f32 = v12;
+        let i13: u32 = i3 % (u.M + 1u);
+        let i14: u32 = i3 / (u.M + 1u);
+        var part15: f32 = 0.0f;
+        if (i13 < u.M) {
+            let i16: u32 = i14 * u.M + i13;
+            let v17: f32 = x[i16];
+            part15 = v17;
+        }
+        if ((i13 >= u.M) && (i13 < u.M + 1u)) {
+            let v18: f32 = scratch0[i14];
+            part15 = v18;
+        }
+        let v19: f32 = select(0.0f, part15, (part15 > 0.0f) || ((bitcast<u32>(part15) & 0x7fffffffu) > 0x7f800000u));
+        let out_35: f32 = v19;
+        let i20: u32 = i4 % (u.M + 1u);
+        let i21: u32 = i4 / (u.M + 1u);
+        var part22: f32 = 0.0f;
+        if (i20 < u.M) {
+            let i23: u32 = i21 * u.M + i20;
+            let v24: f32 = x[i23];
+            part22 = v24;
+        }
+        if ((i20 >= u.M) && (i20 < u.M + 1u)) {
+            let v25: f32 = scratch0[i21];
+            part22 = v25;
+        }
+        let v26: f32 = select(0.0f, part22, (part22 > 0.0f) || ((bitcast<u32>(part22) & 0x7fffffffu) > 0x7f800000u));
+        let out_36: f32 = v26;
+        let i27: u32 = i5 % (u.M + 1u);
+        let i28: u32 = i5 / (u.M + 1u);
+        var part29: f32 = 0.0f;
+        if (i27 < u.M) {
+            let i30: u32 = i28 * u.M + i27;
+            let v31: f32 = x[i30];
+            part29 = v31;
+        }
+        if ((i27 >= u.M) && (i27 < u.M + 1u)) {
+            let v32: f32 = scratch0[i28];
+            part29 = v32;
+        }
+        let v33: f32 = select(0.0f, part29, (part29 > 0.0f) || ((bitcast<u32>(part29) & 0x7fffffffu) > 0x7f800000u));
+        let out_37: f32 = v33;
+        out[i2] = out_34;
+        out[i2 + 1u] = out_35;
+        out[i2 + 2u] = out_36;
+        out[i2 + 3u] = out_37;
+    }
+    if (t1 == ((u.N * (u.M + 1u)) >> 2u)) {
+        let i38: u32 = t1 << 2u;
+        for (var j39: u32 = i38; j39 < u.N * (u.M + 1u); j39 += 1u) {
+            let i40: u32 = j39 % (u.M + 1u);
+            let i41: u32 = j39 / (u.M + 1u);
+            var part42: f32 = 0.0f;
+            if (i40 < u.M) {
+                let i43: u32 = i41 * u.M + i40;
+                let v44: f32 = x[i43];
+                part42 = v44;
+            }
+            if ((i40 >= u.M) && (i40 < u.M + 1u)) {
+                let v45: f32 = scratch0[i41];
+                part42 = v45;
+            }
+            let v46: f32 = select(0.0f, part42, (part42 > 0.0f) || ((bitcast<u32>(part42) & 0x7fffffffu) > 0x7f800000u));
+            out[j39] = v46;
+        }
     }
 }

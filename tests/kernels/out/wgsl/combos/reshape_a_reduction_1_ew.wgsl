@@ -15,10 +15,36 @@ fn reshape_a_reduction_1_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * 2u * 3u) {
-        let v2: f32 = scratch0[i1];
-        let v3: f32 = v2 * 0.5f;
-        out[i1] = v3;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * 2u * 3u) >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let scratch0_14: f32 = scratch0[i2];
+        let scratch0_15: f32 = scratch0[i2 + 1u];
+        let scratch0_16: f32 = scratch0[i2 + 2u];
+        let scratch0_17: f32 = scratch0[i2 + 3u];
+        let v6: f32 = scratch0_14;
+        let v7: f32 = v6 * 0.5f;
+        let out_18: f32 = v7;
+        let v8: f32 = scratch0_15;
+        let v9: f32 = v8 * 0.5f;
+        let out_19: f32 = v9;
+        let v10: f32 = scratch0_16;
+        let v11: f32 = v10 * 0.5f;
+        let out_20: f32 = v11;
+        let v12: f32 = scratch0_17;
+        let v13: f32 = v12 * 0.5f;
+        let out_21: f32 = v13;
+        out[i2] = out_18;
+        out[i2 + 1u] = out_19;
+        out[i2 + 2u] = out_20;
+        out[i2 + 3u] = out_21;
+    }
+    if (t1 == ((u.N * 2u * 3u) >> 2u)) {
+        let i22: u32 = t1 << 2u;
+        for (var j23: u32 = i22; j23 < u.N * 2u * 3u; j23 += 1u) {
+            let v24: f32 = scratch0[j23];
+            let v25: f32 = v24 * 0.5f;
+            out[j23] = v25;
+        }
     }
 }

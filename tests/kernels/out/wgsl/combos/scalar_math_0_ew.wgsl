@@ -43,18 +43,76 @@ fn scalar_math_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: f32 = x[i1];
-        let t4: f32 = fma(u.s, 2.0f, 1.0f);
-        let t6: i32 = mimir_floordiv_i32(u.n, 2i);
-        let v7: f32 = fma(v2, t4, f32(t6));
-        let s8: i32 = i32(u.N);
-        let t9: f32 = f32(s8) / 2.0f;
-        let v10: f32 = v7 - t9;
-        let t11: i32 = mimir_mod_i32(u.n, 3i);
-        let t12: f32 = -u.s;
-        let v14: f32 = fma(f32(t11), t12, v10);
-        out[i1] = v14;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let x_58: f32 = x[i2];
+        let x_59: f32 = x[i2 + 1u];
+        let x_60: f32 = x[i2 + 2u];
+        let x_61: f32 = x[i2 + 3u];
+        let v6: f32 = x_58;
+        let t8: f32 = fma(u.s, 2.0f, 1.0f);
+        let t10: i32 = mimir_floordiv_i32(u.n, 2i);
+        let v11: f32 = fma(v6, t8, f32(t10));
+        let s12: i32 = i32(u.N);
+        let t13: f32 = f32(s12) / 2.0f;
+        let v14: f32 = v11 - t13;
+        let t15: i32 = mimir_mod_i32(u.n, 3i);
+        let t16: f32 = -u.s;
+        let v18: f32 = fma(f32(t15), t16, v14);
+        let out_62: f32 = v18;
+        let v19: f32 = x_59;
+        let t21: f32 = fma(u.s, 2.0f, 1.0f);
+        let t23: i32 = mimir_floordiv_i32(u.n, 2i);
+        let v24: f32 = fma(v19, t21, f32(t23));
+        let s25: i32 = i32(u.N);
+        let t26: f32 = f32(s25) / 2.0f;
+        let v27: f32 = v24 - t26;
+        let t28: i32 = mimir_mod_i32(u.n, 3i);
+        let t29: f32 = -u.s;
+        let v31: f32 = fma(f32(t28), t29, v27);
+        let out_63: f32 = v31;
+        let v32: f32 = x_60;
+        let t34: f32 = fma(u.s, 2.0f, 1.0f);
+        let t36: i32 = mimir_floordiv_i32(u.n, 2i);
+        let v37: f32 = fma(v32, t34, f32(t36));
+        let s38: i32 = i32(u.N);
+        let t39: f32 = f32(s38) / 2.0f;
+        let v40: f32 = v37 - t39;
+        let t41: i32 = mimir_mod_i32(u.n, 3i);
+        let t42: f32 = -u.s;
+        let v44: f32 = fma(f32(t41), t42, v40);
+        let out_64: f32 = v44;
+        let v45: f32 = x_61;
+        let t47: f32 = fma(u.s, 2.0f, 1.0f);
+        let t49: i32 = mimir_floordiv_i32(u.n, 2i);
+        let v50: f32 = fma(v45, t47, f32(t49));
+        let s51: i32 = i32(u.N);
+        let t52: f32 = f32(s51) / 2.0f;
+        let v53: f32 = v50 - t52;
+        let t54: i32 = mimir_mod_i32(u.n, 3i);
+        let t55: f32 = -u.s;
+        let v57: f32 = fma(f32(t54), t55, v53);
+        let out_65: f32 = v57;
+        out[i2] = out_62;
+        out[i2 + 1u] = out_63;
+        out[i2 + 2u] = out_64;
+        out[i2 + 3u] = out_65;
+    }
+    if (t1 == (u.N >> 2u)) {
+        let i66: u32 = t1 << 2u;
+        for (var j67: u32 = i66; j67 < u.N; j67 += 1u) {
+            let v68: f32 = x[j67];
+            let t70: f32 = fma(u.s, 2.0f, 1.0f);
+            let t72: i32 = mimir_floordiv_i32(u.n, 2i);
+            let v73: f32 = fma(v68, t70, f32(t72));
+            let s74: i32 = i32(u.N);
+            let t75: f32 = f32(s74) / 2.0f;
+            let v76: f32 = v73 - t75;
+            let t77: i32 = mimir_mod_i32(u.n, 3i);
+            let t78: f32 = -u.s;
+            let v80: f32 = fma(f32(t77), t78, v76);
+            out[j67] = v80;
+        }
     }
 }

@@ -18,17 +18,83 @@ fn unsigned_and_ints_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u_.N) {
-        let v2: u32 = u[i1];
-        let v3: u32 = 0u - v2;
-        out0[i1] = v3;
-        let v4: i32 = i[i1];
-        let v5: i32 = select(v4, 0i - v4, v4 < 0i);
-        out1[i1] = v5;
-        let v6: bool = v2 > 3u;
-        let v7: bool = v4 < 0i;
-        let v8: bool = v6 && v7;
-        out2[i1] = select(0u, 1u, v8);
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < (u_.N >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let i_34: i32 = i[i2];
+        let i_35: i32 = i[i2 + 1u];
+        let i_36: i32 = i[i2 + 2u];
+        let i_37: i32 = i[i2 + 3u];
+        let u_38: u32 = u[i2];
+        let u_39: u32 = u[i2 + 1u];
+        let u_40: u32 = u[i2 + 2u];
+        let u_41: u32 = u[i2 + 3u];
+        let v6: u32 = u_38;
+        let v7: u32 = 0u - v6;
+        let out0_42: u32 = v7;
+        let v8: i32 = i_34;
+        let v9: i32 = select(v8, 0i - v8, v8 < 0i);
+        let out1_43: i32 = v9;
+        let v10: bool = v6 > 3u;
+        let v11: bool = v8 < 0i;
+        let v12: bool = v10 && v11;
+        let out2_44: u32 = select(0u, 1u, v12);
+        let v13: u32 = u_39;
+        let v14: u32 = 0u - v13;
+        let out0_45: u32 = v14;
+        let v15: i32 = i_35;
+        let v16: i32 = select(v15, 0i - v15, v15 < 0i);
+        let out1_46: i32 = v16;
+        let v17: bool = v13 > 3u;
+        let v18: bool = v15 < 0i;
+        let v19: bool = v17 && v18;
+        let out2_47: u32 = select(0u, 1u, v19);
+        let v20: u32 = u_40;
+        let v21: u32 = 0u - v20;
+        let out0_48: u32 = v21;
+        let v22: i32 = i_36;
+        let v23: i32 = select(v22, 0i - v22, v22 < 0i);
+        let out1_49: i32 = v23;
+        let v24: bool = v20 > 3u;
+        let v25: bool = v22 < 0i;
+        let v26: bool = v24 && v25;
+        let out2_50: u32 = select(0u, 1u, v26);
+        let v27: u32 = u_41;
+        let v28: u32 = 0u - v27;
+        let out0_51: u32 = v28;
+        let v29: i32 = i_37;
+        let v30: i32 = select(v29, 0i - v29, v29 < 0i);
+        let out1_52: i32 = v30;
+        let v31: bool = v27 > 3u;
+        let v32: bool = v29 < 0i;
+        let v33: bool = v31 && v32;
+        let out2_53: u32 = select(0u, 1u, v33);
+        out0[i2] = out0_42;
+        out0[i2 + 1u] = out0_45;
+        out0[i2 + 2u] = out0_48;
+        out0[i2 + 3u] = out0_51;
+        out1[i2] = out1_43;
+        out1[i2 + 1u] = out1_46;
+        out1[i2 + 2u] = out1_49;
+        out1[i2 + 3u] = out1_52;
+        out2[i2] = out2_44;
+        out2[i2 + 1u] = out2_47;
+        out2[i2 + 2u] = out2_50;
+        out2[i2 + 3u] = out2_53;
+    }
+    if (t1 == (u_.N >> 2u)) {
+        let i54: u32 = t1 << 2u;
+        for (var j55: u32 = i54; j55 < u_.N; j55 += 1u) {
+            let v56: u32 = u[j55];
+            let v57: u32 = 0u - v56;
+            out0[j55] = v57;
+            let v58: i32 = i[j55];
+            let v59: i32 = select(v58, 0i - v58, v58 < 0i);
+            out1[j55] = v59;
+            let v60: bool = v56 > 3u;
+            let v61: bool = v58 < 0i;
+            let v62: bool = v60 && v61;
+            out2[j55] = select(0u, 1u, v62);
+        }
     }
 }

@@ -14,8 +14,22 @@ fn zeros_out_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        out[i1] = 0.0f;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let out_6: f32 = 0.0f;
+        let out_7: f32 = 0.0f;
+        let out_8: f32 = 0.0f;
+        let out_9: f32 = 0.0f;
+        out[i2] = out_6;
+        out[i2 + 1u] = out_7;
+        out[i2 + 2u] = out_8;
+        out[i2 + 3u] = out_9;
+    }
+    if (t1 == (u.N >> 2u)) {
+        let i10: u32 = t1 << 2u;
+        for (var j11: u32 = i10; j11 < u.N; j11 += 1u) {
+            out[j11] = 0.0f;
+        }
     }
 }

@@ -16,12 +16,45 @@ fn tr_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.K * u.N) {
-        let i2: u32 = i1 % u.N;
-        let i3: u32 = i1 / u.N;
-        let i4: u32 = i2 * u.K + i3;
-        let v5: f32 = a[i4];
-        out[i1] = v5;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < ((u.K * u.N) >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let i3: u32 = i2 + 1u;
+        let i4: u32 = i2 + 2u;
+        let i5: u32 = i2 + 3u;
+        let i6: u32 = i2 % u.N;
+        let i7: u32 = i2 / u.N;
+        let i8: u32 = i6 * u.K + i7;
+        let v9: f32 = a[i8];
+        let out_22: f32 = v9;
+        let i10: u32 = i3 % u.N;
+        let i11: u32 = i3 / u.N;
+        let i12: u32 = i10 * u.K + i11;
+        let v13: f32 = a[i12];
+        let out_23: f32 = v13;
+        let i14: u32 = i4 % u.N;
+        let i15: u32 = i4 / u.N;
+        let i16: u32 = i14 * u.K + i15;
+        let v17: f32 = a[i16];
+        let out_24: f32 = v17;
+        let i18: u32 = i5 % u.N;
+        let i19: u32 = i5 / u.N;
+        let i20: u32 = i18 * u.K + i19;
+        let v21: f32 = a[i20];
+        let out_25: f32 = v21;
+        out[i2] = out_22;
+        out[i2 + 1u] = out_23;
+        out[i2 + 2u] = out_24;
+        out[i2 + 3u] = out_25;
+    }
+    if (t1 == ((u.K * u.N) >> 2u)) {
+        let i26: u32 = t1 << 2u;
+        for (var j27: u32 = i26; j27 < u.K * u.N; j27 += 1u) {
+            let i28: u32 = j27 % u.N;
+            let i29: u32 = j27 / u.N;
+            let i30: u32 = i28 * u.K + i29;
+            let v31: f32 = a[i30];
+            out[j27] = v31;
+        }
     }
 }

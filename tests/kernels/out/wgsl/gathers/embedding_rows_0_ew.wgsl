@@ -18,13 +18,50 @@ fn embedding_rows_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.D) {
-        let i2: u32 = i1 % u.D;
-        let i3: u32 = i1 / u.D;
-        let v4: i32 = ids[i3];
-        let i5: u32 = u32(v4) * u.D + i2;
-        let v6: f32 = table[i5];
-        out[i1] = v6;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * u.D) >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let i3: u32 = i2 + 1u;
+        let i4: u32 = i2 + 2u;
+        let i5: u32 = i2 + 3u;
+        let i6: u32 = i2 % u.D;
+        let i7: u32 = i2 / u.D;
+        let v8: i32 = ids[i7];
+        let i9: u32 = u32(v8) * u.D + i6;
+        let v10: f32 = table[i9];
+        let out_26: f32 = v10;
+        let i11: u32 = i3 % u.D;
+        let i12: u32 = i3 / u.D;
+        let v13: i32 = ids[i12];
+        let i14: u32 = u32(v13) * u.D + i11;
+        let v15: f32 = table[i14];
+        let out_27: f32 = v15;
+        let i16: u32 = i4 % u.D;
+        let i17: u32 = i4 / u.D;
+        let v18: i32 = ids[i17];
+        let i19: u32 = u32(v18) * u.D + i16;
+        let v20: f32 = table[i19];
+        let out_28: f32 = v20;
+        let i21: u32 = i5 % u.D;
+        let i22: u32 = i5 / u.D;
+        let v23: i32 = ids[i22];
+        let i24: u32 = u32(v23) * u.D + i21;
+        let v25: f32 = table[i24];
+        let out_29: f32 = v25;
+        out[i2] = out_26;
+        out[i2 + 1u] = out_27;
+        out[i2 + 2u] = out_28;
+        out[i2 + 3u] = out_29;
+    }
+    if (t1 == ((u.N * u.D) >> 2u)) {
+        let i30: u32 = t1 << 2u;
+        for (var j31: u32 = i30; j31 < u.N * u.D; j31 += 1u) {
+            let i32_: u32 = j31 % u.D;
+            let i33: u32 = j31 / u.D;
+            let v34: i32 = ids[i33];
+            let i35: u32 = u32(v34) * u.D + i32_;
+            let v36: f32 = table[i35];
+            out[j31] = v36;
+        }
     }
 }

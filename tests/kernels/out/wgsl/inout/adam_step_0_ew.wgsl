@@ -18,17 +18,83 @@ fn adam_step_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: f32 = m[i1];
-        let v4: f32 = grad[i1];
-        let v5: f32 = 0.1f * v4;
-        let v6: f32 = fma(0.9f, v2, v5);
-        let v7: f32 = v[i1];
-        let v9: f32 = 0.001f * v4;
-        let v10: f32 = v9 * v4;
-        let v11: f32 = fma(0.999f, v7, v10);
-        m[i1] = v6;
-        v[i1] = v11;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let grad_46: f32 = grad[i2];
+        let grad_47: f32 = grad[i2 + 1u];
+        let grad_48: f32 = grad[i2 + 2u];
+        let grad_49: f32 = grad[i2 + 3u];
+        let m_50: f32 = m[i2];
+        let m_51: f32 = m[i2 + 1u];
+        let m_52: f32 = m[i2 + 2u];
+        let m_53: f32 = m[i2 + 3u];
+        let v_54: f32 = v[i2];
+        let v_55: f32 = v[i2 + 1u];
+        let v_56: f32 = v[i2 + 2u];
+        let v_57: f32 = v[i2 + 3u];
+        let v6: f32 = m_50;
+        let v8: f32 = grad_46;
+        let v9: f32 = 0.1f * v8;
+        let v10: f32 = fma(0.9f, v6, v9);
+        let v11: f32 = v_54;
+        let v13: f32 = 0.001f * v8;
+        let v14: f32 = v13 * v8;
+        let v15: f32 = fma(0.999f, v11, v14);
+        let m_58: f32 = v10;
+        let v_59: f32 = v15;
+        let v16: f32 = m_51;
+        let v18: f32 = grad_47;
+        let v19: f32 = 0.1f * v18;
+        let v20: f32 = fma(0.9f, v16, v19);
+        let v21: f32 = v_55;
+        let v23: f32 = 0.001f * v18;
+        let v24: f32 = v23 * v18;
+        let v25: f32 = fma(0.999f, v21, v24);
+        let m_60: f32 = v20;
+        let v_61: f32 = v25;
+        let v26: f32 = m_52;
+        let v28: f32 = grad_48;
+        let v29: f32 = 0.1f * v28;
+        let v30: f32 = fma(0.9f, v26, v29);
+        let v31: f32 = v_56;
+        let v33: f32 = 0.001f * v28;
+        let v34: f32 = v33 * v28;
+        let v35: f32 = fma(0.999f, v31, v34);
+        let m_62: f32 = v30;
+        let v_63: f32 = v35;
+        let v36: f32 = m_53;
+        let v38: f32 = grad_49;
+        let v39: f32 = 0.1f * v38;
+        let v40: f32 = fma(0.9f, v36, v39);
+        let v41: f32 = v_57;
+        let v43: f32 = 0.001f * v38;
+        let v44: f32 = v43 * v38;
+        let v45: f32 = fma(0.999f, v41, v44);
+        let m_64: f32 = v40;
+        let v_65: f32 = v45;
+        m[i2] = m_58;
+        m[i2 + 1u] = m_60;
+        m[i2 + 2u] = m_62;
+        m[i2 + 3u] = m_64;
+        v[i2] = v_59;
+        v[i2 + 1u] = v_61;
+        v[i2 + 2u] = v_63;
+        v[i2 + 3u] = v_65;
+    }
+    if (t1 == (u.N >> 2u)) {
+        let i66: u32 = t1 << 2u;
+        for (var j67: u32 = i66; j67 < u.N; j67 += 1u) {
+            let v68: f32 = m[j67];
+            let v70: f32 = grad[j67];
+            let v71: f32 = 0.1f * v70;
+            let v72: f32 = fma(0.9f, v68, v71);
+            let v73: f32 = v[j67];
+            let v75: f32 = 0.001f * v70;
+            let v76: f32 = v75 * v70;
+            let v77: f32 = fma(0.999f, v73, v76);
+            m[j67] = v72;
+            v[j67] = v77;
+        }
     }
 }

@@ -16,9 +16,31 @@ fn overwrite_from_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.D) {
-        let v2: f32 = g[i1];
-        p[i1] = v2;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * u.D) >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let g_10: f32 = g[i2];
+        let g_11: f32 = g[i2 + 1u];
+        let g_12: f32 = g[i2 + 2u];
+        let g_13: f32 = g[i2 + 3u];
+        let v6: f32 = g_10;
+        let p_14: f32 = v6;
+        let v7: f32 = g_11;
+        let p_15: f32 = v7;
+        let v8: f32 = g_12;
+        let p_16: f32 = v8;
+        let v9: f32 = g_13;
+        let p_17: f32 = v9;
+        p[i2] = p_14;
+        p[i2 + 1u] = p_15;
+        p[i2 + 2u] = p_16;
+        p[i2 + 3u] = p_17;
+    }
+    if (t1 == ((u.N * u.D) >> 2u)) {
+        let i18: u32 = t1 << 2u;
+        for (var j19: u32 = i18; j19 < u.N * u.D; j19 += 1u) {
+            let v20: f32 = g[j19];
+            p[j19] = v20;
+        }
     }
 }

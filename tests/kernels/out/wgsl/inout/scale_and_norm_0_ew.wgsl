@@ -17,12 +17,49 @@ fn scale_and_norm_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.D) {
-        let v2: f32 = x[i1];
-        let i3: u32 = i1 % u.D;
-        let v5: f32 = s[i3];
-        let v6: f32 = v2 * v5;
-        scratch1[i1] = v6;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * u.D) >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let i3: u32 = i2 + 1u;
+        let i4: u32 = i2 + 2u;
+        let i5: u32 = i2 + 3u;
+        let x_26: f32 = x[i2];
+        let x_27: f32 = x[i2 + 1u];
+        let x_28: f32 = x[i2 + 2u];
+        let x_29: f32 = x[i2 + 3u];
+        let v6: f32 = x_26;
+        let i7: u32 = i2 % u.D;
+        let v9: f32 = s[i7];
+        let v10: f32 = v6 * v9;
+        let scratch1_30: f32 = v10;
+        let v11: f32 = x_27;
+        let i12: u32 = i3 % u.D;
+        let v14: f32 = s[i12];
+        let v15: f32 = v11 * v14;
+        let scratch1_31: f32 = v15;
+        let v16: f32 = x_28;
+        let i17: u32 = i4 % u.D;
+        let v19: f32 = s[i17];
+        let v20: f32 = v16 * v19;
+        let scratch1_32: f32 = v20;
+        let v21: f32 = x_29;
+        let i22: u32 = i5 % u.D;
+        let v24: f32 = s[i22];
+        let v25: f32 = v21 * v24;
+        let scratch1_33: f32 = v25;
+        scratch1[i2] = scratch1_30;
+        scratch1[i2 + 1u] = scratch1_31;
+        scratch1[i2 + 2u] = scratch1_32;
+        scratch1[i2 + 3u] = scratch1_33;
+    }
+    if (t1 == ((u.N * u.D) >> 2u)) {
+        let i34: u32 = t1 << 2u;
+        for (var j35: u32 = i34; j35 < u.N * u.D; j35 += 1u) {
+            let v36: f32 = x[j35];
+            let i37: u32 = j35 % u.D;
+            let v39: f32 = s[i37];
+            let v40: f32 = v36 * v39;
+            scratch1[j35] = v40;
+        }
     }
 }

@@ -16,9 +16,31 @@ fn scale_and_norm_3_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.D) {
-        let v2: f32 = scratch1[i1];
-        x[i1] = v2;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * u.D) >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let scratch1_10: f32 = scratch1[i2];
+        let scratch1_11: f32 = scratch1[i2 + 1u];
+        let scratch1_12: f32 = scratch1[i2 + 2u];
+        let scratch1_13: f32 = scratch1[i2 + 3u];
+        let v6: f32 = scratch1_10;
+        let x_14: f32 = v6;
+        let v7: f32 = scratch1_11;
+        let x_15: f32 = v7;
+        let v8: f32 = scratch1_12;
+        let x_16: f32 = v8;
+        let v9: f32 = scratch1_13;
+        let x_17: f32 = v9;
+        x[i2] = x_14;
+        x[i2 + 1u] = x_15;
+        x[i2 + 2u] = x_16;
+        x[i2 + 3u] = x_17;
+    }
+    if (t1 == ((u.N * u.D) >> 2u)) {
+        let i18: u32 = t1 << 2u;
+        for (var j19: u32 = i18; j19 < u.N * u.D; j19 += 1u) {
+            let v20: f32 = scratch1[j19];
+            x[j19] = v20;
+        }
     }
 }

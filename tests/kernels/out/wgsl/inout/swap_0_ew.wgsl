@@ -15,11 +15,49 @@ fn swap_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: f32 = p[i1];
-        let v3: f32 = q[i1];
-        q[i1] = v2;
-        p[i1] = v3;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let p_14: f32 = p[i2];
+        let p_15: f32 = p[i2 + 1u];
+        let p_16: f32 = p[i2 + 2u];
+        let p_17: f32 = p[i2 + 3u];
+        let q_18: f32 = q[i2];
+        let q_19: f32 = q[i2 + 1u];
+        let q_20: f32 = q[i2 + 2u];
+        let q_21: f32 = q[i2 + 3u];
+        let v6: f32 = p_14;
+        let v7: f32 = q_18;
+        let q_22: f32 = v6;
+        let p_23: f32 = v7;
+        let v8: f32 = p_15;
+        let v9: f32 = q_19;
+        let q_24: f32 = v8;
+        let p_25: f32 = v9;
+        let v10: f32 = p_16;
+        let v11: f32 = q_20;
+        let q_26: f32 = v10;
+        let p_27: f32 = v11;
+        let v12: f32 = p_17;
+        let v13: f32 = q_21;
+        let q_28: f32 = v12;
+        let p_29: f32 = v13;
+        p[i2] = p_23;
+        p[i2 + 1u] = p_25;
+        p[i2 + 2u] = p_27;
+        p[i2 + 3u] = p_29;
+        q[i2] = q_22;
+        q[i2 + 1u] = q_24;
+        q[i2 + 2u] = q_26;
+        q[i2 + 3u] = q_28;
+    }
+    if (t1 == (u.N >> 2u)) {
+        let i30: u32 = t1 << 2u;
+        for (var j31: u32 = i30; j31 < u.N; j31 += 1u) {
+            let v32: f32 = p[j31];
+            let v33: f32 = q[j31];
+            q[j31] = v32;
+            p[j31] = v33;
+        }
     }
 }

@@ -15,14 +15,55 @@ fn transpose_add_inplace_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.D * u.D) {
-        let v2: f32 = x[i1];
-        let i3: u32 = i1 % u.D;
-        let i4: u32 = i1 / u.D;
-        let i5: u32 = i3 * u.D + i4;
-        let v6: f32 = x[i5];
-        let v7: f32 = v2 + v6;
-        scratch0[i1] = v7;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < ((u.D * u.D) >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let i3: u32 = i2 + 1u;
+        let i4: u32 = i2 + 2u;
+        let i5: u32 = i2 + 3u;
+        let v6: f32 = x[i2];
+        let i7: u32 = i2 % u.D;
+        let i8: u32 = i2 / u.D;
+        let i9: u32 = i7 * u.D + i8;
+        let v10: f32 = x[i9];
+        let v11: f32 = v6 + v10;
+        let scratch0_30: f32 = v11;
+        let v12: f32 = x[i3];
+        let i13: u32 = i3 % u.D;
+        let i14: u32 = i3 / u.D;
+        let i15: u32 = i13 * u.D + i14;
+        let v16: f32 = x[i15];
+        let v17: f32 = v12 + v16;
+        let scratch0_31: f32 = v17;
+        let v18: f32 = x[i4];
+        let i19: u32 = i4 % u.D;
+        let i20: u32 = i4 / u.D;
+        let i21: u32 = i19 * u.D + i20;
+        let v22: f32 = x[i21];
+        let v23: f32 = v18 + v22;
+        let scratch0_32: f32 = v23;
+        let v24: f32 = x[i5];
+        let i25: u32 = i5 % u.D;
+        let i26: u32 = i5 / u.D;
+        let i27: u32 = i25 * u.D + i26;
+        let v28: f32 = x[i27];
+        let v29: f32 = v24 + v28;
+        let scratch0_33: f32 = v29;
+        scratch0[i2] = scratch0_30;
+        scratch0[i2 + 1u] = scratch0_31;
+        scratch0[i2 + 2u] = scratch0_32;
+        scratch0[i2 + 3u] = scratch0_33;
+    }
+    if (t1 == ((u.D * u.D) >> 2u)) {
+        let i34: u32 = t1 << 2u;
+        for (var j35: u32 = i34; j35 < u.D * u.D; j35 += 1u) {
+            let v36: f32 = x[j35];
+            let i37: u32 = j35 % u.D;
+            let i38: u32 = j35 / u.D;
+            let i39: u32 = i37 * u.D + i38;
+            let v40: f32 = x[i39];
+            let v41: f32 = v36 + v40;
+            scratch0[j35] = v41;
+        }
     }
 }

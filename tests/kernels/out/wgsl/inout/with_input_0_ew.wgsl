@@ -15,9 +15,31 @@ fn with_input_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: f32 = x[i1];
-        out0[i1] = v2;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let x_10: f32 = x[i2];
+        let x_11: f32 = x[i2 + 1u];
+        let x_12: f32 = x[i2 + 2u];
+        let x_13: f32 = x[i2 + 3u];
+        let v6: f32 = x_10;
+        let out0_14: f32 = v6;
+        let v7: f32 = x_11;
+        let out0_15: f32 = v7;
+        let v8: f32 = x_12;
+        let out0_16: f32 = v8;
+        let v9: f32 = x_13;
+        let out0_17: f32 = v9;
+        out0[i2] = out0_14;
+        out0[i2 + 1u] = out0_15;
+        out0[i2 + 2u] = out0_16;
+        out0[i2 + 3u] = out0_17;
+    }
+    if (t1 == (u.N >> 2u)) {
+        let i18: u32 = t1 << 2u;
+        for (var j19: u32 = i18; j19 < u.N; j19 += 1u) {
+            let v20: f32 = x[j19];
+            out0[j19] = v20;
+        }
     }
 }

@@ -15,10 +15,36 @@ fn with_input_1_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: f32 = x[i1];
-        let v3: f32 = v2 * 2.0f;
-        out1[i1] = v3;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let x_14: f32 = x[i2];
+        let x_15: f32 = x[i2 + 1u];
+        let x_16: f32 = x[i2 + 2u];
+        let x_17: f32 = x[i2 + 3u];
+        let v6: f32 = x_14;
+        let v7: f32 = v6 * 2.0f;
+        let out1_18: f32 = v7;
+        let v8: f32 = x_15;
+        let v9: f32 = v8 * 2.0f;
+        let out1_19: f32 = v9;
+        let v10: f32 = x_16;
+        let v11: f32 = v10 * 2.0f;
+        let out1_20: f32 = v11;
+        let v12: f32 = x_17;
+        let v13: f32 = v12 * 2.0f;
+        let out1_21: f32 = v13;
+        out1[i2] = out1_18;
+        out1[i2 + 1u] = out1_19;
+        out1[i2 + 2u] = out1_20;
+        out1[i2 + 3u] = out1_21;
+    }
+    if (t1 == (u.N >> 2u)) {
+        let i22: u32 = t1 << 2u;
+        for (var j23: u32 = i22; j23 < u.N; j23 += 1u) {
+            let v24: f32 = x[j23];
+            let v25: f32 = v24 * 2.0f;
+            out1[j23] = v25;
+        }
     }
 }

@@ -16,14 +16,60 @@ fn bool_logic_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: bool = p[i1] != 0u;
-        let v3: bool = q[i1] != 0u;
-        let v4: bool = !v3;
-        let v5: bool = v2 && v4;
-        let v6: bool = v3 != v2;
-        let v7: bool = v5 || v6;
-        out[i1] = select(0u, 1u, v7);
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let p_30: u32 = p[i2];
+        let p_31: u32 = p[i2 + 1u];
+        let p_32: u32 = p[i2 + 2u];
+        let p_33: u32 = p[i2 + 3u];
+        let q_34: u32 = q[i2];
+        let q_35: u32 = q[i2 + 1u];
+        let q_36: u32 = q[i2 + 2u];
+        let q_37: u32 = q[i2 + 3u];
+        let v6: bool = p_30 != 0u;
+        let v7: bool = q_34 != 0u;
+        let v8: bool = !v7;
+        let v9: bool = v6 && v8;
+        let v10: bool = v7 != v6;
+        let v11: bool = v9 || v10;
+        let out_38: u32 = select(0u, 1u, v11);
+        let v12: bool = p_31 != 0u;
+        let v13: bool = q_35 != 0u;
+        let v14: bool = !v13;
+        let v15: bool = v12 && v14;
+        let v16: bool = v13 != v12;
+        let v17: bool = v15 || v16;
+        let out_39: u32 = select(0u, 1u, v17);
+        let v18: bool = p_32 != 0u;
+        let v19: bool = q_36 != 0u;
+        let v20: bool = !v19;
+        let v21: bool = v18 && v20;
+        let v22: bool = v19 != v18;
+        let v23: bool = v21 || v22;
+        let out_40: u32 = select(0u, 1u, v23);
+        let v24: bool = p_33 != 0u;
+        let v25: bool = q_37 != 0u;
+        let v26: bool = !v25;
+        let v27: bool = v24 && v26;
+        let v28: bool = v25 != v24;
+        let v29: bool = v27 || v28;
+        let out_41: u32 = select(0u, 1u, v29);
+        out[i2] = out_38;
+        out[i2 + 1u] = out_39;
+        out[i2 + 2u] = out_40;
+        out[i2 + 3u] = out_41;
+    }
+    if (t1 == (u.N >> 2u)) {
+        let i42: u32 = t1 << 2u;
+        for (var j43: u32 = i42; j43 < u.N; j43 += 1u) {
+            let v44: bool = p[j43] != 0u;
+            let v45: bool = q[j43] != 0u;
+            let v46: bool = !v45;
+            let v47: bool = v44 && v46;
+            let v48: bool = v45 != v44;
+            let v49: bool = v47 || v48;
+            out[j43] = select(0u, 1u, v49);
+        }
     }
 }

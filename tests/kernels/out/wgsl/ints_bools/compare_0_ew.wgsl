@@ -16,15 +16,65 @@ fn compare_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: i32 = a[i1];
-        let v3: bool = v2 > 0i;
-        let v4: f32 = x[i1];
-        let v5: bool = !((bitcast<u32>(v4) & 0x7fffffffu) > 0x7f800000u) && (v4 <= 0.5f);
-        let v6: bool = v3 && v5;
-        let v7: bool = v2 == -3i;
-        let v8: bool = v6 || v7;
-        out[i1] = select(0u, 1u, v8);
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let a_34: i32 = a[i2];
+        let a_35: i32 = a[i2 + 1u];
+        let a_36: i32 = a[i2 + 2u];
+        let a_37: i32 = a[i2 + 3u];
+        let x_38: f32 = x[i2];
+        let x_39: f32 = x[i2 + 1u];
+        let x_40: f32 = x[i2 + 2u];
+        let x_41: f32 = x[i2 + 3u];
+        let v6: i32 = a_34;
+        let v7: bool = v6 > 0i;
+        let v8: f32 = x_38;
+        let v9: bool = !((bitcast<u32>(v8) & 0x7fffffffu) > 0x7f800000u) && (v8 <= 0.5f);
+        let v10: bool = v7 && v9;
+        let v11: bool = v6 == -3i;
+        let v12: bool = v10 || v11;
+        let out_42: u32 = select(0u, 1u, v12);
+        let v13: i32 = a_35;
+        let v14: bool = v13 > 0i;
+        let v15: f32 = x_39;
+        let v16: bool = !((bitcast<u32>(v15) & 0x7fffffffu) > 0x7f800000u) && (v15 <= 0.5f);
+        let v17: bool = v14 && v16;
+        let v18: bool = v13 == -3i;
+        let v19: bool = v17 || v18;
+        let out_43: u32 = select(0u, 1u, v19);
+        let v20: i32 = a_36;
+        let v21: bool = v20 > 0i;
+        let v22: f32 = x_40;
+        let v23: bool = !((bitcast<u32>(v22) & 0x7fffffffu) > 0x7f800000u) && (v22 <= 0.5f);
+        let v24: bool = v21 && v23;
+        let v25: bool = v20 == -3i;
+        let v26: bool = v24 || v25;
+        let out_44: u32 = select(0u, 1u, v26);
+        let v27: i32 = a_37;
+        let v28: bool = v27 > 0i;
+        let v29: f32 = x_41;
+        let v30: bool = !((bitcast<u32>(v29) & 0x7fffffffu) > 0x7f800000u) && (v29 <= 0.5f);
+        let v31: bool = v28 && v30;
+        let v32: bool = v27 == -3i;
+        let v33: bool = v31 || v32;
+        let out_45: u32 = select(0u, 1u, v33);
+        out[i2] = out_42;
+        out[i2 + 1u] = out_43;
+        out[i2 + 2u] = out_44;
+        out[i2 + 3u] = out_45;
+    }
+    if (t1 == (u.N >> 2u)) {
+        let i46: u32 = t1 << 2u;
+        for (var j47: u32 = i46; j47 < u.N; j47 += 1u) {
+            let v48: i32 = a[j47];
+            let v49: bool = v48 > 0i;
+            let v50: f32 = x[j47];
+            let v51: bool = !((bitcast<u32>(v50) & 0x7fffffffu) > 0x7f800000u) && (v50 <= 0.5f);
+            let v52: bool = v49 && v51;
+            let v53: bool = v48 == -3i;
+            let v54: bool = v52 || v53;
+            out[j47] = select(0u, 1u, v54);
+        }
     }
 }

@@ -53,12 +53,50 @@ fn int_pow_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: i32 = a[i1];
-        let v3: i32 = b[i1];
-        let v4: i32 = mimir_mod_i32(v3, 5i);
-        let v5: i32 = mimir_pow_i32(v2, v4);
-        out[i1] = v5;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let a_22: i32 = a[i2];
+        let a_23: i32 = a[i2 + 1u];
+        let a_24: i32 = a[i2 + 2u];
+        let a_25: i32 = a[i2 + 3u];
+        let b_26: i32 = b[i2];
+        let b_27: i32 = b[i2 + 1u];
+        let b_28: i32 = b[i2 + 2u];
+        let b_29: i32 = b[i2 + 3u];
+        let v6: i32 = a_22;
+        let v7: i32 = b_26;
+        let v8: i32 = mimir_mod_i32(v7, 5i);
+        let v9: i32 = mimir_pow_i32(v6, v8);
+        let out_30: i32 = v9;
+        let v10: i32 = a_23;
+        let v11: i32 = b_27;
+        let v12: i32 = mimir_mod_i32(v11, 5i);
+        let v13: i32 = mimir_pow_i32(v10, v12);
+        let out_31: i32 = v13;
+        let v14: i32 = a_24;
+        let v15: i32 = b_28;
+        let v16: i32 = mimir_mod_i32(v15, 5i);
+        let v17: i32 = mimir_pow_i32(v14, v16);
+        let out_32: i32 = v17;
+        let v18: i32 = a_25;
+        let v19: i32 = b_29;
+        let v20: i32 = mimir_mod_i32(v19, 5i);
+        let v21: i32 = mimir_pow_i32(v18, v20);
+        let out_33: i32 = v21;
+        out[i2] = out_30;
+        out[i2 + 1u] = out_31;
+        out[i2 + 2u] = out_32;
+        out[i2 + 3u] = out_33;
+    }
+    if (t1 == (u.N >> 2u)) {
+        let i34: u32 = t1 << 2u;
+        for (var j35: u32 = i34; j35 < u.N; j35 += 1u) {
+            let v36: i32 = a[j35];
+            let v37: i32 = b[j35];
+            let v38: i32 = mimir_mod_i32(v37, 5i);
+            let v39: i32 = mimir_pow_i32(v36, v38);
+            out[j35] = v39;
+        }
     }
 }

@@ -34,16 +34,70 @@ fn mixed_int_float_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: i32 = a[i1];
-        let v3: f32 = x[i1];
-        let v5: f32 = f32(v2) / 4.0f;
-        let v6: f32 = fma(f32(v2), v3, v5);
-        let v7: f32 = floor(v3 / 0.25f);
-        let v8: f32 = v6 + v7;
-        let v9: f32 = mimir_mod_f32(v3, 0.3f);
-        let v10: f32 = v8 + v9;
-        out[i1] = v10;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let a_42: i32 = a[i2];
+        let a_43: i32 = a[i2 + 1u];
+        let a_44: i32 = a[i2 + 2u];
+        let a_45: i32 = a[i2 + 3u];
+        let x_46: f32 = x[i2];
+        let x_47: f32 = x[i2 + 1u];
+        let x_48: f32 = x[i2 + 2u];
+        let x_49: f32 = x[i2 + 3u];
+        let v6: i32 = a_42;
+        let v7: f32 = x_46;
+        let v9: f32 = f32(v6) / 4.0f;
+        let v10: f32 = fma(f32(v6), v7, v9);
+        let v11: f32 = floor(v7 / 0.25f);
+        let v12: f32 = v10 + v11;
+        let v13: f32 = mimir_mod_f32(v7, 0.3f);
+        let v14: f32 = v12 + v13;
+        let out_50: f32 = v14;
+        let v15: i32 = a_43;
+        let v16: f32 = x_47;
+        let v18: f32 = f32(v15) / 4.0f;
+        let v19: f32 = fma(f32(v15), v16, v18);
+        let v20: f32 = floor(v16 / 0.25f);
+        let v21: f32 = v19 + v20;
+        let v22: f32 = mimir_mod_f32(v16, 0.3f);
+        let v23: f32 = v21 + v22;
+        let out_51: f32 = v23;
+        let v24: i32 = a_44;
+        let v25: f32 = x_48;
+        let v27: f32 = f32(v24) / 4.0f;
+        let v28: f32 = fma(f32(v24), v25, v27);
+        let v29: f32 = floor(v25 / 0.25f);
+        let v30: f32 = v28 + v29;
+        let v31: f32 = mimir_mod_f32(v25, 0.3f);
+        let v32: f32 = v30 + v31;
+        let out_52: f32 = v32;
+        let v33: i32 = a_45;
+        let v34: f32 = x_49;
+        let v36: f32 = f32(v33) / 4.0f;
+        let v37: f32 = fma(f32(v33), v34, v36);
+        let v38: f32 = floor(v34 / 0.25f);
+        let v39: f32 = v37 + v38;
+        let v40: f32 = mimir_mod_f32(v34, 0.3f);
+        let v41: f32 = v39 + v40;
+        let out_53: f32 = v41;
+        out[i2] = out_50;
+        out[i2 + 1u] = out_51;
+        out[i2 + 2u] = out_52;
+        out[i2 + 3u] = out_53;
+    }
+    if (t1 == (u.N >> 2u)) {
+        let i54: u32 = t1 << 2u;
+        for (var j55: u32 = i54; j55 < u.N; j55 += 1u) {
+            let v56: i32 = a[j55];
+            let v57: f32 = x[j55];
+            let v59: f32 = f32(v56) / 4.0f;
+            let v60: f32 = fma(f32(v56), v57, v59);
+            let v61: f32 = floor(v57 / 0.25f);
+            let v62: f32 = v60 + v61;
+            let v63: f32 = mimir_mod_f32(v57, 0.3f);
+            let v64: f32 = v62 + v63;
+            out[j55] = v64;
+        }
     }
 }

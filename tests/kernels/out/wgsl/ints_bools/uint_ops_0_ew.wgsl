@@ -30,15 +30,65 @@ fn uint_ops_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: u32 = a[i1];
-        let v3: u32 = b[i1];
-        let v4: u32 = v3 + 1u;
-        let v5: u32 = mimir_floordiv_u32(v2, v4);
-        let v6: u32 = mimir_mod_u32(v2, 3u);
-        let v7: u32 = v5 + v6;
-        let v8: u32 = v7 - 1u;
-        out[i1] = v8;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let a_34: u32 = a[i2];
+        let a_35: u32 = a[i2 + 1u];
+        let a_36: u32 = a[i2 + 2u];
+        let a_37: u32 = a[i2 + 3u];
+        let b_38: u32 = b[i2];
+        let b_39: u32 = b[i2 + 1u];
+        let b_40: u32 = b[i2 + 2u];
+        let b_41: u32 = b[i2 + 3u];
+        let v6: u32 = a_34;
+        let v7: u32 = b_38;
+        let v8: u32 = v7 + 1u;
+        let v9: u32 = mimir_floordiv_u32(v6, v8);
+        let v10: u32 = mimir_mod_u32(v6, 3u);
+        let v11: u32 = v9 + v10;
+        let v12: u32 = v11 - 1u;
+        let out_42: u32 = v12;
+        let v13: u32 = a_35;
+        let v14: u32 = b_39;
+        let v15: u32 = v14 + 1u;
+        let v16: u32 = mimir_floordiv_u32(v13, v15);
+        let v17: u32 = mimir_mod_u32(v13, 3u);
+        let v18: u32 = v16 + v17;
+        let v19: u32 = v18 - 1u;
+        let out_43: u32 = v19;
+        let v20: u32 = a_36;
+        let v21: u32 = b_40;
+        let v22: u32 = v21 + 1u;
+        let v23: u32 = mimir_floordiv_u32(v20, v22);
+        let v24: u32 = mimir_mod_u32(v20, 3u);
+        let v25: u32 = v23 + v24;
+        let v26: u32 = v25 - 1u;
+        let out_44: u32 = v26;
+        let v27: u32 = a_37;
+        let v28: u32 = b_41;
+        let v29: u32 = v28 + 1u;
+        let v30: u32 = mimir_floordiv_u32(v27, v29);
+        let v31: u32 = mimir_mod_u32(v27, 3u);
+        let v32: u32 = v30 + v31;
+        let v33: u32 = v32 - 1u;
+        let out_45: u32 = v33;
+        out[i2] = out_42;
+        out[i2 + 1u] = out_43;
+        out[i2 + 2u] = out_44;
+        out[i2 + 3u] = out_45;
+    }
+    if (t1 == (u.N >> 2u)) {
+        let i46: u32 = t1 << 2u;
+        for (var j47: u32 = i46; j47 < u.N; j47 += 1u) {
+            let v48: u32 = a[j47];
+            let v49: u32 = b[j47];
+            let v50: u32 = v49 + 1u;
+            let v51: u32 = mimir_floordiv_u32(v48, v50);
+            let v52: u32 = mimir_mod_u32(v48, 3u);
+            let v53: u32 = v51 + v52;
+            let v54: u32 = v53 - 1u;
+            out[j47] = v54;
+        }
     }
 }

@@ -17,13 +17,50 @@ fn outer_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.M) {
-        let i2: u32 = i1 % u.M;
-        let i3: u32 = i1 / u.M;
-        let v4: f32 = a[i3];
-        let v5: f32 = b[i2];
-        let v6: f32 = v4 * v5;
-        out[i1] = v6;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * u.M) >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let i3: u32 = i2 + 1u;
+        let i4: u32 = i2 + 2u;
+        let i5: u32 = i2 + 3u;
+        let i6: u32 = i2 % u.M;
+        let i7: u32 = i2 / u.M;
+        let v8: f32 = a[i7];
+        let v9: f32 = b[i6];
+        let v10: f32 = v8 * v9;
+        let out_26: f32 = v10;
+        let i11: u32 = i3 % u.M;
+        let i12: u32 = i3 / u.M;
+        let v13: f32 = a[i12];
+        let v14: f32 = b[i11];
+        let v15: f32 = v13 * v14;
+        let out_27: f32 = v15;
+        let i16: u32 = i4 % u.M;
+        let i17: u32 = i4 / u.M;
+        let v18: f32 = a[i17];
+        let v19: f32 = b[i16];
+        let v20: f32 = v18 * v19;
+        let out_28: f32 = v20;
+        let i21: u32 = i5 % u.M;
+        let i22: u32 = i5 / u.M;
+        let v23: f32 = a[i22];
+        let v24: f32 = b[i21];
+        let v25: f32 = v23 * v24;
+        let out_29: f32 = v25;
+        out[i2] = out_26;
+        out[i2 + 1u] = out_27;
+        out[i2 + 2u] = out_28;
+        out[i2 + 3u] = out_29;
+    }
+    if (t1 == ((u.N * u.M) >> 2u)) {
+        let i30: u32 = t1 << 2u;
+        for (var j31: u32 = i30; j31 < u.N * u.M; j31 += 1u) {
+            let i32_: u32 = j31 % u.M;
+            let i33: u32 = j31 / u.M;
+            let v34: f32 = a[i33];
+            let v35: f32 = b[i32_];
+            let v36: f32 = v34 * v35;
+            out[j31] = v36;
+        }
     }
 }

@@ -15,15 +15,60 @@ fn permute3_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < 10u * u.N) {
-        let i2: u32 = i1 % u.N;
-        let i3: u32 = i1 / u.N;
-        let i4: u32 = i3 & 1u;
-        let i5: u32 = i3 >> 1u;
-        let i6: u32 = (i4 * u.N + i2) * 5u + i5;
-        let v7: f32 = x[i6];
-        let v8: f32 = v7 * 2.0f;
-        out[i1] = v8;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < ((10u * u.N) >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let i3: u32 = i2 + 1u;
+        let i4: u32 = i2 + 2u;
+        let i5: u32 = i2 + 3u;
+        let i6: u32 = i2 % u.N;
+        let i7: u32 = i2 / u.N;
+        let i8: u32 = i7 & 1u;
+        let i9: u32 = i7 >> 1u;
+        let i10: u32 = (i8 * u.N + i6) * 5u + i9;
+        let v11: f32 = x[i10];
+        let v12: f32 = v11 * 2.0f;
+        let out_34: f32 = v12;
+        let i13: u32 = i3 % u.N;
+        let i14: u32 = i3 / u.N;
+        let i15: u32 = i14 & 1u;
+        let i16: u32 = i14 >> 1u;
+        let i17: u32 = (i15 * u.N + i13) * 5u + i16;
+        let v18: f32 = x[i17];
+        let v19: f32 = v18 * 2.0f;
+        let out_35: f32 = v19;
+        let i20: u32 = i4 % u.N;
+        let i21: u32 = i4 / u.N;
+        let i22: u32 = i21 & 1u;
+        let i23: u32 = i21 >> 1u;
+        let i24: u32 = (i22 * u.N + i20) * 5u + i23;
+        let v25: f32 = x[i24];
+        let v26: f32 = v25 * 2.0f;
+        let out_36: f32 = v26;
+        let i27: u32 = i5 % u.N;
+        let i28: u32 = i5 / u.N;
+        let i29: u32 = i28 & 1u;
+        let i30: u32 = i28 >> 1u;
+        let i31: u32 = (i29 * u.N + i27) * 5u + i30;
+        let v32: f32 = x[i31];
+        let v33: f32 = v32 * 2.0f;
+        let out_37: f32 = v33;
+        out[i2] = out_34;
+        out[i2 + 1u] = out_35;
+        out[i2 + 2u] = out_36;
+        out[i2 + 3u] = out_37;
+    }
+    if (t1 == ((10u * u.N) >> 2u)) {
+        let i38: u32 = t1 << 2u;
+        for (var j39: u32 = i38; j39 < 10u * u.N; j39 += 1u) {
+            let i40: u32 = j39 % u.N;
+            let i41: u32 = j39 / u.N;
+            let i42: u32 = i41 & 1u;
+            let i43: u32 = i41 >> 1u;
+            let i44: u32 = (i42 * u.N + i40) * 5u + i43;
+            let v45: f32 = x[i44];
+            let v46: f32 = v45 * 2.0f;
+            out[j39] = v46;
+        }
     }
 }

@@ -15,10 +15,36 @@ fn reshape_flat_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * 2u * 3u) {
-        let v2: f32 = x[i1];
-        let v3: f32 = exp(v2);
-        out[i1] = v3;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * 2u * 3u) >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let x_14: f32 = x[i2];
+        let x_15: f32 = x[i2 + 1u];
+        let x_16: f32 = x[i2 + 2u];
+        let x_17: f32 = x[i2 + 3u];
+        let v6: f32 = x_14;
+        let v7: f32 = exp(v6);
+        let out_18: f32 = v7;
+        let v8: f32 = x_15;
+        let v9: f32 = exp(v8);
+        let out_19: f32 = v9;
+        let v10: f32 = x_16;
+        let v11: f32 = exp(v10);
+        let out_20: f32 = v11;
+        let v12: f32 = x_17;
+        let v13: f32 = exp(v12);
+        let out_21: f32 = v13;
+        out[i2] = out_18;
+        out[i2 + 1u] = out_19;
+        out[i2 + 2u] = out_20;
+        out[i2 + 3u] = out_21;
+    }
+    if (t1 == ((u.N * 2u * 3u) >> 2u)) {
+        let i22: u32 = t1 << 2u;
+        for (var j23: u32 = i22; j23 < u.N * 2u * 3u; j23 += 1u) {
+            let v24: f32 = x[j23];
+            let v25: f32 = exp(v24);
+            out[j23] = v25;
+        }
     }
 }

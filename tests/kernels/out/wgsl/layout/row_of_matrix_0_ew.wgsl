@@ -16,12 +16,45 @@ fn row_of_matrix_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.M) {
-        let v2: f32 = x[i1];
-        let i3: u32 = (u.N - 1u) * u.M + i1;
-        let v4: f32 = x[i3];
-        let v5: f32 = v2 + v4;
-        out[i1] = v5;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < (u.M >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let i3: u32 = i2 + 1u;
+        let i4: u32 = i2 + 2u;
+        let i5: u32 = i2 + 3u;
+        let v6: f32 = x[i2];
+        let i7: u32 = (u.N - 1u) * u.M + i2;
+        let v8: f32 = x[i7];
+        let v9: f32 = v6 + v8;
+        let out_22: f32 = v9;
+        let v10: f32 = x[i3];
+        let i11: u32 = (u.N - 1u) * u.M + i3;
+        let v12: f32 = x[i11];
+        let v13: f32 = v10 + v12;
+        let out_23: f32 = v13;
+        let v14: f32 = x[i4];
+        let i15: u32 = (u.N - 1u) * u.M + i4;
+        let v16: f32 = x[i15];
+        let v17: f32 = v14 + v16;
+        let out_24: f32 = v17;
+        let v18: f32 = x[i5];
+        let i19: u32 = (u.N - 1u) * u.M + i5;
+        let v20: f32 = x[i19];
+        let v21: f32 = v18 + v20;
+        let out_25: f32 = v21;
+        out[i2] = out_22;
+        out[i2 + 1u] = out_23;
+        out[i2 + 2u] = out_24;
+        out[i2 + 3u] = out_25;
+    }
+    if (t1 == (u.M >> 2u)) {
+        let i26: u32 = t1 << 2u;
+        for (var j27: u32 = i26; j27 < u.M; j27 += 1u) {
+            let v28: f32 = x[j27];
+            let i29: u32 = (u.N - 1u) * u.M + j27;
+            let v30: f32 = x[i29];
+            let v31: f32 = v28 + v30;
+            out[j27] = v31;
+        }
     }
 }

@@ -5,7 +5,7 @@ struct Uniforms {
 }
 
 @group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
 
 @compute @workgroup_size(256, 1, 1)
@@ -15,15 +15,44 @@ fn slice_rows_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * 4u) {
-        let i2: u32 = i1 & 3u;
-        let i3: u32 = i1 >> 2u;
-        let i4: u32 = i3 * 8u + (i2 + 2u);
-        let v5: f32 = x[i4];
-        let i6: u32 = i3 * 8u + (i2 + 4u);
-        let v7: f32 = x[i6];
-        let v8: f32 = v5 - v7;
-        out[i1] = v8;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * 4u) >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let i3: u32 = i2 + 1u;
+        let i4: u32 = i2 + 2u;
+        let i5: u32 = i2 + 3u;
+        let i6: u32 = i2 & 3u;
+        let i7: u32 = i2 >> 2u;
+        let i8: u32 = i7 * 8u + (i6 + 2u);
+        let v9: f32 = x[i8];
+        let i10: u32 = i7 * 8u + (i6 + 4u);
+        let v11: f32 = x[i10];
+        let v12: f32 = v9 - v11;
+        let out_34: f32 = v12;
+        let i13: u32 = i3 & 3u;
+        let i14: u32 = i3 >> 2u;
+        let i15: u32 = i14 * 8u + (i13 + 2u);
+        let v16: f32 = x[i15];
+        let i17: u32 = i14 * 8u + (i13 + 4u);
+        let v18: f32 = x[i17];
+        let v19: f32 = v16 - v18;
+        let out_35: f32 = v19;
+        let i20: u32 = i4 & 3u;
+        let i21: u32 = i4 >> 2u;
+        let i22: u32 = i21 * 8u + (i20 + 2u);
+        let v23: f32 = x[i22];
+        let i24: u32 = i21 * 8u + (i20 + 4u);
+        let v25: f32 = x[i24];
+        let v26: f32 = v23 - v25;
+        let out_36: f32 = v26;
+        let i27: u32 = i5 & 3u;
+        let i28: u32 = i5 >> 2u;
+        let i29: u32 = i28 * 8u + (i27 + 2u);
+        let v30: f32 = x[i29];
+        let i31: u32 = i28 * 8u + (i27 + 4u);
+        let v32: f32 = x[i31];
+        let v33: f32 = v30 - v32;
+        let out_37: f32 = v33;
+        out[i2 >> 2u] = vec4<f32>(out_34, out_35, out_36, out_37);
     }
 }

@@ -16,16 +16,69 @@ fn slice_symbolic_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * 3u) {
-        let i2: u32 = i1 % 3u;
-        let i3: u32 = i1 / 3u;
-        let i4: u32 = (i3 + 1u) * 3u + i2;
-        let v5: f32 = x[i4];
-        let i6: u32 = (i3 + 2u) * 3u;
-        let v7: f32 = x[i6];
-        let v8: f32 = y[i1];
-        let v10: f32 = fma(v7, v8, v5);
-        out[i1] = v10;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * 3u) >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let i3: u32 = i2 + 1u;
+        let i4: u32 = i2 + 2u;
+        let i5: u32 = i2 + 3u;
+        let y_42: f32 = y[i2];
+        let y_43: f32 = y[i2 + 1u];
+        let y_44: f32 = y[i2 + 2u];
+        let y_45: f32 = y[i2 + 3u];
+        let i6: u32 = i2 % 3u;
+        let i7: u32 = i2 / 3u;
+        let i8: u32 = (i7 + 1u) * 3u + i6;
+        let v9: f32 = x[i8];
+        let i10: u32 = (i7 + 2u) * 3u;
+        let v11: f32 = x[i10];
+        let v12: f32 = y_42;
+        let v14: f32 = fma(v11, v12, v9);
+        let out_46: f32 = v14;
+        let i15: u32 = i3 % 3u;
+        let i16: u32 = i3 / 3u;
+        let i17: u32 = (i16 + 1u) * 3u + i15;
+        let v18: f32 = x[i17];
+        let i19: u32 = (i16 + 2u) * 3u;
+        let v20: f32 = x[i19];
+        let v21: f32 = y_43;
+        let v23: f32 = fma(v20, v21, v18);
+        let out_47: f32 = v23;
+        let i24: u32 = i4 % 3u;
+        let i25: u32 = i4 / 3u;
+        let i26: u32 = (i25 + 1u) * 3u + i24;
+        let v27: f32 = x[i26];
+        let i28: u32 = (i25 + 2u) * 3u;
+        let v29: f32 = x[i28];
+        let v30: f32 = y_44;
+        let v32: f32 = fma(v29, v30, v27);
+        let out_48: f32 = v32;
+        let i33: u32 = i5 % 3u;
+        let i34: u32 = i5 / 3u;
+        let i35: u32 = (i34 + 1u) * 3u + i33;
+        let v36: f32 = x[i35];
+        let i37: u32 = (i34 + 2u) * 3u;
+        let v38: f32 = x[i37];
+        let v39: f32 = y_45;
+        let v41: f32 = fma(v38, v39, v36);
+        let out_49: f32 = v41;
+        out[i2] = out_46;
+        out[i2 + 1u] = out_47;
+        out[i2 + 2u] = out_48;
+        out[i2 + 3u] = out_49;
+    }
+    if (t1 == ((u.N * 3u) >> 2u)) {
+        let i50: u32 = t1 << 2u;
+        for (var j51: u32 = i50; j51 < u.N * 3u; j51 += 1u) {
+            let i52: u32 = j51 % 3u;
+            let i53: u32 = j51 / 3u;
+            let i54: u32 = (i53 + 1u) * 3u + i52;
+            let v55: f32 = x[i54];
+            let i56: u32 = (i53 + 2u) * 3u;
+            let v57: f32 = x[i56];
+            let v58: f32 = y[j51];
+            let v60: f32 = fma(v57, v58, v55);
+            out[j51] = v60;
+        }
     }
 }

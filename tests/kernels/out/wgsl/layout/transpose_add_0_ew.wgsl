@@ -17,14 +17,59 @@ fn transpose_add_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.M * u.N) {
-        let i2: u32 = i1 % u.N;
-        let i3: u32 = i1 / u.N;
-        let i4: u32 = i2 * u.M + i3;
-        let v5: f32 = x[i4];
-        let v6: f32 = y[i1];
-        let v7: f32 = v5 + v6;
-        out[i1] = v7;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < ((u.M * u.N) >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let i3: u32 = i2 + 1u;
+        let i4: u32 = i2 + 2u;
+        let i5: u32 = i2 + 3u;
+        let y_30: f32 = y[i2];
+        let y_31: f32 = y[i2 + 1u];
+        let y_32: f32 = y[i2 + 2u];
+        let y_33: f32 = y[i2 + 3u];
+        let i6: u32 = i2 % u.N;
+        let i7: u32 = i2 / u.N;
+        let i8: u32 = i6 * u.M + i7;
+        let v9: f32 = x[i8];
+        let v10: f32 = y_30;
+        let v11: f32 = v9 + v10;
+        let out_34: f32 = v11;
+        let i12: u32 = i3 % u.N;
+        let i13: u32 = i3 / u.N;
+        let i14: u32 = i12 * u.M + i13;
+        let v15: f32 = x[i14];
+        let v16: f32 = y_31;
+        let v17: f32 = v15 + v16;
+        let out_35: f32 = v17;
+        let i18: u32 = i4 % u.N;
+        let i19: u32 = i4 / u.N;
+        let i20: u32 = i18 * u.M + i19;
+        let v21: f32 = x[i20];
+        let v22: f32 = y_32;
+        let v23: f32 = v21 + v22;
+        let out_36: f32 = v23;
+        let i24: u32 = i5 % u.N;
+        let i25: u32 = i5 / u.N;
+        let i26: u32 = i24 * u.M + i25;
+        let v27: f32 = x[i26];
+        let v28: f32 = y_33;
+        let v29: f32 = v27 + v28;
+        let out_37: f32 = v29;
+        out[i2] = out_34;
+        out[i2 + 1u] = out_35;
+        out[i2 + 2u] = out_36;
+        out[i2 + 3u] = out_37;
+    }
+    if (t1 == ((u.M * u.N) >> 2u)) {
+        let i38: u32 = t1 << 2u;
+        for (var j39: u32 = i38; j39 < u.M * u.N; j39 += 1u) {
+            let i40: u32 = j39 % u.N;
+            let i41: u32 = j39 / u.N;
+            let i42: u32 = i40 * u.M + i41;
+            let v43: f32 = x[i42];
+            let v44: f32 = y[j39];
+            let v45: f32 = v43 + v44;
+            out[j39] = v45;
+        }
     }
 }

@@ -15,23 +15,100 @@ fn nested_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let i2: u32 = i1 * 4u;
-        let v3: f32 = x[i2];
-        let v5: f32 = v3 * v3;
-        let v6: f32 = fma(v3, 0.0f, v5);
-        let i7: u32 = i1 * 4u + 2u;
-        let v8: f32 = x[i7];
-        let v10: f32 = fma(v3, v8, v6);
-        let i11: u32 = i1 * 4u + 1u;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let i3: u32 = i2 + 1u;
+        let i4: u32 = i2 + 2u;
+        let i5: u32 = i2 + 3u;
+        let i6: u32 = i2 * 4u;
+        let v7: f32 = x[i6];
+        let v9: f32 = v7 * v7;
+        let v10: f32 = fma(v7, 0.0f, v9);
+        let i11: u32 = i2 * 4u + 2u;
         let v12: f32 = x[i11];
-        let v14: f32 = fma(v12, v12, v10);
-        let i15: u32 = i1 * 4u + 3u;
+        let v14: f32 = fma(v7, v12, v10);
+        let i15: u32 = i2 * 4u + 1u;
         let v16: f32 = x[i15];
-        let v18: f32 = fma(v12, v16, v14);
-        let v20: f32 = fma(v8, v8, v18);
-        let v22: f32 = fma(v16, v16, v20);
-        out[i1] = v22;
+        let v18: f32 = fma(v16, v16, v14);
+        let i19: u32 = i2 * 4u + 3u;
+        let v20: f32 = x[i19];
+        let v22: f32 = fma(v16, v20, v18);
+        let v24: f32 = fma(v12, v12, v22);
+        let v26: f32 = fma(v20, v20, v24);
+        let out_90: f32 = v26;
+        let i27: u32 = i3 * 4u;
+        let v28: f32 = x[i27];
+        let v30: f32 = v28 * v28;
+        let v31: f32 = fma(v28, 0.0f, v30);
+        let i32_: u32 = i3 * 4u + 2u;
+        let v33: f32 = x[i32_];
+        let v35: f32 = fma(v28, v33, v31);
+        let i36: u32 = i3 * 4u + 1u;
+        let v37: f32 = x[i36];
+        let v39: f32 = fma(v37, v37, v35);
+        let i40: u32 = i3 * 4u + 3u;
+        let v41: f32 = x[i40];
+        let v43: f32 = fma(v37, v41, v39);
+        let v45: f32 = fma(v33, v33, v43);
+        let v47: f32 = fma(v41, v41, v45);
+        let out_91: f32 = v47;
+        let i48: u32 = i4 * 4u;
+        let v49: f32 = x[i48];
+        let v51: f32 = v49 * v49;
+        let v52: f32 = fma(v49, 0.0f, v51);
+        let i53: u32 = i4 * 4u + 2u;
+        let v54: f32 = x[i53];
+        let v56: f32 = fma(v49, v54, v52);
+        let i57: u32 = i4 * 4u + 1u;
+        let v58: f32 = x[i57];
+        let v60: f32 = fma(v58, v58, v56);
+        let i61: u32 = i4 * 4u + 3u;
+        let v62: f32 = x[i61];
+        let v64: f32 = fma(v58, v62, v60);
+        let v66: f32 = fma(v54, v54, v64);
+        let v68: f32 = fma(v62, v62, v66);
+        let out_92: f32 = v68;
+        let i69: u32 = i5 * 4u;
+        let v70: f32 = x[i69];
+        let v72: f32 = v70 * v70;
+        let v73: f32 = fma(v70, 0.0f, v72);
+        let i74: u32 = i5 * 4u + 2u;
+        let v75: f32 = x[i74];
+        let v77: f32 = fma(v70, v75, v73);
+        let i78: u32 = i5 * 4u + 1u;
+        let v79: f32 = x[i78];
+        let v81: f32 = fma(v79, v79, v77);
+        let i82: u32 = i5 * 4u + 3u;
+        let v83: f32 = x[i82];
+        let v85: f32 = fma(v79, v83, v81);
+        let v87: f32 = fma(v75, v75, v85);
+        let v89: f32 = fma(v83, v83, v87);
+        let out_93: f32 = v89;
+        out[i2] = out_90;
+        out[i2 + 1u] = out_91;
+        out[i2 + 2u] = out_92;
+        out[i2 + 3u] = out_93;
+    }
+    if (t1 == (u.N >> 2u)) {
+        let i94: u32 = t1 << 2u;
+        for (var j95: u32 = i94; j95 < u.N; j95 += 1u) {
+            let i96: u32 = j95 * 4u;
+            let v97: f32 = x[i96];
+            let v99: f32 = v97 * v97;
+            let v100: f32 = fma(v97, 0.0f, v99);
+            let i101: u32 = j95 * 4u + 2u;
+            let v102: f32 = x[i101];
+            let v104: f32 = fma(v97, v102, v100);
+            let i105: u32 = j95 * 4u + 1u;
+            let v106: f32 = x[i105];
+            let v108: f32 = fma(v106, v106, v104);
+            let i109: u32 = j95 * 4u + 3u;
+            let v110: f32 = x[i109];
+            let v112: f32 = fma(v106, v110, v108);
+            let v114: f32 = fma(v102, v102, v112);
+            let v116: f32 = fma(v110, v110, v114);
+            out[j95] = v116;
+        }
     }
 }

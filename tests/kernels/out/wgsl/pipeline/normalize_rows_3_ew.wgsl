@@ -17,14 +17,56 @@ fn normalize_rows_3_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * 9u) {
-        let v2: f32 = x[i1];
-        let i4: u32 = i1 / 9u;
-        let v5: f32 = scratch0[i4];
-        let v6: f32 = v2 / v5;
-        let v7: f32 = scratch1[0u];
-        let v8: f32 = v6 - v7;
-        out[i1] = v8;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * 9u) >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let i3: u32 = i2 + 1u;
+        let i4: u32 = i2 + 2u;
+        let i5: u32 = i2 + 3u;
+        let x_31: f32 = x[i2];
+        let x_32: f32 = x[i2 + 1u];
+        let x_33: f32 = x[i2 + 2u];
+        let x_34: f32 = x[i2 + 3u];
+        let v6: f32 = x_31;
+        let i8: u32 = i2 / 9u;
+        let v9: f32 = scratch0[i8];
+        let v10: f32 = v6 / v9;
+        let v11: f32 = scratch1[0u];
+        let v12: f32 = v10 - v11;
+        let out_35: f32 = v12;
+        let v13: f32 = x_32;
+        let i15: u32 = i3 / 9u;
+        let v16: f32 = scratch0[i15];
+        let v17: f32 = v13 / v16;
+        let v18: f32 = v17 - v11;
+        let out_36: f32 = v18;
+        let v19: f32 = x_33;
+        let i21: u32 = i4 / 9u;
+        let v22: f32 = scratch0[i21];
+        let v23: f32 = v19 / v22;
+        let v24: f32 = v23 - v11;
+        let out_37: f32 = v24;
+        let v25: f32 = x_34;
+        let i27: u32 = i5 / 9u;
+        let v28: f32 = scratch0[i27];
+        let v29: f32 = v25 / v28;
+        let v30: f32 = v29 - v11;
+        let out_38: f32 = v30;
+        out[i2] = out_35;
+        out[i2 + 1u] = out_36;
+        out[i2 + 2u] = out_37;
+        out[i2 + 3u] = out_38;
+    }
+    if (t1 == ((u.N * 9u) >> 2u)) {
+        let i39: u32 = t1 << 2u;
+        for (var j40: u32 = i39; j40 < u.N * 9u; j40 += 1u) {
+            let v41: f32 = x[j40];
+            let i43: u32 = j40 / 9u;
+            let v44: f32 = scratch0[i43];
+            let v45: f32 = v41 / v44;
+            let v46: f32 = scratch1[0u];
+            let v47: f32 = v45 - v46;
+            out[j40] = v47;
+        }
     }
 }

@@ -4,9 +4,9 @@ struct Uniforms {
     N: u32,
 }
 
-@group(0) @binding(0) var<storage, read> a: array<f32>;
-@group(0) @binding(1) var<storage, read> b: array<f32>;
-@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@group(0) @binding(0) var<storage, read> a: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> b: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
 
 @compute @workgroup_size(256, 1, 1)
@@ -16,12 +16,35 @@ fn multiply_add_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.N + 256u - 1u) >> 8u)) {
-        return;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let vec1 = a[i2 >> 2u];
+        let a_22: f32 = vec1[0];
+        let a_23: f32 = vec1[1];
+        let a_24: f32 = vec1[2];
+        let a_25: f32 = vec1[3];
+        let vec2_ = b[i2 >> 2u];
+        let b_26: f32 = vec2_[0];
+        let b_27: f32 = vec2_[1];
+        let b_28: f32 = vec2_[2];
+        let b_29: f32 = vec2_[3];
+        let v6: f32 = a_22;
+        let v7: f32 = b_26;
+        let v9: f32 = fma(v6, v7, v6);
+        let out_30: f32 = v9;
+        let v10: f32 = a_23;
+        let v11: f32 = b_27;
+        let v13: f32 = fma(v10, v11, v10);
+        let out_31: f32 = v13;
+        let v14: f32 = a_24;
+        let v15: f32 = b_28;
+        let v17: f32 = fma(v14, v15, v14);
+        let out_32: f32 = v17;
+        let v18: f32 = a_25;
+        let v19: f32 = b_29;
+        let v21: f32 = fma(v18, v19, v18);
+        let out_33: f32 = v21;
+        out[i2 >> 2u] = vec4<f32>(out_30, out_31, out_32, out_33);
     }
-    let i1: u32 = g0 * 256u + lid.x;
-    let v2: f32 = a[i1];
-    let v3: f32 = b[i1];
-    let v5: f32 = fma(v2, v3, v2);
-    out[i1] = v5;
 }

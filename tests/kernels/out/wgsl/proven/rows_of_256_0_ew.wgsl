@@ -4,9 +4,9 @@ struct Uniforms {
     M: u32,
 }
 
-@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> s: array<f32>;
-@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
 
 @compute @workgroup_size(256, 1, 1)
@@ -16,13 +16,38 @@ fn rows_of_256_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.M * 256u + 256u - 1u) >> 8u)) {
+    if (g0 >= ((u.M * 256u + 1024u - 1u) >> 10u)) {
         return;
     }
-    let i1: u32 = g0 * 256u + lid.x;
-    let v2: f32 = x[i1];
-    let i3: u32 = i1 & 255u;
-    let v5: f32 = s[i3];
-    let v7: f32 = fma(v2, v5, 1.0f);
-    out[i1] = v7;
+    let t1: u32 = g0 * 256u + lid.x;
+    let i2: u32 = t1 << 2u;
+    let i3: u32 = i2 + 1u;
+    let i4: u32 = i2 + 2u;
+    let i5: u32 = i2 + 3u;
+    let vec1 = x[i2 >> 2u];
+    let x_30: f32 = vec1[0];
+    let x_31: f32 = vec1[1];
+    let x_32: f32 = vec1[2];
+    let x_33: f32 = vec1[3];
+    let v6: f32 = x_30;
+    let i7: u32 = i2 & 255u;
+    let v9: f32 = s[i7];
+    let v11: f32 = fma(v6, v9, 1.0f);
+    let out_34: f32 = v11;
+    let v12: f32 = x_31;
+    let i13: u32 = i3 & 255u;
+    let v15: f32 = s[i13];
+    let v17: f32 = fma(v12, v15, 1.0f);
+    let out_35: f32 = v17;
+    let v18: f32 = x_32;
+    let i19: u32 = i4 & 255u;
+    let v21: f32 = s[i19];
+    let v23: f32 = fma(v18, v21, 1.0f);
+    let out_36: f32 = v23;
+    let v24: f32 = x_33;
+    let i25: u32 = i5 & 255u;
+    let v27: f32 = s[i25];
+    let v29: f32 = fma(v24, v27, 1.0f);
+    let out_37: f32 = v29;
+    out[i2 >> 2u] = vec4<f32>(out_34, out_35, out_36, out_37);
 }

@@ -19,16 +19,78 @@ fn kernel_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.loop_) {
-        let v2: f32 = device[i1];
-        let v3: f32 = var_[i1];
-        let v4: f32 = v2 + v3;
-        let v5: f32 = fn_[i1];
-        let v6: f32 = v4 * v5;
-        let v7: f32 = half[i1];
-        let v8: f32 = v7 * u.constant;
-        let v9: f32 = v6 - v8;
-        out[i1] = v9;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < (u.loop_ >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let device_38: f32 = device[i2];
+        let device_39: f32 = device[i2 + 1u];
+        let device_40: f32 = device[i2 + 2u];
+        let device_41: f32 = device[i2 + 3u];
+        let fn_42: f32 = fn_[i2];
+        let fn_43: f32 = fn_[i2 + 1u];
+        let fn_44: f32 = fn_[i2 + 2u];
+        let fn_45: f32 = fn_[i2 + 3u];
+        let half_46: f32 = half[i2];
+        let half_47: f32 = half[i2 + 1u];
+        let half_48: f32 = half[i2 + 2u];
+        let half_49: f32 = half[i2 + 3u];
+        let var_50: f32 = var_[i2];
+        let var_51: f32 = var_[i2 + 1u];
+        let var_52: f32 = var_[i2 + 2u];
+        let var_53: f32 = var_[i2 + 3u];
+        let v6: f32 = device_38;
+        let v7: f32 = var_50;
+        let v8: f32 = v6 + v7;
+        let v9: f32 = fn_42;
+        let v10: f32 = v8 * v9;
+        let v11: f32 = half_46;
+        let v12: f32 = v11 * u.constant;
+        let v13: f32 = v10 - v12;
+        let out_54: f32 = v13;
+        let v14: f32 = device_39;
+        let v15: f32 = var_51;
+        let v16: f32 = v14 + v15;
+        let v17: f32 = fn_43;
+        let v18: f32 = v16 * v17;
+        let v19: f32 = half_47;
+        let v20: f32 = v19 * u.constant;
+        let v21: f32 = v18 - v20;
+        let out_55: f32 = v21;
+        let v22: f32 = device_40;
+        let v23: f32 = var_52;
+        let v24: f32 = v22 + v23;
+        let v25: f32 = fn_44;
+        let v26: f32 = v24 * v25;
+        let v27: f32 = half_48;
+        let v28: f32 = v27 * u.constant;
+        let v29: f32 = v26 - v28;
+        let out_56: f32 = v29;
+        let v30: f32 = device_41;
+        let v31: f32 = var_53;
+        let v32: f32 = v30 + v31;
+        let v33: f32 = fn_45;
+        let v34: f32 = v32 * v33;
+        let v35: f32 = half_49;
+        let v36: f32 = v35 * u.constant;
+        let v37: f32 = v34 - v36;
+        let out_57: f32 = v37;
+        out[i2] = out_54;
+        out[i2 + 1u] = out_55;
+        out[i2 + 2u] = out_56;
+        out[i2 + 3u] = out_57;
+    }
+    if (t1 == (u.loop_ >> 2u)) {
+        let i58: u32 = t1 << 2u;
+        for (var j59: u32 = i58; j59 < u.loop_; j59 += 1u) {
+            let v60: f32 = device[j59];
+            let v61: f32 = var_[j59];
+            let v62: f32 = v60 + v61;
+            let v63: f32 = fn_[j59];
+            let v64: f32 = v62 * v63;
+            let v65: f32 = half[j59];
+            let v66: f32 = v65 * u.constant;
+            let v67: f32 = v64 - v66;
+            out[j59] = v67;
+        }
     }
 }

@@ -53,18 +53,76 @@ fn size_math_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.D) {
-        let v2: f32 = x[i1];
-        let s3: i32 = i32(u.D);
-        let t4: f32 = mimir_pow_f32(f32(s3), -0.5f);
-        let s6: i32 = i32(u.D);
-        let t7: f32 = mimir_log(f32(s6));
-        let v8: f32 = fma(v2, t4, t7);
-        let t9: f32 = u.t * 0.25f;
-        let t10: f32 = exp(t9);
-        let v11: f32 = v8 - t10;
-        let v12: f32 = v11 + 1.4142135f;
-        out[i1] = v12;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < (u.D >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let x_50: f32 = x[i2];
+        let x_51: f32 = x[i2 + 1u];
+        let x_52: f32 = x[i2 + 2u];
+        let x_53: f32 = x[i2 + 3u];
+        let v6: f32 = x_50;
+        let s7: i32 = i32(u.D);
+        let t8: f32 = mimir_pow_f32(f32(s7), -0.5f);
+        let s10: i32 = i32(u.D);
+        let t11: f32 = mimir_log(f32(s10));
+        let v12: f32 = fma(v6, t8, t11);
+        let t13: f32 = u.t * 0.25f;
+        let t14: f32 = exp(t13);
+        let v15: f32 = v12 - t14;
+        let v16: f32 = v15 + 1.4142135f;
+        let out_54: f32 = v16;
+        let v17: f32 = x_51;
+        let s18: i32 = i32(u.D);
+        let t19: f32 = mimir_pow_f32(f32(s18), -0.5f);
+        let s21: i32 = i32(u.D);
+        let t22: f32 = mimir_log(f32(s21));
+        let v23: f32 = fma(v17, t19, t22);
+        let t24: f32 = u.t * 0.25f;
+        let t25: f32 = exp(t24);
+        let v26: f32 = v23 - t25;
+        let v27: f32 = v26 + 1.4142135f;
+        let out_55: f32 = v27;
+        let v28: f32 = x_52;
+        let s29: i32 = i32(u.D);
+        let t30: f32 = mimir_pow_f32(f32(s29), -0.5f);
+        let s32: i32 = i32(u.D);
+        let t33: f32 = mimir_log(f32(s32));
+        let v34: f32 = fma(v28, t30, t33);
+        let t35: f32 = u.t * 0.25f;
+        let t36: f32 = exp(t35);
+        let v37: f32 = v34 - t36;
+        let v38: f32 = v37 + 1.4142135f;
+        let out_56: f32 = v38;
+        let v39: f32 = x_53;
+        let s40: i32 = i32(u.D);
+        let t41: f32 = mimir_pow_f32(f32(s40), -0.5f);
+        let s43: i32 = i32(u.D);
+        let t44: f32 = mimir_log(f32(s43));
+        let v45: f32 = fma(v39, t41, t44);
+        let t46: f32 = u.t * 0.25f;
+        let t47: f32 = exp(t46);
+        let v48: f32 = v45 - t47;
+        let v49: f32 = v48 + 1.4142135f;
+        let out_57: f32 = v49;
+        out[i2] = out_54;
+        out[i2 + 1u] = out_55;
+        out[i2 + 2u] = out_56;
+        out[i2 + 3u] = out_57;
+    }
+    if (t1 == (u.D >> 2u)) {
+        let i58: u32 = t1 << 2u;
+        for (var j59: u32 = i58; j59 < u.D; j59 += 1u) {
+            let v60: f32 = x[j59];
+            let s61: i32 = i32(u.D);
+            let t62: f32 = mimir_pow_f32(f32(s61), -0.5f);
+            let s64: i32 = i32(u.D);
+            let t65: f32 = mimir_log(f32(s64));
+            let v66: f32 = fma(v60, t62, t65);
+            let t67: f32 = u.t * 0.25f;
+            let t68: f32 = exp(t67);
+            let v69: f32 = v66 - t68;
+            let v70: f32 = v69 + 1.4142135f;
+            out[j59] = v70;
+        }
     }
 }

@@ -40,16 +40,74 @@ fn casts_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: f32 = x[i1];
-        let v3: f32 = v2 * 3e+09f;
-        let v4: i32 = mimir_f32_to_i32(v3);
-        out0[i1] = v4;
-        let v5: u32 = mimir_f32_to_u32(v3);
-        out1[i1] = v5;
-        let v6: bool = !((bitcast<u32>(v2) & 0x7fffffffu) > 0x7f800000u) && (v2 > 0.0f);
-        let v7: f32 = select(0.0f, 1.0f, v6);
-        out2[i1] = v7;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let x_30: f32 = x[i2];
+        let x_31: f32 = x[i2 + 1u];
+        let x_32: f32 = x[i2 + 2u];
+        let x_33: f32 = x[i2 + 3u];
+        let v6: f32 = x_30;
+        let v7: f32 = v6 * 3e+09f;
+        let v8: i32 = mimir_f32_to_i32(v7);
+        let out0_34: i32 = v8;
+        let v9: u32 = mimir_f32_to_u32(v7);
+        let out1_35: u32 = v9;
+        let v10: bool = !((bitcast<u32>(v6) & 0x7fffffffu) > 0x7f800000u) && (v6 > 0.0f);
+        let v11: f32 = select(0.0f, 1.0f, v10);
+        let out2_36: f32 = v11;
+        let v12: f32 = x_31;
+        let v13: f32 = v12 * 3e+09f;
+        let v14: i32 = mimir_f32_to_i32(v13);
+        let out0_37: i32 = v14;
+        let v15: u32 = mimir_f32_to_u32(v13);
+        let out1_38: u32 = v15;
+        let v16: bool = !((bitcast<u32>(v12) & 0x7fffffffu) > 0x7f800000u) && (v12 > 0.0f);
+        let v17: f32 = select(0.0f, 1.0f, v16);
+        let out2_39: f32 = v17;
+        let v18: f32 = x_32;
+        let v19: f32 = v18 * 3e+09f;
+        let v20: i32 = mimir_f32_to_i32(v19);
+        let out0_40: i32 = v20;
+        let v21: u32 = mimir_f32_to_u32(v19);
+        let out1_41: u32 = v21;
+        let v22: bool = !((bitcast<u32>(v18) & 0x7fffffffu) > 0x7f800000u) && (v18 > 0.0f);
+        let v23: f32 = select(0.0f, 1.0f, v22);
+        let out2_42: f32 = v23;
+        let v24: f32 = x_33;
+        let v25: f32 = v24 * 3e+09f;
+        let v26: i32 = mimir_f32_to_i32(v25);
+        let out0_43: i32 = v26;
+        let v27: u32 = mimir_f32_to_u32(v25);
+        let out1_44: u32 = v27;
+        let v28: bool = !((bitcast<u32>(v24) & 0x7fffffffu) > 0x7f800000u) && (v24 > 0.0f);
+        let v29: f32 = select(0.0f, 1.0f, v28);
+        let out2_45: f32 = v29;
+        out0[i2] = out0_34;
+        out0[i2 + 1u] = out0_37;
+        out0[i2 + 2u] = out0_40;
+        out0[i2 + 3u] = out0_43;
+        out1[i2] = out1_35;
+        out1[i2 + 1u] = out1_38;
+        out1[i2 + 2u] = out1_41;
+        out1[i2 + 3u] = out1_44;
+        out2[i2] = out2_36;
+        out2[i2 + 1u] = out2_39;
+        out2[i2 + 2u] = out2_42;
+        out2[i2 + 3u] = out2_45;
+    }
+    if (t1 == (u.N >> 2u)) {
+        let i46: u32 = t1 << 2u;
+        for (var j47: u32 = i46; j47 < u.N; j47 += 1u) {
+            let v48: f32 = x[j47];
+            let v49: f32 = v48 * 3e+09f;
+            let v50: i32 = mimir_f32_to_i32(v49);
+            out0[j47] = v50;
+            let v51: u32 = mimir_f32_to_u32(v49);
+            out1[j47] = v51;
+            let v52: bool = !((bitcast<u32>(v48) & 0x7fffffffu) > 0x7f800000u) && (v48 > 0.0f);
+            let v53: f32 = select(0.0f, 1.0f, v52);
+            out2[j47] = v53;
+        }
     }
 }

@@ -63,19 +63,97 @@ fn float_floor_mod_pow_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: f32 = x[i1];
-        let v3: f32 = y[i1];
-        let v4: f32 = floor(v2 / v3);
-        out0[i1] = v4;
-        let v5: f32 = mimir_mod_f32(v2, v3);
-        out1[i1] = v5;
-        let v6: f32 = mimir_pow_f32(v2, v3);
-        out2[i1] = v6;
-        let v7: bool = !(((bitcast<u32>(v2) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v3) & 0x7fffffffu) > 0x7f800000u)) && (v2 < v3);
-        let v8: bool = ((bitcast<u32>(v2) & 0x7fffffffu) > 0x7f800000u) || (v2 != v2);
-        let v9: bool = v7 || v8;
-        out3[i1] = select(0u, 1u, v9);
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let x_38: f32 = x[i2];
+        let x_39: f32 = x[i2 + 1u];
+        let x_40: f32 = x[i2 + 2u];
+        let x_41: f32 = x[i2 + 3u];
+        let y_42: f32 = y[i2];
+        let y_43: f32 = y[i2 + 1u];
+        let y_44: f32 = y[i2 + 2u];
+        let y_45: f32 = y[i2 + 3u];
+        let v6: f32 = x_38;
+        let v7: f32 = y_42;
+        let v8: f32 = floor(v6 / v7);
+        let out0_46: f32 = v8;
+        let v9: f32 = mimir_mod_f32(v6, v7);
+        let out1_47: f32 = v9;
+        let v10: f32 = mimir_pow_f32(v6, v7);
+        let out2_48: f32 = v10;
+        let v11: bool = !(((bitcast<u32>(v6) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v7) & 0x7fffffffu) > 0x7f800000u)) && (v6 < v7);
+        let v12: bool = ((bitcast<u32>(v6) & 0x7fffffffu) > 0x7f800000u) || (v6 != v6);
+        let v13: bool = v11 || v12;
+        let out3_49: u32 = select(0u, 1u, v13);
+        let v14: f32 = x_39;
+        let v15: f32 = y_43;
+        let v16: f32 = floor(v14 / v15);
+        let out0_50: f32 = v16;
+        let v17: f32 = mimir_mod_f32(v14, v15);
+        let out1_51: f32 = v17;
+        let v18: f32 = mimir_pow_f32(v14, v15);
+        let out2_52: f32 = v18;
+        let v19: bool = !(((bitcast<u32>(v14) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v15) & 0x7fffffffu) > 0x7f800000u)) && (v14 < v15);
+        let v20: bool = ((bitcast<u32>(v14) & 0x7fffffffu) > 0x7f800000u) || (v14 != v14);
+        let v21: bool = v19 || v20;
+        let out3_53: u32 = select(0u, 1u, v21);
+        let v22: f32 = x_40;
+        let v23: f32 = y_44;
+        let v24: f32 = floor(v22 / v23);
+        let out0_54: f32 = v24;
+        let v25: f32 = mimir_mod_f32(v22, v23);
+        let out1_55: f32 = v25;
+        let v26: f32 = mimir_pow_f32(v22, v23);
+        let out2_56: f32 = v26;
+        let v27: bool = !(((bitcast<u32>(v22) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v23) & 0x7fffffffu) > 0x7f800000u)) && (v22 < v23);
+        let v28: bool = ((bitcast<u32>(v22) & 0x7fffffffu) > 0x7f800000u) || (v22 != v22);
+        let v29: bool = v27 || v28;
+        let out3_57: u32 = select(0u, 1u, v29);
+        let v30: f32 = x_41;
+        let v31: f32 = y_45;
+        let v32: f32 = floor(v30 / v31);
+        let out0_58: f32 = v32;
+        let v33: f32 = mimir_mod_f32(v30, v31);
+        let out1_59: f32 = v33;
+        let v34: f32 = mimir_pow_f32(v30, v31);
+        let out2_60: f32 = v34;
+        let v35: bool = !(((bitcast<u32>(v30) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v31) & 0x7fffffffu) > 0x7f800000u)) && (v30 < v31);
+        let v36: bool = ((bitcast<u32>(v30) & 0x7fffffffu) > 0x7f800000u) || (v30 != v30);
+        let v37: bool = v35 || v36;
+        let out3_61: u32 = select(0u, 1u, v37);
+        out0[i2] = out0_46;
+        out0[i2 + 1u] = out0_50;
+        out0[i2 + 2u] = out0_54;
+        out0[i2 + 3u] = out0_58;
+        out1[i2] = out1_47;
+        out1[i2 + 1u] = out1_51;
+        out1[i2 + 2u] = out1_55;
+        out1[i2 + 3u] = out1_59;
+        out2[i2] = out2_48;
+        out2[i2 + 1u] = out2_52;
+        out2[i2 + 2u] = out2_56;
+        out2[i2 + 3u] = out2_60;
+        out3[i2] = out3_49;
+        out3[i2 + 1u] = out3_53;
+        out3[i2 + 2u] = out3_57;
+        out3[i2 + 3u] = out3_61;
+    }
+    if (t1 == (u.N >> 2u)) {
+        let i62: u32 = t1 << 2u;
+        for (var j63: u32 = i62; j63 < u.N; j63 += 1u) {
+            let v64: f32 = x[j63];
+            let v65: f32 = y[j63];
+            let v66: f32 = floor(v64 / v65);
+            out0[j63] = v66;
+            let v67: f32 = mimir_mod_f32(v64, v65);
+            out1[j63] = v67;
+            let v68: f32 = mimir_pow_f32(v64, v65);
+            out2[j63] = v68;
+            let v69: bool = !(((bitcast<u32>(v64) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v65) & 0x7fffffffu) > 0x7f800000u)) && (v64 < v65);
+            let v70: bool = ((bitcast<u32>(v64) & 0x7fffffffu) > 0x7f800000u) || (v64 != v64);
+            let v71: bool = v69 || v70;
+            out3[j63] = select(0u, 1u, v71);
+        }
     }
 }

@@ -42,16 +42,70 @@ fn where_clip_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: f32 = x[i1];
-        let v3: f32 = y[i1];
-        let v4: bool = !(((bitcast<u32>(v2) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v3) & 0x7fffffffu) > 0x7f800000u)) && (v2 > v3);
-        let v5: f32 = mimir_minimum_f32(mimir_maximum_f32(v2, -0.5f), 0.5f);
-        let v6: f32 = mimir_maximum_f32(v3, 0.25f);
-        let v7: f32 = mimir_minimum_f32(v2, v3);
-        let v8: f32 = v6 - v7;
-        let v9: f32 = select(v8, v5, v4);
-        out[i1] = v9;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < (u.N >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let x_38: f32 = x[i2];
+        let x_39: f32 = x[i2 + 1u];
+        let x_40: f32 = x[i2 + 2u];
+        let x_41: f32 = x[i2 + 3u];
+        let y_42: f32 = y[i2];
+        let y_43: f32 = y[i2 + 1u];
+        let y_44: f32 = y[i2 + 2u];
+        let y_45: f32 = y[i2 + 3u];
+        let v6: f32 = x_38;
+        let v7: f32 = y_42;
+        let v8: bool = !(((bitcast<u32>(v6) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v7) & 0x7fffffffu) > 0x7f800000u)) && (v6 > v7);
+        let v9: f32 = mimir_minimum_f32(mimir_maximum_f32(v6, -0.5f), 0.5f);
+        let v10: f32 = mimir_maximum_f32(v7, 0.25f);
+        let v11: f32 = mimir_minimum_f32(v6, v7);
+        let v12: f32 = v10 - v11;
+        let v13: f32 = select(v12, v9, v8);
+        let out_46: f32 = v13;
+        let v14: f32 = x_39;
+        let v15: f32 = y_43;
+        let v16: bool = !(((bitcast<u32>(v14) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v15) & 0x7fffffffu) > 0x7f800000u)) && (v14 > v15);
+        let v17: f32 = mimir_minimum_f32(mimir_maximum_f32(v14, -0.5f), 0.5f);
+        let v18: f32 = mimir_maximum_f32(v15, 0.25f);
+        let v19: f32 = mimir_minimum_f32(v14, v15);
+        let v20: f32 = v18 - v19;
+        let v21: f32 = select(v20, v17, v16);
+        let out_47: f32 = v21;
+        let v22: f32 = x_40;
+        let v23: f32 = y_44;
+        let v24: bool = !(((bitcast<u32>(v22) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v23) & 0x7fffffffu) > 0x7f800000u)) && (v22 > v23);
+        let v25: f32 = mimir_minimum_f32(mimir_maximum_f32(v22, -0.5f), 0.5f);
+        let v26: f32 = mimir_maximum_f32(v23, 0.25f);
+        let v27: f32 = mimir_minimum_f32(v22, v23);
+        let v28: f32 = v26 - v27;
+        let v29: f32 = select(v28, v25, v24);
+        let out_48: f32 = v29;
+        let v30: f32 = x_41;
+        let v31: f32 = y_45;
+        let v32: bool = !(((bitcast<u32>(v30) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v31) & 0x7fffffffu) > 0x7f800000u)) && (v30 > v31);
+        let v33: f32 = mimir_minimum_f32(mimir_maximum_f32(v30, -0.5f), 0.5f);
+        let v34: f32 = mimir_maximum_f32(v31, 0.25f);
+        let v35: f32 = mimir_minimum_f32(v30, v31);
+        let v36: f32 = v34 - v35;
+        let v37: f32 = select(v36, v33, v32);
+        let out_49: f32 = v37;
+        out[i2] = out_46;
+        out[i2 + 1u] = out_47;
+        out[i2 + 2u] = out_48;
+        out[i2 + 3u] = out_49;
+    }
+    if (t1 == (u.N >> 2u)) {
+        let i50: u32 = t1 << 2u;
+        for (var j51: u32 = i50; j51 < u.N; j51 += 1u) {
+            let v52: f32 = x[j51];
+            let v53: f32 = y[j51];
+            let v54: bool = !(((bitcast<u32>(v52) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v53) & 0x7fffffffu) > 0x7f800000u)) && (v52 > v53);
+            let v55: f32 = mimir_minimum_f32(mimir_maximum_f32(v52, -0.5f), 0.5f);
+            let v56: f32 = mimir_maximum_f32(v53, 0.25f);
+            let v57: f32 = mimir_minimum_f32(v52, v53);
+            let v58: f32 = v56 - v57;
+            let v59: f32 = select(v58, v55, v54);
+            out[j51] = v59;
+        }
     }
 }

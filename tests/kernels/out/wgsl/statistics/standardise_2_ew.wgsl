@@ -18,14 +18,59 @@ fn standardise_2_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.C) {
-        let v2: f32 = x[i1];
-        let i4: u32 = i1 / u.C;
-        let v5: f32 = scratch0[i4];
-        let v6: f32 = v2 - v5;
-        let v7: f32 = scratch1[i4];
-        let v8: f32 = v6 / v7;
-        out[i1] = v8;
+    let t1: u32 = g0 * 256u + lid.x;
+    if (t1 < ((u.N * u.C) >> 2u)) {
+        let i2: u32 = t1 << 2u;
+        let i3: u32 = i2 + 1u;
+        let i4: u32 = i2 + 2u;
+        let i5: u32 = i2 + 3u;
+        let x_34: f32 = x[i2];
+        let x_35: f32 = x[i2 + 1u];
+        let x_36: f32 = x[i2 + 2u];
+        let x_37: f32 = x[i2 + 3u];
+        let v6: f32 = x_34;
+        let i8: u32 = i2 / u.C;
+        let v9: f32 = scratch0[i8];
+        let v10: f32 = v6 - v9;
+        let v11: f32 = scratch1[i8];
+        let v12: f32 = v10 / v11;
+        let out_38: f32 = v12;
+        let v13: f32 = x_35;
+        let i15: u32 = i3 / u.C;
+        let v16: f32 = scratch0[i15];
+        let v17: f32 = v13 - v16;
+        let v18: f32 = scratch1[i15];
+        let v19: f32 = v17 / v18;
+        let out_39: f32 = v19;
+        let v20: f32 = x_36;
+        let i22: u32 = i4 / u.C;
+        let v23: f32 = scratch0[i22];
+        let v24: f32 = v20 - v23;
+        let v25: f32 = scratch1[i22];
+        let v26: f32 = v24 / v25;
+        let out_40: f32 = v26;
+        let v27: f32 = x_37;
+        let i29: u32 = i5 / u.C;
+        let v30: f32 = scratch0[i29];
+        let v31: f32 = v27 - v30;
+        let v32: f32 = scratch1[i29];
+        let v33: f32 = v31 / v32;
+        let out_41: f32 = v33;
+        out[i2] = out_38;
+        out[i2 + 1u] = out_39;
+        out[i2 + 2u] = out_40;
+        out[i2 + 3u] = out_41;
+    }
+    if (t1 == ((u.N * u.C) >> 2u)) {
+        let i42: u32 = t1 << 2u;
+        for (var j43: u32 = i42; j43 < u.N * u.C; j43 += 1u) {
+            let v44: f32 = x[j43];
+            let i46: u32 = j43 / u.C;
+            let v47: f32 = scratch0[i46];
+            let v48: f32 = v44 - v47;
+            let v49: f32 = scratch1[i46];
+            let v50: f32 = v48 / v49;
+            out[j43] = v50;
+        }
     }
 }
