@@ -1,27 +1,31 @@
-"""The element-wise schedule with 128-bit memory access: four elements per thread.
+"""The element-wise schedule with 128-bit memory access: eight elements per thread.
 
-Thread `t` owns the elements `4t .. 4t+3` of the output's row-major order. Its four
-lanes are evaluated as in the scalar schedule (`KernelContext.write` at flat positions
-`4t + k`), then `vectorise` turns the lanes' accesses into `VectorLoad` and
+The output's row-major order is cut into vectors of four elements; workgroup `g` (256
+threads) owns vectors `512g .. 512g+511`, and its thread `l` the two vectors
+`v = 512g + l` and `v + 256` (so neighbouring threads touch neighbouring 16 bytes, and
+each thread amortises its index arithmetic over eight elements). The four lanes of a
+vector are evaluated as in the scalar schedule (`KernelContext.write` at flat positions
+`4v + k`), then `vectorise` turns the lanes' accesses into `VectorLoad` and
 `VectorStore` where that is sound, buffer by buffer:
 
 - the buffer is dense with exactly the output's element count (a same-shaped operand
   or an output; a broadcast operand, a slice or a concatenated part is not), so the
-  element `4t + k` the lane reads is in bounds whenever the lane runs;
-- each of the four lanes reads it at its own flat position `4t + k` (the scalar code
+  element `4v + k` the lane reads is in bounds whenever the lane runs;
+- each of the four lanes reads it at its own flat position `4v + k` (the scalar code
   would do the same four loads; an operand read through a broadcast, a transpose or a
   gather has another index and keeps its scalar loads);
 - the element is 32 bits wide (f32, i32, u32, and bool stored as u32), so four of them
-  are 16 bytes at an offset of `16t` bytes from a buffer base that every host aligns
+  are 16 bytes at an offset of `16v` bytes from a buffer base that every host aligns
   to at least 16 bytes (the manifest says which buffers rely on it);
 - a buffer the block writes is read, if at all, only through its own lanes: the loads
   then all happen before the stores, and lane k reads only the element lane k writes.
 
-Sizes decide the guards: with the element count proven a multiple of 1024 (4 lanes x
-256 threads) no thread is guarded; a multiple of 4 gives one guard per thread
-(`t < n / 4`); otherwise the thread `t == n / 4` also runs the last `n % 4` elements
-one at a time (the scalar tail). When no access can be vectorised, the element count
-is below 4, or it may be 0 (a dim with `min=0`), the caller builds the scalar schedule.
+Sizes decide the guards: with the element count proven a multiple of 2048 (4 lanes x
+2 vectors x 256 threads) no vector is guarded; a multiple of 4 gives one guard per
+vector (`v < n / 4`); otherwise the thread owning vector `n / 4` also runs the last
+`n % 4` elements one at a time (the scalar tail). When no access can be vectorised, the
+element count is below 4, or it may be 0 (a dim with `min=0`), the caller builds the
+scalar schedule.
 """
 
 from __future__ import annotations
@@ -52,12 +56,13 @@ from mimir.codegen.ir import (
 )
 
 LANES = 4
+VECTORS = 2  # vectors per thread: 8 elements, as many as Triton's 1024-wide blocks of 4 warps
 _WIDE = ("f32", "i32", "u32")  # element types four of which make 16 bytes
 
 
 def elementwise(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]] | None:
-    """The element-wise launch with four elements per thread, or None where no access of
-    it can be 4-wide (then the scalar schedule is built in a fresh context)."""
+    """The element-wise launch with 4-wide accesses, or None where no access of it can be
+    4-wide (then the scalar schedule is built in a fresh context)."""
     shape = c.ev.shape(c.plan.node)
     total = sz.product(list(shape))
     high = sz.upper_bound(total, c.dims)
@@ -68,42 +73,56 @@ def elementwise(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any,
         return None
     text = sz.manifest_text(total)
     whole = sz.multiple_proof(total, LANES, c.dims)
-    full = sz.multiple_proof(total, LANES * WG, c.dims)
+    full = sz.multiple_proof(total, LANES * WG * VECTORS, c.dims)
     body = c.body
-    dispatch, g = c.groups(sz.cdiv(total, LANES * WG), guard=full is not None)
-    t = body.let(ibin("+", ibin("*", g, u32(WG)), Builtin("local_x")), "t")
-    vectors = ibin("/", size_ir(total), u32(LANES))
-    with body.block() as lanes:
-        i4 = body.let(Binary("<<", t, u32(2), "u32"), "i")
-        flats = [i4] + [body.let(ibin("+", i4, u32(k)), "i") for k in range(1, LANES)]
-        for flat in flats:
-            c.write(Idx(shape, flat=flat))
+    dispatch, g = c.groups(sz.cdiv(total, LANES * WG * VECTORS), guard=full is not None)
+    base = body.let(ibin("+", ibin("*", g, u32(WG * VECTORS)), Builtin("local_x")), "v")
+    vectors = body.let(ibin("/", size_ir(total), u32(LANES)), "q")
     sizes = {b.name: sz.key(sz.simplify(sz.product(list(b.shape)))) for b in c.s.buffers}
     dense = {name for name, key in sizes.items() if key == sz.key(sz.simplify(total))}
-    done = vectorise(body, lanes, flats, dense, c.s)
-    if done is None:
-        return None
-    stmts, accesses = done
-    tail = whole is None
+    blocks: list[tuple[Expr, list[Stmt]]] = []
+    accesses: list[tuple[str, str]] = []
+    for j in range(VECTORS):
+        v = base if j == 0 else body.let(ibin("+", base, u32(j * WG)), "v")
+        with body.block() as lanes:
+            i4 = body.let(Binary("<<", v, u32(2), "u32"), "i")
+            flats = [i4] + [body.let(ibin("+", i4, u32(k)), "i") for k in range(1, LANES)]
+            for flat in flats:
+                c.write(Idx(shape, flat=flat))
+        done = vectorise(body, lanes, flats, dense, c.s)
+        if done is None:
+            return None
+        blocks.append((v, done[0]))
+        accesses = done[1]
     proof = (
-        f"{whole}; offset 16*t bytes"
+        f"{whole}; offset 16*v bytes"
         if whole
-        else f"offset 16*t bytes; the last {text} % 4 elements one at a time"
+        else f"offset 16*v bytes; the last {text} % 4 elements one at a time"
     )
     c.vectorized += [(name, access, LANES, proof) for name, access in accesses]
     if whole is not None:
-        c.proofs.append((f"4*t + 3 < {text}", whole))
+        c.proofs.append((f"4*v + 3 < {text}", whole))
     if full is not None:
-        c.proofs.append((f"t < {text} / 4", full))
-        for s in stmts:
-            body.emit(s)
-        return (WG, 1, 1), dispatch
-    body.emit(If(Binary("<", t, vectors, "bool"), stmts))
-    if tail:
-        with body.if_(Binary("==", t, vectors, "bool")):
-            start = body.let(Binary("<<", t, u32(2), "u32"), "i")
-            with body.for_("j", start, size_ir(total), u32(1)) as j:
-                c.write(Idx(shape, flat=j))
+        c.proofs.append((f"v < {text} / 4", full))
+    for v, stmts in blocks:
+        if full is not None:
+            for st in stmts:
+                body.emit(st)
+        else:
+            body.emit(If(Binary("<", v, vectors, "bool"), stmts))
+    if whole is None:  # the thread that owns vector `N / 4` runs the last `N % 4` elements
+        owner: Expr | None = None
+        for v, _ in blocks:
+            test = Binary("==", v, vectors, "bool")
+            owner = test if owner is None else Binary("||", owner, test, "bool")
+        assert owner is not None
+        n = size_ir(total)
+        with body.if_(owner):  # at most 3 elements, each guarded (a loop would be unrolled)
+            start = body.let(Binary("<<", vectors, u32(2), "u32"), "i")
+            for k in range(LANES - 1):
+                j = start if k == 0 else body.let(ibin("+", start, u32(k)), "i")
+                with body.if_(Binary("<", j, n, "bool")):
+                    c.write(Idx(shape, flat=j))
     return (WG, 1, 1), dispatch
 
 

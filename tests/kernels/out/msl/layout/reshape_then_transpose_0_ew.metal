@@ -8,9 +8,10 @@ kernel void reshape_then_transpose_0_ew(
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]]
 ) {
-    const uint t0 = wid.x * 256u + lid.x;
-    if (t0 < 6u) {
-        const uint i1 = t0 << 2u;
+    const uint v0 = wid.x * 512u + lid.x;
+    const uint v25 = v0 + 256u;
+    if (v0 < 6u) {
+        const uint i1 = v0 << 2u;
         const uint i2 = i1 + 1u;
         const uint i3 = i1 + 2u;
         const uint i4 = i1 + 3u;
@@ -40,5 +41,37 @@ kernel void reshape_then_transpose_0_ew(
         vec1.z = out_23;
         vec1.w = out_24;
         ((device float4*)out)[i1 >> 2u] = vec1;
+    }
+    if (v25 < 6u) {
+        const uint i26 = v25 << 2u;
+        const uint i27 = i26 + 1u;
+        const uint i28 = i26 + 2u;
+        const uint i29 = i26 + 3u;
+        const uint i30 = i26 & 7u;
+        const uint i31 = i26 >> 3u;
+        const uint i32 = i30 * 3u + i31;
+        const float v33 = x[i32];
+        const float out_46 = v33;
+        const uint i34 = i27 & 7u;
+        const uint i35 = i27 >> 3u;
+        const uint i36 = i34 * 3u + i35;
+        const float v37 = x[i36];
+        const float out_47 = v37;
+        const uint i38 = i28 & 7u;
+        const uint i39 = i28 >> 3u;
+        const uint i40 = i38 * 3u + i39;
+        const float v41 = x[i40];
+        const float out_48 = v41;
+        const uint i42 = i29 & 7u;
+        const uint i43 = i29 >> 3u;
+        const uint i44 = i42 * 3u + i43;
+        const float v45 = x[i44];
+        const float out_49 = v45;
+        float4 vec2;
+        vec2.x = out_46;
+        vec2.y = out_47;
+        vec2.z = out_48;
+        vec2.w = out_49;
+        ((device float4*)out)[i26 >> 2u] = vec2;
     }
 }

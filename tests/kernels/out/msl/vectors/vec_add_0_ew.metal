@@ -16,49 +16,100 @@ kernel void vec_add_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint t1 = g0 * 256u + lid.x;
-    if (t1 < (u.N >> 2u)) {
-        const uint i2 = t1 << 2u;
-        const float4 vec1 = ((device const float4*)a)[i2 >> 2u];
-        const float a_18 = vec1[0];
-        const float a_19 = vec1[1];
-        const float a_20 = vec1[2];
-        const float a_21 = vec1[3];
-        const float4 vec2 = ((device const float4*)b)[i2 >> 2u];
-        const float b_22 = vec2[0];
-        const float b_23 = vec2[1];
-        const float b_24 = vec2[2];
-        const float b_25 = vec2[3];
-        const float v6 = a_18;
-        const float v7 = b_22;
-        const float v8 = v6 + v7;
-        const float out_26 = v8;
-        const float v9 = a_19;
-        const float v10 = b_23;
-        const float v11 = v9 + v10;
-        const float out_27 = v11;
-        const float v12 = a_20;
-        const float v13 = b_24;
-        const float v14 = v12 + v13;
-        const float out_28 = v14;
-        const float v15 = a_21;
-        const float v16 = b_25;
-        const float v17 = v15 + v16;
-        const float out_29 = v17;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = u.N >> 2u;
+    const uint v31 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const float4 vec1 = ((device const float4*)a)[i3 >> 2u];
+        const float a_19 = vec1[0];
+        const float a_20 = vec1[1];
+        const float a_21 = vec1[2];
+        const float a_22 = vec1[3];
+        const float4 vec2 = ((device const float4*)b)[i3 >> 2u];
+        const float b_23 = vec2[0];
+        const float b_24 = vec2[1];
+        const float b_25 = vec2[2];
+        const float b_26 = vec2[3];
+        const float v7 = a_19;
+        const float v8 = b_23;
+        const float v9 = v7 + v8;
+        const float out_27 = v9;
+        const float v10 = a_20;
+        const float v11 = b_24;
+        const float v12 = v10 + v11;
+        const float out_28 = v12;
+        const float v13 = a_21;
+        const float v14 = b_25;
+        const float v15 = v13 + v14;
+        const float out_29 = v15;
+        const float v16 = a_22;
+        const float v17 = b_26;
+        const float v18 = v16 + v17;
+        const float out_30 = v18;
         float4 vec3;
-        vec3.x = out_26;
-        vec3.y = out_27;
-        vec3.z = out_28;
-        vec3.w = out_29;
-        ((device float4*)out)[i2 >> 2u] = vec3;
+        vec3.x = out_27;
+        vec3.y = out_28;
+        vec3.z = out_29;
+        vec3.w = out_30;
+        ((device float4*)out)[i3 >> 2u] = vec3;
     }
-    if (t1 == (u.N >> 2u)) {
-        const uint i30 = t1 << 2u;
-        for (uint j31 = i30; j31 < u.N; j31 += 1u) {
-            const float v32 = a[j31];
-            const float v33 = b[j31];
-            const float v34 = v32 + v33;
-            out[j31] = v34;
+    if (v31 < q2) {
+        const uint i32 = v31 << 2u;
+        const float4 vec4 = ((device const float4*)a)[i32 >> 2u];
+        const float a_48 = vec4[0];
+        const float a_49 = vec4[1];
+        const float a_50 = vec4[2];
+        const float a_51 = vec4[3];
+        const float4 vec5 = ((device const float4*)b)[i32 >> 2u];
+        const float b_52 = vec5[0];
+        const float b_53 = vec5[1];
+        const float b_54 = vec5[2];
+        const float b_55 = vec5[3];
+        const float v36 = a_48;
+        const float v37 = b_52;
+        const float v38 = v36 + v37;
+        const float out_56 = v38;
+        const float v39 = a_49;
+        const float v40 = b_53;
+        const float v41 = v39 + v40;
+        const float out_57 = v41;
+        const float v42 = a_50;
+        const float v43 = b_54;
+        const float v44 = v42 + v43;
+        const float out_58 = v44;
+        const float v45 = a_51;
+        const float v46 = b_55;
+        const float v47 = v45 + v46;
+        const float out_59 = v47;
+        float4 vec6;
+        vec6.x = out_56;
+        vec6.y = out_57;
+        vec6.z = out_58;
+        vec6.w = out_59;
+        ((device float4*)out)[i32 >> 2u] = vec6;
+    }
+    if ((v1 == q2) || (v31 == q2)) {
+        const uint i60 = q2 << 2u;
+        if (i60 < u.N) {
+            const float v61 = a[i60];
+            const float v62 = b[i60];
+            const float v63 = v61 + v62;
+            out[i60] = v63;
+        }
+        const uint i64 = i60 + 1u;
+        if (i64 < u.N) {
+            const float v65 = a[i64];
+            const float v66 = b[i64];
+            const float v67 = v65 + v66;
+            out[i64] = v67;
+        }
+        const uint i68 = i60 + 2u;
+        if (i68 < u.N) {
+            const float v69 = a[i68];
+            const float v70 = b[i68];
+            const float v71 = v69 + v70;
+            out[i68] = v71;
         }
     }
 }

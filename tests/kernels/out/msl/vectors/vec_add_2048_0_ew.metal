@@ -9,8 +9,9 @@ kernel void vec_add_2048_0_ew(
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]]
 ) {
-    const uint t0 = wid.x * 256u + lid.x;
-    const uint i1 = t0 << 2u;
+    const uint v0 = wid.x * 512u + lid.x;
+    const uint v29 = v0 + 256u;
+    const uint i1 = v0 << 2u;
     const float4 vec1 = ((device const float4*)a)[i1 >> 2u];
     const float a_17 = vec1[0];
     const float a_18 = vec1[1];
@@ -43,4 +44,37 @@ kernel void vec_add_2048_0_ew(
     vec3.z = out_27;
     vec3.w = out_28;
     ((device float4*)out)[i1 >> 2u] = vec3;
+    const uint i30 = v29 << 2u;
+    const float4 vec4 = ((device const float4*)a)[i30 >> 2u];
+    const float a_46 = vec4[0];
+    const float a_47 = vec4[1];
+    const float a_48 = vec4[2];
+    const float a_49 = vec4[3];
+    const float4 vec5 = ((device const float4*)b)[i30 >> 2u];
+    const float b_50 = vec5[0];
+    const float b_51 = vec5[1];
+    const float b_52 = vec5[2];
+    const float b_53 = vec5[3];
+    const float v34 = a_46;
+    const float v35 = b_50;
+    const float v36 = v34 + v35;
+    const float out_54 = v36;
+    const float v37 = a_47;
+    const float v38 = b_51;
+    const float v39 = v37 + v38;
+    const float out_55 = v39;
+    const float v40 = a_48;
+    const float v41 = b_52;
+    const float v42 = v40 + v41;
+    const float out_56 = v42;
+    const float v43 = a_49;
+    const float v44 = b_53;
+    const float v45 = v43 + v44;
+    const float out_57 = v45;
+    float4 vec6;
+    vec6.x = out_54;
+    vec6.y = out_55;
+    vec6.z = out_56;
+    vec6.w = out_57;
+    ((device float4*)out)[i30 >> 2u] = vec6;
 }

@@ -17,62 +17,129 @@ kernel void vec_add_transposed_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint t1 = g0 * 256u + lid.x;
-    if (t1 < ((u.R * u.C) >> 2u)) {
-        const uint i2 = t1 << 2u;
-        const uint i3 = i2 + 1u;
-        const uint i4 = i2 + 2u;
-        const uint i5 = i2 + 3u;
-        const float4 vec1 = ((device const float4*)x)[i2 >> 2u];
-        const float x_30 = vec1[0];
-        const float x_31 = vec1[1];
-        const float x_32 = vec1[2];
-        const float x_33 = vec1[3];
-        const float v6 = x_30;
-        const uint i7 = i2 % u.C;
-        const uint i8 = i2 / u.C;
-        const uint i9 = i7 * u.R + i8;
-        const float v10 = y[i9];
-        const float v11 = v6 + v10;
-        const float out_34 = v11;
-        const float v12 = x_31;
-        const uint i13 = i3 % u.C;
-        const uint i14 = i3 / u.C;
-        const uint i15 = i13 * u.R + i14;
-        const float v16 = y[i15];
-        const float v17 = v12 + v16;
-        const float out_35 = v17;
-        const float v18 = x_32;
-        const uint i19 = i4 % u.C;
-        const uint i20 = i4 / u.C;
-        const uint i21 = i19 * u.R + i20;
-        const float v22 = y[i21];
-        const float v23 = v18 + v22;
-        const float out_36 = v23;
-        const float v24 = x_33;
-        const uint i25 = i5 % u.C;
-        const uint i26 = i5 / u.C;
-        const uint i27 = i25 * u.R + i26;
-        const float v28 = y[i27];
-        const float v29 = v24 + v28;
-        const float out_37 = v29;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = (u.R * u.C) >> 2u;
+    const uint v39 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const uint i4 = i3 + 1u;
+        const uint i5 = i3 + 2u;
+        const uint i6 = i3 + 3u;
+        const float4 vec1 = ((device const float4*)x)[i3 >> 2u];
+        const float x_31 = vec1[0];
+        const float x_32 = vec1[1];
+        const float x_33 = vec1[2];
+        const float x_34 = vec1[3];
+        const float v7 = x_31;
+        const uint i8 = i3 % u.C;
+        const uint i9 = i3 / u.C;
+        const uint i10 = i8 * u.R + i9;
+        const float v11 = y[i10];
+        const float v12 = v7 + v11;
+        const float out_35 = v12;
+        const float v13 = x_32;
+        const uint i14 = i4 % u.C;
+        const uint i15 = i4 / u.C;
+        const uint i16 = i14 * u.R + i15;
+        const float v17 = y[i16];
+        const float v18 = v13 + v17;
+        const float out_36 = v18;
+        const float v19 = x_33;
+        const uint i20 = i5 % u.C;
+        const uint i21 = i5 / u.C;
+        const uint i22 = i20 * u.R + i21;
+        const float v23 = y[i22];
+        const float v24 = v19 + v23;
+        const float out_37 = v24;
+        const float v25 = x_34;
+        const uint i26 = i6 % u.C;
+        const uint i27 = i6 / u.C;
+        const uint i28 = i26 * u.R + i27;
+        const float v29 = y[i28];
+        const float v30 = v25 + v29;
+        const float out_38 = v30;
         float4 vec2;
-        vec2.x = out_34;
-        vec2.y = out_35;
-        vec2.z = out_36;
-        vec2.w = out_37;
-        ((device float4*)out)[i2 >> 2u] = vec2;
+        vec2.x = out_35;
+        vec2.y = out_36;
+        vec2.z = out_37;
+        vec2.w = out_38;
+        ((device float4*)out)[i3 >> 2u] = vec2;
     }
-    if (t1 == ((u.R * u.C) >> 2u)) {
-        const uint i38 = t1 << 2u;
-        for (uint j39 = i38; j39 < u.R * u.C; j39 += 1u) {
-            const float v40 = x[j39];
-            const uint i41 = j39 % u.C;
-            const uint i42 = j39 / u.C;
-            const uint i43 = i41 * u.R + i42;
-            const float v44 = y[i43];
-            const float v45 = v40 + v44;
-            out[j39] = v45;
+    if (v39 < q2) {
+        const uint i40 = v39 << 2u;
+        const uint i41 = i40 + 1u;
+        const uint i42 = i40 + 2u;
+        const uint i43 = i40 + 3u;
+        const float4 vec3 = ((device const float4*)x)[i40 >> 2u];
+        const float x_68 = vec3[0];
+        const float x_69 = vec3[1];
+        const float x_70 = vec3[2];
+        const float x_71 = vec3[3];
+        const float v44 = x_68;
+        const uint i45 = i40 % u.C;
+        const uint i46 = i40 / u.C;
+        const uint i47 = i45 * u.R + i46;
+        const float v48 = y[i47];
+        const float v49 = v44 + v48;
+        const float out_72 = v49;
+        const float v50 = x_69;
+        const uint i51 = i41 % u.C;
+        const uint i52 = i41 / u.C;
+        const uint i53 = i51 * u.R + i52;
+        const float v54 = y[i53];
+        const float v55 = v50 + v54;
+        const float out_73 = v55;
+        const float v56 = x_70;
+        const uint i57 = i42 % u.C;
+        const uint i58 = i42 / u.C;
+        const uint i59 = i57 * u.R + i58;
+        const float v60 = y[i59];
+        const float v61 = v56 + v60;
+        const float out_74 = v61;
+        const float v62 = x_71;
+        const uint i63 = i43 % u.C;
+        const uint i64 = i43 / u.C;
+        const uint i65 = i63 * u.R + i64;
+        const float v66 = y[i65];
+        const float v67 = v62 + v66;
+        const float out_75 = v67;
+        float4 vec4;
+        vec4.x = out_72;
+        vec4.y = out_73;
+        vec4.z = out_74;
+        vec4.w = out_75;
+        ((device float4*)out)[i40 >> 2u] = vec4;
+    }
+    if ((v1 == q2) || (v39 == q2)) {
+        const uint i76 = q2 << 2u;
+        if (i76 < u.R * u.C) {
+            const float v77 = x[i76];
+            const uint i78 = i76 % u.C;
+            const uint i79 = i76 / u.C;
+            const uint i80 = i78 * u.R + i79;
+            const float v81 = y[i80];
+            const float v82 = v77 + v81;
+            out[i76] = v82;
+        }
+        const uint i83 = i76 + 1u;
+        if (i83 < u.R * u.C) {
+            const float v84 = x[i83];
+            const uint i85 = i83 % u.C;
+            const uint i86 = i83 / u.C;
+            const uint i87 = i85 * u.R + i86;
+            const float v88 = y[i87];
+            const float v89 = v84 + v88;
+            out[i83] = v89;
+        }
+        const uint i90 = i76 + 2u;
+        if (i90 < u.R * u.C) {
+            const float v91 = x[i90];
+            const uint i92 = i90 % u.C;
+            const uint i93 = i90 / u.C;
+            const uint i94 = i92 * u.R + i93;
+            const float v95 = y[i94];
+            const float v96 = v91 + v95;
+            out[i90] = v96;
         }
     }
 }

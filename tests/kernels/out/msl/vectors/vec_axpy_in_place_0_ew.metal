@@ -15,49 +15,100 @@ kernel void vec_axpy_in_place_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint t1 = g0 * 256u + lid.x;
-    if (t1 < (u.N >> 2u)) {
-        const uint i2 = t1 << 2u;
-        const float4 vec1 = ((device const float4*)x)[i2 >> 2u];
-        const float x_22 = vec1[0];
-        const float x_23 = vec1[1];
-        const float x_24 = vec1[2];
-        const float x_25 = vec1[3];
-        const float4 vec2 = ((device const float4*)y)[i2 >> 2u];
-        const float y_26 = vec2[0];
-        const float y_27 = vec2[1];
-        const float y_28 = vec2[2];
-        const float y_29 = vec2[3];
-        const float v6 = y_26;
-        const float v7 = x_22;
-        const float v9 = fma(2.0f, v7, v6);
-        const float y_30 = v9;
-        const float v10 = y_27;
-        const float v11 = x_23;
-        const float v13 = fma(2.0f, v11, v10);
-        const float y_31 = v13;
-        const float v14 = y_28;
-        const float v15 = x_24;
-        const float v17 = fma(2.0f, v15, v14);
-        const float y_32 = v17;
-        const float v18 = y_29;
-        const float v19 = x_25;
-        const float v21 = fma(2.0f, v19, v18);
-        const float y_33 = v21;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = u.N >> 2u;
+    const uint v35 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const float4 vec1 = ((device const float4*)x)[i3 >> 2u];
+        const float x_23 = vec1[0];
+        const float x_24 = vec1[1];
+        const float x_25 = vec1[2];
+        const float x_26 = vec1[3];
+        const float4 vec2 = ((device const float4*)y)[i3 >> 2u];
+        const float y_27 = vec2[0];
+        const float y_28 = vec2[1];
+        const float y_29 = vec2[2];
+        const float y_30 = vec2[3];
+        const float v7 = y_27;
+        const float v8 = x_23;
+        const float v10 = fma(2.0f, v8, v7);
+        const float y_31 = v10;
+        const float v11 = y_28;
+        const float v12 = x_24;
+        const float v14 = fma(2.0f, v12, v11);
+        const float y_32 = v14;
+        const float v15 = y_29;
+        const float v16 = x_25;
+        const float v18 = fma(2.0f, v16, v15);
+        const float y_33 = v18;
+        const float v19 = y_30;
+        const float v20 = x_26;
+        const float v22 = fma(2.0f, v20, v19);
+        const float y_34 = v22;
         float4 vec3;
-        vec3.x = y_30;
-        vec3.y = y_31;
-        vec3.z = y_32;
-        vec3.w = y_33;
-        ((device float4*)y)[i2 >> 2u] = vec3;
+        vec3.x = y_31;
+        vec3.y = y_32;
+        vec3.z = y_33;
+        vec3.w = y_34;
+        ((device float4*)y)[i3 >> 2u] = vec3;
     }
-    if (t1 == (u.N >> 2u)) {
-        const uint i34 = t1 << 2u;
-        for (uint j35 = i34; j35 < u.N; j35 += 1u) {
-            const float v36 = y[j35];
-            const float v37 = x[j35];
-            const float v39 = fma(2.0f, v37, v36);
-            y[j35] = v39;
+    if (v35 < q2) {
+        const uint i36 = v35 << 2u;
+        const float4 vec4 = ((device const float4*)x)[i36 >> 2u];
+        const float x_56 = vec4[0];
+        const float x_57 = vec4[1];
+        const float x_58 = vec4[2];
+        const float x_59 = vec4[3];
+        const float4 vec5 = ((device const float4*)y)[i36 >> 2u];
+        const float y_60 = vec5[0];
+        const float y_61 = vec5[1];
+        const float y_62 = vec5[2];
+        const float y_63 = vec5[3];
+        const float v40 = y_60;
+        const float v41 = x_56;
+        const float v43 = fma(2.0f, v41, v40);
+        const float y_64 = v43;
+        const float v44 = y_61;
+        const float v45 = x_57;
+        const float v47 = fma(2.0f, v45, v44);
+        const float y_65 = v47;
+        const float v48 = y_62;
+        const float v49 = x_58;
+        const float v51 = fma(2.0f, v49, v48);
+        const float y_66 = v51;
+        const float v52 = y_63;
+        const float v53 = x_59;
+        const float v55 = fma(2.0f, v53, v52);
+        const float y_67 = v55;
+        float4 vec6;
+        vec6.x = y_64;
+        vec6.y = y_65;
+        vec6.z = y_66;
+        vec6.w = y_67;
+        ((device float4*)y)[i36 >> 2u] = vec6;
+    }
+    if ((v1 == q2) || (v35 == q2)) {
+        const uint i68 = q2 << 2u;
+        if (i68 < u.N) {
+            const float v69 = y[i68];
+            const float v70 = x[i68];
+            const float v72 = fma(2.0f, v70, v69);
+            y[i68] = v72;
+        }
+        const uint i73 = i68 + 1u;
+        if (i73 < u.N) {
+            const float v74 = y[i73];
+            const float v75 = x[i73];
+            const float v77 = fma(2.0f, v75, v74);
+            y[i73] = v77;
+        }
+        const uint i78 = i68 + 2u;
+        if (i78 < u.N) {
+            const float v79 = y[i78];
+            const float v80 = x[i78];
+            const float v82 = fma(2.0f, v80, v79);
+            y[i78] = v82;
         }
     }
 }

@@ -15,39 +15,79 @@ kernel void vec_positive_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint t1 = g0 * 256u + lid.x;
-    if (t1 < (u.N >> 2u)) {
-        const uint i2 = t1 << 2u;
-        const float4 vec1 = ((device const float4*)x)[i2 >> 2u];
-        const float x_14 = vec1[0];
-        const float x_15 = vec1[1];
-        const float x_16 = vec1[2];
-        const float x_17 = vec1[3];
-        const float v6 = x_14;
-        const bool v7 = !((as_type<uint>(v6) & 0x7fffffffu) > 0x7f800000u) && (v6 > 0.0f);
-        const uint out_18 = (v7 ? 1u : 0u);
-        const float v8 = x_15;
-        const bool v9 = !((as_type<uint>(v8) & 0x7fffffffu) > 0x7f800000u) && (v8 > 0.0f);
-        const uint out_19 = (v9 ? 1u : 0u);
-        const float v10 = x_16;
-        const bool v11 = !((as_type<uint>(v10) & 0x7fffffffu) > 0x7f800000u) && (v10 > 0.0f);
-        const uint out_20 = (v11 ? 1u : 0u);
-        const float v12 = x_17;
-        const bool v13 = !((as_type<uint>(v12) & 0x7fffffffu) > 0x7f800000u) && (v12 > 0.0f);
-        const uint out_21 = (v13 ? 1u : 0u);
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = u.N >> 2u;
+    const uint v23 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const float4 vec1 = ((device const float4*)x)[i3 >> 2u];
+        const float x_15 = vec1[0];
+        const float x_16 = vec1[1];
+        const float x_17 = vec1[2];
+        const float x_18 = vec1[3];
+        const float v7 = x_15;
+        const bool v8 = !((as_type<uint>(v7) & 0x7fffffffu) > 0x7f800000u) && (v7 > 0.0f);
+        const uint out_19 = (v8 ? 1u : 0u);
+        const float v9 = x_16;
+        const bool v10 = !((as_type<uint>(v9) & 0x7fffffffu) > 0x7f800000u) && (v9 > 0.0f);
+        const uint out_20 = (v10 ? 1u : 0u);
+        const float v11 = x_17;
+        const bool v12 = !((as_type<uint>(v11) & 0x7fffffffu) > 0x7f800000u) && (v11 > 0.0f);
+        const uint out_21 = (v12 ? 1u : 0u);
+        const float v13 = x_18;
+        const bool v14 = !((as_type<uint>(v13) & 0x7fffffffu) > 0x7f800000u) && (v13 > 0.0f);
+        const uint out_22 = (v14 ? 1u : 0u);
         uint4 vec2;
-        vec2.x = out_18;
-        vec2.y = out_19;
-        vec2.z = out_20;
-        vec2.w = out_21;
-        ((device uint4*)out)[i2 >> 2u] = vec2;
+        vec2.x = out_19;
+        vec2.y = out_20;
+        vec2.z = out_21;
+        vec2.w = out_22;
+        ((device uint4*)out)[i3 >> 2u] = vec2;
     }
-    if (t1 == (u.N >> 2u)) {
-        const uint i22 = t1 << 2u;
-        for (uint j23 = i22; j23 < u.N; j23 += 1u) {
-            const float v24 = x[j23];
-            const bool v25 = !((as_type<uint>(v24) & 0x7fffffffu) > 0x7f800000u) && (v24 > 0.0f);
-            out[j23] = (v25 ? 1u : 0u);
+    if (v23 < q2) {
+        const uint i24 = v23 << 2u;
+        const float4 vec3 = ((device const float4*)x)[i24 >> 2u];
+        const float x_36 = vec3[0];
+        const float x_37 = vec3[1];
+        const float x_38 = vec3[2];
+        const float x_39 = vec3[3];
+        const float v28 = x_36;
+        const bool v29 = !((as_type<uint>(v28) & 0x7fffffffu) > 0x7f800000u) && (v28 > 0.0f);
+        const uint out_40 = (v29 ? 1u : 0u);
+        const float v30 = x_37;
+        const bool v31 = !((as_type<uint>(v30) & 0x7fffffffu) > 0x7f800000u) && (v30 > 0.0f);
+        const uint out_41 = (v31 ? 1u : 0u);
+        const float v32 = x_38;
+        const bool v33 = !((as_type<uint>(v32) & 0x7fffffffu) > 0x7f800000u) && (v32 > 0.0f);
+        const uint out_42 = (v33 ? 1u : 0u);
+        const float v34 = x_39;
+        const bool v35 = !((as_type<uint>(v34) & 0x7fffffffu) > 0x7f800000u) && (v34 > 0.0f);
+        const uint out_43 = (v35 ? 1u : 0u);
+        uint4 vec4;
+        vec4.x = out_40;
+        vec4.y = out_41;
+        vec4.z = out_42;
+        vec4.w = out_43;
+        ((device uint4*)out)[i24 >> 2u] = vec4;
+    }
+    if ((v1 == q2) || (v23 == q2)) {
+        const uint i44 = q2 << 2u;
+        if (i44 < u.N) {
+            const float v45 = x[i44];
+            const bool v46 = !((as_type<uint>(v45) & 0x7fffffffu) > 0x7f800000u) && (v45 > 0.0f);
+            out[i44] = (v46 ? 1u : 0u);
+        }
+        const uint i47 = i44 + 1u;
+        if (i47 < u.N) {
+            const float v48 = x[i47];
+            const bool v49 = !((as_type<uint>(v48) & 0x7fffffffu) > 0x7f800000u) && (v48 > 0.0f);
+            out[i47] = (v49 ? 1u : 0u);
+        }
+        const uint i50 = i44 + 2u;
+        if (i50 < u.N) {
+            const float v51 = x[i50];
+            const bool v52 = !((as_type<uint>(v51) & 0x7fffffffu) > 0x7f800000u) && (v51 > 0.0f);
+            out[i50] = (v52 ? 1u : 0u);
         }
     }
 }

@@ -17,52 +17,107 @@ kernel void vec_row_bias_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint t1 = g0 * 256u + lid.x;
-    if (t1 < ((u.R * u.C) >> 2u)) {
-        const uint i2 = t1 << 2u;
-        const uint i3 = i2 + 1u;
-        const uint i4 = i2 + 2u;
-        const uint i5 = i2 + 3u;
-        const float4 vec1 = ((device const float4*)x)[i2 >> 2u];
-        const float x_26 = vec1[0];
-        const float x_27 = vec1[1];
-        const float x_28 = vec1[2];
-        const float x_29 = vec1[3];
-        const float v6 = x_26;
-        const uint i7 = i2 % u.C;
-        const float v9 = b[i7];
-        const float v10 = v6 + v9;
-        const float out_30 = v10;
-        const float v11 = x_27;
-        const uint i12 = i3 % u.C;
-        const float v14 = b[i12];
-        const float v15 = v11 + v14;
-        const float out_31 = v15;
-        const float v16 = x_28;
-        const uint i17 = i4 % u.C;
-        const float v19 = b[i17];
-        const float v20 = v16 + v19;
-        const float out_32 = v20;
-        const float v21 = x_29;
-        const uint i22 = i5 % u.C;
-        const float v24 = b[i22];
-        const float v25 = v21 + v24;
-        const float out_33 = v25;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = (u.R * u.C) >> 2u;
+    const uint v35 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const uint i4 = i3 + 1u;
+        const uint i5 = i3 + 2u;
+        const uint i6 = i3 + 3u;
+        const float4 vec1 = ((device const float4*)x)[i3 >> 2u];
+        const float x_27 = vec1[0];
+        const float x_28 = vec1[1];
+        const float x_29 = vec1[2];
+        const float x_30 = vec1[3];
+        const float v7 = x_27;
+        const uint i8 = i3 % u.C;
+        const float v10 = b[i8];
+        const float v11 = v7 + v10;
+        const float out_31 = v11;
+        const float v12 = x_28;
+        const uint i13 = i4 % u.C;
+        const float v15 = b[i13];
+        const float v16 = v12 + v15;
+        const float out_32 = v16;
+        const float v17 = x_29;
+        const uint i18 = i5 % u.C;
+        const float v20 = b[i18];
+        const float v21 = v17 + v20;
+        const float out_33 = v21;
+        const float v22 = x_30;
+        const uint i23 = i6 % u.C;
+        const float v25 = b[i23];
+        const float v26 = v22 + v25;
+        const float out_34 = v26;
         float4 vec2;
-        vec2.x = out_30;
-        vec2.y = out_31;
-        vec2.z = out_32;
-        vec2.w = out_33;
-        ((device float4*)out)[i2 >> 2u] = vec2;
+        vec2.x = out_31;
+        vec2.y = out_32;
+        vec2.z = out_33;
+        vec2.w = out_34;
+        ((device float4*)out)[i3 >> 2u] = vec2;
     }
-    if (t1 == ((u.R * u.C) >> 2u)) {
-        const uint i34 = t1 << 2u;
-        for (uint j35 = i34; j35 < u.R * u.C; j35 += 1u) {
-            const float v36 = x[j35];
-            const uint i37 = j35 % u.C;
-            const float v39 = b[i37];
-            const float v40 = v36 + v39;
-            out[j35] = v40;
+    if (v35 < q2) {
+        const uint i36 = v35 << 2u;
+        const uint i37 = i36 + 1u;
+        const uint i38 = i36 + 2u;
+        const uint i39 = i36 + 3u;
+        const float4 vec3 = ((device const float4*)x)[i36 >> 2u];
+        const float x_60 = vec3[0];
+        const float x_61 = vec3[1];
+        const float x_62 = vec3[2];
+        const float x_63 = vec3[3];
+        const float v40 = x_60;
+        const uint i41 = i36 % u.C;
+        const float v43 = b[i41];
+        const float v44 = v40 + v43;
+        const float out_64 = v44;
+        const float v45 = x_61;
+        const uint i46 = i37 % u.C;
+        const float v48 = b[i46];
+        const float v49 = v45 + v48;
+        const float out_65 = v49;
+        const float v50 = x_62;
+        const uint i51 = i38 % u.C;
+        const float v53 = b[i51];
+        const float v54 = v50 + v53;
+        const float out_66 = v54;
+        const float v55 = x_63;
+        const uint i56 = i39 % u.C;
+        const float v58 = b[i56];
+        const float v59 = v55 + v58;
+        const float out_67 = v59;
+        float4 vec4;
+        vec4.x = out_64;
+        vec4.y = out_65;
+        vec4.z = out_66;
+        vec4.w = out_67;
+        ((device float4*)out)[i36 >> 2u] = vec4;
+    }
+    if ((v1 == q2) || (v35 == q2)) {
+        const uint i68 = q2 << 2u;
+        if (i68 < u.R * u.C) {
+            const float v69 = x[i68];
+            const uint i70 = i68 % u.C;
+            const float v72 = b[i70];
+            const float v73 = v69 + v72;
+            out[i68] = v73;
+        }
+        const uint i74 = i68 + 1u;
+        if (i74 < u.R * u.C) {
+            const float v75 = x[i74];
+            const uint i76 = i74 % u.C;
+            const float v78 = b[i76];
+            const float v79 = v75 + v78;
+            out[i74] = v79;
+        }
+        const uint i80 = i68 + 2u;
+        if (i80 < u.R * u.C) {
+            const float v81 = x[i80];
+            const uint i82 = i80 % u.C;
+            const float v84 = b[i82];
+            const float v85 = v81 + v84;
+            out[i80] = v85;
         }
     }
 }

@@ -8,9 +8,10 @@ kernel void vec_scale_6_0_ew(
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]]
 ) {
-    const uint t0 = wid.x * 256u + lid.x;
-    if (t0 < 1u) {
-        const uint i1 = t0 << 2u;
+    const uint v0 = wid.x * 512u + lid.x;
+    const uint v25 = v0 + 256u;
+    if (v0 < 1u) {
+        const uint i1 = v0 << 2u;
         const float4 vec1 = ((device const float4*)a)[i1 >> 2u];
         const float a_17 = vec1[0];
         const float a_18 = vec1[1];
@@ -39,13 +40,57 @@ kernel void vec_scale_6_0_ew(
         vec2.w = out_24;
         ((device float4*)out)[i1 >> 2u] = vec2;
     }
-    if (t0 == 1u) {
-        const uint i25 = t0 << 2u;
-        for (uint j26 = i25; j26 < 6u; j26 += 1u) {
-            const float v27 = a[j26];
-            const float v28 = v27 * 3.0f;
-            const float v29 = v28 - 1.0f;
-            out[j26] = v29;
+    if (v25 < 1u) {
+        const uint i26 = v25 << 2u;
+        const float4 vec3 = ((device const float4*)a)[i26 >> 2u];
+        const float a_42 = vec3[0];
+        const float a_43 = vec3[1];
+        const float a_44 = vec3[2];
+        const float a_45 = vec3[3];
+        const float v30 = a_42;
+        const float v31 = v30 * 3.0f;
+        const float v32 = v31 - 1.0f;
+        const float out_46 = v32;
+        const float v33 = a_43;
+        const float v34 = v33 * 3.0f;
+        const float v35 = v34 - 1.0f;
+        const float out_47 = v35;
+        const float v36 = a_44;
+        const float v37 = v36 * 3.0f;
+        const float v38 = v37 - 1.0f;
+        const float out_48 = v38;
+        const float v39 = a_45;
+        const float v40 = v39 * 3.0f;
+        const float v41 = v40 - 1.0f;
+        const float out_49 = v41;
+        float4 vec4;
+        vec4.x = out_46;
+        vec4.y = out_47;
+        vec4.z = out_48;
+        vec4.w = out_49;
+        ((device float4*)out)[i26 >> 2u] = vec4;
+    }
+    if ((v0 == 1u) || (v25 == 1u)) {
+        const uint i50 = 1u << 2u;
+        if (i50 < 6u) {
+            const float v51 = a[i50];
+            const float v52 = v51 * 3.0f;
+            const float v53 = v52 - 1.0f;
+            out[i50] = v53;
+        }
+        const uint i54 = i50 + 1u;
+        if (i54 < 6u) {
+            const float v55 = a[i54];
+            const float v56 = v55 * 3.0f;
+            const float v57 = v56 - 1.0f;
+            out[i54] = v57;
+        }
+        const uint i58 = i50 + 2u;
+        if (i58 < 6u) {
+            const float v59 = a[i58];
+            const float v60 = v59 * 3.0f;
+            const float v61 = v60 - 1.0f;
+            out[i58] = v61;
         }
     }
 }

@@ -24,59 +24,122 @@ kernel void vec_sigmoid_chain_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint t1 = g0 * 256u + lid.x;
-    if (t1 < (u.N >> 2u)) {
-        const uint i2 = t1 << 2u;
-        const float4 vec1 = ((device const float4*)x)[i2 >> 2u];
-        const float x_30 = vec1[0];
-        const float x_31 = vec1[1];
-        const float x_32 = vec1[2];
-        const float x_33 = vec1[3];
-        const float4 vec2 = ((device const float4*)y)[i2 >> 2u];
-        const float y_34 = vec2[0];
-        const float y_35 = vec2[1];
-        const float y_36 = vec2[2];
-        const float y_37 = vec2[3];
-        const float v6 = x_30;
-        const float v8 = y_34;
-        const float v9 = fma(v6, 2.0f, v8);
-        const float v10 = mimir_sigmoid(v9);
-        const float v11 = v10 * v6;
-        const float out_38 = v11;
-        const float v12 = x_31;
-        const float v14 = y_35;
-        const float v15 = fma(v12, 2.0f, v14);
-        const float v16 = mimir_sigmoid(v15);
-        const float v17 = v16 * v12;
-        const float out_39 = v17;
-        const float v18 = x_32;
-        const float v20 = y_36;
-        const float v21 = fma(v18, 2.0f, v20);
-        const float v22 = mimir_sigmoid(v21);
-        const float v23 = v22 * v18;
-        const float out_40 = v23;
-        const float v24 = x_33;
-        const float v26 = y_37;
-        const float v27 = fma(v24, 2.0f, v26);
-        const float v28 = mimir_sigmoid(v27);
-        const float v29 = v28 * v24;
-        const float out_41 = v29;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = u.N >> 2u;
+    const uint v43 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const float4 vec1 = ((device const float4*)x)[i3 >> 2u];
+        const float x_31 = vec1[0];
+        const float x_32 = vec1[1];
+        const float x_33 = vec1[2];
+        const float x_34 = vec1[3];
+        const float4 vec2 = ((device const float4*)y)[i3 >> 2u];
+        const float y_35 = vec2[0];
+        const float y_36 = vec2[1];
+        const float y_37 = vec2[2];
+        const float y_38 = vec2[3];
+        const float v7 = x_31;
+        const float v9 = y_35;
+        const float v10 = fma(v7, 2.0f, v9);
+        const float v11 = mimir_sigmoid(v10);
+        const float v12 = v11 * v7;
+        const float out_39 = v12;
+        const float v13 = x_32;
+        const float v15 = y_36;
+        const float v16 = fma(v13, 2.0f, v15);
+        const float v17 = mimir_sigmoid(v16);
+        const float v18 = v17 * v13;
+        const float out_40 = v18;
+        const float v19 = x_33;
+        const float v21 = y_37;
+        const float v22 = fma(v19, 2.0f, v21);
+        const float v23 = mimir_sigmoid(v22);
+        const float v24 = v23 * v19;
+        const float out_41 = v24;
+        const float v25 = x_34;
+        const float v27 = y_38;
+        const float v28 = fma(v25, 2.0f, v27);
+        const float v29 = mimir_sigmoid(v28);
+        const float v30 = v29 * v25;
+        const float out_42 = v30;
         float4 vec3;
-        vec3.x = out_38;
-        vec3.y = out_39;
-        vec3.z = out_40;
-        vec3.w = out_41;
-        ((device float4*)out)[i2 >> 2u] = vec3;
+        vec3.x = out_39;
+        vec3.y = out_40;
+        vec3.z = out_41;
+        vec3.w = out_42;
+        ((device float4*)out)[i3 >> 2u] = vec3;
     }
-    if (t1 == (u.N >> 2u)) {
-        const uint i42 = t1 << 2u;
-        for (uint j43 = i42; j43 < u.N; j43 += 1u) {
-            const float v44 = x[j43];
-            const float v46 = y[j43];
-            const float v47 = fma(v44, 2.0f, v46);
-            const float v48 = mimir_sigmoid(v47);
-            const float v49 = v48 * v44;
-            out[j43] = v49;
+    if (v43 < q2) {
+        const uint i44 = v43 << 2u;
+        const float4 vec4 = ((device const float4*)x)[i44 >> 2u];
+        const float x_72 = vec4[0];
+        const float x_73 = vec4[1];
+        const float x_74 = vec4[2];
+        const float x_75 = vec4[3];
+        const float4 vec5 = ((device const float4*)y)[i44 >> 2u];
+        const float y_76 = vec5[0];
+        const float y_77 = vec5[1];
+        const float y_78 = vec5[2];
+        const float y_79 = vec5[3];
+        const float v48 = x_72;
+        const float v50 = y_76;
+        const float v51 = fma(v48, 2.0f, v50);
+        const float v52 = mimir_sigmoid(v51);
+        const float v53 = v52 * v48;
+        const float out_80 = v53;
+        const float v54 = x_73;
+        const float v56 = y_77;
+        const float v57 = fma(v54, 2.0f, v56);
+        const float v58 = mimir_sigmoid(v57);
+        const float v59 = v58 * v54;
+        const float out_81 = v59;
+        const float v60 = x_74;
+        const float v62 = y_78;
+        const float v63 = fma(v60, 2.0f, v62);
+        const float v64 = mimir_sigmoid(v63);
+        const float v65 = v64 * v60;
+        const float out_82 = v65;
+        const float v66 = x_75;
+        const float v68 = y_79;
+        const float v69 = fma(v66, 2.0f, v68);
+        const float v70 = mimir_sigmoid(v69);
+        const float v71 = v70 * v66;
+        const float out_83 = v71;
+        float4 vec6;
+        vec6.x = out_80;
+        vec6.y = out_81;
+        vec6.z = out_82;
+        vec6.w = out_83;
+        ((device float4*)out)[i44 >> 2u] = vec6;
+    }
+    if ((v1 == q2) || (v43 == q2)) {
+        const uint i84 = q2 << 2u;
+        if (i84 < u.N) {
+            const float v85 = x[i84];
+            const float v87 = y[i84];
+            const float v88 = fma(v85, 2.0f, v87);
+            const float v89 = mimir_sigmoid(v88);
+            const float v90 = v89 * v85;
+            out[i84] = v90;
+        }
+        const uint i91 = i84 + 1u;
+        if (i91 < u.N) {
+            const float v92 = x[i91];
+            const float v94 = y[i91];
+            const float v95 = fma(v92, 2.0f, v94);
+            const float v96 = mimir_sigmoid(v95);
+            const float v97 = v96 * v92;
+            out[i91] = v97;
+        }
+        const uint i98 = i84 + 2u;
+        if (i98 < u.N) {
+            const float v99 = x[i98];
+            const float v101 = y[i98];
+            const float v102 = fma(v99, 2.0f, v101);
+            const float v103 = mimir_sigmoid(v102);
+            const float v104 = v103 * v99;
+            out[i98] = v104;
         }
     }
 }

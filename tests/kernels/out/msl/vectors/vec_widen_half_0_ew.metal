@@ -16,47 +16,96 @@ kernel void vec_widen_half_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint t1 = g0 * 256u + lid.x;
-    if (t1 < (u.N >> 2u)) {
-        const uint i2 = t1 << 2u;
-        const uint i3 = i2 + 1u;
-        const uint i4 = i2 + 2u;
-        const uint i5 = i2 + 3u;
-        const float4 vec1 = ((device const float4*)x)[i2 >> 2u];
-        const float x_18 = vec1[0];
-        const float x_19 = vec1[1];
-        const float x_20 = vec1[2];
-        const float x_21 = vec1[3];
-        const float v6 = float(h[i2]);
-        const float v7 = x_18;
-        const float v8 = v6 * v7;
-        const float out_22 = v8;
-        const float v9 = float(h[i3]);
-        const float v10 = x_19;
-        const float v11 = v9 * v10;
-        const float out_23 = v11;
-        const float v12 = float(h[i4]);
-        const float v13 = x_20;
-        const float v14 = v12 * v13;
-        const float out_24 = v14;
-        const float v15 = float(h[i5]);
-        const float v16 = x_21;
-        const float v17 = v15 * v16;
-        const float out_25 = v17;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = u.N >> 2u;
+    const uint v27 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const uint i4 = i3 + 1u;
+        const uint i5 = i3 + 2u;
+        const uint i6 = i3 + 3u;
+        const float4 vec1 = ((device const float4*)x)[i3 >> 2u];
+        const float x_19 = vec1[0];
+        const float x_20 = vec1[1];
+        const float x_21 = vec1[2];
+        const float x_22 = vec1[3];
+        const float v7 = float(h[i3]);
+        const float v8 = x_19;
+        const float v9 = v7 * v8;
+        const float out_23 = v9;
+        const float v10 = float(h[i4]);
+        const float v11 = x_20;
+        const float v12 = v10 * v11;
+        const float out_24 = v12;
+        const float v13 = float(h[i5]);
+        const float v14 = x_21;
+        const float v15 = v13 * v14;
+        const float out_25 = v15;
+        const float v16 = float(h[i6]);
+        const float v17 = x_22;
+        const float v18 = v16 * v17;
+        const float out_26 = v18;
         float4 vec2;
-        vec2.x = out_22;
-        vec2.y = out_23;
-        vec2.z = out_24;
-        vec2.w = out_25;
-        ((device float4*)out)[i2 >> 2u] = vec2;
+        vec2.x = out_23;
+        vec2.y = out_24;
+        vec2.z = out_25;
+        vec2.w = out_26;
+        ((device float4*)out)[i3 >> 2u] = vec2;
     }
-    if (t1 == (u.N >> 2u)) {
-        const uint i26 = t1 << 2u;
-        for (uint j27 = i26; j27 < u.N; j27 += 1u) {
-            const float v28 = float(h[j27]);
-            const float v29 = x[j27];
-            const float v30 = v28 * v29;
-            out[j27] = v30;
+    if (v27 < q2) {
+        const uint i28 = v27 << 2u;
+        const uint i29 = i28 + 1u;
+        const uint i30 = i28 + 2u;
+        const uint i31 = i28 + 3u;
+        const float4 vec3 = ((device const float4*)x)[i28 >> 2u];
+        const float x_44 = vec3[0];
+        const float x_45 = vec3[1];
+        const float x_46 = vec3[2];
+        const float x_47 = vec3[3];
+        const float v32 = float(h[i28]);
+        const float v33 = x_44;
+        const float v34 = v32 * v33;
+        const float out_48 = v34;
+        const float v35 = float(h[i29]);
+        const float v36 = x_45;
+        const float v37 = v35 * v36;
+        const float out_49 = v37;
+        const float v38 = float(h[i30]);
+        const float v39 = x_46;
+        const float v40 = v38 * v39;
+        const float out_50 = v40;
+        const float v41 = float(h[i31]);
+        const float v42 = x_47;
+        const float v43 = v41 * v42;
+        const float out_51 = v43;
+        float4 vec4;
+        vec4.x = out_48;
+        vec4.y = out_49;
+        vec4.z = out_50;
+        vec4.w = out_51;
+        ((device float4*)out)[i28 >> 2u] = vec4;
+    }
+    if ((v1 == q2) || (v27 == q2)) {
+        const uint i52 = q2 << 2u;
+        if (i52 < u.N) {
+            const float v53 = float(h[i52]);
+            const float v54 = x[i52];
+            const float v55 = v53 * v54;
+            out[i52] = v55;
+        }
+        const uint i56 = i52 + 1u;
+        if (i56 < u.N) {
+            const float v57 = float(h[i56]);
+            const float v58 = x[i56];
+            const float v59 = v57 * v58;
+            out[i56] = v59;
+        }
+        const uint i60 = i52 + 2u;
+        if (i60 < u.N) {
+            const float v61 = float(h[i60]);
+            const float v62 = x[i60];
+            const float v63 = v61 * v62;
+            out[i60] = v63;
         }
     }
 }

@@ -18,120 +18,258 @@ fn features_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let t1: u32 = g0 * 256u + lid.x;
-    if (t1 < ((u.N * (u.M + 4u)) >> 2u)) {
-        let i2: u32 = t1 << 2u;
-        let i3: u32 = i2 + 1u;
-        let i4: u32 = i2 + 2u;
-        let i5: u32 = i2 + 3u;
-        let i6: u32 = i2 % (u.M + 4u);
-        let i7: u32 = i2 / (u.M + 4u);
-        var part8: f32 = 0.0f;
-        if (i6 < 3u) {
-            let i9: u32 = i7 * 3u + i6;
-            let v10: f32 = a[i9];
-            part8 = v10;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = (u.N * (u.M + 4u)) >> 2u;
+    let v51: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let i4: u32 = i3 + 1u;
+        let i5: u32 = i3 + 2u;
+        let i6: u32 = i3 + 3u;
+        let i7: u32 = i3 % (u.M + 4u);
+        let i8: u32 = i3 / (u.M + 4u);
+        var part9: f32 = 0.0f;
+        if (i7 < 3u) {
+            let i10: u32 = i8 * 3u + i7;
+            let v11: f32 = a[i10];
+            part9 = v11;
         }
-        if ((i6 >= 3u) && (i6 < u.M + 3u)) {
-            let i11: u32 = i7 * u.M + (i6 - 3u);
-            let v12: i32 = b[i11];
-            let v13: f32 = f32(v12);
-            part8 = v13;
+        if ((i7 >= 3u) && (i7 < u.M + 3u)) {
+            let i12: u32 = i8 * u.M + (i7 - 3u);
+            let v13: i32 = b[i12];
+            let v14: f32 = f32(v13);
+            part9 = v14;
         }
-        if ((i6 >= u.M + 3u) && (i6 < u.M + 4u)) {
-            let v14: f32 = c[i7];
-            let v15: f32 = v14 * 2.0f;
-            part8 = v15;
+        if ((i7 >= u.M + 3u) && (i7 < u.M + 4u)) {
+            let v15: f32 = c[i8];
+            let v16: f32 = v15 * 2.0f;
+            part9 = v16;
         }
-        let out_46: f32 = part8;
-        let i16: u32 = i3 % (u.M + 4u);
-        let i17: u32 = i3 / (u.M + 4u);
-        var part18: f32 = 0.0f;
-        if (i16 < 3u) {
-            let i19: u32 = i17 * 3u + i16;
-            let v20: f32 = a[i19];
-            part18 = v20;
+        let out_47: f32 = part9;
+        let i17: u32 = i4 % (u.M + 4u);
+        let i18: u32 = i4 / (u.M + 4u);
+        var part19: f32 = 0.0f;
+        if (i17 < 3u) {
+            let i20: u32 = i18 * 3u + i17;
+            let v21: f32 = a[i20];
+            part19 = v21;
         }
-        if ((i16 >= 3u) && (i16 < u.M + 3u)) {
-            let i21: u32 = i17 * u.M + (i16 - 3u);
-            let v22: i32 = b[i21];
-            let v23: f32 = f32(v22);
-            part18 = v23;
+        if ((i17 >= 3u) && (i17 < u.M + 3u)) {
+            let i22: u32 = i18 * u.M + (i17 - 3u);
+            let v23: i32 = b[i22];
+            let v24: f32 = f32(v23);
+            part19 = v24;
         }
-        if ((i16 >= u.M + 3u) && (i16 < u.M + 4u)) {
-            let v24: f32 = c[i17];
-            let v25: f32 = v24 * 2.0f;
-            part18 = v25;
+        if ((i17 >= u.M + 3u) && (i17 < u.M + 4u)) {
+            let v25: f32 = c[i18];
+            let v26: f32 = v25 * 2.0f;
+            part19 = v26;
         }
-        let out_47: f32 = part18;
-        let i26: u32 = i4 % (u.M + 4u);
-        let i27: u32 = i4 / (u.M + 4u);
-        var part28: f32 = 0.0f;
-        if (i26 < 3u) {
-            let i29: u32 = i27 * 3u + i26;
-            let v30: f32 = a[i29];
-            part28 = v30;
+        let out_48: f32 = part19;
+        let i27: u32 = i5 % (u.M + 4u);
+        let i28: u32 = i5 / (u.M + 4u);
+        var part29: f32 = 0.0f;
+        if (i27 < 3u) {
+            let i30: u32 = i28 * 3u + i27;
+            let v31: f32 = a[i30];
+            part29 = v31;
         }
-        if ((i26 >= 3u) && (i26 < u.M + 3u)) {
-            let i31: u32 = i27 * u.M + (i26 - 3u);
-            let v32: i32 = b[i31];
-            let v33: f32 = f32(v32);
-            part28 = v33;
+        if ((i27 >= 3u) && (i27 < u.M + 3u)) {
+            let i32_: u32 = i28 * u.M + (i27 - 3u);
+            let v33: i32 = b[i32_];
+            let v34: f32 = f32(v33);
+            part29 = v34;
         }
-        if ((i26 >= u.M + 3u) && (i26 < u.M + 4u)) {
-            let v34: f32 = c[i27];
-            let v35: f32 = v34 * 2.0f;
-            part28 = v35;
+        if ((i27 >= u.M + 3u) && (i27 < u.M + 4u)) {
+            let v35: f32 = c[i28];
+            let v36: f32 = v35 * 2.0f;
+            part29 = v36;
         }
-        let out_48: f32 = part28;
-        let i36: u32 = i5 % (u.M + 4u);
-        let i37: u32 = i5 / (u.M + 4u);
-        var part38: f32 = 0.0f;
-        if (i36 < 3u) {
-            let i39: u32 = i37 * 3u + i36;
-            let v40: f32 = a[i39];
-            part38 = v40;
+        let out_49: f32 = part29;
+        let i37: u32 = i6 % (u.M + 4u);
+        let i38: u32 = i6 / (u.M + 4u);
+        var part39: f32 = 0.0f;
+        if (i37 < 3u) {
+            let i40: u32 = i38 * 3u + i37;
+            let v41: f32 = a[i40];
+            part39 = v41;
         }
-        if ((i36 >= 3u) && (i36 < u.M + 3u)) {
-            let i41: u32 = i37 * u.M + (i36 - 3u);
-            let v42: i32 = b[i41];
-            let v43: f32 = f32(v42);
-            part38 = v43;
+        if ((i37 >= 3u) && (i37 < u.M + 3u)) {
+            let i42: u32 = i38 * u.M + (i37 - 3u);
+            let v43: i32 = b[i42];
+            let v44: f32 = f32(v43);
+            part39 = v44;
         }
-        if ((i36 >= u.M + 3u) && (i36 < u.M + 4u)) {
-            let v44: f32 = c[i37];
-            let v45: f32 = v44 * 2.0f;
-            part38 = v45;
+        if ((i37 >= u.M + 3u) && (i37 < u.M + 4u)) {
+            let v45: f32 = c[i38];
+            let v46: f32 = v45 * 2.0f;
+            part39 = v46;
         }
-        let out_49: f32 = part38;
-        out[i2] = out_46;
-        out[i2 + 1u] = out_47;
-        out[i2 + 2u] = out_48;
-        out[i2 + 3u] = out_49;
+        let out_50: f32 = part39;
+        out[i3] = out_47;
+        out[i3 + 1u] = out_48;
+        out[i3 + 2u] = out_49;
+        out[i3 + 3u] = out_50;
     }
-    if (t1 == ((u.N * (u.M + 4u)) >> 2u)) {
-        let i50: u32 = t1 << 2u;
-        for (var j51: u32 = i50; j51 < u.N * (u.M + 4u); j51 += 1u) {
-            let i52: u32 = j51 % (u.M + 4u);
-            let i53: u32 = j51 / (u.M + 4u);
-            var part54: f32 = 0.0f;
-            if (i52 < 3u) {
-                let i55: u32 = i53 * 3u + i52;
-                let v56: f32 = a[i55];
-                part54 = v56;
+    if (v51 < q2) {
+        let i52: u32 = v51 << 2u;
+        let i53: u32 = i52 + 1u;
+        let i54: u32 = i52 + 2u;
+        let i55: u32 = i52 + 3u;
+        let i56: u32 = i52 % (u.M + 4u);
+        let i57: u32 = i52 / (u.M + 4u);
+        var part58: f32 = 0.0f;
+        if (i56 < 3u) {
+            let i59: u32 = i57 * 3u + i56;
+            let v60: f32 = a[i59];
+            part58 = v60;
+        }
+        if ((i56 >= 3u) && (i56 < u.M + 3u)) {
+            let i61: u32 = i57 * u.M + (i56 - 3u);
+            let v62: i32 = b[i61];
+            let v63: f32 = f32(v62);
+            part58 = v63;
+        }
+        if ((i56 >= u.M + 3u) && (i56 < u.M + 4u)) {
+            let v64: f32 = c[i57];
+            let v65: f32 = v64 * 2.0f;
+            part58 = v65;
+        }
+        let out_96: f32 = part58;
+        let i66: u32 = i53 % (u.M + 4u);
+        let i67: u32 = i53 / (u.M + 4u);
+        var part68: f32 = 0.0f;
+        if (i66 < 3u) {
+            let i69: u32 = i67 * 3u + i66;
+            let v70: f32 = a[i69];
+            part68 = v70;
+        }
+        if ((i66 >= 3u) && (i66 < u.M + 3u)) {
+            let i71: u32 = i67 * u.M + (i66 - 3u);
+            let v72: i32 = b[i71];
+            let v73: f32 = f32(v72);
+            part68 = v73;
+        }
+        if ((i66 >= u.M + 3u) && (i66 < u.M + 4u)) {
+            let v74: f32 = c[i67];
+            let v75: f32 = v74 * 2.0f;
+            part68 = v75;
+        }
+        let out_97: f32 = part68;
+        let i76: u32 = i54 % (u.M + 4u);
+        let i77: u32 = i54 / (u.M + 4u);
+        var part78: f32 = 0.0f;
+        if (i76 < 3u) {
+            let i79: u32 = i77 * 3u + i76;
+            let v80: f32 = a[i79];
+            part78 = v80;
+        }
+        if ((i76 >= 3u) && (i76 < u.M + 3u)) {
+            let i81: u32 = i77 * u.M + (i76 - 3u);
+            let v82: i32 = b[i81];
+            let v83: f32 = f32(v82);
+            part78 = v83;
+        }
+        if ((i76 >= u.M + 3u) && (i76 < u.M + 4u)) {
+            let v84: f32 = c[i77];
+            let v85: f32 = v84 * 2.0f;
+            part78 = v85;
+        }
+        let out_98: f32 = part78;
+        let i86: u32 = i55 % (u.M + 4u);
+        let i87: u32 = i55 / (u.M + 4u);
+        var part88: f32 = 0.0f;
+        if (i86 < 3u) {
+            let i89: u32 = i87 * 3u + i86;
+            let v90: f32 = a[i89];
+            part88 = v90;
+        }
+        if ((i86 >= 3u) && (i86 < u.M + 3u)) {
+            let i91: u32 = i87 * u.M + (i86 - 3u);
+            let v92: i32 = b[i91];
+            let v93: f32 = f32(v92);
+            part88 = v93;
+        }
+        if ((i86 >= u.M + 3u) && (i86 < u.M + 4u)) {
+            let v94: f32 = c[i87];
+            let v95: f32 = v94 * 2.0f;
+            part88 = v95;
+        }
+        let out_99: f32 = part88;
+        out[i52] = out_96;
+        out[i52 + 1u] = out_97;
+        out[i52 + 2u] = out_98;
+        out[i52 + 3u] = out_99;
+    }
+    if ((v1 == q2) || (v51 == q2)) {
+        let i100: u32 = q2 << 2u;
+        if (i100 < u.N * (u.M + 4u)) {
+            let i101: u32 = i100 % (u.M + 4u);
+            let i102: u32 = i100 / (u.M + 4u);
+            var part103: f32 = 0.0f;
+            if (i101 < 3u) {
+                let i104: u32 = i102 * 3u + i101;
+                let v105: f32 = a[i104];
+                part103 = v105;
             }
-            if ((i52 >= 3u) && (i52 < u.M + 3u)) {
-                let i57: u32 = i53 * u.M + (i52 - 3u);
-                let v58: i32 = b[i57];
-                let v59: f32 = f32(v58);
-                part54 = v59;
+            if ((i101 >= 3u) && (i101 < u.M + 3u)) {
+                let i106: u32 = i102 * u.M + (i101 - 3u);
+                let v107: i32 = b[i106];
+                let v108: f32 = f32(v107);
+                part103 = v108;
             }
-            if ((i52 >= u.M + 3u) && (i52 < u.M + 4u)) {
-                let v60: f32 = c[i53];
-                let v61: f32 = v60 * 2.0f;
-                part54 = v61;
+            if ((i101 >= u.M + 3u) && (i101 < u.M + 4u)) {
+                let v109: f32 = c[i102];
+                let v110: f32 = v109 * 2.0f;
+                part103 = v110;
             }
-            out[j51] = part54;
+            out[i100] = part103;
+        }
+        let i111: u32 = i100 + 1u;
+        if (i111 < u.N * (u.M + 4u)) {
+            let i112: u32 = i111 % (u.M + 4u);
+            let i113: u32 = i111 / (u.M + 4u);
+            var part114: f32 = 0.0f;
+            if (i112 < 3u) {
+                let i115: u32 = i113 * 3u + i112;
+                let v116: f32 = a[i115];
+                part114 = v116;
+            }
+            if ((i112 >= 3u) && (i112 < u.M + 3u)) {
+                let i117: u32 = i113 * u.M + (i112 - 3u);
+                let v118: i32 = b[i117];
+                let v119: f32 = f32(v118);
+                part114 = v119;
+            }
+            if ((i112 >= u.M + 3u) && (i112 < u.M + 4u)) {
+                let v120: f32 = c[i113];
+                let v121: f32 = v120 * 2.0f;
+                part114 = v121;
+            }
+            out[i111] = part114;
+        }
+        let i122: u32 = i100 + 2u;
+        if (i122 < u.N * (u.M + 4u)) {
+            let i123: u32 = i122 % (u.M + 4u);
+            let i124: u32 = i122 / (u.M + 4u);
+            var part125: f32 = 0.0f;
+            if (i123 < 3u) {
+                let i126: u32 = i124 * 3u + i123;
+                let v127: f32 = a[i126];
+                part125 = v127;
+            }
+            if ((i123 >= 3u) && (i123 < u.M + 3u)) {
+                let i128: u32 = i124 * u.M + (i123 - 3u);
+                let v129: i32 = b[i128];
+                let v130: f32 = f32(v129);
+                part125 = v130;
+            }
+            if ((i123 >= u.M + 3u) && (i123 < u.M + 4u)) {
+                let v131: f32 = c[i124];
+                let v132: f32 = v131 * 2.0f;
+                part125 = v132;
+            }
+            out[i122] = part125;
         }
     }
 }

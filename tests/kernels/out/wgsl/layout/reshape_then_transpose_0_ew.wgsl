@@ -8,9 +8,10 @@ fn reshape_then_transpose_0_ew(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
 ) {
-    let t0: u32 = wid.x * 256u + lid.x;
-    if (t0 < 6u) {
-        let i1: u32 = t0 << 2u;
+    let v0: u32 = wid.x * 512u + lid.x;
+    let v25: u32 = v0 + 256u;
+    if (v0 < 6u) {
+        let i1: u32 = v0 << 2u;
         let i2: u32 = i1 + 1u;
         let i3: u32 = i1 + 2u;
         let i4: u32 = i1 + 3u;
@@ -35,5 +36,32 @@ fn reshape_then_transpose_0_ew(
         let v20: f32 = x[i19];
         let out_24: f32 = v20;
         out[i1 >> 2u] = vec4<f32>(out_21, out_22, out_23, out_24);
+    }
+    if (v25 < 6u) {
+        let i26: u32 = v25 << 2u;
+        let i27: u32 = i26 + 1u;
+        let i28: u32 = i26 + 2u;
+        let i29: u32 = i26 + 3u;
+        let i30: u32 = i26 & 7u;
+        let i31: u32 = i26 >> 3u;
+        let i32_: u32 = i30 * 3u + i31;
+        let v33: f32 = x[i32_];
+        let out_46: f32 = v33;
+        let i34: u32 = i27 & 7u;
+        let i35: u32 = i27 >> 3u;
+        let i36: u32 = i34 * 3u + i35;
+        let v37: f32 = x[i36];
+        let out_47: f32 = v37;
+        let i38: u32 = i28 & 7u;
+        let i39: u32 = i28 >> 3u;
+        let i40: u32 = i38 * 3u + i39;
+        let v41: f32 = x[i40];
+        let out_48: f32 = v41;
+        let i42: u32 = i29 & 7u;
+        let i43: u32 = i29 >> 3u;
+        let i44: u32 = i42 * 3u + i43;
+        let v45: f32 = x[i44];
+        let out_49: f32 = v45;
+        out[i26 >> 2u] = vec4<f32>(out_46, out_47, out_48, out_49);
     }
 }

@@ -16,45 +16,92 @@ fn vec_add_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let t1: u32 = g0 * 256u + lid.x;
-    if (t1 < (u.N >> 2u)) {
-        let i2: u32 = t1 << 2u;
-        let a_18: f32 = a[i2];
-        let a_19: f32 = a[i2 + 1u];
-        let a_20: f32 = a[i2 + 2u];
-        let a_21: f32 = a[i2 + 3u];
-        let b_22: f32 = b[i2];
-        let b_23: f32 = b[i2 + 1u];
-        let b_24: f32 = b[i2 + 2u];
-        let b_25: f32 = b[i2 + 3u];
-        let v6: f32 = a_18;
-        let v7: f32 = b_22;
-        let v8: f32 = v6 + v7;
-        let out_26: f32 = v8;
-        let v9: f32 = a_19;
-        let v10: f32 = b_23;
-        let v11: f32 = v9 + v10;
-        let out_27: f32 = v11;
-        let v12: f32 = a_20;
-        let v13: f32 = b_24;
-        let v14: f32 = v12 + v13;
-        let out_28: f32 = v14;
-        let v15: f32 = a_21;
-        let v16: f32 = b_25;
-        let v17: f32 = v15 + v16;
-        let out_29: f32 = v17;
-        out[i2] = out_26;
-        out[i2 + 1u] = out_27;
-        out[i2 + 2u] = out_28;
-        out[i2 + 3u] = out_29;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = u.N >> 2u;
+    let v31: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let a_19: f32 = a[i3];
+        let a_20: f32 = a[i3 + 1u];
+        let a_21: f32 = a[i3 + 2u];
+        let a_22: f32 = a[i3 + 3u];
+        let b_23: f32 = b[i3];
+        let b_24: f32 = b[i3 + 1u];
+        let b_25: f32 = b[i3 + 2u];
+        let b_26: f32 = b[i3 + 3u];
+        let v7: f32 = a_19;
+        let v8: f32 = b_23;
+        let v9: f32 = v7 + v8;
+        let out_27: f32 = v9;
+        let v10: f32 = a_20;
+        let v11: f32 = b_24;
+        let v12: f32 = v10 + v11;
+        let out_28: f32 = v12;
+        let v13: f32 = a_21;
+        let v14: f32 = b_25;
+        let v15: f32 = v13 + v14;
+        let out_29: f32 = v15;
+        let v16: f32 = a_22;
+        let v17: f32 = b_26;
+        let v18: f32 = v16 + v17;
+        let out_30: f32 = v18;
+        out[i3] = out_27;
+        out[i3 + 1u] = out_28;
+        out[i3 + 2u] = out_29;
+        out[i3 + 3u] = out_30;
     }
-    if (t1 == (u.N >> 2u)) {
-        let i30: u32 = t1 << 2u;
-        for (var j31: u32 = i30; j31 < u.N; j31 += 1u) {
-            let v32: f32 = a[j31];
-            let v33: f32 = b[j31];
-            let v34: f32 = v32 + v33;
-            out[j31] = v34;
+    if (v31 < q2) {
+        let i32_: u32 = v31 << 2u;
+        let a_48: f32 = a[i32_];
+        let a_49: f32 = a[i32_ + 1u];
+        let a_50: f32 = a[i32_ + 2u];
+        let a_51: f32 = a[i32_ + 3u];
+        let b_52: f32 = b[i32_];
+        let b_53: f32 = b[i32_ + 1u];
+        let b_54: f32 = b[i32_ + 2u];
+        let b_55: f32 = b[i32_ + 3u];
+        let v36: f32 = a_48;
+        let v37: f32 = b_52;
+        let v38: f32 = v36 + v37;
+        let out_56: f32 = v38;
+        let v39: f32 = a_49;
+        let v40: f32 = b_53;
+        let v41: f32 = v39 + v40;
+        let out_57: f32 = v41;
+        let v42: f32 = a_50;
+        let v43: f32 = b_54;
+        let v44: f32 = v42 + v43;
+        let out_58: f32 = v44;
+        let v45: f32 = a_51;
+        let v46: f32 = b_55;
+        let v47: f32 = v45 + v46;
+        let out_59: f32 = v47;
+        out[i32_] = out_56;
+        out[i32_ + 1u] = out_57;
+        out[i32_ + 2u] = out_58;
+        out[i32_ + 3u] = out_59;
+    }
+    if ((v1 == q2) || (v31 == q2)) {
+        let i60: u32 = q2 << 2u;
+        if (i60 < u.N) {
+            let v61: f32 = a[i60];
+            let v62: f32 = b[i60];
+            let v63: f32 = v61 + v62;
+            out[i60] = v63;
+        }
+        let i64: u32 = i60 + 1u;
+        if (i64 < u.N) {
+            let v65: f32 = a[i64];
+            let v66: f32 = b[i64];
+            let v67: f32 = v65 + v66;
+            out[i64] = v67;
+        }
+        let i68: u32 = i60 + 2u;
+        if (i68 < u.N) {
+            let v69: f32 = a[i68];
+            let v70: f32 = b[i68];
+            let v71: f32 = v69 + v70;
+            out[i68] = v71;
         }
     }
 }

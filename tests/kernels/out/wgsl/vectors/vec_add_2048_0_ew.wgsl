@@ -9,8 +9,9 @@ fn vec_add_2048_0_ew(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
 ) {
-    let t0: u32 = wid.x * 256u + lid.x;
-    let i1: u32 = t0 << 2u;
+    let v0: u32 = wid.x * 512u + lid.x;
+    let v29: u32 = v0 + 256u;
+    let i1: u32 = v0 << 2u;
     let vec1 = a[i1 >> 2u];
     let a_17: f32 = vec1[0];
     let a_18: f32 = vec1[1];
@@ -38,4 +39,32 @@ fn vec_add_2048_0_ew(
     let v16: f32 = v14 + v15;
     let out_28: f32 = v16;
     out[i1 >> 2u] = vec4<f32>(out_25, out_26, out_27, out_28);
+    let i30: u32 = v29 << 2u;
+    let vec3_ = a[i30 >> 2u];
+    let a_46: f32 = vec3_[0];
+    let a_47: f32 = vec3_[1];
+    let a_48: f32 = vec3_[2];
+    let a_49: f32 = vec3_[3];
+    let vec4_ = b[i30 >> 2u];
+    let b_50: f32 = vec4_[0];
+    let b_51: f32 = vec4_[1];
+    let b_52: f32 = vec4_[2];
+    let b_53: f32 = vec4_[3];
+    let v34: f32 = a_46;
+    let v35: f32 = b_50;
+    let v36: f32 = v34 + v35;
+    let out_54: f32 = v36;
+    let v37: f32 = a_47;
+    let v38: f32 = b_51;
+    let v39: f32 = v37 + v38;
+    let out_55: f32 = v39;
+    let v40: f32 = a_48;
+    let v41: f32 = b_52;
+    let v42: f32 = v40 + v41;
+    let out_56: f32 = v42;
+    let v43: f32 = a_49;
+    let v44: f32 = b_53;
+    let v45: f32 = v43 + v44;
+    let out_57: f32 = v45;
+    out[i30 >> 2u] = vec4<f32>(out_54, out_55, out_56, out_57);
 }

@@ -16,35 +16,67 @@ fn vec_add_quads_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let t1: u32 = g0 * 256u + lid.x;
-    if (t1 < (u.Q >> 2u)) {
-        let i2: u32 = t1 << 2u;
-        let vec1 = a[i2 >> 2u];
-        let a_18: f32 = vec1[0];
-        let a_19: f32 = vec1[1];
-        let a_20: f32 = vec1[2];
-        let a_21: f32 = vec1[3];
-        let vec2_ = b[i2 >> 2u];
-        let b_22: f32 = vec2_[0];
-        let b_23: f32 = vec2_[1];
-        let b_24: f32 = vec2_[2];
-        let b_25: f32 = vec2_[3];
-        let v6: f32 = a_18;
-        let v7: f32 = b_22;
-        let v8: f32 = v6 + v7;
-        let out_26: f32 = v8;
-        let v9: f32 = a_19;
-        let v10: f32 = b_23;
-        let v11: f32 = v9 + v10;
-        let out_27: f32 = v11;
-        let v12: f32 = a_20;
-        let v13: f32 = b_24;
-        let v14: f32 = v12 + v13;
-        let out_28: f32 = v14;
-        let v15: f32 = a_21;
-        let v16: f32 = b_25;
-        let v17: f32 = v15 + v16;
-        let out_29: f32 = v17;
-        out[i2 >> 2u] = vec4<f32>(out_26, out_27, out_28, out_29);
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = u.Q >> 2u;
+    let v31: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let vec1 = a[i3 >> 2u];
+        let a_19: f32 = vec1[0];
+        let a_20: f32 = vec1[1];
+        let a_21: f32 = vec1[2];
+        let a_22: f32 = vec1[3];
+        let vec2_ = b[i3 >> 2u];
+        let b_23: f32 = vec2_[0];
+        let b_24: f32 = vec2_[1];
+        let b_25: f32 = vec2_[2];
+        let b_26: f32 = vec2_[3];
+        let v7: f32 = a_19;
+        let v8: f32 = b_23;
+        let v9: f32 = v7 + v8;
+        let out_27: f32 = v9;
+        let v10: f32 = a_20;
+        let v11: f32 = b_24;
+        let v12: f32 = v10 + v11;
+        let out_28: f32 = v12;
+        let v13: f32 = a_21;
+        let v14: f32 = b_25;
+        let v15: f32 = v13 + v14;
+        let out_29: f32 = v15;
+        let v16: f32 = a_22;
+        let v17: f32 = b_26;
+        let v18: f32 = v16 + v17;
+        let out_30: f32 = v18;
+        out[i3 >> 2u] = vec4<f32>(out_27, out_28, out_29, out_30);
+    }
+    if (v31 < q2) {
+        let i32_: u32 = v31 << 2u;
+        let vec3_ = a[i32_ >> 2u];
+        let a_48: f32 = vec3_[0];
+        let a_49: f32 = vec3_[1];
+        let a_50: f32 = vec3_[2];
+        let a_51: f32 = vec3_[3];
+        let vec4_ = b[i32_ >> 2u];
+        let b_52: f32 = vec4_[0];
+        let b_53: f32 = vec4_[1];
+        let b_54: f32 = vec4_[2];
+        let b_55: f32 = vec4_[3];
+        let v36: f32 = a_48;
+        let v37: f32 = b_52;
+        let v38: f32 = v36 + v37;
+        let out_56: f32 = v38;
+        let v39: f32 = a_49;
+        let v40: f32 = b_53;
+        let v41: f32 = v39 + v40;
+        let out_57: f32 = v41;
+        let v42: f32 = a_50;
+        let v43: f32 = b_54;
+        let v44: f32 = v42 + v43;
+        let out_58: f32 = v44;
+        let v45: f32 = a_51;
+        let v46: f32 = b_55;
+        let v47: f32 = v45 + v46;
+        let out_59: f32 = v47;
+        out[i32_ >> 2u] = vec4<f32>(out_56, out_57, out_58, out_59);
     }
 }

@@ -17,59 +17,123 @@ fn vec_add_transposed_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let t1: u32 = g0 * 256u + lid.x;
-    if (t1 < ((u.R * u.C) >> 2u)) {
-        let i2: u32 = t1 << 2u;
-        let i3: u32 = i2 + 1u;
-        let i4: u32 = i2 + 2u;
-        let i5: u32 = i2 + 3u;
-        let x_30: f32 = x[i2];
-        let x_31: f32 = x[i2 + 1u];
-        let x_32: f32 = x[i2 + 2u];
-        let x_33: f32 = x[i2 + 3u];
-        let v6: f32 = x_30;
-        let i7: u32 = i2 % u.C;
-        let i8: u32 = i2 / u.C;
-        let i9: u32 = i7 * u.R + i8;
-        let v10: f32 = y[i9];
-        let v11: f32 = v6 + v10;
-        let out_34: f32 = v11;
-        let v12: f32 = x_31;
-        let i13: u32 = i3 % u.C;
-        let i14: u32 = i3 / u.C;
-        let i15: u32 = i13 * u.R + i14;
-        let v16: f32 = y[i15];
-        let v17: f32 = v12 + v16;
-        let out_35: f32 = v17;
-        let v18: f32 = x_32;
-        let i19: u32 = i4 % u.C;
-        let i20: u32 = i4 / u.C;
-        let i21: u32 = i19 * u.R + i20;
-        let v22: f32 = y[i21];
-        let v23: f32 = v18 + v22;
-        let out_36: f32 = v23;
-        let v24: f32 = x_33;
-        let i25: u32 = i5 % u.C;
-        let i26: u32 = i5 / u.C;
-        let i27: u32 = i25 * u.R + i26;
-        let v28: f32 = y[i27];
-        let v29: f32 = v24 + v28;
-        let out_37: f32 = v29;
-        out[i2] = out_34;
-        out[i2 + 1u] = out_35;
-        out[i2 + 2u] = out_36;
-        out[i2 + 3u] = out_37;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = (u.R * u.C) >> 2u;
+    let v39: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let i4: u32 = i3 + 1u;
+        let i5: u32 = i3 + 2u;
+        let i6: u32 = i3 + 3u;
+        let x_31: f32 = x[i3];
+        let x_32: f32 = x[i3 + 1u];
+        let x_33: f32 = x[i3 + 2u];
+        let x_34: f32 = x[i3 + 3u];
+        let v7: f32 = x_31;
+        let i8: u32 = i3 % u.C;
+        let i9: u32 = i3 / u.C;
+        let i10: u32 = i8 * u.R + i9;
+        let v11: f32 = y[i10];
+        let v12: f32 = v7 + v11;
+        let out_35: f32 = v12;
+        let v13: f32 = x_32;
+        let i14: u32 = i4 % u.C;
+        let i15: u32 = i4 / u.C;
+        let i16: u32 = i14 * u.R + i15;
+        let v17: f32 = y[i16];
+        let v18: f32 = v13 + v17;
+        let out_36: f32 = v18;
+        let v19: f32 = x_33;
+        let i20: u32 = i5 % u.C;
+        let i21: u32 = i5 / u.C;
+        let i22: u32 = i20 * u.R + i21;
+        let v23: f32 = y[i22];
+        let v24: f32 = v19 + v23;
+        let out_37: f32 = v24;
+        let v25: f32 = x_34;
+        let i26: u32 = i6 % u.C;
+        let i27: u32 = i6 / u.C;
+        let i28: u32 = i26 * u.R + i27;
+        let v29: f32 = y[i28];
+        let v30: f32 = v25 + v29;
+        let out_38: f32 = v30;
+        out[i3] = out_35;
+        out[i3 + 1u] = out_36;
+        out[i3 + 2u] = out_37;
+        out[i3 + 3u] = out_38;
     }
-    if (t1 == ((u.R * u.C) >> 2u)) {
-        let i38: u32 = t1 << 2u;
-        for (var j39: u32 = i38; j39 < u.R * u.C; j39 += 1u) {
-            let v40: f32 = x[j39];
-            let i41: u32 = j39 % u.C;
-            let i42: u32 = j39 / u.C;
-            let i43: u32 = i41 * u.R + i42;
-            let v44: f32 = y[i43];
-            let v45: f32 = v40 + v44;
-            out[j39] = v45;
+    if (v39 < q2) {
+        let i40: u32 = v39 << 2u;
+        let i41: u32 = i40 + 1u;
+        let i42: u32 = i40 + 2u;
+        let i43: u32 = i40 + 3u;
+        let x_68: f32 = x[i40];
+        let x_69: f32 = x[i40 + 1u];
+        let x_70: f32 = x[i40 + 2u];
+        let x_71: f32 = x[i40 + 3u];
+        let v44: f32 = x_68;
+        let i45: u32 = i40 % u.C;
+        let i46: u32 = i40 / u.C;
+        let i47: u32 = i45 * u.R + i46;
+        let v48: f32 = y[i47];
+        let v49: f32 = v44 + v48;
+        let out_72: f32 = v49;
+        let v50: f32 = x_69;
+        let i51: u32 = i41 % u.C;
+        let i52: u32 = i41 / u.C;
+        let i53: u32 = i51 * u.R + i52;
+        let v54: f32 = y[i53];
+        let v55: f32 = v50 + v54;
+        let out_73: f32 = v55;
+        let v56: f32 = x_70;
+        let i57: u32 = i42 % u.C;
+        let i58: u32 = i42 / u.C;
+        let i59: u32 = i57 * u.R + i58;
+        let v60: f32 = y[i59];
+        let v61: f32 = v56 + v60;
+        let out_74: f32 = v61;
+        let v62: f32 = x_71;
+        let i63: u32 = i43 % u.C;
+        let i64: u32 = i43 / u.C;
+        let i65: u32 = i63 * u.R + i64;
+        let v66: f32 = y[i65];
+        let v67: f32 = v62 + v66;
+        let out_75: f32 = v67;
+        out[i40] = out_72;
+        out[i40 + 1u] = out_73;
+        out[i40 + 2u] = out_74;
+        out[i40 + 3u] = out_75;
+    }
+    if ((v1 == q2) || (v39 == q2)) {
+        let i76: u32 = q2 << 2u;
+        if (i76 < u.R * u.C) {
+            let v77: f32 = x[i76];
+            let i78: u32 = i76 % u.C;
+            let i79: u32 = i76 / u.C;
+            let i80: u32 = i78 * u.R + i79;
+            let v81: f32 = y[i80];
+            let v82: f32 = v77 + v81;
+            out[i76] = v82;
+        }
+        let i83: u32 = i76 + 1u;
+        if (i83 < u.R * u.C) {
+            let v84: f32 = x[i83];
+            let i85: u32 = i83 % u.C;
+            let i86: u32 = i83 / u.C;
+            let i87: u32 = i85 * u.R + i86;
+            let v88: f32 = y[i87];
+            let v89: f32 = v84 + v88;
+            out[i83] = v89;
+        }
+        let i90: u32 = i76 + 2u;
+        if (i90 < u.R * u.C) {
+            let v91: f32 = x[i90];
+            let i92: u32 = i90 % u.C;
+            let i93: u32 = i90 / u.C;
+            let i94: u32 = i92 * u.R + i93;
+            let v95: f32 = y[i94];
+            let v96: f32 = v91 + v95;
+            out[i90] = v96;
         }
     }
 }

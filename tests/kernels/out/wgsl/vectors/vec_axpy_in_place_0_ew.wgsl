@@ -15,45 +15,92 @@ fn vec_axpy_in_place_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let t1: u32 = g0 * 256u + lid.x;
-    if (t1 < (u.N >> 2u)) {
-        let i2: u32 = t1 << 2u;
-        let x_22: f32 = x[i2];
-        let x_23: f32 = x[i2 + 1u];
-        let x_24: f32 = x[i2 + 2u];
-        let x_25: f32 = x[i2 + 3u];
-        let y_26: f32 = y[i2];
-        let y_27: f32 = y[i2 + 1u];
-        let y_28: f32 = y[i2 + 2u];
-        let y_29: f32 = y[i2 + 3u];
-        let v6: f32 = y_26;
-        let v7: f32 = x_22;
-        let v9: f32 = fma(2.0f, v7, v6);
-        let y_30: f32 = v9;
-        let v10: f32 = y_27;
-        let v11: f32 = x_23;
-        let v13: f32 = fma(2.0f, v11, v10);
-        let y_31: f32 = v13;
-        let v14: f32 = y_28;
-        let v15: f32 = x_24;
-        let v17: f32 = fma(2.0f, v15, v14);
-        let y_32: f32 = v17;
-        let v18: f32 = y_29;
-        let v19: f32 = x_25;
-        let v21: f32 = fma(2.0f, v19, v18);
-        let y_33: f32 = v21;
-        y[i2] = y_30;
-        y[i2 + 1u] = y_31;
-        y[i2 + 2u] = y_32;
-        y[i2 + 3u] = y_33;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = u.N >> 2u;
+    let v35: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let x_23: f32 = x[i3];
+        let x_24: f32 = x[i3 + 1u];
+        let x_25: f32 = x[i3 + 2u];
+        let x_26: f32 = x[i3 + 3u];
+        let y_27: f32 = y[i3];
+        let y_28: f32 = y[i3 + 1u];
+        let y_29: f32 = y[i3 + 2u];
+        let y_30: f32 = y[i3 + 3u];
+        let v7: f32 = y_27;
+        let v8: f32 = x_23;
+        let v10: f32 = fma(2.0f, v8, v7);
+        let y_31: f32 = v10;
+        let v11: f32 = y_28;
+        let v12: f32 = x_24;
+        let v14: f32 = fma(2.0f, v12, v11);
+        let y_32: f32 = v14;
+        let v15: f32 = y_29;
+        let v16: f32 = x_25;
+        let v18: f32 = fma(2.0f, v16, v15);
+        let y_33: f32 = v18;
+        let v19: f32 = y_30;
+        let v20: f32 = x_26;
+        let v22: f32 = fma(2.0f, v20, v19);
+        let y_34: f32 = v22;
+        y[i3] = y_31;
+        y[i3 + 1u] = y_32;
+        y[i3 + 2u] = y_33;
+        y[i3 + 3u] = y_34;
     }
-    if (t1 == (u.N >> 2u)) {
-        let i34: u32 = t1 << 2u;
-        for (var j35: u32 = i34; j35 < u.N; j35 += 1u) {
-            let v36: f32 = y[j35];
-            let v37: f32 = x[j35];
-            let v39: f32 = fma(2.0f, v37, v36);
-            y[j35] = v39;
+    if (v35 < q2) {
+        let i36: u32 = v35 << 2u;
+        let x_56: f32 = x[i36];
+        let x_57: f32 = x[i36 + 1u];
+        let x_58: f32 = x[i36 + 2u];
+        let x_59: f32 = x[i36 + 3u];
+        let y_60: f32 = y[i36];
+        let y_61: f32 = y[i36 + 1u];
+        let y_62: f32 = y[i36 + 2u];
+        let y_63: f32 = y[i36 + 3u];
+        let v40: f32 = y_60;
+        let v41: f32 = x_56;
+        let v43: f32 = fma(2.0f, v41, v40);
+        let y_64: f32 = v43;
+        let v44: f32 = y_61;
+        let v45: f32 = x_57;
+        let v47: f32 = fma(2.0f, v45, v44);
+        let y_65: f32 = v47;
+        let v48: f32 = y_62;
+        let v49: f32 = x_58;
+        let v51: f32 = fma(2.0f, v49, v48);
+        let y_66: f32 = v51;
+        let v52: f32 = y_63;
+        let v53: f32 = x_59;
+        let v55: f32 = fma(2.0f, v53, v52);
+        let y_67: f32 = v55;
+        y[i36] = y_64;
+        y[i36 + 1u] = y_65;
+        y[i36 + 2u] = y_66;
+        y[i36 + 3u] = y_67;
+    }
+    if ((v1 == q2) || (v35 == q2)) {
+        let i68: u32 = q2 << 2u;
+        if (i68 < u.N) {
+            let v69: f32 = y[i68];
+            let v70: f32 = x[i68];
+            let v72: f32 = fma(2.0f, v70, v69);
+            y[i68] = v72;
+        }
+        let i73: u32 = i68 + 1u;
+        if (i73 < u.N) {
+            let v74: f32 = y[i73];
+            let v75: f32 = x[i73];
+            let v77: f32 = fma(2.0f, v75, v74);
+            y[i73] = v77;
+        }
+        let i78: u32 = i68 + 2u;
+        if (i78 < u.N) {
+            let v79: f32 = y[i78];
+            let v80: f32 = x[i78];
+            let v82: f32 = fma(2.0f, v80, v79);
+            y[i78] = v82;
         }
     }
 }

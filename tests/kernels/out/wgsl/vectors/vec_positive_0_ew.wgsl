@@ -15,36 +15,73 @@ fn vec_positive_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let t1: u32 = g0 * 256u + lid.x;
-    if (t1 < (u.N >> 2u)) {
-        let i2: u32 = t1 << 2u;
-        let x_14: f32 = x[i2];
-        let x_15: f32 = x[i2 + 1u];
-        let x_16: f32 = x[i2 + 2u];
-        let x_17: f32 = x[i2 + 3u];
-        let v6: f32 = x_14;
-        let v7: bool = !((bitcast<u32>(v6) & 0x7fffffffu) > 0x7f800000u) && (v6 > 0.0f);
-        let out_18: u32 = select(0u, 1u, v7);
-        let v8: f32 = x_15;
-        let v9: bool = !((bitcast<u32>(v8) & 0x7fffffffu) > 0x7f800000u) && (v8 > 0.0f);
-        let out_19: u32 = select(0u, 1u, v9);
-        let v10: f32 = x_16;
-        let v11: bool = !((bitcast<u32>(v10) & 0x7fffffffu) > 0x7f800000u) && (v10 > 0.0f);
-        let out_20: u32 = select(0u, 1u, v11);
-        let v12: f32 = x_17;
-        let v13: bool = !((bitcast<u32>(v12) & 0x7fffffffu) > 0x7f800000u) && (v12 > 0.0f);
-        let out_21: u32 = select(0u, 1u, v13);
-        out[i2] = out_18;
-        out[i2 + 1u] = out_19;
-        out[i2 + 2u] = out_20;
-        out[i2 + 3u] = out_21;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = u.N >> 2u;
+    let v23: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let x_15: f32 = x[i3];
+        let x_16: f32 = x[i3 + 1u];
+        let x_17: f32 = x[i3 + 2u];
+        let x_18: f32 = x[i3 + 3u];
+        let v7: f32 = x_15;
+        let v8: bool = !((bitcast<u32>(v7) & 0x7fffffffu) > 0x7f800000u) && (v7 > 0.0f);
+        let out_19: u32 = select(0u, 1u, v8);
+        let v9: f32 = x_16;
+        let v10: bool = !((bitcast<u32>(v9) & 0x7fffffffu) > 0x7f800000u) && (v9 > 0.0f);
+        let out_20: u32 = select(0u, 1u, v10);
+        let v11: f32 = x_17;
+        let v12: bool = !((bitcast<u32>(v11) & 0x7fffffffu) > 0x7f800000u) && (v11 > 0.0f);
+        let out_21: u32 = select(0u, 1u, v12);
+        let v13: f32 = x_18;
+        let v14: bool = !((bitcast<u32>(v13) & 0x7fffffffu) > 0x7f800000u) && (v13 > 0.0f);
+        let out_22: u32 = select(0u, 1u, v14);
+        out[i3] = out_19;
+        out[i3 + 1u] = out_20;
+        out[i3 + 2u] = out_21;
+        out[i3 + 3u] = out_22;
     }
-    if (t1 == (u.N >> 2u)) {
-        let i22: u32 = t1 << 2u;
-        for (var j23: u32 = i22; j23 < u.N; j23 += 1u) {
-            let v24: f32 = x[j23];
-            let v25: bool = !((bitcast<u32>(v24) & 0x7fffffffu) > 0x7f800000u) && (v24 > 0.0f);
-            out[j23] = select(0u, 1u, v25);
+    if (v23 < q2) {
+        let i24: u32 = v23 << 2u;
+        let x_36: f32 = x[i24];
+        let x_37: f32 = x[i24 + 1u];
+        let x_38: f32 = x[i24 + 2u];
+        let x_39: f32 = x[i24 + 3u];
+        let v28: f32 = x_36;
+        let v29: bool = !((bitcast<u32>(v28) & 0x7fffffffu) > 0x7f800000u) && (v28 > 0.0f);
+        let out_40: u32 = select(0u, 1u, v29);
+        let v30: f32 = x_37;
+        let v31: bool = !((bitcast<u32>(v30) & 0x7fffffffu) > 0x7f800000u) && (v30 > 0.0f);
+        let out_41: u32 = select(0u, 1u, v31);
+        let v32: f32 = x_38;
+        let v33: bool = !((bitcast<u32>(v32) & 0x7fffffffu) > 0x7f800000u) && (v32 > 0.0f);
+        let out_42: u32 = select(0u, 1u, v33);
+        let v34: f32 = x_39;
+        let v35: bool = !((bitcast<u32>(v34) & 0x7fffffffu) > 0x7f800000u) && (v34 > 0.0f);
+        let out_43: u32 = select(0u, 1u, v35);
+        out[i24] = out_40;
+        out[i24 + 1u] = out_41;
+        out[i24 + 2u] = out_42;
+        out[i24 + 3u] = out_43;
+    }
+    if ((v1 == q2) || (v23 == q2)) {
+        let i44: u32 = q2 << 2u;
+        if (i44 < u.N) {
+            let v45: f32 = x[i44];
+            let v46: bool = !((bitcast<u32>(v45) & 0x7fffffffu) > 0x7f800000u) && (v45 > 0.0f);
+            out[i44] = select(0u, 1u, v46);
+        }
+        let i47: u32 = i44 + 1u;
+        if (i47 < u.N) {
+            let v48: f32 = x[i47];
+            let v49: bool = !((bitcast<u32>(v48) & 0x7fffffffu) > 0x7f800000u) && (v48 > 0.0f);
+            out[i47] = select(0u, 1u, v49);
+        }
+        let i50: u32 = i44 + 2u;
+        if (i50 < u.N) {
+            let v51: f32 = x[i50];
+            let v52: bool = !((bitcast<u32>(v51) & 0x7fffffffu) > 0x7f800000u) && (v51 > 0.0f);
+            out[i50] = select(0u, 1u, v52);
         }
     }
 }

@@ -8,9 +8,10 @@ fn vec_scale_6_0_ew(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
 ) {
-    let t0: u32 = wid.x * 256u + lid.x;
-    if (t0 < 1u) {
-        let i1: u32 = t0 << 2u;
+    let v0: u32 = wid.x * 512u + lid.x;
+    let v25: u32 = v0 + 256u;
+    if (v0 < 1u) {
+        let i1: u32 = v0 << 2u;
         let a_17: f32 = a[i1];
         let a_18: f32 = a[i1 + 1u];
         let a_19: f32 = a[i1 + 2u];
@@ -36,13 +37,54 @@ fn vec_scale_6_0_ew(
         out[i1 + 2u] = out_23;
         out[i1 + 3u] = out_24;
     }
-    if (t0 == 1u) {
-        let i25: u32 = t0 << 2u;
-        for (var j26: u32 = i25; j26 < 6u; j26 += 1u) {
-            let v27: f32 = a[j26];
-            let v28: f32 = v27 * 3.0f;
-            let v29: f32 = v28 - 1.0f;
-            out[j26] = v29;
+    if (v25 < 1u) {
+        let i26: u32 = v25 << 2u;
+        let a_42: f32 = a[i26];
+        let a_43: f32 = a[i26 + 1u];
+        let a_44: f32 = a[i26 + 2u];
+        let a_45: f32 = a[i26 + 3u];
+        let v30: f32 = a_42;
+        let v31: f32 = v30 * 3.0f;
+        let v32: f32 = v31 - 1.0f;
+        let out_46: f32 = v32;
+        let v33: f32 = a_43;
+        let v34: f32 = v33 * 3.0f;
+        let v35: f32 = v34 - 1.0f;
+        let out_47: f32 = v35;
+        let v36: f32 = a_44;
+        let v37: f32 = v36 * 3.0f;
+        let v38: f32 = v37 - 1.0f;
+        let out_48: f32 = v38;
+        let v39: f32 = a_45;
+        let v40: f32 = v39 * 3.0f;
+        let v41: f32 = v40 - 1.0f;
+        let out_49: f32 = v41;
+        out[i26] = out_46;
+        out[i26 + 1u] = out_47;
+        out[i26 + 2u] = out_48;
+        out[i26 + 3u] = out_49;
+    }
+    if ((v0 == 1u) || (v25 == 1u)) {
+        let i50: u32 = 1u << 2u;
+        if (i50 < 6u) {
+            let v51: f32 = a[i50];
+            let v52: f32 = v51 * 3.0f;
+            let v53: f32 = v52 - 1.0f;
+            out[i50] = v53;
+        }
+        let i54: u32 = i50 + 1u;
+        if (i54 < 6u) {
+            let v55: f32 = a[i54];
+            let v56: f32 = v55 * 3.0f;
+            let v57: f32 = v56 - 1.0f;
+            out[i54] = v57;
+        }
+        let i58: u32 = i50 + 2u;
+        if (i58 < 6u) {
+            let v59: f32 = a[i58];
+            let v60: f32 = v59 * 3.0f;
+            let v61: f32 = v60 - 1.0f;
+            out[i58] = v61;
         }
     }
 }

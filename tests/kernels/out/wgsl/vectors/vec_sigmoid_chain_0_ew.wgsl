@@ -24,55 +24,114 @@ fn vec_sigmoid_chain_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let t1: u32 = g0 * 256u + lid.x;
-    if (t1 < (u.N >> 2u)) {
-        let i2: u32 = t1 << 2u;
-        let x_30: f32 = x[i2];
-        let x_31: f32 = x[i2 + 1u];
-        let x_32: f32 = x[i2 + 2u];
-        let x_33: f32 = x[i2 + 3u];
-        let y_34: f32 = y[i2];
-        let y_35: f32 = y[i2 + 1u];
-        let y_36: f32 = y[i2 + 2u];
-        let y_37: f32 = y[i2 + 3u];
-        let v6: f32 = x_30;
-        let v8: f32 = y_34;
-        let v9: f32 = fma(v6, 2.0f, v8);
-        let v10: f32 = mimir_sigmoid(v9);
-        let v11: f32 = v10 * v6;
-        let out_38: f32 = v11;
-        let v12: f32 = x_31;
-        let v14: f32 = y_35;
-        let v15: f32 = fma(v12, 2.0f, v14);
-        let v16: f32 = mimir_sigmoid(v15);
-        let v17: f32 = v16 * v12;
-        let out_39: f32 = v17;
-        let v18: f32 = x_32;
-        let v20: f32 = y_36;
-        let v21: f32 = fma(v18, 2.0f, v20);
-        let v22: f32 = mimir_sigmoid(v21);
-        let v23: f32 = v22 * v18;
-        let out_40: f32 = v23;
-        let v24: f32 = x_33;
-        let v26: f32 = y_37;
-        let v27: f32 = fma(v24, 2.0f, v26);
-        let v28: f32 = mimir_sigmoid(v27);
-        let v29: f32 = v28 * v24;
-        let out_41: f32 = v29;
-        out[i2] = out_38;
-        out[i2 + 1u] = out_39;
-        out[i2 + 2u] = out_40;
-        out[i2 + 3u] = out_41;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = u.N >> 2u;
+    let v43: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let x_31: f32 = x[i3];
+        let x_32: f32 = x[i3 + 1u];
+        let x_33: f32 = x[i3 + 2u];
+        let x_34: f32 = x[i3 + 3u];
+        let y_35: f32 = y[i3];
+        let y_36: f32 = y[i3 + 1u];
+        let y_37: f32 = y[i3 + 2u];
+        let y_38: f32 = y[i3 + 3u];
+        let v7: f32 = x_31;
+        let v9: f32 = y_35;
+        let v10: f32 = fma(v7, 2.0f, v9);
+        let v11: f32 = mimir_sigmoid(v10);
+        let v12: f32 = v11 * v7;
+        let out_39: f32 = v12;
+        let v13: f32 = x_32;
+        let v15: f32 = y_36;
+        let v16: f32 = fma(v13, 2.0f, v15);
+        let v17: f32 = mimir_sigmoid(v16);
+        let v18: f32 = v17 * v13;
+        let out_40: f32 = v18;
+        let v19: f32 = x_33;
+        let v21: f32 = y_37;
+        let v22: f32 = fma(v19, 2.0f, v21);
+        let v23: f32 = mimir_sigmoid(v22);
+        let v24: f32 = v23 * v19;
+        let out_41: f32 = v24;
+        let v25: f32 = x_34;
+        let v27: f32 = y_38;
+        let v28: f32 = fma(v25, 2.0f, v27);
+        let v29: f32 = mimir_sigmoid(v28);
+        let v30: f32 = v29 * v25;
+        let out_42: f32 = v30;
+        out[i3] = out_39;
+        out[i3 + 1u] = out_40;
+        out[i3 + 2u] = out_41;
+        out[i3 + 3u] = out_42;
     }
-    if (t1 == (u.N >> 2u)) {
-        let i42: u32 = t1 << 2u;
-        for (var j43: u32 = i42; j43 < u.N; j43 += 1u) {
-            let v44: f32 = x[j43];
-            let v46: f32 = y[j43];
-            let v47: f32 = fma(v44, 2.0f, v46);
-            let v48: f32 = mimir_sigmoid(v47);
-            let v49: f32 = v48 * v44;
-            out[j43] = v49;
+    if (v43 < q2) {
+        let i44: u32 = v43 << 2u;
+        let x_72: f32 = x[i44];
+        let x_73: f32 = x[i44 + 1u];
+        let x_74: f32 = x[i44 + 2u];
+        let x_75: f32 = x[i44 + 3u];
+        let y_76: f32 = y[i44];
+        let y_77: f32 = y[i44 + 1u];
+        let y_78: f32 = y[i44 + 2u];
+        let y_79: f32 = y[i44 + 3u];
+        let v48: f32 = x_72;
+        let v50: f32 = y_76;
+        let v51: f32 = fma(v48, 2.0f, v50);
+        let v52: f32 = mimir_sigmoid(v51);
+        let v53: f32 = v52 * v48;
+        let out_80: f32 = v53;
+        let v54: f32 = x_73;
+        let v56: f32 = y_77;
+        let v57: f32 = fma(v54, 2.0f, v56);
+        let v58: f32 = mimir_sigmoid(v57);
+        let v59: f32 = v58 * v54;
+        let out_81: f32 = v59;
+        let v60: f32 = x_74;
+        let v62: f32 = y_78;
+        let v63: f32 = fma(v60, 2.0f, v62);
+        let v64: f32 = mimir_sigmoid(v63);
+        let v65: f32 = v64 * v60;
+        let out_82: f32 = v65;
+        let v66: f32 = x_75;
+        let v68: f32 = y_79;
+        let v69: f32 = fma(v66, 2.0f, v68);
+        let v70: f32 = mimir_sigmoid(v69);
+        let v71: f32 = v70 * v66;
+        let out_83: f32 = v71;
+        out[i44] = out_80;
+        out[i44 + 1u] = out_81;
+        out[i44 + 2u] = out_82;
+        out[i44 + 3u] = out_83;
+    }
+    if ((v1 == q2) || (v43 == q2)) {
+        let i84: u32 = q2 << 2u;
+        if (i84 < u.N) {
+            let v85: f32 = x[i84];
+            let v87: f32 = y[i84];
+            let v88: f32 = fma(v85, 2.0f, v87);
+            let v89: f32 = mimir_sigmoid(v88);
+            let v90: f32 = v89 * v85;
+            out[i84] = v90;
+        }
+        let i91: u32 = i84 + 1u;
+        if (i91 < u.N) {
+            let v92: f32 = x[i91];
+            let v94: f32 = y[i91];
+            let v95: f32 = fma(v92, 2.0f, v94);
+            let v96: f32 = mimir_sigmoid(v95);
+            let v97: f32 = v96 * v92;
+            out[i91] = v97;
+        }
+        let i98: u32 = i84 + 2u;
+        if (i98 < u.N) {
+            let v99: f32 = x[i98];
+            let v101: f32 = y[i98];
+            let v102: f32 = fma(v99, 2.0f, v101);
+            let v103: f32 = mimir_sigmoid(v102);
+            let v104: f32 = v103 * v99;
+            out[i98] = v104;
         }
     }
 }

@@ -17,44 +17,90 @@ fn vec_widen_half_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let t1: u32 = g0 * 256u + lid.x;
-    if (t1 < (u.N >> 2u)) {
-        let i2: u32 = t1 << 2u;
-        let i3: u32 = i2 + 1u;
-        let i4: u32 = i2 + 2u;
-        let i5: u32 = i2 + 3u;
-        let x_18: f32 = x[i2];
-        let x_19: f32 = x[i2 + 1u];
-        let x_20: f32 = x[i2 + 2u];
-        let x_21: f32 = x[i2 + 3u];
-        let v6: f32 = f32(h[i2]);
-        let v7: f32 = x_18;
-        let v8: f32 = v6 * v7;
-        let out_22: f32 = v8;
-        let v9: f32 = f32(h[i3]);
-        let v10: f32 = x_19;
-        let v11: f32 = v9 * v10;
-        let out_23: f32 = v11;
-        let v12: f32 = f32(h[i4]);
-        let v13: f32 = x_20;
-        let v14: f32 = v12 * v13;
-        let out_24: f32 = v14;
-        let v15: f32 = f32(h[i5]);
-        let v16: f32 = x_21;
-        let v17: f32 = v15 * v16;
-        let out_25: f32 = v17;
-        out[i2] = out_22;
-        out[i2 + 1u] = out_23;
-        out[i2 + 2u] = out_24;
-        out[i2 + 3u] = out_25;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = u.N >> 2u;
+    let v27: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let i4: u32 = i3 + 1u;
+        let i5: u32 = i3 + 2u;
+        let i6: u32 = i3 + 3u;
+        let x_19: f32 = x[i3];
+        let x_20: f32 = x[i3 + 1u];
+        let x_21: f32 = x[i3 + 2u];
+        let x_22: f32 = x[i3 + 3u];
+        let v7: f32 = f32(h[i3]);
+        let v8: f32 = x_19;
+        let v9: f32 = v7 * v8;
+        let out_23: f32 = v9;
+        let v10: f32 = f32(h[i4]);
+        let v11: f32 = x_20;
+        let v12: f32 = v10 * v11;
+        let out_24: f32 = v12;
+        let v13: f32 = f32(h[i5]);
+        let v14: f32 = x_21;
+        let v15: f32 = v13 * v14;
+        let out_25: f32 = v15;
+        let v16: f32 = f32(h[i6]);
+        let v17: f32 = x_22;
+        let v18: f32 = v16 * v17;
+        let out_26: f32 = v18;
+        out[i3] = out_23;
+        out[i3 + 1u] = out_24;
+        out[i3 + 2u] = out_25;
+        out[i3 + 3u] = out_26;
     }
-    if (t1 == (u.N >> 2u)) {
-        let i26: u32 = t1 << 2u;
-        for (var j27: u32 = i26; j27 < u.N; j27 += 1u) {
-            let v28: f32 = f32(h[j27]);
-            let v29: f32 = x[j27];
-            let v30: f32 = v28 * v29;
-            out[j27] = v30;
+    if (v27 < q2) {
+        let i28: u32 = v27 << 2u;
+        let i29: u32 = i28 + 1u;
+        let i30: u32 = i28 + 2u;
+        let i31: u32 = i28 + 3u;
+        let x_44: f32 = x[i28];
+        let x_45: f32 = x[i28 + 1u];
+        let x_46: f32 = x[i28 + 2u];
+        let x_47: f32 = x[i28 + 3u];
+        let v32: f32 = f32(h[i28]);
+        let v33: f32 = x_44;
+        let v34: f32 = v32 * v33;
+        let out_48: f32 = v34;
+        let v35: f32 = f32(h[i29]);
+        let v36: f32 = x_45;
+        let v37: f32 = v35 * v36;
+        let out_49: f32 = v37;
+        let v38: f32 = f32(h[i30]);
+        let v39: f32 = x_46;
+        let v40: f32 = v38 * v39;
+        let out_50: f32 = v40;
+        let v41: f32 = f32(h[i31]);
+        let v42: f32 = x_47;
+        let v43: f32 = v41 * v42;
+        let out_51: f32 = v43;
+        out[i28] = out_48;
+        out[i28 + 1u] = out_49;
+        out[i28 + 2u] = out_50;
+        out[i28 + 3u] = out_51;
+    }
+    if ((v1 == q2) || (v27 == q2)) {
+        let i52: u32 = q2 << 2u;
+        if (i52 < u.N) {
+            let v53: f32 = f32(h[i52]);
+            let v54: f32 = x[i52];
+            let v55: f32 = v53 * v54;
+            out[i52] = v55;
+        }
+        let i56: u32 = i52 + 1u;
+        if (i56 < u.N) {
+            let v57: f32 = f32(h[i56]);
+            let v58: f32 = x[i56];
+            let v59: f32 = v57 * v58;
+            out[i56] = v59;
+        }
+        let i60: u32 = i52 + 2u;
+        if (i60 < u.N) {
+            let v61: f32 = f32(h[i60]);
+            let v62: f32 = x[i60];
+            let v63: f32 = v61 * v62;
+            out[i60] = v63;
         }
     }
 }
