@@ -156,7 +156,9 @@ def test_elementwise_chains_fuse_into_one_guarded_kernel() -> None:
     manifest = json.loads(files["outer.manifest.json"])
     assert len(manifest["kernels"]) == 1
     text = files["outer_0_ew.wgsl"]
-    assert "if (i1 < u.N * u.M)" in text  # every thread is guarded
+    # every vector of 4 is guarded, and each element of the tail
+    assert "let q2: u32 = (u.N * u.M) >> 2u;" in text
+    assert "if (v1 < q2)" in text and text.count("< u.N * u.M) {") == 3
     assert "u.N" in text and "u.M" in text  # sizes arrive at run time
 
 

@@ -80,7 +80,7 @@ def test_guards_proven_unnecessary_are_not_emitted_and_the_manifest_says_why() -
     files = _compile("proven", "multiply_add", "wgsl")
     manifest = json.loads(files["multiply_add.manifest.json"])
     assert manifest["kernels"][0]["guards_removed"] == [
-        {"guard": "i < N", "proof": "N is a multiple of 256 (N multiple_of 256)"}
+        {"guard": "4*v + 3 < N", "proof": "N is a multiple of 4 (N multiple_of 256)"}
     ]
     # without the proof the guard stays, and the manifest has nothing to say
     files = _compile("linear", "linear_relu", "wgsl")
@@ -92,3 +92,51 @@ def test_division_by_a_power_of_two_is_a_shift_and_a_mask() -> None:
     assert ibin("/", x, u32(64)) == Binary(">>", x, u32(6), "u32")
     assert ibin("%", x, u32(64)) == Binary("&", x, u32(63), "u32")
     assert ibin("/", x, u32(48)) == Binary("/", x, u32(48), "u32")
+
+
+def _vectorized(stem: str, function: str) -> dict[str, set[str]]:
+    files = _compile(stem, function, "ptx")
+    (kernel,) = json.loads(files[f"{function}.manifest.json"])["kernels"]
+    out: dict[str, set[str]] = {}
+    for v in kernel.get("vectorized", []):
+        assert v["lanes"] == 4 and v["proof"]
+        out.setdefault(v["access"], set()).add(v["buffer"])
+    return out
+
+
+def test_element_wise_kernels_move_16_bytes_per_access_where_proven() -> None:
+    text = _compile("vectors", "vec_add_quads", "ptx")["vec_add_quads_0_ew.ptx"]
+    # two vectors per thread: two 16-byte loads of each operand, two stores
+    assert len(re.findall(r"ld\.global\.nc\.v4\.f32 \{%f\d+, %f\d+, %f\d+, %f\d+\}", text)) == 4
+    assert len(re.findall(r"st\.global\.v4\.f32", text)) == 2
+    assert not re.search(r"(ld|st)\.global(\.nc)?\.f32", text)  # no scalar tail: Q multiple_of 4
+    assert text.count(".align 16") == 3 + 1  # three buffers and the uniform block
+    assert _vectorized("vectors", "vec_add_quads") == {"read": {"a", "b"}, "write": {"out"}}
+    # a count not proven a multiple of 4: the vector part and a scalar tail
+    text = _compile("vectors", "vec_add", "ptx")["vec_add_0_ew.ptx"]
+    assert len(re.findall(r"ld\.global\.nc\.v4\.f32", text)) == 4
+    assert len(re.findall(r"ld\.global\.nc\.f32", text)) == 2 * 3  # up to 3 tail elements
+    # a literal multiple of 1024: no guard at all
+    files = _compile("vectors", "vec_add_2048", "wgsl")
+    (kernel,) = json.loads(files["vec_add_2048.manifest.json"])["kernels"]
+    assert {g["guard"] for g in kernel["guards_removed"]} == {"4*v + 3 < 2048", "v < 2048 / 4"}
+    assert "if (" not in files["vec_add_2048_0_ew.wgsl"]
+    assert "array<vec4<f32>>" in files["vec_add_2048_0_ew.wgsl"]
+
+
+def test_what_broadcasting_and_layouts_keep_scalar() -> None:
+    # the broadcast row, the transposed operand and the float16 operand are read lane by
+    # lane; the same-shaped operand and the result are 4-wide
+    assert _vectorized("vectors", "vec_row_bias") == {"read": {"x"}, "write": {"out"}}
+    assert _vectorized("vectors", "vec_add_transposed") == {"read": {"x"}, "write": {"out"}}
+    assert _vectorized("vectors", "vec_widen_half") == {"read": {"x"}, "write": {"out"}}
+    assert _vectorized("vectors", "vec_axpy_in_place") == {"read": {"x", "y"}, "write": {"y"}}
+    # too small, or possibly empty: the one-element-per-thread schedule
+    for function in ("vec_scale_3", "vec_maybe_empty"):
+        text = _compile("vectors", function, "ptx")[f"{function}_0_ew.ptx"]
+        assert ".v4" not in text and _vectorized("vectors", function) == {}
+    # a concatenation reads each part at an offset (in a `select`): never 4-wide
+    assert _vectorized("causal", "cache_concat") == {"write": {"out"}}
+    # WGSL declares vec4 arrays only for buffers touched 4-wide alone (not by the tail)
+    wgsl = _compile("vectors", "vec_add_transposed", "wgsl")["vec_add_transposed_0_ew.wgsl"]
+    assert "y: array<f32>" in wgsl and "out: array<f32>" in wgsl  # the tail reads it too

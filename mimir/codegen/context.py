@@ -42,6 +42,8 @@ class KernelContext:
         self.dims = {d.name: d for d in s.dims}
         # guards not emitted because a size is proven a multiple of a tile: (guard, proof)
         self.proofs: list[tuple[str, str]] = []
+        # vector accesses and their proof: (buffer, "read" | "write", lanes, proof)
+        self.vectorized: list[tuple[str, str, int, str]] = []
 
     def multiple(self, size: Any, of: int, guard: str) -> bool:
         """Whether `size` is proven a multiple of `of`; if so, `guard` is recorded as

@@ -187,6 +187,31 @@ class Store(Stmt):
 
 
 @dataclass
+class VectorLoad(Stmt):
+    """`vars[k] = array[index + k]` for every lane k, as one aligned vector access.
+
+    The scheduler emits it only where it has proven the access sound: `index` is a
+    multiple of the width (so, with buffer bases 16-byte aligned, the address is aligned
+    to the access), the buffer holds every lane's element, and the element type is
+    32-bit. A backend that has no vector access prints one scalar load per lane.
+    """
+
+    vars: tuple[Var, ...]
+    array: str
+    index: Expr
+
+
+@dataclass
+class VectorStore(Stmt):
+    """`array[index + k] = values[k]` for every lane k, as one aligned vector access
+    (the same proof as `VectorLoad`)."""
+
+    array: str
+    index: Expr
+    values: tuple[Expr, ...]
+
+
+@dataclass
 class AtomicAdd(Stmt):
     """`array[index] += value` as one atomic read-modify-write (relaxed, device scope).
 
@@ -272,6 +297,8 @@ class Kernel:
     origins: dict[str, tuple[str, Any]] = field(default_factory=dict)
     # (the guard not emitted, the proof that made it unnecessary), for the manifest
     proofs: list[tuple[str, str]] = field(default_factory=list)
+    # (buffer, "read" | "write", lanes, proof) of each vector access, for the manifest
+    vectorized: list[tuple[str, str, int, str]] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------- walking
@@ -306,6 +333,29 @@ def walk_expr(e: Expr):
         stack.extend(reversed(sub_expressions(node)))
 
 
+def map_expr(e: Expr, f: Any) -> Expr:
+    """`e` with every sub-expression `x` for which `f(x)` is not None replaced by it
+    (outermost first; a replacement is not looked into)."""
+    new = f(e)
+    if new is not None:
+        return new
+    if isinstance(e, Load):
+        index = map_expr(e.index, f)
+        return e if index is e.index else Load(e.array, index, e.type)
+    if isinstance(e, Binary):
+        return Binary(e.op, map_expr(e.a, f), map_expr(e.b, f), e.type)
+    if isinstance(e, (Unary, Cast, Bitcast)):
+        a = map_expr(e.a, f)
+        if a is e.a:
+            return e
+        return Unary(e.op, a, e.type) if isinstance(e, Unary) else type(e)(a, e.type)
+    if isinstance(e, Call):
+        return Call(e.fn, tuple(map_expr(a, f) for a in e.args), e.type)
+    if isinstance(e, Select):
+        return Select(map_expr(e.cond, f), map_expr(e.if_true, f), map_expr(e.if_false, f), e.type)
+    return e
+
+
 def statement_expressions(s: Stmt) -> list[Expr]:
     if isinstance(s, (Let, Assign)):
         return [s.value]
@@ -313,6 +363,10 @@ def statement_expressions(s: Stmt) -> list[Expr]:
         return [s.init]
     if isinstance(s, (Store, AtomicAdd)):
         return [s.index, s.value]
+    if isinstance(s, VectorLoad):
+        return [s.index]
+    if isinstance(s, VectorStore):
+        return [s.index, *s.values]
     if isinstance(s, If):
         return [s.cond]
     if isinstance(s, For):
@@ -501,6 +555,10 @@ def _fold_statement(s: Stmt) -> Stmt:
         return Store(s.array, fold(s.index), fold(s.value))
     if isinstance(s, AtomicAdd):
         return AtomicAdd(s.array, fold(s.index), fold(s.value))
+    if isinstance(s, VectorLoad):
+        return VectorLoad(s.vars, s.array, fold(s.index))
+    if isinstance(s, VectorStore):
+        return VectorStore(s.array, fold(s.index), tuple(fold(v) for v in s.values))
     if isinstance(s, If):
         return If(fold(s.cond), fold_block(s.then), fold_block(s.orelse))
     if isinstance(s, For):
@@ -532,7 +590,25 @@ def legalise(kernel: Kernel) -> Kernel:
         helpers,
         kernel.origins,
         kernel.proofs,
+        kernel.vectorized,
     )
+
+
+def vector_only_buffers(kernel: Kernel) -> set[str]:
+    """Buffers the kernel reads and writes only through `VectorLoad`/`VectorStore`: a
+    target without a reinterpreting view (WGSL, SPIR-V) declares these as arrays of
+    vectors (their element count is then a multiple of the width)."""
+    vector: set[str] = set()
+    scalar: set[str] = set()
+    for s in walk_statements(kernel.body):
+        if isinstance(s, (VectorLoad, VectorStore)):
+            vector.add(s.array)
+        if isinstance(s, (Store, AtomicAdd)):
+            scalar.add(s.array)
+    for e in all_expressions(kernel.body):
+        if isinstance(e, Load):
+            scalar.add(e.array)
+    return vector - scalar
 
 
 def literal_problems(kernel: Kernel) -> list[str]:

@@ -1,7 +1,8 @@
 """One IR kernel per launch of a schedule, by kind.
 
-- `ew` (element-wise): 256 threads per workgroup, one thread per output
-  element, every thread guarded by `index < numel`.
+- `ew` (element-wise): 256 threads per workgroup, four consecutive output elements
+  per thread with 128-bit loads and stores where that is proven sound
+  (`mimir.codegen.vectorize`), else one element per thread guarded by `index < numel`.
 - `matmul`: 64x64 output tiles, one 16x16-thread workgroup each (batches
   included), each thread accumulating a 4x4 block in registers; K is walked in
   16-wide slices staged through threadgroup memory, loads past M, N or K read 0,
@@ -20,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from mimir.codegen import lower as lw
-from mimir.codegen import reductions, scans
+from mimir.codegen import reductions, scans, vectorize
 from mimir.codegen import sizes as sz
 from mimir.codegen.builder import Idx, ibin, size_ir, u32
 from mimir.codegen.context import WG, KernelContext, reg_dtype
@@ -41,6 +42,8 @@ from mimir.codegen.ir import (
     Store,
     Uniform,
     Var,
+    VectorLoad,
+    VectorStore,
     all_expressions,
     walk_statements,
 )
@@ -259,12 +262,17 @@ def build(s: Schedule, index: int) -> Kernel:
     """The IR kernel for launch `index` of schedule `s`."""
     plan = s.plans[index]
     c = KernelContext(s, plan)
-    workgroup_size, dispatch = _BUILDERS[plan.kind](c)
+    built = vectorize.elementwise(c) if plan.kind == "ew" else None
+    if built is None:
+        c = KernelContext(s, plan)
+        built = _BUILDERS[plan.kind](c)
+    workgroup_size, dispatch = built
     body = _prune(c.body.root)
     shared_names = {a.name for a in c.shared}
-    stored = {st.array for st in walk_statements(body) if isinstance(st, Store)}
+    stored = {st.array for st in walk_statements(body) if isinstance(st, (Store, VectorStore))}
     exprs = list(all_expressions(body))
     loaded = {e.array for e in exprs if isinstance(e, Load)}
+    loaded |= {st.array for st in walk_statements(body) if isinstance(st, VectorLoad)}
     used = (stored | loaded) - shared_names
     buffers = [
         BufferParam(b.name, lw.STORAGE[b.dtype], "read_write" if b.name in stored else "read")
@@ -285,4 +293,5 @@ def build(s: Schedule, index: int) -> Kernel:
         helpers=lw.helpers_needed(exprs),
         origins=c.ev.origins,
         proofs=c.proofs,
+        vectorized=c.vectorized,
     )

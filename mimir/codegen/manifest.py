@@ -81,10 +81,17 @@ def _buffer(b: BufferSpec) -> dict[str, Any]:
 
 
 def _proofs(kernel: Kernel) -> dict[str, Any]:
-    """`guards_removed`: each bounds check the kernel does not make, and its proof."""
-    if not kernel.proofs:
-        return {}
-    return {"guards_removed": [{"guard": g, "proof": p} for g, p in kernel.proofs]}
+    """`guards_removed`: each bounds check the kernel does not make, and its proof;
+    `vectorized`: each buffer the kernel reads or writes `lanes` elements at a time
+    (one 128-bit access), and the proof that the access is aligned and in bounds."""
+    out: dict[str, Any] = {}
+    if kernel.proofs:
+        out["guards_removed"] = [{"guard": g, "proof": p} for g, p in kernel.proofs]
+    if kernel.vectorized:
+        out["vectorized"] = [
+            {"buffer": b, "access": a, "lanes": n, "proof": p} for b, a, n, p in kernel.vectorized
+        ]
+    return out
 
 
 def _requires(kernel: Kernel, backend: str) -> dict[str, Any]:

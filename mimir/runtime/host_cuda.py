@@ -83,18 +83,26 @@ class CudaRunner:
             cr._check(self.lib.cuStreamSynchronize(stream), "cuStreamSynchronize")
         pointers: dict[str, int] = {}
         device_outputs: dict[str, Any] = {}
+        # buffers a kernel reads or writes 16 bytes at a time need a 16-byte-aligned base;
+        # a tensor that starts inside its storage (`x[1:]`) may not have one: copied
+        vector = {v["buffer"] for k in self.manifest["kernels"] for v in k.get("vectorized", [])}
+        copies: list[Any] = []  # alive until the launches are queued
         for buf in self.manifest["buffers"]:
             name, role = buf["name"], buf["role"]
             shape = mf.buffer_shape(buf, dims)
             nbytes = mf.numel(shape) * mf.buffer_element_size(buf, "ptx")
             arg = arrays.get(name)
             if arg is not None and arg.kind == "torch-cuda":
+                misaligned = name in vector and arg.device_ptr % 16 != 0
                 if role == "inout":
                     tensor = arg.keep
-                    if _shares_memory(name, arrays):
+                    if _shares_memory(name, arrays) or misaligned:
                         tensor = tensor.clone()  # the kernel writes it while reading the other
                     device_outputs[name] = tensor
                     pointers[name] = tensor.data_ptr()
+                elif misaligned:
+                    copies.append(arg.keep.clone())
+                    pointers[name] = copies[-1].data_ptr()
                 else:
                     pointers[name] = arg.device_ptr
             elif role in mf.RESULTS and torch is not None:

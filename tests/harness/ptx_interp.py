@@ -202,6 +202,17 @@ def _instruction(
     if opcode == "call.uni":
         args = [a.strip() for a in ops[2].strip("()").split(",") if a.strip()]
         return (guard, neg, "call", ops[1], ops[0].strip("()"), args)
+    if opcode.startswith(("ld.", "st.")) and re.fullmatch(r"v[24]", opcode.split(".")[-2]):
+        # ld.global[.nc].v4.f32 {a, b, c, d}, [addr] / st.global.v4.f32 [addr], {a, b, c, d}
+        parts = opcode.split(".")
+        fmt, lanes = _FMT[parts[-1]], int(parts[-2][1:])
+        if parts[1] != "global":
+            raise PtxInterpError(f"the interpreter does not model `{opcode}`")
+        if parts[0] == "ld":
+            regs = _lanes(ops[0], lanes)
+            return (guard, neg, "ldv", fmt, regs, _operand(ops[1], opcode))
+        values = [_operand(v, opcode) for v in _lanes(ops[1], lanes)]
+        return (guard, neg, "stv", fmt, _operand(ops[0], opcode), values)
     if opcode.startswith(("ld.", "st.")):
         parts = opcode.split(".")
         fmt = _FMT[parts[-1]]
@@ -230,6 +241,17 @@ def _instruction(
     if opcode not in _ALU:
         raise PtxInterpError(f"the interpreter does not model `{opcode}`")
     return (guard, neg, "alu", _ALU[opcode], ops[0], [_operand(o, opcode) for o in ops[1:]])
+
+
+def _lanes(op: str, lanes: int) -> list[str]:
+    """The registers of a vector operand `{%f0, %f1, %f2, %f3}`."""
+    m = re.fullmatch(r"\{(.*)\}", op.strip())
+    if not m:
+        raise PtxInterpError(f"not a vector operand: `{op}`")
+    regs = [r.strip() for r in m.group(1).split(",")]
+    if len(regs) != lanes:
+        raise PtxInterpError(f"a vector of {lanes} lanes with {len(regs)} registers: `{op}`")
+    return regs
 
 
 def _parse(text: str) -> dict[str, _Function]:
@@ -282,7 +304,7 @@ def _parse(text: str) -> dict[str, _Function]:
 def _split(rest: str) -> list[str]:
     out, depth, cur = [], 0, ""
     for ch in rest:
-        depth += (ch in "([") - (ch in ")]")
+        depth += (ch in "([{") - (ch in ")]}")
         if ch == "," and depth == 0:
             out.append(cur.strip())
             cur = ""
@@ -376,6 +398,13 @@ class _Interp:
                 regs[ins[5]] = self.load(regs, ins[3], ins[4], ins[6])
             elif kind == "st":
                 self.store(regs, ins[3], ins[4], ins[5], ins[6])
+            elif kind == "ldv":
+                for r, v in zip(
+                    ins[4], self.vector(regs, ins[3], ins[5], len(ins[4])), strict=True
+                ):
+                    regs[r] = v
+            elif kind == "stv":
+                self.vector(regs, ins[3], ins[4], len(ins[5]), [value(regs, v) for v in ins[5]])
             elif kind == "red":
                 self.reduce(regs, ins[3], ins[4], ins[5])
             elif kind == "bra":
@@ -417,6 +446,31 @@ class _Interp:
             self.race_check(regs, where, write=False)
             data, off = self.shared_mem.find(where, size)
         return struct.unpack(fmt, data[off : off + size])[0]
+
+    def vector(
+        self, regs: dict[str, Any], fmt: str, addr: Operand, lanes: int, values: list | None = None
+    ) -> list:
+        """A global vector load (`values` None) or store of `lanes` elements: one access,
+        which the hardware requires aligned to its whole size."""
+        size = struct.calcsize(fmt)
+        where = self.value(regs, addr)
+        if where % (size * lanes):
+            raise PtxInterpError(
+                f"misaligned {size * lanes}-byte vector access at {where:#x} "
+                f"(byte {where % (1 << 40)} of its buffer)"
+            )
+        data, off = self.global_mem.find(where, size * lanes)
+        kind = "ld" if values is None else "st"
+        self.global_bytes[kind] += size * lanes
+        self.global_unique[kind].add((where, size * lanes))
+        if values is None:
+            return [
+                struct.unpack(fmt, data[off + k * size : off + (k + 1) * size])[0]
+                for k in range(lanes)
+            ]
+        for k, v in enumerate(values):
+            data[off + k * size : off + (k + 1) * size] = struct.pack(fmt, v)
+        return []
 
     def race_check(self, regs: dict[str, Any], address: int, write: bool) -> None:
         tid, epoch = regs["%tid"], self.epoch

@@ -44,6 +44,8 @@ from mimir.codegen.ir import (
     Uniform,
     Var,
     VarDecl,
+    VectorLoad,
+    VectorStore,
     WarpReduce,
     all_expressions,
 )
@@ -114,6 +116,18 @@ def shortest_float(value: float) -> str:
     if "e" not in text and "." not in text:
         text += ".0"
     return text
+
+
+def lane(s: VectorLoad | VectorStore, k: int) -> Expr:
+    """The index of lane `k` of a vector access."""
+    return s.index if k == 0 else Binary("+", s.index, Const(k, "u32"), "u32")
+
+
+def vector_index(s: VectorLoad | VectorStore) -> Expr:
+    """The index of a vector access in an array of vectors (`index` is a multiple of 4)."""
+    lanes = len(s.vars) if isinstance(s, VectorLoad) else len(s.values)
+    shift = lanes.bit_length() - 1
+    return Binary(">>", s.index, Const(shift, "u32"), "u32")
 
 
 class Backend:
@@ -266,6 +280,10 @@ class Backend:
             return [f"{pad}{self.names(s.array)}[{self.expr(s.index)}] = {self.expr(s.value)};"]
         if isinstance(s, AtomicAdd):
             return self.atomic_add(s, pad)
+        if isinstance(s, VectorLoad):
+            return self.vector_load(s, pad)
+        if isinstance(s, VectorStore):
+            return self.vector_store(s, pad)
         if isinstance(s, If):
             lines = [f"{pad}if ({self.expr(s.cond)}) {{", *self.block(s.then, indent + 1)]
             if s.orelse:
@@ -282,6 +300,19 @@ class Backend:
 
     def let(self, name: str, t: str, value: str) -> str:
         raise NotImplementedError
+
+    def vector_load(self, s: VectorLoad, pad: str) -> list[str]:
+        """One scalar load per lane (a target with vector access overrides this)."""
+        return [
+            pad + self.let(self.names(v.name), v.type, self.expr(Load(s.array, lane(s, k), v.type)))
+            for k, v in enumerate(s.vars)
+        ]
+
+    def vector_store(self, s: VectorStore, pad: str) -> list[str]:
+        return [
+            f"{pad}{self.names(s.array)}[{self.expr(lane(s, k))}] = {self.expr(v)};"
+            for k, v in enumerate(s.values)
+        ]
 
     def atomic_add(self, s: AtomicAdd, pad: str) -> list[str]:
         raise NotImplementedError

@@ -21,7 +21,14 @@ from __future__ import annotations
 
 import math
 
-from mimir.codegen.backends.base import _ATOM, _UNARY, Backend, Capabilities, shortest_float
+from mimir.codegen.backends.base import (
+    _ATOM,
+    _UNARY,
+    Backend,
+    Capabilities,
+    shortest_float,
+    vector_index,
+)
 from mimir.codegen.ir import (
     WARP,
     AtomicAdd,
@@ -29,6 +36,8 @@ from mimir.codegen.ir import (
     For,
     Helper,
     Kernel,
+    VectorLoad,
+    VectorStore,
     WarpReduce,
     all_expressions,
 )
@@ -143,6 +152,44 @@ class MSL(Backend):
 
     def var(self, name: str, t: str, value: str) -> str:
         return f"{self.type_map[t]} {name} = {value};"
+
+    def _vector_pointer(self, array: str, lanes: int, const: bool) -> str:
+        elem = next(b.elem for b in self._kernel.buffers if b.name == array)
+        qualifier = "device const" if const else "device"
+        return f"(({qualifier} {self.type_map[elem]}{lanes}*){self.names(array)})"
+
+    def vector_load(self, s: VectorLoad, pad: str) -> list[str]:
+        # a vector type is aligned to its size: the scheduler proved the offset is
+        lanes = len(s.vars)
+        elem = s.vars[0].type
+        self._vectors += 1
+        tmp = self.names(f"$vec{self._vectors}")
+        source = f"{self._vector_pointer(s.array, lanes, True)}[{self.expr(vector_index(s))}]"
+        lines = [f"{pad}const {self.type_map[elem]}{lanes} {tmp} = {source};"]
+        lines += [
+            pad + self.let(self.names(v.name), v.type, f"{tmp}[{k}]") for k, v in enumerate(s.vars)
+        ]
+        return lines
+
+    def vector_store(self, s: VectorStore, pad: str) -> list[str]:
+        lanes = len(s.values)
+        elem = next(b.elem for b in self._kernel.buffers if b.name == s.array)
+        target = f"{self._vector_pointer(s.array, lanes, False)}[{self.expr(vector_index(s))}]"
+        # filled lane by lane and stored whole (one 128-bit store): the same text is valid
+        # MSL and the clang vector extension the tests compile it with
+        self._vectors += 1
+        tmp = self.names(f"$vec{self._vectors}")
+        lines = [f"{pad}{self.type_map[elem]}{lanes} {tmp};"]
+        for k, v in enumerate(s.values):
+            value = self.expr(v)
+            if v.type != elem:
+                value = self.cast(value, elem)
+            lines.append(f"{pad}{tmp}.{'xyzw'[k]} = {value};")
+        return [*lines, f"{pad}{target} = {tmp};"]
+
+    def prepare(self, kernel: Kernel) -> None:
+        self._kernel = kernel
+        self._vectors = 0
 
     def atomic_add(self, s: AtomicAdd, pad: str) -> list[str]:
         target = f"&{self.names(s.array)}[{self.expr(s.index)}]"

@@ -8,7 +8,7 @@ Layout of a file:
     .func (.reg .f32 %ret) mimir_log(.reg .f32 %a0) { ... }      // helpers, callees first
     .visible .entry NAME(
         .param .u64 .ptr .global .align 4 x,      // buffers, in binding order
-        .param .u64 .ptr .global .align 4 out,
+        .param .u64 .ptr .global .align 4 out,          // .align 16 when read 4 at a time
         .param .align 16 .b8 mimir_uniforms[16]   // the uniform block, when the kernel reads it
     )
     .reqntid 256, 1, 1
@@ -166,8 +166,13 @@ class PTX(Backend):
     ) -> list[str]:
         regs = Registers()
         prologue = Emitter(regs, {}, {}, {}, {}, math=self.math)
+        # a buffer read or written 16 bytes at a time is declared 16-byte aligned (the
+        # manifest's `vectorized` says hosts must pass it so)
+        vector = {name for name, *_ in kernel.vectorized}
         params = [
-            f"    .param .u64 .ptr .global .align 4 {self.names(b.name)}" for b in kernel.buffers
+            f"    .param .u64 .ptr .global .align {16 if b.name in vector else 4} "
+            f"{self.names(b.name)}"
+            for b in kernel.buffers
         ]
         memory: dict[str, Memory] = {}
         for b in kernel.buffers:

@@ -19,8 +19,26 @@ from __future__ import annotations
 
 import math
 
-from mimir.codegen.backends.base import _ATOM, _UNARY, Backend, Capabilities, shortest_float
-from mimir.codegen.ir import AtomicAdd, Binary, Const, For, Helper, Kernel, all_expressions
+from mimir.codegen.backends.base import (
+    _ATOM,
+    _UNARY,
+    Backend,
+    Capabilities,
+    shortest_float,
+    vector_index,
+)
+from mimir.codegen.ir import (
+    AtomicAdd,
+    Binary,
+    Const,
+    For,
+    Helper,
+    Kernel,
+    VectorLoad,
+    VectorStore,
+    all_expressions,
+    vector_only_buffers,
+)
 
 _KEYWORDS = """alias break case const const_assert continue continuing default diagnostic discard
 else enable false fn for if let loop override requires return struct switch true var while"""
@@ -136,7 +154,31 @@ class WGSL(Backend):
             f"{name} += {self.expr(s.step)})"
         )
 
+    def vector_load(self, s: VectorLoad, pad: str) -> list[str]:
+        # WGSL has no reinterpreting view of a buffer: a buffer the kernel reads only a
+        # vector at a time is declared as an array of vectors, any other one lane by lane
+        if s.array not in self._vector_buffers:
+            return super().vector_load(s, pad)
+        self._vectors += 1
+        tmp = self.names(f"$vec{self._vectors}")
+        lines = [f"{pad}let {tmp} = {self.names(s.array)}[{self.expr(vector_index(s))}];"]
+        lines += [
+            pad + self.let(self.names(v.name), v.type, f"{tmp}[{k}]") for k, v in enumerate(s.vars)
+        ]
+        return lines
+
+    def vector_store(self, s: VectorStore, pad: str) -> list[str]:
+        if s.array not in self._vector_buffers:
+            return super().vector_store(s, pad)
+        elem = self._elems[s.array]
+        values = ", ".join(self.expr(v) for v in s.values)
+        target = f"{self.names(s.array)}[{self.expr(vector_index(s))}]"
+        return [f"{pad}{target} = vec{len(s.values)}<{self.type_map[elem]}>({values});"]
+
     def prepare(self, kernel: Kernel) -> None:
+        self._vector_buffers = vector_only_buffers(kernel)
+        self._elems = {b.name: b.elem for b in kernel.buffers}
+        self._vectors = 0
         self._nonfinite: set[str] = set()
         self._atomics = 0
         self.names("$inf_bits")
@@ -166,6 +208,8 @@ class WGSL(Backend):
             t, name = self.type_map[b.elem], self.names(b.name)
             if b.atomic:  # f32 is updated through its bits (see `atomic_add`)
                 t = f"atomic<{'u32' if t == 'f32' else t}>"
+            if b.name in self._vector_buffers:
+                t = f"vec4<{t}>"
             lines.append(f"@group(0) @binding({k}) var<storage, {b.access}> {name}: array<{t}>;")
         if kernel.uses_uniform:
             lines.append(

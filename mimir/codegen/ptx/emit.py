@@ -59,6 +59,8 @@ from mimir.codegen.ir import (
     Uniform,
     Var,
     VarDecl,
+    VectorLoad,
+    VectorStore,
     WarpReduce,
 )
 from mimir.codegen.ptx import mathlib
@@ -500,6 +502,10 @@ class Emitter:
             self.ins(f"{MOV[CLASS_OF[s.var.type]]} {r}, {self.expr(s.value)}")
         elif isinstance(s, Store):
             self.store(s)
+        elif isinstance(s, VectorLoad):
+            self.vector_load(s)
+        elif isinstance(s, VectorStore):
+            self.vector_store(s)
         elif isinstance(s, AtomicAdd):
             # `red` is `atom` without the old value (sm_20+; f32 adds since sm_20 as well).
             mem, addr = self.address(s.array, s.index)
@@ -523,6 +529,27 @@ class Emitter:
         elif s.value.type != mem.elem and {s.value.type, mem.elem} != {"i32", "u32"}:
             raise refuse(f"a store of `{s.value.type}` into `{s.array}` of `{mem.elem}`")
         self.ins(f"st.{mem.space}.{MEMORY_TYPE[mem.elem]} {addr}, {value}")
+
+    def vector_load(self, s: VectorLoad) -> None:
+        """`ld.global.nc.v4.f32 {a, b, c, d}, [addr]`: one 128-bit load (the scheduler
+        proved the address a multiple of 16 bytes, `mimir.codegen.vectorize`)."""
+        mem, addr = self.address(s.array, s.index)
+        if mem.elem not in TYPE or mem.space != "global":
+            raise refuse(f"a vector access to `{s.array}` of `{mem.elem}`")
+        nc = ".nc" if mem.readonly else ""
+        lanes = [self.new(v.type) for v in s.vars]
+        kind = f"v{len(lanes)}.{MEMORY_TYPE[mem.elem]}"
+        self.ins(f"ld.global{nc}.{kind} {{{', '.join(lanes)}}}, {addr}")
+        for v, r in zip(s.vars, lanes, strict=True):
+            self.env[v.name] = r
+
+    def vector_store(self, s: VectorStore) -> None:
+        mem, addr = self.address(s.array, s.index)
+        if mem.elem not in TYPE or mem.space != "global":
+            raise refuse(f"a vector access to `{s.array}` of `{mem.elem}`")
+        values = [self.reg(v) for v in s.values]
+        kind = f"v{len(values)}.{MEMORY_TYPE[mem.elem]}"
+        self.ins(f"st.global.{kind} {addr}, {{{', '.join(values)}}}")
 
     def if_(self, s: If) -> None:
         if isinstance(s.cond, Const):

@@ -50,6 +50,8 @@ from mimir.codegen.ir import (
     Uniform,
     Var,
     VarDecl,
+    VectorLoad,
+    VectorStore,
     walk_expr,
     walk_statements,
 )
@@ -113,6 +115,8 @@ class Resources:
     def __init__(self) -> None:
         # array name -> (variable id, storage class, element type, indexes before the element)
         self.arrays: dict[str, tuple[int, StorageClass, str, tuple[int, ...]]] = {}
+        # buffers declared as runtime arrays of vectors: name -> lanes (`ir.vector_only_buffers`)
+        self.vector_arrays: dict[str, int] = {}
         self.uniforms: dict[str, int] = {}  # field -> value id (loaded in the entry block)
         self.builtins: dict[str, int] = {}  # `local_x` ... -> value id
         self.helpers: dict[str, Function] = {}
@@ -349,6 +353,10 @@ class BodyEmitter:
             self.fn.emit(ins.op_store(ptr, value))
         elif isinstance(s, AtomicAdd):
             self._atomic_add(s)
+        elif isinstance(s, VectorLoad):
+            self._vector_load(s)
+        elif isinstance(s, VectorStore):
+            self._vector_store(s)
         elif isinstance(s, If):
             self._if(s)
         elif isinstance(s, For):
@@ -364,6 +372,53 @@ class BodyEmitter:
                 self.fn.terminate(ins.op_return_value(self.value(s.value)))
         else:
             raise TypeError(f"cannot emit {s!r}")
+
+    def _vector_pointer(self, array: str, index: Expr) -> tuple[int, int]:
+        """A pointer to the vector at element `index` (a multiple of the lanes), and the
+        vector's type."""
+        var, storage, elem, prefix = self.res.arrays[array]
+        lanes = self.res.vector_arrays[array]
+        vec = self.m.vector(self.scalar(elem), lanes)
+        i = self.value(Binary(">>", index, Const(lanes.bit_length() - 1, "u32"), "u32"))
+        ptr_type = self.m.pointer(storage, vec)
+        ptr = self._new(lambda r: ins.op_access_chain(ptr_type, r, var, [*prefix, i]))
+        return ptr, vec
+
+    def _vector_load(self, s: VectorLoad) -> None:
+        """One load of a 4-vector, then its lanes; a buffer declared with scalar elements
+        is read lane by lane."""
+        if s.array not in self.res.vector_arrays:
+            for k, v in enumerate(s.vars):
+                index = s.index if k == 0 else Binary("+", s.index, Const(k, "u32"), "u32")
+                self.stmt(Let(v, Load(s.array, index, v.type)))
+            return
+        ptr, vec = self._vector_pointer(s.array, s.index)
+        loaded = self._new(lambda r: ins.op_load(vec, r, ptr))
+        for k, v in enumerate(s.vars):
+            t = self.scalar(v.type)
+            lane = self._new(lambda r, k=k, t=t: ins.op_composite_extract(t, r, loaded, k))
+            self.m.name(lane, self.name(v.name))
+            self.scopes[-1][v.name] = ("ssa", lane)
+
+    def _vector_store(self, s: VectorStore) -> None:
+        if s.array not in self.res.vector_arrays:
+            for k, v in enumerate(s.values):
+                index = s.index if k == 0 else Binary("+", s.index, Const(k, "u32"), "u32")
+                self.stmt(Store(s.array, index, v))
+            return
+        elem = self.res.arrays[s.array][2]
+        parts = [self._value_as(v, elem) for v in s.values]
+        ptr, vec = self._vector_pointer(s.array, s.index)
+        value = self._new(lambda r: ins.op_composite_construct(vec, r, parts))
+        self.fn.emit(ins.op_store(ptr, value))
+
+    def _value_as(self, e: Expr, elem: str) -> int:
+        """`e` as the buffer's element type (an i32 value stored into a u32 buffer keeps
+        its bits, as a scalar store does)."""
+        value = self.value(e)
+        if e.type == elem:
+            return value
+        return self._new(lambda r: ins.op_bitcast(self.scalar(elem), r, value))
 
     def _atomic_add(self, s: AtomicAdd) -> None:
         """OpAtomicIAdd for integers; for f32 (SPIR-V has no core float atomics) a

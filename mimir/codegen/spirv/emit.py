@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from mimir.codegen.ir import Builtin, Kernel, Uniform, all_expressions
+from mimir.codegen.ir import Builtin, Kernel, Uniform, all_expressions, vector_only_buffers
 from mimir.codegen.spirv import instructions as ins
 from mimir.codegen.spirv.body import BodyEmitter, Resources
 from mimir.codegen.spirv.module import Function, Module
@@ -78,26 +78,31 @@ def emit_kernel(
     res.glsl = m.ext_inst_import(GLSL_SET)
     zero = m.const_u32(0)
 
-    blocks: dict[str, int] = {}  # element type -> the Block struct buffers of it share
+    blocks: dict[tuple[str, int], int] = {}  # (element type, lanes) -> the Block struct
+    vector = vector_only_buffers(kernel)  # declared as runtime arrays of 4-vectors
     for buf, where in zip(kernel.buffers, buffer_bindings, strict=True):
         if buf.elem == "f16":
             m.capability(Capability.StorageBuffer16BitAccess)
         # A float buffer that `AtomicAdd` updates is viewed as its bits (u32): SPIR-V's
         # compare-exchange takes integers (see `Body.atomic_add`).
         elem = "u32" if buf.atomic and buf.elem == "f32" else buf.elem
-        if elem not in blocks:
-            block = m.struct([m.runtime_array(scalar(elem), _BYTES[elem])])
-            m.name(block, name(f"${elem}_buffer"))
+        lanes = 4 if buf.name in vector else 1
+        if (elem, lanes) not in blocks:
+            item = scalar(elem) if lanes == 1 else m.vector(scalar(elem), lanes)
+            block = m.struct([m.runtime_array(item, _BYTES[elem] * lanes)])
+            m.name(block, name(f"${elem}_buffer" if lanes == 1 else f"${elem}x{lanes}_buffer"))
             m.decorate(block, Decoration.Block)
             m.member_decorate(block, 0, Decoration.Offset, 0)
-            blocks[elem] = block
-        var = m.variable(StorageClass.StorageBuffer, blocks[elem])
+            blocks[elem, lanes] = block
+        var = m.variable(StorageClass.StorageBuffer, blocks[elem, lanes])
         m.name(var, name(buf.name))
         m.decorate(var, Decoration.DescriptorSet, where.group)
         m.decorate(var, Decoration.Binding, where.binding)
         if buf.access == "read":
             m.decorate(var, Decoration.NonWritable)
         res.arrays[buf.name] = (var, StorageClass.StorageBuffer, elem, (zero,))
+        if lanes > 1:
+            res.vector_arrays[buf.name] = lanes
 
     uniform_var = None
     if kernel.uses_uniform:

@@ -201,6 +201,10 @@ def op_function_call(result_type: int, result: int, function: int, args: Sequenc
 # ---------------------------------------------------------------- 3.52.12 composite
 
 
+def op_composite_construct(result_type: int, result: int, parts: Sequence[int]) -> Words:
+    return _inst(Op.CompositeConstruct, result_type, result, *parts)
+
+
 def op_composite_extract(result_type: int, result: int, composite: int, index: int) -> Words:
     return _inst(Op.CompositeExtract, result_type, result, composite, index)
 

@@ -63,6 +63,7 @@ class Op(IntEnum):
     Decorate = 71
     MemberDecorate = 72
     # Composite
+    CompositeConstruct = 80
     CompositeExtract = 81
     # Conversion
     ConvertFToU = 109
@@ -269,6 +270,7 @@ LAYOUT: dict[Op, tuple[str, ...]] = {
     Op.FunctionCall: ("type", "result", "id", "ids*"),
     Op.Decorate: ("id", "Decoration"),
     Op.MemberDecorate: ("id", "lit", "Decoration"),
+    Op.CompositeConstruct: ("type", "result", "ids*"),
     Op.CompositeExtract: ("type", "result", "id", "lits*"),
     Op.ControlBarrier: ("id", "id", "id"),
     Op.AtomicLoad: ("type", "result", "id", "id", "id"),

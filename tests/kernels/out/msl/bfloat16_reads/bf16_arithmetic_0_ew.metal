@@ -25,13 +25,108 @@ kernel void bf16_arithmetic_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.M) {
-        const float v2 = as_type<float>(((i1 & 1u) != 0u ? x[i1 / 2u] & 4294901760u : x[i1 / 2u] << 16u));
-        const uint i3 = i1 % u.M;
-        const float v5 = as_type<float>(((i3 & 1u) != 0u ? s[i3 / 2u] & 4294901760u : s[i3 / 2u] << 16u));
-        const float v6 = mimir_round_bf16(v2 * v5);
-        const float v7 = mimir_round_bf16(v6 + 0.5f);
-        out[i1] = v7;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = (u.N * u.M) >> 2u;
+    const uint v35 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const uint i4 = i3 + 1u;
+        const uint i5 = i3 + 2u;
+        const uint i6 = i3 + 3u;
+        const float v7 = as_type<float>(((i3 & 1u) != 0u ? x[i3 / 2u] & 4294901760u : x[i3 / 2u] << 16u));
+        const uint i8 = i3 % u.M;
+        const float v10 = as_type<float>(((i8 & 1u) != 0u ? s[i8 / 2u] & 4294901760u : s[i8 / 2u] << 16u));
+        const float v11 = mimir_round_bf16(v7 * v10);
+        const float v12 = mimir_round_bf16(v11 + 0.5f);
+        const float out_31 = v12;
+        const float v13 = as_type<float>(((i4 & 1u) != 0u ? x[i4 / 2u] & 4294901760u : x[i4 / 2u] << 16u));
+        const uint i14 = i4 % u.M;
+        const float v16 = as_type<float>(((i14 & 1u) != 0u ? s[i14 / 2u] & 4294901760u : s[i14 / 2u] << 16u));
+        const float v17 = mimir_round_bf16(v13 * v16);
+        const float v18 = mimir_round_bf16(v17 + 0.5f);
+        const float out_32 = v18;
+        const float v19 = as_type<float>(((i5 & 1u) != 0u ? x[i5 / 2u] & 4294901760u : x[i5 / 2u] << 16u));
+        const uint i20 = i5 % u.M;
+        const float v22 = as_type<float>(((i20 & 1u) != 0u ? s[i20 / 2u] & 4294901760u : s[i20 / 2u] << 16u));
+        const float v23 = mimir_round_bf16(v19 * v22);
+        const float v24 = mimir_round_bf16(v23 + 0.5f);
+        const float out_33 = v24;
+        const float v25 = as_type<float>(((i6 & 1u) != 0u ? x[i6 / 2u] & 4294901760u : x[i6 / 2u] << 16u));
+        const uint i26 = i6 % u.M;
+        const float v28 = as_type<float>(((i26 & 1u) != 0u ? s[i26 / 2u] & 4294901760u : s[i26 / 2u] << 16u));
+        const float v29 = mimir_round_bf16(v25 * v28);
+        const float v30 = mimir_round_bf16(v29 + 0.5f);
+        const float out_34 = v30;
+        float4 vec1;
+        vec1.x = out_31;
+        vec1.y = out_32;
+        vec1.z = out_33;
+        vec1.w = out_34;
+        ((device float4*)out)[i3 >> 2u] = vec1;
+    }
+    if (v35 < q2) {
+        const uint i36 = v35 << 2u;
+        const uint i37 = i36 + 1u;
+        const uint i38 = i36 + 2u;
+        const uint i39 = i36 + 3u;
+        const float v40 = as_type<float>(((i36 & 1u) != 0u ? x[i36 / 2u] & 4294901760u : x[i36 / 2u] << 16u));
+        const uint i41 = i36 % u.M;
+        const float v43 = as_type<float>(((i41 & 1u) != 0u ? s[i41 / 2u] & 4294901760u : s[i41 / 2u] << 16u));
+        const float v44 = mimir_round_bf16(v40 * v43);
+        const float v45 = mimir_round_bf16(v44 + 0.5f);
+        const float out_64 = v45;
+        const float v46 = as_type<float>(((i37 & 1u) != 0u ? x[i37 / 2u] & 4294901760u : x[i37 / 2u] << 16u));
+        const uint i47 = i37 % u.M;
+        const float v49 = as_type<float>(((i47 & 1u) != 0u ? s[i47 / 2u] & 4294901760u : s[i47 / 2u] << 16u));
+        const float v50 = mimir_round_bf16(v46 * v49);
+        const float v51 = mimir_round_bf16(v50 + 0.5f);
+        const float out_65 = v51;
+        const float v52 = as_type<float>(((i38 & 1u) != 0u ? x[i38 / 2u] & 4294901760u : x[i38 / 2u] << 16u));
+        const uint i53 = i38 % u.M;
+        const float v55 = as_type<float>(((i53 & 1u) != 0u ? s[i53 / 2u] & 4294901760u : s[i53 / 2u] << 16u));
+        const float v56 = mimir_round_bf16(v52 * v55);
+        const float v57 = mimir_round_bf16(v56 + 0.5f);
+        const float out_66 = v57;
+        const float v58 = as_type<float>(((i39 & 1u) != 0u ? x[i39 / 2u] & 4294901760u : x[i39 / 2u] << 16u));
+        const uint i59 = i39 % u.M;
+        const float v61 = as_type<float>(((i59 & 1u) != 0u ? s[i59 / 2u] & 4294901760u : s[i59 / 2u] << 16u));
+        const float v62 = mimir_round_bf16(v58 * v61);
+        const float v63 = mimir_round_bf16(v62 + 0.5f);
+        const float out_67 = v63;
+        float4 vec2;
+        vec2.x = out_64;
+        vec2.y = out_65;
+        vec2.z = out_66;
+        vec2.w = out_67;
+        ((device float4*)out)[i36 >> 2u] = vec2;
+    }
+    if ((v1 == q2) || (v35 == q2)) {
+        const uint i68 = q2 << 2u;
+        if (i68 < u.N * u.M) {
+            const float v69 = as_type<float>(((i68 & 1u) != 0u ? x[i68 / 2u] & 4294901760u : x[i68 / 2u] << 16u));
+            const uint i70 = i68 % u.M;
+            const float v72 = as_type<float>(((i70 & 1u) != 0u ? s[i70 / 2u] & 4294901760u : s[i70 / 2u] << 16u));
+            const float v73 = mimir_round_bf16(v69 * v72);
+            const float v74 = mimir_round_bf16(v73 + 0.5f);
+            out[i68] = v74;
+        }
+        const uint i75 = i68 + 1u;
+        if (i75 < u.N * u.M) {
+            const float v76 = as_type<float>(((i75 & 1u) != 0u ? x[i75 / 2u] & 4294901760u : x[i75 / 2u] << 16u));
+            const uint i77 = i75 % u.M;
+            const float v79 = as_type<float>(((i77 & 1u) != 0u ? s[i77 / 2u] & 4294901760u : s[i77 / 2u] << 16u));
+            const float v80 = mimir_round_bf16(v76 * v79);
+            const float v81 = mimir_round_bf16(v80 + 0.5f);
+            out[i75] = v81;
+        }
+        const uint i82 = i68 + 2u;
+        if (i82 < u.N * u.M) {
+            const float v83 = as_type<float>(((i82 & 1u) != 0u ? x[i82 / 2u] & 4294901760u : x[i82 / 2u] << 16u));
+            const uint i84 = i82 % u.M;
+            const float v86 = as_type<float>(((i84 & 1u) != 0u ? s[i84 / 2u] & 4294901760u : s[i84 / 2u] << 16u));
+            const float v87 = mimir_round_bf16(v83 * v86);
+            const float v88 = mimir_round_bf16(v87 + 0.5f);
+            out[i82] = v88;
+        }
     }
 }

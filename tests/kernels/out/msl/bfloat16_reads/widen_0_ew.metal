@@ -15,10 +15,75 @@ kernel void widen_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        const float v2 = as_type<float>(((i1 & 1u) != 0u ? x[i1 / 2u] & 4294901760u : x[i1 / 2u] << 16u));
-        const float v4 = fma(v2, 2.0f, 1.0f);
-        out[i1] = v4;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = u.N >> 2u;
+    const uint v23 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const uint i4 = i3 + 1u;
+        const uint i5 = i3 + 2u;
+        const uint i6 = i3 + 3u;
+        const float v7 = as_type<float>(((i3 & 1u) != 0u ? x[i3 / 2u] & 4294901760u : x[i3 / 2u] << 16u));
+        const float v9 = fma(v7, 2.0f, 1.0f);
+        const float out_19 = v9;
+        const float v10 = as_type<float>(((i4 & 1u) != 0u ? x[i4 / 2u] & 4294901760u : x[i4 / 2u] << 16u));
+        const float v12 = fma(v10, 2.0f, 1.0f);
+        const float out_20 = v12;
+        const float v13 = as_type<float>(((i5 & 1u) != 0u ? x[i5 / 2u] & 4294901760u : x[i5 / 2u] << 16u));
+        const float v15 = fma(v13, 2.0f, 1.0f);
+        const float out_21 = v15;
+        const float v16 = as_type<float>(((i6 & 1u) != 0u ? x[i6 / 2u] & 4294901760u : x[i6 / 2u] << 16u));
+        const float v18 = fma(v16, 2.0f, 1.0f);
+        const float out_22 = v18;
+        float4 vec1;
+        vec1.x = out_19;
+        vec1.y = out_20;
+        vec1.z = out_21;
+        vec1.w = out_22;
+        ((device float4*)out)[i3 >> 2u] = vec1;
+    }
+    if (v23 < q2) {
+        const uint i24 = v23 << 2u;
+        const uint i25 = i24 + 1u;
+        const uint i26 = i24 + 2u;
+        const uint i27 = i24 + 3u;
+        const float v28 = as_type<float>(((i24 & 1u) != 0u ? x[i24 / 2u] & 4294901760u : x[i24 / 2u] << 16u));
+        const float v30 = fma(v28, 2.0f, 1.0f);
+        const float out_40 = v30;
+        const float v31 = as_type<float>(((i25 & 1u) != 0u ? x[i25 / 2u] & 4294901760u : x[i25 / 2u] << 16u));
+        const float v33 = fma(v31, 2.0f, 1.0f);
+        const float out_41 = v33;
+        const float v34 = as_type<float>(((i26 & 1u) != 0u ? x[i26 / 2u] & 4294901760u : x[i26 / 2u] << 16u));
+        const float v36 = fma(v34, 2.0f, 1.0f);
+        const float out_42 = v36;
+        const float v37 = as_type<float>(((i27 & 1u) != 0u ? x[i27 / 2u] & 4294901760u : x[i27 / 2u] << 16u));
+        const float v39 = fma(v37, 2.0f, 1.0f);
+        const float out_43 = v39;
+        float4 vec2;
+        vec2.x = out_40;
+        vec2.y = out_41;
+        vec2.z = out_42;
+        vec2.w = out_43;
+        ((device float4*)out)[i24 >> 2u] = vec2;
+    }
+    if ((v1 == q2) || (v23 == q2)) {
+        const uint i44 = q2 << 2u;
+        if (i44 < u.N) {
+            const float v45 = as_type<float>(((i44 & 1u) != 0u ? x[i44 / 2u] & 4294901760u : x[i44 / 2u] << 16u));
+            const float v47 = fma(v45, 2.0f, 1.0f);
+            out[i44] = v47;
+        }
+        const uint i48 = i44 + 1u;
+        if (i48 < u.N) {
+            const float v49 = as_type<float>(((i48 & 1u) != 0u ? x[i48 / 2u] & 4294901760u : x[i48 / 2u] << 16u));
+            const float v51 = fma(v49, 2.0f, 1.0f);
+            out[i48] = v51;
+        }
+        const uint i52 = i44 + 2u;
+        if (i52 < u.N) {
+            const float v53 = as_type<float>(((i52 & 1u) != 0u ? x[i52 / 2u] & 4294901760u : x[i52 / 2u] << 16u));
+            const float v55 = fma(v53, 2.0f, 1.0f);
+            out[i52] = v55;
+        }
     }
 }

@@ -16,16 +16,151 @@ kernel void bands_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < 3u * u.N * u.M) {
-        const uint i2 = i1 % u.M;
-        const uint i3 = i1 / u.M;
-        const uint i4 = i3 % u.N;
-        const float v6 = x[i1];
-        const float v7 = (int(uint(int(i2)) - uint(int(i4))) <= 1 ? v6 : 0.0f);
-        const float v8 = (int(uint(int(i2)) - uint(int(i4))) >= -2 ? v6 : 0.0f);
-        const float v9 = v8 * 0.5f;
-        const float v10 = v7 - v9;
-        out[i1] = v10;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = (3u * u.N * u.M) >> 2u;
+    const uint v51 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const uint i4 = i3 + 1u;
+        const uint i5 = i3 + 2u;
+        const uint i6 = i3 + 3u;
+        const float4 vec1 = ((device const float4*)x)[i3 >> 2u];
+        const float x_43 = vec1[0];
+        const float x_44 = vec1[1];
+        const float x_45 = vec1[2];
+        const float x_46 = vec1[3];
+        const uint i7 = i3 % u.M;
+        const uint i8 = i3 / u.M;
+        const uint i9 = i8 % u.N;
+        const float v11 = x_43;
+        const float v12 = (int(uint(int(i7)) - uint(int(i9))) <= 1 ? v11 : 0.0f);
+        const float v13 = (int(uint(int(i7)) - uint(int(i9))) >= -2 ? v11 : 0.0f);
+        const float v14 = v13 * 0.5f;
+        const float v15 = v12 - v14;
+        const float out_47 = v15;
+        const uint i16 = i4 % u.M;
+        const uint i17 = i4 / u.M;
+        const uint i18 = i17 % u.N;
+        const float v20 = x_44;
+        const float v21 = (int(uint(int(i16)) - uint(int(i18))) <= 1 ? v20 : 0.0f);
+        const float v22 = (int(uint(int(i16)) - uint(int(i18))) >= -2 ? v20 : 0.0f);
+        const float v23 = v22 * 0.5f;
+        const float v24 = v21 - v23;
+        const float out_48 = v24;
+        const uint i25 = i5 % u.M;
+        const uint i26 = i5 / u.M;
+        const uint i27 = i26 % u.N;
+        const float v29 = x_45;
+        const float v30 = (int(uint(int(i25)) - uint(int(i27))) <= 1 ? v29 : 0.0f);
+        const float v31 = (int(uint(int(i25)) - uint(int(i27))) >= -2 ? v29 : 0.0f);
+        const float v32 = v31 * 0.5f;
+        const float v33 = v30 - v32;
+        const float out_49 = v33;
+        const uint i34 = i6 % u.M;
+        const uint i35 = i6 / u.M;
+        const uint i36 = i35 % u.N;
+        const float v38 = x_46;
+        const float v39 = (int(uint(int(i34)) - uint(int(i36))) <= 1 ? v38 : 0.0f);
+        const float v40 = (int(uint(int(i34)) - uint(int(i36))) >= -2 ? v38 : 0.0f);
+        const float v41 = v40 * 0.5f;
+        const float v42 = v39 - v41;
+        const float out_50 = v42;
+        float4 vec2;
+        vec2.x = out_47;
+        vec2.y = out_48;
+        vec2.z = out_49;
+        vec2.w = out_50;
+        ((device float4*)out)[i3 >> 2u] = vec2;
+    }
+    if (v51 < q2) {
+        const uint i52 = v51 << 2u;
+        const uint i53 = i52 + 1u;
+        const uint i54 = i52 + 2u;
+        const uint i55 = i52 + 3u;
+        const float4 vec3 = ((device const float4*)x)[i52 >> 2u];
+        const float x_92 = vec3[0];
+        const float x_93 = vec3[1];
+        const float x_94 = vec3[2];
+        const float x_95 = vec3[3];
+        const uint i56 = i52 % u.M;
+        const uint i57 = i52 / u.M;
+        const uint i58 = i57 % u.N;
+        const float v60 = x_92;
+        const float v61 = (int(uint(int(i56)) - uint(int(i58))) <= 1 ? v60 : 0.0f);
+        const float v62 = (int(uint(int(i56)) - uint(int(i58))) >= -2 ? v60 : 0.0f);
+        const float v63 = v62 * 0.5f;
+        const float v64 = v61 - v63;
+        const float out_96 = v64;
+        const uint i65 = i53 % u.M;
+        const uint i66 = i53 / u.M;
+        const uint i67 = i66 % u.N;
+        const float v69 = x_93;
+        const float v70 = (int(uint(int(i65)) - uint(int(i67))) <= 1 ? v69 : 0.0f);
+        const float v71 = (int(uint(int(i65)) - uint(int(i67))) >= -2 ? v69 : 0.0f);
+        const float v72 = v71 * 0.5f;
+        const float v73 = v70 - v72;
+        const float out_97 = v73;
+        const uint i74 = i54 % u.M;
+        const uint i75 = i54 / u.M;
+        const uint i76 = i75 % u.N;
+        const float v78 = x_94;
+        const float v79 = (int(uint(int(i74)) - uint(int(i76))) <= 1 ? v78 : 0.0f);
+        const float v80 = (int(uint(int(i74)) - uint(int(i76))) >= -2 ? v78 : 0.0f);
+        const float v81 = v80 * 0.5f;
+        const float v82 = v79 - v81;
+        const float out_98 = v82;
+        const uint i83 = i55 % u.M;
+        const uint i84 = i55 / u.M;
+        const uint i85 = i84 % u.N;
+        const float v87 = x_95;
+        const float v88 = (int(uint(int(i83)) - uint(int(i85))) <= 1 ? v87 : 0.0f);
+        const float v89 = (int(uint(int(i83)) - uint(int(i85))) >= -2 ? v87 : 0.0f);
+        const float v90 = v89 * 0.5f;
+        const float v91 = v88 - v90;
+        const float out_99 = v91;
+        float4 vec4;
+        vec4.x = out_96;
+        vec4.y = out_97;
+        vec4.z = out_98;
+        vec4.w = out_99;
+        ((device float4*)out)[i52 >> 2u] = vec4;
+    }
+    if ((v1 == q2) || (v51 == q2)) {
+        const uint i100 = q2 << 2u;
+        if (i100 < 3u * u.N * u.M) {
+            const uint i101 = i100 % u.M;
+            const uint i102 = i100 / u.M;
+            const uint i103 = i102 % u.N;
+            const float v105 = x[i100];
+            const float v106 = (int(uint(int(i101)) - uint(int(i103))) <= 1 ? v105 : 0.0f);
+            const float v107 = (int(uint(int(i101)) - uint(int(i103))) >= -2 ? v105 : 0.0f);
+            const float v108 = v107 * 0.5f;
+            const float v109 = v106 - v108;
+            out[i100] = v109;
+        }
+        const uint i110 = i100 + 1u;
+        if (i110 < 3u * u.N * u.M) {
+            const uint i111 = i110 % u.M;
+            const uint i112 = i110 / u.M;
+            const uint i113 = i112 % u.N;
+            const float v115 = x[i110];
+            const float v116 = (int(uint(int(i111)) - uint(int(i113))) <= 1 ? v115 : 0.0f);
+            const float v117 = (int(uint(int(i111)) - uint(int(i113))) >= -2 ? v115 : 0.0f);
+            const float v118 = v117 * 0.5f;
+            const float v119 = v116 - v118;
+            out[i110] = v119;
+        }
+        const uint i120 = i100 + 2u;
+        if (i120 < 3u * u.N * u.M) {
+            const uint i121 = i120 % u.M;
+            const uint i122 = i120 / u.M;
+            const uint i123 = i122 % u.N;
+            const float v125 = x[i120];
+            const float v126 = (int(uint(int(i121)) - uint(int(i123))) <= 1 ? v125 : 0.0f);
+            const float v127 = (int(uint(int(i121)) - uint(int(i123))) >= -2 ? v125 : 0.0f);
+            const float v128 = v127 * 0.5f;
+            const float v129 = v126 - v128;
+            out[i120] = v129;
+        }
     }
 }

@@ -17,20 +17,185 @@ kernel void cache_concat_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < (u.T + 1u) * u.D) {
-        const uint i2 = i1 % u.D;
-        const uint i3 = i1 / u.D;
-        float part4 = 0.0f;
-        if (i3 < u.T) {
-            const uint i5 = i3 * u.D + i2;
-            const float v6 = cache[i5];
-            part4 = v6;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = ((u.T + 1u) * u.D) >> 2u;
+    const uint v35 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const uint i4 = i3 + 1u;
+        const uint i5 = i3 + 2u;
+        const uint i6 = i3 + 3u;
+        const uint i7 = i3 % u.D;
+        const uint i8 = i3 / u.D;
+        float part9 = 0.0f;
+        if (i8 < u.T) {
+            const uint i10 = i8 * u.D + i7;
+            const float v11 = cache[i10];
+            part9 = v11;
         }
-        if ((i3 >= u.T) && (i3 < u.T + 1u)) {
-            const float v7 = new_[i2];
-            part4 = v7;
+        if ((i8 >= u.T) && (i8 < u.T + 1u)) {
+            const float v12 = new_[i7];
+            part9 = v12;
         }
-        out[i1] = part4;
+        const float out_31 = part9;
+        const uint i13 = i4 % u.D;
+        const uint i14 = i4 / u.D;
+        float part15 = 0.0f;
+        if (i14 < u.T) {
+            const uint i16 = i14 * u.D + i13;
+            const float v17 = cache[i16];
+            part15 = v17;
+        }
+        if ((i14 >= u.T) && (i14 < u.T + 1u)) {
+            const float v18 = new_[i13];
+            part15 = v18;
+        }
+        const float out_32 = part15;
+        const uint i19 = i5 % u.D;
+        const uint i20 = i5 / u.D;
+        float part21 = 0.0f;
+        if (i20 < u.T) {
+            const uint i22 = i20 * u.D + i19;
+            const float v23 = cache[i22];
+            part21 = v23;
+        }
+        if ((i20 >= u.T) && (i20 < u.T + 1u)) {
+            const float v24 = new_[i19];
+            part21 = v24;
+        }
+        const float out_33 = part21;
+        const uint i25 = i6 % u.D;
+        const uint i26 = i6 / u.D;
+        float part27 = 0.0f;
+        if (i26 < u.T) {
+            const uint i28 = i26 * u.D + i25;
+            const float v29 = cache[i28];
+            part27 = v29;
+        }
+        if ((i26 >= u.T) && (i26 < u.T + 1u)) {
+            const float v30 = new_[i25];
+            part27 = v30;
+        }
+        const float out_34 = part27;
+        float4 vec1;
+        vec1.x = out_31;
+        vec1.y = out_32;
+        vec1.z = out_33;
+        vec1.w = out_34;
+        ((device float4*)out)[i3 >> 2u] = vec1;
+    }
+    if (v35 < q2) {
+        const uint i36 = v35 << 2u;
+        const uint i37 = i36 + 1u;
+        const uint i38 = i36 + 2u;
+        const uint i39 = i36 + 3u;
+        const uint i40 = i36 % u.D;
+        const uint i41 = i36 / u.D;
+        float part42 = 0.0f;
+        if (i41 < u.T) {
+            const uint i43 = i41 * u.D + i40;
+            const float v44 = cache[i43];
+            part42 = v44;
+        }
+        if ((i41 >= u.T) && (i41 < u.T + 1u)) {
+            const float v45 = new_[i40];
+            part42 = v45;
+        }
+        const float out_64 = part42;
+        const uint i46 = i37 % u.D;
+        const uint i47 = i37 / u.D;
+        float part48 = 0.0f;
+        if (i47 < u.T) {
+            const uint i49 = i47 * u.D + i46;
+            const float v50 = cache[i49];
+            part48 = v50;
+        }
+        if ((i47 >= u.T) && (i47 < u.T + 1u)) {
+            const float v51 = new_[i46];
+            part48 = v51;
+        }
+        const float out_65 = part48;
+        const uint i52 = i38 % u.D;
+        const uint i53 = i38 / u.D;
+        float part54 = 0.0f;
+        if (i53 < u.T) {
+            const uint i55 = i53 * u.D + i52;
+            const float v56 = cache[i55];
+            part54 = v56;
+        }
+        if ((i53 >= u.T) && (i53 < u.T + 1u)) {
+            const float v57 = new_[i52];
+            part54 = v57;
+        }
+        const float out_66 = part54;
+        const uint i58 = i39 % u.D;
+        const uint i59 = i39 / u.D;
+        float part60 = 0.0f;
+        if (i59 < u.T) {
+            const uint i61 = i59 * u.D + i58;
+            const float v62 = cache[i61];
+            part60 = v62;
+        }
+        if ((i59 >= u.T) && (i59 < u.T + 1u)) {
+            const float v63 = new_[i58];
+            part60 = v63;
+        }
+        const float out_67 = part60;
+        float4 vec2;
+        vec2.x = out_64;
+        vec2.y = out_65;
+        vec2.z = out_66;
+        vec2.w = out_67;
+        ((device float4*)out)[i36 >> 2u] = vec2;
+    }
+    if ((v1 == q2) || (v35 == q2)) {
+        const uint i68 = q2 << 2u;
+        if (i68 < (u.T + 1u) * u.D) {
+            const uint i69 = i68 % u.D;
+            const uint i70 = i68 / u.D;
+            float part71 = 0.0f;
+            if (i70 < u.T) {
+                const uint i72 = i70 * u.D + i69;
+                const float v73 = cache[i72];
+                part71 = v73;
+            }
+            if ((i70 >= u.T) && (i70 < u.T + 1u)) {
+                const float v74 = new_[i69];
+                part71 = v74;
+            }
+            out[i68] = part71;
+        }
+        const uint i75 = i68 + 1u;
+        if (i75 < (u.T + 1u) * u.D) {
+            const uint i76 = i75 % u.D;
+            const uint i77 = i75 / u.D;
+            float part78 = 0.0f;
+            if (i77 < u.T) {
+                const uint i79 = i77 * u.D + i76;
+                const float v80 = cache[i79];
+                part78 = v80;
+            }
+            if ((i77 >= u.T) && (i77 < u.T + 1u)) {
+                const float v81 = new_[i76];
+                part78 = v81;
+            }
+            out[i75] = part78;
+        }
+        const uint i82 = i68 + 2u;
+        if (i82 < (u.T + 1u) * u.D) {
+            const uint i83 = i82 % u.D;
+            const uint i84 = i82 / u.D;
+            float part85 = 0.0f;
+            if (i84 < u.T) {
+                const uint i86 = i84 * u.D + i83;
+                const float v87 = cache[i86];
+                part85 = v87;
+            }
+            if ((i84 >= u.T) && (i84 < u.T + 1u)) {
+                const float v88 = new_[i83];
+                part85 = v88;
+            }
+            out[i82] = part85;
+        }
     }
 }

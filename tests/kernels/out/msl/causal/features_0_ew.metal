@@ -18,27 +18,262 @@ kernel void features_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * (u.M + 4u)) {
-        const uint i2 = i1 % (u.M + 4u);
-        const uint i3 = i1 / (u.M + 4u);
-        float part4 = 0.0f;
-        if (i2 < 3u) {
-            const uint i5 = i3 * 3u + i2;
-            const float v6 = a[i5];
-            part4 = v6;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = (u.N * (u.M + 4u)) >> 2u;
+    const uint v51 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const uint i4 = i3 + 1u;
+        const uint i5 = i3 + 2u;
+        const uint i6 = i3 + 3u;
+        const uint i7 = i3 % (u.M + 4u);
+        const uint i8 = i3 / (u.M + 4u);
+        float part9 = 0.0f;
+        if (i7 < 3u) {
+            const uint i10 = i8 * 3u + i7;
+            const float v11 = a[i10];
+            part9 = v11;
         }
-        if ((i2 >= 3u) && (i2 < u.M + 3u)) {
-            const uint i7 = i3 * u.M + (i2 - 3u);
-            const int v8 = b[i7];
-            const float v9 = float(v8);
-            part4 = v9;
+        if ((i7 >= 3u) && (i7 < u.M + 3u)) {
+            const uint i12 = i8 * u.M + (i7 - 3u);
+            const int v13 = b[i12];
+            const float v14 = float(v13);
+            part9 = v14;
         }
-        if ((i2 >= u.M + 3u) && (i2 < u.M + 4u)) {
-            const float v10 = c[i3];
-            const float v11 = v10 * 2.0f;
-            part4 = v11;
+        if ((i7 >= u.M + 3u) && (i7 < u.M + 4u)) {
+            const float v15 = c[i8];
+            const float v16 = v15 * 2.0f;
+            part9 = v16;
         }
-        out[i1] = part4;
+        const float out_47 = part9;
+        const uint i17 = i4 % (u.M + 4u);
+        const uint i18 = i4 / (u.M + 4u);
+        float part19 = 0.0f;
+        if (i17 < 3u) {
+            const uint i20 = i18 * 3u + i17;
+            const float v21 = a[i20];
+            part19 = v21;
+        }
+        if ((i17 >= 3u) && (i17 < u.M + 3u)) {
+            const uint i22 = i18 * u.M + (i17 - 3u);
+            const int v23 = b[i22];
+            const float v24 = float(v23);
+            part19 = v24;
+        }
+        if ((i17 >= u.M + 3u) && (i17 < u.M + 4u)) {
+            const float v25 = c[i18];
+            const float v26 = v25 * 2.0f;
+            part19 = v26;
+        }
+        const float out_48 = part19;
+        const uint i27 = i5 % (u.M + 4u);
+        const uint i28 = i5 / (u.M + 4u);
+        float part29 = 0.0f;
+        if (i27 < 3u) {
+            const uint i30 = i28 * 3u + i27;
+            const float v31 = a[i30];
+            part29 = v31;
+        }
+        if ((i27 >= 3u) && (i27 < u.M + 3u)) {
+            const uint i32 = i28 * u.M + (i27 - 3u);
+            const int v33 = b[i32];
+            const float v34 = float(v33);
+            part29 = v34;
+        }
+        if ((i27 >= u.M + 3u) && (i27 < u.M + 4u)) {
+            const float v35 = c[i28];
+            const float v36 = v35 * 2.0f;
+            part29 = v36;
+        }
+        const float out_49 = part29;
+        const uint i37 = i6 % (u.M + 4u);
+        const uint i38 = i6 / (u.M + 4u);
+        float part39 = 0.0f;
+        if (i37 < 3u) {
+            const uint i40 = i38 * 3u + i37;
+            const float v41 = a[i40];
+            part39 = v41;
+        }
+        if ((i37 >= 3u) && (i37 < u.M + 3u)) {
+            const uint i42 = i38 * u.M + (i37 - 3u);
+            const int v43 = b[i42];
+            const float v44 = float(v43);
+            part39 = v44;
+        }
+        if ((i37 >= u.M + 3u) && (i37 < u.M + 4u)) {
+            const float v45 = c[i38];
+            const float v46 = v45 * 2.0f;
+            part39 = v46;
+        }
+        const float out_50 = part39;
+        float4 vec1;
+        vec1.x = out_47;
+        vec1.y = out_48;
+        vec1.z = out_49;
+        vec1.w = out_50;
+        ((device float4*)out)[i3 >> 2u] = vec1;
+    }
+    if (v51 < q2) {
+        const uint i52 = v51 << 2u;
+        const uint i53 = i52 + 1u;
+        const uint i54 = i52 + 2u;
+        const uint i55 = i52 + 3u;
+        const uint i56 = i52 % (u.M + 4u);
+        const uint i57 = i52 / (u.M + 4u);
+        float part58 = 0.0f;
+        if (i56 < 3u) {
+            const uint i59 = i57 * 3u + i56;
+            const float v60 = a[i59];
+            part58 = v60;
+        }
+        if ((i56 >= 3u) && (i56 < u.M + 3u)) {
+            const uint i61 = i57 * u.M + (i56 - 3u);
+            const int v62 = b[i61];
+            const float v63 = float(v62);
+            part58 = v63;
+        }
+        if ((i56 >= u.M + 3u) && (i56 < u.M + 4u)) {
+            const float v64 = c[i57];
+            const float v65 = v64 * 2.0f;
+            part58 = v65;
+        }
+        const float out_96 = part58;
+        const uint i66 = i53 % (u.M + 4u);
+        const uint i67 = i53 / (u.M + 4u);
+        float part68 = 0.0f;
+        if (i66 < 3u) {
+            const uint i69 = i67 * 3u + i66;
+            const float v70 = a[i69];
+            part68 = v70;
+        }
+        if ((i66 >= 3u) && (i66 < u.M + 3u)) {
+            const uint i71 = i67 * u.M + (i66 - 3u);
+            const int v72 = b[i71];
+            const float v73 = float(v72);
+            part68 = v73;
+        }
+        if ((i66 >= u.M + 3u) && (i66 < u.M + 4u)) {
+            const float v74 = c[i67];
+            const float v75 = v74 * 2.0f;
+            part68 = v75;
+        }
+        const float out_97 = part68;
+        const uint i76 = i54 % (u.M + 4u);
+        const uint i77 = i54 / (u.M + 4u);
+        float part78 = 0.0f;
+        if (i76 < 3u) {
+            const uint i79 = i77 * 3u + i76;
+            const float v80 = a[i79];
+            part78 = v80;
+        }
+        if ((i76 >= 3u) && (i76 < u.M + 3u)) {
+            const uint i81 = i77 * u.M + (i76 - 3u);
+            const int v82 = b[i81];
+            const float v83 = float(v82);
+            part78 = v83;
+        }
+        if ((i76 >= u.M + 3u) && (i76 < u.M + 4u)) {
+            const float v84 = c[i77];
+            const float v85 = v84 * 2.0f;
+            part78 = v85;
+        }
+        const float out_98 = part78;
+        const uint i86 = i55 % (u.M + 4u);
+        const uint i87 = i55 / (u.M + 4u);
+        float part88 = 0.0f;
+        if (i86 < 3u) {
+            const uint i89 = i87 * 3u + i86;
+            const float v90 = a[i89];
+            part88 = v90;
+        }
+        if ((i86 >= 3u) && (i86 < u.M + 3u)) {
+            const uint i91 = i87 * u.M + (i86 - 3u);
+            const int v92 = b[i91];
+            const float v93 = float(v92);
+            part88 = v93;
+        }
+        if ((i86 >= u.M + 3u) && (i86 < u.M + 4u)) {
+            const float v94 = c[i87];
+            const float v95 = v94 * 2.0f;
+            part88 = v95;
+        }
+        const float out_99 = part88;
+        float4 vec2;
+        vec2.x = out_96;
+        vec2.y = out_97;
+        vec2.z = out_98;
+        vec2.w = out_99;
+        ((device float4*)out)[i52 >> 2u] = vec2;
+    }
+    if ((v1 == q2) || (v51 == q2)) {
+        const uint i100 = q2 << 2u;
+        if (i100 < u.N * (u.M + 4u)) {
+            const uint i101 = i100 % (u.M + 4u);
+            const uint i102 = i100 / (u.M + 4u);
+            float part103 = 0.0f;
+            if (i101 < 3u) {
+                const uint i104 = i102 * 3u + i101;
+                const float v105 = a[i104];
+                part103 = v105;
+            }
+            if ((i101 >= 3u) && (i101 < u.M + 3u)) {
+                const uint i106 = i102 * u.M + (i101 - 3u);
+                const int v107 = b[i106];
+                const float v108 = float(v107);
+                part103 = v108;
+            }
+            if ((i101 >= u.M + 3u) && (i101 < u.M + 4u)) {
+                const float v109 = c[i102];
+                const float v110 = v109 * 2.0f;
+                part103 = v110;
+            }
+            out[i100] = part103;
+        }
+        const uint i111 = i100 + 1u;
+        if (i111 < u.N * (u.M + 4u)) {
+            const uint i112 = i111 % (u.M + 4u);
+            const uint i113 = i111 / (u.M + 4u);
+            float part114 = 0.0f;
+            if (i112 < 3u) {
+                const uint i115 = i113 * 3u + i112;
+                const float v116 = a[i115];
+                part114 = v116;
+            }
+            if ((i112 >= 3u) && (i112 < u.M + 3u)) {
+                const uint i117 = i113 * u.M + (i112 - 3u);
+                const int v118 = b[i117];
+                const float v119 = float(v118);
+                part114 = v119;
+            }
+            if ((i112 >= u.M + 3u) && (i112 < u.M + 4u)) {
+                const float v120 = c[i113];
+                const float v121 = v120 * 2.0f;
+                part114 = v121;
+            }
+            out[i111] = part114;
+        }
+        const uint i122 = i100 + 2u;
+        if (i122 < u.N * (u.M + 4u)) {
+            const uint i123 = i122 % (u.M + 4u);
+            const uint i124 = i122 / (u.M + 4u);
+            float part125 = 0.0f;
+            if (i123 < 3u) {
+                const uint i126 = i124 * 3u + i123;
+                const float v127 = a[i126];
+                part125 = v127;
+            }
+            if ((i123 >= 3u) && (i123 < u.M + 3u)) {
+                const uint i128 = i124 * u.M + (i123 - 3u);
+                const int v129 = b[i128];
+                const float v130 = float(v129);
+                part125 = v130;
+            }
+            if ((i123 >= u.M + 3u) && (i123 < u.M + 4u)) {
+                const float v131 = c[i124];
+                const float v132 = v131 * 2.0f;
+                part125 = v132;
+            }
+            out[i122] = part125;
+        }
     }
 }

@@ -17,27 +17,262 @@ kernel void pairs_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * 2u * u.M) {
-        const uint i2 = i1 % u.M;
-        const uint i3 = i1 / u.M;
-        const uint i4 = i3 & 1u;
-        const uint i5 = i3 >> 1u;
-        float part6 = 0.0f;
-        if (i4 == 0u) {
-            const uint i7 = i5 * u.M + i2;
-            const float v8 = a[i7];
-            const float v9 = b[i7];
-            const float v10 = v8 + v9;
-            part6 = v10;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = (u.N * 2u * u.M) >> 2u;
+    const uint v63 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const uint i4 = i3 + 1u;
+        const uint i5 = i3 + 2u;
+        const uint i6 = i3 + 3u;
+        const uint i7 = i3 % u.M;
+        const uint i8 = i3 / u.M;
+        const uint i9 = i8 & 1u;
+        const uint i10 = i8 >> 1u;
+        float part11 = 0.0f;
+        if (i9 == 0u) {
+            const uint i12 = i10 * u.M + i7;
+            const float v13 = a[i12];
+            const float v14 = b[i12];
+            const float v15 = v13 + v14;
+            part11 = v15;
         }
-        if (i4 == 1u) {
-            const uint i11 = i5 * u.M + i2;
-            const float v12 = a[i11];
-            const float v13 = b[i11];
-            const float v14 = v12 - v13;
-            part6 = v14;
+        if (i9 == 1u) {
+            const uint i16 = i10 * u.M + i7;
+            const float v17 = a[i16];
+            const float v18 = b[i16];
+            const float v19 = v17 - v18;
+            part11 = v19;
         }
-        out[i1] = part6;
+        const float out_59 = part11;
+        const uint i20 = i4 % u.M;
+        const uint i21 = i4 / u.M;
+        const uint i22 = i21 & 1u;
+        const uint i23 = i21 >> 1u;
+        float part24 = 0.0f;
+        if (i22 == 0u) {
+            const uint i25 = i23 * u.M + i20;
+            const float v26 = a[i25];
+            const float v27 = b[i25];
+            const float v28 = v26 + v27;
+            part24 = v28;
+        }
+        if (i22 == 1u) {
+            const uint i29 = i23 * u.M + i20;
+            const float v30 = a[i29];
+            const float v31 = b[i29];
+            const float v32 = v30 - v31;
+            part24 = v32;
+        }
+        const float out_60 = part24;
+        const uint i33 = i5 % u.M;
+        const uint i34 = i5 / u.M;
+        const uint i35 = i34 & 1u;
+        const uint i36 = i34 >> 1u;
+        float part37 = 0.0f;
+        if (i35 == 0u) {
+            const uint i38 = i36 * u.M + i33;
+            const float v39 = a[i38];
+            const float v40 = b[i38];
+            const float v41 = v39 + v40;
+            part37 = v41;
+        }
+        if (i35 == 1u) {
+            const uint i42 = i36 * u.M + i33;
+            const float v43 = a[i42];
+            const float v44 = b[i42];
+            const float v45 = v43 - v44;
+            part37 = v45;
+        }
+        const float out_61 = part37;
+        const uint i46 = i6 % u.M;
+        const uint i47 = i6 / u.M;
+        const uint i48 = i47 & 1u;
+        const uint i49 = i47 >> 1u;
+        float part50 = 0.0f;
+        if (i48 == 0u) {
+            const uint i51 = i49 * u.M + i46;
+            const float v52 = a[i51];
+            const float v53 = b[i51];
+            const float v54 = v52 + v53;
+            part50 = v54;
+        }
+        if (i48 == 1u) {
+            const uint i55 = i49 * u.M + i46;
+            const float v56 = a[i55];
+            const float v57 = b[i55];
+            const float v58 = v56 - v57;
+            part50 = v58;
+        }
+        const float out_62 = part50;
+        float4 vec1;
+        vec1.x = out_59;
+        vec1.y = out_60;
+        vec1.z = out_61;
+        vec1.w = out_62;
+        ((device float4*)out)[i3 >> 2u] = vec1;
+    }
+    if (v63 < q2) {
+        const uint i64 = v63 << 2u;
+        const uint i65 = i64 + 1u;
+        const uint i66 = i64 + 2u;
+        const uint i67 = i64 + 3u;
+        const uint i68 = i64 % u.M;
+        const uint i69 = i64 / u.M;
+        const uint i70 = i69 & 1u;
+        const uint i71 = i69 >> 1u;
+        float part72 = 0.0f;
+        if (i70 == 0u) {
+            const uint i73 = i71 * u.M + i68;
+            const float v74 = a[i73];
+            const float v75 = b[i73];
+            const float v76 = v74 + v75;
+            part72 = v76;
+        }
+        if (i70 == 1u) {
+            const uint i77 = i71 * u.M + i68;
+            const float v78 = a[i77];
+            const float v79 = b[i77];
+            const float v80 = v78 - v79;
+            part72 = v80;
+        }
+        const float out_120 = part72;
+        const uint i81 = i65 % u.M;
+        const uint i82 = i65 / u.M;
+        const uint i83 = i82 & 1u;
+        const uint i84 = i82 >> 1u;
+        float part85 = 0.0f;
+        if (i83 == 0u) {
+            const uint i86 = i84 * u.M + i81;
+            const float v87 = a[i86];
+            const float v88 = b[i86];
+            const float v89 = v87 + v88;
+            part85 = v89;
+        }
+        if (i83 == 1u) {
+            const uint i90 = i84 * u.M + i81;
+            const float v91 = a[i90];
+            const float v92 = b[i90];
+            const float v93 = v91 - v92;
+            part85 = v93;
+        }
+        const float out_121 = part85;
+        const uint i94 = i66 % u.M;
+        const uint i95 = i66 / u.M;
+        const uint i96 = i95 & 1u;
+        const uint i97 = i95 >> 1u;
+        float part98 = 0.0f;
+        if (i96 == 0u) {
+            const uint i99 = i97 * u.M + i94;
+            const float v100 = a[i99];
+            const float v101 = b[i99];
+            const float v102 = v100 + v101;
+            part98 = v102;
+        }
+        if (i96 == 1u) {
+            const uint i103 = i97 * u.M + i94;
+            const float v104 = a[i103];
+            const float v105 = b[i103];
+            const float v106 = v104 - v105;
+            part98 = v106;
+        }
+        const float out_122 = part98;
+        const uint i107 = i67 % u.M;
+        const uint i108 = i67 / u.M;
+        const uint i109 = i108 & 1u;
+        const uint i110 = i108 >> 1u;
+        float part111 = 0.0f;
+        if (i109 == 0u) {
+            const uint i112 = i110 * u.M + i107;
+            const float v113 = a[i112];
+            const float v114 = b[i112];
+            const float v115 = v113 + v114;
+            part111 = v115;
+        }
+        if (i109 == 1u) {
+            const uint i116 = i110 * u.M + i107;
+            const float v117 = a[i116];
+            const float v118 = b[i116];
+            const float v119 = v117 - v118;
+            part111 = v119;
+        }
+        const float out_123 = part111;
+        float4 vec2;
+        vec2.x = out_120;
+        vec2.y = out_121;
+        vec2.z = out_122;
+        vec2.w = out_123;
+        ((device float4*)out)[i64 >> 2u] = vec2;
+    }
+    if ((v1 == q2) || (v63 == q2)) {
+        const uint i124 = q2 << 2u;
+        if (i124 < u.N * 2u * u.M) {
+            const uint i125 = i124 % u.M;
+            const uint i126 = i124 / u.M;
+            const uint i127 = i126 & 1u;
+            const uint i128 = i126 >> 1u;
+            float part129 = 0.0f;
+            if (i127 == 0u) {
+                const uint i130 = i128 * u.M + i125;
+                const float v131 = a[i130];
+                const float v132 = b[i130];
+                const float v133 = v131 + v132;
+                part129 = v133;
+            }
+            if (i127 == 1u) {
+                const uint i134 = i128 * u.M + i125;
+                const float v135 = a[i134];
+                const float v136 = b[i134];
+                const float v137 = v135 - v136;
+                part129 = v137;
+            }
+            out[i124] = part129;
+        }
+        const uint i138 = i124 + 1u;
+        if (i138 < u.N * 2u * u.M) {
+            const uint i139 = i138 % u.M;
+            const uint i140 = i138 / u.M;
+            const uint i141 = i140 & 1u;
+            const uint i142 = i140 >> 1u;
+            float part143 = 0.0f;
+            if (i141 == 0u) {
+                const uint i144 = i142 * u.M + i139;
+                const float v145 = a[i144];
+                const float v146 = b[i144];
+                const float v147 = v145 + v146;
+                part143 = v147;
+            }
+            if (i141 == 1u) {
+                const uint i148 = i142 * u.M + i139;
+                const float v149 = a[i148];
+                const float v150 = b[i148];
+                const float v151 = v149 - v150;
+                part143 = v151;
+            }
+            out[i138] = part143;
+        }
+        const uint i152 = i124 + 2u;
+        if (i152 < u.N * 2u * u.M) {
+            const uint i153 = i152 % u.M;
+            const uint i154 = i152 / u.M;
+            const uint i155 = i154 & 1u;
+            const uint i156 = i154 >> 1u;
+            float part157 = 0.0f;
+            if (i155 == 0u) {
+                const uint i158 = i156 * u.M + i153;
+                const float v159 = a[i158];
+                const float v160 = b[i158];
+                const float v161 = v159 + v160;
+                part157 = v161;
+            }
+            if (i155 == 1u) {
+                const uint i162 = i156 * u.M + i153;
+                const float v163 = a[i162];
+                const float v164 = b[i162];
+                const float v165 = v163 - v164;
+                part157 = v165;
+            }
+            out[i152] = part157;
+        }
     }
 }

@@ -16,15 +16,140 @@ kernel void positions_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.M) {
-        const int v2 = x[i1];
-        const uint i3 = i1 % u.M;
-        const uint i4 = i1 / u.M;
-        const int v5 = int(i3);
-        const int v6 = int(uint(v2) * uint(v5));
-        const int v7 = int(i4);
-        const int v8 = int(uint(v6) + uint(v7));
-        out[i1] = v8;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = (u.N * u.M) >> 2u;
+    const uint v43 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const uint i4 = i3 + 1u;
+        const uint i5 = i3 + 2u;
+        const uint i6 = i3 + 3u;
+        const int4 vec1 = ((device const int4*)x)[i3 >> 2u];
+        const int x_35 = vec1[0];
+        const int x_36 = vec1[1];
+        const int x_37 = vec1[2];
+        const int x_38 = vec1[3];
+        const int v7 = x_35;
+        const uint i8 = i3 % u.M;
+        const uint i9 = i3 / u.M;
+        const int v10 = int(i8);
+        const int v11 = int(uint(v7) * uint(v10));
+        const int v12 = int(i9);
+        const int v13 = int(uint(v11) + uint(v12));
+        const int out_39 = v13;
+        const int v14 = x_36;
+        const uint i15 = i4 % u.M;
+        const uint i16 = i4 / u.M;
+        const int v17 = int(i15);
+        const int v18 = int(uint(v14) * uint(v17));
+        const int v19 = int(i16);
+        const int v20 = int(uint(v18) + uint(v19));
+        const int out_40 = v20;
+        const int v21 = x_37;
+        const uint i22 = i5 % u.M;
+        const uint i23 = i5 / u.M;
+        const int v24 = int(i22);
+        const int v25 = int(uint(v21) * uint(v24));
+        const int v26 = int(i23);
+        const int v27 = int(uint(v25) + uint(v26));
+        const int out_41 = v27;
+        const int v28 = x_38;
+        const uint i29 = i6 % u.M;
+        const uint i30 = i6 / u.M;
+        const int v31 = int(i29);
+        const int v32 = int(uint(v28) * uint(v31));
+        const int v33 = int(i30);
+        const int v34 = int(uint(v32) + uint(v33));
+        const int out_42 = v34;
+        int4 vec2;
+        vec2.x = out_39;
+        vec2.y = out_40;
+        vec2.z = out_41;
+        vec2.w = out_42;
+        ((device int4*)out)[i3 >> 2u] = vec2;
+    }
+    if (v43 < q2) {
+        const uint i44 = v43 << 2u;
+        const uint i45 = i44 + 1u;
+        const uint i46 = i44 + 2u;
+        const uint i47 = i44 + 3u;
+        const int4 vec3 = ((device const int4*)x)[i44 >> 2u];
+        const int x_76 = vec3[0];
+        const int x_77 = vec3[1];
+        const int x_78 = vec3[2];
+        const int x_79 = vec3[3];
+        const int v48 = x_76;
+        const uint i49 = i44 % u.M;
+        const uint i50 = i44 / u.M;
+        const int v51 = int(i49);
+        const int v52 = int(uint(v48) * uint(v51));
+        const int v53 = int(i50);
+        const int v54 = int(uint(v52) + uint(v53));
+        const int out_80 = v54;
+        const int v55 = x_77;
+        const uint i56 = i45 % u.M;
+        const uint i57 = i45 / u.M;
+        const int v58 = int(i56);
+        const int v59 = int(uint(v55) * uint(v58));
+        const int v60 = int(i57);
+        const int v61 = int(uint(v59) + uint(v60));
+        const int out_81 = v61;
+        const int v62 = x_78;
+        const uint i63 = i46 % u.M;
+        const uint i64 = i46 / u.M;
+        const int v65 = int(i63);
+        const int v66 = int(uint(v62) * uint(v65));
+        const int v67 = int(i64);
+        const int v68 = int(uint(v66) + uint(v67));
+        const int out_82 = v68;
+        const int v69 = x_79;
+        const uint i70 = i47 % u.M;
+        const uint i71 = i47 / u.M;
+        const int v72 = int(i70);
+        const int v73 = int(uint(v69) * uint(v72));
+        const int v74 = int(i71);
+        const int v75 = int(uint(v73) + uint(v74));
+        const int out_83 = v75;
+        int4 vec4;
+        vec4.x = out_80;
+        vec4.y = out_81;
+        vec4.z = out_82;
+        vec4.w = out_83;
+        ((device int4*)out)[i44 >> 2u] = vec4;
+    }
+    if ((v1 == q2) || (v43 == q2)) {
+        const uint i84 = q2 << 2u;
+        if (i84 < u.N * u.M) {
+            const int v85 = x[i84];
+            const uint i86 = i84 % u.M;
+            const uint i87 = i84 / u.M;
+            const int v88 = int(i86);
+            const int v89 = int(uint(v85) * uint(v88));
+            const int v90 = int(i87);
+            const int v91 = int(uint(v89) + uint(v90));
+            out[i84] = v91;
+        }
+        const uint i92 = i84 + 1u;
+        if (i92 < u.N * u.M) {
+            const int v93 = x[i92];
+            const uint i94 = i92 % u.M;
+            const uint i95 = i92 / u.M;
+            const int v96 = int(i94);
+            const int v97 = int(uint(v93) * uint(v96));
+            const int v98 = int(i95);
+            const int v99 = int(uint(v97) + uint(v98));
+            out[i92] = v99;
+        }
+        const uint i100 = i84 + 2u;
+        if (i100 < u.N * u.M) {
+            const int v101 = x[i100];
+            const uint i102 = i100 % u.M;
+            const uint i103 = i100 / u.M;
+            const int v104 = int(i102);
+            const int v105 = int(uint(v101) * uint(v104));
+            const int v106 = int(i103);
+            const int v107 = int(uint(v105) + uint(v106));
+            out[i100] = v107;
+        }
     }
 }

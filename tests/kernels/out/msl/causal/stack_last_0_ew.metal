@@ -16,25 +16,240 @@ kernel void stack_last_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * 3u) {
-        const uint i2 = i1 % 3u;
-        const uint i3 = i1 / 3u;
-        int part4 = 0;
-        if (i2 == 0u) {
-            const int v5 = a[i3];
-            part4 = v5;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = (u.N * 3u) >> 2u;
+    const uint v43 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const uint i4 = i3 + 1u;
+        const uint i5 = i3 + 2u;
+        const uint i6 = i3 + 3u;
+        const uint i7 = i3 % 3u;
+        const uint i8 = i3 / 3u;
+        int part9 = 0;
+        if (i7 == 0u) {
+            const int v10 = a[i8];
+            part9 = v10;
         }
-        if (i2 == 1u) {
-            const int v6 = b[i3];
-            part4 = v6;
+        if (i7 == 1u) {
+            const int v11 = b[i8];
+            part9 = v11;
         }
-        if (i2 == 2u) {
-            const int v7 = a[i3];
-            const int v8 = b[i3];
-            const int v9 = int(uint(v7) * uint(v8));
-            part4 = v9;
+        if (i7 == 2u) {
+            const int v12 = a[i8];
+            const int v13 = b[i8];
+            const int v14 = int(uint(v12) * uint(v13));
+            part9 = v14;
         }
-        out[i1] = part4;
+        const int out_39 = part9;
+        const uint i15 = i4 % 3u;
+        const uint i16 = i4 / 3u;
+        int part17 = 0;
+        if (i15 == 0u) {
+            const int v18 = a[i16];
+            part17 = v18;
+        }
+        if (i15 == 1u) {
+            const int v19 = b[i16];
+            part17 = v19;
+        }
+        if (i15 == 2u) {
+            const int v20 = a[i16];
+            const int v21 = b[i16];
+            const int v22 = int(uint(v20) * uint(v21));
+            part17 = v22;
+        }
+        const int out_40 = part17;
+        const uint i23 = i5 % 3u;
+        const uint i24 = i5 / 3u;
+        int part25 = 0;
+        if (i23 == 0u) {
+            const int v26 = a[i24];
+            part25 = v26;
+        }
+        if (i23 == 1u) {
+            const int v27 = b[i24];
+            part25 = v27;
+        }
+        if (i23 == 2u) {
+            const int v28 = a[i24];
+            const int v29 = b[i24];
+            const int v30 = int(uint(v28) * uint(v29));
+            part25 = v30;
+        }
+        const int out_41 = part25;
+        const uint i31 = i6 % 3u;
+        const uint i32 = i6 / 3u;
+        int part33 = 0;
+        if (i31 == 0u) {
+            const int v34 = a[i32];
+            part33 = v34;
+        }
+        if (i31 == 1u) {
+            const int v35 = b[i32];
+            part33 = v35;
+        }
+        if (i31 == 2u) {
+            const int v36 = a[i32];
+            const int v37 = b[i32];
+            const int v38 = int(uint(v36) * uint(v37));
+            part33 = v38;
+        }
+        const int out_42 = part33;
+        int4 vec1;
+        vec1.x = out_39;
+        vec1.y = out_40;
+        vec1.z = out_41;
+        vec1.w = out_42;
+        ((device int4*)out)[i3 >> 2u] = vec1;
+    }
+    if (v43 < q2) {
+        const uint i44 = v43 << 2u;
+        const uint i45 = i44 + 1u;
+        const uint i46 = i44 + 2u;
+        const uint i47 = i44 + 3u;
+        const uint i48 = i44 % 3u;
+        const uint i49 = i44 / 3u;
+        int part50 = 0;
+        if (i48 == 0u) {
+            const int v51 = a[i49];
+            part50 = v51;
+        }
+        if (i48 == 1u) {
+            const int v52 = b[i49];
+            part50 = v52;
+        }
+        if (i48 == 2u) {
+            const int v53 = a[i49];
+            const int v54 = b[i49];
+            const int v55 = int(uint(v53) * uint(v54));
+            part50 = v55;
+        }
+        const int out_80 = part50;
+        const uint i56 = i45 % 3u;
+        const uint i57 = i45 / 3u;
+        int part58 = 0;
+        if (i56 == 0u) {
+            const int v59 = a[i57];
+            part58 = v59;
+        }
+        if (i56 == 1u) {
+            const int v60 = b[i57];
+            part58 = v60;
+        }
+        if (i56 == 2u) {
+            const int v61 = a[i57];
+            const int v62 = b[i57];
+            const int v63 = int(uint(v61) * uint(v62));
+            part58 = v63;
+        }
+        const int out_81 = part58;
+        const uint i64 = i46 % 3u;
+        const uint i65 = i46 / 3u;
+        int part66 = 0;
+        if (i64 == 0u) {
+            const int v67 = a[i65];
+            part66 = v67;
+        }
+        if (i64 == 1u) {
+            const int v68 = b[i65];
+            part66 = v68;
+        }
+        if (i64 == 2u) {
+            const int v69 = a[i65];
+            const int v70 = b[i65];
+            const int v71 = int(uint(v69) * uint(v70));
+            part66 = v71;
+        }
+        const int out_82 = part66;
+        const uint i72 = i47 % 3u;
+        const uint i73 = i47 / 3u;
+        int part74 = 0;
+        if (i72 == 0u) {
+            const int v75 = a[i73];
+            part74 = v75;
+        }
+        if (i72 == 1u) {
+            const int v76 = b[i73];
+            part74 = v76;
+        }
+        if (i72 == 2u) {
+            const int v77 = a[i73];
+            const int v78 = b[i73];
+            const int v79 = int(uint(v77) * uint(v78));
+            part74 = v79;
+        }
+        const int out_83 = part74;
+        int4 vec2;
+        vec2.x = out_80;
+        vec2.y = out_81;
+        vec2.z = out_82;
+        vec2.w = out_83;
+        ((device int4*)out)[i44 >> 2u] = vec2;
+    }
+    if ((v1 == q2) || (v43 == q2)) {
+        const uint i84 = q2 << 2u;
+        if (i84 < u.N * 3u) {
+            const uint i85 = i84 % 3u;
+            const uint i86 = i84 / 3u;
+            int part87 = 0;
+            if (i85 == 0u) {
+                const int v88 = a[i86];
+                part87 = v88;
+            }
+            if (i85 == 1u) {
+                const int v89 = b[i86];
+                part87 = v89;
+            }
+            if (i85 == 2u) {
+                const int v90 = a[i86];
+                const int v91 = b[i86];
+                const int v92 = int(uint(v90) * uint(v91));
+                part87 = v92;
+            }
+            out[i84] = part87;
+        }
+        const uint i93 = i84 + 1u;
+        if (i93 < u.N * 3u) {
+            const uint i94 = i93 % 3u;
+            const uint i95 = i93 / 3u;
+            int part96 = 0;
+            if (i94 == 0u) {
+                const int v97 = a[i95];
+                part96 = v97;
+            }
+            if (i94 == 1u) {
+                const int v98 = b[i95];
+                part96 = v98;
+            }
+            if (i94 == 2u) {
+                const int v99 = a[i95];
+                const int v100 = b[i95];
+                const int v101 = int(uint(v99) * uint(v100));
+                part96 = v101;
+            }
+            out[i93] = part96;
+        }
+        const uint i102 = i84 + 2u;
+        if (i102 < u.N * 3u) {
+            const uint i103 = i102 % 3u;
+            const uint i104 = i102 / 3u;
+            int part105 = 0;
+            if (i103 == 0u) {
+                const int v106 = a[i104];
+                part105 = v106;
+            }
+            if (i103 == 1u) {
+                const int v107 = b[i104];
+                part105 = v107;
+            }
+            if (i103 == 2u) {
+                const int v108 = a[i104];
+                const int v109 = b[i104];
+                const int v110 = int(uint(v108) * uint(v109));
+                part105 = v110;
+            }
+            out[i102] = part105;
+        }
     }
 }

@@ -17,21 +17,196 @@ kernel void with_row_sums_1_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * (u.M + 1u)) {
-        const uint i2 = i1 % (u.M + 1u);
-        const uint i3 = i1 / (u.M + 1u);
-        float part4 = 0.0f;
-        if (i2 < u.M) {
-            const uint i5 = i3 * u.M + i2;
-            const float v6 = x[i5];
-            part4 = v6;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = (u.N * (u.M + 1u)) >> 2u;
+    const uint v39 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const uint i4 = i3 + 1u;
+        const uint i5 = i3 + 2u;
+        const uint i6 = i3 + 3u;
+        const uint i7 = i3 % (u.M + 1u);
+        const uint i8 = i3 / (u.M + 1u);
+        float part9 = 0.0f;
+        if (i7 < u.M) {
+            const uint i10 = i8 * u.M + i7;
+            const float v11 = x[i10];
+            part9 = v11;
         }
-        if ((i2 >= u.M) && (i2 < u.M + 1u)) {
-            const float v7 = scratch0[i3];
-            part4 = v7;
+        if ((i7 >= u.M) && (i7 < u.M + 1u)) {
+            const float v12 = scratch0[i8];
+            part9 = v12;
         }
-        const float v8 = ((part4 > 0.0f) || ((as_type<uint>(part4) & 0x7fffffffu) > 0x7f800000u) ? part4 : 0.0f);
-        out[i1] = v8;
+        const float v13 = ((part9 > 0.0f) || ((as_type<uint>(part9) & 0x7fffffffu) > 0x7f800000u) ? part9 : 0.0f);
+        const float out_35 = v13;
+        const uint i14 = i4 % (u.M + 1u);
+        const uint i15 = i4 / (u.M + 1u);
+        float part16 = 0.0f;
+        if (i14 < u.M) {
+            const uint i17 = i15 * u.M + i14;
+            const float v18 = x[i17];
+            part16 = v18;
+        }
+        if ((i14 >= u.M) && (i14 < u.M + 1u)) {
+            const float v19 = scratch0[i15];
+            part16 = v19;
+        }
+        const float v20 = ((part16 > 0.0f) || ((as_type<uint>(part16) & 0x7fffffffu) > 0x7f800000u) ? part16 : 0.0f);
+        const float out_36 = v20;
+        const uint i21 = i5 % (u.M + 1u);
+        const uint i22 = i5 / (u.M + 1u);
+        float part23 = 0.0f;
+        if (i21 < u.M) {
+            const uint i24 = i22 * u.M + i21;
+            const float v25 = x[i24];
+            part23 = v25;
+        }
+        if ((i21 >= u.M) && (i21 < u.M + 1u)) {
+            const float v26 = scratch0[i22];
+            part23 = v26;
+        }
+        const float v27 = ((part23 > 0.0f) || ((as_type<uint>(part23) & 0x7fffffffu) > 0x7f800000u) ? part23 : 0.0f);
+        const float out_37 = v27;
+        const uint i28 = i6 % (u.M + 1u);
+        const uint i29 = i6 / (u.M + 1u);
+        float part30 = 0.0f;
+        if (i28 < u.M) {
+            const uint i31 = i29 * u.M + i28;
+            const float v32 = x[i31];
+            part30 = v32;
+        }
+        if ((i28 >= u.M) && (i28 < u.M + 1u)) {
+            const float v33 = scratch0[i29];
+            part30 = v33;
+        }
+        const float v34 = ((part30 > 0.0f) || ((as_type<uint>(part30) & 0x7fffffffu) > 0x7f800000u) ? part30 : 0.0f);
+        const float out_38 = v34;
+        float4 vec1;
+        vec1.x = out_35;
+        vec1.y = out_36;
+        vec1.z = out_37;
+        vec1.w = out_38;
+        ((device float4*)out)[i3 >> 2u] = vec1;
+    }
+    if (v39 < q2) {
+        const uint i40 = v39 << 2u;
+        const uint i41 = i40 + 1u;
+        const uint i42 = i40 + 2u;
+        const uint i43 = i40 + 3u;
+        const uint i44 = i40 % (u.M + 1u);
+        const uint i45 = i40 / (u.M + 1u);
+        float part46 = 0.0f;
+        if (i44 < u.M) {
+            const uint i47 = i45 * u.M + i44;
+            const float v48 = x[i47];
+            part46 = v48;
+        }
+        if ((i44 >= u.M) && (i44 < u.M + 1u)) {
+            const float v49 = scratch0[i45];
+            part46 = v49;
+        }
+        const float v50 = ((part46 > 0.0f) || ((as_type<uint>(part46) & 0x7fffffffu) > 0x7f800000u) ? part46 : 0.0f);
+        const float out_72 = v50;
+        const uint i51 = i41 % (u.M + 1u);
+        const uint i52 = i41 / (u.M + 1u);
+        float part53 = 0.0f;
+        if (i51 < u.M) {
+            const uint i54 = i52 * u.M + i51;
+            const float v55 = x[i54];
+            part53 = v55;
+        }
+        if ((i51 >= u.M) && (i51 < u.M + 1u)) {
+            const float v56 = scratch0[i52];
+            part53 = v56;
+        }
+        const float v57 = ((part53 > 0.0f) || ((as_type<uint>(part53) & 0x7fffffffu) > 0x7f800000u) ? part53 : 0.0f);
+        const float out_73 = v57;
+        const uint i58 = i42 % (u.M + 1u);
+        const uint i59 = i42 / (u.M + 1u);
+        float part60 = 0.0f;
+        if (i58 < u.M) {
+            const uint i61 = i59 * u.M + i58;
+            const float v62 = x[i61];
+            part60 = v62;
+        }
+        if ((i58 >= u.M) && (i58 < u.M + 1u)) {
+            const float v63 = scratch0[i59];
+            part60 = v63;
+        }
+        const float v64 = ((part60 > 0.0f) || ((as_type<uint>(part60) & 0x7fffffffu) > 0x7f800000u) ? part60 : 0.0f);
+        const float out_74 = v64;
+        const uint i65 = i43 % (u.M + 1u);
+        const uint i66 = i43 / (u.M + 1u);
+        float part67 = 0.0f;
+        if (i65 < u.M) {
+            const uint i68 = i66 * u.M + i65;
+            const float v69 = x[i68];
+            part67 = v69;
+        }
+        if ((i65 >= u.M) && (i65 < u.M + 1u)) {
+            const float v70 = scratch0[i66];
+            part67 = v70;
+        }
+        const float v71 = ((part67 > 0.0f) || ((as_type<uint>(part67) & 0x7fffffffu) > 0x7f800000u) ? part67 : 0.0f);
+        const float out_75 = v71;
+        float4 vec2;
+        vec2.x = out_72;
+        vec2.y = out_73;
+        vec2.z = out_74;
+        vec2.w = out_75;
+        ((device float4*)out)[i40 >> 2u] = vec2;
+    }
+    if ((v1 == q2) || (v39 == q2)) {
+        const uint i76 = q2 << 2u;
+        if (i76 < u.N * (u.M + 1u)) {
+            const uint i77 = i76 % (u.M + 1u);
+            const uint i78 = i76 / (u.M + 1u);
+            float part79 = 0.0f;
+            if (i77 < u.M) {
+                const uint i80 = i78 * u.M + i77;
+                const float v81 = x[i80];
+                part79 = v81;
+            }
+            if ((i77 >= u.M) && (i77 < u.M + 1u)) {
+                const float v82 = scratch0[i78];
+                part79 = v82;
+            }
+            const float v83 = ((part79 > 0.0f) || ((as_type<uint>(part79) & 0x7fffffffu) > 0x7f800000u) ? part79 : 0.0f);
+            out[i76] = v83;
+        }
+        const uint i84 = i76 + 1u;
+        if (i84 < u.N * (u.M + 1u)) {
+            const uint i85 = i84 % (u.M + 1u);
+            const uint i86 = i84 / (u.M + 1u);
+            float part87 = 0.0f;
+            if (i85 < u.M) {
+                const uint i88 = i86 * u.M + i85;
+                const float v89 = x[i88];
+                part87 = v89;
+            }
+            if ((i85 >= u.M) && (i85 < u.M + 1u)) {
+                const float v90 = scratch0[i86];
+                part87 = v90;
+            }
+            const float v91 = ((part87 > 0.0f) || ((as_type<uint>(part87) & 0x7fffffffu) > 0x7f800000u) ? part87 : 0.0f);
+            out[i84] = v91;
+        }
+        const uint i92 = i76 + 2u;
+        if (i92 < u.N * (u.M + 1u)) {
+            const uint i93 = i92 % (u.M + 1u);
+            const uint i94 = i92 / (u.M + 1u);
+            float part95 = 0.0f;
+            if (i93 < u.M) {
+                const uint i96 = i94 * u.M + i93;
+                const float v97 = x[i96];
+                part95 = v97;
+            }
+            if ((i93 >= u.M) && (i93 < u.M + 1u)) {
+                const float v98 = scratch0[i94];
+                part95 = v98;
+            }
+            const float v99 = ((part95 > 0.0f) || ((as_type<uint>(part95) & 0x7fffffffu) > 0x7f800000u) ? part95 : 0.0f);
+            out[i92] = v99;
+        }
     }
 }

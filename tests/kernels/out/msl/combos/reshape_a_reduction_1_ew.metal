@@ -15,10 +15,79 @@ kernel void reshape_a_reduction_1_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * 2u * 3u) {
-        const float v2 = scratch0[i1];
-        const float v3 = v2 * 0.5f;
-        out[i1] = v3;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = (u.N * 2u * 3u) >> 2u;
+    const uint v23 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const float4 vec1 = ((device const float4*)scratch0)[i3 >> 2u];
+        const float scratch0_15 = vec1[0];
+        const float scratch0_16 = vec1[1];
+        const float scratch0_17 = vec1[2];
+        const float scratch0_18 = vec1[3];
+        const float v7 = scratch0_15;
+        const float v8 = v7 * 0.5f;
+        const float out_19 = v8;
+        const float v9 = scratch0_16;
+        const float v10 = v9 * 0.5f;
+        const float out_20 = v10;
+        const float v11 = scratch0_17;
+        const float v12 = v11 * 0.5f;
+        const float out_21 = v12;
+        const float v13 = scratch0_18;
+        const float v14 = v13 * 0.5f;
+        const float out_22 = v14;
+        float4 vec2;
+        vec2.x = out_19;
+        vec2.y = out_20;
+        vec2.z = out_21;
+        vec2.w = out_22;
+        ((device float4*)out)[i3 >> 2u] = vec2;
+    }
+    if (v23 < q2) {
+        const uint i24 = v23 << 2u;
+        const float4 vec3 = ((device const float4*)scratch0)[i24 >> 2u];
+        const float scratch0_36 = vec3[0];
+        const float scratch0_37 = vec3[1];
+        const float scratch0_38 = vec3[2];
+        const float scratch0_39 = vec3[3];
+        const float v28 = scratch0_36;
+        const float v29 = v28 * 0.5f;
+        const float out_40 = v29;
+        const float v30 = scratch0_37;
+        const float v31 = v30 * 0.5f;
+        const float out_41 = v31;
+        const float v32 = scratch0_38;
+        const float v33 = v32 * 0.5f;
+        const float out_42 = v33;
+        const float v34 = scratch0_39;
+        const float v35 = v34 * 0.5f;
+        const float out_43 = v35;
+        float4 vec4;
+        vec4.x = out_40;
+        vec4.y = out_41;
+        vec4.z = out_42;
+        vec4.w = out_43;
+        ((device float4*)out)[i24 >> 2u] = vec4;
+    }
+    if ((v1 == q2) || (v23 == q2)) {
+        const uint i44 = q2 << 2u;
+        if (i44 < u.N * 2u * 3u) {
+            const float v45 = scratch0[i44];
+            const float v46 = v45 * 0.5f;
+            out[i44] = v46;
+        }
+        const uint i47 = i44 + 1u;
+        if (i47 < u.N * 2u * 3u) {
+            const float v48 = scratch0[i47];
+            const float v49 = v48 * 0.5f;
+            out[i47] = v49;
+        }
+        const uint i50 = i44 + 2u;
+        if (i50 < u.N * 2u * 3u) {
+            const float v51 = scratch0[i50];
+            const float v52 = v51 * 0.5f;
+            out[i50] = v52;
+        }
     }
 }

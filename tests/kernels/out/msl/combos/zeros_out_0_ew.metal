@@ -14,8 +14,47 @@ kernel void zeros_out_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        out[i1] = 0.0f;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = u.N >> 2u;
+    const uint v11 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const float out_7 = 0.0f;
+        const float out_8 = 0.0f;
+        const float out_9 = 0.0f;
+        const float out_10 = 0.0f;
+        float4 vec1;
+        vec1.x = out_7;
+        vec1.y = out_8;
+        vec1.z = out_9;
+        vec1.w = out_10;
+        ((device float4*)out)[i3 >> 2u] = vec1;
+    }
+    if (v11 < q2) {
+        const uint i12 = v11 << 2u;
+        const float out_16 = 0.0f;
+        const float out_17 = 0.0f;
+        const float out_18 = 0.0f;
+        const float out_19 = 0.0f;
+        float4 vec2;
+        vec2.x = out_16;
+        vec2.y = out_17;
+        vec2.z = out_18;
+        vec2.w = out_19;
+        ((device float4*)out)[i12 >> 2u] = vec2;
+    }
+    if ((v1 == q2) || (v11 == q2)) {
+        const uint i20 = q2 << 2u;
+        if (i20 < u.N) {
+            out[i20] = 0.0f;
+        }
+        const uint i21 = i20 + 1u;
+        if (i21 < u.N) {
+            out[i21] = 0.0f;
+        }
+        const uint i22 = i20 + 2u;
+        if (i22 < u.N) {
+            out[i22] = 0.0f;
+        }
     }
 }

@@ -17,13 +17,108 @@ kernel void einsum_outer_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.M) {
-        const uint i2 = i1 % u.M;
-        const uint i3 = i1 / u.M;
-        const float v4 = a[i3];
-        const float v5 = b[i2];
-        const float v6 = v4 * v5;
-        out[i1] = v6;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = (u.N * u.M) >> 2u;
+    const uint v31 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const uint i4 = i3 + 1u;
+        const uint i5 = i3 + 2u;
+        const uint i6 = i3 + 3u;
+        const uint i7 = i3 % u.M;
+        const uint i8 = i3 / u.M;
+        const float v9 = a[i8];
+        const float v10 = b[i7];
+        const float v11 = v9 * v10;
+        const float out_27 = v11;
+        const uint i12 = i4 % u.M;
+        const uint i13 = i4 / u.M;
+        const float v14 = a[i13];
+        const float v15 = b[i12];
+        const float v16 = v14 * v15;
+        const float out_28 = v16;
+        const uint i17 = i5 % u.M;
+        const uint i18 = i5 / u.M;
+        const float v19 = a[i18];
+        const float v20 = b[i17];
+        const float v21 = v19 * v20;
+        const float out_29 = v21;
+        const uint i22 = i6 % u.M;
+        const uint i23 = i6 / u.M;
+        const float v24 = a[i23];
+        const float v25 = b[i22];
+        const float v26 = v24 * v25;
+        const float out_30 = v26;
+        float4 vec1;
+        vec1.x = out_27;
+        vec1.y = out_28;
+        vec1.z = out_29;
+        vec1.w = out_30;
+        ((device float4*)out)[i3 >> 2u] = vec1;
+    }
+    if (v31 < q2) {
+        const uint i32 = v31 << 2u;
+        const uint i33 = i32 + 1u;
+        const uint i34 = i32 + 2u;
+        const uint i35 = i32 + 3u;
+        const uint i36 = i32 % u.M;
+        const uint i37 = i32 / u.M;
+        const float v38 = a[i37];
+        const float v39 = b[i36];
+        const float v40 = v38 * v39;
+        const float out_56 = v40;
+        const uint i41 = i33 % u.M;
+        const uint i42 = i33 / u.M;
+        const float v43 = a[i42];
+        const float v44 = b[i41];
+        const float v45 = v43 * v44;
+        const float out_57 = v45;
+        const uint i46 = i34 % u.M;
+        const uint i47 = i34 / u.M;
+        const float v48 = a[i47];
+        const float v49 = b[i46];
+        const float v50 = v48 * v49;
+        const float out_58 = v50;
+        const uint i51 = i35 % u.M;
+        const uint i52 = i35 / u.M;
+        const float v53 = a[i52];
+        const float v54 = b[i51];
+        const float v55 = v53 * v54;
+        const float out_59 = v55;
+        float4 vec2;
+        vec2.x = out_56;
+        vec2.y = out_57;
+        vec2.z = out_58;
+        vec2.w = out_59;
+        ((device float4*)out)[i32 >> 2u] = vec2;
+    }
+    if ((v1 == q2) || (v31 == q2)) {
+        const uint i60 = q2 << 2u;
+        if (i60 < u.N * u.M) {
+            const uint i61 = i60 % u.M;
+            const uint i62 = i60 / u.M;
+            const float v63 = a[i62];
+            const float v64 = b[i61];
+            const float v65 = v63 * v64;
+            out[i60] = v65;
+        }
+        const uint i66 = i60 + 1u;
+        if (i66 < u.N * u.M) {
+            const uint i67 = i66 % u.M;
+            const uint i68 = i66 / u.M;
+            const float v69 = a[i68];
+            const float v70 = b[i67];
+            const float v71 = v69 * v70;
+            out[i66] = v71;
+        }
+        const uint i72 = i60 + 2u;
+        if (i72 < u.N * u.M) {
+            const uint i73 = i72 % u.M;
+            const uint i74 = i72 / u.M;
+            const float v75 = a[i74];
+            const float v76 = b[i73];
+            const float v77 = v75 * v76;
+            out[i72] = v77;
+        }
     }
 }

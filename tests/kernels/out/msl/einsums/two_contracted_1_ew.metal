@@ -18,12 +18,97 @@ kernel void two_contracted_1_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.M * u.N) {
-        const uint i2 = i1 % u.N;
-        const uint i3 = i1 / u.N;
-        const uint i4 = i2 * u.M + i3;
-        const float v5 = scratch0[i4];
-        out[i1] = v5;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = (u.M * u.N) >> 2u;
+    const uint v27 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const uint i4 = i3 + 1u;
+        const uint i5 = i3 + 2u;
+        const uint i6 = i3 + 3u;
+        const uint i7 = i3 % u.N;
+        const uint i8 = i3 / u.N;
+        const uint i9 = i7 * u.M + i8;
+        const float v10 = scratch0[i9];
+        const float out_23 = v10;
+        const uint i11 = i4 % u.N;
+        const uint i12 = i4 / u.N;
+        const uint i13 = i11 * u.M + i12;
+        const float v14 = scratch0[i13];
+        const float out_24 = v14;
+        const uint i15 = i5 % u.N;
+        const uint i16 = i5 / u.N;
+        const uint i17 = i15 * u.M + i16;
+        const float v18 = scratch0[i17];
+        const float out_25 = v18;
+        const uint i19 = i6 % u.N;
+        const uint i20 = i6 / u.N;
+        const uint i21 = i19 * u.M + i20;
+        const float v22 = scratch0[i21];
+        const float out_26 = v22;
+        float4 vec1;
+        vec1.x = out_23;
+        vec1.y = out_24;
+        vec1.z = out_25;
+        vec1.w = out_26;
+        ((device float4*)out)[i3 >> 2u] = vec1;
+    }
+    if (v27 < q2) {
+        const uint i28 = v27 << 2u;
+        const uint i29 = i28 + 1u;
+        const uint i30 = i28 + 2u;
+        const uint i31 = i28 + 3u;
+        const uint i32 = i28 % u.N;
+        const uint i33 = i28 / u.N;
+        const uint i34 = i32 * u.M + i33;
+        const float v35 = scratch0[i34];
+        const float out_48 = v35;
+        const uint i36 = i29 % u.N;
+        const uint i37 = i29 / u.N;
+        const uint i38 = i36 * u.M + i37;
+        const float v39 = scratch0[i38];
+        const float out_49 = v39;
+        const uint i40 = i30 % u.N;
+        const uint i41 = i30 / u.N;
+        const uint i42 = i40 * u.M + i41;
+        const float v43 = scratch0[i42];
+        const float out_50 = v43;
+        const uint i44 = i31 % u.N;
+        const uint i45 = i31 / u.N;
+        const uint i46 = i44 * u.M + i45;
+        const float v47 = scratch0[i46];
+        const float out_51 = v47;
+        float4 vec2;
+        vec2.x = out_48;
+        vec2.y = out_49;
+        vec2.z = out_50;
+        vec2.w = out_51;
+        ((device float4*)out)[i28 >> 2u] = vec2;
+    }
+    if ((v1 == q2) || (v27 == q2)) {
+        const uint i52 = q2 << 2u;
+        if (i52 < u.M * u.N) {
+            const uint i53 = i52 % u.N;
+            const uint i54 = i52 / u.N;
+            const uint i55 = i53 * u.M + i54;
+            const float v56 = scratch0[i55];
+            out[i52] = v56;
+        }
+        const uint i57 = i52 + 1u;
+        if (i57 < u.M * u.N) {
+            const uint i58 = i57 % u.N;
+            const uint i59 = i57 / u.N;
+            const uint i60 = i58 * u.M + i59;
+            const float v61 = scratch0[i60];
+            out[i57] = v61;
+        }
+        const uint i62 = i52 + 2u;
+        if (i62 < u.M * u.N) {
+            const uint i63 = i62 % u.N;
+            const uint i64 = i62 / u.N;
+            const uint i65 = i63 * u.M + i64;
+            const float v66 = scratch0[i65];
+            out[i62] = v66;
+        }
     }
 }

@@ -18,13 +18,108 @@ kernel void embedding_rows_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.D) {
-        const uint i2 = i1 % u.D;
-        const uint i3 = i1 / u.D;
-        const int v4 = ids[i3];
-        const uint i5 = uint(v4) * u.D + i2;
-        const float v6 = table[i5];
-        out[i1] = v6;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = (u.N * u.D) >> 2u;
+    const uint v31 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const uint i4 = i3 + 1u;
+        const uint i5 = i3 + 2u;
+        const uint i6 = i3 + 3u;
+        const uint i7 = i3 % u.D;
+        const uint i8 = i3 / u.D;
+        const int v9 = ids[i8];
+        const uint i10 = uint(v9) * u.D + i7;
+        const float v11 = table[i10];
+        const float out_27 = v11;
+        const uint i12 = i4 % u.D;
+        const uint i13 = i4 / u.D;
+        const int v14 = ids[i13];
+        const uint i15 = uint(v14) * u.D + i12;
+        const float v16 = table[i15];
+        const float out_28 = v16;
+        const uint i17 = i5 % u.D;
+        const uint i18 = i5 / u.D;
+        const int v19 = ids[i18];
+        const uint i20 = uint(v19) * u.D + i17;
+        const float v21 = table[i20];
+        const float out_29 = v21;
+        const uint i22 = i6 % u.D;
+        const uint i23 = i6 / u.D;
+        const int v24 = ids[i23];
+        const uint i25 = uint(v24) * u.D + i22;
+        const float v26 = table[i25];
+        const float out_30 = v26;
+        float4 vec1;
+        vec1.x = out_27;
+        vec1.y = out_28;
+        vec1.z = out_29;
+        vec1.w = out_30;
+        ((device float4*)out)[i3 >> 2u] = vec1;
+    }
+    if (v31 < q2) {
+        const uint i32 = v31 << 2u;
+        const uint i33 = i32 + 1u;
+        const uint i34 = i32 + 2u;
+        const uint i35 = i32 + 3u;
+        const uint i36 = i32 % u.D;
+        const uint i37 = i32 / u.D;
+        const int v38 = ids[i37];
+        const uint i39 = uint(v38) * u.D + i36;
+        const float v40 = table[i39];
+        const float out_56 = v40;
+        const uint i41 = i33 % u.D;
+        const uint i42 = i33 / u.D;
+        const int v43 = ids[i42];
+        const uint i44 = uint(v43) * u.D + i41;
+        const float v45 = table[i44];
+        const float out_57 = v45;
+        const uint i46 = i34 % u.D;
+        const uint i47 = i34 / u.D;
+        const int v48 = ids[i47];
+        const uint i49 = uint(v48) * u.D + i46;
+        const float v50 = table[i49];
+        const float out_58 = v50;
+        const uint i51 = i35 % u.D;
+        const uint i52 = i35 / u.D;
+        const int v53 = ids[i52];
+        const uint i54 = uint(v53) * u.D + i51;
+        const float v55 = table[i54];
+        const float out_59 = v55;
+        float4 vec2;
+        vec2.x = out_56;
+        vec2.y = out_57;
+        vec2.z = out_58;
+        vec2.w = out_59;
+        ((device float4*)out)[i32 >> 2u] = vec2;
+    }
+    if ((v1 == q2) || (v31 == q2)) {
+        const uint i60 = q2 << 2u;
+        if (i60 < u.N * u.D) {
+            const uint i61 = i60 % u.D;
+            const uint i62 = i60 / u.D;
+            const int v63 = ids[i62];
+            const uint i64 = uint(v63) * u.D + i61;
+            const float v65 = table[i64];
+            out[i60] = v65;
+        }
+        const uint i66 = i60 + 1u;
+        if (i66 < u.N * u.D) {
+            const uint i67 = i66 % u.D;
+            const uint i68 = i66 / u.D;
+            const int v69 = ids[i68];
+            const uint i70 = uint(v69) * u.D + i67;
+            const float v71 = table[i70];
+            out[i66] = v71;
+        }
+        const uint i72 = i60 + 2u;
+        if (i72 < u.N * u.D) {
+            const uint i73 = i72 % u.D;
+            const uint i74 = i72 / u.D;
+            const int v75 = ids[i74];
+            const uint i76 = uint(v75) * u.D + i73;
+            const float v77 = table[i76];
+            out[i72] = v77;
+        }
     }
 }

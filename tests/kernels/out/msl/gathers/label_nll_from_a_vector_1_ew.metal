@@ -17,12 +17,107 @@ kernel void label_nll_from_a_vector_1_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        const int v2 = labels[i1];
-        const uint i3 = i1 * u.C + uint(v2);
-        const float v4 = scratch0[i3];
-        const float v5 = -v4;
-        out[i1] = v5;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = u.N >> 2u;
+    const uint v31 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const uint i4 = i3 + 1u;
+        const uint i5 = i3 + 2u;
+        const uint i6 = i3 + 3u;
+        const int4 vec1 = ((device const int4*)labels)[i3 >> 2u];
+        const int labels_23 = vec1[0];
+        const int labels_24 = vec1[1];
+        const int labels_25 = vec1[2];
+        const int labels_26 = vec1[3];
+        const int v7 = labels_23;
+        const uint i8 = i3 * u.C + uint(v7);
+        const float v9 = scratch0[i8];
+        const float v10 = -v9;
+        const float out_27 = v10;
+        const int v11 = labels_24;
+        const uint i12 = i4 * u.C + uint(v11);
+        const float v13 = scratch0[i12];
+        const float v14 = -v13;
+        const float out_28 = v14;
+        const int v15 = labels_25;
+        const uint i16 = i5 * u.C + uint(v15);
+        const float v17 = scratch0[i16];
+        const float v18 = -v17;
+        const float out_29 = v18;
+        const int v19 = labels_26;
+        const uint i20 = i6 * u.C + uint(v19);
+        const float v21 = scratch0[i20];
+        const float v22 = -v21;
+        const float out_30 = v22;
+        float4 vec2;
+        vec2.x = out_27;
+        vec2.y = out_28;
+        vec2.z = out_29;
+        vec2.w = out_30;
+        ((device float4*)out)[i3 >> 2u] = vec2;
+    }
+    if (v31 < q2) {
+        const uint i32 = v31 << 2u;
+        const uint i33 = i32 + 1u;
+        const uint i34 = i32 + 2u;
+        const uint i35 = i32 + 3u;
+        const int4 vec3 = ((device const int4*)labels)[i32 >> 2u];
+        const int labels_52 = vec3[0];
+        const int labels_53 = vec3[1];
+        const int labels_54 = vec3[2];
+        const int labels_55 = vec3[3];
+        const int v36 = labels_52;
+        const uint i37 = i32 * u.C + uint(v36);
+        const float v38 = scratch0[i37];
+        const float v39 = -v38;
+        const float out_56 = v39;
+        const int v40 = labels_53;
+        const uint i41 = i33 * u.C + uint(v40);
+        const float v42 = scratch0[i41];
+        const float v43 = -v42;
+        const float out_57 = v43;
+        const int v44 = labels_54;
+        const uint i45 = i34 * u.C + uint(v44);
+        const float v46 = scratch0[i45];
+        const float v47 = -v46;
+        const float out_58 = v47;
+        const int v48 = labels_55;
+        const uint i49 = i35 * u.C + uint(v48);
+        const float v50 = scratch0[i49];
+        const float v51 = -v50;
+        const float out_59 = v51;
+        float4 vec4;
+        vec4.x = out_56;
+        vec4.y = out_57;
+        vec4.z = out_58;
+        vec4.w = out_59;
+        ((device float4*)out)[i32 >> 2u] = vec4;
+    }
+    if ((v1 == q2) || (v31 == q2)) {
+        const uint i60 = q2 << 2u;
+        if (i60 < u.N) {
+            const int v61 = labels[i60];
+            const uint i62 = i60 * u.C + uint(v61);
+            const float v63 = scratch0[i62];
+            const float v64 = -v63;
+            out[i60] = v64;
+        }
+        const uint i65 = i60 + 1u;
+        if (i65 < u.N) {
+            const int v66 = labels[i65];
+            const uint i67 = i65 * u.C + uint(v66);
+            const float v68 = scratch0[i67];
+            const float v69 = -v68;
+            out[i65] = v69;
+        }
+        const uint i70 = i60 + 2u;
+        if (i70 < u.N) {
+            const int v71 = labels[i70];
+            const uint i72 = i70 * u.C + uint(v71);
+            const float v73 = scratch0[i72];
+            const float v74 = -v73;
+            out[i70] = v74;
+        }
     }
 }

@@ -16,9 +16,68 @@ kernel void overwrite_from_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.D) {
-        const float v2 = g[i1];
-        p[i1] = v2;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = (u.N * u.D) >> 2u;
+    const uint v19 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const float4 vec1 = ((device const float4*)g)[i3 >> 2u];
+        const float g_11 = vec1[0];
+        const float g_12 = vec1[1];
+        const float g_13 = vec1[2];
+        const float g_14 = vec1[3];
+        const float v7 = g_11;
+        const float p_15 = v7;
+        const float v8 = g_12;
+        const float p_16 = v8;
+        const float v9 = g_13;
+        const float p_17 = v9;
+        const float v10 = g_14;
+        const float p_18 = v10;
+        float4 vec2;
+        vec2.x = p_15;
+        vec2.y = p_16;
+        vec2.z = p_17;
+        vec2.w = p_18;
+        ((device float4*)p)[i3 >> 2u] = vec2;
+    }
+    if (v19 < q2) {
+        const uint i20 = v19 << 2u;
+        const float4 vec3 = ((device const float4*)g)[i20 >> 2u];
+        const float g_28 = vec3[0];
+        const float g_29 = vec3[1];
+        const float g_30 = vec3[2];
+        const float g_31 = vec3[3];
+        const float v24 = g_28;
+        const float p_32 = v24;
+        const float v25 = g_29;
+        const float p_33 = v25;
+        const float v26 = g_30;
+        const float p_34 = v26;
+        const float v27 = g_31;
+        const float p_35 = v27;
+        float4 vec4;
+        vec4.x = p_32;
+        vec4.y = p_33;
+        vec4.z = p_34;
+        vec4.w = p_35;
+        ((device float4*)p)[i20 >> 2u] = vec4;
+    }
+    if ((v1 == q2) || (v19 == q2)) {
+        const uint i36 = q2 << 2u;
+        if (i36 < u.N * u.D) {
+            const float v37 = g[i36];
+            p[i36] = v37;
+        }
+        const uint i38 = i36 + 1u;
+        if (i38 < u.N * u.D) {
+            const float v39 = g[i38];
+            p[i38] = v39;
+        }
+        const uint i40 = i36 + 2u;
+        if (i40 < u.N * u.D) {
+            const float v41 = g[i40];
+            p[i40] = v41;
+        }
     }
 }

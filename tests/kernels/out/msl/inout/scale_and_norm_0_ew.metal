@@ -17,12 +17,107 @@ kernel void scale_and_norm_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.D) {
-        const float v2 = x[i1];
-        const uint i3 = i1 % u.D;
-        const float v5 = s[i3];
-        const float v6 = v2 * v5;
-        scratch1[i1] = v6;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = (u.N * u.D) >> 2u;
+    const uint v35 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const uint i4 = i3 + 1u;
+        const uint i5 = i3 + 2u;
+        const uint i6 = i3 + 3u;
+        const float4 vec1 = ((device const float4*)x)[i3 >> 2u];
+        const float x_27 = vec1[0];
+        const float x_28 = vec1[1];
+        const float x_29 = vec1[2];
+        const float x_30 = vec1[3];
+        const float v7 = x_27;
+        const uint i8 = i3 % u.D;
+        const float v10 = s[i8];
+        const float v11 = v7 * v10;
+        const float scratch1_31 = v11;
+        const float v12 = x_28;
+        const uint i13 = i4 % u.D;
+        const float v15 = s[i13];
+        const float v16 = v12 * v15;
+        const float scratch1_32 = v16;
+        const float v17 = x_29;
+        const uint i18 = i5 % u.D;
+        const float v20 = s[i18];
+        const float v21 = v17 * v20;
+        const float scratch1_33 = v21;
+        const float v22 = x_30;
+        const uint i23 = i6 % u.D;
+        const float v25 = s[i23];
+        const float v26 = v22 * v25;
+        const float scratch1_34 = v26;
+        float4 vec2;
+        vec2.x = scratch1_31;
+        vec2.y = scratch1_32;
+        vec2.z = scratch1_33;
+        vec2.w = scratch1_34;
+        ((device float4*)scratch1)[i3 >> 2u] = vec2;
+    }
+    if (v35 < q2) {
+        const uint i36 = v35 << 2u;
+        const uint i37 = i36 + 1u;
+        const uint i38 = i36 + 2u;
+        const uint i39 = i36 + 3u;
+        const float4 vec3 = ((device const float4*)x)[i36 >> 2u];
+        const float x_60 = vec3[0];
+        const float x_61 = vec3[1];
+        const float x_62 = vec3[2];
+        const float x_63 = vec3[3];
+        const float v40 = x_60;
+        const uint i41 = i36 % u.D;
+        const float v43 = s[i41];
+        const float v44 = v40 * v43;
+        const float scratch1_64 = v44;
+        const float v45 = x_61;
+        const uint i46 = i37 % u.D;
+        const float v48 = s[i46];
+        const float v49 = v45 * v48;
+        const float scratch1_65 = v49;
+        const float v50 = x_62;
+        const uint i51 = i38 % u.D;
+        const float v53 = s[i51];
+        const float v54 = v50 * v53;
+        const float scratch1_66 = v54;
+        const float v55 = x_63;
+        const uint i56 = i39 % u.D;
+        const float v58 = s[i56];
+        const float v59 = v55 * v58;
+        const float scratch1_67 = v59;
+        float4 vec4;
+        vec4.x = scratch1_64;
+        vec4.y = scratch1_65;
+        vec4.z = scratch1_66;
+        vec4.w = scratch1_67;
+        ((device float4*)scratch1)[i36 >> 2u] = vec4;
+    }
+    if ((v1 == q2) || (v35 == q2)) {
+        const uint i68 = q2 << 2u;
+        if (i68 < u.N * u.D) {
+            const float v69 = x[i68];
+            const uint i70 = i68 % u.D;
+            const float v72 = s[i70];
+            const float v73 = v69 * v72;
+            scratch1[i68] = v73;
+        }
+        const uint i74 = i68 + 1u;
+        if (i74 < u.N * u.D) {
+            const float v75 = x[i74];
+            const uint i76 = i74 % u.D;
+            const float v78 = s[i76];
+            const float v79 = v75 * v78;
+            scratch1[i74] = v79;
+        }
+        const uint i80 = i68 + 2u;
+        if (i80 < u.N * u.D) {
+            const float v81 = x[i80];
+            const uint i82 = i80 % u.D;
+            const float v84 = s[i82];
+            const float v85 = v81 * v84;
+            scratch1[i80] = v85;
+        }
     }
 }

@@ -16,9 +16,68 @@ kernel void scale_and_norm_3_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.D) {
-        const float v2 = scratch1[i1];
-        x[i1] = v2;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = (u.N * u.D) >> 2u;
+    const uint v19 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const float4 vec1 = ((device const float4*)scratch1)[i3 >> 2u];
+        const float scratch1_11 = vec1[0];
+        const float scratch1_12 = vec1[1];
+        const float scratch1_13 = vec1[2];
+        const float scratch1_14 = vec1[3];
+        const float v7 = scratch1_11;
+        const float x_15 = v7;
+        const float v8 = scratch1_12;
+        const float x_16 = v8;
+        const float v9 = scratch1_13;
+        const float x_17 = v9;
+        const float v10 = scratch1_14;
+        const float x_18 = v10;
+        float4 vec2;
+        vec2.x = x_15;
+        vec2.y = x_16;
+        vec2.z = x_17;
+        vec2.w = x_18;
+        ((device float4*)x)[i3 >> 2u] = vec2;
+    }
+    if (v19 < q2) {
+        const uint i20 = v19 << 2u;
+        const float4 vec3 = ((device const float4*)scratch1)[i20 >> 2u];
+        const float scratch1_28 = vec3[0];
+        const float scratch1_29 = vec3[1];
+        const float scratch1_30 = vec3[2];
+        const float scratch1_31 = vec3[3];
+        const float v24 = scratch1_28;
+        const float x_32 = v24;
+        const float v25 = scratch1_29;
+        const float x_33 = v25;
+        const float v26 = scratch1_30;
+        const float x_34 = v26;
+        const float v27 = scratch1_31;
+        const float x_35 = v27;
+        float4 vec4;
+        vec4.x = x_32;
+        vec4.y = x_33;
+        vec4.z = x_34;
+        vec4.w = x_35;
+        ((device float4*)x)[i20 >> 2u] = vec4;
+    }
+    if ((v1 == q2) || (v19 == q2)) {
+        const uint i36 = q2 << 2u;
+        if (i36 < u.N * u.D) {
+            const float v37 = scratch1[i36];
+            x[i36] = v37;
+        }
+        const uint i38 = i36 + 1u;
+        if (i38 < u.N * u.D) {
+            const float v39 = scratch1[i38];
+            x[i38] = v39;
+        }
+        const uint i40 = i36 + 2u;
+        if (i40 < u.N * u.D) {
+            const float v41 = scratch1[i40];
+            x[i40] = v41;
+        }
     }
 }

@@ -15,11 +15,112 @@ kernel void swap_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        const float v2 = p[i1];
-        const float v3 = q[i1];
-        q[i1] = v2;
-        p[i1] = v3;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = u.N >> 2u;
+    const uint v31 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const float4 vec1 = ((device const float4*)p)[i3 >> 2u];
+        const float p_15 = vec1[0];
+        const float p_16 = vec1[1];
+        const float p_17 = vec1[2];
+        const float p_18 = vec1[3];
+        const float4 vec2 = ((device const float4*)q)[i3 >> 2u];
+        const float q_19 = vec2[0];
+        const float q_20 = vec2[1];
+        const float q_21 = vec2[2];
+        const float q_22 = vec2[3];
+        const float v7 = p_15;
+        const float v8 = q_19;
+        const float q_23 = v7;
+        const float p_24 = v8;
+        const float v9 = p_16;
+        const float v10 = q_20;
+        const float q_25 = v9;
+        const float p_26 = v10;
+        const float v11 = p_17;
+        const float v12 = q_21;
+        const float q_27 = v11;
+        const float p_28 = v12;
+        const float v13 = p_18;
+        const float v14 = q_22;
+        const float q_29 = v13;
+        const float p_30 = v14;
+        float4 vec3;
+        vec3.x = p_24;
+        vec3.y = p_26;
+        vec3.z = p_28;
+        vec3.w = p_30;
+        ((device float4*)p)[i3 >> 2u] = vec3;
+        float4 vec4;
+        vec4.x = q_23;
+        vec4.y = q_25;
+        vec4.z = q_27;
+        vec4.w = q_29;
+        ((device float4*)q)[i3 >> 2u] = vec4;
+    }
+    if (v31 < q2) {
+        const uint i32 = v31 << 2u;
+        const float4 vec5 = ((device const float4*)p)[i32 >> 2u];
+        const float p_44 = vec5[0];
+        const float p_45 = vec5[1];
+        const float p_46 = vec5[2];
+        const float p_47 = vec5[3];
+        const float4 vec6 = ((device const float4*)q)[i32 >> 2u];
+        const float q_48 = vec6[0];
+        const float q_49 = vec6[1];
+        const float q_50 = vec6[2];
+        const float q_51 = vec6[3];
+        const float v36 = p_44;
+        const float v37 = q_48;
+        const float q_52 = v36;
+        const float p_53 = v37;
+        const float v38 = p_45;
+        const float v39 = q_49;
+        const float q_54 = v38;
+        const float p_55 = v39;
+        const float v40 = p_46;
+        const float v41 = q_50;
+        const float q_56 = v40;
+        const float p_57 = v41;
+        const float v42 = p_47;
+        const float v43 = q_51;
+        const float q_58 = v42;
+        const float p_59 = v43;
+        float4 vec7;
+        vec7.x = p_53;
+        vec7.y = p_55;
+        vec7.z = p_57;
+        vec7.w = p_59;
+        ((device float4*)p)[i32 >> 2u] = vec7;
+        float4 vec8;
+        vec8.x = q_52;
+        vec8.y = q_54;
+        vec8.z = q_56;
+        vec8.w = q_58;
+        ((device float4*)q)[i32 >> 2u] = vec8;
+    }
+    if ((v1 == q2) || (v31 == q2)) {
+        const uint i60 = q2 << 2u;
+        if (i60 < u.N) {
+            const float v61 = p[i60];
+            const float v62 = q[i60];
+            q[i60] = v61;
+            p[i60] = v62;
+        }
+        const uint i63 = i60 + 1u;
+        if (i63 < u.N) {
+            const float v64 = p[i63];
+            const float v65 = q[i63];
+            q[i63] = v64;
+            p[i63] = v65;
+        }
+        const uint i66 = i60 + 2u;
+        if (i66 < u.N) {
+            const float v67 = p[i66];
+            const float v68 = q[i66];
+            q[i66] = v67;
+            p[i66] = v68;
+        }
     }
 }

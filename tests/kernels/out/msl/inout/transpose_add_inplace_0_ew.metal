@@ -15,14 +15,119 @@ kernel void transpose_add_inplace_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.D * u.D) {
-        const float v2 = x[i1];
-        const uint i3 = i1 % u.D;
-        const uint i4 = i1 / u.D;
-        const uint i5 = i3 * u.D + i4;
-        const float v6 = x[i5];
-        const float v7 = v2 + v6;
-        scratch0[i1] = v7;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = (u.D * u.D) >> 2u;
+    const uint v35 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const uint i4 = i3 + 1u;
+        const uint i5 = i3 + 2u;
+        const uint i6 = i3 + 3u;
+        const float v7 = x[i3];
+        const uint i8 = i3 % u.D;
+        const uint i9 = i3 / u.D;
+        const uint i10 = i8 * u.D + i9;
+        const float v11 = x[i10];
+        const float v12 = v7 + v11;
+        const float scratch0_31 = v12;
+        const float v13 = x[i4];
+        const uint i14 = i4 % u.D;
+        const uint i15 = i4 / u.D;
+        const uint i16 = i14 * u.D + i15;
+        const float v17 = x[i16];
+        const float v18 = v13 + v17;
+        const float scratch0_32 = v18;
+        const float v19 = x[i5];
+        const uint i20 = i5 % u.D;
+        const uint i21 = i5 / u.D;
+        const uint i22 = i20 * u.D + i21;
+        const float v23 = x[i22];
+        const float v24 = v19 + v23;
+        const float scratch0_33 = v24;
+        const float v25 = x[i6];
+        const uint i26 = i6 % u.D;
+        const uint i27 = i6 / u.D;
+        const uint i28 = i26 * u.D + i27;
+        const float v29 = x[i28];
+        const float v30 = v25 + v29;
+        const float scratch0_34 = v30;
+        float4 vec1;
+        vec1.x = scratch0_31;
+        vec1.y = scratch0_32;
+        vec1.z = scratch0_33;
+        vec1.w = scratch0_34;
+        ((device float4*)scratch0)[i3 >> 2u] = vec1;
+    }
+    if (v35 < q2) {
+        const uint i36 = v35 << 2u;
+        const uint i37 = i36 + 1u;
+        const uint i38 = i36 + 2u;
+        const uint i39 = i36 + 3u;
+        const float v40 = x[i36];
+        const uint i41 = i36 % u.D;
+        const uint i42 = i36 / u.D;
+        const uint i43 = i41 * u.D + i42;
+        const float v44 = x[i43];
+        const float v45 = v40 + v44;
+        const float scratch0_64 = v45;
+        const float v46 = x[i37];
+        const uint i47 = i37 % u.D;
+        const uint i48 = i37 / u.D;
+        const uint i49 = i47 * u.D + i48;
+        const float v50 = x[i49];
+        const float v51 = v46 + v50;
+        const float scratch0_65 = v51;
+        const float v52 = x[i38];
+        const uint i53 = i38 % u.D;
+        const uint i54 = i38 / u.D;
+        const uint i55 = i53 * u.D + i54;
+        const float v56 = x[i55];
+        const float v57 = v52 + v56;
+        const float scratch0_66 = v57;
+        const float v58 = x[i39];
+        const uint i59 = i39 % u.D;
+        const uint i60 = i39 / u.D;
+        const uint i61 = i59 * u.D + i60;
+        const float v62 = x[i61];
+        const float v63 = v58 + v62;
+        const float scratch0_67 = v63;
+        float4 vec2;
+        vec2.x = scratch0_64;
+        vec2.y = scratch0_65;
+        vec2.z = scratch0_66;
+        vec2.w = scratch0_67;
+        ((device float4*)scratch0)[i36 >> 2u] = vec2;
+    }
+    if ((v1 == q2) || (v35 == q2)) {
+        const uint i68 = q2 << 2u;
+        if (i68 < u.D * u.D) {
+            const float v69 = x[i68];
+            const uint i70 = i68 % u.D;
+            const uint i71 = i68 / u.D;
+            const uint i72 = i70 * u.D + i71;
+            const float v73 = x[i72];
+            const float v74 = v69 + v73;
+            scratch0[i68] = v74;
+        }
+        const uint i75 = i68 + 1u;
+        if (i75 < u.D * u.D) {
+            const float v76 = x[i75];
+            const uint i77 = i75 % u.D;
+            const uint i78 = i75 / u.D;
+            const uint i79 = i77 * u.D + i78;
+            const float v80 = x[i79];
+            const float v81 = v76 + v80;
+            scratch0[i75] = v81;
+        }
+        const uint i82 = i68 + 2u;
+        if (i82 < u.D * u.D) {
+            const float v83 = x[i82];
+            const uint i84 = i82 % u.D;
+            const uint i85 = i82 / u.D;
+            const uint i86 = i84 * u.D + i85;
+            const float v87 = x[i86];
+            const float v88 = v83 + v87;
+            scratch0[i82] = v88;
+        }
     }
 }

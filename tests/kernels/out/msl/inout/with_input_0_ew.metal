@@ -15,9 +15,68 @@ kernel void with_input_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        const float v2 = x[i1];
-        out0[i1] = v2;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = u.N >> 2u;
+    const uint v19 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const float4 vec1 = ((device const float4*)x)[i3 >> 2u];
+        const float x_11 = vec1[0];
+        const float x_12 = vec1[1];
+        const float x_13 = vec1[2];
+        const float x_14 = vec1[3];
+        const float v7 = x_11;
+        const float out0_15 = v7;
+        const float v8 = x_12;
+        const float out0_16 = v8;
+        const float v9 = x_13;
+        const float out0_17 = v9;
+        const float v10 = x_14;
+        const float out0_18 = v10;
+        float4 vec2;
+        vec2.x = out0_15;
+        vec2.y = out0_16;
+        vec2.z = out0_17;
+        vec2.w = out0_18;
+        ((device float4*)out0)[i3 >> 2u] = vec2;
+    }
+    if (v19 < q2) {
+        const uint i20 = v19 << 2u;
+        const float4 vec3 = ((device const float4*)x)[i20 >> 2u];
+        const float x_28 = vec3[0];
+        const float x_29 = vec3[1];
+        const float x_30 = vec3[2];
+        const float x_31 = vec3[3];
+        const float v24 = x_28;
+        const float out0_32 = v24;
+        const float v25 = x_29;
+        const float out0_33 = v25;
+        const float v26 = x_30;
+        const float out0_34 = v26;
+        const float v27 = x_31;
+        const float out0_35 = v27;
+        float4 vec4;
+        vec4.x = out0_32;
+        vec4.y = out0_33;
+        vec4.z = out0_34;
+        vec4.w = out0_35;
+        ((device float4*)out0)[i20 >> 2u] = vec4;
+    }
+    if ((v1 == q2) || (v19 == q2)) {
+        const uint i36 = q2 << 2u;
+        if (i36 < u.N) {
+            const float v37 = x[i36];
+            out0[i36] = v37;
+        }
+        const uint i38 = i36 + 1u;
+        if (i38 < u.N) {
+            const float v39 = x[i38];
+            out0[i38] = v39;
+        }
+        const uint i40 = i36 + 2u;
+        if (i40 < u.N) {
+            const float v41 = x[i40];
+            out0[i40] = v41;
+        }
     }
 }

@@ -15,10 +15,79 @@ kernel void with_input_1_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        const float v2 = x[i1];
-        const float v3 = v2 * 2.0f;
-        out1[i1] = v3;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = u.N >> 2u;
+    const uint v23 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const float4 vec1 = ((device const float4*)x)[i3 >> 2u];
+        const float x_15 = vec1[0];
+        const float x_16 = vec1[1];
+        const float x_17 = vec1[2];
+        const float x_18 = vec1[3];
+        const float v7 = x_15;
+        const float v8 = v7 * 2.0f;
+        const float out1_19 = v8;
+        const float v9 = x_16;
+        const float v10 = v9 * 2.0f;
+        const float out1_20 = v10;
+        const float v11 = x_17;
+        const float v12 = v11 * 2.0f;
+        const float out1_21 = v12;
+        const float v13 = x_18;
+        const float v14 = v13 * 2.0f;
+        const float out1_22 = v14;
+        float4 vec2;
+        vec2.x = out1_19;
+        vec2.y = out1_20;
+        vec2.z = out1_21;
+        vec2.w = out1_22;
+        ((device float4*)out1)[i3 >> 2u] = vec2;
+    }
+    if (v23 < q2) {
+        const uint i24 = v23 << 2u;
+        const float4 vec3 = ((device const float4*)x)[i24 >> 2u];
+        const float x_36 = vec3[0];
+        const float x_37 = vec3[1];
+        const float x_38 = vec3[2];
+        const float x_39 = vec3[3];
+        const float v28 = x_36;
+        const float v29 = v28 * 2.0f;
+        const float out1_40 = v29;
+        const float v30 = x_37;
+        const float v31 = v30 * 2.0f;
+        const float out1_41 = v31;
+        const float v32 = x_38;
+        const float v33 = v32 * 2.0f;
+        const float out1_42 = v33;
+        const float v34 = x_39;
+        const float v35 = v34 * 2.0f;
+        const float out1_43 = v35;
+        float4 vec4;
+        vec4.x = out1_40;
+        vec4.y = out1_41;
+        vec4.z = out1_42;
+        vec4.w = out1_43;
+        ((device float4*)out1)[i24 >> 2u] = vec4;
+    }
+    if ((v1 == q2) || (v23 == q2)) {
+        const uint i44 = q2 << 2u;
+        if (i44 < u.N) {
+            const float v45 = x[i44];
+            const float v46 = v45 * 2.0f;
+            out1[i44] = v46;
+        }
+        const uint i47 = i44 + 1u;
+        if (i47 < u.N) {
+            const float v48 = x[i47];
+            const float v49 = v48 * 2.0f;
+            out1[i47] = v49;
+        }
+        const uint i50 = i44 + 2u;
+        if (i50 < u.N) {
+            const float v51 = x[i50];
+            const float v52 = v51 * 2.0f;
+            out1[i50] = v52;
+        }
     }
 }

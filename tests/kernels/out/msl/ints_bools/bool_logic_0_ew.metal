@@ -16,14 +16,133 @@ kernel void bool_logic_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        const bool v2 = p[i1] != 0u;
-        const bool v3 = q[i1] != 0u;
-        const bool v4 = !v3;
-        const bool v5 = v2 && v4;
-        const bool v6 = v3 != v2;
-        const bool v7 = v5 || v6;
-        out[i1] = (v7 ? 1u : 0u);
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = u.N >> 2u;
+    const uint v43 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const uint4 vec1 = ((device const uint4*)p)[i3 >> 2u];
+        const uint p_31 = vec1[0];
+        const uint p_32 = vec1[1];
+        const uint p_33 = vec1[2];
+        const uint p_34 = vec1[3];
+        const uint4 vec2 = ((device const uint4*)q)[i3 >> 2u];
+        const uint q_35 = vec2[0];
+        const uint q_36 = vec2[1];
+        const uint q_37 = vec2[2];
+        const uint q_38 = vec2[3];
+        const bool v7 = p_31 != 0u;
+        const bool v8 = q_35 != 0u;
+        const bool v9 = !v8;
+        const bool v10 = v7 && v9;
+        const bool v11 = v8 != v7;
+        const bool v12 = v10 || v11;
+        const uint out_39 = (v12 ? 1u : 0u);
+        const bool v13 = p_32 != 0u;
+        const bool v14 = q_36 != 0u;
+        const bool v15 = !v14;
+        const bool v16 = v13 && v15;
+        const bool v17 = v14 != v13;
+        const bool v18 = v16 || v17;
+        const uint out_40 = (v18 ? 1u : 0u);
+        const bool v19 = p_33 != 0u;
+        const bool v20 = q_37 != 0u;
+        const bool v21 = !v20;
+        const bool v22 = v19 && v21;
+        const bool v23 = v20 != v19;
+        const bool v24 = v22 || v23;
+        const uint out_41 = (v24 ? 1u : 0u);
+        const bool v25 = p_34 != 0u;
+        const bool v26 = q_38 != 0u;
+        const bool v27 = !v26;
+        const bool v28 = v25 && v27;
+        const bool v29 = v26 != v25;
+        const bool v30 = v28 || v29;
+        const uint out_42 = (v30 ? 1u : 0u);
+        uint4 vec3;
+        vec3.x = out_39;
+        vec3.y = out_40;
+        vec3.z = out_41;
+        vec3.w = out_42;
+        ((device uint4*)out)[i3 >> 2u] = vec3;
+    }
+    if (v43 < q2) {
+        const uint i44 = v43 << 2u;
+        const uint4 vec4 = ((device const uint4*)p)[i44 >> 2u];
+        const uint p_72 = vec4[0];
+        const uint p_73 = vec4[1];
+        const uint p_74 = vec4[2];
+        const uint p_75 = vec4[3];
+        const uint4 vec5 = ((device const uint4*)q)[i44 >> 2u];
+        const uint q_76 = vec5[0];
+        const uint q_77 = vec5[1];
+        const uint q_78 = vec5[2];
+        const uint q_79 = vec5[3];
+        const bool v48 = p_72 != 0u;
+        const bool v49 = q_76 != 0u;
+        const bool v50 = !v49;
+        const bool v51 = v48 && v50;
+        const bool v52 = v49 != v48;
+        const bool v53 = v51 || v52;
+        const uint out_80 = (v53 ? 1u : 0u);
+        const bool v54 = p_73 != 0u;
+        const bool v55 = q_77 != 0u;
+        const bool v56 = !v55;
+        const bool v57 = v54 && v56;
+        const bool v58 = v55 != v54;
+        const bool v59 = v57 || v58;
+        const uint out_81 = (v59 ? 1u : 0u);
+        const bool v60 = p_74 != 0u;
+        const bool v61 = q_78 != 0u;
+        const bool v62 = !v61;
+        const bool v63 = v60 && v62;
+        const bool v64 = v61 != v60;
+        const bool v65 = v63 || v64;
+        const uint out_82 = (v65 ? 1u : 0u);
+        const bool v66 = p_75 != 0u;
+        const bool v67 = q_79 != 0u;
+        const bool v68 = !v67;
+        const bool v69 = v66 && v68;
+        const bool v70 = v67 != v66;
+        const bool v71 = v69 || v70;
+        const uint out_83 = (v71 ? 1u : 0u);
+        uint4 vec6;
+        vec6.x = out_80;
+        vec6.y = out_81;
+        vec6.z = out_82;
+        vec6.w = out_83;
+        ((device uint4*)out)[i44 >> 2u] = vec6;
+    }
+    if ((v1 == q2) || (v43 == q2)) {
+        const uint i84 = q2 << 2u;
+        if (i84 < u.N) {
+            const bool v85 = p[i84] != 0u;
+            const bool v86 = q[i84] != 0u;
+            const bool v87 = !v86;
+            const bool v88 = v85 && v87;
+            const bool v89 = v86 != v85;
+            const bool v90 = v88 || v89;
+            out[i84] = (v90 ? 1u : 0u);
+        }
+        const uint i91 = i84 + 1u;
+        if (i91 < u.N) {
+            const bool v92 = p[i91] != 0u;
+            const bool v93 = q[i91] != 0u;
+            const bool v94 = !v93;
+            const bool v95 = v92 && v94;
+            const bool v96 = v93 != v92;
+            const bool v97 = v95 || v96;
+            out[i91] = (v97 ? 1u : 0u);
+        }
+        const uint i98 = i84 + 2u;
+        if (i98 < u.N) {
+            const bool v99 = p[i98] != 0u;
+            const bool v100 = q[i98] != 0u;
+            const bool v101 = !v100;
+            const bool v102 = v99 && v101;
+            const bool v103 = v100 != v99;
+            const bool v104 = v102 || v103;
+            out[i98] = (v104 ? 1u : 0u);
+        }
     }
 }

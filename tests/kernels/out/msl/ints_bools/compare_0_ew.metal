@@ -16,15 +16,144 @@ kernel void compare_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        const int v2 = a[i1];
-        const bool v3 = v2 > 0;
-        const float v4 = x[i1];
-        const bool v5 = !((as_type<uint>(v4) & 0x7fffffffu) > 0x7f800000u) && (v4 <= 0.5f);
-        const bool v6 = v3 && v5;
-        const bool v7 = v2 == -3;
-        const bool v8 = v6 || v7;
-        out[i1] = (v8 ? 1u : 0u);
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = u.N >> 2u;
+    const uint v47 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const int4 vec1 = ((device const int4*)a)[i3 >> 2u];
+        const int a_35 = vec1[0];
+        const int a_36 = vec1[1];
+        const int a_37 = vec1[2];
+        const int a_38 = vec1[3];
+        const float4 vec2 = ((device const float4*)x)[i3 >> 2u];
+        const float x_39 = vec2[0];
+        const float x_40 = vec2[1];
+        const float x_41 = vec2[2];
+        const float x_42 = vec2[3];
+        const int v7 = a_35;
+        const bool v8 = v7 > 0;
+        const float v9 = x_39;
+        const bool v10 = !((as_type<uint>(v9) & 0x7fffffffu) > 0x7f800000u) && (v9 <= 0.5f);
+        const bool v11 = v8 && v10;
+        const bool v12 = v7 == -3;
+        const bool v13 = v11 || v12;
+        const uint out_43 = (v13 ? 1u : 0u);
+        const int v14 = a_36;
+        const bool v15 = v14 > 0;
+        const float v16 = x_40;
+        const bool v17 = !((as_type<uint>(v16) & 0x7fffffffu) > 0x7f800000u) && (v16 <= 0.5f);
+        const bool v18 = v15 && v17;
+        const bool v19 = v14 == -3;
+        const bool v20 = v18 || v19;
+        const uint out_44 = (v20 ? 1u : 0u);
+        const int v21 = a_37;
+        const bool v22 = v21 > 0;
+        const float v23 = x_41;
+        const bool v24 = !((as_type<uint>(v23) & 0x7fffffffu) > 0x7f800000u) && (v23 <= 0.5f);
+        const bool v25 = v22 && v24;
+        const bool v26 = v21 == -3;
+        const bool v27 = v25 || v26;
+        const uint out_45 = (v27 ? 1u : 0u);
+        const int v28 = a_38;
+        const bool v29 = v28 > 0;
+        const float v30 = x_42;
+        const bool v31 = !((as_type<uint>(v30) & 0x7fffffffu) > 0x7f800000u) && (v30 <= 0.5f);
+        const bool v32 = v29 && v31;
+        const bool v33 = v28 == -3;
+        const bool v34 = v32 || v33;
+        const uint out_46 = (v34 ? 1u : 0u);
+        uint4 vec3;
+        vec3.x = out_43;
+        vec3.y = out_44;
+        vec3.z = out_45;
+        vec3.w = out_46;
+        ((device uint4*)out)[i3 >> 2u] = vec3;
+    }
+    if (v47 < q2) {
+        const uint i48 = v47 << 2u;
+        const int4 vec4 = ((device const int4*)a)[i48 >> 2u];
+        const int a_80 = vec4[0];
+        const int a_81 = vec4[1];
+        const int a_82 = vec4[2];
+        const int a_83 = vec4[3];
+        const float4 vec5 = ((device const float4*)x)[i48 >> 2u];
+        const float x_84 = vec5[0];
+        const float x_85 = vec5[1];
+        const float x_86 = vec5[2];
+        const float x_87 = vec5[3];
+        const int v52 = a_80;
+        const bool v53 = v52 > 0;
+        const float v54 = x_84;
+        const bool v55 = !((as_type<uint>(v54) & 0x7fffffffu) > 0x7f800000u) && (v54 <= 0.5f);
+        const bool v56 = v53 && v55;
+        const bool v57 = v52 == -3;
+        const bool v58 = v56 || v57;
+        const uint out_88 = (v58 ? 1u : 0u);
+        const int v59 = a_81;
+        const bool v60 = v59 > 0;
+        const float v61 = x_85;
+        const bool v62 = !((as_type<uint>(v61) & 0x7fffffffu) > 0x7f800000u) && (v61 <= 0.5f);
+        const bool v63 = v60 && v62;
+        const bool v64 = v59 == -3;
+        const bool v65 = v63 || v64;
+        const uint out_89 = (v65 ? 1u : 0u);
+        const int v66 = a_82;
+        const bool v67 = v66 > 0;
+        const float v68 = x_86;
+        const bool v69 = !((as_type<uint>(v68) & 0x7fffffffu) > 0x7f800000u) && (v68 <= 0.5f);
+        const bool v70 = v67 && v69;
+        const bool v71 = v66 == -3;
+        const bool v72 = v70 || v71;
+        const uint out_90 = (v72 ? 1u : 0u);
+        const int v73 = a_83;
+        const bool v74 = v73 > 0;
+        const float v75 = x_87;
+        const bool v76 = !((as_type<uint>(v75) & 0x7fffffffu) > 0x7f800000u) && (v75 <= 0.5f);
+        const bool v77 = v74 && v76;
+        const bool v78 = v73 == -3;
+        const bool v79 = v77 || v78;
+        const uint out_91 = (v79 ? 1u : 0u);
+        uint4 vec6;
+        vec6.x = out_88;
+        vec6.y = out_89;
+        vec6.z = out_90;
+        vec6.w = out_91;
+        ((device uint4*)out)[i48 >> 2u] = vec6;
+    }
+    if ((v1 == q2) || (v47 == q2)) {
+        const uint i92 = q2 << 2u;
+        if (i92 < u.N) {
+            const int v93 = a[i92];
+            const bool v94 = v93 > 0;
+            const float v95 = x[i92];
+            const bool v96 = !((as_type<uint>(v95) & 0x7fffffffu) > 0x7f800000u) && (v95 <= 0.5f);
+            const bool v97 = v94 && v96;
+            const bool v98 = v93 == -3;
+            const bool v99 = v97 || v98;
+            out[i92] = (v99 ? 1u : 0u);
+        }
+        const uint i100 = i92 + 1u;
+        if (i100 < u.N) {
+            const int v101 = a[i100];
+            const bool v102 = v101 > 0;
+            const float v103 = x[i100];
+            const bool v104 = !((as_type<uint>(v103) & 0x7fffffffu) > 0x7f800000u) && (v103 <= 0.5f);
+            const bool v105 = v102 && v104;
+            const bool v106 = v101 == -3;
+            const bool v107 = v105 || v106;
+            out[i100] = (v107 ? 1u : 0u);
+        }
+        const uint i108 = i92 + 2u;
+        if (i108 < u.N) {
+            const int v109 = a[i108];
+            const bool v110 = v109 > 0;
+            const float v111 = x[i108];
+            const bool v112 = !((as_type<uint>(v111) & 0x7fffffffu) > 0x7f800000u) && (v111 <= 0.5f);
+            const bool v113 = v110 && v112;
+            const bool v114 = v109 == -3;
+            const bool v115 = v113 || v114;
+            out[i108] = (v115 ? 1u : 0u);
+        }
     }
 }

@@ -53,12 +53,111 @@ kernel void int_pow_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        const int v2 = a[i1];
-        const int v3 = b[i1];
-        const int v4 = mimir_mod_i32(v3, 5);
-        const int v5 = mimir_pow_i32(v2, v4);
-        out[i1] = v5;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = u.N >> 2u;
+    const uint v35 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const int4 vec1 = ((device const int4*)a)[i3 >> 2u];
+        const int a_23 = vec1[0];
+        const int a_24 = vec1[1];
+        const int a_25 = vec1[2];
+        const int a_26 = vec1[3];
+        const int4 vec2 = ((device const int4*)b)[i3 >> 2u];
+        const int b_27 = vec2[0];
+        const int b_28 = vec2[1];
+        const int b_29 = vec2[2];
+        const int b_30 = vec2[3];
+        const int v7 = a_23;
+        const int v8 = b_27;
+        const int v9 = mimir_mod_i32(v8, 5);
+        const int v10 = mimir_pow_i32(v7, v9);
+        const int out_31 = v10;
+        const int v11 = a_24;
+        const int v12 = b_28;
+        const int v13 = mimir_mod_i32(v12, 5);
+        const int v14 = mimir_pow_i32(v11, v13);
+        const int out_32 = v14;
+        const int v15 = a_25;
+        const int v16 = b_29;
+        const int v17 = mimir_mod_i32(v16, 5);
+        const int v18 = mimir_pow_i32(v15, v17);
+        const int out_33 = v18;
+        const int v19 = a_26;
+        const int v20 = b_30;
+        const int v21 = mimir_mod_i32(v20, 5);
+        const int v22 = mimir_pow_i32(v19, v21);
+        const int out_34 = v22;
+        int4 vec3;
+        vec3.x = out_31;
+        vec3.y = out_32;
+        vec3.z = out_33;
+        vec3.w = out_34;
+        ((device int4*)out)[i3 >> 2u] = vec3;
+    }
+    if (v35 < q2) {
+        const uint i36 = v35 << 2u;
+        const int4 vec4 = ((device const int4*)a)[i36 >> 2u];
+        const int a_56 = vec4[0];
+        const int a_57 = vec4[1];
+        const int a_58 = vec4[2];
+        const int a_59 = vec4[3];
+        const int4 vec5 = ((device const int4*)b)[i36 >> 2u];
+        const int b_60 = vec5[0];
+        const int b_61 = vec5[1];
+        const int b_62 = vec5[2];
+        const int b_63 = vec5[3];
+        const int v40 = a_56;
+        const int v41 = b_60;
+        const int v42 = mimir_mod_i32(v41, 5);
+        const int v43 = mimir_pow_i32(v40, v42);
+        const int out_64 = v43;
+        const int v44 = a_57;
+        const int v45 = b_61;
+        const int v46 = mimir_mod_i32(v45, 5);
+        const int v47 = mimir_pow_i32(v44, v46);
+        const int out_65 = v47;
+        const int v48 = a_58;
+        const int v49 = b_62;
+        const int v50 = mimir_mod_i32(v49, 5);
+        const int v51 = mimir_pow_i32(v48, v50);
+        const int out_66 = v51;
+        const int v52 = a_59;
+        const int v53 = b_63;
+        const int v54 = mimir_mod_i32(v53, 5);
+        const int v55 = mimir_pow_i32(v52, v54);
+        const int out_67 = v55;
+        int4 vec6;
+        vec6.x = out_64;
+        vec6.y = out_65;
+        vec6.z = out_66;
+        vec6.w = out_67;
+        ((device int4*)out)[i36 >> 2u] = vec6;
+    }
+    if ((v1 == q2) || (v35 == q2)) {
+        const uint i68 = q2 << 2u;
+        if (i68 < u.N) {
+            const int v69 = a[i68];
+            const int v70 = b[i68];
+            const int v71 = mimir_mod_i32(v70, 5);
+            const int v72 = mimir_pow_i32(v69, v71);
+            out[i68] = v72;
+        }
+        const uint i73 = i68 + 1u;
+        if (i73 < u.N) {
+            const int v74 = a[i73];
+            const int v75 = b[i73];
+            const int v76 = mimir_mod_i32(v75, 5);
+            const int v77 = mimir_pow_i32(v74, v76);
+            out[i73] = v77;
+        }
+        const uint i78 = i68 + 2u;
+        if (i78 < u.N) {
+            const int v79 = a[i78];
+            const int v80 = b[i78];
+            const int v81 = mimir_mod_i32(v80, 5);
+            const int v82 = mimir_pow_i32(v79, v81);
+            out[i78] = v82;
+        }
     }
 }

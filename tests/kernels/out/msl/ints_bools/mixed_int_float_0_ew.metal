@@ -33,16 +33,155 @@ kernel void mixed_int_float_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        const int v2 = a[i1];
-        const float v3 = x[i1];
-        const float v5 = float(v2) / 4.0f;
-        const float v6 = fma(float(v2), v3, v5);
-        const float v7 = floor(v3 / 0.25f);
-        const float v8 = v6 + v7;
-        const float v9 = mimir_mod_f32(v3, 0.3f);
-        const float v10 = v8 + v9;
-        out[i1] = v10;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = u.N >> 2u;
+    const uint v55 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const int4 vec1 = ((device const int4*)a)[i3 >> 2u];
+        const int a_43 = vec1[0];
+        const int a_44 = vec1[1];
+        const int a_45 = vec1[2];
+        const int a_46 = vec1[3];
+        const float4 vec2 = ((device const float4*)x)[i3 >> 2u];
+        const float x_47 = vec2[0];
+        const float x_48 = vec2[1];
+        const float x_49 = vec2[2];
+        const float x_50 = vec2[3];
+        const int v7 = a_43;
+        const float v8 = x_47;
+        const float v10 = float(v7) / 4.0f;
+        const float v11 = fma(float(v7), v8, v10);
+        const float v12 = floor(v8 / 0.25f);
+        const float v13 = v11 + v12;
+        const float v14 = mimir_mod_f32(v8, 0.3f);
+        const float v15 = v13 + v14;
+        const float out_51 = v15;
+        const int v16 = a_44;
+        const float v17 = x_48;
+        const float v19 = float(v16) / 4.0f;
+        const float v20 = fma(float(v16), v17, v19);
+        const float v21 = floor(v17 / 0.25f);
+        const float v22 = v20 + v21;
+        const float v23 = mimir_mod_f32(v17, 0.3f);
+        const float v24 = v22 + v23;
+        const float out_52 = v24;
+        const int v25 = a_45;
+        const float v26 = x_49;
+        const float v28 = float(v25) / 4.0f;
+        const float v29 = fma(float(v25), v26, v28);
+        const float v30 = floor(v26 / 0.25f);
+        const float v31 = v29 + v30;
+        const float v32 = mimir_mod_f32(v26, 0.3f);
+        const float v33 = v31 + v32;
+        const float out_53 = v33;
+        const int v34 = a_46;
+        const float v35 = x_50;
+        const float v37 = float(v34) / 4.0f;
+        const float v38 = fma(float(v34), v35, v37);
+        const float v39 = floor(v35 / 0.25f);
+        const float v40 = v38 + v39;
+        const float v41 = mimir_mod_f32(v35, 0.3f);
+        const float v42 = v40 + v41;
+        const float out_54 = v42;
+        float4 vec3;
+        vec3.x = out_51;
+        vec3.y = out_52;
+        vec3.z = out_53;
+        vec3.w = out_54;
+        ((device float4*)out)[i3 >> 2u] = vec3;
+    }
+    if (v55 < q2) {
+        const uint i56 = v55 << 2u;
+        const int4 vec4 = ((device const int4*)a)[i56 >> 2u];
+        const int a_96 = vec4[0];
+        const int a_97 = vec4[1];
+        const int a_98 = vec4[2];
+        const int a_99 = vec4[3];
+        const float4 vec5 = ((device const float4*)x)[i56 >> 2u];
+        const float x_100 = vec5[0];
+        const float x_101 = vec5[1];
+        const float x_102 = vec5[2];
+        const float x_103 = vec5[3];
+        const int v60 = a_96;
+        const float v61 = x_100;
+        const float v63 = float(v60) / 4.0f;
+        const float v64 = fma(float(v60), v61, v63);
+        const float v65 = floor(v61 / 0.25f);
+        const float v66 = v64 + v65;
+        const float v67 = mimir_mod_f32(v61, 0.3f);
+        const float v68 = v66 + v67;
+        const float out_104 = v68;
+        const int v69 = a_97;
+        const float v70 = x_101;
+        const float v72 = float(v69) / 4.0f;
+        const float v73 = fma(float(v69), v70, v72);
+        const float v74 = floor(v70 / 0.25f);
+        const float v75 = v73 + v74;
+        const float v76 = mimir_mod_f32(v70, 0.3f);
+        const float v77 = v75 + v76;
+        const float out_105 = v77;
+        const int v78 = a_98;
+        const float v79 = x_102;
+        const float v81 = float(v78) / 4.0f;
+        const float v82 = fma(float(v78), v79, v81);
+        const float v83 = floor(v79 / 0.25f);
+        const float v84 = v82 + v83;
+        const float v85 = mimir_mod_f32(v79, 0.3f);
+        const float v86 = v84 + v85;
+        const float out_106 = v86;
+        const int v87 = a_99;
+        const float v88 = x_103;
+        const float v90 = float(v87) / 4.0f;
+        const float v91 = fma(float(v87), v88, v90);
+        const float v92 = floor(v88 / 0.25f);
+        const float v93 = v91 + v92;
+        const float v94 = mimir_mod_f32(v88, 0.3f);
+        const float v95 = v93 + v94;
+        const float out_107 = v95;
+        float4 vec6;
+        vec6.x = out_104;
+        vec6.y = out_105;
+        vec6.z = out_106;
+        vec6.w = out_107;
+        ((device float4*)out)[i56 >> 2u] = vec6;
+    }
+    if ((v1 == q2) || (v55 == q2)) {
+        const uint i108 = q2 << 2u;
+        if (i108 < u.N) {
+            const int v109 = a[i108];
+            const float v110 = x[i108];
+            const float v112 = float(v109) / 4.0f;
+            const float v113 = fma(float(v109), v110, v112);
+            const float v114 = floor(v110 / 0.25f);
+            const float v115 = v113 + v114;
+            const float v116 = mimir_mod_f32(v110, 0.3f);
+            const float v117 = v115 + v116;
+            out[i108] = v117;
+        }
+        const uint i118 = i108 + 1u;
+        if (i118 < u.N) {
+            const int v119 = a[i118];
+            const float v120 = x[i118];
+            const float v122 = float(v119) / 4.0f;
+            const float v123 = fma(float(v119), v120, v122);
+            const float v124 = floor(v120 / 0.25f);
+            const float v125 = v123 + v124;
+            const float v126 = mimir_mod_f32(v120, 0.3f);
+            const float v127 = v125 + v126;
+            out[i118] = v127;
+        }
+        const uint i128 = i108 + 2u;
+        if (i128 < u.N) {
+            const int v129 = a[i128];
+            const float v130 = x[i128];
+            const float v132 = float(v129) / 4.0f;
+            const float v133 = fma(float(v129), v130, v132);
+            const float v134 = floor(v130 / 0.25f);
+            const float v135 = v133 + v134;
+            const float v136 = mimir_mod_f32(v130, 0.3f);
+            const float v137 = v135 + v136;
+            out[i128] = v137;
+        }
     }
 }

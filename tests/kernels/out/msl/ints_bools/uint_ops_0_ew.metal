@@ -30,15 +30,144 @@ kernel void uint_ops_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        const uint v2 = a[i1];
-        const uint v3 = b[i1];
-        const uint v4 = v3 + 1u;
-        const uint v5 = mimir_floordiv_u32(v2, v4);
-        const uint v6 = mimir_mod_u32(v2, 3u);
-        const uint v7 = v5 + v6;
-        const uint v8 = v7 - 1u;
-        out[i1] = v8;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = u.N >> 2u;
+    const uint v47 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const uint4 vec1 = ((device const uint4*)a)[i3 >> 2u];
+        const uint a_35 = vec1[0];
+        const uint a_36 = vec1[1];
+        const uint a_37 = vec1[2];
+        const uint a_38 = vec1[3];
+        const uint4 vec2 = ((device const uint4*)b)[i3 >> 2u];
+        const uint b_39 = vec2[0];
+        const uint b_40 = vec2[1];
+        const uint b_41 = vec2[2];
+        const uint b_42 = vec2[3];
+        const uint v7 = a_35;
+        const uint v8 = b_39;
+        const uint v9 = v8 + 1u;
+        const uint v10 = mimir_floordiv_u32(v7, v9);
+        const uint v11 = mimir_mod_u32(v7, 3u);
+        const uint v12 = v10 + v11;
+        const uint v13 = v12 - 1u;
+        const uint out_43 = v13;
+        const uint v14 = a_36;
+        const uint v15 = b_40;
+        const uint v16 = v15 + 1u;
+        const uint v17 = mimir_floordiv_u32(v14, v16);
+        const uint v18 = mimir_mod_u32(v14, 3u);
+        const uint v19 = v17 + v18;
+        const uint v20 = v19 - 1u;
+        const uint out_44 = v20;
+        const uint v21 = a_37;
+        const uint v22 = b_41;
+        const uint v23 = v22 + 1u;
+        const uint v24 = mimir_floordiv_u32(v21, v23);
+        const uint v25 = mimir_mod_u32(v21, 3u);
+        const uint v26 = v24 + v25;
+        const uint v27 = v26 - 1u;
+        const uint out_45 = v27;
+        const uint v28 = a_38;
+        const uint v29 = b_42;
+        const uint v30 = v29 + 1u;
+        const uint v31 = mimir_floordiv_u32(v28, v30);
+        const uint v32 = mimir_mod_u32(v28, 3u);
+        const uint v33 = v31 + v32;
+        const uint v34 = v33 - 1u;
+        const uint out_46 = v34;
+        uint4 vec3;
+        vec3.x = out_43;
+        vec3.y = out_44;
+        vec3.z = out_45;
+        vec3.w = out_46;
+        ((device uint4*)out)[i3 >> 2u] = vec3;
+    }
+    if (v47 < q2) {
+        const uint i48 = v47 << 2u;
+        const uint4 vec4 = ((device const uint4*)a)[i48 >> 2u];
+        const uint a_80 = vec4[0];
+        const uint a_81 = vec4[1];
+        const uint a_82 = vec4[2];
+        const uint a_83 = vec4[3];
+        const uint4 vec5 = ((device const uint4*)b)[i48 >> 2u];
+        const uint b_84 = vec5[0];
+        const uint b_85 = vec5[1];
+        const uint b_86 = vec5[2];
+        const uint b_87 = vec5[3];
+        const uint v52 = a_80;
+        const uint v53 = b_84;
+        const uint v54 = v53 + 1u;
+        const uint v55 = mimir_floordiv_u32(v52, v54);
+        const uint v56 = mimir_mod_u32(v52, 3u);
+        const uint v57 = v55 + v56;
+        const uint v58 = v57 - 1u;
+        const uint out_88 = v58;
+        const uint v59 = a_81;
+        const uint v60 = b_85;
+        const uint v61 = v60 + 1u;
+        const uint v62 = mimir_floordiv_u32(v59, v61);
+        const uint v63 = mimir_mod_u32(v59, 3u);
+        const uint v64 = v62 + v63;
+        const uint v65 = v64 - 1u;
+        const uint out_89 = v65;
+        const uint v66 = a_82;
+        const uint v67 = b_86;
+        const uint v68 = v67 + 1u;
+        const uint v69 = mimir_floordiv_u32(v66, v68);
+        const uint v70 = mimir_mod_u32(v66, 3u);
+        const uint v71 = v69 + v70;
+        const uint v72 = v71 - 1u;
+        const uint out_90 = v72;
+        const uint v73 = a_83;
+        const uint v74 = b_87;
+        const uint v75 = v74 + 1u;
+        const uint v76 = mimir_floordiv_u32(v73, v75);
+        const uint v77 = mimir_mod_u32(v73, 3u);
+        const uint v78 = v76 + v77;
+        const uint v79 = v78 - 1u;
+        const uint out_91 = v79;
+        uint4 vec6;
+        vec6.x = out_88;
+        vec6.y = out_89;
+        vec6.z = out_90;
+        vec6.w = out_91;
+        ((device uint4*)out)[i48 >> 2u] = vec6;
+    }
+    if ((v1 == q2) || (v47 == q2)) {
+        const uint i92 = q2 << 2u;
+        if (i92 < u.N) {
+            const uint v93 = a[i92];
+            const uint v94 = b[i92];
+            const uint v95 = v94 + 1u;
+            const uint v96 = mimir_floordiv_u32(v93, v95);
+            const uint v97 = mimir_mod_u32(v93, 3u);
+            const uint v98 = v96 + v97;
+            const uint v99 = v98 - 1u;
+            out[i92] = v99;
+        }
+        const uint i100 = i92 + 1u;
+        if (i100 < u.N) {
+            const uint v101 = a[i100];
+            const uint v102 = b[i100];
+            const uint v103 = v102 + 1u;
+            const uint v104 = mimir_floordiv_u32(v101, v103);
+            const uint v105 = mimir_mod_u32(v101, 3u);
+            const uint v106 = v104 + v105;
+            const uint v107 = v106 - 1u;
+            out[i100] = v107;
+        }
+        const uint i108 = i92 + 2u;
+        if (i108 < u.N) {
+            const uint v109 = a[i108];
+            const uint v110 = b[i108];
+            const uint v111 = v110 + 1u;
+            const uint v112 = mimir_floordiv_u32(v109, v111);
+            const uint v113 = mimir_mod_u32(v109, 3u);
+            const uint v114 = v112 + v113;
+            const uint v115 = v114 - 1u;
+            out[i108] = v115;
+        }
     }
 }

@@ -15,15 +15,130 @@ kernel void permute3_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < 10u * u.N) {
-        const uint i2 = i1 % u.N;
-        const uint i3 = i1 / u.N;
-        const uint i4 = i3 & 1u;
-        const uint i5 = i3 >> 1u;
-        const uint i6 = (i4 * u.N + i2) * 5u + i5;
-        const float v7 = x[i6];
-        const float v8 = v7 * 2.0f;
-        out[i1] = v8;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = (10u * u.N) >> 2u;
+    const uint v39 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const uint i4 = i3 + 1u;
+        const uint i5 = i3 + 2u;
+        const uint i6 = i3 + 3u;
+        const uint i7 = i3 % u.N;
+        const uint i8 = i3 / u.N;
+        const uint i9 = i8 & 1u;
+        const uint i10 = i8 >> 1u;
+        const uint i11 = (i9 * u.N + i7) * 5u + i10;
+        const float v12 = x[i11];
+        const float v13 = v12 * 2.0f;
+        const float out_35 = v13;
+        const uint i14 = i4 % u.N;
+        const uint i15 = i4 / u.N;
+        const uint i16 = i15 & 1u;
+        const uint i17 = i15 >> 1u;
+        const uint i18 = (i16 * u.N + i14) * 5u + i17;
+        const float v19 = x[i18];
+        const float v20 = v19 * 2.0f;
+        const float out_36 = v20;
+        const uint i21 = i5 % u.N;
+        const uint i22 = i5 / u.N;
+        const uint i23 = i22 & 1u;
+        const uint i24 = i22 >> 1u;
+        const uint i25 = (i23 * u.N + i21) * 5u + i24;
+        const float v26 = x[i25];
+        const float v27 = v26 * 2.0f;
+        const float out_37 = v27;
+        const uint i28 = i6 % u.N;
+        const uint i29 = i6 / u.N;
+        const uint i30 = i29 & 1u;
+        const uint i31 = i29 >> 1u;
+        const uint i32 = (i30 * u.N + i28) * 5u + i31;
+        const float v33 = x[i32];
+        const float v34 = v33 * 2.0f;
+        const float out_38 = v34;
+        float4 vec1;
+        vec1.x = out_35;
+        vec1.y = out_36;
+        vec1.z = out_37;
+        vec1.w = out_38;
+        ((device float4*)out)[i3 >> 2u] = vec1;
+    }
+    if (v39 < q2) {
+        const uint i40 = v39 << 2u;
+        const uint i41 = i40 + 1u;
+        const uint i42 = i40 + 2u;
+        const uint i43 = i40 + 3u;
+        const uint i44 = i40 % u.N;
+        const uint i45 = i40 / u.N;
+        const uint i46 = i45 & 1u;
+        const uint i47 = i45 >> 1u;
+        const uint i48 = (i46 * u.N + i44) * 5u + i47;
+        const float v49 = x[i48];
+        const float v50 = v49 * 2.0f;
+        const float out_72 = v50;
+        const uint i51 = i41 % u.N;
+        const uint i52 = i41 / u.N;
+        const uint i53 = i52 & 1u;
+        const uint i54 = i52 >> 1u;
+        const uint i55 = (i53 * u.N + i51) * 5u + i54;
+        const float v56 = x[i55];
+        const float v57 = v56 * 2.0f;
+        const float out_73 = v57;
+        const uint i58 = i42 % u.N;
+        const uint i59 = i42 / u.N;
+        const uint i60 = i59 & 1u;
+        const uint i61 = i59 >> 1u;
+        const uint i62 = (i60 * u.N + i58) * 5u + i61;
+        const float v63 = x[i62];
+        const float v64 = v63 * 2.0f;
+        const float out_74 = v64;
+        const uint i65 = i43 % u.N;
+        const uint i66 = i43 / u.N;
+        const uint i67 = i66 & 1u;
+        const uint i68 = i66 >> 1u;
+        const uint i69 = (i67 * u.N + i65) * 5u + i68;
+        const float v70 = x[i69];
+        const float v71 = v70 * 2.0f;
+        const float out_75 = v71;
+        float4 vec2;
+        vec2.x = out_72;
+        vec2.y = out_73;
+        vec2.z = out_74;
+        vec2.w = out_75;
+        ((device float4*)out)[i40 >> 2u] = vec2;
+    }
+    if ((v1 == q2) || (v39 == q2)) {
+        const uint i76 = q2 << 2u;
+        if (i76 < 10u * u.N) {
+            const uint i77 = i76 % u.N;
+            const uint i78 = i76 / u.N;
+            const uint i79 = i78 & 1u;
+            const uint i80 = i78 >> 1u;
+            const uint i81 = (i79 * u.N + i77) * 5u + i80;
+            const float v82 = x[i81];
+            const float v83 = v82 * 2.0f;
+            out[i76] = v83;
+        }
+        const uint i84 = i76 + 1u;
+        if (i84 < 10u * u.N) {
+            const uint i85 = i84 % u.N;
+            const uint i86 = i84 / u.N;
+            const uint i87 = i86 & 1u;
+            const uint i88 = i86 >> 1u;
+            const uint i89 = (i87 * u.N + i85) * 5u + i88;
+            const float v90 = x[i89];
+            const float v91 = v90 * 2.0f;
+            out[i84] = v91;
+        }
+        const uint i92 = i76 + 2u;
+        if (i92 < 10u * u.N) {
+            const uint i93 = i92 % u.N;
+            const uint i94 = i92 / u.N;
+            const uint i95 = i94 & 1u;
+            const uint i96 = i94 >> 1u;
+            const uint i97 = (i95 * u.N + i93) * 5u + i96;
+            const float v98 = x[i97];
+            const float v99 = v98 * 2.0f;
+            out[i92] = v99;
+        }
     }
 }

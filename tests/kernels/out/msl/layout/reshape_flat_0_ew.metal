@@ -15,10 +15,79 @@ kernel void reshape_flat_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * 2u * 3u) {
-        const float v2 = x[i1];
-        const float v3 = exp(v2);
-        out[i1] = v3;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = (u.N * 2u * 3u) >> 2u;
+    const uint v23 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const float4 vec1 = ((device const float4*)x)[i3 >> 2u];
+        const float x_15 = vec1[0];
+        const float x_16 = vec1[1];
+        const float x_17 = vec1[2];
+        const float x_18 = vec1[3];
+        const float v7 = x_15;
+        const float v8 = exp(v7);
+        const float out_19 = v8;
+        const float v9 = x_16;
+        const float v10 = exp(v9);
+        const float out_20 = v10;
+        const float v11 = x_17;
+        const float v12 = exp(v11);
+        const float out_21 = v12;
+        const float v13 = x_18;
+        const float v14 = exp(v13);
+        const float out_22 = v14;
+        float4 vec2;
+        vec2.x = out_19;
+        vec2.y = out_20;
+        vec2.z = out_21;
+        vec2.w = out_22;
+        ((device float4*)out)[i3 >> 2u] = vec2;
+    }
+    if (v23 < q2) {
+        const uint i24 = v23 << 2u;
+        const float4 vec3 = ((device const float4*)x)[i24 >> 2u];
+        const float x_36 = vec3[0];
+        const float x_37 = vec3[1];
+        const float x_38 = vec3[2];
+        const float x_39 = vec3[3];
+        const float v28 = x_36;
+        const float v29 = exp(v28);
+        const float out_40 = v29;
+        const float v30 = x_37;
+        const float v31 = exp(v30);
+        const float out_41 = v31;
+        const float v32 = x_38;
+        const float v33 = exp(v32);
+        const float out_42 = v33;
+        const float v34 = x_39;
+        const float v35 = exp(v34);
+        const float out_43 = v35;
+        float4 vec4;
+        vec4.x = out_40;
+        vec4.y = out_41;
+        vec4.z = out_42;
+        vec4.w = out_43;
+        ((device float4*)out)[i24 >> 2u] = vec4;
+    }
+    if ((v1 == q2) || (v23 == q2)) {
+        const uint i44 = q2 << 2u;
+        if (i44 < u.N * 2u * 3u) {
+            const float v45 = x[i44];
+            const float v46 = exp(v45);
+            out[i44] = v46;
+        }
+        const uint i47 = i44 + 1u;
+        if (i47 < u.N * 2u * 3u) {
+            const float v48 = x[i47];
+            const float v49 = exp(v48);
+            out[i47] = v49;
+        }
+        const uint i50 = i44 + 2u;
+        if (i50 < u.N * 2u * 3u) {
+            const float v51 = x[i50];
+            const float v52 = exp(v51);
+            out[i50] = v52;
+        }
     }
 }

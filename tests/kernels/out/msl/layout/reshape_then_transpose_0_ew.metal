@@ -8,12 +8,70 @@ kernel void reshape_then_transpose_0_ew(
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]]
 ) {
-    const uint i0 = wid.x * 256u + lid.x;
-    if (i0 < 24u) {
-        const uint i1 = i0 & 7u;
-        const uint i2 = i0 >> 3u;
-        const uint i3 = i1 * 3u + i2;
-        const float v4 = x[i3];
-        out[i0] = v4;
+    const uint v0 = wid.x * 512u + lid.x;
+    const uint v25 = v0 + 256u;
+    if (v0 < 6u) {
+        const uint i1 = v0 << 2u;
+        const uint i2 = i1 + 1u;
+        const uint i3 = i1 + 2u;
+        const uint i4 = i1 + 3u;
+        const uint i5 = i1 & 7u;
+        const uint i6 = i1 >> 3u;
+        const uint i7 = i5 * 3u + i6;
+        const float v8 = x[i7];
+        const float out_21 = v8;
+        const uint i9 = i2 & 7u;
+        const uint i10 = i2 >> 3u;
+        const uint i11 = i9 * 3u + i10;
+        const float v12 = x[i11];
+        const float out_22 = v12;
+        const uint i13 = i3 & 7u;
+        const uint i14 = i3 >> 3u;
+        const uint i15 = i13 * 3u + i14;
+        const float v16 = x[i15];
+        const float out_23 = v16;
+        const uint i17 = i4 & 7u;
+        const uint i18 = i4 >> 3u;
+        const uint i19 = i17 * 3u + i18;
+        const float v20 = x[i19];
+        const float out_24 = v20;
+        float4 vec1;
+        vec1.x = out_21;
+        vec1.y = out_22;
+        vec1.z = out_23;
+        vec1.w = out_24;
+        ((device float4*)out)[i1 >> 2u] = vec1;
+    }
+    if (v25 < 6u) {
+        const uint i26 = v25 << 2u;
+        const uint i27 = i26 + 1u;
+        const uint i28 = i26 + 2u;
+        const uint i29 = i26 + 3u;
+        const uint i30 = i26 & 7u;
+        const uint i31 = i26 >> 3u;
+        const uint i32 = i30 * 3u + i31;
+        const float v33 = x[i32];
+        const float out_46 = v33;
+        const uint i34 = i27 & 7u;
+        const uint i35 = i27 >> 3u;
+        const uint i36 = i34 * 3u + i35;
+        const float v37 = x[i36];
+        const float out_47 = v37;
+        const uint i38 = i28 & 7u;
+        const uint i39 = i28 >> 3u;
+        const uint i40 = i38 * 3u + i39;
+        const float v41 = x[i40];
+        const float out_48 = v41;
+        const uint i42 = i29 & 7u;
+        const uint i43 = i29 >> 3u;
+        const uint i44 = i42 * 3u + i43;
+        const float v45 = x[i44];
+        const float out_49 = v45;
+        float4 vec2;
+        vec2.x = out_46;
+        vec2.y = out_47;
+        vec2.z = out_48;
+        vec2.w = out_49;
+        ((device float4*)out)[i26 >> 2u] = vec2;
     }
 }

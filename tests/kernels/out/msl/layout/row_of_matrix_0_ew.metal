@@ -16,12 +16,97 @@ kernel void row_of_matrix_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.M) {
-        const float v2 = x[i1];
-        const uint i3 = (u.N - 1u) * u.M + i1;
-        const float v4 = x[i3];
-        const float v5 = v2 + v4;
-        out[i1] = v5;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = u.M >> 2u;
+    const uint v27 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const uint i4 = i3 + 1u;
+        const uint i5 = i3 + 2u;
+        const uint i6 = i3 + 3u;
+        const float v7 = x[i3];
+        const uint i8 = (u.N - 1u) * u.M + i3;
+        const float v9 = x[i8];
+        const float v10 = v7 + v9;
+        const float out_23 = v10;
+        const float v11 = x[i4];
+        const uint i12 = (u.N - 1u) * u.M + i4;
+        const float v13 = x[i12];
+        const float v14 = v11 + v13;
+        const float out_24 = v14;
+        const float v15 = x[i5];
+        const uint i16 = (u.N - 1u) * u.M + i5;
+        const float v17 = x[i16];
+        const float v18 = v15 + v17;
+        const float out_25 = v18;
+        const float v19 = x[i6];
+        const uint i20 = (u.N - 1u) * u.M + i6;
+        const float v21 = x[i20];
+        const float v22 = v19 + v21;
+        const float out_26 = v22;
+        float4 vec1;
+        vec1.x = out_23;
+        vec1.y = out_24;
+        vec1.z = out_25;
+        vec1.w = out_26;
+        ((device float4*)out)[i3 >> 2u] = vec1;
+    }
+    if (v27 < q2) {
+        const uint i28 = v27 << 2u;
+        const uint i29 = i28 + 1u;
+        const uint i30 = i28 + 2u;
+        const uint i31 = i28 + 3u;
+        const float v32 = x[i28];
+        const uint i33 = (u.N - 1u) * u.M + i28;
+        const float v34 = x[i33];
+        const float v35 = v32 + v34;
+        const float out_48 = v35;
+        const float v36 = x[i29];
+        const uint i37 = (u.N - 1u) * u.M + i29;
+        const float v38 = x[i37];
+        const float v39 = v36 + v38;
+        const float out_49 = v39;
+        const float v40 = x[i30];
+        const uint i41 = (u.N - 1u) * u.M + i30;
+        const float v42 = x[i41];
+        const float v43 = v40 + v42;
+        const float out_50 = v43;
+        const float v44 = x[i31];
+        const uint i45 = (u.N - 1u) * u.M + i31;
+        const float v46 = x[i45];
+        const float v47 = v44 + v46;
+        const float out_51 = v47;
+        float4 vec2;
+        vec2.x = out_48;
+        vec2.y = out_49;
+        vec2.z = out_50;
+        vec2.w = out_51;
+        ((device float4*)out)[i28 >> 2u] = vec2;
+    }
+    if ((v1 == q2) || (v27 == q2)) {
+        const uint i52 = q2 << 2u;
+        if (i52 < u.M) {
+            const float v53 = x[i52];
+            const uint i54 = (u.N - 1u) * u.M + i52;
+            const float v55 = x[i54];
+            const float v56 = v53 + v55;
+            out[i52] = v56;
+        }
+        const uint i57 = i52 + 1u;
+        if (i57 < u.M) {
+            const float v58 = x[i57];
+            const uint i59 = (u.N - 1u) * u.M + i57;
+            const float v60 = x[i59];
+            const float v61 = v58 + v60;
+            out[i57] = v61;
+        }
+        const uint i62 = i52 + 2u;
+        if (i62 < u.M) {
+            const float v63 = x[i62];
+            const uint i64 = (u.N - 1u) * u.M + i62;
+            const float v65 = x[i64];
+            const float v66 = v63 + v65;
+            out[i62] = v66;
+        }
     }
 }

@@ -16,16 +16,151 @@ kernel void slice_symbolic_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * 3u) {
-        const uint i2 = i1 % 3u;
-        const uint i3 = i1 / 3u;
-        const uint i4 = (i3 + 1u) * 3u + i2;
-        const float v5 = x[i4];
-        const uint i6 = (i3 + 2u) * 3u;
-        const float v7 = x[i6];
-        const float v8 = y[i1];
-        const float v10 = fma(v7, v8, v5);
-        out[i1] = v10;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = (u.N * 3u) >> 2u;
+    const uint v51 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const uint i4 = i3 + 1u;
+        const uint i5 = i3 + 2u;
+        const uint i6 = i3 + 3u;
+        const float4 vec1 = ((device const float4*)y)[i3 >> 2u];
+        const float y_43 = vec1[0];
+        const float y_44 = vec1[1];
+        const float y_45 = vec1[2];
+        const float y_46 = vec1[3];
+        const uint i7 = i3 % 3u;
+        const uint i8 = i3 / 3u;
+        const uint i9 = (i8 + 1u) * 3u + i7;
+        const float v10 = x[i9];
+        const uint i11 = (i8 + 2u) * 3u;
+        const float v12 = x[i11];
+        const float v13 = y_43;
+        const float v15 = fma(v12, v13, v10);
+        const float out_47 = v15;
+        const uint i16 = i4 % 3u;
+        const uint i17 = i4 / 3u;
+        const uint i18 = (i17 + 1u) * 3u + i16;
+        const float v19 = x[i18];
+        const uint i20 = (i17 + 2u) * 3u;
+        const float v21 = x[i20];
+        const float v22 = y_44;
+        const float v24 = fma(v21, v22, v19);
+        const float out_48 = v24;
+        const uint i25 = i5 % 3u;
+        const uint i26 = i5 / 3u;
+        const uint i27 = (i26 + 1u) * 3u + i25;
+        const float v28 = x[i27];
+        const uint i29 = (i26 + 2u) * 3u;
+        const float v30 = x[i29];
+        const float v31 = y_45;
+        const float v33 = fma(v30, v31, v28);
+        const float out_49 = v33;
+        const uint i34 = i6 % 3u;
+        const uint i35 = i6 / 3u;
+        const uint i36 = (i35 + 1u) * 3u + i34;
+        const float v37 = x[i36];
+        const uint i38 = (i35 + 2u) * 3u;
+        const float v39 = x[i38];
+        const float v40 = y_46;
+        const float v42 = fma(v39, v40, v37);
+        const float out_50 = v42;
+        float4 vec2;
+        vec2.x = out_47;
+        vec2.y = out_48;
+        vec2.z = out_49;
+        vec2.w = out_50;
+        ((device float4*)out)[i3 >> 2u] = vec2;
+    }
+    if (v51 < q2) {
+        const uint i52 = v51 << 2u;
+        const uint i53 = i52 + 1u;
+        const uint i54 = i52 + 2u;
+        const uint i55 = i52 + 3u;
+        const float4 vec3 = ((device const float4*)y)[i52 >> 2u];
+        const float y_92 = vec3[0];
+        const float y_93 = vec3[1];
+        const float y_94 = vec3[2];
+        const float y_95 = vec3[3];
+        const uint i56 = i52 % 3u;
+        const uint i57 = i52 / 3u;
+        const uint i58 = (i57 + 1u) * 3u + i56;
+        const float v59 = x[i58];
+        const uint i60 = (i57 + 2u) * 3u;
+        const float v61 = x[i60];
+        const float v62 = y_92;
+        const float v64 = fma(v61, v62, v59);
+        const float out_96 = v64;
+        const uint i65 = i53 % 3u;
+        const uint i66 = i53 / 3u;
+        const uint i67 = (i66 + 1u) * 3u + i65;
+        const float v68 = x[i67];
+        const uint i69 = (i66 + 2u) * 3u;
+        const float v70 = x[i69];
+        const float v71 = y_93;
+        const float v73 = fma(v70, v71, v68);
+        const float out_97 = v73;
+        const uint i74 = i54 % 3u;
+        const uint i75 = i54 / 3u;
+        const uint i76 = (i75 + 1u) * 3u + i74;
+        const float v77 = x[i76];
+        const uint i78 = (i75 + 2u) * 3u;
+        const float v79 = x[i78];
+        const float v80 = y_94;
+        const float v82 = fma(v79, v80, v77);
+        const float out_98 = v82;
+        const uint i83 = i55 % 3u;
+        const uint i84 = i55 / 3u;
+        const uint i85 = (i84 + 1u) * 3u + i83;
+        const float v86 = x[i85];
+        const uint i87 = (i84 + 2u) * 3u;
+        const float v88 = x[i87];
+        const float v89 = y_95;
+        const float v91 = fma(v88, v89, v86);
+        const float out_99 = v91;
+        float4 vec4;
+        vec4.x = out_96;
+        vec4.y = out_97;
+        vec4.z = out_98;
+        vec4.w = out_99;
+        ((device float4*)out)[i52 >> 2u] = vec4;
+    }
+    if ((v1 == q2) || (v51 == q2)) {
+        const uint i100 = q2 << 2u;
+        if (i100 < u.N * 3u) {
+            const uint i101 = i100 % 3u;
+            const uint i102 = i100 / 3u;
+            const uint i103 = (i102 + 1u) * 3u + i101;
+            const float v104 = x[i103];
+            const uint i105 = (i102 + 2u) * 3u;
+            const float v106 = x[i105];
+            const float v107 = y[i100];
+            const float v109 = fma(v106, v107, v104);
+            out[i100] = v109;
+        }
+        const uint i110 = i100 + 1u;
+        if (i110 < u.N * 3u) {
+            const uint i111 = i110 % 3u;
+            const uint i112 = i110 / 3u;
+            const uint i113 = (i112 + 1u) * 3u + i111;
+            const float v114 = x[i113];
+            const uint i115 = (i112 + 2u) * 3u;
+            const float v116 = x[i115];
+            const float v117 = y[i110];
+            const float v119 = fma(v116, v117, v114);
+            out[i110] = v119;
+        }
+        const uint i120 = i100 + 2u;
+        if (i120 < u.N * 3u) {
+            const uint i121 = i120 % 3u;
+            const uint i122 = i120 / 3u;
+            const uint i123 = (i122 + 1u) * 3u + i121;
+            const float v124 = x[i123];
+            const uint i125 = (i122 + 2u) * 3u;
+            const float v126 = x[i125];
+            const float v127 = y[i120];
+            const float v129 = fma(v126, v127, v124);
+            out[i120] = v129;
+        }
     }
 }

@@ -17,14 +17,129 @@ kernel void transpose_add_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.M * u.N) {
-        const uint i2 = i1 % u.N;
-        const uint i3 = i1 / u.N;
-        const uint i4 = i2 * u.M + i3;
-        const float v5 = x[i4];
-        const float v6 = y[i1];
-        const float v7 = v5 + v6;
-        out[i1] = v7;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = (u.M * u.N) >> 2u;
+    const uint v39 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const uint i4 = i3 + 1u;
+        const uint i5 = i3 + 2u;
+        const uint i6 = i3 + 3u;
+        const float4 vec1 = ((device const float4*)y)[i3 >> 2u];
+        const float y_31 = vec1[0];
+        const float y_32 = vec1[1];
+        const float y_33 = vec1[2];
+        const float y_34 = vec1[3];
+        const uint i7 = i3 % u.N;
+        const uint i8 = i3 / u.N;
+        const uint i9 = i7 * u.M + i8;
+        const float v10 = x[i9];
+        const float v11 = y_31;
+        const float v12 = v10 + v11;
+        const float out_35 = v12;
+        const uint i13 = i4 % u.N;
+        const uint i14 = i4 / u.N;
+        const uint i15 = i13 * u.M + i14;
+        const float v16 = x[i15];
+        const float v17 = y_32;
+        const float v18 = v16 + v17;
+        const float out_36 = v18;
+        const uint i19 = i5 % u.N;
+        const uint i20 = i5 / u.N;
+        const uint i21 = i19 * u.M + i20;
+        const float v22 = x[i21];
+        const float v23 = y_33;
+        const float v24 = v22 + v23;
+        const float out_37 = v24;
+        const uint i25 = i6 % u.N;
+        const uint i26 = i6 / u.N;
+        const uint i27 = i25 * u.M + i26;
+        const float v28 = x[i27];
+        const float v29 = y_34;
+        const float v30 = v28 + v29;
+        const float out_38 = v30;
+        float4 vec2;
+        vec2.x = out_35;
+        vec2.y = out_36;
+        vec2.z = out_37;
+        vec2.w = out_38;
+        ((device float4*)out)[i3 >> 2u] = vec2;
+    }
+    if (v39 < q2) {
+        const uint i40 = v39 << 2u;
+        const uint i41 = i40 + 1u;
+        const uint i42 = i40 + 2u;
+        const uint i43 = i40 + 3u;
+        const float4 vec3 = ((device const float4*)y)[i40 >> 2u];
+        const float y_68 = vec3[0];
+        const float y_69 = vec3[1];
+        const float y_70 = vec3[2];
+        const float y_71 = vec3[3];
+        const uint i44 = i40 % u.N;
+        const uint i45 = i40 / u.N;
+        const uint i46 = i44 * u.M + i45;
+        const float v47 = x[i46];
+        const float v48 = y_68;
+        const float v49 = v47 + v48;
+        const float out_72 = v49;
+        const uint i50 = i41 % u.N;
+        const uint i51 = i41 / u.N;
+        const uint i52 = i50 * u.M + i51;
+        const float v53 = x[i52];
+        const float v54 = y_69;
+        const float v55 = v53 + v54;
+        const float out_73 = v55;
+        const uint i56 = i42 % u.N;
+        const uint i57 = i42 / u.N;
+        const uint i58 = i56 * u.M + i57;
+        const float v59 = x[i58];
+        const float v60 = y_70;
+        const float v61 = v59 + v60;
+        const float out_74 = v61;
+        const uint i62 = i43 % u.N;
+        const uint i63 = i43 / u.N;
+        const uint i64 = i62 * u.M + i63;
+        const float v65 = x[i64];
+        const float v66 = y_71;
+        const float v67 = v65 + v66;
+        const float out_75 = v67;
+        float4 vec4;
+        vec4.x = out_72;
+        vec4.y = out_73;
+        vec4.z = out_74;
+        vec4.w = out_75;
+        ((device float4*)out)[i40 >> 2u] = vec4;
+    }
+    if ((v1 == q2) || (v39 == q2)) {
+        const uint i76 = q2 << 2u;
+        if (i76 < u.M * u.N) {
+            const uint i77 = i76 % u.N;
+            const uint i78 = i76 / u.N;
+            const uint i79 = i77 * u.M + i78;
+            const float v80 = x[i79];
+            const float v81 = y[i76];
+            const float v82 = v80 + v81;
+            out[i76] = v82;
+        }
+        const uint i83 = i76 + 1u;
+        if (i83 < u.M * u.N) {
+            const uint i84 = i83 % u.N;
+            const uint i85 = i83 / u.N;
+            const uint i86 = i84 * u.M + i85;
+            const float v87 = x[i86];
+            const float v88 = y[i83];
+            const float v89 = v87 + v88;
+            out[i83] = v89;
+        }
+        const uint i90 = i76 + 2u;
+        if (i90 < u.M * u.N) {
+            const uint i91 = i90 % u.N;
+            const uint i92 = i90 / u.N;
+            const uint i93 = i91 * u.M + i92;
+            const float v94 = x[i93];
+            const float v95 = y[i90];
+            const float v96 = v94 + v95;
+            out[i90] = v96;
+        }
     }
 }

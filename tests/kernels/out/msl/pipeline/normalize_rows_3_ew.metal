@@ -17,14 +17,123 @@ kernel void normalize_rows_3_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * 9u) {
-        const float v2 = x[i1];
-        const uint i4 = i1 / 9u;
-        const float v5 = scratch0[i4];
-        const float v6 = v2 / v5;
-        const float v7 = scratch1[0u];
-        const float v8 = v6 - v7;
-        out[i1] = v8;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = (u.N * 9u) >> 2u;
+    const uint v40 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const uint i4 = i3 + 1u;
+        const uint i5 = i3 + 2u;
+        const uint i6 = i3 + 3u;
+        const float4 vec1 = ((device const float4*)x)[i3 >> 2u];
+        const float x_32 = vec1[0];
+        const float x_33 = vec1[1];
+        const float x_34 = vec1[2];
+        const float x_35 = vec1[3];
+        const float v7 = x_32;
+        const uint i9 = i3 / 9u;
+        const float v10 = scratch0[i9];
+        const float v11 = v7 / v10;
+        const float v12 = scratch1[0u];
+        const float v13 = v11 - v12;
+        const float out_36 = v13;
+        const float v14 = x_33;
+        const uint i16 = i4 / 9u;
+        const float v17 = scratch0[i16];
+        const float v18 = v14 / v17;
+        const float v19 = v18 - v12;
+        const float out_37 = v19;
+        const float v20 = x_34;
+        const uint i22 = i5 / 9u;
+        const float v23 = scratch0[i22];
+        const float v24 = v20 / v23;
+        const float v25 = v24 - v12;
+        const float out_38 = v25;
+        const float v26 = x_35;
+        const uint i28 = i6 / 9u;
+        const float v29 = scratch0[i28];
+        const float v30 = v26 / v29;
+        const float v31 = v30 - v12;
+        const float out_39 = v31;
+        float4 vec2;
+        vec2.x = out_36;
+        vec2.y = out_37;
+        vec2.z = out_38;
+        vec2.w = out_39;
+        ((device float4*)out)[i3 >> 2u] = vec2;
+    }
+    if (v40 < q2) {
+        const uint i41 = v40 << 2u;
+        const uint i42 = i41 + 1u;
+        const uint i43 = i41 + 2u;
+        const uint i44 = i41 + 3u;
+        const float4 vec3 = ((device const float4*)x)[i41 >> 2u];
+        const float x_70 = vec3[0];
+        const float x_71 = vec3[1];
+        const float x_72 = vec3[2];
+        const float x_73 = vec3[3];
+        const float v45 = x_70;
+        const uint i47 = i41 / 9u;
+        const float v48 = scratch0[i47];
+        const float v49 = v45 / v48;
+        const float v50 = scratch1[0u];
+        const float v51 = v49 - v50;
+        const float out_74 = v51;
+        const float v52 = x_71;
+        const uint i54 = i42 / 9u;
+        const float v55 = scratch0[i54];
+        const float v56 = v52 / v55;
+        const float v57 = v56 - v50;
+        const float out_75 = v57;
+        const float v58 = x_72;
+        const uint i60 = i43 / 9u;
+        const float v61 = scratch0[i60];
+        const float v62 = v58 / v61;
+        const float v63 = v62 - v50;
+        const float out_76 = v63;
+        const float v64 = x_73;
+        const uint i66 = i44 / 9u;
+        const float v67 = scratch0[i66];
+        const float v68 = v64 / v67;
+        const float v69 = v68 - v50;
+        const float out_77 = v69;
+        float4 vec4;
+        vec4.x = out_74;
+        vec4.y = out_75;
+        vec4.z = out_76;
+        vec4.w = out_77;
+        ((device float4*)out)[i41 >> 2u] = vec4;
+    }
+    if ((v1 == q2) || (v40 == q2)) {
+        const uint i78 = q2 << 2u;
+        if (i78 < u.N * 9u) {
+            const float v79 = x[i78];
+            const uint i81 = i78 / 9u;
+            const float v82 = scratch0[i81];
+            const float v83 = v79 / v82;
+            const float v84 = scratch1[0u];
+            const float v85 = v83 - v84;
+            out[i78] = v85;
+        }
+        const uint i86 = i78 + 1u;
+        if (i86 < u.N * 9u) {
+            const float v87 = x[i86];
+            const uint i89 = i86 / 9u;
+            const float v90 = scratch0[i89];
+            const float v91 = v87 / v90;
+            const float v92 = scratch1[0u];
+            const float v93 = v91 - v92;
+            out[i86] = v93;
+        }
+        const uint i94 = i78 + 2u;
+        if (i94 < u.N * 9u) {
+            const float v95 = x[i94];
+            const uint i97 = i94 / 9u;
+            const float v98 = scratch0[i97];
+            const float v99 = v95 / v98;
+            const float v100 = scratch1[0u];
+            const float v101 = v99 - v100;
+            out[i94] = v101;
+        }
     }
 }

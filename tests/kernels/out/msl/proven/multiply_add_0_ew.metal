@@ -16,12 +16,77 @@ kernel void multiply_add_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.N + 256u - 1u) >> 8u)) {
-        return;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = u.N >> 2u;
+    const uint v35 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const float4 vec1 = ((device const float4*)a)[i3 >> 2u];
+        const float a_23 = vec1[0];
+        const float a_24 = vec1[1];
+        const float a_25 = vec1[2];
+        const float a_26 = vec1[3];
+        const float4 vec2 = ((device const float4*)b)[i3 >> 2u];
+        const float b_27 = vec2[0];
+        const float b_28 = vec2[1];
+        const float b_29 = vec2[2];
+        const float b_30 = vec2[3];
+        const float v7 = a_23;
+        const float v8 = b_27;
+        const float v10 = fma(v7, v8, v7);
+        const float out_31 = v10;
+        const float v11 = a_24;
+        const float v12 = b_28;
+        const float v14 = fma(v11, v12, v11);
+        const float out_32 = v14;
+        const float v15 = a_25;
+        const float v16 = b_29;
+        const float v18 = fma(v15, v16, v15);
+        const float out_33 = v18;
+        const float v19 = a_26;
+        const float v20 = b_30;
+        const float v22 = fma(v19, v20, v19);
+        const float out_34 = v22;
+        float4 vec3;
+        vec3.x = out_31;
+        vec3.y = out_32;
+        vec3.z = out_33;
+        vec3.w = out_34;
+        ((device float4*)out)[i3 >> 2u] = vec3;
     }
-    const uint i1 = g0 * 256u + lid.x;
-    const float v2 = a[i1];
-    const float v3 = b[i1];
-    const float v5 = fma(v2, v3, v2);
-    out[i1] = v5;
+    if (v35 < q2) {
+        const uint i36 = v35 << 2u;
+        const float4 vec4 = ((device const float4*)a)[i36 >> 2u];
+        const float a_56 = vec4[0];
+        const float a_57 = vec4[1];
+        const float a_58 = vec4[2];
+        const float a_59 = vec4[3];
+        const float4 vec5 = ((device const float4*)b)[i36 >> 2u];
+        const float b_60 = vec5[0];
+        const float b_61 = vec5[1];
+        const float b_62 = vec5[2];
+        const float b_63 = vec5[3];
+        const float v40 = a_56;
+        const float v41 = b_60;
+        const float v43 = fma(v40, v41, v40);
+        const float out_64 = v43;
+        const float v44 = a_57;
+        const float v45 = b_61;
+        const float v47 = fma(v44, v45, v44);
+        const float out_65 = v47;
+        const float v48 = a_58;
+        const float v49 = b_62;
+        const float v51 = fma(v48, v49, v48);
+        const float out_66 = v51;
+        const float v52 = a_59;
+        const float v53 = b_63;
+        const float v55 = fma(v52, v53, v52);
+        const float out_67 = v55;
+        float4 vec6;
+        vec6.x = out_64;
+        vec6.y = out_65;
+        vec6.z = out_66;
+        vec6.w = out_67;
+        ((device float4*)out)[i36 >> 2u] = vec6;
+    }
 }

@@ -42,16 +42,155 @@ kernel void where_clip_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        const float v2 = x[i1];
-        const float v3 = y[i1];
-        const bool v4 = !(((as_type<uint>(v2) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(v3) & 0x7fffffffu) > 0x7f800000u)) && (v2 > v3);
-        const float v5 = mimir_minimum_f32(mimir_maximum_f32(v2, -0.5f), 0.5f);
-        const float v6 = mimir_maximum_f32(v3, 0.25f);
-        const float v7 = mimir_minimum_f32(v2, v3);
-        const float v8 = v6 - v7;
-        const float v9 = (v4 ? v5 : v8);
-        out[i1] = v9;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = u.N >> 2u;
+    const uint v51 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const float4 vec1 = ((device const float4*)x)[i3 >> 2u];
+        const float x_39 = vec1[0];
+        const float x_40 = vec1[1];
+        const float x_41 = vec1[2];
+        const float x_42 = vec1[3];
+        const float4 vec2 = ((device const float4*)y)[i3 >> 2u];
+        const float y_43 = vec2[0];
+        const float y_44 = vec2[1];
+        const float y_45 = vec2[2];
+        const float y_46 = vec2[3];
+        const float v7 = x_39;
+        const float v8 = y_43;
+        const bool v9 = !(((as_type<uint>(v7) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(v8) & 0x7fffffffu) > 0x7f800000u)) && (v7 > v8);
+        const float v10 = mimir_minimum_f32(mimir_maximum_f32(v7, -0.5f), 0.5f);
+        const float v11 = mimir_maximum_f32(v8, 0.25f);
+        const float v12 = mimir_minimum_f32(v7, v8);
+        const float v13 = v11 - v12;
+        const float v14 = (v9 ? v10 : v13);
+        const float out_47 = v14;
+        const float v15 = x_40;
+        const float v16 = y_44;
+        const bool v17 = !(((as_type<uint>(v15) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(v16) & 0x7fffffffu) > 0x7f800000u)) && (v15 > v16);
+        const float v18 = mimir_minimum_f32(mimir_maximum_f32(v15, -0.5f), 0.5f);
+        const float v19 = mimir_maximum_f32(v16, 0.25f);
+        const float v20 = mimir_minimum_f32(v15, v16);
+        const float v21 = v19 - v20;
+        const float v22 = (v17 ? v18 : v21);
+        const float out_48 = v22;
+        const float v23 = x_41;
+        const float v24 = y_45;
+        const bool v25 = !(((as_type<uint>(v23) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(v24) & 0x7fffffffu) > 0x7f800000u)) && (v23 > v24);
+        const float v26 = mimir_minimum_f32(mimir_maximum_f32(v23, -0.5f), 0.5f);
+        const float v27 = mimir_maximum_f32(v24, 0.25f);
+        const float v28 = mimir_minimum_f32(v23, v24);
+        const float v29 = v27 - v28;
+        const float v30 = (v25 ? v26 : v29);
+        const float out_49 = v30;
+        const float v31 = x_42;
+        const float v32 = y_46;
+        const bool v33 = !(((as_type<uint>(v31) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(v32) & 0x7fffffffu) > 0x7f800000u)) && (v31 > v32);
+        const float v34 = mimir_minimum_f32(mimir_maximum_f32(v31, -0.5f), 0.5f);
+        const float v35 = mimir_maximum_f32(v32, 0.25f);
+        const float v36 = mimir_minimum_f32(v31, v32);
+        const float v37 = v35 - v36;
+        const float v38 = (v33 ? v34 : v37);
+        const float out_50 = v38;
+        float4 vec3;
+        vec3.x = out_47;
+        vec3.y = out_48;
+        vec3.z = out_49;
+        vec3.w = out_50;
+        ((device float4*)out)[i3 >> 2u] = vec3;
+    }
+    if (v51 < q2) {
+        const uint i52 = v51 << 2u;
+        const float4 vec4 = ((device const float4*)x)[i52 >> 2u];
+        const float x_88 = vec4[0];
+        const float x_89 = vec4[1];
+        const float x_90 = vec4[2];
+        const float x_91 = vec4[3];
+        const float4 vec5 = ((device const float4*)y)[i52 >> 2u];
+        const float y_92 = vec5[0];
+        const float y_93 = vec5[1];
+        const float y_94 = vec5[2];
+        const float y_95 = vec5[3];
+        const float v56 = x_88;
+        const float v57 = y_92;
+        const bool v58 = !(((as_type<uint>(v56) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(v57) & 0x7fffffffu) > 0x7f800000u)) && (v56 > v57);
+        const float v59 = mimir_minimum_f32(mimir_maximum_f32(v56, -0.5f), 0.5f);
+        const float v60 = mimir_maximum_f32(v57, 0.25f);
+        const float v61 = mimir_minimum_f32(v56, v57);
+        const float v62 = v60 - v61;
+        const float v63 = (v58 ? v59 : v62);
+        const float out_96 = v63;
+        const float v64 = x_89;
+        const float v65 = y_93;
+        const bool v66 = !(((as_type<uint>(v64) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(v65) & 0x7fffffffu) > 0x7f800000u)) && (v64 > v65);
+        const float v67 = mimir_minimum_f32(mimir_maximum_f32(v64, -0.5f), 0.5f);
+        const float v68 = mimir_maximum_f32(v65, 0.25f);
+        const float v69 = mimir_minimum_f32(v64, v65);
+        const float v70 = v68 - v69;
+        const float v71 = (v66 ? v67 : v70);
+        const float out_97 = v71;
+        const float v72 = x_90;
+        const float v73 = y_94;
+        const bool v74 = !(((as_type<uint>(v72) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(v73) & 0x7fffffffu) > 0x7f800000u)) && (v72 > v73);
+        const float v75 = mimir_minimum_f32(mimir_maximum_f32(v72, -0.5f), 0.5f);
+        const float v76 = mimir_maximum_f32(v73, 0.25f);
+        const float v77 = mimir_minimum_f32(v72, v73);
+        const float v78 = v76 - v77;
+        const float v79 = (v74 ? v75 : v78);
+        const float out_98 = v79;
+        const float v80 = x_91;
+        const float v81 = y_95;
+        const bool v82 = !(((as_type<uint>(v80) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(v81) & 0x7fffffffu) > 0x7f800000u)) && (v80 > v81);
+        const float v83 = mimir_minimum_f32(mimir_maximum_f32(v80, -0.5f), 0.5f);
+        const float v84 = mimir_maximum_f32(v81, 0.25f);
+        const float v85 = mimir_minimum_f32(v80, v81);
+        const float v86 = v84 - v85;
+        const float v87 = (v82 ? v83 : v86);
+        const float out_99 = v87;
+        float4 vec6;
+        vec6.x = out_96;
+        vec6.y = out_97;
+        vec6.z = out_98;
+        vec6.w = out_99;
+        ((device float4*)out)[i52 >> 2u] = vec6;
+    }
+    if ((v1 == q2) || (v51 == q2)) {
+        const uint i100 = q2 << 2u;
+        if (i100 < u.N) {
+            const float v101 = x[i100];
+            const float v102 = y[i100];
+            const bool v103 = !(((as_type<uint>(v101) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(v102) & 0x7fffffffu) > 0x7f800000u)) && (v101 > v102);
+            const float v104 = mimir_minimum_f32(mimir_maximum_f32(v101, -0.5f), 0.5f);
+            const float v105 = mimir_maximum_f32(v102, 0.25f);
+            const float v106 = mimir_minimum_f32(v101, v102);
+            const float v107 = v105 - v106;
+            const float v108 = (v103 ? v104 : v107);
+            out[i100] = v108;
+        }
+        const uint i109 = i100 + 1u;
+        if (i109 < u.N) {
+            const float v110 = x[i109];
+            const float v111 = y[i109];
+            const bool v112 = !(((as_type<uint>(v110) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(v111) & 0x7fffffffu) > 0x7f800000u)) && (v110 > v111);
+            const float v113 = mimir_minimum_f32(mimir_maximum_f32(v110, -0.5f), 0.5f);
+            const float v114 = mimir_maximum_f32(v111, 0.25f);
+            const float v115 = mimir_minimum_f32(v110, v111);
+            const float v116 = v114 - v115;
+            const float v117 = (v112 ? v113 : v116);
+            out[i109] = v117;
+        }
+        const uint i118 = i100 + 2u;
+        if (i118 < u.N) {
+            const float v119 = x[i118];
+            const float v120 = y[i118];
+            const bool v121 = !(((as_type<uint>(v119) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(v120) & 0x7fffffffu) > 0x7f800000u)) && (v119 > v120);
+            const float v122 = mimir_minimum_f32(mimir_maximum_f32(v119, -0.5f), 0.5f);
+            const float v123 = mimir_maximum_f32(v120, 0.25f);
+            const float v124 = mimir_minimum_f32(v119, v120);
+            const float v125 = v123 - v124;
+            const float v126 = (v121 ? v122 : v125);
+            out[i118] = v126;
+        }
     }
 }

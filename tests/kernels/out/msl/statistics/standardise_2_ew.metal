@@ -18,14 +18,129 @@ kernel void standardise_2_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.C) {
-        const float v2 = x[i1];
-        const uint i4 = i1 / u.C;
-        const float v5 = scratch0[i4];
-        const float v6 = v2 - v5;
-        const float v7 = scratch1[i4];
-        const float v8 = v6 / v7;
-        out[i1] = v8;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = (u.N * u.C) >> 2u;
+    const uint v43 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const uint i4 = i3 + 1u;
+        const uint i5 = i3 + 2u;
+        const uint i6 = i3 + 3u;
+        const float4 vec1 = ((device const float4*)x)[i3 >> 2u];
+        const float x_35 = vec1[0];
+        const float x_36 = vec1[1];
+        const float x_37 = vec1[2];
+        const float x_38 = vec1[3];
+        const float v7 = x_35;
+        const uint i9 = i3 / u.C;
+        const float v10 = scratch0[i9];
+        const float v11 = v7 - v10;
+        const float v12 = scratch1[i9];
+        const float v13 = v11 / v12;
+        const float out_39 = v13;
+        const float v14 = x_36;
+        const uint i16 = i4 / u.C;
+        const float v17 = scratch0[i16];
+        const float v18 = v14 - v17;
+        const float v19 = scratch1[i16];
+        const float v20 = v18 / v19;
+        const float out_40 = v20;
+        const float v21 = x_37;
+        const uint i23 = i5 / u.C;
+        const float v24 = scratch0[i23];
+        const float v25 = v21 - v24;
+        const float v26 = scratch1[i23];
+        const float v27 = v25 / v26;
+        const float out_41 = v27;
+        const float v28 = x_38;
+        const uint i30 = i6 / u.C;
+        const float v31 = scratch0[i30];
+        const float v32 = v28 - v31;
+        const float v33 = scratch1[i30];
+        const float v34 = v32 / v33;
+        const float out_42 = v34;
+        float4 vec2;
+        vec2.x = out_39;
+        vec2.y = out_40;
+        vec2.z = out_41;
+        vec2.w = out_42;
+        ((device float4*)out)[i3 >> 2u] = vec2;
+    }
+    if (v43 < q2) {
+        const uint i44 = v43 << 2u;
+        const uint i45 = i44 + 1u;
+        const uint i46 = i44 + 2u;
+        const uint i47 = i44 + 3u;
+        const float4 vec3 = ((device const float4*)x)[i44 >> 2u];
+        const float x_76 = vec3[0];
+        const float x_77 = vec3[1];
+        const float x_78 = vec3[2];
+        const float x_79 = vec3[3];
+        const float v48 = x_76;
+        const uint i50 = i44 / u.C;
+        const float v51 = scratch0[i50];
+        const float v52 = v48 - v51;
+        const float v53 = scratch1[i50];
+        const float v54 = v52 / v53;
+        const float out_80 = v54;
+        const float v55 = x_77;
+        const uint i57 = i45 / u.C;
+        const float v58 = scratch0[i57];
+        const float v59 = v55 - v58;
+        const float v60 = scratch1[i57];
+        const float v61 = v59 / v60;
+        const float out_81 = v61;
+        const float v62 = x_78;
+        const uint i64 = i46 / u.C;
+        const float v65 = scratch0[i64];
+        const float v66 = v62 - v65;
+        const float v67 = scratch1[i64];
+        const float v68 = v66 / v67;
+        const float out_82 = v68;
+        const float v69 = x_79;
+        const uint i71 = i47 / u.C;
+        const float v72 = scratch0[i71];
+        const float v73 = v69 - v72;
+        const float v74 = scratch1[i71];
+        const float v75 = v73 / v74;
+        const float out_83 = v75;
+        float4 vec4;
+        vec4.x = out_80;
+        vec4.y = out_81;
+        vec4.z = out_82;
+        vec4.w = out_83;
+        ((device float4*)out)[i44 >> 2u] = vec4;
+    }
+    if ((v1 == q2) || (v43 == q2)) {
+        const uint i84 = q2 << 2u;
+        if (i84 < u.N * u.C) {
+            const float v85 = x[i84];
+            const uint i87 = i84 / u.C;
+            const float v88 = scratch0[i87];
+            const float v89 = v85 - v88;
+            const float v90 = scratch1[i87];
+            const float v91 = v89 / v90;
+            out[i84] = v91;
+        }
+        const uint i92 = i84 + 1u;
+        if (i92 < u.N * u.C) {
+            const float v93 = x[i92];
+            const uint i95 = i92 / u.C;
+            const float v96 = scratch0[i95];
+            const float v97 = v93 - v96;
+            const float v98 = scratch1[i95];
+            const float v99 = v97 / v98;
+            out[i92] = v99;
+        }
+        const uint i100 = i84 + 2u;
+        if (i100 < u.N * u.C) {
+            const float v101 = x[i100];
+            const uint i103 = i100 / u.C;
+            const float v104 = scratch0[i103];
+            const float v105 = v101 - v104;
+            const float v106 = scratch1[i103];
+            const float v107 = v105 / v106;
+            out[i100] = v107;
+        }
     }
 }

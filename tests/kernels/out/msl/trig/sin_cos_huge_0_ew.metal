@@ -15,14 +15,123 @@ kernel void sin_cos_huge_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        const float v2 = x[i1];
-        const float v3 = v2 * 3e+05f;
-        const float v4 = precise::sin(v3);
-        const float v5 = v2 * 1e+30f;
-        const float v6 = precise::cos(v5);
-        const float v7 = v4 + v6;
-        out[i1] = v7;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = u.N >> 2u;
+    const uint v39 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const float4 vec1 = ((device const float4*)x)[i3 >> 2u];
+        const float x_31 = vec1[0];
+        const float x_32 = vec1[1];
+        const float x_33 = vec1[2];
+        const float x_34 = vec1[3];
+        const float v7 = x_31;
+        const float v8 = v7 * 3e+05f;
+        const float v9 = precise::sin(v8);
+        const float v10 = v7 * 1e+30f;
+        const float v11 = precise::cos(v10);
+        const float v12 = v9 + v11;
+        const float out_35 = v12;
+        const float v13 = x_32;
+        const float v14 = v13 * 3e+05f;
+        const float v15 = precise::sin(v14);
+        const float v16 = v13 * 1e+30f;
+        const float v17 = precise::cos(v16);
+        const float v18 = v15 + v17;
+        const float out_36 = v18;
+        const float v19 = x_33;
+        const float v20 = v19 * 3e+05f;
+        const float v21 = precise::sin(v20);
+        const float v22 = v19 * 1e+30f;
+        const float v23 = precise::cos(v22);
+        const float v24 = v21 + v23;
+        const float out_37 = v24;
+        const float v25 = x_34;
+        const float v26 = v25 * 3e+05f;
+        const float v27 = precise::sin(v26);
+        const float v28 = v25 * 1e+30f;
+        const float v29 = precise::cos(v28);
+        const float v30 = v27 + v29;
+        const float out_38 = v30;
+        float4 vec2;
+        vec2.x = out_35;
+        vec2.y = out_36;
+        vec2.z = out_37;
+        vec2.w = out_38;
+        ((device float4*)out)[i3 >> 2u] = vec2;
+    }
+    if (v39 < q2) {
+        const uint i40 = v39 << 2u;
+        const float4 vec3 = ((device const float4*)x)[i40 >> 2u];
+        const float x_68 = vec3[0];
+        const float x_69 = vec3[1];
+        const float x_70 = vec3[2];
+        const float x_71 = vec3[3];
+        const float v44 = x_68;
+        const float v45 = v44 * 3e+05f;
+        const float v46 = precise::sin(v45);
+        const float v47 = v44 * 1e+30f;
+        const float v48 = precise::cos(v47);
+        const float v49 = v46 + v48;
+        const float out_72 = v49;
+        const float v50 = x_69;
+        const float v51 = v50 * 3e+05f;
+        const float v52 = precise::sin(v51);
+        const float v53 = v50 * 1e+30f;
+        const float v54 = precise::cos(v53);
+        const float v55 = v52 + v54;
+        const float out_73 = v55;
+        const float v56 = x_70;
+        const float v57 = v56 * 3e+05f;
+        const float v58 = precise::sin(v57);
+        const float v59 = v56 * 1e+30f;
+        const float v60 = precise::cos(v59);
+        const float v61 = v58 + v60;
+        const float out_74 = v61;
+        const float v62 = x_71;
+        const float v63 = v62 * 3e+05f;
+        const float v64 = precise::sin(v63);
+        const float v65 = v62 * 1e+30f;
+        const float v66 = precise::cos(v65);
+        const float v67 = v64 + v66;
+        const float out_75 = v67;
+        float4 vec4;
+        vec4.x = out_72;
+        vec4.y = out_73;
+        vec4.z = out_74;
+        vec4.w = out_75;
+        ((device float4*)out)[i40 >> 2u] = vec4;
+    }
+    if ((v1 == q2) || (v39 == q2)) {
+        const uint i76 = q2 << 2u;
+        if (i76 < u.N) {
+            const float v77 = x[i76];
+            const float v78 = v77 * 3e+05f;
+            const float v79 = precise::sin(v78);
+            const float v80 = v77 * 1e+30f;
+            const float v81 = precise::cos(v80);
+            const float v82 = v79 + v81;
+            out[i76] = v82;
+        }
+        const uint i83 = i76 + 1u;
+        if (i83 < u.N) {
+            const float v84 = x[i83];
+            const float v85 = v84 * 3e+05f;
+            const float v86 = precise::sin(v85);
+            const float v87 = v84 * 1e+30f;
+            const float v88 = precise::cos(v87);
+            const float v89 = v86 + v88;
+            out[i83] = v89;
+        }
+        const uint i90 = i76 + 2u;
+        if (i90 < u.N) {
+            const float v91 = x[i90];
+            const float v92 = v91 * 3e+05f;
+            const float v93 = precise::sin(v92);
+            const float v94 = v91 * 1e+30f;
+            const float v95 = precise::cos(v94);
+            const float v96 = v93 + v95;
+            out[i90] = v96;
+        }
     }
 }

@@ -15,13 +15,112 @@ kernel void sin_cos_rotary_0_ew(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    const uint i1 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        const float v2 = x[i1];
-        const float v3 = v2 * 4e+03f;
-        const float v4 = precise::sin(v3);
-        const float v5 = precise::cos(v3);
-        const float v7 = fma(2.0f, v5, v4);
-        out[i1] = v7;
+    const uint v1 = g0 * 512u + lid.x;
+    const uint q2 = u.N >> 2u;
+    const uint v39 = v1 + 256u;
+    if (v1 < q2) {
+        const uint i3 = v1 << 2u;
+        const float4 vec1 = ((device const float4*)x)[i3 >> 2u];
+        const float x_31 = vec1[0];
+        const float x_32 = vec1[1];
+        const float x_33 = vec1[2];
+        const float x_34 = vec1[3];
+        const float v7 = x_31;
+        const float v8 = v7 * 4e+03f;
+        const float v9 = precise::sin(v8);
+        const float v10 = precise::cos(v8);
+        const float v12 = fma(2.0f, v10, v9);
+        const float out_35 = v12;
+        const float v13 = x_32;
+        const float v14 = v13 * 4e+03f;
+        const float v15 = precise::sin(v14);
+        const float v16 = precise::cos(v14);
+        const float v18 = fma(2.0f, v16, v15);
+        const float out_36 = v18;
+        const float v19 = x_33;
+        const float v20 = v19 * 4e+03f;
+        const float v21 = precise::sin(v20);
+        const float v22 = precise::cos(v20);
+        const float v24 = fma(2.0f, v22, v21);
+        const float out_37 = v24;
+        const float v25 = x_34;
+        const float v26 = v25 * 4e+03f;
+        const float v27 = precise::sin(v26);
+        const float v28 = precise::cos(v26);
+        const float v30 = fma(2.0f, v28, v27);
+        const float out_38 = v30;
+        float4 vec2;
+        vec2.x = out_35;
+        vec2.y = out_36;
+        vec2.z = out_37;
+        vec2.w = out_38;
+        ((device float4*)out)[i3 >> 2u] = vec2;
+    }
+    if (v39 < q2) {
+        const uint i40 = v39 << 2u;
+        const float4 vec3 = ((device const float4*)x)[i40 >> 2u];
+        const float x_68 = vec3[0];
+        const float x_69 = vec3[1];
+        const float x_70 = vec3[2];
+        const float x_71 = vec3[3];
+        const float v44 = x_68;
+        const float v45 = v44 * 4e+03f;
+        const float v46 = precise::sin(v45);
+        const float v47 = precise::cos(v45);
+        const float v49 = fma(2.0f, v47, v46);
+        const float out_72 = v49;
+        const float v50 = x_69;
+        const float v51 = v50 * 4e+03f;
+        const float v52 = precise::sin(v51);
+        const float v53 = precise::cos(v51);
+        const float v55 = fma(2.0f, v53, v52);
+        const float out_73 = v55;
+        const float v56 = x_70;
+        const float v57 = v56 * 4e+03f;
+        const float v58 = precise::sin(v57);
+        const float v59 = precise::cos(v57);
+        const float v61 = fma(2.0f, v59, v58);
+        const float out_74 = v61;
+        const float v62 = x_71;
+        const float v63 = v62 * 4e+03f;
+        const float v64 = precise::sin(v63);
+        const float v65 = precise::cos(v63);
+        const float v67 = fma(2.0f, v65, v64);
+        const float out_75 = v67;
+        float4 vec4;
+        vec4.x = out_72;
+        vec4.y = out_73;
+        vec4.z = out_74;
+        vec4.w = out_75;
+        ((device float4*)out)[i40 >> 2u] = vec4;
+    }
+    if ((v1 == q2) || (v39 == q2)) {
+        const uint i76 = q2 << 2u;
+        if (i76 < u.N) {
+            const float v77 = x[i76];
+            const float v78 = v77 * 4e+03f;
+            const float v79 = precise::sin(v78);
+            const float v80 = precise::cos(v78);
+            const float v82 = fma(2.0f, v80, v79);
+            out[i76] = v82;
+        }
+        const uint i83 = i76 + 1u;
+        if (i83 < u.N) {
+            const float v84 = x[i83];
+            const float v85 = v84 * 4e+03f;
+            const float v86 = precise::sin(v85);
+            const float v87 = precise::cos(v85);
+            const float v89 = fma(2.0f, v87, v86);
+            out[i83] = v89;
+        }
+        const uint i90 = i76 + 2u;
+        if (i90 < u.N) {
+            const float v91 = x[i90];
+            const float v92 = v91 * 4e+03f;
+            const float v93 = precise::sin(v92);
+            const float v94 = precise::cos(v92);
+            const float v96 = fma(2.0f, v94, v93);
+            out[i90] = v96;
+        }
     }
 }

@@ -25,13 +25,104 @@ fn bf16_arithmetic_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.M) {
-        let v2: f32 = bitcast<f32>(select(x[i1 / 2u] << 16u, x[i1 / 2u] & 4294901760u, (i1 & 1u) != 0u));
-        let i3: u32 = i1 % u.M;
-        let v5: f32 = bitcast<f32>(select(s[i3 / 2u] << 16u, s[i3 / 2u] & 4294901760u, (i3 & 1u) != 0u));
-        let v6: f32 = mimir_round_bf16(v2 * v5);
-        let v7: f32 = mimir_round_bf16(v6 + 0.5f);
-        out[i1] = v7;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = (u.N * u.M) >> 2u;
+    let v35: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let i4: u32 = i3 + 1u;
+        let i5: u32 = i3 + 2u;
+        let i6: u32 = i3 + 3u;
+        let v7: f32 = bitcast<f32>(select(x[i3 / 2u] << 16u, x[i3 / 2u] & 4294901760u, (i3 & 1u) != 0u));
+        let i8: u32 = i3 % u.M;
+        let v10: f32 = bitcast<f32>(select(s[i8 / 2u] << 16u, s[i8 / 2u] & 4294901760u, (i8 & 1u) != 0u));
+        let v11: f32 = mimir_round_bf16(v7 * v10);
+        let v12: f32 = mimir_round_bf16(v11 + 0.5f);
+        let out_31: f32 = v12;
+        let v13: f32 = bitcast<f32>(select(x[i4 / 2u] << 16u, x[i4 / 2u] & 4294901760u, (i4 & 1u) != 0u));
+        let i14: u32 = i4 % u.M;
+        let v16: f32 = bitcast<f32>(select(s[i14 / 2u] << 16u, s[i14 / 2u] & 4294901760u, (i14 & 1u) != 0u));
+        let v17: f32 = mimir_round_bf16(v13 * v16);
+        let v18: f32 = mimir_round_bf16(v17 + 0.5f);
+        let out_32: f32 = v18;
+        let v19: f32 = bitcast<f32>(select(x[i5 / 2u] << 16u, x[i5 / 2u] & 4294901760u, (i5 & 1u) != 0u));
+        let i20: u32 = i5 % u.M;
+        let v22: f32 = bitcast<f32>(select(s[i20 / 2u] << 16u, s[i20 / 2u] & 4294901760u, (i20 & 1u) != 0u));
+        let v23: f32 = mimir_round_bf16(v19 * v22);
+        let v24: f32 = mimir_round_bf16(v23 + 0.5f);
+        let out_33: f32 = v24;
+        let v25: f32 = bitcast<f32>(select(x[i6 / 2u] << 16u, x[i6 / 2u] & 4294901760u, (i6 & 1u) != 0u));
+        let i26: u32 = i6 % u.M;
+        let v28: f32 = bitcast<f32>(select(s[i26 / 2u] << 16u, s[i26 / 2u] & 4294901760u, (i26 & 1u) != 0u));
+        let v29: f32 = mimir_round_bf16(v25 * v28);
+        let v30: f32 = mimir_round_bf16(v29 + 0.5f);
+        let out_34: f32 = v30;
+        out[i3] = out_31;
+        out[i3 + 1u] = out_32;
+        out[i3 + 2u] = out_33;
+        out[i3 + 3u] = out_34;
+    }
+    if (v35 < q2) {
+        let i36: u32 = v35 << 2u;
+        let i37: u32 = i36 + 1u;
+        let i38: u32 = i36 + 2u;
+        let i39: u32 = i36 + 3u;
+        let v40: f32 = bitcast<f32>(select(x[i36 / 2u] << 16u, x[i36 / 2u] & 4294901760u, (i36 & 1u) != 0u));
+        let i41: u32 = i36 % u.M;
+        let v43: f32 = bitcast<f32>(select(s[i41 / 2u] << 16u, s[i41 / 2u] & 4294901760u, (i41 & 1u) != 0u));
+        let v44: f32 = mimir_round_bf16(v40 * v43);
+        let v45: f32 = mimir_round_bf16(v44 + 0.5f);
+        let out_64: f32 = v45;
+        let v46: f32 = bitcast<f32>(select(x[i37 / 2u] << 16u, x[i37 / 2u] & 4294901760u, (i37 & 1u) != 0u));
+        let i47: u32 = i37 % u.M;
+        let v49: f32 = bitcast<f32>(select(s[i47 / 2u] << 16u, s[i47 / 2u] & 4294901760u, (i47 & 1u) != 0u));
+        let v50: f32 = mimir_round_bf16(v46 * v49);
+        let v51: f32 = mimir_round_bf16(v50 + 0.5f);
+        let out_65: f32 = v51;
+        let v52: f32 = bitcast<f32>(select(x[i38 / 2u] << 16u, x[i38 / 2u] & 4294901760u, (i38 & 1u) != 0u));
+        let i53: u32 = i38 % u.M;
+        let v55: f32 = bitcast<f32>(select(s[i53 / 2u] << 16u, s[i53 / 2u] & 4294901760u, (i53 & 1u) != 0u));
+        let v56: f32 = mimir_round_bf16(v52 * v55);
+        let v57: f32 = mimir_round_bf16(v56 + 0.5f);
+        let out_66: f32 = v57;
+        let v58: f32 = bitcast<f32>(select(x[i39 / 2u] << 16u, x[i39 / 2u] & 4294901760u, (i39 & 1u) != 0u));
+        let i59: u32 = i39 % u.M;
+        let v61: f32 = bitcast<f32>(select(s[i59 / 2u] << 16u, s[i59 / 2u] & 4294901760u, (i59 & 1u) != 0u));
+        let v62: f32 = mimir_round_bf16(v58 * v61);
+        let v63: f32 = mimir_round_bf16(v62 + 0.5f);
+        let out_67: f32 = v63;
+        out[i36] = out_64;
+        out[i36 + 1u] = out_65;
+        out[i36 + 2u] = out_66;
+        out[i36 + 3u] = out_67;
+    }
+    if ((v1 == q2) || (v35 == q2)) {
+        let i68: u32 = q2 << 2u;
+        if (i68 < u.N * u.M) {
+            let v69: f32 = bitcast<f32>(select(x[i68 / 2u] << 16u, x[i68 / 2u] & 4294901760u, (i68 & 1u) != 0u));
+            let i70: u32 = i68 % u.M;
+            let v72: f32 = bitcast<f32>(select(s[i70 / 2u] << 16u, s[i70 / 2u] & 4294901760u, (i70 & 1u) != 0u));
+            let v73: f32 = mimir_round_bf16(v69 * v72);
+            let v74: f32 = mimir_round_bf16(v73 + 0.5f);
+            out[i68] = v74;
+        }
+        let i75: u32 = i68 + 1u;
+        if (i75 < u.N * u.M) {
+            let v76: f32 = bitcast<f32>(select(x[i75 / 2u] << 16u, x[i75 / 2u] & 4294901760u, (i75 & 1u) != 0u));
+            let i77: u32 = i75 % u.M;
+            let v79: f32 = bitcast<f32>(select(s[i77 / 2u] << 16u, s[i77 / 2u] & 4294901760u, (i77 & 1u) != 0u));
+            let v80: f32 = mimir_round_bf16(v76 * v79);
+            let v81: f32 = mimir_round_bf16(v80 + 0.5f);
+            out[i75] = v81;
+        }
+        let i82: u32 = i68 + 2u;
+        if (i82 < u.N * u.M) {
+            let v83: f32 = bitcast<f32>(select(x[i82 / 2u] << 16u, x[i82 / 2u] & 4294901760u, (i82 & 1u) != 0u));
+            let i84: u32 = i82 % u.M;
+            let v86: f32 = bitcast<f32>(select(s[i84 / 2u] << 16u, s[i84 / 2u] & 4294901760u, (i84 & 1u) != 0u));
+            let v87: f32 = mimir_round_bf16(v83 * v86);
+            let v88: f32 = mimir_round_bf16(v87 + 0.5f);
+            out[i82] = v88;
+        }
     }
 }

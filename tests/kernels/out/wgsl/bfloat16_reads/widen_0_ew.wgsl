@@ -15,10 +15,71 @@ fn widen_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: f32 = bitcast<f32>(select(x[i1 / 2u] << 16u, x[i1 / 2u] & 4294901760u, (i1 & 1u) != 0u));
-        let v4: f32 = fma(v2, 2.0f, 1.0f);
-        out[i1] = v4;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = u.N >> 2u;
+    let v23: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let i4: u32 = i3 + 1u;
+        let i5: u32 = i3 + 2u;
+        let i6: u32 = i3 + 3u;
+        let v7: f32 = bitcast<f32>(select(x[i3 / 2u] << 16u, x[i3 / 2u] & 4294901760u, (i3 & 1u) != 0u));
+        let v9: f32 = fma(v7, 2.0f, 1.0f);
+        let out_19: f32 = v9;
+        let v10: f32 = bitcast<f32>(select(x[i4 / 2u] << 16u, x[i4 / 2u] & 4294901760u, (i4 & 1u) != 0u));
+        let v12: f32 = fma(v10, 2.0f, 1.0f);
+        let out_20: f32 = v12;
+        let v13: f32 = bitcast<f32>(select(x[i5 / 2u] << 16u, x[i5 / 2u] & 4294901760u, (i5 & 1u) != 0u));
+        let v15: f32 = fma(v13, 2.0f, 1.0f);
+        let out_21: f32 = v15;
+        let v16: f32 = bitcast<f32>(select(x[i6 / 2u] << 16u, x[i6 / 2u] & 4294901760u, (i6 & 1u) != 0u));
+        let v18: f32 = fma(v16, 2.0f, 1.0f);
+        let out_22: f32 = v18;
+        out[i3] = out_19;
+        out[i3 + 1u] = out_20;
+        out[i3 + 2u] = out_21;
+        out[i3 + 3u] = out_22;
+    }
+    if (v23 < q2) {
+        let i24: u32 = v23 << 2u;
+        let i25: u32 = i24 + 1u;
+        let i26: u32 = i24 + 2u;
+        let i27: u32 = i24 + 3u;
+        let v28: f32 = bitcast<f32>(select(x[i24 / 2u] << 16u, x[i24 / 2u] & 4294901760u, (i24 & 1u) != 0u));
+        let v30: f32 = fma(v28, 2.0f, 1.0f);
+        let out_40: f32 = v30;
+        let v31: f32 = bitcast<f32>(select(x[i25 / 2u] << 16u, x[i25 / 2u] & 4294901760u, (i25 & 1u) != 0u));
+        let v33: f32 = fma(v31, 2.0f, 1.0f);
+        let out_41: f32 = v33;
+        let v34: f32 = bitcast<f32>(select(x[i26 / 2u] << 16u, x[i26 / 2u] & 4294901760u, (i26 & 1u) != 0u));
+        let v36: f32 = fma(v34, 2.0f, 1.0f);
+        let out_42: f32 = v36;
+        let v37: f32 = bitcast<f32>(select(x[i27 / 2u] << 16u, x[i27 / 2u] & 4294901760u, (i27 & 1u) != 0u));
+        let v39: f32 = fma(v37, 2.0f, 1.0f);
+        let out_43: f32 = v39;
+        out[i24] = out_40;
+        out[i24 + 1u] = out_41;
+        out[i24 + 2u] = out_42;
+        out[i24 + 3u] = out_43;
+    }
+    if ((v1 == q2) || (v23 == q2)) {
+        let i44: u32 = q2 << 2u;
+        if (i44 < u.N) {
+            let v45: f32 = bitcast<f32>(select(x[i44 / 2u] << 16u, x[i44 / 2u] & 4294901760u, (i44 & 1u) != 0u));
+            let v47: f32 = fma(v45, 2.0f, 1.0f);
+            out[i44] = v47;
+        }
+        let i48: u32 = i44 + 1u;
+        if (i48 < u.N) {
+            let v49: f32 = bitcast<f32>(select(x[i48 / 2u] << 16u, x[i48 / 2u] & 4294901760u, (i48 & 1u) != 0u));
+            let v51: f32 = fma(v49, 2.0f, 1.0f);
+            out[i48] = v51;
+        }
+        let i52: u32 = i44 + 2u;
+        if (i52 < u.N) {
+            let v53: f32 = bitcast<f32>(select(x[i52 / 2u] << 16u, x[i52 / 2u] & 4294901760u, (i52 & 1u) != 0u));
+            let v55: f32 = fma(v53, 2.0f, 1.0f);
+            out[i52] = v55;
+        }
     }
 }

@@ -16,16 +16,145 @@ fn bands_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < 3u * u.N * u.M) {
-        let i2: u32 = i1 % u.M;
-        let i3: u32 = i1 / u.M;
-        let i4: u32 = i3 % u.N;
-        let v6: f32 = x[i1];
-        let v7: f32 = select(0.0f, v6, i32(i2) - i32(i4) <= 1i);
-        let v8: f32 = select(0.0f, v6, i32(i2) - i32(i4) >= -2i);
-        let v9: f32 = v8 * 0.5f;
-        let v10: f32 = v7 - v9;
-        out[i1] = v10;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = (3u * u.N * u.M) >> 2u;
+    let v51: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let i4: u32 = i3 + 1u;
+        let i5: u32 = i3 + 2u;
+        let i6: u32 = i3 + 3u;
+        let x_43: f32 = x[i3];
+        let x_44: f32 = x[i3 + 1u];
+        let x_45: f32 = x[i3 + 2u];
+        let x_46: f32 = x[i3 + 3u];
+        let i7: u32 = i3 % u.M;
+        let i8: u32 = i3 / u.M;
+        let i9: u32 = i8 % u.N;
+        let v11: f32 = x_43;
+        let v12: f32 = select(0.0f, v11, i32(i7) - i32(i9) <= 1i);
+        let v13: f32 = select(0.0f, v11, i32(i7) - i32(i9) >= -2i);
+        let v14: f32 = v13 * 0.5f;
+        let v15: f32 = v12 - v14;
+        let out_47: f32 = v15;
+        let i16: u32 = i4 % u.M;
+        let i17: u32 = i4 / u.M;
+        let i18: u32 = i17 % u.N;
+        let v20: f32 = x_44;
+        let v21: f32 = select(0.0f, v20, i32(i16) - i32(i18) <= 1i);
+        let v22: f32 = select(0.0f, v20, i32(i16) - i32(i18) >= -2i);
+        let v23: f32 = v22 * 0.5f;
+        let v24: f32 = v21 - v23;
+        let out_48: f32 = v24;
+        let i25: u32 = i5 % u.M;
+        let i26: u32 = i5 / u.M;
+        let i27: u32 = i26 % u.N;
+        let v29: f32 = x_45;
+        let v30: f32 = select(0.0f, v29, i32(i25) - i32(i27) <= 1i);
+        let v31: f32 = select(0.0f, v29, i32(i25) - i32(i27) >= -2i);
+        let v32: f32 = v31 * 0.5f;
+        let v33: f32 = v30 - v32;
+        let out_49: f32 = v33;
+        let i34: u32 = i6 % u.M;
+        let i35: u32 = i6 / u.M;
+        let i36: u32 = i35 % u.N;
+        let v38: f32 = x_46;
+        let v39: f32 = select(0.0f, v38, i32(i34) - i32(i36) <= 1i);
+        let v40: f32 = select(0.0f, v38, i32(i34) - i32(i36) >= -2i);
+        let v41: f32 = v40 * 0.5f;
+        let v42: f32 = v39 - v41;
+        let out_50: f32 = v42;
+        out[i3] = out_47;
+        out[i3 + 1u] = out_48;
+        out[i3 + 2u] = out_49;
+        out[i3 + 3u] = out_50;
+    }
+    if (v51 < q2) {
+        let i52: u32 = v51 << 2u;
+        let i53: u32 = i52 + 1u;
+        let i54: u32 = i52 + 2u;
+        let i55: u32 = i52 + 3u;
+        let x_92: f32 = x[i52];
+        let x_93: f32 = x[i52 + 1u];
+        let x_94: f32 = x[i52 + 2u];
+        let x_95: f32 = x[i52 + 3u];
+        let i56: u32 = i52 % u.M;
+        let i57: u32 = i52 / u.M;
+        let i58: u32 = i57 % u.N;
+        let v60: f32 = x_92;
+        let v61: f32 = select(0.0f, v60, i32(i56) - i32(i58) <= 1i);
+        let v62: f32 = select(0.0f, v60, i32(i56) - i32(i58) >= -2i);
+        let v63: f32 = v62 * 0.5f;
+        let v64: f32 = v61 - v63;
+        let out_96: f32 = v64;
+        let i65: u32 = i53 % u.M;
+        let i66: u32 = i53 / u.M;
+        let i67: u32 = i66 % u.N;
+        let v69: f32 = x_93;
+        let v70: f32 = select(0.0f, v69, i32(i65) - i32(i67) <= 1i);
+        let v71: f32 = select(0.0f, v69, i32(i65) - i32(i67) >= -2i);
+        let v72: f32 = v71 * 0.5f;
+        let v73: f32 = v70 - v72;
+        let out_97: f32 = v73;
+        let i74: u32 = i54 % u.M;
+        let i75: u32 = i54 / u.M;
+        let i76: u32 = i75 % u.N;
+        let v78: f32 = x_94;
+        let v79: f32 = select(0.0f, v78, i32(i74) - i32(i76) <= 1i);
+        let v80: f32 = select(0.0f, v78, i32(i74) - i32(i76) >= -2i);
+        let v81: f32 = v80 * 0.5f;
+        let v82: f32 = v79 - v81;
+        let out_98: f32 = v82;
+        let i83: u32 = i55 % u.M;
+        let i84: u32 = i55 / u.M;
+        let i85: u32 = i84 % u.N;
+        let v87: f32 = x_95;
+        let v88: f32 = select(0.0f, v87, i32(i83) - i32(i85) <= 1i);
+        let v89: f32 = select(0.0f, v87, i32(i83) - i32(i85) >= -2i);
+        let v90: f32 = v89 * 0.5f;
+        let v91: f32 = v88 - v90;
+        let out_99: f32 = v91;
+        out[i52] = out_96;
+        out[i52 + 1u] = out_97;
+        out[i52 + 2u] = out_98;
+        out[i52 + 3u] = out_99;
+    }
+    if ((v1 == q2) || (v51 == q2)) {
+        let i100: u32 = q2 << 2u;
+        if (i100 < 3u * u.N * u.M) {
+            let i101: u32 = i100 % u.M;
+            let i102: u32 = i100 / u.M;
+            let i103: u32 = i102 % u.N;
+            let v105: f32 = x[i100];
+            let v106: f32 = select(0.0f, v105, i32(i101) - i32(i103) <= 1i);
+            let v107: f32 = select(0.0f, v105, i32(i101) - i32(i103) >= -2i);
+            let v108: f32 = v107 * 0.5f;
+            let v109: f32 = v106 - v108;
+            out[i100] = v109;
+        }
+        let i110: u32 = i100 + 1u;
+        if (i110 < 3u * u.N * u.M) {
+            let i111: u32 = i110 % u.M;
+            let i112: u32 = i110 / u.M;
+            let i113: u32 = i112 % u.N;
+            let v115: f32 = x[i110];
+            let v116: f32 = select(0.0f, v115, i32(i111) - i32(i113) <= 1i);
+            let v117: f32 = select(0.0f, v115, i32(i111) - i32(i113) >= -2i);
+            let v118: f32 = v117 * 0.5f;
+            let v119: f32 = v116 - v118;
+            out[i110] = v119;
+        }
+        let i120: u32 = i100 + 2u;
+        if (i120 < 3u * u.N * u.M) {
+            let i121: u32 = i120 % u.M;
+            let i122: u32 = i120 / u.M;
+            let i123: u32 = i122 % u.N;
+            let v125: f32 = x[i120];
+            let v126: f32 = select(0.0f, v125, i32(i121) - i32(i123) <= 1i);
+            let v127: f32 = select(0.0f, v125, i32(i121) - i32(i123) >= -2i);
+            let v128: f32 = v127 * 0.5f;
+            let v129: f32 = v126 - v128;
+            out[i120] = v129;
+        }
     }
 }

@@ -17,20 +17,181 @@ fn cache_concat_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < (u.T + 1u) * u.D) {
-        let i2: u32 = i1 % u.D;
-        let i3: u32 = i1 / u.D;
-        var part4: f32 = 0.0f;
-        if (i3 < u.T) {
-            let i5: u32 = i3 * u.D + i2;
-            let v6: f32 = cache[i5];
-            part4 = v6;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = ((u.T + 1u) * u.D) >> 2u;
+    let v35: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let i4: u32 = i3 + 1u;
+        let i5: u32 = i3 + 2u;
+        let i6: u32 = i3 + 3u;
+        let i7: u32 = i3 % u.D;
+        let i8: u32 = i3 / u.D;
+        var part9: f32 = 0.0f;
+        if (i8 < u.T) {
+            let i10: u32 = i8 * u.D + i7;
+            let v11: f32 = cache[i10];
+            part9 = v11;
         }
-        if ((i3 >= u.T) && (i3 < u.T + 1u)) {
-            let v7: f32 = new_[i2];
-            part4 = v7;
+        if ((i8 >= u.T) && (i8 < u.T + 1u)) {
+            let v12: f32 = new_[i7];
+            part9 = v12;
         }
-        out[i1] = part4;
+        let out_31: f32 = part9;
+        let i13: u32 = i4 % u.D;
+        let i14: u32 = i4 / u.D;
+        var part15: f32 = 0.0f;
+        if (i14 < u.T) {
+            let i16: u32 = i14 * u.D + i13;
+            let v17: f32 = cache[i16];
+            part15 = v17;
+        }
+        if ((i14 >= u.T) && (i14 < u.T + 1u)) {
+            let v18: f32 = new_[i13];
+            part15 = v18;
+        }
+        let out_32: f32 = part15;
+        let i19: u32 = i5 % u.D;
+        let i20: u32 = i5 / u.D;
+        var part21: f32 = 0.0f;
+        if (i20 < u.T) {
+            let i22: u32 = i20 * u.D + i19;
+            let v23: f32 = cache[i22];
+            part21 = v23;
+        }
+        if ((i20 >= u.T) && (i20 < u.T + 1u)) {
+            let v24: f32 = new_[i19];
+            part21 = v24;
+        }
+        let out_33: f32 = part21;
+        let i25: u32 = i6 % u.D;
+        let i26: u32 = i6 / u.D;
+        var part27: f32 = 0.0f;
+        if (i26 < u.T) {
+            let i28: u32 = i26 * u.D + i25;
+            let v29: f32 = cache[i28];
+            part27 = v29;
+        }
+        if ((i26 >= u.T) && (i26 < u.T + 1u)) {
+            let v30: f32 = new_[i25];
+            part27 = v30;
+        }
+        let out_34: f32 = part27;
+        out[i3] = out_31;
+        out[i3 + 1u] = out_32;
+        out[i3 + 2u] = out_33;
+        out[i3 + 3u] = out_34;
+    }
+    if (v35 < q2) {
+        let i36: u32 = v35 << 2u;
+        let i37: u32 = i36 + 1u;
+        let i38: u32 = i36 + 2u;
+        let i39: u32 = i36 + 3u;
+        let i40: u32 = i36 % u.D;
+        let i41: u32 = i36 / u.D;
+        var part42: f32 = 0.0f;
+        if (i41 < u.T) {
+            let i43: u32 = i41 * u.D + i40;
+            let v44: f32 = cache[i43];
+            part42 = v44;
+        }
+        if ((i41 >= u.T) && (i41 < u.T + 1u)) {
+            let v45: f32 = new_[i40];
+            part42 = v45;
+        }
+        let out_64: f32 = part42;
+        let i46: u32 = i37 % u.D;
+        let i47: u32 = i37 / u.D;
+        var part48: f32 = 0.0f;
+        if (i47 < u.T) {
+            let i49: u32 = i47 * u.D + i46;
+            let v50: f32 = cache[i49];
+            part48 = v50;
+        }
+        if ((i47 >= u.T) && (i47 < u.T + 1u)) {
+            let v51: f32 = new_[i46];
+            part48 = v51;
+        }
+        let out_65: f32 = part48;
+        let i52: u32 = i38 % u.D;
+        let i53: u32 = i38 / u.D;
+        var part54: f32 = 0.0f;
+        if (i53 < u.T) {
+            let i55: u32 = i53 * u.D + i52;
+            let v56: f32 = cache[i55];
+            part54 = v56;
+        }
+        if ((i53 >= u.T) && (i53 < u.T + 1u)) {
+            let v57: f32 = new_[i52];
+            part54 = v57;
+        }
+        let out_66: f32 = part54;
+        let i58: u32 = i39 % u.D;
+        let i59: u32 = i39 / u.D;
+        var part60: f32 = 0.0f;
+        if (i59 < u.T) {
+            let i61: u32 = i59 * u.D + i58;
+            let v62: f32 = cache[i61];
+            part60 = v62;
+        }
+        if ((i59 >= u.T) && (i59 < u.T + 1u)) {
+            let v63: f32 = new_[i58];
+            part60 = v63;
+        }
+        let out_67: f32 = part60;
+        out[i36] = out_64;
+        out[i36 + 1u] = out_65;
+        out[i36 + 2u] = out_66;
+        out[i36 + 3u] = out_67;
+    }
+    if ((v1 == q2) || (v35 == q2)) {
+        let i68: u32 = q2 << 2u;
+        if (i68 < (u.T + 1u) * u.D) {
+            let i69: u32 = i68 % u.D;
+            let i70: u32 = i68 / u.D;
+            var part71: f32 = 0.0f;
+            if (i70 < u.T) {
+                let i72: u32 = i70 * u.D + i69;
+                let v73: f32 = cache[i72];
+                part71 = v73;
+            }
+            if ((i70 >= u.T) && (i70 < u.T + 1u)) {
+                let v74: f32 = new_[i69];
+                part71 = v74;
+            }
+            out[i68] = part71;
+        }
+        let i75: u32 = i68 + 1u;
+        if (i75 < (u.T + 1u) * u.D) {
+            let i76: u32 = i75 % u.D;
+            let i77: u32 = i75 / u.D;
+            var part78: f32 = 0.0f;
+            if (i77 < u.T) {
+                let i79: u32 = i77 * u.D + i76;
+                let v80: f32 = cache[i79];
+                part78 = v80;
+            }
+            if ((i77 >= u.T) && (i77 < u.T + 1u)) {
+                let v81: f32 = new_[i76];
+                part78 = v81;
+            }
+            out[i75] = part78;
+        }
+        let i82: u32 = i68 + 2u;
+        if (i82 < (u.T + 1u) * u.D) {
+            let i83: u32 = i82 % u.D;
+            let i84: u32 = i82 / u.D;
+            var part85: f32 = 0.0f;
+            if (i84 < u.T) {
+                let i86: u32 = i84 * u.D + i83;
+                let v87: f32 = cache[i86];
+                part85 = v87;
+            }
+            if ((i84 >= u.T) && (i84 < u.T + 1u)) {
+                let v88: f32 = new_[i83];
+                part85 = v88;
+            }
+            out[i82] = part85;
+        }
     }
 }

@@ -18,27 +18,258 @@ fn features_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * (u.M + 4u)) {
-        let i2: u32 = i1 % (u.M + 4u);
-        let i3: u32 = i1 / (u.M + 4u);
-        var part4: f32 = 0.0f;
-        if (i2 < 3u) {
-            let i5: u32 = i3 * 3u + i2;
-            let v6: f32 = a[i5];
-            part4 = v6;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = (u.N * (u.M + 4u)) >> 2u;
+    let v51: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let i4: u32 = i3 + 1u;
+        let i5: u32 = i3 + 2u;
+        let i6: u32 = i3 + 3u;
+        let i7: u32 = i3 % (u.M + 4u);
+        let i8: u32 = i3 / (u.M + 4u);
+        var part9: f32 = 0.0f;
+        if (i7 < 3u) {
+            let i10: u32 = i8 * 3u + i7;
+            let v11: f32 = a[i10];
+            part9 = v11;
         }
-        if ((i2 >= 3u) && (i2 < u.M + 3u)) {
-            let i7: u32 = i3 * u.M + (i2 - 3u);
-            let v8: i32 = b[i7];
-            let v9: f32 = f32(v8);
-            part4 = v9;
+        if ((i7 >= 3u) && (i7 < u.M + 3u)) {
+            let i12: u32 = i8 * u.M + (i7 - 3u);
+            let v13: i32 = b[i12];
+            let v14: f32 = f32(v13);
+            part9 = v14;
         }
-        if ((i2 >= u.M + 3u) && (i2 < u.M + 4u)) {
-            let v10: f32 = c[i3];
-            let v11: f32 = v10 * 2.0f;
-            part4 = v11;
+        if ((i7 >= u.M + 3u) && (i7 < u.M + 4u)) {
+            let v15: f32 = c[i8];
+            let v16: f32 = v15 * 2.0f;
+            part9 = v16;
         }
-        out[i1] = part4;
+        let out_47: f32 = part9;
+        let i17: u32 = i4 % (u.M + 4u);
+        let i18: u32 = i4 / (u.M + 4u);
+        var part19: f32 = 0.0f;
+        if (i17 < 3u) {
+            let i20: u32 = i18 * 3u + i17;
+            let v21: f32 = a[i20];
+            part19 = v21;
+        }
+        if ((i17 >= 3u) && (i17 < u.M + 3u)) {
+            let i22: u32 = i18 * u.M + (i17 - 3u);
+            let v23: i32 = b[i22];
+            let v24: f32 = f32(v23);
+            part19 = v24;
+        }
+        if ((i17 >= u.M + 3u) && (i17 < u.M + 4u)) {
+            let v25: f32 = c[i18];
+            let v26: f32 = v25 * 2.0f;
+            part19 = v26;
+        }
+        let out_48: f32 = part19;
+        let i27: u32 = i5 % (u.M + 4u);
+        let i28: u32 = i5 / (u.M + 4u);
+        var part29: f32 = 0.0f;
+        if (i27 < 3u) {
+            let i30: u32 = i28 * 3u + i27;
+            let v31: f32 = a[i30];
+            part29 = v31;
+        }
+        if ((i27 >= 3u) && (i27 < u.M + 3u)) {
+            let i32_: u32 = i28 * u.M + (i27 - 3u);
+            let v33: i32 = b[i32_];
+            let v34: f32 = f32(v33);
+            part29 = v34;
+        }
+        if ((i27 >= u.M + 3u) && (i27 < u.M + 4u)) {
+            let v35: f32 = c[i28];
+            let v36: f32 = v35 * 2.0f;
+            part29 = v36;
+        }
+        let out_49: f32 = part29;
+        let i37: u32 = i6 % (u.M + 4u);
+        let i38: u32 = i6 / (u.M + 4u);
+        var part39: f32 = 0.0f;
+        if (i37 < 3u) {
+            let i40: u32 = i38 * 3u + i37;
+            let v41: f32 = a[i40];
+            part39 = v41;
+        }
+        if ((i37 >= 3u) && (i37 < u.M + 3u)) {
+            let i42: u32 = i38 * u.M + (i37 - 3u);
+            let v43: i32 = b[i42];
+            let v44: f32 = f32(v43);
+            part39 = v44;
+        }
+        if ((i37 >= u.M + 3u) && (i37 < u.M + 4u)) {
+            let v45: f32 = c[i38];
+            let v46: f32 = v45 * 2.0f;
+            part39 = v46;
+        }
+        let out_50: f32 = part39;
+        out[i3] = out_47;
+        out[i3 + 1u] = out_48;
+        out[i3 + 2u] = out_49;
+        out[i3 + 3u] = out_50;
+    }
+    if (v51 < q2) {
+        let i52: u32 = v51 << 2u;
+        let i53: u32 = i52 + 1u;
+        let i54: u32 = i52 + 2u;
+        let i55: u32 = i52 + 3u;
+        let i56: u32 = i52 % (u.M + 4u);
+        let i57: u32 = i52 / (u.M + 4u);
+        var part58: f32 = 0.0f;
+        if (i56 < 3u) {
+            let i59: u32 = i57 * 3u + i56;
+            let v60: f32 = a[i59];
+            part58 = v60;
+        }
+        if ((i56 >= 3u) && (i56 < u.M + 3u)) {
+            let i61: u32 = i57 * u.M + (i56 - 3u);
+            let v62: i32 = b[i61];
+            let v63: f32 = f32(v62);
+            part58 = v63;
+        }
+        if ((i56 >= u.M + 3u) && (i56 < u.M + 4u)) {
+            let v64: f32 = c[i57];
+            let v65: f32 = v64 * 2.0f;
+            part58 = v65;
+        }
+        let out_96: f32 = part58;
+        let i66: u32 = i53 % (u.M + 4u);
+        let i67: u32 = i53 / (u.M + 4u);
+        var part68: f32 = 0.0f;
+        if (i66 < 3u) {
+            let i69: u32 = i67 * 3u + i66;
+            let v70: f32 = a[i69];
+            part68 = v70;
+        }
+        if ((i66 >= 3u) && (i66 < u.M + 3u)) {
+            let i71: u32 = i67 * u.M + (i66 - 3u);
+            let v72: i32 = b[i71];
+            let v73: f32 = f32(v72);
+            part68 = v73;
+        }
+        if ((i66 >= u.M + 3u) && (i66 < u.M + 4u)) {
+            let v74: f32 = c[i67];
+            let v75: f32 = v74 * 2.0f;
+            part68 = v75;
+        }
+        let out_97: f32 = part68;
+        let i76: u32 = i54 % (u.M + 4u);
+        let i77: u32 = i54 / (u.M + 4u);
+        var part78: f32 = 0.0f;
+        if (i76 < 3u) {
+            let i79: u32 = i77 * 3u + i76;
+            let v80: f32 = a[i79];
+            part78 = v80;
+        }
+        if ((i76 >= 3u) && (i76 < u.M + 3u)) {
+            let i81: u32 = i77 * u.M + (i76 - 3u);
+            let v82: i32 = b[i81];
+            let v83: f32 = f32(v82);
+            part78 = v83;
+        }
+        if ((i76 >= u.M + 3u) && (i76 < u.M + 4u)) {
+            let v84: f32 = c[i77];
+            let v85: f32 = v84 * 2.0f;
+            part78 = v85;
+        }
+        let out_98: f32 = part78;
+        let i86: u32 = i55 % (u.M + 4u);
+        let i87: u32 = i55 / (u.M + 4u);
+        var part88: f32 = 0.0f;
+        if (i86 < 3u) {
+            let i89: u32 = i87 * 3u + i86;
+            let v90: f32 = a[i89];
+            part88 = v90;
+        }
+        if ((i86 >= 3u) && (i86 < u.M + 3u)) {
+            let i91: u32 = i87 * u.M + (i86 - 3u);
+            let v92: i32 = b[i91];
+            let v93: f32 = f32(v92);
+            part88 = v93;
+        }
+        if ((i86 >= u.M + 3u) && (i86 < u.M + 4u)) {
+            let v94: f32 = c[i87];
+            let v95: f32 = v94 * 2.0f;
+            part88 = v95;
+        }
+        let out_99: f32 = part88;
+        out[i52] = out_96;
+        out[i52 + 1u] = out_97;
+        out[i52 + 2u] = out_98;
+        out[i52 + 3u] = out_99;
+    }
+    if ((v1 == q2) || (v51 == q2)) {
+        let i100: u32 = q2 << 2u;
+        if (i100 < u.N * (u.M + 4u)) {
+            let i101: u32 = i100 % (u.M + 4u);
+            let i102: u32 = i100 / (u.M + 4u);
+            var part103: f32 = 0.0f;
+            if (i101 < 3u) {
+                let i104: u32 = i102 * 3u + i101;
+                let v105: f32 = a[i104];
+                part103 = v105;
+            }
+            if ((i101 >= 3u) && (i101 < u.M + 3u)) {
+                let i106: u32 = i102 * u.M + (i101 - 3u);
+                let v107: i32 = b[i106];
+                let v108: f32 = f32(v107);
+                part103 = v108;
+            }
+            if ((i101 >= u.M + 3u) && (i101 < u.M + 4u)) {
+                let v109: f32 = c[i102];
+                let v110: f32 = v109 * 2.0f;
+                part103 = v110;
+            }
+            out[i100] = part103;
+        }
+        let i111: u32 = i100 + 1u;
+        if (i111 < u.N * (u.M + 4u)) {
+            let i112: u32 = i111 % (u.M + 4u);
+            let i113: u32 = i111 / (u.M + 4u);
+            var part114: f32 = 0.0f;
+            if (i112 < 3u) {
+                let i115: u32 = i113 * 3u + i112;
+                let v116: f32 = a[i115];
+                part114 = v116;
+            }
+            if ((i112 >= 3u) && (i112 < u.M + 3u)) {
+                let i117: u32 = i113 * u.M + (i112 - 3u);
+                let v118: i32 = b[i117];
+                let v119: f32 = f32(v118);
+                part114 = v119;
+            }
+            if ((i112 >= u.M + 3u) && (i112 < u.M + 4u)) {
+                let v120: f32 = c[i113];
+                let v121: f32 = v120 * 2.0f;
+                part114 = v121;
+            }
+            out[i111] = part114;
+        }
+        let i122: u32 = i100 + 2u;
+        if (i122 < u.N * (u.M + 4u)) {
+            let i123: u32 = i122 % (u.M + 4u);
+            let i124: u32 = i122 / (u.M + 4u);
+            var part125: f32 = 0.0f;
+            if (i123 < 3u) {
+                let i126: u32 = i124 * 3u + i123;
+                let v127: f32 = a[i126];
+                part125 = v127;
+            }
+            if ((i123 >= 3u) && (i123 < u.M + 3u)) {
+                let i128: u32 = i124 * u.M + (i123 - 3u);
+                let v129: i32 = b[i128];
+                let v130: f32 = f32(v129);
+                part125 = v130;
+            }
+            if ((i123 >= u.M + 3u) && (i123 < u.M + 4u)) {
+                let v131: f32 = c[i124];
+                let v132: f32 = v131 * 2.0f;
+                part125 = v132;
+            }
+            out[i122] = part125;
+        }
     }
 }

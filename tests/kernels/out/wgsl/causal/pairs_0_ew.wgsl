@@ -17,27 +17,258 @@ fn pairs_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * 2u * u.M) {
-        let i2: u32 = i1 % u.M;
-        let i3: u32 = i1 / u.M;
-        let i4: u32 = i3 & 1u;
-        let i5: u32 = i3 >> 1u;
-        var part6: f32 = 0.0f;
-        if (i4 == 0u) {
-            let i7: u32 = i5 * u.M + i2;
-            let v8: f32 = a[i7];
-            let v9: f32 = b[i7];
-            let v10: f32 = v8 + v9;
-            part6 = v10;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = (u.N * 2u * u.M) >> 2u;
+    let v63: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let i4: u32 = i3 + 1u;
+        let i5: u32 = i3 + 2u;
+        let i6: u32 = i3 + 3u;
+        let i7: u32 = i3 % u.M;
+        let i8: u32 = i3 / u.M;
+        let i9: u32 = i8 & 1u;
+        let i10: u32 = i8 >> 1u;
+        var part11: f32 = 0.0f;
+        if (i9 == 0u) {
+            let i12: u32 = i10 * u.M + i7;
+            let v13: f32 = a[i12];
+            let v14: f32 = b[i12];
+            let v15: f32 = v13 + v14;
+            part11 = v15;
         }
-        if (i4 == 1u) {
-            let i11: u32 = i5 * u.M + i2;
-            let v12: f32 = a[i11];
-            let v13: f32 = b[i11];
-            let v14: f32 = v12 - v13;
-            part6 = v14;
+        if (i9 == 1u) {
+            let i16: u32 = i10 * u.M + i7;
+            let v17: f32 = a[i16];
+            let v18: f32 = b[i16];
+            let v19: f32 = v17 - v18;
+            part11 = v19;
         }
-        out[i1] = part6;
+        let out_59: f32 = part11;
+        let i20: u32 = i4 % u.M;
+        let i21: u32 = i4 / u.M;
+        let i22: u32 = i21 & 1u;
+        let i23: u32 = i21 >> 1u;
+        var part24: f32 = 0.0f;
+        if (i22 == 0u) {
+            let i25: u32 = i23 * u.M + i20;
+            let v26: f32 = a[i25];
+            let v27: f32 = b[i25];
+            let v28: f32 = v26 + v27;
+            part24 = v28;
+        }
+        if (i22 == 1u) {
+            let i29: u32 = i23 * u.M + i20;
+            let v30: f32 = a[i29];
+            let v31: f32 = b[i29];
+            let v32: f32 = v30 - v31;
+            part24 = v32;
+        }
+        let out_60: f32 = part24;
+        let i33: u32 = i5 % u.M;
+        let i34: u32 = i5 / u.M;
+        let i35: u32 = i34 & 1u;
+        let i36: u32 = i34 >> 1u;
+        var part37: f32 = 0.0f;
+        if (i35 == 0u) {
+            let i38: u32 = i36 * u.M + i33;
+            let v39: f32 = a[i38];
+            let v40: f32 = b[i38];
+            let v41: f32 = v39 + v40;
+            part37 = v41;
+        }
+        if (i35 == 1u) {
+            let i42: u32 = i36 * u.M + i33;
+            let v43: f32 = a[i42];
+            let v44: f32 = b[i42];
+            let v45: f32 = v43 - v44;
+            part37 = v45;
+        }
+        let out_61: f32 = part37;
+        let i46: u32 = i6 % u.M;
+        let i47: u32 = i6 / u.M;
+        let i48: u32 = i47 & 1u;
+        let i49: u32 = i47 >> 1u;
+        var part50: f32 = 0.0f;
+        if (i48 == 0u) {
+            let i51: u32 = i49 * u.M + i46;
+            let v52: f32 = a[i51];
+            let v53: f32 = b[i51];
+            let v54: f32 = v52 + v53;
+            part50 = v54;
+        }
+        if (i48 == 1u) {
+            let i55: u32 = i49 * u.M + i46;
+            let v56: f32 = a[i55];
+            let v57: f32 = b[i55];
+            let v58: f32 = v56 - v57;
+            part50 = v58;
+        }
+        let out_62: f32 = part50;
+        out[i3] = out_59;
+        out[i3 + 1u] = out_60;
+        out[i3 + 2u] = out_61;
+        out[i3 + 3u] = out_62;
+    }
+    if (v63 < q2) {
+        let i64: u32 = v63 << 2u;
+        let i65: u32 = i64 + 1u;
+        let i66: u32 = i64 + 2u;
+        let i67: u32 = i64 + 3u;
+        let i68: u32 = i64 % u.M;
+        let i69: u32 = i64 / u.M;
+        let i70: u32 = i69 & 1u;
+        let i71: u32 = i69 >> 1u;
+        var part72: f32 = 0.0f;
+        if (i70 == 0u) {
+            let i73: u32 = i71 * u.M + i68;
+            let v74: f32 = a[i73];
+            let v75: f32 = b[i73];
+            let v76: f32 = v74 + v75;
+            part72 = v76;
+        }
+        if (i70 == 1u) {
+            let i77: u32 = i71 * u.M + i68;
+            let v78: f32 = a[i77];
+            let v79: f32 = b[i77];
+            let v80: f32 = v78 - v79;
+            part72 = v80;
+        }
+        let out_120: f32 = part72;
+        let i81: u32 = i65 % u.M;
+        let i82: u32 = i65 / u.M;
+        let i83: u32 = i82 & 1u;
+        let i84: u32 = i82 >> 1u;
+        var part85: f32 = 0.0f;
+        if (i83 == 0u) {
+            let i86: u32 = i84 * u.M + i81;
+            let v87: f32 = a[i86];
+            let v88: f32 = b[i86];
+            let v89: f32 = v87 + v88;
+            part85 = v89;
+        }
+        if (i83 == 1u) {
+            let i90: u32 = i84 * u.M + i81;
+            let v91: f32 = a[i90];
+            let v92: f32 = b[i90];
+            let v93: f32 = v91 - v92;
+            part85 = v93;
+        }
+        let out_121: f32 = part85;
+        let i94: u32 = i66 % u.M;
+        let i95: u32 = i66 / u.M;
+        let i96: u32 = i95 & 1u;
+        let i97: u32 = i95 >> 1u;
+        var part98: f32 = 0.0f;
+        if (i96 == 0u) {
+            let i99: u32 = i97 * u.M + i94;
+            let v100: f32 = a[i99];
+            let v101: f32 = b[i99];
+            let v102: f32 = v100 + v101;
+            part98 = v102;
+        }
+        if (i96 == 1u) {
+            let i103: u32 = i97 * u.M + i94;
+            let v104: f32 = a[i103];
+            let v105: f32 = b[i103];
+            let v106: f32 = v104 - v105;
+            part98 = v106;
+        }
+        let out_122: f32 = part98;
+        let i107: u32 = i67 % u.M;
+        let i108: u32 = i67 / u.M;
+        let i109: u32 = i108 & 1u;
+        let i110: u32 = i108 >> 1u;
+        var part111: f32 = 0.0f;
+        if (i109 == 0u) {
+            let i112: u32 = i110 * u.M + i107;
+            let v113: f32 = a[i112];
+            let v114: f32 = b[i112];
+            let v115: f32 = v113 + v114;
+            part111 = v115;
+        }
+        if (i109 == 1u) {
+            let i116: u32 = i110 * u.M + i107;
+            let v117: f32 = a[i116];
+            let v118: f32 = b[i116];
+            let v119: f32 = v117 - v118;
+            part111 = v119;
+        }
+        let out_123: f32 = part111;
+        out[i64] = out_120;
+        out[i64 + 1u] = out_121;
+        out[i64 + 2u] = out_122;
+        out[i64 + 3u] = out_123;
+    }
+    if ((v1 == q2) || (v63 == q2)) {
+        let i124: u32 = q2 << 2u;
+        if (i124 < u.N * 2u * u.M) {
+            let i125: u32 = i124 % u.M;
+            let i126: u32 = i124 / u.M;
+            let i127: u32 = i126 & 1u;
+            let i128: u32 = i126 >> 1u;
+            var part129: f32 = 0.0f;
+            if (i127 == 0u) {
+                let i130: u32 = i128 * u.M + i125;
+                let v131: f32 = a[i130];
+                let v132: f32 = b[i130];
+                let v133: f32 = v131 + v132;
+                part129 = v133;
+            }
+            if (i127 == 1u) {
+                let i134: u32 = i128 * u.M + i125;
+                let v135: f32 = a[i134];
+                let v136: f32 = b[i134];
+                let v137: f32 = v135 - v136;
+                part129 = v137;
+            }
+            out[i124] = part129;
+        }
+        let i138: u32 = i124 + 1u;
+        if (i138 < u.N * 2u * u.M) {
+            let i139: u32 = i138 % u.M;
+            let i140: u32 = i138 / u.M;
+            let i141: u32 = i140 & 1u;
+            let i142: u32 = i140 >> 1u;
+            var part143: f32 = 0.0f;
+            if (i141 == 0u) {
+                let i144: u32 = i142 * u.M + i139;
+                let v145: f32 = a[i144];
+                let v146: f32 = b[i144];
+                let v147: f32 = v145 + v146;
+                part143 = v147;
+            }
+            if (i141 == 1u) {
+                let i148: u32 = i142 * u.M + i139;
+                let v149: f32 = a[i148];
+                let v150: f32 = b[i148];
+                let v151: f32 = v149 - v150;
+                part143 = v151;
+            }
+            out[i138] = part143;
+        }
+        let i152: u32 = i124 + 2u;
+        if (i152 < u.N * 2u * u.M) {
+            let i153: u32 = i152 % u.M;
+            let i154: u32 = i152 / u.M;
+            let i155: u32 = i154 & 1u;
+            let i156: u32 = i154 >> 1u;
+            var part157: f32 = 0.0f;
+            if (i155 == 0u) {
+                let i158: u32 = i156 * u.M + i153;
+                let v159: f32 = a[i158];
+                let v160: f32 = b[i158];
+                let v161: f32 = v159 + v160;
+                part157 = v161;
+            }
+            if (i155 == 1u) {
+                let i162: u32 = i156 * u.M + i153;
+                let v163: f32 = a[i162];
+                let v164: f32 = b[i162];
+                let v165: f32 = v163 - v164;
+                part157 = v165;
+            }
+            out[i152] = part157;
+        }
     }
 }

@@ -16,15 +16,134 @@ fn positions_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.M) {
-        let v2: i32 = x[i1];
-        let i3: u32 = i1 % u.M;
-        let i4: u32 = i1 / u.M;
-        let v5: i32 = i32(i3);
-        let v6: i32 = v2 * v5;
-        let v7: i32 = i32(i4);
-        let v8: i32 = v6 + v7;
-        out[i1] = v8;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = (u.N * u.M) >> 2u;
+    let v43: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let i4: u32 = i3 + 1u;
+        let i5: u32 = i3 + 2u;
+        let i6: u32 = i3 + 3u;
+        let x_35: i32 = x[i3];
+        let x_36: i32 = x[i3 + 1u];
+        let x_37: i32 = x[i3 + 2u];
+        let x_38: i32 = x[i3 + 3u];
+        let v7: i32 = x_35;
+        let i8: u32 = i3 % u.M;
+        let i9: u32 = i3 / u.M;
+        let v10: i32 = i32(i8);
+        let v11: i32 = v7 * v10;
+        let v12: i32 = i32(i9);
+        let v13: i32 = v11 + v12;
+        let out_39: i32 = v13;
+        let v14: i32 = x_36;
+        let i15: u32 = i4 % u.M;
+        let i16: u32 = i4 / u.M;
+        let v17: i32 = i32(i15);
+        let v18: i32 = v14 * v17;
+        let v19: i32 = i32(i16);
+        let v20: i32 = v18 + v19;
+        let out_40: i32 = v20;
+        let v21: i32 = x_37;
+        let i22: u32 = i5 % u.M;
+        let i23: u32 = i5 / u.M;
+        let v24: i32 = i32(i22);
+        let v25: i32 = v21 * v24;
+        let v26: i32 = i32(i23);
+        let v27: i32 = v25 + v26;
+        let out_41: i32 = v27;
+        let v28: i32 = x_38;
+        let i29: u32 = i6 % u.M;
+        let i30: u32 = i6 / u.M;
+        let v31: i32 = i32(i29);
+        let v32: i32 = v28 * v31;
+        let v33: i32 = i32(i30);
+        let v34: i32 = v32 + v33;
+        let out_42: i32 = v34;
+        out[i3] = out_39;
+        out[i3 + 1u] = out_40;
+        out[i3 + 2u] = out_41;
+        out[i3 + 3u] = out_42;
+    }
+    if (v43 < q2) {
+        let i44: u32 = v43 << 2u;
+        let i45: u32 = i44 + 1u;
+        let i46: u32 = i44 + 2u;
+        let i47: u32 = i44 + 3u;
+        let x_76: i32 = x[i44];
+        let x_77: i32 = x[i44 + 1u];
+        let x_78: i32 = x[i44 + 2u];
+        let x_79: i32 = x[i44 + 3u];
+        let v48: i32 = x_76;
+        let i49: u32 = i44 % u.M;
+        let i50: u32 = i44 / u.M;
+        let v51: i32 = i32(i49);
+        let v52: i32 = v48 * v51;
+        let v53: i32 = i32(i50);
+        let v54: i32 = v52 + v53;
+        let out_80: i32 = v54;
+        let v55: i32 = x_77;
+        let i56: u32 = i45 % u.M;
+        let i57: u32 = i45 / u.M;
+        let v58: i32 = i32(i56);
+        let v59: i32 = v55 * v58;
+        let v60: i32 = i32(i57);
+        let v61: i32 = v59 + v60;
+        let out_81: i32 = v61;
+        let v62: i32 = x_78;
+        let i63: u32 = i46 % u.M;
+        let i64: u32 = i46 / u.M;
+        let v65: i32 = i32(i63);
+        let v66: i32 = v62 * v65;
+        let v67: i32 = i32(i64);
+        let v68: i32 = v66 + v67;
+        let out_82: i32 = v68;
+        let v69: i32 = x_79;
+        let i70: u32 = i47 % u.M;
+        let i71: u32 = i47 / u.M;
+        let v72: i32 = i32(i70);
+        let v73: i32 = v69 * v72;
+        let v74: i32 = i32(i71);
+        let v75: i32 = v73 + v74;
+        let out_83: i32 = v75;
+        out[i44] = out_80;
+        out[i44 + 1u] = out_81;
+        out[i44 + 2u] = out_82;
+        out[i44 + 3u] = out_83;
+    }
+    if ((v1 == q2) || (v43 == q2)) {
+        let i84: u32 = q2 << 2u;
+        if (i84 < u.N * u.M) {
+            let v85: i32 = x[i84];
+            let i86: u32 = i84 % u.M;
+            let i87: u32 = i84 / u.M;
+            let v88: i32 = i32(i86);
+            let v89: i32 = v85 * v88;
+            let v90: i32 = i32(i87);
+            let v91: i32 = v89 + v90;
+            out[i84] = v91;
+        }
+        let i92: u32 = i84 + 1u;
+        if (i92 < u.N * u.M) {
+            let v93: i32 = x[i92];
+            let i94: u32 = i92 % u.M;
+            let i95: u32 = i92 / u.M;
+            let v96: i32 = i32(i94);
+            let v97: i32 = v93 * v96;
+            let v98: i32 = i32(i95);
+            let v99: i32 = v97 + v98;
+            out[i92] = v99;
+        }
+        let i100: u32 = i84 + 2u;
+        if (i100 < u.N * u.M) {
+            let v101: i32 = x[i100];
+            let i102: u32 = i100 % u.M;
+            let i103: u32 = i100 / u.M;
+            let v104: i32 = i32(i102);
+            let v105: i32 = v101 * v104;
+            let v106: i32 = i32(i103);
+            let v107: i32 = v105 + v106;
+            out[i100] = v107;
+        }
     }
 }

@@ -16,25 +16,236 @@ fn stack_last_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * 3u) {
-        let i2: u32 = i1 % 3u;
-        let i3: u32 = i1 / 3u;
-        var part4: i32 = 0i;
-        if (i2 == 0u) {
-            let v5: i32 = a[i3];
-            part4 = v5;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = (u.N * 3u) >> 2u;
+    let v43: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let i4: u32 = i3 + 1u;
+        let i5: u32 = i3 + 2u;
+        let i6: u32 = i3 + 3u;
+        let i7: u32 = i3 % 3u;
+        let i8: u32 = i3 / 3u;
+        var part9: i32 = 0i;
+        if (i7 == 0u) {
+            let v10: i32 = a[i8];
+            part9 = v10;
         }
-        if (i2 == 1u) {
-            let v6: i32 = b[i3];
-            part4 = v6;
+        if (i7 == 1u) {
+            let v11: i32 = b[i8];
+            part9 = v11;
         }
-        if (i2 == 2u) {
-            let v7: i32 = a[i3];
-            let v8: i32 = b[i3];
-            let v9: i32 = v7 * v8;
-            part4 = v9;
+        if (i7 == 2u) {
+            let v12: i32 = a[i8];
+            let v13: i32 = b[i8];
+            let v14: i32 = v12 * v13;
+            part9 = v14;
         }
-        out[i1] = part4;
+        let out_39: i32 = part9;
+        let i15: u32 = i4 % 3u;
+        let i16: u32 = i4 / 3u;
+        var part17: i32 = 0i;
+        if (i15 == 0u) {
+            let v18: i32 = a[i16];
+            part17 = v18;
+        }
+        if (i15 == 1u) {
+            let v19: i32 = b[i16];
+            part17 = v19;
+        }
+        if (i15 == 2u) {
+            let v20: i32 = a[i16];
+            let v21: i32 = b[i16];
+            let v22: i32 = v20 * v21;
+            part17 = v22;
+        }
+        let out_40: i32 = part17;
+        let i23: u32 = i5 % 3u;
+        let i24: u32 = i5 / 3u;
+        var part25: i32 = 0i;
+        if (i23 == 0u) {
+            let v26: i32 = a[i24];
+            part25 = v26;
+        }
+        if (i23 == 1u) {
+            let v27: i32 = b[i24];
+            part25 = v27;
+        }
+        if (i23 == 2u) {
+            let v28: i32 = a[i24];
+            let v29: i32 = b[i24];
+            let v30: i32 = v28 * v29;
+            part25 = v30;
+        }
+        let out_41: i32 = part25;
+        let i31: u32 = i6 % 3u;
+        let i32_: u32 = i6 / 3u;
+        var part33: i32 = 0i;
+        if (i31 == 0u) {
+            let v34: i32 = a[i32_];
+            part33 = v34;
+        }
+        if (i31 == 1u) {
+            let v35: i32 = b[i32_];
+            part33 = v35;
+        }
+        if (i31 == 2u) {
+            let v36: i32 = a[i32_];
+            let v37: i32 = b[i32_];
+            let v38: i32 = v36 * v37;
+            part33 = v38;
+        }
+        let out_42: i32 = part33;
+        out[i3] = out_39;
+        out[i3 + 1u] = out_40;
+        out[i3 + 2u] = out_41;
+        out[i3 + 3u] = out_42;
+    }
+    if (v43 < q2) {
+        let i44: u32 = v43 << 2u;
+        let i45: u32 = i44 + 1u;
+        let i46: u32 = i44 + 2u;
+        let i47: u32 = i44 + 3u;
+        let i48: u32 = i44 % 3u;
+        let i49: u32 = i44 / 3u;
+        var part50: i32 = 0i;
+        if (i48 == 0u) {
+            let v51: i32 = a[i49];
+            part50 = v51;
+        }
+        if (i48 == 1u) {
+            let v52: i32 = b[i49];
+            part50 = v52;
+        }
+        if (i48 == 2u) {
+            let v53: i32 = a[i49];
+            let v54: i32 = b[i49];
+            let v55: i32 = v53 * v54;
+            part50 = v55;
+        }
+        let out_80: i32 = part50;
+        let i56: u32 = i45 % 3u;
+        let i57: u32 = i45 / 3u;
+        var part58: i32 = 0i;
+        if (i56 == 0u) {
+            let v59: i32 = a[i57];
+            part58 = v59;
+        }
+        if (i56 == 1u) {
+            let v60: i32 = b[i57];
+            part58 = v60;
+        }
+        if (i56 == 2u) {
+            let v61: i32 = a[i57];
+            let v62: i32 = b[i57];
+            let v63: i32 = v61 * v62;
+            part58 = v63;
+        }
+        let out_81: i32 = part58;
+        let i64: u32 = i46 % 3u;
+        let i65: u32 = i46 / 3u;
+        var part66: i32 = 0i;
+        if (i64 == 0u) {
+            let v67: i32 = a[i65];
+            part66 = v67;
+        }
+        if (i64 == 1u) {
+            let v68: i32 = b[i65];
+            part66 = v68;
+        }
+        if (i64 == 2u) {
+            let v69: i32 = a[i65];
+            let v70: i32 = b[i65];
+            let v71: i32 = v69 * v70;
+            part66 = v71;
+        }
+        let out_82: i32 = part66;
+        let i72: u32 = i47 % 3u;
+        let i73: u32 = i47 / 3u;
+        var part74: i32 = 0i;
+        if (i72 == 0u) {
+            let v75: i32 = a[i73];
+            part74 = v75;
+        }
+        if (i72 == 1u) {
+            let v76: i32 = b[i73];
+            part74 = v76;
+        }
+        if (i72 == 2u) {
+            let v77: i32 = a[i73];
+            let v78: i32 = b[i73];
+            let v79: i32 = v77 * v78;
+            part74 = v79;
+        }
+        let out_83: i32 = part74;
+        out[i44] = out_80;
+        out[i44 + 1u] = out_81;
+        out[i44 + 2u] = out_82;
+        out[i44 + 3u] = out_83;
+    }
+    if ((v1 == q2) || (v43 == q2)) {
+        let i84: u32 = q2 << 2u;
+        if (i84 < u.N * 3u) {
+            let i85: u32 = i84 % 3u;
+            let i86: u32 = i84 / 3u;
+            var part87: i32 = 0i;
+            if (i85 == 0u) {
+                let v88: i32 = a[i86];
+                part87 = v88;
+            }
+            if (i85 == 1u) {
+                let v89: i32 = b[i86];
+                part87 = v89;
+            }
+            if (i85 == 2u) {
+                let v90: i32 = a[i86];
+                let v91: i32 = b[i86];
+                let v92: i32 = v90 * v91;
+                part87 = v92;
+            }
+            out[i84] = part87;
+        }
+        let i93: u32 = i84 + 1u;
+        if (i93 < u.N * 3u) {
+            let i94: u32 = i93 % 3u;
+            let i95: u32 = i93 / 3u;
+            var part96: i32 = 0i;
+            if (i94 == 0u) {
+                let v97: i32 = a[i95];
+                part96 = v97;
+            }
+            if (i94 == 1u) {
+                let v98: i32 = b[i95];
+                part96 = v98;
+            }
+            if (i94 == 2u) {
+                let v99: i32 = a[i95];
+                let v100: i32 = b[i95];
+                let v101: i32 = v99 * v100;
+                part96 = v101;
+            }
+            out[i93] = part96;
+        }
+        let i102: u32 = i84 + 2u;
+        if (i102 < u.N * 3u) {
+            let i103: u32 = i102 % 3u;
+            let i104: u32 = i102 / 3u;
+            var part105: i32 = 0i;
+            if (i103 == 0u) {
+                let v106: i32 = a[i104];
+                part105 = v106;
+            }
+            if (i103 == 1u) {
+                let v107: i32 = b[i104];
+                part105 = v107;
+            }
+            if (i103 == 2u) {
+                let v108: i32 = a[i104];
+                let v109: i32 = b[i104];
+                let v110: i32 = v108 * v109;
+                part105 = v110;
+            }
+            out[i102] = part105;
+        }
     }
 }

@@ -17,21 +17,192 @@ fn with_row_sums_1_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * (u.M + 1u)) {
-        let i2: u32 = i1 % (u.M + 1u);
-        let i3: u32 = i1 / (u.M + 1u);
-        var part4: f32 = 0.0f;
-        if (i2 < u.M) {
-            let i5: u32 = i3 * u.M + i2;
-            let v6: f32 = x[i5];
-            part4 = v6;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = (u.N * (u.M + 1u)) >> 2u;
+    let v39: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let i4: u32 = i3 + 1u;
+        let i5: u32 = i3 + 2u;
+        let i6: u32 = i3 + 3u;
+        let i7: u32 = i3 % (u.M + 1u);
+        let i8: u32 = i3 / (u.M + 1u);
+        var part9: f32 = 0.0f;
+        if (i7 < u.M) {
+            let i10: u32 = i8 * u.M + i7;
+            let v11: f32 = x[i10];
+            part9 = v11;
         }
-        if ((i2 >= u.M) && (i2 < u.M + 1u)) {
-            let v7: f32 = scratch0[i3];
-            part4 = v7;
+        if ((i7 >= u.M) && (i7 < u.M + 1u)) {
+            let v12: f32 = scratch0[i8];
+            part9 = v12;
         }
-        let v8: f32 = select(0.0f, part4, (part4 > 0.0f) || ((bitcast<u32>(part4) & 0x7fffffffu) > 0x7f800000u));
-        out[i1] = v8;
+        let v13: f32 = select(0.0f, part9, (part9 > 0.0f) || ((bitcast<u32>(part9) & 0x7fffffffu) > 0x7f800000u));
+        let out_35: f32 = v13;
+        let i14: u32 = i4 % (u.M + 1u);
+        let i15: u32 = i4 / (u.M + 1u);
+        var part16: f32 = 0.0f;
+        if (i14 < u.M) {
+            let i17: u32 = i15 * u.M + i14;
+            let v18: f32 = x[i17];
+            part16 = v18;
+        }
+        if ((i14 >= u.M) && (i14 < u.M + 1u)) {
+            let v19: f32 = scratch0[i15];
+            part16 = v19;
+        }
+        let v20: f32 = select(0.0f, part16, (part16 > 0.0f) || ((bitcast<u32>(part16) & 0x7fffffffu) > 0x7f800000u));
+        let out_36: f32 = v20;
+        let i21: u32 = i5 % (u.M + 1u);
+        let i22: u32 = i5 / (u.M + 1u);
+        var part23: f32 = 0.0f;
+        if (i21 < u.M) {
+            let i24: u32 = i22 * u.M + i21;
+            let v25: f32 = x[i24];
+            part23 = v25;
+        }
+        if ((i21 >= u.M) && (i21 < u.M + 1u)) {
+            let v26: f32 = scratch0[i22];
+            part23 = v26;
+        }
+        let v27: f32 = select(0.0f, part23, (part23 > 0.0f) || ((bitcast<u32>(part23) & 0x7fffffffu) > 0x7f800000u));
+        let out_37: f32 = v27;
+        let i28: u32 = i6 % (u.M + 1u);
+        let i29: u32 = i6 / (u.M + 1u);
+        var part30: f32 = 0.0f;
+        if (i28 < u.M) {
+            let i31: u32 = i29 * u.M + i28;
+            let v32: f32 = x[i31];
+            part30 = v32;
+        }
+        if ((i28 >= u.M) && (i28 < u.M + 1u)) {
+            let v33: f32 = scratch0[i29];
+            part30 = v33;
+        }
+        let v34: f32 = select(0.0f, part30, (part30 > 0.0f) || ((bitcast<u32>(part30) & 0x7fffffffu) > 0x7f800000u));
+        let out_38: f32 = v34;
+        out[i3] = out_35;
+        out[i3 + 1u] = out_36;
+        out[i3 + 2u] = out_37;
+        out[i3 + 3u] = out_38;
+    }
+    if (v39 < q2) {
+        let i40: u32 = v39 << 2u;
+        let i41: u32 = i40 + 1u;
+        let i42: u32 = i40 + 2u;
+        let i43: u32 = i40 + 3u;
+        let i44: u32 = i40 % (u.M + 1u);
+        let i45: u32 = i40 / (u.M + 1u);
+        var part46: f32 = 0.0f;
+        if (i44 < u.M) {
+            let i47: u32 = i45 * u.M + i44;
+            let v48: f32 = x[i47];
+            part46 = v48;
+        }
+        if ((i44 >= u.M) && (i44 < u.M + 1u)) {
+            let v49: f32 = scratch0[i45];
+            part46 = v49;
+        }
+        let v50: f32 = select(0.0f, part46, (part46 > 0.0f) || ((bitcast<u32>(part46) & 0x7fffffffu) > 0x7f800000u));
+        let out_72: f32 = v50;
+        let i51: u32 = i41 % (u.M + 1u);
+        let i52: u32 = i41 / (u.M + 1u);
+        var part53: f32 = 0.0f;
+        if (i51 < u.M) {
+            let i54: u32 = i52 * u.M + i51;
+            let v55: f32 = x[i54];
+            part53 = v55;
+        }
+        if ((i51 >= u.M) && (i51 < u.M + 1u)) {
+            let v56: f32 = scratch0[i52];
+            part53 = v56;
+        }
+        let v57: f32 = select(0.0f, part53, (part53 > 0.0f) || ((bitcast<u32>(part53) & 0x7fffffffu) > 0x7f800000u));
+        let out_73: f32 = v57;
+        let i58: u32 = i42 % (u.M + 1u);
+        let i59: u32 = i42 / (u.M + 1u);
+        var part60: f32 = 0.0f;
+        if (i58 < u.M) {
+            let i61: u32 = i59 * u.M + i58;
+            let v62: f32 = x[i61];
+            part60 = v62;
+        }
+        if ((i58 >= u.M) && (i58 < u.M + 1u)) {
+            let v63: f32 = scratch0[i59];
+            part60 = v63;
+        }
+        let v64: f32 = select(0.0f, part60, (part60 > 0.0f) || ((bitcast<u32>(part60) & 0x7fffffffu) > 0x7f800000u));
+        let out_74: f32 = v64;
+        let i65: u32 = i43 % (u.M + 1u);
+        let i66: u32 = i43 / (u.M + 1u);
+        var part67: f32 = 0.0f;
+        if (i65 < u.M) {
+            let i68: u32 = i66 * u.M + i65;
+            let v69: f32 = x[i68];
+            part67 = v69;
+        }
+        if ((i65 >= u.M) && (i65 < u.M + 1u)) {
+            let v70: f32 = scratch0[i66];
+            part67 = v70;
+        }
+        let v71: f32 = select(0.0f, part67, (part67 > 0.0f) || ((bitcast<u32>(part67) & 0x7fffffffu) > 0x7f800000u));
+        let out_75: f32 = v71;
+        out[i40] = out_72;
+        out[i40 + 1u] = out_73;
+        out[i40 + 2u] = out_74;
+        out[i40 + 3u] = out_75;
+    }
+    if ((v1 == q2) || (v39 == q2)) {
+        let i76: u32 = q2 << 2u;
+        if (i76 < u.N * (u.M + 1u)) {
+            let i77: u32 = i76 % (u.M + 1u);
+            let i78: u32 = i76 / (u.M + 1u);
+            var part79: f32 = 0.0f;
+            if (i77 < u.M) {
+                let i80: u32 = i78 * u.M + i77;
+                let v81: f32 = x[i80];
+                part79 = v81;
+            }
+            if ((i77 >= u.M) && (i77 < u.M + 1u)) {
+                let v82: f32 = scratch0[i78];
+                part79 = v82;
+            }
+            let v83: f32 = select(0.0f, part79, (part79 > 0.0f) || ((bitcast<u32>(part79) & 0x7fffffffu) > 0x7f800000u));
+            out[i76] = v83;
+        }
+        let i84: u32 = i76 + 1u;
+        if (i84 < u.N * (u.M + 1u)) {
+            let i85: u32 = i84 % (u.M + 1u);
+            let i86: u32 = i84 / (u.M + 1u);
+            var part87: f32 = 0.0f;
+            if (i85 < u.M) {
+                let i88: u32 = i86 * u.M + i85;
+                let v89: f32 = x[i88];
+                part87 = v89;
+            }
+            if ((i85 >= u.M) && (i85 < u.M + 1u)) {
+                let v90: f32 = scratch0[i86];
+                part87 = v90;
+            }
+            let v91: f32 = select(0.0f, part87, (part87 > 0.0f) || ((bitcast<u32>(part87) & 0x7fffffffu) > 0x7f800000u));
+            out[i84] = v91;
+        }
+        let i92: u32 = i76 + 2u;
+        if (i92 < u.N * (u.M + 1u)) {
+            let i93: u32 = i92 % (u.M + 1u);
+            let i94: u32 = i92 / (u.M + 1u);
+            var part95: f32 = 0.0f;
+            if (i93 < u.M) {
+                let i96: u32 = i94 * u.M + i93;
+                let v97: f32 = x[i96];
+                part95 = v97;
+            }
+            if ((i93 >= u.M) && (i93 < u.M + 1u)) {
+                let v98: f32 = scratch0[i94];
+                part95 = v98;
+            }
+            let v99: f32 = select(0.0f, part95, (part95 > 0.0f) || ((bitcast<u32>(part95) & 0x7fffffffu) > 0x7f800000u));
+            out[i92] = v99;
+        }
     }
 }

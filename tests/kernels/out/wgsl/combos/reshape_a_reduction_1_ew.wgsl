@@ -15,10 +15,73 @@ fn reshape_a_reduction_1_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * 2u * 3u) {
-        let v2: f32 = scratch0[i1];
-        let v3: f32 = v2 * 0.5f;
-        out[i1] = v3;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = (u.N * 2u * 3u) >> 2u;
+    let v23: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let scratch0_15: f32 = scratch0[i3];
+        let scratch0_16: f32 = scratch0[i3 + 1u];
+        let scratch0_17: f32 = scratch0[i3 + 2u];
+        let scratch0_18: f32 = scratch0[i3 + 3u];
+        let v7: f32 = scratch0_15;
+        let v8: f32 = v7 * 0.5f;
+        let out_19: f32 = v8;
+        let v9: f32 = scratch0_16;
+        let v10: f32 = v9 * 0.5f;
+        let out_20: f32 = v10;
+        let v11: f32 = scratch0_17;
+        let v12: f32 = v11 * 0.5f;
+        let out_21: f32 = v12;
+        let v13: f32 = scratch0_18;
+        let v14: f32 = v13 * 0.5f;
+        let out_22: f32 = v14;
+        out[i3] = out_19;
+        out[i3 + 1u] = out_20;
+        out[i3 + 2u] = out_21;
+        out[i3 + 3u] = out_22;
+    }
+    if (v23 < q2) {
+        let i24: u32 = v23 << 2u;
+        let scratch0_36: f32 = scratch0[i24];
+        let scratch0_37: f32 = scratch0[i24 + 1u];
+        let scratch0_38: f32 = scratch0[i24 + 2u];
+        let scratch0_39: f32 = scratch0[i24 + 3u];
+        let v28: f32 = scratch0_36;
+        let v29: f32 = v28 * 0.5f;
+        let out_40: f32 = v29;
+        let v30: f32 = scratch0_37;
+        let v31: f32 = v30 * 0.5f;
+        let out_41: f32 = v31;
+        let v32: f32 = scratch0_38;
+        let v33: f32 = v32 * 0.5f;
+        let out_42: f32 = v33;
+        let v34: f32 = scratch0_39;
+        let v35: f32 = v34 * 0.5f;
+        let out_43: f32 = v35;
+        out[i24] = out_40;
+        out[i24 + 1u] = out_41;
+        out[i24 + 2u] = out_42;
+        out[i24 + 3u] = out_43;
+    }
+    if ((v1 == q2) || (v23 == q2)) {
+        let i44: u32 = q2 << 2u;
+        if (i44 < u.N * 2u * 3u) {
+            let v45: f32 = scratch0[i44];
+            let v46: f32 = v45 * 0.5f;
+            out[i44] = v46;
+        }
+        let i47: u32 = i44 + 1u;
+        if (i47 < u.N * 2u * 3u) {
+            let v48: f32 = scratch0[i47];
+            let v49: f32 = v48 * 0.5f;
+            out[i47] = v49;
+        }
+        let i50: u32 = i44 + 2u;
+        if (i50 < u.N * 2u * 3u) {
+            let v51: f32 = scratch0[i50];
+            let v52: f32 = v51 * 0.5f;
+            out[i50] = v52;
+        }
     }
 }

@@ -43,18 +43,161 @@ fn scalar_math_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: f32 = x[i1];
-        let t4: f32 = fma(u.s, 2.0f, 1.0f);
-        let t6: i32 = mimir_floordiv_i32(u.n, 2i);
-        let v7: f32 = fma(v2, t4, f32(t6));
-        let s8: i32 = i32(u.N);
-        let t9: f32 = f32(s8) / 2.0f;
-        let v10: f32 = v7 - t9;
-        let t11: i32 = mimir_mod_i32(u.n, 3i);
-        let t12: f32 = -u.s;
-        let v14: f32 = fma(f32(t11), t12, v10);
-        out[i1] = v14;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = u.N >> 2u;
+    let v67: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let x_59: f32 = x[i3];
+        let x_60: f32 = x[i3 + 1u];
+        let x_61: f32 = x[i3 + 2u];
+        let x_62: f32 = x[i3 + 3u];
+        let v7: f32 = x_59;
+        let t9: f32 = fma(u.s, 2.0f, 1.0f);
+        let t11: i32 = mimir_floordiv_i32(u.n, 2i);
+        let v12: f32 = fma(v7, t9, f32(t11));
+        let s13: i32 = i32(u.N);
+        let t14: f32 = f32(s13) / 2.0f;
+        let v15: f32 = v12 - t14;
+        let t16: i32 = mimir_mod_i32(u.n, 3i);
+        let t17: f32 = -u.s;
+        let v19: f32 = fma(f32(t16), t17, v15);
+        let out_63: f32 = v19;
+        let v20: f32 = x_60;
+        let t22: f32 = fma(u.s, 2.0f, 1.0f);
+        let t24: i32 = mimir_floordiv_i32(u.n, 2i);
+        let v25: f32 = fma(v20, t22, f32(t24));
+        let s26: i32 = i32(u.N);
+        let t27: f32 = f32(s26) / 2.0f;
+        let v28: f32 = v25 - t27;
+        let t29: i32 = mimir_mod_i32(u.n, 3i);
+        let t30: f32 = -u.s;
+        let v32: f32 = fma(f32(t29), t30, v28);
+        let out_64: f32 = v32;
+        let v33: f32 = x_61;
+        let t35: f32 = fma(u.s, 2.0f, 1.0f);
+        let t37: i32 = mimir_floordiv_i32(u.n, 2i);
+        let v38: f32 = fma(v33, t35, f32(t37));
+        let s39: i32 = i32(u.N);
+        let t40: f32 = f32(s39) / 2.0f;
+        let v41: f32 = v38 - t40;
+        let t42: i32 = mimir_mod_i32(u.n, 3i);
+        let t43: f32 = -u.s;
+        let v45: f32 = fma(f32(t42), t43, v41);
+        let out_65: f32 = v45;
+        let v46: f32 = x_62;
+        let t48: f32 = fma(u.s, 2.0f, 1.0f);
+        let t50: i32 = mimir_floordiv_i32(u.n, 2i);
+        let v51: f32 = fma(v46, t48, f32(t50));
+        let s52: i32 = i32(u.N);
+        let t53: f32 = f32(s52) / 2.0f;
+        let v54: f32 = v51 - t53;
+        let t55: i32 = mimir_mod_i32(u.n, 3i);
+        let t56: f32 = -u.s;
+        let v58: f32 = fma(f32(t55), t56, v54);
+        let out_66: f32 = v58;
+        out[i3] = out_63;
+        out[i3 + 1u] = out_64;
+        out[i3 + 2u] = out_65;
+        out[i3 + 3u] = out_66;
+    }
+    if (v67 < q2) {
+        let i68: u32 = v67 << 2u;
+        let x_124: f32 = x[i68];
+        let x_125: f32 = x[i68 + 1u];
+        let x_126: f32 = x[i68 + 2u];
+        let x_127: f32 = x[i68 + 3u];
+        let v72: f32 = x_124;
+        let t74: f32 = fma(u.s, 2.0f, 1.0f);
+        let t76: i32 = mimir_floordiv_i32(u.n, 2i);
+        let v77: f32 = fma(v72, t74, f32(t76));
+        let s78: i32 = i32(u.N);
+        let t79: f32 = f32(s78) / 2.0f;
+        let v80: f32 = v77 - t79;
+        let t81: i32 = mimir_mod_i32(u.n, 3i);
+        let t82: f32 = -u.s;
+        let v84: f32 = fma(f32(t81), t82, v80);
+        let out_128: f32 = v84;
+        let v85: f32 = x_125;
+        let t87: f32 = fma(u.s, 2.0f, 1.0f);
+        let t89: i32 = mimir_floordiv_i32(u.n, 2i);
+        let v90: f32 = fma(v85, t87, f32(t89));
+        let s91: i32 = i32(u.N);
+        let t92: f32 = f32(s91) / 2.0f;
+        let v93: f32 = v90 - t92;
+        let t94: i32 = mimir_mod_i32(u.n, 3i);
+        let t95: f32 = -u.s;
+        let v97: f32 = fma(f32(t94), t95, v93);
+        let out_129: f32 = v97;
+        let v98: f32 = x_126;
+        let t100: f32 = fma(u.s, 2.0f, 1.0f);
+        let t102: i32 = mimir_floordiv_i32(u.n, 2i);
+        let v103: f32 = fma(v98, t100, f32(t102));
+        let s104: i32 = i32(u.N);
+        let t105: f32 = f32(s104) / 2.0f;
+        let v106: f32 = v103 - t105;
+        let t107: i32 = mimir_mod_i32(u.n, 3i);
+        let t108: f32 = -u.s;
+        let v110: f32 = fma(f32(t107), t108, v106);
+        let out_130: f32 = v110;
+        let v111: f32 = x_127;
+        let t113: f32 = fma(u.s, 2.0f, 1.0f);
+        let t115: i32 = mimir_floordiv_i32(u.n, 2i);
+        let v116: f32 = fma(v111, t113, f32(t115));
+        let s117: i32 = i32(u.N);
+        let t118: f32 = f32(s117) / 2.0f;
+        let v119: f32 = v116 - t118;
+        let t120: i32 = mimir_mod_i32(u.n, 3i);
+        let t121: f32 = -u.s;
+        let v123: f32 = fma(f32(t120), t121, v119);
+        let out_131: f32 = v123;
+        out[i68] = out_128;
+        out[i68 + 1u] = out_129;
+        out[i68 + 2u] = out_130;
+        out[i68 + 3u] = out_131;
+    }
+    if ((v1 == q2) || (v67 == q2)) {
+        let i132: u32 = q2 << 2u;
+        if (i132 < u.N) {
+            let v133: f32 = x[i132];
+            let t135: f32 = fma(u.s, 2.0f, 1.0f);
+            let t137: i32 = mimir_floordiv_i32(u.n, 2i);
+            let v138: f32 = fma(v133, t135, f32(t137));
+            let s139: i32 = i32(u.N);
+            let t140: f32 = f32(s139) / 2.0f;
+            let v141: f32 = v138 - t140;
+            let t142: i32 = mimir_mod_i32(u.n, 3i);
+            let t143: f32 = -u.s;
+            let v145: f32 = fma(f32(t142), t143, v141);
+            out[i132] = v145;
+        }
+        let i146: u32 = i132 + 1u;
+        if (i146 < u.N) {
+            let v147: f32 = x[i146];
+            let t149: f32 = fma(u.s, 2.0f, 1.0f);
+            let t151: i32 = mimir_floordiv_i32(u.n, 2i);
+            let v152: f32 = fma(v147, t149, f32(t151));
+            let s153: i32 = i32(u.N);
+            let t154: f32 = f32(s153) / 2.0f;
+            let v155: f32 = v152 - t154;
+            let t156: i32 = mimir_mod_i32(u.n, 3i);
+            let t157: f32 = -u.s;
+            let v159: f32 = fma(f32(t156), t157, v155);
+            out[i146] = v159;
+        }
+        let i160: u32 = i132 + 2u;
+        if (i160 < u.N) {
+            let v161: f32 = x[i160];
+            let t163: f32 = fma(u.s, 2.0f, 1.0f);
+            let t165: i32 = mimir_floordiv_i32(u.n, 2i);
+            let v166: f32 = fma(v161, t163, f32(t165));
+            let s167: i32 = i32(u.N);
+            let t168: f32 = f32(s167) / 2.0f;
+            let v169: f32 = v166 - t168;
+            let t170: i32 = mimir_mod_i32(u.n, 3i);
+            let t171: f32 = -u.s;
+            let v173: f32 = fma(f32(t170), t171, v169);
+            out[i160] = v173;
+        }
     }
 }

@@ -14,8 +14,43 @@ fn zeros_out_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        out[i1] = 0.0f;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = u.N >> 2u;
+    let v11: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let out_7: f32 = 0.0f;
+        let out_8: f32 = 0.0f;
+        let out_9: f32 = 0.0f;
+        let out_10: f32 = 0.0f;
+        out[i3] = out_7;
+        out[i3 + 1u] = out_8;
+        out[i3 + 2u] = out_9;
+        out[i3 + 3u] = out_10;
+    }
+    if (v11 < q2) {
+        let i12: u32 = v11 << 2u;
+        let out_16: f32 = 0.0f;
+        let out_17: f32 = 0.0f;
+        let out_18: f32 = 0.0f;
+        let out_19: f32 = 0.0f;
+        out[i12] = out_16;
+        out[i12 + 1u] = out_17;
+        out[i12 + 2u] = out_18;
+        out[i12 + 3u] = out_19;
+    }
+    if ((v1 == q2) || (v11 == q2)) {
+        let i20: u32 = q2 << 2u;
+        if (i20 < u.N) {
+            out[i20] = 0.0f;
+        }
+        let i21: u32 = i20 + 1u;
+        if (i21 < u.N) {
+            out[i21] = 0.0f;
+        }
+        let i22: u32 = i20 + 2u;
+        if (i22 < u.N) {
+            out[i22] = 0.0f;
+        }
     }
 }

@@ -18,12 +18,93 @@ fn two_contracted_1_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.M * u.N) {
-        let i2: u32 = i1 % u.N;
-        let i3: u32 = i1 / u.N;
-        let i4: u32 = i2 * u.M + i3;
-        let v5: f32 = scratch0[i4];
-        out[i1] = v5;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = (u.M * u.N) >> 2u;
+    let v27: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let i4: u32 = i3 + 1u;
+        let i5: u32 = i3 + 2u;
+        let i6: u32 = i3 + 3u;
+        let i7: u32 = i3 % u.N;
+        let i8: u32 = i3 / u.N;
+        let i9: u32 = i7 * u.M + i8;
+        let v10: f32 = scratch0[i9];
+        let out_23: f32 = v10;
+        let i11: u32 = i4 % u.N;
+        let i12: u32 = i4 / u.N;
+        let i13: u32 = i11 * u.M + i12;
+        let v14: f32 = scratch0[i13];
+        let out_24: f32 = v14;
+        let i15: u32 = i5 % u.N;
+        let i16: u32 = i5 / u.N;
+        let i17: u32 = i15 * u.M + i16;
+        let v18: f32 = scratch0[i17];
+        let out_25: f32 = v18;
+        let i19: u32 = i6 % u.N;
+        let i20: u32 = i6 / u.N;
+        let i21: u32 = i19 * u.M + i20;
+        let v22: f32 = scratch0[i21];
+        let out_26: f32 = v22;
+        out[i3] = out_23;
+        out[i3 + 1u] = out_24;
+        out[i3 + 2u] = out_25;
+        out[i3 + 3u] = out_26;
+    }
+    if (v27 < q2) {
+        let i28: u32 = v27 << 2u;
+        let i29: u32 = i28 + 1u;
+        let i30: u32 = i28 + 2u;
+        let i31: u32 = i28 + 3u;
+        let i32_: u32 = i28 % u.N;
+        let i33: u32 = i28 / u.N;
+        let i34: u32 = i32_ * u.M + i33;
+        let v35: f32 = scratch0[i34];
+        let out_48: f32 = v35;
+        let i36: u32 = i29 % u.N;
+        let i37: u32 = i29 / u.N;
+        let i38: u32 = i36 * u.M + i37;
+        let v39: f32 = scratch0[i38];
+        let out_49: f32 = v39;
+        let i40: u32 = i30 % u.N;
+        let i41: u32 = i30 / u.N;
+        let i42: u32 = i40 * u.M + i41;
+        let v43: f32 = scratch0[i42];
+        let out_50: f32 = v43;
+        let i44: u32 = i31 % u.N;
+        let i45: u32 = i31 / u.N;
+        let i46: u32 = i44 * u.M + i45;
+        let v47: f32 = scratch0[i46];
+        let out_51: f32 = v47;
+        out[i28] = out_48;
+        out[i28 + 1u] = out_49;
+        out[i28 + 2u] = out_50;
+        out[i28 + 3u] = out_51;
+    }
+    if ((v1 == q2) || (v27 == q2)) {
+        let i52: u32 = q2 << 2u;
+        if (i52 < u.M * u.N) {
+            let i53: u32 = i52 % u.N;
+            let i54: u32 = i52 / u.N;
+            let i55: u32 = i53 * u.M + i54;
+            let v56: f32 = scratch0[i55];
+            out[i52] = v56;
+        }
+        let i57: u32 = i52 + 1u;
+        if (i57 < u.M * u.N) {
+            let i58: u32 = i57 % u.N;
+            let i59: u32 = i57 / u.N;
+            let i60: u32 = i58 * u.M + i59;
+            let v61: f32 = scratch0[i60];
+            out[i57] = v61;
+        }
+        let i62: u32 = i52 + 2u;
+        if (i62 < u.M * u.N) {
+            let i63: u32 = i62 % u.N;
+            let i64: u32 = i62 / u.N;
+            let i65: u32 = i63 * u.M + i64;
+            let v66: f32 = scratch0[i65];
+            out[i62] = v66;
+        }
     }
 }

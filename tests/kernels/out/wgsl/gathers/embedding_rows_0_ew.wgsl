@@ -18,13 +18,104 @@ fn embedding_rows_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.D) {
-        let i2: u32 = i1 % u.D;
-        let i3: u32 = i1 / u.D;
-        let v4: i32 = ids[i3];
-        let i5: u32 = u32(v4) * u.D + i2;
-        let v6: f32 = table[i5];
-        out[i1] = v6;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = (u.N * u.D) >> 2u;
+    let v31: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let i4: u32 = i3 + 1u;
+        let i5: u32 = i3 + 2u;
+        let i6: u32 = i3 + 3u;
+        let i7: u32 = i3 % u.D;
+        let i8: u32 = i3 / u.D;
+        let v9: i32 = ids[i8];
+        let i10: u32 = u32(v9) * u.D + i7;
+        let v11: f32 = table[i10];
+        let out_27: f32 = v11;
+        let i12: u32 = i4 % u.D;
+        let i13: u32 = i4 / u.D;
+        let v14: i32 = ids[i13];
+        let i15: u32 = u32(v14) * u.D + i12;
+        let v16: f32 = table[i15];
+        let out_28: f32 = v16;
+        let i17: u32 = i5 % u.D;
+        let i18: u32 = i5 / u.D;
+        let v19: i32 = ids[i18];
+        let i20: u32 = u32(v19) * u.D + i17;
+        let v21: f32 = table[i20];
+        let out_29: f32 = v21;
+        let i22: u32 = i6 % u.D;
+        let i23: u32 = i6 / u.D;
+        let v24: i32 = ids[i23];
+        let i25: u32 = u32(v24) * u.D + i22;
+        let v26: f32 = table[i25];
+        let out_30: f32 = v26;
+        out[i3] = out_27;
+        out[i3 + 1u] = out_28;
+        out[i3 + 2u] = out_29;
+        out[i3 + 3u] = out_30;
+    }
+    if (v31 < q2) {
+        let i32_: u32 = v31 << 2u;
+        let i33: u32 = i32_ + 1u;
+        let i34: u32 = i32_ + 2u;
+        let i35: u32 = i32_ + 3u;
+        let i36: u32 = i32_ % u.D;
+        let i37: u32 = i32_ / u.D;
+        let v38: i32 = ids[i37];
+        let i39: u32 = u32(v38) * u.D + i36;
+        let v40: f32 = table[i39];
+        let out_56: f32 = v40;
+        let i41: u32 = i33 % u.D;
+        let i42: u32 = i33 / u.D;
+        let v43: i32 = ids[i42];
+        let i44: u32 = u32(v43) * u.D + i41;
+        let v45: f32 = table[i44];
+        let out_57: f32 = v45;
+        let i46: u32 = i34 % u.D;
+        let i47: u32 = i34 / u.D;
+        let v48: i32 = ids[i47];
+        let i49: u32 = u32(v48) * u.D + i46;
+        let v50: f32 = table[i49];
+        let out_58: f32 = v50;
+        let i51: u32 = i35 % u.D;
+        let i52: u32 = i35 / u.D;
+        let v53: i32 = ids[i52];
+        let i54: u32 = u32(v53) * u.D + i51;
+        let v55: f32 = table[i54];
+        let out_59: f32 = v55;
+        out[i32_] = out_56;
+        out[i32_ + 1u] = out_57;
+        out[i32_ + 2u] = out_58;
+        out[i32_ + 3u] = out_59;
+    }
+    if ((v1 == q2) || (v31 == q2)) {
+        let i60: u32 = q2 << 2u;
+        if (i60 < u.N * u.D) {
+            let i61: u32 = i60 % u.D;
+            let i62: u32 = i60 / u.D;
+            let v63: i32 = ids[i62];
+            let i64: u32 = u32(v63) * u.D + i61;
+            let v65: f32 = table[i64];
+            out[i60] = v65;
+        }
+        let i66: u32 = i60 + 1u;
+        if (i66 < u.N * u.D) {
+            let i67: u32 = i66 % u.D;
+            let i68: u32 = i66 / u.D;
+            let v69: i32 = ids[i68];
+            let i70: u32 = u32(v69) * u.D + i67;
+            let v71: f32 = table[i70];
+            out[i66] = v71;
+        }
+        let i72: u32 = i60 + 2u;
+        if (i72 < u.N * u.D) {
+            let i73: u32 = i72 % u.D;
+            let i74: u32 = i72 / u.D;
+            let v75: i32 = ids[i74];
+            let i76: u32 = u32(v75) * u.D + i73;
+            let v77: f32 = table[i76];
+            out[i72] = v77;
+        }
     }
 }

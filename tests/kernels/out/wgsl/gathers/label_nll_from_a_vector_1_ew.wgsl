@@ -17,12 +17,101 @@ fn label_nll_from_a_vector_1_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: i32 = labels[i1];
-        let i3: u32 = i1 * u.C + u32(v2);
-        let v4: f32 = scratch0[i3];
-        let v5: f32 = -v4;
-        out[i1] = v5;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = u.N >> 2u;
+    let v31: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let i4: u32 = i3 + 1u;
+        let i5: u32 = i3 + 2u;
+        let i6: u32 = i3 + 3u;
+        let labels_23: i32 = labels[i3];
+        let labels_24: i32 = labels[i3 + 1u];
+        let labels_25: i32 = labels[i3 + 2u];
+        let labels_26: i32 = labels[i3 + 3u];
+        let v7: i32 = labels_23;
+        let i8: u32 = i3 * u.C + u32(v7);
+        let v9: f32 = scratch0[i8];
+        let v10: f32 = -v9;
+        let out_27: f32 = v10;
+        let v11: i32 = labels_24;
+        let i12: u32 = i4 * u.C + u32(v11);
+        let v13: f32 = scratch0[i12];
+        let v14: f32 = -v13;
+        let out_28: f32 = v14;
+        let v15: i32 = labels_25;
+        let i16: u32 = i5 * u.C + u32(v15);
+        let v17: f32 = scratch0[i16];
+        let v18: f32 = -v17;
+        let out_29: f32 = v18;
+        let v19: i32 = labels_26;
+        let i20: u32 = i6 * u.C + u32(v19);
+        let v21: f32 = scratch0[i20];
+        let v22: f32 = -v21;
+        let out_30: f32 = v22;
+        out[i3] = out_27;
+        out[i3 + 1u] = out_28;
+        out[i3 + 2u] = out_29;
+        out[i3 + 3u] = out_30;
+    }
+    if (v31 < q2) {
+        let i32_: u32 = v31 << 2u;
+        let i33: u32 = i32_ + 1u;
+        let i34: u32 = i32_ + 2u;
+        let i35: u32 = i32_ + 3u;
+        let labels_52: i32 = labels[i32_];
+        let labels_53: i32 = labels[i32_ + 1u];
+        let labels_54: i32 = labels[i32_ + 2u];
+        let labels_55: i32 = labels[i32_ + 3u];
+        let v36: i32 = labels_52;
+        let i37: u32 = i32_ * u.C + u32(v36);
+        let v38: f32 = scratch0[i37];
+        let v39: f32 = -v38;
+        let out_56: f32 = v39;
+        let v40: i32 = labels_53;
+        let i41: u32 = i33 * u.C + u32(v40);
+        let v42: f32 = scratch0[i41];
+        let v43: f32 = -v42;
+        let out_57: f32 = v43;
+        let v44: i32 = labels_54;
+        let i45: u32 = i34 * u.C + u32(v44);
+        let v46: f32 = scratch0[i45];
+        let v47: f32 = -v46;
+        let out_58: f32 = v47;
+        let v48: i32 = labels_55;
+        let i49: u32 = i35 * u.C + u32(v48);
+        let v50: f32 = scratch0[i49];
+        let v51: f32 = -v50;
+        let out_59: f32 = v51;
+        out[i32_] = out_56;
+        out[i32_ + 1u] = out_57;
+        out[i32_ + 2u] = out_58;
+        out[i32_ + 3u] = out_59;
+    }
+    if ((v1 == q2) || (v31 == q2)) {
+        let i60: u32 = q2 << 2u;
+        if (i60 < u.N) {
+            let v61: i32 = labels[i60];
+            let i62: u32 = i60 * u.C + u32(v61);
+            let v63: f32 = scratch0[i62];
+            let v64: f32 = -v63;
+            out[i60] = v64;
+        }
+        let i65: u32 = i60 + 1u;
+        if (i65 < u.N) {
+            let v66: i32 = labels[i65];
+            let i67: u32 = i65 * u.C + u32(v66);
+            let v68: f32 = scratch0[i67];
+            let v69: f32 = -v68;
+            out[i65] = v69;
+        }
+        let i70: u32 = i60 + 2u;
+        if (i70 < u.N) {
+            let v71: i32 = labels[i70];
+            let i72: u32 = i70 * u.C + u32(v71);
+            let v73: f32 = scratch0[i72];
+            let v74: f32 = -v73;
+            out[i70] = v74;
+        }
     }
 }

@@ -16,9 +16,62 @@ fn overwrite_from_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.D) {
-        let v2: f32 = g[i1];
-        p[i1] = v2;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = (u.N * u.D) >> 2u;
+    let v19: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let g_11: f32 = g[i3];
+        let g_12: f32 = g[i3 + 1u];
+        let g_13: f32 = g[i3 + 2u];
+        let g_14: f32 = g[i3 + 3u];
+        let v7: f32 = g_11;
+        let p_15: f32 = v7;
+        let v8: f32 = g_12;
+        let p_16: f32 = v8;
+        let v9: f32 = g_13;
+        let p_17: f32 = v9;
+        let v10: f32 = g_14;
+        let p_18: f32 = v10;
+        p[i3] = p_15;
+        p[i3 + 1u] = p_16;
+        p[i3 + 2u] = p_17;
+        p[i3 + 3u] = p_18;
+    }
+    if (v19 < q2) {
+        let i20: u32 = v19 << 2u;
+        let g_28: f32 = g[i20];
+        let g_29: f32 = g[i20 + 1u];
+        let g_30: f32 = g[i20 + 2u];
+        let g_31: f32 = g[i20 + 3u];
+        let v24: f32 = g_28;
+        let p_32: f32 = v24;
+        let v25: f32 = g_29;
+        let p_33: f32 = v25;
+        let v26: f32 = g_30;
+        let p_34: f32 = v26;
+        let v27: f32 = g_31;
+        let p_35: f32 = v27;
+        p[i20] = p_32;
+        p[i20 + 1u] = p_33;
+        p[i20 + 2u] = p_34;
+        p[i20 + 3u] = p_35;
+    }
+    if ((v1 == q2) || (v19 == q2)) {
+        let i36: u32 = q2 << 2u;
+        if (i36 < u.N * u.D) {
+            let v37: f32 = g[i36];
+            p[i36] = v37;
+        }
+        let i38: u32 = i36 + 1u;
+        if (i38 < u.N * u.D) {
+            let v39: f32 = g[i38];
+            p[i38] = v39;
+        }
+        let i40: u32 = i36 + 2u;
+        if (i40 < u.N * u.D) {
+            let v41: f32 = g[i40];
+            p[i40] = v41;
+        }
     }
 }

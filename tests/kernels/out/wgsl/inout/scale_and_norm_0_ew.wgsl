@@ -17,12 +17,101 @@ fn scale_and_norm_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.D) {
-        let v2: f32 = x[i1];
-        let i3: u32 = i1 % u.D;
-        let v5: f32 = s[i3];
-        let v6: f32 = v2 * v5;
-        scratch1[i1] = v6;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = (u.N * u.D) >> 2u;
+    let v35: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let i4: u32 = i3 + 1u;
+        let i5: u32 = i3 + 2u;
+        let i6: u32 = i3 + 3u;
+        let x_27: f32 = x[i3];
+        let x_28: f32 = x[i3 + 1u];
+        let x_29: f32 = x[i3 + 2u];
+        let x_30: f32 = x[i3 + 3u];
+        let v7: f32 = x_27;
+        let i8: u32 = i3 % u.D;
+        let v10: f32 = s[i8];
+        let v11: f32 = v7 * v10;
+        let scratch1_31: f32 = v11;
+        let v12: f32 = x_28;
+        let i13: u32 = i4 % u.D;
+        let v15: f32 = s[i13];
+        let v16: f32 = v12 * v15;
+        let scratch1_32: f32 = v16;
+        let v17: f32 = x_29;
+        let i18: u32 = i5 % u.D;
+        let v20: f32 = s[i18];
+        let v21: f32 = v17 * v20;
+        let scratch1_33: f32 = v21;
+        let v22: f32 = x_30;
+        let i23: u32 = i6 % u.D;
+        let v25: f32 = s[i23];
+        let v26: f32 = v22 * v25;
+        let scratch1_34: f32 = v26;
+        scratch1[i3] = scratch1_31;
+        scratch1[i3 + 1u] = scratch1_32;
+        scratch1[i3 + 2u] = scratch1_33;
+        scratch1[i3 + 3u] = scratch1_34;
+    }
+    if (v35 < q2) {
+        let i36: u32 = v35 << 2u;
+        let i37: u32 = i36 + 1u;
+        let i38: u32 = i36 + 2u;
+        let i39: u32 = i36 + 3u;
+        let x_60: f32 = x[i36];
+        let x_61: f32 = x[i36 + 1u];
+        let x_62: f32 = x[i36 + 2u];
+        let x_63: f32 = x[i36 + 3u];
+        let v40: f32 = x_60;
+        let i41: u32 = i36 % u.D;
+        let v43: f32 = s[i41];
+        let v44: f32 = v40 * v43;
+        let scratch1_64: f32 = v44;
+        let v45: f32 = x_61;
+        let i46: u32 = i37 % u.D;
+        let v48: f32 = s[i46];
+        let v49: f32 = v45 * v48;
+        let scratch1_65: f32 = v49;
+        let v50: f32 = x_62;
+        let i51: u32 = i38 % u.D;
+        let v53: f32 = s[i51];
+        let v54: f32 = v50 * v53;
+        let scratch1_66: f32 = v54;
+        let v55: f32 = x_63;
+        let i56: u32 = i39 % u.D;
+        let v58: f32 = s[i56];
+        let v59: f32 = v55 * v58;
+        let scratch1_67: f32 = v59;
+        scratch1[i36] = scratch1_64;
+        scratch1[i36 + 1u] = scratch1_65;
+        scratch1[i36 + 2u] = scratch1_66;
+        scratch1[i36 + 3u] = scratch1_67;
+    }
+    if ((v1 == q2) || (v35 == q2)) {
+        let i68: u32 = q2 << 2u;
+        if (i68 < u.N * u.D) {
+            let v69: f32 = x[i68];
+            let i70: u32 = i68 % u.D;
+            let v72: f32 = s[i70];
+            let v73: f32 = v69 * v72;
+            scratch1[i68] = v73;
+        }
+        let i74: u32 = i68 + 1u;
+        if (i74 < u.N * u.D) {
+            let v75: f32 = x[i74];
+            let i76: u32 = i74 % u.D;
+            let v78: f32 = s[i76];
+            let v79: f32 = v75 * v78;
+            scratch1[i74] = v79;
+        }
+        let i80: u32 = i68 + 2u;
+        if (i80 < u.N * u.D) {
+            let v81: f32 = x[i80];
+            let i82: u32 = i80 % u.D;
+            let v84: f32 = s[i82];
+            let v85: f32 = v81 * v84;
+            scratch1[i80] = v85;
+        }
     }
 }

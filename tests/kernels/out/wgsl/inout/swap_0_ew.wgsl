@@ -15,11 +15,100 @@ fn swap_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: f32 = p[i1];
-        let v3: f32 = q[i1];
-        q[i1] = v2;
-        p[i1] = v3;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = u.N >> 2u;
+    let v31: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let p_15: f32 = p[i3];
+        let p_16: f32 = p[i3 + 1u];
+        let p_17: f32 = p[i3 + 2u];
+        let p_18: f32 = p[i3 + 3u];
+        let q_19: f32 = q[i3];
+        let q_20: f32 = q[i3 + 1u];
+        let q_21: f32 = q[i3 + 2u];
+        let q_22: f32 = q[i3 + 3u];
+        let v7: f32 = p_15;
+        let v8: f32 = q_19;
+        let q_23: f32 = v7;
+        let p_24: f32 = v8;
+        let v9: f32 = p_16;
+        let v10: f32 = q_20;
+        let q_25: f32 = v9;
+        let p_26: f32 = v10;
+        let v11: f32 = p_17;
+        let v12: f32 = q_21;
+        let q_27: f32 = v11;
+        let p_28: f32 = v12;
+        let v13: f32 = p_18;
+        let v14: f32 = q_22;
+        let q_29: f32 = v13;
+        let p_30: f32 = v14;
+        p[i3] = p_24;
+        p[i3 + 1u] = p_26;
+        p[i3 + 2u] = p_28;
+        p[i3 + 3u] = p_30;
+        q[i3] = q_23;
+        q[i3 + 1u] = q_25;
+        q[i3 + 2u] = q_27;
+        q[i3 + 3u] = q_29;
+    }
+    if (v31 < q2) {
+        let i32_: u32 = v31 << 2u;
+        let p_44: f32 = p[i32_];
+        let p_45: f32 = p[i32_ + 1u];
+        let p_46: f32 = p[i32_ + 2u];
+        let p_47: f32 = p[i32_ + 3u];
+        let q_48: f32 = q[i32_];
+        let q_49: f32 = q[i32_ + 1u];
+        let q_50: f32 = q[i32_ + 2u];
+        let q_51: f32 = q[i32_ + 3u];
+        let v36: f32 = p_44;
+        let v37: f32 = q_48;
+        let q_52: f32 = v36;
+        let p_53: f32 = v37;
+        let v38: f32 = p_45;
+        let v39: f32 = q_49;
+        let q_54: f32 = v38;
+        let p_55: f32 = v39;
+        let v40: f32 = p_46;
+        let v41: f32 = q_50;
+        let q_56: f32 = v40;
+        let p_57: f32 = v41;
+        let v42: f32 = p_47;
+        let v43: f32 = q_51;
+        let q_58: f32 = v42;
+        let p_59: f32 = v43;
+        p[i32_] = p_53;
+        p[i32_ + 1u] = p_55;
+        p[i32_ + 2u] = p_57;
+        p[i32_ + 3u] = p_59;
+        q[i32_] = q_52;
+        q[i32_ + 1u] = q_54;
+        q[i32_ + 2u] = q_56;
+        q[i32_ + 3u] = q_58;
+    }
+    if ((v1 == q2) || (v31 == q2)) {
+        let i60: u32 = q2 << 2u;
+        if (i60 < u.N) {
+            let v61: f32 = p[i60];
+            let v62: f32 = q[i60];
+            q[i60] = v61;
+            p[i60] = v62;
+        }
+        let i63: u32 = i60 + 1u;
+        if (i63 < u.N) {
+            let v64: f32 = p[i63];
+            let v65: f32 = q[i63];
+            q[i63] = v64;
+            p[i63] = v65;
+        }
+        let i66: u32 = i60 + 2u;
+        if (i66 < u.N) {
+            let v67: f32 = p[i66];
+            let v68: f32 = q[i66];
+            q[i66] = v67;
+            p[i66] = v68;
+        }
     }
 }

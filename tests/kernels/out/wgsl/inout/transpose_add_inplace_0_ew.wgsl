@@ -15,14 +15,115 @@ fn transpose_add_inplace_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.D * u.D) {
-        let v2: f32 = x[i1];
-        let i3: u32 = i1 % u.D;
-        let i4: u32 = i1 / u.D;
-        let i5: u32 = i3 * u.D + i4;
-        let v6: f32 = x[i5];
-        let v7: f32 = v2 + v6;
-        scratch0[i1] = v7;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = (u.D * u.D) >> 2u;
+    let v35: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let i4: u32 = i3 + 1u;
+        let i5: u32 = i3 + 2u;
+        let i6: u32 = i3 + 3u;
+        let v7: f32 = x[i3];
+        let i8: u32 = i3 % u.D;
+        let i9: u32 = i3 / u.D;
+        let i10: u32 = i8 * u.D + i9;
+        let v11: f32 = x[i10];
+        let v12: f32 = v7 + v11;
+        let scratch0_31: f32 = v12;
+        let v13: f32 = x[i4];
+        let i14: u32 = i4 % u.D;
+        let i15: u32 = i4 / u.D;
+        let i16: u32 = i14 * u.D + i15;
+        let v17: f32 = x[i16];
+        let v18: f32 = v13 + v17;
+        let scratch0_32: f32 = v18;
+        let v19: f32 = x[i5];
+        let i20: u32 = i5 % u.D;
+        let i21: u32 = i5 / u.D;
+        let i22: u32 = i20 * u.D + i21;
+        let v23: f32 = x[i22];
+        let v24: f32 = v19 + v23;
+        let scratch0_33: f32 = v24;
+        let v25: f32 = x[i6];
+        let i26: u32 = i6 % u.D;
+        let i27: u32 = i6 / u.D;
+        let i28: u32 = i26 * u.D + i27;
+        let v29: f32 = x[i28];
+        let v30: f32 = v25 + v29;
+        let scratch0_34: f32 = v30;
+        scratch0[i3] = scratch0_31;
+        scratch0[i3 + 1u] = scratch0_32;
+        scratch0[i3 + 2u] = scratch0_33;
+        scratch0[i3 + 3u] = scratch0_34;
+    }
+    if (v35 < q2) {
+        let i36: u32 = v35 << 2u;
+        let i37: u32 = i36 + 1u;
+        let i38: u32 = i36 + 2u;
+        let i39: u32 = i36 + 3u;
+        let v40: f32 = x[i36];
+        let i41: u32 = i36 % u.D;
+        let i42: u32 = i36 / u.D;
+        let i43: u32 = i41 * u.D + i42;
+        let v44: f32 = x[i43];
+        let v45: f32 = v40 + v44;
+        let scratch0_64: f32 = v45;
+        let v46: f32 = x[i37];
+        let i47: u32 = i37 % u.D;
+        let i48: u32 = i37 / u.D;
+        let i49: u32 = i47 * u.D + i48;
+        let v50: f32 = x[i49];
+        let v51: f32 = v46 + v50;
+        let scratch0_65: f32 = v51;
+        let v52: f32 = x[i38];
+        let i53: u32 = i38 % u.D;
+        let i54: u32 = i38 / u.D;
+        let i55: u32 = i53 * u.D + i54;
+        let v56: f32 = x[i55];
+        let v57: f32 = v52 + v56;
+        let scratch0_66: f32 = v57;
+        let v58: f32 = x[i39];
+        let i59: u32 = i39 % u.D;
+        let i60: u32 = i39 / u.D;
+        let i61: u32 = i59 * u.D + i60;
+        let v62: f32 = x[i61];
+        let v63: f32 = v58 + v62;
+        let scratch0_67: f32 = v63;
+        scratch0[i36] = scratch0_64;
+        scratch0[i36 + 1u] = scratch0_65;
+        scratch0[i36 + 2u] = scratch0_66;
+        scratch0[i36 + 3u] = scratch0_67;
+    }
+    if ((v1 == q2) || (v35 == q2)) {
+        let i68: u32 = q2 << 2u;
+        if (i68 < u.D * u.D) {
+            let v69: f32 = x[i68];
+            let i70: u32 = i68 % u.D;
+            let i71: u32 = i68 / u.D;
+            let i72: u32 = i70 * u.D + i71;
+            let v73: f32 = x[i72];
+            let v74: f32 = v69 + v73;
+            scratch0[i68] = v74;
+        }
+        let i75: u32 = i68 + 1u;
+        if (i75 < u.D * u.D) {
+            let v76: f32 = x[i75];
+            let i77: u32 = i75 % u.D;
+            let i78: u32 = i75 / u.D;
+            let i79: u32 = i77 * u.D + i78;
+            let v80: f32 = x[i79];
+            let v81: f32 = v76 + v80;
+            scratch0[i75] = v81;
+        }
+        let i82: u32 = i68 + 2u;
+        if (i82 < u.D * u.D) {
+            let v83: f32 = x[i82];
+            let i84: u32 = i82 % u.D;
+            let i85: u32 = i82 / u.D;
+            let i86: u32 = i84 * u.D + i85;
+            let v87: f32 = x[i86];
+            let v88: f32 = v83 + v87;
+            scratch0[i82] = v88;
+        }
     }
 }

@@ -15,9 +15,62 @@ fn transpose_add_inplace_1_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.D * u.D) {
-        let v2: f32 = scratch0[i1];
-        x[i1] = v2;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = (u.D * u.D) >> 2u;
+    let v19: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let scratch0_11: f32 = scratch0[i3];
+        let scratch0_12: f32 = scratch0[i3 + 1u];
+        let scratch0_13: f32 = scratch0[i3 + 2u];
+        let scratch0_14: f32 = scratch0[i3 + 3u];
+        let v7: f32 = scratch0_11;
+        let x_15: f32 = v7;
+        let v8: f32 = scratch0_12;
+        let x_16: f32 = v8;
+        let v9: f32 = scratch0_13;
+        let x_17: f32 = v9;
+        let v10: f32 = scratch0_14;
+        let x_18: f32 = v10;
+        x[i3] = x_15;
+        x[i3 + 1u] = x_16;
+        x[i3 + 2u] = x_17;
+        x[i3 + 3u] = x_18;
+    }
+    if (v19 < q2) {
+        let i20: u32 = v19 << 2u;
+        let scratch0_28: f32 = scratch0[i20];
+        let scratch0_29: f32 = scratch0[i20 + 1u];
+        let scratch0_30: f32 = scratch0[i20 + 2u];
+        let scratch0_31: f32 = scratch0[i20 + 3u];
+        let v24: f32 = scratch0_28;
+        let x_32: f32 = v24;
+        let v25: f32 = scratch0_29;
+        let x_33: f32 = v25;
+        let v26: f32 = scratch0_30;
+        let x_34: f32 = v26;
+        let v27: f32 = scratch0_31;
+        let x_35: f32 = v27;
+        x[i20] = x_32;
+        x[i20 + 1u] = x_33;
+        x[i20 + 2u] = x_34;
+        x[i20 + 3u] = x_35;
+    }
+    if ((v1 == q2) || (v19 == q2)) {
+        let i36: u32 = q2 << 2u;
+        if (i36 < u.D * u.D) {
+            let v37: f32 = scratch0[i36];
+            x[i36] = v37;
+        }
+        let i38: u32 = i36 + 1u;
+        if (i38 < u.D * u.D) {
+            let v39: f32 = scratch0[i38];
+            x[i38] = v39;
+        }
+        let i40: u32 = i36 + 2u;
+        if (i40 < u.D * u.D) {
+            let v41: f32 = scratch0[i40];
+            x[i40] = v41;
+        }
     }
 }

@@ -15,9 +15,62 @@ fn with_input_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: f32 = x[i1];
-        out0[i1] = v2;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = u.N >> 2u;
+    let v19: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let x_11: f32 = x[i3];
+        let x_12: f32 = x[i3 + 1u];
+        let x_13: f32 = x[i3 + 2u];
+        let x_14: f32 = x[i3 + 3u];
+        let v7: f32 = x_11;
+        let out0_15: f32 = v7;
+        let v8: f32 = x_12;
+        let out0_16: f32 = v8;
+        let v9: f32 = x_13;
+        let out0_17: f32 = v9;
+        let v10: f32 = x_14;
+        let out0_18: f32 = v10;
+        out0[i3] = out0_15;
+        out0[i3 + 1u] = out0_16;
+        out0[i3 + 2u] = out0_17;
+        out0[i3 + 3u] = out0_18;
+    }
+    if (v19 < q2) {
+        let i20: u32 = v19 << 2u;
+        let x_28: f32 = x[i20];
+        let x_29: f32 = x[i20 + 1u];
+        let x_30: f32 = x[i20 + 2u];
+        let x_31: f32 = x[i20 + 3u];
+        let v24: f32 = x_28;
+        let out0_32: f32 = v24;
+        let v25: f32 = x_29;
+        let out0_33: f32 = v25;
+        let v26: f32 = x_30;
+        let out0_34: f32 = v26;
+        let v27: f32 = x_31;
+        let out0_35: f32 = v27;
+        out0[i20] = out0_32;
+        out0[i20 + 1u] = out0_33;
+        out0[i20 + 2u] = out0_34;
+        out0[i20 + 3u] = out0_35;
+    }
+    if ((v1 == q2) || (v19 == q2)) {
+        let i36: u32 = q2 << 2u;
+        if (i36 < u.N) {
+            let v37: f32 = x[i36];
+            out0[i36] = v37;
+        }
+        let i38: u32 = i36 + 1u;
+        if (i38 < u.N) {
+            let v39: f32 = x[i38];
+            out0[i38] = v39;
+        }
+        let i40: u32 = i36 + 2u;
+        if (i40 < u.N) {
+            let v41: f32 = x[i40];
+            out0[i40] = v41;
+        }
     }
 }

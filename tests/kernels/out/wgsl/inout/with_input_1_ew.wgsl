@@ -15,10 +15,73 @@ fn with_input_1_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: f32 = x[i1];
-        let v3: f32 = v2 * 2.0f;
-        out1[i1] = v3;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = u.N >> 2u;
+    let v23: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let x_15: f32 = x[i3];
+        let x_16: f32 = x[i3 + 1u];
+        let x_17: f32 = x[i3 + 2u];
+        let x_18: f32 = x[i3 + 3u];
+        let v7: f32 = x_15;
+        let v8: f32 = v7 * 2.0f;
+        let out1_19: f32 = v8;
+        let v9: f32 = x_16;
+        let v10: f32 = v9 * 2.0f;
+        let out1_20: f32 = v10;
+        let v11: f32 = x_17;
+        let v12: f32 = v11 * 2.0f;
+        let out1_21: f32 = v12;
+        let v13: f32 = x_18;
+        let v14: f32 = v13 * 2.0f;
+        let out1_22: f32 = v14;
+        out1[i3] = out1_19;
+        out1[i3 + 1u] = out1_20;
+        out1[i3 + 2u] = out1_21;
+        out1[i3 + 3u] = out1_22;
+    }
+    if (v23 < q2) {
+        let i24: u32 = v23 << 2u;
+        let x_36: f32 = x[i24];
+        let x_37: f32 = x[i24 + 1u];
+        let x_38: f32 = x[i24 + 2u];
+        let x_39: f32 = x[i24 + 3u];
+        let v28: f32 = x_36;
+        let v29: f32 = v28 * 2.0f;
+        let out1_40: f32 = v29;
+        let v30: f32 = x_37;
+        let v31: f32 = v30 * 2.0f;
+        let out1_41: f32 = v31;
+        let v32: f32 = x_38;
+        let v33: f32 = v32 * 2.0f;
+        let out1_42: f32 = v33;
+        let v34: f32 = x_39;
+        let v35: f32 = v34 * 2.0f;
+        let out1_43: f32 = v35;
+        out1[i24] = out1_40;
+        out1[i24 + 1u] = out1_41;
+        out1[i24 + 2u] = out1_42;
+        out1[i24 + 3u] = out1_43;
+    }
+    if ((v1 == q2) || (v23 == q2)) {
+        let i44: u32 = q2 << 2u;
+        if (i44 < u.N) {
+            let v45: f32 = x[i44];
+            let v46: f32 = v45 * 2.0f;
+            out1[i44] = v46;
+        }
+        let i47: u32 = i44 + 1u;
+        if (i47 < u.N) {
+            let v48: f32 = x[i47];
+            let v49: f32 = v48 * 2.0f;
+            out1[i47] = v49;
+        }
+        let i50: u32 = i44 + 2u;
+        if (i50 < u.N) {
+            let v51: f32 = x[i50];
+            let v52: f32 = v51 * 2.0f;
+            out1[i50] = v52;
+        }
     }
 }

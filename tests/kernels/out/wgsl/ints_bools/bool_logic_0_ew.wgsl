@@ -16,14 +16,125 @@ fn bool_logic_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: bool = p[i1] != 0u;
-        let v3: bool = q[i1] != 0u;
-        let v4: bool = !v3;
-        let v5: bool = v2 && v4;
-        let v6: bool = v3 != v2;
-        let v7: bool = v5 || v6;
-        out[i1] = select(0u, 1u, v7);
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = u.N >> 2u;
+    let v43: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let p_31: u32 = p[i3];
+        let p_32: u32 = p[i3 + 1u];
+        let p_33: u32 = p[i3 + 2u];
+        let p_34: u32 = p[i3 + 3u];
+        let q_35: u32 = q[i3];
+        let q_36: u32 = q[i3 + 1u];
+        let q_37: u32 = q[i3 + 2u];
+        let q_38: u32 = q[i3 + 3u];
+        let v7: bool = p_31 != 0u;
+        let v8: bool = q_35 != 0u;
+        let v9: bool = !v8;
+        let v10: bool = v7 && v9;
+        let v11: bool = v8 != v7;
+        let v12: bool = v10 || v11;
+        let out_39: u32 = select(0u, 1u, v12);
+        let v13: bool = p_32 != 0u;
+        let v14: bool = q_36 != 0u;
+        let v15: bool = !v14;
+        let v16: bool = v13 && v15;
+        let v17: bool = v14 != v13;
+        let v18: bool = v16 || v17;
+        let out_40: u32 = select(0u, 1u, v18);
+        let v19: bool = p_33 != 0u;
+        let v20: bool = q_37 != 0u;
+        let v21: bool = !v20;
+        let v22: bool = v19 && v21;
+        let v23: bool = v20 != v19;
+        let v24: bool = v22 || v23;
+        let out_41: u32 = select(0u, 1u, v24);
+        let v25: bool = p_34 != 0u;
+        let v26: bool = q_38 != 0u;
+        let v27: bool = !v26;
+        let v28: bool = v25 && v27;
+        let v29: bool = v26 != v25;
+        let v30: bool = v28 || v29;
+        let out_42: u32 = select(0u, 1u, v30);
+        out[i3] = out_39;
+        out[i3 + 1u] = out_40;
+        out[i3 + 2u] = out_41;
+        out[i3 + 3u] = out_42;
+    }
+    if (v43 < q2) {
+        let i44: u32 = v43 << 2u;
+        let p_72: u32 = p[i44];
+        let p_73: u32 = p[i44 + 1u];
+        let p_74: u32 = p[i44 + 2u];
+        let p_75: u32 = p[i44 + 3u];
+        let q_76: u32 = q[i44];
+        let q_77: u32 = q[i44 + 1u];
+        let q_78: u32 = q[i44 + 2u];
+        let q_79: u32 = q[i44 + 3u];
+        let v48: bool = p_72 != 0u;
+        let v49: bool = q_76 != 0u;
+        let v50: bool = !v49;
+        let v51: bool = v48 && v50;
+        let v52: bool = v49 != v48;
+        let v53: bool = v51 || v52;
+        let out_80: u32 = select(0u, 1u, v53);
+        let v54: bool = p_73 != 0u;
+        let v55: bool = q_77 != 0u;
+        let v56: bool = !v55;
+        let v57: bool = v54 && v56;
+        let v58: bool = v55 != v54;
+        let v59: bool = v57 || v58;
+        let out_81: u32 = select(0u, 1u, v59);
+        let v60: bool = p_74 != 0u;
+        let v61: bool = q_78 != 0u;
+        let v62: bool = !v61;
+        let v63: bool = v60 && v62;
+        let v64: bool = v61 != v60;
+        let v65: bool = v63 || v64;
+        let out_82: u32 = select(0u, 1u, v65);
+        let v66: bool = p_75 != 0u;
+        let v67: bool = q_79 != 0u;
+        let v68: bool = !v67;
+        let v69: bool = v66 && v68;
+        let v70: bool = v67 != v66;
+        let v71: bool = v69 || v70;
+        let out_83: u32 = select(0u, 1u, v71);
+        out[i44] = out_80;
+        out[i44 + 1u] = out_81;
+        out[i44 + 2u] = out_82;
+        out[i44 + 3u] = out_83;
+    }
+    if ((v1 == q2) || (v43 == q2)) {
+        let i84: u32 = q2 << 2u;
+        if (i84 < u.N) {
+            let v85: bool = p[i84] != 0u;
+            let v86: bool = q[i84] != 0u;
+            let v87: bool = !v86;
+            let v88: bool = v85 && v87;
+            let v89: bool = v86 != v85;
+            let v90: bool = v88 || v89;
+            out[i84] = select(0u, 1u, v90);
+        }
+        let i91: u32 = i84 + 1u;
+        if (i91 < u.N) {
+            let v92: bool = p[i91] != 0u;
+            let v93: bool = q[i91] != 0u;
+            let v94: bool = !v93;
+            let v95: bool = v92 && v94;
+            let v96: bool = v93 != v92;
+            let v97: bool = v95 || v96;
+            out[i91] = select(0u, 1u, v97);
+        }
+        let i98: u32 = i84 + 2u;
+        if (i98 < u.N) {
+            let v99: bool = p[i98] != 0u;
+            let v100: bool = q[i98] != 0u;
+            let v101: bool = !v100;
+            let v102: bool = v99 && v101;
+            let v103: bool = v100 != v99;
+            let v104: bool = v102 || v103;
+            out[i98] = select(0u, 1u, v104);
+        }
     }
 }

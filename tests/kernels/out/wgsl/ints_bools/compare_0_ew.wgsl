@@ -16,15 +16,136 @@ fn compare_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: i32 = a[i1];
-        let v3: bool = v2 > 0i;
-        let v4: f32 = x[i1];
-        let v5: bool = !((bitcast<u32>(v4) & 0x7fffffffu) > 0x7f800000u) && (v4 <= 0.5f);
-        let v6: bool = v3 && v5;
-        let v7: bool = v2 == -3i;
-        let v8: bool = v6 || v7;
-        out[i1] = select(0u, 1u, v8);
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = u.N >> 2u;
+    let v47: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let a_35: i32 = a[i3];
+        let a_36: i32 = a[i3 + 1u];
+        let a_37: i32 = a[i3 + 2u];
+        let a_38: i32 = a[i3 + 3u];
+        let x_39: f32 = x[i3];
+        let x_40: f32 = x[i3 + 1u];
+        let x_41: f32 = x[i3 + 2u];
+        let x_42: f32 = x[i3 + 3u];
+        let v7: i32 = a_35;
+        let v8: bool = v7 > 0i;
+        let v9: f32 = x_39;
+        let v10: bool = !((bitcast<u32>(v9) & 0x7fffffffu) > 0x7f800000u) && (v9 <= 0.5f);
+        let v11: bool = v8 && v10;
+        let v12: bool = v7 == -3i;
+        let v13: bool = v11 || v12;
+        let out_43: u32 = select(0u, 1u, v13);
+        let v14: i32 = a_36;
+        let v15: bool = v14 > 0i;
+        let v16: f32 = x_40;
+        let v17: bool = !((bitcast<u32>(v16) & 0x7fffffffu) > 0x7f800000u) && (v16 <= 0.5f);
+        let v18: bool = v15 && v17;
+        let v19: bool = v14 == -3i;
+        let v20: bool = v18 || v19;
+        let out_44: u32 = select(0u, 1u, v20);
+        let v21: i32 = a_37;
+        let v22: bool = v21 > 0i;
+        let v23: f32 = x_41;
+        let v24: bool = !((bitcast<u32>(v23) & 0x7fffffffu) > 0x7f800000u) && (v23 <= 0.5f);
+        let v25: bool = v22 && v24;
+        let v26: bool = v21 == -3i;
+        let v27: bool = v25 || v26;
+        let out_45: u32 = select(0u, 1u, v27);
+        let v28: i32 = a_38;
+        let v29: bool = v28 > 0i;
+        let v30: f32 = x_42;
+        let v31: bool = !((bitcast<u32>(v30) & 0x7fffffffu) > 0x7f800000u) && (v30 <= 0.5f);
+        let v32: bool = v29 && v31;
+        let v33: bool = v28 == -3i;
+        let v34: bool = v32 || v33;
+        let out_46: u32 = select(0u, 1u, v34);
+        out[i3] = out_43;
+        out[i3 + 1u] = out_44;
+        out[i3 + 2u] = out_45;
+        out[i3 + 3u] = out_46;
+    }
+    if (v47 < q2) {
+        let i48: u32 = v47 << 2u;
+        let a_80: i32 = a[i48];
+        let a_81: i32 = a[i48 + 1u];
+        let a_82: i32 = a[i48 + 2u];
+        let a_83: i32 = a[i48 + 3u];
+        let x_84: f32 = x[i48];
+        let x_85: f32 = x[i48 + 1u];
+        let x_86: f32 = x[i48 + 2u];
+        let x_87: f32 = x[i48 + 3u];
+        let v52: i32 = a_80;
+        let v53: bool = v52 > 0i;
+        let v54: f32 = x_84;
+        let v55: bool = !((bitcast<u32>(v54) & 0x7fffffffu) > 0x7f800000u) && (v54 <= 0.5f);
+        let v56: bool = v53 && v55;
+        let v57: bool = v52 == -3i;
+        let v58: bool = v56 || v57;
+        let out_88: u32 = select(0u, 1u, v58);
+        let v59: i32 = a_81;
+        let v60: bool = v59 > 0i;
+        let v61: f32 = x_85;
+        let v62: bool = !((bitcast<u32>(v61) & 0x7fffffffu) > 0x7f800000u) && (v61 <= 0.5f);
+        let v63: bool = v60 && v62;
+        let v64: bool = v59 == -3i;
+        let v65: bool = v63 || v64;
+        let out_89: u32 = select(0u, 1u, v65);
+        let v66: i32 = a_82;
+        let v67: bool = v66 > 0i;
+        let v68: f32 = x_86;
+        let v69: bool = !((bitcast<u32>(v68) & 0x7fffffffu) > 0x7f800000u) && (v68 <= 0.5f);
+        let v70: bool = v67 && v69;
+        let v71: bool = v66 == -3i;
+        let v72: bool = v70 || v71;
+        let out_90: u32 = select(0u, 1u, v72);
+        let v73: i32 = a_83;
+        let v74: bool = v73 > 0i;
+        let v75: f32 = x_87;
+        let v76: bool = !((bitcast<u32>(v75) & 0x7fffffffu) > 0x7f800000u) && (v75 <= 0.5f);
+        let v77: bool = v74 && v76;
+        let v78: bool = v73 == -3i;
+        let v79: bool = v77 || v78;
+        let out_91: u32 = select(0u, 1u, v79);
+        out[i48] = out_88;
+        out[i48 + 1u] = out_89;
+        out[i48 + 2u] = out_90;
+        out[i48 + 3u] = out_91;
+    }
+    if ((v1 == q2) || (v47 == q2)) {
+        let i92: u32 = q2 << 2u;
+        if (i92 < u.N) {
+            let v93: i32 = a[i92];
+            let v94: bool = v93 > 0i;
+            let v95: f32 = x[i92];
+            let v96: bool = !((bitcast<u32>(v95) & 0x7fffffffu) > 0x7f800000u) && (v95 <= 0.5f);
+            let v97: bool = v94 && v96;
+            let v98: bool = v93 == -3i;
+            let v99: bool = v97 || v98;
+            out[i92] = select(0u, 1u, v99);
+        }
+        let i100: u32 = i92 + 1u;
+        if (i100 < u.N) {
+            let v101: i32 = a[i100];
+            let v102: bool = v101 > 0i;
+            let v103: f32 = x[i100];
+            let v104: bool = !((bitcast<u32>(v103) & 0x7fffffffu) > 0x7f800000u) && (v103 <= 0.5f);
+            let v105: bool = v102 && v104;
+            let v106: bool = v101 == -3i;
+            let v107: bool = v105 || v106;
+            out[i100] = select(0u, 1u, v107);
+        }
+        let i108: u32 = i92 + 2u;
+        if (i108 < u.N) {
+            let v109: i32 = a[i108];
+            let v110: bool = v109 > 0i;
+            let v111: f32 = x[i108];
+            let v112: bool = !((bitcast<u32>(v111) & 0x7fffffffu) > 0x7f800000u) && (v111 <= 0.5f);
+            let v113: bool = v110 && v112;
+            let v114: bool = v109 == -3i;
+            let v115: bool = v113 || v114;
+            out[i108] = select(0u, 1u, v115);
+        }
     }
 }

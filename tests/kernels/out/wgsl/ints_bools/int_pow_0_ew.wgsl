@@ -53,12 +53,103 @@ fn int_pow_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: i32 = a[i1];
-        let v3: i32 = b[i1];
-        let v4: i32 = mimir_mod_i32(v3, 5i);
-        let v5: i32 = mimir_pow_i32(v2, v4);
-        out[i1] = v5;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = u.N >> 2u;
+    let v35: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let a_23: i32 = a[i3];
+        let a_24: i32 = a[i3 + 1u];
+        let a_25: i32 = a[i3 + 2u];
+        let a_26: i32 = a[i3 + 3u];
+        let b_27: i32 = b[i3];
+        let b_28: i32 = b[i3 + 1u];
+        let b_29: i32 = b[i3 + 2u];
+        let b_30: i32 = b[i3 + 3u];
+        let v7: i32 = a_23;
+        let v8: i32 = b_27;
+        let v9: i32 = mimir_mod_i32(v8, 5i);
+        let v10: i32 = mimir_pow_i32(v7, v9);
+        let out_31: i32 = v10;
+        let v11: i32 = a_24;
+        let v12: i32 = b_28;
+        let v13: i32 = mimir_mod_i32(v12, 5i);
+        let v14: i32 = mimir_pow_i32(v11, v13);
+        let out_32: i32 = v14;
+        let v15: i32 = a_25;
+        let v16: i32 = b_29;
+        let v17: i32 = mimir_mod_i32(v16, 5i);
+        let v18: i32 = mimir_pow_i32(v15, v17);
+        let out_33: i32 = v18;
+        let v19: i32 = a_26;
+        let v20: i32 = b_30;
+        let v21: i32 = mimir_mod_i32(v20, 5i);
+        let v22: i32 = mimir_pow_i32(v19, v21);
+        let out_34: i32 = v22;
+        out[i3] = out_31;
+        out[i3 + 1u] = out_32;
+        out[i3 + 2u] = out_33;
+        out[i3 + 3u] = out_34;
+    }
+    if (v35 < q2) {
+        let i36: u32 = v35 << 2u;
+        let a_56: i32 = a[i36];
+        let a_57: i32 = a[i36 + 1u];
+        let a_58: i32 = a[i36 + 2u];
+        let a_59: i32 = a[i36 + 3u];
+        let b_60: i32 = b[i36];
+        let b_61: i32 = b[i36 + 1u];
+        let b_62: i32 = b[i36 + 2u];
+        let b_63: i32 = b[i36 + 3u];
+        let v40: i32 = a_56;
+        let v41: i32 = b_60;
+        let v42: i32 = mimir_mod_i32(v41, 5i);
+        let v43: i32 = mimir_pow_i32(v40, v42);
+        let out_64: i32 = v43;
+        let v44: i32 = a_57;
+        let v45: i32 = b_61;
+        let v46: i32 = mimir_mod_i32(v45, 5i);
+        let v47: i32 = mimir_pow_i32(v44, v46);
+        let out_65: i32 = v47;
+        let v48: i32 = a_58;
+        let v49: i32 = b_62;
+        let v50: i32 = mimir_mod_i32(v49, 5i);
+        let v51: i32 = mimir_pow_i32(v48, v50);
+        let out_66: i32 = v51;
+        let v52: i32 = a_59;
+        let v53: i32 = b_63;
+        let v54: i32 = mimir_mod_i32(v53, 5i);
+        let v55: i32 = mimir_pow_i32(v52, v54);
+        let out_67: i32 = v55;
+        out[i36] = out_64;
+        out[i36 + 1u] = out_65;
+        out[i36 + 2u] = out_66;
+        out[i36 + 3u] = out_67;
+    }
+    if ((v1 == q2) || (v35 == q2)) {
+        let i68: u32 = q2 << 2u;
+        if (i68 < u.N) {
+            let v69: i32 = a[i68];
+            let v70: i32 = b[i68];
+            let v71: i32 = mimir_mod_i32(v70, 5i);
+            let v72: i32 = mimir_pow_i32(v69, v71);
+            out[i68] = v72;
+        }
+        let i73: u32 = i68 + 1u;
+        if (i73 < u.N) {
+            let v74: i32 = a[i73];
+            let v75: i32 = b[i73];
+            let v76: i32 = mimir_mod_i32(v75, 5i);
+            let v77: i32 = mimir_pow_i32(v74, v76);
+            out[i73] = v77;
+        }
+        let i78: u32 = i68 + 2u;
+        if (i78 < u.N) {
+            let v79: i32 = a[i78];
+            let v80: i32 = b[i78];
+            let v81: i32 = mimir_mod_i32(v80, 5i);
+            let v82: i32 = mimir_pow_i32(v79, v81);
+            out[i78] = v82;
+        }
     }
 }

@@ -34,16 +34,147 @@ fn mixed_int_float_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: i32 = a[i1];
-        let v3: f32 = x[i1];
-        let v5: f32 = f32(v2) / 4.0f;
-        let v6: f32 = fma(f32(v2), v3, v5);
-        let v7: f32 = floor(v3 / 0.25f);
-        let v8: f32 = v6 + v7;
-        let v9: f32 = mimir_mod_f32(v3, 0.3f);
-        let v10: f32 = v8 + v9;
-        out[i1] = v10;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = u.N >> 2u;
+    let v55: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let a_43: i32 = a[i3];
+        let a_44: i32 = a[i3 + 1u];
+        let a_45: i32 = a[i3 + 2u];
+        let a_46: i32 = a[i3 + 3u];
+        let x_47: f32 = x[i3];
+        let x_48: f32 = x[i3 + 1u];
+        let x_49: f32 = x[i3 + 2u];
+        let x_50: f32 = x[i3 + 3u];
+        let v7: i32 = a_43;
+        let v8: f32 = x_47;
+        let v10: f32 = f32(v7) / 4.0f;
+        let v11: f32 = fma(f32(v7), v8, v10);
+        let v12: f32 = floor(v8 / 0.25f);
+        let v13: f32 = v11 + v12;
+        let v14: f32 = mimir_mod_f32(v8, 0.3f);
+        let v15: f32 = v13 + v14;
+        let out_51: f32 = v15;
+        let v16: i32 = a_44;
+        let v17: f32 = x_48;
+        let v19: f32 = f32(v16) / 4.0f;
+        let v20: f32 = fma(f32(v16), v17, v19);
+        let v21: f32 = floor(v17 / 0.25f);
+        let v22: f32 = v20 + v21;
+        let v23: f32 = mimir_mod_f32(v17, 0.3f);
+        let v24: f32 = v22 + v23;
+        let out_52: f32 = v24;
+        let v25: i32 = a_45;
+        let v26: f32 = x_49;
+        let v28: f32 = f32(v25) / 4.0f;
+        let v29: f32 = fma(f32(v25), v26, v28);
+        let v30: f32 = floor(v26 / 0.25f);
+        let v31: f32 = v29 + v30;
+        let v32: f32 = mimir_mod_f32(v26, 0.3f);
+        let v33: f32 = v31 + v32;
+        let out_53: f32 = v33;
+        let v34: i32 = a_46;
+        let v35: f32 = x_50;
+        let v37: f32 = f32(v34) / 4.0f;
+        let v38: f32 = fma(f32(v34), v35, v37);
+        let v39: f32 = floor(v35 / 0.25f);
+        let v40: f32 = v38 + v39;
+        let v41: f32 = mimir_mod_f32(v35, 0.3f);
+        let v42: f32 = v40 + v41;
+        let out_54: f32 = v42;
+        out[i3] = out_51;
+        out[i3 + 1u] = out_52;
+        out[i3 + 2u] = out_53;
+        out[i3 + 3u] = out_54;
+    }
+    if (v55 < q2) {
+        let i56: u32 = v55 << 2u;
+        let a_96: i32 = a[i56];
+        let a_97: i32 = a[i56 + 1u];
+        let a_98: i32 = a[i56 + 2u];
+        let a_99: i32 = a[i56 + 3u];
+        let x_100: f32 = x[i56];
+        let x_101: f32 = x[i56 + 1u];
+        let x_102: f32 = x[i56 + 2u];
+        let x_103: f32 = x[i56 + 3u];
+        let v60: i32 = a_96;
+        let v61: f32 = x_100;
+        let v63: f32 = f32(v60) / 4.0f;
+        let v64: f32 = fma(f32(v60), v61, v63);
+        let v65: f32 = floor(v61 / 0.25f);
+        let v66: f32 = v64 + v65;
+        let v67: f32 = mimir_mod_f32(v61, 0.3f);
+        let v68: f32 = v66 + v67;
+        let out_104: f32 = v68;
+        let v69: i32 = a_97;
+        let v70: f32 = x_101;
+        let v72: f32 = f32(v69) / 4.0f;
+        let v73: f32 = fma(f32(v69), v70, v72);
+        let v74: f32 = floor(v70 / 0.25f);
+        let v75: f32 = v73 + v74;
+        let v76: f32 = mimir_mod_f32(v70, 0.3f);
+        let v77: f32 = v75 + v76;
+        let out_105: f32 = v77;
+        let v78: i32 = a_98;
+        let v79: f32 = x_102;
+        let v81: f32 = f32(v78) / 4.0f;
+        let v82: f32 = fma(f32(v78), v79, v81);
+        let v83: f32 = floor(v79 / 0.25f);
+        let v84: f32 = v82 + v83;
+        let v85: f32 = mimir_mod_f32(v79, 0.3f);
+        let v86: f32 = v84 + v85;
+        let out_106: f32 = v86;
+        let v87: i32 = a_99;
+        let v88: f32 = x_103;
+        let v90: f32 = f32(v87) / 4.0f;
+        let v91: f32 = fma(f32(v87), v88, v90);
+        let v92: f32 = floor(v88 / 0.25f);
+        let v93: f32 = v91 + v92;
+        let v94: f32 = mimir_mod_f32(v88, 0.3f);
+        let v95: f32 = v93 + v94;
+        let out_107: f32 = v95;
+        out[i56] = out_104;
+        out[i56 + 1u] = out_105;
+        out[i56 + 2u] = out_106;
+        out[i56 + 3u] = out_107;
+    }
+    if ((v1 == q2) || (v55 == q2)) {
+        let i108: u32 = q2 << 2u;
+        if (i108 < u.N) {
+            let v109: i32 = a[i108];
+            let v110: f32 = x[i108];
+            let v112: f32 = f32(v109) / 4.0f;
+            let v113: f32 = fma(f32(v109), v110, v112);
+            let v114: f32 = floor(v110 / 0.25f);
+            let v115: f32 = v113 + v114;
+            let v116: f32 = mimir_mod_f32(v110, 0.3f);
+            let v117: f32 = v115 + v116;
+            out[i108] = v117;
+        }
+        let i118: u32 = i108 + 1u;
+        if (i118 < u.N) {
+            let v119: i32 = a[i118];
+            let v120: f32 = x[i118];
+            let v122: f32 = f32(v119) / 4.0f;
+            let v123: f32 = fma(f32(v119), v120, v122);
+            let v124: f32 = floor(v120 / 0.25f);
+            let v125: f32 = v123 + v124;
+            let v126: f32 = mimir_mod_f32(v120, 0.3f);
+            let v127: f32 = v125 + v126;
+            out[i118] = v127;
+        }
+        let i128: u32 = i108 + 2u;
+        if (i128 < u.N) {
+            let v129: i32 = a[i128];
+            let v130: f32 = x[i128];
+            let v132: f32 = f32(v129) / 4.0f;
+            let v133: f32 = fma(f32(v129), v130, v132);
+            let v134: f32 = floor(v130 / 0.25f);
+            let v135: f32 = v133 + v134;
+            let v136: f32 = mimir_mod_f32(v130, 0.3f);
+            let v137: f32 = v135 + v136;
+            out[i128] = v137;
+        }
     }
 }

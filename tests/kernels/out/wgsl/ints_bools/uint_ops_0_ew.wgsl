@@ -30,15 +30,136 @@ fn uint_ops_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: u32 = a[i1];
-        let v3: u32 = b[i1];
-        let v4: u32 = v3 + 1u;
-        let v5: u32 = mimir_floordiv_u32(v2, v4);
-        let v6: u32 = mimir_mod_u32(v2, 3u);
-        let v7: u32 = v5 + v6;
-        let v8: u32 = v7 - 1u;
-        out[i1] = v8;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = u.N >> 2u;
+    let v47: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let a_35: u32 = a[i3];
+        let a_36: u32 = a[i3 + 1u];
+        let a_37: u32 = a[i3 + 2u];
+        let a_38: u32 = a[i3 + 3u];
+        let b_39: u32 = b[i3];
+        let b_40: u32 = b[i3 + 1u];
+        let b_41: u32 = b[i3 + 2u];
+        let b_42: u32 = b[i3 + 3u];
+        let v7: u32 = a_35;
+        let v8: u32 = b_39;
+        let v9: u32 = v8 + 1u;
+        let v10: u32 = mimir_floordiv_u32(v7, v9);
+        let v11: u32 = mimir_mod_u32(v7, 3u);
+        let v12: u32 = v10 + v11;
+        let v13: u32 = v12 - 1u;
+        let out_43: u32 = v13;
+        let v14: u32 = a_36;
+        let v15: u32 = b_40;
+        let v16: u32 = v15 + 1u;
+        let v17: u32 = mimir_floordiv_u32(v14, v16);
+        let v18: u32 = mimir_mod_u32(v14, 3u);
+        let v19: u32 = v17 + v18;
+        let v20: u32 = v19 - 1u;
+        let out_44: u32 = v20;
+        let v21: u32 = a_37;
+        let v22: u32 = b_41;
+        let v23: u32 = v22 + 1u;
+        let v24: u32 = mimir_floordiv_u32(v21, v23);
+        let v25: u32 = mimir_mod_u32(v21, 3u);
+        let v26: u32 = v24 + v25;
+        let v27: u32 = v26 - 1u;
+        let out_45: u32 = v27;
+        let v28: u32 = a_38;
+        let v29: u32 = b_42;
+        let v30: u32 = v29 + 1u;
+        let v31: u32 = mimir_floordiv_u32(v28, v30);
+        let v32: u32 = mimir_mod_u32(v28, 3u);
+        let v33: u32 = v31 + v32;
+        let v34: u32 = v33 - 1u;
+        let out_46: u32 = v34;
+        out[i3] = out_43;
+        out[i3 + 1u] = out_44;
+        out[i3 + 2u] = out_45;
+        out[i3 + 3u] = out_46;
+    }
+    if (v47 < q2) {
+        let i48: u32 = v47 << 2u;
+        let a_80: u32 = a[i48];
+        let a_81: u32 = a[i48 + 1u];
+        let a_82: u32 = a[i48 + 2u];
+        let a_83: u32 = a[i48 + 3u];
+        let b_84: u32 = b[i48];
+        let b_85: u32 = b[i48 + 1u];
+        let b_86: u32 = b[i48 + 2u];
+        let b_87: u32 = b[i48 + 3u];
+        let v52: u32 = a_80;
+        let v53: u32 = b_84;
+        let v54: u32 = v53 + 1u;
+        let v55: u32 = mimir_floordiv_u32(v52, v54);
+        let v56: u32 = mimir_mod_u32(v52, 3u);
+        let v57: u32 = v55 + v56;
+        let v58: u32 = v57 - 1u;
+        let out_88: u32 = v58;
+        let v59: u32 = a_81;
+        let v60: u32 = b_85;
+        let v61: u32 = v60 + 1u;
+        let v62: u32 = mimir_floordiv_u32(v59, v61);
+        let v63: u32 = mimir_mod_u32(v59, 3u);
+        let v64: u32 = v62 + v63;
+        let v65: u32 = v64 - 1u;
+        let out_89: u32 = v65;
+        let v66: u32 = a_82;
+        let v67: u32 = b_86;
+        let v68: u32 = v67 + 1u;
+        let v69: u32 = mimir_floordiv_u32(v66, v68);
+        let v70: u32 = mimir_mod_u32(v66, 3u);
+        let v71: u32 = v69 + v70;
+        let v72: u32 = v71 - 1u;
+        let out_90: u32 = v72;
+        let v73: u32 = a_83;
+        let v74: u32 = b_87;
+        let v75: u32 = v74 + 1u;
+        let v76: u32 = mimir_floordiv_u32(v73, v75);
+        let v77: u32 = mimir_mod_u32(v73, 3u);
+        let v78: u32 = v76 + v77;
+        let v79: u32 = v78 - 1u;
+        let out_91: u32 = v79;
+        out[i48] = out_88;
+        out[i48 + 1u] = out_89;
+        out[i48 + 2u] = out_90;
+        out[i48 + 3u] = out_91;
+    }
+    if ((v1 == q2) || (v47 == q2)) {
+        let i92: u32 = q2 << 2u;
+        if (i92 < u.N) {
+            let v93: u32 = a[i92];
+            let v94: u32 = b[i92];
+            let v95: u32 = v94 + 1u;
+            let v96: u32 = mimir_floordiv_u32(v93, v95);
+            let v97: u32 = mimir_mod_u32(v93, 3u);
+            let v98: u32 = v96 + v97;
+            let v99: u32 = v98 - 1u;
+            out[i92] = v99;
+        }
+        let i100: u32 = i92 + 1u;
+        if (i100 < u.N) {
+            let v101: u32 = a[i100];
+            let v102: u32 = b[i100];
+            let v103: u32 = v102 + 1u;
+            let v104: u32 = mimir_floordiv_u32(v101, v103);
+            let v105: u32 = mimir_mod_u32(v101, 3u);
+            let v106: u32 = v104 + v105;
+            let v107: u32 = v106 - 1u;
+            out[i100] = v107;
+        }
+        let i108: u32 = i92 + 2u;
+        if (i108 < u.N) {
+            let v109: u32 = a[i108];
+            let v110: u32 = b[i108];
+            let v111: u32 = v110 + 1u;
+            let v112: u32 = mimir_floordiv_u32(v109, v111);
+            let v113: u32 = mimir_mod_u32(v109, 3u);
+            let v114: u32 = v112 + v113;
+            let v115: u32 = v114 - 1u;
+            out[i108] = v115;
+        }
     }
 }

@@ -17,13 +17,104 @@ fn outer_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.M) {
-        let i2: u32 = i1 % u.M;
-        let i3: u32 = i1 / u.M;
-        let v4: f32 = a[i3];
-        let v5: f32 = b[i2];
-        let v6: f32 = v4 * v5;
-        out[i1] = v6;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = (u.N * u.M) >> 2u;
+    let v31: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let i4: u32 = i3 + 1u;
+        let i5: u32 = i3 + 2u;
+        let i6: u32 = i3 + 3u;
+        let i7: u32 = i3 % u.M;
+        let i8: u32 = i3 / u.M;
+        let v9: f32 = a[i8];
+        let v10: f32 = b[i7];
+        let v11: f32 = v9 * v10;
+        let out_27: f32 = v11;
+        let i12: u32 = i4 % u.M;
+        let i13: u32 = i4 / u.M;
+        let v14: f32 = a[i13];
+        let v15: f32 = b[i12];
+        let v16: f32 = v14 * v15;
+        let out_28: f32 = v16;
+        let i17: u32 = i5 % u.M;
+        let i18: u32 = i5 / u.M;
+        let v19: f32 = a[i18];
+        let v20: f32 = b[i17];
+        let v21: f32 = v19 * v20;
+        let out_29: f32 = v21;
+        let i22: u32 = i6 % u.M;
+        let i23: u32 = i6 / u.M;
+        let v24: f32 = a[i23];
+        let v25: f32 = b[i22];
+        let v26: f32 = v24 * v25;
+        let out_30: f32 = v26;
+        out[i3] = out_27;
+        out[i3 + 1u] = out_28;
+        out[i3 + 2u] = out_29;
+        out[i3 + 3u] = out_30;
+    }
+    if (v31 < q2) {
+        let i32_: u32 = v31 << 2u;
+        let i33: u32 = i32_ + 1u;
+        let i34: u32 = i32_ + 2u;
+        let i35: u32 = i32_ + 3u;
+        let i36: u32 = i32_ % u.M;
+        let i37: u32 = i32_ / u.M;
+        let v38: f32 = a[i37];
+        let v39: f32 = b[i36];
+        let v40: f32 = v38 * v39;
+        let out_56: f32 = v40;
+        let i41: u32 = i33 % u.M;
+        let i42: u32 = i33 / u.M;
+        let v43: f32 = a[i42];
+        let v44: f32 = b[i41];
+        let v45: f32 = v43 * v44;
+        let out_57: f32 = v45;
+        let i46: u32 = i34 % u.M;
+        let i47: u32 = i34 / u.M;
+        let v48: f32 = a[i47];
+        let v49: f32 = b[i46];
+        let v50: f32 = v48 * v49;
+        let out_58: f32 = v50;
+        let i51: u32 = i35 % u.M;
+        let i52: u32 = i35 / u.M;
+        let v53: f32 = a[i52];
+        let v54: f32 = b[i51];
+        let v55: f32 = v53 * v54;
+        let out_59: f32 = v55;
+        out[i32_] = out_56;
+        out[i32_ + 1u] = out_57;
+        out[i32_ + 2u] = out_58;
+        out[i32_ + 3u] = out_59;
+    }
+    if ((v1 == q2) || (v31 == q2)) {
+        let i60: u32 = q2 << 2u;
+        if (i60 < u.N * u.M) {
+            let i61: u32 = i60 % u.M;
+            let i62: u32 = i60 / u.M;
+            let v63: f32 = a[i62];
+            let v64: f32 = b[i61];
+            let v65: f32 = v63 * v64;
+            out[i60] = v65;
+        }
+        let i66: u32 = i60 + 1u;
+        if (i66 < u.N * u.M) {
+            let i67: u32 = i66 % u.M;
+            let i68: u32 = i66 / u.M;
+            let v69: f32 = a[i68];
+            let v70: f32 = b[i67];
+            let v71: f32 = v69 * v70;
+            out[i66] = v71;
+        }
+        let i72: u32 = i60 + 2u;
+        if (i72 < u.N * u.M) {
+            let i73: u32 = i72 % u.M;
+            let i74: u32 = i72 / u.M;
+            let v75: f32 = a[i74];
+            let v76: f32 = b[i73];
+            let v77: f32 = v75 * v76;
+            out[i72] = v77;
+        }
     }
 }

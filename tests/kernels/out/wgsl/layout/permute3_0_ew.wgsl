@@ -15,15 +15,126 @@ fn permute3_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < 10u * u.N) {
-        let i2: u32 = i1 % u.N;
-        let i3: u32 = i1 / u.N;
-        let i4: u32 = i3 & 1u;
-        let i5: u32 = i3 >> 1u;
-        let i6: u32 = (i4 * u.N + i2) * 5u + i5;
-        let v7: f32 = x[i6];
-        let v8: f32 = v7 * 2.0f;
-        out[i1] = v8;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = (10u * u.N) >> 2u;
+    let v39: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let i4: u32 = i3 + 1u;
+        let i5: u32 = i3 + 2u;
+        let i6: u32 = i3 + 3u;
+        let i7: u32 = i3 % u.N;
+        let i8: u32 = i3 / u.N;
+        let i9: u32 = i8 & 1u;
+        let i10: u32 = i8 >> 1u;
+        let i11: u32 = (i9 * u.N + i7) * 5u + i10;
+        let v12: f32 = x[i11];
+        let v13: f32 = v12 * 2.0f;
+        let out_35: f32 = v13;
+        let i14: u32 = i4 % u.N;
+        let i15: u32 = i4 / u.N;
+        let i16: u32 = i15 & 1u;
+        let i17: u32 = i15 >> 1u;
+        let i18: u32 = (i16 * u.N + i14) * 5u + i17;
+        let v19: f32 = x[i18];
+        let v20: f32 = v19 * 2.0f;
+        let out_36: f32 = v20;
+        let i21: u32 = i5 % u.N;
+        let i22: u32 = i5 / u.N;
+        let i23: u32 = i22 & 1u;
+        let i24: u32 = i22 >> 1u;
+        let i25: u32 = (i23 * u.N + i21) * 5u + i24;
+        let v26: f32 = x[i25];
+        let v27: f32 = v26 * 2.0f;
+        let out_37: f32 = v27;
+        let i28: u32 = i6 % u.N;
+        let i29: u32 = i6 / u.N;
+        let i30: u32 = i29 & 1u;
+        let i31: u32 = i29 >> 1u;
+        let i32_: u32 = (i30 * u.N + i28) * 5u + i31;
+        let v33: f32 = x[i32_];
+        let v34: f32 = v33 * 2.0f;
+        let out_38: f32 = v34;
+        out[i3] = out_35;
+        out[i3 + 1u] = out_36;
+        out[i3 + 2u] = out_37;
+        out[i3 + 3u] = out_38;
+    }
+    if (v39 < q2) {
+        let i40: u32 = v39 << 2u;
+        let i41: u32 = i40 + 1u;
+        let i42: u32 = i40 + 2u;
+        let i43: u32 = i40 + 3u;
+        let i44: u32 = i40 % u.N;
+        let i45: u32 = i40 / u.N;
+        let i46: u32 = i45 & 1u;
+        let i47: u32 = i45 >> 1u;
+        let i48: u32 = (i46 * u.N + i44) * 5u + i47;
+        let v49: f32 = x[i48];
+        let v50: f32 = v49 * 2.0f;
+        let out_72: f32 = v50;
+        let i51: u32 = i41 % u.N;
+        let i52: u32 = i41 / u.N;
+        let i53: u32 = i52 & 1u;
+        let i54: u32 = i52 >> 1u;
+        let i55: u32 = (i53 * u.N + i51) * 5u + i54;
+        let v56: f32 = x[i55];
+        let v57: f32 = v56 * 2.0f;
+        let out_73: f32 = v57;
+        let i58: u32 = i42 % u.N;
+        let i59: u32 = i42 / u.N;
+        let i60: u32 = i59 & 1u;
+        let i61: u32 = i59 >> 1u;
+        let i62: u32 = (i60 * u.N + i58) * 5u + i61;
+        let v63: f32 = x[i62];
+        let v64: f32 = v63 * 2.0f;
+        let out_74: f32 = v64;
+        let i65: u32 = i43 % u.N;
+        let i66: u32 = i43 / u.N;
+        let i67: u32 = i66 & 1u;
+        let i68: u32 = i66 >> 1u;
+        let i69: u32 = (i67 * u.N + i65) * 5u + i68;
+        let v70: f32 = x[i69];
+        let v71: f32 = v70 * 2.0f;
+        let out_75: f32 = v71;
+        out[i40] = out_72;
+        out[i40 + 1u] = out_73;
+        out[i40 + 2u] = out_74;
+        out[i40 + 3u] = out_75;
+    }
+    if ((v1 == q2) || (v39 == q2)) {
+        let i76: u32 = q2 << 2u;
+        if (i76 < 10u * u.N) {
+            let i77: u32 = i76 % u.N;
+            let i78: u32 = i76 / u.N;
+            let i79: u32 = i78 & 1u;
+            let i80: u32 = i78 >> 1u;
+            let i81: u32 = (i79 * u.N + i77) * 5u + i80;
+            let v82: f32 = x[i81];
+            let v83: f32 = v82 * 2.0f;
+            out[i76] = v83;
+        }
+        let i84: u32 = i76 + 1u;
+        if (i84 < 10u * u.N) {
+            let i85: u32 = i84 % u.N;
+            let i86: u32 = i84 / u.N;
+            let i87: u32 = i86 & 1u;
+            let i88: u32 = i86 >> 1u;
+            let i89: u32 = (i87 * u.N + i85) * 5u + i88;
+            let v90: f32 = x[i89];
+            let v91: f32 = v90 * 2.0f;
+            out[i84] = v91;
+        }
+        let i92: u32 = i76 + 2u;
+        if (i92 < 10u * u.N) {
+            let i93: u32 = i92 % u.N;
+            let i94: u32 = i92 / u.N;
+            let i95: u32 = i94 & 1u;
+            let i96: u32 = i94 >> 1u;
+            let i97: u32 = (i95 * u.N + i93) * 5u + i96;
+            let v98: f32 = x[i97];
+            let v99: f32 = v98 * 2.0f;
+            out[i92] = v99;
+        }
     }
 }

@@ -16,12 +16,93 @@ fn row_of_matrix_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.M) {
-        let v2: f32 = x[i1];
-        let i3: u32 = (u.N - 1u) * u.M + i1;
-        let v4: f32 = x[i3];
-        let v5: f32 = v2 + v4;
-        out[i1] = v5;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = u.M >> 2u;
+    let v27: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let i4: u32 = i3 + 1u;
+        let i5: u32 = i3 + 2u;
+        let i6: u32 = i3 + 3u;
+        let v7: f32 = x[i3];
+        let i8: u32 = (u.N - 1u) * u.M + i3;
+        let v9: f32 = x[i8];
+        let v10: f32 = v7 + v9;
+        let out_23: f32 = v10;
+        let v11: f32 = x[i4];
+        let i12: u32 = (u.N - 1u) * u.M + i4;
+        let v13: f32 = x[i12];
+        let v14: f32 = v11 + v13;
+        let out_24: f32 = v14;
+        let v15: f32 = x[i5];
+        let i16: u32 = (u.N - 1u) * u.M + i5;
+        let v17: f32 = x[i16];
+        let v18: f32 = v15 + v17;
+        let out_25: f32 = v18;
+        let v19: f32 = x[i6];
+        let i20: u32 = (u.N - 1u) * u.M + i6;
+        let v21: f32 = x[i20];
+        let v22: f32 = v19 + v21;
+        let out_26: f32 = v22;
+        out[i3] = out_23;
+        out[i3 + 1u] = out_24;
+        out[i3 + 2u] = out_25;
+        out[i3 + 3u] = out_26;
+    }
+    if (v27 < q2) {
+        let i28: u32 = v27 << 2u;
+        let i29: u32 = i28 + 1u;
+        let i30: u32 = i28 + 2u;
+        let i31: u32 = i28 + 3u;
+        let v32: f32 = x[i28];
+        let i33: u32 = (u.N - 1u) * u.M + i28;
+        let v34: f32 = x[i33];
+        let v35: f32 = v32 + v34;
+        let out_48: f32 = v35;
+        let v36: f32 = x[i29];
+        let i37: u32 = (u.N - 1u) * u.M + i29;
+        let v38: f32 = x[i37];
+        let v39: f32 = v36 + v38;
+        let out_49: f32 = v39;
+        let v40: f32 = x[i30];
+        let i41: u32 = (u.N - 1u) * u.M + i30;
+        let v42: f32 = x[i41];
+        let v43: f32 = v40 + v42;
+        let out_50: f32 = v43;
+        let v44: f32 = x[i31];
+        let i45: u32 = (u.N - 1u) * u.M + i31;
+        let v46: f32 = x[i45];
+        let v47: f32 = v44 + v46;
+        let out_51: f32 = v47;
+        out[i28] = out_48;
+        out[i28 + 1u] = out_49;
+        out[i28 + 2u] = out_50;
+        out[i28 + 3u] = out_51;
+    }
+    if ((v1 == q2) || (v27 == q2)) {
+        let i52: u32 = q2 << 2u;
+        if (i52 < u.M) {
+            let v53: f32 = x[i52];
+            let i54: u32 = (u.N - 1u) * u.M + i52;
+            let v55: f32 = x[i54];
+            let v56: f32 = v53 + v55;
+            out[i52] = v56;
+        }
+        let i57: u32 = i52 + 1u;
+        if (i57 < u.M) {
+            let v58: f32 = x[i57];
+            let i59: u32 = (u.N - 1u) * u.M + i57;
+            let v60: f32 = x[i59];
+            let v61: f32 = v58 + v60;
+            out[i57] = v61;
+        }
+        let i62: u32 = i52 + 2u;
+        if (i62 < u.M) {
+            let v63: f32 = x[i62];
+            let i64: u32 = (u.N - 1u) * u.M + i62;
+            let v65: f32 = x[i64];
+            let v66: f32 = v63 + v65;
+            out[i62] = v66;
+        }
     }
 }

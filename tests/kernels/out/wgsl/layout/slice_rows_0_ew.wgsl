@@ -5,7 +5,7 @@ struct Uniforms {
 }
 
 @group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
 
 @compute @workgroup_size(256, 1, 1)
@@ -15,15 +15,85 @@ fn slice_rows_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * 4u) {
-        let i2: u32 = i1 & 3u;
-        let i3: u32 = i1 >> 2u;
-        let i4: u32 = i3 * 8u + (i2 + 2u);
-        let v5: f32 = x[i4];
-        let i6: u32 = i3 * 8u + (i2 + 4u);
-        let v7: f32 = x[i6];
-        let v8: f32 = v5 - v7;
-        out[i1] = v8;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = (u.N * 4u) >> 2u;
+    let v39: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let i4: u32 = i3 + 1u;
+        let i5: u32 = i3 + 2u;
+        let i6: u32 = i3 + 3u;
+        let i7: u32 = i3 & 3u;
+        let i8: u32 = i3 >> 2u;
+        let i9: u32 = i8 * 8u + (i7 + 2u);
+        let v10: f32 = x[i9];
+        let i11: u32 = i8 * 8u + (i7 + 4u);
+        let v12: f32 = x[i11];
+        let v13: f32 = v10 - v12;
+        let out_35: f32 = v13;
+        let i14: u32 = i4 & 3u;
+        let i15: u32 = i4 >> 2u;
+        let i16: u32 = i15 * 8u + (i14 + 2u);
+        let v17: f32 = x[i16];
+        let i18: u32 = i15 * 8u + (i14 + 4u);
+        let v19: f32 = x[i18];
+        let v20: f32 = v17 - v19;
+        let out_36: f32 = v20;
+        let i21: u32 = i5 & 3u;
+        let i22: u32 = i5 >> 2u;
+        let i23: u32 = i22 * 8u + (i21 + 2u);
+        let v24: f32 = x[i23];
+        let i25: u32 = i22 * 8u + (i21 + 4u);
+        let v26: f32 = x[i25];
+        let v27: f32 = v24 - v26;
+        let out_37: f32 = v27;
+        let i28: u32 = i6 & 3u;
+        let i29: u32 = i6 >> 2u;
+        let i30: u32 = i29 * 8u + (i28 + 2u);
+        let v31: f32 = x[i30];
+        let i32_: u32 = i29 * 8u + (i28 + 4u);
+        let v33: f32 = x[i32_];
+        let v34: f32 = v31 - v33;
+        let out_38: f32 = v34;
+        out[i3 >> 2u] = vec4<f32>(out_35, out_36, out_37, out_38);
+    }
+    if (v39 < q2) {
+        let i40: u32 = v39 << 2u;
+        let i41: u32 = i40 + 1u;
+        let i42: u32 = i40 + 2u;
+        let i43: u32 = i40 + 3u;
+        let i44: u32 = i40 & 3u;
+        let i45: u32 = i40 >> 2u;
+        let i46: u32 = i45 * 8u + (i44 + 2u);
+        let v47: f32 = x[i46];
+        let i48: u32 = i45 * 8u + (i44 + 4u);
+        let v49: f32 = x[i48];
+        let v50: f32 = v47 - v49;
+        let out_72: f32 = v50;
+        let i51: u32 = i41 & 3u;
+        let i52: u32 = i41 >> 2u;
+        let i53: u32 = i52 * 8u + (i51 + 2u);
+        let v54: f32 = x[i53];
+        let i55: u32 = i52 * 8u + (i51 + 4u);
+        let v56: f32 = x[i55];
+        let v57: f32 = v54 - v56;
+        let out_73: f32 = v57;
+        let i58: u32 = i42 & 3u;
+        let i59: u32 = i42 >> 2u;
+        let i60: u32 = i59 * 8u + (i58 + 2u);
+        let v61: f32 = x[i60];
+        let i62: u32 = i59 * 8u + (i58 + 4u);
+        let v63: f32 = x[i62];
+        let v64: f32 = v61 - v63;
+        let out_74: f32 = v64;
+        let i65: u32 = i43 & 3u;
+        let i66: u32 = i43 >> 2u;
+        let i67: u32 = i66 * 8u + (i65 + 2u);
+        let v68: f32 = x[i67];
+        let i69: u32 = i66 * 8u + (i65 + 4u);
+        let v70: f32 = x[i69];
+        let v71: f32 = v68 - v70;
+        let out_75: f32 = v71;
+        out[i40 >> 2u] = vec4<f32>(out_72, out_73, out_74, out_75);
     }
 }

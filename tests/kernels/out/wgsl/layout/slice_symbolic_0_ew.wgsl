@@ -16,16 +16,145 @@ fn slice_symbolic_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * 3u) {
-        let i2: u32 = i1 % 3u;
-        let i3: u32 = i1 / 3u;
-        let i4: u32 = (i3 + 1u) * 3u + i2;
-        let v5: f32 = x[i4];
-        let i6: u32 = (i3 + 2u) * 3u;
-        let v7: f32 = x[i6];
-        let v8: f32 = y[i1];
-        let v10: f32 = fma(v7, v8, v5);
-        out[i1] = v10;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = (u.N * 3u) >> 2u;
+    let v51: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let i4: u32 = i3 + 1u;
+        let i5: u32 = i3 + 2u;
+        let i6: u32 = i3 + 3u;
+        let y_43: f32 = y[i3];
+        let y_44: f32 = y[i3 + 1u];
+        let y_45: f32 = y[i3 + 2u];
+        let y_46: f32 = y[i3 + 3u];
+        let i7: u32 = i3 % 3u;
+        let i8: u32 = i3 / 3u;
+        let i9: u32 = (i8 + 1u) * 3u + i7;
+        let v10: f32 = x[i9];
+        let i11: u32 = (i8 + 2u) * 3u;
+        let v12: f32 = x[i11];
+        let v13: f32 = y_43;
+        let v15: f32 = fma(v12, v13, v10);
+        let out_47: f32 = v15;
+        let i16: u32 = i4 % 3u;
+        let i17: u32 = i4 / 3u;
+        let i18: u32 = (i17 + 1u) * 3u + i16;
+        let v19: f32 = x[i18];
+        let i20: u32 = (i17 + 2u) * 3u;
+        let v21: f32 = x[i20];
+        let v22: f32 = y_44;
+        let v24: f32 = fma(v21, v22, v19);
+        let out_48: f32 = v24;
+        let i25: u32 = i5 % 3u;
+        let i26: u32 = i5 / 3u;
+        let i27: u32 = (i26 + 1u) * 3u + i25;
+        let v28: f32 = x[i27];
+        let i29: u32 = (i26 + 2u) * 3u;
+        let v30: f32 = x[i29];
+        let v31: f32 = y_45;
+        let v33: f32 = fma(v30, v31, v28);
+        let out_49: f32 = v33;
+        let i34: u32 = i6 % 3u;
+        let i35: u32 = i6 / 3u;
+        let i36: u32 = (i35 + 1u) * 3u + i34;
+        let v37: f32 = x[i36];
+        let i38: u32 = (i35 + 2u) * 3u;
+        let v39: f32 = x[i38];
+        let v40: f32 = y_46;
+        let v42: f32 = fma(v39, v40, v37);
+        let out_50: f32 = v42;
+        out[i3] = out_47;
+        out[i3 + 1u] = out_48;
+        out[i3 + 2u] = out_49;
+        out[i3 + 3u] = out_50;
+    }
+    if (v51 < q2) {
+        let i52: u32 = v51 << 2u;
+        let i53: u32 = i52 + 1u;
+        let i54: u32 = i52 + 2u;
+        let i55: u32 = i52 + 3u;
+        let y_92: f32 = y[i52];
+        let y_93: f32 = y[i52 + 1u];
+        let y_94: f32 = y[i52 + 2u];
+        let y_95: f32 = y[i52 + 3u];
+        let i56: u32 = i52 % 3u;
+        let i57: u32 = i52 / 3u;
+        let i58: u32 = (i57 + 1u) * 3u + i56;
+        let v59: f32 = x[i58];
+        let i60: u32 = (i57 + 2u) * 3u;
+        let v61: f32 = x[i60];
+        let v62: f32 = y_92;
+        let v64: f32 = fma(v61, v62, v59);
+        let out_96: f32 = v64;
+        let i65: u32 = i53 % 3u;
+        let i66: u32 = i53 / 3u;
+        let i67: u32 = (i66 + 1u) * 3u + i65;
+        let v68: f32 = x[i67];
+        let i69: u32 = (i66 + 2u) * 3u;
+        let v70: f32 = x[i69];
+        let v71: f32 = y_93;
+        let v73: f32 = fma(v70, v71, v68);
+        let out_97: f32 = v73;
+        let i74: u32 = i54 % 3u;
+        let i75: u32 = i54 / 3u;
+        let i76: u32 = (i75 + 1u) * 3u + i74;
+        let v77: f32 = x[i76];
+        let i78: u32 = (i75 + 2u) * 3u;
+        let v79: f32 = x[i78];
+        let v80: f32 = y_94;
+        let v82: f32 = fma(v79, v80, v77);
+        let out_98: f32 = v82;
+        let i83: u32 = i55 % 3u;
+        let i84: u32 = i55 / 3u;
+        let i85: u32 = (i84 + 1u) * 3u + i83;
+        let v86: f32 = x[i85];
+        let i87: u32 = (i84 + 2u) * 3u;
+        let v88: f32 = x[i87];
+        let v89: f32 = y_95;
+        let v91: f32 = fma(v88, v89, v86);
+        let out_99: f32 = v91;
+        out[i52] = out_96;
+        out[i52 + 1u] = out_97;
+        out[i52 + 2u] = out_98;
+        out[i52 + 3u] = out_99;
+    }
+    if ((v1 == q2) || (v51 == q2)) {
+        let i100: u32 = q2 << 2u;
+        if (i100 < u.N * 3u) {
+            let i101: u32 = i100 % 3u;
+            let i102: u32 = i100 / 3u;
+            let i103: u32 = (i102 + 1u) * 3u + i101;
+            let v104: f32 = x[i103];
+            let i105: u32 = (i102 + 2u) * 3u;
+            let v106: f32 = x[i105];
+            let v107: f32 = y[i100];
+            let v109: f32 = fma(v106, v107, v104);
+            out[i100] = v109;
+        }
+        let i110: u32 = i100 + 1u;
+        if (i110 < u.N * 3u) {
+            let i111: u32 = i110 % 3u;
+            let i112: u32 = i110 / 3u;
+            let i113: u32 = (i112 + 1u) * 3u + i111;
+            let v114: f32 = x[i113];
+            let i115: u32 = (i112 + 2u) * 3u;
+            let v116: f32 = x[i115];
+            let v117: f32 = y[i110];
+            let v119: f32 = fma(v116, v117, v114);
+            out[i110] = v119;
+        }
+        let i120: u32 = i100 + 2u;
+        if (i120 < u.N * 3u) {
+            let i121: u32 = i120 % 3u;
+            let i122: u32 = i120 / 3u;
+            let i123: u32 = (i122 + 1u) * 3u + i121;
+            let v124: f32 = x[i123];
+            let i125: u32 = (i122 + 2u) * 3u;
+            let v126: f32 = x[i125];
+            let v127: f32 = y[i120];
+            let v129: f32 = fma(v126, v127, v124);
+            out[i120] = v129;
+        }
     }
 }

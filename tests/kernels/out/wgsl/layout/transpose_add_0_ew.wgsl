@@ -17,14 +17,123 @@ fn transpose_add_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.M * u.N) {
-        let i2: u32 = i1 % u.N;
-        let i3: u32 = i1 / u.N;
-        let i4: u32 = i2 * u.M + i3;
-        let v5: f32 = x[i4];
-        let v6: f32 = y[i1];
-        let v7: f32 = v5 + v6;
-        out[i1] = v7;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = (u.M * u.N) >> 2u;
+    let v39: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let i4: u32 = i3 + 1u;
+        let i5: u32 = i3 + 2u;
+        let i6: u32 = i3 + 3u;
+        let y_31: f32 = y[i3];
+        let y_32: f32 = y[i3 + 1u];
+        let y_33: f32 = y[i3 + 2u];
+        let y_34: f32 = y[i3 + 3u];
+        let i7: u32 = i3 % u.N;
+        let i8: u32 = i3 / u.N;
+        let i9: u32 = i7 * u.M + i8;
+        let v10: f32 = x[i9];
+        let v11: f32 = y_31;
+        let v12: f32 = v10 + v11;
+        let out_35: f32 = v12;
+        let i13: u32 = i4 % u.N;
+        let i14: u32 = i4 / u.N;
+        let i15: u32 = i13 * u.M + i14;
+        let v16: f32 = x[i15];
+        let v17: f32 = y_32;
+        let v18: f32 = v16 + v17;
+        let out_36: f32 = v18;
+        let i19: u32 = i5 % u.N;
+        let i20: u32 = i5 / u.N;
+        let i21: u32 = i19 * u.M + i20;
+        let v22: f32 = x[i21];
+        let v23: f32 = y_33;
+        let v24: f32 = v22 + v23;
+        let out_37: f32 = v24;
+        let i25: u32 = i6 % u.N;
+        let i26: u32 = i6 / u.N;
+        let i27: u32 = i25 * u.M + i26;
+        let v28: f32 = x[i27];
+        let v29: f32 = y_34;
+        let v30: f32 = v28 + v29;
+        let out_38: f32 = v30;
+        out[i3] = out_35;
+        out[i3 + 1u] = out_36;
+        out[i3 + 2u] = out_37;
+        out[i3 + 3u] = out_38;
+    }
+    if (v39 < q2) {
+        let i40: u32 = v39 << 2u;
+        let i41: u32 = i40 + 1u;
+        let i42: u32 = i40 + 2u;
+        let i43: u32 = i40 + 3u;
+        let y_68: f32 = y[i40];
+        let y_69: f32 = y[i40 + 1u];
+        let y_70: f32 = y[i40 + 2u];
+        let y_71: f32 = y[i40 + 3u];
+        let i44: u32 = i40 % u.N;
+        let i45: u32 = i40 / u.N;
+        let i46: u32 = i44 * u.M + i45;
+        let v47: f32 = x[i46];
+        let v48: f32 = y_68;
+        let v49: f32 = v47 + v48;
+        let out_72: f32 = v49;
+        let i50: u32 = i41 % u.N;
+        let i51: u32 = i41 / u.N;
+        let i52: u32 = i50 * u.M + i51;
+        let v53: f32 = x[i52];
+        let v54: f32 = y_69;
+        let v55: f32 = v53 + v54;
+        let out_73: f32 = v55;
+        let i56: u32 = i42 % u.N;
+        let i57: u32 = i42 / u.N;
+        let i58: u32 = i56 * u.M + i57;
+        let v59: f32 = x[i58];
+        let v60: f32 = y_70;
+        let v61: f32 = v59 + v60;
+        let out_74: f32 = v61;
+        let i62: u32 = i43 % u.N;
+        let i63: u32 = i43 / u.N;
+        let i64: u32 = i62 * u.M + i63;
+        let v65: f32 = x[i64];
+        let v66: f32 = y_71;
+        let v67: f32 = v65 + v66;
+        let out_75: f32 = v67;
+        out[i40] = out_72;
+        out[i40 + 1u] = out_73;
+        out[i40 + 2u] = out_74;
+        out[i40 + 3u] = out_75;
+    }
+    if ((v1 == q2) || (v39 == q2)) {
+        let i76: u32 = q2 << 2u;
+        if (i76 < u.M * u.N) {
+            let i77: u32 = i76 % u.N;
+            let i78: u32 = i76 / u.N;
+            let i79: u32 = i77 * u.M + i78;
+            let v80: f32 = x[i79];
+            let v81: f32 = y[i76];
+            let v82: f32 = v80 + v81;
+            out[i76] = v82;
+        }
+        let i83: u32 = i76 + 1u;
+        if (i83 < u.M * u.N) {
+            let i84: u32 = i83 % u.N;
+            let i85: u32 = i83 / u.N;
+            let i86: u32 = i84 * u.M + i85;
+            let v87: f32 = x[i86];
+            let v88: f32 = y[i83];
+            let v89: f32 = v87 + v88;
+            out[i83] = v89;
+        }
+        let i90: u32 = i76 + 2u;
+        if (i90 < u.M * u.N) {
+            let i91: u32 = i90 % u.N;
+            let i92: u32 = i90 / u.N;
+            let i93: u32 = i91 * u.M + i92;
+            let v94: f32 = x[i93];
+            let v95: f32 = y[i90];
+            let v96: f32 = v94 + v95;
+            out[i90] = v96;
+        }
     }
 }

@@ -17,14 +17,117 @@ fn normalize_rows_3_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * 9u) {
-        let v2: f32 = x[i1];
-        let i4: u32 = i1 / 9u;
-        let v5: f32 = scratch0[i4];
-        let v6: f32 = v2 / v5;
-        let v7: f32 = scratch1[0u];
-        let v8: f32 = v6 - v7;
-        out[i1] = v8;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = (u.N * 9u) >> 2u;
+    let v40: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let i4: u32 = i3 + 1u;
+        let i5: u32 = i3 + 2u;
+        let i6: u32 = i3 + 3u;
+        let x_32: f32 = x[i3];
+        let x_33: f32 = x[i3 + 1u];
+        let x_34: f32 = x[i3 + 2u];
+        let x_35: f32 = x[i3 + 3u];
+        let v7: f32 = x_32;
+        let i9: u32 = i3 / 9u;
+        let v10: f32 = scratch0[i9];
+        let v11: f32 = v7 / v10;
+        let v12: f32 = scratch1[0u];
+        let v13: f32 = v11 - v12;
+        let out_36: f32 = v13;
+        let v14: f32 = x_33;
+        let i16: u32 = i4 / 9u;
+        let v17: f32 = scratch0[i16];
+        let v18: f32 = v14 / v17;
+        let v19: f32 = v18 - v12;
+        let out_37: f32 = v19;
+        let v20: f32 = x_34;
+        let i22: u32 = i5 / 9u;
+        let v23: f32 = scratch0[i22];
+        let v24: f32 = v20 / v23;
+        let v25: f32 = v24 - v12;
+        let out_38: f32 = v25;
+        let v26: f32 = x_35;
+        let i28: u32 = i6 / 9u;
+        let v29: f32 = scratch0[i28];
+        let v30: f32 = v26 / v29;
+        let v31: f32 = v30 - v12;
+        let out_39: f32 = v31;
+        out[i3] = out_36;
+        out[i3 + 1u] = out_37;
+        out[i3 + 2u] = out_38;
+        out[i3 + 3u] = out_39;
+    }
+    if (v40 < q2) {
+        let i41: u32 = v40 << 2u;
+        let i42: u32 = i41 + 1u;
+        let i43: u32 = i41 + 2u;
+        let i44: u32 = i41 + 3u;
+        let x_70: f32 = x[i41];
+        let x_71: f32 = x[i41 + 1u];
+        let x_72: f32 = x[i41 + 2u];
+        let x_73: f32 = x[i41 + 3u];
+        let v45: f32 = x_70;
+        let i47: u32 = i41 / 9u;
+        let v48: f32 = scratch0[i47];
+        let v49: f32 = v45 / v48;
+        let v50: f32 = scratch1[0u];
+        let v51: f32 = v49 - v50;
+        let out_74: f32 = v51;
+        let v52: f32 = x_71;
+        let i54: u32 = i42 / 9u;
+        let v55: f32 = scratch0[i54];
+        let v56: f32 = v52 / v55;
+        let v57: f32 = v56 - v50;
+        let out_75: f32 = v57;
+        let v58: f32 = x_72;
+        let i60: u32 = i43 / 9u;
+        let v61: f32 = scratch0[i60];
+        let v62: f32 = v58 / v61;
+        let v63: f32 = v62 - v50;
+        let out_76: f32 = v63;
+        let v64: f32 = x_73;
+        let i66: u32 = i44 / 9u;
+        let v67: f32 = scratch0[i66];
+        let v68: f32 = v64 / v67;
+        let v69: f32 = v68 - v50;
+        let out_77: f32 = v69;
+        out[i41] = out_74;
+        out[i41 + 1u] = out_75;
+        out[i41 + 2u] = out_76;
+        out[i41 + 3u] = out_77;
+    }
+    if ((v1 == q2) || (v40 == q2)) {
+        let i78: u32 = q2 << 2u;
+        if (i78 < u.N * 9u) {
+            let v79: f32 = x[i78];
+            let i81: u32 = i78 / 9u;
+            let v82: f32 = scratch0[i81];
+            let v83: f32 = v79 / v82;
+            let v84: f32 = scratch1[0u];
+            let v85: f32 = v83 - v84;
+            out[i78] = v85;
+        }
+        let i86: u32 = i78 + 1u;
+        if (i86 < u.N * 9u) {
+            let v87: f32 = x[i86];
+            let i89: u32 = i86 / 9u;
+            let v90: f32 = scratch0[i89];
+            let v91: f32 = v87 / v90;
+            let v92: f32 = scratch1[0u];
+            let v93: f32 = v91 - v92;
+            out[i86] = v93;
+        }
+        let i94: u32 = i78 + 2u;
+        if (i94 < u.N * 9u) {
+            let v95: f32 = x[i94];
+            let i97: u32 = i94 / 9u;
+            let v98: f32 = scratch0[i97];
+            let v99: f32 = v95 / v98;
+            let v100: f32 = scratch1[0u];
+            let v101: f32 = v99 - v100;
+            out[i94] = v101;
+        }
     }
 }

@@ -4,9 +4,9 @@ struct Uniforms {
     N: u32,
 }
 
-@group(0) @binding(0) var<storage, read> a: array<f32>;
-@group(0) @binding(1) var<storage, read> b: array<f32>;
-@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@group(0) @binding(0) var<storage, read> a: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> b: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
 
 @compute @workgroup_size(256, 1, 1)
@@ -16,12 +16,67 @@ fn multiply_add_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.N + 256u - 1u) >> 8u)) {
-        return;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = u.N >> 2u;
+    let v35: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let vec1 = a[i3 >> 2u];
+        let a_23: f32 = vec1[0];
+        let a_24: f32 = vec1[1];
+        let a_25: f32 = vec1[2];
+        let a_26: f32 = vec1[3];
+        let vec2_ = b[i3 >> 2u];
+        let b_27: f32 = vec2_[0];
+        let b_28: f32 = vec2_[1];
+        let b_29: f32 = vec2_[2];
+        let b_30: f32 = vec2_[3];
+        let v7: f32 = a_23;
+        let v8: f32 = b_27;
+        let v10: f32 = fma(v7, v8, v7);
+        let out_31: f32 = v10;
+        let v11: f32 = a_24;
+        let v12: f32 = b_28;
+        let v14: f32 = fma(v11, v12, v11);
+        let out_32: f32 = v14;
+        let v15: f32 = a_25;
+        let v16: f32 = b_29;
+        let v18: f32 = fma(v15, v16, v15);
+        let out_33: f32 = v18;
+        let v19: f32 = a_26;
+        let v20: f32 = b_30;
+        let v22: f32 = fma(v19, v20, v19);
+        let out_34: f32 = v22;
+        out[i3 >> 2u] = vec4<f32>(out_31, out_32, out_33, out_34);
     }
-    let i1: u32 = g0 * 256u + lid.x;
-    let v2: f32 = a[i1];
-    let v3: f32 = b[i1];
-    let v5: f32 = fma(v2, v3, v2);
-    out[i1] = v5;
+    if (v35 < q2) {
+        let i36: u32 = v35 << 2u;
+        let vec3_ = a[i36 >> 2u];
+        let a_56: f32 = vec3_[0];
+        let a_57: f32 = vec3_[1];
+        let a_58: f32 = vec3_[2];
+        let a_59: f32 = vec3_[3];
+        let vec4_ = b[i36 >> 2u];
+        let b_60: f32 = vec4_[0];
+        let b_61: f32 = vec4_[1];
+        let b_62: f32 = vec4_[2];
+        let b_63: f32 = vec4_[3];
+        let v40: f32 = a_56;
+        let v41: f32 = b_60;
+        let v43: f32 = fma(v40, v41, v40);
+        let out_64: f32 = v43;
+        let v44: f32 = a_57;
+        let v45: f32 = b_61;
+        let v47: f32 = fma(v44, v45, v44);
+        let out_65: f32 = v47;
+        let v48: f32 = a_58;
+        let v49: f32 = b_62;
+        let v51: f32 = fma(v48, v49, v48);
+        let out_66: f32 = v51;
+        let v52: f32 = a_59;
+        let v53: f32 = b_63;
+        let v55: f32 = fma(v52, v53, v52);
+        let out_67: f32 = v55;
+        out[i36 >> 2u] = vec4<f32>(out_64, out_65, out_66, out_67);
+    }
 }

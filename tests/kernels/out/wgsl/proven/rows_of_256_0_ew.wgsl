@@ -4,9 +4,9 @@ struct Uniforms {
     M: u32,
 }
 
-@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> s: array<f32>;
-@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
 
 @compute @workgroup_size(256, 1, 1)
@@ -16,13 +16,69 @@ fn rows_of_256_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.M * 256u + 256u - 1u) >> 8u)) {
+    if (g0 >= ((u.M * 256u + 2048u - 1u) >> 11u)) {
         return;
     }
-    let i1: u32 = g0 * 256u + lid.x;
-    let v2: f32 = x[i1];
-    let i3: u32 = i1 & 255u;
-    let v5: f32 = s[i3];
-    let v7: f32 = fma(v2, v5, 1.0f);
-    out[i1] = v7;
+    let v1: u32 = g0 * 512u + lid.x;
+    let v39: u32 = v1 + 256u;
+    let i3: u32 = v1 << 2u;
+    let i4: u32 = i3 + 1u;
+    let i5: u32 = i3 + 2u;
+    let i6: u32 = i3 + 3u;
+    let vec1 = x[i3 >> 2u];
+    let x_31: f32 = vec1[0];
+    let x_32: f32 = vec1[1];
+    let x_33: f32 = vec1[2];
+    let x_34: f32 = vec1[3];
+    let v7: f32 = x_31;
+    let i8: u32 = i3 & 255u;
+    let v10: f32 = s[i8];
+    let v12: f32 = fma(v7, v10, 1.0f);
+    let out_35: f32 = v12;
+    let v13: f32 = x_32;
+    let i14: u32 = i4 & 255u;
+    let v16: f32 = s[i14];
+    let v18: f32 = fma(v13, v16, 1.0f);
+    let out_36: f32 = v18;
+    let v19: f32 = x_33;
+    let i20: u32 = i5 & 255u;
+    let v22: f32 = s[i20];
+    let v24: f32 = fma(v19, v22, 1.0f);
+    let out_37: f32 = v24;
+    let v25: f32 = x_34;
+    let i26: u32 = i6 & 255u;
+    let v28: f32 = s[i26];
+    let v30: f32 = fma(v25, v28, 1.0f);
+    let out_38: f32 = v30;
+    out[i3 >> 2u] = vec4<f32>(out_35, out_36, out_37, out_38);
+    let i40: u32 = v39 << 2u;
+    let i41: u32 = i40 + 1u;
+    let i42: u32 = i40 + 2u;
+    let i43: u32 = i40 + 3u;
+    let vec2_ = x[i40 >> 2u];
+    let x_68: f32 = vec2_[0];
+    let x_69: f32 = vec2_[1];
+    let x_70: f32 = vec2_[2];
+    let x_71: f32 = vec2_[3];
+    let v44: f32 = x_68;
+    let i45: u32 = i40 & 255u;
+    let v47: f32 = s[i45];
+    let v49: f32 = fma(v44, v47, 1.0f);
+    let out_72: f32 = v49;
+    let v50: f32 = x_69;
+    let i51: u32 = i41 & 255u;
+    let v53: f32 = s[i51];
+    let v55: f32 = fma(v50, v53, 1.0f);
+    let out_73: f32 = v55;
+    let v56: f32 = x_70;
+    let i57: u32 = i42 & 255u;
+    let v59: f32 = s[i57];
+    let v61: f32 = fma(v56, v59, 1.0f);
+    let out_74: f32 = v61;
+    let v62: f32 = x_71;
+    let i63: u32 = i43 & 255u;
+    let v65: f32 = s[i63];
+    let v67: f32 = fma(v62, v65, 1.0f);
+    let out_75: f32 = v67;
+    out[i40 >> 2u] = vec4<f32>(out_72, out_73, out_74, out_75);
 }

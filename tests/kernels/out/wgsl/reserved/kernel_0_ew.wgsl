@@ -19,16 +19,163 @@ fn kernel_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.loop_) {
-        let v2: f32 = device[i1];
-        let v3: f32 = var_[i1];
-        let v4: f32 = v2 + v3;
-        let v5: f32 = fn_[i1];
-        let v6: f32 = v4 * v5;
-        let v7: f32 = half[i1];
-        let v8: f32 = v7 * u.constant;
-        let v9: f32 = v6 - v8;
-        out[i1] = v9;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = u.loop_ >> 2u;
+    let v59: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let device_39: f32 = device[i3];
+        let device_40: f32 = device[i3 + 1u];
+        let device_41: f32 = device[i3 + 2u];
+        let device_42: f32 = device[i3 + 3u];
+        let fn_43: f32 = fn_[i3];
+        let fn_44: f32 = fn_[i3 + 1u];
+        let fn_45: f32 = fn_[i3 + 2u];
+        let fn_46: f32 = fn_[i3 + 3u];
+        let half_47: f32 = half[i3];
+        let half_48: f32 = half[i3 + 1u];
+        let half_49: f32 = half[i3 + 2u];
+        let half_50: f32 = half[i3 + 3u];
+        let var_51: f32 = var_[i3];
+        let var_52: f32 = var_[i3 + 1u];
+        let var_53: f32 = var_[i3 + 2u];
+        let var_54: f32 = var_[i3 + 3u];
+        let v7: f32 = device_39;
+        let v8: f32 = var_51;
+        let v9: f32 = v7 + v8;
+        let v10: f32 = fn_43;
+        let v11: f32 = v9 * v10;
+        let v12: f32 = half_47;
+        let v13: f32 = v12 * u.constant;
+        let v14: f32 = v11 - v13;
+        let out_55: f32 = v14;
+        let v15: f32 = device_40;
+        let v16: f32 = var_52;
+        let v17: f32 = v15 + v16;
+        let v18: f32 = fn_44;
+        let v19: f32 = v17 * v18;
+        let v20: f32 = half_48;
+        let v21: f32 = v20 * u.constant;
+        let v22: f32 = v19 - v21;
+        let out_56: f32 = v22;
+        let v23: f32 = device_41;
+        let v24: f32 = var_53;
+        let v25: f32 = v23 + v24;
+        let v26: f32 = fn_45;
+        let v27: f32 = v25 * v26;
+        let v28: f32 = half_49;
+        let v29: f32 = v28 * u.constant;
+        let v30: f32 = v27 - v29;
+        let out_57: f32 = v30;
+        let v31: f32 = device_42;
+        let v32: f32 = var_54;
+        let v33: f32 = v31 + v32;
+        let v34: f32 = fn_46;
+        let v35: f32 = v33 * v34;
+        let v36: f32 = half_50;
+        let v37: f32 = v36 * u.constant;
+        let v38: f32 = v35 - v37;
+        let out_58: f32 = v38;
+        out[i3] = out_55;
+        out[i3 + 1u] = out_56;
+        out[i3 + 2u] = out_57;
+        out[i3 + 3u] = out_58;
+    }
+    if (v59 < q2) {
+        let i60: u32 = v59 << 2u;
+        let device_96: f32 = device[i60];
+        let device_97: f32 = device[i60 + 1u];
+        let device_98: f32 = device[i60 + 2u];
+        let device_99: f32 = device[i60 + 3u];
+        let fn_100: f32 = fn_[i60];
+        let fn_101: f32 = fn_[i60 + 1u];
+        let fn_102: f32 = fn_[i60 + 2u];
+        let fn_103: f32 = fn_[i60 + 3u];
+        let half_104: f32 = half[i60];
+        let half_105: f32 = half[i60 + 1u];
+        let half_106: f32 = half[i60 + 2u];
+        let half_107: f32 = half[i60 + 3u];
+        let var_108: f32 = var_[i60];
+        let var_109: f32 = var_[i60 + 1u];
+        let var_110: f32 = var_[i60 + 2u];
+        let var_111: f32 = var_[i60 + 3u];
+        let v64: f32 = device_96;
+        let v65: f32 = var_108;
+        let v66: f32 = v64 + v65;
+        let v67: f32 = fn_100;
+        let v68: f32 = v66 * v67;
+        let v69: f32 = half_104;
+        let v70: f32 = v69 * u.constant;
+        let v71: f32 = v68 - v70;
+        let out_112: f32 = v71;
+        let v72: f32 = device_97;
+        let v73: f32 = var_109;
+        let v74: f32 = v72 + v73;
+        let v75: f32 = fn_101;
+        let v76: f32 = v74 * v75;
+        let v77: f32 = half_105;
+        let v78: f32 = v77 * u.constant;
+        let v79: f32 = v76 - v78;
+        let out_113: f32 = v79;
+        let v80: f32 = device_98;
+        let v81: f32 = var_110;
+        let v82: f32 = v80 + v81;
+        let v83: f32 = fn_102;
+        let v84: f32 = v82 * v83;
+        let v85: f32 = half_106;
+        let v86: f32 = v85 * u.constant;
+        let v87: f32 = v84 - v86;
+        let out_114: f32 = v87;
+        let v88: f32 = device_99;
+        let v89: f32 = var_111;
+        let v90: f32 = v88 + v89;
+        let v91: f32 = fn_103;
+        let v92: f32 = v90 * v91;
+        let v93: f32 = half_107;
+        let v94: f32 = v93 * u.constant;
+        let v95: f32 = v92 - v94;
+        let out_115: f32 = v95;
+        out[i60] = out_112;
+        out[i60 + 1u] = out_113;
+        out[i60 + 2u] = out_114;
+        out[i60 + 3u] = out_115;
+    }
+    if ((v1 == q2) || (v59 == q2)) {
+        let i116: u32 = q2 << 2u;
+        if (i116 < u.loop_) {
+            let v117: f32 = device[i116];
+            let v118: f32 = var_[i116];
+            let v119: f32 = v117 + v118;
+            let v120: f32 = fn_[i116];
+            let v121: f32 = v119 * v120;
+            let v122: f32 = half[i116];
+            let v123: f32 = v122 * u.constant;
+            let v124: f32 = v121 - v123;
+            out[i116] = v124;
+        }
+        let i125: u32 = i116 + 1u;
+        if (i125 < u.loop_) {
+            let v126: f32 = device[i125];
+            let v127: f32 = var_[i125];
+            let v128: f32 = v126 + v127;
+            let v129: f32 = fn_[i125];
+            let v130: f32 = v128 * v129;
+            let v131: f32 = half[i125];
+            let v132: f32 = v131 * u.constant;
+            let v133: f32 = v130 - v132;
+            out[i125] = v133;
+        }
+        let i134: u32 = i116 + 2u;
+        if (i134 < u.loop_) {
+            let v135: f32 = device[i134];
+            let v136: f32 = var_[i134];
+            let v137: f32 = v135 + v136;
+            let v138: f32 = fn_[i134];
+            let v139: f32 = v137 * v138;
+            let v140: f32 = half[i134];
+            let v141: f32 = v140 * u.constant;
+            let v142: f32 = v139 - v141;
+            out[i134] = v142;
+        }
     }
 }

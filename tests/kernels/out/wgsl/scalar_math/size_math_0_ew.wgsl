@@ -53,18 +53,161 @@ fn size_math_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.D) {
-        let v2: f32 = x[i1];
-        let s3: i32 = i32(u.D);
-        let t4: f32 = mimir_pow_f32(f32(s3), -0.5f);
-        let s6: i32 = i32(u.D);
-        let t7: f32 = mimir_log(f32(s6));
-        let v8: f32 = fma(v2, t4, t7);
-        let t9: f32 = u.t * 0.25f;
-        let t10: f32 = exp(t9);
-        let v11: f32 = v8 - t10;
-        let v12: f32 = v11 + 1.4142135f;
-        out[i1] = v12;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = u.D >> 2u;
+    let v59: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let x_51: f32 = x[i3];
+        let x_52: f32 = x[i3 + 1u];
+        let x_53: f32 = x[i3 + 2u];
+        let x_54: f32 = x[i3 + 3u];
+        let v7: f32 = x_51;
+        let s8: i32 = i32(u.D);
+        let t9: f32 = mimir_pow_f32(f32(s8), -0.5f);
+        let s11: i32 = i32(u.D);
+        let t12: f32 = mimir_log(f32(s11));
+        let v13: f32 = fma(v7, t9, t12);
+        let t14: f32 = u.t * 0.25f;
+        let t15: f32 = exp(t14);
+        let v16: f32 = v13 - t15;
+        let v17: f32 = v16 + 1.4142135f;
+        let out_55: f32 = v17;
+        let v18: f32 = x_52;
+        let s19: i32 = i32(u.D);
+        let t20: f32 = mimir_pow_f32(f32(s19), -0.5f);
+        let s22: i32 = i32(u.D);
+        let t23: f32 = mimir_log(f32(s22));
+        let v24: f32 = fma(v18, t20, t23);
+        let t25: f32 = u.t * 0.25f;
+        let t26: f32 = exp(t25);
+        let v27: f32 = v24 - t26;
+        let v28: f32 = v27 + 1.4142135f;
+        let out_56: f32 = v28;
+        let v29: f32 = x_53;
+        let s30: i32 = i32(u.D);
+        let t31: f32 = mimir_pow_f32(f32(s30), -0.5f);
+        let s33: i32 = i32(u.D);
+        let t34: f32 = mimir_log(f32(s33));
+        let v35: f32 = fma(v29, t31, t34);
+        let t36: f32 = u.t * 0.25f;
+        let t37: f32 = exp(t36);
+        let v38: f32 = v35 - t37;
+        let v39: f32 = v38 + 1.4142135f;
+        let out_57: f32 = v39;
+        let v40: f32 = x_54;
+        let s41: i32 = i32(u.D);
+        let t42: f32 = mimir_pow_f32(f32(s41), -0.5f);
+        let s44: i32 = i32(u.D);
+        let t45: f32 = mimir_log(f32(s44));
+        let v46: f32 = fma(v40, t42, t45);
+        let t47: f32 = u.t * 0.25f;
+        let t48: f32 = exp(t47);
+        let v49: f32 = v46 - t48;
+        let v50: f32 = v49 + 1.4142135f;
+        let out_58: f32 = v50;
+        out[i3] = out_55;
+        out[i3 + 1u] = out_56;
+        out[i3 + 2u] = out_57;
+        out[i3 + 3u] = out_58;
+    }
+    if (v59 < q2) {
+        let i60: u32 = v59 << 2u;
+        let x_108: f32 = x[i60];
+        let x_109: f32 = x[i60 + 1u];
+        let x_110: f32 = x[i60 + 2u];
+        let x_111: f32 = x[i60 + 3u];
+        let v64: f32 = x_108;
+        let s65: i32 = i32(u.D);
+        let t66: f32 = mimir_pow_f32(f32(s65), -0.5f);
+        let s68: i32 = i32(u.D);
+        let t69: f32 = mimir_log(f32(s68));
+        let v70: f32 = fma(v64, t66, t69);
+        let t71: f32 = u.t * 0.25f;
+        let t72: f32 = exp(t71);
+        let v73: f32 = v70 - t72;
+        let v74: f32 = v73 + 1.4142135f;
+        let out_112: f32 = v74;
+        let v75: f32 = x_109;
+        let s76: i32 = i32(u.D);
+        let t77: f32 = mimir_pow_f32(f32(s76), -0.5f);
+        let s79: i32 = i32(u.D);
+        let t80: f32 = mimir_log(f32(s79));
+        let v81: f32 = fma(v75, t77, t80);
+        let t82: f32 = u.t * 0.25f;
+        let t83: f32 = exp(t82);
+        let v84: f32 = v81 - t83;
+        let v85: f32 = v84 + 1.4142135f;
+        let out_113: f32 = v85;
+        let v86: f32 = x_110;
+        let s87: i32 = i32(u.D);
+        let t88: f32 = mimir_pow_f32(f32(s87), -0.5f);
+        let s90: i32 = i32(u.D);
+        let t91: f32 = mimir_log(f32(s90));
+        let v92: f32 = fma(v86, t88, t91);
+        let t93: f32 = u.t * 0.25f;
+        let t94: f32 = exp(t93);
+        let v95: f32 = v92 - t94;
+        let v96: f32 = v95 + 1.4142135f;
+        let out_114: f32 = v96;
+        let v97: f32 = x_111;
+        let s98: i32 = i32(u.D);
+        let t99: f32 = mimir_pow_f32(f32(s98), -0.5f);
+        let s101: i32 = i32(u.D);
+        let t102: f32 = mimir_log(f32(s101));
+        let v103: f32 = fma(v97, t99, t102);
+        let t104: f32 = u.t * 0.25f;
+        let t105: f32 = exp(t104);
+        let v106: f32 = v103 - t105;
+        let v107: f32 = v106 + 1.4142135f;
+        let out_115: f32 = v107;
+        out[i60] = out_112;
+        out[i60 + 1u] = out_113;
+        out[i60 + 2u] = out_114;
+        out[i60 + 3u] = out_115;
+    }
+    if ((v1 == q2) || (v59 == q2)) {
+        let i116: u32 = q2 << 2u;
+        if (i116 < u.D) {
+            let v117: f32 = x[i116];
+            let s118: i32 = i32(u.D);
+            let t119: f32 = mimir_pow_f32(f32(s118), -0.5f);
+            let s121: i32 = i32(u.D);
+            let t122: f32 = mimir_log(f32(s121));
+            let v123: f32 = fma(v117, t119, t122);
+            let t124: f32 = u.t * 0.25f;
+            let t125: f32 = exp(t124);
+            let v126: f32 = v123 - t125;
+            let v127: f32 = v126 + 1.4142135f;
+            out[i116] = v127;
+        }
+        let i128: u32 = i116 + 1u;
+        if (i128 < u.D) {
+            let v129: f32 = x[i128];
+            let s130: i32 = i32(u.D);
+            let t131: f32 = mimir_pow_f32(f32(s130), -0.5f);
+            let s133: i32 = i32(u.D);
+            let t134: f32 = mimir_log(f32(s133));
+            let v135: f32 = fma(v129, t131, t134);
+            let t136: f32 = u.t * 0.25f;
+            let t137: f32 = exp(t136);
+            let v138: f32 = v135 - t137;
+            let v139: f32 = v138 + 1.4142135f;
+            out[i128] = v139;
+        }
+        let i140: u32 = i116 + 2u;
+        if (i140 < u.D) {
+            let v141: f32 = x[i140];
+            let s142: i32 = i32(u.D);
+            let t143: f32 = mimir_pow_f32(f32(s142), -0.5f);
+            let s145: i32 = i32(u.D);
+            let t146: f32 = mimir_log(f32(s145));
+            let v147: f32 = fma(v141, t143, t146);
+            let t148: f32 = u.t * 0.25f;
+            let t149: f32 = exp(t148);
+            let v150: f32 = v147 - t149;
+            let v151: f32 = v150 + 1.4142135f;
+            out[i140] = v151;
+        }
     }
 }

@@ -40,16 +40,155 @@ fn casts_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: f32 = x[i1];
-        let v3: f32 = v2 * 3e+09f;
-        let v4: i32 = mimir_f32_to_i32(v3);
-        out0[i1] = v4;
-        let v5: u32 = mimir_f32_to_u32(v3);
-        out1[i1] = v5;
-        let v6: bool = !((bitcast<u32>(v2) & 0x7fffffffu) > 0x7f800000u) && (v2 > 0.0f);
-        let v7: f32 = select(0.0f, 1.0f, v6);
-        out2[i1] = v7;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = u.N >> 2u;
+    let v47: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let x_31: f32 = x[i3];
+        let x_32: f32 = x[i3 + 1u];
+        let x_33: f32 = x[i3 + 2u];
+        let x_34: f32 = x[i3 + 3u];
+        let v7: f32 = x_31;
+        let v8: f32 = v7 * 3e+09f;
+        let v9: i32 = mimir_f32_to_i32(v8);
+        let out0_35: i32 = v9;
+        let v10: u32 = mimir_f32_to_u32(v8);
+        let out1_36: u32 = v10;
+        let v11: bool = !((bitcast<u32>(v7) & 0x7fffffffu) > 0x7f800000u) && (v7 > 0.0f);
+        let v12: f32 = select(0.0f, 1.0f, v11);
+        let out2_37: f32 = v12;
+        let v13: f32 = x_32;
+        let v14: f32 = v13 * 3e+09f;
+        let v15: i32 = mimir_f32_to_i32(v14);
+        let out0_38: i32 = v15;
+        let v16: u32 = mimir_f32_to_u32(v14);
+        let out1_39: u32 = v16;
+        let v17: bool = !((bitcast<u32>(v13) & 0x7fffffffu) > 0x7f800000u) && (v13 > 0.0f);
+        let v18: f32 = select(0.0f, 1.0f, v17);
+        let out2_40: f32 = v18;
+        let v19: f32 = x_33;
+        let v20: f32 = v19 * 3e+09f;
+        let v21: i32 = mimir_f32_to_i32(v20);
+        let out0_41: i32 = v21;
+        let v22: u32 = mimir_f32_to_u32(v20);
+        let out1_42: u32 = v22;
+        let v23: bool = !((bitcast<u32>(v19) & 0x7fffffffu) > 0x7f800000u) && (v19 > 0.0f);
+        let v24: f32 = select(0.0f, 1.0f, v23);
+        let out2_43: f32 = v24;
+        let v25: f32 = x_34;
+        let v26: f32 = v25 * 3e+09f;
+        let v27: i32 = mimir_f32_to_i32(v26);
+        let out0_44: i32 = v27;
+        let v28: u32 = mimir_f32_to_u32(v26);
+        let out1_45: u32 = v28;
+        let v29: bool = !((bitcast<u32>(v25) & 0x7fffffffu) > 0x7f800000u) && (v25 > 0.0f);
+        let v30: f32 = select(0.0f, 1.0f, v29);
+        let out2_46: f32 = v30;
+        out0[i3] = out0_35;
+        out0[i3 + 1u] = out0_38;
+        out0[i3 + 2u] = out0_41;
+        out0[i3 + 3u] = out0_44;
+        out1[i3] = out1_36;
+        out1[i3 + 1u] = out1_39;
+        out1[i3 + 2u] = out1_42;
+        out1[i3 + 3u] = out1_45;
+        out2[i3] = out2_37;
+        out2[i3 + 1u] = out2_40;
+        out2[i3 + 2u] = out2_43;
+        out2[i3 + 3u] = out2_46;
+    }
+    if (v47 < q2) {
+        let i48: u32 = v47 << 2u;
+        let x_76: f32 = x[i48];
+        let x_77: f32 = x[i48 + 1u];
+        let x_78: f32 = x[i48 + 2u];
+        let x_79: f32 = x[i48 + 3u];
+        let v52: f32 = x_76;
+        let v53: f32 = v52 * 3e+09f;
+        let v54: i32 = mimir_f32_to_i32(v53);
+        let out0_80: i32 = v54;
+        let v55: u32 = mimir_f32_to_u32(v53);
+        let out1_81: u32 = v55;
+        let v56: bool = !((bitcast<u32>(v52) & 0x7fffffffu) > 0x7f800000u) && (v52 > 0.0f);
+        let v57: f32 = select(0.0f, 1.0f, v56);
+        let out2_82: f32 = v57;
+        let v58: f32 = x_77;
+        let v59: f32 = v58 * 3e+09f;
+        let v60: i32 = mimir_f32_to_i32(v59);
+        let out0_83: i32 = v60;
+        let v61: u32 = mimir_f32_to_u32(v59);
+        let out1_84: u32 = v61;
+        let v62: bool = !((bitcast<u32>(v58) & 0x7fffffffu) > 0x7f800000u) && (v58 > 0.0f);
+        let v63: f32 = select(0.0f, 1.0f, v62);
+        let out2_85: f32 = v63;
+        let v64: f32 = x_78;
+        let v65: f32 = v64 * 3e+09f;
+        let v66: i32 = mimir_f32_to_i32(v65);
+        let out0_86: i32 = v66;
+        let v67: u32 = mimir_f32_to_u32(v65);
+        let out1_87: u32 = v67;
+        let v68: bool = !((bitcast<u32>(v64) & 0x7fffffffu) > 0x7f800000u) && (v64 > 0.0f);
+        let v69: f32 = select(0.0f, 1.0f, v68);
+        let out2_88: f32 = v69;
+        let v70: f32 = x_79;
+        let v71: f32 = v70 * 3e+09f;
+        let v72: i32 = mimir_f32_to_i32(v71);
+        let out0_89: i32 = v72;
+        let v73: u32 = mimir_f32_to_u32(v71);
+        let out1_90: u32 = v73;
+        let v74: bool = !((bitcast<u32>(v70) & 0x7fffffffu) > 0x7f800000u) && (v70 > 0.0f);
+        let v75: f32 = select(0.0f, 1.0f, v74);
+        let out2_91: f32 = v75;
+        out0[i48] = out0_80;
+        out0[i48 + 1u] = out0_83;
+        out0[i48 + 2u] = out0_86;
+        out0[i48 + 3u] = out0_89;
+        out1[i48] = out1_81;
+        out1[i48 + 1u] = out1_84;
+        out1[i48 + 2u] = out1_87;
+        out1[i48 + 3u] = out1_90;
+        out2[i48] = out2_82;
+        out2[i48 + 1u] = out2_85;
+        out2[i48 + 2u] = out2_88;
+        out2[i48 + 3u] = out2_91;
+    }
+    if ((v1 == q2) || (v47 == q2)) {
+        let i92: u32 = q2 << 2u;
+        if (i92 < u.N) {
+            let v93: f32 = x[i92];
+            let v94: f32 = v93 * 3e+09f;
+            let v95: i32 = mimir_f32_to_i32(v94);
+            out0[i92] = v95;
+            let v96: u32 = mimir_f32_to_u32(v94);
+            out1[i92] = v96;
+            let v97: bool = !((bitcast<u32>(v93) & 0x7fffffffu) > 0x7f800000u) && (v93 > 0.0f);
+            let v98: f32 = select(0.0f, 1.0f, v97);
+            out2[i92] = v98;
+        }
+        let i99: u32 = i92 + 1u;
+        if (i99 < u.N) {
+            let v100: f32 = x[i99];
+            let v101: f32 = v100 * 3e+09f;
+            let v102: i32 = mimir_f32_to_i32(v101);
+            out0[i99] = v102;
+            let v103: u32 = mimir_f32_to_u32(v101);
+            out1[i99] = v103;
+            let v104: bool = !((bitcast<u32>(v100) & 0x7fffffffu) > 0x7f800000u) && (v100 > 0.0f);
+            let v105: f32 = select(0.0f, 1.0f, v104);
+            out2[i99] = v105;
+        }
+        let i106: u32 = i92 + 2u;
+        if (i106 < u.N) {
+            let v107: f32 = x[i106];
+            let v108: f32 = v107 * 3e+09f;
+            let v109: i32 = mimir_f32_to_i32(v108);
+            out0[i106] = v109;
+            let v110: u32 = mimir_f32_to_u32(v108);
+            out1[i106] = v110;
+            let v111: bool = !((bitcast<u32>(v107) & 0x7fffffffu) > 0x7f800000u) && (v107 > 0.0f);
+            let v112: f32 = select(0.0f, 1.0f, v111);
+            out2[i106] = v112;
+        }
     }
 }

@@ -42,16 +42,147 @@ fn where_clip_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: f32 = x[i1];
-        let v3: f32 = y[i1];
-        let v4: bool = !(((bitcast<u32>(v2) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v3) & 0x7fffffffu) > 0x7f800000u)) && (v2 > v3);
-        let v5: f32 = mimir_minimum_f32(mimir_maximum_f32(v2, -0.5f), 0.5f);
-        let v6: f32 = mimir_maximum_f32(v3, 0.25f);
-        let v7: f32 = mimir_minimum_f32(v2, v3);
-        let v8: f32 = v6 - v7;
-        let v9: f32 = select(v8, v5, v4);
-        out[i1] = v9;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = u.N >> 2u;
+    let v51: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let x_39: f32 = x[i3];
+        let x_40: f32 = x[i3 + 1u];
+        let x_41: f32 = x[i3 + 2u];
+        let x_42: f32 = x[i3 + 3u];
+        let y_43: f32 = y[i3];
+        let y_44: f32 = y[i3 + 1u];
+        let y_45: f32 = y[i3 + 2u];
+        let y_46: f32 = y[i3 + 3u];
+        let v7: f32 = x_39;
+        let v8: f32 = y_43;
+        let v9: bool = !(((bitcast<u32>(v7) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v8) & 0x7fffffffu) > 0x7f800000u)) && (v7 > v8);
+        let v10: f32 = mimir_minimum_f32(mimir_maximum_f32(v7, -0.5f), 0.5f);
+        let v11: f32 = mimir_maximum_f32(v8, 0.25f);
+        let v12: f32 = mimir_minimum_f32(v7, v8);
+        let v13: f32 = v11 - v12;
+        let v14: f32 = select(v13, v10, v9);
+        let out_47: f32 = v14;
+        let v15: f32 = x_40;
+        let v16: f32 = y_44;
+        let v17: bool = !(((bitcast<u32>(v15) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v16) & 0x7fffffffu) > 0x7f800000u)) && (v15 > v16);
+        let v18: f32 = mimir_minimum_f32(mimir_maximum_f32(v15, -0.5f), 0.5f);
+        let v19: f32 = mimir_maximum_f32(v16, 0.25f);
+        let v20: f32 = mimir_minimum_f32(v15, v16);
+        let v21: f32 = v19 - v20;
+        let v22: f32 = select(v21, v18, v17);
+        let out_48: f32 = v22;
+        let v23: f32 = x_41;
+        let v24: f32 = y_45;
+        let v25: bool = !(((bitcast<u32>(v23) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v24) & 0x7fffffffu) > 0x7f800000u)) && (v23 > v24);
+        let v26: f32 = mimir_minimum_f32(mimir_maximum_f32(v23, -0.5f), 0.5f);
+        let v27: f32 = mimir_maximum_f32(v24, 0.25f);
+        let v28: f32 = mimir_minimum_f32(v23, v24);
+        let v29: f32 = v27 - v28;
+        let v30: f32 = select(v29, v26, v25);
+        let out_49: f32 = v30;
+        let v31: f32 = x_42;
+        let v32: f32 = y_46;
+        let v33: bool = !(((bitcast<u32>(v31) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v32) & 0x7fffffffu) > 0x7f800000u)) && (v31 > v32);
+        let v34: f32 = mimir_minimum_f32(mimir_maximum_f32(v31, -0.5f), 0.5f);
+        let v35: f32 = mimir_maximum_f32(v32, 0.25f);
+        let v36: f32 = mimir_minimum_f32(v31, v32);
+        let v37: f32 = v35 - v36;
+        let v38: f32 = select(v37, v34, v33);
+        let out_50: f32 = v38;
+        out[i3] = out_47;
+        out[i3 + 1u] = out_48;
+        out[i3 + 2u] = out_49;
+        out[i3 + 3u] = out_50;
+    }
+    if (v51 < q2) {
+        let i52: u32 = v51 << 2u;
+        let x_88: f32 = x[i52];
+        let x_89: f32 = x[i52 + 1u];
+        let x_90: f32 = x[i52 + 2u];
+        let x_91: f32 = x[i52 + 3u];
+        let y_92: f32 = y[i52];
+        let y_93: f32 = y[i52 + 1u];
+        let y_94: f32 = y[i52 + 2u];
+        let y_95: f32 = y[i52 + 3u];
+        let v56: f32 = x_88;
+        let v57: f32 = y_92;
+        let v58: bool = !(((bitcast<u32>(v56) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v57) & 0x7fffffffu) > 0x7f800000u)) && (v56 > v57);
+        let v59: f32 = mimir_minimum_f32(mimir_maximum_f32(v56, -0.5f), 0.5f);
+        let v60: f32 = mimir_maximum_f32(v57, 0.25f);
+        let v61: f32 = mimir_minimum_f32(v56, v57);
+        let v62: f32 = v60 - v61;
+        let v63: f32 = select(v62, v59, v58);
+        let out_96: f32 = v63;
+        let v64: f32 = x_89;
+        let v65: f32 = y_93;
+        let v66: bool = !(((bitcast<u32>(v64) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v65) & 0x7fffffffu) > 0x7f800000u)) && (v64 > v65);
+        let v67: f32 = mimir_minimum_f32(mimir_maximum_f32(v64, -0.5f), 0.5f);
+        let v68: f32 = mimir_maximum_f32(v65, 0.25f);
+        let v69: f32 = mimir_minimum_f32(v64, v65);
+        let v70: f32 = v68 - v69;
+        let v71: f32 = select(v70, v67, v66);
+        let out_97: f32 = v71;
+        let v72: f32 = x_90;
+        let v73: f32 = y_94;
+        let v74: bool = !(((bitcast<u32>(v72) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v73) & 0x7fffffffu) > 0x7f800000u)) && (v72 > v73);
+        let v75: f32 = mimir_minimum_f32(mimir_maximum_f32(v72, -0.5f), 0.5f);
+        let v76: f32 = mimir_maximum_f32(v73, 0.25f);
+        let v77: f32 = mimir_minimum_f32(v72, v73);
+        let v78: f32 = v76 - v77;
+        let v79: f32 = select(v78, v75, v74);
+        let out_98: f32 = v79;
+        let v80: f32 = x_91;
+        let v81: f32 = y_95;
+        let v82: bool = !(((bitcast<u32>(v80) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v81) & 0x7fffffffu) > 0x7f800000u)) && (v80 > v81);
+        let v83: f32 = mimir_minimum_f32(mimir_maximum_f32(v80, -0.5f), 0.5f);
+        let v84: f32 = mimir_maximum_f32(v81, 0.25f);
+        let v85: f32 = mimir_minimum_f32(v80, v81);
+        let v86: f32 = v84 - v85;
+        let v87: f32 = select(v86, v83, v82);
+        let out_99: f32 = v87;
+        out[i52] = out_96;
+        out[i52 + 1u] = out_97;
+        out[i52 + 2u] = out_98;
+        out[i52 + 3u] = out_99;
+    }
+    if ((v1 == q2) || (v51 == q2)) {
+        let i100: u32 = q2 << 2u;
+        if (i100 < u.N) {
+            let v101: f32 = x[i100];
+            let v102: f32 = y[i100];
+            let v103: bool = !(((bitcast<u32>(v101) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v102) & 0x7fffffffu) > 0x7f800000u)) && (v101 > v102);
+            let v104: f32 = mimir_minimum_f32(mimir_maximum_f32(v101, -0.5f), 0.5f);
+            let v105: f32 = mimir_maximum_f32(v102, 0.25f);
+            let v106: f32 = mimir_minimum_f32(v101, v102);
+            let v107: f32 = v105 - v106;
+            let v108: f32 = select(v107, v104, v103);
+            out[i100] = v108;
+        }
+        let i109: u32 = i100 + 1u;
+        if (i109 < u.N) {
+            let v110: f32 = x[i109];
+            let v111: f32 = y[i109];
+            let v112: bool = !(((bitcast<u32>(v110) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v111) & 0x7fffffffu) > 0x7f800000u)) && (v110 > v111);
+            let v113: f32 = mimir_minimum_f32(mimir_maximum_f32(v110, -0.5f), 0.5f);
+            let v114: f32 = mimir_maximum_f32(v111, 0.25f);
+            let v115: f32 = mimir_minimum_f32(v110, v111);
+            let v116: f32 = v114 - v115;
+            let v117: f32 = select(v116, v113, v112);
+            out[i109] = v117;
+        }
+        let i118: u32 = i100 + 2u;
+        if (i118 < u.N) {
+            let v119: f32 = x[i118];
+            let v120: f32 = y[i118];
+            let v121: bool = !(((bitcast<u32>(v119) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v120) & 0x7fffffffu) > 0x7f800000u)) && (v119 > v120);
+            let v122: f32 = mimir_minimum_f32(mimir_maximum_f32(v119, -0.5f), 0.5f);
+            let v123: f32 = mimir_maximum_f32(v120, 0.25f);
+            let v124: f32 = mimir_minimum_f32(v119, v120);
+            let v125: f32 = v123 - v124;
+            let v126: f32 = select(v125, v122, v121);
+            out[i118] = v126;
+        }
     }
 }

@@ -18,14 +18,123 @@ fn standardise_2_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N * u.C) {
-        let v2: f32 = x[i1];
-        let i4: u32 = i1 / u.C;
-        let v5: f32 = scratch0[i4];
-        let v6: f32 = v2 - v5;
-        let v7: f32 = scratch1[i4];
-        let v8: f32 = v6 / v7;
-        out[i1] = v8;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = (u.N * u.C) >> 2u;
+    let v43: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let i4: u32 = i3 + 1u;
+        let i5: u32 = i3 + 2u;
+        let i6: u32 = i3 + 3u;
+        let x_35: f32 = x[i3];
+        let x_36: f32 = x[i3 + 1u];
+        let x_37: f32 = x[i3 + 2u];
+        let x_38: f32 = x[i3 + 3u];
+        let v7: f32 = x_35;
+        let i9: u32 = i3 / u.C;
+        let v10: f32 = scratch0[i9];
+        let v11: f32 = v7 - v10;
+        let v12: f32 = scratch1[i9];
+        let v13: f32 = v11 / v12;
+        let out_39: f32 = v13;
+        let v14: f32 = x_36;
+        let i16: u32 = i4 / u.C;
+        let v17: f32 = scratch0[i16];
+        let v18: f32 = v14 - v17;
+        let v19: f32 = scratch1[i16];
+        let v20: f32 = v18 / v19;
+        let out_40: f32 = v20;
+        let v21: f32 = x_37;
+        let i23: u32 = i5 / u.C;
+        let v24: f32 = scratch0[i23];
+        let v25: f32 = v21 - v24;
+        let v26: f32 = scratch1[i23];
+        let v27: f32 = v25 / v26;
+        let out_41: f32 = v27;
+        let v28: f32 = x_38;
+        let i30: u32 = i6 / u.C;
+        let v31: f32 = scratch0[i30];
+        let v32: f32 = v28 - v31;
+        let v33: f32 = scratch1[i30];
+        let v34: f32 = v32 / v33;
+        let out_42: f32 = v34;
+        out[i3] = out_39;
+        out[i3 + 1u] = out_40;
+        out[i3 + 2u] = out_41;
+        out[i3 + 3u] = out_42;
+    }
+    if (v43 < q2) {
+        let i44: u32 = v43 << 2u;
+        let i45: u32 = i44 + 1u;
+        let i46: u32 = i44 + 2u;
+        let i47: u32 = i44 + 3u;
+        let x_76: f32 = x[i44];
+        let x_77: f32 = x[i44 + 1u];
+        let x_78: f32 = x[i44 + 2u];
+        let x_79: f32 = x[i44 + 3u];
+        let v48: f32 = x_76;
+        let i50: u32 = i44 / u.C;
+        let v51: f32 = scratch0[i50];
+        let v52: f32 = v48 - v51;
+        let v53: f32 = scratch1[i50];
+        let v54: f32 = v52 / v53;
+        let out_80: f32 = v54;
+        let v55: f32 = x_77;
+        let i57: u32 = i45 / u.C;
+        let v58: f32 = scratch0[i57];
+        let v59: f32 = v55 - v58;
+        let v60: f32 = scratch1[i57];
+        let v61: f32 = v59 / v60;
+        let out_81: f32 = v61;
+        let v62: f32 = x_78;
+        let i64: u32 = i46 / u.C;
+        let v65: f32 = scratch0[i64];
+        let v66: f32 = v62 - v65;
+        let v67: f32 = scratch1[i64];
+        let v68: f32 = v66 / v67;
+        let out_82: f32 = v68;
+        let v69: f32 = x_79;
+        let i71: u32 = i47 / u.C;
+        let v72: f32 = scratch0[i71];
+        let v73: f32 = v69 - v72;
+        let v74: f32 = scratch1[i71];
+        let v75: f32 = v73 / v74;
+        let out_83: f32 = v75;
+        out[i44] = out_80;
+        out[i44 + 1u] = out_81;
+        out[i44 + 2u] = out_82;
+        out[i44 + 3u] = out_83;
+    }
+    if ((v1 == q2) || (v43 == q2)) {
+        let i84: u32 = q2 << 2u;
+        if (i84 < u.N * u.C) {
+            let v85: f32 = x[i84];
+            let i87: u32 = i84 / u.C;
+            let v88: f32 = scratch0[i87];
+            let v89: f32 = v85 - v88;
+            let v90: f32 = scratch1[i87];
+            let v91: f32 = v89 / v90;
+            out[i84] = v91;
+        }
+        let i92: u32 = i84 + 1u;
+        if (i92 < u.N * u.C) {
+            let v93: f32 = x[i92];
+            let i95: u32 = i92 / u.C;
+            let v96: f32 = scratch0[i95];
+            let v97: f32 = v93 - v96;
+            let v98: f32 = scratch1[i95];
+            let v99: f32 = v97 / v98;
+            out[i92] = v99;
+        }
+        let i100: u32 = i84 + 2u;
+        if (i100 < u.N * u.C) {
+            let v101: f32 = x[i100];
+            let i103: u32 = i100 / u.C;
+            let v104: f32 = scratch0[i103];
+            let v105: f32 = v101 - v104;
+            let v106: f32 = scratch1[i103];
+            let v107: f32 = v105 / v106;
+            out[i100] = v107;
+        }
     }
 }

@@ -15,13 +15,106 @@ fn sin_cos_rotary_0_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    let i1: u32 = g0 * 256u + lid.x;
-    if (i1 < u.N) {
-        let v2: f32 = x[i1];
-        let v3: f32 = v2 * 4e+03f;
-        let v4: f32 = sin(v3);
-        let v5: f32 = cos(v3);
-        let v7: f32 = fma(2.0f, v5, v4);
-        out[i1] = v7;
+    let v1: u32 = g0 * 512u + lid.x;
+    let q2: u32 = u.N >> 2u;
+    let v39: u32 = v1 + 256u;
+    if (v1 < q2) {
+        let i3: u32 = v1 << 2u;
+        let x_31: f32 = x[i3];
+        let x_32: f32 = x[i3 + 1u];
+        let x_33: f32 = x[i3 + 2u];
+        let x_34: f32 = x[i3 + 3u];
+        let v7: f32 = x_31;
+        let v8: f32 = v7 * 4e+03f;
+        let v9: f32 = sin(v8);
+        let v10: f32 = cos(v8);
+        let v12: f32 = fma(2.0f, v10, v9);
+        let out_35: f32 = v12;
+        let v13: f32 = x_32;
+        let v14: f32 = v13 * 4e+03f;
+        let v15: f32 = sin(v14);
+        let v16: f32 = cos(v14);
+        let v18: f32 = fma(2.0f, v16, v15);
+        let out_36: f32 = v18;
+        let v19: f32 = x_33;
+        let v20: f32 = v19 * 4e+03f;
+        let v21: f32 = sin(v20);
+        let v22: f32 = cos(v20);
+        let v24: f32 = fma(2.0f, v22, v21);
+        let out_37: f32 = v24;
+        let v25: f32 = x_34;
+        let v26: f32 = v25 * 4e+03f;
+        let v27: f32 = sin(v26);
+        let v28: f32 = cos(v26);
+        let v30: f32 = fma(2.0f, v28, v27);
+        let out_38: f32 = v30;
+        out[i3] = out_35;
+        out[i3 + 1u] = out_36;
+        out[i3 + 2u] = out_37;
+        out[i3 + 3u] = out_38;
+    }
+    if (v39 < q2) {
+        let i40: u32 = v39 << 2u;
+        let x_68: f32 = x[i40];
+        let x_69: f32 = x[i40 + 1u];
+        let x_70: f32 = x[i40 + 2u];
+        let x_71: f32 = x[i40 + 3u];
+        let v44: f32 = x_68;
+        let v45: f32 = v44 * 4e+03f;
+        let v46: f32 = sin(v45);
+        let v47: f32 = cos(v45);
+        let v49: f32 = fma(2.0f, v47, v46);
+        let out_72: f32 = v49;
+        let v50: f32 = x_69;
+        let v51: f32 = v50 * 4e+03f;
+        let v52: f32 = sin(v51);
+        let v53: f32 = cos(v51);
+        let v55: f32 = fma(2.0f, v53, v52);
+        let out_73: f32 = v55;
+        let v56: f32 = x_70;
+        let v57: f32 = v56 * 4e+03f;
+        let v58: f32 = sin(v57);
+        let v59: f32 = cos(v57);
+        let v61: f32 = fma(2.0f, v59, v58);
+        let out_74: f32 = v61;
+        let v62: f32 = x_71;
+        let v63: f32 = v62 * 4e+03f;
+        let v64: f32 = sin(v63);
+        let v65: f32 = cos(v63);
+        let v67: f32 = fma(2.0f, v65, v64);
+        let out_75: f32 = v67;
+        out[i40] = out_72;
+        out[i40 + 1u] = out_73;
+        out[i40 + 2u] = out_74;
+        out[i40 + 3u] = out_75;
+    }
+    if ((v1 == q2) || (v39 == q2)) {
+        let i76: u32 = q2 << 2u;
+        if (i76 < u.N) {
+            let v77: f32 = x[i76];
+            let v78: f32 = v77 * 4e+03f;
+            let v79: f32 = sin(v78);
+            let v80: f32 = cos(v78);
+            let v82: f32 = fma(2.0f, v80, v79);
+            out[i76] = v82;
+        }
+        let i83: u32 = i76 + 1u;
+        if (i83 < u.N) {
+            let v84: f32 = x[i83];
+            let v85: f32 = v84 * 4e+03f;
+            let v86: f32 = sin(v85);
+            let v87: f32 = cos(v85);
+            let v89: f32 = fma(2.0f, v87, v86);
+            out[i83] = v89;
+        }
+        let i90: u32 = i76 + 2u;
+        if (i90 < u.N) {
+            let v91: f32 = x[i90];
+            let v92: f32 = v91 * 4e+03f;
+            let v93: f32 = sin(v92);
+            let v94: f32 = cos(v92);
+            let v96: f32 = fma(2.0f, v94, v93);
+            out[i90] = v96;
+        }
     }
 }
