@@ -70,9 +70,9 @@ def test_guards_proven_unnecessary_are_not_emitted_and_the_manifest_says_why() -
     (kernel,) = manifest["kernels"]
     removed = {g["guard"]: g["proof"] for g in kernel["guards_removed"]}
     assert removed == {
-        "row < M": "M is a multiple of 64 (M multiple_of 64)",
-        "col < 64": "64 is a multiple of 64",
-        "k < K": "K is a multiple of 16 (K multiple_of 16)",
+        "row < M": "M is a multiple of 128 (M multiple_of 128)",
+        "col < 128": "128 is a multiple of 128",
+        "k < K": "K is a multiple of 8 (K multiple_of 8)",
     }
     # the one `if` left: workgroups past the end of a folded dispatch (M has no max)
     body = files["tiled_matmul_bias_relu_0_matmul.wgsl"].split("fn ")[-1]

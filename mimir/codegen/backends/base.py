@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mimir.codegen.ir import (
     Assign,
@@ -45,6 +45,7 @@ from mimir.codegen.ir import (
     Var,
     VarDecl,
     all_expressions,
+    lower_vectors,
 )
 
 _ARITH = ("+", "-", "*", "/", "%")
@@ -124,6 +125,8 @@ class Backend:
     intrinsics: dict[str, str] = {}
     binary_overrides: dict[tuple[str, str], str] = {}
     barrier = ""
+    # statements printed as they are; the other vector and async ones are lowered first
+    native_statements: tuple[type, ...] = ()
 
     # -- refusing
 
@@ -280,6 +283,7 @@ class Backend:
     # -- files
 
     def print_kernel(self, kernel: Kernel, header: str) -> Printed:
+        kernel = replace(kernel, body=lower_vectors(kernel.body, self.native_statements))
         self.names = Namer(self.reserved)
         self.fields = Namer(self.reserved)
         for b in kernel.buffers:
