@@ -42,6 +42,8 @@ with a bool parameter) is refused by `check` with the reason, and then
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from mimir.codegen.backends.base import Backend, Capabilities, Namer, Printed
 from mimir.codegen.ir import (
     INTRINSICS,
@@ -52,6 +54,7 @@ from mimir.codegen.ir import (
     LoadVector,
     Uniform,
     all_expressions,
+    lower_vectors,
     walk_statements,
 )
 from mimir.codegen.ptx.emit import Emitter, Memory, refuse
@@ -130,6 +133,8 @@ class PTX(Backend):
         uniform = (0, len(kernel.buffers)) if kernel.uses_uniform else None
         lines = [f"// {line}" for line in header.splitlines()]
         target = PTX_ASYNC_TARGET if uses_async(kernel) else PTX_TARGET
+        if target == PTX_TARGET:  # no copy to wait for (a wait needs sm_80 too)
+            kernel = replace(kernel, body=lower_vectors(kernel.body, keep=(LoadVector,)))
         lines += [f".version {PTX_VERSION}", f".target {target}", ".address_size 64", ""]
         signatures = self._signatures(kernel.helpers)
         for h in kernel.helpers:
