@@ -200,7 +200,12 @@ def _matmul_macs(path: Path, function: str, dims: dict[str, int]) -> int:
 
 
 def measure(
-    path: Path, function: str, targets: list[int], named: dict[str, int], tools: dict
+    path: Path,
+    function: str,
+    targets: list[int],
+    named: dict[str, int],
+    tools: dict,
+    math: str = "fast",
 ) -> dict:
     from harness.ptx_interp import run_ptx_manifest_cpu
 
@@ -208,7 +213,7 @@ def measure(
     from mimir.runtime import manifest as mf
     from mimir.runtime.verify import choose_dims, default_scalars, random_inputs
 
-    result = compile_source(str(path), path.read_text(), ["ptx"], function=function)
+    result = compile_source(str(path), path.read_text(), ["ptx"], function=function, math=math)
     if not result.ok:
         return {"error": result.diagnostics[0].code if result.diagnostics else "?"}
     row: dict[str, Any] = {}
@@ -391,6 +396,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-triton", action="store_true", help="no Triton anchors (roofline_ops.py only)"
     )
+    parser.add_argument(
+        "--math", default="fast", choices=("fast", "precise"), help="`mimir compile-gpu --math`"
+    )
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "tests"))
     default = "64,512,16" if args.zoo or args.files else OPS_DIMS
@@ -416,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     print("-" * len(header))
     for path, function in _functions(paths, args.function):
-        row = measure(path, function, targets or [64], named, tools)
+        row = measure(path, function, targets or [64], named, tools, args.math)
         row["function"] = f"{path.stem}.{function}"
         rows.append(row)
         if "error" in row:

@@ -1497,20 +1497,11 @@ def _check_range(name: str, value: Tensor, bounds: Range, env: dict[str, int]) -
         ) from None
     for flat, v in enumerate(value._values):
         if not lo <= v < hi:
-            where = _nest_index(flat, value._shape)
-            raise MimirError(
-                "GPU043",
-                f"argument `{name}` holds {v} at {where}, outside its {bounds} "
-                f"({lo} <= value < {hi})",
-            )
+            from mimir.runtime.arrays import range_violation  # stdlib-only, as the shim
 
-
-def _nest_index(flat: int, shape: Sequence[int]) -> list[int]:
-    index = []
-    for size in reversed(shape):
-        index.append(flat % size)
-        flat //= size
-    return index[::-1]
+            where = (bounds.lo, bounds.hi)
+            message = range_violation(name, v, flat, value._shape, where, (lo, hi), env)
+            raise MimirError("GPU043", message)
 
 
 def _show(dims: Sequence[Any]) -> str:

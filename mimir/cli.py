@@ -355,6 +355,15 @@ def compile_gpu(
         Path | None,
         typer.Option("--config", help="Read settings (default backends) from FILE."),
     ] = None,
+    math: Annotated[
+        str,
+        typer.Option(
+            "--math",
+            help="fast: PTX exp, log, tanh, sigmoid and gelu through the hardware's ex2/rcp "
+            "units (a few ulp; the default); precise: correctly rounded sequences. "
+            "Recorded in the PTX manifest.",
+        ),
+    ] = "fast",
 ) -> None:
     """Compile every @gpu function that checks clean into GPU kernels and manifests.
 
@@ -375,6 +384,9 @@ def compile_gpu(
         backends = resolve_backends(names)
     except ValueError as err:
         raise _usage_error(str(err)) from None
+    math = math.strip().lower()
+    if math not in ("fast", "precise"):
+        raise _usage_error(f"unknown `--math {math}`; expected fast or precise")
     if check_only and output_dir is None:
         raise _usage_error("`--check` compares with a folder: give it with `-o DIR`")
     if emit is not None and emit.strip().lower() != "spvasm":
@@ -383,7 +395,7 @@ def compile_gpu(
         raise _usage_error("`--emit spvasm` needs the spirv backend (`--backend spirv` or `all`)")
     if output_dir is not None and not check_only:
         _check_output_dir(output_dir)
-    result = compile_file(path, backends, function)
+    result = compile_file(path, backends, function, math=math)
     if result.usage_error is not None:
         raise _usage_error(result.usage_error)
     if result.diagnostics:
@@ -391,7 +403,7 @@ def compile_gpu(
         raise typer.Exit(EXIT_USAGE if result.unreadable else EXIT_ERRORS)
     if check_only:
         assert output_dir is not None
-        _check_vendored(path, result, output_dir, names, function, emit, output_format)
+        _check_vendored(path, result, output_dir, names, function, emit, output_format, math)
     if output_dir is None:
         for relative, listing in result.listings.items():
             if relative.endswith(".manifest.json"):
@@ -481,6 +493,7 @@ def _check_vendored(
     function: str | None,
     emit: str | None,
     output_format: Format,
+    math: str = "fast",
 ) -> None:
     """Exit 0 when DIR holds exactly what PATH compiles to now, else report GPU072 and exit 1."""
     import shlex
@@ -501,6 +514,8 @@ def _check_vendored(
         command += ["--function", function]
     if emit is not None:
         command += ["--emit", emit]
+    if math != "fast":
+        command += ["--math", math]
     stale = stale_files(result, directory, spans, shlex.join(command), emit is not None)  # type: ignore[arg-type]
     if stale:
         typer.echo(_render(output_format, stale, [_source_of(path)]))

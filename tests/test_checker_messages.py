@@ -199,3 +199,73 @@ def test_a_shape_rule_failing_inside_a_helper_names_the_call() -> None:
     assert [(label.span.line, label.message) for label in d.labels] == [
         (12, "in this call of `total` from `k`")
     ]
+
+
+def test_a_compound_size_keeps_its_dims_expression() -> None:
+    # code generation and the manifest read a size's `mimir.dims` expression (`Sym.expr`)
+    from mimir.dims import Dim, evaluate
+
+    n = Sym(z3.Int("N"), "N", expr=Dim("N"))
+    size = 2 * n + 1
+    assert size.text == "2*N + 1"
+    assert size.expr is not None
+    assert evaluate(size.expr, {"N": 5}) == 11
+
+
+NOT_A_TENSOR_PART = textwrap.dedent(
+    """\
+    from mimir.array import Dim, Tensor, concatenate, float32, gpu
+
+    N = Dim("N")
+
+
+    @gpu
+    def f(x: Tensor[float32, N]) -> Tensor[float32, N]:
+        return concatenate((x, 1.0))
+    """
+)
+
+
+def test_a_part_of_a_join_that_is_not_a_tensor_names_the_op() -> None:
+    (d,) = check_source("join.py", NOT_A_TENSOR_PART).diagnostics
+    assert (d.code, d.message) == ("GPU036", "`concatenate()` needs a tensor operand")
+
+
+INDEX_LEVEL_NAMES = textwrap.dedent(
+    """\
+    from mimir.array import Dim, Tensor, float32, gpu, program_id
+
+    N = Dim("N")
+    ZERO = 0
+
+
+    @gpu(grid=(N,))
+    def shape_of_an_element(x: Tensor[float32, N], out: Tensor[float32, N]):
+        i = program_id(0)
+        out[i] = x[i].shape[0]
+
+
+    @gpu(grid=(N,))
+    def divide_by_a_zero_constant(x: Tensor[float32, N], out: Tensor[float32, N]):
+        i = program_id(0)
+        out[i] = x[i // ZERO]
+    """
+)
+
+
+def test_index_level_refusals_name_the_attribute_and_the_constants_value() -> None:
+    # (the shim refuses the first with GPU018, so it is no fixture; a marker would not pin
+    # the second's text: the constant shown by its value)
+    found = [
+        (d.function, d.code, d.message, d.span.line)
+        for d in check_source("names.py", INDEX_LEVEL_NAMES).diagnostics
+    ]
+    assert found == [
+        (
+            "shape_of_an_element",
+            "GPU030",
+            "unknown attribute `.shape` in an index-level kernel",
+            10,
+        ),
+        ("divide_by_a_zero_constant", "GPU036", "the divisor `0` may be zero or negative", 16),
+    ]

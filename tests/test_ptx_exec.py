@@ -29,10 +29,10 @@ THREAD_BUDGET = 20_000  # GPU threads per case, all launches together
 
 
 @functools.cache
-def compiled_ptx(stem: str, function: str, out: Path) -> dict[str, Any]:
+def compiled_ptx(stem: str, function: str, out: Path, math: str = "fast") -> dict[str, Any]:
     """Write one function's PTX files into `out`; its manifest."""
     path = KERNELS / f"{stem}.py"
-    result = compile_source(str(path), path.read_text(), ["ptx"], function=function)
+    result = compile_source(str(path), path.read_text(), ["ptx"], function=function, math=math)
     assert result.ok, [(d.code, d.message) for d in result.diagnostics]
     out.mkdir(parents=True, exist_ok=True)
     for relative, content in result.files.items():
@@ -52,6 +52,26 @@ def test_ptx_matches_shim_in_the_interpreter(
     assert dims is not None
     if gpu_threads(manifest, dims) > THREAD_BUDGET:
         pytest.skip(f"{gpu_threads(manifest, dims)} GPU threads at {dims}: too many to interpret")
+    inputs = random_inputs(manifest, dims, seed=len(function))
+    scalars = default_scalars(manifest, dims)
+    expected = shim_reference(KERNELS / f"{stem}.py", function, inputs, dims, scalars)
+    actual = run_ptx_manifest_cpu(manifest, folder, inputs, dims, scalars)
+    _compare(manifest, actual, expected, stem, function, dims)
+
+
+# `--math precise` on the kernels whose math it changes (the zoo run above is fast math).
+PRECISE = [(s, f) for s, f in FUNCTIONS if s in ("select_cast", "trig", "combos", "scalar_math")]
+
+
+@pytest.mark.parametrize(("stem", "function"), PRECISE, ids=[f"{s}.{f}" for s, f in PRECISE])
+def test_precise_math_matches_shim_in_the_interpreter(
+    stem: str, function: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    folder = tmp_path_factory.getbasetemp() / "ptx-precise" / stem / function
+    manifest = compiled_ptx(stem, function, folder, "precise")
+    assert manifest["math"] == "precise"
+    dims = _dims(manifest, "small")
+    assert dims is not None
     inputs = random_inputs(manifest, dims, seed=len(function))
     scalars = default_scalars(manifest, dims)
     expected = shim_reference(KERNELS / f"{stem}.py", function, inputs, dims, scalars)

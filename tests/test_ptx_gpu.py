@@ -11,10 +11,10 @@ device, even under `CI=true`: CI machines have no GPU, and ptxas
   MSL runs are (`harness.TOLERANCES`, with the same few looser outputs:
   reductions may sum in another order; exp/log/tanh/pow are within their
   `ACCURACY` bounds, far inside those tolerances);
-- exp, log, tanh and pow run as kernels over thousands of float32 inputs and
-  must equal the CPU emulation of the same instructions bit for bit, and so
-  meet `mathlib.ACCURACY` against `math` exactly as `tests/test_ptx_math.py`
-  shows on the CPU.
+- exp, log, tanh and pow, compiled with `math="precise"`, run as kernels over
+  thousands of float32 inputs and must equal the CPU emulation of the same
+  instructions bit for bit, and so meet `mathlib.ACCURACY` against `math`
+  exactly as `tests/test_ptx_math.py` shows on the CPU.
 """
 
 from __future__ import annotations
@@ -133,7 +133,10 @@ def _math_inputs(name: str, n: int) -> list[tuple[float, ...]]:
 
 @pytest.mark.parametrize("name", ["exp", "log", "tanh", "pow"])
 def test_math_sequences_are_bit_exact_on_the_gpu(cuda: Any, name: str, tmp_path: Path) -> None:
-    result = compile_source("ptx_math.py", MATH_SOURCE, ["ptx"], function=f"k_{name}")
+    # precise: every instruction correctly rounded, so the GPU equals the emulation bit for bit
+    result = compile_source(
+        "ptx_math.py", MATH_SOURCE, ["ptx"], function=f"k_{name}", math="precise"
+    )
     assert result.ok, [d.message for d in result.diagnostics]
     for relative, content in result.files.items():
         (tmp_path / relative).write_text(content)  # type: ignore[arg-type]

@@ -210,6 +210,8 @@ UNARY = [
     ("tanh", lambda t: t.tanh(), np.tanh),
     ("gelu", lambda t: t.gelu(), _gelu),
     ("exp", lambda t: t.exp(), np.exp),
+    ("sin", lambda t: t.sin(), np.sin),
+    ("cos", lambda t: t.cos(), np.cos),
 ]
 
 

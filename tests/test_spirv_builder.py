@@ -103,6 +103,7 @@ def test_an_instruction_is_its_word_count_and_opcode_then_operands() -> None:
     assert ins.op_i_add(1, 2, 3, 4) == [5 << 16 | 128, 1, 2, 3, 4]
     assert ins.op_return() == [1 << 16 | 253]
     assert ins.op_control_barrier(7, 7, 9) == [4 << 16 | 224, 7, 7, 9]
+    assert ins.op_atomic_load(1, 2, 3, 4, 5) == [6 << 16 | 227, 1, 2, 3, 4, 5]
 
 
 def test_literal_strings_are_nul_terminated_and_padded_to_words() -> None:

@@ -32,7 +32,14 @@ from mimir.diagnostics.diagnostic import Diagnostic, Span
 from mimir.parse.depth import deep_call
 from mimir.parse.spans import read_source
 
-__all__ = ["BACKENDS", "CompileResult", "compile_file", "compile_source", "resolve_backends"]
+__all__ = [
+    "BACKENDS",
+    "MATH_MODES",
+    "CompileResult",
+    "compile_file",
+    "compile_source",
+    "resolve_backends",
+]
 
 
 @dataclass
@@ -62,16 +69,29 @@ def resolve_backends(names: list[str]) -> list[str]:
     return [b for b in BACKENDS if b in names]
 
 
+MATH_MODES = ("fast", "precise")
+
+
 def compile_source(
-    path: str, text: str, backends: list[str], function: str | None = None
+    path: str,
+    text: str,
+    backends: list[str],
+    function: str | None = None,
+    math: str = "fast",
 ) -> CompileResult:
-    """Compile every `@gpu` function of one file (or only `function`) for `backends`."""
+    """Compile every `@gpu` function of one file (or only `function`) for `backends`.
+
+    `math`: `fast` (PTX's exp, log, tanh, sigmoid and gelu through the hardware's
+    `ex2.approx`/`rcp.approx`, a few ulp) or `precise` (correctly rounded sequences);
+    the manifest of a PTX function records it."""
+    if math not in MATH_MODES:
+        raise ValueError(f"unknown math mode `{math}`; expected one of {list(MATH_MODES)}")
     # room for the deepest expression the checker accepts (mimir.parse.depth)
-    return deep_call(_compile_source, path, text, backends, function)
+    return deep_call(_compile_source, path, text, backends, function, math)
 
 
 def _compile_source(
-    path: str, text: str, backends: list[str], function: str | None
+    path: str, text: str, backends: list[str], function: str | None, math: str
 ) -> CompileResult:
     from mimir.check import check_source
 
@@ -99,7 +119,8 @@ def _compile_source(
         result.diagnostics = errors
         return result
     for kernel in kernels:
-        for relative, content, listing in _compile_kernel(kernel, path, names, result.diagnostics):
+        compiled = _compile_kernel(kernel, path, names, result.diagnostics, math)
+        for relative, content, listing in compiled:
             result.files[relative] = content
             result.listings[relative] = listing
     if result.diagnostics:
@@ -108,15 +129,17 @@ def _compile_source(
 
 
 def compile_file(
-    path: str | Path, backends: list[str], function: str | None = None
+    path: str | Path, backends: list[str], function: str | None = None, math: str = "fast"
 ) -> CompileResult:
     text, unreadable = read_source(Path(path))
     if unreadable is not None:
         return CompileResult(str(path), [unreadable], unreadable=True)
-    return compile_source(str(path), text or "", backends, function)
+    return compile_source(str(path), text or "", backends, function, math)
 
 
-def _compile_kernel(kernel, path: str, names: list[str], diagnostics: list[Diagnostic]):
+def _compile_kernel(
+    kernel, path: str, names: list[str], diagnostics: list[Diagnostic], math: str = "fast"
+):
     """(relative path, content) of every file one function compiles to."""
     name = kernel.graph.name
     span = kernel.graph.kernel.span
@@ -134,7 +157,7 @@ def _compile_kernel(kernel, path: str, names: list[str], diagnostics: list[Diagn
     irs = [contract(legalise(ir)) for ir in irs]
     files: list[tuple[str, str | bytes, str]] = []
     for backend_name in names:
-        backend = BACKENDS[backend_name]()
+        backend = BACKENDS[backend_name](math=math)
         folder = f"{backend_name}/" if len(names) > 1 else ""
         printed = []
         for k, ir in enumerate(irs):
@@ -152,7 +175,8 @@ def _compile_kernel(kernel, path: str, names: list[str], diagnostics: list[Diagn
             content = out.data if out.data is not None else out.text
             files.append((folder + file, content, out.text))
         else:
-            manifest = dumps(build_manifest(s, path, backend_name, printed))
+            mode = math if backend_name == "ptx" else None
+            manifest = dumps(build_manifest(s, path, backend_name, printed, math=mode))
             files.append((f"{folder}{name}.manifest.json", manifest, manifest))
     return files
 

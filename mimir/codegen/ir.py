@@ -31,7 +31,8 @@ SCALAR_TYPES = ("bool", "i32", "u32", "f32", "f16")
 
 # Intrinsic functions a backend prints from its own table (by IR name).
 INTRINSICS = (
-    "exp", "log", "sqrt", "tanh", "floor", "abs", "pow", "isnan", "isinf", "min", "max", "fma",
+    "exp", "log", "sqrt", "tanh", "sin", "cos",
+    "floor", "abs", "pow", "isnan", "isinf", "min", "max", "fma",
 )  # fmt: skip
 
 BINARY_OPS = (

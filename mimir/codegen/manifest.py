@@ -27,9 +27,11 @@ def build_manifest(
     source: str,
     backend: str,
     kernels: list[tuple[Kernel, Printed, str]],
+    math: str | None = None,
 ) -> dict[str, Any]:
-    """The manifest of one function for one backend; `kernels` holds (IR, printed, file)."""
-    return {
+    """The manifest of one function for one backend; `kernels` holds (IR, printed, file).
+    `math` (PTX only): the `--math` mode its transcendental functions were built with."""
+    manifest = {
         "format": FORMAT,
         "function": s.function,
         "source": source,
@@ -60,6 +62,9 @@ def build_manifest(
             for kernel, printed, file in kernels
         ],
     }
+    if math is not None:
+        manifest["math"] = math
+    return manifest
 
 
 def _buffer(b: BufferSpec) -> dict[str, Any]:

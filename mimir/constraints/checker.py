@@ -404,7 +404,7 @@ class KernelChecker:
         if spec.name == "shape":
             # `x.shape[0] - 3` is a size expression, as the shim's `SizeInt` (never a literal).
             return TupleVal([SizeVal(s.as_expression()) for s in x.shape])
-        return TensorVal(self._rule(sh.transpose, x.shape, None), x.dtype)
+        return TensorVal(self._rule(sh.transpose, x.shape, None), x.dtype, x.value_range)
 
     def _method(self, node: dict, inputs: list) -> Any:
         return self._apply(node, inputs)
@@ -517,7 +517,8 @@ class KernelChecker:
                     ("slice", *(None if s is None else self._index_size(inputs[s]) for s in it[1:]))
                 )
         shape, _ = self._rule(sh.index, x.shape, resolved)
-        return TensorVal(shape, x.dtype)
+        # a view holds the same values: an index tensor keeps its `Range` through `ids[:, None]`
+        return TensorVal(shape, x.dtype, x.value_range)
 
     def _return(self, node: dict, inputs: list) -> Any:
         (value,) = inputs
@@ -676,10 +677,10 @@ class KernelChecker:
             target = kwargs.get("dtype")
             if not isinstance(target, DTypeVal):
                 raise _RuleFailedError("GPU036", "`astype` takes a dtype such as `float32`")
-            return TensorVal(x.shape, target.dtype)
+            return TensorVal(x.shape, target.dtype, self._cast_range(x, target.dtype))
         if kind == "reshape":
             sizes = self._sizes(positional, spec.spelling)
-            return TensorVal(self._rule(sh.reshape, x.shape, sizes), x.dtype)
+            return TensorVal(self._rule(sh.reshape, x.shape, sizes), x.dtype, x.value_range)
         if kind == "transpose":
             axes = None
             if positional:
@@ -689,7 +690,7 @@ class KernelChecker:
                     else positional
                 )
                 axes = [self._literal_int(v, "a transpose axis") for v in items]
-            return TensorVal(self._rule(sh.transpose, x.shape, axes), x.dtype)
+            return TensorVal(self._rule(sh.transpose, x.shape, axes), x.dtype, x.value_range)
         raise _RuleFailedError(
             "GPU030", f"`{spec.spelling}` is not supported here"
         )  # pragma: no cover
@@ -716,6 +717,22 @@ class KernelChecker:
         if isinstance(v, ScalarVal) and type(v.value) is int:
             return z3.IntVal(v.value), z3.IntVal(v.value + 1)
         return None
+
+    def _cast_range(self, x: TensorVal, target: DType) -> tuple[Any, Any] | None:
+        """The `Range` an integer cast keeps: all of it when every value fits the target
+        dtype (0..V-1 as uint32), none when a value could wrap (-1 is 4294967295 as uint32)."""
+        if x.value_range is None or not target.is_integer:
+            return None
+
+        def span(dtype: DType) -> tuple[int, int]:
+            bits = 8 * dtype.itemsize
+            return (0, 2**bits) if dtype.kind == "u" else (-(2 ** (bits - 1)), 2 ** (bits - 1))
+
+        (lo, hi), (src_lo, src_hi), (dst_lo, dst_hi) = x.value_range, span(x.dtype), span(target)
+        value = z3.Int("cast!value")
+        held = z3.And(value >= lo, value < hi, value >= src_lo, value < src_hi)
+        fits = self.prover.prove(z3.Implies(held, z3.And(value >= dst_lo, value < dst_hi)))
+        return x.value_range if fits.status == PROVEN else None
 
     def _clamped_range(self, name: str, operands: list) -> tuple[Any, Any] | None:
         """`minimum`/`maximum`/`.clip` of integers keep their result in a known interval,
@@ -855,7 +872,8 @@ class KernelChecker:
             raise _RuleFailedError(
                 "GPU050", f"could not prove the index of `{spelling}` in bounds ({verdict.reason})"
             )
-        return TensorVal(shape, x.dtype)
+        # the gathered values are `x`'s own, so they keep its `Range`
+        return TensorVal(shape, x.dtype, x.value_range)
 
     def _arange(self, spec: ops.OpSpec, kwargs: dict) -> TensorVal:
         n = kwargs.get("n")

@@ -42,7 +42,7 @@ class OpSpec:
     - `softmax`: along `axis=-1`
     - `scan`: inclusive prefix along `axis` (NumPy's `cumsum`/`cumprod`; `axis=None` flattens)
     - `einsum`: a literal spec, lowered to the ops below by the graph builder
-    - `scalar_math`: `math.sqrt/exp/log` of one Python scalar or size
+    - `scalar_math`: `math.sqrt/exp/log/sin/cos` of one Python scalar or size
     - `matmul`, `reshape`, `transpose`, `index`, `create`, `cast`, `shape`
     - `gather`: `take_along_axis(x, idx, axis)`, reads `x` where `idx` says
     - `atomic`: an index-level statement, `atomic_add(out, index, value)`
@@ -139,6 +139,8 @@ TABLE: tuple[OpSpec, ...] = (
     _method("tanh", "elementwise", dr.floating, nm.tanh),
     _method("gelu", "elementwise", dr.floating, nm.gelu),
     _method("exp", "elementwise", dr.floating, nm.exp),
+    _method("sin", "elementwise", dr.floating, nm.sin),
+    _method("cos", "elementwise", dr.floating, nm.cos),
     _method("log", "elementwise", dr.floating, nm.log),
     _method("sqrt", "elementwise", dr.floating, nm.sqrt),
     _method("rsqrt", "elementwise", dr.floating, nm.rsqrt),
@@ -188,6 +190,8 @@ TABLE: tuple[OpSpec, ...] = (
     OpSpec("math_sqrt", "scalar_math", "math.sqrt()", dr.floating, nm.sqrt, function="math.sqrt"),
     OpSpec("math_exp", "scalar_math", "math.exp()", dr.floating, nm.exp, function="math.exp"),
     OpSpec("math_log", "scalar_math", "math.log()", dr.floating, nm.log, function="math.log"),
+    OpSpec("math_sin", "scalar_math", "math.sin()", dr.floating, nm.sin, function="math.sin"),
+    OpSpec("math_cos", "scalar_math", "math.cos()", dr.floating, nm.cos, function="math.cos"),
     # creation
     _function("zeros", "create", _never),
     _function("ones", "create", _never),
@@ -226,6 +230,8 @@ PARAMETERS: dict[str, tuple[str, ...]] = {
     "math_sqrt": ("x",),
     "math_exp": ("x",),
     "math_log": ("x",),
+    "math_sin": ("x",),
+    "math_cos": ("x",),
     "zeros": ("shape", "dtype"),
     "ones": ("shape", "dtype"),
     "full": ("shape", "fill_value", "dtype"),

@@ -148,6 +148,20 @@ def tanh(a: float) -> float:
     return math.tanh(a)
 
 
+def sin(a: float) -> float:
+    # Python raises on +-inf; IEEE (and every GPU) gives nan. The argument is reduced
+    # exactly (math.sin of a double is correctly reduced for every finite value).
+    if a != a or math.isinf(a):
+        return _NAN
+    return math.sin(a)
+
+
+def cos(a: float) -> float:
+    if a != a or math.isinf(a):
+        return _NAN
+    return math.cos(a)
+
+
 _GELU_C = math.sqrt(2.0 / math.pi)
 
 

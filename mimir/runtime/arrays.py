@@ -31,6 +31,7 @@ __all__ = [
     "first_outside",
     "make_output",
     "nested_index",
+    "range_violation",
     "read_array",
     "write_back",
 ]
@@ -219,6 +220,27 @@ def nested_index(flat: int, shape: tuple[int, ...]) -> list[int]:
         index.append(flat % size)
         flat //= size
     return index[::-1]
+
+
+def range_violation(
+    name: str,
+    value: int,
+    flat: int,
+    shape: tuple[int, ...],
+    bounds: tuple[Any, Any],
+    limits: tuple[int, int],
+    env: Any,
+) -> str:
+    """The GPU043 message for an argument value outside its `Range`, the same whether the
+    shim, `load` or the test runner found it: the value, where it is, the range as written
+    (`bounds`) and as evaluated at the call (`limits`, with the dims `env` bound)."""
+    lo, hi = limits
+    dims = ", ".join(f"{k}={v}" for k, v in env.items()) or "no dims"
+    return (
+        f"argument `{name}` holds {value} at index {nested_index(flat, shape)}, outside its "
+        f"Range({bounds[0]}, {bounds[1]}) ({lo} <= value < {hi} with {dims}); the kernel's "
+        "bounds proofs assume every value lies in it"
+    )
 
 
 def write_back(target: Any, arg: ArrayArg, value: Any) -> None:

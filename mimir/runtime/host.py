@@ -50,7 +50,7 @@ from mimir.runtime.arrays import (
     ArrayArg,
     ArrayError,
     first_outside,
-    nested_index,
+    range_violation,
     read_array,
     write_back,
 )
@@ -174,12 +174,9 @@ class HostKernel:
             if found is None:
                 continue
             flat, value = found
-            shown = "Range(" + ", ".join(str(b) for b in buf["range"]) + ")"
             raise HostError(
                 "GPU043",
-                f"argument `{buf['name']}` holds {value} at index {nested_index(flat, arg.shape)}"
-                f", outside its {shown} ({lo} <= value < {hi} with {_show_env(env)}); the "
-                "kernel's bounds proofs assume every value lies in it",
+                range_violation(buf["name"], value, flat, arg.shape, buf["range"], (lo, hi), env),
             )
 
     def _bind_dims(self, arrays: Mapping[str, ArrayArg], given: Mapping[str, int]) -> dict:

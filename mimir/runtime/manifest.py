@@ -304,10 +304,12 @@ def prepare_inputs(
 
 def _check_range(buf: Mapping[str, Any], flat: list, dims: Mapping[str, int]) -> None:
     """Every value of an input with a `range` lies in [lo, hi): the kernel's proofs assume it."""
+    from mimir.runtime.arrays import range_violation
+
     lo, hi = (evaluate(b, dims) for b in buf["range"])
     for k, v in enumerate(flat):
         if not lo <= v < hi:
+            shape = buffer_shape(buf, dims)
             raise ManifestError(
-                f"input `{buf['name']}` holds {v} at flat index {k}, outside its range "
-                f"[{lo}, {hi}) (the kernel's bounds proofs assume it)"
+                range_violation(buf["name"], v, k, shape, buf["range"], (lo, hi), dims)
             )

@@ -28,10 +28,10 @@ TENSOR_OPS = (
     "add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
     "bitand", "bitor", "lt", "le", "gt", "ge", "eq", "ne",
     "neg", "invert", "relu", "abs", "sigmoid", "tanh", "gelu", "exp", "log", "sqrt", "rsqrt",
-    "clip", "astype", "where", "maximum", "minimum",
+    "sin", "cos", "clip", "astype", "where", "maximum", "minimum",
     "sum", "mean", "max", "min", "cumsum", "cumprod", "softmax", "log_softmax",
     "matmul", "einsum", "reshape", "transpose", "T", "index", "shape", "zeros", "ones", "full",
-    "math_sqrt", "math_exp", "math_log", "take_along_axis",
+    "math_sqrt", "math_exp", "math_log", "math_sin", "math_cos", "take_along_axis",
     "arange", "tril", "triu", "concatenate", "stack", "argmax", "argmin", "var", "std",
 )  # fmt: skip
 # Ops of the table that only index-level kernels hold (fuzzed through fixtures, not here).
@@ -56,7 +56,7 @@ _BINARY = {
     "pow": "**", "bitand": "&", "bitor": "|",
     "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=",
 }  # fmt: skip
-_FLOAT_UNARY = ("sigmoid", "tanh", "gelu", "exp", "log", "sqrt", "rsqrt")
+_FLOAT_UNARY = ("sigmoid", "tanh", "gelu", "exp", "log", "sqrt", "rsqrt", "sin", "cos")
 
 
 @dataclass
@@ -295,12 +295,12 @@ def _apply_op(b: _Builder, op: str, v: _Val) -> _Val:
             return _Val(f'einsum("{spec}", {v.expr}, {w.expr})', (*v.shape[:-1], cols), v.dtype)
         spec = f"{letters}->{letters[::-1]}"
         return _Val(f'einsum("{spec}", {v.expr})', tuple(reversed(v.shape)), v.dtype)
-    if op in ("math_sqrt", "math_exp", "math_log"):
+    if op in ("math_sqrt", "math_exp", "math_log", "math_sin", "math_cos"):
         v = _numeric(b, v, FLOATS)
         b.math = True
         named = [s for s in v.shape if s.isidentifier()]  # a dim some parameter binds
         d = draw(st.sampled_from(named)) if named else "4"
-        arg = {"math_sqrt": d, "math_exp": "0.5", "math_log": f"{d} + 1"}[op]
+        arg = {"math_sqrt": d, "math_exp": "0.5", "math_log": f"{d} + 1"}.get(op, d)
         return _Val(f"{_paren(v.expr)} * math.{op[5:]}({arg})", v.shape, v.dtype)
     if op in ("softmax", "log_softmax"):
         v = _numeric(b, v, FLOATS)

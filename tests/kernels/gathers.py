@@ -90,3 +90,12 @@ def cross_entropy_mean(
 ) -> Tensor[float32]:
     """The mean loss, as `F.cross_entropy`: the label's log-probability, gathered."""
     return -take_along_axis(logits.log_softmax(axis=-1), labels, axis=1).mean()
+
+
+@gpu
+def label_nll_from_a_vector(
+    logits: Tensor[float32, N, C], labels: Tensor[int32, N, Range(0, C)]
+) -> Tensor[float32, N, 1]:
+    """Per-row loss with labels as a plain vector: the view `labels[:, None]` keeps their
+    `Range`, so the gather is proven without a column-shaped parameter."""
+    return -take_along_axis(logits.log_softmax(axis=-1), labels[:, None], axis=1)

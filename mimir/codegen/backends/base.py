@@ -128,6 +128,12 @@ class Backend:
     # statements printed as they are; the other vector and async ones are lowered first
     native_statements: tuple[type, ...] = ()
 
+    def __init__(self, math: str = "fast") -> None:
+        # `--math fast|precise`: how PTX lowers exp, log, tanh, sigmoid and gelu (the
+        # hardware's ex2/rcp, or correctly rounded sequences). The other backends print
+        # their language's builtins, whose accuracy their spec states, in both modes.
+        self.math = math
+
     # -- refusing
 
     def check(self, kernel: Kernel) -> str | None:

@@ -65,6 +65,9 @@ class MSL(Backend):
         "log": "log({0})",
         "sqrt": "sqrt({0})",
         "tanh": "tanh({0})",
+        # `precise::`: fast math's sin and cos are only accurate on [-pi, pi]
+        "sin": "precise::sin({0})",
+        "cos": "precise::cos({0})",
         "floor": "floor({0})",
         "abs": "abs({0})",
         "pow": "pow({0}, {1})",

@@ -28,10 +28,12 @@ Semantics are kept as `mimir.codegen.ptx.emit` states (wrapping integer
 arithmetic, truncating division, `.rn` float operations so ptxas cannot
 contract them into an `fma`, subnormals kept, `bar.sync 0` for barriers); the
 transcendental sequences and their accuracy are in `mimir.codegen.ptx.mathlib`
-and docs/ptx.md. Read-only buffers are loaded with `ld.global.nc` (distinct
-manifest buffers never alias). float16 needs nothing beyond `.target sm_70`
-(`cvt` between f16 and f32 is sm_53+): values travel as `.b16` bits and are
-computed in f32, rounded back once per op.
+and docs/ptx.md. `PTX(math="fast")` (the default) uses the hardware's
+`ex2.approx.ftz`/`rcp.approx.ftz` inside them and inlines sigmoid, tanh and gelu;
+`PTX(math="precise")` keeps every instruction correctly rounded. Read-only buffers
+are loaded with `ld.global.nc` (distinct manifest buffers never alias). float16
+needs nothing beyond `.target sm_70` (`cvt` between f16 and f32 is sm_53+): values
+travel as `.b16` bits and are computed in f32, rounded back once per op.
 
 Limits: 1024 threads per block (x, y <= 1024, z <= 64) and 48 KiB of static
 shared memory (the `.shared` ceiling without opting in to more). Anything the
@@ -57,7 +59,7 @@ from mimir.codegen.ir import (
     lower_vectors,
     walk_statements,
 )
-from mimir.codegen.ptx.emit import Emitter, Memory, refuse
+from mimir.codegen.ptx.emit import INLINED_HELPERS, Emitter, Memory, refuse
 from mimir.codegen.ptx.registers import Registers
 from mimir.codegen.ptx.tables import BUILTINS, ELEMENT_BYTES
 from mimir.codegen.refusal import RefusalError
@@ -136,11 +138,15 @@ class PTX(Backend):
         if target == PTX_TARGET:  # no copy to wait for (a wait needs sm_80 too)
             kernel = replace(kernel, body=lower_vectors(kernel.body, keep=(LoadVector,)))
         lines += [f".version {PTX_VERSION}", f".target {target}", ".address_size 64", ""]
-        signatures = self._signatures(kernel.helpers)
-        for h in kernel.helpers:
+        helpers = [h for h in kernel.helpers if not self._inlined(h.name)]
+        signatures = self._signatures(helpers)
+        for h in helpers:
             lines += self._helper(h, signatures)
         lines += self._entry(kernel, entry, uniform_param, shared, signatures)
         return Printed("\n".join(lines) + "\n", entry, bindings, uniform)
+
+    def _inlined(self, name: str) -> bool:
+        return self.math == "fast" and name in INLINED_HELPERS
 
     def _signatures(self, helpers: list[Helper]) -> dict[str, tuple[str, str, tuple[str, ...]]]:
         out = {}
@@ -156,7 +162,7 @@ class PTX(Backend):
         regs = Registers()
         ret = "%ret"
         params = [f"%a{k}" for k in range(len(h.params))]
-        em = Emitter(regs, {}, {}, {}, signatures, return_register=ret)
+        em = Emitter(regs, {}, {}, {}, signatures, return_register=ret, math=self.math)
         for p, reg in zip(h.params, params, strict=True):
             em.env[p.name] = reg
         em.block(h.body)
@@ -176,7 +182,7 @@ class PTX(Backend):
         signatures: dict,
     ) -> list[str]:
         regs = Registers()
-        prologue = Emitter(regs, {}, {}, {}, {})
+        prologue = Emitter(regs, {}, {}, {}, {}, math=self.math)
         params = [
             f"    .param .u64 .ptr .global .align 4 {self.names(b.name)}" for b in kernel.buffers
         ]
@@ -215,7 +221,7 @@ class PTX(Backend):
             r = regs.new("b32")
             prologue.ins(f"mov.u32 {r}, {BUILTINS[name]}")
             builtins[name] = r
-        body = Emitter(regs, memory, uniforms, builtins, signatures)
+        body = Emitter(regs, memory, uniforms, builtins, signatures, math=self.math)
         body.block(kernel.body)
         body.end()
         x, y, z = kernel.workgroup_size

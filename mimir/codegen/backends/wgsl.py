@@ -62,6 +62,8 @@ class WGSL(Backend):
         "log": "log({0})",
         "sqrt": "sqrt({0})",
         "tanh": "tanh({0})",
+        "sin": "sin({0})",
+        "cos": "cos({0})",
         "floor": "floor({0})",
         "abs": "abs({0})",
         "pow": "pow({0}, {1})",

@@ -17,7 +17,9 @@ semantics (`mimir.codegen.ir`) and how they are kept:
 - float16 values are held as `.b16` bits; arithmetic on them goes through
   f32 and rounds back once (`cvt.rn.f16.f32`), which is the correctly
   rounded half result for `+ - * /`;
-- exp, log, tanh and pow are the sequences of `mimir.codegen.ptx.mathlib`;
+- exp, log, tanh, sin, cos and pow are the sequences of `mimir.codegen.ptx.mathlib`,
+  the fast ones by default (`ex2.approx.ftz`, `rcp.approx.ftz`; sigmoid, tanh and gelu
+  inlined instead of called) and the correctly rounded ones with `--math precise`;
   sqrt is `sqrt.rn.f32`, floor `cvt.rmi.f32.f32`;
 - `If` is a predicated branch around its blocks, `For` a loop whose bound and
   step are evaluated at every iteration (as C does), `Barrier` is
@@ -75,7 +77,11 @@ from mimir.codegen.ptx.tables import (
 )
 from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, RefusalError
 
-__all__ = ["Emitter", "Memory", "refuse"]
+__all__ = ["INLINED_HELPERS", "Emitter", "Memory", "refuse"]
+
+# With fast math these IR helpers (`mimir.codegen.helpers`, f32 -> f32) are not called:
+# their `mathlib` fast sequence is inlined where the call was.
+INLINED_HELPERS = {"mimir_sigmoid": "sigmoid", "mimir_tanh": "tanh", "mimir_gelu": "gelu"}
 
 # an unpredicated instruction's opcode, its destination register and its sources
 _DEFINES = re.compile(r"^    ([a-z][\w.]*) (%\w+), (.*);$")
@@ -124,7 +130,9 @@ class Emitter:
         builtins: Mapping[str, str],
         helpers: Mapping[str, tuple[str, str, tuple[str, ...]]],
         return_register: str | None = None,
+        math: str = "fast",
     ) -> None:
+        self.math = math  # `fast` or `precise`: which `mathlib` sequences are inlined
         self.regs = regs
         self.memory = memory
         self.uniforms = uniforms
@@ -402,6 +410,8 @@ class Emitter:
         return d
 
     def call(self, e: Call) -> str:
+        if self.math == "fast" and e.fn in INLINED_HELPERS:
+            return self.sequence(INLINED_HELPERS[e.fn], [self.reg(a) for a in e.args])
         if e.fn in self.helpers:
             name, ret, params = self.helpers[e.fn]
             args = []
@@ -417,7 +427,7 @@ class Emitter:
         if types == {"f16"}:
             return self.call(Call(e.fn, tuple(Cast(a, "f32") for a in e.args), e.type))
         t = e.args[0].type
-        if e.fn in mathlib.SEQUENCES and t == "f32":
+        if e.fn in mathlib.sequences(self.math) and t == "f32":
             return self.sequence(e.fn, [self.reg(a) for a in e.args])
         opcode = SIMPLE_INTRINSICS.get((e.fn, t))
         if opcode is None:
@@ -431,13 +441,28 @@ class Emitter:
         """Inline one `mathlib` sequence over `args`; the register holding its result."""
         seq = mathlib.Seq()
         inputs = [f"%in{k}" for k in range(len(args))]
-        result = mathlib.SEQUENCES[name](seq, *inputs)
+        result = mathlib.sequences(self.math)[name](seq, *inputs)
         names = dict(zip(inputs, args, strict=True))
-        self.comment(f"{name}: mimir.codegen.ptx.mathlib ({mathlib.ACCURACY[name]})")
-        for op in seq.ops:
-            names[op.dst] = self.regs.new(op.kind)
+        accuracy = mathlib.accuracy(name, self.math)
+        self.comment(f"{name}: mimir.codegen.ptx.mathlib, {self.math} math ({accuracy})")
+        starts = {skip.start: skip for skip in seq.skips}
+        ends: dict[int, str] = {}
+        kinds = {op.dst: op.kind for op in seq.ops}
+        for k, op in enumerate(seq.ops):
+            skip = starts.get(k)
+            if skip is not None:  # outputs start as 0, then a branch around the ops
+                for out in skip.outputs:
+                    names[out] = self.regs.new(kinds[out])
+                    zero = "0f00000000" if kinds[out] == "f32" else "0"
+                    self.ins(f"{MOV[kinds[out]]} {names[out]}, {zero}")
+                ends[skip.end] = self.regs.label("skip")
+                self.ins(f"@{names[skip.unless]} bra {ends[skip.end]}")
+            if op.dst not in names:
+                names[op.dst] = self.regs.new(op.kind)
             srcs = [s.text() if not isinstance(s, str) else names[s] for s in op.srcs]
             self.ins(f"{op.opcode} {names[op.dst]}, {', '.join(srcs)}")
+            if k + 1 in ends:
+                self.put_label(ends.pop(k + 1))
         return names[result]
 
     # -- statements

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from mimir.codegen.ptx.mathlib import F32, SEQUENCES, Int, Op, Seq
+from mimir.codegen.ptx.mathlib import F32, Int, Op, Seq, sequences
 
 __all__ = ["evaluate", "round_f32", "run", "ulp", "ulp_error"]
 
@@ -147,6 +147,33 @@ def _mov_b32(kind: str, v: Any) -> Any:
     return _bits(v) if isinstance(v, float) else v
 
 
+def _flush(x: float) -> float:
+    """`.ftz`: a subnormal becomes a zero of the same sign."""
+    return math.copysign(0.0, x) if x != 0 and abs(x) < 2.0**-126 else x
+
+
+def _ex2_approx_ftz(t: float) -> float:
+    """ex2.approx.ftz.f32, modelled as 2^t correctly rounded (the GPU: within 2 ulp)."""
+    t = _flush(t)
+    if not math.isfinite(t):
+        return t if not t < 0 else 0.0
+    if t >= 128:
+        return math.inf
+    if t < -152:
+        return 0.0
+    # 2^t = 2^n 2^f: the double 2^f is within 1 ulp of double, far inside float32's half ulp
+    # except in exact ties, which 2^f for a float32 f that is not an integer never is.
+    return _flush(round_f32(Fraction(2.0**t)))
+
+
+def _rcp_approx_ftz(a: float) -> float:
+    """rcp.approx.ftz.f32, modelled as 1/a correctly rounded (the GPU: within 1 ulp)."""
+    a = _flush(a)
+    if a == 0:
+        return math.copysign(math.inf, a)
+    return _flush(_div(1.0, a))
+
+
 _F32_OPS: dict[str, Callable[..., Any]] = {
     "add.rn.f32": _add,
     "sub.rn.f32": lambda a, b: _add(a, -b),
@@ -169,6 +196,18 @@ _F32_OPS: dict[str, Callable[..., Any]] = {
     "shl.b32": lambda a, n: _u32(a << n),
     "shr.s32": lambda a, n: _u32(_signed(a) >> n),
     "setp.ge.u32": lambda a, b: a >= b,
+    "setp.lt.u32": lambda a, b: a < b,
+    "setp.eq.u32": lambda a, b: a == b,
+    "selp.b32": lambda a, b, p: a if p else b,
+    "and.b32": lambda a, b: a & b,
+    "or.b32": lambda a, b: a | b,
+    "shr.u32": lambda a, n: a >> n if n < 32 else 0,  # PTX clamps the amount to 32
+    "mul.lo.u32": lambda a, b: _u32(a * b),
+    "mul.hi.u32": lambda a, b: (a * b) >> 32,
+    "cvt.rn.f32.u32": lambda v: round_f32(v),
+    "neg.f32": lambda a: -a,
+    "ex2.approx.ftz.f32": _ex2_approx_ftz,
+    "rcp.approx.ftz.f32": _rcp_approx_ftz,
 }
 
 
@@ -195,11 +234,12 @@ def run(ops: Sequence[Op], env: Mapping[str, Any]) -> dict[str, Any]:
     return regs
 
 
-def evaluate(name: str, *args: float) -> float:
-    """`name` (exp, log, tanh or pow) of float32 `args`, as the PTX sequence computes it."""
+def evaluate(name: str, *args: float, math_mode: str = "precise") -> float:
+    """`name` (exp, log, tanh, pow, sin, cos; fast: also sigmoid, gelu) of float32 `args`,
+    as the PTX sequence of `math_mode` computes it."""
     seq = Seq()
     inputs = [f"%in{k}" for k in range(len(args))]
-    result = SEQUENCES[name](seq, *inputs)
+    result = sequences(math_mode)[name](seq, *inputs)
     env = {reg: _float(_bits(a)) for reg, a in zip(inputs, args, strict=True)}
     return run(seq.ops, env)[result]
 

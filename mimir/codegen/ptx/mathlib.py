@@ -2,13 +2,21 @@
 
 Each function is written once, as a list of `Op`s over named temporaries, and
 that one list is both what the backend prints (`mimir.codegen.ptx.emit`) and
-what `mimir.codegen.ptx.emulate` executes on the CPU with exact IEEE float32
-semantics. Every instruction used is correctly rounded (`.rn` arithmetic, `fma`,
-`div.rn`, conversions, bit operations): no `.approx` instruction appears, so the
-emulation is bit-exact and the accuracy it measures is the accuracy the GPU
-delivers. (PTX's `tanh.approx.f32` needs `.target sm_75`, and `ex2.approx` /
-`lg2.approx` are 2 ulp and 2^-22 absolute; range reduction plus a polynomial
-costs a few more fused multiply-adds and is better than either.)
+what `mimir.codegen.ptx.emulate` executes on the CPU. Two sets, chosen by
+`mimir compile-gpu --math` (`sequences(mode)`):
+
+- `precise` (`SEQUENCES`): every instruction is correctly rounded (`.rn`
+  arithmetic, `fma`, `div.rn`, conversions, bit operations), so the emulation is
+  bit-exact and the accuracy it measures is the accuracy the GPU delivers;
+- `fast` (`FAST_SEQUENCES`, the default): exp, log, tanh, sigmoid and gelu use the
+  hardware's `ex2.approx.ftz.f32` and `rcp.approx.ftz.f32` (one MUFU instruction
+  each, 2 and 1 ulp by the PTX ISA), with Cody-Waite-style corrections that keep
+  the whole within a few ulp; the emulators model those two as correctly
+  rounded with the flush, and the stated bounds add the hardware's. sin, cos and
+  pow are the precise sequences in both modes (`sin.approx` is an absolute-error
+  approximation on [-pi, pi], not an ulp one).
+
+Precise sequences:
 
 - `exp(x)`: Cody-Waite reduction `x = j*ln2 + r`, `|r| <= ln2/2`, with `ln2`
   split in two (`ln2_hi` has 15 significant bits, so `j*ln2_hi` is exact),
@@ -23,6 +31,14 @@ costs a few more fused multiply-adds and is better than either.)
 - `tanh(x)`: below |x| = 0.55 an odd polynomial `x + x^3 P(x^2)` (degree 4 in
   x^2, fitted for relative error), above it `1 - 2/(exp(2|x|) + 1)` with the
   sign of x; both are computed and one is selected (no divergence).
+- `sin(x)`, `cos(x)`: below |x| = 2^17 a three-part Cody-Waite reduction by pi/2
+  (with fma the first step is exact), above it Payne-Hanek (the 96 bits of 2/pi
+  that matter, picked from a table of seven words by the exponent, times the
+  24-bit significand in 32-bit limbs), which the backend branches around when
+  every |x| of the warp is below 2^17 (`Seq.skip`; the emulators run it and
+  select, which computes the same); then the
+  odd and even Taylor polynomials of the reduced argument, chosen and signed
+  by the quadrant. inf and nan give nan.
 - `pow(a, b)` for a > 0 (the IR's `mimir_pow_f32` helper handles signs, zero,
   one and nan): `exp(b * log(a))`; its error grows with |b ln a|, as every
   GPU's `pow` that is built on exp and log does.
@@ -37,6 +53,7 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass
+from fractions import Fraction
 
 __all__ = [
     "ACCURACY",
@@ -97,12 +114,29 @@ class Op:
     srcs: tuple[Operand, ...]
 
 
+@dataclass(frozen=True)
+class Skip:
+    """`ops[start:end]` are only needed when `unless` is false: the backend branches
+    around them (their `outputs`, the only registers used after them, start as 0), the
+    emulators run them anyway (every use of an output is a `selp` on `unless`)."""
+
+    start: int
+    end: int
+    unless: str
+    outputs: tuple[str, ...]
+
+
 class Seq:
     """Builds a list of `Op`s; each call appends one and returns its fresh temporary."""
 
     def __init__(self) -> None:
         self.ops: list[Op] = []
+        self.skips: list[Skip] = []
         self._count = 0
+
+    def skip(self, start: int, unless: str, *outputs: str) -> None:
+        """Mark the ops appended since `start` as skipped when the predicate `unless` holds."""
+        self.skips.append(Skip(start, len(self.ops), unless, outputs))
 
     def __call__(self, opcode: str, kind: str, *srcs: Operand) -> str:
         name = f"%t{self._count}"
@@ -168,7 +202,7 @@ def exp_f32(s: Seq, x: str) -> str:
     return s("selp.f32", "f32", x, scaled, nan)
 
 
-def log_f32(s: Seq, x: str) -> str:
+def log_f32(s: Seq, x: str, divide=None) -> str:
     """ln x for every float32 x (x < 0 and nan -> nan, 0 -> -inf, inf -> inf)."""
     tiny = s("setp.lt.f32", "pred", x, F32(2.0**-126))  # subnormal (or <= 0)
     big = s("mul.rn.f32", "f32", x, F32(2.0**23))
@@ -184,7 +218,7 @@ def log_f32(s: Seq, x: str) -> str:
     e = s("add.rn.f32", "f32", e, adjust)
     f = s("sub.rn.f32", "f32", m, F32(1.0))  # exact (Sterbenz)
     den = s("add.rn.f32", "f32", f, F32(2.0))
-    q = s("div.rn.f32", "f32", f, den)  # s = (m-1)/(m+1), |s| <= 0.2
+    q = (divide or _div_rn)(s, f, den)  # s = (m-1)/(m+1), |s| <= 0.2
     z = s("mul.rn.f32", "f32", q, q)
     poly = s("fma.rn.f32", "f32", LOG_SERIES[4], z, LOG_SERIES[3])
     for c in (LOG_SERIES[2], LOG_SERIES[1], LOG_SERIES[0]):
@@ -209,7 +243,7 @@ def log_f32(s: Seq, x: str) -> str:
     return s("selp.f32", "f32", F32(-INF), y, zero)
 
 
-def tanh_f32(s: Seq, x: str) -> str:
+def tanh_f32(s: Seq, x: str, exp=None, divide=None) -> str:
     """tanh x for every float32 x (nan -> nan, +-inf -> +-1, -0 -> -0)."""
     a = s("abs.f32", "f32", x)
     small = s("setp.lt.f32", "pred", a, F32(TANH_SMALL))
@@ -221,12 +255,207 @@ def tanh_f32(s: Seq, x: str) -> str:
     near = s("fma.rn.f32", "f32", poly, x, x)
     near = s("copysign.f32", "f32", x, near)  # tanh(-0) is -0
     two_a = s("add.rn.f32", "f32", a, a)
-    e = exp_f32(s, two_a)
+    e = (exp or exp_f32)(s, two_a)
     den = s("add.rn.f32", "f32", e, F32(1.0))
-    frac = s("div.rn.f32", "f32", F32(2.0), den)
+    frac = (divide or _div_rn)(s, F32(2.0), den)
     far = s("sub.rn.f32", "f32", F32(1.0), frac)
     far = s("copysign.f32", "f32", x, far)
     return s("selp.f32", "f32", near, far, small)
+
+
+# ---------------------------------------------------------------- sin and cos
+
+
+def _atan_inverse(n: int, one: int) -> int:
+    """atan(1/n) * one, by its Taylor series in fixed point (one = 2**bits)."""
+    total, power, k = 0, one // n, 0
+    while power:
+        term = power // (2 * k + 1)
+        total += -term if k % 2 else term
+        power //= n * n
+        k += 1
+    return total
+
+
+def _pi_fixed(bits: int) -> Fraction:
+    """pi to about `bits` bits (Machin's formula, 16 guard bits), as an exact rational."""
+    one = 1 << (bits + 16)
+    pi = 16 * _atan_inverse(5, one) - 4 * _atan_inverse(239, one)
+    return Fraction(pi >> 16, 1 << bits)
+
+
+PI = _pi_fixed(320)
+HALF_PI = PI / 2
+
+
+def _f32_of(q: Fraction) -> float:
+    return f32(float(q))  # float(q) is q correctly rounded to double; then to float32
+
+
+# Cody-Waite: pi/2 = P1 + P2 + P3 (24 bits each, about 72 in all). With fma, x - j*P1
+# is exact for every float32 x (a multiple of 2^-23 below 1 in magnitude), and the two
+# further steps add an error of j * 2^-74 or less, far below an ulp of r while
+# j < 2^17 and |r| > 2^-30 (the closest float32 below TRIG_HUGE to a multiple of pi/2
+# is further than that; benchmarks/ptx_math_accuracy.py sweeps those inputs).
+TRIG_P1 = F32(_f32_of(HALF_PI))
+TRIG_P2 = F32(_f32_of(HALF_PI - Fraction(TRIG_P1.value)))
+TRIG_P3 = F32(_f32_of(HALF_PI - Fraction(TRIG_P1.value) - Fraction(TRIG_P2.value)))
+TWO_OVER_PI = F32(_f32_of(1 / HALF_PI))
+HALF_PI_HI = TRIG_P1
+HALF_PI_LO = TRIG_P2
+# At and above this |x| the reduction is Payne-Hanek (exact integer arithmetic).
+TRIG_HUGE = 2.0**17
+# Payne-Hanek's table: 16 zero bits, then the bits of 2/pi (bit i weighs 2^-i, i >= 1),
+# as seven 32-bit words; the window used starts at bit E + 14 for x = m 2^E, m < 2^24.
+_PH_PAD = 16
+_PH_WORDS = 7
+_PH_BITS = (2 << (32 * _PH_WORDS - _PH_PAD)) * PI.denominator // PI.numerator
+TWO_OVER_PI_WORDS = tuple(
+    (_PH_BITS >> (32 * (_PH_WORDS - 1 - k))) & 0xFFFFFFFF for k in range(_PH_WORDS)
+)
+# sin r = r + r^3 S(r^2), cos r = 1 - r^2/2 + r^4 C(r^2) on |r| <= pi/4 (a little more
+# when rint(x 2/pi) rounds the other way): Taylor coefficients; the first term left
+# out is below 2^-28 relative (r^10/11! and r^12/12!).
+SIN_POLY = tuple(F32((-1) ** k / math.factorial(2 * k + 1)) for k in range(1, 5))
+COS_POLY = tuple(F32((-1) ** k / math.factorial(2 * k)) for k in range(2, 6))
+
+
+def _reduce_small(s: Seq, x: str) -> tuple[str, str]:
+    """(j, r) with x = j pi/2 + r, |r| <= pi/4 (about): three-part Cody-Waite with fma."""
+    t = s("mul.rn.f32", "f32", x, TWO_OVER_PI)
+    j = s("cvt.rni.f32.f32", "f32", t)
+    r = s("fma.rn.f32", "f32", j, F32(-TRIG_P1.value), x)  # exact
+    r = s("fma.rn.f32", "f32", j, F32(-TRIG_P2.value), r)
+    r = s("fma.rn.f32", "f32", j, F32(-TRIG_P3.value), r)
+    return s("cvt.rzi.s32.f32", "b32", j), r
+
+
+def _reduce_huge(s: Seq, a: str) -> tuple[str, str]:
+    """(j mod 4, r) with a = j pi/2 + r, |r| <= pi/4, for a = |x| >= 2^9 (Payne-Hanek).
+
+    a = m 2^E with m < 2^24 an integer. Only the 96 bits of 2/pi from the one that
+    weighs 2 after scaling by 2^E matter: the ones before make multiples of 4 (whole
+    turns), the ones after add less than 2^-70. m times that window, in 32-bit limbs,
+    gives the quadrant (2 bits) and 62 bits of the fraction, rounded to the nearest
+    quadrant and turned into r by a two-float product with pi/2.
+    """
+    bits = s("mov.b32", "b32", a)
+    n0 = s("shr.u32", "b32", bits, Int(23))
+    n0 = s("add.s32", "b32", n0, Int(_PH_PAD - 2 - 150))  # E + 14
+    word = s("shr.u32", "b32", n0, Int(5))
+    shift = s("and.b32", "b32", n0, Int(31))
+    back = s("sub.s32", "b32", Int(32), shift)  # 32 shifts to 0 (PTX clamps the amount)
+    m = s("and.b32", "b32", bits, Int(0x7FFFFF))
+    m = s("or.b32", "b32", m, Int(0x800000))
+    which = [s("setp.eq.u32", "pred", word, Int(k)) for k in (1, 2, 3)]
+    table = [Int(w) for w in TWO_OVER_PI_WORDS]
+    words = []
+    for k in range(4):
+        w = s("selp.b32", "b32", table[k + 1], table[k], which[0])
+        w = s("selp.b32", "b32", table[k + 2], w, which[1])
+        words.append(s("selp.b32", "b32", table[k + 3], w, which[2]))
+    window = []
+    for k in range(3):
+        hi = s("shl.b32", "b32", words[k], shift)
+        lo = s("shr.u32", "b32", words[k + 1], back)
+        window.append(s("or.b32", "b32", hi, lo))
+    # m * window: limbs p1 (quadrant and 30 fraction bits), p2, p3 (the top of p3 only).
+    p3 = s("mul.lo.u32", "b32", window[2], m)
+    hi2 = s("mul.hi.u32", "b32", window[2], m)
+    lo1 = s("mul.lo.u32", "b32", window[1], m)
+    p2 = s("add.s32", "b32", hi2, lo1)
+    carry = s("setp.lt.u32", "pred", p2, lo1)
+    carry = s("selp.b32", "b32", Int(1), Int(0), carry)
+    p1 = s("mul.hi.u32", "b32", window[1], m)
+    p1 = s("add.s32", "b32", p1, carry)
+    lo0 = s("mul.lo.u32", "b32", window[0], m)
+    p1 = s("add.s32", "b32", p1, lo0)
+    p1 = s("add.s32", "b32", p1, Int(1 << 29))  # round to the nearest quadrant
+    j = s("shr.u32", "b32", p1, Int(30))
+    f = s("and.b32", "b32", p1, Int((1 << 30) - 1))
+    f = s("sub.s32", "b32", f, Int(1 << 29))  # signed, in [-2^29, 2^29)
+    # the fraction in 2^-30 units as three exact floats of 24 bits or fewer
+    top = s("shr.s32", "b32", f, Int(6))
+    mid = s("and.b32", "b32", f, Int(63))
+    mid = s("shl.b32", "b32", mid, Int(18))
+    mid_lo = s("shr.u32", "b32", p2, Int(14))
+    mid = s("or.b32", "b32", mid, mid_lo)
+    low = s("and.b32", "b32", p2, Int(0x3FFF))
+    low = s("shl.b32", "b32", low, Int(10))
+    low_lo = s("shr.u32", "b32", p3, Int(22))
+    low = s("or.b32", "b32", low, low_lo)
+    h = s("cvt.rn.f32.s32", "f32", top)
+    h = s("mul.rn.f32", "f32", h, F32(2.0**-24))
+    md = s("cvt.rn.f32.u32", "f32", mid)
+    md = s("mul.rn.f32", "f32", md, F32(2.0**-48))
+    lw = s("cvt.rn.f32.u32", "f32", low)
+    lw = s("mul.rn.f32", "f32", lw, F32(2.0**-72))
+    hm = s("add.rn.f32", "f32", h, md)  # Fast2Sum: |h| >= |md| unless h = 0
+    err = s("sub.rn.f32", "f32", hm, h)
+    err = s("sub.rn.f32", "f32", md, err)
+    err = s("add.rn.f32", "f32", err, lw)
+    # r = (hm + err) pi/2, pi/2 as two floats
+    r = s("mul.rn.f32", "f32", err, HALF_PI_HI)
+    r = s("fma.rn.f32", "f32", hm, HALF_PI_LO, r)
+    r = s("fma.rn.f32", "f32", hm, HALF_PI_HI, r)
+    return j, r
+
+
+def _sincos_f32(s: Seq, x: str, cosine: bool) -> str:
+    a = s("abs.f32", "f32", x)
+    small = s("setp.lt.f32", "pred", a, F32(TRIG_HUGE))
+    j_small, r_small = _reduce_small(s, x)
+    start = len(s.ops)  # Payne-Hanek: branched around when every |x| of a warp is small
+    j_huge, r_huge = _reduce_huge(s, a)
+    # sin(-a) = -sin a: the huge path reduced |x|, so negate r and the quadrant
+    negative = s("setp.lt.f32", "pred", x, F32(0.0))
+    r_neg = s("neg.f32", "f32", r_huge)
+    r_huge = s("selp.f32", "f32", r_neg, r_huge, negative)
+    j_neg = s("sub.s32", "b32", Int(0), j_huge)
+    j_huge = s("selp.b32", "b32", j_neg, j_huge, negative)
+    s.skip(start, small, j_huge, r_huge)
+    r = s("selp.f32", "f32", r_small, r_huge, small)
+    j = s("selp.b32", "b32", j_small, j_huge, small)
+    return _quadrant(s, x, a, j, r, cosine)
+
+
+def _quadrant(s: Seq, x: str, a: str, j: str, r: str, cosine: bool) -> str:
+    """sin or cos of x = j pi/2 + r from the polynomials of r; nan for inf and nan."""
+    z = s("mul.rn.f32", "f32", r, r)
+    ps = s("fma.rn.f32", "f32", SIN_POLY[3], z, SIN_POLY[2])
+    for c in (SIN_POLY[1], SIN_POLY[0]):
+        ps = s("fma.rn.f32", "f32", ps, z, c)
+    ps = s("mul.rn.f32", "f32", ps, z)
+    sin_r = s("fma.rn.f32", "f32", ps, r, r)
+    pc = s("fma.rn.f32", "f32", COS_POLY[3], z, COS_POLY[2])
+    for c in (COS_POLY[1], COS_POLY[0], F32(-0.5)):
+        pc = s("fma.rn.f32", "f32", pc, z, c)
+    cos_r = s("fma.rn.f32", "f32", pc, z, F32(1.0))
+    if cosine:  # cos x = sin(x + pi/2): one quadrant further
+        j = s("add.s32", "b32", j, Int(1))
+    odd = s("and.b32", "b32", j, Int(1))
+    odd = s("setp.eq.u32", "pred", odd, Int(1))
+    v = s("selp.f32", "f32", cos_r, sin_r, odd)
+    flip = s("and.b32", "b32", j, Int(2))
+    flip = s("setp.eq.u32", "pred", flip, Int(2))
+    nv = s("neg.f32", "f32", v)
+    v = s("selp.f32", "f32", nv, v, flip)
+    if not cosine:  # sin(+-0) is +-0
+        zero = s("setp.eq.f32", "pred", x, F32(0.0))
+        v = s("selp.f32", "f32", x, v, zero)
+    abits = s("mov.b32", "b32", a)
+    special = s("setp.ge.u32", "pred", abits, Int(0x7F800000))
+    return s("selp.f32", "f32", F32(NAN), v, special)
+
+
+def sin_f32(s: Seq, x: str) -> str:
+    """sin x for every float32 x (+-inf and nan -> nan, -0 -> -0)."""
+    return _sincos_f32(s, x, cosine=False)
+
+
+def cos_f32(s: Seq, x: str) -> str:
+    """cos x for every float32 x (+-inf and nan -> nan)."""
+    return _sincos_f32(s, x, cosine=True)
 
 
 def pow_f32(s: Seq, a: str, b: str) -> str:
@@ -236,7 +465,102 @@ def pow_f32(s: Seq, a: str, b: str) -> str:
     return exp_f32(s, t)
 
 
-SEQUENCES = {"exp": exp_f32, "log": log_f32, "tanh": tanh_f32, "pow": pow_f32}
+# ---------------------------------------------------------------- fast math (the default)
+#
+# `ex2.approx.ftz.f32` and `rcp.approx.ftz.f32` are one MUFU instruction each. The PTX
+# ISA bounds them at 2 ulp (ex2, full range) and 1 ulp (rcp); `.ftz` flushes subnormal
+# inputs and results to zero. The emulators model both as correctly rounded with the
+# flush, so a measured error plus the hardware's bound is the stated one (`FAST_ACCURACY`).
+
+APPROX = ("ex2.approx.ftz.f32", "rcp.approx.ftz.f32")
+GELU_K = F32(0.7978845608028654)  # sqrt(2/pi), as `mimir_gelu` writes it
+GELU_C = F32(0.044715)
+
+
+def exp_fast(s: Seq, x: str) -> str:
+    """e^x = 2^t e^d, t = x log2 e rounded, d = x - t ln 2 (two fma, |d| < 2^-17): the
+    hardware's 2^t times 1 + d. Results below 2^-126 flush to 0 (x < -87.34)."""
+    t = s("mul.rn.f32", "f32", x, LOG2E)
+    d = s("fma.rn.f32", "f32", t, F32(-LN2_HI.value), x)
+    d = s("fma.rn.f32", "f32", t, F32(-LN2_LO.value), d)
+    one_d = s("add.rn.f32", "f32", d, F32(1.0))
+    # x = +-inf or |x log2 e| past the float range make 1 + d nan or +-inf, where 2^t is
+    # already inf or 0: any factor in [0.5, 2] keeps that (PTX max/min drop a nan).
+    one_d = s("max.f32", "f32", one_d, F32(0.5))
+    one_d = s("min.f32", "f32", one_d, F32(2.0))
+    e = s("ex2.approx.ftz.f32", "f32", t)
+    return s("mul.rn.f32", "f32", e, one_d)
+
+
+def log_fast(s: Seq, x: str) -> str:
+    """The precise sequence with `s = f / (2 + f)` as `f * rcp(2 + f)`: s only feeds the
+    small correction terms, so its extra ulp moves the result by far less than one."""
+    return log_f32(s, x, divide=_rcp_divide)
+
+
+def _rcp_divide(s: Seq, a: str | F32, b: str) -> str:
+    r = s("rcp.approx.ftz.f32", "f32", b)
+    return s("mul.rn.f32", "f32", a, r)
+
+
+def _div_rn(s: Seq, a: str | F32, b: str) -> str:
+    return s("div.rn.f32", "f32", a, b)
+
+
+def tanh_fast(s: Seq, x: str) -> str:
+    """The precise sequence with exp_fast and `2 / (e + 1)` as `2 rcp(e + 1)`."""
+    return tanh_f32(s, x, exp=exp_fast, divide=_rcp_divide)
+
+
+def sigmoid_fast(s: Seq, x: str) -> str:
+    """1 / (1 + e^-x) as rcp; e^-x = inf (x < -88.7) gives 0, nan stays nan."""
+    n = s("neg.f32", "f32", x)
+    e = exp_fast(s, n)
+    den = s("add.rn.f32", "f32", e, F32(1.0))
+    return s("rcp.approx.ftz.f32", "f32", den)
+
+
+def gelu_fast(s: Seq, x: str) -> str:
+    """0.5 x (1 + tanh u) = x sigmoid(2u), u = k (x + c x^3): no cancellation in 1 + tanh u
+    for negative u, one exp and one rcp. gelu(-inf) = 0 (x times 0 would be nan)."""
+    x2 = s("mul.rn.f32", "f32", x, x)
+    inner = s("mul.rn.f32", "f32", x2, GELU_C)
+    inner = s("fma.rn.f32", "f32", inner, x, x)  # x + c x^3
+    minus_2u = s("mul.rn.f32", "f32", inner, F32(-2.0 * GELU_K.value))
+    e = exp_fast(s, minus_2u)
+    den = s("add.rn.f32", "f32", e, F32(1.0))
+    sig = s("rcp.approx.ftz.f32", "f32", den)
+    y = s("mul.rn.f32", "f32", x, sig)
+    minus_inf = s("setp.eq.f32", "pred", x, F32(-INF))
+    return s("selp.f32", "f32", F32(0.0), y, minus_inf)
+
+
+FAST_SEQUENCES = {
+    "exp": exp_fast,
+    "log": log_fast,
+    "tanh": tanh_fast,
+    "sigmoid": sigmoid_fast,
+    "gelu": gelu_fast,
+    "sin": sin_f32,  # the polynomial is cheap; sin.approx is 2^-20.9 absolute, not ulp
+    "cos": cos_f32,
+    "pow": pow_f32,  # exp(b log a) amplifies an ulp of log by |b ln a|: kept precise
+}
+MATH_MODES = ("fast", "precise")
+
+
+def sequences(math_mode: str) -> dict:
+    """The sequences a kernel compiled with `--math MODE` inlines, by IR function name."""
+    return FAST_SEQUENCES if math_mode == "fast" else SEQUENCES
+
+
+SEQUENCES = {
+    "exp": exp_f32,
+    "log": log_f32,
+    "tanh": tanh_f32,
+    "pow": pow_f32,
+    "sin": sin_f32,
+    "cos": cos_f32,
+}
 
 # Bounds in float32 ulp of the correctly rounded result, over every float32
 # input (pow: over a in (0, inf), b with |b ln a| <= 88, the whole finite range).
@@ -246,6 +570,8 @@ ACCURACY: dict[str, str] = {
     "log": "2 ulp",
     "tanh": "3 ulp",
     "pow": "2 + 2 * |b ln a| ulp",
+    "sin": "2 ulp",
+    "cos": "2 ulp",
     "sqrt": "0 ulp (sqrt.rn.f32, correctly rounded)",
     "floor": "exact (cvt.rmi.f32.f32)",
     "abs": "exact (abs.f32)",
@@ -253,9 +579,28 @@ ACCURACY: dict[str, str] = {
 }
 
 
+# Fast mode, measured in the emulator (ex2/rcp correctly rounded) plus the hardware's
+# bound for each approximate instruction on the path (docs/ptx.md has the figures).
+FAST_ACCURACY: dict[str, str] = {
+    "exp": "2 ulp + ex2.approx's 2 ulp; 0 below 2^-126",
+    "log": "2 ulp (rcp.approx only touches the correction terms)",
+    "tanh": "3 ulp + ex2.approx's 2 ulp",
+    "sigmoid": "4 ulp + ex2.approx's 2 ulp + rcp.approx's 1 ulp; 0 below 2^-126",
+    "gelu": "3 ulp (x >= 0), 6 + 2.5|2u| ulp (x < 0: e^-2u magnifies the rounding of u), "
+    "+ ex2.approx's 2 ulp + rcp.approx's 1 ulp; 0 once sigmoid(2u) is below 2^-126 (x < -9.9)",
+    "sin": ACCURACY["sin"],
+    "cos": ACCURACY["cos"],
+    "pow": ACCURACY["pow"],
+}
+
+
+def accuracy(name: str, math_mode: str) -> str:
+    return (FAST_ACCURACY if math_mode == "fast" else ACCURACY)[name]
+
+
 def ulp_bound(name: str, args: tuple[float, ...] = ()) -> float:
     """The `ACCURACY` bound of `name` at `args`, in ulp."""
     if name == "pow":
         a, b = args
         return 2.0 + 2.0 * abs(b * math.log(a))
-    return {"exp": 2.0, "log": 2.0, "tanh": 3.0, "sqrt": 0.0}[name]
+    return {"exp": 2.0, "log": 2.0, "tanh": 3.0, "sqrt": 0.0, "sin": 2.0, "cos": 2.0}[name]

@@ -88,6 +88,7 @@ BINARY: dict[str, dict[str, Callable[..., list[int]]]] = {
 
 # IR intrinsic -> GLSL.std.450 instruction, by operand type.
 _FLOAT_ONLY = {"exp": GLSL.Exp, "log": GLSL.Log, "sqrt": GLSL.Sqrt, "tanh": GLSL.Tanh}
+_FLOAT_ONLY |= {"sin": GLSL.Sin, "cos": GLSL.Cos}
 _FLOAT_ONLY |= {"floor": GLSL.Floor, "pow": GLSL.Pow, "fma": GLSL.Fma}
 EXT: dict[tuple[str, str], GLSL] = {
     (fn, t): g for fn, g in _FLOAT_ONLY.items() for t in ("f32", "f16")

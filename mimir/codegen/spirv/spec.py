@@ -211,6 +211,8 @@ class GLSL(IntEnum):
     FAbs = 4
     SAbs = 5
     Floor = 8
+    Sin = 13
+    Cos = 14
     Tanh = 21
     Pow = 26
     Exp = 27
