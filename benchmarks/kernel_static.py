@@ -59,8 +59,9 @@ ZOO = ROOT / "tests" / "kernels"
 H200 = (4.8e12, 67e12)
 MSERIES = (400e9, 14e12)
 # roofline_ops.py's dims: 64K-element vectors, 8 rows of 1024 (1000 where the row is
-# bounded), a 64x64x64 matmul; small enough for the interpreter
-OPS_DIMS = "N=65536,M=8,D=1024,R=1000,I=64,J=64,K=64"
+# bounded), a 128x128x64 matmul (one full 128x128 tile, 8 k-slices: its per-MAC count is
+# the schedule's, not a partly empty tile's); small enough for the interpreter
+OPS_DIMS = "N=65536,M=8,D=1024,R=1000,I=128,J=128,K=64"
 # the matmul's size in the Triton table's time columns: 4096 x 4096 x 4096 multiply-adds
 MAC_SCALE = 4096**3
 

@@ -247,12 +247,12 @@ TSAN = [
 ]
 
 # Race tests need sizes where a race can happen: several workgroups, and for the matmul
-# several k-slices (K > 16), or the barrier after a slice's products guards nothing. bmm
-# binds B, M, K, N: 2 batches x 2 row tiles x 2 column tiles of 64, and 3 slices of K=37.
+# several k-slices (K > 8), or the barrier after a slice's products guards nothing. bmm
+# binds B, M, K, N: 2 batches x 2 row tiles x 2 column tiles of 128, and 5 slices of K=37.
 RACE_TARGETS: dict[str, list[int]] = {
     "reduce": [3, 5, 300],
     "softmax": [300],
-    "matmul": [2, 67, 37, 67],
+    "matmul": [2, 131, 37, 131],
 }
 
 
@@ -276,13 +276,14 @@ def test_msl_threadsanitizer_finds_no_race(stem: str, function: str, kind: str) 
 
 # AddressSanitizer over the kernels that stage tiles: a read one element past a buffer (a
 # staging bound off by one) leaves the harness's guard band untouched and multiplies into a
-# discarded product, so only ASan sees it. Sizes: several tiles, and K not a multiple of 16.
+# discarded product, so only ASan sees it. Sizes: several tiles of 128 with a ragged edge,
+# and K not a multiple of the 8-wide slice.
 ASAN = [
     *(("batched", f) for f in ("bmm", "bmm_broadcast", "matmul_transposed", "int_matmul")),
     ("reductions", "sum_axis0"),
     ("big_reduction", "long_softmax"),
 ]
-ASAN_SIZES = {"B": 2, "M": 67, "K": 37, "N": 67}
+ASAN_SIZES = {"B": 2, "M": 131, "K": 37, "N": 131}
 
 
 @pytest.mark.parametrize(("stem", "function"), ASAN, ids=[f"{s}.{f}" for s, f in ASAN])
@@ -307,8 +308,9 @@ def test_msl_threadsanitizer_catches_each_removed_matmul_barrier(
 ) -> None:
     """Drop one of the tiled matmul's two barriers: both are races once K has several slices.
 
-    The barrier after a slice's products only matters when the next slice is staged over
-    it, so a single-slice size (K <= 16) would let its removal pass.
+    The first barrier publishes the first slice; the one after a slice's products only
+    matters when a later slice is staged over its buffer, so K spans several 8-wide
+    slices (with one slice, K <= 8, its removal would pass).
     """
     require_tool("clang++")
     require_tool("tsan")
@@ -326,7 +328,7 @@ def test_msl_threadsanitizer_catches_each_removed_matmul_barrier(
             assert text.count(barrier) == 1
         (tmp_path / file.name).write_text(text)
     dims = choose_dims(manifest, RACE_TARGETS["matmul"])
-    assert dims["K"] > 32 and dims["M"] > 64 and dims["N"] > 64 and dims["B"] > 1
+    assert dims["K"] > 16 and dims["M"] > 128 and dims["N"] > 128 and dims["B"] > 1
     inputs = random_inputs(manifest, dims, seed=1)
     with pytest.raises(MslRunError, match="ThreadSanitizer: data race"):
         run_msl_manifest(manifest, tmp_path, inputs, dims, sanitize="thread")

@@ -168,11 +168,12 @@ def test_matmul_is_tiled_with_its_epilogue_fused() -> None:
     (kernel,) = manifest["kernels"]
     assert kernel["workgroup_size"] == [16, 16, 1]
     text = files[kernel["file"]]
-    # 64x64 output tiles: 64x16 and 16x64 slices staged, 4x4 accumulators per thread.
-    assert "threadgroup float a_tile[1024];" in text
-    assert "threadgroup float b_tile[1024];" in text
+    # 128x128 output tiles: two buffers each of a 128x8 and an 8x128 slice, 8x8
+    # accumulators per thread; a barrier after the first slice and one per slice
+    assert "threadgroup float a_tile[2048];" in text
+    assert "threadgroup float b_tile[2048];" in text
     assert text.count("threadgroup_barrier(mem_flags::mem_threadgroup);") == 2
-    assert text.count("float acc") == 16
+    assert text.count("float acc") == 64
     assert "b[" in text  # the bias is read in the epilogue, no second launch
 
 

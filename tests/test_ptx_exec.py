@@ -205,3 +205,23 @@ def test_a_wrong_shuffle_lane_changes_a_reduction(tmp_path: Path) -> None:
         assert "shfl.sync.bfly.b32" in text
         path.write_text(text.replace(", 16, 0x1f, 0xffffffff;", ", 0, 0x1f, 0xffffffff;", 1))
     assert run_ptx_manifest_cpu(manifest, tmp_path / "sum", inputs, dims) != good
+
+
+def test_a_missing_cp_async_wait_leaves_the_tile_stale(tmp_path: Path) -> None:
+    """The interpreter lands a `cp.async` in shared memory only at a wait, as the ISA
+    allows: with the waits gone the products read tiles that were never filled."""
+    manifest, path = _linear(tmp_path)
+    good = _run(manifest, path, seed=5)
+    text = path.read_text()
+    assert text.count("cp.async.wait_all;") == 2  # after the first slice, after each slice
+    path.write_text(text.replace("    cp.async.wait_all;\n", ""))
+    assert _run(manifest, path, seed=5) != good
+
+
+def test_a_misaligned_vector_load_is_caught(tmp_path: Path) -> None:
+    manifest, path = _linear(tmp_path)
+    text = path.read_text()
+    line = next(ln for ln in text.splitlines() if "ld.shared.v4.f32" in ln and "+256]" in ln)
+    path.write_text(text.replace(line, line.replace("+256]", "+260]"), 1))
+    with pytest.raises(PtxInterpError, match="misaligned 4-wide vector load"):
+        _run(manifest, path)

@@ -70,13 +70,15 @@ def test_guards_proven_unnecessary_are_not_emitted_and_the_manifest_says_why() -
     (kernel,) = manifest["kernels"]
     removed = {g["guard"]: g["proof"] for g in kernel["guards_removed"]}
     assert removed == {
-        "row < M": "M is a multiple of 64 (M multiple_of 64)",
-        "col < 64": "64 is a multiple of 64",
-        "k < K": "K is a multiple of 16 (K multiple_of 16)",
+        "row < M": "M is a multiple of 128 (M multiple_of 128)",
+        "col < 128": "128 is a multiple of 128",
+        "k < K": "K is a multiple of 8 (K multiple_of 8)",
     }
-    # the one `if` left: workgroups past the end of a folded dispatch (M has no max)
+    # the `if`s left, both uniform: workgroups past the end of a folded dispatch (M has no
+    # max), and whether there is a next k-slice to stage while this one is multiplied
     body = files["tiled_matmul_bias_relu_0_matmul.wgsl"].split("fn ")[-1]
-    assert body.count("if (") == 1 and "if (g0 >= " in body
+    assert body.count("if (") == 2 and "if (g0 >= " in body
+    assert re.search(r"if \(kn\w* < u\.K\)", body)
     files = _compile("proven", "multiply_add", "wgsl")
     manifest = json.loads(files["multiply_add.manifest.json"])
     assert manifest["kernels"][0]["guards_removed"] == [

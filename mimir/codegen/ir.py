@@ -252,6 +252,38 @@ class Return(Stmt):
     value: Expr | None = None
 
 
+@dataclass
+class LoadVector(Stmt):
+    """`vars[j] = array[index + j]` for every j, from a shared array, as one access.
+
+    `index` is a multiple of `len(vars)` (2 or 4) and the array is declared with that
+    alignment, so a backend may print one vector load (`ld.shared.v4`, MSL `float4`);
+    one that does not prints the scalar loads (`lower_vectors`).
+    """
+
+    vars: tuple[Var, ...]
+    array: str
+    index: Expr
+
+
+@dataclass
+class CopyAsync(Stmt):
+    """`array[index] = cond ? value : 0` into a shared array, where `value` is a `Load` of a
+    buffer of the same element type, completed at the next `WaitAsync` (which is before the
+    next `Barrier`: no thread may read `array[index]` before then). PTX prints `cp.async`
+    (sm_80); every other backend prints the guarded store (`lower_vectors`)."""
+
+    array: str
+    index: Expr
+    value: Load
+    cond: Expr | None = None
+
+
+@dataclass
+class WaitAsync(Stmt):
+    """Wait until this thread's `CopyAsync`s have landed (`cp.async.wait_all`)."""
+
+
 # ---------------------------------------------------------------- functions and kernels
 
 
@@ -373,6 +405,10 @@ def statement_expressions(s: Stmt) -> list[Expr]:
         return [s.start, s.end, s.step]
     if isinstance(s, Return):
         return [] if s.value is None else [s.value]
+    if isinstance(s, LoadVector):
+        return [s.index]
+    if isinstance(s, CopyAsync):
+        return [s.index, s.value] + ([] if s.cond is None else [s.cond])
     return []
 
 
@@ -565,6 +601,12 @@ def _fold_statement(s: Stmt) -> Stmt:
         return For(s.var, fold(s.start), fold(s.end), fold(s.step), fold_block(s.body))
     if isinstance(s, Return):
         return Return(None if s.value is None else fold(s.value))
+    if isinstance(s, LoadVector):
+        return LoadVector(s.vars, s.array, fold(s.index))
+    if isinstance(s, CopyAsync):
+        value = fold(s.value)
+        assert isinstance(value, Load)
+        return CopyAsync(s.array, fold(s.index), value, None if s.cond is None else fold(s.cond))
     return s
 
 
@@ -609,6 +651,38 @@ def vector_only_buffers(kernel: Kernel) -> set[str]:
         if isinstance(e, Load):
             scalar.add(e.array)
     return vector - scalar
+
+
+def lower_vectors(body: list[Stmt], keep: tuple[type, ...] = ()) -> list[Stmt]:
+    """`body` with `LoadVector`, `CopyAsync` and `WaitAsync` (but the kinds in `keep`) as the
+    scalar statements they mean: one `let` per element, a guarded store, nothing."""
+    out: list[Stmt] = []
+    for s in body:
+        if isinstance(s, keep):
+            out.append(s)
+        elif isinstance(s, LoadVector):
+            out += [
+                Let(v, Load(s.array, fold(Binary("+", s.index, Const(j, "u32"), "u32")), v.type))
+                for j, v in enumerate(s.vars)
+            ]
+        elif isinstance(s, CopyAsync):
+            store = Store(s.array, s.index, s.value)
+            if s.cond is None:
+                out.append(store)
+            else:
+                zero = Store(
+                    s.array, s.index, Const(0.0 if s.value.type == "f32" else 0, s.value.type)
+                )
+                out.append(If(s.cond, [store], [zero]))
+        elif isinstance(s, WaitAsync):
+            continue
+        elif isinstance(s, If):
+            out.append(If(s.cond, lower_vectors(s.then, keep), lower_vectors(s.orelse, keep)))
+        elif isinstance(s, For):
+            out.append(For(s.var, s.start, s.end, s.step, lower_vectors(s.body, keep)))
+        else:
+            out.append(s)
+    return out
 
 
 def literal_problems(kernel: Kernel) -> list[str]:

@@ -3,11 +3,13 @@
 - `ew` (element-wise): 256 threads per workgroup, four consecutive output elements
   per thread with 128-bit loads and stores where that is proven sound
   (`mimir.codegen.vectorize`), else one element per thread guarded by `index < numel`.
-- `matmul`: 64x64 output tiles, one 16x16-thread workgroup each (batches
-  included), each thread accumulating a 4x4 block in registers; K is walked in
-  16-wide slices staged through threadgroup memory, loads past M, N or K read 0,
-  stores are guarded, so any size works. The epilogue (bias, activation, ...)
-  is applied to each accumulator before its store.
+- `matmul`: 128x128 output tiles, one 16x16-thread workgroup each (batches
+  included), each thread accumulating an 8x8 block in registers from 4-wide
+  vector reads of workgroup memory; K is walked in 8-wide slices staged
+  through two buffers per operand (the next slice copied while this one is
+  multiplied: `cp.async` on PTX), loads past M, N or K read 0, stores are
+  guarded, so any size works. The epilogue (bias, activation, ...) is applied
+  to each accumulator before its store.
 - `partial`, `reduce`, `softmax`, `argreduce`, `moments`: see `mimir.codegen.reductions`.
 - `partial`, `reduce`, `softmax`: see `mimir.codegen.reductions`.
 - `scan` (`cumsum`, `cumprod`): see `mimir.codegen.scans`.
@@ -23,7 +25,7 @@ from typing import Any
 from mimir.codegen import lower as lw
 from mimir.codegen import reductions, scans, vectorize
 from mimir.codegen import sizes as sz
-from mimir.codegen.builder import Idx, ibin, size_ir, u32
+from mimir.codegen.builder import Idx, ibin, linearise, size_ir, u32
 from mimir.codegen.context import WG, KernelContext, reg_dtype
 from mimir.codegen.ir import (
     Assign,
@@ -31,12 +33,14 @@ from mimir.codegen.ir import (
     Binary,
     BufferParam,
     Builtin,
+    CopyAsync,
     Expr,
     For,
     If,
     Kernel,
     Let,
     Load,
+    LoadVector,
     SharedArray,
     Stmt,
     Store,
@@ -44,14 +48,19 @@ from mimir.codegen.ir import (
     Var,
     VectorLoad,
     VectorStore,
+    WaitAsync,
     all_expressions,
+    statement_expressions,
+    walk_expr,
     walk_statements,
 )
 from mimir.codegen.schedule import Schedule
 
-TILE = 16  # threads per side of a matmul workgroup, and the k-slice staged at once
-REG = 4  # outputs per thread per side (register blocking)
-BLOCK = TILE * REG  # the output tile a matmul workgroup owns
+TILE = 16  # threads per side of a matmul workgroup
+REG = 8  # outputs per thread per side (register blocking), two 4-wide halves
+VEC = 4  # the width of a shared-memory vector load (`LoadVector`)
+BLOCK = TILE * REG  # the output tile a matmul workgroup owns (128 x 128)
+SLICE = 8  # the k-slice staged at once, in each of two buffers per operand
 
 
 # ---------------------------------------------------------------- element-wise
@@ -78,15 +87,19 @@ def _elementwise(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any
 
 
 def _matmul(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
-    """A register-blocked tiled matmul: each workgroup owns a BLOCK x BLOCK output tile.
+    """A register-blocked, double-buffered tiled matmul: each workgroup owns a BLOCK x BLOCK
+    output tile (128 x 128), 16 x 16 threads, each thread an 8 x 8 block of it.
 
-    16x16 threads; thread (ly, lx) accumulates the REG x REG outputs at rows
-    `ly + 16 r` and columns `lx + 16 s` of the tile. K is walked TILE at a time:
-    the workgroup stages a BLOCK x TILE slice of the left operand and a
-    TILE x BLOCK slice of the right one in workgroup memory (each thread loads
-    REG of each, reads past M, N or K are 0), then every thread does
-    REG * REG multiply-adds per staged k, so a barrier pair is amortised over
-    REG * REG times the work of the one-output-per-thread tiling.
+    Thread (ly, lx) accumulates rows `4 ly + i` and `64 + 4 ly + i` and columns `4 lx + j`
+    and `64 + 4 lx + j` (i, j < 4) of the tile, so at each staged k it reads its 8 left
+    values and 8 right values as four aligned 4-wide vectors (`LoadVector`) and does 64
+    multiply-adds (one `fma` each after contraction). K is walked SLICE at a time through
+    two workgroup buffers per operand: while the products of slice s are computed from one
+    buffer, slice s + 1 is copied into the other (`CopyAsync`: `cp.async` on PTX, a plain
+    store elsewhere), then one wait and one barrier per slice. The left tile is stored
+    k-major (`a_tile[k][m]`), the right one as it is (`b_tile[k][n]`). Reads past M, N or K
+    stage 0 and stores past M or N are skipped, so any size works; a guard whose size is
+    proven a multiple of the tile is not emitted (`guards_removed` in the manifest).
     """
     ev, body = c.ev, c.body
     root = c.plan.root
@@ -105,61 +118,104 @@ def _matmul(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
     row_tile = body.let(ibin("%", rest, tm_ir), "tile") if batch else rest
     b = body.let(ibin("/", rest, tm_ir), "b") if batch else u32(0)
     lx, ly = Builtin("local_x"), Builtin("local_y")
+    t = body.let(ibin("+", ibin("*", ly, u32(TILE)), lx), "t")  # 0 .. 255
     row0 = body.let(ibin("*", row_tile, u32(BLOCK)), "row")
     col0 = body.let(ibin("*", col_tile, u32(BLOCK)), "col")
-    rows = [body.let(ibin("+", row0, ibin("+", ly, u32(TILE * r))), "row") for r in range(REG)]
-    cols = [body.let(ibin("+", col0, ibin("+", lx, u32(TILE * s))), "col") for s in range(REG)]
+    half = BLOCK // 2
+    rows = [
+        body.let(ibin("+", row0, ibin("+", ibin("*", ly, u32(VEC)), u32(half * h + i))), "row")
+        for h in range(2)
+        for i in range(VEC)
+    ]
+    cols = [
+        body.let(ibin("+", col0, ibin("+", ibin("*", lx, u32(VEC)), u32(half * h + j))), "col")
+        for h in range(2)
+        for j in range(VEC)
+    ]
     batch_axes = Idx(batch, flat=b).axes(body) if batch else []
     acc_t = lw.REG[out]
     a_tile, b_tile = "$a_tile", "$b_tile"
-    c.shared += [
-        SharedArray(a_tile, acc_t, BLOCK * TILE),
-        SharedArray(b_tile, acc_t, TILE * BLOCK),
-    ]
+    size = BLOCK * SLICE  # elements of one buffer of either operand
+    c.shared += [SharedArray(a_tile, acc_t, 2 * size), SharedArray(b_tile, acc_t, 2 * size)]
     accs = [[body.var(lw.const(0, acc_t), "acc") for _ in range(REG)] for _ in range(REG)]
     m_ir, k_ir, n_ir = size_ir(m), size_ir(k), size_ir(n)
     # a bound needs no guard when its size is proven a multiple of the tile
     m_ok = c.multiple(m, BLOCK, f"row < {sz.manifest_text(m)}")
     n_ok = c.multiple(n, BLOCK, f"col < {sz.manifest_text(n)}")
-    k_ok = c.multiple(k, TILE, f"k < {sz.manifest_text(k)}")
+    k_ok = c.multiple(k, SLICE, f"k < {sz.manifest_text(k)}")
     m_b, n_b, k_b = (None if m_ok else m_ir), (None if n_ok else n_ir), (None if k_ok else k_ir)
-    with body.for_("k0_", u32(0), k_ir, u32(TILE)) as k0:
-        ka = body.let(ibin("+", k0, lx), "ka")  # the k this thread stages for the left tile
-        kb = body.let(ibin("+", k0, ly), "kb")  # ... and for the right tile
-        for r in range(REG):
-            slot = ibin("+", ibin("*", ibin("+", ly, u32(TILE * r)), u32(TILE)), lx)
-            _stage(c, a_tile, slot, left, lshape, batch, batch_axes, rows[r], ka, m_b, k_b, out)
-        for s_ in range(REG):
-            slot = ibin("+", ibin("*", ly, u32(BLOCK)), ibin("+", lx, u32(TILE * s_)))
-            _stage(c, b_tile, slot, right, rshape, batch, batch_axes, kb, cols[s_], k_b, n_b, out)
-        body.emit(Barrier())
-        with body.for_("kk", u32(0), u32(TILE), u32(1)) as kk:
-            a_vals = [
-                body.let(
-                    Load(
-                        a_tile,
-                        ibin("+", ibin("*", ibin("+", ly, u32(TILE * r)), u32(TILE)), kk),
-                        acc_t,
-                    ),
-                    "a",
-                )
-                for r in range(REG)
-            ]
-            b_vals = [
-                body.let(
-                    Load(
-                        b_tile,
-                        ibin("+", ibin("*", kk, u32(BLOCK)), ibin("+", lx, u32(TILE * s_))),
-                        acc_t,
-                    ),
-                    "b",
-                )
-                for s_ in range(REG)
-            ]
+    # what each thread stages per slice: the left operand at rows `t / 8 + 32 q` and
+    # k `t % 8` (8 threads read 8 consecutive k of a row), the right one at k `t / 128 + 2 q`
+    # and column `t % 128` (consecutive threads, consecutive columns), q < 4. Row offsets,
+    # row and column guards are computed once, before the k loop.
+    per = size // (TILE * TILE)  # elements of each operand one thread stages per slice
+    a_k = body.let(ibin("%", t, u32(SLICE)), "ak")
+    a_m = body.let(ibin("/", t, u32(SLICE)), "am")
+    a_rows = [
+        body.let(ibin("+", row0, ibin("+", a_m, u32(q * BLOCK // per))), "ar") for q in range(per)
+    ]
+    a_batch = _batch_offset(c, lshape, batch, batch_axes)
+    a_base = [body.let(ibin("+", a_batch, ibin("*", r_, k_ir)), "ab") for r_ in a_rows]
+    a_ok = [None if m_b is None else body.let(Binary("<", r_, m_b, "bool"), "aok") for r_ in a_rows]
+    a_slot = body.let(ibin("+", ibin("*", a_k, u32(BLOCK)), a_m), "as")
+    b_k = body.let(ibin("/", t, u32(BLOCK)), "bk")
+    b_n = body.let(ibin("+", col0, ibin("%", t, u32(BLOCK))), "bn")
+    b_base = body.let(ibin("+", _batch_offset(c, rshape, batch, batch_axes), b_n), "bb")
+    b_ok = None if n_b is None else body.let(Binary("<", b_n, n_b, "bool"), "bok")
+    b_step = SLICE // per
+    b_rows = [body.let(ibin("*", u32(q * b_step), n_ir), "bs") for q in range(per)]
+    l_batch = _broadcast_batch(batch_axes, batch, lshape[:-2])
+    r_batch = _broadcast_batch(batch_axes, batch, rshape[:-2])
+
+    def stage(k0: Expr, buffer: Expr) -> None:
+        ka = body.let(ibin("+", k0, a_k), "ka")
+        ka_ok = None if k_b is None else body.let(Binary("<", ka, k_b, "bool"), "kok")
+        a_at = body.let(ibin("+", buffer, a_slot), "sa")
+        for q in range(per):
+            slot = ibin("+", a_at, u32(q * BLOCK // per))
+            idx = Idx(lshape, flat=ibin("+", a_base[q], ka), axes=[*l_batch, a_rows[q], ka])
+            _stage(c, a_tile, slot, left, idx, _all_true([a_ok[q], ka_ok]), out)
+        kb0 = body.let(ibin("+", k0, b_k), "kb")
+        b_at = body.let(ibin("+", buffer, t), "sb")
+        b_at0 = body.let(ibin("+", ibin("*", kb0, n_ir), b_base), "bi")
+        for q in range(per):
+            kb = body.let(ibin("+", kb0, u32(q * b_step)), "kb") if q else kb0
+            kb_ok = None if k_b is None else Binary("<", kb, k_b, "bool")
+            slot = ibin("+", b_at, u32(q * b_step * BLOCK))
+            idx = Idx(rshape, flat=ibin("+", b_at0, b_rows[q]), axes=[*r_batch, kb, b_n])
+            _stage(c, b_tile, slot, right, idx, _all_true([kb_ok, b_ok]), out)
+
+    stage(u32(0), u32(0))
+    body.emit(WaitAsync())
+    body.emit(Barrier())
+    a_row = body.let(ibin("*", ly, u32(VEC)), "ly")
+    b_col = body.let(ibin("*", lx, u32(VEC)), "lx")
+    with body.for_("k0_", u32(0), k_ir, u32(SLICE)) as k0:
+        # slice s = k0 / SLICE is in buffer s % 2: `cur` is its offset, the next goes to the other
+        shift = (size // SLICE).bit_length() - 1
+        cur = body.let(Binary("&", Binary("<<", k0, u32(shift), "u32"), u32(size), "u32"), "cur")
+        nxt = body.let(Binary("^", cur, u32(size), "u32"), "nxt")
+        k_next = body.let(ibin("+", k0, u32(SLICE)), "kn")
+        with body.if_(Binary("<", k_next, k_ir, "bool")):
+            stage(k_next, nxt)
+        a_at = body.let(ibin("+", cur, a_row), "ra")
+        b_at = body.let(ibin("+", cur, b_col), "rb")
+        for kk in range(SLICE):
+            a_vals: list[Var] = []
+            b_vals: list[Var] = []
+            for h in range(2):
+                va = tuple(body.fresh("a", acc_t) for _ in range(VEC))
+                body.emit(LoadVector(va, a_tile, ibin("+", a_at, u32(kk * BLOCK + half * h))))
+                a_vals += va
+            for h in range(2):
+                vb = tuple(body.fresh("b", acc_t) for _ in range(VEC))
+                body.emit(LoadVector(vb, b_tile, ibin("+", b_at, u32(kk * BLOCK + half * h))))
+                b_vals += vb
             for r in range(REG):
                 for s_ in range(REG):
                     acc = accs[r][s_]
                     body.emit(Assign(acc, lw.bin_("+", acc, lw.bin_("*", a_vals[r], b_vals[s_]))))
+        body.emit(WaitAsync())
         body.emit(Barrier())
     for r in range(REG):
         for s_ in range(REG):
@@ -176,34 +232,61 @@ def _matmul(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
 
 
 def _stage(
-    c: KernelContext,
-    tile: str,
-    slot: Expr,
-    operand: int,
-    shape: tuple,
-    batch: tuple,
-    batch_axes: list[Expr],
-    i: Expr,
-    j: Expr,
-    bound_i: Expr | None,
-    bound_j: Expr | None,
-    out: Any,
+    c: KernelContext, tile: str, slot: Expr, operand: int, idx: Idx, cond: Expr | None, out: Any
 ) -> None:
-    """Store `operand[..., i, j]` (0 past its bounds) into the workgroup array `tile`;
-    a bound of None is proven never reached (no guard)."""
+    """Store the operand's value at `idx` (0 where `cond` is false) into the workgroup array
+    `tile`; a `cond` of None is a guard proven unnecessary.
+
+    When the operand is a buffer of the tile's own type, read at an index that needs no
+    load to compute, this is one `CopyAsync` (the index computed whatever the guard says,
+    the load only where it holds); otherwise a guarded load and a store."""
     body, ev = c.body, c.ev
-    axes = _broadcast_batch(batch_axes, batch, shape[:-2]) + [i, j]
-    cond = _all_below([(i, bound_i), (j, bound_j)])
+    acc_t = lw.REG[out]
+    with body.block() as trial:
+        x = lw.convert(ev.at(operand, idx), ev.dtype(operand), reg_dtype(out))
+    last = trial[-1] if trial else None
+    if (
+        isinstance(last, Let)
+        and last.var == x
+        and isinstance(last.value, Load)
+        and last.value.type == acc_t
+        and all(isinstance(st, Let) for st in trial)
+        and not any(isinstance(e, Load) for st in trial[:-1] for e in _exprs_of(st))
+    ):
+        for st in trial[:-1]:
+            body.emit(st)
+        body.emit(CopyAsync(tile, slot, last.value, cond))
+        return
     if cond is None:
-        x = ev.at(operand, Idx(shape, axes=axes))
+        x = ev.at(operand, idx)
         body.emit(Store(tile, slot, lw.convert(x, ev.dtype(operand), reg_dtype(out))))
         return
-    acc_t = lw.REG[out]
     value = body.var(lw.const(0, acc_t), "x")
     with body.if_(cond):
-        x = ev.at(operand, Idx(shape, axes=axes))
+        x = ev.at(operand, idx)
         body.emit(Assign(value, lw.convert(x, ev.dtype(operand), reg_dtype(out))))
     body.emit(Store(tile, slot, value))
+
+
+def _batch_offset(c: KernelContext, shape: tuple, batch: tuple, batch_axes: list[Expr]) -> Expr:
+    """The flat offset of the operand's matrix for this workgroup's batch position."""
+    if not batch:
+        return u32(0)
+    axes = _broadcast_batch(batch_axes, batch, shape[:-2])
+    matrix = ibin("*", size_ir(shape[-2]), size_ir(shape[-1]))
+    return c.body.let(ibin("*", linearise(axes, shape[:-2]), matrix), "mo")
+
+
+def _all_true(conds: list[Expr | None]) -> Expr | None:
+    out: Expr | None = None
+    for cond in conds:
+        if cond is not None:
+            out = cond if out is None else Binary("&&", out, cond, "bool")
+    return out
+
+
+def _exprs_of(st: Stmt) -> list[Expr]:
+    return [e for top in statement_expressions(st) for e in walk_expr(top)]
 
 
 def _all_below(pairs: list[tuple[Expr, Expr | None]]) -> Expr | None:

@@ -202,21 +202,29 @@ def _instruction(
     if opcode == "call.uni":
         args = [a.strip() for a in ops[2].strip("()").split(",") if a.strip()]
         return (guard, neg, "call", ops[1], ops[0].strip("()"), args)
-    if opcode.startswith(("ld.", "st.")) and re.fullmatch(r"v[24]", opcode.split(".")[-2]):
+    if opcode.startswith(("ld.global.", "st.global.")) and re.fullmatch(
+        r"v[24]", opcode.split(".")[-2]
+    ):
         # ld.global[.nc].v4.f32 {a, b, c, d}, [addr] / st.global.v4.f32 [addr], {a, b, c, d}
         parts = opcode.split(".")
         fmt, lanes = _FMT[parts[-1]], int(parts[-2][1:])
-        if parts[1] != "global":
-            raise PtxInterpError(f"the interpreter does not model `{opcode}`")
         if parts[0] == "ld":
             regs = _lanes(ops[0], lanes)
-            return (guard, neg, "ldv", fmt, regs, _operand(ops[1], opcode))
+            return (guard, neg, "gldv", fmt, regs, _operand(ops[1], opcode))
         values = [_operand(v, opcode) for v in _lanes(ops[1], lanes)]
-        return (guard, neg, "stv", fmt, _operand(ops[0], opcode), values)
+        return (guard, neg, "gstv", fmt, _operand(ops[0], opcode), values)
+    if opcode.startswith("cp.async."):
+        return _async_instruction(guard, neg, opcode, ops)
     if opcode.startswith(("ld.", "st.")):
         parts = opcode.split(".")
         fmt = _FMT[parts[-1]]
         kind = (parts[0], parts[1])
+        if kind[0] == "ld" and parts[2] in ("v2", "v4"):
+            # ld.shared.v4.f32 {%f1, %f2, %f3, %f4}, [addr]: one aligned access, 4 registers
+            dsts = [d.strip() for d in ops[0].strip("{}").split(",")]
+            if len(dsts) != int(parts[2][1:]):
+                raise PtxInterpError(f"`{opcode}` with {len(dsts)} destinations")
+            return (guard, neg, "ldv", kind[1], fmt, dsts, _operand(ops[1], opcode))
         if kind[0] == "ld":
             return (guard, neg, "ld", kind[1], fmt, ops[0], _operand(ops[1], opcode))
         return (guard, neg, "st", kind[1], fmt, _operand(ops[0], opcode), _operand(ops[1], opcode))
@@ -252,6 +260,32 @@ def _lanes(op: str, lanes: int) -> list[str]:
     if len(regs) != lanes:
         raise PtxInterpError(f"a vector of {lanes} lanes with {len(regs)} registers: `{op}`")
     return regs
+
+
+def _async_instruction(guard: str | None, neg: bool, opcode: str, ops: list[str]) -> tuple:
+    """cp.async (sm_80): `cp.async.ca|cg.shared.global [dst], [src], cp-size[, src-size]`,
+    `cp.async.commit_group`, `cp.async.wait_group N` and `cp.async.wait_all`."""
+    if opcode in ("cp.async.ca.shared.global", "cp.async.cg.shared.global"):
+        size = int(ops[2])
+        if size not in (4, 8, 16) or (opcode.split(".")[2] == "cg" and size != 16):
+            raise PtxInterpError(f"`{opcode}` of {size} bytes")
+        src_size = _operand(ops[3], opcode) if len(ops) > 3 else ("const", size)
+        return (
+            guard,
+            neg,
+            "cp",
+            _operand(ops[0], opcode),
+            _operand(ops[1], opcode),
+            size,
+            src_size,
+        )
+    if opcode == "cp.async.commit_group":
+        return (guard, neg, "cpcommit")
+    if opcode == "cp.async.wait_group":
+        return (guard, neg, "cpwait", int(ops[0]))
+    if opcode == "cp.async.wait_all":
+        return (guard, neg, "cpwait", None)
+    raise PtxInterpError(f"the interpreter does not model `{opcode}`")
 
 
 def _parse(text: str) -> dict[str, _Function]:
@@ -396,14 +430,22 @@ class _Interp:
                 regs[ins[3]] = v
             elif kind == "ld":
                 regs[ins[5]] = self.load(regs, ins[3], ins[4], ins[6])
+            elif kind == "ldv":
+                self.load_vector(regs, ins[3], ins[4], ins[5], ins[6])
+            elif kind == "cp":
+                self.copy_async(regs, ins[3], ins[4], ins[5], ins[6])
+            elif kind == "cpcommit":
+                self.commit_group(regs)
+            elif kind == "cpwait":
+                self.wait_group(regs, ins[3])
             elif kind == "st":
                 self.store(regs, ins[3], ins[4], ins[5], ins[6])
-            elif kind == "ldv":
+            elif kind == "gldv":
                 for r, v in zip(
                     ins[4], self.vector(regs, ins[3], ins[5], len(ins[4])), strict=True
                 ):
                     regs[r] = v
-            elif kind == "stv":
+            elif kind == "gstv":
                 self.vector(regs, ins[3], ins[4], len(ins[5]), [value(regs, v) for v in ins[5]])
             elif kind == "red":
                 self.reduce(regs, ins[3], ins[4], ins[5])
@@ -471,6 +513,58 @@ class _Interp:
         for k, v in enumerate(values):
             data[off + k * size : off + (k + 1) * size] = struct.pack(fmt, v)
         return []
+
+    def load_vector(
+        self, regs: dict[str, Any], space: str, fmt: str, dsts: list[str], addr: Operand
+    ) -> None:
+        """`ld.space.vN`: N consecutive elements; the address must be aligned to all N."""
+        size = struct.calcsize(fmt)
+        where = self.value(regs, addr)
+        if where % (size * len(dsts)):
+            raise PtxInterpError(f"misaligned {len(dsts)}-wide vector load at {where:#x}")
+        for k, d in enumerate(dsts):
+            regs[d] = self.load(regs, space, fmt, ("addr", ("const", where), k * size))
+
+    # cp.async: the source is read when the copy is issued (global memory a kernel only
+    # reads does not change), the shared destination written only when a wait completes
+    # its group, so a thread that reads the tile before `cp.async.wait_*` sees stale data
+    # and a missing wait or barrier shows as a wrong result or a race.
+
+    def copy_async(
+        self, regs: dict[str, Any], dst: Operand, src: Operand, size: int, src_size: Operand
+    ) -> None:
+        d, a, n = self.value(regs, dst), self.value(regs, src), self.value(regs, src_size)
+        if d % size or a % size:
+            raise PtxInterpError(f"cp.async of {size} bytes at misaligned {d:#x} <- {a:#x}")
+        if not 0 <= n <= size:
+            raise PtxInterpError(f"cp.async src-size {n} above its cp-size {size}")
+        data = b""
+        if n:
+            mem, off = self.global_mem.find(a, n)
+            data = bytes(mem[off : off + n])
+            self.global_bytes["ld"] += n
+            self.global_unique["ld"].add((a, n))
+        self.shared_mem.find(d, size)  # bounds-checked when issued too
+        regs.setdefault("%async_open", []).append((d, data + bytes(size - n)))
+
+    def commit_group(self, regs: dict[str, Any]) -> None:
+        regs.setdefault("%async_groups", []).append(regs.pop("%async_open", []))
+
+    def wait_group(self, regs: dict[str, Any], keep: int | None) -> None:
+        """Complete every committed group but the newest `keep` (None: wait_all, which
+        commits the open copies first and waits for all)."""
+        if keep is None:
+            self.commit_group(regs)
+            keep = 0
+        groups = regs.get("%async_groups", [])
+        cut = max(len(groups) - keep, 0)
+        done, regs["%async_groups"] = groups[:cut], groups[cut:]
+        for group in done:
+            for where, data in group:
+                for k in range(0, len(data), 4):
+                    self.race_check(regs, where + k, write=True)
+                mem, off = self.shared_mem.find(where, len(data))
+                mem[off : off + len(data)] = data
 
     def race_check(self, regs: dict[str, Any], address: int, write: bool) -> None:
         tid, epoch = regs["%tid"], self.epoch

@@ -2,15 +2,15 @@
 
 from mimir.array import Dim, Tensor, float32, gpu
 
-M = Dim("M", multiple_of=64)
-K = Dim("K", multiple_of=16)
+M = Dim("M", multiple_of=128)
+K = Dim("K", multiple_of=8)
 N = Dim("N", multiple_of=256)
 
 
 @gpu
 def tiled_matmul_bias_relu(
-    a: Tensor[float32, M, K], w: Tensor[float32, K, 64], b: Tensor[float32, 64]
-) -> Tensor[float32, M, 64]:
+    a: Tensor[float32, M, K], w: Tensor[float32, K, 128], b: Tensor[float32, 128]
+) -> Tensor[float32, M, 128]:
     return (a @ w + b).relu()
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mimir.codegen.ir import (
     Assign,
@@ -48,6 +48,7 @@ from mimir.codegen.ir import (
     VectorStore,
     WarpReduce,
     all_expressions,
+    lower_vectors,
 )
 
 _ARITH = ("+", "-", "*", "/", "%")
@@ -142,6 +143,8 @@ class Backend:
     # Whether the target prints `WarpReduce` (warp shuffles, simdgroup functions); a
     # target without them gets `mimir.codegen.warp.to_workgroup_memory` first.
     warp_functions = False
+    # statements printed as they are; the other vector and async ones are lowered first
+    native_statements: tuple[type, ...] = ()
 
     def __init__(self, math: str = "fast") -> None:
         # `--math fast|precise`: how PTX lowers exp, log, tanh, sigmoid and gelu (the
@@ -326,6 +329,7 @@ class Backend:
     # -- files
 
     def print_kernel(self, kernel: Kernel, header: str) -> Printed:
+        kernel = replace(kernel, body=lower_vectors(kernel.body, self.native_statements))
         self.names = Namer(self.reserved)
         self.fields = Namer(self.reserved)
         for b in kernel.buffers:

@@ -44,8 +44,21 @@ with a bool parameter) is refused by `check` with the reason, and then
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from mimir.codegen.backends.base import Backend, Capabilities, Namer, Printed
-from mimir.codegen.ir import INTRINSICS, Builtin, Helper, Kernel, Uniform, all_expressions
+from mimir.codegen.ir import (
+    INTRINSICS,
+    Builtin,
+    CopyAsync,
+    Helper,
+    Kernel,
+    LoadVector,
+    Uniform,
+    all_expressions,
+    lower_vectors,
+    walk_statements,
+)
 from mimir.codegen.ptx.emit import INLINED_HELPERS, Emitter, Memory, refuse
 from mimir.codegen.ptx.registers import Registers
 from mimir.codegen.ptx.tables import BUILTINS, ELEMENT_BYTES
@@ -53,6 +66,8 @@ from mimir.codegen.refusal import RefusalError
 
 PTX_VERSION = "7.0"
 PTX_TARGET = "sm_70"
+# a kernel that stages through `cp.async` (the matmul) needs Ampere or newer
+PTX_ASYNC_TARGET = "sm_80"
 
 _TYPES = {"bool": "pred", "i32": "s32", "u32": "u32", "f32": "f32", "f16": "b16"}
 _PARAM_TYPES = {"i32": ".b32", "u32": ".b32", "f32": ".f32"}
@@ -120,7 +135,10 @@ class PTX(Backend):
         bindings = [(b.name, 0, k, b.access) for k, b in enumerate(kernel.buffers)]
         uniform = (0, len(kernel.buffers)) if kernel.uses_uniform else None
         lines = [f"// {line}" for line in header.splitlines()]
-        lines += [f".version {PTX_VERSION}", f".target {PTX_TARGET}", ".address_size 64", ""]
+        target = PTX_ASYNC_TARGET if uses_async(kernel) else PTX_TARGET
+        if target == PTX_TARGET:  # no copy to wait for (a wait needs sm_80 too)
+            kernel = replace(kernel, body=lower_vectors(kernel.body, keep=(LoadVector,)))
+        lines += [f".version {PTX_VERSION}", f".target {target}", ".address_size 64", ""]
         helpers = [h for h in kernel.helpers if not self._inlined(h.name)]
         signatures = self._signatures(helpers)
         for h in helpers:
@@ -181,9 +199,11 @@ class PTX(Backend):
             prologue.ins(f"cvta.to.global.u64 {base}, {generic}")
             memory[b.name] = Memory("global", base, b.elem, readonly=b.access == "read")
         decls = []
+        vectors = {s.array for s in walk_statements(kernel.body) if isinstance(s, LoadVector)}
         for a in kernel.shared:
             size = ELEMENT_BYTES[a.elem] * a.count
-            decls.append(f"    .shared .align 4 .b8 {shared[a.name]}[{size}];")
+            align = 16 if a.name in vectors else 4  # `ld.shared.v4` needs 16-byte alignment
+            decls.append(f"    .shared .align {align} .b8 {shared[a.name]}[{size}];")
             base = regs.new("b32")
             prologue.ins(f"mov.u32 {base}, {shared[a.name]}")
             memory[a.name] = Memory("shared", base, a.elem, symbol=shared[a.name])
@@ -215,3 +235,8 @@ class PTX(Backend):
         head += [p + ("," if k < len(params) - 1 else "") for k, p in enumerate(params)]
         head += [")", f".reqntid {x}, {y}, {z}", "{"]
         return [*head, *regs.declarations(), *decls, *prologue.lines, *body.lines, "}"]
+
+
+def uses_async(kernel: Kernel) -> bool:
+    """Whether the kernel copies through `cp.async` (and so targets sm_80)."""
+    return any(isinstance(s, CopyAsync) for s in walk_statements(kernel.body))

@@ -20,8 +20,10 @@ SPIR-V has no reserved words, but names still go through the shared `Namer`
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from mimir.codegen.backends.base import Backend, Capabilities, Namer, Printed
-from mimir.codegen.ir import Binary, Builtin, Call, Kernel, Unary, all_expressions
+from mimir.codegen.ir import Binary, Builtin, Call, Kernel, Unary, all_expressions, lower_vectors
 from mimir.codegen.spirv.body import BINARY, EXT, INTRINSICS
 from mimir.codegen.spirv.disasm import disassemble
 from mimir.codegen.spirv.emit import BUILTINS, Binding, emit_kernel
@@ -67,6 +69,7 @@ class SPIRV(Backend):
         return None
 
     def print_kernel(self, kernel: Kernel, header: str) -> Printed:
+        kernel = replace(kernel, body=lower_vectors(kernel.body))
         self.names = Namer(self.reserved)
         self.fields = Namer(self.reserved)
         for b in kernel.buffers:

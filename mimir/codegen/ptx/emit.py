@@ -31,6 +31,7 @@ semantics (`mimir.codegen.ir`) and how they are kept:
 from __future__ import annotations
 
 import math
+import re
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -46,11 +47,13 @@ from mimir.codegen.ir import (
     Call,
     Cast,
     Const,
+    CopyAsync,
     Expr,
     For,
     If,
     Let,
     Load,
+    LoadVector,
     Return,
     Select,
     Stmt,
@@ -61,6 +64,7 @@ from mimir.codegen.ir import (
     VarDecl,
     VectorLoad,
     VectorStore,
+    WaitAsync,
     WarpReduce,
 )
 from mimir.codegen.ptx import mathlib
@@ -89,6 +93,8 @@ _WARP_COMBINE = {
     ("add", "f32"): "add.rn.f32",
     **{(op, t): f"{op}.{TYPE[t]}" for op in ("max", "min") for t in ("i32", "u32", "f32")},
 }
+# an unpredicated instruction's opcode, its destination register and its sources
+_DEFINES = re.compile(r"^    ([a-z][\w.]*) (%\w+), (.*);$")
 
 
 def refuse(what: str) -> RefusalError:
@@ -146,6 +152,10 @@ class Emitter:
         self.lines: list[str] = []
         self.env: dict[str, str] = {}
         self.mutable: set[str] = set()
+        # (shared base register, index register) -> the register holding that address, so
+        # `array[i + c]` for many c is one `mad` and immediate offsets; entries made inside
+        # a block are dropped when it ends (they may not have run on the path after it)
+        self.addresses: dict[tuple[str, str], str] = {}
 
     # -- output
 
@@ -240,11 +250,25 @@ class Emitter:
             offset = int(index.value) * size
             base = mem.symbol if mem.space == "shared" else mem.base
             return mem, f"[{base}+{offset}]" if offset else f"[{base}]"
-        idx = self.reg(index)
         if mem.space == "shared":
-            a = self.regs.new("b32")
-            self.ins(f"mad.lo.u32 {a}, {idx}, {size}, {mem.base}")
-            return mem, f"[{a}]"
+            # shared addresses are 32 bits, so (i + c) * size + base wraps as i * size + base
+            # + c * size does: a literal part of the index is an immediate offset
+            offset = 0
+            if isinstance(index, Binary) and index.op == "+" and isinstance(index.b, Const):
+                offset = int(index.b.value) * size
+                if 0 <= offset < 2**24:
+                    index = index.a
+                else:
+                    offset = 0
+            idx = self.reg(index)
+            a = self.addresses.get((mem.base, idx))
+            if a is None:
+                a = self.regs.new("b32")
+                self.ins(f"mad.lo.u32 {a}, {idx}, {size}, {mem.base}")
+                if idx not in self.mutable:
+                    self.addresses[(mem.base, idx)] = a
+            return mem, f"[{a}+{offset}]" if offset else f"[{a}]"
+        idx = self.reg(index)
         wide, a = self.regs.new("b64"), self.regs.new("b64")
         self.ins(f"mul.wide.{'s32' if index.type == 'i32' else 'u32'} {wide}, {idx}, {size}")
         self.ins(f"add.s64 {a}, {mem.base}, {wide}")
@@ -499,7 +523,14 @@ class Emitter:
             r = self.env.get(s.var.name)
             if r is None or r not in self.mutable:
                 raise refuse(f"an assignment to `{s.var.name}`, which is not a variable")
-            self.ins(f"{MOV[CLASS_OF[s.var.type]]} {r}, {self.expr(s.value)}")
+            before = len(self.lines)
+            self._assign(r, s.var.type, self.expr(s.value), before)
+        elif isinstance(s, LoadVector):
+            self.load_vector(s)
+        elif isinstance(s, CopyAsync):
+            self.copy_async(s)
+        elif isinstance(s, WaitAsync):
+            self.ins("cp.async.wait_all")
         elif isinstance(s, Store):
             self.store(s)
         elif isinstance(s, VectorLoad):
@@ -520,6 +551,47 @@ class Emitter:
             self.return_(s)
         else:
             raise refuse(f"the statement {type(s).__name__}")
+
+    def _assign(self, r: str, t: str, value: str, before: int) -> None:
+        """`r = value`; when the value's own last instruction defined it (a register no
+        one else has seen), that instruction writes `r` instead of a `mov` after it."""
+        if len(self.lines) > before:
+            m = _DEFINES.match(self.lines[-1])
+            if m and m.group(2) == value:
+                self.lines[-1] = f"    {m.group(1)} {r}, {m.group(3)};"
+                return
+        self.ins(f"{MOV[CLASS_OF[t]]} {r}, {value}")
+
+    def load_vector(self, s: LoadVector) -> None:
+        """One `ld.shared.v2`/`.v4` into fresh registers (the IR promises the alignment)."""
+        mem, addr = self.address(s.array, s.index)
+        types = {v.type for v in s.vars}
+        if mem.space != "shared" or len(s.vars) not in (2, 4) or types - {"f32", "i32", "u32"}:
+            raise refuse(f"a vector load of {len(s.vars)} `{'/'.join(sorted(types))}` here")
+        if types != {mem.elem} and types | {mem.elem} != {"i32", "u32"}:
+            raise refuse(f"a vector load of `{'/'.join(sorted(types))}` from `{s.array}`")
+        dsts = [self.new(v.type) for v in s.vars]
+        self.ins(f"ld.shared.v{len(dsts)}.{MEMORY_TYPE[mem.elem]} {{{', '.join(dsts)}}}, {addr}")
+        for v, d in zip(s.vars, dsts, strict=True):
+            self.env[v.name] = d
+
+    def copy_async(self, s: CopyAsync) -> None:
+        """`cp.async.ca.shared.global` of one element (sm_80+), predicated on the guard,
+        which otherwise stores 0 into the slot; done by the next `cp.async.wait_all`."""
+        dst_mem, dst = self.address(s.array, s.index)
+        src_mem, src = self.address(s.value.array, s.value.index)
+        size = ELEMENT_BYTES[src_mem.elem]
+        if dst_mem.space != "shared" or src_mem.space != "global" or size not in (4, 8, 16):
+            raise refuse(f"an asynchronous copy from `{s.value.array}` to `{s.array}`")
+        if dst_mem.elem != src_mem.elem:
+            raise refuse(f"an asynchronous copy from `{src_mem.elem}` to `{dst_mem.elem}`")
+        if s.cond is None:
+            self.ins(f"cp.async.ca.shared.global {dst}, {src}, {size}")
+            return
+        p = self.reg(s.cond)
+        self.ins(f"@{p} cp.async.ca.shared.global {dst}, {src}, {size}")
+        zero = "0f00000000" if dst_mem.elem == "f32" else "0"
+        self.ins(f"@!{p} st.shared.{MEMORY_TYPE[dst_mem.elem]} {dst}, {zero}")
 
     def store(self, s: Store) -> None:
         mem, addr = self.address(s.array, s.index)
@@ -558,12 +630,18 @@ class Emitter:
         cond = self.reg(s.cond)
         otherwise, end = self.regs.label("else"), self.regs.label("endif")
         self.ins(f"@!{cond} bra {otherwise if s.orelse else end}")
-        self.block(s.then)
+        self.scoped(s.then)
         if s.orelse:
             self.ins(f"bra {end}")
             self.put_label(otherwise)
-            self.block(s.orelse)
+            self.scoped(s.orelse)
         self.put_label(end)
+
+    def scoped(self, body: list[Stmt]) -> None:
+        """A nested block: address registers it computes are not reused after it."""
+        saved = dict(self.addresses)
+        self.block(body)
+        self.addresses = saved
 
     def for_(self, s: For) -> None:
         v = self.regs.new("b32")
@@ -575,7 +653,7 @@ class Emitter:
         done = self.regs.new("pred")
         self.ins(f"setp.ge.u32 {done}, {v}, {self.expr(s.end)}")
         self.ins(f"@{done} bra {end}")
-        self.block(s.body)
+        self.scoped(s.body)
         self.ins(f"add.u32 {v}, {v}, {self.expr(s.step)}")
         self.ins(f"bra {head}")
         self.put_label(end)

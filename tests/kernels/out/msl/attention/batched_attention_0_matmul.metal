@@ -17,35 +17,35 @@ kernel void batched_attention_0_matmul(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float a_tile[1024];
-    threadgroup float b_tile[1024];
+    threadgroup float a_tile[2048];
+    threadgroup float b_tile[2048];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= u.B * ((u.T + 64u - 1u) >> 6u) * ((u.T + 64u - 1u) >> 6u)) {
+    if (g0 >= u.B * ((u.T + 128u - 1u) >> 7u) * ((u.T + 128u - 1u) >> 7u)) {
         return;
     }
-    const uint tile1 = g0 % ((u.T + 64u - 1u) >> 6u);
-    const uint tile2 = g0 / ((u.T + 64u - 1u) >> 6u);
-    const uint tile3 = tile2 % ((u.T + 64u - 1u) >> 6u);
-    const uint b4 = tile2 / ((u.T + 64u - 1u) >> 6u);
-    const uint row5 = tile3 * 64u;
-    const uint col6 = tile1 * 64u;
-    const uint row7 = row5 + lid.y;
-    const uint row8 = row5 + (lid.y + 16u);
-    const uint row9 = row5 + (lid.y + 32u);
-    const uint row10 = row5 + (lid.y + 48u);
-    const uint col11 = col6 + lid.x;
-    const uint col12 = col6 + (lid.x + 16u);
-    const uint col13 = col6 + (lid.x + 32u);
-    const uint col14 = col6 + (lid.x + 48u);
-    float acc15 = 0.0f;
-    float acc16 = 0.0f;
-    float acc17 = 0.0f;
-    float acc18 = 0.0f;
-    float acc19 = 0.0f;
-    float acc20 = 0.0f;
-    float acc21 = 0.0f;
-    float acc22 = 0.0f;
-    float acc23 = 0.0f;
+    const uint tile1 = g0 % ((u.T + 128u - 1u) >> 7u);
+    const uint tile2 = g0 / ((u.T + 128u - 1u) >> 7u);
+    const uint tile3 = tile2 % ((u.T + 128u - 1u) >> 7u);
+    const uint b4 = tile2 / ((u.T + 128u - 1u) >> 7u);
+    const uint t5 = lid.y * 16u + lid.x;
+    const uint row6 = tile3 * 128u;
+    const uint col7 = tile1 * 128u;
+    const uint row8 = row6 + lid.y * 4u;
+    const uint row9 = row6 + (lid.y * 4u + 1u);
+    const uint row10 = row6 + (lid.y * 4u + 2u);
+    const uint row11 = row6 + (lid.y * 4u + 3u);
+    const uint row12 = row6 + (lid.y * 4u + 64u);
+    const uint row13 = row6 + (lid.y * 4u + 65u);
+    const uint row14 = row6 + (lid.y * 4u + 66u);
+    const uint row15 = row6 + (lid.y * 4u + 67u);
+    const uint col16 = col7 + lid.x * 4u;
+    const uint col17 = col7 + (lid.x * 4u + 1u);
+    const uint col18 = col7 + (lid.x * 4u + 2u);
+    const uint col19 = col7 + (lid.x * 4u + 3u);
+    const uint col20 = col7 + (lid.x * 4u + 64u);
+    const uint col21 = col7 + (lid.x * 4u + 65u);
+    const uint col22 = col7 + (lid.x * 4u + 66u);
+    const uint col23 = col7 + (lid.x * 4u + 67u);
     float acc24 = 0.0f;
     float acc25 = 0.0f;
     float acc26 = 0.0f;
@@ -53,172 +53,1153 @@ kernel void batched_attention_0_matmul(
     float acc28 = 0.0f;
     float acc29 = 0.0f;
     float acc30 = 0.0f;
-    for (uint k0_31 = 0u; k0_31 < u.D; k0_31 += 16u) {
-        const uint ka32 = k0_31 + lid.x;
-        const uint kb33 = k0_31 + lid.y;
-        float x34 = 0.0f;
-        if ((row7 < u.T) && (ka32 < u.D)) {
-            const uint i35 = (b4 * u.T + row7) * u.D + ka32;
-            const float v36 = q[i35];
-            x34 = v36;
+    float acc31 = 0.0f;
+    float acc32 = 0.0f;
+    float acc33 = 0.0f;
+    float acc34 = 0.0f;
+    float acc35 = 0.0f;
+    float acc36 = 0.0f;
+    float acc37 = 0.0f;
+    float acc38 = 0.0f;
+    float acc39 = 0.0f;
+    float acc40 = 0.0f;
+    float acc41 = 0.0f;
+    float acc42 = 0.0f;
+    float acc43 = 0.0f;
+    float acc44 = 0.0f;
+    float acc45 = 0.0f;
+    float acc46 = 0.0f;
+    float acc47 = 0.0f;
+    float acc48 = 0.0f;
+    float acc49 = 0.0f;
+    float acc50 = 0.0f;
+    float acc51 = 0.0f;
+    float acc52 = 0.0f;
+    float acc53 = 0.0f;
+    float acc54 = 0.0f;
+    float acc55 = 0.0f;
+    float acc56 = 0.0f;
+    float acc57 = 0.0f;
+    float acc58 = 0.0f;
+    float acc59 = 0.0f;
+    float acc60 = 0.0f;
+    float acc61 = 0.0f;
+    float acc62 = 0.0f;
+    float acc63 = 0.0f;
+    float acc64 = 0.0f;
+    float acc65 = 0.0f;
+    float acc66 = 0.0f;
+    float acc67 = 0.0f;
+    float acc68 = 0.0f;
+    float acc69 = 0.0f;
+    float acc70 = 0.0f;
+    float acc71 = 0.0f;
+    float acc72 = 0.0f;
+    float acc73 = 0.0f;
+    float acc74 = 0.0f;
+    float acc75 = 0.0f;
+    float acc76 = 0.0f;
+    float acc77 = 0.0f;
+    float acc78 = 0.0f;
+    float acc79 = 0.0f;
+    float acc80 = 0.0f;
+    float acc81 = 0.0f;
+    float acc82 = 0.0f;
+    float acc83 = 0.0f;
+    float acc84 = 0.0f;
+    float acc85 = 0.0f;
+    float acc86 = 0.0f;
+    float acc87 = 0.0f;
+    const uint ak88 = t5 & 7u;
+    const uint am89 = t5 >> 3u;
+    const uint ar90 = row6 + am89;
+    const uint ar91 = row6 + (am89 + 32u);
+    const uint ar92 = row6 + (am89 + 64u);
+    const uint ar93 = row6 + (am89 + 96u);
+    const uint mo94 = b4 * (u.T * u.D);
+    const uint ab95 = mo94 + ar90 * u.D;
+    const uint ab96 = mo94 + ar91 * u.D;
+    const uint ab97 = mo94 + ar92 * u.D;
+    const uint ab98 = mo94 + ar93 * u.D;
+    const bool aok99 = ar90 < u.T;
+    const bool aok100 = ar91 < u.T;
+    const bool aok101 = ar92 < u.T;
+    const bool aok102 = ar93 < u.T;
+    const uint as103 = ak88 * 128u + am89;
+    const uint bk104 = t5 >> 7u;
+    const uint bn105 = col7 + (t5 & 127u);
+    const bool bok108 = bn105 < u.T;
+    const bool kok112 = ak88 < u.D;
+    if (aok99 && kok112) {
+        a_tile[as103] = q[ab95 + ak88];
+    } else {
+        a_tile[as103] = 0.0f;
+    }
+    if (aok100 && kok112) {
+        a_tile[as103 + 32u] = q[ab96 + ak88];
+    } else {
+        a_tile[as103 + 32u] = 0.0f;
+    }
+    if (aok101 && kok112) {
+        a_tile[as103 + 64u] = q[ab97 + ak88];
+    } else {
+        a_tile[as103 + 64u] = 0.0f;
+    }
+    if (aok102 && kok112) {
+        a_tile[as103 + 96u] = q[ab98 + ak88];
+    } else {
+        a_tile[as103 + 96u] = 0.0f;
+    }
+    const uint i118 = (b4 * u.T + bn105) * u.D + bk104;
+    if ((bk104 < u.D) && bok108) {
+        b_tile[t5] = k[i118];
+    } else {
+        b_tile[t5] = 0.0f;
+    }
+    const uint kb120 = bk104 + 2u;
+    const uint i121 = (b4 * u.T + bn105) * u.D + kb120;
+    if ((kb120 < u.D) && bok108) {
+        b_tile[t5 + 256u] = k[i121];
+    } else {
+        b_tile[t5 + 256u] = 0.0f;
+    }
+    const uint kb123 = bk104 + 4u;
+    const uint i124 = (b4 * u.T + bn105) * u.D + kb123;
+    if ((kb123 < u.D) && bok108) {
+        b_tile[t5 + 512u] = k[i124];
+    } else {
+        b_tile[t5 + 512u] = 0.0f;
+    }
+    const uint kb126 = bk104 + 6u;
+    const uint i127 = (b4 * u.T + bn105) * u.D + kb126;
+    if ((kb126 < u.D) && bok108) {
+        b_tile[t5 + 768u] = k[i127];
+    } else {
+        b_tile[t5 + 768u] = 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint ly129 = lid.y * 4u;
+    const uint lx130 = lid.x * 4u;
+    for (uint k0_131 = 0u; k0_131 < u.D; k0_131 += 8u) {
+        const uint cur132 = (k0_131 << 7u) & 1024u;
+        const uint nxt133 = cur132 ^ 1024u;
+        const uint kn134 = k0_131 + 8u;
+        if (kn134 < u.D) {
+            const uint ka135 = kn134 + ak88;
+            const bool kok136 = ka135 < u.D;
+            const uint sa137 = nxt133 + as103;
+            if (aok99 && kok136) {
+                a_tile[sa137] = q[ab95 + ka135];
+            } else {
+                a_tile[sa137] = 0.0f;
+            }
+            if (aok100 && kok136) {
+                a_tile[sa137 + 32u] = q[ab96 + ka135];
+            } else {
+                a_tile[sa137 + 32u] = 0.0f;
+            }
+            if (aok101 && kok136) {
+                a_tile[sa137 + 64u] = q[ab97 + ka135];
+            } else {
+                a_tile[sa137 + 64u] = 0.0f;
+            }
+            if (aok102 && kok136) {
+                a_tile[sa137 + 96u] = q[ab98 + ka135];
+            } else {
+                a_tile[sa137 + 96u] = 0.0f;
+            }
+            const uint kb142 = kn134 + bk104;
+            const uint sb143 = nxt133 + t5;
+            const uint i145 = (b4 * u.T + bn105) * u.D + kb142;
+            if ((kb142 < u.D) && bok108) {
+                b_tile[sb143] = k[i145];
+            } else {
+                b_tile[sb143] = 0.0f;
+            }
+            const uint kb147 = kb142 + 2u;
+            const uint i148 = (b4 * u.T + bn105) * u.D + kb147;
+            if ((kb147 < u.D) && bok108) {
+                b_tile[sb143 + 256u] = k[i148];
+            } else {
+                b_tile[sb143 + 256u] = 0.0f;
+            }
+            const uint kb150 = kb142 + 4u;
+            const uint i151 = (b4 * u.T + bn105) * u.D + kb150;
+            if ((kb150 < u.D) && bok108) {
+                b_tile[sb143 + 512u] = k[i151];
+            } else {
+                b_tile[sb143 + 512u] = 0.0f;
+            }
+            const uint kb153 = kb142 + 6u;
+            const uint i154 = (b4 * u.T + bn105) * u.D + kb153;
+            if ((kb153 < u.D) && bok108) {
+                b_tile[sb143 + 768u] = k[i154];
+            } else {
+                b_tile[sb143 + 768u] = 0.0f;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x34;
-        float x37 = 0.0f;
-        if ((row8 < u.T) && (ka32 < u.D)) {
-            const uint i38 = (b4 * u.T + row8) * u.D + ka32;
-            const float v39 = q[i38];
-            x37 = v39;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x37;
-        float x40 = 0.0f;
-        if ((row9 < u.T) && (ka32 < u.D)) {
-            const uint i41 = (b4 * u.T + row9) * u.D + ka32;
-            const float v42 = q[i41];
-            x40 = v42;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x40;
-        float x43 = 0.0f;
-        if ((row10 < u.T) && (ka32 < u.D)) {
-            const uint i44 = (b4 * u.T + row10) * u.D + ka32;
-            const float v45 = q[i44];
-            x43 = v45;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x43;
-        float x46 = 0.0f;
-        if ((kb33 < u.D) && (col11 < u.T)) {
-            const uint i47 = (b4 * u.T + col11) * u.D + kb33;
-            const float v48 = k[i47];
-            x46 = v48;
-        }
-        b_tile[lid.y * 64u + lid.x] = x46;
-        float x49 = 0.0f;
-        if ((kb33 < u.D) && (col12 < u.T)) {
-            const uint i50 = (b4 * u.T + col12) * u.D + kb33;
-            const float v51 = k[i50];
-            x49 = v51;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x49;
-        float x52 = 0.0f;
-        if ((kb33 < u.D) && (col13 < u.T)) {
-            const uint i53 = (b4 * u.T + col13) * u.D + kb33;
-            const float v54 = k[i53];
-            x52 = v54;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x52;
-        float x55 = 0.0f;
-        if ((kb33 < u.D) && (col14 < u.T)) {
-            const uint i56 = (b4 * u.T + col14) * u.D + kb33;
-            const float v57 = k[i56];
-            x55 = v57;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x55;
+        const uint ra156 = cur132 + ly129;
+        const uint rb157 = cur132 + lx130;
+        const float a158 = a_tile[ra156];
+        const float a159 = a_tile[ra156 + 1u];
+        const float a160 = a_tile[ra156 + 2u];
+        const float a161 = a_tile[ra156 + 3u];
+        const float a162 = a_tile[ra156 + 64u];
+        const float a163 = a_tile[ra156 + 64u + 1u];
+        const float a164 = a_tile[ra156 + 64u + 2u];
+        const float a165 = a_tile[ra156 + 64u + 3u];
+        const float b166 = b_tile[rb157];
+        const float b167 = b_tile[rb157 + 1u];
+        const float b168 = b_tile[rb157 + 2u];
+        const float b169 = b_tile[rb157 + 3u];
+        const float b170 = b_tile[rb157 + 64u];
+        const float b171 = b_tile[rb157 + 64u + 1u];
+        const float b172 = b_tile[rb157 + 64u + 2u];
+        const float b173 = b_tile[rb157 + 64u + 3u];
+        acc24 = fma(a158, b166, acc24);
+        acc25 = fma(a158, b167, acc25);
+        acc26 = fma(a158, b168, acc26);
+        acc27 = fma(a158, b169, acc27);
+        acc28 = fma(a158, b170, acc28);
+        acc29 = fma(a158, b171, acc29);
+        acc30 = fma(a158, b172, acc30);
+        acc31 = fma(a158, b173, acc31);
+        acc32 = fma(a159, b166, acc32);
+        acc33 = fma(a159, b167, acc33);
+        acc34 = fma(a159, b168, acc34);
+        acc35 = fma(a159, b169, acc35);
+        acc36 = fma(a159, b170, acc36);
+        acc37 = fma(a159, b171, acc37);
+        acc38 = fma(a159, b172, acc38);
+        acc39 = fma(a159, b173, acc39);
+        acc40 = fma(a160, b166, acc40);
+        acc41 = fma(a160, b167, acc41);
+        acc42 = fma(a160, b168, acc42);
+        acc43 = fma(a160, b169, acc43);
+        acc44 = fma(a160, b170, acc44);
+        acc45 = fma(a160, b171, acc45);
+        acc46 = fma(a160, b172, acc46);
+        acc47 = fma(a160, b173, acc47);
+        acc48 = fma(a161, b166, acc48);
+        acc49 = fma(a161, b167, acc49);
+        acc50 = fma(a161, b168, acc50);
+        acc51 = fma(a161, b169, acc51);
+        acc52 = fma(a161, b170, acc52);
+        acc53 = fma(a161, b171, acc53);
+        acc54 = fma(a161, b172, acc54);
+        acc55 = fma(a161, b173, acc55);
+        acc56 = fma(a162, b166, acc56);
+        acc57 = fma(a162, b167, acc57);
+        acc58 = fma(a162, b168, acc58);
+        acc59 = fma(a162, b169, acc59);
+        acc60 = fma(a162, b170, acc60);
+        acc61 = fma(a162, b171, acc61);
+        acc62 = fma(a162, b172, acc62);
+        acc63 = fma(a162, b173, acc63);
+        acc64 = fma(a163, b166, acc64);
+        acc65 = fma(a163, b167, acc65);
+        acc66 = fma(a163, b168, acc66);
+        acc67 = fma(a163, b169, acc67);
+        acc68 = fma(a163, b170, acc68);
+        acc69 = fma(a163, b171, acc69);
+        acc70 = fma(a163, b172, acc70);
+        acc71 = fma(a163, b173, acc71);
+        acc72 = fma(a164, b166, acc72);
+        acc73 = fma(a164, b167, acc73);
+        acc74 = fma(a164, b168, acc74);
+        acc75 = fma(a164, b169, acc75);
+        acc76 = fma(a164, b170, acc76);
+        acc77 = fma(a164, b171, acc77);
+        acc78 = fma(a164, b172, acc78);
+        acc79 = fma(a164, b173, acc79);
+        acc80 = fma(a165, b166, acc80);
+        acc81 = fma(a165, b167, acc81);
+        acc82 = fma(a165, b168, acc82);
+        acc83 = fma(a165, b169, acc83);
+        acc84 = fma(a165, b170, acc84);
+        acc85 = fma(a165, b171, acc85);
+        acc86 = fma(a165, b172, acc86);
+        acc87 = fma(a165, b173, acc87);
+        const float a174 = a_tile[ra156 + 128u];
+        const float a175 = a_tile[ra156 + 128u + 1u];
+        const float a176 = a_tile[ra156 + 128u + 2u];
+        const float a177 = a_tile[ra156 + 128u + 3u];
+        const float a178 = a_tile[ra156 + 192u];
+        const float a179 = a_tile[ra156 + 192u + 1u];
+        const float a180 = a_tile[ra156 + 192u + 2u];
+        const float a181 = a_tile[ra156 + 192u + 3u];
+        const float b182 = b_tile[rb157 + 128u];
+        const float b183 = b_tile[rb157 + 128u + 1u];
+        const float b184 = b_tile[rb157 + 128u + 2u];
+        const float b185 = b_tile[rb157 + 128u + 3u];
+        const float b186 = b_tile[rb157 + 192u];
+        const float b187 = b_tile[rb157 + 192u + 1u];
+        const float b188 = b_tile[rb157 + 192u + 2u];
+        const float b189 = b_tile[rb157 + 192u + 3u];
+        acc24 = fma(a174, b182, acc24);
+        acc25 = fma(a174, b183, acc25);
+        acc26 = fma(a174, b184, acc26);
+        acc27 = fma(a174, b185, acc27);
+        acc28 = fma(a174, b186, acc28);
+        acc29 = fma(a174, b187, acc29);
+        acc30 = fma(a174, b188, acc30);
+        acc31 = fma(a174, b189, acc31);
+        acc32 = fma(a175, b182, acc32);
+        acc33 = fma(a175, b183, acc33);
+        acc34 = fma(a175, b184, acc34);
+        acc35 = fma(a175, b185, acc35);
+        acc36 = fma(a175, b186, acc36);
+        acc37 = fma(a175, b187, acc37);
+        acc38 = fma(a175, b188, acc38);
+        acc39 = fma(a175, b189, acc39);
+        acc40 = fma(a176, b182, acc40);
+        acc41 = fma(a176, b183, acc41);
+        acc42 = fma(a176, b184, acc42);
+        acc43 = fma(a176, b185, acc43);
+        acc44 = fma(a176, b186, acc44);
+        acc45 = fma(a176, b187, acc45);
+        acc46 = fma(a176, b188, acc46);
+        acc47 = fma(a176, b189, acc47);
+        acc48 = fma(a177, b182, acc48);
+        acc49 = fma(a177, b183, acc49);
+        acc50 = fma(a177, b184, acc50);
+        acc51 = fma(a177, b185, acc51);
+        acc52 = fma(a177, b186, acc52);
+        acc53 = fma(a177, b187, acc53);
+        acc54 = fma(a177, b188, acc54);
+        acc55 = fma(a177, b189, acc55);
+        acc56 = fma(a178, b182, acc56);
+        acc57 = fma(a178, b183, acc57);
+        acc58 = fma(a178, b184, acc58);
+        acc59 = fma(a178, b185, acc59);
+        acc60 = fma(a178, b186, acc60);
+        acc61 = fma(a178, b187, acc61);
+        acc62 = fma(a178, b188, acc62);
+        acc63 = fma(a178, b189, acc63);
+        acc64 = fma(a179, b182, acc64);
+        acc65 = fma(a179, b183, acc65);
+        acc66 = fma(a179, b184, acc66);
+        acc67 = fma(a179, b185, acc67);
+        acc68 = fma(a179, b186, acc68);
+        acc69 = fma(a179, b187, acc69);
+        acc70 = fma(a179, b188, acc70);
+        acc71 = fma(a179, b189, acc71);
+        acc72 = fma(a180, b182, acc72);
+        acc73 = fma(a180, b183, acc73);
+        acc74 = fma(a180, b184, acc74);
+        acc75 = fma(a180, b185, acc75);
+        acc76 = fma(a180, b186, acc76);
+        acc77 = fma(a180, b187, acc77);
+        acc78 = fma(a180, b188, acc78);
+        acc79 = fma(a180, b189, acc79);
+        acc80 = fma(a181, b182, acc80);
+        acc81 = fma(a181, b183, acc81);
+        acc82 = fma(a181, b184, acc82);
+        acc83 = fma(a181, b185, acc83);
+        acc84 = fma(a181, b186, acc84);
+        acc85 = fma(a181, b187, acc85);
+        acc86 = fma(a181, b188, acc86);
+        acc87 = fma(a181, b189, acc87);
+        const float a190 = a_tile[ra156 + 256u];
+        const float a191 = a_tile[ra156 + 256u + 1u];
+        const float a192 = a_tile[ra156 + 256u + 2u];
+        const float a193 = a_tile[ra156 + 256u + 3u];
+        const float a194 = a_tile[ra156 + 320u];
+        const float a195 = a_tile[ra156 + 320u + 1u];
+        const float a196 = a_tile[ra156 + 320u + 2u];
+        const float a197 = a_tile[ra156 + 320u + 3u];
+        const float b198 = b_tile[rb157 + 256u];
+        const float b199 = b_tile[rb157 + 256u + 1u];
+        const float b200 = b_tile[rb157 + 256u + 2u];
+        const float b201 = b_tile[rb157 + 256u + 3u];
+        const float b202 = b_tile[rb157 + 320u];
+        const float b203 = b_tile[rb157 + 320u + 1u];
+        const float b204 = b_tile[rb157 + 320u + 2u];
+        const float b205 = b_tile[rb157 + 320u + 3u];
+        acc24 = fma(a190, b198, acc24);
+        acc25 = fma(a190, b199, acc25);
+        acc26 = fma(a190, b200, acc26);
+        acc27 = fma(a190, b201, acc27);
+        acc28 = fma(a190, b202, acc28);
+        acc29 = fma(a190, b203, acc29);
+        acc30 = fma(a190, b204, acc30);
+        acc31 = fma(a190, b205, acc31);
+        acc32 = fma(a191, b198, acc32);
+        acc33 = fma(a191, b199, acc33);
+        acc34 = fma(a191, b200, acc34);
+        acc35 = fma(a191, b201, acc35);
+        acc36 = fma(a191, b202, acc36);
+        acc37 = fma(a191, b203, acc37);
+        acc38 = fma(a191, b204, acc38);
+        acc39 = fma(a191, b205, acc39);
+        acc40 = fma(a192, b198, acc40);
+        acc41 = fma(a192, b199, acc41);
+        acc42 = fma(a192, b200, acc42);
+        acc43 = fma(a192, b201, acc43);
+        acc44 = fma(a192, b202, acc44);
+        acc45 = fma(a192, b203, acc45);
+        acc46 = fma(a192, b204, acc46);
+        acc47 = fma(a192, b205, acc47);
+        acc48 = fma(a193, b198, acc48);
+        acc49 = fma(a193, b199, acc49);
+        acc50 = fma(a193, b200, acc50);
+        acc51 = fma(a193, b201, acc51);
+        acc52 = fma(a193, b202, acc52);
+        acc53 = fma(a193, b203, acc53);
+        acc54 = fma(a193, b204, acc54);
+        acc55 = fma(a193, b205, acc55);
+        acc56 = fma(a194, b198, acc56);
+        acc57 = fma(a194, b199, acc57);
+        acc58 = fma(a194, b200, acc58);
+        acc59 = fma(a194, b201, acc59);
+        acc60 = fma(a194, b202, acc60);
+        acc61 = fma(a194, b203, acc61);
+        acc62 = fma(a194, b204, acc62);
+        acc63 = fma(a194, b205, acc63);
+        acc64 = fma(a195, b198, acc64);
+        acc65 = fma(a195, b199, acc65);
+        acc66 = fma(a195, b200, acc66);
+        acc67 = fma(a195, b201, acc67);
+        acc68 = fma(a195, b202, acc68);
+        acc69 = fma(a195, b203, acc69);
+        acc70 = fma(a195, b204, acc70);
+        acc71 = fma(a195, b205, acc71);
+        acc72 = fma(a196, b198, acc72);
+        acc73 = fma(a196, b199, acc73);
+        acc74 = fma(a196, b200, acc74);
+        acc75 = fma(a196, b201, acc75);
+        acc76 = fma(a196, b202, acc76);
+        acc77 = fma(a196, b203, acc77);
+        acc78 = fma(a196, b204, acc78);
+        acc79 = fma(a196, b205, acc79);
+        acc80 = fma(a197, b198, acc80);
+        acc81 = fma(a197, b199, acc81);
+        acc82 = fma(a197, b200, acc82);
+        acc83 = fma(a197, b201, acc83);
+        acc84 = fma(a197, b202, acc84);
+        acc85 = fma(a197, b203, acc85);
+        acc86 = fma(a197, b204, acc86);
+        acc87 = fma(a197, b205, acc87);
+        const float a206 = a_tile[ra156 + 384u];
+        const float a207 = a_tile[ra156 + 384u + 1u];
+        const float a208 = a_tile[ra156 + 384u + 2u];
+        const float a209 = a_tile[ra156 + 384u + 3u];
+        const float a210 = a_tile[ra156 + 448u];
+        const float a211 = a_tile[ra156 + 448u + 1u];
+        const float a212 = a_tile[ra156 + 448u + 2u];
+        const float a213 = a_tile[ra156 + 448u + 3u];
+        const float b214 = b_tile[rb157 + 384u];
+        const float b215 = b_tile[rb157 + 384u + 1u];
+        const float b216 = b_tile[rb157 + 384u + 2u];
+        const float b217 = b_tile[rb157 + 384u + 3u];
+        const float b218 = b_tile[rb157 + 448u];
+        const float b219 = b_tile[rb157 + 448u + 1u];
+        const float b220 = b_tile[rb157 + 448u + 2u];
+        const float b221 = b_tile[rb157 + 448u + 3u];
+        acc24 = fma(a206, b214, acc24);
+        acc25 = fma(a206, b215, acc25);
+        acc26 = fma(a206, b216, acc26);
+        acc27 = fma(a206, b217, acc27);
+        acc28 = fma(a206, b218, acc28);
+        acc29 = fma(a206, b219, acc29);
+        acc30 = fma(a206, b220, acc30);
+        acc31 = fma(a206, b221, acc31);
+        acc32 = fma(a207, b214, acc32);
+        acc33 = fma(a207, b215, acc33);
+        acc34 = fma(a207, b216, acc34);
+        acc35 = fma(a207, b217, acc35);
+        acc36 = fma(a207, b218, acc36);
+        acc37 = fma(a207, b219, acc37);
+        acc38 = fma(a207, b220, acc38);
+        acc39 = fma(a207, b221, acc39);
+        acc40 = fma(a208, b214, acc40);
+        acc41 = fma(a208, b215, acc41);
+        acc42 = fma(a208, b216, acc42);
+        acc43 = fma(a208, b217, acc43);
+        acc44 = fma(a208, b218, acc44);
+        acc45 = fma(a208, b219, acc45);
+        acc46 = fma(a208, b220, acc46);
+        acc47 = fma(a208, b221, acc47);
+        acc48 = fma(a209, b214, acc48);
+        acc49 = fma(a209, b215, acc49);
+        acc50 = fma(a209, b216, acc50);
+        acc51 = fma(a209, b217, acc51);
+        acc52 = fma(a209, b218, acc52);
+        acc53 = fma(a209, b219, acc53);
+        acc54 = fma(a209, b220, acc54);
+        acc55 = fma(a209, b221, acc55);
+        acc56 = fma(a210, b214, acc56);
+        acc57 = fma(a210, b215, acc57);
+        acc58 = fma(a210, b216, acc58);
+        acc59 = fma(a210, b217, acc59);
+        acc60 = fma(a210, b218, acc60);
+        acc61 = fma(a210, b219, acc61);
+        acc62 = fma(a210, b220, acc62);
+        acc63 = fma(a210, b221, acc63);
+        acc64 = fma(a211, b214, acc64);
+        acc65 = fma(a211, b215, acc65);
+        acc66 = fma(a211, b216, acc66);
+        acc67 = fma(a211, b217, acc67);
+        acc68 = fma(a211, b218, acc68);
+        acc69 = fma(a211, b219, acc69);
+        acc70 = fma(a211, b220, acc70);
+        acc71 = fma(a211, b221, acc71);
+        acc72 = fma(a212, b214, acc72);
+        acc73 = fma(a212, b215, acc73);
+        acc74 = fma(a212, b216, acc74);
+        acc75 = fma(a212, b217, acc75);
+        acc76 = fma(a212, b218, acc76);
+        acc77 = fma(a212, b219, acc77);
+        acc78 = fma(a212, b220, acc78);
+        acc79 = fma(a212, b221, acc79);
+        acc80 = fma(a213, b214, acc80);
+        acc81 = fma(a213, b215, acc81);
+        acc82 = fma(a213, b216, acc82);
+        acc83 = fma(a213, b217, acc83);
+        acc84 = fma(a213, b218, acc84);
+        acc85 = fma(a213, b219, acc85);
+        acc86 = fma(a213, b220, acc86);
+        acc87 = fma(a213, b221, acc87);
+        const float a222 = a_tile[ra156 + 512u];
+        const float a223 = a_tile[ra156 + 512u + 1u];
+        const float a224 = a_tile[ra156 + 512u + 2u];
+        const float a225 = a_tile[ra156 + 512u + 3u];
+        const float a226 = a_tile[ra156 + 576u];
+        const float a227 = a_tile[ra156 + 576u + 1u];
+        const float a228 = a_tile[ra156 + 576u + 2u];
+        const float a229 = a_tile[ra156 + 576u + 3u];
+        const float b230 = b_tile[rb157 + 512u];
+        const float b231 = b_tile[rb157 + 512u + 1u];
+        const float b232 = b_tile[rb157 + 512u + 2u];
+        const float b233 = b_tile[rb157 + 512u + 3u];
+        const float b234 = b_tile[rb157 + 576u];
+        const float b235 = b_tile[rb157 + 576u + 1u];
+        const float b236 = b_tile[rb157 + 576u + 2u];
+        const float b237 = b_tile[rb157 + 576u + 3u];
+        acc24 = fma(a222, b230, acc24);
+        acc25 = fma(a222, b231, acc25);
+        acc26 = fma(a222, b232, acc26);
+        acc27 = fma(a222, b233, acc27);
+        acc28 = fma(a222, b234, acc28);
+        acc29 = fma(a222, b235, acc29);
+        acc30 = fma(a222, b236, acc30);
+        acc31 = fma(a222, b237, acc31);
+        acc32 = fma(a223, b230, acc32);
+        acc33 = fma(a223, b231, acc33);
+        acc34 = fma(a223, b232, acc34);
+        acc35 = fma(a223, b233, acc35);
+        acc36 = fma(a223, b234, acc36);
+        acc37 = fma(a223, b235, acc37);
+        acc38 = fma(a223, b236, acc38);
+        acc39 = fma(a223, b237, acc39);
+        acc40 = fma(a224, b230, acc40);
+        acc41 = fma(a224, b231, acc41);
+        acc42 = fma(a224, b232, acc42);
+        acc43 = fma(a224, b233, acc43);
+        acc44 = fma(a224, b234, acc44);
+        acc45 = fma(a224, b235, acc45);
+        acc46 = fma(a224, b236, acc46);
+        acc47 = fma(a224, b237, acc47);
+        acc48 = fma(a225, b230, acc48);
+        acc49 = fma(a225, b231, acc49);
+        acc50 = fma(a225, b232, acc50);
+        acc51 = fma(a225, b233, acc51);
+        acc52 = fma(a225, b234, acc52);
+        acc53 = fma(a225, b235, acc53);
+        acc54 = fma(a225, b236, acc54);
+        acc55 = fma(a225, b237, acc55);
+        acc56 = fma(a226, b230, acc56);
+        acc57 = fma(a226, b231, acc57);
+        acc58 = fma(a226, b232, acc58);
+        acc59 = fma(a226, b233, acc59);
+        acc60 = fma(a226, b234, acc60);
+        acc61 = fma(a226, b235, acc61);
+        acc62 = fma(a226, b236, acc62);
+        acc63 = fma(a226, b237, acc63);
+        acc64 = fma(a227, b230, acc64);
+        acc65 = fma(a227, b231, acc65);
+        acc66 = fma(a227, b232, acc66);
+        acc67 = fma(a227, b233, acc67);
+        acc68 = fma(a227, b234, acc68);
+        acc69 = fma(a227, b235, acc69);
+        acc70 = fma(a227, b236, acc70);
+        acc71 = fma(a227, b237, acc71);
+        acc72 = fma(a228, b230, acc72);
+        acc73 = fma(a228, b231, acc73);
+        acc74 = fma(a228, b232, acc74);
+        acc75 = fma(a228, b233, acc75);
+        acc76 = fma(a228, b234, acc76);
+        acc77 = fma(a228, b235, acc77);
+        acc78 = fma(a228, b236, acc78);
+        acc79 = fma(a228, b237, acc79);
+        acc80 = fma(a229, b230, acc80);
+        acc81 = fma(a229, b231, acc81);
+        acc82 = fma(a229, b232, acc82);
+        acc83 = fma(a229, b233, acc83);
+        acc84 = fma(a229, b234, acc84);
+        acc85 = fma(a229, b235, acc85);
+        acc86 = fma(a229, b236, acc86);
+        acc87 = fma(a229, b237, acc87);
+        const float a238 = a_tile[ra156 + 640u];
+        const float a239 = a_tile[ra156 + 640u + 1u];
+        const float a240 = a_tile[ra156 + 640u + 2u];
+        const float a241 = a_tile[ra156 + 640u + 3u];
+        const float a242 = a_tile[ra156 + 704u];
+        const float a243 = a_tile[ra156 + 704u + 1u];
+        const float a244 = a_tile[ra156 + 704u + 2u];
+        const float a245 = a_tile[ra156 + 704u + 3u];
+        const float b246 = b_tile[rb157 + 640u];
+        const float b247 = b_tile[rb157 + 640u + 1u];
+        const float b248 = b_tile[rb157 + 640u + 2u];
+        const float b249 = b_tile[rb157 + 640u + 3u];
+        const float b250 = b_tile[rb157 + 704u];
+        const float b251 = b_tile[rb157 + 704u + 1u];
+        const float b252 = b_tile[rb157 + 704u + 2u];
+        const float b253 = b_tile[rb157 + 704u + 3u];
+        acc24 = fma(a238, b246, acc24);
+        acc25 = fma(a238, b247, acc25);
+        acc26 = fma(a238, b248, acc26);
+        acc27 = fma(a238, b249, acc27);
+        acc28 = fma(a238, b250, acc28);
+        acc29 = fma(a238, b251, acc29);
+        acc30 = fma(a238, b252, acc30);
+        acc31 = fma(a238, b253, acc31);
+        acc32 = fma(a239, b246, acc32);
+        acc33 = fma(a239, b247, acc33);
+        acc34 = fma(a239, b248, acc34);
+        acc35 = fma(a239, b249, acc35);
+        acc36 = fma(a239, b250, acc36);
+        acc37 = fma(a239, b251, acc37);
+        acc38 = fma(a239, b252, acc38);
+        acc39 = fma(a239, b253, acc39);
+        acc40 = fma(a240, b246, acc40);
+        acc41 = fma(a240, b247, acc41);
+        acc42 = fma(a240, b248, acc42);
+        acc43 = fma(a240, b249, acc43);
+        acc44 = fma(a240, b250, acc44);
+        acc45 = fma(a240, b251, acc45);
+        acc46 = fma(a240, b252, acc46);
+        acc47 = fma(a240, b253, acc47);
+        acc48 = fma(a241, b246, acc48);
+        acc49 = fma(a241, b247, acc49);
+        acc50 = fma(a241, b248, acc50);
+        acc51 = fma(a241, b249, acc51);
+        acc52 = fma(a241, b250, acc52);
+        acc53 = fma(a241, b251, acc53);
+        acc54 = fma(a241, b252, acc54);
+        acc55 = fma(a241, b253, acc55);
+        acc56 = fma(a242, b246, acc56);
+        acc57 = fma(a242, b247, acc57);
+        acc58 = fma(a242, b248, acc58);
+        acc59 = fma(a242, b249, acc59);
+        acc60 = fma(a242, b250, acc60);
+        acc61 = fma(a242, b251, acc61);
+        acc62 = fma(a242, b252, acc62);
+        acc63 = fma(a242, b253, acc63);
+        acc64 = fma(a243, b246, acc64);
+        acc65 = fma(a243, b247, acc65);
+        acc66 = fma(a243, b248, acc66);
+        acc67 = fma(a243, b249, acc67);
+        acc68 = fma(a243, b250, acc68);
+        acc69 = fma(a243, b251, acc69);
+        acc70 = fma(a243, b252, acc70);
+        acc71 = fma(a243, b253, acc71);
+        acc72 = fma(a244, b246, acc72);
+        acc73 = fma(a244, b247, acc73);
+        acc74 = fma(a244, b248, acc74);
+        acc75 = fma(a244, b249, acc75);
+        acc76 = fma(a244, b250, acc76);
+        acc77 = fma(a244, b251, acc77);
+        acc78 = fma(a244, b252, acc78);
+        acc79 = fma(a244, b253, acc79);
+        acc80 = fma(a245, b246, acc80);
+        acc81 = fma(a245, b247, acc81);
+        acc82 = fma(a245, b248, acc82);
+        acc83 = fma(a245, b249, acc83);
+        acc84 = fma(a245, b250, acc84);
+        acc85 = fma(a245, b251, acc85);
+        acc86 = fma(a245, b252, acc86);
+        acc87 = fma(a245, b253, acc87);
+        const float a254 = a_tile[ra156 + 768u];
+        const float a255 = a_tile[ra156 + 768u + 1u];
+        const float a256 = a_tile[ra156 + 768u + 2u];
+        const float a257 = a_tile[ra156 + 768u + 3u];
+        const float a258 = a_tile[ra156 + 832u];
+        const float a259 = a_tile[ra156 + 832u + 1u];
+        const float a260 = a_tile[ra156 + 832u + 2u];
+        const float a261 = a_tile[ra156 + 832u + 3u];
+        const float b262 = b_tile[rb157 + 768u];
+        const float b263 = b_tile[rb157 + 768u + 1u];
+        const float b264 = b_tile[rb157 + 768u + 2u];
+        const float b265 = b_tile[rb157 + 768u + 3u];
+        const float b266 = b_tile[rb157 + 832u];
+        const float b267 = b_tile[rb157 + 832u + 1u];
+        const float b268 = b_tile[rb157 + 832u + 2u];
+        const float b269 = b_tile[rb157 + 832u + 3u];
+        acc24 = fma(a254, b262, acc24);
+        acc25 = fma(a254, b263, acc25);
+        acc26 = fma(a254, b264, acc26);
+        acc27 = fma(a254, b265, acc27);
+        acc28 = fma(a254, b266, acc28);
+        acc29 = fma(a254, b267, acc29);
+        acc30 = fma(a254, b268, acc30);
+        acc31 = fma(a254, b269, acc31);
+        acc32 = fma(a255, b262, acc32);
+        acc33 = fma(a255, b263, acc33);
+        acc34 = fma(a255, b264, acc34);
+        acc35 = fma(a255, b265, acc35);
+        acc36 = fma(a255, b266, acc36);
+        acc37 = fma(a255, b267, acc37);
+        acc38 = fma(a255, b268, acc38);
+        acc39 = fma(a255, b269, acc39);
+        acc40 = fma(a256, b262, acc40);
+        acc41 = fma(a256, b263, acc41);
+        acc42 = fma(a256, b264, acc42);
+        acc43 = fma(a256, b265, acc43);
+        acc44 = fma(a256, b266, acc44);
+        acc45 = fma(a256, b267, acc45);
+        acc46 = fma(a256, b268, acc46);
+        acc47 = fma(a256, b269, acc47);
+        acc48 = fma(a257, b262, acc48);
+        acc49 = fma(a257, b263, acc49);
+        acc50 = fma(a257, b264, acc50);
+        acc51 = fma(a257, b265, acc51);
+        acc52 = fma(a257, b266, acc52);
+        acc53 = fma(a257, b267, acc53);
+        acc54 = fma(a257, b268, acc54);
+        acc55 = fma(a257, b269, acc55);
+        acc56 = fma(a258, b262, acc56);
+        acc57 = fma(a258, b263, acc57);
+        acc58 = fma(a258, b264, acc58);
+        acc59 = fma(a258, b265, acc59);
+        acc60 = fma(a258, b266, acc60);
+        acc61 = fma(a258, b267, acc61);
+        acc62 = fma(a258, b268, acc62);
+        acc63 = fma(a258, b269, acc63);
+        acc64 = fma(a259, b262, acc64);
+        acc65 = fma(a259, b263, acc65);
+        acc66 = fma(a259, b264, acc66);
+        acc67 = fma(a259, b265, acc67);
+        acc68 = fma(a259, b266, acc68);
+        acc69 = fma(a259, b267, acc69);
+        acc70 = fma(a259, b268, acc70);
+        acc71 = fma(a259, b269, acc71);
+        acc72 = fma(a260, b262, acc72);
+        acc73 = fma(a260, b263, acc73);
+        acc74 = fma(a260, b264, acc74);
+        acc75 = fma(a260, b265, acc75);
+        acc76 = fma(a260, b266, acc76);
+        acc77 = fma(a260, b267, acc77);
+        acc78 = fma(a260, b268, acc78);
+        acc79 = fma(a260, b269, acc79);
+        acc80 = fma(a261, b262, acc80);
+        acc81 = fma(a261, b263, acc81);
+        acc82 = fma(a261, b264, acc82);
+        acc83 = fma(a261, b265, acc83);
+        acc84 = fma(a261, b266, acc84);
+        acc85 = fma(a261, b267, acc85);
+        acc86 = fma(a261, b268, acc86);
+        acc87 = fma(a261, b269, acc87);
+        const float a270 = a_tile[ra156 + 896u];
+        const float a271 = a_tile[ra156 + 896u + 1u];
+        const float a272 = a_tile[ra156 + 896u + 2u];
+        const float a273 = a_tile[ra156 + 896u + 3u];
+        const float a274 = a_tile[ra156 + 960u];
+        const float a275 = a_tile[ra156 + 960u + 1u];
+        const float a276 = a_tile[ra156 + 960u + 2u];
+        const float a277 = a_tile[ra156 + 960u + 3u];
+        const float b278 = b_tile[rb157 + 896u];
+        const float b279 = b_tile[rb157 + 896u + 1u];
+        const float b280 = b_tile[rb157 + 896u + 2u];
+        const float b281 = b_tile[rb157 + 896u + 3u];
+        const float b282 = b_tile[rb157 + 960u];
+        const float b283 = b_tile[rb157 + 960u + 1u];
+        const float b284 = b_tile[rb157 + 960u + 2u];
+        const float b285 = b_tile[rb157 + 960u + 3u];
+        acc24 = fma(a270, b278, acc24);
+        acc25 = fma(a270, b279, acc25);
+        acc26 = fma(a270, b280, acc26);
+        acc27 = fma(a270, b281, acc27);
+        acc28 = fma(a270, b282, acc28);
+        acc29 = fma(a270, b283, acc29);
+        acc30 = fma(a270, b284, acc30);
+        acc31 = fma(a270, b285, acc31);
+        acc32 = fma(a271, b278, acc32);
+        acc33 = fma(a271, b279, acc33);
+        acc34 = fma(a271, b280, acc34);
+        acc35 = fma(a271, b281, acc35);
+        acc36 = fma(a271, b282, acc36);
+        acc37 = fma(a271, b283, acc37);
+        acc38 = fma(a271, b284, acc38);
+        acc39 = fma(a271, b285, acc39);
+        acc40 = fma(a272, b278, acc40);
+        acc41 = fma(a272, b279, acc41);
+        acc42 = fma(a272, b280, acc42);
+        acc43 = fma(a272, b281, acc43);
+        acc44 = fma(a272, b282, acc44);
+        acc45 = fma(a272, b283, acc45);
+        acc46 = fma(a272, b284, acc46);
+        acc47 = fma(a272, b285, acc47);
+        acc48 = fma(a273, b278, acc48);
+        acc49 = fma(a273, b279, acc49);
+        acc50 = fma(a273, b280, acc50);
+        acc51 = fma(a273, b281, acc51);
+        acc52 = fma(a273, b282, acc52);
+        acc53 = fma(a273, b283, acc53);
+        acc54 = fma(a273, b284, acc54);
+        acc55 = fma(a273, b285, acc55);
+        acc56 = fma(a274, b278, acc56);
+        acc57 = fma(a274, b279, acc57);
+        acc58 = fma(a274, b280, acc58);
+        acc59 = fma(a274, b281, acc59);
+        acc60 = fma(a274, b282, acc60);
+        acc61 = fma(a274, b283, acc61);
+        acc62 = fma(a274, b284, acc62);
+        acc63 = fma(a274, b285, acc63);
+        acc64 = fma(a275, b278, acc64);
+        acc65 = fma(a275, b279, acc65);
+        acc66 = fma(a275, b280, acc66);
+        acc67 = fma(a275, b281, acc67);
+        acc68 = fma(a275, b282, acc68);
+        acc69 = fma(a275, b283, acc69);
+        acc70 = fma(a275, b284, acc70);
+        acc71 = fma(a275, b285, acc71);
+        acc72 = fma(a276, b278, acc72);
+        acc73 = fma(a276, b279, acc73);
+        acc74 = fma(a276, b280, acc74);
+        acc75 = fma(a276, b281, acc75);
+        acc76 = fma(a276, b282, acc76);
+        acc77 = fma(a276, b283, acc77);
+        acc78 = fma(a276, b284, acc78);
+        acc79 = fma(a276, b285, acc79);
+        acc80 = fma(a277, b278, acc80);
+        acc81 = fma(a277, b279, acc81);
+        acc82 = fma(a277, b280, acc82);
+        acc83 = fma(a277, b281, acc83);
+        acc84 = fma(a277, b282, acc84);
+        acc85 = fma(a277, b283, acc85);
+        acc86 = fma(a277, b284, acc86);
+        acc87 = fma(a277, b285, acc87);
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint kk58 = 0u; kk58 < 16u; kk58 += 1u) {
-            const float a59 = a_tile[lid.y * 16u + kk58];
-            const float a60 = a_tile[(lid.y + 16u) * 16u + kk58];
-            const float a61 = a_tile[(lid.y + 32u) * 16u + kk58];
-            const float a62 = a_tile[(lid.y + 48u) * 16u + kk58];
-            const float b63 = b_tile[kk58 * 64u + lid.x];
-            const float b64 = b_tile[kk58 * 64u + (lid.x + 16u)];
-            const float b65 = b_tile[kk58 * 64u + (lid.x + 32u)];
-            const float b66 = b_tile[kk58 * 64u + (lid.x + 48u)];
-            acc15 = fma(a59, b63, acc15);
-            acc16 = fma(a59, b64, acc16);
-            acc17 = fma(a59, b65, acc17);
-            acc18 = fma(a59, b66, acc18);
-            acc19 = fma(a60, b63, acc19);
-            acc20 = fma(a60, b64, acc20);
-            acc21 = fma(a60, b65, acc21);
-            acc22 = fma(a60, b66, acc22);
-            acc23 = fma(a61, b63, acc23);
-            acc24 = fma(a61, b64, acc24);
-            acc25 = fma(a61, b65, acc25);
-            acc26 = fma(a61, b66, acc26);
-            acc27 = fma(a62, b63, acc27);
-            acc28 = fma(a62, b64, acc28);
-            acc29 = fma(a62, b65, acc29);
-            acc30 = fma(a62, b66, acc30);
-        }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    if ((row7 < u.T) && (col11 < u.T)) {
-        const uint i67 = (b4 * u.T + row7) * u.T + col11;
-        const float v68 = acc15 * 0.125f;
-        scratch0[i67] = v68;
+    if ((row8 < u.T) && (col16 < u.T)) {
+        const uint i286 = (b4 * u.T + row8) * u.T + col16;
+        const float v287 = acc24 * 0.125f;
+        scratch0[i286] = v287;
     }
-    if ((row7 < u.T) && (col12 < u.T)) {
-        const uint i69 = (b4 * u.T + row7) * u.T + col12;
-        const float v70 = acc16 * 0.125f;
-        scratch0[i69] = v70;
+    if ((row8 < u.T) && (col17 < u.T)) {
+        const uint i288 = (b4 * u.T + row8) * u.T + col17;
+        const float v289 = acc25 * 0.125f;
+        scratch0[i288] = v289;
     }
-    if ((row7 < u.T) && (col13 < u.T)) {
-        const uint i71 = (b4 * u.T + row7) * u.T + col13;
-        const float v72 = acc17 * 0.125f;
-        scratch0[i71] = v72;
+    if ((row8 < u.T) && (col18 < u.T)) {
+        const uint i290 = (b4 * u.T + row8) * u.T + col18;
+        const float v291 = acc26 * 0.125f;
+        scratch0[i290] = v291;
     }
-    if ((row7 < u.T) && (col14 < u.T)) {
-        const uint i73 = (b4 * u.T + row7) * u.T + col14;
-        const float v74 = acc18 * 0.125f;
-        scratch0[i73] = v74;
+    if ((row8 < u.T) && (col19 < u.T)) {
+        const uint i292 = (b4 * u.T + row8) * u.T + col19;
+        const float v293 = acc27 * 0.125f;
+        scratch0[i292] = v293;
     }
-    if ((row8 < u.T) && (col11 < u.T)) {
-        const uint i75 = (b4 * u.T + row8) * u.T + col11;
-        const float v76 = acc19 * 0.125f;
-        scratch0[i75] = v76;
+    if ((row8 < u.T) && (col20 < u.T)) {
+        const uint i294 = (b4 * u.T + row8) * u.T + col20;
+        const float v295 = acc28 * 0.125f;
+        scratch0[i294] = v295;
     }
-    if ((row8 < u.T) && (col12 < u.T)) {
-        const uint i77 = (b4 * u.T + row8) * u.T + col12;
-        const float v78 = acc20 * 0.125f;
-        scratch0[i77] = v78;
+    if ((row8 < u.T) && (col21 < u.T)) {
+        const uint i296 = (b4 * u.T + row8) * u.T + col21;
+        const float v297 = acc29 * 0.125f;
+        scratch0[i296] = v297;
     }
-    if ((row8 < u.T) && (col13 < u.T)) {
-        const uint i79 = (b4 * u.T + row8) * u.T + col13;
-        const float v80 = acc21 * 0.125f;
-        scratch0[i79] = v80;
+    if ((row8 < u.T) && (col22 < u.T)) {
+        const uint i298 = (b4 * u.T + row8) * u.T + col22;
+        const float v299 = acc30 * 0.125f;
+        scratch0[i298] = v299;
     }
-    if ((row8 < u.T) && (col14 < u.T)) {
-        const uint i81 = (b4 * u.T + row8) * u.T + col14;
-        const float v82 = acc22 * 0.125f;
-        scratch0[i81] = v82;
+    if ((row8 < u.T) && (col23 < u.T)) {
+        const uint i300 = (b4 * u.T + row8) * u.T + col23;
+        const float v301 = acc31 * 0.125f;
+        scratch0[i300] = v301;
     }
-    if ((row9 < u.T) && (col11 < u.T)) {
-        const uint i83 = (b4 * u.T + row9) * u.T + col11;
-        const float v84 = acc23 * 0.125f;
-        scratch0[i83] = v84;
+    if ((row9 < u.T) && (col16 < u.T)) {
+        const uint i302 = (b4 * u.T + row9) * u.T + col16;
+        const float v303 = acc32 * 0.125f;
+        scratch0[i302] = v303;
     }
-    if ((row9 < u.T) && (col12 < u.T)) {
-        const uint i85 = (b4 * u.T + row9) * u.T + col12;
-        const float v86 = acc24 * 0.125f;
-        scratch0[i85] = v86;
+    if ((row9 < u.T) && (col17 < u.T)) {
+        const uint i304 = (b4 * u.T + row9) * u.T + col17;
+        const float v305 = acc33 * 0.125f;
+        scratch0[i304] = v305;
     }
-    if ((row9 < u.T) && (col13 < u.T)) {
-        const uint i87 = (b4 * u.T + row9) * u.T + col13;
-        const float v88 = acc25 * 0.125f;
-        scratch0[i87] = v88;
+    if ((row9 < u.T) && (col18 < u.T)) {
+        const uint i306 = (b4 * u.T + row9) * u.T + col18;
+        const float v307 = acc34 * 0.125f;
+        scratch0[i306] = v307;
     }
-    if ((row9 < u.T) && (col14 < u.T)) {
-        const uint i89 = (b4 * u.T + row9) * u.T + col14;
-        const float v90 = acc26 * 0.125f;
-        scratch0[i89] = v90;
+    if ((row9 < u.T) && (col19 < u.T)) {
+        const uint i308 = (b4 * u.T + row9) * u.T + col19;
+        const float v309 = acc35 * 0.125f;
+        scratch0[i308] = v309;
     }
-    if ((row10 < u.T) && (col11 < u.T)) {
-        const uint i91 = (b4 * u.T + row10) * u.T + col11;
-        const float v92 = acc27 * 0.125f;
-        scratch0[i91] = v92;
+    if ((row9 < u.T) && (col20 < u.T)) {
+        const uint i310 = (b4 * u.T + row9) * u.T + col20;
+        const float v311 = acc36 * 0.125f;
+        scratch0[i310] = v311;
     }
-    if ((row10 < u.T) && (col12 < u.T)) {
-        const uint i93 = (b4 * u.T + row10) * u.T + col12;
-        const float v94 = acc28 * 0.125f;
-        scratch0[i93] = v94;
+    if ((row9 < u.T) && (col21 < u.T)) {
+        const uint i312 = (b4 * u.T + row9) * u.T + col21;
+        const float v313 = acc37 * 0.125f;
+        scratch0[i312] = v313;
     }
-    if ((row10 < u.T) && (col13 < u.T)) {
-        const uint i95 = (b4 * u.T + row10) * u.T + col13;
-        const float v96 = acc29 * 0.125f;
-        scratch0[i95] = v96;
+    if ((row9 < u.T) && (col22 < u.T)) {
+        const uint i314 = (b4 * u.T + row9) * u.T + col22;
+        const float v315 = acc38 * 0.125f;
+        scratch0[i314] = v315;
     }
-    if ((row10 < u.T) && (col14 < u.T)) {
-        const uint i97 = (b4 * u.T + row10) * u.T + col14;
-        const float v98 = acc30 * 0.125f;
-        scratch0[i97] = v98;
+    if ((row9 < u.T) && (col23 < u.T)) {
+        const uint i316 = (b4 * u.T + row9) * u.T + col23;
+        const float v317 = acc39 * 0.125f;
+        scratch0[i316] = v317;
+    }
+    if ((row10 < u.T) && (col16 < u.T)) {
+        const uint i318 = (b4 * u.T + row10) * u.T + col16;
+        const float v319 = acc40 * 0.125f;
+        scratch0[i318] = v319;
+    }
+    if ((row10 < u.T) && (col17 < u.T)) {
+        const uint i320 = (b4 * u.T + row10) * u.T + col17;
+        const float v321 = acc41 * 0.125f;
+        scratch0[i320] = v321;
+    }
+    if ((row10 < u.T) && (col18 < u.T)) {
+        const uint i322 = (b4 * u.T + row10) * u.T + col18;
+        const float v323 = acc42 * 0.125f;
+        scratch0[i322] = v323;
+    }
+    if ((row10 < u.T) && (col19 < u.T)) {
+        const uint i324 = (b4 * u.T + row10) * u.T + col19;
+        const float v325 = acc43 * 0.125f;
+        scratch0[i324] = v325;
+    }
+    if ((row10 < u.T) && (col20 < u.T)) {
+        const uint i326 = (b4 * u.T + row10) * u.T + col20;
+        const float v327 = acc44 * 0.125f;
+        scratch0[i326] = v327;
+    }
+    if ((row10 < u.T) && (col21 < u.T)) {
+        const uint i328 = (b4 * u.T + row10) * u.T + col21;
+        const float v329 = acc45 * 0.125f;
+        scratch0[i328] = v329;
+    }
+    if ((row10 < u.T) && (col22 < u.T)) {
+        const uint i330 = (b4 * u.T + row10) * u.T + col22;
+        const float v331 = acc46 * 0.125f;
+        scratch0[i330] = v331;
+    }
+    if ((row10 < u.T) && (col23 < u.T)) {
+        const uint i332 = (b4 * u.T + row10) * u.T + col23;
+        const float v333 = acc47 * 0.125f;
+        scratch0[i332] = v333;
+    }
+    if ((row11 < u.T) && (col16 < u.T)) {
+        const uint i334 = (b4 * u.T + row11) * u.T + col16;
+        const float v335 = acc48 * 0.125f;
+        scratch0[i334] = v335;
+    }
+    if ((row11 < u.T) && (col17 < u.T)) {
+        const uint i336 = (b4 * u.T + row11) * u.T + col17;
+        const float v337 = acc49 * 0.125f;
+        scratch0[i336] = v337;
+    }
+    if ((row11 < u.T) && (col18 < u.T)) {
+        const uint i338 = (b4 * u.T + row11) * u.T + col18;
+        const float v339 = acc50 * 0.125f;
+        scratch0[i338] = v339;
+    }
+    if ((row11 < u.T) && (col19 < u.T)) {
+        const uint i340 = (b4 * u.T + row11) * u.T + col19;
+        const float v341 = acc51 * 0.125f;
+        scratch0[i340] = v341;
+    }
+    if ((row11 < u.T) && (col20 < u.T)) {
+        const uint i342 = (b4 * u.T + row11) * u.T + col20;
+        const float v343 = acc52 * 0.125f;
+        scratch0[i342] = v343;
+    }
+    if ((row11 < u.T) && (col21 < u.T)) {
+        const uint i344 = (b4 * u.T + row11) * u.T + col21;
+        const float v345 = acc53 * 0.125f;
+        scratch0[i344] = v345;
+    }
+    if ((row11 < u.T) && (col22 < u.T)) {
+        const uint i346 = (b4 * u.T + row11) * u.T + col22;
+        const float v347 = acc54 * 0.125f;
+        scratch0[i346] = v347;
+    }
+    if ((row11 < u.T) && (col23 < u.T)) {
+        const uint i348 = (b4 * u.T + row11) * u.T + col23;
+        const float v349 = acc55 * 0.125f;
+        scratch0[i348] = v349;
+    }
+    if ((row12 < u.T) && (col16 < u.T)) {
+        const uint i350 = (b4 * u.T + row12) * u.T + col16;
+        const float v351 = acc56 * 0.125f;
+        scratch0[i350] = v351;
+    }
+    if ((row12 < u.T) && (col17 < u.T)) {
+        const uint i352 = (b4 * u.T + row12) * u.T + col17;
+        const float v353 = acc57 * 0.125f;
+        scratch0[i352] = v353;
+    }
+    if ((row12 < u.T) && (col18 < u.T)) {
+        const uint i354 = (b4 * u.T + row12) * u.T + col18;
+        const float v355 = acc58 * 0.125f;
+        scratch0[i354] = v355;
+    }
+    if ((row12 < u.T) && (col19 < u.T)) {
+        const uint i356 = (b4 * u.T + row12) * u.T + col19;
+        const float v357 = acc59 * 0.125f;
+        scratch0[i356] = v357;
+    }
+    if ((row12 < u.T) && (col20 < u.T)) {
+        const uint i358 = (b4 * u.T + row12) * u.T + col20;
+        const float v359 = acc60 * 0.125f;
+        scratch0[i358] = v359;
+    }
+    if ((row12 < u.T) && (col21 < u.T)) {
+        const uint i360 = (b4 * u.T + row12) * u.T + col21;
+        const float v361 = acc61 * 0.125f;
+        scratch0[i360] = v361;
+    }
+    if ((row12 < u.T) && (col22 < u.T)) {
+        const uint i362 = (b4 * u.T + row12) * u.T + col22;
+        const float v363 = acc62 * 0.125f;
+        scratch0[i362] = v363;
+    }
+    if ((row12 < u.T) && (col23 < u.T)) {
+        const uint i364 = (b4 * u.T + row12) * u.T + col23;
+        const float v365 = acc63 * 0.125f;
+        scratch0[i364] = v365;
+    }
+    if ((row13 < u.T) && (col16 < u.T)) {
+        const uint i366 = (b4 * u.T + row13) * u.T + col16;
+        const float v367 = acc64 * 0.125f;
+        scratch0[i366] = v367;
+    }
+    if ((row13 < u.T) && (col17 < u.T)) {
+        const uint i368 = (b4 * u.T + row13) * u.T + col17;
+        const float v369 = acc65 * 0.125f;
+        scratch0[i368] = v369;
+    }
+    if ((row13 < u.T) && (col18 < u.T)) {
+        const uint i370 = (b4 * u.T + row13) * u.T + col18;
+        const float v371 = acc66 * 0.125f;
+        scratch0[i370] = v371;
+    }
+    if ((row13 < u.T) && (col19 < u.T)) {
+        const uint i372 = (b4 * u.T + row13) * u.T + col19;
+        const float v373 = acc67 * 0.125f;
+        scratch0[i372] = v373;
+    }
+    if ((row13 < u.T) && (col20 < u.T)) {
+        const uint i374 = (b4 * u.T + row13) * u.T + col20;
+        const float v375 = acc68 * 0.125f;
+        scratch0[i374] = v375;
+    }
+    if ((row13 < u.T) && (col21 < u.T)) {
+        const uint i376 = (b4 * u.T + row13) * u.T + col21;
+        const float v377 = acc69 * 0.125f;
+        scratch0[i376] = v377;
+    }
+    if ((row13 < u.T) && (col22 < u.T)) {
+        const uint i378 = (b4 * u.T + row13) * u.T + col22;
+        const float v379 = acc70 * 0.125f;
+        scratch0[i378] = v379;
+    }
+    if ((row13 < u.T) && (col23 < u.T)) {
+        const uint i380 = (b4 * u.T + row13) * u.T + col23;
+        const float v381 = acc71 * 0.125f;
+        scratch0[i380] = v381;
+    }
+    if ((row14 < u.T) && (col16 < u.T)) {
+        const uint i382 = (b4 * u.T + row14) * u.T + col16;
+        const float v383 = acc72 * 0.125f;
+        scratch0[i382] = v383;
+    }
+    if ((row14 < u.T) && (col17 < u.T)) {
+        const uint i384 = (b4 * u.T + row14) * u.T + col17;
+        const float v385 = acc73 * 0.125f;
+        scratch0[i384] = v385;
+    }
+    if ((row14 < u.T) && (col18 < u.T)) {
+        const uint i386 = (b4 * u.T + row14) * u.T + col18;
+        const float v387 = acc74 * 0.125f;
+        scratch0[i386] = v387;
+    }
+    if ((row14 < u.T) && (col19 < u.T)) {
+        const uint i388 = (b4 * u.T + row14) * u.T + col19;
+        const float v389 = acc75 * 0.125f;
+        scratch0[i388] = v389;
+    }
+    if ((row14 < u.T) && (col20 < u.T)) {
+        const uint i390 = (b4 * u.T + row14) * u.T + col20;
+        const float v391 = acc76 * 0.125f;
+        scratch0[i390] = v391;
+    }
+    if ((row14 < u.T) && (col21 < u.T)) {
+        const uint i392 = (b4 * u.T + row14) * u.T + col21;
+        const float v393 = acc77 * 0.125f;
+        scratch0[i392] = v393;
+    }
+    if ((row14 < u.T) && (col22 < u.T)) {
+        const uint i394 = (b4 * u.T + row14) * u.T + col22;
+        const float v395 = acc78 * 0.125f;
+        scratch0[i394] = v395;
+    }
+    if ((row14 < u.T) && (col23 < u.T)) {
+        const uint i396 = (b4 * u.T + row14) * u.T + col23;
+        const float v397 = acc79 * 0.125f;
+        scratch0[i396] = v397;
+    }
+    if ((row15 < u.T) && (col16 < u.T)) {
+        const uint i398 = (b4 * u.T + row15) * u.T + col16;
+        const float v399 = acc80 * 0.125f;
+        scratch0[i398] = v399;
+    }
+    if ((row15 < u.T) && (col17 < u.T)) {
+        const uint i400 = (b4 * u.T + row15) * u.T + col17;
+        const float v401 = acc81 * 0.125f;
+        scratch0[i400] = v401;
+    }
+    if ((row15 < u.T) && (col18 < u.T)) {
+        const uint i402 = (b4 * u.T + row15) * u.T + col18;
+        const float v403 = acc82 * 0.125f;
+        scratch0[i402] = v403;
+    }
+    if ((row15 < u.T) && (col19 < u.T)) {
+        const uint i404 = (b4 * u.T + row15) * u.T + col19;
+        const float v405 = acc83 * 0.125f;
+        scratch0[i404] = v405;
+    }
+    if ((row15 < u.T) && (col20 < u.T)) {
+        const uint i406 = (b4 * u.T + row15) * u.T + col20;
+        const float v407 = acc84 * 0.125f;
+        scratch0[i406] = v407;
+    }
+    if ((row15 < u.T) && (col21 < u.T)) {
+        const uint i408 = (b4 * u.T + row15) * u.T + col21;
+        const float v409 = acc85 * 0.125f;
+        scratch0[i408] = v409;
+    }
+    if ((row15 < u.T) && (col22 < u.T)) {
+        const uint i410 = (b4 * u.T + row15) * u.T + col22;
+        const float v411 = acc86 * 0.125f;
+        scratch0[i410] = v411;
+    }
+    if ((row15 < u.T) && (col23 < u.T)) {
+        const uint i412 = (b4 * u.T + row15) * u.T + col23;
+        const float v413 = acc87 * 0.125f;
+        scratch0[i412] = v413;
     }
 }

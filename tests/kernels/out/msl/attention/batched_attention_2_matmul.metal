@@ -17,35 +17,35 @@ kernel void batched_attention_2_matmul(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float a_tile[1024];
-    threadgroup float b_tile[1024];
+    threadgroup float a_tile[2048];
+    threadgroup float b_tile[2048];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= u.B * ((u.T + 64u - 1u) >> 6u) * ((u.D + 64u - 1u) >> 6u)) {
+    if (g0 >= u.B * ((u.T + 128u - 1u) >> 7u) * ((u.D + 128u - 1u) >> 7u)) {
         return;
     }
-    const uint tile1 = g0 % ((u.D + 64u - 1u) >> 6u);
-    const uint tile2 = g0 / ((u.D + 64u - 1u) >> 6u);
-    const uint tile3 = tile2 % ((u.T + 64u - 1u) >> 6u);
-    const uint b4 = tile2 / ((u.T + 64u - 1u) >> 6u);
-    const uint row5 = tile3 * 64u;
-    const uint col6 = tile1 * 64u;
-    const uint row7 = row5 + lid.y;
-    const uint row8 = row5 + (lid.y + 16u);
-    const uint row9 = row5 + (lid.y + 32u);
-    const uint row10 = row5 + (lid.y + 48u);
-    const uint col11 = col6 + lid.x;
-    const uint col12 = col6 + (lid.x + 16u);
-    const uint col13 = col6 + (lid.x + 32u);
-    const uint col14 = col6 + (lid.x + 48u);
-    float acc15 = 0.0f;
-    float acc16 = 0.0f;
-    float acc17 = 0.0f;
-    float acc18 = 0.0f;
-    float acc19 = 0.0f;
-    float acc20 = 0.0f;
-    float acc21 = 0.0f;
-    float acc22 = 0.0f;
-    float acc23 = 0.0f;
+    const uint tile1 = g0 % ((u.D + 128u - 1u) >> 7u);
+    const uint tile2 = g0 / ((u.D + 128u - 1u) >> 7u);
+    const uint tile3 = tile2 % ((u.T + 128u - 1u) >> 7u);
+    const uint b4 = tile2 / ((u.T + 128u - 1u) >> 7u);
+    const uint t5 = lid.y * 16u + lid.x;
+    const uint row6 = tile3 * 128u;
+    const uint col7 = tile1 * 128u;
+    const uint row8 = row6 + lid.y * 4u;
+    const uint row9 = row6 + (lid.y * 4u + 1u);
+    const uint row10 = row6 + (lid.y * 4u + 2u);
+    const uint row11 = row6 + (lid.y * 4u + 3u);
+    const uint row12 = row6 + (lid.y * 4u + 64u);
+    const uint row13 = row6 + (lid.y * 4u + 65u);
+    const uint row14 = row6 + (lid.y * 4u + 66u);
+    const uint row15 = row6 + (lid.y * 4u + 67u);
+    const uint col16 = col7 + lid.x * 4u;
+    const uint col17 = col7 + (lid.x * 4u + 1u);
+    const uint col18 = col7 + (lid.x * 4u + 2u);
+    const uint col19 = col7 + (lid.x * 4u + 3u);
+    const uint col20 = col7 + (lid.x * 4u + 64u);
+    const uint col21 = col7 + (lid.x * 4u + 65u);
+    const uint col22 = col7 + (lid.x * 4u + 66u);
+    const uint col23 = col7 + (lid.x * 4u + 67u);
     float acc24 = 0.0f;
     float acc25 = 0.0f;
     float acc26 = 0.0f;
@@ -53,156 +53,1088 @@ kernel void batched_attention_2_matmul(
     float acc28 = 0.0f;
     float acc29 = 0.0f;
     float acc30 = 0.0f;
-    for (uint k0_31 = 0u; k0_31 < u.T; k0_31 += 16u) {
-        const uint ka32 = k0_31 + lid.x;
-        const uint kb33 = k0_31 + lid.y;
-        float x34 = 0.0f;
-        if ((row7 < u.T) && (ka32 < u.T)) {
-            const uint i35 = (b4 * u.T + row7) * u.T + ka32;
-            const float v36 = scratch1[i35];
-            x34 = v36;
+    float acc31 = 0.0f;
+    float acc32 = 0.0f;
+    float acc33 = 0.0f;
+    float acc34 = 0.0f;
+    float acc35 = 0.0f;
+    float acc36 = 0.0f;
+    float acc37 = 0.0f;
+    float acc38 = 0.0f;
+    float acc39 = 0.0f;
+    float acc40 = 0.0f;
+    float acc41 = 0.0f;
+    float acc42 = 0.0f;
+    float acc43 = 0.0f;
+    float acc44 = 0.0f;
+    float acc45 = 0.0f;
+    float acc46 = 0.0f;
+    float acc47 = 0.0f;
+    float acc48 = 0.0f;
+    float acc49 = 0.0f;
+    float acc50 = 0.0f;
+    float acc51 = 0.0f;
+    float acc52 = 0.0f;
+    float acc53 = 0.0f;
+    float acc54 = 0.0f;
+    float acc55 = 0.0f;
+    float acc56 = 0.0f;
+    float acc57 = 0.0f;
+    float acc58 = 0.0f;
+    float acc59 = 0.0f;
+    float acc60 = 0.0f;
+    float acc61 = 0.0f;
+    float acc62 = 0.0f;
+    float acc63 = 0.0f;
+    float acc64 = 0.0f;
+    float acc65 = 0.0f;
+    float acc66 = 0.0f;
+    float acc67 = 0.0f;
+    float acc68 = 0.0f;
+    float acc69 = 0.0f;
+    float acc70 = 0.0f;
+    float acc71 = 0.0f;
+    float acc72 = 0.0f;
+    float acc73 = 0.0f;
+    float acc74 = 0.0f;
+    float acc75 = 0.0f;
+    float acc76 = 0.0f;
+    float acc77 = 0.0f;
+    float acc78 = 0.0f;
+    float acc79 = 0.0f;
+    float acc80 = 0.0f;
+    float acc81 = 0.0f;
+    float acc82 = 0.0f;
+    float acc83 = 0.0f;
+    float acc84 = 0.0f;
+    float acc85 = 0.0f;
+    float acc86 = 0.0f;
+    float acc87 = 0.0f;
+    const uint ak88 = t5 & 7u;
+    const uint am89 = t5 >> 3u;
+    const uint ar90 = row6 + am89;
+    const uint ar91 = row6 + (am89 + 32u);
+    const uint ar92 = row6 + (am89 + 64u);
+    const uint ar93 = row6 + (am89 + 96u);
+    const uint mo94 = b4 * (u.T * u.T);
+    const uint ab95 = mo94 + ar90 * u.T;
+    const uint ab96 = mo94 + ar91 * u.T;
+    const uint ab97 = mo94 + ar92 * u.T;
+    const uint ab98 = mo94 + ar93 * u.T;
+    const bool aok99 = ar90 < u.T;
+    const bool aok100 = ar91 < u.T;
+    const bool aok101 = ar92 < u.T;
+    const bool aok102 = ar93 < u.T;
+    const uint as103 = ak88 * 128u + am89;
+    const uint bk104 = t5 >> 7u;
+    const uint bn105 = col7 + (t5 & 127u);
+    const uint mo106 = b4 * (u.T * u.D);
+    const uint bb107 = mo106 + bn105;
+    const bool bok108 = bn105 < u.D;
+    const uint bs109 = 2u * u.D;
+    const uint bs110 = 4u * u.D;
+    const uint bs111 = 6u * u.D;
+    const bool kok112 = ak88 < u.T;
+    if (aok99 && kok112) {
+        a_tile[as103] = scratch1[ab95 + ak88];
+    } else {
+        a_tile[as103] = 0.0f;
+    }
+    if (aok100 && kok112) {
+        a_tile[as103 + 32u] = scratch1[ab96 + ak88];
+    } else {
+        a_tile[as103 + 32u] = 0.0f;
+    }
+    if (aok101 && kok112) {
+        a_tile[as103 + 64u] = scratch1[ab97 + ak88];
+    } else {
+        a_tile[as103 + 64u] = 0.0f;
+    }
+    if (aok102 && kok112) {
+        a_tile[as103 + 96u] = scratch1[ab98 + ak88];
+    } else {
+        a_tile[as103 + 96u] = 0.0f;
+    }
+    const uint bi117 = bk104 * u.D + bb107;
+    if ((bk104 < u.T) && bok108) {
+        b_tile[t5] = v[bi117];
+    } else {
+        b_tile[t5] = 0.0f;
+    }
+    const uint kb119 = bk104 + 2u;
+    if ((kb119 < u.T) && bok108) {
+        b_tile[t5 + 256u] = v[bi117 + bs109];
+    } else {
+        b_tile[t5 + 256u] = 0.0f;
+    }
+    const uint kb121 = bk104 + 4u;
+    if ((kb121 < u.T) && bok108) {
+        b_tile[t5 + 512u] = v[bi117 + bs110];
+    } else {
+        b_tile[t5 + 512u] = 0.0f;
+    }
+    const uint kb123 = bk104 + 6u;
+    if ((kb123 < u.T) && bok108) {
+        b_tile[t5 + 768u] = v[bi117 + bs111];
+    } else {
+        b_tile[t5 + 768u] = 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint ly125 = lid.y * 4u;
+    const uint lx126 = lid.x * 4u;
+    for (uint k0_127 = 0u; k0_127 < u.T; k0_127 += 8u) {
+        const uint cur128 = (k0_127 << 7u) & 1024u;
+        const uint nxt129 = cur128 ^ 1024u;
+        const uint kn130 = k0_127 + 8u;
+        if (kn130 < u.T) {
+            const uint ka131 = kn130 + ak88;
+            const bool kok132 = ka131 < u.T;
+            const uint sa133 = nxt129 + as103;
+            if (aok99 && kok132) {
+                a_tile[sa133] = scratch1[ab95 + ka131];
+            } else {
+                a_tile[sa133] = 0.0f;
+            }
+            if (aok100 && kok132) {
+                a_tile[sa133 + 32u] = scratch1[ab96 + ka131];
+            } else {
+                a_tile[sa133 + 32u] = 0.0f;
+            }
+            if (aok101 && kok132) {
+                a_tile[sa133 + 64u] = scratch1[ab97 + ka131];
+            } else {
+                a_tile[sa133 + 64u] = 0.0f;
+            }
+            if (aok102 && kok132) {
+                a_tile[sa133 + 96u] = scratch1[ab98 + ka131];
+            } else {
+                a_tile[sa133 + 96u] = 0.0f;
+            }
+            const uint kb138 = kn130 + bk104;
+            const uint sb139 = nxt129 + t5;
+            const uint bi140 = kb138 * u.D + bb107;
+            if ((kb138 < u.T) && bok108) {
+                b_tile[sb139] = v[bi140];
+            } else {
+                b_tile[sb139] = 0.0f;
+            }
+            const uint kb142 = kb138 + 2u;
+            if ((kb142 < u.T) && bok108) {
+                b_tile[sb139 + 256u] = v[bi140 + bs109];
+            } else {
+                b_tile[sb139 + 256u] = 0.0f;
+            }
+            const uint kb144 = kb138 + 4u;
+            if ((kb144 < u.T) && bok108) {
+                b_tile[sb139 + 512u] = v[bi140 + bs110];
+            } else {
+                b_tile[sb139 + 512u] = 0.0f;
+            }
+            const uint kb146 = kb138 + 6u;
+            if ((kb146 < u.T) && bok108) {
+                b_tile[sb139 + 768u] = v[bi140 + bs111];
+            } else {
+                b_tile[sb139 + 768u] = 0.0f;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x34;
-        float x37 = 0.0f;
-        if ((row8 < u.T) && (ka32 < u.T)) {
-            const uint i38 = (b4 * u.T + row8) * u.T + ka32;
-            const float v39 = scratch1[i38];
-            x37 = v39;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x37;
-        float x40 = 0.0f;
-        if ((row9 < u.T) && (ka32 < u.T)) {
-            const uint i41 = (b4 * u.T + row9) * u.T + ka32;
-            const float v42 = scratch1[i41];
-            x40 = v42;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x40;
-        float x43 = 0.0f;
-        if ((row10 < u.T) && (ka32 < u.T)) {
-            const uint i44 = (b4 * u.T + row10) * u.T + ka32;
-            const float v45 = scratch1[i44];
-            x43 = v45;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x43;
-        float x46 = 0.0f;
-        if ((kb33 < u.T) && (col11 < u.D)) {
-            const uint i47 = (b4 * u.T + kb33) * u.D + col11;
-            const float v48 = v[i47];
-            x46 = v48;
-        }
-        b_tile[lid.y * 64u + lid.x] = x46;
-        float x49 = 0.0f;
-        if ((kb33 < u.T) && (col12 < u.D)) {
-            const uint i50 = (b4 * u.T + kb33) * u.D + col12;
-            const float v51 = v[i50];
-            x49 = v51;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x49;
-        float x52 = 0.0f;
-        if ((kb33 < u.T) && (col13 < u.D)) {
-            const uint i53 = (b4 * u.T + kb33) * u.D + col13;
-            const float v54 = v[i53];
-            x52 = v54;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x52;
-        float x55 = 0.0f;
-        if ((kb33 < u.T) && (col14 < u.D)) {
-            const uint i56 = (b4 * u.T + kb33) * u.D + col14;
-            const float v57 = v[i56];
-            x55 = v57;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x55;
+        const uint ra148 = cur128 + ly125;
+        const uint rb149 = cur128 + lx126;
+        const float a150 = a_tile[ra148];
+        const float a151 = a_tile[ra148 + 1u];
+        const float a152 = a_tile[ra148 + 2u];
+        const float a153 = a_tile[ra148 + 3u];
+        const float a154 = a_tile[ra148 + 64u];
+        const float a155 = a_tile[ra148 + 64u + 1u];
+        const float a156 = a_tile[ra148 + 64u + 2u];
+        const float a157 = a_tile[ra148 + 64u + 3u];
+        const float b158 = b_tile[rb149];
+        const float b159 = b_tile[rb149 + 1u];
+        const float b160 = b_tile[rb149 + 2u];
+        const float b161 = b_tile[rb149 + 3u];
+        const float b162 = b_tile[rb149 + 64u];
+        const float b163 = b_tile[rb149 + 64u + 1u];
+        const float b164 = b_tile[rb149 + 64u + 2u];
+        const float b165 = b_tile[rb149 + 64u + 3u];
+        acc24 = fma(a150, b158, acc24);
+        acc25 = fma(a150, b159, acc25);
+        acc26 = fma(a150, b160, acc26);
+        acc27 = fma(a150, b161, acc27);
+        acc28 = fma(a150, b162, acc28);
+        acc29 = fma(a150, b163, acc29);
+        acc30 = fma(a150, b164, acc30);
+        acc31 = fma(a150, b165, acc31);
+        acc32 = fma(a151, b158, acc32);
+        acc33 = fma(a151, b159, acc33);
+        acc34 = fma(a151, b160, acc34);
+        acc35 = fma(a151, b161, acc35);
+        acc36 = fma(a151, b162, acc36);
+        acc37 = fma(a151, b163, acc37);
+        acc38 = fma(a151, b164, acc38);
+        acc39 = fma(a151, b165, acc39);
+        acc40 = fma(a152, b158, acc40);
+        acc41 = fma(a152, b159, acc41);
+        acc42 = fma(a152, b160, acc42);
+        acc43 = fma(a152, b161, acc43);
+        acc44 = fma(a152, b162, acc44);
+        acc45 = fma(a152, b163, acc45);
+        acc46 = fma(a152, b164, acc46);
+        acc47 = fma(a152, b165, acc47);
+        acc48 = fma(a153, b158, acc48);
+        acc49 = fma(a153, b159, acc49);
+        acc50 = fma(a153, b160, acc50);
+        acc51 = fma(a153, b161, acc51);
+        acc52 = fma(a153, b162, acc52);
+        acc53 = fma(a153, b163, acc53);
+        acc54 = fma(a153, b164, acc54);
+        acc55 = fma(a153, b165, acc55);
+        acc56 = fma(a154, b158, acc56);
+        acc57 = fma(a154, b159, acc57);
+        acc58 = fma(a154, b160, acc58);
+        acc59 = fma(a154, b161, acc59);
+        acc60 = fma(a154, b162, acc60);
+        acc61 = fma(a154, b163, acc61);
+        acc62 = fma(a154, b164, acc62);
+        acc63 = fma(a154, b165, acc63);
+        acc64 = fma(a155, b158, acc64);
+        acc65 = fma(a155, b159, acc65);
+        acc66 = fma(a155, b160, acc66);
+        acc67 = fma(a155, b161, acc67);
+        acc68 = fma(a155, b162, acc68);
+        acc69 = fma(a155, b163, acc69);
+        acc70 = fma(a155, b164, acc70);
+        acc71 = fma(a155, b165, acc71);
+        acc72 = fma(a156, b158, acc72);
+        acc73 = fma(a156, b159, acc73);
+        acc74 = fma(a156, b160, acc74);
+        acc75 = fma(a156, b161, acc75);
+        acc76 = fma(a156, b162, acc76);
+        acc77 = fma(a156, b163, acc77);
+        acc78 = fma(a156, b164, acc78);
+        acc79 = fma(a156, b165, acc79);
+        acc80 = fma(a157, b158, acc80);
+        acc81 = fma(a157, b159, acc81);
+        acc82 = fma(a157, b160, acc82);
+        acc83 = fma(a157, b161, acc83);
+        acc84 = fma(a157, b162, acc84);
+        acc85 = fma(a157, b163, acc85);
+        acc86 = fma(a157, b164, acc86);
+        acc87 = fma(a157, b165, acc87);
+        const float a166 = a_tile[ra148 + 128u];
+        const float a167 = a_tile[ra148 + 128u + 1u];
+        const float a168 = a_tile[ra148 + 128u + 2u];
+        const float a169 = a_tile[ra148 + 128u + 3u];
+        const float a170 = a_tile[ra148 + 192u];
+        const float a171 = a_tile[ra148 + 192u + 1u];
+        const float a172 = a_tile[ra148 + 192u + 2u];
+        const float a173 = a_tile[ra148 + 192u + 3u];
+        const float b174 = b_tile[rb149 + 128u];
+        const float b175 = b_tile[rb149 + 128u + 1u];
+        const float b176 = b_tile[rb149 + 128u + 2u];
+        const float b177 = b_tile[rb149 + 128u + 3u];
+        const float b178 = b_tile[rb149 + 192u];
+        const float b179 = b_tile[rb149 + 192u + 1u];
+        const float b180 = b_tile[rb149 + 192u + 2u];
+        const float b181 = b_tile[rb149 + 192u + 3u];
+        acc24 = fma(a166, b174, acc24);
+        acc25 = fma(a166, b175, acc25);
+        acc26 = fma(a166, b176, acc26);
+        acc27 = fma(a166, b177, acc27);
+        acc28 = fma(a166, b178, acc28);
+        acc29 = fma(a166, b179, acc29);
+        acc30 = fma(a166, b180, acc30);
+        acc31 = fma(a166, b181, acc31);
+        acc32 = fma(a167, b174, acc32);
+        acc33 = fma(a167, b175, acc33);
+        acc34 = fma(a167, b176, acc34);
+        acc35 = fma(a167, b177, acc35);
+        acc36 = fma(a167, b178, acc36);
+        acc37 = fma(a167, b179, acc37);
+        acc38 = fma(a167, b180, acc38);
+        acc39 = fma(a167, b181, acc39);
+        acc40 = fma(a168, b174, acc40);
+        acc41 = fma(a168, b175, acc41);
+        acc42 = fma(a168, b176, acc42);
+        acc43 = fma(a168, b177, acc43);
+        acc44 = fma(a168, b178, acc44);
+        acc45 = fma(a168, b179, acc45);
+        acc46 = fma(a168, b180, acc46);
+        acc47 = fma(a168, b181, acc47);
+        acc48 = fma(a169, b174, acc48);
+        acc49 = fma(a169, b175, acc49);
+        acc50 = fma(a169, b176, acc50);
+        acc51 = fma(a169, b177, acc51);
+        acc52 = fma(a169, b178, acc52);
+        acc53 = fma(a169, b179, acc53);
+        acc54 = fma(a169, b180, acc54);
+        acc55 = fma(a169, b181, acc55);
+        acc56 = fma(a170, b174, acc56);
+        acc57 = fma(a170, b175, acc57);
+        acc58 = fma(a170, b176, acc58);
+        acc59 = fma(a170, b177, acc59);
+        acc60 = fma(a170, b178, acc60);
+        acc61 = fma(a170, b179, acc61);
+        acc62 = fma(a170, b180, acc62);
+        acc63 = fma(a170, b181, acc63);
+        acc64 = fma(a171, b174, acc64);
+        acc65 = fma(a171, b175, acc65);
+        acc66 = fma(a171, b176, acc66);
+        acc67 = fma(a171, b177, acc67);
+        acc68 = fma(a171, b178, acc68);
+        acc69 = fma(a171, b179, acc69);
+        acc70 = fma(a171, b180, acc70);
+        acc71 = fma(a171, b181, acc71);
+        acc72 = fma(a172, b174, acc72);
+        acc73 = fma(a172, b175, acc73);
+        acc74 = fma(a172, b176, acc74);
+        acc75 = fma(a172, b177, acc75);
+        acc76 = fma(a172, b178, acc76);
+        acc77 = fma(a172, b179, acc77);
+        acc78 = fma(a172, b180, acc78);
+        acc79 = fma(a172, b181, acc79);
+        acc80 = fma(a173, b174, acc80);
+        acc81 = fma(a173, b175, acc81);
+        acc82 = fma(a173, b176, acc82);
+        acc83 = fma(a173, b177, acc83);
+        acc84 = fma(a173, b178, acc84);
+        acc85 = fma(a173, b179, acc85);
+        acc86 = fma(a173, b180, acc86);
+        acc87 = fma(a173, b181, acc87);
+        const float a182 = a_tile[ra148 + 256u];
+        const float a183 = a_tile[ra148 + 256u + 1u];
+        const float a184 = a_tile[ra148 + 256u + 2u];
+        const float a185 = a_tile[ra148 + 256u + 3u];
+        const float a186 = a_tile[ra148 + 320u];
+        const float a187 = a_tile[ra148 + 320u + 1u];
+        const float a188 = a_tile[ra148 + 320u + 2u];
+        const float a189 = a_tile[ra148 + 320u + 3u];
+        const float b190 = b_tile[rb149 + 256u];
+        const float b191 = b_tile[rb149 + 256u + 1u];
+        const float b192 = b_tile[rb149 + 256u + 2u];
+        const float b193 = b_tile[rb149 + 256u + 3u];
+        const float b194 = b_tile[rb149 + 320u];
+        const float b195 = b_tile[rb149 + 320u + 1u];
+        const float b196 = b_tile[rb149 + 320u + 2u];
+        const float b197 = b_tile[rb149 + 320u + 3u];
+        acc24 = fma(a182, b190, acc24);
+        acc25 = fma(a182, b191, acc25);
+        acc26 = fma(a182, b192, acc26);
+        acc27 = fma(a182, b193, acc27);
+        acc28 = fma(a182, b194, acc28);
+        acc29 = fma(a182, b195, acc29);
+        acc30 = fma(a182, b196, acc30);
+        acc31 = fma(a182, b197, acc31);
+        acc32 = fma(a183, b190, acc32);
+        acc33 = fma(a183, b191, acc33);
+        acc34 = fma(a183, b192, acc34);
+        acc35 = fma(a183, b193, acc35);
+        acc36 = fma(a183, b194, acc36);
+        acc37 = fma(a183, b195, acc37);
+        acc38 = fma(a183, b196, acc38);
+        acc39 = fma(a183, b197, acc39);
+        acc40 = fma(a184, b190, acc40);
+        acc41 = fma(a184, b191, acc41);
+        acc42 = fma(a184, b192, acc42);
+        acc43 = fma(a184, b193, acc43);
+        acc44 = fma(a184, b194, acc44);
+        acc45 = fma(a184, b195, acc45);
+        acc46 = fma(a184, b196, acc46);
+        acc47 = fma(a184, b197, acc47);
+        acc48 = fma(a185, b190, acc48);
+        acc49 = fma(a185, b191, acc49);
+        acc50 = fma(a185, b192, acc50);
+        acc51 = fma(a185, b193, acc51);
+        acc52 = fma(a185, b194, acc52);
+        acc53 = fma(a185, b195, acc53);
+        acc54 = fma(a185, b196, acc54);
+        acc55 = fma(a185, b197, acc55);
+        acc56 = fma(a186, b190, acc56);
+        acc57 = fma(a186, b191, acc57);
+        acc58 = fma(a186, b192, acc58);
+        acc59 = fma(a186, b193, acc59);
+        acc60 = fma(a186, b194, acc60);
+        acc61 = fma(a186, b195, acc61);
+        acc62 = fma(a186, b196, acc62);
+        acc63 = fma(a186, b197, acc63);
+        acc64 = fma(a187, b190, acc64);
+        acc65 = fma(a187, b191, acc65);
+        acc66 = fma(a187, b192, acc66);
+        acc67 = fma(a187, b193, acc67);
+        acc68 = fma(a187, b194, acc68);
+        acc69 = fma(a187, b195, acc69);
+        acc70 = fma(a187, b196, acc70);
+        acc71 = fma(a187, b197, acc71);
+        acc72 = fma(a188, b190, acc72);
+        acc73 = fma(a188, b191, acc73);
+        acc74 = fma(a188, b192, acc74);
+        acc75 = fma(a188, b193, acc75);
+        acc76 = fma(a188, b194, acc76);
+        acc77 = fma(a188, b195, acc77);
+        acc78 = fma(a188, b196, acc78);
+        acc79 = fma(a188, b197, acc79);
+        acc80 = fma(a189, b190, acc80);
+        acc81 = fma(a189, b191, acc81);
+        acc82 = fma(a189, b192, acc82);
+        acc83 = fma(a189, b193, acc83);
+        acc84 = fma(a189, b194, acc84);
+        acc85 = fma(a189, b195, acc85);
+        acc86 = fma(a189, b196, acc86);
+        acc87 = fma(a189, b197, acc87);
+        const float a198 = a_tile[ra148 + 384u];
+        const float a199 = a_tile[ra148 + 384u + 1u];
+        const float a200 = a_tile[ra148 + 384u + 2u];
+        const float a201 = a_tile[ra148 + 384u + 3u];
+        const float a202 = a_tile[ra148 + 448u];
+        const float a203 = a_tile[ra148 + 448u + 1u];
+        const float a204 = a_tile[ra148 + 448u + 2u];
+        const float a205 = a_tile[ra148 + 448u + 3u];
+        const float b206 = b_tile[rb149 + 384u];
+        const float b207 = b_tile[rb149 + 384u + 1u];
+        const float b208 = b_tile[rb149 + 384u + 2u];
+        const float b209 = b_tile[rb149 + 384u + 3u];
+        const float b210 = b_tile[rb149 + 448u];
+        const float b211 = b_tile[rb149 + 448u + 1u];
+        const float b212 = b_tile[rb149 + 448u + 2u];
+        const float b213 = b_tile[rb149 + 448u + 3u];
+        acc24 = fma(a198, b206, acc24);
+        acc25 = fma(a198, b207, acc25);
+        acc26 = fma(a198, b208, acc26);
+        acc27 = fma(a198, b209, acc27);
+        acc28 = fma(a198, b210, acc28);
+        acc29 = fma(a198, b211, acc29);
+        acc30 = fma(a198, b212, acc30);
+        acc31 = fma(a198, b213, acc31);
+        acc32 = fma(a199, b206, acc32);
+        acc33 = fma(a199, b207, acc33);
+        acc34 = fma(a199, b208, acc34);
+        acc35 = fma(a199, b209, acc35);
+        acc36 = fma(a199, b210, acc36);
+        acc37 = fma(a199, b211, acc37);
+        acc38 = fma(a199, b212, acc38);
+        acc39 = fma(a199, b213, acc39);
+        acc40 = fma(a200, b206, acc40);
+        acc41 = fma(a200, b207, acc41);
+        acc42 = fma(a200, b208, acc42);
+        acc43 = fma(a200, b209, acc43);
+        acc44 = fma(a200, b210, acc44);
+        acc45 = fma(a200, b211, acc45);
+        acc46 = fma(a200, b212, acc46);
+        acc47 = fma(a200, b213, acc47);
+        acc48 = fma(a201, b206, acc48);
+        acc49 = fma(a201, b207, acc49);
+        acc50 = fma(a201, b208, acc50);
+        acc51 = fma(a201, b209, acc51);
+        acc52 = fma(a201, b210, acc52);
+        acc53 = fma(a201, b211, acc53);
+        acc54 = fma(a201, b212, acc54);
+        acc55 = fma(a201, b213, acc55);
+        acc56 = fma(a202, b206, acc56);
+        acc57 = fma(a202, b207, acc57);
+        acc58 = fma(a202, b208, acc58);
+        acc59 = fma(a202, b209, acc59);
+        acc60 = fma(a202, b210, acc60);
+        acc61 = fma(a202, b211, acc61);
+        acc62 = fma(a202, b212, acc62);
+        acc63 = fma(a202, b213, acc63);
+        acc64 = fma(a203, b206, acc64);
+        acc65 = fma(a203, b207, acc65);
+        acc66 = fma(a203, b208, acc66);
+        acc67 = fma(a203, b209, acc67);
+        acc68 = fma(a203, b210, acc68);
+        acc69 = fma(a203, b211, acc69);
+        acc70 = fma(a203, b212, acc70);
+        acc71 = fma(a203, b213, acc71);
+        acc72 = fma(a204, b206, acc72);
+        acc73 = fma(a204, b207, acc73);
+        acc74 = fma(a204, b208, acc74);
+        acc75 = fma(a204, b209, acc75);
+        acc76 = fma(a204, b210, acc76);
+        acc77 = fma(a204, b211, acc77);
+        acc78 = fma(a204, b212, acc78);
+        acc79 = fma(a204, b213, acc79);
+        acc80 = fma(a205, b206, acc80);
+        acc81 = fma(a205, b207, acc81);
+        acc82 = fma(a205, b208, acc82);
+        acc83 = fma(a205, b209, acc83);
+        acc84 = fma(a205, b210, acc84);
+        acc85 = fma(a205, b211, acc85);
+        acc86 = fma(a205, b212, acc86);
+        acc87 = fma(a205, b213, acc87);
+        const float a214 = a_tile[ra148 + 512u];
+        const float a215 = a_tile[ra148 + 512u + 1u];
+        const float a216 = a_tile[ra148 + 512u + 2u];
+        const float a217 = a_tile[ra148 + 512u + 3u];
+        const float a218 = a_tile[ra148 + 576u];
+        const float a219 = a_tile[ra148 + 576u + 1u];
+        const float a220 = a_tile[ra148 + 576u + 2u];
+        const float a221 = a_tile[ra148 + 576u + 3u];
+        const float b222 = b_tile[rb149 + 512u];
+        const float b223 = b_tile[rb149 + 512u + 1u];
+        const float b224 = b_tile[rb149 + 512u + 2u];
+        const float b225 = b_tile[rb149 + 512u + 3u];
+        const float b226 = b_tile[rb149 + 576u];
+        const float b227 = b_tile[rb149 + 576u + 1u];
+        const float b228 = b_tile[rb149 + 576u + 2u];
+        const float b229 = b_tile[rb149 + 576u + 3u];
+        acc24 = fma(a214, b222, acc24);
+        acc25 = fma(a214, b223, acc25);
+        acc26 = fma(a214, b224, acc26);
+        acc27 = fma(a214, b225, acc27);
+        acc28 = fma(a214, b226, acc28);
+        acc29 = fma(a214, b227, acc29);
+        acc30 = fma(a214, b228, acc30);
+        acc31 = fma(a214, b229, acc31);
+        acc32 = fma(a215, b222, acc32);
+        acc33 = fma(a215, b223, acc33);
+        acc34 = fma(a215, b224, acc34);
+        acc35 = fma(a215, b225, acc35);
+        acc36 = fma(a215, b226, acc36);
+        acc37 = fma(a215, b227, acc37);
+        acc38 = fma(a215, b228, acc38);
+        acc39 = fma(a215, b229, acc39);
+        acc40 = fma(a216, b222, acc40);
+        acc41 = fma(a216, b223, acc41);
+        acc42 = fma(a216, b224, acc42);
+        acc43 = fma(a216, b225, acc43);
+        acc44 = fma(a216, b226, acc44);
+        acc45 = fma(a216, b227, acc45);
+        acc46 = fma(a216, b228, acc46);
+        acc47 = fma(a216, b229, acc47);
+        acc48 = fma(a217, b222, acc48);
+        acc49 = fma(a217, b223, acc49);
+        acc50 = fma(a217, b224, acc50);
+        acc51 = fma(a217, b225, acc51);
+        acc52 = fma(a217, b226, acc52);
+        acc53 = fma(a217, b227, acc53);
+        acc54 = fma(a217, b228, acc54);
+        acc55 = fma(a217, b229, acc55);
+        acc56 = fma(a218, b222, acc56);
+        acc57 = fma(a218, b223, acc57);
+        acc58 = fma(a218, b224, acc58);
+        acc59 = fma(a218, b225, acc59);
+        acc60 = fma(a218, b226, acc60);
+        acc61 = fma(a218, b227, acc61);
+        acc62 = fma(a218, b228, acc62);
+        acc63 = fma(a218, b229, acc63);
+        acc64 = fma(a219, b222, acc64);
+        acc65 = fma(a219, b223, acc65);
+        acc66 = fma(a219, b224, acc66);
+        acc67 = fma(a219, b225, acc67);
+        acc68 = fma(a219, b226, acc68);
+        acc69 = fma(a219, b227, acc69);
+        acc70 = fma(a219, b228, acc70);
+        acc71 = fma(a219, b229, acc71);
+        acc72 = fma(a220, b222, acc72);
+        acc73 = fma(a220, b223, acc73);
+        acc74 = fma(a220, b224, acc74);
+        acc75 = fma(a220, b225, acc75);
+        acc76 = fma(a220, b226, acc76);
+        acc77 = fma(a220, b227, acc77);
+        acc78 = fma(a220, b228, acc78);
+        acc79 = fma(a220, b229, acc79);
+        acc80 = fma(a221, b222, acc80);
+        acc81 = fma(a221, b223, acc81);
+        acc82 = fma(a221, b224, acc82);
+        acc83 = fma(a221, b225, acc83);
+        acc84 = fma(a221, b226, acc84);
+        acc85 = fma(a221, b227, acc85);
+        acc86 = fma(a221, b228, acc86);
+        acc87 = fma(a221, b229, acc87);
+        const float a230 = a_tile[ra148 + 640u];
+        const float a231 = a_tile[ra148 + 640u + 1u];
+        const float a232 = a_tile[ra148 + 640u + 2u];
+        const float a233 = a_tile[ra148 + 640u + 3u];
+        const float a234 = a_tile[ra148 + 704u];
+        const float a235 = a_tile[ra148 + 704u + 1u];
+        const float a236 = a_tile[ra148 + 704u + 2u];
+        const float a237 = a_tile[ra148 + 704u + 3u];
+        const float b238 = b_tile[rb149 + 640u];
+        const float b239 = b_tile[rb149 + 640u + 1u];
+        const float b240 = b_tile[rb149 + 640u + 2u];
+        const float b241 = b_tile[rb149 + 640u + 3u];
+        const float b242 = b_tile[rb149 + 704u];
+        const float b243 = b_tile[rb149 + 704u + 1u];
+        const float b244 = b_tile[rb149 + 704u + 2u];
+        const float b245 = b_tile[rb149 + 704u + 3u];
+        acc24 = fma(a230, b238, acc24);
+        acc25 = fma(a230, b239, acc25);
+        acc26 = fma(a230, b240, acc26);
+        acc27 = fma(a230, b241, acc27);
+        acc28 = fma(a230, b242, acc28);
+        acc29 = fma(a230, b243, acc29);
+        acc30 = fma(a230, b244, acc30);
+        acc31 = fma(a230, b245, acc31);
+        acc32 = fma(a231, b238, acc32);
+        acc33 = fma(a231, b239, acc33);
+        acc34 = fma(a231, b240, acc34);
+        acc35 = fma(a231, b241, acc35);
+        acc36 = fma(a231, b242, acc36);
+        acc37 = fma(a231, b243, acc37);
+        acc38 = fma(a231, b244, acc38);
+        acc39 = fma(a231, b245, acc39);
+        acc40 = fma(a232, b238, acc40);
+        acc41 = fma(a232, b239, acc41);
+        acc42 = fma(a232, b240, acc42);
+        acc43 = fma(a232, b241, acc43);
+        acc44 = fma(a232, b242, acc44);
+        acc45 = fma(a232, b243, acc45);
+        acc46 = fma(a232, b244, acc46);
+        acc47 = fma(a232, b245, acc47);
+        acc48 = fma(a233, b238, acc48);
+        acc49 = fma(a233, b239, acc49);
+        acc50 = fma(a233, b240, acc50);
+        acc51 = fma(a233, b241, acc51);
+        acc52 = fma(a233, b242, acc52);
+        acc53 = fma(a233, b243, acc53);
+        acc54 = fma(a233, b244, acc54);
+        acc55 = fma(a233, b245, acc55);
+        acc56 = fma(a234, b238, acc56);
+        acc57 = fma(a234, b239, acc57);
+        acc58 = fma(a234, b240, acc58);
+        acc59 = fma(a234, b241, acc59);
+        acc60 = fma(a234, b242, acc60);
+        acc61 = fma(a234, b243, acc61);
+        acc62 = fma(a234, b244, acc62);
+        acc63 = fma(a234, b245, acc63);
+        acc64 = fma(a235, b238, acc64);
+        acc65 = fma(a235, b239, acc65);
+        acc66 = fma(a235, b240, acc66);
+        acc67 = fma(a235, b241, acc67);
+        acc68 = fma(a235, b242, acc68);
+        acc69 = fma(a235, b243, acc69);
+        acc70 = fma(a235, b244, acc70);
+        acc71 = fma(a235, b245, acc71);
+        acc72 = fma(a236, b238, acc72);
+        acc73 = fma(a236, b239, acc73);
+        acc74 = fma(a236, b240, acc74);
+        acc75 = fma(a236, b241, acc75);
+        acc76 = fma(a236, b242, acc76);
+        acc77 = fma(a236, b243, acc77);
+        acc78 = fma(a236, b244, acc78);
+        acc79 = fma(a236, b245, acc79);
+        acc80 = fma(a237, b238, acc80);
+        acc81 = fma(a237, b239, acc81);
+        acc82 = fma(a237, b240, acc82);
+        acc83 = fma(a237, b241, acc83);
+        acc84 = fma(a237, b242, acc84);
+        acc85 = fma(a237, b243, acc85);
+        acc86 = fma(a237, b244, acc86);
+        acc87 = fma(a237, b245, acc87);
+        const float a246 = a_tile[ra148 + 768u];
+        const float a247 = a_tile[ra148 + 768u + 1u];
+        const float a248 = a_tile[ra148 + 768u + 2u];
+        const float a249 = a_tile[ra148 + 768u + 3u];
+        const float a250 = a_tile[ra148 + 832u];
+        const float a251 = a_tile[ra148 + 832u + 1u];
+        const float a252 = a_tile[ra148 + 832u + 2u];
+        const float a253 = a_tile[ra148 + 832u + 3u];
+        const float b254 = b_tile[rb149 + 768u];
+        const float b255 = b_tile[rb149 + 768u + 1u];
+        const float b256 = b_tile[rb149 + 768u + 2u];
+        const float b257 = b_tile[rb149 + 768u + 3u];
+        const float b258 = b_tile[rb149 + 832u];
+        const float b259 = b_tile[rb149 + 832u + 1u];
+        const float b260 = b_tile[rb149 + 832u + 2u];
+        const float b261 = b_tile[rb149 + 832u + 3u];
+        acc24 = fma(a246, b254, acc24);
+        acc25 = fma(a246, b255, acc25);
+        acc26 = fma(a246, b256, acc26);
+        acc27 = fma(a246, b257, acc27);
+        acc28 = fma(a246, b258, acc28);
+        acc29 = fma(a246, b259, acc29);
+        acc30 = fma(a246, b260, acc30);
+        acc31 = fma(a246, b261, acc31);
+        acc32 = fma(a247, b254, acc32);
+        acc33 = fma(a247, b255, acc33);
+        acc34 = fma(a247, b256, acc34);
+        acc35 = fma(a247, b257, acc35);
+        acc36 = fma(a247, b258, acc36);
+        acc37 = fma(a247, b259, acc37);
+        acc38 = fma(a247, b260, acc38);
+        acc39 = fma(a247, b261, acc39);
+        acc40 = fma(a248, b254, acc40);
+        acc41 = fma(a248, b255, acc41);
+        acc42 = fma(a248, b256, acc42);
+        acc43 = fma(a248, b257, acc43);
+        acc44 = fma(a248, b258, acc44);
+        acc45 = fma(a248, b259, acc45);
+        acc46 = fma(a248, b260, acc46);
+        acc47 = fma(a248, b261, acc47);
+        acc48 = fma(a249, b254, acc48);
+        acc49 = fma(a249, b255, acc49);
+        acc50 = fma(a249, b256, acc50);
+        acc51 = fma(a249, b257, acc51);
+        acc52 = fma(a249, b258, acc52);
+        acc53 = fma(a249, b259, acc53);
+        acc54 = fma(a249, b260, acc54);
+        acc55 = fma(a249, b261, acc55);
+        acc56 = fma(a250, b254, acc56);
+        acc57 = fma(a250, b255, acc57);
+        acc58 = fma(a250, b256, acc58);
+        acc59 = fma(a250, b257, acc59);
+        acc60 = fma(a250, b258, acc60);
+        acc61 = fma(a250, b259, acc61);
+        acc62 = fma(a250, b260, acc62);
+        acc63 = fma(a250, b261, acc63);
+        acc64 = fma(a251, b254, acc64);
+        acc65 = fma(a251, b255, acc65);
+        acc66 = fma(a251, b256, acc66);
+        acc67 = fma(a251, b257, acc67);
+        acc68 = fma(a251, b258, acc68);
+        acc69 = fma(a251, b259, acc69);
+        acc70 = fma(a251, b260, acc70);
+        acc71 = fma(a251, b261, acc71);
+        acc72 = fma(a252, b254, acc72);
+        acc73 = fma(a252, b255, acc73);
+        acc74 = fma(a252, b256, acc74);
+        acc75 = fma(a252, b257, acc75);
+        acc76 = fma(a252, b258, acc76);
+        acc77 = fma(a252, b259, acc77);
+        acc78 = fma(a252, b260, acc78);
+        acc79 = fma(a252, b261, acc79);
+        acc80 = fma(a253, b254, acc80);
+        acc81 = fma(a253, b255, acc81);
+        acc82 = fma(a253, b256, acc82);
+        acc83 = fma(a253, b257, acc83);
+        acc84 = fma(a253, b258, acc84);
+        acc85 = fma(a253, b259, acc85);
+        acc86 = fma(a253, b260, acc86);
+        acc87 = fma(a253, b261, acc87);
+        const float a262 = a_tile[ra148 + 896u];
+        const float a263 = a_tile[ra148 + 896u + 1u];
+        const float a264 = a_tile[ra148 + 896u + 2u];
+        const float a265 = a_tile[ra148 + 896u + 3u];
+        const float a266 = a_tile[ra148 + 960u];
+        const float a267 = a_tile[ra148 + 960u + 1u];
+        const float a268 = a_tile[ra148 + 960u + 2u];
+        const float a269 = a_tile[ra148 + 960u + 3u];
+        const float b270 = b_tile[rb149 + 896u];
+        const float b271 = b_tile[rb149 + 896u + 1u];
+        const float b272 = b_tile[rb149 + 896u + 2u];
+        const float b273 = b_tile[rb149 + 896u + 3u];
+        const float b274 = b_tile[rb149 + 960u];
+        const float b275 = b_tile[rb149 + 960u + 1u];
+        const float b276 = b_tile[rb149 + 960u + 2u];
+        const float b277 = b_tile[rb149 + 960u + 3u];
+        acc24 = fma(a262, b270, acc24);
+        acc25 = fma(a262, b271, acc25);
+        acc26 = fma(a262, b272, acc26);
+        acc27 = fma(a262, b273, acc27);
+        acc28 = fma(a262, b274, acc28);
+        acc29 = fma(a262, b275, acc29);
+        acc30 = fma(a262, b276, acc30);
+        acc31 = fma(a262, b277, acc31);
+        acc32 = fma(a263, b270, acc32);
+        acc33 = fma(a263, b271, acc33);
+        acc34 = fma(a263, b272, acc34);
+        acc35 = fma(a263, b273, acc35);
+        acc36 = fma(a263, b274, acc36);
+        acc37 = fma(a263, b275, acc37);
+        acc38 = fma(a263, b276, acc38);
+        acc39 = fma(a263, b277, acc39);
+        acc40 = fma(a264, b270, acc40);
+        acc41 = fma(a264, b271, acc41);
+        acc42 = fma(a264, b272, acc42);
+        acc43 = fma(a264, b273, acc43);
+        acc44 = fma(a264, b274, acc44);
+        acc45 = fma(a264, b275, acc45);
+        acc46 = fma(a264, b276, acc46);
+        acc47 = fma(a264, b277, acc47);
+        acc48 = fma(a265, b270, acc48);
+        acc49 = fma(a265, b271, acc49);
+        acc50 = fma(a265, b272, acc50);
+        acc51 = fma(a265, b273, acc51);
+        acc52 = fma(a265, b274, acc52);
+        acc53 = fma(a265, b275, acc53);
+        acc54 = fma(a265, b276, acc54);
+        acc55 = fma(a265, b277, acc55);
+        acc56 = fma(a266, b270, acc56);
+        acc57 = fma(a266, b271, acc57);
+        acc58 = fma(a266, b272, acc58);
+        acc59 = fma(a266, b273, acc59);
+        acc60 = fma(a266, b274, acc60);
+        acc61 = fma(a266, b275, acc61);
+        acc62 = fma(a266, b276, acc62);
+        acc63 = fma(a266, b277, acc63);
+        acc64 = fma(a267, b270, acc64);
+        acc65 = fma(a267, b271, acc65);
+        acc66 = fma(a267, b272, acc66);
+        acc67 = fma(a267, b273, acc67);
+        acc68 = fma(a267, b274, acc68);
+        acc69 = fma(a267, b275, acc69);
+        acc70 = fma(a267, b276, acc70);
+        acc71 = fma(a267, b277, acc71);
+        acc72 = fma(a268, b270, acc72);
+        acc73 = fma(a268, b271, acc73);
+        acc74 = fma(a268, b272, acc74);
+        acc75 = fma(a268, b273, acc75);
+        acc76 = fma(a268, b274, acc76);
+        acc77 = fma(a268, b275, acc77);
+        acc78 = fma(a268, b276, acc78);
+        acc79 = fma(a268, b277, acc79);
+        acc80 = fma(a269, b270, acc80);
+        acc81 = fma(a269, b271, acc81);
+        acc82 = fma(a269, b272, acc82);
+        acc83 = fma(a269, b273, acc83);
+        acc84 = fma(a269, b274, acc84);
+        acc85 = fma(a269, b275, acc85);
+        acc86 = fma(a269, b276, acc86);
+        acc87 = fma(a269, b277, acc87);
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint kk58 = 0u; kk58 < 16u; kk58 += 1u) {
-            const float a59 = a_tile[lid.y * 16u + kk58];
-            const float a60 = a_tile[(lid.y + 16u) * 16u + kk58];
-            const float a61 = a_tile[(lid.y + 32u) * 16u + kk58];
-            const float a62 = a_tile[(lid.y + 48u) * 16u + kk58];
-            const float b63 = b_tile[kk58 * 64u + lid.x];
-            const float b64 = b_tile[kk58 * 64u + (lid.x + 16u)];
-            const float b65 = b_tile[kk58 * 64u + (lid.x + 32u)];
-            const float b66 = b_tile[kk58 * 64u + (lid.x + 48u)];
-            acc15 = fma(a59, b63, acc15);
-            acc16 = fma(a59, b64, acc16);
-            acc17 = fma(a59, b65, acc17);
-            acc18 = fma(a59, b66, acc18);
-            acc19 = fma(a60, b63, acc19);
-            acc20 = fma(a60, b64, acc20);
-            acc21 = fma(a60, b65, acc21);
-            acc22 = fma(a60, b66, acc22);
-            acc23 = fma(a61, b63, acc23);
-            acc24 = fma(a61, b64, acc24);
-            acc25 = fma(a61, b65, acc25);
-            acc26 = fma(a61, b66, acc26);
-            acc27 = fma(a62, b63, acc27);
-            acc28 = fma(a62, b64, acc28);
-            acc29 = fma(a62, b65, acc29);
-            acc30 = fma(a62, b66, acc30);
-        }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    if ((row7 < u.T) && (col11 < u.D)) {
-        const uint i67 = (b4 * u.T + row7) * u.D + col11;
-        out[i67] = acc15;
+    if ((row8 < u.T) && (col16 < u.D)) {
+        const uint i278 = (b4 * u.T + row8) * u.D + col16;
+        out[i278] = acc24;
     }
-    if ((row7 < u.T) && (col12 < u.D)) {
-        const uint i68 = (b4 * u.T + row7) * u.D + col12;
-        out[i68] = acc16;
+    if ((row8 < u.T) && (col17 < u.D)) {
+        const uint i279 = (b4 * u.T + row8) * u.D + col17;
+        out[i279] = acc25;
     }
-    if ((row7 < u.T) && (col13 < u.D)) {
-        const uint i69 = (b4 * u.T + row7) * u.D + col13;
-        out[i69] = acc17;
+    if ((row8 < u.T) && (col18 < u.D)) {
+        const uint i280 = (b4 * u.T + row8) * u.D + col18;
+        out[i280] = acc26;
     }
-    if ((row7 < u.T) && (col14 < u.D)) {
-        const uint i70 = (b4 * u.T + row7) * u.D + col14;
-        out[i70] = acc18;
+    if ((row8 < u.T) && (col19 < u.D)) {
+        const uint i281 = (b4 * u.T + row8) * u.D + col19;
+        out[i281] = acc27;
     }
-    if ((row8 < u.T) && (col11 < u.D)) {
-        const uint i71 = (b4 * u.T + row8) * u.D + col11;
-        out[i71] = acc19;
+    if ((row8 < u.T) && (col20 < u.D)) {
+        const uint i282 = (b4 * u.T + row8) * u.D + col20;
+        out[i282] = acc28;
     }
-    if ((row8 < u.T) && (col12 < u.D)) {
-        const uint i72 = (b4 * u.T + row8) * u.D + col12;
-        out[i72] = acc20;
+    if ((row8 < u.T) && (col21 < u.D)) {
+        const uint i283 = (b4 * u.T + row8) * u.D + col21;
+        out[i283] = acc29;
     }
-    if ((row8 < u.T) && (col13 < u.D)) {
-        const uint i73 = (b4 * u.T + row8) * u.D + col13;
-        out[i73] = acc21;
+    if ((row8 < u.T) && (col22 < u.D)) {
+        const uint i284 = (b4 * u.T + row8) * u.D + col22;
+        out[i284] = acc30;
     }
-    if ((row8 < u.T) && (col14 < u.D)) {
-        const uint i74 = (b4 * u.T + row8) * u.D + col14;
-        out[i74] = acc22;
+    if ((row8 < u.T) && (col23 < u.D)) {
+        const uint i285 = (b4 * u.T + row8) * u.D + col23;
+        out[i285] = acc31;
     }
-    if ((row9 < u.T) && (col11 < u.D)) {
-        const uint i75 = (b4 * u.T + row9) * u.D + col11;
-        out[i75] = acc23;
+    if ((row9 < u.T) && (col16 < u.D)) {
+        const uint i286 = (b4 * u.T + row9) * u.D + col16;
+        out[i286] = acc32;
     }
-    if ((row9 < u.T) && (col12 < u.D)) {
-        const uint i76 = (b4 * u.T + row9) * u.D + col12;
-        out[i76] = acc24;
+    if ((row9 < u.T) && (col17 < u.D)) {
+        const uint i287 = (b4 * u.T + row9) * u.D + col17;
+        out[i287] = acc33;
     }
-    if ((row9 < u.T) && (col13 < u.D)) {
-        const uint i77 = (b4 * u.T + row9) * u.D + col13;
-        out[i77] = acc25;
+    if ((row9 < u.T) && (col18 < u.D)) {
+        const uint i288 = (b4 * u.T + row9) * u.D + col18;
+        out[i288] = acc34;
     }
-    if ((row9 < u.T) && (col14 < u.D)) {
-        const uint i78 = (b4 * u.T + row9) * u.D + col14;
-        out[i78] = acc26;
+    if ((row9 < u.T) && (col19 < u.D)) {
+        const uint i289 = (b4 * u.T + row9) * u.D + col19;
+        out[i289] = acc35;
     }
-    if ((row10 < u.T) && (col11 < u.D)) {
-        const uint i79 = (b4 * u.T + row10) * u.D + col11;
-        out[i79] = acc27;
+    if ((row9 < u.T) && (col20 < u.D)) {
+        const uint i290 = (b4 * u.T + row9) * u.D + col20;
+        out[i290] = acc36;
     }
-    if ((row10 < u.T) && (col12 < u.D)) {
-        const uint i80 = (b4 * u.T + row10) * u.D + col12;
-        out[i80] = acc28;
+    if ((row9 < u.T) && (col21 < u.D)) {
+        const uint i291 = (b4 * u.T + row9) * u.D + col21;
+        out[i291] = acc37;
     }
-    if ((row10 < u.T) && (col13 < u.D)) {
-        const uint i81 = (b4 * u.T + row10) * u.D + col13;
-        out[i81] = acc29;
+    if ((row9 < u.T) && (col22 < u.D)) {
+        const uint i292 = (b4 * u.T + row9) * u.D + col22;
+        out[i292] = acc38;
     }
-    if ((row10 < u.T) && (col14 < u.D)) {
-        const uint i82 = (b4 * u.T + row10) * u.D + col14;
-        out[i82] = acc30;
+    if ((row9 < u.T) && (col23 < u.D)) {
+        const uint i293 = (b4 * u.T + row9) * u.D + col23;
+        out[i293] = acc39;
+    }
+    if ((row10 < u.T) && (col16 < u.D)) {
+        const uint i294 = (b4 * u.T + row10) * u.D + col16;
+        out[i294] = acc40;
+    }
+    if ((row10 < u.T) && (col17 < u.D)) {
+        const uint i295 = (b4 * u.T + row10) * u.D + col17;
+        out[i295] = acc41;
+    }
+    if ((row10 < u.T) && (col18 < u.D)) {
+        const uint i296 = (b4 * u.T + row10) * u.D + col18;
+        out[i296] = acc42;
+    }
+    if ((row10 < u.T) && (col19 < u.D)) {
+        const uint i297 = (b4 * u.T + row10) * u.D + col19;
+        out[i297] = acc43;
+    }
+    if ((row10 < u.T) && (col20 < u.D)) {
+        const uint i298 = (b4 * u.T + row10) * u.D + col20;
+        out[i298] = acc44;
+    }
+    if ((row10 < u.T) && (col21 < u.D)) {
+        const uint i299 = (b4 * u.T + row10) * u.D + col21;
+        out[i299] = acc45;
+    }
+    if ((row10 < u.T) && (col22 < u.D)) {
+        const uint i300 = (b4 * u.T + row10) * u.D + col22;
+        out[i300] = acc46;
+    }
+    if ((row10 < u.T) && (col23 < u.D)) {
+        const uint i301 = (b4 * u.T + row10) * u.D + col23;
+        out[i301] = acc47;
+    }
+    if ((row11 < u.T) && (col16 < u.D)) {
+        const uint i302 = (b4 * u.T + row11) * u.D + col16;
+        out[i302] = acc48;
+    }
+    if ((row11 < u.T) && (col17 < u.D)) {
+        const uint i303 = (b4 * u.T + row11) * u.D + col17;
+        out[i303] = acc49;
+    }
+    if ((row11 < u.T) && (col18 < u.D)) {
+        const uint i304 = (b4 * u.T + row11) * u.D + col18;
+        out[i304] = acc50;
+    }
+    if ((row11 < u.T) && (col19 < u.D)) {
+        const uint i305 = (b4 * u.T + row11) * u.D + col19;
+        out[i305] = acc51;
+    }
+    if ((row11 < u.T) && (col20 < u.D)) {
+        const uint i306 = (b4 * u.T + row11) * u.D + col20;
+        out[i306] = acc52;
+    }
+    if ((row11 < u.T) && (col21 < u.D)) {
+        const uint i307 = (b4 * u.T + row11) * u.D + col21;
+        out[i307] = acc53;
+    }
+    if ((row11 < u.T) && (col22 < u.D)) {
+        const uint i308 = (b4 * u.T + row11) * u.D + col22;
+        out[i308] = acc54;
+    }
+    if ((row11 < u.T) && (col23 < u.D)) {
+        const uint i309 = (b4 * u.T + row11) * u.D + col23;
+        out[i309] = acc55;
+    }
+    if ((row12 < u.T) && (col16 < u.D)) {
+        const uint i310 = (b4 * u.T + row12) * u.D + col16;
+        out[i310] = acc56;
+    }
+    if ((row12 < u.T) && (col17 < u.D)) {
+        const uint i311 = (b4 * u.T + row12) * u.D + col17;
+        out[i311] = acc57;
+    }
+    if ((row12 < u.T) && (col18 < u.D)) {
+        const uint i312 = (b4 * u.T + row12) * u.D + col18;
+        out[i312] = acc58;
+    }
+    if ((row12 < u.T) && (col19 < u.D)) {
+        const uint i313 = (b4 * u.T + row12) * u.D + col19;
+        out[i313] = acc59;
+    }
+    if ((row12 < u.T) && (col20 < u.D)) {
+        const uint i314 = (b4 * u.T + row12) * u.D + col20;
+        out[i314] = acc60;
+    }
+    if ((row12 < u.T) && (col21 < u.D)) {
+        const uint i315 = (b4 * u.T + row12) * u.D + col21;
+        out[i315] = acc61;
+    }
+    if ((row12 < u.T) && (col22 < u.D)) {
+        const uint i316 = (b4 * u.T + row12) * u.D + col22;
+        out[i316] = acc62;
+    }
+    if ((row12 < u.T) && (col23 < u.D)) {
+        const uint i317 = (b4 * u.T + row12) * u.D + col23;
+        out[i317] = acc63;
+    }
+    if ((row13 < u.T) && (col16 < u.D)) {
+        const uint i318 = (b4 * u.T + row13) * u.D + col16;
+        out[i318] = acc64;
+    }
+    if ((row13 < u.T) && (col17 < u.D)) {
+        const uint i319 = (b4 * u.T + row13) * u.D + col17;
+        out[i319] = acc65;
+    }
+    if ((row13 < u.T) && (col18 < u.D)) {
+        const uint i320 = (b4 * u.T + row13) * u.D + col18;
+        out[i320] = acc66;
+    }
+    if ((row13 < u.T) && (col19 < u.D)) {
+        const uint i321 = (b4 * u.T + row13) * u.D + col19;
+        out[i321] = acc67;
+    }
+    if ((row13 < u.T) && (col20 < u.D)) {
+        const uint i322 = (b4 * u.T + row13) * u.D + col20;
+        out[i322] = acc68;
+    }
+    if ((row13 < u.T) && (col21 < u.D)) {
+        const uint i323 = (b4 * u.T + row13) * u.D + col21;
+        out[i323] = acc69;
+    }
+    if ((row13 < u.T) && (col22 < u.D)) {
+        const uint i324 = (b4 * u.T + row13) * u.D + col22;
+        out[i324] = acc70;
+    }
+    if ((row13 < u.T) && (col23 < u.D)) {
+        const uint i325 = (b4 * u.T + row13) * u.D + col23;
+        out[i325] = acc71;
+    }
+    if ((row14 < u.T) && (col16 < u.D)) {
+        const uint i326 = (b4 * u.T + row14) * u.D + col16;
+        out[i326] = acc72;
+    }
+    if ((row14 < u.T) && (col17 < u.D)) {
+        const uint i327 = (b4 * u.T + row14) * u.D + col17;
+        out[i327] = acc73;
+    }
+    if ((row14 < u.T) && (col18 < u.D)) {
+        const uint i328 = (b4 * u.T + row14) * u.D + col18;
+        out[i328] = acc74;
+    }
+    if ((row14 < u.T) && (col19 < u.D)) {
+        const uint i329 = (b4 * u.T + row14) * u.D + col19;
+        out[i329] = acc75;
+    }
+    if ((row14 < u.T) && (col20 < u.D)) {
+        const uint i330 = (b4 * u.T + row14) * u.D + col20;
+        out[i330] = acc76;
+    }
+    if ((row14 < u.T) && (col21 < u.D)) {
+        const uint i331 = (b4 * u.T + row14) * u.D + col21;
+        out[i331] = acc77;
+    }
+    if ((row14 < u.T) && (col22 < u.D)) {
+        const uint i332 = (b4 * u.T + row14) * u.D + col22;
+        out[i332] = acc78;
+    }
+    if ((row14 < u.T) && (col23 < u.D)) {
+        const uint i333 = (b4 * u.T + row14) * u.D + col23;
+        out[i333] = acc79;
+    }
+    if ((row15 < u.T) && (col16 < u.D)) {
+        const uint i334 = (b4 * u.T + row15) * u.D + col16;
+        out[i334] = acc80;
+    }
+    if ((row15 < u.T) && (col17 < u.D)) {
+        const uint i335 = (b4 * u.T + row15) * u.D + col17;
+        out[i335] = acc81;
+    }
+    if ((row15 < u.T) && (col18 < u.D)) {
+        const uint i336 = (b4 * u.T + row15) * u.D + col18;
+        out[i336] = acc82;
+    }
+    if ((row15 < u.T) && (col19 < u.D)) {
+        const uint i337 = (b4 * u.T + row15) * u.D + col19;
+        out[i337] = acc83;
+    }
+    if ((row15 < u.T) && (col20 < u.D)) {
+        const uint i338 = (b4 * u.T + row15) * u.D + col20;
+        out[i338] = acc84;
+    }
+    if ((row15 < u.T) && (col21 < u.D)) {
+        const uint i339 = (b4 * u.T + row15) * u.D + col21;
+        out[i339] = acc85;
+    }
+    if ((row15 < u.T) && (col22 < u.D)) {
+        const uint i340 = (b4 * u.T + row15) * u.D + col22;
+        out[i340] = acc86;
+    }
+    if ((row15 < u.T) && (col23 < u.D)) {
+        const uint i341 = (b4 * u.T + row15) * u.D + col23;
+        out[i341] = acc87;
     }
 }

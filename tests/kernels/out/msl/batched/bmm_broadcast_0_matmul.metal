@@ -26,35 +26,35 @@ kernel void bmm_broadcast_0_matmul(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float a_tile[1024];
-    threadgroup float b_tile[1024];
+    threadgroup float a_tile[2048];
+    threadgroup float b_tile[2048];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= u.B * ((u.M + 64u - 1u) >> 6u) * ((u.N + 64u - 1u) >> 6u)) {
+    if (g0 >= u.B * ((u.M + 128u - 1u) >> 7u) * ((u.N + 128u - 1u) >> 7u)) {
         return;
     }
-    const uint tile1 = g0 % ((u.N + 64u - 1u) >> 6u);
-    const uint tile2 = g0 / ((u.N + 64u - 1u) >> 6u);
-    const uint tile3 = tile2 % ((u.M + 64u - 1u) >> 6u);
-    const uint b4 = tile2 / ((u.M + 64u - 1u) >> 6u);
-    const uint row5 = tile3 * 64u;
-    const uint col6 = tile1 * 64u;
-    const uint row7 = row5 + lid.y;
-    const uint row8 = row5 + (lid.y + 16u);
-    const uint row9 = row5 + (lid.y + 32u);
-    const uint row10 = row5 + (lid.y + 48u);
-    const uint col11 = col6 + lid.x;
-    const uint col12 = col6 + (lid.x + 16u);
-    const uint col13 = col6 + (lid.x + 32u);
-    const uint col14 = col6 + (lid.x + 48u);
-    float acc15 = 0.0f;
-    float acc16 = 0.0f;
-    float acc17 = 0.0f;
-    float acc18 = 0.0f;
-    float acc19 = 0.0f;
-    float acc20 = 0.0f;
-    float acc21 = 0.0f;
-    float acc22 = 0.0f;
-    float acc23 = 0.0f;
+    const uint tile1 = g0 % ((u.N + 128u - 1u) >> 7u);
+    const uint tile2 = g0 / ((u.N + 128u - 1u) >> 7u);
+    const uint tile3 = tile2 % ((u.M + 128u - 1u) >> 7u);
+    const uint b4 = tile2 / ((u.M + 128u - 1u) >> 7u);
+    const uint t5 = lid.y * 16u + lid.x;
+    const uint row6 = tile3 * 128u;
+    const uint col7 = tile1 * 128u;
+    const uint row8 = row6 + lid.y * 4u;
+    const uint row9 = row6 + (lid.y * 4u + 1u);
+    const uint row10 = row6 + (lid.y * 4u + 2u);
+    const uint row11 = row6 + (lid.y * 4u + 3u);
+    const uint row12 = row6 + (lid.y * 4u + 64u);
+    const uint row13 = row6 + (lid.y * 4u + 65u);
+    const uint row14 = row6 + (lid.y * 4u + 66u);
+    const uint row15 = row6 + (lid.y * 4u + 67u);
+    const uint col16 = col7 + lid.x * 4u;
+    const uint col17 = col7 + (lid.x * 4u + 1u);
+    const uint col18 = col7 + (lid.x * 4u + 2u);
+    const uint col19 = col7 + (lid.x * 4u + 3u);
+    const uint col20 = col7 + (lid.x * 4u + 64u);
+    const uint col21 = col7 + (lid.x * 4u + 65u);
+    const uint col22 = col7 + (lid.x * 4u + 66u);
+    const uint col23 = col7 + (lid.x * 4u + 67u);
     float acc24 = 0.0f;
     float acc25 = 0.0f;
     float acc26 = 0.0f;
@@ -62,204 +62,1278 @@ kernel void bmm_broadcast_0_matmul(
     float acc28 = 0.0f;
     float acc29 = 0.0f;
     float acc30 = 0.0f;
-    for (uint k0_31 = 0u; k0_31 < u.K; k0_31 += 16u) {
-        const uint ka32 = k0_31 + lid.x;
-        const uint kb33 = k0_31 + lid.y;
-        float x34 = 0.0f;
-        if ((row7 < u.M) && (ka32 < u.K)) {
-            const uint i35 = (b4 * u.M + row7) * u.K + ka32;
-            const float v36 = a[i35];
-            x34 = v36;
+    float acc31 = 0.0f;
+    float acc32 = 0.0f;
+    float acc33 = 0.0f;
+    float acc34 = 0.0f;
+    float acc35 = 0.0f;
+    float acc36 = 0.0f;
+    float acc37 = 0.0f;
+    float acc38 = 0.0f;
+    float acc39 = 0.0f;
+    float acc40 = 0.0f;
+    float acc41 = 0.0f;
+    float acc42 = 0.0f;
+    float acc43 = 0.0f;
+    float acc44 = 0.0f;
+    float acc45 = 0.0f;
+    float acc46 = 0.0f;
+    float acc47 = 0.0f;
+    float acc48 = 0.0f;
+    float acc49 = 0.0f;
+    float acc50 = 0.0f;
+    float acc51 = 0.0f;
+    float acc52 = 0.0f;
+    float acc53 = 0.0f;
+    float acc54 = 0.0f;
+    float acc55 = 0.0f;
+    float acc56 = 0.0f;
+    float acc57 = 0.0f;
+    float acc58 = 0.0f;
+    float acc59 = 0.0f;
+    float acc60 = 0.0f;
+    float acc61 = 0.0f;
+    float acc62 = 0.0f;
+    float acc63 = 0.0f;
+    float acc64 = 0.0f;
+    float acc65 = 0.0f;
+    float acc66 = 0.0f;
+    float acc67 = 0.0f;
+    float acc68 = 0.0f;
+    float acc69 = 0.0f;
+    float acc70 = 0.0f;
+    float acc71 = 0.0f;
+    float acc72 = 0.0f;
+    float acc73 = 0.0f;
+    float acc74 = 0.0f;
+    float acc75 = 0.0f;
+    float acc76 = 0.0f;
+    float acc77 = 0.0f;
+    float acc78 = 0.0f;
+    float acc79 = 0.0f;
+    float acc80 = 0.0f;
+    float acc81 = 0.0f;
+    float acc82 = 0.0f;
+    float acc83 = 0.0f;
+    float acc84 = 0.0f;
+    float acc85 = 0.0f;
+    float acc86 = 0.0f;
+    float acc87 = 0.0f;
+    const uint ak88 = t5 & 7u;
+    const uint am89 = t5 >> 3u;
+    const uint ar90 = row6 + am89;
+    const uint ar91 = row6 + (am89 + 32u);
+    const uint ar92 = row6 + (am89 + 64u);
+    const uint ar93 = row6 + (am89 + 96u);
+    const uint mo94 = b4 * (u.M * u.K);
+    const uint ab95 = mo94 + ar90 * u.K;
+    const uint ab96 = mo94 + ar91 * u.K;
+    const uint ab97 = mo94 + ar92 * u.K;
+    const uint ab98 = mo94 + ar93 * u.K;
+    const bool aok99 = ar90 < u.M;
+    const bool aok100 = ar91 < u.M;
+    const bool aok101 = ar92 < u.M;
+    const bool aok102 = ar93 < u.M;
+    const uint as103 = ak88 * 128u + am89;
+    const uint bk104 = t5 >> 7u;
+    const uint bn105 = col7 + (t5 & 127u);
+    const bool bok106 = bn105 < u.N;
+    const uint bs107 = 2u * u.N;
+    const uint bs108 = 4u * u.N;
+    const uint bs109 = 6u * u.N;
+    const bool kok110 = ak88 < u.K;
+    if (aok99 && kok110) {
+        a_tile[as103] = a[ab95 + ak88];
+    } else {
+        a_tile[as103] = 0.0f;
+    }
+    if (aok100 && kok110) {
+        a_tile[as103 + 32u] = a[ab96 + ak88];
+    } else {
+        a_tile[as103 + 32u] = 0.0f;
+    }
+    if (aok101 && kok110) {
+        a_tile[as103 + 64u] = a[ab97 + ak88];
+    } else {
+        a_tile[as103 + 64u] = 0.0f;
+    }
+    if (aok102 && kok110) {
+        a_tile[as103 + 96u] = a[ab98 + ak88];
+    } else {
+        a_tile[as103 + 96u] = 0.0f;
+    }
+    const uint bi115 = bk104 * u.N + bn105;
+    if ((bk104 < u.K) && bok106) {
+        b_tile[t5] = w[bi115];
+    } else {
+        b_tile[t5] = 0.0f;
+    }
+    const uint kb117 = bk104 + 2u;
+    if ((kb117 < u.K) && bok106) {
+        b_tile[t5 + 256u] = w[bi115 + bs107];
+    } else {
+        b_tile[t5 + 256u] = 0.0f;
+    }
+    const uint kb119 = bk104 + 4u;
+    if ((kb119 < u.K) && bok106) {
+        b_tile[t5 + 512u] = w[bi115 + bs108];
+    } else {
+        b_tile[t5 + 512u] = 0.0f;
+    }
+    const uint kb121 = bk104 + 6u;
+    if ((kb121 < u.K) && bok106) {
+        b_tile[t5 + 768u] = w[bi115 + bs109];
+    } else {
+        b_tile[t5 + 768u] = 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint ly123 = lid.y * 4u;
+    const uint lx124 = lid.x * 4u;
+    for (uint k0_125 = 0u; k0_125 < u.K; k0_125 += 8u) {
+        const uint cur126 = (k0_125 << 7u) & 1024u;
+        const uint nxt127 = cur126 ^ 1024u;
+        const uint kn128 = k0_125 + 8u;
+        if (kn128 < u.K) {
+            const uint ka129 = kn128 + ak88;
+            const bool kok130 = ka129 < u.K;
+            const uint sa131 = nxt127 + as103;
+            if (aok99 && kok130) {
+                a_tile[sa131] = a[ab95 + ka129];
+            } else {
+                a_tile[sa131] = 0.0f;
+            }
+            if (aok100 && kok130) {
+                a_tile[sa131 + 32u] = a[ab96 + ka129];
+            } else {
+                a_tile[sa131 + 32u] = 0.0f;
+            }
+            if (aok101 && kok130) {
+                a_tile[sa131 + 64u] = a[ab97 + ka129];
+            } else {
+                a_tile[sa131 + 64u] = 0.0f;
+            }
+            if (aok102 && kok130) {
+                a_tile[sa131 + 96u] = a[ab98 + ka129];
+            } else {
+                a_tile[sa131 + 96u] = 0.0f;
+            }
+            const uint kb136 = kn128 + bk104;
+            const uint sb137 = nxt127 + t5;
+            const uint bi138 = kb136 * u.N + bn105;
+            if ((kb136 < u.K) && bok106) {
+                b_tile[sb137] = w[bi138];
+            } else {
+                b_tile[sb137] = 0.0f;
+            }
+            const uint kb140 = kb136 + 2u;
+            if ((kb140 < u.K) && bok106) {
+                b_tile[sb137 + 256u] = w[bi138 + bs107];
+            } else {
+                b_tile[sb137 + 256u] = 0.0f;
+            }
+            const uint kb142 = kb136 + 4u;
+            if ((kb142 < u.K) && bok106) {
+                b_tile[sb137 + 512u] = w[bi138 + bs108];
+            } else {
+                b_tile[sb137 + 512u] = 0.0f;
+            }
+            const uint kb144 = kb136 + 6u;
+            if ((kb144 < u.K) && bok106) {
+                b_tile[sb137 + 768u] = w[bi138 + bs109];
+            } else {
+                b_tile[sb137 + 768u] = 0.0f;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x34;
-        float x37 = 0.0f;
-        if ((row8 < u.M) && (ka32 < u.K)) {
-            const uint i38 = (b4 * u.M + row8) * u.K + ka32;
-            const float v39 = a[i38];
-            x37 = v39;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x37;
-        float x40 = 0.0f;
-        if ((row9 < u.M) && (ka32 < u.K)) {
-            const uint i41 = (b4 * u.M + row9) * u.K + ka32;
-            const float v42 = a[i41];
-            x40 = v42;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x40;
-        float x43 = 0.0f;
-        if ((row10 < u.M) && (ka32 < u.K)) {
-            const uint i44 = (b4 * u.M + row10) * u.K + ka32;
-            const float v45 = a[i44];
-            x43 = v45;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x43;
-        float x46 = 0.0f;
-        if ((kb33 < u.K) && (col11 < u.N)) {
-            const uint i47 = kb33 * u.N + col11;
-            const float v48 = w[i47];
-            x46 = v48;
-        }
-        b_tile[lid.y * 64u + lid.x] = x46;
-        float x49 = 0.0f;
-        if ((kb33 < u.K) && (col12 < u.N)) {
-            const uint i50 = kb33 * u.N + col12;
-            const float v51 = w[i50];
-            x49 = v51;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x49;
-        float x52 = 0.0f;
-        if ((kb33 < u.K) && (col13 < u.N)) {
-            const uint i53 = kb33 * u.N + col13;
-            const float v54 = w[i53];
-            x52 = v54;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x52;
-        float x55 = 0.0f;
-        if ((kb33 < u.K) && (col14 < u.N)) {
-            const uint i56 = kb33 * u.N + col14;
-            const float v57 = w[i56];
-            x55 = v57;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x55;
+        const uint ra146 = cur126 + ly123;
+        const uint rb147 = cur126 + lx124;
+        const float a148 = a_tile[ra146];
+        const float a149 = a_tile[ra146 + 1u];
+        const float a150 = a_tile[ra146 + 2u];
+        const float a151 = a_tile[ra146 + 3u];
+        const float a152 = a_tile[ra146 + 64u];
+        const float a153 = a_tile[ra146 + 64u + 1u];
+        const float a154 = a_tile[ra146 + 64u + 2u];
+        const float a155 = a_tile[ra146 + 64u + 3u];
+        const float b156 = b_tile[rb147];
+        const float b157 = b_tile[rb147 + 1u];
+        const float b158 = b_tile[rb147 + 2u];
+        const float b159 = b_tile[rb147 + 3u];
+        const float b160 = b_tile[rb147 + 64u];
+        const float b161 = b_tile[rb147 + 64u + 1u];
+        const float b162 = b_tile[rb147 + 64u + 2u];
+        const float b163 = b_tile[rb147 + 64u + 3u];
+        acc24 = fma(a148, b156, acc24);
+        acc25 = fma(a148, b157, acc25);
+        acc26 = fma(a148, b158, acc26);
+        acc27 = fma(a148, b159, acc27);
+        acc28 = fma(a148, b160, acc28);
+        acc29 = fma(a148, b161, acc29);
+        acc30 = fma(a148, b162, acc30);
+        acc31 = fma(a148, b163, acc31);
+        acc32 = fma(a149, b156, acc32);
+        acc33 = fma(a149, b157, acc33);
+        acc34 = fma(a149, b158, acc34);
+        acc35 = fma(a149, b159, acc35);
+        acc36 = fma(a149, b160, acc36);
+        acc37 = fma(a149, b161, acc37);
+        acc38 = fma(a149, b162, acc38);
+        acc39 = fma(a149, b163, acc39);
+        acc40 = fma(a150, b156, acc40);
+        acc41 = fma(a150, b157, acc41);
+        acc42 = fma(a150, b158, acc42);
+        acc43 = fma(a150, b159, acc43);
+        acc44 = fma(a150, b160, acc44);
+        acc45 = fma(a150, b161, acc45);
+        acc46 = fma(a150, b162, acc46);
+        acc47 = fma(a150, b163, acc47);
+        acc48 = fma(a151, b156, acc48);
+        acc49 = fma(a151, b157, acc49);
+        acc50 = fma(a151, b158, acc50);
+        acc51 = fma(a151, b159, acc51);
+        acc52 = fma(a151, b160, acc52);
+        acc53 = fma(a151, b161, acc53);
+        acc54 = fma(a151, b162, acc54);
+        acc55 = fma(a151, b163, acc55);
+        acc56 = fma(a152, b156, acc56);
+        acc57 = fma(a152, b157, acc57);
+        acc58 = fma(a152, b158, acc58);
+        acc59 = fma(a152, b159, acc59);
+        acc60 = fma(a152, b160, acc60);
+        acc61 = fma(a152, b161, acc61);
+        acc62 = fma(a152, b162, acc62);
+        acc63 = fma(a152, b163, acc63);
+        acc64 = fma(a153, b156, acc64);
+        acc65 = fma(a153, b157, acc65);
+        acc66 = fma(a153, b158, acc66);
+        acc67 = fma(a153, b159, acc67);
+        acc68 = fma(a153, b160, acc68);
+        acc69 = fma(a153, b161, acc69);
+        acc70 = fma(a153, b162, acc70);
+        acc71 = fma(a153, b163, acc71);
+        acc72 = fma(a154, b156, acc72);
+        acc73 = fma(a154, b157, acc73);
+        acc74 = fma(a154, b158, acc74);
+        acc75 = fma(a154, b159, acc75);
+        acc76 = fma(a154, b160, acc76);
+        acc77 = fma(a154, b161, acc77);
+        acc78 = fma(a154, b162, acc78);
+        acc79 = fma(a154, b163, acc79);
+        acc80 = fma(a155, b156, acc80);
+        acc81 = fma(a155, b157, acc81);
+        acc82 = fma(a155, b158, acc82);
+        acc83 = fma(a155, b159, acc83);
+        acc84 = fma(a155, b160, acc84);
+        acc85 = fma(a155, b161, acc85);
+        acc86 = fma(a155, b162, acc86);
+        acc87 = fma(a155, b163, acc87);
+        const float a164 = a_tile[ra146 + 128u];
+        const float a165 = a_tile[ra146 + 128u + 1u];
+        const float a166 = a_tile[ra146 + 128u + 2u];
+        const float a167 = a_tile[ra146 + 128u + 3u];
+        const float a168 = a_tile[ra146 + 192u];
+        const float a169 = a_tile[ra146 + 192u + 1u];
+        const float a170 = a_tile[ra146 + 192u + 2u];
+        const float a171 = a_tile[ra146 + 192u + 3u];
+        const float b172 = b_tile[rb147 + 128u];
+        const float b173 = b_tile[rb147 + 128u + 1u];
+        const float b174 = b_tile[rb147 + 128u + 2u];
+        const float b175 = b_tile[rb147 + 128u + 3u];
+        const float b176 = b_tile[rb147 + 192u];
+        const float b177 = b_tile[rb147 + 192u + 1u];
+        const float b178 = b_tile[rb147 + 192u + 2u];
+        const float b179 = b_tile[rb147 + 192u + 3u];
+        acc24 = fma(a164, b172, acc24);
+        acc25 = fma(a164, b173, acc25);
+        acc26 = fma(a164, b174, acc26);
+        acc27 = fma(a164, b175, acc27);
+        acc28 = fma(a164, b176, acc28);
+        acc29 = fma(a164, b177, acc29);
+        acc30 = fma(a164, b178, acc30);
+        acc31 = fma(a164, b179, acc31);
+        acc32 = fma(a165, b172, acc32);
+        acc33 = fma(a165, b173, acc33);
+        acc34 = fma(a165, b174, acc34);
+        acc35 = fma(a165, b175, acc35);
+        acc36 = fma(a165, b176, acc36);
+        acc37 = fma(a165, b177, acc37);
+        acc38 = fma(a165, b178, acc38);
+        acc39 = fma(a165, b179, acc39);
+        acc40 = fma(a166, b172, acc40);
+        acc41 = fma(a166, b173, acc41);
+        acc42 = fma(a166, b174, acc42);
+        acc43 = fma(a166, b175, acc43);
+        acc44 = fma(a166, b176, acc44);
+        acc45 = fma(a166, b177, acc45);
+        acc46 = fma(a166, b178, acc46);
+        acc47 = fma(a166, b179, acc47);
+        acc48 = fma(a167, b172, acc48);
+        acc49 = fma(a167, b173, acc49);
+        acc50 = fma(a167, b174, acc50);
+        acc51 = fma(a167, b175, acc51);
+        acc52 = fma(a167, b176, acc52);
+        acc53 = fma(a167, b177, acc53);
+        acc54 = fma(a167, b178, acc54);
+        acc55 = fma(a167, b179, acc55);
+        acc56 = fma(a168, b172, acc56);
+        acc57 = fma(a168, b173, acc57);
+        acc58 = fma(a168, b174, acc58);
+        acc59 = fma(a168, b175, acc59);
+        acc60 = fma(a168, b176, acc60);
+        acc61 = fma(a168, b177, acc61);
+        acc62 = fma(a168, b178, acc62);
+        acc63 = fma(a168, b179, acc63);
+        acc64 = fma(a169, b172, acc64);
+        acc65 = fma(a169, b173, acc65);
+        acc66 = fma(a169, b174, acc66);
+        acc67 = fma(a169, b175, acc67);
+        acc68 = fma(a169, b176, acc68);
+        acc69 = fma(a169, b177, acc69);
+        acc70 = fma(a169, b178, acc70);
+        acc71 = fma(a169, b179, acc71);
+        acc72 = fma(a170, b172, acc72);
+        acc73 = fma(a170, b173, acc73);
+        acc74 = fma(a170, b174, acc74);
+        acc75 = fma(a170, b175, acc75);
+        acc76 = fma(a170, b176, acc76);
+        acc77 = fma(a170, b177, acc77);
+        acc78 = fma(a170, b178, acc78);
+        acc79 = fma(a170, b179, acc79);
+        acc80 = fma(a171, b172, acc80);
+        acc81 = fma(a171, b173, acc81);
+        acc82 = fma(a171, b174, acc82);
+        acc83 = fma(a171, b175, acc83);
+        acc84 = fma(a171, b176, acc84);
+        acc85 = fma(a171, b177, acc85);
+        acc86 = fma(a171, b178, acc86);
+        acc87 = fma(a171, b179, acc87);
+        const float a180 = a_tile[ra146 + 256u];
+        const float a181 = a_tile[ra146 + 256u + 1u];
+        const float a182 = a_tile[ra146 + 256u + 2u];
+        const float a183 = a_tile[ra146 + 256u + 3u];
+        const float a184 = a_tile[ra146 + 320u];
+        const float a185 = a_tile[ra146 + 320u + 1u];
+        const float a186 = a_tile[ra146 + 320u + 2u];
+        const float a187 = a_tile[ra146 + 320u + 3u];
+        const float b188 = b_tile[rb147 + 256u];
+        const float b189 = b_tile[rb147 + 256u + 1u];
+        const float b190 = b_tile[rb147 + 256u + 2u];
+        const float b191 = b_tile[rb147 + 256u + 3u];
+        const float b192 = b_tile[rb147 + 320u];
+        const float b193 = b_tile[rb147 + 320u + 1u];
+        const float b194 = b_tile[rb147 + 320u + 2u];
+        const float b195 = b_tile[rb147 + 320u + 3u];
+        acc24 = fma(a180, b188, acc24);
+        acc25 = fma(a180, b189, acc25);
+        acc26 = fma(a180, b190, acc26);
+        acc27 = fma(a180, b191, acc27);
+        acc28 = fma(a180, b192, acc28);
+        acc29 = fma(a180, b193, acc29);
+        acc30 = fma(a180, b194, acc30);
+        acc31 = fma(a180, b195, acc31);
+        acc32 = fma(a181, b188, acc32);
+        acc33 = fma(a181, b189, acc33);
+        acc34 = fma(a181, b190, acc34);
+        acc35 = fma(a181, b191, acc35);
+        acc36 = fma(a181, b192, acc36);
+        acc37 = fma(a181, b193, acc37);
+        acc38 = fma(a181, b194, acc38);
+        acc39 = fma(a181, b195, acc39);
+        acc40 = fma(a182, b188, acc40);
+        acc41 = fma(a182, b189, acc41);
+        acc42 = fma(a182, b190, acc42);
+        acc43 = fma(a182, b191, acc43);
+        acc44 = fma(a182, b192, acc44);
+        acc45 = fma(a182, b193, acc45);
+        acc46 = fma(a182, b194, acc46);
+        acc47 = fma(a182, b195, acc47);
+        acc48 = fma(a183, b188, acc48);
+        acc49 = fma(a183, b189, acc49);
+        acc50 = fma(a183, b190, acc50);
+        acc51 = fma(a183, b191, acc51);
+        acc52 = fma(a183, b192, acc52);
+        acc53 = fma(a183, b193, acc53);
+        acc54 = fma(a183, b194, acc54);
+        acc55 = fma(a183, b195, acc55);
+        acc56 = fma(a184, b188, acc56);
+        acc57 = fma(a184, b189, acc57);
+        acc58 = fma(a184, b190, acc58);
+        acc59 = fma(a184, b191, acc59);
+        acc60 = fma(a184, b192, acc60);
+        acc61 = fma(a184, b193, acc61);
+        acc62 = fma(a184, b194, acc62);
+        acc63 = fma(a184, b195, acc63);
+        acc64 = fma(a185, b188, acc64);
+        acc65 = fma(a185, b189, acc65);
+        acc66 = fma(a185, b190, acc66);
+        acc67 = fma(a185, b191, acc67);
+        acc68 = fma(a185, b192, acc68);
+        acc69 = fma(a185, b193, acc69);
+        acc70 = fma(a185, b194, acc70);
+        acc71 = fma(a185, b195, acc71);
+        acc72 = fma(a186, b188, acc72);
+        acc73 = fma(a186, b189, acc73);
+        acc74 = fma(a186, b190, acc74);
+        acc75 = fma(a186, b191, acc75);
+        acc76 = fma(a186, b192, acc76);
+        acc77 = fma(a186, b193, acc77);
+        acc78 = fma(a186, b194, acc78);
+        acc79 = fma(a186, b195, acc79);
+        acc80 = fma(a187, b188, acc80);
+        acc81 = fma(a187, b189, acc81);
+        acc82 = fma(a187, b190, acc82);
+        acc83 = fma(a187, b191, acc83);
+        acc84 = fma(a187, b192, acc84);
+        acc85 = fma(a187, b193, acc85);
+        acc86 = fma(a187, b194, acc86);
+        acc87 = fma(a187, b195, acc87);
+        const float a196 = a_tile[ra146 + 384u];
+        const float a197 = a_tile[ra146 + 384u + 1u];
+        const float a198 = a_tile[ra146 + 384u + 2u];
+        const float a199 = a_tile[ra146 + 384u + 3u];
+        const float a200 = a_tile[ra146 + 448u];
+        const float a201 = a_tile[ra146 + 448u + 1u];
+        const float a202 = a_tile[ra146 + 448u + 2u];
+        const float a203 = a_tile[ra146 + 448u + 3u];
+        const float b204 = b_tile[rb147 + 384u];
+        const float b205 = b_tile[rb147 + 384u + 1u];
+        const float b206 = b_tile[rb147 + 384u + 2u];
+        const float b207 = b_tile[rb147 + 384u + 3u];
+        const float b208 = b_tile[rb147 + 448u];
+        const float b209 = b_tile[rb147 + 448u + 1u];
+        const float b210 = b_tile[rb147 + 448u + 2u];
+        const float b211 = b_tile[rb147 + 448u + 3u];
+        acc24 = fma(a196, b204, acc24);
+        acc25 = fma(a196, b205, acc25);
+        acc26 = fma(a196, b206, acc26);
+        acc27 = fma(a196, b207, acc27);
+        acc28 = fma(a196, b208, acc28);
+        acc29 = fma(a196, b209, acc29);
+        acc30 = fma(a196, b210, acc30);
+        acc31 = fma(a196, b211, acc31);
+        acc32 = fma(a197, b204, acc32);
+        acc33 = fma(a197, b205, acc33);
+        acc34 = fma(a197, b206, acc34);
+        acc35 = fma(a197, b207, acc35);
+        acc36 = fma(a197, b208, acc36);
+        acc37 = fma(a197, b209, acc37);
+        acc38 = fma(a197, b210, acc38);
+        acc39 = fma(a197, b211, acc39);
+        acc40 = fma(a198, b204, acc40);
+        acc41 = fma(a198, b205, acc41);
+        acc42 = fma(a198, b206, acc42);
+        acc43 = fma(a198, b207, acc43);
+        acc44 = fma(a198, b208, acc44);
+        acc45 = fma(a198, b209, acc45);
+        acc46 = fma(a198, b210, acc46);
+        acc47 = fma(a198, b211, acc47);
+        acc48 = fma(a199, b204, acc48);
+        acc49 = fma(a199, b205, acc49);
+        acc50 = fma(a199, b206, acc50);
+        acc51 = fma(a199, b207, acc51);
+        acc52 = fma(a199, b208, acc52);
+        acc53 = fma(a199, b209, acc53);
+        acc54 = fma(a199, b210, acc54);
+        acc55 = fma(a199, b211, acc55);
+        acc56 = fma(a200, b204, acc56);
+        acc57 = fma(a200, b205, acc57);
+        acc58 = fma(a200, b206, acc58);
+        acc59 = fma(a200, b207, acc59);
+        acc60 = fma(a200, b208, acc60);
+        acc61 = fma(a200, b209, acc61);
+        acc62 = fma(a200, b210, acc62);
+        acc63 = fma(a200, b211, acc63);
+        acc64 = fma(a201, b204, acc64);
+        acc65 = fma(a201, b205, acc65);
+        acc66 = fma(a201, b206, acc66);
+        acc67 = fma(a201, b207, acc67);
+        acc68 = fma(a201, b208, acc68);
+        acc69 = fma(a201, b209, acc69);
+        acc70 = fma(a201, b210, acc70);
+        acc71 = fma(a201, b211, acc71);
+        acc72 = fma(a202, b204, acc72);
+        acc73 = fma(a202, b205, acc73);
+        acc74 = fma(a202, b206, acc74);
+        acc75 = fma(a202, b207, acc75);
+        acc76 = fma(a202, b208, acc76);
+        acc77 = fma(a202, b209, acc77);
+        acc78 = fma(a202, b210, acc78);
+        acc79 = fma(a202, b211, acc79);
+        acc80 = fma(a203, b204, acc80);
+        acc81 = fma(a203, b205, acc81);
+        acc82 = fma(a203, b206, acc82);
+        acc83 = fma(a203, b207, acc83);
+        acc84 = fma(a203, b208, acc84);
+        acc85 = fma(a203, b209, acc85);
+        acc86 = fma(a203, b210, acc86);
+        acc87 = fma(a203, b211, acc87);
+        const float a212 = a_tile[ra146 + 512u];
+        const float a213 = a_tile[ra146 + 512u + 1u];
+        const float a214 = a_tile[ra146 + 512u + 2u];
+        const float a215 = a_tile[ra146 + 512u + 3u];
+        const float a216 = a_tile[ra146 + 576u];
+        const float a217 = a_tile[ra146 + 576u + 1u];
+        const float a218 = a_tile[ra146 + 576u + 2u];
+        const float a219 = a_tile[ra146 + 576u + 3u];
+        const float b220 = b_tile[rb147 + 512u];
+        const float b221 = b_tile[rb147 + 512u + 1u];
+        const float b222 = b_tile[rb147 + 512u + 2u];
+        const float b223 = b_tile[rb147 + 512u + 3u];
+        const float b224 = b_tile[rb147 + 576u];
+        const float b225 = b_tile[rb147 + 576u + 1u];
+        const float b226 = b_tile[rb147 + 576u + 2u];
+        const float b227 = b_tile[rb147 + 576u + 3u];
+        acc24 = fma(a212, b220, acc24);
+        acc25 = fma(a212, b221, acc25);
+        acc26 = fma(a212, b222, acc26);
+        acc27 = fma(a212, b223, acc27);
+        acc28 = fma(a212, b224, acc28);
+        acc29 = fma(a212, b225, acc29);
+        acc30 = fma(a212, b226, acc30);
+        acc31 = fma(a212, b227, acc31);
+        acc32 = fma(a213, b220, acc32);
+        acc33 = fma(a213, b221, acc33);
+        acc34 = fma(a213, b222, acc34);
+        acc35 = fma(a213, b223, acc35);
+        acc36 = fma(a213, b224, acc36);
+        acc37 = fma(a213, b225, acc37);
+        acc38 = fma(a213, b226, acc38);
+        acc39 = fma(a213, b227, acc39);
+        acc40 = fma(a214, b220, acc40);
+        acc41 = fma(a214, b221, acc41);
+        acc42 = fma(a214, b222, acc42);
+        acc43 = fma(a214, b223, acc43);
+        acc44 = fma(a214, b224, acc44);
+        acc45 = fma(a214, b225, acc45);
+        acc46 = fma(a214, b226, acc46);
+        acc47 = fma(a214, b227, acc47);
+        acc48 = fma(a215, b220, acc48);
+        acc49 = fma(a215, b221, acc49);
+        acc50 = fma(a215, b222, acc50);
+        acc51 = fma(a215, b223, acc51);
+        acc52 = fma(a215, b224, acc52);
+        acc53 = fma(a215, b225, acc53);
+        acc54 = fma(a215, b226, acc54);
+        acc55 = fma(a215, b227, acc55);
+        acc56 = fma(a216, b220, acc56);
+        acc57 = fma(a216, b221, acc57);
+        acc58 = fma(a216, b222, acc58);
+        acc59 = fma(a216, b223, acc59);
+        acc60 = fma(a216, b224, acc60);
+        acc61 = fma(a216, b225, acc61);
+        acc62 = fma(a216, b226, acc62);
+        acc63 = fma(a216, b227, acc63);
+        acc64 = fma(a217, b220, acc64);
+        acc65 = fma(a217, b221, acc65);
+        acc66 = fma(a217, b222, acc66);
+        acc67 = fma(a217, b223, acc67);
+        acc68 = fma(a217, b224, acc68);
+        acc69 = fma(a217, b225, acc69);
+        acc70 = fma(a217, b226, acc70);
+        acc71 = fma(a217, b227, acc71);
+        acc72 = fma(a218, b220, acc72);
+        acc73 = fma(a218, b221, acc73);
+        acc74 = fma(a218, b222, acc74);
+        acc75 = fma(a218, b223, acc75);
+        acc76 = fma(a218, b224, acc76);
+        acc77 = fma(a218, b225, acc77);
+        acc78 = fma(a218, b226, acc78);
+        acc79 = fma(a218, b227, acc79);
+        acc80 = fma(a219, b220, acc80);
+        acc81 = fma(a219, b221, acc81);
+        acc82 = fma(a219, b222, acc82);
+        acc83 = fma(a219, b223, acc83);
+        acc84 = fma(a219, b224, acc84);
+        acc85 = fma(a219, b225, acc85);
+        acc86 = fma(a219, b226, acc86);
+        acc87 = fma(a219, b227, acc87);
+        const float a228 = a_tile[ra146 + 640u];
+        const float a229 = a_tile[ra146 + 640u + 1u];
+        const float a230 = a_tile[ra146 + 640u + 2u];
+        const float a231 = a_tile[ra146 + 640u + 3u];
+        const float a232 = a_tile[ra146 + 704u];
+        const float a233 = a_tile[ra146 + 704u + 1u];
+        const float a234 = a_tile[ra146 + 704u + 2u];
+        const float a235 = a_tile[ra146 + 704u + 3u];
+        const float b236 = b_tile[rb147 + 640u];
+        const float b237 = b_tile[rb147 + 640u + 1u];
+        const float b238 = b_tile[rb147 + 640u + 2u];
+        const float b239 = b_tile[rb147 + 640u + 3u];
+        const float b240 = b_tile[rb147 + 704u];
+        const float b241 = b_tile[rb147 + 704u + 1u];
+        const float b242 = b_tile[rb147 + 704u + 2u];
+        const float b243 = b_tile[rb147 + 704u + 3u];
+        acc24 = fma(a228, b236, acc24);
+        acc25 = fma(a228, b237, acc25);
+        acc26 = fma(a228, b238, acc26);
+        acc27 = fma(a228, b239, acc27);
+        acc28 = fma(a228, b240, acc28);
+        acc29 = fma(a228, b241, acc29);
+        acc30 = fma(a228, b242, acc30);
+        acc31 = fma(a228, b243, acc31);
+        acc32 = fma(a229, b236, acc32);
+        acc33 = fma(a229, b237, acc33);
+        acc34 = fma(a229, b238, acc34);
+        acc35 = fma(a229, b239, acc35);
+        acc36 = fma(a229, b240, acc36);
+        acc37 = fma(a229, b241, acc37);
+        acc38 = fma(a229, b242, acc38);
+        acc39 = fma(a229, b243, acc39);
+        acc40 = fma(a230, b236, acc40);
+        acc41 = fma(a230, b237, acc41);
+        acc42 = fma(a230, b238, acc42);
+        acc43 = fma(a230, b239, acc43);
+        acc44 = fma(a230, b240, acc44);
+        acc45 = fma(a230, b241, acc45);
+        acc46 = fma(a230, b242, acc46);
+        acc47 = fma(a230, b243, acc47);
+        acc48 = fma(a231, b236, acc48);
+        acc49 = fma(a231, b237, acc49);
+        acc50 = fma(a231, b238, acc50);
+        acc51 = fma(a231, b239, acc51);
+        acc52 = fma(a231, b240, acc52);
+        acc53 = fma(a231, b241, acc53);
+        acc54 = fma(a231, b242, acc54);
+        acc55 = fma(a231, b243, acc55);
+        acc56 = fma(a232, b236, acc56);
+        acc57 = fma(a232, b237, acc57);
+        acc58 = fma(a232, b238, acc58);
+        acc59 = fma(a232, b239, acc59);
+        acc60 = fma(a232, b240, acc60);
+        acc61 = fma(a232, b241, acc61);
+        acc62 = fma(a232, b242, acc62);
+        acc63 = fma(a232, b243, acc63);
+        acc64 = fma(a233, b236, acc64);
+        acc65 = fma(a233, b237, acc65);
+        acc66 = fma(a233, b238, acc66);
+        acc67 = fma(a233, b239, acc67);
+        acc68 = fma(a233, b240, acc68);
+        acc69 = fma(a233, b241, acc69);
+        acc70 = fma(a233, b242, acc70);
+        acc71 = fma(a233, b243, acc71);
+        acc72 = fma(a234, b236, acc72);
+        acc73 = fma(a234, b237, acc73);
+        acc74 = fma(a234, b238, acc74);
+        acc75 = fma(a234, b239, acc75);
+        acc76 = fma(a234, b240, acc76);
+        acc77 = fma(a234, b241, acc77);
+        acc78 = fma(a234, b242, acc78);
+        acc79 = fma(a234, b243, acc79);
+        acc80 = fma(a235, b236, acc80);
+        acc81 = fma(a235, b237, acc81);
+        acc82 = fma(a235, b238, acc82);
+        acc83 = fma(a235, b239, acc83);
+        acc84 = fma(a235, b240, acc84);
+        acc85 = fma(a235, b241, acc85);
+        acc86 = fma(a235, b242, acc86);
+        acc87 = fma(a235, b243, acc87);
+        const float a244 = a_tile[ra146 + 768u];
+        const float a245 = a_tile[ra146 + 768u + 1u];
+        const float a246 = a_tile[ra146 + 768u + 2u];
+        const float a247 = a_tile[ra146 + 768u + 3u];
+        const float a248 = a_tile[ra146 + 832u];
+        const float a249 = a_tile[ra146 + 832u + 1u];
+        const float a250 = a_tile[ra146 + 832u + 2u];
+        const float a251 = a_tile[ra146 + 832u + 3u];
+        const float b252 = b_tile[rb147 + 768u];
+        const float b253 = b_tile[rb147 + 768u + 1u];
+        const float b254 = b_tile[rb147 + 768u + 2u];
+        const float b255 = b_tile[rb147 + 768u + 3u];
+        const float b256 = b_tile[rb147 + 832u];
+        const float b257 = b_tile[rb147 + 832u + 1u];
+        const float b258 = b_tile[rb147 + 832u + 2u];
+        const float b259 = b_tile[rb147 + 832u + 3u];
+        acc24 = fma(a244, b252, acc24);
+        acc25 = fma(a244, b253, acc25);
+        acc26 = fma(a244, b254, acc26);
+        acc27 = fma(a244, b255, acc27);
+        acc28 = fma(a244, b256, acc28);
+        acc29 = fma(a244, b257, acc29);
+        acc30 = fma(a244, b258, acc30);
+        acc31 = fma(a244, b259, acc31);
+        acc32 = fma(a245, b252, acc32);
+        acc33 = fma(a245, b253, acc33);
+        acc34 = fma(a245, b254, acc34);
+        acc35 = fma(a245, b255, acc35);
+        acc36 = fma(a245, b256, acc36);
+        acc37 = fma(a245, b257, acc37);
+        acc38 = fma(a245, b258, acc38);
+        acc39 = fma(a245, b259, acc39);
+        acc40 = fma(a246, b252, acc40);
+        acc41 = fma(a246, b253, acc41);
+        acc42 = fma(a246, b254, acc42);
+        acc43 = fma(a246, b255, acc43);
+        acc44 = fma(a246, b256, acc44);
+        acc45 = fma(a246, b257, acc45);
+        acc46 = fma(a246, b258, acc46);
+        acc47 = fma(a246, b259, acc47);
+        acc48 = fma(a247, b252, acc48);
+        acc49 = fma(a247, b253, acc49);
+        acc50 = fma(a247, b254, acc50);
+        acc51 = fma(a247, b255, acc51);
+        acc52 = fma(a247, b256, acc52);
+        acc53 = fma(a247, b257, acc53);
+        acc54 = fma(a247, b258, acc54);
+        acc55 = fma(a247, b259, acc55);
+        acc56 = fma(a248, b252, acc56);
+        acc57 = fma(a248, b253, acc57);
+        acc58 = fma(a248, b254, acc58);
+        acc59 = fma(a248, b255, acc59);
+        acc60 = fma(a248, b256, acc60);
+        acc61 = fma(a248, b257, acc61);
+        acc62 = fma(a248, b258, acc62);
+        acc63 = fma(a248, b259, acc63);
+        acc64 = fma(a249, b252, acc64);
+        acc65 = fma(a249, b253, acc65);
+        acc66 = fma(a249, b254, acc66);
+        acc67 = fma(a249, b255, acc67);
+        acc68 = fma(a249, b256, acc68);
+        acc69 = fma(a249, b257, acc69);
+        acc70 = fma(a249, b258, acc70);
+        acc71 = fma(a249, b259, acc71);
+        acc72 = fma(a250, b252, acc72);
+        acc73 = fma(a250, b253, acc73);
+        acc74 = fma(a250, b254, acc74);
+        acc75 = fma(a250, b255, acc75);
+        acc76 = fma(a250, b256, acc76);
+        acc77 = fma(a250, b257, acc77);
+        acc78 = fma(a250, b258, acc78);
+        acc79 = fma(a250, b259, acc79);
+        acc80 = fma(a251, b252, acc80);
+        acc81 = fma(a251, b253, acc81);
+        acc82 = fma(a251, b254, acc82);
+        acc83 = fma(a251, b255, acc83);
+        acc84 = fma(a251, b256, acc84);
+        acc85 = fma(a251, b257, acc85);
+        acc86 = fma(a251, b258, acc86);
+        acc87 = fma(a251, b259, acc87);
+        const float a260 = a_tile[ra146 + 896u];
+        const float a261 = a_tile[ra146 + 896u + 1u];
+        const float a262 = a_tile[ra146 + 896u + 2u];
+        const float a263 = a_tile[ra146 + 896u + 3u];
+        const float a264 = a_tile[ra146 + 960u];
+        const float a265 = a_tile[ra146 + 960u + 1u];
+        const float a266 = a_tile[ra146 + 960u + 2u];
+        const float a267 = a_tile[ra146 + 960u + 3u];
+        const float b268 = b_tile[rb147 + 896u];
+        const float b269 = b_tile[rb147 + 896u + 1u];
+        const float b270 = b_tile[rb147 + 896u + 2u];
+        const float b271 = b_tile[rb147 + 896u + 3u];
+        const float b272 = b_tile[rb147 + 960u];
+        const float b273 = b_tile[rb147 + 960u + 1u];
+        const float b274 = b_tile[rb147 + 960u + 2u];
+        const float b275 = b_tile[rb147 + 960u + 3u];
+        acc24 = fma(a260, b268, acc24);
+        acc25 = fma(a260, b269, acc25);
+        acc26 = fma(a260, b270, acc26);
+        acc27 = fma(a260, b271, acc27);
+        acc28 = fma(a260, b272, acc28);
+        acc29 = fma(a260, b273, acc29);
+        acc30 = fma(a260, b274, acc30);
+        acc31 = fma(a260, b275, acc31);
+        acc32 = fma(a261, b268, acc32);
+        acc33 = fma(a261, b269, acc33);
+        acc34 = fma(a261, b270, acc34);
+        acc35 = fma(a261, b271, acc35);
+        acc36 = fma(a261, b272, acc36);
+        acc37 = fma(a261, b273, acc37);
+        acc38 = fma(a261, b274, acc38);
+        acc39 = fma(a261, b275, acc39);
+        acc40 = fma(a262, b268, acc40);
+        acc41 = fma(a262, b269, acc41);
+        acc42 = fma(a262, b270, acc42);
+        acc43 = fma(a262, b271, acc43);
+        acc44 = fma(a262, b272, acc44);
+        acc45 = fma(a262, b273, acc45);
+        acc46 = fma(a262, b274, acc46);
+        acc47 = fma(a262, b275, acc47);
+        acc48 = fma(a263, b268, acc48);
+        acc49 = fma(a263, b269, acc49);
+        acc50 = fma(a263, b270, acc50);
+        acc51 = fma(a263, b271, acc51);
+        acc52 = fma(a263, b272, acc52);
+        acc53 = fma(a263, b273, acc53);
+        acc54 = fma(a263, b274, acc54);
+        acc55 = fma(a263, b275, acc55);
+        acc56 = fma(a264, b268, acc56);
+        acc57 = fma(a264, b269, acc57);
+        acc58 = fma(a264, b270, acc58);
+        acc59 = fma(a264, b271, acc59);
+        acc60 = fma(a264, b272, acc60);
+        acc61 = fma(a264, b273, acc61);
+        acc62 = fma(a264, b274, acc62);
+        acc63 = fma(a264, b275, acc63);
+        acc64 = fma(a265, b268, acc64);
+        acc65 = fma(a265, b269, acc65);
+        acc66 = fma(a265, b270, acc66);
+        acc67 = fma(a265, b271, acc67);
+        acc68 = fma(a265, b272, acc68);
+        acc69 = fma(a265, b273, acc69);
+        acc70 = fma(a265, b274, acc70);
+        acc71 = fma(a265, b275, acc71);
+        acc72 = fma(a266, b268, acc72);
+        acc73 = fma(a266, b269, acc73);
+        acc74 = fma(a266, b270, acc74);
+        acc75 = fma(a266, b271, acc75);
+        acc76 = fma(a266, b272, acc76);
+        acc77 = fma(a266, b273, acc77);
+        acc78 = fma(a266, b274, acc78);
+        acc79 = fma(a266, b275, acc79);
+        acc80 = fma(a267, b268, acc80);
+        acc81 = fma(a267, b269, acc81);
+        acc82 = fma(a267, b270, acc82);
+        acc83 = fma(a267, b271, acc83);
+        acc84 = fma(a267, b272, acc84);
+        acc85 = fma(a267, b273, acc85);
+        acc86 = fma(a267, b274, acc86);
+        acc87 = fma(a267, b275, acc87);
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint kk58 = 0u; kk58 < 16u; kk58 += 1u) {
-            const float a59 = a_tile[lid.y * 16u + kk58];
-            const float a60 = a_tile[(lid.y + 16u) * 16u + kk58];
-            const float a61 = a_tile[(lid.y + 32u) * 16u + kk58];
-            const float a62 = a_tile[(lid.y + 48u) * 16u + kk58];
-            const float b63 = b_tile[kk58 * 64u + lid.x];
-            const float b64 = b_tile[kk58 * 64u + (lid.x + 16u)];
-            const float b65 = b_tile[kk58 * 64u + (lid.x + 32u)];
-            const float b66 = b_tile[kk58 * 64u + (lid.x + 48u)];
-            acc15 = fma(a59, b63, acc15);
-            acc16 = fma(a59, b64, acc16);
-            acc17 = fma(a59, b65, acc17);
-            acc18 = fma(a59, b66, acc18);
-            acc19 = fma(a60, b63, acc19);
-            acc20 = fma(a60, b64, acc20);
-            acc21 = fma(a60, b65, acc21);
-            acc22 = fma(a60, b66, acc22);
-            acc23 = fma(a61, b63, acc23);
-            acc24 = fma(a61, b64, acc24);
-            acc25 = fma(a61, b65, acc25);
-            acc26 = fma(a61, b66, acc26);
-            acc27 = fma(a62, b63, acc27);
-            acc28 = fma(a62, b64, acc28);
-            acc29 = fma(a62, b65, acc29);
-            acc30 = fma(a62, b66, acc30);
-        }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    if ((row7 < u.M) && (col11 < u.N)) {
-        const uint i67 = (b4 * u.M + row7) * u.N + col11;
-        const float v68 = bias[col11];
-        const float v69 = acc15 + v68;
-        const float v70 = mimir_tanh(v69);
-        out[i67] = v70;
+    if ((row8 < u.M) && (col16 < u.N)) {
+        const uint i276 = (b4 * u.M + row8) * u.N + col16;
+        const float v277 = bias[col16];
+        const float v278 = acc24 + v277;
+        const float v279 = mimir_tanh(v278);
+        out[i276] = v279;
     }
-    if ((row7 < u.M) && (col12 < u.N)) {
-        const uint i71 = (b4 * u.M + row7) * u.N + col12;
-        const float v72 = bias[col12];
-        const float v73 = acc16 + v72;
-        const float v74 = mimir_tanh(v73);
-        out[i71] = v74;
+    if ((row8 < u.M) && (col17 < u.N)) {
+        const uint i280 = (b4 * u.M + row8) * u.N + col17;
+        const float v281 = bias[col17];
+        const float v282 = acc25 + v281;
+        const float v283 = mimir_tanh(v282);
+        out[i280] = v283;
     }
-    if ((row7 < u.M) && (col13 < u.N)) {
-        const uint i75 = (b4 * u.M + row7) * u.N + col13;
-        const float v76 = bias[col13];
-        const float v77 = acc17 + v76;
-        const float v78 = mimir_tanh(v77);
-        out[i75] = v78;
+    if ((row8 < u.M) && (col18 < u.N)) {
+        const uint i284 = (b4 * u.M + row8) * u.N + col18;
+        const float v285 = bias[col18];
+        const float v286 = acc26 + v285;
+        const float v287 = mimir_tanh(v286);
+        out[i284] = v287;
     }
-    if ((row7 < u.M) && (col14 < u.N)) {
-        const uint i79 = (b4 * u.M + row7) * u.N + col14;
-        const float v80 = bias[col14];
-        const float v81 = acc18 + v80;
-        const float v82 = mimir_tanh(v81);
-        out[i79] = v82;
+    if ((row8 < u.M) && (col19 < u.N)) {
+        const uint i288 = (b4 * u.M + row8) * u.N + col19;
+        const float v289 = bias[col19];
+        const float v290 = acc27 + v289;
+        const float v291 = mimir_tanh(v290);
+        out[i288] = v291;
     }
-    if ((row8 < u.M) && (col11 < u.N)) {
-        const uint i83 = (b4 * u.M + row8) * u.N + col11;
-        const float v84 = bias[col11];
-        const float v85 = acc19 + v84;
-        const float v86 = mimir_tanh(v85);
-        out[i83] = v86;
+    if ((row8 < u.M) && (col20 < u.N)) {
+        const uint i292 = (b4 * u.M + row8) * u.N + col20;
+        const float v293 = bias[col20];
+        const float v294 = acc28 + v293;
+        const float v295 = mimir_tanh(v294);
+        out[i292] = v295;
     }
-    if ((row8 < u.M) && (col12 < u.N)) {
-        const uint i87 = (b4 * u.M + row8) * u.N + col12;
-        const float v88 = bias[col12];
-        const float v89 = acc20 + v88;
-        const float v90 = mimir_tanh(v89);
-        out[i87] = v90;
+    if ((row8 < u.M) && (col21 < u.N)) {
+        const uint i296 = (b4 * u.M + row8) * u.N + col21;
+        const float v297 = bias[col21];
+        const float v298 = acc29 + v297;
+        const float v299 = mimir_tanh(v298);
+        out[i296] = v299;
     }
-    if ((row8 < u.M) && (col13 < u.N)) {
-        const uint i91 = (b4 * u.M + row8) * u.N + col13;
-        const float v92 = bias[col13];
-        const float v93 = acc21 + v92;
-        const float v94 = mimir_tanh(v93);
-        out[i91] = v94;
+    if ((row8 < u.M) && (col22 < u.N)) {
+        const uint i300 = (b4 * u.M + row8) * u.N + col22;
+        const float v301 = bias[col22];
+        const float v302 = acc30 + v301;
+        const float v303 = mimir_tanh(v302);
+        out[i300] = v303;
     }
-    if ((row8 < u.M) && (col14 < u.N)) {
-        const uint i95 = (b4 * u.M + row8) * u.N + col14;
-        const float v96 = bias[col14];
-        const float v97 = acc22 + v96;
-        const float v98 = mimir_tanh(v97);
-        out[i95] = v98;
+    if ((row8 < u.M) && (col23 < u.N)) {
+        const uint i304 = (b4 * u.M + row8) * u.N + col23;
+        const float v305 = bias[col23];
+        const float v306 = acc31 + v305;
+        const float v307 = mimir_tanh(v306);
+        out[i304] = v307;
     }
-    if ((row9 < u.M) && (col11 < u.N)) {
-        const uint i99 = (b4 * u.M + row9) * u.N + col11;
-        const float v100 = bias[col11];
-        const float v101 = acc23 + v100;
-        const float v102 = mimir_tanh(v101);
-        out[i99] = v102;
+    if ((row9 < u.M) && (col16 < u.N)) {
+        const uint i308 = (b4 * u.M + row9) * u.N + col16;
+        const float v309 = bias[col16];
+        const float v310 = acc32 + v309;
+        const float v311 = mimir_tanh(v310);
+        out[i308] = v311;
     }
-    if ((row9 < u.M) && (col12 < u.N)) {
-        const uint i103 = (b4 * u.M + row9) * u.N + col12;
-        const float v104 = bias[col12];
-        const float v105 = acc24 + v104;
-        const float v106 = mimir_tanh(v105);
-        out[i103] = v106;
+    if ((row9 < u.M) && (col17 < u.N)) {
+        const uint i312 = (b4 * u.M + row9) * u.N + col17;
+        const float v313 = bias[col17];
+        const float v314 = acc33 + v313;
+        const float v315 = mimir_tanh(v314);
+        out[i312] = v315;
     }
-    if ((row9 < u.M) && (col13 < u.N)) {
-        const uint i107 = (b4 * u.M + row9) * u.N + col13;
-        const float v108 = bias[col13];
-        const float v109 = acc25 + v108;
-        const float v110 = mimir_tanh(v109);
-        out[i107] = v110;
+    if ((row9 < u.M) && (col18 < u.N)) {
+        const uint i316 = (b4 * u.M + row9) * u.N + col18;
+        const float v317 = bias[col18];
+        const float v318 = acc34 + v317;
+        const float v319 = mimir_tanh(v318);
+        out[i316] = v319;
     }
-    if ((row9 < u.M) && (col14 < u.N)) {
-        const uint i111 = (b4 * u.M + row9) * u.N + col14;
-        const float v112 = bias[col14];
-        const float v113 = acc26 + v112;
-        const float v114 = mimir_tanh(v113);
-        out[i111] = v114;
+    if ((row9 < u.M) && (col19 < u.N)) {
+        const uint i320 = (b4 * u.M + row9) * u.N + col19;
+        const float v321 = bias[col19];
+        const float v322 = acc35 + v321;
+        const float v323 = mimir_tanh(v322);
+        out[i320] = v323;
     }
-    if ((row10 < u.M) && (col11 < u.N)) {
-        const uint i115 = (b4 * u.M + row10) * u.N + col11;
-        const float v116 = bias[col11];
-        const float v117 = acc27 + v116;
-        const float v118 = mimir_tanh(v117);
-        out[i115] = v118;
+    if ((row9 < u.M) && (col20 < u.N)) {
+        const uint i324 = (b4 * u.M + row9) * u.N + col20;
+        const float v325 = bias[col20];
+        const float v326 = acc36 + v325;
+        const float v327 = mimir_tanh(v326);
+        out[i324] = v327;
     }
-    if ((row10 < u.M) && (col12 < u.N)) {
-        const uint i119 = (b4 * u.M + row10) * u.N + col12;
-        const float v120 = bias[col12];
-        const float v121 = acc28 + v120;
-        const float v122 = mimir_tanh(v121);
-        out[i119] = v122;
+    if ((row9 < u.M) && (col21 < u.N)) {
+        const uint i328 = (b4 * u.M + row9) * u.N + col21;
+        const float v329 = bias[col21];
+        const float v330 = acc37 + v329;
+        const float v331 = mimir_tanh(v330);
+        out[i328] = v331;
     }
-    if ((row10 < u.M) && (col13 < u.N)) {
-        const uint i123 = (b4 * u.M + row10) * u.N + col13;
-        const float v124 = bias[col13];
-        const float v125 = acc29 + v124;
-        const float v126 = mimir_tanh(v125);
-        out[i123] = v126;
+    if ((row9 < u.M) && (col22 < u.N)) {
+        const uint i332 = (b4 * u.M + row9) * u.N + col22;
+        const float v333 = bias[col22];
+        const float v334 = acc38 + v333;
+        const float v335 = mimir_tanh(v334);
+        out[i332] = v335;
     }
-    if ((row10 < u.M) && (col14 < u.N)) {
-        const uint i127 = (b4 * u.M + row10) * u.N + col14;
-        const float v128 = bias[col14];
-        const float v129 = acc30 + v128;
-        const float v130 = mimir_tanh(v129);
-        out[i127] = v130;
+    if ((row9 < u.M) && (col23 < u.N)) {
+        const uint i336 = (b4 * u.M + row9) * u.N + col23;
+        const float v337 = bias[col23];
+        const float v338 = acc39 + v337;
+        const float v339 = mimir_tanh(v338);
+        out[i336] = v339;
+    }
+    if ((row10 < u.M) && (col16 < u.N)) {
+        const uint i340 = (b4 * u.M + row10) * u.N + col16;
+        const float v341 = bias[col16];
+        const float v342 = acc40 + v341;
+        const float v343 = mimir_tanh(v342);
+        out[i340] = v343;
+    }
+    if ((row10 < u.M) && (col17 < u.N)) {
+        const uint i344 = (b4 * u.M + row10) * u.N + col17;
+        const float v345 = bias[col17];
+        const float v346 = acc41 + v345;
+        const float v347 = mimir_tanh(v346);
+        out[i344] = v347;
+    }
+    if ((row10 < u.M) && (col18 < u.N)) {
+        const uint i348 = (b4 * u.M + row10) * u.N + col18;
+        const float v349 = bias[col18];
+        const float v350 = acc42 + v349;
+        const float v351 = mimir_tanh(v350);
+        out[i348] = v351;
+    }
+    if ((row10 < u.M) && (col19 < u.N)) {
+        const uint i352 = (b4 * u.M + row10) * u.N + col19;
+        const float v353 = bias[col19];
+        const float v354 = acc43 + v353;
+        const float v355 = mimir_tanh(v354);
+        out[i352] = v355;
+    }
+    if ((row10 < u.M) && (col20 < u.N)) {
+        const uint i356 = (b4 * u.M + row10) * u.N + col20;
+        const float v357 = bias[col20];
+        const float v358 = acc44 + v357;
+        const float v359 = mimir_tanh(v358);
+        out[i356] = v359;
+    }
+    if ((row10 < u.M) && (col21 < u.N)) {
+        const uint i360 = (b4 * u.M + row10) * u.N + col21;
+        const float v361 = bias[col21];
+        const float v362 = acc45 + v361;
+        const float v363 = mimir_tanh(v362);
+        out[i360] = v363;
+    }
+    if ((row10 < u.M) && (col22 < u.N)) {
+        const uint i364 = (b4 * u.M + row10) * u.N + col22;
+        const float v365 = bias[col22];
+        const float v366 = acc46 + v365;
+        const float v367 = mimir_tanh(v366);
+        out[i364] = v367;
+    }
+    if ((row10 < u.M) && (col23 < u.N)) {
+        const uint i368 = (b4 * u.M + row10) * u.N + col23;
+        const float v369 = bias[col23];
+        const float v370 = acc47 + v369;
+        const float v371 = mimir_tanh(v370);
+        out[i368] = v371;
+    }
+    if ((row11 < u.M) && (col16 < u.N)) {
+        const uint i372 = (b4 * u.M + row11) * u.N + col16;
+        const float v373 = bias[col16];
+        const float v374 = acc48 + v373;
+        const float v375 = mimir_tanh(v374);
+        out[i372] = v375;
+    }
+    if ((row11 < u.M) && (col17 < u.N)) {
+        const uint i376 = (b4 * u.M + row11) * u.N + col17;
+        const float v377 = bias[col17];
+        const float v378 = acc49 + v377;
+        const float v379 = mimir_tanh(v378);
+        out[i376] = v379;
+    }
+    if ((row11 < u.M) && (col18 < u.N)) {
+        const uint i380 = (b4 * u.M + row11) * u.N + col18;
+        const float v381 = bias[col18];
+        const float v382 = acc50 + v381;
+        const float v383 = mimir_tanh(v382);
+        out[i380] = v383;
+    }
+    if ((row11 < u.M) && (col19 < u.N)) {
+        const uint i384 = (b4 * u.M + row11) * u.N + col19;
+        const float v385 = bias[col19];
+        const float v386 = acc51 + v385;
+        const float v387 = mimir_tanh(v386);
+        out[i384] = v387;
+    }
+    if ((row11 < u.M) && (col20 < u.N)) {
+        const uint i388 = (b4 * u.M + row11) * u.N + col20;
+        const float v389 = bias[col20];
+        const float v390 = acc52 + v389;
+        const float v391 = mimir_tanh(v390);
+        out[i388] = v391;
+    }
+    if ((row11 < u.M) && (col21 < u.N)) {
+        const uint i392 = (b4 * u.M + row11) * u.N + col21;
+        const float v393 = bias[col21];
+        const float v394 = acc53 + v393;
+        const float v395 = mimir_tanh(v394);
+        out[i392] = v395;
+    }
+    if ((row11 < u.M) && (col22 < u.N)) {
+        const uint i396 = (b4 * u.M + row11) * u.N + col22;
+        const float v397 = bias[col22];
+        const float v398 = acc54 + v397;
+        const float v399 = mimir_tanh(v398);
+        out[i396] = v399;
+    }
+    if ((row11 < u.M) && (col23 < u.N)) {
+        const uint i400 = (b4 * u.M + row11) * u.N + col23;
+        const float v401 = bias[col23];
+        const float v402 = acc55 + v401;
+        const float v403 = mimir_tanh(v402);
+        out[i400] = v403;
+    }
+    if ((row12 < u.M) && (col16 < u.N)) {
+        const uint i404 = (b4 * u.M + row12) * u.N + col16;
+        const float v405 = bias[col16];
+        const float v406 = acc56 + v405;
+        const float v407 = mimir_tanh(v406);
+        out[i404] = v407;
+    }
+    if ((row12 < u.M) && (col17 < u.N)) {
+        const uint i408 = (b4 * u.M + row12) * u.N + col17;
+        const float v409 = bias[col17];
+        const float v410 = acc57 + v409;
+        const float v411 = mimir_tanh(v410);
+        out[i408] = v411;
+    }
+    if ((row12 < u.M) && (col18 < u.N)) {
+        const uint i412 = (b4 * u.M + row12) * u.N + col18;
+        const float v413 = bias[col18];
+        const float v414 = acc58 + v413;
+        const float v415 = mimir_tanh(v414);
+        out[i412] = v415;
+    }
+    if ((row12 < u.M) && (col19 < u.N)) {
+        const uint i416 = (b4 * u.M + row12) * u.N + col19;
+        const float v417 = bias[col19];
+        const float v418 = acc59 + v417;
+        const float v419 = mimir_tanh(v418);
+        out[i416] = v419;
+    }
+    if ((row12 < u.M) && (col20 < u.N)) {
+        const uint i420 = (b4 * u.M + row12) * u.N + col20;
+        const float v421 = bias[col20];
+        const float v422 = acc60 + v421;
+        const float v423 = mimir_tanh(v422);
+        out[i420] = v423;
+    }
+    if ((row12 < u.M) && (col21 < u.N)) {
+        const uint i424 = (b4 * u.M + row12) * u.N + col21;
+        const float v425 = bias[col21];
+        const float v426 = acc61 + v425;
+        const float v427 = mimir_tanh(v426);
+        out[i424] = v427;
+    }
+    if ((row12 < u.M) && (col22 < u.N)) {
+        const uint i428 = (b4 * u.M + row12) * u.N + col22;
+        const float v429 = bias[col22];
+        const float v430 = acc62 + v429;
+        const float v431 = mimir_tanh(v430);
+        out[i428] = v431;
+    }
+    if ((row12 < u.M) && (col23 < u.N)) {
+        const uint i432 = (b4 * u.M + row12) * u.N + col23;
+        const float v433 = bias[col23];
+        const float v434 = acc63 + v433;
+        const float v435 = mimir_tanh(v434);
+        out[i432] = v435;
+    }
+    if ((row13 < u.M) && (col16 < u.N)) {
+        const uint i436 = (b4 * u.M + row13) * u.N + col16;
+        const float v437 = bias[col16];
+        const float v438 = acc64 + v437;
+        const float v439 = mimir_tanh(v438);
+        out[i436] = v439;
+    }
+    if ((row13 < u.M) && (col17 < u.N)) {
+        const uint i440 = (b4 * u.M + row13) * u.N + col17;
+        const float v441 = bias[col17];
+        const float v442 = acc65 + v441;
+        const float v443 = mimir_tanh(v442);
+        out[i440] = v443;
+    }
+    if ((row13 < u.M) && (col18 < u.N)) {
+        const uint i444 = (b4 * u.M + row13) * u.N + col18;
+        const float v445 = bias[col18];
+        const float v446 = acc66 + v445;
+        const float v447 = mimir_tanh(v446);
+        out[i444] = v447;
+    }
+    if ((row13 < u.M) && (col19 < u.N)) {
+        const uint i448 = (b4 * u.M + row13) * u.N + col19;
+        const float v449 = bias[col19];
+        const float v450 = acc67 + v449;
+        const float v451 = mimir_tanh(v450);
+        out[i448] = v451;
+    }
+    if ((row13 < u.M) && (col20 < u.N)) {
+        const uint i452 = (b4 * u.M + row13) * u.N + col20;
+        const float v453 = bias[col20];
+        const float v454 = acc68 + v453;
+        const float v455 = mimir_tanh(v454);
+        out[i452] = v455;
+    }
+    if ((row13 < u.M) && (col21 < u.N)) {
+        const uint i456 = (b4 * u.M + row13) * u.N + col21;
+        const float v457 = bias[col21];
+        const float v458 = acc69 + v457;
+        const float v459 = mimir_tanh(v458);
+        out[i456] = v459;
+    }
+    if ((row13 < u.M) && (col22 < u.N)) {
+        const uint i460 = (b4 * u.M + row13) * u.N + col22;
+        const float v461 = bias[col22];
+        const float v462 = acc70 + v461;
+        const float v463 = mimir_tanh(v462);
+        out[i460] = v463;
+    }
+    if ((row13 < u.M) && (col23 < u.N)) {
+        const uint i464 = (b4 * u.M + row13) * u.N + col23;
+        const float v465 = bias[col23];
+        const float v466 = acc71 + v465;
+        const float v467 = mimir_tanh(v466);
+        out[i464] = v467;
+    }
+    if ((row14 < u.M) && (col16 < u.N)) {
+        const uint i468 = (b4 * u.M + row14) * u.N + col16;
+        const float v469 = bias[col16];
+        const float v470 = acc72 + v469;
+        const float v471 = mimir_tanh(v470);
+        out[i468] = v471;
+    }
+    if ((row14 < u.M) && (col17 < u.N)) {
+        const uint i472 = (b4 * u.M + row14) * u.N + col17;
+        const float v473 = bias[col17];
+        const float v474 = acc73 + v473;
+        const float v475 = mimir_tanh(v474);
+        out[i472] = v475;
+    }
+    if ((row14 < u.M) && (col18 < u.N)) {
+        const uint i476 = (b4 * u.M + row14) * u.N + col18;
+        const float v477 = bias[col18];
+        const float v478 = acc74 + v477;
+        const float v479 = mimir_tanh(v478);
+        out[i476] = v479;
+    }
+    if ((row14 < u.M) && (col19 < u.N)) {
+        const uint i480 = (b4 * u.M + row14) * u.N + col19;
+        const float v481 = bias[col19];
+        const float v482 = acc75 + v481;
+        const float v483 = mimir_tanh(v482);
+        out[i480] = v483;
+    }
+    if ((row14 < u.M) && (col20 < u.N)) {
+        const uint i484 = (b4 * u.M + row14) * u.N + col20;
+        const float v485 = bias[col20];
+        const float v486 = acc76 + v485;
+        const float v487 = mimir_tanh(v486);
+        out[i484] = v487;
+    }
+    if ((row14 < u.M) && (col21 < u.N)) {
+        const uint i488 = (b4 * u.M + row14) * u.N + col21;
+        const float v489 = bias[col21];
+        const float v490 = acc77 + v489;
+        const float v491 = mimir_tanh(v490);
+        out[i488] = v491;
+    }
+    if ((row14 < u.M) && (col22 < u.N)) {
+        const uint i492 = (b4 * u.M + row14) * u.N + col22;
+        const float v493 = bias[col22];
+        const float v494 = acc78 + v493;
+        const float v495 = mimir_tanh(v494);
+        out[i492] = v495;
+    }
+    if ((row14 < u.M) && (col23 < u.N)) {
+        const uint i496 = (b4 * u.M + row14) * u.N + col23;
+        const float v497 = bias[col23];
+        const float v498 = acc79 + v497;
+        const float v499 = mimir_tanh(v498);
+        out[i496] = v499;
+    }
+    if ((row15 < u.M) && (col16 < u.N)) {
+        const uint i500 = (b4 * u.M + row15) * u.N + col16;
+        const float v501 = bias[col16];
+        const float v502 = acc80 + v501;
+        const float v503 = mimir_tanh(v502);
+        out[i500] = v503;
+    }
+    if ((row15 < u.M) && (col17 < u.N)) {
+        const uint i504 = (b4 * u.M + row15) * u.N + col17;
+        const float v505 = bias[col17];
+        const float v506 = acc81 + v505;
+        const float v507 = mimir_tanh(v506);
+        out[i504] = v507;
+    }
+    if ((row15 < u.M) && (col18 < u.N)) {
+        const uint i508 = (b4 * u.M + row15) * u.N + col18;
+        const float v509 = bias[col18];
+        const float v510 = acc82 + v509;
+        const float v511 = mimir_tanh(v510);
+        out[i508] = v511;
+    }
+    if ((row15 < u.M) && (col19 < u.N)) {
+        const uint i512 = (b4 * u.M + row15) * u.N + col19;
+        const float v513 = bias[col19];
+        const float v514 = acc83 + v513;
+        const float v515 = mimir_tanh(v514);
+        out[i512] = v515;
+    }
+    if ((row15 < u.M) && (col20 < u.N)) {
+        const uint i516 = (b4 * u.M + row15) * u.N + col20;
+        const float v517 = bias[col20];
+        const float v518 = acc84 + v517;
+        const float v519 = mimir_tanh(v518);
+        out[i516] = v519;
+    }
+    if ((row15 < u.M) && (col21 < u.N)) {
+        const uint i520 = (b4 * u.M + row15) * u.N + col21;
+        const float v521 = bias[col21];
+        const float v522 = acc85 + v521;
+        const float v523 = mimir_tanh(v522);
+        out[i520] = v523;
+    }
+    if ((row15 < u.M) && (col22 < u.N)) {
+        const uint i524 = (b4 * u.M + row15) * u.N + col22;
+        const float v525 = bias[col22];
+        const float v526 = acc86 + v525;
+        const float v527 = mimir_tanh(v526);
+        out[i524] = v527;
+    }
+    if ((row15 < u.M) && (col23 < u.N)) {
+        const uint i528 = (b4 * u.M + row15) * u.N + col23;
+        const float v529 = bias[col23];
+        const float v530 = acc87 + v529;
+        const float v531 = mimir_tanh(v530);
+        out[i528] = v531;
     }
 }

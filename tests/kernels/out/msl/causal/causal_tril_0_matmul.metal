@@ -16,33 +16,33 @@ kernel void causal_tril_0_matmul(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float a_tile[1024];
-    threadgroup float b_tile[1024];
+    threadgroup float a_tile[2048];
+    threadgroup float b_tile[2048];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.T + 64u - 1u) >> 6u) * ((u.T + 64u - 1u) >> 6u)) {
+    if (g0 >= ((u.T + 128u - 1u) >> 7u) * ((u.T + 128u - 1u) >> 7u)) {
         return;
     }
-    const uint tile1 = g0 % ((u.T + 64u - 1u) >> 6u);
-    const uint tile2 = g0 / ((u.T + 64u - 1u) >> 6u);
-    const uint row3 = tile2 * 64u;
-    const uint col4 = tile1 * 64u;
-    const uint row5 = row3 + lid.y;
-    const uint row6 = row3 + (lid.y + 16u);
-    const uint row7 = row3 + (lid.y + 32u);
-    const uint row8 = row3 + (lid.y + 48u);
-    const uint col9 = col4 + lid.x;
-    const uint col10 = col4 + (lid.x + 16u);
-    const uint col11 = col4 + (lid.x + 32u);
-    const uint col12 = col4 + (lid.x + 48u);
-    float acc13 = 0.0f;
-    float acc14 = 0.0f;
-    float acc15 = 0.0f;
-    float acc16 = 0.0f;
-    float acc17 = 0.0f;
-    float acc18 = 0.0f;
-    float acc19 = 0.0f;
-    float acc20 = 0.0f;
-    float acc21 = 0.0f;
+    const uint tile1 = g0 % ((u.T + 128u - 1u) >> 7u);
+    const uint tile2 = g0 / ((u.T + 128u - 1u) >> 7u);
+    const uint t3 = lid.y * 16u + lid.x;
+    const uint row4 = tile2 * 128u;
+    const uint col5 = tile1 * 128u;
+    const uint row6 = row4 + lid.y * 4u;
+    const uint row7 = row4 + (lid.y * 4u + 1u);
+    const uint row8 = row4 + (lid.y * 4u + 2u);
+    const uint row9 = row4 + (lid.y * 4u + 3u);
+    const uint row10 = row4 + (lid.y * 4u + 64u);
+    const uint row11 = row4 + (lid.y * 4u + 65u);
+    const uint row12 = row4 + (lid.y * 4u + 66u);
+    const uint row13 = row4 + (lid.y * 4u + 67u);
+    const uint col14 = col5 + lid.x * 4u;
+    const uint col15 = col5 + (lid.x * 4u + 1u);
+    const uint col16 = col5 + (lid.x * 4u + 2u);
+    const uint col17 = col5 + (lid.x * 4u + 3u);
+    const uint col18 = col5 + (lid.x * 4u + 64u);
+    const uint col19 = col5 + (lid.x * 4u + 65u);
+    const uint col20 = col5 + (lid.x * 4u + 66u);
+    const uint col21 = col5 + (lid.x * 4u + 67u);
     float acc22 = 0.0f;
     float acc23 = 0.0f;
     float acc24 = 0.0f;
@@ -50,156 +50,1088 @@ kernel void causal_tril_0_matmul(
     float acc26 = 0.0f;
     float acc27 = 0.0f;
     float acc28 = 0.0f;
-    for (uint k0_29 = 0u; k0_29 < u.D; k0_29 += 16u) {
-        const uint ka30 = k0_29 + lid.x;
-        const uint kb31 = k0_29 + lid.y;
-        float x32 = 0.0f;
-        if ((row5 < u.T) && (ka30 < u.D)) {
-            const uint i33 = row5 * u.D + ka30;
-            const float v34 = q[i33];
-            x32 = v34;
+    float acc29 = 0.0f;
+    float acc30 = 0.0f;
+    float acc31 = 0.0f;
+    float acc32 = 0.0f;
+    float acc33 = 0.0f;
+    float acc34 = 0.0f;
+    float acc35 = 0.0f;
+    float acc36 = 0.0f;
+    float acc37 = 0.0f;
+    float acc38 = 0.0f;
+    float acc39 = 0.0f;
+    float acc40 = 0.0f;
+    float acc41 = 0.0f;
+    float acc42 = 0.0f;
+    float acc43 = 0.0f;
+    float acc44 = 0.0f;
+    float acc45 = 0.0f;
+    float acc46 = 0.0f;
+    float acc47 = 0.0f;
+    float acc48 = 0.0f;
+    float acc49 = 0.0f;
+    float acc50 = 0.0f;
+    float acc51 = 0.0f;
+    float acc52 = 0.0f;
+    float acc53 = 0.0f;
+    float acc54 = 0.0f;
+    float acc55 = 0.0f;
+    float acc56 = 0.0f;
+    float acc57 = 0.0f;
+    float acc58 = 0.0f;
+    float acc59 = 0.0f;
+    float acc60 = 0.0f;
+    float acc61 = 0.0f;
+    float acc62 = 0.0f;
+    float acc63 = 0.0f;
+    float acc64 = 0.0f;
+    float acc65 = 0.0f;
+    float acc66 = 0.0f;
+    float acc67 = 0.0f;
+    float acc68 = 0.0f;
+    float acc69 = 0.0f;
+    float acc70 = 0.0f;
+    float acc71 = 0.0f;
+    float acc72 = 0.0f;
+    float acc73 = 0.0f;
+    float acc74 = 0.0f;
+    float acc75 = 0.0f;
+    float acc76 = 0.0f;
+    float acc77 = 0.0f;
+    float acc78 = 0.0f;
+    float acc79 = 0.0f;
+    float acc80 = 0.0f;
+    float acc81 = 0.0f;
+    float acc82 = 0.0f;
+    float acc83 = 0.0f;
+    float acc84 = 0.0f;
+    float acc85 = 0.0f;
+    const uint ak86 = t3 & 7u;
+    const uint am87 = t3 >> 3u;
+    const uint ar88 = row4 + am87;
+    const uint ar89 = row4 + (am87 + 32u);
+    const uint ar90 = row4 + (am87 + 64u);
+    const uint ar91 = row4 + (am87 + 96u);
+    const uint ab92 = ar88 * u.D;
+    const uint ab93 = ar89 * u.D;
+    const uint ab94 = ar90 * u.D;
+    const uint ab95 = ar91 * u.D;
+    const bool aok96 = ar88 < u.T;
+    const bool aok97 = ar89 < u.T;
+    const bool aok98 = ar90 < u.T;
+    const bool aok99 = ar91 < u.T;
+    const uint as100 = ak86 * 128u + am87;
+    const uint bk101 = t3 >> 7u;
+    const uint bn102 = col5 + (t3 & 127u);
+    const bool bok103 = bn102 < u.T;
+    const bool kok107 = ak86 < u.D;
+    if (aok96 && kok107) {
+        a_tile[as100] = q[ab92 + ak86];
+    } else {
+        a_tile[as100] = 0.0f;
+    }
+    if (aok97 && kok107) {
+        a_tile[as100 + 32u] = q[ab93 + ak86];
+    } else {
+        a_tile[as100 + 32u] = 0.0f;
+    }
+    if (aok98 && kok107) {
+        a_tile[as100 + 64u] = q[ab94 + ak86];
+    } else {
+        a_tile[as100 + 64u] = 0.0f;
+    }
+    if (aok99 && kok107) {
+        a_tile[as100 + 96u] = q[ab95 + ak86];
+    } else {
+        a_tile[as100 + 96u] = 0.0f;
+    }
+    const uint i113 = bn102 * u.D + bk101;
+    if ((bk101 < u.D) && bok103) {
+        b_tile[t3] = k[i113];
+    } else {
+        b_tile[t3] = 0.0f;
+    }
+    const uint kb115 = bk101 + 2u;
+    const uint i116 = bn102 * u.D + kb115;
+    if ((kb115 < u.D) && bok103) {
+        b_tile[t3 + 256u] = k[i116];
+    } else {
+        b_tile[t3 + 256u] = 0.0f;
+    }
+    const uint kb118 = bk101 + 4u;
+    const uint i119 = bn102 * u.D + kb118;
+    if ((kb118 < u.D) && bok103) {
+        b_tile[t3 + 512u] = k[i119];
+    } else {
+        b_tile[t3 + 512u] = 0.0f;
+    }
+    const uint kb121 = bk101 + 6u;
+    const uint i122 = bn102 * u.D + kb121;
+    if ((kb121 < u.D) && bok103) {
+        b_tile[t3 + 768u] = k[i122];
+    } else {
+        b_tile[t3 + 768u] = 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint ly124 = lid.y * 4u;
+    const uint lx125 = lid.x * 4u;
+    for (uint k0_126 = 0u; k0_126 < u.D; k0_126 += 8u) {
+        const uint cur127 = (k0_126 << 7u) & 1024u;
+        const uint nxt128 = cur127 ^ 1024u;
+        const uint kn129 = k0_126 + 8u;
+        if (kn129 < u.D) {
+            const uint ka130 = kn129 + ak86;
+            const bool kok131 = ka130 < u.D;
+            const uint sa132 = nxt128 + as100;
+            if (aok96 && kok131) {
+                a_tile[sa132] = q[ab92 + ka130];
+            } else {
+                a_tile[sa132] = 0.0f;
+            }
+            if (aok97 && kok131) {
+                a_tile[sa132 + 32u] = q[ab93 + ka130];
+            } else {
+                a_tile[sa132 + 32u] = 0.0f;
+            }
+            if (aok98 && kok131) {
+                a_tile[sa132 + 64u] = q[ab94 + ka130];
+            } else {
+                a_tile[sa132 + 64u] = 0.0f;
+            }
+            if (aok99 && kok131) {
+                a_tile[sa132 + 96u] = q[ab95 + ka130];
+            } else {
+                a_tile[sa132 + 96u] = 0.0f;
+            }
+            const uint kb137 = kn129 + bk101;
+            const uint sb138 = nxt128 + t3;
+            const uint i140 = bn102 * u.D + kb137;
+            if ((kb137 < u.D) && bok103) {
+                b_tile[sb138] = k[i140];
+            } else {
+                b_tile[sb138] = 0.0f;
+            }
+            const uint kb142 = kb137 + 2u;
+            const uint i143 = bn102 * u.D + kb142;
+            if ((kb142 < u.D) && bok103) {
+                b_tile[sb138 + 256u] = k[i143];
+            } else {
+                b_tile[sb138 + 256u] = 0.0f;
+            }
+            const uint kb145 = kb137 + 4u;
+            const uint i146 = bn102 * u.D + kb145;
+            if ((kb145 < u.D) && bok103) {
+                b_tile[sb138 + 512u] = k[i146];
+            } else {
+                b_tile[sb138 + 512u] = 0.0f;
+            }
+            const uint kb148 = kb137 + 6u;
+            const uint i149 = bn102 * u.D + kb148;
+            if ((kb148 < u.D) && bok103) {
+                b_tile[sb138 + 768u] = k[i149];
+            } else {
+                b_tile[sb138 + 768u] = 0.0f;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x32;
-        float x35 = 0.0f;
-        if ((row6 < u.T) && (ka30 < u.D)) {
-            const uint i36 = row6 * u.D + ka30;
-            const float v37 = q[i36];
-            x35 = v37;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x35;
-        float x38 = 0.0f;
-        if ((row7 < u.T) && (ka30 < u.D)) {
-            const uint i39 = row7 * u.D + ka30;
-            const float v40 = q[i39];
-            x38 = v40;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x38;
-        float x41 = 0.0f;
-        if ((row8 < u.T) && (ka30 < u.D)) {
-            const uint i42 = row8 * u.D + ka30;
-            const float v43 = q[i42];
-            x41 = v43;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x41;
-        float x44 = 0.0f;
-        if ((kb31 < u.D) && (col9 < u.T)) {
-            const uint i45 = col9 * u.D + kb31;
-            const float v46 = k[i45];
-            x44 = v46;
-        }
-        b_tile[lid.y * 64u + lid.x] = x44;
-        float x47 = 0.0f;
-        if ((kb31 < u.D) && (col10 < u.T)) {
-            const uint i48 = col10 * u.D + kb31;
-            const float v49 = k[i48];
-            x47 = v49;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x47;
-        float x50 = 0.0f;
-        if ((kb31 < u.D) && (col11 < u.T)) {
-            const uint i51 = col11 * u.D + kb31;
-            const float v52 = k[i51];
-            x50 = v52;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x50;
-        float x53 = 0.0f;
-        if ((kb31 < u.D) && (col12 < u.T)) {
-            const uint i54 = col12 * u.D + kb31;
-            const float v55 = k[i54];
-            x53 = v55;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x53;
+        const uint ra151 = cur127 + ly124;
+        const uint rb152 = cur127 + lx125;
+        const float a153 = a_tile[ra151];
+        const float a154 = a_tile[ra151 + 1u];
+        const float a155 = a_tile[ra151 + 2u];
+        const float a156 = a_tile[ra151 + 3u];
+        const float a157 = a_tile[ra151 + 64u];
+        const float a158 = a_tile[ra151 + 64u + 1u];
+        const float a159 = a_tile[ra151 + 64u + 2u];
+        const float a160 = a_tile[ra151 + 64u + 3u];
+        const float b161 = b_tile[rb152];
+        const float b162 = b_tile[rb152 + 1u];
+        const float b163 = b_tile[rb152 + 2u];
+        const float b164 = b_tile[rb152 + 3u];
+        const float b165 = b_tile[rb152 + 64u];
+        const float b166 = b_tile[rb152 + 64u + 1u];
+        const float b167 = b_tile[rb152 + 64u + 2u];
+        const float b168 = b_tile[rb152 + 64u + 3u];
+        acc22 = fma(a153, b161, acc22);
+        acc23 = fma(a153, b162, acc23);
+        acc24 = fma(a153, b163, acc24);
+        acc25 = fma(a153, b164, acc25);
+        acc26 = fma(a153, b165, acc26);
+        acc27 = fma(a153, b166, acc27);
+        acc28 = fma(a153, b167, acc28);
+        acc29 = fma(a153, b168, acc29);
+        acc30 = fma(a154, b161, acc30);
+        acc31 = fma(a154, b162, acc31);
+        acc32 = fma(a154, b163, acc32);
+        acc33 = fma(a154, b164, acc33);
+        acc34 = fma(a154, b165, acc34);
+        acc35 = fma(a154, b166, acc35);
+        acc36 = fma(a154, b167, acc36);
+        acc37 = fma(a154, b168, acc37);
+        acc38 = fma(a155, b161, acc38);
+        acc39 = fma(a155, b162, acc39);
+        acc40 = fma(a155, b163, acc40);
+        acc41 = fma(a155, b164, acc41);
+        acc42 = fma(a155, b165, acc42);
+        acc43 = fma(a155, b166, acc43);
+        acc44 = fma(a155, b167, acc44);
+        acc45 = fma(a155, b168, acc45);
+        acc46 = fma(a156, b161, acc46);
+        acc47 = fma(a156, b162, acc47);
+        acc48 = fma(a156, b163, acc48);
+        acc49 = fma(a156, b164, acc49);
+        acc50 = fma(a156, b165, acc50);
+        acc51 = fma(a156, b166, acc51);
+        acc52 = fma(a156, b167, acc52);
+        acc53 = fma(a156, b168, acc53);
+        acc54 = fma(a157, b161, acc54);
+        acc55 = fma(a157, b162, acc55);
+        acc56 = fma(a157, b163, acc56);
+        acc57 = fma(a157, b164, acc57);
+        acc58 = fma(a157, b165, acc58);
+        acc59 = fma(a157, b166, acc59);
+        acc60 = fma(a157, b167, acc60);
+        acc61 = fma(a157, b168, acc61);
+        acc62 = fma(a158, b161, acc62);
+        acc63 = fma(a158, b162, acc63);
+        acc64 = fma(a158, b163, acc64);
+        acc65 = fma(a158, b164, acc65);
+        acc66 = fma(a158, b165, acc66);
+        acc67 = fma(a158, b166, acc67);
+        acc68 = fma(a158, b167, acc68);
+        acc69 = fma(a158, b168, acc69);
+        acc70 = fma(a159, b161, acc70);
+        acc71 = fma(a159, b162, acc71);
+        acc72 = fma(a159, b163, acc72);
+        acc73 = fma(a159, b164, acc73);
+        acc74 = fma(a159, b165, acc74);
+        acc75 = fma(a159, b166, acc75);
+        acc76 = fma(a159, b167, acc76);
+        acc77 = fma(a159, b168, acc77);
+        acc78 = fma(a160, b161, acc78);
+        acc79 = fma(a160, b162, acc79);
+        acc80 = fma(a160, b163, acc80);
+        acc81 = fma(a160, b164, acc81);
+        acc82 = fma(a160, b165, acc82);
+        acc83 = fma(a160, b166, acc83);
+        acc84 = fma(a160, b167, acc84);
+        acc85 = fma(a160, b168, acc85);
+        const float a169 = a_tile[ra151 + 128u];
+        const float a170 = a_tile[ra151 + 128u + 1u];
+        const float a171 = a_tile[ra151 + 128u + 2u];
+        const float a172 = a_tile[ra151 + 128u + 3u];
+        const float a173 = a_tile[ra151 + 192u];
+        const float a174 = a_tile[ra151 + 192u + 1u];
+        const float a175 = a_tile[ra151 + 192u + 2u];
+        const float a176 = a_tile[ra151 + 192u + 3u];
+        const float b177 = b_tile[rb152 + 128u];
+        const float b178 = b_tile[rb152 + 128u + 1u];
+        const float b179 = b_tile[rb152 + 128u + 2u];
+        const float b180 = b_tile[rb152 + 128u + 3u];
+        const float b181 = b_tile[rb152 + 192u];
+        const float b182 = b_tile[rb152 + 192u + 1u];
+        const float b183 = b_tile[rb152 + 192u + 2u];
+        const float b184 = b_tile[rb152 + 192u + 3u];
+        acc22 = fma(a169, b177, acc22);
+        acc23 = fma(a169, b178, acc23);
+        acc24 = fma(a169, b179, acc24);
+        acc25 = fma(a169, b180, acc25);
+        acc26 = fma(a169, b181, acc26);
+        acc27 = fma(a169, b182, acc27);
+        acc28 = fma(a169, b183, acc28);
+        acc29 = fma(a169, b184, acc29);
+        acc30 = fma(a170, b177, acc30);
+        acc31 = fma(a170, b178, acc31);
+        acc32 = fma(a170, b179, acc32);
+        acc33 = fma(a170, b180, acc33);
+        acc34 = fma(a170, b181, acc34);
+        acc35 = fma(a170, b182, acc35);
+        acc36 = fma(a170, b183, acc36);
+        acc37 = fma(a170, b184, acc37);
+        acc38 = fma(a171, b177, acc38);
+        acc39 = fma(a171, b178, acc39);
+        acc40 = fma(a171, b179, acc40);
+        acc41 = fma(a171, b180, acc41);
+        acc42 = fma(a171, b181, acc42);
+        acc43 = fma(a171, b182, acc43);
+        acc44 = fma(a171, b183, acc44);
+        acc45 = fma(a171, b184, acc45);
+        acc46 = fma(a172, b177, acc46);
+        acc47 = fma(a172, b178, acc47);
+        acc48 = fma(a172, b179, acc48);
+        acc49 = fma(a172, b180, acc49);
+        acc50 = fma(a172, b181, acc50);
+        acc51 = fma(a172, b182, acc51);
+        acc52 = fma(a172, b183, acc52);
+        acc53 = fma(a172, b184, acc53);
+        acc54 = fma(a173, b177, acc54);
+        acc55 = fma(a173, b178, acc55);
+        acc56 = fma(a173, b179, acc56);
+        acc57 = fma(a173, b180, acc57);
+        acc58 = fma(a173, b181, acc58);
+        acc59 = fma(a173, b182, acc59);
+        acc60 = fma(a173, b183, acc60);
+        acc61 = fma(a173, b184, acc61);
+        acc62 = fma(a174, b177, acc62);
+        acc63 = fma(a174, b178, acc63);
+        acc64 = fma(a174, b179, acc64);
+        acc65 = fma(a174, b180, acc65);
+        acc66 = fma(a174, b181, acc66);
+        acc67 = fma(a174, b182, acc67);
+        acc68 = fma(a174, b183, acc68);
+        acc69 = fma(a174, b184, acc69);
+        acc70 = fma(a175, b177, acc70);
+        acc71 = fma(a175, b178, acc71);
+        acc72 = fma(a175, b179, acc72);
+        acc73 = fma(a175, b180, acc73);
+        acc74 = fma(a175, b181, acc74);
+        acc75 = fma(a175, b182, acc75);
+        acc76 = fma(a175, b183, acc76);
+        acc77 = fma(a175, b184, acc77);
+        acc78 = fma(a176, b177, acc78);
+        acc79 = fma(a176, b178, acc79);
+        acc80 = fma(a176, b179, acc80);
+        acc81 = fma(a176, b180, acc81);
+        acc82 = fma(a176, b181, acc82);
+        acc83 = fma(a176, b182, acc83);
+        acc84 = fma(a176, b183, acc84);
+        acc85 = fma(a176, b184, acc85);
+        const float a185 = a_tile[ra151 + 256u];
+        const float a186 = a_tile[ra151 + 256u + 1u];
+        const float a187 = a_tile[ra151 + 256u + 2u];
+        const float a188 = a_tile[ra151 + 256u + 3u];
+        const float a189 = a_tile[ra151 + 320u];
+        const float a190 = a_tile[ra151 + 320u + 1u];
+        const float a191 = a_tile[ra151 + 320u + 2u];
+        const float a192 = a_tile[ra151 + 320u + 3u];
+        const float b193 = b_tile[rb152 + 256u];
+        const float b194 = b_tile[rb152 + 256u + 1u];
+        const float b195 = b_tile[rb152 + 256u + 2u];
+        const float b196 = b_tile[rb152 + 256u + 3u];
+        const float b197 = b_tile[rb152 + 320u];
+        const float b198 = b_tile[rb152 + 320u + 1u];
+        const float b199 = b_tile[rb152 + 320u + 2u];
+        const float b200 = b_tile[rb152 + 320u + 3u];
+        acc22 = fma(a185, b193, acc22);
+        acc23 = fma(a185, b194, acc23);
+        acc24 = fma(a185, b195, acc24);
+        acc25 = fma(a185, b196, acc25);
+        acc26 = fma(a185, b197, acc26);
+        acc27 = fma(a185, b198, acc27);
+        acc28 = fma(a185, b199, acc28);
+        acc29 = fma(a185, b200, acc29);
+        acc30 = fma(a186, b193, acc30);
+        acc31 = fma(a186, b194, acc31);
+        acc32 = fma(a186, b195, acc32);
+        acc33 = fma(a186, b196, acc33);
+        acc34 = fma(a186, b197, acc34);
+        acc35 = fma(a186, b198, acc35);
+        acc36 = fma(a186, b199, acc36);
+        acc37 = fma(a186, b200, acc37);
+        acc38 = fma(a187, b193, acc38);
+        acc39 = fma(a187, b194, acc39);
+        acc40 = fma(a187, b195, acc40);
+        acc41 = fma(a187, b196, acc41);
+        acc42 = fma(a187, b197, acc42);
+        acc43 = fma(a187, b198, acc43);
+        acc44 = fma(a187, b199, acc44);
+        acc45 = fma(a187, b200, acc45);
+        acc46 = fma(a188, b193, acc46);
+        acc47 = fma(a188, b194, acc47);
+        acc48 = fma(a188, b195, acc48);
+        acc49 = fma(a188, b196, acc49);
+        acc50 = fma(a188, b197, acc50);
+        acc51 = fma(a188, b198, acc51);
+        acc52 = fma(a188, b199, acc52);
+        acc53 = fma(a188, b200, acc53);
+        acc54 = fma(a189, b193, acc54);
+        acc55 = fma(a189, b194, acc55);
+        acc56 = fma(a189, b195, acc56);
+        acc57 = fma(a189, b196, acc57);
+        acc58 = fma(a189, b197, acc58);
+        acc59 = fma(a189, b198, acc59);
+        acc60 = fma(a189, b199, acc60);
+        acc61 = fma(a189, b200, acc61);
+        acc62 = fma(a190, b193, acc62);
+        acc63 = fma(a190, b194, acc63);
+        acc64 = fma(a190, b195, acc64);
+        acc65 = fma(a190, b196, acc65);
+        acc66 = fma(a190, b197, acc66);
+        acc67 = fma(a190, b198, acc67);
+        acc68 = fma(a190, b199, acc68);
+        acc69 = fma(a190, b200, acc69);
+        acc70 = fma(a191, b193, acc70);
+        acc71 = fma(a191, b194, acc71);
+        acc72 = fma(a191, b195, acc72);
+        acc73 = fma(a191, b196, acc73);
+        acc74 = fma(a191, b197, acc74);
+        acc75 = fma(a191, b198, acc75);
+        acc76 = fma(a191, b199, acc76);
+        acc77 = fma(a191, b200, acc77);
+        acc78 = fma(a192, b193, acc78);
+        acc79 = fma(a192, b194, acc79);
+        acc80 = fma(a192, b195, acc80);
+        acc81 = fma(a192, b196, acc81);
+        acc82 = fma(a192, b197, acc82);
+        acc83 = fma(a192, b198, acc83);
+        acc84 = fma(a192, b199, acc84);
+        acc85 = fma(a192, b200, acc85);
+        const float a201 = a_tile[ra151 + 384u];
+        const float a202 = a_tile[ra151 + 384u + 1u];
+        const float a203 = a_tile[ra151 + 384u + 2u];
+        const float a204 = a_tile[ra151 + 384u + 3u];
+        const float a205 = a_tile[ra151 + 448u];
+        const float a206 = a_tile[ra151 + 448u + 1u];
+        const float a207 = a_tile[ra151 + 448u + 2u];
+        const float a208 = a_tile[ra151 + 448u + 3u];
+        const float b209 = b_tile[rb152 + 384u];
+        const float b210 = b_tile[rb152 + 384u + 1u];
+        const float b211 = b_tile[rb152 + 384u + 2u];
+        const float b212 = b_tile[rb152 + 384u + 3u];
+        const float b213 = b_tile[rb152 + 448u];
+        const float b214 = b_tile[rb152 + 448u + 1u];
+        const float b215 = b_tile[rb152 + 448u + 2u];
+        const float b216 = b_tile[rb152 + 448u + 3u];
+        acc22 = fma(a201, b209, acc22);
+        acc23 = fma(a201, b210, acc23);
+        acc24 = fma(a201, b211, acc24);
+        acc25 = fma(a201, b212, acc25);
+        acc26 = fma(a201, b213, acc26);
+        acc27 = fma(a201, b214, acc27);
+        acc28 = fma(a201, b215, acc28);
+        acc29 = fma(a201, b216, acc29);
+        acc30 = fma(a202, b209, acc30);
+        acc31 = fma(a202, b210, acc31);
+        acc32 = fma(a202, b211, acc32);
+        acc33 = fma(a202, b212, acc33);
+        acc34 = fma(a202, b213, acc34);
+        acc35 = fma(a202, b214, acc35);
+        acc36 = fma(a202, b215, acc36);
+        acc37 = fma(a202, b216, acc37);
+        acc38 = fma(a203, b209, acc38);
+        acc39 = fma(a203, b210, acc39);
+        acc40 = fma(a203, b211, acc40);
+        acc41 = fma(a203, b212, acc41);
+        acc42 = fma(a203, b213, acc42);
+        acc43 = fma(a203, b214, acc43);
+        acc44 = fma(a203, b215, acc44);
+        acc45 = fma(a203, b216, acc45);
+        acc46 = fma(a204, b209, acc46);
+        acc47 = fma(a204, b210, acc47);
+        acc48 = fma(a204, b211, acc48);
+        acc49 = fma(a204, b212, acc49);
+        acc50 = fma(a204, b213, acc50);
+        acc51 = fma(a204, b214, acc51);
+        acc52 = fma(a204, b215, acc52);
+        acc53 = fma(a204, b216, acc53);
+        acc54 = fma(a205, b209, acc54);
+        acc55 = fma(a205, b210, acc55);
+        acc56 = fma(a205, b211, acc56);
+        acc57 = fma(a205, b212, acc57);
+        acc58 = fma(a205, b213, acc58);
+        acc59 = fma(a205, b214, acc59);
+        acc60 = fma(a205, b215, acc60);
+        acc61 = fma(a205, b216, acc61);
+        acc62 = fma(a206, b209, acc62);
+        acc63 = fma(a206, b210, acc63);
+        acc64 = fma(a206, b211, acc64);
+        acc65 = fma(a206, b212, acc65);
+        acc66 = fma(a206, b213, acc66);
+        acc67 = fma(a206, b214, acc67);
+        acc68 = fma(a206, b215, acc68);
+        acc69 = fma(a206, b216, acc69);
+        acc70 = fma(a207, b209, acc70);
+        acc71 = fma(a207, b210, acc71);
+        acc72 = fma(a207, b211, acc72);
+        acc73 = fma(a207, b212, acc73);
+        acc74 = fma(a207, b213, acc74);
+        acc75 = fma(a207, b214, acc75);
+        acc76 = fma(a207, b215, acc76);
+        acc77 = fma(a207, b216, acc77);
+        acc78 = fma(a208, b209, acc78);
+        acc79 = fma(a208, b210, acc79);
+        acc80 = fma(a208, b211, acc80);
+        acc81 = fma(a208, b212, acc81);
+        acc82 = fma(a208, b213, acc82);
+        acc83 = fma(a208, b214, acc83);
+        acc84 = fma(a208, b215, acc84);
+        acc85 = fma(a208, b216, acc85);
+        const float a217 = a_tile[ra151 + 512u];
+        const float a218 = a_tile[ra151 + 512u + 1u];
+        const float a219 = a_tile[ra151 + 512u + 2u];
+        const float a220 = a_tile[ra151 + 512u + 3u];
+        const float a221 = a_tile[ra151 + 576u];
+        const float a222 = a_tile[ra151 + 576u + 1u];
+        const float a223 = a_tile[ra151 + 576u + 2u];
+        const float a224 = a_tile[ra151 + 576u + 3u];
+        const float b225 = b_tile[rb152 + 512u];
+        const float b226 = b_tile[rb152 + 512u + 1u];
+        const float b227 = b_tile[rb152 + 512u + 2u];
+        const float b228 = b_tile[rb152 + 512u + 3u];
+        const float b229 = b_tile[rb152 + 576u];
+        const float b230 = b_tile[rb152 + 576u + 1u];
+        const float b231 = b_tile[rb152 + 576u + 2u];
+        const float b232 = b_tile[rb152 + 576u + 3u];
+        acc22 = fma(a217, b225, acc22);
+        acc23 = fma(a217, b226, acc23);
+        acc24 = fma(a217, b227, acc24);
+        acc25 = fma(a217, b228, acc25);
+        acc26 = fma(a217, b229, acc26);
+        acc27 = fma(a217, b230, acc27);
+        acc28 = fma(a217, b231, acc28);
+        acc29 = fma(a217, b232, acc29);
+        acc30 = fma(a218, b225, acc30);
+        acc31 = fma(a218, b226, acc31);
+        acc32 = fma(a218, b227, acc32);
+        acc33 = fma(a218, b228, acc33);
+        acc34 = fma(a218, b229, acc34);
+        acc35 = fma(a218, b230, acc35);
+        acc36 = fma(a218, b231, acc36);
+        acc37 = fma(a218, b232, acc37);
+        acc38 = fma(a219, b225, acc38);
+        acc39 = fma(a219, b226, acc39);
+        acc40 = fma(a219, b227, acc40);
+        acc41 = fma(a219, b228, acc41);
+        acc42 = fma(a219, b229, acc42);
+        acc43 = fma(a219, b230, acc43);
+        acc44 = fma(a219, b231, acc44);
+        acc45 = fma(a219, b232, acc45);
+        acc46 = fma(a220, b225, acc46);
+        acc47 = fma(a220, b226, acc47);
+        acc48 = fma(a220, b227, acc48);
+        acc49 = fma(a220, b228, acc49);
+        acc50 = fma(a220, b229, acc50);
+        acc51 = fma(a220, b230, acc51);
+        acc52 = fma(a220, b231, acc52);
+        acc53 = fma(a220, b232, acc53);
+        acc54 = fma(a221, b225, acc54);
+        acc55 = fma(a221, b226, acc55);
+        acc56 = fma(a221, b227, acc56);
+        acc57 = fma(a221, b228, acc57);
+        acc58 = fma(a221, b229, acc58);
+        acc59 = fma(a221, b230, acc59);
+        acc60 = fma(a221, b231, acc60);
+        acc61 = fma(a221, b232, acc61);
+        acc62 = fma(a222, b225, acc62);
+        acc63 = fma(a222, b226, acc63);
+        acc64 = fma(a222, b227, acc64);
+        acc65 = fma(a222, b228, acc65);
+        acc66 = fma(a222, b229, acc66);
+        acc67 = fma(a222, b230, acc67);
+        acc68 = fma(a222, b231, acc68);
+        acc69 = fma(a222, b232, acc69);
+        acc70 = fma(a223, b225, acc70);
+        acc71 = fma(a223, b226, acc71);
+        acc72 = fma(a223, b227, acc72);
+        acc73 = fma(a223, b228, acc73);
+        acc74 = fma(a223, b229, acc74);
+        acc75 = fma(a223, b230, acc75);
+        acc76 = fma(a223, b231, acc76);
+        acc77 = fma(a223, b232, acc77);
+        acc78 = fma(a224, b225, acc78);
+        acc79 = fma(a224, b226, acc79);
+        acc80 = fma(a224, b227, acc80);
+        acc81 = fma(a224, b228, acc81);
+        acc82 = fma(a224, b229, acc82);
+        acc83 = fma(a224, b230, acc83);
+        acc84 = fma(a224, b231, acc84);
+        acc85 = fma(a224, b232, acc85);
+        const float a233 = a_tile[ra151 + 640u];
+        const float a234 = a_tile[ra151 + 640u + 1u];
+        const float a235 = a_tile[ra151 + 640u + 2u];
+        const float a236 = a_tile[ra151 + 640u + 3u];
+        const float a237 = a_tile[ra151 + 704u];
+        const float a238 = a_tile[ra151 + 704u + 1u];
+        const float a239 = a_tile[ra151 + 704u + 2u];
+        const float a240 = a_tile[ra151 + 704u + 3u];
+        const float b241 = b_tile[rb152 + 640u];
+        const float b242 = b_tile[rb152 + 640u + 1u];
+        const float b243 = b_tile[rb152 + 640u + 2u];
+        const float b244 = b_tile[rb152 + 640u + 3u];
+        const float b245 = b_tile[rb152 + 704u];
+        const float b246 = b_tile[rb152 + 704u + 1u];
+        const float b247 = b_tile[rb152 + 704u + 2u];
+        const float b248 = b_tile[rb152 + 704u + 3u];
+        acc22 = fma(a233, b241, acc22);
+        acc23 = fma(a233, b242, acc23);
+        acc24 = fma(a233, b243, acc24);
+        acc25 = fma(a233, b244, acc25);
+        acc26 = fma(a233, b245, acc26);
+        acc27 = fma(a233, b246, acc27);
+        acc28 = fma(a233, b247, acc28);
+        acc29 = fma(a233, b248, acc29);
+        acc30 = fma(a234, b241, acc30);
+        acc31 = fma(a234, b242, acc31);
+        acc32 = fma(a234, b243, acc32);
+        acc33 = fma(a234, b244, acc33);
+        acc34 = fma(a234, b245, acc34);
+        acc35 = fma(a234, b246, acc35);
+        acc36 = fma(a234, b247, acc36);
+        acc37 = fma(a234, b248, acc37);
+        acc38 = fma(a235, b241, acc38);
+        acc39 = fma(a235, b242, acc39);
+        acc40 = fma(a235, b243, acc40);
+        acc41 = fma(a235, b244, acc41);
+        acc42 = fma(a235, b245, acc42);
+        acc43 = fma(a235, b246, acc43);
+        acc44 = fma(a235, b247, acc44);
+        acc45 = fma(a235, b248, acc45);
+        acc46 = fma(a236, b241, acc46);
+        acc47 = fma(a236, b242, acc47);
+        acc48 = fma(a236, b243, acc48);
+        acc49 = fma(a236, b244, acc49);
+        acc50 = fma(a236, b245, acc50);
+        acc51 = fma(a236, b246, acc51);
+        acc52 = fma(a236, b247, acc52);
+        acc53 = fma(a236, b248, acc53);
+        acc54 = fma(a237, b241, acc54);
+        acc55 = fma(a237, b242, acc55);
+        acc56 = fma(a237, b243, acc56);
+        acc57 = fma(a237, b244, acc57);
+        acc58 = fma(a237, b245, acc58);
+        acc59 = fma(a237, b246, acc59);
+        acc60 = fma(a237, b247, acc60);
+        acc61 = fma(a237, b248, acc61);
+        acc62 = fma(a238, b241, acc62);
+        acc63 = fma(a238, b242, acc63);
+        acc64 = fma(a238, b243, acc64);
+        acc65 = fma(a238, b244, acc65);
+        acc66 = fma(a238, b245, acc66);
+        acc67 = fma(a238, b246, acc67);
+        acc68 = fma(a238, b247, acc68);
+        acc69 = fma(a238, b248, acc69);
+        acc70 = fma(a239, b241, acc70);
+        acc71 = fma(a239, b242, acc71);
+        acc72 = fma(a239, b243, acc72);
+        acc73 = fma(a239, b244, acc73);
+        acc74 = fma(a239, b245, acc74);
+        acc75 = fma(a239, b246, acc75);
+        acc76 = fma(a239, b247, acc76);
+        acc77 = fma(a239, b248, acc77);
+        acc78 = fma(a240, b241, acc78);
+        acc79 = fma(a240, b242, acc79);
+        acc80 = fma(a240, b243, acc80);
+        acc81 = fma(a240, b244, acc81);
+        acc82 = fma(a240, b245, acc82);
+        acc83 = fma(a240, b246, acc83);
+        acc84 = fma(a240, b247, acc84);
+        acc85 = fma(a240, b248, acc85);
+        const float a249 = a_tile[ra151 + 768u];
+        const float a250 = a_tile[ra151 + 768u + 1u];
+        const float a251 = a_tile[ra151 + 768u + 2u];
+        const float a252 = a_tile[ra151 + 768u + 3u];
+        const float a253 = a_tile[ra151 + 832u];
+        const float a254 = a_tile[ra151 + 832u + 1u];
+        const float a255 = a_tile[ra151 + 832u + 2u];
+        const float a256 = a_tile[ra151 + 832u + 3u];
+        const float b257 = b_tile[rb152 + 768u];
+        const float b258 = b_tile[rb152 + 768u + 1u];
+        const float b259 = b_tile[rb152 + 768u + 2u];
+        const float b260 = b_tile[rb152 + 768u + 3u];
+        const float b261 = b_tile[rb152 + 832u];
+        const float b262 = b_tile[rb152 + 832u + 1u];
+        const float b263 = b_tile[rb152 + 832u + 2u];
+        const float b264 = b_tile[rb152 + 832u + 3u];
+        acc22 = fma(a249, b257, acc22);
+        acc23 = fma(a249, b258, acc23);
+        acc24 = fma(a249, b259, acc24);
+        acc25 = fma(a249, b260, acc25);
+        acc26 = fma(a249, b261, acc26);
+        acc27 = fma(a249, b262, acc27);
+        acc28 = fma(a249, b263, acc28);
+        acc29 = fma(a249, b264, acc29);
+        acc30 = fma(a250, b257, acc30);
+        acc31 = fma(a250, b258, acc31);
+        acc32 = fma(a250, b259, acc32);
+        acc33 = fma(a250, b260, acc33);
+        acc34 = fma(a250, b261, acc34);
+        acc35 = fma(a250, b262, acc35);
+        acc36 = fma(a250, b263, acc36);
+        acc37 = fma(a250, b264, acc37);
+        acc38 = fma(a251, b257, acc38);
+        acc39 = fma(a251, b258, acc39);
+        acc40 = fma(a251, b259, acc40);
+        acc41 = fma(a251, b260, acc41);
+        acc42 = fma(a251, b261, acc42);
+        acc43 = fma(a251, b262, acc43);
+        acc44 = fma(a251, b263, acc44);
+        acc45 = fma(a251, b264, acc45);
+        acc46 = fma(a252, b257, acc46);
+        acc47 = fma(a252, b258, acc47);
+        acc48 = fma(a252, b259, acc48);
+        acc49 = fma(a252, b260, acc49);
+        acc50 = fma(a252, b261, acc50);
+        acc51 = fma(a252, b262, acc51);
+        acc52 = fma(a252, b263, acc52);
+        acc53 = fma(a252, b264, acc53);
+        acc54 = fma(a253, b257, acc54);
+        acc55 = fma(a253, b258, acc55);
+        acc56 = fma(a253, b259, acc56);
+        acc57 = fma(a253, b260, acc57);
+        acc58 = fma(a253, b261, acc58);
+        acc59 = fma(a253, b262, acc59);
+        acc60 = fma(a253, b263, acc60);
+        acc61 = fma(a253, b264, acc61);
+        acc62 = fma(a254, b257, acc62);
+        acc63 = fma(a254, b258, acc63);
+        acc64 = fma(a254, b259, acc64);
+        acc65 = fma(a254, b260, acc65);
+        acc66 = fma(a254, b261, acc66);
+        acc67 = fma(a254, b262, acc67);
+        acc68 = fma(a254, b263, acc68);
+        acc69 = fma(a254, b264, acc69);
+        acc70 = fma(a255, b257, acc70);
+        acc71 = fma(a255, b258, acc71);
+        acc72 = fma(a255, b259, acc72);
+        acc73 = fma(a255, b260, acc73);
+        acc74 = fma(a255, b261, acc74);
+        acc75 = fma(a255, b262, acc75);
+        acc76 = fma(a255, b263, acc76);
+        acc77 = fma(a255, b264, acc77);
+        acc78 = fma(a256, b257, acc78);
+        acc79 = fma(a256, b258, acc79);
+        acc80 = fma(a256, b259, acc80);
+        acc81 = fma(a256, b260, acc81);
+        acc82 = fma(a256, b261, acc82);
+        acc83 = fma(a256, b262, acc83);
+        acc84 = fma(a256, b263, acc84);
+        acc85 = fma(a256, b264, acc85);
+        const float a265 = a_tile[ra151 + 896u];
+        const float a266 = a_tile[ra151 + 896u + 1u];
+        const float a267 = a_tile[ra151 + 896u + 2u];
+        const float a268 = a_tile[ra151 + 896u + 3u];
+        const float a269 = a_tile[ra151 + 960u];
+        const float a270 = a_tile[ra151 + 960u + 1u];
+        const float a271 = a_tile[ra151 + 960u + 2u];
+        const float a272 = a_tile[ra151 + 960u + 3u];
+        const float b273 = b_tile[rb152 + 896u];
+        const float b274 = b_tile[rb152 + 896u + 1u];
+        const float b275 = b_tile[rb152 + 896u + 2u];
+        const float b276 = b_tile[rb152 + 896u + 3u];
+        const float b277 = b_tile[rb152 + 960u];
+        const float b278 = b_tile[rb152 + 960u + 1u];
+        const float b279 = b_tile[rb152 + 960u + 2u];
+        const float b280 = b_tile[rb152 + 960u + 3u];
+        acc22 = fma(a265, b273, acc22);
+        acc23 = fma(a265, b274, acc23);
+        acc24 = fma(a265, b275, acc24);
+        acc25 = fma(a265, b276, acc25);
+        acc26 = fma(a265, b277, acc26);
+        acc27 = fma(a265, b278, acc27);
+        acc28 = fma(a265, b279, acc28);
+        acc29 = fma(a265, b280, acc29);
+        acc30 = fma(a266, b273, acc30);
+        acc31 = fma(a266, b274, acc31);
+        acc32 = fma(a266, b275, acc32);
+        acc33 = fma(a266, b276, acc33);
+        acc34 = fma(a266, b277, acc34);
+        acc35 = fma(a266, b278, acc35);
+        acc36 = fma(a266, b279, acc36);
+        acc37 = fma(a266, b280, acc37);
+        acc38 = fma(a267, b273, acc38);
+        acc39 = fma(a267, b274, acc39);
+        acc40 = fma(a267, b275, acc40);
+        acc41 = fma(a267, b276, acc41);
+        acc42 = fma(a267, b277, acc42);
+        acc43 = fma(a267, b278, acc43);
+        acc44 = fma(a267, b279, acc44);
+        acc45 = fma(a267, b280, acc45);
+        acc46 = fma(a268, b273, acc46);
+        acc47 = fma(a268, b274, acc47);
+        acc48 = fma(a268, b275, acc48);
+        acc49 = fma(a268, b276, acc49);
+        acc50 = fma(a268, b277, acc50);
+        acc51 = fma(a268, b278, acc51);
+        acc52 = fma(a268, b279, acc52);
+        acc53 = fma(a268, b280, acc53);
+        acc54 = fma(a269, b273, acc54);
+        acc55 = fma(a269, b274, acc55);
+        acc56 = fma(a269, b275, acc56);
+        acc57 = fma(a269, b276, acc57);
+        acc58 = fma(a269, b277, acc58);
+        acc59 = fma(a269, b278, acc59);
+        acc60 = fma(a269, b279, acc60);
+        acc61 = fma(a269, b280, acc61);
+        acc62 = fma(a270, b273, acc62);
+        acc63 = fma(a270, b274, acc63);
+        acc64 = fma(a270, b275, acc64);
+        acc65 = fma(a270, b276, acc65);
+        acc66 = fma(a270, b277, acc66);
+        acc67 = fma(a270, b278, acc67);
+        acc68 = fma(a270, b279, acc68);
+        acc69 = fma(a270, b280, acc69);
+        acc70 = fma(a271, b273, acc70);
+        acc71 = fma(a271, b274, acc71);
+        acc72 = fma(a271, b275, acc72);
+        acc73 = fma(a271, b276, acc73);
+        acc74 = fma(a271, b277, acc74);
+        acc75 = fma(a271, b278, acc75);
+        acc76 = fma(a271, b279, acc76);
+        acc77 = fma(a271, b280, acc77);
+        acc78 = fma(a272, b273, acc78);
+        acc79 = fma(a272, b274, acc79);
+        acc80 = fma(a272, b275, acc80);
+        acc81 = fma(a272, b276, acc81);
+        acc82 = fma(a272, b277, acc82);
+        acc83 = fma(a272, b278, acc83);
+        acc84 = fma(a272, b279, acc84);
+        acc85 = fma(a272, b280, acc85);
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint kk56 = 0u; kk56 < 16u; kk56 += 1u) {
-            const float a57 = a_tile[lid.y * 16u + kk56];
-            const float a58 = a_tile[(lid.y + 16u) * 16u + kk56];
-            const float a59 = a_tile[(lid.y + 32u) * 16u + kk56];
-            const float a60 = a_tile[(lid.y + 48u) * 16u + kk56];
-            const float b61 = b_tile[kk56 * 64u + lid.x];
-            const float b62 = b_tile[kk56 * 64u + (lid.x + 16u)];
-            const float b63 = b_tile[kk56 * 64u + (lid.x + 32u)];
-            const float b64 = b_tile[kk56 * 64u + (lid.x + 48u)];
-            acc13 = fma(a57, b61, acc13);
-            acc14 = fma(a57, b62, acc14);
-            acc15 = fma(a57, b63, acc15);
-            acc16 = fma(a57, b64, acc16);
-            acc17 = fma(a58, b61, acc17);
-            acc18 = fma(a58, b62, acc18);
-            acc19 = fma(a58, b63, acc19);
-            acc20 = fma(a58, b64, acc20);
-            acc21 = fma(a59, b61, acc21);
-            acc22 = fma(a59, b62, acc22);
-            acc23 = fma(a59, b63, acc23);
-            acc24 = fma(a59, b64, acc24);
-            acc25 = fma(a60, b61, acc25);
-            acc26 = fma(a60, b62, acc26);
-            acc27 = fma(a60, b63, acc27);
-            acc28 = fma(a60, b64, acc28);
-        }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    if ((row5 < u.T) && (col9 < u.T)) {
-        const uint i65 = row5 * u.T + col9;
-        scratch0[i65] = acc13;
+    if ((row6 < u.T) && (col14 < u.T)) {
+        const uint i281 = row6 * u.T + col14;
+        scratch0[i281] = acc22;
     }
-    if ((row5 < u.T) && (col10 < u.T)) {
-        const uint i66 = row5 * u.T + col10;
-        scratch0[i66] = acc14;
+    if ((row6 < u.T) && (col15 < u.T)) {
+        const uint i282 = row6 * u.T + col15;
+        scratch0[i282] = acc23;
     }
-    if ((row5 < u.T) && (col11 < u.T)) {
-        const uint i67 = row5 * u.T + col11;
-        scratch0[i67] = acc15;
+    if ((row6 < u.T) && (col16 < u.T)) {
+        const uint i283 = row6 * u.T + col16;
+        scratch0[i283] = acc24;
     }
-    if ((row5 < u.T) && (col12 < u.T)) {
-        const uint i68 = row5 * u.T + col12;
-        scratch0[i68] = acc16;
+    if ((row6 < u.T) && (col17 < u.T)) {
+        const uint i284 = row6 * u.T + col17;
+        scratch0[i284] = acc25;
     }
-    if ((row6 < u.T) && (col9 < u.T)) {
-        const uint i69 = row6 * u.T + col9;
-        scratch0[i69] = acc17;
+    if ((row6 < u.T) && (col18 < u.T)) {
+        const uint i285 = row6 * u.T + col18;
+        scratch0[i285] = acc26;
     }
-    if ((row6 < u.T) && (col10 < u.T)) {
-        const uint i70 = row6 * u.T + col10;
-        scratch0[i70] = acc18;
+    if ((row6 < u.T) && (col19 < u.T)) {
+        const uint i286 = row6 * u.T + col19;
+        scratch0[i286] = acc27;
     }
-    if ((row6 < u.T) && (col11 < u.T)) {
-        const uint i71 = row6 * u.T + col11;
-        scratch0[i71] = acc19;
+    if ((row6 < u.T) && (col20 < u.T)) {
+        const uint i287 = row6 * u.T + col20;
+        scratch0[i287] = acc28;
     }
-    if ((row6 < u.T) && (col12 < u.T)) {
-        const uint i72 = row6 * u.T + col12;
-        scratch0[i72] = acc20;
+    if ((row6 < u.T) && (col21 < u.T)) {
+        const uint i288 = row6 * u.T + col21;
+        scratch0[i288] = acc29;
     }
-    if ((row7 < u.T) && (col9 < u.T)) {
-        const uint i73 = row7 * u.T + col9;
-        scratch0[i73] = acc21;
+    if ((row7 < u.T) && (col14 < u.T)) {
+        const uint i289 = row7 * u.T + col14;
+        scratch0[i289] = acc30;
     }
-    if ((row7 < u.T) && (col10 < u.T)) {
-        const uint i74 = row7 * u.T + col10;
-        scratch0[i74] = acc22;
+    if ((row7 < u.T) && (col15 < u.T)) {
+        const uint i290 = row7 * u.T + col15;
+        scratch0[i290] = acc31;
     }
-    if ((row7 < u.T) && (col11 < u.T)) {
-        const uint i75 = row7 * u.T + col11;
-        scratch0[i75] = acc23;
+    if ((row7 < u.T) && (col16 < u.T)) {
+        const uint i291 = row7 * u.T + col16;
+        scratch0[i291] = acc32;
     }
-    if ((row7 < u.T) && (col12 < u.T)) {
-        const uint i76 = row7 * u.T + col12;
-        scratch0[i76] = acc24;
+    if ((row7 < u.T) && (col17 < u.T)) {
+        const uint i292 = row7 * u.T + col17;
+        scratch0[i292] = acc33;
     }
-    if ((row8 < u.T) && (col9 < u.T)) {
-        const uint i77 = row8 * u.T + col9;
-        scratch0[i77] = acc25;
+    if ((row7 < u.T) && (col18 < u.T)) {
+        const uint i293 = row7 * u.T + col18;
+        scratch0[i293] = acc34;
     }
-    if ((row8 < u.T) && (col10 < u.T)) {
-        const uint i78 = row8 * u.T + col10;
-        scratch0[i78] = acc26;
+    if ((row7 < u.T) && (col19 < u.T)) {
+        const uint i294 = row7 * u.T + col19;
+        scratch0[i294] = acc35;
     }
-    if ((row8 < u.T) && (col11 < u.T)) {
-        const uint i79 = row8 * u.T + col11;
-        scratch0[i79] = acc27;
+    if ((row7 < u.T) && (col20 < u.T)) {
+        const uint i295 = row7 * u.T + col20;
+        scratch0[i295] = acc36;
     }
-    if ((row8 < u.T) && (col12 < u.T)) {
-        const uint i80 = row8 * u.T + col12;
-        scratch0[i80] = acc28;
+    if ((row7 < u.T) && (col21 < u.T)) {
+        const uint i296 = row7 * u.T + col21;
+        scratch0[i296] = acc37;
+    }
+    if ((row8 < u.T) && (col14 < u.T)) {
+        const uint i297 = row8 * u.T + col14;
+        scratch0[i297] = acc38;
+    }
+    if ((row8 < u.T) && (col15 < u.T)) {
+        const uint i298 = row8 * u.T + col15;
+        scratch0[i298] = acc39;
+    }
+    if ((row8 < u.T) && (col16 < u.T)) {
+        const uint i299 = row8 * u.T + col16;
+        scratch0[i299] = acc40;
+    }
+    if ((row8 < u.T) && (col17 < u.T)) {
+        const uint i300 = row8 * u.T + col17;
+        scratch0[i300] = acc41;
+    }
+    if ((row8 < u.T) && (col18 < u.T)) {
+        const uint i301 = row8 * u.T + col18;
+        scratch0[i301] = acc42;
+    }
+    if ((row8 < u.T) && (col19 < u.T)) {
+        const uint i302 = row8 * u.T + col19;
+        scratch0[i302] = acc43;
+    }
+    if ((row8 < u.T) && (col20 < u.T)) {
+        const uint i303 = row8 * u.T + col20;
+        scratch0[i303] = acc44;
+    }
+    if ((row8 < u.T) && (col21 < u.T)) {
+        const uint i304 = row8 * u.T + col21;
+        scratch0[i304] = acc45;
+    }
+    if ((row9 < u.T) && (col14 < u.T)) {
+        const uint i305 = row9 * u.T + col14;
+        scratch0[i305] = acc46;
+    }
+    if ((row9 < u.T) && (col15 < u.T)) {
+        const uint i306 = row9 * u.T + col15;
+        scratch0[i306] = acc47;
+    }
+    if ((row9 < u.T) && (col16 < u.T)) {
+        const uint i307 = row9 * u.T + col16;
+        scratch0[i307] = acc48;
+    }
+    if ((row9 < u.T) && (col17 < u.T)) {
+        const uint i308 = row9 * u.T + col17;
+        scratch0[i308] = acc49;
+    }
+    if ((row9 < u.T) && (col18 < u.T)) {
+        const uint i309 = row9 * u.T + col18;
+        scratch0[i309] = acc50;
+    }
+    if ((row9 < u.T) && (col19 < u.T)) {
+        const uint i310 = row9 * u.T + col19;
+        scratch0[i310] = acc51;
+    }
+    if ((row9 < u.T) && (col20 < u.T)) {
+        const uint i311 = row9 * u.T + col20;
+        scratch0[i311] = acc52;
+    }
+    if ((row9 < u.T) && (col21 < u.T)) {
+        const uint i312 = row9 * u.T + col21;
+        scratch0[i312] = acc53;
+    }
+    if ((row10 < u.T) && (col14 < u.T)) {
+        const uint i313 = row10 * u.T + col14;
+        scratch0[i313] = acc54;
+    }
+    if ((row10 < u.T) && (col15 < u.T)) {
+        const uint i314 = row10 * u.T + col15;
+        scratch0[i314] = acc55;
+    }
+    if ((row10 < u.T) && (col16 < u.T)) {
+        const uint i315 = row10 * u.T + col16;
+        scratch0[i315] = acc56;
+    }
+    if ((row10 < u.T) && (col17 < u.T)) {
+        const uint i316 = row10 * u.T + col17;
+        scratch0[i316] = acc57;
+    }
+    if ((row10 < u.T) && (col18 < u.T)) {
+        const uint i317 = row10 * u.T + col18;
+        scratch0[i317] = acc58;
+    }
+    if ((row10 < u.T) && (col19 < u.T)) {
+        const uint i318 = row10 * u.T + col19;
+        scratch0[i318] = acc59;
+    }
+    if ((row10 < u.T) && (col20 < u.T)) {
+        const uint i319 = row10 * u.T + col20;
+        scratch0[i319] = acc60;
+    }
+    if ((row10 < u.T) && (col21 < u.T)) {
+        const uint i320 = row10 * u.T + col21;
+        scratch0[i320] = acc61;
+    }
+    if ((row11 < u.T) && (col14 < u.T)) {
+        const uint i321 = row11 * u.T + col14;
+        scratch0[i321] = acc62;
+    }
+    if ((row11 < u.T) && (col15 < u.T)) {
+        const uint i322 = row11 * u.T + col15;
+        scratch0[i322] = acc63;
+    }
+    if ((row11 < u.T) && (col16 < u.T)) {
+        const uint i323 = row11 * u.T + col16;
+        scratch0[i323] = acc64;
+    }
+    if ((row11 < u.T) && (col17 < u.T)) {
+        const uint i324 = row11 * u.T + col17;
+        scratch0[i324] = acc65;
+    }
+    if ((row11 < u.T) && (col18 < u.T)) {
+        const uint i325 = row11 * u.T + col18;
+        scratch0[i325] = acc66;
+    }
+    if ((row11 < u.T) && (col19 < u.T)) {
+        const uint i326 = row11 * u.T + col19;
+        scratch0[i326] = acc67;
+    }
+    if ((row11 < u.T) && (col20 < u.T)) {
+        const uint i327 = row11 * u.T + col20;
+        scratch0[i327] = acc68;
+    }
+    if ((row11 < u.T) && (col21 < u.T)) {
+        const uint i328 = row11 * u.T + col21;
+        scratch0[i328] = acc69;
+    }
+    if ((row12 < u.T) && (col14 < u.T)) {
+        const uint i329 = row12 * u.T + col14;
+        scratch0[i329] = acc70;
+    }
+    if ((row12 < u.T) && (col15 < u.T)) {
+        const uint i330 = row12 * u.T + col15;
+        scratch0[i330] = acc71;
+    }
+    if ((row12 < u.T) && (col16 < u.T)) {
+        const uint i331 = row12 * u.T + col16;
+        scratch0[i331] = acc72;
+    }
+    if ((row12 < u.T) && (col17 < u.T)) {
+        const uint i332 = row12 * u.T + col17;
+        scratch0[i332] = acc73;
+    }
+    if ((row12 < u.T) && (col18 < u.T)) {
+        const uint i333 = row12 * u.T + col18;
+        scratch0[i333] = acc74;
+    }
+    if ((row12 < u.T) && (col19 < u.T)) {
+        const uint i334 = row12 * u.T + col19;
+        scratch0[i334] = acc75;
+    }
+    if ((row12 < u.T) && (col20 < u.T)) {
+        const uint i335 = row12 * u.T + col20;
+        scratch0[i335] = acc76;
+    }
+    if ((row12 < u.T) && (col21 < u.T)) {
+        const uint i336 = row12 * u.T + col21;
+        scratch0[i336] = acc77;
+    }
+    if ((row13 < u.T) && (col14 < u.T)) {
+        const uint i337 = row13 * u.T + col14;
+        scratch0[i337] = acc78;
+    }
+    if ((row13 < u.T) && (col15 < u.T)) {
+        const uint i338 = row13 * u.T + col15;
+        scratch0[i338] = acc79;
+    }
+    if ((row13 < u.T) && (col16 < u.T)) {
+        const uint i339 = row13 * u.T + col16;
+        scratch0[i339] = acc80;
+    }
+    if ((row13 < u.T) && (col17 < u.T)) {
+        const uint i340 = row13 * u.T + col17;
+        scratch0[i340] = acc81;
+    }
+    if ((row13 < u.T) && (col18 < u.T)) {
+        const uint i341 = row13 * u.T + col18;
+        scratch0[i341] = acc82;
+    }
+    if ((row13 < u.T) && (col19 < u.T)) {
+        const uint i342 = row13 * u.T + col19;
+        scratch0[i342] = acc83;
+    }
+    if ((row13 < u.T) && (col20 < u.T)) {
+        const uint i343 = row13 * u.T + col20;
+        scratch0[i343] = acc84;
+    }
+    if ((row13 < u.T) && (col21 < u.T)) {
+        const uint i344 = row13 * u.T + col21;
+        scratch0[i344] = acc85;
     }
 }

@@ -16,33 +16,33 @@ kernel void half_pipeline_0_matmul(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float a_tile[1024];
-    threadgroup float b_tile[1024];
+    threadgroup float a_tile[2048];
+    threadgroup float b_tile[2048];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.N + 64u - 1u) >> 6u) * ((u.M + 64u - 1u) >> 6u)) {
+    if (g0 >= ((u.N + 128u - 1u) >> 7u) * ((u.M + 128u - 1u) >> 7u)) {
         return;
     }
-    const uint tile1 = g0 % ((u.M + 64u - 1u) >> 6u);
-    const uint tile2 = g0 / ((u.M + 64u - 1u) >> 6u);
-    const uint row3 = tile2 * 64u;
-    const uint col4 = tile1 * 64u;
-    const uint row5 = row3 + lid.y;
-    const uint row6 = row3 + (lid.y + 16u);
-    const uint row7 = row3 + (lid.y + 32u);
-    const uint row8 = row3 + (lid.y + 48u);
-    const uint col9 = col4 + lid.x;
-    const uint col10 = col4 + (lid.x + 16u);
-    const uint col11 = col4 + (lid.x + 32u);
-    const uint col12 = col4 + (lid.x + 48u);
-    float acc13 = 0.0f;
-    float acc14 = 0.0f;
-    float acc15 = 0.0f;
-    float acc16 = 0.0f;
-    float acc17 = 0.0f;
-    float acc18 = 0.0f;
-    float acc19 = 0.0f;
-    float acc20 = 0.0f;
-    float acc21 = 0.0f;
+    const uint tile1 = g0 % ((u.M + 128u - 1u) >> 7u);
+    const uint tile2 = g0 / ((u.M + 128u - 1u) >> 7u);
+    const uint t3 = lid.y * 16u + lid.x;
+    const uint row4 = tile2 * 128u;
+    const uint col5 = tile1 * 128u;
+    const uint row6 = row4 + lid.y * 4u;
+    const uint row7 = row4 + (lid.y * 4u + 1u);
+    const uint row8 = row4 + (lid.y * 4u + 2u);
+    const uint row9 = row4 + (lid.y * 4u + 3u);
+    const uint row10 = row4 + (lid.y * 4u + 64u);
+    const uint row11 = row4 + (lid.y * 4u + 65u);
+    const uint row12 = row4 + (lid.y * 4u + 66u);
+    const uint row13 = row4 + (lid.y * 4u + 67u);
+    const uint col14 = col5 + lid.x * 4u;
+    const uint col15 = col5 + (lid.x * 4u + 1u);
+    const uint col16 = col5 + (lid.x * 4u + 2u);
+    const uint col17 = col5 + (lid.x * 4u + 3u);
+    const uint col18 = col5 + (lid.x * 4u + 64u);
+    const uint col19 = col5 + (lid.x * 4u + 65u);
+    const uint col20 = col5 + (lid.x * 4u + 66u);
+    const uint col21 = col5 + (lid.x * 4u + 67u);
     float acc22 = 0.0f;
     float acc23 = 0.0f;
     float acc24 = 0.0f;
@@ -50,172 +50,1157 @@ kernel void half_pipeline_0_matmul(
     float acc26 = 0.0f;
     float acc27 = 0.0f;
     float acc28 = 0.0f;
-    for (uint k0_29 = 0u; k0_29 < 24u; k0_29 += 16u) {
-        const uint ka30 = k0_29 + lid.x;
-        const uint kb31 = k0_29 + lid.y;
-        float x32 = 0.0f;
-        if ((row5 < u.N) && (ka30 < 24u)) {
-            const uint i33 = row5 * 24u + ka30;
-            const float v34 = float(x[i33]);
-            x32 = v34;
+    float acc29 = 0.0f;
+    float acc30 = 0.0f;
+    float acc31 = 0.0f;
+    float acc32 = 0.0f;
+    float acc33 = 0.0f;
+    float acc34 = 0.0f;
+    float acc35 = 0.0f;
+    float acc36 = 0.0f;
+    float acc37 = 0.0f;
+    float acc38 = 0.0f;
+    float acc39 = 0.0f;
+    float acc40 = 0.0f;
+    float acc41 = 0.0f;
+    float acc42 = 0.0f;
+    float acc43 = 0.0f;
+    float acc44 = 0.0f;
+    float acc45 = 0.0f;
+    float acc46 = 0.0f;
+    float acc47 = 0.0f;
+    float acc48 = 0.0f;
+    float acc49 = 0.0f;
+    float acc50 = 0.0f;
+    float acc51 = 0.0f;
+    float acc52 = 0.0f;
+    float acc53 = 0.0f;
+    float acc54 = 0.0f;
+    float acc55 = 0.0f;
+    float acc56 = 0.0f;
+    float acc57 = 0.0f;
+    float acc58 = 0.0f;
+    float acc59 = 0.0f;
+    float acc60 = 0.0f;
+    float acc61 = 0.0f;
+    float acc62 = 0.0f;
+    float acc63 = 0.0f;
+    float acc64 = 0.0f;
+    float acc65 = 0.0f;
+    float acc66 = 0.0f;
+    float acc67 = 0.0f;
+    float acc68 = 0.0f;
+    float acc69 = 0.0f;
+    float acc70 = 0.0f;
+    float acc71 = 0.0f;
+    float acc72 = 0.0f;
+    float acc73 = 0.0f;
+    float acc74 = 0.0f;
+    float acc75 = 0.0f;
+    float acc76 = 0.0f;
+    float acc77 = 0.0f;
+    float acc78 = 0.0f;
+    float acc79 = 0.0f;
+    float acc80 = 0.0f;
+    float acc81 = 0.0f;
+    float acc82 = 0.0f;
+    float acc83 = 0.0f;
+    float acc84 = 0.0f;
+    float acc85 = 0.0f;
+    const uint ak86 = t3 & 7u;
+    const uint am87 = t3 >> 3u;
+    const uint ar88 = row4 + am87;
+    const uint ar89 = row4 + (am87 + 32u);
+    const uint ar90 = row4 + (am87 + 64u);
+    const uint ar91 = row4 + (am87 + 96u);
+    const uint ab92 = ar88 * 24u;
+    const uint ab93 = ar89 * 24u;
+    const uint ab94 = ar90 * 24u;
+    const uint ab95 = ar91 * 24u;
+    const bool aok96 = ar88 < u.N;
+    const bool aok97 = ar89 < u.N;
+    const bool aok98 = ar90 < u.N;
+    const bool aok99 = ar91 < u.N;
+    const uint as100 = ak86 * 128u + am87;
+    const uint bk101 = t3 >> 7u;
+    const uint bn102 = col5 + (t3 & 127u);
+    const bool bok103 = bn102 < u.M;
+    const uint bs104 = 2u * u.M;
+    const uint bs105 = 4u * u.M;
+    const uint bs106 = 6u * u.M;
+    float x108 = 0.0f;
+    if (aok96) {
+        const float v109 = float(x[ab92 + ak86]);
+        x108 = v109;
+    }
+    a_tile[as100] = x108;
+    float x111 = 0.0f;
+    if (aok97) {
+        const float v112 = float(x[ab93 + ak86]);
+        x111 = v112;
+    }
+    a_tile[as100 + 32u] = x111;
+    float x114 = 0.0f;
+    if (aok98) {
+        const float v115 = float(x[ab94 + ak86]);
+        x114 = v115;
+    }
+    a_tile[as100 + 64u] = x114;
+    float x117 = 0.0f;
+    if (aok99) {
+        const float v118 = float(x[ab95 + ak86]);
+        x117 = v118;
+    }
+    a_tile[as100 + 96u] = x117;
+    const uint bi119 = bk101 * u.M + bn102;
+    float x121 = 0.0f;
+    if (bok103) {
+        const float v122 = float(w[bi119]);
+        x121 = v122;
+    }
+    b_tile[t3] = x121;
+    float x125 = 0.0f;
+    if (bok103) {
+        const float v126 = float(w[bi119 + bs104]);
+        x125 = v126;
+    }
+    b_tile[t3 + 256u] = x125;
+    float x129 = 0.0f;
+    if (bok103) {
+        const float v130 = float(w[bi119 + bs105]);
+        x129 = v130;
+    }
+    b_tile[t3 + 512u] = x129;
+    float x133 = 0.0f;
+    if (bok103) {
+        const float v134 = float(w[bi119 + bs106]);
+        x133 = v134;
+    }
+    b_tile[t3 + 768u] = x133;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint ly135 = lid.y * 4u;
+    const uint lx136 = lid.x * 4u;
+    for (uint k0_137 = 0u; k0_137 < 24u; k0_137 += 8u) {
+        const uint cur138 = (k0_137 << 7u) & 1024u;
+        const uint nxt139 = cur138 ^ 1024u;
+        const uint kn140 = k0_137 + 8u;
+        if (kn140 < 24u) {
+            const uint ka141 = kn140 + ak86;
+            const uint sa142 = nxt139 + as100;
+            float x144 = 0.0f;
+            if (aok96) {
+                const float v145 = float(x[ab92 + ka141]);
+                x144 = v145;
+            }
+            a_tile[sa142] = x144;
+            float x147 = 0.0f;
+            if (aok97) {
+                const float v148 = float(x[ab93 + ka141]);
+                x147 = v148;
+            }
+            a_tile[sa142 + 32u] = x147;
+            float x150 = 0.0f;
+            if (aok98) {
+                const float v151 = float(x[ab94 + ka141]);
+                x150 = v151;
+            }
+            a_tile[sa142 + 64u] = x150;
+            float x153 = 0.0f;
+            if (aok99) {
+                const float v154 = float(x[ab95 + ka141]);
+                x153 = v154;
+            }
+            a_tile[sa142 + 96u] = x153;
+            const uint kb155 = kn140 + bk101;
+            const uint sb156 = nxt139 + t3;
+            const uint bi157 = kb155 * u.M + bn102;
+            float x159 = 0.0f;
+            if (bok103) {
+                const float v160 = float(w[bi157]);
+                x159 = v160;
+            }
+            b_tile[sb156] = x159;
+            float x163 = 0.0f;
+            if (bok103) {
+                const float v164 = float(w[bi157 + bs104]);
+                x163 = v164;
+            }
+            b_tile[sb156 + 256u] = x163;
+            float x167 = 0.0f;
+            if (bok103) {
+                const float v168 = float(w[bi157 + bs105]);
+                x167 = v168;
+            }
+            b_tile[sb156 + 512u] = x167;
+            float x171 = 0.0f;
+            if (bok103) {
+                const float v172 = float(w[bi157 + bs106]);
+                x171 = v172;
+            }
+            b_tile[sb156 + 768u] = x171;
         }
-        a_tile[lid.y * 16u + lid.x] = x32;
-        float x35 = 0.0f;
-        if ((row6 < u.N) && (ka30 < 24u)) {
-            const uint i36 = row6 * 24u + ka30;
-            const float v37 = float(x[i36]);
-            x35 = v37;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x35;
-        float x38 = 0.0f;
-        if ((row7 < u.N) && (ka30 < 24u)) {
-            const uint i39 = row7 * 24u + ka30;
-            const float v40 = float(x[i39]);
-            x38 = v40;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x38;
-        float x41 = 0.0f;
-        if ((row8 < u.N) && (ka30 < 24u)) {
-            const uint i42 = row8 * 24u + ka30;
-            const float v43 = float(x[i42]);
-            x41 = v43;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x41;
-        float x44 = 0.0f;
-        if ((kb31 < 24u) && (col9 < u.M)) {
-            const uint i45 = kb31 * u.M + col9;
-            const float v46 = float(w[i45]);
-            x44 = v46;
-        }
-        b_tile[lid.y * 64u + lid.x] = x44;
-        float x47 = 0.0f;
-        if ((kb31 < 24u) && (col10 < u.M)) {
-            const uint i48 = kb31 * u.M + col10;
-            const float v49 = float(w[i48]);
-            x47 = v49;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x47;
-        float x50 = 0.0f;
-        if ((kb31 < 24u) && (col11 < u.M)) {
-            const uint i51 = kb31 * u.M + col11;
-            const float v52 = float(w[i51]);
-            x50 = v52;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x50;
-        float x53 = 0.0f;
-        if ((kb31 < 24u) && (col12 < u.M)) {
-            const uint i54 = kb31 * u.M + col12;
-            const float v55 = float(w[i54]);
-            x53 = v55;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x53;
+        const uint ra173 = cur138 + ly135;
+        const uint rb174 = cur138 + lx136;
+        const float a175 = a_tile[ra173];
+        const float a176 = a_tile[ra173 + 1u];
+        const float a177 = a_tile[ra173 + 2u];
+        const float a178 = a_tile[ra173 + 3u];
+        const float a179 = a_tile[ra173 + 64u];
+        const float a180 = a_tile[ra173 + 64u + 1u];
+        const float a181 = a_tile[ra173 + 64u + 2u];
+        const float a182 = a_tile[ra173 + 64u + 3u];
+        const float b183 = b_tile[rb174];
+        const float b184 = b_tile[rb174 + 1u];
+        const float b185 = b_tile[rb174 + 2u];
+        const float b186 = b_tile[rb174 + 3u];
+        const float b187 = b_tile[rb174 + 64u];
+        const float b188 = b_tile[rb174 + 64u + 1u];
+        const float b189 = b_tile[rb174 + 64u + 2u];
+        const float b190 = b_tile[rb174 + 64u + 3u];
+        acc22 = fma(a175, b183, acc22);
+        acc23 = fma(a175, b184, acc23);
+        acc24 = fma(a175, b185, acc24);
+        acc25 = fma(a175, b186, acc25);
+        acc26 = fma(a175, b187, acc26);
+        acc27 = fma(a175, b188, acc27);
+        acc28 = fma(a175, b189, acc28);
+        acc29 = fma(a175, b190, acc29);
+        acc30 = fma(a176, b183, acc30);
+        acc31 = fma(a176, b184, acc31);
+        acc32 = fma(a176, b185, acc32);
+        acc33 = fma(a176, b186, acc33);
+        acc34 = fma(a176, b187, acc34);
+        acc35 = fma(a176, b188, acc35);
+        acc36 = fma(a176, b189, acc36);
+        acc37 = fma(a176, b190, acc37);
+        acc38 = fma(a177, b183, acc38);
+        acc39 = fma(a177, b184, acc39);
+        acc40 = fma(a177, b185, acc40);
+        acc41 = fma(a177, b186, acc41);
+        acc42 = fma(a177, b187, acc42);
+        acc43 = fma(a177, b188, acc43);
+        acc44 = fma(a177, b189, acc44);
+        acc45 = fma(a177, b190, acc45);
+        acc46 = fma(a178, b183, acc46);
+        acc47 = fma(a178, b184, acc47);
+        acc48 = fma(a178, b185, acc48);
+        acc49 = fma(a178, b186, acc49);
+        acc50 = fma(a178, b187, acc50);
+        acc51 = fma(a178, b188, acc51);
+        acc52 = fma(a178, b189, acc52);
+        acc53 = fma(a178, b190, acc53);
+        acc54 = fma(a179, b183, acc54);
+        acc55 = fma(a179, b184, acc55);
+        acc56 = fma(a179, b185, acc56);
+        acc57 = fma(a179, b186, acc57);
+        acc58 = fma(a179, b187, acc58);
+        acc59 = fma(a179, b188, acc59);
+        acc60 = fma(a179, b189, acc60);
+        acc61 = fma(a179, b190, acc61);
+        acc62 = fma(a180, b183, acc62);
+        acc63 = fma(a180, b184, acc63);
+        acc64 = fma(a180, b185, acc64);
+        acc65 = fma(a180, b186, acc65);
+        acc66 = fma(a180, b187, acc66);
+        acc67 = fma(a180, b188, acc67);
+        acc68 = fma(a180, b189, acc68);
+        acc69 = fma(a180, b190, acc69);
+        acc70 = fma(a181, b183, acc70);
+        acc71 = fma(a181, b184, acc71);
+        acc72 = fma(a181, b185, acc72);
+        acc73 = fma(a181, b186, acc73);
+        acc74 = fma(a181, b187, acc74);
+        acc75 = fma(a181, b188, acc75);
+        acc76 = fma(a181, b189, acc76);
+        acc77 = fma(a181, b190, acc77);
+        acc78 = fma(a182, b183, acc78);
+        acc79 = fma(a182, b184, acc79);
+        acc80 = fma(a182, b185, acc80);
+        acc81 = fma(a182, b186, acc81);
+        acc82 = fma(a182, b187, acc82);
+        acc83 = fma(a182, b188, acc83);
+        acc84 = fma(a182, b189, acc84);
+        acc85 = fma(a182, b190, acc85);
+        const float a191 = a_tile[ra173 + 128u];
+        const float a192 = a_tile[ra173 + 128u + 1u];
+        const float a193 = a_tile[ra173 + 128u + 2u];
+        const float a194 = a_tile[ra173 + 128u + 3u];
+        const float a195 = a_tile[ra173 + 192u];
+        const float a196 = a_tile[ra173 + 192u + 1u];
+        const float a197 = a_tile[ra173 + 192u + 2u];
+        const float a198 = a_tile[ra173 + 192u + 3u];
+        const float b199 = b_tile[rb174 + 128u];
+        const float b200 = b_tile[rb174 + 128u + 1u];
+        const float b201 = b_tile[rb174 + 128u + 2u];
+        const float b202 = b_tile[rb174 + 128u + 3u];
+        const float b203 = b_tile[rb174 + 192u];
+        const float b204 = b_tile[rb174 + 192u + 1u];
+        const float b205 = b_tile[rb174 + 192u + 2u];
+        const float b206 = b_tile[rb174 + 192u + 3u];
+        acc22 = fma(a191, b199, acc22);
+        acc23 = fma(a191, b200, acc23);
+        acc24 = fma(a191, b201, acc24);
+        acc25 = fma(a191, b202, acc25);
+        acc26 = fma(a191, b203, acc26);
+        acc27 = fma(a191, b204, acc27);
+        acc28 = fma(a191, b205, acc28);
+        acc29 = fma(a191, b206, acc29);
+        acc30 = fma(a192, b199, acc30);
+        acc31 = fma(a192, b200, acc31);
+        acc32 = fma(a192, b201, acc32);
+        acc33 = fma(a192, b202, acc33);
+        acc34 = fma(a192, b203, acc34);
+        acc35 = fma(a192, b204, acc35);
+        acc36 = fma(a192, b205, acc36);
+        acc37 = fma(a192, b206, acc37);
+        acc38 = fma(a193, b199, acc38);
+        acc39 = fma(a193, b200, acc39);
+        acc40 = fma(a193, b201, acc40);
+        acc41 = fma(a193, b202, acc41);
+        acc42 = fma(a193, b203, acc42);
+        acc43 = fma(a193, b204, acc43);
+        acc44 = fma(a193, b205, acc44);
+        acc45 = fma(a193, b206, acc45);
+        acc46 = fma(a194, b199, acc46);
+        acc47 = fma(a194, b200, acc47);
+        acc48 = fma(a194, b201, acc48);
+        acc49 = fma(a194, b202, acc49);
+        acc50 = fma(a194, b203, acc50);
+        acc51 = fma(a194, b204, acc51);
+        acc52 = fma(a194, b205, acc52);
+        acc53 = fma(a194, b206, acc53);
+        acc54 = fma(a195, b199, acc54);
+        acc55 = fma(a195, b200, acc55);
+        acc56 = fma(a195, b201, acc56);
+        acc57 = fma(a195, b202, acc57);
+        acc58 = fma(a195, b203, acc58);
+        acc59 = fma(a195, b204, acc59);
+        acc60 = fma(a195, b205, acc60);
+        acc61 = fma(a195, b206, acc61);
+        acc62 = fma(a196, b199, acc62);
+        acc63 = fma(a196, b200, acc63);
+        acc64 = fma(a196, b201, acc64);
+        acc65 = fma(a196, b202, acc65);
+        acc66 = fma(a196, b203, acc66);
+        acc67 = fma(a196, b204, acc67);
+        acc68 = fma(a196, b205, acc68);
+        acc69 = fma(a196, b206, acc69);
+        acc70 = fma(a197, b199, acc70);
+        acc71 = fma(a197, b200, acc71);
+        acc72 = fma(a197, b201, acc72);
+        acc73 = fma(a197, b202, acc73);
+        acc74 = fma(a197, b203, acc74);
+        acc75 = fma(a197, b204, acc75);
+        acc76 = fma(a197, b205, acc76);
+        acc77 = fma(a197, b206, acc77);
+        acc78 = fma(a198, b199, acc78);
+        acc79 = fma(a198, b200, acc79);
+        acc80 = fma(a198, b201, acc80);
+        acc81 = fma(a198, b202, acc81);
+        acc82 = fma(a198, b203, acc82);
+        acc83 = fma(a198, b204, acc83);
+        acc84 = fma(a198, b205, acc84);
+        acc85 = fma(a198, b206, acc85);
+        const float a207 = a_tile[ra173 + 256u];
+        const float a208 = a_tile[ra173 + 256u + 1u];
+        const float a209 = a_tile[ra173 + 256u + 2u];
+        const float a210 = a_tile[ra173 + 256u + 3u];
+        const float a211 = a_tile[ra173 + 320u];
+        const float a212 = a_tile[ra173 + 320u + 1u];
+        const float a213 = a_tile[ra173 + 320u + 2u];
+        const float a214 = a_tile[ra173 + 320u + 3u];
+        const float b215 = b_tile[rb174 + 256u];
+        const float b216 = b_tile[rb174 + 256u + 1u];
+        const float b217 = b_tile[rb174 + 256u + 2u];
+        const float b218 = b_tile[rb174 + 256u + 3u];
+        const float b219 = b_tile[rb174 + 320u];
+        const float b220 = b_tile[rb174 + 320u + 1u];
+        const float b221 = b_tile[rb174 + 320u + 2u];
+        const float b222 = b_tile[rb174 + 320u + 3u];
+        acc22 = fma(a207, b215, acc22);
+        acc23 = fma(a207, b216, acc23);
+        acc24 = fma(a207, b217, acc24);
+        acc25 = fma(a207, b218, acc25);
+        acc26 = fma(a207, b219, acc26);
+        acc27 = fma(a207, b220, acc27);
+        acc28 = fma(a207, b221, acc28);
+        acc29 = fma(a207, b222, acc29);
+        acc30 = fma(a208, b215, acc30);
+        acc31 = fma(a208, b216, acc31);
+        acc32 = fma(a208, b217, acc32);
+        acc33 = fma(a208, b218, acc33);
+        acc34 = fma(a208, b219, acc34);
+        acc35 = fma(a208, b220, acc35);
+        acc36 = fma(a208, b221, acc36);
+        acc37 = fma(a208, b222, acc37);
+        acc38 = fma(a209, b215, acc38);
+        acc39 = fma(a209, b216, acc39);
+        acc40 = fma(a209, b217, acc40);
+        acc41 = fma(a209, b218, acc41);
+        acc42 = fma(a209, b219, acc42);
+        acc43 = fma(a209, b220, acc43);
+        acc44 = fma(a209, b221, acc44);
+        acc45 = fma(a209, b222, acc45);
+        acc46 = fma(a210, b215, acc46);
+        acc47 = fma(a210, b216, acc47);
+        acc48 = fma(a210, b217, acc48);
+        acc49 = fma(a210, b218, acc49);
+        acc50 = fma(a210, b219, acc50);
+        acc51 = fma(a210, b220, acc51);
+        acc52 = fma(a210, b221, acc52);
+        acc53 = fma(a210, b222, acc53);
+        acc54 = fma(a211, b215, acc54);
+        acc55 = fma(a211, b216, acc55);
+        acc56 = fma(a211, b217, acc56);
+        acc57 = fma(a211, b218, acc57);
+        acc58 = fma(a211, b219, acc58);
+        acc59 = fma(a211, b220, acc59);
+        acc60 = fma(a211, b221, acc60);
+        acc61 = fma(a211, b222, acc61);
+        acc62 = fma(a212, b215, acc62);
+        acc63 = fma(a212, b216, acc63);
+        acc64 = fma(a212, b217, acc64);
+        acc65 = fma(a212, b218, acc65);
+        acc66 = fma(a212, b219, acc66);
+        acc67 = fma(a212, b220, acc67);
+        acc68 = fma(a212, b221, acc68);
+        acc69 = fma(a212, b222, acc69);
+        acc70 = fma(a213, b215, acc70);
+        acc71 = fma(a213, b216, acc71);
+        acc72 = fma(a213, b217, acc72);
+        acc73 = fma(a213, b218, acc73);
+        acc74 = fma(a213, b219, acc74);
+        acc75 = fma(a213, b220, acc75);
+        acc76 = fma(a213, b221, acc76);
+        acc77 = fma(a213, b222, acc77);
+        acc78 = fma(a214, b215, acc78);
+        acc79 = fma(a214, b216, acc79);
+        acc80 = fma(a214, b217, acc80);
+        acc81 = fma(a214, b218, acc81);
+        acc82 = fma(a214, b219, acc82);
+        acc83 = fma(a214, b220, acc83);
+        acc84 = fma(a214, b221, acc84);
+        acc85 = fma(a214, b222, acc85);
+        const float a223 = a_tile[ra173 + 384u];
+        const float a224 = a_tile[ra173 + 384u + 1u];
+        const float a225 = a_tile[ra173 + 384u + 2u];
+        const float a226 = a_tile[ra173 + 384u + 3u];
+        const float a227 = a_tile[ra173 + 448u];
+        const float a228 = a_tile[ra173 + 448u + 1u];
+        const float a229 = a_tile[ra173 + 448u + 2u];
+        const float a230 = a_tile[ra173 + 448u + 3u];
+        const float b231 = b_tile[rb174 + 384u];
+        const float b232 = b_tile[rb174 + 384u + 1u];
+        const float b233 = b_tile[rb174 + 384u + 2u];
+        const float b234 = b_tile[rb174 + 384u + 3u];
+        const float b235 = b_tile[rb174 + 448u];
+        const float b236 = b_tile[rb174 + 448u + 1u];
+        const float b237 = b_tile[rb174 + 448u + 2u];
+        const float b238 = b_tile[rb174 + 448u + 3u];
+        acc22 = fma(a223, b231, acc22);
+        acc23 = fma(a223, b232, acc23);
+        acc24 = fma(a223, b233, acc24);
+        acc25 = fma(a223, b234, acc25);
+        acc26 = fma(a223, b235, acc26);
+        acc27 = fma(a223, b236, acc27);
+        acc28 = fma(a223, b237, acc28);
+        acc29 = fma(a223, b238, acc29);
+        acc30 = fma(a224, b231, acc30);
+        acc31 = fma(a224, b232, acc31);
+        acc32 = fma(a224, b233, acc32);
+        acc33 = fma(a224, b234, acc33);
+        acc34 = fma(a224, b235, acc34);
+        acc35 = fma(a224, b236, acc35);
+        acc36 = fma(a224, b237, acc36);
+        acc37 = fma(a224, b238, acc37);
+        acc38 = fma(a225, b231, acc38);
+        acc39 = fma(a225, b232, acc39);
+        acc40 = fma(a225, b233, acc40);
+        acc41 = fma(a225, b234, acc41);
+        acc42 = fma(a225, b235, acc42);
+        acc43 = fma(a225, b236, acc43);
+        acc44 = fma(a225, b237, acc44);
+        acc45 = fma(a225, b238, acc45);
+        acc46 = fma(a226, b231, acc46);
+        acc47 = fma(a226, b232, acc47);
+        acc48 = fma(a226, b233, acc48);
+        acc49 = fma(a226, b234, acc49);
+        acc50 = fma(a226, b235, acc50);
+        acc51 = fma(a226, b236, acc51);
+        acc52 = fma(a226, b237, acc52);
+        acc53 = fma(a226, b238, acc53);
+        acc54 = fma(a227, b231, acc54);
+        acc55 = fma(a227, b232, acc55);
+        acc56 = fma(a227, b233, acc56);
+        acc57 = fma(a227, b234, acc57);
+        acc58 = fma(a227, b235, acc58);
+        acc59 = fma(a227, b236, acc59);
+        acc60 = fma(a227, b237, acc60);
+        acc61 = fma(a227, b238, acc61);
+        acc62 = fma(a228, b231, acc62);
+        acc63 = fma(a228, b232, acc63);
+        acc64 = fma(a228, b233, acc64);
+        acc65 = fma(a228, b234, acc65);
+        acc66 = fma(a228, b235, acc66);
+        acc67 = fma(a228, b236, acc67);
+        acc68 = fma(a228, b237, acc68);
+        acc69 = fma(a228, b238, acc69);
+        acc70 = fma(a229, b231, acc70);
+        acc71 = fma(a229, b232, acc71);
+        acc72 = fma(a229, b233, acc72);
+        acc73 = fma(a229, b234, acc73);
+        acc74 = fma(a229, b235, acc74);
+        acc75 = fma(a229, b236, acc75);
+        acc76 = fma(a229, b237, acc76);
+        acc77 = fma(a229, b238, acc77);
+        acc78 = fma(a230, b231, acc78);
+        acc79 = fma(a230, b232, acc79);
+        acc80 = fma(a230, b233, acc80);
+        acc81 = fma(a230, b234, acc81);
+        acc82 = fma(a230, b235, acc82);
+        acc83 = fma(a230, b236, acc83);
+        acc84 = fma(a230, b237, acc84);
+        acc85 = fma(a230, b238, acc85);
+        const float a239 = a_tile[ra173 + 512u];
+        const float a240 = a_tile[ra173 + 512u + 1u];
+        const float a241 = a_tile[ra173 + 512u + 2u];
+        const float a242 = a_tile[ra173 + 512u + 3u];
+        const float a243 = a_tile[ra173 + 576u];
+        const float a244 = a_tile[ra173 + 576u + 1u];
+        const float a245 = a_tile[ra173 + 576u + 2u];
+        const float a246 = a_tile[ra173 + 576u + 3u];
+        const float b247 = b_tile[rb174 + 512u];
+        const float b248 = b_tile[rb174 + 512u + 1u];
+        const float b249 = b_tile[rb174 + 512u + 2u];
+        const float b250 = b_tile[rb174 + 512u + 3u];
+        const float b251 = b_tile[rb174 + 576u];
+        const float b252 = b_tile[rb174 + 576u + 1u];
+        const float b253 = b_tile[rb174 + 576u + 2u];
+        const float b254 = b_tile[rb174 + 576u + 3u];
+        acc22 = fma(a239, b247, acc22);
+        acc23 = fma(a239, b248, acc23);
+        acc24 = fma(a239, b249, acc24);
+        acc25 = fma(a239, b250, acc25);
+        acc26 = fma(a239, b251, acc26);
+        acc27 = fma(a239, b252, acc27);
+        acc28 = fma(a239, b253, acc28);
+        acc29 = fma(a239, b254, acc29);
+        acc30 = fma(a240, b247, acc30);
+        acc31 = fma(a240, b248, acc31);
+        acc32 = fma(a240, b249, acc32);
+        acc33 = fma(a240, b250, acc33);
+        acc34 = fma(a240, b251, acc34);
+        acc35 = fma(a240, b252, acc35);
+        acc36 = fma(a240, b253, acc36);
+        acc37 = fma(a240, b254, acc37);
+        acc38 = fma(a241, b247, acc38);
+        acc39 = fma(a241, b248, acc39);
+        acc40 = fma(a241, b249, acc40);
+        acc41 = fma(a241, b250, acc41);
+        acc42 = fma(a241, b251, acc42);
+        acc43 = fma(a241, b252, acc43);
+        acc44 = fma(a241, b253, acc44);
+        acc45 = fma(a241, b254, acc45);
+        acc46 = fma(a242, b247, acc46);
+        acc47 = fma(a242, b248, acc47);
+        acc48 = fma(a242, b249, acc48);
+        acc49 = fma(a242, b250, acc49);
+        acc50 = fma(a242, b251, acc50);
+        acc51 = fma(a242, b252, acc51);
+        acc52 = fma(a242, b253, acc52);
+        acc53 = fma(a242, b254, acc53);
+        acc54 = fma(a243, b247, acc54);
+        acc55 = fma(a243, b248, acc55);
+        acc56 = fma(a243, b249, acc56);
+        acc57 = fma(a243, b250, acc57);
+        acc58 = fma(a243, b251, acc58);
+        acc59 = fma(a243, b252, acc59);
+        acc60 = fma(a243, b253, acc60);
+        acc61 = fma(a243, b254, acc61);
+        acc62 = fma(a244, b247, acc62);
+        acc63 = fma(a244, b248, acc63);
+        acc64 = fma(a244, b249, acc64);
+        acc65 = fma(a244, b250, acc65);
+        acc66 = fma(a244, b251, acc66);
+        acc67 = fma(a244, b252, acc67);
+        acc68 = fma(a244, b253, acc68);
+        acc69 = fma(a244, b254, acc69);
+        acc70 = fma(a245, b247, acc70);
+        acc71 = fma(a245, b248, acc71);
+        acc72 = fma(a245, b249, acc72);
+        acc73 = fma(a245, b250, acc73);
+        acc74 = fma(a245, b251, acc74);
+        acc75 = fma(a245, b252, acc75);
+        acc76 = fma(a245, b253, acc76);
+        acc77 = fma(a245, b254, acc77);
+        acc78 = fma(a246, b247, acc78);
+        acc79 = fma(a246, b248, acc79);
+        acc80 = fma(a246, b249, acc80);
+        acc81 = fma(a246, b250, acc81);
+        acc82 = fma(a246, b251, acc82);
+        acc83 = fma(a246, b252, acc83);
+        acc84 = fma(a246, b253, acc84);
+        acc85 = fma(a246, b254, acc85);
+        const float a255 = a_tile[ra173 + 640u];
+        const float a256 = a_tile[ra173 + 640u + 1u];
+        const float a257 = a_tile[ra173 + 640u + 2u];
+        const float a258 = a_tile[ra173 + 640u + 3u];
+        const float a259 = a_tile[ra173 + 704u];
+        const float a260 = a_tile[ra173 + 704u + 1u];
+        const float a261 = a_tile[ra173 + 704u + 2u];
+        const float a262 = a_tile[ra173 + 704u + 3u];
+        const float b263 = b_tile[rb174 + 640u];
+        const float b264 = b_tile[rb174 + 640u + 1u];
+        const float b265 = b_tile[rb174 + 640u + 2u];
+        const float b266 = b_tile[rb174 + 640u + 3u];
+        const float b267 = b_tile[rb174 + 704u];
+        const float b268 = b_tile[rb174 + 704u + 1u];
+        const float b269 = b_tile[rb174 + 704u + 2u];
+        const float b270 = b_tile[rb174 + 704u + 3u];
+        acc22 = fma(a255, b263, acc22);
+        acc23 = fma(a255, b264, acc23);
+        acc24 = fma(a255, b265, acc24);
+        acc25 = fma(a255, b266, acc25);
+        acc26 = fma(a255, b267, acc26);
+        acc27 = fma(a255, b268, acc27);
+        acc28 = fma(a255, b269, acc28);
+        acc29 = fma(a255, b270, acc29);
+        acc30 = fma(a256, b263, acc30);
+        acc31 = fma(a256, b264, acc31);
+        acc32 = fma(a256, b265, acc32);
+        acc33 = fma(a256, b266, acc33);
+        acc34 = fma(a256, b267, acc34);
+        acc35 = fma(a256, b268, acc35);
+        acc36 = fma(a256, b269, acc36);
+        acc37 = fma(a256, b270, acc37);
+        acc38 = fma(a257, b263, acc38);
+        acc39 = fma(a257, b264, acc39);
+        acc40 = fma(a257, b265, acc40);
+        acc41 = fma(a257, b266, acc41);
+        acc42 = fma(a257, b267, acc42);
+        acc43 = fma(a257, b268, acc43);
+        acc44 = fma(a257, b269, acc44);
+        acc45 = fma(a257, b270, acc45);
+        acc46 = fma(a258, b263, acc46);
+        acc47 = fma(a258, b264, acc47);
+        acc48 = fma(a258, b265, acc48);
+        acc49 = fma(a258, b266, acc49);
+        acc50 = fma(a258, b267, acc50);
+        acc51 = fma(a258, b268, acc51);
+        acc52 = fma(a258, b269, acc52);
+        acc53 = fma(a258, b270, acc53);
+        acc54 = fma(a259, b263, acc54);
+        acc55 = fma(a259, b264, acc55);
+        acc56 = fma(a259, b265, acc56);
+        acc57 = fma(a259, b266, acc57);
+        acc58 = fma(a259, b267, acc58);
+        acc59 = fma(a259, b268, acc59);
+        acc60 = fma(a259, b269, acc60);
+        acc61 = fma(a259, b270, acc61);
+        acc62 = fma(a260, b263, acc62);
+        acc63 = fma(a260, b264, acc63);
+        acc64 = fma(a260, b265, acc64);
+        acc65 = fma(a260, b266, acc65);
+        acc66 = fma(a260, b267, acc66);
+        acc67 = fma(a260, b268, acc67);
+        acc68 = fma(a260, b269, acc68);
+        acc69 = fma(a260, b270, acc69);
+        acc70 = fma(a261, b263, acc70);
+        acc71 = fma(a261, b264, acc71);
+        acc72 = fma(a261, b265, acc72);
+        acc73 = fma(a261, b266, acc73);
+        acc74 = fma(a261, b267, acc74);
+        acc75 = fma(a261, b268, acc75);
+        acc76 = fma(a261, b269, acc76);
+        acc77 = fma(a261, b270, acc77);
+        acc78 = fma(a262, b263, acc78);
+        acc79 = fma(a262, b264, acc79);
+        acc80 = fma(a262, b265, acc80);
+        acc81 = fma(a262, b266, acc81);
+        acc82 = fma(a262, b267, acc82);
+        acc83 = fma(a262, b268, acc83);
+        acc84 = fma(a262, b269, acc84);
+        acc85 = fma(a262, b270, acc85);
+        const float a271 = a_tile[ra173 + 768u];
+        const float a272 = a_tile[ra173 + 768u + 1u];
+        const float a273 = a_tile[ra173 + 768u + 2u];
+        const float a274 = a_tile[ra173 + 768u + 3u];
+        const float a275 = a_tile[ra173 + 832u];
+        const float a276 = a_tile[ra173 + 832u + 1u];
+        const float a277 = a_tile[ra173 + 832u + 2u];
+        const float a278 = a_tile[ra173 + 832u + 3u];
+        const float b279 = b_tile[rb174 + 768u];
+        const float b280 = b_tile[rb174 + 768u + 1u];
+        const float b281 = b_tile[rb174 + 768u + 2u];
+        const float b282 = b_tile[rb174 + 768u + 3u];
+        const float b283 = b_tile[rb174 + 832u];
+        const float b284 = b_tile[rb174 + 832u + 1u];
+        const float b285 = b_tile[rb174 + 832u + 2u];
+        const float b286 = b_tile[rb174 + 832u + 3u];
+        acc22 = fma(a271, b279, acc22);
+        acc23 = fma(a271, b280, acc23);
+        acc24 = fma(a271, b281, acc24);
+        acc25 = fma(a271, b282, acc25);
+        acc26 = fma(a271, b283, acc26);
+        acc27 = fma(a271, b284, acc27);
+        acc28 = fma(a271, b285, acc28);
+        acc29 = fma(a271, b286, acc29);
+        acc30 = fma(a272, b279, acc30);
+        acc31 = fma(a272, b280, acc31);
+        acc32 = fma(a272, b281, acc32);
+        acc33 = fma(a272, b282, acc33);
+        acc34 = fma(a272, b283, acc34);
+        acc35 = fma(a272, b284, acc35);
+        acc36 = fma(a272, b285, acc36);
+        acc37 = fma(a272, b286, acc37);
+        acc38 = fma(a273, b279, acc38);
+        acc39 = fma(a273, b280, acc39);
+        acc40 = fma(a273, b281, acc40);
+        acc41 = fma(a273, b282, acc41);
+        acc42 = fma(a273, b283, acc42);
+        acc43 = fma(a273, b284, acc43);
+        acc44 = fma(a273, b285, acc44);
+        acc45 = fma(a273, b286, acc45);
+        acc46 = fma(a274, b279, acc46);
+        acc47 = fma(a274, b280, acc47);
+        acc48 = fma(a274, b281, acc48);
+        acc49 = fma(a274, b282, acc49);
+        acc50 = fma(a274, b283, acc50);
+        acc51 = fma(a274, b284, acc51);
+        acc52 = fma(a274, b285, acc52);
+        acc53 = fma(a274, b286, acc53);
+        acc54 = fma(a275, b279, acc54);
+        acc55 = fma(a275, b280, acc55);
+        acc56 = fma(a275, b281, acc56);
+        acc57 = fma(a275, b282, acc57);
+        acc58 = fma(a275, b283, acc58);
+        acc59 = fma(a275, b284, acc59);
+        acc60 = fma(a275, b285, acc60);
+        acc61 = fma(a275, b286, acc61);
+        acc62 = fma(a276, b279, acc62);
+        acc63 = fma(a276, b280, acc63);
+        acc64 = fma(a276, b281, acc64);
+        acc65 = fma(a276, b282, acc65);
+        acc66 = fma(a276, b283, acc66);
+        acc67 = fma(a276, b284, acc67);
+        acc68 = fma(a276, b285, acc68);
+        acc69 = fma(a276, b286, acc69);
+        acc70 = fma(a277, b279, acc70);
+        acc71 = fma(a277, b280, acc71);
+        acc72 = fma(a277, b281, acc72);
+        acc73 = fma(a277, b282, acc73);
+        acc74 = fma(a277, b283, acc74);
+        acc75 = fma(a277, b284, acc75);
+        acc76 = fma(a277, b285, acc76);
+        acc77 = fma(a277, b286, acc77);
+        acc78 = fma(a278, b279, acc78);
+        acc79 = fma(a278, b280, acc79);
+        acc80 = fma(a278, b281, acc80);
+        acc81 = fma(a278, b282, acc81);
+        acc82 = fma(a278, b283, acc82);
+        acc83 = fma(a278, b284, acc83);
+        acc84 = fma(a278, b285, acc84);
+        acc85 = fma(a278, b286, acc85);
+        const float a287 = a_tile[ra173 + 896u];
+        const float a288 = a_tile[ra173 + 896u + 1u];
+        const float a289 = a_tile[ra173 + 896u + 2u];
+        const float a290 = a_tile[ra173 + 896u + 3u];
+        const float a291 = a_tile[ra173 + 960u];
+        const float a292 = a_tile[ra173 + 960u + 1u];
+        const float a293 = a_tile[ra173 + 960u + 2u];
+        const float a294 = a_tile[ra173 + 960u + 3u];
+        const float b295 = b_tile[rb174 + 896u];
+        const float b296 = b_tile[rb174 + 896u + 1u];
+        const float b297 = b_tile[rb174 + 896u + 2u];
+        const float b298 = b_tile[rb174 + 896u + 3u];
+        const float b299 = b_tile[rb174 + 960u];
+        const float b300 = b_tile[rb174 + 960u + 1u];
+        const float b301 = b_tile[rb174 + 960u + 2u];
+        const float b302 = b_tile[rb174 + 960u + 3u];
+        acc22 = fma(a287, b295, acc22);
+        acc23 = fma(a287, b296, acc23);
+        acc24 = fma(a287, b297, acc24);
+        acc25 = fma(a287, b298, acc25);
+        acc26 = fma(a287, b299, acc26);
+        acc27 = fma(a287, b300, acc27);
+        acc28 = fma(a287, b301, acc28);
+        acc29 = fma(a287, b302, acc29);
+        acc30 = fma(a288, b295, acc30);
+        acc31 = fma(a288, b296, acc31);
+        acc32 = fma(a288, b297, acc32);
+        acc33 = fma(a288, b298, acc33);
+        acc34 = fma(a288, b299, acc34);
+        acc35 = fma(a288, b300, acc35);
+        acc36 = fma(a288, b301, acc36);
+        acc37 = fma(a288, b302, acc37);
+        acc38 = fma(a289, b295, acc38);
+        acc39 = fma(a289, b296, acc39);
+        acc40 = fma(a289, b297, acc40);
+        acc41 = fma(a289, b298, acc41);
+        acc42 = fma(a289, b299, acc42);
+        acc43 = fma(a289, b300, acc43);
+        acc44 = fma(a289, b301, acc44);
+        acc45 = fma(a289, b302, acc45);
+        acc46 = fma(a290, b295, acc46);
+        acc47 = fma(a290, b296, acc47);
+        acc48 = fma(a290, b297, acc48);
+        acc49 = fma(a290, b298, acc49);
+        acc50 = fma(a290, b299, acc50);
+        acc51 = fma(a290, b300, acc51);
+        acc52 = fma(a290, b301, acc52);
+        acc53 = fma(a290, b302, acc53);
+        acc54 = fma(a291, b295, acc54);
+        acc55 = fma(a291, b296, acc55);
+        acc56 = fma(a291, b297, acc56);
+        acc57 = fma(a291, b298, acc57);
+        acc58 = fma(a291, b299, acc58);
+        acc59 = fma(a291, b300, acc59);
+        acc60 = fma(a291, b301, acc60);
+        acc61 = fma(a291, b302, acc61);
+        acc62 = fma(a292, b295, acc62);
+        acc63 = fma(a292, b296, acc63);
+        acc64 = fma(a292, b297, acc64);
+        acc65 = fma(a292, b298, acc65);
+        acc66 = fma(a292, b299, acc66);
+        acc67 = fma(a292, b300, acc67);
+        acc68 = fma(a292, b301, acc68);
+        acc69 = fma(a292, b302, acc69);
+        acc70 = fma(a293, b295, acc70);
+        acc71 = fma(a293, b296, acc71);
+        acc72 = fma(a293, b297, acc72);
+        acc73 = fma(a293, b298, acc73);
+        acc74 = fma(a293, b299, acc74);
+        acc75 = fma(a293, b300, acc75);
+        acc76 = fma(a293, b301, acc76);
+        acc77 = fma(a293, b302, acc77);
+        acc78 = fma(a294, b295, acc78);
+        acc79 = fma(a294, b296, acc79);
+        acc80 = fma(a294, b297, acc80);
+        acc81 = fma(a294, b298, acc81);
+        acc82 = fma(a294, b299, acc82);
+        acc83 = fma(a294, b300, acc83);
+        acc84 = fma(a294, b301, acc84);
+        acc85 = fma(a294, b302, acc85);
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint kk56 = 0u; kk56 < 16u; kk56 += 1u) {
-            const float a57 = a_tile[lid.y * 16u + kk56];
-            const float a58 = a_tile[(lid.y + 16u) * 16u + kk56];
-            const float a59 = a_tile[(lid.y + 32u) * 16u + kk56];
-            const float a60 = a_tile[(lid.y + 48u) * 16u + kk56];
-            const float b61 = b_tile[kk56 * 64u + lid.x];
-            const float b62 = b_tile[kk56 * 64u + (lid.x + 16u)];
-            const float b63 = b_tile[kk56 * 64u + (lid.x + 32u)];
-            const float b64 = b_tile[kk56 * 64u + (lid.x + 48u)];
-            acc13 = fma(a57, b61, acc13);
-            acc14 = fma(a57, b62, acc14);
-            acc15 = fma(a57, b63, acc15);
-            acc16 = fma(a57, b64, acc16);
-            acc17 = fma(a58, b61, acc17);
-            acc18 = fma(a58, b62, acc18);
-            acc19 = fma(a58, b63, acc19);
-            acc20 = fma(a58, b64, acc20);
-            acc21 = fma(a59, b61, acc21);
-            acc22 = fma(a59, b62, acc22);
-            acc23 = fma(a59, b63, acc23);
-            acc24 = fma(a59, b64, acc24);
-            acc25 = fma(a60, b61, acc25);
-            acc26 = fma(a60, b62, acc26);
-            acc27 = fma(a60, b63, acc27);
-            acc28 = fma(a60, b64, acc28);
-        }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    if ((row5 < u.N) && (col9 < u.M)) {
-        const uint i65 = row5 * u.M + col9;
-        const float v66 = float(half(float(half(acc13)) * 0.25f));
-        scratch0[i65] = half(v66);
+    if ((row6 < u.N) && (col14 < u.M)) {
+        const uint i303 = row6 * u.M + col14;
+        const float v304 = float(half(float(half(acc22)) * 0.25f));
+        scratch0[i303] = half(v304);
     }
-    if ((row5 < u.N) && (col10 < u.M)) {
-        const uint i67 = row5 * u.M + col10;
-        const float v68 = float(half(float(half(acc14)) * 0.25f));
-        scratch0[i67] = half(v68);
+    if ((row6 < u.N) && (col15 < u.M)) {
+        const uint i305 = row6 * u.M + col15;
+        const float v306 = float(half(float(half(acc23)) * 0.25f));
+        scratch0[i305] = half(v306);
     }
-    if ((row5 < u.N) && (col11 < u.M)) {
-        const uint i69 = row5 * u.M + col11;
-        const float v70 = float(half(float(half(acc15)) * 0.25f));
-        scratch0[i69] = half(v70);
+    if ((row6 < u.N) && (col16 < u.M)) {
+        const uint i307 = row6 * u.M + col16;
+        const float v308 = float(half(float(half(acc24)) * 0.25f));
+        scratch0[i307] = half(v308);
     }
-    if ((row5 < u.N) && (col12 < u.M)) {
-        const uint i71 = row5 * u.M + col12;
-        const float v72 = float(half(float(half(acc16)) * 0.25f));
-        scratch0[i71] = half(v72);
+    if ((row6 < u.N) && (col17 < u.M)) {
+        const uint i309 = row6 * u.M + col17;
+        const float v310 = float(half(float(half(acc25)) * 0.25f));
+        scratch0[i309] = half(v310);
     }
-    if ((row6 < u.N) && (col9 < u.M)) {
-        const uint i73 = row6 * u.M + col9;
-        const float v74 = float(half(float(half(acc17)) * 0.25f));
-        scratch0[i73] = half(v74);
+    if ((row6 < u.N) && (col18 < u.M)) {
+        const uint i311 = row6 * u.M + col18;
+        const float v312 = float(half(float(half(acc26)) * 0.25f));
+        scratch0[i311] = half(v312);
     }
-    if ((row6 < u.N) && (col10 < u.M)) {
-        const uint i75 = row6 * u.M + col10;
-        const float v76 = float(half(float(half(acc18)) * 0.25f));
-        scratch0[i75] = half(v76);
+    if ((row6 < u.N) && (col19 < u.M)) {
+        const uint i313 = row6 * u.M + col19;
+        const float v314 = float(half(float(half(acc27)) * 0.25f));
+        scratch0[i313] = half(v314);
     }
-    if ((row6 < u.N) && (col11 < u.M)) {
-        const uint i77 = row6 * u.M + col11;
-        const float v78 = float(half(float(half(acc19)) * 0.25f));
-        scratch0[i77] = half(v78);
+    if ((row6 < u.N) && (col20 < u.M)) {
+        const uint i315 = row6 * u.M + col20;
+        const float v316 = float(half(float(half(acc28)) * 0.25f));
+        scratch0[i315] = half(v316);
     }
-    if ((row6 < u.N) && (col12 < u.M)) {
-        const uint i79 = row6 * u.M + col12;
-        const float v80 = float(half(float(half(acc20)) * 0.25f));
-        scratch0[i79] = half(v80);
+    if ((row6 < u.N) && (col21 < u.M)) {
+        const uint i317 = row6 * u.M + col21;
+        const float v318 = float(half(float(half(acc29)) * 0.25f));
+        scratch0[i317] = half(v318);
     }
-    if ((row7 < u.N) && (col9 < u.M)) {
-        const uint i81 = row7 * u.M + col9;
-        const float v82 = float(half(float(half(acc21)) * 0.25f));
-        scratch0[i81] = half(v82);
+    if ((row7 < u.N) && (col14 < u.M)) {
+        const uint i319 = row7 * u.M + col14;
+        const float v320 = float(half(float(half(acc30)) * 0.25f));
+        scratch0[i319] = half(v320);
     }
-    if ((row7 < u.N) && (col10 < u.M)) {
-        const uint i83 = row7 * u.M + col10;
-        const float v84 = float(half(float(half(acc22)) * 0.25f));
-        scratch0[i83] = half(v84);
+    if ((row7 < u.N) && (col15 < u.M)) {
+        const uint i321 = row7 * u.M + col15;
+        const float v322 = float(half(float(half(acc31)) * 0.25f));
+        scratch0[i321] = half(v322);
     }
-    if ((row7 < u.N) && (col11 < u.M)) {
-        const uint i85 = row7 * u.M + col11;
-        const float v86 = float(half(float(half(acc23)) * 0.25f));
-        scratch0[i85] = half(v86);
+    if ((row7 < u.N) && (col16 < u.M)) {
+        const uint i323 = row7 * u.M + col16;
+        const float v324 = float(half(float(half(acc32)) * 0.25f));
+        scratch0[i323] = half(v324);
     }
-    if ((row7 < u.N) && (col12 < u.M)) {
-        const uint i87 = row7 * u.M + col12;
-        const float v88 = float(half(float(half(acc24)) * 0.25f));
-        scratch0[i87] = half(v88);
+    if ((row7 < u.N) && (col17 < u.M)) {
+        const uint i325 = row7 * u.M + col17;
+        const float v326 = float(half(float(half(acc33)) * 0.25f));
+        scratch0[i325] = half(v326);
     }
-    if ((row8 < u.N) && (col9 < u.M)) {
-        const uint i89 = row8 * u.M + col9;
-        const float v90 = float(half(float(half(acc25)) * 0.25f));
-        scratch0[i89] = half(v90);
+    if ((row7 < u.N) && (col18 < u.M)) {
+        const uint i327 = row7 * u.M + col18;
+        const float v328 = float(half(float(half(acc34)) * 0.25f));
+        scratch0[i327] = half(v328);
     }
-    if ((row8 < u.N) && (col10 < u.M)) {
-        const uint i91 = row8 * u.M + col10;
-        const float v92 = float(half(float(half(acc26)) * 0.25f));
-        scratch0[i91] = half(v92);
+    if ((row7 < u.N) && (col19 < u.M)) {
+        const uint i329 = row7 * u.M + col19;
+        const float v330 = float(half(float(half(acc35)) * 0.25f));
+        scratch0[i329] = half(v330);
     }
-    if ((row8 < u.N) && (col11 < u.M)) {
-        const uint i93 = row8 * u.M + col11;
-        const float v94 = float(half(float(half(acc27)) * 0.25f));
-        scratch0[i93] = half(v94);
+    if ((row7 < u.N) && (col20 < u.M)) {
+        const uint i331 = row7 * u.M + col20;
+        const float v332 = float(half(float(half(acc36)) * 0.25f));
+        scratch0[i331] = half(v332);
     }
-    if ((row8 < u.N) && (col12 < u.M)) {
-        const uint i95 = row8 * u.M + col12;
-        const float v96 = float(half(float(half(acc28)) * 0.25f));
-        scratch0[i95] = half(v96);
+    if ((row7 < u.N) && (col21 < u.M)) {
+        const uint i333 = row7 * u.M + col21;
+        const float v334 = float(half(float(half(acc37)) * 0.25f));
+        scratch0[i333] = half(v334);
+    }
+    if ((row8 < u.N) && (col14 < u.M)) {
+        const uint i335 = row8 * u.M + col14;
+        const float v336 = float(half(float(half(acc38)) * 0.25f));
+        scratch0[i335] = half(v336);
+    }
+    if ((row8 < u.N) && (col15 < u.M)) {
+        const uint i337 = row8 * u.M + col15;
+        const float v338 = float(half(float(half(acc39)) * 0.25f));
+        scratch0[i337] = half(v338);
+    }
+    if ((row8 < u.N) && (col16 < u.M)) {
+        const uint i339 = row8 * u.M + col16;
+        const float v340 = float(half(float(half(acc40)) * 0.25f));
+        scratch0[i339] = half(v340);
+    }
+    if ((row8 < u.N) && (col17 < u.M)) {
+        const uint i341 = row8 * u.M + col17;
+        const float v342 = float(half(float(half(acc41)) * 0.25f));
+        scratch0[i341] = half(v342);
+    }
+    if ((row8 < u.N) && (col18 < u.M)) {
+        const uint i343 = row8 * u.M + col18;
+        const float v344 = float(half(float(half(acc42)) * 0.25f));
+        scratch0[i343] = half(v344);
+    }
+    if ((row8 < u.N) && (col19 < u.M)) {
+        const uint i345 = row8 * u.M + col19;
+        const float v346 = float(half(float(half(acc43)) * 0.25f));
+        scratch0[i345] = half(v346);
+    }
+    if ((row8 < u.N) && (col20 < u.M)) {
+        const uint i347 = row8 * u.M + col20;
+        const float v348 = float(half(float(half(acc44)) * 0.25f));
+        scratch0[i347] = half(v348);
+    }
+    if ((row8 < u.N) && (col21 < u.M)) {
+        const uint i349 = row8 * u.M + col21;
+        const float v350 = float(half(float(half(acc45)) * 0.25f));
+        scratch0[i349] = half(v350);
+    }
+    if ((row9 < u.N) && (col14 < u.M)) {
+        const uint i351 = row9 * u.M + col14;
+        const float v352 = float(half(float(half(acc46)) * 0.25f));
+        scratch0[i351] = half(v352);
+    }
+    if ((row9 < u.N) && (col15 < u.M)) {
+        const uint i353 = row9 * u.M + col15;
+        const float v354 = float(half(float(half(acc47)) * 0.25f));
+        scratch0[i353] = half(v354);
+    }
+    if ((row9 < u.N) && (col16 < u.M)) {
+        const uint i355 = row9 * u.M + col16;
+        const float v356 = float(half(float(half(acc48)) * 0.25f));
+        scratch0[i355] = half(v356);
+    }
+    if ((row9 < u.N) && (col17 < u.M)) {
+        const uint i357 = row9 * u.M + col17;
+        const float v358 = float(half(float(half(acc49)) * 0.25f));
+        scratch0[i357] = half(v358);
+    }
+    if ((row9 < u.N) && (col18 < u.M)) {
+        const uint i359 = row9 * u.M + col18;
+        const float v360 = float(half(float(half(acc50)) * 0.25f));
+        scratch0[i359] = half(v360);
+    }
+    if ((row9 < u.N) && (col19 < u.M)) {
+        const uint i361 = row9 * u.M + col19;
+        const float v362 = float(half(float(half(acc51)) * 0.25f));
+        scratch0[i361] = half(v362);
+    }
+    if ((row9 < u.N) && (col20 < u.M)) {
+        const uint i363 = row9 * u.M + col20;
+        const float v364 = float(half(float(half(acc52)) * 0.25f));
+        scratch0[i363] = half(v364);
+    }
+    if ((row9 < u.N) && (col21 < u.M)) {
+        const uint i365 = row9 * u.M + col21;
+        const float v366 = float(half(float(half(acc53)) * 0.25f));
+        scratch0[i365] = half(v366);
+    }
+    if ((row10 < u.N) && (col14 < u.M)) {
+        const uint i367 = row10 * u.M + col14;
+        const float v368 = float(half(float(half(acc54)) * 0.25f));
+        scratch0[i367] = half(v368);
+    }
+    if ((row10 < u.N) && (col15 < u.M)) {
+        const uint i369 = row10 * u.M + col15;
+        const float v370 = float(half(float(half(acc55)) * 0.25f));
+        scratch0[i369] = half(v370);
+    }
+    if ((row10 < u.N) && (col16 < u.M)) {
+        const uint i371 = row10 * u.M + col16;
+        const float v372 = float(half(float(half(acc56)) * 0.25f));
+        scratch0[i371] = half(v372);
+    }
+    if ((row10 < u.N) && (col17 < u.M)) {
+        const uint i373 = row10 * u.M + col17;
+        const float v374 = float(half(float(half(acc57)) * 0.25f));
+        scratch0[i373] = half(v374);
+    }
+    if ((row10 < u.N) && (col18 < u.M)) {
+        const uint i375 = row10 * u.M + col18;
+        const float v376 = float(half(float(half(acc58)) * 0.25f));
+        scratch0[i375] = half(v376);
+    }
+    if ((row10 < u.N) && (col19 < u.M)) {
+        const uint i377 = row10 * u.M + col19;
+        const float v378 = float(half(float(half(acc59)) * 0.25f));
+        scratch0[i377] = half(v378);
+    }
+    if ((row10 < u.N) && (col20 < u.M)) {
+        const uint i379 = row10 * u.M + col20;
+        const float v380 = float(half(float(half(acc60)) * 0.25f));
+        scratch0[i379] = half(v380);
+    }
+    if ((row10 < u.N) && (col21 < u.M)) {
+        const uint i381 = row10 * u.M + col21;
+        const float v382 = float(half(float(half(acc61)) * 0.25f));
+        scratch0[i381] = half(v382);
+    }
+    if ((row11 < u.N) && (col14 < u.M)) {
+        const uint i383 = row11 * u.M + col14;
+        const float v384 = float(half(float(half(acc62)) * 0.25f));
+        scratch0[i383] = half(v384);
+    }
+    if ((row11 < u.N) && (col15 < u.M)) {
+        const uint i385 = row11 * u.M + col15;
+        const float v386 = float(half(float(half(acc63)) * 0.25f));
+        scratch0[i385] = half(v386);
+    }
+    if ((row11 < u.N) && (col16 < u.M)) {
+        const uint i387 = row11 * u.M + col16;
+        const float v388 = float(half(float(half(acc64)) * 0.25f));
+        scratch0[i387] = half(v388);
+    }
+    if ((row11 < u.N) && (col17 < u.M)) {
+        const uint i389 = row11 * u.M + col17;
+        const float v390 = float(half(float(half(acc65)) * 0.25f));
+        scratch0[i389] = half(v390);
+    }
+    if ((row11 < u.N) && (col18 < u.M)) {
+        const uint i391 = row11 * u.M + col18;
+        const float v392 = float(half(float(half(acc66)) * 0.25f));
+        scratch0[i391] = half(v392);
+    }
+    if ((row11 < u.N) && (col19 < u.M)) {
+        const uint i393 = row11 * u.M + col19;
+        const float v394 = float(half(float(half(acc67)) * 0.25f));
+        scratch0[i393] = half(v394);
+    }
+    if ((row11 < u.N) && (col20 < u.M)) {
+        const uint i395 = row11 * u.M + col20;
+        const float v396 = float(half(float(half(acc68)) * 0.25f));
+        scratch0[i395] = half(v396);
+    }
+    if ((row11 < u.N) && (col21 < u.M)) {
+        const uint i397 = row11 * u.M + col21;
+        const float v398 = float(half(float(half(acc69)) * 0.25f));
+        scratch0[i397] = half(v398);
+    }
+    if ((row12 < u.N) && (col14 < u.M)) {
+        const uint i399 = row12 * u.M + col14;
+        const float v400 = float(half(float(half(acc70)) * 0.25f));
+        scratch0[i399] = half(v400);
+    }
+    if ((row12 < u.N) && (col15 < u.M)) {
+        const uint i401 = row12 * u.M + col15;
+        const float v402 = float(half(float(half(acc71)) * 0.25f));
+        scratch0[i401] = half(v402);
+    }
+    if ((row12 < u.N) && (col16 < u.M)) {
+        const uint i403 = row12 * u.M + col16;
+        const float v404 = float(half(float(half(acc72)) * 0.25f));
+        scratch0[i403] = half(v404);
+    }
+    if ((row12 < u.N) && (col17 < u.M)) {
+        const uint i405 = row12 * u.M + col17;
+        const float v406 = float(half(float(half(acc73)) * 0.25f));
+        scratch0[i405] = half(v406);
+    }
+    if ((row12 < u.N) && (col18 < u.M)) {
+        const uint i407 = row12 * u.M + col18;
+        const float v408 = float(half(float(half(acc74)) * 0.25f));
+        scratch0[i407] = half(v408);
+    }
+    if ((row12 < u.N) && (col19 < u.M)) {
+        const uint i409 = row12 * u.M + col19;
+        const float v410 = float(half(float(half(acc75)) * 0.25f));
+        scratch0[i409] = half(v410);
+    }
+    if ((row12 < u.N) && (col20 < u.M)) {
+        const uint i411 = row12 * u.M + col20;
+        const float v412 = float(half(float(half(acc76)) * 0.25f));
+        scratch0[i411] = half(v412);
+    }
+    if ((row12 < u.N) && (col21 < u.M)) {
+        const uint i413 = row12 * u.M + col21;
+        const float v414 = float(half(float(half(acc77)) * 0.25f));
+        scratch0[i413] = half(v414);
+    }
+    if ((row13 < u.N) && (col14 < u.M)) {
+        const uint i415 = row13 * u.M + col14;
+        const float v416 = float(half(float(half(acc78)) * 0.25f));
+        scratch0[i415] = half(v416);
+    }
+    if ((row13 < u.N) && (col15 < u.M)) {
+        const uint i417 = row13 * u.M + col15;
+        const float v418 = float(half(float(half(acc79)) * 0.25f));
+        scratch0[i417] = half(v418);
+    }
+    if ((row13 < u.N) && (col16 < u.M)) {
+        const uint i419 = row13 * u.M + col16;
+        const float v420 = float(half(float(half(acc80)) * 0.25f));
+        scratch0[i419] = half(v420);
+    }
+    if ((row13 < u.N) && (col17 < u.M)) {
+        const uint i421 = row13 * u.M + col17;
+        const float v422 = float(half(float(half(acc81)) * 0.25f));
+        scratch0[i421] = half(v422);
+    }
+    if ((row13 < u.N) && (col18 < u.M)) {
+        const uint i423 = row13 * u.M + col18;
+        const float v424 = float(half(float(half(acc82)) * 0.25f));
+        scratch0[i423] = half(v424);
+    }
+    if ((row13 < u.N) && (col19 < u.M)) {
+        const uint i425 = row13 * u.M + col19;
+        const float v426 = float(half(float(half(acc83)) * 0.25f));
+        scratch0[i425] = half(v426);
+    }
+    if ((row13 < u.N) && (col20 < u.M)) {
+        const uint i427 = row13 * u.M + col20;
+        const float v428 = float(half(float(half(acc84)) * 0.25f));
+        scratch0[i427] = half(v428);
+    }
+    if ((row13 < u.N) && (col21 < u.M)) {
+        const uint i429 = row13 * u.M + col21;
+        const float v430 = float(half(float(half(acc85)) * 0.25f));
+        scratch0[i429] = half(v430);
     }
 }

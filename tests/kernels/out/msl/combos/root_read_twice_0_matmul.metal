@@ -16,33 +16,33 @@ kernel void root_read_twice_0_matmul(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float a_tile[1024];
-    threadgroup float b_tile[1024];
+    threadgroup float a_tile[2048];
+    threadgroup float b_tile[2048];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.N + 64u - 1u) >> 6u) * ((u.M + 64u - 1u) >> 6u)) {
+    if (g0 >= ((u.N + 128u - 1u) >> 7u) * ((u.M + 128u - 1u) >> 7u)) {
         return;
     }
-    const uint tile1 = g0 % ((u.M + 64u - 1u) >> 6u);
-    const uint tile2 = g0 / ((u.M + 64u - 1u) >> 6u);
-    const uint row3 = tile2 * 64u;
-    const uint col4 = tile1 * 64u;
-    const uint row5 = row3 + lid.y;
-    const uint row6 = row3 + (lid.y + 16u);
-    const uint row7 = row3 + (lid.y + 32u);
-    const uint row8 = row3 + (lid.y + 48u);
-    const uint col9 = col4 + lid.x;
-    const uint col10 = col4 + (lid.x + 16u);
-    const uint col11 = col4 + (lid.x + 32u);
-    const uint col12 = col4 + (lid.x + 48u);
-    float acc13 = 0.0f;
-    float acc14 = 0.0f;
-    float acc15 = 0.0f;
-    float acc16 = 0.0f;
-    float acc17 = 0.0f;
-    float acc18 = 0.0f;
-    float acc19 = 0.0f;
-    float acc20 = 0.0f;
-    float acc21 = 0.0f;
+    const uint tile1 = g0 % ((u.M + 128u - 1u) >> 7u);
+    const uint tile2 = g0 / ((u.M + 128u - 1u) >> 7u);
+    const uint t3 = lid.y * 16u + lid.x;
+    const uint row4 = tile2 * 128u;
+    const uint col5 = tile1 * 128u;
+    const uint row6 = row4 + lid.y * 4u;
+    const uint row7 = row4 + (lid.y * 4u + 1u);
+    const uint row8 = row4 + (lid.y * 4u + 2u);
+    const uint row9 = row4 + (lid.y * 4u + 3u);
+    const uint row10 = row4 + (lid.y * 4u + 64u);
+    const uint row11 = row4 + (lid.y * 4u + 65u);
+    const uint row12 = row4 + (lid.y * 4u + 66u);
+    const uint row13 = row4 + (lid.y * 4u + 67u);
+    const uint col14 = col5 + lid.x * 4u;
+    const uint col15 = col5 + (lid.x * 4u + 1u);
+    const uint col16 = col5 + (lid.x * 4u + 2u);
+    const uint col17 = col5 + (lid.x * 4u + 3u);
+    const uint col18 = col5 + (lid.x * 4u + 64u);
+    const uint col19 = col5 + (lid.x * 4u + 65u);
+    const uint col20 = col5 + (lid.x * 4u + 66u);
+    const uint col21 = col5 + (lid.x * 4u + 67u);
     float acc22 = 0.0f;
     float acc23 = 0.0f;
     float acc24 = 0.0f;
@@ -50,156 +50,1077 @@ kernel void root_read_twice_0_matmul(
     float acc26 = 0.0f;
     float acc27 = 0.0f;
     float acc28 = 0.0f;
-    for (uint k0_29 = 0u; k0_29 < 8u; k0_29 += 16u) {
-        const uint ka30 = k0_29 + lid.x;
-        const uint kb31 = k0_29 + lid.y;
-        float x32 = 0.0f;
-        if ((row5 < u.N) && (ka30 < 8u)) {
-            const uint i33 = row5 * 8u + ka30;
-            const float v34 = x[i33];
-            x32 = v34;
+    float acc29 = 0.0f;
+    float acc30 = 0.0f;
+    float acc31 = 0.0f;
+    float acc32 = 0.0f;
+    float acc33 = 0.0f;
+    float acc34 = 0.0f;
+    float acc35 = 0.0f;
+    float acc36 = 0.0f;
+    float acc37 = 0.0f;
+    float acc38 = 0.0f;
+    float acc39 = 0.0f;
+    float acc40 = 0.0f;
+    float acc41 = 0.0f;
+    float acc42 = 0.0f;
+    float acc43 = 0.0f;
+    float acc44 = 0.0f;
+    float acc45 = 0.0f;
+    float acc46 = 0.0f;
+    float acc47 = 0.0f;
+    float acc48 = 0.0f;
+    float acc49 = 0.0f;
+    float acc50 = 0.0f;
+    float acc51 = 0.0f;
+    float acc52 = 0.0f;
+    float acc53 = 0.0f;
+    float acc54 = 0.0f;
+    float acc55 = 0.0f;
+    float acc56 = 0.0f;
+    float acc57 = 0.0f;
+    float acc58 = 0.0f;
+    float acc59 = 0.0f;
+    float acc60 = 0.0f;
+    float acc61 = 0.0f;
+    float acc62 = 0.0f;
+    float acc63 = 0.0f;
+    float acc64 = 0.0f;
+    float acc65 = 0.0f;
+    float acc66 = 0.0f;
+    float acc67 = 0.0f;
+    float acc68 = 0.0f;
+    float acc69 = 0.0f;
+    float acc70 = 0.0f;
+    float acc71 = 0.0f;
+    float acc72 = 0.0f;
+    float acc73 = 0.0f;
+    float acc74 = 0.0f;
+    float acc75 = 0.0f;
+    float acc76 = 0.0f;
+    float acc77 = 0.0f;
+    float acc78 = 0.0f;
+    float acc79 = 0.0f;
+    float acc80 = 0.0f;
+    float acc81 = 0.0f;
+    float acc82 = 0.0f;
+    float acc83 = 0.0f;
+    float acc84 = 0.0f;
+    float acc85 = 0.0f;
+    const uint ak86 = t3 & 7u;
+    const uint am87 = t3 >> 3u;
+    const uint ar88 = row4 + am87;
+    const uint ar89 = row4 + (am87 + 32u);
+    const uint ar90 = row4 + (am87 + 64u);
+    const uint ar91 = row4 + (am87 + 96u);
+    const uint ab92 = ar88 * 8u;
+    const uint ab93 = ar89 * 8u;
+    const uint ab94 = ar90 * 8u;
+    const uint ab95 = ar91 * 8u;
+    const bool aok96 = ar88 < u.N;
+    const bool aok97 = ar89 < u.N;
+    const bool aok98 = ar90 < u.N;
+    const bool aok99 = ar91 < u.N;
+    const uint as100 = ak86 * 128u + am87;
+    const uint bk101 = t3 >> 7u;
+    const uint bn102 = col5 + (t3 & 127u);
+    const bool bok103 = bn102 < u.M;
+    const uint bs104 = 2u * u.M;
+    const uint bs105 = 4u * u.M;
+    const uint bs106 = 6u * u.M;
+    if (aok96) {
+        a_tile[as100] = x[ab92 + ak86];
+    } else {
+        a_tile[as100] = 0.0f;
+    }
+    if (aok97) {
+        a_tile[as100 + 32u] = x[ab93 + ak86];
+    } else {
+        a_tile[as100 + 32u] = 0.0f;
+    }
+    if (aok98) {
+        a_tile[as100 + 64u] = x[ab94 + ak86];
+    } else {
+        a_tile[as100 + 64u] = 0.0f;
+    }
+    if (aok99) {
+        a_tile[as100 + 96u] = x[ab95 + ak86];
+    } else {
+        a_tile[as100 + 96u] = 0.0f;
+    }
+    const uint bi111 = bk101 * u.M + bn102;
+    if (bok103) {
+        b_tile[t3] = w[bi111];
+    } else {
+        b_tile[t3] = 0.0f;
+    }
+    if (bok103) {
+        b_tile[t3 + 256u] = w[bi111 + bs104];
+    } else {
+        b_tile[t3 + 256u] = 0.0f;
+    }
+    if (bok103) {
+        b_tile[t3 + 512u] = w[bi111 + bs105];
+    } else {
+        b_tile[t3 + 512u] = 0.0f;
+    }
+    if (bok103) {
+        b_tile[t3 + 768u] = w[bi111 + bs106];
+    } else {
+        b_tile[t3 + 768u] = 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint ly119 = lid.y * 4u;
+    const uint lx120 = lid.x * 4u;
+    for (uint k0_121 = 0u; k0_121 < 8u; k0_121 += 8u) {
+        const uint cur122 = (k0_121 << 7u) & 1024u;
+        const uint nxt123 = cur122 ^ 1024u;
+        const uint kn124 = k0_121 + 8u;
+        if (kn124 < 8u) {
+            const uint ka125 = kn124 + ak86;
+            const uint sa126 = nxt123 + as100;
+            if (aok96) {
+                a_tile[sa126] = x[ab92 + ka125];
+            } else {
+                a_tile[sa126] = 0.0f;
+            }
+            if (aok97) {
+                a_tile[sa126 + 32u] = x[ab93 + ka125];
+            } else {
+                a_tile[sa126 + 32u] = 0.0f;
+            }
+            if (aok98) {
+                a_tile[sa126 + 64u] = x[ab94 + ka125];
+            } else {
+                a_tile[sa126 + 64u] = 0.0f;
+            }
+            if (aok99) {
+                a_tile[sa126 + 96u] = x[ab95 + ka125];
+            } else {
+                a_tile[sa126 + 96u] = 0.0f;
+            }
+            const uint kb131 = kn124 + bk101;
+            const uint sb132 = nxt123 + t3;
+            const uint bi133 = kb131 * u.M + bn102;
+            if (bok103) {
+                b_tile[sb132] = w[bi133];
+            } else {
+                b_tile[sb132] = 0.0f;
+            }
+            if (bok103) {
+                b_tile[sb132 + 256u] = w[bi133 + bs104];
+            } else {
+                b_tile[sb132 + 256u] = 0.0f;
+            }
+            if (bok103) {
+                b_tile[sb132 + 512u] = w[bi133 + bs105];
+            } else {
+                b_tile[sb132 + 512u] = 0.0f;
+            }
+            if (bok103) {
+                b_tile[sb132 + 768u] = w[bi133 + bs106];
+            } else {
+                b_tile[sb132 + 768u] = 0.0f;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x32;
-        float x35 = 0.0f;
-        if ((row6 < u.N) && (ka30 < 8u)) {
-            const uint i36 = row6 * 8u + ka30;
-            const float v37 = x[i36];
-            x35 = v37;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x35;
-        float x38 = 0.0f;
-        if ((row7 < u.N) && (ka30 < 8u)) {
-            const uint i39 = row7 * 8u + ka30;
-            const float v40 = x[i39];
-            x38 = v40;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x38;
-        float x41 = 0.0f;
-        if ((row8 < u.N) && (ka30 < 8u)) {
-            const uint i42 = row8 * 8u + ka30;
-            const float v43 = x[i42];
-            x41 = v43;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x41;
-        float x44 = 0.0f;
-        if ((kb31 < 8u) && (col9 < u.M)) {
-            const uint i45 = kb31 * u.M + col9;
-            const float v46 = w[i45];
-            x44 = v46;
-        }
-        b_tile[lid.y * 64u + lid.x] = x44;
-        float x47 = 0.0f;
-        if ((kb31 < 8u) && (col10 < u.M)) {
-            const uint i48 = kb31 * u.M + col10;
-            const float v49 = w[i48];
-            x47 = v49;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x47;
-        float x50 = 0.0f;
-        if ((kb31 < 8u) && (col11 < u.M)) {
-            const uint i51 = kb31 * u.M + col11;
-            const float v52 = w[i51];
-            x50 = v52;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x50;
-        float x53 = 0.0f;
-        if ((kb31 < 8u) && (col12 < u.M)) {
-            const uint i54 = kb31 * u.M + col12;
-            const float v55 = w[i54];
-            x53 = v55;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x53;
+        const uint ra141 = cur122 + ly119;
+        const uint rb142 = cur122 + lx120;
+        const float a143 = a_tile[ra141];
+        const float a144 = a_tile[ra141 + 1u];
+        const float a145 = a_tile[ra141 + 2u];
+        const float a146 = a_tile[ra141 + 3u];
+        const float a147 = a_tile[ra141 + 64u];
+        const float a148 = a_tile[ra141 + 64u + 1u];
+        const float a149 = a_tile[ra141 + 64u + 2u];
+        const float a150 = a_tile[ra141 + 64u + 3u];
+        const float b151 = b_tile[rb142];
+        const float b152 = b_tile[rb142 + 1u];
+        const float b153 = b_tile[rb142 + 2u];
+        const float b154 = b_tile[rb142 + 3u];
+        const float b155 = b_tile[rb142 + 64u];
+        const float b156 = b_tile[rb142 + 64u + 1u];
+        const float b157 = b_tile[rb142 + 64u + 2u];
+        const float b158 = b_tile[rb142 + 64u + 3u];
+        acc22 = fma(a143, b151, acc22);
+        acc23 = fma(a143, b152, acc23);
+        acc24 = fma(a143, b153, acc24);
+        acc25 = fma(a143, b154, acc25);
+        acc26 = fma(a143, b155, acc26);
+        acc27 = fma(a143, b156, acc27);
+        acc28 = fma(a143, b157, acc28);
+        acc29 = fma(a143, b158, acc29);
+        acc30 = fma(a144, b151, acc30);
+        acc31 = fma(a144, b152, acc31);
+        acc32 = fma(a144, b153, acc32);
+        acc33 = fma(a144, b154, acc33);
+        acc34 = fma(a144, b155, acc34);
+        acc35 = fma(a144, b156, acc35);
+        acc36 = fma(a144, b157, acc36);
+        acc37 = fma(a144, b158, acc37);
+        acc38 = fma(a145, b151, acc38);
+        acc39 = fma(a145, b152, acc39);
+        acc40 = fma(a145, b153, acc40);
+        acc41 = fma(a145, b154, acc41);
+        acc42 = fma(a145, b155, acc42);
+        acc43 = fma(a145, b156, acc43);
+        acc44 = fma(a145, b157, acc44);
+        acc45 = fma(a145, b158, acc45);
+        acc46 = fma(a146, b151, acc46);
+        acc47 = fma(a146, b152, acc47);
+        acc48 = fma(a146, b153, acc48);
+        acc49 = fma(a146, b154, acc49);
+        acc50 = fma(a146, b155, acc50);
+        acc51 = fma(a146, b156, acc51);
+        acc52 = fma(a146, b157, acc52);
+        acc53 = fma(a146, b158, acc53);
+        acc54 = fma(a147, b151, acc54);
+        acc55 = fma(a147, b152, acc55);
+        acc56 = fma(a147, b153, acc56);
+        acc57 = fma(a147, b154, acc57);
+        acc58 = fma(a147, b155, acc58);
+        acc59 = fma(a147, b156, acc59);
+        acc60 = fma(a147, b157, acc60);
+        acc61 = fma(a147, b158, acc61);
+        acc62 = fma(a148, b151, acc62);
+        acc63 = fma(a148, b152, acc63);
+        acc64 = fma(a148, b153, acc64);
+        acc65 = fma(a148, b154, acc65);
+        acc66 = fma(a148, b155, acc66);
+        acc67 = fma(a148, b156, acc67);
+        acc68 = fma(a148, b157, acc68);
+        acc69 = fma(a148, b158, acc69);
+        acc70 = fma(a149, b151, acc70);
+        acc71 = fma(a149, b152, acc71);
+        acc72 = fma(a149, b153, acc72);
+        acc73 = fma(a149, b154, acc73);
+        acc74 = fma(a149, b155, acc74);
+        acc75 = fma(a149, b156, acc75);
+        acc76 = fma(a149, b157, acc76);
+        acc77 = fma(a149, b158, acc77);
+        acc78 = fma(a150, b151, acc78);
+        acc79 = fma(a150, b152, acc79);
+        acc80 = fma(a150, b153, acc80);
+        acc81 = fma(a150, b154, acc81);
+        acc82 = fma(a150, b155, acc82);
+        acc83 = fma(a150, b156, acc83);
+        acc84 = fma(a150, b157, acc84);
+        acc85 = fma(a150, b158, acc85);
+        const float a159 = a_tile[ra141 + 128u];
+        const float a160 = a_tile[ra141 + 128u + 1u];
+        const float a161 = a_tile[ra141 + 128u + 2u];
+        const float a162 = a_tile[ra141 + 128u + 3u];
+        const float a163 = a_tile[ra141 + 192u];
+        const float a164 = a_tile[ra141 + 192u + 1u];
+        const float a165 = a_tile[ra141 + 192u + 2u];
+        const float a166 = a_tile[ra141 + 192u + 3u];
+        const float b167 = b_tile[rb142 + 128u];
+        const float b168 = b_tile[rb142 + 128u + 1u];
+        const float b169 = b_tile[rb142 + 128u + 2u];
+        const float b170 = b_tile[rb142 + 128u + 3u];
+        const float b171 = b_tile[rb142 + 192u];
+        const float b172 = b_tile[rb142 + 192u + 1u];
+        const float b173 = b_tile[rb142 + 192u + 2u];
+        const float b174 = b_tile[rb142 + 192u + 3u];
+        acc22 = fma(a159, b167, acc22);
+        acc23 = fma(a159, b168, acc23);
+        acc24 = fma(a159, b169, acc24);
+        acc25 = fma(a159, b170, acc25);
+        acc26 = fma(a159, b171, acc26);
+        acc27 = fma(a159, b172, acc27);
+        acc28 = fma(a159, b173, acc28);
+        acc29 = fma(a159, b174, acc29);
+        acc30 = fma(a160, b167, acc30);
+        acc31 = fma(a160, b168, acc31);
+        acc32 = fma(a160, b169, acc32);
+        acc33 = fma(a160, b170, acc33);
+        acc34 = fma(a160, b171, acc34);
+        acc35 = fma(a160, b172, acc35);
+        acc36 = fma(a160, b173, acc36);
+        acc37 = fma(a160, b174, acc37);
+        acc38 = fma(a161, b167, acc38);
+        acc39 = fma(a161, b168, acc39);
+        acc40 = fma(a161, b169, acc40);
+        acc41 = fma(a161, b170, acc41);
+        acc42 = fma(a161, b171, acc42);
+        acc43 = fma(a161, b172, acc43);
+        acc44 = fma(a161, b173, acc44);
+        acc45 = fma(a161, b174, acc45);
+        acc46 = fma(a162, b167, acc46);
+        acc47 = fma(a162, b168, acc47);
+        acc48 = fma(a162, b169, acc48);
+        acc49 = fma(a162, b170, acc49);
+        acc50 = fma(a162, b171, acc50);
+        acc51 = fma(a162, b172, acc51);
+        acc52 = fma(a162, b173, acc52);
+        acc53 = fma(a162, b174, acc53);
+        acc54 = fma(a163, b167, acc54);
+        acc55 = fma(a163, b168, acc55);
+        acc56 = fma(a163, b169, acc56);
+        acc57 = fma(a163, b170, acc57);
+        acc58 = fma(a163, b171, acc58);
+        acc59 = fma(a163, b172, acc59);
+        acc60 = fma(a163, b173, acc60);
+        acc61 = fma(a163, b174, acc61);
+        acc62 = fma(a164, b167, acc62);
+        acc63 = fma(a164, b168, acc63);
+        acc64 = fma(a164, b169, acc64);
+        acc65 = fma(a164, b170, acc65);
+        acc66 = fma(a164, b171, acc66);
+        acc67 = fma(a164, b172, acc67);
+        acc68 = fma(a164, b173, acc68);
+        acc69 = fma(a164, b174, acc69);
+        acc70 = fma(a165, b167, acc70);
+        acc71 = fma(a165, b168, acc71);
+        acc72 = fma(a165, b169, acc72);
+        acc73 = fma(a165, b170, acc73);
+        acc74 = fma(a165, b171, acc74);
+        acc75 = fma(a165, b172, acc75);
+        acc76 = fma(a165, b173, acc76);
+        acc77 = fma(a165, b174, acc77);
+        acc78 = fma(a166, b167, acc78);
+        acc79 = fma(a166, b168, acc79);
+        acc80 = fma(a166, b169, acc80);
+        acc81 = fma(a166, b170, acc81);
+        acc82 = fma(a166, b171, acc82);
+        acc83 = fma(a166, b172, acc83);
+        acc84 = fma(a166, b173, acc84);
+        acc85 = fma(a166, b174, acc85);
+        const float a175 = a_tile[ra141 + 256u];
+        const float a176 = a_tile[ra141 + 256u + 1u];
+        const float a177 = a_tile[ra141 + 256u + 2u];
+        const float a178 = a_tile[ra141 + 256u + 3u];
+        const float a179 = a_tile[ra141 + 320u];
+        const float a180 = a_tile[ra141 + 320u + 1u];
+        const float a181 = a_tile[ra141 + 320u + 2u];
+        const float a182 = a_tile[ra141 + 320u + 3u];
+        const float b183 = b_tile[rb142 + 256u];
+        const float b184 = b_tile[rb142 + 256u + 1u];
+        const float b185 = b_tile[rb142 + 256u + 2u];
+        const float b186 = b_tile[rb142 + 256u + 3u];
+        const float b187 = b_tile[rb142 + 320u];
+        const float b188 = b_tile[rb142 + 320u + 1u];
+        const float b189 = b_tile[rb142 + 320u + 2u];
+        const float b190 = b_tile[rb142 + 320u + 3u];
+        acc22 = fma(a175, b183, acc22);
+        acc23 = fma(a175, b184, acc23);
+        acc24 = fma(a175, b185, acc24);
+        acc25 = fma(a175, b186, acc25);
+        acc26 = fma(a175, b187, acc26);
+        acc27 = fma(a175, b188, acc27);
+        acc28 = fma(a175, b189, acc28);
+        acc29 = fma(a175, b190, acc29);
+        acc30 = fma(a176, b183, acc30);
+        acc31 = fma(a176, b184, acc31);
+        acc32 = fma(a176, b185, acc32);
+        acc33 = fma(a176, b186, acc33);
+        acc34 = fma(a176, b187, acc34);
+        acc35 = fma(a176, b188, acc35);
+        acc36 = fma(a176, b189, acc36);
+        acc37 = fma(a176, b190, acc37);
+        acc38 = fma(a177, b183, acc38);
+        acc39 = fma(a177, b184, acc39);
+        acc40 = fma(a177, b185, acc40);
+        acc41 = fma(a177, b186, acc41);
+        acc42 = fma(a177, b187, acc42);
+        acc43 = fma(a177, b188, acc43);
+        acc44 = fma(a177, b189, acc44);
+        acc45 = fma(a177, b190, acc45);
+        acc46 = fma(a178, b183, acc46);
+        acc47 = fma(a178, b184, acc47);
+        acc48 = fma(a178, b185, acc48);
+        acc49 = fma(a178, b186, acc49);
+        acc50 = fma(a178, b187, acc50);
+        acc51 = fma(a178, b188, acc51);
+        acc52 = fma(a178, b189, acc52);
+        acc53 = fma(a178, b190, acc53);
+        acc54 = fma(a179, b183, acc54);
+        acc55 = fma(a179, b184, acc55);
+        acc56 = fma(a179, b185, acc56);
+        acc57 = fma(a179, b186, acc57);
+        acc58 = fma(a179, b187, acc58);
+        acc59 = fma(a179, b188, acc59);
+        acc60 = fma(a179, b189, acc60);
+        acc61 = fma(a179, b190, acc61);
+        acc62 = fma(a180, b183, acc62);
+        acc63 = fma(a180, b184, acc63);
+        acc64 = fma(a180, b185, acc64);
+        acc65 = fma(a180, b186, acc65);
+        acc66 = fma(a180, b187, acc66);
+        acc67 = fma(a180, b188, acc67);
+        acc68 = fma(a180, b189, acc68);
+        acc69 = fma(a180, b190, acc69);
+        acc70 = fma(a181, b183, acc70);
+        acc71 = fma(a181, b184, acc71);
+        acc72 = fma(a181, b185, acc72);
+        acc73 = fma(a181, b186, acc73);
+        acc74 = fma(a181, b187, acc74);
+        acc75 = fma(a181, b188, acc75);
+        acc76 = fma(a181, b189, acc76);
+        acc77 = fma(a181, b190, acc77);
+        acc78 = fma(a182, b183, acc78);
+        acc79 = fma(a182, b184, acc79);
+        acc80 = fma(a182, b185, acc80);
+        acc81 = fma(a182, b186, acc81);
+        acc82 = fma(a182, b187, acc82);
+        acc83 = fma(a182, b188, acc83);
+        acc84 = fma(a182, b189, acc84);
+        acc85 = fma(a182, b190, acc85);
+        const float a191 = a_tile[ra141 + 384u];
+        const float a192 = a_tile[ra141 + 384u + 1u];
+        const float a193 = a_tile[ra141 + 384u + 2u];
+        const float a194 = a_tile[ra141 + 384u + 3u];
+        const float a195 = a_tile[ra141 + 448u];
+        const float a196 = a_tile[ra141 + 448u + 1u];
+        const float a197 = a_tile[ra141 + 448u + 2u];
+        const float a198 = a_tile[ra141 + 448u + 3u];
+        const float b199 = b_tile[rb142 + 384u];
+        const float b200 = b_tile[rb142 + 384u + 1u];
+        const float b201 = b_tile[rb142 + 384u + 2u];
+        const float b202 = b_tile[rb142 + 384u + 3u];
+        const float b203 = b_tile[rb142 + 448u];
+        const float b204 = b_tile[rb142 + 448u + 1u];
+        const float b205 = b_tile[rb142 + 448u + 2u];
+        const float b206 = b_tile[rb142 + 448u + 3u];
+        acc22 = fma(a191, b199, acc22);
+        acc23 = fma(a191, b200, acc23);
+        acc24 = fma(a191, b201, acc24);
+        acc25 = fma(a191, b202, acc25);
+        acc26 = fma(a191, b203, acc26);
+        acc27 = fma(a191, b204, acc27);
+        acc28 = fma(a191, b205, acc28);
+        acc29 = fma(a191, b206, acc29);
+        acc30 = fma(a192, b199, acc30);
+        acc31 = fma(a192, b200, acc31);
+        acc32 = fma(a192, b201, acc32);
+        acc33 = fma(a192, b202, acc33);
+        acc34 = fma(a192, b203, acc34);
+        acc35 = fma(a192, b204, acc35);
+        acc36 = fma(a192, b205, acc36);
+        acc37 = fma(a192, b206, acc37);
+        acc38 = fma(a193, b199, acc38);
+        acc39 = fma(a193, b200, acc39);
+        acc40 = fma(a193, b201, acc40);
+        acc41 = fma(a193, b202, acc41);
+        acc42 = fma(a193, b203, acc42);
+        acc43 = fma(a193, b204, acc43);
+        acc44 = fma(a193, b205, acc44);
+        acc45 = fma(a193, b206, acc45);
+        acc46 = fma(a194, b199, acc46);
+        acc47 = fma(a194, b200, acc47);
+        acc48 = fma(a194, b201, acc48);
+        acc49 = fma(a194, b202, acc49);
+        acc50 = fma(a194, b203, acc50);
+        acc51 = fma(a194, b204, acc51);
+        acc52 = fma(a194, b205, acc52);
+        acc53 = fma(a194, b206, acc53);
+        acc54 = fma(a195, b199, acc54);
+        acc55 = fma(a195, b200, acc55);
+        acc56 = fma(a195, b201, acc56);
+        acc57 = fma(a195, b202, acc57);
+        acc58 = fma(a195, b203, acc58);
+        acc59 = fma(a195, b204, acc59);
+        acc60 = fma(a195, b205, acc60);
+        acc61 = fma(a195, b206, acc61);
+        acc62 = fma(a196, b199, acc62);
+        acc63 = fma(a196, b200, acc63);
+        acc64 = fma(a196, b201, acc64);
+        acc65 = fma(a196, b202, acc65);
+        acc66 = fma(a196, b203, acc66);
+        acc67 = fma(a196, b204, acc67);
+        acc68 = fma(a196, b205, acc68);
+        acc69 = fma(a196, b206, acc69);
+        acc70 = fma(a197, b199, acc70);
+        acc71 = fma(a197, b200, acc71);
+        acc72 = fma(a197, b201, acc72);
+        acc73 = fma(a197, b202, acc73);
+        acc74 = fma(a197, b203, acc74);
+        acc75 = fma(a197, b204, acc75);
+        acc76 = fma(a197, b205, acc76);
+        acc77 = fma(a197, b206, acc77);
+        acc78 = fma(a198, b199, acc78);
+        acc79 = fma(a198, b200, acc79);
+        acc80 = fma(a198, b201, acc80);
+        acc81 = fma(a198, b202, acc81);
+        acc82 = fma(a198, b203, acc82);
+        acc83 = fma(a198, b204, acc83);
+        acc84 = fma(a198, b205, acc84);
+        acc85 = fma(a198, b206, acc85);
+        const float a207 = a_tile[ra141 + 512u];
+        const float a208 = a_tile[ra141 + 512u + 1u];
+        const float a209 = a_tile[ra141 + 512u + 2u];
+        const float a210 = a_tile[ra141 + 512u + 3u];
+        const float a211 = a_tile[ra141 + 576u];
+        const float a212 = a_tile[ra141 + 576u + 1u];
+        const float a213 = a_tile[ra141 + 576u + 2u];
+        const float a214 = a_tile[ra141 + 576u + 3u];
+        const float b215 = b_tile[rb142 + 512u];
+        const float b216 = b_tile[rb142 + 512u + 1u];
+        const float b217 = b_tile[rb142 + 512u + 2u];
+        const float b218 = b_tile[rb142 + 512u + 3u];
+        const float b219 = b_tile[rb142 + 576u];
+        const float b220 = b_tile[rb142 + 576u + 1u];
+        const float b221 = b_tile[rb142 + 576u + 2u];
+        const float b222 = b_tile[rb142 + 576u + 3u];
+        acc22 = fma(a207, b215, acc22);
+        acc23 = fma(a207, b216, acc23);
+        acc24 = fma(a207, b217, acc24);
+        acc25 = fma(a207, b218, acc25);
+        acc26 = fma(a207, b219, acc26);
+        acc27 = fma(a207, b220, acc27);
+        acc28 = fma(a207, b221, acc28);
+        acc29 = fma(a207, b222, acc29);
+        acc30 = fma(a208, b215, acc30);
+        acc31 = fma(a208, b216, acc31);
+        acc32 = fma(a208, b217, acc32);
+        acc33 = fma(a208, b218, acc33);
+        acc34 = fma(a208, b219, acc34);
+        acc35 = fma(a208, b220, acc35);
+        acc36 = fma(a208, b221, acc36);
+        acc37 = fma(a208, b222, acc37);
+        acc38 = fma(a209, b215, acc38);
+        acc39 = fma(a209, b216, acc39);
+        acc40 = fma(a209, b217, acc40);
+        acc41 = fma(a209, b218, acc41);
+        acc42 = fma(a209, b219, acc42);
+        acc43 = fma(a209, b220, acc43);
+        acc44 = fma(a209, b221, acc44);
+        acc45 = fma(a209, b222, acc45);
+        acc46 = fma(a210, b215, acc46);
+        acc47 = fma(a210, b216, acc47);
+        acc48 = fma(a210, b217, acc48);
+        acc49 = fma(a210, b218, acc49);
+        acc50 = fma(a210, b219, acc50);
+        acc51 = fma(a210, b220, acc51);
+        acc52 = fma(a210, b221, acc52);
+        acc53 = fma(a210, b222, acc53);
+        acc54 = fma(a211, b215, acc54);
+        acc55 = fma(a211, b216, acc55);
+        acc56 = fma(a211, b217, acc56);
+        acc57 = fma(a211, b218, acc57);
+        acc58 = fma(a211, b219, acc58);
+        acc59 = fma(a211, b220, acc59);
+        acc60 = fma(a211, b221, acc60);
+        acc61 = fma(a211, b222, acc61);
+        acc62 = fma(a212, b215, acc62);
+        acc63 = fma(a212, b216, acc63);
+        acc64 = fma(a212, b217, acc64);
+        acc65 = fma(a212, b218, acc65);
+        acc66 = fma(a212, b219, acc66);
+        acc67 = fma(a212, b220, acc67);
+        acc68 = fma(a212, b221, acc68);
+        acc69 = fma(a212, b222, acc69);
+        acc70 = fma(a213, b215, acc70);
+        acc71 = fma(a213, b216, acc71);
+        acc72 = fma(a213, b217, acc72);
+        acc73 = fma(a213, b218, acc73);
+        acc74 = fma(a213, b219, acc74);
+        acc75 = fma(a213, b220, acc75);
+        acc76 = fma(a213, b221, acc76);
+        acc77 = fma(a213, b222, acc77);
+        acc78 = fma(a214, b215, acc78);
+        acc79 = fma(a214, b216, acc79);
+        acc80 = fma(a214, b217, acc80);
+        acc81 = fma(a214, b218, acc81);
+        acc82 = fma(a214, b219, acc82);
+        acc83 = fma(a214, b220, acc83);
+        acc84 = fma(a214, b221, acc84);
+        acc85 = fma(a214, b222, acc85);
+        const float a223 = a_tile[ra141 + 640u];
+        const float a224 = a_tile[ra141 + 640u + 1u];
+        const float a225 = a_tile[ra141 + 640u + 2u];
+        const float a226 = a_tile[ra141 + 640u + 3u];
+        const float a227 = a_tile[ra141 + 704u];
+        const float a228 = a_tile[ra141 + 704u + 1u];
+        const float a229 = a_tile[ra141 + 704u + 2u];
+        const float a230 = a_tile[ra141 + 704u + 3u];
+        const float b231 = b_tile[rb142 + 640u];
+        const float b232 = b_tile[rb142 + 640u + 1u];
+        const float b233 = b_tile[rb142 + 640u + 2u];
+        const float b234 = b_tile[rb142 + 640u + 3u];
+        const float b235 = b_tile[rb142 + 704u];
+        const float b236 = b_tile[rb142 + 704u + 1u];
+        const float b237 = b_tile[rb142 + 704u + 2u];
+        const float b238 = b_tile[rb142 + 704u + 3u];
+        acc22 = fma(a223, b231, acc22);
+        acc23 = fma(a223, b232, acc23);
+        acc24 = fma(a223, b233, acc24);
+        acc25 = fma(a223, b234, acc25);
+        acc26 = fma(a223, b235, acc26);
+        acc27 = fma(a223, b236, acc27);
+        acc28 = fma(a223, b237, acc28);
+        acc29 = fma(a223, b238, acc29);
+        acc30 = fma(a224, b231, acc30);
+        acc31 = fma(a224, b232, acc31);
+        acc32 = fma(a224, b233, acc32);
+        acc33 = fma(a224, b234, acc33);
+        acc34 = fma(a224, b235, acc34);
+        acc35 = fma(a224, b236, acc35);
+        acc36 = fma(a224, b237, acc36);
+        acc37 = fma(a224, b238, acc37);
+        acc38 = fma(a225, b231, acc38);
+        acc39 = fma(a225, b232, acc39);
+        acc40 = fma(a225, b233, acc40);
+        acc41 = fma(a225, b234, acc41);
+        acc42 = fma(a225, b235, acc42);
+        acc43 = fma(a225, b236, acc43);
+        acc44 = fma(a225, b237, acc44);
+        acc45 = fma(a225, b238, acc45);
+        acc46 = fma(a226, b231, acc46);
+        acc47 = fma(a226, b232, acc47);
+        acc48 = fma(a226, b233, acc48);
+        acc49 = fma(a226, b234, acc49);
+        acc50 = fma(a226, b235, acc50);
+        acc51 = fma(a226, b236, acc51);
+        acc52 = fma(a226, b237, acc52);
+        acc53 = fma(a226, b238, acc53);
+        acc54 = fma(a227, b231, acc54);
+        acc55 = fma(a227, b232, acc55);
+        acc56 = fma(a227, b233, acc56);
+        acc57 = fma(a227, b234, acc57);
+        acc58 = fma(a227, b235, acc58);
+        acc59 = fma(a227, b236, acc59);
+        acc60 = fma(a227, b237, acc60);
+        acc61 = fma(a227, b238, acc61);
+        acc62 = fma(a228, b231, acc62);
+        acc63 = fma(a228, b232, acc63);
+        acc64 = fma(a228, b233, acc64);
+        acc65 = fma(a228, b234, acc65);
+        acc66 = fma(a228, b235, acc66);
+        acc67 = fma(a228, b236, acc67);
+        acc68 = fma(a228, b237, acc68);
+        acc69 = fma(a228, b238, acc69);
+        acc70 = fma(a229, b231, acc70);
+        acc71 = fma(a229, b232, acc71);
+        acc72 = fma(a229, b233, acc72);
+        acc73 = fma(a229, b234, acc73);
+        acc74 = fma(a229, b235, acc74);
+        acc75 = fma(a229, b236, acc75);
+        acc76 = fma(a229, b237, acc76);
+        acc77 = fma(a229, b238, acc77);
+        acc78 = fma(a230, b231, acc78);
+        acc79 = fma(a230, b232, acc79);
+        acc80 = fma(a230, b233, acc80);
+        acc81 = fma(a230, b234, acc81);
+        acc82 = fma(a230, b235, acc82);
+        acc83 = fma(a230, b236, acc83);
+        acc84 = fma(a230, b237, acc84);
+        acc85 = fma(a230, b238, acc85);
+        const float a239 = a_tile[ra141 + 768u];
+        const float a240 = a_tile[ra141 + 768u + 1u];
+        const float a241 = a_tile[ra141 + 768u + 2u];
+        const float a242 = a_tile[ra141 + 768u + 3u];
+        const float a243 = a_tile[ra141 + 832u];
+        const float a244 = a_tile[ra141 + 832u + 1u];
+        const float a245 = a_tile[ra141 + 832u + 2u];
+        const float a246 = a_tile[ra141 + 832u + 3u];
+        const float b247 = b_tile[rb142 + 768u];
+        const float b248 = b_tile[rb142 + 768u + 1u];
+        const float b249 = b_tile[rb142 + 768u + 2u];
+        const float b250 = b_tile[rb142 + 768u + 3u];
+        const float b251 = b_tile[rb142 + 832u];
+        const float b252 = b_tile[rb142 + 832u + 1u];
+        const float b253 = b_tile[rb142 + 832u + 2u];
+        const float b254 = b_tile[rb142 + 832u + 3u];
+        acc22 = fma(a239, b247, acc22);
+        acc23 = fma(a239, b248, acc23);
+        acc24 = fma(a239, b249, acc24);
+        acc25 = fma(a239, b250, acc25);
+        acc26 = fma(a239, b251, acc26);
+        acc27 = fma(a239, b252, acc27);
+        acc28 = fma(a239, b253, acc28);
+        acc29 = fma(a239, b254, acc29);
+        acc30 = fma(a240, b247, acc30);
+        acc31 = fma(a240, b248, acc31);
+        acc32 = fma(a240, b249, acc32);
+        acc33 = fma(a240, b250, acc33);
+        acc34 = fma(a240, b251, acc34);
+        acc35 = fma(a240, b252, acc35);
+        acc36 = fma(a240, b253, acc36);
+        acc37 = fma(a240, b254, acc37);
+        acc38 = fma(a241, b247, acc38);
+        acc39 = fma(a241, b248, acc39);
+        acc40 = fma(a241, b249, acc40);
+        acc41 = fma(a241, b250, acc41);
+        acc42 = fma(a241, b251, acc42);
+        acc43 = fma(a241, b252, acc43);
+        acc44 = fma(a241, b253, acc44);
+        acc45 = fma(a241, b254, acc45);
+        acc46 = fma(a242, b247, acc46);
+        acc47 = fma(a242, b248, acc47);
+        acc48 = fma(a242, b249, acc48);
+        acc49 = fma(a242, b250, acc49);
+        acc50 = fma(a242, b251, acc50);
+        acc51 = fma(a242, b252, acc51);
+        acc52 = fma(a242, b253, acc52);
+        acc53 = fma(a242, b254, acc53);
+        acc54 = fma(a243, b247, acc54);
+        acc55 = fma(a243, b248, acc55);
+        acc56 = fma(a243, b249, acc56);
+        acc57 = fma(a243, b250, acc57);
+        acc58 = fma(a243, b251, acc58);
+        acc59 = fma(a243, b252, acc59);
+        acc60 = fma(a243, b253, acc60);
+        acc61 = fma(a243, b254, acc61);
+        acc62 = fma(a244, b247, acc62);
+        acc63 = fma(a244, b248, acc63);
+        acc64 = fma(a244, b249, acc64);
+        acc65 = fma(a244, b250, acc65);
+        acc66 = fma(a244, b251, acc66);
+        acc67 = fma(a244, b252, acc67);
+        acc68 = fma(a244, b253, acc68);
+        acc69 = fma(a244, b254, acc69);
+        acc70 = fma(a245, b247, acc70);
+        acc71 = fma(a245, b248, acc71);
+        acc72 = fma(a245, b249, acc72);
+        acc73 = fma(a245, b250, acc73);
+        acc74 = fma(a245, b251, acc74);
+        acc75 = fma(a245, b252, acc75);
+        acc76 = fma(a245, b253, acc76);
+        acc77 = fma(a245, b254, acc77);
+        acc78 = fma(a246, b247, acc78);
+        acc79 = fma(a246, b248, acc79);
+        acc80 = fma(a246, b249, acc80);
+        acc81 = fma(a246, b250, acc81);
+        acc82 = fma(a246, b251, acc82);
+        acc83 = fma(a246, b252, acc83);
+        acc84 = fma(a246, b253, acc84);
+        acc85 = fma(a246, b254, acc85);
+        const float a255 = a_tile[ra141 + 896u];
+        const float a256 = a_tile[ra141 + 896u + 1u];
+        const float a257 = a_tile[ra141 + 896u + 2u];
+        const float a258 = a_tile[ra141 + 896u + 3u];
+        const float a259 = a_tile[ra141 + 960u];
+        const float a260 = a_tile[ra141 + 960u + 1u];
+        const float a261 = a_tile[ra141 + 960u + 2u];
+        const float a262 = a_tile[ra141 + 960u + 3u];
+        const float b263 = b_tile[rb142 + 896u];
+        const float b264 = b_tile[rb142 + 896u + 1u];
+        const float b265 = b_tile[rb142 + 896u + 2u];
+        const float b266 = b_tile[rb142 + 896u + 3u];
+        const float b267 = b_tile[rb142 + 960u];
+        const float b268 = b_tile[rb142 + 960u + 1u];
+        const float b269 = b_tile[rb142 + 960u + 2u];
+        const float b270 = b_tile[rb142 + 960u + 3u];
+        acc22 = fma(a255, b263, acc22);
+        acc23 = fma(a255, b264, acc23);
+        acc24 = fma(a255, b265, acc24);
+        acc25 = fma(a255, b266, acc25);
+        acc26 = fma(a255, b267, acc26);
+        acc27 = fma(a255, b268, acc27);
+        acc28 = fma(a255, b269, acc28);
+        acc29 = fma(a255, b270, acc29);
+        acc30 = fma(a256, b263, acc30);
+        acc31 = fma(a256, b264, acc31);
+        acc32 = fma(a256, b265, acc32);
+        acc33 = fma(a256, b266, acc33);
+        acc34 = fma(a256, b267, acc34);
+        acc35 = fma(a256, b268, acc35);
+        acc36 = fma(a256, b269, acc36);
+        acc37 = fma(a256, b270, acc37);
+        acc38 = fma(a257, b263, acc38);
+        acc39 = fma(a257, b264, acc39);
+        acc40 = fma(a257, b265, acc40);
+        acc41 = fma(a257, b266, acc41);
+        acc42 = fma(a257, b267, acc42);
+        acc43 = fma(a257, b268, acc43);
+        acc44 = fma(a257, b269, acc44);
+        acc45 = fma(a257, b270, acc45);
+        acc46 = fma(a258, b263, acc46);
+        acc47 = fma(a258, b264, acc47);
+        acc48 = fma(a258, b265, acc48);
+        acc49 = fma(a258, b266, acc49);
+        acc50 = fma(a258, b267, acc50);
+        acc51 = fma(a258, b268, acc51);
+        acc52 = fma(a258, b269, acc52);
+        acc53 = fma(a258, b270, acc53);
+        acc54 = fma(a259, b263, acc54);
+        acc55 = fma(a259, b264, acc55);
+        acc56 = fma(a259, b265, acc56);
+        acc57 = fma(a259, b266, acc57);
+        acc58 = fma(a259, b267, acc58);
+        acc59 = fma(a259, b268, acc59);
+        acc60 = fma(a259, b269, acc60);
+        acc61 = fma(a259, b270, acc61);
+        acc62 = fma(a260, b263, acc62);
+        acc63 = fma(a260, b264, acc63);
+        acc64 = fma(a260, b265, acc64);
+        acc65 = fma(a260, b266, acc65);
+        acc66 = fma(a260, b267, acc66);
+        acc67 = fma(a260, b268, acc67);
+        acc68 = fma(a260, b269, acc68);
+        acc69 = fma(a260, b270, acc69);
+        acc70 = fma(a261, b263, acc70);
+        acc71 = fma(a261, b264, acc71);
+        acc72 = fma(a261, b265, acc72);
+        acc73 = fma(a261, b266, acc73);
+        acc74 = fma(a261, b267, acc74);
+        acc75 = fma(a261, b268, acc75);
+        acc76 = fma(a261, b269, acc76);
+        acc77 = fma(a261, b270, acc77);
+        acc78 = fma(a262, b263, acc78);
+        acc79 = fma(a262, b264, acc79);
+        acc80 = fma(a262, b265, acc80);
+        acc81 = fma(a262, b266, acc81);
+        acc82 = fma(a262, b267, acc82);
+        acc83 = fma(a262, b268, acc83);
+        acc84 = fma(a262, b269, acc84);
+        acc85 = fma(a262, b270, acc85);
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint kk56 = 0u; kk56 < 16u; kk56 += 1u) {
-            const float a57 = a_tile[lid.y * 16u + kk56];
-            const float a58 = a_tile[(lid.y + 16u) * 16u + kk56];
-            const float a59 = a_tile[(lid.y + 32u) * 16u + kk56];
-            const float a60 = a_tile[(lid.y + 48u) * 16u + kk56];
-            const float b61 = b_tile[kk56 * 64u + lid.x];
-            const float b62 = b_tile[kk56 * 64u + (lid.x + 16u)];
-            const float b63 = b_tile[kk56 * 64u + (lid.x + 32u)];
-            const float b64 = b_tile[kk56 * 64u + (lid.x + 48u)];
-            acc13 = fma(a57, b61, acc13);
-            acc14 = fma(a57, b62, acc14);
-            acc15 = fma(a57, b63, acc15);
-            acc16 = fma(a57, b64, acc16);
-            acc17 = fma(a58, b61, acc17);
-            acc18 = fma(a58, b62, acc18);
-            acc19 = fma(a58, b63, acc19);
-            acc20 = fma(a58, b64, acc20);
-            acc21 = fma(a59, b61, acc21);
-            acc22 = fma(a59, b62, acc22);
-            acc23 = fma(a59, b63, acc23);
-            acc24 = fma(a59, b64, acc24);
-            acc25 = fma(a60, b61, acc25);
-            acc26 = fma(a60, b62, acc26);
-            acc27 = fma(a60, b63, acc27);
-            acc28 = fma(a60, b64, acc28);
-        }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    if ((row5 < u.N) && (col9 < u.M)) {
-        const uint i65 = row5 * u.M + col9;
-        out0[i65] = acc13;
+    if ((row6 < u.N) && (col14 < u.M)) {
+        const uint i271 = row6 * u.M + col14;
+        out0[i271] = acc22;
     }
-    if ((row5 < u.N) && (col10 < u.M)) {
-        const uint i66 = row5 * u.M + col10;
-        out0[i66] = acc14;
+    if ((row6 < u.N) && (col15 < u.M)) {
+        const uint i272 = row6 * u.M + col15;
+        out0[i272] = acc23;
     }
-    if ((row5 < u.N) && (col11 < u.M)) {
-        const uint i67 = row5 * u.M + col11;
-        out0[i67] = acc15;
+    if ((row6 < u.N) && (col16 < u.M)) {
+        const uint i273 = row6 * u.M + col16;
+        out0[i273] = acc24;
     }
-    if ((row5 < u.N) && (col12 < u.M)) {
-        const uint i68 = row5 * u.M + col12;
-        out0[i68] = acc16;
+    if ((row6 < u.N) && (col17 < u.M)) {
+        const uint i274 = row6 * u.M + col17;
+        out0[i274] = acc25;
     }
-    if ((row6 < u.N) && (col9 < u.M)) {
-        const uint i69 = row6 * u.M + col9;
-        out0[i69] = acc17;
+    if ((row6 < u.N) && (col18 < u.M)) {
+        const uint i275 = row6 * u.M + col18;
+        out0[i275] = acc26;
     }
-    if ((row6 < u.N) && (col10 < u.M)) {
-        const uint i70 = row6 * u.M + col10;
-        out0[i70] = acc18;
+    if ((row6 < u.N) && (col19 < u.M)) {
+        const uint i276 = row6 * u.M + col19;
+        out0[i276] = acc27;
     }
-    if ((row6 < u.N) && (col11 < u.M)) {
-        const uint i71 = row6 * u.M + col11;
-        out0[i71] = acc19;
+    if ((row6 < u.N) && (col20 < u.M)) {
+        const uint i277 = row6 * u.M + col20;
+        out0[i277] = acc28;
     }
-    if ((row6 < u.N) && (col12 < u.M)) {
-        const uint i72 = row6 * u.M + col12;
-        out0[i72] = acc20;
+    if ((row6 < u.N) && (col21 < u.M)) {
+        const uint i278 = row6 * u.M + col21;
+        out0[i278] = acc29;
     }
-    if ((row7 < u.N) && (col9 < u.M)) {
-        const uint i73 = row7 * u.M + col9;
-        out0[i73] = acc21;
+    if ((row7 < u.N) && (col14 < u.M)) {
+        const uint i279 = row7 * u.M + col14;
+        out0[i279] = acc30;
     }
-    if ((row7 < u.N) && (col10 < u.M)) {
-        const uint i74 = row7 * u.M + col10;
-        out0[i74] = acc22;
+    if ((row7 < u.N) && (col15 < u.M)) {
+        const uint i280 = row7 * u.M + col15;
+        out0[i280] = acc31;
     }
-    if ((row7 < u.N) && (col11 < u.M)) {
-        const uint i75 = row7 * u.M + col11;
-        out0[i75] = acc23;
+    if ((row7 < u.N) && (col16 < u.M)) {
+        const uint i281 = row7 * u.M + col16;
+        out0[i281] = acc32;
     }
-    if ((row7 < u.N) && (col12 < u.M)) {
-        const uint i76 = row7 * u.M + col12;
-        out0[i76] = acc24;
+    if ((row7 < u.N) && (col17 < u.M)) {
+        const uint i282 = row7 * u.M + col17;
+        out0[i282] = acc33;
     }
-    if ((row8 < u.N) && (col9 < u.M)) {
-        const uint i77 = row8 * u.M + col9;
-        out0[i77] = acc25;
+    if ((row7 < u.N) && (col18 < u.M)) {
+        const uint i283 = row7 * u.M + col18;
+        out0[i283] = acc34;
     }
-    if ((row8 < u.N) && (col10 < u.M)) {
-        const uint i78 = row8 * u.M + col10;
-        out0[i78] = acc26;
+    if ((row7 < u.N) && (col19 < u.M)) {
+        const uint i284 = row7 * u.M + col19;
+        out0[i284] = acc35;
     }
-    if ((row8 < u.N) && (col11 < u.M)) {
-        const uint i79 = row8 * u.M + col11;
-        out0[i79] = acc27;
+    if ((row7 < u.N) && (col20 < u.M)) {
+        const uint i285 = row7 * u.M + col20;
+        out0[i285] = acc36;
     }
-    if ((row8 < u.N) && (col12 < u.M)) {
-        const uint i80 = row8 * u.M + col12;
-        out0[i80] = acc28;
+    if ((row7 < u.N) && (col21 < u.M)) {
+        const uint i286 = row7 * u.M + col21;
+        out0[i286] = acc37;
+    }
+    if ((row8 < u.N) && (col14 < u.M)) {
+        const uint i287 = row8 * u.M + col14;
+        out0[i287] = acc38;
+    }
+    if ((row8 < u.N) && (col15 < u.M)) {
+        const uint i288 = row8 * u.M + col15;
+        out0[i288] = acc39;
+    }
+    if ((row8 < u.N) && (col16 < u.M)) {
+        const uint i289 = row8 * u.M + col16;
+        out0[i289] = acc40;
+    }
+    if ((row8 < u.N) && (col17 < u.M)) {
+        const uint i290 = row8 * u.M + col17;
+        out0[i290] = acc41;
+    }
+    if ((row8 < u.N) && (col18 < u.M)) {
+        const uint i291 = row8 * u.M + col18;
+        out0[i291] = acc42;
+    }
+    if ((row8 < u.N) && (col19 < u.M)) {
+        const uint i292 = row8 * u.M + col19;
+        out0[i292] = acc43;
+    }
+    if ((row8 < u.N) && (col20 < u.M)) {
+        const uint i293 = row8 * u.M + col20;
+        out0[i293] = acc44;
+    }
+    if ((row8 < u.N) && (col21 < u.M)) {
+        const uint i294 = row8 * u.M + col21;
+        out0[i294] = acc45;
+    }
+    if ((row9 < u.N) && (col14 < u.M)) {
+        const uint i295 = row9 * u.M + col14;
+        out0[i295] = acc46;
+    }
+    if ((row9 < u.N) && (col15 < u.M)) {
+        const uint i296 = row9 * u.M + col15;
+        out0[i296] = acc47;
+    }
+    if ((row9 < u.N) && (col16 < u.M)) {
+        const uint i297 = row9 * u.M + col16;
+        out0[i297] = acc48;
+    }
+    if ((row9 < u.N) && (col17 < u.M)) {
+        const uint i298 = row9 * u.M + col17;
+        out0[i298] = acc49;
+    }
+    if ((row9 < u.N) && (col18 < u.M)) {
+        const uint i299 = row9 * u.M + col18;
+        out0[i299] = acc50;
+    }
+    if ((row9 < u.N) && (col19 < u.M)) {
+        const uint i300 = row9 * u.M + col19;
+        out0[i300] = acc51;
+    }
+    if ((row9 < u.N) && (col20 < u.M)) {
+        const uint i301 = row9 * u.M + col20;
+        out0[i301] = acc52;
+    }
+    if ((row9 < u.N) && (col21 < u.M)) {
+        const uint i302 = row9 * u.M + col21;
+        out0[i302] = acc53;
+    }
+    if ((row10 < u.N) && (col14 < u.M)) {
+        const uint i303 = row10 * u.M + col14;
+        out0[i303] = acc54;
+    }
+    if ((row10 < u.N) && (col15 < u.M)) {
+        const uint i304 = row10 * u.M + col15;
+        out0[i304] = acc55;
+    }
+    if ((row10 < u.N) && (col16 < u.M)) {
+        const uint i305 = row10 * u.M + col16;
+        out0[i305] = acc56;
+    }
+    if ((row10 < u.N) && (col17 < u.M)) {
+        const uint i306 = row10 * u.M + col17;
+        out0[i306] = acc57;
+    }
+    if ((row10 < u.N) && (col18 < u.M)) {
+        const uint i307 = row10 * u.M + col18;
+        out0[i307] = acc58;
+    }
+    if ((row10 < u.N) && (col19 < u.M)) {
+        const uint i308 = row10 * u.M + col19;
+        out0[i308] = acc59;
+    }
+    if ((row10 < u.N) && (col20 < u.M)) {
+        const uint i309 = row10 * u.M + col20;
+        out0[i309] = acc60;
+    }
+    if ((row10 < u.N) && (col21 < u.M)) {
+        const uint i310 = row10 * u.M + col21;
+        out0[i310] = acc61;
+    }
+    if ((row11 < u.N) && (col14 < u.M)) {
+        const uint i311 = row11 * u.M + col14;
+        out0[i311] = acc62;
+    }
+    if ((row11 < u.N) && (col15 < u.M)) {
+        const uint i312 = row11 * u.M + col15;
+        out0[i312] = acc63;
+    }
+    if ((row11 < u.N) && (col16 < u.M)) {
+        const uint i313 = row11 * u.M + col16;
+        out0[i313] = acc64;
+    }
+    if ((row11 < u.N) && (col17 < u.M)) {
+        const uint i314 = row11 * u.M + col17;
+        out0[i314] = acc65;
+    }
+    if ((row11 < u.N) && (col18 < u.M)) {
+        const uint i315 = row11 * u.M + col18;
+        out0[i315] = acc66;
+    }
+    if ((row11 < u.N) && (col19 < u.M)) {
+        const uint i316 = row11 * u.M + col19;
+        out0[i316] = acc67;
+    }
+    if ((row11 < u.N) && (col20 < u.M)) {
+        const uint i317 = row11 * u.M + col20;
+        out0[i317] = acc68;
+    }
+    if ((row11 < u.N) && (col21 < u.M)) {
+        const uint i318 = row11 * u.M + col21;
+        out0[i318] = acc69;
+    }
+    if ((row12 < u.N) && (col14 < u.M)) {
+        const uint i319 = row12 * u.M + col14;
+        out0[i319] = acc70;
+    }
+    if ((row12 < u.N) && (col15 < u.M)) {
+        const uint i320 = row12 * u.M + col15;
+        out0[i320] = acc71;
+    }
+    if ((row12 < u.N) && (col16 < u.M)) {
+        const uint i321 = row12 * u.M + col16;
+        out0[i321] = acc72;
+    }
+    if ((row12 < u.N) && (col17 < u.M)) {
+        const uint i322 = row12 * u.M + col17;
+        out0[i322] = acc73;
+    }
+    if ((row12 < u.N) && (col18 < u.M)) {
+        const uint i323 = row12 * u.M + col18;
+        out0[i323] = acc74;
+    }
+    if ((row12 < u.N) && (col19 < u.M)) {
+        const uint i324 = row12 * u.M + col19;
+        out0[i324] = acc75;
+    }
+    if ((row12 < u.N) && (col20 < u.M)) {
+        const uint i325 = row12 * u.M + col20;
+        out0[i325] = acc76;
+    }
+    if ((row12 < u.N) && (col21 < u.M)) {
+        const uint i326 = row12 * u.M + col21;
+        out0[i326] = acc77;
+    }
+    if ((row13 < u.N) && (col14 < u.M)) {
+        const uint i327 = row13 * u.M + col14;
+        out0[i327] = acc78;
+    }
+    if ((row13 < u.N) && (col15 < u.M)) {
+        const uint i328 = row13 * u.M + col15;
+        out0[i328] = acc79;
+    }
+    if ((row13 < u.N) && (col16 < u.M)) {
+        const uint i329 = row13 * u.M + col16;
+        out0[i329] = acc80;
+    }
+    if ((row13 < u.N) && (col17 < u.M)) {
+        const uint i330 = row13 * u.M + col17;
+        out0[i330] = acc81;
+    }
+    if ((row13 < u.N) && (col18 < u.M)) {
+        const uint i331 = row13 * u.M + col18;
+        out0[i331] = acc82;
+    }
+    if ((row13 < u.N) && (col19 < u.M)) {
+        const uint i332 = row13 * u.M + col19;
+        out0[i332] = acc83;
+    }
+    if ((row13 < u.N) && (col20 < u.M)) {
+        const uint i333 = row13 * u.M + col20;
+        out0[i333] = acc84;
+    }
+    if ((row13 < u.N) && (col21 < u.M)) {
+        const uint i334 = row13 * u.M + col21;
+        out0[i334] = acc85;
     }
 }

@@ -18,33 +18,33 @@ kernel void scaled_matmul_transposed_0_matmul(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float a_tile[1024];
-    threadgroup float b_tile[1024];
+    threadgroup float a_tile[2048];
+    threadgroup float b_tile[2048];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.N + 64u - 1u) >> 6u) * ((u.M + 64u - 1u) >> 6u)) {
+    if (g0 >= ((u.N + 128u - 1u) >> 7u) * ((u.M + 128u - 1u) >> 7u)) {
         return;
     }
-    const uint tile1 = g0 % ((u.M + 64u - 1u) >> 6u);
-    const uint tile2 = g0 / ((u.M + 64u - 1u) >> 6u);
-    const uint row3 = tile2 * 64u;
-    const uint col4 = tile1 * 64u;
-    const uint row5 = row3 + lid.y;
-    const uint row6 = row3 + (lid.y + 16u);
-    const uint row7 = row3 + (lid.y + 32u);
-    const uint row8 = row3 + (lid.y + 48u);
-    const uint col9 = col4 + lid.x;
-    const uint col10 = col4 + (lid.x + 16u);
-    const uint col11 = col4 + (lid.x + 32u);
-    const uint col12 = col4 + (lid.x + 48u);
-    float acc13 = 0.0f;
-    float acc14 = 0.0f;
-    float acc15 = 0.0f;
-    float acc16 = 0.0f;
-    float acc17 = 0.0f;
-    float acc18 = 0.0f;
-    float acc19 = 0.0f;
-    float acc20 = 0.0f;
-    float acc21 = 0.0f;
+    const uint tile1 = g0 % ((u.M + 128u - 1u) >> 7u);
+    const uint tile2 = g0 / ((u.M + 128u - 1u) >> 7u);
+    const uint t3 = lid.y * 16u + lid.x;
+    const uint row4 = tile2 * 128u;
+    const uint col5 = tile1 * 128u;
+    const uint row6 = row4 + lid.y * 4u;
+    const uint row7 = row4 + (lid.y * 4u + 1u);
+    const uint row8 = row4 + (lid.y * 4u + 2u);
+    const uint row9 = row4 + (lid.y * 4u + 3u);
+    const uint row10 = row4 + (lid.y * 4u + 64u);
+    const uint row11 = row4 + (lid.y * 4u + 65u);
+    const uint row12 = row4 + (lid.y * 4u + 66u);
+    const uint row13 = row4 + (lid.y * 4u + 67u);
+    const uint col14 = col5 + lid.x * 4u;
+    const uint col15 = col5 + (lid.x * 4u + 1u);
+    const uint col16 = col5 + (lid.x * 4u + 2u);
+    const uint col17 = col5 + (lid.x * 4u + 3u);
+    const uint col18 = col5 + (lid.x * 4u + 64u);
+    const uint col19 = col5 + (lid.x * 4u + 65u);
+    const uint col20 = col5 + (lid.x * 4u + 66u);
+    const uint col21 = col5 + (lid.x * 4u + 67u);
     float acc22 = 0.0f;
     float acc23 = 0.0f;
     float acc24 = 0.0f;
@@ -52,164 +52,1112 @@ kernel void scaled_matmul_transposed_0_matmul(
     float acc26 = 0.0f;
     float acc27 = 0.0f;
     float acc28 = 0.0f;
-    for (uint k0_29 = 0u; k0_29 < u.K; k0_29 += 16u) {
-        const uint ka30 = k0_29 + lid.x;
-        const uint kb31 = k0_29 + lid.y;
-        float x32 = 0.0f;
-        if ((row5 < u.N) && (ka30 < u.K)) {
-            const uint i33 = row5 * u.K + ka30;
-            const float v34 = x[i33];
-            const float v35 = s[ka30];
-            const float v36 = v34 * v35;
-            x32 = v36;
+    float acc29 = 0.0f;
+    float acc30 = 0.0f;
+    float acc31 = 0.0f;
+    float acc32 = 0.0f;
+    float acc33 = 0.0f;
+    float acc34 = 0.0f;
+    float acc35 = 0.0f;
+    float acc36 = 0.0f;
+    float acc37 = 0.0f;
+    float acc38 = 0.0f;
+    float acc39 = 0.0f;
+    float acc40 = 0.0f;
+    float acc41 = 0.0f;
+    float acc42 = 0.0f;
+    float acc43 = 0.0f;
+    float acc44 = 0.0f;
+    float acc45 = 0.0f;
+    float acc46 = 0.0f;
+    float acc47 = 0.0f;
+    float acc48 = 0.0f;
+    float acc49 = 0.0f;
+    float acc50 = 0.0f;
+    float acc51 = 0.0f;
+    float acc52 = 0.0f;
+    float acc53 = 0.0f;
+    float acc54 = 0.0f;
+    float acc55 = 0.0f;
+    float acc56 = 0.0f;
+    float acc57 = 0.0f;
+    float acc58 = 0.0f;
+    float acc59 = 0.0f;
+    float acc60 = 0.0f;
+    float acc61 = 0.0f;
+    float acc62 = 0.0f;
+    float acc63 = 0.0f;
+    float acc64 = 0.0f;
+    float acc65 = 0.0f;
+    float acc66 = 0.0f;
+    float acc67 = 0.0f;
+    float acc68 = 0.0f;
+    float acc69 = 0.0f;
+    float acc70 = 0.0f;
+    float acc71 = 0.0f;
+    float acc72 = 0.0f;
+    float acc73 = 0.0f;
+    float acc74 = 0.0f;
+    float acc75 = 0.0f;
+    float acc76 = 0.0f;
+    float acc77 = 0.0f;
+    float acc78 = 0.0f;
+    float acc79 = 0.0f;
+    float acc80 = 0.0f;
+    float acc81 = 0.0f;
+    float acc82 = 0.0f;
+    float acc83 = 0.0f;
+    float acc84 = 0.0f;
+    float acc85 = 0.0f;
+    const uint ak86 = t3 & 7u;
+    const uint am87 = t3 >> 3u;
+    const uint ar88 = row4 + am87;
+    const uint ar89 = row4 + (am87 + 32u);
+    const uint ar90 = row4 + (am87 + 64u);
+    const uint ar91 = row4 + (am87 + 96u);
+    const uint ab92 = ar88 * u.K;
+    const uint ab93 = ar89 * u.K;
+    const uint ab94 = ar90 * u.K;
+    const uint ab95 = ar91 * u.K;
+    const bool aok96 = ar88 < u.N;
+    const bool aok97 = ar89 < u.N;
+    const bool aok98 = ar90 < u.N;
+    const bool aok99 = ar91 < u.N;
+    const uint as100 = ak86 * 128u + am87;
+    const uint bk101 = t3 >> 7u;
+    const uint bn102 = col5 + (t3 & 127u);
+    const bool bok103 = bn102 < u.M;
+    const bool kok107 = ak86 < u.K;
+    float x111 = 0.0f;
+    if (aok96 && kok107) {
+        const float v112 = x[ab92 + ak86];
+        const float v113 = s[ak86];
+        const float v114 = v112 * v113;
+        x111 = v114;
+    }
+    a_tile[as100] = x111;
+    float x118 = 0.0f;
+    if (aok97 && kok107) {
+        const float v119 = x[ab93 + ak86];
+        const float v120 = s[ak86];
+        const float v121 = v119 * v120;
+        x118 = v121;
+    }
+    a_tile[as100 + 32u] = x118;
+    float x125 = 0.0f;
+    if (aok98 && kok107) {
+        const float v126 = x[ab94 + ak86];
+        const float v127 = s[ak86];
+        const float v128 = v126 * v127;
+        x125 = v128;
+    }
+    a_tile[as100 + 64u] = x125;
+    float x132 = 0.0f;
+    if (aok99 && kok107) {
+        const float v133 = x[ab95 + ak86];
+        const float v134 = s[ak86];
+        const float v135 = v133 * v134;
+        x132 = v135;
+    }
+    a_tile[as100 + 96u] = x132;
+    const uint i137 = bn102 * u.K + bk101;
+    if ((bk101 < u.K) && bok103) {
+        b_tile[t3] = w[i137];
+    } else {
+        b_tile[t3] = 0.0f;
+    }
+    const uint kb139 = bk101 + 2u;
+    const uint i140 = bn102 * u.K + kb139;
+    if ((kb139 < u.K) && bok103) {
+        b_tile[t3 + 256u] = w[i140];
+    } else {
+        b_tile[t3 + 256u] = 0.0f;
+    }
+    const uint kb142 = bk101 + 4u;
+    const uint i143 = bn102 * u.K + kb142;
+    if ((kb142 < u.K) && bok103) {
+        b_tile[t3 + 512u] = w[i143];
+    } else {
+        b_tile[t3 + 512u] = 0.0f;
+    }
+    const uint kb145 = bk101 + 6u;
+    const uint i146 = bn102 * u.K + kb145;
+    if ((kb145 < u.K) && bok103) {
+        b_tile[t3 + 768u] = w[i146];
+    } else {
+        b_tile[t3 + 768u] = 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint ly148 = lid.y * 4u;
+    const uint lx149 = lid.x * 4u;
+    for (uint k0_150 = 0u; k0_150 < u.K; k0_150 += 8u) {
+        const uint cur151 = (k0_150 << 7u) & 1024u;
+        const uint nxt152 = cur151 ^ 1024u;
+        const uint kn153 = k0_150 + 8u;
+        if (kn153 < u.K) {
+            const uint ka154 = kn153 + ak86;
+            const bool kok155 = ka154 < u.K;
+            const uint sa156 = nxt152 + as100;
+            float x160 = 0.0f;
+            if (aok96 && kok155) {
+                const float v161 = x[ab92 + ka154];
+                const float v162 = s[ka154];
+                const float v163 = v161 * v162;
+                x160 = v163;
+            }
+            a_tile[sa156] = x160;
+            float x167 = 0.0f;
+            if (aok97 && kok155) {
+                const float v168 = x[ab93 + ka154];
+                const float v169 = s[ka154];
+                const float v170 = v168 * v169;
+                x167 = v170;
+            }
+            a_tile[sa156 + 32u] = x167;
+            float x174 = 0.0f;
+            if (aok98 && kok155) {
+                const float v175 = x[ab94 + ka154];
+                const float v176 = s[ka154];
+                const float v177 = v175 * v176;
+                x174 = v177;
+            }
+            a_tile[sa156 + 64u] = x174;
+            float x181 = 0.0f;
+            if (aok99 && kok155) {
+                const float v182 = x[ab95 + ka154];
+                const float v183 = s[ka154];
+                const float v184 = v182 * v183;
+                x181 = v184;
+            }
+            a_tile[sa156 + 96u] = x181;
+            const uint kb185 = kn153 + bk101;
+            const uint sb186 = nxt152 + t3;
+            const uint i188 = bn102 * u.K + kb185;
+            if ((kb185 < u.K) && bok103) {
+                b_tile[sb186] = w[i188];
+            } else {
+                b_tile[sb186] = 0.0f;
+            }
+            const uint kb190 = kb185 + 2u;
+            const uint i191 = bn102 * u.K + kb190;
+            if ((kb190 < u.K) && bok103) {
+                b_tile[sb186 + 256u] = w[i191];
+            } else {
+                b_tile[sb186 + 256u] = 0.0f;
+            }
+            const uint kb193 = kb185 + 4u;
+            const uint i194 = bn102 * u.K + kb193;
+            if ((kb193 < u.K) && bok103) {
+                b_tile[sb186 + 512u] = w[i194];
+            } else {
+                b_tile[sb186 + 512u] = 0.0f;
+            }
+            const uint kb196 = kb185 + 6u;
+            const uint i197 = bn102 * u.K + kb196;
+            if ((kb196 < u.K) && bok103) {
+                b_tile[sb186 + 768u] = w[i197];
+            } else {
+                b_tile[sb186 + 768u] = 0.0f;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x32;
-        float x37 = 0.0f;
-        if ((row6 < u.N) && (ka30 < u.K)) {
-            const uint i38 = row6 * u.K + ka30;
-            const float v39 = x[i38];
-            const float v40 = s[ka30];
-            const float v41 = v39 * v40;
-            x37 = v41;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x37;
-        float x42 = 0.0f;
-        if ((row7 < u.N) && (ka30 < u.K)) {
-            const uint i43 = row7 * u.K + ka30;
-            const float v44 = x[i43];
-            const float v45 = s[ka30];
-            const float v46 = v44 * v45;
-            x42 = v46;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x42;
-        float x47 = 0.0f;
-        if ((row8 < u.N) && (ka30 < u.K)) {
-            const uint i48 = row8 * u.K + ka30;
-            const float v49 = x[i48];
-            const float v50 = s[ka30];
-            const float v51 = v49 * v50;
-            x47 = v51;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x47;
-        float x52 = 0.0f;
-        if ((kb31 < u.K) && (col9 < u.M)) {
-            const uint i53 = col9 * u.K + kb31;
-            const float v54 = w[i53];
-            x52 = v54;
-        }
-        b_tile[lid.y * 64u + lid.x] = x52;
-        float x55 = 0.0f;
-        if ((kb31 < u.K) && (col10 < u.M)) {
-            const uint i56 = col10 * u.K + kb31;
-            const float v57 = w[i56];
-            x55 = v57;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x55;
-        float x58 = 0.0f;
-        if ((kb31 < u.K) && (col11 < u.M)) {
-            const uint i59 = col11 * u.K + kb31;
-            const float v60 = w[i59];
-            x58 = v60;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x58;
-        float x61 = 0.0f;
-        if ((kb31 < u.K) && (col12 < u.M)) {
-            const uint i62 = col12 * u.K + kb31;
-            const float v63 = w[i62];
-            x61 = v63;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x61;
+        const uint ra199 = cur151 + ly148;
+        const uint rb200 = cur151 + lx149;
+        const float a201 = a_tile[ra199];
+        const float a202 = a_tile[ra199 + 1u];
+        const float a203 = a_tile[ra199 + 2u];
+        const float a204 = a_tile[ra199 + 3u];
+        const float a205 = a_tile[ra199 + 64u];
+        const float a206 = a_tile[ra199 + 64u + 1u];
+        const float a207 = a_tile[ra199 + 64u + 2u];
+        const float a208 = a_tile[ra199 + 64u + 3u];
+        const float b209 = b_tile[rb200];
+        const float b210 = b_tile[rb200 + 1u];
+        const float b211 = b_tile[rb200 + 2u];
+        const float b212 = b_tile[rb200 + 3u];
+        const float b213 = b_tile[rb200 + 64u];
+        const float b214 = b_tile[rb200 + 64u + 1u];
+        const float b215 = b_tile[rb200 + 64u + 2u];
+        const float b216 = b_tile[rb200 + 64u + 3u];
+        acc22 = fma(a201, b209, acc22);
+        acc23 = fma(a201, b210, acc23);
+        acc24 = fma(a201, b211, acc24);
+        acc25 = fma(a201, b212, acc25);
+        acc26 = fma(a201, b213, acc26);
+        acc27 = fma(a201, b214, acc27);
+        acc28 = fma(a201, b215, acc28);
+        acc29 = fma(a201, b216, acc29);
+        acc30 = fma(a202, b209, acc30);
+        acc31 = fma(a202, b210, acc31);
+        acc32 = fma(a202, b211, acc32);
+        acc33 = fma(a202, b212, acc33);
+        acc34 = fma(a202, b213, acc34);
+        acc35 = fma(a202, b214, acc35);
+        acc36 = fma(a202, b215, acc36);
+        acc37 = fma(a202, b216, acc37);
+        acc38 = fma(a203, b209, acc38);
+        acc39 = fma(a203, b210, acc39);
+        acc40 = fma(a203, b211, acc40);
+        acc41 = fma(a203, b212, acc41);
+        acc42 = fma(a203, b213, acc42);
+        acc43 = fma(a203, b214, acc43);
+        acc44 = fma(a203, b215, acc44);
+        acc45 = fma(a203, b216, acc45);
+        acc46 = fma(a204, b209, acc46);
+        acc47 = fma(a204, b210, acc47);
+        acc48 = fma(a204, b211, acc48);
+        acc49 = fma(a204, b212, acc49);
+        acc50 = fma(a204, b213, acc50);
+        acc51 = fma(a204, b214, acc51);
+        acc52 = fma(a204, b215, acc52);
+        acc53 = fma(a204, b216, acc53);
+        acc54 = fma(a205, b209, acc54);
+        acc55 = fma(a205, b210, acc55);
+        acc56 = fma(a205, b211, acc56);
+        acc57 = fma(a205, b212, acc57);
+        acc58 = fma(a205, b213, acc58);
+        acc59 = fma(a205, b214, acc59);
+        acc60 = fma(a205, b215, acc60);
+        acc61 = fma(a205, b216, acc61);
+        acc62 = fma(a206, b209, acc62);
+        acc63 = fma(a206, b210, acc63);
+        acc64 = fma(a206, b211, acc64);
+        acc65 = fma(a206, b212, acc65);
+        acc66 = fma(a206, b213, acc66);
+        acc67 = fma(a206, b214, acc67);
+        acc68 = fma(a206, b215, acc68);
+        acc69 = fma(a206, b216, acc69);
+        acc70 = fma(a207, b209, acc70);
+        acc71 = fma(a207, b210, acc71);
+        acc72 = fma(a207, b211, acc72);
+        acc73 = fma(a207, b212, acc73);
+        acc74 = fma(a207, b213, acc74);
+        acc75 = fma(a207, b214, acc75);
+        acc76 = fma(a207, b215, acc76);
+        acc77 = fma(a207, b216, acc77);
+        acc78 = fma(a208, b209, acc78);
+        acc79 = fma(a208, b210, acc79);
+        acc80 = fma(a208, b211, acc80);
+        acc81 = fma(a208, b212, acc81);
+        acc82 = fma(a208, b213, acc82);
+        acc83 = fma(a208, b214, acc83);
+        acc84 = fma(a208, b215, acc84);
+        acc85 = fma(a208, b216, acc85);
+        const float a217 = a_tile[ra199 + 128u];
+        const float a218 = a_tile[ra199 + 128u + 1u];
+        const float a219 = a_tile[ra199 + 128u + 2u];
+        const float a220 = a_tile[ra199 + 128u + 3u];
+        const float a221 = a_tile[ra199 + 192u];
+        const float a222 = a_tile[ra199 + 192u + 1u];
+        const float a223 = a_tile[ra199 + 192u + 2u];
+        const float a224 = a_tile[ra199 + 192u + 3u];
+        const float b225 = b_tile[rb200 + 128u];
+        const float b226 = b_tile[rb200 + 128u + 1u];
+        const float b227 = b_tile[rb200 + 128u + 2u];
+        const float b228 = b_tile[rb200 + 128u + 3u];
+        const float b229 = b_tile[rb200 + 192u];
+        const float b230 = b_tile[rb200 + 192u + 1u];
+        const float b231 = b_tile[rb200 + 192u + 2u];
+        const float b232 = b_tile[rb200 + 192u + 3u];
+        acc22 = fma(a217, b225, acc22);
+        acc23 = fma(a217, b226, acc23);
+        acc24 = fma(a217, b227, acc24);
+        acc25 = fma(a217, b228, acc25);
+        acc26 = fma(a217, b229, acc26);
+        acc27 = fma(a217, b230, acc27);
+        acc28 = fma(a217, b231, acc28);
+        acc29 = fma(a217, b232, acc29);
+        acc30 = fma(a218, b225, acc30);
+        acc31 = fma(a218, b226, acc31);
+        acc32 = fma(a218, b227, acc32);
+        acc33 = fma(a218, b228, acc33);
+        acc34 = fma(a218, b229, acc34);
+        acc35 = fma(a218, b230, acc35);
+        acc36 = fma(a218, b231, acc36);
+        acc37 = fma(a218, b232, acc37);
+        acc38 = fma(a219, b225, acc38);
+        acc39 = fma(a219, b226, acc39);
+        acc40 = fma(a219, b227, acc40);
+        acc41 = fma(a219, b228, acc41);
+        acc42 = fma(a219, b229, acc42);
+        acc43 = fma(a219, b230, acc43);
+        acc44 = fma(a219, b231, acc44);
+        acc45 = fma(a219, b232, acc45);
+        acc46 = fma(a220, b225, acc46);
+        acc47 = fma(a220, b226, acc47);
+        acc48 = fma(a220, b227, acc48);
+        acc49 = fma(a220, b228, acc49);
+        acc50 = fma(a220, b229, acc50);
+        acc51 = fma(a220, b230, acc51);
+        acc52 = fma(a220, b231, acc52);
+        acc53 = fma(a220, b232, acc53);
+        acc54 = fma(a221, b225, acc54);
+        acc55 = fma(a221, b226, acc55);
+        acc56 = fma(a221, b227, acc56);
+        acc57 = fma(a221, b228, acc57);
+        acc58 = fma(a221, b229, acc58);
+        acc59 = fma(a221, b230, acc59);
+        acc60 = fma(a221, b231, acc60);
+        acc61 = fma(a221, b232, acc61);
+        acc62 = fma(a222, b225, acc62);
+        acc63 = fma(a222, b226, acc63);
+        acc64 = fma(a222, b227, acc64);
+        acc65 = fma(a222, b228, acc65);
+        acc66 = fma(a222, b229, acc66);
+        acc67 = fma(a222, b230, acc67);
+        acc68 = fma(a222, b231, acc68);
+        acc69 = fma(a222, b232, acc69);
+        acc70 = fma(a223, b225, acc70);
+        acc71 = fma(a223, b226, acc71);
+        acc72 = fma(a223, b227, acc72);
+        acc73 = fma(a223, b228, acc73);
+        acc74 = fma(a223, b229, acc74);
+        acc75 = fma(a223, b230, acc75);
+        acc76 = fma(a223, b231, acc76);
+        acc77 = fma(a223, b232, acc77);
+        acc78 = fma(a224, b225, acc78);
+        acc79 = fma(a224, b226, acc79);
+        acc80 = fma(a224, b227, acc80);
+        acc81 = fma(a224, b228, acc81);
+        acc82 = fma(a224, b229, acc82);
+        acc83 = fma(a224, b230, acc83);
+        acc84 = fma(a224, b231, acc84);
+        acc85 = fma(a224, b232, acc85);
+        const float a233 = a_tile[ra199 + 256u];
+        const float a234 = a_tile[ra199 + 256u + 1u];
+        const float a235 = a_tile[ra199 + 256u + 2u];
+        const float a236 = a_tile[ra199 + 256u + 3u];
+        const float a237 = a_tile[ra199 + 320u];
+        const float a238 = a_tile[ra199 + 320u + 1u];
+        const float a239 = a_tile[ra199 + 320u + 2u];
+        const float a240 = a_tile[ra199 + 320u + 3u];
+        const float b241 = b_tile[rb200 + 256u];
+        const float b242 = b_tile[rb200 + 256u + 1u];
+        const float b243 = b_tile[rb200 + 256u + 2u];
+        const float b244 = b_tile[rb200 + 256u + 3u];
+        const float b245 = b_tile[rb200 + 320u];
+        const float b246 = b_tile[rb200 + 320u + 1u];
+        const float b247 = b_tile[rb200 + 320u + 2u];
+        const float b248 = b_tile[rb200 + 320u + 3u];
+        acc22 = fma(a233, b241, acc22);
+        acc23 = fma(a233, b242, acc23);
+        acc24 = fma(a233, b243, acc24);
+        acc25 = fma(a233, b244, acc25);
+        acc26 = fma(a233, b245, acc26);
+        acc27 = fma(a233, b246, acc27);
+        acc28 = fma(a233, b247, acc28);
+        acc29 = fma(a233, b248, acc29);
+        acc30 = fma(a234, b241, acc30);
+        acc31 = fma(a234, b242, acc31);
+        acc32 = fma(a234, b243, acc32);
+        acc33 = fma(a234, b244, acc33);
+        acc34 = fma(a234, b245, acc34);
+        acc35 = fma(a234, b246, acc35);
+        acc36 = fma(a234, b247, acc36);
+        acc37 = fma(a234, b248, acc37);
+        acc38 = fma(a235, b241, acc38);
+        acc39 = fma(a235, b242, acc39);
+        acc40 = fma(a235, b243, acc40);
+        acc41 = fma(a235, b244, acc41);
+        acc42 = fma(a235, b245, acc42);
+        acc43 = fma(a235, b246, acc43);
+        acc44 = fma(a235, b247, acc44);
+        acc45 = fma(a235, b248, acc45);
+        acc46 = fma(a236, b241, acc46);
+        acc47 = fma(a236, b242, acc47);
+        acc48 = fma(a236, b243, acc48);
+        acc49 = fma(a236, b244, acc49);
+        acc50 = fma(a236, b245, acc50);
+        acc51 = fma(a236, b246, acc51);
+        acc52 = fma(a236, b247, acc52);
+        acc53 = fma(a236, b248, acc53);
+        acc54 = fma(a237, b241, acc54);
+        acc55 = fma(a237, b242, acc55);
+        acc56 = fma(a237, b243, acc56);
+        acc57 = fma(a237, b244, acc57);
+        acc58 = fma(a237, b245, acc58);
+        acc59 = fma(a237, b246, acc59);
+        acc60 = fma(a237, b247, acc60);
+        acc61 = fma(a237, b248, acc61);
+        acc62 = fma(a238, b241, acc62);
+        acc63 = fma(a238, b242, acc63);
+        acc64 = fma(a238, b243, acc64);
+        acc65 = fma(a238, b244, acc65);
+        acc66 = fma(a238, b245, acc66);
+        acc67 = fma(a238, b246, acc67);
+        acc68 = fma(a238, b247, acc68);
+        acc69 = fma(a238, b248, acc69);
+        acc70 = fma(a239, b241, acc70);
+        acc71 = fma(a239, b242, acc71);
+        acc72 = fma(a239, b243, acc72);
+        acc73 = fma(a239, b244, acc73);
+        acc74 = fma(a239, b245, acc74);
+        acc75 = fma(a239, b246, acc75);
+        acc76 = fma(a239, b247, acc76);
+        acc77 = fma(a239, b248, acc77);
+        acc78 = fma(a240, b241, acc78);
+        acc79 = fma(a240, b242, acc79);
+        acc80 = fma(a240, b243, acc80);
+        acc81 = fma(a240, b244, acc81);
+        acc82 = fma(a240, b245, acc82);
+        acc83 = fma(a240, b246, acc83);
+        acc84 = fma(a240, b247, acc84);
+        acc85 = fma(a240, b248, acc85);
+        const float a249 = a_tile[ra199 + 384u];
+        const float a250 = a_tile[ra199 + 384u + 1u];
+        const float a251 = a_tile[ra199 + 384u + 2u];
+        const float a252 = a_tile[ra199 + 384u + 3u];
+        const float a253 = a_tile[ra199 + 448u];
+        const float a254 = a_tile[ra199 + 448u + 1u];
+        const float a255 = a_tile[ra199 + 448u + 2u];
+        const float a256 = a_tile[ra199 + 448u + 3u];
+        const float b257 = b_tile[rb200 + 384u];
+        const float b258 = b_tile[rb200 + 384u + 1u];
+        const float b259 = b_tile[rb200 + 384u + 2u];
+        const float b260 = b_tile[rb200 + 384u + 3u];
+        const float b261 = b_tile[rb200 + 448u];
+        const float b262 = b_tile[rb200 + 448u + 1u];
+        const float b263 = b_tile[rb200 + 448u + 2u];
+        const float b264 = b_tile[rb200 + 448u + 3u];
+        acc22 = fma(a249, b257, acc22);
+        acc23 = fma(a249, b258, acc23);
+        acc24 = fma(a249, b259, acc24);
+        acc25 = fma(a249, b260, acc25);
+        acc26 = fma(a249, b261, acc26);
+        acc27 = fma(a249, b262, acc27);
+        acc28 = fma(a249, b263, acc28);
+        acc29 = fma(a249, b264, acc29);
+        acc30 = fma(a250, b257, acc30);
+        acc31 = fma(a250, b258, acc31);
+        acc32 = fma(a250, b259, acc32);
+        acc33 = fma(a250, b260, acc33);
+        acc34 = fma(a250, b261, acc34);
+        acc35 = fma(a250, b262, acc35);
+        acc36 = fma(a250, b263, acc36);
+        acc37 = fma(a250, b264, acc37);
+        acc38 = fma(a251, b257, acc38);
+        acc39 = fma(a251, b258, acc39);
+        acc40 = fma(a251, b259, acc40);
+        acc41 = fma(a251, b260, acc41);
+        acc42 = fma(a251, b261, acc42);
+        acc43 = fma(a251, b262, acc43);
+        acc44 = fma(a251, b263, acc44);
+        acc45 = fma(a251, b264, acc45);
+        acc46 = fma(a252, b257, acc46);
+        acc47 = fma(a252, b258, acc47);
+        acc48 = fma(a252, b259, acc48);
+        acc49 = fma(a252, b260, acc49);
+        acc50 = fma(a252, b261, acc50);
+        acc51 = fma(a252, b262, acc51);
+        acc52 = fma(a252, b263, acc52);
+        acc53 = fma(a252, b264, acc53);
+        acc54 = fma(a253, b257, acc54);
+        acc55 = fma(a253, b258, acc55);
+        acc56 = fma(a253, b259, acc56);
+        acc57 = fma(a253, b260, acc57);
+        acc58 = fma(a253, b261, acc58);
+        acc59 = fma(a253, b262, acc59);
+        acc60 = fma(a253, b263, acc60);
+        acc61 = fma(a253, b264, acc61);
+        acc62 = fma(a254, b257, acc62);
+        acc63 = fma(a254, b258, acc63);
+        acc64 = fma(a254, b259, acc64);
+        acc65 = fma(a254, b260, acc65);
+        acc66 = fma(a254, b261, acc66);
+        acc67 = fma(a254, b262, acc67);
+        acc68 = fma(a254, b263, acc68);
+        acc69 = fma(a254, b264, acc69);
+        acc70 = fma(a255, b257, acc70);
+        acc71 = fma(a255, b258, acc71);
+        acc72 = fma(a255, b259, acc72);
+        acc73 = fma(a255, b260, acc73);
+        acc74 = fma(a255, b261, acc74);
+        acc75 = fma(a255, b262, acc75);
+        acc76 = fma(a255, b263, acc76);
+        acc77 = fma(a255, b264, acc77);
+        acc78 = fma(a256, b257, acc78);
+        acc79 = fma(a256, b258, acc79);
+        acc80 = fma(a256, b259, acc80);
+        acc81 = fma(a256, b260, acc81);
+        acc82 = fma(a256, b261, acc82);
+        acc83 = fma(a256, b262, acc83);
+        acc84 = fma(a256, b263, acc84);
+        acc85 = fma(a256, b264, acc85);
+        const float a265 = a_tile[ra199 + 512u];
+        const float a266 = a_tile[ra199 + 512u + 1u];
+        const float a267 = a_tile[ra199 + 512u + 2u];
+        const float a268 = a_tile[ra199 + 512u + 3u];
+        const float a269 = a_tile[ra199 + 576u];
+        const float a270 = a_tile[ra199 + 576u + 1u];
+        const float a271 = a_tile[ra199 + 576u + 2u];
+        const float a272 = a_tile[ra199 + 576u + 3u];
+        const float b273 = b_tile[rb200 + 512u];
+        const float b274 = b_tile[rb200 + 512u + 1u];
+        const float b275 = b_tile[rb200 + 512u + 2u];
+        const float b276 = b_tile[rb200 + 512u + 3u];
+        const float b277 = b_tile[rb200 + 576u];
+        const float b278 = b_tile[rb200 + 576u + 1u];
+        const float b279 = b_tile[rb200 + 576u + 2u];
+        const float b280 = b_tile[rb200 + 576u + 3u];
+        acc22 = fma(a265, b273, acc22);
+        acc23 = fma(a265, b274, acc23);
+        acc24 = fma(a265, b275, acc24);
+        acc25 = fma(a265, b276, acc25);
+        acc26 = fma(a265, b277, acc26);
+        acc27 = fma(a265, b278, acc27);
+        acc28 = fma(a265, b279, acc28);
+        acc29 = fma(a265, b280, acc29);
+        acc30 = fma(a266, b273, acc30);
+        acc31 = fma(a266, b274, acc31);
+        acc32 = fma(a266, b275, acc32);
+        acc33 = fma(a266, b276, acc33);
+        acc34 = fma(a266, b277, acc34);
+        acc35 = fma(a266, b278, acc35);
+        acc36 = fma(a266, b279, acc36);
+        acc37 = fma(a266, b280, acc37);
+        acc38 = fma(a267, b273, acc38);
+        acc39 = fma(a267, b274, acc39);
+        acc40 = fma(a267, b275, acc40);
+        acc41 = fma(a267, b276, acc41);
+        acc42 = fma(a267, b277, acc42);
+        acc43 = fma(a267, b278, acc43);
+        acc44 = fma(a267, b279, acc44);
+        acc45 = fma(a267, b280, acc45);
+        acc46 = fma(a268, b273, acc46);
+        acc47 = fma(a268, b274, acc47);
+        acc48 = fma(a268, b275, acc48);
+        acc49 = fma(a268, b276, acc49);
+        acc50 = fma(a268, b277, acc50);
+        acc51 = fma(a268, b278, acc51);
+        acc52 = fma(a268, b279, acc52);
+        acc53 = fma(a268, b280, acc53);
+        acc54 = fma(a269, b273, acc54);
+        acc55 = fma(a269, b274, acc55);
+        acc56 = fma(a269, b275, acc56);
+        acc57 = fma(a269, b276, acc57);
+        acc58 = fma(a269, b277, acc58);
+        acc59 = fma(a269, b278, acc59);
+        acc60 = fma(a269, b279, acc60);
+        acc61 = fma(a269, b280, acc61);
+        acc62 = fma(a270, b273, acc62);
+        acc63 = fma(a270, b274, acc63);
+        acc64 = fma(a270, b275, acc64);
+        acc65 = fma(a270, b276, acc65);
+        acc66 = fma(a270, b277, acc66);
+        acc67 = fma(a270, b278, acc67);
+        acc68 = fma(a270, b279, acc68);
+        acc69 = fma(a270, b280, acc69);
+        acc70 = fma(a271, b273, acc70);
+        acc71 = fma(a271, b274, acc71);
+        acc72 = fma(a271, b275, acc72);
+        acc73 = fma(a271, b276, acc73);
+        acc74 = fma(a271, b277, acc74);
+        acc75 = fma(a271, b278, acc75);
+        acc76 = fma(a271, b279, acc76);
+        acc77 = fma(a271, b280, acc77);
+        acc78 = fma(a272, b273, acc78);
+        acc79 = fma(a272, b274, acc79);
+        acc80 = fma(a272, b275, acc80);
+        acc81 = fma(a272, b276, acc81);
+        acc82 = fma(a272, b277, acc82);
+        acc83 = fma(a272, b278, acc83);
+        acc84 = fma(a272, b279, acc84);
+        acc85 = fma(a272, b280, acc85);
+        const float a281 = a_tile[ra199 + 640u];
+        const float a282 = a_tile[ra199 + 640u + 1u];
+        const float a283 = a_tile[ra199 + 640u + 2u];
+        const float a284 = a_tile[ra199 + 640u + 3u];
+        const float a285 = a_tile[ra199 + 704u];
+        const float a286 = a_tile[ra199 + 704u + 1u];
+        const float a287 = a_tile[ra199 + 704u + 2u];
+        const float a288 = a_tile[ra199 + 704u + 3u];
+        const float b289 = b_tile[rb200 + 640u];
+        const float b290 = b_tile[rb200 + 640u + 1u];
+        const float b291 = b_tile[rb200 + 640u + 2u];
+        const float b292 = b_tile[rb200 + 640u + 3u];
+        const float b293 = b_tile[rb200 + 704u];
+        const float b294 = b_tile[rb200 + 704u + 1u];
+        const float b295 = b_tile[rb200 + 704u + 2u];
+        const float b296 = b_tile[rb200 + 704u + 3u];
+        acc22 = fma(a281, b289, acc22);
+        acc23 = fma(a281, b290, acc23);
+        acc24 = fma(a281, b291, acc24);
+        acc25 = fma(a281, b292, acc25);
+        acc26 = fma(a281, b293, acc26);
+        acc27 = fma(a281, b294, acc27);
+        acc28 = fma(a281, b295, acc28);
+        acc29 = fma(a281, b296, acc29);
+        acc30 = fma(a282, b289, acc30);
+        acc31 = fma(a282, b290, acc31);
+        acc32 = fma(a282, b291, acc32);
+        acc33 = fma(a282, b292, acc33);
+        acc34 = fma(a282, b293, acc34);
+        acc35 = fma(a282, b294, acc35);
+        acc36 = fma(a282, b295, acc36);
+        acc37 = fma(a282, b296, acc37);
+        acc38 = fma(a283, b289, acc38);
+        acc39 = fma(a283, b290, acc39);
+        acc40 = fma(a283, b291, acc40);
+        acc41 = fma(a283, b292, acc41);
+        acc42 = fma(a283, b293, acc42);
+        acc43 = fma(a283, b294, acc43);
+        acc44 = fma(a283, b295, acc44);
+        acc45 = fma(a283, b296, acc45);
+        acc46 = fma(a284, b289, acc46);
+        acc47 = fma(a284, b290, acc47);
+        acc48 = fma(a284, b291, acc48);
+        acc49 = fma(a284, b292, acc49);
+        acc50 = fma(a284, b293, acc50);
+        acc51 = fma(a284, b294, acc51);
+        acc52 = fma(a284, b295, acc52);
+        acc53 = fma(a284, b296, acc53);
+        acc54 = fma(a285, b289, acc54);
+        acc55 = fma(a285, b290, acc55);
+        acc56 = fma(a285, b291, acc56);
+        acc57 = fma(a285, b292, acc57);
+        acc58 = fma(a285, b293, acc58);
+        acc59 = fma(a285, b294, acc59);
+        acc60 = fma(a285, b295, acc60);
+        acc61 = fma(a285, b296, acc61);
+        acc62 = fma(a286, b289, acc62);
+        acc63 = fma(a286, b290, acc63);
+        acc64 = fma(a286, b291, acc64);
+        acc65 = fma(a286, b292, acc65);
+        acc66 = fma(a286, b293, acc66);
+        acc67 = fma(a286, b294, acc67);
+        acc68 = fma(a286, b295, acc68);
+        acc69 = fma(a286, b296, acc69);
+        acc70 = fma(a287, b289, acc70);
+        acc71 = fma(a287, b290, acc71);
+        acc72 = fma(a287, b291, acc72);
+        acc73 = fma(a287, b292, acc73);
+        acc74 = fma(a287, b293, acc74);
+        acc75 = fma(a287, b294, acc75);
+        acc76 = fma(a287, b295, acc76);
+        acc77 = fma(a287, b296, acc77);
+        acc78 = fma(a288, b289, acc78);
+        acc79 = fma(a288, b290, acc79);
+        acc80 = fma(a288, b291, acc80);
+        acc81 = fma(a288, b292, acc81);
+        acc82 = fma(a288, b293, acc82);
+        acc83 = fma(a288, b294, acc83);
+        acc84 = fma(a288, b295, acc84);
+        acc85 = fma(a288, b296, acc85);
+        const float a297 = a_tile[ra199 + 768u];
+        const float a298 = a_tile[ra199 + 768u + 1u];
+        const float a299 = a_tile[ra199 + 768u + 2u];
+        const float a300 = a_tile[ra199 + 768u + 3u];
+        const float a301 = a_tile[ra199 + 832u];
+        const float a302 = a_tile[ra199 + 832u + 1u];
+        const float a303 = a_tile[ra199 + 832u + 2u];
+        const float a304 = a_tile[ra199 + 832u + 3u];
+        const float b305 = b_tile[rb200 + 768u];
+        const float b306 = b_tile[rb200 + 768u + 1u];
+        const float b307 = b_tile[rb200 + 768u + 2u];
+        const float b308 = b_tile[rb200 + 768u + 3u];
+        const float b309 = b_tile[rb200 + 832u];
+        const float b310 = b_tile[rb200 + 832u + 1u];
+        const float b311 = b_tile[rb200 + 832u + 2u];
+        const float b312 = b_tile[rb200 + 832u + 3u];
+        acc22 = fma(a297, b305, acc22);
+        acc23 = fma(a297, b306, acc23);
+        acc24 = fma(a297, b307, acc24);
+        acc25 = fma(a297, b308, acc25);
+        acc26 = fma(a297, b309, acc26);
+        acc27 = fma(a297, b310, acc27);
+        acc28 = fma(a297, b311, acc28);
+        acc29 = fma(a297, b312, acc29);
+        acc30 = fma(a298, b305, acc30);
+        acc31 = fma(a298, b306, acc31);
+        acc32 = fma(a298, b307, acc32);
+        acc33 = fma(a298, b308, acc33);
+        acc34 = fma(a298, b309, acc34);
+        acc35 = fma(a298, b310, acc35);
+        acc36 = fma(a298, b311, acc36);
+        acc37 = fma(a298, b312, acc37);
+        acc38 = fma(a299, b305, acc38);
+        acc39 = fma(a299, b306, acc39);
+        acc40 = fma(a299, b307, acc40);
+        acc41 = fma(a299, b308, acc41);
+        acc42 = fma(a299, b309, acc42);
+        acc43 = fma(a299, b310, acc43);
+        acc44 = fma(a299, b311, acc44);
+        acc45 = fma(a299, b312, acc45);
+        acc46 = fma(a300, b305, acc46);
+        acc47 = fma(a300, b306, acc47);
+        acc48 = fma(a300, b307, acc48);
+        acc49 = fma(a300, b308, acc49);
+        acc50 = fma(a300, b309, acc50);
+        acc51 = fma(a300, b310, acc51);
+        acc52 = fma(a300, b311, acc52);
+        acc53 = fma(a300, b312, acc53);
+        acc54 = fma(a301, b305, acc54);
+        acc55 = fma(a301, b306, acc55);
+        acc56 = fma(a301, b307, acc56);
+        acc57 = fma(a301, b308, acc57);
+        acc58 = fma(a301, b309, acc58);
+        acc59 = fma(a301, b310, acc59);
+        acc60 = fma(a301, b311, acc60);
+        acc61 = fma(a301, b312, acc61);
+        acc62 = fma(a302, b305, acc62);
+        acc63 = fma(a302, b306, acc63);
+        acc64 = fma(a302, b307, acc64);
+        acc65 = fma(a302, b308, acc65);
+        acc66 = fma(a302, b309, acc66);
+        acc67 = fma(a302, b310, acc67);
+        acc68 = fma(a302, b311, acc68);
+        acc69 = fma(a302, b312, acc69);
+        acc70 = fma(a303, b305, acc70);
+        acc71 = fma(a303, b306, acc71);
+        acc72 = fma(a303, b307, acc72);
+        acc73 = fma(a303, b308, acc73);
+        acc74 = fma(a303, b309, acc74);
+        acc75 = fma(a303, b310, acc75);
+        acc76 = fma(a303, b311, acc76);
+        acc77 = fma(a303, b312, acc77);
+        acc78 = fma(a304, b305, acc78);
+        acc79 = fma(a304, b306, acc79);
+        acc80 = fma(a304, b307, acc80);
+        acc81 = fma(a304, b308, acc81);
+        acc82 = fma(a304, b309, acc82);
+        acc83 = fma(a304, b310, acc83);
+        acc84 = fma(a304, b311, acc84);
+        acc85 = fma(a304, b312, acc85);
+        const float a313 = a_tile[ra199 + 896u];
+        const float a314 = a_tile[ra199 + 896u + 1u];
+        const float a315 = a_tile[ra199 + 896u + 2u];
+        const float a316 = a_tile[ra199 + 896u + 3u];
+        const float a317 = a_tile[ra199 + 960u];
+        const float a318 = a_tile[ra199 + 960u + 1u];
+        const float a319 = a_tile[ra199 + 960u + 2u];
+        const float a320 = a_tile[ra199 + 960u + 3u];
+        const float b321 = b_tile[rb200 + 896u];
+        const float b322 = b_tile[rb200 + 896u + 1u];
+        const float b323 = b_tile[rb200 + 896u + 2u];
+        const float b324 = b_tile[rb200 + 896u + 3u];
+        const float b325 = b_tile[rb200 + 960u];
+        const float b326 = b_tile[rb200 + 960u + 1u];
+        const float b327 = b_tile[rb200 + 960u + 2u];
+        const float b328 = b_tile[rb200 + 960u + 3u];
+        acc22 = fma(a313, b321, acc22);
+        acc23 = fma(a313, b322, acc23);
+        acc24 = fma(a313, b323, acc24);
+        acc25 = fma(a313, b324, acc25);
+        acc26 = fma(a313, b325, acc26);
+        acc27 = fma(a313, b326, acc27);
+        acc28 = fma(a313, b327, acc28);
+        acc29 = fma(a313, b328, acc29);
+        acc30 = fma(a314, b321, acc30);
+        acc31 = fma(a314, b322, acc31);
+        acc32 = fma(a314, b323, acc32);
+        acc33 = fma(a314, b324, acc33);
+        acc34 = fma(a314, b325, acc34);
+        acc35 = fma(a314, b326, acc35);
+        acc36 = fma(a314, b327, acc36);
+        acc37 = fma(a314, b328, acc37);
+        acc38 = fma(a315, b321, acc38);
+        acc39 = fma(a315, b322, acc39);
+        acc40 = fma(a315, b323, acc40);
+        acc41 = fma(a315, b324, acc41);
+        acc42 = fma(a315, b325, acc42);
+        acc43 = fma(a315, b326, acc43);
+        acc44 = fma(a315, b327, acc44);
+        acc45 = fma(a315, b328, acc45);
+        acc46 = fma(a316, b321, acc46);
+        acc47 = fma(a316, b322, acc47);
+        acc48 = fma(a316, b323, acc48);
+        acc49 = fma(a316, b324, acc49);
+        acc50 = fma(a316, b325, acc50);
+        acc51 = fma(a316, b326, acc51);
+        acc52 = fma(a316, b327, acc52);
+        acc53 = fma(a316, b328, acc53);
+        acc54 = fma(a317, b321, acc54);
+        acc55 = fma(a317, b322, acc55);
+        acc56 = fma(a317, b323, acc56);
+        acc57 = fma(a317, b324, acc57);
+        acc58 = fma(a317, b325, acc58);
+        acc59 = fma(a317, b326, acc59);
+        acc60 = fma(a317, b327, acc60);
+        acc61 = fma(a317, b328, acc61);
+        acc62 = fma(a318, b321, acc62);
+        acc63 = fma(a318, b322, acc63);
+        acc64 = fma(a318, b323, acc64);
+        acc65 = fma(a318, b324, acc65);
+        acc66 = fma(a318, b325, acc66);
+        acc67 = fma(a318, b326, acc67);
+        acc68 = fma(a318, b327, acc68);
+        acc69 = fma(a318, b328, acc69);
+        acc70 = fma(a319, b321, acc70);
+        acc71 = fma(a319, b322, acc71);
+        acc72 = fma(a319, b323, acc72);
+        acc73 = fma(a319, b324, acc73);
+        acc74 = fma(a319, b325, acc74);
+        acc75 = fma(a319, b326, acc75);
+        acc76 = fma(a319, b327, acc76);
+        acc77 = fma(a319, b328, acc77);
+        acc78 = fma(a320, b321, acc78);
+        acc79 = fma(a320, b322, acc79);
+        acc80 = fma(a320, b323, acc80);
+        acc81 = fma(a320, b324, acc81);
+        acc82 = fma(a320, b325, acc82);
+        acc83 = fma(a320, b326, acc83);
+        acc84 = fma(a320, b327, acc84);
+        acc85 = fma(a320, b328, acc85);
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint kk64 = 0u; kk64 < 16u; kk64 += 1u) {
-            const float a65 = a_tile[lid.y * 16u + kk64];
-            const float a66 = a_tile[(lid.y + 16u) * 16u + kk64];
-            const float a67 = a_tile[(lid.y + 32u) * 16u + kk64];
-            const float a68 = a_tile[(lid.y + 48u) * 16u + kk64];
-            const float b69 = b_tile[kk64 * 64u + lid.x];
-            const float b70 = b_tile[kk64 * 64u + (lid.x + 16u)];
-            const float b71 = b_tile[kk64 * 64u + (lid.x + 32u)];
-            const float b72 = b_tile[kk64 * 64u + (lid.x + 48u)];
-            acc13 = fma(a65, b69, acc13);
-            acc14 = fma(a65, b70, acc14);
-            acc15 = fma(a65, b71, acc15);
-            acc16 = fma(a65, b72, acc16);
-            acc17 = fma(a66, b69, acc17);
-            acc18 = fma(a66, b70, acc18);
-            acc19 = fma(a66, b71, acc19);
-            acc20 = fma(a66, b72, acc20);
-            acc21 = fma(a67, b69, acc21);
-            acc22 = fma(a67, b70, acc22);
-            acc23 = fma(a67, b71, acc23);
-            acc24 = fma(a67, b72, acc24);
-            acc25 = fma(a68, b69, acc25);
-            acc26 = fma(a68, b70, acc26);
-            acc27 = fma(a68, b71, acc27);
-            acc28 = fma(a68, b72, acc28);
-        }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    if ((row5 < u.N) && (col9 < u.M)) {
-        const uint i73 = row5 * u.M + col9;
-        out[i73] = acc13;
+    if ((row6 < u.N) && (col14 < u.M)) {
+        const uint i329 = row6 * u.M + col14;
+        out[i329] = acc22;
     }
-    if ((row5 < u.N) && (col10 < u.M)) {
-        const uint i74 = row5 * u.M + col10;
-        out[i74] = acc14;
+    if ((row6 < u.N) && (col15 < u.M)) {
+        const uint i330 = row6 * u.M + col15;
+        out[i330] = acc23;
     }
-    if ((row5 < u.N) && (col11 < u.M)) {
-        const uint i75 = row5 * u.M + col11;
-        out[i75] = acc15;
+    if ((row6 < u.N) && (col16 < u.M)) {
+        const uint i331 = row6 * u.M + col16;
+        out[i331] = acc24;
     }
-    if ((row5 < u.N) && (col12 < u.M)) {
-        const uint i76 = row5 * u.M + col12;
-        out[i76] = acc16;
+    if ((row6 < u.N) && (col17 < u.M)) {
+        const uint i332 = row6 * u.M + col17;
+        out[i332] = acc25;
     }
-    if ((row6 < u.N) && (col9 < u.M)) {
-        const uint i77 = row6 * u.M + col9;
-        out[i77] = acc17;
+    if ((row6 < u.N) && (col18 < u.M)) {
+        const uint i333 = row6 * u.M + col18;
+        out[i333] = acc26;
     }
-    if ((row6 < u.N) && (col10 < u.M)) {
-        const uint i78 = row6 * u.M + col10;
-        out[i78] = acc18;
+    if ((row6 < u.N) && (col19 < u.M)) {
+        const uint i334 = row6 * u.M + col19;
+        out[i334] = acc27;
     }
-    if ((row6 < u.N) && (col11 < u.M)) {
-        const uint i79 = row6 * u.M + col11;
-        out[i79] = acc19;
+    if ((row6 < u.N) && (col20 < u.M)) {
+        const uint i335 = row6 * u.M + col20;
+        out[i335] = acc28;
     }
-    if ((row6 < u.N) && (col12 < u.M)) {
-        const uint i80 = row6 * u.M + col12;
-        out[i80] = acc20;
+    if ((row6 < u.N) && (col21 < u.M)) {
+        const uint i336 = row6 * u.M + col21;
+        out[i336] = acc29;
     }
-    if ((row7 < u.N) && (col9 < u.M)) {
-        const uint i81 = row7 * u.M + col9;
-        out[i81] = acc21;
+    if ((row7 < u.N) && (col14 < u.M)) {
+        const uint i337 = row7 * u.M + col14;
+        out[i337] = acc30;
     }
-    if ((row7 < u.N) && (col10 < u.M)) {
-        const uint i82 = row7 * u.M + col10;
-        out[i82] = acc22;
+    if ((row7 < u.N) && (col15 < u.M)) {
+        const uint i338 = row7 * u.M + col15;
+        out[i338] = acc31;
     }
-    if ((row7 < u.N) && (col11 < u.M)) {
-        const uint i83 = row7 * u.M + col11;
-        out[i83] = acc23;
+    if ((row7 < u.N) && (col16 < u.M)) {
+        const uint i339 = row7 * u.M + col16;
+        out[i339] = acc32;
     }
-    if ((row7 < u.N) && (col12 < u.M)) {
-        const uint i84 = row7 * u.M + col12;
-        out[i84] = acc24;
+    if ((row7 < u.N) && (col17 < u.M)) {
+        const uint i340 = row7 * u.M + col17;
+        out[i340] = acc33;
     }
-    if ((row8 < u.N) && (col9 < u.M)) {
-        const uint i85 = row8 * u.M + col9;
-        out[i85] = acc25;
+    if ((row7 < u.N) && (col18 < u.M)) {
+        const uint i341 = row7 * u.M + col18;
+        out[i341] = acc34;
     }
-    if ((row8 < u.N) && (col10 < u.M)) {
-        const uint i86 = row8 * u.M + col10;
-        out[i86] = acc26;
+    if ((row7 < u.N) && (col19 < u.M)) {
+        const uint i342 = row7 * u.M + col19;
+        out[i342] = acc35;
     }
-    if ((row8 < u.N) && (col11 < u.M)) {
-        const uint i87 = row8 * u.M + col11;
-        out[i87] = acc27;
+    if ((row7 < u.N) && (col20 < u.M)) {
+        const uint i343 = row7 * u.M + col20;
+        out[i343] = acc36;
     }
-    if ((row8 < u.N) && (col12 < u.M)) {
-        const uint i88 = row8 * u.M + col12;
-        out[i88] = acc28;
+    if ((row7 < u.N) && (col21 < u.M)) {
+        const uint i344 = row7 * u.M + col21;
+        out[i344] = acc37;
+    }
+    if ((row8 < u.N) && (col14 < u.M)) {
+        const uint i345 = row8 * u.M + col14;
+        out[i345] = acc38;
+    }
+    if ((row8 < u.N) && (col15 < u.M)) {
+        const uint i346 = row8 * u.M + col15;
+        out[i346] = acc39;
+    }
+    if ((row8 < u.N) && (col16 < u.M)) {
+        const uint i347 = row8 * u.M + col16;
+        out[i347] = acc40;
+    }
+    if ((row8 < u.N) && (col17 < u.M)) {
+        const uint i348 = row8 * u.M + col17;
+        out[i348] = acc41;
+    }
+    if ((row8 < u.N) && (col18 < u.M)) {
+        const uint i349 = row8 * u.M + col18;
+        out[i349] = acc42;
+    }
+    if ((row8 < u.N) && (col19 < u.M)) {
+        const uint i350 = row8 * u.M + col19;
+        out[i350] = acc43;
+    }
+    if ((row8 < u.N) && (col20 < u.M)) {
+        const uint i351 = row8 * u.M + col20;
+        out[i351] = acc44;
+    }
+    if ((row8 < u.N) && (col21 < u.M)) {
+        const uint i352 = row8 * u.M + col21;
+        out[i352] = acc45;
+    }
+    if ((row9 < u.N) && (col14 < u.M)) {
+        const uint i353 = row9 * u.M + col14;
+        out[i353] = acc46;
+    }
+    if ((row9 < u.N) && (col15 < u.M)) {
+        const uint i354 = row9 * u.M + col15;
+        out[i354] = acc47;
+    }
+    if ((row9 < u.N) && (col16 < u.M)) {
+        const uint i355 = row9 * u.M + col16;
+        out[i355] = acc48;
+    }
+    if ((row9 < u.N) && (col17 < u.M)) {
+        const uint i356 = row9 * u.M + col17;
+        out[i356] = acc49;
+    }
+    if ((row9 < u.N) && (col18 < u.M)) {
+        const uint i357 = row9 * u.M + col18;
+        out[i357] = acc50;
+    }
+    if ((row9 < u.N) && (col19 < u.M)) {
+        const uint i358 = row9 * u.M + col19;
+        out[i358] = acc51;
+    }
+    if ((row9 < u.N) && (col20 < u.M)) {
+        const uint i359 = row9 * u.M + col20;
+        out[i359] = acc52;
+    }
+    if ((row9 < u.N) && (col21 < u.M)) {
+        const uint i360 = row9 * u.M + col21;
+        out[i360] = acc53;
+    }
+    if ((row10 < u.N) && (col14 < u.M)) {
+        const uint i361 = row10 * u.M + col14;
+        out[i361] = acc54;
+    }
+    if ((row10 < u.N) && (col15 < u.M)) {
+        const uint i362 = row10 * u.M + col15;
+        out[i362] = acc55;
+    }
+    if ((row10 < u.N) && (col16 < u.M)) {
+        const uint i363 = row10 * u.M + col16;
+        out[i363] = acc56;
+    }
+    if ((row10 < u.N) && (col17 < u.M)) {
+        const uint i364 = row10 * u.M + col17;
+        out[i364] = acc57;
+    }
+    if ((row10 < u.N) && (col18 < u.M)) {
+        const uint i365 = row10 * u.M + col18;
+        out[i365] = acc58;
+    }
+    if ((row10 < u.N) && (col19 < u.M)) {
+        const uint i366 = row10 * u.M + col19;
+        out[i366] = acc59;
+    }
+    if ((row10 < u.N) && (col20 < u.M)) {
+        const uint i367 = row10 * u.M + col20;
+        out[i367] = acc60;
+    }
+    if ((row10 < u.N) && (col21 < u.M)) {
+        const uint i368 = row10 * u.M + col21;
+        out[i368] = acc61;
+    }
+    if ((row11 < u.N) && (col14 < u.M)) {
+        const uint i369 = row11 * u.M + col14;
+        out[i369] = acc62;
+    }
+    if ((row11 < u.N) && (col15 < u.M)) {
+        const uint i370 = row11 * u.M + col15;
+        out[i370] = acc63;
+    }
+    if ((row11 < u.N) && (col16 < u.M)) {
+        const uint i371 = row11 * u.M + col16;
+        out[i371] = acc64;
+    }
+    if ((row11 < u.N) && (col17 < u.M)) {
+        const uint i372 = row11 * u.M + col17;
+        out[i372] = acc65;
+    }
+    if ((row11 < u.N) && (col18 < u.M)) {
+        const uint i373 = row11 * u.M + col18;
+        out[i373] = acc66;
+    }
+    if ((row11 < u.N) && (col19 < u.M)) {
+        const uint i374 = row11 * u.M + col19;
+        out[i374] = acc67;
+    }
+    if ((row11 < u.N) && (col20 < u.M)) {
+        const uint i375 = row11 * u.M + col20;
+        out[i375] = acc68;
+    }
+    if ((row11 < u.N) && (col21 < u.M)) {
+        const uint i376 = row11 * u.M + col21;
+        out[i376] = acc69;
+    }
+    if ((row12 < u.N) && (col14 < u.M)) {
+        const uint i377 = row12 * u.M + col14;
+        out[i377] = acc70;
+    }
+    if ((row12 < u.N) && (col15 < u.M)) {
+        const uint i378 = row12 * u.M + col15;
+        out[i378] = acc71;
+    }
+    if ((row12 < u.N) && (col16 < u.M)) {
+        const uint i379 = row12 * u.M + col16;
+        out[i379] = acc72;
+    }
+    if ((row12 < u.N) && (col17 < u.M)) {
+        const uint i380 = row12 * u.M + col17;
+        out[i380] = acc73;
+    }
+    if ((row12 < u.N) && (col18 < u.M)) {
+        const uint i381 = row12 * u.M + col18;
+        out[i381] = acc74;
+    }
+    if ((row12 < u.N) && (col19 < u.M)) {
+        const uint i382 = row12 * u.M + col19;
+        out[i382] = acc75;
+    }
+    if ((row12 < u.N) && (col20 < u.M)) {
+        const uint i383 = row12 * u.M + col20;
+        out[i383] = acc76;
+    }
+    if ((row12 < u.N) && (col21 < u.M)) {
+        const uint i384 = row12 * u.M + col21;
+        out[i384] = acc77;
+    }
+    if ((row13 < u.N) && (col14 < u.M)) {
+        const uint i385 = row13 * u.M + col14;
+        out[i385] = acc78;
+    }
+    if ((row13 < u.N) && (col15 < u.M)) {
+        const uint i386 = row13 * u.M + col15;
+        out[i386] = acc79;
+    }
+    if ((row13 < u.N) && (col16 < u.M)) {
+        const uint i387 = row13 * u.M + col16;
+        out[i387] = acc80;
+    }
+    if ((row13 < u.N) && (col17 < u.M)) {
+        const uint i388 = row13 * u.M + col17;
+        out[i388] = acc81;
+    }
+    if ((row13 < u.N) && (col18 < u.M)) {
+        const uint i389 = row13 * u.M + col18;
+        out[i389] = acc82;
+    }
+    if ((row13 < u.N) && (col19 < u.M)) {
+        const uint i390 = row13 * u.M + col19;
+        out[i390] = acc83;
+    }
+    if ((row13 < u.N) && (col20 < u.M)) {
+        const uint i391 = row13 * u.M + col20;
+        out[i391] = acc84;
+    }
+    if ((row13 < u.N) && (col21 < u.M)) {
+        const uint i392 = row13 * u.M + col21;
+        out[i392] = acc85;
     }
 }

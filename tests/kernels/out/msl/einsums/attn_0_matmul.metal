@@ -19,37 +19,37 @@ kernel void attn_0_matmul(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float a_tile[1024];
-    threadgroup float b_tile[1024];
+    threadgroup float a_tile[2048];
+    threadgroup float b_tile[2048];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= u.B * u.H * ((u.Q + 64u - 1u) >> 6u) * ((u.N + 64u - 1u) >> 6u)) {
+    if (g0 >= u.B * u.H * ((u.Q + 128u - 1u) >> 7u) * ((u.N + 128u - 1u) >> 7u)) {
         return;
     }
-    const uint tile1 = g0 % ((u.N + 64u - 1u) >> 6u);
-    const uint tile2 = g0 / ((u.N + 64u - 1u) >> 6u);
-    const uint tile3 = tile2 % ((u.Q + 64u - 1u) >> 6u);
-    const uint b4 = tile2 / ((u.Q + 64u - 1u) >> 6u);
-    const uint row5 = tile3 * 64u;
-    const uint col6 = tile1 * 64u;
-    const uint row7 = row5 + lid.y;
-    const uint row8 = row5 + (lid.y + 16u);
-    const uint row9 = row5 + (lid.y + 32u);
-    const uint row10 = row5 + (lid.y + 48u);
-    const uint col11 = col6 + lid.x;
-    const uint col12 = col6 + (lid.x + 16u);
-    const uint col13 = col6 + (lid.x + 32u);
-    const uint col14 = col6 + (lid.x + 48u);
-    const uint i15 = b4 % u.H;
-    const uint i16 = b4 / u.H;
-    float acc17 = 0.0f;
-    float acc18 = 0.0f;
-    float acc19 = 0.0f;
-    float acc20 = 0.0f;
-    float acc21 = 0.0f;
-    float acc22 = 0.0f;
-    float acc23 = 0.0f;
-    float acc24 = 0.0f;
-    float acc25 = 0.0f;
+    const uint tile1 = g0 % ((u.N + 128u - 1u) >> 7u);
+    const uint tile2 = g0 / ((u.N + 128u - 1u) >> 7u);
+    const uint tile3 = tile2 % ((u.Q + 128u - 1u) >> 7u);
+    const uint b4 = tile2 / ((u.Q + 128u - 1u) >> 7u);
+    const uint t5 = lid.y * 16u + lid.x;
+    const uint row6 = tile3 * 128u;
+    const uint col7 = tile1 * 128u;
+    const uint row8 = row6 + lid.y * 4u;
+    const uint row9 = row6 + (lid.y * 4u + 1u);
+    const uint row10 = row6 + (lid.y * 4u + 2u);
+    const uint row11 = row6 + (lid.y * 4u + 3u);
+    const uint row12 = row6 + (lid.y * 4u + 64u);
+    const uint row13 = row6 + (lid.y * 4u + 65u);
+    const uint row14 = row6 + (lid.y * 4u + 66u);
+    const uint row15 = row6 + (lid.y * 4u + 67u);
+    const uint col16 = col7 + lid.x * 4u;
+    const uint col17 = col7 + (lid.x * 4u + 1u);
+    const uint col18 = col7 + (lid.x * 4u + 2u);
+    const uint col19 = col7 + (lid.x * 4u + 3u);
+    const uint col20 = col7 + (lid.x * 4u + 64u);
+    const uint col21 = col7 + (lid.x * 4u + 65u);
+    const uint col22 = col7 + (lid.x * 4u + 66u);
+    const uint col23 = col7 + (lid.x * 4u + 67u);
+    const uint i24 = b4 % u.H;
+    const uint i25 = b4 / u.H;
     float acc26 = 0.0f;
     float acc27 = 0.0f;
     float acc28 = 0.0f;
@@ -57,156 +57,1089 @@ kernel void attn_0_matmul(
     float acc30 = 0.0f;
     float acc31 = 0.0f;
     float acc32 = 0.0f;
-    for (uint k0_33 = 0u; k0_33 < u.D; k0_33 += 16u) {
-        const uint ka34 = k0_33 + lid.x;
-        const uint kb35 = k0_33 + lid.y;
-        float x36 = 0.0f;
-        if ((row7 < u.Q) && (ka34 < u.D)) {
-            const uint i37 = ((i16 * u.H + i15) * u.Q + row7) * u.D + ka34;
-            const float v38 = q[i37];
-            x36 = v38;
+    float acc33 = 0.0f;
+    float acc34 = 0.0f;
+    float acc35 = 0.0f;
+    float acc36 = 0.0f;
+    float acc37 = 0.0f;
+    float acc38 = 0.0f;
+    float acc39 = 0.0f;
+    float acc40 = 0.0f;
+    float acc41 = 0.0f;
+    float acc42 = 0.0f;
+    float acc43 = 0.0f;
+    float acc44 = 0.0f;
+    float acc45 = 0.0f;
+    float acc46 = 0.0f;
+    float acc47 = 0.0f;
+    float acc48 = 0.0f;
+    float acc49 = 0.0f;
+    float acc50 = 0.0f;
+    float acc51 = 0.0f;
+    float acc52 = 0.0f;
+    float acc53 = 0.0f;
+    float acc54 = 0.0f;
+    float acc55 = 0.0f;
+    float acc56 = 0.0f;
+    float acc57 = 0.0f;
+    float acc58 = 0.0f;
+    float acc59 = 0.0f;
+    float acc60 = 0.0f;
+    float acc61 = 0.0f;
+    float acc62 = 0.0f;
+    float acc63 = 0.0f;
+    float acc64 = 0.0f;
+    float acc65 = 0.0f;
+    float acc66 = 0.0f;
+    float acc67 = 0.0f;
+    float acc68 = 0.0f;
+    float acc69 = 0.0f;
+    float acc70 = 0.0f;
+    float acc71 = 0.0f;
+    float acc72 = 0.0f;
+    float acc73 = 0.0f;
+    float acc74 = 0.0f;
+    float acc75 = 0.0f;
+    float acc76 = 0.0f;
+    float acc77 = 0.0f;
+    float acc78 = 0.0f;
+    float acc79 = 0.0f;
+    float acc80 = 0.0f;
+    float acc81 = 0.0f;
+    float acc82 = 0.0f;
+    float acc83 = 0.0f;
+    float acc84 = 0.0f;
+    float acc85 = 0.0f;
+    float acc86 = 0.0f;
+    float acc87 = 0.0f;
+    float acc88 = 0.0f;
+    float acc89 = 0.0f;
+    const uint ak90 = t5 & 7u;
+    const uint am91 = t5 >> 3u;
+    const uint ar92 = row6 + am91;
+    const uint ar93 = row6 + (am91 + 32u);
+    const uint ar94 = row6 + (am91 + 64u);
+    const uint ar95 = row6 + (am91 + 96u);
+    const uint mo96 = (i25 * u.H + i24) * (u.Q * u.D);
+    const uint ab97 = mo96 + ar92 * u.D;
+    const uint ab98 = mo96 + ar93 * u.D;
+    const uint ab99 = mo96 + ar94 * u.D;
+    const uint ab100 = mo96 + ar95 * u.D;
+    const bool aok101 = ar92 < u.Q;
+    const bool aok102 = ar93 < u.Q;
+    const bool aok103 = ar94 < u.Q;
+    const bool aok104 = ar95 < u.Q;
+    const uint as105 = ak90 * 128u + am91;
+    const uint bk106 = t5 >> 7u;
+    const uint bn107 = col7 + (t5 & 127u);
+    const bool bok110 = bn107 < u.N;
+    const bool kok114 = ak90 < u.D;
+    if (aok101 && kok114) {
+        a_tile[as105] = q[ab97 + ak90];
+    } else {
+        a_tile[as105] = 0.0f;
+    }
+    if (aok102 && kok114) {
+        a_tile[as105 + 32u] = q[ab98 + ak90];
+    } else {
+        a_tile[as105 + 32u] = 0.0f;
+    }
+    if (aok103 && kok114) {
+        a_tile[as105 + 64u] = q[ab99 + ak90];
+    } else {
+        a_tile[as105 + 64u] = 0.0f;
+    }
+    if (aok104 && kok114) {
+        a_tile[as105 + 96u] = q[ab100 + ak90];
+    } else {
+        a_tile[as105 + 96u] = 0.0f;
+    }
+    const uint i120 = ((i25 * u.H + i24) * u.N + bn107) * u.D + bk106;
+    if ((bk106 < u.D) && bok110) {
+        b_tile[t5] = k[i120];
+    } else {
+        b_tile[t5] = 0.0f;
+    }
+    const uint kb122 = bk106 + 2u;
+    const uint i123 = ((i25 * u.H + i24) * u.N + bn107) * u.D + kb122;
+    if ((kb122 < u.D) && bok110) {
+        b_tile[t5 + 256u] = k[i123];
+    } else {
+        b_tile[t5 + 256u] = 0.0f;
+    }
+    const uint kb125 = bk106 + 4u;
+    const uint i126 = ((i25 * u.H + i24) * u.N + bn107) * u.D + kb125;
+    if ((kb125 < u.D) && bok110) {
+        b_tile[t5 + 512u] = k[i126];
+    } else {
+        b_tile[t5 + 512u] = 0.0f;
+    }
+    const uint kb128 = bk106 + 6u;
+    const uint i129 = ((i25 * u.H + i24) * u.N + bn107) * u.D + kb128;
+    if ((kb128 < u.D) && bok110) {
+        b_tile[t5 + 768u] = k[i129];
+    } else {
+        b_tile[t5 + 768u] = 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint ly131 = lid.y * 4u;
+    const uint lx132 = lid.x * 4u;
+    for (uint k0_133 = 0u; k0_133 < u.D; k0_133 += 8u) {
+        const uint cur134 = (k0_133 << 7u) & 1024u;
+        const uint nxt135 = cur134 ^ 1024u;
+        const uint kn136 = k0_133 + 8u;
+        if (kn136 < u.D) {
+            const uint ka137 = kn136 + ak90;
+            const bool kok138 = ka137 < u.D;
+            const uint sa139 = nxt135 + as105;
+            if (aok101 && kok138) {
+                a_tile[sa139] = q[ab97 + ka137];
+            } else {
+                a_tile[sa139] = 0.0f;
+            }
+            if (aok102 && kok138) {
+                a_tile[sa139 + 32u] = q[ab98 + ka137];
+            } else {
+                a_tile[sa139 + 32u] = 0.0f;
+            }
+            if (aok103 && kok138) {
+                a_tile[sa139 + 64u] = q[ab99 + ka137];
+            } else {
+                a_tile[sa139 + 64u] = 0.0f;
+            }
+            if (aok104 && kok138) {
+                a_tile[sa139 + 96u] = q[ab100 + ka137];
+            } else {
+                a_tile[sa139 + 96u] = 0.0f;
+            }
+            const uint kb144 = kn136 + bk106;
+            const uint sb145 = nxt135 + t5;
+            const uint i147 = ((i25 * u.H + i24) * u.N + bn107) * u.D + kb144;
+            if ((kb144 < u.D) && bok110) {
+                b_tile[sb145] = k[i147];
+            } else {
+                b_tile[sb145] = 0.0f;
+            }
+            const uint kb149 = kb144 + 2u;
+            const uint i150 = ((i25 * u.H + i24) * u.N + bn107) * u.D + kb149;
+            if ((kb149 < u.D) && bok110) {
+                b_tile[sb145 + 256u] = k[i150];
+            } else {
+                b_tile[sb145 + 256u] = 0.0f;
+            }
+            const uint kb152 = kb144 + 4u;
+            const uint i153 = ((i25 * u.H + i24) * u.N + bn107) * u.D + kb152;
+            if ((kb152 < u.D) && bok110) {
+                b_tile[sb145 + 512u] = k[i153];
+            } else {
+                b_tile[sb145 + 512u] = 0.0f;
+            }
+            const uint kb155 = kb144 + 6u;
+            const uint i156 = ((i25 * u.H + i24) * u.N + bn107) * u.D + kb155;
+            if ((kb155 < u.D) && bok110) {
+                b_tile[sb145 + 768u] = k[i156];
+            } else {
+                b_tile[sb145 + 768u] = 0.0f;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x36;
-        float x39 = 0.0f;
-        if ((row8 < u.Q) && (ka34 < u.D)) {
-            const uint i40 = ((i16 * u.H + i15) * u.Q + row8) * u.D + ka34;
-            const float v41 = q[i40];
-            x39 = v41;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x39;
-        float x42 = 0.0f;
-        if ((row9 < u.Q) && (ka34 < u.D)) {
-            const uint i43 = ((i16 * u.H + i15) * u.Q + row9) * u.D + ka34;
-            const float v44 = q[i43];
-            x42 = v44;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x42;
-        float x45 = 0.0f;
-        if ((row10 < u.Q) && (ka34 < u.D)) {
-            const uint i46 = ((i16 * u.H + i15) * u.Q + row10) * u.D + ka34;
-            const float v47 = q[i46];
-            x45 = v47;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x45;
-        float x48 = 0.0f;
-        if ((kb35 < u.D) && (col11 < u.N)) {
-            const uint i49 = ((i16 * u.H + i15) * u.N + col11) * u.D + kb35;
-            const float v50 = k[i49];
-            x48 = v50;
-        }
-        b_tile[lid.y * 64u + lid.x] = x48;
-        float x51 = 0.0f;
-        if ((kb35 < u.D) && (col12 < u.N)) {
-            const uint i52 = ((i16 * u.H + i15) * u.N + col12) * u.D + kb35;
-            const float v53 = k[i52];
-            x51 = v53;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x51;
-        float x54 = 0.0f;
-        if ((kb35 < u.D) && (col13 < u.N)) {
-            const uint i55 = ((i16 * u.H + i15) * u.N + col13) * u.D + kb35;
-            const float v56 = k[i55];
-            x54 = v56;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x54;
-        float x57 = 0.0f;
-        if ((kb35 < u.D) && (col14 < u.N)) {
-            const uint i58 = ((i16 * u.H + i15) * u.N + col14) * u.D + kb35;
-            const float v59 = k[i58];
-            x57 = v59;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x57;
+        const uint ra158 = cur134 + ly131;
+        const uint rb159 = cur134 + lx132;
+        const float a160 = a_tile[ra158];
+        const float a161 = a_tile[ra158 + 1u];
+        const float a162 = a_tile[ra158 + 2u];
+        const float a163 = a_tile[ra158 + 3u];
+        const float a164 = a_tile[ra158 + 64u];
+        const float a165 = a_tile[ra158 + 64u + 1u];
+        const float a166 = a_tile[ra158 + 64u + 2u];
+        const float a167 = a_tile[ra158 + 64u + 3u];
+        const float b168 = b_tile[rb159];
+        const float b169 = b_tile[rb159 + 1u];
+        const float b170 = b_tile[rb159 + 2u];
+        const float b171 = b_tile[rb159 + 3u];
+        const float b172 = b_tile[rb159 + 64u];
+        const float b173 = b_tile[rb159 + 64u + 1u];
+        const float b174 = b_tile[rb159 + 64u + 2u];
+        const float b175 = b_tile[rb159 + 64u + 3u];
+        acc26 = fma(a160, b168, acc26);
+        acc27 = fma(a160, b169, acc27);
+        acc28 = fma(a160, b170, acc28);
+        acc29 = fma(a160, b171, acc29);
+        acc30 = fma(a160, b172, acc30);
+        acc31 = fma(a160, b173, acc31);
+        acc32 = fma(a160, b174, acc32);
+        acc33 = fma(a160, b175, acc33);
+        acc34 = fma(a161, b168, acc34);
+        acc35 = fma(a161, b169, acc35);
+        acc36 = fma(a161, b170, acc36);
+        acc37 = fma(a161, b171, acc37);
+        acc38 = fma(a161, b172, acc38);
+        acc39 = fma(a161, b173, acc39);
+        acc40 = fma(a161, b174, acc40);
+        acc41 = fma(a161, b175, acc41);
+        acc42 = fma(a162, b168, acc42);
+        acc43 = fma(a162, b169, acc43);
+        acc44 = fma(a162, b170, acc44);
+        acc45 = fma(a162, b171, acc45);
+        acc46 = fma(a162, b172, acc46);
+        acc47 = fma(a162, b173, acc47);
+        acc48 = fma(a162, b174, acc48);
+        acc49 = fma(a162, b175, acc49);
+        acc50 = fma(a163, b168, acc50);
+        acc51 = fma(a163, b169, acc51);
+        acc52 = fma(a163, b170, acc52);
+        acc53 = fma(a163, b171, acc53);
+        acc54 = fma(a163, b172, acc54);
+        acc55 = fma(a163, b173, acc55);
+        acc56 = fma(a163, b174, acc56);
+        acc57 = fma(a163, b175, acc57);
+        acc58 = fma(a164, b168, acc58);
+        acc59 = fma(a164, b169, acc59);
+        acc60 = fma(a164, b170, acc60);
+        acc61 = fma(a164, b171, acc61);
+        acc62 = fma(a164, b172, acc62);
+        acc63 = fma(a164, b173, acc63);
+        acc64 = fma(a164, b174, acc64);
+        acc65 = fma(a164, b175, acc65);
+        acc66 = fma(a165, b168, acc66);
+        acc67 = fma(a165, b169, acc67);
+        acc68 = fma(a165, b170, acc68);
+        acc69 = fma(a165, b171, acc69);
+        acc70 = fma(a165, b172, acc70);
+        acc71 = fma(a165, b173, acc71);
+        acc72 = fma(a165, b174, acc72);
+        acc73 = fma(a165, b175, acc73);
+        acc74 = fma(a166, b168, acc74);
+        acc75 = fma(a166, b169, acc75);
+        acc76 = fma(a166, b170, acc76);
+        acc77 = fma(a166, b171, acc77);
+        acc78 = fma(a166, b172, acc78);
+        acc79 = fma(a166, b173, acc79);
+        acc80 = fma(a166, b174, acc80);
+        acc81 = fma(a166, b175, acc81);
+        acc82 = fma(a167, b168, acc82);
+        acc83 = fma(a167, b169, acc83);
+        acc84 = fma(a167, b170, acc84);
+        acc85 = fma(a167, b171, acc85);
+        acc86 = fma(a167, b172, acc86);
+        acc87 = fma(a167, b173, acc87);
+        acc88 = fma(a167, b174, acc88);
+        acc89 = fma(a167, b175, acc89);
+        const float a176 = a_tile[ra158 + 128u];
+        const float a177 = a_tile[ra158 + 128u + 1u];
+        const float a178 = a_tile[ra158 + 128u + 2u];
+        const float a179 = a_tile[ra158 + 128u + 3u];
+        const float a180 = a_tile[ra158 + 192u];
+        const float a181 = a_tile[ra158 + 192u + 1u];
+        const float a182 = a_tile[ra158 + 192u + 2u];
+        const float a183 = a_tile[ra158 + 192u + 3u];
+        const float b184 = b_tile[rb159 + 128u];
+        const float b185 = b_tile[rb159 + 128u + 1u];
+        const float b186 = b_tile[rb159 + 128u + 2u];
+        const float b187 = b_tile[rb159 + 128u + 3u];
+        const float b188 = b_tile[rb159 + 192u];
+        const float b189 = b_tile[rb159 + 192u + 1u];
+        const float b190 = b_tile[rb159 + 192u + 2u];
+        const float b191 = b_tile[rb159 + 192u + 3u];
+        acc26 = fma(a176, b184, acc26);
+        acc27 = fma(a176, b185, acc27);
+        acc28 = fma(a176, b186, acc28);
+        acc29 = fma(a176, b187, acc29);
+        acc30 = fma(a176, b188, acc30);
+        acc31 = fma(a176, b189, acc31);
+        acc32 = fma(a176, b190, acc32);
+        acc33 = fma(a176, b191, acc33);
+        acc34 = fma(a177, b184, acc34);
+        acc35 = fma(a177, b185, acc35);
+        acc36 = fma(a177, b186, acc36);
+        acc37 = fma(a177, b187, acc37);
+        acc38 = fma(a177, b188, acc38);
+        acc39 = fma(a177, b189, acc39);
+        acc40 = fma(a177, b190, acc40);
+        acc41 = fma(a177, b191, acc41);
+        acc42 = fma(a178, b184, acc42);
+        acc43 = fma(a178, b185, acc43);
+        acc44 = fma(a178, b186, acc44);
+        acc45 = fma(a178, b187, acc45);
+        acc46 = fma(a178, b188, acc46);
+        acc47 = fma(a178, b189, acc47);
+        acc48 = fma(a178, b190, acc48);
+        acc49 = fma(a178, b191, acc49);
+        acc50 = fma(a179, b184, acc50);
+        acc51 = fma(a179, b185, acc51);
+        acc52 = fma(a179, b186, acc52);
+        acc53 = fma(a179, b187, acc53);
+        acc54 = fma(a179, b188, acc54);
+        acc55 = fma(a179, b189, acc55);
+        acc56 = fma(a179, b190, acc56);
+        acc57 = fma(a179, b191, acc57);
+        acc58 = fma(a180, b184, acc58);
+        acc59 = fma(a180, b185, acc59);
+        acc60 = fma(a180, b186, acc60);
+        acc61 = fma(a180, b187, acc61);
+        acc62 = fma(a180, b188, acc62);
+        acc63 = fma(a180, b189, acc63);
+        acc64 = fma(a180, b190, acc64);
+        acc65 = fma(a180, b191, acc65);
+        acc66 = fma(a181, b184, acc66);
+        acc67 = fma(a181, b185, acc67);
+        acc68 = fma(a181, b186, acc68);
+        acc69 = fma(a181, b187, acc69);
+        acc70 = fma(a181, b188, acc70);
+        acc71 = fma(a181, b189, acc71);
+        acc72 = fma(a181, b190, acc72);
+        acc73 = fma(a181, b191, acc73);
+        acc74 = fma(a182, b184, acc74);
+        acc75 = fma(a182, b185, acc75);
+        acc76 = fma(a182, b186, acc76);
+        acc77 = fma(a182, b187, acc77);
+        acc78 = fma(a182, b188, acc78);
+        acc79 = fma(a182, b189, acc79);
+        acc80 = fma(a182, b190, acc80);
+        acc81 = fma(a182, b191, acc81);
+        acc82 = fma(a183, b184, acc82);
+        acc83 = fma(a183, b185, acc83);
+        acc84 = fma(a183, b186, acc84);
+        acc85 = fma(a183, b187, acc85);
+        acc86 = fma(a183, b188, acc86);
+        acc87 = fma(a183, b189, acc87);
+        acc88 = fma(a183, b190, acc88);
+        acc89 = fma(a183, b191, acc89);
+        const float a192 = a_tile[ra158 + 256u];
+        const float a193 = a_tile[ra158 + 256u + 1u];
+        const float a194 = a_tile[ra158 + 256u + 2u];
+        const float a195 = a_tile[ra158 + 256u + 3u];
+        const float a196 = a_tile[ra158 + 320u];
+        const float a197 = a_tile[ra158 + 320u + 1u];
+        const float a198 = a_tile[ra158 + 320u + 2u];
+        const float a199 = a_tile[ra158 + 320u + 3u];
+        const float b200 = b_tile[rb159 + 256u];
+        const float b201 = b_tile[rb159 + 256u + 1u];
+        const float b202 = b_tile[rb159 + 256u + 2u];
+        const float b203 = b_tile[rb159 + 256u + 3u];
+        const float b204 = b_tile[rb159 + 320u];
+        const float b205 = b_tile[rb159 + 320u + 1u];
+        const float b206 = b_tile[rb159 + 320u + 2u];
+        const float b207 = b_tile[rb159 + 320u + 3u];
+        acc26 = fma(a192, b200, acc26);
+        acc27 = fma(a192, b201, acc27);
+        acc28 = fma(a192, b202, acc28);
+        acc29 = fma(a192, b203, acc29);
+        acc30 = fma(a192, b204, acc30);
+        acc31 = fma(a192, b205, acc31);
+        acc32 = fma(a192, b206, acc32);
+        acc33 = fma(a192, b207, acc33);
+        acc34 = fma(a193, b200, acc34);
+        acc35 = fma(a193, b201, acc35);
+        acc36 = fma(a193, b202, acc36);
+        acc37 = fma(a193, b203, acc37);
+        acc38 = fma(a193, b204, acc38);
+        acc39 = fma(a193, b205, acc39);
+        acc40 = fma(a193, b206, acc40);
+        acc41 = fma(a193, b207, acc41);
+        acc42 = fma(a194, b200, acc42);
+        acc43 = fma(a194, b201, acc43);
+        acc44 = fma(a194, b202, acc44);
+        acc45 = fma(a194, b203, acc45);
+        acc46 = fma(a194, b204, acc46);
+        acc47 = fma(a194, b205, acc47);
+        acc48 = fma(a194, b206, acc48);
+        acc49 = fma(a194, b207, acc49);
+        acc50 = fma(a195, b200, acc50);
+        acc51 = fma(a195, b201, acc51);
+        acc52 = fma(a195, b202, acc52);
+        acc53 = fma(a195, b203, acc53);
+        acc54 = fma(a195, b204, acc54);
+        acc55 = fma(a195, b205, acc55);
+        acc56 = fma(a195, b206, acc56);
+        acc57 = fma(a195, b207, acc57);
+        acc58 = fma(a196, b200, acc58);
+        acc59 = fma(a196, b201, acc59);
+        acc60 = fma(a196, b202, acc60);
+        acc61 = fma(a196, b203, acc61);
+        acc62 = fma(a196, b204, acc62);
+        acc63 = fma(a196, b205, acc63);
+        acc64 = fma(a196, b206, acc64);
+        acc65 = fma(a196, b207, acc65);
+        acc66 = fma(a197, b200, acc66);
+        acc67 = fma(a197, b201, acc67);
+        acc68 = fma(a197, b202, acc68);
+        acc69 = fma(a197, b203, acc69);
+        acc70 = fma(a197, b204, acc70);
+        acc71 = fma(a197, b205, acc71);
+        acc72 = fma(a197, b206, acc72);
+        acc73 = fma(a197, b207, acc73);
+        acc74 = fma(a198, b200, acc74);
+        acc75 = fma(a198, b201, acc75);
+        acc76 = fma(a198, b202, acc76);
+        acc77 = fma(a198, b203, acc77);
+        acc78 = fma(a198, b204, acc78);
+        acc79 = fma(a198, b205, acc79);
+        acc80 = fma(a198, b206, acc80);
+        acc81 = fma(a198, b207, acc81);
+        acc82 = fma(a199, b200, acc82);
+        acc83 = fma(a199, b201, acc83);
+        acc84 = fma(a199, b202, acc84);
+        acc85 = fma(a199, b203, acc85);
+        acc86 = fma(a199, b204, acc86);
+        acc87 = fma(a199, b205, acc87);
+        acc88 = fma(a199, b206, acc88);
+        acc89 = fma(a199, b207, acc89);
+        const float a208 = a_tile[ra158 + 384u];
+        const float a209 = a_tile[ra158 + 384u + 1u];
+        const float a210 = a_tile[ra158 + 384u + 2u];
+        const float a211 = a_tile[ra158 + 384u + 3u];
+        const float a212 = a_tile[ra158 + 448u];
+        const float a213 = a_tile[ra158 + 448u + 1u];
+        const float a214 = a_tile[ra158 + 448u + 2u];
+        const float a215 = a_tile[ra158 + 448u + 3u];
+        const float b216 = b_tile[rb159 + 384u];
+        const float b217 = b_tile[rb159 + 384u + 1u];
+        const float b218 = b_tile[rb159 + 384u + 2u];
+        const float b219 = b_tile[rb159 + 384u + 3u];
+        const float b220 = b_tile[rb159 + 448u];
+        const float b221 = b_tile[rb159 + 448u + 1u];
+        const float b222 = b_tile[rb159 + 448u + 2u];
+        const float b223 = b_tile[rb159 + 448u + 3u];
+        acc26 = fma(a208, b216, acc26);
+        acc27 = fma(a208, b217, acc27);
+        acc28 = fma(a208, b218, acc28);
+        acc29 = fma(a208, b219, acc29);
+        acc30 = fma(a208, b220, acc30);
+        acc31 = fma(a208, b221, acc31);
+        acc32 = fma(a208, b222, acc32);
+        acc33 = fma(a208, b223, acc33);
+        acc34 = fma(a209, b216, acc34);
+        acc35 = fma(a209, b217, acc35);
+        acc36 = fma(a209, b218, acc36);
+        acc37 = fma(a209, b219, acc37);
+        acc38 = fma(a209, b220, acc38);
+        acc39 = fma(a209, b221, acc39);
+        acc40 = fma(a209, b222, acc40);
+        acc41 = fma(a209, b223, acc41);
+        acc42 = fma(a210, b216, acc42);
+        acc43 = fma(a210, b217, acc43);
+        acc44 = fma(a210, b218, acc44);
+        acc45 = fma(a210, b219, acc45);
+        acc46 = fma(a210, b220, acc46);
+        acc47 = fma(a210, b221, acc47);
+        acc48 = fma(a210, b222, acc48);
+        acc49 = fma(a210, b223, acc49);
+        acc50 = fma(a211, b216, acc50);
+        acc51 = fma(a211, b217, acc51);
+        acc52 = fma(a211, b218, acc52);
+        acc53 = fma(a211, b219, acc53);
+        acc54 = fma(a211, b220, acc54);
+        acc55 = fma(a211, b221, acc55);
+        acc56 = fma(a211, b222, acc56);
+        acc57 = fma(a211, b223, acc57);
+        acc58 = fma(a212, b216, acc58);
+        acc59 = fma(a212, b217, acc59);
+        acc60 = fma(a212, b218, acc60);
+        acc61 = fma(a212, b219, acc61);
+        acc62 = fma(a212, b220, acc62);
+        acc63 = fma(a212, b221, acc63);
+        acc64 = fma(a212, b222, acc64);
+        acc65 = fma(a212, b223, acc65);
+        acc66 = fma(a213, b216, acc66);
+        acc67 = fma(a213, b217, acc67);
+        acc68 = fma(a213, b218, acc68);
+        acc69 = fma(a213, b219, acc69);
+        acc70 = fma(a213, b220, acc70);
+        acc71 = fma(a213, b221, acc71);
+        acc72 = fma(a213, b222, acc72);
+        acc73 = fma(a213, b223, acc73);
+        acc74 = fma(a214, b216, acc74);
+        acc75 = fma(a214, b217, acc75);
+        acc76 = fma(a214, b218, acc76);
+        acc77 = fma(a214, b219, acc77);
+        acc78 = fma(a214, b220, acc78);
+        acc79 = fma(a214, b221, acc79);
+        acc80 = fma(a214, b222, acc80);
+        acc81 = fma(a214, b223, acc81);
+        acc82 = fma(a215, b216, acc82);
+        acc83 = fma(a215, b217, acc83);
+        acc84 = fma(a215, b218, acc84);
+        acc85 = fma(a215, b219, acc85);
+        acc86 = fma(a215, b220, acc86);
+        acc87 = fma(a215, b221, acc87);
+        acc88 = fma(a215, b222, acc88);
+        acc89 = fma(a215, b223, acc89);
+        const float a224 = a_tile[ra158 + 512u];
+        const float a225 = a_tile[ra158 + 512u + 1u];
+        const float a226 = a_tile[ra158 + 512u + 2u];
+        const float a227 = a_tile[ra158 + 512u + 3u];
+        const float a228 = a_tile[ra158 + 576u];
+        const float a229 = a_tile[ra158 + 576u + 1u];
+        const float a230 = a_tile[ra158 + 576u + 2u];
+        const float a231 = a_tile[ra158 + 576u + 3u];
+        const float b232 = b_tile[rb159 + 512u];
+        const float b233 = b_tile[rb159 + 512u + 1u];
+        const float b234 = b_tile[rb159 + 512u + 2u];
+        const float b235 = b_tile[rb159 + 512u + 3u];
+        const float b236 = b_tile[rb159 + 576u];
+        const float b237 = b_tile[rb159 + 576u + 1u];
+        const float b238 = b_tile[rb159 + 576u + 2u];
+        const float b239 = b_tile[rb159 + 576u + 3u];
+        acc26 = fma(a224, b232, acc26);
+        acc27 = fma(a224, b233, acc27);
+        acc28 = fma(a224, b234, acc28);
+        acc29 = fma(a224, b235, acc29);
+        acc30 = fma(a224, b236, acc30);
+        acc31 = fma(a224, b237, acc31);
+        acc32 = fma(a224, b238, acc32);
+        acc33 = fma(a224, b239, acc33);
+        acc34 = fma(a225, b232, acc34);
+        acc35 = fma(a225, b233, acc35);
+        acc36 = fma(a225, b234, acc36);
+        acc37 = fma(a225, b235, acc37);
+        acc38 = fma(a225, b236, acc38);
+        acc39 = fma(a225, b237, acc39);
+        acc40 = fma(a225, b238, acc40);
+        acc41 = fma(a225, b239, acc41);
+        acc42 = fma(a226, b232, acc42);
+        acc43 = fma(a226, b233, acc43);
+        acc44 = fma(a226, b234, acc44);
+        acc45 = fma(a226, b235, acc45);
+        acc46 = fma(a226, b236, acc46);
+        acc47 = fma(a226, b237, acc47);
+        acc48 = fma(a226, b238, acc48);
+        acc49 = fma(a226, b239, acc49);
+        acc50 = fma(a227, b232, acc50);
+        acc51 = fma(a227, b233, acc51);
+        acc52 = fma(a227, b234, acc52);
+        acc53 = fma(a227, b235, acc53);
+        acc54 = fma(a227, b236, acc54);
+        acc55 = fma(a227, b237, acc55);
+        acc56 = fma(a227, b238, acc56);
+        acc57 = fma(a227, b239, acc57);
+        acc58 = fma(a228, b232, acc58);
+        acc59 = fma(a228, b233, acc59);
+        acc60 = fma(a228, b234, acc60);
+        acc61 = fma(a228, b235, acc61);
+        acc62 = fma(a228, b236, acc62);
+        acc63 = fma(a228, b237, acc63);
+        acc64 = fma(a228, b238, acc64);
+        acc65 = fma(a228, b239, acc65);
+        acc66 = fma(a229, b232, acc66);
+        acc67 = fma(a229, b233, acc67);
+        acc68 = fma(a229, b234, acc68);
+        acc69 = fma(a229, b235, acc69);
+        acc70 = fma(a229, b236, acc70);
+        acc71 = fma(a229, b237, acc71);
+        acc72 = fma(a229, b238, acc72);
+        acc73 = fma(a229, b239, acc73);
+        acc74 = fma(a230, b232, acc74);
+        acc75 = fma(a230, b233, acc75);
+        acc76 = fma(a230, b234, acc76);
+        acc77 = fma(a230, b235, acc77);
+        acc78 = fma(a230, b236, acc78);
+        acc79 = fma(a230, b237, acc79);
+        acc80 = fma(a230, b238, acc80);
+        acc81 = fma(a230, b239, acc81);
+        acc82 = fma(a231, b232, acc82);
+        acc83 = fma(a231, b233, acc83);
+        acc84 = fma(a231, b234, acc84);
+        acc85 = fma(a231, b235, acc85);
+        acc86 = fma(a231, b236, acc86);
+        acc87 = fma(a231, b237, acc87);
+        acc88 = fma(a231, b238, acc88);
+        acc89 = fma(a231, b239, acc89);
+        const float a240 = a_tile[ra158 + 640u];
+        const float a241 = a_tile[ra158 + 640u + 1u];
+        const float a242 = a_tile[ra158 + 640u + 2u];
+        const float a243 = a_tile[ra158 + 640u + 3u];
+        const float a244 = a_tile[ra158 + 704u];
+        const float a245 = a_tile[ra158 + 704u + 1u];
+        const float a246 = a_tile[ra158 + 704u + 2u];
+        const float a247 = a_tile[ra158 + 704u + 3u];
+        const float b248 = b_tile[rb159 + 640u];
+        const float b249 = b_tile[rb159 + 640u + 1u];
+        const float b250 = b_tile[rb159 + 640u + 2u];
+        const float b251 = b_tile[rb159 + 640u + 3u];
+        const float b252 = b_tile[rb159 + 704u];
+        const float b253 = b_tile[rb159 + 704u + 1u];
+        const float b254 = b_tile[rb159 + 704u + 2u];
+        const float b255 = b_tile[rb159 + 704u + 3u];
+        acc26 = fma(a240, b248, acc26);
+        acc27 = fma(a240, b249, acc27);
+        acc28 = fma(a240, b250, acc28);
+        acc29 = fma(a240, b251, acc29);
+        acc30 = fma(a240, b252, acc30);
+        acc31 = fma(a240, b253, acc31);
+        acc32 = fma(a240, b254, acc32);
+        acc33 = fma(a240, b255, acc33);
+        acc34 = fma(a241, b248, acc34);
+        acc35 = fma(a241, b249, acc35);
+        acc36 = fma(a241, b250, acc36);
+        acc37 = fma(a241, b251, acc37);
+        acc38 = fma(a241, b252, acc38);
+        acc39 = fma(a241, b253, acc39);
+        acc40 = fma(a241, b254, acc40);
+        acc41 = fma(a241, b255, acc41);
+        acc42 = fma(a242, b248, acc42);
+        acc43 = fma(a242, b249, acc43);
+        acc44 = fma(a242, b250, acc44);
+        acc45 = fma(a242, b251, acc45);
+        acc46 = fma(a242, b252, acc46);
+        acc47 = fma(a242, b253, acc47);
+        acc48 = fma(a242, b254, acc48);
+        acc49 = fma(a242, b255, acc49);
+        acc50 = fma(a243, b248, acc50);
+        acc51 = fma(a243, b249, acc51);
+        acc52 = fma(a243, b250, acc52);
+        acc53 = fma(a243, b251, acc53);
+        acc54 = fma(a243, b252, acc54);
+        acc55 = fma(a243, b253, acc55);
+        acc56 = fma(a243, b254, acc56);
+        acc57 = fma(a243, b255, acc57);
+        acc58 = fma(a244, b248, acc58);
+        acc59 = fma(a244, b249, acc59);
+        acc60 = fma(a244, b250, acc60);
+        acc61 = fma(a244, b251, acc61);
+        acc62 = fma(a244, b252, acc62);
+        acc63 = fma(a244, b253, acc63);
+        acc64 = fma(a244, b254, acc64);
+        acc65 = fma(a244, b255, acc65);
+        acc66 = fma(a245, b248, acc66);
+        acc67 = fma(a245, b249, acc67);
+        acc68 = fma(a245, b250, acc68);
+        acc69 = fma(a245, b251, acc69);
+        acc70 = fma(a245, b252, acc70);
+        acc71 = fma(a245, b253, acc71);
+        acc72 = fma(a245, b254, acc72);
+        acc73 = fma(a245, b255, acc73);
+        acc74 = fma(a246, b248, acc74);
+        acc75 = fma(a246, b249, acc75);
+        acc76 = fma(a246, b250, acc76);
+        acc77 = fma(a246, b251, acc77);
+        acc78 = fma(a246, b252, acc78);
+        acc79 = fma(a246, b253, acc79);
+        acc80 = fma(a246, b254, acc80);
+        acc81 = fma(a246, b255, acc81);
+        acc82 = fma(a247, b248, acc82);
+        acc83 = fma(a247, b249, acc83);
+        acc84 = fma(a247, b250, acc84);
+        acc85 = fma(a247, b251, acc85);
+        acc86 = fma(a247, b252, acc86);
+        acc87 = fma(a247, b253, acc87);
+        acc88 = fma(a247, b254, acc88);
+        acc89 = fma(a247, b255, acc89);
+        const float a256 = a_tile[ra158 + 768u];
+        const float a257 = a_tile[ra158 + 768u + 1u];
+        const float a258 = a_tile[ra158 + 768u + 2u];
+        const float a259 = a_tile[ra158 + 768u + 3u];
+        const float a260 = a_tile[ra158 + 832u];
+        const float a261 = a_tile[ra158 + 832u + 1u];
+        const float a262 = a_tile[ra158 + 832u + 2u];
+        const float a263 = a_tile[ra158 + 832u + 3u];
+        const float b264 = b_tile[rb159 + 768u];
+        const float b265 = b_tile[rb159 + 768u + 1u];
+        const float b266 = b_tile[rb159 + 768u + 2u];
+        const float b267 = b_tile[rb159 + 768u + 3u];
+        const float b268 = b_tile[rb159 + 832u];
+        const float b269 = b_tile[rb159 + 832u + 1u];
+        const float b270 = b_tile[rb159 + 832u + 2u];
+        const float b271 = b_tile[rb159 + 832u + 3u];
+        acc26 = fma(a256, b264, acc26);
+        acc27 = fma(a256, b265, acc27);
+        acc28 = fma(a256, b266, acc28);
+        acc29 = fma(a256, b267, acc29);
+        acc30 = fma(a256, b268, acc30);
+        acc31 = fma(a256, b269, acc31);
+        acc32 = fma(a256, b270, acc32);
+        acc33 = fma(a256, b271, acc33);
+        acc34 = fma(a257, b264, acc34);
+        acc35 = fma(a257, b265, acc35);
+        acc36 = fma(a257, b266, acc36);
+        acc37 = fma(a257, b267, acc37);
+        acc38 = fma(a257, b268, acc38);
+        acc39 = fma(a257, b269, acc39);
+        acc40 = fma(a257, b270, acc40);
+        acc41 = fma(a257, b271, acc41);
+        acc42 = fma(a258, b264, acc42);
+        acc43 = fma(a258, b265, acc43);
+        acc44 = fma(a258, b266, acc44);
+        acc45 = fma(a258, b267, acc45);
+        acc46 = fma(a258, b268, acc46);
+        acc47 = fma(a258, b269, acc47);
+        acc48 = fma(a258, b270, acc48);
+        acc49 = fma(a258, b271, acc49);
+        acc50 = fma(a259, b264, acc50);
+        acc51 = fma(a259, b265, acc51);
+        acc52 = fma(a259, b266, acc52);
+        acc53 = fma(a259, b267, acc53);
+        acc54 = fma(a259, b268, acc54);
+        acc55 = fma(a259, b269, acc55);
+        acc56 = fma(a259, b270, acc56);
+        acc57 = fma(a259, b271, acc57);
+        acc58 = fma(a260, b264, acc58);
+        acc59 = fma(a260, b265, acc59);
+        acc60 = fma(a260, b266, acc60);
+        acc61 = fma(a260, b267, acc61);
+        acc62 = fma(a260, b268, acc62);
+        acc63 = fma(a260, b269, acc63);
+        acc64 = fma(a260, b270, acc64);
+        acc65 = fma(a260, b271, acc65);
+        acc66 = fma(a261, b264, acc66);
+        acc67 = fma(a261, b265, acc67);
+        acc68 = fma(a261, b266, acc68);
+        acc69 = fma(a261, b267, acc69);
+        acc70 = fma(a261, b268, acc70);
+        acc71 = fma(a261, b269, acc71);
+        acc72 = fma(a261, b270, acc72);
+        acc73 = fma(a261, b271, acc73);
+        acc74 = fma(a262, b264, acc74);
+        acc75 = fma(a262, b265, acc75);
+        acc76 = fma(a262, b266, acc76);
+        acc77 = fma(a262, b267, acc77);
+        acc78 = fma(a262, b268, acc78);
+        acc79 = fma(a262, b269, acc79);
+        acc80 = fma(a262, b270, acc80);
+        acc81 = fma(a262, b271, acc81);
+        acc82 = fma(a263, b264, acc82);
+        acc83 = fma(a263, b265, acc83);
+        acc84 = fma(a263, b266, acc84);
+        acc85 = fma(a263, b267, acc85);
+        acc86 = fma(a263, b268, acc86);
+        acc87 = fma(a263, b269, acc87);
+        acc88 = fma(a263, b270, acc88);
+        acc89 = fma(a263, b271, acc89);
+        const float a272 = a_tile[ra158 + 896u];
+        const float a273 = a_tile[ra158 + 896u + 1u];
+        const float a274 = a_tile[ra158 + 896u + 2u];
+        const float a275 = a_tile[ra158 + 896u + 3u];
+        const float a276 = a_tile[ra158 + 960u];
+        const float a277 = a_tile[ra158 + 960u + 1u];
+        const float a278 = a_tile[ra158 + 960u + 2u];
+        const float a279 = a_tile[ra158 + 960u + 3u];
+        const float b280 = b_tile[rb159 + 896u];
+        const float b281 = b_tile[rb159 + 896u + 1u];
+        const float b282 = b_tile[rb159 + 896u + 2u];
+        const float b283 = b_tile[rb159 + 896u + 3u];
+        const float b284 = b_tile[rb159 + 960u];
+        const float b285 = b_tile[rb159 + 960u + 1u];
+        const float b286 = b_tile[rb159 + 960u + 2u];
+        const float b287 = b_tile[rb159 + 960u + 3u];
+        acc26 = fma(a272, b280, acc26);
+        acc27 = fma(a272, b281, acc27);
+        acc28 = fma(a272, b282, acc28);
+        acc29 = fma(a272, b283, acc29);
+        acc30 = fma(a272, b284, acc30);
+        acc31 = fma(a272, b285, acc31);
+        acc32 = fma(a272, b286, acc32);
+        acc33 = fma(a272, b287, acc33);
+        acc34 = fma(a273, b280, acc34);
+        acc35 = fma(a273, b281, acc35);
+        acc36 = fma(a273, b282, acc36);
+        acc37 = fma(a273, b283, acc37);
+        acc38 = fma(a273, b284, acc38);
+        acc39 = fma(a273, b285, acc39);
+        acc40 = fma(a273, b286, acc40);
+        acc41 = fma(a273, b287, acc41);
+        acc42 = fma(a274, b280, acc42);
+        acc43 = fma(a274, b281, acc43);
+        acc44 = fma(a274, b282, acc44);
+        acc45 = fma(a274, b283, acc45);
+        acc46 = fma(a274, b284, acc46);
+        acc47 = fma(a274, b285, acc47);
+        acc48 = fma(a274, b286, acc48);
+        acc49 = fma(a274, b287, acc49);
+        acc50 = fma(a275, b280, acc50);
+        acc51 = fma(a275, b281, acc51);
+        acc52 = fma(a275, b282, acc52);
+        acc53 = fma(a275, b283, acc53);
+        acc54 = fma(a275, b284, acc54);
+        acc55 = fma(a275, b285, acc55);
+        acc56 = fma(a275, b286, acc56);
+        acc57 = fma(a275, b287, acc57);
+        acc58 = fma(a276, b280, acc58);
+        acc59 = fma(a276, b281, acc59);
+        acc60 = fma(a276, b282, acc60);
+        acc61 = fma(a276, b283, acc61);
+        acc62 = fma(a276, b284, acc62);
+        acc63 = fma(a276, b285, acc63);
+        acc64 = fma(a276, b286, acc64);
+        acc65 = fma(a276, b287, acc65);
+        acc66 = fma(a277, b280, acc66);
+        acc67 = fma(a277, b281, acc67);
+        acc68 = fma(a277, b282, acc68);
+        acc69 = fma(a277, b283, acc69);
+        acc70 = fma(a277, b284, acc70);
+        acc71 = fma(a277, b285, acc71);
+        acc72 = fma(a277, b286, acc72);
+        acc73 = fma(a277, b287, acc73);
+        acc74 = fma(a278, b280, acc74);
+        acc75 = fma(a278, b281, acc75);
+        acc76 = fma(a278, b282, acc76);
+        acc77 = fma(a278, b283, acc77);
+        acc78 = fma(a278, b284, acc78);
+        acc79 = fma(a278, b285, acc79);
+        acc80 = fma(a278, b286, acc80);
+        acc81 = fma(a278, b287, acc81);
+        acc82 = fma(a279, b280, acc82);
+        acc83 = fma(a279, b281, acc83);
+        acc84 = fma(a279, b282, acc84);
+        acc85 = fma(a279, b283, acc85);
+        acc86 = fma(a279, b284, acc86);
+        acc87 = fma(a279, b285, acc87);
+        acc88 = fma(a279, b286, acc88);
+        acc89 = fma(a279, b287, acc89);
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint kk60 = 0u; kk60 < 16u; kk60 += 1u) {
-            const float a61 = a_tile[lid.y * 16u + kk60];
-            const float a62 = a_tile[(lid.y + 16u) * 16u + kk60];
-            const float a63 = a_tile[(lid.y + 32u) * 16u + kk60];
-            const float a64 = a_tile[(lid.y + 48u) * 16u + kk60];
-            const float b65 = b_tile[kk60 * 64u + lid.x];
-            const float b66 = b_tile[kk60 * 64u + (lid.x + 16u)];
-            const float b67 = b_tile[kk60 * 64u + (lid.x + 32u)];
-            const float b68 = b_tile[kk60 * 64u + (lid.x + 48u)];
-            acc17 = fma(a61, b65, acc17);
-            acc18 = fma(a61, b66, acc18);
-            acc19 = fma(a61, b67, acc19);
-            acc20 = fma(a61, b68, acc20);
-            acc21 = fma(a62, b65, acc21);
-            acc22 = fma(a62, b66, acc22);
-            acc23 = fma(a62, b67, acc23);
-            acc24 = fma(a62, b68, acc24);
-            acc25 = fma(a63, b65, acc25);
-            acc26 = fma(a63, b66, acc26);
-            acc27 = fma(a63, b67, acc27);
-            acc28 = fma(a63, b68, acc28);
-            acc29 = fma(a64, b65, acc29);
-            acc30 = fma(a64, b66, acc30);
-            acc31 = fma(a64, b67, acc31);
-            acc32 = fma(a64, b68, acc32);
-        }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    if ((row7 < u.Q) && (col11 < u.N)) {
-        const uint i69 = ((i16 * u.H + i15) * u.Q + row7) * u.N + col11;
-        out[i69] = acc17;
+    if ((row8 < u.Q) && (col16 < u.N)) {
+        const uint i288 = ((i25 * u.H + i24) * u.Q + row8) * u.N + col16;
+        out[i288] = acc26;
     }
-    if ((row7 < u.Q) && (col12 < u.N)) {
-        const uint i70 = ((i16 * u.H + i15) * u.Q + row7) * u.N + col12;
-        out[i70] = acc18;
+    if ((row8 < u.Q) && (col17 < u.N)) {
+        const uint i289 = ((i25 * u.H + i24) * u.Q + row8) * u.N + col17;
+        out[i289] = acc27;
     }
-    if ((row7 < u.Q) && (col13 < u.N)) {
-        const uint i71 = ((i16 * u.H + i15) * u.Q + row7) * u.N + col13;
-        out[i71] = acc19;
+    if ((row8 < u.Q) && (col18 < u.N)) {
+        const uint i290 = ((i25 * u.H + i24) * u.Q + row8) * u.N + col18;
+        out[i290] = acc28;
     }
-    if ((row7 < u.Q) && (col14 < u.N)) {
-        const uint i72 = ((i16 * u.H + i15) * u.Q + row7) * u.N + col14;
-        out[i72] = acc20;
+    if ((row8 < u.Q) && (col19 < u.N)) {
+        const uint i291 = ((i25 * u.H + i24) * u.Q + row8) * u.N + col19;
+        out[i291] = acc29;
     }
-    if ((row8 < u.Q) && (col11 < u.N)) {
-        const uint i73 = ((i16 * u.H + i15) * u.Q + row8) * u.N + col11;
-        out[i73] = acc21;
+    if ((row8 < u.Q) && (col20 < u.N)) {
+        const uint i292 = ((i25 * u.H + i24) * u.Q + row8) * u.N + col20;
+        out[i292] = acc30;
     }
-    if ((row8 < u.Q) && (col12 < u.N)) {
-        const uint i74 = ((i16 * u.H + i15) * u.Q + row8) * u.N + col12;
-        out[i74] = acc22;
+    if ((row8 < u.Q) && (col21 < u.N)) {
+        const uint i293 = ((i25 * u.H + i24) * u.Q + row8) * u.N + col21;
+        out[i293] = acc31;
     }
-    if ((row8 < u.Q) && (col13 < u.N)) {
-        const uint i75 = ((i16 * u.H + i15) * u.Q + row8) * u.N + col13;
-        out[i75] = acc23;
+    if ((row8 < u.Q) && (col22 < u.N)) {
+        const uint i294 = ((i25 * u.H + i24) * u.Q + row8) * u.N + col22;
+        out[i294] = acc32;
     }
-    if ((row8 < u.Q) && (col14 < u.N)) {
-        const uint i76 = ((i16 * u.H + i15) * u.Q + row8) * u.N + col14;
-        out[i76] = acc24;
+    if ((row8 < u.Q) && (col23 < u.N)) {
+        const uint i295 = ((i25 * u.H + i24) * u.Q + row8) * u.N + col23;
+        out[i295] = acc33;
     }
-    if ((row9 < u.Q) && (col11 < u.N)) {
-        const uint i77 = ((i16 * u.H + i15) * u.Q + row9) * u.N + col11;
-        out[i77] = acc25;
+    if ((row9 < u.Q) && (col16 < u.N)) {
+        const uint i296 = ((i25 * u.H + i24) * u.Q + row9) * u.N + col16;
+        out[i296] = acc34;
     }
-    if ((row9 < u.Q) && (col12 < u.N)) {
-        const uint i78 = ((i16 * u.H + i15) * u.Q + row9) * u.N + col12;
-        out[i78] = acc26;
+    if ((row9 < u.Q) && (col17 < u.N)) {
+        const uint i297 = ((i25 * u.H + i24) * u.Q + row9) * u.N + col17;
+        out[i297] = acc35;
     }
-    if ((row9 < u.Q) && (col13 < u.N)) {
-        const uint i79 = ((i16 * u.H + i15) * u.Q + row9) * u.N + col13;
-        out[i79] = acc27;
+    if ((row9 < u.Q) && (col18 < u.N)) {
+        const uint i298 = ((i25 * u.H + i24) * u.Q + row9) * u.N + col18;
+        out[i298] = acc36;
     }
-    if ((row9 < u.Q) && (col14 < u.N)) {
-        const uint i80 = ((i16 * u.H + i15) * u.Q + row9) * u.N + col14;
-        out[i80] = acc28;
+    if ((row9 < u.Q) && (col19 < u.N)) {
+        const uint i299 = ((i25 * u.H + i24) * u.Q + row9) * u.N + col19;
+        out[i299] = acc37;
     }
-    if ((row10 < u.Q) && (col11 < u.N)) {
-        const uint i81 = ((i16 * u.H + i15) * u.Q + row10) * u.N + col11;
-        out[i81] = acc29;
+    if ((row9 < u.Q) && (col20 < u.N)) {
+        const uint i300 = ((i25 * u.H + i24) * u.Q + row9) * u.N + col20;
+        out[i300] = acc38;
     }
-    if ((row10 < u.Q) && (col12 < u.N)) {
-        const uint i82 = ((i16 * u.H + i15) * u.Q + row10) * u.N + col12;
-        out[i82] = acc30;
+    if ((row9 < u.Q) && (col21 < u.N)) {
+        const uint i301 = ((i25 * u.H + i24) * u.Q + row9) * u.N + col21;
+        out[i301] = acc39;
     }
-    if ((row10 < u.Q) && (col13 < u.N)) {
-        const uint i83 = ((i16 * u.H + i15) * u.Q + row10) * u.N + col13;
-        out[i83] = acc31;
+    if ((row9 < u.Q) && (col22 < u.N)) {
+        const uint i302 = ((i25 * u.H + i24) * u.Q + row9) * u.N + col22;
+        out[i302] = acc40;
     }
-    if ((row10 < u.Q) && (col14 < u.N)) {
-        const uint i84 = ((i16 * u.H + i15) * u.Q + row10) * u.N + col14;
-        out[i84] = acc32;
+    if ((row9 < u.Q) && (col23 < u.N)) {
+        const uint i303 = ((i25 * u.H + i24) * u.Q + row9) * u.N + col23;
+        out[i303] = acc41;
+    }
+    if ((row10 < u.Q) && (col16 < u.N)) {
+        const uint i304 = ((i25 * u.H + i24) * u.Q + row10) * u.N + col16;
+        out[i304] = acc42;
+    }
+    if ((row10 < u.Q) && (col17 < u.N)) {
+        const uint i305 = ((i25 * u.H + i24) * u.Q + row10) * u.N + col17;
+        out[i305] = acc43;
+    }
+    if ((row10 < u.Q) && (col18 < u.N)) {
+        const uint i306 = ((i25 * u.H + i24) * u.Q + row10) * u.N + col18;
+        out[i306] = acc44;
+    }
+    if ((row10 < u.Q) && (col19 < u.N)) {
+        const uint i307 = ((i25 * u.H + i24) * u.Q + row10) * u.N + col19;
+        out[i307] = acc45;
+    }
+    if ((row10 < u.Q) && (col20 < u.N)) {
+        const uint i308 = ((i25 * u.H + i24) * u.Q + row10) * u.N + col20;
+        out[i308] = acc46;
+    }
+    if ((row10 < u.Q) && (col21 < u.N)) {
+        const uint i309 = ((i25 * u.H + i24) * u.Q + row10) * u.N + col21;
+        out[i309] = acc47;
+    }
+    if ((row10 < u.Q) && (col22 < u.N)) {
+        const uint i310 = ((i25 * u.H + i24) * u.Q + row10) * u.N + col22;
+        out[i310] = acc48;
+    }
+    if ((row10 < u.Q) && (col23 < u.N)) {
+        const uint i311 = ((i25 * u.H + i24) * u.Q + row10) * u.N + col23;
+        out[i311] = acc49;
+    }
+    if ((row11 < u.Q) && (col16 < u.N)) {
+        const uint i312 = ((i25 * u.H + i24) * u.Q + row11) * u.N + col16;
+        out[i312] = acc50;
+    }
+    if ((row11 < u.Q) && (col17 < u.N)) {
+        const uint i313 = ((i25 * u.H + i24) * u.Q + row11) * u.N + col17;
+        out[i313] = acc51;
+    }
+    if ((row11 < u.Q) && (col18 < u.N)) {
+        const uint i314 = ((i25 * u.H + i24) * u.Q + row11) * u.N + col18;
+        out[i314] = acc52;
+    }
+    if ((row11 < u.Q) && (col19 < u.N)) {
+        const uint i315 = ((i25 * u.H + i24) * u.Q + row11) * u.N + col19;
+        out[i315] = acc53;
+    }
+    if ((row11 < u.Q) && (col20 < u.N)) {
+        const uint i316 = ((i25 * u.H + i24) * u.Q + row11) * u.N + col20;
+        out[i316] = acc54;
+    }
+    if ((row11 < u.Q) && (col21 < u.N)) {
+        const uint i317 = ((i25 * u.H + i24) * u.Q + row11) * u.N + col21;
+        out[i317] = acc55;
+    }
+    if ((row11 < u.Q) && (col22 < u.N)) {
+        const uint i318 = ((i25 * u.H + i24) * u.Q + row11) * u.N + col22;
+        out[i318] = acc56;
+    }
+    if ((row11 < u.Q) && (col23 < u.N)) {
+        const uint i319 = ((i25 * u.H + i24) * u.Q + row11) * u.N + col23;
+        out[i319] = acc57;
+    }
+    if ((row12 < u.Q) && (col16 < u.N)) {
+        const uint i320 = ((i25 * u.H + i24) * u.Q + row12) * u.N + col16;
+        out[i320] = acc58;
+    }
+    if ((row12 < u.Q) && (col17 < u.N)) {
+        const uint i321 = ((i25 * u.H + i24) * u.Q + row12) * u.N + col17;
+        out[i321] = acc59;
+    }
+    if ((row12 < u.Q) && (col18 < u.N)) {
+        const uint i322 = ((i25 * u.H + i24) * u.Q + row12) * u.N + col18;
+        out[i322] = acc60;
+    }
+    if ((row12 < u.Q) && (col19 < u.N)) {
+        const uint i323 = ((i25 * u.H + i24) * u.Q + row12) * u.N + col19;
+        out[i323] = acc61;
+    }
+    if ((row12 < u.Q) && (col20 < u.N)) {
+        const uint i324 = ((i25 * u.H + i24) * u.Q + row12) * u.N + col20;
+        out[i324] = acc62;
+    }
+    if ((row12 < u.Q) && (col21 < u.N)) {
+        const uint i325 = ((i25 * u.H + i24) * u.Q + row12) * u.N + col21;
+        out[i325] = acc63;
+    }
+    if ((row12 < u.Q) && (col22 < u.N)) {
+        const uint i326 = ((i25 * u.H + i24) * u.Q + row12) * u.N + col22;
+        out[i326] = acc64;
+    }
+    if ((row12 < u.Q) && (col23 < u.N)) {
+        const uint i327 = ((i25 * u.H + i24) * u.Q + row12) * u.N + col23;
+        out[i327] = acc65;
+    }
+    if ((row13 < u.Q) && (col16 < u.N)) {
+        const uint i328 = ((i25 * u.H + i24) * u.Q + row13) * u.N + col16;
+        out[i328] = acc66;
+    }
+    if ((row13 < u.Q) && (col17 < u.N)) {
+        const uint i329 = ((i25 * u.H + i24) * u.Q + row13) * u.N + col17;
+        out[i329] = acc67;
+    }
+    if ((row13 < u.Q) && (col18 < u.N)) {
+        const uint i330 = ((i25 * u.H + i24) * u.Q + row13) * u.N + col18;
+        out[i330] = acc68;
+    }
+    if ((row13 < u.Q) && (col19 < u.N)) {
+        const uint i331 = ((i25 * u.H + i24) * u.Q + row13) * u.N + col19;
+        out[i331] = acc69;
+    }
+    if ((row13 < u.Q) && (col20 < u.N)) {
+        const uint i332 = ((i25 * u.H + i24) * u.Q + row13) * u.N + col20;
+        out[i332] = acc70;
+    }
+    if ((row13 < u.Q) && (col21 < u.N)) {
+        const uint i333 = ((i25 * u.H + i24) * u.Q + row13) * u.N + col21;
+        out[i333] = acc71;
+    }
+    if ((row13 < u.Q) && (col22 < u.N)) {
+        const uint i334 = ((i25 * u.H + i24) * u.Q + row13) * u.N + col22;
+        out[i334] = acc72;
+    }
+    if ((row13 < u.Q) && (col23 < u.N)) {
+        const uint i335 = ((i25 * u.H + i24) * u.Q + row13) * u.N + col23;
+        out[i335] = acc73;
+    }
+    if ((row14 < u.Q) && (col16 < u.N)) {
+        const uint i336 = ((i25 * u.H + i24) * u.Q + row14) * u.N + col16;
+        out[i336] = acc74;
+    }
+    if ((row14 < u.Q) && (col17 < u.N)) {
+        const uint i337 = ((i25 * u.H + i24) * u.Q + row14) * u.N + col17;
+        out[i337] = acc75;
+    }
+    if ((row14 < u.Q) && (col18 < u.N)) {
+        const uint i338 = ((i25 * u.H + i24) * u.Q + row14) * u.N + col18;
+        out[i338] = acc76;
+    }
+    if ((row14 < u.Q) && (col19 < u.N)) {
+        const uint i339 = ((i25 * u.H + i24) * u.Q + row14) * u.N + col19;
+        out[i339] = acc77;
+    }
+    if ((row14 < u.Q) && (col20 < u.N)) {
+        const uint i340 = ((i25 * u.H + i24) * u.Q + row14) * u.N + col20;
+        out[i340] = acc78;
+    }
+    if ((row14 < u.Q) && (col21 < u.N)) {
+        const uint i341 = ((i25 * u.H + i24) * u.Q + row14) * u.N + col21;
+        out[i341] = acc79;
+    }
+    if ((row14 < u.Q) && (col22 < u.N)) {
+        const uint i342 = ((i25 * u.H + i24) * u.Q + row14) * u.N + col22;
+        out[i342] = acc80;
+    }
+    if ((row14 < u.Q) && (col23 < u.N)) {
+        const uint i343 = ((i25 * u.H + i24) * u.Q + row14) * u.N + col23;
+        out[i343] = acc81;
+    }
+    if ((row15 < u.Q) && (col16 < u.N)) {
+        const uint i344 = ((i25 * u.H + i24) * u.Q + row15) * u.N + col16;
+        out[i344] = acc82;
+    }
+    if ((row15 < u.Q) && (col17 < u.N)) {
+        const uint i345 = ((i25 * u.H + i24) * u.Q + row15) * u.N + col17;
+        out[i345] = acc83;
+    }
+    if ((row15 < u.Q) && (col18 < u.N)) {
+        const uint i346 = ((i25 * u.H + i24) * u.Q + row15) * u.N + col18;
+        out[i346] = acc84;
+    }
+    if ((row15 < u.Q) && (col19 < u.N)) {
+        const uint i347 = ((i25 * u.H + i24) * u.Q + row15) * u.N + col19;
+        out[i347] = acc85;
+    }
+    if ((row15 < u.Q) && (col20 < u.N)) {
+        const uint i348 = ((i25 * u.H + i24) * u.Q + row15) * u.N + col20;
+        out[i348] = acc86;
+    }
+    if ((row15 < u.Q) && (col21 < u.N)) {
+        const uint i349 = ((i25 * u.H + i24) * u.Q + row15) * u.N + col21;
+        out[i349] = acc87;
+    }
+    if ((row15 < u.Q) && (col22 < u.N)) {
+        const uint i350 = ((i25 * u.H + i24) * u.Q + row15) * u.N + col22;
+        out[i350] = acc88;
+    }
+    if ((row15 < u.Q) && (col23 < u.N)) {
+        const uint i351 = ((i25 * u.H + i24) * u.Q + row15) * u.N + col23;
+        out[i351] = acc89;
     }
 }

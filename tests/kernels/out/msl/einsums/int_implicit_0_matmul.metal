@@ -17,33 +17,33 @@ kernel void int_implicit_0_matmul(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup int a_tile[1024];
-    threadgroup int b_tile[1024];
+    threadgroup int a_tile[2048];
+    threadgroup int b_tile[2048];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.N + 64u - 1u) >> 6u) * ((u.M + 64u - 1u) >> 6u)) {
+    if (g0 >= ((u.N + 128u - 1u) >> 7u) * ((u.M + 128u - 1u) >> 7u)) {
         return;
     }
-    const uint tile1 = g0 % ((u.M + 64u - 1u) >> 6u);
-    const uint tile2 = g0 / ((u.M + 64u - 1u) >> 6u);
-    const uint row3 = tile2 * 64u;
-    const uint col4 = tile1 * 64u;
-    const uint row5 = row3 + lid.y;
-    const uint row6 = row3 + (lid.y + 16u);
-    const uint row7 = row3 + (lid.y + 32u);
-    const uint row8 = row3 + (lid.y + 48u);
-    const uint col9 = col4 + lid.x;
-    const uint col10 = col4 + (lid.x + 16u);
-    const uint col11 = col4 + (lid.x + 32u);
-    const uint col12 = col4 + (lid.x + 48u);
-    int acc13 = 0;
-    int acc14 = 0;
-    int acc15 = 0;
-    int acc16 = 0;
-    int acc17 = 0;
-    int acc18 = 0;
-    int acc19 = 0;
-    int acc20 = 0;
-    int acc21 = 0;
+    const uint tile1 = g0 % ((u.M + 128u - 1u) >> 7u);
+    const uint tile2 = g0 / ((u.M + 128u - 1u) >> 7u);
+    const uint t3 = lid.y * 16u + lid.x;
+    const uint row4 = tile2 * 128u;
+    const uint col5 = tile1 * 128u;
+    const uint row6 = row4 + lid.y * 4u;
+    const uint row7 = row4 + (lid.y * 4u + 1u);
+    const uint row8 = row4 + (lid.y * 4u + 2u);
+    const uint row9 = row4 + (lid.y * 4u + 3u);
+    const uint row10 = row4 + (lid.y * 4u + 64u);
+    const uint row11 = row4 + (lid.y * 4u + 65u);
+    const uint row12 = row4 + (lid.y * 4u + 66u);
+    const uint row13 = row4 + (lid.y * 4u + 67u);
+    const uint col14 = col5 + lid.x * 4u;
+    const uint col15 = col5 + (lid.x * 4u + 1u);
+    const uint col16 = col5 + (lid.x * 4u + 2u);
+    const uint col17 = col5 + (lid.x * 4u + 3u);
+    const uint col18 = col5 + (lid.x * 4u + 64u);
+    const uint col19 = col5 + (lid.x * 4u + 65u);
+    const uint col20 = col5 + (lid.x * 4u + 66u);
+    const uint col21 = col5 + (lid.x * 4u + 67u);
     int acc22 = 0;
     int acc23 = 0;
     int acc24 = 0;
@@ -51,172 +51,1149 @@ kernel void int_implicit_0_matmul(
     int acc26 = 0;
     int acc27 = 0;
     int acc28 = 0;
-    for (uint k0_29 = 0u; k0_29 < u.K; k0_29 += 16u) {
-        const uint ka30 = k0_29 + lid.x;
-        const uint kb31 = k0_29 + lid.y;
-        int x32 = 0;
-        if ((row5 < u.N) && (ka30 < u.K)) {
-            const uint i33 = row5 * u.K + ka30;
-            const int v34 = a[i33];
-            x32 = v34;
+    int acc29 = 0;
+    int acc30 = 0;
+    int acc31 = 0;
+    int acc32 = 0;
+    int acc33 = 0;
+    int acc34 = 0;
+    int acc35 = 0;
+    int acc36 = 0;
+    int acc37 = 0;
+    int acc38 = 0;
+    int acc39 = 0;
+    int acc40 = 0;
+    int acc41 = 0;
+    int acc42 = 0;
+    int acc43 = 0;
+    int acc44 = 0;
+    int acc45 = 0;
+    int acc46 = 0;
+    int acc47 = 0;
+    int acc48 = 0;
+    int acc49 = 0;
+    int acc50 = 0;
+    int acc51 = 0;
+    int acc52 = 0;
+    int acc53 = 0;
+    int acc54 = 0;
+    int acc55 = 0;
+    int acc56 = 0;
+    int acc57 = 0;
+    int acc58 = 0;
+    int acc59 = 0;
+    int acc60 = 0;
+    int acc61 = 0;
+    int acc62 = 0;
+    int acc63 = 0;
+    int acc64 = 0;
+    int acc65 = 0;
+    int acc66 = 0;
+    int acc67 = 0;
+    int acc68 = 0;
+    int acc69 = 0;
+    int acc70 = 0;
+    int acc71 = 0;
+    int acc72 = 0;
+    int acc73 = 0;
+    int acc74 = 0;
+    int acc75 = 0;
+    int acc76 = 0;
+    int acc77 = 0;
+    int acc78 = 0;
+    int acc79 = 0;
+    int acc80 = 0;
+    int acc81 = 0;
+    int acc82 = 0;
+    int acc83 = 0;
+    int acc84 = 0;
+    int acc85 = 0;
+    const uint ak86 = t3 & 7u;
+    const uint am87 = t3 >> 3u;
+    const uint ar88 = row4 + am87;
+    const uint ar89 = row4 + (am87 + 32u);
+    const uint ar90 = row4 + (am87 + 64u);
+    const uint ar91 = row4 + (am87 + 96u);
+    const uint ab92 = ar88 * u.K;
+    const uint ab93 = ar89 * u.K;
+    const uint ab94 = ar90 * u.K;
+    const uint ab95 = ar91 * u.K;
+    const bool aok96 = ar88 < u.N;
+    const bool aok97 = ar89 < u.N;
+    const bool aok98 = ar90 < u.N;
+    const bool aok99 = ar91 < u.N;
+    const uint as100 = ak86 * 128u + am87;
+    const uint bk101 = t3 >> 7u;
+    const uint bn102 = col5 + (t3 & 127u);
+    const bool bok103 = bn102 < u.M;
+    const uint bs104 = 2u * u.M;
+    const uint bs105 = 4u * u.M;
+    const uint bs106 = 6u * u.M;
+    const bool kok107 = ak86 < u.K;
+    if (aok96 && kok107) {
+        a_tile[as100] = a[ab92 + ak86];
+    } else {
+        a_tile[as100] = 0;
+    }
+    if (aok97 && kok107) {
+        a_tile[as100 + 32u] = a[ab93 + ak86];
+    } else {
+        a_tile[as100 + 32u] = 0;
+    }
+    if (aok98 && kok107) {
+        a_tile[as100 + 64u] = a[ab94 + ak86];
+    } else {
+        a_tile[as100 + 64u] = 0;
+    }
+    if (aok99 && kok107) {
+        a_tile[as100 + 96u] = a[ab95 + ak86];
+    } else {
+        a_tile[as100 + 96u] = 0;
+    }
+    const uint bi112 = bk101 * u.M + bn102;
+    if ((bk101 < u.K) && bok103) {
+        b_tile[t3] = b[bi112];
+    } else {
+        b_tile[t3] = 0;
+    }
+    const uint kb114 = bk101 + 2u;
+    if ((kb114 < u.K) && bok103) {
+        b_tile[t3 + 256u] = b[bi112 + bs104];
+    } else {
+        b_tile[t3 + 256u] = 0;
+    }
+    const uint kb116 = bk101 + 4u;
+    if ((kb116 < u.K) && bok103) {
+        b_tile[t3 + 512u] = b[bi112 + bs105];
+    } else {
+        b_tile[t3 + 512u] = 0;
+    }
+    const uint kb118 = bk101 + 6u;
+    if ((kb118 < u.K) && bok103) {
+        b_tile[t3 + 768u] = b[bi112 + bs106];
+    } else {
+        b_tile[t3 + 768u] = 0;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint ly120 = lid.y * 4u;
+    const uint lx121 = lid.x * 4u;
+    for (uint k0_122 = 0u; k0_122 < u.K; k0_122 += 8u) {
+        const uint cur123 = (k0_122 << 7u) & 1024u;
+        const uint nxt124 = cur123 ^ 1024u;
+        const uint kn125 = k0_122 + 8u;
+        if (kn125 < u.K) {
+            const uint ka126 = kn125 + ak86;
+            const bool kok127 = ka126 < u.K;
+            const uint sa128 = nxt124 + as100;
+            if (aok96 && kok127) {
+                a_tile[sa128] = a[ab92 + ka126];
+            } else {
+                a_tile[sa128] = 0;
+            }
+            if (aok97 && kok127) {
+                a_tile[sa128 + 32u] = a[ab93 + ka126];
+            } else {
+                a_tile[sa128 + 32u] = 0;
+            }
+            if (aok98 && kok127) {
+                a_tile[sa128 + 64u] = a[ab94 + ka126];
+            } else {
+                a_tile[sa128 + 64u] = 0;
+            }
+            if (aok99 && kok127) {
+                a_tile[sa128 + 96u] = a[ab95 + ka126];
+            } else {
+                a_tile[sa128 + 96u] = 0;
+            }
+            const uint kb133 = kn125 + bk101;
+            const uint sb134 = nxt124 + t3;
+            const uint bi135 = kb133 * u.M + bn102;
+            if ((kb133 < u.K) && bok103) {
+                b_tile[sb134] = b[bi135];
+            } else {
+                b_tile[sb134] = 0;
+            }
+            const uint kb137 = kb133 + 2u;
+            if ((kb137 < u.K) && bok103) {
+                b_tile[sb134 + 256u] = b[bi135 + bs104];
+            } else {
+                b_tile[sb134 + 256u] = 0;
+            }
+            const uint kb139 = kb133 + 4u;
+            if ((kb139 < u.K) && bok103) {
+                b_tile[sb134 + 512u] = b[bi135 + bs105];
+            } else {
+                b_tile[sb134 + 512u] = 0;
+            }
+            const uint kb141 = kb133 + 6u;
+            if ((kb141 < u.K) && bok103) {
+                b_tile[sb134 + 768u] = b[bi135 + bs106];
+            } else {
+                b_tile[sb134 + 768u] = 0;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x32;
-        int x35 = 0;
-        if ((row6 < u.N) && (ka30 < u.K)) {
-            const uint i36 = row6 * u.K + ka30;
-            const int v37 = a[i36];
-            x35 = v37;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x35;
-        int x38 = 0;
-        if ((row7 < u.N) && (ka30 < u.K)) {
-            const uint i39 = row7 * u.K + ka30;
-            const int v40 = a[i39];
-            x38 = v40;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x38;
-        int x41 = 0;
-        if ((row8 < u.N) && (ka30 < u.K)) {
-            const uint i42 = row8 * u.K + ka30;
-            const int v43 = a[i42];
-            x41 = v43;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x41;
-        int x44 = 0;
-        if ((kb31 < u.K) && (col9 < u.M)) {
-            const uint i45 = kb31 * u.M + col9;
-            const int v46 = b[i45];
-            x44 = v46;
-        }
-        b_tile[lid.y * 64u + lid.x] = x44;
-        int x47 = 0;
-        if ((kb31 < u.K) && (col10 < u.M)) {
-            const uint i48 = kb31 * u.M + col10;
-            const int v49 = b[i48];
-            x47 = v49;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x47;
-        int x50 = 0;
-        if ((kb31 < u.K) && (col11 < u.M)) {
-            const uint i51 = kb31 * u.M + col11;
-            const int v52 = b[i51];
-            x50 = v52;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x50;
-        int x53 = 0;
-        if ((kb31 < u.K) && (col12 < u.M)) {
-            const uint i54 = kb31 * u.M + col12;
-            const int v55 = b[i54];
-            x53 = v55;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x53;
+        const uint ra143 = cur123 + ly120;
+        const uint rb144 = cur123 + lx121;
+        const int a145 = a_tile[ra143];
+        const int a146 = a_tile[ra143 + 1u];
+        const int a147 = a_tile[ra143 + 2u];
+        const int a148 = a_tile[ra143 + 3u];
+        const int a149 = a_tile[ra143 + 64u];
+        const int a150 = a_tile[ra143 + 64u + 1u];
+        const int a151 = a_tile[ra143 + 64u + 2u];
+        const int a152 = a_tile[ra143 + 64u + 3u];
+        const int b153 = b_tile[rb144];
+        const int b154 = b_tile[rb144 + 1u];
+        const int b155 = b_tile[rb144 + 2u];
+        const int b156 = b_tile[rb144 + 3u];
+        const int b157 = b_tile[rb144 + 64u];
+        const int b158 = b_tile[rb144 + 64u + 1u];
+        const int b159 = b_tile[rb144 + 64u + 2u];
+        const int b160 = b_tile[rb144 + 64u + 3u];
+        acc22 = int(uint(acc22) + uint(int(uint(a145) * uint(b153))));
+        acc23 = int(uint(acc23) + uint(int(uint(a145) * uint(b154))));
+        acc24 = int(uint(acc24) + uint(int(uint(a145) * uint(b155))));
+        acc25 = int(uint(acc25) + uint(int(uint(a145) * uint(b156))));
+        acc26 = int(uint(acc26) + uint(int(uint(a145) * uint(b157))));
+        acc27 = int(uint(acc27) + uint(int(uint(a145) * uint(b158))));
+        acc28 = int(uint(acc28) + uint(int(uint(a145) * uint(b159))));
+        acc29 = int(uint(acc29) + uint(int(uint(a145) * uint(b160))));
+        acc30 = int(uint(acc30) + uint(int(uint(a146) * uint(b153))));
+        acc31 = int(uint(acc31) + uint(int(uint(a146) * uint(b154))));
+        acc32 = int(uint(acc32) + uint(int(uint(a146) * uint(b155))));
+        acc33 = int(uint(acc33) + uint(int(uint(a146) * uint(b156))));
+        acc34 = int(uint(acc34) + uint(int(uint(a146) * uint(b157))));
+        acc35 = int(uint(acc35) + uint(int(uint(a146) * uint(b158))));
+        acc36 = int(uint(acc36) + uint(int(uint(a146) * uint(b159))));
+        acc37 = int(uint(acc37) + uint(int(uint(a146) * uint(b160))));
+        acc38 = int(uint(acc38) + uint(int(uint(a147) * uint(b153))));
+        acc39 = int(uint(acc39) + uint(int(uint(a147) * uint(b154))));
+        acc40 = int(uint(acc40) + uint(int(uint(a147) * uint(b155))));
+        acc41 = int(uint(acc41) + uint(int(uint(a147) * uint(b156))));
+        acc42 = int(uint(acc42) + uint(int(uint(a147) * uint(b157))));
+        acc43 = int(uint(acc43) + uint(int(uint(a147) * uint(b158))));
+        acc44 = int(uint(acc44) + uint(int(uint(a147) * uint(b159))));
+        acc45 = int(uint(acc45) + uint(int(uint(a147) * uint(b160))));
+        acc46 = int(uint(acc46) + uint(int(uint(a148) * uint(b153))));
+        acc47 = int(uint(acc47) + uint(int(uint(a148) * uint(b154))));
+        acc48 = int(uint(acc48) + uint(int(uint(a148) * uint(b155))));
+        acc49 = int(uint(acc49) + uint(int(uint(a148) * uint(b156))));
+        acc50 = int(uint(acc50) + uint(int(uint(a148) * uint(b157))));
+        acc51 = int(uint(acc51) + uint(int(uint(a148) * uint(b158))));
+        acc52 = int(uint(acc52) + uint(int(uint(a148) * uint(b159))));
+        acc53 = int(uint(acc53) + uint(int(uint(a148) * uint(b160))));
+        acc54 = int(uint(acc54) + uint(int(uint(a149) * uint(b153))));
+        acc55 = int(uint(acc55) + uint(int(uint(a149) * uint(b154))));
+        acc56 = int(uint(acc56) + uint(int(uint(a149) * uint(b155))));
+        acc57 = int(uint(acc57) + uint(int(uint(a149) * uint(b156))));
+        acc58 = int(uint(acc58) + uint(int(uint(a149) * uint(b157))));
+        acc59 = int(uint(acc59) + uint(int(uint(a149) * uint(b158))));
+        acc60 = int(uint(acc60) + uint(int(uint(a149) * uint(b159))));
+        acc61 = int(uint(acc61) + uint(int(uint(a149) * uint(b160))));
+        acc62 = int(uint(acc62) + uint(int(uint(a150) * uint(b153))));
+        acc63 = int(uint(acc63) + uint(int(uint(a150) * uint(b154))));
+        acc64 = int(uint(acc64) + uint(int(uint(a150) * uint(b155))));
+        acc65 = int(uint(acc65) + uint(int(uint(a150) * uint(b156))));
+        acc66 = int(uint(acc66) + uint(int(uint(a150) * uint(b157))));
+        acc67 = int(uint(acc67) + uint(int(uint(a150) * uint(b158))));
+        acc68 = int(uint(acc68) + uint(int(uint(a150) * uint(b159))));
+        acc69 = int(uint(acc69) + uint(int(uint(a150) * uint(b160))));
+        acc70 = int(uint(acc70) + uint(int(uint(a151) * uint(b153))));
+        acc71 = int(uint(acc71) + uint(int(uint(a151) * uint(b154))));
+        acc72 = int(uint(acc72) + uint(int(uint(a151) * uint(b155))));
+        acc73 = int(uint(acc73) + uint(int(uint(a151) * uint(b156))));
+        acc74 = int(uint(acc74) + uint(int(uint(a151) * uint(b157))));
+        acc75 = int(uint(acc75) + uint(int(uint(a151) * uint(b158))));
+        acc76 = int(uint(acc76) + uint(int(uint(a151) * uint(b159))));
+        acc77 = int(uint(acc77) + uint(int(uint(a151) * uint(b160))));
+        acc78 = int(uint(acc78) + uint(int(uint(a152) * uint(b153))));
+        acc79 = int(uint(acc79) + uint(int(uint(a152) * uint(b154))));
+        acc80 = int(uint(acc80) + uint(int(uint(a152) * uint(b155))));
+        acc81 = int(uint(acc81) + uint(int(uint(a152) * uint(b156))));
+        acc82 = int(uint(acc82) + uint(int(uint(a152) * uint(b157))));
+        acc83 = int(uint(acc83) + uint(int(uint(a152) * uint(b158))));
+        acc84 = int(uint(acc84) + uint(int(uint(a152) * uint(b159))));
+        acc85 = int(uint(acc85) + uint(int(uint(a152) * uint(b160))));
+        const int a161 = a_tile[ra143 + 128u];
+        const int a162 = a_tile[ra143 + 128u + 1u];
+        const int a163 = a_tile[ra143 + 128u + 2u];
+        const int a164 = a_tile[ra143 + 128u + 3u];
+        const int a165 = a_tile[ra143 + 192u];
+        const int a166 = a_tile[ra143 + 192u + 1u];
+        const int a167 = a_tile[ra143 + 192u + 2u];
+        const int a168 = a_tile[ra143 + 192u + 3u];
+        const int b169 = b_tile[rb144 + 128u];
+        const int b170 = b_tile[rb144 + 128u + 1u];
+        const int b171 = b_tile[rb144 + 128u + 2u];
+        const int b172 = b_tile[rb144 + 128u + 3u];
+        const int b173 = b_tile[rb144 + 192u];
+        const int b174 = b_tile[rb144 + 192u + 1u];
+        const int b175 = b_tile[rb144 + 192u + 2u];
+        const int b176 = b_tile[rb144 + 192u + 3u];
+        acc22 = int(uint(acc22) + uint(int(uint(a161) * uint(b169))));
+        acc23 = int(uint(acc23) + uint(int(uint(a161) * uint(b170))));
+        acc24 = int(uint(acc24) + uint(int(uint(a161) * uint(b171))));
+        acc25 = int(uint(acc25) + uint(int(uint(a161) * uint(b172))));
+        acc26 = int(uint(acc26) + uint(int(uint(a161) * uint(b173))));
+        acc27 = int(uint(acc27) + uint(int(uint(a161) * uint(b174))));
+        acc28 = int(uint(acc28) + uint(int(uint(a161) * uint(b175))));
+        acc29 = int(uint(acc29) + uint(int(uint(a161) * uint(b176))));
+        acc30 = int(uint(acc30) + uint(int(uint(a162) * uint(b169))));
+        acc31 = int(uint(acc31) + uint(int(uint(a162) * uint(b170))));
+        acc32 = int(uint(acc32) + uint(int(uint(a162) * uint(b171))));
+        acc33 = int(uint(acc33) + uint(int(uint(a162) * uint(b172))));
+        acc34 = int(uint(acc34) + uint(int(uint(a162) * uint(b173))));
+        acc35 = int(uint(acc35) + uint(int(uint(a162) * uint(b174))));
+        acc36 = int(uint(acc36) + uint(int(uint(a162) * uint(b175))));
+        acc37 = int(uint(acc37) + uint(int(uint(a162) * uint(b176))));
+        acc38 = int(uint(acc38) + uint(int(uint(a163) * uint(b169))));
+        acc39 = int(uint(acc39) + uint(int(uint(a163) * uint(b170))));
+        acc40 = int(uint(acc40) + uint(int(uint(a163) * uint(b171))));
+        acc41 = int(uint(acc41) + uint(int(uint(a163) * uint(b172))));
+        acc42 = int(uint(acc42) + uint(int(uint(a163) * uint(b173))));
+        acc43 = int(uint(acc43) + uint(int(uint(a163) * uint(b174))));
+        acc44 = int(uint(acc44) + uint(int(uint(a163) * uint(b175))));
+        acc45 = int(uint(acc45) + uint(int(uint(a163) * uint(b176))));
+        acc46 = int(uint(acc46) + uint(int(uint(a164) * uint(b169))));
+        acc47 = int(uint(acc47) + uint(int(uint(a164) * uint(b170))));
+        acc48 = int(uint(acc48) + uint(int(uint(a164) * uint(b171))));
+        acc49 = int(uint(acc49) + uint(int(uint(a164) * uint(b172))));
+        acc50 = int(uint(acc50) + uint(int(uint(a164) * uint(b173))));
+        acc51 = int(uint(acc51) + uint(int(uint(a164) * uint(b174))));
+        acc52 = int(uint(acc52) + uint(int(uint(a164) * uint(b175))));
+        acc53 = int(uint(acc53) + uint(int(uint(a164) * uint(b176))));
+        acc54 = int(uint(acc54) + uint(int(uint(a165) * uint(b169))));
+        acc55 = int(uint(acc55) + uint(int(uint(a165) * uint(b170))));
+        acc56 = int(uint(acc56) + uint(int(uint(a165) * uint(b171))));
+        acc57 = int(uint(acc57) + uint(int(uint(a165) * uint(b172))));
+        acc58 = int(uint(acc58) + uint(int(uint(a165) * uint(b173))));
+        acc59 = int(uint(acc59) + uint(int(uint(a165) * uint(b174))));
+        acc60 = int(uint(acc60) + uint(int(uint(a165) * uint(b175))));
+        acc61 = int(uint(acc61) + uint(int(uint(a165) * uint(b176))));
+        acc62 = int(uint(acc62) + uint(int(uint(a166) * uint(b169))));
+        acc63 = int(uint(acc63) + uint(int(uint(a166) * uint(b170))));
+        acc64 = int(uint(acc64) + uint(int(uint(a166) * uint(b171))));
+        acc65 = int(uint(acc65) + uint(int(uint(a166) * uint(b172))));
+        acc66 = int(uint(acc66) + uint(int(uint(a166) * uint(b173))));
+        acc67 = int(uint(acc67) + uint(int(uint(a166) * uint(b174))));
+        acc68 = int(uint(acc68) + uint(int(uint(a166) * uint(b175))));
+        acc69 = int(uint(acc69) + uint(int(uint(a166) * uint(b176))));
+        acc70 = int(uint(acc70) + uint(int(uint(a167) * uint(b169))));
+        acc71 = int(uint(acc71) + uint(int(uint(a167) * uint(b170))));
+        acc72 = int(uint(acc72) + uint(int(uint(a167) * uint(b171))));
+        acc73 = int(uint(acc73) + uint(int(uint(a167) * uint(b172))));
+        acc74 = int(uint(acc74) + uint(int(uint(a167) * uint(b173))));
+        acc75 = int(uint(acc75) + uint(int(uint(a167) * uint(b174))));
+        acc76 = int(uint(acc76) + uint(int(uint(a167) * uint(b175))));
+        acc77 = int(uint(acc77) + uint(int(uint(a167) * uint(b176))));
+        acc78 = int(uint(acc78) + uint(int(uint(a168) * uint(b169))));
+        acc79 = int(uint(acc79) + uint(int(uint(a168) * uint(b170))));
+        acc80 = int(uint(acc80) + uint(int(uint(a168) * uint(b171))));
+        acc81 = int(uint(acc81) + uint(int(uint(a168) * uint(b172))));
+        acc82 = int(uint(acc82) + uint(int(uint(a168) * uint(b173))));
+        acc83 = int(uint(acc83) + uint(int(uint(a168) * uint(b174))));
+        acc84 = int(uint(acc84) + uint(int(uint(a168) * uint(b175))));
+        acc85 = int(uint(acc85) + uint(int(uint(a168) * uint(b176))));
+        const int a177 = a_tile[ra143 + 256u];
+        const int a178 = a_tile[ra143 + 256u + 1u];
+        const int a179 = a_tile[ra143 + 256u + 2u];
+        const int a180 = a_tile[ra143 + 256u + 3u];
+        const int a181 = a_tile[ra143 + 320u];
+        const int a182 = a_tile[ra143 + 320u + 1u];
+        const int a183 = a_tile[ra143 + 320u + 2u];
+        const int a184 = a_tile[ra143 + 320u + 3u];
+        const int b185 = b_tile[rb144 + 256u];
+        const int b186 = b_tile[rb144 + 256u + 1u];
+        const int b187 = b_tile[rb144 + 256u + 2u];
+        const int b188 = b_tile[rb144 + 256u + 3u];
+        const int b189 = b_tile[rb144 + 320u];
+        const int b190 = b_tile[rb144 + 320u + 1u];
+        const int b191 = b_tile[rb144 + 320u + 2u];
+        const int b192 = b_tile[rb144 + 320u + 3u];
+        acc22 = int(uint(acc22) + uint(int(uint(a177) * uint(b185))));
+        acc23 = int(uint(acc23) + uint(int(uint(a177) * uint(b186))));
+        acc24 = int(uint(acc24) + uint(int(uint(a177) * uint(b187))));
+        acc25 = int(uint(acc25) + uint(int(uint(a177) * uint(b188))));
+        acc26 = int(uint(acc26) + uint(int(uint(a177) * uint(b189))));
+        acc27 = int(uint(acc27) + uint(int(uint(a177) * uint(b190))));
+        acc28 = int(uint(acc28) + uint(int(uint(a177) * uint(b191))));
+        acc29 = int(uint(acc29) + uint(int(uint(a177) * uint(b192))));
+        acc30 = int(uint(acc30) + uint(int(uint(a178) * uint(b185))));
+        acc31 = int(uint(acc31) + uint(int(uint(a178) * uint(b186))));
+        acc32 = int(uint(acc32) + uint(int(uint(a178) * uint(b187))));
+        acc33 = int(uint(acc33) + uint(int(uint(a178) * uint(b188))));
+        acc34 = int(uint(acc34) + uint(int(uint(a178) * uint(b189))));
+        acc35 = int(uint(acc35) + uint(int(uint(a178) * uint(b190))));
+        acc36 = int(uint(acc36) + uint(int(uint(a178) * uint(b191))));
+        acc37 = int(uint(acc37) + uint(int(uint(a178) * uint(b192))));
+        acc38 = int(uint(acc38) + uint(int(uint(a179) * uint(b185))));
+        acc39 = int(uint(acc39) + uint(int(uint(a179) * uint(b186))));
+        acc40 = int(uint(acc40) + uint(int(uint(a179) * uint(b187))));
+        acc41 = int(uint(acc41) + uint(int(uint(a179) * uint(b188))));
+        acc42 = int(uint(acc42) + uint(int(uint(a179) * uint(b189))));
+        acc43 = int(uint(acc43) + uint(int(uint(a179) * uint(b190))));
+        acc44 = int(uint(acc44) + uint(int(uint(a179) * uint(b191))));
+        acc45 = int(uint(acc45) + uint(int(uint(a179) * uint(b192))));
+        acc46 = int(uint(acc46) + uint(int(uint(a180) * uint(b185))));
+        acc47 = int(uint(acc47) + uint(int(uint(a180) * uint(b186))));
+        acc48 = int(uint(acc48) + uint(int(uint(a180) * uint(b187))));
+        acc49 = int(uint(acc49) + uint(int(uint(a180) * uint(b188))));
+        acc50 = int(uint(acc50) + uint(int(uint(a180) * uint(b189))));
+        acc51 = int(uint(acc51) + uint(int(uint(a180) * uint(b190))));
+        acc52 = int(uint(acc52) + uint(int(uint(a180) * uint(b191))));
+        acc53 = int(uint(acc53) + uint(int(uint(a180) * uint(b192))));
+        acc54 = int(uint(acc54) + uint(int(uint(a181) * uint(b185))));
+        acc55 = int(uint(acc55) + uint(int(uint(a181) * uint(b186))));
+        acc56 = int(uint(acc56) + uint(int(uint(a181) * uint(b187))));
+        acc57 = int(uint(acc57) + uint(int(uint(a181) * uint(b188))));
+        acc58 = int(uint(acc58) + uint(int(uint(a181) * uint(b189))));
+        acc59 = int(uint(acc59) + uint(int(uint(a181) * uint(b190))));
+        acc60 = int(uint(acc60) + uint(int(uint(a181) * uint(b191))));
+        acc61 = int(uint(acc61) + uint(int(uint(a181) * uint(b192))));
+        acc62 = int(uint(acc62) + uint(int(uint(a182) * uint(b185))));
+        acc63 = int(uint(acc63) + uint(int(uint(a182) * uint(b186))));
+        acc64 = int(uint(acc64) + uint(int(uint(a182) * uint(b187))));
+        acc65 = int(uint(acc65) + uint(int(uint(a182) * uint(b188))));
+        acc66 = int(uint(acc66) + uint(int(uint(a182) * uint(b189))));
+        acc67 = int(uint(acc67) + uint(int(uint(a182) * uint(b190))));
+        acc68 = int(uint(acc68) + uint(int(uint(a182) * uint(b191))));
+        acc69 = int(uint(acc69) + uint(int(uint(a182) * uint(b192))));
+        acc70 = int(uint(acc70) + uint(int(uint(a183) * uint(b185))));
+        acc71 = int(uint(acc71) + uint(int(uint(a183) * uint(b186))));
+        acc72 = int(uint(acc72) + uint(int(uint(a183) * uint(b187))));
+        acc73 = int(uint(acc73) + uint(int(uint(a183) * uint(b188))));
+        acc74 = int(uint(acc74) + uint(int(uint(a183) * uint(b189))));
+        acc75 = int(uint(acc75) + uint(int(uint(a183) * uint(b190))));
+        acc76 = int(uint(acc76) + uint(int(uint(a183) * uint(b191))));
+        acc77 = int(uint(acc77) + uint(int(uint(a183) * uint(b192))));
+        acc78 = int(uint(acc78) + uint(int(uint(a184) * uint(b185))));
+        acc79 = int(uint(acc79) + uint(int(uint(a184) * uint(b186))));
+        acc80 = int(uint(acc80) + uint(int(uint(a184) * uint(b187))));
+        acc81 = int(uint(acc81) + uint(int(uint(a184) * uint(b188))));
+        acc82 = int(uint(acc82) + uint(int(uint(a184) * uint(b189))));
+        acc83 = int(uint(acc83) + uint(int(uint(a184) * uint(b190))));
+        acc84 = int(uint(acc84) + uint(int(uint(a184) * uint(b191))));
+        acc85 = int(uint(acc85) + uint(int(uint(a184) * uint(b192))));
+        const int a193 = a_tile[ra143 + 384u];
+        const int a194 = a_tile[ra143 + 384u + 1u];
+        const int a195 = a_tile[ra143 + 384u + 2u];
+        const int a196 = a_tile[ra143 + 384u + 3u];
+        const int a197 = a_tile[ra143 + 448u];
+        const int a198 = a_tile[ra143 + 448u + 1u];
+        const int a199 = a_tile[ra143 + 448u + 2u];
+        const int a200 = a_tile[ra143 + 448u + 3u];
+        const int b201 = b_tile[rb144 + 384u];
+        const int b202 = b_tile[rb144 + 384u + 1u];
+        const int b203 = b_tile[rb144 + 384u + 2u];
+        const int b204 = b_tile[rb144 + 384u + 3u];
+        const int b205 = b_tile[rb144 + 448u];
+        const int b206 = b_tile[rb144 + 448u + 1u];
+        const int b207 = b_tile[rb144 + 448u + 2u];
+        const int b208 = b_tile[rb144 + 448u + 3u];
+        acc22 = int(uint(acc22) + uint(int(uint(a193) * uint(b201))));
+        acc23 = int(uint(acc23) + uint(int(uint(a193) * uint(b202))));
+        acc24 = int(uint(acc24) + uint(int(uint(a193) * uint(b203))));
+        acc25 = int(uint(acc25) + uint(int(uint(a193) * uint(b204))));
+        acc26 = int(uint(acc26) + uint(int(uint(a193) * uint(b205))));
+        acc27 = int(uint(acc27) + uint(int(uint(a193) * uint(b206))));
+        acc28 = int(uint(acc28) + uint(int(uint(a193) * uint(b207))));
+        acc29 = int(uint(acc29) + uint(int(uint(a193) * uint(b208))));
+        acc30 = int(uint(acc30) + uint(int(uint(a194) * uint(b201))));
+        acc31 = int(uint(acc31) + uint(int(uint(a194) * uint(b202))));
+        acc32 = int(uint(acc32) + uint(int(uint(a194) * uint(b203))));
+        acc33 = int(uint(acc33) + uint(int(uint(a194) * uint(b204))));
+        acc34 = int(uint(acc34) + uint(int(uint(a194) * uint(b205))));
+        acc35 = int(uint(acc35) + uint(int(uint(a194) * uint(b206))));
+        acc36 = int(uint(acc36) + uint(int(uint(a194) * uint(b207))));
+        acc37 = int(uint(acc37) + uint(int(uint(a194) * uint(b208))));
+        acc38 = int(uint(acc38) + uint(int(uint(a195) * uint(b201))));
+        acc39 = int(uint(acc39) + uint(int(uint(a195) * uint(b202))));
+        acc40 = int(uint(acc40) + uint(int(uint(a195) * uint(b203))));
+        acc41 = int(uint(acc41) + uint(int(uint(a195) * uint(b204))));
+        acc42 = int(uint(acc42) + uint(int(uint(a195) * uint(b205))));
+        acc43 = int(uint(acc43) + uint(int(uint(a195) * uint(b206))));
+        acc44 = int(uint(acc44) + uint(int(uint(a195) * uint(b207))));
+        acc45 = int(uint(acc45) + uint(int(uint(a195) * uint(b208))));
+        acc46 = int(uint(acc46) + uint(int(uint(a196) * uint(b201))));
+        acc47 = int(uint(acc47) + uint(int(uint(a196) * uint(b202))));
+        acc48 = int(uint(acc48) + uint(int(uint(a196) * uint(b203))));
+        acc49 = int(uint(acc49) + uint(int(uint(a196) * uint(b204))));
+        acc50 = int(uint(acc50) + uint(int(uint(a196) * uint(b205))));
+        acc51 = int(uint(acc51) + uint(int(uint(a196) * uint(b206))));
+        acc52 = int(uint(acc52) + uint(int(uint(a196) * uint(b207))));
+        acc53 = int(uint(acc53) + uint(int(uint(a196) * uint(b208))));
+        acc54 = int(uint(acc54) + uint(int(uint(a197) * uint(b201))));
+        acc55 = int(uint(acc55) + uint(int(uint(a197) * uint(b202))));
+        acc56 = int(uint(acc56) + uint(int(uint(a197) * uint(b203))));
+        acc57 = int(uint(acc57) + uint(int(uint(a197) * uint(b204))));
+        acc58 = int(uint(acc58) + uint(int(uint(a197) * uint(b205))));
+        acc59 = int(uint(acc59) + uint(int(uint(a197) * uint(b206))));
+        acc60 = int(uint(acc60) + uint(int(uint(a197) * uint(b207))));
+        acc61 = int(uint(acc61) + uint(int(uint(a197) * uint(b208))));
+        acc62 = int(uint(acc62) + uint(int(uint(a198) * uint(b201))));
+        acc63 = int(uint(acc63) + uint(int(uint(a198) * uint(b202))));
+        acc64 = int(uint(acc64) + uint(int(uint(a198) * uint(b203))));
+        acc65 = int(uint(acc65) + uint(int(uint(a198) * uint(b204))));
+        acc66 = int(uint(acc66) + uint(int(uint(a198) * uint(b205))));
+        acc67 = int(uint(acc67) + uint(int(uint(a198) * uint(b206))));
+        acc68 = int(uint(acc68) + uint(int(uint(a198) * uint(b207))));
+        acc69 = int(uint(acc69) + uint(int(uint(a198) * uint(b208))));
+        acc70 = int(uint(acc70) + uint(int(uint(a199) * uint(b201))));
+        acc71 = int(uint(acc71) + uint(int(uint(a199) * uint(b202))));
+        acc72 = int(uint(acc72) + uint(int(uint(a199) * uint(b203))));
+        acc73 = int(uint(acc73) + uint(int(uint(a199) * uint(b204))));
+        acc74 = int(uint(acc74) + uint(int(uint(a199) * uint(b205))));
+        acc75 = int(uint(acc75) + uint(int(uint(a199) * uint(b206))));
+        acc76 = int(uint(acc76) + uint(int(uint(a199) * uint(b207))));
+        acc77 = int(uint(acc77) + uint(int(uint(a199) * uint(b208))));
+        acc78 = int(uint(acc78) + uint(int(uint(a200) * uint(b201))));
+        acc79 = int(uint(acc79) + uint(int(uint(a200) * uint(b202))));
+        acc80 = int(uint(acc80) + uint(int(uint(a200) * uint(b203))));
+        acc81 = int(uint(acc81) + uint(int(uint(a200) * uint(b204))));
+        acc82 = int(uint(acc82) + uint(int(uint(a200) * uint(b205))));
+        acc83 = int(uint(acc83) + uint(int(uint(a200) * uint(b206))));
+        acc84 = int(uint(acc84) + uint(int(uint(a200) * uint(b207))));
+        acc85 = int(uint(acc85) + uint(int(uint(a200) * uint(b208))));
+        const int a209 = a_tile[ra143 + 512u];
+        const int a210 = a_tile[ra143 + 512u + 1u];
+        const int a211 = a_tile[ra143 + 512u + 2u];
+        const int a212 = a_tile[ra143 + 512u + 3u];
+        const int a213 = a_tile[ra143 + 576u];
+        const int a214 = a_tile[ra143 + 576u + 1u];
+        const int a215 = a_tile[ra143 + 576u + 2u];
+        const int a216 = a_tile[ra143 + 576u + 3u];
+        const int b217 = b_tile[rb144 + 512u];
+        const int b218 = b_tile[rb144 + 512u + 1u];
+        const int b219 = b_tile[rb144 + 512u + 2u];
+        const int b220 = b_tile[rb144 + 512u + 3u];
+        const int b221 = b_tile[rb144 + 576u];
+        const int b222 = b_tile[rb144 + 576u + 1u];
+        const int b223 = b_tile[rb144 + 576u + 2u];
+        const int b224 = b_tile[rb144 + 576u + 3u];
+        acc22 = int(uint(acc22) + uint(int(uint(a209) * uint(b217))));
+        acc23 = int(uint(acc23) + uint(int(uint(a209) * uint(b218))));
+        acc24 = int(uint(acc24) + uint(int(uint(a209) * uint(b219))));
+        acc25 = int(uint(acc25) + uint(int(uint(a209) * uint(b220))));
+        acc26 = int(uint(acc26) + uint(int(uint(a209) * uint(b221))));
+        acc27 = int(uint(acc27) + uint(int(uint(a209) * uint(b222))));
+        acc28 = int(uint(acc28) + uint(int(uint(a209) * uint(b223))));
+        acc29 = int(uint(acc29) + uint(int(uint(a209) * uint(b224))));
+        acc30 = int(uint(acc30) + uint(int(uint(a210) * uint(b217))));
+        acc31 = int(uint(acc31) + uint(int(uint(a210) * uint(b218))));
+        acc32 = int(uint(acc32) + uint(int(uint(a210) * uint(b219))));
+        acc33 = int(uint(acc33) + uint(int(uint(a210) * uint(b220))));
+        acc34 = int(uint(acc34) + uint(int(uint(a210) * uint(b221))));
+        acc35 = int(uint(acc35) + uint(int(uint(a210) * uint(b222))));
+        acc36 = int(uint(acc36) + uint(int(uint(a210) * uint(b223))));
+        acc37 = int(uint(acc37) + uint(int(uint(a210) * uint(b224))));
+        acc38 = int(uint(acc38) + uint(int(uint(a211) * uint(b217))));
+        acc39 = int(uint(acc39) + uint(int(uint(a211) * uint(b218))));
+        acc40 = int(uint(acc40) + uint(int(uint(a211) * uint(b219))));
+        acc41 = int(uint(acc41) + uint(int(uint(a211) * uint(b220))));
+        acc42 = int(uint(acc42) + uint(int(uint(a211) * uint(b221))));
+        acc43 = int(uint(acc43) + uint(int(uint(a211) * uint(b222))));
+        acc44 = int(uint(acc44) + uint(int(uint(a211) * uint(b223))));
+        acc45 = int(uint(acc45) + uint(int(uint(a211) * uint(b224))));
+        acc46 = int(uint(acc46) + uint(int(uint(a212) * uint(b217))));
+        acc47 = int(uint(acc47) + uint(int(uint(a212) * uint(b218))));
+        acc48 = int(uint(acc48) + uint(int(uint(a212) * uint(b219))));
+        acc49 = int(uint(acc49) + uint(int(uint(a212) * uint(b220))));
+        acc50 = int(uint(acc50) + uint(int(uint(a212) * uint(b221))));
+        acc51 = int(uint(acc51) + uint(int(uint(a212) * uint(b222))));
+        acc52 = int(uint(acc52) + uint(int(uint(a212) * uint(b223))));
+        acc53 = int(uint(acc53) + uint(int(uint(a212) * uint(b224))));
+        acc54 = int(uint(acc54) + uint(int(uint(a213) * uint(b217))));
+        acc55 = int(uint(acc55) + uint(int(uint(a213) * uint(b218))));
+        acc56 = int(uint(acc56) + uint(int(uint(a213) * uint(b219))));
+        acc57 = int(uint(acc57) + uint(int(uint(a213) * uint(b220))));
+        acc58 = int(uint(acc58) + uint(int(uint(a213) * uint(b221))));
+        acc59 = int(uint(acc59) + uint(int(uint(a213) * uint(b222))));
+        acc60 = int(uint(acc60) + uint(int(uint(a213) * uint(b223))));
+        acc61 = int(uint(acc61) + uint(int(uint(a213) * uint(b224))));
+        acc62 = int(uint(acc62) + uint(int(uint(a214) * uint(b217))));
+        acc63 = int(uint(acc63) + uint(int(uint(a214) * uint(b218))));
+        acc64 = int(uint(acc64) + uint(int(uint(a214) * uint(b219))));
+        acc65 = int(uint(acc65) + uint(int(uint(a214) * uint(b220))));
+        acc66 = int(uint(acc66) + uint(int(uint(a214) * uint(b221))));
+        acc67 = int(uint(acc67) + uint(int(uint(a214) * uint(b222))));
+        acc68 = int(uint(acc68) + uint(int(uint(a214) * uint(b223))));
+        acc69 = int(uint(acc69) + uint(int(uint(a214) * uint(b224))));
+        acc70 = int(uint(acc70) + uint(int(uint(a215) * uint(b217))));
+        acc71 = int(uint(acc71) + uint(int(uint(a215) * uint(b218))));
+        acc72 = int(uint(acc72) + uint(int(uint(a215) * uint(b219))));
+        acc73 = int(uint(acc73) + uint(int(uint(a215) * uint(b220))));
+        acc74 = int(uint(acc74) + uint(int(uint(a215) * uint(b221))));
+        acc75 = int(uint(acc75) + uint(int(uint(a215) * uint(b222))));
+        acc76 = int(uint(acc76) + uint(int(uint(a215) * uint(b223))));
+        acc77 = int(uint(acc77) + uint(int(uint(a215) * uint(b224))));
+        acc78 = int(uint(acc78) + uint(int(uint(a216) * uint(b217))));
+        acc79 = int(uint(acc79) + uint(int(uint(a216) * uint(b218))));
+        acc80 = int(uint(acc80) + uint(int(uint(a216) * uint(b219))));
+        acc81 = int(uint(acc81) + uint(int(uint(a216) * uint(b220))));
+        acc82 = int(uint(acc82) + uint(int(uint(a216) * uint(b221))));
+        acc83 = int(uint(acc83) + uint(int(uint(a216) * uint(b222))));
+        acc84 = int(uint(acc84) + uint(int(uint(a216) * uint(b223))));
+        acc85 = int(uint(acc85) + uint(int(uint(a216) * uint(b224))));
+        const int a225 = a_tile[ra143 + 640u];
+        const int a226 = a_tile[ra143 + 640u + 1u];
+        const int a227 = a_tile[ra143 + 640u + 2u];
+        const int a228 = a_tile[ra143 + 640u + 3u];
+        const int a229 = a_tile[ra143 + 704u];
+        const int a230 = a_tile[ra143 + 704u + 1u];
+        const int a231 = a_tile[ra143 + 704u + 2u];
+        const int a232 = a_tile[ra143 + 704u + 3u];
+        const int b233 = b_tile[rb144 + 640u];
+        const int b234 = b_tile[rb144 + 640u + 1u];
+        const int b235 = b_tile[rb144 + 640u + 2u];
+        const int b236 = b_tile[rb144 + 640u + 3u];
+        const int b237 = b_tile[rb144 + 704u];
+        const int b238 = b_tile[rb144 + 704u + 1u];
+        const int b239 = b_tile[rb144 + 704u + 2u];
+        const int b240 = b_tile[rb144 + 704u + 3u];
+        acc22 = int(uint(acc22) + uint(int(uint(a225) * uint(b233))));
+        acc23 = int(uint(acc23) + uint(int(uint(a225) * uint(b234))));
+        acc24 = int(uint(acc24) + uint(int(uint(a225) * uint(b235))));
+        acc25 = int(uint(acc25) + uint(int(uint(a225) * uint(b236))));
+        acc26 = int(uint(acc26) + uint(int(uint(a225) * uint(b237))));
+        acc27 = int(uint(acc27) + uint(int(uint(a225) * uint(b238))));
+        acc28 = int(uint(acc28) + uint(int(uint(a225) * uint(b239))));
+        acc29 = int(uint(acc29) + uint(int(uint(a225) * uint(b240))));
+        acc30 = int(uint(acc30) + uint(int(uint(a226) * uint(b233))));
+        acc31 = int(uint(acc31) + uint(int(uint(a226) * uint(b234))));
+        acc32 = int(uint(acc32) + uint(int(uint(a226) * uint(b235))));
+        acc33 = int(uint(acc33) + uint(int(uint(a226) * uint(b236))));
+        acc34 = int(uint(acc34) + uint(int(uint(a226) * uint(b237))));
+        acc35 = int(uint(acc35) + uint(int(uint(a226) * uint(b238))));
+        acc36 = int(uint(acc36) + uint(int(uint(a226) * uint(b239))));
+        acc37 = int(uint(acc37) + uint(int(uint(a226) * uint(b240))));
+        acc38 = int(uint(acc38) + uint(int(uint(a227) * uint(b233))));
+        acc39 = int(uint(acc39) + uint(int(uint(a227) * uint(b234))));
+        acc40 = int(uint(acc40) + uint(int(uint(a227) * uint(b235))));
+        acc41 = int(uint(acc41) + uint(int(uint(a227) * uint(b236))));
+        acc42 = int(uint(acc42) + uint(int(uint(a227) * uint(b237))));
+        acc43 = int(uint(acc43) + uint(int(uint(a227) * uint(b238))));
+        acc44 = int(uint(acc44) + uint(int(uint(a227) * uint(b239))));
+        acc45 = int(uint(acc45) + uint(int(uint(a227) * uint(b240))));
+        acc46 = int(uint(acc46) + uint(int(uint(a228) * uint(b233))));
+        acc47 = int(uint(acc47) + uint(int(uint(a228) * uint(b234))));
+        acc48 = int(uint(acc48) + uint(int(uint(a228) * uint(b235))));
+        acc49 = int(uint(acc49) + uint(int(uint(a228) * uint(b236))));
+        acc50 = int(uint(acc50) + uint(int(uint(a228) * uint(b237))));
+        acc51 = int(uint(acc51) + uint(int(uint(a228) * uint(b238))));
+        acc52 = int(uint(acc52) + uint(int(uint(a228) * uint(b239))));
+        acc53 = int(uint(acc53) + uint(int(uint(a228) * uint(b240))));
+        acc54 = int(uint(acc54) + uint(int(uint(a229) * uint(b233))));
+        acc55 = int(uint(acc55) + uint(int(uint(a229) * uint(b234))));
+        acc56 = int(uint(acc56) + uint(int(uint(a229) * uint(b235))));
+        acc57 = int(uint(acc57) + uint(int(uint(a229) * uint(b236))));
+        acc58 = int(uint(acc58) + uint(int(uint(a229) * uint(b237))));
+        acc59 = int(uint(acc59) + uint(int(uint(a229) * uint(b238))));
+        acc60 = int(uint(acc60) + uint(int(uint(a229) * uint(b239))));
+        acc61 = int(uint(acc61) + uint(int(uint(a229) * uint(b240))));
+        acc62 = int(uint(acc62) + uint(int(uint(a230) * uint(b233))));
+        acc63 = int(uint(acc63) + uint(int(uint(a230) * uint(b234))));
+        acc64 = int(uint(acc64) + uint(int(uint(a230) * uint(b235))));
+        acc65 = int(uint(acc65) + uint(int(uint(a230) * uint(b236))));
+        acc66 = int(uint(acc66) + uint(int(uint(a230) * uint(b237))));
+        acc67 = int(uint(acc67) + uint(int(uint(a230) * uint(b238))));
+        acc68 = int(uint(acc68) + uint(int(uint(a230) * uint(b239))));
+        acc69 = int(uint(acc69) + uint(int(uint(a230) * uint(b240))));
+        acc70 = int(uint(acc70) + uint(int(uint(a231) * uint(b233))));
+        acc71 = int(uint(acc71) + uint(int(uint(a231) * uint(b234))));
+        acc72 = int(uint(acc72) + uint(int(uint(a231) * uint(b235))));
+        acc73 = int(uint(acc73) + uint(int(uint(a231) * uint(b236))));
+        acc74 = int(uint(acc74) + uint(int(uint(a231) * uint(b237))));
+        acc75 = int(uint(acc75) + uint(int(uint(a231) * uint(b238))));
+        acc76 = int(uint(acc76) + uint(int(uint(a231) * uint(b239))));
+        acc77 = int(uint(acc77) + uint(int(uint(a231) * uint(b240))));
+        acc78 = int(uint(acc78) + uint(int(uint(a232) * uint(b233))));
+        acc79 = int(uint(acc79) + uint(int(uint(a232) * uint(b234))));
+        acc80 = int(uint(acc80) + uint(int(uint(a232) * uint(b235))));
+        acc81 = int(uint(acc81) + uint(int(uint(a232) * uint(b236))));
+        acc82 = int(uint(acc82) + uint(int(uint(a232) * uint(b237))));
+        acc83 = int(uint(acc83) + uint(int(uint(a232) * uint(b238))));
+        acc84 = int(uint(acc84) + uint(int(uint(a232) * uint(b239))));
+        acc85 = int(uint(acc85) + uint(int(uint(a232) * uint(b240))));
+        const int a241 = a_tile[ra143 + 768u];
+        const int a242 = a_tile[ra143 + 768u + 1u];
+        const int a243 = a_tile[ra143 + 768u + 2u];
+        const int a244 = a_tile[ra143 + 768u + 3u];
+        const int a245 = a_tile[ra143 + 832u];
+        const int a246 = a_tile[ra143 + 832u + 1u];
+        const int a247 = a_tile[ra143 + 832u + 2u];
+        const int a248 = a_tile[ra143 + 832u + 3u];
+        const int b249 = b_tile[rb144 + 768u];
+        const int b250 = b_tile[rb144 + 768u + 1u];
+        const int b251 = b_tile[rb144 + 768u + 2u];
+        const int b252 = b_tile[rb144 + 768u + 3u];
+        const int b253 = b_tile[rb144 + 832u];
+        const int b254 = b_tile[rb144 + 832u + 1u];
+        const int b255 = b_tile[rb144 + 832u + 2u];
+        const int b256 = b_tile[rb144 + 832u + 3u];
+        acc22 = int(uint(acc22) + uint(int(uint(a241) * uint(b249))));
+        acc23 = int(uint(acc23) + uint(int(uint(a241) * uint(b250))));
+        acc24 = int(uint(acc24) + uint(int(uint(a241) * uint(b251))));
+        acc25 = int(uint(acc25) + uint(int(uint(a241) * uint(b252))));
+        acc26 = int(uint(acc26) + uint(int(uint(a241) * uint(b253))));
+        acc27 = int(uint(acc27) + uint(int(uint(a241) * uint(b254))));
+        acc28 = int(uint(acc28) + uint(int(uint(a241) * uint(b255))));
+        acc29 = int(uint(acc29) + uint(int(uint(a241) * uint(b256))));
+        acc30 = int(uint(acc30) + uint(int(uint(a242) * uint(b249))));
+        acc31 = int(uint(acc31) + uint(int(uint(a242) * uint(b250))));
+        acc32 = int(uint(acc32) + uint(int(uint(a242) * uint(b251))));
+        acc33 = int(uint(acc33) + uint(int(uint(a242) * uint(b252))));
+        acc34 = int(uint(acc34) + uint(int(uint(a242) * uint(b253))));
+        acc35 = int(uint(acc35) + uint(int(uint(a242) * uint(b254))));
+        acc36 = int(uint(acc36) + uint(int(uint(a242) * uint(b255))));
+        acc37 = int(uint(acc37) + uint(int(uint(a242) * uint(b256))));
+        acc38 = int(uint(acc38) + uint(int(uint(a243) * uint(b249))));
+        acc39 = int(uint(acc39) + uint(int(uint(a243) * uint(b250))));
+        acc40 = int(uint(acc40) + uint(int(uint(a243) * uint(b251))));
+        acc41 = int(uint(acc41) + uint(int(uint(a243) * uint(b252))));
+        acc42 = int(uint(acc42) + uint(int(uint(a243) * uint(b253))));
+        acc43 = int(uint(acc43) + uint(int(uint(a243) * uint(b254))));
+        acc44 = int(uint(acc44) + uint(int(uint(a243) * uint(b255))));
+        acc45 = int(uint(acc45) + uint(int(uint(a243) * uint(b256))));
+        acc46 = int(uint(acc46) + uint(int(uint(a244) * uint(b249))));
+        acc47 = int(uint(acc47) + uint(int(uint(a244) * uint(b250))));
+        acc48 = int(uint(acc48) + uint(int(uint(a244) * uint(b251))));
+        acc49 = int(uint(acc49) + uint(int(uint(a244) * uint(b252))));
+        acc50 = int(uint(acc50) + uint(int(uint(a244) * uint(b253))));
+        acc51 = int(uint(acc51) + uint(int(uint(a244) * uint(b254))));
+        acc52 = int(uint(acc52) + uint(int(uint(a244) * uint(b255))));
+        acc53 = int(uint(acc53) + uint(int(uint(a244) * uint(b256))));
+        acc54 = int(uint(acc54) + uint(int(uint(a245) * uint(b249))));
+        acc55 = int(uint(acc55) + uint(int(uint(a245) * uint(b250))));
+        acc56 = int(uint(acc56) + uint(int(uint(a245) * uint(b251))));
+        acc57 = int(uint(acc57) + uint(int(uint(a245) * uint(b252))));
+        acc58 = int(uint(acc58) + uint(int(uint(a245) * uint(b253))));
+        acc59 = int(uint(acc59) + uint(int(uint(a245) * uint(b254))));
+        acc60 = int(uint(acc60) + uint(int(uint(a245) * uint(b255))));
+        acc61 = int(uint(acc61) + uint(int(uint(a245) * uint(b256))));
+        acc62 = int(uint(acc62) + uint(int(uint(a246) * uint(b249))));
+        acc63 = int(uint(acc63) + uint(int(uint(a246) * uint(b250))));
+        acc64 = int(uint(acc64) + uint(int(uint(a246) * uint(b251))));
+        acc65 = int(uint(acc65) + uint(int(uint(a246) * uint(b252))));
+        acc66 = int(uint(acc66) + uint(int(uint(a246) * uint(b253))));
+        acc67 = int(uint(acc67) + uint(int(uint(a246) * uint(b254))));
+        acc68 = int(uint(acc68) + uint(int(uint(a246) * uint(b255))));
+        acc69 = int(uint(acc69) + uint(int(uint(a246) * uint(b256))));
+        acc70 = int(uint(acc70) + uint(int(uint(a247) * uint(b249))));
+        acc71 = int(uint(acc71) + uint(int(uint(a247) * uint(b250))));
+        acc72 = int(uint(acc72) + uint(int(uint(a247) * uint(b251))));
+        acc73 = int(uint(acc73) + uint(int(uint(a247) * uint(b252))));
+        acc74 = int(uint(acc74) + uint(int(uint(a247) * uint(b253))));
+        acc75 = int(uint(acc75) + uint(int(uint(a247) * uint(b254))));
+        acc76 = int(uint(acc76) + uint(int(uint(a247) * uint(b255))));
+        acc77 = int(uint(acc77) + uint(int(uint(a247) * uint(b256))));
+        acc78 = int(uint(acc78) + uint(int(uint(a248) * uint(b249))));
+        acc79 = int(uint(acc79) + uint(int(uint(a248) * uint(b250))));
+        acc80 = int(uint(acc80) + uint(int(uint(a248) * uint(b251))));
+        acc81 = int(uint(acc81) + uint(int(uint(a248) * uint(b252))));
+        acc82 = int(uint(acc82) + uint(int(uint(a248) * uint(b253))));
+        acc83 = int(uint(acc83) + uint(int(uint(a248) * uint(b254))));
+        acc84 = int(uint(acc84) + uint(int(uint(a248) * uint(b255))));
+        acc85 = int(uint(acc85) + uint(int(uint(a248) * uint(b256))));
+        const int a257 = a_tile[ra143 + 896u];
+        const int a258 = a_tile[ra143 + 896u + 1u];
+        const int a259 = a_tile[ra143 + 896u + 2u];
+        const int a260 = a_tile[ra143 + 896u + 3u];
+        const int a261 = a_tile[ra143 + 960u];
+        const int a262 = a_tile[ra143 + 960u + 1u];
+        const int a263 = a_tile[ra143 + 960u + 2u];
+        const int a264 = a_tile[ra143 + 960u + 3u];
+        const int b265 = b_tile[rb144 + 896u];
+        const int b266 = b_tile[rb144 + 896u + 1u];
+        const int b267 = b_tile[rb144 + 896u + 2u];
+        const int b268 = b_tile[rb144 + 896u + 3u];
+        const int b269 = b_tile[rb144 + 960u];
+        const int b270 = b_tile[rb144 + 960u + 1u];
+        const int b271 = b_tile[rb144 + 960u + 2u];
+        const int b272 = b_tile[rb144 + 960u + 3u];
+        acc22 = int(uint(acc22) + uint(int(uint(a257) * uint(b265))));
+        acc23 = int(uint(acc23) + uint(int(uint(a257) * uint(b266))));
+        acc24 = int(uint(acc24) + uint(int(uint(a257) * uint(b267))));
+        acc25 = int(uint(acc25) + uint(int(uint(a257) * uint(b268))));
+        acc26 = int(uint(acc26) + uint(int(uint(a257) * uint(b269))));
+        acc27 = int(uint(acc27) + uint(int(uint(a257) * uint(b270))));
+        acc28 = int(uint(acc28) + uint(int(uint(a257) * uint(b271))));
+        acc29 = int(uint(acc29) + uint(int(uint(a257) * uint(b272))));
+        acc30 = int(uint(acc30) + uint(int(uint(a258) * uint(b265))));
+        acc31 = int(uint(acc31) + uint(int(uint(a258) * uint(b266))));
+        acc32 = int(uint(acc32) + uint(int(uint(a258) * uint(b267))));
+        acc33 = int(uint(acc33) + uint(int(uint(a258) * uint(b268))));
+        acc34 = int(uint(acc34) + uint(int(uint(a258) * uint(b269))));
+        acc35 = int(uint(acc35) + uint(int(uint(a258) * uint(b270))));
+        acc36 = int(uint(acc36) + uint(int(uint(a258) * uint(b271))));
+        acc37 = int(uint(acc37) + uint(int(uint(a258) * uint(b272))));
+        acc38 = int(uint(acc38) + uint(int(uint(a259) * uint(b265))));
+        acc39 = int(uint(acc39) + uint(int(uint(a259) * uint(b266))));
+        acc40 = int(uint(acc40) + uint(int(uint(a259) * uint(b267))));
+        acc41 = int(uint(acc41) + uint(int(uint(a259) * uint(b268))));
+        acc42 = int(uint(acc42) + uint(int(uint(a259) * uint(b269))));
+        acc43 = int(uint(acc43) + uint(int(uint(a259) * uint(b270))));
+        acc44 = int(uint(acc44) + uint(int(uint(a259) * uint(b271))));
+        acc45 = int(uint(acc45) + uint(int(uint(a259) * uint(b272))));
+        acc46 = int(uint(acc46) + uint(int(uint(a260) * uint(b265))));
+        acc47 = int(uint(acc47) + uint(int(uint(a260) * uint(b266))));
+        acc48 = int(uint(acc48) + uint(int(uint(a260) * uint(b267))));
+        acc49 = int(uint(acc49) + uint(int(uint(a260) * uint(b268))));
+        acc50 = int(uint(acc50) + uint(int(uint(a260) * uint(b269))));
+        acc51 = int(uint(acc51) + uint(int(uint(a260) * uint(b270))));
+        acc52 = int(uint(acc52) + uint(int(uint(a260) * uint(b271))));
+        acc53 = int(uint(acc53) + uint(int(uint(a260) * uint(b272))));
+        acc54 = int(uint(acc54) + uint(int(uint(a261) * uint(b265))));
+        acc55 = int(uint(acc55) + uint(int(uint(a261) * uint(b266))));
+        acc56 = int(uint(acc56) + uint(int(uint(a261) * uint(b267))));
+        acc57 = int(uint(acc57) + uint(int(uint(a261) * uint(b268))));
+        acc58 = int(uint(acc58) + uint(int(uint(a261) * uint(b269))));
+        acc59 = int(uint(acc59) + uint(int(uint(a261) * uint(b270))));
+        acc60 = int(uint(acc60) + uint(int(uint(a261) * uint(b271))));
+        acc61 = int(uint(acc61) + uint(int(uint(a261) * uint(b272))));
+        acc62 = int(uint(acc62) + uint(int(uint(a262) * uint(b265))));
+        acc63 = int(uint(acc63) + uint(int(uint(a262) * uint(b266))));
+        acc64 = int(uint(acc64) + uint(int(uint(a262) * uint(b267))));
+        acc65 = int(uint(acc65) + uint(int(uint(a262) * uint(b268))));
+        acc66 = int(uint(acc66) + uint(int(uint(a262) * uint(b269))));
+        acc67 = int(uint(acc67) + uint(int(uint(a262) * uint(b270))));
+        acc68 = int(uint(acc68) + uint(int(uint(a262) * uint(b271))));
+        acc69 = int(uint(acc69) + uint(int(uint(a262) * uint(b272))));
+        acc70 = int(uint(acc70) + uint(int(uint(a263) * uint(b265))));
+        acc71 = int(uint(acc71) + uint(int(uint(a263) * uint(b266))));
+        acc72 = int(uint(acc72) + uint(int(uint(a263) * uint(b267))));
+        acc73 = int(uint(acc73) + uint(int(uint(a263) * uint(b268))));
+        acc74 = int(uint(acc74) + uint(int(uint(a263) * uint(b269))));
+        acc75 = int(uint(acc75) + uint(int(uint(a263) * uint(b270))));
+        acc76 = int(uint(acc76) + uint(int(uint(a263) * uint(b271))));
+        acc77 = int(uint(acc77) + uint(int(uint(a263) * uint(b272))));
+        acc78 = int(uint(acc78) + uint(int(uint(a264) * uint(b265))));
+        acc79 = int(uint(acc79) + uint(int(uint(a264) * uint(b266))));
+        acc80 = int(uint(acc80) + uint(int(uint(a264) * uint(b267))));
+        acc81 = int(uint(acc81) + uint(int(uint(a264) * uint(b268))));
+        acc82 = int(uint(acc82) + uint(int(uint(a264) * uint(b269))));
+        acc83 = int(uint(acc83) + uint(int(uint(a264) * uint(b270))));
+        acc84 = int(uint(acc84) + uint(int(uint(a264) * uint(b271))));
+        acc85 = int(uint(acc85) + uint(int(uint(a264) * uint(b272))));
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint kk56 = 0u; kk56 < 16u; kk56 += 1u) {
-            const int a57 = a_tile[lid.y * 16u + kk56];
-            const int a58 = a_tile[(lid.y + 16u) * 16u + kk56];
-            const int a59 = a_tile[(lid.y + 32u) * 16u + kk56];
-            const int a60 = a_tile[(lid.y + 48u) * 16u + kk56];
-            const int b61 = b_tile[kk56 * 64u + lid.x];
-            const int b62 = b_tile[kk56 * 64u + (lid.x + 16u)];
-            const int b63 = b_tile[kk56 * 64u + (lid.x + 32u)];
-            const int b64 = b_tile[kk56 * 64u + (lid.x + 48u)];
-            acc13 = int(uint(acc13) + uint(int(uint(a57) * uint(b61))));
-            acc14 = int(uint(acc14) + uint(int(uint(a57) * uint(b62))));
-            acc15 = int(uint(acc15) + uint(int(uint(a57) * uint(b63))));
-            acc16 = int(uint(acc16) + uint(int(uint(a57) * uint(b64))));
-            acc17 = int(uint(acc17) + uint(int(uint(a58) * uint(b61))));
-            acc18 = int(uint(acc18) + uint(int(uint(a58) * uint(b62))));
-            acc19 = int(uint(acc19) + uint(int(uint(a58) * uint(b63))));
-            acc20 = int(uint(acc20) + uint(int(uint(a58) * uint(b64))));
-            acc21 = int(uint(acc21) + uint(int(uint(a59) * uint(b61))));
-            acc22 = int(uint(acc22) + uint(int(uint(a59) * uint(b62))));
-            acc23 = int(uint(acc23) + uint(int(uint(a59) * uint(b63))));
-            acc24 = int(uint(acc24) + uint(int(uint(a59) * uint(b64))));
-            acc25 = int(uint(acc25) + uint(int(uint(a60) * uint(b61))));
-            acc26 = int(uint(acc26) + uint(int(uint(a60) * uint(b62))));
-            acc27 = int(uint(acc27) + uint(int(uint(a60) * uint(b63))));
-            acc28 = int(uint(acc28) + uint(int(uint(a60) * uint(b64))));
-        }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    if ((row5 < u.N) && (col9 < u.M)) {
-        const uint i65 = row5 * u.M + col9;
-        const int v66 = int(uint(acc13) + uint(1));
-        out[i65] = v66;
+    if ((row6 < u.N) && (col14 < u.M)) {
+        const uint i273 = row6 * u.M + col14;
+        const int v274 = int(uint(acc22) + uint(1));
+        out[i273] = v274;
     }
-    if ((row5 < u.N) && (col10 < u.M)) {
-        const uint i67 = row5 * u.M + col10;
-        const int v68 = int(uint(acc14) + uint(1));
-        out[i67] = v68;
+    if ((row6 < u.N) && (col15 < u.M)) {
+        const uint i275 = row6 * u.M + col15;
+        const int v276 = int(uint(acc23) + uint(1));
+        out[i275] = v276;
     }
-    if ((row5 < u.N) && (col11 < u.M)) {
-        const uint i69 = row5 * u.M + col11;
-        const int v70 = int(uint(acc15) + uint(1));
-        out[i69] = v70;
+    if ((row6 < u.N) && (col16 < u.M)) {
+        const uint i277 = row6 * u.M + col16;
+        const int v278 = int(uint(acc24) + uint(1));
+        out[i277] = v278;
     }
-    if ((row5 < u.N) && (col12 < u.M)) {
-        const uint i71 = row5 * u.M + col12;
-        const int v72 = int(uint(acc16) + uint(1));
-        out[i71] = v72;
+    if ((row6 < u.N) && (col17 < u.M)) {
+        const uint i279 = row6 * u.M + col17;
+        const int v280 = int(uint(acc25) + uint(1));
+        out[i279] = v280;
     }
-    if ((row6 < u.N) && (col9 < u.M)) {
-        const uint i73 = row6 * u.M + col9;
-        const int v74 = int(uint(acc17) + uint(1));
-        out[i73] = v74;
+    if ((row6 < u.N) && (col18 < u.M)) {
+        const uint i281 = row6 * u.M + col18;
+        const int v282 = int(uint(acc26) + uint(1));
+        out[i281] = v282;
     }
-    if ((row6 < u.N) && (col10 < u.M)) {
-        const uint i75 = row6 * u.M + col10;
-        const int v76 = int(uint(acc18) + uint(1));
-        out[i75] = v76;
+    if ((row6 < u.N) && (col19 < u.M)) {
+        const uint i283 = row6 * u.M + col19;
+        const int v284 = int(uint(acc27) + uint(1));
+        out[i283] = v284;
     }
-    if ((row6 < u.N) && (col11 < u.M)) {
-        const uint i77 = row6 * u.M + col11;
-        const int v78 = int(uint(acc19) + uint(1));
-        out[i77] = v78;
+    if ((row6 < u.N) && (col20 < u.M)) {
+        const uint i285 = row6 * u.M + col20;
+        const int v286 = int(uint(acc28) + uint(1));
+        out[i285] = v286;
     }
-    if ((row6 < u.N) && (col12 < u.M)) {
-        const uint i79 = row6 * u.M + col12;
-        const int v80 = int(uint(acc20) + uint(1));
-        out[i79] = v80;
+    if ((row6 < u.N) && (col21 < u.M)) {
+        const uint i287 = row6 * u.M + col21;
+        const int v288 = int(uint(acc29) + uint(1));
+        out[i287] = v288;
     }
-    if ((row7 < u.N) && (col9 < u.M)) {
-        const uint i81 = row7 * u.M + col9;
-        const int v82 = int(uint(acc21) + uint(1));
-        out[i81] = v82;
+    if ((row7 < u.N) && (col14 < u.M)) {
+        const uint i289 = row7 * u.M + col14;
+        const int v290 = int(uint(acc30) + uint(1));
+        out[i289] = v290;
     }
-    if ((row7 < u.N) && (col10 < u.M)) {
-        const uint i83 = row7 * u.M + col10;
-        const int v84 = int(uint(acc22) + uint(1));
-        out[i83] = v84;
+    if ((row7 < u.N) && (col15 < u.M)) {
+        const uint i291 = row7 * u.M + col15;
+        const int v292 = int(uint(acc31) + uint(1));
+        out[i291] = v292;
     }
-    if ((row7 < u.N) && (col11 < u.M)) {
-        const uint i85 = row7 * u.M + col11;
-        const int v86 = int(uint(acc23) + uint(1));
-        out[i85] = v86;
+    if ((row7 < u.N) && (col16 < u.M)) {
+        const uint i293 = row7 * u.M + col16;
+        const int v294 = int(uint(acc32) + uint(1));
+        out[i293] = v294;
     }
-    if ((row7 < u.N) && (col12 < u.M)) {
-        const uint i87 = row7 * u.M + col12;
-        const int v88 = int(uint(acc24) + uint(1));
-        out[i87] = v88;
+    if ((row7 < u.N) && (col17 < u.M)) {
+        const uint i295 = row7 * u.M + col17;
+        const int v296 = int(uint(acc33) + uint(1));
+        out[i295] = v296;
     }
-    if ((row8 < u.N) && (col9 < u.M)) {
-        const uint i89 = row8 * u.M + col9;
-        const int v90 = int(uint(acc25) + uint(1));
-        out[i89] = v90;
+    if ((row7 < u.N) && (col18 < u.M)) {
+        const uint i297 = row7 * u.M + col18;
+        const int v298 = int(uint(acc34) + uint(1));
+        out[i297] = v298;
     }
-    if ((row8 < u.N) && (col10 < u.M)) {
-        const uint i91 = row8 * u.M + col10;
-        const int v92 = int(uint(acc26) + uint(1));
-        out[i91] = v92;
+    if ((row7 < u.N) && (col19 < u.M)) {
+        const uint i299 = row7 * u.M + col19;
+        const int v300 = int(uint(acc35) + uint(1));
+        out[i299] = v300;
     }
-    if ((row8 < u.N) && (col11 < u.M)) {
-        const uint i93 = row8 * u.M + col11;
-        const int v94 = int(uint(acc27) + uint(1));
-        out[i93] = v94;
+    if ((row7 < u.N) && (col20 < u.M)) {
+        const uint i301 = row7 * u.M + col20;
+        const int v302 = int(uint(acc36) + uint(1));
+        out[i301] = v302;
     }
-    if ((row8 < u.N) && (col12 < u.M)) {
-        const uint i95 = row8 * u.M + col12;
-        const int v96 = int(uint(acc28) + uint(1));
-        out[i95] = v96;
+    if ((row7 < u.N) && (col21 < u.M)) {
+        const uint i303 = row7 * u.M + col21;
+        const int v304 = int(uint(acc37) + uint(1));
+        out[i303] = v304;
+    }
+    if ((row8 < u.N) && (col14 < u.M)) {
+        const uint i305 = row8 * u.M + col14;
+        const int v306 = int(uint(acc38) + uint(1));
+        out[i305] = v306;
+    }
+    if ((row8 < u.N) && (col15 < u.M)) {
+        const uint i307 = row8 * u.M + col15;
+        const int v308 = int(uint(acc39) + uint(1));
+        out[i307] = v308;
+    }
+    if ((row8 < u.N) && (col16 < u.M)) {
+        const uint i309 = row8 * u.M + col16;
+        const int v310 = int(uint(acc40) + uint(1));
+        out[i309] = v310;
+    }
+    if ((row8 < u.N) && (col17 < u.M)) {
+        const uint i311 = row8 * u.M + col17;
+        const int v312 = int(uint(acc41) + uint(1));
+        out[i311] = v312;
+    }
+    if ((row8 < u.N) && (col18 < u.M)) {
+        const uint i313 = row8 * u.M + col18;
+        const int v314 = int(uint(acc42) + uint(1));
+        out[i313] = v314;
+    }
+    if ((row8 < u.N) && (col19 < u.M)) {
+        const uint i315 = row8 * u.M + col19;
+        const int v316 = int(uint(acc43) + uint(1));
+        out[i315] = v316;
+    }
+    if ((row8 < u.N) && (col20 < u.M)) {
+        const uint i317 = row8 * u.M + col20;
+        const int v318 = int(uint(acc44) + uint(1));
+        out[i317] = v318;
+    }
+    if ((row8 < u.N) && (col21 < u.M)) {
+        const uint i319 = row8 * u.M + col21;
+        const int v320 = int(uint(acc45) + uint(1));
+        out[i319] = v320;
+    }
+    if ((row9 < u.N) && (col14 < u.M)) {
+        const uint i321 = row9 * u.M + col14;
+        const int v322 = int(uint(acc46) + uint(1));
+        out[i321] = v322;
+    }
+    if ((row9 < u.N) && (col15 < u.M)) {
+        const uint i323 = row9 * u.M + col15;
+        const int v324 = int(uint(acc47) + uint(1));
+        out[i323] = v324;
+    }
+    if ((row9 < u.N) && (col16 < u.M)) {
+        const uint i325 = row9 * u.M + col16;
+        const int v326 = int(uint(acc48) + uint(1));
+        out[i325] = v326;
+    }
+    if ((row9 < u.N) && (col17 < u.M)) {
+        const uint i327 = row9 * u.M + col17;
+        const int v328 = int(uint(acc49) + uint(1));
+        out[i327] = v328;
+    }
+    if ((row9 < u.N) && (col18 < u.M)) {
+        const uint i329 = row9 * u.M + col18;
+        const int v330 = int(uint(acc50) + uint(1));
+        out[i329] = v330;
+    }
+    if ((row9 < u.N) && (col19 < u.M)) {
+        const uint i331 = row9 * u.M + col19;
+        const int v332 = int(uint(acc51) + uint(1));
+        out[i331] = v332;
+    }
+    if ((row9 < u.N) && (col20 < u.M)) {
+        const uint i333 = row9 * u.M + col20;
+        const int v334 = int(uint(acc52) + uint(1));
+        out[i333] = v334;
+    }
+    if ((row9 < u.N) && (col21 < u.M)) {
+        const uint i335 = row9 * u.M + col21;
+        const int v336 = int(uint(acc53) + uint(1));
+        out[i335] = v336;
+    }
+    if ((row10 < u.N) && (col14 < u.M)) {
+        const uint i337 = row10 * u.M + col14;
+        const int v338 = int(uint(acc54) + uint(1));
+        out[i337] = v338;
+    }
+    if ((row10 < u.N) && (col15 < u.M)) {
+        const uint i339 = row10 * u.M + col15;
+        const int v340 = int(uint(acc55) + uint(1));
+        out[i339] = v340;
+    }
+    if ((row10 < u.N) && (col16 < u.M)) {
+        const uint i341 = row10 * u.M + col16;
+        const int v342 = int(uint(acc56) + uint(1));
+        out[i341] = v342;
+    }
+    if ((row10 < u.N) && (col17 < u.M)) {
+        const uint i343 = row10 * u.M + col17;
+        const int v344 = int(uint(acc57) + uint(1));
+        out[i343] = v344;
+    }
+    if ((row10 < u.N) && (col18 < u.M)) {
+        const uint i345 = row10 * u.M + col18;
+        const int v346 = int(uint(acc58) + uint(1));
+        out[i345] = v346;
+    }
+    if ((row10 < u.N) && (col19 < u.M)) {
+        const uint i347 = row10 * u.M + col19;
+        const int v348 = int(uint(acc59) + uint(1));
+        out[i347] = v348;
+    }
+    if ((row10 < u.N) && (col20 < u.M)) {
+        const uint i349 = row10 * u.M + col20;
+        const int v350 = int(uint(acc60) + uint(1));
+        out[i349] = v350;
+    }
+    if ((row10 < u.N) && (col21 < u.M)) {
+        const uint i351 = row10 * u.M + col21;
+        const int v352 = int(uint(acc61) + uint(1));
+        out[i351] = v352;
+    }
+    if ((row11 < u.N) && (col14 < u.M)) {
+        const uint i353 = row11 * u.M + col14;
+        const int v354 = int(uint(acc62) + uint(1));
+        out[i353] = v354;
+    }
+    if ((row11 < u.N) && (col15 < u.M)) {
+        const uint i355 = row11 * u.M + col15;
+        const int v356 = int(uint(acc63) + uint(1));
+        out[i355] = v356;
+    }
+    if ((row11 < u.N) && (col16 < u.M)) {
+        const uint i357 = row11 * u.M + col16;
+        const int v358 = int(uint(acc64) + uint(1));
+        out[i357] = v358;
+    }
+    if ((row11 < u.N) && (col17 < u.M)) {
+        const uint i359 = row11 * u.M + col17;
+        const int v360 = int(uint(acc65) + uint(1));
+        out[i359] = v360;
+    }
+    if ((row11 < u.N) && (col18 < u.M)) {
+        const uint i361 = row11 * u.M + col18;
+        const int v362 = int(uint(acc66) + uint(1));
+        out[i361] = v362;
+    }
+    if ((row11 < u.N) && (col19 < u.M)) {
+        const uint i363 = row11 * u.M + col19;
+        const int v364 = int(uint(acc67) + uint(1));
+        out[i363] = v364;
+    }
+    if ((row11 < u.N) && (col20 < u.M)) {
+        const uint i365 = row11 * u.M + col20;
+        const int v366 = int(uint(acc68) + uint(1));
+        out[i365] = v366;
+    }
+    if ((row11 < u.N) && (col21 < u.M)) {
+        const uint i367 = row11 * u.M + col21;
+        const int v368 = int(uint(acc69) + uint(1));
+        out[i367] = v368;
+    }
+    if ((row12 < u.N) && (col14 < u.M)) {
+        const uint i369 = row12 * u.M + col14;
+        const int v370 = int(uint(acc70) + uint(1));
+        out[i369] = v370;
+    }
+    if ((row12 < u.N) && (col15 < u.M)) {
+        const uint i371 = row12 * u.M + col15;
+        const int v372 = int(uint(acc71) + uint(1));
+        out[i371] = v372;
+    }
+    if ((row12 < u.N) && (col16 < u.M)) {
+        const uint i373 = row12 * u.M + col16;
+        const int v374 = int(uint(acc72) + uint(1));
+        out[i373] = v374;
+    }
+    if ((row12 < u.N) && (col17 < u.M)) {
+        const uint i375 = row12 * u.M + col17;
+        const int v376 = int(uint(acc73) + uint(1));
+        out[i375] = v376;
+    }
+    if ((row12 < u.N) && (col18 < u.M)) {
+        const uint i377 = row12 * u.M + col18;
+        const int v378 = int(uint(acc74) + uint(1));
+        out[i377] = v378;
+    }
+    if ((row12 < u.N) && (col19 < u.M)) {
+        const uint i379 = row12 * u.M + col19;
+        const int v380 = int(uint(acc75) + uint(1));
+        out[i379] = v380;
+    }
+    if ((row12 < u.N) && (col20 < u.M)) {
+        const uint i381 = row12 * u.M + col20;
+        const int v382 = int(uint(acc76) + uint(1));
+        out[i381] = v382;
+    }
+    if ((row12 < u.N) && (col21 < u.M)) {
+        const uint i383 = row12 * u.M + col21;
+        const int v384 = int(uint(acc77) + uint(1));
+        out[i383] = v384;
+    }
+    if ((row13 < u.N) && (col14 < u.M)) {
+        const uint i385 = row13 * u.M + col14;
+        const int v386 = int(uint(acc78) + uint(1));
+        out[i385] = v386;
+    }
+    if ((row13 < u.N) && (col15 < u.M)) {
+        const uint i387 = row13 * u.M + col15;
+        const int v388 = int(uint(acc79) + uint(1));
+        out[i387] = v388;
+    }
+    if ((row13 < u.N) && (col16 < u.M)) {
+        const uint i389 = row13 * u.M + col16;
+        const int v390 = int(uint(acc80) + uint(1));
+        out[i389] = v390;
+    }
+    if ((row13 < u.N) && (col17 < u.M)) {
+        const uint i391 = row13 * u.M + col17;
+        const int v392 = int(uint(acc81) + uint(1));
+        out[i391] = v392;
+    }
+    if ((row13 < u.N) && (col18 < u.M)) {
+        const uint i393 = row13 * u.M + col18;
+        const int v394 = int(uint(acc82) + uint(1));
+        out[i393] = v394;
+    }
+    if ((row13 < u.N) && (col19 < u.M)) {
+        const uint i395 = row13 * u.M + col19;
+        const int v396 = int(uint(acc83) + uint(1));
+        out[i395] = v396;
+    }
+    if ((row13 < u.N) && (col20 < u.M)) {
+        const uint i397 = row13 * u.M + col20;
+        const int v398 = int(uint(acc84) + uint(1));
+        out[i397] = v398;
+    }
+    if ((row13 < u.N) && (col21 < u.M)) {
+        const uint i399 = row13 * u.M + col21;
+        const int v400 = int(uint(acc85) + uint(1));
+        out[i399] = v400;
     }
 }

@@ -17,33 +17,33 @@ kernel void mm_0_matmul(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float a_tile[1024];
-    threadgroup float b_tile[1024];
+    threadgroup float a_tile[2048];
+    threadgroup float b_tile[2048];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.N + 64u - 1u) >> 6u) * ((u.M + 64u - 1u) >> 6u)) {
+    if (g0 >= ((u.N + 128u - 1u) >> 7u) * ((u.M + 128u - 1u) >> 7u)) {
         return;
     }
-    const uint tile1 = g0 % ((u.M + 64u - 1u) >> 6u);
-    const uint tile2 = g0 / ((u.M + 64u - 1u) >> 6u);
-    const uint row3 = tile2 * 64u;
-    const uint col4 = tile1 * 64u;
-    const uint row5 = row3 + lid.y;
-    const uint row6 = row3 + (lid.y + 16u);
-    const uint row7 = row3 + (lid.y + 32u);
-    const uint row8 = row3 + (lid.y + 48u);
-    const uint col9 = col4 + lid.x;
-    const uint col10 = col4 + (lid.x + 16u);
-    const uint col11 = col4 + (lid.x + 32u);
-    const uint col12 = col4 + (lid.x + 48u);
-    float acc13 = 0.0f;
-    float acc14 = 0.0f;
-    float acc15 = 0.0f;
-    float acc16 = 0.0f;
-    float acc17 = 0.0f;
-    float acc18 = 0.0f;
-    float acc19 = 0.0f;
-    float acc20 = 0.0f;
-    float acc21 = 0.0f;
+    const uint tile1 = g0 % ((u.M + 128u - 1u) >> 7u);
+    const uint tile2 = g0 / ((u.M + 128u - 1u) >> 7u);
+    const uint t3 = lid.y * 16u + lid.x;
+    const uint row4 = tile2 * 128u;
+    const uint col5 = tile1 * 128u;
+    const uint row6 = row4 + lid.y * 4u;
+    const uint row7 = row4 + (lid.y * 4u + 1u);
+    const uint row8 = row4 + (lid.y * 4u + 2u);
+    const uint row9 = row4 + (lid.y * 4u + 3u);
+    const uint row10 = row4 + (lid.y * 4u + 64u);
+    const uint row11 = row4 + (lid.y * 4u + 65u);
+    const uint row12 = row4 + (lid.y * 4u + 66u);
+    const uint row13 = row4 + (lid.y * 4u + 67u);
+    const uint col14 = col5 + lid.x * 4u;
+    const uint col15 = col5 + (lid.x * 4u + 1u);
+    const uint col16 = col5 + (lid.x * 4u + 2u);
+    const uint col17 = col5 + (lid.x * 4u + 3u);
+    const uint col18 = col5 + (lid.x * 4u + 64u);
+    const uint col19 = col5 + (lid.x * 4u + 65u);
+    const uint col20 = col5 + (lid.x * 4u + 66u);
+    const uint col21 = col5 + (lid.x * 4u + 67u);
     float acc22 = 0.0f;
     float acc23 = 0.0f;
     float acc24 = 0.0f;
@@ -51,156 +51,1085 @@ kernel void mm_0_matmul(
     float acc26 = 0.0f;
     float acc27 = 0.0f;
     float acc28 = 0.0f;
-    for (uint k0_29 = 0u; k0_29 < u.K; k0_29 += 16u) {
-        const uint ka30 = k0_29 + lid.x;
-        const uint kb31 = k0_29 + lid.y;
-        float x32 = 0.0f;
-        if ((row5 < u.N) && (ka30 < u.K)) {
-            const uint i33 = row5 * u.K + ka30;
-            const float v34 = a[i33];
-            x32 = v34;
+    float acc29 = 0.0f;
+    float acc30 = 0.0f;
+    float acc31 = 0.0f;
+    float acc32 = 0.0f;
+    float acc33 = 0.0f;
+    float acc34 = 0.0f;
+    float acc35 = 0.0f;
+    float acc36 = 0.0f;
+    float acc37 = 0.0f;
+    float acc38 = 0.0f;
+    float acc39 = 0.0f;
+    float acc40 = 0.0f;
+    float acc41 = 0.0f;
+    float acc42 = 0.0f;
+    float acc43 = 0.0f;
+    float acc44 = 0.0f;
+    float acc45 = 0.0f;
+    float acc46 = 0.0f;
+    float acc47 = 0.0f;
+    float acc48 = 0.0f;
+    float acc49 = 0.0f;
+    float acc50 = 0.0f;
+    float acc51 = 0.0f;
+    float acc52 = 0.0f;
+    float acc53 = 0.0f;
+    float acc54 = 0.0f;
+    float acc55 = 0.0f;
+    float acc56 = 0.0f;
+    float acc57 = 0.0f;
+    float acc58 = 0.0f;
+    float acc59 = 0.0f;
+    float acc60 = 0.0f;
+    float acc61 = 0.0f;
+    float acc62 = 0.0f;
+    float acc63 = 0.0f;
+    float acc64 = 0.0f;
+    float acc65 = 0.0f;
+    float acc66 = 0.0f;
+    float acc67 = 0.0f;
+    float acc68 = 0.0f;
+    float acc69 = 0.0f;
+    float acc70 = 0.0f;
+    float acc71 = 0.0f;
+    float acc72 = 0.0f;
+    float acc73 = 0.0f;
+    float acc74 = 0.0f;
+    float acc75 = 0.0f;
+    float acc76 = 0.0f;
+    float acc77 = 0.0f;
+    float acc78 = 0.0f;
+    float acc79 = 0.0f;
+    float acc80 = 0.0f;
+    float acc81 = 0.0f;
+    float acc82 = 0.0f;
+    float acc83 = 0.0f;
+    float acc84 = 0.0f;
+    float acc85 = 0.0f;
+    const uint ak86 = t3 & 7u;
+    const uint am87 = t3 >> 3u;
+    const uint ar88 = row4 + am87;
+    const uint ar89 = row4 + (am87 + 32u);
+    const uint ar90 = row4 + (am87 + 64u);
+    const uint ar91 = row4 + (am87 + 96u);
+    const uint ab92 = ar88 * u.K;
+    const uint ab93 = ar89 * u.K;
+    const uint ab94 = ar90 * u.K;
+    const uint ab95 = ar91 * u.K;
+    const bool aok96 = ar88 < u.N;
+    const bool aok97 = ar89 < u.N;
+    const bool aok98 = ar90 < u.N;
+    const bool aok99 = ar91 < u.N;
+    const uint as100 = ak86 * 128u + am87;
+    const uint bk101 = t3 >> 7u;
+    const uint bn102 = col5 + (t3 & 127u);
+    const bool bok103 = bn102 < u.M;
+    const uint bs104 = 2u * u.M;
+    const uint bs105 = 4u * u.M;
+    const uint bs106 = 6u * u.M;
+    const bool kok107 = ak86 < u.K;
+    if (aok96 && kok107) {
+        a_tile[as100] = a[ab92 + ak86];
+    } else {
+        a_tile[as100] = 0.0f;
+    }
+    if (aok97 && kok107) {
+        a_tile[as100 + 32u] = a[ab93 + ak86];
+    } else {
+        a_tile[as100 + 32u] = 0.0f;
+    }
+    if (aok98 && kok107) {
+        a_tile[as100 + 64u] = a[ab94 + ak86];
+    } else {
+        a_tile[as100 + 64u] = 0.0f;
+    }
+    if (aok99 && kok107) {
+        a_tile[as100 + 96u] = a[ab95 + ak86];
+    } else {
+        a_tile[as100 + 96u] = 0.0f;
+    }
+    const uint bi112 = bk101 * u.M + bn102;
+    if ((bk101 < u.K) && bok103) {
+        b_tile[t3] = b[bi112];
+    } else {
+        b_tile[t3] = 0.0f;
+    }
+    const uint kb114 = bk101 + 2u;
+    if ((kb114 < u.K) && bok103) {
+        b_tile[t3 + 256u] = b[bi112 + bs104];
+    } else {
+        b_tile[t3 + 256u] = 0.0f;
+    }
+    const uint kb116 = bk101 + 4u;
+    if ((kb116 < u.K) && bok103) {
+        b_tile[t3 + 512u] = b[bi112 + bs105];
+    } else {
+        b_tile[t3 + 512u] = 0.0f;
+    }
+    const uint kb118 = bk101 + 6u;
+    if ((kb118 < u.K) && bok103) {
+        b_tile[t3 + 768u] = b[bi112 + bs106];
+    } else {
+        b_tile[t3 + 768u] = 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint ly120 = lid.y * 4u;
+    const uint lx121 = lid.x * 4u;
+    for (uint k0_122 = 0u; k0_122 < u.K; k0_122 += 8u) {
+        const uint cur123 = (k0_122 << 7u) & 1024u;
+        const uint nxt124 = cur123 ^ 1024u;
+        const uint kn125 = k0_122 + 8u;
+        if (kn125 < u.K) {
+            const uint ka126 = kn125 + ak86;
+            const bool kok127 = ka126 < u.K;
+            const uint sa128 = nxt124 + as100;
+            if (aok96 && kok127) {
+                a_tile[sa128] = a[ab92 + ka126];
+            } else {
+                a_tile[sa128] = 0.0f;
+            }
+            if (aok97 && kok127) {
+                a_tile[sa128 + 32u] = a[ab93 + ka126];
+            } else {
+                a_tile[sa128 + 32u] = 0.0f;
+            }
+            if (aok98 && kok127) {
+                a_tile[sa128 + 64u] = a[ab94 + ka126];
+            } else {
+                a_tile[sa128 + 64u] = 0.0f;
+            }
+            if (aok99 && kok127) {
+                a_tile[sa128 + 96u] = a[ab95 + ka126];
+            } else {
+                a_tile[sa128 + 96u] = 0.0f;
+            }
+            const uint kb133 = kn125 + bk101;
+            const uint sb134 = nxt124 + t3;
+            const uint bi135 = kb133 * u.M + bn102;
+            if ((kb133 < u.K) && bok103) {
+                b_tile[sb134] = b[bi135];
+            } else {
+                b_tile[sb134] = 0.0f;
+            }
+            const uint kb137 = kb133 + 2u;
+            if ((kb137 < u.K) && bok103) {
+                b_tile[sb134 + 256u] = b[bi135 + bs104];
+            } else {
+                b_tile[sb134 + 256u] = 0.0f;
+            }
+            const uint kb139 = kb133 + 4u;
+            if ((kb139 < u.K) && bok103) {
+                b_tile[sb134 + 512u] = b[bi135 + bs105];
+            } else {
+                b_tile[sb134 + 512u] = 0.0f;
+            }
+            const uint kb141 = kb133 + 6u;
+            if ((kb141 < u.K) && bok103) {
+                b_tile[sb134 + 768u] = b[bi135 + bs106];
+            } else {
+                b_tile[sb134 + 768u] = 0.0f;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x32;
-        float x35 = 0.0f;
-        if ((row6 < u.N) && (ka30 < u.K)) {
-            const uint i36 = row6 * u.K + ka30;
-            const float v37 = a[i36];
-            x35 = v37;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x35;
-        float x38 = 0.0f;
-        if ((row7 < u.N) && (ka30 < u.K)) {
-            const uint i39 = row7 * u.K + ka30;
-            const float v40 = a[i39];
-            x38 = v40;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x38;
-        float x41 = 0.0f;
-        if ((row8 < u.N) && (ka30 < u.K)) {
-            const uint i42 = row8 * u.K + ka30;
-            const float v43 = a[i42];
-            x41 = v43;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x41;
-        float x44 = 0.0f;
-        if ((kb31 < u.K) && (col9 < u.M)) {
-            const uint i45 = kb31 * u.M + col9;
-            const float v46 = b[i45];
-            x44 = v46;
-        }
-        b_tile[lid.y * 64u + lid.x] = x44;
-        float x47 = 0.0f;
-        if ((kb31 < u.K) && (col10 < u.M)) {
-            const uint i48 = kb31 * u.M + col10;
-            const float v49 = b[i48];
-            x47 = v49;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x47;
-        float x50 = 0.0f;
-        if ((kb31 < u.K) && (col11 < u.M)) {
-            const uint i51 = kb31 * u.M + col11;
-            const float v52 = b[i51];
-            x50 = v52;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x50;
-        float x53 = 0.0f;
-        if ((kb31 < u.K) && (col12 < u.M)) {
-            const uint i54 = kb31 * u.M + col12;
-            const float v55 = b[i54];
-            x53 = v55;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x53;
+        const uint ra143 = cur123 + ly120;
+        const uint rb144 = cur123 + lx121;
+        const float a145 = a_tile[ra143];
+        const float a146 = a_tile[ra143 + 1u];
+        const float a147 = a_tile[ra143 + 2u];
+        const float a148 = a_tile[ra143 + 3u];
+        const float a149 = a_tile[ra143 + 64u];
+        const float a150 = a_tile[ra143 + 64u + 1u];
+        const float a151 = a_tile[ra143 + 64u + 2u];
+        const float a152 = a_tile[ra143 + 64u + 3u];
+        const float b153 = b_tile[rb144];
+        const float b154 = b_tile[rb144 + 1u];
+        const float b155 = b_tile[rb144 + 2u];
+        const float b156 = b_tile[rb144 + 3u];
+        const float b157 = b_tile[rb144 + 64u];
+        const float b158 = b_tile[rb144 + 64u + 1u];
+        const float b159 = b_tile[rb144 + 64u + 2u];
+        const float b160 = b_tile[rb144 + 64u + 3u];
+        acc22 = fma(a145, b153, acc22);
+        acc23 = fma(a145, b154, acc23);
+        acc24 = fma(a145, b155, acc24);
+        acc25 = fma(a145, b156, acc25);
+        acc26 = fma(a145, b157, acc26);
+        acc27 = fma(a145, b158, acc27);
+        acc28 = fma(a145, b159, acc28);
+        acc29 = fma(a145, b160, acc29);
+        acc30 = fma(a146, b153, acc30);
+        acc31 = fma(a146, b154, acc31);
+        acc32 = fma(a146, b155, acc32);
+        acc33 = fma(a146, b156, acc33);
+        acc34 = fma(a146, b157, acc34);
+        acc35 = fma(a146, b158, acc35);
+        acc36 = fma(a146, b159, acc36);
+        acc37 = fma(a146, b160, acc37);
+        acc38 = fma(a147, b153, acc38);
+        acc39 = fma(a147, b154, acc39);
+        acc40 = fma(a147, b155, acc40);
+        acc41 = fma(a147, b156, acc41);
+        acc42 = fma(a147, b157, acc42);
+        acc43 = fma(a147, b158, acc43);
+        acc44 = fma(a147, b159, acc44);
+        acc45 = fma(a147, b160, acc45);
+        acc46 = fma(a148, b153, acc46);
+        acc47 = fma(a148, b154, acc47);
+        acc48 = fma(a148, b155, acc48);
+        acc49 = fma(a148, b156, acc49);
+        acc50 = fma(a148, b157, acc50);
+        acc51 = fma(a148, b158, acc51);
+        acc52 = fma(a148, b159, acc52);
+        acc53 = fma(a148, b160, acc53);
+        acc54 = fma(a149, b153, acc54);
+        acc55 = fma(a149, b154, acc55);
+        acc56 = fma(a149, b155, acc56);
+        acc57 = fma(a149, b156, acc57);
+        acc58 = fma(a149, b157, acc58);
+        acc59 = fma(a149, b158, acc59);
+        acc60 = fma(a149, b159, acc60);
+        acc61 = fma(a149, b160, acc61);
+        acc62 = fma(a150, b153, acc62);
+        acc63 = fma(a150, b154, acc63);
+        acc64 = fma(a150, b155, acc64);
+        acc65 = fma(a150, b156, acc65);
+        acc66 = fma(a150, b157, acc66);
+        acc67 = fma(a150, b158, acc67);
+        acc68 = fma(a150, b159, acc68);
+        acc69 = fma(a150, b160, acc69);
+        acc70 = fma(a151, b153, acc70);
+        acc71 = fma(a151, b154, acc71);
+        acc72 = fma(a151, b155, acc72);
+        acc73 = fma(a151, b156, acc73);
+        acc74 = fma(a151, b157, acc74);
+        acc75 = fma(a151, b158, acc75);
+        acc76 = fma(a151, b159, acc76);
+        acc77 = fma(a151, b160, acc77);
+        acc78 = fma(a152, b153, acc78);
+        acc79 = fma(a152, b154, acc79);
+        acc80 = fma(a152, b155, acc80);
+        acc81 = fma(a152, b156, acc81);
+        acc82 = fma(a152, b157, acc82);
+        acc83 = fma(a152, b158, acc83);
+        acc84 = fma(a152, b159, acc84);
+        acc85 = fma(a152, b160, acc85);
+        const float a161 = a_tile[ra143 + 128u];
+        const float a162 = a_tile[ra143 + 128u + 1u];
+        const float a163 = a_tile[ra143 + 128u + 2u];
+        const float a164 = a_tile[ra143 + 128u + 3u];
+        const float a165 = a_tile[ra143 + 192u];
+        const float a166 = a_tile[ra143 + 192u + 1u];
+        const float a167 = a_tile[ra143 + 192u + 2u];
+        const float a168 = a_tile[ra143 + 192u + 3u];
+        const float b169 = b_tile[rb144 + 128u];
+        const float b170 = b_tile[rb144 + 128u + 1u];
+        const float b171 = b_tile[rb144 + 128u + 2u];
+        const float b172 = b_tile[rb144 + 128u + 3u];
+        const float b173 = b_tile[rb144 + 192u];
+        const float b174 = b_tile[rb144 + 192u + 1u];
+        const float b175 = b_tile[rb144 + 192u + 2u];
+        const float b176 = b_tile[rb144 + 192u + 3u];
+        acc22 = fma(a161, b169, acc22);
+        acc23 = fma(a161, b170, acc23);
+        acc24 = fma(a161, b171, acc24);
+        acc25 = fma(a161, b172, acc25);
+        acc26 = fma(a161, b173, acc26);
+        acc27 = fma(a161, b174, acc27);
+        acc28 = fma(a161, b175, acc28);
+        acc29 = fma(a161, b176, acc29);
+        acc30 = fma(a162, b169, acc30);
+        acc31 = fma(a162, b170, acc31);
+        acc32 = fma(a162, b171, acc32);
+        acc33 = fma(a162, b172, acc33);
+        acc34 = fma(a162, b173, acc34);
+        acc35 = fma(a162, b174, acc35);
+        acc36 = fma(a162, b175, acc36);
+        acc37 = fma(a162, b176, acc37);
+        acc38 = fma(a163, b169, acc38);
+        acc39 = fma(a163, b170, acc39);
+        acc40 = fma(a163, b171, acc40);
+        acc41 = fma(a163, b172, acc41);
+        acc42 = fma(a163, b173, acc42);
+        acc43 = fma(a163, b174, acc43);
+        acc44 = fma(a163, b175, acc44);
+        acc45 = fma(a163, b176, acc45);
+        acc46 = fma(a164, b169, acc46);
+        acc47 = fma(a164, b170, acc47);
+        acc48 = fma(a164, b171, acc48);
+        acc49 = fma(a164, b172, acc49);
+        acc50 = fma(a164, b173, acc50);
+        acc51 = fma(a164, b174, acc51);
+        acc52 = fma(a164, b175, acc52);
+        acc53 = fma(a164, b176, acc53);
+        acc54 = fma(a165, b169, acc54);
+        acc55 = fma(a165, b170, acc55);
+        acc56 = fma(a165, b171, acc56);
+        acc57 = fma(a165, b172, acc57);
+        acc58 = fma(a165, b173, acc58);
+        acc59 = fma(a165, b174, acc59);
+        acc60 = fma(a165, b175, acc60);
+        acc61 = fma(a165, b176, acc61);
+        acc62 = fma(a166, b169, acc62);
+        acc63 = fma(a166, b170, acc63);
+        acc64 = fma(a166, b171, acc64);
+        acc65 = fma(a166, b172, acc65);
+        acc66 = fma(a166, b173, acc66);
+        acc67 = fma(a166, b174, acc67);
+        acc68 = fma(a166, b175, acc68);
+        acc69 = fma(a166, b176, acc69);
+        acc70 = fma(a167, b169, acc70);
+        acc71 = fma(a167, b170, acc71);
+        acc72 = fma(a167, b171, acc72);
+        acc73 = fma(a167, b172, acc73);
+        acc74 = fma(a167, b173, acc74);
+        acc75 = fma(a167, b174, acc75);
+        acc76 = fma(a167, b175, acc76);
+        acc77 = fma(a167, b176, acc77);
+        acc78 = fma(a168, b169, acc78);
+        acc79 = fma(a168, b170, acc79);
+        acc80 = fma(a168, b171, acc80);
+        acc81 = fma(a168, b172, acc81);
+        acc82 = fma(a168, b173, acc82);
+        acc83 = fma(a168, b174, acc83);
+        acc84 = fma(a168, b175, acc84);
+        acc85 = fma(a168, b176, acc85);
+        const float a177 = a_tile[ra143 + 256u];
+        const float a178 = a_tile[ra143 + 256u + 1u];
+        const float a179 = a_tile[ra143 + 256u + 2u];
+        const float a180 = a_tile[ra143 + 256u + 3u];
+        const float a181 = a_tile[ra143 + 320u];
+        const float a182 = a_tile[ra143 + 320u + 1u];
+        const float a183 = a_tile[ra143 + 320u + 2u];
+        const float a184 = a_tile[ra143 + 320u + 3u];
+        const float b185 = b_tile[rb144 + 256u];
+        const float b186 = b_tile[rb144 + 256u + 1u];
+        const float b187 = b_tile[rb144 + 256u + 2u];
+        const float b188 = b_tile[rb144 + 256u + 3u];
+        const float b189 = b_tile[rb144 + 320u];
+        const float b190 = b_tile[rb144 + 320u + 1u];
+        const float b191 = b_tile[rb144 + 320u + 2u];
+        const float b192 = b_tile[rb144 + 320u + 3u];
+        acc22 = fma(a177, b185, acc22);
+        acc23 = fma(a177, b186, acc23);
+        acc24 = fma(a177, b187, acc24);
+        acc25 = fma(a177, b188, acc25);
+        acc26 = fma(a177, b189, acc26);
+        acc27 = fma(a177, b190, acc27);
+        acc28 = fma(a177, b191, acc28);
+        acc29 = fma(a177, b192, acc29);
+        acc30 = fma(a178, b185, acc30);
+        acc31 = fma(a178, b186, acc31);
+        acc32 = fma(a178, b187, acc32);
+        acc33 = fma(a178, b188, acc33);
+        acc34 = fma(a178, b189, acc34);
+        acc35 = fma(a178, b190, acc35);
+        acc36 = fma(a178, b191, acc36);
+        acc37 = fma(a178, b192, acc37);
+        acc38 = fma(a179, b185, acc38);
+        acc39 = fma(a179, b186, acc39);
+        acc40 = fma(a179, b187, acc40);
+        acc41 = fma(a179, b188, acc41);
+        acc42 = fma(a179, b189, acc42);
+        acc43 = fma(a179, b190, acc43);
+        acc44 = fma(a179, b191, acc44);
+        acc45 = fma(a179, b192, acc45);
+        acc46 = fma(a180, b185, acc46);
+        acc47 = fma(a180, b186, acc47);
+        acc48 = fma(a180, b187, acc48);
+        acc49 = fma(a180, b188, acc49);
+        acc50 = fma(a180, b189, acc50);
+        acc51 = fma(a180, b190, acc51);
+        acc52 = fma(a180, b191, acc52);
+        acc53 = fma(a180, b192, acc53);
+        acc54 = fma(a181, b185, acc54);
+        acc55 = fma(a181, b186, acc55);
+        acc56 = fma(a181, b187, acc56);
+        acc57 = fma(a181, b188, acc57);
+        acc58 = fma(a181, b189, acc58);
+        acc59 = fma(a181, b190, acc59);
+        acc60 = fma(a181, b191, acc60);
+        acc61 = fma(a181, b192, acc61);
+        acc62 = fma(a182, b185, acc62);
+        acc63 = fma(a182, b186, acc63);
+        acc64 = fma(a182, b187, acc64);
+        acc65 = fma(a182, b188, acc65);
+        acc66 = fma(a182, b189, acc66);
+        acc67 = fma(a182, b190, acc67);
+        acc68 = fma(a182, b191, acc68);
+        acc69 = fma(a182, b192, acc69);
+        acc70 = fma(a183, b185, acc70);
+        acc71 = fma(a183, b186, acc71);
+        acc72 = fma(a183, b187, acc72);
+        acc73 = fma(a183, b188, acc73);
+        acc74 = fma(a183, b189, acc74);
+        acc75 = fma(a183, b190, acc75);
+        acc76 = fma(a183, b191, acc76);
+        acc77 = fma(a183, b192, acc77);
+        acc78 = fma(a184, b185, acc78);
+        acc79 = fma(a184, b186, acc79);
+        acc80 = fma(a184, b187, acc80);
+        acc81 = fma(a184, b188, acc81);
+        acc82 = fma(a184, b189, acc82);
+        acc83 = fma(a184, b190, acc83);
+        acc84 = fma(a184, b191, acc84);
+        acc85 = fma(a184, b192, acc85);
+        const float a193 = a_tile[ra143 + 384u];
+        const float a194 = a_tile[ra143 + 384u + 1u];
+        const float a195 = a_tile[ra143 + 384u + 2u];
+        const float a196 = a_tile[ra143 + 384u + 3u];
+        const float a197 = a_tile[ra143 + 448u];
+        const float a198 = a_tile[ra143 + 448u + 1u];
+        const float a199 = a_tile[ra143 + 448u + 2u];
+        const float a200 = a_tile[ra143 + 448u + 3u];
+        const float b201 = b_tile[rb144 + 384u];
+        const float b202 = b_tile[rb144 + 384u + 1u];
+        const float b203 = b_tile[rb144 + 384u + 2u];
+        const float b204 = b_tile[rb144 + 384u + 3u];
+        const float b205 = b_tile[rb144 + 448u];
+        const float b206 = b_tile[rb144 + 448u + 1u];
+        const float b207 = b_tile[rb144 + 448u + 2u];
+        const float b208 = b_tile[rb144 + 448u + 3u];
+        acc22 = fma(a193, b201, acc22);
+        acc23 = fma(a193, b202, acc23);
+        acc24 = fma(a193, b203, acc24);
+        acc25 = fma(a193, b204, acc25);
+        acc26 = fma(a193, b205, acc26);
+        acc27 = fma(a193, b206, acc27);
+        acc28 = fma(a193, b207, acc28);
+        acc29 = fma(a193, b208, acc29);
+        acc30 = fma(a194, b201, acc30);
+        acc31 = fma(a194, b202, acc31);
+        acc32 = fma(a194, b203, acc32);
+        acc33 = fma(a194, b204, acc33);
+        acc34 = fma(a194, b205, acc34);
+        acc35 = fma(a194, b206, acc35);
+        acc36 = fma(a194, b207, acc36);
+        acc37 = fma(a194, b208, acc37);
+        acc38 = fma(a195, b201, acc38);
+        acc39 = fma(a195, b202, acc39);
+        acc40 = fma(a195, b203, acc40);
+        acc41 = fma(a195, b204, acc41);
+        acc42 = fma(a195, b205, acc42);
+        acc43 = fma(a195, b206, acc43);
+        acc44 = fma(a195, b207, acc44);
+        acc45 = fma(a195, b208, acc45);
+        acc46 = fma(a196, b201, acc46);
+        acc47 = fma(a196, b202, acc47);
+        acc48 = fma(a196, b203, acc48);
+        acc49 = fma(a196, b204, acc49);
+        acc50 = fma(a196, b205, acc50);
+        acc51 = fma(a196, b206, acc51);
+        acc52 = fma(a196, b207, acc52);
+        acc53 = fma(a196, b208, acc53);
+        acc54 = fma(a197, b201, acc54);
+        acc55 = fma(a197, b202, acc55);
+        acc56 = fma(a197, b203, acc56);
+        acc57 = fma(a197, b204, acc57);
+        acc58 = fma(a197, b205, acc58);
+        acc59 = fma(a197, b206, acc59);
+        acc60 = fma(a197, b207, acc60);
+        acc61 = fma(a197, b208, acc61);
+        acc62 = fma(a198, b201, acc62);
+        acc63 = fma(a198, b202, acc63);
+        acc64 = fma(a198, b203, acc64);
+        acc65 = fma(a198, b204, acc65);
+        acc66 = fma(a198, b205, acc66);
+        acc67 = fma(a198, b206, acc67);
+        acc68 = fma(a198, b207, acc68);
+        acc69 = fma(a198, b208, acc69);
+        acc70 = fma(a199, b201, acc70);
+        acc71 = fma(a199, b202, acc71);
+        acc72 = fma(a199, b203, acc72);
+        acc73 = fma(a199, b204, acc73);
+        acc74 = fma(a199, b205, acc74);
+        acc75 = fma(a199, b206, acc75);
+        acc76 = fma(a199, b207, acc76);
+        acc77 = fma(a199, b208, acc77);
+        acc78 = fma(a200, b201, acc78);
+        acc79 = fma(a200, b202, acc79);
+        acc80 = fma(a200, b203, acc80);
+        acc81 = fma(a200, b204, acc81);
+        acc82 = fma(a200, b205, acc82);
+        acc83 = fma(a200, b206, acc83);
+        acc84 = fma(a200, b207, acc84);
+        acc85 = fma(a200, b208, acc85);
+        const float a209 = a_tile[ra143 + 512u];
+        const float a210 = a_tile[ra143 + 512u + 1u];
+        const float a211 = a_tile[ra143 + 512u + 2u];
+        const float a212 = a_tile[ra143 + 512u + 3u];
+        const float a213 = a_tile[ra143 + 576u];
+        const float a214 = a_tile[ra143 + 576u + 1u];
+        const float a215 = a_tile[ra143 + 576u + 2u];
+        const float a216 = a_tile[ra143 + 576u + 3u];
+        const float b217 = b_tile[rb144 + 512u];
+        const float b218 = b_tile[rb144 + 512u + 1u];
+        const float b219 = b_tile[rb144 + 512u + 2u];
+        const float b220 = b_tile[rb144 + 512u + 3u];
+        const float b221 = b_tile[rb144 + 576u];
+        const float b222 = b_tile[rb144 + 576u + 1u];
+        const float b223 = b_tile[rb144 + 576u + 2u];
+        const float b224 = b_tile[rb144 + 576u + 3u];
+        acc22 = fma(a209, b217, acc22);
+        acc23 = fma(a209, b218, acc23);
+        acc24 = fma(a209, b219, acc24);
+        acc25 = fma(a209, b220, acc25);
+        acc26 = fma(a209, b221, acc26);
+        acc27 = fma(a209, b222, acc27);
+        acc28 = fma(a209, b223, acc28);
+        acc29 = fma(a209, b224, acc29);
+        acc30 = fma(a210, b217, acc30);
+        acc31 = fma(a210, b218, acc31);
+        acc32 = fma(a210, b219, acc32);
+        acc33 = fma(a210, b220, acc33);
+        acc34 = fma(a210, b221, acc34);
+        acc35 = fma(a210, b222, acc35);
+        acc36 = fma(a210, b223, acc36);
+        acc37 = fma(a210, b224, acc37);
+        acc38 = fma(a211, b217, acc38);
+        acc39 = fma(a211, b218, acc39);
+        acc40 = fma(a211, b219, acc40);
+        acc41 = fma(a211, b220, acc41);
+        acc42 = fma(a211, b221, acc42);
+        acc43 = fma(a211, b222, acc43);
+        acc44 = fma(a211, b223, acc44);
+        acc45 = fma(a211, b224, acc45);
+        acc46 = fma(a212, b217, acc46);
+        acc47 = fma(a212, b218, acc47);
+        acc48 = fma(a212, b219, acc48);
+        acc49 = fma(a212, b220, acc49);
+        acc50 = fma(a212, b221, acc50);
+        acc51 = fma(a212, b222, acc51);
+        acc52 = fma(a212, b223, acc52);
+        acc53 = fma(a212, b224, acc53);
+        acc54 = fma(a213, b217, acc54);
+        acc55 = fma(a213, b218, acc55);
+        acc56 = fma(a213, b219, acc56);
+        acc57 = fma(a213, b220, acc57);
+        acc58 = fma(a213, b221, acc58);
+        acc59 = fma(a213, b222, acc59);
+        acc60 = fma(a213, b223, acc60);
+        acc61 = fma(a213, b224, acc61);
+        acc62 = fma(a214, b217, acc62);
+        acc63 = fma(a214, b218, acc63);
+        acc64 = fma(a214, b219, acc64);
+        acc65 = fma(a214, b220, acc65);
+        acc66 = fma(a214, b221, acc66);
+        acc67 = fma(a214, b222, acc67);
+        acc68 = fma(a214, b223, acc68);
+        acc69 = fma(a214, b224, acc69);
+        acc70 = fma(a215, b217, acc70);
+        acc71 = fma(a215, b218, acc71);
+        acc72 = fma(a215, b219, acc72);
+        acc73 = fma(a215, b220, acc73);
+        acc74 = fma(a215, b221, acc74);
+        acc75 = fma(a215, b222, acc75);
+        acc76 = fma(a215, b223, acc76);
+        acc77 = fma(a215, b224, acc77);
+        acc78 = fma(a216, b217, acc78);
+        acc79 = fma(a216, b218, acc79);
+        acc80 = fma(a216, b219, acc80);
+        acc81 = fma(a216, b220, acc81);
+        acc82 = fma(a216, b221, acc82);
+        acc83 = fma(a216, b222, acc83);
+        acc84 = fma(a216, b223, acc84);
+        acc85 = fma(a216, b224, acc85);
+        const float a225 = a_tile[ra143 + 640u];
+        const float a226 = a_tile[ra143 + 640u + 1u];
+        const float a227 = a_tile[ra143 + 640u + 2u];
+        const float a228 = a_tile[ra143 + 640u + 3u];
+        const float a229 = a_tile[ra143 + 704u];
+        const float a230 = a_tile[ra143 + 704u + 1u];
+        const float a231 = a_tile[ra143 + 704u + 2u];
+        const float a232 = a_tile[ra143 + 704u + 3u];
+        const float b233 = b_tile[rb144 + 640u];
+        const float b234 = b_tile[rb144 + 640u + 1u];
+        const float b235 = b_tile[rb144 + 640u + 2u];
+        const float b236 = b_tile[rb144 + 640u + 3u];
+        const float b237 = b_tile[rb144 + 704u];
+        const float b238 = b_tile[rb144 + 704u + 1u];
+        const float b239 = b_tile[rb144 + 704u + 2u];
+        const float b240 = b_tile[rb144 + 704u + 3u];
+        acc22 = fma(a225, b233, acc22);
+        acc23 = fma(a225, b234, acc23);
+        acc24 = fma(a225, b235, acc24);
+        acc25 = fma(a225, b236, acc25);
+        acc26 = fma(a225, b237, acc26);
+        acc27 = fma(a225, b238, acc27);
+        acc28 = fma(a225, b239, acc28);
+        acc29 = fma(a225, b240, acc29);
+        acc30 = fma(a226, b233, acc30);
+        acc31 = fma(a226, b234, acc31);
+        acc32 = fma(a226, b235, acc32);
+        acc33 = fma(a226, b236, acc33);
+        acc34 = fma(a226, b237, acc34);
+        acc35 = fma(a226, b238, acc35);
+        acc36 = fma(a226, b239, acc36);
+        acc37 = fma(a226, b240, acc37);
+        acc38 = fma(a227, b233, acc38);
+        acc39 = fma(a227, b234, acc39);
+        acc40 = fma(a227, b235, acc40);
+        acc41 = fma(a227, b236, acc41);
+        acc42 = fma(a227, b237, acc42);
+        acc43 = fma(a227, b238, acc43);
+        acc44 = fma(a227, b239, acc44);
+        acc45 = fma(a227, b240, acc45);
+        acc46 = fma(a228, b233, acc46);
+        acc47 = fma(a228, b234, acc47);
+        acc48 = fma(a228, b235, acc48);
+        acc49 = fma(a228, b236, acc49);
+        acc50 = fma(a228, b237, acc50);
+        acc51 = fma(a228, b238, acc51);
+        acc52 = fma(a228, b239, acc52);
+        acc53 = fma(a228, b240, acc53);
+        acc54 = fma(a229, b233, acc54);
+        acc55 = fma(a229, b234, acc55);
+        acc56 = fma(a229, b235, acc56);
+        acc57 = fma(a229, b236, acc57);
+        acc58 = fma(a229, b237, acc58);
+        acc59 = fma(a229, b238, acc59);
+        acc60 = fma(a229, b239, acc60);
+        acc61 = fma(a229, b240, acc61);
+        acc62 = fma(a230, b233, acc62);
+        acc63 = fma(a230, b234, acc63);
+        acc64 = fma(a230, b235, acc64);
+        acc65 = fma(a230, b236, acc65);
+        acc66 = fma(a230, b237, acc66);
+        acc67 = fma(a230, b238, acc67);
+        acc68 = fma(a230, b239, acc68);
+        acc69 = fma(a230, b240, acc69);
+        acc70 = fma(a231, b233, acc70);
+        acc71 = fma(a231, b234, acc71);
+        acc72 = fma(a231, b235, acc72);
+        acc73 = fma(a231, b236, acc73);
+        acc74 = fma(a231, b237, acc74);
+        acc75 = fma(a231, b238, acc75);
+        acc76 = fma(a231, b239, acc76);
+        acc77 = fma(a231, b240, acc77);
+        acc78 = fma(a232, b233, acc78);
+        acc79 = fma(a232, b234, acc79);
+        acc80 = fma(a232, b235, acc80);
+        acc81 = fma(a232, b236, acc81);
+        acc82 = fma(a232, b237, acc82);
+        acc83 = fma(a232, b238, acc83);
+        acc84 = fma(a232, b239, acc84);
+        acc85 = fma(a232, b240, acc85);
+        const float a241 = a_tile[ra143 + 768u];
+        const float a242 = a_tile[ra143 + 768u + 1u];
+        const float a243 = a_tile[ra143 + 768u + 2u];
+        const float a244 = a_tile[ra143 + 768u + 3u];
+        const float a245 = a_tile[ra143 + 832u];
+        const float a246 = a_tile[ra143 + 832u + 1u];
+        const float a247 = a_tile[ra143 + 832u + 2u];
+        const float a248 = a_tile[ra143 + 832u + 3u];
+        const float b249 = b_tile[rb144 + 768u];
+        const float b250 = b_tile[rb144 + 768u + 1u];
+        const float b251 = b_tile[rb144 + 768u + 2u];
+        const float b252 = b_tile[rb144 + 768u + 3u];
+        const float b253 = b_tile[rb144 + 832u];
+        const float b254 = b_tile[rb144 + 832u + 1u];
+        const float b255 = b_tile[rb144 + 832u + 2u];
+        const float b256 = b_tile[rb144 + 832u + 3u];
+        acc22 = fma(a241, b249, acc22);
+        acc23 = fma(a241, b250, acc23);
+        acc24 = fma(a241, b251, acc24);
+        acc25 = fma(a241, b252, acc25);
+        acc26 = fma(a241, b253, acc26);
+        acc27 = fma(a241, b254, acc27);
+        acc28 = fma(a241, b255, acc28);
+        acc29 = fma(a241, b256, acc29);
+        acc30 = fma(a242, b249, acc30);
+        acc31 = fma(a242, b250, acc31);
+        acc32 = fma(a242, b251, acc32);
+        acc33 = fma(a242, b252, acc33);
+        acc34 = fma(a242, b253, acc34);
+        acc35 = fma(a242, b254, acc35);
+        acc36 = fma(a242, b255, acc36);
+        acc37 = fma(a242, b256, acc37);
+        acc38 = fma(a243, b249, acc38);
+        acc39 = fma(a243, b250, acc39);
+        acc40 = fma(a243, b251, acc40);
+        acc41 = fma(a243, b252, acc41);
+        acc42 = fma(a243, b253, acc42);
+        acc43 = fma(a243, b254, acc43);
+        acc44 = fma(a243, b255, acc44);
+        acc45 = fma(a243, b256, acc45);
+        acc46 = fma(a244, b249, acc46);
+        acc47 = fma(a244, b250, acc47);
+        acc48 = fma(a244, b251, acc48);
+        acc49 = fma(a244, b252, acc49);
+        acc50 = fma(a244, b253, acc50);
+        acc51 = fma(a244, b254, acc51);
+        acc52 = fma(a244, b255, acc52);
+        acc53 = fma(a244, b256, acc53);
+        acc54 = fma(a245, b249, acc54);
+        acc55 = fma(a245, b250, acc55);
+        acc56 = fma(a245, b251, acc56);
+        acc57 = fma(a245, b252, acc57);
+        acc58 = fma(a245, b253, acc58);
+        acc59 = fma(a245, b254, acc59);
+        acc60 = fma(a245, b255, acc60);
+        acc61 = fma(a245, b256, acc61);
+        acc62 = fma(a246, b249, acc62);
+        acc63 = fma(a246, b250, acc63);
+        acc64 = fma(a246, b251, acc64);
+        acc65 = fma(a246, b252, acc65);
+        acc66 = fma(a246, b253, acc66);
+        acc67 = fma(a246, b254, acc67);
+        acc68 = fma(a246, b255, acc68);
+        acc69 = fma(a246, b256, acc69);
+        acc70 = fma(a247, b249, acc70);
+        acc71 = fma(a247, b250, acc71);
+        acc72 = fma(a247, b251, acc72);
+        acc73 = fma(a247, b252, acc73);
+        acc74 = fma(a247, b253, acc74);
+        acc75 = fma(a247, b254, acc75);
+        acc76 = fma(a247, b255, acc76);
+        acc77 = fma(a247, b256, acc77);
+        acc78 = fma(a248, b249, acc78);
+        acc79 = fma(a248, b250, acc79);
+        acc80 = fma(a248, b251, acc80);
+        acc81 = fma(a248, b252, acc81);
+        acc82 = fma(a248, b253, acc82);
+        acc83 = fma(a248, b254, acc83);
+        acc84 = fma(a248, b255, acc84);
+        acc85 = fma(a248, b256, acc85);
+        const float a257 = a_tile[ra143 + 896u];
+        const float a258 = a_tile[ra143 + 896u + 1u];
+        const float a259 = a_tile[ra143 + 896u + 2u];
+        const float a260 = a_tile[ra143 + 896u + 3u];
+        const float a261 = a_tile[ra143 + 960u];
+        const float a262 = a_tile[ra143 + 960u + 1u];
+        const float a263 = a_tile[ra143 + 960u + 2u];
+        const float a264 = a_tile[ra143 + 960u + 3u];
+        const float b265 = b_tile[rb144 + 896u];
+        const float b266 = b_tile[rb144 + 896u + 1u];
+        const float b267 = b_tile[rb144 + 896u + 2u];
+        const float b268 = b_tile[rb144 + 896u + 3u];
+        const float b269 = b_tile[rb144 + 960u];
+        const float b270 = b_tile[rb144 + 960u + 1u];
+        const float b271 = b_tile[rb144 + 960u + 2u];
+        const float b272 = b_tile[rb144 + 960u + 3u];
+        acc22 = fma(a257, b265, acc22);
+        acc23 = fma(a257, b266, acc23);
+        acc24 = fma(a257, b267, acc24);
+        acc25 = fma(a257, b268, acc25);
+        acc26 = fma(a257, b269, acc26);
+        acc27 = fma(a257, b270, acc27);
+        acc28 = fma(a257, b271, acc28);
+        acc29 = fma(a257, b272, acc29);
+        acc30 = fma(a258, b265, acc30);
+        acc31 = fma(a258, b266, acc31);
+        acc32 = fma(a258, b267, acc32);
+        acc33 = fma(a258, b268, acc33);
+        acc34 = fma(a258, b269, acc34);
+        acc35 = fma(a258, b270, acc35);
+        acc36 = fma(a258, b271, acc36);
+        acc37 = fma(a258, b272, acc37);
+        acc38 = fma(a259, b265, acc38);
+        acc39 = fma(a259, b266, acc39);
+        acc40 = fma(a259, b267, acc40);
+        acc41 = fma(a259, b268, acc41);
+        acc42 = fma(a259, b269, acc42);
+        acc43 = fma(a259, b270, acc43);
+        acc44 = fma(a259, b271, acc44);
+        acc45 = fma(a259, b272, acc45);
+        acc46 = fma(a260, b265, acc46);
+        acc47 = fma(a260, b266, acc47);
+        acc48 = fma(a260, b267, acc48);
+        acc49 = fma(a260, b268, acc49);
+        acc50 = fma(a260, b269, acc50);
+        acc51 = fma(a260, b270, acc51);
+        acc52 = fma(a260, b271, acc52);
+        acc53 = fma(a260, b272, acc53);
+        acc54 = fma(a261, b265, acc54);
+        acc55 = fma(a261, b266, acc55);
+        acc56 = fma(a261, b267, acc56);
+        acc57 = fma(a261, b268, acc57);
+        acc58 = fma(a261, b269, acc58);
+        acc59 = fma(a261, b270, acc59);
+        acc60 = fma(a261, b271, acc60);
+        acc61 = fma(a261, b272, acc61);
+        acc62 = fma(a262, b265, acc62);
+        acc63 = fma(a262, b266, acc63);
+        acc64 = fma(a262, b267, acc64);
+        acc65 = fma(a262, b268, acc65);
+        acc66 = fma(a262, b269, acc66);
+        acc67 = fma(a262, b270, acc67);
+        acc68 = fma(a262, b271, acc68);
+        acc69 = fma(a262, b272, acc69);
+        acc70 = fma(a263, b265, acc70);
+        acc71 = fma(a263, b266, acc71);
+        acc72 = fma(a263, b267, acc72);
+        acc73 = fma(a263, b268, acc73);
+        acc74 = fma(a263, b269, acc74);
+        acc75 = fma(a263, b270, acc75);
+        acc76 = fma(a263, b271, acc76);
+        acc77 = fma(a263, b272, acc77);
+        acc78 = fma(a264, b265, acc78);
+        acc79 = fma(a264, b266, acc79);
+        acc80 = fma(a264, b267, acc80);
+        acc81 = fma(a264, b268, acc81);
+        acc82 = fma(a264, b269, acc82);
+        acc83 = fma(a264, b270, acc83);
+        acc84 = fma(a264, b271, acc84);
+        acc85 = fma(a264, b272, acc85);
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint kk56 = 0u; kk56 < 16u; kk56 += 1u) {
-            const float a57 = a_tile[lid.y * 16u + kk56];
-            const float a58 = a_tile[(lid.y + 16u) * 16u + kk56];
-            const float a59 = a_tile[(lid.y + 32u) * 16u + kk56];
-            const float a60 = a_tile[(lid.y + 48u) * 16u + kk56];
-            const float b61 = b_tile[kk56 * 64u + lid.x];
-            const float b62 = b_tile[kk56 * 64u + (lid.x + 16u)];
-            const float b63 = b_tile[kk56 * 64u + (lid.x + 32u)];
-            const float b64 = b_tile[kk56 * 64u + (lid.x + 48u)];
-            acc13 = fma(a57, b61, acc13);
-            acc14 = fma(a57, b62, acc14);
-            acc15 = fma(a57, b63, acc15);
-            acc16 = fma(a57, b64, acc16);
-            acc17 = fma(a58, b61, acc17);
-            acc18 = fma(a58, b62, acc18);
-            acc19 = fma(a58, b63, acc19);
-            acc20 = fma(a58, b64, acc20);
-            acc21 = fma(a59, b61, acc21);
-            acc22 = fma(a59, b62, acc22);
-            acc23 = fma(a59, b63, acc23);
-            acc24 = fma(a59, b64, acc24);
-            acc25 = fma(a60, b61, acc25);
-            acc26 = fma(a60, b62, acc26);
-            acc27 = fma(a60, b63, acc27);
-            acc28 = fma(a60, b64, acc28);
-        }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    if ((row5 < u.N) && (col9 < u.M)) {
-        const uint i65 = row5 * u.M + col9;
-        out[i65] = acc13;
+    if ((row6 < u.N) && (col14 < u.M)) {
+        const uint i273 = row6 * u.M + col14;
+        out[i273] = acc22;
     }
-    if ((row5 < u.N) && (col10 < u.M)) {
-        const uint i66 = row5 * u.M + col10;
-        out[i66] = acc14;
+    if ((row6 < u.N) && (col15 < u.M)) {
+        const uint i274 = row6 * u.M + col15;
+        out[i274] = acc23;
     }
-    if ((row5 < u.N) && (col11 < u.M)) {
-        const uint i67 = row5 * u.M + col11;
-        out[i67] = acc15;
+    if ((row6 < u.N) && (col16 < u.M)) {
+        const uint i275 = row6 * u.M + col16;
+        out[i275] = acc24;
     }
-    if ((row5 < u.N) && (col12 < u.M)) {
-        const uint i68 = row5 * u.M + col12;
-        out[i68] = acc16;
+    if ((row6 < u.N) && (col17 < u.M)) {
+        const uint i276 = row6 * u.M + col17;
+        out[i276] = acc25;
     }
-    if ((row6 < u.N) && (col9 < u.M)) {
-        const uint i69 = row6 * u.M + col9;
-        out[i69] = acc17;
+    if ((row6 < u.N) && (col18 < u.M)) {
+        const uint i277 = row6 * u.M + col18;
+        out[i277] = acc26;
     }
-    if ((row6 < u.N) && (col10 < u.M)) {
-        const uint i70 = row6 * u.M + col10;
-        out[i70] = acc18;
+    if ((row6 < u.N) && (col19 < u.M)) {
+        const uint i278 = row6 * u.M + col19;
+        out[i278] = acc27;
     }
-    if ((row6 < u.N) && (col11 < u.M)) {
-        const uint i71 = row6 * u.M + col11;
-        out[i71] = acc19;
+    if ((row6 < u.N) && (col20 < u.M)) {
+        const uint i279 = row6 * u.M + col20;
+        out[i279] = acc28;
     }
-    if ((row6 < u.N) && (col12 < u.M)) {
-        const uint i72 = row6 * u.M + col12;
-        out[i72] = acc20;
+    if ((row6 < u.N) && (col21 < u.M)) {
+        const uint i280 = row6 * u.M + col21;
+        out[i280] = acc29;
     }
-    if ((row7 < u.N) && (col9 < u.M)) {
-        const uint i73 = row7 * u.M + col9;
-        out[i73] = acc21;
+    if ((row7 < u.N) && (col14 < u.M)) {
+        const uint i281 = row7 * u.M + col14;
+        out[i281] = acc30;
     }
-    if ((row7 < u.N) && (col10 < u.M)) {
-        const uint i74 = row7 * u.M + col10;
-        out[i74] = acc22;
+    if ((row7 < u.N) && (col15 < u.M)) {
+        const uint i282 = row7 * u.M + col15;
+        out[i282] = acc31;
     }
-    if ((row7 < u.N) && (col11 < u.M)) {
-        const uint i75 = row7 * u.M + col11;
-        out[i75] = acc23;
+    if ((row7 < u.N) && (col16 < u.M)) {
+        const uint i283 = row7 * u.M + col16;
+        out[i283] = acc32;
     }
-    if ((row7 < u.N) && (col12 < u.M)) {
-        const uint i76 = row7 * u.M + col12;
-        out[i76] = acc24;
+    if ((row7 < u.N) && (col17 < u.M)) {
+        const uint i284 = row7 * u.M + col17;
+        out[i284] = acc33;
     }
-    if ((row8 < u.N) && (col9 < u.M)) {
-        const uint i77 = row8 * u.M + col9;
-        out[i77] = acc25;
+    if ((row7 < u.N) && (col18 < u.M)) {
+        const uint i285 = row7 * u.M + col18;
+        out[i285] = acc34;
     }
-    if ((row8 < u.N) && (col10 < u.M)) {
-        const uint i78 = row8 * u.M + col10;
-        out[i78] = acc26;
+    if ((row7 < u.N) && (col19 < u.M)) {
+        const uint i286 = row7 * u.M + col19;
+        out[i286] = acc35;
     }
-    if ((row8 < u.N) && (col11 < u.M)) {
-        const uint i79 = row8 * u.M + col11;
-        out[i79] = acc27;
+    if ((row7 < u.N) && (col20 < u.M)) {
+        const uint i287 = row7 * u.M + col20;
+        out[i287] = acc36;
     }
-    if ((row8 < u.N) && (col12 < u.M)) {
-        const uint i80 = row8 * u.M + col12;
-        out[i80] = acc28;
+    if ((row7 < u.N) && (col21 < u.M)) {
+        const uint i288 = row7 * u.M + col21;
+        out[i288] = acc37;
+    }
+    if ((row8 < u.N) && (col14 < u.M)) {
+        const uint i289 = row8 * u.M + col14;
+        out[i289] = acc38;
+    }
+    if ((row8 < u.N) && (col15 < u.M)) {
+        const uint i290 = row8 * u.M + col15;
+        out[i290] = acc39;
+    }
+    if ((row8 < u.N) && (col16 < u.M)) {
+        const uint i291 = row8 * u.M + col16;
+        out[i291] = acc40;
+    }
+    if ((row8 < u.N) && (col17 < u.M)) {
+        const uint i292 = row8 * u.M + col17;
+        out[i292] = acc41;
+    }
+    if ((row8 < u.N) && (col18 < u.M)) {
+        const uint i293 = row8 * u.M + col18;
+        out[i293] = acc42;
+    }
+    if ((row8 < u.N) && (col19 < u.M)) {
+        const uint i294 = row8 * u.M + col19;
+        out[i294] = acc43;
+    }
+    if ((row8 < u.N) && (col20 < u.M)) {
+        const uint i295 = row8 * u.M + col20;
+        out[i295] = acc44;
+    }
+    if ((row8 < u.N) && (col21 < u.M)) {
+        const uint i296 = row8 * u.M + col21;
+        out[i296] = acc45;
+    }
+    if ((row9 < u.N) && (col14 < u.M)) {
+        const uint i297 = row9 * u.M + col14;
+        out[i297] = acc46;
+    }
+    if ((row9 < u.N) && (col15 < u.M)) {
+        const uint i298 = row9 * u.M + col15;
+        out[i298] = acc47;
+    }
+    if ((row9 < u.N) && (col16 < u.M)) {
+        const uint i299 = row9 * u.M + col16;
+        out[i299] = acc48;
+    }
+    if ((row9 < u.N) && (col17 < u.M)) {
+        const uint i300 = row9 * u.M + col17;
+        out[i300] = acc49;
+    }
+    if ((row9 < u.N) && (col18 < u.M)) {
+        const uint i301 = row9 * u.M + col18;
+        out[i301] = acc50;
+    }
+    if ((row9 < u.N) && (col19 < u.M)) {
+        const uint i302 = row9 * u.M + col19;
+        out[i302] = acc51;
+    }
+    if ((row9 < u.N) && (col20 < u.M)) {
+        const uint i303 = row9 * u.M + col20;
+        out[i303] = acc52;
+    }
+    if ((row9 < u.N) && (col21 < u.M)) {
+        const uint i304 = row9 * u.M + col21;
+        out[i304] = acc53;
+    }
+    if ((row10 < u.N) && (col14 < u.M)) {
+        const uint i305 = row10 * u.M + col14;
+        out[i305] = acc54;
+    }
+    if ((row10 < u.N) && (col15 < u.M)) {
+        const uint i306 = row10 * u.M + col15;
+        out[i306] = acc55;
+    }
+    if ((row10 < u.N) && (col16 < u.M)) {
+        const uint i307 = row10 * u.M + col16;
+        out[i307] = acc56;
+    }
+    if ((row10 < u.N) && (col17 < u.M)) {
+        const uint i308 = row10 * u.M + col17;
+        out[i308] = acc57;
+    }
+    if ((row10 < u.N) && (col18 < u.M)) {
+        const uint i309 = row10 * u.M + col18;
+        out[i309] = acc58;
+    }
+    if ((row10 < u.N) && (col19 < u.M)) {
+        const uint i310 = row10 * u.M + col19;
+        out[i310] = acc59;
+    }
+    if ((row10 < u.N) && (col20 < u.M)) {
+        const uint i311 = row10 * u.M + col20;
+        out[i311] = acc60;
+    }
+    if ((row10 < u.N) && (col21 < u.M)) {
+        const uint i312 = row10 * u.M + col21;
+        out[i312] = acc61;
+    }
+    if ((row11 < u.N) && (col14 < u.M)) {
+        const uint i313 = row11 * u.M + col14;
+        out[i313] = acc62;
+    }
+    if ((row11 < u.N) && (col15 < u.M)) {
+        const uint i314 = row11 * u.M + col15;
+        out[i314] = acc63;
+    }
+    if ((row11 < u.N) && (col16 < u.M)) {
+        const uint i315 = row11 * u.M + col16;
+        out[i315] = acc64;
+    }
+    if ((row11 < u.N) && (col17 < u.M)) {
+        const uint i316 = row11 * u.M + col17;
+        out[i316] = acc65;
+    }
+    if ((row11 < u.N) && (col18 < u.M)) {
+        const uint i317 = row11 * u.M + col18;
+        out[i317] = acc66;
+    }
+    if ((row11 < u.N) && (col19 < u.M)) {
+        const uint i318 = row11 * u.M + col19;
+        out[i318] = acc67;
+    }
+    if ((row11 < u.N) && (col20 < u.M)) {
+        const uint i319 = row11 * u.M + col20;
+        out[i319] = acc68;
+    }
+    if ((row11 < u.N) && (col21 < u.M)) {
+        const uint i320 = row11 * u.M + col21;
+        out[i320] = acc69;
+    }
+    if ((row12 < u.N) && (col14 < u.M)) {
+        const uint i321 = row12 * u.M + col14;
+        out[i321] = acc70;
+    }
+    if ((row12 < u.N) && (col15 < u.M)) {
+        const uint i322 = row12 * u.M + col15;
+        out[i322] = acc71;
+    }
+    if ((row12 < u.N) && (col16 < u.M)) {
+        const uint i323 = row12 * u.M + col16;
+        out[i323] = acc72;
+    }
+    if ((row12 < u.N) && (col17 < u.M)) {
+        const uint i324 = row12 * u.M + col17;
+        out[i324] = acc73;
+    }
+    if ((row12 < u.N) && (col18 < u.M)) {
+        const uint i325 = row12 * u.M + col18;
+        out[i325] = acc74;
+    }
+    if ((row12 < u.N) && (col19 < u.M)) {
+        const uint i326 = row12 * u.M + col19;
+        out[i326] = acc75;
+    }
+    if ((row12 < u.N) && (col20 < u.M)) {
+        const uint i327 = row12 * u.M + col20;
+        out[i327] = acc76;
+    }
+    if ((row12 < u.N) && (col21 < u.M)) {
+        const uint i328 = row12 * u.M + col21;
+        out[i328] = acc77;
+    }
+    if ((row13 < u.N) && (col14 < u.M)) {
+        const uint i329 = row13 * u.M + col14;
+        out[i329] = acc78;
+    }
+    if ((row13 < u.N) && (col15 < u.M)) {
+        const uint i330 = row13 * u.M + col15;
+        out[i330] = acc79;
+    }
+    if ((row13 < u.N) && (col16 < u.M)) {
+        const uint i331 = row13 * u.M + col16;
+        out[i331] = acc80;
+    }
+    if ((row13 < u.N) && (col17 < u.M)) {
+        const uint i332 = row13 * u.M + col17;
+        out[i332] = acc81;
+    }
+    if ((row13 < u.N) && (col18 < u.M)) {
+        const uint i333 = row13 * u.M + col18;
+        out[i333] = acc82;
+    }
+    if ((row13 < u.N) && (col19 < u.M)) {
+        const uint i334 = row13 * u.M + col19;
+        out[i334] = acc83;
+    }
+    if ((row13 < u.N) && (col20 < u.M)) {
+        const uint i335 = row13 * u.M + col20;
+        out[i335] = acc84;
+    }
+    if ((row13 < u.N) && (col21 < u.M)) {
+        const uint i336 = row13 * u.M + col21;
+        out[i336] = acc85;
     }
 }

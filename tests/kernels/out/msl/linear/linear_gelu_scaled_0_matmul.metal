@@ -37,250 +37,1369 @@ kernel void linear_gelu_scaled_0_matmul(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float a_tile[1024];
-    threadgroup float b_tile[1024];
+    threadgroup float a_tile[2048];
+    threadgroup float b_tile[2048];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.N + 64u - 1u) >> 6u)) {
+    if (g0 >= ((u.N + 128u - 1u) >> 7u)) {
         return;
     }
-    const uint row1 = g0 * 64u;
-    const uint row2 = row1 + lid.y;
-    const uint row3 = row1 + (lid.y + 16u);
-    const uint row4 = row1 + (lid.y + 32u);
-    const uint row5 = row1 + (lid.y + 48u);
-    const uint col6 = lid.x + 16u;
-    const uint col7 = lid.x + 32u;
-    const uint col8 = lid.x + 48u;
-    float acc9 = 0.0f;
-    float acc10 = 0.0f;
-    float acc11 = 0.0f;
-    float acc12 = 0.0f;
-    float acc13 = 0.0f;
-    float acc14 = 0.0f;
-    float acc15 = 0.0f;
-    float acc16 = 0.0f;
-    float acc17 = 0.0f;
-    float acc18 = 0.0f;
+    const uint t1 = lid.y * 16u + lid.x;
+    const uint row2 = g0 * 128u;
+    const uint row3 = row2 + lid.y * 4u;
+    const uint row4 = row2 + (lid.y * 4u + 1u);
+    const uint row5 = row2 + (lid.y * 4u + 2u);
+    const uint row6 = row2 + (lid.y * 4u + 3u);
+    const uint row7 = row2 + (lid.y * 4u + 64u);
+    const uint row8 = row2 + (lid.y * 4u + 65u);
+    const uint row9 = row2 + (lid.y * 4u + 66u);
+    const uint row10 = row2 + (lid.y * 4u + 67u);
+    const uint col11 = lid.x * 4u;
+    const uint col12 = lid.x * 4u + 1u;
+    const uint col13 = lid.x * 4u + 2u;
+    const uint col14 = lid.x * 4u + 3u;
+    const uint col15 = lid.x * 4u + 64u;
+    const uint col16 = lid.x * 4u + 65u;
+    const uint col17 = lid.x * 4u + 66u;
+    const uint col18 = lid.x * 4u + 67u;
     float acc19 = 0.0f;
     float acc20 = 0.0f;
     float acc21 = 0.0f;
     float acc22 = 0.0f;
     float acc23 = 0.0f;
     float acc24 = 0.0f;
-    for (uint k0_25 = 0u; k0_25 < 17u; k0_25 += 16u) {
-        const uint ka26 = k0_25 + lid.x;
-        const uint kb27 = k0_25 + lid.y;
-        float x28 = 0.0f;
-        if ((row2 < u.N) && (ka26 < 17u)) {
-            const uint i29 = row2 * 17u + ka26;
-            const float v30 = x[i29];
-            x28 = v30;
+    float acc25 = 0.0f;
+    float acc26 = 0.0f;
+    float acc27 = 0.0f;
+    float acc28 = 0.0f;
+    float acc29 = 0.0f;
+    float acc30 = 0.0f;
+    float acc31 = 0.0f;
+    float acc32 = 0.0f;
+    float acc33 = 0.0f;
+    float acc34 = 0.0f;
+    float acc35 = 0.0f;
+    float acc36 = 0.0f;
+    float acc37 = 0.0f;
+    float acc38 = 0.0f;
+    float acc39 = 0.0f;
+    float acc40 = 0.0f;
+    float acc41 = 0.0f;
+    float acc42 = 0.0f;
+    float acc43 = 0.0f;
+    float acc44 = 0.0f;
+    float acc45 = 0.0f;
+    float acc46 = 0.0f;
+    float acc47 = 0.0f;
+    float acc48 = 0.0f;
+    float acc49 = 0.0f;
+    float acc50 = 0.0f;
+    float acc51 = 0.0f;
+    float acc52 = 0.0f;
+    float acc53 = 0.0f;
+    float acc54 = 0.0f;
+    float acc55 = 0.0f;
+    float acc56 = 0.0f;
+    float acc57 = 0.0f;
+    float acc58 = 0.0f;
+    float acc59 = 0.0f;
+    float acc60 = 0.0f;
+    float acc61 = 0.0f;
+    float acc62 = 0.0f;
+    float acc63 = 0.0f;
+    float acc64 = 0.0f;
+    float acc65 = 0.0f;
+    float acc66 = 0.0f;
+    float acc67 = 0.0f;
+    float acc68 = 0.0f;
+    float acc69 = 0.0f;
+    float acc70 = 0.0f;
+    float acc71 = 0.0f;
+    float acc72 = 0.0f;
+    float acc73 = 0.0f;
+    float acc74 = 0.0f;
+    float acc75 = 0.0f;
+    float acc76 = 0.0f;
+    float acc77 = 0.0f;
+    float acc78 = 0.0f;
+    float acc79 = 0.0f;
+    float acc80 = 0.0f;
+    float acc81 = 0.0f;
+    float acc82 = 0.0f;
+    const uint ak83 = t1 & 7u;
+    const uint am84 = t1 >> 3u;
+    const uint ar85 = row2 + am84;
+    const uint ar86 = row2 + (am84 + 32u);
+    const uint ar87 = row2 + (am84 + 64u);
+    const uint ar88 = row2 + (am84 + 96u);
+    const uint ab89 = ar85 * 17u;
+    const uint ab90 = ar86 * 17u;
+    const uint ab91 = ar87 * 17u;
+    const uint ab92 = ar88 * 17u;
+    const bool aok93 = ar85 < u.N;
+    const bool aok94 = ar86 < u.N;
+    const bool aok95 = ar87 < u.N;
+    const bool aok96 = ar88 < u.N;
+    const uint as97 = ak83 * 128u + am84;
+    const uint bk98 = t1 >> 7u;
+    const uint bn99 = t1 & 127u;
+    const bool bok100 = bn99 < 5u;
+    const bool kok101 = ak83 < 17u;
+    if (aok93 && kok101) {
+        a_tile[as97] = x[ab89 + ak83];
+    } else {
+        a_tile[as97] = 0.0f;
+    }
+    if (aok94 && kok101) {
+        a_tile[as97 + 32u] = x[ab90 + ak83];
+    } else {
+        a_tile[as97 + 32u] = 0.0f;
+    }
+    if (aok95 && kok101) {
+        a_tile[as97 + 64u] = x[ab91 + ak83];
+    } else {
+        a_tile[as97 + 64u] = 0.0f;
+    }
+    if (aok96 && kok101) {
+        a_tile[as97 + 96u] = x[ab92 + ak83];
+    } else {
+        a_tile[as97 + 96u] = 0.0f;
+    }
+    const uint bi106 = bk98 * 5u + bn99;
+    if ((bk98 < 17u) && bok100) {
+        b_tile[t1] = w[bi106];
+    } else {
+        b_tile[t1] = 0.0f;
+    }
+    const uint kb108 = bk98 + 2u;
+    if ((kb108 < 17u) && bok100) {
+        b_tile[t1 + 256u] = w[bi106 + 10u];
+    } else {
+        b_tile[t1 + 256u] = 0.0f;
+    }
+    const uint kb110 = bk98 + 4u;
+    if ((kb110 < 17u) && bok100) {
+        b_tile[t1 + 512u] = w[bi106 + 20u];
+    } else {
+        b_tile[t1 + 512u] = 0.0f;
+    }
+    const uint kb112 = bk98 + 6u;
+    if ((kb112 < 17u) && bok100) {
+        b_tile[t1 + 768u] = w[bi106 + 30u];
+    } else {
+        b_tile[t1 + 768u] = 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint ly114 = lid.y * 4u;
+    const uint lx115 = lid.x * 4u;
+    for (uint k0_116 = 0u; k0_116 < 17u; k0_116 += 8u) {
+        const uint cur117 = (k0_116 << 7u) & 1024u;
+        const uint nxt118 = cur117 ^ 1024u;
+        const uint kn119 = k0_116 + 8u;
+        if (kn119 < 17u) {
+            const uint ka120 = kn119 + ak83;
+            const bool kok121 = ka120 < 17u;
+            const uint sa122 = nxt118 + as97;
+            if (aok93 && kok121) {
+                a_tile[sa122] = x[ab89 + ka120];
+            } else {
+                a_tile[sa122] = 0.0f;
+            }
+            if (aok94 && kok121) {
+                a_tile[sa122 + 32u] = x[ab90 + ka120];
+            } else {
+                a_tile[sa122 + 32u] = 0.0f;
+            }
+            if (aok95 && kok121) {
+                a_tile[sa122 + 64u] = x[ab91 + ka120];
+            } else {
+                a_tile[sa122 + 64u] = 0.0f;
+            }
+            if (aok96 && kok121) {
+                a_tile[sa122 + 96u] = x[ab92 + ka120];
+            } else {
+                a_tile[sa122 + 96u] = 0.0f;
+            }
+            const uint kb127 = kn119 + bk98;
+            const uint sb128 = nxt118 + t1;
+            const uint bi129 = kb127 * 5u + bn99;
+            if ((kb127 < 17u) && bok100) {
+                b_tile[sb128] = w[bi129];
+            } else {
+                b_tile[sb128] = 0.0f;
+            }
+            const uint kb131 = kb127 + 2u;
+            if ((kb131 < 17u) && bok100) {
+                b_tile[sb128 + 256u] = w[bi129 + 10u];
+            } else {
+                b_tile[sb128 + 256u] = 0.0f;
+            }
+            const uint kb133 = kb127 + 4u;
+            if ((kb133 < 17u) && bok100) {
+                b_tile[sb128 + 512u] = w[bi129 + 20u];
+            } else {
+                b_tile[sb128 + 512u] = 0.0f;
+            }
+            const uint kb135 = kb127 + 6u;
+            if ((kb135 < 17u) && bok100) {
+                b_tile[sb128 + 768u] = w[bi129 + 30u];
+            } else {
+                b_tile[sb128 + 768u] = 0.0f;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x28;
-        float x31 = 0.0f;
-        if ((row3 < u.N) && (ka26 < 17u)) {
-            const uint i32 = row3 * 17u + ka26;
-            const float v33 = x[i32];
-            x31 = v33;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x31;
-        float x34 = 0.0f;
-        if ((row4 < u.N) && (ka26 < 17u)) {
-            const uint i35 = row4 * 17u + ka26;
-            const float v36 = x[i35];
-            x34 = v36;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x34;
-        float x37 = 0.0f;
-        if ((row5 < u.N) && (ka26 < 17u)) {
-            const uint i38 = row5 * 17u + ka26;
-            const float v39 = x[i38];
-            x37 = v39;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x37;
-        float x40 = 0.0f;
-        if ((kb27 < 17u) && (lid.x < 5u)) {
-            const uint i41 = kb27 * 5u + lid.x;
-            const float v42 = w[i41];
-            x40 = v42;
-        }
-        b_tile[lid.y * 64u + lid.x] = x40;
-        float x43 = 0.0f;
-        if ((kb27 < 17u) && (col6 < 5u)) {
-            const uint i44 = kb27 * 5u + col6;
-            const float v45 = w[i44];
-            x43 = v45;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x43;
-        float x46 = 0.0f;
-        if ((kb27 < 17u) && (col7 < 5u)) {
-            const uint i47 = kb27 * 5u + col7;
-            const float v48 = w[i47];
-            x46 = v48;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x46;
-        float x49 = 0.0f;
-        if ((kb27 < 17u) && (col8 < 5u)) {
-            const uint i50 = kb27 * 5u + col8;
-            const float v51 = w[i50];
-            x49 = v51;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x49;
+        const uint ra137 = cur117 + ly114;
+        const uint rb138 = cur117 + lx115;
+        const float a139 = a_tile[ra137];
+        const float a140 = a_tile[ra137 + 1u];
+        const float a141 = a_tile[ra137 + 2u];
+        const float a142 = a_tile[ra137 + 3u];
+        const float a143 = a_tile[ra137 + 64u];
+        const float a144 = a_tile[ra137 + 64u + 1u];
+        const float a145 = a_tile[ra137 + 64u + 2u];
+        const float a146 = a_tile[ra137 + 64u + 3u];
+        const float b147 = b_tile[rb138];
+        const float b148 = b_tile[rb138 + 1u];
+        const float b149 = b_tile[rb138 + 2u];
+        const float b150 = b_tile[rb138 + 3u];
+        const float b151 = b_tile[rb138 + 64u];
+        const float b152 = b_tile[rb138 + 64u + 1u];
+        const float b153 = b_tile[rb138 + 64u + 2u];
+        const float b154 = b_tile[rb138 + 64u + 3u];
+        acc19 = fma(a139, b147, acc19);
+        acc20 = fma(a139, b148, acc20);
+        acc21 = fma(a139, b149, acc21);
+        acc22 = fma(a139, b150, acc22);
+        acc23 = fma(a139, b151, acc23);
+        acc24 = fma(a139, b152, acc24);
+        acc25 = fma(a139, b153, acc25);
+        acc26 = fma(a139, b154, acc26);
+        acc27 = fma(a140, b147, acc27);
+        acc28 = fma(a140, b148, acc28);
+        acc29 = fma(a140, b149, acc29);
+        acc30 = fma(a140, b150, acc30);
+        acc31 = fma(a140, b151, acc31);
+        acc32 = fma(a140, b152, acc32);
+        acc33 = fma(a140, b153, acc33);
+        acc34 = fma(a140, b154, acc34);
+        acc35 = fma(a141, b147, acc35);
+        acc36 = fma(a141, b148, acc36);
+        acc37 = fma(a141, b149, acc37);
+        acc38 = fma(a141, b150, acc38);
+        acc39 = fma(a141, b151, acc39);
+        acc40 = fma(a141, b152, acc40);
+        acc41 = fma(a141, b153, acc41);
+        acc42 = fma(a141, b154, acc42);
+        acc43 = fma(a142, b147, acc43);
+        acc44 = fma(a142, b148, acc44);
+        acc45 = fma(a142, b149, acc45);
+        acc46 = fma(a142, b150, acc46);
+        acc47 = fma(a142, b151, acc47);
+        acc48 = fma(a142, b152, acc48);
+        acc49 = fma(a142, b153, acc49);
+        acc50 = fma(a142, b154, acc50);
+        acc51 = fma(a143, b147, acc51);
+        acc52 = fma(a143, b148, acc52);
+        acc53 = fma(a143, b149, acc53);
+        acc54 = fma(a143, b150, acc54);
+        acc55 = fma(a143, b151, acc55);
+        acc56 = fma(a143, b152, acc56);
+        acc57 = fma(a143, b153, acc57);
+        acc58 = fma(a143, b154, acc58);
+        acc59 = fma(a144, b147, acc59);
+        acc60 = fma(a144, b148, acc60);
+        acc61 = fma(a144, b149, acc61);
+        acc62 = fma(a144, b150, acc62);
+        acc63 = fma(a144, b151, acc63);
+        acc64 = fma(a144, b152, acc64);
+        acc65 = fma(a144, b153, acc65);
+        acc66 = fma(a144, b154, acc66);
+        acc67 = fma(a145, b147, acc67);
+        acc68 = fma(a145, b148, acc68);
+        acc69 = fma(a145, b149, acc69);
+        acc70 = fma(a145, b150, acc70);
+        acc71 = fma(a145, b151, acc71);
+        acc72 = fma(a145, b152, acc72);
+        acc73 = fma(a145, b153, acc73);
+        acc74 = fma(a145, b154, acc74);
+        acc75 = fma(a146, b147, acc75);
+        acc76 = fma(a146, b148, acc76);
+        acc77 = fma(a146, b149, acc77);
+        acc78 = fma(a146, b150, acc78);
+        acc79 = fma(a146, b151, acc79);
+        acc80 = fma(a146, b152, acc80);
+        acc81 = fma(a146, b153, acc81);
+        acc82 = fma(a146, b154, acc82);
+        const float a155 = a_tile[ra137 + 128u];
+        const float a156 = a_tile[ra137 + 128u + 1u];
+        const float a157 = a_tile[ra137 + 128u + 2u];
+        const float a158 = a_tile[ra137 + 128u + 3u];
+        const float a159 = a_tile[ra137 + 192u];
+        const float a160 = a_tile[ra137 + 192u + 1u];
+        const float a161 = a_tile[ra137 + 192u + 2u];
+        const float a162 = a_tile[ra137 + 192u + 3u];
+        const float b163 = b_tile[rb138 + 128u];
+        const float b164 = b_tile[rb138 + 128u + 1u];
+        const float b165 = b_tile[rb138 + 128u + 2u];
+        const float b166 = b_tile[rb138 + 128u + 3u];
+        const float b167 = b_tile[rb138 + 192u];
+        const float b168 = b_tile[rb138 + 192u + 1u];
+        const float b169 = b_tile[rb138 + 192u + 2u];
+        const float b170 = b_tile[rb138 + 192u + 3u];
+        acc19 = fma(a155, b163, acc19);
+        acc20 = fma(a155, b164, acc20);
+        acc21 = fma(a155, b165, acc21);
+        acc22 = fma(a155, b166, acc22);
+        acc23 = fma(a155, b167, acc23);
+        acc24 = fma(a155, b168, acc24);
+        acc25 = fma(a155, b169, acc25);
+        acc26 = fma(a155, b170, acc26);
+        acc27 = fma(a156, b163, acc27);
+        acc28 = fma(a156, b164, acc28);
+        acc29 = fma(a156, b165, acc29);
+        acc30 = fma(a156, b166, acc30);
+        acc31 = fma(a156, b167, acc31);
+        acc32 = fma(a156, b168, acc32);
+        acc33 = fma(a156, b169, acc33);
+        acc34 = fma(a156, b170, acc34);
+        acc35 = fma(a157, b163, acc35);
+        acc36 = fma(a157, b164, acc36);
+        acc37 = fma(a157, b165, acc37);
+        acc38 = fma(a157, b166, acc38);
+        acc39 = fma(a157, b167, acc39);
+        acc40 = fma(a157, b168, acc40);
+        acc41 = fma(a157, b169, acc41);
+        acc42 = fma(a157, b170, acc42);
+        acc43 = fma(a158, b163, acc43);
+        acc44 = fma(a158, b164, acc44);
+        acc45 = fma(a158, b165, acc45);
+        acc46 = fma(a158, b166, acc46);
+        acc47 = fma(a158, b167, acc47);
+        acc48 = fma(a158, b168, acc48);
+        acc49 = fma(a158, b169, acc49);
+        acc50 = fma(a158, b170, acc50);
+        acc51 = fma(a159, b163, acc51);
+        acc52 = fma(a159, b164, acc52);
+        acc53 = fma(a159, b165, acc53);
+        acc54 = fma(a159, b166, acc54);
+        acc55 = fma(a159, b167, acc55);
+        acc56 = fma(a159, b168, acc56);
+        acc57 = fma(a159, b169, acc57);
+        acc58 = fma(a159, b170, acc58);
+        acc59 = fma(a160, b163, acc59);
+        acc60 = fma(a160, b164, acc60);
+        acc61 = fma(a160, b165, acc61);
+        acc62 = fma(a160, b166, acc62);
+        acc63 = fma(a160, b167, acc63);
+        acc64 = fma(a160, b168, acc64);
+        acc65 = fma(a160, b169, acc65);
+        acc66 = fma(a160, b170, acc66);
+        acc67 = fma(a161, b163, acc67);
+        acc68 = fma(a161, b164, acc68);
+        acc69 = fma(a161, b165, acc69);
+        acc70 = fma(a161, b166, acc70);
+        acc71 = fma(a161, b167, acc71);
+        acc72 = fma(a161, b168, acc72);
+        acc73 = fma(a161, b169, acc73);
+        acc74 = fma(a161, b170, acc74);
+        acc75 = fma(a162, b163, acc75);
+        acc76 = fma(a162, b164, acc76);
+        acc77 = fma(a162, b165, acc77);
+        acc78 = fma(a162, b166, acc78);
+        acc79 = fma(a162, b167, acc79);
+        acc80 = fma(a162, b168, acc80);
+        acc81 = fma(a162, b169, acc81);
+        acc82 = fma(a162, b170, acc82);
+        const float a171 = a_tile[ra137 + 256u];
+        const float a172 = a_tile[ra137 + 256u + 1u];
+        const float a173 = a_tile[ra137 + 256u + 2u];
+        const float a174 = a_tile[ra137 + 256u + 3u];
+        const float a175 = a_tile[ra137 + 320u];
+        const float a176 = a_tile[ra137 + 320u + 1u];
+        const float a177 = a_tile[ra137 + 320u + 2u];
+        const float a178 = a_tile[ra137 + 320u + 3u];
+        const float b179 = b_tile[rb138 + 256u];
+        const float b180 = b_tile[rb138 + 256u + 1u];
+        const float b181 = b_tile[rb138 + 256u + 2u];
+        const float b182 = b_tile[rb138 + 256u + 3u];
+        const float b183 = b_tile[rb138 + 320u];
+        const float b184 = b_tile[rb138 + 320u + 1u];
+        const float b185 = b_tile[rb138 + 320u + 2u];
+        const float b186 = b_tile[rb138 + 320u + 3u];
+        acc19 = fma(a171, b179, acc19);
+        acc20 = fma(a171, b180, acc20);
+        acc21 = fma(a171, b181, acc21);
+        acc22 = fma(a171, b182, acc22);
+        acc23 = fma(a171, b183, acc23);
+        acc24 = fma(a171, b184, acc24);
+        acc25 = fma(a171, b185, acc25);
+        acc26 = fma(a171, b186, acc26);
+        acc27 = fma(a172, b179, acc27);
+        acc28 = fma(a172, b180, acc28);
+        acc29 = fma(a172, b181, acc29);
+        acc30 = fma(a172, b182, acc30);
+        acc31 = fma(a172, b183, acc31);
+        acc32 = fma(a172, b184, acc32);
+        acc33 = fma(a172, b185, acc33);
+        acc34 = fma(a172, b186, acc34);
+        acc35 = fma(a173, b179, acc35);
+        acc36 = fma(a173, b180, acc36);
+        acc37 = fma(a173, b181, acc37);
+        acc38 = fma(a173, b182, acc38);
+        acc39 = fma(a173, b183, acc39);
+        acc40 = fma(a173, b184, acc40);
+        acc41 = fma(a173, b185, acc41);
+        acc42 = fma(a173, b186, acc42);
+        acc43 = fma(a174, b179, acc43);
+        acc44 = fma(a174, b180, acc44);
+        acc45 = fma(a174, b181, acc45);
+        acc46 = fma(a174, b182, acc46);
+        acc47 = fma(a174, b183, acc47);
+        acc48 = fma(a174, b184, acc48);
+        acc49 = fma(a174, b185, acc49);
+        acc50 = fma(a174, b186, acc50);
+        acc51 = fma(a175, b179, acc51);
+        acc52 = fma(a175, b180, acc52);
+        acc53 = fma(a175, b181, acc53);
+        acc54 = fma(a175, b182, acc54);
+        acc55 = fma(a175, b183, acc55);
+        acc56 = fma(a175, b184, acc56);
+        acc57 = fma(a175, b185, acc57);
+        acc58 = fma(a175, b186, acc58);
+        acc59 = fma(a176, b179, acc59);
+        acc60 = fma(a176, b180, acc60);
+        acc61 = fma(a176, b181, acc61);
+        acc62 = fma(a176, b182, acc62);
+        acc63 = fma(a176, b183, acc63);
+        acc64 = fma(a176, b184, acc64);
+        acc65 = fma(a176, b185, acc65);
+        acc66 = fma(a176, b186, acc66);
+        acc67 = fma(a177, b179, acc67);
+        acc68 = fma(a177, b180, acc68);
+        acc69 = fma(a177, b181, acc69);
+        acc70 = fma(a177, b182, acc70);
+        acc71 = fma(a177, b183, acc71);
+        acc72 = fma(a177, b184, acc72);
+        acc73 = fma(a177, b185, acc73);
+        acc74 = fma(a177, b186, acc74);
+        acc75 = fma(a178, b179, acc75);
+        acc76 = fma(a178, b180, acc76);
+        acc77 = fma(a178, b181, acc77);
+        acc78 = fma(a178, b182, acc78);
+        acc79 = fma(a178, b183, acc79);
+        acc80 = fma(a178, b184, acc80);
+        acc81 = fma(a178, b185, acc81);
+        acc82 = fma(a178, b186, acc82);
+        const float a187 = a_tile[ra137 + 384u];
+        const float a188 = a_tile[ra137 + 384u + 1u];
+        const float a189 = a_tile[ra137 + 384u + 2u];
+        const float a190 = a_tile[ra137 + 384u + 3u];
+        const float a191 = a_tile[ra137 + 448u];
+        const float a192 = a_tile[ra137 + 448u + 1u];
+        const float a193 = a_tile[ra137 + 448u + 2u];
+        const float a194 = a_tile[ra137 + 448u + 3u];
+        const float b195 = b_tile[rb138 + 384u];
+        const float b196 = b_tile[rb138 + 384u + 1u];
+        const float b197 = b_tile[rb138 + 384u + 2u];
+        const float b198 = b_tile[rb138 + 384u + 3u];
+        const float b199 = b_tile[rb138 + 448u];
+        const float b200 = b_tile[rb138 + 448u + 1u];
+        const float b201 = b_tile[rb138 + 448u + 2u];
+        const float b202 = b_tile[rb138 + 448u + 3u];
+        acc19 = fma(a187, b195, acc19);
+        acc20 = fma(a187, b196, acc20);
+        acc21 = fma(a187, b197, acc21);
+        acc22 = fma(a187, b198, acc22);
+        acc23 = fma(a187, b199, acc23);
+        acc24 = fma(a187, b200, acc24);
+        acc25 = fma(a187, b201, acc25);
+        acc26 = fma(a187, b202, acc26);
+        acc27 = fma(a188, b195, acc27);
+        acc28 = fma(a188, b196, acc28);
+        acc29 = fma(a188, b197, acc29);
+        acc30 = fma(a188, b198, acc30);
+        acc31 = fma(a188, b199, acc31);
+        acc32 = fma(a188, b200, acc32);
+        acc33 = fma(a188, b201, acc33);
+        acc34 = fma(a188, b202, acc34);
+        acc35 = fma(a189, b195, acc35);
+        acc36 = fma(a189, b196, acc36);
+        acc37 = fma(a189, b197, acc37);
+        acc38 = fma(a189, b198, acc38);
+        acc39 = fma(a189, b199, acc39);
+        acc40 = fma(a189, b200, acc40);
+        acc41 = fma(a189, b201, acc41);
+        acc42 = fma(a189, b202, acc42);
+        acc43 = fma(a190, b195, acc43);
+        acc44 = fma(a190, b196, acc44);
+        acc45 = fma(a190, b197, acc45);
+        acc46 = fma(a190, b198, acc46);
+        acc47 = fma(a190, b199, acc47);
+        acc48 = fma(a190, b200, acc48);
+        acc49 = fma(a190, b201, acc49);
+        acc50 = fma(a190, b202, acc50);
+        acc51 = fma(a191, b195, acc51);
+        acc52 = fma(a191, b196, acc52);
+        acc53 = fma(a191, b197, acc53);
+        acc54 = fma(a191, b198, acc54);
+        acc55 = fma(a191, b199, acc55);
+        acc56 = fma(a191, b200, acc56);
+        acc57 = fma(a191, b201, acc57);
+        acc58 = fma(a191, b202, acc58);
+        acc59 = fma(a192, b195, acc59);
+        acc60 = fma(a192, b196, acc60);
+        acc61 = fma(a192, b197, acc61);
+        acc62 = fma(a192, b198, acc62);
+        acc63 = fma(a192, b199, acc63);
+        acc64 = fma(a192, b200, acc64);
+        acc65 = fma(a192, b201, acc65);
+        acc66 = fma(a192, b202, acc66);
+        acc67 = fma(a193, b195, acc67);
+        acc68 = fma(a193, b196, acc68);
+        acc69 = fma(a193, b197, acc69);
+        acc70 = fma(a193, b198, acc70);
+        acc71 = fma(a193, b199, acc71);
+        acc72 = fma(a193, b200, acc72);
+        acc73 = fma(a193, b201, acc73);
+        acc74 = fma(a193, b202, acc74);
+        acc75 = fma(a194, b195, acc75);
+        acc76 = fma(a194, b196, acc76);
+        acc77 = fma(a194, b197, acc77);
+        acc78 = fma(a194, b198, acc78);
+        acc79 = fma(a194, b199, acc79);
+        acc80 = fma(a194, b200, acc80);
+        acc81 = fma(a194, b201, acc81);
+        acc82 = fma(a194, b202, acc82);
+        const float a203 = a_tile[ra137 + 512u];
+        const float a204 = a_tile[ra137 + 512u + 1u];
+        const float a205 = a_tile[ra137 + 512u + 2u];
+        const float a206 = a_tile[ra137 + 512u + 3u];
+        const float a207 = a_tile[ra137 + 576u];
+        const float a208 = a_tile[ra137 + 576u + 1u];
+        const float a209 = a_tile[ra137 + 576u + 2u];
+        const float a210 = a_tile[ra137 + 576u + 3u];
+        const float b211 = b_tile[rb138 + 512u];
+        const float b212 = b_tile[rb138 + 512u + 1u];
+        const float b213 = b_tile[rb138 + 512u + 2u];
+        const float b214 = b_tile[rb138 + 512u + 3u];
+        const float b215 = b_tile[rb138 + 576u];
+        const float b216 = b_tile[rb138 + 576u + 1u];
+        const float b217 = b_tile[rb138 + 576u + 2u];
+        const float b218 = b_tile[rb138 + 576u + 3u];
+        acc19 = fma(a203, b211, acc19);
+        acc20 = fma(a203, b212, acc20);
+        acc21 = fma(a203, b213, acc21);
+        acc22 = fma(a203, b214, acc22);
+        acc23 = fma(a203, b215, acc23);
+        acc24 = fma(a203, b216, acc24);
+        acc25 = fma(a203, b217, acc25);
+        acc26 = fma(a203, b218, acc26);
+        acc27 = fma(a204, b211, acc27);
+        acc28 = fma(a204, b212, acc28);
+        acc29 = fma(a204, b213, acc29);
+        acc30 = fma(a204, b214, acc30);
+        acc31 = fma(a204, b215, acc31);
+        acc32 = fma(a204, b216, acc32);
+        acc33 = fma(a204, b217, acc33);
+        acc34 = fma(a204, b218, acc34);
+        acc35 = fma(a205, b211, acc35);
+        acc36 = fma(a205, b212, acc36);
+        acc37 = fma(a205, b213, acc37);
+        acc38 = fma(a205, b214, acc38);
+        acc39 = fma(a205, b215, acc39);
+        acc40 = fma(a205, b216, acc40);
+        acc41 = fma(a205, b217, acc41);
+        acc42 = fma(a205, b218, acc42);
+        acc43 = fma(a206, b211, acc43);
+        acc44 = fma(a206, b212, acc44);
+        acc45 = fma(a206, b213, acc45);
+        acc46 = fma(a206, b214, acc46);
+        acc47 = fma(a206, b215, acc47);
+        acc48 = fma(a206, b216, acc48);
+        acc49 = fma(a206, b217, acc49);
+        acc50 = fma(a206, b218, acc50);
+        acc51 = fma(a207, b211, acc51);
+        acc52 = fma(a207, b212, acc52);
+        acc53 = fma(a207, b213, acc53);
+        acc54 = fma(a207, b214, acc54);
+        acc55 = fma(a207, b215, acc55);
+        acc56 = fma(a207, b216, acc56);
+        acc57 = fma(a207, b217, acc57);
+        acc58 = fma(a207, b218, acc58);
+        acc59 = fma(a208, b211, acc59);
+        acc60 = fma(a208, b212, acc60);
+        acc61 = fma(a208, b213, acc61);
+        acc62 = fma(a208, b214, acc62);
+        acc63 = fma(a208, b215, acc63);
+        acc64 = fma(a208, b216, acc64);
+        acc65 = fma(a208, b217, acc65);
+        acc66 = fma(a208, b218, acc66);
+        acc67 = fma(a209, b211, acc67);
+        acc68 = fma(a209, b212, acc68);
+        acc69 = fma(a209, b213, acc69);
+        acc70 = fma(a209, b214, acc70);
+        acc71 = fma(a209, b215, acc71);
+        acc72 = fma(a209, b216, acc72);
+        acc73 = fma(a209, b217, acc73);
+        acc74 = fma(a209, b218, acc74);
+        acc75 = fma(a210, b211, acc75);
+        acc76 = fma(a210, b212, acc76);
+        acc77 = fma(a210, b213, acc77);
+        acc78 = fma(a210, b214, acc78);
+        acc79 = fma(a210, b215, acc79);
+        acc80 = fma(a210, b216, acc80);
+        acc81 = fma(a210, b217, acc81);
+        acc82 = fma(a210, b218, acc82);
+        const float a219 = a_tile[ra137 + 640u];
+        const float a220 = a_tile[ra137 + 640u + 1u];
+        const float a221 = a_tile[ra137 + 640u + 2u];
+        const float a222 = a_tile[ra137 + 640u + 3u];
+        const float a223 = a_tile[ra137 + 704u];
+        const float a224 = a_tile[ra137 + 704u + 1u];
+        const float a225 = a_tile[ra137 + 704u + 2u];
+        const float a226 = a_tile[ra137 + 704u + 3u];
+        const float b227 = b_tile[rb138 + 640u];
+        const float b228 = b_tile[rb138 + 640u + 1u];
+        const float b229 = b_tile[rb138 + 640u + 2u];
+        const float b230 = b_tile[rb138 + 640u + 3u];
+        const float b231 = b_tile[rb138 + 704u];
+        const float b232 = b_tile[rb138 + 704u + 1u];
+        const float b233 = b_tile[rb138 + 704u + 2u];
+        const float b234 = b_tile[rb138 + 704u + 3u];
+        acc19 = fma(a219, b227, acc19);
+        acc20 = fma(a219, b228, acc20);
+        acc21 = fma(a219, b229, acc21);
+        acc22 = fma(a219, b230, acc22);
+        acc23 = fma(a219, b231, acc23);
+        acc24 = fma(a219, b232, acc24);
+        acc25 = fma(a219, b233, acc25);
+        acc26 = fma(a219, b234, acc26);
+        acc27 = fma(a220, b227, acc27);
+        acc28 = fma(a220, b228, acc28);
+        acc29 = fma(a220, b229, acc29);
+        acc30 = fma(a220, b230, acc30);
+        acc31 = fma(a220, b231, acc31);
+        acc32 = fma(a220, b232, acc32);
+        acc33 = fma(a220, b233, acc33);
+        acc34 = fma(a220, b234, acc34);
+        acc35 = fma(a221, b227, acc35);
+        acc36 = fma(a221, b228, acc36);
+        acc37 = fma(a221, b229, acc37);
+        acc38 = fma(a221, b230, acc38);
+        acc39 = fma(a221, b231, acc39);
+        acc40 = fma(a221, b232, acc40);
+        acc41 = fma(a221, b233, acc41);
+        acc42 = fma(a221, b234, acc42);
+        acc43 = fma(a222, b227, acc43);
+        acc44 = fma(a222, b228, acc44);
+        acc45 = fma(a222, b229, acc45);
+        acc46 = fma(a222, b230, acc46);
+        acc47 = fma(a222, b231, acc47);
+        acc48 = fma(a222, b232, acc48);
+        acc49 = fma(a222, b233, acc49);
+        acc50 = fma(a222, b234, acc50);
+        acc51 = fma(a223, b227, acc51);
+        acc52 = fma(a223, b228, acc52);
+        acc53 = fma(a223, b229, acc53);
+        acc54 = fma(a223, b230, acc54);
+        acc55 = fma(a223, b231, acc55);
+        acc56 = fma(a223, b232, acc56);
+        acc57 = fma(a223, b233, acc57);
+        acc58 = fma(a223, b234, acc58);
+        acc59 = fma(a224, b227, acc59);
+        acc60 = fma(a224, b228, acc60);
+        acc61 = fma(a224, b229, acc61);
+        acc62 = fma(a224, b230, acc62);
+        acc63 = fma(a224, b231, acc63);
+        acc64 = fma(a224, b232, acc64);
+        acc65 = fma(a224, b233, acc65);
+        acc66 = fma(a224, b234, acc66);
+        acc67 = fma(a225, b227, acc67);
+        acc68 = fma(a225, b228, acc68);
+        acc69 = fma(a225, b229, acc69);
+        acc70 = fma(a225, b230, acc70);
+        acc71 = fma(a225, b231, acc71);
+        acc72 = fma(a225, b232, acc72);
+        acc73 = fma(a225, b233, acc73);
+        acc74 = fma(a225, b234, acc74);
+        acc75 = fma(a226, b227, acc75);
+        acc76 = fma(a226, b228, acc76);
+        acc77 = fma(a226, b229, acc77);
+        acc78 = fma(a226, b230, acc78);
+        acc79 = fma(a226, b231, acc79);
+        acc80 = fma(a226, b232, acc80);
+        acc81 = fma(a226, b233, acc81);
+        acc82 = fma(a226, b234, acc82);
+        const float a235 = a_tile[ra137 + 768u];
+        const float a236 = a_tile[ra137 + 768u + 1u];
+        const float a237 = a_tile[ra137 + 768u + 2u];
+        const float a238 = a_tile[ra137 + 768u + 3u];
+        const float a239 = a_tile[ra137 + 832u];
+        const float a240 = a_tile[ra137 + 832u + 1u];
+        const float a241 = a_tile[ra137 + 832u + 2u];
+        const float a242 = a_tile[ra137 + 832u + 3u];
+        const float b243 = b_tile[rb138 + 768u];
+        const float b244 = b_tile[rb138 + 768u + 1u];
+        const float b245 = b_tile[rb138 + 768u + 2u];
+        const float b246 = b_tile[rb138 + 768u + 3u];
+        const float b247 = b_tile[rb138 + 832u];
+        const float b248 = b_tile[rb138 + 832u + 1u];
+        const float b249 = b_tile[rb138 + 832u + 2u];
+        const float b250 = b_tile[rb138 + 832u + 3u];
+        acc19 = fma(a235, b243, acc19);
+        acc20 = fma(a235, b244, acc20);
+        acc21 = fma(a235, b245, acc21);
+        acc22 = fma(a235, b246, acc22);
+        acc23 = fma(a235, b247, acc23);
+        acc24 = fma(a235, b248, acc24);
+        acc25 = fma(a235, b249, acc25);
+        acc26 = fma(a235, b250, acc26);
+        acc27 = fma(a236, b243, acc27);
+        acc28 = fma(a236, b244, acc28);
+        acc29 = fma(a236, b245, acc29);
+        acc30 = fma(a236, b246, acc30);
+        acc31 = fma(a236, b247, acc31);
+        acc32 = fma(a236, b248, acc32);
+        acc33 = fma(a236, b249, acc33);
+        acc34 = fma(a236, b250, acc34);
+        acc35 = fma(a237, b243, acc35);
+        acc36 = fma(a237, b244, acc36);
+        acc37 = fma(a237, b245, acc37);
+        acc38 = fma(a237, b246, acc38);
+        acc39 = fma(a237, b247, acc39);
+        acc40 = fma(a237, b248, acc40);
+        acc41 = fma(a237, b249, acc41);
+        acc42 = fma(a237, b250, acc42);
+        acc43 = fma(a238, b243, acc43);
+        acc44 = fma(a238, b244, acc44);
+        acc45 = fma(a238, b245, acc45);
+        acc46 = fma(a238, b246, acc46);
+        acc47 = fma(a238, b247, acc47);
+        acc48 = fma(a238, b248, acc48);
+        acc49 = fma(a238, b249, acc49);
+        acc50 = fma(a238, b250, acc50);
+        acc51 = fma(a239, b243, acc51);
+        acc52 = fma(a239, b244, acc52);
+        acc53 = fma(a239, b245, acc53);
+        acc54 = fma(a239, b246, acc54);
+        acc55 = fma(a239, b247, acc55);
+        acc56 = fma(a239, b248, acc56);
+        acc57 = fma(a239, b249, acc57);
+        acc58 = fma(a239, b250, acc58);
+        acc59 = fma(a240, b243, acc59);
+        acc60 = fma(a240, b244, acc60);
+        acc61 = fma(a240, b245, acc61);
+        acc62 = fma(a240, b246, acc62);
+        acc63 = fma(a240, b247, acc63);
+        acc64 = fma(a240, b248, acc64);
+        acc65 = fma(a240, b249, acc65);
+        acc66 = fma(a240, b250, acc66);
+        acc67 = fma(a241, b243, acc67);
+        acc68 = fma(a241, b244, acc68);
+        acc69 = fma(a241, b245, acc69);
+        acc70 = fma(a241, b246, acc70);
+        acc71 = fma(a241, b247, acc71);
+        acc72 = fma(a241, b248, acc72);
+        acc73 = fma(a241, b249, acc73);
+        acc74 = fma(a241, b250, acc74);
+        acc75 = fma(a242, b243, acc75);
+        acc76 = fma(a242, b244, acc76);
+        acc77 = fma(a242, b245, acc77);
+        acc78 = fma(a242, b246, acc78);
+        acc79 = fma(a242, b247, acc79);
+        acc80 = fma(a242, b248, acc80);
+        acc81 = fma(a242, b249, acc81);
+        acc82 = fma(a242, b250, acc82);
+        const float a251 = a_tile[ra137 + 896u];
+        const float a252 = a_tile[ra137 + 896u + 1u];
+        const float a253 = a_tile[ra137 + 896u + 2u];
+        const float a254 = a_tile[ra137 + 896u + 3u];
+        const float a255 = a_tile[ra137 + 960u];
+        const float a256 = a_tile[ra137 + 960u + 1u];
+        const float a257 = a_tile[ra137 + 960u + 2u];
+        const float a258 = a_tile[ra137 + 960u + 3u];
+        const float b259 = b_tile[rb138 + 896u];
+        const float b260 = b_tile[rb138 + 896u + 1u];
+        const float b261 = b_tile[rb138 + 896u + 2u];
+        const float b262 = b_tile[rb138 + 896u + 3u];
+        const float b263 = b_tile[rb138 + 960u];
+        const float b264 = b_tile[rb138 + 960u + 1u];
+        const float b265 = b_tile[rb138 + 960u + 2u];
+        const float b266 = b_tile[rb138 + 960u + 3u];
+        acc19 = fma(a251, b259, acc19);
+        acc20 = fma(a251, b260, acc20);
+        acc21 = fma(a251, b261, acc21);
+        acc22 = fma(a251, b262, acc22);
+        acc23 = fma(a251, b263, acc23);
+        acc24 = fma(a251, b264, acc24);
+        acc25 = fma(a251, b265, acc25);
+        acc26 = fma(a251, b266, acc26);
+        acc27 = fma(a252, b259, acc27);
+        acc28 = fma(a252, b260, acc28);
+        acc29 = fma(a252, b261, acc29);
+        acc30 = fma(a252, b262, acc30);
+        acc31 = fma(a252, b263, acc31);
+        acc32 = fma(a252, b264, acc32);
+        acc33 = fma(a252, b265, acc33);
+        acc34 = fma(a252, b266, acc34);
+        acc35 = fma(a253, b259, acc35);
+        acc36 = fma(a253, b260, acc36);
+        acc37 = fma(a253, b261, acc37);
+        acc38 = fma(a253, b262, acc38);
+        acc39 = fma(a253, b263, acc39);
+        acc40 = fma(a253, b264, acc40);
+        acc41 = fma(a253, b265, acc41);
+        acc42 = fma(a253, b266, acc42);
+        acc43 = fma(a254, b259, acc43);
+        acc44 = fma(a254, b260, acc44);
+        acc45 = fma(a254, b261, acc45);
+        acc46 = fma(a254, b262, acc46);
+        acc47 = fma(a254, b263, acc47);
+        acc48 = fma(a254, b264, acc48);
+        acc49 = fma(a254, b265, acc49);
+        acc50 = fma(a254, b266, acc50);
+        acc51 = fma(a255, b259, acc51);
+        acc52 = fma(a255, b260, acc52);
+        acc53 = fma(a255, b261, acc53);
+        acc54 = fma(a255, b262, acc54);
+        acc55 = fma(a255, b263, acc55);
+        acc56 = fma(a255, b264, acc56);
+        acc57 = fma(a255, b265, acc57);
+        acc58 = fma(a255, b266, acc58);
+        acc59 = fma(a256, b259, acc59);
+        acc60 = fma(a256, b260, acc60);
+        acc61 = fma(a256, b261, acc61);
+        acc62 = fma(a256, b262, acc62);
+        acc63 = fma(a256, b263, acc63);
+        acc64 = fma(a256, b264, acc64);
+        acc65 = fma(a256, b265, acc65);
+        acc66 = fma(a256, b266, acc66);
+        acc67 = fma(a257, b259, acc67);
+        acc68 = fma(a257, b260, acc68);
+        acc69 = fma(a257, b261, acc69);
+        acc70 = fma(a257, b262, acc70);
+        acc71 = fma(a257, b263, acc71);
+        acc72 = fma(a257, b264, acc72);
+        acc73 = fma(a257, b265, acc73);
+        acc74 = fma(a257, b266, acc74);
+        acc75 = fma(a258, b259, acc75);
+        acc76 = fma(a258, b260, acc76);
+        acc77 = fma(a258, b261, acc77);
+        acc78 = fma(a258, b262, acc78);
+        acc79 = fma(a258, b263, acc79);
+        acc80 = fma(a258, b264, acc80);
+        acc81 = fma(a258, b265, acc81);
+        acc82 = fma(a258, b266, acc82);
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint kk52 = 0u; kk52 < 16u; kk52 += 1u) {
-            const float a53 = a_tile[lid.y * 16u + kk52];
-            const float a54 = a_tile[(lid.y + 16u) * 16u + kk52];
-            const float a55 = a_tile[(lid.y + 32u) * 16u + kk52];
-            const float a56 = a_tile[(lid.y + 48u) * 16u + kk52];
-            const float b57 = b_tile[kk52 * 64u + lid.x];
-            const float b58 = b_tile[kk52 * 64u + (lid.x + 16u)];
-            const float b59 = b_tile[kk52 * 64u + (lid.x + 32u)];
-            const float b60 = b_tile[kk52 * 64u + (lid.x + 48u)];
-            acc9 = fma(a53, b57, acc9);
-            acc10 = fma(a53, b58, acc10);
-            acc11 = fma(a53, b59, acc11);
-            acc12 = fma(a53, b60, acc12);
-            acc13 = fma(a54, b57, acc13);
-            acc14 = fma(a54, b58, acc14);
-            acc15 = fma(a54, b59, acc15);
-            acc16 = fma(a54, b60, acc16);
-            acc17 = fma(a55, b57, acc17);
-            acc18 = fma(a55, b58, acc18);
-            acc19 = fma(a55, b59, acc19);
-            acc20 = fma(a55, b60, acc20);
-            acc21 = fma(a56, b57, acc21);
-            acc22 = fma(a56, b58, acc22);
-            acc23 = fma(a56, b59, acc23);
-            acc24 = fma(a56, b60, acc24);
-        }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    if ((row2 < u.N) && (lid.x < 5u)) {
-        const uint i61 = row2 * 5u + lid.x;
-        const float v62 = acc9 * u.scale;
-        const float v63 = b[lid.x];
-        const float v64 = v62 + v63;
-        const float v65 = mimir_gelu(v64);
-        out[i61] = v65;
+    if ((row3 < u.N) && (col11 < 5u)) {
+        const uint i267 = row3 * 5u + col11;
+        const float v268 = acc19 * u.scale;
+        const float v269 = b[col11];
+        const float v270 = v268 + v269;
+        const float v271 = mimir_gelu(v270);
+        out[i267] = v271;
     }
-    if ((row2 < u.N) && (col6 < 5u)) {
-        const uint i66 = row2 * 5u + col6;
-        const float v67 = acc10 * u.scale;
-        const float v68 = b[col6];
-        const float v69 = v67 + v68;
-        const float v70 = mimir_gelu(v69);
-        out[i66] = v70;
+    if ((row3 < u.N) && (col12 < 5u)) {
+        const uint i272 = row3 * 5u + col12;
+        const float v273 = acc20 * u.scale;
+        const float v274 = b[col12];
+        const float v275 = v273 + v274;
+        const float v276 = mimir_gelu(v275);
+        out[i272] = v276;
     }
-    if ((row2 < u.N) && (col7 < 5u)) {
-        const uint i71 = row2 * 5u + col7;
-        const float v72 = acc11 * u.scale;
-        const float v73 = b[col7];
-        const float v74 = v72 + v73;
-        const float v75 = mimir_gelu(v74);
-        out[i71] = v75;
+    if ((row3 < u.N) && (col13 < 5u)) {
+        const uint i277 = row3 * 5u + col13;
+        const float v278 = acc21 * u.scale;
+        const float v279 = b[col13];
+        const float v280 = v278 + v279;
+        const float v281 = mimir_gelu(v280);
+        out[i277] = v281;
     }
-    if ((row2 < u.N) && (col8 < 5u)) {
-        const uint i76 = row2 * 5u + col8;
-        const float v77 = acc12 * u.scale;
-        const float v78 = b[col8];
-        const float v79 = v77 + v78;
-        const float v80 = mimir_gelu(v79);
-        out[i76] = v80;
+    if ((row3 < u.N) && (col14 < 5u)) {
+        const uint i282 = row3 * 5u + col14;
+        const float v283 = acc22 * u.scale;
+        const float v284 = b[col14];
+        const float v285 = v283 + v284;
+        const float v286 = mimir_gelu(v285);
+        out[i282] = v286;
     }
-    if ((row3 < u.N) && (lid.x < 5u)) {
-        const uint i81 = row3 * 5u + lid.x;
-        const float v82 = acc13 * u.scale;
-        const float v83 = b[lid.x];
-        const float v84 = v82 + v83;
-        const float v85 = mimir_gelu(v84);
-        out[i81] = v85;
+    if ((row3 < u.N) && (col15 < 5u)) {
+        const uint i287 = row3 * 5u + col15;
+        const float v288 = acc23 * u.scale;
+        const float v289 = b[col15];
+        const float v290 = v288 + v289;
+        const float v291 = mimir_gelu(v290);
+        out[i287] = v291;
     }
-    if ((row3 < u.N) && (col6 < 5u)) {
-        const uint i86 = row3 * 5u + col6;
-        const float v87 = acc14 * u.scale;
-        const float v88 = b[col6];
-        const float v89 = v87 + v88;
-        const float v90 = mimir_gelu(v89);
-        out[i86] = v90;
+    if ((row3 < u.N) && (col16 < 5u)) {
+        const uint i292 = row3 * 5u + col16;
+        const float v293 = acc24 * u.scale;
+        const float v294 = b[col16];
+        const float v295 = v293 + v294;
+        const float v296 = mimir_gelu(v295);
+        out[i292] = v296;
     }
-    if ((row3 < u.N) && (col7 < 5u)) {
-        const uint i91 = row3 * 5u + col7;
-        const float v92 = acc15 * u.scale;
-        const float v93 = b[col7];
-        const float v94 = v92 + v93;
-        const float v95 = mimir_gelu(v94);
-        out[i91] = v95;
+    if ((row3 < u.N) && (col17 < 5u)) {
+        const uint i297 = row3 * 5u + col17;
+        const float v298 = acc25 * u.scale;
+        const float v299 = b[col17];
+        const float v300 = v298 + v299;
+        const float v301 = mimir_gelu(v300);
+        out[i297] = v301;
     }
-    if ((row3 < u.N) && (col8 < 5u)) {
-        const uint i96 = row3 * 5u + col8;
-        const float v97 = acc16 * u.scale;
-        const float v98 = b[col8];
-        const float v99 = v97 + v98;
-        const float v100 = mimir_gelu(v99);
-        out[i96] = v100;
+    if ((row3 < u.N) && (col18 < 5u)) {
+        const uint i302 = row3 * 5u + col18;
+        const float v303 = acc26 * u.scale;
+        const float v304 = b[col18];
+        const float v305 = v303 + v304;
+        const float v306 = mimir_gelu(v305);
+        out[i302] = v306;
     }
-    if ((row4 < u.N) && (lid.x < 5u)) {
-        const uint i101 = row4 * 5u + lid.x;
-        const float v102 = acc17 * u.scale;
-        const float v103 = b[lid.x];
-        const float v104 = v102 + v103;
-        const float v105 = mimir_gelu(v104);
-        out[i101] = v105;
+    if ((row4 < u.N) && (col11 < 5u)) {
+        const uint i307 = row4 * 5u + col11;
+        const float v308 = acc27 * u.scale;
+        const float v309 = b[col11];
+        const float v310 = v308 + v309;
+        const float v311 = mimir_gelu(v310);
+        out[i307] = v311;
     }
-    if ((row4 < u.N) && (col6 < 5u)) {
-        const uint i106 = row4 * 5u + col6;
-        const float v107 = acc18 * u.scale;
-        const float v108 = b[col6];
-        const float v109 = v107 + v108;
-        const float v110 = mimir_gelu(v109);
-        out[i106] = v110;
+    if ((row4 < u.N) && (col12 < 5u)) {
+        const uint i312 = row4 * 5u + col12;
+        const float v313 = acc28 * u.scale;
+        const float v314 = b[col12];
+        const float v315 = v313 + v314;
+        const float v316 = mimir_gelu(v315);
+        out[i312] = v316;
     }
-    if ((row4 < u.N) && (col7 < 5u)) {
-        const uint i111 = row4 * 5u + col7;
-        const float v112 = acc19 * u.scale;
-        const float v113 = b[col7];
-        const float v114 = v112 + v113;
-        const float v115 = mimir_gelu(v114);
-        out[i111] = v115;
+    if ((row4 < u.N) && (col13 < 5u)) {
+        const uint i317 = row4 * 5u + col13;
+        const float v318 = acc29 * u.scale;
+        const float v319 = b[col13];
+        const float v320 = v318 + v319;
+        const float v321 = mimir_gelu(v320);
+        out[i317] = v321;
     }
-    if ((row4 < u.N) && (col8 < 5u)) {
-        const uint i116 = row4 * 5u + col8;
-        const float v117 = acc20 * u.scale;
-        const float v118 = b[col8];
-        const float v119 = v117 + v118;
-        const float v120 = mimir_gelu(v119);
-        out[i116] = v120;
+    if ((row4 < u.N) && (col14 < 5u)) {
+        const uint i322 = row4 * 5u + col14;
+        const float v323 = acc30 * u.scale;
+        const float v324 = b[col14];
+        const float v325 = v323 + v324;
+        const float v326 = mimir_gelu(v325);
+        out[i322] = v326;
     }
-    if ((row5 < u.N) && (lid.x < 5u)) {
-        const uint i121 = row5 * 5u + lid.x;
-        const float v122 = acc21 * u.scale;
-        const float v123 = b[lid.x];
-        const float v124 = v122 + v123;
-        const float v125 = mimir_gelu(v124);
-        out[i121] = v125;
+    if ((row4 < u.N) && (col15 < 5u)) {
+        const uint i327 = row4 * 5u + col15;
+        const float v328 = acc31 * u.scale;
+        const float v329 = b[col15];
+        const float v330 = v328 + v329;
+        const float v331 = mimir_gelu(v330);
+        out[i327] = v331;
     }
-    if ((row5 < u.N) && (col6 < 5u)) {
-        const uint i126 = row5 * 5u + col6;
-        const float v127 = acc22 * u.scale;
-        const float v128 = b[col6];
-        const float v129 = v127 + v128;
-        const float v130 = mimir_gelu(v129);
-        out[i126] = v130;
+    if ((row4 < u.N) && (col16 < 5u)) {
+        const uint i332 = row4 * 5u + col16;
+        const float v333 = acc32 * u.scale;
+        const float v334 = b[col16];
+        const float v335 = v333 + v334;
+        const float v336 = mimir_gelu(v335);
+        out[i332] = v336;
     }
-    if ((row5 < u.N) && (col7 < 5u)) {
-        const uint i131 = row5 * 5u + col7;
-        const float v132 = acc23 * u.scale;
-        const float v133 = b[col7];
-        const float v134 = v132 + v133;
-        const float v135 = mimir_gelu(v134);
-        out[i131] = v135;
+    if ((row4 < u.N) && (col17 < 5u)) {
+        const uint i337 = row4 * 5u + col17;
+        const float v338 = acc33 * u.scale;
+        const float v339 = b[col17];
+        const float v340 = v338 + v339;
+        const float v341 = mimir_gelu(v340);
+        out[i337] = v341;
     }
-    if ((row5 < u.N) && (col8 < 5u)) {
-        const uint i136 = row5 * 5u + col8;
-        const float v137 = acc24 * u.scale;
-        const float v138 = b[col8];
-        const float v139 = v137 + v138;
-        const float v140 = mimir_gelu(v139);
-        out[i136] = v140;
+    if ((row4 < u.N) && (col18 < 5u)) {
+        const uint i342 = row4 * 5u + col18;
+        const float v343 = acc34 * u.scale;
+        const float v344 = b[col18];
+        const float v345 = v343 + v344;
+        const float v346 = mimir_gelu(v345);
+        out[i342] = v346;
+    }
+    if ((row5 < u.N) && (col11 < 5u)) {
+        const uint i347 = row5 * 5u + col11;
+        const float v348 = acc35 * u.scale;
+        const float v349 = b[col11];
+        const float v350 = v348 + v349;
+        const float v351 = mimir_gelu(v350);
+        out[i347] = v351;
+    }
+    if ((row5 < u.N) && (col12 < 5u)) {
+        const uint i352 = row5 * 5u + col12;
+        const float v353 = acc36 * u.scale;
+        const float v354 = b[col12];
+        const float v355 = v353 + v354;
+        const float v356 = mimir_gelu(v355);
+        out[i352] = v356;
+    }
+    if ((row5 < u.N) && (col13 < 5u)) {
+        const uint i357 = row5 * 5u + col13;
+        const float v358 = acc37 * u.scale;
+        const float v359 = b[col13];
+        const float v360 = v358 + v359;
+        const float v361 = mimir_gelu(v360);
+        out[i357] = v361;
+    }
+    if ((row5 < u.N) && (col14 < 5u)) {
+        const uint i362 = row5 * 5u + col14;
+        const float v363 = acc38 * u.scale;
+        const float v364 = b[col14];
+        const float v365 = v363 + v364;
+        const float v366 = mimir_gelu(v365);
+        out[i362] = v366;
+    }
+    if ((row5 < u.N) && (col15 < 5u)) {
+        const uint i367 = row5 * 5u + col15;
+        const float v368 = acc39 * u.scale;
+        const float v369 = b[col15];
+        const float v370 = v368 + v369;
+        const float v371 = mimir_gelu(v370);
+        out[i367] = v371;
+    }
+    if ((row5 < u.N) && (col16 < 5u)) {
+        const uint i372 = row5 * 5u + col16;
+        const float v373 = acc40 * u.scale;
+        const float v374 = b[col16];
+        const float v375 = v373 + v374;
+        const float v376 = mimir_gelu(v375);
+        out[i372] = v376;
+    }
+    if ((row5 < u.N) && (col17 < 5u)) {
+        const uint i377 = row5 * 5u + col17;
+        const float v378 = acc41 * u.scale;
+        const float v379 = b[col17];
+        const float v380 = v378 + v379;
+        const float v381 = mimir_gelu(v380);
+        out[i377] = v381;
+    }
+    if ((row5 < u.N) && (col18 < 5u)) {
+        const uint i382 = row5 * 5u + col18;
+        const float v383 = acc42 * u.scale;
+        const float v384 = b[col18];
+        const float v385 = v383 + v384;
+        const float v386 = mimir_gelu(v385);
+        out[i382] = v386;
+    }
+    if ((row6 < u.N) && (col11 < 5u)) {
+        const uint i387 = row6 * 5u + col11;
+        const float v388 = acc43 * u.scale;
+        const float v389 = b[col11];
+        const float v390 = v388 + v389;
+        const float v391 = mimir_gelu(v390);
+        out[i387] = v391;
+    }
+    if ((row6 < u.N) && (col12 < 5u)) {
+        const uint i392 = row6 * 5u + col12;
+        const float v393 = acc44 * u.scale;
+        const float v394 = b[col12];
+        const float v395 = v393 + v394;
+        const float v396 = mimir_gelu(v395);
+        out[i392] = v396;
+    }
+    if ((row6 < u.N) && (col13 < 5u)) {
+        const uint i397 = row6 * 5u + col13;
+        const float v398 = acc45 * u.scale;
+        const float v399 = b[col13];
+        const float v400 = v398 + v399;
+        const float v401 = mimir_gelu(v400);
+        out[i397] = v401;
+    }
+    if ((row6 < u.N) && (col14 < 5u)) {
+        const uint i402 = row6 * 5u + col14;
+        const float v403 = acc46 * u.scale;
+        const float v404 = b[col14];
+        const float v405 = v403 + v404;
+        const float v406 = mimir_gelu(v405);
+        out[i402] = v406;
+    }
+    if ((row6 < u.N) && (col15 < 5u)) {
+        const uint i407 = row6 * 5u + col15;
+        const float v408 = acc47 * u.scale;
+        const float v409 = b[col15];
+        const float v410 = v408 + v409;
+        const float v411 = mimir_gelu(v410);
+        out[i407] = v411;
+    }
+    if ((row6 < u.N) && (col16 < 5u)) {
+        const uint i412 = row6 * 5u + col16;
+        const float v413 = acc48 * u.scale;
+        const float v414 = b[col16];
+        const float v415 = v413 + v414;
+        const float v416 = mimir_gelu(v415);
+        out[i412] = v416;
+    }
+    if ((row6 < u.N) && (col17 < 5u)) {
+        const uint i417 = row6 * 5u + col17;
+        const float v418 = acc49 * u.scale;
+        const float v419 = b[col17];
+        const float v420 = v418 + v419;
+        const float v421 = mimir_gelu(v420);
+        out[i417] = v421;
+    }
+    if ((row6 < u.N) && (col18 < 5u)) {
+        const uint i422 = row6 * 5u + col18;
+        const float v423 = acc50 * u.scale;
+        const float v424 = b[col18];
+        const float v425 = v423 + v424;
+        const float v426 = mimir_gelu(v425);
+        out[i422] = v426;
+    }
+    if ((row7 < u.N) && (col11 < 5u)) {
+        const uint i427 = row7 * 5u + col11;
+        const float v428 = acc51 * u.scale;
+        const float v429 = b[col11];
+        const float v430 = v428 + v429;
+        const float v431 = mimir_gelu(v430);
+        out[i427] = v431;
+    }
+    if ((row7 < u.N) && (col12 < 5u)) {
+        const uint i432 = row7 * 5u + col12;
+        const float v433 = acc52 * u.scale;
+        const float v434 = b[col12];
+        const float v435 = v433 + v434;
+        const float v436 = mimir_gelu(v435);
+        out[i432] = v436;
+    }
+    if ((row7 < u.N) && (col13 < 5u)) {
+        const uint i437 = row7 * 5u + col13;
+        const float v438 = acc53 * u.scale;
+        const float v439 = b[col13];
+        const float v440 = v438 + v439;
+        const float v441 = mimir_gelu(v440);
+        out[i437] = v441;
+    }
+    if ((row7 < u.N) && (col14 < 5u)) {
+        const uint i442 = row7 * 5u + col14;
+        const float v443 = acc54 * u.scale;
+        const float v444 = b[col14];
+        const float v445 = v443 + v444;
+        const float v446 = mimir_gelu(v445);
+        out[i442] = v446;
+    }
+    if ((row7 < u.N) && (col15 < 5u)) {
+        const uint i447 = row7 * 5u + col15;
+        const float v448 = acc55 * u.scale;
+        const float v449 = b[col15];
+        const float v450 = v448 + v449;
+        const float v451 = mimir_gelu(v450);
+        out[i447] = v451;
+    }
+    if ((row7 < u.N) && (col16 < 5u)) {
+        const uint i452 = row7 * 5u + col16;
+        const float v453 = acc56 * u.scale;
+        const float v454 = b[col16];
+        const float v455 = v453 + v454;
+        const float v456 = mimir_gelu(v455);
+        out[i452] = v456;
+    }
+    if ((row7 < u.N) && (col17 < 5u)) {
+        const uint i457 = row7 * 5u + col17;
+        const float v458 = acc57 * u.scale;
+        const float v459 = b[col17];
+        const float v460 = v458 + v459;
+        const float v461 = mimir_gelu(v460);
+        out[i457] = v461;
+    }
+    if ((row7 < u.N) && (col18 < 5u)) {
+        const uint i462 = row7 * 5u + col18;
+        const float v463 = acc58 * u.scale;
+        const float v464 = b[col18];
+        const float v465 = v463 + v464;
+        const float v466 = mimir_gelu(v465);
+        out[i462] = v466;
+    }
+    if ((row8 < u.N) && (col11 < 5u)) {
+        const uint i467 = row8 * 5u + col11;
+        const float v468 = acc59 * u.scale;
+        const float v469 = b[col11];
+        const float v470 = v468 + v469;
+        const float v471 = mimir_gelu(v470);
+        out[i467] = v471;
+    }
+    if ((row8 < u.N) && (col12 < 5u)) {
+        const uint i472 = row8 * 5u + col12;
+        const float v473 = acc60 * u.scale;
+        const float v474 = b[col12];
+        const float v475 = v473 + v474;
+        const float v476 = mimir_gelu(v475);
+        out[i472] = v476;
+    }
+    if ((row8 < u.N) && (col13 < 5u)) {
+        const uint i477 = row8 * 5u + col13;
+        const float v478 = acc61 * u.scale;
+        const float v479 = b[col13];
+        const float v480 = v478 + v479;
+        const float v481 = mimir_gelu(v480);
+        out[i477] = v481;
+    }
+    if ((row8 < u.N) && (col14 < 5u)) {
+        const uint i482 = row8 * 5u + col14;
+        const float v483 = acc62 * u.scale;
+        const float v484 = b[col14];
+        const float v485 = v483 + v484;
+        const float v486 = mimir_gelu(v485);
+        out[i482] = v486;
+    }
+    if ((row8 < u.N) && (col15 < 5u)) {
+        const uint i487 = row8 * 5u + col15;
+        const float v488 = acc63 * u.scale;
+        const float v489 = b[col15];
+        const float v490 = v488 + v489;
+        const float v491 = mimir_gelu(v490);
+        out[i487] = v491;
+    }
+    if ((row8 < u.N) && (col16 < 5u)) {
+        const uint i492 = row8 * 5u + col16;
+        const float v493 = acc64 * u.scale;
+        const float v494 = b[col16];
+        const float v495 = v493 + v494;
+        const float v496 = mimir_gelu(v495);
+        out[i492] = v496;
+    }
+    if ((row8 < u.N) && (col17 < 5u)) {
+        const uint i497 = row8 * 5u + col17;
+        const float v498 = acc65 * u.scale;
+        const float v499 = b[col17];
+        const float v500 = v498 + v499;
+        const float v501 = mimir_gelu(v500);
+        out[i497] = v501;
+    }
+    if ((row8 < u.N) && (col18 < 5u)) {
+        const uint i502 = row8 * 5u + col18;
+        const float v503 = acc66 * u.scale;
+        const float v504 = b[col18];
+        const float v505 = v503 + v504;
+        const float v506 = mimir_gelu(v505);
+        out[i502] = v506;
+    }
+    if ((row9 < u.N) && (col11 < 5u)) {
+        const uint i507 = row9 * 5u + col11;
+        const float v508 = acc67 * u.scale;
+        const float v509 = b[col11];
+        const float v510 = v508 + v509;
+        const float v511 = mimir_gelu(v510);
+        out[i507] = v511;
+    }
+    if ((row9 < u.N) && (col12 < 5u)) {
+        const uint i512 = row9 * 5u + col12;
+        const float v513 = acc68 * u.scale;
+        const float v514 = b[col12];
+        const float v515 = v513 + v514;
+        const float v516 = mimir_gelu(v515);
+        out[i512] = v516;
+    }
+    if ((row9 < u.N) && (col13 < 5u)) {
+        const uint i517 = row9 * 5u + col13;
+        const float v518 = acc69 * u.scale;
+        const float v519 = b[col13];
+        const float v520 = v518 + v519;
+        const float v521 = mimir_gelu(v520);
+        out[i517] = v521;
+    }
+    if ((row9 < u.N) && (col14 < 5u)) {
+        const uint i522 = row9 * 5u + col14;
+        const float v523 = acc70 * u.scale;
+        const float v524 = b[col14];
+        const float v525 = v523 + v524;
+        const float v526 = mimir_gelu(v525);
+        out[i522] = v526;
+    }
+    if ((row9 < u.N) && (col15 < 5u)) {
+        const uint i527 = row9 * 5u + col15;
+        const float v528 = acc71 * u.scale;
+        const float v529 = b[col15];
+        const float v530 = v528 + v529;
+        const float v531 = mimir_gelu(v530);
+        out[i527] = v531;
+    }
+    if ((row9 < u.N) && (col16 < 5u)) {
+        const uint i532 = row9 * 5u + col16;
+        const float v533 = acc72 * u.scale;
+        const float v534 = b[col16];
+        const float v535 = v533 + v534;
+        const float v536 = mimir_gelu(v535);
+        out[i532] = v536;
+    }
+    if ((row9 < u.N) && (col17 < 5u)) {
+        const uint i537 = row9 * 5u + col17;
+        const float v538 = acc73 * u.scale;
+        const float v539 = b[col17];
+        const float v540 = v538 + v539;
+        const float v541 = mimir_gelu(v540);
+        out[i537] = v541;
+    }
+    if ((row9 < u.N) && (col18 < 5u)) {
+        const uint i542 = row9 * 5u + col18;
+        const float v543 = acc74 * u.scale;
+        const float v544 = b[col18];
+        const float v545 = v543 + v544;
+        const float v546 = mimir_gelu(v545);
+        out[i542] = v546;
+    }
+    if ((row10 < u.N) && (col11 < 5u)) {
+        const uint i547 = row10 * 5u + col11;
+        const float v548 = acc75 * u.scale;
+        const float v549 = b[col11];
+        const float v550 = v548 + v549;
+        const float v551 = mimir_gelu(v550);
+        out[i547] = v551;
+    }
+    if ((row10 < u.N) && (col12 < 5u)) {
+        const uint i552 = row10 * 5u + col12;
+        const float v553 = acc76 * u.scale;
+        const float v554 = b[col12];
+        const float v555 = v553 + v554;
+        const float v556 = mimir_gelu(v555);
+        out[i552] = v556;
+    }
+    if ((row10 < u.N) && (col13 < 5u)) {
+        const uint i557 = row10 * 5u + col13;
+        const float v558 = acc77 * u.scale;
+        const float v559 = b[col13];
+        const float v560 = v558 + v559;
+        const float v561 = mimir_gelu(v560);
+        out[i557] = v561;
+    }
+    if ((row10 < u.N) && (col14 < 5u)) {
+        const uint i562 = row10 * 5u + col14;
+        const float v563 = acc78 * u.scale;
+        const float v564 = b[col14];
+        const float v565 = v563 + v564;
+        const float v566 = mimir_gelu(v565);
+        out[i562] = v566;
+    }
+    if ((row10 < u.N) && (col15 < 5u)) {
+        const uint i567 = row10 * 5u + col15;
+        const float v568 = acc79 * u.scale;
+        const float v569 = b[col15];
+        const float v570 = v568 + v569;
+        const float v571 = mimir_gelu(v570);
+        out[i567] = v571;
+    }
+    if ((row10 < u.N) && (col16 < 5u)) {
+        const uint i572 = row10 * 5u + col16;
+        const float v573 = acc80 * u.scale;
+        const float v574 = b[col16];
+        const float v575 = v573 + v574;
+        const float v576 = mimir_gelu(v575);
+        out[i572] = v576;
+    }
+    if ((row10 < u.N) && (col17 < 5u)) {
+        const uint i577 = row10 * 5u + col17;
+        const float v578 = acc81 * u.scale;
+        const float v579 = b[col17];
+        const float v580 = v578 + v579;
+        const float v581 = mimir_gelu(v580);
+        out[i577] = v581;
+    }
+    if ((row10 < u.N) && (col18 < 5u)) {
+        const uint i582 = row10 * 5u + col18;
+        const float v583 = acc82 * u.scale;
+        const float v584 = b[col18];
+        const float v585 = v583 + v584;
+        const float v586 = mimir_gelu(v585);
+        out[i582] = v586;
     }
 }

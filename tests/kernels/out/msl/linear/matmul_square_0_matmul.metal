@@ -9,118 +9,1101 @@ kernel void matmul_square_0_matmul(
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]]
 ) {
-    threadgroup float a_tile[1024];
-    threadgroup float b_tile[1024];
-    const uint row0 = wid.x * 64u;
-    const uint row1 = row0 + lid.y;
-    const uint row2 = row0 + (lid.y + 16u);
-    const uint row3 = row0 + (lid.y + 32u);
-    const uint row4 = row0 + (lid.y + 48u);
-    const uint col5 = lid.x + 16u;
-    const uint col6 = lid.x + 32u;
-    const uint col7 = lid.x + 48u;
-    float acc8 = 0.0f;
-    float acc9 = 0.0f;
-    float acc10 = 0.0f;
-    float acc11 = 0.0f;
-    float acc12 = 0.0f;
-    float acc13 = 0.0f;
-    float acc14 = 0.0f;
-    float acc15 = 0.0f;
-    float acc16 = 0.0f;
-    float acc17 = 0.0f;
+    threadgroup float a_tile[2048];
+    threadgroup float b_tile[2048];
+    const uint t0 = lid.y * 16u + lid.x;
+    const uint row1 = wid.x * 128u;
+    const uint row2 = row1 + lid.y * 4u;
+    const uint row3 = row1 + (lid.y * 4u + 1u);
+    const uint row4 = row1 + (lid.y * 4u + 2u);
+    const uint row5 = row1 + (lid.y * 4u + 3u);
+    const uint row6 = row1 + (lid.y * 4u + 64u);
+    const uint row7 = row1 + (lid.y * 4u + 65u);
+    const uint row8 = row1 + (lid.y * 4u + 66u);
+    const uint row9 = row1 + (lid.y * 4u + 67u);
+    const uint col10 = lid.x * 4u;
+    const uint col11 = lid.x * 4u + 1u;
+    const uint col12 = lid.x * 4u + 2u;
+    const uint col13 = lid.x * 4u + 3u;
+    const uint col14 = lid.x * 4u + 64u;
+    const uint col15 = lid.x * 4u + 65u;
+    const uint col16 = lid.x * 4u + 66u;
+    const uint col17 = lid.x * 4u + 67u;
     float acc18 = 0.0f;
     float acc19 = 0.0f;
     float acc20 = 0.0f;
     float acc21 = 0.0f;
     float acc22 = 0.0f;
     float acc23 = 0.0f;
-    for (uint k0_24 = 0u; k0_24 < 64u; k0_24 += 16u) {
-        const uint ka25 = k0_24 + lid.x;
-        const uint kb26 = k0_24 + lid.y;
-        const uint i27 = row1 * 64u + ka25;
-        const float v28 = a[i27];
-        a_tile[lid.y * 16u + lid.x] = v28;
-        const uint i29 = row2 * 64u + ka25;
-        const float v30 = a[i29];
-        a_tile[(lid.y + 16u) * 16u + lid.x] = v30;
-        const uint i31 = row3 * 64u + ka25;
-        const float v32 = a[i31];
-        a_tile[(lid.y + 32u) * 16u + lid.x] = v32;
-        const uint i33 = row4 * 64u + ka25;
-        const float v34 = a[i33];
-        a_tile[(lid.y + 48u) * 16u + lid.x] = v34;
-        const uint i35 = kb26 * 64u + lid.x;
-        const float v36 = b[i35];
-        b_tile[lid.y * 64u + lid.x] = v36;
-        const uint i37 = kb26 * 64u + col5;
-        const float v38 = b[i37];
-        b_tile[lid.y * 64u + (lid.x + 16u)] = v38;
-        const uint i39 = kb26 * 64u + col6;
-        const float v40 = b[i39];
-        b_tile[lid.y * 64u + (lid.x + 32u)] = v40;
-        const uint i41 = kb26 * 64u + col7;
-        const float v42 = b[i41];
-        b_tile[lid.y * 64u + (lid.x + 48u)] = v42;
-        threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint kk43 = 0u; kk43 < 16u; kk43 += 1u) {
-            const float a44 = a_tile[lid.y * 16u + kk43];
-            const float a45 = a_tile[(lid.y + 16u) * 16u + kk43];
-            const float a46 = a_tile[(lid.y + 32u) * 16u + kk43];
-            const float a47 = a_tile[(lid.y + 48u) * 16u + kk43];
-            const float b48 = b_tile[kk43 * 64u + lid.x];
-            const float b49 = b_tile[kk43 * 64u + (lid.x + 16u)];
-            const float b50 = b_tile[kk43 * 64u + (lid.x + 32u)];
-            const float b51 = b_tile[kk43 * 64u + (lid.x + 48u)];
-            acc8 = fma(a44, b48, acc8);
-            acc9 = fma(a44, b49, acc9);
-            acc10 = fma(a44, b50, acc10);
-            acc11 = fma(a44, b51, acc11);
-            acc12 = fma(a45, b48, acc12);
-            acc13 = fma(a45, b49, acc13);
-            acc14 = fma(a45, b50, acc14);
-            acc15 = fma(a45, b51, acc15);
-            acc16 = fma(a46, b48, acc16);
-            acc17 = fma(a46, b49, acc17);
-            acc18 = fma(a46, b50, acc18);
-            acc19 = fma(a46, b51, acc19);
-            acc20 = fma(a47, b48, acc20);
-            acc21 = fma(a47, b49, acc21);
-            acc22 = fma(a47, b50, acc22);
-            acc23 = fma(a47, b51, acc23);
+    float acc24 = 0.0f;
+    float acc25 = 0.0f;
+    float acc26 = 0.0f;
+    float acc27 = 0.0f;
+    float acc28 = 0.0f;
+    float acc29 = 0.0f;
+    float acc30 = 0.0f;
+    float acc31 = 0.0f;
+    float acc32 = 0.0f;
+    float acc33 = 0.0f;
+    float acc34 = 0.0f;
+    float acc35 = 0.0f;
+    float acc36 = 0.0f;
+    float acc37 = 0.0f;
+    float acc38 = 0.0f;
+    float acc39 = 0.0f;
+    float acc40 = 0.0f;
+    float acc41 = 0.0f;
+    float acc42 = 0.0f;
+    float acc43 = 0.0f;
+    float acc44 = 0.0f;
+    float acc45 = 0.0f;
+    float acc46 = 0.0f;
+    float acc47 = 0.0f;
+    float acc48 = 0.0f;
+    float acc49 = 0.0f;
+    float acc50 = 0.0f;
+    float acc51 = 0.0f;
+    float acc52 = 0.0f;
+    float acc53 = 0.0f;
+    float acc54 = 0.0f;
+    float acc55 = 0.0f;
+    float acc56 = 0.0f;
+    float acc57 = 0.0f;
+    float acc58 = 0.0f;
+    float acc59 = 0.0f;
+    float acc60 = 0.0f;
+    float acc61 = 0.0f;
+    float acc62 = 0.0f;
+    float acc63 = 0.0f;
+    float acc64 = 0.0f;
+    float acc65 = 0.0f;
+    float acc66 = 0.0f;
+    float acc67 = 0.0f;
+    float acc68 = 0.0f;
+    float acc69 = 0.0f;
+    float acc70 = 0.0f;
+    float acc71 = 0.0f;
+    float acc72 = 0.0f;
+    float acc73 = 0.0f;
+    float acc74 = 0.0f;
+    float acc75 = 0.0f;
+    float acc76 = 0.0f;
+    float acc77 = 0.0f;
+    float acc78 = 0.0f;
+    float acc79 = 0.0f;
+    float acc80 = 0.0f;
+    float acc81 = 0.0f;
+    const uint ak82 = t0 & 7u;
+    const uint am83 = t0 >> 3u;
+    const uint ar84 = row1 + am83;
+    const uint ar85 = row1 + (am83 + 32u);
+    const uint ar86 = row1 + (am83 + 64u);
+    const uint ar87 = row1 + (am83 + 96u);
+    const uint ab88 = ar84 * 64u;
+    const uint ab89 = ar85 * 64u;
+    const uint ab90 = ar86 * 64u;
+    const uint ab91 = ar87 * 64u;
+    const bool aok92 = ar84 < 64u;
+    const bool aok93 = ar85 < 64u;
+    const bool aok94 = ar86 < 64u;
+    const bool aok95 = ar87 < 64u;
+    const uint as96 = ak82 * 128u + am83;
+    const uint bk97 = t0 >> 7u;
+    const uint bn98 = t0 & 127u;
+    const bool bok99 = bn98 < 64u;
+    if (aok92) {
+        a_tile[as96] = a[ab88 + ak82];
+    } else {
+        a_tile[as96] = 0.0f;
+    }
+    if (aok93) {
+        a_tile[as96 + 32u] = a[ab89 + ak82];
+    } else {
+        a_tile[as96 + 32u] = 0.0f;
+    }
+    if (aok94) {
+        a_tile[as96 + 64u] = a[ab90 + ak82];
+    } else {
+        a_tile[as96 + 64u] = 0.0f;
+    }
+    if (aok95) {
+        a_tile[as96 + 96u] = a[ab91 + ak82];
+    } else {
+        a_tile[as96 + 96u] = 0.0f;
+    }
+    const uint bi104 = bk97 * 64u + bn98;
+    if (bok99) {
+        b_tile[t0] = b[bi104];
+    } else {
+        b_tile[t0] = 0.0f;
+    }
+    if (bok99) {
+        b_tile[t0 + 256u] = b[bi104 + 128u];
+    } else {
+        b_tile[t0 + 256u] = 0.0f;
+    }
+    if (bok99) {
+        b_tile[t0 + 512u] = b[bi104 + 256u];
+    } else {
+        b_tile[t0 + 512u] = 0.0f;
+    }
+    if (bok99) {
+        b_tile[t0 + 768u] = b[bi104 + 384u];
+    } else {
+        b_tile[t0 + 768u] = 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint ly112 = lid.y * 4u;
+    const uint lx113 = lid.x * 4u;
+    for (uint k0_114 = 0u; k0_114 < 64u; k0_114 += 8u) {
+        const uint cur115 = (k0_114 << 7u) & 1024u;
+        const uint nxt116 = cur115 ^ 1024u;
+        const uint kn117 = k0_114 + 8u;
+        if (kn117 < 64u) {
+            const uint ka118 = kn117 + ak82;
+            const uint sa119 = nxt116 + as96;
+            if (aok92) {
+                a_tile[sa119] = a[ab88 + ka118];
+            } else {
+                a_tile[sa119] = 0.0f;
+            }
+            if (aok93) {
+                a_tile[sa119 + 32u] = a[ab89 + ka118];
+            } else {
+                a_tile[sa119 + 32u] = 0.0f;
+            }
+            if (aok94) {
+                a_tile[sa119 + 64u] = a[ab90 + ka118];
+            } else {
+                a_tile[sa119 + 64u] = 0.0f;
+            }
+            if (aok95) {
+                a_tile[sa119 + 96u] = a[ab91 + ka118];
+            } else {
+                a_tile[sa119 + 96u] = 0.0f;
+            }
+            const uint kb124 = kn117 + bk97;
+            const uint sb125 = nxt116 + t0;
+            const uint bi126 = kb124 * 64u + bn98;
+            if (bok99) {
+                b_tile[sb125] = b[bi126];
+            } else {
+                b_tile[sb125] = 0.0f;
+            }
+            if (bok99) {
+                b_tile[sb125 + 256u] = b[bi126 + 128u];
+            } else {
+                b_tile[sb125 + 256u] = 0.0f;
+            }
+            if (bok99) {
+                b_tile[sb125 + 512u] = b[bi126 + 256u];
+            } else {
+                b_tile[sb125 + 512u] = 0.0f;
+            }
+            if (bok99) {
+                b_tile[sb125 + 768u] = b[bi126 + 384u];
+            } else {
+                b_tile[sb125 + 768u] = 0.0f;
+            }
         }
+        const uint ra134 = cur115 + ly112;
+        const uint rb135 = cur115 + lx113;
+        const float a136 = a_tile[ra134];
+        const float a137 = a_tile[ra134 + 1u];
+        const float a138 = a_tile[ra134 + 2u];
+        const float a139 = a_tile[ra134 + 3u];
+        const float a140 = a_tile[ra134 + 64u];
+        const float a141 = a_tile[ra134 + 64u + 1u];
+        const float a142 = a_tile[ra134 + 64u + 2u];
+        const float a143 = a_tile[ra134 + 64u + 3u];
+        const float b144 = b_tile[rb135];
+        const float b145 = b_tile[rb135 + 1u];
+        const float b146 = b_tile[rb135 + 2u];
+        const float b147 = b_tile[rb135 + 3u];
+        const float b148 = b_tile[rb135 + 64u];
+        const float b149 = b_tile[rb135 + 64u + 1u];
+        const float b150 = b_tile[rb135 + 64u + 2u];
+        const float b151 = b_tile[rb135 + 64u + 3u];
+        acc18 = fma(a136, b144, acc18);
+        acc19 = fma(a136, b145, acc19);
+        acc20 = fma(a136, b146, acc20);
+        acc21 = fma(a136, b147, acc21);
+        acc22 = fma(a136, b148, acc22);
+        acc23 = fma(a136, b149, acc23);
+        acc24 = fma(a136, b150, acc24);
+        acc25 = fma(a136, b151, acc25);
+        acc26 = fma(a137, b144, acc26);
+        acc27 = fma(a137, b145, acc27);
+        acc28 = fma(a137, b146, acc28);
+        acc29 = fma(a137, b147, acc29);
+        acc30 = fma(a137, b148, acc30);
+        acc31 = fma(a137, b149, acc31);
+        acc32 = fma(a137, b150, acc32);
+        acc33 = fma(a137, b151, acc33);
+        acc34 = fma(a138, b144, acc34);
+        acc35 = fma(a138, b145, acc35);
+        acc36 = fma(a138, b146, acc36);
+        acc37 = fma(a138, b147, acc37);
+        acc38 = fma(a138, b148, acc38);
+        acc39 = fma(a138, b149, acc39);
+        acc40 = fma(a138, b150, acc40);
+        acc41 = fma(a138, b151, acc41);
+        acc42 = fma(a139, b144, acc42);
+        acc43 = fma(a139, b145, acc43);
+        acc44 = fma(a139, b146, acc44);
+        acc45 = fma(a139, b147, acc45);
+        acc46 = fma(a139, b148, acc46);
+        acc47 = fma(a139, b149, acc47);
+        acc48 = fma(a139, b150, acc48);
+        acc49 = fma(a139, b151, acc49);
+        acc50 = fma(a140, b144, acc50);
+        acc51 = fma(a140, b145, acc51);
+        acc52 = fma(a140, b146, acc52);
+        acc53 = fma(a140, b147, acc53);
+        acc54 = fma(a140, b148, acc54);
+        acc55 = fma(a140, b149, acc55);
+        acc56 = fma(a140, b150, acc56);
+        acc57 = fma(a140, b151, acc57);
+        acc58 = fma(a141, b144, acc58);
+        acc59 = fma(a141, b145, acc59);
+        acc60 = fma(a141, b146, acc60);
+        acc61 = fma(a141, b147, acc61);
+        acc62 = fma(a141, b148, acc62);
+        acc63 = fma(a141, b149, acc63);
+        acc64 = fma(a141, b150, acc64);
+        acc65 = fma(a141, b151, acc65);
+        acc66 = fma(a142, b144, acc66);
+        acc67 = fma(a142, b145, acc67);
+        acc68 = fma(a142, b146, acc68);
+        acc69 = fma(a142, b147, acc69);
+        acc70 = fma(a142, b148, acc70);
+        acc71 = fma(a142, b149, acc71);
+        acc72 = fma(a142, b150, acc72);
+        acc73 = fma(a142, b151, acc73);
+        acc74 = fma(a143, b144, acc74);
+        acc75 = fma(a143, b145, acc75);
+        acc76 = fma(a143, b146, acc76);
+        acc77 = fma(a143, b147, acc77);
+        acc78 = fma(a143, b148, acc78);
+        acc79 = fma(a143, b149, acc79);
+        acc80 = fma(a143, b150, acc80);
+        acc81 = fma(a143, b151, acc81);
+        const float a152 = a_tile[ra134 + 128u];
+        const float a153 = a_tile[ra134 + 128u + 1u];
+        const float a154 = a_tile[ra134 + 128u + 2u];
+        const float a155 = a_tile[ra134 + 128u + 3u];
+        const float a156 = a_tile[ra134 + 192u];
+        const float a157 = a_tile[ra134 + 192u + 1u];
+        const float a158 = a_tile[ra134 + 192u + 2u];
+        const float a159 = a_tile[ra134 + 192u + 3u];
+        const float b160 = b_tile[rb135 + 128u];
+        const float b161 = b_tile[rb135 + 128u + 1u];
+        const float b162 = b_tile[rb135 + 128u + 2u];
+        const float b163 = b_tile[rb135 + 128u + 3u];
+        const float b164 = b_tile[rb135 + 192u];
+        const float b165 = b_tile[rb135 + 192u + 1u];
+        const float b166 = b_tile[rb135 + 192u + 2u];
+        const float b167 = b_tile[rb135 + 192u + 3u];
+        acc18 = fma(a152, b160, acc18);
+        acc19 = fma(a152, b161, acc19);
+        acc20 = fma(a152, b162, acc20);
+        acc21 = fma(a152, b163, acc21);
+        acc22 = fma(a152, b164, acc22);
+        acc23 = fma(a152, b165, acc23);
+        acc24 = fma(a152, b166, acc24);
+        acc25 = fma(a152, b167, acc25);
+        acc26 = fma(a153, b160, acc26);
+        acc27 = fma(a153, b161, acc27);
+        acc28 = fma(a153, b162, acc28);
+        acc29 = fma(a153, b163, acc29);
+        acc30 = fma(a153, b164, acc30);
+        acc31 = fma(a153, b165, acc31);
+        acc32 = fma(a153, b166, acc32);
+        acc33 = fma(a153, b167, acc33);
+        acc34 = fma(a154, b160, acc34);
+        acc35 = fma(a154, b161, acc35);
+        acc36 = fma(a154, b162, acc36);
+        acc37 = fma(a154, b163, acc37);
+        acc38 = fma(a154, b164, acc38);
+        acc39 = fma(a154, b165, acc39);
+        acc40 = fma(a154, b166, acc40);
+        acc41 = fma(a154, b167, acc41);
+        acc42 = fma(a155, b160, acc42);
+        acc43 = fma(a155, b161, acc43);
+        acc44 = fma(a155, b162, acc44);
+        acc45 = fma(a155, b163, acc45);
+        acc46 = fma(a155, b164, acc46);
+        acc47 = fma(a155, b165, acc47);
+        acc48 = fma(a155, b166, acc48);
+        acc49 = fma(a155, b167, acc49);
+        acc50 = fma(a156, b160, acc50);
+        acc51 = fma(a156, b161, acc51);
+        acc52 = fma(a156, b162, acc52);
+        acc53 = fma(a156, b163, acc53);
+        acc54 = fma(a156, b164, acc54);
+        acc55 = fma(a156, b165, acc55);
+        acc56 = fma(a156, b166, acc56);
+        acc57 = fma(a156, b167, acc57);
+        acc58 = fma(a157, b160, acc58);
+        acc59 = fma(a157, b161, acc59);
+        acc60 = fma(a157, b162, acc60);
+        acc61 = fma(a157, b163, acc61);
+        acc62 = fma(a157, b164, acc62);
+        acc63 = fma(a157, b165, acc63);
+        acc64 = fma(a157, b166, acc64);
+        acc65 = fma(a157, b167, acc65);
+        acc66 = fma(a158, b160, acc66);
+        acc67 = fma(a158, b161, acc67);
+        acc68 = fma(a158, b162, acc68);
+        acc69 = fma(a158, b163, acc69);
+        acc70 = fma(a158, b164, acc70);
+        acc71 = fma(a158, b165, acc71);
+        acc72 = fma(a158, b166, acc72);
+        acc73 = fma(a158, b167, acc73);
+        acc74 = fma(a159, b160, acc74);
+        acc75 = fma(a159, b161, acc75);
+        acc76 = fma(a159, b162, acc76);
+        acc77 = fma(a159, b163, acc77);
+        acc78 = fma(a159, b164, acc78);
+        acc79 = fma(a159, b165, acc79);
+        acc80 = fma(a159, b166, acc80);
+        acc81 = fma(a159, b167, acc81);
+        const float a168 = a_tile[ra134 + 256u];
+        const float a169 = a_tile[ra134 + 256u + 1u];
+        const float a170 = a_tile[ra134 + 256u + 2u];
+        const float a171 = a_tile[ra134 + 256u + 3u];
+        const float a172 = a_tile[ra134 + 320u];
+        const float a173 = a_tile[ra134 + 320u + 1u];
+        const float a174 = a_tile[ra134 + 320u + 2u];
+        const float a175 = a_tile[ra134 + 320u + 3u];
+        const float b176 = b_tile[rb135 + 256u];
+        const float b177 = b_tile[rb135 + 256u + 1u];
+        const float b178 = b_tile[rb135 + 256u + 2u];
+        const float b179 = b_tile[rb135 + 256u + 3u];
+        const float b180 = b_tile[rb135 + 320u];
+        const float b181 = b_tile[rb135 + 320u + 1u];
+        const float b182 = b_tile[rb135 + 320u + 2u];
+        const float b183 = b_tile[rb135 + 320u + 3u];
+        acc18 = fma(a168, b176, acc18);
+        acc19 = fma(a168, b177, acc19);
+        acc20 = fma(a168, b178, acc20);
+        acc21 = fma(a168, b179, acc21);
+        acc22 = fma(a168, b180, acc22);
+        acc23 = fma(a168, b181, acc23);
+        acc24 = fma(a168, b182, acc24);
+        acc25 = fma(a168, b183, acc25);
+        acc26 = fma(a169, b176, acc26);
+        acc27 = fma(a169, b177, acc27);
+        acc28 = fma(a169, b178, acc28);
+        acc29 = fma(a169, b179, acc29);
+        acc30 = fma(a169, b180, acc30);
+        acc31 = fma(a169, b181, acc31);
+        acc32 = fma(a169, b182, acc32);
+        acc33 = fma(a169, b183, acc33);
+        acc34 = fma(a170, b176, acc34);
+        acc35 = fma(a170, b177, acc35);
+        acc36 = fma(a170, b178, acc36);
+        acc37 = fma(a170, b179, acc37);
+        acc38 = fma(a170, b180, acc38);
+        acc39 = fma(a170, b181, acc39);
+        acc40 = fma(a170, b182, acc40);
+        acc41 = fma(a170, b183, acc41);
+        acc42 = fma(a171, b176, acc42);
+        acc43 = fma(a171, b177, acc43);
+        acc44 = fma(a171, b178, acc44);
+        acc45 = fma(a171, b179, acc45);
+        acc46 = fma(a171, b180, acc46);
+        acc47 = fma(a171, b181, acc47);
+        acc48 = fma(a171, b182, acc48);
+        acc49 = fma(a171, b183, acc49);
+        acc50 = fma(a172, b176, acc50);
+        acc51 = fma(a172, b177, acc51);
+        acc52 = fma(a172, b178, acc52);
+        acc53 = fma(a172, b179, acc53);
+        acc54 = fma(a172, b180, acc54);
+        acc55 = fma(a172, b181, acc55);
+        acc56 = fma(a172, b182, acc56);
+        acc57 = fma(a172, b183, acc57);
+        acc58 = fma(a173, b176, acc58);
+        acc59 = fma(a173, b177, acc59);
+        acc60 = fma(a173, b178, acc60);
+        acc61 = fma(a173, b179, acc61);
+        acc62 = fma(a173, b180, acc62);
+        acc63 = fma(a173, b181, acc63);
+        acc64 = fma(a173, b182, acc64);
+        acc65 = fma(a173, b183, acc65);
+        acc66 = fma(a174, b176, acc66);
+        acc67 = fma(a174, b177, acc67);
+        acc68 = fma(a174, b178, acc68);
+        acc69 = fma(a174, b179, acc69);
+        acc70 = fma(a174, b180, acc70);
+        acc71 = fma(a174, b181, acc71);
+        acc72 = fma(a174, b182, acc72);
+        acc73 = fma(a174, b183, acc73);
+        acc74 = fma(a175, b176, acc74);
+        acc75 = fma(a175, b177, acc75);
+        acc76 = fma(a175, b178, acc76);
+        acc77 = fma(a175, b179, acc77);
+        acc78 = fma(a175, b180, acc78);
+        acc79 = fma(a175, b181, acc79);
+        acc80 = fma(a175, b182, acc80);
+        acc81 = fma(a175, b183, acc81);
+        const float a184 = a_tile[ra134 + 384u];
+        const float a185 = a_tile[ra134 + 384u + 1u];
+        const float a186 = a_tile[ra134 + 384u + 2u];
+        const float a187 = a_tile[ra134 + 384u + 3u];
+        const float a188 = a_tile[ra134 + 448u];
+        const float a189 = a_tile[ra134 + 448u + 1u];
+        const float a190 = a_tile[ra134 + 448u + 2u];
+        const float a191 = a_tile[ra134 + 448u + 3u];
+        const float b192 = b_tile[rb135 + 384u];
+        const float b193 = b_tile[rb135 + 384u + 1u];
+        const float b194 = b_tile[rb135 + 384u + 2u];
+        const float b195 = b_tile[rb135 + 384u + 3u];
+        const float b196 = b_tile[rb135 + 448u];
+        const float b197 = b_tile[rb135 + 448u + 1u];
+        const float b198 = b_tile[rb135 + 448u + 2u];
+        const float b199 = b_tile[rb135 + 448u + 3u];
+        acc18 = fma(a184, b192, acc18);
+        acc19 = fma(a184, b193, acc19);
+        acc20 = fma(a184, b194, acc20);
+        acc21 = fma(a184, b195, acc21);
+        acc22 = fma(a184, b196, acc22);
+        acc23 = fma(a184, b197, acc23);
+        acc24 = fma(a184, b198, acc24);
+        acc25 = fma(a184, b199, acc25);
+        acc26 = fma(a185, b192, acc26);
+        acc27 = fma(a185, b193, acc27);
+        acc28 = fma(a185, b194, acc28);
+        acc29 = fma(a185, b195, acc29);
+        acc30 = fma(a185, b196, acc30);
+        acc31 = fma(a185, b197, acc31);
+        acc32 = fma(a185, b198, acc32);
+        acc33 = fma(a185, b199, acc33);
+        acc34 = fma(a186, b192, acc34);
+        acc35 = fma(a186, b193, acc35);
+        acc36 = fma(a186, b194, acc36);
+        acc37 = fma(a186, b195, acc37);
+        acc38 = fma(a186, b196, acc38);
+        acc39 = fma(a186, b197, acc39);
+        acc40 = fma(a186, b198, acc40);
+        acc41 = fma(a186, b199, acc41);
+        acc42 = fma(a187, b192, acc42);
+        acc43 = fma(a187, b193, acc43);
+        acc44 = fma(a187, b194, acc44);
+        acc45 = fma(a187, b195, acc45);
+        acc46 = fma(a187, b196, acc46);
+        acc47 = fma(a187, b197, acc47);
+        acc48 = fma(a187, b198, acc48);
+        acc49 = fma(a187, b199, acc49);
+        acc50 = fma(a188, b192, acc50);
+        acc51 = fma(a188, b193, acc51);
+        acc52 = fma(a188, b194, acc52);
+        acc53 = fma(a188, b195, acc53);
+        acc54 = fma(a188, b196, acc54);
+        acc55 = fma(a188, b197, acc55);
+        acc56 = fma(a188, b198, acc56);
+        acc57 = fma(a188, b199, acc57);
+        acc58 = fma(a189, b192, acc58);
+        acc59 = fma(a189, b193, acc59);
+        acc60 = fma(a189, b194, acc60);
+        acc61 = fma(a189, b195, acc61);
+        acc62 = fma(a189, b196, acc62);
+        acc63 = fma(a189, b197, acc63);
+        acc64 = fma(a189, b198, acc64);
+        acc65 = fma(a189, b199, acc65);
+        acc66 = fma(a190, b192, acc66);
+        acc67 = fma(a190, b193, acc67);
+        acc68 = fma(a190, b194, acc68);
+        acc69 = fma(a190, b195, acc69);
+        acc70 = fma(a190, b196, acc70);
+        acc71 = fma(a190, b197, acc71);
+        acc72 = fma(a190, b198, acc72);
+        acc73 = fma(a190, b199, acc73);
+        acc74 = fma(a191, b192, acc74);
+        acc75 = fma(a191, b193, acc75);
+        acc76 = fma(a191, b194, acc76);
+        acc77 = fma(a191, b195, acc77);
+        acc78 = fma(a191, b196, acc78);
+        acc79 = fma(a191, b197, acc79);
+        acc80 = fma(a191, b198, acc80);
+        acc81 = fma(a191, b199, acc81);
+        const float a200 = a_tile[ra134 + 512u];
+        const float a201 = a_tile[ra134 + 512u + 1u];
+        const float a202 = a_tile[ra134 + 512u + 2u];
+        const float a203 = a_tile[ra134 + 512u + 3u];
+        const float a204 = a_tile[ra134 + 576u];
+        const float a205 = a_tile[ra134 + 576u + 1u];
+        const float a206 = a_tile[ra134 + 576u + 2u];
+        const float a207 = a_tile[ra134 + 576u + 3u];
+        const float b208 = b_tile[rb135 + 512u];
+        const float b209 = b_tile[rb135 + 512u + 1u];
+        const float b210 = b_tile[rb135 + 512u + 2u];
+        const float b211 = b_tile[rb135 + 512u + 3u];
+        const float b212 = b_tile[rb135 + 576u];
+        const float b213 = b_tile[rb135 + 576u + 1u];
+        const float b214 = b_tile[rb135 + 576u + 2u];
+        const float b215 = b_tile[rb135 + 576u + 3u];
+        acc18 = fma(a200, b208, acc18);
+        acc19 = fma(a200, b209, acc19);
+        acc20 = fma(a200, b210, acc20);
+        acc21 = fma(a200, b211, acc21);
+        acc22 = fma(a200, b212, acc22);
+        acc23 = fma(a200, b213, acc23);
+        acc24 = fma(a200, b214, acc24);
+        acc25 = fma(a200, b215, acc25);
+        acc26 = fma(a201, b208, acc26);
+        acc27 = fma(a201, b209, acc27);
+        acc28 = fma(a201, b210, acc28);
+        acc29 = fma(a201, b211, acc29);
+        acc30 = fma(a201, b212, acc30);
+        acc31 = fma(a201, b213, acc31);
+        acc32 = fma(a201, b214, acc32);
+        acc33 = fma(a201, b215, acc33);
+        acc34 = fma(a202, b208, acc34);
+        acc35 = fma(a202, b209, acc35);
+        acc36 = fma(a202, b210, acc36);
+        acc37 = fma(a202, b211, acc37);
+        acc38 = fma(a202, b212, acc38);
+        acc39 = fma(a202, b213, acc39);
+        acc40 = fma(a202, b214, acc40);
+        acc41 = fma(a202, b215, acc41);
+        acc42 = fma(a203, b208, acc42);
+        acc43 = fma(a203, b209, acc43);
+        acc44 = fma(a203, b210, acc44);
+        acc45 = fma(a203, b211, acc45);
+        acc46 = fma(a203, b212, acc46);
+        acc47 = fma(a203, b213, acc47);
+        acc48 = fma(a203, b214, acc48);
+        acc49 = fma(a203, b215, acc49);
+        acc50 = fma(a204, b208, acc50);
+        acc51 = fma(a204, b209, acc51);
+        acc52 = fma(a204, b210, acc52);
+        acc53 = fma(a204, b211, acc53);
+        acc54 = fma(a204, b212, acc54);
+        acc55 = fma(a204, b213, acc55);
+        acc56 = fma(a204, b214, acc56);
+        acc57 = fma(a204, b215, acc57);
+        acc58 = fma(a205, b208, acc58);
+        acc59 = fma(a205, b209, acc59);
+        acc60 = fma(a205, b210, acc60);
+        acc61 = fma(a205, b211, acc61);
+        acc62 = fma(a205, b212, acc62);
+        acc63 = fma(a205, b213, acc63);
+        acc64 = fma(a205, b214, acc64);
+        acc65 = fma(a205, b215, acc65);
+        acc66 = fma(a206, b208, acc66);
+        acc67 = fma(a206, b209, acc67);
+        acc68 = fma(a206, b210, acc68);
+        acc69 = fma(a206, b211, acc69);
+        acc70 = fma(a206, b212, acc70);
+        acc71 = fma(a206, b213, acc71);
+        acc72 = fma(a206, b214, acc72);
+        acc73 = fma(a206, b215, acc73);
+        acc74 = fma(a207, b208, acc74);
+        acc75 = fma(a207, b209, acc75);
+        acc76 = fma(a207, b210, acc76);
+        acc77 = fma(a207, b211, acc77);
+        acc78 = fma(a207, b212, acc78);
+        acc79 = fma(a207, b213, acc79);
+        acc80 = fma(a207, b214, acc80);
+        acc81 = fma(a207, b215, acc81);
+        const float a216 = a_tile[ra134 + 640u];
+        const float a217 = a_tile[ra134 + 640u + 1u];
+        const float a218 = a_tile[ra134 + 640u + 2u];
+        const float a219 = a_tile[ra134 + 640u + 3u];
+        const float a220 = a_tile[ra134 + 704u];
+        const float a221 = a_tile[ra134 + 704u + 1u];
+        const float a222 = a_tile[ra134 + 704u + 2u];
+        const float a223 = a_tile[ra134 + 704u + 3u];
+        const float b224 = b_tile[rb135 + 640u];
+        const float b225 = b_tile[rb135 + 640u + 1u];
+        const float b226 = b_tile[rb135 + 640u + 2u];
+        const float b227 = b_tile[rb135 + 640u + 3u];
+        const float b228 = b_tile[rb135 + 704u];
+        const float b229 = b_tile[rb135 + 704u + 1u];
+        const float b230 = b_tile[rb135 + 704u + 2u];
+        const float b231 = b_tile[rb135 + 704u + 3u];
+        acc18 = fma(a216, b224, acc18);
+        acc19 = fma(a216, b225, acc19);
+        acc20 = fma(a216, b226, acc20);
+        acc21 = fma(a216, b227, acc21);
+        acc22 = fma(a216, b228, acc22);
+        acc23 = fma(a216, b229, acc23);
+        acc24 = fma(a216, b230, acc24);
+        acc25 = fma(a216, b231, acc25);
+        acc26 = fma(a217, b224, acc26);
+        acc27 = fma(a217, b225, acc27);
+        acc28 = fma(a217, b226, acc28);
+        acc29 = fma(a217, b227, acc29);
+        acc30 = fma(a217, b228, acc30);
+        acc31 = fma(a217, b229, acc31);
+        acc32 = fma(a217, b230, acc32);
+        acc33 = fma(a217, b231, acc33);
+        acc34 = fma(a218, b224, acc34);
+        acc35 = fma(a218, b225, acc35);
+        acc36 = fma(a218, b226, acc36);
+        acc37 = fma(a218, b227, acc37);
+        acc38 = fma(a218, b228, acc38);
+        acc39 = fma(a218, b229, acc39);
+        acc40 = fma(a218, b230, acc40);
+        acc41 = fma(a218, b231, acc41);
+        acc42 = fma(a219, b224, acc42);
+        acc43 = fma(a219, b225, acc43);
+        acc44 = fma(a219, b226, acc44);
+        acc45 = fma(a219, b227, acc45);
+        acc46 = fma(a219, b228, acc46);
+        acc47 = fma(a219, b229, acc47);
+        acc48 = fma(a219, b230, acc48);
+        acc49 = fma(a219, b231, acc49);
+        acc50 = fma(a220, b224, acc50);
+        acc51 = fma(a220, b225, acc51);
+        acc52 = fma(a220, b226, acc52);
+        acc53 = fma(a220, b227, acc53);
+        acc54 = fma(a220, b228, acc54);
+        acc55 = fma(a220, b229, acc55);
+        acc56 = fma(a220, b230, acc56);
+        acc57 = fma(a220, b231, acc57);
+        acc58 = fma(a221, b224, acc58);
+        acc59 = fma(a221, b225, acc59);
+        acc60 = fma(a221, b226, acc60);
+        acc61 = fma(a221, b227, acc61);
+        acc62 = fma(a221, b228, acc62);
+        acc63 = fma(a221, b229, acc63);
+        acc64 = fma(a221, b230, acc64);
+        acc65 = fma(a221, b231, acc65);
+        acc66 = fma(a222, b224, acc66);
+        acc67 = fma(a222, b225, acc67);
+        acc68 = fma(a222, b226, acc68);
+        acc69 = fma(a222, b227, acc69);
+        acc70 = fma(a222, b228, acc70);
+        acc71 = fma(a222, b229, acc71);
+        acc72 = fma(a222, b230, acc72);
+        acc73 = fma(a222, b231, acc73);
+        acc74 = fma(a223, b224, acc74);
+        acc75 = fma(a223, b225, acc75);
+        acc76 = fma(a223, b226, acc76);
+        acc77 = fma(a223, b227, acc77);
+        acc78 = fma(a223, b228, acc78);
+        acc79 = fma(a223, b229, acc79);
+        acc80 = fma(a223, b230, acc80);
+        acc81 = fma(a223, b231, acc81);
+        const float a232 = a_tile[ra134 + 768u];
+        const float a233 = a_tile[ra134 + 768u + 1u];
+        const float a234 = a_tile[ra134 + 768u + 2u];
+        const float a235 = a_tile[ra134 + 768u + 3u];
+        const float a236 = a_tile[ra134 + 832u];
+        const float a237 = a_tile[ra134 + 832u + 1u];
+        const float a238 = a_tile[ra134 + 832u + 2u];
+        const float a239 = a_tile[ra134 + 832u + 3u];
+        const float b240 = b_tile[rb135 + 768u];
+        const float b241 = b_tile[rb135 + 768u + 1u];
+        const float b242 = b_tile[rb135 + 768u + 2u];
+        const float b243 = b_tile[rb135 + 768u + 3u];
+        const float b244 = b_tile[rb135 + 832u];
+        const float b245 = b_tile[rb135 + 832u + 1u];
+        const float b246 = b_tile[rb135 + 832u + 2u];
+        const float b247 = b_tile[rb135 + 832u + 3u];
+        acc18 = fma(a232, b240, acc18);
+        acc19 = fma(a232, b241, acc19);
+        acc20 = fma(a232, b242, acc20);
+        acc21 = fma(a232, b243, acc21);
+        acc22 = fma(a232, b244, acc22);
+        acc23 = fma(a232, b245, acc23);
+        acc24 = fma(a232, b246, acc24);
+        acc25 = fma(a232, b247, acc25);
+        acc26 = fma(a233, b240, acc26);
+        acc27 = fma(a233, b241, acc27);
+        acc28 = fma(a233, b242, acc28);
+        acc29 = fma(a233, b243, acc29);
+        acc30 = fma(a233, b244, acc30);
+        acc31 = fma(a233, b245, acc31);
+        acc32 = fma(a233, b246, acc32);
+        acc33 = fma(a233, b247, acc33);
+        acc34 = fma(a234, b240, acc34);
+        acc35 = fma(a234, b241, acc35);
+        acc36 = fma(a234, b242, acc36);
+        acc37 = fma(a234, b243, acc37);
+        acc38 = fma(a234, b244, acc38);
+        acc39 = fma(a234, b245, acc39);
+        acc40 = fma(a234, b246, acc40);
+        acc41 = fma(a234, b247, acc41);
+        acc42 = fma(a235, b240, acc42);
+        acc43 = fma(a235, b241, acc43);
+        acc44 = fma(a235, b242, acc44);
+        acc45 = fma(a235, b243, acc45);
+        acc46 = fma(a235, b244, acc46);
+        acc47 = fma(a235, b245, acc47);
+        acc48 = fma(a235, b246, acc48);
+        acc49 = fma(a235, b247, acc49);
+        acc50 = fma(a236, b240, acc50);
+        acc51 = fma(a236, b241, acc51);
+        acc52 = fma(a236, b242, acc52);
+        acc53 = fma(a236, b243, acc53);
+        acc54 = fma(a236, b244, acc54);
+        acc55 = fma(a236, b245, acc55);
+        acc56 = fma(a236, b246, acc56);
+        acc57 = fma(a236, b247, acc57);
+        acc58 = fma(a237, b240, acc58);
+        acc59 = fma(a237, b241, acc59);
+        acc60 = fma(a237, b242, acc60);
+        acc61 = fma(a237, b243, acc61);
+        acc62 = fma(a237, b244, acc62);
+        acc63 = fma(a237, b245, acc63);
+        acc64 = fma(a237, b246, acc64);
+        acc65 = fma(a237, b247, acc65);
+        acc66 = fma(a238, b240, acc66);
+        acc67 = fma(a238, b241, acc67);
+        acc68 = fma(a238, b242, acc68);
+        acc69 = fma(a238, b243, acc69);
+        acc70 = fma(a238, b244, acc70);
+        acc71 = fma(a238, b245, acc71);
+        acc72 = fma(a238, b246, acc72);
+        acc73 = fma(a238, b247, acc73);
+        acc74 = fma(a239, b240, acc74);
+        acc75 = fma(a239, b241, acc75);
+        acc76 = fma(a239, b242, acc76);
+        acc77 = fma(a239, b243, acc77);
+        acc78 = fma(a239, b244, acc78);
+        acc79 = fma(a239, b245, acc79);
+        acc80 = fma(a239, b246, acc80);
+        acc81 = fma(a239, b247, acc81);
+        const float a248 = a_tile[ra134 + 896u];
+        const float a249 = a_tile[ra134 + 896u + 1u];
+        const float a250 = a_tile[ra134 + 896u + 2u];
+        const float a251 = a_tile[ra134 + 896u + 3u];
+        const float a252 = a_tile[ra134 + 960u];
+        const float a253 = a_tile[ra134 + 960u + 1u];
+        const float a254 = a_tile[ra134 + 960u + 2u];
+        const float a255 = a_tile[ra134 + 960u + 3u];
+        const float b256 = b_tile[rb135 + 896u];
+        const float b257 = b_tile[rb135 + 896u + 1u];
+        const float b258 = b_tile[rb135 + 896u + 2u];
+        const float b259 = b_tile[rb135 + 896u + 3u];
+        const float b260 = b_tile[rb135 + 960u];
+        const float b261 = b_tile[rb135 + 960u + 1u];
+        const float b262 = b_tile[rb135 + 960u + 2u];
+        const float b263 = b_tile[rb135 + 960u + 3u];
+        acc18 = fma(a248, b256, acc18);
+        acc19 = fma(a248, b257, acc19);
+        acc20 = fma(a248, b258, acc20);
+        acc21 = fma(a248, b259, acc21);
+        acc22 = fma(a248, b260, acc22);
+        acc23 = fma(a248, b261, acc23);
+        acc24 = fma(a248, b262, acc24);
+        acc25 = fma(a248, b263, acc25);
+        acc26 = fma(a249, b256, acc26);
+        acc27 = fma(a249, b257, acc27);
+        acc28 = fma(a249, b258, acc28);
+        acc29 = fma(a249, b259, acc29);
+        acc30 = fma(a249, b260, acc30);
+        acc31 = fma(a249, b261, acc31);
+        acc32 = fma(a249, b262, acc32);
+        acc33 = fma(a249, b263, acc33);
+        acc34 = fma(a250, b256, acc34);
+        acc35 = fma(a250, b257, acc35);
+        acc36 = fma(a250, b258, acc36);
+        acc37 = fma(a250, b259, acc37);
+        acc38 = fma(a250, b260, acc38);
+        acc39 = fma(a250, b261, acc39);
+        acc40 = fma(a250, b262, acc40);
+        acc41 = fma(a250, b263, acc41);
+        acc42 = fma(a251, b256, acc42);
+        acc43 = fma(a251, b257, acc43);
+        acc44 = fma(a251, b258, acc44);
+        acc45 = fma(a251, b259, acc45);
+        acc46 = fma(a251, b260, acc46);
+        acc47 = fma(a251, b261, acc47);
+        acc48 = fma(a251, b262, acc48);
+        acc49 = fma(a251, b263, acc49);
+        acc50 = fma(a252, b256, acc50);
+        acc51 = fma(a252, b257, acc51);
+        acc52 = fma(a252, b258, acc52);
+        acc53 = fma(a252, b259, acc53);
+        acc54 = fma(a252, b260, acc54);
+        acc55 = fma(a252, b261, acc55);
+        acc56 = fma(a252, b262, acc56);
+        acc57 = fma(a252, b263, acc57);
+        acc58 = fma(a253, b256, acc58);
+        acc59 = fma(a253, b257, acc59);
+        acc60 = fma(a253, b258, acc60);
+        acc61 = fma(a253, b259, acc61);
+        acc62 = fma(a253, b260, acc62);
+        acc63 = fma(a253, b261, acc63);
+        acc64 = fma(a253, b262, acc64);
+        acc65 = fma(a253, b263, acc65);
+        acc66 = fma(a254, b256, acc66);
+        acc67 = fma(a254, b257, acc67);
+        acc68 = fma(a254, b258, acc68);
+        acc69 = fma(a254, b259, acc69);
+        acc70 = fma(a254, b260, acc70);
+        acc71 = fma(a254, b261, acc71);
+        acc72 = fma(a254, b262, acc72);
+        acc73 = fma(a254, b263, acc73);
+        acc74 = fma(a255, b256, acc74);
+        acc75 = fma(a255, b257, acc75);
+        acc76 = fma(a255, b258, acc76);
+        acc77 = fma(a255, b259, acc77);
+        acc78 = fma(a255, b260, acc78);
+        acc79 = fma(a255, b261, acc79);
+        acc80 = fma(a255, b262, acc80);
+        acc81 = fma(a255, b263, acc81);
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    const uint i52 = row1 * 64u + lid.x;
-    out[i52] = acc8;
-    const uint i53 = row1 * 64u + col5;
-    out[i53] = acc9;
-    const uint i54 = row1 * 64u + col6;
-    out[i54] = acc10;
-    const uint i55 = row1 * 64u + col7;
-    out[i55] = acc11;
-    const uint i56 = row2 * 64u + lid.x;
-    out[i56] = acc12;
-    const uint i57 = row2 * 64u + col5;
-    out[i57] = acc13;
-    const uint i58 = row2 * 64u + col6;
-    out[i58] = acc14;
-    const uint i59 = row2 * 64u + col7;
-    out[i59] = acc15;
-    const uint i60 = row3 * 64u + lid.x;
-    out[i60] = acc16;
-    const uint i61 = row3 * 64u + col5;
-    out[i61] = acc17;
-    const uint i62 = row3 * 64u + col6;
-    out[i62] = acc18;
-    const uint i63 = row3 * 64u + col7;
-    out[i63] = acc19;
-    const uint i64 = row4 * 64u + lid.x;
-    out[i64] = acc20;
-    const uint i65 = row4 * 64u + col5;
-    out[i65] = acc21;
-    const uint i66 = row4 * 64u + col6;
-    out[i66] = acc22;
-    const uint i67 = row4 * 64u + col7;
-    out[i67] = acc23;
+    if ((row2 < 64u) && (col10 < 64u)) {
+        const uint i264 = row2 * 64u + col10;
+        out[i264] = acc18;
+    }
+    if ((row2 < 64u) && (col11 < 64u)) {
+        const uint i265 = row2 * 64u + col11;
+        out[i265] = acc19;
+    }
+    if ((row2 < 64u) && (col12 < 64u)) {
+        const uint i266 = row2 * 64u + col12;
+        out[i266] = acc20;
+    }
+    if ((row2 < 64u) && (col13 < 64u)) {
+        const uint i267 = row2 * 64u + col13;
+        out[i267] = acc21;
+    }
+    if ((row2 < 64u) && (col14 < 64u)) {
+        const uint i268 = row2 * 64u + col14;
+        out[i268] = acc22;
+    }
+    if ((row2 < 64u) && (col15 < 64u)) {
+        const uint i269 = row2 * 64u + col15;
+        out[i269] = acc23;
+    }
+    if ((row2 < 64u) && (col16 < 64u)) {
+        const uint i270 = row2 * 64u + col16;
+        out[i270] = acc24;
+    }
+    if ((row2 < 64u) && (col17 < 64u)) {
+        const uint i271 = row2 * 64u + col17;
+        out[i271] = acc25;
+    }
+    if ((row3 < 64u) && (col10 < 64u)) {
+        const uint i272 = row3 * 64u + col10;
+        out[i272] = acc26;
+    }
+    if ((row3 < 64u) && (col11 < 64u)) {
+        const uint i273 = row3 * 64u + col11;
+        out[i273] = acc27;
+    }
+    if ((row3 < 64u) && (col12 < 64u)) {
+        const uint i274 = row3 * 64u + col12;
+        out[i274] = acc28;
+    }
+    if ((row3 < 64u) && (col13 < 64u)) {
+        const uint i275 = row3 * 64u + col13;
+        out[i275] = acc29;
+    }
+    if ((row3 < 64u) && (col14 < 64u)) {
+        const uint i276 = row3 * 64u + col14;
+        out[i276] = acc30;
+    }
+    if ((row3 < 64u) && (col15 < 64u)) {
+        const uint i277 = row3 * 64u + col15;
+        out[i277] = acc31;
+    }
+    if ((row3 < 64u) && (col16 < 64u)) {
+        const uint i278 = row3 * 64u + col16;
+        out[i278] = acc32;
+    }
+    if ((row3 < 64u) && (col17 < 64u)) {
+        const uint i279 = row3 * 64u + col17;
+        out[i279] = acc33;
+    }
+    if ((row4 < 64u) && (col10 < 64u)) {
+        const uint i280 = row4 * 64u + col10;
+        out[i280] = acc34;
+    }
+    if ((row4 < 64u) && (col11 < 64u)) {
+        const uint i281 = row4 * 64u + col11;
+        out[i281] = acc35;
+    }
+    if ((row4 < 64u) && (col12 < 64u)) {
+        const uint i282 = row4 * 64u + col12;
+        out[i282] = acc36;
+    }
+    if ((row4 < 64u) && (col13 < 64u)) {
+        const uint i283 = row4 * 64u + col13;
+        out[i283] = acc37;
+    }
+    if ((row4 < 64u) && (col14 < 64u)) {
+        const uint i284 = row4 * 64u + col14;
+        out[i284] = acc38;
+    }
+    if ((row4 < 64u) && (col15 < 64u)) {
+        const uint i285 = row4 * 64u + col15;
+        out[i285] = acc39;
+    }
+    if ((row4 < 64u) && (col16 < 64u)) {
+        const uint i286 = row4 * 64u + col16;
+        out[i286] = acc40;
+    }
+    if ((row4 < 64u) && (col17 < 64u)) {
+        const uint i287 = row4 * 64u + col17;
+        out[i287] = acc41;
+    }
+    if ((row5 < 64u) && (col10 < 64u)) {
+        const uint i288 = row5 * 64u + col10;
+        out[i288] = acc42;
+    }
+    if ((row5 < 64u) && (col11 < 64u)) {
+        const uint i289 = row5 * 64u + col11;
+        out[i289] = acc43;
+    }
+    if ((row5 < 64u) && (col12 < 64u)) {
+        const uint i290 = row5 * 64u + col12;
+        out[i290] = acc44;
+    }
+    if ((row5 < 64u) && (col13 < 64u)) {
+        const uint i291 = row5 * 64u + col13;
+        out[i291] = acc45;
+    }
+    if ((row5 < 64u) && (col14 < 64u)) {
+        const uint i292 = row5 * 64u + col14;
+        out[i292] = acc46;
+    }
+    if ((row5 < 64u) && (col15 < 64u)) {
+        const uint i293 = row5 * 64u + col15;
+        out[i293] = acc47;
+    }
+    if ((row5 < 64u) && (col16 < 64u)) {
+        const uint i294 = row5 * 64u + col16;
+        out[i294] = acc48;
+    }
+    if ((row5 < 64u) && (col17 < 64u)) {
+        const uint i295 = row5 * 64u + col17;
+        out[i295] = acc49;
+    }
+    if ((row6 < 64u) && (col10 < 64u)) {
+        const uint i296 = row6 * 64u + col10;
+        out[i296] = acc50;
+    }
+    if ((row6 < 64u) && (col11 < 64u)) {
+        const uint i297 = row6 * 64u + col11;
+        out[i297] = acc51;
+    }
+    if ((row6 < 64u) && (col12 < 64u)) {
+        const uint i298 = row6 * 64u + col12;
+        out[i298] = acc52;
+    }
+    if ((row6 < 64u) && (col13 < 64u)) {
+        const uint i299 = row6 * 64u + col13;
+        out[i299] = acc53;
+    }
+    if ((row6 < 64u) && (col14 < 64u)) {
+        const uint i300 = row6 * 64u + col14;
+        out[i300] = acc54;
+    }
+    if ((row6 < 64u) && (col15 < 64u)) {
+        const uint i301 = row6 * 64u + col15;
+        out[i301] = acc55;
+    }
+    if ((row6 < 64u) && (col16 < 64u)) {
+        const uint i302 = row6 * 64u + col16;
+        out[i302] = acc56;
+    }
+    if ((row6 < 64u) && (col17 < 64u)) {
+        const uint i303 = row6 * 64u + col17;
+        out[i303] = acc57;
+    }
+    if ((row7 < 64u) && (col10 < 64u)) {
+        const uint i304 = row7 * 64u + col10;
+        out[i304] = acc58;
+    }
+    if ((row7 < 64u) && (col11 < 64u)) {
+        const uint i305 = row7 * 64u + col11;
+        out[i305] = acc59;
+    }
+    if ((row7 < 64u) && (col12 < 64u)) {
+        const uint i306 = row7 * 64u + col12;
+        out[i306] = acc60;
+    }
+    if ((row7 < 64u) && (col13 < 64u)) {
+        const uint i307 = row7 * 64u + col13;
+        out[i307] = acc61;
+    }
+    if ((row7 < 64u) && (col14 < 64u)) {
+        const uint i308 = row7 * 64u + col14;
+        out[i308] = acc62;
+    }
+    if ((row7 < 64u) && (col15 < 64u)) {
+        const uint i309 = row7 * 64u + col15;
+        out[i309] = acc63;
+    }
+    if ((row7 < 64u) && (col16 < 64u)) {
+        const uint i310 = row7 * 64u + col16;
+        out[i310] = acc64;
+    }
+    if ((row7 < 64u) && (col17 < 64u)) {
+        const uint i311 = row7 * 64u + col17;
+        out[i311] = acc65;
+    }
+    if ((row8 < 64u) && (col10 < 64u)) {
+        const uint i312 = row8 * 64u + col10;
+        out[i312] = acc66;
+    }
+    if ((row8 < 64u) && (col11 < 64u)) {
+        const uint i313 = row8 * 64u + col11;
+        out[i313] = acc67;
+    }
+    if ((row8 < 64u) && (col12 < 64u)) {
+        const uint i314 = row8 * 64u + col12;
+        out[i314] = acc68;
+    }
+    if ((row8 < 64u) && (col13 < 64u)) {
+        const uint i315 = row8 * 64u + col13;
+        out[i315] = acc69;
+    }
+    if ((row8 < 64u) && (col14 < 64u)) {
+        const uint i316 = row8 * 64u + col14;
+        out[i316] = acc70;
+    }
+    if ((row8 < 64u) && (col15 < 64u)) {
+        const uint i317 = row8 * 64u + col15;
+        out[i317] = acc71;
+    }
+    if ((row8 < 64u) && (col16 < 64u)) {
+        const uint i318 = row8 * 64u + col16;
+        out[i318] = acc72;
+    }
+    if ((row8 < 64u) && (col17 < 64u)) {
+        const uint i319 = row8 * 64u + col17;
+        out[i319] = acc73;
+    }
+    if ((row9 < 64u) && (col10 < 64u)) {
+        const uint i320 = row9 * 64u + col10;
+        out[i320] = acc74;
+    }
+    if ((row9 < 64u) && (col11 < 64u)) {
+        const uint i321 = row9 * 64u + col11;
+        out[i321] = acc75;
+    }
+    if ((row9 < 64u) && (col12 < 64u)) {
+        const uint i322 = row9 * 64u + col12;
+        out[i322] = acc76;
+    }
+    if ((row9 < 64u) && (col13 < 64u)) {
+        const uint i323 = row9 * 64u + col13;
+        out[i323] = acc77;
+    }
+    if ((row9 < 64u) && (col14 < 64u)) {
+        const uint i324 = row9 * 64u + col14;
+        out[i324] = acc78;
+    }
+    if ((row9 < 64u) && (col15 < 64u)) {
+        const uint i325 = row9 * 64u + col15;
+        out[i325] = acc79;
+    }
+    if ((row9 < 64u) && (col16 < 64u)) {
+        const uint i326 = row9 * 64u + col16;
+        out[i326] = acc80;
+    }
+    if ((row9 < 64u) && (col17 < 64u)) {
+        const uint i327 = row9 * 64u + col17;
+        out[i327] = acc81;
+    }
 }

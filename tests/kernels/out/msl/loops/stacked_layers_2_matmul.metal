@@ -22,234 +22,1297 @@ kernel void stacked_layers_2_matmul(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float a_tile[1024];
-    threadgroup float b_tile[1024];
+    threadgroup float a_tile[2048];
+    threadgroup float b_tile[2048];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.N + 64u - 1u) >> 6u)) {
+    if (g0 >= ((u.N + 128u - 1u) >> 7u)) {
         return;
     }
-    const uint row1 = g0 * 64u;
-    const uint row2 = row1 + lid.y;
-    const uint row3 = row1 + (lid.y + 16u);
-    const uint row4 = row1 + (lid.y + 32u);
-    const uint row5 = row1 + (lid.y + 48u);
-    const uint col6 = lid.x + 16u;
-    const uint col7 = lid.x + 32u;
-    const uint col8 = lid.x + 48u;
-    float acc9 = 0.0f;
-    float acc10 = 0.0f;
-    float acc11 = 0.0f;
-    float acc12 = 0.0f;
-    float acc13 = 0.0f;
-    float acc14 = 0.0f;
-    float acc15 = 0.0f;
-    float acc16 = 0.0f;
-    float acc17 = 0.0f;
-    float acc18 = 0.0f;
+    const uint t1 = lid.y * 16u + lid.x;
+    const uint row2 = g0 * 128u;
+    const uint row3 = row2 + lid.y * 4u;
+    const uint row4 = row2 + (lid.y * 4u + 1u);
+    const uint row5 = row2 + (lid.y * 4u + 2u);
+    const uint row6 = row2 + (lid.y * 4u + 3u);
+    const uint row7 = row2 + (lid.y * 4u + 64u);
+    const uint row8 = row2 + (lid.y * 4u + 65u);
+    const uint row9 = row2 + (lid.y * 4u + 66u);
+    const uint row10 = row2 + (lid.y * 4u + 67u);
+    const uint col11 = lid.x * 4u;
+    const uint col12 = lid.x * 4u + 1u;
+    const uint col13 = lid.x * 4u + 2u;
+    const uint col14 = lid.x * 4u + 3u;
+    const uint col15 = lid.x * 4u + 64u;
+    const uint col16 = lid.x * 4u + 65u;
+    const uint col17 = lid.x * 4u + 66u;
+    const uint col18 = lid.x * 4u + 67u;
     float acc19 = 0.0f;
     float acc20 = 0.0f;
     float acc21 = 0.0f;
     float acc22 = 0.0f;
     float acc23 = 0.0f;
     float acc24 = 0.0f;
-    for (uint k0_25 = 0u; k0_25 < 8u; k0_25 += 16u) {
-        const uint ka26 = k0_25 + lid.x;
-        const uint kb27 = k0_25 + lid.y;
-        float x28 = 0.0f;
-        if ((row2 < u.N) && (ka26 < 8u)) {
-            const uint i29 = row2 * 8u + ka26;
-            const float v30 = scratch1[i29];
-            x28 = v30;
+    float acc25 = 0.0f;
+    float acc26 = 0.0f;
+    float acc27 = 0.0f;
+    float acc28 = 0.0f;
+    float acc29 = 0.0f;
+    float acc30 = 0.0f;
+    float acc31 = 0.0f;
+    float acc32 = 0.0f;
+    float acc33 = 0.0f;
+    float acc34 = 0.0f;
+    float acc35 = 0.0f;
+    float acc36 = 0.0f;
+    float acc37 = 0.0f;
+    float acc38 = 0.0f;
+    float acc39 = 0.0f;
+    float acc40 = 0.0f;
+    float acc41 = 0.0f;
+    float acc42 = 0.0f;
+    float acc43 = 0.0f;
+    float acc44 = 0.0f;
+    float acc45 = 0.0f;
+    float acc46 = 0.0f;
+    float acc47 = 0.0f;
+    float acc48 = 0.0f;
+    float acc49 = 0.0f;
+    float acc50 = 0.0f;
+    float acc51 = 0.0f;
+    float acc52 = 0.0f;
+    float acc53 = 0.0f;
+    float acc54 = 0.0f;
+    float acc55 = 0.0f;
+    float acc56 = 0.0f;
+    float acc57 = 0.0f;
+    float acc58 = 0.0f;
+    float acc59 = 0.0f;
+    float acc60 = 0.0f;
+    float acc61 = 0.0f;
+    float acc62 = 0.0f;
+    float acc63 = 0.0f;
+    float acc64 = 0.0f;
+    float acc65 = 0.0f;
+    float acc66 = 0.0f;
+    float acc67 = 0.0f;
+    float acc68 = 0.0f;
+    float acc69 = 0.0f;
+    float acc70 = 0.0f;
+    float acc71 = 0.0f;
+    float acc72 = 0.0f;
+    float acc73 = 0.0f;
+    float acc74 = 0.0f;
+    float acc75 = 0.0f;
+    float acc76 = 0.0f;
+    float acc77 = 0.0f;
+    float acc78 = 0.0f;
+    float acc79 = 0.0f;
+    float acc80 = 0.0f;
+    float acc81 = 0.0f;
+    float acc82 = 0.0f;
+    const uint ak83 = t1 & 7u;
+    const uint am84 = t1 >> 3u;
+    const uint ar85 = row2 + am84;
+    const uint ar86 = row2 + (am84 + 32u);
+    const uint ar87 = row2 + (am84 + 64u);
+    const uint ar88 = row2 + (am84 + 96u);
+    const uint ab89 = ar85 * 8u;
+    const uint ab90 = ar86 * 8u;
+    const uint ab91 = ar87 * 8u;
+    const uint ab92 = ar88 * 8u;
+    const bool aok93 = ar85 < u.N;
+    const bool aok94 = ar86 < u.N;
+    const bool aok95 = ar87 < u.N;
+    const bool aok96 = ar88 < u.N;
+    const uint as97 = ak83 * 128u + am84;
+    const uint bk98 = t1 >> 7u;
+    const uint bn99 = t1 & 127u;
+    const bool bok100 = bn99 < 8u;
+    if (aok93) {
+        a_tile[as97] = scratch1[ab89 + ak83];
+    } else {
+        a_tile[as97] = 0.0f;
+    }
+    if (aok94) {
+        a_tile[as97 + 32u] = scratch1[ab90 + ak83];
+    } else {
+        a_tile[as97 + 32u] = 0.0f;
+    }
+    if (aok95) {
+        a_tile[as97 + 64u] = scratch1[ab91 + ak83];
+    } else {
+        a_tile[as97 + 64u] = 0.0f;
+    }
+    if (aok96) {
+        a_tile[as97 + 96u] = scratch1[ab92 + ak83];
+    } else {
+        a_tile[as97 + 96u] = 0.0f;
+    }
+    const uint bi105 = bk98 * 8u + bn99;
+    if (bok100) {
+        b_tile[t1] = w[bi105];
+    } else {
+        b_tile[t1] = 0.0f;
+    }
+    if (bok100) {
+        b_tile[t1 + 256u] = w[bi105 + 16u];
+    } else {
+        b_tile[t1 + 256u] = 0.0f;
+    }
+    if (bok100) {
+        b_tile[t1 + 512u] = w[bi105 + 32u];
+    } else {
+        b_tile[t1 + 512u] = 0.0f;
+    }
+    if (bok100) {
+        b_tile[t1 + 768u] = w[bi105 + 48u];
+    } else {
+        b_tile[t1 + 768u] = 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint ly113 = lid.y * 4u;
+    const uint lx114 = lid.x * 4u;
+    for (uint k0_115 = 0u; k0_115 < 8u; k0_115 += 8u) {
+        const uint cur116 = (k0_115 << 7u) & 1024u;
+        const uint nxt117 = cur116 ^ 1024u;
+        const uint kn118 = k0_115 + 8u;
+        if (kn118 < 8u) {
+            const uint ka119 = kn118 + ak83;
+            const uint sa120 = nxt117 + as97;
+            if (aok93) {
+                a_tile[sa120] = scratch1[ab89 + ka119];
+            } else {
+                a_tile[sa120] = 0.0f;
+            }
+            if (aok94) {
+                a_tile[sa120 + 32u] = scratch1[ab90 + ka119];
+            } else {
+                a_tile[sa120 + 32u] = 0.0f;
+            }
+            if (aok95) {
+                a_tile[sa120 + 64u] = scratch1[ab91 + ka119];
+            } else {
+                a_tile[sa120 + 64u] = 0.0f;
+            }
+            if (aok96) {
+                a_tile[sa120 + 96u] = scratch1[ab92 + ka119];
+            } else {
+                a_tile[sa120 + 96u] = 0.0f;
+            }
+            const uint kb125 = kn118 + bk98;
+            const uint sb126 = nxt117 + t1;
+            const uint bi127 = kb125 * 8u + bn99;
+            if (bok100) {
+                b_tile[sb126] = w[bi127];
+            } else {
+                b_tile[sb126] = 0.0f;
+            }
+            if (bok100) {
+                b_tile[sb126 + 256u] = w[bi127 + 16u];
+            } else {
+                b_tile[sb126 + 256u] = 0.0f;
+            }
+            if (bok100) {
+                b_tile[sb126 + 512u] = w[bi127 + 32u];
+            } else {
+                b_tile[sb126 + 512u] = 0.0f;
+            }
+            if (bok100) {
+                b_tile[sb126 + 768u] = w[bi127 + 48u];
+            } else {
+                b_tile[sb126 + 768u] = 0.0f;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x28;
-        float x31 = 0.0f;
-        if ((row3 < u.N) && (ka26 < 8u)) {
-            const uint i32 = row3 * 8u + ka26;
-            const float v33 = scratch1[i32];
-            x31 = v33;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x31;
-        float x34 = 0.0f;
-        if ((row4 < u.N) && (ka26 < 8u)) {
-            const uint i35 = row4 * 8u + ka26;
-            const float v36 = scratch1[i35];
-            x34 = v36;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x34;
-        float x37 = 0.0f;
-        if ((row5 < u.N) && (ka26 < 8u)) {
-            const uint i38 = row5 * 8u + ka26;
-            const float v39 = scratch1[i38];
-            x37 = v39;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x37;
-        float x40 = 0.0f;
-        if ((kb27 < 8u) && (lid.x < 8u)) {
-            const uint i41 = kb27 * 8u + lid.x;
-            const float v42 = w[i41];
-            x40 = v42;
-        }
-        b_tile[lid.y * 64u + lid.x] = x40;
-        float x43 = 0.0f;
-        if ((kb27 < 8u) && (col6 < 8u)) {
-            const uint i44 = kb27 * 8u + col6;
-            const float v45 = w[i44];
-            x43 = v45;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x43;
-        float x46 = 0.0f;
-        if ((kb27 < 8u) && (col7 < 8u)) {
-            const uint i47 = kb27 * 8u + col7;
-            const float v48 = w[i47];
-            x46 = v48;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x46;
-        float x49 = 0.0f;
-        if ((kb27 < 8u) && (col8 < 8u)) {
-            const uint i50 = kb27 * 8u + col8;
-            const float v51 = w[i50];
-            x49 = v51;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x49;
+        const uint ra135 = cur116 + ly113;
+        const uint rb136 = cur116 + lx114;
+        const float a137 = a_tile[ra135];
+        const float a138 = a_tile[ra135 + 1u];
+        const float a139 = a_tile[ra135 + 2u];
+        const float a140 = a_tile[ra135 + 3u];
+        const float a141 = a_tile[ra135 + 64u];
+        const float a142 = a_tile[ra135 + 64u + 1u];
+        const float a143 = a_tile[ra135 + 64u + 2u];
+        const float a144 = a_tile[ra135 + 64u + 3u];
+        const float b145 = b_tile[rb136];
+        const float b146 = b_tile[rb136 + 1u];
+        const float b147 = b_tile[rb136 + 2u];
+        const float b148 = b_tile[rb136 + 3u];
+        const float b149 = b_tile[rb136 + 64u];
+        const float b150 = b_tile[rb136 + 64u + 1u];
+        const float b151 = b_tile[rb136 + 64u + 2u];
+        const float b152 = b_tile[rb136 + 64u + 3u];
+        acc19 = fma(a137, b145, acc19);
+        acc20 = fma(a137, b146, acc20);
+        acc21 = fma(a137, b147, acc21);
+        acc22 = fma(a137, b148, acc22);
+        acc23 = fma(a137, b149, acc23);
+        acc24 = fma(a137, b150, acc24);
+        acc25 = fma(a137, b151, acc25);
+        acc26 = fma(a137, b152, acc26);
+        acc27 = fma(a138, b145, acc27);
+        acc28 = fma(a138, b146, acc28);
+        acc29 = fma(a138, b147, acc29);
+        acc30 = fma(a138, b148, acc30);
+        acc31 = fma(a138, b149, acc31);
+        acc32 = fma(a138, b150, acc32);
+        acc33 = fma(a138, b151, acc33);
+        acc34 = fma(a138, b152, acc34);
+        acc35 = fma(a139, b145, acc35);
+        acc36 = fma(a139, b146, acc36);
+        acc37 = fma(a139, b147, acc37);
+        acc38 = fma(a139, b148, acc38);
+        acc39 = fma(a139, b149, acc39);
+        acc40 = fma(a139, b150, acc40);
+        acc41 = fma(a139, b151, acc41);
+        acc42 = fma(a139, b152, acc42);
+        acc43 = fma(a140, b145, acc43);
+        acc44 = fma(a140, b146, acc44);
+        acc45 = fma(a140, b147, acc45);
+        acc46 = fma(a140, b148, acc46);
+        acc47 = fma(a140, b149, acc47);
+        acc48 = fma(a140, b150, acc48);
+        acc49 = fma(a140, b151, acc49);
+        acc50 = fma(a140, b152, acc50);
+        acc51 = fma(a141, b145, acc51);
+        acc52 = fma(a141, b146, acc52);
+        acc53 = fma(a141, b147, acc53);
+        acc54 = fma(a141, b148, acc54);
+        acc55 = fma(a141, b149, acc55);
+        acc56 = fma(a141, b150, acc56);
+        acc57 = fma(a141, b151, acc57);
+        acc58 = fma(a141, b152, acc58);
+        acc59 = fma(a142, b145, acc59);
+        acc60 = fma(a142, b146, acc60);
+        acc61 = fma(a142, b147, acc61);
+        acc62 = fma(a142, b148, acc62);
+        acc63 = fma(a142, b149, acc63);
+        acc64 = fma(a142, b150, acc64);
+        acc65 = fma(a142, b151, acc65);
+        acc66 = fma(a142, b152, acc66);
+        acc67 = fma(a143, b145, acc67);
+        acc68 = fma(a143, b146, acc68);
+        acc69 = fma(a143, b147, acc69);
+        acc70 = fma(a143, b148, acc70);
+        acc71 = fma(a143, b149, acc71);
+        acc72 = fma(a143, b150, acc72);
+        acc73 = fma(a143, b151, acc73);
+        acc74 = fma(a143, b152, acc74);
+        acc75 = fma(a144, b145, acc75);
+        acc76 = fma(a144, b146, acc76);
+        acc77 = fma(a144, b147, acc77);
+        acc78 = fma(a144, b148, acc78);
+        acc79 = fma(a144, b149, acc79);
+        acc80 = fma(a144, b150, acc80);
+        acc81 = fma(a144, b151, acc81);
+        acc82 = fma(a144, b152, acc82);
+        const float a153 = a_tile[ra135 + 128u];
+        const float a154 = a_tile[ra135 + 128u + 1u];
+        const float a155 = a_tile[ra135 + 128u + 2u];
+        const float a156 = a_tile[ra135 + 128u + 3u];
+        const float a157 = a_tile[ra135 + 192u];
+        const float a158 = a_tile[ra135 + 192u + 1u];
+        const float a159 = a_tile[ra135 + 192u + 2u];
+        const float a160 = a_tile[ra135 + 192u + 3u];
+        const float b161 = b_tile[rb136 + 128u];
+        const float b162 = b_tile[rb136 + 128u + 1u];
+        const float b163 = b_tile[rb136 + 128u + 2u];
+        const float b164 = b_tile[rb136 + 128u + 3u];
+        const float b165 = b_tile[rb136 + 192u];
+        const float b166 = b_tile[rb136 + 192u + 1u];
+        const float b167 = b_tile[rb136 + 192u + 2u];
+        const float b168 = b_tile[rb136 + 192u + 3u];
+        acc19 = fma(a153, b161, acc19);
+        acc20 = fma(a153, b162, acc20);
+        acc21 = fma(a153, b163, acc21);
+        acc22 = fma(a153, b164, acc22);
+        acc23 = fma(a153, b165, acc23);
+        acc24 = fma(a153, b166, acc24);
+        acc25 = fma(a153, b167, acc25);
+        acc26 = fma(a153, b168, acc26);
+        acc27 = fma(a154, b161, acc27);
+        acc28 = fma(a154, b162, acc28);
+        acc29 = fma(a154, b163, acc29);
+        acc30 = fma(a154, b164, acc30);
+        acc31 = fma(a154, b165, acc31);
+        acc32 = fma(a154, b166, acc32);
+        acc33 = fma(a154, b167, acc33);
+        acc34 = fma(a154, b168, acc34);
+        acc35 = fma(a155, b161, acc35);
+        acc36 = fma(a155, b162, acc36);
+        acc37 = fma(a155, b163, acc37);
+        acc38 = fma(a155, b164, acc38);
+        acc39 = fma(a155, b165, acc39);
+        acc40 = fma(a155, b166, acc40);
+        acc41 = fma(a155, b167, acc41);
+        acc42 = fma(a155, b168, acc42);
+        acc43 = fma(a156, b161, acc43);
+        acc44 = fma(a156, b162, acc44);
+        acc45 = fma(a156, b163, acc45);
+        acc46 = fma(a156, b164, acc46);
+        acc47 = fma(a156, b165, acc47);
+        acc48 = fma(a156, b166, acc48);
+        acc49 = fma(a156, b167, acc49);
+        acc50 = fma(a156, b168, acc50);
+        acc51 = fma(a157, b161, acc51);
+        acc52 = fma(a157, b162, acc52);
+        acc53 = fma(a157, b163, acc53);
+        acc54 = fma(a157, b164, acc54);
+        acc55 = fma(a157, b165, acc55);
+        acc56 = fma(a157, b166, acc56);
+        acc57 = fma(a157, b167, acc57);
+        acc58 = fma(a157, b168, acc58);
+        acc59 = fma(a158, b161, acc59);
+        acc60 = fma(a158, b162, acc60);
+        acc61 = fma(a158, b163, acc61);
+        acc62 = fma(a158, b164, acc62);
+        acc63 = fma(a158, b165, acc63);
+        acc64 = fma(a158, b166, acc64);
+        acc65 = fma(a158, b167, acc65);
+        acc66 = fma(a158, b168, acc66);
+        acc67 = fma(a159, b161, acc67);
+        acc68 = fma(a159, b162, acc68);
+        acc69 = fma(a159, b163, acc69);
+        acc70 = fma(a159, b164, acc70);
+        acc71 = fma(a159, b165, acc71);
+        acc72 = fma(a159, b166, acc72);
+        acc73 = fma(a159, b167, acc73);
+        acc74 = fma(a159, b168, acc74);
+        acc75 = fma(a160, b161, acc75);
+        acc76 = fma(a160, b162, acc76);
+        acc77 = fma(a160, b163, acc77);
+        acc78 = fma(a160, b164, acc78);
+        acc79 = fma(a160, b165, acc79);
+        acc80 = fma(a160, b166, acc80);
+        acc81 = fma(a160, b167, acc81);
+        acc82 = fma(a160, b168, acc82);
+        const float a169 = a_tile[ra135 + 256u];
+        const float a170 = a_tile[ra135 + 256u + 1u];
+        const float a171 = a_tile[ra135 + 256u + 2u];
+        const float a172 = a_tile[ra135 + 256u + 3u];
+        const float a173 = a_tile[ra135 + 320u];
+        const float a174 = a_tile[ra135 + 320u + 1u];
+        const float a175 = a_tile[ra135 + 320u + 2u];
+        const float a176 = a_tile[ra135 + 320u + 3u];
+        const float b177 = b_tile[rb136 + 256u];
+        const float b178 = b_tile[rb136 + 256u + 1u];
+        const float b179 = b_tile[rb136 + 256u + 2u];
+        const float b180 = b_tile[rb136 + 256u + 3u];
+        const float b181 = b_tile[rb136 + 320u];
+        const float b182 = b_tile[rb136 + 320u + 1u];
+        const float b183 = b_tile[rb136 + 320u + 2u];
+        const float b184 = b_tile[rb136 + 320u + 3u];
+        acc19 = fma(a169, b177, acc19);
+        acc20 = fma(a169, b178, acc20);
+        acc21 = fma(a169, b179, acc21);
+        acc22 = fma(a169, b180, acc22);
+        acc23 = fma(a169, b181, acc23);
+        acc24 = fma(a169, b182, acc24);
+        acc25 = fma(a169, b183, acc25);
+        acc26 = fma(a169, b184, acc26);
+        acc27 = fma(a170, b177, acc27);
+        acc28 = fma(a170, b178, acc28);
+        acc29 = fma(a170, b179, acc29);
+        acc30 = fma(a170, b180, acc30);
+        acc31 = fma(a170, b181, acc31);
+        acc32 = fma(a170, b182, acc32);
+        acc33 = fma(a170, b183, acc33);
+        acc34 = fma(a170, b184, acc34);
+        acc35 = fma(a171, b177, acc35);
+        acc36 = fma(a171, b178, acc36);
+        acc37 = fma(a171, b179, acc37);
+        acc38 = fma(a171, b180, acc38);
+        acc39 = fma(a171, b181, acc39);
+        acc40 = fma(a171, b182, acc40);
+        acc41 = fma(a171, b183, acc41);
+        acc42 = fma(a171, b184, acc42);
+        acc43 = fma(a172, b177, acc43);
+        acc44 = fma(a172, b178, acc44);
+        acc45 = fma(a172, b179, acc45);
+        acc46 = fma(a172, b180, acc46);
+        acc47 = fma(a172, b181, acc47);
+        acc48 = fma(a172, b182, acc48);
+        acc49 = fma(a172, b183, acc49);
+        acc50 = fma(a172, b184, acc50);
+        acc51 = fma(a173, b177, acc51);
+        acc52 = fma(a173, b178, acc52);
+        acc53 = fma(a173, b179, acc53);
+        acc54 = fma(a173, b180, acc54);
+        acc55 = fma(a173, b181, acc55);
+        acc56 = fma(a173, b182, acc56);
+        acc57 = fma(a173, b183, acc57);
+        acc58 = fma(a173, b184, acc58);
+        acc59 = fma(a174, b177, acc59);
+        acc60 = fma(a174, b178, acc60);
+        acc61 = fma(a174, b179, acc61);
+        acc62 = fma(a174, b180, acc62);
+        acc63 = fma(a174, b181, acc63);
+        acc64 = fma(a174, b182, acc64);
+        acc65 = fma(a174, b183, acc65);
+        acc66 = fma(a174, b184, acc66);
+        acc67 = fma(a175, b177, acc67);
+        acc68 = fma(a175, b178, acc68);
+        acc69 = fma(a175, b179, acc69);
+        acc70 = fma(a175, b180, acc70);
+        acc71 = fma(a175, b181, acc71);
+        acc72 = fma(a175, b182, acc72);
+        acc73 = fma(a175, b183, acc73);
+        acc74 = fma(a175, b184, acc74);
+        acc75 = fma(a176, b177, acc75);
+        acc76 = fma(a176, b178, acc76);
+        acc77 = fma(a176, b179, acc77);
+        acc78 = fma(a176, b180, acc78);
+        acc79 = fma(a176, b181, acc79);
+        acc80 = fma(a176, b182, acc80);
+        acc81 = fma(a176, b183, acc81);
+        acc82 = fma(a176, b184, acc82);
+        const float a185 = a_tile[ra135 + 384u];
+        const float a186 = a_tile[ra135 + 384u + 1u];
+        const float a187 = a_tile[ra135 + 384u + 2u];
+        const float a188 = a_tile[ra135 + 384u + 3u];
+        const float a189 = a_tile[ra135 + 448u];
+        const float a190 = a_tile[ra135 + 448u + 1u];
+        const float a191 = a_tile[ra135 + 448u + 2u];
+        const float a192 = a_tile[ra135 + 448u + 3u];
+        const float b193 = b_tile[rb136 + 384u];
+        const float b194 = b_tile[rb136 + 384u + 1u];
+        const float b195 = b_tile[rb136 + 384u + 2u];
+        const float b196 = b_tile[rb136 + 384u + 3u];
+        const float b197 = b_tile[rb136 + 448u];
+        const float b198 = b_tile[rb136 + 448u + 1u];
+        const float b199 = b_tile[rb136 + 448u + 2u];
+        const float b200 = b_tile[rb136 + 448u + 3u];
+        acc19 = fma(a185, b193, acc19);
+        acc20 = fma(a185, b194, acc20);
+        acc21 = fma(a185, b195, acc21);
+        acc22 = fma(a185, b196, acc22);
+        acc23 = fma(a185, b197, acc23);
+        acc24 = fma(a185, b198, acc24);
+        acc25 = fma(a185, b199, acc25);
+        acc26 = fma(a185, b200, acc26);
+        acc27 = fma(a186, b193, acc27);
+        acc28 = fma(a186, b194, acc28);
+        acc29 = fma(a186, b195, acc29);
+        acc30 = fma(a186, b196, acc30);
+        acc31 = fma(a186, b197, acc31);
+        acc32 = fma(a186, b198, acc32);
+        acc33 = fma(a186, b199, acc33);
+        acc34 = fma(a186, b200, acc34);
+        acc35 = fma(a187, b193, acc35);
+        acc36 = fma(a187, b194, acc36);
+        acc37 = fma(a187, b195, acc37);
+        acc38 = fma(a187, b196, acc38);
+        acc39 = fma(a187, b197, acc39);
+        acc40 = fma(a187, b198, acc40);
+        acc41 = fma(a187, b199, acc41);
+        acc42 = fma(a187, b200, acc42);
+        acc43 = fma(a188, b193, acc43);
+        acc44 = fma(a188, b194, acc44);
+        acc45 = fma(a188, b195, acc45);
+        acc46 = fma(a188, b196, acc46);
+        acc47 = fma(a188, b197, acc47);
+        acc48 = fma(a188, b198, acc48);
+        acc49 = fma(a188, b199, acc49);
+        acc50 = fma(a188, b200, acc50);
+        acc51 = fma(a189, b193, acc51);
+        acc52 = fma(a189, b194, acc52);
+        acc53 = fma(a189, b195, acc53);
+        acc54 = fma(a189, b196, acc54);
+        acc55 = fma(a189, b197, acc55);
+        acc56 = fma(a189, b198, acc56);
+        acc57 = fma(a189, b199, acc57);
+        acc58 = fma(a189, b200, acc58);
+        acc59 = fma(a190, b193, acc59);
+        acc60 = fma(a190, b194, acc60);
+        acc61 = fma(a190, b195, acc61);
+        acc62 = fma(a190, b196, acc62);
+        acc63 = fma(a190, b197, acc63);
+        acc64 = fma(a190, b198, acc64);
+        acc65 = fma(a190, b199, acc65);
+        acc66 = fma(a190, b200, acc66);
+        acc67 = fma(a191, b193, acc67);
+        acc68 = fma(a191, b194, acc68);
+        acc69 = fma(a191, b195, acc69);
+        acc70 = fma(a191, b196, acc70);
+        acc71 = fma(a191, b197, acc71);
+        acc72 = fma(a191, b198, acc72);
+        acc73 = fma(a191, b199, acc73);
+        acc74 = fma(a191, b200, acc74);
+        acc75 = fma(a192, b193, acc75);
+        acc76 = fma(a192, b194, acc76);
+        acc77 = fma(a192, b195, acc77);
+        acc78 = fma(a192, b196, acc78);
+        acc79 = fma(a192, b197, acc79);
+        acc80 = fma(a192, b198, acc80);
+        acc81 = fma(a192, b199, acc81);
+        acc82 = fma(a192, b200, acc82);
+        const float a201 = a_tile[ra135 + 512u];
+        const float a202 = a_tile[ra135 + 512u + 1u];
+        const float a203 = a_tile[ra135 + 512u + 2u];
+        const float a204 = a_tile[ra135 + 512u + 3u];
+        const float a205 = a_tile[ra135 + 576u];
+        const float a206 = a_tile[ra135 + 576u + 1u];
+        const float a207 = a_tile[ra135 + 576u + 2u];
+        const float a208 = a_tile[ra135 + 576u + 3u];
+        const float b209 = b_tile[rb136 + 512u];
+        const float b210 = b_tile[rb136 + 512u + 1u];
+        const float b211 = b_tile[rb136 + 512u + 2u];
+        const float b212 = b_tile[rb136 + 512u + 3u];
+        const float b213 = b_tile[rb136 + 576u];
+        const float b214 = b_tile[rb136 + 576u + 1u];
+        const float b215 = b_tile[rb136 + 576u + 2u];
+        const float b216 = b_tile[rb136 + 576u + 3u];
+        acc19 = fma(a201, b209, acc19);
+        acc20 = fma(a201, b210, acc20);
+        acc21 = fma(a201, b211, acc21);
+        acc22 = fma(a201, b212, acc22);
+        acc23 = fma(a201, b213, acc23);
+        acc24 = fma(a201, b214, acc24);
+        acc25 = fma(a201, b215, acc25);
+        acc26 = fma(a201, b216, acc26);
+        acc27 = fma(a202, b209, acc27);
+        acc28 = fma(a202, b210, acc28);
+        acc29 = fma(a202, b211, acc29);
+        acc30 = fma(a202, b212, acc30);
+        acc31 = fma(a202, b213, acc31);
+        acc32 = fma(a202, b214, acc32);
+        acc33 = fma(a202, b215, acc33);
+        acc34 = fma(a202, b216, acc34);
+        acc35 = fma(a203, b209, acc35);
+        acc36 = fma(a203, b210, acc36);
+        acc37 = fma(a203, b211, acc37);
+        acc38 = fma(a203, b212, acc38);
+        acc39 = fma(a203, b213, acc39);
+        acc40 = fma(a203, b214, acc40);
+        acc41 = fma(a203, b215, acc41);
+        acc42 = fma(a203, b216, acc42);
+        acc43 = fma(a204, b209, acc43);
+        acc44 = fma(a204, b210, acc44);
+        acc45 = fma(a204, b211, acc45);
+        acc46 = fma(a204, b212, acc46);
+        acc47 = fma(a204, b213, acc47);
+        acc48 = fma(a204, b214, acc48);
+        acc49 = fma(a204, b215, acc49);
+        acc50 = fma(a204, b216, acc50);
+        acc51 = fma(a205, b209, acc51);
+        acc52 = fma(a205, b210, acc52);
+        acc53 = fma(a205, b211, acc53);
+        acc54 = fma(a205, b212, acc54);
+        acc55 = fma(a205, b213, acc55);
+        acc56 = fma(a205, b214, acc56);
+        acc57 = fma(a205, b215, acc57);
+        acc58 = fma(a205, b216, acc58);
+        acc59 = fma(a206, b209, acc59);
+        acc60 = fma(a206, b210, acc60);
+        acc61 = fma(a206, b211, acc61);
+        acc62 = fma(a206, b212, acc62);
+        acc63 = fma(a206, b213, acc63);
+        acc64 = fma(a206, b214, acc64);
+        acc65 = fma(a206, b215, acc65);
+        acc66 = fma(a206, b216, acc66);
+        acc67 = fma(a207, b209, acc67);
+        acc68 = fma(a207, b210, acc68);
+        acc69 = fma(a207, b211, acc69);
+        acc70 = fma(a207, b212, acc70);
+        acc71 = fma(a207, b213, acc71);
+        acc72 = fma(a207, b214, acc72);
+        acc73 = fma(a207, b215, acc73);
+        acc74 = fma(a207, b216, acc74);
+        acc75 = fma(a208, b209, acc75);
+        acc76 = fma(a208, b210, acc76);
+        acc77 = fma(a208, b211, acc77);
+        acc78 = fma(a208, b212, acc78);
+        acc79 = fma(a208, b213, acc79);
+        acc80 = fma(a208, b214, acc80);
+        acc81 = fma(a208, b215, acc81);
+        acc82 = fma(a208, b216, acc82);
+        const float a217 = a_tile[ra135 + 640u];
+        const float a218 = a_tile[ra135 + 640u + 1u];
+        const float a219 = a_tile[ra135 + 640u + 2u];
+        const float a220 = a_tile[ra135 + 640u + 3u];
+        const float a221 = a_tile[ra135 + 704u];
+        const float a222 = a_tile[ra135 + 704u + 1u];
+        const float a223 = a_tile[ra135 + 704u + 2u];
+        const float a224 = a_tile[ra135 + 704u + 3u];
+        const float b225 = b_tile[rb136 + 640u];
+        const float b226 = b_tile[rb136 + 640u + 1u];
+        const float b227 = b_tile[rb136 + 640u + 2u];
+        const float b228 = b_tile[rb136 + 640u + 3u];
+        const float b229 = b_tile[rb136 + 704u];
+        const float b230 = b_tile[rb136 + 704u + 1u];
+        const float b231 = b_tile[rb136 + 704u + 2u];
+        const float b232 = b_tile[rb136 + 704u + 3u];
+        acc19 = fma(a217, b225, acc19);
+        acc20 = fma(a217, b226, acc20);
+        acc21 = fma(a217, b227, acc21);
+        acc22 = fma(a217, b228, acc22);
+        acc23 = fma(a217, b229, acc23);
+        acc24 = fma(a217, b230, acc24);
+        acc25 = fma(a217, b231, acc25);
+        acc26 = fma(a217, b232, acc26);
+        acc27 = fma(a218, b225, acc27);
+        acc28 = fma(a218, b226, acc28);
+        acc29 = fma(a218, b227, acc29);
+        acc30 = fma(a218, b228, acc30);
+        acc31 = fma(a218, b229, acc31);
+        acc32 = fma(a218, b230, acc32);
+        acc33 = fma(a218, b231, acc33);
+        acc34 = fma(a218, b232, acc34);
+        acc35 = fma(a219, b225, acc35);
+        acc36 = fma(a219, b226, acc36);
+        acc37 = fma(a219, b227, acc37);
+        acc38 = fma(a219, b228, acc38);
+        acc39 = fma(a219, b229, acc39);
+        acc40 = fma(a219, b230, acc40);
+        acc41 = fma(a219, b231, acc41);
+        acc42 = fma(a219, b232, acc42);
+        acc43 = fma(a220, b225, acc43);
+        acc44 = fma(a220, b226, acc44);
+        acc45 = fma(a220, b227, acc45);
+        acc46 = fma(a220, b228, acc46);
+        acc47 = fma(a220, b229, acc47);
+        acc48 = fma(a220, b230, acc48);
+        acc49 = fma(a220, b231, acc49);
+        acc50 = fma(a220, b232, acc50);
+        acc51 = fma(a221, b225, acc51);
+        acc52 = fma(a221, b226, acc52);
+        acc53 = fma(a221, b227, acc53);
+        acc54 = fma(a221, b228, acc54);
+        acc55 = fma(a221, b229, acc55);
+        acc56 = fma(a221, b230, acc56);
+        acc57 = fma(a221, b231, acc57);
+        acc58 = fma(a221, b232, acc58);
+        acc59 = fma(a222, b225, acc59);
+        acc60 = fma(a222, b226, acc60);
+        acc61 = fma(a222, b227, acc61);
+        acc62 = fma(a222, b228, acc62);
+        acc63 = fma(a222, b229, acc63);
+        acc64 = fma(a222, b230, acc64);
+        acc65 = fma(a222, b231, acc65);
+        acc66 = fma(a222, b232, acc66);
+        acc67 = fma(a223, b225, acc67);
+        acc68 = fma(a223, b226, acc68);
+        acc69 = fma(a223, b227, acc69);
+        acc70 = fma(a223, b228, acc70);
+        acc71 = fma(a223, b229, acc71);
+        acc72 = fma(a223, b230, acc72);
+        acc73 = fma(a223, b231, acc73);
+        acc74 = fma(a223, b232, acc74);
+        acc75 = fma(a224, b225, acc75);
+        acc76 = fma(a224, b226, acc76);
+        acc77 = fma(a224, b227, acc77);
+        acc78 = fma(a224, b228, acc78);
+        acc79 = fma(a224, b229, acc79);
+        acc80 = fma(a224, b230, acc80);
+        acc81 = fma(a224, b231, acc81);
+        acc82 = fma(a224, b232, acc82);
+        const float a233 = a_tile[ra135 + 768u];
+        const float a234 = a_tile[ra135 + 768u + 1u];
+        const float a235 = a_tile[ra135 + 768u + 2u];
+        const float a236 = a_tile[ra135 + 768u + 3u];
+        const float a237 = a_tile[ra135 + 832u];
+        const float a238 = a_tile[ra135 + 832u + 1u];
+        const float a239 = a_tile[ra135 + 832u + 2u];
+        const float a240 = a_tile[ra135 + 832u + 3u];
+        const float b241 = b_tile[rb136 + 768u];
+        const float b242 = b_tile[rb136 + 768u + 1u];
+        const float b243 = b_tile[rb136 + 768u + 2u];
+        const float b244 = b_tile[rb136 + 768u + 3u];
+        const float b245 = b_tile[rb136 + 832u];
+        const float b246 = b_tile[rb136 + 832u + 1u];
+        const float b247 = b_tile[rb136 + 832u + 2u];
+        const float b248 = b_tile[rb136 + 832u + 3u];
+        acc19 = fma(a233, b241, acc19);
+        acc20 = fma(a233, b242, acc20);
+        acc21 = fma(a233, b243, acc21);
+        acc22 = fma(a233, b244, acc22);
+        acc23 = fma(a233, b245, acc23);
+        acc24 = fma(a233, b246, acc24);
+        acc25 = fma(a233, b247, acc25);
+        acc26 = fma(a233, b248, acc26);
+        acc27 = fma(a234, b241, acc27);
+        acc28 = fma(a234, b242, acc28);
+        acc29 = fma(a234, b243, acc29);
+        acc30 = fma(a234, b244, acc30);
+        acc31 = fma(a234, b245, acc31);
+        acc32 = fma(a234, b246, acc32);
+        acc33 = fma(a234, b247, acc33);
+        acc34 = fma(a234, b248, acc34);
+        acc35 = fma(a235, b241, acc35);
+        acc36 = fma(a235, b242, acc36);
+        acc37 = fma(a235, b243, acc37);
+        acc38 = fma(a235, b244, acc38);
+        acc39 = fma(a235, b245, acc39);
+        acc40 = fma(a235, b246, acc40);
+        acc41 = fma(a235, b247, acc41);
+        acc42 = fma(a235, b248, acc42);
+        acc43 = fma(a236, b241, acc43);
+        acc44 = fma(a236, b242, acc44);
+        acc45 = fma(a236, b243, acc45);
+        acc46 = fma(a236, b244, acc46);
+        acc47 = fma(a236, b245, acc47);
+        acc48 = fma(a236, b246, acc48);
+        acc49 = fma(a236, b247, acc49);
+        acc50 = fma(a236, b248, acc50);
+        acc51 = fma(a237, b241, acc51);
+        acc52 = fma(a237, b242, acc52);
+        acc53 = fma(a237, b243, acc53);
+        acc54 = fma(a237, b244, acc54);
+        acc55 = fma(a237, b245, acc55);
+        acc56 = fma(a237, b246, acc56);
+        acc57 = fma(a237, b247, acc57);
+        acc58 = fma(a237, b248, acc58);
+        acc59 = fma(a238, b241, acc59);
+        acc60 = fma(a238, b242, acc60);
+        acc61 = fma(a238, b243, acc61);
+        acc62 = fma(a238, b244, acc62);
+        acc63 = fma(a238, b245, acc63);
+        acc64 = fma(a238, b246, acc64);
+        acc65 = fma(a238, b247, acc65);
+        acc66 = fma(a238, b248, acc66);
+        acc67 = fma(a239, b241, acc67);
+        acc68 = fma(a239, b242, acc68);
+        acc69 = fma(a239, b243, acc69);
+        acc70 = fma(a239, b244, acc70);
+        acc71 = fma(a239, b245, acc71);
+        acc72 = fma(a239, b246, acc72);
+        acc73 = fma(a239, b247, acc73);
+        acc74 = fma(a239, b248, acc74);
+        acc75 = fma(a240, b241, acc75);
+        acc76 = fma(a240, b242, acc76);
+        acc77 = fma(a240, b243, acc77);
+        acc78 = fma(a240, b244, acc78);
+        acc79 = fma(a240, b245, acc79);
+        acc80 = fma(a240, b246, acc80);
+        acc81 = fma(a240, b247, acc81);
+        acc82 = fma(a240, b248, acc82);
+        const float a249 = a_tile[ra135 + 896u];
+        const float a250 = a_tile[ra135 + 896u + 1u];
+        const float a251 = a_tile[ra135 + 896u + 2u];
+        const float a252 = a_tile[ra135 + 896u + 3u];
+        const float a253 = a_tile[ra135 + 960u];
+        const float a254 = a_tile[ra135 + 960u + 1u];
+        const float a255 = a_tile[ra135 + 960u + 2u];
+        const float a256 = a_tile[ra135 + 960u + 3u];
+        const float b257 = b_tile[rb136 + 896u];
+        const float b258 = b_tile[rb136 + 896u + 1u];
+        const float b259 = b_tile[rb136 + 896u + 2u];
+        const float b260 = b_tile[rb136 + 896u + 3u];
+        const float b261 = b_tile[rb136 + 960u];
+        const float b262 = b_tile[rb136 + 960u + 1u];
+        const float b263 = b_tile[rb136 + 960u + 2u];
+        const float b264 = b_tile[rb136 + 960u + 3u];
+        acc19 = fma(a249, b257, acc19);
+        acc20 = fma(a249, b258, acc20);
+        acc21 = fma(a249, b259, acc21);
+        acc22 = fma(a249, b260, acc22);
+        acc23 = fma(a249, b261, acc23);
+        acc24 = fma(a249, b262, acc24);
+        acc25 = fma(a249, b263, acc25);
+        acc26 = fma(a249, b264, acc26);
+        acc27 = fma(a250, b257, acc27);
+        acc28 = fma(a250, b258, acc28);
+        acc29 = fma(a250, b259, acc29);
+        acc30 = fma(a250, b260, acc30);
+        acc31 = fma(a250, b261, acc31);
+        acc32 = fma(a250, b262, acc32);
+        acc33 = fma(a250, b263, acc33);
+        acc34 = fma(a250, b264, acc34);
+        acc35 = fma(a251, b257, acc35);
+        acc36 = fma(a251, b258, acc36);
+        acc37 = fma(a251, b259, acc37);
+        acc38 = fma(a251, b260, acc38);
+        acc39 = fma(a251, b261, acc39);
+        acc40 = fma(a251, b262, acc40);
+        acc41 = fma(a251, b263, acc41);
+        acc42 = fma(a251, b264, acc42);
+        acc43 = fma(a252, b257, acc43);
+        acc44 = fma(a252, b258, acc44);
+        acc45 = fma(a252, b259, acc45);
+        acc46 = fma(a252, b260, acc46);
+        acc47 = fma(a252, b261, acc47);
+        acc48 = fma(a252, b262, acc48);
+        acc49 = fma(a252, b263, acc49);
+        acc50 = fma(a252, b264, acc50);
+        acc51 = fma(a253, b257, acc51);
+        acc52 = fma(a253, b258, acc52);
+        acc53 = fma(a253, b259, acc53);
+        acc54 = fma(a253, b260, acc54);
+        acc55 = fma(a253, b261, acc55);
+        acc56 = fma(a253, b262, acc56);
+        acc57 = fma(a253, b263, acc57);
+        acc58 = fma(a253, b264, acc58);
+        acc59 = fma(a254, b257, acc59);
+        acc60 = fma(a254, b258, acc60);
+        acc61 = fma(a254, b259, acc61);
+        acc62 = fma(a254, b260, acc62);
+        acc63 = fma(a254, b261, acc63);
+        acc64 = fma(a254, b262, acc64);
+        acc65 = fma(a254, b263, acc65);
+        acc66 = fma(a254, b264, acc66);
+        acc67 = fma(a255, b257, acc67);
+        acc68 = fma(a255, b258, acc68);
+        acc69 = fma(a255, b259, acc69);
+        acc70 = fma(a255, b260, acc70);
+        acc71 = fma(a255, b261, acc71);
+        acc72 = fma(a255, b262, acc72);
+        acc73 = fma(a255, b263, acc73);
+        acc74 = fma(a255, b264, acc74);
+        acc75 = fma(a256, b257, acc75);
+        acc76 = fma(a256, b258, acc76);
+        acc77 = fma(a256, b259, acc77);
+        acc78 = fma(a256, b260, acc78);
+        acc79 = fma(a256, b261, acc79);
+        acc80 = fma(a256, b262, acc80);
+        acc81 = fma(a256, b263, acc81);
+        acc82 = fma(a256, b264, acc82);
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint kk52 = 0u; kk52 < 16u; kk52 += 1u) {
-            const float a53 = a_tile[lid.y * 16u + kk52];
-            const float a54 = a_tile[(lid.y + 16u) * 16u + kk52];
-            const float a55 = a_tile[(lid.y + 32u) * 16u + kk52];
-            const float a56 = a_tile[(lid.y + 48u) * 16u + kk52];
-            const float b57 = b_tile[kk52 * 64u + lid.x];
-            const float b58 = b_tile[kk52 * 64u + (lid.x + 16u)];
-            const float b59 = b_tile[kk52 * 64u + (lid.x + 32u)];
-            const float b60 = b_tile[kk52 * 64u + (lid.x + 48u)];
-            acc9 = fma(a53, b57, acc9);
-            acc10 = fma(a53, b58, acc10);
-            acc11 = fma(a53, b59, acc11);
-            acc12 = fma(a53, b60, acc12);
-            acc13 = fma(a54, b57, acc13);
-            acc14 = fma(a54, b58, acc14);
-            acc15 = fma(a54, b59, acc15);
-            acc16 = fma(a54, b60, acc16);
-            acc17 = fma(a55, b57, acc17);
-            acc18 = fma(a55, b58, acc18);
-            acc19 = fma(a55, b59, acc19);
-            acc20 = fma(a55, b60, acc20);
-            acc21 = fma(a56, b57, acc21);
-            acc22 = fma(a56, b58, acc22);
-            acc23 = fma(a56, b59, acc23);
-            acc24 = fma(a56, b60, acc24);
-        }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    if ((row2 < u.N) && (lid.x < 8u)) {
-        const uint i61 = row2 * 8u + lid.x;
-        const float v62 = acc9 * 0.5f;
-        const float v63 = mimir_tanh(v62);
-        const float v64 = v63 + 0.5f;
-        out[i61] = v64;
+    if ((row3 < u.N) && (col11 < 8u)) {
+        const uint i265 = row3 * 8u + col11;
+        const float v266 = acc19 * 0.5f;
+        const float v267 = mimir_tanh(v266);
+        const float v268 = v267 + 0.5f;
+        out[i265] = v268;
     }
-    if ((row2 < u.N) && (col6 < 8u)) {
-        const uint i65 = row2 * 8u + col6;
-        const float v66 = acc10 * 0.5f;
-        const float v67 = mimir_tanh(v66);
-        const float v68 = v67 + 0.5f;
-        out[i65] = v68;
+    if ((row3 < u.N) && (col12 < 8u)) {
+        const uint i269 = row3 * 8u + col12;
+        const float v270 = acc20 * 0.5f;
+        const float v271 = mimir_tanh(v270);
+        const float v272 = v271 + 0.5f;
+        out[i269] = v272;
     }
-    if ((row2 < u.N) && (col7 < 8u)) {
-        const uint i69 = row2 * 8u + col7;
-        const float v70 = acc11 * 0.5f;
-        const float v71 = mimir_tanh(v70);
-        const float v72 = v71 + 0.5f;
-        out[i69] = v72;
+    if ((row3 < u.N) && (col13 < 8u)) {
+        const uint i273 = row3 * 8u + col13;
+        const float v274 = acc21 * 0.5f;
+        const float v275 = mimir_tanh(v274);
+        const float v276 = v275 + 0.5f;
+        out[i273] = v276;
     }
-    if ((row2 < u.N) && (col8 < 8u)) {
-        const uint i73 = row2 * 8u + col8;
-        const float v74 = acc12 * 0.5f;
-        const float v75 = mimir_tanh(v74);
-        const float v76 = v75 + 0.5f;
-        out[i73] = v76;
+    if ((row3 < u.N) && (col14 < 8u)) {
+        const uint i277 = row3 * 8u + col14;
+        const float v278 = acc22 * 0.5f;
+        const float v279 = mimir_tanh(v278);
+        const float v280 = v279 + 0.5f;
+        out[i277] = v280;
     }
-    if ((row3 < u.N) && (lid.x < 8u)) {
-        const uint i77 = row3 * 8u + lid.x;
-        const float v78 = acc13 * 0.5f;
-        const float v79 = mimir_tanh(v78);
-        const float v80 = v79 + 0.5f;
-        out[i77] = v80;
+    if ((row3 < u.N) && (col15 < 8u)) {
+        const uint i281 = row3 * 8u + col15;
+        const float v282 = acc23 * 0.5f;
+        const float v283 = mimir_tanh(v282);
+        const float v284 = v283 + 0.5f;
+        out[i281] = v284;
     }
-    if ((row3 < u.N) && (col6 < 8u)) {
-        const uint i81 = row3 * 8u + col6;
-        const float v82 = acc14 * 0.5f;
-        const float v83 = mimir_tanh(v82);
-        const float v84 = v83 + 0.5f;
-        out[i81] = v84;
+    if ((row3 < u.N) && (col16 < 8u)) {
+        const uint i285 = row3 * 8u + col16;
+        const float v286 = acc24 * 0.5f;
+        const float v287 = mimir_tanh(v286);
+        const float v288 = v287 + 0.5f;
+        out[i285] = v288;
     }
-    if ((row3 < u.N) && (col7 < 8u)) {
-        const uint i85 = row3 * 8u + col7;
-        const float v86 = acc15 * 0.5f;
-        const float v87 = mimir_tanh(v86);
-        const float v88 = v87 + 0.5f;
-        out[i85] = v88;
+    if ((row3 < u.N) && (col17 < 8u)) {
+        const uint i289 = row3 * 8u + col17;
+        const float v290 = acc25 * 0.5f;
+        const float v291 = mimir_tanh(v290);
+        const float v292 = v291 + 0.5f;
+        out[i289] = v292;
     }
-    if ((row3 < u.N) && (col8 < 8u)) {
-        const uint i89 = row3 * 8u + col8;
-        const float v90 = acc16 * 0.5f;
-        const float v91 = mimir_tanh(v90);
-        const float v92 = v91 + 0.5f;
-        out[i89] = v92;
+    if ((row3 < u.N) && (col18 < 8u)) {
+        const uint i293 = row3 * 8u + col18;
+        const float v294 = acc26 * 0.5f;
+        const float v295 = mimir_tanh(v294);
+        const float v296 = v295 + 0.5f;
+        out[i293] = v296;
     }
-    if ((row4 < u.N) && (lid.x < 8u)) {
-        const uint i93 = row4 * 8u + lid.x;
-        const float v94 = acc17 * 0.5f;
-        const float v95 = mimir_tanh(v94);
-        const float v96 = v95 + 0.5f;
-        out[i93] = v96;
+    if ((row4 < u.N) && (col11 < 8u)) {
+        const uint i297 = row4 * 8u + col11;
+        const float v298 = acc27 * 0.5f;
+        const float v299 = mimir_tanh(v298);
+        const float v300 = v299 + 0.5f;
+        out[i297] = v300;
     }
-    if ((row4 < u.N) && (col6 < 8u)) {
-        const uint i97 = row4 * 8u + col6;
-        const float v98 = acc18 * 0.5f;
-        const float v99 = mimir_tanh(v98);
-        const float v100 = v99 + 0.5f;
-        out[i97] = v100;
+    if ((row4 < u.N) && (col12 < 8u)) {
+        const uint i301 = row4 * 8u + col12;
+        const float v302 = acc28 * 0.5f;
+        const float v303 = mimir_tanh(v302);
+        const float v304 = v303 + 0.5f;
+        out[i301] = v304;
     }
-    if ((row4 < u.N) && (col7 < 8u)) {
-        const uint i101 = row4 * 8u + col7;
-        const float v102 = acc19 * 0.5f;
-        const float v103 = mimir_tanh(v102);
-        const float v104 = v103 + 0.5f;
-        out[i101] = v104;
+    if ((row4 < u.N) && (col13 < 8u)) {
+        const uint i305 = row4 * 8u + col13;
+        const float v306 = acc29 * 0.5f;
+        const float v307 = mimir_tanh(v306);
+        const float v308 = v307 + 0.5f;
+        out[i305] = v308;
     }
-    if ((row4 < u.N) && (col8 < 8u)) {
-        const uint i105 = row4 * 8u + col8;
-        const float v106 = acc20 * 0.5f;
-        const float v107 = mimir_tanh(v106);
-        const float v108 = v107 + 0.5f;
-        out[i105] = v108;
+    if ((row4 < u.N) && (col14 < 8u)) {
+        const uint i309 = row4 * 8u + col14;
+        const float v310 = acc30 * 0.5f;
+        const float v311 = mimir_tanh(v310);
+        const float v312 = v311 + 0.5f;
+        out[i309] = v312;
     }
-    if ((row5 < u.N) && (lid.x < 8u)) {
-        const uint i109 = row5 * 8u + lid.x;
-        const float v110 = acc21 * 0.5f;
-        const float v111 = mimir_tanh(v110);
-        const float v112 = v111 + 0.5f;
-        out[i109] = v112;
+    if ((row4 < u.N) && (col15 < 8u)) {
+        const uint i313 = row4 * 8u + col15;
+        const float v314 = acc31 * 0.5f;
+        const float v315 = mimir_tanh(v314);
+        const float v316 = v315 + 0.5f;
+        out[i313] = v316;
     }
-    if ((row5 < u.N) && (col6 < 8u)) {
-        const uint i113 = row5 * 8u + col6;
-        const float v114 = acc22 * 0.5f;
-        const float v115 = mimir_tanh(v114);
-        const float v116 = v115 + 0.5f;
-        out[i113] = v116;
+    if ((row4 < u.N) && (col16 < 8u)) {
+        const uint i317 = row4 * 8u + col16;
+        const float v318 = acc32 * 0.5f;
+        const float v319 = mimir_tanh(v318);
+        const float v320 = v319 + 0.5f;
+        out[i317] = v320;
     }
-    if ((row5 < u.N) && (col7 < 8u)) {
-        const uint i117 = row5 * 8u + col7;
-        const float v118 = acc23 * 0.5f;
-        const float v119 = mimir_tanh(v118);
-        const float v120 = v119 + 0.5f;
-        out[i117] = v120;
+    if ((row4 < u.N) && (col17 < 8u)) {
+        const uint i321 = row4 * 8u + col17;
+        const float v322 = acc33 * 0.5f;
+        const float v323 = mimir_tanh(v322);
+        const float v324 = v323 + 0.5f;
+        out[i321] = v324;
     }
-    if ((row5 < u.N) && (col8 < 8u)) {
-        const uint i121 = row5 * 8u + col8;
-        const float v122 = acc24 * 0.5f;
-        const float v123 = mimir_tanh(v122);
-        const float v124 = v123 + 0.5f;
-        out[i121] = v124;
+    if ((row4 < u.N) && (col18 < 8u)) {
+        const uint i325 = row4 * 8u + col18;
+        const float v326 = acc34 * 0.5f;
+        const float v327 = mimir_tanh(v326);
+        const float v328 = v327 + 0.5f;
+        out[i325] = v328;
+    }
+    if ((row5 < u.N) && (col11 < 8u)) {
+        const uint i329 = row5 * 8u + col11;
+        const float v330 = acc35 * 0.5f;
+        const float v331 = mimir_tanh(v330);
+        const float v332 = v331 + 0.5f;
+        out[i329] = v332;
+    }
+    if ((row5 < u.N) && (col12 < 8u)) {
+        const uint i333 = row5 * 8u + col12;
+        const float v334 = acc36 * 0.5f;
+        const float v335 = mimir_tanh(v334);
+        const float v336 = v335 + 0.5f;
+        out[i333] = v336;
+    }
+    if ((row5 < u.N) && (col13 < 8u)) {
+        const uint i337 = row5 * 8u + col13;
+        const float v338 = acc37 * 0.5f;
+        const float v339 = mimir_tanh(v338);
+        const float v340 = v339 + 0.5f;
+        out[i337] = v340;
+    }
+    if ((row5 < u.N) && (col14 < 8u)) {
+        const uint i341 = row5 * 8u + col14;
+        const float v342 = acc38 * 0.5f;
+        const float v343 = mimir_tanh(v342);
+        const float v344 = v343 + 0.5f;
+        out[i341] = v344;
+    }
+    if ((row5 < u.N) && (col15 < 8u)) {
+        const uint i345 = row5 * 8u + col15;
+        const float v346 = acc39 * 0.5f;
+        const float v347 = mimir_tanh(v346);
+        const float v348 = v347 + 0.5f;
+        out[i345] = v348;
+    }
+    if ((row5 < u.N) && (col16 < 8u)) {
+        const uint i349 = row5 * 8u + col16;
+        const float v350 = acc40 * 0.5f;
+        const float v351 = mimir_tanh(v350);
+        const float v352 = v351 + 0.5f;
+        out[i349] = v352;
+    }
+    if ((row5 < u.N) && (col17 < 8u)) {
+        const uint i353 = row5 * 8u + col17;
+        const float v354 = acc41 * 0.5f;
+        const float v355 = mimir_tanh(v354);
+        const float v356 = v355 + 0.5f;
+        out[i353] = v356;
+    }
+    if ((row5 < u.N) && (col18 < 8u)) {
+        const uint i357 = row5 * 8u + col18;
+        const float v358 = acc42 * 0.5f;
+        const float v359 = mimir_tanh(v358);
+        const float v360 = v359 + 0.5f;
+        out[i357] = v360;
+    }
+    if ((row6 < u.N) && (col11 < 8u)) {
+        const uint i361 = row6 * 8u + col11;
+        const float v362 = acc43 * 0.5f;
+        const float v363 = mimir_tanh(v362);
+        const float v364 = v363 + 0.5f;
+        out[i361] = v364;
+    }
+    if ((row6 < u.N) && (col12 < 8u)) {
+        const uint i365 = row6 * 8u + col12;
+        const float v366 = acc44 * 0.5f;
+        const float v367 = mimir_tanh(v366);
+        const float v368 = v367 + 0.5f;
+        out[i365] = v368;
+    }
+    if ((row6 < u.N) && (col13 < 8u)) {
+        const uint i369 = row6 * 8u + col13;
+        const float v370 = acc45 * 0.5f;
+        const float v371 = mimir_tanh(v370);
+        const float v372 = v371 + 0.5f;
+        out[i369] = v372;
+    }
+    if ((row6 < u.N) && (col14 < 8u)) {
+        const uint i373 = row6 * 8u + col14;
+        const float v374 = acc46 * 0.5f;
+        const float v375 = mimir_tanh(v374);
+        const float v376 = v375 + 0.5f;
+        out[i373] = v376;
+    }
+    if ((row6 < u.N) && (col15 < 8u)) {
+        const uint i377 = row6 * 8u + col15;
+        const float v378 = acc47 * 0.5f;
+        const float v379 = mimir_tanh(v378);
+        const float v380 = v379 + 0.5f;
+        out[i377] = v380;
+    }
+    if ((row6 < u.N) && (col16 < 8u)) {
+        const uint i381 = row6 * 8u + col16;
+        const float v382 = acc48 * 0.5f;
+        const float v383 = mimir_tanh(v382);
+        const float v384 = v383 + 0.5f;
+        out[i381] = v384;
+    }
+    if ((row6 < u.N) && (col17 < 8u)) {
+        const uint i385 = row6 * 8u + col17;
+        const float v386 = acc49 * 0.5f;
+        const float v387 = mimir_tanh(v386);
+        const float v388 = v387 + 0.5f;
+        out[i385] = v388;
+    }
+    if ((row6 < u.N) && (col18 < 8u)) {
+        const uint i389 = row6 * 8u + col18;
+        const float v390 = acc50 * 0.5f;
+        const float v391 = mimir_tanh(v390);
+        const float v392 = v391 + 0.5f;
+        out[i389] = v392;
+    }
+    if ((row7 < u.N) && (col11 < 8u)) {
+        const uint i393 = row7 * 8u + col11;
+        const float v394 = acc51 * 0.5f;
+        const float v395 = mimir_tanh(v394);
+        const float v396 = v395 + 0.5f;
+        out[i393] = v396;
+    }
+    if ((row7 < u.N) && (col12 < 8u)) {
+        const uint i397 = row7 * 8u + col12;
+        const float v398 = acc52 * 0.5f;
+        const float v399 = mimir_tanh(v398);
+        const float v400 = v399 + 0.5f;
+        out[i397] = v400;
+    }
+    if ((row7 < u.N) && (col13 < 8u)) {
+        const uint i401 = row7 * 8u + col13;
+        const float v402 = acc53 * 0.5f;
+        const float v403 = mimir_tanh(v402);
+        const float v404 = v403 + 0.5f;
+        out[i401] = v404;
+    }
+    if ((row7 < u.N) && (col14 < 8u)) {
+        const uint i405 = row7 * 8u + col14;
+        const float v406 = acc54 * 0.5f;
+        const float v407 = mimir_tanh(v406);
+        const float v408 = v407 + 0.5f;
+        out[i405] = v408;
+    }
+    if ((row7 < u.N) && (col15 < 8u)) {
+        const uint i409 = row7 * 8u + col15;
+        const float v410 = acc55 * 0.5f;
+        const float v411 = mimir_tanh(v410);
+        const float v412 = v411 + 0.5f;
+        out[i409] = v412;
+    }
+    if ((row7 < u.N) && (col16 < 8u)) {
+        const uint i413 = row7 * 8u + col16;
+        const float v414 = acc56 * 0.5f;
+        const float v415 = mimir_tanh(v414);
+        const float v416 = v415 + 0.5f;
+        out[i413] = v416;
+    }
+    if ((row7 < u.N) && (col17 < 8u)) {
+        const uint i417 = row7 * 8u + col17;
+        const float v418 = acc57 * 0.5f;
+        const float v419 = mimir_tanh(v418);
+        const float v420 = v419 + 0.5f;
+        out[i417] = v420;
+    }
+    if ((row7 < u.N) && (col18 < 8u)) {
+        const uint i421 = row7 * 8u + col18;
+        const float v422 = acc58 * 0.5f;
+        const float v423 = mimir_tanh(v422);
+        const float v424 = v423 + 0.5f;
+        out[i421] = v424;
+    }
+    if ((row8 < u.N) && (col11 < 8u)) {
+        const uint i425 = row8 * 8u + col11;
+        const float v426 = acc59 * 0.5f;
+        const float v427 = mimir_tanh(v426);
+        const float v428 = v427 + 0.5f;
+        out[i425] = v428;
+    }
+    if ((row8 < u.N) && (col12 < 8u)) {
+        const uint i429 = row8 * 8u + col12;
+        const float v430 = acc60 * 0.5f;
+        const float v431 = mimir_tanh(v430);
+        const float v432 = v431 + 0.5f;
+        out[i429] = v432;
+    }
+    if ((row8 < u.N) && (col13 < 8u)) {
+        const uint i433 = row8 * 8u + col13;
+        const float v434 = acc61 * 0.5f;
+        const float v435 = mimir_tanh(v434);
+        const float v436 = v435 + 0.5f;
+        out[i433] = v436;
+    }
+    if ((row8 < u.N) && (col14 < 8u)) {
+        const uint i437 = row8 * 8u + col14;
+        const float v438 = acc62 * 0.5f;
+        const float v439 = mimir_tanh(v438);
+        const float v440 = v439 + 0.5f;
+        out[i437] = v440;
+    }
+    if ((row8 < u.N) && (col15 < 8u)) {
+        const uint i441 = row8 * 8u + col15;
+        const float v442 = acc63 * 0.5f;
+        const float v443 = mimir_tanh(v442);
+        const float v444 = v443 + 0.5f;
+        out[i441] = v444;
+    }
+    if ((row8 < u.N) && (col16 < 8u)) {
+        const uint i445 = row8 * 8u + col16;
+        const float v446 = acc64 * 0.5f;
+        const float v447 = mimir_tanh(v446);
+        const float v448 = v447 + 0.5f;
+        out[i445] = v448;
+    }
+    if ((row8 < u.N) && (col17 < 8u)) {
+        const uint i449 = row8 * 8u + col17;
+        const float v450 = acc65 * 0.5f;
+        const float v451 = mimir_tanh(v450);
+        const float v452 = v451 + 0.5f;
+        out[i449] = v452;
+    }
+    if ((row8 < u.N) && (col18 < 8u)) {
+        const uint i453 = row8 * 8u + col18;
+        const float v454 = acc66 * 0.5f;
+        const float v455 = mimir_tanh(v454);
+        const float v456 = v455 + 0.5f;
+        out[i453] = v456;
+    }
+    if ((row9 < u.N) && (col11 < 8u)) {
+        const uint i457 = row9 * 8u + col11;
+        const float v458 = acc67 * 0.5f;
+        const float v459 = mimir_tanh(v458);
+        const float v460 = v459 + 0.5f;
+        out[i457] = v460;
+    }
+    if ((row9 < u.N) && (col12 < 8u)) {
+        const uint i461 = row9 * 8u + col12;
+        const float v462 = acc68 * 0.5f;
+        const float v463 = mimir_tanh(v462);
+        const float v464 = v463 + 0.5f;
+        out[i461] = v464;
+    }
+    if ((row9 < u.N) && (col13 < 8u)) {
+        const uint i465 = row9 * 8u + col13;
+        const float v466 = acc69 * 0.5f;
+        const float v467 = mimir_tanh(v466);
+        const float v468 = v467 + 0.5f;
+        out[i465] = v468;
+    }
+    if ((row9 < u.N) && (col14 < 8u)) {
+        const uint i469 = row9 * 8u + col14;
+        const float v470 = acc70 * 0.5f;
+        const float v471 = mimir_tanh(v470);
+        const float v472 = v471 + 0.5f;
+        out[i469] = v472;
+    }
+    if ((row9 < u.N) && (col15 < 8u)) {
+        const uint i473 = row9 * 8u + col15;
+        const float v474 = acc71 * 0.5f;
+        const float v475 = mimir_tanh(v474);
+        const float v476 = v475 + 0.5f;
+        out[i473] = v476;
+    }
+    if ((row9 < u.N) && (col16 < 8u)) {
+        const uint i477 = row9 * 8u + col16;
+        const float v478 = acc72 * 0.5f;
+        const float v479 = mimir_tanh(v478);
+        const float v480 = v479 + 0.5f;
+        out[i477] = v480;
+    }
+    if ((row9 < u.N) && (col17 < 8u)) {
+        const uint i481 = row9 * 8u + col17;
+        const float v482 = acc73 * 0.5f;
+        const float v483 = mimir_tanh(v482);
+        const float v484 = v483 + 0.5f;
+        out[i481] = v484;
+    }
+    if ((row9 < u.N) && (col18 < 8u)) {
+        const uint i485 = row9 * 8u + col18;
+        const float v486 = acc74 * 0.5f;
+        const float v487 = mimir_tanh(v486);
+        const float v488 = v487 + 0.5f;
+        out[i485] = v488;
+    }
+    if ((row10 < u.N) && (col11 < 8u)) {
+        const uint i489 = row10 * 8u + col11;
+        const float v490 = acc75 * 0.5f;
+        const float v491 = mimir_tanh(v490);
+        const float v492 = v491 + 0.5f;
+        out[i489] = v492;
+    }
+    if ((row10 < u.N) && (col12 < 8u)) {
+        const uint i493 = row10 * 8u + col12;
+        const float v494 = acc76 * 0.5f;
+        const float v495 = mimir_tanh(v494);
+        const float v496 = v495 + 0.5f;
+        out[i493] = v496;
+    }
+    if ((row10 < u.N) && (col13 < 8u)) {
+        const uint i497 = row10 * 8u + col13;
+        const float v498 = acc77 * 0.5f;
+        const float v499 = mimir_tanh(v498);
+        const float v500 = v499 + 0.5f;
+        out[i497] = v500;
+    }
+    if ((row10 < u.N) && (col14 < 8u)) {
+        const uint i501 = row10 * 8u + col14;
+        const float v502 = acc78 * 0.5f;
+        const float v503 = mimir_tanh(v502);
+        const float v504 = v503 + 0.5f;
+        out[i501] = v504;
+    }
+    if ((row10 < u.N) && (col15 < 8u)) {
+        const uint i505 = row10 * 8u + col15;
+        const float v506 = acc79 * 0.5f;
+        const float v507 = mimir_tanh(v506);
+        const float v508 = v507 + 0.5f;
+        out[i505] = v508;
+    }
+    if ((row10 < u.N) && (col16 < 8u)) {
+        const uint i509 = row10 * 8u + col16;
+        const float v510 = acc80 * 0.5f;
+        const float v511 = mimir_tanh(v510);
+        const float v512 = v511 + 0.5f;
+        out[i509] = v512;
+    }
+    if ((row10 < u.N) && (col17 < 8u)) {
+        const uint i513 = row10 * 8u + col17;
+        const float v514 = acc81 * 0.5f;
+        const float v515 = mimir_tanh(v514);
+        const float v516 = v515 + 0.5f;
+        out[i513] = v516;
+    }
+    if ((row10 < u.N) && (col18 < 8u)) {
+        const uint i517 = row10 * 8u + col18;
+        const float v518 = acc82 * 0.5f;
+        const float v519 = mimir_tanh(v518);
+        const float v520 = v519 + 0.5f;
+        out[i517] = v520;
     }
 }

@@ -17,33 +17,33 @@ kernel void mlp_0_matmul(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float a_tile[1024];
-    threadgroup float b_tile[1024];
+    threadgroup float a_tile[2048];
+    threadgroup float b_tile[2048];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.N + 64u - 1u) >> 6u) * ((u.H + 64u - 1u) >> 6u)) {
+    if (g0 >= ((u.N + 128u - 1u) >> 7u) * ((u.H + 128u - 1u) >> 7u)) {
         return;
     }
-    const uint tile1 = g0 % ((u.H + 64u - 1u) >> 6u);
-    const uint tile2 = g0 / ((u.H + 64u - 1u) >> 6u);
-    const uint row3 = tile2 * 64u;
-    const uint col4 = tile1 * 64u;
-    const uint row5 = row3 + lid.y;
-    const uint row6 = row3 + (lid.y + 16u);
-    const uint row7 = row3 + (lid.y + 32u);
-    const uint row8 = row3 + (lid.y + 48u);
-    const uint col9 = col4 + lid.x;
-    const uint col10 = col4 + (lid.x + 16u);
-    const uint col11 = col4 + (lid.x + 32u);
-    const uint col12 = col4 + (lid.x + 48u);
-    float acc13 = 0.0f;
-    float acc14 = 0.0f;
-    float acc15 = 0.0f;
-    float acc16 = 0.0f;
-    float acc17 = 0.0f;
-    float acc18 = 0.0f;
-    float acc19 = 0.0f;
-    float acc20 = 0.0f;
-    float acc21 = 0.0f;
+    const uint tile1 = g0 % ((u.H + 128u - 1u) >> 7u);
+    const uint tile2 = g0 / ((u.H + 128u - 1u) >> 7u);
+    const uint t3 = lid.y * 16u + lid.x;
+    const uint row4 = tile2 * 128u;
+    const uint col5 = tile1 * 128u;
+    const uint row6 = row4 + lid.y * 4u;
+    const uint row7 = row4 + (lid.y * 4u + 1u);
+    const uint row8 = row4 + (lid.y * 4u + 2u);
+    const uint row9 = row4 + (lid.y * 4u + 3u);
+    const uint row10 = row4 + (lid.y * 4u + 64u);
+    const uint row11 = row4 + (lid.y * 4u + 65u);
+    const uint row12 = row4 + (lid.y * 4u + 66u);
+    const uint row13 = row4 + (lid.y * 4u + 67u);
+    const uint col14 = col5 + lid.x * 4u;
+    const uint col15 = col5 + (lid.x * 4u + 1u);
+    const uint col16 = col5 + (lid.x * 4u + 2u);
+    const uint col17 = col5 + (lid.x * 4u + 3u);
+    const uint col18 = col5 + (lid.x * 4u + 64u);
+    const uint col19 = col5 + (lid.x * 4u + 65u);
+    const uint col20 = col5 + (lid.x * 4u + 66u);
+    const uint col21 = col5 + (lid.x * 4u + 67u);
     float acc22 = 0.0f;
     float acc23 = 0.0f;
     float acc24 = 0.0f;
@@ -51,204 +51,1277 @@ kernel void mlp_0_matmul(
     float acc26 = 0.0f;
     float acc27 = 0.0f;
     float acc28 = 0.0f;
-    for (uint k0_29 = 0u; k0_29 < 13u; k0_29 += 16u) {
-        const uint ka30 = k0_29 + lid.x;
-        const uint kb31 = k0_29 + lid.y;
-        float x32 = 0.0f;
-        if ((row5 < u.N) && (ka30 < 13u)) {
-            const uint i33 = row5 * 13u + ka30;
-            const float v34 = x[i33];
-            x32 = v34;
+    float acc29 = 0.0f;
+    float acc30 = 0.0f;
+    float acc31 = 0.0f;
+    float acc32 = 0.0f;
+    float acc33 = 0.0f;
+    float acc34 = 0.0f;
+    float acc35 = 0.0f;
+    float acc36 = 0.0f;
+    float acc37 = 0.0f;
+    float acc38 = 0.0f;
+    float acc39 = 0.0f;
+    float acc40 = 0.0f;
+    float acc41 = 0.0f;
+    float acc42 = 0.0f;
+    float acc43 = 0.0f;
+    float acc44 = 0.0f;
+    float acc45 = 0.0f;
+    float acc46 = 0.0f;
+    float acc47 = 0.0f;
+    float acc48 = 0.0f;
+    float acc49 = 0.0f;
+    float acc50 = 0.0f;
+    float acc51 = 0.0f;
+    float acc52 = 0.0f;
+    float acc53 = 0.0f;
+    float acc54 = 0.0f;
+    float acc55 = 0.0f;
+    float acc56 = 0.0f;
+    float acc57 = 0.0f;
+    float acc58 = 0.0f;
+    float acc59 = 0.0f;
+    float acc60 = 0.0f;
+    float acc61 = 0.0f;
+    float acc62 = 0.0f;
+    float acc63 = 0.0f;
+    float acc64 = 0.0f;
+    float acc65 = 0.0f;
+    float acc66 = 0.0f;
+    float acc67 = 0.0f;
+    float acc68 = 0.0f;
+    float acc69 = 0.0f;
+    float acc70 = 0.0f;
+    float acc71 = 0.0f;
+    float acc72 = 0.0f;
+    float acc73 = 0.0f;
+    float acc74 = 0.0f;
+    float acc75 = 0.0f;
+    float acc76 = 0.0f;
+    float acc77 = 0.0f;
+    float acc78 = 0.0f;
+    float acc79 = 0.0f;
+    float acc80 = 0.0f;
+    float acc81 = 0.0f;
+    float acc82 = 0.0f;
+    float acc83 = 0.0f;
+    float acc84 = 0.0f;
+    float acc85 = 0.0f;
+    const uint ak86 = t3 & 7u;
+    const uint am87 = t3 >> 3u;
+    const uint ar88 = row4 + am87;
+    const uint ar89 = row4 + (am87 + 32u);
+    const uint ar90 = row4 + (am87 + 64u);
+    const uint ar91 = row4 + (am87 + 96u);
+    const uint ab92 = ar88 * 13u;
+    const uint ab93 = ar89 * 13u;
+    const uint ab94 = ar90 * 13u;
+    const uint ab95 = ar91 * 13u;
+    const bool aok96 = ar88 < u.N;
+    const bool aok97 = ar89 < u.N;
+    const bool aok98 = ar90 < u.N;
+    const bool aok99 = ar91 < u.N;
+    const uint as100 = ak86 * 128u + am87;
+    const uint bk101 = t3 >> 7u;
+    const uint bn102 = col5 + (t3 & 127u);
+    const bool bok103 = bn102 < u.H;
+    const uint bs104 = 2u * u.H;
+    const uint bs105 = 4u * u.H;
+    const uint bs106 = 6u * u.H;
+    const bool kok107 = ak86 < 13u;
+    if (aok96 && kok107) {
+        a_tile[as100] = x[ab92 + ak86];
+    } else {
+        a_tile[as100] = 0.0f;
+    }
+    if (aok97 && kok107) {
+        a_tile[as100 + 32u] = x[ab93 + ak86];
+    } else {
+        a_tile[as100 + 32u] = 0.0f;
+    }
+    if (aok98 && kok107) {
+        a_tile[as100 + 64u] = x[ab94 + ak86];
+    } else {
+        a_tile[as100 + 64u] = 0.0f;
+    }
+    if (aok99 && kok107) {
+        a_tile[as100 + 96u] = x[ab95 + ak86];
+    } else {
+        a_tile[as100 + 96u] = 0.0f;
+    }
+    const uint bi112 = bk101 * u.H + bn102;
+    if ((bk101 < 13u) && bok103) {
+        b_tile[t3] = w1[bi112];
+    } else {
+        b_tile[t3] = 0.0f;
+    }
+    const uint kb114 = bk101 + 2u;
+    if ((kb114 < 13u) && bok103) {
+        b_tile[t3 + 256u] = w1[bi112 + bs104];
+    } else {
+        b_tile[t3 + 256u] = 0.0f;
+    }
+    const uint kb116 = bk101 + 4u;
+    if ((kb116 < 13u) && bok103) {
+        b_tile[t3 + 512u] = w1[bi112 + bs105];
+    } else {
+        b_tile[t3 + 512u] = 0.0f;
+    }
+    const uint kb118 = bk101 + 6u;
+    if ((kb118 < 13u) && bok103) {
+        b_tile[t3 + 768u] = w1[bi112 + bs106];
+    } else {
+        b_tile[t3 + 768u] = 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint ly120 = lid.y * 4u;
+    const uint lx121 = lid.x * 4u;
+    for (uint k0_122 = 0u; k0_122 < 13u; k0_122 += 8u) {
+        const uint cur123 = (k0_122 << 7u) & 1024u;
+        const uint nxt124 = cur123 ^ 1024u;
+        const uint kn125 = k0_122 + 8u;
+        if (kn125 < 13u) {
+            const uint ka126 = kn125 + ak86;
+            const bool kok127 = ka126 < 13u;
+            const uint sa128 = nxt124 + as100;
+            if (aok96 && kok127) {
+                a_tile[sa128] = x[ab92 + ka126];
+            } else {
+                a_tile[sa128] = 0.0f;
+            }
+            if (aok97 && kok127) {
+                a_tile[sa128 + 32u] = x[ab93 + ka126];
+            } else {
+                a_tile[sa128 + 32u] = 0.0f;
+            }
+            if (aok98 && kok127) {
+                a_tile[sa128 + 64u] = x[ab94 + ka126];
+            } else {
+                a_tile[sa128 + 64u] = 0.0f;
+            }
+            if (aok99 && kok127) {
+                a_tile[sa128 + 96u] = x[ab95 + ka126];
+            } else {
+                a_tile[sa128 + 96u] = 0.0f;
+            }
+            const uint kb133 = kn125 + bk101;
+            const uint sb134 = nxt124 + t3;
+            const uint bi135 = kb133 * u.H + bn102;
+            if ((kb133 < 13u) && bok103) {
+                b_tile[sb134] = w1[bi135];
+            } else {
+                b_tile[sb134] = 0.0f;
+            }
+            const uint kb137 = kb133 + 2u;
+            if ((kb137 < 13u) && bok103) {
+                b_tile[sb134 + 256u] = w1[bi135 + bs104];
+            } else {
+                b_tile[sb134 + 256u] = 0.0f;
+            }
+            const uint kb139 = kb133 + 4u;
+            if ((kb139 < 13u) && bok103) {
+                b_tile[sb134 + 512u] = w1[bi135 + bs105];
+            } else {
+                b_tile[sb134 + 512u] = 0.0f;
+            }
+            const uint kb141 = kb133 + 6u;
+            if ((kb141 < 13u) && bok103) {
+                b_tile[sb134 + 768u] = w1[bi135 + bs106];
+            } else {
+                b_tile[sb134 + 768u] = 0.0f;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x32;
-        float x35 = 0.0f;
-        if ((row6 < u.N) && (ka30 < 13u)) {
-            const uint i36 = row6 * 13u + ka30;
-            const float v37 = x[i36];
-            x35 = v37;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x35;
-        float x38 = 0.0f;
-        if ((row7 < u.N) && (ka30 < 13u)) {
-            const uint i39 = row7 * 13u + ka30;
-            const float v40 = x[i39];
-            x38 = v40;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x38;
-        float x41 = 0.0f;
-        if ((row8 < u.N) && (ka30 < 13u)) {
-            const uint i42 = row8 * 13u + ka30;
-            const float v43 = x[i42];
-            x41 = v43;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x41;
-        float x44 = 0.0f;
-        if ((kb31 < 13u) && (col9 < u.H)) {
-            const uint i45 = kb31 * u.H + col9;
-            const float v46 = w1[i45];
-            x44 = v46;
-        }
-        b_tile[lid.y * 64u + lid.x] = x44;
-        float x47 = 0.0f;
-        if ((kb31 < 13u) && (col10 < u.H)) {
-            const uint i48 = kb31 * u.H + col10;
-            const float v49 = w1[i48];
-            x47 = v49;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x47;
-        float x50 = 0.0f;
-        if ((kb31 < 13u) && (col11 < u.H)) {
-            const uint i51 = kb31 * u.H + col11;
-            const float v52 = w1[i51];
-            x50 = v52;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x50;
-        float x53 = 0.0f;
-        if ((kb31 < 13u) && (col12 < u.H)) {
-            const uint i54 = kb31 * u.H + col12;
-            const float v55 = w1[i54];
-            x53 = v55;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x53;
+        const uint ra143 = cur123 + ly120;
+        const uint rb144 = cur123 + lx121;
+        const float a145 = a_tile[ra143];
+        const float a146 = a_tile[ra143 + 1u];
+        const float a147 = a_tile[ra143 + 2u];
+        const float a148 = a_tile[ra143 + 3u];
+        const float a149 = a_tile[ra143 + 64u];
+        const float a150 = a_tile[ra143 + 64u + 1u];
+        const float a151 = a_tile[ra143 + 64u + 2u];
+        const float a152 = a_tile[ra143 + 64u + 3u];
+        const float b153 = b_tile[rb144];
+        const float b154 = b_tile[rb144 + 1u];
+        const float b155 = b_tile[rb144 + 2u];
+        const float b156 = b_tile[rb144 + 3u];
+        const float b157 = b_tile[rb144 + 64u];
+        const float b158 = b_tile[rb144 + 64u + 1u];
+        const float b159 = b_tile[rb144 + 64u + 2u];
+        const float b160 = b_tile[rb144 + 64u + 3u];
+        acc22 = fma(a145, b153, acc22);
+        acc23 = fma(a145, b154, acc23);
+        acc24 = fma(a145, b155, acc24);
+        acc25 = fma(a145, b156, acc25);
+        acc26 = fma(a145, b157, acc26);
+        acc27 = fma(a145, b158, acc27);
+        acc28 = fma(a145, b159, acc28);
+        acc29 = fma(a145, b160, acc29);
+        acc30 = fma(a146, b153, acc30);
+        acc31 = fma(a146, b154, acc31);
+        acc32 = fma(a146, b155, acc32);
+        acc33 = fma(a146, b156, acc33);
+        acc34 = fma(a146, b157, acc34);
+        acc35 = fma(a146, b158, acc35);
+        acc36 = fma(a146, b159, acc36);
+        acc37 = fma(a146, b160, acc37);
+        acc38 = fma(a147, b153, acc38);
+        acc39 = fma(a147, b154, acc39);
+        acc40 = fma(a147, b155, acc40);
+        acc41 = fma(a147, b156, acc41);
+        acc42 = fma(a147, b157, acc42);
+        acc43 = fma(a147, b158, acc43);
+        acc44 = fma(a147, b159, acc44);
+        acc45 = fma(a147, b160, acc45);
+        acc46 = fma(a148, b153, acc46);
+        acc47 = fma(a148, b154, acc47);
+        acc48 = fma(a148, b155, acc48);
+        acc49 = fma(a148, b156, acc49);
+        acc50 = fma(a148, b157, acc50);
+        acc51 = fma(a148, b158, acc51);
+        acc52 = fma(a148, b159, acc52);
+        acc53 = fma(a148, b160, acc53);
+        acc54 = fma(a149, b153, acc54);
+        acc55 = fma(a149, b154, acc55);
+        acc56 = fma(a149, b155, acc56);
+        acc57 = fma(a149, b156, acc57);
+        acc58 = fma(a149, b157, acc58);
+        acc59 = fma(a149, b158, acc59);
+        acc60 = fma(a149, b159, acc60);
+        acc61 = fma(a149, b160, acc61);
+        acc62 = fma(a150, b153, acc62);
+        acc63 = fma(a150, b154, acc63);
+        acc64 = fma(a150, b155, acc64);
+        acc65 = fma(a150, b156, acc65);
+        acc66 = fma(a150, b157, acc66);
+        acc67 = fma(a150, b158, acc67);
+        acc68 = fma(a150, b159, acc68);
+        acc69 = fma(a150, b160, acc69);
+        acc70 = fma(a151, b153, acc70);
+        acc71 = fma(a151, b154, acc71);
+        acc72 = fma(a151, b155, acc72);
+        acc73 = fma(a151, b156, acc73);
+        acc74 = fma(a151, b157, acc74);
+        acc75 = fma(a151, b158, acc75);
+        acc76 = fma(a151, b159, acc76);
+        acc77 = fma(a151, b160, acc77);
+        acc78 = fma(a152, b153, acc78);
+        acc79 = fma(a152, b154, acc79);
+        acc80 = fma(a152, b155, acc80);
+        acc81 = fma(a152, b156, acc81);
+        acc82 = fma(a152, b157, acc82);
+        acc83 = fma(a152, b158, acc83);
+        acc84 = fma(a152, b159, acc84);
+        acc85 = fma(a152, b160, acc85);
+        const float a161 = a_tile[ra143 + 128u];
+        const float a162 = a_tile[ra143 + 128u + 1u];
+        const float a163 = a_tile[ra143 + 128u + 2u];
+        const float a164 = a_tile[ra143 + 128u + 3u];
+        const float a165 = a_tile[ra143 + 192u];
+        const float a166 = a_tile[ra143 + 192u + 1u];
+        const float a167 = a_tile[ra143 + 192u + 2u];
+        const float a168 = a_tile[ra143 + 192u + 3u];
+        const float b169 = b_tile[rb144 + 128u];
+        const float b170 = b_tile[rb144 + 128u + 1u];
+        const float b171 = b_tile[rb144 + 128u + 2u];
+        const float b172 = b_tile[rb144 + 128u + 3u];
+        const float b173 = b_tile[rb144 + 192u];
+        const float b174 = b_tile[rb144 + 192u + 1u];
+        const float b175 = b_tile[rb144 + 192u + 2u];
+        const float b176 = b_tile[rb144 + 192u + 3u];
+        acc22 = fma(a161, b169, acc22);
+        acc23 = fma(a161, b170, acc23);
+        acc24 = fma(a161, b171, acc24);
+        acc25 = fma(a161, b172, acc25);
+        acc26 = fma(a161, b173, acc26);
+        acc27 = fma(a161, b174, acc27);
+        acc28 = fma(a161, b175, acc28);
+        acc29 = fma(a161, b176, acc29);
+        acc30 = fma(a162, b169, acc30);
+        acc31 = fma(a162, b170, acc31);
+        acc32 = fma(a162, b171, acc32);
+        acc33 = fma(a162, b172, acc33);
+        acc34 = fma(a162, b173, acc34);
+        acc35 = fma(a162, b174, acc35);
+        acc36 = fma(a162, b175, acc36);
+        acc37 = fma(a162, b176, acc37);
+        acc38 = fma(a163, b169, acc38);
+        acc39 = fma(a163, b170, acc39);
+        acc40 = fma(a163, b171, acc40);
+        acc41 = fma(a163, b172, acc41);
+        acc42 = fma(a163, b173, acc42);
+        acc43 = fma(a163, b174, acc43);
+        acc44 = fma(a163, b175, acc44);
+        acc45 = fma(a163, b176, acc45);
+        acc46 = fma(a164, b169, acc46);
+        acc47 = fma(a164, b170, acc47);
+        acc48 = fma(a164, b171, acc48);
+        acc49 = fma(a164, b172, acc49);
+        acc50 = fma(a164, b173, acc50);
+        acc51 = fma(a164, b174, acc51);
+        acc52 = fma(a164, b175, acc52);
+        acc53 = fma(a164, b176, acc53);
+        acc54 = fma(a165, b169, acc54);
+        acc55 = fma(a165, b170, acc55);
+        acc56 = fma(a165, b171, acc56);
+        acc57 = fma(a165, b172, acc57);
+        acc58 = fma(a165, b173, acc58);
+        acc59 = fma(a165, b174, acc59);
+        acc60 = fma(a165, b175, acc60);
+        acc61 = fma(a165, b176, acc61);
+        acc62 = fma(a166, b169, acc62);
+        acc63 = fma(a166, b170, acc63);
+        acc64 = fma(a166, b171, acc64);
+        acc65 = fma(a166, b172, acc65);
+        acc66 = fma(a166, b173, acc66);
+        acc67 = fma(a166, b174, acc67);
+        acc68 = fma(a166, b175, acc68);
+        acc69 = fma(a166, b176, acc69);
+        acc70 = fma(a167, b169, acc70);
+        acc71 = fma(a167, b170, acc71);
+        acc72 = fma(a167, b171, acc72);
+        acc73 = fma(a167, b172, acc73);
+        acc74 = fma(a167, b173, acc74);
+        acc75 = fma(a167, b174, acc75);
+        acc76 = fma(a167, b175, acc76);
+        acc77 = fma(a167, b176, acc77);
+        acc78 = fma(a168, b169, acc78);
+        acc79 = fma(a168, b170, acc79);
+        acc80 = fma(a168, b171, acc80);
+        acc81 = fma(a168, b172, acc81);
+        acc82 = fma(a168, b173, acc82);
+        acc83 = fma(a168, b174, acc83);
+        acc84 = fma(a168, b175, acc84);
+        acc85 = fma(a168, b176, acc85);
+        const float a177 = a_tile[ra143 + 256u];
+        const float a178 = a_tile[ra143 + 256u + 1u];
+        const float a179 = a_tile[ra143 + 256u + 2u];
+        const float a180 = a_tile[ra143 + 256u + 3u];
+        const float a181 = a_tile[ra143 + 320u];
+        const float a182 = a_tile[ra143 + 320u + 1u];
+        const float a183 = a_tile[ra143 + 320u + 2u];
+        const float a184 = a_tile[ra143 + 320u + 3u];
+        const float b185 = b_tile[rb144 + 256u];
+        const float b186 = b_tile[rb144 + 256u + 1u];
+        const float b187 = b_tile[rb144 + 256u + 2u];
+        const float b188 = b_tile[rb144 + 256u + 3u];
+        const float b189 = b_tile[rb144 + 320u];
+        const float b190 = b_tile[rb144 + 320u + 1u];
+        const float b191 = b_tile[rb144 + 320u + 2u];
+        const float b192 = b_tile[rb144 + 320u + 3u];
+        acc22 = fma(a177, b185, acc22);
+        acc23 = fma(a177, b186, acc23);
+        acc24 = fma(a177, b187, acc24);
+        acc25 = fma(a177, b188, acc25);
+        acc26 = fma(a177, b189, acc26);
+        acc27 = fma(a177, b190, acc27);
+        acc28 = fma(a177, b191, acc28);
+        acc29 = fma(a177, b192, acc29);
+        acc30 = fma(a178, b185, acc30);
+        acc31 = fma(a178, b186, acc31);
+        acc32 = fma(a178, b187, acc32);
+        acc33 = fma(a178, b188, acc33);
+        acc34 = fma(a178, b189, acc34);
+        acc35 = fma(a178, b190, acc35);
+        acc36 = fma(a178, b191, acc36);
+        acc37 = fma(a178, b192, acc37);
+        acc38 = fma(a179, b185, acc38);
+        acc39 = fma(a179, b186, acc39);
+        acc40 = fma(a179, b187, acc40);
+        acc41 = fma(a179, b188, acc41);
+        acc42 = fma(a179, b189, acc42);
+        acc43 = fma(a179, b190, acc43);
+        acc44 = fma(a179, b191, acc44);
+        acc45 = fma(a179, b192, acc45);
+        acc46 = fma(a180, b185, acc46);
+        acc47 = fma(a180, b186, acc47);
+        acc48 = fma(a180, b187, acc48);
+        acc49 = fma(a180, b188, acc49);
+        acc50 = fma(a180, b189, acc50);
+        acc51 = fma(a180, b190, acc51);
+        acc52 = fma(a180, b191, acc52);
+        acc53 = fma(a180, b192, acc53);
+        acc54 = fma(a181, b185, acc54);
+        acc55 = fma(a181, b186, acc55);
+        acc56 = fma(a181, b187, acc56);
+        acc57 = fma(a181, b188, acc57);
+        acc58 = fma(a181, b189, acc58);
+        acc59 = fma(a181, b190, acc59);
+        acc60 = fma(a181, b191, acc60);
+        acc61 = fma(a181, b192, acc61);
+        acc62 = fma(a182, b185, acc62);
+        acc63 = fma(a182, b186, acc63);
+        acc64 = fma(a182, b187, acc64);
+        acc65 = fma(a182, b188, acc65);
+        acc66 = fma(a182, b189, acc66);
+        acc67 = fma(a182, b190, acc67);
+        acc68 = fma(a182, b191, acc68);
+        acc69 = fma(a182, b192, acc69);
+        acc70 = fma(a183, b185, acc70);
+        acc71 = fma(a183, b186, acc71);
+        acc72 = fma(a183, b187, acc72);
+        acc73 = fma(a183, b188, acc73);
+        acc74 = fma(a183, b189, acc74);
+        acc75 = fma(a183, b190, acc75);
+        acc76 = fma(a183, b191, acc76);
+        acc77 = fma(a183, b192, acc77);
+        acc78 = fma(a184, b185, acc78);
+        acc79 = fma(a184, b186, acc79);
+        acc80 = fma(a184, b187, acc80);
+        acc81 = fma(a184, b188, acc81);
+        acc82 = fma(a184, b189, acc82);
+        acc83 = fma(a184, b190, acc83);
+        acc84 = fma(a184, b191, acc84);
+        acc85 = fma(a184, b192, acc85);
+        const float a193 = a_tile[ra143 + 384u];
+        const float a194 = a_tile[ra143 + 384u + 1u];
+        const float a195 = a_tile[ra143 + 384u + 2u];
+        const float a196 = a_tile[ra143 + 384u + 3u];
+        const float a197 = a_tile[ra143 + 448u];
+        const float a198 = a_tile[ra143 + 448u + 1u];
+        const float a199 = a_tile[ra143 + 448u + 2u];
+        const float a200 = a_tile[ra143 + 448u + 3u];
+        const float b201 = b_tile[rb144 + 384u];
+        const float b202 = b_tile[rb144 + 384u + 1u];
+        const float b203 = b_tile[rb144 + 384u + 2u];
+        const float b204 = b_tile[rb144 + 384u + 3u];
+        const float b205 = b_tile[rb144 + 448u];
+        const float b206 = b_tile[rb144 + 448u + 1u];
+        const float b207 = b_tile[rb144 + 448u + 2u];
+        const float b208 = b_tile[rb144 + 448u + 3u];
+        acc22 = fma(a193, b201, acc22);
+        acc23 = fma(a193, b202, acc23);
+        acc24 = fma(a193, b203, acc24);
+        acc25 = fma(a193, b204, acc25);
+        acc26 = fma(a193, b205, acc26);
+        acc27 = fma(a193, b206, acc27);
+        acc28 = fma(a193, b207, acc28);
+        acc29 = fma(a193, b208, acc29);
+        acc30 = fma(a194, b201, acc30);
+        acc31 = fma(a194, b202, acc31);
+        acc32 = fma(a194, b203, acc32);
+        acc33 = fma(a194, b204, acc33);
+        acc34 = fma(a194, b205, acc34);
+        acc35 = fma(a194, b206, acc35);
+        acc36 = fma(a194, b207, acc36);
+        acc37 = fma(a194, b208, acc37);
+        acc38 = fma(a195, b201, acc38);
+        acc39 = fma(a195, b202, acc39);
+        acc40 = fma(a195, b203, acc40);
+        acc41 = fma(a195, b204, acc41);
+        acc42 = fma(a195, b205, acc42);
+        acc43 = fma(a195, b206, acc43);
+        acc44 = fma(a195, b207, acc44);
+        acc45 = fma(a195, b208, acc45);
+        acc46 = fma(a196, b201, acc46);
+        acc47 = fma(a196, b202, acc47);
+        acc48 = fma(a196, b203, acc48);
+        acc49 = fma(a196, b204, acc49);
+        acc50 = fma(a196, b205, acc50);
+        acc51 = fma(a196, b206, acc51);
+        acc52 = fma(a196, b207, acc52);
+        acc53 = fma(a196, b208, acc53);
+        acc54 = fma(a197, b201, acc54);
+        acc55 = fma(a197, b202, acc55);
+        acc56 = fma(a197, b203, acc56);
+        acc57 = fma(a197, b204, acc57);
+        acc58 = fma(a197, b205, acc58);
+        acc59 = fma(a197, b206, acc59);
+        acc60 = fma(a197, b207, acc60);
+        acc61 = fma(a197, b208, acc61);
+        acc62 = fma(a198, b201, acc62);
+        acc63 = fma(a198, b202, acc63);
+        acc64 = fma(a198, b203, acc64);
+        acc65 = fma(a198, b204, acc65);
+        acc66 = fma(a198, b205, acc66);
+        acc67 = fma(a198, b206, acc67);
+        acc68 = fma(a198, b207, acc68);
+        acc69 = fma(a198, b208, acc69);
+        acc70 = fma(a199, b201, acc70);
+        acc71 = fma(a199, b202, acc71);
+        acc72 = fma(a199, b203, acc72);
+        acc73 = fma(a199, b204, acc73);
+        acc74 = fma(a199, b205, acc74);
+        acc75 = fma(a199, b206, acc75);
+        acc76 = fma(a199, b207, acc76);
+        acc77 = fma(a199, b208, acc77);
+        acc78 = fma(a200, b201, acc78);
+        acc79 = fma(a200, b202, acc79);
+        acc80 = fma(a200, b203, acc80);
+        acc81 = fma(a200, b204, acc81);
+        acc82 = fma(a200, b205, acc82);
+        acc83 = fma(a200, b206, acc83);
+        acc84 = fma(a200, b207, acc84);
+        acc85 = fma(a200, b208, acc85);
+        const float a209 = a_tile[ra143 + 512u];
+        const float a210 = a_tile[ra143 + 512u + 1u];
+        const float a211 = a_tile[ra143 + 512u + 2u];
+        const float a212 = a_tile[ra143 + 512u + 3u];
+        const float a213 = a_tile[ra143 + 576u];
+        const float a214 = a_tile[ra143 + 576u + 1u];
+        const float a215 = a_tile[ra143 + 576u + 2u];
+        const float a216 = a_tile[ra143 + 576u + 3u];
+        const float b217 = b_tile[rb144 + 512u];
+        const float b218 = b_tile[rb144 + 512u + 1u];
+        const float b219 = b_tile[rb144 + 512u + 2u];
+        const float b220 = b_tile[rb144 + 512u + 3u];
+        const float b221 = b_tile[rb144 + 576u];
+        const float b222 = b_tile[rb144 + 576u + 1u];
+        const float b223 = b_tile[rb144 + 576u + 2u];
+        const float b224 = b_tile[rb144 + 576u + 3u];
+        acc22 = fma(a209, b217, acc22);
+        acc23 = fma(a209, b218, acc23);
+        acc24 = fma(a209, b219, acc24);
+        acc25 = fma(a209, b220, acc25);
+        acc26 = fma(a209, b221, acc26);
+        acc27 = fma(a209, b222, acc27);
+        acc28 = fma(a209, b223, acc28);
+        acc29 = fma(a209, b224, acc29);
+        acc30 = fma(a210, b217, acc30);
+        acc31 = fma(a210, b218, acc31);
+        acc32 = fma(a210, b219, acc32);
+        acc33 = fma(a210, b220, acc33);
+        acc34 = fma(a210, b221, acc34);
+        acc35 = fma(a210, b222, acc35);
+        acc36 = fma(a210, b223, acc36);
+        acc37 = fma(a210, b224, acc37);
+        acc38 = fma(a211, b217, acc38);
+        acc39 = fma(a211, b218, acc39);
+        acc40 = fma(a211, b219, acc40);
+        acc41 = fma(a211, b220, acc41);
+        acc42 = fma(a211, b221, acc42);
+        acc43 = fma(a211, b222, acc43);
+        acc44 = fma(a211, b223, acc44);
+        acc45 = fma(a211, b224, acc45);
+        acc46 = fma(a212, b217, acc46);
+        acc47 = fma(a212, b218, acc47);
+        acc48 = fma(a212, b219, acc48);
+        acc49 = fma(a212, b220, acc49);
+        acc50 = fma(a212, b221, acc50);
+        acc51 = fma(a212, b222, acc51);
+        acc52 = fma(a212, b223, acc52);
+        acc53 = fma(a212, b224, acc53);
+        acc54 = fma(a213, b217, acc54);
+        acc55 = fma(a213, b218, acc55);
+        acc56 = fma(a213, b219, acc56);
+        acc57 = fma(a213, b220, acc57);
+        acc58 = fma(a213, b221, acc58);
+        acc59 = fma(a213, b222, acc59);
+        acc60 = fma(a213, b223, acc60);
+        acc61 = fma(a213, b224, acc61);
+        acc62 = fma(a214, b217, acc62);
+        acc63 = fma(a214, b218, acc63);
+        acc64 = fma(a214, b219, acc64);
+        acc65 = fma(a214, b220, acc65);
+        acc66 = fma(a214, b221, acc66);
+        acc67 = fma(a214, b222, acc67);
+        acc68 = fma(a214, b223, acc68);
+        acc69 = fma(a214, b224, acc69);
+        acc70 = fma(a215, b217, acc70);
+        acc71 = fma(a215, b218, acc71);
+        acc72 = fma(a215, b219, acc72);
+        acc73 = fma(a215, b220, acc73);
+        acc74 = fma(a215, b221, acc74);
+        acc75 = fma(a215, b222, acc75);
+        acc76 = fma(a215, b223, acc76);
+        acc77 = fma(a215, b224, acc77);
+        acc78 = fma(a216, b217, acc78);
+        acc79 = fma(a216, b218, acc79);
+        acc80 = fma(a216, b219, acc80);
+        acc81 = fma(a216, b220, acc81);
+        acc82 = fma(a216, b221, acc82);
+        acc83 = fma(a216, b222, acc83);
+        acc84 = fma(a216, b223, acc84);
+        acc85 = fma(a216, b224, acc85);
+        const float a225 = a_tile[ra143 + 640u];
+        const float a226 = a_tile[ra143 + 640u + 1u];
+        const float a227 = a_tile[ra143 + 640u + 2u];
+        const float a228 = a_tile[ra143 + 640u + 3u];
+        const float a229 = a_tile[ra143 + 704u];
+        const float a230 = a_tile[ra143 + 704u + 1u];
+        const float a231 = a_tile[ra143 + 704u + 2u];
+        const float a232 = a_tile[ra143 + 704u + 3u];
+        const float b233 = b_tile[rb144 + 640u];
+        const float b234 = b_tile[rb144 + 640u + 1u];
+        const float b235 = b_tile[rb144 + 640u + 2u];
+        const float b236 = b_tile[rb144 + 640u + 3u];
+        const float b237 = b_tile[rb144 + 704u];
+        const float b238 = b_tile[rb144 + 704u + 1u];
+        const float b239 = b_tile[rb144 + 704u + 2u];
+        const float b240 = b_tile[rb144 + 704u + 3u];
+        acc22 = fma(a225, b233, acc22);
+        acc23 = fma(a225, b234, acc23);
+        acc24 = fma(a225, b235, acc24);
+        acc25 = fma(a225, b236, acc25);
+        acc26 = fma(a225, b237, acc26);
+        acc27 = fma(a225, b238, acc27);
+        acc28 = fma(a225, b239, acc28);
+        acc29 = fma(a225, b240, acc29);
+        acc30 = fma(a226, b233, acc30);
+        acc31 = fma(a226, b234, acc31);
+        acc32 = fma(a226, b235, acc32);
+        acc33 = fma(a226, b236, acc33);
+        acc34 = fma(a226, b237, acc34);
+        acc35 = fma(a226, b238, acc35);
+        acc36 = fma(a226, b239, acc36);
+        acc37 = fma(a226, b240, acc37);
+        acc38 = fma(a227, b233, acc38);
+        acc39 = fma(a227, b234, acc39);
+        acc40 = fma(a227, b235, acc40);
+        acc41 = fma(a227, b236, acc41);
+        acc42 = fma(a227, b237, acc42);
+        acc43 = fma(a227, b238, acc43);
+        acc44 = fma(a227, b239, acc44);
+        acc45 = fma(a227, b240, acc45);
+        acc46 = fma(a228, b233, acc46);
+        acc47 = fma(a228, b234, acc47);
+        acc48 = fma(a228, b235, acc48);
+        acc49 = fma(a228, b236, acc49);
+        acc50 = fma(a228, b237, acc50);
+        acc51 = fma(a228, b238, acc51);
+        acc52 = fma(a228, b239, acc52);
+        acc53 = fma(a228, b240, acc53);
+        acc54 = fma(a229, b233, acc54);
+        acc55 = fma(a229, b234, acc55);
+        acc56 = fma(a229, b235, acc56);
+        acc57 = fma(a229, b236, acc57);
+        acc58 = fma(a229, b237, acc58);
+        acc59 = fma(a229, b238, acc59);
+        acc60 = fma(a229, b239, acc60);
+        acc61 = fma(a229, b240, acc61);
+        acc62 = fma(a230, b233, acc62);
+        acc63 = fma(a230, b234, acc63);
+        acc64 = fma(a230, b235, acc64);
+        acc65 = fma(a230, b236, acc65);
+        acc66 = fma(a230, b237, acc66);
+        acc67 = fma(a230, b238, acc67);
+        acc68 = fma(a230, b239, acc68);
+        acc69 = fma(a230, b240, acc69);
+        acc70 = fma(a231, b233, acc70);
+        acc71 = fma(a231, b234, acc71);
+        acc72 = fma(a231, b235, acc72);
+        acc73 = fma(a231, b236, acc73);
+        acc74 = fma(a231, b237, acc74);
+        acc75 = fma(a231, b238, acc75);
+        acc76 = fma(a231, b239, acc76);
+        acc77 = fma(a231, b240, acc77);
+        acc78 = fma(a232, b233, acc78);
+        acc79 = fma(a232, b234, acc79);
+        acc80 = fma(a232, b235, acc80);
+        acc81 = fma(a232, b236, acc81);
+        acc82 = fma(a232, b237, acc82);
+        acc83 = fma(a232, b238, acc83);
+        acc84 = fma(a232, b239, acc84);
+        acc85 = fma(a232, b240, acc85);
+        const float a241 = a_tile[ra143 + 768u];
+        const float a242 = a_tile[ra143 + 768u + 1u];
+        const float a243 = a_tile[ra143 + 768u + 2u];
+        const float a244 = a_tile[ra143 + 768u + 3u];
+        const float a245 = a_tile[ra143 + 832u];
+        const float a246 = a_tile[ra143 + 832u + 1u];
+        const float a247 = a_tile[ra143 + 832u + 2u];
+        const float a248 = a_tile[ra143 + 832u + 3u];
+        const float b249 = b_tile[rb144 + 768u];
+        const float b250 = b_tile[rb144 + 768u + 1u];
+        const float b251 = b_tile[rb144 + 768u + 2u];
+        const float b252 = b_tile[rb144 + 768u + 3u];
+        const float b253 = b_tile[rb144 + 832u];
+        const float b254 = b_tile[rb144 + 832u + 1u];
+        const float b255 = b_tile[rb144 + 832u + 2u];
+        const float b256 = b_tile[rb144 + 832u + 3u];
+        acc22 = fma(a241, b249, acc22);
+        acc23 = fma(a241, b250, acc23);
+        acc24 = fma(a241, b251, acc24);
+        acc25 = fma(a241, b252, acc25);
+        acc26 = fma(a241, b253, acc26);
+        acc27 = fma(a241, b254, acc27);
+        acc28 = fma(a241, b255, acc28);
+        acc29 = fma(a241, b256, acc29);
+        acc30 = fma(a242, b249, acc30);
+        acc31 = fma(a242, b250, acc31);
+        acc32 = fma(a242, b251, acc32);
+        acc33 = fma(a242, b252, acc33);
+        acc34 = fma(a242, b253, acc34);
+        acc35 = fma(a242, b254, acc35);
+        acc36 = fma(a242, b255, acc36);
+        acc37 = fma(a242, b256, acc37);
+        acc38 = fma(a243, b249, acc38);
+        acc39 = fma(a243, b250, acc39);
+        acc40 = fma(a243, b251, acc40);
+        acc41 = fma(a243, b252, acc41);
+        acc42 = fma(a243, b253, acc42);
+        acc43 = fma(a243, b254, acc43);
+        acc44 = fma(a243, b255, acc44);
+        acc45 = fma(a243, b256, acc45);
+        acc46 = fma(a244, b249, acc46);
+        acc47 = fma(a244, b250, acc47);
+        acc48 = fma(a244, b251, acc48);
+        acc49 = fma(a244, b252, acc49);
+        acc50 = fma(a244, b253, acc50);
+        acc51 = fma(a244, b254, acc51);
+        acc52 = fma(a244, b255, acc52);
+        acc53 = fma(a244, b256, acc53);
+        acc54 = fma(a245, b249, acc54);
+        acc55 = fma(a245, b250, acc55);
+        acc56 = fma(a245, b251, acc56);
+        acc57 = fma(a245, b252, acc57);
+        acc58 = fma(a245, b253, acc58);
+        acc59 = fma(a245, b254, acc59);
+        acc60 = fma(a245, b255, acc60);
+        acc61 = fma(a245, b256, acc61);
+        acc62 = fma(a246, b249, acc62);
+        acc63 = fma(a246, b250, acc63);
+        acc64 = fma(a246, b251, acc64);
+        acc65 = fma(a246, b252, acc65);
+        acc66 = fma(a246, b253, acc66);
+        acc67 = fma(a246, b254, acc67);
+        acc68 = fma(a246, b255, acc68);
+        acc69 = fma(a246, b256, acc69);
+        acc70 = fma(a247, b249, acc70);
+        acc71 = fma(a247, b250, acc71);
+        acc72 = fma(a247, b251, acc72);
+        acc73 = fma(a247, b252, acc73);
+        acc74 = fma(a247, b253, acc74);
+        acc75 = fma(a247, b254, acc75);
+        acc76 = fma(a247, b255, acc76);
+        acc77 = fma(a247, b256, acc77);
+        acc78 = fma(a248, b249, acc78);
+        acc79 = fma(a248, b250, acc79);
+        acc80 = fma(a248, b251, acc80);
+        acc81 = fma(a248, b252, acc81);
+        acc82 = fma(a248, b253, acc82);
+        acc83 = fma(a248, b254, acc83);
+        acc84 = fma(a248, b255, acc84);
+        acc85 = fma(a248, b256, acc85);
+        const float a257 = a_tile[ra143 + 896u];
+        const float a258 = a_tile[ra143 + 896u + 1u];
+        const float a259 = a_tile[ra143 + 896u + 2u];
+        const float a260 = a_tile[ra143 + 896u + 3u];
+        const float a261 = a_tile[ra143 + 960u];
+        const float a262 = a_tile[ra143 + 960u + 1u];
+        const float a263 = a_tile[ra143 + 960u + 2u];
+        const float a264 = a_tile[ra143 + 960u + 3u];
+        const float b265 = b_tile[rb144 + 896u];
+        const float b266 = b_tile[rb144 + 896u + 1u];
+        const float b267 = b_tile[rb144 + 896u + 2u];
+        const float b268 = b_tile[rb144 + 896u + 3u];
+        const float b269 = b_tile[rb144 + 960u];
+        const float b270 = b_tile[rb144 + 960u + 1u];
+        const float b271 = b_tile[rb144 + 960u + 2u];
+        const float b272 = b_tile[rb144 + 960u + 3u];
+        acc22 = fma(a257, b265, acc22);
+        acc23 = fma(a257, b266, acc23);
+        acc24 = fma(a257, b267, acc24);
+        acc25 = fma(a257, b268, acc25);
+        acc26 = fma(a257, b269, acc26);
+        acc27 = fma(a257, b270, acc27);
+        acc28 = fma(a257, b271, acc28);
+        acc29 = fma(a257, b272, acc29);
+        acc30 = fma(a258, b265, acc30);
+        acc31 = fma(a258, b266, acc31);
+        acc32 = fma(a258, b267, acc32);
+        acc33 = fma(a258, b268, acc33);
+        acc34 = fma(a258, b269, acc34);
+        acc35 = fma(a258, b270, acc35);
+        acc36 = fma(a258, b271, acc36);
+        acc37 = fma(a258, b272, acc37);
+        acc38 = fma(a259, b265, acc38);
+        acc39 = fma(a259, b266, acc39);
+        acc40 = fma(a259, b267, acc40);
+        acc41 = fma(a259, b268, acc41);
+        acc42 = fma(a259, b269, acc42);
+        acc43 = fma(a259, b270, acc43);
+        acc44 = fma(a259, b271, acc44);
+        acc45 = fma(a259, b272, acc45);
+        acc46 = fma(a260, b265, acc46);
+        acc47 = fma(a260, b266, acc47);
+        acc48 = fma(a260, b267, acc48);
+        acc49 = fma(a260, b268, acc49);
+        acc50 = fma(a260, b269, acc50);
+        acc51 = fma(a260, b270, acc51);
+        acc52 = fma(a260, b271, acc52);
+        acc53 = fma(a260, b272, acc53);
+        acc54 = fma(a261, b265, acc54);
+        acc55 = fma(a261, b266, acc55);
+        acc56 = fma(a261, b267, acc56);
+        acc57 = fma(a261, b268, acc57);
+        acc58 = fma(a261, b269, acc58);
+        acc59 = fma(a261, b270, acc59);
+        acc60 = fma(a261, b271, acc60);
+        acc61 = fma(a261, b272, acc61);
+        acc62 = fma(a262, b265, acc62);
+        acc63 = fma(a262, b266, acc63);
+        acc64 = fma(a262, b267, acc64);
+        acc65 = fma(a262, b268, acc65);
+        acc66 = fma(a262, b269, acc66);
+        acc67 = fma(a262, b270, acc67);
+        acc68 = fma(a262, b271, acc68);
+        acc69 = fma(a262, b272, acc69);
+        acc70 = fma(a263, b265, acc70);
+        acc71 = fma(a263, b266, acc71);
+        acc72 = fma(a263, b267, acc72);
+        acc73 = fma(a263, b268, acc73);
+        acc74 = fma(a263, b269, acc74);
+        acc75 = fma(a263, b270, acc75);
+        acc76 = fma(a263, b271, acc76);
+        acc77 = fma(a263, b272, acc77);
+        acc78 = fma(a264, b265, acc78);
+        acc79 = fma(a264, b266, acc79);
+        acc80 = fma(a264, b267, acc80);
+        acc81 = fma(a264, b268, acc81);
+        acc82 = fma(a264, b269, acc82);
+        acc83 = fma(a264, b270, acc83);
+        acc84 = fma(a264, b271, acc84);
+        acc85 = fma(a264, b272, acc85);
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint kk56 = 0u; kk56 < 16u; kk56 += 1u) {
-            const float a57 = a_tile[lid.y * 16u + kk56];
-            const float a58 = a_tile[(lid.y + 16u) * 16u + kk56];
-            const float a59 = a_tile[(lid.y + 32u) * 16u + kk56];
-            const float a60 = a_tile[(lid.y + 48u) * 16u + kk56];
-            const float b61 = b_tile[kk56 * 64u + lid.x];
-            const float b62 = b_tile[kk56 * 64u + (lid.x + 16u)];
-            const float b63 = b_tile[kk56 * 64u + (lid.x + 32u)];
-            const float b64 = b_tile[kk56 * 64u + (lid.x + 48u)];
-            acc13 = fma(a57, b61, acc13);
-            acc14 = fma(a57, b62, acc14);
-            acc15 = fma(a57, b63, acc15);
-            acc16 = fma(a57, b64, acc16);
-            acc17 = fma(a58, b61, acc17);
-            acc18 = fma(a58, b62, acc18);
-            acc19 = fma(a58, b63, acc19);
-            acc20 = fma(a58, b64, acc20);
-            acc21 = fma(a59, b61, acc21);
-            acc22 = fma(a59, b62, acc22);
-            acc23 = fma(a59, b63, acc23);
-            acc24 = fma(a59, b64, acc24);
-            acc25 = fma(a60, b61, acc25);
-            acc26 = fma(a60, b62, acc26);
-            acc27 = fma(a60, b63, acc27);
-            acc28 = fma(a60, b64, acc28);
-        }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    if ((row5 < u.N) && (col9 < u.H)) {
-        const uint i65 = row5 * u.H + col9;
-        const float v66 = b1[col9];
-        const float v67 = acc13 + v66;
-        const float v68 = ((v67 > 0.0f) || ((as_type<uint>(v67) & 0x7fffffffu) > 0x7f800000u) ? v67 : 0.0f);
-        scratch0[i65] = v68;
+    if ((row6 < u.N) && (col14 < u.H)) {
+        const uint i273 = row6 * u.H + col14;
+        const float v274 = b1[col14];
+        const float v275 = acc22 + v274;
+        const float v276 = ((v275 > 0.0f) || ((as_type<uint>(v275) & 0x7fffffffu) > 0x7f800000u) ? v275 : 0.0f);
+        scratch0[i273] = v276;
     }
-    if ((row5 < u.N) && (col10 < u.H)) {
-        const uint i69 = row5 * u.H + col10;
-        const float v70 = b1[col10];
-        const float v71 = acc14 + v70;
-        const float v72 = ((v71 > 0.0f) || ((as_type<uint>(v71) & 0x7fffffffu) > 0x7f800000u) ? v71 : 0.0f);
-        scratch0[i69] = v72;
+    if ((row6 < u.N) && (col15 < u.H)) {
+        const uint i277 = row6 * u.H + col15;
+        const float v278 = b1[col15];
+        const float v279 = acc23 + v278;
+        const float v280 = ((v279 > 0.0f) || ((as_type<uint>(v279) & 0x7fffffffu) > 0x7f800000u) ? v279 : 0.0f);
+        scratch0[i277] = v280;
     }
-    if ((row5 < u.N) && (col11 < u.H)) {
-        const uint i73 = row5 * u.H + col11;
-        const float v74 = b1[col11];
-        const float v75 = acc15 + v74;
-        const float v76 = ((v75 > 0.0f) || ((as_type<uint>(v75) & 0x7fffffffu) > 0x7f800000u) ? v75 : 0.0f);
-        scratch0[i73] = v76;
+    if ((row6 < u.N) && (col16 < u.H)) {
+        const uint i281 = row6 * u.H + col16;
+        const float v282 = b1[col16];
+        const float v283 = acc24 + v282;
+        const float v284 = ((v283 > 0.0f) || ((as_type<uint>(v283) & 0x7fffffffu) > 0x7f800000u) ? v283 : 0.0f);
+        scratch0[i281] = v284;
     }
-    if ((row5 < u.N) && (col12 < u.H)) {
-        const uint i77 = row5 * u.H + col12;
-        const float v78 = b1[col12];
-        const float v79 = acc16 + v78;
-        const float v80 = ((v79 > 0.0f) || ((as_type<uint>(v79) & 0x7fffffffu) > 0x7f800000u) ? v79 : 0.0f);
-        scratch0[i77] = v80;
+    if ((row6 < u.N) && (col17 < u.H)) {
+        const uint i285 = row6 * u.H + col17;
+        const float v286 = b1[col17];
+        const float v287 = acc25 + v286;
+        const float v288 = ((v287 > 0.0f) || ((as_type<uint>(v287) & 0x7fffffffu) > 0x7f800000u) ? v287 : 0.0f);
+        scratch0[i285] = v288;
     }
-    if ((row6 < u.N) && (col9 < u.H)) {
-        const uint i81 = row6 * u.H + col9;
-        const float v82 = b1[col9];
-        const float v83 = acc17 + v82;
-        const float v84 = ((v83 > 0.0f) || ((as_type<uint>(v83) & 0x7fffffffu) > 0x7f800000u) ? v83 : 0.0f);
-        scratch0[i81] = v84;
+    if ((row6 < u.N) && (col18 < u.H)) {
+        const uint i289 = row6 * u.H + col18;
+        const float v290 = b1[col18];
+        const float v291 = acc26 + v290;
+        const float v292 = ((v291 > 0.0f) || ((as_type<uint>(v291) & 0x7fffffffu) > 0x7f800000u) ? v291 : 0.0f);
+        scratch0[i289] = v292;
     }
-    if ((row6 < u.N) && (col10 < u.H)) {
-        const uint i85 = row6 * u.H + col10;
-        const float v86 = b1[col10];
-        const float v87 = acc18 + v86;
-        const float v88 = ((v87 > 0.0f) || ((as_type<uint>(v87) & 0x7fffffffu) > 0x7f800000u) ? v87 : 0.0f);
-        scratch0[i85] = v88;
+    if ((row6 < u.N) && (col19 < u.H)) {
+        const uint i293 = row6 * u.H + col19;
+        const float v294 = b1[col19];
+        const float v295 = acc27 + v294;
+        const float v296 = ((v295 > 0.0f) || ((as_type<uint>(v295) & 0x7fffffffu) > 0x7f800000u) ? v295 : 0.0f);
+        scratch0[i293] = v296;
     }
-    if ((row6 < u.N) && (col11 < u.H)) {
-        const uint i89 = row6 * u.H + col11;
-        const float v90 = b1[col11];
-        const float v91 = acc19 + v90;
-        const float v92 = ((v91 > 0.0f) || ((as_type<uint>(v91) & 0x7fffffffu) > 0x7f800000u) ? v91 : 0.0f);
-        scratch0[i89] = v92;
+    if ((row6 < u.N) && (col20 < u.H)) {
+        const uint i297 = row6 * u.H + col20;
+        const float v298 = b1[col20];
+        const float v299 = acc28 + v298;
+        const float v300 = ((v299 > 0.0f) || ((as_type<uint>(v299) & 0x7fffffffu) > 0x7f800000u) ? v299 : 0.0f);
+        scratch0[i297] = v300;
     }
-    if ((row6 < u.N) && (col12 < u.H)) {
-        const uint i93 = row6 * u.H + col12;
-        const float v94 = b1[col12];
-        const float v95 = acc20 + v94;
-        const float v96 = ((v95 > 0.0f) || ((as_type<uint>(v95) & 0x7fffffffu) > 0x7f800000u) ? v95 : 0.0f);
-        scratch0[i93] = v96;
+    if ((row6 < u.N) && (col21 < u.H)) {
+        const uint i301 = row6 * u.H + col21;
+        const float v302 = b1[col21];
+        const float v303 = acc29 + v302;
+        const float v304 = ((v303 > 0.0f) || ((as_type<uint>(v303) & 0x7fffffffu) > 0x7f800000u) ? v303 : 0.0f);
+        scratch0[i301] = v304;
     }
-    if ((row7 < u.N) && (col9 < u.H)) {
-        const uint i97 = row7 * u.H + col9;
-        const float v98 = b1[col9];
-        const float v99 = acc21 + v98;
-        const float v100 = ((v99 > 0.0f) || ((as_type<uint>(v99) & 0x7fffffffu) > 0x7f800000u) ? v99 : 0.0f);
-        scratch0[i97] = v100;
+    if ((row7 < u.N) && (col14 < u.H)) {
+        const uint i305 = row7 * u.H + col14;
+        const float v306 = b1[col14];
+        const float v307 = acc30 + v306;
+        const float v308 = ((v307 > 0.0f) || ((as_type<uint>(v307) & 0x7fffffffu) > 0x7f800000u) ? v307 : 0.0f);
+        scratch0[i305] = v308;
     }
-    if ((row7 < u.N) && (col10 < u.H)) {
-        const uint i101 = row7 * u.H + col10;
-        const float v102 = b1[col10];
-        const float v103 = acc22 + v102;
-        const float v104 = ((v103 > 0.0f) || ((as_type<uint>(v103) & 0x7fffffffu) > 0x7f800000u) ? v103 : 0.0f);
-        scratch0[i101] = v104;
+    if ((row7 < u.N) && (col15 < u.H)) {
+        const uint i309 = row7 * u.H + col15;
+        const float v310 = b1[col15];
+        const float v311 = acc31 + v310;
+        const float v312 = ((v311 > 0.0f) || ((as_type<uint>(v311) & 0x7fffffffu) > 0x7f800000u) ? v311 : 0.0f);
+        scratch0[i309] = v312;
     }
-    if ((row7 < u.N) && (col11 < u.H)) {
-        const uint i105 = row7 * u.H + col11;
-        const float v106 = b1[col11];
-        const float v107 = acc23 + v106;
-        const float v108 = ((v107 > 0.0f) || ((as_type<uint>(v107) & 0x7fffffffu) > 0x7f800000u) ? v107 : 0.0f);
-        scratch0[i105] = v108;
+    if ((row7 < u.N) && (col16 < u.H)) {
+        const uint i313 = row7 * u.H + col16;
+        const float v314 = b1[col16];
+        const float v315 = acc32 + v314;
+        const float v316 = ((v315 > 0.0f) || ((as_type<uint>(v315) & 0x7fffffffu) > 0x7f800000u) ? v315 : 0.0f);
+        scratch0[i313] = v316;
     }
-    if ((row7 < u.N) && (col12 < u.H)) {
-        const uint i109 = row7 * u.H + col12;
-        const float v110 = b1[col12];
-        const float v111 = acc24 + v110;
-        const float v112 = ((v111 > 0.0f) || ((as_type<uint>(v111) & 0x7fffffffu) > 0x7f800000u) ? v111 : 0.0f);
-        scratch0[i109] = v112;
+    if ((row7 < u.N) && (col17 < u.H)) {
+        const uint i317 = row7 * u.H + col17;
+        const float v318 = b1[col17];
+        const float v319 = acc33 + v318;
+        const float v320 = ((v319 > 0.0f) || ((as_type<uint>(v319) & 0x7fffffffu) > 0x7f800000u) ? v319 : 0.0f);
+        scratch0[i317] = v320;
     }
-    if ((row8 < u.N) && (col9 < u.H)) {
-        const uint i113 = row8 * u.H + col9;
-        const float v114 = b1[col9];
-        const float v115 = acc25 + v114;
-        const float v116 = ((v115 > 0.0f) || ((as_type<uint>(v115) & 0x7fffffffu) > 0x7f800000u) ? v115 : 0.0f);
-        scratch0[i113] = v116;
+    if ((row7 < u.N) && (col18 < u.H)) {
+        const uint i321 = row7 * u.H + col18;
+        const float v322 = b1[col18];
+        const float v323 = acc34 + v322;
+        const float v324 = ((v323 > 0.0f) || ((as_type<uint>(v323) & 0x7fffffffu) > 0x7f800000u) ? v323 : 0.0f);
+        scratch0[i321] = v324;
     }
-    if ((row8 < u.N) && (col10 < u.H)) {
-        const uint i117 = row8 * u.H + col10;
-        const float v118 = b1[col10];
-        const float v119 = acc26 + v118;
-        const float v120 = ((v119 > 0.0f) || ((as_type<uint>(v119) & 0x7fffffffu) > 0x7f800000u) ? v119 : 0.0f);
-        scratch0[i117] = v120;
+    if ((row7 < u.N) && (col19 < u.H)) {
+        const uint i325 = row7 * u.H + col19;
+        const float v326 = b1[col19];
+        const float v327 = acc35 + v326;
+        const float v328 = ((v327 > 0.0f) || ((as_type<uint>(v327) & 0x7fffffffu) > 0x7f800000u) ? v327 : 0.0f);
+        scratch0[i325] = v328;
     }
-    if ((row8 < u.N) && (col11 < u.H)) {
-        const uint i121 = row8 * u.H + col11;
-        const float v122 = b1[col11];
-        const float v123 = acc27 + v122;
-        const float v124 = ((v123 > 0.0f) || ((as_type<uint>(v123) & 0x7fffffffu) > 0x7f800000u) ? v123 : 0.0f);
-        scratch0[i121] = v124;
+    if ((row7 < u.N) && (col20 < u.H)) {
+        const uint i329 = row7 * u.H + col20;
+        const float v330 = b1[col20];
+        const float v331 = acc36 + v330;
+        const float v332 = ((v331 > 0.0f) || ((as_type<uint>(v331) & 0x7fffffffu) > 0x7f800000u) ? v331 : 0.0f);
+        scratch0[i329] = v332;
     }
-    if ((row8 < u.N) && (col12 < u.H)) {
-        const uint i125 = row8 * u.H + col12;
-        const float v126 = b1[col12];
-        const float v127 = acc28 + v126;
-        const float v128 = ((v127 > 0.0f) || ((as_type<uint>(v127) & 0x7fffffffu) > 0x7f800000u) ? v127 : 0.0f);
-        scratch0[i125] = v128;
+    if ((row7 < u.N) && (col21 < u.H)) {
+        const uint i333 = row7 * u.H + col21;
+        const float v334 = b1[col21];
+        const float v335 = acc37 + v334;
+        const float v336 = ((v335 > 0.0f) || ((as_type<uint>(v335) & 0x7fffffffu) > 0x7f800000u) ? v335 : 0.0f);
+        scratch0[i333] = v336;
+    }
+    if ((row8 < u.N) && (col14 < u.H)) {
+        const uint i337 = row8 * u.H + col14;
+        const float v338 = b1[col14];
+        const float v339 = acc38 + v338;
+        const float v340 = ((v339 > 0.0f) || ((as_type<uint>(v339) & 0x7fffffffu) > 0x7f800000u) ? v339 : 0.0f);
+        scratch0[i337] = v340;
+    }
+    if ((row8 < u.N) && (col15 < u.H)) {
+        const uint i341 = row8 * u.H + col15;
+        const float v342 = b1[col15];
+        const float v343 = acc39 + v342;
+        const float v344 = ((v343 > 0.0f) || ((as_type<uint>(v343) & 0x7fffffffu) > 0x7f800000u) ? v343 : 0.0f);
+        scratch0[i341] = v344;
+    }
+    if ((row8 < u.N) && (col16 < u.H)) {
+        const uint i345 = row8 * u.H + col16;
+        const float v346 = b1[col16];
+        const float v347 = acc40 + v346;
+        const float v348 = ((v347 > 0.0f) || ((as_type<uint>(v347) & 0x7fffffffu) > 0x7f800000u) ? v347 : 0.0f);
+        scratch0[i345] = v348;
+    }
+    if ((row8 < u.N) && (col17 < u.H)) {
+        const uint i349 = row8 * u.H + col17;
+        const float v350 = b1[col17];
+        const float v351 = acc41 + v350;
+        const float v352 = ((v351 > 0.0f) || ((as_type<uint>(v351) & 0x7fffffffu) > 0x7f800000u) ? v351 : 0.0f);
+        scratch0[i349] = v352;
+    }
+    if ((row8 < u.N) && (col18 < u.H)) {
+        const uint i353 = row8 * u.H + col18;
+        const float v354 = b1[col18];
+        const float v355 = acc42 + v354;
+        const float v356 = ((v355 > 0.0f) || ((as_type<uint>(v355) & 0x7fffffffu) > 0x7f800000u) ? v355 : 0.0f);
+        scratch0[i353] = v356;
+    }
+    if ((row8 < u.N) && (col19 < u.H)) {
+        const uint i357 = row8 * u.H + col19;
+        const float v358 = b1[col19];
+        const float v359 = acc43 + v358;
+        const float v360 = ((v359 > 0.0f) || ((as_type<uint>(v359) & 0x7fffffffu) > 0x7f800000u) ? v359 : 0.0f);
+        scratch0[i357] = v360;
+    }
+    if ((row8 < u.N) && (col20 < u.H)) {
+        const uint i361 = row8 * u.H + col20;
+        const float v362 = b1[col20];
+        const float v363 = acc44 + v362;
+        const float v364 = ((v363 > 0.0f) || ((as_type<uint>(v363) & 0x7fffffffu) > 0x7f800000u) ? v363 : 0.0f);
+        scratch0[i361] = v364;
+    }
+    if ((row8 < u.N) && (col21 < u.H)) {
+        const uint i365 = row8 * u.H + col21;
+        const float v366 = b1[col21];
+        const float v367 = acc45 + v366;
+        const float v368 = ((v367 > 0.0f) || ((as_type<uint>(v367) & 0x7fffffffu) > 0x7f800000u) ? v367 : 0.0f);
+        scratch0[i365] = v368;
+    }
+    if ((row9 < u.N) && (col14 < u.H)) {
+        const uint i369 = row9 * u.H + col14;
+        const float v370 = b1[col14];
+        const float v371 = acc46 + v370;
+        const float v372 = ((v371 > 0.0f) || ((as_type<uint>(v371) & 0x7fffffffu) > 0x7f800000u) ? v371 : 0.0f);
+        scratch0[i369] = v372;
+    }
+    if ((row9 < u.N) && (col15 < u.H)) {
+        const uint i373 = row9 * u.H + col15;
+        const float v374 = b1[col15];
+        const float v375 = acc47 + v374;
+        const float v376 = ((v375 > 0.0f) || ((as_type<uint>(v375) & 0x7fffffffu) > 0x7f800000u) ? v375 : 0.0f);
+        scratch0[i373] = v376;
+    }
+    if ((row9 < u.N) && (col16 < u.H)) {
+        const uint i377 = row9 * u.H + col16;
+        const float v378 = b1[col16];
+        const float v379 = acc48 + v378;
+        const float v380 = ((v379 > 0.0f) || ((as_type<uint>(v379) & 0x7fffffffu) > 0x7f800000u) ? v379 : 0.0f);
+        scratch0[i377] = v380;
+    }
+    if ((row9 < u.N) && (col17 < u.H)) {
+        const uint i381 = row9 * u.H + col17;
+        const float v382 = b1[col17];
+        const float v383 = acc49 + v382;
+        const float v384 = ((v383 > 0.0f) || ((as_type<uint>(v383) & 0x7fffffffu) > 0x7f800000u) ? v383 : 0.0f);
+        scratch0[i381] = v384;
+    }
+    if ((row9 < u.N) && (col18 < u.H)) {
+        const uint i385 = row9 * u.H + col18;
+        const float v386 = b1[col18];
+        const float v387 = acc50 + v386;
+        const float v388 = ((v387 > 0.0f) || ((as_type<uint>(v387) & 0x7fffffffu) > 0x7f800000u) ? v387 : 0.0f);
+        scratch0[i385] = v388;
+    }
+    if ((row9 < u.N) && (col19 < u.H)) {
+        const uint i389 = row9 * u.H + col19;
+        const float v390 = b1[col19];
+        const float v391 = acc51 + v390;
+        const float v392 = ((v391 > 0.0f) || ((as_type<uint>(v391) & 0x7fffffffu) > 0x7f800000u) ? v391 : 0.0f);
+        scratch0[i389] = v392;
+    }
+    if ((row9 < u.N) && (col20 < u.H)) {
+        const uint i393 = row9 * u.H + col20;
+        const float v394 = b1[col20];
+        const float v395 = acc52 + v394;
+        const float v396 = ((v395 > 0.0f) || ((as_type<uint>(v395) & 0x7fffffffu) > 0x7f800000u) ? v395 : 0.0f);
+        scratch0[i393] = v396;
+    }
+    if ((row9 < u.N) && (col21 < u.H)) {
+        const uint i397 = row9 * u.H + col21;
+        const float v398 = b1[col21];
+        const float v399 = acc53 + v398;
+        const float v400 = ((v399 > 0.0f) || ((as_type<uint>(v399) & 0x7fffffffu) > 0x7f800000u) ? v399 : 0.0f);
+        scratch0[i397] = v400;
+    }
+    if ((row10 < u.N) && (col14 < u.H)) {
+        const uint i401 = row10 * u.H + col14;
+        const float v402 = b1[col14];
+        const float v403 = acc54 + v402;
+        const float v404 = ((v403 > 0.0f) || ((as_type<uint>(v403) & 0x7fffffffu) > 0x7f800000u) ? v403 : 0.0f);
+        scratch0[i401] = v404;
+    }
+    if ((row10 < u.N) && (col15 < u.H)) {
+        const uint i405 = row10 * u.H + col15;
+        const float v406 = b1[col15];
+        const float v407 = acc55 + v406;
+        const float v408 = ((v407 > 0.0f) || ((as_type<uint>(v407) & 0x7fffffffu) > 0x7f800000u) ? v407 : 0.0f);
+        scratch0[i405] = v408;
+    }
+    if ((row10 < u.N) && (col16 < u.H)) {
+        const uint i409 = row10 * u.H + col16;
+        const float v410 = b1[col16];
+        const float v411 = acc56 + v410;
+        const float v412 = ((v411 > 0.0f) || ((as_type<uint>(v411) & 0x7fffffffu) > 0x7f800000u) ? v411 : 0.0f);
+        scratch0[i409] = v412;
+    }
+    if ((row10 < u.N) && (col17 < u.H)) {
+        const uint i413 = row10 * u.H + col17;
+        const float v414 = b1[col17];
+        const float v415 = acc57 + v414;
+        const float v416 = ((v415 > 0.0f) || ((as_type<uint>(v415) & 0x7fffffffu) > 0x7f800000u) ? v415 : 0.0f);
+        scratch0[i413] = v416;
+    }
+    if ((row10 < u.N) && (col18 < u.H)) {
+        const uint i417 = row10 * u.H + col18;
+        const float v418 = b1[col18];
+        const float v419 = acc58 + v418;
+        const float v420 = ((v419 > 0.0f) || ((as_type<uint>(v419) & 0x7fffffffu) > 0x7f800000u) ? v419 : 0.0f);
+        scratch0[i417] = v420;
+    }
+    if ((row10 < u.N) && (col19 < u.H)) {
+        const uint i421 = row10 * u.H + col19;
+        const float v422 = b1[col19];
+        const float v423 = acc59 + v422;
+        const float v424 = ((v423 > 0.0f) || ((as_type<uint>(v423) & 0x7fffffffu) > 0x7f800000u) ? v423 : 0.0f);
+        scratch0[i421] = v424;
+    }
+    if ((row10 < u.N) && (col20 < u.H)) {
+        const uint i425 = row10 * u.H + col20;
+        const float v426 = b1[col20];
+        const float v427 = acc60 + v426;
+        const float v428 = ((v427 > 0.0f) || ((as_type<uint>(v427) & 0x7fffffffu) > 0x7f800000u) ? v427 : 0.0f);
+        scratch0[i425] = v428;
+    }
+    if ((row10 < u.N) && (col21 < u.H)) {
+        const uint i429 = row10 * u.H + col21;
+        const float v430 = b1[col21];
+        const float v431 = acc61 + v430;
+        const float v432 = ((v431 > 0.0f) || ((as_type<uint>(v431) & 0x7fffffffu) > 0x7f800000u) ? v431 : 0.0f);
+        scratch0[i429] = v432;
+    }
+    if ((row11 < u.N) && (col14 < u.H)) {
+        const uint i433 = row11 * u.H + col14;
+        const float v434 = b1[col14];
+        const float v435 = acc62 + v434;
+        const float v436 = ((v435 > 0.0f) || ((as_type<uint>(v435) & 0x7fffffffu) > 0x7f800000u) ? v435 : 0.0f);
+        scratch0[i433] = v436;
+    }
+    if ((row11 < u.N) && (col15 < u.H)) {
+        const uint i437 = row11 * u.H + col15;
+        const float v438 = b1[col15];
+        const float v439 = acc63 + v438;
+        const float v440 = ((v439 > 0.0f) || ((as_type<uint>(v439) & 0x7fffffffu) > 0x7f800000u) ? v439 : 0.0f);
+        scratch0[i437] = v440;
+    }
+    if ((row11 < u.N) && (col16 < u.H)) {
+        const uint i441 = row11 * u.H + col16;
+        const float v442 = b1[col16];
+        const float v443 = acc64 + v442;
+        const float v444 = ((v443 > 0.0f) || ((as_type<uint>(v443) & 0x7fffffffu) > 0x7f800000u) ? v443 : 0.0f);
+        scratch0[i441] = v444;
+    }
+    if ((row11 < u.N) && (col17 < u.H)) {
+        const uint i445 = row11 * u.H + col17;
+        const float v446 = b1[col17];
+        const float v447 = acc65 + v446;
+        const float v448 = ((v447 > 0.0f) || ((as_type<uint>(v447) & 0x7fffffffu) > 0x7f800000u) ? v447 : 0.0f);
+        scratch0[i445] = v448;
+    }
+    if ((row11 < u.N) && (col18 < u.H)) {
+        const uint i449 = row11 * u.H + col18;
+        const float v450 = b1[col18];
+        const float v451 = acc66 + v450;
+        const float v452 = ((v451 > 0.0f) || ((as_type<uint>(v451) & 0x7fffffffu) > 0x7f800000u) ? v451 : 0.0f);
+        scratch0[i449] = v452;
+    }
+    if ((row11 < u.N) && (col19 < u.H)) {
+        const uint i453 = row11 * u.H + col19;
+        const float v454 = b1[col19];
+        const float v455 = acc67 + v454;
+        const float v456 = ((v455 > 0.0f) || ((as_type<uint>(v455) & 0x7fffffffu) > 0x7f800000u) ? v455 : 0.0f);
+        scratch0[i453] = v456;
+    }
+    if ((row11 < u.N) && (col20 < u.H)) {
+        const uint i457 = row11 * u.H + col20;
+        const float v458 = b1[col20];
+        const float v459 = acc68 + v458;
+        const float v460 = ((v459 > 0.0f) || ((as_type<uint>(v459) & 0x7fffffffu) > 0x7f800000u) ? v459 : 0.0f);
+        scratch0[i457] = v460;
+    }
+    if ((row11 < u.N) && (col21 < u.H)) {
+        const uint i461 = row11 * u.H + col21;
+        const float v462 = b1[col21];
+        const float v463 = acc69 + v462;
+        const float v464 = ((v463 > 0.0f) || ((as_type<uint>(v463) & 0x7fffffffu) > 0x7f800000u) ? v463 : 0.0f);
+        scratch0[i461] = v464;
+    }
+    if ((row12 < u.N) && (col14 < u.H)) {
+        const uint i465 = row12 * u.H + col14;
+        const float v466 = b1[col14];
+        const float v467 = acc70 + v466;
+        const float v468 = ((v467 > 0.0f) || ((as_type<uint>(v467) & 0x7fffffffu) > 0x7f800000u) ? v467 : 0.0f);
+        scratch0[i465] = v468;
+    }
+    if ((row12 < u.N) && (col15 < u.H)) {
+        const uint i469 = row12 * u.H + col15;
+        const float v470 = b1[col15];
+        const float v471 = acc71 + v470;
+        const float v472 = ((v471 > 0.0f) || ((as_type<uint>(v471) & 0x7fffffffu) > 0x7f800000u) ? v471 : 0.0f);
+        scratch0[i469] = v472;
+    }
+    if ((row12 < u.N) && (col16 < u.H)) {
+        const uint i473 = row12 * u.H + col16;
+        const float v474 = b1[col16];
+        const float v475 = acc72 + v474;
+        const float v476 = ((v475 > 0.0f) || ((as_type<uint>(v475) & 0x7fffffffu) > 0x7f800000u) ? v475 : 0.0f);
+        scratch0[i473] = v476;
+    }
+    if ((row12 < u.N) && (col17 < u.H)) {
+        const uint i477 = row12 * u.H + col17;
+        const float v478 = b1[col17];
+        const float v479 = acc73 + v478;
+        const float v480 = ((v479 > 0.0f) || ((as_type<uint>(v479) & 0x7fffffffu) > 0x7f800000u) ? v479 : 0.0f);
+        scratch0[i477] = v480;
+    }
+    if ((row12 < u.N) && (col18 < u.H)) {
+        const uint i481 = row12 * u.H + col18;
+        const float v482 = b1[col18];
+        const float v483 = acc74 + v482;
+        const float v484 = ((v483 > 0.0f) || ((as_type<uint>(v483) & 0x7fffffffu) > 0x7f800000u) ? v483 : 0.0f);
+        scratch0[i481] = v484;
+    }
+    if ((row12 < u.N) && (col19 < u.H)) {
+        const uint i485 = row12 * u.H + col19;
+        const float v486 = b1[col19];
+        const float v487 = acc75 + v486;
+        const float v488 = ((v487 > 0.0f) || ((as_type<uint>(v487) & 0x7fffffffu) > 0x7f800000u) ? v487 : 0.0f);
+        scratch0[i485] = v488;
+    }
+    if ((row12 < u.N) && (col20 < u.H)) {
+        const uint i489 = row12 * u.H + col20;
+        const float v490 = b1[col20];
+        const float v491 = acc76 + v490;
+        const float v492 = ((v491 > 0.0f) || ((as_type<uint>(v491) & 0x7fffffffu) > 0x7f800000u) ? v491 : 0.0f);
+        scratch0[i489] = v492;
+    }
+    if ((row12 < u.N) && (col21 < u.H)) {
+        const uint i493 = row12 * u.H + col21;
+        const float v494 = b1[col21];
+        const float v495 = acc77 + v494;
+        const float v496 = ((v495 > 0.0f) || ((as_type<uint>(v495) & 0x7fffffffu) > 0x7f800000u) ? v495 : 0.0f);
+        scratch0[i493] = v496;
+    }
+    if ((row13 < u.N) && (col14 < u.H)) {
+        const uint i497 = row13 * u.H + col14;
+        const float v498 = b1[col14];
+        const float v499 = acc78 + v498;
+        const float v500 = ((v499 > 0.0f) || ((as_type<uint>(v499) & 0x7fffffffu) > 0x7f800000u) ? v499 : 0.0f);
+        scratch0[i497] = v500;
+    }
+    if ((row13 < u.N) && (col15 < u.H)) {
+        const uint i501 = row13 * u.H + col15;
+        const float v502 = b1[col15];
+        const float v503 = acc79 + v502;
+        const float v504 = ((v503 > 0.0f) || ((as_type<uint>(v503) & 0x7fffffffu) > 0x7f800000u) ? v503 : 0.0f);
+        scratch0[i501] = v504;
+    }
+    if ((row13 < u.N) && (col16 < u.H)) {
+        const uint i505 = row13 * u.H + col16;
+        const float v506 = b1[col16];
+        const float v507 = acc80 + v506;
+        const float v508 = ((v507 > 0.0f) || ((as_type<uint>(v507) & 0x7fffffffu) > 0x7f800000u) ? v507 : 0.0f);
+        scratch0[i505] = v508;
+    }
+    if ((row13 < u.N) && (col17 < u.H)) {
+        const uint i509 = row13 * u.H + col17;
+        const float v510 = b1[col17];
+        const float v511 = acc81 + v510;
+        const float v512 = ((v511 > 0.0f) || ((as_type<uint>(v511) & 0x7fffffffu) > 0x7f800000u) ? v511 : 0.0f);
+        scratch0[i509] = v512;
+    }
+    if ((row13 < u.N) && (col18 < u.H)) {
+        const uint i513 = row13 * u.H + col18;
+        const float v514 = b1[col18];
+        const float v515 = acc82 + v514;
+        const float v516 = ((v515 > 0.0f) || ((as_type<uint>(v515) & 0x7fffffffu) > 0x7f800000u) ? v515 : 0.0f);
+        scratch0[i513] = v516;
+    }
+    if ((row13 < u.N) && (col19 < u.H)) {
+        const uint i517 = row13 * u.H + col19;
+        const float v518 = b1[col19];
+        const float v519 = acc83 + v518;
+        const float v520 = ((v519 > 0.0f) || ((as_type<uint>(v519) & 0x7fffffffu) > 0x7f800000u) ? v519 : 0.0f);
+        scratch0[i517] = v520;
+    }
+    if ((row13 < u.N) && (col20 < u.H)) {
+        const uint i521 = row13 * u.H + col20;
+        const float v522 = b1[col20];
+        const float v523 = acc84 + v522;
+        const float v524 = ((v523 > 0.0f) || ((as_type<uint>(v523) & 0x7fffffffu) > 0x7f800000u) ? v523 : 0.0f);
+        scratch0[i521] = v524;
+    }
+    if ((row13 < u.N) && (col21 < u.H)) {
+        const uint i525 = row13 * u.H + col21;
+        const float v526 = b1[col21];
+        const float v527 = acc85 + v526;
+        const float v528 = ((v527 > 0.0f) || ((as_type<uint>(v527) & 0x7fffffffu) > 0x7f800000u) ? v527 : 0.0f);
+        scratch0[i525] = v528;
     }
 }

@@ -25,234 +25,1305 @@ kernel void mlp_1_matmul(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float a_tile[1024];
-    threadgroup float b_tile[1024];
+    threadgroup float a_tile[2048];
+    threadgroup float b_tile[2048];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.N + 64u - 1u) >> 6u)) {
+    if (g0 >= ((u.N + 128u - 1u) >> 7u)) {
         return;
     }
-    const uint row1 = g0 * 64u;
-    const uint row2 = row1 + lid.y;
-    const uint row3 = row1 + (lid.y + 16u);
-    const uint row4 = row1 + (lid.y + 32u);
-    const uint row5 = row1 + (lid.y + 48u);
-    const uint col6 = lid.x + 16u;
-    const uint col7 = lid.x + 32u;
-    const uint col8 = lid.x + 48u;
-    float acc9 = 0.0f;
-    float acc10 = 0.0f;
-    float acc11 = 0.0f;
-    float acc12 = 0.0f;
-    float acc13 = 0.0f;
-    float acc14 = 0.0f;
-    float acc15 = 0.0f;
-    float acc16 = 0.0f;
-    float acc17 = 0.0f;
-    float acc18 = 0.0f;
+    const uint t1 = lid.y * 16u + lid.x;
+    const uint row2 = g0 * 128u;
+    const uint row3 = row2 + lid.y * 4u;
+    const uint row4 = row2 + (lid.y * 4u + 1u);
+    const uint row5 = row2 + (lid.y * 4u + 2u);
+    const uint row6 = row2 + (lid.y * 4u + 3u);
+    const uint row7 = row2 + (lid.y * 4u + 64u);
+    const uint row8 = row2 + (lid.y * 4u + 65u);
+    const uint row9 = row2 + (lid.y * 4u + 66u);
+    const uint row10 = row2 + (lid.y * 4u + 67u);
+    const uint col11 = lid.x * 4u;
+    const uint col12 = lid.x * 4u + 1u;
+    const uint col13 = lid.x * 4u + 2u;
+    const uint col14 = lid.x * 4u + 3u;
+    const uint col15 = lid.x * 4u + 64u;
+    const uint col16 = lid.x * 4u + 65u;
+    const uint col17 = lid.x * 4u + 66u;
+    const uint col18 = lid.x * 4u + 67u;
     float acc19 = 0.0f;
     float acc20 = 0.0f;
     float acc21 = 0.0f;
     float acc22 = 0.0f;
     float acc23 = 0.0f;
     float acc24 = 0.0f;
-    for (uint k0_25 = 0u; k0_25 < u.H; k0_25 += 16u) {
-        const uint ka26 = k0_25 + lid.x;
-        const uint kb27 = k0_25 + lid.y;
-        float x28 = 0.0f;
-        if ((row2 < u.N) && (ka26 < u.H)) {
-            const uint i29 = row2 * u.H + ka26;
-            const float v30 = scratch0[i29];
-            x28 = v30;
+    float acc25 = 0.0f;
+    float acc26 = 0.0f;
+    float acc27 = 0.0f;
+    float acc28 = 0.0f;
+    float acc29 = 0.0f;
+    float acc30 = 0.0f;
+    float acc31 = 0.0f;
+    float acc32 = 0.0f;
+    float acc33 = 0.0f;
+    float acc34 = 0.0f;
+    float acc35 = 0.0f;
+    float acc36 = 0.0f;
+    float acc37 = 0.0f;
+    float acc38 = 0.0f;
+    float acc39 = 0.0f;
+    float acc40 = 0.0f;
+    float acc41 = 0.0f;
+    float acc42 = 0.0f;
+    float acc43 = 0.0f;
+    float acc44 = 0.0f;
+    float acc45 = 0.0f;
+    float acc46 = 0.0f;
+    float acc47 = 0.0f;
+    float acc48 = 0.0f;
+    float acc49 = 0.0f;
+    float acc50 = 0.0f;
+    float acc51 = 0.0f;
+    float acc52 = 0.0f;
+    float acc53 = 0.0f;
+    float acc54 = 0.0f;
+    float acc55 = 0.0f;
+    float acc56 = 0.0f;
+    float acc57 = 0.0f;
+    float acc58 = 0.0f;
+    float acc59 = 0.0f;
+    float acc60 = 0.0f;
+    float acc61 = 0.0f;
+    float acc62 = 0.0f;
+    float acc63 = 0.0f;
+    float acc64 = 0.0f;
+    float acc65 = 0.0f;
+    float acc66 = 0.0f;
+    float acc67 = 0.0f;
+    float acc68 = 0.0f;
+    float acc69 = 0.0f;
+    float acc70 = 0.0f;
+    float acc71 = 0.0f;
+    float acc72 = 0.0f;
+    float acc73 = 0.0f;
+    float acc74 = 0.0f;
+    float acc75 = 0.0f;
+    float acc76 = 0.0f;
+    float acc77 = 0.0f;
+    float acc78 = 0.0f;
+    float acc79 = 0.0f;
+    float acc80 = 0.0f;
+    float acc81 = 0.0f;
+    float acc82 = 0.0f;
+    const uint ak83 = t1 & 7u;
+    const uint am84 = t1 >> 3u;
+    const uint ar85 = row2 + am84;
+    const uint ar86 = row2 + (am84 + 32u);
+    const uint ar87 = row2 + (am84 + 64u);
+    const uint ar88 = row2 + (am84 + 96u);
+    const uint ab89 = ar85 * u.H;
+    const uint ab90 = ar86 * u.H;
+    const uint ab91 = ar87 * u.H;
+    const uint ab92 = ar88 * u.H;
+    const bool aok93 = ar85 < u.N;
+    const bool aok94 = ar86 < u.N;
+    const bool aok95 = ar87 < u.N;
+    const bool aok96 = ar88 < u.N;
+    const uint as97 = ak83 * 128u + am84;
+    const uint bk98 = t1 >> 7u;
+    const uint bn99 = t1 & 127u;
+    const bool bok100 = bn99 < 3u;
+    const bool kok101 = ak83 < u.H;
+    if (aok93 && kok101) {
+        a_tile[as97] = scratch0[ab89 + ak83];
+    } else {
+        a_tile[as97] = 0.0f;
+    }
+    if (aok94 && kok101) {
+        a_tile[as97 + 32u] = scratch0[ab90 + ak83];
+    } else {
+        a_tile[as97 + 32u] = 0.0f;
+    }
+    if (aok95 && kok101) {
+        a_tile[as97 + 64u] = scratch0[ab91 + ak83];
+    } else {
+        a_tile[as97 + 64u] = 0.0f;
+    }
+    if (aok96 && kok101) {
+        a_tile[as97 + 96u] = scratch0[ab92 + ak83];
+    } else {
+        a_tile[as97 + 96u] = 0.0f;
+    }
+    const uint bi106 = bk98 * 3u + bn99;
+    if ((bk98 < u.H) && bok100) {
+        b_tile[t1] = w2[bi106];
+    } else {
+        b_tile[t1] = 0.0f;
+    }
+    const uint kb108 = bk98 + 2u;
+    if ((kb108 < u.H) && bok100) {
+        b_tile[t1 + 256u] = w2[bi106 + 6u];
+    } else {
+        b_tile[t1 + 256u] = 0.0f;
+    }
+    const uint kb110 = bk98 + 4u;
+    if ((kb110 < u.H) && bok100) {
+        b_tile[t1 + 512u] = w2[bi106 + 12u];
+    } else {
+        b_tile[t1 + 512u] = 0.0f;
+    }
+    const uint kb112 = bk98 + 6u;
+    if ((kb112 < u.H) && bok100) {
+        b_tile[t1 + 768u] = w2[bi106 + 18u];
+    } else {
+        b_tile[t1 + 768u] = 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint ly114 = lid.y * 4u;
+    const uint lx115 = lid.x * 4u;
+    for (uint k0_116 = 0u; k0_116 < u.H; k0_116 += 8u) {
+        const uint cur117 = (k0_116 << 7u) & 1024u;
+        const uint nxt118 = cur117 ^ 1024u;
+        const uint kn119 = k0_116 + 8u;
+        if (kn119 < u.H) {
+            const uint ka120 = kn119 + ak83;
+            const bool kok121 = ka120 < u.H;
+            const uint sa122 = nxt118 + as97;
+            if (aok93 && kok121) {
+                a_tile[sa122] = scratch0[ab89 + ka120];
+            } else {
+                a_tile[sa122] = 0.0f;
+            }
+            if (aok94 && kok121) {
+                a_tile[sa122 + 32u] = scratch0[ab90 + ka120];
+            } else {
+                a_tile[sa122 + 32u] = 0.0f;
+            }
+            if (aok95 && kok121) {
+                a_tile[sa122 + 64u] = scratch0[ab91 + ka120];
+            } else {
+                a_tile[sa122 + 64u] = 0.0f;
+            }
+            if (aok96 && kok121) {
+                a_tile[sa122 + 96u] = scratch0[ab92 + ka120];
+            } else {
+                a_tile[sa122 + 96u] = 0.0f;
+            }
+            const uint kb127 = kn119 + bk98;
+            const uint sb128 = nxt118 + t1;
+            const uint bi129 = kb127 * 3u + bn99;
+            if ((kb127 < u.H) && bok100) {
+                b_tile[sb128] = w2[bi129];
+            } else {
+                b_tile[sb128] = 0.0f;
+            }
+            const uint kb131 = kb127 + 2u;
+            if ((kb131 < u.H) && bok100) {
+                b_tile[sb128 + 256u] = w2[bi129 + 6u];
+            } else {
+                b_tile[sb128 + 256u] = 0.0f;
+            }
+            const uint kb133 = kb127 + 4u;
+            if ((kb133 < u.H) && bok100) {
+                b_tile[sb128 + 512u] = w2[bi129 + 12u];
+            } else {
+                b_tile[sb128 + 512u] = 0.0f;
+            }
+            const uint kb135 = kb127 + 6u;
+            if ((kb135 < u.H) && bok100) {
+                b_tile[sb128 + 768u] = w2[bi129 + 18u];
+            } else {
+                b_tile[sb128 + 768u] = 0.0f;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x28;
-        float x31 = 0.0f;
-        if ((row3 < u.N) && (ka26 < u.H)) {
-            const uint i32 = row3 * u.H + ka26;
-            const float v33 = scratch0[i32];
-            x31 = v33;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x31;
-        float x34 = 0.0f;
-        if ((row4 < u.N) && (ka26 < u.H)) {
-            const uint i35 = row4 * u.H + ka26;
-            const float v36 = scratch0[i35];
-            x34 = v36;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x34;
-        float x37 = 0.0f;
-        if ((row5 < u.N) && (ka26 < u.H)) {
-            const uint i38 = row5 * u.H + ka26;
-            const float v39 = scratch0[i38];
-            x37 = v39;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x37;
-        float x40 = 0.0f;
-        if ((kb27 < u.H) && (lid.x < 3u)) {
-            const uint i41 = kb27 * 3u + lid.x;
-            const float v42 = w2[i41];
-            x40 = v42;
-        }
-        b_tile[lid.y * 64u + lid.x] = x40;
-        float x43 = 0.0f;
-        if ((kb27 < u.H) && (col6 < 3u)) {
-            const uint i44 = kb27 * 3u + col6;
-            const float v45 = w2[i44];
-            x43 = v45;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x43;
-        float x46 = 0.0f;
-        if ((kb27 < u.H) && (col7 < 3u)) {
-            const uint i47 = kb27 * 3u + col7;
-            const float v48 = w2[i47];
-            x46 = v48;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x46;
-        float x49 = 0.0f;
-        if ((kb27 < u.H) && (col8 < 3u)) {
-            const uint i50 = kb27 * 3u + col8;
-            const float v51 = w2[i50];
-            x49 = v51;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x49;
+        const uint ra137 = cur117 + ly114;
+        const uint rb138 = cur117 + lx115;
+        const float a139 = a_tile[ra137];
+        const float a140 = a_tile[ra137 + 1u];
+        const float a141 = a_tile[ra137 + 2u];
+        const float a142 = a_tile[ra137 + 3u];
+        const float a143 = a_tile[ra137 + 64u];
+        const float a144 = a_tile[ra137 + 64u + 1u];
+        const float a145 = a_tile[ra137 + 64u + 2u];
+        const float a146 = a_tile[ra137 + 64u + 3u];
+        const float b147 = b_tile[rb138];
+        const float b148 = b_tile[rb138 + 1u];
+        const float b149 = b_tile[rb138 + 2u];
+        const float b150 = b_tile[rb138 + 3u];
+        const float b151 = b_tile[rb138 + 64u];
+        const float b152 = b_tile[rb138 + 64u + 1u];
+        const float b153 = b_tile[rb138 + 64u + 2u];
+        const float b154 = b_tile[rb138 + 64u + 3u];
+        acc19 = fma(a139, b147, acc19);
+        acc20 = fma(a139, b148, acc20);
+        acc21 = fma(a139, b149, acc21);
+        acc22 = fma(a139, b150, acc22);
+        acc23 = fma(a139, b151, acc23);
+        acc24 = fma(a139, b152, acc24);
+        acc25 = fma(a139, b153, acc25);
+        acc26 = fma(a139, b154, acc26);
+        acc27 = fma(a140, b147, acc27);
+        acc28 = fma(a140, b148, acc28);
+        acc29 = fma(a140, b149, acc29);
+        acc30 = fma(a140, b150, acc30);
+        acc31 = fma(a140, b151, acc31);
+        acc32 = fma(a140, b152, acc32);
+        acc33 = fma(a140, b153, acc33);
+        acc34 = fma(a140, b154, acc34);
+        acc35 = fma(a141, b147, acc35);
+        acc36 = fma(a141, b148, acc36);
+        acc37 = fma(a141, b149, acc37);
+        acc38 = fma(a141, b150, acc38);
+        acc39 = fma(a141, b151, acc39);
+        acc40 = fma(a141, b152, acc40);
+        acc41 = fma(a141, b153, acc41);
+        acc42 = fma(a141, b154, acc42);
+        acc43 = fma(a142, b147, acc43);
+        acc44 = fma(a142, b148, acc44);
+        acc45 = fma(a142, b149, acc45);
+        acc46 = fma(a142, b150, acc46);
+        acc47 = fma(a142, b151, acc47);
+        acc48 = fma(a142, b152, acc48);
+        acc49 = fma(a142, b153, acc49);
+        acc50 = fma(a142, b154, acc50);
+        acc51 = fma(a143, b147, acc51);
+        acc52 = fma(a143, b148, acc52);
+        acc53 = fma(a143, b149, acc53);
+        acc54 = fma(a143, b150, acc54);
+        acc55 = fma(a143, b151, acc55);
+        acc56 = fma(a143, b152, acc56);
+        acc57 = fma(a143, b153, acc57);
+        acc58 = fma(a143, b154, acc58);
+        acc59 = fma(a144, b147, acc59);
+        acc60 = fma(a144, b148, acc60);
+        acc61 = fma(a144, b149, acc61);
+        acc62 = fma(a144, b150, acc62);
+        acc63 = fma(a144, b151, acc63);
+        acc64 = fma(a144, b152, acc64);
+        acc65 = fma(a144, b153, acc65);
+        acc66 = fma(a144, b154, acc66);
+        acc67 = fma(a145, b147, acc67);
+        acc68 = fma(a145, b148, acc68);
+        acc69 = fma(a145, b149, acc69);
+        acc70 = fma(a145, b150, acc70);
+        acc71 = fma(a145, b151, acc71);
+        acc72 = fma(a145, b152, acc72);
+        acc73 = fma(a145, b153, acc73);
+        acc74 = fma(a145, b154, acc74);
+        acc75 = fma(a146, b147, acc75);
+        acc76 = fma(a146, b148, acc76);
+        acc77 = fma(a146, b149, acc77);
+        acc78 = fma(a146, b150, acc78);
+        acc79 = fma(a146, b151, acc79);
+        acc80 = fma(a146, b152, acc80);
+        acc81 = fma(a146, b153, acc81);
+        acc82 = fma(a146, b154, acc82);
+        const float a155 = a_tile[ra137 + 128u];
+        const float a156 = a_tile[ra137 + 128u + 1u];
+        const float a157 = a_tile[ra137 + 128u + 2u];
+        const float a158 = a_tile[ra137 + 128u + 3u];
+        const float a159 = a_tile[ra137 + 192u];
+        const float a160 = a_tile[ra137 + 192u + 1u];
+        const float a161 = a_tile[ra137 + 192u + 2u];
+        const float a162 = a_tile[ra137 + 192u + 3u];
+        const float b163 = b_tile[rb138 + 128u];
+        const float b164 = b_tile[rb138 + 128u + 1u];
+        const float b165 = b_tile[rb138 + 128u + 2u];
+        const float b166 = b_tile[rb138 + 128u + 3u];
+        const float b167 = b_tile[rb138 + 192u];
+        const float b168 = b_tile[rb138 + 192u + 1u];
+        const float b169 = b_tile[rb138 + 192u + 2u];
+        const float b170 = b_tile[rb138 + 192u + 3u];
+        acc19 = fma(a155, b163, acc19);
+        acc20 = fma(a155, b164, acc20);
+        acc21 = fma(a155, b165, acc21);
+        acc22 = fma(a155, b166, acc22);
+        acc23 = fma(a155, b167, acc23);
+        acc24 = fma(a155, b168, acc24);
+        acc25 = fma(a155, b169, acc25);
+        acc26 = fma(a155, b170, acc26);
+        acc27 = fma(a156, b163, acc27);
+        acc28 = fma(a156, b164, acc28);
+        acc29 = fma(a156, b165, acc29);
+        acc30 = fma(a156, b166, acc30);
+        acc31 = fma(a156, b167, acc31);
+        acc32 = fma(a156, b168, acc32);
+        acc33 = fma(a156, b169, acc33);
+        acc34 = fma(a156, b170, acc34);
+        acc35 = fma(a157, b163, acc35);
+        acc36 = fma(a157, b164, acc36);
+        acc37 = fma(a157, b165, acc37);
+        acc38 = fma(a157, b166, acc38);
+        acc39 = fma(a157, b167, acc39);
+        acc40 = fma(a157, b168, acc40);
+        acc41 = fma(a157, b169, acc41);
+        acc42 = fma(a157, b170, acc42);
+        acc43 = fma(a158, b163, acc43);
+        acc44 = fma(a158, b164, acc44);
+        acc45 = fma(a158, b165, acc45);
+        acc46 = fma(a158, b166, acc46);
+        acc47 = fma(a158, b167, acc47);
+        acc48 = fma(a158, b168, acc48);
+        acc49 = fma(a158, b169, acc49);
+        acc50 = fma(a158, b170, acc50);
+        acc51 = fma(a159, b163, acc51);
+        acc52 = fma(a159, b164, acc52);
+        acc53 = fma(a159, b165, acc53);
+        acc54 = fma(a159, b166, acc54);
+        acc55 = fma(a159, b167, acc55);
+        acc56 = fma(a159, b168, acc56);
+        acc57 = fma(a159, b169, acc57);
+        acc58 = fma(a159, b170, acc58);
+        acc59 = fma(a160, b163, acc59);
+        acc60 = fma(a160, b164, acc60);
+        acc61 = fma(a160, b165, acc61);
+        acc62 = fma(a160, b166, acc62);
+        acc63 = fma(a160, b167, acc63);
+        acc64 = fma(a160, b168, acc64);
+        acc65 = fma(a160, b169, acc65);
+        acc66 = fma(a160, b170, acc66);
+        acc67 = fma(a161, b163, acc67);
+        acc68 = fma(a161, b164, acc68);
+        acc69 = fma(a161, b165, acc69);
+        acc70 = fma(a161, b166, acc70);
+        acc71 = fma(a161, b167, acc71);
+        acc72 = fma(a161, b168, acc72);
+        acc73 = fma(a161, b169, acc73);
+        acc74 = fma(a161, b170, acc74);
+        acc75 = fma(a162, b163, acc75);
+        acc76 = fma(a162, b164, acc76);
+        acc77 = fma(a162, b165, acc77);
+        acc78 = fma(a162, b166, acc78);
+        acc79 = fma(a162, b167, acc79);
+        acc80 = fma(a162, b168, acc80);
+        acc81 = fma(a162, b169, acc81);
+        acc82 = fma(a162, b170, acc82);
+        const float a171 = a_tile[ra137 + 256u];
+        const float a172 = a_tile[ra137 + 256u + 1u];
+        const float a173 = a_tile[ra137 + 256u + 2u];
+        const float a174 = a_tile[ra137 + 256u + 3u];
+        const float a175 = a_tile[ra137 + 320u];
+        const float a176 = a_tile[ra137 + 320u + 1u];
+        const float a177 = a_tile[ra137 + 320u + 2u];
+        const float a178 = a_tile[ra137 + 320u + 3u];
+        const float b179 = b_tile[rb138 + 256u];
+        const float b180 = b_tile[rb138 + 256u + 1u];
+        const float b181 = b_tile[rb138 + 256u + 2u];
+        const float b182 = b_tile[rb138 + 256u + 3u];
+        const float b183 = b_tile[rb138 + 320u];
+        const float b184 = b_tile[rb138 + 320u + 1u];
+        const float b185 = b_tile[rb138 + 320u + 2u];
+        const float b186 = b_tile[rb138 + 320u + 3u];
+        acc19 = fma(a171, b179, acc19);
+        acc20 = fma(a171, b180, acc20);
+        acc21 = fma(a171, b181, acc21);
+        acc22 = fma(a171, b182, acc22);
+        acc23 = fma(a171, b183, acc23);
+        acc24 = fma(a171, b184, acc24);
+        acc25 = fma(a171, b185, acc25);
+        acc26 = fma(a171, b186, acc26);
+        acc27 = fma(a172, b179, acc27);
+        acc28 = fma(a172, b180, acc28);
+        acc29 = fma(a172, b181, acc29);
+        acc30 = fma(a172, b182, acc30);
+        acc31 = fma(a172, b183, acc31);
+        acc32 = fma(a172, b184, acc32);
+        acc33 = fma(a172, b185, acc33);
+        acc34 = fma(a172, b186, acc34);
+        acc35 = fma(a173, b179, acc35);
+        acc36 = fma(a173, b180, acc36);
+        acc37 = fma(a173, b181, acc37);
+        acc38 = fma(a173, b182, acc38);
+        acc39 = fma(a173, b183, acc39);
+        acc40 = fma(a173, b184, acc40);
+        acc41 = fma(a173, b185, acc41);
+        acc42 = fma(a173, b186, acc42);
+        acc43 = fma(a174, b179, acc43);
+        acc44 = fma(a174, b180, acc44);
+        acc45 = fma(a174, b181, acc45);
+        acc46 = fma(a174, b182, acc46);
+        acc47 = fma(a174, b183, acc47);
+        acc48 = fma(a174, b184, acc48);
+        acc49 = fma(a174, b185, acc49);
+        acc50 = fma(a174, b186, acc50);
+        acc51 = fma(a175, b179, acc51);
+        acc52 = fma(a175, b180, acc52);
+        acc53 = fma(a175, b181, acc53);
+        acc54 = fma(a175, b182, acc54);
+        acc55 = fma(a175, b183, acc55);
+        acc56 = fma(a175, b184, acc56);
+        acc57 = fma(a175, b185, acc57);
+        acc58 = fma(a175, b186, acc58);
+        acc59 = fma(a176, b179, acc59);
+        acc60 = fma(a176, b180, acc60);
+        acc61 = fma(a176, b181, acc61);
+        acc62 = fma(a176, b182, acc62);
+        acc63 = fma(a176, b183, acc63);
+        acc64 = fma(a176, b184, acc64);
+        acc65 = fma(a176, b185, acc65);
+        acc66 = fma(a176, b186, acc66);
+        acc67 = fma(a177, b179, acc67);
+        acc68 = fma(a177, b180, acc68);
+        acc69 = fma(a177, b181, acc69);
+        acc70 = fma(a177, b182, acc70);
+        acc71 = fma(a177, b183, acc71);
+        acc72 = fma(a177, b184, acc72);
+        acc73 = fma(a177, b185, acc73);
+        acc74 = fma(a177, b186, acc74);
+        acc75 = fma(a178, b179, acc75);
+        acc76 = fma(a178, b180, acc76);
+        acc77 = fma(a178, b181, acc77);
+        acc78 = fma(a178, b182, acc78);
+        acc79 = fma(a178, b183, acc79);
+        acc80 = fma(a178, b184, acc80);
+        acc81 = fma(a178, b185, acc81);
+        acc82 = fma(a178, b186, acc82);
+        const float a187 = a_tile[ra137 + 384u];
+        const float a188 = a_tile[ra137 + 384u + 1u];
+        const float a189 = a_tile[ra137 + 384u + 2u];
+        const float a190 = a_tile[ra137 + 384u + 3u];
+        const float a191 = a_tile[ra137 + 448u];
+        const float a192 = a_tile[ra137 + 448u + 1u];
+        const float a193 = a_tile[ra137 + 448u + 2u];
+        const float a194 = a_tile[ra137 + 448u + 3u];
+        const float b195 = b_tile[rb138 + 384u];
+        const float b196 = b_tile[rb138 + 384u + 1u];
+        const float b197 = b_tile[rb138 + 384u + 2u];
+        const float b198 = b_tile[rb138 + 384u + 3u];
+        const float b199 = b_tile[rb138 + 448u];
+        const float b200 = b_tile[rb138 + 448u + 1u];
+        const float b201 = b_tile[rb138 + 448u + 2u];
+        const float b202 = b_tile[rb138 + 448u + 3u];
+        acc19 = fma(a187, b195, acc19);
+        acc20 = fma(a187, b196, acc20);
+        acc21 = fma(a187, b197, acc21);
+        acc22 = fma(a187, b198, acc22);
+        acc23 = fma(a187, b199, acc23);
+        acc24 = fma(a187, b200, acc24);
+        acc25 = fma(a187, b201, acc25);
+        acc26 = fma(a187, b202, acc26);
+        acc27 = fma(a188, b195, acc27);
+        acc28 = fma(a188, b196, acc28);
+        acc29 = fma(a188, b197, acc29);
+        acc30 = fma(a188, b198, acc30);
+        acc31 = fma(a188, b199, acc31);
+        acc32 = fma(a188, b200, acc32);
+        acc33 = fma(a188, b201, acc33);
+        acc34 = fma(a188, b202, acc34);
+        acc35 = fma(a189, b195, acc35);
+        acc36 = fma(a189, b196, acc36);
+        acc37 = fma(a189, b197, acc37);
+        acc38 = fma(a189, b198, acc38);
+        acc39 = fma(a189, b199, acc39);
+        acc40 = fma(a189, b200, acc40);
+        acc41 = fma(a189, b201, acc41);
+        acc42 = fma(a189, b202, acc42);
+        acc43 = fma(a190, b195, acc43);
+        acc44 = fma(a190, b196, acc44);
+        acc45 = fma(a190, b197, acc45);
+        acc46 = fma(a190, b198, acc46);
+        acc47 = fma(a190, b199, acc47);
+        acc48 = fma(a190, b200, acc48);
+        acc49 = fma(a190, b201, acc49);
+        acc50 = fma(a190, b202, acc50);
+        acc51 = fma(a191, b195, acc51);
+        acc52 = fma(a191, b196, acc52);
+        acc53 = fma(a191, b197, acc53);
+        acc54 = fma(a191, b198, acc54);
+        acc55 = fma(a191, b199, acc55);
+        acc56 = fma(a191, b200, acc56);
+        acc57 = fma(a191, b201, acc57);
+        acc58 = fma(a191, b202, acc58);
+        acc59 = fma(a192, b195, acc59);
+        acc60 = fma(a192, b196, acc60);
+        acc61 = fma(a192, b197, acc61);
+        acc62 = fma(a192, b198, acc62);
+        acc63 = fma(a192, b199, acc63);
+        acc64 = fma(a192, b200, acc64);
+        acc65 = fma(a192, b201, acc65);
+        acc66 = fma(a192, b202, acc66);
+        acc67 = fma(a193, b195, acc67);
+        acc68 = fma(a193, b196, acc68);
+        acc69 = fma(a193, b197, acc69);
+        acc70 = fma(a193, b198, acc70);
+        acc71 = fma(a193, b199, acc71);
+        acc72 = fma(a193, b200, acc72);
+        acc73 = fma(a193, b201, acc73);
+        acc74 = fma(a193, b202, acc74);
+        acc75 = fma(a194, b195, acc75);
+        acc76 = fma(a194, b196, acc76);
+        acc77 = fma(a194, b197, acc77);
+        acc78 = fma(a194, b198, acc78);
+        acc79 = fma(a194, b199, acc79);
+        acc80 = fma(a194, b200, acc80);
+        acc81 = fma(a194, b201, acc81);
+        acc82 = fma(a194, b202, acc82);
+        const float a203 = a_tile[ra137 + 512u];
+        const float a204 = a_tile[ra137 + 512u + 1u];
+        const float a205 = a_tile[ra137 + 512u + 2u];
+        const float a206 = a_tile[ra137 + 512u + 3u];
+        const float a207 = a_tile[ra137 + 576u];
+        const float a208 = a_tile[ra137 + 576u + 1u];
+        const float a209 = a_tile[ra137 + 576u + 2u];
+        const float a210 = a_tile[ra137 + 576u + 3u];
+        const float b211 = b_tile[rb138 + 512u];
+        const float b212 = b_tile[rb138 + 512u + 1u];
+        const float b213 = b_tile[rb138 + 512u + 2u];
+        const float b214 = b_tile[rb138 + 512u + 3u];
+        const float b215 = b_tile[rb138 + 576u];
+        const float b216 = b_tile[rb138 + 576u + 1u];
+        const float b217 = b_tile[rb138 + 576u + 2u];
+        const float b218 = b_tile[rb138 + 576u + 3u];
+        acc19 = fma(a203, b211, acc19);
+        acc20 = fma(a203, b212, acc20);
+        acc21 = fma(a203, b213, acc21);
+        acc22 = fma(a203, b214, acc22);
+        acc23 = fma(a203, b215, acc23);
+        acc24 = fma(a203, b216, acc24);
+        acc25 = fma(a203, b217, acc25);
+        acc26 = fma(a203, b218, acc26);
+        acc27 = fma(a204, b211, acc27);
+        acc28 = fma(a204, b212, acc28);
+        acc29 = fma(a204, b213, acc29);
+        acc30 = fma(a204, b214, acc30);
+        acc31 = fma(a204, b215, acc31);
+        acc32 = fma(a204, b216, acc32);
+        acc33 = fma(a204, b217, acc33);
+        acc34 = fma(a204, b218, acc34);
+        acc35 = fma(a205, b211, acc35);
+        acc36 = fma(a205, b212, acc36);
+        acc37 = fma(a205, b213, acc37);
+        acc38 = fma(a205, b214, acc38);
+        acc39 = fma(a205, b215, acc39);
+        acc40 = fma(a205, b216, acc40);
+        acc41 = fma(a205, b217, acc41);
+        acc42 = fma(a205, b218, acc42);
+        acc43 = fma(a206, b211, acc43);
+        acc44 = fma(a206, b212, acc44);
+        acc45 = fma(a206, b213, acc45);
+        acc46 = fma(a206, b214, acc46);
+        acc47 = fma(a206, b215, acc47);
+        acc48 = fma(a206, b216, acc48);
+        acc49 = fma(a206, b217, acc49);
+        acc50 = fma(a206, b218, acc50);
+        acc51 = fma(a207, b211, acc51);
+        acc52 = fma(a207, b212, acc52);
+        acc53 = fma(a207, b213, acc53);
+        acc54 = fma(a207, b214, acc54);
+        acc55 = fma(a207, b215, acc55);
+        acc56 = fma(a207, b216, acc56);
+        acc57 = fma(a207, b217, acc57);
+        acc58 = fma(a207, b218, acc58);
+        acc59 = fma(a208, b211, acc59);
+        acc60 = fma(a208, b212, acc60);
+        acc61 = fma(a208, b213, acc61);
+        acc62 = fma(a208, b214, acc62);
+        acc63 = fma(a208, b215, acc63);
+        acc64 = fma(a208, b216, acc64);
+        acc65 = fma(a208, b217, acc65);
+        acc66 = fma(a208, b218, acc66);
+        acc67 = fma(a209, b211, acc67);
+        acc68 = fma(a209, b212, acc68);
+        acc69 = fma(a209, b213, acc69);
+        acc70 = fma(a209, b214, acc70);
+        acc71 = fma(a209, b215, acc71);
+        acc72 = fma(a209, b216, acc72);
+        acc73 = fma(a209, b217, acc73);
+        acc74 = fma(a209, b218, acc74);
+        acc75 = fma(a210, b211, acc75);
+        acc76 = fma(a210, b212, acc76);
+        acc77 = fma(a210, b213, acc77);
+        acc78 = fma(a210, b214, acc78);
+        acc79 = fma(a210, b215, acc79);
+        acc80 = fma(a210, b216, acc80);
+        acc81 = fma(a210, b217, acc81);
+        acc82 = fma(a210, b218, acc82);
+        const float a219 = a_tile[ra137 + 640u];
+        const float a220 = a_tile[ra137 + 640u + 1u];
+        const float a221 = a_tile[ra137 + 640u + 2u];
+        const float a222 = a_tile[ra137 + 640u + 3u];
+        const float a223 = a_tile[ra137 + 704u];
+        const float a224 = a_tile[ra137 + 704u + 1u];
+        const float a225 = a_tile[ra137 + 704u + 2u];
+        const float a226 = a_tile[ra137 + 704u + 3u];
+        const float b227 = b_tile[rb138 + 640u];
+        const float b228 = b_tile[rb138 + 640u + 1u];
+        const float b229 = b_tile[rb138 + 640u + 2u];
+        const float b230 = b_tile[rb138 + 640u + 3u];
+        const float b231 = b_tile[rb138 + 704u];
+        const float b232 = b_tile[rb138 + 704u + 1u];
+        const float b233 = b_tile[rb138 + 704u + 2u];
+        const float b234 = b_tile[rb138 + 704u + 3u];
+        acc19 = fma(a219, b227, acc19);
+        acc20 = fma(a219, b228, acc20);
+        acc21 = fma(a219, b229, acc21);
+        acc22 = fma(a219, b230, acc22);
+        acc23 = fma(a219, b231, acc23);
+        acc24 = fma(a219, b232, acc24);
+        acc25 = fma(a219, b233, acc25);
+        acc26 = fma(a219, b234, acc26);
+        acc27 = fma(a220, b227, acc27);
+        acc28 = fma(a220, b228, acc28);
+        acc29 = fma(a220, b229, acc29);
+        acc30 = fma(a220, b230, acc30);
+        acc31 = fma(a220, b231, acc31);
+        acc32 = fma(a220, b232, acc32);
+        acc33 = fma(a220, b233, acc33);
+        acc34 = fma(a220, b234, acc34);
+        acc35 = fma(a221, b227, acc35);
+        acc36 = fma(a221, b228, acc36);
+        acc37 = fma(a221, b229, acc37);
+        acc38 = fma(a221, b230, acc38);
+        acc39 = fma(a221, b231, acc39);
+        acc40 = fma(a221, b232, acc40);
+        acc41 = fma(a221, b233, acc41);
+        acc42 = fma(a221, b234, acc42);
+        acc43 = fma(a222, b227, acc43);
+        acc44 = fma(a222, b228, acc44);
+        acc45 = fma(a222, b229, acc45);
+        acc46 = fma(a222, b230, acc46);
+        acc47 = fma(a222, b231, acc47);
+        acc48 = fma(a222, b232, acc48);
+        acc49 = fma(a222, b233, acc49);
+        acc50 = fma(a222, b234, acc50);
+        acc51 = fma(a223, b227, acc51);
+        acc52 = fma(a223, b228, acc52);
+        acc53 = fma(a223, b229, acc53);
+        acc54 = fma(a223, b230, acc54);
+        acc55 = fma(a223, b231, acc55);
+        acc56 = fma(a223, b232, acc56);
+        acc57 = fma(a223, b233, acc57);
+        acc58 = fma(a223, b234, acc58);
+        acc59 = fma(a224, b227, acc59);
+        acc60 = fma(a224, b228, acc60);
+        acc61 = fma(a224, b229, acc61);
+        acc62 = fma(a224, b230, acc62);
+        acc63 = fma(a224, b231, acc63);
+        acc64 = fma(a224, b232, acc64);
+        acc65 = fma(a224, b233, acc65);
+        acc66 = fma(a224, b234, acc66);
+        acc67 = fma(a225, b227, acc67);
+        acc68 = fma(a225, b228, acc68);
+        acc69 = fma(a225, b229, acc69);
+        acc70 = fma(a225, b230, acc70);
+        acc71 = fma(a225, b231, acc71);
+        acc72 = fma(a225, b232, acc72);
+        acc73 = fma(a225, b233, acc73);
+        acc74 = fma(a225, b234, acc74);
+        acc75 = fma(a226, b227, acc75);
+        acc76 = fma(a226, b228, acc76);
+        acc77 = fma(a226, b229, acc77);
+        acc78 = fma(a226, b230, acc78);
+        acc79 = fma(a226, b231, acc79);
+        acc80 = fma(a226, b232, acc80);
+        acc81 = fma(a226, b233, acc81);
+        acc82 = fma(a226, b234, acc82);
+        const float a235 = a_tile[ra137 + 768u];
+        const float a236 = a_tile[ra137 + 768u + 1u];
+        const float a237 = a_tile[ra137 + 768u + 2u];
+        const float a238 = a_tile[ra137 + 768u + 3u];
+        const float a239 = a_tile[ra137 + 832u];
+        const float a240 = a_tile[ra137 + 832u + 1u];
+        const float a241 = a_tile[ra137 + 832u + 2u];
+        const float a242 = a_tile[ra137 + 832u + 3u];
+        const float b243 = b_tile[rb138 + 768u];
+        const float b244 = b_tile[rb138 + 768u + 1u];
+        const float b245 = b_tile[rb138 + 768u + 2u];
+        const float b246 = b_tile[rb138 + 768u + 3u];
+        const float b247 = b_tile[rb138 + 832u];
+        const float b248 = b_tile[rb138 + 832u + 1u];
+        const float b249 = b_tile[rb138 + 832u + 2u];
+        const float b250 = b_tile[rb138 + 832u + 3u];
+        acc19 = fma(a235, b243, acc19);
+        acc20 = fma(a235, b244, acc20);
+        acc21 = fma(a235, b245, acc21);
+        acc22 = fma(a235, b246, acc22);
+        acc23 = fma(a235, b247, acc23);
+        acc24 = fma(a235, b248, acc24);
+        acc25 = fma(a235, b249, acc25);
+        acc26 = fma(a235, b250, acc26);
+        acc27 = fma(a236, b243, acc27);
+        acc28 = fma(a236, b244, acc28);
+        acc29 = fma(a236, b245, acc29);
+        acc30 = fma(a236, b246, acc30);
+        acc31 = fma(a236, b247, acc31);
+        acc32 = fma(a236, b248, acc32);
+        acc33 = fma(a236, b249, acc33);
+        acc34 = fma(a236, b250, acc34);
+        acc35 = fma(a237, b243, acc35);
+        acc36 = fma(a237, b244, acc36);
+        acc37 = fma(a237, b245, acc37);
+        acc38 = fma(a237, b246, acc38);
+        acc39 = fma(a237, b247, acc39);
+        acc40 = fma(a237, b248, acc40);
+        acc41 = fma(a237, b249, acc41);
+        acc42 = fma(a237, b250, acc42);
+        acc43 = fma(a238, b243, acc43);
+        acc44 = fma(a238, b244, acc44);
+        acc45 = fma(a238, b245, acc45);
+        acc46 = fma(a238, b246, acc46);
+        acc47 = fma(a238, b247, acc47);
+        acc48 = fma(a238, b248, acc48);
+        acc49 = fma(a238, b249, acc49);
+        acc50 = fma(a238, b250, acc50);
+        acc51 = fma(a239, b243, acc51);
+        acc52 = fma(a239, b244, acc52);
+        acc53 = fma(a239, b245, acc53);
+        acc54 = fma(a239, b246, acc54);
+        acc55 = fma(a239, b247, acc55);
+        acc56 = fma(a239, b248, acc56);
+        acc57 = fma(a239, b249, acc57);
+        acc58 = fma(a239, b250, acc58);
+        acc59 = fma(a240, b243, acc59);
+        acc60 = fma(a240, b244, acc60);
+        acc61 = fma(a240, b245, acc61);
+        acc62 = fma(a240, b246, acc62);
+        acc63 = fma(a240, b247, acc63);
+        acc64 = fma(a240, b248, acc64);
+        acc65 = fma(a240, b249, acc65);
+        acc66 = fma(a240, b250, acc66);
+        acc67 = fma(a241, b243, acc67);
+        acc68 = fma(a241, b244, acc68);
+        acc69 = fma(a241, b245, acc69);
+        acc70 = fma(a241, b246, acc70);
+        acc71 = fma(a241, b247, acc71);
+        acc72 = fma(a241, b248, acc72);
+        acc73 = fma(a241, b249, acc73);
+        acc74 = fma(a241, b250, acc74);
+        acc75 = fma(a242, b243, acc75);
+        acc76 = fma(a242, b244, acc76);
+        acc77 = fma(a242, b245, acc77);
+        acc78 = fma(a242, b246, acc78);
+        acc79 = fma(a242, b247, acc79);
+        acc80 = fma(a242, b248, acc80);
+        acc81 = fma(a242, b249, acc81);
+        acc82 = fma(a242, b250, acc82);
+        const float a251 = a_tile[ra137 + 896u];
+        const float a252 = a_tile[ra137 + 896u + 1u];
+        const float a253 = a_tile[ra137 + 896u + 2u];
+        const float a254 = a_tile[ra137 + 896u + 3u];
+        const float a255 = a_tile[ra137 + 960u];
+        const float a256 = a_tile[ra137 + 960u + 1u];
+        const float a257 = a_tile[ra137 + 960u + 2u];
+        const float a258 = a_tile[ra137 + 960u + 3u];
+        const float b259 = b_tile[rb138 + 896u];
+        const float b260 = b_tile[rb138 + 896u + 1u];
+        const float b261 = b_tile[rb138 + 896u + 2u];
+        const float b262 = b_tile[rb138 + 896u + 3u];
+        const float b263 = b_tile[rb138 + 960u];
+        const float b264 = b_tile[rb138 + 960u + 1u];
+        const float b265 = b_tile[rb138 + 960u + 2u];
+        const float b266 = b_tile[rb138 + 960u + 3u];
+        acc19 = fma(a251, b259, acc19);
+        acc20 = fma(a251, b260, acc20);
+        acc21 = fma(a251, b261, acc21);
+        acc22 = fma(a251, b262, acc22);
+        acc23 = fma(a251, b263, acc23);
+        acc24 = fma(a251, b264, acc24);
+        acc25 = fma(a251, b265, acc25);
+        acc26 = fma(a251, b266, acc26);
+        acc27 = fma(a252, b259, acc27);
+        acc28 = fma(a252, b260, acc28);
+        acc29 = fma(a252, b261, acc29);
+        acc30 = fma(a252, b262, acc30);
+        acc31 = fma(a252, b263, acc31);
+        acc32 = fma(a252, b264, acc32);
+        acc33 = fma(a252, b265, acc33);
+        acc34 = fma(a252, b266, acc34);
+        acc35 = fma(a253, b259, acc35);
+        acc36 = fma(a253, b260, acc36);
+        acc37 = fma(a253, b261, acc37);
+        acc38 = fma(a253, b262, acc38);
+        acc39 = fma(a253, b263, acc39);
+        acc40 = fma(a253, b264, acc40);
+        acc41 = fma(a253, b265, acc41);
+        acc42 = fma(a253, b266, acc42);
+        acc43 = fma(a254, b259, acc43);
+        acc44 = fma(a254, b260, acc44);
+        acc45 = fma(a254, b261, acc45);
+        acc46 = fma(a254, b262, acc46);
+        acc47 = fma(a254, b263, acc47);
+        acc48 = fma(a254, b264, acc48);
+        acc49 = fma(a254, b265, acc49);
+        acc50 = fma(a254, b266, acc50);
+        acc51 = fma(a255, b259, acc51);
+        acc52 = fma(a255, b260, acc52);
+        acc53 = fma(a255, b261, acc53);
+        acc54 = fma(a255, b262, acc54);
+        acc55 = fma(a255, b263, acc55);
+        acc56 = fma(a255, b264, acc56);
+        acc57 = fma(a255, b265, acc57);
+        acc58 = fma(a255, b266, acc58);
+        acc59 = fma(a256, b259, acc59);
+        acc60 = fma(a256, b260, acc60);
+        acc61 = fma(a256, b261, acc61);
+        acc62 = fma(a256, b262, acc62);
+        acc63 = fma(a256, b263, acc63);
+        acc64 = fma(a256, b264, acc64);
+        acc65 = fma(a256, b265, acc65);
+        acc66 = fma(a256, b266, acc66);
+        acc67 = fma(a257, b259, acc67);
+        acc68 = fma(a257, b260, acc68);
+        acc69 = fma(a257, b261, acc69);
+        acc70 = fma(a257, b262, acc70);
+        acc71 = fma(a257, b263, acc71);
+        acc72 = fma(a257, b264, acc72);
+        acc73 = fma(a257, b265, acc73);
+        acc74 = fma(a257, b266, acc74);
+        acc75 = fma(a258, b259, acc75);
+        acc76 = fma(a258, b260, acc76);
+        acc77 = fma(a258, b261, acc77);
+        acc78 = fma(a258, b262, acc78);
+        acc79 = fma(a258, b263, acc79);
+        acc80 = fma(a258, b264, acc80);
+        acc81 = fma(a258, b265, acc81);
+        acc82 = fma(a258, b266, acc82);
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint kk52 = 0u; kk52 < 16u; kk52 += 1u) {
-            const float a53 = a_tile[lid.y * 16u + kk52];
-            const float a54 = a_tile[(lid.y + 16u) * 16u + kk52];
-            const float a55 = a_tile[(lid.y + 32u) * 16u + kk52];
-            const float a56 = a_tile[(lid.y + 48u) * 16u + kk52];
-            const float b57 = b_tile[kk52 * 64u + lid.x];
-            const float b58 = b_tile[kk52 * 64u + (lid.x + 16u)];
-            const float b59 = b_tile[kk52 * 64u + (lid.x + 32u)];
-            const float b60 = b_tile[kk52 * 64u + (lid.x + 48u)];
-            acc9 = fma(a53, b57, acc9);
-            acc10 = fma(a53, b58, acc10);
-            acc11 = fma(a53, b59, acc11);
-            acc12 = fma(a53, b60, acc12);
-            acc13 = fma(a54, b57, acc13);
-            acc14 = fma(a54, b58, acc14);
-            acc15 = fma(a54, b59, acc15);
-            acc16 = fma(a54, b60, acc16);
-            acc17 = fma(a55, b57, acc17);
-            acc18 = fma(a55, b58, acc18);
-            acc19 = fma(a55, b59, acc19);
-            acc20 = fma(a55, b60, acc20);
-            acc21 = fma(a56, b57, acc21);
-            acc22 = fma(a56, b58, acc22);
-            acc23 = fma(a56, b59, acc23);
-            acc24 = fma(a56, b60, acc24);
-        }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    if ((row2 < u.N) && (lid.x < 3u)) {
-        const uint i61 = row2 * 3u + lid.x;
-        const float v62 = b2[lid.x];
-        const float v63 = acc9 + v62;
-        const float v64 = mimir_sigmoid(v63);
-        out[i61] = v64;
+    if ((row3 < u.N) && (col11 < 3u)) {
+        const uint i267 = row3 * 3u + col11;
+        const float v268 = b2[col11];
+        const float v269 = acc19 + v268;
+        const float v270 = mimir_sigmoid(v269);
+        out[i267] = v270;
     }
-    if ((row2 < u.N) && (col6 < 3u)) {
-        const uint i65 = row2 * 3u + col6;
-        const float v66 = b2[col6];
-        const float v67 = acc10 + v66;
-        const float v68 = mimir_sigmoid(v67);
-        out[i65] = v68;
+    if ((row3 < u.N) && (col12 < 3u)) {
+        const uint i271 = row3 * 3u + col12;
+        const float v272 = b2[col12];
+        const float v273 = acc20 + v272;
+        const float v274 = mimir_sigmoid(v273);
+        out[i271] = v274;
     }
-    if ((row2 < u.N) && (col7 < 3u)) {
-        const uint i69 = row2 * 3u + col7;
-        const float v70 = b2[col7];
-        const float v71 = acc11 + v70;
-        const float v72 = mimir_sigmoid(v71);
-        out[i69] = v72;
+    if ((row3 < u.N) && (col13 < 3u)) {
+        const uint i275 = row3 * 3u + col13;
+        const float v276 = b2[col13];
+        const float v277 = acc21 + v276;
+        const float v278 = mimir_sigmoid(v277);
+        out[i275] = v278;
     }
-    if ((row2 < u.N) && (col8 < 3u)) {
-        const uint i73 = row2 * 3u + col8;
-        const float v74 = b2[col8];
-        const float v75 = acc12 + v74;
-        const float v76 = mimir_sigmoid(v75);
-        out[i73] = v76;
+    if ((row3 < u.N) && (col14 < 3u)) {
+        const uint i279 = row3 * 3u + col14;
+        const float v280 = b2[col14];
+        const float v281 = acc22 + v280;
+        const float v282 = mimir_sigmoid(v281);
+        out[i279] = v282;
     }
-    if ((row3 < u.N) && (lid.x < 3u)) {
-        const uint i77 = row3 * 3u + lid.x;
-        const float v78 = b2[lid.x];
-        const float v79 = acc13 + v78;
-        const float v80 = mimir_sigmoid(v79);
-        out[i77] = v80;
+    if ((row3 < u.N) && (col15 < 3u)) {
+        const uint i283 = row3 * 3u + col15;
+        const float v284 = b2[col15];
+        const float v285 = acc23 + v284;
+        const float v286 = mimir_sigmoid(v285);
+        out[i283] = v286;
     }
-    if ((row3 < u.N) && (col6 < 3u)) {
-        const uint i81 = row3 * 3u + col6;
-        const float v82 = b2[col6];
-        const float v83 = acc14 + v82;
-        const float v84 = mimir_sigmoid(v83);
-        out[i81] = v84;
+    if ((row3 < u.N) && (col16 < 3u)) {
+        const uint i287 = row3 * 3u + col16;
+        const float v288 = b2[col16];
+        const float v289 = acc24 + v288;
+        const float v290 = mimir_sigmoid(v289);
+        out[i287] = v290;
     }
-    if ((row3 < u.N) && (col7 < 3u)) {
-        const uint i85 = row3 * 3u + col7;
-        const float v86 = b2[col7];
-        const float v87 = acc15 + v86;
-        const float v88 = mimir_sigmoid(v87);
-        out[i85] = v88;
+    if ((row3 < u.N) && (col17 < 3u)) {
+        const uint i291 = row3 * 3u + col17;
+        const float v292 = b2[col17];
+        const float v293 = acc25 + v292;
+        const float v294 = mimir_sigmoid(v293);
+        out[i291] = v294;
     }
-    if ((row3 < u.N) && (col8 < 3u)) {
-        const uint i89 = row3 * 3u + col8;
-        const float v90 = b2[col8];
-        const float v91 = acc16 + v90;
-        const float v92 = mimir_sigmoid(v91);
-        out[i89] = v92;
+    if ((row3 < u.N) && (col18 < 3u)) {
+        const uint i295 = row3 * 3u + col18;
+        const float v296 = b2[col18];
+        const float v297 = acc26 + v296;
+        const float v298 = mimir_sigmoid(v297);
+        out[i295] = v298;
     }
-    if ((row4 < u.N) && (lid.x < 3u)) {
-        const uint i93 = row4 * 3u + lid.x;
-        const float v94 = b2[lid.x];
-        const float v95 = acc17 + v94;
-        const float v96 = mimir_sigmoid(v95);
-        out[i93] = v96;
+    if ((row4 < u.N) && (col11 < 3u)) {
+        const uint i299 = row4 * 3u + col11;
+        const float v300 = b2[col11];
+        const float v301 = acc27 + v300;
+        const float v302 = mimir_sigmoid(v301);
+        out[i299] = v302;
     }
-    if ((row4 < u.N) && (col6 < 3u)) {
-        const uint i97 = row4 * 3u + col6;
-        const float v98 = b2[col6];
-        const float v99 = acc18 + v98;
-        const float v100 = mimir_sigmoid(v99);
-        out[i97] = v100;
+    if ((row4 < u.N) && (col12 < 3u)) {
+        const uint i303 = row4 * 3u + col12;
+        const float v304 = b2[col12];
+        const float v305 = acc28 + v304;
+        const float v306 = mimir_sigmoid(v305);
+        out[i303] = v306;
     }
-    if ((row4 < u.N) && (col7 < 3u)) {
-        const uint i101 = row4 * 3u + col7;
-        const float v102 = b2[col7];
-        const float v103 = acc19 + v102;
-        const float v104 = mimir_sigmoid(v103);
-        out[i101] = v104;
+    if ((row4 < u.N) && (col13 < 3u)) {
+        const uint i307 = row4 * 3u + col13;
+        const float v308 = b2[col13];
+        const float v309 = acc29 + v308;
+        const float v310 = mimir_sigmoid(v309);
+        out[i307] = v310;
     }
-    if ((row4 < u.N) && (col8 < 3u)) {
-        const uint i105 = row4 * 3u + col8;
-        const float v106 = b2[col8];
-        const float v107 = acc20 + v106;
-        const float v108 = mimir_sigmoid(v107);
-        out[i105] = v108;
+    if ((row4 < u.N) && (col14 < 3u)) {
+        const uint i311 = row4 * 3u + col14;
+        const float v312 = b2[col14];
+        const float v313 = acc30 + v312;
+        const float v314 = mimir_sigmoid(v313);
+        out[i311] = v314;
     }
-    if ((row5 < u.N) && (lid.x < 3u)) {
-        const uint i109 = row5 * 3u + lid.x;
-        const float v110 = b2[lid.x];
-        const float v111 = acc21 + v110;
-        const float v112 = mimir_sigmoid(v111);
-        out[i109] = v112;
+    if ((row4 < u.N) && (col15 < 3u)) {
+        const uint i315 = row4 * 3u + col15;
+        const float v316 = b2[col15];
+        const float v317 = acc31 + v316;
+        const float v318 = mimir_sigmoid(v317);
+        out[i315] = v318;
     }
-    if ((row5 < u.N) && (col6 < 3u)) {
-        const uint i113 = row5 * 3u + col6;
-        const float v114 = b2[col6];
-        const float v115 = acc22 + v114;
-        const float v116 = mimir_sigmoid(v115);
-        out[i113] = v116;
+    if ((row4 < u.N) && (col16 < 3u)) {
+        const uint i319 = row4 * 3u + col16;
+        const float v320 = b2[col16];
+        const float v321 = acc32 + v320;
+        const float v322 = mimir_sigmoid(v321);
+        out[i319] = v322;
     }
-    if ((row5 < u.N) && (col7 < 3u)) {
-        const uint i117 = row5 * 3u + col7;
-        const float v118 = b2[col7];
-        const float v119 = acc23 + v118;
-        const float v120 = mimir_sigmoid(v119);
-        out[i117] = v120;
+    if ((row4 < u.N) && (col17 < 3u)) {
+        const uint i323 = row4 * 3u + col17;
+        const float v324 = b2[col17];
+        const float v325 = acc33 + v324;
+        const float v326 = mimir_sigmoid(v325);
+        out[i323] = v326;
     }
-    if ((row5 < u.N) && (col8 < 3u)) {
-        const uint i121 = row5 * 3u + col8;
-        const float v122 = b2[col8];
-        const float v123 = acc24 + v122;
-        const float v124 = mimir_sigmoid(v123);
-        out[i121] = v124;
+    if ((row4 < u.N) && (col18 < 3u)) {
+        const uint i327 = row4 * 3u + col18;
+        const float v328 = b2[col18];
+        const float v329 = acc34 + v328;
+        const float v330 = mimir_sigmoid(v329);
+        out[i327] = v330;
+    }
+    if ((row5 < u.N) && (col11 < 3u)) {
+        const uint i331 = row5 * 3u + col11;
+        const float v332 = b2[col11];
+        const float v333 = acc35 + v332;
+        const float v334 = mimir_sigmoid(v333);
+        out[i331] = v334;
+    }
+    if ((row5 < u.N) && (col12 < 3u)) {
+        const uint i335 = row5 * 3u + col12;
+        const float v336 = b2[col12];
+        const float v337 = acc36 + v336;
+        const float v338 = mimir_sigmoid(v337);
+        out[i335] = v338;
+    }
+    if ((row5 < u.N) && (col13 < 3u)) {
+        const uint i339 = row5 * 3u + col13;
+        const float v340 = b2[col13];
+        const float v341 = acc37 + v340;
+        const float v342 = mimir_sigmoid(v341);
+        out[i339] = v342;
+    }
+    if ((row5 < u.N) && (col14 < 3u)) {
+        const uint i343 = row5 * 3u + col14;
+        const float v344 = b2[col14];
+        const float v345 = acc38 + v344;
+        const float v346 = mimir_sigmoid(v345);
+        out[i343] = v346;
+    }
+    if ((row5 < u.N) && (col15 < 3u)) {
+        const uint i347 = row5 * 3u + col15;
+        const float v348 = b2[col15];
+        const float v349 = acc39 + v348;
+        const float v350 = mimir_sigmoid(v349);
+        out[i347] = v350;
+    }
+    if ((row5 < u.N) && (col16 < 3u)) {
+        const uint i351 = row5 * 3u + col16;
+        const float v352 = b2[col16];
+        const float v353 = acc40 + v352;
+        const float v354 = mimir_sigmoid(v353);
+        out[i351] = v354;
+    }
+    if ((row5 < u.N) && (col17 < 3u)) {
+        const uint i355 = row5 * 3u + col17;
+        const float v356 = b2[col17];
+        const float v357 = acc41 + v356;
+        const float v358 = mimir_sigmoid(v357);
+        out[i355] = v358;
+    }
+    if ((row5 < u.N) && (col18 < 3u)) {
+        const uint i359 = row5 * 3u + col18;
+        const float v360 = b2[col18];
+        const float v361 = acc42 + v360;
+        const float v362 = mimir_sigmoid(v361);
+        out[i359] = v362;
+    }
+    if ((row6 < u.N) && (col11 < 3u)) {
+        const uint i363 = row6 * 3u + col11;
+        const float v364 = b2[col11];
+        const float v365 = acc43 + v364;
+        const float v366 = mimir_sigmoid(v365);
+        out[i363] = v366;
+    }
+    if ((row6 < u.N) && (col12 < 3u)) {
+        const uint i367 = row6 * 3u + col12;
+        const float v368 = b2[col12];
+        const float v369 = acc44 + v368;
+        const float v370 = mimir_sigmoid(v369);
+        out[i367] = v370;
+    }
+    if ((row6 < u.N) && (col13 < 3u)) {
+        const uint i371 = row6 * 3u + col13;
+        const float v372 = b2[col13];
+        const float v373 = acc45 + v372;
+        const float v374 = mimir_sigmoid(v373);
+        out[i371] = v374;
+    }
+    if ((row6 < u.N) && (col14 < 3u)) {
+        const uint i375 = row6 * 3u + col14;
+        const float v376 = b2[col14];
+        const float v377 = acc46 + v376;
+        const float v378 = mimir_sigmoid(v377);
+        out[i375] = v378;
+    }
+    if ((row6 < u.N) && (col15 < 3u)) {
+        const uint i379 = row6 * 3u + col15;
+        const float v380 = b2[col15];
+        const float v381 = acc47 + v380;
+        const float v382 = mimir_sigmoid(v381);
+        out[i379] = v382;
+    }
+    if ((row6 < u.N) && (col16 < 3u)) {
+        const uint i383 = row6 * 3u + col16;
+        const float v384 = b2[col16];
+        const float v385 = acc48 + v384;
+        const float v386 = mimir_sigmoid(v385);
+        out[i383] = v386;
+    }
+    if ((row6 < u.N) && (col17 < 3u)) {
+        const uint i387 = row6 * 3u + col17;
+        const float v388 = b2[col17];
+        const float v389 = acc49 + v388;
+        const float v390 = mimir_sigmoid(v389);
+        out[i387] = v390;
+    }
+    if ((row6 < u.N) && (col18 < 3u)) {
+        const uint i391 = row6 * 3u + col18;
+        const float v392 = b2[col18];
+        const float v393 = acc50 + v392;
+        const float v394 = mimir_sigmoid(v393);
+        out[i391] = v394;
+    }
+    if ((row7 < u.N) && (col11 < 3u)) {
+        const uint i395 = row7 * 3u + col11;
+        const float v396 = b2[col11];
+        const float v397 = acc51 + v396;
+        const float v398 = mimir_sigmoid(v397);
+        out[i395] = v398;
+    }
+    if ((row7 < u.N) && (col12 < 3u)) {
+        const uint i399 = row7 * 3u + col12;
+        const float v400 = b2[col12];
+        const float v401 = acc52 + v400;
+        const float v402 = mimir_sigmoid(v401);
+        out[i399] = v402;
+    }
+    if ((row7 < u.N) && (col13 < 3u)) {
+        const uint i403 = row7 * 3u + col13;
+        const float v404 = b2[col13];
+        const float v405 = acc53 + v404;
+        const float v406 = mimir_sigmoid(v405);
+        out[i403] = v406;
+    }
+    if ((row7 < u.N) && (col14 < 3u)) {
+        const uint i407 = row7 * 3u + col14;
+        const float v408 = b2[col14];
+        const float v409 = acc54 + v408;
+        const float v410 = mimir_sigmoid(v409);
+        out[i407] = v410;
+    }
+    if ((row7 < u.N) && (col15 < 3u)) {
+        const uint i411 = row7 * 3u + col15;
+        const float v412 = b2[col15];
+        const float v413 = acc55 + v412;
+        const float v414 = mimir_sigmoid(v413);
+        out[i411] = v414;
+    }
+    if ((row7 < u.N) && (col16 < 3u)) {
+        const uint i415 = row7 * 3u + col16;
+        const float v416 = b2[col16];
+        const float v417 = acc56 + v416;
+        const float v418 = mimir_sigmoid(v417);
+        out[i415] = v418;
+    }
+    if ((row7 < u.N) && (col17 < 3u)) {
+        const uint i419 = row7 * 3u + col17;
+        const float v420 = b2[col17];
+        const float v421 = acc57 + v420;
+        const float v422 = mimir_sigmoid(v421);
+        out[i419] = v422;
+    }
+    if ((row7 < u.N) && (col18 < 3u)) {
+        const uint i423 = row7 * 3u + col18;
+        const float v424 = b2[col18];
+        const float v425 = acc58 + v424;
+        const float v426 = mimir_sigmoid(v425);
+        out[i423] = v426;
+    }
+    if ((row8 < u.N) && (col11 < 3u)) {
+        const uint i427 = row8 * 3u + col11;
+        const float v428 = b2[col11];
+        const float v429 = acc59 + v428;
+        const float v430 = mimir_sigmoid(v429);
+        out[i427] = v430;
+    }
+    if ((row8 < u.N) && (col12 < 3u)) {
+        const uint i431 = row8 * 3u + col12;
+        const float v432 = b2[col12];
+        const float v433 = acc60 + v432;
+        const float v434 = mimir_sigmoid(v433);
+        out[i431] = v434;
+    }
+    if ((row8 < u.N) && (col13 < 3u)) {
+        const uint i435 = row8 * 3u + col13;
+        const float v436 = b2[col13];
+        const float v437 = acc61 + v436;
+        const float v438 = mimir_sigmoid(v437);
+        out[i435] = v438;
+    }
+    if ((row8 < u.N) && (col14 < 3u)) {
+        const uint i439 = row8 * 3u + col14;
+        const float v440 = b2[col14];
+        const float v441 = acc62 + v440;
+        const float v442 = mimir_sigmoid(v441);
+        out[i439] = v442;
+    }
+    if ((row8 < u.N) && (col15 < 3u)) {
+        const uint i443 = row8 * 3u + col15;
+        const float v444 = b2[col15];
+        const float v445 = acc63 + v444;
+        const float v446 = mimir_sigmoid(v445);
+        out[i443] = v446;
+    }
+    if ((row8 < u.N) && (col16 < 3u)) {
+        const uint i447 = row8 * 3u + col16;
+        const float v448 = b2[col16];
+        const float v449 = acc64 + v448;
+        const float v450 = mimir_sigmoid(v449);
+        out[i447] = v450;
+    }
+    if ((row8 < u.N) && (col17 < 3u)) {
+        const uint i451 = row8 * 3u + col17;
+        const float v452 = b2[col17];
+        const float v453 = acc65 + v452;
+        const float v454 = mimir_sigmoid(v453);
+        out[i451] = v454;
+    }
+    if ((row8 < u.N) && (col18 < 3u)) {
+        const uint i455 = row8 * 3u + col18;
+        const float v456 = b2[col18];
+        const float v457 = acc66 + v456;
+        const float v458 = mimir_sigmoid(v457);
+        out[i455] = v458;
+    }
+    if ((row9 < u.N) && (col11 < 3u)) {
+        const uint i459 = row9 * 3u + col11;
+        const float v460 = b2[col11];
+        const float v461 = acc67 + v460;
+        const float v462 = mimir_sigmoid(v461);
+        out[i459] = v462;
+    }
+    if ((row9 < u.N) && (col12 < 3u)) {
+        const uint i463 = row9 * 3u + col12;
+        const float v464 = b2[col12];
+        const float v465 = acc68 + v464;
+        const float v466 = mimir_sigmoid(v465);
+        out[i463] = v466;
+    }
+    if ((row9 < u.N) && (col13 < 3u)) {
+        const uint i467 = row9 * 3u + col13;
+        const float v468 = b2[col13];
+        const float v469 = acc69 + v468;
+        const float v470 = mimir_sigmoid(v469);
+        out[i467] = v470;
+    }
+    if ((row9 < u.N) && (col14 < 3u)) {
+        const uint i471 = row9 * 3u + col14;
+        const float v472 = b2[col14];
+        const float v473 = acc70 + v472;
+        const float v474 = mimir_sigmoid(v473);
+        out[i471] = v474;
+    }
+    if ((row9 < u.N) && (col15 < 3u)) {
+        const uint i475 = row9 * 3u + col15;
+        const float v476 = b2[col15];
+        const float v477 = acc71 + v476;
+        const float v478 = mimir_sigmoid(v477);
+        out[i475] = v478;
+    }
+    if ((row9 < u.N) && (col16 < 3u)) {
+        const uint i479 = row9 * 3u + col16;
+        const float v480 = b2[col16];
+        const float v481 = acc72 + v480;
+        const float v482 = mimir_sigmoid(v481);
+        out[i479] = v482;
+    }
+    if ((row9 < u.N) && (col17 < 3u)) {
+        const uint i483 = row9 * 3u + col17;
+        const float v484 = b2[col17];
+        const float v485 = acc73 + v484;
+        const float v486 = mimir_sigmoid(v485);
+        out[i483] = v486;
+    }
+    if ((row9 < u.N) && (col18 < 3u)) {
+        const uint i487 = row9 * 3u + col18;
+        const float v488 = b2[col18];
+        const float v489 = acc74 + v488;
+        const float v490 = mimir_sigmoid(v489);
+        out[i487] = v490;
+    }
+    if ((row10 < u.N) && (col11 < 3u)) {
+        const uint i491 = row10 * 3u + col11;
+        const float v492 = b2[col11];
+        const float v493 = acc75 + v492;
+        const float v494 = mimir_sigmoid(v493);
+        out[i491] = v494;
+    }
+    if ((row10 < u.N) && (col12 < 3u)) {
+        const uint i495 = row10 * 3u + col12;
+        const float v496 = b2[col12];
+        const float v497 = acc76 + v496;
+        const float v498 = mimir_sigmoid(v497);
+        out[i495] = v498;
+    }
+    if ((row10 < u.N) && (col13 < 3u)) {
+        const uint i499 = row10 * 3u + col13;
+        const float v500 = b2[col13];
+        const float v501 = acc77 + v500;
+        const float v502 = mimir_sigmoid(v501);
+        out[i499] = v502;
+    }
+    if ((row10 < u.N) && (col14 < 3u)) {
+        const uint i503 = row10 * 3u + col14;
+        const float v504 = b2[col14];
+        const float v505 = acc78 + v504;
+        const float v506 = mimir_sigmoid(v505);
+        out[i503] = v506;
+    }
+    if ((row10 < u.N) && (col15 < 3u)) {
+        const uint i507 = row10 * 3u + col15;
+        const float v508 = b2[col15];
+        const float v509 = acc79 + v508;
+        const float v510 = mimir_sigmoid(v509);
+        out[i507] = v510;
+    }
+    if ((row10 < u.N) && (col16 < 3u)) {
+        const uint i511 = row10 * 3u + col16;
+        const float v512 = b2[col16];
+        const float v513 = acc80 + v512;
+        const float v514 = mimir_sigmoid(v513);
+        out[i511] = v514;
+    }
+    if ((row10 < u.N) && (col17 < 3u)) {
+        const uint i515 = row10 * 3u + col17;
+        const float v516 = b2[col17];
+        const float v517 = acc81 + v516;
+        const float v518 = mimir_sigmoid(v517);
+        out[i515] = v518;
+    }
+    if ((row10 < u.N) && (col18 < 3u)) {
+        const uint i519 = row10 * 3u + col18;
+        const float v520 = b2[col18];
+        const float v521 = acc82 + v520;
+        const float v522 = mimir_sigmoid(v521);
+        out[i519] = v522;
     }
 }

@@ -15,186 +15,1113 @@ kernel void two_heads_0_matmul(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float a_tile[1024];
-    threadgroup float b_tile[1024];
+    threadgroup float a_tile[2048];
+    threadgroup float b_tile[2048];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.N + 64u - 1u) >> 6u)) {
+    if (g0 >= ((u.N + 128u - 1u) >> 7u)) {
         return;
     }
-    const uint row1 = g0 * 64u;
-    const uint row2 = row1 + lid.y;
-    const uint row3 = row1 + (lid.y + 16u);
-    const uint row4 = row1 + (lid.y + 32u);
-    const uint row5 = row1 + (lid.y + 48u);
-    const uint col6 = lid.x + 16u;
-    const uint col7 = lid.x + 32u;
-    const uint col8 = lid.x + 48u;
-    float acc9 = 0.0f;
-    float acc10 = 0.0f;
-    float acc11 = 0.0f;
-    float acc12 = 0.0f;
-    float acc13 = 0.0f;
-    float acc14 = 0.0f;
-    float acc15 = 0.0f;
-    float acc16 = 0.0f;
-    float acc17 = 0.0f;
-    float acc18 = 0.0f;
+    const uint t1 = lid.y * 16u + lid.x;
+    const uint row2 = g0 * 128u;
+    const uint row3 = row2 + lid.y * 4u;
+    const uint row4 = row2 + (lid.y * 4u + 1u);
+    const uint row5 = row2 + (lid.y * 4u + 2u);
+    const uint row6 = row2 + (lid.y * 4u + 3u);
+    const uint row7 = row2 + (lid.y * 4u + 64u);
+    const uint row8 = row2 + (lid.y * 4u + 65u);
+    const uint row9 = row2 + (lid.y * 4u + 66u);
+    const uint row10 = row2 + (lid.y * 4u + 67u);
+    const uint col11 = lid.x * 4u;
+    const uint col12 = lid.x * 4u + 1u;
+    const uint col13 = lid.x * 4u + 2u;
+    const uint col14 = lid.x * 4u + 3u;
+    const uint col15 = lid.x * 4u + 64u;
+    const uint col16 = lid.x * 4u + 65u;
+    const uint col17 = lid.x * 4u + 66u;
+    const uint col18 = lid.x * 4u + 67u;
     float acc19 = 0.0f;
     float acc20 = 0.0f;
     float acc21 = 0.0f;
     float acc22 = 0.0f;
     float acc23 = 0.0f;
     float acc24 = 0.0f;
-    for (uint k0_25 = 0u; k0_25 < 9u; k0_25 += 16u) {
-        const uint ka26 = k0_25 + lid.x;
-        const uint kb27 = k0_25 + lid.y;
-        float x28 = 0.0f;
-        if ((row2 < u.N) && (ka26 < 9u)) {
-            const uint i29 = row2 * 9u + ka26;
-            const float v30 = x[i29];
-            x28 = v30;
+    float acc25 = 0.0f;
+    float acc26 = 0.0f;
+    float acc27 = 0.0f;
+    float acc28 = 0.0f;
+    float acc29 = 0.0f;
+    float acc30 = 0.0f;
+    float acc31 = 0.0f;
+    float acc32 = 0.0f;
+    float acc33 = 0.0f;
+    float acc34 = 0.0f;
+    float acc35 = 0.0f;
+    float acc36 = 0.0f;
+    float acc37 = 0.0f;
+    float acc38 = 0.0f;
+    float acc39 = 0.0f;
+    float acc40 = 0.0f;
+    float acc41 = 0.0f;
+    float acc42 = 0.0f;
+    float acc43 = 0.0f;
+    float acc44 = 0.0f;
+    float acc45 = 0.0f;
+    float acc46 = 0.0f;
+    float acc47 = 0.0f;
+    float acc48 = 0.0f;
+    float acc49 = 0.0f;
+    float acc50 = 0.0f;
+    float acc51 = 0.0f;
+    float acc52 = 0.0f;
+    float acc53 = 0.0f;
+    float acc54 = 0.0f;
+    float acc55 = 0.0f;
+    float acc56 = 0.0f;
+    float acc57 = 0.0f;
+    float acc58 = 0.0f;
+    float acc59 = 0.0f;
+    float acc60 = 0.0f;
+    float acc61 = 0.0f;
+    float acc62 = 0.0f;
+    float acc63 = 0.0f;
+    float acc64 = 0.0f;
+    float acc65 = 0.0f;
+    float acc66 = 0.0f;
+    float acc67 = 0.0f;
+    float acc68 = 0.0f;
+    float acc69 = 0.0f;
+    float acc70 = 0.0f;
+    float acc71 = 0.0f;
+    float acc72 = 0.0f;
+    float acc73 = 0.0f;
+    float acc74 = 0.0f;
+    float acc75 = 0.0f;
+    float acc76 = 0.0f;
+    float acc77 = 0.0f;
+    float acc78 = 0.0f;
+    float acc79 = 0.0f;
+    float acc80 = 0.0f;
+    float acc81 = 0.0f;
+    float acc82 = 0.0f;
+    const uint ak83 = t1 & 7u;
+    const uint am84 = t1 >> 3u;
+    const uint ar85 = row2 + am84;
+    const uint ar86 = row2 + (am84 + 32u);
+    const uint ar87 = row2 + (am84 + 64u);
+    const uint ar88 = row2 + (am84 + 96u);
+    const uint ab89 = ar85 * 9u;
+    const uint ab90 = ar86 * 9u;
+    const uint ab91 = ar87 * 9u;
+    const uint ab92 = ar88 * 9u;
+    const bool aok93 = ar85 < u.N;
+    const bool aok94 = ar86 < u.N;
+    const bool aok95 = ar87 < u.N;
+    const bool aok96 = ar88 < u.N;
+    const uint as97 = ak83 * 128u + am84;
+    const uint bk98 = t1 >> 7u;
+    const uint bn99 = t1 & 127u;
+    const bool bok100 = bn99 < 4u;
+    const bool kok101 = ak83 < 9u;
+    if (aok93 && kok101) {
+        a_tile[as97] = x[ab89 + ak83];
+    } else {
+        a_tile[as97] = 0.0f;
+    }
+    if (aok94 && kok101) {
+        a_tile[as97 + 32u] = x[ab90 + ak83];
+    } else {
+        a_tile[as97 + 32u] = 0.0f;
+    }
+    if (aok95 && kok101) {
+        a_tile[as97 + 64u] = x[ab91 + ak83];
+    } else {
+        a_tile[as97 + 64u] = 0.0f;
+    }
+    if (aok96 && kok101) {
+        a_tile[as97 + 96u] = x[ab92 + ak83];
+    } else {
+        a_tile[as97 + 96u] = 0.0f;
+    }
+    const uint bi106 = bk98 * 4u + bn99;
+    if ((bk98 < 9u) && bok100) {
+        b_tile[t1] = w[bi106];
+    } else {
+        b_tile[t1] = 0.0f;
+    }
+    const uint kb108 = bk98 + 2u;
+    if ((kb108 < 9u) && bok100) {
+        b_tile[t1 + 256u] = w[bi106 + 8u];
+    } else {
+        b_tile[t1 + 256u] = 0.0f;
+    }
+    const uint kb110 = bk98 + 4u;
+    if ((kb110 < 9u) && bok100) {
+        b_tile[t1 + 512u] = w[bi106 + 16u];
+    } else {
+        b_tile[t1 + 512u] = 0.0f;
+    }
+    const uint kb112 = bk98 + 6u;
+    if ((kb112 < 9u) && bok100) {
+        b_tile[t1 + 768u] = w[bi106 + 24u];
+    } else {
+        b_tile[t1 + 768u] = 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint ly114 = lid.y * 4u;
+    const uint lx115 = lid.x * 4u;
+    for (uint k0_116 = 0u; k0_116 < 9u; k0_116 += 8u) {
+        const uint cur117 = (k0_116 << 7u) & 1024u;
+        const uint nxt118 = cur117 ^ 1024u;
+        const uint kn119 = k0_116 + 8u;
+        if (kn119 < 9u) {
+            const uint ka120 = kn119 + ak83;
+            const bool kok121 = ka120 < 9u;
+            const uint sa122 = nxt118 + as97;
+            if (aok93 && kok121) {
+                a_tile[sa122] = x[ab89 + ka120];
+            } else {
+                a_tile[sa122] = 0.0f;
+            }
+            if (aok94 && kok121) {
+                a_tile[sa122 + 32u] = x[ab90 + ka120];
+            } else {
+                a_tile[sa122 + 32u] = 0.0f;
+            }
+            if (aok95 && kok121) {
+                a_tile[sa122 + 64u] = x[ab91 + ka120];
+            } else {
+                a_tile[sa122 + 64u] = 0.0f;
+            }
+            if (aok96 && kok121) {
+                a_tile[sa122 + 96u] = x[ab92 + ka120];
+            } else {
+                a_tile[sa122 + 96u] = 0.0f;
+            }
+            const uint kb127 = kn119 + bk98;
+            const uint sb128 = nxt118 + t1;
+            const uint bi129 = kb127 * 4u + bn99;
+            if ((kb127 < 9u) && bok100) {
+                b_tile[sb128] = w[bi129];
+            } else {
+                b_tile[sb128] = 0.0f;
+            }
+            const uint kb131 = kb127 + 2u;
+            if ((kb131 < 9u) && bok100) {
+                b_tile[sb128 + 256u] = w[bi129 + 8u];
+            } else {
+                b_tile[sb128 + 256u] = 0.0f;
+            }
+            const uint kb133 = kb127 + 4u;
+            if ((kb133 < 9u) && bok100) {
+                b_tile[sb128 + 512u] = w[bi129 + 16u];
+            } else {
+                b_tile[sb128 + 512u] = 0.0f;
+            }
+            const uint kb135 = kb127 + 6u;
+            if ((kb135 < 9u) && bok100) {
+                b_tile[sb128 + 768u] = w[bi129 + 24u];
+            } else {
+                b_tile[sb128 + 768u] = 0.0f;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x28;
-        float x31 = 0.0f;
-        if ((row3 < u.N) && (ka26 < 9u)) {
-            const uint i32 = row3 * 9u + ka26;
-            const float v33 = x[i32];
-            x31 = v33;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x31;
-        float x34 = 0.0f;
-        if ((row4 < u.N) && (ka26 < 9u)) {
-            const uint i35 = row4 * 9u + ka26;
-            const float v36 = x[i35];
-            x34 = v36;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x34;
-        float x37 = 0.0f;
-        if ((row5 < u.N) && (ka26 < 9u)) {
-            const uint i38 = row5 * 9u + ka26;
-            const float v39 = x[i38];
-            x37 = v39;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x37;
-        float x40 = 0.0f;
-        if ((kb27 < 9u) && (lid.x < 4u)) {
-            const uint i41 = kb27 * 4u + lid.x;
-            const float v42 = w[i41];
-            x40 = v42;
-        }
-        b_tile[lid.y * 64u + lid.x] = x40;
-        float x43 = 0.0f;
-        if ((kb27 < 9u) && (col6 < 4u)) {
-            const uint i44 = kb27 * 4u + col6;
-            const float v45 = w[i44];
-            x43 = v45;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x43;
-        float x46 = 0.0f;
-        if ((kb27 < 9u) && (col7 < 4u)) {
-            const uint i47 = kb27 * 4u + col7;
-            const float v48 = w[i47];
-            x46 = v48;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x46;
-        float x49 = 0.0f;
-        if ((kb27 < 9u) && (col8 < 4u)) {
-            const uint i50 = kb27 * 4u + col8;
-            const float v51 = w[i50];
-            x49 = v51;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x49;
+        const uint ra137 = cur117 + ly114;
+        const uint rb138 = cur117 + lx115;
+        const float a139 = a_tile[ra137];
+        const float a140 = a_tile[ra137 + 1u];
+        const float a141 = a_tile[ra137 + 2u];
+        const float a142 = a_tile[ra137 + 3u];
+        const float a143 = a_tile[ra137 + 64u];
+        const float a144 = a_tile[ra137 + 64u + 1u];
+        const float a145 = a_tile[ra137 + 64u + 2u];
+        const float a146 = a_tile[ra137 + 64u + 3u];
+        const float b147 = b_tile[rb138];
+        const float b148 = b_tile[rb138 + 1u];
+        const float b149 = b_tile[rb138 + 2u];
+        const float b150 = b_tile[rb138 + 3u];
+        const float b151 = b_tile[rb138 + 64u];
+        const float b152 = b_tile[rb138 + 64u + 1u];
+        const float b153 = b_tile[rb138 + 64u + 2u];
+        const float b154 = b_tile[rb138 + 64u + 3u];
+        acc19 = fma(a139, b147, acc19);
+        acc20 = fma(a139, b148, acc20);
+        acc21 = fma(a139, b149, acc21);
+        acc22 = fma(a139, b150, acc22);
+        acc23 = fma(a139, b151, acc23);
+        acc24 = fma(a139, b152, acc24);
+        acc25 = fma(a139, b153, acc25);
+        acc26 = fma(a139, b154, acc26);
+        acc27 = fma(a140, b147, acc27);
+        acc28 = fma(a140, b148, acc28);
+        acc29 = fma(a140, b149, acc29);
+        acc30 = fma(a140, b150, acc30);
+        acc31 = fma(a140, b151, acc31);
+        acc32 = fma(a140, b152, acc32);
+        acc33 = fma(a140, b153, acc33);
+        acc34 = fma(a140, b154, acc34);
+        acc35 = fma(a141, b147, acc35);
+        acc36 = fma(a141, b148, acc36);
+        acc37 = fma(a141, b149, acc37);
+        acc38 = fma(a141, b150, acc38);
+        acc39 = fma(a141, b151, acc39);
+        acc40 = fma(a141, b152, acc40);
+        acc41 = fma(a141, b153, acc41);
+        acc42 = fma(a141, b154, acc42);
+        acc43 = fma(a142, b147, acc43);
+        acc44 = fma(a142, b148, acc44);
+        acc45 = fma(a142, b149, acc45);
+        acc46 = fma(a142, b150, acc46);
+        acc47 = fma(a142, b151, acc47);
+        acc48 = fma(a142, b152, acc48);
+        acc49 = fma(a142, b153, acc49);
+        acc50 = fma(a142, b154, acc50);
+        acc51 = fma(a143, b147, acc51);
+        acc52 = fma(a143, b148, acc52);
+        acc53 = fma(a143, b149, acc53);
+        acc54 = fma(a143, b150, acc54);
+        acc55 = fma(a143, b151, acc55);
+        acc56 = fma(a143, b152, acc56);
+        acc57 = fma(a143, b153, acc57);
+        acc58 = fma(a143, b154, acc58);
+        acc59 = fma(a144, b147, acc59);
+        acc60 = fma(a144, b148, acc60);
+        acc61 = fma(a144, b149, acc61);
+        acc62 = fma(a144, b150, acc62);
+        acc63 = fma(a144, b151, acc63);
+        acc64 = fma(a144, b152, acc64);
+        acc65 = fma(a144, b153, acc65);
+        acc66 = fma(a144, b154, acc66);
+        acc67 = fma(a145, b147, acc67);
+        acc68 = fma(a145, b148, acc68);
+        acc69 = fma(a145, b149, acc69);
+        acc70 = fma(a145, b150, acc70);
+        acc71 = fma(a145, b151, acc71);
+        acc72 = fma(a145, b152, acc72);
+        acc73 = fma(a145, b153, acc73);
+        acc74 = fma(a145, b154, acc74);
+        acc75 = fma(a146, b147, acc75);
+        acc76 = fma(a146, b148, acc76);
+        acc77 = fma(a146, b149, acc77);
+        acc78 = fma(a146, b150, acc78);
+        acc79 = fma(a146, b151, acc79);
+        acc80 = fma(a146, b152, acc80);
+        acc81 = fma(a146, b153, acc81);
+        acc82 = fma(a146, b154, acc82);
+        const float a155 = a_tile[ra137 + 128u];
+        const float a156 = a_tile[ra137 + 128u + 1u];
+        const float a157 = a_tile[ra137 + 128u + 2u];
+        const float a158 = a_tile[ra137 + 128u + 3u];
+        const float a159 = a_tile[ra137 + 192u];
+        const float a160 = a_tile[ra137 + 192u + 1u];
+        const float a161 = a_tile[ra137 + 192u + 2u];
+        const float a162 = a_tile[ra137 + 192u + 3u];
+        const float b163 = b_tile[rb138 + 128u];
+        const float b164 = b_tile[rb138 + 128u + 1u];
+        const float b165 = b_tile[rb138 + 128u + 2u];
+        const float b166 = b_tile[rb138 + 128u + 3u];
+        const float b167 = b_tile[rb138 + 192u];
+        const float b168 = b_tile[rb138 + 192u + 1u];
+        const float b169 = b_tile[rb138 + 192u + 2u];
+        const float b170 = b_tile[rb138 + 192u + 3u];
+        acc19 = fma(a155, b163, acc19);
+        acc20 = fma(a155, b164, acc20);
+        acc21 = fma(a155, b165, acc21);
+        acc22 = fma(a155, b166, acc22);
+        acc23 = fma(a155, b167, acc23);
+        acc24 = fma(a155, b168, acc24);
+        acc25 = fma(a155, b169, acc25);
+        acc26 = fma(a155, b170, acc26);
+        acc27 = fma(a156, b163, acc27);
+        acc28 = fma(a156, b164, acc28);
+        acc29 = fma(a156, b165, acc29);
+        acc30 = fma(a156, b166, acc30);
+        acc31 = fma(a156, b167, acc31);
+        acc32 = fma(a156, b168, acc32);
+        acc33 = fma(a156, b169, acc33);
+        acc34 = fma(a156, b170, acc34);
+        acc35 = fma(a157, b163, acc35);
+        acc36 = fma(a157, b164, acc36);
+        acc37 = fma(a157, b165, acc37);
+        acc38 = fma(a157, b166, acc38);
+        acc39 = fma(a157, b167, acc39);
+        acc40 = fma(a157, b168, acc40);
+        acc41 = fma(a157, b169, acc41);
+        acc42 = fma(a157, b170, acc42);
+        acc43 = fma(a158, b163, acc43);
+        acc44 = fma(a158, b164, acc44);
+        acc45 = fma(a158, b165, acc45);
+        acc46 = fma(a158, b166, acc46);
+        acc47 = fma(a158, b167, acc47);
+        acc48 = fma(a158, b168, acc48);
+        acc49 = fma(a158, b169, acc49);
+        acc50 = fma(a158, b170, acc50);
+        acc51 = fma(a159, b163, acc51);
+        acc52 = fma(a159, b164, acc52);
+        acc53 = fma(a159, b165, acc53);
+        acc54 = fma(a159, b166, acc54);
+        acc55 = fma(a159, b167, acc55);
+        acc56 = fma(a159, b168, acc56);
+        acc57 = fma(a159, b169, acc57);
+        acc58 = fma(a159, b170, acc58);
+        acc59 = fma(a160, b163, acc59);
+        acc60 = fma(a160, b164, acc60);
+        acc61 = fma(a160, b165, acc61);
+        acc62 = fma(a160, b166, acc62);
+        acc63 = fma(a160, b167, acc63);
+        acc64 = fma(a160, b168, acc64);
+        acc65 = fma(a160, b169, acc65);
+        acc66 = fma(a160, b170, acc66);
+        acc67 = fma(a161, b163, acc67);
+        acc68 = fma(a161, b164, acc68);
+        acc69 = fma(a161, b165, acc69);
+        acc70 = fma(a161, b166, acc70);
+        acc71 = fma(a161, b167, acc71);
+        acc72 = fma(a161, b168, acc72);
+        acc73 = fma(a161, b169, acc73);
+        acc74 = fma(a161, b170, acc74);
+        acc75 = fma(a162, b163, acc75);
+        acc76 = fma(a162, b164, acc76);
+        acc77 = fma(a162, b165, acc77);
+        acc78 = fma(a162, b166, acc78);
+        acc79 = fma(a162, b167, acc79);
+        acc80 = fma(a162, b168, acc80);
+        acc81 = fma(a162, b169, acc81);
+        acc82 = fma(a162, b170, acc82);
+        const float a171 = a_tile[ra137 + 256u];
+        const float a172 = a_tile[ra137 + 256u + 1u];
+        const float a173 = a_tile[ra137 + 256u + 2u];
+        const float a174 = a_tile[ra137 + 256u + 3u];
+        const float a175 = a_tile[ra137 + 320u];
+        const float a176 = a_tile[ra137 + 320u + 1u];
+        const float a177 = a_tile[ra137 + 320u + 2u];
+        const float a178 = a_tile[ra137 + 320u + 3u];
+        const float b179 = b_tile[rb138 + 256u];
+        const float b180 = b_tile[rb138 + 256u + 1u];
+        const float b181 = b_tile[rb138 + 256u + 2u];
+        const float b182 = b_tile[rb138 + 256u + 3u];
+        const float b183 = b_tile[rb138 + 320u];
+        const float b184 = b_tile[rb138 + 320u + 1u];
+        const float b185 = b_tile[rb138 + 320u + 2u];
+        const float b186 = b_tile[rb138 + 320u + 3u];
+        acc19 = fma(a171, b179, acc19);
+        acc20 = fma(a171, b180, acc20);
+        acc21 = fma(a171, b181, acc21);
+        acc22 = fma(a171, b182, acc22);
+        acc23 = fma(a171, b183, acc23);
+        acc24 = fma(a171, b184, acc24);
+        acc25 = fma(a171, b185, acc25);
+        acc26 = fma(a171, b186, acc26);
+        acc27 = fma(a172, b179, acc27);
+        acc28 = fma(a172, b180, acc28);
+        acc29 = fma(a172, b181, acc29);
+        acc30 = fma(a172, b182, acc30);
+        acc31 = fma(a172, b183, acc31);
+        acc32 = fma(a172, b184, acc32);
+        acc33 = fma(a172, b185, acc33);
+        acc34 = fma(a172, b186, acc34);
+        acc35 = fma(a173, b179, acc35);
+        acc36 = fma(a173, b180, acc36);
+        acc37 = fma(a173, b181, acc37);
+        acc38 = fma(a173, b182, acc38);
+        acc39 = fma(a173, b183, acc39);
+        acc40 = fma(a173, b184, acc40);
+        acc41 = fma(a173, b185, acc41);
+        acc42 = fma(a173, b186, acc42);
+        acc43 = fma(a174, b179, acc43);
+        acc44 = fma(a174, b180, acc44);
+        acc45 = fma(a174, b181, acc45);
+        acc46 = fma(a174, b182, acc46);
+        acc47 = fma(a174, b183, acc47);
+        acc48 = fma(a174, b184, acc48);
+        acc49 = fma(a174, b185, acc49);
+        acc50 = fma(a174, b186, acc50);
+        acc51 = fma(a175, b179, acc51);
+        acc52 = fma(a175, b180, acc52);
+        acc53 = fma(a175, b181, acc53);
+        acc54 = fma(a175, b182, acc54);
+        acc55 = fma(a175, b183, acc55);
+        acc56 = fma(a175, b184, acc56);
+        acc57 = fma(a175, b185, acc57);
+        acc58 = fma(a175, b186, acc58);
+        acc59 = fma(a176, b179, acc59);
+        acc60 = fma(a176, b180, acc60);
+        acc61 = fma(a176, b181, acc61);
+        acc62 = fma(a176, b182, acc62);
+        acc63 = fma(a176, b183, acc63);
+        acc64 = fma(a176, b184, acc64);
+        acc65 = fma(a176, b185, acc65);
+        acc66 = fma(a176, b186, acc66);
+        acc67 = fma(a177, b179, acc67);
+        acc68 = fma(a177, b180, acc68);
+        acc69 = fma(a177, b181, acc69);
+        acc70 = fma(a177, b182, acc70);
+        acc71 = fma(a177, b183, acc71);
+        acc72 = fma(a177, b184, acc72);
+        acc73 = fma(a177, b185, acc73);
+        acc74 = fma(a177, b186, acc74);
+        acc75 = fma(a178, b179, acc75);
+        acc76 = fma(a178, b180, acc76);
+        acc77 = fma(a178, b181, acc77);
+        acc78 = fma(a178, b182, acc78);
+        acc79 = fma(a178, b183, acc79);
+        acc80 = fma(a178, b184, acc80);
+        acc81 = fma(a178, b185, acc81);
+        acc82 = fma(a178, b186, acc82);
+        const float a187 = a_tile[ra137 + 384u];
+        const float a188 = a_tile[ra137 + 384u + 1u];
+        const float a189 = a_tile[ra137 + 384u + 2u];
+        const float a190 = a_tile[ra137 + 384u + 3u];
+        const float a191 = a_tile[ra137 + 448u];
+        const float a192 = a_tile[ra137 + 448u + 1u];
+        const float a193 = a_tile[ra137 + 448u + 2u];
+        const float a194 = a_tile[ra137 + 448u + 3u];
+        const float b195 = b_tile[rb138 + 384u];
+        const float b196 = b_tile[rb138 + 384u + 1u];
+        const float b197 = b_tile[rb138 + 384u + 2u];
+        const float b198 = b_tile[rb138 + 384u + 3u];
+        const float b199 = b_tile[rb138 + 448u];
+        const float b200 = b_tile[rb138 + 448u + 1u];
+        const float b201 = b_tile[rb138 + 448u + 2u];
+        const float b202 = b_tile[rb138 + 448u + 3u];
+        acc19 = fma(a187, b195, acc19);
+        acc20 = fma(a187, b196, acc20);
+        acc21 = fma(a187, b197, acc21);
+        acc22 = fma(a187, b198, acc22);
+        acc23 = fma(a187, b199, acc23);
+        acc24 = fma(a187, b200, acc24);
+        acc25 = fma(a187, b201, acc25);
+        acc26 = fma(a187, b202, acc26);
+        acc27 = fma(a188, b195, acc27);
+        acc28 = fma(a188, b196, acc28);
+        acc29 = fma(a188, b197, acc29);
+        acc30 = fma(a188, b198, acc30);
+        acc31 = fma(a188, b199, acc31);
+        acc32 = fma(a188, b200, acc32);
+        acc33 = fma(a188, b201, acc33);
+        acc34 = fma(a188, b202, acc34);
+        acc35 = fma(a189, b195, acc35);
+        acc36 = fma(a189, b196, acc36);
+        acc37 = fma(a189, b197, acc37);
+        acc38 = fma(a189, b198, acc38);
+        acc39 = fma(a189, b199, acc39);
+        acc40 = fma(a189, b200, acc40);
+        acc41 = fma(a189, b201, acc41);
+        acc42 = fma(a189, b202, acc42);
+        acc43 = fma(a190, b195, acc43);
+        acc44 = fma(a190, b196, acc44);
+        acc45 = fma(a190, b197, acc45);
+        acc46 = fma(a190, b198, acc46);
+        acc47 = fma(a190, b199, acc47);
+        acc48 = fma(a190, b200, acc48);
+        acc49 = fma(a190, b201, acc49);
+        acc50 = fma(a190, b202, acc50);
+        acc51 = fma(a191, b195, acc51);
+        acc52 = fma(a191, b196, acc52);
+        acc53 = fma(a191, b197, acc53);
+        acc54 = fma(a191, b198, acc54);
+        acc55 = fma(a191, b199, acc55);
+        acc56 = fma(a191, b200, acc56);
+        acc57 = fma(a191, b201, acc57);
+        acc58 = fma(a191, b202, acc58);
+        acc59 = fma(a192, b195, acc59);
+        acc60 = fma(a192, b196, acc60);
+        acc61 = fma(a192, b197, acc61);
+        acc62 = fma(a192, b198, acc62);
+        acc63 = fma(a192, b199, acc63);
+        acc64 = fma(a192, b200, acc64);
+        acc65 = fma(a192, b201, acc65);
+        acc66 = fma(a192, b202, acc66);
+        acc67 = fma(a193, b195, acc67);
+        acc68 = fma(a193, b196, acc68);
+        acc69 = fma(a193, b197, acc69);
+        acc70 = fma(a193, b198, acc70);
+        acc71 = fma(a193, b199, acc71);
+        acc72 = fma(a193, b200, acc72);
+        acc73 = fma(a193, b201, acc73);
+        acc74 = fma(a193, b202, acc74);
+        acc75 = fma(a194, b195, acc75);
+        acc76 = fma(a194, b196, acc76);
+        acc77 = fma(a194, b197, acc77);
+        acc78 = fma(a194, b198, acc78);
+        acc79 = fma(a194, b199, acc79);
+        acc80 = fma(a194, b200, acc80);
+        acc81 = fma(a194, b201, acc81);
+        acc82 = fma(a194, b202, acc82);
+        const float a203 = a_tile[ra137 + 512u];
+        const float a204 = a_tile[ra137 + 512u + 1u];
+        const float a205 = a_tile[ra137 + 512u + 2u];
+        const float a206 = a_tile[ra137 + 512u + 3u];
+        const float a207 = a_tile[ra137 + 576u];
+        const float a208 = a_tile[ra137 + 576u + 1u];
+        const float a209 = a_tile[ra137 + 576u + 2u];
+        const float a210 = a_tile[ra137 + 576u + 3u];
+        const float b211 = b_tile[rb138 + 512u];
+        const float b212 = b_tile[rb138 + 512u + 1u];
+        const float b213 = b_tile[rb138 + 512u + 2u];
+        const float b214 = b_tile[rb138 + 512u + 3u];
+        const float b215 = b_tile[rb138 + 576u];
+        const float b216 = b_tile[rb138 + 576u + 1u];
+        const float b217 = b_tile[rb138 + 576u + 2u];
+        const float b218 = b_tile[rb138 + 576u + 3u];
+        acc19 = fma(a203, b211, acc19);
+        acc20 = fma(a203, b212, acc20);
+        acc21 = fma(a203, b213, acc21);
+        acc22 = fma(a203, b214, acc22);
+        acc23 = fma(a203, b215, acc23);
+        acc24 = fma(a203, b216, acc24);
+        acc25 = fma(a203, b217, acc25);
+        acc26 = fma(a203, b218, acc26);
+        acc27 = fma(a204, b211, acc27);
+        acc28 = fma(a204, b212, acc28);
+        acc29 = fma(a204, b213, acc29);
+        acc30 = fma(a204, b214, acc30);
+        acc31 = fma(a204, b215, acc31);
+        acc32 = fma(a204, b216, acc32);
+        acc33 = fma(a204, b217, acc33);
+        acc34 = fma(a204, b218, acc34);
+        acc35 = fma(a205, b211, acc35);
+        acc36 = fma(a205, b212, acc36);
+        acc37 = fma(a205, b213, acc37);
+        acc38 = fma(a205, b214, acc38);
+        acc39 = fma(a205, b215, acc39);
+        acc40 = fma(a205, b216, acc40);
+        acc41 = fma(a205, b217, acc41);
+        acc42 = fma(a205, b218, acc42);
+        acc43 = fma(a206, b211, acc43);
+        acc44 = fma(a206, b212, acc44);
+        acc45 = fma(a206, b213, acc45);
+        acc46 = fma(a206, b214, acc46);
+        acc47 = fma(a206, b215, acc47);
+        acc48 = fma(a206, b216, acc48);
+        acc49 = fma(a206, b217, acc49);
+        acc50 = fma(a206, b218, acc50);
+        acc51 = fma(a207, b211, acc51);
+        acc52 = fma(a207, b212, acc52);
+        acc53 = fma(a207, b213, acc53);
+        acc54 = fma(a207, b214, acc54);
+        acc55 = fma(a207, b215, acc55);
+        acc56 = fma(a207, b216, acc56);
+        acc57 = fma(a207, b217, acc57);
+        acc58 = fma(a207, b218, acc58);
+        acc59 = fma(a208, b211, acc59);
+        acc60 = fma(a208, b212, acc60);
+        acc61 = fma(a208, b213, acc61);
+        acc62 = fma(a208, b214, acc62);
+        acc63 = fma(a208, b215, acc63);
+        acc64 = fma(a208, b216, acc64);
+        acc65 = fma(a208, b217, acc65);
+        acc66 = fma(a208, b218, acc66);
+        acc67 = fma(a209, b211, acc67);
+        acc68 = fma(a209, b212, acc68);
+        acc69 = fma(a209, b213, acc69);
+        acc70 = fma(a209, b214, acc70);
+        acc71 = fma(a209, b215, acc71);
+        acc72 = fma(a209, b216, acc72);
+        acc73 = fma(a209, b217, acc73);
+        acc74 = fma(a209, b218, acc74);
+        acc75 = fma(a210, b211, acc75);
+        acc76 = fma(a210, b212, acc76);
+        acc77 = fma(a210, b213, acc77);
+        acc78 = fma(a210, b214, acc78);
+        acc79 = fma(a210, b215, acc79);
+        acc80 = fma(a210, b216, acc80);
+        acc81 = fma(a210, b217, acc81);
+        acc82 = fma(a210, b218, acc82);
+        const float a219 = a_tile[ra137 + 640u];
+        const float a220 = a_tile[ra137 + 640u + 1u];
+        const float a221 = a_tile[ra137 + 640u + 2u];
+        const float a222 = a_tile[ra137 + 640u + 3u];
+        const float a223 = a_tile[ra137 + 704u];
+        const float a224 = a_tile[ra137 + 704u + 1u];
+        const float a225 = a_tile[ra137 + 704u + 2u];
+        const float a226 = a_tile[ra137 + 704u + 3u];
+        const float b227 = b_tile[rb138 + 640u];
+        const float b228 = b_tile[rb138 + 640u + 1u];
+        const float b229 = b_tile[rb138 + 640u + 2u];
+        const float b230 = b_tile[rb138 + 640u + 3u];
+        const float b231 = b_tile[rb138 + 704u];
+        const float b232 = b_tile[rb138 + 704u + 1u];
+        const float b233 = b_tile[rb138 + 704u + 2u];
+        const float b234 = b_tile[rb138 + 704u + 3u];
+        acc19 = fma(a219, b227, acc19);
+        acc20 = fma(a219, b228, acc20);
+        acc21 = fma(a219, b229, acc21);
+        acc22 = fma(a219, b230, acc22);
+        acc23 = fma(a219, b231, acc23);
+        acc24 = fma(a219, b232, acc24);
+        acc25 = fma(a219, b233, acc25);
+        acc26 = fma(a219, b234, acc26);
+        acc27 = fma(a220, b227, acc27);
+        acc28 = fma(a220, b228, acc28);
+        acc29 = fma(a220, b229, acc29);
+        acc30 = fma(a220, b230, acc30);
+        acc31 = fma(a220, b231, acc31);
+        acc32 = fma(a220, b232, acc32);
+        acc33 = fma(a220, b233, acc33);
+        acc34 = fma(a220, b234, acc34);
+        acc35 = fma(a221, b227, acc35);
+        acc36 = fma(a221, b228, acc36);
+        acc37 = fma(a221, b229, acc37);
+        acc38 = fma(a221, b230, acc38);
+        acc39 = fma(a221, b231, acc39);
+        acc40 = fma(a221, b232, acc40);
+        acc41 = fma(a221, b233, acc41);
+        acc42 = fma(a221, b234, acc42);
+        acc43 = fma(a222, b227, acc43);
+        acc44 = fma(a222, b228, acc44);
+        acc45 = fma(a222, b229, acc45);
+        acc46 = fma(a222, b230, acc46);
+        acc47 = fma(a222, b231, acc47);
+        acc48 = fma(a222, b232, acc48);
+        acc49 = fma(a222, b233, acc49);
+        acc50 = fma(a222, b234, acc50);
+        acc51 = fma(a223, b227, acc51);
+        acc52 = fma(a223, b228, acc52);
+        acc53 = fma(a223, b229, acc53);
+        acc54 = fma(a223, b230, acc54);
+        acc55 = fma(a223, b231, acc55);
+        acc56 = fma(a223, b232, acc56);
+        acc57 = fma(a223, b233, acc57);
+        acc58 = fma(a223, b234, acc58);
+        acc59 = fma(a224, b227, acc59);
+        acc60 = fma(a224, b228, acc60);
+        acc61 = fma(a224, b229, acc61);
+        acc62 = fma(a224, b230, acc62);
+        acc63 = fma(a224, b231, acc63);
+        acc64 = fma(a224, b232, acc64);
+        acc65 = fma(a224, b233, acc65);
+        acc66 = fma(a224, b234, acc66);
+        acc67 = fma(a225, b227, acc67);
+        acc68 = fma(a225, b228, acc68);
+        acc69 = fma(a225, b229, acc69);
+        acc70 = fma(a225, b230, acc70);
+        acc71 = fma(a225, b231, acc71);
+        acc72 = fma(a225, b232, acc72);
+        acc73 = fma(a225, b233, acc73);
+        acc74 = fma(a225, b234, acc74);
+        acc75 = fma(a226, b227, acc75);
+        acc76 = fma(a226, b228, acc76);
+        acc77 = fma(a226, b229, acc77);
+        acc78 = fma(a226, b230, acc78);
+        acc79 = fma(a226, b231, acc79);
+        acc80 = fma(a226, b232, acc80);
+        acc81 = fma(a226, b233, acc81);
+        acc82 = fma(a226, b234, acc82);
+        const float a235 = a_tile[ra137 + 768u];
+        const float a236 = a_tile[ra137 + 768u + 1u];
+        const float a237 = a_tile[ra137 + 768u + 2u];
+        const float a238 = a_tile[ra137 + 768u + 3u];
+        const float a239 = a_tile[ra137 + 832u];
+        const float a240 = a_tile[ra137 + 832u + 1u];
+        const float a241 = a_tile[ra137 + 832u + 2u];
+        const float a242 = a_tile[ra137 + 832u + 3u];
+        const float b243 = b_tile[rb138 + 768u];
+        const float b244 = b_tile[rb138 + 768u + 1u];
+        const float b245 = b_tile[rb138 + 768u + 2u];
+        const float b246 = b_tile[rb138 + 768u + 3u];
+        const float b247 = b_tile[rb138 + 832u];
+        const float b248 = b_tile[rb138 + 832u + 1u];
+        const float b249 = b_tile[rb138 + 832u + 2u];
+        const float b250 = b_tile[rb138 + 832u + 3u];
+        acc19 = fma(a235, b243, acc19);
+        acc20 = fma(a235, b244, acc20);
+        acc21 = fma(a235, b245, acc21);
+        acc22 = fma(a235, b246, acc22);
+        acc23 = fma(a235, b247, acc23);
+        acc24 = fma(a235, b248, acc24);
+        acc25 = fma(a235, b249, acc25);
+        acc26 = fma(a235, b250, acc26);
+        acc27 = fma(a236, b243, acc27);
+        acc28 = fma(a236, b244, acc28);
+        acc29 = fma(a236, b245, acc29);
+        acc30 = fma(a236, b246, acc30);
+        acc31 = fma(a236, b247, acc31);
+        acc32 = fma(a236, b248, acc32);
+        acc33 = fma(a236, b249, acc33);
+        acc34 = fma(a236, b250, acc34);
+        acc35 = fma(a237, b243, acc35);
+        acc36 = fma(a237, b244, acc36);
+        acc37 = fma(a237, b245, acc37);
+        acc38 = fma(a237, b246, acc38);
+        acc39 = fma(a237, b247, acc39);
+        acc40 = fma(a237, b248, acc40);
+        acc41 = fma(a237, b249, acc41);
+        acc42 = fma(a237, b250, acc42);
+        acc43 = fma(a238, b243, acc43);
+        acc44 = fma(a238, b244, acc44);
+        acc45 = fma(a238, b245, acc45);
+        acc46 = fma(a238, b246, acc46);
+        acc47 = fma(a238, b247, acc47);
+        acc48 = fma(a238, b248, acc48);
+        acc49 = fma(a238, b249, acc49);
+        acc50 = fma(a238, b250, acc50);
+        acc51 = fma(a239, b243, acc51);
+        acc52 = fma(a239, b244, acc52);
+        acc53 = fma(a239, b245, acc53);
+        acc54 = fma(a239, b246, acc54);
+        acc55 = fma(a239, b247, acc55);
+        acc56 = fma(a239, b248, acc56);
+        acc57 = fma(a239, b249, acc57);
+        acc58 = fma(a239, b250, acc58);
+        acc59 = fma(a240, b243, acc59);
+        acc60 = fma(a240, b244, acc60);
+        acc61 = fma(a240, b245, acc61);
+        acc62 = fma(a240, b246, acc62);
+        acc63 = fma(a240, b247, acc63);
+        acc64 = fma(a240, b248, acc64);
+        acc65 = fma(a240, b249, acc65);
+        acc66 = fma(a240, b250, acc66);
+        acc67 = fma(a241, b243, acc67);
+        acc68 = fma(a241, b244, acc68);
+        acc69 = fma(a241, b245, acc69);
+        acc70 = fma(a241, b246, acc70);
+        acc71 = fma(a241, b247, acc71);
+        acc72 = fma(a241, b248, acc72);
+        acc73 = fma(a241, b249, acc73);
+        acc74 = fma(a241, b250, acc74);
+        acc75 = fma(a242, b243, acc75);
+        acc76 = fma(a242, b244, acc76);
+        acc77 = fma(a242, b245, acc77);
+        acc78 = fma(a242, b246, acc78);
+        acc79 = fma(a242, b247, acc79);
+        acc80 = fma(a242, b248, acc80);
+        acc81 = fma(a242, b249, acc81);
+        acc82 = fma(a242, b250, acc82);
+        const float a251 = a_tile[ra137 + 896u];
+        const float a252 = a_tile[ra137 + 896u + 1u];
+        const float a253 = a_tile[ra137 + 896u + 2u];
+        const float a254 = a_tile[ra137 + 896u + 3u];
+        const float a255 = a_tile[ra137 + 960u];
+        const float a256 = a_tile[ra137 + 960u + 1u];
+        const float a257 = a_tile[ra137 + 960u + 2u];
+        const float a258 = a_tile[ra137 + 960u + 3u];
+        const float b259 = b_tile[rb138 + 896u];
+        const float b260 = b_tile[rb138 + 896u + 1u];
+        const float b261 = b_tile[rb138 + 896u + 2u];
+        const float b262 = b_tile[rb138 + 896u + 3u];
+        const float b263 = b_tile[rb138 + 960u];
+        const float b264 = b_tile[rb138 + 960u + 1u];
+        const float b265 = b_tile[rb138 + 960u + 2u];
+        const float b266 = b_tile[rb138 + 960u + 3u];
+        acc19 = fma(a251, b259, acc19);
+        acc20 = fma(a251, b260, acc20);
+        acc21 = fma(a251, b261, acc21);
+        acc22 = fma(a251, b262, acc22);
+        acc23 = fma(a251, b263, acc23);
+        acc24 = fma(a251, b264, acc24);
+        acc25 = fma(a251, b265, acc25);
+        acc26 = fma(a251, b266, acc26);
+        acc27 = fma(a252, b259, acc27);
+        acc28 = fma(a252, b260, acc28);
+        acc29 = fma(a252, b261, acc29);
+        acc30 = fma(a252, b262, acc30);
+        acc31 = fma(a252, b263, acc31);
+        acc32 = fma(a252, b264, acc32);
+        acc33 = fma(a252, b265, acc33);
+        acc34 = fma(a252, b266, acc34);
+        acc35 = fma(a253, b259, acc35);
+        acc36 = fma(a253, b260, acc36);
+        acc37 = fma(a253, b261, acc37);
+        acc38 = fma(a253, b262, acc38);
+        acc39 = fma(a253, b263, acc39);
+        acc40 = fma(a253, b264, acc40);
+        acc41 = fma(a253, b265, acc41);
+        acc42 = fma(a253, b266, acc42);
+        acc43 = fma(a254, b259, acc43);
+        acc44 = fma(a254, b260, acc44);
+        acc45 = fma(a254, b261, acc45);
+        acc46 = fma(a254, b262, acc46);
+        acc47 = fma(a254, b263, acc47);
+        acc48 = fma(a254, b264, acc48);
+        acc49 = fma(a254, b265, acc49);
+        acc50 = fma(a254, b266, acc50);
+        acc51 = fma(a255, b259, acc51);
+        acc52 = fma(a255, b260, acc52);
+        acc53 = fma(a255, b261, acc53);
+        acc54 = fma(a255, b262, acc54);
+        acc55 = fma(a255, b263, acc55);
+        acc56 = fma(a255, b264, acc56);
+        acc57 = fma(a255, b265, acc57);
+        acc58 = fma(a255, b266, acc58);
+        acc59 = fma(a256, b259, acc59);
+        acc60 = fma(a256, b260, acc60);
+        acc61 = fma(a256, b261, acc61);
+        acc62 = fma(a256, b262, acc62);
+        acc63 = fma(a256, b263, acc63);
+        acc64 = fma(a256, b264, acc64);
+        acc65 = fma(a256, b265, acc65);
+        acc66 = fma(a256, b266, acc66);
+        acc67 = fma(a257, b259, acc67);
+        acc68 = fma(a257, b260, acc68);
+        acc69 = fma(a257, b261, acc69);
+        acc70 = fma(a257, b262, acc70);
+        acc71 = fma(a257, b263, acc71);
+        acc72 = fma(a257, b264, acc72);
+        acc73 = fma(a257, b265, acc73);
+        acc74 = fma(a257, b266, acc74);
+        acc75 = fma(a258, b259, acc75);
+        acc76 = fma(a258, b260, acc76);
+        acc77 = fma(a258, b261, acc77);
+        acc78 = fma(a258, b262, acc78);
+        acc79 = fma(a258, b263, acc79);
+        acc80 = fma(a258, b264, acc80);
+        acc81 = fma(a258, b265, acc81);
+        acc82 = fma(a258, b266, acc82);
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint kk52 = 0u; kk52 < 16u; kk52 += 1u) {
-            const float a53 = a_tile[lid.y * 16u + kk52];
-            const float a54 = a_tile[(lid.y + 16u) * 16u + kk52];
-            const float a55 = a_tile[(lid.y + 32u) * 16u + kk52];
-            const float a56 = a_tile[(lid.y + 48u) * 16u + kk52];
-            const float b57 = b_tile[kk52 * 64u + lid.x];
-            const float b58 = b_tile[kk52 * 64u + (lid.x + 16u)];
-            const float b59 = b_tile[kk52 * 64u + (lid.x + 32u)];
-            const float b60 = b_tile[kk52 * 64u + (lid.x + 48u)];
-            acc9 = fma(a53, b57, acc9);
-            acc10 = fma(a53, b58, acc10);
-            acc11 = fma(a53, b59, acc11);
-            acc12 = fma(a53, b60, acc12);
-            acc13 = fma(a54, b57, acc13);
-            acc14 = fma(a54, b58, acc14);
-            acc15 = fma(a54, b59, acc15);
-            acc16 = fma(a54, b60, acc16);
-            acc17 = fma(a55, b57, acc17);
-            acc18 = fma(a55, b58, acc18);
-            acc19 = fma(a55, b59, acc19);
-            acc20 = fma(a55, b60, acc20);
-            acc21 = fma(a56, b57, acc21);
-            acc22 = fma(a56, b58, acc22);
-            acc23 = fma(a56, b59, acc23);
-            acc24 = fma(a56, b60, acc24);
-        }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    if ((row2 < u.N) && (lid.x < 4u)) {
-        const uint i61 = row2 * 4u + lid.x;
-        scratch0[i61] = acc9;
+    if ((row3 < u.N) && (col11 < 4u)) {
+        const uint i267 = row3 * 4u + col11;
+        scratch0[i267] = acc19;
     }
-    if ((row2 < u.N) && (col6 < 4u)) {
-        const uint i62 = row2 * 4u + col6;
-        scratch0[i62] = acc10;
+    if ((row3 < u.N) && (col12 < 4u)) {
+        const uint i268 = row3 * 4u + col12;
+        scratch0[i268] = acc20;
     }
-    if ((row2 < u.N) && (col7 < 4u)) {
-        const uint i63 = row2 * 4u + col7;
-        scratch0[i63] = acc11;
+    if ((row3 < u.N) && (col13 < 4u)) {
+        const uint i269 = row3 * 4u + col13;
+        scratch0[i269] = acc21;
     }
-    if ((row2 < u.N) && (col8 < 4u)) {
-        const uint i64 = row2 * 4u + col8;
-        scratch0[i64] = acc12;
+    if ((row3 < u.N) && (col14 < 4u)) {
+        const uint i270 = row3 * 4u + col14;
+        scratch0[i270] = acc22;
     }
-    if ((row3 < u.N) && (lid.x < 4u)) {
-        const uint i65 = row3 * 4u + lid.x;
-        scratch0[i65] = acc13;
+    if ((row3 < u.N) && (col15 < 4u)) {
+        const uint i271 = row3 * 4u + col15;
+        scratch0[i271] = acc23;
     }
-    if ((row3 < u.N) && (col6 < 4u)) {
-        const uint i66 = row3 * 4u + col6;
-        scratch0[i66] = acc14;
+    if ((row3 < u.N) && (col16 < 4u)) {
+        const uint i272 = row3 * 4u + col16;
+        scratch0[i272] = acc24;
     }
-    if ((row3 < u.N) && (col7 < 4u)) {
-        const uint i67 = row3 * 4u + col7;
-        scratch0[i67] = acc15;
+    if ((row3 < u.N) && (col17 < 4u)) {
+        const uint i273 = row3 * 4u + col17;
+        scratch0[i273] = acc25;
     }
-    if ((row3 < u.N) && (col8 < 4u)) {
-        const uint i68 = row3 * 4u + col8;
-        scratch0[i68] = acc16;
+    if ((row3 < u.N) && (col18 < 4u)) {
+        const uint i274 = row3 * 4u + col18;
+        scratch0[i274] = acc26;
     }
-    if ((row4 < u.N) && (lid.x < 4u)) {
-        const uint i69 = row4 * 4u + lid.x;
-        scratch0[i69] = acc17;
+    if ((row4 < u.N) && (col11 < 4u)) {
+        const uint i275 = row4 * 4u + col11;
+        scratch0[i275] = acc27;
     }
-    if ((row4 < u.N) && (col6 < 4u)) {
-        const uint i70 = row4 * 4u + col6;
-        scratch0[i70] = acc18;
+    if ((row4 < u.N) && (col12 < 4u)) {
+        const uint i276 = row4 * 4u + col12;
+        scratch0[i276] = acc28;
     }
-    if ((row4 < u.N) && (col7 < 4u)) {
-        const uint i71 = row4 * 4u + col7;
-        scratch0[i71] = acc19;
+    if ((row4 < u.N) && (col13 < 4u)) {
+        const uint i277 = row4 * 4u + col13;
+        scratch0[i277] = acc29;
     }
-    if ((row4 < u.N) && (col8 < 4u)) {
-        const uint i72 = row4 * 4u + col8;
-        scratch0[i72] = acc20;
+    if ((row4 < u.N) && (col14 < 4u)) {
+        const uint i278 = row4 * 4u + col14;
+        scratch0[i278] = acc30;
     }
-    if ((row5 < u.N) && (lid.x < 4u)) {
-        const uint i73 = row5 * 4u + lid.x;
-        scratch0[i73] = acc21;
+    if ((row4 < u.N) && (col15 < 4u)) {
+        const uint i279 = row4 * 4u + col15;
+        scratch0[i279] = acc31;
     }
-    if ((row5 < u.N) && (col6 < 4u)) {
-        const uint i74 = row5 * 4u + col6;
-        scratch0[i74] = acc22;
+    if ((row4 < u.N) && (col16 < 4u)) {
+        const uint i280 = row4 * 4u + col16;
+        scratch0[i280] = acc32;
     }
-    if ((row5 < u.N) && (col7 < 4u)) {
-        const uint i75 = row5 * 4u + col7;
-        scratch0[i75] = acc23;
+    if ((row4 < u.N) && (col17 < 4u)) {
+        const uint i281 = row4 * 4u + col17;
+        scratch0[i281] = acc33;
     }
-    if ((row5 < u.N) && (col8 < 4u)) {
-        const uint i76 = row5 * 4u + col8;
-        scratch0[i76] = acc24;
+    if ((row4 < u.N) && (col18 < 4u)) {
+        const uint i282 = row4 * 4u + col18;
+        scratch0[i282] = acc34;
+    }
+    if ((row5 < u.N) && (col11 < 4u)) {
+        const uint i283 = row5 * 4u + col11;
+        scratch0[i283] = acc35;
+    }
+    if ((row5 < u.N) && (col12 < 4u)) {
+        const uint i284 = row5 * 4u + col12;
+        scratch0[i284] = acc36;
+    }
+    if ((row5 < u.N) && (col13 < 4u)) {
+        const uint i285 = row5 * 4u + col13;
+        scratch0[i285] = acc37;
+    }
+    if ((row5 < u.N) && (col14 < 4u)) {
+        const uint i286 = row5 * 4u + col14;
+        scratch0[i286] = acc38;
+    }
+    if ((row5 < u.N) && (col15 < 4u)) {
+        const uint i287 = row5 * 4u + col15;
+        scratch0[i287] = acc39;
+    }
+    if ((row5 < u.N) && (col16 < 4u)) {
+        const uint i288 = row5 * 4u + col16;
+        scratch0[i288] = acc40;
+    }
+    if ((row5 < u.N) && (col17 < 4u)) {
+        const uint i289 = row5 * 4u + col17;
+        scratch0[i289] = acc41;
+    }
+    if ((row5 < u.N) && (col18 < 4u)) {
+        const uint i290 = row5 * 4u + col18;
+        scratch0[i290] = acc42;
+    }
+    if ((row6 < u.N) && (col11 < 4u)) {
+        const uint i291 = row6 * 4u + col11;
+        scratch0[i291] = acc43;
+    }
+    if ((row6 < u.N) && (col12 < 4u)) {
+        const uint i292 = row6 * 4u + col12;
+        scratch0[i292] = acc44;
+    }
+    if ((row6 < u.N) && (col13 < 4u)) {
+        const uint i293 = row6 * 4u + col13;
+        scratch0[i293] = acc45;
+    }
+    if ((row6 < u.N) && (col14 < 4u)) {
+        const uint i294 = row6 * 4u + col14;
+        scratch0[i294] = acc46;
+    }
+    if ((row6 < u.N) && (col15 < 4u)) {
+        const uint i295 = row6 * 4u + col15;
+        scratch0[i295] = acc47;
+    }
+    if ((row6 < u.N) && (col16 < 4u)) {
+        const uint i296 = row6 * 4u + col16;
+        scratch0[i296] = acc48;
+    }
+    if ((row6 < u.N) && (col17 < 4u)) {
+        const uint i297 = row6 * 4u + col17;
+        scratch0[i297] = acc49;
+    }
+    if ((row6 < u.N) && (col18 < 4u)) {
+        const uint i298 = row6 * 4u + col18;
+        scratch0[i298] = acc50;
+    }
+    if ((row7 < u.N) && (col11 < 4u)) {
+        const uint i299 = row7 * 4u + col11;
+        scratch0[i299] = acc51;
+    }
+    if ((row7 < u.N) && (col12 < 4u)) {
+        const uint i300 = row7 * 4u + col12;
+        scratch0[i300] = acc52;
+    }
+    if ((row7 < u.N) && (col13 < 4u)) {
+        const uint i301 = row7 * 4u + col13;
+        scratch0[i301] = acc53;
+    }
+    if ((row7 < u.N) && (col14 < 4u)) {
+        const uint i302 = row7 * 4u + col14;
+        scratch0[i302] = acc54;
+    }
+    if ((row7 < u.N) && (col15 < 4u)) {
+        const uint i303 = row7 * 4u + col15;
+        scratch0[i303] = acc55;
+    }
+    if ((row7 < u.N) && (col16 < 4u)) {
+        const uint i304 = row7 * 4u + col16;
+        scratch0[i304] = acc56;
+    }
+    if ((row7 < u.N) && (col17 < 4u)) {
+        const uint i305 = row7 * 4u + col17;
+        scratch0[i305] = acc57;
+    }
+    if ((row7 < u.N) && (col18 < 4u)) {
+        const uint i306 = row7 * 4u + col18;
+        scratch0[i306] = acc58;
+    }
+    if ((row8 < u.N) && (col11 < 4u)) {
+        const uint i307 = row8 * 4u + col11;
+        scratch0[i307] = acc59;
+    }
+    if ((row8 < u.N) && (col12 < 4u)) {
+        const uint i308 = row8 * 4u + col12;
+        scratch0[i308] = acc60;
+    }
+    if ((row8 < u.N) && (col13 < 4u)) {
+        const uint i309 = row8 * 4u + col13;
+        scratch0[i309] = acc61;
+    }
+    if ((row8 < u.N) && (col14 < 4u)) {
+        const uint i310 = row8 * 4u + col14;
+        scratch0[i310] = acc62;
+    }
+    if ((row8 < u.N) && (col15 < 4u)) {
+        const uint i311 = row8 * 4u + col15;
+        scratch0[i311] = acc63;
+    }
+    if ((row8 < u.N) && (col16 < 4u)) {
+        const uint i312 = row8 * 4u + col16;
+        scratch0[i312] = acc64;
+    }
+    if ((row8 < u.N) && (col17 < 4u)) {
+        const uint i313 = row8 * 4u + col17;
+        scratch0[i313] = acc65;
+    }
+    if ((row8 < u.N) && (col18 < 4u)) {
+        const uint i314 = row8 * 4u + col18;
+        scratch0[i314] = acc66;
+    }
+    if ((row9 < u.N) && (col11 < 4u)) {
+        const uint i315 = row9 * 4u + col11;
+        scratch0[i315] = acc67;
+    }
+    if ((row9 < u.N) && (col12 < 4u)) {
+        const uint i316 = row9 * 4u + col12;
+        scratch0[i316] = acc68;
+    }
+    if ((row9 < u.N) && (col13 < 4u)) {
+        const uint i317 = row9 * 4u + col13;
+        scratch0[i317] = acc69;
+    }
+    if ((row9 < u.N) && (col14 < 4u)) {
+        const uint i318 = row9 * 4u + col14;
+        scratch0[i318] = acc70;
+    }
+    if ((row9 < u.N) && (col15 < 4u)) {
+        const uint i319 = row9 * 4u + col15;
+        scratch0[i319] = acc71;
+    }
+    if ((row9 < u.N) && (col16 < 4u)) {
+        const uint i320 = row9 * 4u + col16;
+        scratch0[i320] = acc72;
+    }
+    if ((row9 < u.N) && (col17 < 4u)) {
+        const uint i321 = row9 * 4u + col17;
+        scratch0[i321] = acc73;
+    }
+    if ((row9 < u.N) && (col18 < 4u)) {
+        const uint i322 = row9 * 4u + col18;
+        scratch0[i322] = acc74;
+    }
+    if ((row10 < u.N) && (col11 < 4u)) {
+        const uint i323 = row10 * 4u + col11;
+        scratch0[i323] = acc75;
+    }
+    if ((row10 < u.N) && (col12 < 4u)) {
+        const uint i324 = row10 * 4u + col12;
+        scratch0[i324] = acc76;
+    }
+    if ((row10 < u.N) && (col13 < 4u)) {
+        const uint i325 = row10 * 4u + col13;
+        scratch0[i325] = acc77;
+    }
+    if ((row10 < u.N) && (col14 < 4u)) {
+        const uint i326 = row10 * 4u + col14;
+        scratch0[i326] = acc78;
+    }
+    if ((row10 < u.N) && (col15 < 4u)) {
+        const uint i327 = row10 * 4u + col15;
+        scratch0[i327] = acc79;
+    }
+    if ((row10 < u.N) && (col16 < 4u)) {
+        const uint i328 = row10 * 4u + col16;
+        scratch0[i328] = acc80;
+    }
+    if ((row10 < u.N) && (col17 < 4u)) {
+        const uint i329 = row10 * 4u + col17;
+        scratch0[i329] = acc81;
+    }
+    if ((row10 < u.N) && (col18 < 4u)) {
+        const uint i330 = row10 * 4u + col18;
+        scratch0[i330] = acc82;
     }
 }

@@ -10,8 +10,8 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read> k: array<f32>;
 @group(0) @binding(2) var<storage, read_write> scratch0: array<f32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> a_tile: array<f32, 1024>;
-var<workgroup> b_tile: array<f32, 1024>;
+var<workgroup> a_tile: array<f32, 2048>;
+var<workgroup> b_tile: array<f32, 2048>;
 
 @compute @workgroup_size(16, 16, 1)
 fn attention_0_matmul(
@@ -20,30 +20,30 @@ fn attention_0_matmul(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.T + 64u - 1u) >> 6u) * ((u.T + 64u - 1u) >> 6u)) {
+    if (g0 >= ((u.T + 128u - 1u) >> 7u) * ((u.T + 128u - 1u) >> 7u)) {
         return;
     }
-    let tile1: u32 = g0 % ((u.T + 64u - 1u) >> 6u);
-    let tile2: u32 = g0 / ((u.T + 64u - 1u) >> 6u);
-    let row3: u32 = tile2 * 64u;
-    let col4: u32 = tile1 * 64u;
-    let row5: u32 = row3 + lid.y;
-    let row6: u32 = row3 + (lid.y + 16u);
-    let row7: u32 = row3 + (lid.y + 32u);
-    let row8: u32 = row3 + (lid.y + 48u);
-    let col9: u32 = col4 + lid.x;
-    let col10: u32 = col4 + (lid.x + 16u);
-    let col11: u32 = col4 + (lid.x + 32u);
-    let col12: u32 = col4 + (lid.x + 48u);
-    var acc13: f32 = 0.0f;
-    var acc14: f32 = 0.0f;
-    var acc15: f32 = 0.0f;
-    var acc16: f32 = 0.0f;
-    var acc17: f32 = 0.0f;
-    var acc18: f32 = 0.0f;
-    var acc19: f32 = 0.0f;
-    var acc20: f32 = 0.0f;
-    var acc21: f32 = 0.0f;
+    let tile1: u32 = g0 % ((u.T + 128u - 1u) >> 7u);
+    let tile2: u32 = g0 / ((u.T + 128u - 1u) >> 7u);
+    let t3: u32 = lid.y * 16u + lid.x;
+    let row4: u32 = tile2 * 128u;
+    let col5: u32 = tile1 * 128u;
+    let row6: u32 = row4 + lid.y * 4u;
+    let row7: u32 = row4 + (lid.y * 4u + 1u);
+    let row8: u32 = row4 + (lid.y * 4u + 2u);
+    let row9: u32 = row4 + (lid.y * 4u + 3u);
+    let row10: u32 = row4 + (lid.y * 4u + 64u);
+    let row11: u32 = row4 + (lid.y * 4u + 65u);
+    let row12: u32 = row4 + (lid.y * 4u + 66u);
+    let row13: u32 = row4 + (lid.y * 4u + 67u);
+    let col14: u32 = col5 + lid.x * 4u;
+    let col15: u32 = col5 + (lid.x * 4u + 1u);
+    let col16: u32 = col5 + (lid.x * 4u + 2u);
+    let col17: u32 = col5 + (lid.x * 4u + 3u);
+    let col18: u32 = col5 + (lid.x * 4u + 64u);
+    let col19: u32 = col5 + (lid.x * 4u + 65u);
+    let col20: u32 = col5 + (lid.x * 4u + 66u);
+    let col21: u32 = col5 + (lid.x * 4u + 67u);
     var acc22: f32 = 0.0f;
     var acc23: f32 = 0.0f;
     var acc24: f32 = 0.0f;
@@ -51,172 +51,1152 @@ fn attention_0_matmul(
     var acc26: f32 = 0.0f;
     var acc27: f32 = 0.0f;
     var acc28: f32 = 0.0f;
-    for (var k0_29: u32 = 0u; k0_29 < u.D; k0_29 += 16u) {
-        let ka30: u32 = k0_29 + lid.x;
-        let kb31: u32 = k0_29 + lid.y;
-        var x32: f32 = 0.0f;
-        if ((row5 < u.T) && (ka30 < u.D)) {
-            let i33: u32 = row5 * u.D + ka30;
-            let v34: f32 = q[i33];
-            x32 = v34;
+    var acc29: f32 = 0.0f;
+    var acc30: f32 = 0.0f;
+    var acc31: f32 = 0.0f;
+    var acc32: f32 = 0.0f;
+    var acc33: f32 = 0.0f;
+    var acc34: f32 = 0.0f;
+    var acc35: f32 = 0.0f;
+    var acc36: f32 = 0.0f;
+    var acc37: f32 = 0.0f;
+    var acc38: f32 = 0.0f;
+    var acc39: f32 = 0.0f;
+    var acc40: f32 = 0.0f;
+    var acc41: f32 = 0.0f;
+    var acc42: f32 = 0.0f;
+    var acc43: f32 = 0.0f;
+    var acc44: f32 = 0.0f;
+    var acc45: f32 = 0.0f;
+    var acc46: f32 = 0.0f;
+    var acc47: f32 = 0.0f;
+    var acc48: f32 = 0.0f;
+    var acc49: f32 = 0.0f;
+    var acc50: f32 = 0.0f;
+    var acc51: f32 = 0.0f;
+    var acc52: f32 = 0.0f;
+    var acc53: f32 = 0.0f;
+    var acc54: f32 = 0.0f;
+    var acc55: f32 = 0.0f;
+    var acc56: f32 = 0.0f;
+    var acc57: f32 = 0.0f;
+    var acc58: f32 = 0.0f;
+    var acc59: f32 = 0.0f;
+    var acc60: f32 = 0.0f;
+    var acc61: f32 = 0.0f;
+    var acc62: f32 = 0.0f;
+    var acc63: f32 = 0.0f;
+    var acc64: f32 = 0.0f;
+    var acc65: f32 = 0.0f;
+    var acc66: f32 = 0.0f;
+    var acc67: f32 = 0.0f;
+    var acc68: f32 = 0.0f;
+    var acc69: f32 = 0.0f;
+    var acc70: f32 = 0.0f;
+    var acc71: f32 = 0.0f;
+    var acc72: f32 = 0.0f;
+    var acc73: f32 = 0.0f;
+    var acc74: f32 = 0.0f;
+    var acc75: f32 = 0.0f;
+    var acc76: f32 = 0.0f;
+    var acc77: f32 = 0.0f;
+    var acc78: f32 = 0.0f;
+    var acc79: f32 = 0.0f;
+    var acc80: f32 = 0.0f;
+    var acc81: f32 = 0.0f;
+    var acc82: f32 = 0.0f;
+    var acc83: f32 = 0.0f;
+    var acc84: f32 = 0.0f;
+    var acc85: f32 = 0.0f;
+    let ak86: u32 = t3 & 7u;
+    let am87: u32 = t3 >> 3u;
+    let ar88: u32 = row4 + am87;
+    let ar89: u32 = row4 + (am87 + 32u);
+    let ar90: u32 = row4 + (am87 + 64u);
+    let ar91: u32 = row4 + (am87 + 96u);
+    let ab92: u32 = ar88 * u.D;
+    let ab93: u32 = ar89 * u.D;
+    let ab94: u32 = ar90 * u.D;
+    let ab95: u32 = ar91 * u.D;
+    let aok96: bool = ar88 < u.T;
+    let aok97: bool = ar89 < u.T;
+    let aok98: bool = ar90 < u.T;
+    let aok99: bool = ar91 < u.T;
+    let as100: u32 = ak86 * 128u + am87;
+    let bk101: u32 = t3 >> 7u;
+    let bn102: u32 = col5 + (t3 & 127u);
+    let bok103: bool = bn102 < u.T;
+    let kok107: bool = ak86 < u.D;
+    if (aok96 && kok107) {
+        a_tile[as100] = q[ab92 + ak86];
+    } else {
+        a_tile[as100] = 0.0f;
+    }
+    if (aok97 && kok107) {
+        a_tile[as100 + 32u] = q[ab93 + ak86];
+    } else {
+        a_tile[as100 + 32u] = 0.0f;
+    }
+    if (aok98 && kok107) {
+        a_tile[as100 + 64u] = q[ab94 + ak86];
+    } else {
+        a_tile[as100 + 64u] = 0.0f;
+    }
+    if (aok99 && kok107) {
+        a_tile[as100 + 96u] = q[ab95 + ak86];
+    } else {
+        a_tile[as100 + 96u] = 0.0f;
+    }
+    let i113: u32 = bn102 * u.D + bk101;
+    if ((bk101 < u.D) && bok103) {
+        b_tile[t3] = k[i113];
+    } else {
+        b_tile[t3] = 0.0f;
+    }
+    let kb115: u32 = bk101 + 2u;
+    let i116: u32 = bn102 * u.D + kb115;
+    if ((kb115 < u.D) && bok103) {
+        b_tile[t3 + 256u] = k[i116];
+    } else {
+        b_tile[t3 + 256u] = 0.0f;
+    }
+    let kb118: u32 = bk101 + 4u;
+    let i119: u32 = bn102 * u.D + kb118;
+    if ((kb118 < u.D) && bok103) {
+        b_tile[t3 + 512u] = k[i119];
+    } else {
+        b_tile[t3 + 512u] = 0.0f;
+    }
+    let kb121: u32 = bk101 + 6u;
+    let i122: u32 = bn102 * u.D + kb121;
+    if ((kb121 < u.D) && bok103) {
+        b_tile[t3 + 768u] = k[i122];
+    } else {
+        b_tile[t3 + 768u] = 0.0f;
+    }
+    workgroupBarrier();
+    let ly124: u32 = lid.y * 4u;
+    let lx125: u32 = lid.x * 4u;
+    for (var k0_126: u32 = 0u; k0_126 < u.D; k0_126 += 8u) {
+        let cur127: u32 = (k0_126 << 7u) & 1024u;
+        let nxt128: u32 = cur127 ^ 1024u;
+        let kn129: u32 = k0_126 + 8u;
+        if (kn129 < u.D) {
+            let ka130: u32 = kn129 + ak86;
+            let kok131: bool = ka130 < u.D;
+            let sa132: u32 = nxt128 + as100;
+            if (aok96 && kok131) {
+                a_tile[sa132] = q[ab92 + ka130];
+            } else {
+                a_tile[sa132] = 0.0f;
+            }
+            if (aok97 && kok131) {
+                a_tile[sa132 + 32u] = q[ab93 + ka130];
+            } else {
+                a_tile[sa132 + 32u] = 0.0f;
+            }
+            if (aok98 && kok131) {
+                a_tile[sa132 + 64u] = q[ab94 + ka130];
+            } else {
+                a_tile[sa132 + 64u] = 0.0f;
+            }
+            if (aok99 && kok131) {
+                a_tile[sa132 + 96u] = q[ab95 + ka130];
+            } else {
+                a_tile[sa132 + 96u] = 0.0f;
+            }
+            let kb137: u32 = kn129 + bk101;
+            let sb138: u32 = nxt128 + t3;
+            let i140: u32 = bn102 * u.D + kb137;
+            if ((kb137 < u.D) && bok103) {
+                b_tile[sb138] = k[i140];
+            } else {
+                b_tile[sb138] = 0.0f;
+            }
+            let kb142: u32 = kb137 + 2u;
+            let i143: u32 = bn102 * u.D + kb142;
+            if ((kb142 < u.D) && bok103) {
+                b_tile[sb138 + 256u] = k[i143];
+            } else {
+                b_tile[sb138 + 256u] = 0.0f;
+            }
+            let kb145: u32 = kb137 + 4u;
+            let i146: u32 = bn102 * u.D + kb145;
+            if ((kb145 < u.D) && bok103) {
+                b_tile[sb138 + 512u] = k[i146];
+            } else {
+                b_tile[sb138 + 512u] = 0.0f;
+            }
+            let kb148: u32 = kb137 + 6u;
+            let i149: u32 = bn102 * u.D + kb148;
+            if ((kb148 < u.D) && bok103) {
+                b_tile[sb138 + 768u] = k[i149];
+            } else {
+                b_tile[sb138 + 768u] = 0.0f;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x32;
-        var x35: f32 = 0.0f;
-        if ((row6 < u.T) && (ka30 < u.D)) {
-            let i36: u32 = row6 * u.D + ka30;
-            let v37: f32 = q[i36];
-            x35 = v37;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x35;
-        var x38: f32 = 0.0f;
-        if ((row7 < u.T) && (ka30 < u.D)) {
-            let i39: u32 = row7 * u.D + ka30;
-            let v40: f32 = q[i39];
-            x38 = v40;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x38;
-        var x41: f32 = 0.0f;
-        if ((row8 < u.T) && (ka30 < u.D)) {
-            let i42: u32 = row8 * u.D + ka30;
-            let v43: f32 = q[i42];
-            x41 = v43;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x41;
-        var x44: f32 = 0.0f;
-        if ((kb31 < u.D) && (col9 < u.T)) {
-            let i45: u32 = col9 * u.D + kb31;
-            let v46: f32 = k[i45];
-            x44 = v46;
-        }
-        b_tile[lid.y * 64u + lid.x] = x44;
-        var x47: f32 = 0.0f;
-        if ((kb31 < u.D) && (col10 < u.T)) {
-            let i48: u32 = col10 * u.D + kb31;
-            let v49: f32 = k[i48];
-            x47 = v49;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x47;
-        var x50: f32 = 0.0f;
-        if ((kb31 < u.D) && (col11 < u.T)) {
-            let i51: u32 = col11 * u.D + kb31;
-            let v52: f32 = k[i51];
-            x50 = v52;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x50;
-        var x53: f32 = 0.0f;
-        if ((kb31 < u.D) && (col12 < u.T)) {
-            let i54: u32 = col12 * u.D + kb31;
-            let v55: f32 = k[i54];
-            x53 = v55;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x53;
+        let ra151: u32 = cur127 + ly124;
+        let rb152: u32 = cur127 + lx125;
+        let a153: f32 = a_tile[ra151];
+        let a154: f32 = a_tile[ra151 + 1u];
+        let a155: f32 = a_tile[ra151 + 2u];
+        let a156: f32 = a_tile[ra151 + 3u];
+        let a157: f32 = a_tile[ra151 + 64u];
+        let a158: f32 = a_tile[ra151 + 64u + 1u];
+        let a159: f32 = a_tile[ra151 + 64u + 2u];
+        let a160: f32 = a_tile[ra151 + 64u + 3u];
+        let b161: f32 = b_tile[rb152];
+        let b162: f32 = b_tile[rb152 + 1u];
+        let b163: f32 = b_tile[rb152 + 2u];
+        let b164: f32 = b_tile[rb152 + 3u];
+        let b165: f32 = b_tile[rb152 + 64u];
+        let b166: f32 = b_tile[rb152 + 64u + 1u];
+        let b167: f32 = b_tile[rb152 + 64u + 2u];
+        let b168: f32 = b_tile[rb152 + 64u + 3u];
+        acc22 = fma(a153, b161, acc22);
+        acc23 = fma(a153, b162, acc23);
+        acc24 = fma(a153, b163, acc24);
+        acc25 = fma(a153, b164, acc25);
+        acc26 = fma(a153, b165, acc26);
+        acc27 = fma(a153, b166, acc27);
+        acc28 = fma(a153, b167, acc28);
+        acc29 = fma(a153, b168, acc29);
+        acc30 = fma(a154, b161, acc30);
+        acc31 = fma(a154, b162, acc31);
+        acc32 = fma(a154, b163, acc32);
+        acc33 = fma(a154, b164, acc33);
+        acc34 = fma(a154, b165, acc34);
+        acc35 = fma(a154, b166, acc35);
+        acc36 = fma(a154, b167, acc36);
+        acc37 = fma(a154, b168, acc37);
+        acc38 = fma(a155, b161, acc38);
+        acc39 = fma(a155, b162, acc39);
+        acc40 = fma(a155, b163, acc40);
+        acc41 = fma(a155, b164, acc41);
+        acc42 = fma(a155, b165, acc42);
+        acc43 = fma(a155, b166, acc43);
+        acc44 = fma(a155, b167, acc44);
+        acc45 = fma(a155, b168, acc45);
+        acc46 = fma(a156, b161, acc46);
+        acc47 = fma(a156, b162, acc47);
+        acc48 = fma(a156, b163, acc48);
+        acc49 = fma(a156, b164, acc49);
+        acc50 = fma(a156, b165, acc50);
+        acc51 = fma(a156, b166, acc51);
+        acc52 = fma(a156, b167, acc52);
+        acc53 = fma(a156, b168, acc53);
+        acc54 = fma(a157, b161, acc54);
+        acc55 = fma(a157, b162, acc55);
+        acc56 = fma(a157, b163, acc56);
+        acc57 = fma(a157, b164, acc57);
+        acc58 = fma(a157, b165, acc58);
+        acc59 = fma(a157, b166, acc59);
+        acc60 = fma(a157, b167, acc60);
+        acc61 = fma(a157, b168, acc61);
+        acc62 = fma(a158, b161, acc62);
+        acc63 = fma(a158, b162, acc63);
+        acc64 = fma(a158, b163, acc64);
+        acc65 = fma(a158, b164, acc65);
+        acc66 = fma(a158, b165, acc66);
+        acc67 = fma(a158, b166, acc67);
+        acc68 = fma(a158, b167, acc68);
+        acc69 = fma(a158, b168, acc69);
+        acc70 = fma(a159, b161, acc70);
+        acc71 = fma(a159, b162, acc71);
+        acc72 = fma(a159, b163, acc72);
+        acc73 = fma(a159, b164, acc73);
+        acc74 = fma(a159, b165, acc74);
+        acc75 = fma(a159, b166, acc75);
+        acc76 = fma(a159, b167, acc76);
+        acc77 = fma(a159, b168, acc77);
+        acc78 = fma(a160, b161, acc78);
+        acc79 = fma(a160, b162, acc79);
+        acc80 = fma(a160, b163, acc80);
+        acc81 = fma(a160, b164, acc81);
+        acc82 = fma(a160, b165, acc82);
+        acc83 = fma(a160, b166, acc83);
+        acc84 = fma(a160, b167, acc84);
+        acc85 = fma(a160, b168, acc85);
+        let a169: f32 = a_tile[ra151 + 128u];
+        let a170: f32 = a_tile[ra151 + 128u + 1u];
+        let a171: f32 = a_tile[ra151 + 128u + 2u];
+        let a172: f32 = a_tile[ra151 + 128u + 3u];
+        let a173: f32 = a_tile[ra151 + 192u];
+        let a174: f32 = a_tile[ra151 + 192u + 1u];
+        let a175: f32 = a_tile[ra151 + 192u + 2u];
+        let a176: f32 = a_tile[ra151 + 192u + 3u];
+        let b177: f32 = b_tile[rb152 + 128u];
+        let b178: f32 = b_tile[rb152 + 128u + 1u];
+        let b179: f32 = b_tile[rb152 + 128u + 2u];
+        let b180: f32 = b_tile[rb152 + 128u + 3u];
+        let b181: f32 = b_tile[rb152 + 192u];
+        let b182: f32 = b_tile[rb152 + 192u + 1u];
+        let b183: f32 = b_tile[rb152 + 192u + 2u];
+        let b184: f32 = b_tile[rb152 + 192u + 3u];
+        acc22 = fma(a169, b177, acc22);
+        acc23 = fma(a169, b178, acc23);
+        acc24 = fma(a169, b179, acc24);
+        acc25 = fma(a169, b180, acc25);
+        acc26 = fma(a169, b181, acc26);
+        acc27 = fma(a169, b182, acc27);
+        acc28 = fma(a169, b183, acc28);
+        acc29 = fma(a169, b184, acc29);
+        acc30 = fma(a170, b177, acc30);
+        acc31 = fma(a170, b178, acc31);
+        acc32 = fma(a170, b179, acc32);
+        acc33 = fma(a170, b180, acc33);
+        acc34 = fma(a170, b181, acc34);
+        acc35 = fma(a170, b182, acc35);
+        acc36 = fma(a170, b183, acc36);
+        acc37 = fma(a170, b184, acc37);
+        acc38 = fma(a171, b177, acc38);
+        acc39 = fma(a171, b178, acc39);
+        acc40 = fma(a171, b179, acc40);
+        acc41 = fma(a171, b180, acc41);
+        acc42 = fma(a171, b181, acc42);
+        acc43 = fma(a171, b182, acc43);
+        acc44 = fma(a171, b183, acc44);
+        acc45 = fma(a171, b184, acc45);
+        acc46 = fma(a172, b177, acc46);
+        acc47 = fma(a172, b178, acc47);
+        acc48 = fma(a172, b179, acc48);
+        acc49 = fma(a172, b180, acc49);
+        acc50 = fma(a172, b181, acc50);
+        acc51 = fma(a172, b182, acc51);
+        acc52 = fma(a172, b183, acc52);
+        acc53 = fma(a172, b184, acc53);
+        acc54 = fma(a173, b177, acc54);
+        acc55 = fma(a173, b178, acc55);
+        acc56 = fma(a173, b179, acc56);
+        acc57 = fma(a173, b180, acc57);
+        acc58 = fma(a173, b181, acc58);
+        acc59 = fma(a173, b182, acc59);
+        acc60 = fma(a173, b183, acc60);
+        acc61 = fma(a173, b184, acc61);
+        acc62 = fma(a174, b177, acc62);
+        acc63 = fma(a174, b178, acc63);
+        acc64 = fma(a174, b179, acc64);
+        acc65 = fma(a174, b180, acc65);
+        acc66 = fma(a174, b181, acc66);
+        acc67 = fma(a174, b182, acc67);
+        acc68 = fma(a174, b183, acc68);
+        acc69 = fma(a174, b184, acc69);
+        acc70 = fma(a175, b177, acc70);
+        acc71 = fma(a175, b178, acc71);
+        acc72 = fma(a175, b179, acc72);
+        acc73 = fma(a175, b180, acc73);
+        acc74 = fma(a175, b181, acc74);
+        acc75 = fma(a175, b182, acc75);
+        acc76 = fma(a175, b183, acc76);
+        acc77 = fma(a175, b184, acc77);
+        acc78 = fma(a176, b177, acc78);
+        acc79 = fma(a176, b178, acc79);
+        acc80 = fma(a176, b179, acc80);
+        acc81 = fma(a176, b180, acc81);
+        acc82 = fma(a176, b181, acc82);
+        acc83 = fma(a176, b182, acc83);
+        acc84 = fma(a176, b183, acc84);
+        acc85 = fma(a176, b184, acc85);
+        let a185: f32 = a_tile[ra151 + 256u];
+        let a186: f32 = a_tile[ra151 + 256u + 1u];
+        let a187: f32 = a_tile[ra151 + 256u + 2u];
+        let a188: f32 = a_tile[ra151 + 256u + 3u];
+        let a189: f32 = a_tile[ra151 + 320u];
+        let a190: f32 = a_tile[ra151 + 320u + 1u];
+        let a191: f32 = a_tile[ra151 + 320u + 2u];
+        let a192: f32 = a_tile[ra151 + 320u + 3u];
+        let b193: f32 = b_tile[rb152 + 256u];
+        let b194: f32 = b_tile[rb152 + 256u + 1u];
+        let b195: f32 = b_tile[rb152 + 256u + 2u];
+        let b196: f32 = b_tile[rb152 + 256u + 3u];
+        let b197: f32 = b_tile[rb152 + 320u];
+        let b198: f32 = b_tile[rb152 + 320u + 1u];
+        let b199: f32 = b_tile[rb152 + 320u + 2u];
+        let b200: f32 = b_tile[rb152 + 320u + 3u];
+        acc22 = fma(a185, b193, acc22);
+        acc23 = fma(a185, b194, acc23);
+        acc24 = fma(a185, b195, acc24);
+        acc25 = fma(a185, b196, acc25);
+        acc26 = fma(a185, b197, acc26);
+        acc27 = fma(a185, b198, acc27);
+        acc28 = fma(a185, b199, acc28);
+        acc29 = fma(a185, b200, acc29);
+        acc30 = fma(a186, b193, acc30);
+        acc31 = fma(a186, b194, acc31);
+        acc32 = fma(a186, b195, acc32);
+        acc33 = fma(a186, b196, acc33);
+        acc34 = fma(a186, b197, acc34);
+        acc35 = fma(a186, b198, acc35);
+        acc36 = fma(a186, b199, acc36);
+        acc37 = fma(a186, b200, acc37);
+        acc38 = fma(a187, b193, acc38);
+        acc39 = fma(a187, b194, acc39);
+        acc40 = fma(a187, b195, acc40);
+        acc41 = fma(a187, b196, acc41);
+        acc42 = fma(a187, b197, acc42);
+        acc43 = fma(a187, b198, acc43);
+        acc44 = fma(a187, b199, acc44);
+        acc45 = fma(a187, b200, acc45);
+        acc46 = fma(a188, b193, acc46);
+        acc47 = fma(a188, b194, acc47);
+        acc48 = fma(a188, b195, acc48);
+        acc49 = fma(a188, b196, acc49);
+        acc50 = fma(a188, b197, acc50);
+        acc51 = fma(a188, b198, acc51);
+        acc52 = fma(a188, b199, acc52);
+        acc53 = fma(a188, b200, acc53);
+        acc54 = fma(a189, b193, acc54);
+        acc55 = fma(a189, b194, acc55);
+        acc56 = fma(a189, b195, acc56);
+        acc57 = fma(a189, b196, acc57);
+        acc58 = fma(a189, b197, acc58);
+        acc59 = fma(a189, b198, acc59);
+        acc60 = fma(a189, b199, acc60);
+        acc61 = fma(a189, b200, acc61);
+        acc62 = fma(a190, b193, acc62);
+        acc63 = fma(a190, b194, acc63);
+        acc64 = fma(a190, b195, acc64);
+        acc65 = fma(a190, b196, acc65);
+        acc66 = fma(a190, b197, acc66);
+        acc67 = fma(a190, b198, acc67);
+        acc68 = fma(a190, b199, acc68);
+        acc69 = fma(a190, b200, acc69);
+        acc70 = fma(a191, b193, acc70);
+        acc71 = fma(a191, b194, acc71);
+        acc72 = fma(a191, b195, acc72);
+        acc73 = fma(a191, b196, acc73);
+        acc74 = fma(a191, b197, acc74);
+        acc75 = fma(a191, b198, acc75);
+        acc76 = fma(a191, b199, acc76);
+        acc77 = fma(a191, b200, acc77);
+        acc78 = fma(a192, b193, acc78);
+        acc79 = fma(a192, b194, acc79);
+        acc80 = fma(a192, b195, acc80);
+        acc81 = fma(a192, b196, acc81);
+        acc82 = fma(a192, b197, acc82);
+        acc83 = fma(a192, b198, acc83);
+        acc84 = fma(a192, b199, acc84);
+        acc85 = fma(a192, b200, acc85);
+        let a201: f32 = a_tile[ra151 + 384u];
+        let a202: f32 = a_tile[ra151 + 384u + 1u];
+        let a203: f32 = a_tile[ra151 + 384u + 2u];
+        let a204: f32 = a_tile[ra151 + 384u + 3u];
+        let a205: f32 = a_tile[ra151 + 448u];
+        let a206: f32 = a_tile[ra151 + 448u + 1u];
+        let a207: f32 = a_tile[ra151 + 448u + 2u];
+        let a208: f32 = a_tile[ra151 + 448u + 3u];
+        let b209: f32 = b_tile[rb152 + 384u];
+        let b210: f32 = b_tile[rb152 + 384u + 1u];
+        let b211: f32 = b_tile[rb152 + 384u + 2u];
+        let b212: f32 = b_tile[rb152 + 384u + 3u];
+        let b213: f32 = b_tile[rb152 + 448u];
+        let b214: f32 = b_tile[rb152 + 448u + 1u];
+        let b215: f32 = b_tile[rb152 + 448u + 2u];
+        let b216: f32 = b_tile[rb152 + 448u + 3u];
+        acc22 = fma(a201, b209, acc22);
+        acc23 = fma(a201, b210, acc23);
+        acc24 = fma(a201, b211, acc24);
+        acc25 = fma(a201, b212, acc25);
+        acc26 = fma(a201, b213, acc26);
+        acc27 = fma(a201, b214, acc27);
+        acc28 = fma(a201, b215, acc28);
+        acc29 = fma(a201, b216, acc29);
+        acc30 = fma(a202, b209, acc30);
+        acc31 = fma(a202, b210, acc31);
+        acc32 = fma(a202, b211, acc32);
+        acc33 = fma(a202, b212, acc33);
+        acc34 = fma(a202, b213, acc34);
+        acc35 = fma(a202, b214, acc35);
+        acc36 = fma(a202, b215, acc36);
+        acc37 = fma(a202, b216, acc37);
+        acc38 = fma(a203, b209, acc38);
+        acc39 = fma(a203, b210, acc39);
+        acc40 = fma(a203, b211, acc40);
+        acc41 = fma(a203, b212, acc41);
+        acc42 = fma(a203, b213, acc42);
+        acc43 = fma(a203, b214, acc43);
+        acc44 = fma(a203, b215, acc44);
+        acc45 = fma(a203, b216, acc45);
+        acc46 = fma(a204, b209, acc46);
+        acc47 = fma(a204, b210, acc47);
+        acc48 = fma(a204, b211, acc48);
+        acc49 = fma(a204, b212, acc49);
+        acc50 = fma(a204, b213, acc50);
+        acc51 = fma(a204, b214, acc51);
+        acc52 = fma(a204, b215, acc52);
+        acc53 = fma(a204, b216, acc53);
+        acc54 = fma(a205, b209, acc54);
+        acc55 = fma(a205, b210, acc55);
+        acc56 = fma(a205, b211, acc56);
+        acc57 = fma(a205, b212, acc57);
+        acc58 = fma(a205, b213, acc58);
+        acc59 = fma(a205, b214, acc59);
+        acc60 = fma(a205, b215, acc60);
+        acc61 = fma(a205, b216, acc61);
+        acc62 = fma(a206, b209, acc62);
+        acc63 = fma(a206, b210, acc63);
+        acc64 = fma(a206, b211, acc64);
+        acc65 = fma(a206, b212, acc65);
+        acc66 = fma(a206, b213, acc66);
+        acc67 = fma(a206, b214, acc67);
+        acc68 = fma(a206, b215, acc68);
+        acc69 = fma(a206, b216, acc69);
+        acc70 = fma(a207, b209, acc70);
+        acc71 = fma(a207, b210, acc71);
+        acc72 = fma(a207, b211, acc72);
+        acc73 = fma(a207, b212, acc73);
+        acc74 = fma(a207, b213, acc74);
+        acc75 = fma(a207, b214, acc75);
+        acc76 = fma(a207, b215, acc76);
+        acc77 = fma(a207, b216, acc77);
+        acc78 = fma(a208, b209, acc78);
+        acc79 = fma(a208, b210, acc79);
+        acc80 = fma(a208, b211, acc80);
+        acc81 = fma(a208, b212, acc81);
+        acc82 = fma(a208, b213, acc82);
+        acc83 = fma(a208, b214, acc83);
+        acc84 = fma(a208, b215, acc84);
+        acc85 = fma(a208, b216, acc85);
+        let a217: f32 = a_tile[ra151 + 512u];
+        let a218: f32 = a_tile[ra151 + 512u + 1u];
+        let a219: f32 = a_tile[ra151 + 512u + 2u];
+        let a220: f32 = a_tile[ra151 + 512u + 3u];
+        let a221: f32 = a_tile[ra151 + 576u];
+        let a222: f32 = a_tile[ra151 + 576u + 1u];
+        let a223: f32 = a_tile[ra151 + 576u + 2u];
+        let a224: f32 = a_tile[ra151 + 576u + 3u];
+        let b225: f32 = b_tile[rb152 + 512u];
+        let b226: f32 = b_tile[rb152 + 512u + 1u];
+        let b227: f32 = b_tile[rb152 + 512u + 2u];
+        let b228: f32 = b_tile[rb152 + 512u + 3u];
+        let b229: f32 = b_tile[rb152 + 576u];
+        let b230: f32 = b_tile[rb152 + 576u + 1u];
+        let b231: f32 = b_tile[rb152 + 576u + 2u];
+        let b232: f32 = b_tile[rb152 + 576u + 3u];
+        acc22 = fma(a217, b225, acc22);
+        acc23 = fma(a217, b226, acc23);
+        acc24 = fma(a217, b227, acc24);
+        acc25 = fma(a217, b228, acc25);
+        acc26 = fma(a217, b229, acc26);
+        acc27 = fma(a217, b230, acc27);
+        acc28 = fma(a217, b231, acc28);
+        acc29 = fma(a217, b232, acc29);
+        acc30 = fma(a218, b225, acc30);
+        acc31 = fma(a218, b226, acc31);
+        acc32 = fma(a218, b227, acc32);
+        acc33 = fma(a218, b228, acc33);
+        acc34 = fma(a218, b229, acc34);
+        acc35 = fma(a218, b230, acc35);
+        acc36 = fma(a218, b231, acc36);
+        acc37 = fma(a218, b232, acc37);
+        acc38 = fma(a219, b225, acc38);
+        acc39 = fma(a219, b226, acc39);
+        acc40 = fma(a219, b227, acc40);
+        acc41 = fma(a219, b228, acc41);
+        acc42 = fma(a219, b229, acc42);
+        acc43 = fma(a219, b230, acc43);
+        acc44 = fma(a219, b231, acc44);
+        acc45 = fma(a219, b232, acc45);
+        acc46 = fma(a220, b225, acc46);
+        acc47 = fma(a220, b226, acc47);
+        acc48 = fma(a220, b227, acc48);
+        acc49 = fma(a220, b228, acc49);
+        acc50 = fma(a220, b229, acc50);
+        acc51 = fma(a220, b230, acc51);
+        acc52 = fma(a220, b231, acc52);
+        acc53 = fma(a220, b232, acc53);
+        acc54 = fma(a221, b225, acc54);
+        acc55 = fma(a221, b226, acc55);
+        acc56 = fma(a221, b227, acc56);
+        acc57 = fma(a221, b228, acc57);
+        acc58 = fma(a221, b229, acc58);
+        acc59 = fma(a221, b230, acc59);
+        acc60 = fma(a221, b231, acc60);
+        acc61 = fma(a221, b232, acc61);
+        acc62 = fma(a222, b225, acc62);
+        acc63 = fma(a222, b226, acc63);
+        acc64 = fma(a222, b227, acc64);
+        acc65 = fma(a222, b228, acc65);
+        acc66 = fma(a222, b229, acc66);
+        acc67 = fma(a222, b230, acc67);
+        acc68 = fma(a222, b231, acc68);
+        acc69 = fma(a222, b232, acc69);
+        acc70 = fma(a223, b225, acc70);
+        acc71 = fma(a223, b226, acc71);
+        acc72 = fma(a223, b227, acc72);
+        acc73 = fma(a223, b228, acc73);
+        acc74 = fma(a223, b229, acc74);
+        acc75 = fma(a223, b230, acc75);
+        acc76 = fma(a223, b231, acc76);
+        acc77 = fma(a223, b232, acc77);
+        acc78 = fma(a224, b225, acc78);
+        acc79 = fma(a224, b226, acc79);
+        acc80 = fma(a224, b227, acc80);
+        acc81 = fma(a224, b228, acc81);
+        acc82 = fma(a224, b229, acc82);
+        acc83 = fma(a224, b230, acc83);
+        acc84 = fma(a224, b231, acc84);
+        acc85 = fma(a224, b232, acc85);
+        let a233: f32 = a_tile[ra151 + 640u];
+        let a234: f32 = a_tile[ra151 + 640u + 1u];
+        let a235: f32 = a_tile[ra151 + 640u + 2u];
+        let a236: f32 = a_tile[ra151 + 640u + 3u];
+        let a237: f32 = a_tile[ra151 + 704u];
+        let a238: f32 = a_tile[ra151 + 704u + 1u];
+        let a239: f32 = a_tile[ra151 + 704u + 2u];
+        let a240: f32 = a_tile[ra151 + 704u + 3u];
+        let b241: f32 = b_tile[rb152 + 640u];
+        let b242: f32 = b_tile[rb152 + 640u + 1u];
+        let b243: f32 = b_tile[rb152 + 640u + 2u];
+        let b244: f32 = b_tile[rb152 + 640u + 3u];
+        let b245: f32 = b_tile[rb152 + 704u];
+        let b246: f32 = b_tile[rb152 + 704u + 1u];
+        let b247: f32 = b_tile[rb152 + 704u + 2u];
+        let b248: f32 = b_tile[rb152 + 704u + 3u];
+        acc22 = fma(a233, b241, acc22);
+        acc23 = fma(a233, b242, acc23);
+        acc24 = fma(a233, b243, acc24);
+        acc25 = fma(a233, b244, acc25);
+        acc26 = fma(a233, b245, acc26);
+        acc27 = fma(a233, b246, acc27);
+        acc28 = fma(a233, b247, acc28);
+        acc29 = fma(a233, b248, acc29);
+        acc30 = fma(a234, b241, acc30);
+        acc31 = fma(a234, b242, acc31);
+        acc32 = fma(a234, b243, acc32);
+        acc33 = fma(a234, b244, acc33);
+        acc34 = fma(a234, b245, acc34);
+        acc35 = fma(a234, b246, acc35);
+        acc36 = fma(a234, b247, acc36);
+        acc37 = fma(a234, b248, acc37);
+        acc38 = fma(a235, b241, acc38);
+        acc39 = fma(a235, b242, acc39);
+        acc40 = fma(a235, b243, acc40);
+        acc41 = fma(a235, b244, acc41);
+        acc42 = fma(a235, b245, acc42);
+        acc43 = fma(a235, b246, acc43);
+        acc44 = fma(a235, b247, acc44);
+        acc45 = fma(a235, b248, acc45);
+        acc46 = fma(a236, b241, acc46);
+        acc47 = fma(a236, b242, acc47);
+        acc48 = fma(a236, b243, acc48);
+        acc49 = fma(a236, b244, acc49);
+        acc50 = fma(a236, b245, acc50);
+        acc51 = fma(a236, b246, acc51);
+        acc52 = fma(a236, b247, acc52);
+        acc53 = fma(a236, b248, acc53);
+        acc54 = fma(a237, b241, acc54);
+        acc55 = fma(a237, b242, acc55);
+        acc56 = fma(a237, b243, acc56);
+        acc57 = fma(a237, b244, acc57);
+        acc58 = fma(a237, b245, acc58);
+        acc59 = fma(a237, b246, acc59);
+        acc60 = fma(a237, b247, acc60);
+        acc61 = fma(a237, b248, acc61);
+        acc62 = fma(a238, b241, acc62);
+        acc63 = fma(a238, b242, acc63);
+        acc64 = fma(a238, b243, acc64);
+        acc65 = fma(a238, b244, acc65);
+        acc66 = fma(a238, b245, acc66);
+        acc67 = fma(a238, b246, acc67);
+        acc68 = fma(a238, b247, acc68);
+        acc69 = fma(a238, b248, acc69);
+        acc70 = fma(a239, b241, acc70);
+        acc71 = fma(a239, b242, acc71);
+        acc72 = fma(a239, b243, acc72);
+        acc73 = fma(a239, b244, acc73);
+        acc74 = fma(a239, b245, acc74);
+        acc75 = fma(a239, b246, acc75);
+        acc76 = fma(a239, b247, acc76);
+        acc77 = fma(a239, b248, acc77);
+        acc78 = fma(a240, b241, acc78);
+        acc79 = fma(a240, b242, acc79);
+        acc80 = fma(a240, b243, acc80);
+        acc81 = fma(a240, b244, acc81);
+        acc82 = fma(a240, b245, acc82);
+        acc83 = fma(a240, b246, acc83);
+        acc84 = fma(a240, b247, acc84);
+        acc85 = fma(a240, b248, acc85);
+        let a249: f32 = a_tile[ra151 + 768u];
+        let a250: f32 = a_tile[ra151 + 768u + 1u];
+        let a251: f32 = a_tile[ra151 + 768u + 2u];
+        let a252: f32 = a_tile[ra151 + 768u + 3u];
+        let a253: f32 = a_tile[ra151 + 832u];
+        let a254: f32 = a_tile[ra151 + 832u + 1u];
+        let a255: f32 = a_tile[ra151 + 832u + 2u];
+        let a256: f32 = a_tile[ra151 + 832u + 3u];
+        let b257: f32 = b_tile[rb152 + 768u];
+        let b258: f32 = b_tile[rb152 + 768u + 1u];
+        let b259: f32 = b_tile[rb152 + 768u + 2u];
+        let b260: f32 = b_tile[rb152 + 768u + 3u];
+        let b261: f32 = b_tile[rb152 + 832u];
+        let b262: f32 = b_tile[rb152 + 832u + 1u];
+        let b263: f32 = b_tile[rb152 + 832u + 2u];
+        let b264: f32 = b_tile[rb152 + 832u + 3u];
+        acc22 = fma(a249, b257, acc22);
+        acc23 = fma(a249, b258, acc23);
+        acc24 = fma(a249, b259, acc24);
+        acc25 = fma(a249, b260, acc25);
+        acc26 = fma(a249, b261, acc26);
+        acc27 = fma(a249, b262, acc27);
+        acc28 = fma(a249, b263, acc28);
+        acc29 = fma(a249, b264, acc29);
+        acc30 = fma(a250, b257, acc30);
+        acc31 = fma(a250, b258, acc31);
+        acc32 = fma(a250, b259, acc32);
+        acc33 = fma(a250, b260, acc33);
+        acc34 = fma(a250, b261, acc34);
+        acc35 = fma(a250, b262, acc35);
+        acc36 = fma(a250, b263, acc36);
+        acc37 = fma(a250, b264, acc37);
+        acc38 = fma(a251, b257, acc38);
+        acc39 = fma(a251, b258, acc39);
+        acc40 = fma(a251, b259, acc40);
+        acc41 = fma(a251, b260, acc41);
+        acc42 = fma(a251, b261, acc42);
+        acc43 = fma(a251, b262, acc43);
+        acc44 = fma(a251, b263, acc44);
+        acc45 = fma(a251, b264, acc45);
+        acc46 = fma(a252, b257, acc46);
+        acc47 = fma(a252, b258, acc47);
+        acc48 = fma(a252, b259, acc48);
+        acc49 = fma(a252, b260, acc49);
+        acc50 = fma(a252, b261, acc50);
+        acc51 = fma(a252, b262, acc51);
+        acc52 = fma(a252, b263, acc52);
+        acc53 = fma(a252, b264, acc53);
+        acc54 = fma(a253, b257, acc54);
+        acc55 = fma(a253, b258, acc55);
+        acc56 = fma(a253, b259, acc56);
+        acc57 = fma(a253, b260, acc57);
+        acc58 = fma(a253, b261, acc58);
+        acc59 = fma(a253, b262, acc59);
+        acc60 = fma(a253, b263, acc60);
+        acc61 = fma(a253, b264, acc61);
+        acc62 = fma(a254, b257, acc62);
+        acc63 = fma(a254, b258, acc63);
+        acc64 = fma(a254, b259, acc64);
+        acc65 = fma(a254, b260, acc65);
+        acc66 = fma(a254, b261, acc66);
+        acc67 = fma(a254, b262, acc67);
+        acc68 = fma(a254, b263, acc68);
+        acc69 = fma(a254, b264, acc69);
+        acc70 = fma(a255, b257, acc70);
+        acc71 = fma(a255, b258, acc71);
+        acc72 = fma(a255, b259, acc72);
+        acc73 = fma(a255, b260, acc73);
+        acc74 = fma(a255, b261, acc74);
+        acc75 = fma(a255, b262, acc75);
+        acc76 = fma(a255, b263, acc76);
+        acc77 = fma(a255, b264, acc77);
+        acc78 = fma(a256, b257, acc78);
+        acc79 = fma(a256, b258, acc79);
+        acc80 = fma(a256, b259, acc80);
+        acc81 = fma(a256, b260, acc81);
+        acc82 = fma(a256, b261, acc82);
+        acc83 = fma(a256, b262, acc83);
+        acc84 = fma(a256, b263, acc84);
+        acc85 = fma(a256, b264, acc85);
+        let a265: f32 = a_tile[ra151 + 896u];
+        let a266: f32 = a_tile[ra151 + 896u + 1u];
+        let a267: f32 = a_tile[ra151 + 896u + 2u];
+        let a268: f32 = a_tile[ra151 + 896u + 3u];
+        let a269: f32 = a_tile[ra151 + 960u];
+        let a270: f32 = a_tile[ra151 + 960u + 1u];
+        let a271: f32 = a_tile[ra151 + 960u + 2u];
+        let a272: f32 = a_tile[ra151 + 960u + 3u];
+        let b273: f32 = b_tile[rb152 + 896u];
+        let b274: f32 = b_tile[rb152 + 896u + 1u];
+        let b275: f32 = b_tile[rb152 + 896u + 2u];
+        let b276: f32 = b_tile[rb152 + 896u + 3u];
+        let b277: f32 = b_tile[rb152 + 960u];
+        let b278: f32 = b_tile[rb152 + 960u + 1u];
+        let b279: f32 = b_tile[rb152 + 960u + 2u];
+        let b280: f32 = b_tile[rb152 + 960u + 3u];
+        acc22 = fma(a265, b273, acc22);
+        acc23 = fma(a265, b274, acc23);
+        acc24 = fma(a265, b275, acc24);
+        acc25 = fma(a265, b276, acc25);
+        acc26 = fma(a265, b277, acc26);
+        acc27 = fma(a265, b278, acc27);
+        acc28 = fma(a265, b279, acc28);
+        acc29 = fma(a265, b280, acc29);
+        acc30 = fma(a266, b273, acc30);
+        acc31 = fma(a266, b274, acc31);
+        acc32 = fma(a266, b275, acc32);
+        acc33 = fma(a266, b276, acc33);
+        acc34 = fma(a266, b277, acc34);
+        acc35 = fma(a266, b278, acc35);
+        acc36 = fma(a266, b279, acc36);
+        acc37 = fma(a266, b280, acc37);
+        acc38 = fma(a267, b273, acc38);
+        acc39 = fma(a267, b274, acc39);
+        acc40 = fma(a267, b275, acc40);
+        acc41 = fma(a267, b276, acc41);
+        acc42 = fma(a267, b277, acc42);
+        acc43 = fma(a267, b278, acc43);
+        acc44 = fma(a267, b279, acc44);
+        acc45 = fma(a267, b280, acc45);
+        acc46 = fma(a268, b273, acc46);
+        acc47 = fma(a268, b274, acc47);
+        acc48 = fma(a268, b275, acc48);
+        acc49 = fma(a268, b276, acc49);
+        acc50 = fma(a268, b277, acc50);
+        acc51 = fma(a268, b278, acc51);
+        acc52 = fma(a268, b279, acc52);
+        acc53 = fma(a268, b280, acc53);
+        acc54 = fma(a269, b273, acc54);
+        acc55 = fma(a269, b274, acc55);
+        acc56 = fma(a269, b275, acc56);
+        acc57 = fma(a269, b276, acc57);
+        acc58 = fma(a269, b277, acc58);
+        acc59 = fma(a269, b278, acc59);
+        acc60 = fma(a269, b279, acc60);
+        acc61 = fma(a269, b280, acc61);
+        acc62 = fma(a270, b273, acc62);
+        acc63 = fma(a270, b274, acc63);
+        acc64 = fma(a270, b275, acc64);
+        acc65 = fma(a270, b276, acc65);
+        acc66 = fma(a270, b277, acc66);
+        acc67 = fma(a270, b278, acc67);
+        acc68 = fma(a270, b279, acc68);
+        acc69 = fma(a270, b280, acc69);
+        acc70 = fma(a271, b273, acc70);
+        acc71 = fma(a271, b274, acc71);
+        acc72 = fma(a271, b275, acc72);
+        acc73 = fma(a271, b276, acc73);
+        acc74 = fma(a271, b277, acc74);
+        acc75 = fma(a271, b278, acc75);
+        acc76 = fma(a271, b279, acc76);
+        acc77 = fma(a271, b280, acc77);
+        acc78 = fma(a272, b273, acc78);
+        acc79 = fma(a272, b274, acc79);
+        acc80 = fma(a272, b275, acc80);
+        acc81 = fma(a272, b276, acc81);
+        acc82 = fma(a272, b277, acc82);
+        acc83 = fma(a272, b278, acc83);
+        acc84 = fma(a272, b279, acc84);
+        acc85 = fma(a272, b280, acc85);
         workgroupBarrier();
-        for (var kk56: u32 = 0u; kk56 < 16u; kk56 += 1u) {
-            let a57: f32 = a_tile[lid.y * 16u + kk56];
-            let a58: f32 = a_tile[(lid.y + 16u) * 16u + kk56];
-            let a59: f32 = a_tile[(lid.y + 32u) * 16u + kk56];
-            let a60: f32 = a_tile[(lid.y + 48u) * 16u + kk56];
-            let b61: f32 = b_tile[kk56 * 64u + lid.x];
-            let b62: f32 = b_tile[kk56 * 64u + (lid.x + 16u)];
-            let b63: f32 = b_tile[kk56 * 64u + (lid.x + 32u)];
-            let b64: f32 = b_tile[kk56 * 64u + (lid.x + 48u)];
-            acc13 = fma(a57, b61, acc13);
-            acc14 = fma(a57, b62, acc14);
-            acc15 = fma(a57, b63, acc15);
-            acc16 = fma(a57, b64, acc16);
-            acc17 = fma(a58, b61, acc17);
-            acc18 = fma(a58, b62, acc18);
-            acc19 = fma(a58, b63, acc19);
-            acc20 = fma(a58, b64, acc20);
-            acc21 = fma(a59, b61, acc21);
-            acc22 = fma(a59, b62, acc22);
-            acc23 = fma(a59, b63, acc23);
-            acc24 = fma(a59, b64, acc24);
-            acc25 = fma(a60, b61, acc25);
-            acc26 = fma(a60, b62, acc26);
-            acc27 = fma(a60, b63, acc27);
-            acc28 = fma(a60, b64, acc28);
-        }
-        workgroupBarrier();
     }
-    if ((row5 < u.T) && (col9 < u.T)) {
-        let i65: u32 = row5 * u.T + col9;
-        let v66: f32 = acc13 * u.scale;
-        scratch0[i65] = v66;
+    if ((row6 < u.T) && (col14 < u.T)) {
+        let i281: u32 = row6 * u.T + col14;
+        let v282: f32 = acc22 * u.scale;
+        scratch0[i281] = v282;
     }
-    if ((row5 < u.T) && (col10 < u.T)) {
-        let i67: u32 = row5 * u.T + col10;
-        let v68: f32 = acc14 * u.scale;
-        scratch0[i67] = v68;
+    if ((row6 < u.T) && (col15 < u.T)) {
+        let i283: u32 = row6 * u.T + col15;
+        let v284: f32 = acc23 * u.scale;
+        scratch0[i283] = v284;
     }
-    if ((row5 < u.T) && (col11 < u.T)) {
-        let i69: u32 = row5 * u.T + col11;
-        let v70: f32 = acc15 * u.scale;
-        scratch0[i69] = v70;
+    if ((row6 < u.T) && (col16 < u.T)) {
+        let i285: u32 = row6 * u.T + col16;
+        let v286: f32 = acc24 * u.scale;
+        scratch0[i285] = v286;
     }
-    if ((row5 < u.T) && (col12 < u.T)) {
-        let i71: u32 = row5 * u.T + col12;
-        let v72: f32 = acc16 * u.scale;
-        scratch0[i71] = v72;
+    if ((row6 < u.T) && (col17 < u.T)) {
+        let i287: u32 = row6 * u.T + col17;
+        let v288: f32 = acc25 * u.scale;
+        scratch0[i287] = v288;
     }
-    if ((row6 < u.T) && (col9 < u.T)) {
-        let i73: u32 = row6 * u.T + col9;
-        let v74: f32 = acc17 * u.scale;
-        scratch0[i73] = v74;
+    if ((row6 < u.T) && (col18 < u.T)) {
+        let i289: u32 = row6 * u.T + col18;
+        let v290: f32 = acc26 * u.scale;
+        scratch0[i289] = v290;
     }
-    if ((row6 < u.T) && (col10 < u.T)) {
-        let i75: u32 = row6 * u.T + col10;
-        let v76: f32 = acc18 * u.scale;
-        scratch0[i75] = v76;
+    if ((row6 < u.T) && (col19 < u.T)) {
+        let i291: u32 = row6 * u.T + col19;
+        let v292: f32 = acc27 * u.scale;
+        scratch0[i291] = v292;
     }
-    if ((row6 < u.T) && (col11 < u.T)) {
-        let i77: u32 = row6 * u.T + col11;
-        let v78: f32 = acc19 * u.scale;
-        scratch0[i77] = v78;
+    if ((row6 < u.T) && (col20 < u.T)) {
+        let i293: u32 = row6 * u.T + col20;
+        let v294: f32 = acc28 * u.scale;
+        scratch0[i293] = v294;
     }
-    if ((row6 < u.T) && (col12 < u.T)) {
-        let i79: u32 = row6 * u.T + col12;
-        let v80: f32 = acc20 * u.scale;
-        scratch0[i79] = v80;
+    if ((row6 < u.T) && (col21 < u.T)) {
+        let i295: u32 = row6 * u.T + col21;
+        let v296: f32 = acc29 * u.scale;
+        scratch0[i295] = v296;
     }
-    if ((row7 < u.T) && (col9 < u.T)) {
-        let i81: u32 = row7 * u.T + col9;
-        let v82: f32 = acc21 * u.scale;
-        scratch0[i81] = v82;
+    if ((row7 < u.T) && (col14 < u.T)) {
+        let i297: u32 = row7 * u.T + col14;
+        let v298: f32 = acc30 * u.scale;
+        scratch0[i297] = v298;
     }
-    if ((row7 < u.T) && (col10 < u.T)) {
-        let i83: u32 = row7 * u.T + col10;
-        let v84: f32 = acc22 * u.scale;
-        scratch0[i83] = v84;
+    if ((row7 < u.T) && (col15 < u.T)) {
+        let i299: u32 = row7 * u.T + col15;
+        let v300: f32 = acc31 * u.scale;
+        scratch0[i299] = v300;
     }
-    if ((row7 < u.T) && (col11 < u.T)) {
-        let i85: u32 = row7 * u.T + col11;
-        let v86: f32 = acc23 * u.scale;
-        scratch0[i85] = v86;
+    if ((row7 < u.T) && (col16 < u.T)) {
+        let i301: u32 = row7 * u.T + col16;
+        let v302: f32 = acc32 * u.scale;
+        scratch0[i301] = v302;
     }
-    if ((row7 < u.T) && (col12 < u.T)) {
-        let i87: u32 = row7 * u.T + col12;
-        let v88: f32 = acc24 * u.scale;
-        scratch0[i87] = v88;
+    if ((row7 < u.T) && (col17 < u.T)) {
+        let i303: u32 = row7 * u.T + col17;
+        let v304: f32 = acc33 * u.scale;
+        scratch0[i303] = v304;
     }
-    if ((row8 < u.T) && (col9 < u.T)) {
-        let i89: u32 = row8 * u.T + col9;
-        let v90: f32 = acc25 * u.scale;
-        scratch0[i89] = v90;
+    if ((row7 < u.T) && (col18 < u.T)) {
+        let i305: u32 = row7 * u.T + col18;
+        let v306: f32 = acc34 * u.scale;
+        scratch0[i305] = v306;
     }
-    if ((row8 < u.T) && (col10 < u.T)) {
-        let i91: u32 = row8 * u.T + col10;
-        let v92: f32 = acc26 * u.scale;
-        scratch0[i91] = v92;
+    if ((row7 < u.T) && (col19 < u.T)) {
+        let i307: u32 = row7 * u.T + col19;
+        let v308: f32 = acc35 * u.scale;
+        scratch0[i307] = v308;
     }
-    if ((row8 < u.T) && (col11 < u.T)) {
-        let i93: u32 = row8 * u.T + col11;
-        let v94: f32 = acc27 * u.scale;
-        scratch0[i93] = v94;
+    if ((row7 < u.T) && (col20 < u.T)) {
+        let i309: u32 = row7 * u.T + col20;
+        let v310: f32 = acc36 * u.scale;
+        scratch0[i309] = v310;
     }
-    if ((row8 < u.T) && (col12 < u.T)) {
-        let i95: u32 = row8 * u.T + col12;
-        let v96: f32 = acc28 * u.scale;
-        scratch0[i95] = v96;
+    if ((row7 < u.T) && (col21 < u.T)) {
+        let i311: u32 = row7 * u.T + col21;
+        let v312: f32 = acc37 * u.scale;
+        scratch0[i311] = v312;
+    }
+    if ((row8 < u.T) && (col14 < u.T)) {
+        let i313: u32 = row8 * u.T + col14;
+        let v314: f32 = acc38 * u.scale;
+        scratch0[i313] = v314;
+    }
+    if ((row8 < u.T) && (col15 < u.T)) {
+        let i315: u32 = row8 * u.T + col15;
+        let v316: f32 = acc39 * u.scale;
+        scratch0[i315] = v316;
+    }
+    if ((row8 < u.T) && (col16 < u.T)) {
+        let i317: u32 = row8 * u.T + col16;
+        let v318: f32 = acc40 * u.scale;
+        scratch0[i317] = v318;
+    }
+    if ((row8 < u.T) && (col17 < u.T)) {
+        let i319: u32 = row8 * u.T + col17;
+        let v320: f32 = acc41 * u.scale;
+        scratch0[i319] = v320;
+    }
+    if ((row8 < u.T) && (col18 < u.T)) {
+        let i321: u32 = row8 * u.T + col18;
+        let v322: f32 = acc42 * u.scale;
+        scratch0[i321] = v322;
+    }
+    if ((row8 < u.T) && (col19 < u.T)) {
+        let i323: u32 = row8 * u.T + col19;
+        let v324: f32 = acc43 * u.scale;
+        scratch0[i323] = v324;
+    }
+    if ((row8 < u.T) && (col20 < u.T)) {
+        let i325: u32 = row8 * u.T + col20;
+        let v326: f32 = acc44 * u.scale;
+        scratch0[i325] = v326;
+    }
+    if ((row8 < u.T) && (col21 < u.T)) {
+        let i327: u32 = row8 * u.T + col21;
+        let v328: f32 = acc45 * u.scale;
+        scratch0[i327] = v328;
+    }
+    if ((row9 < u.T) && (col14 < u.T)) {
+        let i329: u32 = row9 * u.T + col14;
+        let v330: f32 = acc46 * u.scale;
+        scratch0[i329] = v330;
+    }
+    if ((row9 < u.T) && (col15 < u.T)) {
+        let i331: u32 = row9 * u.T + col15;
+        let v332: f32 = acc47 * u.scale;
+        scratch0[i331] = v332;
+    }
+    if ((row9 < u.T) && (col16 < u.T)) {
+        let i333: u32 = row9 * u.T + col16;
+        let v334: f32 = acc48 * u.scale;
+        scratch0[i333] = v334;
+    }
+    if ((row9 < u.T) && (col17 < u.T)) {
+        let i335: u32 = row9 * u.T + col17;
+        let v336: f32 = acc49 * u.scale;
+        scratch0[i335] = v336;
+    }
+    if ((row9 < u.T) && (col18 < u.T)) {
+        let i337: u32 = row9 * u.T + col18;
+        let v338: f32 = acc50 * u.scale;
+        scratch0[i337] = v338;
+    }
+    if ((row9 < u.T) && (col19 < u.T)) {
+        let i339: u32 = row9 * u.T + col19;
+        let v340: f32 = acc51 * u.scale;
+        scratch0[i339] = v340;
+    }
+    if ((row9 < u.T) && (col20 < u.T)) {
+        let i341: u32 = row9 * u.T + col20;
+        let v342: f32 = acc52 * u.scale;
+        scratch0[i341] = v342;
+    }
+    if ((row9 < u.T) && (col21 < u.T)) {
+        let i343: u32 = row9 * u.T + col21;
+        let v344: f32 = acc53 * u.scale;
+        scratch0[i343] = v344;
+    }
+    if ((row10 < u.T) && (col14 < u.T)) {
+        let i345: u32 = row10 * u.T + col14;
+        let v346: f32 = acc54 * u.scale;
+        scratch0[i345] = v346;
+    }
+    if ((row10 < u.T) && (col15 < u.T)) {
+        let i347: u32 = row10 * u.T + col15;
+        let v348: f32 = acc55 * u.scale;
+        scratch0[i347] = v348;
+    }
+    if ((row10 < u.T) && (col16 < u.T)) {
+        let i349: u32 = row10 * u.T + col16;
+        let v350: f32 = acc56 * u.scale;
+        scratch0[i349] = v350;
+    }
+    if ((row10 < u.T) && (col17 < u.T)) {
+        let i351: u32 = row10 * u.T + col17;
+        let v352: f32 = acc57 * u.scale;
+        scratch0[i351] = v352;
+    }
+    if ((row10 < u.T) && (col18 < u.T)) {
+        let i353: u32 = row10 * u.T + col18;
+        let v354: f32 = acc58 * u.scale;
+        scratch0[i353] = v354;
+    }
+    if ((row10 < u.T) && (col19 < u.T)) {
+        let i355: u32 = row10 * u.T + col19;
+        let v356: f32 = acc59 * u.scale;
+        scratch0[i355] = v356;
+    }
+    if ((row10 < u.T) && (col20 < u.T)) {
+        let i357: u32 = row10 * u.T + col20;
+        let v358: f32 = acc60 * u.scale;
+        scratch0[i357] = v358;
+    }
+    if ((row10 < u.T) && (col21 < u.T)) {
+        let i359: u32 = row10 * u.T + col21;
+        let v360: f32 = acc61 * u.scale;
+        scratch0[i359] = v360;
+    }
+    if ((row11 < u.T) && (col14 < u.T)) {
+        let i361: u32 = row11 * u.T + col14;
+        let v362: f32 = acc62 * u.scale;
+        scratch0[i361] = v362;
+    }
+    if ((row11 < u.T) && (col15 < u.T)) {
+        let i363: u32 = row11 * u.T + col15;
+        let v364: f32 = acc63 * u.scale;
+        scratch0[i363] = v364;
+    }
+    if ((row11 < u.T) && (col16 < u.T)) {
+        let i365: u32 = row11 * u.T + col16;
+        let v366: f32 = acc64 * u.scale;
+        scratch0[i365] = v366;
+    }
+    if ((row11 < u.T) && (col17 < u.T)) {
+        let i367: u32 = row11 * u.T + col17;
+        let v368: f32 = acc65 * u.scale;
+        scratch0[i367] = v368;
+    }
+    if ((row11 < u.T) && (col18 < u.T)) {
+        let i369: u32 = row11 * u.T + col18;
+        let v370: f32 = acc66 * u.scale;
+        scratch0[i369] = v370;
+    }
+    if ((row11 < u.T) && (col19 < u.T)) {
+        let i371: u32 = row11 * u.T + col19;
+        let v372: f32 = acc67 * u.scale;
+        scratch0[i371] = v372;
+    }
+    if ((row11 < u.T) && (col20 < u.T)) {
+        let i373: u32 = row11 * u.T + col20;
+        let v374: f32 = acc68 * u.scale;
+        scratch0[i373] = v374;
+    }
+    if ((row11 < u.T) && (col21 < u.T)) {
+        let i375: u32 = row11 * u.T + col21;
+        let v376: f32 = acc69 * u.scale;
+        scratch0[i375] = v376;
+    }
+    if ((row12 < u.T) && (col14 < u.T)) {
+        let i377: u32 = row12 * u.T + col14;
+        let v378: f32 = acc70 * u.scale;
+        scratch0[i377] = v378;
+    }
+    if ((row12 < u.T) && (col15 < u.T)) {
+        let i379: u32 = row12 * u.T + col15;
+        let v380: f32 = acc71 * u.scale;
+        scratch0[i379] = v380;
+    }
+    if ((row12 < u.T) && (col16 < u.T)) {
+        let i381: u32 = row12 * u.T + col16;
+        let v382: f32 = acc72 * u.scale;
+        scratch0[i381] = v382;
+    }
+    if ((row12 < u.T) && (col17 < u.T)) {
+        let i383: u32 = row12 * u.T + col17;
+        let v384: f32 = acc73 * u.scale;
+        scratch0[i383] = v384;
+    }
+    if ((row12 < u.T) && (col18 < u.T)) {
+        let i385: u32 = row12 * u.T + col18;
+        let v386: f32 = acc74 * u.scale;
+        scratch0[i385] = v386;
+    }
+    if ((row12 < u.T) && (col19 < u.T)) {
+        let i387: u32 = row12 * u.T + col19;
+        let v388: f32 = acc75 * u.scale;
+        scratch0[i387] = v388;
+    }
+    if ((row12 < u.T) && (col20 < u.T)) {
+        let i389: u32 = row12 * u.T + col20;
+        let v390: f32 = acc76 * u.scale;
+        scratch0[i389] = v390;
+    }
+    if ((row12 < u.T) && (col21 < u.T)) {
+        let i391: u32 = row12 * u.T + col21;
+        let v392: f32 = acc77 * u.scale;
+        scratch0[i391] = v392;
+    }
+    if ((row13 < u.T) && (col14 < u.T)) {
+        let i393: u32 = row13 * u.T + col14;
+        let v394: f32 = acc78 * u.scale;
+        scratch0[i393] = v394;
+    }
+    if ((row13 < u.T) && (col15 < u.T)) {
+        let i395: u32 = row13 * u.T + col15;
+        let v396: f32 = acc79 * u.scale;
+        scratch0[i395] = v396;
+    }
+    if ((row13 < u.T) && (col16 < u.T)) {
+        let i397: u32 = row13 * u.T + col16;
+        let v398: f32 = acc80 * u.scale;
+        scratch0[i397] = v398;
+    }
+    if ((row13 < u.T) && (col17 < u.T)) {
+        let i399: u32 = row13 * u.T + col17;
+        let v400: f32 = acc81 * u.scale;
+        scratch0[i399] = v400;
+    }
+    if ((row13 < u.T) && (col18 < u.T)) {
+        let i401: u32 = row13 * u.T + col18;
+        let v402: f32 = acc82 * u.scale;
+        scratch0[i401] = v402;
+    }
+    if ((row13 < u.T) && (col19 < u.T)) {
+        let i403: u32 = row13 * u.T + col19;
+        let v404: f32 = acc83 * u.scale;
+        scratch0[i403] = v404;
+    }
+    if ((row13 < u.T) && (col20 < u.T)) {
+        let i405: u32 = row13 * u.T + col20;
+        let v406: f32 = acc84 * u.scale;
+        scratch0[i405] = v406;
+    }
+    if ((row13 < u.T) && (col21 < u.T)) {
+        let i407: u32 = row13 * u.T + col21;
+        let v408: f32 = acc85 * u.scale;
+        scratch0[i407] = v408;
     }
 }

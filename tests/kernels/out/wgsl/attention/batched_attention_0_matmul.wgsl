@@ -10,8 +10,8 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read> k: array<f32>;
 @group(0) @binding(2) var<storage, read_write> scratch0: array<f32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> a_tile: array<f32, 1024>;
-var<workgroup> b_tile: array<f32, 1024>;
+var<workgroup> a_tile: array<f32, 2048>;
+var<workgroup> b_tile: array<f32, 2048>;
 
 @compute @workgroup_size(16, 16, 1)
 fn batched_attention_0_matmul(
@@ -20,32 +20,32 @@ fn batched_attention_0_matmul(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= u.B * ((u.T + 64u - 1u) >> 6u) * ((u.T + 64u - 1u) >> 6u)) {
+    if (g0 >= u.B * ((u.T + 128u - 1u) >> 7u) * ((u.T + 128u - 1u) >> 7u)) {
         return;
     }
-    let tile1: u32 = g0 % ((u.T + 64u - 1u) >> 6u);
-    let tile2: u32 = g0 / ((u.T + 64u - 1u) >> 6u);
-    let tile3: u32 = tile2 % ((u.T + 64u - 1u) >> 6u);
-    let b4: u32 = tile2 / ((u.T + 64u - 1u) >> 6u);
-    let row5: u32 = tile3 * 64u;
-    let col6: u32 = tile1 * 64u;
-    let row7: u32 = row5 + lid.y;
-    let row8: u32 = row5 + (lid.y + 16u);
-    let row9: u32 = row5 + (lid.y + 32u);
-    let row10: u32 = row5 + (lid.y + 48u);
-    let col11: u32 = col6 + lid.x;
-    let col12: u32 = col6 + (lid.x + 16u);
-    let col13: u32 = col6 + (lid.x + 32u);
-    let col14: u32 = col6 + (lid.x + 48u);
-    var acc15: f32 = 0.0f;
-    var acc16: f32 = 0.0f;
-    var acc17: f32 = 0.0f;
-    var acc18: f32 = 0.0f;
-    var acc19: f32 = 0.0f;
-    var acc20: f32 = 0.0f;
-    var acc21: f32 = 0.0f;
-    var acc22: f32 = 0.0f;
-    var acc23: f32 = 0.0f;
+    let tile1: u32 = g0 % ((u.T + 128u - 1u) >> 7u);
+    let tile2: u32 = g0 / ((u.T + 128u - 1u) >> 7u);
+    let tile3: u32 = tile2 % ((u.T + 128u - 1u) >> 7u);
+    let b4: u32 = tile2 / ((u.T + 128u - 1u) >> 7u);
+    let t5: u32 = lid.y * 16u + lid.x;
+    let row6: u32 = tile3 * 128u;
+    let col7: u32 = tile1 * 128u;
+    let row8: u32 = row6 + lid.y * 4u;
+    let row9: u32 = row6 + (lid.y * 4u + 1u);
+    let row10: u32 = row6 + (lid.y * 4u + 2u);
+    let row11: u32 = row6 + (lid.y * 4u + 3u);
+    let row12: u32 = row6 + (lid.y * 4u + 64u);
+    let row13: u32 = row6 + (lid.y * 4u + 65u);
+    let row14: u32 = row6 + (lid.y * 4u + 66u);
+    let row15: u32 = row6 + (lid.y * 4u + 67u);
+    let col16: u32 = col7 + lid.x * 4u;
+    let col17: u32 = col7 + (lid.x * 4u + 1u);
+    let col18: u32 = col7 + (lid.x * 4u + 2u);
+    let col19: u32 = col7 + (lid.x * 4u + 3u);
+    let col20: u32 = col7 + (lid.x * 4u + 64u);
+    let col21: u32 = col7 + (lid.x * 4u + 65u);
+    let col22: u32 = col7 + (lid.x * 4u + 66u);
+    let col23: u32 = col7 + (lid.x * 4u + 67u);
     var acc24: f32 = 0.0f;
     var acc25: f32 = 0.0f;
     var acc26: f32 = 0.0f;
@@ -53,172 +53,1153 @@ fn batched_attention_0_matmul(
     var acc28: f32 = 0.0f;
     var acc29: f32 = 0.0f;
     var acc30: f32 = 0.0f;
-    for (var k0_31: u32 = 0u; k0_31 < u.D; k0_31 += 16u) {
-        let ka32: u32 = k0_31 + lid.x;
-        let kb33: u32 = k0_31 + lid.y;
-        var x34: f32 = 0.0f;
-        if ((row7 < u.T) && (ka32 < u.D)) {
-            let i35: u32 = (b4 * u.T + row7) * u.D + ka32;
-            let v36: f32 = q[i35];
-            x34 = v36;
+    var acc31: f32 = 0.0f;
+    var acc32: f32 = 0.0f;
+    var acc33: f32 = 0.0f;
+    var acc34: f32 = 0.0f;
+    var acc35: f32 = 0.0f;
+    var acc36: f32 = 0.0f;
+    var acc37: f32 = 0.0f;
+    var acc38: f32 = 0.0f;
+    var acc39: f32 = 0.0f;
+    var acc40: f32 = 0.0f;
+    var acc41: f32 = 0.0f;
+    var acc42: f32 = 0.0f;
+    var acc43: f32 = 0.0f;
+    var acc44: f32 = 0.0f;
+    var acc45: f32 = 0.0f;
+    var acc46: f32 = 0.0f;
+    var acc47: f32 = 0.0f;
+    var acc48: f32 = 0.0f;
+    var acc49: f32 = 0.0f;
+    var acc50: f32 = 0.0f;
+    var acc51: f32 = 0.0f;
+    var acc52: f32 = 0.0f;
+    var acc53: f32 = 0.0f;
+    var acc54: f32 = 0.0f;
+    var acc55: f32 = 0.0f;
+    var acc56: f32 = 0.0f;
+    var acc57: f32 = 0.0f;
+    var acc58: f32 = 0.0f;
+    var acc59: f32 = 0.0f;
+    var acc60: f32 = 0.0f;
+    var acc61: f32 = 0.0f;
+    var acc62: f32 = 0.0f;
+    var acc63: f32 = 0.0f;
+    var acc64: f32 = 0.0f;
+    var acc65: f32 = 0.0f;
+    var acc66: f32 = 0.0f;
+    var acc67: f32 = 0.0f;
+    var acc68: f32 = 0.0f;
+    var acc69: f32 = 0.0f;
+    var acc70: f32 = 0.0f;
+    var acc71: f32 = 0.0f;
+    var acc72: f32 = 0.0f;
+    var acc73: f32 = 0.0f;
+    var acc74: f32 = 0.0f;
+    var acc75: f32 = 0.0f;
+    var acc76: f32 = 0.0f;
+    var acc77: f32 = 0.0f;
+    var acc78: f32 = 0.0f;
+    var acc79: f32 = 0.0f;
+    var acc80: f32 = 0.0f;
+    var acc81: f32 = 0.0f;
+    var acc82: f32 = 0.0f;
+    var acc83: f32 = 0.0f;
+    var acc84: f32 = 0.0f;
+    var acc85: f32 = 0.0f;
+    var acc86: f32 = 0.0f;
+    var acc87: f32 = 0.0f;
+    let ak88: u32 = t5 & 7u;
+    let am89: u32 = t5 >> 3u;
+    let ar90: u32 = row6 + am89;
+    let ar91: u32 = row6 + (am89 + 32u);
+    let ar92: u32 = row6 + (am89 + 64u);
+    let ar93: u32 = row6 + (am89 + 96u);
+    let mo94: u32 = b4 * (u.T * u.D);
+    let ab95: u32 = mo94 + ar90 * u.D;
+    let ab96: u32 = mo94 + ar91 * u.D;
+    let ab97: u32 = mo94 + ar92 * u.D;
+    let ab98: u32 = mo94 + ar93 * u.D;
+    let aok99: bool = ar90 < u.T;
+    let aok100: bool = ar91 < u.T;
+    let aok101: bool = ar92 < u.T;
+    let aok102: bool = ar93 < u.T;
+    let as103: u32 = ak88 * 128u + am89;
+    let bk104: u32 = t5 >> 7u;
+    let bn105: u32 = col7 + (t5 & 127u);
+    let bok108: bool = bn105 < u.T;
+    let kok112: bool = ak88 < u.D;
+    if (aok99 && kok112) {
+        a_tile[as103] = q[ab95 + ak88];
+    } else {
+        a_tile[as103] = 0.0f;
+    }
+    if (aok100 && kok112) {
+        a_tile[as103 + 32u] = q[ab96 + ak88];
+    } else {
+        a_tile[as103 + 32u] = 0.0f;
+    }
+    if (aok101 && kok112) {
+        a_tile[as103 + 64u] = q[ab97 + ak88];
+    } else {
+        a_tile[as103 + 64u] = 0.0f;
+    }
+    if (aok102 && kok112) {
+        a_tile[as103 + 96u] = q[ab98 + ak88];
+    } else {
+        a_tile[as103 + 96u] = 0.0f;
+    }
+    let i118: u32 = (b4 * u.T + bn105) * u.D + bk104;
+    if ((bk104 < u.D) && bok108) {
+        b_tile[t5] = k[i118];
+    } else {
+        b_tile[t5] = 0.0f;
+    }
+    let kb120: u32 = bk104 + 2u;
+    let i121: u32 = (b4 * u.T + bn105) * u.D + kb120;
+    if ((kb120 < u.D) && bok108) {
+        b_tile[t5 + 256u] = k[i121];
+    } else {
+        b_tile[t5 + 256u] = 0.0f;
+    }
+    let kb123: u32 = bk104 + 4u;
+    let i124: u32 = (b4 * u.T + bn105) * u.D + kb123;
+    if ((kb123 < u.D) && bok108) {
+        b_tile[t5 + 512u] = k[i124];
+    } else {
+        b_tile[t5 + 512u] = 0.0f;
+    }
+    let kb126: u32 = bk104 + 6u;
+    let i127: u32 = (b4 * u.T + bn105) * u.D + kb126;
+    if ((kb126 < u.D) && bok108) {
+        b_tile[t5 + 768u] = k[i127];
+    } else {
+        b_tile[t5 + 768u] = 0.0f;
+    }
+    workgroupBarrier();
+    let ly129: u32 = lid.y * 4u;
+    let lx130: u32 = lid.x * 4u;
+    for (var k0_131: u32 = 0u; k0_131 < u.D; k0_131 += 8u) {
+        let cur132: u32 = (k0_131 << 7u) & 1024u;
+        let nxt133: u32 = cur132 ^ 1024u;
+        let kn134: u32 = k0_131 + 8u;
+        if (kn134 < u.D) {
+            let ka135: u32 = kn134 + ak88;
+            let kok136: bool = ka135 < u.D;
+            let sa137: u32 = nxt133 + as103;
+            if (aok99 && kok136) {
+                a_tile[sa137] = q[ab95 + ka135];
+            } else {
+                a_tile[sa137] = 0.0f;
+            }
+            if (aok100 && kok136) {
+                a_tile[sa137 + 32u] = q[ab96 + ka135];
+            } else {
+                a_tile[sa137 + 32u] = 0.0f;
+            }
+            if (aok101 && kok136) {
+                a_tile[sa137 + 64u] = q[ab97 + ka135];
+            } else {
+                a_tile[sa137 + 64u] = 0.0f;
+            }
+            if (aok102 && kok136) {
+                a_tile[sa137 + 96u] = q[ab98 + ka135];
+            } else {
+                a_tile[sa137 + 96u] = 0.0f;
+            }
+            let kb142: u32 = kn134 + bk104;
+            let sb143: u32 = nxt133 + t5;
+            let i145: u32 = (b4 * u.T + bn105) * u.D + kb142;
+            if ((kb142 < u.D) && bok108) {
+                b_tile[sb143] = k[i145];
+            } else {
+                b_tile[sb143] = 0.0f;
+            }
+            let kb147: u32 = kb142 + 2u;
+            let i148: u32 = (b4 * u.T + bn105) * u.D + kb147;
+            if ((kb147 < u.D) && bok108) {
+                b_tile[sb143 + 256u] = k[i148];
+            } else {
+                b_tile[sb143 + 256u] = 0.0f;
+            }
+            let kb150: u32 = kb142 + 4u;
+            let i151: u32 = (b4 * u.T + bn105) * u.D + kb150;
+            if ((kb150 < u.D) && bok108) {
+                b_tile[sb143 + 512u] = k[i151];
+            } else {
+                b_tile[sb143 + 512u] = 0.0f;
+            }
+            let kb153: u32 = kb142 + 6u;
+            let i154: u32 = (b4 * u.T + bn105) * u.D + kb153;
+            if ((kb153 < u.D) && bok108) {
+                b_tile[sb143 + 768u] = k[i154];
+            } else {
+                b_tile[sb143 + 768u] = 0.0f;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x34;
-        var x37: f32 = 0.0f;
-        if ((row8 < u.T) && (ka32 < u.D)) {
-            let i38: u32 = (b4 * u.T + row8) * u.D + ka32;
-            let v39: f32 = q[i38];
-            x37 = v39;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x37;
-        var x40: f32 = 0.0f;
-        if ((row9 < u.T) && (ka32 < u.D)) {
-            let i41: u32 = (b4 * u.T + row9) * u.D + ka32;
-            let v42: f32 = q[i41];
-            x40 = v42;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x40;
-        var x43: f32 = 0.0f;
-        if ((row10 < u.T) && (ka32 < u.D)) {
-            let i44: u32 = (b4 * u.T + row10) * u.D + ka32;
-            let v45: f32 = q[i44];
-            x43 = v45;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x43;
-        var x46: f32 = 0.0f;
-        if ((kb33 < u.D) && (col11 < u.T)) {
-            let i47: u32 = (b4 * u.T + col11) * u.D + kb33;
-            let v48: f32 = k[i47];
-            x46 = v48;
-        }
-        b_tile[lid.y * 64u + lid.x] = x46;
-        var x49: f32 = 0.0f;
-        if ((kb33 < u.D) && (col12 < u.T)) {
-            let i50: u32 = (b4 * u.T + col12) * u.D + kb33;
-            let v51: f32 = k[i50];
-            x49 = v51;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x49;
-        var x52: f32 = 0.0f;
-        if ((kb33 < u.D) && (col13 < u.T)) {
-            let i53: u32 = (b4 * u.T + col13) * u.D + kb33;
-            let v54: f32 = k[i53];
-            x52 = v54;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x52;
-        var x55: f32 = 0.0f;
-        if ((kb33 < u.D) && (col14 < u.T)) {
-            let i56: u32 = (b4 * u.T + col14) * u.D + kb33;
-            let v57: f32 = k[i56];
-            x55 = v57;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x55;
+        let ra156: u32 = cur132 + ly129;
+        let rb157: u32 = cur132 + lx130;
+        let a158: f32 = a_tile[ra156];
+        let a159: f32 = a_tile[ra156 + 1u];
+        let a160: f32 = a_tile[ra156 + 2u];
+        let a161: f32 = a_tile[ra156 + 3u];
+        let a162: f32 = a_tile[ra156 + 64u];
+        let a163: f32 = a_tile[ra156 + 64u + 1u];
+        let a164: f32 = a_tile[ra156 + 64u + 2u];
+        let a165: f32 = a_tile[ra156 + 64u + 3u];
+        let b166: f32 = b_tile[rb157];
+        let b167: f32 = b_tile[rb157 + 1u];
+        let b168: f32 = b_tile[rb157 + 2u];
+        let b169: f32 = b_tile[rb157 + 3u];
+        let b170: f32 = b_tile[rb157 + 64u];
+        let b171: f32 = b_tile[rb157 + 64u + 1u];
+        let b172: f32 = b_tile[rb157 + 64u + 2u];
+        let b173: f32 = b_tile[rb157 + 64u + 3u];
+        acc24 = fma(a158, b166, acc24);
+        acc25 = fma(a158, b167, acc25);
+        acc26 = fma(a158, b168, acc26);
+        acc27 = fma(a158, b169, acc27);
+        acc28 = fma(a158, b170, acc28);
+        acc29 = fma(a158, b171, acc29);
+        acc30 = fma(a158, b172, acc30);
+        acc31 = fma(a158, b173, acc31);
+        acc32 = fma(a159, b166, acc32);
+        acc33 = fma(a159, b167, acc33);
+        acc34 = fma(a159, b168, acc34);
+        acc35 = fma(a159, b169, acc35);
+        acc36 = fma(a159, b170, acc36);
+        acc37 = fma(a159, b171, acc37);
+        acc38 = fma(a159, b172, acc38);
+        acc39 = fma(a159, b173, acc39);
+        acc40 = fma(a160, b166, acc40);
+        acc41 = fma(a160, b167, acc41);
+        acc42 = fma(a160, b168, acc42);
+        acc43 = fma(a160, b169, acc43);
+        acc44 = fma(a160, b170, acc44);
+        acc45 = fma(a160, b171, acc45);
+        acc46 = fma(a160, b172, acc46);
+        acc47 = fma(a160, b173, acc47);
+        acc48 = fma(a161, b166, acc48);
+        acc49 = fma(a161, b167, acc49);
+        acc50 = fma(a161, b168, acc50);
+        acc51 = fma(a161, b169, acc51);
+        acc52 = fma(a161, b170, acc52);
+        acc53 = fma(a161, b171, acc53);
+        acc54 = fma(a161, b172, acc54);
+        acc55 = fma(a161, b173, acc55);
+        acc56 = fma(a162, b166, acc56);
+        acc57 = fma(a162, b167, acc57);
+        acc58 = fma(a162, b168, acc58);
+        acc59 = fma(a162, b169, acc59);
+        acc60 = fma(a162, b170, acc60);
+        acc61 = fma(a162, b171, acc61);
+        acc62 = fma(a162, b172, acc62);
+        acc63 = fma(a162, b173, acc63);
+        acc64 = fma(a163, b166, acc64);
+        acc65 = fma(a163, b167, acc65);
+        acc66 = fma(a163, b168, acc66);
+        acc67 = fma(a163, b169, acc67);
+        acc68 = fma(a163, b170, acc68);
+        acc69 = fma(a163, b171, acc69);
+        acc70 = fma(a163, b172, acc70);
+        acc71 = fma(a163, b173, acc71);
+        acc72 = fma(a164, b166, acc72);
+        acc73 = fma(a164, b167, acc73);
+        acc74 = fma(a164, b168, acc74);
+        acc75 = fma(a164, b169, acc75);
+        acc76 = fma(a164, b170, acc76);
+        acc77 = fma(a164, b171, acc77);
+        acc78 = fma(a164, b172, acc78);
+        acc79 = fma(a164, b173, acc79);
+        acc80 = fma(a165, b166, acc80);
+        acc81 = fma(a165, b167, acc81);
+        acc82 = fma(a165, b168, acc82);
+        acc83 = fma(a165, b169, acc83);
+        acc84 = fma(a165, b170, acc84);
+        acc85 = fma(a165, b171, acc85);
+        acc86 = fma(a165, b172, acc86);
+        acc87 = fma(a165, b173, acc87);
+        let a174: f32 = a_tile[ra156 + 128u];
+        let a175: f32 = a_tile[ra156 + 128u + 1u];
+        let a176: f32 = a_tile[ra156 + 128u + 2u];
+        let a177: f32 = a_tile[ra156 + 128u + 3u];
+        let a178: f32 = a_tile[ra156 + 192u];
+        let a179: f32 = a_tile[ra156 + 192u + 1u];
+        let a180: f32 = a_tile[ra156 + 192u + 2u];
+        let a181: f32 = a_tile[ra156 + 192u + 3u];
+        let b182: f32 = b_tile[rb157 + 128u];
+        let b183: f32 = b_tile[rb157 + 128u + 1u];
+        let b184: f32 = b_tile[rb157 + 128u + 2u];
+        let b185: f32 = b_tile[rb157 + 128u + 3u];
+        let b186: f32 = b_tile[rb157 + 192u];
+        let b187: f32 = b_tile[rb157 + 192u + 1u];
+        let b188: f32 = b_tile[rb157 + 192u + 2u];
+        let b189: f32 = b_tile[rb157 + 192u + 3u];
+        acc24 = fma(a174, b182, acc24);
+        acc25 = fma(a174, b183, acc25);
+        acc26 = fma(a174, b184, acc26);
+        acc27 = fma(a174, b185, acc27);
+        acc28 = fma(a174, b186, acc28);
+        acc29 = fma(a174, b187, acc29);
+        acc30 = fma(a174, b188, acc30);
+        acc31 = fma(a174, b189, acc31);
+        acc32 = fma(a175, b182, acc32);
+        acc33 = fma(a175, b183, acc33);
+        acc34 = fma(a175, b184, acc34);
+        acc35 = fma(a175, b185, acc35);
+        acc36 = fma(a175, b186, acc36);
+        acc37 = fma(a175, b187, acc37);
+        acc38 = fma(a175, b188, acc38);
+        acc39 = fma(a175, b189, acc39);
+        acc40 = fma(a176, b182, acc40);
+        acc41 = fma(a176, b183, acc41);
+        acc42 = fma(a176, b184, acc42);
+        acc43 = fma(a176, b185, acc43);
+        acc44 = fma(a176, b186, acc44);
+        acc45 = fma(a176, b187, acc45);
+        acc46 = fma(a176, b188, acc46);
+        acc47 = fma(a176, b189, acc47);
+        acc48 = fma(a177, b182, acc48);
+        acc49 = fma(a177, b183, acc49);
+        acc50 = fma(a177, b184, acc50);
+        acc51 = fma(a177, b185, acc51);
+        acc52 = fma(a177, b186, acc52);
+        acc53 = fma(a177, b187, acc53);
+        acc54 = fma(a177, b188, acc54);
+        acc55 = fma(a177, b189, acc55);
+        acc56 = fma(a178, b182, acc56);
+        acc57 = fma(a178, b183, acc57);
+        acc58 = fma(a178, b184, acc58);
+        acc59 = fma(a178, b185, acc59);
+        acc60 = fma(a178, b186, acc60);
+        acc61 = fma(a178, b187, acc61);
+        acc62 = fma(a178, b188, acc62);
+        acc63 = fma(a178, b189, acc63);
+        acc64 = fma(a179, b182, acc64);
+        acc65 = fma(a179, b183, acc65);
+        acc66 = fma(a179, b184, acc66);
+        acc67 = fma(a179, b185, acc67);
+        acc68 = fma(a179, b186, acc68);
+        acc69 = fma(a179, b187, acc69);
+        acc70 = fma(a179, b188, acc70);
+        acc71 = fma(a179, b189, acc71);
+        acc72 = fma(a180, b182, acc72);
+        acc73 = fma(a180, b183, acc73);
+        acc74 = fma(a180, b184, acc74);
+        acc75 = fma(a180, b185, acc75);
+        acc76 = fma(a180, b186, acc76);
+        acc77 = fma(a180, b187, acc77);
+        acc78 = fma(a180, b188, acc78);
+        acc79 = fma(a180, b189, acc79);
+        acc80 = fma(a181, b182, acc80);
+        acc81 = fma(a181, b183, acc81);
+        acc82 = fma(a181, b184, acc82);
+        acc83 = fma(a181, b185, acc83);
+        acc84 = fma(a181, b186, acc84);
+        acc85 = fma(a181, b187, acc85);
+        acc86 = fma(a181, b188, acc86);
+        acc87 = fma(a181, b189, acc87);
+        let a190: f32 = a_tile[ra156 + 256u];
+        let a191: f32 = a_tile[ra156 + 256u + 1u];
+        let a192: f32 = a_tile[ra156 + 256u + 2u];
+        let a193: f32 = a_tile[ra156 + 256u + 3u];
+        let a194: f32 = a_tile[ra156 + 320u];
+        let a195: f32 = a_tile[ra156 + 320u + 1u];
+        let a196: f32 = a_tile[ra156 + 320u + 2u];
+        let a197: f32 = a_tile[ra156 + 320u + 3u];
+        let b198: f32 = b_tile[rb157 + 256u];
+        let b199: f32 = b_tile[rb157 + 256u + 1u];
+        let b200: f32 = b_tile[rb157 + 256u + 2u];
+        let b201: f32 = b_tile[rb157 + 256u + 3u];
+        let b202: f32 = b_tile[rb157 + 320u];
+        let b203: f32 = b_tile[rb157 + 320u + 1u];
+        let b204: f32 = b_tile[rb157 + 320u + 2u];
+        let b205: f32 = b_tile[rb157 + 320u + 3u];
+        acc24 = fma(a190, b198, acc24);
+        acc25 = fma(a190, b199, acc25);
+        acc26 = fma(a190, b200, acc26);
+        acc27 = fma(a190, b201, acc27);
+        acc28 = fma(a190, b202, acc28);
+        acc29 = fma(a190, b203, acc29);
+        acc30 = fma(a190, b204, acc30);
+        acc31 = fma(a190, b205, acc31);
+        acc32 = fma(a191, b198, acc32);
+        acc33 = fma(a191, b199, acc33);
+        acc34 = fma(a191, b200, acc34);
+        acc35 = fma(a191, b201, acc35);
+        acc36 = fma(a191, b202, acc36);
+        acc37 = fma(a191, b203, acc37);
+        acc38 = fma(a191, b204, acc38);
+        acc39 = fma(a191, b205, acc39);
+        acc40 = fma(a192, b198, acc40);
+        acc41 = fma(a192, b199, acc41);
+        acc42 = fma(a192, b200, acc42);
+        acc43 = fma(a192, b201, acc43);
+        acc44 = fma(a192, b202, acc44);
+        acc45 = fma(a192, b203, acc45);
+        acc46 = fma(a192, b204, acc46);
+        acc47 = fma(a192, b205, acc47);
+        acc48 = fma(a193, b198, acc48);
+        acc49 = fma(a193, b199, acc49);
+        acc50 = fma(a193, b200, acc50);
+        acc51 = fma(a193, b201, acc51);
+        acc52 = fma(a193, b202, acc52);
+        acc53 = fma(a193, b203, acc53);
+        acc54 = fma(a193, b204, acc54);
+        acc55 = fma(a193, b205, acc55);
+        acc56 = fma(a194, b198, acc56);
+        acc57 = fma(a194, b199, acc57);
+        acc58 = fma(a194, b200, acc58);
+        acc59 = fma(a194, b201, acc59);
+        acc60 = fma(a194, b202, acc60);
+        acc61 = fma(a194, b203, acc61);
+        acc62 = fma(a194, b204, acc62);
+        acc63 = fma(a194, b205, acc63);
+        acc64 = fma(a195, b198, acc64);
+        acc65 = fma(a195, b199, acc65);
+        acc66 = fma(a195, b200, acc66);
+        acc67 = fma(a195, b201, acc67);
+        acc68 = fma(a195, b202, acc68);
+        acc69 = fma(a195, b203, acc69);
+        acc70 = fma(a195, b204, acc70);
+        acc71 = fma(a195, b205, acc71);
+        acc72 = fma(a196, b198, acc72);
+        acc73 = fma(a196, b199, acc73);
+        acc74 = fma(a196, b200, acc74);
+        acc75 = fma(a196, b201, acc75);
+        acc76 = fma(a196, b202, acc76);
+        acc77 = fma(a196, b203, acc77);
+        acc78 = fma(a196, b204, acc78);
+        acc79 = fma(a196, b205, acc79);
+        acc80 = fma(a197, b198, acc80);
+        acc81 = fma(a197, b199, acc81);
+        acc82 = fma(a197, b200, acc82);
+        acc83 = fma(a197, b201, acc83);
+        acc84 = fma(a197, b202, acc84);
+        acc85 = fma(a197, b203, acc85);
+        acc86 = fma(a197, b204, acc86);
+        acc87 = fma(a197, b205, acc87);
+        let a206: f32 = a_tile[ra156 + 384u];
+        let a207: f32 = a_tile[ra156 + 384u + 1u];
+        let a208: f32 = a_tile[ra156 + 384u + 2u];
+        let a209: f32 = a_tile[ra156 + 384u + 3u];
+        let a210: f32 = a_tile[ra156 + 448u];
+        let a211: f32 = a_tile[ra156 + 448u + 1u];
+        let a212: f32 = a_tile[ra156 + 448u + 2u];
+        let a213: f32 = a_tile[ra156 + 448u + 3u];
+        let b214: f32 = b_tile[rb157 + 384u];
+        let b215: f32 = b_tile[rb157 + 384u + 1u];
+        let b216: f32 = b_tile[rb157 + 384u + 2u];
+        let b217: f32 = b_tile[rb157 + 384u + 3u];
+        let b218: f32 = b_tile[rb157 + 448u];
+        let b219: f32 = b_tile[rb157 + 448u + 1u];
+        let b220: f32 = b_tile[rb157 + 448u + 2u];
+        let b221: f32 = b_tile[rb157 + 448u + 3u];
+        acc24 = fma(a206, b214, acc24);
+        acc25 = fma(a206, b215, acc25);
+        acc26 = fma(a206, b216, acc26);
+        acc27 = fma(a206, b217, acc27);
+        acc28 = fma(a206, b218, acc28);
+        acc29 = fma(a206, b219, acc29);
+        acc30 = fma(a206, b220, acc30);
+        acc31 = fma(a206, b221, acc31);
+        acc32 = fma(a207, b214, acc32);
+        acc33 = fma(a207, b215, acc33);
+        acc34 = fma(a207, b216, acc34);
+        acc35 = fma(a207, b217, acc35);
+        acc36 = fma(a207, b218, acc36);
+        acc37 = fma(a207, b219, acc37);
+        acc38 = fma(a207, b220, acc38);
+        acc39 = fma(a207, b221, acc39);
+        acc40 = fma(a208, b214, acc40);
+        acc41 = fma(a208, b215, acc41);
+        acc42 = fma(a208, b216, acc42);
+        acc43 = fma(a208, b217, acc43);
+        acc44 = fma(a208, b218, acc44);
+        acc45 = fma(a208, b219, acc45);
+        acc46 = fma(a208, b220, acc46);
+        acc47 = fma(a208, b221, acc47);
+        acc48 = fma(a209, b214, acc48);
+        acc49 = fma(a209, b215, acc49);
+        acc50 = fma(a209, b216, acc50);
+        acc51 = fma(a209, b217, acc51);
+        acc52 = fma(a209, b218, acc52);
+        acc53 = fma(a209, b219, acc53);
+        acc54 = fma(a209, b220, acc54);
+        acc55 = fma(a209, b221, acc55);
+        acc56 = fma(a210, b214, acc56);
+        acc57 = fma(a210, b215, acc57);
+        acc58 = fma(a210, b216, acc58);
+        acc59 = fma(a210, b217, acc59);
+        acc60 = fma(a210, b218, acc60);
+        acc61 = fma(a210, b219, acc61);
+        acc62 = fma(a210, b220, acc62);
+        acc63 = fma(a210, b221, acc63);
+        acc64 = fma(a211, b214, acc64);
+        acc65 = fma(a211, b215, acc65);
+        acc66 = fma(a211, b216, acc66);
+        acc67 = fma(a211, b217, acc67);
+        acc68 = fma(a211, b218, acc68);
+        acc69 = fma(a211, b219, acc69);
+        acc70 = fma(a211, b220, acc70);
+        acc71 = fma(a211, b221, acc71);
+        acc72 = fma(a212, b214, acc72);
+        acc73 = fma(a212, b215, acc73);
+        acc74 = fma(a212, b216, acc74);
+        acc75 = fma(a212, b217, acc75);
+        acc76 = fma(a212, b218, acc76);
+        acc77 = fma(a212, b219, acc77);
+        acc78 = fma(a212, b220, acc78);
+        acc79 = fma(a212, b221, acc79);
+        acc80 = fma(a213, b214, acc80);
+        acc81 = fma(a213, b215, acc81);
+        acc82 = fma(a213, b216, acc82);
+        acc83 = fma(a213, b217, acc83);
+        acc84 = fma(a213, b218, acc84);
+        acc85 = fma(a213, b219, acc85);
+        acc86 = fma(a213, b220, acc86);
+        acc87 = fma(a213, b221, acc87);
+        let a222: f32 = a_tile[ra156 + 512u];
+        let a223: f32 = a_tile[ra156 + 512u + 1u];
+        let a224: f32 = a_tile[ra156 + 512u + 2u];
+        let a225: f32 = a_tile[ra156 + 512u + 3u];
+        let a226: f32 = a_tile[ra156 + 576u];
+        let a227: f32 = a_tile[ra156 + 576u + 1u];
+        let a228: f32 = a_tile[ra156 + 576u + 2u];
+        let a229: f32 = a_tile[ra156 + 576u + 3u];
+        let b230: f32 = b_tile[rb157 + 512u];
+        let b231: f32 = b_tile[rb157 + 512u + 1u];
+        let b232: f32 = b_tile[rb157 + 512u + 2u];
+        let b233: f32 = b_tile[rb157 + 512u + 3u];
+        let b234: f32 = b_tile[rb157 + 576u];
+        let b235: f32 = b_tile[rb157 + 576u + 1u];
+        let b236: f32 = b_tile[rb157 + 576u + 2u];
+        let b237: f32 = b_tile[rb157 + 576u + 3u];
+        acc24 = fma(a222, b230, acc24);
+        acc25 = fma(a222, b231, acc25);
+        acc26 = fma(a222, b232, acc26);
+        acc27 = fma(a222, b233, acc27);
+        acc28 = fma(a222, b234, acc28);
+        acc29 = fma(a222, b235, acc29);
+        acc30 = fma(a222, b236, acc30);
+        acc31 = fma(a222, b237, acc31);
+        acc32 = fma(a223, b230, acc32);
+        acc33 = fma(a223, b231, acc33);
+        acc34 = fma(a223, b232, acc34);
+        acc35 = fma(a223, b233, acc35);
+        acc36 = fma(a223, b234, acc36);
+        acc37 = fma(a223, b235, acc37);
+        acc38 = fma(a223, b236, acc38);
+        acc39 = fma(a223, b237, acc39);
+        acc40 = fma(a224, b230, acc40);
+        acc41 = fma(a224, b231, acc41);
+        acc42 = fma(a224, b232, acc42);
+        acc43 = fma(a224, b233, acc43);
+        acc44 = fma(a224, b234, acc44);
+        acc45 = fma(a224, b235, acc45);
+        acc46 = fma(a224, b236, acc46);
+        acc47 = fma(a224, b237, acc47);
+        acc48 = fma(a225, b230, acc48);
+        acc49 = fma(a225, b231, acc49);
+        acc50 = fma(a225, b232, acc50);
+        acc51 = fma(a225, b233, acc51);
+        acc52 = fma(a225, b234, acc52);
+        acc53 = fma(a225, b235, acc53);
+        acc54 = fma(a225, b236, acc54);
+        acc55 = fma(a225, b237, acc55);
+        acc56 = fma(a226, b230, acc56);
+        acc57 = fma(a226, b231, acc57);
+        acc58 = fma(a226, b232, acc58);
+        acc59 = fma(a226, b233, acc59);
+        acc60 = fma(a226, b234, acc60);
+        acc61 = fma(a226, b235, acc61);
+        acc62 = fma(a226, b236, acc62);
+        acc63 = fma(a226, b237, acc63);
+        acc64 = fma(a227, b230, acc64);
+        acc65 = fma(a227, b231, acc65);
+        acc66 = fma(a227, b232, acc66);
+        acc67 = fma(a227, b233, acc67);
+        acc68 = fma(a227, b234, acc68);
+        acc69 = fma(a227, b235, acc69);
+        acc70 = fma(a227, b236, acc70);
+        acc71 = fma(a227, b237, acc71);
+        acc72 = fma(a228, b230, acc72);
+        acc73 = fma(a228, b231, acc73);
+        acc74 = fma(a228, b232, acc74);
+        acc75 = fma(a228, b233, acc75);
+        acc76 = fma(a228, b234, acc76);
+        acc77 = fma(a228, b235, acc77);
+        acc78 = fma(a228, b236, acc78);
+        acc79 = fma(a228, b237, acc79);
+        acc80 = fma(a229, b230, acc80);
+        acc81 = fma(a229, b231, acc81);
+        acc82 = fma(a229, b232, acc82);
+        acc83 = fma(a229, b233, acc83);
+        acc84 = fma(a229, b234, acc84);
+        acc85 = fma(a229, b235, acc85);
+        acc86 = fma(a229, b236, acc86);
+        acc87 = fma(a229, b237, acc87);
+        let a238: f32 = a_tile[ra156 + 640u];
+        let a239: f32 = a_tile[ra156 + 640u + 1u];
+        let a240: f32 = a_tile[ra156 + 640u + 2u];
+        let a241: f32 = a_tile[ra156 + 640u + 3u];
+        let a242: f32 = a_tile[ra156 + 704u];
+        let a243: f32 = a_tile[ra156 + 704u + 1u];
+        let a244: f32 = a_tile[ra156 + 704u + 2u];
+        let a245: f32 = a_tile[ra156 + 704u + 3u];
+        let b246: f32 = b_tile[rb157 + 640u];
+        let b247: f32 = b_tile[rb157 + 640u + 1u];
+        let b248: f32 = b_tile[rb157 + 640u + 2u];
+        let b249: f32 = b_tile[rb157 + 640u + 3u];
+        let b250: f32 = b_tile[rb157 + 704u];
+        let b251: f32 = b_tile[rb157 + 704u + 1u];
+        let b252: f32 = b_tile[rb157 + 704u + 2u];
+        let b253: f32 = b_tile[rb157 + 704u + 3u];
+        acc24 = fma(a238, b246, acc24);
+        acc25 = fma(a238, b247, acc25);
+        acc26 = fma(a238, b248, acc26);
+        acc27 = fma(a238, b249, acc27);
+        acc28 = fma(a238, b250, acc28);
+        acc29 = fma(a238, b251, acc29);
+        acc30 = fma(a238, b252, acc30);
+        acc31 = fma(a238, b253, acc31);
+        acc32 = fma(a239, b246, acc32);
+        acc33 = fma(a239, b247, acc33);
+        acc34 = fma(a239, b248, acc34);
+        acc35 = fma(a239, b249, acc35);
+        acc36 = fma(a239, b250, acc36);
+        acc37 = fma(a239, b251, acc37);
+        acc38 = fma(a239, b252, acc38);
+        acc39 = fma(a239, b253, acc39);
+        acc40 = fma(a240, b246, acc40);
+        acc41 = fma(a240, b247, acc41);
+        acc42 = fma(a240, b248, acc42);
+        acc43 = fma(a240, b249, acc43);
+        acc44 = fma(a240, b250, acc44);
+        acc45 = fma(a240, b251, acc45);
+        acc46 = fma(a240, b252, acc46);
+        acc47 = fma(a240, b253, acc47);
+        acc48 = fma(a241, b246, acc48);
+        acc49 = fma(a241, b247, acc49);
+        acc50 = fma(a241, b248, acc50);
+        acc51 = fma(a241, b249, acc51);
+        acc52 = fma(a241, b250, acc52);
+        acc53 = fma(a241, b251, acc53);
+        acc54 = fma(a241, b252, acc54);
+        acc55 = fma(a241, b253, acc55);
+        acc56 = fma(a242, b246, acc56);
+        acc57 = fma(a242, b247, acc57);
+        acc58 = fma(a242, b248, acc58);
+        acc59 = fma(a242, b249, acc59);
+        acc60 = fma(a242, b250, acc60);
+        acc61 = fma(a242, b251, acc61);
+        acc62 = fma(a242, b252, acc62);
+        acc63 = fma(a242, b253, acc63);
+        acc64 = fma(a243, b246, acc64);
+        acc65 = fma(a243, b247, acc65);
+        acc66 = fma(a243, b248, acc66);
+        acc67 = fma(a243, b249, acc67);
+        acc68 = fma(a243, b250, acc68);
+        acc69 = fma(a243, b251, acc69);
+        acc70 = fma(a243, b252, acc70);
+        acc71 = fma(a243, b253, acc71);
+        acc72 = fma(a244, b246, acc72);
+        acc73 = fma(a244, b247, acc73);
+        acc74 = fma(a244, b248, acc74);
+        acc75 = fma(a244, b249, acc75);
+        acc76 = fma(a244, b250, acc76);
+        acc77 = fma(a244, b251, acc77);
+        acc78 = fma(a244, b252, acc78);
+        acc79 = fma(a244, b253, acc79);
+        acc80 = fma(a245, b246, acc80);
+        acc81 = fma(a245, b247, acc81);
+        acc82 = fma(a245, b248, acc82);
+        acc83 = fma(a245, b249, acc83);
+        acc84 = fma(a245, b250, acc84);
+        acc85 = fma(a245, b251, acc85);
+        acc86 = fma(a245, b252, acc86);
+        acc87 = fma(a245, b253, acc87);
+        let a254: f32 = a_tile[ra156 + 768u];
+        let a255: f32 = a_tile[ra156 + 768u + 1u];
+        let a256: f32 = a_tile[ra156 + 768u + 2u];
+        let a257: f32 = a_tile[ra156 + 768u + 3u];
+        let a258: f32 = a_tile[ra156 + 832u];
+        let a259: f32 = a_tile[ra156 + 832u + 1u];
+        let a260: f32 = a_tile[ra156 + 832u + 2u];
+        let a261: f32 = a_tile[ra156 + 832u + 3u];
+        let b262: f32 = b_tile[rb157 + 768u];
+        let b263: f32 = b_tile[rb157 + 768u + 1u];
+        let b264: f32 = b_tile[rb157 + 768u + 2u];
+        let b265: f32 = b_tile[rb157 + 768u + 3u];
+        let b266: f32 = b_tile[rb157 + 832u];
+        let b267: f32 = b_tile[rb157 + 832u + 1u];
+        let b268: f32 = b_tile[rb157 + 832u + 2u];
+        let b269: f32 = b_tile[rb157 + 832u + 3u];
+        acc24 = fma(a254, b262, acc24);
+        acc25 = fma(a254, b263, acc25);
+        acc26 = fma(a254, b264, acc26);
+        acc27 = fma(a254, b265, acc27);
+        acc28 = fma(a254, b266, acc28);
+        acc29 = fma(a254, b267, acc29);
+        acc30 = fma(a254, b268, acc30);
+        acc31 = fma(a254, b269, acc31);
+        acc32 = fma(a255, b262, acc32);
+        acc33 = fma(a255, b263, acc33);
+        acc34 = fma(a255, b264, acc34);
+        acc35 = fma(a255, b265, acc35);
+        acc36 = fma(a255, b266, acc36);
+        acc37 = fma(a255, b267, acc37);
+        acc38 = fma(a255, b268, acc38);
+        acc39 = fma(a255, b269, acc39);
+        acc40 = fma(a256, b262, acc40);
+        acc41 = fma(a256, b263, acc41);
+        acc42 = fma(a256, b264, acc42);
+        acc43 = fma(a256, b265, acc43);
+        acc44 = fma(a256, b266, acc44);
+        acc45 = fma(a256, b267, acc45);
+        acc46 = fma(a256, b268, acc46);
+        acc47 = fma(a256, b269, acc47);
+        acc48 = fma(a257, b262, acc48);
+        acc49 = fma(a257, b263, acc49);
+        acc50 = fma(a257, b264, acc50);
+        acc51 = fma(a257, b265, acc51);
+        acc52 = fma(a257, b266, acc52);
+        acc53 = fma(a257, b267, acc53);
+        acc54 = fma(a257, b268, acc54);
+        acc55 = fma(a257, b269, acc55);
+        acc56 = fma(a258, b262, acc56);
+        acc57 = fma(a258, b263, acc57);
+        acc58 = fma(a258, b264, acc58);
+        acc59 = fma(a258, b265, acc59);
+        acc60 = fma(a258, b266, acc60);
+        acc61 = fma(a258, b267, acc61);
+        acc62 = fma(a258, b268, acc62);
+        acc63 = fma(a258, b269, acc63);
+        acc64 = fma(a259, b262, acc64);
+        acc65 = fma(a259, b263, acc65);
+        acc66 = fma(a259, b264, acc66);
+        acc67 = fma(a259, b265, acc67);
+        acc68 = fma(a259, b266, acc68);
+        acc69 = fma(a259, b267, acc69);
+        acc70 = fma(a259, b268, acc70);
+        acc71 = fma(a259, b269, acc71);
+        acc72 = fma(a260, b262, acc72);
+        acc73 = fma(a260, b263, acc73);
+        acc74 = fma(a260, b264, acc74);
+        acc75 = fma(a260, b265, acc75);
+        acc76 = fma(a260, b266, acc76);
+        acc77 = fma(a260, b267, acc77);
+        acc78 = fma(a260, b268, acc78);
+        acc79 = fma(a260, b269, acc79);
+        acc80 = fma(a261, b262, acc80);
+        acc81 = fma(a261, b263, acc81);
+        acc82 = fma(a261, b264, acc82);
+        acc83 = fma(a261, b265, acc83);
+        acc84 = fma(a261, b266, acc84);
+        acc85 = fma(a261, b267, acc85);
+        acc86 = fma(a261, b268, acc86);
+        acc87 = fma(a261, b269, acc87);
+        let a270: f32 = a_tile[ra156 + 896u];
+        let a271: f32 = a_tile[ra156 + 896u + 1u];
+        let a272: f32 = a_tile[ra156 + 896u + 2u];
+        let a273: f32 = a_tile[ra156 + 896u + 3u];
+        let a274: f32 = a_tile[ra156 + 960u];
+        let a275: f32 = a_tile[ra156 + 960u + 1u];
+        let a276: f32 = a_tile[ra156 + 960u + 2u];
+        let a277: f32 = a_tile[ra156 + 960u + 3u];
+        let b278: f32 = b_tile[rb157 + 896u];
+        let b279: f32 = b_tile[rb157 + 896u + 1u];
+        let b280: f32 = b_tile[rb157 + 896u + 2u];
+        let b281: f32 = b_tile[rb157 + 896u + 3u];
+        let b282: f32 = b_tile[rb157 + 960u];
+        let b283: f32 = b_tile[rb157 + 960u + 1u];
+        let b284: f32 = b_tile[rb157 + 960u + 2u];
+        let b285: f32 = b_tile[rb157 + 960u + 3u];
+        acc24 = fma(a270, b278, acc24);
+        acc25 = fma(a270, b279, acc25);
+        acc26 = fma(a270, b280, acc26);
+        acc27 = fma(a270, b281, acc27);
+        acc28 = fma(a270, b282, acc28);
+        acc29 = fma(a270, b283, acc29);
+        acc30 = fma(a270, b284, acc30);
+        acc31 = fma(a270, b285, acc31);
+        acc32 = fma(a271, b278, acc32);
+        acc33 = fma(a271, b279, acc33);
+        acc34 = fma(a271, b280, acc34);
+        acc35 = fma(a271, b281, acc35);
+        acc36 = fma(a271, b282, acc36);
+        acc37 = fma(a271, b283, acc37);
+        acc38 = fma(a271, b284, acc38);
+        acc39 = fma(a271, b285, acc39);
+        acc40 = fma(a272, b278, acc40);
+        acc41 = fma(a272, b279, acc41);
+        acc42 = fma(a272, b280, acc42);
+        acc43 = fma(a272, b281, acc43);
+        acc44 = fma(a272, b282, acc44);
+        acc45 = fma(a272, b283, acc45);
+        acc46 = fma(a272, b284, acc46);
+        acc47 = fma(a272, b285, acc47);
+        acc48 = fma(a273, b278, acc48);
+        acc49 = fma(a273, b279, acc49);
+        acc50 = fma(a273, b280, acc50);
+        acc51 = fma(a273, b281, acc51);
+        acc52 = fma(a273, b282, acc52);
+        acc53 = fma(a273, b283, acc53);
+        acc54 = fma(a273, b284, acc54);
+        acc55 = fma(a273, b285, acc55);
+        acc56 = fma(a274, b278, acc56);
+        acc57 = fma(a274, b279, acc57);
+        acc58 = fma(a274, b280, acc58);
+        acc59 = fma(a274, b281, acc59);
+        acc60 = fma(a274, b282, acc60);
+        acc61 = fma(a274, b283, acc61);
+        acc62 = fma(a274, b284, acc62);
+        acc63 = fma(a274, b285, acc63);
+        acc64 = fma(a275, b278, acc64);
+        acc65 = fma(a275, b279, acc65);
+        acc66 = fma(a275, b280, acc66);
+        acc67 = fma(a275, b281, acc67);
+        acc68 = fma(a275, b282, acc68);
+        acc69 = fma(a275, b283, acc69);
+        acc70 = fma(a275, b284, acc70);
+        acc71 = fma(a275, b285, acc71);
+        acc72 = fma(a276, b278, acc72);
+        acc73 = fma(a276, b279, acc73);
+        acc74 = fma(a276, b280, acc74);
+        acc75 = fma(a276, b281, acc75);
+        acc76 = fma(a276, b282, acc76);
+        acc77 = fma(a276, b283, acc77);
+        acc78 = fma(a276, b284, acc78);
+        acc79 = fma(a276, b285, acc79);
+        acc80 = fma(a277, b278, acc80);
+        acc81 = fma(a277, b279, acc81);
+        acc82 = fma(a277, b280, acc82);
+        acc83 = fma(a277, b281, acc83);
+        acc84 = fma(a277, b282, acc84);
+        acc85 = fma(a277, b283, acc85);
+        acc86 = fma(a277, b284, acc86);
+        acc87 = fma(a277, b285, acc87);
         workgroupBarrier();
-        for (var kk58: u32 = 0u; kk58 < 16u; kk58 += 1u) {
-            let a59: f32 = a_tile[lid.y * 16u + kk58];
-            let a60: f32 = a_tile[(lid.y + 16u) * 16u + kk58];
-            let a61: f32 = a_tile[(lid.y + 32u) * 16u + kk58];
-            let a62: f32 = a_tile[(lid.y + 48u) * 16u + kk58];
-            let b63: f32 = b_tile[kk58 * 64u + lid.x];
-            let b64: f32 = b_tile[kk58 * 64u + (lid.x + 16u)];
-            let b65: f32 = b_tile[kk58 * 64u + (lid.x + 32u)];
-            let b66: f32 = b_tile[kk58 * 64u + (lid.x + 48u)];
-            acc15 = fma(a59, b63, acc15);
-            acc16 = fma(a59, b64, acc16);
-            acc17 = fma(a59, b65, acc17);
-            acc18 = fma(a59, b66, acc18);
-            acc19 = fma(a60, b63, acc19);
-            acc20 = fma(a60, b64, acc20);
-            acc21 = fma(a60, b65, acc21);
-            acc22 = fma(a60, b66, acc22);
-            acc23 = fma(a61, b63, acc23);
-            acc24 = fma(a61, b64, acc24);
-            acc25 = fma(a61, b65, acc25);
-            acc26 = fma(a61, b66, acc26);
-            acc27 = fma(a62, b63, acc27);
-            acc28 = fma(a62, b64, acc28);
-            acc29 = fma(a62, b65, acc29);
-            acc30 = fma(a62, b66, acc30);
-        }
-        workgroupBarrier();
     }
-    if ((row7 < u.T) && (col11 < u.T)) {
-        let i67: u32 = (b4 * u.T + row7) * u.T + col11;
-        let v68: f32 = acc15 * 0.125f;
-        scratch0[i67] = v68;
+    if ((row8 < u.T) && (col16 < u.T)) {
+        let i286: u32 = (b4 * u.T + row8) * u.T + col16;
+        let v287: f32 = acc24 * 0.125f;
+        scratch0[i286] = v287;
     }
-    if ((row7 < u.T) && (col12 < u.T)) {
-        let i69: u32 = (b4 * u.T + row7) * u.T + col12;
-        let v70: f32 = acc16 * 0.125f;
-        scratch0[i69] = v70;
+    if ((row8 < u.T) && (col17 < u.T)) {
+        let i288: u32 = (b4 * u.T + row8) * u.T + col17;
+        let v289: f32 = acc25 * 0.125f;
+        scratch0[i288] = v289;
     }
-    if ((row7 < u.T) && (col13 < u.T)) {
-        let i71: u32 = (b4 * u.T + row7) * u.T + col13;
-        let v72: f32 = acc17 * 0.125f;
-        scratch0[i71] = v72;
+    if ((row8 < u.T) && (col18 < u.T)) {
+        let i290: u32 = (b4 * u.T + row8) * u.T + col18;
+        let v291: f32 = acc26 * 0.125f;
+        scratch0[i290] = v291;
     }
-    if ((row7 < u.T) && (col14 < u.T)) {
-        let i73: u32 = (b4 * u.T + row7) * u.T + col14;
-        let v74: f32 = acc18 * 0.125f;
-        scratch0[i73] = v74;
+    if ((row8 < u.T) && (col19 < u.T)) {
+        let i292: u32 = (b4 * u.T + row8) * u.T + col19;
+        let v293: f32 = acc27 * 0.125f;
+        scratch0[i292] = v293;
     }
-    if ((row8 < u.T) && (col11 < u.T)) {
-        let i75: u32 = (b4 * u.T + row8) * u.T + col11;
-        let v76: f32 = acc19 * 0.125f;
-        scratch0[i75] = v76;
+    if ((row8 < u.T) && (col20 < u.T)) {
+        let i294: u32 = (b4 * u.T + row8) * u.T + col20;
+        let v295: f32 = acc28 * 0.125f;
+        scratch0[i294] = v295;
     }
-    if ((row8 < u.T) && (col12 < u.T)) {
-        let i77: u32 = (b4 * u.T + row8) * u.T + col12;
-        let v78: f32 = acc20 * 0.125f;
-        scratch0[i77] = v78;
+    if ((row8 < u.T) && (col21 < u.T)) {
+        let i296: u32 = (b4 * u.T + row8) * u.T + col21;
+        let v297: f32 = acc29 * 0.125f;
+        scratch0[i296] = v297;
     }
-    if ((row8 < u.T) && (col13 < u.T)) {
-        let i79: u32 = (b4 * u.T + row8) * u.T + col13;
-        let v80: f32 = acc21 * 0.125f;
-        scratch0[i79] = v80;
+    if ((row8 < u.T) && (col22 < u.T)) {
+        let i298: u32 = (b4 * u.T + row8) * u.T + col22;
+        let v299: f32 = acc30 * 0.125f;
+        scratch0[i298] = v299;
     }
-    if ((row8 < u.T) && (col14 < u.T)) {
-        let i81: u32 = (b4 * u.T + row8) * u.T + col14;
-        let v82: f32 = acc22 * 0.125f;
-        scratch0[i81] = v82;
+    if ((row8 < u.T) && (col23 < u.T)) {
+        let i300: u32 = (b4 * u.T + row8) * u.T + col23;
+        let v301: f32 = acc31 * 0.125f;
+        scratch0[i300] = v301;
     }
-    if ((row9 < u.T) && (col11 < u.T)) {
-        let i83: u32 = (b4 * u.T + row9) * u.T + col11;
-        let v84: f32 = acc23 * 0.125f;
-        scratch0[i83] = v84;
+    if ((row9 < u.T) && (col16 < u.T)) {
+        let i302: u32 = (b4 * u.T + row9) * u.T + col16;
+        let v303: f32 = acc32 * 0.125f;
+        scratch0[i302] = v303;
     }
-    if ((row9 < u.T) && (col12 < u.T)) {
-        let i85: u32 = (b4 * u.T + row9) * u.T + col12;
-        let v86: f32 = acc24 * 0.125f;
-        scratch0[i85] = v86;
+    if ((row9 < u.T) && (col17 < u.T)) {
+        let i304: u32 = (b4 * u.T + row9) * u.T + col17;
+        let v305: f32 = acc33 * 0.125f;
+        scratch0[i304] = v305;
     }
-    if ((row9 < u.T) && (col13 < u.T)) {
-        let i87: u32 = (b4 * u.T + row9) * u.T + col13;
-        let v88: f32 = acc25 * 0.125f;
-        scratch0[i87] = v88;
+    if ((row9 < u.T) && (col18 < u.T)) {
+        let i306: u32 = (b4 * u.T + row9) * u.T + col18;
+        let v307: f32 = acc34 * 0.125f;
+        scratch0[i306] = v307;
     }
-    if ((row9 < u.T) && (col14 < u.T)) {
-        let i89: u32 = (b4 * u.T + row9) * u.T + col14;
-        let v90: f32 = acc26 * 0.125f;
-        scratch0[i89] = v90;
+    if ((row9 < u.T) && (col19 < u.T)) {
+        let i308: u32 = (b4 * u.T + row9) * u.T + col19;
+        let v309: f32 = acc35 * 0.125f;
+        scratch0[i308] = v309;
     }
-    if ((row10 < u.T) && (col11 < u.T)) {
-        let i91: u32 = (b4 * u.T + row10) * u.T + col11;
-        let v92: f32 = acc27 * 0.125f;
-        scratch0[i91] = v92;
+    if ((row9 < u.T) && (col20 < u.T)) {
+        let i310: u32 = (b4 * u.T + row9) * u.T + col20;
+        let v311: f32 = acc36 * 0.125f;
+        scratch0[i310] = v311;
     }
-    if ((row10 < u.T) && (col12 < u.T)) {
-        let i93: u32 = (b4 * u.T + row10) * u.T + col12;
-        let v94: f32 = acc28 * 0.125f;
-        scratch0[i93] = v94;
+    if ((row9 < u.T) && (col21 < u.T)) {
+        let i312: u32 = (b4 * u.T + row9) * u.T + col21;
+        let v313: f32 = acc37 * 0.125f;
+        scratch0[i312] = v313;
     }
-    if ((row10 < u.T) && (col13 < u.T)) {
-        let i95: u32 = (b4 * u.T + row10) * u.T + col13;
-        let v96: f32 = acc29 * 0.125f;
-        scratch0[i95] = v96;
+    if ((row9 < u.T) && (col22 < u.T)) {
+        let i314: u32 = (b4 * u.T + row9) * u.T + col22;
+        let v315: f32 = acc38 * 0.125f;
+        scratch0[i314] = v315;
     }
-    if ((row10 < u.T) && (col14 < u.T)) {
-        let i97: u32 = (b4 * u.T + row10) * u.T + col14;
-        let v98: f32 = acc30 * 0.125f;
-        scratch0[i97] = v98;
+    if ((row9 < u.T) && (col23 < u.T)) {
+        let i316: u32 = (b4 * u.T + row9) * u.T + col23;
+        let v317: f32 = acc39 * 0.125f;
+        scratch0[i316] = v317;
+    }
+    if ((row10 < u.T) && (col16 < u.T)) {
+        let i318: u32 = (b4 * u.T + row10) * u.T + col16;
+        let v319: f32 = acc40 * 0.125f;
+        scratch0[i318] = v319;
+    }
+    if ((row10 < u.T) && (col17 < u.T)) {
+        let i320: u32 = (b4 * u.T + row10) * u.T + col17;
+        let v321: f32 = acc41 * 0.125f;
+        scratch0[i320] = v321;
+    }
+    if ((row10 < u.T) && (col18 < u.T)) {
+        let i322: u32 = (b4 * u.T + row10) * u.T + col18;
+        let v323: f32 = acc42 * 0.125f;
+        scratch0[i322] = v323;
+    }
+    if ((row10 < u.T) && (col19 < u.T)) {
+        let i324: u32 = (b4 * u.T + row10) * u.T + col19;
+        let v325: f32 = acc43 * 0.125f;
+        scratch0[i324] = v325;
+    }
+    if ((row10 < u.T) && (col20 < u.T)) {
+        let i326: u32 = (b4 * u.T + row10) * u.T + col20;
+        let v327: f32 = acc44 * 0.125f;
+        scratch0[i326] = v327;
+    }
+    if ((row10 < u.T) && (col21 < u.T)) {
+        let i328: u32 = (b4 * u.T + row10) * u.T + col21;
+        let v329: f32 = acc45 * 0.125f;
+        scratch0[i328] = v329;
+    }
+    if ((row10 < u.T) && (col22 < u.T)) {
+        let i330: u32 = (b4 * u.T + row10) * u.T + col22;
+        let v331: f32 = acc46 * 0.125f;
+        scratch0[i330] = v331;
+    }
+    if ((row10 < u.T) && (col23 < u.T)) {
+        let i332: u32 = (b4 * u.T + row10) * u.T + col23;
+        let v333: f32 = acc47 * 0.125f;
+        scratch0[i332] = v333;
+    }
+    if ((row11 < u.T) && (col16 < u.T)) {
+        let i334: u32 = (b4 * u.T + row11) * u.T + col16;
+        let v335: f32 = acc48 * 0.125f;
+        scratch0[i334] = v335;
+    }
+    if ((row11 < u.T) && (col17 < u.T)) {
+        let i336: u32 = (b4 * u.T + row11) * u.T + col17;
+        let v337: f32 = acc49 * 0.125f;
+        scratch0[i336] = v337;
+    }
+    if ((row11 < u.T) && (col18 < u.T)) {
+        let i338: u32 = (b4 * u.T + row11) * u.T + col18;
+        let v339: f32 = acc50 * 0.125f;
+        scratch0[i338] = v339;
+    }
+    if ((row11 < u.T) && (col19 < u.T)) {
+        let i340: u32 = (b4 * u.T + row11) * u.T + col19;
+        let v341: f32 = acc51 * 0.125f;
+        scratch0[i340] = v341;
+    }
+    if ((row11 < u.T) && (col20 < u.T)) {
+        let i342: u32 = (b4 * u.T + row11) * u.T + col20;
+        let v343: f32 = acc52 * 0.125f;
+        scratch0[i342] = v343;
+    }
+    if ((row11 < u.T) && (col21 < u.T)) {
+        let i344: u32 = (b4 * u.T + row11) * u.T + col21;
+        let v345: f32 = acc53 * 0.125f;
+        scratch0[i344] = v345;
+    }
+    if ((row11 < u.T) && (col22 < u.T)) {
+        let i346: u32 = (b4 * u.T + row11) * u.T + col22;
+        let v347: f32 = acc54 * 0.125f;
+        scratch0[i346] = v347;
+    }
+    if ((row11 < u.T) && (col23 < u.T)) {
+        let i348: u32 = (b4 * u.T + row11) * u.T + col23;
+        let v349: f32 = acc55 * 0.125f;
+        scratch0[i348] = v349;
+    }
+    if ((row12 < u.T) && (col16 < u.T)) {
+        let i350: u32 = (b4 * u.T + row12) * u.T + col16;
+        let v351: f32 = acc56 * 0.125f;
+        scratch0[i350] = v351;
+    }
+    if ((row12 < u.T) && (col17 < u.T)) {
+        let i352: u32 = (b4 * u.T + row12) * u.T + col17;
+        let v353: f32 = acc57 * 0.125f;
+        scratch0[i352] = v353;
+    }
+    if ((row12 < u.T) && (col18 < u.T)) {
+        let i354: u32 = (b4 * u.T + row12) * u.T + col18;
+        let v355: f32 = acc58 * 0.125f;
+        scratch0[i354] = v355;
+    }
+    if ((row12 < u.T) && (col19 < u.T)) {
+        let i356: u32 = (b4 * u.T + row12) * u.T + col19;
+        let v357: f32 = acc59 * 0.125f;
+        scratch0[i356] = v357;
+    }
+    if ((row12 < u.T) && (col20 < u.T)) {
+        let i358: u32 = (b4 * u.T + row12) * u.T + col20;
+        let v359: f32 = acc60 * 0.125f;
+        scratch0[i358] = v359;
+    }
+    if ((row12 < u.T) && (col21 < u.T)) {
+        let i360: u32 = (b4 * u.T + row12) * u.T + col21;
+        let v361: f32 = acc61 * 0.125f;
+        scratch0[i360] = v361;
+    }
+    if ((row12 < u.T) && (col22 < u.T)) {
+        let i362: u32 = (b4 * u.T + row12) * u.T + col22;
+        let v363: f32 = acc62 * 0.125f;
+        scratch0[i362] = v363;
+    }
+    if ((row12 < u.T) && (col23 < u.T)) {
+        let i364: u32 = (b4 * u.T + row12) * u.T + col23;
+        let v365: f32 = acc63 * 0.125f;
+        scratch0[i364] = v365;
+    }
+    if ((row13 < u.T) && (col16 < u.T)) {
+        let i366: u32 = (b4 * u.T + row13) * u.T + col16;
+        let v367: f32 = acc64 * 0.125f;
+        scratch0[i366] = v367;
+    }
+    if ((row13 < u.T) && (col17 < u.T)) {
+        let i368: u32 = (b4 * u.T + row13) * u.T + col17;
+        let v369: f32 = acc65 * 0.125f;
+        scratch0[i368] = v369;
+    }
+    if ((row13 < u.T) && (col18 < u.T)) {
+        let i370: u32 = (b4 * u.T + row13) * u.T + col18;
+        let v371: f32 = acc66 * 0.125f;
+        scratch0[i370] = v371;
+    }
+    if ((row13 < u.T) && (col19 < u.T)) {
+        let i372: u32 = (b4 * u.T + row13) * u.T + col19;
+        let v373: f32 = acc67 * 0.125f;
+        scratch0[i372] = v373;
+    }
+    if ((row13 < u.T) && (col20 < u.T)) {
+        let i374: u32 = (b4 * u.T + row13) * u.T + col20;
+        let v375: f32 = acc68 * 0.125f;
+        scratch0[i374] = v375;
+    }
+    if ((row13 < u.T) && (col21 < u.T)) {
+        let i376: u32 = (b4 * u.T + row13) * u.T + col21;
+        let v377: f32 = acc69 * 0.125f;
+        scratch0[i376] = v377;
+    }
+    if ((row13 < u.T) && (col22 < u.T)) {
+        let i378: u32 = (b4 * u.T + row13) * u.T + col22;
+        let v379: f32 = acc70 * 0.125f;
+        scratch0[i378] = v379;
+    }
+    if ((row13 < u.T) && (col23 < u.T)) {
+        let i380: u32 = (b4 * u.T + row13) * u.T + col23;
+        let v381: f32 = acc71 * 0.125f;
+        scratch0[i380] = v381;
+    }
+    if ((row14 < u.T) && (col16 < u.T)) {
+        let i382: u32 = (b4 * u.T + row14) * u.T + col16;
+        let v383: f32 = acc72 * 0.125f;
+        scratch0[i382] = v383;
+    }
+    if ((row14 < u.T) && (col17 < u.T)) {
+        let i384: u32 = (b4 * u.T + row14) * u.T + col17;
+        let v385: f32 = acc73 * 0.125f;
+        scratch0[i384] = v385;
+    }
+    if ((row14 < u.T) && (col18 < u.T)) {
+        let i386: u32 = (b4 * u.T + row14) * u.T + col18;
+        let v387: f32 = acc74 * 0.125f;
+        scratch0[i386] = v387;
+    }
+    if ((row14 < u.T) && (col19 < u.T)) {
+        let i388: u32 = (b4 * u.T + row14) * u.T + col19;
+        let v389: f32 = acc75 * 0.125f;
+        scratch0[i388] = v389;
+    }
+    if ((row14 < u.T) && (col20 < u.T)) {
+        let i390: u32 = (b4 * u.T + row14) * u.T + col20;
+        let v391: f32 = acc76 * 0.125f;
+        scratch0[i390] = v391;
+    }
+    if ((row14 < u.T) && (col21 < u.T)) {
+        let i392: u32 = (b4 * u.T + row14) * u.T + col21;
+        let v393: f32 = acc77 * 0.125f;
+        scratch0[i392] = v393;
+    }
+    if ((row14 < u.T) && (col22 < u.T)) {
+        let i394: u32 = (b4 * u.T + row14) * u.T + col22;
+        let v395: f32 = acc78 * 0.125f;
+        scratch0[i394] = v395;
+    }
+    if ((row14 < u.T) && (col23 < u.T)) {
+        let i396: u32 = (b4 * u.T + row14) * u.T + col23;
+        let v397: f32 = acc79 * 0.125f;
+        scratch0[i396] = v397;
+    }
+    if ((row15 < u.T) && (col16 < u.T)) {
+        let i398: u32 = (b4 * u.T + row15) * u.T + col16;
+        let v399: f32 = acc80 * 0.125f;
+        scratch0[i398] = v399;
+    }
+    if ((row15 < u.T) && (col17 < u.T)) {
+        let i400: u32 = (b4 * u.T + row15) * u.T + col17;
+        let v401: f32 = acc81 * 0.125f;
+        scratch0[i400] = v401;
+    }
+    if ((row15 < u.T) && (col18 < u.T)) {
+        let i402: u32 = (b4 * u.T + row15) * u.T + col18;
+        let v403: f32 = acc82 * 0.125f;
+        scratch0[i402] = v403;
+    }
+    if ((row15 < u.T) && (col19 < u.T)) {
+        let i404: u32 = (b4 * u.T + row15) * u.T + col19;
+        let v405: f32 = acc83 * 0.125f;
+        scratch0[i404] = v405;
+    }
+    if ((row15 < u.T) && (col20 < u.T)) {
+        let i406: u32 = (b4 * u.T + row15) * u.T + col20;
+        let v407: f32 = acc84 * 0.125f;
+        scratch0[i406] = v407;
+    }
+    if ((row15 < u.T) && (col21 < u.T)) {
+        let i408: u32 = (b4 * u.T + row15) * u.T + col21;
+        let v409: f32 = acc85 * 0.125f;
+        scratch0[i408] = v409;
+    }
+    if ((row15 < u.T) && (col22 < u.T)) {
+        let i410: u32 = (b4 * u.T + row15) * u.T + col22;
+        let v411: f32 = acc86 * 0.125f;
+        scratch0[i410] = v411;
+    }
+    if ((row15 < u.T) && (col23 < u.T)) {
+        let i412: u32 = (b4 * u.T + row15) * u.T + col23;
+        let v413: f32 = acc87 * 0.125f;
+        scratch0[i412] = v413;
     }
 }

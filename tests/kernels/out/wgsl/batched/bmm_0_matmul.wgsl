@@ -11,8 +11,8 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read> b: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> a_tile: array<f32, 1024>;
-var<workgroup> b_tile: array<f32, 1024>;
+var<workgroup> a_tile: array<f32, 2048>;
+var<workgroup> b_tile: array<f32, 2048>;
 
 @compute @workgroup_size(16, 16, 1)
 fn bmm_0_matmul(
@@ -21,32 +21,32 @@ fn bmm_0_matmul(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= u.B * ((u.M + 64u - 1u) >> 6u) * ((u.N + 64u - 1u) >> 6u)) {
+    if (g0 >= u.B * ((u.M + 128u - 1u) >> 7u) * ((u.N + 128u - 1u) >> 7u)) {
         return;
     }
-    let tile1: u32 = g0 % ((u.N + 64u - 1u) >> 6u);
-    let tile2: u32 = g0 / ((u.N + 64u - 1u) >> 6u);
-    let tile3: u32 = tile2 % ((u.M + 64u - 1u) >> 6u);
-    let b4: u32 = tile2 / ((u.M + 64u - 1u) >> 6u);
-    let row5: u32 = tile3 * 64u;
-    let col6: u32 = tile1 * 64u;
-    let row7: u32 = row5 + lid.y;
-    let row8: u32 = row5 + (lid.y + 16u);
-    let row9: u32 = row5 + (lid.y + 32u);
-    let row10: u32 = row5 + (lid.y + 48u);
-    let col11: u32 = col6 + lid.x;
-    let col12: u32 = col6 + (lid.x + 16u);
-    let col13: u32 = col6 + (lid.x + 32u);
-    let col14: u32 = col6 + (lid.x + 48u);
-    var acc15: f32 = 0.0f;
-    var acc16: f32 = 0.0f;
-    var acc17: f32 = 0.0f;
-    var acc18: f32 = 0.0f;
-    var acc19: f32 = 0.0f;
-    var acc20: f32 = 0.0f;
-    var acc21: f32 = 0.0f;
-    var acc22: f32 = 0.0f;
-    var acc23: f32 = 0.0f;
+    let tile1: u32 = g0 % ((u.N + 128u - 1u) >> 7u);
+    let tile2: u32 = g0 / ((u.N + 128u - 1u) >> 7u);
+    let tile3: u32 = tile2 % ((u.M + 128u - 1u) >> 7u);
+    let b4: u32 = tile2 / ((u.M + 128u - 1u) >> 7u);
+    let t5: u32 = lid.y * 16u + lid.x;
+    let row6: u32 = tile3 * 128u;
+    let col7: u32 = tile1 * 128u;
+    let row8: u32 = row6 + lid.y * 4u;
+    let row9: u32 = row6 + (lid.y * 4u + 1u);
+    let row10: u32 = row6 + (lid.y * 4u + 2u);
+    let row11: u32 = row6 + (lid.y * 4u + 3u);
+    let row12: u32 = row6 + (lid.y * 4u + 64u);
+    let row13: u32 = row6 + (lid.y * 4u + 65u);
+    let row14: u32 = row6 + (lid.y * 4u + 66u);
+    let row15: u32 = row6 + (lid.y * 4u + 67u);
+    let col16: u32 = col7 + lid.x * 4u;
+    let col17: u32 = col7 + (lid.x * 4u + 1u);
+    let col18: u32 = col7 + (lid.x * 4u + 2u);
+    let col19: u32 = col7 + (lid.x * 4u + 3u);
+    let col20: u32 = col7 + (lid.x * 4u + 64u);
+    let col21: u32 = col7 + (lid.x * 4u + 65u);
+    let col22: u32 = col7 + (lid.x * 4u + 66u);
+    let col23: u32 = col7 + (lid.x * 4u + 67u);
     var acc24: f32 = 0.0f;
     var acc25: f32 = 0.0f;
     var acc26: f32 = 0.0f;
@@ -54,156 +54,1088 @@ fn bmm_0_matmul(
     var acc28: f32 = 0.0f;
     var acc29: f32 = 0.0f;
     var acc30: f32 = 0.0f;
-    for (var k0_31: u32 = 0u; k0_31 < u.K; k0_31 += 16u) {
-        let ka32: u32 = k0_31 + lid.x;
-        let kb33: u32 = k0_31 + lid.y;
-        var x34: f32 = 0.0f;
-        if ((row7 < u.M) && (ka32 < u.K)) {
-            let i35: u32 = (b4 * u.M + row7) * u.K + ka32;
-            let v36: f32 = a[i35];
-            x34 = v36;
+    var acc31: f32 = 0.0f;
+    var acc32: f32 = 0.0f;
+    var acc33: f32 = 0.0f;
+    var acc34: f32 = 0.0f;
+    var acc35: f32 = 0.0f;
+    var acc36: f32 = 0.0f;
+    var acc37: f32 = 0.0f;
+    var acc38: f32 = 0.0f;
+    var acc39: f32 = 0.0f;
+    var acc40: f32 = 0.0f;
+    var acc41: f32 = 0.0f;
+    var acc42: f32 = 0.0f;
+    var acc43: f32 = 0.0f;
+    var acc44: f32 = 0.0f;
+    var acc45: f32 = 0.0f;
+    var acc46: f32 = 0.0f;
+    var acc47: f32 = 0.0f;
+    var acc48: f32 = 0.0f;
+    var acc49: f32 = 0.0f;
+    var acc50: f32 = 0.0f;
+    var acc51: f32 = 0.0f;
+    var acc52: f32 = 0.0f;
+    var acc53: f32 = 0.0f;
+    var acc54: f32 = 0.0f;
+    var acc55: f32 = 0.0f;
+    var acc56: f32 = 0.0f;
+    var acc57: f32 = 0.0f;
+    var acc58: f32 = 0.0f;
+    var acc59: f32 = 0.0f;
+    var acc60: f32 = 0.0f;
+    var acc61: f32 = 0.0f;
+    var acc62: f32 = 0.0f;
+    var acc63: f32 = 0.0f;
+    var acc64: f32 = 0.0f;
+    var acc65: f32 = 0.0f;
+    var acc66: f32 = 0.0f;
+    var acc67: f32 = 0.0f;
+    var acc68: f32 = 0.0f;
+    var acc69: f32 = 0.0f;
+    var acc70: f32 = 0.0f;
+    var acc71: f32 = 0.0f;
+    var acc72: f32 = 0.0f;
+    var acc73: f32 = 0.0f;
+    var acc74: f32 = 0.0f;
+    var acc75: f32 = 0.0f;
+    var acc76: f32 = 0.0f;
+    var acc77: f32 = 0.0f;
+    var acc78: f32 = 0.0f;
+    var acc79: f32 = 0.0f;
+    var acc80: f32 = 0.0f;
+    var acc81: f32 = 0.0f;
+    var acc82: f32 = 0.0f;
+    var acc83: f32 = 0.0f;
+    var acc84: f32 = 0.0f;
+    var acc85: f32 = 0.0f;
+    var acc86: f32 = 0.0f;
+    var acc87: f32 = 0.0f;
+    let ak88: u32 = t5 & 7u;
+    let am89: u32 = t5 >> 3u;
+    let ar90: u32 = row6 + am89;
+    let ar91: u32 = row6 + (am89 + 32u);
+    let ar92: u32 = row6 + (am89 + 64u);
+    let ar93: u32 = row6 + (am89 + 96u);
+    let mo94: u32 = b4 * (u.M * u.K);
+    let ab95: u32 = mo94 + ar90 * u.K;
+    let ab96: u32 = mo94 + ar91 * u.K;
+    let ab97: u32 = mo94 + ar92 * u.K;
+    let ab98: u32 = mo94 + ar93 * u.K;
+    let aok99: bool = ar90 < u.M;
+    let aok100: bool = ar91 < u.M;
+    let aok101: bool = ar92 < u.M;
+    let aok102: bool = ar93 < u.M;
+    let as103: u32 = ak88 * 128u + am89;
+    let bk104: u32 = t5 >> 7u;
+    let bn105: u32 = col7 + (t5 & 127u);
+    let mo106: u32 = b4 * (u.K * u.N);
+    let bb107: u32 = mo106 + bn105;
+    let bok108: bool = bn105 < u.N;
+    let bs109: u32 = 2u * u.N;
+    let bs110: u32 = 4u * u.N;
+    let bs111: u32 = 6u * u.N;
+    let kok112: bool = ak88 < u.K;
+    if (aok99 && kok112) {
+        a_tile[as103] = a[ab95 + ak88];
+    } else {
+        a_tile[as103] = 0.0f;
+    }
+    if (aok100 && kok112) {
+        a_tile[as103 + 32u] = a[ab96 + ak88];
+    } else {
+        a_tile[as103 + 32u] = 0.0f;
+    }
+    if (aok101 && kok112) {
+        a_tile[as103 + 64u] = a[ab97 + ak88];
+    } else {
+        a_tile[as103 + 64u] = 0.0f;
+    }
+    if (aok102 && kok112) {
+        a_tile[as103 + 96u] = a[ab98 + ak88];
+    } else {
+        a_tile[as103 + 96u] = 0.0f;
+    }
+    let bi117: u32 = bk104 * u.N + bb107;
+    if ((bk104 < u.K) && bok108) {
+        b_tile[t5] = b[bi117];
+    } else {
+        b_tile[t5] = 0.0f;
+    }
+    let kb119: u32 = bk104 + 2u;
+    if ((kb119 < u.K) && bok108) {
+        b_tile[t5 + 256u] = b[bi117 + bs109];
+    } else {
+        b_tile[t5 + 256u] = 0.0f;
+    }
+    let kb121: u32 = bk104 + 4u;
+    if ((kb121 < u.K) && bok108) {
+        b_tile[t5 + 512u] = b[bi117 + bs110];
+    } else {
+        b_tile[t5 + 512u] = 0.0f;
+    }
+    let kb123: u32 = bk104 + 6u;
+    if ((kb123 < u.K) && bok108) {
+        b_tile[t5 + 768u] = b[bi117 + bs111];
+    } else {
+        b_tile[t5 + 768u] = 0.0f;
+    }
+    workgroupBarrier();
+    let ly125: u32 = lid.y * 4u;
+    let lx126: u32 = lid.x * 4u;
+    for (var k0_127: u32 = 0u; k0_127 < u.K; k0_127 += 8u) {
+        let cur128: u32 = (k0_127 << 7u) & 1024u;
+        let nxt129: u32 = cur128 ^ 1024u;
+        let kn130: u32 = k0_127 + 8u;
+        if (kn130 < u.K) {
+            let ka131: u32 = kn130 + ak88;
+            let kok132: bool = ka131 < u.K;
+            let sa133: u32 = nxt129 + as103;
+            if (aok99 && kok132) {
+                a_tile[sa133] = a[ab95 + ka131];
+            } else {
+                a_tile[sa133] = 0.0f;
+            }
+            if (aok100 && kok132) {
+                a_tile[sa133 + 32u] = a[ab96 + ka131];
+            } else {
+                a_tile[sa133 + 32u] = 0.0f;
+            }
+            if (aok101 && kok132) {
+                a_tile[sa133 + 64u] = a[ab97 + ka131];
+            } else {
+                a_tile[sa133 + 64u] = 0.0f;
+            }
+            if (aok102 && kok132) {
+                a_tile[sa133 + 96u] = a[ab98 + ka131];
+            } else {
+                a_tile[sa133 + 96u] = 0.0f;
+            }
+            let kb138: u32 = kn130 + bk104;
+            let sb139: u32 = nxt129 + t5;
+            let bi140: u32 = kb138 * u.N + bb107;
+            if ((kb138 < u.K) && bok108) {
+                b_tile[sb139] = b[bi140];
+            } else {
+                b_tile[sb139] = 0.0f;
+            }
+            let kb142: u32 = kb138 + 2u;
+            if ((kb142 < u.K) && bok108) {
+                b_tile[sb139 + 256u] = b[bi140 + bs109];
+            } else {
+                b_tile[sb139 + 256u] = 0.0f;
+            }
+            let kb144: u32 = kb138 + 4u;
+            if ((kb144 < u.K) && bok108) {
+                b_tile[sb139 + 512u] = b[bi140 + bs110];
+            } else {
+                b_tile[sb139 + 512u] = 0.0f;
+            }
+            let kb146: u32 = kb138 + 6u;
+            if ((kb146 < u.K) && bok108) {
+                b_tile[sb139 + 768u] = b[bi140 + bs111];
+            } else {
+                b_tile[sb139 + 768u] = 0.0f;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x34;
-        var x37: f32 = 0.0f;
-        if ((row8 < u.M) && (ka32 < u.K)) {
-            let i38: u32 = (b4 * u.M + row8) * u.K + ka32;
-            let v39: f32 = a[i38];
-            x37 = v39;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x37;
-        var x40: f32 = 0.0f;
-        if ((row9 < u.M) && (ka32 < u.K)) {
-            let i41: u32 = (b4 * u.M + row9) * u.K + ka32;
-            let v42: f32 = a[i41];
-            x40 = v42;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x40;
-        var x43: f32 = 0.0f;
-        if ((row10 < u.M) && (ka32 < u.K)) {
-            let i44: u32 = (b4 * u.M + row10) * u.K + ka32;
-            let v45: f32 = a[i44];
-            x43 = v45;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x43;
-        var x46: f32 = 0.0f;
-        if ((kb33 < u.K) && (col11 < u.N)) {
-            let i47: u32 = (b4 * u.K + kb33) * u.N + col11;
-            let v48: f32 = b[i47];
-            x46 = v48;
-        }
-        b_tile[lid.y * 64u + lid.x] = x46;
-        var x49: f32 = 0.0f;
-        if ((kb33 < u.K) && (col12 < u.N)) {
-            let i50: u32 = (b4 * u.K + kb33) * u.N + col12;
-            let v51: f32 = b[i50];
-            x49 = v51;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x49;
-        var x52: f32 = 0.0f;
-        if ((kb33 < u.K) && (col13 < u.N)) {
-            let i53: u32 = (b4 * u.K + kb33) * u.N + col13;
-            let v54: f32 = b[i53];
-            x52 = v54;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x52;
-        var x55: f32 = 0.0f;
-        if ((kb33 < u.K) && (col14 < u.N)) {
-            let i56: u32 = (b4 * u.K + kb33) * u.N + col14;
-            let v57: f32 = b[i56];
-            x55 = v57;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x55;
+        let ra148: u32 = cur128 + ly125;
+        let rb149: u32 = cur128 + lx126;
+        let a150: f32 = a_tile[ra148];
+        let a151: f32 = a_tile[ra148 + 1u];
+        let a152: f32 = a_tile[ra148 + 2u];
+        let a153: f32 = a_tile[ra148 + 3u];
+        let a154: f32 = a_tile[ra148 + 64u];
+        let a155: f32 = a_tile[ra148 + 64u + 1u];
+        let a156: f32 = a_tile[ra148 + 64u + 2u];
+        let a157: f32 = a_tile[ra148 + 64u + 3u];
+        let b158: f32 = b_tile[rb149];
+        let b159: f32 = b_tile[rb149 + 1u];
+        let b160: f32 = b_tile[rb149 + 2u];
+        let b161: f32 = b_tile[rb149 + 3u];
+        let b162: f32 = b_tile[rb149 + 64u];
+        let b163: f32 = b_tile[rb149 + 64u + 1u];
+        let b164: f32 = b_tile[rb149 + 64u + 2u];
+        let b165: f32 = b_tile[rb149 + 64u + 3u];
+        acc24 = fma(a150, b158, acc24);
+        acc25 = fma(a150, b159, acc25);
+        acc26 = fma(a150, b160, acc26);
+        acc27 = fma(a150, b161, acc27);
+        acc28 = fma(a150, b162, acc28);
+        acc29 = fma(a150, b163, acc29);
+        acc30 = fma(a150, b164, acc30);
+        acc31 = fma(a150, b165, acc31);
+        acc32 = fma(a151, b158, acc32);
+        acc33 = fma(a151, b159, acc33);
+        acc34 = fma(a151, b160, acc34);
+        acc35 = fma(a151, b161, acc35);
+        acc36 = fma(a151, b162, acc36);
+        acc37 = fma(a151, b163, acc37);
+        acc38 = fma(a151, b164, acc38);
+        acc39 = fma(a151, b165, acc39);
+        acc40 = fma(a152, b158, acc40);
+        acc41 = fma(a152, b159, acc41);
+        acc42 = fma(a152, b160, acc42);
+        acc43 = fma(a152, b161, acc43);
+        acc44 = fma(a152, b162, acc44);
+        acc45 = fma(a152, b163, acc45);
+        acc46 = fma(a152, b164, acc46);
+        acc47 = fma(a152, b165, acc47);
+        acc48 = fma(a153, b158, acc48);
+        acc49 = fma(a153, b159, acc49);
+        acc50 = fma(a153, b160, acc50);
+        acc51 = fma(a153, b161, acc51);
+        acc52 = fma(a153, b162, acc52);
+        acc53 = fma(a153, b163, acc53);
+        acc54 = fma(a153, b164, acc54);
+        acc55 = fma(a153, b165, acc55);
+        acc56 = fma(a154, b158, acc56);
+        acc57 = fma(a154, b159, acc57);
+        acc58 = fma(a154, b160, acc58);
+        acc59 = fma(a154, b161, acc59);
+        acc60 = fma(a154, b162, acc60);
+        acc61 = fma(a154, b163, acc61);
+        acc62 = fma(a154, b164, acc62);
+        acc63 = fma(a154, b165, acc63);
+        acc64 = fma(a155, b158, acc64);
+        acc65 = fma(a155, b159, acc65);
+        acc66 = fma(a155, b160, acc66);
+        acc67 = fma(a155, b161, acc67);
+        acc68 = fma(a155, b162, acc68);
+        acc69 = fma(a155, b163, acc69);
+        acc70 = fma(a155, b164, acc70);
+        acc71 = fma(a155, b165, acc71);
+        acc72 = fma(a156, b158, acc72);
+        acc73 = fma(a156, b159, acc73);
+        acc74 = fma(a156, b160, acc74);
+        acc75 = fma(a156, b161, acc75);
+        acc76 = fma(a156, b162, acc76);
+        acc77 = fma(a156, b163, acc77);
+        acc78 = fma(a156, b164, acc78);
+        acc79 = fma(a156, b165, acc79);
+        acc80 = fma(a157, b158, acc80);
+        acc81 = fma(a157, b159, acc81);
+        acc82 = fma(a157, b160, acc82);
+        acc83 = fma(a157, b161, acc83);
+        acc84 = fma(a157, b162, acc84);
+        acc85 = fma(a157, b163, acc85);
+        acc86 = fma(a157, b164, acc86);
+        acc87 = fma(a157, b165, acc87);
+        let a166: f32 = a_tile[ra148 + 128u];
+        let a167: f32 = a_tile[ra148 + 128u + 1u];
+        let a168: f32 = a_tile[ra148 + 128u + 2u];
+        let a169: f32 = a_tile[ra148 + 128u + 3u];
+        let a170: f32 = a_tile[ra148 + 192u];
+        let a171: f32 = a_tile[ra148 + 192u + 1u];
+        let a172: f32 = a_tile[ra148 + 192u + 2u];
+        let a173: f32 = a_tile[ra148 + 192u + 3u];
+        let b174: f32 = b_tile[rb149 + 128u];
+        let b175: f32 = b_tile[rb149 + 128u + 1u];
+        let b176: f32 = b_tile[rb149 + 128u + 2u];
+        let b177: f32 = b_tile[rb149 + 128u + 3u];
+        let b178: f32 = b_tile[rb149 + 192u];
+        let b179: f32 = b_tile[rb149 + 192u + 1u];
+        let b180: f32 = b_tile[rb149 + 192u + 2u];
+        let b181: f32 = b_tile[rb149 + 192u + 3u];
+        acc24 = fma(a166, b174, acc24);
+        acc25 = fma(a166, b175, acc25);
+        acc26 = fma(a166, b176, acc26);
+        acc27 = fma(a166, b177, acc27);
+        acc28 = fma(a166, b178, acc28);
+        acc29 = fma(a166, b179, acc29);
+        acc30 = fma(a166, b180, acc30);
+        acc31 = fma(a166, b181, acc31);
+        acc32 = fma(a167, b174, acc32);
+        acc33 = fma(a167, b175, acc33);
+        acc34 = fma(a167, b176, acc34);
+        acc35 = fma(a167, b177, acc35);
+        acc36 = fma(a167, b178, acc36);
+        acc37 = fma(a167, b179, acc37);
+        acc38 = fma(a167, b180, acc38);
+        acc39 = fma(a167, b181, acc39);
+        acc40 = fma(a168, b174, acc40);
+        acc41 = fma(a168, b175, acc41);
+        acc42 = fma(a168, b176, acc42);
+        acc43 = fma(a168, b177, acc43);
+        acc44 = fma(a168, b178, acc44);
+        acc45 = fma(a168, b179, acc45);
+        acc46 = fma(a168, b180, acc46);
+        acc47 = fma(a168, b181, acc47);
+        acc48 = fma(a169, b174, acc48);
+        acc49 = fma(a169, b175, acc49);
+        acc50 = fma(a169, b176, acc50);
+        acc51 = fma(a169, b177, acc51);
+        acc52 = fma(a169, b178, acc52);
+        acc53 = fma(a169, b179, acc53);
+        acc54 = fma(a169, b180, acc54);
+        acc55 = fma(a169, b181, acc55);
+        acc56 = fma(a170, b174, acc56);
+        acc57 = fma(a170, b175, acc57);
+        acc58 = fma(a170, b176, acc58);
+        acc59 = fma(a170, b177, acc59);
+        acc60 = fma(a170, b178, acc60);
+        acc61 = fma(a170, b179, acc61);
+        acc62 = fma(a170, b180, acc62);
+        acc63 = fma(a170, b181, acc63);
+        acc64 = fma(a171, b174, acc64);
+        acc65 = fma(a171, b175, acc65);
+        acc66 = fma(a171, b176, acc66);
+        acc67 = fma(a171, b177, acc67);
+        acc68 = fma(a171, b178, acc68);
+        acc69 = fma(a171, b179, acc69);
+        acc70 = fma(a171, b180, acc70);
+        acc71 = fma(a171, b181, acc71);
+        acc72 = fma(a172, b174, acc72);
+        acc73 = fma(a172, b175, acc73);
+        acc74 = fma(a172, b176, acc74);
+        acc75 = fma(a172, b177, acc75);
+        acc76 = fma(a172, b178, acc76);
+        acc77 = fma(a172, b179, acc77);
+        acc78 = fma(a172, b180, acc78);
+        acc79 = fma(a172, b181, acc79);
+        acc80 = fma(a173, b174, acc80);
+        acc81 = fma(a173, b175, acc81);
+        acc82 = fma(a173, b176, acc82);
+        acc83 = fma(a173, b177, acc83);
+        acc84 = fma(a173, b178, acc84);
+        acc85 = fma(a173, b179, acc85);
+        acc86 = fma(a173, b180, acc86);
+        acc87 = fma(a173, b181, acc87);
+        let a182: f32 = a_tile[ra148 + 256u];
+        let a183: f32 = a_tile[ra148 + 256u + 1u];
+        let a184: f32 = a_tile[ra148 + 256u + 2u];
+        let a185: f32 = a_tile[ra148 + 256u + 3u];
+        let a186: f32 = a_tile[ra148 + 320u];
+        let a187: f32 = a_tile[ra148 + 320u + 1u];
+        let a188: f32 = a_tile[ra148 + 320u + 2u];
+        let a189: f32 = a_tile[ra148 + 320u + 3u];
+        let b190: f32 = b_tile[rb149 + 256u];
+        let b191: f32 = b_tile[rb149 + 256u + 1u];
+        let b192: f32 = b_tile[rb149 + 256u + 2u];
+        let b193: f32 = b_tile[rb149 + 256u + 3u];
+        let b194: f32 = b_tile[rb149 + 320u];
+        let b195: f32 = b_tile[rb149 + 320u + 1u];
+        let b196: f32 = b_tile[rb149 + 320u + 2u];
+        let b197: f32 = b_tile[rb149 + 320u + 3u];
+        acc24 = fma(a182, b190, acc24);
+        acc25 = fma(a182, b191, acc25);
+        acc26 = fma(a182, b192, acc26);
+        acc27 = fma(a182, b193, acc27);
+        acc28 = fma(a182, b194, acc28);
+        acc29 = fma(a182, b195, acc29);
+        acc30 = fma(a182, b196, acc30);
+        acc31 = fma(a182, b197, acc31);
+        acc32 = fma(a183, b190, acc32);
+        acc33 = fma(a183, b191, acc33);
+        acc34 = fma(a183, b192, acc34);
+        acc35 = fma(a183, b193, acc35);
+        acc36 = fma(a183, b194, acc36);
+        acc37 = fma(a183, b195, acc37);
+        acc38 = fma(a183, b196, acc38);
+        acc39 = fma(a183, b197, acc39);
+        acc40 = fma(a184, b190, acc40);
+        acc41 = fma(a184, b191, acc41);
+        acc42 = fma(a184, b192, acc42);
+        acc43 = fma(a184, b193, acc43);
+        acc44 = fma(a184, b194, acc44);
+        acc45 = fma(a184, b195, acc45);
+        acc46 = fma(a184, b196, acc46);
+        acc47 = fma(a184, b197, acc47);
+        acc48 = fma(a185, b190, acc48);
+        acc49 = fma(a185, b191, acc49);
+        acc50 = fma(a185, b192, acc50);
+        acc51 = fma(a185, b193, acc51);
+        acc52 = fma(a185, b194, acc52);
+        acc53 = fma(a185, b195, acc53);
+        acc54 = fma(a185, b196, acc54);
+        acc55 = fma(a185, b197, acc55);
+        acc56 = fma(a186, b190, acc56);
+        acc57 = fma(a186, b191, acc57);
+        acc58 = fma(a186, b192, acc58);
+        acc59 = fma(a186, b193, acc59);
+        acc60 = fma(a186, b194, acc60);
+        acc61 = fma(a186, b195, acc61);
+        acc62 = fma(a186, b196, acc62);
+        acc63 = fma(a186, b197, acc63);
+        acc64 = fma(a187, b190, acc64);
+        acc65 = fma(a187, b191, acc65);
+        acc66 = fma(a187, b192, acc66);
+        acc67 = fma(a187, b193, acc67);
+        acc68 = fma(a187, b194, acc68);
+        acc69 = fma(a187, b195, acc69);
+        acc70 = fma(a187, b196, acc70);
+        acc71 = fma(a187, b197, acc71);
+        acc72 = fma(a188, b190, acc72);
+        acc73 = fma(a188, b191, acc73);
+        acc74 = fma(a188, b192, acc74);
+        acc75 = fma(a188, b193, acc75);
+        acc76 = fma(a188, b194, acc76);
+        acc77 = fma(a188, b195, acc77);
+        acc78 = fma(a188, b196, acc78);
+        acc79 = fma(a188, b197, acc79);
+        acc80 = fma(a189, b190, acc80);
+        acc81 = fma(a189, b191, acc81);
+        acc82 = fma(a189, b192, acc82);
+        acc83 = fma(a189, b193, acc83);
+        acc84 = fma(a189, b194, acc84);
+        acc85 = fma(a189, b195, acc85);
+        acc86 = fma(a189, b196, acc86);
+        acc87 = fma(a189, b197, acc87);
+        let a198: f32 = a_tile[ra148 + 384u];
+        let a199: f32 = a_tile[ra148 + 384u + 1u];
+        let a200: f32 = a_tile[ra148 + 384u + 2u];
+        let a201: f32 = a_tile[ra148 + 384u + 3u];
+        let a202: f32 = a_tile[ra148 + 448u];
+        let a203: f32 = a_tile[ra148 + 448u + 1u];
+        let a204: f32 = a_tile[ra148 + 448u + 2u];
+        let a205: f32 = a_tile[ra148 + 448u + 3u];
+        let b206: f32 = b_tile[rb149 + 384u];
+        let b207: f32 = b_tile[rb149 + 384u + 1u];
+        let b208: f32 = b_tile[rb149 + 384u + 2u];
+        let b209: f32 = b_tile[rb149 + 384u + 3u];
+        let b210: f32 = b_tile[rb149 + 448u];
+        let b211: f32 = b_tile[rb149 + 448u + 1u];
+        let b212: f32 = b_tile[rb149 + 448u + 2u];
+        let b213: f32 = b_tile[rb149 + 448u + 3u];
+        acc24 = fma(a198, b206, acc24);
+        acc25 = fma(a198, b207, acc25);
+        acc26 = fma(a198, b208, acc26);
+        acc27 = fma(a198, b209, acc27);
+        acc28 = fma(a198, b210, acc28);
+        acc29 = fma(a198, b211, acc29);
+        acc30 = fma(a198, b212, acc30);
+        acc31 = fma(a198, b213, acc31);
+        acc32 = fma(a199, b206, acc32);
+        acc33 = fma(a199, b207, acc33);
+        acc34 = fma(a199, b208, acc34);
+        acc35 = fma(a199, b209, acc35);
+        acc36 = fma(a199, b210, acc36);
+        acc37 = fma(a199, b211, acc37);
+        acc38 = fma(a199, b212, acc38);
+        acc39 = fma(a199, b213, acc39);
+        acc40 = fma(a200, b206, acc40);
+        acc41 = fma(a200, b207, acc41);
+        acc42 = fma(a200, b208, acc42);
+        acc43 = fma(a200, b209, acc43);
+        acc44 = fma(a200, b210, acc44);
+        acc45 = fma(a200, b211, acc45);
+        acc46 = fma(a200, b212, acc46);
+        acc47 = fma(a200, b213, acc47);
+        acc48 = fma(a201, b206, acc48);
+        acc49 = fma(a201, b207, acc49);
+        acc50 = fma(a201, b208, acc50);
+        acc51 = fma(a201, b209, acc51);
+        acc52 = fma(a201, b210, acc52);
+        acc53 = fma(a201, b211, acc53);
+        acc54 = fma(a201, b212, acc54);
+        acc55 = fma(a201, b213, acc55);
+        acc56 = fma(a202, b206, acc56);
+        acc57 = fma(a202, b207, acc57);
+        acc58 = fma(a202, b208, acc58);
+        acc59 = fma(a202, b209, acc59);
+        acc60 = fma(a202, b210, acc60);
+        acc61 = fma(a202, b211, acc61);
+        acc62 = fma(a202, b212, acc62);
+        acc63 = fma(a202, b213, acc63);
+        acc64 = fma(a203, b206, acc64);
+        acc65 = fma(a203, b207, acc65);
+        acc66 = fma(a203, b208, acc66);
+        acc67 = fma(a203, b209, acc67);
+        acc68 = fma(a203, b210, acc68);
+        acc69 = fma(a203, b211, acc69);
+        acc70 = fma(a203, b212, acc70);
+        acc71 = fma(a203, b213, acc71);
+        acc72 = fma(a204, b206, acc72);
+        acc73 = fma(a204, b207, acc73);
+        acc74 = fma(a204, b208, acc74);
+        acc75 = fma(a204, b209, acc75);
+        acc76 = fma(a204, b210, acc76);
+        acc77 = fma(a204, b211, acc77);
+        acc78 = fma(a204, b212, acc78);
+        acc79 = fma(a204, b213, acc79);
+        acc80 = fma(a205, b206, acc80);
+        acc81 = fma(a205, b207, acc81);
+        acc82 = fma(a205, b208, acc82);
+        acc83 = fma(a205, b209, acc83);
+        acc84 = fma(a205, b210, acc84);
+        acc85 = fma(a205, b211, acc85);
+        acc86 = fma(a205, b212, acc86);
+        acc87 = fma(a205, b213, acc87);
+        let a214: f32 = a_tile[ra148 + 512u];
+        let a215: f32 = a_tile[ra148 + 512u + 1u];
+        let a216: f32 = a_tile[ra148 + 512u + 2u];
+        let a217: f32 = a_tile[ra148 + 512u + 3u];
+        let a218: f32 = a_tile[ra148 + 576u];
+        let a219: f32 = a_tile[ra148 + 576u + 1u];
+        let a220: f32 = a_tile[ra148 + 576u + 2u];
+        let a221: f32 = a_tile[ra148 + 576u + 3u];
+        let b222: f32 = b_tile[rb149 + 512u];
+        let b223: f32 = b_tile[rb149 + 512u + 1u];
+        let b224: f32 = b_tile[rb149 + 512u + 2u];
+        let b225: f32 = b_tile[rb149 + 512u + 3u];
+        let b226: f32 = b_tile[rb149 + 576u];
+        let b227: f32 = b_tile[rb149 + 576u + 1u];
+        let b228: f32 = b_tile[rb149 + 576u + 2u];
+        let b229: f32 = b_tile[rb149 + 576u + 3u];
+        acc24 = fma(a214, b222, acc24);
+        acc25 = fma(a214, b223, acc25);
+        acc26 = fma(a214, b224, acc26);
+        acc27 = fma(a214, b225, acc27);
+        acc28 = fma(a214, b226, acc28);
+        acc29 = fma(a214, b227, acc29);
+        acc30 = fma(a214, b228, acc30);
+        acc31 = fma(a214, b229, acc31);
+        acc32 = fma(a215, b222, acc32);
+        acc33 = fma(a215, b223, acc33);
+        acc34 = fma(a215, b224, acc34);
+        acc35 = fma(a215, b225, acc35);
+        acc36 = fma(a215, b226, acc36);
+        acc37 = fma(a215, b227, acc37);
+        acc38 = fma(a215, b228, acc38);
+        acc39 = fma(a215, b229, acc39);
+        acc40 = fma(a216, b222, acc40);
+        acc41 = fma(a216, b223, acc41);
+        acc42 = fma(a216, b224, acc42);
+        acc43 = fma(a216, b225, acc43);
+        acc44 = fma(a216, b226, acc44);
+        acc45 = fma(a216, b227, acc45);
+        acc46 = fma(a216, b228, acc46);
+        acc47 = fma(a216, b229, acc47);
+        acc48 = fma(a217, b222, acc48);
+        acc49 = fma(a217, b223, acc49);
+        acc50 = fma(a217, b224, acc50);
+        acc51 = fma(a217, b225, acc51);
+        acc52 = fma(a217, b226, acc52);
+        acc53 = fma(a217, b227, acc53);
+        acc54 = fma(a217, b228, acc54);
+        acc55 = fma(a217, b229, acc55);
+        acc56 = fma(a218, b222, acc56);
+        acc57 = fma(a218, b223, acc57);
+        acc58 = fma(a218, b224, acc58);
+        acc59 = fma(a218, b225, acc59);
+        acc60 = fma(a218, b226, acc60);
+        acc61 = fma(a218, b227, acc61);
+        acc62 = fma(a218, b228, acc62);
+        acc63 = fma(a218, b229, acc63);
+        acc64 = fma(a219, b222, acc64);
+        acc65 = fma(a219, b223, acc65);
+        acc66 = fma(a219, b224, acc66);
+        acc67 = fma(a219, b225, acc67);
+        acc68 = fma(a219, b226, acc68);
+        acc69 = fma(a219, b227, acc69);
+        acc70 = fma(a219, b228, acc70);
+        acc71 = fma(a219, b229, acc71);
+        acc72 = fma(a220, b222, acc72);
+        acc73 = fma(a220, b223, acc73);
+        acc74 = fma(a220, b224, acc74);
+        acc75 = fma(a220, b225, acc75);
+        acc76 = fma(a220, b226, acc76);
+        acc77 = fma(a220, b227, acc77);
+        acc78 = fma(a220, b228, acc78);
+        acc79 = fma(a220, b229, acc79);
+        acc80 = fma(a221, b222, acc80);
+        acc81 = fma(a221, b223, acc81);
+        acc82 = fma(a221, b224, acc82);
+        acc83 = fma(a221, b225, acc83);
+        acc84 = fma(a221, b226, acc84);
+        acc85 = fma(a221, b227, acc85);
+        acc86 = fma(a221, b228, acc86);
+        acc87 = fma(a221, b229, acc87);
+        let a230: f32 = a_tile[ra148 + 640u];
+        let a231: f32 = a_tile[ra148 + 640u + 1u];
+        let a232: f32 = a_tile[ra148 + 640u + 2u];
+        let a233: f32 = a_tile[ra148 + 640u + 3u];
+        let a234: f32 = a_tile[ra148 + 704u];
+        let a235: f32 = a_tile[ra148 + 704u + 1u];
+        let a236: f32 = a_tile[ra148 + 704u + 2u];
+        let a237: f32 = a_tile[ra148 + 704u + 3u];
+        let b238: f32 = b_tile[rb149 + 640u];
+        let b239: f32 = b_tile[rb149 + 640u + 1u];
+        let b240: f32 = b_tile[rb149 + 640u + 2u];
+        let b241: f32 = b_tile[rb149 + 640u + 3u];
+        let b242: f32 = b_tile[rb149 + 704u];
+        let b243: f32 = b_tile[rb149 + 704u + 1u];
+        let b244: f32 = b_tile[rb149 + 704u + 2u];
+        let b245: f32 = b_tile[rb149 + 704u + 3u];
+        acc24 = fma(a230, b238, acc24);
+        acc25 = fma(a230, b239, acc25);
+        acc26 = fma(a230, b240, acc26);
+        acc27 = fma(a230, b241, acc27);
+        acc28 = fma(a230, b242, acc28);
+        acc29 = fma(a230, b243, acc29);
+        acc30 = fma(a230, b244, acc30);
+        acc31 = fma(a230, b245, acc31);
+        acc32 = fma(a231, b238, acc32);
+        acc33 = fma(a231, b239, acc33);
+        acc34 = fma(a231, b240, acc34);
+        acc35 = fma(a231, b241, acc35);
+        acc36 = fma(a231, b242, acc36);
+        acc37 = fma(a231, b243, acc37);
+        acc38 = fma(a231, b244, acc38);
+        acc39 = fma(a231, b245, acc39);
+        acc40 = fma(a232, b238, acc40);
+        acc41 = fma(a232, b239, acc41);
+        acc42 = fma(a232, b240, acc42);
+        acc43 = fma(a232, b241, acc43);
+        acc44 = fma(a232, b242, acc44);
+        acc45 = fma(a232, b243, acc45);
+        acc46 = fma(a232, b244, acc46);
+        acc47 = fma(a232, b245, acc47);
+        acc48 = fma(a233, b238, acc48);
+        acc49 = fma(a233, b239, acc49);
+        acc50 = fma(a233, b240, acc50);
+        acc51 = fma(a233, b241, acc51);
+        acc52 = fma(a233, b242, acc52);
+        acc53 = fma(a233, b243, acc53);
+        acc54 = fma(a233, b244, acc54);
+        acc55 = fma(a233, b245, acc55);
+        acc56 = fma(a234, b238, acc56);
+        acc57 = fma(a234, b239, acc57);
+        acc58 = fma(a234, b240, acc58);
+        acc59 = fma(a234, b241, acc59);
+        acc60 = fma(a234, b242, acc60);
+        acc61 = fma(a234, b243, acc61);
+        acc62 = fma(a234, b244, acc62);
+        acc63 = fma(a234, b245, acc63);
+        acc64 = fma(a235, b238, acc64);
+        acc65 = fma(a235, b239, acc65);
+        acc66 = fma(a235, b240, acc66);
+        acc67 = fma(a235, b241, acc67);
+        acc68 = fma(a235, b242, acc68);
+        acc69 = fma(a235, b243, acc69);
+        acc70 = fma(a235, b244, acc70);
+        acc71 = fma(a235, b245, acc71);
+        acc72 = fma(a236, b238, acc72);
+        acc73 = fma(a236, b239, acc73);
+        acc74 = fma(a236, b240, acc74);
+        acc75 = fma(a236, b241, acc75);
+        acc76 = fma(a236, b242, acc76);
+        acc77 = fma(a236, b243, acc77);
+        acc78 = fma(a236, b244, acc78);
+        acc79 = fma(a236, b245, acc79);
+        acc80 = fma(a237, b238, acc80);
+        acc81 = fma(a237, b239, acc81);
+        acc82 = fma(a237, b240, acc82);
+        acc83 = fma(a237, b241, acc83);
+        acc84 = fma(a237, b242, acc84);
+        acc85 = fma(a237, b243, acc85);
+        acc86 = fma(a237, b244, acc86);
+        acc87 = fma(a237, b245, acc87);
+        let a246: f32 = a_tile[ra148 + 768u];
+        let a247: f32 = a_tile[ra148 + 768u + 1u];
+        let a248: f32 = a_tile[ra148 + 768u + 2u];
+        let a249: f32 = a_tile[ra148 + 768u + 3u];
+        let a250: f32 = a_tile[ra148 + 832u];
+        let a251: f32 = a_tile[ra148 + 832u + 1u];
+        let a252: f32 = a_tile[ra148 + 832u + 2u];
+        let a253: f32 = a_tile[ra148 + 832u + 3u];
+        let b254: f32 = b_tile[rb149 + 768u];
+        let b255: f32 = b_tile[rb149 + 768u + 1u];
+        let b256: f32 = b_tile[rb149 + 768u + 2u];
+        let b257: f32 = b_tile[rb149 + 768u + 3u];
+        let b258: f32 = b_tile[rb149 + 832u];
+        let b259: f32 = b_tile[rb149 + 832u + 1u];
+        let b260: f32 = b_tile[rb149 + 832u + 2u];
+        let b261: f32 = b_tile[rb149 + 832u + 3u];
+        acc24 = fma(a246, b254, acc24);
+        acc25 = fma(a246, b255, acc25);
+        acc26 = fma(a246, b256, acc26);
+        acc27 = fma(a246, b257, acc27);
+        acc28 = fma(a246, b258, acc28);
+        acc29 = fma(a246, b259, acc29);
+        acc30 = fma(a246, b260, acc30);
+        acc31 = fma(a246, b261, acc31);
+        acc32 = fma(a247, b254, acc32);
+        acc33 = fma(a247, b255, acc33);
+        acc34 = fma(a247, b256, acc34);
+        acc35 = fma(a247, b257, acc35);
+        acc36 = fma(a247, b258, acc36);
+        acc37 = fma(a247, b259, acc37);
+        acc38 = fma(a247, b260, acc38);
+        acc39 = fma(a247, b261, acc39);
+        acc40 = fma(a248, b254, acc40);
+        acc41 = fma(a248, b255, acc41);
+        acc42 = fma(a248, b256, acc42);
+        acc43 = fma(a248, b257, acc43);
+        acc44 = fma(a248, b258, acc44);
+        acc45 = fma(a248, b259, acc45);
+        acc46 = fma(a248, b260, acc46);
+        acc47 = fma(a248, b261, acc47);
+        acc48 = fma(a249, b254, acc48);
+        acc49 = fma(a249, b255, acc49);
+        acc50 = fma(a249, b256, acc50);
+        acc51 = fma(a249, b257, acc51);
+        acc52 = fma(a249, b258, acc52);
+        acc53 = fma(a249, b259, acc53);
+        acc54 = fma(a249, b260, acc54);
+        acc55 = fma(a249, b261, acc55);
+        acc56 = fma(a250, b254, acc56);
+        acc57 = fma(a250, b255, acc57);
+        acc58 = fma(a250, b256, acc58);
+        acc59 = fma(a250, b257, acc59);
+        acc60 = fma(a250, b258, acc60);
+        acc61 = fma(a250, b259, acc61);
+        acc62 = fma(a250, b260, acc62);
+        acc63 = fma(a250, b261, acc63);
+        acc64 = fma(a251, b254, acc64);
+        acc65 = fma(a251, b255, acc65);
+        acc66 = fma(a251, b256, acc66);
+        acc67 = fma(a251, b257, acc67);
+        acc68 = fma(a251, b258, acc68);
+        acc69 = fma(a251, b259, acc69);
+        acc70 = fma(a251, b260, acc70);
+        acc71 = fma(a251, b261, acc71);
+        acc72 = fma(a252, b254, acc72);
+        acc73 = fma(a252, b255, acc73);
+        acc74 = fma(a252, b256, acc74);
+        acc75 = fma(a252, b257, acc75);
+        acc76 = fma(a252, b258, acc76);
+        acc77 = fma(a252, b259, acc77);
+        acc78 = fma(a252, b260, acc78);
+        acc79 = fma(a252, b261, acc79);
+        acc80 = fma(a253, b254, acc80);
+        acc81 = fma(a253, b255, acc81);
+        acc82 = fma(a253, b256, acc82);
+        acc83 = fma(a253, b257, acc83);
+        acc84 = fma(a253, b258, acc84);
+        acc85 = fma(a253, b259, acc85);
+        acc86 = fma(a253, b260, acc86);
+        acc87 = fma(a253, b261, acc87);
+        let a262: f32 = a_tile[ra148 + 896u];
+        let a263: f32 = a_tile[ra148 + 896u + 1u];
+        let a264: f32 = a_tile[ra148 + 896u + 2u];
+        let a265: f32 = a_tile[ra148 + 896u + 3u];
+        let a266: f32 = a_tile[ra148 + 960u];
+        let a267: f32 = a_tile[ra148 + 960u + 1u];
+        let a268: f32 = a_tile[ra148 + 960u + 2u];
+        let a269: f32 = a_tile[ra148 + 960u + 3u];
+        let b270: f32 = b_tile[rb149 + 896u];
+        let b271: f32 = b_tile[rb149 + 896u + 1u];
+        let b272: f32 = b_tile[rb149 + 896u + 2u];
+        let b273: f32 = b_tile[rb149 + 896u + 3u];
+        let b274: f32 = b_tile[rb149 + 960u];
+        let b275: f32 = b_tile[rb149 + 960u + 1u];
+        let b276: f32 = b_tile[rb149 + 960u + 2u];
+        let b277: f32 = b_tile[rb149 + 960u + 3u];
+        acc24 = fma(a262, b270, acc24);
+        acc25 = fma(a262, b271, acc25);
+        acc26 = fma(a262, b272, acc26);
+        acc27 = fma(a262, b273, acc27);
+        acc28 = fma(a262, b274, acc28);
+        acc29 = fma(a262, b275, acc29);
+        acc30 = fma(a262, b276, acc30);
+        acc31 = fma(a262, b277, acc31);
+        acc32 = fma(a263, b270, acc32);
+        acc33 = fma(a263, b271, acc33);
+        acc34 = fma(a263, b272, acc34);
+        acc35 = fma(a263, b273, acc35);
+        acc36 = fma(a263, b274, acc36);
+        acc37 = fma(a263, b275, acc37);
+        acc38 = fma(a263, b276, acc38);
+        acc39 = fma(a263, b277, acc39);
+        acc40 = fma(a264, b270, acc40);
+        acc41 = fma(a264, b271, acc41);
+        acc42 = fma(a264, b272, acc42);
+        acc43 = fma(a264, b273, acc43);
+        acc44 = fma(a264, b274, acc44);
+        acc45 = fma(a264, b275, acc45);
+        acc46 = fma(a264, b276, acc46);
+        acc47 = fma(a264, b277, acc47);
+        acc48 = fma(a265, b270, acc48);
+        acc49 = fma(a265, b271, acc49);
+        acc50 = fma(a265, b272, acc50);
+        acc51 = fma(a265, b273, acc51);
+        acc52 = fma(a265, b274, acc52);
+        acc53 = fma(a265, b275, acc53);
+        acc54 = fma(a265, b276, acc54);
+        acc55 = fma(a265, b277, acc55);
+        acc56 = fma(a266, b270, acc56);
+        acc57 = fma(a266, b271, acc57);
+        acc58 = fma(a266, b272, acc58);
+        acc59 = fma(a266, b273, acc59);
+        acc60 = fma(a266, b274, acc60);
+        acc61 = fma(a266, b275, acc61);
+        acc62 = fma(a266, b276, acc62);
+        acc63 = fma(a266, b277, acc63);
+        acc64 = fma(a267, b270, acc64);
+        acc65 = fma(a267, b271, acc65);
+        acc66 = fma(a267, b272, acc66);
+        acc67 = fma(a267, b273, acc67);
+        acc68 = fma(a267, b274, acc68);
+        acc69 = fma(a267, b275, acc69);
+        acc70 = fma(a267, b276, acc70);
+        acc71 = fma(a267, b277, acc71);
+        acc72 = fma(a268, b270, acc72);
+        acc73 = fma(a268, b271, acc73);
+        acc74 = fma(a268, b272, acc74);
+        acc75 = fma(a268, b273, acc75);
+        acc76 = fma(a268, b274, acc76);
+        acc77 = fma(a268, b275, acc77);
+        acc78 = fma(a268, b276, acc78);
+        acc79 = fma(a268, b277, acc79);
+        acc80 = fma(a269, b270, acc80);
+        acc81 = fma(a269, b271, acc81);
+        acc82 = fma(a269, b272, acc82);
+        acc83 = fma(a269, b273, acc83);
+        acc84 = fma(a269, b274, acc84);
+        acc85 = fma(a269, b275, acc85);
+        acc86 = fma(a269, b276, acc86);
+        acc87 = fma(a269, b277, acc87);
         workgroupBarrier();
-        for (var kk58: u32 = 0u; kk58 < 16u; kk58 += 1u) {
-            let a59: f32 = a_tile[lid.y * 16u + kk58];
-            let a60: f32 = a_tile[(lid.y + 16u) * 16u + kk58];
-            let a61: f32 = a_tile[(lid.y + 32u) * 16u + kk58];
-            let a62: f32 = a_tile[(lid.y + 48u) * 16u + kk58];
-            let b63: f32 = b_tile[kk58 * 64u + lid.x];
-            let b64: f32 = b_tile[kk58 * 64u + (lid.x + 16u)];
-            let b65: f32 = b_tile[kk58 * 64u + (lid.x + 32u)];
-            let b66: f32 = b_tile[kk58 * 64u + (lid.x + 48u)];
-            acc15 = fma(a59, b63, acc15);
-            acc16 = fma(a59, b64, acc16);
-            acc17 = fma(a59, b65, acc17);
-            acc18 = fma(a59, b66, acc18);
-            acc19 = fma(a60, b63, acc19);
-            acc20 = fma(a60, b64, acc20);
-            acc21 = fma(a60, b65, acc21);
-            acc22 = fma(a60, b66, acc22);
-            acc23 = fma(a61, b63, acc23);
-            acc24 = fma(a61, b64, acc24);
-            acc25 = fma(a61, b65, acc25);
-            acc26 = fma(a61, b66, acc26);
-            acc27 = fma(a62, b63, acc27);
-            acc28 = fma(a62, b64, acc28);
-            acc29 = fma(a62, b65, acc29);
-            acc30 = fma(a62, b66, acc30);
-        }
-        workgroupBarrier();
     }
-    if ((row7 < u.M) && (col11 < u.N)) {
-        let i67: u32 = (b4 * u.M + row7) * u.N + col11;
-        out[i67] = acc15;
+    if ((row8 < u.M) && (col16 < u.N)) {
+        let i278: u32 = (b4 * u.M + row8) * u.N + col16;
+        out[i278] = acc24;
     }
-    if ((row7 < u.M) && (col12 < u.N)) {
-        let i68: u32 = (b4 * u.M + row7) * u.N + col12;
-        out[i68] = acc16;
+    if ((row8 < u.M) && (col17 < u.N)) {
+        let i279: u32 = (b4 * u.M + row8) * u.N + col17;
+        out[i279] = acc25;
     }
-    if ((row7 < u.M) && (col13 < u.N)) {
-        let i69: u32 = (b4 * u.M + row7) * u.N + col13;
-        out[i69] = acc17;
+    if ((row8 < u.M) && (col18 < u.N)) {
+        let i280: u32 = (b4 * u.M + row8) * u.N + col18;
+        out[i280] = acc26;
     }
-    if ((row7 < u.M) && (col14 < u.N)) {
-        let i70: u32 = (b4 * u.M + row7) * u.N + col14;
-        out[i70] = acc18;
+    if ((row8 < u.M) && (col19 < u.N)) {
+        let i281: u32 = (b4 * u.M + row8) * u.N + col19;
+        out[i281] = acc27;
     }
-    if ((row8 < u.M) && (col11 < u.N)) {
-        let i71: u32 = (b4 * u.M + row8) * u.N + col11;
-        out[i71] = acc19;
+    if ((row8 < u.M) && (col20 < u.N)) {
+        let i282: u32 = (b4 * u.M + row8) * u.N + col20;
+        out[i282] = acc28;
     }
-    if ((row8 < u.M) && (col12 < u.N)) {
-        let i72: u32 = (b4 * u.M + row8) * u.N + col12;
-        out[i72] = acc20;
+    if ((row8 < u.M) && (col21 < u.N)) {
+        let i283: u32 = (b4 * u.M + row8) * u.N + col21;
+        out[i283] = acc29;
     }
-    if ((row8 < u.M) && (col13 < u.N)) {
-        let i73: u32 = (b4 * u.M + row8) * u.N + col13;
-        out[i73] = acc21;
+    if ((row8 < u.M) && (col22 < u.N)) {
+        let i284: u32 = (b4 * u.M + row8) * u.N + col22;
+        out[i284] = acc30;
     }
-    if ((row8 < u.M) && (col14 < u.N)) {
-        let i74: u32 = (b4 * u.M + row8) * u.N + col14;
-        out[i74] = acc22;
+    if ((row8 < u.M) && (col23 < u.N)) {
+        let i285: u32 = (b4 * u.M + row8) * u.N + col23;
+        out[i285] = acc31;
     }
-    if ((row9 < u.M) && (col11 < u.N)) {
-        let i75: u32 = (b4 * u.M + row9) * u.N + col11;
-        out[i75] = acc23;
+    if ((row9 < u.M) && (col16 < u.N)) {
+        let i286: u32 = (b4 * u.M + row9) * u.N + col16;
+        out[i286] = acc32;
     }
-    if ((row9 < u.M) && (col12 < u.N)) {
-        let i76: u32 = (b4 * u.M + row9) * u.N + col12;
-        out[i76] = acc24;
+    if ((row9 < u.M) && (col17 < u.N)) {
+        let i287: u32 = (b4 * u.M + row9) * u.N + col17;
+        out[i287] = acc33;
     }
-    if ((row9 < u.M) && (col13 < u.N)) {
-        let i77: u32 = (b4 * u.M + row9) * u.N + col13;
-        out[i77] = acc25;
+    if ((row9 < u.M) && (col18 < u.N)) {
+        let i288: u32 = (b4 * u.M + row9) * u.N + col18;
+        out[i288] = acc34;
     }
-    if ((row9 < u.M) && (col14 < u.N)) {
-        let i78: u32 = (b4 * u.M + row9) * u.N + col14;
-        out[i78] = acc26;
+    if ((row9 < u.M) && (col19 < u.N)) {
+        let i289: u32 = (b4 * u.M + row9) * u.N + col19;
+        out[i289] = acc35;
     }
-    if ((row10 < u.M) && (col11 < u.N)) {
-        let i79: u32 = (b4 * u.M + row10) * u.N + col11;
-        out[i79] = acc27;
+    if ((row9 < u.M) && (col20 < u.N)) {
+        let i290: u32 = (b4 * u.M + row9) * u.N + col20;
+        out[i290] = acc36;
     }
-    if ((row10 < u.M) && (col12 < u.N)) {
-        let i80: u32 = (b4 * u.M + row10) * u.N + col12;
-        out[i80] = acc28;
+    if ((row9 < u.M) && (col21 < u.N)) {
+        let i291: u32 = (b4 * u.M + row9) * u.N + col21;
+        out[i291] = acc37;
     }
-    if ((row10 < u.M) && (col13 < u.N)) {
-        let i81: u32 = (b4 * u.M + row10) * u.N + col13;
-        out[i81] = acc29;
+    if ((row9 < u.M) && (col22 < u.N)) {
+        let i292: u32 = (b4 * u.M + row9) * u.N + col22;
+        out[i292] = acc38;
     }
-    if ((row10 < u.M) && (col14 < u.N)) {
-        let i82: u32 = (b4 * u.M + row10) * u.N + col14;
-        out[i82] = acc30;
+    if ((row9 < u.M) && (col23 < u.N)) {
+        let i293: u32 = (b4 * u.M + row9) * u.N + col23;
+        out[i293] = acc39;
+    }
+    if ((row10 < u.M) && (col16 < u.N)) {
+        let i294: u32 = (b4 * u.M + row10) * u.N + col16;
+        out[i294] = acc40;
+    }
+    if ((row10 < u.M) && (col17 < u.N)) {
+        let i295: u32 = (b4 * u.M + row10) * u.N + col17;
+        out[i295] = acc41;
+    }
+    if ((row10 < u.M) && (col18 < u.N)) {
+        let i296: u32 = (b4 * u.M + row10) * u.N + col18;
+        out[i296] = acc42;
+    }
+    if ((row10 < u.M) && (col19 < u.N)) {
+        let i297: u32 = (b4 * u.M + row10) * u.N + col19;
+        out[i297] = acc43;
+    }
+    if ((row10 < u.M) && (col20 < u.N)) {
+        let i298: u32 = (b4 * u.M + row10) * u.N + col20;
+        out[i298] = acc44;
+    }
+    if ((row10 < u.M) && (col21 < u.N)) {
+        let i299: u32 = (b4 * u.M + row10) * u.N + col21;
+        out[i299] = acc45;
+    }
+    if ((row10 < u.M) && (col22 < u.N)) {
+        let i300: u32 = (b4 * u.M + row10) * u.N + col22;
+        out[i300] = acc46;
+    }
+    if ((row10 < u.M) && (col23 < u.N)) {
+        let i301: u32 = (b4 * u.M + row10) * u.N + col23;
+        out[i301] = acc47;
+    }
+    if ((row11 < u.M) && (col16 < u.N)) {
+        let i302: u32 = (b4 * u.M + row11) * u.N + col16;
+        out[i302] = acc48;
+    }
+    if ((row11 < u.M) && (col17 < u.N)) {
+        let i303: u32 = (b4 * u.M + row11) * u.N + col17;
+        out[i303] = acc49;
+    }
+    if ((row11 < u.M) && (col18 < u.N)) {
+        let i304: u32 = (b4 * u.M + row11) * u.N + col18;
+        out[i304] = acc50;
+    }
+    if ((row11 < u.M) && (col19 < u.N)) {
+        let i305: u32 = (b4 * u.M + row11) * u.N + col19;
+        out[i305] = acc51;
+    }
+    if ((row11 < u.M) && (col20 < u.N)) {
+        let i306: u32 = (b4 * u.M + row11) * u.N + col20;
+        out[i306] = acc52;
+    }
+    if ((row11 < u.M) && (col21 < u.N)) {
+        let i307: u32 = (b4 * u.M + row11) * u.N + col21;
+        out[i307] = acc53;
+    }
+    if ((row11 < u.M) && (col22 < u.N)) {
+        let i308: u32 = (b4 * u.M + row11) * u.N + col22;
+        out[i308] = acc54;
+    }
+    if ((row11 < u.M) && (col23 < u.N)) {
+        let i309: u32 = (b4 * u.M + row11) * u.N + col23;
+        out[i309] = acc55;
+    }
+    if ((row12 < u.M) && (col16 < u.N)) {
+        let i310: u32 = (b4 * u.M + row12) * u.N + col16;
+        out[i310] = acc56;
+    }
+    if ((row12 < u.M) && (col17 < u.N)) {
+        let i311: u32 = (b4 * u.M + row12) * u.N + col17;
+        out[i311] = acc57;
+    }
+    if ((row12 < u.M) && (col18 < u.N)) {
+        let i312: u32 = (b4 * u.M + row12) * u.N + col18;
+        out[i312] = acc58;
+    }
+    if ((row12 < u.M) && (col19 < u.N)) {
+        let i313: u32 = (b4 * u.M + row12) * u.N + col19;
+        out[i313] = acc59;
+    }
+    if ((row12 < u.M) && (col20 < u.N)) {
+        let i314: u32 = (b4 * u.M + row12) * u.N + col20;
+        out[i314] = acc60;
+    }
+    if ((row12 < u.M) && (col21 < u.N)) {
+        let i315: u32 = (b4 * u.M + row12) * u.N + col21;
+        out[i315] = acc61;
+    }
+    if ((row12 < u.M) && (col22 < u.N)) {
+        let i316: u32 = (b4 * u.M + row12) * u.N + col22;
+        out[i316] = acc62;
+    }
+    if ((row12 < u.M) && (col23 < u.N)) {
+        let i317: u32 = (b4 * u.M + row12) * u.N + col23;
+        out[i317] = acc63;
+    }
+    if ((row13 < u.M) && (col16 < u.N)) {
+        let i318: u32 = (b4 * u.M + row13) * u.N + col16;
+        out[i318] = acc64;
+    }
+    if ((row13 < u.M) && (col17 < u.N)) {
+        let i319: u32 = (b4 * u.M + row13) * u.N + col17;
+        out[i319] = acc65;
+    }
+    if ((row13 < u.M) && (col18 < u.N)) {
+        let i320: u32 = (b4 * u.M + row13) * u.N + col18;
+        out[i320] = acc66;
+    }
+    if ((row13 < u.M) && (col19 < u.N)) {
+        let i321: u32 = (b4 * u.M + row13) * u.N + col19;
+        out[i321] = acc67;
+    }
+    if ((row13 < u.M) && (col20 < u.N)) {
+        let i322: u32 = (b4 * u.M + row13) * u.N + col20;
+        out[i322] = acc68;
+    }
+    if ((row13 < u.M) && (col21 < u.N)) {
+        let i323: u32 = (b4 * u.M + row13) * u.N + col21;
+        out[i323] = acc69;
+    }
+    if ((row13 < u.M) && (col22 < u.N)) {
+        let i324: u32 = (b4 * u.M + row13) * u.N + col22;
+        out[i324] = acc70;
+    }
+    if ((row13 < u.M) && (col23 < u.N)) {
+        let i325: u32 = (b4 * u.M + row13) * u.N + col23;
+        out[i325] = acc71;
+    }
+    if ((row14 < u.M) && (col16 < u.N)) {
+        let i326: u32 = (b4 * u.M + row14) * u.N + col16;
+        out[i326] = acc72;
+    }
+    if ((row14 < u.M) && (col17 < u.N)) {
+        let i327: u32 = (b4 * u.M + row14) * u.N + col17;
+        out[i327] = acc73;
+    }
+    if ((row14 < u.M) && (col18 < u.N)) {
+        let i328: u32 = (b4 * u.M + row14) * u.N + col18;
+        out[i328] = acc74;
+    }
+    if ((row14 < u.M) && (col19 < u.N)) {
+        let i329: u32 = (b4 * u.M + row14) * u.N + col19;
+        out[i329] = acc75;
+    }
+    if ((row14 < u.M) && (col20 < u.N)) {
+        let i330: u32 = (b4 * u.M + row14) * u.N + col20;
+        out[i330] = acc76;
+    }
+    if ((row14 < u.M) && (col21 < u.N)) {
+        let i331: u32 = (b4 * u.M + row14) * u.N + col21;
+        out[i331] = acc77;
+    }
+    if ((row14 < u.M) && (col22 < u.N)) {
+        let i332: u32 = (b4 * u.M + row14) * u.N + col22;
+        out[i332] = acc78;
+    }
+    if ((row14 < u.M) && (col23 < u.N)) {
+        let i333: u32 = (b4 * u.M + row14) * u.N + col23;
+        out[i333] = acc79;
+    }
+    if ((row15 < u.M) && (col16 < u.N)) {
+        let i334: u32 = (b4 * u.M + row15) * u.N + col16;
+        out[i334] = acc80;
+    }
+    if ((row15 < u.M) && (col17 < u.N)) {
+        let i335: u32 = (b4 * u.M + row15) * u.N + col17;
+        out[i335] = acc81;
+    }
+    if ((row15 < u.M) && (col18 < u.N)) {
+        let i336: u32 = (b4 * u.M + row15) * u.N + col18;
+        out[i336] = acc82;
+    }
+    if ((row15 < u.M) && (col19 < u.N)) {
+        let i337: u32 = (b4 * u.M + row15) * u.N + col19;
+        out[i337] = acc83;
+    }
+    if ((row15 < u.M) && (col20 < u.N)) {
+        let i338: u32 = (b4 * u.M + row15) * u.N + col20;
+        out[i338] = acc84;
+    }
+    if ((row15 < u.M) && (col21 < u.N)) {
+        let i339: u32 = (b4 * u.M + row15) * u.N + col21;
+        out[i339] = acc85;
+    }
+    if ((row15 < u.M) && (col22 < u.N)) {
+        let i340: u32 = (b4 * u.M + row15) * u.N + col22;
+        out[i340] = acc86;
+    }
+    if ((row15 < u.M) && (col23 < u.N)) {
+        let i341: u32 = (b4 * u.M + row15) * u.N + col23;
+        out[i341] = acc87;
     }
 }

@@ -12,8 +12,8 @@ struct Uniforms {
 @group(0) @binding(2) var<storage, read> bias: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<uniform> u: Uniforms;
-var<workgroup> a_tile: array<f32, 1024>;
-var<workgroup> b_tile: array<f32, 1024>;
+var<workgroup> a_tile: array<f32, 2048>;
+var<workgroup> b_tile: array<f32, 2048>;
 
 fn mimir_tanh(a_: f32) -> f32 {
     if (((bitcast<u32>(a_) & 0x7fffffffu) > 0x7f800000u)) {
@@ -29,32 +29,32 @@ fn bmm_broadcast_0_matmul(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= u.B * ((u.M + 64u - 1u) >> 6u) * ((u.N + 64u - 1u) >> 6u)) {
+    if (g0 >= u.B * ((u.M + 128u - 1u) >> 7u) * ((u.N + 128u - 1u) >> 7u)) {
         return;
     }
-    let tile1: u32 = g0 % ((u.N + 64u - 1u) >> 6u);
-    let tile2: u32 = g0 / ((u.N + 64u - 1u) >> 6u);
-    let tile3: u32 = tile2 % ((u.M + 64u - 1u) >> 6u);
-    let b4: u32 = tile2 / ((u.M + 64u - 1u) >> 6u);
-    let row5: u32 = tile3 * 64u;
-    let col6: u32 = tile1 * 64u;
-    let row7: u32 = row5 + lid.y;
-    let row8: u32 = row5 + (lid.y + 16u);
-    let row9: u32 = row5 + (lid.y + 32u);
-    let row10: u32 = row5 + (lid.y + 48u);
-    let col11: u32 = col6 + lid.x;
-    let col12: u32 = col6 + (lid.x + 16u);
-    let col13: u32 = col6 + (lid.x + 32u);
-    let col14: u32 = col6 + (lid.x + 48u);
-    var acc15: f32 = 0.0f;
-    var acc16: f32 = 0.0f;
-    var acc17: f32 = 0.0f;
-    var acc18: f32 = 0.0f;
-    var acc19: f32 = 0.0f;
-    var acc20: f32 = 0.0f;
-    var acc21: f32 = 0.0f;
-    var acc22: f32 = 0.0f;
-    var acc23: f32 = 0.0f;
+    let tile1: u32 = g0 % ((u.N + 128u - 1u) >> 7u);
+    let tile2: u32 = g0 / ((u.N + 128u - 1u) >> 7u);
+    let tile3: u32 = tile2 % ((u.M + 128u - 1u) >> 7u);
+    let b4: u32 = tile2 / ((u.M + 128u - 1u) >> 7u);
+    let t5: u32 = lid.y * 16u + lid.x;
+    let row6: u32 = tile3 * 128u;
+    let col7: u32 = tile1 * 128u;
+    let row8: u32 = row6 + lid.y * 4u;
+    let row9: u32 = row6 + (lid.y * 4u + 1u);
+    let row10: u32 = row6 + (lid.y * 4u + 2u);
+    let row11: u32 = row6 + (lid.y * 4u + 3u);
+    let row12: u32 = row6 + (lid.y * 4u + 64u);
+    let row13: u32 = row6 + (lid.y * 4u + 65u);
+    let row14: u32 = row6 + (lid.y * 4u + 66u);
+    let row15: u32 = row6 + (lid.y * 4u + 67u);
+    let col16: u32 = col7 + lid.x * 4u;
+    let col17: u32 = col7 + (lid.x * 4u + 1u);
+    let col18: u32 = col7 + (lid.x * 4u + 2u);
+    let col19: u32 = col7 + (lid.x * 4u + 3u);
+    let col20: u32 = col7 + (lid.x * 4u + 64u);
+    let col21: u32 = col7 + (lid.x * 4u + 65u);
+    let col22: u32 = col7 + (lid.x * 4u + 66u);
+    let col23: u32 = col7 + (lid.x * 4u + 67u);
     var acc24: f32 = 0.0f;
     var acc25: f32 = 0.0f;
     var acc26: f32 = 0.0f;
@@ -62,204 +62,1278 @@ fn bmm_broadcast_0_matmul(
     var acc28: f32 = 0.0f;
     var acc29: f32 = 0.0f;
     var acc30: f32 = 0.0f;
-    for (var k0_31: u32 = 0u; k0_31 < u.K; k0_31 += 16u) {
-        let ka32: u32 = k0_31 + lid.x;
-        let kb33: u32 = k0_31 + lid.y;
-        var x34: f32 = 0.0f;
-        if ((row7 < u.M) && (ka32 < u.K)) {
-            let i35: u32 = (b4 * u.M + row7) * u.K + ka32;
-            let v36: f32 = a[i35];
-            x34 = v36;
+    var acc31: f32 = 0.0f;
+    var acc32: f32 = 0.0f;
+    var acc33: f32 = 0.0f;
+    var acc34: f32 = 0.0f;
+    var acc35: f32 = 0.0f;
+    var acc36: f32 = 0.0f;
+    var acc37: f32 = 0.0f;
+    var acc38: f32 = 0.0f;
+    var acc39: f32 = 0.0f;
+    var acc40: f32 = 0.0f;
+    var acc41: f32 = 0.0f;
+    var acc42: f32 = 0.0f;
+    var acc43: f32 = 0.0f;
+    var acc44: f32 = 0.0f;
+    var acc45: f32 = 0.0f;
+    var acc46: f32 = 0.0f;
+    var acc47: f32 = 0.0f;
+    var acc48: f32 = 0.0f;
+    var acc49: f32 = 0.0f;
+    var acc50: f32 = 0.0f;
+    var acc51: f32 = 0.0f;
+    var acc52: f32 = 0.0f;
+    var acc53: f32 = 0.0f;
+    var acc54: f32 = 0.0f;
+    var acc55: f32 = 0.0f;
+    var acc56: f32 = 0.0f;
+    var acc57: f32 = 0.0f;
+    var acc58: f32 = 0.0f;
+    var acc59: f32 = 0.0f;
+    var acc60: f32 = 0.0f;
+    var acc61: f32 = 0.0f;
+    var acc62: f32 = 0.0f;
+    var acc63: f32 = 0.0f;
+    var acc64: f32 = 0.0f;
+    var acc65: f32 = 0.0f;
+    var acc66: f32 = 0.0f;
+    var acc67: f32 = 0.0f;
+    var acc68: f32 = 0.0f;
+    var acc69: f32 = 0.0f;
+    var acc70: f32 = 0.0f;
+    var acc71: f32 = 0.0f;
+    var acc72: f32 = 0.0f;
+    var acc73: f32 = 0.0f;
+    var acc74: f32 = 0.0f;
+    var acc75: f32 = 0.0f;
+    var acc76: f32 = 0.0f;
+    var acc77: f32 = 0.0f;
+    var acc78: f32 = 0.0f;
+    var acc79: f32 = 0.0f;
+    var acc80: f32 = 0.0f;
+    var acc81: f32 = 0.0f;
+    var acc82: f32 = 0.0f;
+    var acc83: f32 = 0.0f;
+    var acc84: f32 = 0.0f;
+    var acc85: f32 = 0.0f;
+    var acc86: f32 = 0.0f;
+    var acc87: f32 = 0.0f;
+    let ak88: u32 = t5 & 7u;
+    let am89: u32 = t5 >> 3u;
+    let ar90: u32 = row6 + am89;
+    let ar91: u32 = row6 + (am89 + 32u);
+    let ar92: u32 = row6 + (am89 + 64u);
+    let ar93: u32 = row6 + (am89 + 96u);
+    let mo94: u32 = b4 * (u.M * u.K);
+    let ab95: u32 = mo94 + ar90 * u.K;
+    let ab96: u32 = mo94 + ar91 * u.K;
+    let ab97: u32 = mo94 + ar92 * u.K;
+    let ab98: u32 = mo94 + ar93 * u.K;
+    let aok99: bool = ar90 < u.M;
+    let aok100: bool = ar91 < u.M;
+    let aok101: bool = ar92 < u.M;
+    let aok102: bool = ar93 < u.M;
+    let as103: u32 = ak88 * 128u + am89;
+    let bk104: u32 = t5 >> 7u;
+    let bn105: u32 = col7 + (t5 & 127u);
+    let bok106: bool = bn105 < u.N;
+    let bs107: u32 = 2u * u.N;
+    let bs108: u32 = 4u * u.N;
+    let bs109: u32 = 6u * u.N;
+    let kok110: bool = ak88 < u.K;
+    if (aok99 && kok110) {
+        a_tile[as103] = a[ab95 + ak88];
+    } else {
+        a_tile[as103] = 0.0f;
+    }
+    if (aok100 && kok110) {
+        a_tile[as103 + 32u] = a[ab96 + ak88];
+    } else {
+        a_tile[as103 + 32u] = 0.0f;
+    }
+    if (aok101 && kok110) {
+        a_tile[as103 + 64u] = a[ab97 + ak88];
+    } else {
+        a_tile[as103 + 64u] = 0.0f;
+    }
+    if (aok102 && kok110) {
+        a_tile[as103 + 96u] = a[ab98 + ak88];
+    } else {
+        a_tile[as103 + 96u] = 0.0f;
+    }
+    let bi115: u32 = bk104 * u.N + bn105;
+    if ((bk104 < u.K) && bok106) {
+        b_tile[t5] = w[bi115];
+    } else {
+        b_tile[t5] = 0.0f;
+    }
+    let kb117: u32 = bk104 + 2u;
+    if ((kb117 < u.K) && bok106) {
+        b_tile[t5 + 256u] = w[bi115 + bs107];
+    } else {
+        b_tile[t5 + 256u] = 0.0f;
+    }
+    let kb119: u32 = bk104 + 4u;
+    if ((kb119 < u.K) && bok106) {
+        b_tile[t5 + 512u] = w[bi115 + bs108];
+    } else {
+        b_tile[t5 + 512u] = 0.0f;
+    }
+    let kb121: u32 = bk104 + 6u;
+    if ((kb121 < u.K) && bok106) {
+        b_tile[t5 + 768u] = w[bi115 + bs109];
+    } else {
+        b_tile[t5 + 768u] = 0.0f;
+    }
+    workgroupBarrier();
+    let ly123: u32 = lid.y * 4u;
+    let lx124: u32 = lid.x * 4u;
+    for (var k0_125: u32 = 0u; k0_125 < u.K; k0_125 += 8u) {
+        let cur126: u32 = (k0_125 << 7u) & 1024u;
+        let nxt127: u32 = cur126 ^ 1024u;
+        let kn128: u32 = k0_125 + 8u;
+        if (kn128 < u.K) {
+            let ka129: u32 = kn128 + ak88;
+            let kok130: bool = ka129 < u.K;
+            let sa131: u32 = nxt127 + as103;
+            if (aok99 && kok130) {
+                a_tile[sa131] = a[ab95 + ka129];
+            } else {
+                a_tile[sa131] = 0.0f;
+            }
+            if (aok100 && kok130) {
+                a_tile[sa131 + 32u] = a[ab96 + ka129];
+            } else {
+                a_tile[sa131 + 32u] = 0.0f;
+            }
+            if (aok101 && kok130) {
+                a_tile[sa131 + 64u] = a[ab97 + ka129];
+            } else {
+                a_tile[sa131 + 64u] = 0.0f;
+            }
+            if (aok102 && kok130) {
+                a_tile[sa131 + 96u] = a[ab98 + ka129];
+            } else {
+                a_tile[sa131 + 96u] = 0.0f;
+            }
+            let kb136: u32 = kn128 + bk104;
+            let sb137: u32 = nxt127 + t5;
+            let bi138: u32 = kb136 * u.N + bn105;
+            if ((kb136 < u.K) && bok106) {
+                b_tile[sb137] = w[bi138];
+            } else {
+                b_tile[sb137] = 0.0f;
+            }
+            let kb140: u32 = kb136 + 2u;
+            if ((kb140 < u.K) && bok106) {
+                b_tile[sb137 + 256u] = w[bi138 + bs107];
+            } else {
+                b_tile[sb137 + 256u] = 0.0f;
+            }
+            let kb142: u32 = kb136 + 4u;
+            if ((kb142 < u.K) && bok106) {
+                b_tile[sb137 + 512u] = w[bi138 + bs108];
+            } else {
+                b_tile[sb137 + 512u] = 0.0f;
+            }
+            let kb144: u32 = kb136 + 6u;
+            if ((kb144 < u.K) && bok106) {
+                b_tile[sb137 + 768u] = w[bi138 + bs109];
+            } else {
+                b_tile[sb137 + 768u] = 0.0f;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x34;
-        var x37: f32 = 0.0f;
-        if ((row8 < u.M) && (ka32 < u.K)) {
-            let i38: u32 = (b4 * u.M + row8) * u.K + ka32;
-            let v39: f32 = a[i38];
-            x37 = v39;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x37;
-        var x40: f32 = 0.0f;
-        if ((row9 < u.M) && (ka32 < u.K)) {
-            let i41: u32 = (b4 * u.M + row9) * u.K + ka32;
-            let v42: f32 = a[i41];
-            x40 = v42;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x40;
-        var x43: f32 = 0.0f;
-        if ((row10 < u.M) && (ka32 < u.K)) {
-            let i44: u32 = (b4 * u.M + row10) * u.K + ka32;
-            let v45: f32 = a[i44];
-            x43 = v45;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x43;
-        var x46: f32 = 0.0f;
-        if ((kb33 < u.K) && (col11 < u.N)) {
-            let i47: u32 = kb33 * u.N + col11;
-            let v48: f32 = w[i47];
-            x46 = v48;
-        }
-        b_tile[lid.y * 64u + lid.x] = x46;
-        var x49: f32 = 0.0f;
-        if ((kb33 < u.K) && (col12 < u.N)) {
-            let i50: u32 = kb33 * u.N + col12;
-            let v51: f32 = w[i50];
-            x49 = v51;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x49;
-        var x52: f32 = 0.0f;
-        if ((kb33 < u.K) && (col13 < u.N)) {
-            let i53: u32 = kb33 * u.N + col13;
-            let v54: f32 = w[i53];
-            x52 = v54;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x52;
-        var x55: f32 = 0.0f;
-        if ((kb33 < u.K) && (col14 < u.N)) {
-            let i56: u32 = kb33 * u.N + col14;
-            let v57: f32 = w[i56];
-            x55 = v57;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x55;
+        let ra146: u32 = cur126 + ly123;
+        let rb147: u32 = cur126 + lx124;
+        let a148: f32 = a_tile[ra146];
+        let a149: f32 = a_tile[ra146 + 1u];
+        let a150: f32 = a_tile[ra146 + 2u];
+        let a151: f32 = a_tile[ra146 + 3u];
+        let a152: f32 = a_tile[ra146 + 64u];
+        let a153: f32 = a_tile[ra146 + 64u + 1u];
+        let a154: f32 = a_tile[ra146 + 64u + 2u];
+        let a155: f32 = a_tile[ra146 + 64u + 3u];
+        let b156: f32 = b_tile[rb147];
+        let b157: f32 = b_tile[rb147 + 1u];
+        let b158: f32 = b_tile[rb147 + 2u];
+        let b159: f32 = b_tile[rb147 + 3u];
+        let b160: f32 = b_tile[rb147 + 64u];
+        let b161: f32 = b_tile[rb147 + 64u + 1u];
+        let b162: f32 = b_tile[rb147 + 64u + 2u];
+        let b163: f32 = b_tile[rb147 + 64u + 3u];
+        acc24 = fma(a148, b156, acc24);
+        acc25 = fma(a148, b157, acc25);
+        acc26 = fma(a148, b158, acc26);
+        acc27 = fma(a148, b159, acc27);
+        acc28 = fma(a148, b160, acc28);
+        acc29 = fma(a148, b161, acc29);
+        acc30 = fma(a148, b162, acc30);
+        acc31 = fma(a148, b163, acc31);
+        acc32 = fma(a149, b156, acc32);
+        acc33 = fma(a149, b157, acc33);
+        acc34 = fma(a149, b158, acc34);
+        acc35 = fma(a149, b159, acc35);
+        acc36 = fma(a149, b160, acc36);
+        acc37 = fma(a149, b161, acc37);
+        acc38 = fma(a149, b162, acc38);
+        acc39 = fma(a149, b163, acc39);
+        acc40 = fma(a150, b156, acc40);
+        acc41 = fma(a150, b157, acc41);
+        acc42 = fma(a150, b158, acc42);
+        acc43 = fma(a150, b159, acc43);
+        acc44 = fma(a150, b160, acc44);
+        acc45 = fma(a150, b161, acc45);
+        acc46 = fma(a150, b162, acc46);
+        acc47 = fma(a150, b163, acc47);
+        acc48 = fma(a151, b156, acc48);
+        acc49 = fma(a151, b157, acc49);
+        acc50 = fma(a151, b158, acc50);
+        acc51 = fma(a151, b159, acc51);
+        acc52 = fma(a151, b160, acc52);
+        acc53 = fma(a151, b161, acc53);
+        acc54 = fma(a151, b162, acc54);
+        acc55 = fma(a151, b163, acc55);
+        acc56 = fma(a152, b156, acc56);
+        acc57 = fma(a152, b157, acc57);
+        acc58 = fma(a152, b158, acc58);
+        acc59 = fma(a152, b159, acc59);
+        acc60 = fma(a152, b160, acc60);
+        acc61 = fma(a152, b161, acc61);
+        acc62 = fma(a152, b162, acc62);
+        acc63 = fma(a152, b163, acc63);
+        acc64 = fma(a153, b156, acc64);
+        acc65 = fma(a153, b157, acc65);
+        acc66 = fma(a153, b158, acc66);
+        acc67 = fma(a153, b159, acc67);
+        acc68 = fma(a153, b160, acc68);
+        acc69 = fma(a153, b161, acc69);
+        acc70 = fma(a153, b162, acc70);
+        acc71 = fma(a153, b163, acc71);
+        acc72 = fma(a154, b156, acc72);
+        acc73 = fma(a154, b157, acc73);
+        acc74 = fma(a154, b158, acc74);
+        acc75 = fma(a154, b159, acc75);
+        acc76 = fma(a154, b160, acc76);
+        acc77 = fma(a154, b161, acc77);
+        acc78 = fma(a154, b162, acc78);
+        acc79 = fma(a154, b163, acc79);
+        acc80 = fma(a155, b156, acc80);
+        acc81 = fma(a155, b157, acc81);
+        acc82 = fma(a155, b158, acc82);
+        acc83 = fma(a155, b159, acc83);
+        acc84 = fma(a155, b160, acc84);
+        acc85 = fma(a155, b161, acc85);
+        acc86 = fma(a155, b162, acc86);
+        acc87 = fma(a155, b163, acc87);
+        let a164: f32 = a_tile[ra146 + 128u];
+        let a165: f32 = a_tile[ra146 + 128u + 1u];
+        let a166: f32 = a_tile[ra146 + 128u + 2u];
+        let a167: f32 = a_tile[ra146 + 128u + 3u];
+        let a168: f32 = a_tile[ra146 + 192u];
+        let a169: f32 = a_tile[ra146 + 192u + 1u];
+        let a170: f32 = a_tile[ra146 + 192u + 2u];
+        let a171: f32 = a_tile[ra146 + 192u + 3u];
+        let b172: f32 = b_tile[rb147 + 128u];
+        let b173: f32 = b_tile[rb147 + 128u + 1u];
+        let b174: f32 = b_tile[rb147 + 128u + 2u];
+        let b175: f32 = b_tile[rb147 + 128u + 3u];
+        let b176: f32 = b_tile[rb147 + 192u];
+        let b177: f32 = b_tile[rb147 + 192u + 1u];
+        let b178: f32 = b_tile[rb147 + 192u + 2u];
+        let b179: f32 = b_tile[rb147 + 192u + 3u];
+        acc24 = fma(a164, b172, acc24);
+        acc25 = fma(a164, b173, acc25);
+        acc26 = fma(a164, b174, acc26);
+        acc27 = fma(a164, b175, acc27);
+        acc28 = fma(a164, b176, acc28);
+        acc29 = fma(a164, b177, acc29);
+        acc30 = fma(a164, b178, acc30);
+        acc31 = fma(a164, b179, acc31);
+        acc32 = fma(a165, b172, acc32);
+        acc33 = fma(a165, b173, acc33);
+        acc34 = fma(a165, b174, acc34);
+        acc35 = fma(a165, b175, acc35);
+        acc36 = fma(a165, b176, acc36);
+        acc37 = fma(a165, b177, acc37);
+        acc38 = fma(a165, b178, acc38);
+        acc39 = fma(a165, b179, acc39);
+        acc40 = fma(a166, b172, acc40);
+        acc41 = fma(a166, b173, acc41);
+        acc42 = fma(a166, b174, acc42);
+        acc43 = fma(a166, b175, acc43);
+        acc44 = fma(a166, b176, acc44);
+        acc45 = fma(a166, b177, acc45);
+        acc46 = fma(a166, b178, acc46);
+        acc47 = fma(a166, b179, acc47);
+        acc48 = fma(a167, b172, acc48);
+        acc49 = fma(a167, b173, acc49);
+        acc50 = fma(a167, b174, acc50);
+        acc51 = fma(a167, b175, acc51);
+        acc52 = fma(a167, b176, acc52);
+        acc53 = fma(a167, b177, acc53);
+        acc54 = fma(a167, b178, acc54);
+        acc55 = fma(a167, b179, acc55);
+        acc56 = fma(a168, b172, acc56);
+        acc57 = fma(a168, b173, acc57);
+        acc58 = fma(a168, b174, acc58);
+        acc59 = fma(a168, b175, acc59);
+        acc60 = fma(a168, b176, acc60);
+        acc61 = fma(a168, b177, acc61);
+        acc62 = fma(a168, b178, acc62);
+        acc63 = fma(a168, b179, acc63);
+        acc64 = fma(a169, b172, acc64);
+        acc65 = fma(a169, b173, acc65);
+        acc66 = fma(a169, b174, acc66);
+        acc67 = fma(a169, b175, acc67);
+        acc68 = fma(a169, b176, acc68);
+        acc69 = fma(a169, b177, acc69);
+        acc70 = fma(a169, b178, acc70);
+        acc71 = fma(a169, b179, acc71);
+        acc72 = fma(a170, b172, acc72);
+        acc73 = fma(a170, b173, acc73);
+        acc74 = fma(a170, b174, acc74);
+        acc75 = fma(a170, b175, acc75);
+        acc76 = fma(a170, b176, acc76);
+        acc77 = fma(a170, b177, acc77);
+        acc78 = fma(a170, b178, acc78);
+        acc79 = fma(a170, b179, acc79);
+        acc80 = fma(a171, b172, acc80);
+        acc81 = fma(a171, b173, acc81);
+        acc82 = fma(a171, b174, acc82);
+        acc83 = fma(a171, b175, acc83);
+        acc84 = fma(a171, b176, acc84);
+        acc85 = fma(a171, b177, acc85);
+        acc86 = fma(a171, b178, acc86);
+        acc87 = fma(a171, b179, acc87);
+        let a180: f32 = a_tile[ra146 + 256u];
+        let a181: f32 = a_tile[ra146 + 256u + 1u];
+        let a182: f32 = a_tile[ra146 + 256u + 2u];
+        let a183: f32 = a_tile[ra146 + 256u + 3u];
+        let a184: f32 = a_tile[ra146 + 320u];
+        let a185: f32 = a_tile[ra146 + 320u + 1u];
+        let a186: f32 = a_tile[ra146 + 320u + 2u];
+        let a187: f32 = a_tile[ra146 + 320u + 3u];
+        let b188: f32 = b_tile[rb147 + 256u];
+        let b189: f32 = b_tile[rb147 + 256u + 1u];
+        let b190: f32 = b_tile[rb147 + 256u + 2u];
+        let b191: f32 = b_tile[rb147 + 256u + 3u];
+        let b192: f32 = b_tile[rb147 + 320u];
+        let b193: f32 = b_tile[rb147 + 320u + 1u];
+        let b194: f32 = b_tile[rb147 + 320u + 2u];
+        let b195: f32 = b_tile[rb147 + 320u + 3u];
+        acc24 = fma(a180, b188, acc24);
+        acc25 = fma(a180, b189, acc25);
+        acc26 = fma(a180, b190, acc26);
+        acc27 = fma(a180, b191, acc27);
+        acc28 = fma(a180, b192, acc28);
+        acc29 = fma(a180, b193, acc29);
+        acc30 = fma(a180, b194, acc30);
+        acc31 = fma(a180, b195, acc31);
+        acc32 = fma(a181, b188, acc32);
+        acc33 = fma(a181, b189, acc33);
+        acc34 = fma(a181, b190, acc34);
+        acc35 = fma(a181, b191, acc35);
+        acc36 = fma(a181, b192, acc36);
+        acc37 = fma(a181, b193, acc37);
+        acc38 = fma(a181, b194, acc38);
+        acc39 = fma(a181, b195, acc39);
+        acc40 = fma(a182, b188, acc40);
+        acc41 = fma(a182, b189, acc41);
+        acc42 = fma(a182, b190, acc42);
+        acc43 = fma(a182, b191, acc43);
+        acc44 = fma(a182, b192, acc44);
+        acc45 = fma(a182, b193, acc45);
+        acc46 = fma(a182, b194, acc46);
+        acc47 = fma(a182, b195, acc47);
+        acc48 = fma(a183, b188, acc48);
+        acc49 = fma(a183, b189, acc49);
+        acc50 = fma(a183, b190, acc50);
+        acc51 = fma(a183, b191, acc51);
+        acc52 = fma(a183, b192, acc52);
+        acc53 = fma(a183, b193, acc53);
+        acc54 = fma(a183, b194, acc54);
+        acc55 = fma(a183, b195, acc55);
+        acc56 = fma(a184, b188, acc56);
+        acc57 = fma(a184, b189, acc57);
+        acc58 = fma(a184, b190, acc58);
+        acc59 = fma(a184, b191, acc59);
+        acc60 = fma(a184, b192, acc60);
+        acc61 = fma(a184, b193, acc61);
+        acc62 = fma(a184, b194, acc62);
+        acc63 = fma(a184, b195, acc63);
+        acc64 = fma(a185, b188, acc64);
+        acc65 = fma(a185, b189, acc65);
+        acc66 = fma(a185, b190, acc66);
+        acc67 = fma(a185, b191, acc67);
+        acc68 = fma(a185, b192, acc68);
+        acc69 = fma(a185, b193, acc69);
+        acc70 = fma(a185, b194, acc70);
+        acc71 = fma(a185, b195, acc71);
+        acc72 = fma(a186, b188, acc72);
+        acc73 = fma(a186, b189, acc73);
+        acc74 = fma(a186, b190, acc74);
+        acc75 = fma(a186, b191, acc75);
+        acc76 = fma(a186, b192, acc76);
+        acc77 = fma(a186, b193, acc77);
+        acc78 = fma(a186, b194, acc78);
+        acc79 = fma(a186, b195, acc79);
+        acc80 = fma(a187, b188, acc80);
+        acc81 = fma(a187, b189, acc81);
+        acc82 = fma(a187, b190, acc82);
+        acc83 = fma(a187, b191, acc83);
+        acc84 = fma(a187, b192, acc84);
+        acc85 = fma(a187, b193, acc85);
+        acc86 = fma(a187, b194, acc86);
+        acc87 = fma(a187, b195, acc87);
+        let a196: f32 = a_tile[ra146 + 384u];
+        let a197: f32 = a_tile[ra146 + 384u + 1u];
+        let a198: f32 = a_tile[ra146 + 384u + 2u];
+        let a199: f32 = a_tile[ra146 + 384u + 3u];
+        let a200: f32 = a_tile[ra146 + 448u];
+        let a201: f32 = a_tile[ra146 + 448u + 1u];
+        let a202: f32 = a_tile[ra146 + 448u + 2u];
+        let a203: f32 = a_tile[ra146 + 448u + 3u];
+        let b204: f32 = b_tile[rb147 + 384u];
+        let b205: f32 = b_tile[rb147 + 384u + 1u];
+        let b206: f32 = b_tile[rb147 + 384u + 2u];
+        let b207: f32 = b_tile[rb147 + 384u + 3u];
+        let b208: f32 = b_tile[rb147 + 448u];
+        let b209: f32 = b_tile[rb147 + 448u + 1u];
+        let b210: f32 = b_tile[rb147 + 448u + 2u];
+        let b211: f32 = b_tile[rb147 + 448u + 3u];
+        acc24 = fma(a196, b204, acc24);
+        acc25 = fma(a196, b205, acc25);
+        acc26 = fma(a196, b206, acc26);
+        acc27 = fma(a196, b207, acc27);
+        acc28 = fma(a196, b208, acc28);
+        acc29 = fma(a196, b209, acc29);
+        acc30 = fma(a196, b210, acc30);
+        acc31 = fma(a196, b211, acc31);
+        acc32 = fma(a197, b204, acc32);
+        acc33 = fma(a197, b205, acc33);
+        acc34 = fma(a197, b206, acc34);
+        acc35 = fma(a197, b207, acc35);
+        acc36 = fma(a197, b208, acc36);
+        acc37 = fma(a197, b209, acc37);
+        acc38 = fma(a197, b210, acc38);
+        acc39 = fma(a197, b211, acc39);
+        acc40 = fma(a198, b204, acc40);
+        acc41 = fma(a198, b205, acc41);
+        acc42 = fma(a198, b206, acc42);
+        acc43 = fma(a198, b207, acc43);
+        acc44 = fma(a198, b208, acc44);
+        acc45 = fma(a198, b209, acc45);
+        acc46 = fma(a198, b210, acc46);
+        acc47 = fma(a198, b211, acc47);
+        acc48 = fma(a199, b204, acc48);
+        acc49 = fma(a199, b205, acc49);
+        acc50 = fma(a199, b206, acc50);
+        acc51 = fma(a199, b207, acc51);
+        acc52 = fma(a199, b208, acc52);
+        acc53 = fma(a199, b209, acc53);
+        acc54 = fma(a199, b210, acc54);
+        acc55 = fma(a199, b211, acc55);
+        acc56 = fma(a200, b204, acc56);
+        acc57 = fma(a200, b205, acc57);
+        acc58 = fma(a200, b206, acc58);
+        acc59 = fma(a200, b207, acc59);
+        acc60 = fma(a200, b208, acc60);
+        acc61 = fma(a200, b209, acc61);
+        acc62 = fma(a200, b210, acc62);
+        acc63 = fma(a200, b211, acc63);
+        acc64 = fma(a201, b204, acc64);
+        acc65 = fma(a201, b205, acc65);
+        acc66 = fma(a201, b206, acc66);
+        acc67 = fma(a201, b207, acc67);
+        acc68 = fma(a201, b208, acc68);
+        acc69 = fma(a201, b209, acc69);
+        acc70 = fma(a201, b210, acc70);
+        acc71 = fma(a201, b211, acc71);
+        acc72 = fma(a202, b204, acc72);
+        acc73 = fma(a202, b205, acc73);
+        acc74 = fma(a202, b206, acc74);
+        acc75 = fma(a202, b207, acc75);
+        acc76 = fma(a202, b208, acc76);
+        acc77 = fma(a202, b209, acc77);
+        acc78 = fma(a202, b210, acc78);
+        acc79 = fma(a202, b211, acc79);
+        acc80 = fma(a203, b204, acc80);
+        acc81 = fma(a203, b205, acc81);
+        acc82 = fma(a203, b206, acc82);
+        acc83 = fma(a203, b207, acc83);
+        acc84 = fma(a203, b208, acc84);
+        acc85 = fma(a203, b209, acc85);
+        acc86 = fma(a203, b210, acc86);
+        acc87 = fma(a203, b211, acc87);
+        let a212: f32 = a_tile[ra146 + 512u];
+        let a213: f32 = a_tile[ra146 + 512u + 1u];
+        let a214: f32 = a_tile[ra146 + 512u + 2u];
+        let a215: f32 = a_tile[ra146 + 512u + 3u];
+        let a216: f32 = a_tile[ra146 + 576u];
+        let a217: f32 = a_tile[ra146 + 576u + 1u];
+        let a218: f32 = a_tile[ra146 + 576u + 2u];
+        let a219: f32 = a_tile[ra146 + 576u + 3u];
+        let b220: f32 = b_tile[rb147 + 512u];
+        let b221: f32 = b_tile[rb147 + 512u + 1u];
+        let b222: f32 = b_tile[rb147 + 512u + 2u];
+        let b223: f32 = b_tile[rb147 + 512u + 3u];
+        let b224: f32 = b_tile[rb147 + 576u];
+        let b225: f32 = b_tile[rb147 + 576u + 1u];
+        let b226: f32 = b_tile[rb147 + 576u + 2u];
+        let b227: f32 = b_tile[rb147 + 576u + 3u];
+        acc24 = fma(a212, b220, acc24);
+        acc25 = fma(a212, b221, acc25);
+        acc26 = fma(a212, b222, acc26);
+        acc27 = fma(a212, b223, acc27);
+        acc28 = fma(a212, b224, acc28);
+        acc29 = fma(a212, b225, acc29);
+        acc30 = fma(a212, b226, acc30);
+        acc31 = fma(a212, b227, acc31);
+        acc32 = fma(a213, b220, acc32);
+        acc33 = fma(a213, b221, acc33);
+        acc34 = fma(a213, b222, acc34);
+        acc35 = fma(a213, b223, acc35);
+        acc36 = fma(a213, b224, acc36);
+        acc37 = fma(a213, b225, acc37);
+        acc38 = fma(a213, b226, acc38);
+        acc39 = fma(a213, b227, acc39);
+        acc40 = fma(a214, b220, acc40);
+        acc41 = fma(a214, b221, acc41);
+        acc42 = fma(a214, b222, acc42);
+        acc43 = fma(a214, b223, acc43);
+        acc44 = fma(a214, b224, acc44);
+        acc45 = fma(a214, b225, acc45);
+        acc46 = fma(a214, b226, acc46);
+        acc47 = fma(a214, b227, acc47);
+        acc48 = fma(a215, b220, acc48);
+        acc49 = fma(a215, b221, acc49);
+        acc50 = fma(a215, b222, acc50);
+        acc51 = fma(a215, b223, acc51);
+        acc52 = fma(a215, b224, acc52);
+        acc53 = fma(a215, b225, acc53);
+        acc54 = fma(a215, b226, acc54);
+        acc55 = fma(a215, b227, acc55);
+        acc56 = fma(a216, b220, acc56);
+        acc57 = fma(a216, b221, acc57);
+        acc58 = fma(a216, b222, acc58);
+        acc59 = fma(a216, b223, acc59);
+        acc60 = fma(a216, b224, acc60);
+        acc61 = fma(a216, b225, acc61);
+        acc62 = fma(a216, b226, acc62);
+        acc63 = fma(a216, b227, acc63);
+        acc64 = fma(a217, b220, acc64);
+        acc65 = fma(a217, b221, acc65);
+        acc66 = fma(a217, b222, acc66);
+        acc67 = fma(a217, b223, acc67);
+        acc68 = fma(a217, b224, acc68);
+        acc69 = fma(a217, b225, acc69);
+        acc70 = fma(a217, b226, acc70);
+        acc71 = fma(a217, b227, acc71);
+        acc72 = fma(a218, b220, acc72);
+        acc73 = fma(a218, b221, acc73);
+        acc74 = fma(a218, b222, acc74);
+        acc75 = fma(a218, b223, acc75);
+        acc76 = fma(a218, b224, acc76);
+        acc77 = fma(a218, b225, acc77);
+        acc78 = fma(a218, b226, acc78);
+        acc79 = fma(a218, b227, acc79);
+        acc80 = fma(a219, b220, acc80);
+        acc81 = fma(a219, b221, acc81);
+        acc82 = fma(a219, b222, acc82);
+        acc83 = fma(a219, b223, acc83);
+        acc84 = fma(a219, b224, acc84);
+        acc85 = fma(a219, b225, acc85);
+        acc86 = fma(a219, b226, acc86);
+        acc87 = fma(a219, b227, acc87);
+        let a228: f32 = a_tile[ra146 + 640u];
+        let a229: f32 = a_tile[ra146 + 640u + 1u];
+        let a230: f32 = a_tile[ra146 + 640u + 2u];
+        let a231: f32 = a_tile[ra146 + 640u + 3u];
+        let a232: f32 = a_tile[ra146 + 704u];
+        let a233: f32 = a_tile[ra146 + 704u + 1u];
+        let a234: f32 = a_tile[ra146 + 704u + 2u];
+        let a235: f32 = a_tile[ra146 + 704u + 3u];
+        let b236: f32 = b_tile[rb147 + 640u];
+        let b237: f32 = b_tile[rb147 + 640u + 1u];
+        let b238: f32 = b_tile[rb147 + 640u + 2u];
+        let b239: f32 = b_tile[rb147 + 640u + 3u];
+        let b240: f32 = b_tile[rb147 + 704u];
+        let b241: f32 = b_tile[rb147 + 704u + 1u];
+        let b242: f32 = b_tile[rb147 + 704u + 2u];
+        let b243: f32 = b_tile[rb147 + 704u + 3u];
+        acc24 = fma(a228, b236, acc24);
+        acc25 = fma(a228, b237, acc25);
+        acc26 = fma(a228, b238, acc26);
+        acc27 = fma(a228, b239, acc27);
+        acc28 = fma(a228, b240, acc28);
+        acc29 = fma(a228, b241, acc29);
+        acc30 = fma(a228, b242, acc30);
+        acc31 = fma(a228, b243, acc31);
+        acc32 = fma(a229, b236, acc32);
+        acc33 = fma(a229, b237, acc33);
+        acc34 = fma(a229, b238, acc34);
+        acc35 = fma(a229, b239, acc35);
+        acc36 = fma(a229, b240, acc36);
+        acc37 = fma(a229, b241, acc37);
+        acc38 = fma(a229, b242, acc38);
+        acc39 = fma(a229, b243, acc39);
+        acc40 = fma(a230, b236, acc40);
+        acc41 = fma(a230, b237, acc41);
+        acc42 = fma(a230, b238, acc42);
+        acc43 = fma(a230, b239, acc43);
+        acc44 = fma(a230, b240, acc44);
+        acc45 = fma(a230, b241, acc45);
+        acc46 = fma(a230, b242, acc46);
+        acc47 = fma(a230, b243, acc47);
+        acc48 = fma(a231, b236, acc48);
+        acc49 = fma(a231, b237, acc49);
+        acc50 = fma(a231, b238, acc50);
+        acc51 = fma(a231, b239, acc51);
+        acc52 = fma(a231, b240, acc52);
+        acc53 = fma(a231, b241, acc53);
+        acc54 = fma(a231, b242, acc54);
+        acc55 = fma(a231, b243, acc55);
+        acc56 = fma(a232, b236, acc56);
+        acc57 = fma(a232, b237, acc57);
+        acc58 = fma(a232, b238, acc58);
+        acc59 = fma(a232, b239, acc59);
+        acc60 = fma(a232, b240, acc60);
+        acc61 = fma(a232, b241, acc61);
+        acc62 = fma(a232, b242, acc62);
+        acc63 = fma(a232, b243, acc63);
+        acc64 = fma(a233, b236, acc64);
+        acc65 = fma(a233, b237, acc65);
+        acc66 = fma(a233, b238, acc66);
+        acc67 = fma(a233, b239, acc67);
+        acc68 = fma(a233, b240, acc68);
+        acc69 = fma(a233, b241, acc69);
+        acc70 = fma(a233, b242, acc70);
+        acc71 = fma(a233, b243, acc71);
+        acc72 = fma(a234, b236, acc72);
+        acc73 = fma(a234, b237, acc73);
+        acc74 = fma(a234, b238, acc74);
+        acc75 = fma(a234, b239, acc75);
+        acc76 = fma(a234, b240, acc76);
+        acc77 = fma(a234, b241, acc77);
+        acc78 = fma(a234, b242, acc78);
+        acc79 = fma(a234, b243, acc79);
+        acc80 = fma(a235, b236, acc80);
+        acc81 = fma(a235, b237, acc81);
+        acc82 = fma(a235, b238, acc82);
+        acc83 = fma(a235, b239, acc83);
+        acc84 = fma(a235, b240, acc84);
+        acc85 = fma(a235, b241, acc85);
+        acc86 = fma(a235, b242, acc86);
+        acc87 = fma(a235, b243, acc87);
+        let a244: f32 = a_tile[ra146 + 768u];
+        let a245: f32 = a_tile[ra146 + 768u + 1u];
+        let a246: f32 = a_tile[ra146 + 768u + 2u];
+        let a247: f32 = a_tile[ra146 + 768u + 3u];
+        let a248: f32 = a_tile[ra146 + 832u];
+        let a249: f32 = a_tile[ra146 + 832u + 1u];
+        let a250: f32 = a_tile[ra146 + 832u + 2u];
+        let a251: f32 = a_tile[ra146 + 832u + 3u];
+        let b252: f32 = b_tile[rb147 + 768u];
+        let b253: f32 = b_tile[rb147 + 768u + 1u];
+        let b254: f32 = b_tile[rb147 + 768u + 2u];
+        let b255: f32 = b_tile[rb147 + 768u + 3u];
+        let b256: f32 = b_tile[rb147 + 832u];
+        let b257: f32 = b_tile[rb147 + 832u + 1u];
+        let b258: f32 = b_tile[rb147 + 832u + 2u];
+        let b259: f32 = b_tile[rb147 + 832u + 3u];
+        acc24 = fma(a244, b252, acc24);
+        acc25 = fma(a244, b253, acc25);
+        acc26 = fma(a244, b254, acc26);
+        acc27 = fma(a244, b255, acc27);
+        acc28 = fma(a244, b256, acc28);
+        acc29 = fma(a244, b257, acc29);
+        acc30 = fma(a244, b258, acc30);
+        acc31 = fma(a244, b259, acc31);
+        acc32 = fma(a245, b252, acc32);
+        acc33 = fma(a245, b253, acc33);
+        acc34 = fma(a245, b254, acc34);
+        acc35 = fma(a245, b255, acc35);
+        acc36 = fma(a245, b256, acc36);
+        acc37 = fma(a245, b257, acc37);
+        acc38 = fma(a245, b258, acc38);
+        acc39 = fma(a245, b259, acc39);
+        acc40 = fma(a246, b252, acc40);
+        acc41 = fma(a246, b253, acc41);
+        acc42 = fma(a246, b254, acc42);
+        acc43 = fma(a246, b255, acc43);
+        acc44 = fma(a246, b256, acc44);
+        acc45 = fma(a246, b257, acc45);
+        acc46 = fma(a246, b258, acc46);
+        acc47 = fma(a246, b259, acc47);
+        acc48 = fma(a247, b252, acc48);
+        acc49 = fma(a247, b253, acc49);
+        acc50 = fma(a247, b254, acc50);
+        acc51 = fma(a247, b255, acc51);
+        acc52 = fma(a247, b256, acc52);
+        acc53 = fma(a247, b257, acc53);
+        acc54 = fma(a247, b258, acc54);
+        acc55 = fma(a247, b259, acc55);
+        acc56 = fma(a248, b252, acc56);
+        acc57 = fma(a248, b253, acc57);
+        acc58 = fma(a248, b254, acc58);
+        acc59 = fma(a248, b255, acc59);
+        acc60 = fma(a248, b256, acc60);
+        acc61 = fma(a248, b257, acc61);
+        acc62 = fma(a248, b258, acc62);
+        acc63 = fma(a248, b259, acc63);
+        acc64 = fma(a249, b252, acc64);
+        acc65 = fma(a249, b253, acc65);
+        acc66 = fma(a249, b254, acc66);
+        acc67 = fma(a249, b255, acc67);
+        acc68 = fma(a249, b256, acc68);
+        acc69 = fma(a249, b257, acc69);
+        acc70 = fma(a249, b258, acc70);
+        acc71 = fma(a249, b259, acc71);
+        acc72 = fma(a250, b252, acc72);
+        acc73 = fma(a250, b253, acc73);
+        acc74 = fma(a250, b254, acc74);
+        acc75 = fma(a250, b255, acc75);
+        acc76 = fma(a250, b256, acc76);
+        acc77 = fma(a250, b257, acc77);
+        acc78 = fma(a250, b258, acc78);
+        acc79 = fma(a250, b259, acc79);
+        acc80 = fma(a251, b252, acc80);
+        acc81 = fma(a251, b253, acc81);
+        acc82 = fma(a251, b254, acc82);
+        acc83 = fma(a251, b255, acc83);
+        acc84 = fma(a251, b256, acc84);
+        acc85 = fma(a251, b257, acc85);
+        acc86 = fma(a251, b258, acc86);
+        acc87 = fma(a251, b259, acc87);
+        let a260: f32 = a_tile[ra146 + 896u];
+        let a261: f32 = a_tile[ra146 + 896u + 1u];
+        let a262: f32 = a_tile[ra146 + 896u + 2u];
+        let a263: f32 = a_tile[ra146 + 896u + 3u];
+        let a264: f32 = a_tile[ra146 + 960u];
+        let a265: f32 = a_tile[ra146 + 960u + 1u];
+        let a266: f32 = a_tile[ra146 + 960u + 2u];
+        let a267: f32 = a_tile[ra146 + 960u + 3u];
+        let b268: f32 = b_tile[rb147 + 896u];
+        let b269: f32 = b_tile[rb147 + 896u + 1u];
+        let b270: f32 = b_tile[rb147 + 896u + 2u];
+        let b271: f32 = b_tile[rb147 + 896u + 3u];
+        let b272: f32 = b_tile[rb147 + 960u];
+        let b273: f32 = b_tile[rb147 + 960u + 1u];
+        let b274: f32 = b_tile[rb147 + 960u + 2u];
+        let b275: f32 = b_tile[rb147 + 960u + 3u];
+        acc24 = fma(a260, b268, acc24);
+        acc25 = fma(a260, b269, acc25);
+        acc26 = fma(a260, b270, acc26);
+        acc27 = fma(a260, b271, acc27);
+        acc28 = fma(a260, b272, acc28);
+        acc29 = fma(a260, b273, acc29);
+        acc30 = fma(a260, b274, acc30);
+        acc31 = fma(a260, b275, acc31);
+        acc32 = fma(a261, b268, acc32);
+        acc33 = fma(a261, b269, acc33);
+        acc34 = fma(a261, b270, acc34);
+        acc35 = fma(a261, b271, acc35);
+        acc36 = fma(a261, b272, acc36);
+        acc37 = fma(a261, b273, acc37);
+        acc38 = fma(a261, b274, acc38);
+        acc39 = fma(a261, b275, acc39);
+        acc40 = fma(a262, b268, acc40);
+        acc41 = fma(a262, b269, acc41);
+        acc42 = fma(a262, b270, acc42);
+        acc43 = fma(a262, b271, acc43);
+        acc44 = fma(a262, b272, acc44);
+        acc45 = fma(a262, b273, acc45);
+        acc46 = fma(a262, b274, acc46);
+        acc47 = fma(a262, b275, acc47);
+        acc48 = fma(a263, b268, acc48);
+        acc49 = fma(a263, b269, acc49);
+        acc50 = fma(a263, b270, acc50);
+        acc51 = fma(a263, b271, acc51);
+        acc52 = fma(a263, b272, acc52);
+        acc53 = fma(a263, b273, acc53);
+        acc54 = fma(a263, b274, acc54);
+        acc55 = fma(a263, b275, acc55);
+        acc56 = fma(a264, b268, acc56);
+        acc57 = fma(a264, b269, acc57);
+        acc58 = fma(a264, b270, acc58);
+        acc59 = fma(a264, b271, acc59);
+        acc60 = fma(a264, b272, acc60);
+        acc61 = fma(a264, b273, acc61);
+        acc62 = fma(a264, b274, acc62);
+        acc63 = fma(a264, b275, acc63);
+        acc64 = fma(a265, b268, acc64);
+        acc65 = fma(a265, b269, acc65);
+        acc66 = fma(a265, b270, acc66);
+        acc67 = fma(a265, b271, acc67);
+        acc68 = fma(a265, b272, acc68);
+        acc69 = fma(a265, b273, acc69);
+        acc70 = fma(a265, b274, acc70);
+        acc71 = fma(a265, b275, acc71);
+        acc72 = fma(a266, b268, acc72);
+        acc73 = fma(a266, b269, acc73);
+        acc74 = fma(a266, b270, acc74);
+        acc75 = fma(a266, b271, acc75);
+        acc76 = fma(a266, b272, acc76);
+        acc77 = fma(a266, b273, acc77);
+        acc78 = fma(a266, b274, acc78);
+        acc79 = fma(a266, b275, acc79);
+        acc80 = fma(a267, b268, acc80);
+        acc81 = fma(a267, b269, acc81);
+        acc82 = fma(a267, b270, acc82);
+        acc83 = fma(a267, b271, acc83);
+        acc84 = fma(a267, b272, acc84);
+        acc85 = fma(a267, b273, acc85);
+        acc86 = fma(a267, b274, acc86);
+        acc87 = fma(a267, b275, acc87);
         workgroupBarrier();
-        for (var kk58: u32 = 0u; kk58 < 16u; kk58 += 1u) {
-            let a59: f32 = a_tile[lid.y * 16u + kk58];
-            let a60: f32 = a_tile[(lid.y + 16u) * 16u + kk58];
-            let a61: f32 = a_tile[(lid.y + 32u) * 16u + kk58];
-            let a62: f32 = a_tile[(lid.y + 48u) * 16u + kk58];
-            let b63: f32 = b_tile[kk58 * 64u + lid.x];
-            let b64: f32 = b_tile[kk58 * 64u + (lid.x + 16u)];
-            let b65: f32 = b_tile[kk58 * 64u + (lid.x + 32u)];
-            let b66: f32 = b_tile[kk58 * 64u + (lid.x + 48u)];
-            acc15 = fma(a59, b63, acc15);
-            acc16 = fma(a59, b64, acc16);
-            acc17 = fma(a59, b65, acc17);
-            acc18 = fma(a59, b66, acc18);
-            acc19 = fma(a60, b63, acc19);
-            acc20 = fma(a60, b64, acc20);
-            acc21 = fma(a60, b65, acc21);
-            acc22 = fma(a60, b66, acc22);
-            acc23 = fma(a61, b63, acc23);
-            acc24 = fma(a61, b64, acc24);
-            acc25 = fma(a61, b65, acc25);
-            acc26 = fma(a61, b66, acc26);
-            acc27 = fma(a62, b63, acc27);
-            acc28 = fma(a62, b64, acc28);
-            acc29 = fma(a62, b65, acc29);
-            acc30 = fma(a62, b66, acc30);
-        }
-        workgroupBarrier();
     }
-    if ((row7 < u.M) && (col11 < u.N)) {
-        let i67: u32 = (b4 * u.M + row7) * u.N + col11;
-        let v68: f32 = bias[col11];
-        let v69: f32 = acc15 + v68;
-        let v70: f32 = mimir_tanh(v69);
-        out[i67] = v70;
+    if ((row8 < u.M) && (col16 < u.N)) {
+        let i276: u32 = (b4 * u.M + row8) * u.N + col16;
+        let v277: f32 = bias[col16];
+        let v278: f32 = acc24 + v277;
+        let v279: f32 = mimir_tanh(v278);
+        out[i276] = v279;
     }
-    if ((row7 < u.M) && (col12 < u.N)) {
-        let i71: u32 = (b4 * u.M + row7) * u.N + col12;
-        let v72: f32 = bias[col12];
-        let v73: f32 = acc16 + v72;
-        let v74: f32 = mimir_tanh(v73);
-        out[i71] = v74;
+    if ((row8 < u.M) && (col17 < u.N)) {
+        let i280: u32 = (b4 * u.M + row8) * u.N + col17;
+        let v281: f32 = bias[col17];
+        let v282: f32 = acc25 + v281;
+        let v283: f32 = mimir_tanh(v282);
+        out[i280] = v283;
     }
-    if ((row7 < u.M) && (col13 < u.N)) {
-        let i75: u32 = (b4 * u.M + row7) * u.N + col13;
-        let v76: f32 = bias[col13];
-        let v77: f32 = acc17 + v76;
-        let v78: f32 = mimir_tanh(v77);
-        out[i75] = v78;
+    if ((row8 < u.M) && (col18 < u.N)) {
+        let i284: u32 = (b4 * u.M + row8) * u.N + col18;
+        let v285: f32 = bias[col18];
+        let v286: f32 = acc26 + v285;
+        let v287: f32 = mimir_tanh(v286);
+        out[i284] = v287;
     }
-    if ((row7 < u.M) && (col14 < u.N)) {
-        let i79: u32 = (b4 * u.M + row7) * u.N + col14;
-        let v80: f32 = bias[col14];
-        let v81: f32 = acc18 + v80;
-        let v82: f32 = mimir_tanh(v81);
-        out[i79] = v82;
+    if ((row8 < u.M) && (col19 < u.N)) {
+        let i288: u32 = (b4 * u.M + row8) * u.N + col19;
+        let v289: f32 = bias[col19];
+        let v290: f32 = acc27 + v289;
+        let v291: f32 = mimir_tanh(v290);
+        out[i288] = v291;
     }
-    if ((row8 < u.M) && (col11 < u.N)) {
-        let i83: u32 = (b4 * u.M + row8) * u.N + col11;
-        let v84: f32 = bias[col11];
-        let v85: f32 = acc19 + v84;
-        let v86: f32 = mimir_tanh(v85);
-        out[i83] = v86;
+    if ((row8 < u.M) && (col20 < u.N)) {
+        let i292: u32 = (b4 * u.M + row8) * u.N + col20;
+        let v293: f32 = bias[col20];
+        let v294: f32 = acc28 + v293;
+        let v295: f32 = mimir_tanh(v294);
+        out[i292] = v295;
     }
-    if ((row8 < u.M) && (col12 < u.N)) {
-        let i87: u32 = (b4 * u.M + row8) * u.N + col12;
-        let v88: f32 = bias[col12];
-        let v89: f32 = acc20 + v88;
-        let v90: f32 = mimir_tanh(v89);
-        out[i87] = v90;
+    if ((row8 < u.M) && (col21 < u.N)) {
+        let i296: u32 = (b4 * u.M + row8) * u.N + col21;
+        let v297: f32 = bias[col21];
+        let v298: f32 = acc29 + v297;
+        let v299: f32 = mimir_tanh(v298);
+        out[i296] = v299;
     }
-    if ((row8 < u.M) && (col13 < u.N)) {
-        let i91: u32 = (b4 * u.M + row8) * u.N + col13;
-        let v92: f32 = bias[col13];
-        let v93: f32 = acc21 + v92;
-        let v94: f32 = mimir_tanh(v93);
-        out[i91] = v94;
+    if ((row8 < u.M) && (col22 < u.N)) {
+        let i300: u32 = (b4 * u.M + row8) * u.N + col22;
+        let v301: f32 = bias[col22];
+        let v302: f32 = acc30 + v301;
+        let v303: f32 = mimir_tanh(v302);
+        out[i300] = v303;
     }
-    if ((row8 < u.M) && (col14 < u.N)) {
-        let i95: u32 = (b4 * u.M + row8) * u.N + col14;
-        let v96: f32 = bias[col14];
-        let v97: f32 = acc22 + v96;
-        let v98: f32 = mimir_tanh(v97);
-        out[i95] = v98;
+    if ((row8 < u.M) && (col23 < u.N)) {
+        let i304: u32 = (b4 * u.M + row8) * u.N + col23;
+        let v305: f32 = bias[col23];
+        let v306: f32 = acc31 + v305;
+        let v307: f32 = mimir_tanh(v306);
+        out[i304] = v307;
     }
-    if ((row9 < u.M) && (col11 < u.N)) {
-        let i99: u32 = (b4 * u.M + row9) * u.N + col11;
-        let v100: f32 = bias[col11];
-        let v101: f32 = acc23 + v100;
-        let v102: f32 = mimir_tanh(v101);
-        out[i99] = v102;
+    if ((row9 < u.M) && (col16 < u.N)) {
+        let i308: u32 = (b4 * u.M + row9) * u.N + col16;
+        let v309: f32 = bias[col16];
+        let v310: f32 = acc32 + v309;
+        let v311: f32 = mimir_tanh(v310);
+        out[i308] = v311;
     }
-    if ((row9 < u.M) && (col12 < u.N)) {
-        let i103: u32 = (b4 * u.M + row9) * u.N + col12;
-        let v104: f32 = bias[col12];
-        let v105: f32 = acc24 + v104;
-        let v106: f32 = mimir_tanh(v105);
-        out[i103] = v106;
+    if ((row9 < u.M) && (col17 < u.N)) {
+        let i312: u32 = (b4 * u.M + row9) * u.N + col17;
+        let v313: f32 = bias[col17];
+        let v314: f32 = acc33 + v313;
+        let v315: f32 = mimir_tanh(v314);
+        out[i312] = v315;
     }
-    if ((row9 < u.M) && (col13 < u.N)) {
-        let i107: u32 = (b4 * u.M + row9) * u.N + col13;
-        let v108: f32 = bias[col13];
-        let v109: f32 = acc25 + v108;
-        let v110: f32 = mimir_tanh(v109);
-        out[i107] = v110;
+    if ((row9 < u.M) && (col18 < u.N)) {
+        let i316: u32 = (b4 * u.M + row9) * u.N + col18;
+        let v317: f32 = bias[col18];
+        let v318: f32 = acc34 + v317;
+        let v319: f32 = mimir_tanh(v318);
+        out[i316] = v319;
     }
-    if ((row9 < u.M) && (col14 < u.N)) {
-        let i111: u32 = (b4 * u.M + row9) * u.N + col14;
-        let v112: f32 = bias[col14];
-        let v113: f32 = acc26 + v112;
-        let v114: f32 = mimir_tanh(v113);
-        out[i111] = v114;
+    if ((row9 < u.M) && (col19 < u.N)) {
+        let i320: u32 = (b4 * u.M + row9) * u.N + col19;
+        let v321: f32 = bias[col19];
+        let v322: f32 = acc35 + v321;
+        let v323: f32 = mimir_tanh(v322);
+        out[i320] = v323;
     }
-    if ((row10 < u.M) && (col11 < u.N)) {
-        let i115: u32 = (b4 * u.M + row10) * u.N + col11;
-        let v116: f32 = bias[col11];
-        let v117: f32 = acc27 + v116;
-        let v118: f32 = mimir_tanh(v117);
-        out[i115] = v118;
+    if ((row9 < u.M) && (col20 < u.N)) {
+        let i324: u32 = (b4 * u.M + row9) * u.N + col20;
+        let v325: f32 = bias[col20];
+        let v326: f32 = acc36 + v325;
+        let v327: f32 = mimir_tanh(v326);
+        out[i324] = v327;
     }
-    if ((row10 < u.M) && (col12 < u.N)) {
-        let i119: u32 = (b4 * u.M + row10) * u.N + col12;
-        let v120: f32 = bias[col12];
-        let v121: f32 = acc28 + v120;
-        let v122: f32 = mimir_tanh(v121);
-        out[i119] = v122;
+    if ((row9 < u.M) && (col21 < u.N)) {
+        let i328: u32 = (b4 * u.M + row9) * u.N + col21;
+        let v329: f32 = bias[col21];
+        let v330: f32 = acc37 + v329;
+        let v331: f32 = mimir_tanh(v330);
+        out[i328] = v331;
     }
-    if ((row10 < u.M) && (col13 < u.N)) {
-        let i123: u32 = (b4 * u.M + row10) * u.N + col13;
-        let v124: f32 = bias[col13];
-        let v125: f32 = acc29 + v124;
-        let v126: f32 = mimir_tanh(v125);
-        out[i123] = v126;
+    if ((row9 < u.M) && (col22 < u.N)) {
+        let i332: u32 = (b4 * u.M + row9) * u.N + col22;
+        let v333: f32 = bias[col22];
+        let v334: f32 = acc38 + v333;
+        let v335: f32 = mimir_tanh(v334);
+        out[i332] = v335;
     }
-    if ((row10 < u.M) && (col14 < u.N)) {
-        let i127: u32 = (b4 * u.M + row10) * u.N + col14;
-        let v128: f32 = bias[col14];
-        let v129: f32 = acc30 + v128;
-        let v130: f32 = mimir_tanh(v129);
-        out[i127] = v130;
+    if ((row9 < u.M) && (col23 < u.N)) {
+        let i336: u32 = (b4 * u.M + row9) * u.N + col23;
+        let v337: f32 = bias[col23];
+        let v338: f32 = acc39 + v337;
+        let v339: f32 = mimir_tanh(v338);
+        out[i336] = v339;
+    }
+    if ((row10 < u.M) && (col16 < u.N)) {
+        let i340: u32 = (b4 * u.M + row10) * u.N + col16;
+        let v341: f32 = bias[col16];
+        let v342: f32 = acc40 + v341;
+        let v343: f32 = mimir_tanh(v342);
+        out[i340] = v343;
+    }
+    if ((row10 < u.M) && (col17 < u.N)) {
+        let i344: u32 = (b4 * u.M + row10) * u.N + col17;
+        let v345: f32 = bias[col17];
+        let v346: f32 = acc41 + v345;
+        let v347: f32 = mimir_tanh(v346);
+        out[i344] = v347;
+    }
+    if ((row10 < u.M) && (col18 < u.N)) {
+        let i348: u32 = (b4 * u.M + row10) * u.N + col18;
+        let v349: f32 = bias[col18];
+        let v350: f32 = acc42 + v349;
+        let v351: f32 = mimir_tanh(v350);
+        out[i348] = v351;
+    }
+    if ((row10 < u.M) && (col19 < u.N)) {
+        let i352: u32 = (b4 * u.M + row10) * u.N + col19;
+        let v353: f32 = bias[col19];
+        let v354: f32 = acc43 + v353;
+        let v355: f32 = mimir_tanh(v354);
+        out[i352] = v355;
+    }
+    if ((row10 < u.M) && (col20 < u.N)) {
+        let i356: u32 = (b4 * u.M + row10) * u.N + col20;
+        let v357: f32 = bias[col20];
+        let v358: f32 = acc44 + v357;
+        let v359: f32 = mimir_tanh(v358);
+        out[i356] = v359;
+    }
+    if ((row10 < u.M) && (col21 < u.N)) {
+        let i360: u32 = (b4 * u.M + row10) * u.N + col21;
+        let v361: f32 = bias[col21];
+        let v362: f32 = acc45 + v361;
+        let v363: f32 = mimir_tanh(v362);
+        out[i360] = v363;
+    }
+    if ((row10 < u.M) && (col22 < u.N)) {
+        let i364: u32 = (b4 * u.M + row10) * u.N + col22;
+        let v365: f32 = bias[col22];
+        let v366: f32 = acc46 + v365;
+        let v367: f32 = mimir_tanh(v366);
+        out[i364] = v367;
+    }
+    if ((row10 < u.M) && (col23 < u.N)) {
+        let i368: u32 = (b4 * u.M + row10) * u.N + col23;
+        let v369: f32 = bias[col23];
+        let v370: f32 = acc47 + v369;
+        let v371: f32 = mimir_tanh(v370);
+        out[i368] = v371;
+    }
+    if ((row11 < u.M) && (col16 < u.N)) {
+        let i372: u32 = (b4 * u.M + row11) * u.N + col16;
+        let v373: f32 = bias[col16];
+        let v374: f32 = acc48 + v373;
+        let v375: f32 = mimir_tanh(v374);
+        out[i372] = v375;
+    }
+    if ((row11 < u.M) && (col17 < u.N)) {
+        let i376: u32 = (b4 * u.M + row11) * u.N + col17;
+        let v377: f32 = bias[col17];
+        let v378: f32 = acc49 + v377;
+        let v379: f32 = mimir_tanh(v378);
+        out[i376] = v379;
+    }
+    if ((row11 < u.M) && (col18 < u.N)) {
+        let i380: u32 = (b4 * u.M + row11) * u.N + col18;
+        let v381: f32 = bias[col18];
+        let v382: f32 = acc50 + v381;
+        let v383: f32 = mimir_tanh(v382);
+        out[i380] = v383;
+    }
+    if ((row11 < u.M) && (col19 < u.N)) {
+        let i384: u32 = (b4 * u.M + row11) * u.N + col19;
+        let v385: f32 = bias[col19];
+        let v386: f32 = acc51 + v385;
+        let v387: f32 = mimir_tanh(v386);
+        out[i384] = v387;
+    }
+    if ((row11 < u.M) && (col20 < u.N)) {
+        let i388: u32 = (b4 * u.M + row11) * u.N + col20;
+        let v389: f32 = bias[col20];
+        let v390: f32 = acc52 + v389;
+        let v391: f32 = mimir_tanh(v390);
+        out[i388] = v391;
+    }
+    if ((row11 < u.M) && (col21 < u.N)) {
+        let i392: u32 = (b4 * u.M + row11) * u.N + col21;
+        let v393: f32 = bias[col21];
+        let v394: f32 = acc53 + v393;
+        let v395: f32 = mimir_tanh(v394);
+        out[i392] = v395;
+    }
+    if ((row11 < u.M) && (col22 < u.N)) {
+        let i396: u32 = (b4 * u.M + row11) * u.N + col22;
+        let v397: f32 = bias[col22];
+        let v398: f32 = acc54 + v397;
+        let v399: f32 = mimir_tanh(v398);
+        out[i396] = v399;
+    }
+    if ((row11 < u.M) && (col23 < u.N)) {
+        let i400: u32 = (b4 * u.M + row11) * u.N + col23;
+        let v401: f32 = bias[col23];
+        let v402: f32 = acc55 + v401;
+        let v403: f32 = mimir_tanh(v402);
+        out[i400] = v403;
+    }
+    if ((row12 < u.M) && (col16 < u.N)) {
+        let i404: u32 = (b4 * u.M + row12) * u.N + col16;
+        let v405: f32 = bias[col16];
+        let v406: f32 = acc56 + v405;
+        let v407: f32 = mimir_tanh(v406);
+        out[i404] = v407;
+    }
+    if ((row12 < u.M) && (col17 < u.N)) {
+        let i408: u32 = (b4 * u.M + row12) * u.N + col17;
+        let v409: f32 = bias[col17];
+        let v410: f32 = acc57 + v409;
+        let v411: f32 = mimir_tanh(v410);
+        out[i408] = v411;
+    }
+    if ((row12 < u.M) && (col18 < u.N)) {
+        let i412: u32 = (b4 * u.M + row12) * u.N + col18;
+        let v413: f32 = bias[col18];
+        let v414: f32 = acc58 + v413;
+        let v415: f32 = mimir_tanh(v414);
+        out[i412] = v415;
+    }
+    if ((row12 < u.M) && (col19 < u.N)) {
+        let i416: u32 = (b4 * u.M + row12) * u.N + col19;
+        let v417: f32 = bias[col19];
+        let v418: f32 = acc59 + v417;
+        let v419: f32 = mimir_tanh(v418);
+        out[i416] = v419;
+    }
+    if ((row12 < u.M) && (col20 < u.N)) {
+        let i420: u32 = (b4 * u.M + row12) * u.N + col20;
+        let v421: f32 = bias[col20];
+        let v422: f32 = acc60 + v421;
+        let v423: f32 = mimir_tanh(v422);
+        out[i420] = v423;
+    }
+    if ((row12 < u.M) && (col21 < u.N)) {
+        let i424: u32 = (b4 * u.M + row12) * u.N + col21;
+        let v425: f32 = bias[col21];
+        let v426: f32 = acc61 + v425;
+        let v427: f32 = mimir_tanh(v426);
+        out[i424] = v427;
+    }
+    if ((row12 < u.M) && (col22 < u.N)) {
+        let i428: u32 = (b4 * u.M + row12) * u.N + col22;
+        let v429: f32 = bias[col22];
+        let v430: f32 = acc62 + v429;
+        let v431: f32 = mimir_tanh(v430);
+        out[i428] = v431;
+    }
+    if ((row12 < u.M) && (col23 < u.N)) {
+        let i432: u32 = (b4 * u.M + row12) * u.N + col23;
+        let v433: f32 = bias[col23];
+        let v434: f32 = acc63 + v433;
+        let v435: f32 = mimir_tanh(v434);
+        out[i432] = v435;
+    }
+    if ((row13 < u.M) && (col16 < u.N)) {
+        let i436: u32 = (b4 * u.M + row13) * u.N + col16;
+        let v437: f32 = bias[col16];
+        let v438: f32 = acc64 + v437;
+        let v439: f32 = mimir_tanh(v438);
+        out[i436] = v439;
+    }
+    if ((row13 < u.M) && (col17 < u.N)) {
+        let i440: u32 = (b4 * u.M + row13) * u.N + col17;
+        let v441: f32 = bias[col17];
+        let v442: f32 = acc65 + v441;
+        let v443: f32 = mimir_tanh(v442);
+        out[i440] = v443;
+    }
+    if ((row13 < u.M) && (col18 < u.N)) {
+        let i444: u32 = (b4 * u.M + row13) * u.N + col18;
+        let v445: f32 = bias[col18];
+        let v446: f32 = acc66 + v445;
+        let v447: f32 = mimir_tanh(v446);
+        out[i444] = v447;
+    }
+    if ((row13 < u.M) && (col19 < u.N)) {
+        let i448: u32 = (b4 * u.M + row13) * u.N + col19;
+        let v449: f32 = bias[col19];
+        let v450: f32 = acc67 + v449;
+        let v451: f32 = mimir_tanh(v450);
+        out[i448] = v451;
+    }
+    if ((row13 < u.M) && (col20 < u.N)) {
+        let i452: u32 = (b4 * u.M + row13) * u.N + col20;
+        let v453: f32 = bias[col20];
+        let v454: f32 = acc68 + v453;
+        let v455: f32 = mimir_tanh(v454);
+        out[i452] = v455;
+    }
+    if ((row13 < u.M) && (col21 < u.N)) {
+        let i456: u32 = (b4 * u.M + row13) * u.N + col21;
+        let v457: f32 = bias[col21];
+        let v458: f32 = acc69 + v457;
+        let v459: f32 = mimir_tanh(v458);
+        out[i456] = v459;
+    }
+    if ((row13 < u.M) && (col22 < u.N)) {
+        let i460: u32 = (b4 * u.M + row13) * u.N + col22;
+        let v461: f32 = bias[col22];
+        let v462: f32 = acc70 + v461;
+        let v463: f32 = mimir_tanh(v462);
+        out[i460] = v463;
+    }
+    if ((row13 < u.M) && (col23 < u.N)) {
+        let i464: u32 = (b4 * u.M + row13) * u.N + col23;
+        let v465: f32 = bias[col23];
+        let v466: f32 = acc71 + v465;
+        let v467: f32 = mimir_tanh(v466);
+        out[i464] = v467;
+    }
+    if ((row14 < u.M) && (col16 < u.N)) {
+        let i468: u32 = (b4 * u.M + row14) * u.N + col16;
+        let v469: f32 = bias[col16];
+        let v470: f32 = acc72 + v469;
+        let v471: f32 = mimir_tanh(v470);
+        out[i468] = v471;
+    }
+    if ((row14 < u.M) && (col17 < u.N)) {
+        let i472: u32 = (b4 * u.M + row14) * u.N + col17;
+        let v473: f32 = bias[col17];
+        let v474: f32 = acc73 + v473;
+        let v475: f32 = mimir_tanh(v474);
+        out[i472] = v475;
+    }
+    if ((row14 < u.M) && (col18 < u.N)) {
+        let i476: u32 = (b4 * u.M + row14) * u.N + col18;
+        let v477: f32 = bias[col18];
+        let v478: f32 = acc74 + v477;
+        let v479: f32 = mimir_tanh(v478);
+        out[i476] = v479;
+    }
+    if ((row14 < u.M) && (col19 < u.N)) {
+        let i480: u32 = (b4 * u.M + row14) * u.N + col19;
+        let v481: f32 = bias[col19];
+        let v482: f32 = acc75 + v481;
+        let v483: f32 = mimir_tanh(v482);
+        out[i480] = v483;
+    }
+    if ((row14 < u.M) && (col20 < u.N)) {
+        let i484: u32 = (b4 * u.M + row14) * u.N + col20;
+        let v485: f32 = bias[col20];
+        let v486: f32 = acc76 + v485;
+        let v487: f32 = mimir_tanh(v486);
+        out[i484] = v487;
+    }
+    if ((row14 < u.M) && (col21 < u.N)) {
+        let i488: u32 = (b4 * u.M + row14) * u.N + col21;
+        let v489: f32 = bias[col21];
+        let v490: f32 = acc77 + v489;
+        let v491: f32 = mimir_tanh(v490);
+        out[i488] = v491;
+    }
+    if ((row14 < u.M) && (col22 < u.N)) {
+        let i492: u32 = (b4 * u.M + row14) * u.N + col22;
+        let v493: f32 = bias[col22];
+        let v494: f32 = acc78 + v493;
+        let v495: f32 = mimir_tanh(v494);
+        out[i492] = v495;
+    }
+    if ((row14 < u.M) && (col23 < u.N)) {
+        let i496: u32 = (b4 * u.M + row14) * u.N + col23;
+        let v497: f32 = bias[col23];
+        let v498: f32 = acc79 + v497;
+        let v499: f32 = mimir_tanh(v498);
+        out[i496] = v499;
+    }
+    if ((row15 < u.M) && (col16 < u.N)) {
+        let i500: u32 = (b4 * u.M + row15) * u.N + col16;
+        let v501: f32 = bias[col16];
+        let v502: f32 = acc80 + v501;
+        let v503: f32 = mimir_tanh(v502);
+        out[i500] = v503;
+    }
+    if ((row15 < u.M) && (col17 < u.N)) {
+        let i504: u32 = (b4 * u.M + row15) * u.N + col17;
+        let v505: f32 = bias[col17];
+        let v506: f32 = acc81 + v505;
+        let v507: f32 = mimir_tanh(v506);
+        out[i504] = v507;
+    }
+    if ((row15 < u.M) && (col18 < u.N)) {
+        let i508: u32 = (b4 * u.M + row15) * u.N + col18;
+        let v509: f32 = bias[col18];
+        let v510: f32 = acc82 + v509;
+        let v511: f32 = mimir_tanh(v510);
+        out[i508] = v511;
+    }
+    if ((row15 < u.M) && (col19 < u.N)) {
+        let i512: u32 = (b4 * u.M + row15) * u.N + col19;
+        let v513: f32 = bias[col19];
+        let v514: f32 = acc83 + v513;
+        let v515: f32 = mimir_tanh(v514);
+        out[i512] = v515;
+    }
+    if ((row15 < u.M) && (col20 < u.N)) {
+        let i516: u32 = (b4 * u.M + row15) * u.N + col20;
+        let v517: f32 = bias[col20];
+        let v518: f32 = acc84 + v517;
+        let v519: f32 = mimir_tanh(v518);
+        out[i516] = v519;
+    }
+    if ((row15 < u.M) && (col21 < u.N)) {
+        let i520: u32 = (b4 * u.M + row15) * u.N + col21;
+        let v521: f32 = bias[col21];
+        let v522: f32 = acc85 + v521;
+        let v523: f32 = mimir_tanh(v522);
+        out[i520] = v523;
+    }
+    if ((row15 < u.M) && (col22 < u.N)) {
+        let i524: u32 = (b4 * u.M + row15) * u.N + col22;
+        let v525: f32 = bias[col22];
+        let v526: f32 = acc86 + v525;
+        let v527: f32 = mimir_tanh(v526);
+        out[i524] = v527;
+    }
+    if ((row15 < u.M) && (col23 < u.N)) {
+        let i528: u32 = (b4 * u.M + row15) * u.N + col23;
+        let v529: f32 = bias[col23];
+        let v530: f32 = acc87 + v529;
+        let v531: f32 = mimir_tanh(v530);
+        out[i528] = v531;
     }
 }

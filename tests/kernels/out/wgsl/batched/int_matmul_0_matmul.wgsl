@@ -10,8 +10,8 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read> b: array<i32>;
 @group(0) @binding(2) var<storage, read_write> out: array<i32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> a_tile: array<i32, 1024>;
-var<workgroup> b_tile: array<i32, 1024>;
+var<workgroup> a_tile: array<i32, 2048>;
+var<workgroup> b_tile: array<i32, 2048>;
 
 @compute @workgroup_size(16, 16, 1)
 fn int_matmul_0_matmul(
@@ -20,30 +20,30 @@ fn int_matmul_0_matmul(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.M + 64u - 1u) >> 6u) * ((u.N + 64u - 1u) >> 6u)) {
+    if (g0 >= ((u.M + 128u - 1u) >> 7u) * ((u.N + 128u - 1u) >> 7u)) {
         return;
     }
-    let tile1: u32 = g0 % ((u.N + 64u - 1u) >> 6u);
-    let tile2: u32 = g0 / ((u.N + 64u - 1u) >> 6u);
-    let row3: u32 = tile2 * 64u;
-    let col4: u32 = tile1 * 64u;
-    let row5: u32 = row3 + lid.y;
-    let row6: u32 = row3 + (lid.y + 16u);
-    let row7: u32 = row3 + (lid.y + 32u);
-    let row8: u32 = row3 + (lid.y + 48u);
-    let col9: u32 = col4 + lid.x;
-    let col10: u32 = col4 + (lid.x + 16u);
-    let col11: u32 = col4 + (lid.x + 32u);
-    let col12: u32 = col4 + (lid.x + 48u);
-    var acc13: i32 = 0i;
-    var acc14: i32 = 0i;
-    var acc15: i32 = 0i;
-    var acc16: i32 = 0i;
-    var acc17: i32 = 0i;
-    var acc18: i32 = 0i;
-    var acc19: i32 = 0i;
-    var acc20: i32 = 0i;
-    var acc21: i32 = 0i;
+    let tile1: u32 = g0 % ((u.N + 128u - 1u) >> 7u);
+    let tile2: u32 = g0 / ((u.N + 128u - 1u) >> 7u);
+    let t3: u32 = lid.y * 16u + lid.x;
+    let row4: u32 = tile2 * 128u;
+    let col5: u32 = tile1 * 128u;
+    let row6: u32 = row4 + lid.y * 4u;
+    let row7: u32 = row4 + (lid.y * 4u + 1u);
+    let row8: u32 = row4 + (lid.y * 4u + 2u);
+    let row9: u32 = row4 + (lid.y * 4u + 3u);
+    let row10: u32 = row4 + (lid.y * 4u + 64u);
+    let row11: u32 = row4 + (lid.y * 4u + 65u);
+    let row12: u32 = row4 + (lid.y * 4u + 66u);
+    let row13: u32 = row4 + (lid.y * 4u + 67u);
+    let col14: u32 = col5 + lid.x * 4u;
+    let col15: u32 = col5 + (lid.x * 4u + 1u);
+    let col16: u32 = col5 + (lid.x * 4u + 2u);
+    let col17: u32 = col5 + (lid.x * 4u + 3u);
+    let col18: u32 = col5 + (lid.x * 4u + 64u);
+    let col19: u32 = col5 + (lid.x * 4u + 65u);
+    let col20: u32 = col5 + (lid.x * 4u + 66u);
+    let col21: u32 = col5 + (lid.x * 4u + 67u);
     var acc22: i32 = 0i;
     var acc23: i32 = 0i;
     var acc24: i32 = 0i;
@@ -51,156 +51,1085 @@ fn int_matmul_0_matmul(
     var acc26: i32 = 0i;
     var acc27: i32 = 0i;
     var acc28: i32 = 0i;
-    for (var k0_29: u32 = 0u; k0_29 < u.K; k0_29 += 16u) {
-        let ka30: u32 = k0_29 + lid.x;
-        let kb31: u32 = k0_29 + lid.y;
-        var x32: i32 = 0i;
-        if ((row5 < u.M) && (ka30 < u.K)) {
-            let i33: u32 = row5 * u.K + ka30;
-            let v34: i32 = a[i33];
-            x32 = v34;
+    var acc29: i32 = 0i;
+    var acc30: i32 = 0i;
+    var acc31: i32 = 0i;
+    var acc32: i32 = 0i;
+    var acc33: i32 = 0i;
+    var acc34: i32 = 0i;
+    var acc35: i32 = 0i;
+    var acc36: i32 = 0i;
+    var acc37: i32 = 0i;
+    var acc38: i32 = 0i;
+    var acc39: i32 = 0i;
+    var acc40: i32 = 0i;
+    var acc41: i32 = 0i;
+    var acc42: i32 = 0i;
+    var acc43: i32 = 0i;
+    var acc44: i32 = 0i;
+    var acc45: i32 = 0i;
+    var acc46: i32 = 0i;
+    var acc47: i32 = 0i;
+    var acc48: i32 = 0i;
+    var acc49: i32 = 0i;
+    var acc50: i32 = 0i;
+    var acc51: i32 = 0i;
+    var acc52: i32 = 0i;
+    var acc53: i32 = 0i;
+    var acc54: i32 = 0i;
+    var acc55: i32 = 0i;
+    var acc56: i32 = 0i;
+    var acc57: i32 = 0i;
+    var acc58: i32 = 0i;
+    var acc59: i32 = 0i;
+    var acc60: i32 = 0i;
+    var acc61: i32 = 0i;
+    var acc62: i32 = 0i;
+    var acc63: i32 = 0i;
+    var acc64: i32 = 0i;
+    var acc65: i32 = 0i;
+    var acc66: i32 = 0i;
+    var acc67: i32 = 0i;
+    var acc68: i32 = 0i;
+    var acc69: i32 = 0i;
+    var acc70: i32 = 0i;
+    var acc71: i32 = 0i;
+    var acc72: i32 = 0i;
+    var acc73: i32 = 0i;
+    var acc74: i32 = 0i;
+    var acc75: i32 = 0i;
+    var acc76: i32 = 0i;
+    var acc77: i32 = 0i;
+    var acc78: i32 = 0i;
+    var acc79: i32 = 0i;
+    var acc80: i32 = 0i;
+    var acc81: i32 = 0i;
+    var acc82: i32 = 0i;
+    var acc83: i32 = 0i;
+    var acc84: i32 = 0i;
+    var acc85: i32 = 0i;
+    let ak86: u32 = t3 & 7u;
+    let am87: u32 = t3 >> 3u;
+    let ar88: u32 = row4 + am87;
+    let ar89: u32 = row4 + (am87 + 32u);
+    let ar90: u32 = row4 + (am87 + 64u);
+    let ar91: u32 = row4 + (am87 + 96u);
+    let ab92: u32 = ar88 * u.K;
+    let ab93: u32 = ar89 * u.K;
+    let ab94: u32 = ar90 * u.K;
+    let ab95: u32 = ar91 * u.K;
+    let aok96: bool = ar88 < u.M;
+    let aok97: bool = ar89 < u.M;
+    let aok98: bool = ar90 < u.M;
+    let aok99: bool = ar91 < u.M;
+    let as100: u32 = ak86 * 128u + am87;
+    let bk101: u32 = t3 >> 7u;
+    let bn102: u32 = col5 + (t3 & 127u);
+    let bok103: bool = bn102 < u.N;
+    let bs104: u32 = 2u * u.N;
+    let bs105: u32 = 4u * u.N;
+    let bs106: u32 = 6u * u.N;
+    let kok107: bool = ak86 < u.K;
+    if (aok96 && kok107) {
+        a_tile[as100] = a[ab92 + ak86];
+    } else {
+        a_tile[as100] = 0i;
+    }
+    if (aok97 && kok107) {
+        a_tile[as100 + 32u] = a[ab93 + ak86];
+    } else {
+        a_tile[as100 + 32u] = 0i;
+    }
+    if (aok98 && kok107) {
+        a_tile[as100 + 64u] = a[ab94 + ak86];
+    } else {
+        a_tile[as100 + 64u] = 0i;
+    }
+    if (aok99 && kok107) {
+        a_tile[as100 + 96u] = a[ab95 + ak86];
+    } else {
+        a_tile[as100 + 96u] = 0i;
+    }
+    let bi112: u32 = bk101 * u.N + bn102;
+    if ((bk101 < u.K) && bok103) {
+        b_tile[t3] = b[bi112];
+    } else {
+        b_tile[t3] = 0i;
+    }
+    let kb114: u32 = bk101 + 2u;
+    if ((kb114 < u.K) && bok103) {
+        b_tile[t3 + 256u] = b[bi112 + bs104];
+    } else {
+        b_tile[t3 + 256u] = 0i;
+    }
+    let kb116: u32 = bk101 + 4u;
+    if ((kb116 < u.K) && bok103) {
+        b_tile[t3 + 512u] = b[bi112 + bs105];
+    } else {
+        b_tile[t3 + 512u] = 0i;
+    }
+    let kb118: u32 = bk101 + 6u;
+    if ((kb118 < u.K) && bok103) {
+        b_tile[t3 + 768u] = b[bi112 + bs106];
+    } else {
+        b_tile[t3 + 768u] = 0i;
+    }
+    workgroupBarrier();
+    let ly120: u32 = lid.y * 4u;
+    let lx121: u32 = lid.x * 4u;
+    for (var k0_122: u32 = 0u; k0_122 < u.K; k0_122 += 8u) {
+        let cur123: u32 = (k0_122 << 7u) & 1024u;
+        let nxt124: u32 = cur123 ^ 1024u;
+        let kn125: u32 = k0_122 + 8u;
+        if (kn125 < u.K) {
+            let ka126: u32 = kn125 + ak86;
+            let kok127: bool = ka126 < u.K;
+            let sa128: u32 = nxt124 + as100;
+            if (aok96 && kok127) {
+                a_tile[sa128] = a[ab92 + ka126];
+            } else {
+                a_tile[sa128] = 0i;
+            }
+            if (aok97 && kok127) {
+                a_tile[sa128 + 32u] = a[ab93 + ka126];
+            } else {
+                a_tile[sa128 + 32u] = 0i;
+            }
+            if (aok98 && kok127) {
+                a_tile[sa128 + 64u] = a[ab94 + ka126];
+            } else {
+                a_tile[sa128 + 64u] = 0i;
+            }
+            if (aok99 && kok127) {
+                a_tile[sa128 + 96u] = a[ab95 + ka126];
+            } else {
+                a_tile[sa128 + 96u] = 0i;
+            }
+            let kb133: u32 = kn125 + bk101;
+            let sb134: u32 = nxt124 + t3;
+            let bi135: u32 = kb133 * u.N + bn102;
+            if ((kb133 < u.K) && bok103) {
+                b_tile[sb134] = b[bi135];
+            } else {
+                b_tile[sb134] = 0i;
+            }
+            let kb137: u32 = kb133 + 2u;
+            if ((kb137 < u.K) && bok103) {
+                b_tile[sb134 + 256u] = b[bi135 + bs104];
+            } else {
+                b_tile[sb134 + 256u] = 0i;
+            }
+            let kb139: u32 = kb133 + 4u;
+            if ((kb139 < u.K) && bok103) {
+                b_tile[sb134 + 512u] = b[bi135 + bs105];
+            } else {
+                b_tile[sb134 + 512u] = 0i;
+            }
+            let kb141: u32 = kb133 + 6u;
+            if ((kb141 < u.K) && bok103) {
+                b_tile[sb134 + 768u] = b[bi135 + bs106];
+            } else {
+                b_tile[sb134 + 768u] = 0i;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x32;
-        var x35: i32 = 0i;
-        if ((row6 < u.M) && (ka30 < u.K)) {
-            let i36: u32 = row6 * u.K + ka30;
-            let v37: i32 = a[i36];
-            x35 = v37;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x35;
-        var x38: i32 = 0i;
-        if ((row7 < u.M) && (ka30 < u.K)) {
-            let i39: u32 = row7 * u.K + ka30;
-            let v40: i32 = a[i39];
-            x38 = v40;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x38;
-        var x41: i32 = 0i;
-        if ((row8 < u.M) && (ka30 < u.K)) {
-            let i42: u32 = row8 * u.K + ka30;
-            let v43: i32 = a[i42];
-            x41 = v43;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x41;
-        var x44: i32 = 0i;
-        if ((kb31 < u.K) && (col9 < u.N)) {
-            let i45: u32 = kb31 * u.N + col9;
-            let v46: i32 = b[i45];
-            x44 = v46;
-        }
-        b_tile[lid.y * 64u + lid.x] = x44;
-        var x47: i32 = 0i;
-        if ((kb31 < u.K) && (col10 < u.N)) {
-            let i48: u32 = kb31 * u.N + col10;
-            let v49: i32 = b[i48];
-            x47 = v49;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x47;
-        var x50: i32 = 0i;
-        if ((kb31 < u.K) && (col11 < u.N)) {
-            let i51: u32 = kb31 * u.N + col11;
-            let v52: i32 = b[i51];
-            x50 = v52;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x50;
-        var x53: i32 = 0i;
-        if ((kb31 < u.K) && (col12 < u.N)) {
-            let i54: u32 = kb31 * u.N + col12;
-            let v55: i32 = b[i54];
-            x53 = v55;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x53;
+        let ra143: u32 = cur123 + ly120;
+        let rb144: u32 = cur123 + lx121;
+        let a145: i32 = a_tile[ra143];
+        let a146: i32 = a_tile[ra143 + 1u];
+        let a147: i32 = a_tile[ra143 + 2u];
+        let a148: i32 = a_tile[ra143 + 3u];
+        let a149: i32 = a_tile[ra143 + 64u];
+        let a150: i32 = a_tile[ra143 + 64u + 1u];
+        let a151: i32 = a_tile[ra143 + 64u + 2u];
+        let a152: i32 = a_tile[ra143 + 64u + 3u];
+        let b153: i32 = b_tile[rb144];
+        let b154: i32 = b_tile[rb144 + 1u];
+        let b155: i32 = b_tile[rb144 + 2u];
+        let b156: i32 = b_tile[rb144 + 3u];
+        let b157: i32 = b_tile[rb144 + 64u];
+        let b158: i32 = b_tile[rb144 + 64u + 1u];
+        let b159: i32 = b_tile[rb144 + 64u + 2u];
+        let b160: i32 = b_tile[rb144 + 64u + 3u];
+        acc22 = acc22 + a145 * b153;
+        acc23 = acc23 + a145 * b154;
+        acc24 = acc24 + a145 * b155;
+        acc25 = acc25 + a145 * b156;
+        acc26 = acc26 + a145 * b157;
+        acc27 = acc27 + a145 * b158;
+        acc28 = acc28 + a145 * b159;
+        acc29 = acc29 + a145 * b160;
+        acc30 = acc30 + a146 * b153;
+        acc31 = acc31 + a146 * b154;
+        acc32 = acc32 + a146 * b155;
+        acc33 = acc33 + a146 * b156;
+        acc34 = acc34 + a146 * b157;
+        acc35 = acc35 + a146 * b158;
+        acc36 = acc36 + a146 * b159;
+        acc37 = acc37 + a146 * b160;
+        acc38 = acc38 + a147 * b153;
+        acc39 = acc39 + a147 * b154;
+        acc40 = acc40 + a147 * b155;
+        acc41 = acc41 + a147 * b156;
+        acc42 = acc42 + a147 * b157;
+        acc43 = acc43 + a147 * b158;
+        acc44 = acc44 + a147 * b159;
+        acc45 = acc45 + a147 * b160;
+        acc46 = acc46 + a148 * b153;
+        acc47 = acc47 + a148 * b154;
+        acc48 = acc48 + a148 * b155;
+        acc49 = acc49 + a148 * b156;
+        acc50 = acc50 + a148 * b157;
+        acc51 = acc51 + a148 * b158;
+        acc52 = acc52 + a148 * b159;
+        acc53 = acc53 + a148 * b160;
+        acc54 = acc54 + a149 * b153;
+        acc55 = acc55 + a149 * b154;
+        acc56 = acc56 + a149 * b155;
+        acc57 = acc57 + a149 * b156;
+        acc58 = acc58 + a149 * b157;
+        acc59 = acc59 + a149 * b158;
+        acc60 = acc60 + a149 * b159;
+        acc61 = acc61 + a149 * b160;
+        acc62 = acc62 + a150 * b153;
+        acc63 = acc63 + a150 * b154;
+        acc64 = acc64 + a150 * b155;
+        acc65 = acc65 + a150 * b156;
+        acc66 = acc66 + a150 * b157;
+        acc67 = acc67 + a150 * b158;
+        acc68 = acc68 + a150 * b159;
+        acc69 = acc69 + a150 * b160;
+        acc70 = acc70 + a151 * b153;
+        acc71 = acc71 + a151 * b154;
+        acc72 = acc72 + a151 * b155;
+        acc73 = acc73 + a151 * b156;
+        acc74 = acc74 + a151 * b157;
+        acc75 = acc75 + a151 * b158;
+        acc76 = acc76 + a151 * b159;
+        acc77 = acc77 + a151 * b160;
+        acc78 = acc78 + a152 * b153;
+        acc79 = acc79 + a152 * b154;
+        acc80 = acc80 + a152 * b155;
+        acc81 = acc81 + a152 * b156;
+        acc82 = acc82 + a152 * b157;
+        acc83 = acc83 + a152 * b158;
+        acc84 = acc84 + a152 * b159;
+        acc85 = acc85 + a152 * b160;
+        let a161: i32 = a_tile[ra143 + 128u];
+        let a162: i32 = a_tile[ra143 + 128u + 1u];
+        let a163: i32 = a_tile[ra143 + 128u + 2u];
+        let a164: i32 = a_tile[ra143 + 128u + 3u];
+        let a165: i32 = a_tile[ra143 + 192u];
+        let a166: i32 = a_tile[ra143 + 192u + 1u];
+        let a167: i32 = a_tile[ra143 + 192u + 2u];
+        let a168: i32 = a_tile[ra143 + 192u + 3u];
+        let b169: i32 = b_tile[rb144 + 128u];
+        let b170: i32 = b_tile[rb144 + 128u + 1u];
+        let b171: i32 = b_tile[rb144 + 128u + 2u];
+        let b172: i32 = b_tile[rb144 + 128u + 3u];
+        let b173: i32 = b_tile[rb144 + 192u];
+        let b174: i32 = b_tile[rb144 + 192u + 1u];
+        let b175: i32 = b_tile[rb144 + 192u + 2u];
+        let b176: i32 = b_tile[rb144 + 192u + 3u];
+        acc22 = acc22 + a161 * b169;
+        acc23 = acc23 + a161 * b170;
+        acc24 = acc24 + a161 * b171;
+        acc25 = acc25 + a161 * b172;
+        acc26 = acc26 + a161 * b173;
+        acc27 = acc27 + a161 * b174;
+        acc28 = acc28 + a161 * b175;
+        acc29 = acc29 + a161 * b176;
+        acc30 = acc30 + a162 * b169;
+        acc31 = acc31 + a162 * b170;
+        acc32 = acc32 + a162 * b171;
+        acc33 = acc33 + a162 * b172;
+        acc34 = acc34 + a162 * b173;
+        acc35 = acc35 + a162 * b174;
+        acc36 = acc36 + a162 * b175;
+        acc37 = acc37 + a162 * b176;
+        acc38 = acc38 + a163 * b169;
+        acc39 = acc39 + a163 * b170;
+        acc40 = acc40 + a163 * b171;
+        acc41 = acc41 + a163 * b172;
+        acc42 = acc42 + a163 * b173;
+        acc43 = acc43 + a163 * b174;
+        acc44 = acc44 + a163 * b175;
+        acc45 = acc45 + a163 * b176;
+        acc46 = acc46 + a164 * b169;
+        acc47 = acc47 + a164 * b170;
+        acc48 = acc48 + a164 * b171;
+        acc49 = acc49 + a164 * b172;
+        acc50 = acc50 + a164 * b173;
+        acc51 = acc51 + a164 * b174;
+        acc52 = acc52 + a164 * b175;
+        acc53 = acc53 + a164 * b176;
+        acc54 = acc54 + a165 * b169;
+        acc55 = acc55 + a165 * b170;
+        acc56 = acc56 + a165 * b171;
+        acc57 = acc57 + a165 * b172;
+        acc58 = acc58 + a165 * b173;
+        acc59 = acc59 + a165 * b174;
+        acc60 = acc60 + a165 * b175;
+        acc61 = acc61 + a165 * b176;
+        acc62 = acc62 + a166 * b169;
+        acc63 = acc63 + a166 * b170;
+        acc64 = acc64 + a166 * b171;
+        acc65 = acc65 + a166 * b172;
+        acc66 = acc66 + a166 * b173;
+        acc67 = acc67 + a166 * b174;
+        acc68 = acc68 + a166 * b175;
+        acc69 = acc69 + a166 * b176;
+        acc70 = acc70 + a167 * b169;
+        acc71 = acc71 + a167 * b170;
+        acc72 = acc72 + a167 * b171;
+        acc73 = acc73 + a167 * b172;
+        acc74 = acc74 + a167 * b173;
+        acc75 = acc75 + a167 * b174;
+        acc76 = acc76 + a167 * b175;
+        acc77 = acc77 + a167 * b176;
+        acc78 = acc78 + a168 * b169;
+        acc79 = acc79 + a168 * b170;
+        acc80 = acc80 + a168 * b171;
+        acc81 = acc81 + a168 * b172;
+        acc82 = acc82 + a168 * b173;
+        acc83 = acc83 + a168 * b174;
+        acc84 = acc84 + a168 * b175;
+        acc85 = acc85 + a168 * b176;
+        let a177: i32 = a_tile[ra143 + 256u];
+        let a178: i32 = a_tile[ra143 + 256u + 1u];
+        let a179: i32 = a_tile[ra143 + 256u + 2u];
+        let a180: i32 = a_tile[ra143 + 256u + 3u];
+        let a181: i32 = a_tile[ra143 + 320u];
+        let a182: i32 = a_tile[ra143 + 320u + 1u];
+        let a183: i32 = a_tile[ra143 + 320u + 2u];
+        let a184: i32 = a_tile[ra143 + 320u + 3u];
+        let b185: i32 = b_tile[rb144 + 256u];
+        let b186: i32 = b_tile[rb144 + 256u + 1u];
+        let b187: i32 = b_tile[rb144 + 256u + 2u];
+        let b188: i32 = b_tile[rb144 + 256u + 3u];
+        let b189: i32 = b_tile[rb144 + 320u];
+        let b190: i32 = b_tile[rb144 + 320u + 1u];
+        let b191: i32 = b_tile[rb144 + 320u + 2u];
+        let b192: i32 = b_tile[rb144 + 320u + 3u];
+        acc22 = acc22 + a177 * b185;
+        acc23 = acc23 + a177 * b186;
+        acc24 = acc24 + a177 * b187;
+        acc25 = acc25 + a177 * b188;
+        acc26 = acc26 + a177 * b189;
+        acc27 = acc27 + a177 * b190;
+        acc28 = acc28 + a177 * b191;
+        acc29 = acc29 + a177 * b192;
+        acc30 = acc30 + a178 * b185;
+        acc31 = acc31 + a178 * b186;
+        acc32 = acc32 + a178 * b187;
+        acc33 = acc33 + a178 * b188;
+        acc34 = acc34 + a178 * b189;
+        acc35 = acc35 + a178 * b190;
+        acc36 = acc36 + a178 * b191;
+        acc37 = acc37 + a178 * b192;
+        acc38 = acc38 + a179 * b185;
+        acc39 = acc39 + a179 * b186;
+        acc40 = acc40 + a179 * b187;
+        acc41 = acc41 + a179 * b188;
+        acc42 = acc42 + a179 * b189;
+        acc43 = acc43 + a179 * b190;
+        acc44 = acc44 + a179 * b191;
+        acc45 = acc45 + a179 * b192;
+        acc46 = acc46 + a180 * b185;
+        acc47 = acc47 + a180 * b186;
+        acc48 = acc48 + a180 * b187;
+        acc49 = acc49 + a180 * b188;
+        acc50 = acc50 + a180 * b189;
+        acc51 = acc51 + a180 * b190;
+        acc52 = acc52 + a180 * b191;
+        acc53 = acc53 + a180 * b192;
+        acc54 = acc54 + a181 * b185;
+        acc55 = acc55 + a181 * b186;
+        acc56 = acc56 + a181 * b187;
+        acc57 = acc57 + a181 * b188;
+        acc58 = acc58 + a181 * b189;
+        acc59 = acc59 + a181 * b190;
+        acc60 = acc60 + a181 * b191;
+        acc61 = acc61 + a181 * b192;
+        acc62 = acc62 + a182 * b185;
+        acc63 = acc63 + a182 * b186;
+        acc64 = acc64 + a182 * b187;
+        acc65 = acc65 + a182 * b188;
+        acc66 = acc66 + a182 * b189;
+        acc67 = acc67 + a182 * b190;
+        acc68 = acc68 + a182 * b191;
+        acc69 = acc69 + a182 * b192;
+        acc70 = acc70 + a183 * b185;
+        acc71 = acc71 + a183 * b186;
+        acc72 = acc72 + a183 * b187;
+        acc73 = acc73 + a183 * b188;
+        acc74 = acc74 + a183 * b189;
+        acc75 = acc75 + a183 * b190;
+        acc76 = acc76 + a183 * b191;
+        acc77 = acc77 + a183 * b192;
+        acc78 = acc78 + a184 * b185;
+        acc79 = acc79 + a184 * b186;
+        acc80 = acc80 + a184 * b187;
+        acc81 = acc81 + a184 * b188;
+        acc82 = acc82 + a184 * b189;
+        acc83 = acc83 + a184 * b190;
+        acc84 = acc84 + a184 * b191;
+        acc85 = acc85 + a184 * b192;
+        let a193: i32 = a_tile[ra143 + 384u];
+        let a194: i32 = a_tile[ra143 + 384u + 1u];
+        let a195: i32 = a_tile[ra143 + 384u + 2u];
+        let a196: i32 = a_tile[ra143 + 384u + 3u];
+        let a197: i32 = a_tile[ra143 + 448u];
+        let a198: i32 = a_tile[ra143 + 448u + 1u];
+        let a199: i32 = a_tile[ra143 + 448u + 2u];
+        let a200: i32 = a_tile[ra143 + 448u + 3u];
+        let b201: i32 = b_tile[rb144 + 384u];
+        let b202: i32 = b_tile[rb144 + 384u + 1u];
+        let b203: i32 = b_tile[rb144 + 384u + 2u];
+        let b204: i32 = b_tile[rb144 + 384u + 3u];
+        let b205: i32 = b_tile[rb144 + 448u];
+        let b206: i32 = b_tile[rb144 + 448u + 1u];
+        let b207: i32 = b_tile[rb144 + 448u + 2u];
+        let b208: i32 = b_tile[rb144 + 448u + 3u];
+        acc22 = acc22 + a193 * b201;
+        acc23 = acc23 + a193 * b202;
+        acc24 = acc24 + a193 * b203;
+        acc25 = acc25 + a193 * b204;
+        acc26 = acc26 + a193 * b205;
+        acc27 = acc27 + a193 * b206;
+        acc28 = acc28 + a193 * b207;
+        acc29 = acc29 + a193 * b208;
+        acc30 = acc30 + a194 * b201;
+        acc31 = acc31 + a194 * b202;
+        acc32 = acc32 + a194 * b203;
+        acc33 = acc33 + a194 * b204;
+        acc34 = acc34 + a194 * b205;
+        acc35 = acc35 + a194 * b206;
+        acc36 = acc36 + a194 * b207;
+        acc37 = acc37 + a194 * b208;
+        acc38 = acc38 + a195 * b201;
+        acc39 = acc39 + a195 * b202;
+        acc40 = acc40 + a195 * b203;
+        acc41 = acc41 + a195 * b204;
+        acc42 = acc42 + a195 * b205;
+        acc43 = acc43 + a195 * b206;
+        acc44 = acc44 + a195 * b207;
+        acc45 = acc45 + a195 * b208;
+        acc46 = acc46 + a196 * b201;
+        acc47 = acc47 + a196 * b202;
+        acc48 = acc48 + a196 * b203;
+        acc49 = acc49 + a196 * b204;
+        acc50 = acc50 + a196 * b205;
+        acc51 = acc51 + a196 * b206;
+        acc52 = acc52 + a196 * b207;
+        acc53 = acc53 + a196 * b208;
+        acc54 = acc54 + a197 * b201;
+        acc55 = acc55 + a197 * b202;
+        acc56 = acc56 + a197 * b203;
+        acc57 = acc57 + a197 * b204;
+        acc58 = acc58 + a197 * b205;
+        acc59 = acc59 + a197 * b206;
+        acc60 = acc60 + a197 * b207;
+        acc61 = acc61 + a197 * b208;
+        acc62 = acc62 + a198 * b201;
+        acc63 = acc63 + a198 * b202;
+        acc64 = acc64 + a198 * b203;
+        acc65 = acc65 + a198 * b204;
+        acc66 = acc66 + a198 * b205;
+        acc67 = acc67 + a198 * b206;
+        acc68 = acc68 + a198 * b207;
+        acc69 = acc69 + a198 * b208;
+        acc70 = acc70 + a199 * b201;
+        acc71 = acc71 + a199 * b202;
+        acc72 = acc72 + a199 * b203;
+        acc73 = acc73 + a199 * b204;
+        acc74 = acc74 + a199 * b205;
+        acc75 = acc75 + a199 * b206;
+        acc76 = acc76 + a199 * b207;
+        acc77 = acc77 + a199 * b208;
+        acc78 = acc78 + a200 * b201;
+        acc79 = acc79 + a200 * b202;
+        acc80 = acc80 + a200 * b203;
+        acc81 = acc81 + a200 * b204;
+        acc82 = acc82 + a200 * b205;
+        acc83 = acc83 + a200 * b206;
+        acc84 = acc84 + a200 * b207;
+        acc85 = acc85 + a200 * b208;
+        let a209: i32 = a_tile[ra143 + 512u];
+        let a210: i32 = a_tile[ra143 + 512u + 1u];
+        let a211: i32 = a_tile[ra143 + 512u + 2u];
+        let a212: i32 = a_tile[ra143 + 512u + 3u];
+        let a213: i32 = a_tile[ra143 + 576u];
+        let a214: i32 = a_tile[ra143 + 576u + 1u];
+        let a215: i32 = a_tile[ra143 + 576u + 2u];
+        let a216: i32 = a_tile[ra143 + 576u + 3u];
+        let b217: i32 = b_tile[rb144 + 512u];
+        let b218: i32 = b_tile[rb144 + 512u + 1u];
+        let b219: i32 = b_tile[rb144 + 512u + 2u];
+        let b220: i32 = b_tile[rb144 + 512u + 3u];
+        let b221: i32 = b_tile[rb144 + 576u];
+        let b222: i32 = b_tile[rb144 + 576u + 1u];
+        let b223: i32 = b_tile[rb144 + 576u + 2u];
+        let b224: i32 = b_tile[rb144 + 576u + 3u];
+        acc22 = acc22 + a209 * b217;
+        acc23 = acc23 + a209 * b218;
+        acc24 = acc24 + a209 * b219;
+        acc25 = acc25 + a209 * b220;
+        acc26 = acc26 + a209 * b221;
+        acc27 = acc27 + a209 * b222;
+        acc28 = acc28 + a209 * b223;
+        acc29 = acc29 + a209 * b224;
+        acc30 = acc30 + a210 * b217;
+        acc31 = acc31 + a210 * b218;
+        acc32 = acc32 + a210 * b219;
+        acc33 = acc33 + a210 * b220;
+        acc34 = acc34 + a210 * b221;
+        acc35 = acc35 + a210 * b222;
+        acc36 = acc36 + a210 * b223;
+        acc37 = acc37 + a210 * b224;
+        acc38 = acc38 + a211 * b217;
+        acc39 = acc39 + a211 * b218;
+        acc40 = acc40 + a211 * b219;
+        acc41 = acc41 + a211 * b220;
+        acc42 = acc42 + a211 * b221;
+        acc43 = acc43 + a211 * b222;
+        acc44 = acc44 + a211 * b223;
+        acc45 = acc45 + a211 * b224;
+        acc46 = acc46 + a212 * b217;
+        acc47 = acc47 + a212 * b218;
+        acc48 = acc48 + a212 * b219;
+        acc49 = acc49 + a212 * b220;
+        acc50 = acc50 + a212 * b221;
+        acc51 = acc51 + a212 * b222;
+        acc52 = acc52 + a212 * b223;
+        acc53 = acc53 + a212 * b224;
+        acc54 = acc54 + a213 * b217;
+        acc55 = acc55 + a213 * b218;
+        acc56 = acc56 + a213 * b219;
+        acc57 = acc57 + a213 * b220;
+        acc58 = acc58 + a213 * b221;
+        acc59 = acc59 + a213 * b222;
+        acc60 = acc60 + a213 * b223;
+        acc61 = acc61 + a213 * b224;
+        acc62 = acc62 + a214 * b217;
+        acc63 = acc63 + a214 * b218;
+        acc64 = acc64 + a214 * b219;
+        acc65 = acc65 + a214 * b220;
+        acc66 = acc66 + a214 * b221;
+        acc67 = acc67 + a214 * b222;
+        acc68 = acc68 + a214 * b223;
+        acc69 = acc69 + a214 * b224;
+        acc70 = acc70 + a215 * b217;
+        acc71 = acc71 + a215 * b218;
+        acc72 = acc72 + a215 * b219;
+        acc73 = acc73 + a215 * b220;
+        acc74 = acc74 + a215 * b221;
+        acc75 = acc75 + a215 * b222;
+        acc76 = acc76 + a215 * b223;
+        acc77 = acc77 + a215 * b224;
+        acc78 = acc78 + a216 * b217;
+        acc79 = acc79 + a216 * b218;
+        acc80 = acc80 + a216 * b219;
+        acc81 = acc81 + a216 * b220;
+        acc82 = acc82 + a216 * b221;
+        acc83 = acc83 + a216 * b222;
+        acc84 = acc84 + a216 * b223;
+        acc85 = acc85 + a216 * b224;
+        let a225: i32 = a_tile[ra143 + 640u];
+        let a226: i32 = a_tile[ra143 + 640u + 1u];
+        let a227: i32 = a_tile[ra143 + 640u + 2u];
+        let a228: i32 = a_tile[ra143 + 640u + 3u];
+        let a229: i32 = a_tile[ra143 + 704u];
+        let a230: i32 = a_tile[ra143 + 704u + 1u];
+        let a231: i32 = a_tile[ra143 + 704u + 2u];
+        let a232: i32 = a_tile[ra143 + 704u + 3u];
+        let b233: i32 = b_tile[rb144 + 640u];
+        let b234: i32 = b_tile[rb144 + 640u + 1u];
+        let b235: i32 = b_tile[rb144 + 640u + 2u];
+        let b236: i32 = b_tile[rb144 + 640u + 3u];
+        let b237: i32 = b_tile[rb144 + 704u];
+        let b238: i32 = b_tile[rb144 + 704u + 1u];
+        let b239: i32 = b_tile[rb144 + 704u + 2u];
+        let b240: i32 = b_tile[rb144 + 704u + 3u];
+        acc22 = acc22 + a225 * b233;
+        acc23 = acc23 + a225 * b234;
+        acc24 = acc24 + a225 * b235;
+        acc25 = acc25 + a225 * b236;
+        acc26 = acc26 + a225 * b237;
+        acc27 = acc27 + a225 * b238;
+        acc28 = acc28 + a225 * b239;
+        acc29 = acc29 + a225 * b240;
+        acc30 = acc30 + a226 * b233;
+        acc31 = acc31 + a226 * b234;
+        acc32 = acc32 + a226 * b235;
+        acc33 = acc33 + a226 * b236;
+        acc34 = acc34 + a226 * b237;
+        acc35 = acc35 + a226 * b238;
+        acc36 = acc36 + a226 * b239;
+        acc37 = acc37 + a226 * b240;
+        acc38 = acc38 + a227 * b233;
+        acc39 = acc39 + a227 * b234;
+        acc40 = acc40 + a227 * b235;
+        acc41 = acc41 + a227 * b236;
+        acc42 = acc42 + a227 * b237;
+        acc43 = acc43 + a227 * b238;
+        acc44 = acc44 + a227 * b239;
+        acc45 = acc45 + a227 * b240;
+        acc46 = acc46 + a228 * b233;
+        acc47 = acc47 + a228 * b234;
+        acc48 = acc48 + a228 * b235;
+        acc49 = acc49 + a228 * b236;
+        acc50 = acc50 + a228 * b237;
+        acc51 = acc51 + a228 * b238;
+        acc52 = acc52 + a228 * b239;
+        acc53 = acc53 + a228 * b240;
+        acc54 = acc54 + a229 * b233;
+        acc55 = acc55 + a229 * b234;
+        acc56 = acc56 + a229 * b235;
+        acc57 = acc57 + a229 * b236;
+        acc58 = acc58 + a229 * b237;
+        acc59 = acc59 + a229 * b238;
+        acc60 = acc60 + a229 * b239;
+        acc61 = acc61 + a229 * b240;
+        acc62 = acc62 + a230 * b233;
+        acc63 = acc63 + a230 * b234;
+        acc64 = acc64 + a230 * b235;
+        acc65 = acc65 + a230 * b236;
+        acc66 = acc66 + a230 * b237;
+        acc67 = acc67 + a230 * b238;
+        acc68 = acc68 + a230 * b239;
+        acc69 = acc69 + a230 * b240;
+        acc70 = acc70 + a231 * b233;
+        acc71 = acc71 + a231 * b234;
+        acc72 = acc72 + a231 * b235;
+        acc73 = acc73 + a231 * b236;
+        acc74 = acc74 + a231 * b237;
+        acc75 = acc75 + a231 * b238;
+        acc76 = acc76 + a231 * b239;
+        acc77 = acc77 + a231 * b240;
+        acc78 = acc78 + a232 * b233;
+        acc79 = acc79 + a232 * b234;
+        acc80 = acc80 + a232 * b235;
+        acc81 = acc81 + a232 * b236;
+        acc82 = acc82 + a232 * b237;
+        acc83 = acc83 + a232 * b238;
+        acc84 = acc84 + a232 * b239;
+        acc85 = acc85 + a232 * b240;
+        let a241: i32 = a_tile[ra143 + 768u];
+        let a242: i32 = a_tile[ra143 + 768u + 1u];
+        let a243: i32 = a_tile[ra143 + 768u + 2u];
+        let a244: i32 = a_tile[ra143 + 768u + 3u];
+        let a245: i32 = a_tile[ra143 + 832u];
+        let a246: i32 = a_tile[ra143 + 832u + 1u];
+        let a247: i32 = a_tile[ra143 + 832u + 2u];
+        let a248: i32 = a_tile[ra143 + 832u + 3u];
+        let b249: i32 = b_tile[rb144 + 768u];
+        let b250: i32 = b_tile[rb144 + 768u + 1u];
+        let b251: i32 = b_tile[rb144 + 768u + 2u];
+        let b252: i32 = b_tile[rb144 + 768u + 3u];
+        let b253: i32 = b_tile[rb144 + 832u];
+        let b254: i32 = b_tile[rb144 + 832u + 1u];
+        let b255: i32 = b_tile[rb144 + 832u + 2u];
+        let b256: i32 = b_tile[rb144 + 832u + 3u];
+        acc22 = acc22 + a241 * b249;
+        acc23 = acc23 + a241 * b250;
+        acc24 = acc24 + a241 * b251;
+        acc25 = acc25 + a241 * b252;
+        acc26 = acc26 + a241 * b253;
+        acc27 = acc27 + a241 * b254;
+        acc28 = acc28 + a241 * b255;
+        acc29 = acc29 + a241 * b256;
+        acc30 = acc30 + a242 * b249;
+        acc31 = acc31 + a242 * b250;
+        acc32 = acc32 + a242 * b251;
+        acc33 = acc33 + a242 * b252;
+        acc34 = acc34 + a242 * b253;
+        acc35 = acc35 + a242 * b254;
+        acc36 = acc36 + a242 * b255;
+        acc37 = acc37 + a242 * b256;
+        acc38 = acc38 + a243 * b249;
+        acc39 = acc39 + a243 * b250;
+        acc40 = acc40 + a243 * b251;
+        acc41 = acc41 + a243 * b252;
+        acc42 = acc42 + a243 * b253;
+        acc43 = acc43 + a243 * b254;
+        acc44 = acc44 + a243 * b255;
+        acc45 = acc45 + a243 * b256;
+        acc46 = acc46 + a244 * b249;
+        acc47 = acc47 + a244 * b250;
+        acc48 = acc48 + a244 * b251;
+        acc49 = acc49 + a244 * b252;
+        acc50 = acc50 + a244 * b253;
+        acc51 = acc51 + a244 * b254;
+        acc52 = acc52 + a244 * b255;
+        acc53 = acc53 + a244 * b256;
+        acc54 = acc54 + a245 * b249;
+        acc55 = acc55 + a245 * b250;
+        acc56 = acc56 + a245 * b251;
+        acc57 = acc57 + a245 * b252;
+        acc58 = acc58 + a245 * b253;
+        acc59 = acc59 + a245 * b254;
+        acc60 = acc60 + a245 * b255;
+        acc61 = acc61 + a245 * b256;
+        acc62 = acc62 + a246 * b249;
+        acc63 = acc63 + a246 * b250;
+        acc64 = acc64 + a246 * b251;
+        acc65 = acc65 + a246 * b252;
+        acc66 = acc66 + a246 * b253;
+        acc67 = acc67 + a246 * b254;
+        acc68 = acc68 + a246 * b255;
+        acc69 = acc69 + a246 * b256;
+        acc70 = acc70 + a247 * b249;
+        acc71 = acc71 + a247 * b250;
+        acc72 = acc72 + a247 * b251;
+        acc73 = acc73 + a247 * b252;
+        acc74 = acc74 + a247 * b253;
+        acc75 = acc75 + a247 * b254;
+        acc76 = acc76 + a247 * b255;
+        acc77 = acc77 + a247 * b256;
+        acc78 = acc78 + a248 * b249;
+        acc79 = acc79 + a248 * b250;
+        acc80 = acc80 + a248 * b251;
+        acc81 = acc81 + a248 * b252;
+        acc82 = acc82 + a248 * b253;
+        acc83 = acc83 + a248 * b254;
+        acc84 = acc84 + a248 * b255;
+        acc85 = acc85 + a248 * b256;
+        let a257: i32 = a_tile[ra143 + 896u];
+        let a258: i32 = a_tile[ra143 + 896u + 1u];
+        let a259: i32 = a_tile[ra143 + 896u + 2u];
+        let a260: i32 = a_tile[ra143 + 896u + 3u];
+        let a261: i32 = a_tile[ra143 + 960u];
+        let a262: i32 = a_tile[ra143 + 960u + 1u];
+        let a263: i32 = a_tile[ra143 + 960u + 2u];
+        let a264: i32 = a_tile[ra143 + 960u + 3u];
+        let b265: i32 = b_tile[rb144 + 896u];
+        let b266: i32 = b_tile[rb144 + 896u + 1u];
+        let b267: i32 = b_tile[rb144 + 896u + 2u];
+        let b268: i32 = b_tile[rb144 + 896u + 3u];
+        let b269: i32 = b_tile[rb144 + 960u];
+        let b270: i32 = b_tile[rb144 + 960u + 1u];
+        let b271: i32 = b_tile[rb144 + 960u + 2u];
+        let b272: i32 = b_tile[rb144 + 960u + 3u];
+        acc22 = acc22 + a257 * b265;
+        acc23 = acc23 + a257 * b266;
+        acc24 = acc24 + a257 * b267;
+        acc25 = acc25 + a257 * b268;
+        acc26 = acc26 + a257 * b269;
+        acc27 = acc27 + a257 * b270;
+        acc28 = acc28 + a257 * b271;
+        acc29 = acc29 + a257 * b272;
+        acc30 = acc30 + a258 * b265;
+        acc31 = acc31 + a258 * b266;
+        acc32 = acc32 + a258 * b267;
+        acc33 = acc33 + a258 * b268;
+        acc34 = acc34 + a258 * b269;
+        acc35 = acc35 + a258 * b270;
+        acc36 = acc36 + a258 * b271;
+        acc37 = acc37 + a258 * b272;
+        acc38 = acc38 + a259 * b265;
+        acc39 = acc39 + a259 * b266;
+        acc40 = acc40 + a259 * b267;
+        acc41 = acc41 + a259 * b268;
+        acc42 = acc42 + a259 * b269;
+        acc43 = acc43 + a259 * b270;
+        acc44 = acc44 + a259 * b271;
+        acc45 = acc45 + a259 * b272;
+        acc46 = acc46 + a260 * b265;
+        acc47 = acc47 + a260 * b266;
+        acc48 = acc48 + a260 * b267;
+        acc49 = acc49 + a260 * b268;
+        acc50 = acc50 + a260 * b269;
+        acc51 = acc51 + a260 * b270;
+        acc52 = acc52 + a260 * b271;
+        acc53 = acc53 + a260 * b272;
+        acc54 = acc54 + a261 * b265;
+        acc55 = acc55 + a261 * b266;
+        acc56 = acc56 + a261 * b267;
+        acc57 = acc57 + a261 * b268;
+        acc58 = acc58 + a261 * b269;
+        acc59 = acc59 + a261 * b270;
+        acc60 = acc60 + a261 * b271;
+        acc61 = acc61 + a261 * b272;
+        acc62 = acc62 + a262 * b265;
+        acc63 = acc63 + a262 * b266;
+        acc64 = acc64 + a262 * b267;
+        acc65 = acc65 + a262 * b268;
+        acc66 = acc66 + a262 * b269;
+        acc67 = acc67 + a262 * b270;
+        acc68 = acc68 + a262 * b271;
+        acc69 = acc69 + a262 * b272;
+        acc70 = acc70 + a263 * b265;
+        acc71 = acc71 + a263 * b266;
+        acc72 = acc72 + a263 * b267;
+        acc73 = acc73 + a263 * b268;
+        acc74 = acc74 + a263 * b269;
+        acc75 = acc75 + a263 * b270;
+        acc76 = acc76 + a263 * b271;
+        acc77 = acc77 + a263 * b272;
+        acc78 = acc78 + a264 * b265;
+        acc79 = acc79 + a264 * b266;
+        acc80 = acc80 + a264 * b267;
+        acc81 = acc81 + a264 * b268;
+        acc82 = acc82 + a264 * b269;
+        acc83 = acc83 + a264 * b270;
+        acc84 = acc84 + a264 * b271;
+        acc85 = acc85 + a264 * b272;
         workgroupBarrier();
-        for (var kk56: u32 = 0u; kk56 < 16u; kk56 += 1u) {
-            let a57: i32 = a_tile[lid.y * 16u + kk56];
-            let a58: i32 = a_tile[(lid.y + 16u) * 16u + kk56];
-            let a59: i32 = a_tile[(lid.y + 32u) * 16u + kk56];
-            let a60: i32 = a_tile[(lid.y + 48u) * 16u + kk56];
-            let b61: i32 = b_tile[kk56 * 64u + lid.x];
-            let b62: i32 = b_tile[kk56 * 64u + (lid.x + 16u)];
-            let b63: i32 = b_tile[kk56 * 64u + (lid.x + 32u)];
-            let b64: i32 = b_tile[kk56 * 64u + (lid.x + 48u)];
-            acc13 = acc13 + a57 * b61;
-            acc14 = acc14 + a57 * b62;
-            acc15 = acc15 + a57 * b63;
-            acc16 = acc16 + a57 * b64;
-            acc17 = acc17 + a58 * b61;
-            acc18 = acc18 + a58 * b62;
-            acc19 = acc19 + a58 * b63;
-            acc20 = acc20 + a58 * b64;
-            acc21 = acc21 + a59 * b61;
-            acc22 = acc22 + a59 * b62;
-            acc23 = acc23 + a59 * b63;
-            acc24 = acc24 + a59 * b64;
-            acc25 = acc25 + a60 * b61;
-            acc26 = acc26 + a60 * b62;
-            acc27 = acc27 + a60 * b63;
-            acc28 = acc28 + a60 * b64;
-        }
-        workgroupBarrier();
     }
-    if ((row5 < u.M) && (col9 < u.N)) {
-        let i65: u32 = row5 * u.N + col9;
-        out[i65] = acc13;
+    if ((row6 < u.M) && (col14 < u.N)) {
+        let i273: u32 = row6 * u.N + col14;
+        out[i273] = acc22;
     }
-    if ((row5 < u.M) && (col10 < u.N)) {
-        let i66: u32 = row5 * u.N + col10;
-        out[i66] = acc14;
+    if ((row6 < u.M) && (col15 < u.N)) {
+        let i274: u32 = row6 * u.N + col15;
+        out[i274] = acc23;
     }
-    if ((row5 < u.M) && (col11 < u.N)) {
-        let i67: u32 = row5 * u.N + col11;
-        out[i67] = acc15;
+    if ((row6 < u.M) && (col16 < u.N)) {
+        let i275: u32 = row6 * u.N + col16;
+        out[i275] = acc24;
     }
-    if ((row5 < u.M) && (col12 < u.N)) {
-        let i68: u32 = row5 * u.N + col12;
-        out[i68] = acc16;
+    if ((row6 < u.M) && (col17 < u.N)) {
+        let i276: u32 = row6 * u.N + col17;
+        out[i276] = acc25;
     }
-    if ((row6 < u.M) && (col9 < u.N)) {
-        let i69: u32 = row6 * u.N + col9;
-        out[i69] = acc17;
+    if ((row6 < u.M) && (col18 < u.N)) {
+        let i277: u32 = row6 * u.N + col18;
+        out[i277] = acc26;
     }
-    if ((row6 < u.M) && (col10 < u.N)) {
-        let i70: u32 = row6 * u.N + col10;
-        out[i70] = acc18;
+    if ((row6 < u.M) && (col19 < u.N)) {
+        let i278: u32 = row6 * u.N + col19;
+        out[i278] = acc27;
     }
-    if ((row6 < u.M) && (col11 < u.N)) {
-        let i71: u32 = row6 * u.N + col11;
-        out[i71] = acc19;
+    if ((row6 < u.M) && (col20 < u.N)) {
+        let i279: u32 = row6 * u.N + col20;
+        out[i279] = acc28;
     }
-    if ((row6 < u.M) && (col12 < u.N)) {
-        let i72: u32 = row6 * u.N + col12;
-        out[i72] = acc20;
+    if ((row6 < u.M) && (col21 < u.N)) {
+        let i280: u32 = row6 * u.N + col21;
+        out[i280] = acc29;
     }
-    if ((row7 < u.M) && (col9 < u.N)) {
-        let i73: u32 = row7 * u.N + col9;
-        out[i73] = acc21;
+    if ((row7 < u.M) && (col14 < u.N)) {
+        let i281: u32 = row7 * u.N + col14;
+        out[i281] = acc30;
     }
-    if ((row7 < u.M) && (col10 < u.N)) {
-        let i74: u32 = row7 * u.N + col10;
-        out[i74] = acc22;
+    if ((row7 < u.M) && (col15 < u.N)) {
+        let i282: u32 = row7 * u.N + col15;
+        out[i282] = acc31;
     }
-    if ((row7 < u.M) && (col11 < u.N)) {
-        let i75: u32 = row7 * u.N + col11;
-        out[i75] = acc23;
+    if ((row7 < u.M) && (col16 < u.N)) {
+        let i283: u32 = row7 * u.N + col16;
+        out[i283] = acc32;
     }
-    if ((row7 < u.M) && (col12 < u.N)) {
-        let i76: u32 = row7 * u.N + col12;
-        out[i76] = acc24;
+    if ((row7 < u.M) && (col17 < u.N)) {
+        let i284: u32 = row7 * u.N + col17;
+        out[i284] = acc33;
     }
-    if ((row8 < u.M) && (col9 < u.N)) {
-        let i77: u32 = row8 * u.N + col9;
-        out[i77] = acc25;
+    if ((row7 < u.M) && (col18 < u.N)) {
+        let i285: u32 = row7 * u.N + col18;
+        out[i285] = acc34;
     }
-    if ((row8 < u.M) && (col10 < u.N)) {
-        let i78: u32 = row8 * u.N + col10;
-        out[i78] = acc26;
+    if ((row7 < u.M) && (col19 < u.N)) {
+        let i286: u32 = row7 * u.N + col19;
+        out[i286] = acc35;
     }
-    if ((row8 < u.M) && (col11 < u.N)) {
-        let i79: u32 = row8 * u.N + col11;
-        out[i79] = acc27;
+    if ((row7 < u.M) && (col20 < u.N)) {
+        let i287: u32 = row7 * u.N + col20;
+        out[i287] = acc36;
     }
-    if ((row8 < u.M) && (col12 < u.N)) {
-        let i80: u32 = row8 * u.N + col12;
-        out[i80] = acc28;
+    if ((row7 < u.M) && (col21 < u.N)) {
+        let i288: u32 = row7 * u.N + col21;
+        out[i288] = acc37;
+    }
+    if ((row8 < u.M) && (col14 < u.N)) {
+        let i289: u32 = row8 * u.N + col14;
+        out[i289] = acc38;
+    }
+    if ((row8 < u.M) && (col15 < u.N)) {
+        let i290: u32 = row8 * u.N + col15;
+        out[i290] = acc39;
+    }
+    if ((row8 < u.M) && (col16 < u.N)) {
+        let i291: u32 = row8 * u.N + col16;
+        out[i291] = acc40;
+    }
+    if ((row8 < u.M) && (col17 < u.N)) {
+        let i292: u32 = row8 * u.N + col17;
+        out[i292] = acc41;
+    }
+    if ((row8 < u.M) && (col18 < u.N)) {
+        let i293: u32 = row8 * u.N + col18;
+        out[i293] = acc42;
+    }
+    if ((row8 < u.M) && (col19 < u.N)) {
+        let i294: u32 = row8 * u.N + col19;
+        out[i294] = acc43;
+    }
+    if ((row8 < u.M) && (col20 < u.N)) {
+        let i295: u32 = row8 * u.N + col20;
+        out[i295] = acc44;
+    }
+    if ((row8 < u.M) && (col21 < u.N)) {
+        let i296: u32 = row8 * u.N + col21;
+        out[i296] = acc45;
+    }
+    if ((row9 < u.M) && (col14 < u.N)) {
+        let i297: u32 = row9 * u.N + col14;
+        out[i297] = acc46;
+    }
+    if ((row9 < u.M) && (col15 < u.N)) {
+        let i298: u32 = row9 * u.N + col15;
+        out[i298] = acc47;
+    }
+    if ((row9 < u.M) && (col16 < u.N)) {
+        let i299: u32 = row9 * u.N + col16;
+        out[i299] = acc48;
+    }
+    if ((row9 < u.M) && (col17 < u.N)) {
+        let i300: u32 = row9 * u.N + col17;
+        out[i300] = acc49;
+    }
+    if ((row9 < u.M) && (col18 < u.N)) {
+        let i301: u32 = row9 * u.N + col18;
+        out[i301] = acc50;
+    }
+    if ((row9 < u.M) && (col19 < u.N)) {
+        let i302: u32 = row9 * u.N + col19;
+        out[i302] = acc51;
+    }
+    if ((row9 < u.M) && (col20 < u.N)) {
+        let i303: u32 = row9 * u.N + col20;
+        out[i303] = acc52;
+    }
+    if ((row9 < u.M) && (col21 < u.N)) {
+        let i304: u32 = row9 * u.N + col21;
+        out[i304] = acc53;
+    }
+    if ((row10 < u.M) && (col14 < u.N)) {
+        let i305: u32 = row10 * u.N + col14;
+        out[i305] = acc54;
+    }
+    if ((row10 < u.M) && (col15 < u.N)) {
+        let i306: u32 = row10 * u.N + col15;
+        out[i306] = acc55;
+    }
+    if ((row10 < u.M) && (col16 < u.N)) {
+        let i307: u32 = row10 * u.N + col16;
+        out[i307] = acc56;
+    }
+    if ((row10 < u.M) && (col17 < u.N)) {
+        let i308: u32 = row10 * u.N + col17;
+        out[i308] = acc57;
+    }
+    if ((row10 < u.M) && (col18 < u.N)) {
+        let i309: u32 = row10 * u.N + col18;
+        out[i309] = acc58;
+    }
+    if ((row10 < u.M) && (col19 < u.N)) {
+        let i310: u32 = row10 * u.N + col19;
+        out[i310] = acc59;
+    }
+    if ((row10 < u.M) && (col20 < u.N)) {
+        let i311: u32 = row10 * u.N + col20;
+        out[i311] = acc60;
+    }
+    if ((row10 < u.M) && (col21 < u.N)) {
+        let i312: u32 = row10 * u.N + col21;
+        out[i312] = acc61;
+    }
+    if ((row11 < u.M) && (col14 < u.N)) {
+        let i313: u32 = row11 * u.N + col14;
+        out[i313] = acc62;
+    }
+    if ((row11 < u.M) && (col15 < u.N)) {
+        let i314: u32 = row11 * u.N + col15;
+        out[i314] = acc63;
+    }
+    if ((row11 < u.M) && (col16 < u.N)) {
+        let i315: u32 = row11 * u.N + col16;
+        out[i315] = acc64;
+    }
+    if ((row11 < u.M) && (col17 < u.N)) {
+        let i316: u32 = row11 * u.N + col17;
+        out[i316] = acc65;
+    }
+    if ((row11 < u.M) && (col18 < u.N)) {
+        let i317: u32 = row11 * u.N + col18;
+        out[i317] = acc66;
+    }
+    if ((row11 < u.M) && (col19 < u.N)) {
+        let i318: u32 = row11 * u.N + col19;
+        out[i318] = acc67;
+    }
+    if ((row11 < u.M) && (col20 < u.N)) {
+        let i319: u32 = row11 * u.N + col20;
+        out[i319] = acc68;
+    }
+    if ((row11 < u.M) && (col21 < u.N)) {
+        let i320: u32 = row11 * u.N + col21;
+        out[i320] = acc69;
+    }
+    if ((row12 < u.M) && (col14 < u.N)) {
+        let i321: u32 = row12 * u.N + col14;
+        out[i321] = acc70;
+    }
+    if ((row12 < u.M) && (col15 < u.N)) {
+        let i322: u32 = row12 * u.N + col15;
+        out[i322] = acc71;
+    }
+    if ((row12 < u.M) && (col16 < u.N)) {
+        let i323: u32 = row12 * u.N + col16;
+        out[i323] = acc72;
+    }
+    if ((row12 < u.M) && (col17 < u.N)) {
+        let i324: u32 = row12 * u.N + col17;
+        out[i324] = acc73;
+    }
+    if ((row12 < u.M) && (col18 < u.N)) {
+        let i325: u32 = row12 * u.N + col18;
+        out[i325] = acc74;
+    }
+    if ((row12 < u.M) && (col19 < u.N)) {
+        let i326: u32 = row12 * u.N + col19;
+        out[i326] = acc75;
+    }
+    if ((row12 < u.M) && (col20 < u.N)) {
+        let i327: u32 = row12 * u.N + col20;
+        out[i327] = acc76;
+    }
+    if ((row12 < u.M) && (col21 < u.N)) {
+        let i328: u32 = row12 * u.N + col21;
+        out[i328] = acc77;
+    }
+    if ((row13 < u.M) && (col14 < u.N)) {
+        let i329: u32 = row13 * u.N + col14;
+        out[i329] = acc78;
+    }
+    if ((row13 < u.M) && (col15 < u.N)) {
+        let i330: u32 = row13 * u.N + col15;
+        out[i330] = acc79;
+    }
+    if ((row13 < u.M) && (col16 < u.N)) {
+        let i331: u32 = row13 * u.N + col16;
+        out[i331] = acc80;
+    }
+    if ((row13 < u.M) && (col17 < u.N)) {
+        let i332: u32 = row13 * u.N + col17;
+        out[i332] = acc81;
+    }
+    if ((row13 < u.M) && (col18 < u.N)) {
+        let i333: u32 = row13 * u.N + col18;
+        out[i333] = acc82;
+    }
+    if ((row13 < u.M) && (col19 < u.N)) {
+        let i334: u32 = row13 * u.N + col19;
+        out[i334] = acc83;
+    }
+    if ((row13 < u.M) && (col20 < u.N)) {
+        let i335: u32 = row13 * u.N + col20;
+        out[i335] = acc84;
+    }
+    if ((row13 < u.M) && (col21 < u.N)) {
+        let i336: u32 = row13 * u.N + col21;
+        out[i336] = acc85;
     }
 }

@@ -10,8 +10,8 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read> w: array<u32>;
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> a_tile: array<f32, 1024>;
-var<workgroup> b_tile: array<f32, 1024>;
+var<workgroup> a_tile: array<f32, 2048>;
+var<workgroup> b_tile: array<f32, 2048>;
 
 @compute @workgroup_size(16, 16, 1)
 fn bf16_weights_0_matmul(
@@ -20,30 +20,30 @@ fn bf16_weights_0_matmul(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.N + 64u - 1u) >> 6u) * ((u.M + 64u - 1u) >> 6u)) {
+    if (g0 >= ((u.N + 128u - 1u) >> 7u) * ((u.M + 128u - 1u) >> 7u)) {
         return;
     }
-    let tile1: u32 = g0 % ((u.M + 64u - 1u) >> 6u);
-    let tile2: u32 = g0 / ((u.M + 64u - 1u) >> 6u);
-    let row3: u32 = tile2 * 64u;
-    let col4: u32 = tile1 * 64u;
-    let row5: u32 = row3 + lid.y;
-    let row6: u32 = row3 + (lid.y + 16u);
-    let row7: u32 = row3 + (lid.y + 32u);
-    let row8: u32 = row3 + (lid.y + 48u);
-    let col9: u32 = col4 + lid.x;
-    let col10: u32 = col4 + (lid.x + 16u);
-    let col11: u32 = col4 + (lid.x + 32u);
-    let col12: u32 = col4 + (lid.x + 48u);
-    var acc13: f32 = 0.0f;
-    var acc14: f32 = 0.0f;
-    var acc15: f32 = 0.0f;
-    var acc16: f32 = 0.0f;
-    var acc17: f32 = 0.0f;
-    var acc18: f32 = 0.0f;
-    var acc19: f32 = 0.0f;
-    var acc20: f32 = 0.0f;
-    var acc21: f32 = 0.0f;
+    let tile1: u32 = g0 % ((u.M + 128u - 1u) >> 7u);
+    let tile2: u32 = g0 / ((u.M + 128u - 1u) >> 7u);
+    let t3: u32 = lid.y * 16u + lid.x;
+    let row4: u32 = tile2 * 128u;
+    let col5: u32 = tile1 * 128u;
+    let row6: u32 = row4 + lid.y * 4u;
+    let row7: u32 = row4 + (lid.y * 4u + 1u);
+    let row8: u32 = row4 + (lid.y * 4u + 2u);
+    let row9: u32 = row4 + (lid.y * 4u + 3u);
+    let row10: u32 = row4 + (lid.y * 4u + 64u);
+    let row11: u32 = row4 + (lid.y * 4u + 65u);
+    let row12: u32 = row4 + (lid.y * 4u + 66u);
+    let row13: u32 = row4 + (lid.y * 4u + 67u);
+    let col14: u32 = col5 + lid.x * 4u;
+    let col15: u32 = col5 + (lid.x * 4u + 1u);
+    let col16: u32 = col5 + (lid.x * 4u + 2u);
+    let col17: u32 = col5 + (lid.x * 4u + 3u);
+    let col18: u32 = col5 + (lid.x * 4u + 64u);
+    let col19: u32 = col5 + (lid.x * 4u + 65u);
+    let col20: u32 = col5 + (lid.x * 4u + 66u);
+    let col21: u32 = col5 + (lid.x * 4u + 67u);
     var acc22: f32 = 0.0f;
     var acc23: f32 = 0.0f;
     var acc24: f32 = 0.0f;
@@ -51,156 +51,1093 @@ fn bf16_weights_0_matmul(
     var acc26: f32 = 0.0f;
     var acc27: f32 = 0.0f;
     var acc28: f32 = 0.0f;
-    for (var k0_29: u32 = 0u; k0_29 < u.K; k0_29 += 16u) {
-        let ka30: u32 = k0_29 + lid.x;
-        let kb31: u32 = k0_29 + lid.y;
-        var x32: f32 = 0.0f;
-        if ((row5 < u.N) && (ka30 < u.K)) {
-            let i33: u32 = row5 * u.K + ka30;
-            let v34: f32 = x[i33];
-            x32 = v34;
+    var acc29: f32 = 0.0f;
+    var acc30: f32 = 0.0f;
+    var acc31: f32 = 0.0f;
+    var acc32: f32 = 0.0f;
+    var acc33: f32 = 0.0f;
+    var acc34: f32 = 0.0f;
+    var acc35: f32 = 0.0f;
+    var acc36: f32 = 0.0f;
+    var acc37: f32 = 0.0f;
+    var acc38: f32 = 0.0f;
+    var acc39: f32 = 0.0f;
+    var acc40: f32 = 0.0f;
+    var acc41: f32 = 0.0f;
+    var acc42: f32 = 0.0f;
+    var acc43: f32 = 0.0f;
+    var acc44: f32 = 0.0f;
+    var acc45: f32 = 0.0f;
+    var acc46: f32 = 0.0f;
+    var acc47: f32 = 0.0f;
+    var acc48: f32 = 0.0f;
+    var acc49: f32 = 0.0f;
+    var acc50: f32 = 0.0f;
+    var acc51: f32 = 0.0f;
+    var acc52: f32 = 0.0f;
+    var acc53: f32 = 0.0f;
+    var acc54: f32 = 0.0f;
+    var acc55: f32 = 0.0f;
+    var acc56: f32 = 0.0f;
+    var acc57: f32 = 0.0f;
+    var acc58: f32 = 0.0f;
+    var acc59: f32 = 0.0f;
+    var acc60: f32 = 0.0f;
+    var acc61: f32 = 0.0f;
+    var acc62: f32 = 0.0f;
+    var acc63: f32 = 0.0f;
+    var acc64: f32 = 0.0f;
+    var acc65: f32 = 0.0f;
+    var acc66: f32 = 0.0f;
+    var acc67: f32 = 0.0f;
+    var acc68: f32 = 0.0f;
+    var acc69: f32 = 0.0f;
+    var acc70: f32 = 0.0f;
+    var acc71: f32 = 0.0f;
+    var acc72: f32 = 0.0f;
+    var acc73: f32 = 0.0f;
+    var acc74: f32 = 0.0f;
+    var acc75: f32 = 0.0f;
+    var acc76: f32 = 0.0f;
+    var acc77: f32 = 0.0f;
+    var acc78: f32 = 0.0f;
+    var acc79: f32 = 0.0f;
+    var acc80: f32 = 0.0f;
+    var acc81: f32 = 0.0f;
+    var acc82: f32 = 0.0f;
+    var acc83: f32 = 0.0f;
+    var acc84: f32 = 0.0f;
+    var acc85: f32 = 0.0f;
+    let ak86: u32 = t3 & 7u;
+    let am87: u32 = t3 >> 3u;
+    let ar88: u32 = row4 + am87;
+    let ar89: u32 = row4 + (am87 + 32u);
+    let ar90: u32 = row4 + (am87 + 64u);
+    let ar91: u32 = row4 + (am87 + 96u);
+    let ab92: u32 = ar88 * u.K;
+    let ab93: u32 = ar89 * u.K;
+    let ab94: u32 = ar90 * u.K;
+    let ab95: u32 = ar91 * u.K;
+    let aok96: bool = ar88 < u.N;
+    let aok97: bool = ar89 < u.N;
+    let aok98: bool = ar90 < u.N;
+    let aok99: bool = ar91 < u.N;
+    let as100: u32 = ak86 * 128u + am87;
+    let bk101: u32 = t3 >> 7u;
+    let bn102: u32 = col5 + (t3 & 127u);
+    let bok103: bool = bn102 < u.M;
+    let bs104: u32 = 2u * u.M;
+    let bs105: u32 = 4u * u.M;
+    let bs106: u32 = 6u * u.M;
+    let kok107: bool = ak86 < u.K;
+    if (aok96 && kok107) {
+        a_tile[as100] = x[ab92 + ak86];
+    } else {
+        a_tile[as100] = 0.0f;
+    }
+    if (aok97 && kok107) {
+        a_tile[as100 + 32u] = x[ab93 + ak86];
+    } else {
+        a_tile[as100 + 32u] = 0.0f;
+    }
+    if (aok98 && kok107) {
+        a_tile[as100 + 64u] = x[ab94 + ak86];
+    } else {
+        a_tile[as100 + 64u] = 0.0f;
+    }
+    if (aok99 && kok107) {
+        a_tile[as100 + 96u] = x[ab95 + ak86];
+    } else {
+        a_tile[as100 + 96u] = 0.0f;
+    }
+    let bi112: u32 = bk101 * u.M + bn102;
+    var x114: f32 = 0.0f;
+    if ((bk101 < u.K) && bok103) {
+        let v115: f32 = bitcast<f32>(select(w[bi112 / 2u] << 16u, w[bi112 / 2u] & 4294901760u, (bi112 & 1u) != 0u));
+        x114 = v115;
+    }
+    b_tile[t3] = x114;
+    let kb116: u32 = bk101 + 2u;
+    var x118: f32 = 0.0f;
+    if ((kb116 < u.K) && bok103) {
+        let v119: f32 = bitcast<f32>(select(w[(bi112 + bs104) / 2u] << 16u, w[(bi112 + bs104) / 2u] & 4294901760u, ((bi112 + bs104) & 1u) != 0u));
+        x118 = v119;
+    }
+    b_tile[t3 + 256u] = x118;
+    let kb120: u32 = bk101 + 4u;
+    var x122: f32 = 0.0f;
+    if ((kb120 < u.K) && bok103) {
+        let v123: f32 = bitcast<f32>(select(w[(bi112 + bs105) / 2u] << 16u, w[(bi112 + bs105) / 2u] & 4294901760u, ((bi112 + bs105) & 1u) != 0u));
+        x122 = v123;
+    }
+    b_tile[t3 + 512u] = x122;
+    let kb124: u32 = bk101 + 6u;
+    var x126: f32 = 0.0f;
+    if ((kb124 < u.K) && bok103) {
+        let v127: f32 = bitcast<f32>(select(w[(bi112 + bs106) / 2u] << 16u, w[(bi112 + bs106) / 2u] & 4294901760u, ((bi112 + bs106) & 1u) != 0u));
+        x126 = v127;
+    }
+    b_tile[t3 + 768u] = x126;
+    workgroupBarrier();
+    let ly128: u32 = lid.y * 4u;
+    let lx129: u32 = lid.x * 4u;
+    for (var k0_130: u32 = 0u; k0_130 < u.K; k0_130 += 8u) {
+        let cur131: u32 = (k0_130 << 7u) & 1024u;
+        let nxt132: u32 = cur131 ^ 1024u;
+        let kn133: u32 = k0_130 + 8u;
+        if (kn133 < u.K) {
+            let ka134: u32 = kn133 + ak86;
+            let kok135: bool = ka134 < u.K;
+            let sa136: u32 = nxt132 + as100;
+            if (aok96 && kok135) {
+                a_tile[sa136] = x[ab92 + ka134];
+            } else {
+                a_tile[sa136] = 0.0f;
+            }
+            if (aok97 && kok135) {
+                a_tile[sa136 + 32u] = x[ab93 + ka134];
+            } else {
+                a_tile[sa136 + 32u] = 0.0f;
+            }
+            if (aok98 && kok135) {
+                a_tile[sa136 + 64u] = x[ab94 + ka134];
+            } else {
+                a_tile[sa136 + 64u] = 0.0f;
+            }
+            if (aok99 && kok135) {
+                a_tile[sa136 + 96u] = x[ab95 + ka134];
+            } else {
+                a_tile[sa136 + 96u] = 0.0f;
+            }
+            let kb141: u32 = kn133 + bk101;
+            let sb142: u32 = nxt132 + t3;
+            let bi143: u32 = kb141 * u.M + bn102;
+            var x145: f32 = 0.0f;
+            if ((kb141 < u.K) && bok103) {
+                let v146: f32 = bitcast<f32>(select(w[bi143 / 2u] << 16u, w[bi143 / 2u] & 4294901760u, (bi143 & 1u) != 0u));
+                x145 = v146;
+            }
+            b_tile[sb142] = x145;
+            let kb147: u32 = kb141 + 2u;
+            var x149: f32 = 0.0f;
+            if ((kb147 < u.K) && bok103) {
+                let v150: f32 = bitcast<f32>(select(w[(bi143 + bs104) / 2u] << 16u, w[(bi143 + bs104) / 2u] & 4294901760u, ((bi143 + bs104) & 1u) != 0u));
+                x149 = v150;
+            }
+            b_tile[sb142 + 256u] = x149;
+            let kb151: u32 = kb141 + 4u;
+            var x153: f32 = 0.0f;
+            if ((kb151 < u.K) && bok103) {
+                let v154: f32 = bitcast<f32>(select(w[(bi143 + bs105) / 2u] << 16u, w[(bi143 + bs105) / 2u] & 4294901760u, ((bi143 + bs105) & 1u) != 0u));
+                x153 = v154;
+            }
+            b_tile[sb142 + 512u] = x153;
+            let kb155: u32 = kb141 + 6u;
+            var x157: f32 = 0.0f;
+            if ((kb155 < u.K) && bok103) {
+                let v158: f32 = bitcast<f32>(select(w[(bi143 + bs106) / 2u] << 16u, w[(bi143 + bs106) / 2u] & 4294901760u, ((bi143 + bs106) & 1u) != 0u));
+                x157 = v158;
+            }
+            b_tile[sb142 + 768u] = x157;
         }
-        a_tile[lid.y * 16u + lid.x] = x32;
-        var x35: f32 = 0.0f;
-        if ((row6 < u.N) && (ka30 < u.K)) {
-            let i36: u32 = row6 * u.K + ka30;
-            let v37: f32 = x[i36];
-            x35 = v37;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x35;
-        var x38: f32 = 0.0f;
-        if ((row7 < u.N) && (ka30 < u.K)) {
-            let i39: u32 = row7 * u.K + ka30;
-            let v40: f32 = x[i39];
-            x38 = v40;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x38;
-        var x41: f32 = 0.0f;
-        if ((row8 < u.N) && (ka30 < u.K)) {
-            let i42: u32 = row8 * u.K + ka30;
-            let v43: f32 = x[i42];
-            x41 = v43;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x41;
-        var x44: f32 = 0.0f;
-        if ((kb31 < u.K) && (col9 < u.M)) {
-            let i45: u32 = kb31 * u.M + col9;
-            let v46: f32 = bitcast<f32>(select(w[i45 / 2u] << 16u, w[i45 / 2u] & 4294901760u, (i45 & 1u) != 0u));
-            x44 = v46;
-        }
-        b_tile[lid.y * 64u + lid.x] = x44;
-        var x47: f32 = 0.0f;
-        if ((kb31 < u.K) && (col10 < u.M)) {
-            let i48: u32 = kb31 * u.M + col10;
-            let v49: f32 = bitcast<f32>(select(w[i48 / 2u] << 16u, w[i48 / 2u] & 4294901760u, (i48 & 1u) != 0u));
-            x47 = v49;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x47;
-        var x50: f32 = 0.0f;
-        if ((kb31 < u.K) && (col11 < u.M)) {
-            let i51: u32 = kb31 * u.M + col11;
-            let v52: f32 = bitcast<f32>(select(w[i51 / 2u] << 16u, w[i51 / 2u] & 4294901760u, (i51 & 1u) != 0u));
-            x50 = v52;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x50;
-        var x53: f32 = 0.0f;
-        if ((kb31 < u.K) && (col12 < u.M)) {
-            let i54: u32 = kb31 * u.M + col12;
-            let v55: f32 = bitcast<f32>(select(w[i54 / 2u] << 16u, w[i54 / 2u] & 4294901760u, (i54 & 1u) != 0u));
-            x53 = v55;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x53;
+        let ra159: u32 = cur131 + ly128;
+        let rb160: u32 = cur131 + lx129;
+        let a161: f32 = a_tile[ra159];
+        let a162: f32 = a_tile[ra159 + 1u];
+        let a163: f32 = a_tile[ra159 + 2u];
+        let a164: f32 = a_tile[ra159 + 3u];
+        let a165: f32 = a_tile[ra159 + 64u];
+        let a166: f32 = a_tile[ra159 + 64u + 1u];
+        let a167: f32 = a_tile[ra159 + 64u + 2u];
+        let a168: f32 = a_tile[ra159 + 64u + 3u];
+        let b169: f32 = b_tile[rb160];
+        let b170: f32 = b_tile[rb160 + 1u];
+        let b171: f32 = b_tile[rb160 + 2u];
+        let b172: f32 = b_tile[rb160 + 3u];
+        let b173: f32 = b_tile[rb160 + 64u];
+        let b174: f32 = b_tile[rb160 + 64u + 1u];
+        let b175: f32 = b_tile[rb160 + 64u + 2u];
+        let b176: f32 = b_tile[rb160 + 64u + 3u];
+        acc22 = fma(a161, b169, acc22);
+        acc23 = fma(a161, b170, acc23);
+        acc24 = fma(a161, b171, acc24);
+        acc25 = fma(a161, b172, acc25);
+        acc26 = fma(a161, b173, acc26);
+        acc27 = fma(a161, b174, acc27);
+        acc28 = fma(a161, b175, acc28);
+        acc29 = fma(a161, b176, acc29);
+        acc30 = fma(a162, b169, acc30);
+        acc31 = fma(a162, b170, acc31);
+        acc32 = fma(a162, b171, acc32);
+        acc33 = fma(a162, b172, acc33);
+        acc34 = fma(a162, b173, acc34);
+        acc35 = fma(a162, b174, acc35);
+        acc36 = fma(a162, b175, acc36);
+        acc37 = fma(a162, b176, acc37);
+        acc38 = fma(a163, b169, acc38);
+        acc39 = fma(a163, b170, acc39);
+        acc40 = fma(a163, b171, acc40);
+        acc41 = fma(a163, b172, acc41);
+        acc42 = fma(a163, b173, acc42);
+        acc43 = fma(a163, b174, acc43);
+        acc44 = fma(a163, b175, acc44);
+        acc45 = fma(a163, b176, acc45);
+        acc46 = fma(a164, b169, acc46);
+        acc47 = fma(a164, b170, acc47);
+        acc48 = fma(a164, b171, acc48);
+        acc49 = fma(a164, b172, acc49);
+        acc50 = fma(a164, b173, acc50);
+        acc51 = fma(a164, b174, acc51);
+        acc52 = fma(a164, b175, acc52);
+        acc53 = fma(a164, b176, acc53);
+        acc54 = fma(a165, b169, acc54);
+        acc55 = fma(a165, b170, acc55);
+        acc56 = fma(a165, b171, acc56);
+        acc57 = fma(a165, b172, acc57);
+        acc58 = fma(a165, b173, acc58);
+        acc59 = fma(a165, b174, acc59);
+        acc60 = fma(a165, b175, acc60);
+        acc61 = fma(a165, b176, acc61);
+        acc62 = fma(a166, b169, acc62);
+        acc63 = fma(a166, b170, acc63);
+        acc64 = fma(a166, b171, acc64);
+        acc65 = fma(a166, b172, acc65);
+        acc66 = fma(a166, b173, acc66);
+        acc67 = fma(a166, b174, acc67);
+        acc68 = fma(a166, b175, acc68);
+        acc69 = fma(a166, b176, acc69);
+        acc70 = fma(a167, b169, acc70);
+        acc71 = fma(a167, b170, acc71);
+        acc72 = fma(a167, b171, acc72);
+        acc73 = fma(a167, b172, acc73);
+        acc74 = fma(a167, b173, acc74);
+        acc75 = fma(a167, b174, acc75);
+        acc76 = fma(a167, b175, acc76);
+        acc77 = fma(a167, b176, acc77);
+        acc78 = fma(a168, b169, acc78);
+        acc79 = fma(a168, b170, acc79);
+        acc80 = fma(a168, b171, acc80);
+        acc81 = fma(a168, b172, acc81);
+        acc82 = fma(a168, b173, acc82);
+        acc83 = fma(a168, b174, acc83);
+        acc84 = fma(a168, b175, acc84);
+        acc85 = fma(a168, b176, acc85);
+        let a177: f32 = a_tile[ra159 + 128u];
+        let a178: f32 = a_tile[ra159 + 128u + 1u];
+        let a179: f32 = a_tile[ra159 + 128u + 2u];
+        let a180: f32 = a_tile[ra159 + 128u + 3u];
+        let a181: f32 = a_tile[ra159 + 192u];
+        let a182: f32 = a_tile[ra159 + 192u + 1u];
+        let a183: f32 = a_tile[ra159 + 192u + 2u];
+        let a184: f32 = a_tile[ra159 + 192u + 3u];
+        let b185: f32 = b_tile[rb160 + 128u];
+        let b186: f32 = b_tile[rb160 + 128u + 1u];
+        let b187: f32 = b_tile[rb160 + 128u + 2u];
+        let b188: f32 = b_tile[rb160 + 128u + 3u];
+        let b189: f32 = b_tile[rb160 + 192u];
+        let b190: f32 = b_tile[rb160 + 192u + 1u];
+        let b191: f32 = b_tile[rb160 + 192u + 2u];
+        let b192: f32 = b_tile[rb160 + 192u + 3u];
+        acc22 = fma(a177, b185, acc22);
+        acc23 = fma(a177, b186, acc23);
+        acc24 = fma(a177, b187, acc24);
+        acc25 = fma(a177, b188, acc25);
+        acc26 = fma(a177, b189, acc26);
+        acc27 = fma(a177, b190, acc27);
+        acc28 = fma(a177, b191, acc28);
+        acc29 = fma(a177, b192, acc29);
+        acc30 = fma(a178, b185, acc30);
+        acc31 = fma(a178, b186, acc31);
+        acc32 = fma(a178, b187, acc32);
+        acc33 = fma(a178, b188, acc33);
+        acc34 = fma(a178, b189, acc34);
+        acc35 = fma(a178, b190, acc35);
+        acc36 = fma(a178, b191, acc36);
+        acc37 = fma(a178, b192, acc37);
+        acc38 = fma(a179, b185, acc38);
+        acc39 = fma(a179, b186, acc39);
+        acc40 = fma(a179, b187, acc40);
+        acc41 = fma(a179, b188, acc41);
+        acc42 = fma(a179, b189, acc42);
+        acc43 = fma(a179, b190, acc43);
+        acc44 = fma(a179, b191, acc44);
+        acc45 = fma(a179, b192, acc45);
+        acc46 = fma(a180, b185, acc46);
+        acc47 = fma(a180, b186, acc47);
+        acc48 = fma(a180, b187, acc48);
+        acc49 = fma(a180, b188, acc49);
+        acc50 = fma(a180, b189, acc50);
+        acc51 = fma(a180, b190, acc51);
+        acc52 = fma(a180, b191, acc52);
+        acc53 = fma(a180, b192, acc53);
+        acc54 = fma(a181, b185, acc54);
+        acc55 = fma(a181, b186, acc55);
+        acc56 = fma(a181, b187, acc56);
+        acc57 = fma(a181, b188, acc57);
+        acc58 = fma(a181, b189, acc58);
+        acc59 = fma(a181, b190, acc59);
+        acc60 = fma(a181, b191, acc60);
+        acc61 = fma(a181, b192, acc61);
+        acc62 = fma(a182, b185, acc62);
+        acc63 = fma(a182, b186, acc63);
+        acc64 = fma(a182, b187, acc64);
+        acc65 = fma(a182, b188, acc65);
+        acc66 = fma(a182, b189, acc66);
+        acc67 = fma(a182, b190, acc67);
+        acc68 = fma(a182, b191, acc68);
+        acc69 = fma(a182, b192, acc69);
+        acc70 = fma(a183, b185, acc70);
+        acc71 = fma(a183, b186, acc71);
+        acc72 = fma(a183, b187, acc72);
+        acc73 = fma(a183, b188, acc73);
+        acc74 = fma(a183, b189, acc74);
+        acc75 = fma(a183, b190, acc75);
+        acc76 = fma(a183, b191, acc76);
+        acc77 = fma(a183, b192, acc77);
+        acc78 = fma(a184, b185, acc78);
+        acc79 = fma(a184, b186, acc79);
+        acc80 = fma(a184, b187, acc80);
+        acc81 = fma(a184, b188, acc81);
+        acc82 = fma(a184, b189, acc82);
+        acc83 = fma(a184, b190, acc83);
+        acc84 = fma(a184, b191, acc84);
+        acc85 = fma(a184, b192, acc85);
+        let a193: f32 = a_tile[ra159 + 256u];
+        let a194: f32 = a_tile[ra159 + 256u + 1u];
+        let a195: f32 = a_tile[ra159 + 256u + 2u];
+        let a196: f32 = a_tile[ra159 + 256u + 3u];
+        let a197: f32 = a_tile[ra159 + 320u];
+        let a198: f32 = a_tile[ra159 + 320u + 1u];
+        let a199: f32 = a_tile[ra159 + 320u + 2u];
+        let a200: f32 = a_tile[ra159 + 320u + 3u];
+        let b201: f32 = b_tile[rb160 + 256u];
+        let b202: f32 = b_tile[rb160 + 256u + 1u];
+        let b203: f32 = b_tile[rb160 + 256u + 2u];
+        let b204: f32 = b_tile[rb160 + 256u + 3u];
+        let b205: f32 = b_tile[rb160 + 320u];
+        let b206: f32 = b_tile[rb160 + 320u + 1u];
+        let b207: f32 = b_tile[rb160 + 320u + 2u];
+        let b208: f32 = b_tile[rb160 + 320u + 3u];
+        acc22 = fma(a193, b201, acc22);
+        acc23 = fma(a193, b202, acc23);
+        acc24 = fma(a193, b203, acc24);
+        acc25 = fma(a193, b204, acc25);
+        acc26 = fma(a193, b205, acc26);
+        acc27 = fma(a193, b206, acc27);
+        acc28 = fma(a193, b207, acc28);
+        acc29 = fma(a193, b208, acc29);
+        acc30 = fma(a194, b201, acc30);
+        acc31 = fma(a194, b202, acc31);
+        acc32 = fma(a194, b203, acc32);
+        acc33 = fma(a194, b204, acc33);
+        acc34 = fma(a194, b205, acc34);
+        acc35 = fma(a194, b206, acc35);
+        acc36 = fma(a194, b207, acc36);
+        acc37 = fma(a194, b208, acc37);
+        acc38 = fma(a195, b201, acc38);
+        acc39 = fma(a195, b202, acc39);
+        acc40 = fma(a195, b203, acc40);
+        acc41 = fma(a195, b204, acc41);
+        acc42 = fma(a195, b205, acc42);
+        acc43 = fma(a195, b206, acc43);
+        acc44 = fma(a195, b207, acc44);
+        acc45 = fma(a195, b208, acc45);
+        acc46 = fma(a196, b201, acc46);
+        acc47 = fma(a196, b202, acc47);
+        acc48 = fma(a196, b203, acc48);
+        acc49 = fma(a196, b204, acc49);
+        acc50 = fma(a196, b205, acc50);
+        acc51 = fma(a196, b206, acc51);
+        acc52 = fma(a196, b207, acc52);
+        acc53 = fma(a196, b208, acc53);
+        acc54 = fma(a197, b201, acc54);
+        acc55 = fma(a197, b202, acc55);
+        acc56 = fma(a197, b203, acc56);
+        acc57 = fma(a197, b204, acc57);
+        acc58 = fma(a197, b205, acc58);
+        acc59 = fma(a197, b206, acc59);
+        acc60 = fma(a197, b207, acc60);
+        acc61 = fma(a197, b208, acc61);
+        acc62 = fma(a198, b201, acc62);
+        acc63 = fma(a198, b202, acc63);
+        acc64 = fma(a198, b203, acc64);
+        acc65 = fma(a198, b204, acc65);
+        acc66 = fma(a198, b205, acc66);
+        acc67 = fma(a198, b206, acc67);
+        acc68 = fma(a198, b207, acc68);
+        acc69 = fma(a198, b208, acc69);
+        acc70 = fma(a199, b201, acc70);
+        acc71 = fma(a199, b202, acc71);
+        acc72 = fma(a199, b203, acc72);
+        acc73 = fma(a199, b204, acc73);
+        acc74 = fma(a199, b205, acc74);
+        acc75 = fma(a199, b206, acc75);
+        acc76 = fma(a199, b207, acc76);
+        acc77 = fma(a199, b208, acc77);
+        acc78 = fma(a200, b201, acc78);
+        acc79 = fma(a200, b202, acc79);
+        acc80 = fma(a200, b203, acc80);
+        acc81 = fma(a200, b204, acc81);
+        acc82 = fma(a200, b205, acc82);
+        acc83 = fma(a200, b206, acc83);
+        acc84 = fma(a200, b207, acc84);
+        acc85 = fma(a200, b208, acc85);
+        let a209: f32 = a_tile[ra159 + 384u];
+        let a210: f32 = a_tile[ra159 + 384u + 1u];
+        let a211: f32 = a_tile[ra159 + 384u + 2u];
+        let a212: f32 = a_tile[ra159 + 384u + 3u];
+        let a213: f32 = a_tile[ra159 + 448u];
+        let a214: f32 = a_tile[ra159 + 448u + 1u];
+        let a215: f32 = a_tile[ra159 + 448u + 2u];
+        let a216: f32 = a_tile[ra159 + 448u + 3u];
+        let b217: f32 = b_tile[rb160 + 384u];
+        let b218: f32 = b_tile[rb160 + 384u + 1u];
+        let b219: f32 = b_tile[rb160 + 384u + 2u];
+        let b220: f32 = b_tile[rb160 + 384u + 3u];
+        let b221: f32 = b_tile[rb160 + 448u];
+        let b222: f32 = b_tile[rb160 + 448u + 1u];
+        let b223: f32 = b_tile[rb160 + 448u + 2u];
+        let b224: f32 = b_tile[rb160 + 448u + 3u];
+        acc22 = fma(a209, b217, acc22);
+        acc23 = fma(a209, b218, acc23);
+        acc24 = fma(a209, b219, acc24);
+        acc25 = fma(a209, b220, acc25);
+        acc26 = fma(a209, b221, acc26);
+        acc27 = fma(a209, b222, acc27);
+        acc28 = fma(a209, b223, acc28);
+        acc29 = fma(a209, b224, acc29);
+        acc30 = fma(a210, b217, acc30);
+        acc31 = fma(a210, b218, acc31);
+        acc32 = fma(a210, b219, acc32);
+        acc33 = fma(a210, b220, acc33);
+        acc34 = fma(a210, b221, acc34);
+        acc35 = fma(a210, b222, acc35);
+        acc36 = fma(a210, b223, acc36);
+        acc37 = fma(a210, b224, acc37);
+        acc38 = fma(a211, b217, acc38);
+        acc39 = fma(a211, b218, acc39);
+        acc40 = fma(a211, b219, acc40);
+        acc41 = fma(a211, b220, acc41);
+        acc42 = fma(a211, b221, acc42);
+        acc43 = fma(a211, b222, acc43);
+        acc44 = fma(a211, b223, acc44);
+        acc45 = fma(a211, b224, acc45);
+        acc46 = fma(a212, b217, acc46);
+        acc47 = fma(a212, b218, acc47);
+        acc48 = fma(a212, b219, acc48);
+        acc49 = fma(a212, b220, acc49);
+        acc50 = fma(a212, b221, acc50);
+        acc51 = fma(a212, b222, acc51);
+        acc52 = fma(a212, b223, acc52);
+        acc53 = fma(a212, b224, acc53);
+        acc54 = fma(a213, b217, acc54);
+        acc55 = fma(a213, b218, acc55);
+        acc56 = fma(a213, b219, acc56);
+        acc57 = fma(a213, b220, acc57);
+        acc58 = fma(a213, b221, acc58);
+        acc59 = fma(a213, b222, acc59);
+        acc60 = fma(a213, b223, acc60);
+        acc61 = fma(a213, b224, acc61);
+        acc62 = fma(a214, b217, acc62);
+        acc63 = fma(a214, b218, acc63);
+        acc64 = fma(a214, b219, acc64);
+        acc65 = fma(a214, b220, acc65);
+        acc66 = fma(a214, b221, acc66);
+        acc67 = fma(a214, b222, acc67);
+        acc68 = fma(a214, b223, acc68);
+        acc69 = fma(a214, b224, acc69);
+        acc70 = fma(a215, b217, acc70);
+        acc71 = fma(a215, b218, acc71);
+        acc72 = fma(a215, b219, acc72);
+        acc73 = fma(a215, b220, acc73);
+        acc74 = fma(a215, b221, acc74);
+        acc75 = fma(a215, b222, acc75);
+        acc76 = fma(a215, b223, acc76);
+        acc77 = fma(a215, b224, acc77);
+        acc78 = fma(a216, b217, acc78);
+        acc79 = fma(a216, b218, acc79);
+        acc80 = fma(a216, b219, acc80);
+        acc81 = fma(a216, b220, acc81);
+        acc82 = fma(a216, b221, acc82);
+        acc83 = fma(a216, b222, acc83);
+        acc84 = fma(a216, b223, acc84);
+        acc85 = fma(a216, b224, acc85);
+        let a225: f32 = a_tile[ra159 + 512u];
+        let a226: f32 = a_tile[ra159 + 512u + 1u];
+        let a227: f32 = a_tile[ra159 + 512u + 2u];
+        let a228: f32 = a_tile[ra159 + 512u + 3u];
+        let a229: f32 = a_tile[ra159 + 576u];
+        let a230: f32 = a_tile[ra159 + 576u + 1u];
+        let a231: f32 = a_tile[ra159 + 576u + 2u];
+        let a232: f32 = a_tile[ra159 + 576u + 3u];
+        let b233: f32 = b_tile[rb160 + 512u];
+        let b234: f32 = b_tile[rb160 + 512u + 1u];
+        let b235: f32 = b_tile[rb160 + 512u + 2u];
+        let b236: f32 = b_tile[rb160 + 512u + 3u];
+        let b237: f32 = b_tile[rb160 + 576u];
+        let b238: f32 = b_tile[rb160 + 576u + 1u];
+        let b239: f32 = b_tile[rb160 + 576u + 2u];
+        let b240: f32 = b_tile[rb160 + 576u + 3u];
+        acc22 = fma(a225, b233, acc22);
+        acc23 = fma(a225, b234, acc23);
+        acc24 = fma(a225, b235, acc24);
+        acc25 = fma(a225, b236, acc25);
+        acc26 = fma(a225, b237, acc26);
+        acc27 = fma(a225, b238, acc27);
+        acc28 = fma(a225, b239, acc28);
+        acc29 = fma(a225, b240, acc29);
+        acc30 = fma(a226, b233, acc30);
+        acc31 = fma(a226, b234, acc31);
+        acc32 = fma(a226, b235, acc32);
+        acc33 = fma(a226, b236, acc33);
+        acc34 = fma(a226, b237, acc34);
+        acc35 = fma(a226, b238, acc35);
+        acc36 = fma(a226, b239, acc36);
+        acc37 = fma(a226, b240, acc37);
+        acc38 = fma(a227, b233, acc38);
+        acc39 = fma(a227, b234, acc39);
+        acc40 = fma(a227, b235, acc40);
+        acc41 = fma(a227, b236, acc41);
+        acc42 = fma(a227, b237, acc42);
+        acc43 = fma(a227, b238, acc43);
+        acc44 = fma(a227, b239, acc44);
+        acc45 = fma(a227, b240, acc45);
+        acc46 = fma(a228, b233, acc46);
+        acc47 = fma(a228, b234, acc47);
+        acc48 = fma(a228, b235, acc48);
+        acc49 = fma(a228, b236, acc49);
+        acc50 = fma(a228, b237, acc50);
+        acc51 = fma(a228, b238, acc51);
+        acc52 = fma(a228, b239, acc52);
+        acc53 = fma(a228, b240, acc53);
+        acc54 = fma(a229, b233, acc54);
+        acc55 = fma(a229, b234, acc55);
+        acc56 = fma(a229, b235, acc56);
+        acc57 = fma(a229, b236, acc57);
+        acc58 = fma(a229, b237, acc58);
+        acc59 = fma(a229, b238, acc59);
+        acc60 = fma(a229, b239, acc60);
+        acc61 = fma(a229, b240, acc61);
+        acc62 = fma(a230, b233, acc62);
+        acc63 = fma(a230, b234, acc63);
+        acc64 = fma(a230, b235, acc64);
+        acc65 = fma(a230, b236, acc65);
+        acc66 = fma(a230, b237, acc66);
+        acc67 = fma(a230, b238, acc67);
+        acc68 = fma(a230, b239, acc68);
+        acc69 = fma(a230, b240, acc69);
+        acc70 = fma(a231, b233, acc70);
+        acc71 = fma(a231, b234, acc71);
+        acc72 = fma(a231, b235, acc72);
+        acc73 = fma(a231, b236, acc73);
+        acc74 = fma(a231, b237, acc74);
+        acc75 = fma(a231, b238, acc75);
+        acc76 = fma(a231, b239, acc76);
+        acc77 = fma(a231, b240, acc77);
+        acc78 = fma(a232, b233, acc78);
+        acc79 = fma(a232, b234, acc79);
+        acc80 = fma(a232, b235, acc80);
+        acc81 = fma(a232, b236, acc81);
+        acc82 = fma(a232, b237, acc82);
+        acc83 = fma(a232, b238, acc83);
+        acc84 = fma(a232, b239, acc84);
+        acc85 = fma(a232, b240, acc85);
+        let a241: f32 = a_tile[ra159 + 640u];
+        let a242: f32 = a_tile[ra159 + 640u + 1u];
+        let a243: f32 = a_tile[ra159 + 640u + 2u];
+        let a244: f32 = a_tile[ra159 + 640u + 3u];
+        let a245: f32 = a_tile[ra159 + 704u];
+        let a246: f32 = a_tile[ra159 + 704u + 1u];
+        let a247: f32 = a_tile[ra159 + 704u + 2u];
+        let a248: f32 = a_tile[ra159 + 704u + 3u];
+        let b249: f32 = b_tile[rb160 + 640u];
+        let b250: f32 = b_tile[rb160 + 640u + 1u];
+        let b251: f32 = b_tile[rb160 + 640u + 2u];
+        let b252: f32 = b_tile[rb160 + 640u + 3u];
+        let b253: f32 = b_tile[rb160 + 704u];
+        let b254: f32 = b_tile[rb160 + 704u + 1u];
+        let b255: f32 = b_tile[rb160 + 704u + 2u];
+        let b256: f32 = b_tile[rb160 + 704u + 3u];
+        acc22 = fma(a241, b249, acc22);
+        acc23 = fma(a241, b250, acc23);
+        acc24 = fma(a241, b251, acc24);
+        acc25 = fma(a241, b252, acc25);
+        acc26 = fma(a241, b253, acc26);
+        acc27 = fma(a241, b254, acc27);
+        acc28 = fma(a241, b255, acc28);
+        acc29 = fma(a241, b256, acc29);
+        acc30 = fma(a242, b249, acc30);
+        acc31 = fma(a242, b250, acc31);
+        acc32 = fma(a242, b251, acc32);
+        acc33 = fma(a242, b252, acc33);
+        acc34 = fma(a242, b253, acc34);
+        acc35 = fma(a242, b254, acc35);
+        acc36 = fma(a242, b255, acc36);
+        acc37 = fma(a242, b256, acc37);
+        acc38 = fma(a243, b249, acc38);
+        acc39 = fma(a243, b250, acc39);
+        acc40 = fma(a243, b251, acc40);
+        acc41 = fma(a243, b252, acc41);
+        acc42 = fma(a243, b253, acc42);
+        acc43 = fma(a243, b254, acc43);
+        acc44 = fma(a243, b255, acc44);
+        acc45 = fma(a243, b256, acc45);
+        acc46 = fma(a244, b249, acc46);
+        acc47 = fma(a244, b250, acc47);
+        acc48 = fma(a244, b251, acc48);
+        acc49 = fma(a244, b252, acc49);
+        acc50 = fma(a244, b253, acc50);
+        acc51 = fma(a244, b254, acc51);
+        acc52 = fma(a244, b255, acc52);
+        acc53 = fma(a244, b256, acc53);
+        acc54 = fma(a245, b249, acc54);
+        acc55 = fma(a245, b250, acc55);
+        acc56 = fma(a245, b251, acc56);
+        acc57 = fma(a245, b252, acc57);
+        acc58 = fma(a245, b253, acc58);
+        acc59 = fma(a245, b254, acc59);
+        acc60 = fma(a245, b255, acc60);
+        acc61 = fma(a245, b256, acc61);
+        acc62 = fma(a246, b249, acc62);
+        acc63 = fma(a246, b250, acc63);
+        acc64 = fma(a246, b251, acc64);
+        acc65 = fma(a246, b252, acc65);
+        acc66 = fma(a246, b253, acc66);
+        acc67 = fma(a246, b254, acc67);
+        acc68 = fma(a246, b255, acc68);
+        acc69 = fma(a246, b256, acc69);
+        acc70 = fma(a247, b249, acc70);
+        acc71 = fma(a247, b250, acc71);
+        acc72 = fma(a247, b251, acc72);
+        acc73 = fma(a247, b252, acc73);
+        acc74 = fma(a247, b253, acc74);
+        acc75 = fma(a247, b254, acc75);
+        acc76 = fma(a247, b255, acc76);
+        acc77 = fma(a247, b256, acc77);
+        acc78 = fma(a248, b249, acc78);
+        acc79 = fma(a248, b250, acc79);
+        acc80 = fma(a248, b251, acc80);
+        acc81 = fma(a248, b252, acc81);
+        acc82 = fma(a248, b253, acc82);
+        acc83 = fma(a248, b254, acc83);
+        acc84 = fma(a248, b255, acc84);
+        acc85 = fma(a248, b256, acc85);
+        let a257: f32 = a_tile[ra159 + 768u];
+        let a258: f32 = a_tile[ra159 + 768u + 1u];
+        let a259: f32 = a_tile[ra159 + 768u + 2u];
+        let a260: f32 = a_tile[ra159 + 768u + 3u];
+        let a261: f32 = a_tile[ra159 + 832u];
+        let a262: f32 = a_tile[ra159 + 832u + 1u];
+        let a263: f32 = a_tile[ra159 + 832u + 2u];
+        let a264: f32 = a_tile[ra159 + 832u + 3u];
+        let b265: f32 = b_tile[rb160 + 768u];
+        let b266: f32 = b_tile[rb160 + 768u + 1u];
+        let b267: f32 = b_tile[rb160 + 768u + 2u];
+        let b268: f32 = b_tile[rb160 + 768u + 3u];
+        let b269: f32 = b_tile[rb160 + 832u];
+        let b270: f32 = b_tile[rb160 + 832u + 1u];
+        let b271: f32 = b_tile[rb160 + 832u + 2u];
+        let b272: f32 = b_tile[rb160 + 832u + 3u];
+        acc22 = fma(a257, b265, acc22);
+        acc23 = fma(a257, b266, acc23);
+        acc24 = fma(a257, b267, acc24);
+        acc25 = fma(a257, b268, acc25);
+        acc26 = fma(a257, b269, acc26);
+        acc27 = fma(a257, b270, acc27);
+        acc28 = fma(a257, b271, acc28);
+        acc29 = fma(a257, b272, acc29);
+        acc30 = fma(a258, b265, acc30);
+        acc31 = fma(a258, b266, acc31);
+        acc32 = fma(a258, b267, acc32);
+        acc33 = fma(a258, b268, acc33);
+        acc34 = fma(a258, b269, acc34);
+        acc35 = fma(a258, b270, acc35);
+        acc36 = fma(a258, b271, acc36);
+        acc37 = fma(a258, b272, acc37);
+        acc38 = fma(a259, b265, acc38);
+        acc39 = fma(a259, b266, acc39);
+        acc40 = fma(a259, b267, acc40);
+        acc41 = fma(a259, b268, acc41);
+        acc42 = fma(a259, b269, acc42);
+        acc43 = fma(a259, b270, acc43);
+        acc44 = fma(a259, b271, acc44);
+        acc45 = fma(a259, b272, acc45);
+        acc46 = fma(a260, b265, acc46);
+        acc47 = fma(a260, b266, acc47);
+        acc48 = fma(a260, b267, acc48);
+        acc49 = fma(a260, b268, acc49);
+        acc50 = fma(a260, b269, acc50);
+        acc51 = fma(a260, b270, acc51);
+        acc52 = fma(a260, b271, acc52);
+        acc53 = fma(a260, b272, acc53);
+        acc54 = fma(a261, b265, acc54);
+        acc55 = fma(a261, b266, acc55);
+        acc56 = fma(a261, b267, acc56);
+        acc57 = fma(a261, b268, acc57);
+        acc58 = fma(a261, b269, acc58);
+        acc59 = fma(a261, b270, acc59);
+        acc60 = fma(a261, b271, acc60);
+        acc61 = fma(a261, b272, acc61);
+        acc62 = fma(a262, b265, acc62);
+        acc63 = fma(a262, b266, acc63);
+        acc64 = fma(a262, b267, acc64);
+        acc65 = fma(a262, b268, acc65);
+        acc66 = fma(a262, b269, acc66);
+        acc67 = fma(a262, b270, acc67);
+        acc68 = fma(a262, b271, acc68);
+        acc69 = fma(a262, b272, acc69);
+        acc70 = fma(a263, b265, acc70);
+        acc71 = fma(a263, b266, acc71);
+        acc72 = fma(a263, b267, acc72);
+        acc73 = fma(a263, b268, acc73);
+        acc74 = fma(a263, b269, acc74);
+        acc75 = fma(a263, b270, acc75);
+        acc76 = fma(a263, b271, acc76);
+        acc77 = fma(a263, b272, acc77);
+        acc78 = fma(a264, b265, acc78);
+        acc79 = fma(a264, b266, acc79);
+        acc80 = fma(a264, b267, acc80);
+        acc81 = fma(a264, b268, acc81);
+        acc82 = fma(a264, b269, acc82);
+        acc83 = fma(a264, b270, acc83);
+        acc84 = fma(a264, b271, acc84);
+        acc85 = fma(a264, b272, acc85);
+        let a273: f32 = a_tile[ra159 + 896u];
+        let a274: f32 = a_tile[ra159 + 896u + 1u];
+        let a275: f32 = a_tile[ra159 + 896u + 2u];
+        let a276: f32 = a_tile[ra159 + 896u + 3u];
+        let a277: f32 = a_tile[ra159 + 960u];
+        let a278: f32 = a_tile[ra159 + 960u + 1u];
+        let a279: f32 = a_tile[ra159 + 960u + 2u];
+        let a280: f32 = a_tile[ra159 + 960u + 3u];
+        let b281: f32 = b_tile[rb160 + 896u];
+        let b282: f32 = b_tile[rb160 + 896u + 1u];
+        let b283: f32 = b_tile[rb160 + 896u + 2u];
+        let b284: f32 = b_tile[rb160 + 896u + 3u];
+        let b285: f32 = b_tile[rb160 + 960u];
+        let b286: f32 = b_tile[rb160 + 960u + 1u];
+        let b287: f32 = b_tile[rb160 + 960u + 2u];
+        let b288: f32 = b_tile[rb160 + 960u + 3u];
+        acc22 = fma(a273, b281, acc22);
+        acc23 = fma(a273, b282, acc23);
+        acc24 = fma(a273, b283, acc24);
+        acc25 = fma(a273, b284, acc25);
+        acc26 = fma(a273, b285, acc26);
+        acc27 = fma(a273, b286, acc27);
+        acc28 = fma(a273, b287, acc28);
+        acc29 = fma(a273, b288, acc29);
+        acc30 = fma(a274, b281, acc30);
+        acc31 = fma(a274, b282, acc31);
+        acc32 = fma(a274, b283, acc32);
+        acc33 = fma(a274, b284, acc33);
+        acc34 = fma(a274, b285, acc34);
+        acc35 = fma(a274, b286, acc35);
+        acc36 = fma(a274, b287, acc36);
+        acc37 = fma(a274, b288, acc37);
+        acc38 = fma(a275, b281, acc38);
+        acc39 = fma(a275, b282, acc39);
+        acc40 = fma(a275, b283, acc40);
+        acc41 = fma(a275, b284, acc41);
+        acc42 = fma(a275, b285, acc42);
+        acc43 = fma(a275, b286, acc43);
+        acc44 = fma(a275, b287, acc44);
+        acc45 = fma(a275, b288, acc45);
+        acc46 = fma(a276, b281, acc46);
+        acc47 = fma(a276, b282, acc47);
+        acc48 = fma(a276, b283, acc48);
+        acc49 = fma(a276, b284, acc49);
+        acc50 = fma(a276, b285, acc50);
+        acc51 = fma(a276, b286, acc51);
+        acc52 = fma(a276, b287, acc52);
+        acc53 = fma(a276, b288, acc53);
+        acc54 = fma(a277, b281, acc54);
+        acc55 = fma(a277, b282, acc55);
+        acc56 = fma(a277, b283, acc56);
+        acc57 = fma(a277, b284, acc57);
+        acc58 = fma(a277, b285, acc58);
+        acc59 = fma(a277, b286, acc59);
+        acc60 = fma(a277, b287, acc60);
+        acc61 = fma(a277, b288, acc61);
+        acc62 = fma(a278, b281, acc62);
+        acc63 = fma(a278, b282, acc63);
+        acc64 = fma(a278, b283, acc64);
+        acc65 = fma(a278, b284, acc65);
+        acc66 = fma(a278, b285, acc66);
+        acc67 = fma(a278, b286, acc67);
+        acc68 = fma(a278, b287, acc68);
+        acc69 = fma(a278, b288, acc69);
+        acc70 = fma(a279, b281, acc70);
+        acc71 = fma(a279, b282, acc71);
+        acc72 = fma(a279, b283, acc72);
+        acc73 = fma(a279, b284, acc73);
+        acc74 = fma(a279, b285, acc74);
+        acc75 = fma(a279, b286, acc75);
+        acc76 = fma(a279, b287, acc76);
+        acc77 = fma(a279, b288, acc77);
+        acc78 = fma(a280, b281, acc78);
+        acc79 = fma(a280, b282, acc79);
+        acc80 = fma(a280, b283, acc80);
+        acc81 = fma(a280, b284, acc81);
+        acc82 = fma(a280, b285, acc82);
+        acc83 = fma(a280, b286, acc83);
+        acc84 = fma(a280, b287, acc84);
+        acc85 = fma(a280, b288, acc85);
         workgroupBarrier();
-        for (var kk56: u32 = 0u; kk56 < 16u; kk56 += 1u) {
-            let a57: f32 = a_tile[lid.y * 16u + kk56];
-            let a58: f32 = a_tile[(lid.y + 16u) * 16u + kk56];
-            let a59: f32 = a_tile[(lid.y + 32u) * 16u + kk56];
-            let a60: f32 = a_tile[(lid.y + 48u) * 16u + kk56];
-            let b61: f32 = b_tile[kk56 * 64u + lid.x];
-            let b62: f32 = b_tile[kk56 * 64u + (lid.x + 16u)];
-            let b63: f32 = b_tile[kk56 * 64u + (lid.x + 32u)];
-            let b64: f32 = b_tile[kk56 * 64u + (lid.x + 48u)];
-            acc13 = fma(a57, b61, acc13);
-            acc14 = fma(a57, b62, acc14);
-            acc15 = fma(a57, b63, acc15);
-            acc16 = fma(a57, b64, acc16);
-            acc17 = fma(a58, b61, acc17);
-            acc18 = fma(a58, b62, acc18);
-            acc19 = fma(a58, b63, acc19);
-            acc20 = fma(a58, b64, acc20);
-            acc21 = fma(a59, b61, acc21);
-            acc22 = fma(a59, b62, acc22);
-            acc23 = fma(a59, b63, acc23);
-            acc24 = fma(a59, b64, acc24);
-            acc25 = fma(a60, b61, acc25);
-            acc26 = fma(a60, b62, acc26);
-            acc27 = fma(a60, b63, acc27);
-            acc28 = fma(a60, b64, acc28);
-        }
-        workgroupBarrier();
     }
-    if ((row5 < u.N) && (col9 < u.M)) {
-        let i65: u32 = row5 * u.M + col9;
-        out[i65] = acc13;
+    if ((row6 < u.N) && (col14 < u.M)) {
+        let i289: u32 = row6 * u.M + col14;
+        out[i289] = acc22;
     }
-    if ((row5 < u.N) && (col10 < u.M)) {
-        let i66: u32 = row5 * u.M + col10;
-        out[i66] = acc14;
+    if ((row6 < u.N) && (col15 < u.M)) {
+        let i290: u32 = row6 * u.M + col15;
+        out[i290] = acc23;
     }
-    if ((row5 < u.N) && (col11 < u.M)) {
-        let i67: u32 = row5 * u.M + col11;
-        out[i67] = acc15;
+    if ((row6 < u.N) && (col16 < u.M)) {
+        let i291: u32 = row6 * u.M + col16;
+        out[i291] = acc24;
     }
-    if ((row5 < u.N) && (col12 < u.M)) {
-        let i68: u32 = row5 * u.M + col12;
-        out[i68] = acc16;
+    if ((row6 < u.N) && (col17 < u.M)) {
+        let i292: u32 = row6 * u.M + col17;
+        out[i292] = acc25;
     }
-    if ((row6 < u.N) && (col9 < u.M)) {
-        let i69: u32 = row6 * u.M + col9;
-        out[i69] = acc17;
+    if ((row6 < u.N) && (col18 < u.M)) {
+        let i293: u32 = row6 * u.M + col18;
+        out[i293] = acc26;
     }
-    if ((row6 < u.N) && (col10 < u.M)) {
-        let i70: u32 = row6 * u.M + col10;
-        out[i70] = acc18;
+    if ((row6 < u.N) && (col19 < u.M)) {
+        let i294: u32 = row6 * u.M + col19;
+        out[i294] = acc27;
     }
-    if ((row6 < u.N) && (col11 < u.M)) {
-        let i71: u32 = row6 * u.M + col11;
-        out[i71] = acc19;
+    if ((row6 < u.N) && (col20 < u.M)) {
+        let i295: u32 = row6 * u.M + col20;
+        out[i295] = acc28;
     }
-    if ((row6 < u.N) && (col12 < u.M)) {
-        let i72: u32 = row6 * u.M + col12;
-        out[i72] = acc20;
+    if ((row6 < u.N) && (col21 < u.M)) {
+        let i296: u32 = row6 * u.M + col21;
+        out[i296] = acc29;
     }
-    if ((row7 < u.N) && (col9 < u.M)) {
-        let i73: u32 = row7 * u.M + col9;
-        out[i73] = acc21;
+    if ((row7 < u.N) && (col14 < u.M)) {
+        let i297: u32 = row7 * u.M + col14;
+        out[i297] = acc30;
     }
-    if ((row7 < u.N) && (col10 < u.M)) {
-        let i74: u32 = row7 * u.M + col10;
-        out[i74] = acc22;
+    if ((row7 < u.N) && (col15 < u.M)) {
+        let i298: u32 = row7 * u.M + col15;
+        out[i298] = acc31;
     }
-    if ((row7 < u.N) && (col11 < u.M)) {
-        let i75: u32 = row7 * u.M + col11;
-        out[i75] = acc23;
+    if ((row7 < u.N) && (col16 < u.M)) {
+        let i299: u32 = row7 * u.M + col16;
+        out[i299] = acc32;
     }
-    if ((row7 < u.N) && (col12 < u.M)) {
-        let i76: u32 = row7 * u.M + col12;
-        out[i76] = acc24;
+    if ((row7 < u.N) && (col17 < u.M)) {
+        let i300: u32 = row7 * u.M + col17;
+        out[i300] = acc33;
     }
-    if ((row8 < u.N) && (col9 < u.M)) {
-        let i77: u32 = row8 * u.M + col9;
-        out[i77] = acc25;
+    if ((row7 < u.N) && (col18 < u.M)) {
+        let i301: u32 = row7 * u.M + col18;
+        out[i301] = acc34;
     }
-    if ((row8 < u.N) && (col10 < u.M)) {
-        let i78: u32 = row8 * u.M + col10;
-        out[i78] = acc26;
+    if ((row7 < u.N) && (col19 < u.M)) {
+        let i302: u32 = row7 * u.M + col19;
+        out[i302] = acc35;
     }
-    if ((row8 < u.N) && (col11 < u.M)) {
-        let i79: u32 = row8 * u.M + col11;
-        out[i79] = acc27;
+    if ((row7 < u.N) && (col20 < u.M)) {
+        let i303: u32 = row7 * u.M + col20;
+        out[i303] = acc36;
     }
-    if ((row8 < u.N) && (col12 < u.M)) {
-        let i80: u32 = row8 * u.M + col12;
-        out[i80] = acc28;
+    if ((row7 < u.N) && (col21 < u.M)) {
+        let i304: u32 = row7 * u.M + col21;
+        out[i304] = acc37;
+    }
+    if ((row8 < u.N) && (col14 < u.M)) {
+        let i305: u32 = row8 * u.M + col14;
+        out[i305] = acc38;
+    }
+    if ((row8 < u.N) && (col15 < u.M)) {
+        let i306: u32 = row8 * u.M + col15;
+        out[i306] = acc39;
+    }
+    if ((row8 < u.N) && (col16 < u.M)) {
+        let i307: u32 = row8 * u.M + col16;
+        out[i307] = acc40;
+    }
+    if ((row8 < u.N) && (col17 < u.M)) {
+        let i308: u32 = row8 * u.M + col17;
+        out[i308] = acc41;
+    }
+    if ((row8 < u.N) && (col18 < u.M)) {
+        let i309: u32 = row8 * u.M + col18;
+        out[i309] = acc42;
+    }
+    if ((row8 < u.N) && (col19 < u.M)) {
+        let i310: u32 = row8 * u.M + col19;
+        out[i310] = acc43;
+    }
+    if ((row8 < u.N) && (col20 < u.M)) {
+        let i311: u32 = row8 * u.M + col20;
+        out[i311] = acc44;
+    }
+    if ((row8 < u.N) && (col21 < u.M)) {
+        let i312: u32 = row8 * u.M + col21;
+        out[i312] = acc45;
+    }
+    if ((row9 < u.N) && (col14 < u.M)) {
+        let i313: u32 = row9 * u.M + col14;
+        out[i313] = acc46;
+    }
+    if ((row9 < u.N) && (col15 < u.M)) {
+        let i314: u32 = row9 * u.M + col15;
+        out[i314] = acc47;
+    }
+    if ((row9 < u.N) && (col16 < u.M)) {
+        let i315: u32 = row9 * u.M + col16;
+        out[i315] = acc48;
+    }
+    if ((row9 < u.N) && (col17 < u.M)) {
+        let i316: u32 = row9 * u.M + col17;
+        out[i316] = acc49;
+    }
+    if ((row9 < u.N) && (col18 < u.M)) {
+        let i317: u32 = row9 * u.M + col18;
+        out[i317] = acc50;
+    }
+    if ((row9 < u.N) && (col19 < u.M)) {
+        let i318: u32 = row9 * u.M + col19;
+        out[i318] = acc51;
+    }
+    if ((row9 < u.N) && (col20 < u.M)) {
+        let i319: u32 = row9 * u.M + col20;
+        out[i319] = acc52;
+    }
+    if ((row9 < u.N) && (col21 < u.M)) {
+        let i320: u32 = row9 * u.M + col21;
+        out[i320] = acc53;
+    }
+    if ((row10 < u.N) && (col14 < u.M)) {
+        let i321: u32 = row10 * u.M + col14;
+        out[i321] = acc54;
+    }
+    if ((row10 < u.N) && (col15 < u.M)) {
+        let i322: u32 = row10 * u.M + col15;
+        out[i322] = acc55;
+    }
+    if ((row10 < u.N) && (col16 < u.M)) {
+        let i323: u32 = row10 * u.M + col16;
+        out[i323] = acc56;
+    }
+    if ((row10 < u.N) && (col17 < u.M)) {
+        let i324: u32 = row10 * u.M + col17;
+        out[i324] = acc57;
+    }
+    if ((row10 < u.N) && (col18 < u.M)) {
+        let i325: u32 = row10 * u.M + col18;
+        out[i325] = acc58;
+    }
+    if ((row10 < u.N) && (col19 < u.M)) {
+        let i326: u32 = row10 * u.M + col19;
+        out[i326] = acc59;
+    }
+    if ((row10 < u.N) && (col20 < u.M)) {
+        let i327: u32 = row10 * u.M + col20;
+        out[i327] = acc60;
+    }
+    if ((row10 < u.N) && (col21 < u.M)) {
+        let i328: u32 = row10 * u.M + col21;
+        out[i328] = acc61;
+    }
+    if ((row11 < u.N) && (col14 < u.M)) {
+        let i329: u32 = row11 * u.M + col14;
+        out[i329] = acc62;
+    }
+    if ((row11 < u.N) && (col15 < u.M)) {
+        let i330: u32 = row11 * u.M + col15;
+        out[i330] = acc63;
+    }
+    if ((row11 < u.N) && (col16 < u.M)) {
+        let i331: u32 = row11 * u.M + col16;
+        out[i331] = acc64;
+    }
+    if ((row11 < u.N) && (col17 < u.M)) {
+        let i332: u32 = row11 * u.M + col17;
+        out[i332] = acc65;
+    }
+    if ((row11 < u.N) && (col18 < u.M)) {
+        let i333: u32 = row11 * u.M + col18;
+        out[i333] = acc66;
+    }
+    if ((row11 < u.N) && (col19 < u.M)) {
+        let i334: u32 = row11 * u.M + col19;
+        out[i334] = acc67;
+    }
+    if ((row11 < u.N) && (col20 < u.M)) {
+        let i335: u32 = row11 * u.M + col20;
+        out[i335] = acc68;
+    }
+    if ((row11 < u.N) && (col21 < u.M)) {
+        let i336: u32 = row11 * u.M + col21;
+        out[i336] = acc69;
+    }
+    if ((row12 < u.N) && (col14 < u.M)) {
+        let i337: u32 = row12 * u.M + col14;
+        out[i337] = acc70;
+    }
+    if ((row12 < u.N) && (col15 < u.M)) {
+        let i338: u32 = row12 * u.M + col15;
+        out[i338] = acc71;
+    }
+    if ((row12 < u.N) && (col16 < u.M)) {
+        let i339: u32 = row12 * u.M + col16;
+        out[i339] = acc72;
+    }
+    if ((row12 < u.N) && (col17 < u.M)) {
+        let i340: u32 = row12 * u.M + col17;
+        out[i340] = acc73;
+    }
+    if ((row12 < u.N) && (col18 < u.M)) {
+        let i341: u32 = row12 * u.M + col18;
+        out[i341] = acc74;
+    }
+    if ((row12 < u.N) && (col19 < u.M)) {
+        let i342: u32 = row12 * u.M + col19;
+        out[i342] = acc75;
+    }
+    if ((row12 < u.N) && (col20 < u.M)) {
+        let i343: u32 = row12 * u.M + col20;
+        out[i343] = acc76;
+    }
+    if ((row12 < u.N) && (col21 < u.M)) {
+        let i344: u32 = row12 * u.M + col21;
+        out[i344] = acc77;
+    }
+    if ((row13 < u.N) && (col14 < u.M)) {
+        let i345: u32 = row13 * u.M + col14;
+        out[i345] = acc78;
+    }
+    if ((row13 < u.N) && (col15 < u.M)) {
+        let i346: u32 = row13 * u.M + col15;
+        out[i346] = acc79;
+    }
+    if ((row13 < u.N) && (col16 < u.M)) {
+        let i347: u32 = row13 * u.M + col16;
+        out[i347] = acc80;
+    }
+    if ((row13 < u.N) && (col17 < u.M)) {
+        let i348: u32 = row13 * u.M + col17;
+        out[i348] = acc81;
+    }
+    if ((row13 < u.N) && (col18 < u.M)) {
+        let i349: u32 = row13 * u.M + col18;
+        out[i349] = acc82;
+    }
+    if ((row13 < u.N) && (col19 < u.M)) {
+        let i350: u32 = row13 * u.M + col19;
+        out[i350] = acc83;
+    }
+    if ((row13 < u.N) && (col20 < u.M)) {
+        let i351: u32 = row13 * u.M + col20;
+        out[i351] = acc84;
+    }
+    if ((row13 < u.N) && (col21 < u.M)) {
+        let i352: u32 = row13 * u.M + col21;
+        out[i352] = acc85;
     }
 }

@@ -9,8 +9,8 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read> k: array<f32>;
 @group(0) @binding(2) var<storage, read_write> scratch0: array<f32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> a_tile: array<f32, 1024>;
-var<workgroup> b_tile: array<f32, 1024>;
+var<workgroup> a_tile: array<f32, 2048>;
+var<workgroup> b_tile: array<f32, 2048>;
 
 @compute @workgroup_size(16, 16, 1)
 fn causal_attention_0_matmul(
@@ -19,30 +19,30 @@ fn causal_attention_0_matmul(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.T + 64u - 1u) >> 6u) * ((u.T + 64u - 1u) >> 6u)) {
+    if (g0 >= ((u.T + 128u - 1u) >> 7u) * ((u.T + 128u - 1u) >> 7u)) {
         return;
     }
-    let tile1: u32 = g0 % ((u.T + 64u - 1u) >> 6u);
-    let tile2: u32 = g0 / ((u.T + 64u - 1u) >> 6u);
-    let row3: u32 = tile2 * 64u;
-    let col4: u32 = tile1 * 64u;
-    let row5: u32 = row3 + lid.y;
-    let row6: u32 = row3 + (lid.y + 16u);
-    let row7: u32 = row3 + (lid.y + 32u);
-    let row8: u32 = row3 + (lid.y + 48u);
-    let col9: u32 = col4 + lid.x;
-    let col10: u32 = col4 + (lid.x + 16u);
-    let col11: u32 = col4 + (lid.x + 32u);
-    let col12: u32 = col4 + (lid.x + 48u);
-    var acc13: f32 = 0.0f;
-    var acc14: f32 = 0.0f;
-    var acc15: f32 = 0.0f;
-    var acc16: f32 = 0.0f;
-    var acc17: f32 = 0.0f;
-    var acc18: f32 = 0.0f;
-    var acc19: f32 = 0.0f;
-    var acc20: f32 = 0.0f;
-    var acc21: f32 = 0.0f;
+    let tile1: u32 = g0 % ((u.T + 128u - 1u) >> 7u);
+    let tile2: u32 = g0 / ((u.T + 128u - 1u) >> 7u);
+    let t3: u32 = lid.y * 16u + lid.x;
+    let row4: u32 = tile2 * 128u;
+    let col5: u32 = tile1 * 128u;
+    let row6: u32 = row4 + lid.y * 4u;
+    let row7: u32 = row4 + (lid.y * 4u + 1u);
+    let row8: u32 = row4 + (lid.y * 4u + 2u);
+    let row9: u32 = row4 + (lid.y * 4u + 3u);
+    let row10: u32 = row4 + (lid.y * 4u + 64u);
+    let row11: u32 = row4 + (lid.y * 4u + 65u);
+    let row12: u32 = row4 + (lid.y * 4u + 66u);
+    let row13: u32 = row4 + (lid.y * 4u + 67u);
+    let col14: u32 = col5 + lid.x * 4u;
+    let col15: u32 = col5 + (lid.x * 4u + 1u);
+    let col16: u32 = col5 + (lid.x * 4u + 2u);
+    let col17: u32 = col5 + (lid.x * 4u + 3u);
+    let col18: u32 = col5 + (lid.x * 4u + 64u);
+    let col19: u32 = col5 + (lid.x * 4u + 65u);
+    let col20: u32 = col5 + (lid.x * 4u + 66u);
+    let col21: u32 = col5 + (lid.x * 4u + 67u);
     var acc22: f32 = 0.0f;
     var acc23: f32 = 0.0f;
     var acc24: f32 = 0.0f;
@@ -50,236 +50,1408 @@ fn causal_attention_0_matmul(
     var acc26: f32 = 0.0f;
     var acc27: f32 = 0.0f;
     var acc28: f32 = 0.0f;
-    for (var k0_29: u32 = 0u; k0_29 < u.D; k0_29 += 16u) {
-        let ka30: u32 = k0_29 + lid.x;
-        let kb31: u32 = k0_29 + lid.y;
-        var x32: f32 = 0.0f;
-        if ((row5 < u.T) && (ka30 < u.D)) {
-            let i33: u32 = row5 * u.D + ka30;
-            let v34: f32 = q[i33];
-            x32 = v34;
+    var acc29: f32 = 0.0f;
+    var acc30: f32 = 0.0f;
+    var acc31: f32 = 0.0f;
+    var acc32: f32 = 0.0f;
+    var acc33: f32 = 0.0f;
+    var acc34: f32 = 0.0f;
+    var acc35: f32 = 0.0f;
+    var acc36: f32 = 0.0f;
+    var acc37: f32 = 0.0f;
+    var acc38: f32 = 0.0f;
+    var acc39: f32 = 0.0f;
+    var acc40: f32 = 0.0f;
+    var acc41: f32 = 0.0f;
+    var acc42: f32 = 0.0f;
+    var acc43: f32 = 0.0f;
+    var acc44: f32 = 0.0f;
+    var acc45: f32 = 0.0f;
+    var acc46: f32 = 0.0f;
+    var acc47: f32 = 0.0f;
+    var acc48: f32 = 0.0f;
+    var acc49: f32 = 0.0f;
+    var acc50: f32 = 0.0f;
+    var acc51: f32 = 0.0f;
+    var acc52: f32 = 0.0f;
+    var acc53: f32 = 0.0f;
+    var acc54: f32 = 0.0f;
+    var acc55: f32 = 0.0f;
+    var acc56: f32 = 0.0f;
+    var acc57: f32 = 0.0f;
+    var acc58: f32 = 0.0f;
+    var acc59: f32 = 0.0f;
+    var acc60: f32 = 0.0f;
+    var acc61: f32 = 0.0f;
+    var acc62: f32 = 0.0f;
+    var acc63: f32 = 0.0f;
+    var acc64: f32 = 0.0f;
+    var acc65: f32 = 0.0f;
+    var acc66: f32 = 0.0f;
+    var acc67: f32 = 0.0f;
+    var acc68: f32 = 0.0f;
+    var acc69: f32 = 0.0f;
+    var acc70: f32 = 0.0f;
+    var acc71: f32 = 0.0f;
+    var acc72: f32 = 0.0f;
+    var acc73: f32 = 0.0f;
+    var acc74: f32 = 0.0f;
+    var acc75: f32 = 0.0f;
+    var acc76: f32 = 0.0f;
+    var acc77: f32 = 0.0f;
+    var acc78: f32 = 0.0f;
+    var acc79: f32 = 0.0f;
+    var acc80: f32 = 0.0f;
+    var acc81: f32 = 0.0f;
+    var acc82: f32 = 0.0f;
+    var acc83: f32 = 0.0f;
+    var acc84: f32 = 0.0f;
+    var acc85: f32 = 0.0f;
+    let ak86: u32 = t3 & 7u;
+    let am87: u32 = t3 >> 3u;
+    let ar88: u32 = row4 + am87;
+    let ar89: u32 = row4 + (am87 + 32u);
+    let ar90: u32 = row4 + (am87 + 64u);
+    let ar91: u32 = row4 + (am87 + 96u);
+    let ab92: u32 = ar88 * u.D;
+    let ab93: u32 = ar89 * u.D;
+    let ab94: u32 = ar90 * u.D;
+    let ab95: u32 = ar91 * u.D;
+    let aok96: bool = ar88 < u.T;
+    let aok97: bool = ar89 < u.T;
+    let aok98: bool = ar90 < u.T;
+    let aok99: bool = ar91 < u.T;
+    let as100: u32 = ak86 * 128u + am87;
+    let bk101: u32 = t3 >> 7u;
+    let bn102: u32 = col5 + (t3 & 127u);
+    let bok103: bool = bn102 < u.T;
+    let kok107: bool = ak86 < u.D;
+    if (aok96 && kok107) {
+        a_tile[as100] = q[ab92 + ak86];
+    } else {
+        a_tile[as100] = 0.0f;
+    }
+    if (aok97 && kok107) {
+        a_tile[as100 + 32u] = q[ab93 + ak86];
+    } else {
+        a_tile[as100 + 32u] = 0.0f;
+    }
+    if (aok98 && kok107) {
+        a_tile[as100 + 64u] = q[ab94 + ak86];
+    } else {
+        a_tile[as100 + 64u] = 0.0f;
+    }
+    if (aok99 && kok107) {
+        a_tile[as100 + 96u] = q[ab95 + ak86];
+    } else {
+        a_tile[as100 + 96u] = 0.0f;
+    }
+    let i113: u32 = bn102 * u.D + bk101;
+    if ((bk101 < u.D) && bok103) {
+        b_tile[t3] = k[i113];
+    } else {
+        b_tile[t3] = 0.0f;
+    }
+    let kb115: u32 = bk101 + 2u;
+    let i116: u32 = bn102 * u.D + kb115;
+    if ((kb115 < u.D) && bok103) {
+        b_tile[t3 + 256u] = k[i116];
+    } else {
+        b_tile[t3 + 256u] = 0.0f;
+    }
+    let kb118: u32 = bk101 + 4u;
+    let i119: u32 = bn102 * u.D + kb118;
+    if ((kb118 < u.D) && bok103) {
+        b_tile[t3 + 512u] = k[i119];
+    } else {
+        b_tile[t3 + 512u] = 0.0f;
+    }
+    let kb121: u32 = bk101 + 6u;
+    let i122: u32 = bn102 * u.D + kb121;
+    if ((kb121 < u.D) && bok103) {
+        b_tile[t3 + 768u] = k[i122];
+    } else {
+        b_tile[t3 + 768u] = 0.0f;
+    }
+    workgroupBarrier();
+    let ly124: u32 = lid.y * 4u;
+    let lx125: u32 = lid.x * 4u;
+    for (var k0_126: u32 = 0u; k0_126 < u.D; k0_126 += 8u) {
+        let cur127: u32 = (k0_126 << 7u) & 1024u;
+        let nxt128: u32 = cur127 ^ 1024u;
+        let kn129: u32 = k0_126 + 8u;
+        if (kn129 < u.D) {
+            let ka130: u32 = kn129 + ak86;
+            let kok131: bool = ka130 < u.D;
+            let sa132: u32 = nxt128 + as100;
+            if (aok96 && kok131) {
+                a_tile[sa132] = q[ab92 + ka130];
+            } else {
+                a_tile[sa132] = 0.0f;
+            }
+            if (aok97 && kok131) {
+                a_tile[sa132 + 32u] = q[ab93 + ka130];
+            } else {
+                a_tile[sa132 + 32u] = 0.0f;
+            }
+            if (aok98 && kok131) {
+                a_tile[sa132 + 64u] = q[ab94 + ka130];
+            } else {
+                a_tile[sa132 + 64u] = 0.0f;
+            }
+            if (aok99 && kok131) {
+                a_tile[sa132 + 96u] = q[ab95 + ka130];
+            } else {
+                a_tile[sa132 + 96u] = 0.0f;
+            }
+            let kb137: u32 = kn129 + bk101;
+            let sb138: u32 = nxt128 + t3;
+            let i140: u32 = bn102 * u.D + kb137;
+            if ((kb137 < u.D) && bok103) {
+                b_tile[sb138] = k[i140];
+            } else {
+                b_tile[sb138] = 0.0f;
+            }
+            let kb142: u32 = kb137 + 2u;
+            let i143: u32 = bn102 * u.D + kb142;
+            if ((kb142 < u.D) && bok103) {
+                b_tile[sb138 + 256u] = k[i143];
+            } else {
+                b_tile[sb138 + 256u] = 0.0f;
+            }
+            let kb145: u32 = kb137 + 4u;
+            let i146: u32 = bn102 * u.D + kb145;
+            if ((kb145 < u.D) && bok103) {
+                b_tile[sb138 + 512u] = k[i146];
+            } else {
+                b_tile[sb138 + 512u] = 0.0f;
+            }
+            let kb148: u32 = kb137 + 6u;
+            let i149: u32 = bn102 * u.D + kb148;
+            if ((kb148 < u.D) && bok103) {
+                b_tile[sb138 + 768u] = k[i149];
+            } else {
+                b_tile[sb138 + 768u] = 0.0f;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x32;
-        var x35: f32 = 0.0f;
-        if ((row6 < u.T) && (ka30 < u.D)) {
-            let i36: u32 = row6 * u.D + ka30;
-            let v37: f32 = q[i36];
-            x35 = v37;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x35;
-        var x38: f32 = 0.0f;
-        if ((row7 < u.T) && (ka30 < u.D)) {
-            let i39: u32 = row7 * u.D + ka30;
-            let v40: f32 = q[i39];
-            x38 = v40;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x38;
-        var x41: f32 = 0.0f;
-        if ((row8 < u.T) && (ka30 < u.D)) {
-            let i42: u32 = row8 * u.D + ka30;
-            let v43: f32 = q[i42];
-            x41 = v43;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x41;
-        var x44: f32 = 0.0f;
-        if ((kb31 < u.D) && (col9 < u.T)) {
-            let i45: u32 = col9 * u.D + kb31;
-            let v46: f32 = k[i45];
-            x44 = v46;
-        }
-        b_tile[lid.y * 64u + lid.x] = x44;
-        var x47: f32 = 0.0f;
-        if ((kb31 < u.D) && (col10 < u.T)) {
-            let i48: u32 = col10 * u.D + kb31;
-            let v49: f32 = k[i48];
-            x47 = v49;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x47;
-        var x50: f32 = 0.0f;
-        if ((kb31 < u.D) && (col11 < u.T)) {
-            let i51: u32 = col11 * u.D + kb31;
-            let v52: f32 = k[i51];
-            x50 = v52;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x50;
-        var x53: f32 = 0.0f;
-        if ((kb31 < u.D) && (col12 < u.T)) {
-            let i54: u32 = col12 * u.D + kb31;
-            let v55: f32 = k[i54];
-            x53 = v55;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x53;
+        let ra151: u32 = cur127 + ly124;
+        let rb152: u32 = cur127 + lx125;
+        let a153: f32 = a_tile[ra151];
+        let a154: f32 = a_tile[ra151 + 1u];
+        let a155: f32 = a_tile[ra151 + 2u];
+        let a156: f32 = a_tile[ra151 + 3u];
+        let a157: f32 = a_tile[ra151 + 64u];
+        let a158: f32 = a_tile[ra151 + 64u + 1u];
+        let a159: f32 = a_tile[ra151 + 64u + 2u];
+        let a160: f32 = a_tile[ra151 + 64u + 3u];
+        let b161: f32 = b_tile[rb152];
+        let b162: f32 = b_tile[rb152 + 1u];
+        let b163: f32 = b_tile[rb152 + 2u];
+        let b164: f32 = b_tile[rb152 + 3u];
+        let b165: f32 = b_tile[rb152 + 64u];
+        let b166: f32 = b_tile[rb152 + 64u + 1u];
+        let b167: f32 = b_tile[rb152 + 64u + 2u];
+        let b168: f32 = b_tile[rb152 + 64u + 3u];
+        acc22 = fma(a153, b161, acc22);
+        acc23 = fma(a153, b162, acc23);
+        acc24 = fma(a153, b163, acc24);
+        acc25 = fma(a153, b164, acc25);
+        acc26 = fma(a153, b165, acc26);
+        acc27 = fma(a153, b166, acc27);
+        acc28 = fma(a153, b167, acc28);
+        acc29 = fma(a153, b168, acc29);
+        acc30 = fma(a154, b161, acc30);
+        acc31 = fma(a154, b162, acc31);
+        acc32 = fma(a154, b163, acc32);
+        acc33 = fma(a154, b164, acc33);
+        acc34 = fma(a154, b165, acc34);
+        acc35 = fma(a154, b166, acc35);
+        acc36 = fma(a154, b167, acc36);
+        acc37 = fma(a154, b168, acc37);
+        acc38 = fma(a155, b161, acc38);
+        acc39 = fma(a155, b162, acc39);
+        acc40 = fma(a155, b163, acc40);
+        acc41 = fma(a155, b164, acc41);
+        acc42 = fma(a155, b165, acc42);
+        acc43 = fma(a155, b166, acc43);
+        acc44 = fma(a155, b167, acc44);
+        acc45 = fma(a155, b168, acc45);
+        acc46 = fma(a156, b161, acc46);
+        acc47 = fma(a156, b162, acc47);
+        acc48 = fma(a156, b163, acc48);
+        acc49 = fma(a156, b164, acc49);
+        acc50 = fma(a156, b165, acc50);
+        acc51 = fma(a156, b166, acc51);
+        acc52 = fma(a156, b167, acc52);
+        acc53 = fma(a156, b168, acc53);
+        acc54 = fma(a157, b161, acc54);
+        acc55 = fma(a157, b162, acc55);
+        acc56 = fma(a157, b163, acc56);
+        acc57 = fma(a157, b164, acc57);
+        acc58 = fma(a157, b165, acc58);
+        acc59 = fma(a157, b166, acc59);
+        acc60 = fma(a157, b167, acc60);
+        acc61 = fma(a157, b168, acc61);
+        acc62 = fma(a158, b161, acc62);
+        acc63 = fma(a158, b162, acc63);
+        acc64 = fma(a158, b163, acc64);
+        acc65 = fma(a158, b164, acc65);
+        acc66 = fma(a158, b165, acc66);
+        acc67 = fma(a158, b166, acc67);
+        acc68 = fma(a158, b167, acc68);
+        acc69 = fma(a158, b168, acc69);
+        acc70 = fma(a159, b161, acc70);
+        acc71 = fma(a159, b162, acc71);
+        acc72 = fma(a159, b163, acc72);
+        acc73 = fma(a159, b164, acc73);
+        acc74 = fma(a159, b165, acc74);
+        acc75 = fma(a159, b166, acc75);
+        acc76 = fma(a159, b167, acc76);
+        acc77 = fma(a159, b168, acc77);
+        acc78 = fma(a160, b161, acc78);
+        acc79 = fma(a160, b162, acc79);
+        acc80 = fma(a160, b163, acc80);
+        acc81 = fma(a160, b164, acc81);
+        acc82 = fma(a160, b165, acc82);
+        acc83 = fma(a160, b166, acc83);
+        acc84 = fma(a160, b167, acc84);
+        acc85 = fma(a160, b168, acc85);
+        let a169: f32 = a_tile[ra151 + 128u];
+        let a170: f32 = a_tile[ra151 + 128u + 1u];
+        let a171: f32 = a_tile[ra151 + 128u + 2u];
+        let a172: f32 = a_tile[ra151 + 128u + 3u];
+        let a173: f32 = a_tile[ra151 + 192u];
+        let a174: f32 = a_tile[ra151 + 192u + 1u];
+        let a175: f32 = a_tile[ra151 + 192u + 2u];
+        let a176: f32 = a_tile[ra151 + 192u + 3u];
+        let b177: f32 = b_tile[rb152 + 128u];
+        let b178: f32 = b_tile[rb152 + 128u + 1u];
+        let b179: f32 = b_tile[rb152 + 128u + 2u];
+        let b180: f32 = b_tile[rb152 + 128u + 3u];
+        let b181: f32 = b_tile[rb152 + 192u];
+        let b182: f32 = b_tile[rb152 + 192u + 1u];
+        let b183: f32 = b_tile[rb152 + 192u + 2u];
+        let b184: f32 = b_tile[rb152 + 192u + 3u];
+        acc22 = fma(a169, b177, acc22);
+        acc23 = fma(a169, b178, acc23);
+        acc24 = fma(a169, b179, acc24);
+        acc25 = fma(a169, b180, acc25);
+        acc26 = fma(a169, b181, acc26);
+        acc27 = fma(a169, b182, acc27);
+        acc28 = fma(a169, b183, acc28);
+        acc29 = fma(a169, b184, acc29);
+        acc30 = fma(a170, b177, acc30);
+        acc31 = fma(a170, b178, acc31);
+        acc32 = fma(a170, b179, acc32);
+        acc33 = fma(a170, b180, acc33);
+        acc34 = fma(a170, b181, acc34);
+        acc35 = fma(a170, b182, acc35);
+        acc36 = fma(a170, b183, acc36);
+        acc37 = fma(a170, b184, acc37);
+        acc38 = fma(a171, b177, acc38);
+        acc39 = fma(a171, b178, acc39);
+        acc40 = fma(a171, b179, acc40);
+        acc41 = fma(a171, b180, acc41);
+        acc42 = fma(a171, b181, acc42);
+        acc43 = fma(a171, b182, acc43);
+        acc44 = fma(a171, b183, acc44);
+        acc45 = fma(a171, b184, acc45);
+        acc46 = fma(a172, b177, acc46);
+        acc47 = fma(a172, b178, acc47);
+        acc48 = fma(a172, b179, acc48);
+        acc49 = fma(a172, b180, acc49);
+        acc50 = fma(a172, b181, acc50);
+        acc51 = fma(a172, b182, acc51);
+        acc52 = fma(a172, b183, acc52);
+        acc53 = fma(a172, b184, acc53);
+        acc54 = fma(a173, b177, acc54);
+        acc55 = fma(a173, b178, acc55);
+        acc56 = fma(a173, b179, acc56);
+        acc57 = fma(a173, b180, acc57);
+        acc58 = fma(a173, b181, acc58);
+        acc59 = fma(a173, b182, acc59);
+        acc60 = fma(a173, b183, acc60);
+        acc61 = fma(a173, b184, acc61);
+        acc62 = fma(a174, b177, acc62);
+        acc63 = fma(a174, b178, acc63);
+        acc64 = fma(a174, b179, acc64);
+        acc65 = fma(a174, b180, acc65);
+        acc66 = fma(a174, b181, acc66);
+        acc67 = fma(a174, b182, acc67);
+        acc68 = fma(a174, b183, acc68);
+        acc69 = fma(a174, b184, acc69);
+        acc70 = fma(a175, b177, acc70);
+        acc71 = fma(a175, b178, acc71);
+        acc72 = fma(a175, b179, acc72);
+        acc73 = fma(a175, b180, acc73);
+        acc74 = fma(a175, b181, acc74);
+        acc75 = fma(a175, b182, acc75);
+        acc76 = fma(a175, b183, acc76);
+        acc77 = fma(a175, b184, acc77);
+        acc78 = fma(a176, b177, acc78);
+        acc79 = fma(a176, b178, acc79);
+        acc80 = fma(a176, b179, acc80);
+        acc81 = fma(a176, b180, acc81);
+        acc82 = fma(a176, b181, acc82);
+        acc83 = fma(a176, b182, acc83);
+        acc84 = fma(a176, b183, acc84);
+        acc85 = fma(a176, b184, acc85);
+        let a185: f32 = a_tile[ra151 + 256u];
+        let a186: f32 = a_tile[ra151 + 256u + 1u];
+        let a187: f32 = a_tile[ra151 + 256u + 2u];
+        let a188: f32 = a_tile[ra151 + 256u + 3u];
+        let a189: f32 = a_tile[ra151 + 320u];
+        let a190: f32 = a_tile[ra151 + 320u + 1u];
+        let a191: f32 = a_tile[ra151 + 320u + 2u];
+        let a192: f32 = a_tile[ra151 + 320u + 3u];
+        let b193: f32 = b_tile[rb152 + 256u];
+        let b194: f32 = b_tile[rb152 + 256u + 1u];
+        let b195: f32 = b_tile[rb152 + 256u + 2u];
+        let b196: f32 = b_tile[rb152 + 256u + 3u];
+        let b197: f32 = b_tile[rb152 + 320u];
+        let b198: f32 = b_tile[rb152 + 320u + 1u];
+        let b199: f32 = b_tile[rb152 + 320u + 2u];
+        let b200: f32 = b_tile[rb152 + 320u + 3u];
+        acc22 = fma(a185, b193, acc22);
+        acc23 = fma(a185, b194, acc23);
+        acc24 = fma(a185, b195, acc24);
+        acc25 = fma(a185, b196, acc25);
+        acc26 = fma(a185, b197, acc26);
+        acc27 = fma(a185, b198, acc27);
+        acc28 = fma(a185, b199, acc28);
+        acc29 = fma(a185, b200, acc29);
+        acc30 = fma(a186, b193, acc30);
+        acc31 = fma(a186, b194, acc31);
+        acc32 = fma(a186, b195, acc32);
+        acc33 = fma(a186, b196, acc33);
+        acc34 = fma(a186, b197, acc34);
+        acc35 = fma(a186, b198, acc35);
+        acc36 = fma(a186, b199, acc36);
+        acc37 = fma(a186, b200, acc37);
+        acc38 = fma(a187, b193, acc38);
+        acc39 = fma(a187, b194, acc39);
+        acc40 = fma(a187, b195, acc40);
+        acc41 = fma(a187, b196, acc41);
+        acc42 = fma(a187, b197, acc42);
+        acc43 = fma(a187, b198, acc43);
+        acc44 = fma(a187, b199, acc44);
+        acc45 = fma(a187, b200, acc45);
+        acc46 = fma(a188, b193, acc46);
+        acc47 = fma(a188, b194, acc47);
+        acc48 = fma(a188, b195, acc48);
+        acc49 = fma(a188, b196, acc49);
+        acc50 = fma(a188, b197, acc50);
+        acc51 = fma(a188, b198, acc51);
+        acc52 = fma(a188, b199, acc52);
+        acc53 = fma(a188, b200, acc53);
+        acc54 = fma(a189, b193, acc54);
+        acc55 = fma(a189, b194, acc55);
+        acc56 = fma(a189, b195, acc56);
+        acc57 = fma(a189, b196, acc57);
+        acc58 = fma(a189, b197, acc58);
+        acc59 = fma(a189, b198, acc59);
+        acc60 = fma(a189, b199, acc60);
+        acc61 = fma(a189, b200, acc61);
+        acc62 = fma(a190, b193, acc62);
+        acc63 = fma(a190, b194, acc63);
+        acc64 = fma(a190, b195, acc64);
+        acc65 = fma(a190, b196, acc65);
+        acc66 = fma(a190, b197, acc66);
+        acc67 = fma(a190, b198, acc67);
+        acc68 = fma(a190, b199, acc68);
+        acc69 = fma(a190, b200, acc69);
+        acc70 = fma(a191, b193, acc70);
+        acc71 = fma(a191, b194, acc71);
+        acc72 = fma(a191, b195, acc72);
+        acc73 = fma(a191, b196, acc73);
+        acc74 = fma(a191, b197, acc74);
+        acc75 = fma(a191, b198, acc75);
+        acc76 = fma(a191, b199, acc76);
+        acc77 = fma(a191, b200, acc77);
+        acc78 = fma(a192, b193, acc78);
+        acc79 = fma(a192, b194, acc79);
+        acc80 = fma(a192, b195, acc80);
+        acc81 = fma(a192, b196, acc81);
+        acc82 = fma(a192, b197, acc82);
+        acc83 = fma(a192, b198, acc83);
+        acc84 = fma(a192, b199, acc84);
+        acc85 = fma(a192, b200, acc85);
+        let a201: f32 = a_tile[ra151 + 384u];
+        let a202: f32 = a_tile[ra151 + 384u + 1u];
+        let a203: f32 = a_tile[ra151 + 384u + 2u];
+        let a204: f32 = a_tile[ra151 + 384u + 3u];
+        let a205: f32 = a_tile[ra151 + 448u];
+        let a206: f32 = a_tile[ra151 + 448u + 1u];
+        let a207: f32 = a_tile[ra151 + 448u + 2u];
+        let a208: f32 = a_tile[ra151 + 448u + 3u];
+        let b209: f32 = b_tile[rb152 + 384u];
+        let b210: f32 = b_tile[rb152 + 384u + 1u];
+        let b211: f32 = b_tile[rb152 + 384u + 2u];
+        let b212: f32 = b_tile[rb152 + 384u + 3u];
+        let b213: f32 = b_tile[rb152 + 448u];
+        let b214: f32 = b_tile[rb152 + 448u + 1u];
+        let b215: f32 = b_tile[rb152 + 448u + 2u];
+        let b216: f32 = b_tile[rb152 + 448u + 3u];
+        acc22 = fma(a201, b209, acc22);
+        acc23 = fma(a201, b210, acc23);
+        acc24 = fma(a201, b211, acc24);
+        acc25 = fma(a201, b212, acc25);
+        acc26 = fma(a201, b213, acc26);
+        acc27 = fma(a201, b214, acc27);
+        acc28 = fma(a201, b215, acc28);
+        acc29 = fma(a201, b216, acc29);
+        acc30 = fma(a202, b209, acc30);
+        acc31 = fma(a202, b210, acc31);
+        acc32 = fma(a202, b211, acc32);
+        acc33 = fma(a202, b212, acc33);
+        acc34 = fma(a202, b213, acc34);
+        acc35 = fma(a202, b214, acc35);
+        acc36 = fma(a202, b215, acc36);
+        acc37 = fma(a202, b216, acc37);
+        acc38 = fma(a203, b209, acc38);
+        acc39 = fma(a203, b210, acc39);
+        acc40 = fma(a203, b211, acc40);
+        acc41 = fma(a203, b212, acc41);
+        acc42 = fma(a203, b213, acc42);
+        acc43 = fma(a203, b214, acc43);
+        acc44 = fma(a203, b215, acc44);
+        acc45 = fma(a203, b216, acc45);
+        acc46 = fma(a204, b209, acc46);
+        acc47 = fma(a204, b210, acc47);
+        acc48 = fma(a204, b211, acc48);
+        acc49 = fma(a204, b212, acc49);
+        acc50 = fma(a204, b213, acc50);
+        acc51 = fma(a204, b214, acc51);
+        acc52 = fma(a204, b215, acc52);
+        acc53 = fma(a204, b216, acc53);
+        acc54 = fma(a205, b209, acc54);
+        acc55 = fma(a205, b210, acc55);
+        acc56 = fma(a205, b211, acc56);
+        acc57 = fma(a205, b212, acc57);
+        acc58 = fma(a205, b213, acc58);
+        acc59 = fma(a205, b214, acc59);
+        acc60 = fma(a205, b215, acc60);
+        acc61 = fma(a205, b216, acc61);
+        acc62 = fma(a206, b209, acc62);
+        acc63 = fma(a206, b210, acc63);
+        acc64 = fma(a206, b211, acc64);
+        acc65 = fma(a206, b212, acc65);
+        acc66 = fma(a206, b213, acc66);
+        acc67 = fma(a206, b214, acc67);
+        acc68 = fma(a206, b215, acc68);
+        acc69 = fma(a206, b216, acc69);
+        acc70 = fma(a207, b209, acc70);
+        acc71 = fma(a207, b210, acc71);
+        acc72 = fma(a207, b211, acc72);
+        acc73 = fma(a207, b212, acc73);
+        acc74 = fma(a207, b213, acc74);
+        acc75 = fma(a207, b214, acc75);
+        acc76 = fma(a207, b215, acc76);
+        acc77 = fma(a207, b216, acc77);
+        acc78 = fma(a208, b209, acc78);
+        acc79 = fma(a208, b210, acc79);
+        acc80 = fma(a208, b211, acc80);
+        acc81 = fma(a208, b212, acc81);
+        acc82 = fma(a208, b213, acc82);
+        acc83 = fma(a208, b214, acc83);
+        acc84 = fma(a208, b215, acc84);
+        acc85 = fma(a208, b216, acc85);
+        let a217: f32 = a_tile[ra151 + 512u];
+        let a218: f32 = a_tile[ra151 + 512u + 1u];
+        let a219: f32 = a_tile[ra151 + 512u + 2u];
+        let a220: f32 = a_tile[ra151 + 512u + 3u];
+        let a221: f32 = a_tile[ra151 + 576u];
+        let a222: f32 = a_tile[ra151 + 576u + 1u];
+        let a223: f32 = a_tile[ra151 + 576u + 2u];
+        let a224: f32 = a_tile[ra151 + 576u + 3u];
+        let b225: f32 = b_tile[rb152 + 512u];
+        let b226: f32 = b_tile[rb152 + 512u + 1u];
+        let b227: f32 = b_tile[rb152 + 512u + 2u];
+        let b228: f32 = b_tile[rb152 + 512u + 3u];
+        let b229: f32 = b_tile[rb152 + 576u];
+        let b230: f32 = b_tile[rb152 + 576u + 1u];
+        let b231: f32 = b_tile[rb152 + 576u + 2u];
+        let b232: f32 = b_tile[rb152 + 576u + 3u];
+        acc22 = fma(a217, b225, acc22);
+        acc23 = fma(a217, b226, acc23);
+        acc24 = fma(a217, b227, acc24);
+        acc25 = fma(a217, b228, acc25);
+        acc26 = fma(a217, b229, acc26);
+        acc27 = fma(a217, b230, acc27);
+        acc28 = fma(a217, b231, acc28);
+        acc29 = fma(a217, b232, acc29);
+        acc30 = fma(a218, b225, acc30);
+        acc31 = fma(a218, b226, acc31);
+        acc32 = fma(a218, b227, acc32);
+        acc33 = fma(a218, b228, acc33);
+        acc34 = fma(a218, b229, acc34);
+        acc35 = fma(a218, b230, acc35);
+        acc36 = fma(a218, b231, acc36);
+        acc37 = fma(a218, b232, acc37);
+        acc38 = fma(a219, b225, acc38);
+        acc39 = fma(a219, b226, acc39);
+        acc40 = fma(a219, b227, acc40);
+        acc41 = fma(a219, b228, acc41);
+        acc42 = fma(a219, b229, acc42);
+        acc43 = fma(a219, b230, acc43);
+        acc44 = fma(a219, b231, acc44);
+        acc45 = fma(a219, b232, acc45);
+        acc46 = fma(a220, b225, acc46);
+        acc47 = fma(a220, b226, acc47);
+        acc48 = fma(a220, b227, acc48);
+        acc49 = fma(a220, b228, acc49);
+        acc50 = fma(a220, b229, acc50);
+        acc51 = fma(a220, b230, acc51);
+        acc52 = fma(a220, b231, acc52);
+        acc53 = fma(a220, b232, acc53);
+        acc54 = fma(a221, b225, acc54);
+        acc55 = fma(a221, b226, acc55);
+        acc56 = fma(a221, b227, acc56);
+        acc57 = fma(a221, b228, acc57);
+        acc58 = fma(a221, b229, acc58);
+        acc59 = fma(a221, b230, acc59);
+        acc60 = fma(a221, b231, acc60);
+        acc61 = fma(a221, b232, acc61);
+        acc62 = fma(a222, b225, acc62);
+        acc63 = fma(a222, b226, acc63);
+        acc64 = fma(a222, b227, acc64);
+        acc65 = fma(a222, b228, acc65);
+        acc66 = fma(a222, b229, acc66);
+        acc67 = fma(a222, b230, acc67);
+        acc68 = fma(a222, b231, acc68);
+        acc69 = fma(a222, b232, acc69);
+        acc70 = fma(a223, b225, acc70);
+        acc71 = fma(a223, b226, acc71);
+        acc72 = fma(a223, b227, acc72);
+        acc73 = fma(a223, b228, acc73);
+        acc74 = fma(a223, b229, acc74);
+        acc75 = fma(a223, b230, acc75);
+        acc76 = fma(a223, b231, acc76);
+        acc77 = fma(a223, b232, acc77);
+        acc78 = fma(a224, b225, acc78);
+        acc79 = fma(a224, b226, acc79);
+        acc80 = fma(a224, b227, acc80);
+        acc81 = fma(a224, b228, acc81);
+        acc82 = fma(a224, b229, acc82);
+        acc83 = fma(a224, b230, acc83);
+        acc84 = fma(a224, b231, acc84);
+        acc85 = fma(a224, b232, acc85);
+        let a233: f32 = a_tile[ra151 + 640u];
+        let a234: f32 = a_tile[ra151 + 640u + 1u];
+        let a235: f32 = a_tile[ra151 + 640u + 2u];
+        let a236: f32 = a_tile[ra151 + 640u + 3u];
+        let a237: f32 = a_tile[ra151 + 704u];
+        let a238: f32 = a_tile[ra151 + 704u + 1u];
+        let a239: f32 = a_tile[ra151 + 704u + 2u];
+        let a240: f32 = a_tile[ra151 + 704u + 3u];
+        let b241: f32 = b_tile[rb152 + 640u];
+        let b242: f32 = b_tile[rb152 + 640u + 1u];
+        let b243: f32 = b_tile[rb152 + 640u + 2u];
+        let b244: f32 = b_tile[rb152 + 640u + 3u];
+        let b245: f32 = b_tile[rb152 + 704u];
+        let b246: f32 = b_tile[rb152 + 704u + 1u];
+        let b247: f32 = b_tile[rb152 + 704u + 2u];
+        let b248: f32 = b_tile[rb152 + 704u + 3u];
+        acc22 = fma(a233, b241, acc22);
+        acc23 = fma(a233, b242, acc23);
+        acc24 = fma(a233, b243, acc24);
+        acc25 = fma(a233, b244, acc25);
+        acc26 = fma(a233, b245, acc26);
+        acc27 = fma(a233, b246, acc27);
+        acc28 = fma(a233, b247, acc28);
+        acc29 = fma(a233, b248, acc29);
+        acc30 = fma(a234, b241, acc30);
+        acc31 = fma(a234, b242, acc31);
+        acc32 = fma(a234, b243, acc32);
+        acc33 = fma(a234, b244, acc33);
+        acc34 = fma(a234, b245, acc34);
+        acc35 = fma(a234, b246, acc35);
+        acc36 = fma(a234, b247, acc36);
+        acc37 = fma(a234, b248, acc37);
+        acc38 = fma(a235, b241, acc38);
+        acc39 = fma(a235, b242, acc39);
+        acc40 = fma(a235, b243, acc40);
+        acc41 = fma(a235, b244, acc41);
+        acc42 = fma(a235, b245, acc42);
+        acc43 = fma(a235, b246, acc43);
+        acc44 = fma(a235, b247, acc44);
+        acc45 = fma(a235, b248, acc45);
+        acc46 = fma(a236, b241, acc46);
+        acc47 = fma(a236, b242, acc47);
+        acc48 = fma(a236, b243, acc48);
+        acc49 = fma(a236, b244, acc49);
+        acc50 = fma(a236, b245, acc50);
+        acc51 = fma(a236, b246, acc51);
+        acc52 = fma(a236, b247, acc52);
+        acc53 = fma(a236, b248, acc53);
+        acc54 = fma(a237, b241, acc54);
+        acc55 = fma(a237, b242, acc55);
+        acc56 = fma(a237, b243, acc56);
+        acc57 = fma(a237, b244, acc57);
+        acc58 = fma(a237, b245, acc58);
+        acc59 = fma(a237, b246, acc59);
+        acc60 = fma(a237, b247, acc60);
+        acc61 = fma(a237, b248, acc61);
+        acc62 = fma(a238, b241, acc62);
+        acc63 = fma(a238, b242, acc63);
+        acc64 = fma(a238, b243, acc64);
+        acc65 = fma(a238, b244, acc65);
+        acc66 = fma(a238, b245, acc66);
+        acc67 = fma(a238, b246, acc67);
+        acc68 = fma(a238, b247, acc68);
+        acc69 = fma(a238, b248, acc69);
+        acc70 = fma(a239, b241, acc70);
+        acc71 = fma(a239, b242, acc71);
+        acc72 = fma(a239, b243, acc72);
+        acc73 = fma(a239, b244, acc73);
+        acc74 = fma(a239, b245, acc74);
+        acc75 = fma(a239, b246, acc75);
+        acc76 = fma(a239, b247, acc76);
+        acc77 = fma(a239, b248, acc77);
+        acc78 = fma(a240, b241, acc78);
+        acc79 = fma(a240, b242, acc79);
+        acc80 = fma(a240, b243, acc80);
+        acc81 = fma(a240, b244, acc81);
+        acc82 = fma(a240, b245, acc82);
+        acc83 = fma(a240, b246, acc83);
+        acc84 = fma(a240, b247, acc84);
+        acc85 = fma(a240, b248, acc85);
+        let a249: f32 = a_tile[ra151 + 768u];
+        let a250: f32 = a_tile[ra151 + 768u + 1u];
+        let a251: f32 = a_tile[ra151 + 768u + 2u];
+        let a252: f32 = a_tile[ra151 + 768u + 3u];
+        let a253: f32 = a_tile[ra151 + 832u];
+        let a254: f32 = a_tile[ra151 + 832u + 1u];
+        let a255: f32 = a_tile[ra151 + 832u + 2u];
+        let a256: f32 = a_tile[ra151 + 832u + 3u];
+        let b257: f32 = b_tile[rb152 + 768u];
+        let b258: f32 = b_tile[rb152 + 768u + 1u];
+        let b259: f32 = b_tile[rb152 + 768u + 2u];
+        let b260: f32 = b_tile[rb152 + 768u + 3u];
+        let b261: f32 = b_tile[rb152 + 832u];
+        let b262: f32 = b_tile[rb152 + 832u + 1u];
+        let b263: f32 = b_tile[rb152 + 832u + 2u];
+        let b264: f32 = b_tile[rb152 + 832u + 3u];
+        acc22 = fma(a249, b257, acc22);
+        acc23 = fma(a249, b258, acc23);
+        acc24 = fma(a249, b259, acc24);
+        acc25 = fma(a249, b260, acc25);
+        acc26 = fma(a249, b261, acc26);
+        acc27 = fma(a249, b262, acc27);
+        acc28 = fma(a249, b263, acc28);
+        acc29 = fma(a249, b264, acc29);
+        acc30 = fma(a250, b257, acc30);
+        acc31 = fma(a250, b258, acc31);
+        acc32 = fma(a250, b259, acc32);
+        acc33 = fma(a250, b260, acc33);
+        acc34 = fma(a250, b261, acc34);
+        acc35 = fma(a250, b262, acc35);
+        acc36 = fma(a250, b263, acc36);
+        acc37 = fma(a250, b264, acc37);
+        acc38 = fma(a251, b257, acc38);
+        acc39 = fma(a251, b258, acc39);
+        acc40 = fma(a251, b259, acc40);
+        acc41 = fma(a251, b260, acc41);
+        acc42 = fma(a251, b261, acc42);
+        acc43 = fma(a251, b262, acc43);
+        acc44 = fma(a251, b263, acc44);
+        acc45 = fma(a251, b264, acc45);
+        acc46 = fma(a252, b257, acc46);
+        acc47 = fma(a252, b258, acc47);
+        acc48 = fma(a252, b259, acc48);
+        acc49 = fma(a252, b260, acc49);
+        acc50 = fma(a252, b261, acc50);
+        acc51 = fma(a252, b262, acc51);
+        acc52 = fma(a252, b263, acc52);
+        acc53 = fma(a252, b264, acc53);
+        acc54 = fma(a253, b257, acc54);
+        acc55 = fma(a253, b258, acc55);
+        acc56 = fma(a253, b259, acc56);
+        acc57 = fma(a253, b260, acc57);
+        acc58 = fma(a253, b261, acc58);
+        acc59 = fma(a253, b262, acc59);
+        acc60 = fma(a253, b263, acc60);
+        acc61 = fma(a253, b264, acc61);
+        acc62 = fma(a254, b257, acc62);
+        acc63 = fma(a254, b258, acc63);
+        acc64 = fma(a254, b259, acc64);
+        acc65 = fma(a254, b260, acc65);
+        acc66 = fma(a254, b261, acc66);
+        acc67 = fma(a254, b262, acc67);
+        acc68 = fma(a254, b263, acc68);
+        acc69 = fma(a254, b264, acc69);
+        acc70 = fma(a255, b257, acc70);
+        acc71 = fma(a255, b258, acc71);
+        acc72 = fma(a255, b259, acc72);
+        acc73 = fma(a255, b260, acc73);
+        acc74 = fma(a255, b261, acc74);
+        acc75 = fma(a255, b262, acc75);
+        acc76 = fma(a255, b263, acc76);
+        acc77 = fma(a255, b264, acc77);
+        acc78 = fma(a256, b257, acc78);
+        acc79 = fma(a256, b258, acc79);
+        acc80 = fma(a256, b259, acc80);
+        acc81 = fma(a256, b260, acc81);
+        acc82 = fma(a256, b261, acc82);
+        acc83 = fma(a256, b262, acc83);
+        acc84 = fma(a256, b263, acc84);
+        acc85 = fma(a256, b264, acc85);
+        let a265: f32 = a_tile[ra151 + 896u];
+        let a266: f32 = a_tile[ra151 + 896u + 1u];
+        let a267: f32 = a_tile[ra151 + 896u + 2u];
+        let a268: f32 = a_tile[ra151 + 896u + 3u];
+        let a269: f32 = a_tile[ra151 + 960u];
+        let a270: f32 = a_tile[ra151 + 960u + 1u];
+        let a271: f32 = a_tile[ra151 + 960u + 2u];
+        let a272: f32 = a_tile[ra151 + 960u + 3u];
+        let b273: f32 = b_tile[rb152 + 896u];
+        let b274: f32 = b_tile[rb152 + 896u + 1u];
+        let b275: f32 = b_tile[rb152 + 896u + 2u];
+        let b276: f32 = b_tile[rb152 + 896u + 3u];
+        let b277: f32 = b_tile[rb152 + 960u];
+        let b278: f32 = b_tile[rb152 + 960u + 1u];
+        let b279: f32 = b_tile[rb152 + 960u + 2u];
+        let b280: f32 = b_tile[rb152 + 960u + 3u];
+        acc22 = fma(a265, b273, acc22);
+        acc23 = fma(a265, b274, acc23);
+        acc24 = fma(a265, b275, acc24);
+        acc25 = fma(a265, b276, acc25);
+        acc26 = fma(a265, b277, acc26);
+        acc27 = fma(a265, b278, acc27);
+        acc28 = fma(a265, b279, acc28);
+        acc29 = fma(a265, b280, acc29);
+        acc30 = fma(a266, b273, acc30);
+        acc31 = fma(a266, b274, acc31);
+        acc32 = fma(a266, b275, acc32);
+        acc33 = fma(a266, b276, acc33);
+        acc34 = fma(a266, b277, acc34);
+        acc35 = fma(a266, b278, acc35);
+        acc36 = fma(a266, b279, acc36);
+        acc37 = fma(a266, b280, acc37);
+        acc38 = fma(a267, b273, acc38);
+        acc39 = fma(a267, b274, acc39);
+        acc40 = fma(a267, b275, acc40);
+        acc41 = fma(a267, b276, acc41);
+        acc42 = fma(a267, b277, acc42);
+        acc43 = fma(a267, b278, acc43);
+        acc44 = fma(a267, b279, acc44);
+        acc45 = fma(a267, b280, acc45);
+        acc46 = fma(a268, b273, acc46);
+        acc47 = fma(a268, b274, acc47);
+        acc48 = fma(a268, b275, acc48);
+        acc49 = fma(a268, b276, acc49);
+        acc50 = fma(a268, b277, acc50);
+        acc51 = fma(a268, b278, acc51);
+        acc52 = fma(a268, b279, acc52);
+        acc53 = fma(a268, b280, acc53);
+        acc54 = fma(a269, b273, acc54);
+        acc55 = fma(a269, b274, acc55);
+        acc56 = fma(a269, b275, acc56);
+        acc57 = fma(a269, b276, acc57);
+        acc58 = fma(a269, b277, acc58);
+        acc59 = fma(a269, b278, acc59);
+        acc60 = fma(a269, b279, acc60);
+        acc61 = fma(a269, b280, acc61);
+        acc62 = fma(a270, b273, acc62);
+        acc63 = fma(a270, b274, acc63);
+        acc64 = fma(a270, b275, acc64);
+        acc65 = fma(a270, b276, acc65);
+        acc66 = fma(a270, b277, acc66);
+        acc67 = fma(a270, b278, acc67);
+        acc68 = fma(a270, b279, acc68);
+        acc69 = fma(a270, b280, acc69);
+        acc70 = fma(a271, b273, acc70);
+        acc71 = fma(a271, b274, acc71);
+        acc72 = fma(a271, b275, acc72);
+        acc73 = fma(a271, b276, acc73);
+        acc74 = fma(a271, b277, acc74);
+        acc75 = fma(a271, b278, acc75);
+        acc76 = fma(a271, b279, acc76);
+        acc77 = fma(a271, b280, acc77);
+        acc78 = fma(a272, b273, acc78);
+        acc79 = fma(a272, b274, acc79);
+        acc80 = fma(a272, b275, acc80);
+        acc81 = fma(a272, b276, acc81);
+        acc82 = fma(a272, b277, acc82);
+        acc83 = fma(a272, b278, acc83);
+        acc84 = fma(a272, b279, acc84);
+        acc85 = fma(a272, b280, acc85);
         workgroupBarrier();
-        for (var kk56: u32 = 0u; kk56 < 16u; kk56 += 1u) {
-            let a57: f32 = a_tile[lid.y * 16u + kk56];
-            let a58: f32 = a_tile[(lid.y + 16u) * 16u + kk56];
-            let a59: f32 = a_tile[(lid.y + 32u) * 16u + kk56];
-            let a60: f32 = a_tile[(lid.y + 48u) * 16u + kk56];
-            let b61: f32 = b_tile[kk56 * 64u + lid.x];
-            let b62: f32 = b_tile[kk56 * 64u + (lid.x + 16u)];
-            let b63: f32 = b_tile[kk56 * 64u + (lid.x + 32u)];
-            let b64: f32 = b_tile[kk56 * 64u + (lid.x + 48u)];
-            acc13 = fma(a57, b61, acc13);
-            acc14 = fma(a57, b62, acc14);
-            acc15 = fma(a57, b63, acc15);
-            acc16 = fma(a57, b64, acc16);
-            acc17 = fma(a58, b61, acc17);
-            acc18 = fma(a58, b62, acc18);
-            acc19 = fma(a58, b63, acc19);
-            acc20 = fma(a58, b64, acc20);
-            acc21 = fma(a59, b61, acc21);
-            acc22 = fma(a59, b62, acc22);
-            acc23 = fma(a59, b63, acc23);
-            acc24 = fma(a59, b64, acc24);
-            acc25 = fma(a60, b61, acc25);
-            acc26 = fma(a60, b62, acc26);
-            acc27 = fma(a60, b63, acc27);
-            acc28 = fma(a60, b64, acc28);
-        }
-        workgroupBarrier();
     }
-    if ((row5 < u.T) && (col9 < u.T)) {
-        let i65: u32 = row5 * u.T + col9;
-        let v66: i32 = i32(row5);
-        let v67: i32 = i32(col9);
-        let v68: bool = v66 >= v67;
-        let v69: f32 = acc13 * 0.125f;
-        let v70: f32 = select(-1e+30f, v69, v68);
-        scratch0[i65] = v70;
+    if ((row6 < u.T) && (col14 < u.T)) {
+        let i281: u32 = row6 * u.T + col14;
+        let v282: i32 = i32(row6);
+        let v283: i32 = i32(col14);
+        let v284: bool = v282 >= v283;
+        let v285: f32 = acc22 * 0.125f;
+        let v286: f32 = select(-1e+30f, v285, v284);
+        scratch0[i281] = v286;
     }
-    if ((row5 < u.T) && (col10 < u.T)) {
-        let i71: u32 = row5 * u.T + col10;
-        let v72: i32 = i32(row5);
-        let v73: i32 = i32(col10);
-        let v74: bool = v72 >= v73;
-        let v75: f32 = acc14 * 0.125f;
-        let v76: f32 = select(-1e+30f, v75, v74);
-        scratch0[i71] = v76;
+    if ((row6 < u.T) && (col15 < u.T)) {
+        let i287: u32 = row6 * u.T + col15;
+        let v288: i32 = i32(row6);
+        let v289: i32 = i32(col15);
+        let v290: bool = v288 >= v289;
+        let v291: f32 = acc23 * 0.125f;
+        let v292: f32 = select(-1e+30f, v291, v290);
+        scratch0[i287] = v292;
     }
-    if ((row5 < u.T) && (col11 < u.T)) {
-        let i77: u32 = row5 * u.T + col11;
-        let v78: i32 = i32(row5);
-        let v79: i32 = i32(col11);
-        let v80: bool = v78 >= v79;
-        let v81: f32 = acc15 * 0.125f;
-        let v82: f32 = select(-1e+30f, v81, v80);
-        scratch0[i77] = v82;
+    if ((row6 < u.T) && (col16 < u.T)) {
+        let i293: u32 = row6 * u.T + col16;
+        let v294: i32 = i32(row6);
+        let v295: i32 = i32(col16);
+        let v296: bool = v294 >= v295;
+        let v297: f32 = acc24 * 0.125f;
+        let v298: f32 = select(-1e+30f, v297, v296);
+        scratch0[i293] = v298;
     }
-    if ((row5 < u.T) && (col12 < u.T)) {
-        let i83: u32 = row5 * u.T + col12;
-        let v84: i32 = i32(row5);
-        let v85: i32 = i32(col12);
-        let v86: bool = v84 >= v85;
-        let v87: f32 = acc16 * 0.125f;
-        let v88: f32 = select(-1e+30f, v87, v86);
-        scratch0[i83] = v88;
+    if ((row6 < u.T) && (col17 < u.T)) {
+        let i299: u32 = row6 * u.T + col17;
+        let v300: i32 = i32(row6);
+        let v301: i32 = i32(col17);
+        let v302: bool = v300 >= v301;
+        let v303: f32 = acc25 * 0.125f;
+        let v304: f32 = select(-1e+30f, v303, v302);
+        scratch0[i299] = v304;
     }
-    if ((row6 < u.T) && (col9 < u.T)) {
-        let i89: u32 = row6 * u.T + col9;
-        let v90: i32 = i32(row6);
-        let v91: i32 = i32(col9);
-        let v92: bool = v90 >= v91;
-        let v93: f32 = acc17 * 0.125f;
-        let v94: f32 = select(-1e+30f, v93, v92);
-        scratch0[i89] = v94;
+    if ((row6 < u.T) && (col18 < u.T)) {
+        let i305: u32 = row6 * u.T + col18;
+        let v306: i32 = i32(row6);
+        let v307: i32 = i32(col18);
+        let v308: bool = v306 >= v307;
+        let v309: f32 = acc26 * 0.125f;
+        let v310: f32 = select(-1e+30f, v309, v308);
+        scratch0[i305] = v310;
     }
-    if ((row6 < u.T) && (col10 < u.T)) {
-        let i95: u32 = row6 * u.T + col10;
-        let v96: i32 = i32(row6);
-        let v97: i32 = i32(col10);
-        let v98: bool = v96 >= v97;
-        let v99: f32 = acc18 * 0.125f;
-        let v100: f32 = select(-1e+30f, v99, v98);
-        scratch0[i95] = v100;
+    if ((row6 < u.T) && (col19 < u.T)) {
+        let i311: u32 = row6 * u.T + col19;
+        let v312: i32 = i32(row6);
+        let v313: i32 = i32(col19);
+        let v314: bool = v312 >= v313;
+        let v315: f32 = acc27 * 0.125f;
+        let v316: f32 = select(-1e+30f, v315, v314);
+        scratch0[i311] = v316;
     }
-    if ((row6 < u.T) && (col11 < u.T)) {
-        let i101: u32 = row6 * u.T + col11;
-        let v102: i32 = i32(row6);
-        let v103: i32 = i32(col11);
-        let v104: bool = v102 >= v103;
-        let v105: f32 = acc19 * 0.125f;
-        let v106: f32 = select(-1e+30f, v105, v104);
-        scratch0[i101] = v106;
+    if ((row6 < u.T) && (col20 < u.T)) {
+        let i317: u32 = row6 * u.T + col20;
+        let v318: i32 = i32(row6);
+        let v319: i32 = i32(col20);
+        let v320: bool = v318 >= v319;
+        let v321: f32 = acc28 * 0.125f;
+        let v322: f32 = select(-1e+30f, v321, v320);
+        scratch0[i317] = v322;
     }
-    if ((row6 < u.T) && (col12 < u.T)) {
-        let i107: u32 = row6 * u.T + col12;
-        let v108: i32 = i32(row6);
-        let v109: i32 = i32(col12);
-        let v110: bool = v108 >= v109;
-        let v111: f32 = acc20 * 0.125f;
-        let v112: f32 = select(-1e+30f, v111, v110);
-        scratch0[i107] = v112;
+    if ((row6 < u.T) && (col21 < u.T)) {
+        let i323: u32 = row6 * u.T + col21;
+        let v324: i32 = i32(row6);
+        let v325: i32 = i32(col21);
+        let v326: bool = v324 >= v325;
+        let v327: f32 = acc29 * 0.125f;
+        let v328: f32 = select(-1e+30f, v327, v326);
+        scratch0[i323] = v328;
     }
-    if ((row7 < u.T) && (col9 < u.T)) {
-        let i113: u32 = row7 * u.T + col9;
-        let v114: i32 = i32(row7);
-        let v115: i32 = i32(col9);
-        let v116: bool = v114 >= v115;
-        let v117: f32 = acc21 * 0.125f;
-        let v118: f32 = select(-1e+30f, v117, v116);
-        scratch0[i113] = v118;
+    if ((row7 < u.T) && (col14 < u.T)) {
+        let i329: u32 = row7 * u.T + col14;
+        let v330: i32 = i32(row7);
+        let v331: i32 = i32(col14);
+        let v332: bool = v330 >= v331;
+        let v333: f32 = acc30 * 0.125f;
+        let v334: f32 = select(-1e+30f, v333, v332);
+        scratch0[i329] = v334;
     }
-    if ((row7 < u.T) && (col10 < u.T)) {
-        let i119: u32 = row7 * u.T + col10;
-        let v120: i32 = i32(row7);
-        let v121: i32 = i32(col10);
-        let v122: bool = v120 >= v121;
-        let v123: f32 = acc22 * 0.125f;
-        let v124: f32 = select(-1e+30f, v123, v122);
-        scratch0[i119] = v124;
+    if ((row7 < u.T) && (col15 < u.T)) {
+        let i335: u32 = row7 * u.T + col15;
+        let v336: i32 = i32(row7);
+        let v337: i32 = i32(col15);
+        let v338: bool = v336 >= v337;
+        let v339: f32 = acc31 * 0.125f;
+        let v340: f32 = select(-1e+30f, v339, v338);
+        scratch0[i335] = v340;
     }
-    if ((row7 < u.T) && (col11 < u.T)) {
-        let i125: u32 = row7 * u.T + col11;
-        let v126: i32 = i32(row7);
-        let v127: i32 = i32(col11);
-        let v128: bool = v126 >= v127;
-        let v129: f32 = acc23 * 0.125f;
-        let v130: f32 = select(-1e+30f, v129, v128);
-        scratch0[i125] = v130;
+    if ((row7 < u.T) && (col16 < u.T)) {
+        let i341: u32 = row7 * u.T + col16;
+        let v342: i32 = i32(row7);
+        let v343: i32 = i32(col16);
+        let v344: bool = v342 >= v343;
+        let v345: f32 = acc32 * 0.125f;
+        let v346: f32 = select(-1e+30f, v345, v344);
+        scratch0[i341] = v346;
     }
-    if ((row7 < u.T) && (col12 < u.T)) {
-        let i131: u32 = row7 * u.T + col12;
-        let v132: i32 = i32(row7);
-        let v133: i32 = i32(col12);
-        let v134: bool = v132 >= v133;
-        let v135: f32 = acc24 * 0.125f;
-        let v136: f32 = select(-1e+30f, v135, v134);
-        scratch0[i131] = v136;
+    if ((row7 < u.T) && (col17 < u.T)) {
+        let i347: u32 = row7 * u.T + col17;
+        let v348: i32 = i32(row7);
+        let v349: i32 = i32(col17);
+        let v350: bool = v348 >= v349;
+        let v351: f32 = acc33 * 0.125f;
+        let v352: f32 = select(-1e+30f, v351, v350);
+        scratch0[i347] = v352;
     }
-    if ((row8 < u.T) && (col9 < u.T)) {
-        let i137: u32 = row8 * u.T + col9;
-        let v138: i32 = i32(row8);
-        let v139: i32 = i32(col9);
-        let v140: bool = v138 >= v139;
-        let v141: f32 = acc25 * 0.125f;
-        let v142: f32 = select(-1e+30f, v141, v140);
-        scratch0[i137] = v142;
+    if ((row7 < u.T) && (col18 < u.T)) {
+        let i353: u32 = row7 * u.T + col18;
+        let v354: i32 = i32(row7);
+        let v355: i32 = i32(col18);
+        let v356: bool = v354 >= v355;
+        let v357: f32 = acc34 * 0.125f;
+        let v358: f32 = select(-1e+30f, v357, v356);
+        scratch0[i353] = v358;
     }
-    if ((row8 < u.T) && (col10 < u.T)) {
-        let i143: u32 = row8 * u.T + col10;
-        let v144: i32 = i32(row8);
-        let v145: i32 = i32(col10);
-        let v146: bool = v144 >= v145;
-        let v147: f32 = acc26 * 0.125f;
-        let v148: f32 = select(-1e+30f, v147, v146);
-        scratch0[i143] = v148;
+    if ((row7 < u.T) && (col19 < u.T)) {
+        let i359: u32 = row7 * u.T + col19;
+        let v360: i32 = i32(row7);
+        let v361: i32 = i32(col19);
+        let v362: bool = v360 >= v361;
+        let v363: f32 = acc35 * 0.125f;
+        let v364: f32 = select(-1e+30f, v363, v362);
+        scratch0[i359] = v364;
     }
-    if ((row8 < u.T) && (col11 < u.T)) {
-        let i149: u32 = row8 * u.T + col11;
-        let v150: i32 = i32(row8);
-        let v151: i32 = i32(col11);
-        let v152: bool = v150 >= v151;
-        let v153: f32 = acc27 * 0.125f;
-        let v154: f32 = select(-1e+30f, v153, v152);
-        scratch0[i149] = v154;
+    if ((row7 < u.T) && (col20 < u.T)) {
+        let i365: u32 = row7 * u.T + col20;
+        let v366: i32 = i32(row7);
+        let v367: i32 = i32(col20);
+        let v368: bool = v366 >= v367;
+        let v369: f32 = acc36 * 0.125f;
+        let v370: f32 = select(-1e+30f, v369, v368);
+        scratch0[i365] = v370;
     }
-    if ((row8 < u.T) && (col12 < u.T)) {
-        let i155: u32 = row8 * u.T + col12;
-        let v156: i32 = i32(row8);
-        let v157: i32 = i32(col12);
-        let v158: bool = v156 >= v157;
-        let v159: f32 = acc28 * 0.125f;
-        let v160: f32 = select(-1e+30f, v159, v158);
-        scratch0[i155] = v160;
+    if ((row7 < u.T) && (col21 < u.T)) {
+        let i371: u32 = row7 * u.T + col21;
+        let v372: i32 = i32(row7);
+        let v373: i32 = i32(col21);
+        let v374: bool = v372 >= v373;
+        let v375: f32 = acc37 * 0.125f;
+        let v376: f32 = select(-1e+30f, v375, v374);
+        scratch0[i371] = v376;
+    }
+    if ((row8 < u.T) && (col14 < u.T)) {
+        let i377: u32 = row8 * u.T + col14;
+        let v378: i32 = i32(row8);
+        let v379: i32 = i32(col14);
+        let v380: bool = v378 >= v379;
+        let v381: f32 = acc38 * 0.125f;
+        let v382: f32 = select(-1e+30f, v381, v380);
+        scratch0[i377] = v382;
+    }
+    if ((row8 < u.T) && (col15 < u.T)) {
+        let i383: u32 = row8 * u.T + col15;
+        let v384: i32 = i32(row8);
+        let v385: i32 = i32(col15);
+        let v386: bool = v384 >= v385;
+        let v387: f32 = acc39 * 0.125f;
+        let v388: f32 = select(-1e+30f, v387, v386);
+        scratch0[i383] = v388;
+    }
+    if ((row8 < u.T) && (col16 < u.T)) {
+        let i389: u32 = row8 * u.T + col16;
+        let v390: i32 = i32(row8);
+        let v391: i32 = i32(col16);
+        let v392: bool = v390 >= v391;
+        let v393: f32 = acc40 * 0.125f;
+        let v394: f32 = select(-1e+30f, v393, v392);
+        scratch0[i389] = v394;
+    }
+    if ((row8 < u.T) && (col17 < u.T)) {
+        let i395: u32 = row8 * u.T + col17;
+        let v396: i32 = i32(row8);
+        let v397: i32 = i32(col17);
+        let v398: bool = v396 >= v397;
+        let v399: f32 = acc41 * 0.125f;
+        let v400: f32 = select(-1e+30f, v399, v398);
+        scratch0[i395] = v400;
+    }
+    if ((row8 < u.T) && (col18 < u.T)) {
+        let i401: u32 = row8 * u.T + col18;
+        let v402: i32 = i32(row8);
+        let v403: i32 = i32(col18);
+        let v404: bool = v402 >= v403;
+        let v405: f32 = acc42 * 0.125f;
+        let v406: f32 = select(-1e+30f, v405, v404);
+        scratch0[i401] = v406;
+    }
+    if ((row8 < u.T) && (col19 < u.T)) {
+        let i407: u32 = row8 * u.T + col19;
+        let v408: i32 = i32(row8);
+        let v409: i32 = i32(col19);
+        let v410: bool = v408 >= v409;
+        let v411: f32 = acc43 * 0.125f;
+        let v412: f32 = select(-1e+30f, v411, v410);
+        scratch0[i407] = v412;
+    }
+    if ((row8 < u.T) && (col20 < u.T)) {
+        let i413: u32 = row8 * u.T + col20;
+        let v414: i32 = i32(row8);
+        let v415: i32 = i32(col20);
+        let v416: bool = v414 >= v415;
+        let v417: f32 = acc44 * 0.125f;
+        let v418: f32 = select(-1e+30f, v417, v416);
+        scratch0[i413] = v418;
+    }
+    if ((row8 < u.T) && (col21 < u.T)) {
+        let i419: u32 = row8 * u.T + col21;
+        let v420: i32 = i32(row8);
+        let v421: i32 = i32(col21);
+        let v422: bool = v420 >= v421;
+        let v423: f32 = acc45 * 0.125f;
+        let v424: f32 = select(-1e+30f, v423, v422);
+        scratch0[i419] = v424;
+    }
+    if ((row9 < u.T) && (col14 < u.T)) {
+        let i425: u32 = row9 * u.T + col14;
+        let v426: i32 = i32(row9);
+        let v427: i32 = i32(col14);
+        let v428: bool = v426 >= v427;
+        let v429: f32 = acc46 * 0.125f;
+        let v430: f32 = select(-1e+30f, v429, v428);
+        scratch0[i425] = v430;
+    }
+    if ((row9 < u.T) && (col15 < u.T)) {
+        let i431: u32 = row9 * u.T + col15;
+        let v432: i32 = i32(row9);
+        let v433: i32 = i32(col15);
+        let v434: bool = v432 >= v433;
+        let v435: f32 = acc47 * 0.125f;
+        let v436: f32 = select(-1e+30f, v435, v434);
+        scratch0[i431] = v436;
+    }
+    if ((row9 < u.T) && (col16 < u.T)) {
+        let i437: u32 = row9 * u.T + col16;
+        let v438: i32 = i32(row9);
+        let v439: i32 = i32(col16);
+        let v440: bool = v438 >= v439;
+        let v441: f32 = acc48 * 0.125f;
+        let v442: f32 = select(-1e+30f, v441, v440);
+        scratch0[i437] = v442;
+    }
+    if ((row9 < u.T) && (col17 < u.T)) {
+        let i443: u32 = row9 * u.T + col17;
+        let v444: i32 = i32(row9);
+        let v445: i32 = i32(col17);
+        let v446: bool = v444 >= v445;
+        let v447: f32 = acc49 * 0.125f;
+        let v448: f32 = select(-1e+30f, v447, v446);
+        scratch0[i443] = v448;
+    }
+    if ((row9 < u.T) && (col18 < u.T)) {
+        let i449: u32 = row9 * u.T + col18;
+        let v450: i32 = i32(row9);
+        let v451: i32 = i32(col18);
+        let v452: bool = v450 >= v451;
+        let v453: f32 = acc50 * 0.125f;
+        let v454: f32 = select(-1e+30f, v453, v452);
+        scratch0[i449] = v454;
+    }
+    if ((row9 < u.T) && (col19 < u.T)) {
+        let i455: u32 = row9 * u.T + col19;
+        let v456: i32 = i32(row9);
+        let v457: i32 = i32(col19);
+        let v458: bool = v456 >= v457;
+        let v459: f32 = acc51 * 0.125f;
+        let v460: f32 = select(-1e+30f, v459, v458);
+        scratch0[i455] = v460;
+    }
+    if ((row9 < u.T) && (col20 < u.T)) {
+        let i461: u32 = row9 * u.T + col20;
+        let v462: i32 = i32(row9);
+        let v463: i32 = i32(col20);
+        let v464: bool = v462 >= v463;
+        let v465: f32 = acc52 * 0.125f;
+        let v466: f32 = select(-1e+30f, v465, v464);
+        scratch0[i461] = v466;
+    }
+    if ((row9 < u.T) && (col21 < u.T)) {
+        let i467: u32 = row9 * u.T + col21;
+        let v468: i32 = i32(row9);
+        let v469: i32 = i32(col21);
+        let v470: bool = v468 >= v469;
+        let v471: f32 = acc53 * 0.125f;
+        let v472: f32 = select(-1e+30f, v471, v470);
+        scratch0[i467] = v472;
+    }
+    if ((row10 < u.T) && (col14 < u.T)) {
+        let i473: u32 = row10 * u.T + col14;
+        let v474: i32 = i32(row10);
+        let v475: i32 = i32(col14);
+        let v476: bool = v474 >= v475;
+        let v477: f32 = acc54 * 0.125f;
+        let v478: f32 = select(-1e+30f, v477, v476);
+        scratch0[i473] = v478;
+    }
+    if ((row10 < u.T) && (col15 < u.T)) {
+        let i479: u32 = row10 * u.T + col15;
+        let v480: i32 = i32(row10);
+        let v481: i32 = i32(col15);
+        let v482: bool = v480 >= v481;
+        let v483: f32 = acc55 * 0.125f;
+        let v484: f32 = select(-1e+30f, v483, v482);
+        scratch0[i479] = v484;
+    }
+    if ((row10 < u.T) && (col16 < u.T)) {
+        let i485: u32 = row10 * u.T + col16;
+        let v486: i32 = i32(row10);
+        let v487: i32 = i32(col16);
+        let v488: bool = v486 >= v487;
+        let v489: f32 = acc56 * 0.125f;
+        let v490: f32 = select(-1e+30f, v489, v488);
+        scratch0[i485] = v490;
+    }
+    if ((row10 < u.T) && (col17 < u.T)) {
+        let i491: u32 = row10 * u.T + col17;
+        let v492: i32 = i32(row10);
+        let v493: i32 = i32(col17);
+        let v494: bool = v492 >= v493;
+        let v495: f32 = acc57 * 0.125f;
+        let v496: f32 = select(-1e+30f, v495, v494);
+        scratch0[i491] = v496;
+    }
+    if ((row10 < u.T) && (col18 < u.T)) {
+        let i497: u32 = row10 * u.T + col18;
+        let v498: i32 = i32(row10);
+        let v499: i32 = i32(col18);
+        let v500: bool = v498 >= v499;
+        let v501: f32 = acc58 * 0.125f;
+        let v502: f32 = select(-1e+30f, v501, v500);
+        scratch0[i497] = v502;
+    }
+    if ((row10 < u.T) && (col19 < u.T)) {
+        let i503: u32 = row10 * u.T + col19;
+        let v504: i32 = i32(row10);
+        let v505: i32 = i32(col19);
+        let v506: bool = v504 >= v505;
+        let v507: f32 = acc59 * 0.125f;
+        let v508: f32 = select(-1e+30f, v507, v506);
+        scratch0[i503] = v508;
+    }
+    if ((row10 < u.T) && (col20 < u.T)) {
+        let i509: u32 = row10 * u.T + col20;
+        let v510: i32 = i32(row10);
+        let v511: i32 = i32(col20);
+        let v512: bool = v510 >= v511;
+        let v513: f32 = acc60 * 0.125f;
+        let v514: f32 = select(-1e+30f, v513, v512);
+        scratch0[i509] = v514;
+    }
+    if ((row10 < u.T) && (col21 < u.T)) {
+        let i515: u32 = row10 * u.T + col21;
+        let v516: i32 = i32(row10);
+        let v517: i32 = i32(col21);
+        let v518: bool = v516 >= v517;
+        let v519: f32 = acc61 * 0.125f;
+        let v520: f32 = select(-1e+30f, v519, v518);
+        scratch0[i515] = v520;
+    }
+    if ((row11 < u.T) && (col14 < u.T)) {
+        let i521: u32 = row11 * u.T + col14;
+        let v522: i32 = i32(row11);
+        let v523: i32 = i32(col14);
+        let v524: bool = v522 >= v523;
+        let v525: f32 = acc62 * 0.125f;
+        let v526: f32 = select(-1e+30f, v525, v524);
+        scratch0[i521] = v526;
+    }
+    if ((row11 < u.T) && (col15 < u.T)) {
+        let i527: u32 = row11 * u.T + col15;
+        let v528: i32 = i32(row11);
+        let v529: i32 = i32(col15);
+        let v530: bool = v528 >= v529;
+        let v531: f32 = acc63 * 0.125f;
+        let v532: f32 = select(-1e+30f, v531, v530);
+        scratch0[i527] = v532;
+    }
+    if ((row11 < u.T) && (col16 < u.T)) {
+        let i533: u32 = row11 * u.T + col16;
+        let v534: i32 = i32(row11);
+        let v535: i32 = i32(col16);
+        let v536: bool = v534 >= v535;
+        let v537: f32 = acc64 * 0.125f;
+        let v538: f32 = select(-1e+30f, v537, v536);
+        scratch0[i533] = v538;
+    }
+    if ((row11 < u.T) && (col17 < u.T)) {
+        let i539: u32 = row11 * u.T + col17;
+        let v540: i32 = i32(row11);
+        let v541: i32 = i32(col17);
+        let v542: bool = v540 >= v541;
+        let v543: f32 = acc65 * 0.125f;
+        let v544: f32 = select(-1e+30f, v543, v542);
+        scratch0[i539] = v544;
+    }
+    if ((row11 < u.T) && (col18 < u.T)) {
+        let i545: u32 = row11 * u.T + col18;
+        let v546: i32 = i32(row11);
+        let v547: i32 = i32(col18);
+        let v548: bool = v546 >= v547;
+        let v549: f32 = acc66 * 0.125f;
+        let v550: f32 = select(-1e+30f, v549, v548);
+        scratch0[i545] = v550;
+    }
+    if ((row11 < u.T) && (col19 < u.T)) {
+        let i551: u32 = row11 * u.T + col19;
+        let v552: i32 = i32(row11);
+        let v553: i32 = i32(col19);
+        let v554: bool = v552 >= v553;
+        let v555: f32 = acc67 * 0.125f;
+        let v556: f32 = select(-1e+30f, v555, v554);
+        scratch0[i551] = v556;
+    }
+    if ((row11 < u.T) && (col20 < u.T)) {
+        let i557: u32 = row11 * u.T + col20;
+        let v558: i32 = i32(row11);
+        let v559: i32 = i32(col20);
+        let v560: bool = v558 >= v559;
+        let v561: f32 = acc68 * 0.125f;
+        let v562: f32 = select(-1e+30f, v561, v560);
+        scratch0[i557] = v562;
+    }
+    if ((row11 < u.T) && (col21 < u.T)) {
+        let i563: u32 = row11 * u.T + col21;
+        let v564: i32 = i32(row11);
+        let v565: i32 = i32(col21);
+        let v566: bool = v564 >= v565;
+        let v567: f32 = acc69 * 0.125f;
+        let v568: f32 = select(-1e+30f, v567, v566);
+        scratch0[i563] = v568;
+    }
+    if ((row12 < u.T) && (col14 < u.T)) {
+        let i569: u32 = row12 * u.T + col14;
+        let v570: i32 = i32(row12);
+        let v571: i32 = i32(col14);
+        let v572: bool = v570 >= v571;
+        let v573: f32 = acc70 * 0.125f;
+        let v574: f32 = select(-1e+30f, v573, v572);
+        scratch0[i569] = v574;
+    }
+    if ((row12 < u.T) && (col15 < u.T)) {
+        let i575: u32 = row12 * u.T + col15;
+        let v576: i32 = i32(row12);
+        let v577: i32 = i32(col15);
+        let v578: bool = v576 >= v577;
+        let v579: f32 = acc71 * 0.125f;
+        let v580: f32 = select(-1e+30f, v579, v578);
+        scratch0[i575] = v580;
+    }
+    if ((row12 < u.T) && (col16 < u.T)) {
+        let i581: u32 = row12 * u.T + col16;
+        let v582: i32 = i32(row12);
+        let v583: i32 = i32(col16);
+        let v584: bool = v582 >= v583;
+        let v585: f32 = acc72 * 0.125f;
+        let v586: f32 = select(-1e+30f, v585, v584);
+        scratch0[i581] = v586;
+    }
+    if ((row12 < u.T) && (col17 < u.T)) {
+        let i587: u32 = row12 * u.T + col17;
+        let v588: i32 = i32(row12);
+        let v589: i32 = i32(col17);
+        let v590: bool = v588 >= v589;
+        let v591: f32 = acc73 * 0.125f;
+        let v592: f32 = select(-1e+30f, v591, v590);
+        scratch0[i587] = v592;
+    }
+    if ((row12 < u.T) && (col18 < u.T)) {
+        let i593: u32 = row12 * u.T + col18;
+        let v594: i32 = i32(row12);
+        let v595: i32 = i32(col18);
+        let v596: bool = v594 >= v595;
+        let v597: f32 = acc74 * 0.125f;
+        let v598: f32 = select(-1e+30f, v597, v596);
+        scratch0[i593] = v598;
+    }
+    if ((row12 < u.T) && (col19 < u.T)) {
+        let i599: u32 = row12 * u.T + col19;
+        let v600: i32 = i32(row12);
+        let v601: i32 = i32(col19);
+        let v602: bool = v600 >= v601;
+        let v603: f32 = acc75 * 0.125f;
+        let v604: f32 = select(-1e+30f, v603, v602);
+        scratch0[i599] = v604;
+    }
+    if ((row12 < u.T) && (col20 < u.T)) {
+        let i605: u32 = row12 * u.T + col20;
+        let v606: i32 = i32(row12);
+        let v607: i32 = i32(col20);
+        let v608: bool = v606 >= v607;
+        let v609: f32 = acc76 * 0.125f;
+        let v610: f32 = select(-1e+30f, v609, v608);
+        scratch0[i605] = v610;
+    }
+    if ((row12 < u.T) && (col21 < u.T)) {
+        let i611: u32 = row12 * u.T + col21;
+        let v612: i32 = i32(row12);
+        let v613: i32 = i32(col21);
+        let v614: bool = v612 >= v613;
+        let v615: f32 = acc77 * 0.125f;
+        let v616: f32 = select(-1e+30f, v615, v614);
+        scratch0[i611] = v616;
+    }
+    if ((row13 < u.T) && (col14 < u.T)) {
+        let i617: u32 = row13 * u.T + col14;
+        let v618: i32 = i32(row13);
+        let v619: i32 = i32(col14);
+        let v620: bool = v618 >= v619;
+        let v621: f32 = acc78 * 0.125f;
+        let v622: f32 = select(-1e+30f, v621, v620);
+        scratch0[i617] = v622;
+    }
+    if ((row13 < u.T) && (col15 < u.T)) {
+        let i623: u32 = row13 * u.T + col15;
+        let v624: i32 = i32(row13);
+        let v625: i32 = i32(col15);
+        let v626: bool = v624 >= v625;
+        let v627: f32 = acc79 * 0.125f;
+        let v628: f32 = select(-1e+30f, v627, v626);
+        scratch0[i623] = v628;
+    }
+    if ((row13 < u.T) && (col16 < u.T)) {
+        let i629: u32 = row13 * u.T + col16;
+        let v630: i32 = i32(row13);
+        let v631: i32 = i32(col16);
+        let v632: bool = v630 >= v631;
+        let v633: f32 = acc80 * 0.125f;
+        let v634: f32 = select(-1e+30f, v633, v632);
+        scratch0[i629] = v634;
+    }
+    if ((row13 < u.T) && (col17 < u.T)) {
+        let i635: u32 = row13 * u.T + col17;
+        let v636: i32 = i32(row13);
+        let v637: i32 = i32(col17);
+        let v638: bool = v636 >= v637;
+        let v639: f32 = acc81 * 0.125f;
+        let v640: f32 = select(-1e+30f, v639, v638);
+        scratch0[i635] = v640;
+    }
+    if ((row13 < u.T) && (col18 < u.T)) {
+        let i641: u32 = row13 * u.T + col18;
+        let v642: i32 = i32(row13);
+        let v643: i32 = i32(col18);
+        let v644: bool = v642 >= v643;
+        let v645: f32 = acc82 * 0.125f;
+        let v646: f32 = select(-1e+30f, v645, v644);
+        scratch0[i641] = v646;
+    }
+    if ((row13 < u.T) && (col19 < u.T)) {
+        let i647: u32 = row13 * u.T + col19;
+        let v648: i32 = i32(row13);
+        let v649: i32 = i32(col19);
+        let v650: bool = v648 >= v649;
+        let v651: f32 = acc83 * 0.125f;
+        let v652: f32 = select(-1e+30f, v651, v650);
+        scratch0[i647] = v652;
+    }
+    if ((row13 < u.T) && (col20 < u.T)) {
+        let i653: u32 = row13 * u.T + col20;
+        let v654: i32 = i32(row13);
+        let v655: i32 = i32(col20);
+        let v656: bool = v654 >= v655;
+        let v657: f32 = acc84 * 0.125f;
+        let v658: f32 = select(-1e+30f, v657, v656);
+        scratch0[i653] = v658;
+    }
+    if ((row13 < u.T) && (col21 < u.T)) {
+        let i659: u32 = row13 * u.T + col21;
+        let v660: i32 = i32(row13);
+        let v661: i32 = i32(col21);
+        let v662: bool = v660 >= v661;
+        let v663: f32 = acc85 * 0.125f;
+        let v664: f32 = select(-1e+30f, v663, v662);
+        scratch0[i659] = v664;
     }
 }

@@ -10,8 +10,8 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read> w: array<f16>;
 @group(0) @binding(2) var<storage, read_write> scratch0: array<f16>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> a_tile: array<f32, 1024>;
-var<workgroup> b_tile: array<f32, 1024>;
+var<workgroup> a_tile: array<f32, 2048>;
+var<workgroup> b_tile: array<f32, 2048>;
 
 @compute @workgroup_size(16, 16, 1)
 fn half_pipeline_0_matmul(
@@ -20,30 +20,30 @@ fn half_pipeline_0_matmul(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.N + 64u - 1u) >> 6u) * ((u.M + 64u - 1u) >> 6u)) {
+    if (g0 >= ((u.N + 128u - 1u) >> 7u) * ((u.M + 128u - 1u) >> 7u)) {
         return;
     }
-    let tile1: u32 = g0 % ((u.M + 64u - 1u) >> 6u);
-    let tile2: u32 = g0 / ((u.M + 64u - 1u) >> 6u);
-    let row3: u32 = tile2 * 64u;
-    let col4: u32 = tile1 * 64u;
-    let row5: u32 = row3 + lid.y;
-    let row6: u32 = row3 + (lid.y + 16u);
-    let row7: u32 = row3 + (lid.y + 32u);
-    let row8: u32 = row3 + (lid.y + 48u);
-    let col9: u32 = col4 + lid.x;
-    let col10: u32 = col4 + (lid.x + 16u);
-    let col11: u32 = col4 + (lid.x + 32u);
-    let col12: u32 = col4 + (lid.x + 48u);
-    var acc13: f32 = 0.0f;
-    var acc14: f32 = 0.0f;
-    var acc15: f32 = 0.0f;
-    var acc16: f32 = 0.0f;
-    var acc17: f32 = 0.0f;
-    var acc18: f32 = 0.0f;
-    var acc19: f32 = 0.0f;
-    var acc20: f32 = 0.0f;
-    var acc21: f32 = 0.0f;
+    let tile1: u32 = g0 % ((u.M + 128u - 1u) >> 7u);
+    let tile2: u32 = g0 / ((u.M + 128u - 1u) >> 7u);
+    let t3: u32 = lid.y * 16u + lid.x;
+    let row4: u32 = tile2 * 128u;
+    let col5: u32 = tile1 * 128u;
+    let row6: u32 = row4 + lid.y * 4u;
+    let row7: u32 = row4 + (lid.y * 4u + 1u);
+    let row8: u32 = row4 + (lid.y * 4u + 2u);
+    let row9: u32 = row4 + (lid.y * 4u + 3u);
+    let row10: u32 = row4 + (lid.y * 4u + 64u);
+    let row11: u32 = row4 + (lid.y * 4u + 65u);
+    let row12: u32 = row4 + (lid.y * 4u + 66u);
+    let row13: u32 = row4 + (lid.y * 4u + 67u);
+    let col14: u32 = col5 + lid.x * 4u;
+    let col15: u32 = col5 + (lid.x * 4u + 1u);
+    let col16: u32 = col5 + (lid.x * 4u + 2u);
+    let col17: u32 = col5 + (lid.x * 4u + 3u);
+    let col18: u32 = col5 + (lid.x * 4u + 64u);
+    let col19: u32 = col5 + (lid.x * 4u + 65u);
+    let col20: u32 = col5 + (lid.x * 4u + 66u);
+    let col21: u32 = col5 + (lid.x * 4u + 67u);
     var acc22: f32 = 0.0f;
     var acc23: f32 = 0.0f;
     var acc24: f32 = 0.0f;
@@ -51,172 +51,1157 @@ fn half_pipeline_0_matmul(
     var acc26: f32 = 0.0f;
     var acc27: f32 = 0.0f;
     var acc28: f32 = 0.0f;
-    for (var k0_29: u32 = 0u; k0_29 < 24u; k0_29 += 16u) {
-        let ka30: u32 = k0_29 + lid.x;
-        let kb31: u32 = k0_29 + lid.y;
-        var x32: f32 = 0.0f;
-        if ((row5 < u.N) && (ka30 < 24u)) {
-            let i33: u32 = row5 * 24u + ka30;
-            let v34: f32 = f32(x[i33]);
-            x32 = v34;
+    var acc29: f32 = 0.0f;
+    var acc30: f32 = 0.0f;
+    var acc31: f32 = 0.0f;
+    var acc32: f32 = 0.0f;
+    var acc33: f32 = 0.0f;
+    var acc34: f32 = 0.0f;
+    var acc35: f32 = 0.0f;
+    var acc36: f32 = 0.0f;
+    var acc37: f32 = 0.0f;
+    var acc38: f32 = 0.0f;
+    var acc39: f32 = 0.0f;
+    var acc40: f32 = 0.0f;
+    var acc41: f32 = 0.0f;
+    var acc42: f32 = 0.0f;
+    var acc43: f32 = 0.0f;
+    var acc44: f32 = 0.0f;
+    var acc45: f32 = 0.0f;
+    var acc46: f32 = 0.0f;
+    var acc47: f32 = 0.0f;
+    var acc48: f32 = 0.0f;
+    var acc49: f32 = 0.0f;
+    var acc50: f32 = 0.0f;
+    var acc51: f32 = 0.0f;
+    var acc52: f32 = 0.0f;
+    var acc53: f32 = 0.0f;
+    var acc54: f32 = 0.0f;
+    var acc55: f32 = 0.0f;
+    var acc56: f32 = 0.0f;
+    var acc57: f32 = 0.0f;
+    var acc58: f32 = 0.0f;
+    var acc59: f32 = 0.0f;
+    var acc60: f32 = 0.0f;
+    var acc61: f32 = 0.0f;
+    var acc62: f32 = 0.0f;
+    var acc63: f32 = 0.0f;
+    var acc64: f32 = 0.0f;
+    var acc65: f32 = 0.0f;
+    var acc66: f32 = 0.0f;
+    var acc67: f32 = 0.0f;
+    var acc68: f32 = 0.0f;
+    var acc69: f32 = 0.0f;
+    var acc70: f32 = 0.0f;
+    var acc71: f32 = 0.0f;
+    var acc72: f32 = 0.0f;
+    var acc73: f32 = 0.0f;
+    var acc74: f32 = 0.0f;
+    var acc75: f32 = 0.0f;
+    var acc76: f32 = 0.0f;
+    var acc77: f32 = 0.0f;
+    var acc78: f32 = 0.0f;
+    var acc79: f32 = 0.0f;
+    var acc80: f32 = 0.0f;
+    var acc81: f32 = 0.0f;
+    var acc82: f32 = 0.0f;
+    var acc83: f32 = 0.0f;
+    var acc84: f32 = 0.0f;
+    var acc85: f32 = 0.0f;
+    let ak86: u32 = t3 & 7u;
+    let am87: u32 = t3 >> 3u;
+    let ar88: u32 = row4 + am87;
+    let ar89: u32 = row4 + (am87 + 32u);
+    let ar90: u32 = row4 + (am87 + 64u);
+    let ar91: u32 = row4 + (am87 + 96u);
+    let ab92: u32 = ar88 * 24u;
+    let ab93: u32 = ar89 * 24u;
+    let ab94: u32 = ar90 * 24u;
+    let ab95: u32 = ar91 * 24u;
+    let aok96: bool = ar88 < u.N;
+    let aok97: bool = ar89 < u.N;
+    let aok98: bool = ar90 < u.N;
+    let aok99: bool = ar91 < u.N;
+    let as100: u32 = ak86 * 128u + am87;
+    let bk101: u32 = t3 >> 7u;
+    let bn102: u32 = col5 + (t3 & 127u);
+    let bok103: bool = bn102 < u.M;
+    let bs104: u32 = 2u * u.M;
+    let bs105: u32 = 4u * u.M;
+    let bs106: u32 = 6u * u.M;
+    var x108: f32 = 0.0f;
+    if (aok96) {
+        let v109: f32 = f32(x[ab92 + ak86]);
+        x108 = v109;
+    }
+    a_tile[as100] = x108;
+    var x111: f32 = 0.0f;
+    if (aok97) {
+        let v112: f32 = f32(x[ab93 + ak86]);
+        x111 = v112;
+    }
+    a_tile[as100 + 32u] = x111;
+    var x114: f32 = 0.0f;
+    if (aok98) {
+        let v115: f32 = f32(x[ab94 + ak86]);
+        x114 = v115;
+    }
+    a_tile[as100 + 64u] = x114;
+    var x117: f32 = 0.0f;
+    if (aok99) {
+        let v118: f32 = f32(x[ab95 + ak86]);
+        x117 = v118;
+    }
+    a_tile[as100 + 96u] = x117;
+    let bi119: u32 = bk101 * u.M + bn102;
+    var x121: f32 = 0.0f;
+    if (bok103) {
+        let v122: f32 = f32(w[bi119]);
+        x121 = v122;
+    }
+    b_tile[t3] = x121;
+    var x125: f32 = 0.0f;
+    if (bok103) {
+        let v126: f32 = f32(w[bi119 + bs104]);
+        x125 = v126;
+    }
+    b_tile[t3 + 256u] = x125;
+    var x129: f32 = 0.0f;
+    if (bok103) {
+        let v130: f32 = f32(w[bi119 + bs105]);
+        x129 = v130;
+    }
+    b_tile[t3 + 512u] = x129;
+    var x133: f32 = 0.0f;
+    if (bok103) {
+        let v134: f32 = f32(w[bi119 + bs106]);
+        x133 = v134;
+    }
+    b_tile[t3 + 768u] = x133;
+    workgroupBarrier();
+    let ly135: u32 = lid.y * 4u;
+    let lx136: u32 = lid.x * 4u;
+    for (var k0_137: u32 = 0u; k0_137 < 24u; k0_137 += 8u) {
+        let cur138: u32 = (k0_137 << 7u) & 1024u;
+        let nxt139: u32 = cur138 ^ 1024u;
+        let kn140: u32 = k0_137 + 8u;
+        if (kn140 < 24u) {
+            let ka141: u32 = kn140 + ak86;
+            let sa142: u32 = nxt139 + as100;
+            var x144: f32 = 0.0f;
+            if (aok96) {
+                let v145: f32 = f32(x[ab92 + ka141]);
+                x144 = v145;
+            }
+            a_tile[sa142] = x144;
+            var x147: f32 = 0.0f;
+            if (aok97) {
+                let v148: f32 = f32(x[ab93 + ka141]);
+                x147 = v148;
+            }
+            a_tile[sa142 + 32u] = x147;
+            var x150: f32 = 0.0f;
+            if (aok98) {
+                let v151: f32 = f32(x[ab94 + ka141]);
+                x150 = v151;
+            }
+            a_tile[sa142 + 64u] = x150;
+            var x153: f32 = 0.0f;
+            if (aok99) {
+                let v154: f32 = f32(x[ab95 + ka141]);
+                x153 = v154;
+            }
+            a_tile[sa142 + 96u] = x153;
+            let kb155: u32 = kn140 + bk101;
+            let sb156: u32 = nxt139 + t3;
+            let bi157: u32 = kb155 * u.M + bn102;
+            var x159: f32 = 0.0f;
+            if (bok103) {
+                let v160: f32 = f32(w[bi157]);
+                x159 = v160;
+            }
+            b_tile[sb156] = x159;
+            var x163: f32 = 0.0f;
+            if (bok103) {
+                let v164: f32 = f32(w[bi157 + bs104]);
+                x163 = v164;
+            }
+            b_tile[sb156 + 256u] = x163;
+            var x167: f32 = 0.0f;
+            if (bok103) {
+                let v168: f32 = f32(w[bi157 + bs105]);
+                x167 = v168;
+            }
+            b_tile[sb156 + 512u] = x167;
+            var x171: f32 = 0.0f;
+            if (bok103) {
+                let v172: f32 = f32(w[bi157 + bs106]);
+                x171 = v172;
+            }
+            b_tile[sb156 + 768u] = x171;
         }
-        a_tile[lid.y * 16u + lid.x] = x32;
-        var x35: f32 = 0.0f;
-        if ((row6 < u.N) && (ka30 < 24u)) {
-            let i36: u32 = row6 * 24u + ka30;
-            let v37: f32 = f32(x[i36]);
-            x35 = v37;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x35;
-        var x38: f32 = 0.0f;
-        if ((row7 < u.N) && (ka30 < 24u)) {
-            let i39: u32 = row7 * 24u + ka30;
-            let v40: f32 = f32(x[i39]);
-            x38 = v40;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x38;
-        var x41: f32 = 0.0f;
-        if ((row8 < u.N) && (ka30 < 24u)) {
-            let i42: u32 = row8 * 24u + ka30;
-            let v43: f32 = f32(x[i42]);
-            x41 = v43;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x41;
-        var x44: f32 = 0.0f;
-        if ((kb31 < 24u) && (col9 < u.M)) {
-            let i45: u32 = kb31 * u.M + col9;
-            let v46: f32 = f32(w[i45]);
-            x44 = v46;
-        }
-        b_tile[lid.y * 64u + lid.x] = x44;
-        var x47: f32 = 0.0f;
-        if ((kb31 < 24u) && (col10 < u.M)) {
-            let i48: u32 = kb31 * u.M + col10;
-            let v49: f32 = f32(w[i48]);
-            x47 = v49;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x47;
-        var x50: f32 = 0.0f;
-        if ((kb31 < 24u) && (col11 < u.M)) {
-            let i51: u32 = kb31 * u.M + col11;
-            let v52: f32 = f32(w[i51]);
-            x50 = v52;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x50;
-        var x53: f32 = 0.0f;
-        if ((kb31 < 24u) && (col12 < u.M)) {
-            let i54: u32 = kb31 * u.M + col12;
-            let v55: f32 = f32(w[i54]);
-            x53 = v55;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x53;
+        let ra173: u32 = cur138 + ly135;
+        let rb174: u32 = cur138 + lx136;
+        let a175: f32 = a_tile[ra173];
+        let a176: f32 = a_tile[ra173 + 1u];
+        let a177: f32 = a_tile[ra173 + 2u];
+        let a178: f32 = a_tile[ra173 + 3u];
+        let a179: f32 = a_tile[ra173 + 64u];
+        let a180: f32 = a_tile[ra173 + 64u + 1u];
+        let a181: f32 = a_tile[ra173 + 64u + 2u];
+        let a182: f32 = a_tile[ra173 + 64u + 3u];
+        let b183: f32 = b_tile[rb174];
+        let b184: f32 = b_tile[rb174 + 1u];
+        let b185: f32 = b_tile[rb174 + 2u];
+        let b186: f32 = b_tile[rb174 + 3u];
+        let b187: f32 = b_tile[rb174 + 64u];
+        let b188: f32 = b_tile[rb174 + 64u + 1u];
+        let b189: f32 = b_tile[rb174 + 64u + 2u];
+        let b190: f32 = b_tile[rb174 + 64u + 3u];
+        acc22 = fma(a175, b183, acc22);
+        acc23 = fma(a175, b184, acc23);
+        acc24 = fma(a175, b185, acc24);
+        acc25 = fma(a175, b186, acc25);
+        acc26 = fma(a175, b187, acc26);
+        acc27 = fma(a175, b188, acc27);
+        acc28 = fma(a175, b189, acc28);
+        acc29 = fma(a175, b190, acc29);
+        acc30 = fma(a176, b183, acc30);
+        acc31 = fma(a176, b184, acc31);
+        acc32 = fma(a176, b185, acc32);
+        acc33 = fma(a176, b186, acc33);
+        acc34 = fma(a176, b187, acc34);
+        acc35 = fma(a176, b188, acc35);
+        acc36 = fma(a176, b189, acc36);
+        acc37 = fma(a176, b190, acc37);
+        acc38 = fma(a177, b183, acc38);
+        acc39 = fma(a177, b184, acc39);
+        acc40 = fma(a177, b185, acc40);
+        acc41 = fma(a177, b186, acc41);
+        acc42 = fma(a177, b187, acc42);
+        acc43 = fma(a177, b188, acc43);
+        acc44 = fma(a177, b189, acc44);
+        acc45 = fma(a177, b190, acc45);
+        acc46 = fma(a178, b183, acc46);
+        acc47 = fma(a178, b184, acc47);
+        acc48 = fma(a178, b185, acc48);
+        acc49 = fma(a178, b186, acc49);
+        acc50 = fma(a178, b187, acc50);
+        acc51 = fma(a178, b188, acc51);
+        acc52 = fma(a178, b189, acc52);
+        acc53 = fma(a178, b190, acc53);
+        acc54 = fma(a179, b183, acc54);
+        acc55 = fma(a179, b184, acc55);
+        acc56 = fma(a179, b185, acc56);
+        acc57 = fma(a179, b186, acc57);
+        acc58 = fma(a179, b187, acc58);
+        acc59 = fma(a179, b188, acc59);
+        acc60 = fma(a179, b189, acc60);
+        acc61 = fma(a179, b190, acc61);
+        acc62 = fma(a180, b183, acc62);
+        acc63 = fma(a180, b184, acc63);
+        acc64 = fma(a180, b185, acc64);
+        acc65 = fma(a180, b186, acc65);
+        acc66 = fma(a180, b187, acc66);
+        acc67 = fma(a180, b188, acc67);
+        acc68 = fma(a180, b189, acc68);
+        acc69 = fma(a180, b190, acc69);
+        acc70 = fma(a181, b183, acc70);
+        acc71 = fma(a181, b184, acc71);
+        acc72 = fma(a181, b185, acc72);
+        acc73 = fma(a181, b186, acc73);
+        acc74 = fma(a181, b187, acc74);
+        acc75 = fma(a181, b188, acc75);
+        acc76 = fma(a181, b189, acc76);
+        acc77 = fma(a181, b190, acc77);
+        acc78 = fma(a182, b183, acc78);
+        acc79 = fma(a182, b184, acc79);
+        acc80 = fma(a182, b185, acc80);
+        acc81 = fma(a182, b186, acc81);
+        acc82 = fma(a182, b187, acc82);
+        acc83 = fma(a182, b188, acc83);
+        acc84 = fma(a182, b189, acc84);
+        acc85 = fma(a182, b190, acc85);
+        let a191: f32 = a_tile[ra173 + 128u];
+        let a192: f32 = a_tile[ra173 + 128u + 1u];
+        let a193: f32 = a_tile[ra173 + 128u + 2u];
+        let a194: f32 = a_tile[ra173 + 128u + 3u];
+        let a195: f32 = a_tile[ra173 + 192u];
+        let a196: f32 = a_tile[ra173 + 192u + 1u];
+        let a197: f32 = a_tile[ra173 + 192u + 2u];
+        let a198: f32 = a_tile[ra173 + 192u + 3u];
+        let b199: f32 = b_tile[rb174 + 128u];
+        let b200: f32 = b_tile[rb174 + 128u + 1u];
+        let b201: f32 = b_tile[rb174 + 128u + 2u];
+        let b202: f32 = b_tile[rb174 + 128u + 3u];
+        let b203: f32 = b_tile[rb174 + 192u];
+        let b204: f32 = b_tile[rb174 + 192u + 1u];
+        let b205: f32 = b_tile[rb174 + 192u + 2u];
+        let b206: f32 = b_tile[rb174 + 192u + 3u];
+        acc22 = fma(a191, b199, acc22);
+        acc23 = fma(a191, b200, acc23);
+        acc24 = fma(a191, b201, acc24);
+        acc25 = fma(a191, b202, acc25);
+        acc26 = fma(a191, b203, acc26);
+        acc27 = fma(a191, b204, acc27);
+        acc28 = fma(a191, b205, acc28);
+        acc29 = fma(a191, b206, acc29);
+        acc30 = fma(a192, b199, acc30);
+        acc31 = fma(a192, b200, acc31);
+        acc32 = fma(a192, b201, acc32);
+        acc33 = fma(a192, b202, acc33);
+        acc34 = fma(a192, b203, acc34);
+        acc35 = fma(a192, b204, acc35);
+        acc36 = fma(a192, b205, acc36);
+        acc37 = fma(a192, b206, acc37);
+        acc38 = fma(a193, b199, acc38);
+        acc39 = fma(a193, b200, acc39);
+        acc40 = fma(a193, b201, acc40);
+        acc41 = fma(a193, b202, acc41);
+        acc42 = fma(a193, b203, acc42);
+        acc43 = fma(a193, b204, acc43);
+        acc44 = fma(a193, b205, acc44);
+        acc45 = fma(a193, b206, acc45);
+        acc46 = fma(a194, b199, acc46);
+        acc47 = fma(a194, b200, acc47);
+        acc48 = fma(a194, b201, acc48);
+        acc49 = fma(a194, b202, acc49);
+        acc50 = fma(a194, b203, acc50);
+        acc51 = fma(a194, b204, acc51);
+        acc52 = fma(a194, b205, acc52);
+        acc53 = fma(a194, b206, acc53);
+        acc54 = fma(a195, b199, acc54);
+        acc55 = fma(a195, b200, acc55);
+        acc56 = fma(a195, b201, acc56);
+        acc57 = fma(a195, b202, acc57);
+        acc58 = fma(a195, b203, acc58);
+        acc59 = fma(a195, b204, acc59);
+        acc60 = fma(a195, b205, acc60);
+        acc61 = fma(a195, b206, acc61);
+        acc62 = fma(a196, b199, acc62);
+        acc63 = fma(a196, b200, acc63);
+        acc64 = fma(a196, b201, acc64);
+        acc65 = fma(a196, b202, acc65);
+        acc66 = fma(a196, b203, acc66);
+        acc67 = fma(a196, b204, acc67);
+        acc68 = fma(a196, b205, acc68);
+        acc69 = fma(a196, b206, acc69);
+        acc70 = fma(a197, b199, acc70);
+        acc71 = fma(a197, b200, acc71);
+        acc72 = fma(a197, b201, acc72);
+        acc73 = fma(a197, b202, acc73);
+        acc74 = fma(a197, b203, acc74);
+        acc75 = fma(a197, b204, acc75);
+        acc76 = fma(a197, b205, acc76);
+        acc77 = fma(a197, b206, acc77);
+        acc78 = fma(a198, b199, acc78);
+        acc79 = fma(a198, b200, acc79);
+        acc80 = fma(a198, b201, acc80);
+        acc81 = fma(a198, b202, acc81);
+        acc82 = fma(a198, b203, acc82);
+        acc83 = fma(a198, b204, acc83);
+        acc84 = fma(a198, b205, acc84);
+        acc85 = fma(a198, b206, acc85);
+        let a207: f32 = a_tile[ra173 + 256u];
+        let a208: f32 = a_tile[ra173 + 256u + 1u];
+        let a209: f32 = a_tile[ra173 + 256u + 2u];
+        let a210: f32 = a_tile[ra173 + 256u + 3u];
+        let a211: f32 = a_tile[ra173 + 320u];
+        let a212: f32 = a_tile[ra173 + 320u + 1u];
+        let a213: f32 = a_tile[ra173 + 320u + 2u];
+        let a214: f32 = a_tile[ra173 + 320u + 3u];
+        let b215: f32 = b_tile[rb174 + 256u];
+        let b216: f32 = b_tile[rb174 + 256u + 1u];
+        let b217: f32 = b_tile[rb174 + 256u + 2u];
+        let b218: f32 = b_tile[rb174 + 256u + 3u];
+        let b219: f32 = b_tile[rb174 + 320u];
+        let b220: f32 = b_tile[rb174 + 320u + 1u];
+        let b221: f32 = b_tile[rb174 + 320u + 2u];
+        let b222: f32 = b_tile[rb174 + 320u + 3u];
+        acc22 = fma(a207, b215, acc22);
+        acc23 = fma(a207, b216, acc23);
+        acc24 = fma(a207, b217, acc24);
+        acc25 = fma(a207, b218, acc25);
+        acc26 = fma(a207, b219, acc26);
+        acc27 = fma(a207, b220, acc27);
+        acc28 = fma(a207, b221, acc28);
+        acc29 = fma(a207, b222, acc29);
+        acc30 = fma(a208, b215, acc30);
+        acc31 = fma(a208, b216, acc31);
+        acc32 = fma(a208, b217, acc32);
+        acc33 = fma(a208, b218, acc33);
+        acc34 = fma(a208, b219, acc34);
+        acc35 = fma(a208, b220, acc35);
+        acc36 = fma(a208, b221, acc36);
+        acc37 = fma(a208, b222, acc37);
+        acc38 = fma(a209, b215, acc38);
+        acc39 = fma(a209, b216, acc39);
+        acc40 = fma(a209, b217, acc40);
+        acc41 = fma(a209, b218, acc41);
+        acc42 = fma(a209, b219, acc42);
+        acc43 = fma(a209, b220, acc43);
+        acc44 = fma(a209, b221, acc44);
+        acc45 = fma(a209, b222, acc45);
+        acc46 = fma(a210, b215, acc46);
+        acc47 = fma(a210, b216, acc47);
+        acc48 = fma(a210, b217, acc48);
+        acc49 = fma(a210, b218, acc49);
+        acc50 = fma(a210, b219, acc50);
+        acc51 = fma(a210, b220, acc51);
+        acc52 = fma(a210, b221, acc52);
+        acc53 = fma(a210, b222, acc53);
+        acc54 = fma(a211, b215, acc54);
+        acc55 = fma(a211, b216, acc55);
+        acc56 = fma(a211, b217, acc56);
+        acc57 = fma(a211, b218, acc57);
+        acc58 = fma(a211, b219, acc58);
+        acc59 = fma(a211, b220, acc59);
+        acc60 = fma(a211, b221, acc60);
+        acc61 = fma(a211, b222, acc61);
+        acc62 = fma(a212, b215, acc62);
+        acc63 = fma(a212, b216, acc63);
+        acc64 = fma(a212, b217, acc64);
+        acc65 = fma(a212, b218, acc65);
+        acc66 = fma(a212, b219, acc66);
+        acc67 = fma(a212, b220, acc67);
+        acc68 = fma(a212, b221, acc68);
+        acc69 = fma(a212, b222, acc69);
+        acc70 = fma(a213, b215, acc70);
+        acc71 = fma(a213, b216, acc71);
+        acc72 = fma(a213, b217, acc72);
+        acc73 = fma(a213, b218, acc73);
+        acc74 = fma(a213, b219, acc74);
+        acc75 = fma(a213, b220, acc75);
+        acc76 = fma(a213, b221, acc76);
+        acc77 = fma(a213, b222, acc77);
+        acc78 = fma(a214, b215, acc78);
+        acc79 = fma(a214, b216, acc79);
+        acc80 = fma(a214, b217, acc80);
+        acc81 = fma(a214, b218, acc81);
+        acc82 = fma(a214, b219, acc82);
+        acc83 = fma(a214, b220, acc83);
+        acc84 = fma(a214, b221, acc84);
+        acc85 = fma(a214, b222, acc85);
+        let a223: f32 = a_tile[ra173 + 384u];
+        let a224: f32 = a_tile[ra173 + 384u + 1u];
+        let a225: f32 = a_tile[ra173 + 384u + 2u];
+        let a226: f32 = a_tile[ra173 + 384u + 3u];
+        let a227: f32 = a_tile[ra173 + 448u];
+        let a228: f32 = a_tile[ra173 + 448u + 1u];
+        let a229: f32 = a_tile[ra173 + 448u + 2u];
+        let a230: f32 = a_tile[ra173 + 448u + 3u];
+        let b231: f32 = b_tile[rb174 + 384u];
+        let b232: f32 = b_tile[rb174 + 384u + 1u];
+        let b233: f32 = b_tile[rb174 + 384u + 2u];
+        let b234: f32 = b_tile[rb174 + 384u + 3u];
+        let b235: f32 = b_tile[rb174 + 448u];
+        let b236: f32 = b_tile[rb174 + 448u + 1u];
+        let b237: f32 = b_tile[rb174 + 448u + 2u];
+        let b238: f32 = b_tile[rb174 + 448u + 3u];
+        acc22 = fma(a223, b231, acc22);
+        acc23 = fma(a223, b232, acc23);
+        acc24 = fma(a223, b233, acc24);
+        acc25 = fma(a223, b234, acc25);
+        acc26 = fma(a223, b235, acc26);
+        acc27 = fma(a223, b236, acc27);
+        acc28 = fma(a223, b237, acc28);
+        acc29 = fma(a223, b238, acc29);
+        acc30 = fma(a224, b231, acc30);
+        acc31 = fma(a224, b232, acc31);
+        acc32 = fma(a224, b233, acc32);
+        acc33 = fma(a224, b234, acc33);
+        acc34 = fma(a224, b235, acc34);
+        acc35 = fma(a224, b236, acc35);
+        acc36 = fma(a224, b237, acc36);
+        acc37 = fma(a224, b238, acc37);
+        acc38 = fma(a225, b231, acc38);
+        acc39 = fma(a225, b232, acc39);
+        acc40 = fma(a225, b233, acc40);
+        acc41 = fma(a225, b234, acc41);
+        acc42 = fma(a225, b235, acc42);
+        acc43 = fma(a225, b236, acc43);
+        acc44 = fma(a225, b237, acc44);
+        acc45 = fma(a225, b238, acc45);
+        acc46 = fma(a226, b231, acc46);
+        acc47 = fma(a226, b232, acc47);
+        acc48 = fma(a226, b233, acc48);
+        acc49 = fma(a226, b234, acc49);
+        acc50 = fma(a226, b235, acc50);
+        acc51 = fma(a226, b236, acc51);
+        acc52 = fma(a226, b237, acc52);
+        acc53 = fma(a226, b238, acc53);
+        acc54 = fma(a227, b231, acc54);
+        acc55 = fma(a227, b232, acc55);
+        acc56 = fma(a227, b233, acc56);
+        acc57 = fma(a227, b234, acc57);
+        acc58 = fma(a227, b235, acc58);
+        acc59 = fma(a227, b236, acc59);
+        acc60 = fma(a227, b237, acc60);
+        acc61 = fma(a227, b238, acc61);
+        acc62 = fma(a228, b231, acc62);
+        acc63 = fma(a228, b232, acc63);
+        acc64 = fma(a228, b233, acc64);
+        acc65 = fma(a228, b234, acc65);
+        acc66 = fma(a228, b235, acc66);
+        acc67 = fma(a228, b236, acc67);
+        acc68 = fma(a228, b237, acc68);
+        acc69 = fma(a228, b238, acc69);
+        acc70 = fma(a229, b231, acc70);
+        acc71 = fma(a229, b232, acc71);
+        acc72 = fma(a229, b233, acc72);
+        acc73 = fma(a229, b234, acc73);
+        acc74 = fma(a229, b235, acc74);
+        acc75 = fma(a229, b236, acc75);
+        acc76 = fma(a229, b237, acc76);
+        acc77 = fma(a229, b238, acc77);
+        acc78 = fma(a230, b231, acc78);
+        acc79 = fma(a230, b232, acc79);
+        acc80 = fma(a230, b233, acc80);
+        acc81 = fma(a230, b234, acc81);
+        acc82 = fma(a230, b235, acc82);
+        acc83 = fma(a230, b236, acc83);
+        acc84 = fma(a230, b237, acc84);
+        acc85 = fma(a230, b238, acc85);
+        let a239: f32 = a_tile[ra173 + 512u];
+        let a240: f32 = a_tile[ra173 + 512u + 1u];
+        let a241: f32 = a_tile[ra173 + 512u + 2u];
+        let a242: f32 = a_tile[ra173 + 512u + 3u];
+        let a243: f32 = a_tile[ra173 + 576u];
+        let a244: f32 = a_tile[ra173 + 576u + 1u];
+        let a245: f32 = a_tile[ra173 + 576u + 2u];
+        let a246: f32 = a_tile[ra173 + 576u + 3u];
+        let b247: f32 = b_tile[rb174 + 512u];
+        let b248: f32 = b_tile[rb174 + 512u + 1u];
+        let b249: f32 = b_tile[rb174 + 512u + 2u];
+        let b250: f32 = b_tile[rb174 + 512u + 3u];
+        let b251: f32 = b_tile[rb174 + 576u];
+        let b252: f32 = b_tile[rb174 + 576u + 1u];
+        let b253: f32 = b_tile[rb174 + 576u + 2u];
+        let b254: f32 = b_tile[rb174 + 576u + 3u];
+        acc22 = fma(a239, b247, acc22);
+        acc23 = fma(a239, b248, acc23);
+        acc24 = fma(a239, b249, acc24);
+        acc25 = fma(a239, b250, acc25);
+        acc26 = fma(a239, b251, acc26);
+        acc27 = fma(a239, b252, acc27);
+        acc28 = fma(a239, b253, acc28);
+        acc29 = fma(a239, b254, acc29);
+        acc30 = fma(a240, b247, acc30);
+        acc31 = fma(a240, b248, acc31);
+        acc32 = fma(a240, b249, acc32);
+        acc33 = fma(a240, b250, acc33);
+        acc34 = fma(a240, b251, acc34);
+        acc35 = fma(a240, b252, acc35);
+        acc36 = fma(a240, b253, acc36);
+        acc37 = fma(a240, b254, acc37);
+        acc38 = fma(a241, b247, acc38);
+        acc39 = fma(a241, b248, acc39);
+        acc40 = fma(a241, b249, acc40);
+        acc41 = fma(a241, b250, acc41);
+        acc42 = fma(a241, b251, acc42);
+        acc43 = fma(a241, b252, acc43);
+        acc44 = fma(a241, b253, acc44);
+        acc45 = fma(a241, b254, acc45);
+        acc46 = fma(a242, b247, acc46);
+        acc47 = fma(a242, b248, acc47);
+        acc48 = fma(a242, b249, acc48);
+        acc49 = fma(a242, b250, acc49);
+        acc50 = fma(a242, b251, acc50);
+        acc51 = fma(a242, b252, acc51);
+        acc52 = fma(a242, b253, acc52);
+        acc53 = fma(a242, b254, acc53);
+        acc54 = fma(a243, b247, acc54);
+        acc55 = fma(a243, b248, acc55);
+        acc56 = fma(a243, b249, acc56);
+        acc57 = fma(a243, b250, acc57);
+        acc58 = fma(a243, b251, acc58);
+        acc59 = fma(a243, b252, acc59);
+        acc60 = fma(a243, b253, acc60);
+        acc61 = fma(a243, b254, acc61);
+        acc62 = fma(a244, b247, acc62);
+        acc63 = fma(a244, b248, acc63);
+        acc64 = fma(a244, b249, acc64);
+        acc65 = fma(a244, b250, acc65);
+        acc66 = fma(a244, b251, acc66);
+        acc67 = fma(a244, b252, acc67);
+        acc68 = fma(a244, b253, acc68);
+        acc69 = fma(a244, b254, acc69);
+        acc70 = fma(a245, b247, acc70);
+        acc71 = fma(a245, b248, acc71);
+        acc72 = fma(a245, b249, acc72);
+        acc73 = fma(a245, b250, acc73);
+        acc74 = fma(a245, b251, acc74);
+        acc75 = fma(a245, b252, acc75);
+        acc76 = fma(a245, b253, acc76);
+        acc77 = fma(a245, b254, acc77);
+        acc78 = fma(a246, b247, acc78);
+        acc79 = fma(a246, b248, acc79);
+        acc80 = fma(a246, b249, acc80);
+        acc81 = fma(a246, b250, acc81);
+        acc82 = fma(a246, b251, acc82);
+        acc83 = fma(a246, b252, acc83);
+        acc84 = fma(a246, b253, acc84);
+        acc85 = fma(a246, b254, acc85);
+        let a255: f32 = a_tile[ra173 + 640u];
+        let a256: f32 = a_tile[ra173 + 640u + 1u];
+        let a257: f32 = a_tile[ra173 + 640u + 2u];
+        let a258: f32 = a_tile[ra173 + 640u + 3u];
+        let a259: f32 = a_tile[ra173 + 704u];
+        let a260: f32 = a_tile[ra173 + 704u + 1u];
+        let a261: f32 = a_tile[ra173 + 704u + 2u];
+        let a262: f32 = a_tile[ra173 + 704u + 3u];
+        let b263: f32 = b_tile[rb174 + 640u];
+        let b264: f32 = b_tile[rb174 + 640u + 1u];
+        let b265: f32 = b_tile[rb174 + 640u + 2u];
+        let b266: f32 = b_tile[rb174 + 640u + 3u];
+        let b267: f32 = b_tile[rb174 + 704u];
+        let b268: f32 = b_tile[rb174 + 704u + 1u];
+        let b269: f32 = b_tile[rb174 + 704u + 2u];
+        let b270: f32 = b_tile[rb174 + 704u + 3u];
+        acc22 = fma(a255, b263, acc22);
+        acc23 = fma(a255, b264, acc23);
+        acc24 = fma(a255, b265, acc24);
+        acc25 = fma(a255, b266, acc25);
+        acc26 = fma(a255, b267, acc26);
+        acc27 = fma(a255, b268, acc27);
+        acc28 = fma(a255, b269, acc28);
+        acc29 = fma(a255, b270, acc29);
+        acc30 = fma(a256, b263, acc30);
+        acc31 = fma(a256, b264, acc31);
+        acc32 = fma(a256, b265, acc32);
+        acc33 = fma(a256, b266, acc33);
+        acc34 = fma(a256, b267, acc34);
+        acc35 = fma(a256, b268, acc35);
+        acc36 = fma(a256, b269, acc36);
+        acc37 = fma(a256, b270, acc37);
+        acc38 = fma(a257, b263, acc38);
+        acc39 = fma(a257, b264, acc39);
+        acc40 = fma(a257, b265, acc40);
+        acc41 = fma(a257, b266, acc41);
+        acc42 = fma(a257, b267, acc42);
+        acc43 = fma(a257, b268, acc43);
+        acc44 = fma(a257, b269, acc44);
+        acc45 = fma(a257, b270, acc45);
+        acc46 = fma(a258, b263, acc46);
+        acc47 = fma(a258, b264, acc47);
+        acc48 = fma(a258, b265, acc48);
+        acc49 = fma(a258, b266, acc49);
+        acc50 = fma(a258, b267, acc50);
+        acc51 = fma(a258, b268, acc51);
+        acc52 = fma(a258, b269, acc52);
+        acc53 = fma(a258, b270, acc53);
+        acc54 = fma(a259, b263, acc54);
+        acc55 = fma(a259, b264, acc55);
+        acc56 = fma(a259, b265, acc56);
+        acc57 = fma(a259, b266, acc57);
+        acc58 = fma(a259, b267, acc58);
+        acc59 = fma(a259, b268, acc59);
+        acc60 = fma(a259, b269, acc60);
+        acc61 = fma(a259, b270, acc61);
+        acc62 = fma(a260, b263, acc62);
+        acc63 = fma(a260, b264, acc63);
+        acc64 = fma(a260, b265, acc64);
+        acc65 = fma(a260, b266, acc65);
+        acc66 = fma(a260, b267, acc66);
+        acc67 = fma(a260, b268, acc67);
+        acc68 = fma(a260, b269, acc68);
+        acc69 = fma(a260, b270, acc69);
+        acc70 = fma(a261, b263, acc70);
+        acc71 = fma(a261, b264, acc71);
+        acc72 = fma(a261, b265, acc72);
+        acc73 = fma(a261, b266, acc73);
+        acc74 = fma(a261, b267, acc74);
+        acc75 = fma(a261, b268, acc75);
+        acc76 = fma(a261, b269, acc76);
+        acc77 = fma(a261, b270, acc77);
+        acc78 = fma(a262, b263, acc78);
+        acc79 = fma(a262, b264, acc79);
+        acc80 = fma(a262, b265, acc80);
+        acc81 = fma(a262, b266, acc81);
+        acc82 = fma(a262, b267, acc82);
+        acc83 = fma(a262, b268, acc83);
+        acc84 = fma(a262, b269, acc84);
+        acc85 = fma(a262, b270, acc85);
+        let a271: f32 = a_tile[ra173 + 768u];
+        let a272: f32 = a_tile[ra173 + 768u + 1u];
+        let a273: f32 = a_tile[ra173 + 768u + 2u];
+        let a274: f32 = a_tile[ra173 + 768u + 3u];
+        let a275: f32 = a_tile[ra173 + 832u];
+        let a276: f32 = a_tile[ra173 + 832u + 1u];
+        let a277: f32 = a_tile[ra173 + 832u + 2u];
+        let a278: f32 = a_tile[ra173 + 832u + 3u];
+        let b279: f32 = b_tile[rb174 + 768u];
+        let b280: f32 = b_tile[rb174 + 768u + 1u];
+        let b281: f32 = b_tile[rb174 + 768u + 2u];
+        let b282: f32 = b_tile[rb174 + 768u + 3u];
+        let b283: f32 = b_tile[rb174 + 832u];
+        let b284: f32 = b_tile[rb174 + 832u + 1u];
+        let b285: f32 = b_tile[rb174 + 832u + 2u];
+        let b286: f32 = b_tile[rb174 + 832u + 3u];
+        acc22 = fma(a271, b279, acc22);
+        acc23 = fma(a271, b280, acc23);
+        acc24 = fma(a271, b281, acc24);
+        acc25 = fma(a271, b282, acc25);
+        acc26 = fma(a271, b283, acc26);
+        acc27 = fma(a271, b284, acc27);
+        acc28 = fma(a271, b285, acc28);
+        acc29 = fma(a271, b286, acc29);
+        acc30 = fma(a272, b279, acc30);
+        acc31 = fma(a272, b280, acc31);
+        acc32 = fma(a272, b281, acc32);
+        acc33 = fma(a272, b282, acc33);
+        acc34 = fma(a272, b283, acc34);
+        acc35 = fma(a272, b284, acc35);
+        acc36 = fma(a272, b285, acc36);
+        acc37 = fma(a272, b286, acc37);
+        acc38 = fma(a273, b279, acc38);
+        acc39 = fma(a273, b280, acc39);
+        acc40 = fma(a273, b281, acc40);
+        acc41 = fma(a273, b282, acc41);
+        acc42 = fma(a273, b283, acc42);
+        acc43 = fma(a273, b284, acc43);
+        acc44 = fma(a273, b285, acc44);
+        acc45 = fma(a273, b286, acc45);
+        acc46 = fma(a274, b279, acc46);
+        acc47 = fma(a274, b280, acc47);
+        acc48 = fma(a274, b281, acc48);
+        acc49 = fma(a274, b282, acc49);
+        acc50 = fma(a274, b283, acc50);
+        acc51 = fma(a274, b284, acc51);
+        acc52 = fma(a274, b285, acc52);
+        acc53 = fma(a274, b286, acc53);
+        acc54 = fma(a275, b279, acc54);
+        acc55 = fma(a275, b280, acc55);
+        acc56 = fma(a275, b281, acc56);
+        acc57 = fma(a275, b282, acc57);
+        acc58 = fma(a275, b283, acc58);
+        acc59 = fma(a275, b284, acc59);
+        acc60 = fma(a275, b285, acc60);
+        acc61 = fma(a275, b286, acc61);
+        acc62 = fma(a276, b279, acc62);
+        acc63 = fma(a276, b280, acc63);
+        acc64 = fma(a276, b281, acc64);
+        acc65 = fma(a276, b282, acc65);
+        acc66 = fma(a276, b283, acc66);
+        acc67 = fma(a276, b284, acc67);
+        acc68 = fma(a276, b285, acc68);
+        acc69 = fma(a276, b286, acc69);
+        acc70 = fma(a277, b279, acc70);
+        acc71 = fma(a277, b280, acc71);
+        acc72 = fma(a277, b281, acc72);
+        acc73 = fma(a277, b282, acc73);
+        acc74 = fma(a277, b283, acc74);
+        acc75 = fma(a277, b284, acc75);
+        acc76 = fma(a277, b285, acc76);
+        acc77 = fma(a277, b286, acc77);
+        acc78 = fma(a278, b279, acc78);
+        acc79 = fma(a278, b280, acc79);
+        acc80 = fma(a278, b281, acc80);
+        acc81 = fma(a278, b282, acc81);
+        acc82 = fma(a278, b283, acc82);
+        acc83 = fma(a278, b284, acc83);
+        acc84 = fma(a278, b285, acc84);
+        acc85 = fma(a278, b286, acc85);
+        let a287: f32 = a_tile[ra173 + 896u];
+        let a288: f32 = a_tile[ra173 + 896u + 1u];
+        let a289: f32 = a_tile[ra173 + 896u + 2u];
+        let a290: f32 = a_tile[ra173 + 896u + 3u];
+        let a291: f32 = a_tile[ra173 + 960u];
+        let a292: f32 = a_tile[ra173 + 960u + 1u];
+        let a293: f32 = a_tile[ra173 + 960u + 2u];
+        let a294: f32 = a_tile[ra173 + 960u + 3u];
+        let b295: f32 = b_tile[rb174 + 896u];
+        let b296: f32 = b_tile[rb174 + 896u + 1u];
+        let b297: f32 = b_tile[rb174 + 896u + 2u];
+        let b298: f32 = b_tile[rb174 + 896u + 3u];
+        let b299: f32 = b_tile[rb174 + 960u];
+        let b300: f32 = b_tile[rb174 + 960u + 1u];
+        let b301: f32 = b_tile[rb174 + 960u + 2u];
+        let b302: f32 = b_tile[rb174 + 960u + 3u];
+        acc22 = fma(a287, b295, acc22);
+        acc23 = fma(a287, b296, acc23);
+        acc24 = fma(a287, b297, acc24);
+        acc25 = fma(a287, b298, acc25);
+        acc26 = fma(a287, b299, acc26);
+        acc27 = fma(a287, b300, acc27);
+        acc28 = fma(a287, b301, acc28);
+        acc29 = fma(a287, b302, acc29);
+        acc30 = fma(a288, b295, acc30);
+        acc31 = fma(a288, b296, acc31);
+        acc32 = fma(a288, b297, acc32);
+        acc33 = fma(a288, b298, acc33);
+        acc34 = fma(a288, b299, acc34);
+        acc35 = fma(a288, b300, acc35);
+        acc36 = fma(a288, b301, acc36);
+        acc37 = fma(a288, b302, acc37);
+        acc38 = fma(a289, b295, acc38);
+        acc39 = fma(a289, b296, acc39);
+        acc40 = fma(a289, b297, acc40);
+        acc41 = fma(a289, b298, acc41);
+        acc42 = fma(a289, b299, acc42);
+        acc43 = fma(a289, b300, acc43);
+        acc44 = fma(a289, b301, acc44);
+        acc45 = fma(a289, b302, acc45);
+        acc46 = fma(a290, b295, acc46);
+        acc47 = fma(a290, b296, acc47);
+        acc48 = fma(a290, b297, acc48);
+        acc49 = fma(a290, b298, acc49);
+        acc50 = fma(a290, b299, acc50);
+        acc51 = fma(a290, b300, acc51);
+        acc52 = fma(a290, b301, acc52);
+        acc53 = fma(a290, b302, acc53);
+        acc54 = fma(a291, b295, acc54);
+        acc55 = fma(a291, b296, acc55);
+        acc56 = fma(a291, b297, acc56);
+        acc57 = fma(a291, b298, acc57);
+        acc58 = fma(a291, b299, acc58);
+        acc59 = fma(a291, b300, acc59);
+        acc60 = fma(a291, b301, acc60);
+        acc61 = fma(a291, b302, acc61);
+        acc62 = fma(a292, b295, acc62);
+        acc63 = fma(a292, b296, acc63);
+        acc64 = fma(a292, b297, acc64);
+        acc65 = fma(a292, b298, acc65);
+        acc66 = fma(a292, b299, acc66);
+        acc67 = fma(a292, b300, acc67);
+        acc68 = fma(a292, b301, acc68);
+        acc69 = fma(a292, b302, acc69);
+        acc70 = fma(a293, b295, acc70);
+        acc71 = fma(a293, b296, acc71);
+        acc72 = fma(a293, b297, acc72);
+        acc73 = fma(a293, b298, acc73);
+        acc74 = fma(a293, b299, acc74);
+        acc75 = fma(a293, b300, acc75);
+        acc76 = fma(a293, b301, acc76);
+        acc77 = fma(a293, b302, acc77);
+        acc78 = fma(a294, b295, acc78);
+        acc79 = fma(a294, b296, acc79);
+        acc80 = fma(a294, b297, acc80);
+        acc81 = fma(a294, b298, acc81);
+        acc82 = fma(a294, b299, acc82);
+        acc83 = fma(a294, b300, acc83);
+        acc84 = fma(a294, b301, acc84);
+        acc85 = fma(a294, b302, acc85);
         workgroupBarrier();
-        for (var kk56: u32 = 0u; kk56 < 16u; kk56 += 1u) {
-            let a57: f32 = a_tile[lid.y * 16u + kk56];
-            let a58: f32 = a_tile[(lid.y + 16u) * 16u + kk56];
-            let a59: f32 = a_tile[(lid.y + 32u) * 16u + kk56];
-            let a60: f32 = a_tile[(lid.y + 48u) * 16u + kk56];
-            let b61: f32 = b_tile[kk56 * 64u + lid.x];
-            let b62: f32 = b_tile[kk56 * 64u + (lid.x + 16u)];
-            let b63: f32 = b_tile[kk56 * 64u + (lid.x + 32u)];
-            let b64: f32 = b_tile[kk56 * 64u + (lid.x + 48u)];
-            acc13 = fma(a57, b61, acc13);
-            acc14 = fma(a57, b62, acc14);
-            acc15 = fma(a57, b63, acc15);
-            acc16 = fma(a57, b64, acc16);
-            acc17 = fma(a58, b61, acc17);
-            acc18 = fma(a58, b62, acc18);
-            acc19 = fma(a58, b63, acc19);
-            acc20 = fma(a58, b64, acc20);
-            acc21 = fma(a59, b61, acc21);
-            acc22 = fma(a59, b62, acc22);
-            acc23 = fma(a59, b63, acc23);
-            acc24 = fma(a59, b64, acc24);
-            acc25 = fma(a60, b61, acc25);
-            acc26 = fma(a60, b62, acc26);
-            acc27 = fma(a60, b63, acc27);
-            acc28 = fma(a60, b64, acc28);
-        }
-        workgroupBarrier();
     }
-    if ((row5 < u.N) && (col9 < u.M)) {
-        let i65: u32 = row5 * u.M + col9;
-        let v66: f32 = f32(f16(f32(f16(acc13)) * 0.25f));
-        scratch0[i65] = f16(v66);
+    if ((row6 < u.N) && (col14 < u.M)) {
+        let i303: u32 = row6 * u.M + col14;
+        let v304: f32 = f32(f16(f32(f16(acc22)) * 0.25f));
+        scratch0[i303] = f16(v304);
     }
-    if ((row5 < u.N) && (col10 < u.M)) {
-        let i67: u32 = row5 * u.M + col10;
-        let v68: f32 = f32(f16(f32(f16(acc14)) * 0.25f));
-        scratch0[i67] = f16(v68);
+    if ((row6 < u.N) && (col15 < u.M)) {
+        let i305: u32 = row6 * u.M + col15;
+        let v306: f32 = f32(f16(f32(f16(acc23)) * 0.25f));
+        scratch0[i305] = f16(v306);
     }
-    if ((row5 < u.N) && (col11 < u.M)) {
-        let i69: u32 = row5 * u.M + col11;
-        let v70: f32 = f32(f16(f32(f16(acc15)) * 0.25f));
-        scratch0[i69] = f16(v70);
+    if ((row6 < u.N) && (col16 < u.M)) {
+        let i307: u32 = row6 * u.M + col16;
+        let v308: f32 = f32(f16(f32(f16(acc24)) * 0.25f));
+        scratch0[i307] = f16(v308);
     }
-    if ((row5 < u.N) && (col12 < u.M)) {
-        let i71: u32 = row5 * u.M + col12;
-        let v72: f32 = f32(f16(f32(f16(acc16)) * 0.25f));
-        scratch0[i71] = f16(v72);
+    if ((row6 < u.N) && (col17 < u.M)) {
+        let i309: u32 = row6 * u.M + col17;
+        let v310: f32 = f32(f16(f32(f16(acc25)) * 0.25f));
+        scratch0[i309] = f16(v310);
     }
-    if ((row6 < u.N) && (col9 < u.M)) {
-        let i73: u32 = row6 * u.M + col9;
-        let v74: f32 = f32(f16(f32(f16(acc17)) * 0.25f));
-        scratch0[i73] = f16(v74);
+    if ((row6 < u.N) && (col18 < u.M)) {
+        let i311: u32 = row6 * u.M + col18;
+        let v312: f32 = f32(f16(f32(f16(acc26)) * 0.25f));
+        scratch0[i311] = f16(v312);
     }
-    if ((row6 < u.N) && (col10 < u.M)) {
-        let i75: u32 = row6 * u.M + col10;
-        let v76: f32 = f32(f16(f32(f16(acc18)) * 0.25f));
-        scratch0[i75] = f16(v76);
+    if ((row6 < u.N) && (col19 < u.M)) {
+        let i313: u32 = row6 * u.M + col19;
+        let v314: f32 = f32(f16(f32(f16(acc27)) * 0.25f));
+        scratch0[i313] = f16(v314);
     }
-    if ((row6 < u.N) && (col11 < u.M)) {
-        let i77: u32 = row6 * u.M + col11;
-        let v78: f32 = f32(f16(f32(f16(acc19)) * 0.25f));
-        scratch0[i77] = f16(v78);
+    if ((row6 < u.N) && (col20 < u.M)) {
+        let i315: u32 = row6 * u.M + col20;
+        let v316: f32 = f32(f16(f32(f16(acc28)) * 0.25f));
+        scratch0[i315] = f16(v316);
     }
-    if ((row6 < u.N) && (col12 < u.M)) {
-        let i79: u32 = row6 * u.M + col12;
-        let v80: f32 = f32(f16(f32(f16(acc20)) * 0.25f));
-        scratch0[i79] = f16(v80);
+    if ((row6 < u.N) && (col21 < u.M)) {
+        let i317: u32 = row6 * u.M + col21;
+        let v318: f32 = f32(f16(f32(f16(acc29)) * 0.25f));
+        scratch0[i317] = f16(v318);
     }
-    if ((row7 < u.N) && (col9 < u.M)) {
-        let i81: u32 = row7 * u.M + col9;
-        let v82: f32 = f32(f16(f32(f16(acc21)) * 0.25f));
-        scratch0[i81] = f16(v82);
+    if ((row7 < u.N) && (col14 < u.M)) {
+        let i319: u32 = row7 * u.M + col14;
+        let v320: f32 = f32(f16(f32(f16(acc30)) * 0.25f));
+        scratch0[i319] = f16(v320);
     }
-    if ((row7 < u.N) && (col10 < u.M)) {
-        let i83: u32 = row7 * u.M + col10;
-        let v84: f32 = f32(f16(f32(f16(acc22)) * 0.25f));
-        scratch0[i83] = f16(v84);
+    if ((row7 < u.N) && (col15 < u.M)) {
+        let i321: u32 = row7 * u.M + col15;
+        let v322: f32 = f32(f16(f32(f16(acc31)) * 0.25f));
+        scratch0[i321] = f16(v322);
     }
-    if ((row7 < u.N) && (col11 < u.M)) {
-        let i85: u32 = row7 * u.M + col11;
-        let v86: f32 = f32(f16(f32(f16(acc23)) * 0.25f));
-        scratch0[i85] = f16(v86);
+    if ((row7 < u.N) && (col16 < u.M)) {
+        let i323: u32 = row7 * u.M + col16;
+        let v324: f32 = f32(f16(f32(f16(acc32)) * 0.25f));
+        scratch0[i323] = f16(v324);
     }
-    if ((row7 < u.N) && (col12 < u.M)) {
-        let i87: u32 = row7 * u.M + col12;
-        let v88: f32 = f32(f16(f32(f16(acc24)) * 0.25f));
-        scratch0[i87] = f16(v88);
+    if ((row7 < u.N) && (col17 < u.M)) {
+        let i325: u32 = row7 * u.M + col17;
+        let v326: f32 = f32(f16(f32(f16(acc33)) * 0.25f));
+        scratch0[i325] = f16(v326);
     }
-    if ((row8 < u.N) && (col9 < u.M)) {
-        let i89: u32 = row8 * u.M + col9;
-        let v90: f32 = f32(f16(f32(f16(acc25)) * 0.25f));
-        scratch0[i89] = f16(v90);
+    if ((row7 < u.N) && (col18 < u.M)) {
+        let i327: u32 = row7 * u.M + col18;
+        let v328: f32 = f32(f16(f32(f16(acc34)) * 0.25f));
+        scratch0[i327] = f16(v328);
     }
-    if ((row8 < u.N) && (col10 < u.M)) {
-        let i91: u32 = row8 * u.M + col10;
-        let v92: f32 = f32(f16(f32(f16(acc26)) * 0.25f));
-        scratch0[i91] = f16(v92);
+    if ((row7 < u.N) && (col19 < u.M)) {
+        let i329: u32 = row7 * u.M + col19;
+        let v330: f32 = f32(f16(f32(f16(acc35)) * 0.25f));
+        scratch0[i329] = f16(v330);
     }
-    if ((row8 < u.N) && (col11 < u.M)) {
-        let i93: u32 = row8 * u.M + col11;
-        let v94: f32 = f32(f16(f32(f16(acc27)) * 0.25f));
-        scratch0[i93] = f16(v94);
+    if ((row7 < u.N) && (col20 < u.M)) {
+        let i331: u32 = row7 * u.M + col20;
+        let v332: f32 = f32(f16(f32(f16(acc36)) * 0.25f));
+        scratch0[i331] = f16(v332);
     }
-    if ((row8 < u.N) && (col12 < u.M)) {
-        let i95: u32 = row8 * u.M + col12;
-        let v96: f32 = f32(f16(f32(f16(acc28)) * 0.25f));
-        scratch0[i95] = f16(v96);
+    if ((row7 < u.N) && (col21 < u.M)) {
+        let i333: u32 = row7 * u.M + col21;
+        let v334: f32 = f32(f16(f32(f16(acc37)) * 0.25f));
+        scratch0[i333] = f16(v334);
+    }
+    if ((row8 < u.N) && (col14 < u.M)) {
+        let i335: u32 = row8 * u.M + col14;
+        let v336: f32 = f32(f16(f32(f16(acc38)) * 0.25f));
+        scratch0[i335] = f16(v336);
+    }
+    if ((row8 < u.N) && (col15 < u.M)) {
+        let i337: u32 = row8 * u.M + col15;
+        let v338: f32 = f32(f16(f32(f16(acc39)) * 0.25f));
+        scratch0[i337] = f16(v338);
+    }
+    if ((row8 < u.N) && (col16 < u.M)) {
+        let i339: u32 = row8 * u.M + col16;
+        let v340: f32 = f32(f16(f32(f16(acc40)) * 0.25f));
+        scratch0[i339] = f16(v340);
+    }
+    if ((row8 < u.N) && (col17 < u.M)) {
+        let i341: u32 = row8 * u.M + col17;
+        let v342: f32 = f32(f16(f32(f16(acc41)) * 0.25f));
+        scratch0[i341] = f16(v342);
+    }
+    if ((row8 < u.N) && (col18 < u.M)) {
+        let i343: u32 = row8 * u.M + col18;
+        let v344: f32 = f32(f16(f32(f16(acc42)) * 0.25f));
+        scratch0[i343] = f16(v344);
+    }
+    if ((row8 < u.N) && (col19 < u.M)) {
+        let i345: u32 = row8 * u.M + col19;
+        let v346: f32 = f32(f16(f32(f16(acc43)) * 0.25f));
+        scratch0[i345] = f16(v346);
+    }
+    if ((row8 < u.N) && (col20 < u.M)) {
+        let i347: u32 = row8 * u.M + col20;
+        let v348: f32 = f32(f16(f32(f16(acc44)) * 0.25f));
+        scratch0[i347] = f16(v348);
+    }
+    if ((row8 < u.N) && (col21 < u.M)) {
+        let i349: u32 = row8 * u.M + col21;
+        let v350: f32 = f32(f16(f32(f16(acc45)) * 0.25f));
+        scratch0[i349] = f16(v350);
+    }
+    if ((row9 < u.N) && (col14 < u.M)) {
+        let i351: u32 = row9 * u.M + col14;
+        let v352: f32 = f32(f16(f32(f16(acc46)) * 0.25f));
+        scratch0[i351] = f16(v352);
+    }
+    if ((row9 < u.N) && (col15 < u.M)) {
+        let i353: u32 = row9 * u.M + col15;
+        let v354: f32 = f32(f16(f32(f16(acc47)) * 0.25f));
+        scratch0[i353] = f16(v354);
+    }
+    if ((row9 < u.N) && (col16 < u.M)) {
+        let i355: u32 = row9 * u.M + col16;
+        let v356: f32 = f32(f16(f32(f16(acc48)) * 0.25f));
+        scratch0[i355] = f16(v356);
+    }
+    if ((row9 < u.N) && (col17 < u.M)) {
+        let i357: u32 = row9 * u.M + col17;
+        let v358: f32 = f32(f16(f32(f16(acc49)) * 0.25f));
+        scratch0[i357] = f16(v358);
+    }
+    if ((row9 < u.N) && (col18 < u.M)) {
+        let i359: u32 = row9 * u.M + col18;
+        let v360: f32 = f32(f16(f32(f16(acc50)) * 0.25f));
+        scratch0[i359] = f16(v360);
+    }
+    if ((row9 < u.N) && (col19 < u.M)) {
+        let i361: u32 = row9 * u.M + col19;
+        let v362: f32 = f32(f16(f32(f16(acc51)) * 0.25f));
+        scratch0[i361] = f16(v362);
+    }
+    if ((row9 < u.N) && (col20 < u.M)) {
+        let i363: u32 = row9 * u.M + col20;
+        let v364: f32 = f32(f16(f32(f16(acc52)) * 0.25f));
+        scratch0[i363] = f16(v364);
+    }
+    if ((row9 < u.N) && (col21 < u.M)) {
+        let i365: u32 = row9 * u.M + col21;
+        let v366: f32 = f32(f16(f32(f16(acc53)) * 0.25f));
+        scratch0[i365] = f16(v366);
+    }
+    if ((row10 < u.N) && (col14 < u.M)) {
+        let i367: u32 = row10 * u.M + col14;
+        let v368: f32 = f32(f16(f32(f16(acc54)) * 0.25f));
+        scratch0[i367] = f16(v368);
+    }
+    if ((row10 < u.N) && (col15 < u.M)) {
+        let i369: u32 = row10 * u.M + col15;
+        let v370: f32 = f32(f16(f32(f16(acc55)) * 0.25f));
+        scratch0[i369] = f16(v370);
+    }
+    if ((row10 < u.N) && (col16 < u.M)) {
+        let i371: u32 = row10 * u.M + col16;
+        let v372: f32 = f32(f16(f32(f16(acc56)) * 0.25f));
+        scratch0[i371] = f16(v372);
+    }
+    if ((row10 < u.N) && (col17 < u.M)) {
+        let i373: u32 = row10 * u.M + col17;
+        let v374: f32 = f32(f16(f32(f16(acc57)) * 0.25f));
+        scratch0[i373] = f16(v374);
+    }
+    if ((row10 < u.N) && (col18 < u.M)) {
+        let i375: u32 = row10 * u.M + col18;
+        let v376: f32 = f32(f16(f32(f16(acc58)) * 0.25f));
+        scratch0[i375] = f16(v376);
+    }
+    if ((row10 < u.N) && (col19 < u.M)) {
+        let i377: u32 = row10 * u.M + col19;
+        let v378: f32 = f32(f16(f32(f16(acc59)) * 0.25f));
+        scratch0[i377] = f16(v378);
+    }
+    if ((row10 < u.N) && (col20 < u.M)) {
+        let i379: u32 = row10 * u.M + col20;
+        let v380: f32 = f32(f16(f32(f16(acc60)) * 0.25f));
+        scratch0[i379] = f16(v380);
+    }
+    if ((row10 < u.N) && (col21 < u.M)) {
+        let i381: u32 = row10 * u.M + col21;
+        let v382: f32 = f32(f16(f32(f16(acc61)) * 0.25f));
+        scratch0[i381] = f16(v382);
+    }
+    if ((row11 < u.N) && (col14 < u.M)) {
+        let i383: u32 = row11 * u.M + col14;
+        let v384: f32 = f32(f16(f32(f16(acc62)) * 0.25f));
+        scratch0[i383] = f16(v384);
+    }
+    if ((row11 < u.N) && (col15 < u.M)) {
+        let i385: u32 = row11 * u.M + col15;
+        let v386: f32 = f32(f16(f32(f16(acc63)) * 0.25f));
+        scratch0[i385] = f16(v386);
+    }
+    if ((row11 < u.N) && (col16 < u.M)) {
+        let i387: u32 = row11 * u.M + col16;
+        let v388: f32 = f32(f16(f32(f16(acc64)) * 0.25f));
+        scratch0[i387] = f16(v388);
+    }
+    if ((row11 < u.N) && (col17 < u.M)) {
+        let i389: u32 = row11 * u.M + col17;
+        let v390: f32 = f32(f16(f32(f16(acc65)) * 0.25f));
+        scratch0[i389] = f16(v390);
+    }
+    if ((row11 < u.N) && (col18 < u.M)) {
+        let i391: u32 = row11 * u.M + col18;
+        let v392: f32 = f32(f16(f32(f16(acc66)) * 0.25f));
+        scratch0[i391] = f16(v392);
+    }
+    if ((row11 < u.N) && (col19 < u.M)) {
+        let i393: u32 = row11 * u.M + col19;
+        let v394: f32 = f32(f16(f32(f16(acc67)) * 0.25f));
+        scratch0[i393] = f16(v394);
+    }
+    if ((row11 < u.N) && (col20 < u.M)) {
+        let i395: u32 = row11 * u.M + col20;
+        let v396: f32 = f32(f16(f32(f16(acc68)) * 0.25f));
+        scratch0[i395] = f16(v396);
+    }
+    if ((row11 < u.N) && (col21 < u.M)) {
+        let i397: u32 = row11 * u.M + col21;
+        let v398: f32 = f32(f16(f32(f16(acc69)) * 0.25f));
+        scratch0[i397] = f16(v398);
+    }
+    if ((row12 < u.N) && (col14 < u.M)) {
+        let i399: u32 = row12 * u.M + col14;
+        let v400: f32 = f32(f16(f32(f16(acc70)) * 0.25f));
+        scratch0[i399] = f16(v400);
+    }
+    if ((row12 < u.N) && (col15 < u.M)) {
+        let i401: u32 = row12 * u.M + col15;
+        let v402: f32 = f32(f16(f32(f16(acc71)) * 0.25f));
+        scratch0[i401] = f16(v402);
+    }
+    if ((row12 < u.N) && (col16 < u.M)) {
+        let i403: u32 = row12 * u.M + col16;
+        let v404: f32 = f32(f16(f32(f16(acc72)) * 0.25f));
+        scratch0[i403] = f16(v404);
+    }
+    if ((row12 < u.N) && (col17 < u.M)) {
+        let i405: u32 = row12 * u.M + col17;
+        let v406: f32 = f32(f16(f32(f16(acc73)) * 0.25f));
+        scratch0[i405] = f16(v406);
+    }
+    if ((row12 < u.N) && (col18 < u.M)) {
+        let i407: u32 = row12 * u.M + col18;
+        let v408: f32 = f32(f16(f32(f16(acc74)) * 0.25f));
+        scratch0[i407] = f16(v408);
+    }
+    if ((row12 < u.N) && (col19 < u.M)) {
+        let i409: u32 = row12 * u.M + col19;
+        let v410: f32 = f32(f16(f32(f16(acc75)) * 0.25f));
+        scratch0[i409] = f16(v410);
+    }
+    if ((row12 < u.N) && (col20 < u.M)) {
+        let i411: u32 = row12 * u.M + col20;
+        let v412: f32 = f32(f16(f32(f16(acc76)) * 0.25f));
+        scratch0[i411] = f16(v412);
+    }
+    if ((row12 < u.N) && (col21 < u.M)) {
+        let i413: u32 = row12 * u.M + col21;
+        let v414: f32 = f32(f16(f32(f16(acc77)) * 0.25f));
+        scratch0[i413] = f16(v414);
+    }
+    if ((row13 < u.N) && (col14 < u.M)) {
+        let i415: u32 = row13 * u.M + col14;
+        let v416: f32 = f32(f16(f32(f16(acc78)) * 0.25f));
+        scratch0[i415] = f16(v416);
+    }
+    if ((row13 < u.N) && (col15 < u.M)) {
+        let i417: u32 = row13 * u.M + col15;
+        let v418: f32 = f32(f16(f32(f16(acc79)) * 0.25f));
+        scratch0[i417] = f16(v418);
+    }
+    if ((row13 < u.N) && (col16 < u.M)) {
+        let i419: u32 = row13 * u.M + col16;
+        let v420: f32 = f32(f16(f32(f16(acc80)) * 0.25f));
+        scratch0[i419] = f16(v420);
+    }
+    if ((row13 < u.N) && (col17 < u.M)) {
+        let i421: u32 = row13 * u.M + col17;
+        let v422: f32 = f32(f16(f32(f16(acc81)) * 0.25f));
+        scratch0[i421] = f16(v422);
+    }
+    if ((row13 < u.N) && (col18 < u.M)) {
+        let i423: u32 = row13 * u.M + col18;
+        let v424: f32 = f32(f16(f32(f16(acc82)) * 0.25f));
+        scratch0[i423] = f16(v424);
+    }
+    if ((row13 < u.N) && (col19 < u.M)) {
+        let i425: u32 = row13 * u.M + col19;
+        let v426: f32 = f32(f16(f32(f16(acc83)) * 0.25f));
+        scratch0[i425] = f16(v426);
+    }
+    if ((row13 < u.N) && (col20 < u.M)) {
+        let i427: u32 = row13 * u.M + col20;
+        let v428: f32 = f32(f16(f32(f16(acc84)) * 0.25f));
+        scratch0[i427] = f16(v428);
+    }
+    if ((row13 < u.N) && (col21 < u.M)) {
+        let i429: u32 = row13 * u.M + col21;
+        let v430: f32 = f32(f16(f32(f16(acc85)) * 0.25f));
+        scratch0[i429] = f16(v430);
     }
 }

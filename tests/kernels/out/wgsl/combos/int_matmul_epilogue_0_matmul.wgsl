@@ -10,8 +10,8 @@ struct Uniforms {
 @group(0) @binding(2) var<storage, read> bias: array<i32>;
 @group(0) @binding(3) var<storage, read_write> out: array<i32>;
 @group(0) @binding(4) var<uniform> u: Uniforms;
-var<workgroup> a_tile: array<i32, 1024>;
-var<workgroup> b_tile: array<i32, 1024>;
+var<workgroup> a_tile: array<i32, 2048>;
+var<workgroup> b_tile: array<i32, 2048>;
 
 fn mimir_floordiv_i32(a_: i32, b_: i32) -> i32 {
     if (b_ == 0i) {
@@ -35,30 +35,30 @@ fn int_matmul_epilogue_0_matmul(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.N + 64u - 1u) >> 6u) * ((u.M + 64u - 1u) >> 6u)) {
+    if (g0 >= ((u.N + 128u - 1u) >> 7u) * ((u.M + 128u - 1u) >> 7u)) {
         return;
     }
-    let tile1: u32 = g0 % ((u.M + 64u - 1u) >> 6u);
-    let tile2: u32 = g0 / ((u.M + 64u - 1u) >> 6u);
-    let row3: u32 = tile2 * 64u;
-    let col4: u32 = tile1 * 64u;
-    let row5: u32 = row3 + lid.y;
-    let row6: u32 = row3 + (lid.y + 16u);
-    let row7: u32 = row3 + (lid.y + 32u);
-    let row8: u32 = row3 + (lid.y + 48u);
-    let col9: u32 = col4 + lid.x;
-    let col10: u32 = col4 + (lid.x + 16u);
-    let col11: u32 = col4 + (lid.x + 32u);
-    let col12: u32 = col4 + (lid.x + 48u);
-    var acc13: i32 = 0i;
-    var acc14: i32 = 0i;
-    var acc15: i32 = 0i;
-    var acc16: i32 = 0i;
-    var acc17: i32 = 0i;
-    var acc18: i32 = 0i;
-    var acc19: i32 = 0i;
-    var acc20: i32 = 0i;
-    var acc21: i32 = 0i;
+    let tile1: u32 = g0 % ((u.M + 128u - 1u) >> 7u);
+    let tile2: u32 = g0 / ((u.M + 128u - 1u) >> 7u);
+    let t3: u32 = lid.y * 16u + lid.x;
+    let row4: u32 = tile2 * 128u;
+    let col5: u32 = tile1 * 128u;
+    let row6: u32 = row4 + lid.y * 4u;
+    let row7: u32 = row4 + (lid.y * 4u + 1u);
+    let row8: u32 = row4 + (lid.y * 4u + 2u);
+    let row9: u32 = row4 + (lid.y * 4u + 3u);
+    let row10: u32 = row4 + (lid.y * 4u + 64u);
+    let row11: u32 = row4 + (lid.y * 4u + 65u);
+    let row12: u32 = row4 + (lid.y * 4u + 66u);
+    let row13: u32 = row4 + (lid.y * 4u + 67u);
+    let col14: u32 = col5 + lid.x * 4u;
+    let col15: u32 = col5 + (lid.x * 4u + 1u);
+    let col16: u32 = col5 + (lid.x * 4u + 2u);
+    let col17: u32 = col5 + (lid.x * 4u + 3u);
+    let col18: u32 = col5 + (lid.x * 4u + 64u);
+    let col19: u32 = col5 + (lid.x * 4u + 65u);
+    let col20: u32 = col5 + (lid.x * 4u + 66u);
+    let col21: u32 = col5 + (lid.x * 4u + 67u);
     var acc22: i32 = 0i;
     var acc23: i32 = 0i;
     var acc24: i32 = 0i;
@@ -66,204 +66,1277 @@ fn int_matmul_epilogue_0_matmul(
     var acc26: i32 = 0i;
     var acc27: i32 = 0i;
     var acc28: i32 = 0i;
-    for (var k0_29: u32 = 0u; k0_29 < 5u; k0_29 += 16u) {
-        let ka30: u32 = k0_29 + lid.x;
-        let kb31: u32 = k0_29 + lid.y;
-        var x32: i32 = 0i;
-        if ((row5 < u.N) && (ka30 < 5u)) {
-            let i33: u32 = row5 * 5u + ka30;
-            let v34: i32 = a[i33];
-            x32 = v34;
+    var acc29: i32 = 0i;
+    var acc30: i32 = 0i;
+    var acc31: i32 = 0i;
+    var acc32: i32 = 0i;
+    var acc33: i32 = 0i;
+    var acc34: i32 = 0i;
+    var acc35: i32 = 0i;
+    var acc36: i32 = 0i;
+    var acc37: i32 = 0i;
+    var acc38: i32 = 0i;
+    var acc39: i32 = 0i;
+    var acc40: i32 = 0i;
+    var acc41: i32 = 0i;
+    var acc42: i32 = 0i;
+    var acc43: i32 = 0i;
+    var acc44: i32 = 0i;
+    var acc45: i32 = 0i;
+    var acc46: i32 = 0i;
+    var acc47: i32 = 0i;
+    var acc48: i32 = 0i;
+    var acc49: i32 = 0i;
+    var acc50: i32 = 0i;
+    var acc51: i32 = 0i;
+    var acc52: i32 = 0i;
+    var acc53: i32 = 0i;
+    var acc54: i32 = 0i;
+    var acc55: i32 = 0i;
+    var acc56: i32 = 0i;
+    var acc57: i32 = 0i;
+    var acc58: i32 = 0i;
+    var acc59: i32 = 0i;
+    var acc60: i32 = 0i;
+    var acc61: i32 = 0i;
+    var acc62: i32 = 0i;
+    var acc63: i32 = 0i;
+    var acc64: i32 = 0i;
+    var acc65: i32 = 0i;
+    var acc66: i32 = 0i;
+    var acc67: i32 = 0i;
+    var acc68: i32 = 0i;
+    var acc69: i32 = 0i;
+    var acc70: i32 = 0i;
+    var acc71: i32 = 0i;
+    var acc72: i32 = 0i;
+    var acc73: i32 = 0i;
+    var acc74: i32 = 0i;
+    var acc75: i32 = 0i;
+    var acc76: i32 = 0i;
+    var acc77: i32 = 0i;
+    var acc78: i32 = 0i;
+    var acc79: i32 = 0i;
+    var acc80: i32 = 0i;
+    var acc81: i32 = 0i;
+    var acc82: i32 = 0i;
+    var acc83: i32 = 0i;
+    var acc84: i32 = 0i;
+    var acc85: i32 = 0i;
+    let ak86: u32 = t3 & 7u;
+    let am87: u32 = t3 >> 3u;
+    let ar88: u32 = row4 + am87;
+    let ar89: u32 = row4 + (am87 + 32u);
+    let ar90: u32 = row4 + (am87 + 64u);
+    let ar91: u32 = row4 + (am87 + 96u);
+    let ab92: u32 = ar88 * 5u;
+    let ab93: u32 = ar89 * 5u;
+    let ab94: u32 = ar90 * 5u;
+    let ab95: u32 = ar91 * 5u;
+    let aok96: bool = ar88 < u.N;
+    let aok97: bool = ar89 < u.N;
+    let aok98: bool = ar90 < u.N;
+    let aok99: bool = ar91 < u.N;
+    let as100: u32 = ak86 * 128u + am87;
+    let bk101: u32 = t3 >> 7u;
+    let bn102: u32 = col5 + (t3 & 127u);
+    let bok103: bool = bn102 < u.M;
+    let bs104: u32 = 2u * u.M;
+    let bs105: u32 = 4u * u.M;
+    let bs106: u32 = 6u * u.M;
+    let kok107: bool = ak86 < 5u;
+    if (aok96 && kok107) {
+        a_tile[as100] = a[ab92 + ak86];
+    } else {
+        a_tile[as100] = 0i;
+    }
+    if (aok97 && kok107) {
+        a_tile[as100 + 32u] = a[ab93 + ak86];
+    } else {
+        a_tile[as100 + 32u] = 0i;
+    }
+    if (aok98 && kok107) {
+        a_tile[as100 + 64u] = a[ab94 + ak86];
+    } else {
+        a_tile[as100 + 64u] = 0i;
+    }
+    if (aok99 && kok107) {
+        a_tile[as100 + 96u] = a[ab95 + ak86];
+    } else {
+        a_tile[as100 + 96u] = 0i;
+    }
+    let bi112: u32 = bk101 * u.M + bn102;
+    if ((bk101 < 5u) && bok103) {
+        b_tile[t3] = b[bi112];
+    } else {
+        b_tile[t3] = 0i;
+    }
+    let kb114: u32 = bk101 + 2u;
+    if ((kb114 < 5u) && bok103) {
+        b_tile[t3 + 256u] = b[bi112 + bs104];
+    } else {
+        b_tile[t3 + 256u] = 0i;
+    }
+    let kb116: u32 = bk101 + 4u;
+    if ((kb116 < 5u) && bok103) {
+        b_tile[t3 + 512u] = b[bi112 + bs105];
+    } else {
+        b_tile[t3 + 512u] = 0i;
+    }
+    let kb118: u32 = bk101 + 6u;
+    if ((kb118 < 5u) && bok103) {
+        b_tile[t3 + 768u] = b[bi112 + bs106];
+    } else {
+        b_tile[t3 + 768u] = 0i;
+    }
+    workgroupBarrier();
+    let ly120: u32 = lid.y * 4u;
+    let lx121: u32 = lid.x * 4u;
+    for (var k0_122: u32 = 0u; k0_122 < 5u; k0_122 += 8u) {
+        let cur123: u32 = (k0_122 << 7u) & 1024u;
+        let nxt124: u32 = cur123 ^ 1024u;
+        let kn125: u32 = k0_122 + 8u;
+        if (kn125 < 5u) {
+            let ka126: u32 = kn125 + ak86;
+            let kok127: bool = ka126 < 5u;
+            let sa128: u32 = nxt124 + as100;
+            if (aok96 && kok127) {
+                a_tile[sa128] = a[ab92 + ka126];
+            } else {
+                a_tile[sa128] = 0i;
+            }
+            if (aok97 && kok127) {
+                a_tile[sa128 + 32u] = a[ab93 + ka126];
+            } else {
+                a_tile[sa128 + 32u] = 0i;
+            }
+            if (aok98 && kok127) {
+                a_tile[sa128 + 64u] = a[ab94 + ka126];
+            } else {
+                a_tile[sa128 + 64u] = 0i;
+            }
+            if (aok99 && kok127) {
+                a_tile[sa128 + 96u] = a[ab95 + ka126];
+            } else {
+                a_tile[sa128 + 96u] = 0i;
+            }
+            let kb133: u32 = kn125 + bk101;
+            let sb134: u32 = nxt124 + t3;
+            let bi135: u32 = kb133 * u.M + bn102;
+            if ((kb133 < 5u) && bok103) {
+                b_tile[sb134] = b[bi135];
+            } else {
+                b_tile[sb134] = 0i;
+            }
+            let kb137: u32 = kb133 + 2u;
+            if ((kb137 < 5u) && bok103) {
+                b_tile[sb134 + 256u] = b[bi135 + bs104];
+            } else {
+                b_tile[sb134 + 256u] = 0i;
+            }
+            let kb139: u32 = kb133 + 4u;
+            if ((kb139 < 5u) && bok103) {
+                b_tile[sb134 + 512u] = b[bi135 + bs105];
+            } else {
+                b_tile[sb134 + 512u] = 0i;
+            }
+            let kb141: u32 = kb133 + 6u;
+            if ((kb141 < 5u) && bok103) {
+                b_tile[sb134 + 768u] = b[bi135 + bs106];
+            } else {
+                b_tile[sb134 + 768u] = 0i;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x32;
-        var x35: i32 = 0i;
-        if ((row6 < u.N) && (ka30 < 5u)) {
-            let i36: u32 = row6 * 5u + ka30;
-            let v37: i32 = a[i36];
-            x35 = v37;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x35;
-        var x38: i32 = 0i;
-        if ((row7 < u.N) && (ka30 < 5u)) {
-            let i39: u32 = row7 * 5u + ka30;
-            let v40: i32 = a[i39];
-            x38 = v40;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x38;
-        var x41: i32 = 0i;
-        if ((row8 < u.N) && (ka30 < 5u)) {
-            let i42: u32 = row8 * 5u + ka30;
-            let v43: i32 = a[i42];
-            x41 = v43;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x41;
-        var x44: i32 = 0i;
-        if ((kb31 < 5u) && (col9 < u.M)) {
-            let i45: u32 = kb31 * u.M + col9;
-            let v46: i32 = b[i45];
-            x44 = v46;
-        }
-        b_tile[lid.y * 64u + lid.x] = x44;
-        var x47: i32 = 0i;
-        if ((kb31 < 5u) && (col10 < u.M)) {
-            let i48: u32 = kb31 * u.M + col10;
-            let v49: i32 = b[i48];
-            x47 = v49;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x47;
-        var x50: i32 = 0i;
-        if ((kb31 < 5u) && (col11 < u.M)) {
-            let i51: u32 = kb31 * u.M + col11;
-            let v52: i32 = b[i51];
-            x50 = v52;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x50;
-        var x53: i32 = 0i;
-        if ((kb31 < 5u) && (col12 < u.M)) {
-            let i54: u32 = kb31 * u.M + col12;
-            let v55: i32 = b[i54];
-            x53 = v55;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x53;
+        let ra143: u32 = cur123 + ly120;
+        let rb144: u32 = cur123 + lx121;
+        let a145: i32 = a_tile[ra143];
+        let a146: i32 = a_tile[ra143 + 1u];
+        let a147: i32 = a_tile[ra143 + 2u];
+        let a148: i32 = a_tile[ra143 + 3u];
+        let a149: i32 = a_tile[ra143 + 64u];
+        let a150: i32 = a_tile[ra143 + 64u + 1u];
+        let a151: i32 = a_tile[ra143 + 64u + 2u];
+        let a152: i32 = a_tile[ra143 + 64u + 3u];
+        let b153: i32 = b_tile[rb144];
+        let b154: i32 = b_tile[rb144 + 1u];
+        let b155: i32 = b_tile[rb144 + 2u];
+        let b156: i32 = b_tile[rb144 + 3u];
+        let b157: i32 = b_tile[rb144 + 64u];
+        let b158: i32 = b_tile[rb144 + 64u + 1u];
+        let b159: i32 = b_tile[rb144 + 64u + 2u];
+        let b160: i32 = b_tile[rb144 + 64u + 3u];
+        acc22 = acc22 + a145 * b153;
+        acc23 = acc23 + a145 * b154;
+        acc24 = acc24 + a145 * b155;
+        acc25 = acc25 + a145 * b156;
+        acc26 = acc26 + a145 * b157;
+        acc27 = acc27 + a145 * b158;
+        acc28 = acc28 + a145 * b159;
+        acc29 = acc29 + a145 * b160;
+        acc30 = acc30 + a146 * b153;
+        acc31 = acc31 + a146 * b154;
+        acc32 = acc32 + a146 * b155;
+        acc33 = acc33 + a146 * b156;
+        acc34 = acc34 + a146 * b157;
+        acc35 = acc35 + a146 * b158;
+        acc36 = acc36 + a146 * b159;
+        acc37 = acc37 + a146 * b160;
+        acc38 = acc38 + a147 * b153;
+        acc39 = acc39 + a147 * b154;
+        acc40 = acc40 + a147 * b155;
+        acc41 = acc41 + a147 * b156;
+        acc42 = acc42 + a147 * b157;
+        acc43 = acc43 + a147 * b158;
+        acc44 = acc44 + a147 * b159;
+        acc45 = acc45 + a147 * b160;
+        acc46 = acc46 + a148 * b153;
+        acc47 = acc47 + a148 * b154;
+        acc48 = acc48 + a148 * b155;
+        acc49 = acc49 + a148 * b156;
+        acc50 = acc50 + a148 * b157;
+        acc51 = acc51 + a148 * b158;
+        acc52 = acc52 + a148 * b159;
+        acc53 = acc53 + a148 * b160;
+        acc54 = acc54 + a149 * b153;
+        acc55 = acc55 + a149 * b154;
+        acc56 = acc56 + a149 * b155;
+        acc57 = acc57 + a149 * b156;
+        acc58 = acc58 + a149 * b157;
+        acc59 = acc59 + a149 * b158;
+        acc60 = acc60 + a149 * b159;
+        acc61 = acc61 + a149 * b160;
+        acc62 = acc62 + a150 * b153;
+        acc63 = acc63 + a150 * b154;
+        acc64 = acc64 + a150 * b155;
+        acc65 = acc65 + a150 * b156;
+        acc66 = acc66 + a150 * b157;
+        acc67 = acc67 + a150 * b158;
+        acc68 = acc68 + a150 * b159;
+        acc69 = acc69 + a150 * b160;
+        acc70 = acc70 + a151 * b153;
+        acc71 = acc71 + a151 * b154;
+        acc72 = acc72 + a151 * b155;
+        acc73 = acc73 + a151 * b156;
+        acc74 = acc74 + a151 * b157;
+        acc75 = acc75 + a151 * b158;
+        acc76 = acc76 + a151 * b159;
+        acc77 = acc77 + a151 * b160;
+        acc78 = acc78 + a152 * b153;
+        acc79 = acc79 + a152 * b154;
+        acc80 = acc80 + a152 * b155;
+        acc81 = acc81 + a152 * b156;
+        acc82 = acc82 + a152 * b157;
+        acc83 = acc83 + a152 * b158;
+        acc84 = acc84 + a152 * b159;
+        acc85 = acc85 + a152 * b160;
+        let a161: i32 = a_tile[ra143 + 128u];
+        let a162: i32 = a_tile[ra143 + 128u + 1u];
+        let a163: i32 = a_tile[ra143 + 128u + 2u];
+        let a164: i32 = a_tile[ra143 + 128u + 3u];
+        let a165: i32 = a_tile[ra143 + 192u];
+        let a166: i32 = a_tile[ra143 + 192u + 1u];
+        let a167: i32 = a_tile[ra143 + 192u + 2u];
+        let a168: i32 = a_tile[ra143 + 192u + 3u];
+        let b169: i32 = b_tile[rb144 + 128u];
+        let b170: i32 = b_tile[rb144 + 128u + 1u];
+        let b171: i32 = b_tile[rb144 + 128u + 2u];
+        let b172: i32 = b_tile[rb144 + 128u + 3u];
+        let b173: i32 = b_tile[rb144 + 192u];
+        let b174: i32 = b_tile[rb144 + 192u + 1u];
+        let b175: i32 = b_tile[rb144 + 192u + 2u];
+        let b176: i32 = b_tile[rb144 + 192u + 3u];
+        acc22 = acc22 + a161 * b169;
+        acc23 = acc23 + a161 * b170;
+        acc24 = acc24 + a161 * b171;
+        acc25 = acc25 + a161 * b172;
+        acc26 = acc26 + a161 * b173;
+        acc27 = acc27 + a161 * b174;
+        acc28 = acc28 + a161 * b175;
+        acc29 = acc29 + a161 * b176;
+        acc30 = acc30 + a162 * b169;
+        acc31 = acc31 + a162 * b170;
+        acc32 = acc32 + a162 * b171;
+        acc33 = acc33 + a162 * b172;
+        acc34 = acc34 + a162 * b173;
+        acc35 = acc35 + a162 * b174;
+        acc36 = acc36 + a162 * b175;
+        acc37 = acc37 + a162 * b176;
+        acc38 = acc38 + a163 * b169;
+        acc39 = acc39 + a163 * b170;
+        acc40 = acc40 + a163 * b171;
+        acc41 = acc41 + a163 * b172;
+        acc42 = acc42 + a163 * b173;
+        acc43 = acc43 + a163 * b174;
+        acc44 = acc44 + a163 * b175;
+        acc45 = acc45 + a163 * b176;
+        acc46 = acc46 + a164 * b169;
+        acc47 = acc47 + a164 * b170;
+        acc48 = acc48 + a164 * b171;
+        acc49 = acc49 + a164 * b172;
+        acc50 = acc50 + a164 * b173;
+        acc51 = acc51 + a164 * b174;
+        acc52 = acc52 + a164 * b175;
+        acc53 = acc53 + a164 * b176;
+        acc54 = acc54 + a165 * b169;
+        acc55 = acc55 + a165 * b170;
+        acc56 = acc56 + a165 * b171;
+        acc57 = acc57 + a165 * b172;
+        acc58 = acc58 + a165 * b173;
+        acc59 = acc59 + a165 * b174;
+        acc60 = acc60 + a165 * b175;
+        acc61 = acc61 + a165 * b176;
+        acc62 = acc62 + a166 * b169;
+        acc63 = acc63 + a166 * b170;
+        acc64 = acc64 + a166 * b171;
+        acc65 = acc65 + a166 * b172;
+        acc66 = acc66 + a166 * b173;
+        acc67 = acc67 + a166 * b174;
+        acc68 = acc68 + a166 * b175;
+        acc69 = acc69 + a166 * b176;
+        acc70 = acc70 + a167 * b169;
+        acc71 = acc71 + a167 * b170;
+        acc72 = acc72 + a167 * b171;
+        acc73 = acc73 + a167 * b172;
+        acc74 = acc74 + a167 * b173;
+        acc75 = acc75 + a167 * b174;
+        acc76 = acc76 + a167 * b175;
+        acc77 = acc77 + a167 * b176;
+        acc78 = acc78 + a168 * b169;
+        acc79 = acc79 + a168 * b170;
+        acc80 = acc80 + a168 * b171;
+        acc81 = acc81 + a168 * b172;
+        acc82 = acc82 + a168 * b173;
+        acc83 = acc83 + a168 * b174;
+        acc84 = acc84 + a168 * b175;
+        acc85 = acc85 + a168 * b176;
+        let a177: i32 = a_tile[ra143 + 256u];
+        let a178: i32 = a_tile[ra143 + 256u + 1u];
+        let a179: i32 = a_tile[ra143 + 256u + 2u];
+        let a180: i32 = a_tile[ra143 + 256u + 3u];
+        let a181: i32 = a_tile[ra143 + 320u];
+        let a182: i32 = a_tile[ra143 + 320u + 1u];
+        let a183: i32 = a_tile[ra143 + 320u + 2u];
+        let a184: i32 = a_tile[ra143 + 320u + 3u];
+        let b185: i32 = b_tile[rb144 + 256u];
+        let b186: i32 = b_tile[rb144 + 256u + 1u];
+        let b187: i32 = b_tile[rb144 + 256u + 2u];
+        let b188: i32 = b_tile[rb144 + 256u + 3u];
+        let b189: i32 = b_tile[rb144 + 320u];
+        let b190: i32 = b_tile[rb144 + 320u + 1u];
+        let b191: i32 = b_tile[rb144 + 320u + 2u];
+        let b192: i32 = b_tile[rb144 + 320u + 3u];
+        acc22 = acc22 + a177 * b185;
+        acc23 = acc23 + a177 * b186;
+        acc24 = acc24 + a177 * b187;
+        acc25 = acc25 + a177 * b188;
+        acc26 = acc26 + a177 * b189;
+        acc27 = acc27 + a177 * b190;
+        acc28 = acc28 + a177 * b191;
+        acc29 = acc29 + a177 * b192;
+        acc30 = acc30 + a178 * b185;
+        acc31 = acc31 + a178 * b186;
+        acc32 = acc32 + a178 * b187;
+        acc33 = acc33 + a178 * b188;
+        acc34 = acc34 + a178 * b189;
+        acc35 = acc35 + a178 * b190;
+        acc36 = acc36 + a178 * b191;
+        acc37 = acc37 + a178 * b192;
+        acc38 = acc38 + a179 * b185;
+        acc39 = acc39 + a179 * b186;
+        acc40 = acc40 + a179 * b187;
+        acc41 = acc41 + a179 * b188;
+        acc42 = acc42 + a179 * b189;
+        acc43 = acc43 + a179 * b190;
+        acc44 = acc44 + a179 * b191;
+        acc45 = acc45 + a179 * b192;
+        acc46 = acc46 + a180 * b185;
+        acc47 = acc47 + a180 * b186;
+        acc48 = acc48 + a180 * b187;
+        acc49 = acc49 + a180 * b188;
+        acc50 = acc50 + a180 * b189;
+        acc51 = acc51 + a180 * b190;
+        acc52 = acc52 + a180 * b191;
+        acc53 = acc53 + a180 * b192;
+        acc54 = acc54 + a181 * b185;
+        acc55 = acc55 + a181 * b186;
+        acc56 = acc56 + a181 * b187;
+        acc57 = acc57 + a181 * b188;
+        acc58 = acc58 + a181 * b189;
+        acc59 = acc59 + a181 * b190;
+        acc60 = acc60 + a181 * b191;
+        acc61 = acc61 + a181 * b192;
+        acc62 = acc62 + a182 * b185;
+        acc63 = acc63 + a182 * b186;
+        acc64 = acc64 + a182 * b187;
+        acc65 = acc65 + a182 * b188;
+        acc66 = acc66 + a182 * b189;
+        acc67 = acc67 + a182 * b190;
+        acc68 = acc68 + a182 * b191;
+        acc69 = acc69 + a182 * b192;
+        acc70 = acc70 + a183 * b185;
+        acc71 = acc71 + a183 * b186;
+        acc72 = acc72 + a183 * b187;
+        acc73 = acc73 + a183 * b188;
+        acc74 = acc74 + a183 * b189;
+        acc75 = acc75 + a183 * b190;
+        acc76 = acc76 + a183 * b191;
+        acc77 = acc77 + a183 * b192;
+        acc78 = acc78 + a184 * b185;
+        acc79 = acc79 + a184 * b186;
+        acc80 = acc80 + a184 * b187;
+        acc81 = acc81 + a184 * b188;
+        acc82 = acc82 + a184 * b189;
+        acc83 = acc83 + a184 * b190;
+        acc84 = acc84 + a184 * b191;
+        acc85 = acc85 + a184 * b192;
+        let a193: i32 = a_tile[ra143 + 384u];
+        let a194: i32 = a_tile[ra143 + 384u + 1u];
+        let a195: i32 = a_tile[ra143 + 384u + 2u];
+        let a196: i32 = a_tile[ra143 + 384u + 3u];
+        let a197: i32 = a_tile[ra143 + 448u];
+        let a198: i32 = a_tile[ra143 + 448u + 1u];
+        let a199: i32 = a_tile[ra143 + 448u + 2u];
+        let a200: i32 = a_tile[ra143 + 448u + 3u];
+        let b201: i32 = b_tile[rb144 + 384u];
+        let b202: i32 = b_tile[rb144 + 384u + 1u];
+        let b203: i32 = b_tile[rb144 + 384u + 2u];
+        let b204: i32 = b_tile[rb144 + 384u + 3u];
+        let b205: i32 = b_tile[rb144 + 448u];
+        let b206: i32 = b_tile[rb144 + 448u + 1u];
+        let b207: i32 = b_tile[rb144 + 448u + 2u];
+        let b208: i32 = b_tile[rb144 + 448u + 3u];
+        acc22 = acc22 + a193 * b201;
+        acc23 = acc23 + a193 * b202;
+        acc24 = acc24 + a193 * b203;
+        acc25 = acc25 + a193 * b204;
+        acc26 = acc26 + a193 * b205;
+        acc27 = acc27 + a193 * b206;
+        acc28 = acc28 + a193 * b207;
+        acc29 = acc29 + a193 * b208;
+        acc30 = acc30 + a194 * b201;
+        acc31 = acc31 + a194 * b202;
+        acc32 = acc32 + a194 * b203;
+        acc33 = acc33 + a194 * b204;
+        acc34 = acc34 + a194 * b205;
+        acc35 = acc35 + a194 * b206;
+        acc36 = acc36 + a194 * b207;
+        acc37 = acc37 + a194 * b208;
+        acc38 = acc38 + a195 * b201;
+        acc39 = acc39 + a195 * b202;
+        acc40 = acc40 + a195 * b203;
+        acc41 = acc41 + a195 * b204;
+        acc42 = acc42 + a195 * b205;
+        acc43 = acc43 + a195 * b206;
+        acc44 = acc44 + a195 * b207;
+        acc45 = acc45 + a195 * b208;
+        acc46 = acc46 + a196 * b201;
+        acc47 = acc47 + a196 * b202;
+        acc48 = acc48 + a196 * b203;
+        acc49 = acc49 + a196 * b204;
+        acc50 = acc50 + a196 * b205;
+        acc51 = acc51 + a196 * b206;
+        acc52 = acc52 + a196 * b207;
+        acc53 = acc53 + a196 * b208;
+        acc54 = acc54 + a197 * b201;
+        acc55 = acc55 + a197 * b202;
+        acc56 = acc56 + a197 * b203;
+        acc57 = acc57 + a197 * b204;
+        acc58 = acc58 + a197 * b205;
+        acc59 = acc59 + a197 * b206;
+        acc60 = acc60 + a197 * b207;
+        acc61 = acc61 + a197 * b208;
+        acc62 = acc62 + a198 * b201;
+        acc63 = acc63 + a198 * b202;
+        acc64 = acc64 + a198 * b203;
+        acc65 = acc65 + a198 * b204;
+        acc66 = acc66 + a198 * b205;
+        acc67 = acc67 + a198 * b206;
+        acc68 = acc68 + a198 * b207;
+        acc69 = acc69 + a198 * b208;
+        acc70 = acc70 + a199 * b201;
+        acc71 = acc71 + a199 * b202;
+        acc72 = acc72 + a199 * b203;
+        acc73 = acc73 + a199 * b204;
+        acc74 = acc74 + a199 * b205;
+        acc75 = acc75 + a199 * b206;
+        acc76 = acc76 + a199 * b207;
+        acc77 = acc77 + a199 * b208;
+        acc78 = acc78 + a200 * b201;
+        acc79 = acc79 + a200 * b202;
+        acc80 = acc80 + a200 * b203;
+        acc81 = acc81 + a200 * b204;
+        acc82 = acc82 + a200 * b205;
+        acc83 = acc83 + a200 * b206;
+        acc84 = acc84 + a200 * b207;
+        acc85 = acc85 + a200 * b208;
+        let a209: i32 = a_tile[ra143 + 512u];
+        let a210: i32 = a_tile[ra143 + 512u + 1u];
+        let a211: i32 = a_tile[ra143 + 512u + 2u];
+        let a212: i32 = a_tile[ra143 + 512u + 3u];
+        let a213: i32 = a_tile[ra143 + 576u];
+        let a214: i32 = a_tile[ra143 + 576u + 1u];
+        let a215: i32 = a_tile[ra143 + 576u + 2u];
+        let a216: i32 = a_tile[ra143 + 576u + 3u];
+        let b217: i32 = b_tile[rb144 + 512u];
+        let b218: i32 = b_tile[rb144 + 512u + 1u];
+        let b219: i32 = b_tile[rb144 + 512u + 2u];
+        let b220: i32 = b_tile[rb144 + 512u + 3u];
+        let b221: i32 = b_tile[rb144 + 576u];
+        let b222: i32 = b_tile[rb144 + 576u + 1u];
+        let b223: i32 = b_tile[rb144 + 576u + 2u];
+        let b224: i32 = b_tile[rb144 + 576u + 3u];
+        acc22 = acc22 + a209 * b217;
+        acc23 = acc23 + a209 * b218;
+        acc24 = acc24 + a209 * b219;
+        acc25 = acc25 + a209 * b220;
+        acc26 = acc26 + a209 * b221;
+        acc27 = acc27 + a209 * b222;
+        acc28 = acc28 + a209 * b223;
+        acc29 = acc29 + a209 * b224;
+        acc30 = acc30 + a210 * b217;
+        acc31 = acc31 + a210 * b218;
+        acc32 = acc32 + a210 * b219;
+        acc33 = acc33 + a210 * b220;
+        acc34 = acc34 + a210 * b221;
+        acc35 = acc35 + a210 * b222;
+        acc36 = acc36 + a210 * b223;
+        acc37 = acc37 + a210 * b224;
+        acc38 = acc38 + a211 * b217;
+        acc39 = acc39 + a211 * b218;
+        acc40 = acc40 + a211 * b219;
+        acc41 = acc41 + a211 * b220;
+        acc42 = acc42 + a211 * b221;
+        acc43 = acc43 + a211 * b222;
+        acc44 = acc44 + a211 * b223;
+        acc45 = acc45 + a211 * b224;
+        acc46 = acc46 + a212 * b217;
+        acc47 = acc47 + a212 * b218;
+        acc48 = acc48 + a212 * b219;
+        acc49 = acc49 + a212 * b220;
+        acc50 = acc50 + a212 * b221;
+        acc51 = acc51 + a212 * b222;
+        acc52 = acc52 + a212 * b223;
+        acc53 = acc53 + a212 * b224;
+        acc54 = acc54 + a213 * b217;
+        acc55 = acc55 + a213 * b218;
+        acc56 = acc56 + a213 * b219;
+        acc57 = acc57 + a213 * b220;
+        acc58 = acc58 + a213 * b221;
+        acc59 = acc59 + a213 * b222;
+        acc60 = acc60 + a213 * b223;
+        acc61 = acc61 + a213 * b224;
+        acc62 = acc62 + a214 * b217;
+        acc63 = acc63 + a214 * b218;
+        acc64 = acc64 + a214 * b219;
+        acc65 = acc65 + a214 * b220;
+        acc66 = acc66 + a214 * b221;
+        acc67 = acc67 + a214 * b222;
+        acc68 = acc68 + a214 * b223;
+        acc69 = acc69 + a214 * b224;
+        acc70 = acc70 + a215 * b217;
+        acc71 = acc71 + a215 * b218;
+        acc72 = acc72 + a215 * b219;
+        acc73 = acc73 + a215 * b220;
+        acc74 = acc74 + a215 * b221;
+        acc75 = acc75 + a215 * b222;
+        acc76 = acc76 + a215 * b223;
+        acc77 = acc77 + a215 * b224;
+        acc78 = acc78 + a216 * b217;
+        acc79 = acc79 + a216 * b218;
+        acc80 = acc80 + a216 * b219;
+        acc81 = acc81 + a216 * b220;
+        acc82 = acc82 + a216 * b221;
+        acc83 = acc83 + a216 * b222;
+        acc84 = acc84 + a216 * b223;
+        acc85 = acc85 + a216 * b224;
+        let a225: i32 = a_tile[ra143 + 640u];
+        let a226: i32 = a_tile[ra143 + 640u + 1u];
+        let a227: i32 = a_tile[ra143 + 640u + 2u];
+        let a228: i32 = a_tile[ra143 + 640u + 3u];
+        let a229: i32 = a_tile[ra143 + 704u];
+        let a230: i32 = a_tile[ra143 + 704u + 1u];
+        let a231: i32 = a_tile[ra143 + 704u + 2u];
+        let a232: i32 = a_tile[ra143 + 704u + 3u];
+        let b233: i32 = b_tile[rb144 + 640u];
+        let b234: i32 = b_tile[rb144 + 640u + 1u];
+        let b235: i32 = b_tile[rb144 + 640u + 2u];
+        let b236: i32 = b_tile[rb144 + 640u + 3u];
+        let b237: i32 = b_tile[rb144 + 704u];
+        let b238: i32 = b_tile[rb144 + 704u + 1u];
+        let b239: i32 = b_tile[rb144 + 704u + 2u];
+        let b240: i32 = b_tile[rb144 + 704u + 3u];
+        acc22 = acc22 + a225 * b233;
+        acc23 = acc23 + a225 * b234;
+        acc24 = acc24 + a225 * b235;
+        acc25 = acc25 + a225 * b236;
+        acc26 = acc26 + a225 * b237;
+        acc27 = acc27 + a225 * b238;
+        acc28 = acc28 + a225 * b239;
+        acc29 = acc29 + a225 * b240;
+        acc30 = acc30 + a226 * b233;
+        acc31 = acc31 + a226 * b234;
+        acc32 = acc32 + a226 * b235;
+        acc33 = acc33 + a226 * b236;
+        acc34 = acc34 + a226 * b237;
+        acc35 = acc35 + a226 * b238;
+        acc36 = acc36 + a226 * b239;
+        acc37 = acc37 + a226 * b240;
+        acc38 = acc38 + a227 * b233;
+        acc39 = acc39 + a227 * b234;
+        acc40 = acc40 + a227 * b235;
+        acc41 = acc41 + a227 * b236;
+        acc42 = acc42 + a227 * b237;
+        acc43 = acc43 + a227 * b238;
+        acc44 = acc44 + a227 * b239;
+        acc45 = acc45 + a227 * b240;
+        acc46 = acc46 + a228 * b233;
+        acc47 = acc47 + a228 * b234;
+        acc48 = acc48 + a228 * b235;
+        acc49 = acc49 + a228 * b236;
+        acc50 = acc50 + a228 * b237;
+        acc51 = acc51 + a228 * b238;
+        acc52 = acc52 + a228 * b239;
+        acc53 = acc53 + a228 * b240;
+        acc54 = acc54 + a229 * b233;
+        acc55 = acc55 + a229 * b234;
+        acc56 = acc56 + a229 * b235;
+        acc57 = acc57 + a229 * b236;
+        acc58 = acc58 + a229 * b237;
+        acc59 = acc59 + a229 * b238;
+        acc60 = acc60 + a229 * b239;
+        acc61 = acc61 + a229 * b240;
+        acc62 = acc62 + a230 * b233;
+        acc63 = acc63 + a230 * b234;
+        acc64 = acc64 + a230 * b235;
+        acc65 = acc65 + a230 * b236;
+        acc66 = acc66 + a230 * b237;
+        acc67 = acc67 + a230 * b238;
+        acc68 = acc68 + a230 * b239;
+        acc69 = acc69 + a230 * b240;
+        acc70 = acc70 + a231 * b233;
+        acc71 = acc71 + a231 * b234;
+        acc72 = acc72 + a231 * b235;
+        acc73 = acc73 + a231 * b236;
+        acc74 = acc74 + a231 * b237;
+        acc75 = acc75 + a231 * b238;
+        acc76 = acc76 + a231 * b239;
+        acc77 = acc77 + a231 * b240;
+        acc78 = acc78 + a232 * b233;
+        acc79 = acc79 + a232 * b234;
+        acc80 = acc80 + a232 * b235;
+        acc81 = acc81 + a232 * b236;
+        acc82 = acc82 + a232 * b237;
+        acc83 = acc83 + a232 * b238;
+        acc84 = acc84 + a232 * b239;
+        acc85 = acc85 + a232 * b240;
+        let a241: i32 = a_tile[ra143 + 768u];
+        let a242: i32 = a_tile[ra143 + 768u + 1u];
+        let a243: i32 = a_tile[ra143 + 768u + 2u];
+        let a244: i32 = a_tile[ra143 + 768u + 3u];
+        let a245: i32 = a_tile[ra143 + 832u];
+        let a246: i32 = a_tile[ra143 + 832u + 1u];
+        let a247: i32 = a_tile[ra143 + 832u + 2u];
+        let a248: i32 = a_tile[ra143 + 832u + 3u];
+        let b249: i32 = b_tile[rb144 + 768u];
+        let b250: i32 = b_tile[rb144 + 768u + 1u];
+        let b251: i32 = b_tile[rb144 + 768u + 2u];
+        let b252: i32 = b_tile[rb144 + 768u + 3u];
+        let b253: i32 = b_tile[rb144 + 832u];
+        let b254: i32 = b_tile[rb144 + 832u + 1u];
+        let b255: i32 = b_tile[rb144 + 832u + 2u];
+        let b256: i32 = b_tile[rb144 + 832u + 3u];
+        acc22 = acc22 + a241 * b249;
+        acc23 = acc23 + a241 * b250;
+        acc24 = acc24 + a241 * b251;
+        acc25 = acc25 + a241 * b252;
+        acc26 = acc26 + a241 * b253;
+        acc27 = acc27 + a241 * b254;
+        acc28 = acc28 + a241 * b255;
+        acc29 = acc29 + a241 * b256;
+        acc30 = acc30 + a242 * b249;
+        acc31 = acc31 + a242 * b250;
+        acc32 = acc32 + a242 * b251;
+        acc33 = acc33 + a242 * b252;
+        acc34 = acc34 + a242 * b253;
+        acc35 = acc35 + a242 * b254;
+        acc36 = acc36 + a242 * b255;
+        acc37 = acc37 + a242 * b256;
+        acc38 = acc38 + a243 * b249;
+        acc39 = acc39 + a243 * b250;
+        acc40 = acc40 + a243 * b251;
+        acc41 = acc41 + a243 * b252;
+        acc42 = acc42 + a243 * b253;
+        acc43 = acc43 + a243 * b254;
+        acc44 = acc44 + a243 * b255;
+        acc45 = acc45 + a243 * b256;
+        acc46 = acc46 + a244 * b249;
+        acc47 = acc47 + a244 * b250;
+        acc48 = acc48 + a244 * b251;
+        acc49 = acc49 + a244 * b252;
+        acc50 = acc50 + a244 * b253;
+        acc51 = acc51 + a244 * b254;
+        acc52 = acc52 + a244 * b255;
+        acc53 = acc53 + a244 * b256;
+        acc54 = acc54 + a245 * b249;
+        acc55 = acc55 + a245 * b250;
+        acc56 = acc56 + a245 * b251;
+        acc57 = acc57 + a245 * b252;
+        acc58 = acc58 + a245 * b253;
+        acc59 = acc59 + a245 * b254;
+        acc60 = acc60 + a245 * b255;
+        acc61 = acc61 + a245 * b256;
+        acc62 = acc62 + a246 * b249;
+        acc63 = acc63 + a246 * b250;
+        acc64 = acc64 + a246 * b251;
+        acc65 = acc65 + a246 * b252;
+        acc66 = acc66 + a246 * b253;
+        acc67 = acc67 + a246 * b254;
+        acc68 = acc68 + a246 * b255;
+        acc69 = acc69 + a246 * b256;
+        acc70 = acc70 + a247 * b249;
+        acc71 = acc71 + a247 * b250;
+        acc72 = acc72 + a247 * b251;
+        acc73 = acc73 + a247 * b252;
+        acc74 = acc74 + a247 * b253;
+        acc75 = acc75 + a247 * b254;
+        acc76 = acc76 + a247 * b255;
+        acc77 = acc77 + a247 * b256;
+        acc78 = acc78 + a248 * b249;
+        acc79 = acc79 + a248 * b250;
+        acc80 = acc80 + a248 * b251;
+        acc81 = acc81 + a248 * b252;
+        acc82 = acc82 + a248 * b253;
+        acc83 = acc83 + a248 * b254;
+        acc84 = acc84 + a248 * b255;
+        acc85 = acc85 + a248 * b256;
+        let a257: i32 = a_tile[ra143 + 896u];
+        let a258: i32 = a_tile[ra143 + 896u + 1u];
+        let a259: i32 = a_tile[ra143 + 896u + 2u];
+        let a260: i32 = a_tile[ra143 + 896u + 3u];
+        let a261: i32 = a_tile[ra143 + 960u];
+        let a262: i32 = a_tile[ra143 + 960u + 1u];
+        let a263: i32 = a_tile[ra143 + 960u + 2u];
+        let a264: i32 = a_tile[ra143 + 960u + 3u];
+        let b265: i32 = b_tile[rb144 + 896u];
+        let b266: i32 = b_tile[rb144 + 896u + 1u];
+        let b267: i32 = b_tile[rb144 + 896u + 2u];
+        let b268: i32 = b_tile[rb144 + 896u + 3u];
+        let b269: i32 = b_tile[rb144 + 960u];
+        let b270: i32 = b_tile[rb144 + 960u + 1u];
+        let b271: i32 = b_tile[rb144 + 960u + 2u];
+        let b272: i32 = b_tile[rb144 + 960u + 3u];
+        acc22 = acc22 + a257 * b265;
+        acc23 = acc23 + a257 * b266;
+        acc24 = acc24 + a257 * b267;
+        acc25 = acc25 + a257 * b268;
+        acc26 = acc26 + a257 * b269;
+        acc27 = acc27 + a257 * b270;
+        acc28 = acc28 + a257 * b271;
+        acc29 = acc29 + a257 * b272;
+        acc30 = acc30 + a258 * b265;
+        acc31 = acc31 + a258 * b266;
+        acc32 = acc32 + a258 * b267;
+        acc33 = acc33 + a258 * b268;
+        acc34 = acc34 + a258 * b269;
+        acc35 = acc35 + a258 * b270;
+        acc36 = acc36 + a258 * b271;
+        acc37 = acc37 + a258 * b272;
+        acc38 = acc38 + a259 * b265;
+        acc39 = acc39 + a259 * b266;
+        acc40 = acc40 + a259 * b267;
+        acc41 = acc41 + a259 * b268;
+        acc42 = acc42 + a259 * b269;
+        acc43 = acc43 + a259 * b270;
+        acc44 = acc44 + a259 * b271;
+        acc45 = acc45 + a259 * b272;
+        acc46 = acc46 + a260 * b265;
+        acc47 = acc47 + a260 * b266;
+        acc48 = acc48 + a260 * b267;
+        acc49 = acc49 + a260 * b268;
+        acc50 = acc50 + a260 * b269;
+        acc51 = acc51 + a260 * b270;
+        acc52 = acc52 + a260 * b271;
+        acc53 = acc53 + a260 * b272;
+        acc54 = acc54 + a261 * b265;
+        acc55 = acc55 + a261 * b266;
+        acc56 = acc56 + a261 * b267;
+        acc57 = acc57 + a261 * b268;
+        acc58 = acc58 + a261 * b269;
+        acc59 = acc59 + a261 * b270;
+        acc60 = acc60 + a261 * b271;
+        acc61 = acc61 + a261 * b272;
+        acc62 = acc62 + a262 * b265;
+        acc63 = acc63 + a262 * b266;
+        acc64 = acc64 + a262 * b267;
+        acc65 = acc65 + a262 * b268;
+        acc66 = acc66 + a262 * b269;
+        acc67 = acc67 + a262 * b270;
+        acc68 = acc68 + a262 * b271;
+        acc69 = acc69 + a262 * b272;
+        acc70 = acc70 + a263 * b265;
+        acc71 = acc71 + a263 * b266;
+        acc72 = acc72 + a263 * b267;
+        acc73 = acc73 + a263 * b268;
+        acc74 = acc74 + a263 * b269;
+        acc75 = acc75 + a263 * b270;
+        acc76 = acc76 + a263 * b271;
+        acc77 = acc77 + a263 * b272;
+        acc78 = acc78 + a264 * b265;
+        acc79 = acc79 + a264 * b266;
+        acc80 = acc80 + a264 * b267;
+        acc81 = acc81 + a264 * b268;
+        acc82 = acc82 + a264 * b269;
+        acc83 = acc83 + a264 * b270;
+        acc84 = acc84 + a264 * b271;
+        acc85 = acc85 + a264 * b272;
         workgroupBarrier();
-        for (var kk56: u32 = 0u; kk56 < 16u; kk56 += 1u) {
-            let a57: i32 = a_tile[lid.y * 16u + kk56];
-            let a58: i32 = a_tile[(lid.y + 16u) * 16u + kk56];
-            let a59: i32 = a_tile[(lid.y + 32u) * 16u + kk56];
-            let a60: i32 = a_tile[(lid.y + 48u) * 16u + kk56];
-            let b61: i32 = b_tile[kk56 * 64u + lid.x];
-            let b62: i32 = b_tile[kk56 * 64u + (lid.x + 16u)];
-            let b63: i32 = b_tile[kk56 * 64u + (lid.x + 32u)];
-            let b64: i32 = b_tile[kk56 * 64u + (lid.x + 48u)];
-            acc13 = acc13 + a57 * b61;
-            acc14 = acc14 + a57 * b62;
-            acc15 = acc15 + a57 * b63;
-            acc16 = acc16 + a57 * b64;
-            acc17 = acc17 + a58 * b61;
-            acc18 = acc18 + a58 * b62;
-            acc19 = acc19 + a58 * b63;
-            acc20 = acc20 + a58 * b64;
-            acc21 = acc21 + a59 * b61;
-            acc22 = acc22 + a59 * b62;
-            acc23 = acc23 + a59 * b63;
-            acc24 = acc24 + a59 * b64;
-            acc25 = acc25 + a60 * b61;
-            acc26 = acc26 + a60 * b62;
-            acc27 = acc27 + a60 * b63;
-            acc28 = acc28 + a60 * b64;
-        }
-        workgroupBarrier();
     }
-    if ((row5 < u.N) && (col9 < u.M)) {
-        let i65: u32 = row5 * u.M + col9;
-        let v66: i32 = bias[col9];
-        let v67: i32 = acc13 + v66;
-        let v68: i32 = mimir_floordiv_i32(v67, 3i);
-        out[i65] = v68;
+    if ((row6 < u.N) && (col14 < u.M)) {
+        let i273: u32 = row6 * u.M + col14;
+        let v274: i32 = bias[col14];
+        let v275: i32 = acc22 + v274;
+        let v276: i32 = mimir_floordiv_i32(v275, 3i);
+        out[i273] = v276;
     }
-    if ((row5 < u.N) && (col10 < u.M)) {
-        let i69: u32 = row5 * u.M + col10;
-        let v70: i32 = bias[col10];
-        let v71: i32 = acc14 + v70;
-        let v72: i32 = mimir_floordiv_i32(v71, 3i);
-        out[i69] = v72;
+    if ((row6 < u.N) && (col15 < u.M)) {
+        let i277: u32 = row6 * u.M + col15;
+        let v278: i32 = bias[col15];
+        let v279: i32 = acc23 + v278;
+        let v280: i32 = mimir_floordiv_i32(v279, 3i);
+        out[i277] = v280;
     }
-    if ((row5 < u.N) && (col11 < u.M)) {
-        let i73: u32 = row5 * u.M + col11;
-        let v74: i32 = bias[col11];
-        let v75: i32 = acc15 + v74;
-        let v76: i32 = mimir_floordiv_i32(v75, 3i);
-        out[i73] = v76;
+    if ((row6 < u.N) && (col16 < u.M)) {
+        let i281: u32 = row6 * u.M + col16;
+        let v282: i32 = bias[col16];
+        let v283: i32 = acc24 + v282;
+        let v284: i32 = mimir_floordiv_i32(v283, 3i);
+        out[i281] = v284;
     }
-    if ((row5 < u.N) && (col12 < u.M)) {
-        let i77: u32 = row5 * u.M + col12;
-        let v78: i32 = bias[col12];
-        let v79: i32 = acc16 + v78;
-        let v80: i32 = mimir_floordiv_i32(v79, 3i);
-        out[i77] = v80;
+    if ((row6 < u.N) && (col17 < u.M)) {
+        let i285: u32 = row6 * u.M + col17;
+        let v286: i32 = bias[col17];
+        let v287: i32 = acc25 + v286;
+        let v288: i32 = mimir_floordiv_i32(v287, 3i);
+        out[i285] = v288;
     }
-    if ((row6 < u.N) && (col9 < u.M)) {
-        let i81: u32 = row6 * u.M + col9;
-        let v82: i32 = bias[col9];
-        let v83: i32 = acc17 + v82;
-        let v84: i32 = mimir_floordiv_i32(v83, 3i);
-        out[i81] = v84;
+    if ((row6 < u.N) && (col18 < u.M)) {
+        let i289: u32 = row6 * u.M + col18;
+        let v290: i32 = bias[col18];
+        let v291: i32 = acc26 + v290;
+        let v292: i32 = mimir_floordiv_i32(v291, 3i);
+        out[i289] = v292;
     }
-    if ((row6 < u.N) && (col10 < u.M)) {
-        let i85: u32 = row6 * u.M + col10;
-        let v86: i32 = bias[col10];
-        let v87: i32 = acc18 + v86;
-        let v88: i32 = mimir_floordiv_i32(v87, 3i);
-        out[i85] = v88;
+    if ((row6 < u.N) && (col19 < u.M)) {
+        let i293: u32 = row6 * u.M + col19;
+        let v294: i32 = bias[col19];
+        let v295: i32 = acc27 + v294;
+        let v296: i32 = mimir_floordiv_i32(v295, 3i);
+        out[i293] = v296;
     }
-    if ((row6 < u.N) && (col11 < u.M)) {
-        let i89: u32 = row6 * u.M + col11;
-        let v90: i32 = bias[col11];
-        let v91: i32 = acc19 + v90;
-        let v92: i32 = mimir_floordiv_i32(v91, 3i);
-        out[i89] = v92;
+    if ((row6 < u.N) && (col20 < u.M)) {
+        let i297: u32 = row6 * u.M + col20;
+        let v298: i32 = bias[col20];
+        let v299: i32 = acc28 + v298;
+        let v300: i32 = mimir_floordiv_i32(v299, 3i);
+        out[i297] = v300;
     }
-    if ((row6 < u.N) && (col12 < u.M)) {
-        let i93: u32 = row6 * u.M + col12;
-        let v94: i32 = bias[col12];
-        let v95: i32 = acc20 + v94;
-        let v96: i32 = mimir_floordiv_i32(v95, 3i);
-        out[i93] = v96;
+    if ((row6 < u.N) && (col21 < u.M)) {
+        let i301: u32 = row6 * u.M + col21;
+        let v302: i32 = bias[col21];
+        let v303: i32 = acc29 + v302;
+        let v304: i32 = mimir_floordiv_i32(v303, 3i);
+        out[i301] = v304;
     }
-    if ((row7 < u.N) && (col9 < u.M)) {
-        let i97: u32 = row7 * u.M + col9;
-        let v98: i32 = bias[col9];
-        let v99: i32 = acc21 + v98;
-        let v100: i32 = mimir_floordiv_i32(v99, 3i);
-        out[i97] = v100;
+    if ((row7 < u.N) && (col14 < u.M)) {
+        let i305: u32 = row7 * u.M + col14;
+        let v306: i32 = bias[col14];
+        let v307: i32 = acc30 + v306;
+        let v308: i32 = mimir_floordiv_i32(v307, 3i);
+        out[i305] = v308;
     }
-    if ((row7 < u.N) && (col10 < u.M)) {
-        let i101: u32 = row7 * u.M + col10;
-        let v102: i32 = bias[col10];
-        let v103: i32 = acc22 + v102;
-        let v104: i32 = mimir_floordiv_i32(v103, 3i);
-        out[i101] = v104;
+    if ((row7 < u.N) && (col15 < u.M)) {
+        let i309: u32 = row7 * u.M + col15;
+        let v310: i32 = bias[col15];
+        let v311: i32 = acc31 + v310;
+        let v312: i32 = mimir_floordiv_i32(v311, 3i);
+        out[i309] = v312;
     }
-    if ((row7 < u.N) && (col11 < u.M)) {
-        let i105: u32 = row7 * u.M + col11;
-        let v106: i32 = bias[col11];
-        let v107: i32 = acc23 + v106;
-        let v108: i32 = mimir_floordiv_i32(v107, 3i);
-        out[i105] = v108;
+    if ((row7 < u.N) && (col16 < u.M)) {
+        let i313: u32 = row7 * u.M + col16;
+        let v314: i32 = bias[col16];
+        let v315: i32 = acc32 + v314;
+        let v316: i32 = mimir_floordiv_i32(v315, 3i);
+        out[i313] = v316;
     }
-    if ((row7 < u.N) && (col12 < u.M)) {
-        let i109: u32 = row7 * u.M + col12;
-        let v110: i32 = bias[col12];
-        let v111: i32 = acc24 + v110;
-        let v112: i32 = mimir_floordiv_i32(v111, 3i);
-        out[i109] = v112;
+    if ((row7 < u.N) && (col17 < u.M)) {
+        let i317: u32 = row7 * u.M + col17;
+        let v318: i32 = bias[col17];
+        let v319: i32 = acc33 + v318;
+        let v320: i32 = mimir_floordiv_i32(v319, 3i);
+        out[i317] = v320;
     }
-    if ((row8 < u.N) && (col9 < u.M)) {
-        let i113: u32 = row8 * u.M + col9;
-        let v114: i32 = bias[col9];
-        let v115: i32 = acc25 + v114;
-        let v116: i32 = mimir_floordiv_i32(v115, 3i);
-        out[i113] = v116;
+    if ((row7 < u.N) && (col18 < u.M)) {
+        let i321: u32 = row7 * u.M + col18;
+        let v322: i32 = bias[col18];
+        let v323: i32 = acc34 + v322;
+        let v324: i32 = mimir_floordiv_i32(v323, 3i);
+        out[i321] = v324;
     }
-    if ((row8 < u.N) && (col10 < u.M)) {
-        let i117: u32 = row8 * u.M + col10;
-        let v118: i32 = bias[col10];
-        let v119: i32 = acc26 + v118;
-        let v120: i32 = mimir_floordiv_i32(v119, 3i);
-        out[i117] = v120;
+    if ((row7 < u.N) && (col19 < u.M)) {
+        let i325: u32 = row7 * u.M + col19;
+        let v326: i32 = bias[col19];
+        let v327: i32 = acc35 + v326;
+        let v328: i32 = mimir_floordiv_i32(v327, 3i);
+        out[i325] = v328;
     }
-    if ((row8 < u.N) && (col11 < u.M)) {
-        let i121: u32 = row8 * u.M + col11;
-        let v122: i32 = bias[col11];
-        let v123: i32 = acc27 + v122;
-        let v124: i32 = mimir_floordiv_i32(v123, 3i);
-        out[i121] = v124;
+    if ((row7 < u.N) && (col20 < u.M)) {
+        let i329: u32 = row7 * u.M + col20;
+        let v330: i32 = bias[col20];
+        let v331: i32 = acc36 + v330;
+        let v332: i32 = mimir_floordiv_i32(v331, 3i);
+        out[i329] = v332;
     }
-    if ((row8 < u.N) && (col12 < u.M)) {
-        let i125: u32 = row8 * u.M + col12;
-        let v126: i32 = bias[col12];
-        let v127: i32 = acc28 + v126;
-        let v128: i32 = mimir_floordiv_i32(v127, 3i);
-        out[i125] = v128;
+    if ((row7 < u.N) && (col21 < u.M)) {
+        let i333: u32 = row7 * u.M + col21;
+        let v334: i32 = bias[col21];
+        let v335: i32 = acc37 + v334;
+        let v336: i32 = mimir_floordiv_i32(v335, 3i);
+        out[i333] = v336;
+    }
+    if ((row8 < u.N) && (col14 < u.M)) {
+        let i337: u32 = row8 * u.M + col14;
+        let v338: i32 = bias[col14];
+        let v339: i32 = acc38 + v338;
+        let v340: i32 = mimir_floordiv_i32(v339, 3i);
+        out[i337] = v340;
+    }
+    if ((row8 < u.N) && (col15 < u.M)) {
+        let i341: u32 = row8 * u.M + col15;
+        let v342: i32 = bias[col15];
+        let v343: i32 = acc39 + v342;
+        let v344: i32 = mimir_floordiv_i32(v343, 3i);
+        out[i341] = v344;
+    }
+    if ((row8 < u.N) && (col16 < u.M)) {
+        let i345: u32 = row8 * u.M + col16;
+        let v346: i32 = bias[col16];
+        let v347: i32 = acc40 + v346;
+        let v348: i32 = mimir_floordiv_i32(v347, 3i);
+        out[i345] = v348;
+    }
+    if ((row8 < u.N) && (col17 < u.M)) {
+        let i349: u32 = row8 * u.M + col17;
+        let v350: i32 = bias[col17];
+        let v351: i32 = acc41 + v350;
+        let v352: i32 = mimir_floordiv_i32(v351, 3i);
+        out[i349] = v352;
+    }
+    if ((row8 < u.N) && (col18 < u.M)) {
+        let i353: u32 = row8 * u.M + col18;
+        let v354: i32 = bias[col18];
+        let v355: i32 = acc42 + v354;
+        let v356: i32 = mimir_floordiv_i32(v355, 3i);
+        out[i353] = v356;
+    }
+    if ((row8 < u.N) && (col19 < u.M)) {
+        let i357: u32 = row8 * u.M + col19;
+        let v358: i32 = bias[col19];
+        let v359: i32 = acc43 + v358;
+        let v360: i32 = mimir_floordiv_i32(v359, 3i);
+        out[i357] = v360;
+    }
+    if ((row8 < u.N) && (col20 < u.M)) {
+        let i361: u32 = row8 * u.M + col20;
+        let v362: i32 = bias[col20];
+        let v363: i32 = acc44 + v362;
+        let v364: i32 = mimir_floordiv_i32(v363, 3i);
+        out[i361] = v364;
+    }
+    if ((row8 < u.N) && (col21 < u.M)) {
+        let i365: u32 = row8 * u.M + col21;
+        let v366: i32 = bias[col21];
+        let v367: i32 = acc45 + v366;
+        let v368: i32 = mimir_floordiv_i32(v367, 3i);
+        out[i365] = v368;
+    }
+    if ((row9 < u.N) && (col14 < u.M)) {
+        let i369: u32 = row9 * u.M + col14;
+        let v370: i32 = bias[col14];
+        let v371: i32 = acc46 + v370;
+        let v372: i32 = mimir_floordiv_i32(v371, 3i);
+        out[i369] = v372;
+    }
+    if ((row9 < u.N) && (col15 < u.M)) {
+        let i373: u32 = row9 * u.M + col15;
+        let v374: i32 = bias[col15];
+        let v375: i32 = acc47 + v374;
+        let v376: i32 = mimir_floordiv_i32(v375, 3i);
+        out[i373] = v376;
+    }
+    if ((row9 < u.N) && (col16 < u.M)) {
+        let i377: u32 = row9 * u.M + col16;
+        let v378: i32 = bias[col16];
+        let v379: i32 = acc48 + v378;
+        let v380: i32 = mimir_floordiv_i32(v379, 3i);
+        out[i377] = v380;
+    }
+    if ((row9 < u.N) && (col17 < u.M)) {
+        let i381: u32 = row9 * u.M + col17;
+        let v382: i32 = bias[col17];
+        let v383: i32 = acc49 + v382;
+        let v384: i32 = mimir_floordiv_i32(v383, 3i);
+        out[i381] = v384;
+    }
+    if ((row9 < u.N) && (col18 < u.M)) {
+        let i385: u32 = row9 * u.M + col18;
+        let v386: i32 = bias[col18];
+        let v387: i32 = acc50 + v386;
+        let v388: i32 = mimir_floordiv_i32(v387, 3i);
+        out[i385] = v388;
+    }
+    if ((row9 < u.N) && (col19 < u.M)) {
+        let i389: u32 = row9 * u.M + col19;
+        let v390: i32 = bias[col19];
+        let v391: i32 = acc51 + v390;
+        let v392: i32 = mimir_floordiv_i32(v391, 3i);
+        out[i389] = v392;
+    }
+    if ((row9 < u.N) && (col20 < u.M)) {
+        let i393: u32 = row9 * u.M + col20;
+        let v394: i32 = bias[col20];
+        let v395: i32 = acc52 + v394;
+        let v396: i32 = mimir_floordiv_i32(v395, 3i);
+        out[i393] = v396;
+    }
+    if ((row9 < u.N) && (col21 < u.M)) {
+        let i397: u32 = row9 * u.M + col21;
+        let v398: i32 = bias[col21];
+        let v399: i32 = acc53 + v398;
+        let v400: i32 = mimir_floordiv_i32(v399, 3i);
+        out[i397] = v400;
+    }
+    if ((row10 < u.N) && (col14 < u.M)) {
+        let i401: u32 = row10 * u.M + col14;
+        let v402: i32 = bias[col14];
+        let v403: i32 = acc54 + v402;
+        let v404: i32 = mimir_floordiv_i32(v403, 3i);
+        out[i401] = v404;
+    }
+    if ((row10 < u.N) && (col15 < u.M)) {
+        let i405: u32 = row10 * u.M + col15;
+        let v406: i32 = bias[col15];
+        let v407: i32 = acc55 + v406;
+        let v408: i32 = mimir_floordiv_i32(v407, 3i);
+        out[i405] = v408;
+    }
+    if ((row10 < u.N) && (col16 < u.M)) {
+        let i409: u32 = row10 * u.M + col16;
+        let v410: i32 = bias[col16];
+        let v411: i32 = acc56 + v410;
+        let v412: i32 = mimir_floordiv_i32(v411, 3i);
+        out[i409] = v412;
+    }
+    if ((row10 < u.N) && (col17 < u.M)) {
+        let i413: u32 = row10 * u.M + col17;
+        let v414: i32 = bias[col17];
+        let v415: i32 = acc57 + v414;
+        let v416: i32 = mimir_floordiv_i32(v415, 3i);
+        out[i413] = v416;
+    }
+    if ((row10 < u.N) && (col18 < u.M)) {
+        let i417: u32 = row10 * u.M + col18;
+        let v418: i32 = bias[col18];
+        let v419: i32 = acc58 + v418;
+        let v420: i32 = mimir_floordiv_i32(v419, 3i);
+        out[i417] = v420;
+    }
+    if ((row10 < u.N) && (col19 < u.M)) {
+        let i421: u32 = row10 * u.M + col19;
+        let v422: i32 = bias[col19];
+        let v423: i32 = acc59 + v422;
+        let v424: i32 = mimir_floordiv_i32(v423, 3i);
+        out[i421] = v424;
+    }
+    if ((row10 < u.N) && (col20 < u.M)) {
+        let i425: u32 = row10 * u.M + col20;
+        let v426: i32 = bias[col20];
+        let v427: i32 = acc60 + v426;
+        let v428: i32 = mimir_floordiv_i32(v427, 3i);
+        out[i425] = v428;
+    }
+    if ((row10 < u.N) && (col21 < u.M)) {
+        let i429: u32 = row10 * u.M + col21;
+        let v430: i32 = bias[col21];
+        let v431: i32 = acc61 + v430;
+        let v432: i32 = mimir_floordiv_i32(v431, 3i);
+        out[i429] = v432;
+    }
+    if ((row11 < u.N) && (col14 < u.M)) {
+        let i433: u32 = row11 * u.M + col14;
+        let v434: i32 = bias[col14];
+        let v435: i32 = acc62 + v434;
+        let v436: i32 = mimir_floordiv_i32(v435, 3i);
+        out[i433] = v436;
+    }
+    if ((row11 < u.N) && (col15 < u.M)) {
+        let i437: u32 = row11 * u.M + col15;
+        let v438: i32 = bias[col15];
+        let v439: i32 = acc63 + v438;
+        let v440: i32 = mimir_floordiv_i32(v439, 3i);
+        out[i437] = v440;
+    }
+    if ((row11 < u.N) && (col16 < u.M)) {
+        let i441: u32 = row11 * u.M + col16;
+        let v442: i32 = bias[col16];
+        let v443: i32 = acc64 + v442;
+        let v444: i32 = mimir_floordiv_i32(v443, 3i);
+        out[i441] = v444;
+    }
+    if ((row11 < u.N) && (col17 < u.M)) {
+        let i445: u32 = row11 * u.M + col17;
+        let v446: i32 = bias[col17];
+        let v447: i32 = acc65 + v446;
+        let v448: i32 = mimir_floordiv_i32(v447, 3i);
+        out[i445] = v448;
+    }
+    if ((row11 < u.N) && (col18 < u.M)) {
+        let i449: u32 = row11 * u.M + col18;
+        let v450: i32 = bias[col18];
+        let v451: i32 = acc66 + v450;
+        let v452: i32 = mimir_floordiv_i32(v451, 3i);
+        out[i449] = v452;
+    }
+    if ((row11 < u.N) && (col19 < u.M)) {
+        let i453: u32 = row11 * u.M + col19;
+        let v454: i32 = bias[col19];
+        let v455: i32 = acc67 + v454;
+        let v456: i32 = mimir_floordiv_i32(v455, 3i);
+        out[i453] = v456;
+    }
+    if ((row11 < u.N) && (col20 < u.M)) {
+        let i457: u32 = row11 * u.M + col20;
+        let v458: i32 = bias[col20];
+        let v459: i32 = acc68 + v458;
+        let v460: i32 = mimir_floordiv_i32(v459, 3i);
+        out[i457] = v460;
+    }
+    if ((row11 < u.N) && (col21 < u.M)) {
+        let i461: u32 = row11 * u.M + col21;
+        let v462: i32 = bias[col21];
+        let v463: i32 = acc69 + v462;
+        let v464: i32 = mimir_floordiv_i32(v463, 3i);
+        out[i461] = v464;
+    }
+    if ((row12 < u.N) && (col14 < u.M)) {
+        let i465: u32 = row12 * u.M + col14;
+        let v466: i32 = bias[col14];
+        let v467: i32 = acc70 + v466;
+        let v468: i32 = mimir_floordiv_i32(v467, 3i);
+        out[i465] = v468;
+    }
+    if ((row12 < u.N) && (col15 < u.M)) {
+        let i469: u32 = row12 * u.M + col15;
+        let v470: i32 = bias[col15];
+        let v471: i32 = acc71 + v470;
+        let v472: i32 = mimir_floordiv_i32(v471, 3i);
+        out[i469] = v472;
+    }
+    if ((row12 < u.N) && (col16 < u.M)) {
+        let i473: u32 = row12 * u.M + col16;
+        let v474: i32 = bias[col16];
+        let v475: i32 = acc72 + v474;
+        let v476: i32 = mimir_floordiv_i32(v475, 3i);
+        out[i473] = v476;
+    }
+    if ((row12 < u.N) && (col17 < u.M)) {
+        let i477: u32 = row12 * u.M + col17;
+        let v478: i32 = bias[col17];
+        let v479: i32 = acc73 + v478;
+        let v480: i32 = mimir_floordiv_i32(v479, 3i);
+        out[i477] = v480;
+    }
+    if ((row12 < u.N) && (col18 < u.M)) {
+        let i481: u32 = row12 * u.M + col18;
+        let v482: i32 = bias[col18];
+        let v483: i32 = acc74 + v482;
+        let v484: i32 = mimir_floordiv_i32(v483, 3i);
+        out[i481] = v484;
+    }
+    if ((row12 < u.N) && (col19 < u.M)) {
+        let i485: u32 = row12 * u.M + col19;
+        let v486: i32 = bias[col19];
+        let v487: i32 = acc75 + v486;
+        let v488: i32 = mimir_floordiv_i32(v487, 3i);
+        out[i485] = v488;
+    }
+    if ((row12 < u.N) && (col20 < u.M)) {
+        let i489: u32 = row12 * u.M + col20;
+        let v490: i32 = bias[col20];
+        let v491: i32 = acc76 + v490;
+        let v492: i32 = mimir_floordiv_i32(v491, 3i);
+        out[i489] = v492;
+    }
+    if ((row12 < u.N) && (col21 < u.M)) {
+        let i493: u32 = row12 * u.M + col21;
+        let v494: i32 = bias[col21];
+        let v495: i32 = acc77 + v494;
+        let v496: i32 = mimir_floordiv_i32(v495, 3i);
+        out[i493] = v496;
+    }
+    if ((row13 < u.N) && (col14 < u.M)) {
+        let i497: u32 = row13 * u.M + col14;
+        let v498: i32 = bias[col14];
+        let v499: i32 = acc78 + v498;
+        let v500: i32 = mimir_floordiv_i32(v499, 3i);
+        out[i497] = v500;
+    }
+    if ((row13 < u.N) && (col15 < u.M)) {
+        let i501: u32 = row13 * u.M + col15;
+        let v502: i32 = bias[col15];
+        let v503: i32 = acc79 + v502;
+        let v504: i32 = mimir_floordiv_i32(v503, 3i);
+        out[i501] = v504;
+    }
+    if ((row13 < u.N) && (col16 < u.M)) {
+        let i505: u32 = row13 * u.M + col16;
+        let v506: i32 = bias[col16];
+        let v507: i32 = acc80 + v506;
+        let v508: i32 = mimir_floordiv_i32(v507, 3i);
+        out[i505] = v508;
+    }
+    if ((row13 < u.N) && (col17 < u.M)) {
+        let i509: u32 = row13 * u.M + col17;
+        let v510: i32 = bias[col17];
+        let v511: i32 = acc81 + v510;
+        let v512: i32 = mimir_floordiv_i32(v511, 3i);
+        out[i509] = v512;
+    }
+    if ((row13 < u.N) && (col18 < u.M)) {
+        let i513: u32 = row13 * u.M + col18;
+        let v514: i32 = bias[col18];
+        let v515: i32 = acc82 + v514;
+        let v516: i32 = mimir_floordiv_i32(v515, 3i);
+        out[i513] = v516;
+    }
+    if ((row13 < u.N) && (col19 < u.M)) {
+        let i517: u32 = row13 * u.M + col19;
+        let v518: i32 = bias[col19];
+        let v519: i32 = acc83 + v518;
+        let v520: i32 = mimir_floordiv_i32(v519, 3i);
+        out[i517] = v520;
+    }
+    if ((row13 < u.N) && (col20 < u.M)) {
+        let i521: u32 = row13 * u.M + col20;
+        let v522: i32 = bias[col20];
+        let v523: i32 = acc84 + v522;
+        let v524: i32 = mimir_floordiv_i32(v523, 3i);
+        out[i521] = v524;
+    }
+    if ((row13 < u.N) && (col21 < u.M)) {
+        let i525: u32 = row13 * u.M + col21;
+        let v526: i32 = bias[col21];
+        let v527: i32 = acc85 + v526;
+        let v528: i32 = mimir_floordiv_i32(v527, 3i);
+        out[i525] = v528;
     }
 }

@@ -11,8 +11,8 @@ struct Uniforms {
 @group(0) @binding(2) var<storage, read> w: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<uniform> u: Uniforms;
-var<workgroup> a_tile: array<f32, 1024>;
-var<workgroup> b_tile: array<f32, 1024>;
+var<workgroup> a_tile: array<f32, 2048>;
+var<workgroup> b_tile: array<f32, 2048>;
 
 @compute @workgroup_size(16, 16, 1)
 fn scaled_matmul_transposed_0_matmul(
@@ -21,30 +21,30 @@ fn scaled_matmul_transposed_0_matmul(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.N + 64u - 1u) >> 6u) * ((u.M + 64u - 1u) >> 6u)) {
+    if (g0 >= ((u.N + 128u - 1u) >> 7u) * ((u.M + 128u - 1u) >> 7u)) {
         return;
     }
-    let tile1: u32 = g0 % ((u.M + 64u - 1u) >> 6u);
-    let tile2: u32 = g0 / ((u.M + 64u - 1u) >> 6u);
-    let row3: u32 = tile2 * 64u;
-    let col4: u32 = tile1 * 64u;
-    let row5: u32 = row3 + lid.y;
-    let row6: u32 = row3 + (lid.y + 16u);
-    let row7: u32 = row3 + (lid.y + 32u);
-    let row8: u32 = row3 + (lid.y + 48u);
-    let col9: u32 = col4 + lid.x;
-    let col10: u32 = col4 + (lid.x + 16u);
-    let col11: u32 = col4 + (lid.x + 32u);
-    let col12: u32 = col4 + (lid.x + 48u);
-    var acc13: f32 = 0.0f;
-    var acc14: f32 = 0.0f;
-    var acc15: f32 = 0.0f;
-    var acc16: f32 = 0.0f;
-    var acc17: f32 = 0.0f;
-    var acc18: f32 = 0.0f;
-    var acc19: f32 = 0.0f;
-    var acc20: f32 = 0.0f;
-    var acc21: f32 = 0.0f;
+    let tile1: u32 = g0 % ((u.M + 128u - 1u) >> 7u);
+    let tile2: u32 = g0 / ((u.M + 128u - 1u) >> 7u);
+    let t3: u32 = lid.y * 16u + lid.x;
+    let row4: u32 = tile2 * 128u;
+    let col5: u32 = tile1 * 128u;
+    let row6: u32 = row4 + lid.y * 4u;
+    let row7: u32 = row4 + (lid.y * 4u + 1u);
+    let row8: u32 = row4 + (lid.y * 4u + 2u);
+    let row9: u32 = row4 + (lid.y * 4u + 3u);
+    let row10: u32 = row4 + (lid.y * 4u + 64u);
+    let row11: u32 = row4 + (lid.y * 4u + 65u);
+    let row12: u32 = row4 + (lid.y * 4u + 66u);
+    let row13: u32 = row4 + (lid.y * 4u + 67u);
+    let col14: u32 = col5 + lid.x * 4u;
+    let col15: u32 = col5 + (lid.x * 4u + 1u);
+    let col16: u32 = col5 + (lid.x * 4u + 2u);
+    let col17: u32 = col5 + (lid.x * 4u + 3u);
+    let col18: u32 = col5 + (lid.x * 4u + 64u);
+    let col19: u32 = col5 + (lid.x * 4u + 65u);
+    let col20: u32 = col5 + (lid.x * 4u + 66u);
+    let col21: u32 = col5 + (lid.x * 4u + 67u);
     var acc22: f32 = 0.0f;
     var acc23: f32 = 0.0f;
     var acc24: f32 = 0.0f;
@@ -52,164 +52,1112 @@ fn scaled_matmul_transposed_0_matmul(
     var acc26: f32 = 0.0f;
     var acc27: f32 = 0.0f;
     var acc28: f32 = 0.0f;
-    for (var k0_29: u32 = 0u; k0_29 < u.K; k0_29 += 16u) {
-        let ka30: u32 = k0_29 + lid.x;
-        let kb31: u32 = k0_29 + lid.y;
-        var x32: f32 = 0.0f;
-        if ((row5 < u.N) && (ka30 < u.K)) {
-            let i33: u32 = row5 * u.K + ka30;
-            let v34: f32 = x[i33];
-            let v35: f32 = s[ka30];
-            let v36: f32 = v34 * v35;
-            x32 = v36;
+    var acc29: f32 = 0.0f;
+    var acc30: f32 = 0.0f;
+    var acc31: f32 = 0.0f;
+    var acc32: f32 = 0.0f;
+    var acc33: f32 = 0.0f;
+    var acc34: f32 = 0.0f;
+    var acc35: f32 = 0.0f;
+    var acc36: f32 = 0.0f;
+    var acc37: f32 = 0.0f;
+    var acc38: f32 = 0.0f;
+    var acc39: f32 = 0.0f;
+    var acc40: f32 = 0.0f;
+    var acc41: f32 = 0.0f;
+    var acc42: f32 = 0.0f;
+    var acc43: f32 = 0.0f;
+    var acc44: f32 = 0.0f;
+    var acc45: f32 = 0.0f;
+    var acc46: f32 = 0.0f;
+    var acc47: f32 = 0.0f;
+    var acc48: f32 = 0.0f;
+    var acc49: f32 = 0.0f;
+    var acc50: f32 = 0.0f;
+    var acc51: f32 = 0.0f;
+    var acc52: f32 = 0.0f;
+    var acc53: f32 = 0.0f;
+    var acc54: f32 = 0.0f;
+    var acc55: f32 = 0.0f;
+    var acc56: f32 = 0.0f;
+    var acc57: f32 = 0.0f;
+    var acc58: f32 = 0.0f;
+    var acc59: f32 = 0.0f;
+    var acc60: f32 = 0.0f;
+    var acc61: f32 = 0.0f;
+    var acc62: f32 = 0.0f;
+    var acc63: f32 = 0.0f;
+    var acc64: f32 = 0.0f;
+    var acc65: f32 = 0.0f;
+    var acc66: f32 = 0.0f;
+    var acc67: f32 = 0.0f;
+    var acc68: f32 = 0.0f;
+    var acc69: f32 = 0.0f;
+    var acc70: f32 = 0.0f;
+    var acc71: f32 = 0.0f;
+    var acc72: f32 = 0.0f;
+    var acc73: f32 = 0.0f;
+    var acc74: f32 = 0.0f;
+    var acc75: f32 = 0.0f;
+    var acc76: f32 = 0.0f;
+    var acc77: f32 = 0.0f;
+    var acc78: f32 = 0.0f;
+    var acc79: f32 = 0.0f;
+    var acc80: f32 = 0.0f;
+    var acc81: f32 = 0.0f;
+    var acc82: f32 = 0.0f;
+    var acc83: f32 = 0.0f;
+    var acc84: f32 = 0.0f;
+    var acc85: f32 = 0.0f;
+    let ak86: u32 = t3 & 7u;
+    let am87: u32 = t3 >> 3u;
+    let ar88: u32 = row4 + am87;
+    let ar89: u32 = row4 + (am87 + 32u);
+    let ar90: u32 = row4 + (am87 + 64u);
+    let ar91: u32 = row4 + (am87 + 96u);
+    let ab92: u32 = ar88 * u.K;
+    let ab93: u32 = ar89 * u.K;
+    let ab94: u32 = ar90 * u.K;
+    let ab95: u32 = ar91 * u.K;
+    let aok96: bool = ar88 < u.N;
+    let aok97: bool = ar89 < u.N;
+    let aok98: bool = ar90 < u.N;
+    let aok99: bool = ar91 < u.N;
+    let as100: u32 = ak86 * 128u + am87;
+    let bk101: u32 = t3 >> 7u;
+    let bn102: u32 = col5 + (t3 & 127u);
+    let bok103: bool = bn102 < u.M;
+    let kok107: bool = ak86 < u.K;
+    var x111: f32 = 0.0f;
+    if (aok96 && kok107) {
+        let v112: f32 = x[ab92 + ak86];
+        let v113: f32 = s[ak86];
+        let v114: f32 = v112 * v113;
+        x111 = v114;
+    }
+    a_tile[as100] = x111;
+    var x118: f32 = 0.0f;
+    if (aok97 && kok107) {
+        let v119: f32 = x[ab93 + ak86];
+        let v120: f32 = s[ak86];
+        let v121: f32 = v119 * v120;
+        x118 = v121;
+    }
+    a_tile[as100 + 32u] = x118;
+    var x125: f32 = 0.0f;
+    if (aok98 && kok107) {
+        let v126: f32 = x[ab94 + ak86];
+        let v127: f32 = s[ak86];
+        let v128: f32 = v126 * v127;
+        x125 = v128;
+    }
+    a_tile[as100 + 64u] = x125;
+    var x132: f32 = 0.0f;
+    if (aok99 && kok107) {
+        let v133: f32 = x[ab95 + ak86];
+        let v134: f32 = s[ak86];
+        let v135: f32 = v133 * v134;
+        x132 = v135;
+    }
+    a_tile[as100 + 96u] = x132;
+    let i137: u32 = bn102 * u.K + bk101;
+    if ((bk101 < u.K) && bok103) {
+        b_tile[t3] = w[i137];
+    } else {
+        b_tile[t3] = 0.0f;
+    }
+    let kb139: u32 = bk101 + 2u;
+    let i140: u32 = bn102 * u.K + kb139;
+    if ((kb139 < u.K) && bok103) {
+        b_tile[t3 + 256u] = w[i140];
+    } else {
+        b_tile[t3 + 256u] = 0.0f;
+    }
+    let kb142: u32 = bk101 + 4u;
+    let i143: u32 = bn102 * u.K + kb142;
+    if ((kb142 < u.K) && bok103) {
+        b_tile[t3 + 512u] = w[i143];
+    } else {
+        b_tile[t3 + 512u] = 0.0f;
+    }
+    let kb145: u32 = bk101 + 6u;
+    let i146: u32 = bn102 * u.K + kb145;
+    if ((kb145 < u.K) && bok103) {
+        b_tile[t3 + 768u] = w[i146];
+    } else {
+        b_tile[t3 + 768u] = 0.0f;
+    }
+    workgroupBarrier();
+    let ly148: u32 = lid.y * 4u;
+    let lx149: u32 = lid.x * 4u;
+    for (var k0_150: u32 = 0u; k0_150 < u.K; k0_150 += 8u) {
+        let cur151: u32 = (k0_150 << 7u) & 1024u;
+        let nxt152: u32 = cur151 ^ 1024u;
+        let kn153: u32 = k0_150 + 8u;
+        if (kn153 < u.K) {
+            let ka154: u32 = kn153 + ak86;
+            let kok155: bool = ka154 < u.K;
+            let sa156: u32 = nxt152 + as100;
+            var x160: f32 = 0.0f;
+            if (aok96 && kok155) {
+                let v161: f32 = x[ab92 + ka154];
+                let v162: f32 = s[ka154];
+                let v163: f32 = v161 * v162;
+                x160 = v163;
+            }
+            a_tile[sa156] = x160;
+            var x167: f32 = 0.0f;
+            if (aok97 && kok155) {
+                let v168: f32 = x[ab93 + ka154];
+                let v169: f32 = s[ka154];
+                let v170: f32 = v168 * v169;
+                x167 = v170;
+            }
+            a_tile[sa156 + 32u] = x167;
+            var x174: f32 = 0.0f;
+            if (aok98 && kok155) {
+                let v175: f32 = x[ab94 + ka154];
+                let v176: f32 = s[ka154];
+                let v177: f32 = v175 * v176;
+                x174 = v177;
+            }
+            a_tile[sa156 + 64u] = x174;
+            var x181: f32 = 0.0f;
+            if (aok99 && kok155) {
+                let v182: f32 = x[ab95 + ka154];
+                let v183: f32 = s[ka154];
+                let v184: f32 = v182 * v183;
+                x181 = v184;
+            }
+            a_tile[sa156 + 96u] = x181;
+            let kb185: u32 = kn153 + bk101;
+            let sb186: u32 = nxt152 + t3;
+            let i188: u32 = bn102 * u.K + kb185;
+            if ((kb185 < u.K) && bok103) {
+                b_tile[sb186] = w[i188];
+            } else {
+                b_tile[sb186] = 0.0f;
+            }
+            let kb190: u32 = kb185 + 2u;
+            let i191: u32 = bn102 * u.K + kb190;
+            if ((kb190 < u.K) && bok103) {
+                b_tile[sb186 + 256u] = w[i191];
+            } else {
+                b_tile[sb186 + 256u] = 0.0f;
+            }
+            let kb193: u32 = kb185 + 4u;
+            let i194: u32 = bn102 * u.K + kb193;
+            if ((kb193 < u.K) && bok103) {
+                b_tile[sb186 + 512u] = w[i194];
+            } else {
+                b_tile[sb186 + 512u] = 0.0f;
+            }
+            let kb196: u32 = kb185 + 6u;
+            let i197: u32 = bn102 * u.K + kb196;
+            if ((kb196 < u.K) && bok103) {
+                b_tile[sb186 + 768u] = w[i197];
+            } else {
+                b_tile[sb186 + 768u] = 0.0f;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x32;
-        var x37: f32 = 0.0f;
-        if ((row6 < u.N) && (ka30 < u.K)) {
-            let i38: u32 = row6 * u.K + ka30;
-            let v39: f32 = x[i38];
-            let v40: f32 = s[ka30];
-            let v41: f32 = v39 * v40;
-            x37 = v41;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x37;
-        var x42: f32 = 0.0f;
-        if ((row7 < u.N) && (ka30 < u.K)) {
-            let i43: u32 = row7 * u.K + ka30;
-            let v44: f32 = x[i43];
-            let v45: f32 = s[ka30];
-            let v46: f32 = v44 * v45;
-            x42 = v46;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x42;
-        var x47: f32 = 0.0f;
-        if ((row8 < u.N) && (ka30 < u.K)) {
-            let i48: u32 = row8 * u.K + ka30;
-            let v49: f32 = x[i48];
-            let v50: f32 = s[ka30];
-            let v51: f32 = v49 * v50;
-            x47 = v51;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x47;
-        var x52: f32 = 0.0f;
-        if ((kb31 < u.K) && (col9 < u.M)) {
-            let i53: u32 = col9 * u.K + kb31;
-            let v54: f32 = w[i53];
-            x52 = v54;
-        }
-        b_tile[lid.y * 64u + lid.x] = x52;
-        var x55: f32 = 0.0f;
-        if ((kb31 < u.K) && (col10 < u.M)) {
-            let i56: u32 = col10 * u.K + kb31;
-            let v57: f32 = w[i56];
-            x55 = v57;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x55;
-        var x58: f32 = 0.0f;
-        if ((kb31 < u.K) && (col11 < u.M)) {
-            let i59: u32 = col11 * u.K + kb31;
-            let v60: f32 = w[i59];
-            x58 = v60;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x58;
-        var x61: f32 = 0.0f;
-        if ((kb31 < u.K) && (col12 < u.M)) {
-            let i62: u32 = col12 * u.K + kb31;
-            let v63: f32 = w[i62];
-            x61 = v63;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x61;
+        let ra199: u32 = cur151 + ly148;
+        let rb200: u32 = cur151 + lx149;
+        let a201: f32 = a_tile[ra199];
+        let a202: f32 = a_tile[ra199 + 1u];
+        let a203: f32 = a_tile[ra199 + 2u];
+        let a204: f32 = a_tile[ra199 + 3u];
+        let a205: f32 = a_tile[ra199 + 64u];
+        let a206: f32 = a_tile[ra199 + 64u + 1u];
+        let a207: f32 = a_tile[ra199 + 64u + 2u];
+        let a208: f32 = a_tile[ra199 + 64u + 3u];
+        let b209: f32 = b_tile[rb200];
+        let b210: f32 = b_tile[rb200 + 1u];
+        let b211: f32 = b_tile[rb200 + 2u];
+        let b212: f32 = b_tile[rb200 + 3u];
+        let b213: f32 = b_tile[rb200 + 64u];
+        let b214: f32 = b_tile[rb200 + 64u + 1u];
+        let b215: f32 = b_tile[rb200 + 64u + 2u];
+        let b216: f32 = b_tile[rb200 + 64u + 3u];
+        acc22 = fma(a201, b209, acc22);
+        acc23 = fma(a201, b210, acc23);
+        acc24 = fma(a201, b211, acc24);
+        acc25 = fma(a201, b212, acc25);
+        acc26 = fma(a201, b213, acc26);
+        acc27 = fma(a201, b214, acc27);
+        acc28 = fma(a201, b215, acc28);
+        acc29 = fma(a201, b216, acc29);
+        acc30 = fma(a202, b209, acc30);
+        acc31 = fma(a202, b210, acc31);
+        acc32 = fma(a202, b211, acc32);
+        acc33 = fma(a202, b212, acc33);
+        acc34 = fma(a202, b213, acc34);
+        acc35 = fma(a202, b214, acc35);
+        acc36 = fma(a202, b215, acc36);
+        acc37 = fma(a202, b216, acc37);
+        acc38 = fma(a203, b209, acc38);
+        acc39 = fma(a203, b210, acc39);
+        acc40 = fma(a203, b211, acc40);
+        acc41 = fma(a203, b212, acc41);
+        acc42 = fma(a203, b213, acc42);
+        acc43 = fma(a203, b214, acc43);
+        acc44 = fma(a203, b215, acc44);
+        acc45 = fma(a203, b216, acc45);
+        acc46 = fma(a204, b209, acc46);
+        acc47 = fma(a204, b210, acc47);
+        acc48 = fma(a204, b211, acc48);
+        acc49 = fma(a204, b212, acc49);
+        acc50 = fma(a204, b213, acc50);
+        acc51 = fma(a204, b214, acc51);
+        acc52 = fma(a204, b215, acc52);
+        acc53 = fma(a204, b216, acc53);
+        acc54 = fma(a205, b209, acc54);
+        acc55 = fma(a205, b210, acc55);
+        acc56 = fma(a205, b211, acc56);
+        acc57 = fma(a205, b212, acc57);
+        acc58 = fma(a205, b213, acc58);
+        acc59 = fma(a205, b214, acc59);
+        acc60 = fma(a205, b215, acc60);
+        acc61 = fma(a205, b216, acc61);
+        acc62 = fma(a206, b209, acc62);
+        acc63 = fma(a206, b210, acc63);
+        acc64 = fma(a206, b211, acc64);
+        acc65 = fma(a206, b212, acc65);
+        acc66 = fma(a206, b213, acc66);
+        acc67 = fma(a206, b214, acc67);
+        acc68 = fma(a206, b215, acc68);
+        acc69 = fma(a206, b216, acc69);
+        acc70 = fma(a207, b209, acc70);
+        acc71 = fma(a207, b210, acc71);
+        acc72 = fma(a207, b211, acc72);
+        acc73 = fma(a207, b212, acc73);
+        acc74 = fma(a207, b213, acc74);
+        acc75 = fma(a207, b214, acc75);
+        acc76 = fma(a207, b215, acc76);
+        acc77 = fma(a207, b216, acc77);
+        acc78 = fma(a208, b209, acc78);
+        acc79 = fma(a208, b210, acc79);
+        acc80 = fma(a208, b211, acc80);
+        acc81 = fma(a208, b212, acc81);
+        acc82 = fma(a208, b213, acc82);
+        acc83 = fma(a208, b214, acc83);
+        acc84 = fma(a208, b215, acc84);
+        acc85 = fma(a208, b216, acc85);
+        let a217: f32 = a_tile[ra199 + 128u];
+        let a218: f32 = a_tile[ra199 + 128u + 1u];
+        let a219: f32 = a_tile[ra199 + 128u + 2u];
+        let a220: f32 = a_tile[ra199 + 128u + 3u];
+        let a221: f32 = a_tile[ra199 + 192u];
+        let a222: f32 = a_tile[ra199 + 192u + 1u];
+        let a223: f32 = a_tile[ra199 + 192u + 2u];
+        let a224: f32 = a_tile[ra199 + 192u + 3u];
+        let b225: f32 = b_tile[rb200 + 128u];
+        let b226: f32 = b_tile[rb200 + 128u + 1u];
+        let b227: f32 = b_tile[rb200 + 128u + 2u];
+        let b228: f32 = b_tile[rb200 + 128u + 3u];
+        let b229: f32 = b_tile[rb200 + 192u];
+        let b230: f32 = b_tile[rb200 + 192u + 1u];
+        let b231: f32 = b_tile[rb200 + 192u + 2u];
+        let b232: f32 = b_tile[rb200 + 192u + 3u];
+        acc22 = fma(a217, b225, acc22);
+        acc23 = fma(a217, b226, acc23);
+        acc24 = fma(a217, b227, acc24);
+        acc25 = fma(a217, b228, acc25);
+        acc26 = fma(a217, b229, acc26);
+        acc27 = fma(a217, b230, acc27);
+        acc28 = fma(a217, b231, acc28);
+        acc29 = fma(a217, b232, acc29);
+        acc30 = fma(a218, b225, acc30);
+        acc31 = fma(a218, b226, acc31);
+        acc32 = fma(a218, b227, acc32);
+        acc33 = fma(a218, b228, acc33);
+        acc34 = fma(a218, b229, acc34);
+        acc35 = fma(a218, b230, acc35);
+        acc36 = fma(a218, b231, acc36);
+        acc37 = fma(a218, b232, acc37);
+        acc38 = fma(a219, b225, acc38);
+        acc39 = fma(a219, b226, acc39);
+        acc40 = fma(a219, b227, acc40);
+        acc41 = fma(a219, b228, acc41);
+        acc42 = fma(a219, b229, acc42);
+        acc43 = fma(a219, b230, acc43);
+        acc44 = fma(a219, b231, acc44);
+        acc45 = fma(a219, b232, acc45);
+        acc46 = fma(a220, b225, acc46);
+        acc47 = fma(a220, b226, acc47);
+        acc48 = fma(a220, b227, acc48);
+        acc49 = fma(a220, b228, acc49);
+        acc50 = fma(a220, b229, acc50);
+        acc51 = fma(a220, b230, acc51);
+        acc52 = fma(a220, b231, acc52);
+        acc53 = fma(a220, b232, acc53);
+        acc54 = fma(a221, b225, acc54);
+        acc55 = fma(a221, b226, acc55);
+        acc56 = fma(a221, b227, acc56);
+        acc57 = fma(a221, b228, acc57);
+        acc58 = fma(a221, b229, acc58);
+        acc59 = fma(a221, b230, acc59);
+        acc60 = fma(a221, b231, acc60);
+        acc61 = fma(a221, b232, acc61);
+        acc62 = fma(a222, b225, acc62);
+        acc63 = fma(a222, b226, acc63);
+        acc64 = fma(a222, b227, acc64);
+        acc65 = fma(a222, b228, acc65);
+        acc66 = fma(a222, b229, acc66);
+        acc67 = fma(a222, b230, acc67);
+        acc68 = fma(a222, b231, acc68);
+        acc69 = fma(a222, b232, acc69);
+        acc70 = fma(a223, b225, acc70);
+        acc71 = fma(a223, b226, acc71);
+        acc72 = fma(a223, b227, acc72);
+        acc73 = fma(a223, b228, acc73);
+        acc74 = fma(a223, b229, acc74);
+        acc75 = fma(a223, b230, acc75);
+        acc76 = fma(a223, b231, acc76);
+        acc77 = fma(a223, b232, acc77);
+        acc78 = fma(a224, b225, acc78);
+        acc79 = fma(a224, b226, acc79);
+        acc80 = fma(a224, b227, acc80);
+        acc81 = fma(a224, b228, acc81);
+        acc82 = fma(a224, b229, acc82);
+        acc83 = fma(a224, b230, acc83);
+        acc84 = fma(a224, b231, acc84);
+        acc85 = fma(a224, b232, acc85);
+        let a233: f32 = a_tile[ra199 + 256u];
+        let a234: f32 = a_tile[ra199 + 256u + 1u];
+        let a235: f32 = a_tile[ra199 + 256u + 2u];
+        let a236: f32 = a_tile[ra199 + 256u + 3u];
+        let a237: f32 = a_tile[ra199 + 320u];
+        let a238: f32 = a_tile[ra199 + 320u + 1u];
+        let a239: f32 = a_tile[ra199 + 320u + 2u];
+        let a240: f32 = a_tile[ra199 + 320u + 3u];
+        let b241: f32 = b_tile[rb200 + 256u];
+        let b242: f32 = b_tile[rb200 + 256u + 1u];
+        let b243: f32 = b_tile[rb200 + 256u + 2u];
+        let b244: f32 = b_tile[rb200 + 256u + 3u];
+        let b245: f32 = b_tile[rb200 + 320u];
+        let b246: f32 = b_tile[rb200 + 320u + 1u];
+        let b247: f32 = b_tile[rb200 + 320u + 2u];
+        let b248: f32 = b_tile[rb200 + 320u + 3u];
+        acc22 = fma(a233, b241, acc22);
+        acc23 = fma(a233, b242, acc23);
+        acc24 = fma(a233, b243, acc24);
+        acc25 = fma(a233, b244, acc25);
+        acc26 = fma(a233, b245, acc26);
+        acc27 = fma(a233, b246, acc27);
+        acc28 = fma(a233, b247, acc28);
+        acc29 = fma(a233, b248, acc29);
+        acc30 = fma(a234, b241, acc30);
+        acc31 = fma(a234, b242, acc31);
+        acc32 = fma(a234, b243, acc32);
+        acc33 = fma(a234, b244, acc33);
+        acc34 = fma(a234, b245, acc34);
+        acc35 = fma(a234, b246, acc35);
+        acc36 = fma(a234, b247, acc36);
+        acc37 = fma(a234, b248, acc37);
+        acc38 = fma(a235, b241, acc38);
+        acc39 = fma(a235, b242, acc39);
+        acc40 = fma(a235, b243, acc40);
+        acc41 = fma(a235, b244, acc41);
+        acc42 = fma(a235, b245, acc42);
+        acc43 = fma(a235, b246, acc43);
+        acc44 = fma(a235, b247, acc44);
+        acc45 = fma(a235, b248, acc45);
+        acc46 = fma(a236, b241, acc46);
+        acc47 = fma(a236, b242, acc47);
+        acc48 = fma(a236, b243, acc48);
+        acc49 = fma(a236, b244, acc49);
+        acc50 = fma(a236, b245, acc50);
+        acc51 = fma(a236, b246, acc51);
+        acc52 = fma(a236, b247, acc52);
+        acc53 = fma(a236, b248, acc53);
+        acc54 = fma(a237, b241, acc54);
+        acc55 = fma(a237, b242, acc55);
+        acc56 = fma(a237, b243, acc56);
+        acc57 = fma(a237, b244, acc57);
+        acc58 = fma(a237, b245, acc58);
+        acc59 = fma(a237, b246, acc59);
+        acc60 = fma(a237, b247, acc60);
+        acc61 = fma(a237, b248, acc61);
+        acc62 = fma(a238, b241, acc62);
+        acc63 = fma(a238, b242, acc63);
+        acc64 = fma(a238, b243, acc64);
+        acc65 = fma(a238, b244, acc65);
+        acc66 = fma(a238, b245, acc66);
+        acc67 = fma(a238, b246, acc67);
+        acc68 = fma(a238, b247, acc68);
+        acc69 = fma(a238, b248, acc69);
+        acc70 = fma(a239, b241, acc70);
+        acc71 = fma(a239, b242, acc71);
+        acc72 = fma(a239, b243, acc72);
+        acc73 = fma(a239, b244, acc73);
+        acc74 = fma(a239, b245, acc74);
+        acc75 = fma(a239, b246, acc75);
+        acc76 = fma(a239, b247, acc76);
+        acc77 = fma(a239, b248, acc77);
+        acc78 = fma(a240, b241, acc78);
+        acc79 = fma(a240, b242, acc79);
+        acc80 = fma(a240, b243, acc80);
+        acc81 = fma(a240, b244, acc81);
+        acc82 = fma(a240, b245, acc82);
+        acc83 = fma(a240, b246, acc83);
+        acc84 = fma(a240, b247, acc84);
+        acc85 = fma(a240, b248, acc85);
+        let a249: f32 = a_tile[ra199 + 384u];
+        let a250: f32 = a_tile[ra199 + 384u + 1u];
+        let a251: f32 = a_tile[ra199 + 384u + 2u];
+        let a252: f32 = a_tile[ra199 + 384u + 3u];
+        let a253: f32 = a_tile[ra199 + 448u];
+        let a254: f32 = a_tile[ra199 + 448u + 1u];
+        let a255: f32 = a_tile[ra199 + 448u + 2u];
+        let a256: f32 = a_tile[ra199 + 448u + 3u];
+        let b257: f32 = b_tile[rb200 + 384u];
+        let b258: f32 = b_tile[rb200 + 384u + 1u];
+        let b259: f32 = b_tile[rb200 + 384u + 2u];
+        let b260: f32 = b_tile[rb200 + 384u + 3u];
+        let b261: f32 = b_tile[rb200 + 448u];
+        let b262: f32 = b_tile[rb200 + 448u + 1u];
+        let b263: f32 = b_tile[rb200 + 448u + 2u];
+        let b264: f32 = b_tile[rb200 + 448u + 3u];
+        acc22 = fma(a249, b257, acc22);
+        acc23 = fma(a249, b258, acc23);
+        acc24 = fma(a249, b259, acc24);
+        acc25 = fma(a249, b260, acc25);
+        acc26 = fma(a249, b261, acc26);
+        acc27 = fma(a249, b262, acc27);
+        acc28 = fma(a249, b263, acc28);
+        acc29 = fma(a249, b264, acc29);
+        acc30 = fma(a250, b257, acc30);
+        acc31 = fma(a250, b258, acc31);
+        acc32 = fma(a250, b259, acc32);
+        acc33 = fma(a250, b260, acc33);
+        acc34 = fma(a250, b261, acc34);
+        acc35 = fma(a250, b262, acc35);
+        acc36 = fma(a250, b263, acc36);
+        acc37 = fma(a250, b264, acc37);
+        acc38 = fma(a251, b257, acc38);
+        acc39 = fma(a251, b258, acc39);
+        acc40 = fma(a251, b259, acc40);
+        acc41 = fma(a251, b260, acc41);
+        acc42 = fma(a251, b261, acc42);
+        acc43 = fma(a251, b262, acc43);
+        acc44 = fma(a251, b263, acc44);
+        acc45 = fma(a251, b264, acc45);
+        acc46 = fma(a252, b257, acc46);
+        acc47 = fma(a252, b258, acc47);
+        acc48 = fma(a252, b259, acc48);
+        acc49 = fma(a252, b260, acc49);
+        acc50 = fma(a252, b261, acc50);
+        acc51 = fma(a252, b262, acc51);
+        acc52 = fma(a252, b263, acc52);
+        acc53 = fma(a252, b264, acc53);
+        acc54 = fma(a253, b257, acc54);
+        acc55 = fma(a253, b258, acc55);
+        acc56 = fma(a253, b259, acc56);
+        acc57 = fma(a253, b260, acc57);
+        acc58 = fma(a253, b261, acc58);
+        acc59 = fma(a253, b262, acc59);
+        acc60 = fma(a253, b263, acc60);
+        acc61 = fma(a253, b264, acc61);
+        acc62 = fma(a254, b257, acc62);
+        acc63 = fma(a254, b258, acc63);
+        acc64 = fma(a254, b259, acc64);
+        acc65 = fma(a254, b260, acc65);
+        acc66 = fma(a254, b261, acc66);
+        acc67 = fma(a254, b262, acc67);
+        acc68 = fma(a254, b263, acc68);
+        acc69 = fma(a254, b264, acc69);
+        acc70 = fma(a255, b257, acc70);
+        acc71 = fma(a255, b258, acc71);
+        acc72 = fma(a255, b259, acc72);
+        acc73 = fma(a255, b260, acc73);
+        acc74 = fma(a255, b261, acc74);
+        acc75 = fma(a255, b262, acc75);
+        acc76 = fma(a255, b263, acc76);
+        acc77 = fma(a255, b264, acc77);
+        acc78 = fma(a256, b257, acc78);
+        acc79 = fma(a256, b258, acc79);
+        acc80 = fma(a256, b259, acc80);
+        acc81 = fma(a256, b260, acc81);
+        acc82 = fma(a256, b261, acc82);
+        acc83 = fma(a256, b262, acc83);
+        acc84 = fma(a256, b263, acc84);
+        acc85 = fma(a256, b264, acc85);
+        let a265: f32 = a_tile[ra199 + 512u];
+        let a266: f32 = a_tile[ra199 + 512u + 1u];
+        let a267: f32 = a_tile[ra199 + 512u + 2u];
+        let a268: f32 = a_tile[ra199 + 512u + 3u];
+        let a269: f32 = a_tile[ra199 + 576u];
+        let a270: f32 = a_tile[ra199 + 576u + 1u];
+        let a271: f32 = a_tile[ra199 + 576u + 2u];
+        let a272: f32 = a_tile[ra199 + 576u + 3u];
+        let b273: f32 = b_tile[rb200 + 512u];
+        let b274: f32 = b_tile[rb200 + 512u + 1u];
+        let b275: f32 = b_tile[rb200 + 512u + 2u];
+        let b276: f32 = b_tile[rb200 + 512u + 3u];
+        let b277: f32 = b_tile[rb200 + 576u];
+        let b278: f32 = b_tile[rb200 + 576u + 1u];
+        let b279: f32 = b_tile[rb200 + 576u + 2u];
+        let b280: f32 = b_tile[rb200 + 576u + 3u];
+        acc22 = fma(a265, b273, acc22);
+        acc23 = fma(a265, b274, acc23);
+        acc24 = fma(a265, b275, acc24);
+        acc25 = fma(a265, b276, acc25);
+        acc26 = fma(a265, b277, acc26);
+        acc27 = fma(a265, b278, acc27);
+        acc28 = fma(a265, b279, acc28);
+        acc29 = fma(a265, b280, acc29);
+        acc30 = fma(a266, b273, acc30);
+        acc31 = fma(a266, b274, acc31);
+        acc32 = fma(a266, b275, acc32);
+        acc33 = fma(a266, b276, acc33);
+        acc34 = fma(a266, b277, acc34);
+        acc35 = fma(a266, b278, acc35);
+        acc36 = fma(a266, b279, acc36);
+        acc37 = fma(a266, b280, acc37);
+        acc38 = fma(a267, b273, acc38);
+        acc39 = fma(a267, b274, acc39);
+        acc40 = fma(a267, b275, acc40);
+        acc41 = fma(a267, b276, acc41);
+        acc42 = fma(a267, b277, acc42);
+        acc43 = fma(a267, b278, acc43);
+        acc44 = fma(a267, b279, acc44);
+        acc45 = fma(a267, b280, acc45);
+        acc46 = fma(a268, b273, acc46);
+        acc47 = fma(a268, b274, acc47);
+        acc48 = fma(a268, b275, acc48);
+        acc49 = fma(a268, b276, acc49);
+        acc50 = fma(a268, b277, acc50);
+        acc51 = fma(a268, b278, acc51);
+        acc52 = fma(a268, b279, acc52);
+        acc53 = fma(a268, b280, acc53);
+        acc54 = fma(a269, b273, acc54);
+        acc55 = fma(a269, b274, acc55);
+        acc56 = fma(a269, b275, acc56);
+        acc57 = fma(a269, b276, acc57);
+        acc58 = fma(a269, b277, acc58);
+        acc59 = fma(a269, b278, acc59);
+        acc60 = fma(a269, b279, acc60);
+        acc61 = fma(a269, b280, acc61);
+        acc62 = fma(a270, b273, acc62);
+        acc63 = fma(a270, b274, acc63);
+        acc64 = fma(a270, b275, acc64);
+        acc65 = fma(a270, b276, acc65);
+        acc66 = fma(a270, b277, acc66);
+        acc67 = fma(a270, b278, acc67);
+        acc68 = fma(a270, b279, acc68);
+        acc69 = fma(a270, b280, acc69);
+        acc70 = fma(a271, b273, acc70);
+        acc71 = fma(a271, b274, acc71);
+        acc72 = fma(a271, b275, acc72);
+        acc73 = fma(a271, b276, acc73);
+        acc74 = fma(a271, b277, acc74);
+        acc75 = fma(a271, b278, acc75);
+        acc76 = fma(a271, b279, acc76);
+        acc77 = fma(a271, b280, acc77);
+        acc78 = fma(a272, b273, acc78);
+        acc79 = fma(a272, b274, acc79);
+        acc80 = fma(a272, b275, acc80);
+        acc81 = fma(a272, b276, acc81);
+        acc82 = fma(a272, b277, acc82);
+        acc83 = fma(a272, b278, acc83);
+        acc84 = fma(a272, b279, acc84);
+        acc85 = fma(a272, b280, acc85);
+        let a281: f32 = a_tile[ra199 + 640u];
+        let a282: f32 = a_tile[ra199 + 640u + 1u];
+        let a283: f32 = a_tile[ra199 + 640u + 2u];
+        let a284: f32 = a_tile[ra199 + 640u + 3u];
+        let a285: f32 = a_tile[ra199 + 704u];
+        let a286: f32 = a_tile[ra199 + 704u + 1u];
+        let a287: f32 = a_tile[ra199 + 704u + 2u];
+        let a288: f32 = a_tile[ra199 + 704u + 3u];
+        let b289: f32 = b_tile[rb200 + 640u];
+        let b290: f32 = b_tile[rb200 + 640u + 1u];
+        let b291: f32 = b_tile[rb200 + 640u + 2u];
+        let b292: f32 = b_tile[rb200 + 640u + 3u];
+        let b293: f32 = b_tile[rb200 + 704u];
+        let b294: f32 = b_tile[rb200 + 704u + 1u];
+        let b295: f32 = b_tile[rb200 + 704u + 2u];
+        let b296: f32 = b_tile[rb200 + 704u + 3u];
+        acc22 = fma(a281, b289, acc22);
+        acc23 = fma(a281, b290, acc23);
+        acc24 = fma(a281, b291, acc24);
+        acc25 = fma(a281, b292, acc25);
+        acc26 = fma(a281, b293, acc26);
+        acc27 = fma(a281, b294, acc27);
+        acc28 = fma(a281, b295, acc28);
+        acc29 = fma(a281, b296, acc29);
+        acc30 = fma(a282, b289, acc30);
+        acc31 = fma(a282, b290, acc31);
+        acc32 = fma(a282, b291, acc32);
+        acc33 = fma(a282, b292, acc33);
+        acc34 = fma(a282, b293, acc34);
+        acc35 = fma(a282, b294, acc35);
+        acc36 = fma(a282, b295, acc36);
+        acc37 = fma(a282, b296, acc37);
+        acc38 = fma(a283, b289, acc38);
+        acc39 = fma(a283, b290, acc39);
+        acc40 = fma(a283, b291, acc40);
+        acc41 = fma(a283, b292, acc41);
+        acc42 = fma(a283, b293, acc42);
+        acc43 = fma(a283, b294, acc43);
+        acc44 = fma(a283, b295, acc44);
+        acc45 = fma(a283, b296, acc45);
+        acc46 = fma(a284, b289, acc46);
+        acc47 = fma(a284, b290, acc47);
+        acc48 = fma(a284, b291, acc48);
+        acc49 = fma(a284, b292, acc49);
+        acc50 = fma(a284, b293, acc50);
+        acc51 = fma(a284, b294, acc51);
+        acc52 = fma(a284, b295, acc52);
+        acc53 = fma(a284, b296, acc53);
+        acc54 = fma(a285, b289, acc54);
+        acc55 = fma(a285, b290, acc55);
+        acc56 = fma(a285, b291, acc56);
+        acc57 = fma(a285, b292, acc57);
+        acc58 = fma(a285, b293, acc58);
+        acc59 = fma(a285, b294, acc59);
+        acc60 = fma(a285, b295, acc60);
+        acc61 = fma(a285, b296, acc61);
+        acc62 = fma(a286, b289, acc62);
+        acc63 = fma(a286, b290, acc63);
+        acc64 = fma(a286, b291, acc64);
+        acc65 = fma(a286, b292, acc65);
+        acc66 = fma(a286, b293, acc66);
+        acc67 = fma(a286, b294, acc67);
+        acc68 = fma(a286, b295, acc68);
+        acc69 = fma(a286, b296, acc69);
+        acc70 = fma(a287, b289, acc70);
+        acc71 = fma(a287, b290, acc71);
+        acc72 = fma(a287, b291, acc72);
+        acc73 = fma(a287, b292, acc73);
+        acc74 = fma(a287, b293, acc74);
+        acc75 = fma(a287, b294, acc75);
+        acc76 = fma(a287, b295, acc76);
+        acc77 = fma(a287, b296, acc77);
+        acc78 = fma(a288, b289, acc78);
+        acc79 = fma(a288, b290, acc79);
+        acc80 = fma(a288, b291, acc80);
+        acc81 = fma(a288, b292, acc81);
+        acc82 = fma(a288, b293, acc82);
+        acc83 = fma(a288, b294, acc83);
+        acc84 = fma(a288, b295, acc84);
+        acc85 = fma(a288, b296, acc85);
+        let a297: f32 = a_tile[ra199 + 768u];
+        let a298: f32 = a_tile[ra199 + 768u + 1u];
+        let a299: f32 = a_tile[ra199 + 768u + 2u];
+        let a300: f32 = a_tile[ra199 + 768u + 3u];
+        let a301: f32 = a_tile[ra199 + 832u];
+        let a302: f32 = a_tile[ra199 + 832u + 1u];
+        let a303: f32 = a_tile[ra199 + 832u + 2u];
+        let a304: f32 = a_tile[ra199 + 832u + 3u];
+        let b305: f32 = b_tile[rb200 + 768u];
+        let b306: f32 = b_tile[rb200 + 768u + 1u];
+        let b307: f32 = b_tile[rb200 + 768u + 2u];
+        let b308: f32 = b_tile[rb200 + 768u + 3u];
+        let b309: f32 = b_tile[rb200 + 832u];
+        let b310: f32 = b_tile[rb200 + 832u + 1u];
+        let b311: f32 = b_tile[rb200 + 832u + 2u];
+        let b312: f32 = b_tile[rb200 + 832u + 3u];
+        acc22 = fma(a297, b305, acc22);
+        acc23 = fma(a297, b306, acc23);
+        acc24 = fma(a297, b307, acc24);
+        acc25 = fma(a297, b308, acc25);
+        acc26 = fma(a297, b309, acc26);
+        acc27 = fma(a297, b310, acc27);
+        acc28 = fma(a297, b311, acc28);
+        acc29 = fma(a297, b312, acc29);
+        acc30 = fma(a298, b305, acc30);
+        acc31 = fma(a298, b306, acc31);
+        acc32 = fma(a298, b307, acc32);
+        acc33 = fma(a298, b308, acc33);
+        acc34 = fma(a298, b309, acc34);
+        acc35 = fma(a298, b310, acc35);
+        acc36 = fma(a298, b311, acc36);
+        acc37 = fma(a298, b312, acc37);
+        acc38 = fma(a299, b305, acc38);
+        acc39 = fma(a299, b306, acc39);
+        acc40 = fma(a299, b307, acc40);
+        acc41 = fma(a299, b308, acc41);
+        acc42 = fma(a299, b309, acc42);
+        acc43 = fma(a299, b310, acc43);
+        acc44 = fma(a299, b311, acc44);
+        acc45 = fma(a299, b312, acc45);
+        acc46 = fma(a300, b305, acc46);
+        acc47 = fma(a300, b306, acc47);
+        acc48 = fma(a300, b307, acc48);
+        acc49 = fma(a300, b308, acc49);
+        acc50 = fma(a300, b309, acc50);
+        acc51 = fma(a300, b310, acc51);
+        acc52 = fma(a300, b311, acc52);
+        acc53 = fma(a300, b312, acc53);
+        acc54 = fma(a301, b305, acc54);
+        acc55 = fma(a301, b306, acc55);
+        acc56 = fma(a301, b307, acc56);
+        acc57 = fma(a301, b308, acc57);
+        acc58 = fma(a301, b309, acc58);
+        acc59 = fma(a301, b310, acc59);
+        acc60 = fma(a301, b311, acc60);
+        acc61 = fma(a301, b312, acc61);
+        acc62 = fma(a302, b305, acc62);
+        acc63 = fma(a302, b306, acc63);
+        acc64 = fma(a302, b307, acc64);
+        acc65 = fma(a302, b308, acc65);
+        acc66 = fma(a302, b309, acc66);
+        acc67 = fma(a302, b310, acc67);
+        acc68 = fma(a302, b311, acc68);
+        acc69 = fma(a302, b312, acc69);
+        acc70 = fma(a303, b305, acc70);
+        acc71 = fma(a303, b306, acc71);
+        acc72 = fma(a303, b307, acc72);
+        acc73 = fma(a303, b308, acc73);
+        acc74 = fma(a303, b309, acc74);
+        acc75 = fma(a303, b310, acc75);
+        acc76 = fma(a303, b311, acc76);
+        acc77 = fma(a303, b312, acc77);
+        acc78 = fma(a304, b305, acc78);
+        acc79 = fma(a304, b306, acc79);
+        acc80 = fma(a304, b307, acc80);
+        acc81 = fma(a304, b308, acc81);
+        acc82 = fma(a304, b309, acc82);
+        acc83 = fma(a304, b310, acc83);
+        acc84 = fma(a304, b311, acc84);
+        acc85 = fma(a304, b312, acc85);
+        let a313: f32 = a_tile[ra199 + 896u];
+        let a314: f32 = a_tile[ra199 + 896u + 1u];
+        let a315: f32 = a_tile[ra199 + 896u + 2u];
+        let a316: f32 = a_tile[ra199 + 896u + 3u];
+        let a317: f32 = a_tile[ra199 + 960u];
+        let a318: f32 = a_tile[ra199 + 960u + 1u];
+        let a319: f32 = a_tile[ra199 + 960u + 2u];
+        let a320: f32 = a_tile[ra199 + 960u + 3u];
+        let b321: f32 = b_tile[rb200 + 896u];
+        let b322: f32 = b_tile[rb200 + 896u + 1u];
+        let b323: f32 = b_tile[rb200 + 896u + 2u];
+        let b324: f32 = b_tile[rb200 + 896u + 3u];
+        let b325: f32 = b_tile[rb200 + 960u];
+        let b326: f32 = b_tile[rb200 + 960u + 1u];
+        let b327: f32 = b_tile[rb200 + 960u + 2u];
+        let b328: f32 = b_tile[rb200 + 960u + 3u];
+        acc22 = fma(a313, b321, acc22);
+        acc23 = fma(a313, b322, acc23);
+        acc24 = fma(a313, b323, acc24);
+        acc25 = fma(a313, b324, acc25);
+        acc26 = fma(a313, b325, acc26);
+        acc27 = fma(a313, b326, acc27);
+        acc28 = fma(a313, b327, acc28);
+        acc29 = fma(a313, b328, acc29);
+        acc30 = fma(a314, b321, acc30);
+        acc31 = fma(a314, b322, acc31);
+        acc32 = fma(a314, b323, acc32);
+        acc33 = fma(a314, b324, acc33);
+        acc34 = fma(a314, b325, acc34);
+        acc35 = fma(a314, b326, acc35);
+        acc36 = fma(a314, b327, acc36);
+        acc37 = fma(a314, b328, acc37);
+        acc38 = fma(a315, b321, acc38);
+        acc39 = fma(a315, b322, acc39);
+        acc40 = fma(a315, b323, acc40);
+        acc41 = fma(a315, b324, acc41);
+        acc42 = fma(a315, b325, acc42);
+        acc43 = fma(a315, b326, acc43);
+        acc44 = fma(a315, b327, acc44);
+        acc45 = fma(a315, b328, acc45);
+        acc46 = fma(a316, b321, acc46);
+        acc47 = fma(a316, b322, acc47);
+        acc48 = fma(a316, b323, acc48);
+        acc49 = fma(a316, b324, acc49);
+        acc50 = fma(a316, b325, acc50);
+        acc51 = fma(a316, b326, acc51);
+        acc52 = fma(a316, b327, acc52);
+        acc53 = fma(a316, b328, acc53);
+        acc54 = fma(a317, b321, acc54);
+        acc55 = fma(a317, b322, acc55);
+        acc56 = fma(a317, b323, acc56);
+        acc57 = fma(a317, b324, acc57);
+        acc58 = fma(a317, b325, acc58);
+        acc59 = fma(a317, b326, acc59);
+        acc60 = fma(a317, b327, acc60);
+        acc61 = fma(a317, b328, acc61);
+        acc62 = fma(a318, b321, acc62);
+        acc63 = fma(a318, b322, acc63);
+        acc64 = fma(a318, b323, acc64);
+        acc65 = fma(a318, b324, acc65);
+        acc66 = fma(a318, b325, acc66);
+        acc67 = fma(a318, b326, acc67);
+        acc68 = fma(a318, b327, acc68);
+        acc69 = fma(a318, b328, acc69);
+        acc70 = fma(a319, b321, acc70);
+        acc71 = fma(a319, b322, acc71);
+        acc72 = fma(a319, b323, acc72);
+        acc73 = fma(a319, b324, acc73);
+        acc74 = fma(a319, b325, acc74);
+        acc75 = fma(a319, b326, acc75);
+        acc76 = fma(a319, b327, acc76);
+        acc77 = fma(a319, b328, acc77);
+        acc78 = fma(a320, b321, acc78);
+        acc79 = fma(a320, b322, acc79);
+        acc80 = fma(a320, b323, acc80);
+        acc81 = fma(a320, b324, acc81);
+        acc82 = fma(a320, b325, acc82);
+        acc83 = fma(a320, b326, acc83);
+        acc84 = fma(a320, b327, acc84);
+        acc85 = fma(a320, b328, acc85);
         workgroupBarrier();
-        for (var kk64: u32 = 0u; kk64 < 16u; kk64 += 1u) {
-            let a65: f32 = a_tile[lid.y * 16u + kk64];
-            let a66: f32 = a_tile[(lid.y + 16u) * 16u + kk64];
-            let a67: f32 = a_tile[(lid.y + 32u) * 16u + kk64];
-            let a68: f32 = a_tile[(lid.y + 48u) * 16u + kk64];
-            let b69: f32 = b_tile[kk64 * 64u + lid.x];
-            let b70: f32 = b_tile[kk64 * 64u + (lid.x + 16u)];
-            let b71: f32 = b_tile[kk64 * 64u + (lid.x + 32u)];
-            let b72: f32 = b_tile[kk64 * 64u + (lid.x + 48u)];
-            acc13 = fma(a65, b69, acc13);
-            acc14 = fma(a65, b70, acc14);
-            acc15 = fma(a65, b71, acc15);
-            acc16 = fma(a65, b72, acc16);
-            acc17 = fma(a66, b69, acc17);
-            acc18 = fma(a66, b70, acc18);
-            acc19 = fma(a66, b71, acc19);
-            acc20 = fma(a66, b72, acc20);
-            acc21 = fma(a67, b69, acc21);
-            acc22 = fma(a67, b70, acc22);
-            acc23 = fma(a67, b71, acc23);
-            acc24 = fma(a67, b72, acc24);
-            acc25 = fma(a68, b69, acc25);
-            acc26 = fma(a68, b70, acc26);
-            acc27 = fma(a68, b71, acc27);
-            acc28 = fma(a68, b72, acc28);
-        }
-        workgroupBarrier();
     }
-    if ((row5 < u.N) && (col9 < u.M)) {
-        let i73: u32 = row5 * u.M + col9;
-        out[i73] = acc13;
+    if ((row6 < u.N) && (col14 < u.M)) {
+        let i329: u32 = row6 * u.M + col14;
+        out[i329] = acc22;
     }
-    if ((row5 < u.N) && (col10 < u.M)) {
-        let i74: u32 = row5 * u.M + col10;
-        out[i74] = acc14;
+    if ((row6 < u.N) && (col15 < u.M)) {
+        let i330: u32 = row6 * u.M + col15;
+        out[i330] = acc23;
     }
-    if ((row5 < u.N) && (col11 < u.M)) {
-        let i75: u32 = row5 * u.M + col11;
-        out[i75] = acc15;
+    if ((row6 < u.N) && (col16 < u.M)) {
+        let i331: u32 = row6 * u.M + col16;
+        out[i331] = acc24;
     }
-    if ((row5 < u.N) && (col12 < u.M)) {
-        let i76: u32 = row5 * u.M + col12;
-        out[i76] = acc16;
+    if ((row6 < u.N) && (col17 < u.M)) {
+        let i332: u32 = row6 * u.M + col17;
+        out[i332] = acc25;
     }
-    if ((row6 < u.N) && (col9 < u.M)) {
-        let i77: u32 = row6 * u.M + col9;
-        out[i77] = acc17;
+    if ((row6 < u.N) && (col18 < u.M)) {
+        let i333: u32 = row6 * u.M + col18;
+        out[i333] = acc26;
     }
-    if ((row6 < u.N) && (col10 < u.M)) {
-        let i78: u32 = row6 * u.M + col10;
-        out[i78] = acc18;
+    if ((row6 < u.N) && (col19 < u.M)) {
+        let i334: u32 = row6 * u.M + col19;
+        out[i334] = acc27;
     }
-    if ((row6 < u.N) && (col11 < u.M)) {
-        let i79: u32 = row6 * u.M + col11;
-        out[i79] = acc19;
+    if ((row6 < u.N) && (col20 < u.M)) {
+        let i335: u32 = row6 * u.M + col20;
+        out[i335] = acc28;
     }
-    if ((row6 < u.N) && (col12 < u.M)) {
-        let i80: u32 = row6 * u.M + col12;
-        out[i80] = acc20;
+    if ((row6 < u.N) && (col21 < u.M)) {
+        let i336: u32 = row6 * u.M + col21;
+        out[i336] = acc29;
     }
-    if ((row7 < u.N) && (col9 < u.M)) {
-        let i81: u32 = row7 * u.M + col9;
-        out[i81] = acc21;
+    if ((row7 < u.N) && (col14 < u.M)) {
+        let i337: u32 = row7 * u.M + col14;
+        out[i337] = acc30;
     }
-    if ((row7 < u.N) && (col10 < u.M)) {
-        let i82: u32 = row7 * u.M + col10;
-        out[i82] = acc22;
+    if ((row7 < u.N) && (col15 < u.M)) {
+        let i338: u32 = row7 * u.M + col15;
+        out[i338] = acc31;
     }
-    if ((row7 < u.N) && (col11 < u.M)) {
-        let i83: u32 = row7 * u.M + col11;
-        out[i83] = acc23;
+    if ((row7 < u.N) && (col16 < u.M)) {
+        let i339: u32 = row7 * u.M + col16;
+        out[i339] = acc32;
     }
-    if ((row7 < u.N) && (col12 < u.M)) {
-        let i84: u32 = row7 * u.M + col12;
-        out[i84] = acc24;
+    if ((row7 < u.N) && (col17 < u.M)) {
+        let i340: u32 = row7 * u.M + col17;
+        out[i340] = acc33;
     }
-    if ((row8 < u.N) && (col9 < u.M)) {
-        let i85: u32 = row8 * u.M + col9;
-        out[i85] = acc25;
+    if ((row7 < u.N) && (col18 < u.M)) {
+        let i341: u32 = row7 * u.M + col18;
+        out[i341] = acc34;
     }
-    if ((row8 < u.N) && (col10 < u.M)) {
-        let i86: u32 = row8 * u.M + col10;
-        out[i86] = acc26;
+    if ((row7 < u.N) && (col19 < u.M)) {
+        let i342: u32 = row7 * u.M + col19;
+        out[i342] = acc35;
     }
-    if ((row8 < u.N) && (col11 < u.M)) {
-        let i87: u32 = row8 * u.M + col11;
-        out[i87] = acc27;
+    if ((row7 < u.N) && (col20 < u.M)) {
+        let i343: u32 = row7 * u.M + col20;
+        out[i343] = acc36;
     }
-    if ((row8 < u.N) && (col12 < u.M)) {
-        let i88: u32 = row8 * u.M + col12;
-        out[i88] = acc28;
+    if ((row7 < u.N) && (col21 < u.M)) {
+        let i344: u32 = row7 * u.M + col21;
+        out[i344] = acc37;
+    }
+    if ((row8 < u.N) && (col14 < u.M)) {
+        let i345: u32 = row8 * u.M + col14;
+        out[i345] = acc38;
+    }
+    if ((row8 < u.N) && (col15 < u.M)) {
+        let i346: u32 = row8 * u.M + col15;
+        out[i346] = acc39;
+    }
+    if ((row8 < u.N) && (col16 < u.M)) {
+        let i347: u32 = row8 * u.M + col16;
+        out[i347] = acc40;
+    }
+    if ((row8 < u.N) && (col17 < u.M)) {
+        let i348: u32 = row8 * u.M + col17;
+        out[i348] = acc41;
+    }
+    if ((row8 < u.N) && (col18 < u.M)) {
+        let i349: u32 = row8 * u.M + col18;
+        out[i349] = acc42;
+    }
+    if ((row8 < u.N) && (col19 < u.M)) {
+        let i350: u32 = row8 * u.M + col19;
+        out[i350] = acc43;
+    }
+    if ((row8 < u.N) && (col20 < u.M)) {
+        let i351: u32 = row8 * u.M + col20;
+        out[i351] = acc44;
+    }
+    if ((row8 < u.N) && (col21 < u.M)) {
+        let i352: u32 = row8 * u.M + col21;
+        out[i352] = acc45;
+    }
+    if ((row9 < u.N) && (col14 < u.M)) {
+        let i353: u32 = row9 * u.M + col14;
+        out[i353] = acc46;
+    }
+    if ((row9 < u.N) && (col15 < u.M)) {
+        let i354: u32 = row9 * u.M + col15;
+        out[i354] = acc47;
+    }
+    if ((row9 < u.N) && (col16 < u.M)) {
+        let i355: u32 = row9 * u.M + col16;
+        out[i355] = acc48;
+    }
+    if ((row9 < u.N) && (col17 < u.M)) {
+        let i356: u32 = row9 * u.M + col17;
+        out[i356] = acc49;
+    }
+    if ((row9 < u.N) && (col18 < u.M)) {
+        let i357: u32 = row9 * u.M + col18;
+        out[i357] = acc50;
+    }
+    if ((row9 < u.N) && (col19 < u.M)) {
+        let i358: u32 = row9 * u.M + col19;
+        out[i358] = acc51;
+    }
+    if ((row9 < u.N) && (col20 < u.M)) {
+        let i359: u32 = row9 * u.M + col20;
+        out[i359] = acc52;
+    }
+    if ((row9 < u.N) && (col21 < u.M)) {
+        let i360: u32 = row9 * u.M + col21;
+        out[i360] = acc53;
+    }
+    if ((row10 < u.N) && (col14 < u.M)) {
+        let i361: u32 = row10 * u.M + col14;
+        out[i361] = acc54;
+    }
+    if ((row10 < u.N) && (col15 < u.M)) {
+        let i362: u32 = row10 * u.M + col15;
+        out[i362] = acc55;
+    }
+    if ((row10 < u.N) && (col16 < u.M)) {
+        let i363: u32 = row10 * u.M + col16;
+        out[i363] = acc56;
+    }
+    if ((row10 < u.N) && (col17 < u.M)) {
+        let i364: u32 = row10 * u.M + col17;
+        out[i364] = acc57;
+    }
+    if ((row10 < u.N) && (col18 < u.M)) {
+        let i365: u32 = row10 * u.M + col18;
+        out[i365] = acc58;
+    }
+    if ((row10 < u.N) && (col19 < u.M)) {
+        let i366: u32 = row10 * u.M + col19;
+        out[i366] = acc59;
+    }
+    if ((row10 < u.N) && (col20 < u.M)) {
+        let i367: u32 = row10 * u.M + col20;
+        out[i367] = acc60;
+    }
+    if ((row10 < u.N) && (col21 < u.M)) {
+        let i368: u32 = row10 * u.M + col21;
+        out[i368] = acc61;
+    }
+    if ((row11 < u.N) && (col14 < u.M)) {
+        let i369: u32 = row11 * u.M + col14;
+        out[i369] = acc62;
+    }
+    if ((row11 < u.N) && (col15 < u.M)) {
+        let i370: u32 = row11 * u.M + col15;
+        out[i370] = acc63;
+    }
+    if ((row11 < u.N) && (col16 < u.M)) {
+        let i371: u32 = row11 * u.M + col16;
+        out[i371] = acc64;
+    }
+    if ((row11 < u.N) && (col17 < u.M)) {
+        let i372: u32 = row11 * u.M + col17;
+        out[i372] = acc65;
+    }
+    if ((row11 < u.N) && (col18 < u.M)) {
+        let i373: u32 = row11 * u.M + col18;
+        out[i373] = acc66;
+    }
+    if ((row11 < u.N) && (col19 < u.M)) {
+        let i374: u32 = row11 * u.M + col19;
+        out[i374] = acc67;
+    }
+    if ((row11 < u.N) && (col20 < u.M)) {
+        let i375: u32 = row11 * u.M + col20;
+        out[i375] = acc68;
+    }
+    if ((row11 < u.N) && (col21 < u.M)) {
+        let i376: u32 = row11 * u.M + col21;
+        out[i376] = acc69;
+    }
+    if ((row12 < u.N) && (col14 < u.M)) {
+        let i377: u32 = row12 * u.M + col14;
+        out[i377] = acc70;
+    }
+    if ((row12 < u.N) && (col15 < u.M)) {
+        let i378: u32 = row12 * u.M + col15;
+        out[i378] = acc71;
+    }
+    if ((row12 < u.N) && (col16 < u.M)) {
+        let i379: u32 = row12 * u.M + col16;
+        out[i379] = acc72;
+    }
+    if ((row12 < u.N) && (col17 < u.M)) {
+        let i380: u32 = row12 * u.M + col17;
+        out[i380] = acc73;
+    }
+    if ((row12 < u.N) && (col18 < u.M)) {
+        let i381: u32 = row12 * u.M + col18;
+        out[i381] = acc74;
+    }
+    if ((row12 < u.N) && (col19 < u.M)) {
+        let i382: u32 = row12 * u.M + col19;
+        out[i382] = acc75;
+    }
+    if ((row12 < u.N) && (col20 < u.M)) {
+        let i383: u32 = row12 * u.M + col20;
+        out[i383] = acc76;
+    }
+    if ((row12 < u.N) && (col21 < u.M)) {
+        let i384: u32 = row12 * u.M + col21;
+        out[i384] = acc77;
+    }
+    if ((row13 < u.N) && (col14 < u.M)) {
+        let i385: u32 = row13 * u.M + col14;
+        out[i385] = acc78;
+    }
+    if ((row13 < u.N) && (col15 < u.M)) {
+        let i386: u32 = row13 * u.M + col15;
+        out[i386] = acc79;
+    }
+    if ((row13 < u.N) && (col16 < u.M)) {
+        let i387: u32 = row13 * u.M + col16;
+        out[i387] = acc80;
+    }
+    if ((row13 < u.N) && (col17 < u.M)) {
+        let i388: u32 = row13 * u.M + col17;
+        out[i388] = acc81;
+    }
+    if ((row13 < u.N) && (col18 < u.M)) {
+        let i389: u32 = row13 * u.M + col18;
+        out[i389] = acc82;
+    }
+    if ((row13 < u.N) && (col19 < u.M)) {
+        let i390: u32 = row13 * u.M + col19;
+        out[i390] = acc83;
+    }
+    if ((row13 < u.N) && (col20 < u.M)) {
+        let i391: u32 = row13 * u.M + col20;
+        out[i391] = acc84;
+    }
+    if ((row13 < u.N) && (col21 < u.M)) {
+        let i392: u32 = row13 * u.M + col21;
+        out[i392] = acc85;
     }
 }

@@ -8,164 +8,1045 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read> b: array<f32>;
 @group(0) @binding(2) var<storage, read_write> scratch0: array<f32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> a_tile: array<f32, 1024>;
-var<workgroup> b_tile: array<f32, 1024>;
+var<workgroup> a_tile: array<f32, 2048>;
+var<workgroup> b_tile: array<f32, 2048>;
 
 @compute @workgroup_size(16, 16, 1)
 fn dot_0_matmul(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
 ) {
-    let row0: u32 = wid.x * 64u;
-    let row1: u32 = row0 + lid.y;
-    let row2: u32 = row0 + (lid.y + 16u);
-    let row3: u32 = row0 + (lid.y + 32u);
-    let row4: u32 = row0 + (lid.y + 48u);
-    let col5: u32 = lid.x + 16u;
-    let col6: u32 = lid.x + 32u;
-    let col7: u32 = lid.x + 48u;
-    var acc8: f32 = 0.0f;
-    var acc9: f32 = 0.0f;
-    var acc10: f32 = 0.0f;
-    var acc11: f32 = 0.0f;
-    var acc12: f32 = 0.0f;
-    var acc13: f32 = 0.0f;
-    var acc14: f32 = 0.0f;
-    var acc15: f32 = 0.0f;
-    var acc16: f32 = 0.0f;
-    var acc17: f32 = 0.0f;
+    let t0: u32 = lid.y * 16u + lid.x;
+    let row1: u32 = wid.x * 128u;
+    let row2: u32 = row1 + lid.y * 4u;
+    let row3: u32 = row1 + (lid.y * 4u + 1u);
+    let row4: u32 = row1 + (lid.y * 4u + 2u);
+    let row5: u32 = row1 + (lid.y * 4u + 3u);
+    let row6: u32 = row1 + (lid.y * 4u + 64u);
+    let row7: u32 = row1 + (lid.y * 4u + 65u);
+    let row8: u32 = row1 + (lid.y * 4u + 66u);
+    let row9: u32 = row1 + (lid.y * 4u + 67u);
+    let col10: u32 = lid.x * 4u;
+    let col11: u32 = lid.x * 4u + 1u;
+    let col12: u32 = lid.x * 4u + 2u;
+    let col13: u32 = lid.x * 4u + 3u;
+    let col14: u32 = lid.x * 4u + 64u;
+    let col15: u32 = lid.x * 4u + 65u;
+    let col16: u32 = lid.x * 4u + 66u;
+    let col17: u32 = lid.x * 4u + 67u;
     var acc18: f32 = 0.0f;
     var acc19: f32 = 0.0f;
     var acc20: f32 = 0.0f;
     var acc21: f32 = 0.0f;
     var acc22: f32 = 0.0f;
     var acc23: f32 = 0.0f;
-    for (var k0_24: u32 = 0u; k0_24 < u.L; k0_24 += 16u) {
-        let ka25: u32 = k0_24 + lid.x;
-        let kb26: u32 = k0_24 + lid.y;
-        var x27: f32 = 0.0f;
-        if ((row1 < 1u) && (ka25 < u.L)) {
-            let v28: f32 = a[ka25];
-            x27 = v28;
+    var acc24: f32 = 0.0f;
+    var acc25: f32 = 0.0f;
+    var acc26: f32 = 0.0f;
+    var acc27: f32 = 0.0f;
+    var acc28: f32 = 0.0f;
+    var acc29: f32 = 0.0f;
+    var acc30: f32 = 0.0f;
+    var acc31: f32 = 0.0f;
+    var acc32: f32 = 0.0f;
+    var acc33: f32 = 0.0f;
+    var acc34: f32 = 0.0f;
+    var acc35: f32 = 0.0f;
+    var acc36: f32 = 0.0f;
+    var acc37: f32 = 0.0f;
+    var acc38: f32 = 0.0f;
+    var acc39: f32 = 0.0f;
+    var acc40: f32 = 0.0f;
+    var acc41: f32 = 0.0f;
+    var acc42: f32 = 0.0f;
+    var acc43: f32 = 0.0f;
+    var acc44: f32 = 0.0f;
+    var acc45: f32 = 0.0f;
+    var acc46: f32 = 0.0f;
+    var acc47: f32 = 0.0f;
+    var acc48: f32 = 0.0f;
+    var acc49: f32 = 0.0f;
+    var acc50: f32 = 0.0f;
+    var acc51: f32 = 0.0f;
+    var acc52: f32 = 0.0f;
+    var acc53: f32 = 0.0f;
+    var acc54: f32 = 0.0f;
+    var acc55: f32 = 0.0f;
+    var acc56: f32 = 0.0f;
+    var acc57: f32 = 0.0f;
+    var acc58: f32 = 0.0f;
+    var acc59: f32 = 0.0f;
+    var acc60: f32 = 0.0f;
+    var acc61: f32 = 0.0f;
+    var acc62: f32 = 0.0f;
+    var acc63: f32 = 0.0f;
+    var acc64: f32 = 0.0f;
+    var acc65: f32 = 0.0f;
+    var acc66: f32 = 0.0f;
+    var acc67: f32 = 0.0f;
+    var acc68: f32 = 0.0f;
+    var acc69: f32 = 0.0f;
+    var acc70: f32 = 0.0f;
+    var acc71: f32 = 0.0f;
+    var acc72: f32 = 0.0f;
+    var acc73: f32 = 0.0f;
+    var acc74: f32 = 0.0f;
+    var acc75: f32 = 0.0f;
+    var acc76: f32 = 0.0f;
+    var acc77: f32 = 0.0f;
+    var acc78: f32 = 0.0f;
+    var acc79: f32 = 0.0f;
+    var acc80: f32 = 0.0f;
+    var acc81: f32 = 0.0f;
+    let ak82: u32 = t0 & 7u;
+    let am83: u32 = t0 >> 3u;
+    let ar84: u32 = row1 + am83;
+    let ar85: u32 = row1 + (am83 + 32u);
+    let ar86: u32 = row1 + (am83 + 64u);
+    let ar87: u32 = row1 + (am83 + 96u);
+    let aok92: bool = ar84 < 1u;
+    let aok93: bool = ar85 < 1u;
+    let aok94: bool = ar86 < 1u;
+    let aok95: bool = ar87 < 1u;
+    let as96: u32 = ak82 * 128u + am83;
+    let bk97: u32 = t0 >> 7u;
+    let bn98: u32 = t0 & 127u;
+    let bok99: bool = bn98 < 1u;
+    let kok100: bool = ak82 < u.L;
+    if (aok92 && kok100) {
+        a_tile[as96] = a[ak82];
+    } else {
+        a_tile[as96] = 0.0f;
+    }
+    if (aok93 && kok100) {
+        a_tile[as96 + 32u] = a[ak82];
+    } else {
+        a_tile[as96 + 32u] = 0.0f;
+    }
+    if (aok94 && kok100) {
+        a_tile[as96 + 64u] = a[ak82];
+    } else {
+        a_tile[as96 + 64u] = 0.0f;
+    }
+    if (aok95 && kok100) {
+        a_tile[as96 + 96u] = a[ak82];
+    } else {
+        a_tile[as96 + 96u] = 0.0f;
+    }
+    if ((bk97 < u.L) && bok99) {
+        b_tile[t0] = b[bk97];
+    } else {
+        b_tile[t0] = 0.0f;
+    }
+    let kb107: u32 = bk97 + 2u;
+    if ((kb107 < u.L) && bok99) {
+        b_tile[t0 + 256u] = b[kb107];
+    } else {
+        b_tile[t0 + 256u] = 0.0f;
+    }
+    let kb109: u32 = bk97 + 4u;
+    if ((kb109 < u.L) && bok99) {
+        b_tile[t0 + 512u] = b[kb109];
+    } else {
+        b_tile[t0 + 512u] = 0.0f;
+    }
+    let kb111: u32 = bk97 + 6u;
+    if ((kb111 < u.L) && bok99) {
+        b_tile[t0 + 768u] = b[kb111];
+    } else {
+        b_tile[t0 + 768u] = 0.0f;
+    }
+    workgroupBarrier();
+    let ly113: u32 = lid.y * 4u;
+    let lx114: u32 = lid.x * 4u;
+    for (var k0_115: u32 = 0u; k0_115 < u.L; k0_115 += 8u) {
+        let cur116: u32 = (k0_115 << 7u) & 1024u;
+        let nxt117: u32 = cur116 ^ 1024u;
+        let kn118: u32 = k0_115 + 8u;
+        if (kn118 < u.L) {
+            let ka119: u32 = kn118 + ak82;
+            let kok120: bool = ka119 < u.L;
+            let sa121: u32 = nxt117 + as96;
+            if (aok92 && kok120) {
+                a_tile[sa121] = a[ka119];
+            } else {
+                a_tile[sa121] = 0.0f;
+            }
+            if (aok93 && kok120) {
+                a_tile[sa121 + 32u] = a[ka119];
+            } else {
+                a_tile[sa121 + 32u] = 0.0f;
+            }
+            if (aok94 && kok120) {
+                a_tile[sa121 + 64u] = a[ka119];
+            } else {
+                a_tile[sa121 + 64u] = 0.0f;
+            }
+            if (aok95 && kok120) {
+                a_tile[sa121 + 96u] = a[ka119];
+            } else {
+                a_tile[sa121 + 96u] = 0.0f;
+            }
+            let kb126: u32 = kn118 + bk97;
+            let sb127: u32 = nxt117 + t0;
+            if ((kb126 < u.L) && bok99) {
+                b_tile[sb127] = b[kb126];
+            } else {
+                b_tile[sb127] = 0.0f;
+            }
+            let kb130: u32 = kb126 + 2u;
+            if ((kb130 < u.L) && bok99) {
+                b_tile[sb127 + 256u] = b[kb130];
+            } else {
+                b_tile[sb127 + 256u] = 0.0f;
+            }
+            let kb132: u32 = kb126 + 4u;
+            if ((kb132 < u.L) && bok99) {
+                b_tile[sb127 + 512u] = b[kb132];
+            } else {
+                b_tile[sb127 + 512u] = 0.0f;
+            }
+            let kb134: u32 = kb126 + 6u;
+            if ((kb134 < u.L) && bok99) {
+                b_tile[sb127 + 768u] = b[kb134];
+            } else {
+                b_tile[sb127 + 768u] = 0.0f;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x27;
-        var x29: f32 = 0.0f;
-        if ((row2 < 1u) && (ka25 < u.L)) {
-            let v30: f32 = a[ka25];
-            x29 = v30;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x29;
-        var x31: f32 = 0.0f;
-        if ((row3 < 1u) && (ka25 < u.L)) {
-            let v32: f32 = a[ka25];
-            x31 = v32;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x31;
-        var x33: f32 = 0.0f;
-        if ((row4 < 1u) && (ka25 < u.L)) {
-            let v34: f32 = a[ka25];
-            x33 = v34;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x33;
-        var x35: f32 = 0.0f;
-        if ((kb26 < u.L) && (lid.x < 1u)) {
-            let v36: f32 = b[kb26];
-            x35 = v36;
-        }
-        b_tile[lid.y * 64u + lid.x] = x35;
-        var x37: f32 = 0.0f;
-        if ((kb26 < u.L) && (col5 < 1u)) {
-            let v38: f32 = b[kb26];
-            x37 = v38;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x37;
-        var x39: f32 = 0.0f;
-        if ((kb26 < u.L) && (col6 < 1u)) {
-            let v40: f32 = b[kb26];
-            x39 = v40;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x39;
-        var x41: f32 = 0.0f;
-        if ((kb26 < u.L) && (col7 < 1u)) {
-            let v42: f32 = b[kb26];
-            x41 = v42;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x41;
+        let ra136: u32 = cur116 + ly113;
+        let rb137: u32 = cur116 + lx114;
+        let a138: f32 = a_tile[ra136];
+        let a139: f32 = a_tile[ra136 + 1u];
+        let a140: f32 = a_tile[ra136 + 2u];
+        let a141: f32 = a_tile[ra136 + 3u];
+        let a142: f32 = a_tile[ra136 + 64u];
+        let a143: f32 = a_tile[ra136 + 64u + 1u];
+        let a144: f32 = a_tile[ra136 + 64u + 2u];
+        let a145: f32 = a_tile[ra136 + 64u + 3u];
+        let b146: f32 = b_tile[rb137];
+        let b147: f32 = b_tile[rb137 + 1u];
+        let b148: f32 = b_tile[rb137 + 2u];
+        let b149: f32 = b_tile[rb137 + 3u];
+        let b150: f32 = b_tile[rb137 + 64u];
+        let b151: f32 = b_tile[rb137 + 64u + 1u];
+        let b152: f32 = b_tile[rb137 + 64u + 2u];
+        let b153: f32 = b_tile[rb137 + 64u + 3u];
+        acc18 = fma(a138, b146, acc18);
+        acc19 = fma(a138, b147, acc19);
+        acc20 = fma(a138, b148, acc20);
+        acc21 = fma(a138, b149, acc21);
+        acc22 = fma(a138, b150, acc22);
+        acc23 = fma(a138, b151, acc23);
+        acc24 = fma(a138, b152, acc24);
+        acc25 = fma(a138, b153, acc25);
+        acc26 = fma(a139, b146, acc26);
+        acc27 = fma(a139, b147, acc27);
+        acc28 = fma(a139, b148, acc28);
+        acc29 = fma(a139, b149, acc29);
+        acc30 = fma(a139, b150, acc30);
+        acc31 = fma(a139, b151, acc31);
+        acc32 = fma(a139, b152, acc32);
+        acc33 = fma(a139, b153, acc33);
+        acc34 = fma(a140, b146, acc34);
+        acc35 = fma(a140, b147, acc35);
+        acc36 = fma(a140, b148, acc36);
+        acc37 = fma(a140, b149, acc37);
+        acc38 = fma(a140, b150, acc38);
+        acc39 = fma(a140, b151, acc39);
+        acc40 = fma(a140, b152, acc40);
+        acc41 = fma(a140, b153, acc41);
+        acc42 = fma(a141, b146, acc42);
+        acc43 = fma(a141, b147, acc43);
+        acc44 = fma(a141, b148, acc44);
+        acc45 = fma(a141, b149, acc45);
+        acc46 = fma(a141, b150, acc46);
+        acc47 = fma(a141, b151, acc47);
+        acc48 = fma(a141, b152, acc48);
+        acc49 = fma(a141, b153, acc49);
+        acc50 = fma(a142, b146, acc50);
+        acc51 = fma(a142, b147, acc51);
+        acc52 = fma(a142, b148, acc52);
+        acc53 = fma(a142, b149, acc53);
+        acc54 = fma(a142, b150, acc54);
+        acc55 = fma(a142, b151, acc55);
+        acc56 = fma(a142, b152, acc56);
+        acc57 = fma(a142, b153, acc57);
+        acc58 = fma(a143, b146, acc58);
+        acc59 = fma(a143, b147, acc59);
+        acc60 = fma(a143, b148, acc60);
+        acc61 = fma(a143, b149, acc61);
+        acc62 = fma(a143, b150, acc62);
+        acc63 = fma(a143, b151, acc63);
+        acc64 = fma(a143, b152, acc64);
+        acc65 = fma(a143, b153, acc65);
+        acc66 = fma(a144, b146, acc66);
+        acc67 = fma(a144, b147, acc67);
+        acc68 = fma(a144, b148, acc68);
+        acc69 = fma(a144, b149, acc69);
+        acc70 = fma(a144, b150, acc70);
+        acc71 = fma(a144, b151, acc71);
+        acc72 = fma(a144, b152, acc72);
+        acc73 = fma(a144, b153, acc73);
+        acc74 = fma(a145, b146, acc74);
+        acc75 = fma(a145, b147, acc75);
+        acc76 = fma(a145, b148, acc76);
+        acc77 = fma(a145, b149, acc77);
+        acc78 = fma(a145, b150, acc78);
+        acc79 = fma(a145, b151, acc79);
+        acc80 = fma(a145, b152, acc80);
+        acc81 = fma(a145, b153, acc81);
+        let a154: f32 = a_tile[ra136 + 128u];
+        let a155: f32 = a_tile[ra136 + 128u + 1u];
+        let a156: f32 = a_tile[ra136 + 128u + 2u];
+        let a157: f32 = a_tile[ra136 + 128u + 3u];
+        let a158: f32 = a_tile[ra136 + 192u];
+        let a159: f32 = a_tile[ra136 + 192u + 1u];
+        let a160: f32 = a_tile[ra136 + 192u + 2u];
+        let a161: f32 = a_tile[ra136 + 192u + 3u];
+        let b162: f32 = b_tile[rb137 + 128u];
+        let b163: f32 = b_tile[rb137 + 128u + 1u];
+        let b164: f32 = b_tile[rb137 + 128u + 2u];
+        let b165: f32 = b_tile[rb137 + 128u + 3u];
+        let b166: f32 = b_tile[rb137 + 192u];
+        let b167: f32 = b_tile[rb137 + 192u + 1u];
+        let b168: f32 = b_tile[rb137 + 192u + 2u];
+        let b169: f32 = b_tile[rb137 + 192u + 3u];
+        acc18 = fma(a154, b162, acc18);
+        acc19 = fma(a154, b163, acc19);
+        acc20 = fma(a154, b164, acc20);
+        acc21 = fma(a154, b165, acc21);
+        acc22 = fma(a154, b166, acc22);
+        acc23 = fma(a154, b167, acc23);
+        acc24 = fma(a154, b168, acc24);
+        acc25 = fma(a154, b169, acc25);
+        acc26 = fma(a155, b162, acc26);
+        acc27 = fma(a155, b163, acc27);
+        acc28 = fma(a155, b164, acc28);
+        acc29 = fma(a155, b165, acc29);
+        acc30 = fma(a155, b166, acc30);
+        acc31 = fma(a155, b167, acc31);
+        acc32 = fma(a155, b168, acc32);
+        acc33 = fma(a155, b169, acc33);
+        acc34 = fma(a156, b162, acc34);
+        acc35 = fma(a156, b163, acc35);
+        acc36 = fma(a156, b164, acc36);
+        acc37 = fma(a156, b165, acc37);
+        acc38 = fma(a156, b166, acc38);
+        acc39 = fma(a156, b167, acc39);
+        acc40 = fma(a156, b168, acc40);
+        acc41 = fma(a156, b169, acc41);
+        acc42 = fma(a157, b162, acc42);
+        acc43 = fma(a157, b163, acc43);
+        acc44 = fma(a157, b164, acc44);
+        acc45 = fma(a157, b165, acc45);
+        acc46 = fma(a157, b166, acc46);
+        acc47 = fma(a157, b167, acc47);
+        acc48 = fma(a157, b168, acc48);
+        acc49 = fma(a157, b169, acc49);
+        acc50 = fma(a158, b162, acc50);
+        acc51 = fma(a158, b163, acc51);
+        acc52 = fma(a158, b164, acc52);
+        acc53 = fma(a158, b165, acc53);
+        acc54 = fma(a158, b166, acc54);
+        acc55 = fma(a158, b167, acc55);
+        acc56 = fma(a158, b168, acc56);
+        acc57 = fma(a158, b169, acc57);
+        acc58 = fma(a159, b162, acc58);
+        acc59 = fma(a159, b163, acc59);
+        acc60 = fma(a159, b164, acc60);
+        acc61 = fma(a159, b165, acc61);
+        acc62 = fma(a159, b166, acc62);
+        acc63 = fma(a159, b167, acc63);
+        acc64 = fma(a159, b168, acc64);
+        acc65 = fma(a159, b169, acc65);
+        acc66 = fma(a160, b162, acc66);
+        acc67 = fma(a160, b163, acc67);
+        acc68 = fma(a160, b164, acc68);
+        acc69 = fma(a160, b165, acc69);
+        acc70 = fma(a160, b166, acc70);
+        acc71 = fma(a160, b167, acc71);
+        acc72 = fma(a160, b168, acc72);
+        acc73 = fma(a160, b169, acc73);
+        acc74 = fma(a161, b162, acc74);
+        acc75 = fma(a161, b163, acc75);
+        acc76 = fma(a161, b164, acc76);
+        acc77 = fma(a161, b165, acc77);
+        acc78 = fma(a161, b166, acc78);
+        acc79 = fma(a161, b167, acc79);
+        acc80 = fma(a161, b168, acc80);
+        acc81 = fma(a161, b169, acc81);
+        let a170: f32 = a_tile[ra136 + 256u];
+        let a171: f32 = a_tile[ra136 + 256u + 1u];
+        let a172: f32 = a_tile[ra136 + 256u + 2u];
+        let a173: f32 = a_tile[ra136 + 256u + 3u];
+        let a174: f32 = a_tile[ra136 + 320u];
+        let a175: f32 = a_tile[ra136 + 320u + 1u];
+        let a176: f32 = a_tile[ra136 + 320u + 2u];
+        let a177: f32 = a_tile[ra136 + 320u + 3u];
+        let b178: f32 = b_tile[rb137 + 256u];
+        let b179: f32 = b_tile[rb137 + 256u + 1u];
+        let b180: f32 = b_tile[rb137 + 256u + 2u];
+        let b181: f32 = b_tile[rb137 + 256u + 3u];
+        let b182: f32 = b_tile[rb137 + 320u];
+        let b183: f32 = b_tile[rb137 + 320u + 1u];
+        let b184: f32 = b_tile[rb137 + 320u + 2u];
+        let b185: f32 = b_tile[rb137 + 320u + 3u];
+        acc18 = fma(a170, b178, acc18);
+        acc19 = fma(a170, b179, acc19);
+        acc20 = fma(a170, b180, acc20);
+        acc21 = fma(a170, b181, acc21);
+        acc22 = fma(a170, b182, acc22);
+        acc23 = fma(a170, b183, acc23);
+        acc24 = fma(a170, b184, acc24);
+        acc25 = fma(a170, b185, acc25);
+        acc26 = fma(a171, b178, acc26);
+        acc27 = fma(a171, b179, acc27);
+        acc28 = fma(a171, b180, acc28);
+        acc29 = fma(a171, b181, acc29);
+        acc30 = fma(a171, b182, acc30);
+        acc31 = fma(a171, b183, acc31);
+        acc32 = fma(a171, b184, acc32);
+        acc33 = fma(a171, b185, acc33);
+        acc34 = fma(a172, b178, acc34);
+        acc35 = fma(a172, b179, acc35);
+        acc36 = fma(a172, b180, acc36);
+        acc37 = fma(a172, b181, acc37);
+        acc38 = fma(a172, b182, acc38);
+        acc39 = fma(a172, b183, acc39);
+        acc40 = fma(a172, b184, acc40);
+        acc41 = fma(a172, b185, acc41);
+        acc42 = fma(a173, b178, acc42);
+        acc43 = fma(a173, b179, acc43);
+        acc44 = fma(a173, b180, acc44);
+        acc45 = fma(a173, b181, acc45);
+        acc46 = fma(a173, b182, acc46);
+        acc47 = fma(a173, b183, acc47);
+        acc48 = fma(a173, b184, acc48);
+        acc49 = fma(a173, b185, acc49);
+        acc50 = fma(a174, b178, acc50);
+        acc51 = fma(a174, b179, acc51);
+        acc52 = fma(a174, b180, acc52);
+        acc53 = fma(a174, b181, acc53);
+        acc54 = fma(a174, b182, acc54);
+        acc55 = fma(a174, b183, acc55);
+        acc56 = fma(a174, b184, acc56);
+        acc57 = fma(a174, b185, acc57);
+        acc58 = fma(a175, b178, acc58);
+        acc59 = fma(a175, b179, acc59);
+        acc60 = fma(a175, b180, acc60);
+        acc61 = fma(a175, b181, acc61);
+        acc62 = fma(a175, b182, acc62);
+        acc63 = fma(a175, b183, acc63);
+        acc64 = fma(a175, b184, acc64);
+        acc65 = fma(a175, b185, acc65);
+        acc66 = fma(a176, b178, acc66);
+        acc67 = fma(a176, b179, acc67);
+        acc68 = fma(a176, b180, acc68);
+        acc69 = fma(a176, b181, acc69);
+        acc70 = fma(a176, b182, acc70);
+        acc71 = fma(a176, b183, acc71);
+        acc72 = fma(a176, b184, acc72);
+        acc73 = fma(a176, b185, acc73);
+        acc74 = fma(a177, b178, acc74);
+        acc75 = fma(a177, b179, acc75);
+        acc76 = fma(a177, b180, acc76);
+        acc77 = fma(a177, b181, acc77);
+        acc78 = fma(a177, b182, acc78);
+        acc79 = fma(a177, b183, acc79);
+        acc80 = fma(a177, b184, acc80);
+        acc81 = fma(a177, b185, acc81);
+        let a186: f32 = a_tile[ra136 + 384u];
+        let a187: f32 = a_tile[ra136 + 384u + 1u];
+        let a188: f32 = a_tile[ra136 + 384u + 2u];
+        let a189: f32 = a_tile[ra136 + 384u + 3u];
+        let a190: f32 = a_tile[ra136 + 448u];
+        let a191: f32 = a_tile[ra136 + 448u + 1u];
+        let a192: f32 = a_tile[ra136 + 448u + 2u];
+        let a193: f32 = a_tile[ra136 + 448u + 3u];
+        let b194: f32 = b_tile[rb137 + 384u];
+        let b195: f32 = b_tile[rb137 + 384u + 1u];
+        let b196: f32 = b_tile[rb137 + 384u + 2u];
+        let b197: f32 = b_tile[rb137 + 384u + 3u];
+        let b198: f32 = b_tile[rb137 + 448u];
+        let b199: f32 = b_tile[rb137 + 448u + 1u];
+        let b200: f32 = b_tile[rb137 + 448u + 2u];
+        let b201: f32 = b_tile[rb137 + 448u + 3u];
+        acc18 = fma(a186, b194, acc18);
+        acc19 = fma(a186, b195, acc19);
+        acc20 = fma(a186, b196, acc20);
+        acc21 = fma(a186, b197, acc21);
+        acc22 = fma(a186, b198, acc22);
+        acc23 = fma(a186, b199, acc23);
+        acc24 = fma(a186, b200, acc24);
+        acc25 = fma(a186, b201, acc25);
+        acc26 = fma(a187, b194, acc26);
+        acc27 = fma(a187, b195, acc27);
+        acc28 = fma(a187, b196, acc28);
+        acc29 = fma(a187, b197, acc29);
+        acc30 = fma(a187, b198, acc30);
+        acc31 = fma(a187, b199, acc31);
+        acc32 = fma(a187, b200, acc32);
+        acc33 = fma(a187, b201, acc33);
+        acc34 = fma(a188, b194, acc34);
+        acc35 = fma(a188, b195, acc35);
+        acc36 = fma(a188, b196, acc36);
+        acc37 = fma(a188, b197, acc37);
+        acc38 = fma(a188, b198, acc38);
+        acc39 = fma(a188, b199, acc39);
+        acc40 = fma(a188, b200, acc40);
+        acc41 = fma(a188, b201, acc41);
+        acc42 = fma(a189, b194, acc42);
+        acc43 = fma(a189, b195, acc43);
+        acc44 = fma(a189, b196, acc44);
+        acc45 = fma(a189, b197, acc45);
+        acc46 = fma(a189, b198, acc46);
+        acc47 = fma(a189, b199, acc47);
+        acc48 = fma(a189, b200, acc48);
+        acc49 = fma(a189, b201, acc49);
+        acc50 = fma(a190, b194, acc50);
+        acc51 = fma(a190, b195, acc51);
+        acc52 = fma(a190, b196, acc52);
+        acc53 = fma(a190, b197, acc53);
+        acc54 = fma(a190, b198, acc54);
+        acc55 = fma(a190, b199, acc55);
+        acc56 = fma(a190, b200, acc56);
+        acc57 = fma(a190, b201, acc57);
+        acc58 = fma(a191, b194, acc58);
+        acc59 = fma(a191, b195, acc59);
+        acc60 = fma(a191, b196, acc60);
+        acc61 = fma(a191, b197, acc61);
+        acc62 = fma(a191, b198, acc62);
+        acc63 = fma(a191, b199, acc63);
+        acc64 = fma(a191, b200, acc64);
+        acc65 = fma(a191, b201, acc65);
+        acc66 = fma(a192, b194, acc66);
+        acc67 = fma(a192, b195, acc67);
+        acc68 = fma(a192, b196, acc68);
+        acc69 = fma(a192, b197, acc69);
+        acc70 = fma(a192, b198, acc70);
+        acc71 = fma(a192, b199, acc71);
+        acc72 = fma(a192, b200, acc72);
+        acc73 = fma(a192, b201, acc73);
+        acc74 = fma(a193, b194, acc74);
+        acc75 = fma(a193, b195, acc75);
+        acc76 = fma(a193, b196, acc76);
+        acc77 = fma(a193, b197, acc77);
+        acc78 = fma(a193, b198, acc78);
+        acc79 = fma(a193, b199, acc79);
+        acc80 = fma(a193, b200, acc80);
+        acc81 = fma(a193, b201, acc81);
+        let a202: f32 = a_tile[ra136 + 512u];
+        let a203: f32 = a_tile[ra136 + 512u + 1u];
+        let a204: f32 = a_tile[ra136 + 512u + 2u];
+        let a205: f32 = a_tile[ra136 + 512u + 3u];
+        let a206: f32 = a_tile[ra136 + 576u];
+        let a207: f32 = a_tile[ra136 + 576u + 1u];
+        let a208: f32 = a_tile[ra136 + 576u + 2u];
+        let a209: f32 = a_tile[ra136 + 576u + 3u];
+        let b210: f32 = b_tile[rb137 + 512u];
+        let b211: f32 = b_tile[rb137 + 512u + 1u];
+        let b212: f32 = b_tile[rb137 + 512u + 2u];
+        let b213: f32 = b_tile[rb137 + 512u + 3u];
+        let b214: f32 = b_tile[rb137 + 576u];
+        let b215: f32 = b_tile[rb137 + 576u + 1u];
+        let b216: f32 = b_tile[rb137 + 576u + 2u];
+        let b217: f32 = b_tile[rb137 + 576u + 3u];
+        acc18 = fma(a202, b210, acc18);
+        acc19 = fma(a202, b211, acc19);
+        acc20 = fma(a202, b212, acc20);
+        acc21 = fma(a202, b213, acc21);
+        acc22 = fma(a202, b214, acc22);
+        acc23 = fma(a202, b215, acc23);
+        acc24 = fma(a202, b216, acc24);
+        acc25 = fma(a202, b217, acc25);
+        acc26 = fma(a203, b210, acc26);
+        acc27 = fma(a203, b211, acc27);
+        acc28 = fma(a203, b212, acc28);
+        acc29 = fma(a203, b213, acc29);
+        acc30 = fma(a203, b214, acc30);
+        acc31 = fma(a203, b215, acc31);
+        acc32 = fma(a203, b216, acc32);
+        acc33 = fma(a203, b217, acc33);
+        acc34 = fma(a204, b210, acc34);
+        acc35 = fma(a204, b211, acc35);
+        acc36 = fma(a204, b212, acc36);
+        acc37 = fma(a204, b213, acc37);
+        acc38 = fma(a204, b214, acc38);
+        acc39 = fma(a204, b215, acc39);
+        acc40 = fma(a204, b216, acc40);
+        acc41 = fma(a204, b217, acc41);
+        acc42 = fma(a205, b210, acc42);
+        acc43 = fma(a205, b211, acc43);
+        acc44 = fma(a205, b212, acc44);
+        acc45 = fma(a205, b213, acc45);
+        acc46 = fma(a205, b214, acc46);
+        acc47 = fma(a205, b215, acc47);
+        acc48 = fma(a205, b216, acc48);
+        acc49 = fma(a205, b217, acc49);
+        acc50 = fma(a206, b210, acc50);
+        acc51 = fma(a206, b211, acc51);
+        acc52 = fma(a206, b212, acc52);
+        acc53 = fma(a206, b213, acc53);
+        acc54 = fma(a206, b214, acc54);
+        acc55 = fma(a206, b215, acc55);
+        acc56 = fma(a206, b216, acc56);
+        acc57 = fma(a206, b217, acc57);
+        acc58 = fma(a207, b210, acc58);
+        acc59 = fma(a207, b211, acc59);
+        acc60 = fma(a207, b212, acc60);
+        acc61 = fma(a207, b213, acc61);
+        acc62 = fma(a207, b214, acc62);
+        acc63 = fma(a207, b215, acc63);
+        acc64 = fma(a207, b216, acc64);
+        acc65 = fma(a207, b217, acc65);
+        acc66 = fma(a208, b210, acc66);
+        acc67 = fma(a208, b211, acc67);
+        acc68 = fma(a208, b212, acc68);
+        acc69 = fma(a208, b213, acc69);
+        acc70 = fma(a208, b214, acc70);
+        acc71 = fma(a208, b215, acc71);
+        acc72 = fma(a208, b216, acc72);
+        acc73 = fma(a208, b217, acc73);
+        acc74 = fma(a209, b210, acc74);
+        acc75 = fma(a209, b211, acc75);
+        acc76 = fma(a209, b212, acc76);
+        acc77 = fma(a209, b213, acc77);
+        acc78 = fma(a209, b214, acc78);
+        acc79 = fma(a209, b215, acc79);
+        acc80 = fma(a209, b216, acc80);
+        acc81 = fma(a209, b217, acc81);
+        let a218: f32 = a_tile[ra136 + 640u];
+        let a219: f32 = a_tile[ra136 + 640u + 1u];
+        let a220: f32 = a_tile[ra136 + 640u + 2u];
+        let a221: f32 = a_tile[ra136 + 640u + 3u];
+        let a222: f32 = a_tile[ra136 + 704u];
+        let a223: f32 = a_tile[ra136 + 704u + 1u];
+        let a224: f32 = a_tile[ra136 + 704u + 2u];
+        let a225: f32 = a_tile[ra136 + 704u + 3u];
+        let b226: f32 = b_tile[rb137 + 640u];
+        let b227: f32 = b_tile[rb137 + 640u + 1u];
+        let b228: f32 = b_tile[rb137 + 640u + 2u];
+        let b229: f32 = b_tile[rb137 + 640u + 3u];
+        let b230: f32 = b_tile[rb137 + 704u];
+        let b231: f32 = b_tile[rb137 + 704u + 1u];
+        let b232: f32 = b_tile[rb137 + 704u + 2u];
+        let b233: f32 = b_tile[rb137 + 704u + 3u];
+        acc18 = fma(a218, b226, acc18);
+        acc19 = fma(a218, b227, acc19);
+        acc20 = fma(a218, b228, acc20);
+        acc21 = fma(a218, b229, acc21);
+        acc22 = fma(a218, b230, acc22);
+        acc23 = fma(a218, b231, acc23);
+        acc24 = fma(a218, b232, acc24);
+        acc25 = fma(a218, b233, acc25);
+        acc26 = fma(a219, b226, acc26);
+        acc27 = fma(a219, b227, acc27);
+        acc28 = fma(a219, b228, acc28);
+        acc29 = fma(a219, b229, acc29);
+        acc30 = fma(a219, b230, acc30);
+        acc31 = fma(a219, b231, acc31);
+        acc32 = fma(a219, b232, acc32);
+        acc33 = fma(a219, b233, acc33);
+        acc34 = fma(a220, b226, acc34);
+        acc35 = fma(a220, b227, acc35);
+        acc36 = fma(a220, b228, acc36);
+        acc37 = fma(a220, b229, acc37);
+        acc38 = fma(a220, b230, acc38);
+        acc39 = fma(a220, b231, acc39);
+        acc40 = fma(a220, b232, acc40);
+        acc41 = fma(a220, b233, acc41);
+        acc42 = fma(a221, b226, acc42);
+        acc43 = fma(a221, b227, acc43);
+        acc44 = fma(a221, b228, acc44);
+        acc45 = fma(a221, b229, acc45);
+        acc46 = fma(a221, b230, acc46);
+        acc47 = fma(a221, b231, acc47);
+        acc48 = fma(a221, b232, acc48);
+        acc49 = fma(a221, b233, acc49);
+        acc50 = fma(a222, b226, acc50);
+        acc51 = fma(a222, b227, acc51);
+        acc52 = fma(a222, b228, acc52);
+        acc53 = fma(a222, b229, acc53);
+        acc54 = fma(a222, b230, acc54);
+        acc55 = fma(a222, b231, acc55);
+        acc56 = fma(a222, b232, acc56);
+        acc57 = fma(a222, b233, acc57);
+        acc58 = fma(a223, b226, acc58);
+        acc59 = fma(a223, b227, acc59);
+        acc60 = fma(a223, b228, acc60);
+        acc61 = fma(a223, b229, acc61);
+        acc62 = fma(a223, b230, acc62);
+        acc63 = fma(a223, b231, acc63);
+        acc64 = fma(a223, b232, acc64);
+        acc65 = fma(a223, b233, acc65);
+        acc66 = fma(a224, b226, acc66);
+        acc67 = fma(a224, b227, acc67);
+        acc68 = fma(a224, b228, acc68);
+        acc69 = fma(a224, b229, acc69);
+        acc70 = fma(a224, b230, acc70);
+        acc71 = fma(a224, b231, acc71);
+        acc72 = fma(a224, b232, acc72);
+        acc73 = fma(a224, b233, acc73);
+        acc74 = fma(a225, b226, acc74);
+        acc75 = fma(a225, b227, acc75);
+        acc76 = fma(a225, b228, acc76);
+        acc77 = fma(a225, b229, acc77);
+        acc78 = fma(a225, b230, acc78);
+        acc79 = fma(a225, b231, acc79);
+        acc80 = fma(a225, b232, acc80);
+        acc81 = fma(a225, b233, acc81);
+        let a234: f32 = a_tile[ra136 + 768u];
+        let a235: f32 = a_tile[ra136 + 768u + 1u];
+        let a236: f32 = a_tile[ra136 + 768u + 2u];
+        let a237: f32 = a_tile[ra136 + 768u + 3u];
+        let a238: f32 = a_tile[ra136 + 832u];
+        let a239: f32 = a_tile[ra136 + 832u + 1u];
+        let a240: f32 = a_tile[ra136 + 832u + 2u];
+        let a241: f32 = a_tile[ra136 + 832u + 3u];
+        let b242: f32 = b_tile[rb137 + 768u];
+        let b243: f32 = b_tile[rb137 + 768u + 1u];
+        let b244: f32 = b_tile[rb137 + 768u + 2u];
+        let b245: f32 = b_tile[rb137 + 768u + 3u];
+        let b246: f32 = b_tile[rb137 + 832u];
+        let b247: f32 = b_tile[rb137 + 832u + 1u];
+        let b248: f32 = b_tile[rb137 + 832u + 2u];
+        let b249: f32 = b_tile[rb137 + 832u + 3u];
+        acc18 = fma(a234, b242, acc18);
+        acc19 = fma(a234, b243, acc19);
+        acc20 = fma(a234, b244, acc20);
+        acc21 = fma(a234, b245, acc21);
+        acc22 = fma(a234, b246, acc22);
+        acc23 = fma(a234, b247, acc23);
+        acc24 = fma(a234, b248, acc24);
+        acc25 = fma(a234, b249, acc25);
+        acc26 = fma(a235, b242, acc26);
+        acc27 = fma(a235, b243, acc27);
+        acc28 = fma(a235, b244, acc28);
+        acc29 = fma(a235, b245, acc29);
+        acc30 = fma(a235, b246, acc30);
+        acc31 = fma(a235, b247, acc31);
+        acc32 = fma(a235, b248, acc32);
+        acc33 = fma(a235, b249, acc33);
+        acc34 = fma(a236, b242, acc34);
+        acc35 = fma(a236, b243, acc35);
+        acc36 = fma(a236, b244, acc36);
+        acc37 = fma(a236, b245, acc37);
+        acc38 = fma(a236, b246, acc38);
+        acc39 = fma(a236, b247, acc39);
+        acc40 = fma(a236, b248, acc40);
+        acc41 = fma(a236, b249, acc41);
+        acc42 = fma(a237, b242, acc42);
+        acc43 = fma(a237, b243, acc43);
+        acc44 = fma(a237, b244, acc44);
+        acc45 = fma(a237, b245, acc45);
+        acc46 = fma(a237, b246, acc46);
+        acc47 = fma(a237, b247, acc47);
+        acc48 = fma(a237, b248, acc48);
+        acc49 = fma(a237, b249, acc49);
+        acc50 = fma(a238, b242, acc50);
+        acc51 = fma(a238, b243, acc51);
+        acc52 = fma(a238, b244, acc52);
+        acc53 = fma(a238, b245, acc53);
+        acc54 = fma(a238, b246, acc54);
+        acc55 = fma(a238, b247, acc55);
+        acc56 = fma(a238, b248, acc56);
+        acc57 = fma(a238, b249, acc57);
+        acc58 = fma(a239, b242, acc58);
+        acc59 = fma(a239, b243, acc59);
+        acc60 = fma(a239, b244, acc60);
+        acc61 = fma(a239, b245, acc61);
+        acc62 = fma(a239, b246, acc62);
+        acc63 = fma(a239, b247, acc63);
+        acc64 = fma(a239, b248, acc64);
+        acc65 = fma(a239, b249, acc65);
+        acc66 = fma(a240, b242, acc66);
+        acc67 = fma(a240, b243, acc67);
+        acc68 = fma(a240, b244, acc68);
+        acc69 = fma(a240, b245, acc69);
+        acc70 = fma(a240, b246, acc70);
+        acc71 = fma(a240, b247, acc71);
+        acc72 = fma(a240, b248, acc72);
+        acc73 = fma(a240, b249, acc73);
+        acc74 = fma(a241, b242, acc74);
+        acc75 = fma(a241, b243, acc75);
+        acc76 = fma(a241, b244, acc76);
+        acc77 = fma(a241, b245, acc77);
+        acc78 = fma(a241, b246, acc78);
+        acc79 = fma(a241, b247, acc79);
+        acc80 = fma(a241, b248, acc80);
+        acc81 = fma(a241, b249, acc81);
+        let a250: f32 = a_tile[ra136 + 896u];
+        let a251: f32 = a_tile[ra136 + 896u + 1u];
+        let a252: f32 = a_tile[ra136 + 896u + 2u];
+        let a253: f32 = a_tile[ra136 + 896u + 3u];
+        let a254: f32 = a_tile[ra136 + 960u];
+        let a255: f32 = a_tile[ra136 + 960u + 1u];
+        let a256: f32 = a_tile[ra136 + 960u + 2u];
+        let a257: f32 = a_tile[ra136 + 960u + 3u];
+        let b258: f32 = b_tile[rb137 + 896u];
+        let b259: f32 = b_tile[rb137 + 896u + 1u];
+        let b260: f32 = b_tile[rb137 + 896u + 2u];
+        let b261: f32 = b_tile[rb137 + 896u + 3u];
+        let b262: f32 = b_tile[rb137 + 960u];
+        let b263: f32 = b_tile[rb137 + 960u + 1u];
+        let b264: f32 = b_tile[rb137 + 960u + 2u];
+        let b265: f32 = b_tile[rb137 + 960u + 3u];
+        acc18 = fma(a250, b258, acc18);
+        acc19 = fma(a250, b259, acc19);
+        acc20 = fma(a250, b260, acc20);
+        acc21 = fma(a250, b261, acc21);
+        acc22 = fma(a250, b262, acc22);
+        acc23 = fma(a250, b263, acc23);
+        acc24 = fma(a250, b264, acc24);
+        acc25 = fma(a250, b265, acc25);
+        acc26 = fma(a251, b258, acc26);
+        acc27 = fma(a251, b259, acc27);
+        acc28 = fma(a251, b260, acc28);
+        acc29 = fma(a251, b261, acc29);
+        acc30 = fma(a251, b262, acc30);
+        acc31 = fma(a251, b263, acc31);
+        acc32 = fma(a251, b264, acc32);
+        acc33 = fma(a251, b265, acc33);
+        acc34 = fma(a252, b258, acc34);
+        acc35 = fma(a252, b259, acc35);
+        acc36 = fma(a252, b260, acc36);
+        acc37 = fma(a252, b261, acc37);
+        acc38 = fma(a252, b262, acc38);
+        acc39 = fma(a252, b263, acc39);
+        acc40 = fma(a252, b264, acc40);
+        acc41 = fma(a252, b265, acc41);
+        acc42 = fma(a253, b258, acc42);
+        acc43 = fma(a253, b259, acc43);
+        acc44 = fma(a253, b260, acc44);
+        acc45 = fma(a253, b261, acc45);
+        acc46 = fma(a253, b262, acc46);
+        acc47 = fma(a253, b263, acc47);
+        acc48 = fma(a253, b264, acc48);
+        acc49 = fma(a253, b265, acc49);
+        acc50 = fma(a254, b258, acc50);
+        acc51 = fma(a254, b259, acc51);
+        acc52 = fma(a254, b260, acc52);
+        acc53 = fma(a254, b261, acc53);
+        acc54 = fma(a254, b262, acc54);
+        acc55 = fma(a254, b263, acc55);
+        acc56 = fma(a254, b264, acc56);
+        acc57 = fma(a254, b265, acc57);
+        acc58 = fma(a255, b258, acc58);
+        acc59 = fma(a255, b259, acc59);
+        acc60 = fma(a255, b260, acc60);
+        acc61 = fma(a255, b261, acc61);
+        acc62 = fma(a255, b262, acc62);
+        acc63 = fma(a255, b263, acc63);
+        acc64 = fma(a255, b264, acc64);
+        acc65 = fma(a255, b265, acc65);
+        acc66 = fma(a256, b258, acc66);
+        acc67 = fma(a256, b259, acc67);
+        acc68 = fma(a256, b260, acc68);
+        acc69 = fma(a256, b261, acc69);
+        acc70 = fma(a256, b262, acc70);
+        acc71 = fma(a256, b263, acc71);
+        acc72 = fma(a256, b264, acc72);
+        acc73 = fma(a256, b265, acc73);
+        acc74 = fma(a257, b258, acc74);
+        acc75 = fma(a257, b259, acc75);
+        acc76 = fma(a257, b260, acc76);
+        acc77 = fma(a257, b261, acc77);
+        acc78 = fma(a257, b262, acc78);
+        acc79 = fma(a257, b263, acc79);
+        acc80 = fma(a257, b264, acc80);
+        acc81 = fma(a257, b265, acc81);
         workgroupBarrier();
-        for (var kk43: u32 = 0u; kk43 < 16u; kk43 += 1u) {
-            let a44: f32 = a_tile[lid.y * 16u + kk43];
-            let a45: f32 = a_tile[(lid.y + 16u) * 16u + kk43];
-            let a46: f32 = a_tile[(lid.y + 32u) * 16u + kk43];
-            let a47: f32 = a_tile[(lid.y + 48u) * 16u + kk43];
-            let b48: f32 = b_tile[kk43 * 64u + lid.x];
-            let b49: f32 = b_tile[kk43 * 64u + (lid.x + 16u)];
-            let b50: f32 = b_tile[kk43 * 64u + (lid.x + 32u)];
-            let b51: f32 = b_tile[kk43 * 64u + (lid.x + 48u)];
-            acc8 = fma(a44, b48, acc8);
-            acc9 = fma(a44, b49, acc9);
-            acc10 = fma(a44, b50, acc10);
-            acc11 = fma(a44, b51, acc11);
-            acc12 = fma(a45, b48, acc12);
-            acc13 = fma(a45, b49, acc13);
-            acc14 = fma(a45, b50, acc14);
-            acc15 = fma(a45, b51, acc15);
-            acc16 = fma(a46, b48, acc16);
-            acc17 = fma(a46, b49, acc17);
-            acc18 = fma(a46, b50, acc18);
-            acc19 = fma(a46, b51, acc19);
-            acc20 = fma(a47, b48, acc20);
-            acc21 = fma(a47, b49, acc21);
-            acc22 = fma(a47, b50, acc22);
-            acc23 = fma(a47, b51, acc23);
-        }
-        workgroupBarrier();
     }
-    if ((row1 < 1u) && (lid.x < 1u)) {
-        scratch0[0u] = acc8;
-    }
-    if ((row1 < 1u) && (col5 < 1u)) {
-        scratch0[0u] = acc9;
-    }
-    if ((row1 < 1u) && (col6 < 1u)) {
-        scratch0[0u] = acc10;
-    }
-    if ((row1 < 1u) && (col7 < 1u)) {
-        scratch0[0u] = acc11;
-    }
-    if ((row2 < 1u) && (lid.x < 1u)) {
-        scratch0[0u] = acc12;
-    }
-    if ((row2 < 1u) && (col5 < 1u)) {
-        scratch0[0u] = acc13;
-    }
-    if ((row2 < 1u) && (col6 < 1u)) {
-        scratch0[0u] = acc14;
-    }
-    if ((row2 < 1u) && (col7 < 1u)) {
-        scratch0[0u] = acc15;
-    }
-    if ((row3 < 1u) && (lid.x < 1u)) {
-        scratch0[0u] = acc16;
-    }
-    if ((row3 < 1u) && (col5 < 1u)) {
-        scratch0[0u] = acc17;
-    }
-    if ((row3 < 1u) && (col6 < 1u)) {
+    if ((row2 < 1u) && (col10 < 1u)) {
         scratch0[0u] = acc18;
     }
-    if ((row3 < 1u) && (col7 < 1u)) {
+    if ((row2 < 1u) && (col11 < 1u)) {
         scratch0[0u] = acc19;
     }
-    if ((row4 < 1u) && (lid.x < 1u)) {
+    if ((row2 < 1u) && (col12 < 1u)) {
         scratch0[0u] = acc20;
     }
-    if ((row4 < 1u) && (col5 < 1u)) {
+    if ((row2 < 1u) && (col13 < 1u)) {
         scratch0[0u] = acc21;
     }
-    if ((row4 < 1u) && (col6 < 1u)) {
+    if ((row2 < 1u) && (col14 < 1u)) {
         scratch0[0u] = acc22;
     }
-    if ((row4 < 1u) && (col7 < 1u)) {
+    if ((row2 < 1u) && (col15 < 1u)) {
         scratch0[0u] = acc23;
+    }
+    if ((row2 < 1u) && (col16 < 1u)) {
+        scratch0[0u] = acc24;
+    }
+    if ((row2 < 1u) && (col17 < 1u)) {
+        scratch0[0u] = acc25;
+    }
+    if ((row3 < 1u) && (col10 < 1u)) {
+        scratch0[0u] = acc26;
+    }
+    if ((row3 < 1u) && (col11 < 1u)) {
+        scratch0[0u] = acc27;
+    }
+    if ((row3 < 1u) && (col12 < 1u)) {
+        scratch0[0u] = acc28;
+    }
+    if ((row3 < 1u) && (col13 < 1u)) {
+        scratch0[0u] = acc29;
+    }
+    if ((row3 < 1u) && (col14 < 1u)) {
+        scratch0[0u] = acc30;
+    }
+    if ((row3 < 1u) && (col15 < 1u)) {
+        scratch0[0u] = acc31;
+    }
+    if ((row3 < 1u) && (col16 < 1u)) {
+        scratch0[0u] = acc32;
+    }
+    if ((row3 < 1u) && (col17 < 1u)) {
+        scratch0[0u] = acc33;
+    }
+    if ((row4 < 1u) && (col10 < 1u)) {
+        scratch0[0u] = acc34;
+    }
+    if ((row4 < 1u) && (col11 < 1u)) {
+        scratch0[0u] = acc35;
+    }
+    if ((row4 < 1u) && (col12 < 1u)) {
+        scratch0[0u] = acc36;
+    }
+    if ((row4 < 1u) && (col13 < 1u)) {
+        scratch0[0u] = acc37;
+    }
+    if ((row4 < 1u) && (col14 < 1u)) {
+        scratch0[0u] = acc38;
+    }
+    if ((row4 < 1u) && (col15 < 1u)) {
+        scratch0[0u] = acc39;
+    }
+    if ((row4 < 1u) && (col16 < 1u)) {
+        scratch0[0u] = acc40;
+    }
+    if ((row4 < 1u) && (col17 < 1u)) {
+        scratch0[0u] = acc41;
+    }
+    if ((row5 < 1u) && (col10 < 1u)) {
+        scratch0[0u] = acc42;
+    }
+    if ((row5 < 1u) && (col11 < 1u)) {
+        scratch0[0u] = acc43;
+    }
+    if ((row5 < 1u) && (col12 < 1u)) {
+        scratch0[0u] = acc44;
+    }
+    if ((row5 < 1u) && (col13 < 1u)) {
+        scratch0[0u] = acc45;
+    }
+    if ((row5 < 1u) && (col14 < 1u)) {
+        scratch0[0u] = acc46;
+    }
+    if ((row5 < 1u) && (col15 < 1u)) {
+        scratch0[0u] = acc47;
+    }
+    if ((row5 < 1u) && (col16 < 1u)) {
+        scratch0[0u] = acc48;
+    }
+    if ((row5 < 1u) && (col17 < 1u)) {
+        scratch0[0u] = acc49;
+    }
+    if ((row6 < 1u) && (col10 < 1u)) {
+        scratch0[0u] = acc50;
+    }
+    if ((row6 < 1u) && (col11 < 1u)) {
+        scratch0[0u] = acc51;
+    }
+    if ((row6 < 1u) && (col12 < 1u)) {
+        scratch0[0u] = acc52;
+    }
+    if ((row6 < 1u) && (col13 < 1u)) {
+        scratch0[0u] = acc53;
+    }
+    if ((row6 < 1u) && (col14 < 1u)) {
+        scratch0[0u] = acc54;
+    }
+    if ((row6 < 1u) && (col15 < 1u)) {
+        scratch0[0u] = acc55;
+    }
+    if ((row6 < 1u) && (col16 < 1u)) {
+        scratch0[0u] = acc56;
+    }
+    if ((row6 < 1u) && (col17 < 1u)) {
+        scratch0[0u] = acc57;
+    }
+    if ((row7 < 1u) && (col10 < 1u)) {
+        scratch0[0u] = acc58;
+    }
+    if ((row7 < 1u) && (col11 < 1u)) {
+        scratch0[0u] = acc59;
+    }
+    if ((row7 < 1u) && (col12 < 1u)) {
+        scratch0[0u] = acc60;
+    }
+    if ((row7 < 1u) && (col13 < 1u)) {
+        scratch0[0u] = acc61;
+    }
+    if ((row7 < 1u) && (col14 < 1u)) {
+        scratch0[0u] = acc62;
+    }
+    if ((row7 < 1u) && (col15 < 1u)) {
+        scratch0[0u] = acc63;
+    }
+    if ((row7 < 1u) && (col16 < 1u)) {
+        scratch0[0u] = acc64;
+    }
+    if ((row7 < 1u) && (col17 < 1u)) {
+        scratch0[0u] = acc65;
+    }
+    if ((row8 < 1u) && (col10 < 1u)) {
+        scratch0[0u] = acc66;
+    }
+    if ((row8 < 1u) && (col11 < 1u)) {
+        scratch0[0u] = acc67;
+    }
+    if ((row8 < 1u) && (col12 < 1u)) {
+        scratch0[0u] = acc68;
+    }
+    if ((row8 < 1u) && (col13 < 1u)) {
+        scratch0[0u] = acc69;
+    }
+    if ((row8 < 1u) && (col14 < 1u)) {
+        scratch0[0u] = acc70;
+    }
+    if ((row8 < 1u) && (col15 < 1u)) {
+        scratch0[0u] = acc71;
+    }
+    if ((row8 < 1u) && (col16 < 1u)) {
+        scratch0[0u] = acc72;
+    }
+    if ((row8 < 1u) && (col17 < 1u)) {
+        scratch0[0u] = acc73;
+    }
+    if ((row9 < 1u) && (col10 < 1u)) {
+        scratch0[0u] = acc74;
+    }
+    if ((row9 < 1u) && (col11 < 1u)) {
+        scratch0[0u] = acc75;
+    }
+    if ((row9 < 1u) && (col12 < 1u)) {
+        scratch0[0u] = acc76;
+    }
+    if ((row9 < 1u) && (col13 < 1u)) {
+        scratch0[0u] = acc77;
+    }
+    if ((row9 < 1u) && (col14 < 1u)) {
+        scratch0[0u] = acc78;
+    }
+    if ((row9 < 1u) && (col15 < 1u)) {
+        scratch0[0u] = acc79;
+    }
+    if ((row9 < 1u) && (col16 < 1u)) {
+        scratch0[0u] = acc80;
+    }
+    if ((row9 < 1u) && (col17 < 1u)) {
+        scratch0[0u] = acc81;
     }
 }

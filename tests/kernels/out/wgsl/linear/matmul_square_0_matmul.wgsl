@@ -3,124 +3,1107 @@
 @group(0) @binding(0) var<storage, read> a: array<f32>;
 @group(0) @binding(1) var<storage, read> b: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
-var<workgroup> a_tile: array<f32, 1024>;
-var<workgroup> b_tile: array<f32, 1024>;
+var<workgroup> a_tile: array<f32, 2048>;
+var<workgroup> b_tile: array<f32, 2048>;
 
 @compute @workgroup_size(16, 16, 1)
 fn matmul_square_0_matmul(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
 ) {
-    let row0: u32 = wid.x * 64u;
-    let row1: u32 = row0 + lid.y;
-    let row2: u32 = row0 + (lid.y + 16u);
-    let row3: u32 = row0 + (lid.y + 32u);
-    let row4: u32 = row0 + (lid.y + 48u);
-    let col5: u32 = lid.x + 16u;
-    let col6: u32 = lid.x + 32u;
-    let col7: u32 = lid.x + 48u;
-    var acc8: f32 = 0.0f;
-    var acc9: f32 = 0.0f;
-    var acc10: f32 = 0.0f;
-    var acc11: f32 = 0.0f;
-    var acc12: f32 = 0.0f;
-    var acc13: f32 = 0.0f;
-    var acc14: f32 = 0.0f;
-    var acc15: f32 = 0.0f;
-    var acc16: f32 = 0.0f;
-    var acc17: f32 = 0.0f;
+    let t0: u32 = lid.y * 16u + lid.x;
+    let row1: u32 = wid.x * 128u;
+    let row2: u32 = row1 + lid.y * 4u;
+    let row3: u32 = row1 + (lid.y * 4u + 1u);
+    let row4: u32 = row1 + (lid.y * 4u + 2u);
+    let row5: u32 = row1 + (lid.y * 4u + 3u);
+    let row6: u32 = row1 + (lid.y * 4u + 64u);
+    let row7: u32 = row1 + (lid.y * 4u + 65u);
+    let row8: u32 = row1 + (lid.y * 4u + 66u);
+    let row9: u32 = row1 + (lid.y * 4u + 67u);
+    let col10: u32 = lid.x * 4u;
+    let col11: u32 = lid.x * 4u + 1u;
+    let col12: u32 = lid.x * 4u + 2u;
+    let col13: u32 = lid.x * 4u + 3u;
+    let col14: u32 = lid.x * 4u + 64u;
+    let col15: u32 = lid.x * 4u + 65u;
+    let col16: u32 = lid.x * 4u + 66u;
+    let col17: u32 = lid.x * 4u + 67u;
     var acc18: f32 = 0.0f;
     var acc19: f32 = 0.0f;
     var acc20: f32 = 0.0f;
     var acc21: f32 = 0.0f;
     var acc22: f32 = 0.0f;
     var acc23: f32 = 0.0f;
-    for (var k0_24: u32 = 0u; k0_24 < 64u; k0_24 += 16u) {
-        let ka25: u32 = k0_24 + lid.x;
-        let kb26: u32 = k0_24 + lid.y;
-        let i27: u32 = row1 * 64u + ka25;
-        let v28: f32 = a[i27];
-        a_tile[lid.y * 16u + lid.x] = v28;
-        let i29: u32 = row2 * 64u + ka25;
-        let v30: f32 = a[i29];
-        a_tile[(lid.y + 16u) * 16u + lid.x] = v30;
-        let i31: u32 = row3 * 64u + ka25;
-        let v32: f32 = a[i31];
-        a_tile[(lid.y + 32u) * 16u + lid.x] = v32;
-        let i33: u32 = row4 * 64u + ka25;
-        let v34: f32 = a[i33];
-        a_tile[(lid.y + 48u) * 16u + lid.x] = v34;
-        let i35: u32 = kb26 * 64u + lid.x;
-        let v36: f32 = b[i35];
-        b_tile[lid.y * 64u + lid.x] = v36;
-        let i37: u32 = kb26 * 64u + col5;
-        let v38: f32 = b[i37];
-        b_tile[lid.y * 64u + (lid.x + 16u)] = v38;
-        let i39: u32 = kb26 * 64u + col6;
-        let v40: f32 = b[i39];
-        b_tile[lid.y * 64u + (lid.x + 32u)] = v40;
-        let i41: u32 = kb26 * 64u + col7;
-        let v42: f32 = b[i41];
-        b_tile[lid.y * 64u + (lid.x + 48u)] = v42;
-        workgroupBarrier();
-        for (var kk43: u32 = 0u; kk43 < 16u; kk43 += 1u) {
-            let a44: f32 = a_tile[lid.y * 16u + kk43];
-            let a45: f32 = a_tile[(lid.y + 16u) * 16u + kk43];
-            let a46: f32 = a_tile[(lid.y + 32u) * 16u + kk43];
-            let a47: f32 = a_tile[(lid.y + 48u) * 16u + kk43];
-            let b48: f32 = b_tile[kk43 * 64u + lid.x];
-            let b49: f32 = b_tile[kk43 * 64u + (lid.x + 16u)];
-            let b50: f32 = b_tile[kk43 * 64u + (lid.x + 32u)];
-            let b51: f32 = b_tile[kk43 * 64u + (lid.x + 48u)];
-            acc8 = fma(a44, b48, acc8);
-            acc9 = fma(a44, b49, acc9);
-            acc10 = fma(a44, b50, acc10);
-            acc11 = fma(a44, b51, acc11);
-            acc12 = fma(a45, b48, acc12);
-            acc13 = fma(a45, b49, acc13);
-            acc14 = fma(a45, b50, acc14);
-            acc15 = fma(a45, b51, acc15);
-            acc16 = fma(a46, b48, acc16);
-            acc17 = fma(a46, b49, acc17);
-            acc18 = fma(a46, b50, acc18);
-            acc19 = fma(a46, b51, acc19);
-            acc20 = fma(a47, b48, acc20);
-            acc21 = fma(a47, b49, acc21);
-            acc22 = fma(a47, b50, acc22);
-            acc23 = fma(a47, b51, acc23);
+    var acc24: f32 = 0.0f;
+    var acc25: f32 = 0.0f;
+    var acc26: f32 = 0.0f;
+    var acc27: f32 = 0.0f;
+    var acc28: f32 = 0.0f;
+    var acc29: f32 = 0.0f;
+    var acc30: f32 = 0.0f;
+    var acc31: f32 = 0.0f;
+    var acc32: f32 = 0.0f;
+    var acc33: f32 = 0.0f;
+    var acc34: f32 = 0.0f;
+    var acc35: f32 = 0.0f;
+    var acc36: f32 = 0.0f;
+    var acc37: f32 = 0.0f;
+    var acc38: f32 = 0.0f;
+    var acc39: f32 = 0.0f;
+    var acc40: f32 = 0.0f;
+    var acc41: f32 = 0.0f;
+    var acc42: f32 = 0.0f;
+    var acc43: f32 = 0.0f;
+    var acc44: f32 = 0.0f;
+    var acc45: f32 = 0.0f;
+    var acc46: f32 = 0.0f;
+    var acc47: f32 = 0.0f;
+    var acc48: f32 = 0.0f;
+    var acc49: f32 = 0.0f;
+    var acc50: f32 = 0.0f;
+    var acc51: f32 = 0.0f;
+    var acc52: f32 = 0.0f;
+    var acc53: f32 = 0.0f;
+    var acc54: f32 = 0.0f;
+    var acc55: f32 = 0.0f;
+    var acc56: f32 = 0.0f;
+    var acc57: f32 = 0.0f;
+    var acc58: f32 = 0.0f;
+    var acc59: f32 = 0.0f;
+    var acc60: f32 = 0.0f;
+    var acc61: f32 = 0.0f;
+    var acc62: f32 = 0.0f;
+    var acc63: f32 = 0.0f;
+    var acc64: f32 = 0.0f;
+    var acc65: f32 = 0.0f;
+    var acc66: f32 = 0.0f;
+    var acc67: f32 = 0.0f;
+    var acc68: f32 = 0.0f;
+    var acc69: f32 = 0.0f;
+    var acc70: f32 = 0.0f;
+    var acc71: f32 = 0.0f;
+    var acc72: f32 = 0.0f;
+    var acc73: f32 = 0.0f;
+    var acc74: f32 = 0.0f;
+    var acc75: f32 = 0.0f;
+    var acc76: f32 = 0.0f;
+    var acc77: f32 = 0.0f;
+    var acc78: f32 = 0.0f;
+    var acc79: f32 = 0.0f;
+    var acc80: f32 = 0.0f;
+    var acc81: f32 = 0.0f;
+    let ak82: u32 = t0 & 7u;
+    let am83: u32 = t0 >> 3u;
+    let ar84: u32 = row1 + am83;
+    let ar85: u32 = row1 + (am83 + 32u);
+    let ar86: u32 = row1 + (am83 + 64u);
+    let ar87: u32 = row1 + (am83 + 96u);
+    let ab88: u32 = ar84 * 64u;
+    let ab89: u32 = ar85 * 64u;
+    let ab90: u32 = ar86 * 64u;
+    let ab91: u32 = ar87 * 64u;
+    let aok92: bool = ar84 < 64u;
+    let aok93: bool = ar85 < 64u;
+    let aok94: bool = ar86 < 64u;
+    let aok95: bool = ar87 < 64u;
+    let as96: u32 = ak82 * 128u + am83;
+    let bk97: u32 = t0 >> 7u;
+    let bn98: u32 = t0 & 127u;
+    let bok99: bool = bn98 < 64u;
+    if (aok92) {
+        a_tile[as96] = a[ab88 + ak82];
+    } else {
+        a_tile[as96] = 0.0f;
+    }
+    if (aok93) {
+        a_tile[as96 + 32u] = a[ab89 + ak82];
+    } else {
+        a_tile[as96 + 32u] = 0.0f;
+    }
+    if (aok94) {
+        a_tile[as96 + 64u] = a[ab90 + ak82];
+    } else {
+        a_tile[as96 + 64u] = 0.0f;
+    }
+    if (aok95) {
+        a_tile[as96 + 96u] = a[ab91 + ak82];
+    } else {
+        a_tile[as96 + 96u] = 0.0f;
+    }
+    let bi104: u32 = bk97 * 64u + bn98;
+    if (bok99) {
+        b_tile[t0] = b[bi104];
+    } else {
+        b_tile[t0] = 0.0f;
+    }
+    if (bok99) {
+        b_tile[t0 + 256u] = b[bi104 + 128u];
+    } else {
+        b_tile[t0 + 256u] = 0.0f;
+    }
+    if (bok99) {
+        b_tile[t0 + 512u] = b[bi104 + 256u];
+    } else {
+        b_tile[t0 + 512u] = 0.0f;
+    }
+    if (bok99) {
+        b_tile[t0 + 768u] = b[bi104 + 384u];
+    } else {
+        b_tile[t0 + 768u] = 0.0f;
+    }
+    workgroupBarrier();
+    let ly112: u32 = lid.y * 4u;
+    let lx113: u32 = lid.x * 4u;
+    for (var k0_114: u32 = 0u; k0_114 < 64u; k0_114 += 8u) {
+        let cur115: u32 = (k0_114 << 7u) & 1024u;
+        let nxt116: u32 = cur115 ^ 1024u;
+        let kn117: u32 = k0_114 + 8u;
+        if (kn117 < 64u) {
+            let ka118: u32 = kn117 + ak82;
+            let sa119: u32 = nxt116 + as96;
+            if (aok92) {
+                a_tile[sa119] = a[ab88 + ka118];
+            } else {
+                a_tile[sa119] = 0.0f;
+            }
+            if (aok93) {
+                a_tile[sa119 + 32u] = a[ab89 + ka118];
+            } else {
+                a_tile[sa119 + 32u] = 0.0f;
+            }
+            if (aok94) {
+                a_tile[sa119 + 64u] = a[ab90 + ka118];
+            } else {
+                a_tile[sa119 + 64u] = 0.0f;
+            }
+            if (aok95) {
+                a_tile[sa119 + 96u] = a[ab91 + ka118];
+            } else {
+                a_tile[sa119 + 96u] = 0.0f;
+            }
+            let kb124: u32 = kn117 + bk97;
+            let sb125: u32 = nxt116 + t0;
+            let bi126: u32 = kb124 * 64u + bn98;
+            if (bok99) {
+                b_tile[sb125] = b[bi126];
+            } else {
+                b_tile[sb125] = 0.0f;
+            }
+            if (bok99) {
+                b_tile[sb125 + 256u] = b[bi126 + 128u];
+            } else {
+                b_tile[sb125 + 256u] = 0.0f;
+            }
+            if (bok99) {
+                b_tile[sb125 + 512u] = b[bi126 + 256u];
+            } else {
+                b_tile[sb125 + 512u] = 0.0f;
+            }
+            if (bok99) {
+                b_tile[sb125 + 768u] = b[bi126 + 384u];
+            } else {
+                b_tile[sb125 + 768u] = 0.0f;
+            }
         }
+        let ra134: u32 = cur115 + ly112;
+        let rb135: u32 = cur115 + lx113;
+        let a136: f32 = a_tile[ra134];
+        let a137: f32 = a_tile[ra134 + 1u];
+        let a138: f32 = a_tile[ra134 + 2u];
+        let a139: f32 = a_tile[ra134 + 3u];
+        let a140: f32 = a_tile[ra134 + 64u];
+        let a141: f32 = a_tile[ra134 + 64u + 1u];
+        let a142: f32 = a_tile[ra134 + 64u + 2u];
+        let a143: f32 = a_tile[ra134 + 64u + 3u];
+        let b144: f32 = b_tile[rb135];
+        let b145: f32 = b_tile[rb135 + 1u];
+        let b146: f32 = b_tile[rb135 + 2u];
+        let b147: f32 = b_tile[rb135 + 3u];
+        let b148: f32 = b_tile[rb135 + 64u];
+        let b149: f32 = b_tile[rb135 + 64u + 1u];
+        let b150: f32 = b_tile[rb135 + 64u + 2u];
+        let b151: f32 = b_tile[rb135 + 64u + 3u];
+        acc18 = fma(a136, b144, acc18);
+        acc19 = fma(a136, b145, acc19);
+        acc20 = fma(a136, b146, acc20);
+        acc21 = fma(a136, b147, acc21);
+        acc22 = fma(a136, b148, acc22);
+        acc23 = fma(a136, b149, acc23);
+        acc24 = fma(a136, b150, acc24);
+        acc25 = fma(a136, b151, acc25);
+        acc26 = fma(a137, b144, acc26);
+        acc27 = fma(a137, b145, acc27);
+        acc28 = fma(a137, b146, acc28);
+        acc29 = fma(a137, b147, acc29);
+        acc30 = fma(a137, b148, acc30);
+        acc31 = fma(a137, b149, acc31);
+        acc32 = fma(a137, b150, acc32);
+        acc33 = fma(a137, b151, acc33);
+        acc34 = fma(a138, b144, acc34);
+        acc35 = fma(a138, b145, acc35);
+        acc36 = fma(a138, b146, acc36);
+        acc37 = fma(a138, b147, acc37);
+        acc38 = fma(a138, b148, acc38);
+        acc39 = fma(a138, b149, acc39);
+        acc40 = fma(a138, b150, acc40);
+        acc41 = fma(a138, b151, acc41);
+        acc42 = fma(a139, b144, acc42);
+        acc43 = fma(a139, b145, acc43);
+        acc44 = fma(a139, b146, acc44);
+        acc45 = fma(a139, b147, acc45);
+        acc46 = fma(a139, b148, acc46);
+        acc47 = fma(a139, b149, acc47);
+        acc48 = fma(a139, b150, acc48);
+        acc49 = fma(a139, b151, acc49);
+        acc50 = fma(a140, b144, acc50);
+        acc51 = fma(a140, b145, acc51);
+        acc52 = fma(a140, b146, acc52);
+        acc53 = fma(a140, b147, acc53);
+        acc54 = fma(a140, b148, acc54);
+        acc55 = fma(a140, b149, acc55);
+        acc56 = fma(a140, b150, acc56);
+        acc57 = fma(a140, b151, acc57);
+        acc58 = fma(a141, b144, acc58);
+        acc59 = fma(a141, b145, acc59);
+        acc60 = fma(a141, b146, acc60);
+        acc61 = fma(a141, b147, acc61);
+        acc62 = fma(a141, b148, acc62);
+        acc63 = fma(a141, b149, acc63);
+        acc64 = fma(a141, b150, acc64);
+        acc65 = fma(a141, b151, acc65);
+        acc66 = fma(a142, b144, acc66);
+        acc67 = fma(a142, b145, acc67);
+        acc68 = fma(a142, b146, acc68);
+        acc69 = fma(a142, b147, acc69);
+        acc70 = fma(a142, b148, acc70);
+        acc71 = fma(a142, b149, acc71);
+        acc72 = fma(a142, b150, acc72);
+        acc73 = fma(a142, b151, acc73);
+        acc74 = fma(a143, b144, acc74);
+        acc75 = fma(a143, b145, acc75);
+        acc76 = fma(a143, b146, acc76);
+        acc77 = fma(a143, b147, acc77);
+        acc78 = fma(a143, b148, acc78);
+        acc79 = fma(a143, b149, acc79);
+        acc80 = fma(a143, b150, acc80);
+        acc81 = fma(a143, b151, acc81);
+        let a152: f32 = a_tile[ra134 + 128u];
+        let a153: f32 = a_tile[ra134 + 128u + 1u];
+        let a154: f32 = a_tile[ra134 + 128u + 2u];
+        let a155: f32 = a_tile[ra134 + 128u + 3u];
+        let a156: f32 = a_tile[ra134 + 192u];
+        let a157: f32 = a_tile[ra134 + 192u + 1u];
+        let a158: f32 = a_tile[ra134 + 192u + 2u];
+        let a159: f32 = a_tile[ra134 + 192u + 3u];
+        let b160: f32 = b_tile[rb135 + 128u];
+        let b161: f32 = b_tile[rb135 + 128u + 1u];
+        let b162: f32 = b_tile[rb135 + 128u + 2u];
+        let b163: f32 = b_tile[rb135 + 128u + 3u];
+        let b164: f32 = b_tile[rb135 + 192u];
+        let b165: f32 = b_tile[rb135 + 192u + 1u];
+        let b166: f32 = b_tile[rb135 + 192u + 2u];
+        let b167: f32 = b_tile[rb135 + 192u + 3u];
+        acc18 = fma(a152, b160, acc18);
+        acc19 = fma(a152, b161, acc19);
+        acc20 = fma(a152, b162, acc20);
+        acc21 = fma(a152, b163, acc21);
+        acc22 = fma(a152, b164, acc22);
+        acc23 = fma(a152, b165, acc23);
+        acc24 = fma(a152, b166, acc24);
+        acc25 = fma(a152, b167, acc25);
+        acc26 = fma(a153, b160, acc26);
+        acc27 = fma(a153, b161, acc27);
+        acc28 = fma(a153, b162, acc28);
+        acc29 = fma(a153, b163, acc29);
+        acc30 = fma(a153, b164, acc30);
+        acc31 = fma(a153, b165, acc31);
+        acc32 = fma(a153, b166, acc32);
+        acc33 = fma(a153, b167, acc33);
+        acc34 = fma(a154, b160, acc34);
+        acc35 = fma(a154, b161, acc35);
+        acc36 = fma(a154, b162, acc36);
+        acc37 = fma(a154, b163, acc37);
+        acc38 = fma(a154, b164, acc38);
+        acc39 = fma(a154, b165, acc39);
+        acc40 = fma(a154, b166, acc40);
+        acc41 = fma(a154, b167, acc41);
+        acc42 = fma(a155, b160, acc42);
+        acc43 = fma(a155, b161, acc43);
+        acc44 = fma(a155, b162, acc44);
+        acc45 = fma(a155, b163, acc45);
+        acc46 = fma(a155, b164, acc46);
+        acc47 = fma(a155, b165, acc47);
+        acc48 = fma(a155, b166, acc48);
+        acc49 = fma(a155, b167, acc49);
+        acc50 = fma(a156, b160, acc50);
+        acc51 = fma(a156, b161, acc51);
+        acc52 = fma(a156, b162, acc52);
+        acc53 = fma(a156, b163, acc53);
+        acc54 = fma(a156, b164, acc54);
+        acc55 = fma(a156, b165, acc55);
+        acc56 = fma(a156, b166, acc56);
+        acc57 = fma(a156, b167, acc57);
+        acc58 = fma(a157, b160, acc58);
+        acc59 = fma(a157, b161, acc59);
+        acc60 = fma(a157, b162, acc60);
+        acc61 = fma(a157, b163, acc61);
+        acc62 = fma(a157, b164, acc62);
+        acc63 = fma(a157, b165, acc63);
+        acc64 = fma(a157, b166, acc64);
+        acc65 = fma(a157, b167, acc65);
+        acc66 = fma(a158, b160, acc66);
+        acc67 = fma(a158, b161, acc67);
+        acc68 = fma(a158, b162, acc68);
+        acc69 = fma(a158, b163, acc69);
+        acc70 = fma(a158, b164, acc70);
+        acc71 = fma(a158, b165, acc71);
+        acc72 = fma(a158, b166, acc72);
+        acc73 = fma(a158, b167, acc73);
+        acc74 = fma(a159, b160, acc74);
+        acc75 = fma(a159, b161, acc75);
+        acc76 = fma(a159, b162, acc76);
+        acc77 = fma(a159, b163, acc77);
+        acc78 = fma(a159, b164, acc78);
+        acc79 = fma(a159, b165, acc79);
+        acc80 = fma(a159, b166, acc80);
+        acc81 = fma(a159, b167, acc81);
+        let a168: f32 = a_tile[ra134 + 256u];
+        let a169: f32 = a_tile[ra134 + 256u + 1u];
+        let a170: f32 = a_tile[ra134 + 256u + 2u];
+        let a171: f32 = a_tile[ra134 + 256u + 3u];
+        let a172: f32 = a_tile[ra134 + 320u];
+        let a173: f32 = a_tile[ra134 + 320u + 1u];
+        let a174: f32 = a_tile[ra134 + 320u + 2u];
+        let a175: f32 = a_tile[ra134 + 320u + 3u];
+        let b176: f32 = b_tile[rb135 + 256u];
+        let b177: f32 = b_tile[rb135 + 256u + 1u];
+        let b178: f32 = b_tile[rb135 + 256u + 2u];
+        let b179: f32 = b_tile[rb135 + 256u + 3u];
+        let b180: f32 = b_tile[rb135 + 320u];
+        let b181: f32 = b_tile[rb135 + 320u + 1u];
+        let b182: f32 = b_tile[rb135 + 320u + 2u];
+        let b183: f32 = b_tile[rb135 + 320u + 3u];
+        acc18 = fma(a168, b176, acc18);
+        acc19 = fma(a168, b177, acc19);
+        acc20 = fma(a168, b178, acc20);
+        acc21 = fma(a168, b179, acc21);
+        acc22 = fma(a168, b180, acc22);
+        acc23 = fma(a168, b181, acc23);
+        acc24 = fma(a168, b182, acc24);
+        acc25 = fma(a168, b183, acc25);
+        acc26 = fma(a169, b176, acc26);
+        acc27 = fma(a169, b177, acc27);
+        acc28 = fma(a169, b178, acc28);
+        acc29 = fma(a169, b179, acc29);
+        acc30 = fma(a169, b180, acc30);
+        acc31 = fma(a169, b181, acc31);
+        acc32 = fma(a169, b182, acc32);
+        acc33 = fma(a169, b183, acc33);
+        acc34 = fma(a170, b176, acc34);
+        acc35 = fma(a170, b177, acc35);
+        acc36 = fma(a170, b178, acc36);
+        acc37 = fma(a170, b179, acc37);
+        acc38 = fma(a170, b180, acc38);
+        acc39 = fma(a170, b181, acc39);
+        acc40 = fma(a170, b182, acc40);
+        acc41 = fma(a170, b183, acc41);
+        acc42 = fma(a171, b176, acc42);
+        acc43 = fma(a171, b177, acc43);
+        acc44 = fma(a171, b178, acc44);
+        acc45 = fma(a171, b179, acc45);
+        acc46 = fma(a171, b180, acc46);
+        acc47 = fma(a171, b181, acc47);
+        acc48 = fma(a171, b182, acc48);
+        acc49 = fma(a171, b183, acc49);
+        acc50 = fma(a172, b176, acc50);
+        acc51 = fma(a172, b177, acc51);
+        acc52 = fma(a172, b178, acc52);
+        acc53 = fma(a172, b179, acc53);
+        acc54 = fma(a172, b180, acc54);
+        acc55 = fma(a172, b181, acc55);
+        acc56 = fma(a172, b182, acc56);
+        acc57 = fma(a172, b183, acc57);
+        acc58 = fma(a173, b176, acc58);
+        acc59 = fma(a173, b177, acc59);
+        acc60 = fma(a173, b178, acc60);
+        acc61 = fma(a173, b179, acc61);
+        acc62 = fma(a173, b180, acc62);
+        acc63 = fma(a173, b181, acc63);
+        acc64 = fma(a173, b182, acc64);
+        acc65 = fma(a173, b183, acc65);
+        acc66 = fma(a174, b176, acc66);
+        acc67 = fma(a174, b177, acc67);
+        acc68 = fma(a174, b178, acc68);
+        acc69 = fma(a174, b179, acc69);
+        acc70 = fma(a174, b180, acc70);
+        acc71 = fma(a174, b181, acc71);
+        acc72 = fma(a174, b182, acc72);
+        acc73 = fma(a174, b183, acc73);
+        acc74 = fma(a175, b176, acc74);
+        acc75 = fma(a175, b177, acc75);
+        acc76 = fma(a175, b178, acc76);
+        acc77 = fma(a175, b179, acc77);
+        acc78 = fma(a175, b180, acc78);
+        acc79 = fma(a175, b181, acc79);
+        acc80 = fma(a175, b182, acc80);
+        acc81 = fma(a175, b183, acc81);
+        let a184: f32 = a_tile[ra134 + 384u];
+        let a185: f32 = a_tile[ra134 + 384u + 1u];
+        let a186: f32 = a_tile[ra134 + 384u + 2u];
+        let a187: f32 = a_tile[ra134 + 384u + 3u];
+        let a188: f32 = a_tile[ra134 + 448u];
+        let a189: f32 = a_tile[ra134 + 448u + 1u];
+        let a190: f32 = a_tile[ra134 + 448u + 2u];
+        let a191: f32 = a_tile[ra134 + 448u + 3u];
+        let b192: f32 = b_tile[rb135 + 384u];
+        let b193: f32 = b_tile[rb135 + 384u + 1u];
+        let b194: f32 = b_tile[rb135 + 384u + 2u];
+        let b195: f32 = b_tile[rb135 + 384u + 3u];
+        let b196: f32 = b_tile[rb135 + 448u];
+        let b197: f32 = b_tile[rb135 + 448u + 1u];
+        let b198: f32 = b_tile[rb135 + 448u + 2u];
+        let b199: f32 = b_tile[rb135 + 448u + 3u];
+        acc18 = fma(a184, b192, acc18);
+        acc19 = fma(a184, b193, acc19);
+        acc20 = fma(a184, b194, acc20);
+        acc21 = fma(a184, b195, acc21);
+        acc22 = fma(a184, b196, acc22);
+        acc23 = fma(a184, b197, acc23);
+        acc24 = fma(a184, b198, acc24);
+        acc25 = fma(a184, b199, acc25);
+        acc26 = fma(a185, b192, acc26);
+        acc27 = fma(a185, b193, acc27);
+        acc28 = fma(a185, b194, acc28);
+        acc29 = fma(a185, b195, acc29);
+        acc30 = fma(a185, b196, acc30);
+        acc31 = fma(a185, b197, acc31);
+        acc32 = fma(a185, b198, acc32);
+        acc33 = fma(a185, b199, acc33);
+        acc34 = fma(a186, b192, acc34);
+        acc35 = fma(a186, b193, acc35);
+        acc36 = fma(a186, b194, acc36);
+        acc37 = fma(a186, b195, acc37);
+        acc38 = fma(a186, b196, acc38);
+        acc39 = fma(a186, b197, acc39);
+        acc40 = fma(a186, b198, acc40);
+        acc41 = fma(a186, b199, acc41);
+        acc42 = fma(a187, b192, acc42);
+        acc43 = fma(a187, b193, acc43);
+        acc44 = fma(a187, b194, acc44);
+        acc45 = fma(a187, b195, acc45);
+        acc46 = fma(a187, b196, acc46);
+        acc47 = fma(a187, b197, acc47);
+        acc48 = fma(a187, b198, acc48);
+        acc49 = fma(a187, b199, acc49);
+        acc50 = fma(a188, b192, acc50);
+        acc51 = fma(a188, b193, acc51);
+        acc52 = fma(a188, b194, acc52);
+        acc53 = fma(a188, b195, acc53);
+        acc54 = fma(a188, b196, acc54);
+        acc55 = fma(a188, b197, acc55);
+        acc56 = fma(a188, b198, acc56);
+        acc57 = fma(a188, b199, acc57);
+        acc58 = fma(a189, b192, acc58);
+        acc59 = fma(a189, b193, acc59);
+        acc60 = fma(a189, b194, acc60);
+        acc61 = fma(a189, b195, acc61);
+        acc62 = fma(a189, b196, acc62);
+        acc63 = fma(a189, b197, acc63);
+        acc64 = fma(a189, b198, acc64);
+        acc65 = fma(a189, b199, acc65);
+        acc66 = fma(a190, b192, acc66);
+        acc67 = fma(a190, b193, acc67);
+        acc68 = fma(a190, b194, acc68);
+        acc69 = fma(a190, b195, acc69);
+        acc70 = fma(a190, b196, acc70);
+        acc71 = fma(a190, b197, acc71);
+        acc72 = fma(a190, b198, acc72);
+        acc73 = fma(a190, b199, acc73);
+        acc74 = fma(a191, b192, acc74);
+        acc75 = fma(a191, b193, acc75);
+        acc76 = fma(a191, b194, acc76);
+        acc77 = fma(a191, b195, acc77);
+        acc78 = fma(a191, b196, acc78);
+        acc79 = fma(a191, b197, acc79);
+        acc80 = fma(a191, b198, acc80);
+        acc81 = fma(a191, b199, acc81);
+        let a200: f32 = a_tile[ra134 + 512u];
+        let a201: f32 = a_tile[ra134 + 512u + 1u];
+        let a202: f32 = a_tile[ra134 + 512u + 2u];
+        let a203: f32 = a_tile[ra134 + 512u + 3u];
+        let a204: f32 = a_tile[ra134 + 576u];
+        let a205: f32 = a_tile[ra134 + 576u + 1u];
+        let a206: f32 = a_tile[ra134 + 576u + 2u];
+        let a207: f32 = a_tile[ra134 + 576u + 3u];
+        let b208: f32 = b_tile[rb135 + 512u];
+        let b209: f32 = b_tile[rb135 + 512u + 1u];
+        let b210: f32 = b_tile[rb135 + 512u + 2u];
+        let b211: f32 = b_tile[rb135 + 512u + 3u];
+        let b212: f32 = b_tile[rb135 + 576u];
+        let b213: f32 = b_tile[rb135 + 576u + 1u];
+        let b214: f32 = b_tile[rb135 + 576u + 2u];
+        let b215: f32 = b_tile[rb135 + 576u + 3u];
+        acc18 = fma(a200, b208, acc18);
+        acc19 = fma(a200, b209, acc19);
+        acc20 = fma(a200, b210, acc20);
+        acc21 = fma(a200, b211, acc21);
+        acc22 = fma(a200, b212, acc22);
+        acc23 = fma(a200, b213, acc23);
+        acc24 = fma(a200, b214, acc24);
+        acc25 = fma(a200, b215, acc25);
+        acc26 = fma(a201, b208, acc26);
+        acc27 = fma(a201, b209, acc27);
+        acc28 = fma(a201, b210, acc28);
+        acc29 = fma(a201, b211, acc29);
+        acc30 = fma(a201, b212, acc30);
+        acc31 = fma(a201, b213, acc31);
+        acc32 = fma(a201, b214, acc32);
+        acc33 = fma(a201, b215, acc33);
+        acc34 = fma(a202, b208, acc34);
+        acc35 = fma(a202, b209, acc35);
+        acc36 = fma(a202, b210, acc36);
+        acc37 = fma(a202, b211, acc37);
+        acc38 = fma(a202, b212, acc38);
+        acc39 = fma(a202, b213, acc39);
+        acc40 = fma(a202, b214, acc40);
+        acc41 = fma(a202, b215, acc41);
+        acc42 = fma(a203, b208, acc42);
+        acc43 = fma(a203, b209, acc43);
+        acc44 = fma(a203, b210, acc44);
+        acc45 = fma(a203, b211, acc45);
+        acc46 = fma(a203, b212, acc46);
+        acc47 = fma(a203, b213, acc47);
+        acc48 = fma(a203, b214, acc48);
+        acc49 = fma(a203, b215, acc49);
+        acc50 = fma(a204, b208, acc50);
+        acc51 = fma(a204, b209, acc51);
+        acc52 = fma(a204, b210, acc52);
+        acc53 = fma(a204, b211, acc53);
+        acc54 = fma(a204, b212, acc54);
+        acc55 = fma(a204, b213, acc55);
+        acc56 = fma(a204, b214, acc56);
+        acc57 = fma(a204, b215, acc57);
+        acc58 = fma(a205, b208, acc58);
+        acc59 = fma(a205, b209, acc59);
+        acc60 = fma(a205, b210, acc60);
+        acc61 = fma(a205, b211, acc61);
+        acc62 = fma(a205, b212, acc62);
+        acc63 = fma(a205, b213, acc63);
+        acc64 = fma(a205, b214, acc64);
+        acc65 = fma(a205, b215, acc65);
+        acc66 = fma(a206, b208, acc66);
+        acc67 = fma(a206, b209, acc67);
+        acc68 = fma(a206, b210, acc68);
+        acc69 = fma(a206, b211, acc69);
+        acc70 = fma(a206, b212, acc70);
+        acc71 = fma(a206, b213, acc71);
+        acc72 = fma(a206, b214, acc72);
+        acc73 = fma(a206, b215, acc73);
+        acc74 = fma(a207, b208, acc74);
+        acc75 = fma(a207, b209, acc75);
+        acc76 = fma(a207, b210, acc76);
+        acc77 = fma(a207, b211, acc77);
+        acc78 = fma(a207, b212, acc78);
+        acc79 = fma(a207, b213, acc79);
+        acc80 = fma(a207, b214, acc80);
+        acc81 = fma(a207, b215, acc81);
+        let a216: f32 = a_tile[ra134 + 640u];
+        let a217: f32 = a_tile[ra134 + 640u + 1u];
+        let a218: f32 = a_tile[ra134 + 640u + 2u];
+        let a219: f32 = a_tile[ra134 + 640u + 3u];
+        let a220: f32 = a_tile[ra134 + 704u];
+        let a221: f32 = a_tile[ra134 + 704u + 1u];
+        let a222: f32 = a_tile[ra134 + 704u + 2u];
+        let a223: f32 = a_tile[ra134 + 704u + 3u];
+        let b224: f32 = b_tile[rb135 + 640u];
+        let b225: f32 = b_tile[rb135 + 640u + 1u];
+        let b226: f32 = b_tile[rb135 + 640u + 2u];
+        let b227: f32 = b_tile[rb135 + 640u + 3u];
+        let b228: f32 = b_tile[rb135 + 704u];
+        let b229: f32 = b_tile[rb135 + 704u + 1u];
+        let b230: f32 = b_tile[rb135 + 704u + 2u];
+        let b231: f32 = b_tile[rb135 + 704u + 3u];
+        acc18 = fma(a216, b224, acc18);
+        acc19 = fma(a216, b225, acc19);
+        acc20 = fma(a216, b226, acc20);
+        acc21 = fma(a216, b227, acc21);
+        acc22 = fma(a216, b228, acc22);
+        acc23 = fma(a216, b229, acc23);
+        acc24 = fma(a216, b230, acc24);
+        acc25 = fma(a216, b231, acc25);
+        acc26 = fma(a217, b224, acc26);
+        acc27 = fma(a217, b225, acc27);
+        acc28 = fma(a217, b226, acc28);
+        acc29 = fma(a217, b227, acc29);
+        acc30 = fma(a217, b228, acc30);
+        acc31 = fma(a217, b229, acc31);
+        acc32 = fma(a217, b230, acc32);
+        acc33 = fma(a217, b231, acc33);
+        acc34 = fma(a218, b224, acc34);
+        acc35 = fma(a218, b225, acc35);
+        acc36 = fma(a218, b226, acc36);
+        acc37 = fma(a218, b227, acc37);
+        acc38 = fma(a218, b228, acc38);
+        acc39 = fma(a218, b229, acc39);
+        acc40 = fma(a218, b230, acc40);
+        acc41 = fma(a218, b231, acc41);
+        acc42 = fma(a219, b224, acc42);
+        acc43 = fma(a219, b225, acc43);
+        acc44 = fma(a219, b226, acc44);
+        acc45 = fma(a219, b227, acc45);
+        acc46 = fma(a219, b228, acc46);
+        acc47 = fma(a219, b229, acc47);
+        acc48 = fma(a219, b230, acc48);
+        acc49 = fma(a219, b231, acc49);
+        acc50 = fma(a220, b224, acc50);
+        acc51 = fma(a220, b225, acc51);
+        acc52 = fma(a220, b226, acc52);
+        acc53 = fma(a220, b227, acc53);
+        acc54 = fma(a220, b228, acc54);
+        acc55 = fma(a220, b229, acc55);
+        acc56 = fma(a220, b230, acc56);
+        acc57 = fma(a220, b231, acc57);
+        acc58 = fma(a221, b224, acc58);
+        acc59 = fma(a221, b225, acc59);
+        acc60 = fma(a221, b226, acc60);
+        acc61 = fma(a221, b227, acc61);
+        acc62 = fma(a221, b228, acc62);
+        acc63 = fma(a221, b229, acc63);
+        acc64 = fma(a221, b230, acc64);
+        acc65 = fma(a221, b231, acc65);
+        acc66 = fma(a222, b224, acc66);
+        acc67 = fma(a222, b225, acc67);
+        acc68 = fma(a222, b226, acc68);
+        acc69 = fma(a222, b227, acc69);
+        acc70 = fma(a222, b228, acc70);
+        acc71 = fma(a222, b229, acc71);
+        acc72 = fma(a222, b230, acc72);
+        acc73 = fma(a222, b231, acc73);
+        acc74 = fma(a223, b224, acc74);
+        acc75 = fma(a223, b225, acc75);
+        acc76 = fma(a223, b226, acc76);
+        acc77 = fma(a223, b227, acc77);
+        acc78 = fma(a223, b228, acc78);
+        acc79 = fma(a223, b229, acc79);
+        acc80 = fma(a223, b230, acc80);
+        acc81 = fma(a223, b231, acc81);
+        let a232: f32 = a_tile[ra134 + 768u];
+        let a233: f32 = a_tile[ra134 + 768u + 1u];
+        let a234: f32 = a_tile[ra134 + 768u + 2u];
+        let a235: f32 = a_tile[ra134 + 768u + 3u];
+        let a236: f32 = a_tile[ra134 + 832u];
+        let a237: f32 = a_tile[ra134 + 832u + 1u];
+        let a238: f32 = a_tile[ra134 + 832u + 2u];
+        let a239: f32 = a_tile[ra134 + 832u + 3u];
+        let b240: f32 = b_tile[rb135 + 768u];
+        let b241: f32 = b_tile[rb135 + 768u + 1u];
+        let b242: f32 = b_tile[rb135 + 768u + 2u];
+        let b243: f32 = b_tile[rb135 + 768u + 3u];
+        let b244: f32 = b_tile[rb135 + 832u];
+        let b245: f32 = b_tile[rb135 + 832u + 1u];
+        let b246: f32 = b_tile[rb135 + 832u + 2u];
+        let b247: f32 = b_tile[rb135 + 832u + 3u];
+        acc18 = fma(a232, b240, acc18);
+        acc19 = fma(a232, b241, acc19);
+        acc20 = fma(a232, b242, acc20);
+        acc21 = fma(a232, b243, acc21);
+        acc22 = fma(a232, b244, acc22);
+        acc23 = fma(a232, b245, acc23);
+        acc24 = fma(a232, b246, acc24);
+        acc25 = fma(a232, b247, acc25);
+        acc26 = fma(a233, b240, acc26);
+        acc27 = fma(a233, b241, acc27);
+        acc28 = fma(a233, b242, acc28);
+        acc29 = fma(a233, b243, acc29);
+        acc30 = fma(a233, b244, acc30);
+        acc31 = fma(a233, b245, acc31);
+        acc32 = fma(a233, b246, acc32);
+        acc33 = fma(a233, b247, acc33);
+        acc34 = fma(a234, b240, acc34);
+        acc35 = fma(a234, b241, acc35);
+        acc36 = fma(a234, b242, acc36);
+        acc37 = fma(a234, b243, acc37);
+        acc38 = fma(a234, b244, acc38);
+        acc39 = fma(a234, b245, acc39);
+        acc40 = fma(a234, b246, acc40);
+        acc41 = fma(a234, b247, acc41);
+        acc42 = fma(a235, b240, acc42);
+        acc43 = fma(a235, b241, acc43);
+        acc44 = fma(a235, b242, acc44);
+        acc45 = fma(a235, b243, acc45);
+        acc46 = fma(a235, b244, acc46);
+        acc47 = fma(a235, b245, acc47);
+        acc48 = fma(a235, b246, acc48);
+        acc49 = fma(a235, b247, acc49);
+        acc50 = fma(a236, b240, acc50);
+        acc51 = fma(a236, b241, acc51);
+        acc52 = fma(a236, b242, acc52);
+        acc53 = fma(a236, b243, acc53);
+        acc54 = fma(a236, b244, acc54);
+        acc55 = fma(a236, b245, acc55);
+        acc56 = fma(a236, b246, acc56);
+        acc57 = fma(a236, b247, acc57);
+        acc58 = fma(a237, b240, acc58);
+        acc59 = fma(a237, b241, acc59);
+        acc60 = fma(a237, b242, acc60);
+        acc61 = fma(a237, b243, acc61);
+        acc62 = fma(a237, b244, acc62);
+        acc63 = fma(a237, b245, acc63);
+        acc64 = fma(a237, b246, acc64);
+        acc65 = fma(a237, b247, acc65);
+        acc66 = fma(a238, b240, acc66);
+        acc67 = fma(a238, b241, acc67);
+        acc68 = fma(a238, b242, acc68);
+        acc69 = fma(a238, b243, acc69);
+        acc70 = fma(a238, b244, acc70);
+        acc71 = fma(a238, b245, acc71);
+        acc72 = fma(a238, b246, acc72);
+        acc73 = fma(a238, b247, acc73);
+        acc74 = fma(a239, b240, acc74);
+        acc75 = fma(a239, b241, acc75);
+        acc76 = fma(a239, b242, acc76);
+        acc77 = fma(a239, b243, acc77);
+        acc78 = fma(a239, b244, acc78);
+        acc79 = fma(a239, b245, acc79);
+        acc80 = fma(a239, b246, acc80);
+        acc81 = fma(a239, b247, acc81);
+        let a248: f32 = a_tile[ra134 + 896u];
+        let a249: f32 = a_tile[ra134 + 896u + 1u];
+        let a250: f32 = a_tile[ra134 + 896u + 2u];
+        let a251: f32 = a_tile[ra134 + 896u + 3u];
+        let a252: f32 = a_tile[ra134 + 960u];
+        let a253: f32 = a_tile[ra134 + 960u + 1u];
+        let a254: f32 = a_tile[ra134 + 960u + 2u];
+        let a255: f32 = a_tile[ra134 + 960u + 3u];
+        let b256: f32 = b_tile[rb135 + 896u];
+        let b257: f32 = b_tile[rb135 + 896u + 1u];
+        let b258: f32 = b_tile[rb135 + 896u + 2u];
+        let b259: f32 = b_tile[rb135 + 896u + 3u];
+        let b260: f32 = b_tile[rb135 + 960u];
+        let b261: f32 = b_tile[rb135 + 960u + 1u];
+        let b262: f32 = b_tile[rb135 + 960u + 2u];
+        let b263: f32 = b_tile[rb135 + 960u + 3u];
+        acc18 = fma(a248, b256, acc18);
+        acc19 = fma(a248, b257, acc19);
+        acc20 = fma(a248, b258, acc20);
+        acc21 = fma(a248, b259, acc21);
+        acc22 = fma(a248, b260, acc22);
+        acc23 = fma(a248, b261, acc23);
+        acc24 = fma(a248, b262, acc24);
+        acc25 = fma(a248, b263, acc25);
+        acc26 = fma(a249, b256, acc26);
+        acc27 = fma(a249, b257, acc27);
+        acc28 = fma(a249, b258, acc28);
+        acc29 = fma(a249, b259, acc29);
+        acc30 = fma(a249, b260, acc30);
+        acc31 = fma(a249, b261, acc31);
+        acc32 = fma(a249, b262, acc32);
+        acc33 = fma(a249, b263, acc33);
+        acc34 = fma(a250, b256, acc34);
+        acc35 = fma(a250, b257, acc35);
+        acc36 = fma(a250, b258, acc36);
+        acc37 = fma(a250, b259, acc37);
+        acc38 = fma(a250, b260, acc38);
+        acc39 = fma(a250, b261, acc39);
+        acc40 = fma(a250, b262, acc40);
+        acc41 = fma(a250, b263, acc41);
+        acc42 = fma(a251, b256, acc42);
+        acc43 = fma(a251, b257, acc43);
+        acc44 = fma(a251, b258, acc44);
+        acc45 = fma(a251, b259, acc45);
+        acc46 = fma(a251, b260, acc46);
+        acc47 = fma(a251, b261, acc47);
+        acc48 = fma(a251, b262, acc48);
+        acc49 = fma(a251, b263, acc49);
+        acc50 = fma(a252, b256, acc50);
+        acc51 = fma(a252, b257, acc51);
+        acc52 = fma(a252, b258, acc52);
+        acc53 = fma(a252, b259, acc53);
+        acc54 = fma(a252, b260, acc54);
+        acc55 = fma(a252, b261, acc55);
+        acc56 = fma(a252, b262, acc56);
+        acc57 = fma(a252, b263, acc57);
+        acc58 = fma(a253, b256, acc58);
+        acc59 = fma(a253, b257, acc59);
+        acc60 = fma(a253, b258, acc60);
+        acc61 = fma(a253, b259, acc61);
+        acc62 = fma(a253, b260, acc62);
+        acc63 = fma(a253, b261, acc63);
+        acc64 = fma(a253, b262, acc64);
+        acc65 = fma(a253, b263, acc65);
+        acc66 = fma(a254, b256, acc66);
+        acc67 = fma(a254, b257, acc67);
+        acc68 = fma(a254, b258, acc68);
+        acc69 = fma(a254, b259, acc69);
+        acc70 = fma(a254, b260, acc70);
+        acc71 = fma(a254, b261, acc71);
+        acc72 = fma(a254, b262, acc72);
+        acc73 = fma(a254, b263, acc73);
+        acc74 = fma(a255, b256, acc74);
+        acc75 = fma(a255, b257, acc75);
+        acc76 = fma(a255, b258, acc76);
+        acc77 = fma(a255, b259, acc77);
+        acc78 = fma(a255, b260, acc78);
+        acc79 = fma(a255, b261, acc79);
+        acc80 = fma(a255, b262, acc80);
+        acc81 = fma(a255, b263, acc81);
         workgroupBarrier();
     }
-    let i52: u32 = row1 * 64u + lid.x;
-    out[i52] = acc8;
-    let i53: u32 = row1 * 64u + col5;
-    out[i53] = acc9;
-    let i54: u32 = row1 * 64u + col6;
-    out[i54] = acc10;
-    let i55: u32 = row1 * 64u + col7;
-    out[i55] = acc11;
-    let i56: u32 = row2 * 64u + lid.x;
-    out[i56] = acc12;
-    let i57: u32 = row2 * 64u + col5;
-    out[i57] = acc13;
-    let i58: u32 = row2 * 64u + col6;
-    out[i58] = acc14;
-    let i59: u32 = row2 * 64u + col7;
-    out[i59] = acc15;
-    let i60: u32 = row3 * 64u + lid.x;
-    out[i60] = acc16;
-    let i61: u32 = row3 * 64u + col5;
-    out[i61] = acc17;
-    let i62: u32 = row3 * 64u + col6;
-    out[i62] = acc18;
-    let i63: u32 = row3 * 64u + col7;
-    out[i63] = acc19;
-    let i64: u32 = row4 * 64u + lid.x;
-    out[i64] = acc20;
-    let i65: u32 = row4 * 64u + col5;
-    out[i65] = acc21;
-    let i66: u32 = row4 * 64u + col6;
-    out[i66] = acc22;
-    let i67: u32 = row4 * 64u + col7;
-    out[i67] = acc23;
+    if ((row2 < 64u) && (col10 < 64u)) {
+        let i264: u32 = row2 * 64u + col10;
+        out[i264] = acc18;
+    }
+    if ((row2 < 64u) && (col11 < 64u)) {
+        let i265: u32 = row2 * 64u + col11;
+        out[i265] = acc19;
+    }
+    if ((row2 < 64u) && (col12 < 64u)) {
+        let i266: u32 = row2 * 64u + col12;
+        out[i266] = acc20;
+    }
+    if ((row2 < 64u) && (col13 < 64u)) {
+        let i267: u32 = row2 * 64u + col13;
+        out[i267] = acc21;
+    }
+    if ((row2 < 64u) && (col14 < 64u)) {
+        let i268: u32 = row2 * 64u + col14;
+        out[i268] = acc22;
+    }
+    if ((row2 < 64u) && (col15 < 64u)) {
+        let i269: u32 = row2 * 64u + col15;
+        out[i269] = acc23;
+    }
+    if ((row2 < 64u) && (col16 < 64u)) {
+        let i270: u32 = row2 * 64u + col16;
+        out[i270] = acc24;
+    }
+    if ((row2 < 64u) && (col17 < 64u)) {
+        let i271: u32 = row2 * 64u + col17;
+        out[i271] = acc25;
+    }
+    if ((row3 < 64u) && (col10 < 64u)) {
+        let i272: u32 = row3 * 64u + col10;
+        out[i272] = acc26;
+    }
+    if ((row3 < 64u) && (col11 < 64u)) {
+        let i273: u32 = row3 * 64u + col11;
+        out[i273] = acc27;
+    }
+    if ((row3 < 64u) && (col12 < 64u)) {
+        let i274: u32 = row3 * 64u + col12;
+        out[i274] = acc28;
+    }
+    if ((row3 < 64u) && (col13 < 64u)) {
+        let i275: u32 = row3 * 64u + col13;
+        out[i275] = acc29;
+    }
+    if ((row3 < 64u) && (col14 < 64u)) {
+        let i276: u32 = row3 * 64u + col14;
+        out[i276] = acc30;
+    }
+    if ((row3 < 64u) && (col15 < 64u)) {
+        let i277: u32 = row3 * 64u + col15;
+        out[i277] = acc31;
+    }
+    if ((row3 < 64u) && (col16 < 64u)) {
+        let i278: u32 = row3 * 64u + col16;
+        out[i278] = acc32;
+    }
+    if ((row3 < 64u) && (col17 < 64u)) {
+        let i279: u32 = row3 * 64u + col17;
+        out[i279] = acc33;
+    }
+    if ((row4 < 64u) && (col10 < 64u)) {
+        let i280: u32 = row4 * 64u + col10;
+        out[i280] = acc34;
+    }
+    if ((row4 < 64u) && (col11 < 64u)) {
+        let i281: u32 = row4 * 64u + col11;
+        out[i281] = acc35;
+    }
+    if ((row4 < 64u) && (col12 < 64u)) {
+        let i282: u32 = row4 * 64u + col12;
+        out[i282] = acc36;
+    }
+    if ((row4 < 64u) && (col13 < 64u)) {
+        let i283: u32 = row4 * 64u + col13;
+        out[i283] = acc37;
+    }
+    if ((row4 < 64u) && (col14 < 64u)) {
+        let i284: u32 = row4 * 64u + col14;
+        out[i284] = acc38;
+    }
+    if ((row4 < 64u) && (col15 < 64u)) {
+        let i285: u32 = row4 * 64u + col15;
+        out[i285] = acc39;
+    }
+    if ((row4 < 64u) && (col16 < 64u)) {
+        let i286: u32 = row4 * 64u + col16;
+        out[i286] = acc40;
+    }
+    if ((row4 < 64u) && (col17 < 64u)) {
+        let i287: u32 = row4 * 64u + col17;
+        out[i287] = acc41;
+    }
+    if ((row5 < 64u) && (col10 < 64u)) {
+        let i288: u32 = row5 * 64u + col10;
+        out[i288] = acc42;
+    }
+    if ((row5 < 64u) && (col11 < 64u)) {
+        let i289: u32 = row5 * 64u + col11;
+        out[i289] = acc43;
+    }
+    if ((row5 < 64u) && (col12 < 64u)) {
+        let i290: u32 = row5 * 64u + col12;
+        out[i290] = acc44;
+    }
+    if ((row5 < 64u) && (col13 < 64u)) {
+        let i291: u32 = row5 * 64u + col13;
+        out[i291] = acc45;
+    }
+    if ((row5 < 64u) && (col14 < 64u)) {
+        let i292: u32 = row5 * 64u + col14;
+        out[i292] = acc46;
+    }
+    if ((row5 < 64u) && (col15 < 64u)) {
+        let i293: u32 = row5 * 64u + col15;
+        out[i293] = acc47;
+    }
+    if ((row5 < 64u) && (col16 < 64u)) {
+        let i294: u32 = row5 * 64u + col16;
+        out[i294] = acc48;
+    }
+    if ((row5 < 64u) && (col17 < 64u)) {
+        let i295: u32 = row5 * 64u + col17;
+        out[i295] = acc49;
+    }
+    if ((row6 < 64u) && (col10 < 64u)) {
+        let i296: u32 = row6 * 64u + col10;
+        out[i296] = acc50;
+    }
+    if ((row6 < 64u) && (col11 < 64u)) {
+        let i297: u32 = row6 * 64u + col11;
+        out[i297] = acc51;
+    }
+    if ((row6 < 64u) && (col12 < 64u)) {
+        let i298: u32 = row6 * 64u + col12;
+        out[i298] = acc52;
+    }
+    if ((row6 < 64u) && (col13 < 64u)) {
+        let i299: u32 = row6 * 64u + col13;
+        out[i299] = acc53;
+    }
+    if ((row6 < 64u) && (col14 < 64u)) {
+        let i300: u32 = row6 * 64u + col14;
+        out[i300] = acc54;
+    }
+    if ((row6 < 64u) && (col15 < 64u)) {
+        let i301: u32 = row6 * 64u + col15;
+        out[i301] = acc55;
+    }
+    if ((row6 < 64u) && (col16 < 64u)) {
+        let i302: u32 = row6 * 64u + col16;
+        out[i302] = acc56;
+    }
+    if ((row6 < 64u) && (col17 < 64u)) {
+        let i303: u32 = row6 * 64u + col17;
+        out[i303] = acc57;
+    }
+    if ((row7 < 64u) && (col10 < 64u)) {
+        let i304: u32 = row7 * 64u + col10;
+        out[i304] = acc58;
+    }
+    if ((row7 < 64u) && (col11 < 64u)) {
+        let i305: u32 = row7 * 64u + col11;
+        out[i305] = acc59;
+    }
+    if ((row7 < 64u) && (col12 < 64u)) {
+        let i306: u32 = row7 * 64u + col12;
+        out[i306] = acc60;
+    }
+    if ((row7 < 64u) && (col13 < 64u)) {
+        let i307: u32 = row7 * 64u + col13;
+        out[i307] = acc61;
+    }
+    if ((row7 < 64u) && (col14 < 64u)) {
+        let i308: u32 = row7 * 64u + col14;
+        out[i308] = acc62;
+    }
+    if ((row7 < 64u) && (col15 < 64u)) {
+        let i309: u32 = row7 * 64u + col15;
+        out[i309] = acc63;
+    }
+    if ((row7 < 64u) && (col16 < 64u)) {
+        let i310: u32 = row7 * 64u + col16;
+        out[i310] = acc64;
+    }
+    if ((row7 < 64u) && (col17 < 64u)) {
+        let i311: u32 = row7 * 64u + col17;
+        out[i311] = acc65;
+    }
+    if ((row8 < 64u) && (col10 < 64u)) {
+        let i312: u32 = row8 * 64u + col10;
+        out[i312] = acc66;
+    }
+    if ((row8 < 64u) && (col11 < 64u)) {
+        let i313: u32 = row8 * 64u + col11;
+        out[i313] = acc67;
+    }
+    if ((row8 < 64u) && (col12 < 64u)) {
+        let i314: u32 = row8 * 64u + col12;
+        out[i314] = acc68;
+    }
+    if ((row8 < 64u) && (col13 < 64u)) {
+        let i315: u32 = row8 * 64u + col13;
+        out[i315] = acc69;
+    }
+    if ((row8 < 64u) && (col14 < 64u)) {
+        let i316: u32 = row8 * 64u + col14;
+        out[i316] = acc70;
+    }
+    if ((row8 < 64u) && (col15 < 64u)) {
+        let i317: u32 = row8 * 64u + col15;
+        out[i317] = acc71;
+    }
+    if ((row8 < 64u) && (col16 < 64u)) {
+        let i318: u32 = row8 * 64u + col16;
+        out[i318] = acc72;
+    }
+    if ((row8 < 64u) && (col17 < 64u)) {
+        let i319: u32 = row8 * 64u + col17;
+        out[i319] = acc73;
+    }
+    if ((row9 < 64u) && (col10 < 64u)) {
+        let i320: u32 = row9 * 64u + col10;
+        out[i320] = acc74;
+    }
+    if ((row9 < 64u) && (col11 < 64u)) {
+        let i321: u32 = row9 * 64u + col11;
+        out[i321] = acc75;
+    }
+    if ((row9 < 64u) && (col12 < 64u)) {
+        let i322: u32 = row9 * 64u + col12;
+        out[i322] = acc76;
+    }
+    if ((row9 < 64u) && (col13 < 64u)) {
+        let i323: u32 = row9 * 64u + col13;
+        out[i323] = acc77;
+    }
+    if ((row9 < 64u) && (col14 < 64u)) {
+        let i324: u32 = row9 * 64u + col14;
+        out[i324] = acc78;
+    }
+    if ((row9 < 64u) && (col15 < 64u)) {
+        let i325: u32 = row9 * 64u + col15;
+        out[i325] = acc79;
+    }
+    if ((row9 < 64u) && (col16 < 64u)) {
+        let i326: u32 = row9 * 64u + col16;
+        out[i326] = acc80;
+    }
+    if ((row9 < 64u) && (col17 < 64u)) {
+        let i327: u32 = row9 * 64u + col17;
+        out[i327] = acc81;
+    }
 }

@@ -8,8 +8,8 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<storage, read> scratch1: array<f32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> a_tile: array<f32, 1024>;
-var<workgroup> b_tile: array<f32, 1024>;
+var<workgroup> a_tile: array<f32, 2048>;
+var<workgroup> b_tile: array<f32, 2048>;
 
 fn mimir_tanh(a: f32) -> f32 {
     if (((bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u)) {
@@ -25,231 +25,1294 @@ fn stacked_layers_2_matmul(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.N + 64u - 1u) >> 6u)) {
+    if (g0 >= ((u.N + 128u - 1u) >> 7u)) {
         return;
     }
-    let row1: u32 = g0 * 64u;
-    let row2: u32 = row1 + lid.y;
-    let row3: u32 = row1 + (lid.y + 16u);
-    let row4: u32 = row1 + (lid.y + 32u);
-    let row5: u32 = row1 + (lid.y + 48u);
-    let col6: u32 = lid.x + 16u;
-    let col7: u32 = lid.x + 32u;
-    let col8: u32 = lid.x + 48u;
-    var acc9: f32 = 0.0f;
-    var acc10: f32 = 0.0f;
-    var acc11: f32 = 0.0f;
-    var acc12: f32 = 0.0f;
-    var acc13: f32 = 0.0f;
-    var acc14: f32 = 0.0f;
-    var acc15: f32 = 0.0f;
-    var acc16: f32 = 0.0f;
-    var acc17: f32 = 0.0f;
-    var acc18: f32 = 0.0f;
+    let t1: u32 = lid.y * 16u + lid.x;
+    let row2: u32 = g0 * 128u;
+    let row3: u32 = row2 + lid.y * 4u;
+    let row4: u32 = row2 + (lid.y * 4u + 1u);
+    let row5: u32 = row2 + (lid.y * 4u + 2u);
+    let row6: u32 = row2 + (lid.y * 4u + 3u);
+    let row7: u32 = row2 + (lid.y * 4u + 64u);
+    let row8: u32 = row2 + (lid.y * 4u + 65u);
+    let row9: u32 = row2 + (lid.y * 4u + 66u);
+    let row10: u32 = row2 + (lid.y * 4u + 67u);
+    let col11: u32 = lid.x * 4u;
+    let col12: u32 = lid.x * 4u + 1u;
+    let col13: u32 = lid.x * 4u + 2u;
+    let col14: u32 = lid.x * 4u + 3u;
+    let col15: u32 = lid.x * 4u + 64u;
+    let col16: u32 = lid.x * 4u + 65u;
+    let col17: u32 = lid.x * 4u + 66u;
+    let col18: u32 = lid.x * 4u + 67u;
     var acc19: f32 = 0.0f;
     var acc20: f32 = 0.0f;
     var acc21: f32 = 0.0f;
     var acc22: f32 = 0.0f;
     var acc23: f32 = 0.0f;
     var acc24: f32 = 0.0f;
-    for (var k0_25: u32 = 0u; k0_25 < 8u; k0_25 += 16u) {
-        let ka26: u32 = k0_25 + lid.x;
-        let kb27: u32 = k0_25 + lid.y;
-        var x28: f32 = 0.0f;
-        if ((row2 < u.N) && (ka26 < 8u)) {
-            let i29: u32 = row2 * 8u + ka26;
-            let v30: f32 = scratch1[i29];
-            x28 = v30;
+    var acc25: f32 = 0.0f;
+    var acc26: f32 = 0.0f;
+    var acc27: f32 = 0.0f;
+    var acc28: f32 = 0.0f;
+    var acc29: f32 = 0.0f;
+    var acc30: f32 = 0.0f;
+    var acc31: f32 = 0.0f;
+    var acc32: f32 = 0.0f;
+    var acc33: f32 = 0.0f;
+    var acc34: f32 = 0.0f;
+    var acc35: f32 = 0.0f;
+    var acc36: f32 = 0.0f;
+    var acc37: f32 = 0.0f;
+    var acc38: f32 = 0.0f;
+    var acc39: f32 = 0.0f;
+    var acc40: f32 = 0.0f;
+    var acc41: f32 = 0.0f;
+    var acc42: f32 = 0.0f;
+    var acc43: f32 = 0.0f;
+    var acc44: f32 = 0.0f;
+    var acc45: f32 = 0.0f;
+    var acc46: f32 = 0.0f;
+    var acc47: f32 = 0.0f;
+    var acc48: f32 = 0.0f;
+    var acc49: f32 = 0.0f;
+    var acc50: f32 = 0.0f;
+    var acc51: f32 = 0.0f;
+    var acc52: f32 = 0.0f;
+    var acc53: f32 = 0.0f;
+    var acc54: f32 = 0.0f;
+    var acc55: f32 = 0.0f;
+    var acc56: f32 = 0.0f;
+    var acc57: f32 = 0.0f;
+    var acc58: f32 = 0.0f;
+    var acc59: f32 = 0.0f;
+    var acc60: f32 = 0.0f;
+    var acc61: f32 = 0.0f;
+    var acc62: f32 = 0.0f;
+    var acc63: f32 = 0.0f;
+    var acc64: f32 = 0.0f;
+    var acc65: f32 = 0.0f;
+    var acc66: f32 = 0.0f;
+    var acc67: f32 = 0.0f;
+    var acc68: f32 = 0.0f;
+    var acc69: f32 = 0.0f;
+    var acc70: f32 = 0.0f;
+    var acc71: f32 = 0.0f;
+    var acc72: f32 = 0.0f;
+    var acc73: f32 = 0.0f;
+    var acc74: f32 = 0.0f;
+    var acc75: f32 = 0.0f;
+    var acc76: f32 = 0.0f;
+    var acc77: f32 = 0.0f;
+    var acc78: f32 = 0.0f;
+    var acc79: f32 = 0.0f;
+    var acc80: f32 = 0.0f;
+    var acc81: f32 = 0.0f;
+    var acc82: f32 = 0.0f;
+    let ak83: u32 = t1 & 7u;
+    let am84: u32 = t1 >> 3u;
+    let ar85: u32 = row2 + am84;
+    let ar86: u32 = row2 + (am84 + 32u);
+    let ar87: u32 = row2 + (am84 + 64u);
+    let ar88: u32 = row2 + (am84 + 96u);
+    let ab89: u32 = ar85 * 8u;
+    let ab90: u32 = ar86 * 8u;
+    let ab91: u32 = ar87 * 8u;
+    let ab92: u32 = ar88 * 8u;
+    let aok93: bool = ar85 < u.N;
+    let aok94: bool = ar86 < u.N;
+    let aok95: bool = ar87 < u.N;
+    let aok96: bool = ar88 < u.N;
+    let as97: u32 = ak83 * 128u + am84;
+    let bk98: u32 = t1 >> 7u;
+    let bn99: u32 = t1 & 127u;
+    let bok100: bool = bn99 < 8u;
+    if (aok93) {
+        a_tile[as97] = scratch1[ab89 + ak83];
+    } else {
+        a_tile[as97] = 0.0f;
+    }
+    if (aok94) {
+        a_tile[as97 + 32u] = scratch1[ab90 + ak83];
+    } else {
+        a_tile[as97 + 32u] = 0.0f;
+    }
+    if (aok95) {
+        a_tile[as97 + 64u] = scratch1[ab91 + ak83];
+    } else {
+        a_tile[as97 + 64u] = 0.0f;
+    }
+    if (aok96) {
+        a_tile[as97 + 96u] = scratch1[ab92 + ak83];
+    } else {
+        a_tile[as97 + 96u] = 0.0f;
+    }
+    let bi105: u32 = bk98 * 8u + bn99;
+    if (bok100) {
+        b_tile[t1] = w[bi105];
+    } else {
+        b_tile[t1] = 0.0f;
+    }
+    if (bok100) {
+        b_tile[t1 + 256u] = w[bi105 + 16u];
+    } else {
+        b_tile[t1 + 256u] = 0.0f;
+    }
+    if (bok100) {
+        b_tile[t1 + 512u] = w[bi105 + 32u];
+    } else {
+        b_tile[t1 + 512u] = 0.0f;
+    }
+    if (bok100) {
+        b_tile[t1 + 768u] = w[bi105 + 48u];
+    } else {
+        b_tile[t1 + 768u] = 0.0f;
+    }
+    workgroupBarrier();
+    let ly113: u32 = lid.y * 4u;
+    let lx114: u32 = lid.x * 4u;
+    for (var k0_115: u32 = 0u; k0_115 < 8u; k0_115 += 8u) {
+        let cur116: u32 = (k0_115 << 7u) & 1024u;
+        let nxt117: u32 = cur116 ^ 1024u;
+        let kn118: u32 = k0_115 + 8u;
+        if (kn118 < 8u) {
+            let ka119: u32 = kn118 + ak83;
+            let sa120: u32 = nxt117 + as97;
+            if (aok93) {
+                a_tile[sa120] = scratch1[ab89 + ka119];
+            } else {
+                a_tile[sa120] = 0.0f;
+            }
+            if (aok94) {
+                a_tile[sa120 + 32u] = scratch1[ab90 + ka119];
+            } else {
+                a_tile[sa120 + 32u] = 0.0f;
+            }
+            if (aok95) {
+                a_tile[sa120 + 64u] = scratch1[ab91 + ka119];
+            } else {
+                a_tile[sa120 + 64u] = 0.0f;
+            }
+            if (aok96) {
+                a_tile[sa120 + 96u] = scratch1[ab92 + ka119];
+            } else {
+                a_tile[sa120 + 96u] = 0.0f;
+            }
+            let kb125: u32 = kn118 + bk98;
+            let sb126: u32 = nxt117 + t1;
+            let bi127: u32 = kb125 * 8u + bn99;
+            if (bok100) {
+                b_tile[sb126] = w[bi127];
+            } else {
+                b_tile[sb126] = 0.0f;
+            }
+            if (bok100) {
+                b_tile[sb126 + 256u] = w[bi127 + 16u];
+            } else {
+                b_tile[sb126 + 256u] = 0.0f;
+            }
+            if (bok100) {
+                b_tile[sb126 + 512u] = w[bi127 + 32u];
+            } else {
+                b_tile[sb126 + 512u] = 0.0f;
+            }
+            if (bok100) {
+                b_tile[sb126 + 768u] = w[bi127 + 48u];
+            } else {
+                b_tile[sb126 + 768u] = 0.0f;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x28;
-        var x31: f32 = 0.0f;
-        if ((row3 < u.N) && (ka26 < 8u)) {
-            let i32_: u32 = row3 * 8u + ka26;
-            let v33: f32 = scratch1[i32_];
-            x31 = v33;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x31;
-        var x34: f32 = 0.0f;
-        if ((row4 < u.N) && (ka26 < 8u)) {
-            let i35: u32 = row4 * 8u + ka26;
-            let v36: f32 = scratch1[i35];
-            x34 = v36;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x34;
-        var x37: f32 = 0.0f;
-        if ((row5 < u.N) && (ka26 < 8u)) {
-            let i38: u32 = row5 * 8u + ka26;
-            let v39: f32 = scratch1[i38];
-            x37 = v39;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x37;
-        var x40: f32 = 0.0f;
-        if ((kb27 < 8u) && (lid.x < 8u)) {
-            let i41: u32 = kb27 * 8u + lid.x;
-            let v42: f32 = w[i41];
-            x40 = v42;
-        }
-        b_tile[lid.y * 64u + lid.x] = x40;
-        var x43: f32 = 0.0f;
-        if ((kb27 < 8u) && (col6 < 8u)) {
-            let i44: u32 = kb27 * 8u + col6;
-            let v45: f32 = w[i44];
-            x43 = v45;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x43;
-        var x46: f32 = 0.0f;
-        if ((kb27 < 8u) && (col7 < 8u)) {
-            let i47: u32 = kb27 * 8u + col7;
-            let v48: f32 = w[i47];
-            x46 = v48;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x46;
-        var x49: f32 = 0.0f;
-        if ((kb27 < 8u) && (col8 < 8u)) {
-            let i50: u32 = kb27 * 8u + col8;
-            let v51: f32 = w[i50];
-            x49 = v51;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x49;
+        let ra135: u32 = cur116 + ly113;
+        let rb136: u32 = cur116 + lx114;
+        let a137: f32 = a_tile[ra135];
+        let a138: f32 = a_tile[ra135 + 1u];
+        let a139: f32 = a_tile[ra135 + 2u];
+        let a140: f32 = a_tile[ra135 + 3u];
+        let a141: f32 = a_tile[ra135 + 64u];
+        let a142: f32 = a_tile[ra135 + 64u + 1u];
+        let a143: f32 = a_tile[ra135 + 64u + 2u];
+        let a144: f32 = a_tile[ra135 + 64u + 3u];
+        let b145: f32 = b_tile[rb136];
+        let b146: f32 = b_tile[rb136 + 1u];
+        let b147: f32 = b_tile[rb136 + 2u];
+        let b148: f32 = b_tile[rb136 + 3u];
+        let b149: f32 = b_tile[rb136 + 64u];
+        let b150: f32 = b_tile[rb136 + 64u + 1u];
+        let b151: f32 = b_tile[rb136 + 64u + 2u];
+        let b152: f32 = b_tile[rb136 + 64u + 3u];
+        acc19 = fma(a137, b145, acc19);
+        acc20 = fma(a137, b146, acc20);
+        acc21 = fma(a137, b147, acc21);
+        acc22 = fma(a137, b148, acc22);
+        acc23 = fma(a137, b149, acc23);
+        acc24 = fma(a137, b150, acc24);
+        acc25 = fma(a137, b151, acc25);
+        acc26 = fma(a137, b152, acc26);
+        acc27 = fma(a138, b145, acc27);
+        acc28 = fma(a138, b146, acc28);
+        acc29 = fma(a138, b147, acc29);
+        acc30 = fma(a138, b148, acc30);
+        acc31 = fma(a138, b149, acc31);
+        acc32 = fma(a138, b150, acc32);
+        acc33 = fma(a138, b151, acc33);
+        acc34 = fma(a138, b152, acc34);
+        acc35 = fma(a139, b145, acc35);
+        acc36 = fma(a139, b146, acc36);
+        acc37 = fma(a139, b147, acc37);
+        acc38 = fma(a139, b148, acc38);
+        acc39 = fma(a139, b149, acc39);
+        acc40 = fma(a139, b150, acc40);
+        acc41 = fma(a139, b151, acc41);
+        acc42 = fma(a139, b152, acc42);
+        acc43 = fma(a140, b145, acc43);
+        acc44 = fma(a140, b146, acc44);
+        acc45 = fma(a140, b147, acc45);
+        acc46 = fma(a140, b148, acc46);
+        acc47 = fma(a140, b149, acc47);
+        acc48 = fma(a140, b150, acc48);
+        acc49 = fma(a140, b151, acc49);
+        acc50 = fma(a140, b152, acc50);
+        acc51 = fma(a141, b145, acc51);
+        acc52 = fma(a141, b146, acc52);
+        acc53 = fma(a141, b147, acc53);
+        acc54 = fma(a141, b148, acc54);
+        acc55 = fma(a141, b149, acc55);
+        acc56 = fma(a141, b150, acc56);
+        acc57 = fma(a141, b151, acc57);
+        acc58 = fma(a141, b152, acc58);
+        acc59 = fma(a142, b145, acc59);
+        acc60 = fma(a142, b146, acc60);
+        acc61 = fma(a142, b147, acc61);
+        acc62 = fma(a142, b148, acc62);
+        acc63 = fma(a142, b149, acc63);
+        acc64 = fma(a142, b150, acc64);
+        acc65 = fma(a142, b151, acc65);
+        acc66 = fma(a142, b152, acc66);
+        acc67 = fma(a143, b145, acc67);
+        acc68 = fma(a143, b146, acc68);
+        acc69 = fma(a143, b147, acc69);
+        acc70 = fma(a143, b148, acc70);
+        acc71 = fma(a143, b149, acc71);
+        acc72 = fma(a143, b150, acc72);
+        acc73 = fma(a143, b151, acc73);
+        acc74 = fma(a143, b152, acc74);
+        acc75 = fma(a144, b145, acc75);
+        acc76 = fma(a144, b146, acc76);
+        acc77 = fma(a144, b147, acc77);
+        acc78 = fma(a144, b148, acc78);
+        acc79 = fma(a144, b149, acc79);
+        acc80 = fma(a144, b150, acc80);
+        acc81 = fma(a144, b151, acc81);
+        acc82 = fma(a144, b152, acc82);
+        let a153: f32 = a_tile[ra135 + 128u];
+        let a154: f32 = a_tile[ra135 + 128u + 1u];
+        let a155: f32 = a_tile[ra135 + 128u + 2u];
+        let a156: f32 = a_tile[ra135 + 128u + 3u];
+        let a157: f32 = a_tile[ra135 + 192u];
+        let a158: f32 = a_tile[ra135 + 192u + 1u];
+        let a159: f32 = a_tile[ra135 + 192u + 2u];
+        let a160: f32 = a_tile[ra135 + 192u + 3u];
+        let b161: f32 = b_tile[rb136 + 128u];
+        let b162: f32 = b_tile[rb136 + 128u + 1u];
+        let b163: f32 = b_tile[rb136 + 128u + 2u];
+        let b164: f32 = b_tile[rb136 + 128u + 3u];
+        let b165: f32 = b_tile[rb136 + 192u];
+        let b166: f32 = b_tile[rb136 + 192u + 1u];
+        let b167: f32 = b_tile[rb136 + 192u + 2u];
+        let b168: f32 = b_tile[rb136 + 192u + 3u];
+        acc19 = fma(a153, b161, acc19);
+        acc20 = fma(a153, b162, acc20);
+        acc21 = fma(a153, b163, acc21);
+        acc22 = fma(a153, b164, acc22);
+        acc23 = fma(a153, b165, acc23);
+        acc24 = fma(a153, b166, acc24);
+        acc25 = fma(a153, b167, acc25);
+        acc26 = fma(a153, b168, acc26);
+        acc27 = fma(a154, b161, acc27);
+        acc28 = fma(a154, b162, acc28);
+        acc29 = fma(a154, b163, acc29);
+        acc30 = fma(a154, b164, acc30);
+        acc31 = fma(a154, b165, acc31);
+        acc32 = fma(a154, b166, acc32);
+        acc33 = fma(a154, b167, acc33);
+        acc34 = fma(a154, b168, acc34);
+        acc35 = fma(a155, b161, acc35);
+        acc36 = fma(a155, b162, acc36);
+        acc37 = fma(a155, b163, acc37);
+        acc38 = fma(a155, b164, acc38);
+        acc39 = fma(a155, b165, acc39);
+        acc40 = fma(a155, b166, acc40);
+        acc41 = fma(a155, b167, acc41);
+        acc42 = fma(a155, b168, acc42);
+        acc43 = fma(a156, b161, acc43);
+        acc44 = fma(a156, b162, acc44);
+        acc45 = fma(a156, b163, acc45);
+        acc46 = fma(a156, b164, acc46);
+        acc47 = fma(a156, b165, acc47);
+        acc48 = fma(a156, b166, acc48);
+        acc49 = fma(a156, b167, acc49);
+        acc50 = fma(a156, b168, acc50);
+        acc51 = fma(a157, b161, acc51);
+        acc52 = fma(a157, b162, acc52);
+        acc53 = fma(a157, b163, acc53);
+        acc54 = fma(a157, b164, acc54);
+        acc55 = fma(a157, b165, acc55);
+        acc56 = fma(a157, b166, acc56);
+        acc57 = fma(a157, b167, acc57);
+        acc58 = fma(a157, b168, acc58);
+        acc59 = fma(a158, b161, acc59);
+        acc60 = fma(a158, b162, acc60);
+        acc61 = fma(a158, b163, acc61);
+        acc62 = fma(a158, b164, acc62);
+        acc63 = fma(a158, b165, acc63);
+        acc64 = fma(a158, b166, acc64);
+        acc65 = fma(a158, b167, acc65);
+        acc66 = fma(a158, b168, acc66);
+        acc67 = fma(a159, b161, acc67);
+        acc68 = fma(a159, b162, acc68);
+        acc69 = fma(a159, b163, acc69);
+        acc70 = fma(a159, b164, acc70);
+        acc71 = fma(a159, b165, acc71);
+        acc72 = fma(a159, b166, acc72);
+        acc73 = fma(a159, b167, acc73);
+        acc74 = fma(a159, b168, acc74);
+        acc75 = fma(a160, b161, acc75);
+        acc76 = fma(a160, b162, acc76);
+        acc77 = fma(a160, b163, acc77);
+        acc78 = fma(a160, b164, acc78);
+        acc79 = fma(a160, b165, acc79);
+        acc80 = fma(a160, b166, acc80);
+        acc81 = fma(a160, b167, acc81);
+        acc82 = fma(a160, b168, acc82);
+        let a169: f32 = a_tile[ra135 + 256u];
+        let a170: f32 = a_tile[ra135 + 256u + 1u];
+        let a171: f32 = a_tile[ra135 + 256u + 2u];
+        let a172: f32 = a_tile[ra135 + 256u + 3u];
+        let a173: f32 = a_tile[ra135 + 320u];
+        let a174: f32 = a_tile[ra135 + 320u + 1u];
+        let a175: f32 = a_tile[ra135 + 320u + 2u];
+        let a176: f32 = a_tile[ra135 + 320u + 3u];
+        let b177: f32 = b_tile[rb136 + 256u];
+        let b178: f32 = b_tile[rb136 + 256u + 1u];
+        let b179: f32 = b_tile[rb136 + 256u + 2u];
+        let b180: f32 = b_tile[rb136 + 256u + 3u];
+        let b181: f32 = b_tile[rb136 + 320u];
+        let b182: f32 = b_tile[rb136 + 320u + 1u];
+        let b183: f32 = b_tile[rb136 + 320u + 2u];
+        let b184: f32 = b_tile[rb136 + 320u + 3u];
+        acc19 = fma(a169, b177, acc19);
+        acc20 = fma(a169, b178, acc20);
+        acc21 = fma(a169, b179, acc21);
+        acc22 = fma(a169, b180, acc22);
+        acc23 = fma(a169, b181, acc23);
+        acc24 = fma(a169, b182, acc24);
+        acc25 = fma(a169, b183, acc25);
+        acc26 = fma(a169, b184, acc26);
+        acc27 = fma(a170, b177, acc27);
+        acc28 = fma(a170, b178, acc28);
+        acc29 = fma(a170, b179, acc29);
+        acc30 = fma(a170, b180, acc30);
+        acc31 = fma(a170, b181, acc31);
+        acc32 = fma(a170, b182, acc32);
+        acc33 = fma(a170, b183, acc33);
+        acc34 = fma(a170, b184, acc34);
+        acc35 = fma(a171, b177, acc35);
+        acc36 = fma(a171, b178, acc36);
+        acc37 = fma(a171, b179, acc37);
+        acc38 = fma(a171, b180, acc38);
+        acc39 = fma(a171, b181, acc39);
+        acc40 = fma(a171, b182, acc40);
+        acc41 = fma(a171, b183, acc41);
+        acc42 = fma(a171, b184, acc42);
+        acc43 = fma(a172, b177, acc43);
+        acc44 = fma(a172, b178, acc44);
+        acc45 = fma(a172, b179, acc45);
+        acc46 = fma(a172, b180, acc46);
+        acc47 = fma(a172, b181, acc47);
+        acc48 = fma(a172, b182, acc48);
+        acc49 = fma(a172, b183, acc49);
+        acc50 = fma(a172, b184, acc50);
+        acc51 = fma(a173, b177, acc51);
+        acc52 = fma(a173, b178, acc52);
+        acc53 = fma(a173, b179, acc53);
+        acc54 = fma(a173, b180, acc54);
+        acc55 = fma(a173, b181, acc55);
+        acc56 = fma(a173, b182, acc56);
+        acc57 = fma(a173, b183, acc57);
+        acc58 = fma(a173, b184, acc58);
+        acc59 = fma(a174, b177, acc59);
+        acc60 = fma(a174, b178, acc60);
+        acc61 = fma(a174, b179, acc61);
+        acc62 = fma(a174, b180, acc62);
+        acc63 = fma(a174, b181, acc63);
+        acc64 = fma(a174, b182, acc64);
+        acc65 = fma(a174, b183, acc65);
+        acc66 = fma(a174, b184, acc66);
+        acc67 = fma(a175, b177, acc67);
+        acc68 = fma(a175, b178, acc68);
+        acc69 = fma(a175, b179, acc69);
+        acc70 = fma(a175, b180, acc70);
+        acc71 = fma(a175, b181, acc71);
+        acc72 = fma(a175, b182, acc72);
+        acc73 = fma(a175, b183, acc73);
+        acc74 = fma(a175, b184, acc74);
+        acc75 = fma(a176, b177, acc75);
+        acc76 = fma(a176, b178, acc76);
+        acc77 = fma(a176, b179, acc77);
+        acc78 = fma(a176, b180, acc78);
+        acc79 = fma(a176, b181, acc79);
+        acc80 = fma(a176, b182, acc80);
+        acc81 = fma(a176, b183, acc81);
+        acc82 = fma(a176, b184, acc82);
+        let a185: f32 = a_tile[ra135 + 384u];
+        let a186: f32 = a_tile[ra135 + 384u + 1u];
+        let a187: f32 = a_tile[ra135 + 384u + 2u];
+        let a188: f32 = a_tile[ra135 + 384u + 3u];
+        let a189: f32 = a_tile[ra135 + 448u];
+        let a190: f32 = a_tile[ra135 + 448u + 1u];
+        let a191: f32 = a_tile[ra135 + 448u + 2u];
+        let a192: f32 = a_tile[ra135 + 448u + 3u];
+        let b193: f32 = b_tile[rb136 + 384u];
+        let b194: f32 = b_tile[rb136 + 384u + 1u];
+        let b195: f32 = b_tile[rb136 + 384u + 2u];
+        let b196: f32 = b_tile[rb136 + 384u + 3u];
+        let b197: f32 = b_tile[rb136 + 448u];
+        let b198: f32 = b_tile[rb136 + 448u + 1u];
+        let b199: f32 = b_tile[rb136 + 448u + 2u];
+        let b200: f32 = b_tile[rb136 + 448u + 3u];
+        acc19 = fma(a185, b193, acc19);
+        acc20 = fma(a185, b194, acc20);
+        acc21 = fma(a185, b195, acc21);
+        acc22 = fma(a185, b196, acc22);
+        acc23 = fma(a185, b197, acc23);
+        acc24 = fma(a185, b198, acc24);
+        acc25 = fma(a185, b199, acc25);
+        acc26 = fma(a185, b200, acc26);
+        acc27 = fma(a186, b193, acc27);
+        acc28 = fma(a186, b194, acc28);
+        acc29 = fma(a186, b195, acc29);
+        acc30 = fma(a186, b196, acc30);
+        acc31 = fma(a186, b197, acc31);
+        acc32 = fma(a186, b198, acc32);
+        acc33 = fma(a186, b199, acc33);
+        acc34 = fma(a186, b200, acc34);
+        acc35 = fma(a187, b193, acc35);
+        acc36 = fma(a187, b194, acc36);
+        acc37 = fma(a187, b195, acc37);
+        acc38 = fma(a187, b196, acc38);
+        acc39 = fma(a187, b197, acc39);
+        acc40 = fma(a187, b198, acc40);
+        acc41 = fma(a187, b199, acc41);
+        acc42 = fma(a187, b200, acc42);
+        acc43 = fma(a188, b193, acc43);
+        acc44 = fma(a188, b194, acc44);
+        acc45 = fma(a188, b195, acc45);
+        acc46 = fma(a188, b196, acc46);
+        acc47 = fma(a188, b197, acc47);
+        acc48 = fma(a188, b198, acc48);
+        acc49 = fma(a188, b199, acc49);
+        acc50 = fma(a188, b200, acc50);
+        acc51 = fma(a189, b193, acc51);
+        acc52 = fma(a189, b194, acc52);
+        acc53 = fma(a189, b195, acc53);
+        acc54 = fma(a189, b196, acc54);
+        acc55 = fma(a189, b197, acc55);
+        acc56 = fma(a189, b198, acc56);
+        acc57 = fma(a189, b199, acc57);
+        acc58 = fma(a189, b200, acc58);
+        acc59 = fma(a190, b193, acc59);
+        acc60 = fma(a190, b194, acc60);
+        acc61 = fma(a190, b195, acc61);
+        acc62 = fma(a190, b196, acc62);
+        acc63 = fma(a190, b197, acc63);
+        acc64 = fma(a190, b198, acc64);
+        acc65 = fma(a190, b199, acc65);
+        acc66 = fma(a190, b200, acc66);
+        acc67 = fma(a191, b193, acc67);
+        acc68 = fma(a191, b194, acc68);
+        acc69 = fma(a191, b195, acc69);
+        acc70 = fma(a191, b196, acc70);
+        acc71 = fma(a191, b197, acc71);
+        acc72 = fma(a191, b198, acc72);
+        acc73 = fma(a191, b199, acc73);
+        acc74 = fma(a191, b200, acc74);
+        acc75 = fma(a192, b193, acc75);
+        acc76 = fma(a192, b194, acc76);
+        acc77 = fma(a192, b195, acc77);
+        acc78 = fma(a192, b196, acc78);
+        acc79 = fma(a192, b197, acc79);
+        acc80 = fma(a192, b198, acc80);
+        acc81 = fma(a192, b199, acc81);
+        acc82 = fma(a192, b200, acc82);
+        let a201: f32 = a_tile[ra135 + 512u];
+        let a202: f32 = a_tile[ra135 + 512u + 1u];
+        let a203: f32 = a_tile[ra135 + 512u + 2u];
+        let a204: f32 = a_tile[ra135 + 512u + 3u];
+        let a205: f32 = a_tile[ra135 + 576u];
+        let a206: f32 = a_tile[ra135 + 576u + 1u];
+        let a207: f32 = a_tile[ra135 + 576u + 2u];
+        let a208: f32 = a_tile[ra135 + 576u + 3u];
+        let b209: f32 = b_tile[rb136 + 512u];
+        let b210: f32 = b_tile[rb136 + 512u + 1u];
+        let b211: f32 = b_tile[rb136 + 512u + 2u];
+        let b212: f32 = b_tile[rb136 + 512u + 3u];
+        let b213: f32 = b_tile[rb136 + 576u];
+        let b214: f32 = b_tile[rb136 + 576u + 1u];
+        let b215: f32 = b_tile[rb136 + 576u + 2u];
+        let b216: f32 = b_tile[rb136 + 576u + 3u];
+        acc19 = fma(a201, b209, acc19);
+        acc20 = fma(a201, b210, acc20);
+        acc21 = fma(a201, b211, acc21);
+        acc22 = fma(a201, b212, acc22);
+        acc23 = fma(a201, b213, acc23);
+        acc24 = fma(a201, b214, acc24);
+        acc25 = fma(a201, b215, acc25);
+        acc26 = fma(a201, b216, acc26);
+        acc27 = fma(a202, b209, acc27);
+        acc28 = fma(a202, b210, acc28);
+        acc29 = fma(a202, b211, acc29);
+        acc30 = fma(a202, b212, acc30);
+        acc31 = fma(a202, b213, acc31);
+        acc32 = fma(a202, b214, acc32);
+        acc33 = fma(a202, b215, acc33);
+        acc34 = fma(a202, b216, acc34);
+        acc35 = fma(a203, b209, acc35);
+        acc36 = fma(a203, b210, acc36);
+        acc37 = fma(a203, b211, acc37);
+        acc38 = fma(a203, b212, acc38);
+        acc39 = fma(a203, b213, acc39);
+        acc40 = fma(a203, b214, acc40);
+        acc41 = fma(a203, b215, acc41);
+        acc42 = fma(a203, b216, acc42);
+        acc43 = fma(a204, b209, acc43);
+        acc44 = fma(a204, b210, acc44);
+        acc45 = fma(a204, b211, acc45);
+        acc46 = fma(a204, b212, acc46);
+        acc47 = fma(a204, b213, acc47);
+        acc48 = fma(a204, b214, acc48);
+        acc49 = fma(a204, b215, acc49);
+        acc50 = fma(a204, b216, acc50);
+        acc51 = fma(a205, b209, acc51);
+        acc52 = fma(a205, b210, acc52);
+        acc53 = fma(a205, b211, acc53);
+        acc54 = fma(a205, b212, acc54);
+        acc55 = fma(a205, b213, acc55);
+        acc56 = fma(a205, b214, acc56);
+        acc57 = fma(a205, b215, acc57);
+        acc58 = fma(a205, b216, acc58);
+        acc59 = fma(a206, b209, acc59);
+        acc60 = fma(a206, b210, acc60);
+        acc61 = fma(a206, b211, acc61);
+        acc62 = fma(a206, b212, acc62);
+        acc63 = fma(a206, b213, acc63);
+        acc64 = fma(a206, b214, acc64);
+        acc65 = fma(a206, b215, acc65);
+        acc66 = fma(a206, b216, acc66);
+        acc67 = fma(a207, b209, acc67);
+        acc68 = fma(a207, b210, acc68);
+        acc69 = fma(a207, b211, acc69);
+        acc70 = fma(a207, b212, acc70);
+        acc71 = fma(a207, b213, acc71);
+        acc72 = fma(a207, b214, acc72);
+        acc73 = fma(a207, b215, acc73);
+        acc74 = fma(a207, b216, acc74);
+        acc75 = fma(a208, b209, acc75);
+        acc76 = fma(a208, b210, acc76);
+        acc77 = fma(a208, b211, acc77);
+        acc78 = fma(a208, b212, acc78);
+        acc79 = fma(a208, b213, acc79);
+        acc80 = fma(a208, b214, acc80);
+        acc81 = fma(a208, b215, acc81);
+        acc82 = fma(a208, b216, acc82);
+        let a217: f32 = a_tile[ra135 + 640u];
+        let a218: f32 = a_tile[ra135 + 640u + 1u];
+        let a219: f32 = a_tile[ra135 + 640u + 2u];
+        let a220: f32 = a_tile[ra135 + 640u + 3u];
+        let a221: f32 = a_tile[ra135 + 704u];
+        let a222: f32 = a_tile[ra135 + 704u + 1u];
+        let a223: f32 = a_tile[ra135 + 704u + 2u];
+        let a224: f32 = a_tile[ra135 + 704u + 3u];
+        let b225: f32 = b_tile[rb136 + 640u];
+        let b226: f32 = b_tile[rb136 + 640u + 1u];
+        let b227: f32 = b_tile[rb136 + 640u + 2u];
+        let b228: f32 = b_tile[rb136 + 640u + 3u];
+        let b229: f32 = b_tile[rb136 + 704u];
+        let b230: f32 = b_tile[rb136 + 704u + 1u];
+        let b231: f32 = b_tile[rb136 + 704u + 2u];
+        let b232: f32 = b_tile[rb136 + 704u + 3u];
+        acc19 = fma(a217, b225, acc19);
+        acc20 = fma(a217, b226, acc20);
+        acc21 = fma(a217, b227, acc21);
+        acc22 = fma(a217, b228, acc22);
+        acc23 = fma(a217, b229, acc23);
+        acc24 = fma(a217, b230, acc24);
+        acc25 = fma(a217, b231, acc25);
+        acc26 = fma(a217, b232, acc26);
+        acc27 = fma(a218, b225, acc27);
+        acc28 = fma(a218, b226, acc28);
+        acc29 = fma(a218, b227, acc29);
+        acc30 = fma(a218, b228, acc30);
+        acc31 = fma(a218, b229, acc31);
+        acc32 = fma(a218, b230, acc32);
+        acc33 = fma(a218, b231, acc33);
+        acc34 = fma(a218, b232, acc34);
+        acc35 = fma(a219, b225, acc35);
+        acc36 = fma(a219, b226, acc36);
+        acc37 = fma(a219, b227, acc37);
+        acc38 = fma(a219, b228, acc38);
+        acc39 = fma(a219, b229, acc39);
+        acc40 = fma(a219, b230, acc40);
+        acc41 = fma(a219, b231, acc41);
+        acc42 = fma(a219, b232, acc42);
+        acc43 = fma(a220, b225, acc43);
+        acc44 = fma(a220, b226, acc44);
+        acc45 = fma(a220, b227, acc45);
+        acc46 = fma(a220, b228, acc46);
+        acc47 = fma(a220, b229, acc47);
+        acc48 = fma(a220, b230, acc48);
+        acc49 = fma(a220, b231, acc49);
+        acc50 = fma(a220, b232, acc50);
+        acc51 = fma(a221, b225, acc51);
+        acc52 = fma(a221, b226, acc52);
+        acc53 = fma(a221, b227, acc53);
+        acc54 = fma(a221, b228, acc54);
+        acc55 = fma(a221, b229, acc55);
+        acc56 = fma(a221, b230, acc56);
+        acc57 = fma(a221, b231, acc57);
+        acc58 = fma(a221, b232, acc58);
+        acc59 = fma(a222, b225, acc59);
+        acc60 = fma(a222, b226, acc60);
+        acc61 = fma(a222, b227, acc61);
+        acc62 = fma(a222, b228, acc62);
+        acc63 = fma(a222, b229, acc63);
+        acc64 = fma(a222, b230, acc64);
+        acc65 = fma(a222, b231, acc65);
+        acc66 = fma(a222, b232, acc66);
+        acc67 = fma(a223, b225, acc67);
+        acc68 = fma(a223, b226, acc68);
+        acc69 = fma(a223, b227, acc69);
+        acc70 = fma(a223, b228, acc70);
+        acc71 = fma(a223, b229, acc71);
+        acc72 = fma(a223, b230, acc72);
+        acc73 = fma(a223, b231, acc73);
+        acc74 = fma(a223, b232, acc74);
+        acc75 = fma(a224, b225, acc75);
+        acc76 = fma(a224, b226, acc76);
+        acc77 = fma(a224, b227, acc77);
+        acc78 = fma(a224, b228, acc78);
+        acc79 = fma(a224, b229, acc79);
+        acc80 = fma(a224, b230, acc80);
+        acc81 = fma(a224, b231, acc81);
+        acc82 = fma(a224, b232, acc82);
+        let a233: f32 = a_tile[ra135 + 768u];
+        let a234: f32 = a_tile[ra135 + 768u + 1u];
+        let a235: f32 = a_tile[ra135 + 768u + 2u];
+        let a236: f32 = a_tile[ra135 + 768u + 3u];
+        let a237: f32 = a_tile[ra135 + 832u];
+        let a238: f32 = a_tile[ra135 + 832u + 1u];
+        let a239: f32 = a_tile[ra135 + 832u + 2u];
+        let a240: f32 = a_tile[ra135 + 832u + 3u];
+        let b241: f32 = b_tile[rb136 + 768u];
+        let b242: f32 = b_tile[rb136 + 768u + 1u];
+        let b243: f32 = b_tile[rb136 + 768u + 2u];
+        let b244: f32 = b_tile[rb136 + 768u + 3u];
+        let b245: f32 = b_tile[rb136 + 832u];
+        let b246: f32 = b_tile[rb136 + 832u + 1u];
+        let b247: f32 = b_tile[rb136 + 832u + 2u];
+        let b248: f32 = b_tile[rb136 + 832u + 3u];
+        acc19 = fma(a233, b241, acc19);
+        acc20 = fma(a233, b242, acc20);
+        acc21 = fma(a233, b243, acc21);
+        acc22 = fma(a233, b244, acc22);
+        acc23 = fma(a233, b245, acc23);
+        acc24 = fma(a233, b246, acc24);
+        acc25 = fma(a233, b247, acc25);
+        acc26 = fma(a233, b248, acc26);
+        acc27 = fma(a234, b241, acc27);
+        acc28 = fma(a234, b242, acc28);
+        acc29 = fma(a234, b243, acc29);
+        acc30 = fma(a234, b244, acc30);
+        acc31 = fma(a234, b245, acc31);
+        acc32 = fma(a234, b246, acc32);
+        acc33 = fma(a234, b247, acc33);
+        acc34 = fma(a234, b248, acc34);
+        acc35 = fma(a235, b241, acc35);
+        acc36 = fma(a235, b242, acc36);
+        acc37 = fma(a235, b243, acc37);
+        acc38 = fma(a235, b244, acc38);
+        acc39 = fma(a235, b245, acc39);
+        acc40 = fma(a235, b246, acc40);
+        acc41 = fma(a235, b247, acc41);
+        acc42 = fma(a235, b248, acc42);
+        acc43 = fma(a236, b241, acc43);
+        acc44 = fma(a236, b242, acc44);
+        acc45 = fma(a236, b243, acc45);
+        acc46 = fma(a236, b244, acc46);
+        acc47 = fma(a236, b245, acc47);
+        acc48 = fma(a236, b246, acc48);
+        acc49 = fma(a236, b247, acc49);
+        acc50 = fma(a236, b248, acc50);
+        acc51 = fma(a237, b241, acc51);
+        acc52 = fma(a237, b242, acc52);
+        acc53 = fma(a237, b243, acc53);
+        acc54 = fma(a237, b244, acc54);
+        acc55 = fma(a237, b245, acc55);
+        acc56 = fma(a237, b246, acc56);
+        acc57 = fma(a237, b247, acc57);
+        acc58 = fma(a237, b248, acc58);
+        acc59 = fma(a238, b241, acc59);
+        acc60 = fma(a238, b242, acc60);
+        acc61 = fma(a238, b243, acc61);
+        acc62 = fma(a238, b244, acc62);
+        acc63 = fma(a238, b245, acc63);
+        acc64 = fma(a238, b246, acc64);
+        acc65 = fma(a238, b247, acc65);
+        acc66 = fma(a238, b248, acc66);
+        acc67 = fma(a239, b241, acc67);
+        acc68 = fma(a239, b242, acc68);
+        acc69 = fma(a239, b243, acc69);
+        acc70 = fma(a239, b244, acc70);
+        acc71 = fma(a239, b245, acc71);
+        acc72 = fma(a239, b246, acc72);
+        acc73 = fma(a239, b247, acc73);
+        acc74 = fma(a239, b248, acc74);
+        acc75 = fma(a240, b241, acc75);
+        acc76 = fma(a240, b242, acc76);
+        acc77 = fma(a240, b243, acc77);
+        acc78 = fma(a240, b244, acc78);
+        acc79 = fma(a240, b245, acc79);
+        acc80 = fma(a240, b246, acc80);
+        acc81 = fma(a240, b247, acc81);
+        acc82 = fma(a240, b248, acc82);
+        let a249: f32 = a_tile[ra135 + 896u];
+        let a250: f32 = a_tile[ra135 + 896u + 1u];
+        let a251: f32 = a_tile[ra135 + 896u + 2u];
+        let a252: f32 = a_tile[ra135 + 896u + 3u];
+        let a253: f32 = a_tile[ra135 + 960u];
+        let a254: f32 = a_tile[ra135 + 960u + 1u];
+        let a255: f32 = a_tile[ra135 + 960u + 2u];
+        let a256: f32 = a_tile[ra135 + 960u + 3u];
+        let b257: f32 = b_tile[rb136 + 896u];
+        let b258: f32 = b_tile[rb136 + 896u + 1u];
+        let b259: f32 = b_tile[rb136 + 896u + 2u];
+        let b260: f32 = b_tile[rb136 + 896u + 3u];
+        let b261: f32 = b_tile[rb136 + 960u];
+        let b262: f32 = b_tile[rb136 + 960u + 1u];
+        let b263: f32 = b_tile[rb136 + 960u + 2u];
+        let b264: f32 = b_tile[rb136 + 960u + 3u];
+        acc19 = fma(a249, b257, acc19);
+        acc20 = fma(a249, b258, acc20);
+        acc21 = fma(a249, b259, acc21);
+        acc22 = fma(a249, b260, acc22);
+        acc23 = fma(a249, b261, acc23);
+        acc24 = fma(a249, b262, acc24);
+        acc25 = fma(a249, b263, acc25);
+        acc26 = fma(a249, b264, acc26);
+        acc27 = fma(a250, b257, acc27);
+        acc28 = fma(a250, b258, acc28);
+        acc29 = fma(a250, b259, acc29);
+        acc30 = fma(a250, b260, acc30);
+        acc31 = fma(a250, b261, acc31);
+        acc32 = fma(a250, b262, acc32);
+        acc33 = fma(a250, b263, acc33);
+        acc34 = fma(a250, b264, acc34);
+        acc35 = fma(a251, b257, acc35);
+        acc36 = fma(a251, b258, acc36);
+        acc37 = fma(a251, b259, acc37);
+        acc38 = fma(a251, b260, acc38);
+        acc39 = fma(a251, b261, acc39);
+        acc40 = fma(a251, b262, acc40);
+        acc41 = fma(a251, b263, acc41);
+        acc42 = fma(a251, b264, acc42);
+        acc43 = fma(a252, b257, acc43);
+        acc44 = fma(a252, b258, acc44);
+        acc45 = fma(a252, b259, acc45);
+        acc46 = fma(a252, b260, acc46);
+        acc47 = fma(a252, b261, acc47);
+        acc48 = fma(a252, b262, acc48);
+        acc49 = fma(a252, b263, acc49);
+        acc50 = fma(a252, b264, acc50);
+        acc51 = fma(a253, b257, acc51);
+        acc52 = fma(a253, b258, acc52);
+        acc53 = fma(a253, b259, acc53);
+        acc54 = fma(a253, b260, acc54);
+        acc55 = fma(a253, b261, acc55);
+        acc56 = fma(a253, b262, acc56);
+        acc57 = fma(a253, b263, acc57);
+        acc58 = fma(a253, b264, acc58);
+        acc59 = fma(a254, b257, acc59);
+        acc60 = fma(a254, b258, acc60);
+        acc61 = fma(a254, b259, acc61);
+        acc62 = fma(a254, b260, acc62);
+        acc63 = fma(a254, b261, acc63);
+        acc64 = fma(a254, b262, acc64);
+        acc65 = fma(a254, b263, acc65);
+        acc66 = fma(a254, b264, acc66);
+        acc67 = fma(a255, b257, acc67);
+        acc68 = fma(a255, b258, acc68);
+        acc69 = fma(a255, b259, acc69);
+        acc70 = fma(a255, b260, acc70);
+        acc71 = fma(a255, b261, acc71);
+        acc72 = fma(a255, b262, acc72);
+        acc73 = fma(a255, b263, acc73);
+        acc74 = fma(a255, b264, acc74);
+        acc75 = fma(a256, b257, acc75);
+        acc76 = fma(a256, b258, acc76);
+        acc77 = fma(a256, b259, acc77);
+        acc78 = fma(a256, b260, acc78);
+        acc79 = fma(a256, b261, acc79);
+        acc80 = fma(a256, b262, acc80);
+        acc81 = fma(a256, b263, acc81);
+        acc82 = fma(a256, b264, acc82);
         workgroupBarrier();
-        for (var kk52: u32 = 0u; kk52 < 16u; kk52 += 1u) {
-            let a53: f32 = a_tile[lid.y * 16u + kk52];
-            let a54: f32 = a_tile[(lid.y + 16u) * 16u + kk52];
-            let a55: f32 = a_tile[(lid.y + 32u) * 16u + kk52];
-            let a56: f32 = a_tile[(lid.y + 48u) * 16u + kk52];
-            let b57: f32 = b_tile[kk52 * 64u + lid.x];
-            let b58: f32 = b_tile[kk52 * 64u + (lid.x + 16u)];
-            let b59: f32 = b_tile[kk52 * 64u + (lid.x + 32u)];
-            let b60: f32 = b_tile[kk52 * 64u + (lid.x + 48u)];
-            acc9 = fma(a53, b57, acc9);
-            acc10 = fma(a53, b58, acc10);
-            acc11 = fma(a53, b59, acc11);
-            acc12 = fma(a53, b60, acc12);
-            acc13 = fma(a54, b57, acc13);
-            acc14 = fma(a54, b58, acc14);
-            acc15 = fma(a54, b59, acc15);
-            acc16 = fma(a54, b60, acc16);
-            acc17 = fma(a55, b57, acc17);
-            acc18 = fma(a55, b58, acc18);
-            acc19 = fma(a55, b59, acc19);
-            acc20 = fma(a55, b60, acc20);
-            acc21 = fma(a56, b57, acc21);
-            acc22 = fma(a56, b58, acc22);
-            acc23 = fma(a56, b59, acc23);
-            acc24 = fma(a56, b60, acc24);
-        }
-        workgroupBarrier();
     }
-    if ((row2 < u.N) && (lid.x < 8u)) {
-        let i61: u32 = row2 * 8u + lid.x;
-        let v62: f32 = acc9 * 0.5f;
-        let v63: f32 = mimir_tanh(v62);
-        let v64: f32 = v63 + 0.5f;
-        out[i61] = v64;
+    if ((row3 < u.N) && (col11 < 8u)) {
+        let i265: u32 = row3 * 8u + col11;
+        let v266: f32 = acc19 * 0.5f;
+        let v267: f32 = mimir_tanh(v266);
+        let v268: f32 = v267 + 0.5f;
+        out[i265] = v268;
     }
-    if ((row2 < u.N) && (col6 < 8u)) {
-        let i65: u32 = row2 * 8u + col6;
-        let v66: f32 = acc10 * 0.5f;
-        let v67: f32 = mimir_tanh(v66);
-        let v68: f32 = v67 + 0.5f;
-        out[i65] = v68;
+    if ((row3 < u.N) && (col12 < 8u)) {
+        let i269: u32 = row3 * 8u + col12;
+        let v270: f32 = acc20 * 0.5f;
+        let v271: f32 = mimir_tanh(v270);
+        let v272: f32 = v271 + 0.5f;
+        out[i269] = v272;
     }
-    if ((row2 < u.N) && (col7 < 8u)) {
-        let i69: u32 = row2 * 8u + col7;
-        let v70: f32 = acc11 * 0.5f;
-        let v71: f32 = mimir_tanh(v70);
-        let v72: f32 = v71 + 0.5f;
-        out[i69] = v72;
+    if ((row3 < u.N) && (col13 < 8u)) {
+        let i273: u32 = row3 * 8u + col13;
+        let v274: f32 = acc21 * 0.5f;
+        let v275: f32 = mimir_tanh(v274);
+        let v276: f32 = v275 + 0.5f;
+        out[i273] = v276;
     }
-    if ((row2 < u.N) && (col8 < 8u)) {
-        let i73: u32 = row2 * 8u + col8;
-        let v74: f32 = acc12 * 0.5f;
-        let v75: f32 = mimir_tanh(v74);
-        let v76: f32 = v75 + 0.5f;
-        out[i73] = v76;
+    if ((row3 < u.N) && (col14 < 8u)) {
+        let i277: u32 = row3 * 8u + col14;
+        let v278: f32 = acc22 * 0.5f;
+        let v279: f32 = mimir_tanh(v278);
+        let v280: f32 = v279 + 0.5f;
+        out[i277] = v280;
     }
-    if ((row3 < u.N) && (lid.x < 8u)) {
-        let i77: u32 = row3 * 8u + lid.x;
-        let v78: f32 = acc13 * 0.5f;
-        let v79: f32 = mimir_tanh(v78);
-        let v80: f32 = v79 + 0.5f;
-        out[i77] = v80;
+    if ((row3 < u.N) && (col15 < 8u)) {
+        let i281: u32 = row3 * 8u + col15;
+        let v282: f32 = acc23 * 0.5f;
+        let v283: f32 = mimir_tanh(v282);
+        let v284: f32 = v283 + 0.5f;
+        out[i281] = v284;
     }
-    if ((row3 < u.N) && (col6 < 8u)) {
-        let i81: u32 = row3 * 8u + col6;
-        let v82: f32 = acc14 * 0.5f;
-        let v83: f32 = mimir_tanh(v82);
-        let v84: f32 = v83 + 0.5f;
-        out[i81] = v84;
+    if ((row3 < u.N) && (col16 < 8u)) {
+        let i285: u32 = row3 * 8u + col16;
+        let v286: f32 = acc24 * 0.5f;
+        let v287: f32 = mimir_tanh(v286);
+        let v288: f32 = v287 + 0.5f;
+        out[i285] = v288;
     }
-    if ((row3 < u.N) && (col7 < 8u)) {
-        let i85: u32 = row3 * 8u + col7;
-        let v86: f32 = acc15 * 0.5f;
-        let v87: f32 = mimir_tanh(v86);
-        let v88: f32 = v87 + 0.5f;
-        out[i85] = v88;
+    if ((row3 < u.N) && (col17 < 8u)) {
+        let i289: u32 = row3 * 8u + col17;
+        let v290: f32 = acc25 * 0.5f;
+        let v291: f32 = mimir_tanh(v290);
+        let v292: f32 = v291 + 0.5f;
+        out[i289] = v292;
     }
-    if ((row3 < u.N) && (col8 < 8u)) {
-        let i89: u32 = row3 * 8u + col8;
-        let v90: f32 = acc16 * 0.5f;
-        let v91: f32 = mimir_tanh(v90);
-        let v92: f32 = v91 + 0.5f;
-        out[i89] = v92;
+    if ((row3 < u.N) && (col18 < 8u)) {
+        let i293: u32 = row3 * 8u + col18;
+        let v294: f32 = acc26 * 0.5f;
+        let v295: f32 = mimir_tanh(v294);
+        let v296: f32 = v295 + 0.5f;
+        out[i293] = v296;
     }
-    if ((row4 < u.N) && (lid.x < 8u)) {
-        let i93: u32 = row4 * 8u + lid.x;
-        let v94: f32 = acc17 * 0.5f;
-        let v95: f32 = mimir_tanh(v94);
-        let v96: f32 = v95 + 0.5f;
-        out[i93] = v96;
+    if ((row4 < u.N) && (col11 < 8u)) {
+        let i297: u32 = row4 * 8u + col11;
+        let v298: f32 = acc27 * 0.5f;
+        let v299: f32 = mimir_tanh(v298);
+        let v300: f32 = v299 + 0.5f;
+        out[i297] = v300;
     }
-    if ((row4 < u.N) && (col6 < 8u)) {
-        let i97: u32 = row4 * 8u + col6;
-        let v98: f32 = acc18 * 0.5f;
-        let v99: f32 = mimir_tanh(v98);
-        let v100: f32 = v99 + 0.5f;
-        out[i97] = v100;
+    if ((row4 < u.N) && (col12 < 8u)) {
+        let i301: u32 = row4 * 8u + col12;
+        let v302: f32 = acc28 * 0.5f;
+        let v303: f32 = mimir_tanh(v302);
+        let v304: f32 = v303 + 0.5f;
+        out[i301] = v304;
     }
-    if ((row4 < u.N) && (col7 < 8u)) {
-        let i101: u32 = row4 * 8u + col7;
-        let v102: f32 = acc19 * 0.5f;
-        let v103: f32 = mimir_tanh(v102);
-        let v104: f32 = v103 + 0.5f;
-        out[i101] = v104;
+    if ((row4 < u.N) && (col13 < 8u)) {
+        let i305: u32 = row4 * 8u + col13;
+        let v306: f32 = acc29 * 0.5f;
+        let v307: f32 = mimir_tanh(v306);
+        let v308: f32 = v307 + 0.5f;
+        out[i305] = v308;
     }
-    if ((row4 < u.N) && (col8 < 8u)) {
-        let i105: u32 = row4 * 8u + col8;
-        let v106: f32 = acc20 * 0.5f;
-        let v107: f32 = mimir_tanh(v106);
-        let v108: f32 = v107 + 0.5f;
-        out[i105] = v108;
+    if ((row4 < u.N) && (col14 < 8u)) {
+        let i309: u32 = row4 * 8u + col14;
+        let v310: f32 = acc30 * 0.5f;
+        let v311: f32 = mimir_tanh(v310);
+        let v312: f32 = v311 + 0.5f;
+        out[i309] = v312;
     }
-    if ((row5 < u.N) && (lid.x < 8u)) {
-        let i109: u32 = row5 * 8u + lid.x;
-        let v110: f32 = acc21 * 0.5f;
-        let v111: f32 = mimir_tanh(v110);
-        let v112: f32 = v111 + 0.5f;
-        out[i109] = v112;
+    if ((row4 < u.N) && (col15 < 8u)) {
+        let i313: u32 = row4 * 8u + col15;
+        let v314: f32 = acc31 * 0.5f;
+        let v315: f32 = mimir_tanh(v314);
+        let v316: f32 = v315 + 0.5f;
+        out[i313] = v316;
     }
-    if ((row5 < u.N) && (col6 < 8u)) {
-        let i113: u32 = row5 * 8u + col6;
-        let v114: f32 = acc22 * 0.5f;
-        let v115: f32 = mimir_tanh(v114);
-        let v116: f32 = v115 + 0.5f;
-        out[i113] = v116;
+    if ((row4 < u.N) && (col16 < 8u)) {
+        let i317: u32 = row4 * 8u + col16;
+        let v318: f32 = acc32 * 0.5f;
+        let v319: f32 = mimir_tanh(v318);
+        let v320: f32 = v319 + 0.5f;
+        out[i317] = v320;
     }
-    if ((row5 < u.N) && (col7 < 8u)) {
-        let i117: u32 = row5 * 8u + col7;
-        let v118: f32 = acc23 * 0.5f;
-        let v119: f32 = mimir_tanh(v118);
-        let v120: f32 = v119 + 0.5f;
-        out[i117] = v120;
+    if ((row4 < u.N) && (col17 < 8u)) {
+        let i321: u32 = row4 * 8u + col17;
+        let v322: f32 = acc33 * 0.5f;
+        let v323: f32 = mimir_tanh(v322);
+        let v324: f32 = v323 + 0.5f;
+        out[i321] = v324;
     }
-    if ((row5 < u.N) && (col8 < 8u)) {
-        let i121: u32 = row5 * 8u + col8;
-        let v122: f32 = acc24 * 0.5f;
-        let v123: f32 = mimir_tanh(v122);
-        let v124: f32 = v123 + 0.5f;
-        out[i121] = v124;
+    if ((row4 < u.N) && (col18 < 8u)) {
+        let i325: u32 = row4 * 8u + col18;
+        let v326: f32 = acc34 * 0.5f;
+        let v327: f32 = mimir_tanh(v326);
+        let v328: f32 = v327 + 0.5f;
+        out[i325] = v328;
+    }
+    if ((row5 < u.N) && (col11 < 8u)) {
+        let i329: u32 = row5 * 8u + col11;
+        let v330: f32 = acc35 * 0.5f;
+        let v331: f32 = mimir_tanh(v330);
+        let v332: f32 = v331 + 0.5f;
+        out[i329] = v332;
+    }
+    if ((row5 < u.N) && (col12 < 8u)) {
+        let i333: u32 = row5 * 8u + col12;
+        let v334: f32 = acc36 * 0.5f;
+        let v335: f32 = mimir_tanh(v334);
+        let v336: f32 = v335 + 0.5f;
+        out[i333] = v336;
+    }
+    if ((row5 < u.N) && (col13 < 8u)) {
+        let i337: u32 = row5 * 8u + col13;
+        let v338: f32 = acc37 * 0.5f;
+        let v339: f32 = mimir_tanh(v338);
+        let v340: f32 = v339 + 0.5f;
+        out[i337] = v340;
+    }
+    if ((row5 < u.N) && (col14 < 8u)) {
+        let i341: u32 = row5 * 8u + col14;
+        let v342: f32 = acc38 * 0.5f;
+        let v343: f32 = mimir_tanh(v342);
+        let v344: f32 = v343 + 0.5f;
+        out[i341] = v344;
+    }
+    if ((row5 < u.N) && (col15 < 8u)) {
+        let i345: u32 = row5 * 8u + col15;
+        let v346: f32 = acc39 * 0.5f;
+        let v347: f32 = mimir_tanh(v346);
+        let v348: f32 = v347 + 0.5f;
+        out[i345] = v348;
+    }
+    if ((row5 < u.N) && (col16 < 8u)) {
+        let i349: u32 = row5 * 8u + col16;
+        let v350: f32 = acc40 * 0.5f;
+        let v351: f32 = mimir_tanh(v350);
+        let v352: f32 = v351 + 0.5f;
+        out[i349] = v352;
+    }
+    if ((row5 < u.N) && (col17 < 8u)) {
+        let i353: u32 = row5 * 8u + col17;
+        let v354: f32 = acc41 * 0.5f;
+        let v355: f32 = mimir_tanh(v354);
+        let v356: f32 = v355 + 0.5f;
+        out[i353] = v356;
+    }
+    if ((row5 < u.N) && (col18 < 8u)) {
+        let i357: u32 = row5 * 8u + col18;
+        let v358: f32 = acc42 * 0.5f;
+        let v359: f32 = mimir_tanh(v358);
+        let v360: f32 = v359 + 0.5f;
+        out[i357] = v360;
+    }
+    if ((row6 < u.N) && (col11 < 8u)) {
+        let i361: u32 = row6 * 8u + col11;
+        let v362: f32 = acc43 * 0.5f;
+        let v363: f32 = mimir_tanh(v362);
+        let v364: f32 = v363 + 0.5f;
+        out[i361] = v364;
+    }
+    if ((row6 < u.N) && (col12 < 8u)) {
+        let i365: u32 = row6 * 8u + col12;
+        let v366: f32 = acc44 * 0.5f;
+        let v367: f32 = mimir_tanh(v366);
+        let v368: f32 = v367 + 0.5f;
+        out[i365] = v368;
+    }
+    if ((row6 < u.N) && (col13 < 8u)) {
+        let i369: u32 = row6 * 8u + col13;
+        let v370: f32 = acc45 * 0.5f;
+        let v371: f32 = mimir_tanh(v370);
+        let v372: f32 = v371 + 0.5f;
+        out[i369] = v372;
+    }
+    if ((row6 < u.N) && (col14 < 8u)) {
+        let i373: u32 = row6 * 8u + col14;
+        let v374: f32 = acc46 * 0.5f;
+        let v375: f32 = mimir_tanh(v374);
+        let v376: f32 = v375 + 0.5f;
+        out[i373] = v376;
+    }
+    if ((row6 < u.N) && (col15 < 8u)) {
+        let i377: u32 = row6 * 8u + col15;
+        let v378: f32 = acc47 * 0.5f;
+        let v379: f32 = mimir_tanh(v378);
+        let v380: f32 = v379 + 0.5f;
+        out[i377] = v380;
+    }
+    if ((row6 < u.N) && (col16 < 8u)) {
+        let i381: u32 = row6 * 8u + col16;
+        let v382: f32 = acc48 * 0.5f;
+        let v383: f32 = mimir_tanh(v382);
+        let v384: f32 = v383 + 0.5f;
+        out[i381] = v384;
+    }
+    if ((row6 < u.N) && (col17 < 8u)) {
+        let i385: u32 = row6 * 8u + col17;
+        let v386: f32 = acc49 * 0.5f;
+        let v387: f32 = mimir_tanh(v386);
+        let v388: f32 = v387 + 0.5f;
+        out[i385] = v388;
+    }
+    if ((row6 < u.N) && (col18 < 8u)) {
+        let i389: u32 = row6 * 8u + col18;
+        let v390: f32 = acc50 * 0.5f;
+        let v391: f32 = mimir_tanh(v390);
+        let v392: f32 = v391 + 0.5f;
+        out[i389] = v392;
+    }
+    if ((row7 < u.N) && (col11 < 8u)) {
+        let i393: u32 = row7 * 8u + col11;
+        let v394: f32 = acc51 * 0.5f;
+        let v395: f32 = mimir_tanh(v394);
+        let v396: f32 = v395 + 0.5f;
+        out[i393] = v396;
+    }
+    if ((row7 < u.N) && (col12 < 8u)) {
+        let i397: u32 = row7 * 8u + col12;
+        let v398: f32 = acc52 * 0.5f;
+        let v399: f32 = mimir_tanh(v398);
+        let v400: f32 = v399 + 0.5f;
+        out[i397] = v400;
+    }
+    if ((row7 < u.N) && (col13 < 8u)) {
+        let i401: u32 = row7 * 8u + col13;
+        let v402: f32 = acc53 * 0.5f;
+        let v403: f32 = mimir_tanh(v402);
+        let v404: f32 = v403 + 0.5f;
+        out[i401] = v404;
+    }
+    if ((row7 < u.N) && (col14 < 8u)) {
+        let i405: u32 = row7 * 8u + col14;
+        let v406: f32 = acc54 * 0.5f;
+        let v407: f32 = mimir_tanh(v406);
+        let v408: f32 = v407 + 0.5f;
+        out[i405] = v408;
+    }
+    if ((row7 < u.N) && (col15 < 8u)) {
+        let i409: u32 = row7 * 8u + col15;
+        let v410: f32 = acc55 * 0.5f;
+        let v411: f32 = mimir_tanh(v410);
+        let v412: f32 = v411 + 0.5f;
+        out[i409] = v412;
+    }
+    if ((row7 < u.N) && (col16 < 8u)) {
+        let i413: u32 = row7 * 8u + col16;
+        let v414: f32 = acc56 * 0.5f;
+        let v415: f32 = mimir_tanh(v414);
+        let v416: f32 = v415 + 0.5f;
+        out[i413] = v416;
+    }
+    if ((row7 < u.N) && (col17 < 8u)) {
+        let i417: u32 = row7 * 8u + col17;
+        let v418: f32 = acc57 * 0.5f;
+        let v419: f32 = mimir_tanh(v418);
+        let v420: f32 = v419 + 0.5f;
+        out[i417] = v420;
+    }
+    if ((row7 < u.N) && (col18 < 8u)) {
+        let i421: u32 = row7 * 8u + col18;
+        let v422: f32 = acc58 * 0.5f;
+        let v423: f32 = mimir_tanh(v422);
+        let v424: f32 = v423 + 0.5f;
+        out[i421] = v424;
+    }
+    if ((row8 < u.N) && (col11 < 8u)) {
+        let i425: u32 = row8 * 8u + col11;
+        let v426: f32 = acc59 * 0.5f;
+        let v427: f32 = mimir_tanh(v426);
+        let v428: f32 = v427 + 0.5f;
+        out[i425] = v428;
+    }
+    if ((row8 < u.N) && (col12 < 8u)) {
+        let i429: u32 = row8 * 8u + col12;
+        let v430: f32 = acc60 * 0.5f;
+        let v431: f32 = mimir_tanh(v430);
+        let v432: f32 = v431 + 0.5f;
+        out[i429] = v432;
+    }
+    if ((row8 < u.N) && (col13 < 8u)) {
+        let i433: u32 = row8 * 8u + col13;
+        let v434: f32 = acc61 * 0.5f;
+        let v435: f32 = mimir_tanh(v434);
+        let v436: f32 = v435 + 0.5f;
+        out[i433] = v436;
+    }
+    if ((row8 < u.N) && (col14 < 8u)) {
+        let i437: u32 = row8 * 8u + col14;
+        let v438: f32 = acc62 * 0.5f;
+        let v439: f32 = mimir_tanh(v438);
+        let v440: f32 = v439 + 0.5f;
+        out[i437] = v440;
+    }
+    if ((row8 < u.N) && (col15 < 8u)) {
+        let i441: u32 = row8 * 8u + col15;
+        let v442: f32 = acc63 * 0.5f;
+        let v443: f32 = mimir_tanh(v442);
+        let v444: f32 = v443 + 0.5f;
+        out[i441] = v444;
+    }
+    if ((row8 < u.N) && (col16 < 8u)) {
+        let i445: u32 = row8 * 8u + col16;
+        let v446: f32 = acc64 * 0.5f;
+        let v447: f32 = mimir_tanh(v446);
+        let v448: f32 = v447 + 0.5f;
+        out[i445] = v448;
+    }
+    if ((row8 < u.N) && (col17 < 8u)) {
+        let i449: u32 = row8 * 8u + col17;
+        let v450: f32 = acc65 * 0.5f;
+        let v451: f32 = mimir_tanh(v450);
+        let v452: f32 = v451 + 0.5f;
+        out[i449] = v452;
+    }
+    if ((row8 < u.N) && (col18 < 8u)) {
+        let i453: u32 = row8 * 8u + col18;
+        let v454: f32 = acc66 * 0.5f;
+        let v455: f32 = mimir_tanh(v454);
+        let v456: f32 = v455 + 0.5f;
+        out[i453] = v456;
+    }
+    if ((row9 < u.N) && (col11 < 8u)) {
+        let i457: u32 = row9 * 8u + col11;
+        let v458: f32 = acc67 * 0.5f;
+        let v459: f32 = mimir_tanh(v458);
+        let v460: f32 = v459 + 0.5f;
+        out[i457] = v460;
+    }
+    if ((row9 < u.N) && (col12 < 8u)) {
+        let i461: u32 = row9 * 8u + col12;
+        let v462: f32 = acc68 * 0.5f;
+        let v463: f32 = mimir_tanh(v462);
+        let v464: f32 = v463 + 0.5f;
+        out[i461] = v464;
+    }
+    if ((row9 < u.N) && (col13 < 8u)) {
+        let i465: u32 = row9 * 8u + col13;
+        let v466: f32 = acc69 * 0.5f;
+        let v467: f32 = mimir_tanh(v466);
+        let v468: f32 = v467 + 0.5f;
+        out[i465] = v468;
+    }
+    if ((row9 < u.N) && (col14 < 8u)) {
+        let i469: u32 = row9 * 8u + col14;
+        let v470: f32 = acc70 * 0.5f;
+        let v471: f32 = mimir_tanh(v470);
+        let v472: f32 = v471 + 0.5f;
+        out[i469] = v472;
+    }
+    if ((row9 < u.N) && (col15 < 8u)) {
+        let i473: u32 = row9 * 8u + col15;
+        let v474: f32 = acc71 * 0.5f;
+        let v475: f32 = mimir_tanh(v474);
+        let v476: f32 = v475 + 0.5f;
+        out[i473] = v476;
+    }
+    if ((row9 < u.N) && (col16 < 8u)) {
+        let i477: u32 = row9 * 8u + col16;
+        let v478: f32 = acc72 * 0.5f;
+        let v479: f32 = mimir_tanh(v478);
+        let v480: f32 = v479 + 0.5f;
+        out[i477] = v480;
+    }
+    if ((row9 < u.N) && (col17 < 8u)) {
+        let i481: u32 = row9 * 8u + col17;
+        let v482: f32 = acc73 * 0.5f;
+        let v483: f32 = mimir_tanh(v482);
+        let v484: f32 = v483 + 0.5f;
+        out[i481] = v484;
+    }
+    if ((row9 < u.N) && (col18 < 8u)) {
+        let i485: u32 = row9 * 8u + col18;
+        let v486: f32 = acc74 * 0.5f;
+        let v487: f32 = mimir_tanh(v486);
+        let v488: f32 = v487 + 0.5f;
+        out[i485] = v488;
+    }
+    if ((row10 < u.N) && (col11 < 8u)) {
+        let i489: u32 = row10 * 8u + col11;
+        let v490: f32 = acc75 * 0.5f;
+        let v491: f32 = mimir_tanh(v490);
+        let v492: f32 = v491 + 0.5f;
+        out[i489] = v492;
+    }
+    if ((row10 < u.N) && (col12 < 8u)) {
+        let i493: u32 = row10 * 8u + col12;
+        let v494: f32 = acc76 * 0.5f;
+        let v495: f32 = mimir_tanh(v494);
+        let v496: f32 = v495 + 0.5f;
+        out[i493] = v496;
+    }
+    if ((row10 < u.N) && (col13 < 8u)) {
+        let i497: u32 = row10 * 8u + col13;
+        let v498: f32 = acc77 * 0.5f;
+        let v499: f32 = mimir_tanh(v498);
+        let v500: f32 = v499 + 0.5f;
+        out[i497] = v500;
+    }
+    if ((row10 < u.N) && (col14 < 8u)) {
+        let i501: u32 = row10 * 8u + col14;
+        let v502: f32 = acc78 * 0.5f;
+        let v503: f32 = mimir_tanh(v502);
+        let v504: f32 = v503 + 0.5f;
+        out[i501] = v504;
+    }
+    if ((row10 < u.N) && (col15 < 8u)) {
+        let i505: u32 = row10 * 8u + col15;
+        let v506: f32 = acc79 * 0.5f;
+        let v507: f32 = mimir_tanh(v506);
+        let v508: f32 = v507 + 0.5f;
+        out[i505] = v508;
+    }
+    if ((row10 < u.N) && (col16 < 8u)) {
+        let i509: u32 = row10 * 8u + col16;
+        let v510: f32 = acc80 * 0.5f;
+        let v511: f32 = mimir_tanh(v510);
+        let v512: f32 = v511 + 0.5f;
+        out[i509] = v512;
+    }
+    if ((row10 < u.N) && (col17 < 8u)) {
+        let i513: u32 = row10 * 8u + col17;
+        let v514: f32 = acc81 * 0.5f;
+        let v515: f32 = mimir_tanh(v514);
+        let v516: f32 = v515 + 0.5f;
+        out[i513] = v516;
+    }
+    if ((row10 < u.N) && (col18 < 8u)) {
+        let i517: u32 = row10 * 8u + col18;
+        let v518: f32 = acc82 * 0.5f;
+        let v519: f32 = mimir_tanh(v518);
+        let v520: f32 = v519 + 0.5f;
+        out[i517] = v520;
     }
 }

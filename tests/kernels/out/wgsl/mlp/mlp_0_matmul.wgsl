@@ -10,8 +10,8 @@ struct Uniforms {
 @group(0) @binding(2) var<storage, read> b1: array<f32>;
 @group(0) @binding(3) var<storage, read_write> scratch0: array<f32>;
 @group(0) @binding(4) var<uniform> u: Uniforms;
-var<workgroup> a_tile: array<f32, 1024>;
-var<workgroup> b_tile: array<f32, 1024>;
+var<workgroup> a_tile: array<f32, 2048>;
+var<workgroup> b_tile: array<f32, 2048>;
 
 @compute @workgroup_size(16, 16, 1)
 fn mlp_0_matmul(
@@ -20,30 +20,30 @@ fn mlp_0_matmul(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.N + 64u - 1u) >> 6u) * ((u.H + 64u - 1u) >> 6u)) {
+    if (g0 >= ((u.N + 128u - 1u) >> 7u) * ((u.H + 128u - 1u) >> 7u)) {
         return;
     }
-    let tile1: u32 = g0 % ((u.H + 64u - 1u) >> 6u);
-    let tile2: u32 = g0 / ((u.H + 64u - 1u) >> 6u);
-    let row3: u32 = tile2 * 64u;
-    let col4: u32 = tile1 * 64u;
-    let row5: u32 = row3 + lid.y;
-    let row6: u32 = row3 + (lid.y + 16u);
-    let row7: u32 = row3 + (lid.y + 32u);
-    let row8: u32 = row3 + (lid.y + 48u);
-    let col9: u32 = col4 + lid.x;
-    let col10: u32 = col4 + (lid.x + 16u);
-    let col11: u32 = col4 + (lid.x + 32u);
-    let col12: u32 = col4 + (lid.x + 48u);
-    var acc13: f32 = 0.0f;
-    var acc14: f32 = 0.0f;
-    var acc15: f32 = 0.0f;
-    var acc16: f32 = 0.0f;
-    var acc17: f32 = 0.0f;
-    var acc18: f32 = 0.0f;
-    var acc19: f32 = 0.0f;
-    var acc20: f32 = 0.0f;
-    var acc21: f32 = 0.0f;
+    let tile1: u32 = g0 % ((u.H + 128u - 1u) >> 7u);
+    let tile2: u32 = g0 / ((u.H + 128u - 1u) >> 7u);
+    let t3: u32 = lid.y * 16u + lid.x;
+    let row4: u32 = tile2 * 128u;
+    let col5: u32 = tile1 * 128u;
+    let row6: u32 = row4 + lid.y * 4u;
+    let row7: u32 = row4 + (lid.y * 4u + 1u);
+    let row8: u32 = row4 + (lid.y * 4u + 2u);
+    let row9: u32 = row4 + (lid.y * 4u + 3u);
+    let row10: u32 = row4 + (lid.y * 4u + 64u);
+    let row11: u32 = row4 + (lid.y * 4u + 65u);
+    let row12: u32 = row4 + (lid.y * 4u + 66u);
+    let row13: u32 = row4 + (lid.y * 4u + 67u);
+    let col14: u32 = col5 + lid.x * 4u;
+    let col15: u32 = col5 + (lid.x * 4u + 1u);
+    let col16: u32 = col5 + (lid.x * 4u + 2u);
+    let col17: u32 = col5 + (lid.x * 4u + 3u);
+    let col18: u32 = col5 + (lid.x * 4u + 64u);
+    let col19: u32 = col5 + (lid.x * 4u + 65u);
+    let col20: u32 = col5 + (lid.x * 4u + 66u);
+    let col21: u32 = col5 + (lid.x * 4u + 67u);
     var acc22: f32 = 0.0f;
     var acc23: f32 = 0.0f;
     var acc24: f32 = 0.0f;
@@ -51,204 +51,1277 @@ fn mlp_0_matmul(
     var acc26: f32 = 0.0f;
     var acc27: f32 = 0.0f;
     var acc28: f32 = 0.0f;
-    for (var k0_29: u32 = 0u; k0_29 < 13u; k0_29 += 16u) {
-        let ka30: u32 = k0_29 + lid.x;
-        let kb31: u32 = k0_29 + lid.y;
-        var x32: f32 = 0.0f;
-        if ((row5 < u.N) && (ka30 < 13u)) {
-            let i33: u32 = row5 * 13u + ka30;
-            let v34: f32 = x[i33];
-            x32 = v34;
+    var acc29: f32 = 0.0f;
+    var acc30: f32 = 0.0f;
+    var acc31: f32 = 0.0f;
+    var acc32: f32 = 0.0f;
+    var acc33: f32 = 0.0f;
+    var acc34: f32 = 0.0f;
+    var acc35: f32 = 0.0f;
+    var acc36: f32 = 0.0f;
+    var acc37: f32 = 0.0f;
+    var acc38: f32 = 0.0f;
+    var acc39: f32 = 0.0f;
+    var acc40: f32 = 0.0f;
+    var acc41: f32 = 0.0f;
+    var acc42: f32 = 0.0f;
+    var acc43: f32 = 0.0f;
+    var acc44: f32 = 0.0f;
+    var acc45: f32 = 0.0f;
+    var acc46: f32 = 0.0f;
+    var acc47: f32 = 0.0f;
+    var acc48: f32 = 0.0f;
+    var acc49: f32 = 0.0f;
+    var acc50: f32 = 0.0f;
+    var acc51: f32 = 0.0f;
+    var acc52: f32 = 0.0f;
+    var acc53: f32 = 0.0f;
+    var acc54: f32 = 0.0f;
+    var acc55: f32 = 0.0f;
+    var acc56: f32 = 0.0f;
+    var acc57: f32 = 0.0f;
+    var acc58: f32 = 0.0f;
+    var acc59: f32 = 0.0f;
+    var acc60: f32 = 0.0f;
+    var acc61: f32 = 0.0f;
+    var acc62: f32 = 0.0f;
+    var acc63: f32 = 0.0f;
+    var acc64: f32 = 0.0f;
+    var acc65: f32 = 0.0f;
+    var acc66: f32 = 0.0f;
+    var acc67: f32 = 0.0f;
+    var acc68: f32 = 0.0f;
+    var acc69: f32 = 0.0f;
+    var acc70: f32 = 0.0f;
+    var acc71: f32 = 0.0f;
+    var acc72: f32 = 0.0f;
+    var acc73: f32 = 0.0f;
+    var acc74: f32 = 0.0f;
+    var acc75: f32 = 0.0f;
+    var acc76: f32 = 0.0f;
+    var acc77: f32 = 0.0f;
+    var acc78: f32 = 0.0f;
+    var acc79: f32 = 0.0f;
+    var acc80: f32 = 0.0f;
+    var acc81: f32 = 0.0f;
+    var acc82: f32 = 0.0f;
+    var acc83: f32 = 0.0f;
+    var acc84: f32 = 0.0f;
+    var acc85: f32 = 0.0f;
+    let ak86: u32 = t3 & 7u;
+    let am87: u32 = t3 >> 3u;
+    let ar88: u32 = row4 + am87;
+    let ar89: u32 = row4 + (am87 + 32u);
+    let ar90: u32 = row4 + (am87 + 64u);
+    let ar91: u32 = row4 + (am87 + 96u);
+    let ab92: u32 = ar88 * 13u;
+    let ab93: u32 = ar89 * 13u;
+    let ab94: u32 = ar90 * 13u;
+    let ab95: u32 = ar91 * 13u;
+    let aok96: bool = ar88 < u.N;
+    let aok97: bool = ar89 < u.N;
+    let aok98: bool = ar90 < u.N;
+    let aok99: bool = ar91 < u.N;
+    let as100: u32 = ak86 * 128u + am87;
+    let bk101: u32 = t3 >> 7u;
+    let bn102: u32 = col5 + (t3 & 127u);
+    let bok103: bool = bn102 < u.H;
+    let bs104: u32 = 2u * u.H;
+    let bs105: u32 = 4u * u.H;
+    let bs106: u32 = 6u * u.H;
+    let kok107: bool = ak86 < 13u;
+    if (aok96 && kok107) {
+        a_tile[as100] = x[ab92 + ak86];
+    } else {
+        a_tile[as100] = 0.0f;
+    }
+    if (aok97 && kok107) {
+        a_tile[as100 + 32u] = x[ab93 + ak86];
+    } else {
+        a_tile[as100 + 32u] = 0.0f;
+    }
+    if (aok98 && kok107) {
+        a_tile[as100 + 64u] = x[ab94 + ak86];
+    } else {
+        a_tile[as100 + 64u] = 0.0f;
+    }
+    if (aok99 && kok107) {
+        a_tile[as100 + 96u] = x[ab95 + ak86];
+    } else {
+        a_tile[as100 + 96u] = 0.0f;
+    }
+    let bi112: u32 = bk101 * u.H + bn102;
+    if ((bk101 < 13u) && bok103) {
+        b_tile[t3] = w1[bi112];
+    } else {
+        b_tile[t3] = 0.0f;
+    }
+    let kb114: u32 = bk101 + 2u;
+    if ((kb114 < 13u) && bok103) {
+        b_tile[t3 + 256u] = w1[bi112 + bs104];
+    } else {
+        b_tile[t3 + 256u] = 0.0f;
+    }
+    let kb116: u32 = bk101 + 4u;
+    if ((kb116 < 13u) && bok103) {
+        b_tile[t3 + 512u] = w1[bi112 + bs105];
+    } else {
+        b_tile[t3 + 512u] = 0.0f;
+    }
+    let kb118: u32 = bk101 + 6u;
+    if ((kb118 < 13u) && bok103) {
+        b_tile[t3 + 768u] = w1[bi112 + bs106];
+    } else {
+        b_tile[t3 + 768u] = 0.0f;
+    }
+    workgroupBarrier();
+    let ly120: u32 = lid.y * 4u;
+    let lx121: u32 = lid.x * 4u;
+    for (var k0_122: u32 = 0u; k0_122 < 13u; k0_122 += 8u) {
+        let cur123: u32 = (k0_122 << 7u) & 1024u;
+        let nxt124: u32 = cur123 ^ 1024u;
+        let kn125: u32 = k0_122 + 8u;
+        if (kn125 < 13u) {
+            let ka126: u32 = kn125 + ak86;
+            let kok127: bool = ka126 < 13u;
+            let sa128: u32 = nxt124 + as100;
+            if (aok96 && kok127) {
+                a_tile[sa128] = x[ab92 + ka126];
+            } else {
+                a_tile[sa128] = 0.0f;
+            }
+            if (aok97 && kok127) {
+                a_tile[sa128 + 32u] = x[ab93 + ka126];
+            } else {
+                a_tile[sa128 + 32u] = 0.0f;
+            }
+            if (aok98 && kok127) {
+                a_tile[sa128 + 64u] = x[ab94 + ka126];
+            } else {
+                a_tile[sa128 + 64u] = 0.0f;
+            }
+            if (aok99 && kok127) {
+                a_tile[sa128 + 96u] = x[ab95 + ka126];
+            } else {
+                a_tile[sa128 + 96u] = 0.0f;
+            }
+            let kb133: u32 = kn125 + bk101;
+            let sb134: u32 = nxt124 + t3;
+            let bi135: u32 = kb133 * u.H + bn102;
+            if ((kb133 < 13u) && bok103) {
+                b_tile[sb134] = w1[bi135];
+            } else {
+                b_tile[sb134] = 0.0f;
+            }
+            let kb137: u32 = kb133 + 2u;
+            if ((kb137 < 13u) && bok103) {
+                b_tile[sb134 + 256u] = w1[bi135 + bs104];
+            } else {
+                b_tile[sb134 + 256u] = 0.0f;
+            }
+            let kb139: u32 = kb133 + 4u;
+            if ((kb139 < 13u) && bok103) {
+                b_tile[sb134 + 512u] = w1[bi135 + bs105];
+            } else {
+                b_tile[sb134 + 512u] = 0.0f;
+            }
+            let kb141: u32 = kb133 + 6u;
+            if ((kb141 < 13u) && bok103) {
+                b_tile[sb134 + 768u] = w1[bi135 + bs106];
+            } else {
+                b_tile[sb134 + 768u] = 0.0f;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x32;
-        var x35: f32 = 0.0f;
-        if ((row6 < u.N) && (ka30 < 13u)) {
-            let i36: u32 = row6 * 13u + ka30;
-            let v37: f32 = x[i36];
-            x35 = v37;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x35;
-        var x38: f32 = 0.0f;
-        if ((row7 < u.N) && (ka30 < 13u)) {
-            let i39: u32 = row7 * 13u + ka30;
-            let v40: f32 = x[i39];
-            x38 = v40;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x38;
-        var x41: f32 = 0.0f;
-        if ((row8 < u.N) && (ka30 < 13u)) {
-            let i42: u32 = row8 * 13u + ka30;
-            let v43: f32 = x[i42];
-            x41 = v43;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x41;
-        var x44: f32 = 0.0f;
-        if ((kb31 < 13u) && (col9 < u.H)) {
-            let i45: u32 = kb31 * u.H + col9;
-            let v46: f32 = w1[i45];
-            x44 = v46;
-        }
-        b_tile[lid.y * 64u + lid.x] = x44;
-        var x47: f32 = 0.0f;
-        if ((kb31 < 13u) && (col10 < u.H)) {
-            let i48: u32 = kb31 * u.H + col10;
-            let v49: f32 = w1[i48];
-            x47 = v49;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x47;
-        var x50: f32 = 0.0f;
-        if ((kb31 < 13u) && (col11 < u.H)) {
-            let i51: u32 = kb31 * u.H + col11;
-            let v52: f32 = w1[i51];
-            x50 = v52;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x50;
-        var x53: f32 = 0.0f;
-        if ((kb31 < 13u) && (col12 < u.H)) {
-            let i54: u32 = kb31 * u.H + col12;
-            let v55: f32 = w1[i54];
-            x53 = v55;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x53;
+        let ra143: u32 = cur123 + ly120;
+        let rb144: u32 = cur123 + lx121;
+        let a145: f32 = a_tile[ra143];
+        let a146: f32 = a_tile[ra143 + 1u];
+        let a147: f32 = a_tile[ra143 + 2u];
+        let a148: f32 = a_tile[ra143 + 3u];
+        let a149: f32 = a_tile[ra143 + 64u];
+        let a150: f32 = a_tile[ra143 + 64u + 1u];
+        let a151: f32 = a_tile[ra143 + 64u + 2u];
+        let a152: f32 = a_tile[ra143 + 64u + 3u];
+        let b153: f32 = b_tile[rb144];
+        let b154: f32 = b_tile[rb144 + 1u];
+        let b155: f32 = b_tile[rb144 + 2u];
+        let b156: f32 = b_tile[rb144 + 3u];
+        let b157: f32 = b_tile[rb144 + 64u];
+        let b158: f32 = b_tile[rb144 + 64u + 1u];
+        let b159: f32 = b_tile[rb144 + 64u + 2u];
+        let b160: f32 = b_tile[rb144 + 64u + 3u];
+        acc22 = fma(a145, b153, acc22);
+        acc23 = fma(a145, b154, acc23);
+        acc24 = fma(a145, b155, acc24);
+        acc25 = fma(a145, b156, acc25);
+        acc26 = fma(a145, b157, acc26);
+        acc27 = fma(a145, b158, acc27);
+        acc28 = fma(a145, b159, acc28);
+        acc29 = fma(a145, b160, acc29);
+        acc30 = fma(a146, b153, acc30);
+        acc31 = fma(a146, b154, acc31);
+        acc32 = fma(a146, b155, acc32);
+        acc33 = fma(a146, b156, acc33);
+        acc34 = fma(a146, b157, acc34);
+        acc35 = fma(a146, b158, acc35);
+        acc36 = fma(a146, b159, acc36);
+        acc37 = fma(a146, b160, acc37);
+        acc38 = fma(a147, b153, acc38);
+        acc39 = fma(a147, b154, acc39);
+        acc40 = fma(a147, b155, acc40);
+        acc41 = fma(a147, b156, acc41);
+        acc42 = fma(a147, b157, acc42);
+        acc43 = fma(a147, b158, acc43);
+        acc44 = fma(a147, b159, acc44);
+        acc45 = fma(a147, b160, acc45);
+        acc46 = fma(a148, b153, acc46);
+        acc47 = fma(a148, b154, acc47);
+        acc48 = fma(a148, b155, acc48);
+        acc49 = fma(a148, b156, acc49);
+        acc50 = fma(a148, b157, acc50);
+        acc51 = fma(a148, b158, acc51);
+        acc52 = fma(a148, b159, acc52);
+        acc53 = fma(a148, b160, acc53);
+        acc54 = fma(a149, b153, acc54);
+        acc55 = fma(a149, b154, acc55);
+        acc56 = fma(a149, b155, acc56);
+        acc57 = fma(a149, b156, acc57);
+        acc58 = fma(a149, b157, acc58);
+        acc59 = fma(a149, b158, acc59);
+        acc60 = fma(a149, b159, acc60);
+        acc61 = fma(a149, b160, acc61);
+        acc62 = fma(a150, b153, acc62);
+        acc63 = fma(a150, b154, acc63);
+        acc64 = fma(a150, b155, acc64);
+        acc65 = fma(a150, b156, acc65);
+        acc66 = fma(a150, b157, acc66);
+        acc67 = fma(a150, b158, acc67);
+        acc68 = fma(a150, b159, acc68);
+        acc69 = fma(a150, b160, acc69);
+        acc70 = fma(a151, b153, acc70);
+        acc71 = fma(a151, b154, acc71);
+        acc72 = fma(a151, b155, acc72);
+        acc73 = fma(a151, b156, acc73);
+        acc74 = fma(a151, b157, acc74);
+        acc75 = fma(a151, b158, acc75);
+        acc76 = fma(a151, b159, acc76);
+        acc77 = fma(a151, b160, acc77);
+        acc78 = fma(a152, b153, acc78);
+        acc79 = fma(a152, b154, acc79);
+        acc80 = fma(a152, b155, acc80);
+        acc81 = fma(a152, b156, acc81);
+        acc82 = fma(a152, b157, acc82);
+        acc83 = fma(a152, b158, acc83);
+        acc84 = fma(a152, b159, acc84);
+        acc85 = fma(a152, b160, acc85);
+        let a161: f32 = a_tile[ra143 + 128u];
+        let a162: f32 = a_tile[ra143 + 128u + 1u];
+        let a163: f32 = a_tile[ra143 + 128u + 2u];
+        let a164: f32 = a_tile[ra143 + 128u + 3u];
+        let a165: f32 = a_tile[ra143 + 192u];
+        let a166: f32 = a_tile[ra143 + 192u + 1u];
+        let a167: f32 = a_tile[ra143 + 192u + 2u];
+        let a168: f32 = a_tile[ra143 + 192u + 3u];
+        let b169: f32 = b_tile[rb144 + 128u];
+        let b170: f32 = b_tile[rb144 + 128u + 1u];
+        let b171: f32 = b_tile[rb144 + 128u + 2u];
+        let b172: f32 = b_tile[rb144 + 128u + 3u];
+        let b173: f32 = b_tile[rb144 + 192u];
+        let b174: f32 = b_tile[rb144 + 192u + 1u];
+        let b175: f32 = b_tile[rb144 + 192u + 2u];
+        let b176: f32 = b_tile[rb144 + 192u + 3u];
+        acc22 = fma(a161, b169, acc22);
+        acc23 = fma(a161, b170, acc23);
+        acc24 = fma(a161, b171, acc24);
+        acc25 = fma(a161, b172, acc25);
+        acc26 = fma(a161, b173, acc26);
+        acc27 = fma(a161, b174, acc27);
+        acc28 = fma(a161, b175, acc28);
+        acc29 = fma(a161, b176, acc29);
+        acc30 = fma(a162, b169, acc30);
+        acc31 = fma(a162, b170, acc31);
+        acc32 = fma(a162, b171, acc32);
+        acc33 = fma(a162, b172, acc33);
+        acc34 = fma(a162, b173, acc34);
+        acc35 = fma(a162, b174, acc35);
+        acc36 = fma(a162, b175, acc36);
+        acc37 = fma(a162, b176, acc37);
+        acc38 = fma(a163, b169, acc38);
+        acc39 = fma(a163, b170, acc39);
+        acc40 = fma(a163, b171, acc40);
+        acc41 = fma(a163, b172, acc41);
+        acc42 = fma(a163, b173, acc42);
+        acc43 = fma(a163, b174, acc43);
+        acc44 = fma(a163, b175, acc44);
+        acc45 = fma(a163, b176, acc45);
+        acc46 = fma(a164, b169, acc46);
+        acc47 = fma(a164, b170, acc47);
+        acc48 = fma(a164, b171, acc48);
+        acc49 = fma(a164, b172, acc49);
+        acc50 = fma(a164, b173, acc50);
+        acc51 = fma(a164, b174, acc51);
+        acc52 = fma(a164, b175, acc52);
+        acc53 = fma(a164, b176, acc53);
+        acc54 = fma(a165, b169, acc54);
+        acc55 = fma(a165, b170, acc55);
+        acc56 = fma(a165, b171, acc56);
+        acc57 = fma(a165, b172, acc57);
+        acc58 = fma(a165, b173, acc58);
+        acc59 = fma(a165, b174, acc59);
+        acc60 = fma(a165, b175, acc60);
+        acc61 = fma(a165, b176, acc61);
+        acc62 = fma(a166, b169, acc62);
+        acc63 = fma(a166, b170, acc63);
+        acc64 = fma(a166, b171, acc64);
+        acc65 = fma(a166, b172, acc65);
+        acc66 = fma(a166, b173, acc66);
+        acc67 = fma(a166, b174, acc67);
+        acc68 = fma(a166, b175, acc68);
+        acc69 = fma(a166, b176, acc69);
+        acc70 = fma(a167, b169, acc70);
+        acc71 = fma(a167, b170, acc71);
+        acc72 = fma(a167, b171, acc72);
+        acc73 = fma(a167, b172, acc73);
+        acc74 = fma(a167, b173, acc74);
+        acc75 = fma(a167, b174, acc75);
+        acc76 = fma(a167, b175, acc76);
+        acc77 = fma(a167, b176, acc77);
+        acc78 = fma(a168, b169, acc78);
+        acc79 = fma(a168, b170, acc79);
+        acc80 = fma(a168, b171, acc80);
+        acc81 = fma(a168, b172, acc81);
+        acc82 = fma(a168, b173, acc82);
+        acc83 = fma(a168, b174, acc83);
+        acc84 = fma(a168, b175, acc84);
+        acc85 = fma(a168, b176, acc85);
+        let a177: f32 = a_tile[ra143 + 256u];
+        let a178: f32 = a_tile[ra143 + 256u + 1u];
+        let a179: f32 = a_tile[ra143 + 256u + 2u];
+        let a180: f32 = a_tile[ra143 + 256u + 3u];
+        let a181: f32 = a_tile[ra143 + 320u];
+        let a182: f32 = a_tile[ra143 + 320u + 1u];
+        let a183: f32 = a_tile[ra143 + 320u + 2u];
+        let a184: f32 = a_tile[ra143 + 320u + 3u];
+        let b185: f32 = b_tile[rb144 + 256u];
+        let b186: f32 = b_tile[rb144 + 256u + 1u];
+        let b187: f32 = b_tile[rb144 + 256u + 2u];
+        let b188: f32 = b_tile[rb144 + 256u + 3u];
+        let b189: f32 = b_tile[rb144 + 320u];
+        let b190: f32 = b_tile[rb144 + 320u + 1u];
+        let b191: f32 = b_tile[rb144 + 320u + 2u];
+        let b192: f32 = b_tile[rb144 + 320u + 3u];
+        acc22 = fma(a177, b185, acc22);
+        acc23 = fma(a177, b186, acc23);
+        acc24 = fma(a177, b187, acc24);
+        acc25 = fma(a177, b188, acc25);
+        acc26 = fma(a177, b189, acc26);
+        acc27 = fma(a177, b190, acc27);
+        acc28 = fma(a177, b191, acc28);
+        acc29 = fma(a177, b192, acc29);
+        acc30 = fma(a178, b185, acc30);
+        acc31 = fma(a178, b186, acc31);
+        acc32 = fma(a178, b187, acc32);
+        acc33 = fma(a178, b188, acc33);
+        acc34 = fma(a178, b189, acc34);
+        acc35 = fma(a178, b190, acc35);
+        acc36 = fma(a178, b191, acc36);
+        acc37 = fma(a178, b192, acc37);
+        acc38 = fma(a179, b185, acc38);
+        acc39 = fma(a179, b186, acc39);
+        acc40 = fma(a179, b187, acc40);
+        acc41 = fma(a179, b188, acc41);
+        acc42 = fma(a179, b189, acc42);
+        acc43 = fma(a179, b190, acc43);
+        acc44 = fma(a179, b191, acc44);
+        acc45 = fma(a179, b192, acc45);
+        acc46 = fma(a180, b185, acc46);
+        acc47 = fma(a180, b186, acc47);
+        acc48 = fma(a180, b187, acc48);
+        acc49 = fma(a180, b188, acc49);
+        acc50 = fma(a180, b189, acc50);
+        acc51 = fma(a180, b190, acc51);
+        acc52 = fma(a180, b191, acc52);
+        acc53 = fma(a180, b192, acc53);
+        acc54 = fma(a181, b185, acc54);
+        acc55 = fma(a181, b186, acc55);
+        acc56 = fma(a181, b187, acc56);
+        acc57 = fma(a181, b188, acc57);
+        acc58 = fma(a181, b189, acc58);
+        acc59 = fma(a181, b190, acc59);
+        acc60 = fma(a181, b191, acc60);
+        acc61 = fma(a181, b192, acc61);
+        acc62 = fma(a182, b185, acc62);
+        acc63 = fma(a182, b186, acc63);
+        acc64 = fma(a182, b187, acc64);
+        acc65 = fma(a182, b188, acc65);
+        acc66 = fma(a182, b189, acc66);
+        acc67 = fma(a182, b190, acc67);
+        acc68 = fma(a182, b191, acc68);
+        acc69 = fma(a182, b192, acc69);
+        acc70 = fma(a183, b185, acc70);
+        acc71 = fma(a183, b186, acc71);
+        acc72 = fma(a183, b187, acc72);
+        acc73 = fma(a183, b188, acc73);
+        acc74 = fma(a183, b189, acc74);
+        acc75 = fma(a183, b190, acc75);
+        acc76 = fma(a183, b191, acc76);
+        acc77 = fma(a183, b192, acc77);
+        acc78 = fma(a184, b185, acc78);
+        acc79 = fma(a184, b186, acc79);
+        acc80 = fma(a184, b187, acc80);
+        acc81 = fma(a184, b188, acc81);
+        acc82 = fma(a184, b189, acc82);
+        acc83 = fma(a184, b190, acc83);
+        acc84 = fma(a184, b191, acc84);
+        acc85 = fma(a184, b192, acc85);
+        let a193: f32 = a_tile[ra143 + 384u];
+        let a194: f32 = a_tile[ra143 + 384u + 1u];
+        let a195: f32 = a_tile[ra143 + 384u + 2u];
+        let a196: f32 = a_tile[ra143 + 384u + 3u];
+        let a197: f32 = a_tile[ra143 + 448u];
+        let a198: f32 = a_tile[ra143 + 448u + 1u];
+        let a199: f32 = a_tile[ra143 + 448u + 2u];
+        let a200: f32 = a_tile[ra143 + 448u + 3u];
+        let b201: f32 = b_tile[rb144 + 384u];
+        let b202: f32 = b_tile[rb144 + 384u + 1u];
+        let b203: f32 = b_tile[rb144 + 384u + 2u];
+        let b204: f32 = b_tile[rb144 + 384u + 3u];
+        let b205: f32 = b_tile[rb144 + 448u];
+        let b206: f32 = b_tile[rb144 + 448u + 1u];
+        let b207: f32 = b_tile[rb144 + 448u + 2u];
+        let b208: f32 = b_tile[rb144 + 448u + 3u];
+        acc22 = fma(a193, b201, acc22);
+        acc23 = fma(a193, b202, acc23);
+        acc24 = fma(a193, b203, acc24);
+        acc25 = fma(a193, b204, acc25);
+        acc26 = fma(a193, b205, acc26);
+        acc27 = fma(a193, b206, acc27);
+        acc28 = fma(a193, b207, acc28);
+        acc29 = fma(a193, b208, acc29);
+        acc30 = fma(a194, b201, acc30);
+        acc31 = fma(a194, b202, acc31);
+        acc32 = fma(a194, b203, acc32);
+        acc33 = fma(a194, b204, acc33);
+        acc34 = fma(a194, b205, acc34);
+        acc35 = fma(a194, b206, acc35);
+        acc36 = fma(a194, b207, acc36);
+        acc37 = fma(a194, b208, acc37);
+        acc38 = fma(a195, b201, acc38);
+        acc39 = fma(a195, b202, acc39);
+        acc40 = fma(a195, b203, acc40);
+        acc41 = fma(a195, b204, acc41);
+        acc42 = fma(a195, b205, acc42);
+        acc43 = fma(a195, b206, acc43);
+        acc44 = fma(a195, b207, acc44);
+        acc45 = fma(a195, b208, acc45);
+        acc46 = fma(a196, b201, acc46);
+        acc47 = fma(a196, b202, acc47);
+        acc48 = fma(a196, b203, acc48);
+        acc49 = fma(a196, b204, acc49);
+        acc50 = fma(a196, b205, acc50);
+        acc51 = fma(a196, b206, acc51);
+        acc52 = fma(a196, b207, acc52);
+        acc53 = fma(a196, b208, acc53);
+        acc54 = fma(a197, b201, acc54);
+        acc55 = fma(a197, b202, acc55);
+        acc56 = fma(a197, b203, acc56);
+        acc57 = fma(a197, b204, acc57);
+        acc58 = fma(a197, b205, acc58);
+        acc59 = fma(a197, b206, acc59);
+        acc60 = fma(a197, b207, acc60);
+        acc61 = fma(a197, b208, acc61);
+        acc62 = fma(a198, b201, acc62);
+        acc63 = fma(a198, b202, acc63);
+        acc64 = fma(a198, b203, acc64);
+        acc65 = fma(a198, b204, acc65);
+        acc66 = fma(a198, b205, acc66);
+        acc67 = fma(a198, b206, acc67);
+        acc68 = fma(a198, b207, acc68);
+        acc69 = fma(a198, b208, acc69);
+        acc70 = fma(a199, b201, acc70);
+        acc71 = fma(a199, b202, acc71);
+        acc72 = fma(a199, b203, acc72);
+        acc73 = fma(a199, b204, acc73);
+        acc74 = fma(a199, b205, acc74);
+        acc75 = fma(a199, b206, acc75);
+        acc76 = fma(a199, b207, acc76);
+        acc77 = fma(a199, b208, acc77);
+        acc78 = fma(a200, b201, acc78);
+        acc79 = fma(a200, b202, acc79);
+        acc80 = fma(a200, b203, acc80);
+        acc81 = fma(a200, b204, acc81);
+        acc82 = fma(a200, b205, acc82);
+        acc83 = fma(a200, b206, acc83);
+        acc84 = fma(a200, b207, acc84);
+        acc85 = fma(a200, b208, acc85);
+        let a209: f32 = a_tile[ra143 + 512u];
+        let a210: f32 = a_tile[ra143 + 512u + 1u];
+        let a211: f32 = a_tile[ra143 + 512u + 2u];
+        let a212: f32 = a_tile[ra143 + 512u + 3u];
+        let a213: f32 = a_tile[ra143 + 576u];
+        let a214: f32 = a_tile[ra143 + 576u + 1u];
+        let a215: f32 = a_tile[ra143 + 576u + 2u];
+        let a216: f32 = a_tile[ra143 + 576u + 3u];
+        let b217: f32 = b_tile[rb144 + 512u];
+        let b218: f32 = b_tile[rb144 + 512u + 1u];
+        let b219: f32 = b_tile[rb144 + 512u + 2u];
+        let b220: f32 = b_tile[rb144 + 512u + 3u];
+        let b221: f32 = b_tile[rb144 + 576u];
+        let b222: f32 = b_tile[rb144 + 576u + 1u];
+        let b223: f32 = b_tile[rb144 + 576u + 2u];
+        let b224: f32 = b_tile[rb144 + 576u + 3u];
+        acc22 = fma(a209, b217, acc22);
+        acc23 = fma(a209, b218, acc23);
+        acc24 = fma(a209, b219, acc24);
+        acc25 = fma(a209, b220, acc25);
+        acc26 = fma(a209, b221, acc26);
+        acc27 = fma(a209, b222, acc27);
+        acc28 = fma(a209, b223, acc28);
+        acc29 = fma(a209, b224, acc29);
+        acc30 = fma(a210, b217, acc30);
+        acc31 = fma(a210, b218, acc31);
+        acc32 = fma(a210, b219, acc32);
+        acc33 = fma(a210, b220, acc33);
+        acc34 = fma(a210, b221, acc34);
+        acc35 = fma(a210, b222, acc35);
+        acc36 = fma(a210, b223, acc36);
+        acc37 = fma(a210, b224, acc37);
+        acc38 = fma(a211, b217, acc38);
+        acc39 = fma(a211, b218, acc39);
+        acc40 = fma(a211, b219, acc40);
+        acc41 = fma(a211, b220, acc41);
+        acc42 = fma(a211, b221, acc42);
+        acc43 = fma(a211, b222, acc43);
+        acc44 = fma(a211, b223, acc44);
+        acc45 = fma(a211, b224, acc45);
+        acc46 = fma(a212, b217, acc46);
+        acc47 = fma(a212, b218, acc47);
+        acc48 = fma(a212, b219, acc48);
+        acc49 = fma(a212, b220, acc49);
+        acc50 = fma(a212, b221, acc50);
+        acc51 = fma(a212, b222, acc51);
+        acc52 = fma(a212, b223, acc52);
+        acc53 = fma(a212, b224, acc53);
+        acc54 = fma(a213, b217, acc54);
+        acc55 = fma(a213, b218, acc55);
+        acc56 = fma(a213, b219, acc56);
+        acc57 = fma(a213, b220, acc57);
+        acc58 = fma(a213, b221, acc58);
+        acc59 = fma(a213, b222, acc59);
+        acc60 = fma(a213, b223, acc60);
+        acc61 = fma(a213, b224, acc61);
+        acc62 = fma(a214, b217, acc62);
+        acc63 = fma(a214, b218, acc63);
+        acc64 = fma(a214, b219, acc64);
+        acc65 = fma(a214, b220, acc65);
+        acc66 = fma(a214, b221, acc66);
+        acc67 = fma(a214, b222, acc67);
+        acc68 = fma(a214, b223, acc68);
+        acc69 = fma(a214, b224, acc69);
+        acc70 = fma(a215, b217, acc70);
+        acc71 = fma(a215, b218, acc71);
+        acc72 = fma(a215, b219, acc72);
+        acc73 = fma(a215, b220, acc73);
+        acc74 = fma(a215, b221, acc74);
+        acc75 = fma(a215, b222, acc75);
+        acc76 = fma(a215, b223, acc76);
+        acc77 = fma(a215, b224, acc77);
+        acc78 = fma(a216, b217, acc78);
+        acc79 = fma(a216, b218, acc79);
+        acc80 = fma(a216, b219, acc80);
+        acc81 = fma(a216, b220, acc81);
+        acc82 = fma(a216, b221, acc82);
+        acc83 = fma(a216, b222, acc83);
+        acc84 = fma(a216, b223, acc84);
+        acc85 = fma(a216, b224, acc85);
+        let a225: f32 = a_tile[ra143 + 640u];
+        let a226: f32 = a_tile[ra143 + 640u + 1u];
+        let a227: f32 = a_tile[ra143 + 640u + 2u];
+        let a228: f32 = a_tile[ra143 + 640u + 3u];
+        let a229: f32 = a_tile[ra143 + 704u];
+        let a230: f32 = a_tile[ra143 + 704u + 1u];
+        let a231: f32 = a_tile[ra143 + 704u + 2u];
+        let a232: f32 = a_tile[ra143 + 704u + 3u];
+        let b233: f32 = b_tile[rb144 + 640u];
+        let b234: f32 = b_tile[rb144 + 640u + 1u];
+        let b235: f32 = b_tile[rb144 + 640u + 2u];
+        let b236: f32 = b_tile[rb144 + 640u + 3u];
+        let b237: f32 = b_tile[rb144 + 704u];
+        let b238: f32 = b_tile[rb144 + 704u + 1u];
+        let b239: f32 = b_tile[rb144 + 704u + 2u];
+        let b240: f32 = b_tile[rb144 + 704u + 3u];
+        acc22 = fma(a225, b233, acc22);
+        acc23 = fma(a225, b234, acc23);
+        acc24 = fma(a225, b235, acc24);
+        acc25 = fma(a225, b236, acc25);
+        acc26 = fma(a225, b237, acc26);
+        acc27 = fma(a225, b238, acc27);
+        acc28 = fma(a225, b239, acc28);
+        acc29 = fma(a225, b240, acc29);
+        acc30 = fma(a226, b233, acc30);
+        acc31 = fma(a226, b234, acc31);
+        acc32 = fma(a226, b235, acc32);
+        acc33 = fma(a226, b236, acc33);
+        acc34 = fma(a226, b237, acc34);
+        acc35 = fma(a226, b238, acc35);
+        acc36 = fma(a226, b239, acc36);
+        acc37 = fma(a226, b240, acc37);
+        acc38 = fma(a227, b233, acc38);
+        acc39 = fma(a227, b234, acc39);
+        acc40 = fma(a227, b235, acc40);
+        acc41 = fma(a227, b236, acc41);
+        acc42 = fma(a227, b237, acc42);
+        acc43 = fma(a227, b238, acc43);
+        acc44 = fma(a227, b239, acc44);
+        acc45 = fma(a227, b240, acc45);
+        acc46 = fma(a228, b233, acc46);
+        acc47 = fma(a228, b234, acc47);
+        acc48 = fma(a228, b235, acc48);
+        acc49 = fma(a228, b236, acc49);
+        acc50 = fma(a228, b237, acc50);
+        acc51 = fma(a228, b238, acc51);
+        acc52 = fma(a228, b239, acc52);
+        acc53 = fma(a228, b240, acc53);
+        acc54 = fma(a229, b233, acc54);
+        acc55 = fma(a229, b234, acc55);
+        acc56 = fma(a229, b235, acc56);
+        acc57 = fma(a229, b236, acc57);
+        acc58 = fma(a229, b237, acc58);
+        acc59 = fma(a229, b238, acc59);
+        acc60 = fma(a229, b239, acc60);
+        acc61 = fma(a229, b240, acc61);
+        acc62 = fma(a230, b233, acc62);
+        acc63 = fma(a230, b234, acc63);
+        acc64 = fma(a230, b235, acc64);
+        acc65 = fma(a230, b236, acc65);
+        acc66 = fma(a230, b237, acc66);
+        acc67 = fma(a230, b238, acc67);
+        acc68 = fma(a230, b239, acc68);
+        acc69 = fma(a230, b240, acc69);
+        acc70 = fma(a231, b233, acc70);
+        acc71 = fma(a231, b234, acc71);
+        acc72 = fma(a231, b235, acc72);
+        acc73 = fma(a231, b236, acc73);
+        acc74 = fma(a231, b237, acc74);
+        acc75 = fma(a231, b238, acc75);
+        acc76 = fma(a231, b239, acc76);
+        acc77 = fma(a231, b240, acc77);
+        acc78 = fma(a232, b233, acc78);
+        acc79 = fma(a232, b234, acc79);
+        acc80 = fma(a232, b235, acc80);
+        acc81 = fma(a232, b236, acc81);
+        acc82 = fma(a232, b237, acc82);
+        acc83 = fma(a232, b238, acc83);
+        acc84 = fma(a232, b239, acc84);
+        acc85 = fma(a232, b240, acc85);
+        let a241: f32 = a_tile[ra143 + 768u];
+        let a242: f32 = a_tile[ra143 + 768u + 1u];
+        let a243: f32 = a_tile[ra143 + 768u + 2u];
+        let a244: f32 = a_tile[ra143 + 768u + 3u];
+        let a245: f32 = a_tile[ra143 + 832u];
+        let a246: f32 = a_tile[ra143 + 832u + 1u];
+        let a247: f32 = a_tile[ra143 + 832u + 2u];
+        let a248: f32 = a_tile[ra143 + 832u + 3u];
+        let b249: f32 = b_tile[rb144 + 768u];
+        let b250: f32 = b_tile[rb144 + 768u + 1u];
+        let b251: f32 = b_tile[rb144 + 768u + 2u];
+        let b252: f32 = b_tile[rb144 + 768u + 3u];
+        let b253: f32 = b_tile[rb144 + 832u];
+        let b254: f32 = b_tile[rb144 + 832u + 1u];
+        let b255: f32 = b_tile[rb144 + 832u + 2u];
+        let b256: f32 = b_tile[rb144 + 832u + 3u];
+        acc22 = fma(a241, b249, acc22);
+        acc23 = fma(a241, b250, acc23);
+        acc24 = fma(a241, b251, acc24);
+        acc25 = fma(a241, b252, acc25);
+        acc26 = fma(a241, b253, acc26);
+        acc27 = fma(a241, b254, acc27);
+        acc28 = fma(a241, b255, acc28);
+        acc29 = fma(a241, b256, acc29);
+        acc30 = fma(a242, b249, acc30);
+        acc31 = fma(a242, b250, acc31);
+        acc32 = fma(a242, b251, acc32);
+        acc33 = fma(a242, b252, acc33);
+        acc34 = fma(a242, b253, acc34);
+        acc35 = fma(a242, b254, acc35);
+        acc36 = fma(a242, b255, acc36);
+        acc37 = fma(a242, b256, acc37);
+        acc38 = fma(a243, b249, acc38);
+        acc39 = fma(a243, b250, acc39);
+        acc40 = fma(a243, b251, acc40);
+        acc41 = fma(a243, b252, acc41);
+        acc42 = fma(a243, b253, acc42);
+        acc43 = fma(a243, b254, acc43);
+        acc44 = fma(a243, b255, acc44);
+        acc45 = fma(a243, b256, acc45);
+        acc46 = fma(a244, b249, acc46);
+        acc47 = fma(a244, b250, acc47);
+        acc48 = fma(a244, b251, acc48);
+        acc49 = fma(a244, b252, acc49);
+        acc50 = fma(a244, b253, acc50);
+        acc51 = fma(a244, b254, acc51);
+        acc52 = fma(a244, b255, acc52);
+        acc53 = fma(a244, b256, acc53);
+        acc54 = fma(a245, b249, acc54);
+        acc55 = fma(a245, b250, acc55);
+        acc56 = fma(a245, b251, acc56);
+        acc57 = fma(a245, b252, acc57);
+        acc58 = fma(a245, b253, acc58);
+        acc59 = fma(a245, b254, acc59);
+        acc60 = fma(a245, b255, acc60);
+        acc61 = fma(a245, b256, acc61);
+        acc62 = fma(a246, b249, acc62);
+        acc63 = fma(a246, b250, acc63);
+        acc64 = fma(a246, b251, acc64);
+        acc65 = fma(a246, b252, acc65);
+        acc66 = fma(a246, b253, acc66);
+        acc67 = fma(a246, b254, acc67);
+        acc68 = fma(a246, b255, acc68);
+        acc69 = fma(a246, b256, acc69);
+        acc70 = fma(a247, b249, acc70);
+        acc71 = fma(a247, b250, acc71);
+        acc72 = fma(a247, b251, acc72);
+        acc73 = fma(a247, b252, acc73);
+        acc74 = fma(a247, b253, acc74);
+        acc75 = fma(a247, b254, acc75);
+        acc76 = fma(a247, b255, acc76);
+        acc77 = fma(a247, b256, acc77);
+        acc78 = fma(a248, b249, acc78);
+        acc79 = fma(a248, b250, acc79);
+        acc80 = fma(a248, b251, acc80);
+        acc81 = fma(a248, b252, acc81);
+        acc82 = fma(a248, b253, acc82);
+        acc83 = fma(a248, b254, acc83);
+        acc84 = fma(a248, b255, acc84);
+        acc85 = fma(a248, b256, acc85);
+        let a257: f32 = a_tile[ra143 + 896u];
+        let a258: f32 = a_tile[ra143 + 896u + 1u];
+        let a259: f32 = a_tile[ra143 + 896u + 2u];
+        let a260: f32 = a_tile[ra143 + 896u + 3u];
+        let a261: f32 = a_tile[ra143 + 960u];
+        let a262: f32 = a_tile[ra143 + 960u + 1u];
+        let a263: f32 = a_tile[ra143 + 960u + 2u];
+        let a264: f32 = a_tile[ra143 + 960u + 3u];
+        let b265: f32 = b_tile[rb144 + 896u];
+        let b266: f32 = b_tile[rb144 + 896u + 1u];
+        let b267: f32 = b_tile[rb144 + 896u + 2u];
+        let b268: f32 = b_tile[rb144 + 896u + 3u];
+        let b269: f32 = b_tile[rb144 + 960u];
+        let b270: f32 = b_tile[rb144 + 960u + 1u];
+        let b271: f32 = b_tile[rb144 + 960u + 2u];
+        let b272: f32 = b_tile[rb144 + 960u + 3u];
+        acc22 = fma(a257, b265, acc22);
+        acc23 = fma(a257, b266, acc23);
+        acc24 = fma(a257, b267, acc24);
+        acc25 = fma(a257, b268, acc25);
+        acc26 = fma(a257, b269, acc26);
+        acc27 = fma(a257, b270, acc27);
+        acc28 = fma(a257, b271, acc28);
+        acc29 = fma(a257, b272, acc29);
+        acc30 = fma(a258, b265, acc30);
+        acc31 = fma(a258, b266, acc31);
+        acc32 = fma(a258, b267, acc32);
+        acc33 = fma(a258, b268, acc33);
+        acc34 = fma(a258, b269, acc34);
+        acc35 = fma(a258, b270, acc35);
+        acc36 = fma(a258, b271, acc36);
+        acc37 = fma(a258, b272, acc37);
+        acc38 = fma(a259, b265, acc38);
+        acc39 = fma(a259, b266, acc39);
+        acc40 = fma(a259, b267, acc40);
+        acc41 = fma(a259, b268, acc41);
+        acc42 = fma(a259, b269, acc42);
+        acc43 = fma(a259, b270, acc43);
+        acc44 = fma(a259, b271, acc44);
+        acc45 = fma(a259, b272, acc45);
+        acc46 = fma(a260, b265, acc46);
+        acc47 = fma(a260, b266, acc47);
+        acc48 = fma(a260, b267, acc48);
+        acc49 = fma(a260, b268, acc49);
+        acc50 = fma(a260, b269, acc50);
+        acc51 = fma(a260, b270, acc51);
+        acc52 = fma(a260, b271, acc52);
+        acc53 = fma(a260, b272, acc53);
+        acc54 = fma(a261, b265, acc54);
+        acc55 = fma(a261, b266, acc55);
+        acc56 = fma(a261, b267, acc56);
+        acc57 = fma(a261, b268, acc57);
+        acc58 = fma(a261, b269, acc58);
+        acc59 = fma(a261, b270, acc59);
+        acc60 = fma(a261, b271, acc60);
+        acc61 = fma(a261, b272, acc61);
+        acc62 = fma(a262, b265, acc62);
+        acc63 = fma(a262, b266, acc63);
+        acc64 = fma(a262, b267, acc64);
+        acc65 = fma(a262, b268, acc65);
+        acc66 = fma(a262, b269, acc66);
+        acc67 = fma(a262, b270, acc67);
+        acc68 = fma(a262, b271, acc68);
+        acc69 = fma(a262, b272, acc69);
+        acc70 = fma(a263, b265, acc70);
+        acc71 = fma(a263, b266, acc71);
+        acc72 = fma(a263, b267, acc72);
+        acc73 = fma(a263, b268, acc73);
+        acc74 = fma(a263, b269, acc74);
+        acc75 = fma(a263, b270, acc75);
+        acc76 = fma(a263, b271, acc76);
+        acc77 = fma(a263, b272, acc77);
+        acc78 = fma(a264, b265, acc78);
+        acc79 = fma(a264, b266, acc79);
+        acc80 = fma(a264, b267, acc80);
+        acc81 = fma(a264, b268, acc81);
+        acc82 = fma(a264, b269, acc82);
+        acc83 = fma(a264, b270, acc83);
+        acc84 = fma(a264, b271, acc84);
+        acc85 = fma(a264, b272, acc85);
         workgroupBarrier();
-        for (var kk56: u32 = 0u; kk56 < 16u; kk56 += 1u) {
-            let a57: f32 = a_tile[lid.y * 16u + kk56];
-            let a58: f32 = a_tile[(lid.y + 16u) * 16u + kk56];
-            let a59: f32 = a_tile[(lid.y + 32u) * 16u + kk56];
-            let a60: f32 = a_tile[(lid.y + 48u) * 16u + kk56];
-            let b61: f32 = b_tile[kk56 * 64u + lid.x];
-            let b62: f32 = b_tile[kk56 * 64u + (lid.x + 16u)];
-            let b63: f32 = b_tile[kk56 * 64u + (lid.x + 32u)];
-            let b64: f32 = b_tile[kk56 * 64u + (lid.x + 48u)];
-            acc13 = fma(a57, b61, acc13);
-            acc14 = fma(a57, b62, acc14);
-            acc15 = fma(a57, b63, acc15);
-            acc16 = fma(a57, b64, acc16);
-            acc17 = fma(a58, b61, acc17);
-            acc18 = fma(a58, b62, acc18);
-            acc19 = fma(a58, b63, acc19);
-            acc20 = fma(a58, b64, acc20);
-            acc21 = fma(a59, b61, acc21);
-            acc22 = fma(a59, b62, acc22);
-            acc23 = fma(a59, b63, acc23);
-            acc24 = fma(a59, b64, acc24);
-            acc25 = fma(a60, b61, acc25);
-            acc26 = fma(a60, b62, acc26);
-            acc27 = fma(a60, b63, acc27);
-            acc28 = fma(a60, b64, acc28);
-        }
-        workgroupBarrier();
     }
-    if ((row5 < u.N) && (col9 < u.H)) {
-        let i65: u32 = row5 * u.H + col9;
-        let v66: f32 = b1[col9];
-        let v67: f32 = acc13 + v66;
-        let v68: f32 = select(0.0f, v67, (v67 > 0.0f) || ((bitcast<u32>(v67) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i65] = v68;
+    if ((row6 < u.N) && (col14 < u.H)) {
+        let i273: u32 = row6 * u.H + col14;
+        let v274: f32 = b1[col14];
+        let v275: f32 = acc22 + v274;
+        let v276: f32 = select(0.0f, v275, (v275 > 0.0f) || ((bitcast<u32>(v275) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i273] = v276;
     }
-    if ((row5 < u.N) && (col10 < u.H)) {
-        let i69: u32 = row5 * u.H + col10;
-        let v70: f32 = b1[col10];
-        let v71: f32 = acc14 + v70;
-        let v72: f32 = select(0.0f, v71, (v71 > 0.0f) || ((bitcast<u32>(v71) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i69] = v72;
+    if ((row6 < u.N) && (col15 < u.H)) {
+        let i277: u32 = row6 * u.H + col15;
+        let v278: f32 = b1[col15];
+        let v279: f32 = acc23 + v278;
+        let v280: f32 = select(0.0f, v279, (v279 > 0.0f) || ((bitcast<u32>(v279) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i277] = v280;
     }
-    if ((row5 < u.N) && (col11 < u.H)) {
-        let i73: u32 = row5 * u.H + col11;
-        let v74: f32 = b1[col11];
-        let v75: f32 = acc15 + v74;
-        let v76: f32 = select(0.0f, v75, (v75 > 0.0f) || ((bitcast<u32>(v75) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i73] = v76;
+    if ((row6 < u.N) && (col16 < u.H)) {
+        let i281: u32 = row6 * u.H + col16;
+        let v282: f32 = b1[col16];
+        let v283: f32 = acc24 + v282;
+        let v284: f32 = select(0.0f, v283, (v283 > 0.0f) || ((bitcast<u32>(v283) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i281] = v284;
     }
-    if ((row5 < u.N) && (col12 < u.H)) {
-        let i77: u32 = row5 * u.H + col12;
-        let v78: f32 = b1[col12];
-        let v79: f32 = acc16 + v78;
-        let v80: f32 = select(0.0f, v79, (v79 > 0.0f) || ((bitcast<u32>(v79) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i77] = v80;
+    if ((row6 < u.N) && (col17 < u.H)) {
+        let i285: u32 = row6 * u.H + col17;
+        let v286: f32 = b1[col17];
+        let v287: f32 = acc25 + v286;
+        let v288: f32 = select(0.0f, v287, (v287 > 0.0f) || ((bitcast<u32>(v287) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i285] = v288;
     }
-    if ((row6 < u.N) && (col9 < u.H)) {
-        let i81: u32 = row6 * u.H + col9;
-        let v82: f32 = b1[col9];
-        let v83: f32 = acc17 + v82;
-        let v84: f32 = select(0.0f, v83, (v83 > 0.0f) || ((bitcast<u32>(v83) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i81] = v84;
+    if ((row6 < u.N) && (col18 < u.H)) {
+        let i289: u32 = row6 * u.H + col18;
+        let v290: f32 = b1[col18];
+        let v291: f32 = acc26 + v290;
+        let v292: f32 = select(0.0f, v291, (v291 > 0.0f) || ((bitcast<u32>(v291) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i289] = v292;
     }
-    if ((row6 < u.N) && (col10 < u.H)) {
-        let i85: u32 = row6 * u.H + col10;
-        let v86: f32 = b1[col10];
-        let v87: f32 = acc18 + v86;
-        let v88: f32 = select(0.0f, v87, (v87 > 0.0f) || ((bitcast<u32>(v87) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i85] = v88;
+    if ((row6 < u.N) && (col19 < u.H)) {
+        let i293: u32 = row6 * u.H + col19;
+        let v294: f32 = b1[col19];
+        let v295: f32 = acc27 + v294;
+        let v296: f32 = select(0.0f, v295, (v295 > 0.0f) || ((bitcast<u32>(v295) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i293] = v296;
     }
-    if ((row6 < u.N) && (col11 < u.H)) {
-        let i89: u32 = row6 * u.H + col11;
-        let v90: f32 = b1[col11];
-        let v91: f32 = acc19 + v90;
-        let v92: f32 = select(0.0f, v91, (v91 > 0.0f) || ((bitcast<u32>(v91) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i89] = v92;
+    if ((row6 < u.N) && (col20 < u.H)) {
+        let i297: u32 = row6 * u.H + col20;
+        let v298: f32 = b1[col20];
+        let v299: f32 = acc28 + v298;
+        let v300: f32 = select(0.0f, v299, (v299 > 0.0f) || ((bitcast<u32>(v299) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i297] = v300;
     }
-    if ((row6 < u.N) && (col12 < u.H)) {
-        let i93: u32 = row6 * u.H + col12;
-        let v94: f32 = b1[col12];
-        let v95: f32 = acc20 + v94;
-        let v96: f32 = select(0.0f, v95, (v95 > 0.0f) || ((bitcast<u32>(v95) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i93] = v96;
+    if ((row6 < u.N) && (col21 < u.H)) {
+        let i301: u32 = row6 * u.H + col21;
+        let v302: f32 = b1[col21];
+        let v303: f32 = acc29 + v302;
+        let v304: f32 = select(0.0f, v303, (v303 > 0.0f) || ((bitcast<u32>(v303) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i301] = v304;
     }
-    if ((row7 < u.N) && (col9 < u.H)) {
-        let i97: u32 = row7 * u.H + col9;
-        let v98: f32 = b1[col9];
-        let v99: f32 = acc21 + v98;
-        let v100: f32 = select(0.0f, v99, (v99 > 0.0f) || ((bitcast<u32>(v99) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i97] = v100;
+    if ((row7 < u.N) && (col14 < u.H)) {
+        let i305: u32 = row7 * u.H + col14;
+        let v306: f32 = b1[col14];
+        let v307: f32 = acc30 + v306;
+        let v308: f32 = select(0.0f, v307, (v307 > 0.0f) || ((bitcast<u32>(v307) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i305] = v308;
     }
-    if ((row7 < u.N) && (col10 < u.H)) {
-        let i101: u32 = row7 * u.H + col10;
-        let v102: f32 = b1[col10];
-        let v103: f32 = acc22 + v102;
-        let v104: f32 = select(0.0f, v103, (v103 > 0.0f) || ((bitcast<u32>(v103) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i101] = v104;
+    if ((row7 < u.N) && (col15 < u.H)) {
+        let i309: u32 = row7 * u.H + col15;
+        let v310: f32 = b1[col15];
+        let v311: f32 = acc31 + v310;
+        let v312: f32 = select(0.0f, v311, (v311 > 0.0f) || ((bitcast<u32>(v311) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i309] = v312;
     }
-    if ((row7 < u.N) && (col11 < u.H)) {
-        let i105: u32 = row7 * u.H + col11;
-        let v106: f32 = b1[col11];
-        let v107: f32 = acc23 + v106;
-        let v108: f32 = select(0.0f, v107, (v107 > 0.0f) || ((bitcast<u32>(v107) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i105] = v108;
+    if ((row7 < u.N) && (col16 < u.H)) {
+        let i313: u32 = row7 * u.H + col16;
+        let v314: f32 = b1[col16];
+        let v315: f32 = acc32 + v314;
+        let v316: f32 = select(0.0f, v315, (v315 > 0.0f) || ((bitcast<u32>(v315) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i313] = v316;
     }
-    if ((row7 < u.N) && (col12 < u.H)) {
-        let i109: u32 = row7 * u.H + col12;
-        let v110: f32 = b1[col12];
-        let v111: f32 = acc24 + v110;
-        let v112: f32 = select(0.0f, v111, (v111 > 0.0f) || ((bitcast<u32>(v111) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i109] = v112;
+    if ((row7 < u.N) && (col17 < u.H)) {
+        let i317: u32 = row7 * u.H + col17;
+        let v318: f32 = b1[col17];
+        let v319: f32 = acc33 + v318;
+        let v320: f32 = select(0.0f, v319, (v319 > 0.0f) || ((bitcast<u32>(v319) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i317] = v320;
     }
-    if ((row8 < u.N) && (col9 < u.H)) {
-        let i113: u32 = row8 * u.H + col9;
-        let v114: f32 = b1[col9];
-        let v115: f32 = acc25 + v114;
-        let v116: f32 = select(0.0f, v115, (v115 > 0.0f) || ((bitcast<u32>(v115) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i113] = v116;
+    if ((row7 < u.N) && (col18 < u.H)) {
+        let i321: u32 = row7 * u.H + col18;
+        let v322: f32 = b1[col18];
+        let v323: f32 = acc34 + v322;
+        let v324: f32 = select(0.0f, v323, (v323 > 0.0f) || ((bitcast<u32>(v323) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i321] = v324;
     }
-    if ((row8 < u.N) && (col10 < u.H)) {
-        let i117: u32 = row8 * u.H + col10;
-        let v118: f32 = b1[col10];
-        let v119: f32 = acc26 + v118;
-        let v120: f32 = select(0.0f, v119, (v119 > 0.0f) || ((bitcast<u32>(v119) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i117] = v120;
+    if ((row7 < u.N) && (col19 < u.H)) {
+        let i325: u32 = row7 * u.H + col19;
+        let v326: f32 = b1[col19];
+        let v327: f32 = acc35 + v326;
+        let v328: f32 = select(0.0f, v327, (v327 > 0.0f) || ((bitcast<u32>(v327) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i325] = v328;
     }
-    if ((row8 < u.N) && (col11 < u.H)) {
-        let i121: u32 = row8 * u.H + col11;
-        let v122: f32 = b1[col11];
-        let v123: f32 = acc27 + v122;
-        let v124: f32 = select(0.0f, v123, (v123 > 0.0f) || ((bitcast<u32>(v123) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i121] = v124;
+    if ((row7 < u.N) && (col20 < u.H)) {
+        let i329: u32 = row7 * u.H + col20;
+        let v330: f32 = b1[col20];
+        let v331: f32 = acc36 + v330;
+        let v332: f32 = select(0.0f, v331, (v331 > 0.0f) || ((bitcast<u32>(v331) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i329] = v332;
     }
-    if ((row8 < u.N) && (col12 < u.H)) {
-        let i125: u32 = row8 * u.H + col12;
-        let v126: f32 = b1[col12];
-        let v127: f32 = acc28 + v126;
-        let v128: f32 = select(0.0f, v127, (v127 > 0.0f) || ((bitcast<u32>(v127) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i125] = v128;
+    if ((row7 < u.N) && (col21 < u.H)) {
+        let i333: u32 = row7 * u.H + col21;
+        let v334: f32 = b1[col21];
+        let v335: f32 = acc37 + v334;
+        let v336: f32 = select(0.0f, v335, (v335 > 0.0f) || ((bitcast<u32>(v335) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i333] = v336;
+    }
+    if ((row8 < u.N) && (col14 < u.H)) {
+        let i337: u32 = row8 * u.H + col14;
+        let v338: f32 = b1[col14];
+        let v339: f32 = acc38 + v338;
+        let v340: f32 = select(0.0f, v339, (v339 > 0.0f) || ((bitcast<u32>(v339) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i337] = v340;
+    }
+    if ((row8 < u.N) && (col15 < u.H)) {
+        let i341: u32 = row8 * u.H + col15;
+        let v342: f32 = b1[col15];
+        let v343: f32 = acc39 + v342;
+        let v344: f32 = select(0.0f, v343, (v343 > 0.0f) || ((bitcast<u32>(v343) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i341] = v344;
+    }
+    if ((row8 < u.N) && (col16 < u.H)) {
+        let i345: u32 = row8 * u.H + col16;
+        let v346: f32 = b1[col16];
+        let v347: f32 = acc40 + v346;
+        let v348: f32 = select(0.0f, v347, (v347 > 0.0f) || ((bitcast<u32>(v347) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i345] = v348;
+    }
+    if ((row8 < u.N) && (col17 < u.H)) {
+        let i349: u32 = row8 * u.H + col17;
+        let v350: f32 = b1[col17];
+        let v351: f32 = acc41 + v350;
+        let v352: f32 = select(0.0f, v351, (v351 > 0.0f) || ((bitcast<u32>(v351) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i349] = v352;
+    }
+    if ((row8 < u.N) && (col18 < u.H)) {
+        let i353: u32 = row8 * u.H + col18;
+        let v354: f32 = b1[col18];
+        let v355: f32 = acc42 + v354;
+        let v356: f32 = select(0.0f, v355, (v355 > 0.0f) || ((bitcast<u32>(v355) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i353] = v356;
+    }
+    if ((row8 < u.N) && (col19 < u.H)) {
+        let i357: u32 = row8 * u.H + col19;
+        let v358: f32 = b1[col19];
+        let v359: f32 = acc43 + v358;
+        let v360: f32 = select(0.0f, v359, (v359 > 0.0f) || ((bitcast<u32>(v359) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i357] = v360;
+    }
+    if ((row8 < u.N) && (col20 < u.H)) {
+        let i361: u32 = row8 * u.H + col20;
+        let v362: f32 = b1[col20];
+        let v363: f32 = acc44 + v362;
+        let v364: f32 = select(0.0f, v363, (v363 > 0.0f) || ((bitcast<u32>(v363) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i361] = v364;
+    }
+    if ((row8 < u.N) && (col21 < u.H)) {
+        let i365: u32 = row8 * u.H + col21;
+        let v366: f32 = b1[col21];
+        let v367: f32 = acc45 + v366;
+        let v368: f32 = select(0.0f, v367, (v367 > 0.0f) || ((bitcast<u32>(v367) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i365] = v368;
+    }
+    if ((row9 < u.N) && (col14 < u.H)) {
+        let i369: u32 = row9 * u.H + col14;
+        let v370: f32 = b1[col14];
+        let v371: f32 = acc46 + v370;
+        let v372: f32 = select(0.0f, v371, (v371 > 0.0f) || ((bitcast<u32>(v371) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i369] = v372;
+    }
+    if ((row9 < u.N) && (col15 < u.H)) {
+        let i373: u32 = row9 * u.H + col15;
+        let v374: f32 = b1[col15];
+        let v375: f32 = acc47 + v374;
+        let v376: f32 = select(0.0f, v375, (v375 > 0.0f) || ((bitcast<u32>(v375) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i373] = v376;
+    }
+    if ((row9 < u.N) && (col16 < u.H)) {
+        let i377: u32 = row9 * u.H + col16;
+        let v378: f32 = b1[col16];
+        let v379: f32 = acc48 + v378;
+        let v380: f32 = select(0.0f, v379, (v379 > 0.0f) || ((bitcast<u32>(v379) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i377] = v380;
+    }
+    if ((row9 < u.N) && (col17 < u.H)) {
+        let i381: u32 = row9 * u.H + col17;
+        let v382: f32 = b1[col17];
+        let v383: f32 = acc49 + v382;
+        let v384: f32 = select(0.0f, v383, (v383 > 0.0f) || ((bitcast<u32>(v383) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i381] = v384;
+    }
+    if ((row9 < u.N) && (col18 < u.H)) {
+        let i385: u32 = row9 * u.H + col18;
+        let v386: f32 = b1[col18];
+        let v387: f32 = acc50 + v386;
+        let v388: f32 = select(0.0f, v387, (v387 > 0.0f) || ((bitcast<u32>(v387) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i385] = v388;
+    }
+    if ((row9 < u.N) && (col19 < u.H)) {
+        let i389: u32 = row9 * u.H + col19;
+        let v390: f32 = b1[col19];
+        let v391: f32 = acc51 + v390;
+        let v392: f32 = select(0.0f, v391, (v391 > 0.0f) || ((bitcast<u32>(v391) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i389] = v392;
+    }
+    if ((row9 < u.N) && (col20 < u.H)) {
+        let i393: u32 = row9 * u.H + col20;
+        let v394: f32 = b1[col20];
+        let v395: f32 = acc52 + v394;
+        let v396: f32 = select(0.0f, v395, (v395 > 0.0f) || ((bitcast<u32>(v395) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i393] = v396;
+    }
+    if ((row9 < u.N) && (col21 < u.H)) {
+        let i397: u32 = row9 * u.H + col21;
+        let v398: f32 = b1[col21];
+        let v399: f32 = acc53 + v398;
+        let v400: f32 = select(0.0f, v399, (v399 > 0.0f) || ((bitcast<u32>(v399) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i397] = v400;
+    }
+    if ((row10 < u.N) && (col14 < u.H)) {
+        let i401: u32 = row10 * u.H + col14;
+        let v402: f32 = b1[col14];
+        let v403: f32 = acc54 + v402;
+        let v404: f32 = select(0.0f, v403, (v403 > 0.0f) || ((bitcast<u32>(v403) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i401] = v404;
+    }
+    if ((row10 < u.N) && (col15 < u.H)) {
+        let i405: u32 = row10 * u.H + col15;
+        let v406: f32 = b1[col15];
+        let v407: f32 = acc55 + v406;
+        let v408: f32 = select(0.0f, v407, (v407 > 0.0f) || ((bitcast<u32>(v407) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i405] = v408;
+    }
+    if ((row10 < u.N) && (col16 < u.H)) {
+        let i409: u32 = row10 * u.H + col16;
+        let v410: f32 = b1[col16];
+        let v411: f32 = acc56 + v410;
+        let v412: f32 = select(0.0f, v411, (v411 > 0.0f) || ((bitcast<u32>(v411) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i409] = v412;
+    }
+    if ((row10 < u.N) && (col17 < u.H)) {
+        let i413: u32 = row10 * u.H + col17;
+        let v414: f32 = b1[col17];
+        let v415: f32 = acc57 + v414;
+        let v416: f32 = select(0.0f, v415, (v415 > 0.0f) || ((bitcast<u32>(v415) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i413] = v416;
+    }
+    if ((row10 < u.N) && (col18 < u.H)) {
+        let i417: u32 = row10 * u.H + col18;
+        let v418: f32 = b1[col18];
+        let v419: f32 = acc58 + v418;
+        let v420: f32 = select(0.0f, v419, (v419 > 0.0f) || ((bitcast<u32>(v419) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i417] = v420;
+    }
+    if ((row10 < u.N) && (col19 < u.H)) {
+        let i421: u32 = row10 * u.H + col19;
+        let v422: f32 = b1[col19];
+        let v423: f32 = acc59 + v422;
+        let v424: f32 = select(0.0f, v423, (v423 > 0.0f) || ((bitcast<u32>(v423) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i421] = v424;
+    }
+    if ((row10 < u.N) && (col20 < u.H)) {
+        let i425: u32 = row10 * u.H + col20;
+        let v426: f32 = b1[col20];
+        let v427: f32 = acc60 + v426;
+        let v428: f32 = select(0.0f, v427, (v427 > 0.0f) || ((bitcast<u32>(v427) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i425] = v428;
+    }
+    if ((row10 < u.N) && (col21 < u.H)) {
+        let i429: u32 = row10 * u.H + col21;
+        let v430: f32 = b1[col21];
+        let v431: f32 = acc61 + v430;
+        let v432: f32 = select(0.0f, v431, (v431 > 0.0f) || ((bitcast<u32>(v431) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i429] = v432;
+    }
+    if ((row11 < u.N) && (col14 < u.H)) {
+        let i433: u32 = row11 * u.H + col14;
+        let v434: f32 = b1[col14];
+        let v435: f32 = acc62 + v434;
+        let v436: f32 = select(0.0f, v435, (v435 > 0.0f) || ((bitcast<u32>(v435) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i433] = v436;
+    }
+    if ((row11 < u.N) && (col15 < u.H)) {
+        let i437: u32 = row11 * u.H + col15;
+        let v438: f32 = b1[col15];
+        let v439: f32 = acc63 + v438;
+        let v440: f32 = select(0.0f, v439, (v439 > 0.0f) || ((bitcast<u32>(v439) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i437] = v440;
+    }
+    if ((row11 < u.N) && (col16 < u.H)) {
+        let i441: u32 = row11 * u.H + col16;
+        let v442: f32 = b1[col16];
+        let v443: f32 = acc64 + v442;
+        let v444: f32 = select(0.0f, v443, (v443 > 0.0f) || ((bitcast<u32>(v443) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i441] = v444;
+    }
+    if ((row11 < u.N) && (col17 < u.H)) {
+        let i445: u32 = row11 * u.H + col17;
+        let v446: f32 = b1[col17];
+        let v447: f32 = acc65 + v446;
+        let v448: f32 = select(0.0f, v447, (v447 > 0.0f) || ((bitcast<u32>(v447) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i445] = v448;
+    }
+    if ((row11 < u.N) && (col18 < u.H)) {
+        let i449: u32 = row11 * u.H + col18;
+        let v450: f32 = b1[col18];
+        let v451: f32 = acc66 + v450;
+        let v452: f32 = select(0.0f, v451, (v451 > 0.0f) || ((bitcast<u32>(v451) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i449] = v452;
+    }
+    if ((row11 < u.N) && (col19 < u.H)) {
+        let i453: u32 = row11 * u.H + col19;
+        let v454: f32 = b1[col19];
+        let v455: f32 = acc67 + v454;
+        let v456: f32 = select(0.0f, v455, (v455 > 0.0f) || ((bitcast<u32>(v455) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i453] = v456;
+    }
+    if ((row11 < u.N) && (col20 < u.H)) {
+        let i457: u32 = row11 * u.H + col20;
+        let v458: f32 = b1[col20];
+        let v459: f32 = acc68 + v458;
+        let v460: f32 = select(0.0f, v459, (v459 > 0.0f) || ((bitcast<u32>(v459) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i457] = v460;
+    }
+    if ((row11 < u.N) && (col21 < u.H)) {
+        let i461: u32 = row11 * u.H + col21;
+        let v462: f32 = b1[col21];
+        let v463: f32 = acc69 + v462;
+        let v464: f32 = select(0.0f, v463, (v463 > 0.0f) || ((bitcast<u32>(v463) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i461] = v464;
+    }
+    if ((row12 < u.N) && (col14 < u.H)) {
+        let i465: u32 = row12 * u.H + col14;
+        let v466: f32 = b1[col14];
+        let v467: f32 = acc70 + v466;
+        let v468: f32 = select(0.0f, v467, (v467 > 0.0f) || ((bitcast<u32>(v467) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i465] = v468;
+    }
+    if ((row12 < u.N) && (col15 < u.H)) {
+        let i469: u32 = row12 * u.H + col15;
+        let v470: f32 = b1[col15];
+        let v471: f32 = acc71 + v470;
+        let v472: f32 = select(0.0f, v471, (v471 > 0.0f) || ((bitcast<u32>(v471) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i469] = v472;
+    }
+    if ((row12 < u.N) && (col16 < u.H)) {
+        let i473: u32 = row12 * u.H + col16;
+        let v474: f32 = b1[col16];
+        let v475: f32 = acc72 + v474;
+        let v476: f32 = select(0.0f, v475, (v475 > 0.0f) || ((bitcast<u32>(v475) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i473] = v476;
+    }
+    if ((row12 < u.N) && (col17 < u.H)) {
+        let i477: u32 = row12 * u.H + col17;
+        let v478: f32 = b1[col17];
+        let v479: f32 = acc73 + v478;
+        let v480: f32 = select(0.0f, v479, (v479 > 0.0f) || ((bitcast<u32>(v479) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i477] = v480;
+    }
+    if ((row12 < u.N) && (col18 < u.H)) {
+        let i481: u32 = row12 * u.H + col18;
+        let v482: f32 = b1[col18];
+        let v483: f32 = acc74 + v482;
+        let v484: f32 = select(0.0f, v483, (v483 > 0.0f) || ((bitcast<u32>(v483) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i481] = v484;
+    }
+    if ((row12 < u.N) && (col19 < u.H)) {
+        let i485: u32 = row12 * u.H + col19;
+        let v486: f32 = b1[col19];
+        let v487: f32 = acc75 + v486;
+        let v488: f32 = select(0.0f, v487, (v487 > 0.0f) || ((bitcast<u32>(v487) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i485] = v488;
+    }
+    if ((row12 < u.N) && (col20 < u.H)) {
+        let i489: u32 = row12 * u.H + col20;
+        let v490: f32 = b1[col20];
+        let v491: f32 = acc76 + v490;
+        let v492: f32 = select(0.0f, v491, (v491 > 0.0f) || ((bitcast<u32>(v491) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i489] = v492;
+    }
+    if ((row12 < u.N) && (col21 < u.H)) {
+        let i493: u32 = row12 * u.H + col21;
+        let v494: f32 = b1[col21];
+        let v495: f32 = acc77 + v494;
+        let v496: f32 = select(0.0f, v495, (v495 > 0.0f) || ((bitcast<u32>(v495) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i493] = v496;
+    }
+    if ((row13 < u.N) && (col14 < u.H)) {
+        let i497: u32 = row13 * u.H + col14;
+        let v498: f32 = b1[col14];
+        let v499: f32 = acc78 + v498;
+        let v500: f32 = select(0.0f, v499, (v499 > 0.0f) || ((bitcast<u32>(v499) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i497] = v500;
+    }
+    if ((row13 < u.N) && (col15 < u.H)) {
+        let i501: u32 = row13 * u.H + col15;
+        let v502: f32 = b1[col15];
+        let v503: f32 = acc79 + v502;
+        let v504: f32 = select(0.0f, v503, (v503 > 0.0f) || ((bitcast<u32>(v503) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i501] = v504;
+    }
+    if ((row13 < u.N) && (col16 < u.H)) {
+        let i505: u32 = row13 * u.H + col16;
+        let v506: f32 = b1[col16];
+        let v507: f32 = acc80 + v506;
+        let v508: f32 = select(0.0f, v507, (v507 > 0.0f) || ((bitcast<u32>(v507) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i505] = v508;
+    }
+    if ((row13 < u.N) && (col17 < u.H)) {
+        let i509: u32 = row13 * u.H + col17;
+        let v510: f32 = b1[col17];
+        let v511: f32 = acc81 + v510;
+        let v512: f32 = select(0.0f, v511, (v511 > 0.0f) || ((bitcast<u32>(v511) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i509] = v512;
+    }
+    if ((row13 < u.N) && (col18 < u.H)) {
+        let i513: u32 = row13 * u.H + col18;
+        let v514: f32 = b1[col18];
+        let v515: f32 = acc82 + v514;
+        let v516: f32 = select(0.0f, v515, (v515 > 0.0f) || ((bitcast<u32>(v515) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i513] = v516;
+    }
+    if ((row13 < u.N) && (col19 < u.H)) {
+        let i517: u32 = row13 * u.H + col19;
+        let v518: f32 = b1[col19];
+        let v519: f32 = acc83 + v518;
+        let v520: f32 = select(0.0f, v519, (v519 > 0.0f) || ((bitcast<u32>(v519) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i517] = v520;
+    }
+    if ((row13 < u.N) && (col20 < u.H)) {
+        let i521: u32 = row13 * u.H + col20;
+        let v522: f32 = b1[col20];
+        let v523: f32 = acc84 + v522;
+        let v524: f32 = select(0.0f, v523, (v523 > 0.0f) || ((bitcast<u32>(v523) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i521] = v524;
+    }
+    if ((row13 < u.N) && (col21 < u.H)) {
+        let i525: u32 = row13 * u.H + col21;
+        let v526: f32 = b1[col21];
+        let v527: f32 = acc85 + v526;
+        let v528: f32 = select(0.0f, v527, (v527 > 0.0f) || ((bitcast<u32>(v527) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i525] = v528;
     }
 }

@@ -10,8 +10,8 @@ struct Uniforms {
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
 @group(0) @binding(3) var<storage, read> scratch0: array<f32>;
 @group(0) @binding(4) var<uniform> u: Uniforms;
-var<workgroup> a_tile: array<f32, 1024>;
-var<workgroup> b_tile: array<f32, 1024>;
+var<workgroup> a_tile: array<f32, 2048>;
+var<workgroup> b_tile: array<f32, 2048>;
 
 fn mimir_sigmoid(a: f32) -> f32 {
     if (a >= 0.0f) {
@@ -28,231 +28,1302 @@ fn mlp_1_matmul(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.N + 64u - 1u) >> 6u)) {
+    if (g0 >= ((u.N + 128u - 1u) >> 7u)) {
         return;
     }
-    let row1: u32 = g0 * 64u;
-    let row2: u32 = row1 + lid.y;
-    let row3: u32 = row1 + (lid.y + 16u);
-    let row4: u32 = row1 + (lid.y + 32u);
-    let row5: u32 = row1 + (lid.y + 48u);
-    let col6: u32 = lid.x + 16u;
-    let col7: u32 = lid.x + 32u;
-    let col8: u32 = lid.x + 48u;
-    var acc9: f32 = 0.0f;
-    var acc10: f32 = 0.0f;
-    var acc11: f32 = 0.0f;
-    var acc12: f32 = 0.0f;
-    var acc13: f32 = 0.0f;
-    var acc14: f32 = 0.0f;
-    var acc15: f32 = 0.0f;
-    var acc16: f32 = 0.0f;
-    var acc17: f32 = 0.0f;
-    var acc18: f32 = 0.0f;
+    let t1: u32 = lid.y * 16u + lid.x;
+    let row2: u32 = g0 * 128u;
+    let row3: u32 = row2 + lid.y * 4u;
+    let row4: u32 = row2 + (lid.y * 4u + 1u);
+    let row5: u32 = row2 + (lid.y * 4u + 2u);
+    let row6: u32 = row2 + (lid.y * 4u + 3u);
+    let row7: u32 = row2 + (lid.y * 4u + 64u);
+    let row8: u32 = row2 + (lid.y * 4u + 65u);
+    let row9: u32 = row2 + (lid.y * 4u + 66u);
+    let row10: u32 = row2 + (lid.y * 4u + 67u);
+    let col11: u32 = lid.x * 4u;
+    let col12: u32 = lid.x * 4u + 1u;
+    let col13: u32 = lid.x * 4u + 2u;
+    let col14: u32 = lid.x * 4u + 3u;
+    let col15: u32 = lid.x * 4u + 64u;
+    let col16: u32 = lid.x * 4u + 65u;
+    let col17: u32 = lid.x * 4u + 66u;
+    let col18: u32 = lid.x * 4u + 67u;
     var acc19: f32 = 0.0f;
     var acc20: f32 = 0.0f;
     var acc21: f32 = 0.0f;
     var acc22: f32 = 0.0f;
     var acc23: f32 = 0.0f;
     var acc24: f32 = 0.0f;
-    for (var k0_25: u32 = 0u; k0_25 < u.H; k0_25 += 16u) {
-        let ka26: u32 = k0_25 + lid.x;
-        let kb27: u32 = k0_25 + lid.y;
-        var x28: f32 = 0.0f;
-        if ((row2 < u.N) && (ka26 < u.H)) {
-            let i29: u32 = row2 * u.H + ka26;
-            let v30: f32 = scratch0[i29];
-            x28 = v30;
+    var acc25: f32 = 0.0f;
+    var acc26: f32 = 0.0f;
+    var acc27: f32 = 0.0f;
+    var acc28: f32 = 0.0f;
+    var acc29: f32 = 0.0f;
+    var acc30: f32 = 0.0f;
+    var acc31: f32 = 0.0f;
+    var acc32: f32 = 0.0f;
+    var acc33: f32 = 0.0f;
+    var acc34: f32 = 0.0f;
+    var acc35: f32 = 0.0f;
+    var acc36: f32 = 0.0f;
+    var acc37: f32 = 0.0f;
+    var acc38: f32 = 0.0f;
+    var acc39: f32 = 0.0f;
+    var acc40: f32 = 0.0f;
+    var acc41: f32 = 0.0f;
+    var acc42: f32 = 0.0f;
+    var acc43: f32 = 0.0f;
+    var acc44: f32 = 0.0f;
+    var acc45: f32 = 0.0f;
+    var acc46: f32 = 0.0f;
+    var acc47: f32 = 0.0f;
+    var acc48: f32 = 0.0f;
+    var acc49: f32 = 0.0f;
+    var acc50: f32 = 0.0f;
+    var acc51: f32 = 0.0f;
+    var acc52: f32 = 0.0f;
+    var acc53: f32 = 0.0f;
+    var acc54: f32 = 0.0f;
+    var acc55: f32 = 0.0f;
+    var acc56: f32 = 0.0f;
+    var acc57: f32 = 0.0f;
+    var acc58: f32 = 0.0f;
+    var acc59: f32 = 0.0f;
+    var acc60: f32 = 0.0f;
+    var acc61: f32 = 0.0f;
+    var acc62: f32 = 0.0f;
+    var acc63: f32 = 0.0f;
+    var acc64: f32 = 0.0f;
+    var acc65: f32 = 0.0f;
+    var acc66: f32 = 0.0f;
+    var acc67: f32 = 0.0f;
+    var acc68: f32 = 0.0f;
+    var acc69: f32 = 0.0f;
+    var acc70: f32 = 0.0f;
+    var acc71: f32 = 0.0f;
+    var acc72: f32 = 0.0f;
+    var acc73: f32 = 0.0f;
+    var acc74: f32 = 0.0f;
+    var acc75: f32 = 0.0f;
+    var acc76: f32 = 0.0f;
+    var acc77: f32 = 0.0f;
+    var acc78: f32 = 0.0f;
+    var acc79: f32 = 0.0f;
+    var acc80: f32 = 0.0f;
+    var acc81: f32 = 0.0f;
+    var acc82: f32 = 0.0f;
+    let ak83: u32 = t1 & 7u;
+    let am84: u32 = t1 >> 3u;
+    let ar85: u32 = row2 + am84;
+    let ar86: u32 = row2 + (am84 + 32u);
+    let ar87: u32 = row2 + (am84 + 64u);
+    let ar88: u32 = row2 + (am84 + 96u);
+    let ab89: u32 = ar85 * u.H;
+    let ab90: u32 = ar86 * u.H;
+    let ab91: u32 = ar87 * u.H;
+    let ab92: u32 = ar88 * u.H;
+    let aok93: bool = ar85 < u.N;
+    let aok94: bool = ar86 < u.N;
+    let aok95: bool = ar87 < u.N;
+    let aok96: bool = ar88 < u.N;
+    let as97: u32 = ak83 * 128u + am84;
+    let bk98: u32 = t1 >> 7u;
+    let bn99: u32 = t1 & 127u;
+    let bok100: bool = bn99 < 3u;
+    let kok101: bool = ak83 < u.H;
+    if (aok93 && kok101) {
+        a_tile[as97] = scratch0[ab89 + ak83];
+    } else {
+        a_tile[as97] = 0.0f;
+    }
+    if (aok94 && kok101) {
+        a_tile[as97 + 32u] = scratch0[ab90 + ak83];
+    } else {
+        a_tile[as97 + 32u] = 0.0f;
+    }
+    if (aok95 && kok101) {
+        a_tile[as97 + 64u] = scratch0[ab91 + ak83];
+    } else {
+        a_tile[as97 + 64u] = 0.0f;
+    }
+    if (aok96 && kok101) {
+        a_tile[as97 + 96u] = scratch0[ab92 + ak83];
+    } else {
+        a_tile[as97 + 96u] = 0.0f;
+    }
+    let bi106: u32 = bk98 * 3u + bn99;
+    if ((bk98 < u.H) && bok100) {
+        b_tile[t1] = w2[bi106];
+    } else {
+        b_tile[t1] = 0.0f;
+    }
+    let kb108: u32 = bk98 + 2u;
+    if ((kb108 < u.H) && bok100) {
+        b_tile[t1 + 256u] = w2[bi106 + 6u];
+    } else {
+        b_tile[t1 + 256u] = 0.0f;
+    }
+    let kb110: u32 = bk98 + 4u;
+    if ((kb110 < u.H) && bok100) {
+        b_tile[t1 + 512u] = w2[bi106 + 12u];
+    } else {
+        b_tile[t1 + 512u] = 0.0f;
+    }
+    let kb112: u32 = bk98 + 6u;
+    if ((kb112 < u.H) && bok100) {
+        b_tile[t1 + 768u] = w2[bi106 + 18u];
+    } else {
+        b_tile[t1 + 768u] = 0.0f;
+    }
+    workgroupBarrier();
+    let ly114: u32 = lid.y * 4u;
+    let lx115: u32 = lid.x * 4u;
+    for (var k0_116: u32 = 0u; k0_116 < u.H; k0_116 += 8u) {
+        let cur117: u32 = (k0_116 << 7u) & 1024u;
+        let nxt118: u32 = cur117 ^ 1024u;
+        let kn119: u32 = k0_116 + 8u;
+        if (kn119 < u.H) {
+            let ka120: u32 = kn119 + ak83;
+            let kok121: bool = ka120 < u.H;
+            let sa122: u32 = nxt118 + as97;
+            if (aok93 && kok121) {
+                a_tile[sa122] = scratch0[ab89 + ka120];
+            } else {
+                a_tile[sa122] = 0.0f;
+            }
+            if (aok94 && kok121) {
+                a_tile[sa122 + 32u] = scratch0[ab90 + ka120];
+            } else {
+                a_tile[sa122 + 32u] = 0.0f;
+            }
+            if (aok95 && kok121) {
+                a_tile[sa122 + 64u] = scratch0[ab91 + ka120];
+            } else {
+                a_tile[sa122 + 64u] = 0.0f;
+            }
+            if (aok96 && kok121) {
+                a_tile[sa122 + 96u] = scratch0[ab92 + ka120];
+            } else {
+                a_tile[sa122 + 96u] = 0.0f;
+            }
+            let kb127: u32 = kn119 + bk98;
+            let sb128: u32 = nxt118 + t1;
+            let bi129: u32 = kb127 * 3u + bn99;
+            if ((kb127 < u.H) && bok100) {
+                b_tile[sb128] = w2[bi129];
+            } else {
+                b_tile[sb128] = 0.0f;
+            }
+            let kb131: u32 = kb127 + 2u;
+            if ((kb131 < u.H) && bok100) {
+                b_tile[sb128 + 256u] = w2[bi129 + 6u];
+            } else {
+                b_tile[sb128 + 256u] = 0.0f;
+            }
+            let kb133: u32 = kb127 + 4u;
+            if ((kb133 < u.H) && bok100) {
+                b_tile[sb128 + 512u] = w2[bi129 + 12u];
+            } else {
+                b_tile[sb128 + 512u] = 0.0f;
+            }
+            let kb135: u32 = kb127 + 6u;
+            if ((kb135 < u.H) && bok100) {
+                b_tile[sb128 + 768u] = w2[bi129 + 18u];
+            } else {
+                b_tile[sb128 + 768u] = 0.0f;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x28;
-        var x31: f32 = 0.0f;
-        if ((row3 < u.N) && (ka26 < u.H)) {
-            let i32_: u32 = row3 * u.H + ka26;
-            let v33: f32 = scratch0[i32_];
-            x31 = v33;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x31;
-        var x34: f32 = 0.0f;
-        if ((row4 < u.N) && (ka26 < u.H)) {
-            let i35: u32 = row4 * u.H + ka26;
-            let v36: f32 = scratch0[i35];
-            x34 = v36;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x34;
-        var x37: f32 = 0.0f;
-        if ((row5 < u.N) && (ka26 < u.H)) {
-            let i38: u32 = row5 * u.H + ka26;
-            let v39: f32 = scratch0[i38];
-            x37 = v39;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x37;
-        var x40: f32 = 0.0f;
-        if ((kb27 < u.H) && (lid.x < 3u)) {
-            let i41: u32 = kb27 * 3u + lid.x;
-            let v42: f32 = w2[i41];
-            x40 = v42;
-        }
-        b_tile[lid.y * 64u + lid.x] = x40;
-        var x43: f32 = 0.0f;
-        if ((kb27 < u.H) && (col6 < 3u)) {
-            let i44: u32 = kb27 * 3u + col6;
-            let v45: f32 = w2[i44];
-            x43 = v45;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x43;
-        var x46: f32 = 0.0f;
-        if ((kb27 < u.H) && (col7 < 3u)) {
-            let i47: u32 = kb27 * 3u + col7;
-            let v48: f32 = w2[i47];
-            x46 = v48;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x46;
-        var x49: f32 = 0.0f;
-        if ((kb27 < u.H) && (col8 < 3u)) {
-            let i50: u32 = kb27 * 3u + col8;
-            let v51: f32 = w2[i50];
-            x49 = v51;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x49;
+        let ra137: u32 = cur117 + ly114;
+        let rb138: u32 = cur117 + lx115;
+        let a139: f32 = a_tile[ra137];
+        let a140: f32 = a_tile[ra137 + 1u];
+        let a141: f32 = a_tile[ra137 + 2u];
+        let a142: f32 = a_tile[ra137 + 3u];
+        let a143: f32 = a_tile[ra137 + 64u];
+        let a144: f32 = a_tile[ra137 + 64u + 1u];
+        let a145: f32 = a_tile[ra137 + 64u + 2u];
+        let a146: f32 = a_tile[ra137 + 64u + 3u];
+        let b147: f32 = b_tile[rb138];
+        let b148: f32 = b_tile[rb138 + 1u];
+        let b149: f32 = b_tile[rb138 + 2u];
+        let b150: f32 = b_tile[rb138 + 3u];
+        let b151: f32 = b_tile[rb138 + 64u];
+        let b152: f32 = b_tile[rb138 + 64u + 1u];
+        let b153: f32 = b_tile[rb138 + 64u + 2u];
+        let b154: f32 = b_tile[rb138 + 64u + 3u];
+        acc19 = fma(a139, b147, acc19);
+        acc20 = fma(a139, b148, acc20);
+        acc21 = fma(a139, b149, acc21);
+        acc22 = fma(a139, b150, acc22);
+        acc23 = fma(a139, b151, acc23);
+        acc24 = fma(a139, b152, acc24);
+        acc25 = fma(a139, b153, acc25);
+        acc26 = fma(a139, b154, acc26);
+        acc27 = fma(a140, b147, acc27);
+        acc28 = fma(a140, b148, acc28);
+        acc29 = fma(a140, b149, acc29);
+        acc30 = fma(a140, b150, acc30);
+        acc31 = fma(a140, b151, acc31);
+        acc32 = fma(a140, b152, acc32);
+        acc33 = fma(a140, b153, acc33);
+        acc34 = fma(a140, b154, acc34);
+        acc35 = fma(a141, b147, acc35);
+        acc36 = fma(a141, b148, acc36);
+        acc37 = fma(a141, b149, acc37);
+        acc38 = fma(a141, b150, acc38);
+        acc39 = fma(a141, b151, acc39);
+        acc40 = fma(a141, b152, acc40);
+        acc41 = fma(a141, b153, acc41);
+        acc42 = fma(a141, b154, acc42);
+        acc43 = fma(a142, b147, acc43);
+        acc44 = fma(a142, b148, acc44);
+        acc45 = fma(a142, b149, acc45);
+        acc46 = fma(a142, b150, acc46);
+        acc47 = fma(a142, b151, acc47);
+        acc48 = fma(a142, b152, acc48);
+        acc49 = fma(a142, b153, acc49);
+        acc50 = fma(a142, b154, acc50);
+        acc51 = fma(a143, b147, acc51);
+        acc52 = fma(a143, b148, acc52);
+        acc53 = fma(a143, b149, acc53);
+        acc54 = fma(a143, b150, acc54);
+        acc55 = fma(a143, b151, acc55);
+        acc56 = fma(a143, b152, acc56);
+        acc57 = fma(a143, b153, acc57);
+        acc58 = fma(a143, b154, acc58);
+        acc59 = fma(a144, b147, acc59);
+        acc60 = fma(a144, b148, acc60);
+        acc61 = fma(a144, b149, acc61);
+        acc62 = fma(a144, b150, acc62);
+        acc63 = fma(a144, b151, acc63);
+        acc64 = fma(a144, b152, acc64);
+        acc65 = fma(a144, b153, acc65);
+        acc66 = fma(a144, b154, acc66);
+        acc67 = fma(a145, b147, acc67);
+        acc68 = fma(a145, b148, acc68);
+        acc69 = fma(a145, b149, acc69);
+        acc70 = fma(a145, b150, acc70);
+        acc71 = fma(a145, b151, acc71);
+        acc72 = fma(a145, b152, acc72);
+        acc73 = fma(a145, b153, acc73);
+        acc74 = fma(a145, b154, acc74);
+        acc75 = fma(a146, b147, acc75);
+        acc76 = fma(a146, b148, acc76);
+        acc77 = fma(a146, b149, acc77);
+        acc78 = fma(a146, b150, acc78);
+        acc79 = fma(a146, b151, acc79);
+        acc80 = fma(a146, b152, acc80);
+        acc81 = fma(a146, b153, acc81);
+        acc82 = fma(a146, b154, acc82);
+        let a155: f32 = a_tile[ra137 + 128u];
+        let a156: f32 = a_tile[ra137 + 128u + 1u];
+        let a157: f32 = a_tile[ra137 + 128u + 2u];
+        let a158: f32 = a_tile[ra137 + 128u + 3u];
+        let a159: f32 = a_tile[ra137 + 192u];
+        let a160: f32 = a_tile[ra137 + 192u + 1u];
+        let a161: f32 = a_tile[ra137 + 192u + 2u];
+        let a162: f32 = a_tile[ra137 + 192u + 3u];
+        let b163: f32 = b_tile[rb138 + 128u];
+        let b164: f32 = b_tile[rb138 + 128u + 1u];
+        let b165: f32 = b_tile[rb138 + 128u + 2u];
+        let b166: f32 = b_tile[rb138 + 128u + 3u];
+        let b167: f32 = b_tile[rb138 + 192u];
+        let b168: f32 = b_tile[rb138 + 192u + 1u];
+        let b169: f32 = b_tile[rb138 + 192u + 2u];
+        let b170: f32 = b_tile[rb138 + 192u + 3u];
+        acc19 = fma(a155, b163, acc19);
+        acc20 = fma(a155, b164, acc20);
+        acc21 = fma(a155, b165, acc21);
+        acc22 = fma(a155, b166, acc22);
+        acc23 = fma(a155, b167, acc23);
+        acc24 = fma(a155, b168, acc24);
+        acc25 = fma(a155, b169, acc25);
+        acc26 = fma(a155, b170, acc26);
+        acc27 = fma(a156, b163, acc27);
+        acc28 = fma(a156, b164, acc28);
+        acc29 = fma(a156, b165, acc29);
+        acc30 = fma(a156, b166, acc30);
+        acc31 = fma(a156, b167, acc31);
+        acc32 = fma(a156, b168, acc32);
+        acc33 = fma(a156, b169, acc33);
+        acc34 = fma(a156, b170, acc34);
+        acc35 = fma(a157, b163, acc35);
+        acc36 = fma(a157, b164, acc36);
+        acc37 = fma(a157, b165, acc37);
+        acc38 = fma(a157, b166, acc38);
+        acc39 = fma(a157, b167, acc39);
+        acc40 = fma(a157, b168, acc40);
+        acc41 = fma(a157, b169, acc41);
+        acc42 = fma(a157, b170, acc42);
+        acc43 = fma(a158, b163, acc43);
+        acc44 = fma(a158, b164, acc44);
+        acc45 = fma(a158, b165, acc45);
+        acc46 = fma(a158, b166, acc46);
+        acc47 = fma(a158, b167, acc47);
+        acc48 = fma(a158, b168, acc48);
+        acc49 = fma(a158, b169, acc49);
+        acc50 = fma(a158, b170, acc50);
+        acc51 = fma(a159, b163, acc51);
+        acc52 = fma(a159, b164, acc52);
+        acc53 = fma(a159, b165, acc53);
+        acc54 = fma(a159, b166, acc54);
+        acc55 = fma(a159, b167, acc55);
+        acc56 = fma(a159, b168, acc56);
+        acc57 = fma(a159, b169, acc57);
+        acc58 = fma(a159, b170, acc58);
+        acc59 = fma(a160, b163, acc59);
+        acc60 = fma(a160, b164, acc60);
+        acc61 = fma(a160, b165, acc61);
+        acc62 = fma(a160, b166, acc62);
+        acc63 = fma(a160, b167, acc63);
+        acc64 = fma(a160, b168, acc64);
+        acc65 = fma(a160, b169, acc65);
+        acc66 = fma(a160, b170, acc66);
+        acc67 = fma(a161, b163, acc67);
+        acc68 = fma(a161, b164, acc68);
+        acc69 = fma(a161, b165, acc69);
+        acc70 = fma(a161, b166, acc70);
+        acc71 = fma(a161, b167, acc71);
+        acc72 = fma(a161, b168, acc72);
+        acc73 = fma(a161, b169, acc73);
+        acc74 = fma(a161, b170, acc74);
+        acc75 = fma(a162, b163, acc75);
+        acc76 = fma(a162, b164, acc76);
+        acc77 = fma(a162, b165, acc77);
+        acc78 = fma(a162, b166, acc78);
+        acc79 = fma(a162, b167, acc79);
+        acc80 = fma(a162, b168, acc80);
+        acc81 = fma(a162, b169, acc81);
+        acc82 = fma(a162, b170, acc82);
+        let a171: f32 = a_tile[ra137 + 256u];
+        let a172: f32 = a_tile[ra137 + 256u + 1u];
+        let a173: f32 = a_tile[ra137 + 256u + 2u];
+        let a174: f32 = a_tile[ra137 + 256u + 3u];
+        let a175: f32 = a_tile[ra137 + 320u];
+        let a176: f32 = a_tile[ra137 + 320u + 1u];
+        let a177: f32 = a_tile[ra137 + 320u + 2u];
+        let a178: f32 = a_tile[ra137 + 320u + 3u];
+        let b179: f32 = b_tile[rb138 + 256u];
+        let b180: f32 = b_tile[rb138 + 256u + 1u];
+        let b181: f32 = b_tile[rb138 + 256u + 2u];
+        let b182: f32 = b_tile[rb138 + 256u + 3u];
+        let b183: f32 = b_tile[rb138 + 320u];
+        let b184: f32 = b_tile[rb138 + 320u + 1u];
+        let b185: f32 = b_tile[rb138 + 320u + 2u];
+        let b186: f32 = b_tile[rb138 + 320u + 3u];
+        acc19 = fma(a171, b179, acc19);
+        acc20 = fma(a171, b180, acc20);
+        acc21 = fma(a171, b181, acc21);
+        acc22 = fma(a171, b182, acc22);
+        acc23 = fma(a171, b183, acc23);
+        acc24 = fma(a171, b184, acc24);
+        acc25 = fma(a171, b185, acc25);
+        acc26 = fma(a171, b186, acc26);
+        acc27 = fma(a172, b179, acc27);
+        acc28 = fma(a172, b180, acc28);
+        acc29 = fma(a172, b181, acc29);
+        acc30 = fma(a172, b182, acc30);
+        acc31 = fma(a172, b183, acc31);
+        acc32 = fma(a172, b184, acc32);
+        acc33 = fma(a172, b185, acc33);
+        acc34 = fma(a172, b186, acc34);
+        acc35 = fma(a173, b179, acc35);
+        acc36 = fma(a173, b180, acc36);
+        acc37 = fma(a173, b181, acc37);
+        acc38 = fma(a173, b182, acc38);
+        acc39 = fma(a173, b183, acc39);
+        acc40 = fma(a173, b184, acc40);
+        acc41 = fma(a173, b185, acc41);
+        acc42 = fma(a173, b186, acc42);
+        acc43 = fma(a174, b179, acc43);
+        acc44 = fma(a174, b180, acc44);
+        acc45 = fma(a174, b181, acc45);
+        acc46 = fma(a174, b182, acc46);
+        acc47 = fma(a174, b183, acc47);
+        acc48 = fma(a174, b184, acc48);
+        acc49 = fma(a174, b185, acc49);
+        acc50 = fma(a174, b186, acc50);
+        acc51 = fma(a175, b179, acc51);
+        acc52 = fma(a175, b180, acc52);
+        acc53 = fma(a175, b181, acc53);
+        acc54 = fma(a175, b182, acc54);
+        acc55 = fma(a175, b183, acc55);
+        acc56 = fma(a175, b184, acc56);
+        acc57 = fma(a175, b185, acc57);
+        acc58 = fma(a175, b186, acc58);
+        acc59 = fma(a176, b179, acc59);
+        acc60 = fma(a176, b180, acc60);
+        acc61 = fma(a176, b181, acc61);
+        acc62 = fma(a176, b182, acc62);
+        acc63 = fma(a176, b183, acc63);
+        acc64 = fma(a176, b184, acc64);
+        acc65 = fma(a176, b185, acc65);
+        acc66 = fma(a176, b186, acc66);
+        acc67 = fma(a177, b179, acc67);
+        acc68 = fma(a177, b180, acc68);
+        acc69 = fma(a177, b181, acc69);
+        acc70 = fma(a177, b182, acc70);
+        acc71 = fma(a177, b183, acc71);
+        acc72 = fma(a177, b184, acc72);
+        acc73 = fma(a177, b185, acc73);
+        acc74 = fma(a177, b186, acc74);
+        acc75 = fma(a178, b179, acc75);
+        acc76 = fma(a178, b180, acc76);
+        acc77 = fma(a178, b181, acc77);
+        acc78 = fma(a178, b182, acc78);
+        acc79 = fma(a178, b183, acc79);
+        acc80 = fma(a178, b184, acc80);
+        acc81 = fma(a178, b185, acc81);
+        acc82 = fma(a178, b186, acc82);
+        let a187: f32 = a_tile[ra137 + 384u];
+        let a188: f32 = a_tile[ra137 + 384u + 1u];
+        let a189: f32 = a_tile[ra137 + 384u + 2u];
+        let a190: f32 = a_tile[ra137 + 384u + 3u];
+        let a191: f32 = a_tile[ra137 + 448u];
+        let a192: f32 = a_tile[ra137 + 448u + 1u];
+        let a193: f32 = a_tile[ra137 + 448u + 2u];
+        let a194: f32 = a_tile[ra137 + 448u + 3u];
+        let b195: f32 = b_tile[rb138 + 384u];
+        let b196: f32 = b_tile[rb138 + 384u + 1u];
+        let b197: f32 = b_tile[rb138 + 384u + 2u];
+        let b198: f32 = b_tile[rb138 + 384u + 3u];
+        let b199: f32 = b_tile[rb138 + 448u];
+        let b200: f32 = b_tile[rb138 + 448u + 1u];
+        let b201: f32 = b_tile[rb138 + 448u + 2u];
+        let b202: f32 = b_tile[rb138 + 448u + 3u];
+        acc19 = fma(a187, b195, acc19);
+        acc20 = fma(a187, b196, acc20);
+        acc21 = fma(a187, b197, acc21);
+        acc22 = fma(a187, b198, acc22);
+        acc23 = fma(a187, b199, acc23);
+        acc24 = fma(a187, b200, acc24);
+        acc25 = fma(a187, b201, acc25);
+        acc26 = fma(a187, b202, acc26);
+        acc27 = fma(a188, b195, acc27);
+        acc28 = fma(a188, b196, acc28);
+        acc29 = fma(a188, b197, acc29);
+        acc30 = fma(a188, b198, acc30);
+        acc31 = fma(a188, b199, acc31);
+        acc32 = fma(a188, b200, acc32);
+        acc33 = fma(a188, b201, acc33);
+        acc34 = fma(a188, b202, acc34);
+        acc35 = fma(a189, b195, acc35);
+        acc36 = fma(a189, b196, acc36);
+        acc37 = fma(a189, b197, acc37);
+        acc38 = fma(a189, b198, acc38);
+        acc39 = fma(a189, b199, acc39);
+        acc40 = fma(a189, b200, acc40);
+        acc41 = fma(a189, b201, acc41);
+        acc42 = fma(a189, b202, acc42);
+        acc43 = fma(a190, b195, acc43);
+        acc44 = fma(a190, b196, acc44);
+        acc45 = fma(a190, b197, acc45);
+        acc46 = fma(a190, b198, acc46);
+        acc47 = fma(a190, b199, acc47);
+        acc48 = fma(a190, b200, acc48);
+        acc49 = fma(a190, b201, acc49);
+        acc50 = fma(a190, b202, acc50);
+        acc51 = fma(a191, b195, acc51);
+        acc52 = fma(a191, b196, acc52);
+        acc53 = fma(a191, b197, acc53);
+        acc54 = fma(a191, b198, acc54);
+        acc55 = fma(a191, b199, acc55);
+        acc56 = fma(a191, b200, acc56);
+        acc57 = fma(a191, b201, acc57);
+        acc58 = fma(a191, b202, acc58);
+        acc59 = fma(a192, b195, acc59);
+        acc60 = fma(a192, b196, acc60);
+        acc61 = fma(a192, b197, acc61);
+        acc62 = fma(a192, b198, acc62);
+        acc63 = fma(a192, b199, acc63);
+        acc64 = fma(a192, b200, acc64);
+        acc65 = fma(a192, b201, acc65);
+        acc66 = fma(a192, b202, acc66);
+        acc67 = fma(a193, b195, acc67);
+        acc68 = fma(a193, b196, acc68);
+        acc69 = fma(a193, b197, acc69);
+        acc70 = fma(a193, b198, acc70);
+        acc71 = fma(a193, b199, acc71);
+        acc72 = fma(a193, b200, acc72);
+        acc73 = fma(a193, b201, acc73);
+        acc74 = fma(a193, b202, acc74);
+        acc75 = fma(a194, b195, acc75);
+        acc76 = fma(a194, b196, acc76);
+        acc77 = fma(a194, b197, acc77);
+        acc78 = fma(a194, b198, acc78);
+        acc79 = fma(a194, b199, acc79);
+        acc80 = fma(a194, b200, acc80);
+        acc81 = fma(a194, b201, acc81);
+        acc82 = fma(a194, b202, acc82);
+        let a203: f32 = a_tile[ra137 + 512u];
+        let a204: f32 = a_tile[ra137 + 512u + 1u];
+        let a205: f32 = a_tile[ra137 + 512u + 2u];
+        let a206: f32 = a_tile[ra137 + 512u + 3u];
+        let a207: f32 = a_tile[ra137 + 576u];
+        let a208: f32 = a_tile[ra137 + 576u + 1u];
+        let a209: f32 = a_tile[ra137 + 576u + 2u];
+        let a210: f32 = a_tile[ra137 + 576u + 3u];
+        let b211: f32 = b_tile[rb138 + 512u];
+        let b212: f32 = b_tile[rb138 + 512u + 1u];
+        let b213: f32 = b_tile[rb138 + 512u + 2u];
+        let b214: f32 = b_tile[rb138 + 512u + 3u];
+        let b215: f32 = b_tile[rb138 + 576u];
+        let b216: f32 = b_tile[rb138 + 576u + 1u];
+        let b217: f32 = b_tile[rb138 + 576u + 2u];
+        let b218: f32 = b_tile[rb138 + 576u + 3u];
+        acc19 = fma(a203, b211, acc19);
+        acc20 = fma(a203, b212, acc20);
+        acc21 = fma(a203, b213, acc21);
+        acc22 = fma(a203, b214, acc22);
+        acc23 = fma(a203, b215, acc23);
+        acc24 = fma(a203, b216, acc24);
+        acc25 = fma(a203, b217, acc25);
+        acc26 = fma(a203, b218, acc26);
+        acc27 = fma(a204, b211, acc27);
+        acc28 = fma(a204, b212, acc28);
+        acc29 = fma(a204, b213, acc29);
+        acc30 = fma(a204, b214, acc30);
+        acc31 = fma(a204, b215, acc31);
+        acc32 = fma(a204, b216, acc32);
+        acc33 = fma(a204, b217, acc33);
+        acc34 = fma(a204, b218, acc34);
+        acc35 = fma(a205, b211, acc35);
+        acc36 = fma(a205, b212, acc36);
+        acc37 = fma(a205, b213, acc37);
+        acc38 = fma(a205, b214, acc38);
+        acc39 = fma(a205, b215, acc39);
+        acc40 = fma(a205, b216, acc40);
+        acc41 = fma(a205, b217, acc41);
+        acc42 = fma(a205, b218, acc42);
+        acc43 = fma(a206, b211, acc43);
+        acc44 = fma(a206, b212, acc44);
+        acc45 = fma(a206, b213, acc45);
+        acc46 = fma(a206, b214, acc46);
+        acc47 = fma(a206, b215, acc47);
+        acc48 = fma(a206, b216, acc48);
+        acc49 = fma(a206, b217, acc49);
+        acc50 = fma(a206, b218, acc50);
+        acc51 = fma(a207, b211, acc51);
+        acc52 = fma(a207, b212, acc52);
+        acc53 = fma(a207, b213, acc53);
+        acc54 = fma(a207, b214, acc54);
+        acc55 = fma(a207, b215, acc55);
+        acc56 = fma(a207, b216, acc56);
+        acc57 = fma(a207, b217, acc57);
+        acc58 = fma(a207, b218, acc58);
+        acc59 = fma(a208, b211, acc59);
+        acc60 = fma(a208, b212, acc60);
+        acc61 = fma(a208, b213, acc61);
+        acc62 = fma(a208, b214, acc62);
+        acc63 = fma(a208, b215, acc63);
+        acc64 = fma(a208, b216, acc64);
+        acc65 = fma(a208, b217, acc65);
+        acc66 = fma(a208, b218, acc66);
+        acc67 = fma(a209, b211, acc67);
+        acc68 = fma(a209, b212, acc68);
+        acc69 = fma(a209, b213, acc69);
+        acc70 = fma(a209, b214, acc70);
+        acc71 = fma(a209, b215, acc71);
+        acc72 = fma(a209, b216, acc72);
+        acc73 = fma(a209, b217, acc73);
+        acc74 = fma(a209, b218, acc74);
+        acc75 = fma(a210, b211, acc75);
+        acc76 = fma(a210, b212, acc76);
+        acc77 = fma(a210, b213, acc77);
+        acc78 = fma(a210, b214, acc78);
+        acc79 = fma(a210, b215, acc79);
+        acc80 = fma(a210, b216, acc80);
+        acc81 = fma(a210, b217, acc81);
+        acc82 = fma(a210, b218, acc82);
+        let a219: f32 = a_tile[ra137 + 640u];
+        let a220: f32 = a_tile[ra137 + 640u + 1u];
+        let a221: f32 = a_tile[ra137 + 640u + 2u];
+        let a222: f32 = a_tile[ra137 + 640u + 3u];
+        let a223: f32 = a_tile[ra137 + 704u];
+        let a224: f32 = a_tile[ra137 + 704u + 1u];
+        let a225: f32 = a_tile[ra137 + 704u + 2u];
+        let a226: f32 = a_tile[ra137 + 704u + 3u];
+        let b227: f32 = b_tile[rb138 + 640u];
+        let b228: f32 = b_tile[rb138 + 640u + 1u];
+        let b229: f32 = b_tile[rb138 + 640u + 2u];
+        let b230: f32 = b_tile[rb138 + 640u + 3u];
+        let b231: f32 = b_tile[rb138 + 704u];
+        let b232: f32 = b_tile[rb138 + 704u + 1u];
+        let b233: f32 = b_tile[rb138 + 704u + 2u];
+        let b234: f32 = b_tile[rb138 + 704u + 3u];
+        acc19 = fma(a219, b227, acc19);
+        acc20 = fma(a219, b228, acc20);
+        acc21 = fma(a219, b229, acc21);
+        acc22 = fma(a219, b230, acc22);
+        acc23 = fma(a219, b231, acc23);
+        acc24 = fma(a219, b232, acc24);
+        acc25 = fma(a219, b233, acc25);
+        acc26 = fma(a219, b234, acc26);
+        acc27 = fma(a220, b227, acc27);
+        acc28 = fma(a220, b228, acc28);
+        acc29 = fma(a220, b229, acc29);
+        acc30 = fma(a220, b230, acc30);
+        acc31 = fma(a220, b231, acc31);
+        acc32 = fma(a220, b232, acc32);
+        acc33 = fma(a220, b233, acc33);
+        acc34 = fma(a220, b234, acc34);
+        acc35 = fma(a221, b227, acc35);
+        acc36 = fma(a221, b228, acc36);
+        acc37 = fma(a221, b229, acc37);
+        acc38 = fma(a221, b230, acc38);
+        acc39 = fma(a221, b231, acc39);
+        acc40 = fma(a221, b232, acc40);
+        acc41 = fma(a221, b233, acc41);
+        acc42 = fma(a221, b234, acc42);
+        acc43 = fma(a222, b227, acc43);
+        acc44 = fma(a222, b228, acc44);
+        acc45 = fma(a222, b229, acc45);
+        acc46 = fma(a222, b230, acc46);
+        acc47 = fma(a222, b231, acc47);
+        acc48 = fma(a222, b232, acc48);
+        acc49 = fma(a222, b233, acc49);
+        acc50 = fma(a222, b234, acc50);
+        acc51 = fma(a223, b227, acc51);
+        acc52 = fma(a223, b228, acc52);
+        acc53 = fma(a223, b229, acc53);
+        acc54 = fma(a223, b230, acc54);
+        acc55 = fma(a223, b231, acc55);
+        acc56 = fma(a223, b232, acc56);
+        acc57 = fma(a223, b233, acc57);
+        acc58 = fma(a223, b234, acc58);
+        acc59 = fma(a224, b227, acc59);
+        acc60 = fma(a224, b228, acc60);
+        acc61 = fma(a224, b229, acc61);
+        acc62 = fma(a224, b230, acc62);
+        acc63 = fma(a224, b231, acc63);
+        acc64 = fma(a224, b232, acc64);
+        acc65 = fma(a224, b233, acc65);
+        acc66 = fma(a224, b234, acc66);
+        acc67 = fma(a225, b227, acc67);
+        acc68 = fma(a225, b228, acc68);
+        acc69 = fma(a225, b229, acc69);
+        acc70 = fma(a225, b230, acc70);
+        acc71 = fma(a225, b231, acc71);
+        acc72 = fma(a225, b232, acc72);
+        acc73 = fma(a225, b233, acc73);
+        acc74 = fma(a225, b234, acc74);
+        acc75 = fma(a226, b227, acc75);
+        acc76 = fma(a226, b228, acc76);
+        acc77 = fma(a226, b229, acc77);
+        acc78 = fma(a226, b230, acc78);
+        acc79 = fma(a226, b231, acc79);
+        acc80 = fma(a226, b232, acc80);
+        acc81 = fma(a226, b233, acc81);
+        acc82 = fma(a226, b234, acc82);
+        let a235: f32 = a_tile[ra137 + 768u];
+        let a236: f32 = a_tile[ra137 + 768u + 1u];
+        let a237: f32 = a_tile[ra137 + 768u + 2u];
+        let a238: f32 = a_tile[ra137 + 768u + 3u];
+        let a239: f32 = a_tile[ra137 + 832u];
+        let a240: f32 = a_tile[ra137 + 832u + 1u];
+        let a241: f32 = a_tile[ra137 + 832u + 2u];
+        let a242: f32 = a_tile[ra137 + 832u + 3u];
+        let b243: f32 = b_tile[rb138 + 768u];
+        let b244: f32 = b_tile[rb138 + 768u + 1u];
+        let b245: f32 = b_tile[rb138 + 768u + 2u];
+        let b246: f32 = b_tile[rb138 + 768u + 3u];
+        let b247: f32 = b_tile[rb138 + 832u];
+        let b248: f32 = b_tile[rb138 + 832u + 1u];
+        let b249: f32 = b_tile[rb138 + 832u + 2u];
+        let b250: f32 = b_tile[rb138 + 832u + 3u];
+        acc19 = fma(a235, b243, acc19);
+        acc20 = fma(a235, b244, acc20);
+        acc21 = fma(a235, b245, acc21);
+        acc22 = fma(a235, b246, acc22);
+        acc23 = fma(a235, b247, acc23);
+        acc24 = fma(a235, b248, acc24);
+        acc25 = fma(a235, b249, acc25);
+        acc26 = fma(a235, b250, acc26);
+        acc27 = fma(a236, b243, acc27);
+        acc28 = fma(a236, b244, acc28);
+        acc29 = fma(a236, b245, acc29);
+        acc30 = fma(a236, b246, acc30);
+        acc31 = fma(a236, b247, acc31);
+        acc32 = fma(a236, b248, acc32);
+        acc33 = fma(a236, b249, acc33);
+        acc34 = fma(a236, b250, acc34);
+        acc35 = fma(a237, b243, acc35);
+        acc36 = fma(a237, b244, acc36);
+        acc37 = fma(a237, b245, acc37);
+        acc38 = fma(a237, b246, acc38);
+        acc39 = fma(a237, b247, acc39);
+        acc40 = fma(a237, b248, acc40);
+        acc41 = fma(a237, b249, acc41);
+        acc42 = fma(a237, b250, acc42);
+        acc43 = fma(a238, b243, acc43);
+        acc44 = fma(a238, b244, acc44);
+        acc45 = fma(a238, b245, acc45);
+        acc46 = fma(a238, b246, acc46);
+        acc47 = fma(a238, b247, acc47);
+        acc48 = fma(a238, b248, acc48);
+        acc49 = fma(a238, b249, acc49);
+        acc50 = fma(a238, b250, acc50);
+        acc51 = fma(a239, b243, acc51);
+        acc52 = fma(a239, b244, acc52);
+        acc53 = fma(a239, b245, acc53);
+        acc54 = fma(a239, b246, acc54);
+        acc55 = fma(a239, b247, acc55);
+        acc56 = fma(a239, b248, acc56);
+        acc57 = fma(a239, b249, acc57);
+        acc58 = fma(a239, b250, acc58);
+        acc59 = fma(a240, b243, acc59);
+        acc60 = fma(a240, b244, acc60);
+        acc61 = fma(a240, b245, acc61);
+        acc62 = fma(a240, b246, acc62);
+        acc63 = fma(a240, b247, acc63);
+        acc64 = fma(a240, b248, acc64);
+        acc65 = fma(a240, b249, acc65);
+        acc66 = fma(a240, b250, acc66);
+        acc67 = fma(a241, b243, acc67);
+        acc68 = fma(a241, b244, acc68);
+        acc69 = fma(a241, b245, acc69);
+        acc70 = fma(a241, b246, acc70);
+        acc71 = fma(a241, b247, acc71);
+        acc72 = fma(a241, b248, acc72);
+        acc73 = fma(a241, b249, acc73);
+        acc74 = fma(a241, b250, acc74);
+        acc75 = fma(a242, b243, acc75);
+        acc76 = fma(a242, b244, acc76);
+        acc77 = fma(a242, b245, acc77);
+        acc78 = fma(a242, b246, acc78);
+        acc79 = fma(a242, b247, acc79);
+        acc80 = fma(a242, b248, acc80);
+        acc81 = fma(a242, b249, acc81);
+        acc82 = fma(a242, b250, acc82);
+        let a251: f32 = a_tile[ra137 + 896u];
+        let a252: f32 = a_tile[ra137 + 896u + 1u];
+        let a253: f32 = a_tile[ra137 + 896u + 2u];
+        let a254: f32 = a_tile[ra137 + 896u + 3u];
+        let a255: f32 = a_tile[ra137 + 960u];
+        let a256: f32 = a_tile[ra137 + 960u + 1u];
+        let a257: f32 = a_tile[ra137 + 960u + 2u];
+        let a258: f32 = a_tile[ra137 + 960u + 3u];
+        let b259: f32 = b_tile[rb138 + 896u];
+        let b260: f32 = b_tile[rb138 + 896u + 1u];
+        let b261: f32 = b_tile[rb138 + 896u + 2u];
+        let b262: f32 = b_tile[rb138 + 896u + 3u];
+        let b263: f32 = b_tile[rb138 + 960u];
+        let b264: f32 = b_tile[rb138 + 960u + 1u];
+        let b265: f32 = b_tile[rb138 + 960u + 2u];
+        let b266: f32 = b_tile[rb138 + 960u + 3u];
+        acc19 = fma(a251, b259, acc19);
+        acc20 = fma(a251, b260, acc20);
+        acc21 = fma(a251, b261, acc21);
+        acc22 = fma(a251, b262, acc22);
+        acc23 = fma(a251, b263, acc23);
+        acc24 = fma(a251, b264, acc24);
+        acc25 = fma(a251, b265, acc25);
+        acc26 = fma(a251, b266, acc26);
+        acc27 = fma(a252, b259, acc27);
+        acc28 = fma(a252, b260, acc28);
+        acc29 = fma(a252, b261, acc29);
+        acc30 = fma(a252, b262, acc30);
+        acc31 = fma(a252, b263, acc31);
+        acc32 = fma(a252, b264, acc32);
+        acc33 = fma(a252, b265, acc33);
+        acc34 = fma(a252, b266, acc34);
+        acc35 = fma(a253, b259, acc35);
+        acc36 = fma(a253, b260, acc36);
+        acc37 = fma(a253, b261, acc37);
+        acc38 = fma(a253, b262, acc38);
+        acc39 = fma(a253, b263, acc39);
+        acc40 = fma(a253, b264, acc40);
+        acc41 = fma(a253, b265, acc41);
+        acc42 = fma(a253, b266, acc42);
+        acc43 = fma(a254, b259, acc43);
+        acc44 = fma(a254, b260, acc44);
+        acc45 = fma(a254, b261, acc45);
+        acc46 = fma(a254, b262, acc46);
+        acc47 = fma(a254, b263, acc47);
+        acc48 = fma(a254, b264, acc48);
+        acc49 = fma(a254, b265, acc49);
+        acc50 = fma(a254, b266, acc50);
+        acc51 = fma(a255, b259, acc51);
+        acc52 = fma(a255, b260, acc52);
+        acc53 = fma(a255, b261, acc53);
+        acc54 = fma(a255, b262, acc54);
+        acc55 = fma(a255, b263, acc55);
+        acc56 = fma(a255, b264, acc56);
+        acc57 = fma(a255, b265, acc57);
+        acc58 = fma(a255, b266, acc58);
+        acc59 = fma(a256, b259, acc59);
+        acc60 = fma(a256, b260, acc60);
+        acc61 = fma(a256, b261, acc61);
+        acc62 = fma(a256, b262, acc62);
+        acc63 = fma(a256, b263, acc63);
+        acc64 = fma(a256, b264, acc64);
+        acc65 = fma(a256, b265, acc65);
+        acc66 = fma(a256, b266, acc66);
+        acc67 = fma(a257, b259, acc67);
+        acc68 = fma(a257, b260, acc68);
+        acc69 = fma(a257, b261, acc69);
+        acc70 = fma(a257, b262, acc70);
+        acc71 = fma(a257, b263, acc71);
+        acc72 = fma(a257, b264, acc72);
+        acc73 = fma(a257, b265, acc73);
+        acc74 = fma(a257, b266, acc74);
+        acc75 = fma(a258, b259, acc75);
+        acc76 = fma(a258, b260, acc76);
+        acc77 = fma(a258, b261, acc77);
+        acc78 = fma(a258, b262, acc78);
+        acc79 = fma(a258, b263, acc79);
+        acc80 = fma(a258, b264, acc80);
+        acc81 = fma(a258, b265, acc81);
+        acc82 = fma(a258, b266, acc82);
         workgroupBarrier();
-        for (var kk52: u32 = 0u; kk52 < 16u; kk52 += 1u) {
-            let a53: f32 = a_tile[lid.y * 16u + kk52];
-            let a54: f32 = a_tile[(lid.y + 16u) * 16u + kk52];
-            let a55: f32 = a_tile[(lid.y + 32u) * 16u + kk52];
-            let a56: f32 = a_tile[(lid.y + 48u) * 16u + kk52];
-            let b57: f32 = b_tile[kk52 * 64u + lid.x];
-            let b58: f32 = b_tile[kk52 * 64u + (lid.x + 16u)];
-            let b59: f32 = b_tile[kk52 * 64u + (lid.x + 32u)];
-            let b60: f32 = b_tile[kk52 * 64u + (lid.x + 48u)];
-            acc9 = fma(a53, b57, acc9);
-            acc10 = fma(a53, b58, acc10);
-            acc11 = fma(a53, b59, acc11);
-            acc12 = fma(a53, b60, acc12);
-            acc13 = fma(a54, b57, acc13);
-            acc14 = fma(a54, b58, acc14);
-            acc15 = fma(a54, b59, acc15);
-            acc16 = fma(a54, b60, acc16);
-            acc17 = fma(a55, b57, acc17);
-            acc18 = fma(a55, b58, acc18);
-            acc19 = fma(a55, b59, acc19);
-            acc20 = fma(a55, b60, acc20);
-            acc21 = fma(a56, b57, acc21);
-            acc22 = fma(a56, b58, acc22);
-            acc23 = fma(a56, b59, acc23);
-            acc24 = fma(a56, b60, acc24);
-        }
-        workgroupBarrier();
     }
-    if ((row2 < u.N) && (lid.x < 3u)) {
-        let i61: u32 = row2 * 3u + lid.x;
-        let v62: f32 = b2[lid.x];
-        let v63: f32 = acc9 + v62;
-        let v64: f32 = mimir_sigmoid(v63);
-        out[i61] = v64;
+    if ((row3 < u.N) && (col11 < 3u)) {
+        let i267: u32 = row3 * 3u + col11;
+        let v268: f32 = b2[col11];
+        let v269: f32 = acc19 + v268;
+        let v270: f32 = mimir_sigmoid(v269);
+        out[i267] = v270;
     }
-    if ((row2 < u.N) && (col6 < 3u)) {
-        let i65: u32 = row2 * 3u + col6;
-        let v66: f32 = b2[col6];
-        let v67: f32 = acc10 + v66;
-        let v68: f32 = mimir_sigmoid(v67);
-        out[i65] = v68;
+    if ((row3 < u.N) && (col12 < 3u)) {
+        let i271: u32 = row3 * 3u + col12;
+        let v272: f32 = b2[col12];
+        let v273: f32 = acc20 + v272;
+        let v274: f32 = mimir_sigmoid(v273);
+        out[i271] = v274;
     }
-    if ((row2 < u.N) && (col7 < 3u)) {
-        let i69: u32 = row2 * 3u + col7;
-        let v70: f32 = b2[col7];
-        let v71: f32 = acc11 + v70;
-        let v72: f32 = mimir_sigmoid(v71);
-        out[i69] = v72;
+    if ((row3 < u.N) && (col13 < 3u)) {
+        let i275: u32 = row3 * 3u + col13;
+        let v276: f32 = b2[col13];
+        let v277: f32 = acc21 + v276;
+        let v278: f32 = mimir_sigmoid(v277);
+        out[i275] = v278;
     }
-    if ((row2 < u.N) && (col8 < 3u)) {
-        let i73: u32 = row2 * 3u + col8;
-        let v74: f32 = b2[col8];
-        let v75: f32 = acc12 + v74;
-        let v76: f32 = mimir_sigmoid(v75);
-        out[i73] = v76;
+    if ((row3 < u.N) && (col14 < 3u)) {
+        let i279: u32 = row3 * 3u + col14;
+        let v280: f32 = b2[col14];
+        let v281: f32 = acc22 + v280;
+        let v282: f32 = mimir_sigmoid(v281);
+        out[i279] = v282;
     }
-    if ((row3 < u.N) && (lid.x < 3u)) {
-        let i77: u32 = row3 * 3u + lid.x;
-        let v78: f32 = b2[lid.x];
-        let v79: f32 = acc13 + v78;
-        let v80: f32 = mimir_sigmoid(v79);
-        out[i77] = v80;
+    if ((row3 < u.N) && (col15 < 3u)) {
+        let i283: u32 = row3 * 3u + col15;
+        let v284: f32 = b2[col15];
+        let v285: f32 = acc23 + v284;
+        let v286: f32 = mimir_sigmoid(v285);
+        out[i283] = v286;
     }
-    if ((row3 < u.N) && (col6 < 3u)) {
-        let i81: u32 = row3 * 3u + col6;
-        let v82: f32 = b2[col6];
-        let v83: f32 = acc14 + v82;
-        let v84: f32 = mimir_sigmoid(v83);
-        out[i81] = v84;
+    if ((row3 < u.N) && (col16 < 3u)) {
+        let i287: u32 = row3 * 3u + col16;
+        let v288: f32 = b2[col16];
+        let v289: f32 = acc24 + v288;
+        let v290: f32 = mimir_sigmoid(v289);
+        out[i287] = v290;
     }
-    if ((row3 < u.N) && (col7 < 3u)) {
-        let i85: u32 = row3 * 3u + col7;
-        let v86: f32 = b2[col7];
-        let v87: f32 = acc15 + v86;
-        let v88: f32 = mimir_sigmoid(v87);
-        out[i85] = v88;
+    if ((row3 < u.N) && (col17 < 3u)) {
+        let i291: u32 = row3 * 3u + col17;
+        let v292: f32 = b2[col17];
+        let v293: f32 = acc25 + v292;
+        let v294: f32 = mimir_sigmoid(v293);
+        out[i291] = v294;
     }
-    if ((row3 < u.N) && (col8 < 3u)) {
-        let i89: u32 = row3 * 3u + col8;
-        let v90: f32 = b2[col8];
-        let v91: f32 = acc16 + v90;
-        let v92: f32 = mimir_sigmoid(v91);
-        out[i89] = v92;
+    if ((row3 < u.N) && (col18 < 3u)) {
+        let i295: u32 = row3 * 3u + col18;
+        let v296: f32 = b2[col18];
+        let v297: f32 = acc26 + v296;
+        let v298: f32 = mimir_sigmoid(v297);
+        out[i295] = v298;
     }
-    if ((row4 < u.N) && (lid.x < 3u)) {
-        let i93: u32 = row4 * 3u + lid.x;
-        let v94: f32 = b2[lid.x];
-        let v95: f32 = acc17 + v94;
-        let v96: f32 = mimir_sigmoid(v95);
-        out[i93] = v96;
+    if ((row4 < u.N) && (col11 < 3u)) {
+        let i299: u32 = row4 * 3u + col11;
+        let v300: f32 = b2[col11];
+        let v301: f32 = acc27 + v300;
+        let v302: f32 = mimir_sigmoid(v301);
+        out[i299] = v302;
     }
-    if ((row4 < u.N) && (col6 < 3u)) {
-        let i97: u32 = row4 * 3u + col6;
-        let v98: f32 = b2[col6];
-        let v99: f32 = acc18 + v98;
-        let v100: f32 = mimir_sigmoid(v99);
-        out[i97] = v100;
+    if ((row4 < u.N) && (col12 < 3u)) {
+        let i303: u32 = row4 * 3u + col12;
+        let v304: f32 = b2[col12];
+        let v305: f32 = acc28 + v304;
+        let v306: f32 = mimir_sigmoid(v305);
+        out[i303] = v306;
     }
-    if ((row4 < u.N) && (col7 < 3u)) {
-        let i101: u32 = row4 * 3u + col7;
-        let v102: f32 = b2[col7];
-        let v103: f32 = acc19 + v102;
-        let v104: f32 = mimir_sigmoid(v103);
-        out[i101] = v104;
+    if ((row4 < u.N) && (col13 < 3u)) {
+        let i307: u32 = row4 * 3u + col13;
+        let v308: f32 = b2[col13];
+        let v309: f32 = acc29 + v308;
+        let v310: f32 = mimir_sigmoid(v309);
+        out[i307] = v310;
     }
-    if ((row4 < u.N) && (col8 < 3u)) {
-        let i105: u32 = row4 * 3u + col8;
-        let v106: f32 = b2[col8];
-        let v107: f32 = acc20 + v106;
-        let v108: f32 = mimir_sigmoid(v107);
-        out[i105] = v108;
+    if ((row4 < u.N) && (col14 < 3u)) {
+        let i311: u32 = row4 * 3u + col14;
+        let v312: f32 = b2[col14];
+        let v313: f32 = acc30 + v312;
+        let v314: f32 = mimir_sigmoid(v313);
+        out[i311] = v314;
     }
-    if ((row5 < u.N) && (lid.x < 3u)) {
-        let i109: u32 = row5 * 3u + lid.x;
-        let v110: f32 = b2[lid.x];
-        let v111: f32 = acc21 + v110;
-        let v112: f32 = mimir_sigmoid(v111);
-        out[i109] = v112;
+    if ((row4 < u.N) && (col15 < 3u)) {
+        let i315: u32 = row4 * 3u + col15;
+        let v316: f32 = b2[col15];
+        let v317: f32 = acc31 + v316;
+        let v318: f32 = mimir_sigmoid(v317);
+        out[i315] = v318;
     }
-    if ((row5 < u.N) && (col6 < 3u)) {
-        let i113: u32 = row5 * 3u + col6;
-        let v114: f32 = b2[col6];
-        let v115: f32 = acc22 + v114;
-        let v116: f32 = mimir_sigmoid(v115);
-        out[i113] = v116;
+    if ((row4 < u.N) && (col16 < 3u)) {
+        let i319: u32 = row4 * 3u + col16;
+        let v320: f32 = b2[col16];
+        let v321: f32 = acc32 + v320;
+        let v322: f32 = mimir_sigmoid(v321);
+        out[i319] = v322;
     }
-    if ((row5 < u.N) && (col7 < 3u)) {
-        let i117: u32 = row5 * 3u + col7;
-        let v118: f32 = b2[col7];
-        let v119: f32 = acc23 + v118;
-        let v120: f32 = mimir_sigmoid(v119);
-        out[i117] = v120;
+    if ((row4 < u.N) && (col17 < 3u)) {
+        let i323: u32 = row4 * 3u + col17;
+        let v324: f32 = b2[col17];
+        let v325: f32 = acc33 + v324;
+        let v326: f32 = mimir_sigmoid(v325);
+        out[i323] = v326;
     }
-    if ((row5 < u.N) && (col8 < 3u)) {
-        let i121: u32 = row5 * 3u + col8;
-        let v122: f32 = b2[col8];
-        let v123: f32 = acc24 + v122;
-        let v124: f32 = mimir_sigmoid(v123);
-        out[i121] = v124;
+    if ((row4 < u.N) && (col18 < 3u)) {
+        let i327: u32 = row4 * 3u + col18;
+        let v328: f32 = b2[col18];
+        let v329: f32 = acc34 + v328;
+        let v330: f32 = mimir_sigmoid(v329);
+        out[i327] = v330;
+    }
+    if ((row5 < u.N) && (col11 < 3u)) {
+        let i331: u32 = row5 * 3u + col11;
+        let v332: f32 = b2[col11];
+        let v333: f32 = acc35 + v332;
+        let v334: f32 = mimir_sigmoid(v333);
+        out[i331] = v334;
+    }
+    if ((row5 < u.N) && (col12 < 3u)) {
+        let i335: u32 = row5 * 3u + col12;
+        let v336: f32 = b2[col12];
+        let v337: f32 = acc36 + v336;
+        let v338: f32 = mimir_sigmoid(v337);
+        out[i335] = v338;
+    }
+    if ((row5 < u.N) && (col13 < 3u)) {
+        let i339: u32 = row5 * 3u + col13;
+        let v340: f32 = b2[col13];
+        let v341: f32 = acc37 + v340;
+        let v342: f32 = mimir_sigmoid(v341);
+        out[i339] = v342;
+    }
+    if ((row5 < u.N) && (col14 < 3u)) {
+        let i343: u32 = row5 * 3u + col14;
+        let v344: f32 = b2[col14];
+        let v345: f32 = acc38 + v344;
+        let v346: f32 = mimir_sigmoid(v345);
+        out[i343] = v346;
+    }
+    if ((row5 < u.N) && (col15 < 3u)) {
+        let i347: u32 = row5 * 3u + col15;
+        let v348: f32 = b2[col15];
+        let v349: f32 = acc39 + v348;
+        let v350: f32 = mimir_sigmoid(v349);
+        out[i347] = v350;
+    }
+    if ((row5 < u.N) && (col16 < 3u)) {
+        let i351: u32 = row5 * 3u + col16;
+        let v352: f32 = b2[col16];
+        let v353: f32 = acc40 + v352;
+        let v354: f32 = mimir_sigmoid(v353);
+        out[i351] = v354;
+    }
+    if ((row5 < u.N) && (col17 < 3u)) {
+        let i355: u32 = row5 * 3u + col17;
+        let v356: f32 = b2[col17];
+        let v357: f32 = acc41 + v356;
+        let v358: f32 = mimir_sigmoid(v357);
+        out[i355] = v358;
+    }
+    if ((row5 < u.N) && (col18 < 3u)) {
+        let i359: u32 = row5 * 3u + col18;
+        let v360: f32 = b2[col18];
+        let v361: f32 = acc42 + v360;
+        let v362: f32 = mimir_sigmoid(v361);
+        out[i359] = v362;
+    }
+    if ((row6 < u.N) && (col11 < 3u)) {
+        let i363: u32 = row6 * 3u + col11;
+        let v364: f32 = b2[col11];
+        let v365: f32 = acc43 + v364;
+        let v366: f32 = mimir_sigmoid(v365);
+        out[i363] = v366;
+    }
+    if ((row6 < u.N) && (col12 < 3u)) {
+        let i367: u32 = row6 * 3u + col12;
+        let v368: f32 = b2[col12];
+        let v369: f32 = acc44 + v368;
+        let v370: f32 = mimir_sigmoid(v369);
+        out[i367] = v370;
+    }
+    if ((row6 < u.N) && (col13 < 3u)) {
+        let i371: u32 = row6 * 3u + col13;
+        let v372: f32 = b2[col13];
+        let v373: f32 = acc45 + v372;
+        let v374: f32 = mimir_sigmoid(v373);
+        out[i371] = v374;
+    }
+    if ((row6 < u.N) && (col14 < 3u)) {
+        let i375: u32 = row6 * 3u + col14;
+        let v376: f32 = b2[col14];
+        let v377: f32 = acc46 + v376;
+        let v378: f32 = mimir_sigmoid(v377);
+        out[i375] = v378;
+    }
+    if ((row6 < u.N) && (col15 < 3u)) {
+        let i379: u32 = row6 * 3u + col15;
+        let v380: f32 = b2[col15];
+        let v381: f32 = acc47 + v380;
+        let v382: f32 = mimir_sigmoid(v381);
+        out[i379] = v382;
+    }
+    if ((row6 < u.N) && (col16 < 3u)) {
+        let i383: u32 = row6 * 3u + col16;
+        let v384: f32 = b2[col16];
+        let v385: f32 = acc48 + v384;
+        let v386: f32 = mimir_sigmoid(v385);
+        out[i383] = v386;
+    }
+    if ((row6 < u.N) && (col17 < 3u)) {
+        let i387: u32 = row6 * 3u + col17;
+        let v388: f32 = b2[col17];
+        let v389: f32 = acc49 + v388;
+        let v390: f32 = mimir_sigmoid(v389);
+        out[i387] = v390;
+    }
+    if ((row6 < u.N) && (col18 < 3u)) {
+        let i391: u32 = row6 * 3u + col18;
+        let v392: f32 = b2[col18];
+        let v393: f32 = acc50 + v392;
+        let v394: f32 = mimir_sigmoid(v393);
+        out[i391] = v394;
+    }
+    if ((row7 < u.N) && (col11 < 3u)) {
+        let i395: u32 = row7 * 3u + col11;
+        let v396: f32 = b2[col11];
+        let v397: f32 = acc51 + v396;
+        let v398: f32 = mimir_sigmoid(v397);
+        out[i395] = v398;
+    }
+    if ((row7 < u.N) && (col12 < 3u)) {
+        let i399: u32 = row7 * 3u + col12;
+        let v400: f32 = b2[col12];
+        let v401: f32 = acc52 + v400;
+        let v402: f32 = mimir_sigmoid(v401);
+        out[i399] = v402;
+    }
+    if ((row7 < u.N) && (col13 < 3u)) {
+        let i403: u32 = row7 * 3u + col13;
+        let v404: f32 = b2[col13];
+        let v405: f32 = acc53 + v404;
+        let v406: f32 = mimir_sigmoid(v405);
+        out[i403] = v406;
+    }
+    if ((row7 < u.N) && (col14 < 3u)) {
+        let i407: u32 = row7 * 3u + col14;
+        let v408: f32 = b2[col14];
+        let v409: f32 = acc54 + v408;
+        let v410: f32 = mimir_sigmoid(v409);
+        out[i407] = v410;
+    }
+    if ((row7 < u.N) && (col15 < 3u)) {
+        let i411: u32 = row7 * 3u + col15;
+        let v412: f32 = b2[col15];
+        let v413: f32 = acc55 + v412;
+        let v414: f32 = mimir_sigmoid(v413);
+        out[i411] = v414;
+    }
+    if ((row7 < u.N) && (col16 < 3u)) {
+        let i415: u32 = row7 * 3u + col16;
+        let v416: f32 = b2[col16];
+        let v417: f32 = acc56 + v416;
+        let v418: f32 = mimir_sigmoid(v417);
+        out[i415] = v418;
+    }
+    if ((row7 < u.N) && (col17 < 3u)) {
+        let i419: u32 = row7 * 3u + col17;
+        let v420: f32 = b2[col17];
+        let v421: f32 = acc57 + v420;
+        let v422: f32 = mimir_sigmoid(v421);
+        out[i419] = v422;
+    }
+    if ((row7 < u.N) && (col18 < 3u)) {
+        let i423: u32 = row7 * 3u + col18;
+        let v424: f32 = b2[col18];
+        let v425: f32 = acc58 + v424;
+        let v426: f32 = mimir_sigmoid(v425);
+        out[i423] = v426;
+    }
+    if ((row8 < u.N) && (col11 < 3u)) {
+        let i427: u32 = row8 * 3u + col11;
+        let v428: f32 = b2[col11];
+        let v429: f32 = acc59 + v428;
+        let v430: f32 = mimir_sigmoid(v429);
+        out[i427] = v430;
+    }
+    if ((row8 < u.N) && (col12 < 3u)) {
+        let i431: u32 = row8 * 3u + col12;
+        let v432: f32 = b2[col12];
+        let v433: f32 = acc60 + v432;
+        let v434: f32 = mimir_sigmoid(v433);
+        out[i431] = v434;
+    }
+    if ((row8 < u.N) && (col13 < 3u)) {
+        let i435: u32 = row8 * 3u + col13;
+        let v436: f32 = b2[col13];
+        let v437: f32 = acc61 + v436;
+        let v438: f32 = mimir_sigmoid(v437);
+        out[i435] = v438;
+    }
+    if ((row8 < u.N) && (col14 < 3u)) {
+        let i439: u32 = row8 * 3u + col14;
+        let v440: f32 = b2[col14];
+        let v441: f32 = acc62 + v440;
+        let v442: f32 = mimir_sigmoid(v441);
+        out[i439] = v442;
+    }
+    if ((row8 < u.N) && (col15 < 3u)) {
+        let i443: u32 = row8 * 3u + col15;
+        let v444: f32 = b2[col15];
+        let v445: f32 = acc63 + v444;
+        let v446: f32 = mimir_sigmoid(v445);
+        out[i443] = v446;
+    }
+    if ((row8 < u.N) && (col16 < 3u)) {
+        let i447: u32 = row8 * 3u + col16;
+        let v448: f32 = b2[col16];
+        let v449: f32 = acc64 + v448;
+        let v450: f32 = mimir_sigmoid(v449);
+        out[i447] = v450;
+    }
+    if ((row8 < u.N) && (col17 < 3u)) {
+        let i451: u32 = row8 * 3u + col17;
+        let v452: f32 = b2[col17];
+        let v453: f32 = acc65 + v452;
+        let v454: f32 = mimir_sigmoid(v453);
+        out[i451] = v454;
+    }
+    if ((row8 < u.N) && (col18 < 3u)) {
+        let i455: u32 = row8 * 3u + col18;
+        let v456: f32 = b2[col18];
+        let v457: f32 = acc66 + v456;
+        let v458: f32 = mimir_sigmoid(v457);
+        out[i455] = v458;
+    }
+    if ((row9 < u.N) && (col11 < 3u)) {
+        let i459: u32 = row9 * 3u + col11;
+        let v460: f32 = b2[col11];
+        let v461: f32 = acc67 + v460;
+        let v462: f32 = mimir_sigmoid(v461);
+        out[i459] = v462;
+    }
+    if ((row9 < u.N) && (col12 < 3u)) {
+        let i463: u32 = row9 * 3u + col12;
+        let v464: f32 = b2[col12];
+        let v465: f32 = acc68 + v464;
+        let v466: f32 = mimir_sigmoid(v465);
+        out[i463] = v466;
+    }
+    if ((row9 < u.N) && (col13 < 3u)) {
+        let i467: u32 = row9 * 3u + col13;
+        let v468: f32 = b2[col13];
+        let v469: f32 = acc69 + v468;
+        let v470: f32 = mimir_sigmoid(v469);
+        out[i467] = v470;
+    }
+    if ((row9 < u.N) && (col14 < 3u)) {
+        let i471: u32 = row9 * 3u + col14;
+        let v472: f32 = b2[col14];
+        let v473: f32 = acc70 + v472;
+        let v474: f32 = mimir_sigmoid(v473);
+        out[i471] = v474;
+    }
+    if ((row9 < u.N) && (col15 < 3u)) {
+        let i475: u32 = row9 * 3u + col15;
+        let v476: f32 = b2[col15];
+        let v477: f32 = acc71 + v476;
+        let v478: f32 = mimir_sigmoid(v477);
+        out[i475] = v478;
+    }
+    if ((row9 < u.N) && (col16 < 3u)) {
+        let i479: u32 = row9 * 3u + col16;
+        let v480: f32 = b2[col16];
+        let v481: f32 = acc72 + v480;
+        let v482: f32 = mimir_sigmoid(v481);
+        out[i479] = v482;
+    }
+    if ((row9 < u.N) && (col17 < 3u)) {
+        let i483: u32 = row9 * 3u + col17;
+        let v484: f32 = b2[col17];
+        let v485: f32 = acc73 + v484;
+        let v486: f32 = mimir_sigmoid(v485);
+        out[i483] = v486;
+    }
+    if ((row9 < u.N) && (col18 < 3u)) {
+        let i487: u32 = row9 * 3u + col18;
+        let v488: f32 = b2[col18];
+        let v489: f32 = acc74 + v488;
+        let v490: f32 = mimir_sigmoid(v489);
+        out[i487] = v490;
+    }
+    if ((row10 < u.N) && (col11 < 3u)) {
+        let i491: u32 = row10 * 3u + col11;
+        let v492: f32 = b2[col11];
+        let v493: f32 = acc75 + v492;
+        let v494: f32 = mimir_sigmoid(v493);
+        out[i491] = v494;
+    }
+    if ((row10 < u.N) && (col12 < 3u)) {
+        let i495: u32 = row10 * 3u + col12;
+        let v496: f32 = b2[col12];
+        let v497: f32 = acc76 + v496;
+        let v498: f32 = mimir_sigmoid(v497);
+        out[i495] = v498;
+    }
+    if ((row10 < u.N) && (col13 < 3u)) {
+        let i499: u32 = row10 * 3u + col13;
+        let v500: f32 = b2[col13];
+        let v501: f32 = acc77 + v500;
+        let v502: f32 = mimir_sigmoid(v501);
+        out[i499] = v502;
+    }
+    if ((row10 < u.N) && (col14 < 3u)) {
+        let i503: u32 = row10 * 3u + col14;
+        let v504: f32 = b2[col14];
+        let v505: f32 = acc78 + v504;
+        let v506: f32 = mimir_sigmoid(v505);
+        out[i503] = v506;
+    }
+    if ((row10 < u.N) && (col15 < 3u)) {
+        let i507: u32 = row10 * 3u + col15;
+        let v508: f32 = b2[col15];
+        let v509: f32 = acc79 + v508;
+        let v510: f32 = mimir_sigmoid(v509);
+        out[i507] = v510;
+    }
+    if ((row10 < u.N) && (col16 < 3u)) {
+        let i511: u32 = row10 * 3u + col16;
+        let v512: f32 = b2[col16];
+        let v513: f32 = acc80 + v512;
+        let v514: f32 = mimir_sigmoid(v513);
+        out[i511] = v514;
+    }
+    if ((row10 < u.N) && (col17 < 3u)) {
+        let i515: u32 = row10 * 3u + col17;
+        let v516: f32 = b2[col17];
+        let v517: f32 = acc81 + v516;
+        let v518: f32 = mimir_sigmoid(v517);
+        out[i515] = v518;
+    }
+    if ((row10 < u.N) && (col18 < 3u)) {
+        let i519: u32 = row10 * 3u + col18;
+        let v520: f32 = b2[col18];
+        let v521: f32 = acc82 + v520;
+        let v522: f32 = mimir_sigmoid(v521);
+        out[i519] = v522;
     }
 }

@@ -9,8 +9,8 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read> k: array<f32>;
 @group(0) @binding(2) var<storage, read_write> scratch0: array<f32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> a_tile: array<f32, 1024>;
-var<workgroup> b_tile: array<f32, 1024>;
+var<workgroup> a_tile: array<f32, 2048>;
+var<workgroup> b_tile: array<f32, 2048>;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
 fn mimir_sqrt(a: f32) -> f32 {
@@ -27,30 +27,30 @@ fn scaled_scores_0_matmul(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.T + 64u - 1u) >> 6u) * ((u.T + 64u - 1u) >> 6u)) {
+    if (g0 >= ((u.T + 128u - 1u) >> 7u) * ((u.T + 128u - 1u) >> 7u)) {
         return;
     }
-    let tile1: u32 = g0 % ((u.T + 64u - 1u) >> 6u);
-    let tile2: u32 = g0 / ((u.T + 64u - 1u) >> 6u);
-    let row3: u32 = tile2 * 64u;
-    let col4: u32 = tile1 * 64u;
-    let row5: u32 = row3 + lid.y;
-    let row6: u32 = row3 + (lid.y + 16u);
-    let row7: u32 = row3 + (lid.y + 32u);
-    let row8: u32 = row3 + (lid.y + 48u);
-    let col9: u32 = col4 + lid.x;
-    let col10: u32 = col4 + (lid.x + 16u);
-    let col11: u32 = col4 + (lid.x + 32u);
-    let col12: u32 = col4 + (lid.x + 48u);
-    var acc13: f32 = 0.0f;
-    var acc14: f32 = 0.0f;
-    var acc15: f32 = 0.0f;
-    var acc16: f32 = 0.0f;
-    var acc17: f32 = 0.0f;
-    var acc18: f32 = 0.0f;
-    var acc19: f32 = 0.0f;
-    var acc20: f32 = 0.0f;
-    var acc21: f32 = 0.0f;
+    let tile1: u32 = g0 % ((u.T + 128u - 1u) >> 7u);
+    let tile2: u32 = g0 / ((u.T + 128u - 1u) >> 7u);
+    let t3: u32 = lid.y * 16u + lid.x;
+    let row4: u32 = tile2 * 128u;
+    let col5: u32 = tile1 * 128u;
+    let row6: u32 = row4 + lid.y * 4u;
+    let row7: u32 = row4 + (lid.y * 4u + 1u);
+    let row8: u32 = row4 + (lid.y * 4u + 2u);
+    let row9: u32 = row4 + (lid.y * 4u + 3u);
+    let row10: u32 = row4 + (lid.y * 4u + 64u);
+    let row11: u32 = row4 + (lid.y * 4u + 65u);
+    let row12: u32 = row4 + (lid.y * 4u + 66u);
+    let row13: u32 = row4 + (lid.y * 4u + 67u);
+    let col14: u32 = col5 + lid.x * 4u;
+    let col15: u32 = col5 + (lid.x * 4u + 1u);
+    let col16: u32 = col5 + (lid.x * 4u + 2u);
+    let col17: u32 = col5 + (lid.x * 4u + 3u);
+    let col18: u32 = col5 + (lid.x * 4u + 64u);
+    let col19: u32 = col5 + (lid.x * 4u + 65u);
+    let col20: u32 = col5 + (lid.x * 4u + 66u);
+    let col21: u32 = col5 + (lid.x * 4u + 67u);
     var acc22: f32 = 0.0f;
     var acc23: f32 = 0.0f;
     var acc24: f32 = 0.0f;
@@ -58,220 +58,1344 @@ fn scaled_scores_0_matmul(
     var acc26: f32 = 0.0f;
     var acc27: f32 = 0.0f;
     var acc28: f32 = 0.0f;
-    for (var k0_29: u32 = 0u; k0_29 < u.D; k0_29 += 16u) {
-        let ka30: u32 = k0_29 + lid.x;
-        let kb31: u32 = k0_29 + lid.y;
-        var x32: f32 = 0.0f;
-        if ((row5 < u.T) && (ka30 < u.D)) {
-            let i33: u32 = row5 * u.D + ka30;
-            let v34: f32 = q[i33];
-            x32 = v34;
+    var acc29: f32 = 0.0f;
+    var acc30: f32 = 0.0f;
+    var acc31: f32 = 0.0f;
+    var acc32: f32 = 0.0f;
+    var acc33: f32 = 0.0f;
+    var acc34: f32 = 0.0f;
+    var acc35: f32 = 0.0f;
+    var acc36: f32 = 0.0f;
+    var acc37: f32 = 0.0f;
+    var acc38: f32 = 0.0f;
+    var acc39: f32 = 0.0f;
+    var acc40: f32 = 0.0f;
+    var acc41: f32 = 0.0f;
+    var acc42: f32 = 0.0f;
+    var acc43: f32 = 0.0f;
+    var acc44: f32 = 0.0f;
+    var acc45: f32 = 0.0f;
+    var acc46: f32 = 0.0f;
+    var acc47: f32 = 0.0f;
+    var acc48: f32 = 0.0f;
+    var acc49: f32 = 0.0f;
+    var acc50: f32 = 0.0f;
+    var acc51: f32 = 0.0f;
+    var acc52: f32 = 0.0f;
+    var acc53: f32 = 0.0f;
+    var acc54: f32 = 0.0f;
+    var acc55: f32 = 0.0f;
+    var acc56: f32 = 0.0f;
+    var acc57: f32 = 0.0f;
+    var acc58: f32 = 0.0f;
+    var acc59: f32 = 0.0f;
+    var acc60: f32 = 0.0f;
+    var acc61: f32 = 0.0f;
+    var acc62: f32 = 0.0f;
+    var acc63: f32 = 0.0f;
+    var acc64: f32 = 0.0f;
+    var acc65: f32 = 0.0f;
+    var acc66: f32 = 0.0f;
+    var acc67: f32 = 0.0f;
+    var acc68: f32 = 0.0f;
+    var acc69: f32 = 0.0f;
+    var acc70: f32 = 0.0f;
+    var acc71: f32 = 0.0f;
+    var acc72: f32 = 0.0f;
+    var acc73: f32 = 0.0f;
+    var acc74: f32 = 0.0f;
+    var acc75: f32 = 0.0f;
+    var acc76: f32 = 0.0f;
+    var acc77: f32 = 0.0f;
+    var acc78: f32 = 0.0f;
+    var acc79: f32 = 0.0f;
+    var acc80: f32 = 0.0f;
+    var acc81: f32 = 0.0f;
+    var acc82: f32 = 0.0f;
+    var acc83: f32 = 0.0f;
+    var acc84: f32 = 0.0f;
+    var acc85: f32 = 0.0f;
+    let ak86: u32 = t3 & 7u;
+    let am87: u32 = t3 >> 3u;
+    let ar88: u32 = row4 + am87;
+    let ar89: u32 = row4 + (am87 + 32u);
+    let ar90: u32 = row4 + (am87 + 64u);
+    let ar91: u32 = row4 + (am87 + 96u);
+    let ab92: u32 = ar88 * u.D;
+    let ab93: u32 = ar89 * u.D;
+    let ab94: u32 = ar90 * u.D;
+    let ab95: u32 = ar91 * u.D;
+    let aok96: bool = ar88 < u.T;
+    let aok97: bool = ar89 < u.T;
+    let aok98: bool = ar90 < u.T;
+    let aok99: bool = ar91 < u.T;
+    let as100: u32 = ak86 * 128u + am87;
+    let bk101: u32 = t3 >> 7u;
+    let bn102: u32 = col5 + (t3 & 127u);
+    let bok103: bool = bn102 < u.T;
+    let kok107: bool = ak86 < u.D;
+    if (aok96 && kok107) {
+        a_tile[as100] = q[ab92 + ak86];
+    } else {
+        a_tile[as100] = 0.0f;
+    }
+    if (aok97 && kok107) {
+        a_tile[as100 + 32u] = q[ab93 + ak86];
+    } else {
+        a_tile[as100 + 32u] = 0.0f;
+    }
+    if (aok98 && kok107) {
+        a_tile[as100 + 64u] = q[ab94 + ak86];
+    } else {
+        a_tile[as100 + 64u] = 0.0f;
+    }
+    if (aok99 && kok107) {
+        a_tile[as100 + 96u] = q[ab95 + ak86];
+    } else {
+        a_tile[as100 + 96u] = 0.0f;
+    }
+    let i113: u32 = bn102 * u.D + bk101;
+    if ((bk101 < u.D) && bok103) {
+        b_tile[t3] = k[i113];
+    } else {
+        b_tile[t3] = 0.0f;
+    }
+    let kb115: u32 = bk101 + 2u;
+    let i116: u32 = bn102 * u.D + kb115;
+    if ((kb115 < u.D) && bok103) {
+        b_tile[t3 + 256u] = k[i116];
+    } else {
+        b_tile[t3 + 256u] = 0.0f;
+    }
+    let kb118: u32 = bk101 + 4u;
+    let i119: u32 = bn102 * u.D + kb118;
+    if ((kb118 < u.D) && bok103) {
+        b_tile[t3 + 512u] = k[i119];
+    } else {
+        b_tile[t3 + 512u] = 0.0f;
+    }
+    let kb121: u32 = bk101 + 6u;
+    let i122: u32 = bn102 * u.D + kb121;
+    if ((kb121 < u.D) && bok103) {
+        b_tile[t3 + 768u] = k[i122];
+    } else {
+        b_tile[t3 + 768u] = 0.0f;
+    }
+    workgroupBarrier();
+    let ly124: u32 = lid.y * 4u;
+    let lx125: u32 = lid.x * 4u;
+    for (var k0_126: u32 = 0u; k0_126 < u.D; k0_126 += 8u) {
+        let cur127: u32 = (k0_126 << 7u) & 1024u;
+        let nxt128: u32 = cur127 ^ 1024u;
+        let kn129: u32 = k0_126 + 8u;
+        if (kn129 < u.D) {
+            let ka130: u32 = kn129 + ak86;
+            let kok131: bool = ka130 < u.D;
+            let sa132: u32 = nxt128 + as100;
+            if (aok96 && kok131) {
+                a_tile[sa132] = q[ab92 + ka130];
+            } else {
+                a_tile[sa132] = 0.0f;
+            }
+            if (aok97 && kok131) {
+                a_tile[sa132 + 32u] = q[ab93 + ka130];
+            } else {
+                a_tile[sa132 + 32u] = 0.0f;
+            }
+            if (aok98 && kok131) {
+                a_tile[sa132 + 64u] = q[ab94 + ka130];
+            } else {
+                a_tile[sa132 + 64u] = 0.0f;
+            }
+            if (aok99 && kok131) {
+                a_tile[sa132 + 96u] = q[ab95 + ka130];
+            } else {
+                a_tile[sa132 + 96u] = 0.0f;
+            }
+            let kb137: u32 = kn129 + bk101;
+            let sb138: u32 = nxt128 + t3;
+            let i140: u32 = bn102 * u.D + kb137;
+            if ((kb137 < u.D) && bok103) {
+                b_tile[sb138] = k[i140];
+            } else {
+                b_tile[sb138] = 0.0f;
+            }
+            let kb142: u32 = kb137 + 2u;
+            let i143: u32 = bn102 * u.D + kb142;
+            if ((kb142 < u.D) && bok103) {
+                b_tile[sb138 + 256u] = k[i143];
+            } else {
+                b_tile[sb138 + 256u] = 0.0f;
+            }
+            let kb145: u32 = kb137 + 4u;
+            let i146: u32 = bn102 * u.D + kb145;
+            if ((kb145 < u.D) && bok103) {
+                b_tile[sb138 + 512u] = k[i146];
+            } else {
+                b_tile[sb138 + 512u] = 0.0f;
+            }
+            let kb148: u32 = kb137 + 6u;
+            let i149: u32 = bn102 * u.D + kb148;
+            if ((kb148 < u.D) && bok103) {
+                b_tile[sb138 + 768u] = k[i149];
+            } else {
+                b_tile[sb138 + 768u] = 0.0f;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x32;
-        var x35: f32 = 0.0f;
-        if ((row6 < u.T) && (ka30 < u.D)) {
-            let i36: u32 = row6 * u.D + ka30;
-            let v37: f32 = q[i36];
-            x35 = v37;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x35;
-        var x38: f32 = 0.0f;
-        if ((row7 < u.T) && (ka30 < u.D)) {
-            let i39: u32 = row7 * u.D + ka30;
-            let v40: f32 = q[i39];
-            x38 = v40;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x38;
-        var x41: f32 = 0.0f;
-        if ((row8 < u.T) && (ka30 < u.D)) {
-            let i42: u32 = row8 * u.D + ka30;
-            let v43: f32 = q[i42];
-            x41 = v43;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x41;
-        var x44: f32 = 0.0f;
-        if ((kb31 < u.D) && (col9 < u.T)) {
-            let i45: u32 = col9 * u.D + kb31;
-            let v46: f32 = k[i45];
-            x44 = v46;
-        }
-        b_tile[lid.y * 64u + lid.x] = x44;
-        var x47: f32 = 0.0f;
-        if ((kb31 < u.D) && (col10 < u.T)) {
-            let i48: u32 = col10 * u.D + kb31;
-            let v49: f32 = k[i48];
-            x47 = v49;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x47;
-        var x50: f32 = 0.0f;
-        if ((kb31 < u.D) && (col11 < u.T)) {
-            let i51: u32 = col11 * u.D + kb31;
-            let v52: f32 = k[i51];
-            x50 = v52;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x50;
-        var x53: f32 = 0.0f;
-        if ((kb31 < u.D) && (col12 < u.T)) {
-            let i54: u32 = col12 * u.D + kb31;
-            let v55: f32 = k[i54];
-            x53 = v55;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x53;
+        let ra151: u32 = cur127 + ly124;
+        let rb152: u32 = cur127 + lx125;
+        let a153: f32 = a_tile[ra151];
+        let a154: f32 = a_tile[ra151 + 1u];
+        let a155: f32 = a_tile[ra151 + 2u];
+        let a156: f32 = a_tile[ra151 + 3u];
+        let a157: f32 = a_tile[ra151 + 64u];
+        let a158: f32 = a_tile[ra151 + 64u + 1u];
+        let a159: f32 = a_tile[ra151 + 64u + 2u];
+        let a160: f32 = a_tile[ra151 + 64u + 3u];
+        let b161: f32 = b_tile[rb152];
+        let b162: f32 = b_tile[rb152 + 1u];
+        let b163: f32 = b_tile[rb152 + 2u];
+        let b164: f32 = b_tile[rb152 + 3u];
+        let b165: f32 = b_tile[rb152 + 64u];
+        let b166: f32 = b_tile[rb152 + 64u + 1u];
+        let b167: f32 = b_tile[rb152 + 64u + 2u];
+        let b168: f32 = b_tile[rb152 + 64u + 3u];
+        acc22 = fma(a153, b161, acc22);
+        acc23 = fma(a153, b162, acc23);
+        acc24 = fma(a153, b163, acc24);
+        acc25 = fma(a153, b164, acc25);
+        acc26 = fma(a153, b165, acc26);
+        acc27 = fma(a153, b166, acc27);
+        acc28 = fma(a153, b167, acc28);
+        acc29 = fma(a153, b168, acc29);
+        acc30 = fma(a154, b161, acc30);
+        acc31 = fma(a154, b162, acc31);
+        acc32 = fma(a154, b163, acc32);
+        acc33 = fma(a154, b164, acc33);
+        acc34 = fma(a154, b165, acc34);
+        acc35 = fma(a154, b166, acc35);
+        acc36 = fma(a154, b167, acc36);
+        acc37 = fma(a154, b168, acc37);
+        acc38 = fma(a155, b161, acc38);
+        acc39 = fma(a155, b162, acc39);
+        acc40 = fma(a155, b163, acc40);
+        acc41 = fma(a155, b164, acc41);
+        acc42 = fma(a155, b165, acc42);
+        acc43 = fma(a155, b166, acc43);
+        acc44 = fma(a155, b167, acc44);
+        acc45 = fma(a155, b168, acc45);
+        acc46 = fma(a156, b161, acc46);
+        acc47 = fma(a156, b162, acc47);
+        acc48 = fma(a156, b163, acc48);
+        acc49 = fma(a156, b164, acc49);
+        acc50 = fma(a156, b165, acc50);
+        acc51 = fma(a156, b166, acc51);
+        acc52 = fma(a156, b167, acc52);
+        acc53 = fma(a156, b168, acc53);
+        acc54 = fma(a157, b161, acc54);
+        acc55 = fma(a157, b162, acc55);
+        acc56 = fma(a157, b163, acc56);
+        acc57 = fma(a157, b164, acc57);
+        acc58 = fma(a157, b165, acc58);
+        acc59 = fma(a157, b166, acc59);
+        acc60 = fma(a157, b167, acc60);
+        acc61 = fma(a157, b168, acc61);
+        acc62 = fma(a158, b161, acc62);
+        acc63 = fma(a158, b162, acc63);
+        acc64 = fma(a158, b163, acc64);
+        acc65 = fma(a158, b164, acc65);
+        acc66 = fma(a158, b165, acc66);
+        acc67 = fma(a158, b166, acc67);
+        acc68 = fma(a158, b167, acc68);
+        acc69 = fma(a158, b168, acc69);
+        acc70 = fma(a159, b161, acc70);
+        acc71 = fma(a159, b162, acc71);
+        acc72 = fma(a159, b163, acc72);
+        acc73 = fma(a159, b164, acc73);
+        acc74 = fma(a159, b165, acc74);
+        acc75 = fma(a159, b166, acc75);
+        acc76 = fma(a159, b167, acc76);
+        acc77 = fma(a159, b168, acc77);
+        acc78 = fma(a160, b161, acc78);
+        acc79 = fma(a160, b162, acc79);
+        acc80 = fma(a160, b163, acc80);
+        acc81 = fma(a160, b164, acc81);
+        acc82 = fma(a160, b165, acc82);
+        acc83 = fma(a160, b166, acc83);
+        acc84 = fma(a160, b167, acc84);
+        acc85 = fma(a160, b168, acc85);
+        let a169: f32 = a_tile[ra151 + 128u];
+        let a170: f32 = a_tile[ra151 + 128u + 1u];
+        let a171: f32 = a_tile[ra151 + 128u + 2u];
+        let a172: f32 = a_tile[ra151 + 128u + 3u];
+        let a173: f32 = a_tile[ra151 + 192u];
+        let a174: f32 = a_tile[ra151 + 192u + 1u];
+        let a175: f32 = a_tile[ra151 + 192u + 2u];
+        let a176: f32 = a_tile[ra151 + 192u + 3u];
+        let b177: f32 = b_tile[rb152 + 128u];
+        let b178: f32 = b_tile[rb152 + 128u + 1u];
+        let b179: f32 = b_tile[rb152 + 128u + 2u];
+        let b180: f32 = b_tile[rb152 + 128u + 3u];
+        let b181: f32 = b_tile[rb152 + 192u];
+        let b182: f32 = b_tile[rb152 + 192u + 1u];
+        let b183: f32 = b_tile[rb152 + 192u + 2u];
+        let b184: f32 = b_tile[rb152 + 192u + 3u];
+        acc22 = fma(a169, b177, acc22);
+        acc23 = fma(a169, b178, acc23);
+        acc24 = fma(a169, b179, acc24);
+        acc25 = fma(a169, b180, acc25);
+        acc26 = fma(a169, b181, acc26);
+        acc27 = fma(a169, b182, acc27);
+        acc28 = fma(a169, b183, acc28);
+        acc29 = fma(a169, b184, acc29);
+        acc30 = fma(a170, b177, acc30);
+        acc31 = fma(a170, b178, acc31);
+        acc32 = fma(a170, b179, acc32);
+        acc33 = fma(a170, b180, acc33);
+        acc34 = fma(a170, b181, acc34);
+        acc35 = fma(a170, b182, acc35);
+        acc36 = fma(a170, b183, acc36);
+        acc37 = fma(a170, b184, acc37);
+        acc38 = fma(a171, b177, acc38);
+        acc39 = fma(a171, b178, acc39);
+        acc40 = fma(a171, b179, acc40);
+        acc41 = fma(a171, b180, acc41);
+        acc42 = fma(a171, b181, acc42);
+        acc43 = fma(a171, b182, acc43);
+        acc44 = fma(a171, b183, acc44);
+        acc45 = fma(a171, b184, acc45);
+        acc46 = fma(a172, b177, acc46);
+        acc47 = fma(a172, b178, acc47);
+        acc48 = fma(a172, b179, acc48);
+        acc49 = fma(a172, b180, acc49);
+        acc50 = fma(a172, b181, acc50);
+        acc51 = fma(a172, b182, acc51);
+        acc52 = fma(a172, b183, acc52);
+        acc53 = fma(a172, b184, acc53);
+        acc54 = fma(a173, b177, acc54);
+        acc55 = fma(a173, b178, acc55);
+        acc56 = fma(a173, b179, acc56);
+        acc57 = fma(a173, b180, acc57);
+        acc58 = fma(a173, b181, acc58);
+        acc59 = fma(a173, b182, acc59);
+        acc60 = fma(a173, b183, acc60);
+        acc61 = fma(a173, b184, acc61);
+        acc62 = fma(a174, b177, acc62);
+        acc63 = fma(a174, b178, acc63);
+        acc64 = fma(a174, b179, acc64);
+        acc65 = fma(a174, b180, acc65);
+        acc66 = fma(a174, b181, acc66);
+        acc67 = fma(a174, b182, acc67);
+        acc68 = fma(a174, b183, acc68);
+        acc69 = fma(a174, b184, acc69);
+        acc70 = fma(a175, b177, acc70);
+        acc71 = fma(a175, b178, acc71);
+        acc72 = fma(a175, b179, acc72);
+        acc73 = fma(a175, b180, acc73);
+        acc74 = fma(a175, b181, acc74);
+        acc75 = fma(a175, b182, acc75);
+        acc76 = fma(a175, b183, acc76);
+        acc77 = fma(a175, b184, acc77);
+        acc78 = fma(a176, b177, acc78);
+        acc79 = fma(a176, b178, acc79);
+        acc80 = fma(a176, b179, acc80);
+        acc81 = fma(a176, b180, acc81);
+        acc82 = fma(a176, b181, acc82);
+        acc83 = fma(a176, b182, acc83);
+        acc84 = fma(a176, b183, acc84);
+        acc85 = fma(a176, b184, acc85);
+        let a185: f32 = a_tile[ra151 + 256u];
+        let a186: f32 = a_tile[ra151 + 256u + 1u];
+        let a187: f32 = a_tile[ra151 + 256u + 2u];
+        let a188: f32 = a_tile[ra151 + 256u + 3u];
+        let a189: f32 = a_tile[ra151 + 320u];
+        let a190: f32 = a_tile[ra151 + 320u + 1u];
+        let a191: f32 = a_tile[ra151 + 320u + 2u];
+        let a192: f32 = a_tile[ra151 + 320u + 3u];
+        let b193: f32 = b_tile[rb152 + 256u];
+        let b194: f32 = b_tile[rb152 + 256u + 1u];
+        let b195: f32 = b_tile[rb152 + 256u + 2u];
+        let b196: f32 = b_tile[rb152 + 256u + 3u];
+        let b197: f32 = b_tile[rb152 + 320u];
+        let b198: f32 = b_tile[rb152 + 320u + 1u];
+        let b199: f32 = b_tile[rb152 + 320u + 2u];
+        let b200: f32 = b_tile[rb152 + 320u + 3u];
+        acc22 = fma(a185, b193, acc22);
+        acc23 = fma(a185, b194, acc23);
+        acc24 = fma(a185, b195, acc24);
+        acc25 = fma(a185, b196, acc25);
+        acc26 = fma(a185, b197, acc26);
+        acc27 = fma(a185, b198, acc27);
+        acc28 = fma(a185, b199, acc28);
+        acc29 = fma(a185, b200, acc29);
+        acc30 = fma(a186, b193, acc30);
+        acc31 = fma(a186, b194, acc31);
+        acc32 = fma(a186, b195, acc32);
+        acc33 = fma(a186, b196, acc33);
+        acc34 = fma(a186, b197, acc34);
+        acc35 = fma(a186, b198, acc35);
+        acc36 = fma(a186, b199, acc36);
+        acc37 = fma(a186, b200, acc37);
+        acc38 = fma(a187, b193, acc38);
+        acc39 = fma(a187, b194, acc39);
+        acc40 = fma(a187, b195, acc40);
+        acc41 = fma(a187, b196, acc41);
+        acc42 = fma(a187, b197, acc42);
+        acc43 = fma(a187, b198, acc43);
+        acc44 = fma(a187, b199, acc44);
+        acc45 = fma(a187, b200, acc45);
+        acc46 = fma(a188, b193, acc46);
+        acc47 = fma(a188, b194, acc47);
+        acc48 = fma(a188, b195, acc48);
+        acc49 = fma(a188, b196, acc49);
+        acc50 = fma(a188, b197, acc50);
+        acc51 = fma(a188, b198, acc51);
+        acc52 = fma(a188, b199, acc52);
+        acc53 = fma(a188, b200, acc53);
+        acc54 = fma(a189, b193, acc54);
+        acc55 = fma(a189, b194, acc55);
+        acc56 = fma(a189, b195, acc56);
+        acc57 = fma(a189, b196, acc57);
+        acc58 = fma(a189, b197, acc58);
+        acc59 = fma(a189, b198, acc59);
+        acc60 = fma(a189, b199, acc60);
+        acc61 = fma(a189, b200, acc61);
+        acc62 = fma(a190, b193, acc62);
+        acc63 = fma(a190, b194, acc63);
+        acc64 = fma(a190, b195, acc64);
+        acc65 = fma(a190, b196, acc65);
+        acc66 = fma(a190, b197, acc66);
+        acc67 = fma(a190, b198, acc67);
+        acc68 = fma(a190, b199, acc68);
+        acc69 = fma(a190, b200, acc69);
+        acc70 = fma(a191, b193, acc70);
+        acc71 = fma(a191, b194, acc71);
+        acc72 = fma(a191, b195, acc72);
+        acc73 = fma(a191, b196, acc73);
+        acc74 = fma(a191, b197, acc74);
+        acc75 = fma(a191, b198, acc75);
+        acc76 = fma(a191, b199, acc76);
+        acc77 = fma(a191, b200, acc77);
+        acc78 = fma(a192, b193, acc78);
+        acc79 = fma(a192, b194, acc79);
+        acc80 = fma(a192, b195, acc80);
+        acc81 = fma(a192, b196, acc81);
+        acc82 = fma(a192, b197, acc82);
+        acc83 = fma(a192, b198, acc83);
+        acc84 = fma(a192, b199, acc84);
+        acc85 = fma(a192, b200, acc85);
+        let a201: f32 = a_tile[ra151 + 384u];
+        let a202: f32 = a_tile[ra151 + 384u + 1u];
+        let a203: f32 = a_tile[ra151 + 384u + 2u];
+        let a204: f32 = a_tile[ra151 + 384u + 3u];
+        let a205: f32 = a_tile[ra151 + 448u];
+        let a206: f32 = a_tile[ra151 + 448u + 1u];
+        let a207: f32 = a_tile[ra151 + 448u + 2u];
+        let a208: f32 = a_tile[ra151 + 448u + 3u];
+        let b209: f32 = b_tile[rb152 + 384u];
+        let b210: f32 = b_tile[rb152 + 384u + 1u];
+        let b211: f32 = b_tile[rb152 + 384u + 2u];
+        let b212: f32 = b_tile[rb152 + 384u + 3u];
+        let b213: f32 = b_tile[rb152 + 448u];
+        let b214: f32 = b_tile[rb152 + 448u + 1u];
+        let b215: f32 = b_tile[rb152 + 448u + 2u];
+        let b216: f32 = b_tile[rb152 + 448u + 3u];
+        acc22 = fma(a201, b209, acc22);
+        acc23 = fma(a201, b210, acc23);
+        acc24 = fma(a201, b211, acc24);
+        acc25 = fma(a201, b212, acc25);
+        acc26 = fma(a201, b213, acc26);
+        acc27 = fma(a201, b214, acc27);
+        acc28 = fma(a201, b215, acc28);
+        acc29 = fma(a201, b216, acc29);
+        acc30 = fma(a202, b209, acc30);
+        acc31 = fma(a202, b210, acc31);
+        acc32 = fma(a202, b211, acc32);
+        acc33 = fma(a202, b212, acc33);
+        acc34 = fma(a202, b213, acc34);
+        acc35 = fma(a202, b214, acc35);
+        acc36 = fma(a202, b215, acc36);
+        acc37 = fma(a202, b216, acc37);
+        acc38 = fma(a203, b209, acc38);
+        acc39 = fma(a203, b210, acc39);
+        acc40 = fma(a203, b211, acc40);
+        acc41 = fma(a203, b212, acc41);
+        acc42 = fma(a203, b213, acc42);
+        acc43 = fma(a203, b214, acc43);
+        acc44 = fma(a203, b215, acc44);
+        acc45 = fma(a203, b216, acc45);
+        acc46 = fma(a204, b209, acc46);
+        acc47 = fma(a204, b210, acc47);
+        acc48 = fma(a204, b211, acc48);
+        acc49 = fma(a204, b212, acc49);
+        acc50 = fma(a204, b213, acc50);
+        acc51 = fma(a204, b214, acc51);
+        acc52 = fma(a204, b215, acc52);
+        acc53 = fma(a204, b216, acc53);
+        acc54 = fma(a205, b209, acc54);
+        acc55 = fma(a205, b210, acc55);
+        acc56 = fma(a205, b211, acc56);
+        acc57 = fma(a205, b212, acc57);
+        acc58 = fma(a205, b213, acc58);
+        acc59 = fma(a205, b214, acc59);
+        acc60 = fma(a205, b215, acc60);
+        acc61 = fma(a205, b216, acc61);
+        acc62 = fma(a206, b209, acc62);
+        acc63 = fma(a206, b210, acc63);
+        acc64 = fma(a206, b211, acc64);
+        acc65 = fma(a206, b212, acc65);
+        acc66 = fma(a206, b213, acc66);
+        acc67 = fma(a206, b214, acc67);
+        acc68 = fma(a206, b215, acc68);
+        acc69 = fma(a206, b216, acc69);
+        acc70 = fma(a207, b209, acc70);
+        acc71 = fma(a207, b210, acc71);
+        acc72 = fma(a207, b211, acc72);
+        acc73 = fma(a207, b212, acc73);
+        acc74 = fma(a207, b213, acc74);
+        acc75 = fma(a207, b214, acc75);
+        acc76 = fma(a207, b215, acc76);
+        acc77 = fma(a207, b216, acc77);
+        acc78 = fma(a208, b209, acc78);
+        acc79 = fma(a208, b210, acc79);
+        acc80 = fma(a208, b211, acc80);
+        acc81 = fma(a208, b212, acc81);
+        acc82 = fma(a208, b213, acc82);
+        acc83 = fma(a208, b214, acc83);
+        acc84 = fma(a208, b215, acc84);
+        acc85 = fma(a208, b216, acc85);
+        let a217: f32 = a_tile[ra151 + 512u];
+        let a218: f32 = a_tile[ra151 + 512u + 1u];
+        let a219: f32 = a_tile[ra151 + 512u + 2u];
+        let a220: f32 = a_tile[ra151 + 512u + 3u];
+        let a221: f32 = a_tile[ra151 + 576u];
+        let a222: f32 = a_tile[ra151 + 576u + 1u];
+        let a223: f32 = a_tile[ra151 + 576u + 2u];
+        let a224: f32 = a_tile[ra151 + 576u + 3u];
+        let b225: f32 = b_tile[rb152 + 512u];
+        let b226: f32 = b_tile[rb152 + 512u + 1u];
+        let b227: f32 = b_tile[rb152 + 512u + 2u];
+        let b228: f32 = b_tile[rb152 + 512u + 3u];
+        let b229: f32 = b_tile[rb152 + 576u];
+        let b230: f32 = b_tile[rb152 + 576u + 1u];
+        let b231: f32 = b_tile[rb152 + 576u + 2u];
+        let b232: f32 = b_tile[rb152 + 576u + 3u];
+        acc22 = fma(a217, b225, acc22);
+        acc23 = fma(a217, b226, acc23);
+        acc24 = fma(a217, b227, acc24);
+        acc25 = fma(a217, b228, acc25);
+        acc26 = fma(a217, b229, acc26);
+        acc27 = fma(a217, b230, acc27);
+        acc28 = fma(a217, b231, acc28);
+        acc29 = fma(a217, b232, acc29);
+        acc30 = fma(a218, b225, acc30);
+        acc31 = fma(a218, b226, acc31);
+        acc32 = fma(a218, b227, acc32);
+        acc33 = fma(a218, b228, acc33);
+        acc34 = fma(a218, b229, acc34);
+        acc35 = fma(a218, b230, acc35);
+        acc36 = fma(a218, b231, acc36);
+        acc37 = fma(a218, b232, acc37);
+        acc38 = fma(a219, b225, acc38);
+        acc39 = fma(a219, b226, acc39);
+        acc40 = fma(a219, b227, acc40);
+        acc41 = fma(a219, b228, acc41);
+        acc42 = fma(a219, b229, acc42);
+        acc43 = fma(a219, b230, acc43);
+        acc44 = fma(a219, b231, acc44);
+        acc45 = fma(a219, b232, acc45);
+        acc46 = fma(a220, b225, acc46);
+        acc47 = fma(a220, b226, acc47);
+        acc48 = fma(a220, b227, acc48);
+        acc49 = fma(a220, b228, acc49);
+        acc50 = fma(a220, b229, acc50);
+        acc51 = fma(a220, b230, acc51);
+        acc52 = fma(a220, b231, acc52);
+        acc53 = fma(a220, b232, acc53);
+        acc54 = fma(a221, b225, acc54);
+        acc55 = fma(a221, b226, acc55);
+        acc56 = fma(a221, b227, acc56);
+        acc57 = fma(a221, b228, acc57);
+        acc58 = fma(a221, b229, acc58);
+        acc59 = fma(a221, b230, acc59);
+        acc60 = fma(a221, b231, acc60);
+        acc61 = fma(a221, b232, acc61);
+        acc62 = fma(a222, b225, acc62);
+        acc63 = fma(a222, b226, acc63);
+        acc64 = fma(a222, b227, acc64);
+        acc65 = fma(a222, b228, acc65);
+        acc66 = fma(a222, b229, acc66);
+        acc67 = fma(a222, b230, acc67);
+        acc68 = fma(a222, b231, acc68);
+        acc69 = fma(a222, b232, acc69);
+        acc70 = fma(a223, b225, acc70);
+        acc71 = fma(a223, b226, acc71);
+        acc72 = fma(a223, b227, acc72);
+        acc73 = fma(a223, b228, acc73);
+        acc74 = fma(a223, b229, acc74);
+        acc75 = fma(a223, b230, acc75);
+        acc76 = fma(a223, b231, acc76);
+        acc77 = fma(a223, b232, acc77);
+        acc78 = fma(a224, b225, acc78);
+        acc79 = fma(a224, b226, acc79);
+        acc80 = fma(a224, b227, acc80);
+        acc81 = fma(a224, b228, acc81);
+        acc82 = fma(a224, b229, acc82);
+        acc83 = fma(a224, b230, acc83);
+        acc84 = fma(a224, b231, acc84);
+        acc85 = fma(a224, b232, acc85);
+        let a233: f32 = a_tile[ra151 + 640u];
+        let a234: f32 = a_tile[ra151 + 640u + 1u];
+        let a235: f32 = a_tile[ra151 + 640u + 2u];
+        let a236: f32 = a_tile[ra151 + 640u + 3u];
+        let a237: f32 = a_tile[ra151 + 704u];
+        let a238: f32 = a_tile[ra151 + 704u + 1u];
+        let a239: f32 = a_tile[ra151 + 704u + 2u];
+        let a240: f32 = a_tile[ra151 + 704u + 3u];
+        let b241: f32 = b_tile[rb152 + 640u];
+        let b242: f32 = b_tile[rb152 + 640u + 1u];
+        let b243: f32 = b_tile[rb152 + 640u + 2u];
+        let b244: f32 = b_tile[rb152 + 640u + 3u];
+        let b245: f32 = b_tile[rb152 + 704u];
+        let b246: f32 = b_tile[rb152 + 704u + 1u];
+        let b247: f32 = b_tile[rb152 + 704u + 2u];
+        let b248: f32 = b_tile[rb152 + 704u + 3u];
+        acc22 = fma(a233, b241, acc22);
+        acc23 = fma(a233, b242, acc23);
+        acc24 = fma(a233, b243, acc24);
+        acc25 = fma(a233, b244, acc25);
+        acc26 = fma(a233, b245, acc26);
+        acc27 = fma(a233, b246, acc27);
+        acc28 = fma(a233, b247, acc28);
+        acc29 = fma(a233, b248, acc29);
+        acc30 = fma(a234, b241, acc30);
+        acc31 = fma(a234, b242, acc31);
+        acc32 = fma(a234, b243, acc32);
+        acc33 = fma(a234, b244, acc33);
+        acc34 = fma(a234, b245, acc34);
+        acc35 = fma(a234, b246, acc35);
+        acc36 = fma(a234, b247, acc36);
+        acc37 = fma(a234, b248, acc37);
+        acc38 = fma(a235, b241, acc38);
+        acc39 = fma(a235, b242, acc39);
+        acc40 = fma(a235, b243, acc40);
+        acc41 = fma(a235, b244, acc41);
+        acc42 = fma(a235, b245, acc42);
+        acc43 = fma(a235, b246, acc43);
+        acc44 = fma(a235, b247, acc44);
+        acc45 = fma(a235, b248, acc45);
+        acc46 = fma(a236, b241, acc46);
+        acc47 = fma(a236, b242, acc47);
+        acc48 = fma(a236, b243, acc48);
+        acc49 = fma(a236, b244, acc49);
+        acc50 = fma(a236, b245, acc50);
+        acc51 = fma(a236, b246, acc51);
+        acc52 = fma(a236, b247, acc52);
+        acc53 = fma(a236, b248, acc53);
+        acc54 = fma(a237, b241, acc54);
+        acc55 = fma(a237, b242, acc55);
+        acc56 = fma(a237, b243, acc56);
+        acc57 = fma(a237, b244, acc57);
+        acc58 = fma(a237, b245, acc58);
+        acc59 = fma(a237, b246, acc59);
+        acc60 = fma(a237, b247, acc60);
+        acc61 = fma(a237, b248, acc61);
+        acc62 = fma(a238, b241, acc62);
+        acc63 = fma(a238, b242, acc63);
+        acc64 = fma(a238, b243, acc64);
+        acc65 = fma(a238, b244, acc65);
+        acc66 = fma(a238, b245, acc66);
+        acc67 = fma(a238, b246, acc67);
+        acc68 = fma(a238, b247, acc68);
+        acc69 = fma(a238, b248, acc69);
+        acc70 = fma(a239, b241, acc70);
+        acc71 = fma(a239, b242, acc71);
+        acc72 = fma(a239, b243, acc72);
+        acc73 = fma(a239, b244, acc73);
+        acc74 = fma(a239, b245, acc74);
+        acc75 = fma(a239, b246, acc75);
+        acc76 = fma(a239, b247, acc76);
+        acc77 = fma(a239, b248, acc77);
+        acc78 = fma(a240, b241, acc78);
+        acc79 = fma(a240, b242, acc79);
+        acc80 = fma(a240, b243, acc80);
+        acc81 = fma(a240, b244, acc81);
+        acc82 = fma(a240, b245, acc82);
+        acc83 = fma(a240, b246, acc83);
+        acc84 = fma(a240, b247, acc84);
+        acc85 = fma(a240, b248, acc85);
+        let a249: f32 = a_tile[ra151 + 768u];
+        let a250: f32 = a_tile[ra151 + 768u + 1u];
+        let a251: f32 = a_tile[ra151 + 768u + 2u];
+        let a252: f32 = a_tile[ra151 + 768u + 3u];
+        let a253: f32 = a_tile[ra151 + 832u];
+        let a254: f32 = a_tile[ra151 + 832u + 1u];
+        let a255: f32 = a_tile[ra151 + 832u + 2u];
+        let a256: f32 = a_tile[ra151 + 832u + 3u];
+        let b257: f32 = b_tile[rb152 + 768u];
+        let b258: f32 = b_tile[rb152 + 768u + 1u];
+        let b259: f32 = b_tile[rb152 + 768u + 2u];
+        let b260: f32 = b_tile[rb152 + 768u + 3u];
+        let b261: f32 = b_tile[rb152 + 832u];
+        let b262: f32 = b_tile[rb152 + 832u + 1u];
+        let b263: f32 = b_tile[rb152 + 832u + 2u];
+        let b264: f32 = b_tile[rb152 + 832u + 3u];
+        acc22 = fma(a249, b257, acc22);
+        acc23 = fma(a249, b258, acc23);
+        acc24 = fma(a249, b259, acc24);
+        acc25 = fma(a249, b260, acc25);
+        acc26 = fma(a249, b261, acc26);
+        acc27 = fma(a249, b262, acc27);
+        acc28 = fma(a249, b263, acc28);
+        acc29 = fma(a249, b264, acc29);
+        acc30 = fma(a250, b257, acc30);
+        acc31 = fma(a250, b258, acc31);
+        acc32 = fma(a250, b259, acc32);
+        acc33 = fma(a250, b260, acc33);
+        acc34 = fma(a250, b261, acc34);
+        acc35 = fma(a250, b262, acc35);
+        acc36 = fma(a250, b263, acc36);
+        acc37 = fma(a250, b264, acc37);
+        acc38 = fma(a251, b257, acc38);
+        acc39 = fma(a251, b258, acc39);
+        acc40 = fma(a251, b259, acc40);
+        acc41 = fma(a251, b260, acc41);
+        acc42 = fma(a251, b261, acc42);
+        acc43 = fma(a251, b262, acc43);
+        acc44 = fma(a251, b263, acc44);
+        acc45 = fma(a251, b264, acc45);
+        acc46 = fma(a252, b257, acc46);
+        acc47 = fma(a252, b258, acc47);
+        acc48 = fma(a252, b259, acc48);
+        acc49 = fma(a252, b260, acc49);
+        acc50 = fma(a252, b261, acc50);
+        acc51 = fma(a252, b262, acc51);
+        acc52 = fma(a252, b263, acc52);
+        acc53 = fma(a252, b264, acc53);
+        acc54 = fma(a253, b257, acc54);
+        acc55 = fma(a253, b258, acc55);
+        acc56 = fma(a253, b259, acc56);
+        acc57 = fma(a253, b260, acc57);
+        acc58 = fma(a253, b261, acc58);
+        acc59 = fma(a253, b262, acc59);
+        acc60 = fma(a253, b263, acc60);
+        acc61 = fma(a253, b264, acc61);
+        acc62 = fma(a254, b257, acc62);
+        acc63 = fma(a254, b258, acc63);
+        acc64 = fma(a254, b259, acc64);
+        acc65 = fma(a254, b260, acc65);
+        acc66 = fma(a254, b261, acc66);
+        acc67 = fma(a254, b262, acc67);
+        acc68 = fma(a254, b263, acc68);
+        acc69 = fma(a254, b264, acc69);
+        acc70 = fma(a255, b257, acc70);
+        acc71 = fma(a255, b258, acc71);
+        acc72 = fma(a255, b259, acc72);
+        acc73 = fma(a255, b260, acc73);
+        acc74 = fma(a255, b261, acc74);
+        acc75 = fma(a255, b262, acc75);
+        acc76 = fma(a255, b263, acc76);
+        acc77 = fma(a255, b264, acc77);
+        acc78 = fma(a256, b257, acc78);
+        acc79 = fma(a256, b258, acc79);
+        acc80 = fma(a256, b259, acc80);
+        acc81 = fma(a256, b260, acc81);
+        acc82 = fma(a256, b261, acc82);
+        acc83 = fma(a256, b262, acc83);
+        acc84 = fma(a256, b263, acc84);
+        acc85 = fma(a256, b264, acc85);
+        let a265: f32 = a_tile[ra151 + 896u];
+        let a266: f32 = a_tile[ra151 + 896u + 1u];
+        let a267: f32 = a_tile[ra151 + 896u + 2u];
+        let a268: f32 = a_tile[ra151 + 896u + 3u];
+        let a269: f32 = a_tile[ra151 + 960u];
+        let a270: f32 = a_tile[ra151 + 960u + 1u];
+        let a271: f32 = a_tile[ra151 + 960u + 2u];
+        let a272: f32 = a_tile[ra151 + 960u + 3u];
+        let b273: f32 = b_tile[rb152 + 896u];
+        let b274: f32 = b_tile[rb152 + 896u + 1u];
+        let b275: f32 = b_tile[rb152 + 896u + 2u];
+        let b276: f32 = b_tile[rb152 + 896u + 3u];
+        let b277: f32 = b_tile[rb152 + 960u];
+        let b278: f32 = b_tile[rb152 + 960u + 1u];
+        let b279: f32 = b_tile[rb152 + 960u + 2u];
+        let b280: f32 = b_tile[rb152 + 960u + 3u];
+        acc22 = fma(a265, b273, acc22);
+        acc23 = fma(a265, b274, acc23);
+        acc24 = fma(a265, b275, acc24);
+        acc25 = fma(a265, b276, acc25);
+        acc26 = fma(a265, b277, acc26);
+        acc27 = fma(a265, b278, acc27);
+        acc28 = fma(a265, b279, acc28);
+        acc29 = fma(a265, b280, acc29);
+        acc30 = fma(a266, b273, acc30);
+        acc31 = fma(a266, b274, acc31);
+        acc32 = fma(a266, b275, acc32);
+        acc33 = fma(a266, b276, acc33);
+        acc34 = fma(a266, b277, acc34);
+        acc35 = fma(a266, b278, acc35);
+        acc36 = fma(a266, b279, acc36);
+        acc37 = fma(a266, b280, acc37);
+        acc38 = fma(a267, b273, acc38);
+        acc39 = fma(a267, b274, acc39);
+        acc40 = fma(a267, b275, acc40);
+        acc41 = fma(a267, b276, acc41);
+        acc42 = fma(a267, b277, acc42);
+        acc43 = fma(a267, b278, acc43);
+        acc44 = fma(a267, b279, acc44);
+        acc45 = fma(a267, b280, acc45);
+        acc46 = fma(a268, b273, acc46);
+        acc47 = fma(a268, b274, acc47);
+        acc48 = fma(a268, b275, acc48);
+        acc49 = fma(a268, b276, acc49);
+        acc50 = fma(a268, b277, acc50);
+        acc51 = fma(a268, b278, acc51);
+        acc52 = fma(a268, b279, acc52);
+        acc53 = fma(a268, b280, acc53);
+        acc54 = fma(a269, b273, acc54);
+        acc55 = fma(a269, b274, acc55);
+        acc56 = fma(a269, b275, acc56);
+        acc57 = fma(a269, b276, acc57);
+        acc58 = fma(a269, b277, acc58);
+        acc59 = fma(a269, b278, acc59);
+        acc60 = fma(a269, b279, acc60);
+        acc61 = fma(a269, b280, acc61);
+        acc62 = fma(a270, b273, acc62);
+        acc63 = fma(a270, b274, acc63);
+        acc64 = fma(a270, b275, acc64);
+        acc65 = fma(a270, b276, acc65);
+        acc66 = fma(a270, b277, acc66);
+        acc67 = fma(a270, b278, acc67);
+        acc68 = fma(a270, b279, acc68);
+        acc69 = fma(a270, b280, acc69);
+        acc70 = fma(a271, b273, acc70);
+        acc71 = fma(a271, b274, acc71);
+        acc72 = fma(a271, b275, acc72);
+        acc73 = fma(a271, b276, acc73);
+        acc74 = fma(a271, b277, acc74);
+        acc75 = fma(a271, b278, acc75);
+        acc76 = fma(a271, b279, acc76);
+        acc77 = fma(a271, b280, acc77);
+        acc78 = fma(a272, b273, acc78);
+        acc79 = fma(a272, b274, acc79);
+        acc80 = fma(a272, b275, acc80);
+        acc81 = fma(a272, b276, acc81);
+        acc82 = fma(a272, b277, acc82);
+        acc83 = fma(a272, b278, acc83);
+        acc84 = fma(a272, b279, acc84);
+        acc85 = fma(a272, b280, acc85);
         workgroupBarrier();
-        for (var kk56: u32 = 0u; kk56 < 16u; kk56 += 1u) {
-            let a57: f32 = a_tile[lid.y * 16u + kk56];
-            let a58: f32 = a_tile[(lid.y + 16u) * 16u + kk56];
-            let a59: f32 = a_tile[(lid.y + 32u) * 16u + kk56];
-            let a60: f32 = a_tile[(lid.y + 48u) * 16u + kk56];
-            let b61: f32 = b_tile[kk56 * 64u + lid.x];
-            let b62: f32 = b_tile[kk56 * 64u + (lid.x + 16u)];
-            let b63: f32 = b_tile[kk56 * 64u + (lid.x + 32u)];
-            let b64: f32 = b_tile[kk56 * 64u + (lid.x + 48u)];
-            acc13 = fma(a57, b61, acc13);
-            acc14 = fma(a57, b62, acc14);
-            acc15 = fma(a57, b63, acc15);
-            acc16 = fma(a57, b64, acc16);
-            acc17 = fma(a58, b61, acc17);
-            acc18 = fma(a58, b62, acc18);
-            acc19 = fma(a58, b63, acc19);
-            acc20 = fma(a58, b64, acc20);
-            acc21 = fma(a59, b61, acc21);
-            acc22 = fma(a59, b62, acc22);
-            acc23 = fma(a59, b63, acc23);
-            acc24 = fma(a59, b64, acc24);
-            acc25 = fma(a60, b61, acc25);
-            acc26 = fma(a60, b62, acc26);
-            acc27 = fma(a60, b63, acc27);
-            acc28 = fma(a60, b64, acc28);
-        }
-        workgroupBarrier();
     }
-    if ((row5 < u.T) && (col9 < u.T)) {
-        let i65: u32 = row5 * u.T + col9;
-        let s66: i32 = i32(u.D);
-        let t67: f32 = mimir_sqrt(f32(s66));
-        let t68: f32 = 1.0f / t67;
-        let v69: f32 = acc13 * t68;
-        scratch0[i65] = v69;
+    if ((row6 < u.T) && (col14 < u.T)) {
+        let i281: u32 = row6 * u.T + col14;
+        let s282: i32 = i32(u.D);
+        let t283: f32 = mimir_sqrt(f32(s282));
+        let t284: f32 = 1.0f / t283;
+        let v285: f32 = acc22 * t284;
+        scratch0[i281] = v285;
     }
-    if ((row5 < u.T) && (col10 < u.T)) {
-        let i70: u32 = row5 * u.T + col10;
-        let s71: i32 = i32(u.D);
-        let t72: f32 = mimir_sqrt(f32(s71));
-        let t73: f32 = 1.0f / t72;
-        let v74: f32 = acc14 * t73;
-        scratch0[i70] = v74;
+    if ((row6 < u.T) && (col15 < u.T)) {
+        let i286: u32 = row6 * u.T + col15;
+        let s287: i32 = i32(u.D);
+        let t288: f32 = mimir_sqrt(f32(s287));
+        let t289: f32 = 1.0f / t288;
+        let v290: f32 = acc23 * t289;
+        scratch0[i286] = v290;
     }
-    if ((row5 < u.T) && (col11 < u.T)) {
-        let i75: u32 = row5 * u.T + col11;
-        let s76: i32 = i32(u.D);
-        let t77: f32 = mimir_sqrt(f32(s76));
-        let t78: f32 = 1.0f / t77;
-        let v79: f32 = acc15 * t78;
-        scratch0[i75] = v79;
+    if ((row6 < u.T) && (col16 < u.T)) {
+        let i291: u32 = row6 * u.T + col16;
+        let s292: i32 = i32(u.D);
+        let t293: f32 = mimir_sqrt(f32(s292));
+        let t294: f32 = 1.0f / t293;
+        let v295: f32 = acc24 * t294;
+        scratch0[i291] = v295;
     }
-    if ((row5 < u.T) && (col12 < u.T)) {
-        let i80: u32 = row5 * u.T + col12;
-        let s81: i32 = i32(u.D);
-        let t82: f32 = mimir_sqrt(f32(s81));
-        let t83: f32 = 1.0f / t82;
-        let v84: f32 = acc16 * t83;
-        scratch0[i80] = v84;
+    if ((row6 < u.T) && (col17 < u.T)) {
+        let i296: u32 = row6 * u.T + col17;
+        let s297: i32 = i32(u.D);
+        let t298: f32 = mimir_sqrt(f32(s297));
+        let t299: f32 = 1.0f / t298;
+        let v300: f32 = acc25 * t299;
+        scratch0[i296] = v300;
     }
-    if ((row6 < u.T) && (col9 < u.T)) {
-        let i85: u32 = row6 * u.T + col9;
-        let s86: i32 = i32(u.D);
-        let t87: f32 = mimir_sqrt(f32(s86));
-        let t88: f32 = 1.0f / t87;
-        let v89: f32 = acc17 * t88;
-        scratch0[i85] = v89;
+    if ((row6 < u.T) && (col18 < u.T)) {
+        let i301: u32 = row6 * u.T + col18;
+        let s302: i32 = i32(u.D);
+        let t303: f32 = mimir_sqrt(f32(s302));
+        let t304: f32 = 1.0f / t303;
+        let v305: f32 = acc26 * t304;
+        scratch0[i301] = v305;
     }
-    if ((row6 < u.T) && (col10 < u.T)) {
-        let i90: u32 = row6 * u.T + col10;
-        let s91: i32 = i32(u.D);
-        let t92: f32 = mimir_sqrt(f32(s91));
-        let t93: f32 = 1.0f / t92;
-        let v94: f32 = acc18 * t93;
-        scratch0[i90] = v94;
+    if ((row6 < u.T) && (col19 < u.T)) {
+        let i306: u32 = row6 * u.T + col19;
+        let s307: i32 = i32(u.D);
+        let t308: f32 = mimir_sqrt(f32(s307));
+        let t309: f32 = 1.0f / t308;
+        let v310: f32 = acc27 * t309;
+        scratch0[i306] = v310;
     }
-    if ((row6 < u.T) && (col11 < u.T)) {
-        let i95: u32 = row6 * u.T + col11;
-        let s96: i32 = i32(u.D);
-        let t97: f32 = mimir_sqrt(f32(s96));
-        let t98: f32 = 1.0f / t97;
-        let v99: f32 = acc19 * t98;
-        scratch0[i95] = v99;
+    if ((row6 < u.T) && (col20 < u.T)) {
+        let i311: u32 = row6 * u.T + col20;
+        let s312: i32 = i32(u.D);
+        let t313: f32 = mimir_sqrt(f32(s312));
+        let t314: f32 = 1.0f / t313;
+        let v315: f32 = acc28 * t314;
+        scratch0[i311] = v315;
     }
-    if ((row6 < u.T) && (col12 < u.T)) {
-        let i100: u32 = row6 * u.T + col12;
-        let s101: i32 = i32(u.D);
-        let t102: f32 = mimir_sqrt(f32(s101));
-        let t103: f32 = 1.0f / t102;
-        let v104: f32 = acc20 * t103;
-        scratch0[i100] = v104;
+    if ((row6 < u.T) && (col21 < u.T)) {
+        let i316: u32 = row6 * u.T + col21;
+        let s317: i32 = i32(u.D);
+        let t318: f32 = mimir_sqrt(f32(s317));
+        let t319: f32 = 1.0f / t318;
+        let v320: f32 = acc29 * t319;
+        scratch0[i316] = v320;
     }
-    if ((row7 < u.T) && (col9 < u.T)) {
-        let i105: u32 = row7 * u.T + col9;
-        let s106: i32 = i32(u.D);
-        let t107: f32 = mimir_sqrt(f32(s106));
-        let t108: f32 = 1.0f / t107;
-        let v109: f32 = acc21 * t108;
-        scratch0[i105] = v109;
+    if ((row7 < u.T) && (col14 < u.T)) {
+        let i321: u32 = row7 * u.T + col14;
+        let s322: i32 = i32(u.D);
+        let t323: f32 = mimir_sqrt(f32(s322));
+        let t324: f32 = 1.0f / t323;
+        let v325: f32 = acc30 * t324;
+        scratch0[i321] = v325;
     }
-    if ((row7 < u.T) && (col10 < u.T)) {
-        let i110: u32 = row7 * u.T + col10;
-        let s111: i32 = i32(u.D);
-        let t112: f32 = mimir_sqrt(f32(s111));
-        let t113: f32 = 1.0f / t112;
-        let v114: f32 = acc22 * t113;
-        scratch0[i110] = v114;
+    if ((row7 < u.T) && (col15 < u.T)) {
+        let i326: u32 = row7 * u.T + col15;
+        let s327: i32 = i32(u.D);
+        let t328: f32 = mimir_sqrt(f32(s327));
+        let t329: f32 = 1.0f / t328;
+        let v330: f32 = acc31 * t329;
+        scratch0[i326] = v330;
     }
-    if ((row7 < u.T) && (col11 < u.T)) {
-        let i115: u32 = row7 * u.T + col11;
-        let s116: i32 = i32(u.D);
-        let t117: f32 = mimir_sqrt(f32(s116));
-        let t118: f32 = 1.0f / t117;
-        let v119: f32 = acc23 * t118;
-        scratch0[i115] = v119;
+    if ((row7 < u.T) && (col16 < u.T)) {
+        let i331: u32 = row7 * u.T + col16;
+        let s332: i32 = i32(u.D);
+        let t333: f32 = mimir_sqrt(f32(s332));
+        let t334: f32 = 1.0f / t333;
+        let v335: f32 = acc32 * t334;
+        scratch0[i331] = v335;
     }
-    if ((row7 < u.T) && (col12 < u.T)) {
-        let i120: u32 = row7 * u.T + col12;
-        let s121: i32 = i32(u.D);
-        let t122: f32 = mimir_sqrt(f32(s121));
-        let t123: f32 = 1.0f / t122;
-        let v124: f32 = acc24 * t123;
-        scratch0[i120] = v124;
+    if ((row7 < u.T) && (col17 < u.T)) {
+        let i336: u32 = row7 * u.T + col17;
+        let s337: i32 = i32(u.D);
+        let t338: f32 = mimir_sqrt(f32(s337));
+        let t339: f32 = 1.0f / t338;
+        let v340: f32 = acc33 * t339;
+        scratch0[i336] = v340;
     }
-    if ((row8 < u.T) && (col9 < u.T)) {
-        let i125: u32 = row8 * u.T + col9;
-        let s126: i32 = i32(u.D);
-        let t127: f32 = mimir_sqrt(f32(s126));
-        let t128: f32 = 1.0f / t127;
-        let v129: f32 = acc25 * t128;
-        scratch0[i125] = v129;
+    if ((row7 < u.T) && (col18 < u.T)) {
+        let i341: u32 = row7 * u.T + col18;
+        let s342: i32 = i32(u.D);
+        let t343: f32 = mimir_sqrt(f32(s342));
+        let t344: f32 = 1.0f / t343;
+        let v345: f32 = acc34 * t344;
+        scratch0[i341] = v345;
     }
-    if ((row8 < u.T) && (col10 < u.T)) {
-        let i130: u32 = row8 * u.T + col10;
-        let s131: i32 = i32(u.D);
-        let t132: f32 = mimir_sqrt(f32(s131));
-        let t133: f32 = 1.0f / t132;
-        let v134: f32 = acc26 * t133;
-        scratch0[i130] = v134;
+    if ((row7 < u.T) && (col19 < u.T)) {
+        let i346: u32 = row7 * u.T + col19;
+        let s347: i32 = i32(u.D);
+        let t348: f32 = mimir_sqrt(f32(s347));
+        let t349: f32 = 1.0f / t348;
+        let v350: f32 = acc35 * t349;
+        scratch0[i346] = v350;
     }
-    if ((row8 < u.T) && (col11 < u.T)) {
-        let i135: u32 = row8 * u.T + col11;
-        let s136: i32 = i32(u.D);
-        let t137: f32 = mimir_sqrt(f32(s136));
-        let t138: f32 = 1.0f / t137;
-        let v139: f32 = acc27 * t138;
-        scratch0[i135] = v139;
+    if ((row7 < u.T) && (col20 < u.T)) {
+        let i351: u32 = row7 * u.T + col20;
+        let s352: i32 = i32(u.D);
+        let t353: f32 = mimir_sqrt(f32(s352));
+        let t354: f32 = 1.0f / t353;
+        let v355: f32 = acc36 * t354;
+        scratch0[i351] = v355;
     }
-    if ((row8 < u.T) && (col12 < u.T)) {
-        let i140: u32 = row8 * u.T + col12;
-        let s141: i32 = i32(u.D);
-        let t142: f32 = mimir_sqrt(f32(s141));
-        let t143: f32 = 1.0f / t142;
-        let v144: f32 = acc28 * t143;
-        scratch0[i140] = v144;
+    if ((row7 < u.T) && (col21 < u.T)) {
+        let i356: u32 = row7 * u.T + col21;
+        let s357: i32 = i32(u.D);
+        let t358: f32 = mimir_sqrt(f32(s357));
+        let t359: f32 = 1.0f / t358;
+        let v360: f32 = acc37 * t359;
+        scratch0[i356] = v360;
+    }
+    if ((row8 < u.T) && (col14 < u.T)) {
+        let i361: u32 = row8 * u.T + col14;
+        let s362: i32 = i32(u.D);
+        let t363: f32 = mimir_sqrt(f32(s362));
+        let t364: f32 = 1.0f / t363;
+        let v365: f32 = acc38 * t364;
+        scratch0[i361] = v365;
+    }
+    if ((row8 < u.T) && (col15 < u.T)) {
+        let i366: u32 = row8 * u.T + col15;
+        let s367: i32 = i32(u.D);
+        let t368: f32 = mimir_sqrt(f32(s367));
+        let t369: f32 = 1.0f / t368;
+        let v370: f32 = acc39 * t369;
+        scratch0[i366] = v370;
+    }
+    if ((row8 < u.T) && (col16 < u.T)) {
+        let i371: u32 = row8 * u.T + col16;
+        let s372: i32 = i32(u.D);
+        let t373: f32 = mimir_sqrt(f32(s372));
+        let t374: f32 = 1.0f / t373;
+        let v375: f32 = acc40 * t374;
+        scratch0[i371] = v375;
+    }
+    if ((row8 < u.T) && (col17 < u.T)) {
+        let i376: u32 = row8 * u.T + col17;
+        let s377: i32 = i32(u.D);
+        let t378: f32 = mimir_sqrt(f32(s377));
+        let t379: f32 = 1.0f / t378;
+        let v380: f32 = acc41 * t379;
+        scratch0[i376] = v380;
+    }
+    if ((row8 < u.T) && (col18 < u.T)) {
+        let i381: u32 = row8 * u.T + col18;
+        let s382: i32 = i32(u.D);
+        let t383: f32 = mimir_sqrt(f32(s382));
+        let t384: f32 = 1.0f / t383;
+        let v385: f32 = acc42 * t384;
+        scratch0[i381] = v385;
+    }
+    if ((row8 < u.T) && (col19 < u.T)) {
+        let i386: u32 = row8 * u.T + col19;
+        let s387: i32 = i32(u.D);
+        let t388: f32 = mimir_sqrt(f32(s387));
+        let t389: f32 = 1.0f / t388;
+        let v390: f32 = acc43 * t389;
+        scratch0[i386] = v390;
+    }
+    if ((row8 < u.T) && (col20 < u.T)) {
+        let i391: u32 = row8 * u.T + col20;
+        let s392: i32 = i32(u.D);
+        let t393: f32 = mimir_sqrt(f32(s392));
+        let t394: f32 = 1.0f / t393;
+        let v395: f32 = acc44 * t394;
+        scratch0[i391] = v395;
+    }
+    if ((row8 < u.T) && (col21 < u.T)) {
+        let i396: u32 = row8 * u.T + col21;
+        let s397: i32 = i32(u.D);
+        let t398: f32 = mimir_sqrt(f32(s397));
+        let t399: f32 = 1.0f / t398;
+        let v400: f32 = acc45 * t399;
+        scratch0[i396] = v400;
+    }
+    if ((row9 < u.T) && (col14 < u.T)) {
+        let i401: u32 = row9 * u.T + col14;
+        let s402: i32 = i32(u.D);
+        let t403: f32 = mimir_sqrt(f32(s402));
+        let t404: f32 = 1.0f / t403;
+        let v405: f32 = acc46 * t404;
+        scratch0[i401] = v405;
+    }
+    if ((row9 < u.T) && (col15 < u.T)) {
+        let i406: u32 = row9 * u.T + col15;
+        let s407: i32 = i32(u.D);
+        let t408: f32 = mimir_sqrt(f32(s407));
+        let t409: f32 = 1.0f / t408;
+        let v410: f32 = acc47 * t409;
+        scratch0[i406] = v410;
+    }
+    if ((row9 < u.T) && (col16 < u.T)) {
+        let i411: u32 = row9 * u.T + col16;
+        let s412: i32 = i32(u.D);
+        let t413: f32 = mimir_sqrt(f32(s412));
+        let t414: f32 = 1.0f / t413;
+        let v415: f32 = acc48 * t414;
+        scratch0[i411] = v415;
+    }
+    if ((row9 < u.T) && (col17 < u.T)) {
+        let i416: u32 = row9 * u.T + col17;
+        let s417: i32 = i32(u.D);
+        let t418: f32 = mimir_sqrt(f32(s417));
+        let t419: f32 = 1.0f / t418;
+        let v420: f32 = acc49 * t419;
+        scratch0[i416] = v420;
+    }
+    if ((row9 < u.T) && (col18 < u.T)) {
+        let i421: u32 = row9 * u.T + col18;
+        let s422: i32 = i32(u.D);
+        let t423: f32 = mimir_sqrt(f32(s422));
+        let t424: f32 = 1.0f / t423;
+        let v425: f32 = acc50 * t424;
+        scratch0[i421] = v425;
+    }
+    if ((row9 < u.T) && (col19 < u.T)) {
+        let i426: u32 = row9 * u.T + col19;
+        let s427: i32 = i32(u.D);
+        let t428: f32 = mimir_sqrt(f32(s427));
+        let t429: f32 = 1.0f / t428;
+        let v430: f32 = acc51 * t429;
+        scratch0[i426] = v430;
+    }
+    if ((row9 < u.T) && (col20 < u.T)) {
+        let i431: u32 = row9 * u.T + col20;
+        let s432: i32 = i32(u.D);
+        let t433: f32 = mimir_sqrt(f32(s432));
+        let t434: f32 = 1.0f / t433;
+        let v435: f32 = acc52 * t434;
+        scratch0[i431] = v435;
+    }
+    if ((row9 < u.T) && (col21 < u.T)) {
+        let i436: u32 = row9 * u.T + col21;
+        let s437: i32 = i32(u.D);
+        let t438: f32 = mimir_sqrt(f32(s437));
+        let t439: f32 = 1.0f / t438;
+        let v440: f32 = acc53 * t439;
+        scratch0[i436] = v440;
+    }
+    if ((row10 < u.T) && (col14 < u.T)) {
+        let i441: u32 = row10 * u.T + col14;
+        let s442: i32 = i32(u.D);
+        let t443: f32 = mimir_sqrt(f32(s442));
+        let t444: f32 = 1.0f / t443;
+        let v445: f32 = acc54 * t444;
+        scratch0[i441] = v445;
+    }
+    if ((row10 < u.T) && (col15 < u.T)) {
+        let i446: u32 = row10 * u.T + col15;
+        let s447: i32 = i32(u.D);
+        let t448: f32 = mimir_sqrt(f32(s447));
+        let t449: f32 = 1.0f / t448;
+        let v450: f32 = acc55 * t449;
+        scratch0[i446] = v450;
+    }
+    if ((row10 < u.T) && (col16 < u.T)) {
+        let i451: u32 = row10 * u.T + col16;
+        let s452: i32 = i32(u.D);
+        let t453: f32 = mimir_sqrt(f32(s452));
+        let t454: f32 = 1.0f / t453;
+        let v455: f32 = acc56 * t454;
+        scratch0[i451] = v455;
+    }
+    if ((row10 < u.T) && (col17 < u.T)) {
+        let i456: u32 = row10 * u.T + col17;
+        let s457: i32 = i32(u.D);
+        let t458: f32 = mimir_sqrt(f32(s457));
+        let t459: f32 = 1.0f / t458;
+        let v460: f32 = acc57 * t459;
+        scratch0[i456] = v460;
+    }
+    if ((row10 < u.T) && (col18 < u.T)) {
+        let i461: u32 = row10 * u.T + col18;
+        let s462: i32 = i32(u.D);
+        let t463: f32 = mimir_sqrt(f32(s462));
+        let t464: f32 = 1.0f / t463;
+        let v465: f32 = acc58 * t464;
+        scratch0[i461] = v465;
+    }
+    if ((row10 < u.T) && (col19 < u.T)) {
+        let i466: u32 = row10 * u.T + col19;
+        let s467: i32 = i32(u.D);
+        let t468: f32 = mimir_sqrt(f32(s467));
+        let t469: f32 = 1.0f / t468;
+        let v470: f32 = acc59 * t469;
+        scratch0[i466] = v470;
+    }
+    if ((row10 < u.T) && (col20 < u.T)) {
+        let i471: u32 = row10 * u.T + col20;
+        let s472: i32 = i32(u.D);
+        let t473: f32 = mimir_sqrt(f32(s472));
+        let t474: f32 = 1.0f / t473;
+        let v475: f32 = acc60 * t474;
+        scratch0[i471] = v475;
+    }
+    if ((row10 < u.T) && (col21 < u.T)) {
+        let i476: u32 = row10 * u.T + col21;
+        let s477: i32 = i32(u.D);
+        let t478: f32 = mimir_sqrt(f32(s477));
+        let t479: f32 = 1.0f / t478;
+        let v480: f32 = acc61 * t479;
+        scratch0[i476] = v480;
+    }
+    if ((row11 < u.T) && (col14 < u.T)) {
+        let i481: u32 = row11 * u.T + col14;
+        let s482: i32 = i32(u.D);
+        let t483: f32 = mimir_sqrt(f32(s482));
+        let t484: f32 = 1.0f / t483;
+        let v485: f32 = acc62 * t484;
+        scratch0[i481] = v485;
+    }
+    if ((row11 < u.T) && (col15 < u.T)) {
+        let i486: u32 = row11 * u.T + col15;
+        let s487: i32 = i32(u.D);
+        let t488: f32 = mimir_sqrt(f32(s487));
+        let t489: f32 = 1.0f / t488;
+        let v490: f32 = acc63 * t489;
+        scratch0[i486] = v490;
+    }
+    if ((row11 < u.T) && (col16 < u.T)) {
+        let i491: u32 = row11 * u.T + col16;
+        let s492: i32 = i32(u.D);
+        let t493: f32 = mimir_sqrt(f32(s492));
+        let t494: f32 = 1.0f / t493;
+        let v495: f32 = acc64 * t494;
+        scratch0[i491] = v495;
+    }
+    if ((row11 < u.T) && (col17 < u.T)) {
+        let i496: u32 = row11 * u.T + col17;
+        let s497: i32 = i32(u.D);
+        let t498: f32 = mimir_sqrt(f32(s497));
+        let t499: f32 = 1.0f / t498;
+        let v500: f32 = acc65 * t499;
+        scratch0[i496] = v500;
+    }
+    if ((row11 < u.T) && (col18 < u.T)) {
+        let i501: u32 = row11 * u.T + col18;
+        let s502: i32 = i32(u.D);
+        let t503: f32 = mimir_sqrt(f32(s502));
+        let t504: f32 = 1.0f / t503;
+        let v505: f32 = acc66 * t504;
+        scratch0[i501] = v505;
+    }
+    if ((row11 < u.T) && (col19 < u.T)) {
+        let i506: u32 = row11 * u.T + col19;
+        let s507: i32 = i32(u.D);
+        let t508: f32 = mimir_sqrt(f32(s507));
+        let t509: f32 = 1.0f / t508;
+        let v510: f32 = acc67 * t509;
+        scratch0[i506] = v510;
+    }
+    if ((row11 < u.T) && (col20 < u.T)) {
+        let i511: u32 = row11 * u.T + col20;
+        let s512: i32 = i32(u.D);
+        let t513: f32 = mimir_sqrt(f32(s512));
+        let t514: f32 = 1.0f / t513;
+        let v515: f32 = acc68 * t514;
+        scratch0[i511] = v515;
+    }
+    if ((row11 < u.T) && (col21 < u.T)) {
+        let i516: u32 = row11 * u.T + col21;
+        let s517: i32 = i32(u.D);
+        let t518: f32 = mimir_sqrt(f32(s517));
+        let t519: f32 = 1.0f / t518;
+        let v520: f32 = acc69 * t519;
+        scratch0[i516] = v520;
+    }
+    if ((row12 < u.T) && (col14 < u.T)) {
+        let i521: u32 = row12 * u.T + col14;
+        let s522: i32 = i32(u.D);
+        let t523: f32 = mimir_sqrt(f32(s522));
+        let t524: f32 = 1.0f / t523;
+        let v525: f32 = acc70 * t524;
+        scratch0[i521] = v525;
+    }
+    if ((row12 < u.T) && (col15 < u.T)) {
+        let i526: u32 = row12 * u.T + col15;
+        let s527: i32 = i32(u.D);
+        let t528: f32 = mimir_sqrt(f32(s527));
+        let t529: f32 = 1.0f / t528;
+        let v530: f32 = acc71 * t529;
+        scratch0[i526] = v530;
+    }
+    if ((row12 < u.T) && (col16 < u.T)) {
+        let i531: u32 = row12 * u.T + col16;
+        let s532: i32 = i32(u.D);
+        let t533: f32 = mimir_sqrt(f32(s532));
+        let t534: f32 = 1.0f / t533;
+        let v535: f32 = acc72 * t534;
+        scratch0[i531] = v535;
+    }
+    if ((row12 < u.T) && (col17 < u.T)) {
+        let i536: u32 = row12 * u.T + col17;
+        let s537: i32 = i32(u.D);
+        let t538: f32 = mimir_sqrt(f32(s537));
+        let t539: f32 = 1.0f / t538;
+        let v540: f32 = acc73 * t539;
+        scratch0[i536] = v540;
+    }
+    if ((row12 < u.T) && (col18 < u.T)) {
+        let i541: u32 = row12 * u.T + col18;
+        let s542: i32 = i32(u.D);
+        let t543: f32 = mimir_sqrt(f32(s542));
+        let t544: f32 = 1.0f / t543;
+        let v545: f32 = acc74 * t544;
+        scratch0[i541] = v545;
+    }
+    if ((row12 < u.T) && (col19 < u.T)) {
+        let i546: u32 = row12 * u.T + col19;
+        let s547: i32 = i32(u.D);
+        let t548: f32 = mimir_sqrt(f32(s547));
+        let t549: f32 = 1.0f / t548;
+        let v550: f32 = acc75 * t549;
+        scratch0[i546] = v550;
+    }
+    if ((row12 < u.T) && (col20 < u.T)) {
+        let i551: u32 = row12 * u.T + col20;
+        let s552: i32 = i32(u.D);
+        let t553: f32 = mimir_sqrt(f32(s552));
+        let t554: f32 = 1.0f / t553;
+        let v555: f32 = acc76 * t554;
+        scratch0[i551] = v555;
+    }
+    if ((row12 < u.T) && (col21 < u.T)) {
+        let i556: u32 = row12 * u.T + col21;
+        let s557: i32 = i32(u.D);
+        let t558: f32 = mimir_sqrt(f32(s557));
+        let t559: f32 = 1.0f / t558;
+        let v560: f32 = acc77 * t559;
+        scratch0[i556] = v560;
+    }
+    if ((row13 < u.T) && (col14 < u.T)) {
+        let i561: u32 = row13 * u.T + col14;
+        let s562: i32 = i32(u.D);
+        let t563: f32 = mimir_sqrt(f32(s562));
+        let t564: f32 = 1.0f / t563;
+        let v565: f32 = acc78 * t564;
+        scratch0[i561] = v565;
+    }
+    if ((row13 < u.T) && (col15 < u.T)) {
+        let i566: u32 = row13 * u.T + col15;
+        let s567: i32 = i32(u.D);
+        let t568: f32 = mimir_sqrt(f32(s567));
+        let t569: f32 = 1.0f / t568;
+        let v570: f32 = acc79 * t569;
+        scratch0[i566] = v570;
+    }
+    if ((row13 < u.T) && (col16 < u.T)) {
+        let i571: u32 = row13 * u.T + col16;
+        let s572: i32 = i32(u.D);
+        let t573: f32 = mimir_sqrt(f32(s572));
+        let t574: f32 = 1.0f / t573;
+        let v575: f32 = acc80 * t574;
+        scratch0[i571] = v575;
+    }
+    if ((row13 < u.T) && (col17 < u.T)) {
+        let i576: u32 = row13 * u.T + col17;
+        let s577: i32 = i32(u.D);
+        let t578: f32 = mimir_sqrt(f32(s577));
+        let t579: f32 = 1.0f / t578;
+        let v580: f32 = acc81 * t579;
+        scratch0[i576] = v580;
+    }
+    if ((row13 < u.T) && (col18 < u.T)) {
+        let i581: u32 = row13 * u.T + col18;
+        let s582: i32 = i32(u.D);
+        let t583: f32 = mimir_sqrt(f32(s582));
+        let t584: f32 = 1.0f / t583;
+        let v585: f32 = acc82 * t584;
+        scratch0[i581] = v585;
+    }
+    if ((row13 < u.T) && (col19 < u.T)) {
+        let i586: u32 = row13 * u.T + col19;
+        let s587: i32 = i32(u.D);
+        let t588: f32 = mimir_sqrt(f32(s587));
+        let t589: f32 = 1.0f / t588;
+        let v590: f32 = acc83 * t589;
+        scratch0[i586] = v590;
+    }
+    if ((row13 < u.T) && (col20 < u.T)) {
+        let i591: u32 = row13 * u.T + col20;
+        let s592: i32 = i32(u.D);
+        let t593: f32 = mimir_sqrt(f32(s592));
+        let t594: f32 = 1.0f / t593;
+        let v595: f32 = acc84 * t594;
+        scratch0[i591] = v595;
+    }
+    if ((row13 < u.T) && (col21 < u.T)) {
+        let i596: u32 = row13 * u.T + col21;
+        let s597: i32 = i32(u.D);
+        let t598: f32 = mimir_sqrt(f32(s597));
+        let t599: f32 = 1.0f / t598;
+        let v600: f32 = acc85 * t599;
+        scratch0[i596] = v600;
     }
 }
