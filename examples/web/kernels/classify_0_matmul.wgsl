@@ -10,8 +10,8 @@ struct Uniforms {
 @group(0) @binding(2) var<storage, read> b1: array<f32>;
 @group(0) @binding(3) var<storage, read_write> scratch0: array<f32>;
 @group(0) @binding(4) var<uniform> u: Uniforms;
-var<workgroup> a_tile: array<f32, 1024>;
-var<workgroup> b_tile: array<f32, 1024>;
+var<workgroup> a_tile: array<f32, 2048>;
+var<workgroup> b_tile: array<f32, 2048>;
 
 @compute @workgroup_size(16, 16, 1)
 fn classify_0_matmul(
@@ -20,30 +20,30 @@ fn classify_0_matmul(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.B + 64u - 1u) >> 6u) * ((u.H + 64u - 1u) >> 6u)) {
+    if (g0 >= ((u.B + 128u - 1u) >> 7u) * ((u.H + 128u - 1u) >> 7u)) {
         return;
     }
-    let tile1: u32 = g0 % ((u.H + 64u - 1u) >> 6u);
-    let tile2: u32 = g0 / ((u.H + 64u - 1u) >> 6u);
-    let row3: u32 = tile2 * 64u;
-    let col4: u32 = tile1 * 64u;
-    let row5: u32 = row3 + lid.y;
-    let row6: u32 = row3 + (lid.y + 16u);
-    let row7: u32 = row3 + (lid.y + 32u);
-    let row8: u32 = row3 + (lid.y + 48u);
-    let col9: u32 = col4 + lid.x;
-    let col10: u32 = col4 + (lid.x + 16u);
-    let col11: u32 = col4 + (lid.x + 32u);
-    let col12: u32 = col4 + (lid.x + 48u);
-    var acc13: f32 = 0.0f;
-    var acc14: f32 = 0.0f;
-    var acc15: f32 = 0.0f;
-    var acc16: f32 = 0.0f;
-    var acc17: f32 = 0.0f;
-    var acc18: f32 = 0.0f;
-    var acc19: f32 = 0.0f;
-    var acc20: f32 = 0.0f;
-    var acc21: f32 = 0.0f;
+    let tile1: u32 = g0 % ((u.H + 128u - 1u) >> 7u);
+    let tile2: u32 = g0 / ((u.H + 128u - 1u) >> 7u);
+    let t3: u32 = lid.y * 16u + lid.x;
+    let row4: u32 = tile2 * 128u;
+    let col5: u32 = tile1 * 128u;
+    let row6: u32 = row4 + lid.y * 4u;
+    let row7: u32 = row4 + (lid.y * 4u + 1u);
+    let row8: u32 = row4 + (lid.y * 4u + 2u);
+    let row9: u32 = row4 + (lid.y * 4u + 3u);
+    let row10: u32 = row4 + (lid.y * 4u + 64u);
+    let row11: u32 = row4 + (lid.y * 4u + 65u);
+    let row12: u32 = row4 + (lid.y * 4u + 66u);
+    let row13: u32 = row4 + (lid.y * 4u + 67u);
+    let col14: u32 = col5 + lid.x * 4u;
+    let col15: u32 = col5 + (lid.x * 4u + 1u);
+    let col16: u32 = col5 + (lid.x * 4u + 2u);
+    let col17: u32 = col5 + (lid.x * 4u + 3u);
+    let col18: u32 = col5 + (lid.x * 4u + 64u);
+    let col19: u32 = col5 + (lid.x * 4u + 65u);
+    let col20: u32 = col5 + (lid.x * 4u + 66u);
+    let col21: u32 = col5 + (lid.x * 4u + 67u);
     var acc22: f32 = 0.0f;
     var acc23: f32 = 0.0f;
     var acc24: f32 = 0.0f;
@@ -51,204 +51,1269 @@ fn classify_0_matmul(
     var acc26: f32 = 0.0f;
     var acc27: f32 = 0.0f;
     var acc28: f32 = 0.0f;
-    for (var k0_29: u32 = 0u; k0_29 < 64u; k0_29 += 16u) {
-        let ka30: u32 = k0_29 + lid.x;
-        let kb31: u32 = k0_29 + lid.y;
-        var x32: f32 = 0.0f;
-        if (row5 < u.B) {
-            let i33: u32 = row5 * 64u + ka30;
-            let v34: f32 = x[i33];
-            x32 = v34;
+    var acc29: f32 = 0.0f;
+    var acc30: f32 = 0.0f;
+    var acc31: f32 = 0.0f;
+    var acc32: f32 = 0.0f;
+    var acc33: f32 = 0.0f;
+    var acc34: f32 = 0.0f;
+    var acc35: f32 = 0.0f;
+    var acc36: f32 = 0.0f;
+    var acc37: f32 = 0.0f;
+    var acc38: f32 = 0.0f;
+    var acc39: f32 = 0.0f;
+    var acc40: f32 = 0.0f;
+    var acc41: f32 = 0.0f;
+    var acc42: f32 = 0.0f;
+    var acc43: f32 = 0.0f;
+    var acc44: f32 = 0.0f;
+    var acc45: f32 = 0.0f;
+    var acc46: f32 = 0.0f;
+    var acc47: f32 = 0.0f;
+    var acc48: f32 = 0.0f;
+    var acc49: f32 = 0.0f;
+    var acc50: f32 = 0.0f;
+    var acc51: f32 = 0.0f;
+    var acc52: f32 = 0.0f;
+    var acc53: f32 = 0.0f;
+    var acc54: f32 = 0.0f;
+    var acc55: f32 = 0.0f;
+    var acc56: f32 = 0.0f;
+    var acc57: f32 = 0.0f;
+    var acc58: f32 = 0.0f;
+    var acc59: f32 = 0.0f;
+    var acc60: f32 = 0.0f;
+    var acc61: f32 = 0.0f;
+    var acc62: f32 = 0.0f;
+    var acc63: f32 = 0.0f;
+    var acc64: f32 = 0.0f;
+    var acc65: f32 = 0.0f;
+    var acc66: f32 = 0.0f;
+    var acc67: f32 = 0.0f;
+    var acc68: f32 = 0.0f;
+    var acc69: f32 = 0.0f;
+    var acc70: f32 = 0.0f;
+    var acc71: f32 = 0.0f;
+    var acc72: f32 = 0.0f;
+    var acc73: f32 = 0.0f;
+    var acc74: f32 = 0.0f;
+    var acc75: f32 = 0.0f;
+    var acc76: f32 = 0.0f;
+    var acc77: f32 = 0.0f;
+    var acc78: f32 = 0.0f;
+    var acc79: f32 = 0.0f;
+    var acc80: f32 = 0.0f;
+    var acc81: f32 = 0.0f;
+    var acc82: f32 = 0.0f;
+    var acc83: f32 = 0.0f;
+    var acc84: f32 = 0.0f;
+    var acc85: f32 = 0.0f;
+    let ak86: u32 = t3 & 7u;
+    let am87: u32 = t3 >> 3u;
+    let ar88: u32 = row4 + am87;
+    let ar89: u32 = row4 + (am87 + 32u);
+    let ar90: u32 = row4 + (am87 + 64u);
+    let ar91: u32 = row4 + (am87 + 96u);
+    let ab92: u32 = ar88 * 64u;
+    let ab93: u32 = ar89 * 64u;
+    let ab94: u32 = ar90 * 64u;
+    let ab95: u32 = ar91 * 64u;
+    let aok96: bool = ar88 < u.B;
+    let aok97: bool = ar89 < u.B;
+    let aok98: bool = ar90 < u.B;
+    let aok99: bool = ar91 < u.B;
+    let as100: u32 = ak86 * 128u + am87;
+    let bk101: u32 = t3 >> 7u;
+    let bn102: u32 = col5 + (t3 & 127u);
+    let bok103: bool = bn102 < u.H;
+    let bs104: u32 = 2u * u.H;
+    let bs105: u32 = 4u * u.H;
+    let bs106: u32 = 6u * u.H;
+    if (aok96) {
+        a_tile[as100] = x[ab92 + ak86];
+    } else {
+        a_tile[as100] = 0.0f;
+    }
+    if (aok97) {
+        a_tile[as100 + 32u] = x[ab93 + ak86];
+    } else {
+        a_tile[as100 + 32u] = 0.0f;
+    }
+    if (aok98) {
+        a_tile[as100 + 64u] = x[ab94 + ak86];
+    } else {
+        a_tile[as100 + 64u] = 0.0f;
+    }
+    if (aok99) {
+        a_tile[as100 + 96u] = x[ab95 + ak86];
+    } else {
+        a_tile[as100 + 96u] = 0.0f;
+    }
+    let bi111: u32 = bk101 * u.H + bn102;
+    if (bok103) {
+        b_tile[t3] = w1[bi111];
+    } else {
+        b_tile[t3] = 0.0f;
+    }
+    if (bok103) {
+        b_tile[t3 + 256u] = w1[bi111 + bs104];
+    } else {
+        b_tile[t3 + 256u] = 0.0f;
+    }
+    if (bok103) {
+        b_tile[t3 + 512u] = w1[bi111 + bs105];
+    } else {
+        b_tile[t3 + 512u] = 0.0f;
+    }
+    if (bok103) {
+        b_tile[t3 + 768u] = w1[bi111 + bs106];
+    } else {
+        b_tile[t3 + 768u] = 0.0f;
+    }
+    workgroupBarrier();
+    let ly119: u32 = lid.y * 4u;
+    let lx120: u32 = lid.x * 4u;
+    for (var k0_121: u32 = 0u; k0_121 < 64u; k0_121 += 8u) {
+        let cur122: u32 = (k0_121 << 7u) & 1024u;
+        let nxt123: u32 = cur122 ^ 1024u;
+        let kn124: u32 = k0_121 + 8u;
+        if (kn124 < 64u) {
+            let ka125: u32 = kn124 + ak86;
+            let sa126: u32 = nxt123 + as100;
+            if (aok96) {
+                a_tile[sa126] = x[ab92 + ka125];
+            } else {
+                a_tile[sa126] = 0.0f;
+            }
+            if (aok97) {
+                a_tile[sa126 + 32u] = x[ab93 + ka125];
+            } else {
+                a_tile[sa126 + 32u] = 0.0f;
+            }
+            if (aok98) {
+                a_tile[sa126 + 64u] = x[ab94 + ka125];
+            } else {
+                a_tile[sa126 + 64u] = 0.0f;
+            }
+            if (aok99) {
+                a_tile[sa126 + 96u] = x[ab95 + ka125];
+            } else {
+                a_tile[sa126 + 96u] = 0.0f;
+            }
+            let kb131: u32 = kn124 + bk101;
+            let sb132: u32 = nxt123 + t3;
+            let bi133: u32 = kb131 * u.H + bn102;
+            if (bok103) {
+                b_tile[sb132] = w1[bi133];
+            } else {
+                b_tile[sb132] = 0.0f;
+            }
+            if (bok103) {
+                b_tile[sb132 + 256u] = w1[bi133 + bs104];
+            } else {
+                b_tile[sb132 + 256u] = 0.0f;
+            }
+            if (bok103) {
+                b_tile[sb132 + 512u] = w1[bi133 + bs105];
+            } else {
+                b_tile[sb132 + 512u] = 0.0f;
+            }
+            if (bok103) {
+                b_tile[sb132 + 768u] = w1[bi133 + bs106];
+            } else {
+                b_tile[sb132 + 768u] = 0.0f;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x32;
-        var x35: f32 = 0.0f;
-        if (row6 < u.B) {
-            let i36: u32 = row6 * 64u + ka30;
-            let v37: f32 = x[i36];
-            x35 = v37;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x35;
-        var x38: f32 = 0.0f;
-        if (row7 < u.B) {
-            let i39: u32 = row7 * 64u + ka30;
-            let v40: f32 = x[i39];
-            x38 = v40;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x38;
-        var x41: f32 = 0.0f;
-        if (row8 < u.B) {
-            let i42: u32 = row8 * 64u + ka30;
-            let v43: f32 = x[i42];
-            x41 = v43;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x41;
-        var x44: f32 = 0.0f;
-        if (col9 < u.H) {
-            let i45: u32 = kb31 * u.H + col9;
-            let v46: f32 = w1[i45];
-            x44 = v46;
-        }
-        b_tile[lid.y * 64u + lid.x] = x44;
-        var x47: f32 = 0.0f;
-        if (col10 < u.H) {
-            let i48: u32 = kb31 * u.H + col10;
-            let v49: f32 = w1[i48];
-            x47 = v49;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x47;
-        var x50: f32 = 0.0f;
-        if (col11 < u.H) {
-            let i51: u32 = kb31 * u.H + col11;
-            let v52: f32 = w1[i51];
-            x50 = v52;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x50;
-        var x53: f32 = 0.0f;
-        if (col12 < u.H) {
-            let i54: u32 = kb31 * u.H + col12;
-            let v55: f32 = w1[i54];
-            x53 = v55;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x53;
+        let ra141: u32 = cur122 + ly119;
+        let rb142: u32 = cur122 + lx120;
+        let a143: f32 = a_tile[ra141];
+        let a144: f32 = a_tile[ra141 + 1u];
+        let a145: f32 = a_tile[ra141 + 2u];
+        let a146: f32 = a_tile[ra141 + 3u];
+        let a147: f32 = a_tile[ra141 + 64u];
+        let a148: f32 = a_tile[ra141 + 64u + 1u];
+        let a149: f32 = a_tile[ra141 + 64u + 2u];
+        let a150: f32 = a_tile[ra141 + 64u + 3u];
+        let b151: f32 = b_tile[rb142];
+        let b152: f32 = b_tile[rb142 + 1u];
+        let b153: f32 = b_tile[rb142 + 2u];
+        let b154: f32 = b_tile[rb142 + 3u];
+        let b155: f32 = b_tile[rb142 + 64u];
+        let b156: f32 = b_tile[rb142 + 64u + 1u];
+        let b157: f32 = b_tile[rb142 + 64u + 2u];
+        let b158: f32 = b_tile[rb142 + 64u + 3u];
+        acc22 = fma(a143, b151, acc22);
+        acc23 = fma(a143, b152, acc23);
+        acc24 = fma(a143, b153, acc24);
+        acc25 = fma(a143, b154, acc25);
+        acc26 = fma(a143, b155, acc26);
+        acc27 = fma(a143, b156, acc27);
+        acc28 = fma(a143, b157, acc28);
+        acc29 = fma(a143, b158, acc29);
+        acc30 = fma(a144, b151, acc30);
+        acc31 = fma(a144, b152, acc31);
+        acc32 = fma(a144, b153, acc32);
+        acc33 = fma(a144, b154, acc33);
+        acc34 = fma(a144, b155, acc34);
+        acc35 = fma(a144, b156, acc35);
+        acc36 = fma(a144, b157, acc36);
+        acc37 = fma(a144, b158, acc37);
+        acc38 = fma(a145, b151, acc38);
+        acc39 = fma(a145, b152, acc39);
+        acc40 = fma(a145, b153, acc40);
+        acc41 = fma(a145, b154, acc41);
+        acc42 = fma(a145, b155, acc42);
+        acc43 = fma(a145, b156, acc43);
+        acc44 = fma(a145, b157, acc44);
+        acc45 = fma(a145, b158, acc45);
+        acc46 = fma(a146, b151, acc46);
+        acc47 = fma(a146, b152, acc47);
+        acc48 = fma(a146, b153, acc48);
+        acc49 = fma(a146, b154, acc49);
+        acc50 = fma(a146, b155, acc50);
+        acc51 = fma(a146, b156, acc51);
+        acc52 = fma(a146, b157, acc52);
+        acc53 = fma(a146, b158, acc53);
+        acc54 = fma(a147, b151, acc54);
+        acc55 = fma(a147, b152, acc55);
+        acc56 = fma(a147, b153, acc56);
+        acc57 = fma(a147, b154, acc57);
+        acc58 = fma(a147, b155, acc58);
+        acc59 = fma(a147, b156, acc59);
+        acc60 = fma(a147, b157, acc60);
+        acc61 = fma(a147, b158, acc61);
+        acc62 = fma(a148, b151, acc62);
+        acc63 = fma(a148, b152, acc63);
+        acc64 = fma(a148, b153, acc64);
+        acc65 = fma(a148, b154, acc65);
+        acc66 = fma(a148, b155, acc66);
+        acc67 = fma(a148, b156, acc67);
+        acc68 = fma(a148, b157, acc68);
+        acc69 = fma(a148, b158, acc69);
+        acc70 = fma(a149, b151, acc70);
+        acc71 = fma(a149, b152, acc71);
+        acc72 = fma(a149, b153, acc72);
+        acc73 = fma(a149, b154, acc73);
+        acc74 = fma(a149, b155, acc74);
+        acc75 = fma(a149, b156, acc75);
+        acc76 = fma(a149, b157, acc76);
+        acc77 = fma(a149, b158, acc77);
+        acc78 = fma(a150, b151, acc78);
+        acc79 = fma(a150, b152, acc79);
+        acc80 = fma(a150, b153, acc80);
+        acc81 = fma(a150, b154, acc81);
+        acc82 = fma(a150, b155, acc82);
+        acc83 = fma(a150, b156, acc83);
+        acc84 = fma(a150, b157, acc84);
+        acc85 = fma(a150, b158, acc85);
+        let a159: f32 = a_tile[ra141 + 128u];
+        let a160: f32 = a_tile[ra141 + 128u + 1u];
+        let a161: f32 = a_tile[ra141 + 128u + 2u];
+        let a162: f32 = a_tile[ra141 + 128u + 3u];
+        let a163: f32 = a_tile[ra141 + 192u];
+        let a164: f32 = a_tile[ra141 + 192u + 1u];
+        let a165: f32 = a_tile[ra141 + 192u + 2u];
+        let a166: f32 = a_tile[ra141 + 192u + 3u];
+        let b167: f32 = b_tile[rb142 + 128u];
+        let b168: f32 = b_tile[rb142 + 128u + 1u];
+        let b169: f32 = b_tile[rb142 + 128u + 2u];
+        let b170: f32 = b_tile[rb142 + 128u + 3u];
+        let b171: f32 = b_tile[rb142 + 192u];
+        let b172: f32 = b_tile[rb142 + 192u + 1u];
+        let b173: f32 = b_tile[rb142 + 192u + 2u];
+        let b174: f32 = b_tile[rb142 + 192u + 3u];
+        acc22 = fma(a159, b167, acc22);
+        acc23 = fma(a159, b168, acc23);
+        acc24 = fma(a159, b169, acc24);
+        acc25 = fma(a159, b170, acc25);
+        acc26 = fma(a159, b171, acc26);
+        acc27 = fma(a159, b172, acc27);
+        acc28 = fma(a159, b173, acc28);
+        acc29 = fma(a159, b174, acc29);
+        acc30 = fma(a160, b167, acc30);
+        acc31 = fma(a160, b168, acc31);
+        acc32 = fma(a160, b169, acc32);
+        acc33 = fma(a160, b170, acc33);
+        acc34 = fma(a160, b171, acc34);
+        acc35 = fma(a160, b172, acc35);
+        acc36 = fma(a160, b173, acc36);
+        acc37 = fma(a160, b174, acc37);
+        acc38 = fma(a161, b167, acc38);
+        acc39 = fma(a161, b168, acc39);
+        acc40 = fma(a161, b169, acc40);
+        acc41 = fma(a161, b170, acc41);
+        acc42 = fma(a161, b171, acc42);
+        acc43 = fma(a161, b172, acc43);
+        acc44 = fma(a161, b173, acc44);
+        acc45 = fma(a161, b174, acc45);
+        acc46 = fma(a162, b167, acc46);
+        acc47 = fma(a162, b168, acc47);
+        acc48 = fma(a162, b169, acc48);
+        acc49 = fma(a162, b170, acc49);
+        acc50 = fma(a162, b171, acc50);
+        acc51 = fma(a162, b172, acc51);
+        acc52 = fma(a162, b173, acc52);
+        acc53 = fma(a162, b174, acc53);
+        acc54 = fma(a163, b167, acc54);
+        acc55 = fma(a163, b168, acc55);
+        acc56 = fma(a163, b169, acc56);
+        acc57 = fma(a163, b170, acc57);
+        acc58 = fma(a163, b171, acc58);
+        acc59 = fma(a163, b172, acc59);
+        acc60 = fma(a163, b173, acc60);
+        acc61 = fma(a163, b174, acc61);
+        acc62 = fma(a164, b167, acc62);
+        acc63 = fma(a164, b168, acc63);
+        acc64 = fma(a164, b169, acc64);
+        acc65 = fma(a164, b170, acc65);
+        acc66 = fma(a164, b171, acc66);
+        acc67 = fma(a164, b172, acc67);
+        acc68 = fma(a164, b173, acc68);
+        acc69 = fma(a164, b174, acc69);
+        acc70 = fma(a165, b167, acc70);
+        acc71 = fma(a165, b168, acc71);
+        acc72 = fma(a165, b169, acc72);
+        acc73 = fma(a165, b170, acc73);
+        acc74 = fma(a165, b171, acc74);
+        acc75 = fma(a165, b172, acc75);
+        acc76 = fma(a165, b173, acc76);
+        acc77 = fma(a165, b174, acc77);
+        acc78 = fma(a166, b167, acc78);
+        acc79 = fma(a166, b168, acc79);
+        acc80 = fma(a166, b169, acc80);
+        acc81 = fma(a166, b170, acc81);
+        acc82 = fma(a166, b171, acc82);
+        acc83 = fma(a166, b172, acc83);
+        acc84 = fma(a166, b173, acc84);
+        acc85 = fma(a166, b174, acc85);
+        let a175: f32 = a_tile[ra141 + 256u];
+        let a176: f32 = a_tile[ra141 + 256u + 1u];
+        let a177: f32 = a_tile[ra141 + 256u + 2u];
+        let a178: f32 = a_tile[ra141 + 256u + 3u];
+        let a179: f32 = a_tile[ra141 + 320u];
+        let a180: f32 = a_tile[ra141 + 320u + 1u];
+        let a181: f32 = a_tile[ra141 + 320u + 2u];
+        let a182: f32 = a_tile[ra141 + 320u + 3u];
+        let b183: f32 = b_tile[rb142 + 256u];
+        let b184: f32 = b_tile[rb142 + 256u + 1u];
+        let b185: f32 = b_tile[rb142 + 256u + 2u];
+        let b186: f32 = b_tile[rb142 + 256u + 3u];
+        let b187: f32 = b_tile[rb142 + 320u];
+        let b188: f32 = b_tile[rb142 + 320u + 1u];
+        let b189: f32 = b_tile[rb142 + 320u + 2u];
+        let b190: f32 = b_tile[rb142 + 320u + 3u];
+        acc22 = fma(a175, b183, acc22);
+        acc23 = fma(a175, b184, acc23);
+        acc24 = fma(a175, b185, acc24);
+        acc25 = fma(a175, b186, acc25);
+        acc26 = fma(a175, b187, acc26);
+        acc27 = fma(a175, b188, acc27);
+        acc28 = fma(a175, b189, acc28);
+        acc29 = fma(a175, b190, acc29);
+        acc30 = fma(a176, b183, acc30);
+        acc31 = fma(a176, b184, acc31);
+        acc32 = fma(a176, b185, acc32);
+        acc33 = fma(a176, b186, acc33);
+        acc34 = fma(a176, b187, acc34);
+        acc35 = fma(a176, b188, acc35);
+        acc36 = fma(a176, b189, acc36);
+        acc37 = fma(a176, b190, acc37);
+        acc38 = fma(a177, b183, acc38);
+        acc39 = fma(a177, b184, acc39);
+        acc40 = fma(a177, b185, acc40);
+        acc41 = fma(a177, b186, acc41);
+        acc42 = fma(a177, b187, acc42);
+        acc43 = fma(a177, b188, acc43);
+        acc44 = fma(a177, b189, acc44);
+        acc45 = fma(a177, b190, acc45);
+        acc46 = fma(a178, b183, acc46);
+        acc47 = fma(a178, b184, acc47);
+        acc48 = fma(a178, b185, acc48);
+        acc49 = fma(a178, b186, acc49);
+        acc50 = fma(a178, b187, acc50);
+        acc51 = fma(a178, b188, acc51);
+        acc52 = fma(a178, b189, acc52);
+        acc53 = fma(a178, b190, acc53);
+        acc54 = fma(a179, b183, acc54);
+        acc55 = fma(a179, b184, acc55);
+        acc56 = fma(a179, b185, acc56);
+        acc57 = fma(a179, b186, acc57);
+        acc58 = fma(a179, b187, acc58);
+        acc59 = fma(a179, b188, acc59);
+        acc60 = fma(a179, b189, acc60);
+        acc61 = fma(a179, b190, acc61);
+        acc62 = fma(a180, b183, acc62);
+        acc63 = fma(a180, b184, acc63);
+        acc64 = fma(a180, b185, acc64);
+        acc65 = fma(a180, b186, acc65);
+        acc66 = fma(a180, b187, acc66);
+        acc67 = fma(a180, b188, acc67);
+        acc68 = fma(a180, b189, acc68);
+        acc69 = fma(a180, b190, acc69);
+        acc70 = fma(a181, b183, acc70);
+        acc71 = fma(a181, b184, acc71);
+        acc72 = fma(a181, b185, acc72);
+        acc73 = fma(a181, b186, acc73);
+        acc74 = fma(a181, b187, acc74);
+        acc75 = fma(a181, b188, acc75);
+        acc76 = fma(a181, b189, acc76);
+        acc77 = fma(a181, b190, acc77);
+        acc78 = fma(a182, b183, acc78);
+        acc79 = fma(a182, b184, acc79);
+        acc80 = fma(a182, b185, acc80);
+        acc81 = fma(a182, b186, acc81);
+        acc82 = fma(a182, b187, acc82);
+        acc83 = fma(a182, b188, acc83);
+        acc84 = fma(a182, b189, acc84);
+        acc85 = fma(a182, b190, acc85);
+        let a191: f32 = a_tile[ra141 + 384u];
+        let a192: f32 = a_tile[ra141 + 384u + 1u];
+        let a193: f32 = a_tile[ra141 + 384u + 2u];
+        let a194: f32 = a_tile[ra141 + 384u + 3u];
+        let a195: f32 = a_tile[ra141 + 448u];
+        let a196: f32 = a_tile[ra141 + 448u + 1u];
+        let a197: f32 = a_tile[ra141 + 448u + 2u];
+        let a198: f32 = a_tile[ra141 + 448u + 3u];
+        let b199: f32 = b_tile[rb142 + 384u];
+        let b200: f32 = b_tile[rb142 + 384u + 1u];
+        let b201: f32 = b_tile[rb142 + 384u + 2u];
+        let b202: f32 = b_tile[rb142 + 384u + 3u];
+        let b203: f32 = b_tile[rb142 + 448u];
+        let b204: f32 = b_tile[rb142 + 448u + 1u];
+        let b205: f32 = b_tile[rb142 + 448u + 2u];
+        let b206: f32 = b_tile[rb142 + 448u + 3u];
+        acc22 = fma(a191, b199, acc22);
+        acc23 = fma(a191, b200, acc23);
+        acc24 = fma(a191, b201, acc24);
+        acc25 = fma(a191, b202, acc25);
+        acc26 = fma(a191, b203, acc26);
+        acc27 = fma(a191, b204, acc27);
+        acc28 = fma(a191, b205, acc28);
+        acc29 = fma(a191, b206, acc29);
+        acc30 = fma(a192, b199, acc30);
+        acc31 = fma(a192, b200, acc31);
+        acc32 = fma(a192, b201, acc32);
+        acc33 = fma(a192, b202, acc33);
+        acc34 = fma(a192, b203, acc34);
+        acc35 = fma(a192, b204, acc35);
+        acc36 = fma(a192, b205, acc36);
+        acc37 = fma(a192, b206, acc37);
+        acc38 = fma(a193, b199, acc38);
+        acc39 = fma(a193, b200, acc39);
+        acc40 = fma(a193, b201, acc40);
+        acc41 = fma(a193, b202, acc41);
+        acc42 = fma(a193, b203, acc42);
+        acc43 = fma(a193, b204, acc43);
+        acc44 = fma(a193, b205, acc44);
+        acc45 = fma(a193, b206, acc45);
+        acc46 = fma(a194, b199, acc46);
+        acc47 = fma(a194, b200, acc47);
+        acc48 = fma(a194, b201, acc48);
+        acc49 = fma(a194, b202, acc49);
+        acc50 = fma(a194, b203, acc50);
+        acc51 = fma(a194, b204, acc51);
+        acc52 = fma(a194, b205, acc52);
+        acc53 = fma(a194, b206, acc53);
+        acc54 = fma(a195, b199, acc54);
+        acc55 = fma(a195, b200, acc55);
+        acc56 = fma(a195, b201, acc56);
+        acc57 = fma(a195, b202, acc57);
+        acc58 = fma(a195, b203, acc58);
+        acc59 = fma(a195, b204, acc59);
+        acc60 = fma(a195, b205, acc60);
+        acc61 = fma(a195, b206, acc61);
+        acc62 = fma(a196, b199, acc62);
+        acc63 = fma(a196, b200, acc63);
+        acc64 = fma(a196, b201, acc64);
+        acc65 = fma(a196, b202, acc65);
+        acc66 = fma(a196, b203, acc66);
+        acc67 = fma(a196, b204, acc67);
+        acc68 = fma(a196, b205, acc68);
+        acc69 = fma(a196, b206, acc69);
+        acc70 = fma(a197, b199, acc70);
+        acc71 = fma(a197, b200, acc71);
+        acc72 = fma(a197, b201, acc72);
+        acc73 = fma(a197, b202, acc73);
+        acc74 = fma(a197, b203, acc74);
+        acc75 = fma(a197, b204, acc75);
+        acc76 = fma(a197, b205, acc76);
+        acc77 = fma(a197, b206, acc77);
+        acc78 = fma(a198, b199, acc78);
+        acc79 = fma(a198, b200, acc79);
+        acc80 = fma(a198, b201, acc80);
+        acc81 = fma(a198, b202, acc81);
+        acc82 = fma(a198, b203, acc82);
+        acc83 = fma(a198, b204, acc83);
+        acc84 = fma(a198, b205, acc84);
+        acc85 = fma(a198, b206, acc85);
+        let a207: f32 = a_tile[ra141 + 512u];
+        let a208: f32 = a_tile[ra141 + 512u + 1u];
+        let a209: f32 = a_tile[ra141 + 512u + 2u];
+        let a210: f32 = a_tile[ra141 + 512u + 3u];
+        let a211: f32 = a_tile[ra141 + 576u];
+        let a212: f32 = a_tile[ra141 + 576u + 1u];
+        let a213: f32 = a_tile[ra141 + 576u + 2u];
+        let a214: f32 = a_tile[ra141 + 576u + 3u];
+        let b215: f32 = b_tile[rb142 + 512u];
+        let b216: f32 = b_tile[rb142 + 512u + 1u];
+        let b217: f32 = b_tile[rb142 + 512u + 2u];
+        let b218: f32 = b_tile[rb142 + 512u + 3u];
+        let b219: f32 = b_tile[rb142 + 576u];
+        let b220: f32 = b_tile[rb142 + 576u + 1u];
+        let b221: f32 = b_tile[rb142 + 576u + 2u];
+        let b222: f32 = b_tile[rb142 + 576u + 3u];
+        acc22 = fma(a207, b215, acc22);
+        acc23 = fma(a207, b216, acc23);
+        acc24 = fma(a207, b217, acc24);
+        acc25 = fma(a207, b218, acc25);
+        acc26 = fma(a207, b219, acc26);
+        acc27 = fma(a207, b220, acc27);
+        acc28 = fma(a207, b221, acc28);
+        acc29 = fma(a207, b222, acc29);
+        acc30 = fma(a208, b215, acc30);
+        acc31 = fma(a208, b216, acc31);
+        acc32 = fma(a208, b217, acc32);
+        acc33 = fma(a208, b218, acc33);
+        acc34 = fma(a208, b219, acc34);
+        acc35 = fma(a208, b220, acc35);
+        acc36 = fma(a208, b221, acc36);
+        acc37 = fma(a208, b222, acc37);
+        acc38 = fma(a209, b215, acc38);
+        acc39 = fma(a209, b216, acc39);
+        acc40 = fma(a209, b217, acc40);
+        acc41 = fma(a209, b218, acc41);
+        acc42 = fma(a209, b219, acc42);
+        acc43 = fma(a209, b220, acc43);
+        acc44 = fma(a209, b221, acc44);
+        acc45 = fma(a209, b222, acc45);
+        acc46 = fma(a210, b215, acc46);
+        acc47 = fma(a210, b216, acc47);
+        acc48 = fma(a210, b217, acc48);
+        acc49 = fma(a210, b218, acc49);
+        acc50 = fma(a210, b219, acc50);
+        acc51 = fma(a210, b220, acc51);
+        acc52 = fma(a210, b221, acc52);
+        acc53 = fma(a210, b222, acc53);
+        acc54 = fma(a211, b215, acc54);
+        acc55 = fma(a211, b216, acc55);
+        acc56 = fma(a211, b217, acc56);
+        acc57 = fma(a211, b218, acc57);
+        acc58 = fma(a211, b219, acc58);
+        acc59 = fma(a211, b220, acc59);
+        acc60 = fma(a211, b221, acc60);
+        acc61 = fma(a211, b222, acc61);
+        acc62 = fma(a212, b215, acc62);
+        acc63 = fma(a212, b216, acc63);
+        acc64 = fma(a212, b217, acc64);
+        acc65 = fma(a212, b218, acc65);
+        acc66 = fma(a212, b219, acc66);
+        acc67 = fma(a212, b220, acc67);
+        acc68 = fma(a212, b221, acc68);
+        acc69 = fma(a212, b222, acc69);
+        acc70 = fma(a213, b215, acc70);
+        acc71 = fma(a213, b216, acc71);
+        acc72 = fma(a213, b217, acc72);
+        acc73 = fma(a213, b218, acc73);
+        acc74 = fma(a213, b219, acc74);
+        acc75 = fma(a213, b220, acc75);
+        acc76 = fma(a213, b221, acc76);
+        acc77 = fma(a213, b222, acc77);
+        acc78 = fma(a214, b215, acc78);
+        acc79 = fma(a214, b216, acc79);
+        acc80 = fma(a214, b217, acc80);
+        acc81 = fma(a214, b218, acc81);
+        acc82 = fma(a214, b219, acc82);
+        acc83 = fma(a214, b220, acc83);
+        acc84 = fma(a214, b221, acc84);
+        acc85 = fma(a214, b222, acc85);
+        let a223: f32 = a_tile[ra141 + 640u];
+        let a224: f32 = a_tile[ra141 + 640u + 1u];
+        let a225: f32 = a_tile[ra141 + 640u + 2u];
+        let a226: f32 = a_tile[ra141 + 640u + 3u];
+        let a227: f32 = a_tile[ra141 + 704u];
+        let a228: f32 = a_tile[ra141 + 704u + 1u];
+        let a229: f32 = a_tile[ra141 + 704u + 2u];
+        let a230: f32 = a_tile[ra141 + 704u + 3u];
+        let b231: f32 = b_tile[rb142 + 640u];
+        let b232: f32 = b_tile[rb142 + 640u + 1u];
+        let b233: f32 = b_tile[rb142 + 640u + 2u];
+        let b234: f32 = b_tile[rb142 + 640u + 3u];
+        let b235: f32 = b_tile[rb142 + 704u];
+        let b236: f32 = b_tile[rb142 + 704u + 1u];
+        let b237: f32 = b_tile[rb142 + 704u + 2u];
+        let b238: f32 = b_tile[rb142 + 704u + 3u];
+        acc22 = fma(a223, b231, acc22);
+        acc23 = fma(a223, b232, acc23);
+        acc24 = fma(a223, b233, acc24);
+        acc25 = fma(a223, b234, acc25);
+        acc26 = fma(a223, b235, acc26);
+        acc27 = fma(a223, b236, acc27);
+        acc28 = fma(a223, b237, acc28);
+        acc29 = fma(a223, b238, acc29);
+        acc30 = fma(a224, b231, acc30);
+        acc31 = fma(a224, b232, acc31);
+        acc32 = fma(a224, b233, acc32);
+        acc33 = fma(a224, b234, acc33);
+        acc34 = fma(a224, b235, acc34);
+        acc35 = fma(a224, b236, acc35);
+        acc36 = fma(a224, b237, acc36);
+        acc37 = fma(a224, b238, acc37);
+        acc38 = fma(a225, b231, acc38);
+        acc39 = fma(a225, b232, acc39);
+        acc40 = fma(a225, b233, acc40);
+        acc41 = fma(a225, b234, acc41);
+        acc42 = fma(a225, b235, acc42);
+        acc43 = fma(a225, b236, acc43);
+        acc44 = fma(a225, b237, acc44);
+        acc45 = fma(a225, b238, acc45);
+        acc46 = fma(a226, b231, acc46);
+        acc47 = fma(a226, b232, acc47);
+        acc48 = fma(a226, b233, acc48);
+        acc49 = fma(a226, b234, acc49);
+        acc50 = fma(a226, b235, acc50);
+        acc51 = fma(a226, b236, acc51);
+        acc52 = fma(a226, b237, acc52);
+        acc53 = fma(a226, b238, acc53);
+        acc54 = fma(a227, b231, acc54);
+        acc55 = fma(a227, b232, acc55);
+        acc56 = fma(a227, b233, acc56);
+        acc57 = fma(a227, b234, acc57);
+        acc58 = fma(a227, b235, acc58);
+        acc59 = fma(a227, b236, acc59);
+        acc60 = fma(a227, b237, acc60);
+        acc61 = fma(a227, b238, acc61);
+        acc62 = fma(a228, b231, acc62);
+        acc63 = fma(a228, b232, acc63);
+        acc64 = fma(a228, b233, acc64);
+        acc65 = fma(a228, b234, acc65);
+        acc66 = fma(a228, b235, acc66);
+        acc67 = fma(a228, b236, acc67);
+        acc68 = fma(a228, b237, acc68);
+        acc69 = fma(a228, b238, acc69);
+        acc70 = fma(a229, b231, acc70);
+        acc71 = fma(a229, b232, acc71);
+        acc72 = fma(a229, b233, acc72);
+        acc73 = fma(a229, b234, acc73);
+        acc74 = fma(a229, b235, acc74);
+        acc75 = fma(a229, b236, acc75);
+        acc76 = fma(a229, b237, acc76);
+        acc77 = fma(a229, b238, acc77);
+        acc78 = fma(a230, b231, acc78);
+        acc79 = fma(a230, b232, acc79);
+        acc80 = fma(a230, b233, acc80);
+        acc81 = fma(a230, b234, acc81);
+        acc82 = fma(a230, b235, acc82);
+        acc83 = fma(a230, b236, acc83);
+        acc84 = fma(a230, b237, acc84);
+        acc85 = fma(a230, b238, acc85);
+        let a239: f32 = a_tile[ra141 + 768u];
+        let a240: f32 = a_tile[ra141 + 768u + 1u];
+        let a241: f32 = a_tile[ra141 + 768u + 2u];
+        let a242: f32 = a_tile[ra141 + 768u + 3u];
+        let a243: f32 = a_tile[ra141 + 832u];
+        let a244: f32 = a_tile[ra141 + 832u + 1u];
+        let a245: f32 = a_tile[ra141 + 832u + 2u];
+        let a246: f32 = a_tile[ra141 + 832u + 3u];
+        let b247: f32 = b_tile[rb142 + 768u];
+        let b248: f32 = b_tile[rb142 + 768u + 1u];
+        let b249: f32 = b_tile[rb142 + 768u + 2u];
+        let b250: f32 = b_tile[rb142 + 768u + 3u];
+        let b251: f32 = b_tile[rb142 + 832u];
+        let b252: f32 = b_tile[rb142 + 832u + 1u];
+        let b253: f32 = b_tile[rb142 + 832u + 2u];
+        let b254: f32 = b_tile[rb142 + 832u + 3u];
+        acc22 = fma(a239, b247, acc22);
+        acc23 = fma(a239, b248, acc23);
+        acc24 = fma(a239, b249, acc24);
+        acc25 = fma(a239, b250, acc25);
+        acc26 = fma(a239, b251, acc26);
+        acc27 = fma(a239, b252, acc27);
+        acc28 = fma(a239, b253, acc28);
+        acc29 = fma(a239, b254, acc29);
+        acc30 = fma(a240, b247, acc30);
+        acc31 = fma(a240, b248, acc31);
+        acc32 = fma(a240, b249, acc32);
+        acc33 = fma(a240, b250, acc33);
+        acc34 = fma(a240, b251, acc34);
+        acc35 = fma(a240, b252, acc35);
+        acc36 = fma(a240, b253, acc36);
+        acc37 = fma(a240, b254, acc37);
+        acc38 = fma(a241, b247, acc38);
+        acc39 = fma(a241, b248, acc39);
+        acc40 = fma(a241, b249, acc40);
+        acc41 = fma(a241, b250, acc41);
+        acc42 = fma(a241, b251, acc42);
+        acc43 = fma(a241, b252, acc43);
+        acc44 = fma(a241, b253, acc44);
+        acc45 = fma(a241, b254, acc45);
+        acc46 = fma(a242, b247, acc46);
+        acc47 = fma(a242, b248, acc47);
+        acc48 = fma(a242, b249, acc48);
+        acc49 = fma(a242, b250, acc49);
+        acc50 = fma(a242, b251, acc50);
+        acc51 = fma(a242, b252, acc51);
+        acc52 = fma(a242, b253, acc52);
+        acc53 = fma(a242, b254, acc53);
+        acc54 = fma(a243, b247, acc54);
+        acc55 = fma(a243, b248, acc55);
+        acc56 = fma(a243, b249, acc56);
+        acc57 = fma(a243, b250, acc57);
+        acc58 = fma(a243, b251, acc58);
+        acc59 = fma(a243, b252, acc59);
+        acc60 = fma(a243, b253, acc60);
+        acc61 = fma(a243, b254, acc61);
+        acc62 = fma(a244, b247, acc62);
+        acc63 = fma(a244, b248, acc63);
+        acc64 = fma(a244, b249, acc64);
+        acc65 = fma(a244, b250, acc65);
+        acc66 = fma(a244, b251, acc66);
+        acc67 = fma(a244, b252, acc67);
+        acc68 = fma(a244, b253, acc68);
+        acc69 = fma(a244, b254, acc69);
+        acc70 = fma(a245, b247, acc70);
+        acc71 = fma(a245, b248, acc71);
+        acc72 = fma(a245, b249, acc72);
+        acc73 = fma(a245, b250, acc73);
+        acc74 = fma(a245, b251, acc74);
+        acc75 = fma(a245, b252, acc75);
+        acc76 = fma(a245, b253, acc76);
+        acc77 = fma(a245, b254, acc77);
+        acc78 = fma(a246, b247, acc78);
+        acc79 = fma(a246, b248, acc79);
+        acc80 = fma(a246, b249, acc80);
+        acc81 = fma(a246, b250, acc81);
+        acc82 = fma(a246, b251, acc82);
+        acc83 = fma(a246, b252, acc83);
+        acc84 = fma(a246, b253, acc84);
+        acc85 = fma(a246, b254, acc85);
+        let a255: f32 = a_tile[ra141 + 896u];
+        let a256: f32 = a_tile[ra141 + 896u + 1u];
+        let a257: f32 = a_tile[ra141 + 896u + 2u];
+        let a258: f32 = a_tile[ra141 + 896u + 3u];
+        let a259: f32 = a_tile[ra141 + 960u];
+        let a260: f32 = a_tile[ra141 + 960u + 1u];
+        let a261: f32 = a_tile[ra141 + 960u + 2u];
+        let a262: f32 = a_tile[ra141 + 960u + 3u];
+        let b263: f32 = b_tile[rb142 + 896u];
+        let b264: f32 = b_tile[rb142 + 896u + 1u];
+        let b265: f32 = b_tile[rb142 + 896u + 2u];
+        let b266: f32 = b_tile[rb142 + 896u + 3u];
+        let b267: f32 = b_tile[rb142 + 960u];
+        let b268: f32 = b_tile[rb142 + 960u + 1u];
+        let b269: f32 = b_tile[rb142 + 960u + 2u];
+        let b270: f32 = b_tile[rb142 + 960u + 3u];
+        acc22 = fma(a255, b263, acc22);
+        acc23 = fma(a255, b264, acc23);
+        acc24 = fma(a255, b265, acc24);
+        acc25 = fma(a255, b266, acc25);
+        acc26 = fma(a255, b267, acc26);
+        acc27 = fma(a255, b268, acc27);
+        acc28 = fma(a255, b269, acc28);
+        acc29 = fma(a255, b270, acc29);
+        acc30 = fma(a256, b263, acc30);
+        acc31 = fma(a256, b264, acc31);
+        acc32 = fma(a256, b265, acc32);
+        acc33 = fma(a256, b266, acc33);
+        acc34 = fma(a256, b267, acc34);
+        acc35 = fma(a256, b268, acc35);
+        acc36 = fma(a256, b269, acc36);
+        acc37 = fma(a256, b270, acc37);
+        acc38 = fma(a257, b263, acc38);
+        acc39 = fma(a257, b264, acc39);
+        acc40 = fma(a257, b265, acc40);
+        acc41 = fma(a257, b266, acc41);
+        acc42 = fma(a257, b267, acc42);
+        acc43 = fma(a257, b268, acc43);
+        acc44 = fma(a257, b269, acc44);
+        acc45 = fma(a257, b270, acc45);
+        acc46 = fma(a258, b263, acc46);
+        acc47 = fma(a258, b264, acc47);
+        acc48 = fma(a258, b265, acc48);
+        acc49 = fma(a258, b266, acc49);
+        acc50 = fma(a258, b267, acc50);
+        acc51 = fma(a258, b268, acc51);
+        acc52 = fma(a258, b269, acc52);
+        acc53 = fma(a258, b270, acc53);
+        acc54 = fma(a259, b263, acc54);
+        acc55 = fma(a259, b264, acc55);
+        acc56 = fma(a259, b265, acc56);
+        acc57 = fma(a259, b266, acc57);
+        acc58 = fma(a259, b267, acc58);
+        acc59 = fma(a259, b268, acc59);
+        acc60 = fma(a259, b269, acc60);
+        acc61 = fma(a259, b270, acc61);
+        acc62 = fma(a260, b263, acc62);
+        acc63 = fma(a260, b264, acc63);
+        acc64 = fma(a260, b265, acc64);
+        acc65 = fma(a260, b266, acc65);
+        acc66 = fma(a260, b267, acc66);
+        acc67 = fma(a260, b268, acc67);
+        acc68 = fma(a260, b269, acc68);
+        acc69 = fma(a260, b270, acc69);
+        acc70 = fma(a261, b263, acc70);
+        acc71 = fma(a261, b264, acc71);
+        acc72 = fma(a261, b265, acc72);
+        acc73 = fma(a261, b266, acc73);
+        acc74 = fma(a261, b267, acc74);
+        acc75 = fma(a261, b268, acc75);
+        acc76 = fma(a261, b269, acc76);
+        acc77 = fma(a261, b270, acc77);
+        acc78 = fma(a262, b263, acc78);
+        acc79 = fma(a262, b264, acc79);
+        acc80 = fma(a262, b265, acc80);
+        acc81 = fma(a262, b266, acc81);
+        acc82 = fma(a262, b267, acc82);
+        acc83 = fma(a262, b268, acc83);
+        acc84 = fma(a262, b269, acc84);
+        acc85 = fma(a262, b270, acc85);
         workgroupBarrier();
-        for (var kk56: u32 = 0u; kk56 < 16u; kk56 += 1u) {
-            let a57: f32 = a_tile[lid.y * 16u + kk56];
-            let a58: f32 = a_tile[(lid.y + 16u) * 16u + kk56];
-            let a59: f32 = a_tile[(lid.y + 32u) * 16u + kk56];
-            let a60: f32 = a_tile[(lid.y + 48u) * 16u + kk56];
-            let b61: f32 = b_tile[kk56 * 64u + lid.x];
-            let b62: f32 = b_tile[kk56 * 64u + (lid.x + 16u)];
-            let b63: f32 = b_tile[kk56 * 64u + (lid.x + 32u)];
-            let b64: f32 = b_tile[kk56 * 64u + (lid.x + 48u)];
-            acc13 = fma(a57, b61, acc13);
-            acc14 = fma(a57, b62, acc14);
-            acc15 = fma(a57, b63, acc15);
-            acc16 = fma(a57, b64, acc16);
-            acc17 = fma(a58, b61, acc17);
-            acc18 = fma(a58, b62, acc18);
-            acc19 = fma(a58, b63, acc19);
-            acc20 = fma(a58, b64, acc20);
-            acc21 = fma(a59, b61, acc21);
-            acc22 = fma(a59, b62, acc22);
-            acc23 = fma(a59, b63, acc23);
-            acc24 = fma(a59, b64, acc24);
-            acc25 = fma(a60, b61, acc25);
-            acc26 = fma(a60, b62, acc26);
-            acc27 = fma(a60, b63, acc27);
-            acc28 = fma(a60, b64, acc28);
-        }
-        workgroupBarrier();
     }
-    if ((row5 < u.B) && (col9 < u.H)) {
-        let i65: u32 = row5 * u.H + col9;
-        let v66: f32 = b1[col9];
-        let v67: f32 = acc13 + v66;
-        let v68: f32 = select(0.0f, v67, (v67 > 0.0f) || ((bitcast<u32>(v67) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i65] = v68;
+    if ((row6 < u.B) && (col14 < u.H)) {
+        let i271: u32 = row6 * u.H + col14;
+        let v272: f32 = b1[col14];
+        let v273: f32 = acc22 + v272;
+        let v274: f32 = select(0.0f, v273, (v273 > 0.0f) || ((bitcast<u32>(v273) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i271] = v274;
     }
-    if ((row5 < u.B) && (col10 < u.H)) {
-        let i69: u32 = row5 * u.H + col10;
-        let v70: f32 = b1[col10];
-        let v71: f32 = acc14 + v70;
-        let v72: f32 = select(0.0f, v71, (v71 > 0.0f) || ((bitcast<u32>(v71) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i69] = v72;
+    if ((row6 < u.B) && (col15 < u.H)) {
+        let i275: u32 = row6 * u.H + col15;
+        let v276: f32 = b1[col15];
+        let v277: f32 = acc23 + v276;
+        let v278: f32 = select(0.0f, v277, (v277 > 0.0f) || ((bitcast<u32>(v277) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i275] = v278;
     }
-    if ((row5 < u.B) && (col11 < u.H)) {
-        let i73: u32 = row5 * u.H + col11;
-        let v74: f32 = b1[col11];
-        let v75: f32 = acc15 + v74;
-        let v76: f32 = select(0.0f, v75, (v75 > 0.0f) || ((bitcast<u32>(v75) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i73] = v76;
+    if ((row6 < u.B) && (col16 < u.H)) {
+        let i279: u32 = row6 * u.H + col16;
+        let v280: f32 = b1[col16];
+        let v281: f32 = acc24 + v280;
+        let v282: f32 = select(0.0f, v281, (v281 > 0.0f) || ((bitcast<u32>(v281) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i279] = v282;
     }
-    if ((row5 < u.B) && (col12 < u.H)) {
-        let i77: u32 = row5 * u.H + col12;
-        let v78: f32 = b1[col12];
-        let v79: f32 = acc16 + v78;
-        let v80: f32 = select(0.0f, v79, (v79 > 0.0f) || ((bitcast<u32>(v79) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i77] = v80;
+    if ((row6 < u.B) && (col17 < u.H)) {
+        let i283: u32 = row6 * u.H + col17;
+        let v284: f32 = b1[col17];
+        let v285: f32 = acc25 + v284;
+        let v286: f32 = select(0.0f, v285, (v285 > 0.0f) || ((bitcast<u32>(v285) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i283] = v286;
     }
-    if ((row6 < u.B) && (col9 < u.H)) {
-        let i81: u32 = row6 * u.H + col9;
-        let v82: f32 = b1[col9];
-        let v83: f32 = acc17 + v82;
-        let v84: f32 = select(0.0f, v83, (v83 > 0.0f) || ((bitcast<u32>(v83) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i81] = v84;
+    if ((row6 < u.B) && (col18 < u.H)) {
+        let i287: u32 = row6 * u.H + col18;
+        let v288: f32 = b1[col18];
+        let v289: f32 = acc26 + v288;
+        let v290: f32 = select(0.0f, v289, (v289 > 0.0f) || ((bitcast<u32>(v289) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i287] = v290;
     }
-    if ((row6 < u.B) && (col10 < u.H)) {
-        let i85: u32 = row6 * u.H + col10;
-        let v86: f32 = b1[col10];
-        let v87: f32 = acc18 + v86;
-        let v88: f32 = select(0.0f, v87, (v87 > 0.0f) || ((bitcast<u32>(v87) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i85] = v88;
+    if ((row6 < u.B) && (col19 < u.H)) {
+        let i291: u32 = row6 * u.H + col19;
+        let v292: f32 = b1[col19];
+        let v293: f32 = acc27 + v292;
+        let v294: f32 = select(0.0f, v293, (v293 > 0.0f) || ((bitcast<u32>(v293) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i291] = v294;
     }
-    if ((row6 < u.B) && (col11 < u.H)) {
-        let i89: u32 = row6 * u.H + col11;
-        let v90: f32 = b1[col11];
-        let v91: f32 = acc19 + v90;
-        let v92: f32 = select(0.0f, v91, (v91 > 0.0f) || ((bitcast<u32>(v91) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i89] = v92;
+    if ((row6 < u.B) && (col20 < u.H)) {
+        let i295: u32 = row6 * u.H + col20;
+        let v296: f32 = b1[col20];
+        let v297: f32 = acc28 + v296;
+        let v298: f32 = select(0.0f, v297, (v297 > 0.0f) || ((bitcast<u32>(v297) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i295] = v298;
     }
-    if ((row6 < u.B) && (col12 < u.H)) {
-        let i93: u32 = row6 * u.H + col12;
-        let v94: f32 = b1[col12];
-        let v95: f32 = acc20 + v94;
-        let v96: f32 = select(0.0f, v95, (v95 > 0.0f) || ((bitcast<u32>(v95) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i93] = v96;
+    if ((row6 < u.B) && (col21 < u.H)) {
+        let i299: u32 = row6 * u.H + col21;
+        let v300: f32 = b1[col21];
+        let v301: f32 = acc29 + v300;
+        let v302: f32 = select(0.0f, v301, (v301 > 0.0f) || ((bitcast<u32>(v301) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i299] = v302;
     }
-    if ((row7 < u.B) && (col9 < u.H)) {
-        let i97: u32 = row7 * u.H + col9;
-        let v98: f32 = b1[col9];
-        let v99: f32 = acc21 + v98;
-        let v100: f32 = select(0.0f, v99, (v99 > 0.0f) || ((bitcast<u32>(v99) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i97] = v100;
+    if ((row7 < u.B) && (col14 < u.H)) {
+        let i303: u32 = row7 * u.H + col14;
+        let v304: f32 = b1[col14];
+        let v305: f32 = acc30 + v304;
+        let v306: f32 = select(0.0f, v305, (v305 > 0.0f) || ((bitcast<u32>(v305) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i303] = v306;
     }
-    if ((row7 < u.B) && (col10 < u.H)) {
-        let i101: u32 = row7 * u.H + col10;
-        let v102: f32 = b1[col10];
-        let v103: f32 = acc22 + v102;
-        let v104: f32 = select(0.0f, v103, (v103 > 0.0f) || ((bitcast<u32>(v103) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i101] = v104;
+    if ((row7 < u.B) && (col15 < u.H)) {
+        let i307: u32 = row7 * u.H + col15;
+        let v308: f32 = b1[col15];
+        let v309: f32 = acc31 + v308;
+        let v310: f32 = select(0.0f, v309, (v309 > 0.0f) || ((bitcast<u32>(v309) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i307] = v310;
     }
-    if ((row7 < u.B) && (col11 < u.H)) {
-        let i105: u32 = row7 * u.H + col11;
-        let v106: f32 = b1[col11];
-        let v107: f32 = acc23 + v106;
-        let v108: f32 = select(0.0f, v107, (v107 > 0.0f) || ((bitcast<u32>(v107) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i105] = v108;
+    if ((row7 < u.B) && (col16 < u.H)) {
+        let i311: u32 = row7 * u.H + col16;
+        let v312: f32 = b1[col16];
+        let v313: f32 = acc32 + v312;
+        let v314: f32 = select(0.0f, v313, (v313 > 0.0f) || ((bitcast<u32>(v313) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i311] = v314;
     }
-    if ((row7 < u.B) && (col12 < u.H)) {
-        let i109: u32 = row7 * u.H + col12;
-        let v110: f32 = b1[col12];
-        let v111: f32 = acc24 + v110;
-        let v112: f32 = select(0.0f, v111, (v111 > 0.0f) || ((bitcast<u32>(v111) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i109] = v112;
+    if ((row7 < u.B) && (col17 < u.H)) {
+        let i315: u32 = row7 * u.H + col17;
+        let v316: f32 = b1[col17];
+        let v317: f32 = acc33 + v316;
+        let v318: f32 = select(0.0f, v317, (v317 > 0.0f) || ((bitcast<u32>(v317) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i315] = v318;
     }
-    if ((row8 < u.B) && (col9 < u.H)) {
-        let i113: u32 = row8 * u.H + col9;
-        let v114: f32 = b1[col9];
-        let v115: f32 = acc25 + v114;
-        let v116: f32 = select(0.0f, v115, (v115 > 0.0f) || ((bitcast<u32>(v115) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i113] = v116;
+    if ((row7 < u.B) && (col18 < u.H)) {
+        let i319: u32 = row7 * u.H + col18;
+        let v320: f32 = b1[col18];
+        let v321: f32 = acc34 + v320;
+        let v322: f32 = select(0.0f, v321, (v321 > 0.0f) || ((bitcast<u32>(v321) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i319] = v322;
     }
-    if ((row8 < u.B) && (col10 < u.H)) {
-        let i117: u32 = row8 * u.H + col10;
-        let v118: f32 = b1[col10];
-        let v119: f32 = acc26 + v118;
-        let v120: f32 = select(0.0f, v119, (v119 > 0.0f) || ((bitcast<u32>(v119) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i117] = v120;
+    if ((row7 < u.B) && (col19 < u.H)) {
+        let i323: u32 = row7 * u.H + col19;
+        let v324: f32 = b1[col19];
+        let v325: f32 = acc35 + v324;
+        let v326: f32 = select(0.0f, v325, (v325 > 0.0f) || ((bitcast<u32>(v325) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i323] = v326;
     }
-    if ((row8 < u.B) && (col11 < u.H)) {
-        let i121: u32 = row8 * u.H + col11;
-        let v122: f32 = b1[col11];
-        let v123: f32 = acc27 + v122;
-        let v124: f32 = select(0.0f, v123, (v123 > 0.0f) || ((bitcast<u32>(v123) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i121] = v124;
+    if ((row7 < u.B) && (col20 < u.H)) {
+        let i327: u32 = row7 * u.H + col20;
+        let v328: f32 = b1[col20];
+        let v329: f32 = acc36 + v328;
+        let v330: f32 = select(0.0f, v329, (v329 > 0.0f) || ((bitcast<u32>(v329) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i327] = v330;
     }
-    if ((row8 < u.B) && (col12 < u.H)) {
-        let i125: u32 = row8 * u.H + col12;
-        let v126: f32 = b1[col12];
-        let v127: f32 = acc28 + v126;
-        let v128: f32 = select(0.0f, v127, (v127 > 0.0f) || ((bitcast<u32>(v127) & 0x7fffffffu) > 0x7f800000u));
-        scratch0[i125] = v128;
+    if ((row7 < u.B) && (col21 < u.H)) {
+        let i331: u32 = row7 * u.H + col21;
+        let v332: f32 = b1[col21];
+        let v333: f32 = acc37 + v332;
+        let v334: f32 = select(0.0f, v333, (v333 > 0.0f) || ((bitcast<u32>(v333) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i331] = v334;
+    }
+    if ((row8 < u.B) && (col14 < u.H)) {
+        let i335: u32 = row8 * u.H + col14;
+        let v336: f32 = b1[col14];
+        let v337: f32 = acc38 + v336;
+        let v338: f32 = select(0.0f, v337, (v337 > 0.0f) || ((bitcast<u32>(v337) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i335] = v338;
+    }
+    if ((row8 < u.B) && (col15 < u.H)) {
+        let i339: u32 = row8 * u.H + col15;
+        let v340: f32 = b1[col15];
+        let v341: f32 = acc39 + v340;
+        let v342: f32 = select(0.0f, v341, (v341 > 0.0f) || ((bitcast<u32>(v341) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i339] = v342;
+    }
+    if ((row8 < u.B) && (col16 < u.H)) {
+        let i343: u32 = row8 * u.H + col16;
+        let v344: f32 = b1[col16];
+        let v345: f32 = acc40 + v344;
+        let v346: f32 = select(0.0f, v345, (v345 > 0.0f) || ((bitcast<u32>(v345) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i343] = v346;
+    }
+    if ((row8 < u.B) && (col17 < u.H)) {
+        let i347: u32 = row8 * u.H + col17;
+        let v348: f32 = b1[col17];
+        let v349: f32 = acc41 + v348;
+        let v350: f32 = select(0.0f, v349, (v349 > 0.0f) || ((bitcast<u32>(v349) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i347] = v350;
+    }
+    if ((row8 < u.B) && (col18 < u.H)) {
+        let i351: u32 = row8 * u.H + col18;
+        let v352: f32 = b1[col18];
+        let v353: f32 = acc42 + v352;
+        let v354: f32 = select(0.0f, v353, (v353 > 0.0f) || ((bitcast<u32>(v353) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i351] = v354;
+    }
+    if ((row8 < u.B) && (col19 < u.H)) {
+        let i355: u32 = row8 * u.H + col19;
+        let v356: f32 = b1[col19];
+        let v357: f32 = acc43 + v356;
+        let v358: f32 = select(0.0f, v357, (v357 > 0.0f) || ((bitcast<u32>(v357) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i355] = v358;
+    }
+    if ((row8 < u.B) && (col20 < u.H)) {
+        let i359: u32 = row8 * u.H + col20;
+        let v360: f32 = b1[col20];
+        let v361: f32 = acc44 + v360;
+        let v362: f32 = select(0.0f, v361, (v361 > 0.0f) || ((bitcast<u32>(v361) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i359] = v362;
+    }
+    if ((row8 < u.B) && (col21 < u.H)) {
+        let i363: u32 = row8 * u.H + col21;
+        let v364: f32 = b1[col21];
+        let v365: f32 = acc45 + v364;
+        let v366: f32 = select(0.0f, v365, (v365 > 0.0f) || ((bitcast<u32>(v365) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i363] = v366;
+    }
+    if ((row9 < u.B) && (col14 < u.H)) {
+        let i367: u32 = row9 * u.H + col14;
+        let v368: f32 = b1[col14];
+        let v369: f32 = acc46 + v368;
+        let v370: f32 = select(0.0f, v369, (v369 > 0.0f) || ((bitcast<u32>(v369) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i367] = v370;
+    }
+    if ((row9 < u.B) && (col15 < u.H)) {
+        let i371: u32 = row9 * u.H + col15;
+        let v372: f32 = b1[col15];
+        let v373: f32 = acc47 + v372;
+        let v374: f32 = select(0.0f, v373, (v373 > 0.0f) || ((bitcast<u32>(v373) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i371] = v374;
+    }
+    if ((row9 < u.B) && (col16 < u.H)) {
+        let i375: u32 = row9 * u.H + col16;
+        let v376: f32 = b1[col16];
+        let v377: f32 = acc48 + v376;
+        let v378: f32 = select(0.0f, v377, (v377 > 0.0f) || ((bitcast<u32>(v377) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i375] = v378;
+    }
+    if ((row9 < u.B) && (col17 < u.H)) {
+        let i379: u32 = row9 * u.H + col17;
+        let v380: f32 = b1[col17];
+        let v381: f32 = acc49 + v380;
+        let v382: f32 = select(0.0f, v381, (v381 > 0.0f) || ((bitcast<u32>(v381) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i379] = v382;
+    }
+    if ((row9 < u.B) && (col18 < u.H)) {
+        let i383: u32 = row9 * u.H + col18;
+        let v384: f32 = b1[col18];
+        let v385: f32 = acc50 + v384;
+        let v386: f32 = select(0.0f, v385, (v385 > 0.0f) || ((bitcast<u32>(v385) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i383] = v386;
+    }
+    if ((row9 < u.B) && (col19 < u.H)) {
+        let i387: u32 = row9 * u.H + col19;
+        let v388: f32 = b1[col19];
+        let v389: f32 = acc51 + v388;
+        let v390: f32 = select(0.0f, v389, (v389 > 0.0f) || ((bitcast<u32>(v389) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i387] = v390;
+    }
+    if ((row9 < u.B) && (col20 < u.H)) {
+        let i391: u32 = row9 * u.H + col20;
+        let v392: f32 = b1[col20];
+        let v393: f32 = acc52 + v392;
+        let v394: f32 = select(0.0f, v393, (v393 > 0.0f) || ((bitcast<u32>(v393) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i391] = v394;
+    }
+    if ((row9 < u.B) && (col21 < u.H)) {
+        let i395: u32 = row9 * u.H + col21;
+        let v396: f32 = b1[col21];
+        let v397: f32 = acc53 + v396;
+        let v398: f32 = select(0.0f, v397, (v397 > 0.0f) || ((bitcast<u32>(v397) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i395] = v398;
+    }
+    if ((row10 < u.B) && (col14 < u.H)) {
+        let i399: u32 = row10 * u.H + col14;
+        let v400: f32 = b1[col14];
+        let v401: f32 = acc54 + v400;
+        let v402: f32 = select(0.0f, v401, (v401 > 0.0f) || ((bitcast<u32>(v401) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i399] = v402;
+    }
+    if ((row10 < u.B) && (col15 < u.H)) {
+        let i403: u32 = row10 * u.H + col15;
+        let v404: f32 = b1[col15];
+        let v405: f32 = acc55 + v404;
+        let v406: f32 = select(0.0f, v405, (v405 > 0.0f) || ((bitcast<u32>(v405) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i403] = v406;
+    }
+    if ((row10 < u.B) && (col16 < u.H)) {
+        let i407: u32 = row10 * u.H + col16;
+        let v408: f32 = b1[col16];
+        let v409: f32 = acc56 + v408;
+        let v410: f32 = select(0.0f, v409, (v409 > 0.0f) || ((bitcast<u32>(v409) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i407] = v410;
+    }
+    if ((row10 < u.B) && (col17 < u.H)) {
+        let i411: u32 = row10 * u.H + col17;
+        let v412: f32 = b1[col17];
+        let v413: f32 = acc57 + v412;
+        let v414: f32 = select(0.0f, v413, (v413 > 0.0f) || ((bitcast<u32>(v413) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i411] = v414;
+    }
+    if ((row10 < u.B) && (col18 < u.H)) {
+        let i415: u32 = row10 * u.H + col18;
+        let v416: f32 = b1[col18];
+        let v417: f32 = acc58 + v416;
+        let v418: f32 = select(0.0f, v417, (v417 > 0.0f) || ((bitcast<u32>(v417) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i415] = v418;
+    }
+    if ((row10 < u.B) && (col19 < u.H)) {
+        let i419: u32 = row10 * u.H + col19;
+        let v420: f32 = b1[col19];
+        let v421: f32 = acc59 + v420;
+        let v422: f32 = select(0.0f, v421, (v421 > 0.0f) || ((bitcast<u32>(v421) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i419] = v422;
+    }
+    if ((row10 < u.B) && (col20 < u.H)) {
+        let i423: u32 = row10 * u.H + col20;
+        let v424: f32 = b1[col20];
+        let v425: f32 = acc60 + v424;
+        let v426: f32 = select(0.0f, v425, (v425 > 0.0f) || ((bitcast<u32>(v425) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i423] = v426;
+    }
+    if ((row10 < u.B) && (col21 < u.H)) {
+        let i427: u32 = row10 * u.H + col21;
+        let v428: f32 = b1[col21];
+        let v429: f32 = acc61 + v428;
+        let v430: f32 = select(0.0f, v429, (v429 > 0.0f) || ((bitcast<u32>(v429) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i427] = v430;
+    }
+    if ((row11 < u.B) && (col14 < u.H)) {
+        let i431: u32 = row11 * u.H + col14;
+        let v432: f32 = b1[col14];
+        let v433: f32 = acc62 + v432;
+        let v434: f32 = select(0.0f, v433, (v433 > 0.0f) || ((bitcast<u32>(v433) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i431] = v434;
+    }
+    if ((row11 < u.B) && (col15 < u.H)) {
+        let i435: u32 = row11 * u.H + col15;
+        let v436: f32 = b1[col15];
+        let v437: f32 = acc63 + v436;
+        let v438: f32 = select(0.0f, v437, (v437 > 0.0f) || ((bitcast<u32>(v437) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i435] = v438;
+    }
+    if ((row11 < u.B) && (col16 < u.H)) {
+        let i439: u32 = row11 * u.H + col16;
+        let v440: f32 = b1[col16];
+        let v441: f32 = acc64 + v440;
+        let v442: f32 = select(0.0f, v441, (v441 > 0.0f) || ((bitcast<u32>(v441) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i439] = v442;
+    }
+    if ((row11 < u.B) && (col17 < u.H)) {
+        let i443: u32 = row11 * u.H + col17;
+        let v444: f32 = b1[col17];
+        let v445: f32 = acc65 + v444;
+        let v446: f32 = select(0.0f, v445, (v445 > 0.0f) || ((bitcast<u32>(v445) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i443] = v446;
+    }
+    if ((row11 < u.B) && (col18 < u.H)) {
+        let i447: u32 = row11 * u.H + col18;
+        let v448: f32 = b1[col18];
+        let v449: f32 = acc66 + v448;
+        let v450: f32 = select(0.0f, v449, (v449 > 0.0f) || ((bitcast<u32>(v449) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i447] = v450;
+    }
+    if ((row11 < u.B) && (col19 < u.H)) {
+        let i451: u32 = row11 * u.H + col19;
+        let v452: f32 = b1[col19];
+        let v453: f32 = acc67 + v452;
+        let v454: f32 = select(0.0f, v453, (v453 > 0.0f) || ((bitcast<u32>(v453) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i451] = v454;
+    }
+    if ((row11 < u.B) && (col20 < u.H)) {
+        let i455: u32 = row11 * u.H + col20;
+        let v456: f32 = b1[col20];
+        let v457: f32 = acc68 + v456;
+        let v458: f32 = select(0.0f, v457, (v457 > 0.0f) || ((bitcast<u32>(v457) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i455] = v458;
+    }
+    if ((row11 < u.B) && (col21 < u.H)) {
+        let i459: u32 = row11 * u.H + col21;
+        let v460: f32 = b1[col21];
+        let v461: f32 = acc69 + v460;
+        let v462: f32 = select(0.0f, v461, (v461 > 0.0f) || ((bitcast<u32>(v461) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i459] = v462;
+    }
+    if ((row12 < u.B) && (col14 < u.H)) {
+        let i463: u32 = row12 * u.H + col14;
+        let v464: f32 = b1[col14];
+        let v465: f32 = acc70 + v464;
+        let v466: f32 = select(0.0f, v465, (v465 > 0.0f) || ((bitcast<u32>(v465) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i463] = v466;
+    }
+    if ((row12 < u.B) && (col15 < u.H)) {
+        let i467: u32 = row12 * u.H + col15;
+        let v468: f32 = b1[col15];
+        let v469: f32 = acc71 + v468;
+        let v470: f32 = select(0.0f, v469, (v469 > 0.0f) || ((bitcast<u32>(v469) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i467] = v470;
+    }
+    if ((row12 < u.B) && (col16 < u.H)) {
+        let i471: u32 = row12 * u.H + col16;
+        let v472: f32 = b1[col16];
+        let v473: f32 = acc72 + v472;
+        let v474: f32 = select(0.0f, v473, (v473 > 0.0f) || ((bitcast<u32>(v473) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i471] = v474;
+    }
+    if ((row12 < u.B) && (col17 < u.H)) {
+        let i475: u32 = row12 * u.H + col17;
+        let v476: f32 = b1[col17];
+        let v477: f32 = acc73 + v476;
+        let v478: f32 = select(0.0f, v477, (v477 > 0.0f) || ((bitcast<u32>(v477) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i475] = v478;
+    }
+    if ((row12 < u.B) && (col18 < u.H)) {
+        let i479: u32 = row12 * u.H + col18;
+        let v480: f32 = b1[col18];
+        let v481: f32 = acc74 + v480;
+        let v482: f32 = select(0.0f, v481, (v481 > 0.0f) || ((bitcast<u32>(v481) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i479] = v482;
+    }
+    if ((row12 < u.B) && (col19 < u.H)) {
+        let i483: u32 = row12 * u.H + col19;
+        let v484: f32 = b1[col19];
+        let v485: f32 = acc75 + v484;
+        let v486: f32 = select(0.0f, v485, (v485 > 0.0f) || ((bitcast<u32>(v485) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i483] = v486;
+    }
+    if ((row12 < u.B) && (col20 < u.H)) {
+        let i487: u32 = row12 * u.H + col20;
+        let v488: f32 = b1[col20];
+        let v489: f32 = acc76 + v488;
+        let v490: f32 = select(0.0f, v489, (v489 > 0.0f) || ((bitcast<u32>(v489) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i487] = v490;
+    }
+    if ((row12 < u.B) && (col21 < u.H)) {
+        let i491: u32 = row12 * u.H + col21;
+        let v492: f32 = b1[col21];
+        let v493: f32 = acc77 + v492;
+        let v494: f32 = select(0.0f, v493, (v493 > 0.0f) || ((bitcast<u32>(v493) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i491] = v494;
+    }
+    if ((row13 < u.B) && (col14 < u.H)) {
+        let i495: u32 = row13 * u.H + col14;
+        let v496: f32 = b1[col14];
+        let v497: f32 = acc78 + v496;
+        let v498: f32 = select(0.0f, v497, (v497 > 0.0f) || ((bitcast<u32>(v497) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i495] = v498;
+    }
+    if ((row13 < u.B) && (col15 < u.H)) {
+        let i499: u32 = row13 * u.H + col15;
+        let v500: f32 = b1[col15];
+        let v501: f32 = acc79 + v500;
+        let v502: f32 = select(0.0f, v501, (v501 > 0.0f) || ((bitcast<u32>(v501) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i499] = v502;
+    }
+    if ((row13 < u.B) && (col16 < u.H)) {
+        let i503: u32 = row13 * u.H + col16;
+        let v504: f32 = b1[col16];
+        let v505: f32 = acc80 + v504;
+        let v506: f32 = select(0.0f, v505, (v505 > 0.0f) || ((bitcast<u32>(v505) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i503] = v506;
+    }
+    if ((row13 < u.B) && (col17 < u.H)) {
+        let i507: u32 = row13 * u.H + col17;
+        let v508: f32 = b1[col17];
+        let v509: f32 = acc81 + v508;
+        let v510: f32 = select(0.0f, v509, (v509 > 0.0f) || ((bitcast<u32>(v509) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i507] = v510;
+    }
+    if ((row13 < u.B) && (col18 < u.H)) {
+        let i511: u32 = row13 * u.H + col18;
+        let v512: f32 = b1[col18];
+        let v513: f32 = acc82 + v512;
+        let v514: f32 = select(0.0f, v513, (v513 > 0.0f) || ((bitcast<u32>(v513) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i511] = v514;
+    }
+    if ((row13 < u.B) && (col19 < u.H)) {
+        let i515: u32 = row13 * u.H + col19;
+        let v516: f32 = b1[col19];
+        let v517: f32 = acc83 + v516;
+        let v518: f32 = select(0.0f, v517, (v517 > 0.0f) || ((bitcast<u32>(v517) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i515] = v518;
+    }
+    if ((row13 < u.B) && (col20 < u.H)) {
+        let i519: u32 = row13 * u.H + col20;
+        let v520: f32 = b1[col20];
+        let v521: f32 = acc84 + v520;
+        let v522: f32 = select(0.0f, v521, (v521 > 0.0f) || ((bitcast<u32>(v521) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i519] = v522;
+    }
+    if ((row13 < u.B) && (col21 < u.H)) {
+        let i523: u32 = row13 * u.H + col21;
+        let v524: f32 = b1[col21];
+        let v525: f32 = acc85 + v524;
+        let v526: f32 = select(0.0f, v525, (v525 > 0.0f) || ((bitcast<u32>(v525) & 0x7fffffffu) > 0x7f800000u));
+        scratch0[i523] = v526;
     }
 }

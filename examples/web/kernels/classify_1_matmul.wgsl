@@ -10,8 +10,8 @@ struct Uniforms {
 @group(0) @binding(2) var<storage, read> scratch0: array<f32>;
 @group(0) @binding(3) var<storage, read_write> scratch1: array<f32>;
 @group(0) @binding(4) var<uniform> u: Uniforms;
-var<workgroup> a_tile: array<f32, 1024>;
-var<workgroup> b_tile: array<f32, 1024>;
+var<workgroup> a_tile: array<f32, 2048>;
+var<workgroup> b_tile: array<f32, 2048>;
 
 @compute @workgroup_size(16, 16, 1)
 fn classify_1_matmul(
@@ -20,215 +20,1238 @@ fn classify_1_matmul(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.B + 64u - 1u) >> 6u)) {
+    if (g0 >= ((u.B + 128u - 1u) >> 7u)) {
         return;
     }
-    let row1: u32 = g0 * 64u;
-    let row2: u32 = row1 + lid.y;
-    let row3: u32 = row1 + (lid.y + 16u);
-    let row4: u32 = row1 + (lid.y + 32u);
-    let row5: u32 = row1 + (lid.y + 48u);
-    let col6: u32 = lid.x + 16u;
-    let col7: u32 = lid.x + 32u;
-    let col8: u32 = lid.x + 48u;
-    var acc9: f32 = 0.0f;
-    var acc10: f32 = 0.0f;
-    var acc11: f32 = 0.0f;
-    var acc12: f32 = 0.0f;
-    var acc13: f32 = 0.0f;
-    var acc14: f32 = 0.0f;
-    var acc15: f32 = 0.0f;
-    var acc16: f32 = 0.0f;
-    var acc17: f32 = 0.0f;
-    var acc18: f32 = 0.0f;
+    let t1: u32 = lid.y * 16u + lid.x;
+    let row2: u32 = g0 * 128u;
+    let row3: u32 = row2 + lid.y * 4u;
+    let row4: u32 = row2 + (lid.y * 4u + 1u);
+    let row5: u32 = row2 + (lid.y * 4u + 2u);
+    let row6: u32 = row2 + (lid.y * 4u + 3u);
+    let row7: u32 = row2 + (lid.y * 4u + 64u);
+    let row8: u32 = row2 + (lid.y * 4u + 65u);
+    let row9: u32 = row2 + (lid.y * 4u + 66u);
+    let row10: u32 = row2 + (lid.y * 4u + 67u);
+    let col11: u32 = lid.x * 4u;
+    let col12: u32 = lid.x * 4u + 1u;
+    let col13: u32 = lid.x * 4u + 2u;
+    let col14: u32 = lid.x * 4u + 3u;
+    let col15: u32 = lid.x * 4u + 64u;
+    let col16: u32 = lid.x * 4u + 65u;
+    let col17: u32 = lid.x * 4u + 66u;
+    let col18: u32 = lid.x * 4u + 67u;
     var acc19: f32 = 0.0f;
     var acc20: f32 = 0.0f;
     var acc21: f32 = 0.0f;
     var acc22: f32 = 0.0f;
     var acc23: f32 = 0.0f;
     var acc24: f32 = 0.0f;
-    for (var k0_25: u32 = 0u; k0_25 < u.H; k0_25 += 16u) {
-        let ka26: u32 = k0_25 + lid.x;
-        let kb27: u32 = k0_25 + lid.y;
-        var x28: f32 = 0.0f;
-        if ((row2 < u.B) && (ka26 < u.H)) {
-            let i29: u32 = row2 * u.H + ka26;
-            let v30: f32 = scratch0[i29];
-            x28 = v30;
+    var acc25: f32 = 0.0f;
+    var acc26: f32 = 0.0f;
+    var acc27: f32 = 0.0f;
+    var acc28: f32 = 0.0f;
+    var acc29: f32 = 0.0f;
+    var acc30: f32 = 0.0f;
+    var acc31: f32 = 0.0f;
+    var acc32: f32 = 0.0f;
+    var acc33: f32 = 0.0f;
+    var acc34: f32 = 0.0f;
+    var acc35: f32 = 0.0f;
+    var acc36: f32 = 0.0f;
+    var acc37: f32 = 0.0f;
+    var acc38: f32 = 0.0f;
+    var acc39: f32 = 0.0f;
+    var acc40: f32 = 0.0f;
+    var acc41: f32 = 0.0f;
+    var acc42: f32 = 0.0f;
+    var acc43: f32 = 0.0f;
+    var acc44: f32 = 0.0f;
+    var acc45: f32 = 0.0f;
+    var acc46: f32 = 0.0f;
+    var acc47: f32 = 0.0f;
+    var acc48: f32 = 0.0f;
+    var acc49: f32 = 0.0f;
+    var acc50: f32 = 0.0f;
+    var acc51: f32 = 0.0f;
+    var acc52: f32 = 0.0f;
+    var acc53: f32 = 0.0f;
+    var acc54: f32 = 0.0f;
+    var acc55: f32 = 0.0f;
+    var acc56: f32 = 0.0f;
+    var acc57: f32 = 0.0f;
+    var acc58: f32 = 0.0f;
+    var acc59: f32 = 0.0f;
+    var acc60: f32 = 0.0f;
+    var acc61: f32 = 0.0f;
+    var acc62: f32 = 0.0f;
+    var acc63: f32 = 0.0f;
+    var acc64: f32 = 0.0f;
+    var acc65: f32 = 0.0f;
+    var acc66: f32 = 0.0f;
+    var acc67: f32 = 0.0f;
+    var acc68: f32 = 0.0f;
+    var acc69: f32 = 0.0f;
+    var acc70: f32 = 0.0f;
+    var acc71: f32 = 0.0f;
+    var acc72: f32 = 0.0f;
+    var acc73: f32 = 0.0f;
+    var acc74: f32 = 0.0f;
+    var acc75: f32 = 0.0f;
+    var acc76: f32 = 0.0f;
+    var acc77: f32 = 0.0f;
+    var acc78: f32 = 0.0f;
+    var acc79: f32 = 0.0f;
+    var acc80: f32 = 0.0f;
+    var acc81: f32 = 0.0f;
+    var acc82: f32 = 0.0f;
+    let ak83: u32 = t1 & 7u;
+    let am84: u32 = t1 >> 3u;
+    let ar85: u32 = row2 + am84;
+    let ar86: u32 = row2 + (am84 + 32u);
+    let ar87: u32 = row2 + (am84 + 64u);
+    let ar88: u32 = row2 + (am84 + 96u);
+    let ab89: u32 = ar85 * u.H;
+    let ab90: u32 = ar86 * u.H;
+    let ab91: u32 = ar87 * u.H;
+    let ab92: u32 = ar88 * u.H;
+    let aok93: bool = ar85 < u.B;
+    let aok94: bool = ar86 < u.B;
+    let aok95: bool = ar87 < u.B;
+    let aok96: bool = ar88 < u.B;
+    let as97: u32 = ak83 * 128u + am84;
+    let bk98: u32 = t1 >> 7u;
+    let bn99: u32 = t1 & 127u;
+    let bok100: bool = bn99 < 10u;
+    let kok101: bool = ak83 < u.H;
+    if (aok93 && kok101) {
+        a_tile[as97] = scratch0[ab89 + ak83];
+    } else {
+        a_tile[as97] = 0.0f;
+    }
+    if (aok94 && kok101) {
+        a_tile[as97 + 32u] = scratch0[ab90 + ak83];
+    } else {
+        a_tile[as97 + 32u] = 0.0f;
+    }
+    if (aok95 && kok101) {
+        a_tile[as97 + 64u] = scratch0[ab91 + ak83];
+    } else {
+        a_tile[as97 + 64u] = 0.0f;
+    }
+    if (aok96 && kok101) {
+        a_tile[as97 + 96u] = scratch0[ab92 + ak83];
+    } else {
+        a_tile[as97 + 96u] = 0.0f;
+    }
+    let bi106: u32 = bk98 * 10u + bn99;
+    if ((bk98 < u.H) && bok100) {
+        b_tile[t1] = w2[bi106];
+    } else {
+        b_tile[t1] = 0.0f;
+    }
+    let kb108: u32 = bk98 + 2u;
+    if ((kb108 < u.H) && bok100) {
+        b_tile[t1 + 256u] = w2[bi106 + 20u];
+    } else {
+        b_tile[t1 + 256u] = 0.0f;
+    }
+    let kb110: u32 = bk98 + 4u;
+    if ((kb110 < u.H) && bok100) {
+        b_tile[t1 + 512u] = w2[bi106 + 40u];
+    } else {
+        b_tile[t1 + 512u] = 0.0f;
+    }
+    let kb112: u32 = bk98 + 6u;
+    if ((kb112 < u.H) && bok100) {
+        b_tile[t1 + 768u] = w2[bi106 + 60u];
+    } else {
+        b_tile[t1 + 768u] = 0.0f;
+    }
+    workgroupBarrier();
+    let ly114: u32 = lid.y * 4u;
+    let lx115: u32 = lid.x * 4u;
+    for (var k0_116: u32 = 0u; k0_116 < u.H; k0_116 += 8u) {
+        let cur117: u32 = (k0_116 << 7u) & 1024u;
+        let nxt118: u32 = cur117 ^ 1024u;
+        let kn119: u32 = k0_116 + 8u;
+        if (kn119 < u.H) {
+            let ka120: u32 = kn119 + ak83;
+            let kok121: bool = ka120 < u.H;
+            let sa122: u32 = nxt118 + as97;
+            if (aok93 && kok121) {
+                a_tile[sa122] = scratch0[ab89 + ka120];
+            } else {
+                a_tile[sa122] = 0.0f;
+            }
+            if (aok94 && kok121) {
+                a_tile[sa122 + 32u] = scratch0[ab90 + ka120];
+            } else {
+                a_tile[sa122 + 32u] = 0.0f;
+            }
+            if (aok95 && kok121) {
+                a_tile[sa122 + 64u] = scratch0[ab91 + ka120];
+            } else {
+                a_tile[sa122 + 64u] = 0.0f;
+            }
+            if (aok96 && kok121) {
+                a_tile[sa122 + 96u] = scratch0[ab92 + ka120];
+            } else {
+                a_tile[sa122 + 96u] = 0.0f;
+            }
+            let kb127: u32 = kn119 + bk98;
+            let sb128: u32 = nxt118 + t1;
+            let bi129: u32 = kb127 * 10u + bn99;
+            if ((kb127 < u.H) && bok100) {
+                b_tile[sb128] = w2[bi129];
+            } else {
+                b_tile[sb128] = 0.0f;
+            }
+            let kb131: u32 = kb127 + 2u;
+            if ((kb131 < u.H) && bok100) {
+                b_tile[sb128 + 256u] = w2[bi129 + 20u];
+            } else {
+                b_tile[sb128 + 256u] = 0.0f;
+            }
+            let kb133: u32 = kb127 + 4u;
+            if ((kb133 < u.H) && bok100) {
+                b_tile[sb128 + 512u] = w2[bi129 + 40u];
+            } else {
+                b_tile[sb128 + 512u] = 0.0f;
+            }
+            let kb135: u32 = kb127 + 6u;
+            if ((kb135 < u.H) && bok100) {
+                b_tile[sb128 + 768u] = w2[bi129 + 60u];
+            } else {
+                b_tile[sb128 + 768u] = 0.0f;
+            }
         }
-        a_tile[lid.y * 16u + lid.x] = x28;
-        var x31: f32 = 0.0f;
-        if ((row3 < u.B) && (ka26 < u.H)) {
-            let i32_: u32 = row3 * u.H + ka26;
-            let v33: f32 = scratch0[i32_];
-            x31 = v33;
-        }
-        a_tile[(lid.y + 16u) * 16u + lid.x] = x31;
-        var x34: f32 = 0.0f;
-        if ((row4 < u.B) && (ka26 < u.H)) {
-            let i35: u32 = row4 * u.H + ka26;
-            let v36: f32 = scratch0[i35];
-            x34 = v36;
-        }
-        a_tile[(lid.y + 32u) * 16u + lid.x] = x34;
-        var x37: f32 = 0.0f;
-        if ((row5 < u.B) && (ka26 < u.H)) {
-            let i38: u32 = row5 * u.H + ka26;
-            let v39: f32 = scratch0[i38];
-            x37 = v39;
-        }
-        a_tile[(lid.y + 48u) * 16u + lid.x] = x37;
-        var x40: f32 = 0.0f;
-        if ((kb27 < u.H) && (lid.x < 10u)) {
-            let i41: u32 = kb27 * 10u + lid.x;
-            let v42: f32 = w2[i41];
-            x40 = v42;
-        }
-        b_tile[lid.y * 64u + lid.x] = x40;
-        var x43: f32 = 0.0f;
-        if ((kb27 < u.H) && (col6 < 10u)) {
-            let i44: u32 = kb27 * 10u + col6;
-            let v45: f32 = w2[i44];
-            x43 = v45;
-        }
-        b_tile[lid.y * 64u + (lid.x + 16u)] = x43;
-        var x46: f32 = 0.0f;
-        if ((kb27 < u.H) && (col7 < 10u)) {
-            let i47: u32 = kb27 * 10u + col7;
-            let v48: f32 = w2[i47];
-            x46 = v48;
-        }
-        b_tile[lid.y * 64u + (lid.x + 32u)] = x46;
-        var x49: f32 = 0.0f;
-        if ((kb27 < u.H) && (col8 < 10u)) {
-            let i50: u32 = kb27 * 10u + col8;
-            let v51: f32 = w2[i50];
-            x49 = v51;
-        }
-        b_tile[lid.y * 64u + (lid.x + 48u)] = x49;
+        let ra137: u32 = cur117 + ly114;
+        let rb138: u32 = cur117 + lx115;
+        let a139: f32 = a_tile[ra137];
+        let a140: f32 = a_tile[ra137 + 1u];
+        let a141: f32 = a_tile[ra137 + 2u];
+        let a142: f32 = a_tile[ra137 + 3u];
+        let a143: f32 = a_tile[ra137 + 64u];
+        let a144: f32 = a_tile[ra137 + 64u + 1u];
+        let a145: f32 = a_tile[ra137 + 64u + 2u];
+        let a146: f32 = a_tile[ra137 + 64u + 3u];
+        let b147: f32 = b_tile[rb138];
+        let b148: f32 = b_tile[rb138 + 1u];
+        let b149: f32 = b_tile[rb138 + 2u];
+        let b150: f32 = b_tile[rb138 + 3u];
+        let b151: f32 = b_tile[rb138 + 64u];
+        let b152: f32 = b_tile[rb138 + 64u + 1u];
+        let b153: f32 = b_tile[rb138 + 64u + 2u];
+        let b154: f32 = b_tile[rb138 + 64u + 3u];
+        acc19 = fma(a139, b147, acc19);
+        acc20 = fma(a139, b148, acc20);
+        acc21 = fma(a139, b149, acc21);
+        acc22 = fma(a139, b150, acc22);
+        acc23 = fma(a139, b151, acc23);
+        acc24 = fma(a139, b152, acc24);
+        acc25 = fma(a139, b153, acc25);
+        acc26 = fma(a139, b154, acc26);
+        acc27 = fma(a140, b147, acc27);
+        acc28 = fma(a140, b148, acc28);
+        acc29 = fma(a140, b149, acc29);
+        acc30 = fma(a140, b150, acc30);
+        acc31 = fma(a140, b151, acc31);
+        acc32 = fma(a140, b152, acc32);
+        acc33 = fma(a140, b153, acc33);
+        acc34 = fma(a140, b154, acc34);
+        acc35 = fma(a141, b147, acc35);
+        acc36 = fma(a141, b148, acc36);
+        acc37 = fma(a141, b149, acc37);
+        acc38 = fma(a141, b150, acc38);
+        acc39 = fma(a141, b151, acc39);
+        acc40 = fma(a141, b152, acc40);
+        acc41 = fma(a141, b153, acc41);
+        acc42 = fma(a141, b154, acc42);
+        acc43 = fma(a142, b147, acc43);
+        acc44 = fma(a142, b148, acc44);
+        acc45 = fma(a142, b149, acc45);
+        acc46 = fma(a142, b150, acc46);
+        acc47 = fma(a142, b151, acc47);
+        acc48 = fma(a142, b152, acc48);
+        acc49 = fma(a142, b153, acc49);
+        acc50 = fma(a142, b154, acc50);
+        acc51 = fma(a143, b147, acc51);
+        acc52 = fma(a143, b148, acc52);
+        acc53 = fma(a143, b149, acc53);
+        acc54 = fma(a143, b150, acc54);
+        acc55 = fma(a143, b151, acc55);
+        acc56 = fma(a143, b152, acc56);
+        acc57 = fma(a143, b153, acc57);
+        acc58 = fma(a143, b154, acc58);
+        acc59 = fma(a144, b147, acc59);
+        acc60 = fma(a144, b148, acc60);
+        acc61 = fma(a144, b149, acc61);
+        acc62 = fma(a144, b150, acc62);
+        acc63 = fma(a144, b151, acc63);
+        acc64 = fma(a144, b152, acc64);
+        acc65 = fma(a144, b153, acc65);
+        acc66 = fma(a144, b154, acc66);
+        acc67 = fma(a145, b147, acc67);
+        acc68 = fma(a145, b148, acc68);
+        acc69 = fma(a145, b149, acc69);
+        acc70 = fma(a145, b150, acc70);
+        acc71 = fma(a145, b151, acc71);
+        acc72 = fma(a145, b152, acc72);
+        acc73 = fma(a145, b153, acc73);
+        acc74 = fma(a145, b154, acc74);
+        acc75 = fma(a146, b147, acc75);
+        acc76 = fma(a146, b148, acc76);
+        acc77 = fma(a146, b149, acc77);
+        acc78 = fma(a146, b150, acc78);
+        acc79 = fma(a146, b151, acc79);
+        acc80 = fma(a146, b152, acc80);
+        acc81 = fma(a146, b153, acc81);
+        acc82 = fma(a146, b154, acc82);
+        let a155: f32 = a_tile[ra137 + 128u];
+        let a156: f32 = a_tile[ra137 + 128u + 1u];
+        let a157: f32 = a_tile[ra137 + 128u + 2u];
+        let a158: f32 = a_tile[ra137 + 128u + 3u];
+        let a159: f32 = a_tile[ra137 + 192u];
+        let a160: f32 = a_tile[ra137 + 192u + 1u];
+        let a161: f32 = a_tile[ra137 + 192u + 2u];
+        let a162: f32 = a_tile[ra137 + 192u + 3u];
+        let b163: f32 = b_tile[rb138 + 128u];
+        let b164: f32 = b_tile[rb138 + 128u + 1u];
+        let b165: f32 = b_tile[rb138 + 128u + 2u];
+        let b166: f32 = b_tile[rb138 + 128u + 3u];
+        let b167: f32 = b_tile[rb138 + 192u];
+        let b168: f32 = b_tile[rb138 + 192u + 1u];
+        let b169: f32 = b_tile[rb138 + 192u + 2u];
+        let b170: f32 = b_tile[rb138 + 192u + 3u];
+        acc19 = fma(a155, b163, acc19);
+        acc20 = fma(a155, b164, acc20);
+        acc21 = fma(a155, b165, acc21);
+        acc22 = fma(a155, b166, acc22);
+        acc23 = fma(a155, b167, acc23);
+        acc24 = fma(a155, b168, acc24);
+        acc25 = fma(a155, b169, acc25);
+        acc26 = fma(a155, b170, acc26);
+        acc27 = fma(a156, b163, acc27);
+        acc28 = fma(a156, b164, acc28);
+        acc29 = fma(a156, b165, acc29);
+        acc30 = fma(a156, b166, acc30);
+        acc31 = fma(a156, b167, acc31);
+        acc32 = fma(a156, b168, acc32);
+        acc33 = fma(a156, b169, acc33);
+        acc34 = fma(a156, b170, acc34);
+        acc35 = fma(a157, b163, acc35);
+        acc36 = fma(a157, b164, acc36);
+        acc37 = fma(a157, b165, acc37);
+        acc38 = fma(a157, b166, acc38);
+        acc39 = fma(a157, b167, acc39);
+        acc40 = fma(a157, b168, acc40);
+        acc41 = fma(a157, b169, acc41);
+        acc42 = fma(a157, b170, acc42);
+        acc43 = fma(a158, b163, acc43);
+        acc44 = fma(a158, b164, acc44);
+        acc45 = fma(a158, b165, acc45);
+        acc46 = fma(a158, b166, acc46);
+        acc47 = fma(a158, b167, acc47);
+        acc48 = fma(a158, b168, acc48);
+        acc49 = fma(a158, b169, acc49);
+        acc50 = fma(a158, b170, acc50);
+        acc51 = fma(a159, b163, acc51);
+        acc52 = fma(a159, b164, acc52);
+        acc53 = fma(a159, b165, acc53);
+        acc54 = fma(a159, b166, acc54);
+        acc55 = fma(a159, b167, acc55);
+        acc56 = fma(a159, b168, acc56);
+        acc57 = fma(a159, b169, acc57);
+        acc58 = fma(a159, b170, acc58);
+        acc59 = fma(a160, b163, acc59);
+        acc60 = fma(a160, b164, acc60);
+        acc61 = fma(a160, b165, acc61);
+        acc62 = fma(a160, b166, acc62);
+        acc63 = fma(a160, b167, acc63);
+        acc64 = fma(a160, b168, acc64);
+        acc65 = fma(a160, b169, acc65);
+        acc66 = fma(a160, b170, acc66);
+        acc67 = fma(a161, b163, acc67);
+        acc68 = fma(a161, b164, acc68);
+        acc69 = fma(a161, b165, acc69);
+        acc70 = fma(a161, b166, acc70);
+        acc71 = fma(a161, b167, acc71);
+        acc72 = fma(a161, b168, acc72);
+        acc73 = fma(a161, b169, acc73);
+        acc74 = fma(a161, b170, acc74);
+        acc75 = fma(a162, b163, acc75);
+        acc76 = fma(a162, b164, acc76);
+        acc77 = fma(a162, b165, acc77);
+        acc78 = fma(a162, b166, acc78);
+        acc79 = fma(a162, b167, acc79);
+        acc80 = fma(a162, b168, acc80);
+        acc81 = fma(a162, b169, acc81);
+        acc82 = fma(a162, b170, acc82);
+        let a171: f32 = a_tile[ra137 + 256u];
+        let a172: f32 = a_tile[ra137 + 256u + 1u];
+        let a173: f32 = a_tile[ra137 + 256u + 2u];
+        let a174: f32 = a_tile[ra137 + 256u + 3u];
+        let a175: f32 = a_tile[ra137 + 320u];
+        let a176: f32 = a_tile[ra137 + 320u + 1u];
+        let a177: f32 = a_tile[ra137 + 320u + 2u];
+        let a178: f32 = a_tile[ra137 + 320u + 3u];
+        let b179: f32 = b_tile[rb138 + 256u];
+        let b180: f32 = b_tile[rb138 + 256u + 1u];
+        let b181: f32 = b_tile[rb138 + 256u + 2u];
+        let b182: f32 = b_tile[rb138 + 256u + 3u];
+        let b183: f32 = b_tile[rb138 + 320u];
+        let b184: f32 = b_tile[rb138 + 320u + 1u];
+        let b185: f32 = b_tile[rb138 + 320u + 2u];
+        let b186: f32 = b_tile[rb138 + 320u + 3u];
+        acc19 = fma(a171, b179, acc19);
+        acc20 = fma(a171, b180, acc20);
+        acc21 = fma(a171, b181, acc21);
+        acc22 = fma(a171, b182, acc22);
+        acc23 = fma(a171, b183, acc23);
+        acc24 = fma(a171, b184, acc24);
+        acc25 = fma(a171, b185, acc25);
+        acc26 = fma(a171, b186, acc26);
+        acc27 = fma(a172, b179, acc27);
+        acc28 = fma(a172, b180, acc28);
+        acc29 = fma(a172, b181, acc29);
+        acc30 = fma(a172, b182, acc30);
+        acc31 = fma(a172, b183, acc31);
+        acc32 = fma(a172, b184, acc32);
+        acc33 = fma(a172, b185, acc33);
+        acc34 = fma(a172, b186, acc34);
+        acc35 = fma(a173, b179, acc35);
+        acc36 = fma(a173, b180, acc36);
+        acc37 = fma(a173, b181, acc37);
+        acc38 = fma(a173, b182, acc38);
+        acc39 = fma(a173, b183, acc39);
+        acc40 = fma(a173, b184, acc40);
+        acc41 = fma(a173, b185, acc41);
+        acc42 = fma(a173, b186, acc42);
+        acc43 = fma(a174, b179, acc43);
+        acc44 = fma(a174, b180, acc44);
+        acc45 = fma(a174, b181, acc45);
+        acc46 = fma(a174, b182, acc46);
+        acc47 = fma(a174, b183, acc47);
+        acc48 = fma(a174, b184, acc48);
+        acc49 = fma(a174, b185, acc49);
+        acc50 = fma(a174, b186, acc50);
+        acc51 = fma(a175, b179, acc51);
+        acc52 = fma(a175, b180, acc52);
+        acc53 = fma(a175, b181, acc53);
+        acc54 = fma(a175, b182, acc54);
+        acc55 = fma(a175, b183, acc55);
+        acc56 = fma(a175, b184, acc56);
+        acc57 = fma(a175, b185, acc57);
+        acc58 = fma(a175, b186, acc58);
+        acc59 = fma(a176, b179, acc59);
+        acc60 = fma(a176, b180, acc60);
+        acc61 = fma(a176, b181, acc61);
+        acc62 = fma(a176, b182, acc62);
+        acc63 = fma(a176, b183, acc63);
+        acc64 = fma(a176, b184, acc64);
+        acc65 = fma(a176, b185, acc65);
+        acc66 = fma(a176, b186, acc66);
+        acc67 = fma(a177, b179, acc67);
+        acc68 = fma(a177, b180, acc68);
+        acc69 = fma(a177, b181, acc69);
+        acc70 = fma(a177, b182, acc70);
+        acc71 = fma(a177, b183, acc71);
+        acc72 = fma(a177, b184, acc72);
+        acc73 = fma(a177, b185, acc73);
+        acc74 = fma(a177, b186, acc74);
+        acc75 = fma(a178, b179, acc75);
+        acc76 = fma(a178, b180, acc76);
+        acc77 = fma(a178, b181, acc77);
+        acc78 = fma(a178, b182, acc78);
+        acc79 = fma(a178, b183, acc79);
+        acc80 = fma(a178, b184, acc80);
+        acc81 = fma(a178, b185, acc81);
+        acc82 = fma(a178, b186, acc82);
+        let a187: f32 = a_tile[ra137 + 384u];
+        let a188: f32 = a_tile[ra137 + 384u + 1u];
+        let a189: f32 = a_tile[ra137 + 384u + 2u];
+        let a190: f32 = a_tile[ra137 + 384u + 3u];
+        let a191: f32 = a_tile[ra137 + 448u];
+        let a192: f32 = a_tile[ra137 + 448u + 1u];
+        let a193: f32 = a_tile[ra137 + 448u + 2u];
+        let a194: f32 = a_tile[ra137 + 448u + 3u];
+        let b195: f32 = b_tile[rb138 + 384u];
+        let b196: f32 = b_tile[rb138 + 384u + 1u];
+        let b197: f32 = b_tile[rb138 + 384u + 2u];
+        let b198: f32 = b_tile[rb138 + 384u + 3u];
+        let b199: f32 = b_tile[rb138 + 448u];
+        let b200: f32 = b_tile[rb138 + 448u + 1u];
+        let b201: f32 = b_tile[rb138 + 448u + 2u];
+        let b202: f32 = b_tile[rb138 + 448u + 3u];
+        acc19 = fma(a187, b195, acc19);
+        acc20 = fma(a187, b196, acc20);
+        acc21 = fma(a187, b197, acc21);
+        acc22 = fma(a187, b198, acc22);
+        acc23 = fma(a187, b199, acc23);
+        acc24 = fma(a187, b200, acc24);
+        acc25 = fma(a187, b201, acc25);
+        acc26 = fma(a187, b202, acc26);
+        acc27 = fma(a188, b195, acc27);
+        acc28 = fma(a188, b196, acc28);
+        acc29 = fma(a188, b197, acc29);
+        acc30 = fma(a188, b198, acc30);
+        acc31 = fma(a188, b199, acc31);
+        acc32 = fma(a188, b200, acc32);
+        acc33 = fma(a188, b201, acc33);
+        acc34 = fma(a188, b202, acc34);
+        acc35 = fma(a189, b195, acc35);
+        acc36 = fma(a189, b196, acc36);
+        acc37 = fma(a189, b197, acc37);
+        acc38 = fma(a189, b198, acc38);
+        acc39 = fma(a189, b199, acc39);
+        acc40 = fma(a189, b200, acc40);
+        acc41 = fma(a189, b201, acc41);
+        acc42 = fma(a189, b202, acc42);
+        acc43 = fma(a190, b195, acc43);
+        acc44 = fma(a190, b196, acc44);
+        acc45 = fma(a190, b197, acc45);
+        acc46 = fma(a190, b198, acc46);
+        acc47 = fma(a190, b199, acc47);
+        acc48 = fma(a190, b200, acc48);
+        acc49 = fma(a190, b201, acc49);
+        acc50 = fma(a190, b202, acc50);
+        acc51 = fma(a191, b195, acc51);
+        acc52 = fma(a191, b196, acc52);
+        acc53 = fma(a191, b197, acc53);
+        acc54 = fma(a191, b198, acc54);
+        acc55 = fma(a191, b199, acc55);
+        acc56 = fma(a191, b200, acc56);
+        acc57 = fma(a191, b201, acc57);
+        acc58 = fma(a191, b202, acc58);
+        acc59 = fma(a192, b195, acc59);
+        acc60 = fma(a192, b196, acc60);
+        acc61 = fma(a192, b197, acc61);
+        acc62 = fma(a192, b198, acc62);
+        acc63 = fma(a192, b199, acc63);
+        acc64 = fma(a192, b200, acc64);
+        acc65 = fma(a192, b201, acc65);
+        acc66 = fma(a192, b202, acc66);
+        acc67 = fma(a193, b195, acc67);
+        acc68 = fma(a193, b196, acc68);
+        acc69 = fma(a193, b197, acc69);
+        acc70 = fma(a193, b198, acc70);
+        acc71 = fma(a193, b199, acc71);
+        acc72 = fma(a193, b200, acc72);
+        acc73 = fma(a193, b201, acc73);
+        acc74 = fma(a193, b202, acc74);
+        acc75 = fma(a194, b195, acc75);
+        acc76 = fma(a194, b196, acc76);
+        acc77 = fma(a194, b197, acc77);
+        acc78 = fma(a194, b198, acc78);
+        acc79 = fma(a194, b199, acc79);
+        acc80 = fma(a194, b200, acc80);
+        acc81 = fma(a194, b201, acc81);
+        acc82 = fma(a194, b202, acc82);
+        let a203: f32 = a_tile[ra137 + 512u];
+        let a204: f32 = a_tile[ra137 + 512u + 1u];
+        let a205: f32 = a_tile[ra137 + 512u + 2u];
+        let a206: f32 = a_tile[ra137 + 512u + 3u];
+        let a207: f32 = a_tile[ra137 + 576u];
+        let a208: f32 = a_tile[ra137 + 576u + 1u];
+        let a209: f32 = a_tile[ra137 + 576u + 2u];
+        let a210: f32 = a_tile[ra137 + 576u + 3u];
+        let b211: f32 = b_tile[rb138 + 512u];
+        let b212: f32 = b_tile[rb138 + 512u + 1u];
+        let b213: f32 = b_tile[rb138 + 512u + 2u];
+        let b214: f32 = b_tile[rb138 + 512u + 3u];
+        let b215: f32 = b_tile[rb138 + 576u];
+        let b216: f32 = b_tile[rb138 + 576u + 1u];
+        let b217: f32 = b_tile[rb138 + 576u + 2u];
+        let b218: f32 = b_tile[rb138 + 576u + 3u];
+        acc19 = fma(a203, b211, acc19);
+        acc20 = fma(a203, b212, acc20);
+        acc21 = fma(a203, b213, acc21);
+        acc22 = fma(a203, b214, acc22);
+        acc23 = fma(a203, b215, acc23);
+        acc24 = fma(a203, b216, acc24);
+        acc25 = fma(a203, b217, acc25);
+        acc26 = fma(a203, b218, acc26);
+        acc27 = fma(a204, b211, acc27);
+        acc28 = fma(a204, b212, acc28);
+        acc29 = fma(a204, b213, acc29);
+        acc30 = fma(a204, b214, acc30);
+        acc31 = fma(a204, b215, acc31);
+        acc32 = fma(a204, b216, acc32);
+        acc33 = fma(a204, b217, acc33);
+        acc34 = fma(a204, b218, acc34);
+        acc35 = fma(a205, b211, acc35);
+        acc36 = fma(a205, b212, acc36);
+        acc37 = fma(a205, b213, acc37);
+        acc38 = fma(a205, b214, acc38);
+        acc39 = fma(a205, b215, acc39);
+        acc40 = fma(a205, b216, acc40);
+        acc41 = fma(a205, b217, acc41);
+        acc42 = fma(a205, b218, acc42);
+        acc43 = fma(a206, b211, acc43);
+        acc44 = fma(a206, b212, acc44);
+        acc45 = fma(a206, b213, acc45);
+        acc46 = fma(a206, b214, acc46);
+        acc47 = fma(a206, b215, acc47);
+        acc48 = fma(a206, b216, acc48);
+        acc49 = fma(a206, b217, acc49);
+        acc50 = fma(a206, b218, acc50);
+        acc51 = fma(a207, b211, acc51);
+        acc52 = fma(a207, b212, acc52);
+        acc53 = fma(a207, b213, acc53);
+        acc54 = fma(a207, b214, acc54);
+        acc55 = fma(a207, b215, acc55);
+        acc56 = fma(a207, b216, acc56);
+        acc57 = fma(a207, b217, acc57);
+        acc58 = fma(a207, b218, acc58);
+        acc59 = fma(a208, b211, acc59);
+        acc60 = fma(a208, b212, acc60);
+        acc61 = fma(a208, b213, acc61);
+        acc62 = fma(a208, b214, acc62);
+        acc63 = fma(a208, b215, acc63);
+        acc64 = fma(a208, b216, acc64);
+        acc65 = fma(a208, b217, acc65);
+        acc66 = fma(a208, b218, acc66);
+        acc67 = fma(a209, b211, acc67);
+        acc68 = fma(a209, b212, acc68);
+        acc69 = fma(a209, b213, acc69);
+        acc70 = fma(a209, b214, acc70);
+        acc71 = fma(a209, b215, acc71);
+        acc72 = fma(a209, b216, acc72);
+        acc73 = fma(a209, b217, acc73);
+        acc74 = fma(a209, b218, acc74);
+        acc75 = fma(a210, b211, acc75);
+        acc76 = fma(a210, b212, acc76);
+        acc77 = fma(a210, b213, acc77);
+        acc78 = fma(a210, b214, acc78);
+        acc79 = fma(a210, b215, acc79);
+        acc80 = fma(a210, b216, acc80);
+        acc81 = fma(a210, b217, acc81);
+        acc82 = fma(a210, b218, acc82);
+        let a219: f32 = a_tile[ra137 + 640u];
+        let a220: f32 = a_tile[ra137 + 640u + 1u];
+        let a221: f32 = a_tile[ra137 + 640u + 2u];
+        let a222: f32 = a_tile[ra137 + 640u + 3u];
+        let a223: f32 = a_tile[ra137 + 704u];
+        let a224: f32 = a_tile[ra137 + 704u + 1u];
+        let a225: f32 = a_tile[ra137 + 704u + 2u];
+        let a226: f32 = a_tile[ra137 + 704u + 3u];
+        let b227: f32 = b_tile[rb138 + 640u];
+        let b228: f32 = b_tile[rb138 + 640u + 1u];
+        let b229: f32 = b_tile[rb138 + 640u + 2u];
+        let b230: f32 = b_tile[rb138 + 640u + 3u];
+        let b231: f32 = b_tile[rb138 + 704u];
+        let b232: f32 = b_tile[rb138 + 704u + 1u];
+        let b233: f32 = b_tile[rb138 + 704u + 2u];
+        let b234: f32 = b_tile[rb138 + 704u + 3u];
+        acc19 = fma(a219, b227, acc19);
+        acc20 = fma(a219, b228, acc20);
+        acc21 = fma(a219, b229, acc21);
+        acc22 = fma(a219, b230, acc22);
+        acc23 = fma(a219, b231, acc23);
+        acc24 = fma(a219, b232, acc24);
+        acc25 = fma(a219, b233, acc25);
+        acc26 = fma(a219, b234, acc26);
+        acc27 = fma(a220, b227, acc27);
+        acc28 = fma(a220, b228, acc28);
+        acc29 = fma(a220, b229, acc29);
+        acc30 = fma(a220, b230, acc30);
+        acc31 = fma(a220, b231, acc31);
+        acc32 = fma(a220, b232, acc32);
+        acc33 = fma(a220, b233, acc33);
+        acc34 = fma(a220, b234, acc34);
+        acc35 = fma(a221, b227, acc35);
+        acc36 = fma(a221, b228, acc36);
+        acc37 = fma(a221, b229, acc37);
+        acc38 = fma(a221, b230, acc38);
+        acc39 = fma(a221, b231, acc39);
+        acc40 = fma(a221, b232, acc40);
+        acc41 = fma(a221, b233, acc41);
+        acc42 = fma(a221, b234, acc42);
+        acc43 = fma(a222, b227, acc43);
+        acc44 = fma(a222, b228, acc44);
+        acc45 = fma(a222, b229, acc45);
+        acc46 = fma(a222, b230, acc46);
+        acc47 = fma(a222, b231, acc47);
+        acc48 = fma(a222, b232, acc48);
+        acc49 = fma(a222, b233, acc49);
+        acc50 = fma(a222, b234, acc50);
+        acc51 = fma(a223, b227, acc51);
+        acc52 = fma(a223, b228, acc52);
+        acc53 = fma(a223, b229, acc53);
+        acc54 = fma(a223, b230, acc54);
+        acc55 = fma(a223, b231, acc55);
+        acc56 = fma(a223, b232, acc56);
+        acc57 = fma(a223, b233, acc57);
+        acc58 = fma(a223, b234, acc58);
+        acc59 = fma(a224, b227, acc59);
+        acc60 = fma(a224, b228, acc60);
+        acc61 = fma(a224, b229, acc61);
+        acc62 = fma(a224, b230, acc62);
+        acc63 = fma(a224, b231, acc63);
+        acc64 = fma(a224, b232, acc64);
+        acc65 = fma(a224, b233, acc65);
+        acc66 = fma(a224, b234, acc66);
+        acc67 = fma(a225, b227, acc67);
+        acc68 = fma(a225, b228, acc68);
+        acc69 = fma(a225, b229, acc69);
+        acc70 = fma(a225, b230, acc70);
+        acc71 = fma(a225, b231, acc71);
+        acc72 = fma(a225, b232, acc72);
+        acc73 = fma(a225, b233, acc73);
+        acc74 = fma(a225, b234, acc74);
+        acc75 = fma(a226, b227, acc75);
+        acc76 = fma(a226, b228, acc76);
+        acc77 = fma(a226, b229, acc77);
+        acc78 = fma(a226, b230, acc78);
+        acc79 = fma(a226, b231, acc79);
+        acc80 = fma(a226, b232, acc80);
+        acc81 = fma(a226, b233, acc81);
+        acc82 = fma(a226, b234, acc82);
+        let a235: f32 = a_tile[ra137 + 768u];
+        let a236: f32 = a_tile[ra137 + 768u + 1u];
+        let a237: f32 = a_tile[ra137 + 768u + 2u];
+        let a238: f32 = a_tile[ra137 + 768u + 3u];
+        let a239: f32 = a_tile[ra137 + 832u];
+        let a240: f32 = a_tile[ra137 + 832u + 1u];
+        let a241: f32 = a_tile[ra137 + 832u + 2u];
+        let a242: f32 = a_tile[ra137 + 832u + 3u];
+        let b243: f32 = b_tile[rb138 + 768u];
+        let b244: f32 = b_tile[rb138 + 768u + 1u];
+        let b245: f32 = b_tile[rb138 + 768u + 2u];
+        let b246: f32 = b_tile[rb138 + 768u + 3u];
+        let b247: f32 = b_tile[rb138 + 832u];
+        let b248: f32 = b_tile[rb138 + 832u + 1u];
+        let b249: f32 = b_tile[rb138 + 832u + 2u];
+        let b250: f32 = b_tile[rb138 + 832u + 3u];
+        acc19 = fma(a235, b243, acc19);
+        acc20 = fma(a235, b244, acc20);
+        acc21 = fma(a235, b245, acc21);
+        acc22 = fma(a235, b246, acc22);
+        acc23 = fma(a235, b247, acc23);
+        acc24 = fma(a235, b248, acc24);
+        acc25 = fma(a235, b249, acc25);
+        acc26 = fma(a235, b250, acc26);
+        acc27 = fma(a236, b243, acc27);
+        acc28 = fma(a236, b244, acc28);
+        acc29 = fma(a236, b245, acc29);
+        acc30 = fma(a236, b246, acc30);
+        acc31 = fma(a236, b247, acc31);
+        acc32 = fma(a236, b248, acc32);
+        acc33 = fma(a236, b249, acc33);
+        acc34 = fma(a236, b250, acc34);
+        acc35 = fma(a237, b243, acc35);
+        acc36 = fma(a237, b244, acc36);
+        acc37 = fma(a237, b245, acc37);
+        acc38 = fma(a237, b246, acc38);
+        acc39 = fma(a237, b247, acc39);
+        acc40 = fma(a237, b248, acc40);
+        acc41 = fma(a237, b249, acc41);
+        acc42 = fma(a237, b250, acc42);
+        acc43 = fma(a238, b243, acc43);
+        acc44 = fma(a238, b244, acc44);
+        acc45 = fma(a238, b245, acc45);
+        acc46 = fma(a238, b246, acc46);
+        acc47 = fma(a238, b247, acc47);
+        acc48 = fma(a238, b248, acc48);
+        acc49 = fma(a238, b249, acc49);
+        acc50 = fma(a238, b250, acc50);
+        acc51 = fma(a239, b243, acc51);
+        acc52 = fma(a239, b244, acc52);
+        acc53 = fma(a239, b245, acc53);
+        acc54 = fma(a239, b246, acc54);
+        acc55 = fma(a239, b247, acc55);
+        acc56 = fma(a239, b248, acc56);
+        acc57 = fma(a239, b249, acc57);
+        acc58 = fma(a239, b250, acc58);
+        acc59 = fma(a240, b243, acc59);
+        acc60 = fma(a240, b244, acc60);
+        acc61 = fma(a240, b245, acc61);
+        acc62 = fma(a240, b246, acc62);
+        acc63 = fma(a240, b247, acc63);
+        acc64 = fma(a240, b248, acc64);
+        acc65 = fma(a240, b249, acc65);
+        acc66 = fma(a240, b250, acc66);
+        acc67 = fma(a241, b243, acc67);
+        acc68 = fma(a241, b244, acc68);
+        acc69 = fma(a241, b245, acc69);
+        acc70 = fma(a241, b246, acc70);
+        acc71 = fma(a241, b247, acc71);
+        acc72 = fma(a241, b248, acc72);
+        acc73 = fma(a241, b249, acc73);
+        acc74 = fma(a241, b250, acc74);
+        acc75 = fma(a242, b243, acc75);
+        acc76 = fma(a242, b244, acc76);
+        acc77 = fma(a242, b245, acc77);
+        acc78 = fma(a242, b246, acc78);
+        acc79 = fma(a242, b247, acc79);
+        acc80 = fma(a242, b248, acc80);
+        acc81 = fma(a242, b249, acc81);
+        acc82 = fma(a242, b250, acc82);
+        let a251: f32 = a_tile[ra137 + 896u];
+        let a252: f32 = a_tile[ra137 + 896u + 1u];
+        let a253: f32 = a_tile[ra137 + 896u + 2u];
+        let a254: f32 = a_tile[ra137 + 896u + 3u];
+        let a255: f32 = a_tile[ra137 + 960u];
+        let a256: f32 = a_tile[ra137 + 960u + 1u];
+        let a257: f32 = a_tile[ra137 + 960u + 2u];
+        let a258: f32 = a_tile[ra137 + 960u + 3u];
+        let b259: f32 = b_tile[rb138 + 896u];
+        let b260: f32 = b_tile[rb138 + 896u + 1u];
+        let b261: f32 = b_tile[rb138 + 896u + 2u];
+        let b262: f32 = b_tile[rb138 + 896u + 3u];
+        let b263: f32 = b_tile[rb138 + 960u];
+        let b264: f32 = b_tile[rb138 + 960u + 1u];
+        let b265: f32 = b_tile[rb138 + 960u + 2u];
+        let b266: f32 = b_tile[rb138 + 960u + 3u];
+        acc19 = fma(a251, b259, acc19);
+        acc20 = fma(a251, b260, acc20);
+        acc21 = fma(a251, b261, acc21);
+        acc22 = fma(a251, b262, acc22);
+        acc23 = fma(a251, b263, acc23);
+        acc24 = fma(a251, b264, acc24);
+        acc25 = fma(a251, b265, acc25);
+        acc26 = fma(a251, b266, acc26);
+        acc27 = fma(a252, b259, acc27);
+        acc28 = fma(a252, b260, acc28);
+        acc29 = fma(a252, b261, acc29);
+        acc30 = fma(a252, b262, acc30);
+        acc31 = fma(a252, b263, acc31);
+        acc32 = fma(a252, b264, acc32);
+        acc33 = fma(a252, b265, acc33);
+        acc34 = fma(a252, b266, acc34);
+        acc35 = fma(a253, b259, acc35);
+        acc36 = fma(a253, b260, acc36);
+        acc37 = fma(a253, b261, acc37);
+        acc38 = fma(a253, b262, acc38);
+        acc39 = fma(a253, b263, acc39);
+        acc40 = fma(a253, b264, acc40);
+        acc41 = fma(a253, b265, acc41);
+        acc42 = fma(a253, b266, acc42);
+        acc43 = fma(a254, b259, acc43);
+        acc44 = fma(a254, b260, acc44);
+        acc45 = fma(a254, b261, acc45);
+        acc46 = fma(a254, b262, acc46);
+        acc47 = fma(a254, b263, acc47);
+        acc48 = fma(a254, b264, acc48);
+        acc49 = fma(a254, b265, acc49);
+        acc50 = fma(a254, b266, acc50);
+        acc51 = fma(a255, b259, acc51);
+        acc52 = fma(a255, b260, acc52);
+        acc53 = fma(a255, b261, acc53);
+        acc54 = fma(a255, b262, acc54);
+        acc55 = fma(a255, b263, acc55);
+        acc56 = fma(a255, b264, acc56);
+        acc57 = fma(a255, b265, acc57);
+        acc58 = fma(a255, b266, acc58);
+        acc59 = fma(a256, b259, acc59);
+        acc60 = fma(a256, b260, acc60);
+        acc61 = fma(a256, b261, acc61);
+        acc62 = fma(a256, b262, acc62);
+        acc63 = fma(a256, b263, acc63);
+        acc64 = fma(a256, b264, acc64);
+        acc65 = fma(a256, b265, acc65);
+        acc66 = fma(a256, b266, acc66);
+        acc67 = fma(a257, b259, acc67);
+        acc68 = fma(a257, b260, acc68);
+        acc69 = fma(a257, b261, acc69);
+        acc70 = fma(a257, b262, acc70);
+        acc71 = fma(a257, b263, acc71);
+        acc72 = fma(a257, b264, acc72);
+        acc73 = fma(a257, b265, acc73);
+        acc74 = fma(a257, b266, acc74);
+        acc75 = fma(a258, b259, acc75);
+        acc76 = fma(a258, b260, acc76);
+        acc77 = fma(a258, b261, acc77);
+        acc78 = fma(a258, b262, acc78);
+        acc79 = fma(a258, b263, acc79);
+        acc80 = fma(a258, b264, acc80);
+        acc81 = fma(a258, b265, acc81);
+        acc82 = fma(a258, b266, acc82);
         workgroupBarrier();
-        for (var kk52: u32 = 0u; kk52 < 16u; kk52 += 1u) {
-            let a53: f32 = a_tile[lid.y * 16u + kk52];
-            let a54: f32 = a_tile[(lid.y + 16u) * 16u + kk52];
-            let a55: f32 = a_tile[(lid.y + 32u) * 16u + kk52];
-            let a56: f32 = a_tile[(lid.y + 48u) * 16u + kk52];
-            let b57: f32 = b_tile[kk52 * 64u + lid.x];
-            let b58: f32 = b_tile[kk52 * 64u + (lid.x + 16u)];
-            let b59: f32 = b_tile[kk52 * 64u + (lid.x + 32u)];
-            let b60: f32 = b_tile[kk52 * 64u + (lid.x + 48u)];
-            acc9 = fma(a53, b57, acc9);
-            acc10 = fma(a53, b58, acc10);
-            acc11 = fma(a53, b59, acc11);
-            acc12 = fma(a53, b60, acc12);
-            acc13 = fma(a54, b57, acc13);
-            acc14 = fma(a54, b58, acc14);
-            acc15 = fma(a54, b59, acc15);
-            acc16 = fma(a54, b60, acc16);
-            acc17 = fma(a55, b57, acc17);
-            acc18 = fma(a55, b58, acc18);
-            acc19 = fma(a55, b59, acc19);
-            acc20 = fma(a55, b60, acc20);
-            acc21 = fma(a56, b57, acc21);
-            acc22 = fma(a56, b58, acc22);
-            acc23 = fma(a56, b59, acc23);
-            acc24 = fma(a56, b60, acc24);
-        }
-        workgroupBarrier();
     }
-    if ((row2 < u.B) && (lid.x < 10u)) {
-        let i61: u32 = row2 * 10u + lid.x;
-        let v62: f32 = b2[lid.x];
-        let v63: f32 = acc9 + v62;
-        scratch1[i61] = v63;
+    if ((row3 < u.B) && (col11 < 10u)) {
+        let i267: u32 = row3 * 10u + col11;
+        let v268: f32 = b2[col11];
+        let v269: f32 = acc19 + v268;
+        scratch1[i267] = v269;
     }
-    if ((row2 < u.B) && (col6 < 10u)) {
-        let i64: u32 = row2 * 10u + col6;
-        let v65: f32 = b2[col6];
-        let v66: f32 = acc10 + v65;
-        scratch1[i64] = v66;
+    if ((row3 < u.B) && (col12 < 10u)) {
+        let i270: u32 = row3 * 10u + col12;
+        let v271: f32 = b2[col12];
+        let v272: f32 = acc20 + v271;
+        scratch1[i270] = v272;
     }
-    if ((row2 < u.B) && (col7 < 10u)) {
-        let i67: u32 = row2 * 10u + col7;
-        let v68: f32 = b2[col7];
-        let v69: f32 = acc11 + v68;
-        scratch1[i67] = v69;
+    if ((row3 < u.B) && (col13 < 10u)) {
+        let i273: u32 = row3 * 10u + col13;
+        let v274: f32 = b2[col13];
+        let v275: f32 = acc21 + v274;
+        scratch1[i273] = v275;
     }
-    if ((row2 < u.B) && (col8 < 10u)) {
-        let i70: u32 = row2 * 10u + col8;
-        let v71: f32 = b2[col8];
-        let v72: f32 = acc12 + v71;
-        scratch1[i70] = v72;
+    if ((row3 < u.B) && (col14 < 10u)) {
+        let i276: u32 = row3 * 10u + col14;
+        let v277: f32 = b2[col14];
+        let v278: f32 = acc22 + v277;
+        scratch1[i276] = v278;
     }
-    if ((row3 < u.B) && (lid.x < 10u)) {
-        let i73: u32 = row3 * 10u + lid.x;
-        let v74: f32 = b2[lid.x];
-        let v75: f32 = acc13 + v74;
-        scratch1[i73] = v75;
+    if ((row3 < u.B) && (col15 < 10u)) {
+        let i279: u32 = row3 * 10u + col15;
+        let v280: f32 = b2[col15];
+        let v281: f32 = acc23 + v280;
+        scratch1[i279] = v281;
     }
-    if ((row3 < u.B) && (col6 < 10u)) {
-        let i76: u32 = row3 * 10u + col6;
-        let v77: f32 = b2[col6];
-        let v78: f32 = acc14 + v77;
-        scratch1[i76] = v78;
+    if ((row3 < u.B) && (col16 < 10u)) {
+        let i282: u32 = row3 * 10u + col16;
+        let v283: f32 = b2[col16];
+        let v284: f32 = acc24 + v283;
+        scratch1[i282] = v284;
     }
-    if ((row3 < u.B) && (col7 < 10u)) {
-        let i79: u32 = row3 * 10u + col7;
-        let v80: f32 = b2[col7];
-        let v81: f32 = acc15 + v80;
-        scratch1[i79] = v81;
+    if ((row3 < u.B) && (col17 < 10u)) {
+        let i285: u32 = row3 * 10u + col17;
+        let v286: f32 = b2[col17];
+        let v287: f32 = acc25 + v286;
+        scratch1[i285] = v287;
     }
-    if ((row3 < u.B) && (col8 < 10u)) {
-        let i82: u32 = row3 * 10u + col8;
-        let v83: f32 = b2[col8];
-        let v84: f32 = acc16 + v83;
-        scratch1[i82] = v84;
+    if ((row3 < u.B) && (col18 < 10u)) {
+        let i288: u32 = row3 * 10u + col18;
+        let v289: f32 = b2[col18];
+        let v290: f32 = acc26 + v289;
+        scratch1[i288] = v290;
     }
-    if ((row4 < u.B) && (lid.x < 10u)) {
-        let i85: u32 = row4 * 10u + lid.x;
-        let v86: f32 = b2[lid.x];
-        let v87: f32 = acc17 + v86;
-        scratch1[i85] = v87;
+    if ((row4 < u.B) && (col11 < 10u)) {
+        let i291: u32 = row4 * 10u + col11;
+        let v292: f32 = b2[col11];
+        let v293: f32 = acc27 + v292;
+        scratch1[i291] = v293;
     }
-    if ((row4 < u.B) && (col6 < 10u)) {
-        let i88: u32 = row4 * 10u + col6;
-        let v89: f32 = b2[col6];
-        let v90: f32 = acc18 + v89;
-        scratch1[i88] = v90;
+    if ((row4 < u.B) && (col12 < 10u)) {
+        let i294: u32 = row4 * 10u + col12;
+        let v295: f32 = b2[col12];
+        let v296: f32 = acc28 + v295;
+        scratch1[i294] = v296;
     }
-    if ((row4 < u.B) && (col7 < 10u)) {
-        let i91: u32 = row4 * 10u + col7;
-        let v92: f32 = b2[col7];
-        let v93: f32 = acc19 + v92;
-        scratch1[i91] = v93;
+    if ((row4 < u.B) && (col13 < 10u)) {
+        let i297: u32 = row4 * 10u + col13;
+        let v298: f32 = b2[col13];
+        let v299: f32 = acc29 + v298;
+        scratch1[i297] = v299;
     }
-    if ((row4 < u.B) && (col8 < 10u)) {
-        let i94: u32 = row4 * 10u + col8;
-        let v95: f32 = b2[col8];
-        let v96: f32 = acc20 + v95;
-        scratch1[i94] = v96;
+    if ((row4 < u.B) && (col14 < 10u)) {
+        let i300: u32 = row4 * 10u + col14;
+        let v301: f32 = b2[col14];
+        let v302: f32 = acc30 + v301;
+        scratch1[i300] = v302;
     }
-    if ((row5 < u.B) && (lid.x < 10u)) {
-        let i97: u32 = row5 * 10u + lid.x;
-        let v98: f32 = b2[lid.x];
-        let v99: f32 = acc21 + v98;
-        scratch1[i97] = v99;
+    if ((row4 < u.B) && (col15 < 10u)) {
+        let i303: u32 = row4 * 10u + col15;
+        let v304: f32 = b2[col15];
+        let v305: f32 = acc31 + v304;
+        scratch1[i303] = v305;
     }
-    if ((row5 < u.B) && (col6 < 10u)) {
-        let i100: u32 = row5 * 10u + col6;
-        let v101: f32 = b2[col6];
-        let v102: f32 = acc22 + v101;
-        scratch1[i100] = v102;
+    if ((row4 < u.B) && (col16 < 10u)) {
+        let i306: u32 = row4 * 10u + col16;
+        let v307: f32 = b2[col16];
+        let v308: f32 = acc32 + v307;
+        scratch1[i306] = v308;
     }
-    if ((row5 < u.B) && (col7 < 10u)) {
-        let i103: u32 = row5 * 10u + col7;
-        let v104: f32 = b2[col7];
-        let v105: f32 = acc23 + v104;
-        scratch1[i103] = v105;
+    if ((row4 < u.B) && (col17 < 10u)) {
+        let i309: u32 = row4 * 10u + col17;
+        let v310: f32 = b2[col17];
+        let v311: f32 = acc33 + v310;
+        scratch1[i309] = v311;
     }
-    if ((row5 < u.B) && (col8 < 10u)) {
-        let i106: u32 = row5 * 10u + col8;
-        let v107: f32 = b2[col8];
-        let v108: f32 = acc24 + v107;
-        scratch1[i106] = v108;
+    if ((row4 < u.B) && (col18 < 10u)) {
+        let i312: u32 = row4 * 10u + col18;
+        let v313: f32 = b2[col18];
+        let v314: f32 = acc34 + v313;
+        scratch1[i312] = v314;
+    }
+    if ((row5 < u.B) && (col11 < 10u)) {
+        let i315: u32 = row5 * 10u + col11;
+        let v316: f32 = b2[col11];
+        let v317: f32 = acc35 + v316;
+        scratch1[i315] = v317;
+    }
+    if ((row5 < u.B) && (col12 < 10u)) {
+        let i318: u32 = row5 * 10u + col12;
+        let v319: f32 = b2[col12];
+        let v320: f32 = acc36 + v319;
+        scratch1[i318] = v320;
+    }
+    if ((row5 < u.B) && (col13 < 10u)) {
+        let i321: u32 = row5 * 10u + col13;
+        let v322: f32 = b2[col13];
+        let v323: f32 = acc37 + v322;
+        scratch1[i321] = v323;
+    }
+    if ((row5 < u.B) && (col14 < 10u)) {
+        let i324: u32 = row5 * 10u + col14;
+        let v325: f32 = b2[col14];
+        let v326: f32 = acc38 + v325;
+        scratch1[i324] = v326;
+    }
+    if ((row5 < u.B) && (col15 < 10u)) {
+        let i327: u32 = row5 * 10u + col15;
+        let v328: f32 = b2[col15];
+        let v329: f32 = acc39 + v328;
+        scratch1[i327] = v329;
+    }
+    if ((row5 < u.B) && (col16 < 10u)) {
+        let i330: u32 = row5 * 10u + col16;
+        let v331: f32 = b2[col16];
+        let v332: f32 = acc40 + v331;
+        scratch1[i330] = v332;
+    }
+    if ((row5 < u.B) && (col17 < 10u)) {
+        let i333: u32 = row5 * 10u + col17;
+        let v334: f32 = b2[col17];
+        let v335: f32 = acc41 + v334;
+        scratch1[i333] = v335;
+    }
+    if ((row5 < u.B) && (col18 < 10u)) {
+        let i336: u32 = row5 * 10u + col18;
+        let v337: f32 = b2[col18];
+        let v338: f32 = acc42 + v337;
+        scratch1[i336] = v338;
+    }
+    if ((row6 < u.B) && (col11 < 10u)) {
+        let i339: u32 = row6 * 10u + col11;
+        let v340: f32 = b2[col11];
+        let v341: f32 = acc43 + v340;
+        scratch1[i339] = v341;
+    }
+    if ((row6 < u.B) && (col12 < 10u)) {
+        let i342: u32 = row6 * 10u + col12;
+        let v343: f32 = b2[col12];
+        let v344: f32 = acc44 + v343;
+        scratch1[i342] = v344;
+    }
+    if ((row6 < u.B) && (col13 < 10u)) {
+        let i345: u32 = row6 * 10u + col13;
+        let v346: f32 = b2[col13];
+        let v347: f32 = acc45 + v346;
+        scratch1[i345] = v347;
+    }
+    if ((row6 < u.B) && (col14 < 10u)) {
+        let i348: u32 = row6 * 10u + col14;
+        let v349: f32 = b2[col14];
+        let v350: f32 = acc46 + v349;
+        scratch1[i348] = v350;
+    }
+    if ((row6 < u.B) && (col15 < 10u)) {
+        let i351: u32 = row6 * 10u + col15;
+        let v352: f32 = b2[col15];
+        let v353: f32 = acc47 + v352;
+        scratch1[i351] = v353;
+    }
+    if ((row6 < u.B) && (col16 < 10u)) {
+        let i354: u32 = row6 * 10u + col16;
+        let v355: f32 = b2[col16];
+        let v356: f32 = acc48 + v355;
+        scratch1[i354] = v356;
+    }
+    if ((row6 < u.B) && (col17 < 10u)) {
+        let i357: u32 = row6 * 10u + col17;
+        let v358: f32 = b2[col17];
+        let v359: f32 = acc49 + v358;
+        scratch1[i357] = v359;
+    }
+    if ((row6 < u.B) && (col18 < 10u)) {
+        let i360: u32 = row6 * 10u + col18;
+        let v361: f32 = b2[col18];
+        let v362: f32 = acc50 + v361;
+        scratch1[i360] = v362;
+    }
+    if ((row7 < u.B) && (col11 < 10u)) {
+        let i363: u32 = row7 * 10u + col11;
+        let v364: f32 = b2[col11];
+        let v365: f32 = acc51 + v364;
+        scratch1[i363] = v365;
+    }
+    if ((row7 < u.B) && (col12 < 10u)) {
+        let i366: u32 = row7 * 10u + col12;
+        let v367: f32 = b2[col12];
+        let v368: f32 = acc52 + v367;
+        scratch1[i366] = v368;
+    }
+    if ((row7 < u.B) && (col13 < 10u)) {
+        let i369: u32 = row7 * 10u + col13;
+        let v370: f32 = b2[col13];
+        let v371: f32 = acc53 + v370;
+        scratch1[i369] = v371;
+    }
+    if ((row7 < u.B) && (col14 < 10u)) {
+        let i372: u32 = row7 * 10u + col14;
+        let v373: f32 = b2[col14];
+        let v374: f32 = acc54 + v373;
+        scratch1[i372] = v374;
+    }
+    if ((row7 < u.B) && (col15 < 10u)) {
+        let i375: u32 = row7 * 10u + col15;
+        let v376: f32 = b2[col15];
+        let v377: f32 = acc55 + v376;
+        scratch1[i375] = v377;
+    }
+    if ((row7 < u.B) && (col16 < 10u)) {
+        let i378: u32 = row7 * 10u + col16;
+        let v379: f32 = b2[col16];
+        let v380: f32 = acc56 + v379;
+        scratch1[i378] = v380;
+    }
+    if ((row7 < u.B) && (col17 < 10u)) {
+        let i381: u32 = row7 * 10u + col17;
+        let v382: f32 = b2[col17];
+        let v383: f32 = acc57 + v382;
+        scratch1[i381] = v383;
+    }
+    if ((row7 < u.B) && (col18 < 10u)) {
+        let i384: u32 = row7 * 10u + col18;
+        let v385: f32 = b2[col18];
+        let v386: f32 = acc58 + v385;
+        scratch1[i384] = v386;
+    }
+    if ((row8 < u.B) && (col11 < 10u)) {
+        let i387: u32 = row8 * 10u + col11;
+        let v388: f32 = b2[col11];
+        let v389: f32 = acc59 + v388;
+        scratch1[i387] = v389;
+    }
+    if ((row8 < u.B) && (col12 < 10u)) {
+        let i390: u32 = row8 * 10u + col12;
+        let v391: f32 = b2[col12];
+        let v392: f32 = acc60 + v391;
+        scratch1[i390] = v392;
+    }
+    if ((row8 < u.B) && (col13 < 10u)) {
+        let i393: u32 = row8 * 10u + col13;
+        let v394: f32 = b2[col13];
+        let v395: f32 = acc61 + v394;
+        scratch1[i393] = v395;
+    }
+    if ((row8 < u.B) && (col14 < 10u)) {
+        let i396: u32 = row8 * 10u + col14;
+        let v397: f32 = b2[col14];
+        let v398: f32 = acc62 + v397;
+        scratch1[i396] = v398;
+    }
+    if ((row8 < u.B) && (col15 < 10u)) {
+        let i399: u32 = row8 * 10u + col15;
+        let v400: f32 = b2[col15];
+        let v401: f32 = acc63 + v400;
+        scratch1[i399] = v401;
+    }
+    if ((row8 < u.B) && (col16 < 10u)) {
+        let i402: u32 = row8 * 10u + col16;
+        let v403: f32 = b2[col16];
+        let v404: f32 = acc64 + v403;
+        scratch1[i402] = v404;
+    }
+    if ((row8 < u.B) && (col17 < 10u)) {
+        let i405: u32 = row8 * 10u + col17;
+        let v406: f32 = b2[col17];
+        let v407: f32 = acc65 + v406;
+        scratch1[i405] = v407;
+    }
+    if ((row8 < u.B) && (col18 < 10u)) {
+        let i408: u32 = row8 * 10u + col18;
+        let v409: f32 = b2[col18];
+        let v410: f32 = acc66 + v409;
+        scratch1[i408] = v410;
+    }
+    if ((row9 < u.B) && (col11 < 10u)) {
+        let i411: u32 = row9 * 10u + col11;
+        let v412: f32 = b2[col11];
+        let v413: f32 = acc67 + v412;
+        scratch1[i411] = v413;
+    }
+    if ((row9 < u.B) && (col12 < 10u)) {
+        let i414: u32 = row9 * 10u + col12;
+        let v415: f32 = b2[col12];
+        let v416: f32 = acc68 + v415;
+        scratch1[i414] = v416;
+    }
+    if ((row9 < u.B) && (col13 < 10u)) {
+        let i417: u32 = row9 * 10u + col13;
+        let v418: f32 = b2[col13];
+        let v419: f32 = acc69 + v418;
+        scratch1[i417] = v419;
+    }
+    if ((row9 < u.B) && (col14 < 10u)) {
+        let i420: u32 = row9 * 10u + col14;
+        let v421: f32 = b2[col14];
+        let v422: f32 = acc70 + v421;
+        scratch1[i420] = v422;
+    }
+    if ((row9 < u.B) && (col15 < 10u)) {
+        let i423: u32 = row9 * 10u + col15;
+        let v424: f32 = b2[col15];
+        let v425: f32 = acc71 + v424;
+        scratch1[i423] = v425;
+    }
+    if ((row9 < u.B) && (col16 < 10u)) {
+        let i426: u32 = row9 * 10u + col16;
+        let v427: f32 = b2[col16];
+        let v428: f32 = acc72 + v427;
+        scratch1[i426] = v428;
+    }
+    if ((row9 < u.B) && (col17 < 10u)) {
+        let i429: u32 = row9 * 10u + col17;
+        let v430: f32 = b2[col17];
+        let v431: f32 = acc73 + v430;
+        scratch1[i429] = v431;
+    }
+    if ((row9 < u.B) && (col18 < 10u)) {
+        let i432: u32 = row9 * 10u + col18;
+        let v433: f32 = b2[col18];
+        let v434: f32 = acc74 + v433;
+        scratch1[i432] = v434;
+    }
+    if ((row10 < u.B) && (col11 < 10u)) {
+        let i435: u32 = row10 * 10u + col11;
+        let v436: f32 = b2[col11];
+        let v437: f32 = acc75 + v436;
+        scratch1[i435] = v437;
+    }
+    if ((row10 < u.B) && (col12 < 10u)) {
+        let i438: u32 = row10 * 10u + col12;
+        let v439: f32 = b2[col12];
+        let v440: f32 = acc76 + v439;
+        scratch1[i438] = v440;
+    }
+    if ((row10 < u.B) && (col13 < 10u)) {
+        let i441: u32 = row10 * 10u + col13;
+        let v442: f32 = b2[col13];
+        let v443: f32 = acc77 + v442;
+        scratch1[i441] = v443;
+    }
+    if ((row10 < u.B) && (col14 < 10u)) {
+        let i444: u32 = row10 * 10u + col14;
+        let v445: f32 = b2[col14];
+        let v446: f32 = acc78 + v445;
+        scratch1[i444] = v446;
+    }
+    if ((row10 < u.B) && (col15 < 10u)) {
+        let i447: u32 = row10 * 10u + col15;
+        let v448: f32 = b2[col15];
+        let v449: f32 = acc79 + v448;
+        scratch1[i447] = v449;
+    }
+    if ((row10 < u.B) && (col16 < 10u)) {
+        let i450: u32 = row10 * 10u + col16;
+        let v451: f32 = b2[col16];
+        let v452: f32 = acc80 + v451;
+        scratch1[i450] = v452;
+    }
+    if ((row10 < u.B) && (col17 < 10u)) {
+        let i453: u32 = row10 * 10u + col17;
+        let v454: f32 = b2[col17];
+        let v455: f32 = acc81 + v454;
+        scratch1[i453] = v455;
+    }
+    if ((row10 < u.B) && (col18 < 10u)) {
+        let i456: u32 = row10 * 10u + col18;
+        let v457: f32 = b2[col18];
+        let v458: f32 = acc82 + v457;
+        scratch1[i456] = v458;
     }
 }
