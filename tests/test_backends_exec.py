@@ -70,13 +70,6 @@ LOOSER: dict[tuple[str, str, str], tuple[float, float]] = {
 }
 
 
-# WebGPU and Vulkan specify `sin`/`cos` to 2^-11 absolute error on [-pi, pi] only;
-# outside it the builtin's answer is the driver's (lavapipe's is off by ~0.4 at 3e5).
-# These kernels reach 3e5 and 1e30 on purpose: they run on MSL (`precise::`) and PTX
-# (Payne-Hanek reduction), whose sin and cos hold for every argument. docs/language.md.
-BUILTIN_TRIG_RANGE = {("trig", "sin_cos_huge")}
-
-
 def _functions() -> list[tuple[str, str]]:
     found = []
     for path in sorted(KERNELS.glob("*.py")):
@@ -191,9 +184,6 @@ def test_wgsl_validates_with_naga(stem: str, function: str) -> None:
 def test_wgsl_matches_shim(stem: str, function: str, label: str) -> None:
     require_tool("wgpu")
     from mimir.runtime.wgpu_runner import run_manifest
-
-    if (stem, function) in BUILTIN_TRIG_RANGE:
-        pytest.skip("WGSL's sin and cos are specified on [-pi, pi] only (BUILTIN_TRIG_RANGE)")
 
     folder = _compiled(stem, function)
     manifest = _manifest(folder, "wgsl", function)

@@ -272,8 +272,6 @@ TARGETS = {"one": (1,), "small": (7, 13, 5, 11, 3), "medium": (131, 17, 19, 23, 
 LARGE = 100_000
 # Outputs where summation order alone moves the result past the default tolerance:
 # normalize_rows divides by a row sum of values in [-1, 1), which can be near zero.
-# Arguments past [-pi, pi] on purpose: see test_backends_exec.BUILTIN_TRIG_RANGE.
-BUILTIN_TRIG_RANGE = {("trig", "sin_cos_huge")}
 
 LOOSER = {
     ("pipeline", "normalize_rows", "out"): (1e-2, 1e-4),
@@ -349,8 +347,6 @@ def test_module_runs_on_wgpu_and_matches_the_shim(
 
     manifest = json.loads(compiled(stem)[0][manifest_name])
     function = manifest["function"]
-    if (stem, function) in BUILTIN_TRIG_RANGE:
-        pytest.skip("GLSL.std.450 Sin and Cos are specified on [-pi, pi] only")
     scalars = default_scalars(manifest, dims)
     inputs = random_inputs(manifest, dims, seed=11)
     expected = shim_reference(REPO / manifest["source"], function, inputs, dims, scalars)
