@@ -60,6 +60,9 @@ def last(x: Tensor[float32, M, N]) -> Tensor[float32, M]:
         (Binary("<", Const(3, "u32"), Const(5, "u32"), "bool"), Const(True, "bool")),
         (Binary("*", Binary("+", N, Const(0, "u32"), "u32"), Const(1, "u32"), "u32"), N),
         (Cast(Const(-1, "i32"), "u32"), Const(2**32 - 1, "u32")),
+        # an integer literal float32 holds exactly (a reduction's count) becomes a float one
+        (Cast(Const(1024, "u32"), "f32"), Const(1024.0, "f32")),
+        (Cast(Const(-(2**24), "i32"), "f32"), Const(-16777216.0, "f32")),
         (Unary("-", Const(5, "i32"), "i32"), Const(-5, "i32")),
         (Select(Const(False, "bool"), N, Const(7, "u32"), "u32"), Const(7, "u32")),
     ],
@@ -76,6 +79,7 @@ def test_fold(before, after) -> None:
         Binary("+", IV, Const(-(2**31), "i32"), "i32"),  # -INT_MIN does not exist
         Binary("<<", Const(1, "u32"), Const(40, "u32"), "u32"),  # backends differ past 31
         Binary("+", Var("f", "f32"), Const(0.0, "f32"), "f32"),  # -0.0 + 0.0 is 0.0
+        Cast(Const(2**24 + 1, "u32"), "f32"),  # rounds: left to the backend's conversion
     ],
 )
 def test_what_is_not_folded(kept) -> None:

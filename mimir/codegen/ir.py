@@ -527,6 +527,14 @@ def fold(e: Expr) -> Expr:
             return Const(canonical_int(a.value, e.type), e.type)  # reinterprets the bits
         if isinstance(a, Const) and a.type == e.type:
             return a
+        if (
+            isinstance(e, Cast)
+            and isinstance(a, Const)
+            and a.type in INT_TYPES
+            and e.type == "f32"
+            and abs(canonical_int(a.value, a.type)) <= 2**24
+        ):
+            return Const(float(canonical_int(a.value, a.type)), "f32")  # exact in float32
         return type(e)(a, e.type)
     if isinstance(e, Unary):
         a = fold(e.a)

@@ -59,7 +59,14 @@ from mimir.codegen.ir import (
     lower_vectors,
     walk_statements,
 )
-from mimir.codegen.ptx.emit import INLINED_HELPERS, Emitter, Memory, refuse
+from mimir.codegen.ptx.emit import (
+    EXTREMUM_HELPERS,
+    INLINED_HELPERS,
+    NATIVE_HELPERS,
+    Emitter,
+    Memory,
+    refuse,
+)
 from mimir.codegen.ptx.registers import Registers
 from mimir.codegen.ptx.tables import BUILTINS, ELEMENT_BYTES
 from mimir.codegen.refusal import RefusalError
@@ -147,7 +154,9 @@ class PTX(Backend):
         return Printed("\n".join(lines) + "\n", entry, bindings, uniform)
 
     def _inlined(self, name: str) -> bool:
-        return self.math == "fast" and name in INLINED_HELPERS
+        if self.math == "fast" and name in INLINED_HELPERS:
+            return True
+        return name in EXTREMUM_HELPERS or name in NATIVE_HELPERS
 
     def _signatures(self, helpers: list[Helper]) -> dict[str, tuple[str, str, tuple[str, ...]]]:
         out = {}

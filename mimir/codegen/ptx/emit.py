@@ -12,7 +12,8 @@ semantics (`mimir.codegen.ir`) and how they are kept:
   PTX itself clamps);
 - float `+ - * /` carry `.rn`: without a rounding modifier ptxas may fuse a
   multiply and an add into one `fma`, which rounds differently from the shim;
-  `/` is `div.rn.f32`, IEEE division; subnormals are kept (no `.ftz`);
+  `/` is `div.rn.f32`, IEEE division (fast math: `div.full.f32`, within 2 ulp; by a
+  literal power of two: a multiply by its exact reciprocal); subnormals are kept (no `.ftz`);
 - float comparisons are ordered (false on nan) except `!=`, which is `neu`;
 - float16 values are held as `.b16` bits; arithmetic on them goes through
   f32 and rounds back once (`cvt.rn.f16.f32`), which is the correctly
@@ -81,11 +82,17 @@ from mimir.codegen.ptx.tables import (
 )
 from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, RefusalError
 
-__all__ = ["INLINED_HELPERS", "Emitter", "Memory", "refuse"]
+__all__ = ["EXTREMUM_HELPERS", "INLINED_HELPERS", "NATIVE_HELPERS", "Emitter", "Memory", "refuse"]
 
 # With fast math these IR helpers (`mimir.codegen.helpers`, f32 -> f32) are not called:
 # their `mathlib` fast sequence is inlined where the call was.
 INLINED_HELPERS = {"mimir_sigmoid": "sigmoid", "mimir_tanh": "tanh", "mimir_gelu": "gelu"}
+# In either mode the f32 `maximum`/`minimum` helpers are printed where they are called, as a
+# compare, a select and a nan fix-up (four instructions, no branch, no call).
+EXTREMUM_HELPERS = {"mimir_maximum_f32": "ge", "mimir_minimum_f32": "le"}
+# IR helpers one PTX instruction already computes, printed in place of the call:
+# `sqrt.rn.f32` of a negative number is nan, as the `mimir_sqrt` helper's guard makes it.
+NATIVE_HELPERS = {"mimir_sqrt": "sqrt.rn.f32"}
 
 # `WarpReduce` (op, type) -> the instruction combining two lanes' values
 _WARP_COMBINE = {
@@ -119,6 +126,20 @@ def _f16_bits(value: float) -> str:
     except OverflowError:
         bits = 0x7C00 if value > 0 else 0xFC00
     return f"0x{bits:04X}"
+
+
+def _exact_reciprocal(divisor: Expr | None) -> str | None:
+    """The f32 immediate `1/d` when `divisor` is a literal power of two whose reciprocal is a
+    normal float32: then `x * (1/d)` and `x / d` are the same correctly rounded value."""
+    if not isinstance(divisor, Const) or divisor.type != "f32":
+        return None
+    d = float(divisor.value)
+    if not math.isfinite(d) or d == 0:
+        return None
+    mantissa, exponent = math.frexp(abs(d))
+    if mantissa != 0.5 or not -126 <= 1 - exponent <= 127:
+        return None
+    return mathlib.F32(1.0 / d).text()
 
 
 # ---------------------------------------------------------------- the emitter
@@ -300,6 +321,8 @@ class Emitter:
         return self._binary_on(op, t, self.expr(e.a), self.expr(e.b), shift=e.b)
 
     def _binary_on(self, op: str, t: str, a: str, b: str, shift: Expr | None = None) -> str:
+        """`a op b` on `t`; `shift` is the right operand's expression where it is known (a
+        literal shift amount or divisor is printed as an immediate)."""
         if op in COMPARISONS:
             d = self.regs.new("pred")
             if t == "bool":
@@ -324,6 +347,12 @@ class Emitter:
         opcode = ARITH.get((op, t))
         if opcode is None:
             raise refuse(f"the operator `{op}` on `{t}`")
+        if (op, t) == ("/", "f32"):
+            reciprocal = _exact_reciprocal(shift)
+            if reciprocal is not None:  # x / 2^k is x * 2^-k, both correctly rounded
+                opcode, b = "mul.rn.f32", reciprocal
+            elif self.math == "fast":
+                opcode = "div.full.f32"  # 2 ulp over the whole range (PTX ISA), no slow path
         d = self.regs.new(CLASS_OF["bool" if t == "bool" else t])
         self.ins(f"{opcode} {d}, {a}, {b}")
         return d
@@ -424,6 +453,12 @@ class Emitter:
     def call(self, e: Call) -> str:
         if self.math == "fast" and e.fn in INLINED_HELPERS:
             return self.sequence(INLINED_HELPERS[e.fn], [self.reg(a) for a in e.args])
+        if e.fn in EXTREMUM_HELPERS and [a.type for a in e.args] == ["f32", "f32"]:
+            return self.extremum(EXTREMUM_HELPERS[e.fn], self.reg(e.args[0]), self.reg(e.args[1]))
+        if e.fn in NATIVE_HELPERS and [a.type for a in e.args] == ["f32"]:
+            d = self.new("f32")
+            self.ins(f"{NATIVE_HELPERS[e.fn]} {d}, {self.reg(e.args[0])}")
+            return d
         if e.fn in self.helpers:
             name, ret, params = self.helpers[e.fn]
             args = []
@@ -447,6 +482,19 @@ class Emitter:
         args = [self.expr(a) if len(e.args) > 1 else self.reg(a) for a in e.args]
         d = self.new(e.type)
         self.ins(f"{opcode} {d}, {', '.join(args)}")
+        return d
+
+    def extremum(self, cmp: str, a: str, b: str) -> str:
+        """`maximum`/`minimum` as the IR helper defines them (`mimir.codegen.lower`): a nan
+        operand gives nan, else `a` when `a >= b` (`<=` for minimum), so `-0` against `+0`
+        keeps the first. The select is exact; a nan operand (`setp.nan`: either is nan)
+        replaces it by their sum, which is nan."""
+        first, nan = self.regs.new("pred"), self.regs.new("pred")
+        d = self.new("f32")
+        self.ins(f"setp.{cmp}.f32 {first}, {a}, {b}")
+        self.ins(f"selp.f32 {d}, {a}, {b}, {first}")
+        self.ins(f"setp.nan.f32 {nan}, {a}, {b}")
+        self.ins(f"@{nan} add.rn.f32 {d}, {a}, {b}")
         return d
 
     def warp_reduce(self, e: WarpReduce) -> str:

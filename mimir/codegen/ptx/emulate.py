@@ -180,6 +180,8 @@ _F32_OPS: dict[str, Callable[..., Any]] = {
     "mul.rn.f32": _mul,
     "fma.rn.f32": _fma,
     "div.rn.f32": _div,
+    # fast math's division, modelled correctly rounded (the GPU: within 2 ulp, full range)
+    "div.full.f32": _div,
     "min.f32": _min,
     "max.f32": _max,
     "abs.f32": abs,

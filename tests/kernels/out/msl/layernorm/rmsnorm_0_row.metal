@@ -48,7 +48,7 @@ kernel void rmsnorm_0_row(
     threadgroup_barrier(mem_flags::mem_threadgroup);
     const float slot7 = row0[lid.x & 1u];
     const float total8 = mimir_simd_add_f32_2(slot7);
-    const float total9 = total8 / float(48u);
+    const float total9 = total8 / 48.0f;
     const float v10 = mimir_sqrt(total9);
     for (uint j11 = lid.x; j11 < 48u; j11 += 64u) {
         const uint i12 = g0 * 48u + j11;

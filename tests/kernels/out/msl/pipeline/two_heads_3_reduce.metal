@@ -25,7 +25,7 @@ kernel void two_heads_3_reduce(
             const float v6 = scratch0[i4];
             acc2 = fma(v5, v6, acc2);
         }
-        const float total8 = acc2 / float(4u);
+        const float total8 = acc2 / 4.0f;
         const float v9 = total8 + 0.0f;
         out2[o1] = v9;
     }

@@ -52,7 +52,7 @@ kernel void layer_norm_512_0_row(
     threadgroup_barrier(mem_flags::mem_threadgroup);
     const float slot8 = row0[lid.x & 7u];
     const float total9 = mimir_simd_add_f32_8(slot8);
-    const float total10 = total9 / float(512u);
+    const float total10 = total9 / 512.0f;
     float acc11 = 0.0f;
     const float v12 = v4 - total10;
     acc11 = fma(v12, v12, acc11);
@@ -65,7 +65,7 @@ kernel void layer_norm_512_0_row(
     threadgroup_barrier(mem_flags::mem_threadgroup);
     const float slot17 = row1[lid.x & 7u];
     const float total18 = mimir_simd_add_f32_8(slot17);
-    const float total19 = total18 / float(512u);
+    const float total19 = total18 / 512.0f;
     const float v20 = total19 + 1e-05f;
     const float v21 = 1.0f / mimir_sqrt(v20);
     const float v22 = v12 * v21;

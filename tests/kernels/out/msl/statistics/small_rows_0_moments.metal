@@ -30,7 +30,7 @@ kernel void small_rows_0_moments(
             const float v5 = y[i4];
             acc2 = acc2 + v5;
         }
-        const float mean6 = acc2 / float(3u);
+        const float mean6 = acc2 / 3.0f;
         float acc7 = 0.0f;
         for (uint r8 = 0u; r8 < 3u; r8 += 1u) {
             const uint i9 = o1 * 3u + r8;
@@ -38,7 +38,7 @@ kernel void small_rows_0_moments(
             const float d11 = v10 - mean6;
             acc7 = fma(d11, d11, acc7);
         }
-        const float var12 = acc7 / float(2u);
+        const float var12 = acc7 / 2.0f;
         const float std13 = mimir_sqrt(var12);
         scratch0[o1] = std13;
     }

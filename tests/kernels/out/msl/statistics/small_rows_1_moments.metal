@@ -23,7 +23,7 @@ kernel void small_rows_1_moments(
             const int v5 = x[i4];
             acc2 = acc2 + float(v5);
         }
-        const float mean6 = acc2 / float(5u);
+        const float mean6 = acc2 / 5.0f;
         float acc7 = 0.0f;
         for (uint r8 = 0u; r8 < 5u; r8 += 1u) {
             const uint i9 = o1 * 5u + r8;
@@ -31,7 +31,7 @@ kernel void small_rows_1_moments(
             const float d11 = float(v10) - mean6;
             acc7 = fma(d11, d11, acc7);
         }
-        const float var12 = acc7 / float(5u);
+        const float var12 = acc7 / 5.0f;
         scratch1[o1] = var12;
     }
 }

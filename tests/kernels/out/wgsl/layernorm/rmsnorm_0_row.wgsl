@@ -67,7 +67,7 @@ fn rmsnorm_0_row(
     warp1[lid.x] = slot7;
     workgroupBarrier();
     let total8: f32 = warp1[lid.x - (lid.x & 1u)] + warp1[lid.x - (lid.x & 1u) + 1u];
-    let total9: f32 = total8 / f32(48u);
+    let total9: f32 = total8 / 48.0f;
     let v10: f32 = mimir_sqrt(total9);
     for (var j11: u32 = lid.x; j11 < 48u; j11 += 64u) {
         let i12: u32 = g0 * 48u + j11;

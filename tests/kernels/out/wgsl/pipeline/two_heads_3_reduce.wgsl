@@ -25,7 +25,7 @@ fn two_heads_3_reduce(
             let v6: f32 = scratch0[i4];
             acc2 = fma(v5, v6, acc2);
         }
-        let total8: f32 = acc2 / f32(4u);
+        let total8: f32 = acc2 / 4.0f;
         let v9: f32 = total8 + 0.0f;
         out2[o1] = v9;
     }

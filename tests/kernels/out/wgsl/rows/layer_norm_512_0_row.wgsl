@@ -73,7 +73,7 @@ fn layer_norm_512_0_row(
     warp1[lid.x] = slot8;
     workgroupBarrier();
     let total9: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
-    let total10: f32 = total9 / f32(512u);
+    let total10: f32 = total9 / 512.0f;
     var acc11: f32 = 0.0f;
     let v12: f32 = v4 - total10;
     acc11 = fma(v12, v12, acc11);
@@ -110,7 +110,7 @@ fn layer_norm_512_0_row(
     warp3[lid.x] = slot17;
     workgroupBarrier();
     let total18: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
-    let total19: f32 = total18 / f32(512u);
+    let total19: f32 = total18 / 512.0f;
     let v20: f32 = total19 + 1e-05f;
     let v21: f32 = 1.0f / mimir_sqrt(v20);
     let v22: f32 = v12 * v21;

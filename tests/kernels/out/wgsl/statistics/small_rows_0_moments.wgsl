@@ -31,7 +31,7 @@ fn small_rows_0_moments(
             let v5: f32 = y[i4];
             acc2 = acc2 + v5;
         }
-        let mean6: f32 = acc2 / f32(3u);
+        let mean6: f32 = acc2 / 3.0f;
         var acc7: f32 = 0.0f;
         for (var r8: u32 = 0u; r8 < 3u; r8 += 1u) {
             let i9: u32 = o1 * 3u + r8;
@@ -39,7 +39,7 @@ fn small_rows_0_moments(
             let d11: f32 = v10 - mean6;
             acc7 = fma(d11, d11, acc7);
         }
-        let var12: f32 = acc7 / f32(2u);
+        let var12: f32 = acc7 / 2.0f;
         let std13: f32 = mimir_sqrt(var12);
         scratch0[o1] = std13;
     }

@@ -23,7 +23,7 @@ fn small_rows_1_moments(
             let v5: i32 = x[i4];
             acc2 = acc2 + f32(v5);
         }
-        let mean6: f32 = acc2 / f32(5u);
+        let mean6: f32 = acc2 / 5.0f;
         var acc7: f32 = 0.0f;
         for (var r8: u32 = 0u; r8 < 5u; r8 += 1u) {
             let i9: u32 = o1 * 5u + r8;
@@ -31,7 +31,7 @@ fn small_rows_1_moments(
             let d11: f32 = f32(v10) - mean6;
             acc7 = fma(d11, d11, acc7);
         }
-        let var12: f32 = acc7 / f32(5u);
+        let var12: f32 = acc7 / 5.0f;
         scratch1[o1] = var12;
     }
 }
