@@ -10,6 +10,9 @@ lowering is written with.
 
 from __future__ import annotations
 
+from fractions import Fraction
+from math import factorial
+
 from mimir.codegen.ir import (
     COMPARISONS,
     Assign,
@@ -30,6 +33,7 @@ from mimir.codegen.ir import (
     VarDecl,
     all_expressions,
 )
+from mimir.codegen.ptx.mathlib import HALF_PI, PI, f32
 
 INF = float("inf")
 NAN = float("nan")
@@ -365,3 +369,146 @@ def _define_bfloat_helpers() -> None:
 _define_integer_helpers()
 _define_float_helpers()
 _define_bfloat_helpers()
+
+
+# ---------------------------------------------------------------- sin and cos
+#
+# WGSL's `sin`/`cos` and GLSL.std.450 `Sin`/`Cos` are specified to 2^-11 absolute error
+# on [-pi, pi] only; past it a driver reduces as it likes (lavapipe is off by 0.4 at
+# 3e5). `mimir_trig` is sin and cos for every float32, built from IR arithmetic, which
+# the WGSL and SPIR-V backends call instead of the builtins (`with_reduced_trig`).
+#
+# For |x| >= pi/4 the reduction x = j pi/2 + r is done in integers (Payne-Hanek): x =
+# m 2^E with m < 2^24, and only 96 bits of 2/pi matter, starting at the one that weighs
+# 2 once scaled by 2^E (the bits before it make whole turns, those after it add less than
+# 2^-71 of a quadrant). m times that window is three 32x32 -> 64 products, each built
+# from 16-bit halves (WGSL has no multiply-high). The quadrant and 62 bits of fraction
+# come out exact; nothing there depends on how a compiler rounds or fuses floats. The
+# fraction becomes a float pair by exact conversions of 24-bit pieces and Fast2Sum
+# (additions only, so contraction into fma cannot touch it), then r = fraction * pi/2.
+# r in [-pi/4, pi/4] goes through the Taylor polynomials of sin and cos (as
+# `mimir.codegen.ptx.mathlib`), written with `fma`, which a backend may or may not fuse;
+# benchmarks/trig_accuracy.py measures both ways.
+
+# The table: floor(2/pi 2^224) as eight 32-bit words, so that bit p from the top
+# weighs 2^(31 - p): the first word is zero (2/pi < 1), which lets the window start at
+# bit 0 or later for every |x| >= pi/4.
+_TRIG_PAD = 32
+_TRIG_WORDS = 8
+
+
+def _two_over_pi_words() -> tuple[int, ...]:
+    bits = 32 * _TRIG_WORDS - _TRIG_PAD
+    t = int(Fraction(2) / PI * (1 << bits))  # floor: PI has 320 bits, far past these
+    return tuple((t >> (32 * (_TRIG_WORDS - 1 - k))) & 0xFFFFFFFF for k in range(_TRIG_WORDS))
+
+
+def _define_trig_helpers() -> None:
+    x, q = _p("x", "f32"), _p("q", "u32")
+    u = lambda v: const(v, "u32")  # noqa: E731
+    i = lambda v: const(v, "i32")  # noqa: E731
+    f = lambda v: const(v, "f32")  # noqa: E731
+
+    def ub(op: str, a: Expr, b: Expr) -> Expr:
+        return Binary(op, a, b, a.type)
+
+    def let(name: str, value: Expr) -> tuple[Var, Let]:
+        var = _p(name, value.type)
+        return var, Let(var, value)
+
+    def bind(name: str, value: Expr) -> Var:
+        var, stmt = let(name, value)
+        reduction.append(stmt)
+        return var
+
+    bits, s1 = let("bits", Bitcast(x, "u32"))
+    abits, s2 = let("abits", ub("&", bits, u(0x7FFFFFFF)))
+    body: list = [s1, s2, If(bin_(">=", abits, u(0x7F800000)), [Return(f(NAN))])]
+    j, r = _p("j", "u32"), _p("r", "f32")
+    body += [VarDecl(j, u(0)), VarDecl(r, Bitcast(abits, "f32"))]
+
+    # Payne-Hanek, for |x| >= pi/4 (bits of pi/4 rounded up: 0x3F490FDB)
+    reduction: list = []
+    e = bind("e", ub(">>", abits, u(23)))  # biased exponent, 126 .. 254
+    m = bind("m", ub("|", ub("&", abits, u(0x7FFFFF)), u(0x800000)))
+    # x = m 2^(e - 150): the window starts at table bit (e - 150) + PAD - 2 (6 .. 134)
+    start = bind("p0", ub("-", e, u(150 + 2 - _TRIG_PAD)))
+    word = bind("word", ub(">>", start, u(5)))
+    shift = bind("sh", ub("&", start, u(31)))
+    table = _two_over_pi_words()
+    is_word = [bind(f"is{k}", bin_("==", word, u(k))) for k in range(1, 5)]
+    words = []
+    for k in range(4):
+        w: Expr = u(table[k])
+        for n in range(1, 5):
+            w = select(is_word[n - 1], u(table[k + n]), w)
+        words.append(bind(f"w{k}", w))
+    window = []
+    for k in range(3):
+        # (w >> 1) >> (31 - sh): a shift by 32 is undefined in SPIR-V
+        low = ub(">>", ub(">>", words[k + 1], u(1)), ub("-", u(31), shift))
+        window.append(bind(f"win{k}", ub("|", ub("<<", words[k], shift), low)))
+    m_hi = bind("mh", ub(">>", m, u(16)))
+    m_lo = bind("ml", ub("&", m, u(0xFFFF)))
+
+    def mul_hi(k: int) -> Var:
+        """The high word of window[k] * m, from 16-bit halves."""
+        w_hi = ub(">>", window[k], u(16))
+        w_lo = bind(f"wl{k}", ub("&", window[k], u(0xFFFF)))
+        ll = ub("*", w_lo, m_lo)
+        lh = bind(f"lh{k}", ub("*", w_lo, m_hi))
+        hl = bind(f"hl{k}", ub("*", w_hi, m_lo))
+        mid = ub(
+            "+",
+            ub("+", ub(">>", ll, u(16)), ub("&", lh, u(0xFFFF))),
+            ub("&", hl, u(0xFFFF)),
+        )
+        hi = ub("+", ub("*", w_hi, m_hi), ub("+", ub(">>", lh, u(16)), ub(">>", hl, u(16))))
+        return bind(f"hi{k}", ub("+", hi, ub(">>", mid, u(16))))
+
+    # m * window, limbs from the top: p1 (quadrant and 30 fraction bits), p2, p3
+    p3 = bind("p3", ub("*", window[2], m))
+    lo1 = bind("lo1", ub("*", window[1], m))
+    p2 = bind("p2", ub("+", mul_hi(2), lo1))
+    carry = select(bin_("<", p2, lo1), u(1), u(0))
+    p1 = ub("+", ub("+", mul_hi(1), carry), ub("*", window[0], m))
+    p1 = bind("p1", ub("+", p1, u(1 << 29)))  # rounded to the nearest quadrant
+    reduction.append(Assign(j, ub(">>", p1, u(30))))
+    # the fraction of a quadrant, signed, in 2^-30 units: [-2^29, 2^29)
+    frac = bind("f", ub("-", Bitcast(ub("&", p1, u((1 << 30) - 1)), "i32"), i(1 << 29)))
+    top = Cast(ub(">>", frac, u(6)), "f32")
+    mid = ub("|", ub("<<", Bitcast(ub("&", frac, i(63)), "u32"), u(18)), ub(">>", p2, u(14)))
+    low = ub("|", ub("<<", ub("&", p2, u(0x3FFF)), u(10)), ub(">>", p3, u(22)))
+    h = bind("h", bin_("*", top, f(2.0**-24)))  # exact: 24-bit integers, powers of two
+    md = bind("md", bin_("*", Cast(mid, "f32"), f(2.0**-48)))
+    lw = bind("lw", bin_("*", Cast(low, "f32"), f(2.0**-72)))
+    hm = bind("hm", bin_("+", h, md))  # Fast2Sum: |h| >= |md| unless h = 0
+    err = bind("err", bin_("+", bin_("-", md, bin_("-", hm, h)), lw))
+    half_pi_hi = f32(float(HALF_PI))
+    half_pi_lo = f32(float(HALF_PI - Fraction(half_pi_hi)))
+    tail = call("fma", hm, f(half_pi_lo), bin_("*", err, f(half_pi_hi)))
+    reduction.append(Assign(r, call("fma", hm, f(half_pi_hi), tail)))
+    body.append(If(bin_(">=", abits, u(0x3F490FDB)), reduction))
+
+    # sin r = r + r^3 S(r^2), cos r = 1 - r^2/2 + r^4 C(r^2): Taylor, to r^9 and r^10
+    sin_c = [f(f32((-1) ** k / factorial(2 * k + 1))) for k in range(1, 5)]
+    cos_c = [f(f32((-1) ** k / factorial(2 * k))) for k in range(2, 6)]
+    z, zs = let("z", bin_("*", r, r))
+    ps: Expr = call("fma", sin_c[3], z, sin_c[2])
+    for c in (sin_c[1], sin_c[0]):
+        ps = call("fma", ps, z, c)
+    pc: Expr = call("fma", cos_c[3], z, cos_c[2])
+    for c in (cos_c[1], cos_c[0], f(-0.5)):
+        pc = call("fma", pc, z, c)
+    sin_r, s3 = let("sin_r", call("fma", bin_("*", ps, z), r, r))
+    cos_r, s4 = let("cos_r", call("fma", pc, z, f(1.0)))
+    k, s5 = let("k", ub("+", j, q))  # cos x = sin(x + pi/2): one quadrant further
+    v = select(bin_("!=", ub("&", k, u(1)), u(0)), cos_r, sin_r)
+    v, s6 = let("v", select(bin_("!=", ub("&", k, u(2)), u(0)), Unary("-", v, "f32"), v))
+    # sin(-x) = -sin x (and sin(-0) = -0); cos(-x) = cos x
+    sign = select(bin_("==", q, u(0)), ub("&", bits, u(0x80000000)), u(0))
+    body += [zs, s3, s4, s5, s6, Return(Bitcast(ub("^", Bitcast(v, "u32"), sign), "f32"))]
+    _helper("mimir_trig", [("x", "f32"), ("q", "u32")], "f32", body)
+
+
+_define_trig_helpers()

@@ -24,3 +24,8 @@ def sin_cos_small(x: Tensor[float32, N]) -> Tensor[float32, N]:
 def sin_cos_rotary(x: Tensor[float32, N]) -> Tensor[float32, N]:
     a = x * 4000.0
     return a.sin() + 2.0 * a.cos()
+
+
+@gpu
+def sin_cos_huge(x: Tensor[float32, N]) -> Tensor[float32, N]:
+    return (x * 3e5).sin() + (x * 1e30).cos()

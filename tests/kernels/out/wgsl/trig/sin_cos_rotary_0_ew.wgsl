@@ -7,6 +7,63 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
+var<private> nan_bits: u32 = 0x7fc00000u;
+
+fn mimir_trig(x_: f32, q: u32) -> f32 {
+    let bits: u32 = bitcast<u32>(x_);
+    let abits: u32 = bits & 2147483647u;
+    if (abits >= 2139095040u) {
+        return bitcast<f32>(nan_bits);
+    }
+    var j: u32 = 0u;
+    var r: f32 = bitcast<f32>(abits);
+    if (abits >= 1061752795u) {
+        let e: u32 = abits >> 23u;
+        let m: u32 = (abits & 8388607u) | 8388608u;
+        let p0: u32 = e - 120u;
+        let word: u32 = p0 >> 5u;
+        let sh: u32 = p0 & 31u;
+        let is1: bool = word == 1u;
+        let is2: bool = word == 2u;
+        let is3: bool = word == 3u;
+        let is4: bool = word == 4u;
+        let w0: u32 = select(select(select(select(0u, 2734261102u, is1), 1313084713u, is2), 4230436817u, is3), 4113882560u, is4);
+        let w1: u32 = select(select(select(select(2734261102u, 1313084713u, is1), 4230436817u, is2), 4113882560u, is3), 3680671129u, is4);
+        let w2: u32 = select(select(select(select(1313084713u, 4230436817u, is1), 4113882560u, is2), 3680671129u, is3), 1011060801u, is4);
+        let w3: u32 = select(select(select(select(4230436817u, 4113882560u, is1), 3680671129u, is2), 1011060801u, is3), 4266746795u, is4);
+        let win0: u32 = (w0 << sh) | ((w1 >> 1u) >> (31u - sh));
+        let win1: u32 = (w1 << sh) | ((w2 >> 1u) >> (31u - sh));
+        let win2: u32 = (w2 << sh) | ((w3 >> 1u) >> (31u - sh));
+        let mh: u32 = m >> 16u;
+        let ml: u32 = m & 65535u;
+        let p3: u32 = win2 * m;
+        let lo1: u32 = win1 * m;
+        let wl2: u32 = win2 & 65535u;
+        let lh2: u32 = wl2 * mh;
+        let hl2: u32 = (win2 >> 16u) * ml;
+        let hi2: u32 = (win2 >> 16u) * mh + ((lh2 >> 16u) + (hl2 >> 16u)) + ((((wl2 * ml) >> 16u) + (lh2 & 65535u) + (hl2 & 65535u)) >> 16u);
+        let p2: u32 = hi2 + lo1;
+        let wl1: u32 = win1 & 65535u;
+        let lh1: u32 = wl1 * mh;
+        let hl1: u32 = (win1 >> 16u) * ml;
+        let hi1: u32 = (win1 >> 16u) * mh + ((lh1 >> 16u) + (hl1 >> 16u)) + ((((wl1 * ml) >> 16u) + (lh1 & 65535u) + (hl1 & 65535u)) >> 16u);
+        let p1: u32 = hi1 + select(0u, 1u, p2 < lo1) + win0 * m + 536870912u;
+        j = p1 >> 30u;
+        let f: i32 = bitcast<i32>(p1 & 1073741823u) - 536870912i;
+        let h: f32 = f32(f >> 6u) * 5.9604645e-08f;
+        let md: f32 = f32((bitcast<u32>(f & 63i) << 18u) | (p2 >> 14u)) * 3.5527137e-15f;
+        let lw: f32 = f32(((p2 & 16383u) << 10u) | (p3 >> 22u)) * 2.1175824e-22f;
+        let hm: f32 = h + md;
+        let err: f32 = md - (hm - h) + lw;
+        r = fma(hm, 1.5707964f, fma(hm, -4.371139e-08f, err * 1.5707964f));
+    }
+    let z: f32 = r * r;
+    let sin_r: f32 = fma(fma(fma(fma(2.7557319e-06f, z, -0.0001984127f), z, 0.008333334f), z, -0.16666667f) * z, r, r);
+    let cos_r: f32 = fma(fma(fma(fma(fma(-2.755732e-07f, z, 2.4801588e-05f), z, -0.0013888889f), z, 0.041666668f), z, -0.5f), z, 1.0f);
+    let k: u32 = j + q;
+    let v: f32 = select(select(sin_r, cos_r, (k & 1u) != 0u), -select(sin_r, cos_r, (k & 1u) != 0u), (k & 2u) != 0u);
+    return bitcast<f32>(bitcast<u32>(v) ^ select(0u, bits & 2147483648u, q == 0u));
+}
 
 @compute @workgroup_size(256, 1, 1)
 fn sin_cos_rotary_0_ew(
@@ -26,26 +83,26 @@ fn sin_cos_rotary_0_ew(
         let x_34: f32 = x[i3 + 3u];
         let v7: f32 = x_31;
         let v8: f32 = v7 * 4e+03f;
-        let v9: f32 = sin(v8);
-        let v10: f32 = cos(v8);
+        let v9: f32 = mimir_trig(v8, 0u);
+        let v10: f32 = mimir_trig(v8, 1u);
         let v12: f32 = fma(2.0f, v10, v9);
         let out_35: f32 = v12;
         let v13: f32 = x_32;
         let v14: f32 = v13 * 4e+03f;
-        let v15: f32 = sin(v14);
-        let v16: f32 = cos(v14);
+        let v15: f32 = mimir_trig(v14, 0u);
+        let v16: f32 = mimir_trig(v14, 1u);
         let v18: f32 = fma(2.0f, v16, v15);
         let out_36: f32 = v18;
         let v19: f32 = x_33;
         let v20: f32 = v19 * 4e+03f;
-        let v21: f32 = sin(v20);
-        let v22: f32 = cos(v20);
+        let v21: f32 = mimir_trig(v20, 0u);
+        let v22: f32 = mimir_trig(v20, 1u);
         let v24: f32 = fma(2.0f, v22, v21);
         let out_37: f32 = v24;
         let v25: f32 = x_34;
         let v26: f32 = v25 * 4e+03f;
-        let v27: f32 = sin(v26);
-        let v28: f32 = cos(v26);
+        let v27: f32 = mimir_trig(v26, 0u);
+        let v28: f32 = mimir_trig(v26, 1u);
         let v30: f32 = fma(2.0f, v28, v27);
         let out_38: f32 = v30;
         out[i3] = out_35;
@@ -61,26 +118,26 @@ fn sin_cos_rotary_0_ew(
         let x_71: f32 = x[i40 + 3u];
         let v44: f32 = x_68;
         let v45: f32 = v44 * 4e+03f;
-        let v46: f32 = sin(v45);
-        let v47: f32 = cos(v45);
+        let v46: f32 = mimir_trig(v45, 0u);
+        let v47: f32 = mimir_trig(v45, 1u);
         let v49: f32 = fma(2.0f, v47, v46);
         let out_72: f32 = v49;
         let v50: f32 = x_69;
         let v51: f32 = v50 * 4e+03f;
-        let v52: f32 = sin(v51);
-        let v53: f32 = cos(v51);
+        let v52: f32 = mimir_trig(v51, 0u);
+        let v53: f32 = mimir_trig(v51, 1u);
         let v55: f32 = fma(2.0f, v53, v52);
         let out_73: f32 = v55;
         let v56: f32 = x_70;
         let v57: f32 = v56 * 4e+03f;
-        let v58: f32 = sin(v57);
-        let v59: f32 = cos(v57);
+        let v58: f32 = mimir_trig(v57, 0u);
+        let v59: f32 = mimir_trig(v57, 1u);
         let v61: f32 = fma(2.0f, v59, v58);
         let out_74: f32 = v61;
         let v62: f32 = x_71;
         let v63: f32 = v62 * 4e+03f;
-        let v64: f32 = sin(v63);
-        let v65: f32 = cos(v63);
+        let v64: f32 = mimir_trig(v63, 0u);
+        let v65: f32 = mimir_trig(v63, 1u);
         let v67: f32 = fma(2.0f, v65, v64);
         let out_75: f32 = v67;
         out[i40] = out_72;
@@ -93,8 +150,8 @@ fn sin_cos_rotary_0_ew(
         if (i76 < u.N) {
             let v77: f32 = x[i76];
             let v78: f32 = v77 * 4e+03f;
-            let v79: f32 = sin(v78);
-            let v80: f32 = cos(v78);
+            let v79: f32 = mimir_trig(v78, 0u);
+            let v80: f32 = mimir_trig(v78, 1u);
             let v82: f32 = fma(2.0f, v80, v79);
             out[i76] = v82;
         }
@@ -102,8 +159,8 @@ fn sin_cos_rotary_0_ew(
         if (i83 < u.N) {
             let v84: f32 = x[i83];
             let v85: f32 = v84 * 4e+03f;
-            let v86: f32 = sin(v85);
-            let v87: f32 = cos(v85);
+            let v86: f32 = mimir_trig(v85, 0u);
+            let v87: f32 = mimir_trig(v85, 1u);
             let v89: f32 = fma(2.0f, v87, v86);
             out[i83] = v89;
         }
@@ -111,8 +168,8 @@ fn sin_cos_rotary_0_ew(
         if (i90 < u.N) {
             let v91: f32 = x[i90];
             let v92: f32 = v91 * 4e+03f;
-            let v93: f32 = sin(v92);
-            let v94: f32 = cos(v92);
+            let v93: f32 = mimir_trig(v92, 0u);
+            let v94: f32 = mimir_trig(v92, 1u);
             let v96: f32 = fma(2.0f, v94, v93);
             out[i90] = v96;
         }
