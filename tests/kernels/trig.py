@@ -4,8 +4,10 @@ Inputs are random in [-1, 1); the kernels scale them so that the arguments reach
 past the reduction's easy range: `x * 4000` (rotary angles of long contexts),
 `x * 3e5` (past 2^17, where the PTX sequence switches to Payne-Hanek reduction)
 and `x * 1e30`. The shim reduces exactly (Python's `math.sin` of the float32
-argument), so the comparison shows each backend's reduction, within the float32
-tolerance (1e-4 relative, 1e-5 absolute; docs/ptx.md has PTX's ulp figures).
+argument), so the comparison shows each backend's reduction (PTX's `mathlib`,
+MSL's `precise::`, the `mimir_trig` helper on WGSL and SPIR-V), within the float32
+tolerance (1e-4 relative, 1e-5 absolute; docs/language.md and docs/ptx.md have
+the ulp figures).
 """
 
 import math
