@@ -162,6 +162,15 @@ def sweep(stride: int) -> np.ndarray:
     return np.concatenate([bits.astype(np.uint32), extra.astype(np.uint32)]).view(np.float32)
 
 
+def near_multiples(limit: float = 2.0**24, within: int = 8) -> np.ndarray:
+    """The float32 values within `within` ulp of each multiple of pi/2 below `limit`,
+    where r is smallest and the reduction's absolute error counts most."""
+    k = np.arange(1, int(limit / (math.pi / 2)) + 1, dtype=np.float64)
+    bits = (k * (math.pi / 2)).astype(np.float32).view(np.uint32).astype(np.int64)
+    near = np.concatenate([bits + d for d in range(-within, within + 1)])
+    return near.astype(np.uint32).view(np.float32)
+
+
 def worst(err: np.ndarray, x: np.ndarray) -> tuple[float, float]:
     k = int(np.argmax(err))
     return float(err[k]), float(x[k])
@@ -217,9 +226,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--stride", type=int, default=1024)
     parser.add_argument("--gpu", action="store_true", help="also run WGSL and SPIR-V on wgpu")
+    parser.add_argument("--near", type=float, default=2.0**20, help="multiples of pi/2 below")
     args = parser.parse_args()
-    x = np.concatenate([sweep(args.stride), hard_cases()])
-    print(f"{len(x)} float32 inputs (every {args.stride}th bit pattern, plus hard cases)")
+    x = np.concatenate([sweep(args.stride), hard_cases(), near_multiples(args.near)])
+    print(
+        f"{len(x)} float32 inputs: every {args.stride}th bit pattern, hard cases, and the 17 "
+        f"nearest each multiple of pi/2 below {args.near:g}"
+    )
     print(f"{'function':<8} {'how':<22} {'worst ulp':>10}  at x")
     for cosine in (False, True):
         name = "cos" if cosine else "sin"

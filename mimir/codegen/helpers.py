@@ -381,14 +381,18 @@ _define_bfloat_helpers()
 # For |x| >= pi/4 the reduction x = j pi/2 + r is done in integers (Payne-Hanek): x =
 # m 2^E with m < 2^24, and only 96 bits of 2/pi matter, starting at the one that weighs
 # 2 once scaled by 2^E (the bits before it make whole turns, those after it add less than
-# 2^-71 of a quadrant). m times that window is three 32x32 -> 64 products, each built
-# from 16-bit halves (WGSL has no multiply-high). The quadrant and 62 bits of fraction
-# come out exact; nothing there depends on how a compiler rounds or fuses floats. The
-# fraction becomes a float pair by exact conversions of 24-bit pieces and Fast2Sum
-# (additions only, so contraction into fma cannot touch it), then r = fraction * pi/2.
+# 2^-71 of a quadrant). m times that window is 32x32 -> 64-bit products built from
+# 16-bit halves (WGSL has no multiply-high); it gives the quadrant j and 94 bits of the
+# fraction of a quadrant, rounded to the nearest quadrant. The fraction's magnitude is
+# normalised (its top bit found from the exponent of its conversion to float) and
+# multiplied by pi/2 as a 64-bit fixed-point number, still in integers; the top 48
+# bits of that become r through two exact 24-bit conversions and one rounded addition.
+# So r is within about half an ulp whatever a compiler does to float arithmetic: no
+# step relies on an fma being fused or not, nor on an identity such as Fast2Sum's
+# `a - ((a + b) - a)`, which Mesa's NIR simplifies away (measured on lavapipe).
 # r in [-pi/4, pi/4] goes through the Taylor polynomials of sin and cos (as
-# `mimir.codegen.ptx.mathlib`), written with `fma`, which a backend may or may not fuse;
-# benchmarks/trig_accuracy.py measures both ways.
+# `mimir.codegen.ptx.mathlib`), written with `fma`; benchmarks/trig_accuracy.py
+# measures the helper with fma fused and unfused, and the compiled WGSL and SPIR-V.
 
 # The table: floor(2/pi 2^224) as eight 32-bit words, so that bit p from the top
 # weighs 2^(31 - p): the first word is zero (2/pi < 1), which lets the window start at
@@ -406,7 +410,6 @@ def _two_over_pi_words() -> tuple[int, ...]:
 def _define_trig_helpers() -> None:
     x, q = _p("x", "f32"), _p("q", "u32")
     u = lambda v: const(v, "u32")  # noqa: E731
-    i = lambda v: const(v, "i32")  # noqa: E731
     f = lambda v: const(v, "f32")  # noqa: E731
 
     def ub(op: str, a: Expr, b: Expr) -> Expr:
@@ -448,46 +451,83 @@ def _define_trig_helpers() -> None:
         # (w >> 1) >> (31 - sh): a shift by 32 is undefined in SPIR-V
         low = ub(">>", ub(">>", words[k + 1], u(1)), ub("-", u(31), shift))
         window.append(bind(f"win{k}", ub("|", ub("<<", words[k], shift), low)))
-    m_hi = bind("mh", ub(">>", m, u(16)))
-    m_lo = bind("ml", ub("&", m, u(0xFFFF)))
 
-    def mul_hi(k: int) -> Var:
-        """The high word of window[k] * m, from 16-bit halves."""
-        w_hi = ub(">>", window[k], u(16))
-        w_lo = bind(f"wl{k}", ub("&", window[k], u(0xFFFF)))
-        ll = ub("*", w_lo, m_lo)
-        lh = bind(f"lh{k}", ub("*", w_lo, m_hi))
-        hl = bind(f"hl{k}", ub("*", w_hi, m_lo))
+    def mul_hi(a: Expr, b: Expr, name: str) -> Var:
+        """The high word of the 64-bit product a * b, from 16-bit halves."""
+        a_hi = bind(f"{name}ah", ub(">>", a, u(16)))
+        a_lo = bind(f"{name}al", ub("&", a, u(0xFFFF)))
+        if isinstance(b, Const):
+            b_hi, b_lo = u(b.value >> 16), u(b.value & 0xFFFF)
+        else:
+            b_hi = bind(f"{name}bh", ub(">>", b, u(16)))
+            b_lo = bind(f"{name}bl", ub("&", b, u(0xFFFF)))
+        lh = bind(f"{name}lh", ub("*", a_lo, b_hi))
+        hl = bind(f"{name}hl", ub("*", a_hi, b_lo))
         mid = ub(
             "+",
-            ub("+", ub(">>", ll, u(16)), ub("&", lh, u(0xFFFF))),
+            ub("+", ub(">>", ub("*", a_lo, b_lo), u(16)), ub("&", lh, u(0xFFFF))),
             ub("&", hl, u(0xFFFF)),
         )
-        hi = ub("+", ub("*", w_hi, m_hi), ub("+", ub(">>", lh, u(16)), ub(">>", hl, u(16))))
-        return bind(f"hi{k}", ub("+", hi, ub(">>", mid, u(16))))
+        hi = ub("+", ub("*", a_hi, b_hi), ub("+", ub(">>", lh, u(16)), ub(">>", hl, u(16))))
+        return bind(f"{name}hi", ub("+", hi, ub(">>", mid, u(16))))
+
+    def carry(total: Expr, part: Expr) -> Expr:
+        return select(bin_("<", total, part), u(1), u(0))
 
     # m * window, limbs from the top: p1 (quadrant and 30 fraction bits), p2, p3
     p3 = bind("p3", ub("*", window[2], m))
     lo1 = bind("lo1", ub("*", window[1], m))
-    p2 = bind("p2", ub("+", mul_hi(2), lo1))
-    carry = select(bin_("<", p2, lo1), u(1), u(0))
-    p1 = ub("+", ub("+", mul_hi(1), carry), ub("*", window[0], m))
+    p2 = bind("p2", ub("+", mul_hi(window[2], m, "q2"), lo1))
+    p1 = ub("+", ub("+", mul_hi(window[1], m, "q1"), carry(p2, lo1)), ub("*", window[0], m))
     p1 = bind("p1", ub("+", p1, u(1 << 29)))  # rounded to the nearest quadrant
     reduction.append(Assign(j, ub(">>", p1, u(30))))
-    # the fraction of a quadrant, signed, in 2^-30 units: [-2^29, 2^29)
-    frac = bind("f", ub("-", Bitcast(ub("&", p1, u((1 << 30) - 1)), "i32"), i(1 << 29)))
-    top = Cast(ub(">>", frac, u(6)), "f32")
-    mid = ub("|", ub("<<", Bitcast(ub("&", frac, i(63)), "u32"), u(18)), ub(">>", p2, u(14)))
-    low = ub("|", ub("<<", ub("&", p2, u(0x3FFF)), u(10)), ub(">>", p3, u(22)))
-    h = bind("h", bin_("*", top, f(2.0**-24)))  # exact: 24-bit integers, powers of two
-    md = bind("md", bin_("*", Cast(mid, "f32"), f(2.0**-48)))
-    lw = bind("lw", bin_("*", Cast(low, "f32"), f(2.0**-72)))
-    hm = bind("hm", bin_("+", h, md))  # Fast2Sum: |h| >= |md| unless h = 0
-    err = bind("err", bin_("+", bin_("-", md, bin_("-", hm, h)), lw))
-    half_pi_hi = f32(float(HALF_PI))
-    half_pi_lo = f32(float(HALF_PI - Fraction(half_pi_hi)))
-    tail = call("fma", hm, f(half_pi_lo), bin_("*", err, f(half_pi_hi)))
-    reduction.append(Assign(r, call("fma", hm, f(half_pi_hi), tail)))
+    # The fraction of a quadrant, (f, p2, p3) in units of 2^-30, 2^-62, 2^-94, with f
+    # signed in [-2^29, 2^29): its magnitude (a1, a2, a3), negated across the limbs.
+    f1 = bind("f1", ub("-", ub("&", p1, u((1 << 30) - 1)), u(1 << 29)))
+    neg = bind("neg", bin_(">=", f1, u(0x80000000)))
+    c3 = bind("c3", bin_("==", p3, u(0)))
+    c2 = bin_("&&", c3, bin_("==", p2, u(0)))
+    a3 = select(neg, ub("-", u(0), p3), p3)
+    a2 = select(neg, ub("+", Unary("~", p2, "u32"), select(c3, u(1), u(0))), p2)
+    a1 = select(neg, ub("+", Unary("~", f1, "u32"), select(c2, u(1), u(0))), f1)
+    a1, a2, a3 = bind("a1", a1), bind("a2", a2), bind("a3", a3)
+    # normalised: whole words first (a fraction below 2^-94 of a quadrant is zero) ...
+    for k in (1, 2):
+        empty = bind(f"z{k}", bin_("==", a1, u(0)))
+        a1, a2, a3 = (
+            bind(f"a1s{k}", select(empty, a2, a1)),
+            bind(f"a2s{k}", select(empty, a3, a2)),
+            bind(f"a3s{k}", select(empty, u(0), a3)),
+        )
+        if k == 1:
+            words = select(empty, u(32), u(0))
+        else:
+            words = bind("words", ub("+", words, select(empty, u(32), u(0))))
+    # ... then bits: the top bit of a1 from the exponent of float(a1), which may round up
+    msb = ub("-", ub(">>", Bitcast(Cast(a1, "f32"), "u32"), u(23)), u(127))
+    msb = bind("msb0", select(bin_(">", msb, u(31)), u(31), msb))
+    msb = bind("msb", select(bin_(">", ub("<<", u(1), msb), a1), ub("-", msb, u(1)), msb))
+    lz = bind("lz", ub("-", u(31), msb))
+    t1 = ub("|", ub("<<", a1, lz), ub(">>", ub(">>", a2, u(1)), msb))
+    t2 = ub("|", ub("<<", a2, lz), ub(">>", ub(">>", a3, u(1)), msb))
+    t1, t2 = bind("t1", t1), bind("t2", t2)
+    # (t1, t2) times pi/2 as the 64-bit fixed-point P = pi/2 2^63 (the top 64 bits of
+    # the 128-bit product; the limbs left out weigh less than 2^-60 of it)
+    big = int(HALF_PI * 2**63)
+    pa, pb = u(big >> 32), u(big & 0xFFFFFFFF)
+    l11 = bind("l11", ub("*", t1, pa))
+    mid = bind("mid", ub("+", l11, mul_hi(t1, pb, "q3")))
+    mid2 = bind("mid2", ub("+", mid, mul_hi(t2, pa, "q4")))
+    r1 = ub("+", mul_hi(t1, pa, "q5"), ub("+", carry(mid, l11), carry(mid2, mid)))
+    r1 = bind("r1", r1)  # in [2^30, 2^32)
+    # r = (r1 2^32 + mid2) 2^(-61 - shift): two exact 24-bit floats, one rounding
+    hi24 = Cast(ub(">>", r1, u(8)), "f32")
+    lo24 = Cast(ub("|", ub("<<", ub("&", r1, u(0xFF)), u(16)), ub(">>", mid2, u(16))), "f32")
+    shift = ub("+", words, lz)
+    scale = Bitcast(ub("<<", ub("-", u(127 - 21), shift), u(23)), "f32")  # 2^(-21 - shift)
+    rr = bind("rr", bin_("*", bin_("+", hi24, bin_("*", lo24, f(2.0**-24))), scale))
+    rr = bind("rs", select(neg, Unary("-", rr, "f32"), rr))
+    reduction.append(Assign(r, select(bin_("==", a1, u(0)), f(0.0), rr)))
     body.append(If(bin_(">=", abits, u(0x3F490FDB)), reduction))
 
     # sin r = r + r^3 S(r^2), cos r = 1 - r^2/2 + r^4 C(r^2): Taylor, to r^9 and r^10
