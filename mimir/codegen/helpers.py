@@ -440,7 +440,7 @@ def _define_trig_helpers() -> None:
     shift = bind("sh", ub("&", start, u(31)))
     table = _two_over_pi_words()
     is_word = [bind(f"is{k}", bin_("==", word, u(k))) for k in range(1, 5)]
-    words = []
+    words: list[Expr] = []
     for k in range(4):
         w: Expr = u(table[k])
         for n in range(1, 5):
@@ -500,9 +500,9 @@ def _define_trig_helpers() -> None:
             bind(f"a3s{k}", select(empty, u(0), a3)),
         )
         if k == 1:
-            words = select(empty, u(32), u(0))
+            skipped = select(empty, u(32), u(0))
         else:
-            words = bind("words", ub("+", words, select(empty, u(32), u(0))))
+            skipped = bind("skipped", ub("+", skipped, select(empty, u(32), u(0))))
     # ... then bits: the top bit of a1 from the exponent of float(a1), which may round up
     msb = ub("-", ub(">>", Bitcast(Cast(a1, "f32"), "u32"), u(23)), u(127))
     msb = bind("msb0", select(bin_(">", msb, u(31)), u(31), msb))
@@ -520,11 +520,11 @@ def _define_trig_helpers() -> None:
     mid2 = bind("mid2", ub("+", mid, mul_hi(t2, pa, "q4")))
     r1 = ub("+", mul_hi(t1, pa, "q5"), ub("+", carry(mid, l11), carry(mid2, mid)))
     r1 = bind("r1", r1)  # in [2^30, 2^32)
-    # r = (r1 2^32 + mid2) 2^(-61 - shift): two exact 24-bit floats, one rounding
+    # r = (r1 2^32 + mid2) 2^(-61 - normalised_by): two exact 24-bit floats, one rounding
     hi24 = Cast(ub(">>", r1, u(8)), "f32")
     lo24 = Cast(ub("|", ub("<<", ub("&", r1, u(0xFF)), u(16)), ub(">>", mid2, u(16))), "f32")
-    shift = ub("+", words, lz)
-    scale = Bitcast(ub("<<", ub("-", u(127 - 21), shift), u(23)), "f32")  # 2^(-21 - shift)
+    normalised_by = ub("+", skipped, lz)  # bits; at most 95, so the scale is a normal float
+    scale = Bitcast(ub("<<", ub("-", u(127 - 21), normalised_by), u(23)), "f32")
     rr = bind("rr", bin_("*", bin_("+", hi24, bin_("*", lo24, f(2.0**-24))), scale))
     rr = bind("rs", select(neg, Unary("-", rr, "f32"), rr))
     reduction.append(Assign(r, select(bin_("==", a1, u(0)), f(0.0), rr)))

@@ -67,7 +67,7 @@ fn mimir_trig(x_: f32, q: u32) -> f32 {
         let a1s2: u32 = select(a1s1, a2s1, z2);
         let a2s2: u32 = select(a2s1, a3s1, z2);
         let a3s2: u32 = select(a3s1, 0u, z2);
-        let words: u32 = select(0u, 32u, z1) + select(0u, 32u, z2);
+        let skipped: u32 = select(0u, 32u, z1) + select(0u, 32u, z2);
         let msb0: u32 = select((bitcast<u32>(f32(a1s2)) >> 23u) - 127u, 31u, (bitcast<u32>(f32(a1s2)) >> 23u) - 127u > 31u);
         let msb: u32 = select(msb0, msb0 - 1u, (1u << msb0) > a1s2);
         let lz: u32 = 31u - msb;
@@ -92,7 +92,7 @@ fn mimir_trig(x_: f32, q: u32) -> f32 {
         let q5hl: u32 = q5ah * 55970u;
         let q5hi: u32 = q5ah * 51471u + ((q5lh >> 16u) + (q5hl >> 16u)) + ((((q5al * 55970u) >> 16u) + (q5lh & 65535u) + (q5hl & 65535u)) >> 16u);
         let r1: u32 = q5hi + (select(0u, 1u, mid < l11) + select(0u, 1u, mid2 < mid));
-        let rr: f32 = (f32(r1 >> 8u) + f32(((r1 & 255u) << 16u) | (mid2 >> 16u)) * 5.9604645e-08f) * bitcast<f32>((106u - (words + lz)) << 23u);
+        let rr: f32 = (f32(r1 >> 8u) + f32(((r1 & 255u) << 16u) | (mid2 >> 16u)) * 5.9604645e-08f) * bitcast<f32>((106u - (skipped + lz)) << 23u);
         let rs: f32 = select(rr, -rr, neg);
         r = select(rs, 0.0f, a1s2 == 0u);
     }
