@@ -10,6 +10,9 @@ lowering is written with.
 
 from __future__ import annotations
 
+from fractions import Fraction
+from math import factorial
+
 from mimir.codegen.ir import (
     COMPARISONS,
     Assign,
@@ -30,6 +33,7 @@ from mimir.codegen.ir import (
     VarDecl,
     all_expressions,
 )
+from mimir.codegen.ptx.mathlib import HALF_PI, PI, f32
 
 INF = float("inf")
 NAN = float("nan")
@@ -365,3 +369,186 @@ def _define_bfloat_helpers() -> None:
 _define_integer_helpers()
 _define_float_helpers()
 _define_bfloat_helpers()
+
+
+# ---------------------------------------------------------------- sin and cos
+#
+# WGSL's `sin`/`cos` and GLSL.std.450 `Sin`/`Cos` are specified to 2^-11 absolute error
+# on [-pi, pi] only; past it a driver reduces as it likes (lavapipe is off by 0.4 at
+# 3e5). `mimir_trig` is sin and cos for every float32, built from IR arithmetic, which
+# the WGSL and SPIR-V backends call instead of the builtins (`with_reduced_trig`).
+#
+# For |x| >= pi/4 the reduction x = j pi/2 + r is done in integers (Payne-Hanek): x =
+# m 2^E with m < 2^24, and only 96 bits of 2/pi matter, starting at the one that weighs
+# 2 once scaled by 2^E (the bits before it make whole turns, those after it add less than
+# 2^-71 of a quadrant). m times that window is 32x32 -> 64-bit products built from
+# 16-bit halves (WGSL has no multiply-high); it gives the quadrant j and 94 bits of the
+# fraction of a quadrant, rounded to the nearest quadrant. The fraction's magnitude is
+# normalised (its top bit found from the exponent of its conversion to float) and
+# multiplied by pi/2 as a 64-bit fixed-point number, still in integers; the top 48
+# bits of that become r through two exact 24-bit conversions and one rounded addition.
+# So r is within about half an ulp whatever a compiler does to float arithmetic: no
+# step relies on an fma being fused or not, nor on an identity such as Fast2Sum's
+# `a - ((a + b) - a)`, which Mesa's NIR simplifies away (measured on lavapipe).
+# r in [-pi/4, pi/4] goes through the Taylor polynomials of sin and cos (as
+# `mimir.codegen.ptx.mathlib`), written with `fma`; benchmarks/trig_accuracy.py
+# measures the helper with fma fused and unfused, and the compiled WGSL and SPIR-V.
+
+# The table: floor(2/pi 2^224) as eight 32-bit words, so that bit p from the top
+# weighs 2^(31 - p): the first word is zero (2/pi < 1), which lets the window start at
+# bit 0 or later for every |x| >= pi/4.
+_TRIG_PAD = 32
+_TRIG_WORDS = 8
+
+
+def _two_over_pi_words() -> tuple[int, ...]:
+    bits = 32 * _TRIG_WORDS - _TRIG_PAD
+    t = int(Fraction(2) / PI * (1 << bits))  # floor: PI has 320 bits, far past these
+    return tuple((t >> (32 * (_TRIG_WORDS - 1 - k))) & 0xFFFFFFFF for k in range(_TRIG_WORDS))
+
+
+def _define_trig_helpers() -> None:
+    x, q = _p("x", "f32"), _p("q", "u32")
+    u = lambda v: const(v, "u32")  # noqa: E731
+    f = lambda v: const(v, "f32")  # noqa: E731
+
+    def ub(op: str, a: Expr, b: Expr) -> Expr:
+        return Binary(op, a, b, a.type)
+
+    def let(name: str, value: Expr) -> tuple[Var, Let]:
+        var = _p(name, value.type)
+        return var, Let(var, value)
+
+    def bind(name: str, value: Expr) -> Var:
+        var, stmt = let(name, value)
+        reduction.append(stmt)
+        return var
+
+    bits, s1 = let("bits", Bitcast(x, "u32"))
+    abits, s2 = let("abits", ub("&", bits, u(0x7FFFFFFF)))
+    body: list = [s1, s2, If(bin_(">=", abits, u(0x7F800000)), [Return(f(NAN))])]
+    j, r = _p("j", "u32"), _p("r", "f32")
+    body += [VarDecl(j, u(0)), VarDecl(r, Bitcast(abits, "f32"))]
+
+    # Payne-Hanek, for |x| >= pi/4 (bits of pi/4 rounded up: 0x3F490FDB)
+    reduction: list = []
+    e = bind("e", ub(">>", abits, u(23)))  # biased exponent, 126 .. 254
+    m = bind("m", ub("|", ub("&", abits, u(0x7FFFFF)), u(0x800000)))
+    # x = m 2^(e - 150): the window starts at table bit (e - 150) + PAD - 2 (6 .. 134)
+    start = bind("p0", ub("-", e, u(150 + 2 - _TRIG_PAD)))
+    word = bind("word", ub(">>", start, u(5)))
+    shift = bind("sh", ub("&", start, u(31)))
+    table = _two_over_pi_words()
+    is_word = [bind(f"is{k}", bin_("==", word, u(k))) for k in range(1, 5)]
+    words: list[Expr] = []
+    for k in range(4):
+        w: Expr = u(table[k])
+        for n in range(1, 5):
+            w = select(is_word[n - 1], u(table[k + n]), w)
+        words.append(bind(f"w{k}", w))
+    window = []
+    for k in range(3):
+        # (w >> 1) >> (31 - sh): a shift by 32 is undefined in SPIR-V
+        low = ub(">>", ub(">>", words[k + 1], u(1)), ub("-", u(31), shift))
+        window.append(bind(f"win{k}", ub("|", ub("<<", words[k], shift), low)))
+
+    def mul_hi(a: Expr, b: Expr, name: str) -> Var:
+        """The high word of the 64-bit product a * b, from 16-bit halves."""
+        a_hi = bind(f"{name}ah", ub(">>", a, u(16)))
+        a_lo = bind(f"{name}al", ub("&", a, u(0xFFFF)))
+        if isinstance(b, Const):
+            b_hi, b_lo = u(b.value >> 16), u(b.value & 0xFFFF)
+        else:
+            b_hi = bind(f"{name}bh", ub(">>", b, u(16)))
+            b_lo = bind(f"{name}bl", ub("&", b, u(0xFFFF)))
+        lh = bind(f"{name}lh", ub("*", a_lo, b_hi))
+        hl = bind(f"{name}hl", ub("*", a_hi, b_lo))
+        mid = ub(
+            "+",
+            ub("+", ub(">>", ub("*", a_lo, b_lo), u(16)), ub("&", lh, u(0xFFFF))),
+            ub("&", hl, u(0xFFFF)),
+        )
+        hi = ub("+", ub("*", a_hi, b_hi), ub("+", ub(">>", lh, u(16)), ub(">>", hl, u(16))))
+        return bind(f"{name}hi", ub("+", hi, ub(">>", mid, u(16))))
+
+    def carry(total: Expr, part: Expr) -> Expr:
+        return select(bin_("<", total, part), u(1), u(0))
+
+    # m * window, limbs from the top: p1 (quadrant and 30 fraction bits), p2, p3
+    p3 = bind("p3", ub("*", window[2], m))
+    lo1 = bind("lo1", ub("*", window[1], m))
+    p2 = bind("p2", ub("+", mul_hi(window[2], m, "q2"), lo1))
+    p1 = ub("+", ub("+", mul_hi(window[1], m, "q1"), carry(p2, lo1)), ub("*", window[0], m))
+    p1 = bind("p1", ub("+", p1, u(1 << 29)))  # rounded to the nearest quadrant
+    reduction.append(Assign(j, ub(">>", p1, u(30))))
+    # The fraction of a quadrant, (f, p2, p3) in units of 2^-30, 2^-62, 2^-94, with f
+    # signed in [-2^29, 2^29): its magnitude (a1, a2, a3), negated across the limbs.
+    f1 = bind("f1", ub("-", ub("&", p1, u((1 << 30) - 1)), u(1 << 29)))
+    neg = bind("neg", bin_(">=", f1, u(0x80000000)))
+    c3 = bind("c3", bin_("==", p3, u(0)))
+    c2 = bin_("&&", c3, bin_("==", p2, u(0)))
+    a3 = select(neg, ub("-", u(0), p3), p3)
+    a2 = select(neg, ub("+", Unary("~", p2, "u32"), select(c3, u(1), u(0))), p2)
+    a1 = select(neg, ub("+", Unary("~", f1, "u32"), select(c2, u(1), u(0))), f1)
+    a1, a2, a3 = bind("a1", a1), bind("a2", a2), bind("a3", a3)
+    # normalised: whole words first (a fraction below 2^-94 of a quadrant is zero) ...
+    for k in (1, 2):
+        empty = bind(f"z{k}", bin_("==", a1, u(0)))
+        a1, a2, a3 = (
+            bind(f"a1s{k}", select(empty, a2, a1)),
+            bind(f"a2s{k}", select(empty, a3, a2)),
+            bind(f"a3s{k}", select(empty, u(0), a3)),
+        )
+        if k == 1:
+            skipped = select(empty, u(32), u(0))
+        else:
+            skipped = bind("skipped", ub("+", skipped, select(empty, u(32), u(0))))
+    # ... then bits: the top bit of a1 from the exponent of float(a1), which may round up
+    msb = ub("-", ub(">>", Bitcast(Cast(a1, "f32"), "u32"), u(23)), u(127))
+    msb = bind("msb0", select(bin_(">", msb, u(31)), u(31), msb))
+    msb = bind("msb", select(bin_(">", ub("<<", u(1), msb), a1), ub("-", msb, u(1)), msb))
+    lz = bind("lz", ub("-", u(31), msb))
+    t1 = ub("|", ub("<<", a1, lz), ub(">>", ub(">>", a2, u(1)), msb))
+    t2 = ub("|", ub("<<", a2, lz), ub(">>", ub(">>", a3, u(1)), msb))
+    t1, t2 = bind("t1", t1), bind("t2", t2)
+    # (t1, t2) times pi/2 as the 64-bit fixed-point P = pi/2 2^63 (the top 64 bits of
+    # the 128-bit product; the limbs left out weigh less than 2^-60 of it)
+    big = int(HALF_PI * 2**63)
+    pa, pb = u(big >> 32), u(big & 0xFFFFFFFF)
+    l11 = bind("l11", ub("*", t1, pa))
+    mid = bind("mid", ub("+", l11, mul_hi(t1, pb, "q3")))
+    mid2 = bind("mid2", ub("+", mid, mul_hi(t2, pa, "q4")))
+    r1 = ub("+", mul_hi(t1, pa, "q5"), ub("+", carry(mid, l11), carry(mid2, mid)))
+    r1 = bind("r1", r1)  # in [2^30, 2^32)
+    # r = (r1 2^32 + mid2) 2^(-61 - normalised_by): two exact 24-bit floats, one rounding
+    hi24 = Cast(ub(">>", r1, u(8)), "f32")
+    lo24 = Cast(ub("|", ub("<<", ub("&", r1, u(0xFF)), u(16)), ub(">>", mid2, u(16))), "f32")
+    normalised_by = ub("+", skipped, lz)  # bits; at most 95, so the scale is a normal float
+    scale = Bitcast(ub("<<", ub("-", u(127 - 21), normalised_by), u(23)), "f32")
+    rr = bind("rr", bin_("*", bin_("+", hi24, bin_("*", lo24, f(2.0**-24))), scale))
+    rr = bind("rs", select(neg, Unary("-", rr, "f32"), rr))
+    reduction.append(Assign(r, select(bin_("==", a1, u(0)), f(0.0), rr)))
+    body.append(If(bin_(">=", abits, u(0x3F490FDB)), reduction))
+
+    # sin r = r + r^3 S(r^2), cos r = 1 - r^2/2 + r^4 C(r^2): Taylor, to r^9 and r^10
+    sin_c = [f(f32((-1) ** k / factorial(2 * k + 1))) for k in range(1, 5)]
+    cos_c = [f(f32((-1) ** k / factorial(2 * k))) for k in range(2, 6)]
+    z, zs = let("z", bin_("*", r, r))
+    ps: Expr = call("fma", sin_c[3], z, sin_c[2])
+    for c in (sin_c[1], sin_c[0]):
+        ps = call("fma", ps, z, c)
+    pc: Expr = call("fma", cos_c[3], z, cos_c[2])
+    for c in (cos_c[1], cos_c[0], f(-0.5)):
+        pc = call("fma", pc, z, c)
+    sin_r, s3 = let("sin_r", call("fma", bin_("*", ps, z), r, r))
+    cos_r, s4 = let("cos_r", call("fma", pc, z, f(1.0)))
+    k, s5 = let("k", ub("+", j, q))  # cos x = sin(x + pi/2): one quadrant further
+    v = select(bin_("!=", ub("&", k, u(1)), u(0)), cos_r, sin_r)
+    v, s6 = let("v", select(bin_("!=", ub("&", k, u(2)), u(0)), Unary("-", v, "f32"), v))
+    # sin(-x) = -sin x (and sin(-0) = -0); cos(-x) = cos x
+    sign = select(bin_("==", q, u(0)), ub("&", bits, u(0x80000000)), u(0))
+    body += [zs, s3, s4, s5, s6, Return(Bitcast(ub("^", Bitcast(v, "u32"), sign), "f32"))]
+    _helper("mimir_trig", [("x", "f32"), ("q", "u32")], "f32", body)
+
+
+_define_trig_helpers()

@@ -588,38 +588,43 @@ def _fold_binary(op: str, a: Expr, b: Expr, t: str) -> Expr:
     return Binary(op, a, b, t)
 
 
-def _fold_statement(s: Stmt) -> Stmt:
+def map_statement(s: Stmt, f: Any) -> Stmt:
+    """`s` with `f` applied to each of its expressions (and those of its blocks)."""
     if isinstance(s, Let):
-        return Let(s.var, fold(s.value))
+        return Let(s.var, f(s.value))
     if isinstance(s, VarDecl):
-        return VarDecl(s.var, fold(s.init))
+        return VarDecl(s.var, f(s.init))
     if isinstance(s, Assign):
-        return Assign(s.var, fold(s.value))
+        return Assign(s.var, f(s.value))
     if isinstance(s, Store):
-        return Store(s.array, fold(s.index), fold(s.value))
+        return Store(s.array, f(s.index), f(s.value))
     if isinstance(s, AtomicAdd):
-        return AtomicAdd(s.array, fold(s.index), fold(s.value))
+        return AtomicAdd(s.array, f(s.index), f(s.value))
     if isinstance(s, VectorLoad):
-        return VectorLoad(s.vars, s.array, fold(s.index))
+        return VectorLoad(s.vars, s.array, f(s.index))
     if isinstance(s, VectorStore):
-        return VectorStore(s.array, fold(s.index), tuple(fold(v) for v in s.values))
+        return VectorStore(s.array, f(s.index), tuple(f(v) for v in s.values))
     if isinstance(s, If):
-        return If(fold(s.cond), fold_block(s.then), fold_block(s.orelse))
+        return If(f(s.cond), map_block(s.then, f), map_block(s.orelse, f))
     if isinstance(s, For):
-        return For(s.var, fold(s.start), fold(s.end), fold(s.step), fold_block(s.body))
+        return For(s.var, f(s.start), f(s.end), f(s.step), map_block(s.body, f))
     if isinstance(s, Return):
-        return Return(None if s.value is None else fold(s.value))
+        return Return(None if s.value is None else f(s.value))
     if isinstance(s, LoadVector):
-        return LoadVector(s.vars, s.array, fold(s.index))
+        return LoadVector(s.vars, s.array, f(s.index))
     if isinstance(s, CopyAsync):
-        value = fold(s.value)
+        value = f(s.value)
         assert isinstance(value, Load)
-        return CopyAsync(s.array, fold(s.index), value, None if s.cond is None else fold(s.cond))
+        return CopyAsync(s.array, f(s.index), value, None if s.cond is None else f(s.cond))
     return s
 
 
+def map_block(body: list[Stmt] | tuple[Stmt, ...], f: Any) -> list[Stmt]:
+    return [map_statement(s, f) for s in body]
+
+
 def fold_block(body: list[Stmt] | tuple[Stmt, ...]) -> list[Stmt]:
-    return [_fold_statement(s) for s in body]
+    return map_block(body, fold)
 
 
 def legalise(kernel: Kernel) -> Kernel:

@@ -27,6 +27,7 @@ registers and are stored as u32 (see `STORAGE`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from mimir.codegen.helpers import (
     HELPERS,
@@ -51,9 +52,13 @@ from mimir.codegen.ir import (
     Const,
     Expr,
     Helper,
+    Kernel,
     Load,
     Unary,
     all_expressions,
+    fold_block,
+    map_block,
+    map_expr,
     walk_expr,
 )
 from mimir.dtypes import DType, bfloat16, bool_, float16, float32, int32, uint32
@@ -82,6 +87,7 @@ __all__ = [
     "round_to",
     "select",
     "to_storage",
+    "with_reduced_trig",
 ]
 
 REG: dict[DType, str] = {
@@ -361,3 +367,35 @@ def intrinsics_needed(exprs: Iterable[Expr]) -> set[tuple[str, str]]:
             if isinstance(sub, Call) and sub.fn not in HELPERS:
                 out.add((sub.fn, sub.args[0].type))
     return out
+
+
+# ---------------------------------------------------------------- sin and cos by reduction
+
+_TRIG_QUADRANT = {"sin": 0, "cos": 1}
+
+
+def _trig_call(e: Expr) -> Expr | None:
+    if isinstance(e, Call) and e.fn in _TRIG_QUADRANT and e.type == "f32":
+        arg = map_expr(e.args[0], _trig_call)
+        return call("mimir_trig", arg, const(_TRIG_QUADRANT[e.fn], "u32"))
+    return None
+
+
+def with_reduced_trig(kernel: Kernel) -> Kernel:
+    """`kernel` with every f32 `sin`/`cos` as a call of the `mimir_trig` helper.
+
+    For backends whose builtin sin and cos hold on [-pi, pi] only (WGSL, SPIR-V):
+    `mimir_trig` reduces every float32 argument exactly (`mimir.codegen.helpers`).
+    """
+
+    def rewrite(body):
+        return fold_block(map_block(body, lambda e: map_expr(e, _trig_call)))
+
+    body = rewrite(kernel.body)
+    helpers = [replace(h, body=tuple(rewrite(h.body))) for h in kernel.helpers]
+    known = {h.name for h in helpers}
+    exprs = list(all_expressions(body)) + [e for h in helpers for e in all_expressions(h.body)]
+    added = [h for h in helpers_needed(exprs) if h.name not in known]
+    if not added:
+        return replace(kernel, body=body, helpers=helpers)
+    return replace(kernel, body=body, helpers=[*added, *helpers])

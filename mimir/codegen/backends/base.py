@@ -50,6 +50,7 @@ from mimir.codegen.ir import (
     all_expressions,
     lower_vectors,
 )
+from mimir.codegen.lower import with_reduced_trig
 
 _ARITH = ("+", "-", "*", "/", "%")
 _BITWISE = ("<<", ">>", "&", "|", "^")
@@ -145,6 +146,9 @@ class Backend:
     warp_functions = False
     # statements printed as they are; the other vector and async ones are lowered first
     native_statements: tuple[type, ...] = ()
+    # Whether the builtin sin and cos hold for every argument. Where they are specified
+    # on [-pi, pi] only (WGSL, SPIR-V), `adapt` calls the `mimir_trig` helper instead.
+    full_range_trig = True
 
     def __init__(self, math: str = "fast") -> None:
         # `--math fast|precise`: how PTX lowers exp, log, tanh, sigmoid and gelu (the
@@ -154,8 +158,14 @@ class Backend:
 
     # -- refusing
 
+    def adapt(self, kernel: Kernel) -> Kernel:
+        """The kernel as this backend prints it: f32 sin and cos by `with_reduced_trig`
+        unless the target's builtins hold for every argument."""
+        return kernel if self.full_range_trig else with_reduced_trig(kernel)
+
     def check(self, kernel: Kernel) -> str | None:
         """Why this backend cannot emit `kernel`, or None."""
+        kernel = self.adapt(kernel)
         caps = self.capabilities
         x, y, z = kernel.workgroup_size
         if x * y * z > caps.max_invocations:
@@ -329,6 +339,7 @@ class Backend:
     # -- files
 
     def print_kernel(self, kernel: Kernel, header: str) -> Printed:
+        kernel = self.adapt(kernel)
         kernel = replace(kernel, body=lower_vectors(kernel.body, self.native_statements))
         self.names = Namer(self.reserved)
         self.fields = Namer(self.reserved)

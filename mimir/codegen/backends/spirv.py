@@ -44,12 +44,14 @@ class SPIRV(Backend):
     reserved = frozenset({"main", "void", "bool", "int", "uint", "float", "half", "glsl"})
     type_map = _TYPES
     intrinsics = {fn: fn for fn in INTRINSICS}
+    full_range_trig = False  # GLSL.std.450 Sin/Cos: Vulkan bounds them on [-pi, pi] only
 
     def check(self, kernel: Kernel) -> str | None:
         """The base checks, then every operator, intrinsic and built-in against the tables."""
         why = super().check(kernel)
         if why is not None:
             return why
+        kernel = self.adapt(kernel)
         exprs = list(all_expressions(kernel.body))
         for h in kernel.helpers:
             exprs += list(all_expressions(h.body))
@@ -69,6 +71,7 @@ class SPIRV(Backend):
         return None
 
     def print_kernel(self, kernel: Kernel, header: str) -> Printed:
+        kernel = self.adapt(kernel)
         kernel = replace(kernel, body=lower_vectors(kernel.body))
         self.names = Namer(self.reserved)
         self.fields = Namer(self.reserved)

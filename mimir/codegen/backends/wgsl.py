@@ -92,6 +92,7 @@ class WGSL(Backend):
         "isinf": "((bitcast<u32>({0}) & 0x7fffffffu) == 0x7f800000u)",
     }
     barrier = "workgroupBarrier();"
+    full_range_trig = False  # WGSL's sin/cos: 2^-11 absolute on [-pi, pi] only
 
     def literal(self, c: Const) -> tuple[str, int]:
         v, t = c.value, c.type

@@ -7,6 +7,102 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
+var<private> nan_bits: u32 = 0x7fc00000u;
+
+fn mimir_trig(x_: f32, q: u32) -> f32 {
+    let bits: u32 = bitcast<u32>(x_);
+    let abits: u32 = bits & 2147483647u;
+    if (abits >= 2139095040u) {
+        return bitcast<f32>(nan_bits);
+    }
+    var j: u32 = 0u;
+    var r: f32 = bitcast<f32>(abits);
+    if (abits >= 1061752795u) {
+        let e: u32 = abits >> 23u;
+        let m: u32 = (abits & 8388607u) | 8388608u;
+        let p0: u32 = e - 120u;
+        let word: u32 = p0 >> 5u;
+        let sh: u32 = p0 & 31u;
+        let is1: bool = word == 1u;
+        let is2: bool = word == 2u;
+        let is3: bool = word == 3u;
+        let is4: bool = word == 4u;
+        let w0: u32 = select(select(select(select(0u, 2734261102u, is1), 1313084713u, is2), 4230436817u, is3), 4113882560u, is4);
+        let w1: u32 = select(select(select(select(2734261102u, 1313084713u, is1), 4230436817u, is2), 4113882560u, is3), 3680671129u, is4);
+        let w2: u32 = select(select(select(select(1313084713u, 4230436817u, is1), 4113882560u, is2), 3680671129u, is3), 1011060801u, is4);
+        let w3: u32 = select(select(select(select(4230436817u, 4113882560u, is1), 3680671129u, is2), 1011060801u, is3), 4266746795u, is4);
+        let win0: u32 = (w0 << sh) | ((w1 >> 1u) >> (31u - sh));
+        let win1: u32 = (w1 << sh) | ((w2 >> 1u) >> (31u - sh));
+        let win2: u32 = (w2 << sh) | ((w3 >> 1u) >> (31u - sh));
+        let p3: u32 = win2 * m;
+        let lo1: u32 = win1 * m;
+        let q2ah: u32 = win2 >> 16u;
+        let q2al: u32 = win2 & 65535u;
+        let q2bh: u32 = m >> 16u;
+        let q2bl: u32 = m & 65535u;
+        let q2lh: u32 = q2al * q2bh;
+        let q2hl: u32 = q2ah * q2bl;
+        let q2hi: u32 = q2ah * q2bh + ((q2lh >> 16u) + (q2hl >> 16u)) + ((((q2al * q2bl) >> 16u) + (q2lh & 65535u) + (q2hl & 65535u)) >> 16u);
+        let p2: u32 = q2hi + lo1;
+        let q1ah: u32 = win1 >> 16u;
+        let q1al: u32 = win1 & 65535u;
+        let q1bh: u32 = m >> 16u;
+        let q1bl: u32 = m & 65535u;
+        let q1lh: u32 = q1al * q1bh;
+        let q1hl: u32 = q1ah * q1bl;
+        let q1hi: u32 = q1ah * q1bh + ((q1lh >> 16u) + (q1hl >> 16u)) + ((((q1al * q1bl) >> 16u) + (q1lh & 65535u) + (q1hl & 65535u)) >> 16u);
+        let p1: u32 = q1hi + select(0u, 1u, p2 < lo1) + win0 * m + 536870912u;
+        j = p1 >> 30u;
+        let f1: u32 = (p1 & 1073741823u) - 536870912u;
+        let neg: bool = f1 >= 2147483648u;
+        let c3: bool = p3 == 0u;
+        let a1: u32 = select(f1, ~f1 + select(0u, 1u, c3 && (p2 == 0u)), neg);
+        let a2: u32 = select(p2, ~p2 + select(0u, 1u, c3), neg);
+        let a3: u32 = select(p3, 0u - p3, neg);
+        let z1: bool = a1 == 0u;
+        let a1s1: u32 = select(a1, a2, z1);
+        let a2s1: u32 = select(a2, a3, z1);
+        let a3s1: u32 = select(a3, 0u, z1);
+        let z2: bool = a1s1 == 0u;
+        let a1s2: u32 = select(a1s1, a2s1, z2);
+        let a2s2: u32 = select(a2s1, a3s1, z2);
+        let a3s2: u32 = select(a3s1, 0u, z2);
+        let skipped: u32 = select(0u, 32u, z1) + select(0u, 32u, z2);
+        let msb0: u32 = select((bitcast<u32>(f32(a1s2)) >> 23u) - 127u, 31u, (bitcast<u32>(f32(a1s2)) >> 23u) - 127u > 31u);
+        let msb: u32 = select(msb0, msb0 - 1u, (1u << msb0) > a1s2);
+        let lz: u32 = 31u - msb;
+        let t1: u32 = (a1s2 << lz) | ((a2s2 >> 1u) >> msb);
+        let t2: u32 = (a2s2 << lz) | ((a3s2 >> 1u) >> msb);
+        let l11: u32 = t1 * 3373259426u;
+        let q3ah: u32 = t1 >> 16u;
+        let q3al: u32 = t1 & 65535u;
+        let q3lh: u32 = q3al * 8552u;
+        let q3hl: u32 = q3ah * 49716u;
+        let q3hi: u32 = q3ah * 8552u + ((q3lh >> 16u) + (q3hl >> 16u)) + ((((q3al * 49716u) >> 16u) + (q3lh & 65535u) + (q3hl & 65535u)) >> 16u);
+        let mid: u32 = l11 + q3hi;
+        let q4ah: u32 = t2 >> 16u;
+        let q4al: u32 = t2 & 65535u;
+        let q4lh: u32 = q4al * 51471u;
+        let q4hl: u32 = q4ah * 55970u;
+        let q4hi: u32 = q4ah * 51471u + ((q4lh >> 16u) + (q4hl >> 16u)) + ((((q4al * 55970u) >> 16u) + (q4lh & 65535u) + (q4hl & 65535u)) >> 16u);
+        let mid2: u32 = mid + q4hi;
+        let q5ah: u32 = t1 >> 16u;
+        let q5al: u32 = t1 & 65535u;
+        let q5lh: u32 = q5al * 51471u;
+        let q5hl: u32 = q5ah * 55970u;
+        let q5hi: u32 = q5ah * 51471u + ((q5lh >> 16u) + (q5hl >> 16u)) + ((((q5al * 55970u) >> 16u) + (q5lh & 65535u) + (q5hl & 65535u)) >> 16u);
+        let r1: u32 = q5hi + (select(0u, 1u, mid < l11) + select(0u, 1u, mid2 < mid));
+        let rr: f32 = (f32(r1 >> 8u) + f32(((r1 & 255u) << 16u) | (mid2 >> 16u)) * 5.9604645e-08f) * bitcast<f32>((106u - (skipped + lz)) << 23u);
+        let rs: f32 = select(rr, -rr, neg);
+        r = select(rs, 0.0f, a1s2 == 0u);
+    }
+    let z: f32 = r * r;
+    let sin_r: f32 = fma(fma(fma(fma(2.7557319e-06f, z, -0.0001984127f), z, 0.008333334f), z, -0.16666667f) * z, r, r);
+    let cos_r: f32 = fma(fma(fma(fma(fma(-2.755732e-07f, z, 2.4801588e-05f), z, -0.0013888889f), z, 0.041666668f), z, -0.5f), z, 1.0f);
+    let k: u32 = j + q;
+    let v: f32 = select(select(sin_r, cos_r, (k & 1u) != 0u), -select(sin_r, cos_r, (k & 1u) != 0u), (k & 2u) != 0u);
+    return bitcast<f32>(bitcast<u32>(v) ^ select(0u, bits & 2147483648u, q == 0u));
+}
 
 @compute @workgroup_size(256, 1, 1)
 fn sin_cos_rotary_0_ew(
@@ -26,26 +122,26 @@ fn sin_cos_rotary_0_ew(
         let x_34: f32 = x[i3 + 3u];
         let v7: f32 = x_31;
         let v8: f32 = v7 * 4e+03f;
-        let v9: f32 = sin(v8);
-        let v10: f32 = cos(v8);
+        let v9: f32 = mimir_trig(v8, 0u);
+        let v10: f32 = mimir_trig(v8, 1u);
         let v12: f32 = fma(2.0f, v10, v9);
         let out_35: f32 = v12;
         let v13: f32 = x_32;
         let v14: f32 = v13 * 4e+03f;
-        let v15: f32 = sin(v14);
-        let v16: f32 = cos(v14);
+        let v15: f32 = mimir_trig(v14, 0u);
+        let v16: f32 = mimir_trig(v14, 1u);
         let v18: f32 = fma(2.0f, v16, v15);
         let out_36: f32 = v18;
         let v19: f32 = x_33;
         let v20: f32 = v19 * 4e+03f;
-        let v21: f32 = sin(v20);
-        let v22: f32 = cos(v20);
+        let v21: f32 = mimir_trig(v20, 0u);
+        let v22: f32 = mimir_trig(v20, 1u);
         let v24: f32 = fma(2.0f, v22, v21);
         let out_37: f32 = v24;
         let v25: f32 = x_34;
         let v26: f32 = v25 * 4e+03f;
-        let v27: f32 = sin(v26);
-        let v28: f32 = cos(v26);
+        let v27: f32 = mimir_trig(v26, 0u);
+        let v28: f32 = mimir_trig(v26, 1u);
         let v30: f32 = fma(2.0f, v28, v27);
         let out_38: f32 = v30;
         out[i3] = out_35;
@@ -61,26 +157,26 @@ fn sin_cos_rotary_0_ew(
         let x_71: f32 = x[i40 + 3u];
         let v44: f32 = x_68;
         let v45: f32 = v44 * 4e+03f;
-        let v46: f32 = sin(v45);
-        let v47: f32 = cos(v45);
+        let v46: f32 = mimir_trig(v45, 0u);
+        let v47: f32 = mimir_trig(v45, 1u);
         let v49: f32 = fma(2.0f, v47, v46);
         let out_72: f32 = v49;
         let v50: f32 = x_69;
         let v51: f32 = v50 * 4e+03f;
-        let v52: f32 = sin(v51);
-        let v53: f32 = cos(v51);
+        let v52: f32 = mimir_trig(v51, 0u);
+        let v53: f32 = mimir_trig(v51, 1u);
         let v55: f32 = fma(2.0f, v53, v52);
         let out_73: f32 = v55;
         let v56: f32 = x_70;
         let v57: f32 = v56 * 4e+03f;
-        let v58: f32 = sin(v57);
-        let v59: f32 = cos(v57);
+        let v58: f32 = mimir_trig(v57, 0u);
+        let v59: f32 = mimir_trig(v57, 1u);
         let v61: f32 = fma(2.0f, v59, v58);
         let out_74: f32 = v61;
         let v62: f32 = x_71;
         let v63: f32 = v62 * 4e+03f;
-        let v64: f32 = sin(v63);
-        let v65: f32 = cos(v63);
+        let v64: f32 = mimir_trig(v63, 0u);
+        let v65: f32 = mimir_trig(v63, 1u);
         let v67: f32 = fma(2.0f, v65, v64);
         let out_75: f32 = v67;
         out[i40] = out_72;
@@ -93,8 +189,8 @@ fn sin_cos_rotary_0_ew(
         if (i76 < u.N) {
             let v77: f32 = x[i76];
             let v78: f32 = v77 * 4e+03f;
-            let v79: f32 = sin(v78);
-            let v80: f32 = cos(v78);
+            let v79: f32 = mimir_trig(v78, 0u);
+            let v80: f32 = mimir_trig(v78, 1u);
             let v82: f32 = fma(2.0f, v80, v79);
             out[i76] = v82;
         }
@@ -102,8 +198,8 @@ fn sin_cos_rotary_0_ew(
         if (i83 < u.N) {
             let v84: f32 = x[i83];
             let v85: f32 = v84 * 4e+03f;
-            let v86: f32 = sin(v85);
-            let v87: f32 = cos(v85);
+            let v86: f32 = mimir_trig(v85, 0u);
+            let v87: f32 = mimir_trig(v85, 1u);
             let v89: f32 = fma(2.0f, v87, v86);
             out[i83] = v89;
         }
@@ -111,8 +207,8 @@ fn sin_cos_rotary_0_ew(
         if (i90 < u.N) {
             let v91: f32 = x[i90];
             let v92: f32 = v91 * 4e+03f;
-            let v93: f32 = sin(v92);
-            let v94: f32 = cos(v92);
+            let v93: f32 = mimir_trig(v92, 0u);
+            let v94: f32 = mimir_trig(v92, 1u);
             let v96: f32 = fma(2.0f, v94, v93);
             out[i90] = v96;
         }
