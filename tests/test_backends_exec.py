@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import assert_close, require_tool
+from harness import assert_close, require_tool, tf32_fallback_atol
 from support import import_file, kernels_of
 
 from mimir.runtime.verify import (
@@ -139,24 +139,6 @@ def _dot_product_atol(manifest: dict[str, Any], dims: dict[str, int]) -> float |
     return max(1e-5, 4 * 2**-24 * max([1024, *dims.values()]))
 
 
-# `@gpu(precision="tf32")` (tests/kernels/tensor_cores.py): the shim rounds each float32
-# operand of a matmul to TF32 (10 mantissa bits, at most 2**-11 relative each) before its
-# exact products, as PTX's tensor cores do, so PTX is compared with the usual float32
-# tolerance above. A backend that fell back to full float32 (the manifest's `precision`,
-# MSL, WGSL, SPIR-V) differs from that reference by the operand rounding: at most
-# 2 * 2**-11 per product of inputs in [-1, 1), so atol = 2 * 2**-11 * K with K bounded by
-# the largest size of any buffer.
-def _tf32_atol(manifest: dict[str, Any], dims: dict[str, int]) -> float | None:
-    precision = manifest.get("precision")
-    if precision is None or precision["matmul"] != "float32":
-        return None
-    sizes = [1]
-    for buf in manifest["buffers"]:
-        for size in buf["shape"]:
-            sizes.append(size if isinstance(size, int) else dims.get(str(size), 1))
-    return max(1e-5, 2 * 2**-11 * max([*sizes, *dims.values()]))
-
-
 def _compare(
     manifest: dict[str, Any],
     actual: dict[str, list],
@@ -169,7 +151,7 @@ def _compare(
     assert set(actual) == {b["name"] for b in outputs}
     assert set(expected) == set(actual), "the manifest and the shim name the outputs differently"
     contracted = _dot_product_atol(manifest, dims)
-    fallback = _tf32_atol(manifest, dims)
+    fallback = tf32_fallback_atol(manifest, dims)
     if fallback is not None:
         contracted = fallback
     for buf in outputs:
