@@ -1159,6 +1159,10 @@ class Kernel:
             _BINDINGS.reset(token)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.precision not in PRECISIONS:  # the checker's GPU036 on the decorator
+            raise MimirError(
+                "GPU036", f"`precision=` is one of {list(PRECISIONS)}, got {self.precision!r}"
+            )
         self._validate_language()
         annotations = self.annotations()
         _check_annotations(self.signature, annotations, index_level=self.grid is not None)
@@ -1370,8 +1374,6 @@ def gpu(
     `precision="tf32"` lets every `@` (and einsum lowered to `@`) of the kernel read its
     float32 operands as TF32 (tensor cores on PTX, sm_80+); the shim then rounds them so
     (`numerics.tf32`) before its exact products. The default, "float32", is exact float32."""
-    if precision not in PRECISIONS:
-        raise MimirError("GPU036", f"`precision` is one of {list(PRECISIONS)}, got {precision!r}")
     if fn is None:
         return lambda f: Kernel(f, grid, precision)
     return Kernel(fn, grid, precision)

@@ -35,6 +35,7 @@ class Problem:
     span: Span
     # Already reported elsewhere (a use of a `Dim` whose declaration failed): poison only.
     reported: bool = False
+    function: str | None = None  # the kernel it belongs to (its decorator), if any
 
 
 @dataclass
@@ -337,6 +338,7 @@ def _precision(info: ModuleInfo, fn: ast.FunctionDef) -> str:
                     f'matmuls) or "tf32" (matmul operands may be rounded to TF32 for tensor '
                     f"cores); got {what}",
                     info.source.span(value),
+                    function=fn.name,
                 )
             )
     return "float32"
