@@ -300,3 +300,16 @@ def test_a_tf32_function_without_a_matmul_says_so() -> None:
     assert result.ok
     precision = json.loads(result.files["f.manifest.json"])["precision"]
     assert precision["matmul"] == "float32" and "no float32 matmul" in precision["fallback"]
+
+
+def test_verify_takes_the_fallback_tolerance_on_a_float32_backend() -> None:
+    """`mimir verify` on a TF32 function run in full float32 (WGSL): the shim rounded the
+    operands, the backend did not; the TF32 bound applies, not the float32 one."""
+    from harness import require_tool
+
+    require_tool("wgpu")
+    from mimir.runtime.verify_run import verify_file
+
+    report = verify_file(KERNELS / "tensor_cores.py", "linear_tf32_tiles", backends=["wgsl"])
+    assert report.checks and all(c.ok for c in report.checks), report.failures
+    assert max(c.max_abs for c in report.checks) > 1e-4  # past float32's own atol (1e-5)

@@ -35,6 +35,7 @@ from mimir.runtime.verify import (
     mismatches,
     random_inputs,
     shim_reference,
+    tf32_fallback_atol,
 )
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "require",
     "require_tool",
     "shim_reference",
+    "tf32_fallback_atol",
 ]
 
 
@@ -152,24 +154,6 @@ def dtype_of(manifest: Mapping[str, Any], buffer: str) -> str:
         if buf["name"] == buffer:
             return buf["dtype"]
     raise KeyError(f"no buffer `{buffer}` in the manifest of `{manifest.get('function')}`")
-
-
-# `@gpu(precision="tf32")` (`tests/kernels/tensor_cores.py`): the shim rounds each float32
-# operand of a matmul to TF32 (10 mantissa bits, at most 2**-11 relative each) before its
-# exact products, as PTX's tensor cores do, so PTX is compared with the usual float32
-# tolerance. A backend that fell back to full float32 (the manifest's `precision`,
-# MSL, WGSL, SPIR-V) differs from that reference by the operand rounding: at most
-# 2 * 2**-11 per product of inputs in [-1, 1), so atol = 2 * 2**-11 * K with K bounded by
-# the largest size of any buffer.
-def tf32_fallback_atol(manifest: dict[str, Any], dims: dict[str, int]) -> float | None:
-    precision = manifest.get("precision")
-    if precision is None or precision["matmul"] != "float32":
-        return None
-    sizes = [1]
-    for buf in manifest["buffers"]:
-        for size in buf["shape"]:
-            sizes.append(size if isinstance(size, int) else dims.get(str(size), 1))
-    return max(1e-5, 2 * 2**-11 * max([*sizes, *dims.values()]))
 
 
 def assert_close(
