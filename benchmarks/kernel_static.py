@@ -322,10 +322,9 @@ def triton_table(rows: list[dict], tools: dict, scale: int) -> list[dict]:
         mine = by_name.get(anchor.function)
         if mine is None:
             continue
-        tf32 = anchor is ta.TF32
         dims = {**mine["dims"]}
         t = measure_triton(anchor, dims, tools)
-        t["function"] = anchor.function + (" (tf32)" if tf32 else "")
+        t["function"] = anchor.function
         out.append(t)
         # Mimir's dynamic SASS per element, estimated from its dynamic PTX
         est = mine["ptx_el"] * mine["sass"] / max(1, mine["ptx_static"])
@@ -342,23 +341,19 @@ def triton_table(rows: list[dict], tools: dict, scale: int) -> list[dict]:
             h = f"{roofline(at, scale, H200):.0f}"
             m = f"{roofline(at, scale, MSERIES):.0f}"
             work = MAC_SCALE
-        mine_issue = "-" if tf32 else f"{issue_us(est, work):.1f}"
-        issue = f"{mine_issue}/{issue_us(t['sass_el'], work):.1f}"
-        if tf32:
-            mimir = ["-", f"{t['sass_el']:>7.2f}", "-", "-", f"{t['ptx_el']:>7.2f}", "-"]
-        else:
-            mimir = [
-                f"{est:.2f}",
-                f"{t['sass_el']:>7.2f}",
-                f"{est / t['sass_el']:.2f}" if t["sass_el"] else "-",
-                f"{mine['ptx_el']:.2f}",
-                f"{t['ptx_el']:>7.2f}",
-                f"{mine['ptx_el'] / t['ptx_el']:.2f}",
-            ]
-        launches = f"{'-' if tf32 else mine['launches']}/{t['launches']}"
-        regs = f"{'-' if tf32 else mine['regs']}/{t['regs']}"
-        smem = f"{'-' if tf32 else mine['smem']}/{t['smem']}"
-        sass = f"{'-' if tf32 else mine['sass']}/{t['sass']}"
+        issue = f"{issue_us(est, work):.1f}/{issue_us(t['sass_el'], work):.1f}"
+        mimir = [
+            f"{est:.2f}",
+            f"{t['sass_el']:>7.2f}",
+            f"{est / t['sass_el']:.2f}" if t["sass_el"] else "-",
+            f"{mine['ptx_el']:.2f}",
+            f"{t['ptx_el']:>7.2f}",
+            f"{mine['ptx_el'] / t['ptx_el']:.2f}",
+        ]
+        launches = f"{mine['launches']}/{t['launches']}"
+        regs = f"{mine['regs']}/{t['regs']}"
+        smem = f"{mine['smem']}/{t['smem']}"
+        sass = f"{mine['sass']}/{t['sass']}"
         per = "/mac" if anchor.per == "mac" else ""
         print(
             f"{t['function']:<20} {mimir[0]:>8} {mimir[1]:>7} {mimir[2]:>5}  {mimir[3]:>7} "

@@ -69,6 +69,14 @@ def matmul_bias_relu(
     return (a @ w + b).relu()
 
 
+@gpu(precision="tf32")
+def matmul_bias_relu_tf32(
+    a: Tensor[float32, I, K], w: Tensor[float32, K, J], b: Tensor[float32, J]
+) -> Tensor[float32, I, J]:
+    # the same op on TF32 tensor cores (PTX `mma.sync`), beside Triton's TF32 anchor
+    return (a @ w + b).relu()
+
+
 @gpu
 def layer_norm_1024(
     x: Tensor[float32, M, 1024], gamma: Tensor[float32, 1024], beta: Tensor[float32, 1024]

@@ -206,10 +206,10 @@ ANCHORS: list[Anchor] = [
     ),
 ]
 
-# not an anchor of a Mimir kernel: what tensor cores do to the same matmul (issue 15 asks
-# for a TF32 path); printed below the table, no ratio
+# the same matmul on tensor cores, beside Mimir's `@gpu(precision="tf32")` version of it
+# (roofline_ops.matmul_bias_relu_tf32)
 TF32 = Anchor(
-    "matmul_bias_relu",
+    "matmul_bias_relu_tf32",
     "t_matmul_bias_relu",
     _MM_SIG,
     {"BM": 128, "BN": 128, "BK": 32, "PRECISION": "tf32"},

@@ -122,6 +122,22 @@ class _GridRun:
             )
 
 
+# The matmul precision of the @gpu call being executed (`@gpu(precision=...)`): "float32"
+# (exact products, one rounding) or "tf32" (float32 operands of `@` and of an einsum that
+# lowers to `@` rounded to TF32 first, as a tensor core reads them).
+PRECISIONS = ("float32", "tf32")
+_PRECISION: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "mimir_precision", default="float32"
+)
+
+
+def _matmul_operand(x: Tensor) -> Any:
+    """The values `@` multiplies: a float32 tensor's rounded to TF32 under `precision="tf32"`."""
+    if _PRECISION.get() == "tf32" and x._dtype == float32:
+        return [nm.tf32(float(v)) for v in x._values]
+    return x._values
+
+
 # The index-level launch being executed (None outside `@gpu(grid=...)` kernels).
 _GRID: contextvars.ContextVar[_GridRun | None] = contextvars.ContextVar("mimir_grid", default=None)
 
@@ -801,7 +817,8 @@ def _matmul(left: Any, right: Any) -> Tensor:
         raise MimirError("GPU061", "`@` mixes tensors on cpu and gpu")
     dtype = _rule(ops.BY_OPERATOR["@"].dtype_rule, "@", [left._dtype, right._dtype])
     out_shape = _rule(sh.matmul, _A, left._shape, right._shape)
-    values = ev.matmul(left._values, left._shape, right._values, right._shape, out_shape, dtype)
+    lv, rv = _matmul_operand(left), _matmul_operand(right)
+    values = ev.matmul(lv, left._shape, rv, right._shape, out_shape, dtype)
     return Tensor(values, out_shape, dtype, left._device)
 
 
@@ -901,7 +918,8 @@ def einsum(spec: Any, *operands: Any) -> Tensor:
         own = set(term) - set(parsed.output) - set(others)
         kinds.append(_rule(ops.dtype_rules.summation, "einsum()", [x._dtype]) if own else x._dtype)
     dtype = _rule(ops.dtype_rules.arithmetic, "einsum()", kinds) if len(kinds) == 2 else kinds[0]
-    args = [(x._values, x._shape) for x in operands]
+    lowered_to_matmul = len(operands) == 2 and einsum_rules.letter_roles(parsed).matmul
+    args = [(_matmul_operand(x) if lowered_to_matmul else x._values, x._shape) for x in operands]
     values = einsum_rules.evaluate(parsed, args, out_shape, dtype)
     return Tensor(values, out_shape, dtype, operands[0]._device)
 
@@ -1110,10 +1128,13 @@ def _nest(values: list, shape: Sequence[int]) -> Any:
 class Kernel:
     """A `@gpu` function: checks its arguments, runs its body, checks its result."""
 
-    def __init__(self, fn: Callable[..., Any], grid: tuple | None = None) -> None:
+    def __init__(
+        self, fn: Callable[..., Any], grid: tuple | None = None, precision: str = "float32"
+    ) -> None:
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.grid = grid
+        self.precision = precision
         self.signature = inspect.signature(fn)
         self._validated = False
 
@@ -1138,6 +1159,10 @@ class Kernel:
             _BINDINGS.reset(token)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.precision not in PRECISIONS:  # the checker's GPU036 on the decorator
+            raise MimirError(
+                "GPU036", f"`precision=` is one of {list(PRECISIONS)}, got {self.precision!r}"
+            )
         self._validate_language()
         annotations = self.annotations()
         _check_annotations(self.signature, annotations, index_level=self.grid is not None)
@@ -1159,6 +1184,7 @@ class Kernel:
                 if annotations.get(name) is int and type(value) is int:
                     bound.arguments[name] = _RuntimeInt(value)
         token = _BINDINGS.set(bindings)
+        precision_token = _PRECISION.set(self.precision)
         inout = [
             n
             for n, a in annotations.items()
@@ -1195,6 +1221,7 @@ class Kernel:
             # `a, b, c = x.shape` on a rank-2 tensor: the checker's GPU036 (cannot unpack).
             raise MimirError("GPU036", f"invalid argument: {err}") from None
         finally:
+            _PRECISION.reset(precision_token)
             _BINDINGS.reset(token)
         if "return" in annotations:
             _check_result(result, annotations["return"], bindings)
@@ -1339,11 +1366,17 @@ def _run_capturing(
         sys.setprofile(previous)
 
 
-def gpu(fn: Callable[..., Any] | None = None, *, grid: tuple | None = None) -> Any:
-    """Mark a kernel: `@gpu`, or `@gpu(grid=(N,))` for an index-level kernel."""
+def gpu(
+    fn: Callable[..., Any] | None = None, *, grid: tuple | None = None, precision: str = "float32"
+) -> Any:
+    """Mark a kernel: `@gpu`, or `@gpu(grid=(N,))` for an index-level kernel.
+
+    `precision="tf32"` lets every `@` (and einsum lowered to `@`) of the kernel read its
+    float32 operands as TF32 (tensor cores on PTX, sm_80+); the shim then rounds them so
+    (`numerics.tf32`) before its exact products. The default, "float32", is exact float32."""
     if fn is None:
-        return lambda f: Kernel(f, grid)
-    return Kernel(fn, grid)
+        return lambda f: Kernel(f, grid, precision)
+    return Kernel(fn, grid, precision)
 
 
 def _check_annotations(

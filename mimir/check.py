@@ -138,7 +138,9 @@ def _check_source(
     if deep:
         return FileResult(path, [_too_deep(source, e) for e in deep])
     info = read_module(source, tree, project.resolver(Path(path)))
-    diagnostics = [Diagnostic(p.code, p.message, p.span) for p in info.problems]
+    diagnostics = [
+        Diagnostic(p.code, p.message, p.span, function=p.function) for p in info.problems
+    ]
     kernels = []
     facts = _facts_key(info, timeout_ms) if kernel_cache is not None else ""
     for kernel in info.kernels:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import assert_close, require_tool
+from harness import assert_close, require_tool, tf32_fallback_atol
 from support import import_file, kernels_of
 
 from mimir.runtime.verify import (
@@ -133,7 +133,11 @@ def _dims(manifest: dict[str, Any], label: str, cost: Any = None) -> dict[str, i
 # by up to about K ulps of 1 (2**-24 each). The bound used, with a factor 4 of margin and
 # K at most the largest dim (or 1024 for the zoo's literal inner sizes):
 # atol = 4 * 2**-24 * max(K), on top of the float32 default.
+# (A `precision="tf32"` function that fell back to float32 gets the TF32 bound instead.)
 def _dot_product_atol(manifest: dict[str, Any], dims: dict[str, int]) -> float | None:
+    fallback = tf32_fallback_atol(manifest, dims)
+    if fallback is not None:
+        return fallback
     if not any(k["file"].rsplit(".", 1)[0].endswith("_matmul") for k in manifest["kernels"]):
         return None
     return max(1e-5, 4 * 2**-24 * max([1024, *dims.values()]))

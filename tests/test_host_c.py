@@ -21,7 +21,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from harness import assert_close, dtype_of, require, require_tool
+from harness import assert_close, dtype_of, require, require_tool, tf32_fallback_atol
 
 from mimir.runtime import manifest as mf
 from mimir.runtime.verify import default_scalars, random_inputs, shim_reference
@@ -122,8 +122,10 @@ def _run_case(host: Path, backend: str, stem: str, function: str, dims, tmp: Pat
     assert result.returncode == 0, result.stderr
     actual = _read_outputs(manifest, dims, tmp)
     assert set(actual) == set(expected)
+    atol = tf32_fallback_atol(manifest, dims)
     for name, want in expected.items():
-        assert_close(actual[name], want, dtype_of(manifest, name), label=f"{function}.{name}")
+        dtype = dtype_of(manifest, name)
+        assert_close(actual[name], want, dtype, atol=atol, label=f"{function}.{name}")
     first = next(b["name"] for b in manifest["buffers"] if b["role"] in mf.RESULTS)
     assert result.stdout.startswith(f"{first} "), result.stdout  # the printed summary
 

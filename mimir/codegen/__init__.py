@@ -144,12 +144,17 @@ def _compile_kernel(
     """(relative path, content) of every file one function compiles to."""
     name = kernel.graph.name
     span = kernel.graph.kernel.span
+    precision = kernel.graph.kernel.precision
+    tensor_cores = precision == "tf32" and "ptx" in names
     try:
         if kernel.graph.kernel.grid is not None:
             s, irs = build_index_level(kernel)
+            tc_irs = irs
         else:
             s = schedule(kernel)
             irs = [build(s, k) for k in range(len(s.plans))]
+            # PTX's own build: its float32 matmuls on TF32 tensor cores (`mma.sync`)
+            tc_irs = [build(s, k, True) for k in range(len(s.plans))] if tensor_cores else irs
     except RefusalError as err:
         message = f"cannot compile `{name}` for {', '.join(names)}: {err.message}"
         diagnostics.append(Diagnostic(err.code, message, err.span or span, function=name))
@@ -162,12 +167,14 @@ def _compile_kernel(
         if any(not BACKENDS[n].warp_functions for n in names)
         else native
     )
+    tc_native = [contract(legalise(ir)) for ir in tc_irs] if tc_irs is not irs else native
     files: list[tuple[str, str | bytes, str]] = []
     for backend_name in names:
         backend = BACKENDS[backend_name](math=math)
         folder = f"{backend_name}/" if len(names) > 1 else ""
         printed = []
-        for k, ir in enumerate(native if backend.warp_functions else fallback):
+        own = tc_native if backend_name == "ptx" else native
+        for k, ir in enumerate(own if backend.warp_functions else fallback):
             why = backend.check(ir)
             if why is not None:
                 diagnostics.append(_refusal(kernel, s.plans[k].node, ir, backend_name, why))
@@ -183,7 +190,9 @@ def _compile_kernel(
             files.append((folder + file, content, out.text))
         else:
             mode = math if backend_name == "ptx" else None
-            manifest = dumps(build_manifest(s, path, backend_name, printed, math=mode))
+            manifest = dumps(
+                build_manifest(s, path, backend_name, printed, math=mode, precision=precision)
+            )
             files.append((f"{folder}{name}.manifest.json", manifest, manifest))
     return files
 

@@ -284,6 +284,31 @@ class WaitAsync(Stmt):
     """Wait until this thread's `CopyAsync`s have landed (`cp.async.wait_all`)."""
 
 
+MMA_SHAPE = (16, 8, 8)  # m, n, k of one `MmaSync`
+
+
+@dataclass
+class MmaSync(Stmt):
+    """One warp's 16x8x8 tensor-core multiply-add on TF32 inputs, `D = A B + C` with `C`
+    and `D` both `acc`: every lane of the warp executes it together (like `Barrier`, only in
+    uniform control flow of a workgroup whose size is a multiple of 32), each holding the
+    fragments the PTX ISA lays out for `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32`.
+    With `g = lane / 4` and `q = lane % 4`:
+
+    - `a` (f32, each rounded to TF32 first, `cvt.rna.tf32.f32`): A[g][q], A[g + 8][q],
+      A[g][q + 4], A[g + 8][q + 4];
+    - `b` (f32, rounded the same way): B[q][g], B[q + 4][g];
+    - `acc` (f32 variables, updated): D[g][2q], D[g][2q + 1], D[g + 8][2q], D[g + 8][2q + 1].
+
+    Only the PTX backend prints it (`@gpu(precision="tf32")`, `mimir.codegen.kernels`); the
+    products are exact and the sum rounded to f32 (how the hardware orders and rounds the
+    additions inside one instruction is its own)."""
+
+    acc: tuple[Var, ...]
+    a: tuple[Expr, ...]
+    b: tuple[Expr, ...]
+
+
 # ---------------------------------------------------------------- functions and kernels
 
 
@@ -409,6 +434,8 @@ def statement_expressions(s: Stmt) -> list[Expr]:
         return [s.index]
     if isinstance(s, CopyAsync):
         return [s.index, s.value] + ([] if s.cond is None else [s.cond])
+    if isinstance(s, MmaSync):
+        return [*s.acc, *s.a, *s.b]
     return []
 
 
@@ -616,6 +643,8 @@ def map_statement(s: Stmt, f: Any) -> Stmt:
         value = f(s.value)
         assert isinstance(value, Load)
         return CopyAsync(s.array, f(s.index), value, None if s.cond is None else f(s.cond))
+    if isinstance(s, MmaSync):
+        return MmaSync(s.acc, tuple(f(a) for a in s.a), tuple(f(b) for b in s.b))
     return s
 
 

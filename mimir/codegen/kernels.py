@@ -28,6 +28,8 @@ from mimir.codegen import sizes as sz
 from mimir.codegen.builder import Idx, ibin, linearise, size_ir, u32
 from mimir.codegen.context import WG, KernelContext, reg_dtype
 from mimir.codegen.ir import (
+    MMA_SHAPE,
+    WARP,
     Assign,
     Barrier,
     Binary,
@@ -41,6 +43,7 @@ from mimir.codegen.ir import (
     Let,
     Load,
     LoadVector,
+    MmaSync,
     SharedArray,
     Stmt,
     Store,
@@ -86,7 +89,9 @@ def _elementwise(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any
 # ---------------------------------------------------------------- matmul
 
 
-def _matmul(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
+def _matmul(
+    c: KernelContext, tensor_cores: bool = False
+) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
     """A register-blocked, double-buffered tiled matmul: each workgroup owns a BLOCK x BLOCK
     output tile (128 x 128), 16 x 16 threads, each thread an 8 x 8 block of it.
 
@@ -100,6 +105,9 @@ def _matmul(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
     k-major (`a_tile[k][m]`), the right one as it is (`b_tile[k][n]`). Reads past M, N or K
     stage 0 and stores past M or N are skipped, so any size works; a guard whose size is
     proven a multiple of the tile is not emitted (`guards_removed` in the manifest).
+
+    With `tensor_cores` (PTX, `@gpu(precision="tf32")`, a float32 result) the staging is
+    the same but the products are `MmaSync`s, 16 x 8 x 8 per warp: see `_MmaWarp`.
     """
     ev, body = c.ev, c.body
     root = c.plan.root
@@ -137,7 +145,11 @@ def _matmul(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
     a_tile, b_tile = "$a_tile", "$b_tile"
     size = BLOCK * SLICE  # elements of one buffer of either operand
     c.shared += [SharedArray(a_tile, acc_t, 2 * size), SharedArray(b_tile, acc_t, 2 * size)]
-    accs = [[body.var(lw.const(0, acc_t), "acc") for _ in range(REG)] for _ in range(REG)]
+    mma = _MmaWarp(c, t, row0, col0) if tensor_cores and acc_t == "f32" else None
+    if mma is not None:
+        accs, rows, cols = mma.accs, mma.rows, mma.cols
+    else:
+        accs = [[body.var(lw.const(0, acc_t), "acc") for _ in range(REG)] for _ in range(REG)]
     m_ir, k_ir, n_ir = size_ir(m), size_ir(k), size_ir(n)
     # a bound needs no guard when its size is proven a multiple of the tile
     m_ok = c.multiple(m, BLOCK, f"row < {sz.manifest_text(m)}")
@@ -198,27 +210,33 @@ def _matmul(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
         k_next = body.let(ibin("+", k0, u32(SLICE)), "kn")
         with body.if_(Binary("<", k_next, k_ir, "bool")):
             stage(k_next, nxt)
-        a_at = body.let(ibin("+", cur, a_row), "ra")
-        b_at = body.let(ibin("+", cur, b_col), "rb")
-        for kk in range(SLICE):
-            a_vals: list[Var] = []
-            b_vals: list[Var] = []
-            for h in range(2):
-                va = tuple(body.fresh("a", acc_t) for _ in range(VEC))
-                body.emit(LoadVector(va, a_tile, ibin("+", a_at, u32(kk * BLOCK + half * h))))
-                a_vals += va
-            for h in range(2):
-                vb = tuple(body.fresh("b", acc_t) for _ in range(VEC))
-                body.emit(LoadVector(vb, b_tile, ibin("+", b_at, u32(kk * BLOCK + half * h))))
-                b_vals += vb
-            for r in range(REG):
-                for s_ in range(REG):
-                    acc = accs[r][s_]
-                    body.emit(Assign(acc, lw.bin_("+", acc, lw.bin_("*", a_vals[r], b_vals[s_]))))
+        if mma is not None:
+            mma.slice(cur)
+        else:
+            a_at = body.let(ibin("+", cur, a_row), "ra")
+            b_at = body.let(ibin("+", cur, b_col), "rb")
+            for kk in range(SLICE):
+                a_vals: list[Var] = []
+                b_vals: list[Var] = []
+                for h in range(2):
+                    va = tuple(body.fresh("a", acc_t) for _ in range(VEC))
+                    at = ibin("+", a_at, u32(kk * BLOCK + half * h))
+                    body.emit(LoadVector(va, a_tile, at))
+                    a_vals += va
+                for h in range(2):
+                    vb = tuple(body.fresh("b", acc_t) for _ in range(VEC))
+                    at = ibin("+", b_at, u32(kk * BLOCK + half * h))
+                    body.emit(LoadVector(vb, b_tile, at))
+                    b_vals += vb
+                for r in range(REG):
+                    for s_ in range(REG):
+                        acc = accs[r][s_]
+                        product = lw.bin_("*", a_vals[r], b_vals[s_])
+                        body.emit(Assign(acc, lw.bin_("+", acc, product)))
         body.emit(WaitAsync())
         body.emit(Barrier())
-    for r in range(REG):
-        for s_ in range(REG):
+    for r in range(len(rows)):
+        for s_ in range(len(cols)):
             cond = _all_below([(rows[r], m_b), (cols[s_], n_b)])
             acc = accs[r][s_]
             result = lw.round_to(acc, out)
@@ -229,6 +247,76 @@ def _matmul(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
             with body.if_(cond):
                 c.write(idx, result)
     return (TILE, TILE, 1), dispatch
+
+
+WARPS_M, WARPS_N = 2, 4  # the 8 warps of a matmul workgroup over its 128 x 128 tile
+MMA_M, MMA_N, MMA_K = MMA_SHAPE
+FRAG_M = BLOCK // WARPS_M // MMA_M  # 16 x 8 tiles per warp along m (4) and n (4)
+FRAG_N = BLOCK // WARPS_N // MMA_N
+
+
+class _MmaWarp:
+    """The tensor-core products of a `_matmul` (`@gpu(precision="tf32")`, PTX): warp
+    `w = t / 32` of the workgroup owns rows `64 (w / 4)` .. `+ 64` and columns `32 (w % 4)`
+    .. `+ 32` of the 128 x 128 tile, 4 x 4 `MmaSync` tiles of 16 x 8 each, and at each
+    staged k-slice (8 wide, one `MmaSync` deep) reads its fragments from the shared tiles
+    with plain loads, at the PTX ISA's positions (`MmaSync`): lane `(g, q) = (l / 4, l % 4)`
+    reads A[m][k] at `a_tile[k * 128 + m]` for m in `g, g + 8` (+ 16 per tile) and k in
+    `q, q + 4`, and B[k][n] at `b_tile[k * 128 + n]` for n = `g` (+ 8 per tile). The 64
+    accumulators of a thread are, as a grid, rows `16 i + g + 8 h` by columns
+    `8 j + 2 q + e` (h, e < 2) of the warp's block: what the epilogue stores."""
+
+    def __init__(self, c: KernelContext, t: Expr, row0: Expr, col0: Expr) -> None:
+        body = c.body
+        self.body = body
+        warp = body.let(ibin("/", t, u32(WARP)), "warp")
+        lane = body.let(ibin("%", t, u32(WARP)), "lane")
+        g = body.let(ibin("/", lane, u32(4)), "g")
+        q = body.let(ibin("%", lane, u32(4)), "q")
+        wm = body.let(ibin("*", ibin("/", warp, u32(WARPS_N)), u32(BLOCK // WARPS_M)), "wm")
+        wn = body.let(ibin("*", ibin("%", warp, u32(WARPS_N)), u32(BLOCK // WARPS_N)), "wn")
+        # shared offsets of this lane's first A and B elements (k = q), within a buffer
+        self.a_at = body.let(ibin("+", ibin("*", q, u32(BLOCK)), ibin("+", wm, g)), "fa")
+        self.b_at = body.let(ibin("+", ibin("*", q, u32(BLOCK)), ibin("+", wn, g)), "fb")
+        # accumulator grid [2 i + h][2 j + e] is fragment (i, j)'s c[2 h + e]
+        self.accs = [
+            [body.var(lw.const(0, "f32"), "acc") for _ in range(2 * FRAG_N)]
+            for _ in range(2 * FRAG_M)
+        ]
+        row = ibin("+", row0, ibin("+", wm, g))
+        col = ibin("+", col0, ibin("+", wn, ibin("*", q, u32(2))))
+        self.rows = [
+            body.let(ibin("+", row, u32(MMA_M * i + 8 * h)), "row")
+            for i in range(FRAG_M)
+            for h in range(2)
+        ]
+        self.cols = [
+            body.let(ibin("+", col, u32(MMA_N * j + e)), "col")
+            for j in range(FRAG_N)
+            for e in range(2)
+        ]
+
+    def slice(self, cur: Expr) -> None:
+        """The `MmaSync`s of the k-slice in the shared buffer at offset `cur`."""
+        body = self.body
+        a_at = body.let(ibin("+", cur, self.a_at), "ra")
+        b_at = body.let(ibin("+", cur, self.b_at), "rb")
+        k4 = 4 * BLOCK  # k + 4, in the k-major tiles
+
+        def load(tile: str, at: Expr, offset: int) -> Expr:
+            return body.let(Load(tile, ibin("+", at, u32(offset)), "f32"), tile.strip("$_")[0])
+
+        a_frags = [
+            tuple(load("$a_tile", a_at, MMA_M * i + off) for off in (0, 8, k4, k4 + 8))
+            for i in range(FRAG_M)
+        ]
+        b_frags = [
+            tuple(load("$b_tile", b_at, MMA_N * j + off) for off in (0, k4)) for j in range(FRAG_N)
+        ]
+        for i, a in enumerate(a_frags):
+            for j, b in enumerate(b_frags):
+                acc = tuple(self.accs[2 * i + h][2 * j + e] for h in range(2) for e in range(2))
+                body.emit(MmaSync(acc, a, b))
 
 
 def _stage(
@@ -341,14 +429,18 @@ _BUILDERS = {
 }
 
 
-def build(s: Schedule, index: int) -> Kernel:
-    """The IR kernel for launch `index` of schedule `s`."""
+def build(s: Schedule, index: int, tensor_cores: bool = False) -> Kernel:
+    """The IR kernel for launch `index` of schedule `s`; with `tensor_cores` (a PTX build of
+    an `@gpu(precision="tf32")` function) a float32 matmul multiplies with `MmaSync`."""
     plan = s.plans[index]
     c = KernelContext(s, plan)
     built = vectorize.elementwise(c) if plan.kind == "ew" else None
     if built is None:
         c = KernelContext(s, plan)
-        built = _BUILDERS[plan.kind](c)
+        if plan.kind == "matmul":
+            built = _matmul(c, tensor_cores)
+        else:
+            built = _BUILDERS[plan.kind](c)
     workgroup_size, dispatch = built
     body = _prune(c.body.root)
     shared_names = {a.name for a in c.shared}

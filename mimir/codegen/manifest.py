@@ -15,7 +15,7 @@ from typing import Any
 
 from mimir.codegen import sizes as sz
 from mimir.codegen.backends.base import Printed
-from mimir.codegen.ir import Kernel, WarpReduce, all_expressions
+from mimir.codegen.ir import Kernel, MmaSync, WarpReduce, all_expressions, walk_statements
 from mimir.codegen.schedule import BufferSpec, Schedule
 
 FORMAT = "mimir-manifest/1"
@@ -28,9 +28,11 @@ def build_manifest(
     backend: str,
     kernels: list[tuple[Kernel, Printed, str]],
     math: str | None = None,
+    precision: str = "float32",
 ) -> dict[str, Any]:
     """The manifest of one function for one backend; `kernels` holds (IR, printed, file).
-    `math` (PTX only): the `--math` mode its transcendental functions were built with."""
+    `math` (PTX only): the `--math` mode its transcendental functions were built with;
+    `precision`: the function's `@gpu(precision=...)` (see `_precision`)."""
     manifest = {
         "format": FORMAT,
         "function": s.function,
@@ -65,7 +67,24 @@ def build_manifest(
     }
     if math is not None:
         manifest["math"] = math
+    if precision != "float32":
+        manifest["precision"] = _precision(precision, backend, [k for k, _, _ in kernels])
     return manifest
+
+
+def _precision(requested: str, backend: str, kernels: list[Kernel]) -> dict[str, Any]:
+    """`precision` (absent for the default, exact float32): what `@gpu(precision=...)` asked
+    for, what the function's matmuls compute in (`matmul`), and why when that is not it."""
+    if any(isinstance(s, MmaSync) for k in kernels for s in walk_statements(k.body)):
+        return {"requested": requested, "matmul": "tf32"}
+    if backend == "ptx":
+        why = "no float32 matmul launch: nothing runs on tensor cores"
+    else:
+        why = (
+            f"the {backend} backend has no tensor-core path: its matmuls compute in full "
+            "float32, which is at least as accurate as TF32"
+        )
+    return {"requested": requested, "matmul": "float32", "fallback": why}
 
 
 def _buffer(b: BufferSpec) -> dict[str, Any]:

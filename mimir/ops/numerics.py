@@ -310,6 +310,19 @@ def python_value(value: Number, dtype: DType) -> Number:
     return cast([value], dtype)[0]
 
 
+def tf32(value: float) -> float:
+    """A float32 value rounded to TF32 (8-bit exponent, 10 explicit mantissa bits), as PTX
+    `cvt.rna.tf32.f32` does: to nearest, ties away from zero, on the 13 dropped bits (a
+    carry into the exponent rounds up to the next binade or to infinity); nan and
+    infinities stay as they are. The operand rounding of `@gpu(precision="tf32")`."""
+    if not math.isfinite(value):
+        return value
+    bits = struct.unpack("<I", struct.pack("<f", value))[0]
+    sign, magnitude = bits & 0x80000000, bits & 0x7FFFFFFF
+    magnitude = (magnitude + 0x1000) & 0x7FFFE000
+    return struct.unpack("<f", struct.pack("<I", sign | magnitude))[0]
+
+
 def as_operand(value: Number, dtype: DType) -> Number:
     """A value of `dtype` as the Python type an op computes in."""
     if dtype.is_float:

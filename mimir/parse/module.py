@@ -35,6 +35,7 @@ class Problem:
     span: Span
     # Already reported elsewhere (a use of a `Dim` whose declaration failed): poison only.
     reported: bool = False
+    function: str | None = None  # the kernel it belongs to (its decorator), if any
 
 
 @dataclass
@@ -81,6 +82,9 @@ class KernelDef:
     node: ast.FunctionDef
     grid: ast.expr | None
     span: Span
+    # `@gpu(precision=...)`: "float32" (exact), or "tf32" (matmul operands may be read as
+    # TF32: tensor cores on PTX)
+    precision: str = "float32"
 
 
 @dataclass
@@ -225,7 +229,10 @@ def _read_statement(info: ModuleInfo, stmt: ast.stmt) -> None:
             if grid is not False:
                 info.kernels.append(
                     KernelDef(
-                        stmt, grid if isinstance(grid, ast.expr) else None, info.source.span(stmt)
+                        stmt,
+                        grid if isinstance(grid, ast.expr) else None,
+                        info.source.span(stmt),
+                        _precision(info, stmt),
                     )
                 )
         _rebind(info, stmt.name)
@@ -306,6 +313,35 @@ def _gpu_decorator(info: ModuleInfo, fn: ast.FunctionDef) -> ast.expr | None | b
                     return kw.value
             return None
     return False
+
+
+PRECISIONS = ("float32", "tf32")
+
+
+def _precision(info: ModuleInfo, fn: ast.FunctionDef) -> str:
+    """The `precision=` of a kernel's `@gpu(...)` (a string literal), "float32" without one;
+    anything else is a GPU036 problem (and the kernel keeps "float32")."""
+    for dec in fn.decorator_list:
+        if not (isinstance(dec, ast.Call) and info.resolve(dec.func) == "gpu"):
+            continue
+        for kw in dec.keywords:
+            if kw.arg != "precision":
+                continue
+            value = kw.value
+            if isinstance(value, ast.Constant) and value.value in PRECISIONS:
+                return value.value
+            what = repr(value.value) if isinstance(value, ast.Constant) else "not a string literal"
+            info.problems.append(
+                Problem(
+                    "GPU036",
+                    f'`precision=` takes the literal "float32" (the default: exact float32 '
+                    f'matmuls) or "tf32" (matmul operands may be rounded to TF32 for tensor '
+                    f"cores); got {what}",
+                    info.source.span(value),
+                    function=fn.name,
+                )
+            )
+    return "float32"
 
 
 def _read_binding(info: ModuleInfo, name: str, value: ast.expr) -> None:

@@ -242,6 +242,25 @@ def error_summary(actual: Sequence[Any], expected: Sequence[Any]) -> tuple[float
     return max_abs, max_rel
 
 
+def tf32_fallback_atol(manifest: Mapping[str, Any], dims: Mapping[str, int]) -> float | None:
+    """The absolute tolerance against the shim of a `@gpu(precision="tf32")` function that
+    this backend computed in full float32 (the manifest's `precision.matmul` is "float32":
+    MSL, WGSL, SPIR-V), else None (the dtype's own tolerance).
+
+    The shim rounds each float32 operand of such a function's matmuls to TF32 (at most
+    2**-11 relative each) before its exact products, as PTX's tensor cores do, so a backend
+    that did not round differs from it by at most 2 * 2**-11 per product of inputs in
+    [-1, 1): atol = 2 * 2**-11 * K, with K bounded by the largest size of any buffer."""
+    precision = manifest.get("precision")
+    if precision is None or precision["matmul"] != "float32":
+        return None
+    sizes = [1, *dims.values()]
+    for buf in manifest["buffers"]:
+        for size in buf["shape"]:
+            sizes.append(size if isinstance(size, int) else dims.get(str(size), 1))
+    return max(TOLERANCES["float32"][1], 2 * 2**-11 * max(sizes))
+
+
 def mismatches(
     actual: Sequence[Any],
     expected: Sequence[Any],

@@ -35,6 +35,7 @@ from mimir.runtime.verify import (
     mismatches,
     random_inputs,
     shim_reference,
+    tf32_fallback_atol,
 )
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "require",
     "require_tool",
     "shim_reference",
+    "tf32_fallback_atol",
 ]
 
 

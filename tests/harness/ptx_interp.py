@@ -18,7 +18,9 @@ and a barrier that some threads of a block skip by exiting is an error.
 lane its member mask names must reach a `shfl.sync` with that mask before any of
 them goes on, and each takes the value the source lane held there; a lane named
 but exited, not in the block, or waiting elsewhere is an error, as PTX leaves
-that undefined.
+that undefined. `mma.sync.aligned.m16n8k8...tf32` is a rendezvous of all 32 lanes
+of a warp the same way; the matrices are assembled from the lanes' fragments as the
+PTX ISA lays them out (`_mma_m16n8k8`), so a wrong fragment mapping gives wrong results.
 
 `run_ptx_manifest_cpu` has the signature of `cuda_runner.run_ptx_manifest`.
 """
@@ -119,6 +121,7 @@ _ALU: dict[str, Callable[..., Any]] = {
     "cvt.rn.f32.u32": lambda a: em.round_f32(a),
     "cvt.rmi.f32.f32": lambda a: a if not math.isfinite(a) else math.copysign(math.floor(a), a),
     "cvt.rn.f16.f32": _to_f16_rn,
+    "cvt.rna.tf32.f32": lambda a: _tf32_bits(a),
     "cvt.f32.f16": _f16_to_f32,
     "cvt.u32.u16": lambda a: a & 0xFFFF,
     "cvt.u16.u32": lambda a: a & 0xFFFF,
@@ -138,6 +141,72 @@ for _cmp, _f in _CMP.items():
     _ALU[f"setp.{_cmp}.u32"] = _ALU[f"setp.{_cmp}.f32"] = _f
     _ALU[f"setp.{_cmp}.s32"] = lambda a, b, f=_f: f(_s32(a), _s32(b))
 _ALU["setp.nan.f32"] = lambda a, b: math.isnan(a) or math.isnan(b)  # unordered
+
+
+def _tf32_bits(a: float) -> int:
+    """`cvt.rna.tf32.f32`: the f32 bits rounded to TF32 (to nearest, ties away from zero,
+    on the 13 low mantissa bits, which end 0); nan and infinities keep their bits (a nan
+    stays a nan)."""
+    bits = struct.unpack("<I", struct.pack("<f", a))[0]
+    if not math.isfinite(a):
+        return bits
+    return (bits & 0x80000000) | (((bits & 0x7FFFFFFF) + 0x1000) & 0x7FFFE000)
+
+
+def _tf32_value(v: Any) -> float:
+    """What a tensor core reads from a `.tf32` operand register: the f32 value of its bits
+    with the 13 low mantissa bits ignored (so an operand not rounded by `cvt` is truncated)."""
+    bits = struct.unpack("<I", struct.pack("<f", v))[0] if type(v) is float else v
+    return struct.unpack("<f", struct.pack("<I", bits & 0xFFFFE000))[0]
+
+
+def _c_fragment(g: int, q: int) -> tuple[tuple[int, int], ...]:
+    """(row, col) of c0..c3 (and d0..d3) of the lane with groupID g, threadID_in_group q."""
+    return ((g, 2 * q), (g, 2 * q + 1), (g + 8, 2 * q), (g + 8, 2 * q + 1))
+
+
+def _double_to_f32(x: float) -> float:
+    """A double rounded to the nearest f32 (ties to even; past the range, infinity)."""
+    try:
+        return struct.unpack("<f", struct.pack("<f", x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
+def _mma_m16n8k8(lanes: list[tuple[list, list, list]]) -> list[list[float]]:
+    """`mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32` over a warp: lane l's (a, b, c)
+    fragments -> its d fragment. The matrices are put together from the lanes as the PTX
+    ISA lays them out (g = l / 4, q = l % 4): a0..a3 = A[g][q], A[g+8][q], A[g][q+4],
+    A[g+8][q+4]; b0, b1 = B[q][g], B[q+4][g]; c0..c3 (and d) = C[g][2q], C[g][2q+1],
+    C[g+8][2q], C[g+8][2q+1]. Each D element is C plus the 8 exact products, summed
+    exactly and rounded to f32 (the hardware's order and rounding inside one instruction
+    are its own: within the tests' float32 tolerance)."""
+    a = [[0.0] * 8 for _ in range(16)]
+    b = [[0.0] * 8 for _ in range(8)]
+    c = [[0.0] * 8 for _ in range(16)]
+    for lane, (fa, fb, fc) in enumerate(lanes):
+        g, q = lane >> 2, lane & 3
+        for k, (row, col) in enumerate(((g, q), (g + 8, q), (g, q + 4), (g + 8, q + 4))):
+            a[row][col] = _tf32_value(fa[k])
+        b[q][g], b[q + 4][g] = _tf32_value(fb[0]), _tf32_value(fb[1])
+        for k, (row, col) in enumerate(
+            ((g, 2 * q), (g, 2 * q + 1), (g + 8, 2 * q), (g + 8, 2 * q + 1))
+        ):
+            c[row][col] = fc[k]
+    # a TF32 product is exact in a double (11 x 11 significant bits); `fsum` rounds the
+    # exact sum to a double, then to f32
+    d = [
+        [
+            _double_to_f32(math.fsum([c[i][j], *(a[i][k] * b[k][j] for k in range(8))]))
+            for j in range(8)
+        ]
+        for i in range(16)
+    ]
+    out = []
+    for lane in range(WARP):
+        g, q = lane >> 2, lane & 3
+        out.append([d[row][col] for row, col in _c_fragment(g, q)])
+    return out
 
 
 def _sqrt(a: float) -> float:
@@ -241,6 +310,11 @@ def _instruction(
             raise PtxInterpError("`shfl.sync` with a predicate destination is not modelled")
         srcs = [_operand(o, opcode) for o in ops[1:]]
         return (guard, neg, "shfl", parts[2], ops[0], srcs, fn.register_class(ops[0]))
+    if opcode.startswith("mma."):  # mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 d, a, b, c
+        if opcode != "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32":
+            raise PtxInterpError(f"the interpreter does not model `{opcode}`")
+        d, a, b, c = (_lanes(op, n) for op, n in zip(ops, (4, 4, 2, 4), strict=True))
+        return (guard, neg, "mma", d, a, b, c)
     if opcode in ("bra", "ret", "bar.sync"):
         return (guard, neg, opcode, ops[0] if ops else None)
     if opcode.startswith("mov."):
@@ -463,6 +537,11 @@ class _Interp:
                 elif ins[6] != "f32" and type(v) is float:
                     v = struct.unpack("<I", struct.pack("<f", v))[0]
                 regs[ins[4]] = v
+            elif kind == "mma":
+                frags = tuple([value(regs, r) for r in ins[k]] for k in (4, 5, 6))
+                d = yield ("mma", *frags)
+                for r, v in zip(ins[3], d, strict=True):
+                    regs[r] = v
             else:
                 self.call(regs, ins)
 
@@ -681,6 +760,9 @@ class _Interp:
         done: dict[int, Any] = {}
         for warp, lanes in warps.items():
             base = warp * WARP
+            if any(waiting[t][0] == "mma" for t in lanes):
+                done.update(self._mma(warp, lanes, waiting, threads, size))
+                continue
             masks = {waiting[t][4] for t in lanes}
             if len(masks) != 1:
                 raise PtxInterpError(f"`shfl.sync`: warp {warp} disagrees on the member mask")
@@ -716,6 +798,27 @@ class _Interp:
             for t in lanes:
                 del waiting[t]
         return done
+
+    def _mma(
+        self, warp: int, lanes: list[int], waiting: dict[int, Any], threads: dict, size: int
+    ) -> dict[int, Any]:
+        """Complete one warp's `mma.sync.aligned` once all 32 of its lanes wait at one (the
+        instruction is warp-collective: a lane missing, exited or at another instruction
+        is an error, as PTX leaves it undefined)."""
+        base = warp * WARP
+        named = set(range(base, base + WARP))
+        if not named <= set(range(size)):
+            raise PtxInterpError(f"`mma.sync` in warp {warp}, which the block fills partly")
+        if any(t not in threads for t in named):
+            raise PtxInterpError(f"`mma.sync` in warp {warp}, some of whose lanes exited")
+        if any(waiting[t][0] != "mma" for t in lanes):
+            raise PtxInterpError(f"warp {warp}: lanes at `mma.sync` and at `shfl.sync` at once")
+        if set(lanes) != named:
+            return {}  # some lanes have not arrived yet
+        d = _mma_m16n8k8([waiting[base + k][1:] for k in range(WARP)])
+        for t in lanes:
+            del waiting[t]
+        return {base + k: d[k] for k in range(WARP)}
 
 
 def run_ptx_manifest_cpu(

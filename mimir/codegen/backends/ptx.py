@@ -54,6 +54,7 @@ from mimir.codegen.ir import (
     Helper,
     Kernel,
     LoadVector,
+    MmaSync,
     Uniform,
     all_expressions,
     lower_vectors,
@@ -73,7 +74,8 @@ from mimir.codegen.refusal import RefusalError
 
 PTX_VERSION = "7.0"
 PTX_TARGET = "sm_70"
-# a kernel that stages through `cp.async` (the matmul) needs Ampere or newer
+# a kernel that stages through `cp.async` (the matmul) or multiplies on TF32 tensor cores
+# (`mma.sync ... .tf32`, `cvt.rna.tf32.f32`: `@gpu(precision="tf32")`) needs Ampere or newer
 PTX_ASYNC_TARGET = "sm_80"
 
 _TYPES = {"bool": "pred", "i32": "s32", "u32": "u32", "f32": "f32", "f16": "b16"}
@@ -142,8 +144,8 @@ class PTX(Backend):
         bindings = [(b.name, 0, k, b.access) for k, b in enumerate(kernel.buffers)]
         uniform = (0, len(kernel.buffers)) if kernel.uses_uniform else None
         lines = [f"// {line}" for line in header.splitlines()]
-        target = PTX_ASYNC_TARGET if uses_async(kernel) else PTX_TARGET
-        if target == PTX_TARGET:  # no copy to wait for (a wait needs sm_80 too)
+        target = PTX_ASYNC_TARGET if needs_sm80(kernel) else PTX_TARGET
+        if not uses_async(kernel):  # no copy to wait for (a wait needs sm_80 too)
             kernel = replace(kernel, body=lower_vectors(kernel.body, keep=(LoadVector,)))
         lines += [f".version {PTX_VERSION}", f".target {target}", ".address_size 64", ""]
         helpers = [h for h in kernel.helpers if not self._inlined(h.name)]
@@ -249,3 +251,12 @@ class PTX(Backend):
 def uses_async(kernel: Kernel) -> bool:
     """Whether the kernel copies through `cp.async` (and so targets sm_80)."""
     return any(isinstance(s, CopyAsync) for s in walk_statements(kernel.body))
+
+
+def uses_tensor_cores(kernel: Kernel) -> bool:
+    """Whether the kernel multiplies with `mma.sync` (TF32, sm_80)."""
+    return any(isinstance(s, MmaSync) for s in walk_statements(kernel.body))
+
+
+def needs_sm80(kernel: Kernel) -> bool:
+    return uses_async(kernel) or uses_tensor_cores(kernel)

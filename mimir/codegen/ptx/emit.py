@@ -23,6 +23,8 @@ semantics (`mimir.codegen.ir`) and how they are kept:
   inlined instead of called) and the correctly rounded ones with `--math precise`;
   sqrt is `sqrt.rn.f32`, floor `cvt.rmi.f32.f32`;
 - `WarpReduce` is `shfl.sync.bfly.b32` rounds within its lanes (`warp_reduce`);
+- `MmaSync` is `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32` on operands rounded
+  with `cvt.rna.tf32.f32` (`mma`; sm_80);
 - `If` is a predicated branch around its blocks, `For` a loop whose bound and
   step are evaluated at every iteration (as C does), `Barrier` is
   `bar.sync 0`, and `Return` is `ret` (from a helper, after moving the value
@@ -55,6 +57,7 @@ from mimir.codegen.ir import (
     Let,
     Load,
     LoadVector,
+    MmaSync,
     Return,
     Select,
     Stmt,
@@ -177,6 +180,8 @@ class Emitter:
         # `array[i + c]` for many c is one `mad` and immediate offsets; entries made inside
         # a block are dropped when it ends (they may not have run on the path after it)
         self.addresses: dict[tuple[str, str], str] = {}
+        # f32 register -> the `.b32` register holding it rounded to TF32 (`tf32`), same scoping
+        self.converted: dict[str, str] = {}
 
     # -- output
 
@@ -579,6 +584,8 @@ class Emitter:
             self.copy_async(s)
         elif isinstance(s, WaitAsync):
             self.ins("cp.async.wait_all")
+        elif isinstance(s, MmaSync):
+            self.mma(s)
         elif isinstance(s, Store):
             self.store(s)
         elif isinstance(s, VectorLoad):
@@ -622,6 +629,40 @@ class Emitter:
         self.ins(f"ld.shared.v{len(dsts)}.{MEMORY_TYPE[mem.elem]} {{{', '.join(dsts)}}}, {addr}")
         for v, d in zip(s.vars, dsts, strict=True):
             self.env[v.name] = d
+
+    def tf32(self, e: Expr) -> str:
+        """`e` (f32) rounded to TF32 in a `.b32` register (`cvt.rna.tf32.f32`, sm_80): to
+        nearest, ties away from zero, the low 13 mantissa bits 0. A value read from an
+        immutable register is converted once (`self.converted`, dropped when a block ends)."""
+        src = self.reg(e)
+        d = self.converted.get(src)
+        if d is None:
+            d = self.regs.new("b32")
+            self.ins(f"cvt.rna.tf32.f32 {d}, {src}")
+            if src not in self.mutable:
+                self.converted[src] = d
+        return d
+
+    def mma(self, s: MmaSync) -> None:
+        """One warp's `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32` (sm_80), the
+        accumulator registers both C and D; the fragments are as `MmaSync` lays them out."""
+        if len(s.acc) != 4 or len(s.a) != 4 or len(s.b) != 2:
+            raise refuse("an `MmaSync` whose fragments are not 4, 4 and 2 registers")
+        if any(e.type != "f32" for e in (*s.acc, *s.a, *s.b)):
+            raise refuse("an `MmaSync` on values that are not f32")
+        acc = []
+        for v in s.acc:
+            r = self.env.get(v.name)
+            if r is None or r not in self.mutable:
+                raise refuse(f"an `MmaSync` into `{v.name}`, which is not a variable")
+            acc.append(r)
+        a = [self.tf32(e) for e in s.a]
+        b = [self.tf32(e) for e in s.b]
+        d = "{" + ", ".join(acc) + "}"
+        self.ins(
+            f"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {d}, "
+            f"{{{', '.join(a)}}}, {{{', '.join(b)}}}, {d}"
+        )
 
     def copy_async(self, s: CopyAsync) -> None:
         """`cp.async.ca.shared.global` of one element (sm_80+), predicated on the guard,
@@ -687,9 +728,9 @@ class Emitter:
 
     def scoped(self, body: list[Stmt]) -> None:
         """A nested block: address registers it computes are not reused after it."""
-        saved = dict(self.addresses)
+        saved, converted = dict(self.addresses), dict(self.converted)
         self.block(body)
-        self.addresses = saved
+        self.addresses, self.converted = saved, converted
 
     def for_(self, s: For) -> None:
         v = self.regs.new("b32")

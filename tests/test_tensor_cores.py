@@ -1,0 +1,315 @@
+"""`@gpu(precision="tf32")`: the shim's TF32 rounding, the PTX interpreter's `mma.sync`, and
+that a tensor-core kernel with a wrong fragment mapping or without its operand rounding
+fails against the shim (the zoo runs, `tests/kernels/tensor_cores.py`, are in
+`test_ptx_exec.py` and `test_backends_exec.py`)."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import struct
+from pathlib import Path
+
+import pytest
+from harness import random_inputs, shim_reference
+from harness.ptx_interp import _mma_m16n8k8, _tf32_bits, run_ptx_manifest_cpu
+from test_backends_exec import KERNELS, _compare, _dims
+from test_ptx_exec import compiled_ptx
+
+from mimir.array import MimirError, Tensor, einsum, float32, gpu, tensor
+from mimir.codegen import compile_source
+from mimir.codegen.manifest import validate_manifest
+from mimir.ops.numerics import tf32
+
+
+def _f32(bits: int) -> float:
+    return struct.unpack("<f", struct.pack("<I", bits))[0]
+
+
+def _bits(x: float) -> int:
+    return struct.unpack("<I", struct.pack("<f", x))[0]
+
+
+# ---------------------------------------------------------------- the rounding
+
+
+@pytest.mark.parametrize(
+    ("bits", "want"),
+    [
+        (0x3F800000, 0x3F800000),  # 1.0: already TF32
+        (0x3F800FFF, 0x3F800000),  # below the half-way point: down
+        (0x3F801000, 0x3F802000),  # exactly half-way: away from zero
+        (0xBF801000, 0xBF802000),  # ... for a negative value too
+        (0x3F803000, 0x3F804000),  # half-way above an odd TF32 value: away, not to even
+        (0x3F801001, 0x3F802000),  # above half-way: up
+        (0x3FFFF000, 0x40000000),  # the carry goes into the exponent
+        (0x7F7FFFFF, 0x7F800000),  # the largest float rounds away, to infinity
+        (0x00000FFF, 0x00000000),  # subnormals round on the same bits
+        (0x80001000, 0x80002000),
+    ],
+)
+def test_tf32_rounds_to_nearest_ties_away_as_cvt_rna(bits: int, want: int) -> None:
+    assert _bits(tf32(_f32(bits))) == want
+    assert _tf32_bits(_f32(bits)) == want  # the interpreter's `cvt.rna.tf32.f32`
+
+
+def test_tf32_keeps_nan_and_infinities() -> None:
+    assert tf32(float("inf")) == float("inf") and tf32(float("-inf")) == float("-inf")
+    assert tf32(float("nan")) != tf32(float("nan"))
+
+
+@gpu(precision="tf32")
+def _tf32_mm(a: Tensor[float32, 2, 2], b: Tensor[float32, 2, 2]) -> Tensor[float32, 2, 2]:
+    return a @ b
+
+
+@gpu
+def _exact_mm(a: Tensor[float32, 2, 2], b: Tensor[float32, 2, 2]) -> Tensor[float32, 2, 2]:
+    return a @ b
+
+
+@gpu(precision="tf32")
+def _tf32_einsum(a: Tensor[float32, 2, 2], b: Tensor[float32, 2, 2]) -> Tensor[float32, 2, 2]:
+    return einsum("ij,jk->ik", a, b)
+
+
+@gpu(precision="tf32")
+def _tf32_product(a: Tensor[float32, 2, 2], b: Tensor[float32, 2, 2]) -> Tensor[float32, 2, 2]:
+    return a * b  # not a matmul: exact float32
+
+
+@gpu(precision="tf64")
+def _bad(a: Tensor[float32, 2, 2]) -> Tensor[float32, 2, 2]:
+    return a
+
+
+def test_the_shim_rounds_matmul_operands_to_tf32_only_where_asked() -> None:
+    x = 1 + 2**-12  # TF32 drops it: 1.0
+    a = tensor([[x, 0.0], [0.0, 1.0]], dtype=float32).to("gpu")
+    b = tensor([[x, 0.0], [0.0, 1.0]], dtype=float32).to("gpu")
+    assert _tf32_mm(a, b).tolist()[0][0] == 1.0
+    assert _tf32_einsum(a, b).tolist()[0][0] == 1.0
+    exact = _f32(_bits(x * x))  # the exact product, rounded once to float32
+    assert _exact_mm(a, b).tolist()[0][0] == exact != 1.0
+    assert _tf32_product(a, b).tolist()[0][0] == exact
+    assert (a @ b).tolist()[0][0] == exact  # outside a kernel: float32
+
+
+def test_the_shim_refuses_an_unknown_precision() -> None:
+    a = tensor([[1.0, 0.0], [0.0, 1.0]], dtype=float32).to("gpu")
+    with pytest.raises(MimirError, match="GPU036"):
+        _bad(a)
+
+
+# ---------------------------------------------------------------- the interpreter's mma
+
+
+def _fragments(a: list[list[float]], b: list[list[float]], c: list[list[float]], mapping):
+    """Each lane's (a, b, c) fragments of A (16x8), B (8x8), C (16x8) under `mapping`."""
+    lanes = []
+    for lane in range(32):
+        g, q = lane >> 2, lane & 3
+        rows_a, rows_b, rows_c = mapping(g, q)
+        lanes.append(
+            (
+                [_f32(_tf32_bits(a[r][k])) for r, k in rows_a],
+                [_f32(_tf32_bits(b[k][n])) for k, n in rows_b],
+                [c[r][n] for r, n in rows_c],
+            )
+        )
+    return lanes
+
+
+def _isa(g: int, q: int):
+    """The PTX ISA's m16n8k8 .tf32 layout (section "Matrix Fragments for mma.m16n8k8")."""
+    a = [(g, q), (g + 8, q), (g, q + 4), (g + 8, q + 4)]
+    b = [(q, g), (q + 4, g)]
+    c = [(g, 2 * q), (g, 2 * q + 1), (g + 8, 2 * q), (g + 8, 2 * q + 1)]
+    return a, b, c
+
+
+def _swapped_a(g: int, q: int):
+    """A mapping with a1 and a2 exchanged (the f16 layout's order): wrong for .tf32."""
+    a, b, c = _isa(g, q)
+    return [a[0], a[2], a[1], a[3]], b, c
+
+
+def _matrices(seed: int):
+    rng = random.Random(seed)
+    a = [[tf32(rng.uniform(-1, 1)) for _ in range(8)] for _ in range(16)]
+    b = [[tf32(rng.uniform(-1, 1)) for _ in range(8)] for _ in range(8)]
+    c = [[_f32(_bits(rng.uniform(-1, 1))) for _ in range(8)] for _ in range(16)]
+    want = [
+        [c[i][j] + sum(a[i][k] * b[k][j] for k in range(8)) for j in range(8)] for i in range(16)
+    ]
+    return a, b, c, want
+
+
+def test_mma_puts_the_matrices_together_as_the_ptx_isa_lays_them_out() -> None:
+    a, b, c, want = _matrices(1)
+    d = _mma_m16n8k8(_fragments(a, b, c, _isa))
+    for lane in range(32):
+        _, _, positions = _isa(lane >> 2, lane & 3)
+        for v, (i, j) in zip(d[lane], positions, strict=True):
+            assert v == pytest.approx(want[i][j], abs=1e-6)
+
+
+def test_a_wrong_fragment_mapping_gives_a_wrong_product() -> None:
+    a, b, c, want = _matrices(2)
+    d = _mma_m16n8k8(_fragments(a, b, c, _swapped_a))
+    errors = [
+        abs(v - want[i][j])
+        for lane in range(32)
+        for v, (i, j) in zip(d[lane], _isa(lane >> 2, lane & 3)[2], strict=True)
+    ]
+    assert max(errors) > 0.1
+
+
+def test_mma_reads_only_the_tf32_bits_of_its_operands() -> None:
+    """An operand not rounded by `cvt.rna.tf32.f32` is truncated, as the hardware reads it."""
+    a = [[0.0] * 8 for _ in range(16)]
+    b = [[0.0] * 8 for _ in range(8)]
+    c = [[0.0] * 8 for _ in range(16)]
+    lanes = _fragments(a, b, c, _isa)
+    lanes[0][0][0] = 1 + 2**-11 + 2**-20  # A[0][0], unrounded (cvt would give 1 + 2**-10)
+    lanes[0][1][0] = 1.0  # B[0][0]
+    assert _mma_m16n8k8(lanes)[0][0] == 1.0
+
+
+# ---------------------------------------------------------------- the emitted kernels
+
+
+def _run(folder: Path, manifest: dict, dims: dict[str, int], seed: int) -> dict[str, list]:
+    inputs = random_inputs(manifest, dims, seed=seed)
+    return run_ptx_manifest_cpu(manifest, folder, inputs, dims), inputs
+
+
+def _mutated(folder: Path, manifest: dict, edit) -> None:
+    for kernel in manifest["kernels"]:
+        path = folder / kernel["file"]
+        text = path.read_text()
+        assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in text
+        edited = edit(text)
+        assert edited != text, "the mutation changed nothing"
+        path.write_text(edited)
+
+
+def _caught(folder: Path, manifest: dict, function: str, seed: int = 3) -> None:
+    dims = _dims(manifest, "small")
+    actual, inputs = _run(folder, manifest, dims, seed)
+    expected = shim_reference(KERNELS / "tensor_cores.py", function, inputs, dims, None)
+    with pytest.raises(AssertionError, match="values differ"):
+        _compare(manifest, actual, expected, "tensor_cores", function, dims)
+
+
+def test_the_tf32_kernel_matches_the_shim_and_uses_tensor_cores(tmp_path: Path) -> None:
+    manifest = compiled_ptx("tensor_cores", "linear_tf32_tiles", tmp_path)
+    validate_manifest(manifest)
+    assert manifest["precision"] == {"requested": "tf32", "matmul": "tf32"}
+    text = (tmp_path / manifest["kernels"][0]["file"]).read_text()
+    assert ".target sm_80" in text and "cp.async" in text
+    assert text.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") == 16
+    assert text.count("cvt.rna.tf32.f32") == 24  # 4 x 4 of A and 4 x 2 of B per k-slice
+    assert "fma.rn.f32" not in text  # no scalar products left
+    dims = _dims(manifest, "small")
+    actual, inputs = _run(tmp_path, manifest, dims, 4)
+    expected = shim_reference(KERNELS / "tensor_cores.py", "linear_tf32_tiles", inputs, dims, None)
+    _compare(manifest, actual, expected, "tensor_cores", "linear_tf32_tiles", dims)
+
+
+def test_a_wrong_a_fragment_order_is_caught(tmp_path: Path) -> None:
+    manifest = compiled_ptx("tensor_cores", "matmul_tf32", tmp_path)
+
+    def swap(text: str) -> str:  # a1 <-> a2 in every mma: the f16 layout's order
+        return re.sub(
+            r"(\.f32 \{[^}]*\}, \{)(%r\d+), (%r\d+), (%r\d+), (%r\d+)\}",
+            r"\1\2, \4, \3, \5}",
+            text,
+        )
+
+    _mutated(tmp_path, manifest, swap)
+    _caught(tmp_path, manifest, "matmul_tf32")
+
+
+def test_a_wrong_b_fragment_order_is_caught(tmp_path: Path) -> None:
+    manifest = compiled_ptx("tensor_cores", "matmul_tf32", tmp_path)
+
+    def swap(text: str) -> str:  # b0 <-> b1
+        return re.sub(r"(\}, \{)(%r\d+), (%r\d+)(\}, \{%f)", r"\1\3, \2\4", text)
+
+    _mutated(tmp_path, manifest, swap)
+    _caught(tmp_path, manifest, "matmul_tf32")
+
+
+def test_a_wrong_accumulator_order_is_caught(tmp_path: Path) -> None:
+    manifest = compiled_ptx("tensor_cores", "matmul_tf32", tmp_path)
+
+    def swap(text: str) -> str:  # c1 <-> c2 (and d): rows and columns of the result mixed
+        return re.sub(
+            r"\{(%f\d+), (%f\d+), (%f\d+), (%f\d+)\}",
+            r"{\1, \3, \2, \4}",
+            text,
+        )
+
+    _mutated(tmp_path, manifest, swap)
+    _caught(tmp_path, manifest, "matmul_tf32")
+
+
+def test_operands_not_rounded_to_tf32_are_caught(tmp_path: Path) -> None:
+    """Without `cvt.rna.tf32.f32` the tensor core truncates: the kernel no longer matches the
+    shim's rounding at the float32 tolerance."""
+    manifest = compiled_ptx("tensor_cores", "linear_tf32_tiles", tmp_path)
+    _mutated(tmp_path, manifest, lambda t: t.replace("cvt.rna.tf32.f32", "mov.b32"))
+    _caught(tmp_path, manifest, "linear_tf32_tiles", seed=4)
+
+
+# ---------------------------------------------------------------- manifests of every backend
+
+
+def test_backends_without_tensor_cores_say_they_fell_back() -> None:
+    path = KERNELS / "tensor_cores.py"
+    result = compile_source(str(path), path.read_text(), ["all"], function="matmul_tf32")
+    assert result.ok, result.diagnostics
+    for backend in ("msl", "wgsl", "spirv"):
+        manifest = json.loads(result.files[f"{backend}/matmul_tf32.manifest.json"])
+        validate_manifest(manifest)
+        precision = manifest["precision"]
+        assert precision["requested"] == "tf32" and precision["matmul"] == "float32"
+        assert "no tensor-core path" in precision["fallback"]
+    ptx = json.loads(result.files["ptx/matmul_tf32.manifest.json"])
+    assert ptx["precision"] == {"requested": "tf32", "matmul": "tf32"}
+
+
+def test_a_float32_kernel_has_no_precision_field_and_no_mma() -> None:
+    path = KERNELS / "linear.py"
+    result = compile_source(str(path), path.read_text(), ["ptx"], function="linear_relu")
+    assert result.ok
+    assert "precision" not in json.loads(result.files["linear_relu.manifest.json"])
+    assert all("mma" not in str(v) for v in result.files.values())
+
+
+def test_a_tf32_function_without_a_matmul_says_so() -> None:
+    text = (
+        "from mimir.array import Tensor, float32, gpu\n\n"
+        '@gpu(precision="tf32")\n'
+        "def f(x: Tensor[float32, 8]) -> Tensor[float32, 8]:\n"
+        "    return x * 2.0\n"
+    )
+    result = compile_source("t.py", text, ["ptx"])
+    assert result.ok
+    precision = json.loads(result.files["f.manifest.json"])["precision"]
+    assert precision["matmul"] == "float32" and "no float32 matmul" in precision["fallback"]
+
+
+def test_verify_takes_the_fallback_tolerance_on_a_float32_backend() -> None:
+    """`mimir verify` on a TF32 function run in full float32 (WGSL): the shim rounded the
+    operands, the backend did not; the TF32 bound applies, not the float32 one."""
+    from harness import require_tool
+
+    require_tool("wgpu")
+    from mimir.runtime.verify_run import verify_file
+
+    report = verify_file(KERNELS / "tensor_cores.py", "linear_tf32_tiles", backends=["wgsl"])
+    assert report.checks and all(c.ok for c in report.checks), report.failures
+    assert max(c.max_abs for c in report.checks) > 1e-4  # past float32's own atol (1e-5)
