@@ -188,7 +188,8 @@ class Store(Stmt):
 
 @dataclass
 class VectorLoad(Stmt):
-    """`vars[k] = array[index + k]` for every lane k, as one aligned vector access.
+    """`vars[k] = array[index + k]` for every lane k, as one aligned vector access to a
+    global buffer (`SharedVectorLoad` is its threadgroup-memory counterpart).
 
     The scheduler emits it only where it has proven the access sound: `index` is a
     multiple of the width (so, with buffer bases 16-byte aligned, the address is aligned
@@ -253,8 +254,9 @@ class Return(Stmt):
 
 
 @dataclass
-class LoadVector(Stmt):
-    """`vars[j] = array[index + j]` for every j, from a shared array, as one access.
+class SharedVectorLoad(Stmt):
+    """`vars[j] = array[index + j]` for every j, from a shared array, as one access (the
+    global-buffer counterpart is `VectorLoad`).
 
     `index` is a multiple of `len(vars)` (2 or 4) and the array is declared with that
     alignment, so a backend may print one vector load (`ld.shared.v4`, MSL `float4`);
@@ -430,7 +432,7 @@ def statement_expressions(s: Stmt) -> list[Expr]:
         return [s.start, s.end, s.step]
     if isinstance(s, Return):
         return [] if s.value is None else [s.value]
-    if isinstance(s, LoadVector):
+    if isinstance(s, SharedVectorLoad):
         return [s.index]
     if isinstance(s, CopyAsync):
         return [s.index, s.value] + ([] if s.cond is None else [s.cond])
@@ -637,8 +639,8 @@ def map_statement(s: Stmt, f: Any) -> Stmt:
         return For(s.var, f(s.start), f(s.end), f(s.step), map_block(s.body, f))
     if isinstance(s, Return):
         return Return(None if s.value is None else f(s.value))
-    if isinstance(s, LoadVector):
-        return LoadVector(s.vars, s.array, f(s.index))
+    if isinstance(s, SharedVectorLoad):
+        return SharedVectorLoad(s.vars, s.array, f(s.index))
     if isinstance(s, CopyAsync):
         value = f(s.value)
         assert isinstance(value, Load)
@@ -696,13 +698,13 @@ def vector_only_buffers(kernel: Kernel) -> set[str]:
 
 
 def lower_vectors(body: list[Stmt], keep: tuple[type, ...] = ()) -> list[Stmt]:
-    """`body` with `LoadVector`, `CopyAsync` and `WaitAsync` (but the kinds in `keep`) as the
+    """`body` with `SharedVectorLoad`, `CopyAsync` and `WaitAsync` (but the kinds in `keep`) as the
     scalar statements they mean: one `let` per element, a guarded store, nothing."""
     out: list[Stmt] = []
     for s in body:
         if isinstance(s, keep):
             out.append(s)
-        elif isinstance(s, LoadVector):
+        elif isinstance(s, SharedVectorLoad):
             out += [
                 Let(v, Load(s.array, fold(Binary("+", s.index, Const(j, "u32"), "u32")), v.type))
                 for j, v in enumerate(s.vars)

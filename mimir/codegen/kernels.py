@@ -42,9 +42,9 @@ from mimir.codegen.ir import (
     Kernel,
     Let,
     Load,
-    LoadVector,
     MmaSync,
     SharedArray,
+    SharedVectorLoad,
     Stmt,
     Store,
     Uniform,
@@ -61,7 +61,7 @@ from mimir.codegen.schedule import Schedule
 
 TILE = 16  # threads per side of a matmul workgroup
 REG = 8  # outputs per thread per side (register blocking), two 4-wide halves
-VEC = 4  # the width of a shared-memory vector load (`LoadVector`)
+VEC = 4  # the width of a shared-memory vector load (`SharedVectorLoad`)
 BLOCK = TILE * REG  # the output tile a matmul workgroup owns (128 x 128)
 SLICE = 8  # the k-slice staged at once, in each of two buffers per operand
 
@@ -97,7 +97,7 @@ def _matmul(
 
     Thread (ly, lx) accumulates rows `4 ly + i` and `64 + 4 ly + i` and columns `4 lx + j`
     and `64 + 4 lx + j` (i, j < 4) of the tile, so at each staged k it reads its 8 left
-    values and 8 right values as four aligned 4-wide vectors (`LoadVector`) and does 64
+    values and 8 right values as four aligned 4-wide vectors (`SharedVectorLoad`) and does 64
     multiply-adds (one `fma` each after contraction). K is walked SLICE at a time through
     two workgroup buffers per operand: while the products of slice s are computed from one
     buffer, slice s + 1 is copied into the other (`CopyAsync`: `cp.async` on PTX, a plain
@@ -221,12 +221,12 @@ def _matmul(
                 for h in range(2):
                     va = tuple(body.fresh("a", acc_t) for _ in range(VEC))
                     at = ibin("+", a_at, u32(kk * BLOCK + half * h))
-                    body.emit(LoadVector(va, a_tile, at))
+                    body.emit(SharedVectorLoad(va, a_tile, at))
                     a_vals += va
                 for h in range(2):
                     vb = tuple(body.fresh("b", acc_t) for _ in range(VEC))
                     at = ibin("+", b_at, u32(kk * BLOCK + half * h))
-                    body.emit(LoadVector(vb, b_tile, at))
+                    body.emit(SharedVectorLoad(vb, b_tile, at))
                     b_vals += vb
                 for r in range(REG):
                     for s_ in range(REG):

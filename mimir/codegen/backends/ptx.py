@@ -53,8 +53,8 @@ from mimir.codegen.ir import (
     CopyAsync,
     Helper,
     Kernel,
-    LoadVector,
     MmaSync,
+    SharedVectorLoad,
     Uniform,
     all_expressions,
     lower_vectors,
@@ -146,7 +146,7 @@ class PTX(Backend):
         lines = [f"// {line}" for line in header.splitlines()]
         target = PTX_ASYNC_TARGET if needs_sm80(kernel) else PTX_TARGET
         if not uses_async(kernel):  # no copy to wait for (a wait needs sm_80 too)
-            kernel = replace(kernel, body=lower_vectors(kernel.body, keep=(LoadVector,)))
+            kernel = replace(kernel, body=lower_vectors(kernel.body, keep=(SharedVectorLoad,)))
         lines += [f".version {PTX_VERSION}", f".target {target}", ".address_size 64", ""]
         helpers = [h for h in kernel.helpers if not self._inlined(h.name)]
         signatures = self._signatures(helpers)
@@ -210,7 +210,7 @@ class PTX(Backend):
             prologue.ins(f"cvta.to.global.u64 {base}, {generic}")
             memory[b.name] = Memory("global", base, b.elem, readonly=b.access == "read")
         decls = []
-        vectors = {s.array for s in walk_statements(kernel.body) if isinstance(s, LoadVector)}
+        vectors = {s.array for s in walk_statements(kernel.body) if isinstance(s, SharedVectorLoad)}
         for a in kernel.shared:
             size = ELEMENT_BYTES[a.elem] * a.count
             align = 16 if a.name in vectors else 4  # `ld.shared.v4` needs 16-byte alignment

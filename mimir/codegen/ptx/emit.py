@@ -56,10 +56,10 @@ from mimir.codegen.ir import (
     If,
     Let,
     Load,
-    LoadVector,
     MmaSync,
     Return,
     Select,
+    SharedVectorLoad,
     Stmt,
     Store,
     Unary,
@@ -578,7 +578,7 @@ class Emitter:
                 raise refuse(f"an assignment to `{s.var.name}`, which is not a variable")
             before = len(self.lines)
             self._assign(r, s.var.type, self.expr(s.value), before)
-        elif isinstance(s, LoadVector):
+        elif isinstance(s, SharedVectorLoad):
             self.load_vector(s)
         elif isinstance(s, CopyAsync):
             self.copy_async(s)
@@ -617,7 +617,7 @@ class Emitter:
                 return
         self.ins(f"{MOV[CLASS_OF[t]]} {r}, {value}")
 
-    def load_vector(self, s: LoadVector) -> None:
+    def load_vector(self, s: SharedVectorLoad) -> None:
         """One `ld.shared.v2`/`.v4` into fresh registers (the IR promises the alignment)."""
         mem, addr = self.address(s.array, s.index)
         types = {v.type for v in s.vars}
