@@ -286,3 +286,27 @@ def test_a_block_that_is_not_last_leaves_the_output_alone(tmp_path: Path) -> Non
     assert out["out"] == [0.0]
     (counter,) = [b["name"] for b in manifest["buffers"] if b.get("zero")]
     assert kept[counter] == bytearray([1, 0, 0, 0])
+
+
+def test_a_sum_whose_count_can_be_zero_keeps_two_launches(tmp_path: Path) -> None:
+    """With `min=0` no workgroup may run, so none would find itself last and write the
+    output: such a sum keeps `partial` then `reduce`, which writes the empty sum."""
+    text = (
+        "from mimir.array import Dim, Tensor, float32, gpu\n\n"
+        'E = Dim("E", min=0)\n\n\n'
+        "@gpu\n"
+        "def empty_ok_sum(x: Tensor[float32, E]) -> Tensor[float32]:\n"
+        "    return x.sum() + 1.0\n"
+    )
+    result = compile_source(str(tmp_path / "k.py"), text, ["ptx"], function="empty_ok_sum")
+    assert result.ok, [(d.code, d.message) for d in result.diagnostics]
+    for relative, content in result.files.items():
+        (tmp_path / relative).write_text(content)  # type: ignore[arg-type]
+    manifest = json.loads(result.files["empty_ok_sum.manifest.json"])  # type: ignore[arg-type]
+    assert [k["entry_point"] for k in manifest["kernels"]] == [
+        "empty_ok_sum_0_partial",
+        "empty_ok_sum_1_reduce",
+    ]
+    assert run_ptx_manifest_cpu(manifest, tmp_path, {"x": []}, {"E": 0}) == {"out": [1.0]}
+    x = [0.5] * 5000
+    assert run_ptx_manifest_cpu(manifest, tmp_path, {"x": x}, {"E": 5000}) == {"out": [2501.0]}

@@ -6,9 +6,10 @@
   output element loops instead. `mean` divides by the count.
 - a reduction to one element of a large or symbolic count is split over many
   workgroups, each reducing `CHUNK` elements into a scratch buffer of partials.
-  Where the backend has a device-scope fence (PTX, MSL) this is one launch (`reduce`
-  with a counter, `_last_block`): the last workgroup to finish, found with an atomic
-  counter, combines the partials. WGSL has no sound cross-workgroup handoff (only
+  Where the backend has a device-scope fence (PTX, MSL) and the count is at least 1
+  (so some workgroup runs) this is one launch (`reduce` with a counter,
+  `_last_block`): the last workgroup to finish, found with an atomic counter,
+  combines the partials. WGSL has no sound cross-workgroup handoff (only
   relaxed atomics and workgroup-scope barriers), so there it is two launches:
   `partial`, then `reduce` combines the partials. SPIR-V too: Vulkan's memory model
   allows the handoff (OpMemoryBarrier at Device scope, buffers decorated Coherent), but

@@ -196,6 +196,7 @@ def schedule(kernel: Any, one_launch: bool = False) -> Schedule:
         writes.setdefault(n, []).append(name)
 
     plans: list[Plan] = []
+    declared = {d.name: d for d in _dims(kernel)}
     roots_by_target = {p: r for r, p in epilogue.items()}
     rows = _row_groups(ev, kg, writes, epilogue, output_nodes)
     in_rows = {r for group in rows.values() for r in group}
@@ -219,7 +220,10 @@ def schedule(kernel: Any, one_launch: bool = False) -> Schedule:
             partials = _unique(f"scratch{scratch}", taken)
             scratch += 1
             buffers.append(BufferSpec(partials, "scratch", red.acc, (sz.cdiv(red.count, CHUNK),)))
-            if one_launch:
+            # one launch needs a workgroup to find itself last: not for a count that can
+            # be 0 (no workgroup then; the `reduce` launch still writes the identity)
+            nonempty = (sz.lower_bound(red.count, declared) or 0) >= 1
+            if one_launch and nonempty:
                 counter = _unique(f"scratch{scratch}", taken)
                 scratch += 1
                 buffers.append(BufferSpec(counter, "scratch", uint32, (1,), zero=True))
