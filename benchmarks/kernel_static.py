@@ -5,7 +5,8 @@
 For every `@gpu` function of benchmarks/roofline_ops.py (the ops of issue 15's table),
 of the kernel zoo with `--zoo` (tests/kernels/*.py), or of FILES:
 
-- `launches`: kernels in the manifest (one schedule, so the same for every backend).
+- `launches`: kernels in the PTX manifest (the same for every backend, but that a reduction
+  to one element, one launch on PTX and MSL, is two on WGSL and SPIR-V).
 - bytes, measured by running the PTX in the test interpreter (tests/harness/ptx_interp.py)
   on random inputs, dims bound by `--dims` (`NAME=VALUE`, or target sizes in manifest
   order, the last repeating):

@@ -458,3 +458,56 @@ def test_cli_usage_errors_exit_2(args: list[str], tmp_path: Path) -> None:
 def test_compile_file_reports_an_unreadable_file(tmp_path: Path) -> None:
     result = compile_file(tmp_path / "nope.py", ["msl"])
     assert result.unreadable and [d.code for d in result.diagnostics] == ["GPU002"]
+
+
+def test_a_sum_to_one_element_is_one_launch_where_the_backend_has_a_device_fence() -> None:
+    """`x.sum()` over a symbolic count: PTX and MSL (a device-scope fence, atomics that
+    return the old value) run it in one launch with a counter the manifest marks `zero`;
+    WGSL (relaxed atomics and workgroup-scope barriers only) and SPIR-V (run through
+    naga, which has no device-scope fence) keep `partial` then `reduce`."""
+    path = REPO / "tests" / "kernels" / "big_reduction.py"
+    result = compile_source(str(path), path.read_text(), ["all"], function="total")
+    assert result.ok, [(d.code, d.message) for d in result.diagnostics]
+    launches = {}
+    for backend in BACKENDS:
+        manifest = json.loads(result.files[f"{backend}/total.manifest.json"])
+        validate_manifest(manifest)
+        launches[backend] = [k["entry_point"] for k in manifest["kernels"]]
+        zeroed = [(b["role"], b["dtype"], b["shape"]) for b in manifest["buffers"] if "zero" in b]
+        requires = [r for k in manifest["kernels"] for r in k.get("requires", [])]
+        if backend in ("ptx", "msl"):
+            assert zeroed == [("scratch", "uint32", [1])], backend
+            assert ("msl-3.2" in requires) == (backend == "msl")
+        else:
+            assert zeroed == [] and "msl-3.2" not in requires, backend
+    assert launches == {
+        "msl": ["total_0_reduce"],
+        "wgsl": ["total_0_partial", "total_1_reduce"],
+        "ptx": ["total_0_reduce"],
+        "spirv": ["total_0_partial", "total_1_reduce"],
+    }
+    assert "fence.acq_rel.gpu" in result.files["ptx/total_0_reduce.ptx"]
+    assert "atom.global.add.u32" in result.files["ptx/total_0_reduce.ptx"]
+    msl = result.files["msl/total_0_reduce.metal"]
+    assert "device atomic_uint*" in msl and "thread_scope_device" in msl
+
+
+def test_a_backend_without_a_device_fence_refuses_a_handoff_kernel() -> None:
+    """The one-launch kernel handed to WGSL (no device-scope fence) is a refusal, never
+    an unsound kernel; PTX takes it."""
+    from mimir.check import check_source
+    from mimir.codegen.backends import PTX
+    from mimir.codegen.ir import legalise
+    from mimir.codegen.kernels import build
+    from mimir.codegen.schedule import schedule
+
+    path = REPO / "tests" / "kernels" / "big_reduction.py"
+    (kernel,) = [
+        k for k in check_source(str(path), path.read_text()).kernels if k.graph.name == "total"
+    ]
+    s = schedule(kernel, one_launch=True)
+    (ir,) = [legalise(build(s, k)) for k in range(len(s.plans))]
+    assert (
+        WGSL().check(ir) == "a device-scope memory fence and a counter (a cross-workgroup handoff)"
+    )
+    assert PTX().check(ir) is None

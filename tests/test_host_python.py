@@ -442,6 +442,32 @@ def test_the_cuda_engine_marshals_launches_as_the_driver_reads_them(monkeypatch)
     assert_close(got.flatten().tolist(), want, "float32")  # an f32 scalar in the uniform
 
 
+def test_a_one_launch_sum_runs_again_on_the_same_buffers(monkeypatch) -> None:
+    """PTX's `x.sum()` over several workgroups is one launch whose last workgroup resets
+    its counter: through `load` (the driver replaced as above) a second call on the same
+    buffers is right even with the host's clearing switched off, so only the kernel can
+    have put the counter back to zero."""
+    from harness.ptx_interp import _parse
+
+    from mimir.codegen.reductions import CHUNK
+    from mimir.runtime import cuda_runner
+
+    fake = _FakeDriver()
+    monkeypatch.setattr(cuda_runner, "_lib", lambda: fake)
+    monkeypatch.setattr(cuda_runner, "_context", lambda: None)
+    monkeypatch.setattr(cuda_runner, "load_module", lambda text, label="": (_parse(text), text))
+    kernels = load(OUT / "ptx" / "big_reduction", backend="ptx")
+    assert len(kernels.total.manifest["kernels"]) == 1
+    xs = [_rand(3 * CHUNK + 77, seed=k) for k in (70, 71)]
+    first = kernels.total(xs[0])
+    monkeypatch.setattr(fake, "cuMemsetD8Async", lambda *args: 0)  # nothing cleared now
+    second = kernels.total(xs[1])
+    assert len(fake.launches) == 2
+    for x, got in zip(xs, (first, second), strict=True):
+        want = _shim("big_reduction", "total", {"x": x}, {"N": x.size})["out"]
+        assert_close(got.ravel().tolist(), want, "float32")
+
+
 def test_the_cuda_engine_updates_inout_arrays_and_checks_ranges(monkeypatch) -> None:
     """InOut buffers through the CUDA engine (the driver replaced as above): uploaded, not
     cleared, read back and written into the caller's arrays; a Range violation is refused

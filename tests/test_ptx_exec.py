@@ -225,3 +225,88 @@ def test_a_misaligned_vector_load_is_caught(tmp_path: Path) -> None:
     path.write_text(text.replace(line, line.replace("+256]", "+260]"), 1))
     with pytest.raises(PtxInterpError, match="misaligned 4-wide vector load"):
         _run(manifest, path)
+
+
+def _total_ptx(folder: Path) -> dict[str, Any]:
+    path = KERNELS / "big_reduction.py"
+    result = compile_source(str(path), path.read_text(), ["ptx"], function="total")
+    assert result.ok, [(d.code, d.message) for d in result.diagnostics]
+    folder.mkdir(parents=True, exist_ok=True)
+    for relative, content in result.files.items():
+        assert isinstance(content, str)
+        (folder / relative).write_text(content)
+    return json.loads(result.files["total.manifest.json"])  # type: ignore[arg-type]
+
+
+def test_one_launch_total_any_block_last_repeated_and_as_two_launches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`x.sum()` over 4 workgroups' chunks is one launch whose last block combines the
+    partials: the same bits whichever block runs last (blocks in order and reversed), on a
+    second run on the same buffers (the counter is back at zero), and as the two launches
+    a target without a device-scope fence gets (PTX compiled as if it had none)."""
+    from mimir.codegen.backends.ptx import PTX
+    from mimir.codegen.reductions import CHUNK
+
+    manifest = _total_ptx(tmp_path / "one")
+    (kernel,) = manifest["kernels"]
+    counters = [b for b in manifest["buffers"] if b.get("zero")]
+    assert [(b["role"], b["dtype"], b["shape"]) for b in counters] == [("scratch", "uint32", [1])]
+    assert any(b["buffer"] == counters[0]["name"] for b in kernel["bindings"])
+    dims = {"N": 3 * CHUNK + 77}
+    inputs = random_inputs(manifest, dims, seed=15)
+    expected = shim_reference(KERNELS / "big_reduction.py", "total", inputs, dims, {})
+    kept: dict[str, bytearray] = {}
+    first = run_ptx_manifest_cpu(manifest, tmp_path / "one", inputs, dims, buffers=kept)
+    _compare(manifest, first, expected, "big_reduction", "total", dims)
+    assert kept[counters[0]["name"]] == bytearray(4)  # the last block reset it
+    again = run_ptx_manifest_cpu(manifest, tmp_path / "one", inputs, dims, buffers=kept)
+    backwards = run_ptx_manifest_cpu(manifest, tmp_path / "one", inputs, dims, reverse_blocks=True)
+    assert first == again == backwards
+    monkeypatch.setattr(PTX, "device_fence", False)
+    two = _total_ptx(tmp_path / "two")
+    assert [k["entry_point"] for k in two["kernels"]] == ["total_0_partial", "total_1_reduce"]
+    assert not any(b.get("zero") for b in two["buffers"])
+    assert run_ptx_manifest_cpu(two, tmp_path / "two", inputs, dims) == first
+
+
+def test_a_block_that_is_not_last_leaves_the_output_alone(tmp_path: Path) -> None:
+    """Run forward, the first block reads ticket 0 of 4 and returns; were the ticket
+    ignored (every block combining), the result would still match, so this runs one
+    block alone and checks that it did not write the output and left the counter at 1."""
+    from mimir.codegen.reductions import CHUNK
+
+    manifest = _total_ptx(tmp_path)
+    (kernel,) = manifest["kernels"]
+    dims = {"N": 3 * CHUNK + 77}
+    inputs = random_inputs(manifest, dims, seed=16)
+    one_block = {**manifest, "kernels": [{**kernel, "workgroups": [1, 1, 1]}]}
+    kept: dict[str, bytearray] = {}
+    out = run_ptx_manifest_cpu(one_block, tmp_path, inputs, dims, buffers=kept)
+    assert out["out"] == [0.0]
+    (counter,) = [b["name"] for b in manifest["buffers"] if b.get("zero")]
+    assert kept[counter] == bytearray([1, 0, 0, 0])
+
+
+def test_a_sum_whose_count_can_be_zero_keeps_two_launches(tmp_path: Path) -> None:
+    """With `min=0` no workgroup may run, so none would find itself last and write the
+    output: such a sum keeps `partial` then `reduce`, which writes the empty sum."""
+    text = (
+        "from mimir.array import Dim, Tensor, float32, gpu\n\n"
+        'E = Dim("E", min=0)\n\n\n'
+        "@gpu\n"
+        "def empty_ok_sum(x: Tensor[float32, E]) -> Tensor[float32]:\n"
+        "    return x.sum() + 1.0\n"
+    )
+    result = compile_source(str(tmp_path / "k.py"), text, ["ptx"], function="empty_ok_sum")
+    assert result.ok, [(d.code, d.message) for d in result.diagnostics]
+    for relative, content in result.files.items():
+        (tmp_path / relative).write_text(content)  # type: ignore[arg-type]
+    manifest = json.loads(result.files["empty_ok_sum.manifest.json"])  # type: ignore[arg-type]
+    assert [k["entry_point"] for k in manifest["kernels"]] == [
+        "empty_ok_sum_0_partial",
+        "empty_ok_sum_1_reduce",
+    ]
+    assert run_ptx_manifest_cpu(manifest, tmp_path, {"x": []}, {"E": 0}) == {"out": [1.0]}
+    x = [0.5] * 5000
+    assert run_ptx_manifest_cpu(manifest, tmp_path, {"x": x}, {"E": 5000}) == {"out": [2501.0]}

@@ -266,6 +266,8 @@ export class Program {
     const { device, manifest } = this;
     const plan = this._plan(inputs, sizes);
     const encoder = device.createCommandEncoder();
+    // outputs and scratch start at zero on every run: a `zero` buffer (a one-launch reduction's
+    // counter, which the kernel itself returns to zero) is among them
     for (const b of manifest.buffers) {
       if (!UPLOADED.includes(b.role)) encoder.clearBuffer(this._buffers.get(b.name), 0, plan.bytes[b.name]);
     }

@@ -218,11 +218,25 @@ class AtomicAdd(Stmt):
 
     `value` has the buffer's element type, `i32`, `u32` or `f32`; the buffer is then a
     `BufferParam` with `atomic=True`, and nothing else in the kernel reads or writes it.
+    With `old` (a `u32` buffer only), the value the element held before the add is
+    bound to that variable (PTX `atom`, MSL `atomic_fetch_add_explicit`; only for a
+    backend with `device_fence`); without it nothing is returned (PTX `red`).
     """
 
     array: str
     index: Expr
     value: Expr
+    old: Var | None = None
+
+
+@dataclass
+class Fence(Stmt):
+    """A device-scope acquire-release fence over buffer memory (PTX `fence.acq_rel.gpu`,
+    MSL 3.2 `atomic_thread_fence` at `thread_scope_device`). With a relaxed `AtomicAdd`
+    after it in one thread and before it in another that reads the value the first
+    wrote, the first thread's earlier stores are visible to the second's later loads
+    (fence-fence synchronisation). Only for a backend with `device_fence`; WGSL has no
+    such fence, and SPIR-V is not given one (see `mimir.codegen.reductions`)."""
 
 
 @dataclass
@@ -628,7 +642,7 @@ def map_statement(s: Stmt, f: Any) -> Stmt:
     if isinstance(s, Store):
         return Store(s.array, f(s.index), f(s.value))
     if isinstance(s, AtomicAdd):
-        return AtomicAdd(s.array, f(s.index), f(s.value))
+        return AtomicAdd(s.array, f(s.index), f(s.value), s.old)
     if isinstance(s, VectorLoad):
         return VectorLoad(s.vars, s.array, f(s.index))
     if isinstance(s, VectorStore):

@@ -31,6 +31,7 @@ from mimir.codegen.ir import (
     MMA_SHAPE,
     WARP,
     Assign,
+    AtomicAdd,
     Barrier,
     Binary,
     BufferParam,
@@ -448,9 +449,16 @@ def build(s: Schedule, index: int, tensor_cores: bool = False) -> Kernel:
     exprs = list(all_expressions(body))
     loaded = {e.array for e in exprs if isinstance(e, Load)}
     loaded |= {st.array for st in walk_statements(body) if isinstance(st, VectorLoad)}
+    atomic = {st.array for st in walk_statements(body) if isinstance(st, AtomicAdd)}
+    stored |= atomic
     used = (stored | loaded) - shared_names
     buffers = [
-        BufferParam(b.name, lw.STORAGE[b.dtype], "read_write" if b.name in stored else "read")
+        BufferParam(
+            b.name,
+            lw.STORAGE[b.dtype],
+            "read_write" if b.name in stored else "read",
+            atomic=b.name in atomic,
+        )
         for b in s.buffers
         if b.name in used
     ]

@@ -15,7 +15,7 @@ from typing import Any
 
 from mimir.codegen import sizes as sz
 from mimir.codegen.backends.base import Printed
-from mimir.codegen.ir import Kernel, MmaSync, WarpReduce, all_expressions, walk_statements
+from mimir.codegen.ir import Fence, Kernel, MmaSync, WarpReduce, all_expressions, walk_statements
 from mimir.codegen.schedule import BufferSpec, Schedule
 
 FORMAT = "mimir-manifest/1"
@@ -96,6 +96,8 @@ def _buffer(b: BufferSpec) -> dict[str, Any]:
     }
     if b.value_range is not None:  # the `Range(lo, hi)` the kernel's proofs assume
         entry["range"] = [sz.manifest_value(x) for x in b.value_range]
+    if b.zero:  # a counter the kernels keep at zero between launches: zeroed at allocation
+        entry["zero"] = True
     return entry
 
 
@@ -117,11 +119,18 @@ def _requires(kernel: Kernel, backend: str) -> dict[str, Any]:
     """`requires`: what the device must have beyond the backend's baseline, absent when
     nothing. `simdgroup-32`: the MSL kernel's simdgroup reductions (`simd_sum`...) combine
     32 threads, so the pipeline's `threadExecutionWidth` must be 32, as on every Apple GPU.
-    (PTX warps are 32 threads on every NVIDIA GPU; WGSL and SPIR-V reduce in workgroup
-    memory and need nothing.)"""
-    if backend != "msl" or not any(isinstance(e, WarpReduce) for e in all_expressions(kernel.body)):
+    `msl-3.2`: the MSL kernel calls `atomic_thread_fence` (a one-launch reduction's
+    handoff between threadgroups), which Metal 3.2 introduced. (PTX warps are 32 threads
+    on every NVIDIA GPU and `.target sm_70` has `fence.acq_rel.gpu`; WGSL and SPIR-V
+    reduce in workgroup memory and have no fences: they need nothing.)"""
+    if backend != "msl":
         return {}
-    return {"requires": ["simdgroup-32"]}
+    needs = []
+    if any(isinstance(e, WarpReduce) for e in all_expressions(kernel.body)):
+        needs.append("simdgroup-32")
+    if any(isinstance(st, Fence) for st in walk_statements(kernel.body)):
+        needs.append("msl-3.2")
+    return {"requires": needs} if needs else {}
 
 
 def _uniform_binding(printed: Printed) -> dict[str, int] | None:

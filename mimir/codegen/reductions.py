@@ -4,9 +4,18 @@
   reduced elements (any count, any axes), then combine in a tree in threadgroup
   memory. When the reduced count is a literal of at most 32, one thread per
   output element loops instead. `mean` divides by the count.
-- `partial` + `reduce`: a reduction to one element of a large or symbolic
-  count is split over many workgroups: `partial` reduces chunks of
-  `CHUNK` elements into a scratch buffer, then `reduce` combines the partials.
+- a reduction to one element of a large or symbolic count is split over many
+  workgroups, each reducing `CHUNK` elements into a scratch buffer of partials.
+  Where the backend has a device-scope fence (PTX, MSL) and the count is at least 1
+  (so some workgroup runs) this is one launch (`reduce` with a counter,
+  `_last_block`): the last workgroup to finish, found with an atomic counter,
+  combines the partials. WGSL has no sound cross-workgroup handoff (only
+  relaxed atomics and workgroup-scope barriers), so there it is two launches:
+  `partial`, then `reduce` combines the partials. SPIR-V too: Vulkan's memory model
+  allows the handoff (OpMemoryBarrier at Device scope, buffers decorated Coherent), but
+  the modules also run through wgpu, whose naga front end rejects `Coherent` and
+  re-expresses barriers in its WGSL-level IR, which has no device-scope fence. Both
+  schedules combine the partials in the same order and tree: bit-identical results.
 - `moments` (`var`/`std`) and `argreduce` (`argmax`/`argmin`): one workgroup per
   output element, two strided passes each combined in a tree (the mean, then the
   squared deviations; the extremum, then its first position); for a literal count of
@@ -32,11 +41,16 @@ from mimir.codegen.context import WG, KernelContext, reg_dtype, width_for
 from mimir.codegen.ir import (
     WARP,
     Assign,
+    AtomicAdd,
+    Barrier,
     Binary,
     Builtin,
     Cast,
     Expr,
+    Fence,
     Load,
+    Return,
+    SharedArray,
     Store,
     Var,
     WarpReduce,
@@ -123,6 +137,14 @@ def partial(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
     """Each workgroup reduces CHUNK consecutive elements into `partials[group]`."""
     assert c.plan.root is not None
     red = c.ev.reduction(c.plan.root)
+    (buffer,) = c.plan.writes
+    dispatch, _ = _partial(c, red, buffer)
+    return (WG, 1, 1), dispatch
+
+
+def _partial(c: KernelContext, red: Reduction, buffer: str) -> tuple[Any, Expr]:
+    """The `partial` launch's work: this workgroup's chunk into `buffer[group]` (stored by
+    thread 0). The dispatch and the group id."""
     body = c.body
     dispatch, g = c.groups(sz.cdiv(red.count, CHUNK))
     lid = Builtin("local_x")
@@ -133,8 +155,64 @@ def partial(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
     acc = _fold(c, red, u32(0), ibin("+", start, lid), end, u32(WG), _element(c, red))
     total = _tree_total(c, red, acc, WG)
     with body.if_(Binary("==", lid, u32(0), "bool")):
-        (buffer,) = c.plan.writes
         body.emit(Store(buffer, g, lw.to_storage(total, red.acc)))
+    return dispatch, g
+
+
+def _combine_partials(c: KernelContext, red: Reduction, o: Expr, shared: str) -> None:
+    """Fold the partials (thread t: t, t + WG, ...), the tree, and thread 0 writes the
+    result: the `reduce` launch after `partial`, and the last workgroup of a one-launch
+    reduction, the same order and tree in both."""
+    assert c.plan.partials is not None
+    partials = c.plan.partials
+    lid = Builtin("local_x")
+
+    def read(r: Expr, _: list[Expr]) -> Expr:
+        return lw.from_storage(Load(partials, r, lw.STORAGE[red.acc]), red.acc)
+
+    count = size_ir(sz.cdiv(red.count, CHUNK))
+    acc = _fold(c, red, o, lid, count, u32(WG), read)
+    total = group_total(c.body, c.shared, acc, op_for(red.name), WG, shared)
+    with c.body.if_(Binary("==", lid, u32(0), "bool")):
+        _finish(c, red, o, total)
+
+
+def _last_block(
+    c: KernelContext, red: Reduction
+) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
+    """`partial` and `reduce` in one launch (a backend with a device-scope fence).
+
+    Each workgroup stores its partial as `partial` does; then its thread 0 fences
+    (release) and adds 1 to the counter, a zeroed `u32` scratch buffer, reading the old
+    value. The workgroup that reads `groups - 1` is the last: every other partial is
+    stored and, after an acquire fence (in thread 0, and in every thread after the
+    barrier), visible to it. The old value goes to every thread through threadgroup
+    memory and a barrier, the other workgroups return (uniformly), and the last
+    combines the partials as `reduce` does (so the result is bit-identical to the two
+    launches), writes the output, and subtracts `groups` from the counter: it is zero
+    again for the next launch on the same buffers."""
+    assert c.plan.partials is not None and c.plan.counter is not None
+    body, counter = c.body, c.plan.counter
+    lid = Builtin("local_x")
+    dispatch, _ = _partial(c, red, c.plan.partials)
+    groups = size_ir(sz.cdiv(red.count, CHUNK))
+    last = body.let(ibin("-", groups, u32(1)), "last")
+    c.shared.append(SharedArray("$ticket", "u32", 1))
+    with body.if_(Binary("==", lid, u32(0), "bool")):
+        body.emit(Fence())
+        old = body.fresh("old", "u32")
+        body.emit(AtomicAdd(counter, u32(0), u32(1), old))
+        with body.if_(Binary("==", old, last, "bool")):
+            body.emit(Fence())  # acquire, in the thread that read the counter
+        body.emit(Store("$ticket", u32(0), old))
+    body.emit(Barrier())
+    ticket = body.let(Load("$ticket", u32(0), "u32"), "ticket")
+    with body.if_(Binary("!=", ticket, last, "bool")):
+        body.emit(Return())
+    body.emit(Fence())  # and in every thread of the last workgroup, after the barrier
+    _combine_partials(c, red, u32(0), "$combine")
+    with body.if_(Binary("==", lid, u32(0), "bool")):
+        body.emit(AtomicAdd(counter, u32(0), ibin("-", u32(0), groups)))
     return (WG, 1, 1), dispatch
 
 
@@ -143,18 +221,12 @@ def reduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]
     red = c.ev.reduction(c.plan.root)
     body = c.body
     lid = Builtin("local_x")
+    if c.plan.counter is not None:
+        return _last_block(c, red)
     if c.plan.partials is not None:
         # Combine the partial results of the `partial` launch.
-        def read(r: Expr, _: list[Expr]) -> Expr:
-            load = Load(c.plan.partials, r, lw.STORAGE[red.acc])
-            return lw.from_storage(load, red.acc)
-
         dispatch, o = c.groups(1)
-        count = size_ir(sz.cdiv(red.count, CHUNK))
-        acc = _fold(c, red, o, lid, count, u32(WG), read)
-        total = _tree_total(c, red, acc, WG)
-        with body.if_(Binary("==", lid, u32(0), "bool")):
-            _finish(c, red, o, total)
+        _combine_partials(c, red, o, "$partial")
         return (WG, 1, 1), dispatch
     count, outputs = red.count, red.outputs
     if isinstance(count, int) and count <= SERIAL_REDUCE_MAX:

@@ -36,7 +36,7 @@ from mimir.codegen import sizes as sz
 from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, CANNOT_SCHEDULE, RefusalError
 from mimir.constraints.checker import ScalarVal, TensorVal, TupleVal
 from mimir.dims import Dim, Size
-from mimir.dtypes import DType, bfloat16
+from mimir.dtypes import DType, bfloat16, uint32
 from mimir.parse.module import ScalarAnnotation, TensorAnnotation
 
 ROOT_KINDS = ("matmul", "reduce", "softmax", "argreduce", "moments", "scan")
@@ -51,6 +51,8 @@ class BufferSpec:
     shape: tuple[Size, ...]
     # An input's `Range(lo, hi)`: hosts check lo <= value < hi before a launch
     value_range: tuple[Size, Size] | None = None
+    # the kernels need it zeroed before their first launch (a counter they keep at zero)
+    zero: bool = False
 
 
 @dataclass
@@ -66,6 +68,9 @@ class Plan:
     # more element-wise results of the same shape written by the same launch
     also: list[tuple[int, list[str]]] = field(default_factory=list)
     partials: str | None = None  # a `reduce` that combines a `partial` launch's results
+    # a `reduce` that computes the partials itself and whose last workgroup combines them,
+    # found with this zeroed `u32` counter (`reductions._last_block`)
+    counter: str | None = None
     # a `row` launch: the last-axis reductions it computes per row, in order, before
     # writing `node` (layer norm: the mean, then the variance)
     roots: list[int] = field(default_factory=list)
@@ -106,7 +111,10 @@ def op_kind(kg: Any, n: int) -> str:
     return spec.kind if spec is not None else node["kind"]
 
 
-def schedule(kernel: Any) -> Schedule:
+def schedule(kernel: Any, one_launch: bool = False) -> Schedule:
+    """The launches of `kernel`. `one_launch`: the target has a device-scope fence and
+    atomics that return the old value, so a split reduction is one launch (module
+    docstring)."""
     from mimir.codegen.reductions import CHUNK, split
     from mimir.codegen.tensors import Evaluator  # resolve() and shapes, without a body
 
@@ -188,6 +196,7 @@ def schedule(kernel: Any) -> Schedule:
         writes.setdefault(n, []).append(name)
 
     plans: list[Plan] = []
+    declared = {d.name: d for d in _dims(kernel)}
     roots_by_target = {p: r for r, p in epilogue.items()}
     rows = _row_groups(ev, kg, writes, epilogue, output_nodes)
     in_rows = {r for group in rows.values() for r in group}
@@ -211,6 +220,15 @@ def schedule(kernel: Any) -> Schedule:
             partials = _unique(f"scratch{scratch}", taken)
             scratch += 1
             buffers.append(BufferSpec(partials, "scratch", red.acc, (sz.cdiv(red.count, CHUNK),)))
+            # one launch needs a workgroup to find itself last: not for a count that can
+            # be 0 (no workgroup then; the `reduce` launch still writes the identity)
+            nonempty = (sz.lower_bound(red.count, declared) or 0) >= 1
+            if one_launch and nonempty:
+                counter = _unique(f"scratch{scratch}", taken)
+                scratch += 1
+                buffers.append(BufferSpec(counter, "scratch", uint32, (1,), zero=True))
+                plans.append(Plan(kind, p, r, writes[p], partials=partials, counter=counter))
+                continue
             plans.append(Plan("partial", r, r, [partials]))
             plans.append(Plan(kind, p, r, writes[p], partials=partials))
             continue

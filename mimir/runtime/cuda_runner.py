@@ -215,7 +215,7 @@ class PtxProgram:
                 if len(data) != nbytes:
                     raise mf.ManifestError(f"input `{name}` has {len(data)} bytes, not {nbytes}")
                 _check(self.lib.cuMemcpyHtoD_v2(ptr, data, nbytes), "cuMemcpyHtoD")
-            else:
+            else:  # outputs and scratch (a `zero` counter among them) start at zero
                 _check(self.lib.cuMemsetD8_v2(ptr, 0, max(nbytes, 4)), "cuMemsetD8")
 
     def _launch_spec(self, kernel: Mapping[str, Any], directory: Path, dims: Mapping[str, int]):

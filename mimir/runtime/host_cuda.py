@@ -126,7 +126,7 @@ class CudaRunner:
                     if host:
                         rc = self.lib.cuMemcpyHtoD_v2(pointers[name], host, len(host))
                         cr._check(rc, "cuMemcpyHtoD")
-                else:
+                else:  # outputs and scratch (a `zero` counter among them) start at zero
                     cr._check(
                         self.lib.cuMemsetD8Async(pointers[name], 0, max(nbytes, 4), stream),
                         "cuMemsetD8Async",

@@ -124,7 +124,9 @@ class WgpuRunner:
             queue.write_buffer(self.uniform, 0, uniform)
         encoder = self.device.create_command_encoder()
         for buf in self.manifest["buffers"]:
-            if buf["role"] not in mf.UPLOADED:  # `inout` holds the caller's values
+            # outputs and scratch (a `zero` counter among them) start at zero; `inout`
+            # holds the caller's values
+            if buf["role"] not in mf.UPLOADED:
                 encoder.clear_buffer(self.buffers[buf["name"]])
         for pipeline, groups, launch in self.launches:
             compute = encoder.begin_compute_pass()

@@ -14,6 +14,8 @@ float arithmetic is IEEE float32 round-to-nearest via `mimir.codegen.ptx
 fake addresses and every access is bounds-checked (an out-of-bounds load or
 store raises); each block's threads run as coroutines that meet at `bar.sync`,
 and a barrier that some threads of a block skip by exiting is an error.
+`atom.global.add.u32` returns the old value (an atomic step, as `red`); `fence.acq_rel.gpu`
+does nothing, as blocks run one at a time (`launch` can run them last to first).
 `shfl.sync` is a rendezvous of one warp (32 consecutive linear thread ids): every
 lane its member mask names must reach a `shfl.sync` with that mask before any of
 them goes on, and each takes the value the source lane held there; a lane named
@@ -302,6 +304,13 @@ def _instruction(
         if parts[1:3] != ["global", "add"] or parts[3] not in ("s32", "u32", "f32"):
             raise PtxInterpError(f"the interpreter does not model `{opcode}`")
         return (guard, neg, "red", parts[3], _operand(ops[0], opcode), _operand(ops[1], opcode))
+    if opcode.startswith("atom."):  # atom.global.add.u32 d, [addr], value: returns the old
+        if opcode != "atom.global.add.u32":
+            raise PtxInterpError(f"the interpreter does not model `{opcode}`")
+        return (guard, neg, "atom", ops[0], _operand(ops[1], opcode), _operand(ops[2], opcode))
+    if opcode == "fence.acq_rel.gpu":
+        # blocks run one at a time, so an earlier block's stores are visible anyway
+        return (guard, neg, "fence")
     if opcode.startswith("shfl."):  # shfl.sync.MODE.b32 d, a, b, c, membermask
         parts = opcode.split(".")
         if parts[1:2] != ["sync"] or parts[2] not in _SHFL_MODES or parts[3:] != ["b32"]:
@@ -523,6 +532,10 @@ class _Interp:
                 self.vector(regs, ins[3], ins[4], len(ins[5]), [value(regs, v) for v in ins[5]])
             elif kind == "red":
                 self.reduce(regs, ins[3], ins[4], ins[5])
+            elif kind == "atom":
+                regs[ins[3]] = self.reduce(regs, "u32", ins[4], ins[5])
+            elif kind == "fence":
+                pass
             elif kind == "bra":
                 pc = fn.labels[ins[3]]
             elif kind == "ret":
@@ -667,15 +680,17 @@ class _Interp:
         else:
             readers[1].add(tid)
 
-    def reduce(self, regs: dict[str, Any], t: str, addr: Operand, v: Operand) -> None:
-        """`red.global.add.t`: a read-modify-write no other thread interleaves with (threads
-        only switch at `bar.sync`), wrapping for integers, rounded to float32 for f32."""
+    def reduce(self, regs: dict[str, Any], t: str, addr: Operand, v: Operand) -> Any:
+        """`red.global.add.t` / `atom.global.add.t`: a read-modify-write no other thread
+        interleaves with (threads only switch at `bar.sync`), wrapping for integers,
+        rounded to float32 for f32; the old value."""
         fmt = _FMT[t]
         data, off = self.global_mem.find(self.value(regs, addr), 4)
         old = struct.unpack(fmt, data[off : off + 4])[0]
         add = self.value(regs, v)
         new = _ALU["add.rn.f32"](old, add) if t == "f32" else (old + add) & M32
         data[off : off + 4] = struct.pack(fmt, new)
+        return old
 
     def store(self, regs: dict[str, Any], space: str, fmt: str, addr: Operand, v: Operand) -> None:
         size = struct.calcsize(fmt)
@@ -689,14 +704,18 @@ class _Interp:
         data, off = mem.find(where, size)
         data[off : off + size] = struct.pack(fmt, self.value(regs, v))
 
-    def launch(self, entry: str, grid: tuple[int, int, int]) -> None:
+    def launch(self, entry: str, grid: tuple[int, int, int], reverse: bool = False) -> None:
+        """Run every block of the grid, one after another: in order of their linear id, or
+        with `reverse` the other way round (a kernel whose result depends on which block
+        runs last, or that waits for a block run later, then shows it)."""
         fn = self.funcs[entry]
         self.specials = {"nctaid": grid, "ntid": fn.block}
-        for cz in range(grid[2]):
-            for cy in range(grid[1]):
-                for cx in range(grid[0]):
-                    self.specials["ctaid"] = (cx, cy, cz)
-                    self._block(fn)
+        blocks = [
+            (cx, cy, cz) for cz in range(grid[2]) for cy in range(grid[1]) for cx in range(grid[0])
+        ]
+        for ctaid in reversed(blocks) if reverse else blocks:
+            self.specials["ctaid"] = ctaid
+            self._block(fn)
 
     def _block(self, fn: _Function) -> None:
         regions, base = [], 0x100000
@@ -828,8 +847,15 @@ def run_ptx_manifest_cpu(
     dims: Mapping[str, int],
     scalars: Mapping[str, float | int] | None = None,
     stats: list[dict[str, Any]] | None = None,
+    reverse_blocks: bool = False,
+    buffers: dict[str, bytearray] | None = None,
 ) -> dict[str, list]:
     """Run a PTX manifest's kernels in this interpreter; each output as a flat list.
+
+    `reverse_blocks`: run each grid's blocks from the last to the first. `buffers`: a
+    dict that keeps the buffers between calls (each filled on its first call: inputs
+    uploaded, the others zeroed; later calls upload the inputs again and leave the
+    scratch buffers as the last launch left them, as a host that reuses them does).
 
     With `stats`, one entry per launch is appended: its file, PTX instructions
     issued, and global bytes loaded and stored (all accesses, and the bytes at
@@ -837,7 +863,8 @@ def run_ptx_manifest_cpu(
     mf.check_format(manifest)
     mf.check_dims(manifest, dims)
     values = mf.prepare_inputs(manifest, inputs, dims)
-    buffers: dict[str, bytearray] = {}
+    kept = buffers
+    buffers = {}
     addresses: dict[str, int] = {}
     regions = []
     for k, buf in enumerate(manifest["buffers"]):
@@ -845,8 +872,12 @@ def run_ptx_manifest_cpu(
         nbytes = count * mf.buffer_element_size(buf, "ptx")
         if buf["role"] in ("input", "inout"):
             data = bytearray(mf.encode(values[buf["name"]], buf["dtype"]))
+        elif kept is not None and buf["role"] == "scratch" and buf["name"] in kept:
+            data = kept[buf["name"]]
         else:
-            data = bytearray(nbytes)
+            data = bytearray(nbytes)  # zeroed: outputs, scratch, `zero` counters
+        if kept is not None:
+            kept[buf["name"]] = data
         buffers[buf["name"]] = data
         addresses[buf["name"]] = (k + 1) << 40
         regions.append((addresses[buf["name"]], data, buf["name"]))
@@ -870,7 +901,7 @@ def run_ptx_manifest_cpu(
         assert sorted(slots) == list(range(len(fn.param_names))), (slots, fn.param_names)
         params = {name: slots[k] for k, name in enumerate(fn.param_names)}
         interp = _Interp(modules[file], _Memory(regions), params)
-        interp.launch(kernel["entry_point"], grid)
+        interp.launch(kernel["entry_point"], grid, reverse=reverse_blocks)
         if stats is not None:
             stats.append(
                 {

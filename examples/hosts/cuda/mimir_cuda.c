@@ -118,7 +118,7 @@ int main(int argc, char **argv) {
         CHECK(cu.cuMemAlloc(&pointers[b], bytes ? bytes : 4));
         if (ROLE_UPLOADED(m->buffers[b].role) && bytes) /* ranges checked in host_setup */
             CHECK(cu.cuMemcpyHtoD(pointers[b], run.host[b], bytes));
-        else
+        else /* outputs and scratch (a `zero` counter among them) start at zero */
             CHECK(cu.cuMemsetD8(pointers[b], 0, bytes ? bytes : 4));
     }
     uint8_t uniform[4096] __attribute__((aligned(16)));

@@ -310,7 +310,8 @@ int main(int argc, char **argv) {
     gpu_buffer *buffers = calloc((size_t)m->buffer_count + 1, sizeof *buffers);
     for (int b = 0; b < m->buffer_count; b++) {
         buffers[b] = make_buffer(&g, (VkDeviceSize)m->buffers[b].bytes, storage);
-        memcpy(buffers[b].mapped, run.host[b], (size_t)m->buffers[b].bytes); /* zeros but inputs, inouts */
+        /* zeros but inputs, inouts: outputs and scratch (a `zero` counter among them) */
+        memcpy(buffers[b].mapped, run.host[b], (size_t)m->buffers[b].bytes);
     }
     uint8_t block[4096];
     size_t uniform_size = manifest_pack_uniform(m, block, sizeof block);

@@ -30,6 +30,7 @@ from mimir.codegen.ir import (
     Cast,
     Const,
     Expr,
+    Fence,
     For,
     Helper,
     If,
@@ -49,6 +50,7 @@ from mimir.codegen.ir import (
     WarpReduce,
     all_expressions,
     lower_vectors,
+    walk_statements,
 )
 from mimir.codegen.lower import with_reduced_trig
 
@@ -144,6 +146,12 @@ class Backend:
     # Whether the target prints `WarpReduce` (warp shuffles, simdgroup functions); a
     # target without them gets `mimir.codegen.warp.to_workgroup_memory` first.
     warp_functions = False
+    # Whether the target has a device-scope acquire-release fence (`Fence`) and atomics
+    # that return the old value: then a split reduction is one launch whose last
+    # workgroup combines the partials (`mimir.codegen.reductions`); WGSL has neither
+    # (relaxed atomics only, `storageBarrier` is workgroup-scope) and gets two launches,
+    # as SPIR-V does (its modules also go through naga, which has no such fence).
+    device_fence = False
     # statements printed as they are; the other vector and async ones are lowered first
     native_statements: tuple[type, ...] = ()
     # Whether the builtin sin and cos hold for every argument. Where they are specified
@@ -190,6 +198,12 @@ class Backend:
         for b in kernel.buffers:
             if b.elem not in caps.types:
                 return f"buffers of `{b.elem}`"
+        handoff = any(
+            isinstance(s, Fence) or (isinstance(s, AtomicAdd) and s.old is not None)
+            for s in walk_statements(kernel.body)
+        )
+        if handoff and not self.device_fence:
+            return "a device-scope memory fence and a counter (a cross-workgroup handoff)"
         return None
 
     # -- printing expressions
@@ -307,6 +321,8 @@ class Backend:
             return [f"{pad}{head} {{", *self.block(s.body, indent + 1), pad + "}"]
         if isinstance(s, Barrier):
             return [pad + self.barrier]
+        if isinstance(s, Fence):
+            return [pad + self.fence()]
         if isinstance(s, Return):
             return [pad + ("return;" if s.value is None else f"return {self.expr(s.value)};")]
         raise TypeError(f"cannot print {s!r}")
@@ -328,6 +344,10 @@ class Backend:
         ]
 
     def atomic_add(self, s: AtomicAdd, pad: str) -> list[str]:
+        raise NotImplementedError
+
+    def fence(self) -> str:
+        """A device-scope acquire-release fence (only where `device_fence`)."""
         raise NotImplementedError
 
     def var(self, name: str, t: str, value: str) -> str:

@@ -106,6 +106,7 @@ class MSL(Backend):
     }
     barrier = "threadgroup_barrier(mem_flags::mem_threadgroup);"
     warp_functions = True
+    device_fence = True  # `atomic_thread_fence` at `thread_scope_device` (MSL 3.2)
 
     def warp_reduce(self, e: WarpReduce) -> str:
         """`simd_sum` / `simd_max` / `simd_min` over the simdgroup (32 threads on every
@@ -194,7 +195,17 @@ class MSL(Backend):
     def atomic_add(self, s: AtomicAdd, pad: str) -> list[str]:
         target = f"&{self.names(s.array)}[{self.expr(s.index)}]"
         value = self.expr(s.value)
-        return [f"{pad}atomic_fetch_add_explicit({target}, {value}, memory_order_relaxed);"]
+        call = f"atomic_fetch_add_explicit({target}, {value}, memory_order_relaxed)"
+        if s.old is not None:
+            return [pad + self.let(self.names(s.old.name), s.old.type, call)]
+        return [f"{pad}{call};"]
+
+    def fence(self) -> str:
+        # MSL 3.2 (macOS 15, iOS 18): fence-fence synchronisation with relaxed atomics at
+        # device scope; the manifest says `requires: ["msl-3.2"]`
+        return (
+            "atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);"
+        )
 
     def for_head(self, name: str, s: For) -> str:
         return (

@@ -111,6 +111,7 @@ class PTX(Backend):
     intrinsics = {fn: fn for fn in INTRINSICS}
     barrier = "bar.sync 0;"
     warp_functions = True  # `shfl.sync` (sm_30+, `.sync` since sm_70)
+    device_fence = True  # `fence.acq_rel.gpu` (PTX 6.0, sm_70) and `atom`
 
     # -- refusing
 

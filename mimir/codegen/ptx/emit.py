@@ -52,6 +52,7 @@ from mimir.codegen.ir import (
     Const,
     CopyAsync,
     Expr,
+    Fence,
     For,
     If,
     Let,
@@ -593,9 +594,19 @@ class Emitter:
         elif isinstance(s, VectorStore):
             self.vector_store(s)
         elif isinstance(s, AtomicAdd):
-            # `red` is `atom` without the old value (sm_20+; f32 adds since sm_20 as well).
+            # `red` is `atom` without the old value (sm_20+; f32 adds since sm_20 as well);
+            # both relaxed at gpu scope, as no `.sem` says
             mem, addr = self.address(s.array, s.index)
-            self.ins(f"red.global.add.{TYPE[mem.elem]} {addr}, {self.expr(s.value)}")
+            if s.old is None:
+                self.ins(f"red.global.add.{TYPE[mem.elem]} {addr}, {self.expr(s.value)}")
+            else:
+                if mem.elem != "u32":
+                    raise refuse(f"an atomic add returning the old value of `{mem.elem}`")
+                r = self.new("u32")
+                self.ins(f"atom.global.add.u32 {r}, {addr}, {self.expr(s.value)}")
+                self.env[s.old.name] = r
+        elif isinstance(s, Fence):
+            self.ins("fence.acq_rel.gpu")  # PTX ISA 6.0, sm_70
         elif isinstance(s, If):
             self.if_(s)
         elif isinstance(s, For):
