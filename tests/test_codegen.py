@@ -11,6 +11,7 @@ Executing the snapshots against the shim is `tests/test_codegen_run.py`.
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 from pathlib import Path
@@ -490,6 +491,9 @@ def test_a_sum_to_one_element_is_one_launch_where_the_backend_has_a_device_fence
     assert "atom.global.add.u32" in result.files["ptx/total_0_reduce.ptx"]
     msl = result.files["msl/total_0_reduce.metal"]
     assert "device atomic_uint*" in msl and "thread_scope_device" in msl
+    # the partials one threadgroup stores and the last one reads: coherent across groups
+    assert re.search(r"coherent\(device\) device float\* scratch0 ", msl), msl
+    assert "device const float* x " in msl  # what nothing writes stays plain
 
 
 def test_a_backend_without_a_device_fence_refuses_a_handoff_kernel() -> None:

@@ -99,7 +99,7 @@ def _signature(source: str, entry: str) -> list[_Param]:
 
 def _cxx_type(msl_type: str) -> str:
     """A parameter's MSL type as C++ outside the kernel source (no address spaces)."""
-    text = _ADDRESS_SPACES.sub("", msl_type)
+    text = _ADDRESS_SPACES.sub("", re.sub(r"\bcoherent\s*\(\s*\w+\s*\)", "", msl_type))
     text = re.sub(r"\bconstant\b", "const", text)
     text = re.sub(r"\bconst\b(\s+const\b)+", "const", text)
     return " ".join(text.split())
@@ -411,7 +411,13 @@ def driver_source(manifest: Mapping[str, Any], directory: Path, sanitize: str | 
         source = _TG_POINTER.sub("", texts[file])
         parts += [f"namespace mimir_f{i} {{", "MIMIR_METAL_NAMES", f'#line 1 "{file}"', source]
         parts += ["}", ""]
-    parts += ["#undef kernel", "#undef device", "#undef thread", "#undef constant"]
+    parts += [
+        "#undef kernel",
+        "#undef device",
+        "#undef thread",
+        "#undef constant",
+        "#undef coherent",
+    ]
     parts += ["#undef threadgroup"]
     lines = sum(part.count("\n") + 1 for part in parts)
     parts += [f'#line {lines + 2} "driver.cpp"']

@@ -33,6 +33,7 @@ from mimir.codegen.ir import (
     WARP,
     AtomicAdd,
     Const,
+    Fence,
     For,
     Helper,
     Kernel,
@@ -40,6 +41,7 @@ from mimir.codegen.ir import (
     VectorStore,
     WarpReduce,
     all_expressions,
+    walk_statements,
 )
 
 _CPP = """alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t
@@ -260,12 +262,18 @@ class MSL(Backend):
             lines += self.helper(h)
         lines += self._shuffle_helpers(kernel)
         params = []
+        # A kernel that hands data between threadgroups through a device fence (the
+        # one-launch reduction's partials) declares what it writes `coherent(device)`
+        # (MSL 3.2): without it a threadgroup's plain stores need not reach another
+        # threadgroup of the same dispatch, whatever the fences say.
+        handoff = any(isinstance(s, Fence) for s in walk_statements(kernel.body))
         for k, b in enumerate(kernel.buffers):
             const = "const " if b.access == "read" else ""
             t = self.type_map[b.elem]
             if b.atomic:  # Metal 3: atomic_int, atomic_uint, atomic_float
                 t = _ATOMIC_TYPES[b.elem]
-            params.append(f"device {const}{t}* {self.names(b.name)} [[buffer({k})]]")
+            space = "coherent(device) device" if handoff and not const else "device"
+            params.append(f"{space} {const}{t}* {self.names(b.name)} [[buffer({k})]]")
         if kernel.uses_uniform:
             params.append(
                 f"constant {self.names('$Uniforms')}& {self.names('$u')} "

@@ -16,9 +16,9 @@ static inline float mimir_simd_add_f32_8(float x) {
 
 kernel void mean_abs_0_reduce(
     device const float* x [[buffer(0)]],
-    device float* out [[buffer(1)]],
-    device float* scratch0 [[buffer(2)]],
-    device atomic_uint* scratch1 [[buffer(3)]],
+    coherent(device) device float* out [[buffer(1)]],
+    coherent(device) device float* scratch0 [[buffer(2)]],
+    coherent(device) device atomic_uint* scratch1 [[buffer(3)]],
     constant Uniforms& u [[buffer(4)]],
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]],

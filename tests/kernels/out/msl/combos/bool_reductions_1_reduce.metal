@@ -17,9 +17,9 @@ static inline int mimir_simd_add_i32_8(int x) {
 
 kernel void bool_reductions_1_reduce(
     device const uint* m [[buffer(0)]],
-    device int* out1 [[buffer(1)]],
-    device int* scratch0 [[buffer(2)]],
-    device atomic_uint* scratch1 [[buffer(3)]],
+    coherent(device) device int* out1 [[buffer(1)]],
+    coherent(device) device int* scratch0 [[buffer(2)]],
+    coherent(device) device atomic_uint* scratch1 [[buffer(3)]],
     constant Uniforms& u [[buffer(4)]],
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]],

@@ -16,9 +16,9 @@ static inline uint mimir_simd_max_u32_8(uint x) {
 
 kernel void unsigned_and_ints_1_reduce(
     device const uint* u [[buffer(0)]],
-    device uint* out3 [[buffer(1)]],
-    device uint* scratch0 [[buffer(2)]],
-    device atomic_uint* scratch1 [[buffer(3)]],
+    coherent(device) device uint* out3 [[buffer(1)]],
+    coherent(device) device uint* scratch0 [[buffer(2)]],
+    coherent(device) device atomic_uint* scratch1 [[buffer(3)]],
     constant Uniforms& u_ [[buffer(4)]],
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]],

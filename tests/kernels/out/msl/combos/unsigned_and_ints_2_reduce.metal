@@ -16,9 +16,9 @@ static inline int mimir_simd_min_i32_8(int x) {
 
 kernel void unsigned_and_ints_2_reduce(
     device const int* i [[buffer(0)]],
-    device int* out4 [[buffer(1)]],
-    device int* scratch2 [[buffer(2)]],
-    device atomic_uint* scratch3 [[buffer(3)]],
+    coherent(device) device int* out4 [[buffer(1)]],
+    coherent(device) device int* scratch2 [[buffer(2)]],
+    coherent(device) device atomic_uint* scratch3 [[buffer(3)]],
     constant Uniforms& u [[buffer(4)]],
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]],

@@ -17,10 +17,10 @@ static inline float mimir_simd_add_f32_8(float x) {
 
 kernel void cross_entropy_mean_1_reduce(
     device const int* labels [[buffer(0)]],
-    device float* out [[buffer(1)]],
+    coherent(device) device float* out [[buffer(1)]],
     device const float* scratch0 [[buffer(2)]],
-    device float* scratch1 [[buffer(3)]],
-    device atomic_uint* scratch2 [[buffer(4)]],
+    coherent(device) device float* scratch1 [[buffer(3)]],
+    coherent(device) device atomic_uint* scratch2 [[buffer(4)]],
     constant Uniforms& u [[buffer(5)]],
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]],

@@ -29,9 +29,9 @@ static inline float mimir_simd_max_f32_8(float x) {
 
 kernel void normalize_rows_1_reduce(
     device const float* x [[buffer(0)]],
-    device float* scratch1 [[buffer(1)]],
-    device float* scratch2 [[buffer(2)]],
-    device atomic_uint* scratch3 [[buffer(3)]],
+    coherent(device) device float* scratch1 [[buffer(1)]],
+    coherent(device) device float* scratch2 [[buffer(2)]],
+    coherent(device) device atomic_uint* scratch3 [[buffer(3)]],
     constant Uniforms& u [[buffer(4)]],
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]],

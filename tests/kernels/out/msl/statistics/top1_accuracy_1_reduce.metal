@@ -16,10 +16,10 @@ static inline float mimir_simd_add_f32_8(float x) {
 }
 
 kernel void top1_accuracy_1_reduce(
-    device float* out [[buffer(0)]],
+    coherent(device) device float* out [[buffer(0)]],
     device const float* scratch0 [[buffer(1)]],
-    device float* scratch1 [[buffer(2)]],
-    device atomic_uint* scratch2 [[buffer(3)]],
+    coherent(device) device float* scratch1 [[buffer(2)]],
+    coherent(device) device atomic_uint* scratch2 [[buffer(3)]],
     constant Uniforms& u [[buffer(4)]],
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]],

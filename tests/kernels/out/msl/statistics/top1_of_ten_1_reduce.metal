@@ -15,10 +15,10 @@ static inline int mimir_simd_add_i32_8(int x) {
 }
 
 kernel void top1_of_ten_1_reduce(
-    device int* out [[buffer(0)]],
+    coherent(device) device int* out [[buffer(0)]],
     device const int* scratch0 [[buffer(1)]],
-    device int* scratch1 [[buffer(2)]],
-    device atomic_uint* scratch2 [[buffer(3)]],
+    coherent(device) device int* scratch1 [[buffer(2)]],
+    coherent(device) device atomic_uint* scratch2 [[buffer(3)]],
     constant Uniforms& u [[buffer(4)]],
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]],
