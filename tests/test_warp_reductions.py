@@ -33,6 +33,21 @@ CASES = [
     ("big_reduction", "long_softmax", {"N": 300}),  # the online max-and-sum
     ("rows", "softmax_row_1000", {"N": 4}),  # the row in registers
     ("rows", "softmax_bounded_row", {"N": 4, "D": 33}),
+    # strided loops take 4 elements per iteration, then the rest one at a time: rows of
+    # one element, rows shorter than the workgroup, and rows of 4 * 128 + 3 (a thread's
+    # last elements in the second loop), on each kind of row kernel
+    ("layernorm", "layernorm", {"N": 3, "D": 1}),
+    ("layernorm", "layernorm", {"N": 3, "D": 515}),
+    ("big_reduction", "long_softmax", {"N": 1}),
+    ("big_reduction", "long_softmax", {"N": 7}),
+    ("big_reduction", "long_softmax", {"N": 515}),
+    ("reductions", "max_axis2", {"A": 1, "B": 3, "C": 1}),
+    ("reductions", "max_axis2", {"A": 1, "B": 3, "C": 517}),
+    ("reductions", "sum_axis0", {"A": 517, "B": 3, "C": 2}),  # not the last axis
+    ("statistics", "variance_rows", {"N": 3, "C": 1}),
+    ("statistics", "variance_rows", {"N": 3, "C": 517}),
+    ("statistics", "argmax_rows", {"N": 3, "C": 515}),
+    ("rows", "rms_norm_bounded", {"N": 3, "D": 5}),
 ]
 
 
@@ -75,7 +90,7 @@ def test_nan_and_infinities_match_the_shim(
     manifests = _compiled(stem, function, tmp_path)
     manifest = manifests[backend]
     inputs = random_inputs(manifest, dims, seed=5)
-    (x,) = [b for b in manifest["buffers"] if b["role"] == "input"]
+    x = [b for b in manifest["buffers"] if b["role"] == "input"][0]  # the rows (then weights)
     length = mf.buffer_shape(x, dims)[-1]
     inputs[x["name"]] = _edges(inputs[x["name"]], length, "softmax" in function)
     expected = shim_reference(KERNELS / f"{stem}.py", function, inputs, dims, {})

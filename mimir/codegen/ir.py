@@ -24,7 +24,7 @@ removes reserved words and collisions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 SCALAR_TYPES = ("bool", "i32", "u32", "f32", "f16")
@@ -233,13 +233,16 @@ class If(Stmt):
 
 @dataclass
 class For(Stmt):
-    """`for (var = start; var < end; var += step)`, all u32."""
+    """`for (var = start; var < end; var += step)`, all u32. `unroll` False: the body
+    already holds several iterations' work, or the loop runs only a few times
+    (`reductions.strided`), so a backend that would unroll it (ptxas) is asked not to."""
 
     var: Var
     start: Expr
     end: Expr
     step: Expr
     body: list[Stmt]
+    unroll: bool = True
 
 
 @dataclass
@@ -606,7 +609,8 @@ def _fold_statement(s: Stmt) -> Stmt:
     if isinstance(s, If):
         return If(fold(s.cond), fold_block(s.then), fold_block(s.orelse))
     if isinstance(s, For):
-        return For(s.var, fold(s.start), fold(s.end), fold(s.step), fold_block(s.body))
+        return replace(s, start=fold(s.start), end=fold(s.end), step=fold(s.step),
+                       body=fold_block(s.body))  # fmt: skip
     if isinstance(s, Return):
         return Return(None if s.value is None else fold(s.value))
     if isinstance(s, LoadVector):
@@ -687,7 +691,7 @@ def lower_vectors(body: list[Stmt], keep: tuple[type, ...] = ()) -> list[Stmt]:
         elif isinstance(s, If):
             out.append(If(s.cond, lower_vectors(s.then, keep), lower_vectors(s.orelse, keep)))
         elif isinstance(s, For):
-            out.append(For(s.var, s.start, s.end, s.step, lower_vectors(s.body, keep)))
+            out.append(replace(s, body=lower_vectors(s.body, keep)))
         else:
             out.append(s)
     return out

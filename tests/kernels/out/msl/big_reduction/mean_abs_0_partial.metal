@@ -31,19 +31,39 @@ kernel void mean_abs_0_partial(
     const uint stop2 = start1 + 4096u;
     const uint end3 = (stop2 < u.N ? stop2 : u.N);
     float acc4 = 0.0f;
-    for (uint r5 = start1 + lid.x; r5 < end3; r5 += 256u) {
-        const float v6 = x[r5];
-        const float v7 = abs(v6);
-        acc4 = acc4 + v7;
+    const uint last5 = (end3 > 768u ? end3 - 768u : 0u);
+    uint rest6 = start1 + lid.x;
+    for (uint r7 = start1 + lid.x; r7 < last5; r7 += 1024u) {
+        const float v8 = x[r7];
+        const float v9 = abs(v8);
+        acc4 = acc4 + v9;
+        const uint i10 = r7 + 256u;
+        const float v11 = x[i10];
+        const float v12 = abs(v11);
+        acc4 = acc4 + v12;
+        const uint i13 = r7 + 512u;
+        const float v14 = x[i13];
+        const float v15 = abs(v14);
+        acc4 = acc4 + v15;
+        const uint i16 = r7 + 768u;
+        const float v17 = x[i16];
+        const float v18 = abs(v17);
+        acc4 = acc4 + v18;
+        rest6 = r7 + 1024u;
     }
-    const float warp8 = simd_sum(acc4);
+    for (uint r19 = rest6; r19 < end3; r19 += 256u) {
+        const float v20 = x[r19];
+        const float v21 = abs(v20);
+        acc4 = acc4 + v21;
+    }
+    const float warp22 = simd_sum(acc4);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp8;
+        partial[lid.x >> 5u] = warp22;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot9 = partial[lid.x & 7u];
-    const float total10 = mimir_simd_add_f32_8(slot9);
+    const float slot23 = partial[lid.x & 7u];
+    const float total24 = mimir_simd_add_f32_8(slot23);
     if (lid.x == 0u) {
-        scratch0[g0] = total10;
+        scratch0[g0] = total24;
     }
 }

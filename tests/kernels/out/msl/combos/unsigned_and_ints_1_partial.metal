@@ -31,18 +31,34 @@ kernel void unsigned_and_ints_1_partial(
     const uint stop2 = start1 + 4096u;
     const uint end3 = (stop2 < u_.N ? stop2 : u_.N);
     uint acc4 = 0u;
-    for (uint r5 = start1 + lid.x; r5 < end3; r5 += 256u) {
-        const uint v6 = u[r5];
-        acc4 = (acc4 >= v6 ? acc4 : v6);
+    const uint last5 = (end3 > 768u ? end3 - 768u : 0u);
+    uint rest6 = start1 + lid.x;
+    for (uint r7 = start1 + lid.x; r7 < last5; r7 += 1024u) {
+        const uint v8 = u[r7];
+        acc4 = (acc4 >= v8 ? acc4 : v8);
+        const uint i9 = r7 + 256u;
+        const uint v10 = u[i9];
+        acc4 = (acc4 >= v10 ? acc4 : v10);
+        const uint i11 = r7 + 512u;
+        const uint v12 = u[i11];
+        acc4 = (acc4 >= v12 ? acc4 : v12);
+        const uint i13 = r7 + 768u;
+        const uint v14 = u[i13];
+        acc4 = (acc4 >= v14 ? acc4 : v14);
+        rest6 = r7 + 1024u;
     }
-    const uint warp7 = simd_max(acc4);
+    for (uint r15 = rest6; r15 < end3; r15 += 256u) {
+        const uint v16 = u[r15];
+        acc4 = (acc4 >= v16 ? acc4 : v16);
+    }
+    const uint warp17 = simd_max(acc4);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp7;
+        partial[lid.x >> 5u] = warp17;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot8 = partial[lid.x & 7u];
-    const uint total9 = mimir_simd_max_u32_8(slot8);
+    const uint slot18 = partial[lid.x & 7u];
+    const uint total19 = mimir_simd_max_u32_8(slot18);
     if (lid.x == 0u) {
-        scratch0[g0] = total9;
+        scratch0[g0] = total19;
     }
 }

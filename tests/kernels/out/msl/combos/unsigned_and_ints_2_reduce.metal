@@ -23,17 +23,26 @@ kernel void unsigned_and_ints_2_reduce(
 ) {
     threadgroup uint partial[8];
     uint acc0 = 0u;
-    for (uint r1 = lid.x; r1 < (u.N + 4096u - 1u) >> 12u; r1 += 256u) {
-        acc0 = (acc0 >= scratch0[r1] ? acc0 : scratch0[r1]);
+    const uint last1 = (((u.N + 4096u - 1u) >> 12u) > 768u ? ((u.N + 4096u - 1u) >> 12u) - 768u : 0u);
+    uint rest2 = lid.x;
+    for (uint r3 = lid.x; r3 < last1; r3 += 1024u) {
+        acc0 = (acc0 >= scratch0[r3] ? acc0 : scratch0[r3]);
+        acc0 = (acc0 >= scratch0[r3 + 256u] ? acc0 : scratch0[r3 + 256u]);
+        acc0 = (acc0 >= scratch0[r3 + 512u] ? acc0 : scratch0[r3 + 512u]);
+        acc0 = (acc0 >= scratch0[r3 + 768u] ? acc0 : scratch0[r3 + 768u]);
+        rest2 = r3 + 1024u;
     }
-    const uint warp2 = simd_max(acc0);
+    for (uint r4 = rest2; r4 < (u.N + 4096u - 1u) >> 12u; r4 += 256u) {
+        acc0 = (acc0 >= scratch0[r4] ? acc0 : scratch0[r4]);
+    }
+    const uint warp5 = simd_max(acc0);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp2;
+        partial[lid.x >> 5u] = warp5;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot3 = partial[lid.x & 7u];
-    const uint total4 = mimir_simd_max_u32_8(slot3);
+    const uint slot6 = partial[lid.x & 7u];
+    const uint total7 = mimir_simd_max_u32_8(slot6);
     if (lid.x == 0u) {
-        out3[wid.x] = total4;
+        out3[wid.x] = total7;
     }
 }

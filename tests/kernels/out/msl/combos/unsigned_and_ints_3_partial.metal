@@ -31,18 +31,34 @@ kernel void unsigned_and_ints_3_partial(
     const uint stop2 = start1 + 4096u;
     const uint end3 = (stop2 < u.N ? stop2 : u.N);
     int acc4 = 2147483647;
-    for (uint r5 = start1 + lid.x; r5 < end3; r5 += 256u) {
-        const int v6 = i[r5];
-        acc4 = (acc4 <= v6 ? acc4 : v6);
+    const uint last5 = (end3 > 768u ? end3 - 768u : 0u);
+    uint rest6 = start1 + lid.x;
+    for (uint r7 = start1 + lid.x; r7 < last5; r7 += 1024u) {
+        const int v8 = i[r7];
+        acc4 = (acc4 <= v8 ? acc4 : v8);
+        const uint i9 = r7 + 256u;
+        const int v10 = i[i9];
+        acc4 = (acc4 <= v10 ? acc4 : v10);
+        const uint i11 = r7 + 512u;
+        const int v12 = i[i11];
+        acc4 = (acc4 <= v12 ? acc4 : v12);
+        const uint i13 = r7 + 768u;
+        const int v14 = i[i13];
+        acc4 = (acc4 <= v14 ? acc4 : v14);
+        rest6 = r7 + 1024u;
     }
-    const int warp7 = simd_min(acc4);
+    for (uint r15 = rest6; r15 < end3; r15 += 256u) {
+        const int v16 = i[r15];
+        acc4 = (acc4 <= v16 ? acc4 : v16);
+    }
+    const int warp17 = simd_min(acc4);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp7;
+        partial[lid.x >> 5u] = warp17;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int slot8 = partial[lid.x & 7u];
-    const int total9 = mimir_simd_min_i32_8(slot8);
+    const int slot18 = partial[lid.x & 7u];
+    const int total19 = mimir_simd_min_i32_8(slot18);
     if (lid.x == 0u) {
-        scratch1[g0] = total9;
+        scratch1[g0] = total19;
     }
 }

@@ -23,17 +23,26 @@ kernel void unsigned_and_ints_4_reduce(
 ) {
     threadgroup int partial[8];
     int acc0 = 2147483647;
-    for (uint r1 = lid.x; r1 < (u.N + 4096u - 1u) >> 12u; r1 += 256u) {
-        acc0 = (acc0 <= scratch1[r1] ? acc0 : scratch1[r1]);
+    const uint last1 = (((u.N + 4096u - 1u) >> 12u) > 768u ? ((u.N + 4096u - 1u) >> 12u) - 768u : 0u);
+    uint rest2 = lid.x;
+    for (uint r3 = lid.x; r3 < last1; r3 += 1024u) {
+        acc0 = (acc0 <= scratch1[r3] ? acc0 : scratch1[r3]);
+        acc0 = (acc0 <= scratch1[r3 + 256u] ? acc0 : scratch1[r3 + 256u]);
+        acc0 = (acc0 <= scratch1[r3 + 512u] ? acc0 : scratch1[r3 + 512u]);
+        acc0 = (acc0 <= scratch1[r3 + 768u] ? acc0 : scratch1[r3 + 768u]);
+        rest2 = r3 + 1024u;
     }
-    const int warp2 = simd_min(acc0);
+    for (uint r4 = rest2; r4 < (u.N + 4096u - 1u) >> 12u; r4 += 256u) {
+        acc0 = (acc0 <= scratch1[r4] ? acc0 : scratch1[r4]);
+    }
+    const int warp5 = simd_min(acc0);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp2;
+        partial[lid.x >> 5u] = warp5;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int slot3 = partial[lid.x & 7u];
-    const int total4 = mimir_simd_min_i32_8(slot3);
+    const int slot6 = partial[lid.x & 7u];
+    const int total7 = mimir_simd_min_i32_8(slot6);
     if (lid.x == 0u) {
-        out4[wid.x] = total4;
+        out4[wid.x] = total7;
     }
 }

@@ -36,17 +36,26 @@ kernel void normalize_rows_2_reduce(
 ) {
     threadgroup float partial[8];
     float acc0 = as_type<float>(0xff800000u);
-    for (uint r1 = lid.x; r1 < (u.N * 9u + 4096u - 1u) >> 12u; r1 += 256u) {
-        acc0 = mimir_maximum_f32(acc0, scratch2[r1]);
+    const uint last1 = (((u.N * 9u + 4096u - 1u) >> 12u) > 768u ? ((u.N * 9u + 4096u - 1u) >> 12u) - 768u : 0u);
+    uint rest2 = lid.x;
+    for (uint r3 = lid.x; r3 < last1; r3 += 1024u) {
+        acc0 = mimir_maximum_f32(acc0, scratch2[r3]);
+        acc0 = mimir_maximum_f32(acc0, scratch2[r3 + 256u]);
+        acc0 = mimir_maximum_f32(acc0, scratch2[r3 + 512u]);
+        acc0 = mimir_maximum_f32(acc0, scratch2[r3 + 768u]);
+        rest2 = r3 + 1024u;
     }
-    const float warp2 = (simd_any(((as_type<uint>(acc0) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc0));
+    for (uint r4 = rest2; r4 < (u.N * 9u + 4096u - 1u) >> 12u; r4 += 256u) {
+        acc0 = mimir_maximum_f32(acc0, scratch2[r4]);
+    }
+    const float warp5 = (simd_any(((as_type<uint>(acc0) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc0));
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp2;
+        partial[lid.x >> 5u] = warp5;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot3 = partial[lid.x & 7u];
-    const float total4 = mimir_simd_max_f32_8(slot3);
+    const float slot6 = partial[lid.x & 7u];
+    const float total7 = mimir_simd_max_f32_8(slot6);
     if (lid.x == 0u) {
-        scratch1[wid.x] = total4;
+        scratch1[wid.x] = total7;
     }
 }

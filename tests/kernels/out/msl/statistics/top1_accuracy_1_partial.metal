@@ -32,18 +32,34 @@ kernel void top1_accuracy_1_partial(
     const uint stop2 = start1 + 4096u;
     const uint end3 = (stop2 < u.N ? stop2 : u.N);
     float acc4 = 0.0f;
-    for (uint r5 = start1 + lid.x; r5 < end3; r5 += 256u) {
-        const float v6 = scratch0[r5];
-        acc4 = acc4 + v6;
+    const uint last5 = (end3 > 768u ? end3 - 768u : 0u);
+    uint rest6 = start1 + lid.x;
+    for (uint r7 = start1 + lid.x; r7 < last5; r7 += 1024u) {
+        const float v8 = scratch0[r7];
+        acc4 = acc4 + v8;
+        const uint i9 = r7 + 256u;
+        const float v10 = scratch0[i9];
+        acc4 = acc4 + v10;
+        const uint i11 = r7 + 512u;
+        const float v12 = scratch0[i11];
+        acc4 = acc4 + v12;
+        const uint i13 = r7 + 768u;
+        const float v14 = scratch0[i13];
+        acc4 = acc4 + v14;
+        rest6 = r7 + 1024u;
     }
-    const float warp7 = simd_sum(acc4);
+    for (uint r15 = rest6; r15 < end3; r15 += 256u) {
+        const float v16 = scratch0[r15];
+        acc4 = acc4 + v16;
+    }
+    const float warp17 = simd_sum(acc4);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp7;
+        partial[lid.x >> 5u] = warp17;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot8 = partial[lid.x & 7u];
-    const float total9 = mimir_simd_add_f32_8(slot8);
+    const float slot18 = partial[lid.x & 7u];
+    const float total19 = mimir_simd_add_f32_8(slot18);
     if (lid.x == 0u) {
-        scratch1[g0] = total9;
+        scratch1[g0] = total19;
     }
 }

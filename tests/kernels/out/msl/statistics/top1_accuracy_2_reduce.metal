@@ -24,18 +24,27 @@ kernel void top1_accuracy_2_reduce(
 ) {
     threadgroup float partial[8];
     float acc0 = 0.0f;
-    for (uint r1 = lid.x; r1 < (u.N + 4096u - 1u) >> 12u; r1 += 256u) {
-        acc0 = acc0 + scratch1[r1];
+    const uint last1 = (((u.N + 4096u - 1u) >> 12u) > 768u ? ((u.N + 4096u - 1u) >> 12u) - 768u : 0u);
+    uint rest2 = lid.x;
+    for (uint r3 = lid.x; r3 < last1; r3 += 1024u) {
+        acc0 = acc0 + scratch1[r3];
+        acc0 = acc0 + scratch1[r3 + 256u];
+        acc0 = acc0 + scratch1[r3 + 512u];
+        acc0 = acc0 + scratch1[r3 + 768u];
+        rest2 = r3 + 1024u;
     }
-    const float warp2 = simd_sum(acc0);
+    for (uint r4 = rest2; r4 < (u.N + 4096u - 1u) >> 12u; r4 += 256u) {
+        acc0 = acc0 + scratch1[r4];
+    }
+    const float warp5 = simd_sum(acc0);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp2;
+        partial[lid.x >> 5u] = warp5;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot3 = partial[lid.x & 7u];
-    const float total4 = mimir_simd_add_f32_8(slot3);
+    const float slot6 = partial[lid.x & 7u];
+    const float total7 = mimir_simd_add_f32_8(slot6);
     if (lid.x == 0u) {
-        const float total5 = total4 / float(u.N);
-        out[wid.x] = total5;
+        const float total8 = total7 / float(u.N);
+        out[wid.x] = total8;
     }
 }

@@ -31,18 +31,34 @@ kernel void top1_of_ten_1_partial(
     const uint stop2 = start1 + 4096u;
     const uint end3 = (stop2 < u.N ? stop2 : u.N);
     int acc4 = 0;
-    for (uint r5 = start1 + lid.x; r5 < end3; r5 += 256u) {
-        const int v6 = scratch0[r5];
-        acc4 = int(uint(acc4) + uint(v6));
+    const uint last5 = (end3 > 768u ? end3 - 768u : 0u);
+    uint rest6 = start1 + lid.x;
+    for (uint r7 = start1 + lid.x; r7 < last5; r7 += 1024u) {
+        const int v8 = scratch0[r7];
+        acc4 = int(uint(acc4) + uint(v8));
+        const uint i9 = r7 + 256u;
+        const int v10 = scratch0[i9];
+        acc4 = int(uint(acc4) + uint(v10));
+        const uint i11 = r7 + 512u;
+        const int v12 = scratch0[i11];
+        acc4 = int(uint(acc4) + uint(v12));
+        const uint i13 = r7 + 768u;
+        const int v14 = scratch0[i13];
+        acc4 = int(uint(acc4) + uint(v14));
+        rest6 = r7 + 1024u;
     }
-    const int warp7 = as_type<int>(simd_sum(as_type<uint>(acc4)));
+    for (uint r15 = rest6; r15 < end3; r15 += 256u) {
+        const int v16 = scratch0[r15];
+        acc4 = int(uint(acc4) + uint(v16));
+    }
+    const int warp17 = as_type<int>(simd_sum(as_type<uint>(acc4)));
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp7;
+        partial[lid.x >> 5u] = warp17;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int slot8 = partial[lid.x & 7u];
-    const int total9 = mimir_simd_add_i32_8(slot8);
+    const int slot18 = partial[lid.x & 7u];
+    const int total19 = mimir_simd_add_i32_8(slot18);
     if (lid.x == 0u) {
-        scratch1[g0] = total9;
+        scratch1[g0] = total19;
     }
 }
