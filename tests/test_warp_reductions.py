@@ -110,3 +110,24 @@ def test_nan_and_infinities_match_the_shim(
     for name, values in expected.items():
         dtype = next(b["dtype"] for b in manifest["buffers"] if b["name"] == name)
         assert_close(actual[name], values, dtype, label=f"{function}.{name} at {dims}")
+
+
+def test_row_width_gives_each_thread_about_eight_elements() -> None:
+    from mimir.codegen.context import row_width
+
+    assert [row_width(n) for n in (1, 64, 257, 1024, 1025, 4096)] == [32, 32, 64, 128, 256, 256]
+    assert row_width(None) == 128  # a symbolic row: 4 warps
+    assert row_width(None, 188) == 256  # enough threads to hold a bounded row in registers
+
+
+def test_strided_loops_take_four_elements_and_ask_ptxas_not_to_unroll(tmp_path: Path) -> None:
+    """The unrolled loop reads 4 elements per iteration, then a loop reads the rest one
+    at a time; both carry the pragma (ptxas would unroll them 4 times again)."""
+    path = KERNELS / "big_reduction.py"
+    result = compile_source(str(path), path.read_text(), ["ptx"], "long_rows_max")
+    assert result.ok
+    (text,) = [c for name, c in result.files.items() if name.endswith(".ptx")]
+    loops = text.split('.pragma "nounroll";')[1:]
+    assert len(loops) == 2
+    bodies = [loop.split("bra $L_loop")[0] for loop in loops]
+    assert [b.count("ld.global") for b in bodies] == [4, 1]
