@@ -11,8 +11,8 @@ Executing the snapshots against the shim is `tests/test_codegen_run.py`.
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 from pathlib import Path
 

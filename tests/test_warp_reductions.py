@@ -33,6 +33,21 @@ CASES = [
     ("big_reduction", "long_softmax", {"N": 300}),  # the online max-and-sum
     ("rows", "softmax_row_1000", {"N": 4}),  # the row in registers
     ("rows", "softmax_bounded_row", {"N": 4, "D": 33}),
+    # strided loops take 4 elements per iteration, then the rest one at a time: rows of
+    # one element, rows shorter than the workgroup, and rows of 4 * 128 + 3 (a thread's
+    # last elements in the second loop), on each kind of row kernel
+    ("layernorm", "layernorm", {"N": 3, "D": 1}),
+    ("layernorm", "layernorm", {"N": 3, "D": 515}),
+    ("big_reduction", "long_softmax", {"N": 1}),
+    ("big_reduction", "long_softmax", {"N": 7}),
+    ("big_reduction", "long_softmax", {"N": 515}),
+    ("reductions", "max_axis2", {"A": 1, "B": 3, "C": 1}),
+    ("reductions", "max_axis2", {"A": 1, "B": 3, "C": 517}),
+    ("reductions", "sum_axis0", {"A": 517, "B": 3, "C": 2}),  # not the last axis
+    ("statistics", "variance_rows", {"N": 3, "C": 1}),
+    ("statistics", "variance_rows", {"N": 3, "C": 517}),
+    ("statistics", "argmax_rows", {"N": 3, "C": 515}),
+    ("rows", "rms_norm_bounded", {"N": 3, "D": 5}),
 ]
 
 
@@ -75,7 +90,7 @@ def test_nan_and_infinities_match_the_shim(
     manifests = _compiled(stem, function, tmp_path)
     manifest = manifests[backend]
     inputs = random_inputs(manifest, dims, seed=5)
-    (x,) = [b for b in manifest["buffers"] if b["role"] == "input"]
+    x = [b for b in manifest["buffers"] if b["role"] == "input"][0]  # the rows (then weights)
     length = mf.buffer_shape(x, dims)[-1]
     inputs[x["name"]] = _edges(inputs[x["name"]], length, "softmax" in function)
     expected = shim_reference(KERNELS / f"{stem}.py", function, inputs, dims, {})
@@ -95,3 +110,24 @@ def test_nan_and_infinities_match_the_shim(
     for name, values in expected.items():
         dtype = next(b["dtype"] for b in manifest["buffers"] if b["name"] == name)
         assert_close(actual[name], values, dtype, label=f"{function}.{name} at {dims}")
+
+
+def test_row_width_gives_each_thread_about_eight_elements() -> None:
+    from mimir.codegen.context import row_width
+
+    assert [row_width(n) for n in (1, 64, 257, 1024, 1025, 4096)] == [32, 32, 64, 128, 256, 256]
+    assert row_width(None) == 128  # a symbolic row: 4 warps
+    assert row_width(None, 188) == 256  # enough threads to hold a bounded row in registers
+
+
+def test_strided_loops_take_four_elements_and_ask_ptxas_not_to_unroll(tmp_path: Path) -> None:
+    """The unrolled loop reads 4 elements per iteration, then a loop reads the rest one
+    at a time; both carry the pragma (ptxas would unroll them 4 times again)."""
+    path = KERNELS / "big_reduction.py"
+    result = compile_source(str(path), path.read_text(), ["ptx"], "long_rows_max")
+    assert result.ok
+    (text,) = [c for name, c in result.files.items() if name.endswith(".ptx")]
+    loops = text.split('.pragma "nounroll";')[1:]
+    assert len(loops) == 2
+    bodies = [loop.split("bra $L_loop")[0] for loop in loops]
+    assert [b.count("ld.global") for b in bodies] == [4, 1]

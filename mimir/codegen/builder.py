@@ -157,11 +157,13 @@ class Body:
         self.emit(If(cond, then))
 
     @contextmanager
-    def for_(self, hint: str, start: Expr, end: Expr, step: Expr) -> Iterator[Var]:
+    def for_(
+        self, hint: str, start: Expr, end: Expr, step: Expr, unroll: bool = True
+    ) -> Iterator[Var]:
         v = self.fresh(hint, U32)
         with self.block() as body:
             yield v
-        self.emit(For(v, start, end, step, body))
+        self.emit(For(v, start, end, step, body, unroll))
 
 
 # ---------------------------------------------------------------- element positions

@@ -91,6 +91,19 @@ def width_for(count: Any) -> int:
     return WG
 
 
+# Elements each thread of a row kernel handles when the row allows (Triton's 4 warps for
+# a row of 1024): the two workgroup reductions are paid once per that many elements.
+ROW_ELEMENTS = 8
+
+
+def row_width(count: Any, at_least: int = 0) -> int:
+    """Threads per workgroup for a row kernel over `count` elements: the power of two
+    that gives each thread about `ROW_ELEMENTS` of a literal count (128 for a symbolic
+    one), at least `at_least` and 32, at most 256."""
+    want = 128 if not isinstance(count, int) else -(-count // ROW_ELEMENTS)
+    return min(WG, 1 << (max(32, at_least, want) - 1).bit_length())
+
+
 def reg_dtype(dtype: DType) -> DType:
     """The dtype a value of `dtype` is computed in (float16, bfloat16 in f32 registers)."""
     return float32 if dtype in (float16, bfloat16) else dtype

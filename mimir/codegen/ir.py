@@ -24,7 +24,7 @@ removes reserved words and collisions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 SCALAR_TYPES = ("bool", "i32", "u32", "f32", "f16")
@@ -248,13 +248,16 @@ class If(Stmt):
 
 @dataclass
 class For(Stmt):
-    """`for (var = start; var < end; var += step)`, all u32."""
+    """`for (var = start; var < end; var += step)`, all u32. `unroll` False: the body
+    already holds several iterations' work, or the loop runs only a few times
+    (`reductions.strided`), so a backend that would unroll it (ptxas) is asked not to."""
 
     var: Var
     start: Expr
     end: Expr
     step: Expr
     body: list[Stmt]
+    unroll: bool = True
 
 
 @dataclass
@@ -650,7 +653,7 @@ def map_statement(s: Stmt, f: Any) -> Stmt:
     if isinstance(s, If):
         return If(f(s.cond), map_block(s.then, f), map_block(s.orelse, f))
     if isinstance(s, For):
-        return For(s.var, f(s.start), f(s.end), f(s.step), map_block(s.body, f))
+        return replace(s, start=f(s.start), end=f(s.end), step=f(s.step), body=map_block(s.body, f))
     if isinstance(s, Return):
         return Return(None if s.value is None else f(s.value))
     if isinstance(s, SharedVectorLoad):
@@ -737,7 +740,7 @@ def lower_vectors(body: list[Stmt], keep: tuple[type, ...] = ()) -> list[Stmt]:
         elif isinstance(s, If):
             out.append(If(s.cond, lower_vectors(s.then, keep), lower_vectors(s.orelse, keep)))
         elif isinstance(s, For):
-            out.append(For(s.var, s.start, s.end, s.step, lower_vectors(s.body, keep)))
+            out.append(replace(s, body=lower_vectors(s.body, keep)))
         else:
             out.append(s)
     return out

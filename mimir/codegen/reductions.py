@@ -37,7 +37,7 @@ from typing import Any
 from mimir.codegen import lower as lw
 from mimir.codegen import sizes as sz
 from mimir.codegen.builder import Idx, ibin, size_ir, u32
-from mimir.codegen.context import WG, KernelContext, reg_dtype, width_for
+from mimir.codegen.context import WG, KernelContext, reg_dtype, row_width
 from mimir.codegen.ir import (
     WARP,
     Assign,
@@ -46,6 +46,7 @@ from mimir.codegen.ir import (
     Binary,
     Builtin,
     Cast,
+    Const,
     Expr,
     Fence,
     Load,
@@ -63,6 +64,41 @@ from mimir.dtypes import DType, bool_, float16, float32, uint32
 SERIAL_REDUCE_MAX = 32
 CHUNK = 4096  # elements per workgroup in a `partial` launch (16 per thread)
 SPLIT_MIN = 16384  # a literal count up to this is reduced by one workgroup, unsplit
+UNROLL = 4  # elements a strided loop visits per iteration (`strided`)
+
+
+def strided(body: Any, start: Expr, end: Expr, step: int, visit: Any) -> None:
+    """`visit(r)` for r = start, start + step, ... below `end`, in that order: `UNROLL`
+    of them per iteration of one loop, then the rest (fewer than `UNROLL`) one per
+    iteration of a second. A thread sees its elements in the same order as one loop
+    would give them, so what it accumulates is bit for bit the same; the loop's compare,
+    branch and increment are paid once per `UNROLL` elements."""
+    span = (UNROLL - 1) * step
+    # r + span is below end exactly when r < end - span; no u32 wrap when end <= span
+    if isinstance(end, Const):
+        last: Expr = u32(max(0, int(end.value) - span))
+    else:
+        over = Binary(">", end, u32(span), "bool")
+        last = body.let(lw.select(over, ibin("-", end, u32(span)), u32(0)), "last")
+    rest = body.var(start, "rest")
+    with body.for_("r", start, last, u32(UNROLL * step), unroll=False) as r:
+        for k in range(UNROLL):
+            visit(r if k == 0 else ibin("+", r, u32(k * step)))
+        body.emit(Assign(rest, ibin("+", r, u32(UNROLL * step))))
+    with body.for_("r", rest, end, u32(step), unroll=False) as r:
+        visit(r)
+
+
+def offset(body: Any, base: Expr, r: Expr) -> Expr:
+    """`base + r` for an element of a row at offset `base`; for r = r0 + k (an unrolled
+    `strided` loop's later elements), `(base + r0) + k`, with `base + r0` computed once."""
+    first, k = (
+        (r.a, r.b)
+        if isinstance(r, Binary) and r.op == "+" and isinstance(r.b, Const)
+        else (r, None)
+    )
+    at = body.memo(("offset", base, first), lambda: ibin("+", base, first), "i")
+    return at if k is None else ibin("+", at, k)
 
 
 # ---------------------------------------------------------------- reductions
@@ -97,13 +133,23 @@ def _fold(
     combine = _combiner(red.name, red.acc)
     acc = body.var(_identity(red.name, red.acc), "acc")
     kept_axes = Idx(red.kept_shape, flat=o).axes(body)
-    with body.for_("r", start, end, step) as r:
+    assert isinstance(step, Const)
+
+    def visit(r: Expr) -> None:
         body.emit(Assign(acc, combine(acc, source(r, kept_axes))))
+
+    strided(body, start, end, int(step.value), visit)
     return acc
 
 
-def _element(c: KernelContext, red: Reduction) -> Any:
-    """The input element at reduced position r (with the output's kept indices)."""
+def _element(c: KernelContext, red: Reduction, o: Expr | None = None) -> Any:
+    """The input element at reduced position r (with the output's kept indices).
+
+    Given the output element `o` of a reduction over the last axis alone, its row's
+    offset `o * count` is computed here, once, and element r is at that offset + r."""
+    base = None
+    if o is not None and tuple(red.axes) == (len(red.shape) - 1,):
+        base = c.body.let(ibin("*", o, size_ir(red.count)), "base")
 
     def read(r: Expr, kept_axes: list[Expr]) -> Expr:
         full: list[Expr] = [u32(0)] * len(red.shape)
@@ -111,7 +157,8 @@ def _element(c: KernelContext, red: Reduction) -> Any:
             full[k] = a
         for k, a in zip(red.axes, Idx(red.reduced_shape, flat=r).axes(c.body), strict=True):
             full[k] = a
-        value = c.ev.at(red.x, Idx(red.shape, axes=full))
+        flat = None if base is None else offset(c.body, base, r)
+        value = c.ev.at(red.x, Idx(red.shape, flat=flat, axes=full))
         return lw.convert(value, c.ev.dtype(red.x), red.acc)
 
     return read
@@ -237,9 +284,9 @@ def reduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]
             acc = _fold(c, red, o, u32(0), size_ir(count), u32(1), _element(c, red))
             _finish(c, red, o, acc)
         return (WG, 1, 1), dispatch
-    width = width_for(count)
+    width = row_width(count)
     dispatch, o = c.groups(outputs)
-    acc = _fold(c, red, o, lid, size_ir(count), u32(width), _element(c, red))
+    acc = _fold(c, red, o, lid, size_ir(count), u32(width), _element(c, red, o))
     total = _tree_total(c, red, acc, width)
     with body.if_(Binary("==", lid, u32(0), "bool")):
         _finish(c, red, o, total)
@@ -262,10 +309,15 @@ def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
     ev, body = c.ev, c.body
     shape = ev.shape(c.plan.node)
     other, length = tuple(shape[:-1]), shape[-1]
-    width = width_for(length)
+    width = row_width(length)
     dispatch, rowid = c.groups(sz.product(list(other)))
     other_axes = Idx(other, flat=rowid).axes(body)
+    base = body.let(ibin("*", rowid, size_ir(length)), "base")
     lid = Builtin("local_x")
+
+    def at(j: Expr) -> Idx:
+        return Idx(shape, flat=offset(body, base, j), axes=[*other_axes, j])
+
     unrolled = isinstance(length, int) and length % width == 0 and length // width <= ROW_REGISTERS
     if unrolled:
         c.proofs.append((f"j < {length}", f"{length} is a multiple of {width}"))
@@ -280,8 +332,7 @@ def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
             for j in slots:
                 visit(j)
             return
-        with body.for_("j", lid, size_ir(length), u32(width)) as j:
-            visit(j)
+        strided(body, lid, size_ir(length), width, visit)
 
     for k, r in enumerate(c.plan.roots):
         red = ev.reduction(r)
@@ -289,7 +340,8 @@ def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
         acc = body.var(_identity(red.name, red.acc), "acc")
 
         def fold(j: Expr, red: Reduction = red, acc: Var = acc, combine: Any = combine) -> None:
-            value = ev.at(red.x, Idx(red.shape, axes=[*other_axes, j]))
+            same = [sz.key(s) for s in red.shape] == [sz.key(s) for s in shape]
+            value = ev.at(red.x, at(j) if same else Idx(red.shape, axes=[*other_axes, j]))
             value = lw.convert(value, ev.dtype(red.x), red.acc)
             body.emit(Assign(acc, combine(acc, value)))
 
@@ -307,13 +359,9 @@ def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
         ev.at(target, Idx(ev.shape(target), axes=[*other_axes, u32(0)]))
 
     def write(j: Expr) -> None:
-        c.write(Idx(shape, axes=[*other_axes, j]))
+        c.write(at(j))
 
-    if unrolled:
-        over_row(write)
-    else:
-        with body.for_("j", lid, size_ir(length), u32(width)) as j:
-            write(j)
+    over_row(write)
     return (width, 1, 1), dispatch
 
 
@@ -343,21 +391,27 @@ def softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
     axis %= len(shape)
     other = tuple(s for k, s in enumerate(shape) if k != axis)
     length = shape[axis]
-    width = width_for(length)
+    bound = length if isinstance(length, int) else sz.upper_bound(length, c.dims)
+    # enough threads for a row of `bound` to fit in registers, when it can
+    width = row_width(length, sz.cdiv(bound, ROW_REGISTERS) if bound is not None else 0)
     dispatch, row = c.groups(sz.product(list(other)))
     other_axes = Idx(other, flat=row).axes(body)
     xdtype = ev.dtype(x)
+    last = axis == len(shape) - 1
+    base = body.let(ibin("*", row, size_ir(length)), "base") if last else None
 
-    def element(j: Expr) -> tuple[Idx, Expr]:
+    def position(j: Expr) -> Idx:
         axes = list(other_axes)
         axes.insert(axis, j)
-        idx = Idx(shape, axes=axes)
+        return Idx(shape, flat=None if base is None else offset(body, base, j), axes=axes)
+
+    def element(j: Expr) -> tuple[Idx, Expr]:
+        idx = position(j)
         return idx, lw.convert(ev.at(x, idx), xdtype, float32)
 
     log = node["spec"].name == "log_softmax"
-    bound = length if isinstance(length, int) else sz.upper_bound(length, c.dims)
     if bound is not None and bound <= width * ROW_REGISTERS:
-        _row_in_registers(c, element, length, bound, width, log)
+        _row_in_registers(c, element, position, length, bound, width, log)
     else:
         _online(c, element, length, width, log)
     return (width, 1, 1), dispatch
@@ -387,7 +441,13 @@ def _write(c: KernelContext, idx: Idx, shifted: Expr, e: Expr, total: Expr, log:
 
 
 def _row_in_registers(
-    c: KernelContext, element: Any, length: Any, bound: int, width: int, log: bool
+    c: KernelContext,
+    element: Any,
+    position: Any,
+    length: Any,
+    bound: int,
+    width: int,
+    log: bool,
 ) -> None:
     """Thread t holds row elements t, t + width, ... (at most ROW_REGISTERS) in registers.
 
@@ -438,7 +498,9 @@ def _row_in_registers(
     log_total = body.let(lw.call("mimir_log", total)) if log else None
     for (j, idx, _, full), (d, e) in zip(slots, values, strict=True):
         with _unless(body, full, Binary("<", j, count, "bool")):
-            _write(c, idx, d, e, total, log_total)
+            # a guarded slot's position is made again here: the one made under its load's
+            # guard may name a value only that block defines
+            _write(c, idx if full else position(j), d, e, total, log_total)
 
 
 @contextmanager
@@ -462,7 +524,8 @@ def _online(c: KernelContext, element: Any, length: Any, width: int, log: bool) 
     zero, one = lw.const(0, "f32"), lw.const(1, "f32")
     m = body.var(inf, "m")
     s = body.var(zero, "s")
-    with body.for_("j", lid, size_ir(length), u32(width)) as j:
+
+    def step(j: Expr) -> None:
         _, v = element(j)
         v = body.let(v, "v")
         grows = body.let(lw.bin_(">", v, m), "grows")
@@ -474,11 +537,14 @@ def _online(c: KernelContext, element: Any, length: Any, width: int, log: bool) 
         )
         body.emit(Assign(m, lw.select(grows, v, m)))
 
+    strided(body, lid, size_ir(length), width, step)
+
     # Each thread's sum is rescaled to its warp's max, then summed over the warp; the warps'
     # (max, sum) pairs are combined the same way, in every thread.
+    # A thread whose max is -inf saw only -inf and nan: its sum is 0, or nan to pass on.
     def rescaled(pm: Expr, ps: Expr, top: Expr) -> Expr:
         scaled = lw.bin_("*", ps, lw.call("exp", lw.bin_("-", pm, top)))
-        return lw.select(lw.bin_("==", pm, inf), zero, scaled)
+        return lw.select(lw.bin_("==", pm, inf), ps, scaled)
 
     wm = body.let(WarpReduce("max", m, "f32"), "warp_max")
     ws = body.let(WarpReduce("add", body.let(rescaled(m, s, wm)), "f32"), "warp_sum")
@@ -492,11 +558,14 @@ def _online(c: KernelContext, element: Any, length: Any, width: int, log: bool) 
     top = _shift(c, row_max)
     total = row_sum
     log_total = body.let(lw.call("mimir_log", total)) if log else None
-    with body.for_("j", lid, size_ir(length), u32(width)) as j:
+
+    def write(j: Expr) -> None:
         idx, v = element(j)
         shifted = body.let(lw.bin_("-", v, top))
         e = lw.call("exp", shifted) if log_total is None else shifted
         _write(c, idx, shifted, e, total, log_total)
+
+    strided(body, lid, size_ir(length), width, write)
 
 
 # ---------------------------------------------------------------- two-pass reductions
@@ -516,15 +585,15 @@ def _strided_pass(
     `shared`); every thread gets the total. With
     `width` 1 (a serial launch: one thread per output) the thread folds every r alone."""
     body = c.body
-    if width == 1:
-        acc = body.var(init, "acc")
-        with body.for_("r", u32(0), size_ir(count), u32(1)) as r:
-            body.emit(Assign(acc, step(acc, r)))
-        return acc
-    lid = Builtin("local_x")
     acc = body.var(init, "acc")
-    with body.for_("r", lid, size_ir(count), u32(width)) as r:
+
+    def visit(r: Expr) -> None:
         body.emit(Assign(acc, step(acc, r)))
+
+    if width == 1:
+        strided(body, u32(0), size_ir(count), 1, visit)
+        return acc
+    strided(body, Builtin("local_x"), size_ir(count), width, visit)
     return group_total(body, c.shared, acc, op, width, shared)
 
 
@@ -545,7 +614,7 @@ class _TwoPass:
             self.o = body.let(ibin("+", ibin("*", g, u32(WG)), lid), "o")
             self.workgroup = (WG, 1, 1)
         else:
-            self.width = width_for(red.count)
+            self.width = row_width(red.count)
             self.dispatch, self.o = c.groups(red.outputs)
             self.workgroup = (self.width, 1, 1)
 
@@ -585,7 +654,7 @@ def moments(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
 def _moments(c: KernelContext, red: Reduction, launch: _TwoPass, ddof: int, t: str) -> None:
     body, o, width = c.body, launch.o, launch.width
     kept_axes = Idx(red.kept_shape, flat=o).axes(body)
-    read = _element(c, red)
+    read = _element(c, red, o)
 
     def add(a: Expr, b: Expr) -> Expr:
         return lw.bin_("+", a, b)
@@ -633,7 +702,7 @@ def _argreduce(c: KernelContext, red: Reduction, launch: _TwoPass, t: str) -> No
     ev = c.ev
     name = "max" if red.name == "argmax" else "min"
     kept_axes = Idx(red.kept_shape, flat=o).axes(body)
-    read = _element(c, red)
+    read = _element(c, red, o)
     combine = _combiner(name, red.acc)
     best = _strided_pass(
         c, red.count, width, "$best", _identity(name, red.acc),

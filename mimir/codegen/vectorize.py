@@ -30,6 +30,7 @@ scalar schedule.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from mimir.codegen import sizes as sz
@@ -223,12 +224,12 @@ def _map_statement(st: Stmt, f: Any) -> Stmt:
             [_map_statement(x, f) for x in st.orelse],
         )
     if isinstance(st, For):
-        return For(
-            st.var,
-            map_expr(st.start, f),
-            map_expr(st.end, f),
-            map_expr(st.step, f),
-            [_map_statement(x, f) for x in st.body],
+        return dataclasses.replace(
+            st,
+            start=map_expr(st.start, f),
+            end=map_expr(st.end, f),
+            step=map_expr(st.step, f),
+            body=[_map_statement(x, f) for x in st.body],
         )
     if not statement_expressions(st):
         return st

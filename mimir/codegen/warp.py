@@ -125,7 +125,7 @@ def _rewrite_block(block: list[Stmt], shared: list[SharedArray], width: int) -> 
             then = _rewrite_block(s.then, shared, width)
             out.append(If(s.cond, then, _rewrite_block(s.orelse, shared, width)))
         elif isinstance(s, For):
-            out.append(For(s.var, s.start, s.end, s.step, _rewrite_block(s.body, shared, width)))
+            out.append(replace(s, body=_rewrite_block(s.body, shared, width)))
         else:
             if any(isinstance(e, WarpReduce) for e in all_expressions([s])):
                 raise ValueError("a WarpReduce outside the value of a Let")

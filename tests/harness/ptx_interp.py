@@ -410,6 +410,8 @@ def _parse(text: str) -> dict[str, _Function]:
             cur.shared[m.group(1)] = int(m.group(2))
         elif line.endswith(":"):
             cur.labels[line[:-1]] = len(cur.code)
+        elif line == '.pragma "nounroll";':
+            continue  # a hint to ptxas (do not unroll the loop it heads): nothing to execute
         else:
             m = _LINE.match(line)
             assert m, line

@@ -750,6 +750,8 @@ class Emitter:
         self.mutable.add(v)
         head, end = self.regs.label("loop"), self.regs.label("endloop")
         self.put_label(head)
+        if not s.unroll:
+            self.lines.append('    .pragma "nounroll";')
         done = self.regs.new("pred")
         self.ins(f"setp.ge.u32 {done}, {v}, {self.expr(s.end)}")
         self.ins(f"@{done} bra {end}")

@@ -8,16 +8,16 @@ struct Uniforms {
     uint D;
 };
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
     return x;
 }
 
-static inline float mimir_simd_max_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_max_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
     }
@@ -32,44 +32,95 @@ kernel void batched_attention_1_softmax(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row_max[8];
-    threadgroup float row_sum[8];
+    threadgroup float row_max[4];
+    threadgroup float row_sum[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.B * u.T) {
         return;
     }
-    const uint i1 = g0 % u.T;
-    const uint i2 = g0 / u.T;
-    float m3 = as_type<float>(0xff800000u);
-    float s4 = 0.0f;
-    for (uint j5 = lid.x; j5 < u.T; j5 += 256u) {
-        const uint i6 = (i2 * u.T + i1) * u.T + j5;
-        const float v7 = scratch0[i6];
-        const bool grows8 = v7 > m3;
-        const float d9 = (grows8 ? m3 - v7 : v7 - m3);
-        const float e10 = (v7 == as_type<float>(0xff800000u) ? 0.0f : exp(d9));
-        s4 = (grows8 ? fma(s4, e10, 1.0f) : s4 + e10);
-        m3 = (grows8 ? v7 : m3);
+    const uint base3 = g0 * u.T;
+    float m4 = as_type<float>(0xff800000u);
+    float s5 = 0.0f;
+    const uint last6 = (u.T > 384u ? u.T - 384u : 0u);
+    uint rest7 = lid.x;
+    for (uint r8 = lid.x; r8 < last6; r8 += 512u) {
+        const uint i9 = base3 + r8;
+        const float v10 = scratch0[i9];
+        const bool grows11 = v10 > m4;
+        const float d12 = (grows11 ? m4 - v10 : v10 - m4);
+        const float e13 = (v10 == as_type<float>(0xff800000u) ? 0.0f : exp(d12));
+        s5 = (grows11 ? fma(s5, e13, 1.0f) : s5 + e13);
+        m4 = (grows11 ? v10 : m4);
+        const float v14 = scratch0[i9 + 128u];
+        const bool grows15 = v14 > m4;
+        const float d16 = (grows15 ? m4 - v14 : v14 - m4);
+        const float e17 = (v14 == as_type<float>(0xff800000u) ? 0.0f : exp(d16));
+        s5 = (grows15 ? fma(s5, e17, 1.0f) : s5 + e17);
+        m4 = (grows15 ? v14 : m4);
+        const float v18 = scratch0[i9 + 256u];
+        const bool grows19 = v18 > m4;
+        const float d20 = (grows19 ? m4 - v18 : v18 - m4);
+        const float e21 = (v18 == as_type<float>(0xff800000u) ? 0.0f : exp(d20));
+        s5 = (grows19 ? fma(s5, e21, 1.0f) : s5 + e21);
+        m4 = (grows19 ? v18 : m4);
+        const float v22 = scratch0[i9 + 384u];
+        const bool grows23 = v22 > m4;
+        const float d24 = (grows23 ? m4 - v22 : v22 - m4);
+        const float e25 = (v22 == as_type<float>(0xff800000u) ? 0.0f : exp(d24));
+        s5 = (grows23 ? fma(s5, e25, 1.0f) : s5 + e25);
+        m4 = (grows23 ? v22 : m4);
+        rest7 = r8 + 512u;
     }
-    const float warp_max11 = (simd_any(((as_type<uint>(m3) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m3));
-    const float t12 = (m3 == as_type<float>(0xff800000u) ? 0.0f : s4 * exp(m3 - warp_max11));
-    const float warp_sum13 = simd_sum(t12);
+    for (uint r26 = rest7; r26 < u.T; r26 += 128u) {
+        const uint i27 = base3 + r26;
+        const float v28 = scratch0[i27];
+        const bool grows29 = v28 > m4;
+        const float d30 = (grows29 ? m4 - v28 : v28 - m4);
+        const float e31 = (v28 == as_type<float>(0xff800000u) ? 0.0f : exp(d30));
+        s5 = (grows29 ? fma(s5, e31, 1.0f) : s5 + e31);
+        m4 = (grows29 ? v28 : m4);
+    }
+    const float warp_max32 = (simd_any(((as_type<uint>(m4) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m4));
+    const float t33 = (m4 == as_type<float>(0xff800000u) ? s5 : s5 * exp(m4 - warp_max32));
+    const float warp_sum34 = simd_sum(t33);
     if ((lid.x & 31u) == 0u) {
-        row_max[lid.x >> 5u] = warp_max11;
-        row_sum[lid.x >> 5u] = warp_sum13;
+        row_max[lid.x >> 5u] = warp_max32;
+        row_sum[lid.x >> 5u] = warp_sum34;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot14 = row_max[lid.x & 7u];
-    const float slot15 = row_sum[lid.x & 7u];
-    const float row_max16 = mimir_simd_max_f32_8(slot14);
-    const float t17 = (slot14 == as_type<float>(0xff800000u) ? 0.0f : slot15 * exp(slot14 - row_max16));
-    const float t18 = mimir_simd_add_f32_8(t17);
-    const float top19 = (row_max16 == as_type<float>(0xff800000u) ? 0.0f : row_max16);
-    for (uint j20 = lid.x; j20 < u.T; j20 += 256u) {
-        const uint i21 = (i2 * u.T + i1) * u.T + j20;
-        const float v22 = scratch0[i21];
-        const float t23 = v22 - top19;
-        const float y24 = exp(t23) / t18;
-        scratch1[i21] = y24;
+    const float slot35 = row_max[lid.x & 3u];
+    const float slot36 = row_sum[lid.x & 3u];
+    const float row_max37 = mimir_simd_max_f32_4(slot35);
+    const float t38 = (slot35 == as_type<float>(0xff800000u) ? slot36 : slot36 * exp(slot35 - row_max37));
+    const float t39 = mimir_simd_add_f32_4(t38);
+    const float top40 = (row_max37 == as_type<float>(0xff800000u) ? 0.0f : row_max37);
+    const uint last41 = (u.T > 384u ? u.T - 384u : 0u);
+    uint rest42 = lid.x;
+    for (uint r43 = lid.x; r43 < last41; r43 += 512u) {
+        const uint i44 = base3 + r43;
+        const float v45 = scratch0[i44];
+        const float t46 = v45 - top40;
+        const float y47 = exp(t46) / t39;
+        scratch1[i44] = y47;
+        const float v48 = scratch0[i44 + 128u];
+        const float t49 = v48 - top40;
+        const float y50 = exp(t49) / t39;
+        scratch1[i44 + 128u] = y50;
+        const float v51 = scratch0[i44 + 256u];
+        const float t52 = v51 - top40;
+        const float y53 = exp(t52) / t39;
+        scratch1[i44 + 256u] = y53;
+        const float v54 = scratch0[i44 + 384u];
+        const float t55 = v54 - top40;
+        const float y56 = exp(t55) / t39;
+        scratch1[i44 + 384u] = y56;
+        rest42 = r43 + 512u;
+    }
+    for (uint r57 = rest42; r57 < u.T; r57 += 128u) {
+        const uint i58 = base3 + r57;
+        const float v59 = scratch0[i58];
+        const float t60 = v59 - top40;
+        const float y61 = exp(t60) / t39;
+        scratch1[i58] = y61;
     }
 }

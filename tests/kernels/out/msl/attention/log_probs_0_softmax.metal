@@ -17,16 +17,16 @@ static inline float mimir_log(float a) {
     return log(a);
 }
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
     return x;
 }
 
-static inline float mimir_simd_max_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_max_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
     }
@@ -40,39 +40,92 @@ kernel void log_probs_0_softmax(
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]]
 ) {
-    threadgroup float row_max[8];
-    threadgroup float row_sum[8];
-    float m0 = as_type<float>(0xff800000u);
-    float s1 = 0.0f;
-    for (uint j2 = lid.x; j2 < u.T; j2 += 256u) {
-        const uint i3 = wid.x * u.T + j2;
-        const float v4 = logits[i3];
-        const bool grows5 = v4 > m0;
-        const float d6 = (grows5 ? m0 - v4 : v4 - m0);
-        const float e7 = (v4 == as_type<float>(0xff800000u) ? 0.0f : exp(d6));
-        s1 = (grows5 ? fma(s1, e7, 1.0f) : s1 + e7);
-        m0 = (grows5 ? v4 : m0);
+    threadgroup float row_max[4];
+    threadgroup float row_sum[4];
+    const uint base0 = wid.x * u.T;
+    float m1 = as_type<float>(0xff800000u);
+    float s2 = 0.0f;
+    const uint last3 = (u.T > 384u ? u.T - 384u : 0u);
+    uint rest4 = lid.x;
+    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
+        const uint i6 = base0 + r5;
+        const float v7 = logits[i6];
+        const bool grows8 = v7 > m1;
+        const float d9 = (grows8 ? m1 - v7 : v7 - m1);
+        const float e10 = (v7 == as_type<float>(0xff800000u) ? 0.0f : exp(d9));
+        s2 = (grows8 ? fma(s2, e10, 1.0f) : s2 + e10);
+        m1 = (grows8 ? v7 : m1);
+        const float v11 = logits[i6 + 128u];
+        const bool grows12 = v11 > m1;
+        const float d13 = (grows12 ? m1 - v11 : v11 - m1);
+        const float e14 = (v11 == as_type<float>(0xff800000u) ? 0.0f : exp(d13));
+        s2 = (grows12 ? fma(s2, e14, 1.0f) : s2 + e14);
+        m1 = (grows12 ? v11 : m1);
+        const float v15 = logits[i6 + 256u];
+        const bool grows16 = v15 > m1;
+        const float d17 = (grows16 ? m1 - v15 : v15 - m1);
+        const float e18 = (v15 == as_type<float>(0xff800000u) ? 0.0f : exp(d17));
+        s2 = (grows16 ? fma(s2, e18, 1.0f) : s2 + e18);
+        m1 = (grows16 ? v15 : m1);
+        const float v19 = logits[i6 + 384u];
+        const bool grows20 = v19 > m1;
+        const float d21 = (grows20 ? m1 - v19 : v19 - m1);
+        const float e22 = (v19 == as_type<float>(0xff800000u) ? 0.0f : exp(d21));
+        s2 = (grows20 ? fma(s2, e22, 1.0f) : s2 + e22);
+        m1 = (grows20 ? v19 : m1);
+        rest4 = r5 + 512u;
     }
-    const float warp_max8 = (simd_any(((as_type<uint>(m0) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m0));
-    const float t9 = (m0 == as_type<float>(0xff800000u) ? 0.0f : s1 * exp(m0 - warp_max8));
-    const float warp_sum10 = simd_sum(t9);
+    for (uint r23 = rest4; r23 < u.T; r23 += 128u) {
+        const uint i24 = base0 + r23;
+        const float v25 = logits[i24];
+        const bool grows26 = v25 > m1;
+        const float d27 = (grows26 ? m1 - v25 : v25 - m1);
+        const float e28 = (v25 == as_type<float>(0xff800000u) ? 0.0f : exp(d27));
+        s2 = (grows26 ? fma(s2, e28, 1.0f) : s2 + e28);
+        m1 = (grows26 ? v25 : m1);
+    }
+    const float warp_max29 = (simd_any(((as_type<uint>(m1) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m1));
+    const float t30 = (m1 == as_type<float>(0xff800000u) ? s2 : s2 * exp(m1 - warp_max29));
+    const float warp_sum31 = simd_sum(t30);
     if ((lid.x & 31u) == 0u) {
-        row_max[lid.x >> 5u] = warp_max8;
-        row_sum[lid.x >> 5u] = warp_sum10;
+        row_max[lid.x >> 5u] = warp_max29;
+        row_sum[lid.x >> 5u] = warp_sum31;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot11 = row_max[lid.x & 7u];
-    const float slot12 = row_sum[lid.x & 7u];
-    const float row_max13 = mimir_simd_max_f32_8(slot11);
-    const float t14 = (slot11 == as_type<float>(0xff800000u) ? 0.0f : slot12 * exp(slot11 - row_max13));
-    const float t15 = mimir_simd_add_f32_8(t14);
-    const float top16 = (row_max13 == as_type<float>(0xff800000u) ? 0.0f : row_max13);
-    const float t17 = mimir_log(t15);
-    for (uint j18 = lid.x; j18 < u.T; j18 += 256u) {
-        const uint i19 = wid.x * u.T + j18;
-        const float v20 = logits[i19];
-        const float t21 = v20 - top16;
-        const float y22 = t21 - t17;
-        out[i19] = y22;
+    const float slot32 = row_max[lid.x & 3u];
+    const float slot33 = row_sum[lid.x & 3u];
+    const float row_max34 = mimir_simd_max_f32_4(slot32);
+    const float t35 = (slot32 == as_type<float>(0xff800000u) ? slot33 : slot33 * exp(slot32 - row_max34));
+    const float t36 = mimir_simd_add_f32_4(t35);
+    const float top37 = (row_max34 == as_type<float>(0xff800000u) ? 0.0f : row_max34);
+    const float t38 = mimir_log(t36);
+    const uint last39 = (u.T > 384u ? u.T - 384u : 0u);
+    uint rest40 = lid.x;
+    for (uint r41 = lid.x; r41 < last39; r41 += 512u) {
+        const uint i42 = base0 + r41;
+        const float v43 = logits[i42];
+        const float t44 = v43 - top37;
+        const float y45 = t44 - t38;
+        out[i42] = y45;
+        const float v46 = logits[i42 + 128u];
+        const float t47 = v46 - top37;
+        const float y48 = t47 - t38;
+        out[i42 + 128u] = y48;
+        const float v49 = logits[i42 + 256u];
+        const float t50 = v49 - top37;
+        const float y51 = t50 - t38;
+        out[i42 + 256u] = y51;
+        const float v52 = logits[i42 + 384u];
+        const float t53 = v52 - top37;
+        const float y54 = t53 - t38;
+        out[i42 + 384u] = y54;
+        rest40 = r41 + 512u;
+    }
+    for (uint r55 = rest40; r55 < u.T; r55 += 128u) {
+        const uint i56 = base0 + r55;
+        const float v57 = logits[i56];
+        const float t58 = v57 - top37;
+        const float y59 = t58 - t38;
+        out[i56] = y59;
     }
 }

@@ -6,16 +6,16 @@ struct Uniforms {
     uint T;
 };
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
     return x;
 }
 
-static inline float mimir_simd_max_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_max_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
     }
@@ -29,38 +29,96 @@ kernel void softmax_first_axis_0_softmax(
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]]
 ) {
-    threadgroup float row_max[8];
-    threadgroup float row_sum[8];
+    threadgroup float row_max[4];
+    threadgroup float row_sum[4];
     float m0 = as_type<float>(0xff800000u);
     float s1 = 0.0f;
-    for (uint j2 = lid.x; j2 < u.T; j2 += 256u) {
-        const uint i3 = j2 * 3u + wid.x;
-        const float v4 = x[i3];
-        const bool grows5 = v4 > m0;
-        const float d6 = (grows5 ? m0 - v4 : v4 - m0);
-        const float e7 = (v4 == as_type<float>(0xff800000u) ? 0.0f : exp(d6));
-        s1 = (grows5 ? fma(s1, e7, 1.0f) : s1 + e7);
-        m0 = (grows5 ? v4 : m0);
+    const uint last2 = (u.T > 384u ? u.T - 384u : 0u);
+    uint rest3 = lid.x;
+    for (uint r4 = lid.x; r4 < last2; r4 += 512u) {
+        const uint i5 = r4 * 3u + wid.x;
+        const float v6 = x[i5];
+        const bool grows7 = v6 > m0;
+        const float d8 = (grows7 ? m0 - v6 : v6 - m0);
+        const float e9 = (v6 == as_type<float>(0xff800000u) ? 0.0f : exp(d8));
+        s1 = (grows7 ? fma(s1, e9, 1.0f) : s1 + e9);
+        m0 = (grows7 ? v6 : m0);
+        const uint i10 = (r4 + 128u) * 3u + wid.x;
+        const float v11 = x[i10];
+        const bool grows12 = v11 > m0;
+        const float d13 = (grows12 ? m0 - v11 : v11 - m0);
+        const float e14 = (v11 == as_type<float>(0xff800000u) ? 0.0f : exp(d13));
+        s1 = (grows12 ? fma(s1, e14, 1.0f) : s1 + e14);
+        m0 = (grows12 ? v11 : m0);
+        const uint i15 = (r4 + 256u) * 3u + wid.x;
+        const float v16 = x[i15];
+        const bool grows17 = v16 > m0;
+        const float d18 = (grows17 ? m0 - v16 : v16 - m0);
+        const float e19 = (v16 == as_type<float>(0xff800000u) ? 0.0f : exp(d18));
+        s1 = (grows17 ? fma(s1, e19, 1.0f) : s1 + e19);
+        m0 = (grows17 ? v16 : m0);
+        const uint i20 = (r4 + 384u) * 3u + wid.x;
+        const float v21 = x[i20];
+        const bool grows22 = v21 > m0;
+        const float d23 = (grows22 ? m0 - v21 : v21 - m0);
+        const float e24 = (v21 == as_type<float>(0xff800000u) ? 0.0f : exp(d23));
+        s1 = (grows22 ? fma(s1, e24, 1.0f) : s1 + e24);
+        m0 = (grows22 ? v21 : m0);
+        rest3 = r4 + 512u;
     }
-    const float warp_max8 = (simd_any(((as_type<uint>(m0) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m0));
-    const float t9 = (m0 == as_type<float>(0xff800000u) ? 0.0f : s1 * exp(m0 - warp_max8));
-    const float warp_sum10 = simd_sum(t9);
+    for (uint r25 = rest3; r25 < u.T; r25 += 128u) {
+        const uint i26 = r25 * 3u + wid.x;
+        const float v27 = x[i26];
+        const bool grows28 = v27 > m0;
+        const float d29 = (grows28 ? m0 - v27 : v27 - m0);
+        const float e30 = (v27 == as_type<float>(0xff800000u) ? 0.0f : exp(d29));
+        s1 = (grows28 ? fma(s1, e30, 1.0f) : s1 + e30);
+        m0 = (grows28 ? v27 : m0);
+    }
+    const float warp_max31 = (simd_any(((as_type<uint>(m0) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m0));
+    const float t32 = (m0 == as_type<float>(0xff800000u) ? s1 : s1 * exp(m0 - warp_max31));
+    const float warp_sum33 = simd_sum(t32);
     if ((lid.x & 31u) == 0u) {
-        row_max[lid.x >> 5u] = warp_max8;
-        row_sum[lid.x >> 5u] = warp_sum10;
+        row_max[lid.x >> 5u] = warp_max31;
+        row_sum[lid.x >> 5u] = warp_sum33;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot11 = row_max[lid.x & 7u];
-    const float slot12 = row_sum[lid.x & 7u];
-    const float row_max13 = mimir_simd_max_f32_8(slot11);
-    const float t14 = (slot11 == as_type<float>(0xff800000u) ? 0.0f : slot12 * exp(slot11 - row_max13));
-    const float t15 = mimir_simd_add_f32_8(t14);
-    const float top16 = (row_max13 == as_type<float>(0xff800000u) ? 0.0f : row_max13);
-    for (uint j17 = lid.x; j17 < u.T; j17 += 256u) {
-        const uint i18 = j17 * 3u + wid.x;
-        const float v19 = x[i18];
-        const float t20 = v19 - top16;
-        const float y21 = exp(t20) / t15;
-        out[i18] = y21;
+    const float slot34 = row_max[lid.x & 3u];
+    const float slot35 = row_sum[lid.x & 3u];
+    const float row_max36 = mimir_simd_max_f32_4(slot34);
+    const float t37 = (slot34 == as_type<float>(0xff800000u) ? slot35 : slot35 * exp(slot34 - row_max36));
+    const float t38 = mimir_simd_add_f32_4(t37);
+    const float top39 = (row_max36 == as_type<float>(0xff800000u) ? 0.0f : row_max36);
+    const uint last40 = (u.T > 384u ? u.T - 384u : 0u);
+    uint rest41 = lid.x;
+    for (uint r42 = lid.x; r42 < last40; r42 += 512u) {
+        const uint i43 = r42 * 3u + wid.x;
+        const float v44 = x[i43];
+        const float t45 = v44 - top39;
+        const float y46 = exp(t45) / t38;
+        out[i43] = y46;
+        const uint i47 = (r42 + 128u) * 3u + wid.x;
+        const float v48 = x[i47];
+        const float t49 = v48 - top39;
+        const float y50 = exp(t49) / t38;
+        out[i47] = y50;
+        const uint i51 = (r42 + 256u) * 3u + wid.x;
+        const float v52 = x[i51];
+        const float t53 = v52 - top39;
+        const float y54 = exp(t53) / t38;
+        out[i51] = y54;
+        const uint i55 = (r42 + 384u) * 3u + wid.x;
+        const float v56 = x[i55];
+        const float t57 = v56 - top39;
+        const float y58 = exp(t57) / t38;
+        out[i55] = y58;
+        rest41 = r42 + 512u;
+    }
+    for (uint r59 = rest41; r59 < u.T; r59 += 128u) {
+        const uint i60 = r59 * 3u + wid.x;
+        const float v61 = x[i60];
+        const float t62 = v61 - top39;
+        const float y63 = exp(t62) / t38;
+        out[i60] = y63;
     }
 }

@@ -7,8 +7,8 @@ struct Uniforms {
     uint M;
 };
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
@@ -23,25 +23,40 @@ kernel void bf16_row_sums_0_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[8];
+    threadgroup float partial[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
     }
-    float acc1 = 0.0f;
-    for (uint r2 = lid.x; r2 < u.M; r2 += 256u) {
-        const uint i3 = g0 * u.M + r2;
-        const float v4 = as_type<float>(((i3 & 1u) != 0u ? x[i3 / 2u] & 4294901760u : x[i3 / 2u] << 16u));
-        acc1 = acc1 + v4;
+    const uint base1 = g0 * u.M;
+    float acc2 = 0.0f;
+    const uint last3 = (u.M > 384u ? u.M - 384u : 0u);
+    uint rest4 = lid.x;
+    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
+        const uint i6 = base1 + r5;
+        const float v7 = as_type<float>(((i6 & 1u) != 0u ? x[i6 / 2u] & 4294901760u : x[i6 / 2u] << 16u));
+        acc2 = acc2 + v7;
+        const float v8 = as_type<float>((((i6 + 128u) & 1u) != 0u ? x[(i6 + 128u) / 2u] & 4294901760u : x[(i6 + 128u) / 2u] << 16u));
+        acc2 = acc2 + v8;
+        const float v9 = as_type<float>((((i6 + 256u) & 1u) != 0u ? x[(i6 + 256u) / 2u] & 4294901760u : x[(i6 + 256u) / 2u] << 16u));
+        acc2 = acc2 + v9;
+        const float v10 = as_type<float>((((i6 + 384u) & 1u) != 0u ? x[(i6 + 384u) / 2u] & 4294901760u : x[(i6 + 384u) / 2u] << 16u));
+        acc2 = acc2 + v10;
+        rest4 = r5 + 512u;
     }
-    const float warp5 = simd_sum(acc1);
+    for (uint r11 = rest4; r11 < u.M; r11 += 128u) {
+        const uint i12 = base1 + r11;
+        const float v13 = as_type<float>(((i12 & 1u) != 0u ? x[i12 / 2u] & 4294901760u : x[i12 / 2u] << 16u));
+        acc2 = acc2 + v13;
+    }
+    const float warp14 = simd_sum(acc2);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp5;
+        partial[lid.x >> 5u] = warp14;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot6 = partial[lid.x & 7u];
-    const float total7 = mimir_simd_add_f32_8(slot6);
+    const float slot15 = partial[lid.x & 3u];
+    const float total16 = mimir_simd_add_f32_4(slot15);
     if (lid.x == 0u) {
-        out[g0] = total7;
+        out[g0] = total16;
     }
 }

@@ -19,8 +19,8 @@ static inline float mimir_maximum_f32(float a, float b) {
     return b;
 }
 
-static inline float mimir_simd_max_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_max_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
     }
@@ -34,21 +34,36 @@ kernel void long_rows_max_0_reduce(
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]]
 ) {
-    threadgroup float partial[8];
-    float acc0 = as_type<float>(0xff800000u);
-    for (uint r1 = lid.x; r1 < u.N; r1 += 256u) {
-        const uint i2 = wid.x * u.N + r1;
-        const float v3 = x[i2];
-        acc0 = mimir_maximum_f32(acc0, v3);
+    threadgroup float partial[4];
+    const uint base0 = wid.x * u.N;
+    float acc1 = as_type<float>(0xff800000u);
+    const uint last2 = (u.N > 384u ? u.N - 384u : 0u);
+    uint rest3 = lid.x;
+    for (uint r4 = lid.x; r4 < last2; r4 += 512u) {
+        const uint i5 = base0 + r4;
+        const float v6 = x[i5];
+        acc1 = mimir_maximum_f32(acc1, v6);
+        const float v7 = x[i5 + 128u];
+        acc1 = mimir_maximum_f32(acc1, v7);
+        const float v8 = x[i5 + 256u];
+        acc1 = mimir_maximum_f32(acc1, v8);
+        const float v9 = x[i5 + 384u];
+        acc1 = mimir_maximum_f32(acc1, v9);
+        rest3 = r4 + 512u;
     }
-    const float warp4 = (simd_any(((as_type<uint>(acc0) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc0));
+    for (uint r10 = rest3; r10 < u.N; r10 += 128u) {
+        const uint i11 = base0 + r10;
+        const float v12 = x[i11];
+        acc1 = mimir_maximum_f32(acc1, v12);
+    }
+    const float warp13 = (simd_any(((as_type<uint>(acc1) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc1));
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp4;
+        partial[lid.x >> 5u] = warp13;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot5 = partial[lid.x & 7u];
-    const float total6 = mimir_simd_max_f32_8(slot5);
+    const float slot14 = partial[lid.x & 3u];
+    const float total15 = mimir_simd_max_f32_4(slot14);
     if (lid.x == 0u) {
-        out[wid.x] = total6;
+        out[wid.x] = total15;
     }
 }

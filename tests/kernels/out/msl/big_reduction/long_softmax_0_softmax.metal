@@ -6,16 +6,16 @@ struct Uniforms {
     uint N;
 };
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
     return x;
 }
 
-static inline float mimir_simd_max_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_max_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
     }
@@ -29,38 +29,91 @@ kernel void long_softmax_0_softmax(
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]]
 ) {
-    threadgroup float row_max[8];
-    threadgroup float row_sum[8];
-    float m0 = as_type<float>(0xff800000u);
-    float s1 = 0.0f;
-    for (uint j2 = lid.x; j2 < u.N; j2 += 256u) {
-        const uint i3 = wid.x * u.N + j2;
-        const float v4 = x[i3];
-        const bool grows5 = v4 > m0;
-        const float d6 = (grows5 ? m0 - v4 : v4 - m0);
-        const float e7 = (v4 == as_type<float>(0xff800000u) ? 0.0f : exp(d6));
-        s1 = (grows5 ? fma(s1, e7, 1.0f) : s1 + e7);
-        m0 = (grows5 ? v4 : m0);
+    threadgroup float row_max[4];
+    threadgroup float row_sum[4];
+    const uint base0 = wid.x * u.N;
+    float m1 = as_type<float>(0xff800000u);
+    float s2 = 0.0f;
+    const uint last3 = (u.N > 384u ? u.N - 384u : 0u);
+    uint rest4 = lid.x;
+    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
+        const uint i6 = base0 + r5;
+        const float v7 = x[i6];
+        const bool grows8 = v7 > m1;
+        const float d9 = (grows8 ? m1 - v7 : v7 - m1);
+        const float e10 = (v7 == as_type<float>(0xff800000u) ? 0.0f : exp(d9));
+        s2 = (grows8 ? fma(s2, e10, 1.0f) : s2 + e10);
+        m1 = (grows8 ? v7 : m1);
+        const float v11 = x[i6 + 128u];
+        const bool grows12 = v11 > m1;
+        const float d13 = (grows12 ? m1 - v11 : v11 - m1);
+        const float e14 = (v11 == as_type<float>(0xff800000u) ? 0.0f : exp(d13));
+        s2 = (grows12 ? fma(s2, e14, 1.0f) : s2 + e14);
+        m1 = (grows12 ? v11 : m1);
+        const float v15 = x[i6 + 256u];
+        const bool grows16 = v15 > m1;
+        const float d17 = (grows16 ? m1 - v15 : v15 - m1);
+        const float e18 = (v15 == as_type<float>(0xff800000u) ? 0.0f : exp(d17));
+        s2 = (grows16 ? fma(s2, e18, 1.0f) : s2 + e18);
+        m1 = (grows16 ? v15 : m1);
+        const float v19 = x[i6 + 384u];
+        const bool grows20 = v19 > m1;
+        const float d21 = (grows20 ? m1 - v19 : v19 - m1);
+        const float e22 = (v19 == as_type<float>(0xff800000u) ? 0.0f : exp(d21));
+        s2 = (grows20 ? fma(s2, e22, 1.0f) : s2 + e22);
+        m1 = (grows20 ? v19 : m1);
+        rest4 = r5 + 512u;
     }
-    const float warp_max8 = (simd_any(((as_type<uint>(m0) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m0));
-    const float t9 = (m0 == as_type<float>(0xff800000u) ? 0.0f : s1 * exp(m0 - warp_max8));
-    const float warp_sum10 = simd_sum(t9);
+    for (uint r23 = rest4; r23 < u.N; r23 += 128u) {
+        const uint i24 = base0 + r23;
+        const float v25 = x[i24];
+        const bool grows26 = v25 > m1;
+        const float d27 = (grows26 ? m1 - v25 : v25 - m1);
+        const float e28 = (v25 == as_type<float>(0xff800000u) ? 0.0f : exp(d27));
+        s2 = (grows26 ? fma(s2, e28, 1.0f) : s2 + e28);
+        m1 = (grows26 ? v25 : m1);
+    }
+    const float warp_max29 = (simd_any(((as_type<uint>(m1) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m1));
+    const float t30 = (m1 == as_type<float>(0xff800000u) ? s2 : s2 * exp(m1 - warp_max29));
+    const float warp_sum31 = simd_sum(t30);
     if ((lid.x & 31u) == 0u) {
-        row_max[lid.x >> 5u] = warp_max8;
-        row_sum[lid.x >> 5u] = warp_sum10;
+        row_max[lid.x >> 5u] = warp_max29;
+        row_sum[lid.x >> 5u] = warp_sum31;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot11 = row_max[lid.x & 7u];
-    const float slot12 = row_sum[lid.x & 7u];
-    const float row_max13 = mimir_simd_max_f32_8(slot11);
-    const float t14 = (slot11 == as_type<float>(0xff800000u) ? 0.0f : slot12 * exp(slot11 - row_max13));
-    const float t15 = mimir_simd_add_f32_8(t14);
-    const float top16 = (row_max13 == as_type<float>(0xff800000u) ? 0.0f : row_max13);
-    for (uint j17 = lid.x; j17 < u.N; j17 += 256u) {
-        const uint i18 = wid.x * u.N + j17;
-        const float v19 = x[i18];
-        const float t20 = v19 - top16;
-        const float y21 = exp(t20) / t15;
-        out[i18] = y21;
+    const float slot32 = row_max[lid.x & 3u];
+    const float slot33 = row_sum[lid.x & 3u];
+    const float row_max34 = mimir_simd_max_f32_4(slot32);
+    const float t35 = (slot32 == as_type<float>(0xff800000u) ? slot33 : slot33 * exp(slot32 - row_max34));
+    const float t36 = mimir_simd_add_f32_4(t35);
+    const float top37 = (row_max34 == as_type<float>(0xff800000u) ? 0.0f : row_max34);
+    const uint last38 = (u.N > 384u ? u.N - 384u : 0u);
+    uint rest39 = lid.x;
+    for (uint r40 = lid.x; r40 < last38; r40 += 512u) {
+        const uint i41 = base0 + r40;
+        const float v42 = x[i41];
+        const float t43 = v42 - top37;
+        const float y44 = exp(t43) / t36;
+        out[i41] = y44;
+        const float v45 = x[i41 + 128u];
+        const float t46 = v45 - top37;
+        const float y47 = exp(t46) / t36;
+        out[i41 + 128u] = y47;
+        const float v48 = x[i41 + 256u];
+        const float t49 = v48 - top37;
+        const float y50 = exp(t49) / t36;
+        out[i41 + 256u] = y50;
+        const float v51 = x[i41 + 384u];
+        const float t52 = v51 - top37;
+        const float y53 = exp(t52) / t36;
+        out[i41 + 384u] = y53;
+        rest39 = r40 + 512u;
+    }
+    for (uint r54 = rest39; r54 < u.N; r54 += 128u) {
+        const uint i55 = base0 + r54;
+        const float v56 = x[i55];
+        const float t57 = v56 - top37;
+        const float y58 = exp(t57) / t36;
+        out[i55] = y58;
     }
 }

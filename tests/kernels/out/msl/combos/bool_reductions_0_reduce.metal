@@ -7,8 +7,8 @@ struct Uniforms {
     uint M;
 };
 
-static inline uint mimir_simd_min_u32_8(uint x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline uint mimir_simd_min_u32_4(uint x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const uint y = simd_shuffle_xor(x, m);
         x = min(x, y);
     }
@@ -23,26 +23,41 @@ kernel void bool_reductions_0_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup uint partial[8];
+    threadgroup uint partial[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
     }
-    uint acc1 = 4294967295u;
-    for (uint r2 = lid.x; r2 < u.M; r2 += 256u) {
-        const uint i3 = g0 * u.M + r2;
-        const bool v4 = m[i3] != 0u;
-        acc1 = (acc1 <= (v4 ? 1u : 0u) ? acc1 : (v4 ? 1u : 0u));
+    const uint base1 = g0 * u.M;
+    uint acc2 = 4294967295u;
+    const uint last3 = (u.M > 384u ? u.M - 384u : 0u);
+    uint rest4 = lid.x;
+    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
+        const uint i6 = base1 + r5;
+        const bool v7 = m[i6] != 0u;
+        acc2 = (acc2 <= (v7 ? 1u : 0u) ? acc2 : (v7 ? 1u : 0u));
+        const bool v8 = m[i6 + 128u] != 0u;
+        acc2 = (acc2 <= (v8 ? 1u : 0u) ? acc2 : (v8 ? 1u : 0u));
+        const bool v9 = m[i6 + 256u] != 0u;
+        acc2 = (acc2 <= (v9 ? 1u : 0u) ? acc2 : (v9 ? 1u : 0u));
+        const bool v10 = m[i6 + 384u] != 0u;
+        acc2 = (acc2 <= (v10 ? 1u : 0u) ? acc2 : (v10 ? 1u : 0u));
+        rest4 = r5 + 512u;
     }
-    const uint warp5 = simd_min(acc1);
+    for (uint r11 = rest4; r11 < u.M; r11 += 128u) {
+        const uint i12 = base1 + r11;
+        const bool v13 = m[i12] != 0u;
+        acc2 = (acc2 <= (v13 ? 1u : 0u) ? acc2 : (v13 ? 1u : 0u));
+    }
+    const uint warp14 = simd_min(acc2);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp5;
+        partial[lid.x >> 5u] = warp14;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot6 = partial[lid.x & 7u];
-    const uint total7 = mimir_simd_min_u32_8(slot6);
+    const uint slot15 = partial[lid.x & 3u];
+    const uint total16 = mimir_simd_min_u32_4(slot15);
     if (lid.x == 0u) {
-        const bool total8 = total7 != 0u;
-        out0[g0] = (total8 ? 1u : 0u);
+        const bool total17 = total16 != 0u;
+        out0[g0] = (total17 ? 1u : 0u);
     }
 }

@@ -19,12 +19,28 @@ kernel void half_pipeline_1_reduce(
     const uint o1 = g0 * 256u + lid.x;
     if (o1 < u.N) {
         float acc2 = 0.0f;
-        for (uint r3 = 0u; r3 < 24u; r3 += 1u) {
-            const uint i4 = o1 * 24u + r3;
-            const float v5 = float(x[i4]);
-            acc2 = acc2 + v5;
+        uint rest3 = 0u;
+        for (uint r4 = 0u; r4 < 21u; r4 += 4u) {
+            const uint i5 = o1 * 24u + r4;
+            const float v6 = float(x[i5]);
+            acc2 = acc2 + v6;
+            const uint i7 = o1 * 24u + (r4 + 1u);
+            const float v8 = float(x[i7]);
+            acc2 = acc2 + v8;
+            const uint i9 = o1 * 24u + (r4 + 2u);
+            const float v10 = float(x[i9]);
+            acc2 = acc2 + v10;
+            const uint i11 = o1 * 24u + (r4 + 3u);
+            const float v12 = float(x[i11]);
+            acc2 = acc2 + v12;
+            rest3 = r4 + 4u;
         }
-        const float total6 = float(half(acc2));
-        scratch1[o1] = half(total6);
+        for (uint r13 = rest3; r13 < 24u; r13 += 1u) {
+            const uint i14 = o1 * 24u + r13;
+            const float v15 = float(x[i14]);
+            acc2 = acc2 + v15;
+        }
+        const float total16 = float(half(acc2));
+        scratch1[o1] = half(total16);
     }
 }

@@ -7,8 +7,8 @@ struct Uniforms {
     uint M;
 };
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
@@ -23,32 +23,77 @@ kernel void masked_by_mean_0_row(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row0[8];
+    threadgroup float row0[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
     }
-    float acc1 = 0.0f;
-    for (uint j2 = lid.x; j2 < u.M; j2 += 256u) {
-        const uint i3 = g0 * u.M + j2;
-        const float v4 = x[i3];
-        acc1 = acc1 + v4;
+    const uint base1 = g0 * u.M;
+    float acc2 = 0.0f;
+    const uint last3 = (u.M > 384u ? u.M - 384u : 0u);
+    uint rest4 = lid.x;
+    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
+        const uint i6 = base1 + r5;
+        const float v7 = x[i6];
+        acc2 = acc2 + v7;
+        const float v8 = x[i6 + 128u];
+        acc2 = acc2 + v8;
+        const float v9 = x[i6 + 256u];
+        acc2 = acc2 + v9;
+        const float v10 = x[i6 + 384u];
+        acc2 = acc2 + v10;
+        rest4 = r5 + 512u;
     }
-    const float warp5 = simd_sum(acc1);
+    for (uint r11 = rest4; r11 < u.M; r11 += 128u) {
+        const uint i12 = base1 + r11;
+        const float v13 = x[i12];
+        acc2 = acc2 + v13;
+    }
+    const float warp14 = simd_sum(acc2);
     if ((lid.x & 31u) == 0u) {
-        row0[lid.x >> 5u] = warp5;
+        row0[lid.x >> 5u] = warp14;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot6 = row0[lid.x & 7u];
-    const float total7 = mimir_simd_add_f32_8(slot6);
-    const float total8 = total7 / float(u.M);
-    for (uint j9 = lid.x; j9 < u.M; j9 += 256u) {
-        const uint i10 = g0 * u.M + j9;
-        const float v11 = x[i10];
-        const bool v12 = !(((as_type<uint>(v11) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total8) & 0x7fffffffu) > 0x7f800000u)) && (v11 > total8);
-        const float v13 = (v12 ? v11 : 0.0f);
-        const float v14 = v13 + 1.0f;
-        const float v15 = v14 - 2.5f;
-        out[i10] = v15;
+    const float slot15 = row0[lid.x & 3u];
+    const float total16 = mimir_simd_add_f32_4(slot15);
+    const float total17 = total16 / float(u.M);
+    const uint last18 = (u.M > 384u ? u.M - 384u : 0u);
+    uint rest19 = lid.x;
+    for (uint r20 = lid.x; r20 < last18; r20 += 512u) {
+        const uint i21 = base1 + r20;
+        const float v22 = x[i21];
+        const bool v23 = !(((as_type<uint>(v22) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total17) & 0x7fffffffu) > 0x7f800000u)) && (v22 > total17);
+        const float v24 = (v23 ? v22 : 0.0f);
+        const float v25 = v24 + 1.0f;
+        const float v26 = v25 - 2.5f;
+        out[i21] = v26;
+        const float v27 = x[i21 + 128u];
+        const bool v28 = !(((as_type<uint>(v27) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total17) & 0x7fffffffu) > 0x7f800000u)) && (v27 > total17);
+        const float v29 = (v28 ? v27 : 0.0f);
+        const float v30 = v29 + 1.0f;
+        const float v31 = v30 - 2.5f;
+        out[i21 + 128u] = v31;
+        const float v32 = x[i21 + 256u];
+        const bool v33 = !(((as_type<uint>(v32) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total17) & 0x7fffffffu) > 0x7f800000u)) && (v32 > total17);
+        const float v34 = (v33 ? v32 : 0.0f);
+        const float v35 = v34 + 1.0f;
+        const float v36 = v35 - 2.5f;
+        out[i21 + 256u] = v36;
+        const float v37 = x[i21 + 384u];
+        const bool v38 = !(((as_type<uint>(v37) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total17) & 0x7fffffffu) > 0x7f800000u)) && (v37 > total17);
+        const float v39 = (v38 ? v37 : 0.0f);
+        const float v40 = v39 + 1.0f;
+        const float v41 = v40 - 2.5f;
+        out[i21 + 384u] = v41;
+        rest19 = r20 + 512u;
+    }
+    for (uint r42 = rest19; r42 < u.M; r42 += 128u) {
+        const uint i43 = base1 + r42;
+        const float v44 = x[i43];
+        const bool v45 = !(((as_type<uint>(v44) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total17) & 0x7fffffffu) > 0x7f800000u)) && (v44 > total17);
+        const float v46 = (v45 ? v44 : 0.0f);
+        const float v47 = v46 + 1.0f;
+        const float v48 = v47 - 2.5f;
+        out[i43] = v48;
     }
 }

@@ -7,8 +7,8 @@ struct Uniforms {
     uint M;
 };
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
@@ -23,28 +23,45 @@ kernel void reduce_a_view_0_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[8];
+    threadgroup float partial[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
     }
     float acc1 = 0.0f;
-    for (uint r2 = lid.x; r2 < u.M - 1u; r2 += 256u) {
-        const uint i3 = g0 * u.M + (r2 + 1u);
-        const float v4 = x[i3];
-        acc1 = acc1 + v4;
+    const uint last2 = (u.M - 1u > 384u ? u.M - 1u - 384u : 0u);
+    uint rest3 = lid.x;
+    for (uint r4 = lid.x; r4 < last2; r4 += 512u) {
+        const uint i5 = g0 * u.M + (r4 + 1u);
+        const float v6 = x[i5];
+        acc1 = acc1 + v6;
+        const uint i7 = g0 * u.M + (r4 + 128u + 1u);
+        const float v8 = x[i7];
+        acc1 = acc1 + v8;
+        const uint i9 = g0 * u.M + (r4 + 256u + 1u);
+        const float v10 = x[i9];
+        acc1 = acc1 + v10;
+        const uint i11 = g0 * u.M + (r4 + 384u + 1u);
+        const float v12 = x[i11];
+        acc1 = acc1 + v12;
+        rest3 = r4 + 512u;
     }
-    const float warp5 = simd_sum(acc1);
+    for (uint r13 = rest3; r13 < u.M - 1u; r13 += 128u) {
+        const uint i14 = g0 * u.M + (r13 + 1u);
+        const float v15 = x[i14];
+        acc1 = acc1 + v15;
+    }
+    const float warp16 = simd_sum(acc1);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp5;
+        partial[lid.x >> 5u] = warp16;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot6 = partial[lid.x & 7u];
-    const float total7 = mimir_simd_add_f32_8(slot6);
+    const float slot17 = partial[lid.x & 3u];
+    const float total18 = mimir_simd_add_f32_4(slot17);
     if (lid.x == 0u) {
-        const uint i8 = g0 * u.M;
-        const float v9 = x[i8];
-        const float v10 = total7 + v9;
-        out[g0] = v10;
+        const uint i19 = g0 * u.M;
+        const float v20 = x[i19];
+        const float v21 = total18 + v20;
+        out[g0] = v21;
     }
 }

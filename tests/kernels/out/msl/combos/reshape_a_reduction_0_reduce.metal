@@ -20,10 +20,26 @@ kernel void reshape_a_reduction_0_reduce(
         float acc2 = 0.0f;
         const uint i3 = o1 % 6u;
         const uint i4 = o1 / 6u;
-        for (uint r5 = 0u; r5 < 4u; r5 += 1u) {
-            const uint i6 = (i4 * 6u + i3) * 4u + r5;
-            const float v7 = x[i6];
-            acc2 = acc2 + v7;
+        uint rest5 = 0u;
+        for (uint r6 = 0u; r6 < 1u; r6 += 4u) {
+            const uint i7 = (i4 * 6u + i3) * 4u + r6;
+            const float v8 = x[i7];
+            acc2 = acc2 + v8;
+            const uint i9 = (i4 * 6u + i3) * 4u + (r6 + 1u);
+            const float v10 = x[i9];
+            acc2 = acc2 + v10;
+            const uint i11 = (i4 * 6u + i3) * 4u + (r6 + 2u);
+            const float v12 = x[i11];
+            acc2 = acc2 + v12;
+            const uint i13 = (i4 * 6u + i3) * 4u + (r6 + 3u);
+            const float v14 = x[i13];
+            acc2 = acc2 + v14;
+            rest5 = r6 + 4u;
+        }
+        for (uint r15 = rest5; r15 < 4u; r15 += 1u) {
+            const uint i16 = (i4 * 6u + i3) * 4u + r15;
+            const float v17 = x[i16];
+            acc2 = acc2 + v17;
         }
         scratch0[o1] = acc2;
     }

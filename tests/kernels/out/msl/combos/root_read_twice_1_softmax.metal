@@ -20,16 +20,16 @@ static inline float mimir_maximum_f32(float a, float b) {
     return b;
 }
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
     return x;
 }
 
-static inline float mimir_simd_max_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_max_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
     }
@@ -44,48 +44,49 @@ kernel void root_read_twice_1_softmax(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row_max[8];
-    threadgroup float row_sum[8];
+    threadgroup float row_max[4];
+    threadgroup float row_sum[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
     }
-    float v1 = as_type<float>(0xff800000u);
+    const uint base1 = g0 * u.M;
+    float v2 = as_type<float>(0xff800000u);
     if (lid.x < u.M) {
-        const uint i2 = g0 * u.M + lid.x;
-        const float v3 = out0[i2];
-        v1 = v3;
+        const uint i3 = base1 + lid.x;
+        const float v4 = out0[i3];
+        v2 = v4;
     }
-    float m4 = as_type<float>(0xff800000u);
+    float m5 = as_type<float>(0xff800000u);
     if (lid.x < u.M) {
-        m4 = mimir_maximum_f32(m4, v1);
+        m5 = mimir_maximum_f32(m5, v2);
     }
-    const float warp5 = (simd_any(((as_type<uint>(m4) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m4));
+    const float warp6 = (simd_any(((as_type<uint>(m5) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m5));
     if ((lid.x & 31u) == 0u) {
-        row_max[lid.x >> 5u] = warp5;
+        row_max[lid.x >> 5u] = warp6;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot6 = row_max[lid.x & 7u];
-    const float total7 = mimir_simd_max_f32_8(slot6);
-    const float top8 = (total7 == as_type<float>(0xff800000u) ? 0.0f : total7);
-    float s9 = 0.0f;
-    float d10 = 0.0f;
-    float e11 = 0.0f;
+    const float slot7 = row_max[lid.x & 3u];
+    const float total8 = mimir_simd_max_f32_4(slot7);
+    const float top9 = (total8 == as_type<float>(0xff800000u) ? 0.0f : total8);
+    float s10 = 0.0f;
+    float d11 = 0.0f;
+    float e12 = 0.0f;
     if (lid.x < u.M) {
-        d10 = v1 - top8;
-        e11 = exp(d10);
-        s9 = s9 + e11;
+        d11 = v2 - top9;
+        e12 = exp(d11);
+        s10 = s10 + e12;
     }
-    const float warp12 = simd_sum(s9);
+    const float warp13 = simd_sum(s10);
     if ((lid.x & 31u) == 0u) {
-        row_sum[lid.x >> 5u] = warp12;
+        row_sum[lid.x >> 5u] = warp13;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot13 = row_sum[lid.x & 7u];
-    const float total14 = mimir_simd_add_f32_8(slot13);
+    const float slot14 = row_sum[lid.x & 3u];
+    const float total15 = mimir_simd_add_f32_4(slot14);
     if (lid.x < u.M) {
-        const float y15 = e11 / total14;
-        const uint i16 = g0 * u.M + lid.x;
-        out1[i16] = y15;
+        const uint i16 = base1 + lid.x;
+        const float y17 = e12 / total15;
+        out1[i16] = y17;
     }
 }

@@ -20,8 +20,8 @@ static inline float mimir_maximum_f32(float a, float b) {
     return b;
 }
 
-static inline float mimir_simd_max_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_max_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
     }
@@ -36,26 +36,45 @@ kernel void root_read_twice_2_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[8];
+    threadgroup float partial[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
     }
-    float acc1 = as_type<float>(0xff800000u);
-    for (uint r2 = lid.x; r2 < u.M; r2 += 256u) {
-        const uint i3 = g0 * u.M + r2;
-        const float v4 = out0[i3];
-        const float v6 = fma(v4, v4, v4);
-        acc1 = mimir_maximum_f32(acc1, v6);
+    const uint base1 = g0 * u.M;
+    float acc2 = as_type<float>(0xff800000u);
+    const uint last3 = (u.M > 384u ? u.M - 384u : 0u);
+    uint rest4 = lid.x;
+    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
+        const uint i6 = base1 + r5;
+        const float v7 = out0[i6];
+        const float v9 = fma(v7, v7, v7);
+        acc2 = mimir_maximum_f32(acc2, v9);
+        const float v10 = out0[i6 + 128u];
+        const float v12 = fma(v10, v10, v10);
+        acc2 = mimir_maximum_f32(acc2, v12);
+        const float v13 = out0[i6 + 256u];
+        const float v15 = fma(v13, v13, v13);
+        acc2 = mimir_maximum_f32(acc2, v15);
+        const float v16 = out0[i6 + 384u];
+        const float v18 = fma(v16, v16, v16);
+        acc2 = mimir_maximum_f32(acc2, v18);
+        rest4 = r5 + 512u;
     }
-    const float warp7 = (simd_any(((as_type<uint>(acc1) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc1));
+    for (uint r19 = rest4; r19 < u.M; r19 += 128u) {
+        const uint i20 = base1 + r19;
+        const float v21 = out0[i20];
+        const float v23 = fma(v21, v21, v21);
+        acc2 = mimir_maximum_f32(acc2, v23);
+    }
+    const float warp24 = (simd_any(((as_type<uint>(acc2) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc2));
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp7;
+        partial[lid.x >> 5u] = warp24;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot8 = partial[lid.x & 7u];
-    const float total9 = mimir_simd_max_f32_8(slot8);
+    const float slot25 = partial[lid.x & 3u];
+    const float total26 = mimir_simd_max_f32_4(slot25);
     if (lid.x == 0u) {
-        out2[g0] = total9;
+        out2[g0] = total26;
     }
 }

@@ -9,8 +9,8 @@ struct Uniforms {
     uint M;
 };
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
@@ -26,7 +26,7 @@ kernel void two_contracted_0_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[8];
+    threadgroup float partial[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N * u.M) {
         return;
@@ -34,23 +34,56 @@ kernel void two_contracted_0_reduce(
     float acc1 = 0.0f;
     const uint i2 = g0 % u.M;
     const uint i3 = g0 / u.M;
-    for (uint r4 = lid.x; r4 < u.K * u.D; r4 += 256u) {
-        const uint i5 = r4 % u.D;
-        const uint i6 = r4 / u.D;
-        const uint i7 = (i3 * u.K + i6) * u.D + i5;
-        const float v8 = a[i7];
-        const uint i9 = (i6 * u.D + i5) * u.M + i2;
-        const float v10 = b[i9];
-        acc1 = fma(v8, v10, acc1);
+    const uint last4 = (u.K * u.D > 384u ? u.K * u.D - 384u : 0u);
+    uint rest5 = lid.x;
+    for (uint r6 = lid.x; r6 < last4; r6 += 512u) {
+        const uint i7 = r6 % u.D;
+        const uint i8 = r6 / u.D;
+        const uint i9 = (i3 * u.K + i8) * u.D + i7;
+        const float v10 = a[i9];
+        const uint i11 = (i8 * u.D + i7) * u.M + i2;
+        const float v12 = b[i11];
+        acc1 = fma(v10, v12, acc1);
+        const uint i14 = (r6 + 128u) % u.D;
+        const uint i15 = (r6 + 128u) / u.D;
+        const uint i16 = (i3 * u.K + i15) * u.D + i14;
+        const float v17 = a[i16];
+        const uint i18 = (i15 * u.D + i14) * u.M + i2;
+        const float v19 = b[i18];
+        acc1 = fma(v17, v19, acc1);
+        const uint i21 = (r6 + 256u) % u.D;
+        const uint i22 = (r6 + 256u) / u.D;
+        const uint i23 = (i3 * u.K + i22) * u.D + i21;
+        const float v24 = a[i23];
+        const uint i25 = (i22 * u.D + i21) * u.M + i2;
+        const float v26 = b[i25];
+        acc1 = fma(v24, v26, acc1);
+        const uint i28 = (r6 + 384u) % u.D;
+        const uint i29 = (r6 + 384u) / u.D;
+        const uint i30 = (i3 * u.K + i29) * u.D + i28;
+        const float v31 = a[i30];
+        const uint i32 = (i29 * u.D + i28) * u.M + i2;
+        const float v33 = b[i32];
+        acc1 = fma(v31, v33, acc1);
+        rest5 = r6 + 512u;
     }
-    const float warp12 = simd_sum(acc1);
+    for (uint r35 = rest5; r35 < u.K * u.D; r35 += 128u) {
+        const uint i36 = r35 % u.D;
+        const uint i37 = r35 / u.D;
+        const uint i38 = (i3 * u.K + i37) * u.D + i36;
+        const float v39 = a[i38];
+        const uint i40 = (i37 * u.D + i36) * u.M + i2;
+        const float v41 = b[i40];
+        acc1 = fma(v39, v41, acc1);
+    }
+    const float warp43 = simd_sum(acc1);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp12;
+        partial[lid.x >> 5u] = warp43;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot13 = partial[lid.x & 7u];
-    const float total14 = mimir_simd_add_f32_8(slot13);
+    const float slot44 = partial[lid.x & 3u];
+    const float total45 = mimir_simd_add_f32_4(slot44);
     if (lid.x == 0u) {
-        scratch0[g0] = total14;
+        scratch0[g0] = total45;
     }
 }

@@ -14,8 +14,8 @@ static inline float mimir_sqrt(float a) {
     return sqrt(a);
 }
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
@@ -31,30 +31,50 @@ kernel void layer_norm_stats_1_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[8];
+    threadgroup float partial[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
     }
-    float acc1 = 0.0f;
-    for (uint r2 = lid.x; r2 < u.D; r2 += 256u) {
-        const uint i3 = g0 * u.D + r2;
-        const float v4 = x[i3];
-        const float v5 = out0[g0];
-        const float v6 = v4 - v5;
-        acc1 = fma(v6, v6, acc1);
+    const uint base1 = g0 * u.D;
+    float acc2 = 0.0f;
+    const uint last3 = (u.D > 384u ? u.D - 384u : 0u);
+    uint rest4 = lid.x;
+    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
+        const uint i6 = base1 + r5;
+        const float v7 = x[i6];
+        const float v8 = out0[g0];
+        const float v9 = v7 - v8;
+        acc2 = fma(v9, v9, acc2);
+        const float v11 = x[i6 + 128u];
+        const float v12 = v11 - v8;
+        acc2 = fma(v12, v12, acc2);
+        const float v14 = x[i6 + 256u];
+        const float v15 = v14 - v8;
+        acc2 = fma(v15, v15, acc2);
+        const float v17 = x[i6 + 384u];
+        const float v18 = v17 - v8;
+        acc2 = fma(v18, v18, acc2);
+        rest4 = r5 + 512u;
     }
-    const float warp8 = simd_sum(acc1);
+    for (uint r20 = rest4; r20 < u.D; r20 += 128u) {
+        const uint i21 = base1 + r20;
+        const float v22 = x[i21];
+        const float v23 = out0[g0];
+        const float v24 = v22 - v23;
+        acc2 = fma(v24, v24, acc2);
+    }
+    const float warp26 = simd_sum(acc2);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp8;
+        partial[lid.x >> 5u] = warp26;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot9 = partial[lid.x & 7u];
-    const float total10 = mimir_simd_add_f32_8(slot9);
+    const float slot27 = partial[lid.x & 3u];
+    const float total28 = mimir_simd_add_f32_4(slot27);
     if (lid.x == 0u) {
-        const float total11 = total10 / float(u.D);
-        const float v12 = total11 + 1e-05f;
-        const float v13 = 1.0f / mimir_sqrt(v12);
-        out1[g0] = v13;
+        const float total29 = total28 / float(u.D);
+        const float v30 = total29 + 1e-05f;
+        const float v31 = 1.0f / mimir_sqrt(v30);
+        out1[g0] = v31;
     }
 }

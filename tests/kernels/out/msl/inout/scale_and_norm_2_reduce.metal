@@ -7,8 +7,8 @@ struct Uniforms {
     uint D;
 };
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
@@ -25,28 +25,52 @@ kernel void scale_and_norm_2_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[8];
+    threadgroup float partial[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
     }
-    float acc1 = 0.0f;
-    for (uint r2 = lid.x; r2 < u.D; r2 += 256u) {
-        const uint i3 = g0 * u.D + r2;
-        const float v4 = scratch1[i3];
-        const float v5 = x[i3];
-        acc1 = fma(v4, v5, acc1);
+    const uint base1 = g0 * u.D;
+    float acc2 = 0.0f;
+    const uint last3 = (u.D > 384u ? u.D - 384u : 0u);
+    uint rest4 = lid.x;
+    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
+        const uint i6 = base1 + r5;
+        const float v7 = scratch1[i6];
+        const uint i8 = g0 * u.D + r5;
+        const float v9 = x[i8];
+        acc2 = fma(v7, v9, acc2);
+        const float v11 = scratch1[i6 + 128u];
+        const uint i12 = g0 * u.D + (r5 + 128u);
+        const float v13 = x[i12];
+        acc2 = fma(v11, v13, acc2);
+        const float v15 = scratch1[i6 + 256u];
+        const uint i16 = g0 * u.D + (r5 + 256u);
+        const float v17 = x[i16];
+        acc2 = fma(v15, v17, acc2);
+        const float v19 = scratch1[i6 + 384u];
+        const uint i20 = g0 * u.D + (r5 + 384u);
+        const float v21 = x[i20];
+        acc2 = fma(v19, v21, acc2);
+        rest4 = r5 + 512u;
     }
-    const float warp7 = simd_sum(acc1);
+    for (uint r23 = rest4; r23 < u.D; r23 += 128u) {
+        const uint i24 = base1 + r23;
+        const float v25 = scratch1[i24];
+        const uint i26 = g0 * u.D + r23;
+        const float v27 = x[i26];
+        acc2 = fma(v25, v27, acc2);
+    }
+    const float warp29 = simd_sum(acc2);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp7;
+        partial[lid.x >> 5u] = warp29;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot8 = partial[lid.x & 7u];
-    const float total9 = mimir_simd_add_f32_8(slot8);
+    const float slot30 = partial[lid.x & 3u];
+    const float total31 = mimir_simd_add_f32_4(slot30);
     if (lid.x == 0u) {
-        const float v10 = scratch0[g0];
-        const float v11 = total9 + v10;
-        out[g0] = v11;
+        const float v32 = scratch0[g0];
+        const float v33 = total31 + v32;
+        out[g0] = v33;
     }
 }

@@ -17,8 +17,8 @@ static inline float mimir_log(float a) {
     return log(a);
 }
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
@@ -34,31 +34,55 @@ kernel void softmax_lse_1_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[8];
+    threadgroup float partial[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
     }
-    float acc1 = 0.0f;
-    for (uint r2 = lid.x; r2 < u.D; r2 += 256u) {
-        const uint i3 = g0 * u.D + r2;
-        const float v4 = x[i3];
-        const float v5 = scratch0[g0];
-        const float v6 = v4 - v5;
-        const float v7 = exp(v6);
-        acc1 = acc1 + v7;
+    const uint base1 = g0 * u.D;
+    float acc2 = 0.0f;
+    const uint last3 = (u.D > 384u ? u.D - 384u : 0u);
+    uint rest4 = lid.x;
+    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
+        const uint i6 = base1 + r5;
+        const float v7 = x[i6];
+        const float v8 = scratch0[g0];
+        const float v9 = v7 - v8;
+        const float v10 = exp(v9);
+        acc2 = acc2 + v10;
+        const float v11 = x[i6 + 128u];
+        const float v12 = v11 - v8;
+        const float v13 = exp(v12);
+        acc2 = acc2 + v13;
+        const float v14 = x[i6 + 256u];
+        const float v15 = v14 - v8;
+        const float v16 = exp(v15);
+        acc2 = acc2 + v16;
+        const float v17 = x[i6 + 384u];
+        const float v18 = v17 - v8;
+        const float v19 = exp(v18);
+        acc2 = acc2 + v19;
+        rest4 = r5 + 512u;
     }
-    const float warp8 = simd_sum(acc1);
+    for (uint r20 = rest4; r20 < u.D; r20 += 128u) {
+        const uint i21 = base1 + r20;
+        const float v22 = x[i21];
+        const float v23 = scratch0[g0];
+        const float v24 = v22 - v23;
+        const float v25 = exp(v24);
+        acc2 = acc2 + v25;
+    }
+    const float warp26 = simd_sum(acc2);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp8;
+        partial[lid.x >> 5u] = warp26;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot9 = partial[lid.x & 7u];
-    const float total10 = mimir_simd_add_f32_8(slot9);
+    const float slot27 = partial[lid.x & 3u];
+    const float total28 = mimir_simd_add_f32_4(slot27);
     if (lid.x == 0u) {
-        const float v11 = scratch0[g0];
-        const float v12 = mimir_log(total10);
-        const float v13 = v11 + v12;
-        out1[g0] = v13;
+        const float v29 = scratch0[g0];
+        const float v30 = mimir_log(total28);
+        const float v31 = v29 + v30;
+        out1[g0] = v31;
     }
 }

@@ -14,8 +14,8 @@ static inline float mimir_sqrt(float a) {
     return sqrt(a);
 }
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
@@ -32,51 +32,121 @@ kernel void layernorm_0_row(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row0[8];
-    threadgroup float row1[8];
+    threadgroup float row0[4];
+    threadgroup float row1[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
     }
-    float acc1 = 0.0f;
-    for (uint j2 = lid.x; j2 < u.D; j2 += 256u) {
-        const uint i3 = g0 * u.D + j2;
-        const float v4 = x[i3];
-        acc1 = acc1 + v4;
+    const uint base1 = g0 * u.D;
+    float acc2 = 0.0f;
+    const uint last3 = (u.D > 384u ? u.D - 384u : 0u);
+    uint rest4 = lid.x;
+    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
+        const uint i6 = base1 + r5;
+        const float v7 = x[i6];
+        acc2 = acc2 + v7;
+        const float v8 = x[i6 + 128u];
+        acc2 = acc2 + v8;
+        const float v9 = x[i6 + 256u];
+        acc2 = acc2 + v9;
+        const float v10 = x[i6 + 384u];
+        acc2 = acc2 + v10;
+        rest4 = r5 + 512u;
     }
-    const float warp5 = simd_sum(acc1);
+    for (uint r11 = rest4; r11 < u.D; r11 += 128u) {
+        const uint i12 = base1 + r11;
+        const float v13 = x[i12];
+        acc2 = acc2 + v13;
+    }
+    const float warp14 = simd_sum(acc2);
     if ((lid.x & 31u) == 0u) {
-        row0[lid.x >> 5u] = warp5;
+        row0[lid.x >> 5u] = warp14;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot6 = row0[lid.x & 7u];
-    const float total7 = mimir_simd_add_f32_8(slot6);
-    const float total8 = total7 / float(u.D);
-    float acc9 = 0.0f;
-    for (uint j10 = lid.x; j10 < u.D; j10 += 256u) {
-        const uint i11 = g0 * u.D + j10;
-        const float v12 = x[i11];
-        const float v13 = v12 - total8;
-        acc9 = fma(v13, v13, acc9);
-    }
-    const float warp15 = simd_sum(acc9);
-    if ((lid.x & 31u) == 0u) {
-        row1[lid.x >> 5u] = warp15;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot16 = row1[lid.x & 7u];
-    const float total17 = mimir_simd_add_f32_8(slot16);
-    const float total18 = total17 / float(u.D);
-    const float v19 = total18 + 1e-05f;
-    const float v20 = 1.0f / mimir_sqrt(v19);
-    for (uint j21 = lid.x; j21 < u.D; j21 += 256u) {
-        const uint i22 = g0 * u.D + j21;
+    const float slot15 = row0[lid.x & 3u];
+    const float total16 = mimir_simd_add_f32_4(slot15);
+    const float total17 = total16 / float(u.D);
+    float acc18 = 0.0f;
+    const uint last19 = (u.D > 384u ? u.D - 384u : 0u);
+    uint rest20 = lid.x;
+    for (uint r21 = lid.x; r21 < last19; r21 += 512u) {
+        const uint i22 = base1 + r21;
         const float v23 = x[i22];
-        const float v24 = v23 - total8;
-        const float v25 = v24 * v20;
-        const float v26 = gamma[j21];
-        const float v28 = beta[j21];
-        const float v29 = fma(v25, v26, v28);
-        out[i22] = v29;
+        const float v24 = v23 - total17;
+        acc18 = fma(v24, v24, acc18);
+        const float v26 = x[i22 + 128u];
+        const float v27 = v26 - total17;
+        acc18 = fma(v27, v27, acc18);
+        const float v29 = x[i22 + 256u];
+        const float v30 = v29 - total17;
+        acc18 = fma(v30, v30, acc18);
+        const float v32 = x[i22 + 384u];
+        const float v33 = v32 - total17;
+        acc18 = fma(v33, v33, acc18);
+        rest20 = r21 + 512u;
+    }
+    for (uint r35 = rest20; r35 < u.D; r35 += 128u) {
+        const uint i36 = base1 + r35;
+        const float v37 = x[i36];
+        const float v38 = v37 - total17;
+        acc18 = fma(v38, v38, acc18);
+    }
+    const float warp40 = simd_sum(acc18);
+    if ((lid.x & 31u) == 0u) {
+        row1[lid.x >> 5u] = warp40;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const float slot41 = row1[lid.x & 3u];
+    const float total42 = mimir_simd_add_f32_4(slot41);
+    const float total43 = total42 / float(u.D);
+    const float v44 = total43 + 1e-05f;
+    const float v45 = 1.0f / mimir_sqrt(v44);
+    const uint last46 = (u.D > 384u ? u.D - 384u : 0u);
+    uint rest47 = lid.x;
+    for (uint r48 = lid.x; r48 < last46; r48 += 512u) {
+        const uint i49 = base1 + r48;
+        const float v50 = x[i49];
+        const float v51 = v50 - total17;
+        const float v52 = v51 * v45;
+        const float v53 = gamma[r48];
+        const float v55 = beta[r48];
+        const float v56 = fma(v52, v53, v55);
+        out[i49] = v56;
+        const float v57 = x[i49 + 128u];
+        const float v58 = v57 - total17;
+        const float v59 = v58 * v45;
+        const uint i60 = r48 + 128u;
+        const float v61 = gamma[i60];
+        const float v63 = beta[i60];
+        const float v64 = fma(v59, v61, v63);
+        out[i49 + 128u] = v64;
+        const float v65 = x[i49 + 256u];
+        const float v66 = v65 - total17;
+        const float v67 = v66 * v45;
+        const uint i68 = r48 + 256u;
+        const float v69 = gamma[i68];
+        const float v71 = beta[i68];
+        const float v72 = fma(v67, v69, v71);
+        out[i49 + 256u] = v72;
+        const float v73 = x[i49 + 384u];
+        const float v74 = v73 - total17;
+        const float v75 = v74 * v45;
+        const uint i76 = r48 + 384u;
+        const float v77 = gamma[i76];
+        const float v79 = beta[i76];
+        const float v80 = fma(v75, v77, v79);
+        out[i49 + 384u] = v80;
+        rest47 = r48 + 512u;
+    }
+    for (uint r81 = rest47; r81 < u.D; r81 += 128u) {
+        const uint i82 = base1 + r81;
+        const float v83 = x[i82];
+        const float v84 = v83 - total17;
+        const float v85 = v84 * v45;
+        const float v86 = gamma[r81];
+        const float v88 = beta[r81];
+        const float v89 = fma(v85, v86, v88);
+        out[i82] = v89;
     }
 }

@@ -13,14 +13,6 @@ static inline float mimir_sqrt(float a) {
     return sqrt(a);
 }
 
-static inline float mimir_simd_add_f32_2(float x) {
-    for (ushort m = 1; m > 0; m >>= 1) {
-        const float y = simd_shuffle_xor(x, m);
-        x = x + y;
-    }
-    return x;
-}
-
 kernel void rmsnorm_0_row(
     device const float* x [[buffer(0)]],
     device const float* weight [[buffer(1)]],
@@ -30,32 +22,67 @@ kernel void rmsnorm_0_row(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row0[2];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
     }
-    float acc1 = 0.0f;
-    for (uint j2 = lid.x; j2 < 48u; j2 += 64u) {
-        const uint i3 = g0 * 48u + j2;
-        const float v4 = x[i3];
-        acc1 = fma(v4, v4, acc1);
+    const uint base1 = g0 * 48u;
+    float acc2 = 0.0f;
+    uint rest3 = lid.x;
+    for (uint r4 = lid.x; r4 < 0u; r4 += 128u) {
+        const uint i5 = base1 + r4;
+        const float v6 = x[i5];
+        acc2 = fma(v6, v6, acc2);
+        const float v8 = x[i5 + 32u];
+        acc2 = fma(v8, v8, acc2);
+        const float v10 = x[i5 + 64u];
+        acc2 = fma(v10, v10, acc2);
+        const float v12 = x[i5 + 96u];
+        acc2 = fma(v12, v12, acc2);
+        rest3 = r4 + 128u;
     }
-    const float warp6 = simd_sum(acc1);
-    if ((lid.x & 31u) == 0u) {
-        row0[lid.x >> 5u] = warp6;
+    for (uint r14 = rest3; r14 < 48u; r14 += 32u) {
+        const uint i15 = base1 + r14;
+        const float v16 = x[i15];
+        acc2 = fma(v16, v16, acc2);
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot7 = row0[lid.x & 1u];
-    const float total8 = mimir_simd_add_f32_2(slot7);
-    const float total9 = total8 / 48.0f;
-    const float v10 = mimir_sqrt(total9);
-    for (uint j11 = lid.x; j11 < 48u; j11 += 64u) {
-        const uint i12 = g0 * 48u + j11;
-        const float v13 = x[i12];
-        const float v14 = v13 / v10;
-        const float v15 = weight[j11];
-        const float v16 = v14 * v15;
-        out[i12] = v16;
+    const float warp18 = simd_sum(acc2);
+    const float total19 = warp18 / 48.0f;
+    const float v20 = mimir_sqrt(total19);
+    uint rest21 = lid.x;
+    for (uint r22 = lid.x; r22 < 0u; r22 += 128u) {
+        const uint i23 = base1 + r22;
+        const float v24 = x[i23];
+        const float v25 = v24 / v20;
+        const float v26 = weight[r22];
+        const float v27 = v25 * v26;
+        out[i23] = v27;
+        const float v28 = x[i23 + 32u];
+        const float v29 = v28 / v20;
+        const uint i30 = r22 + 32u;
+        const float v31 = weight[i30];
+        const float v32 = v29 * v31;
+        out[i23 + 32u] = v32;
+        const float v33 = x[i23 + 64u];
+        const float v34 = v33 / v20;
+        const uint i35 = r22 + 64u;
+        const float v36 = weight[i35];
+        const float v37 = v34 * v36;
+        out[i23 + 64u] = v37;
+        const float v38 = x[i23 + 96u];
+        const float v39 = v38 / v20;
+        const uint i40 = r22 + 96u;
+        const float v41 = weight[i40];
+        const float v42 = v39 * v41;
+        out[i23 + 96u] = v42;
+        rest21 = r22 + 128u;
+    }
+    for (uint r43 = rest21; r43 < 48u; r43 += 32u) {
+        const uint i44 = base1 + r43;
+        const float v45 = x[i44];
+        const float v46 = v45 / v20;
+        const float v47 = weight[r43];
+        const float v48 = v46 * v47;
+        out[i44] = v48;
     }
 }

@@ -48,22 +48,47 @@ kernel void normalize_rows_1_reduce(
     const uint stop2 = start1 + 4096u;
     const uint end3 = (stop2 < u.N * 9u ? stop2 : u.N * 9u);
     float acc4 = as_type<float>(0xff800000u);
-    for (uint r5 = start1 + lid.x; r5 < end3; r5 += 256u) {
-        const uint i6 = r5 % 9u;
-        const uint i7 = r5 / 9u;
-        const uint i8 = i7 * 9u + i6;
-        const float v9 = x[i8];
-        acc4 = mimir_maximum_f32(acc4, v9);
+    const uint last5 = (end3 > 768u ? end3 - 768u : 0u);
+    uint rest6 = start1 + lid.x;
+    for (uint r7 = start1 + lid.x; r7 < last5; r7 += 1024u) {
+        const uint i8 = r7 % 9u;
+        const uint i9 = r7 / 9u;
+        const uint i10 = i9 * 9u + i8;
+        const float v11 = x[i10];
+        acc4 = mimir_maximum_f32(acc4, v11);
+        const uint i12 = (r7 + 256u) % 9u;
+        const uint i13 = (r7 + 256u) / 9u;
+        const uint i14 = i13 * 9u + i12;
+        const float v15 = x[i14];
+        acc4 = mimir_maximum_f32(acc4, v15);
+        const uint i16 = (r7 + 512u) % 9u;
+        const uint i17 = (r7 + 512u) / 9u;
+        const uint i18 = i17 * 9u + i16;
+        const float v19 = x[i18];
+        acc4 = mimir_maximum_f32(acc4, v19);
+        const uint i20 = (r7 + 768u) % 9u;
+        const uint i21 = (r7 + 768u) / 9u;
+        const uint i22 = i21 * 9u + i20;
+        const float v23 = x[i22];
+        acc4 = mimir_maximum_f32(acc4, v23);
+        rest6 = r7 + 1024u;
     }
-    const float warp10 = (simd_any(((as_type<uint>(acc4) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc4));
+    for (uint r24 = rest6; r24 < end3; r24 += 256u) {
+        const uint i25 = r24 % 9u;
+        const uint i26 = r24 / 9u;
+        const uint i27 = i26 * 9u + i25;
+        const float v28 = x[i27];
+        acc4 = mimir_maximum_f32(acc4, v28);
+    }
+    const float warp29 = (simd_any(((as_type<uint>(acc4) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc4));
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp10;
+        partial[lid.x >> 5u] = warp29;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot11 = partial[lid.x & 7u];
-    const float total12 = mimir_simd_max_f32_8(slot11);
+    const float slot30 = partial[lid.x & 7u];
+    const float total31 = mimir_simd_max_f32_8(slot30);
     if (lid.x == 0u) {
-        scratch2[g0] = total12;
+        scratch2[g0] = total31;
     }
     const uint last13 = ((u.N * 9u + 4096u - 1u) >> 12u) - 1u;
     if (lid.x == 0u) {

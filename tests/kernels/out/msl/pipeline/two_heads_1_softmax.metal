@@ -31,30 +31,31 @@ kernel void two_heads_1_softmax(
     if (g0 >= u.N) {
         return;
     }
-    float v1 = as_type<float>(0xff800000u);
+    const uint base1 = g0 * 4u;
+    float v2 = as_type<float>(0xff800000u);
     if (lid.x < 4u) {
-        const uint i2 = g0 * 4u + lid.x;
-        const float v3 = scratch0[i2];
-        v1 = v3;
+        const uint i3 = base1 + lid.x;
+        const float v4 = scratch0[i3];
+        v2 = v4;
     }
-    float m4 = as_type<float>(0xff800000u);
+    float m5 = as_type<float>(0xff800000u);
     if (lid.x < 4u) {
-        m4 = mimir_maximum_f32(m4, v1);
+        m5 = mimir_maximum_f32(m5, v2);
     }
-    const float warp5 = (simd_any(((as_type<uint>(m4) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m4));
-    const float top6 = (warp5 == as_type<float>(0xff800000u) ? 0.0f : warp5);
-    float s7 = 0.0f;
-    float d8 = 0.0f;
-    float e9 = 0.0f;
+    const float warp6 = (simd_any(((as_type<uint>(m5) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m5));
+    const float top7 = (warp6 == as_type<float>(0xff800000u) ? 0.0f : warp6);
+    float s8 = 0.0f;
+    float d9 = 0.0f;
+    float e10 = 0.0f;
     if (lid.x < 4u) {
-        d8 = v1 - top6;
-        e9 = exp(d8);
-        s7 = s7 + e9;
+        d9 = v2 - top7;
+        e10 = exp(d9);
+        s8 = s8 + e10;
     }
-    const float warp10 = simd_sum(s7);
+    const float warp11 = simd_sum(s8);
     if (lid.x < 4u) {
-        const float y11 = e9 / warp10;
-        const uint i12 = g0 * 4u + lid.x;
-        out0[i12] = y11;
+        const uint i12 = base1 + lid.x;
+        const float y13 = e10 / warp11;
+        out0[i12] = y13;
     }
 }

@@ -6,8 +6,8 @@ struct Uniforms {
     uint N;
 };
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
@@ -21,21 +21,38 @@ kernel void two_heads_2_reduce(
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]]
 ) {
-    threadgroup float partial[8];
+    threadgroup float partial[4];
     float acc0 = 0.0f;
-    for (uint r1 = lid.x; r1 < u.N; r1 += 256u) {
-        const uint i2 = r1 * 4u + wid.x;
-        const float v3 = scratch0[i2];
-        acc0 = acc0 + v3;
+    const uint last1 = (u.N > 384u ? u.N - 384u : 0u);
+    uint rest2 = lid.x;
+    for (uint r3 = lid.x; r3 < last1; r3 += 512u) {
+        const uint i4 = r3 * 4u + wid.x;
+        const float v5 = scratch0[i4];
+        acc0 = acc0 + v5;
+        const uint i6 = (r3 + 128u) * 4u + wid.x;
+        const float v7 = scratch0[i6];
+        acc0 = acc0 + v7;
+        const uint i8 = (r3 + 256u) * 4u + wid.x;
+        const float v9 = scratch0[i8];
+        acc0 = acc0 + v9;
+        const uint i10 = (r3 + 384u) * 4u + wid.x;
+        const float v11 = scratch0[i10];
+        acc0 = acc0 + v11;
+        rest2 = r3 + 512u;
     }
-    const float warp4 = simd_sum(acc0);
+    for (uint r12 = rest2; r12 < u.N; r12 += 128u) {
+        const uint i13 = r12 * 4u + wid.x;
+        const float v14 = scratch0[i13];
+        acc0 = acc0 + v14;
+    }
+    const float warp15 = simd_sum(acc0);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp4;
+        partial[lid.x >> 5u] = warp15;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot5 = partial[lid.x & 7u];
-    const float total6 = mimir_simd_add_f32_8(slot5);
+    const float slot16 = partial[lid.x & 3u];
+    const float total17 = mimir_simd_add_f32_4(slot16);
     if (lid.x == 0u) {
-        out1[wid.x] = total6;
+        out1[wid.x] = total17;
     }
 }

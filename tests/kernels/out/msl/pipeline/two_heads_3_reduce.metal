@@ -19,14 +19,34 @@ kernel void two_heads_3_reduce(
     const uint o1 = g0 * 256u + lid.x;
     if (o1 < u.N) {
         float acc2 = 0.0f;
-        for (uint r3 = 0u; r3 < 4u; r3 += 1u) {
-            const uint i4 = o1 * 4u + r3;
-            const float v5 = out0[i4];
-            const float v6 = scratch0[i4];
-            acc2 = fma(v5, v6, acc2);
+        uint rest3 = 0u;
+        for (uint r4 = 0u; r4 < 1u; r4 += 4u) {
+            const uint i5 = o1 * 4u + r4;
+            const float v6 = out0[i5];
+            const float v7 = scratch0[i5];
+            acc2 = fma(v6, v7, acc2);
+            const uint i9 = o1 * 4u + (r4 + 1u);
+            const float v10 = out0[i9];
+            const float v11 = scratch0[i9];
+            acc2 = fma(v10, v11, acc2);
+            const uint i13 = o1 * 4u + (r4 + 2u);
+            const float v14 = out0[i13];
+            const float v15 = scratch0[i13];
+            acc2 = fma(v14, v15, acc2);
+            const uint i17 = o1 * 4u + (r4 + 3u);
+            const float v18 = out0[i17];
+            const float v19 = scratch0[i17];
+            acc2 = fma(v18, v19, acc2);
+            rest3 = r4 + 4u;
         }
-        const float total8 = acc2 / 4.0f;
-        const float v9 = total8 + 0.0f;
-        out2[o1] = v9;
+        for (uint r21 = rest3; r21 < 4u; r21 += 1u) {
+            const uint i22 = o1 * 4u + r21;
+            const float v23 = out0[i22];
+            const float v24 = scratch0[i22];
+            acc2 = fma(v23, v24, acc2);
+        }
+        const float total26 = acc2 / 4.0f;
+        const float v27 = total26 + 0.0f;
+        out2[o1] = v27;
     }
 }

@@ -6,14 +6,6 @@ struct Uniforms {
     uint A;
 };
 
-static inline int mimir_simd_max_i32_2(int x) {
-    for (ushort m = 1; m > 0; m >>= 1) {
-        const int y = simd_shuffle_xor(x, m);
-        x = max(x, y);
-    }
-    return x;
-}
-
 kernel void int_max_min_1_reduce(
     device const int* x [[buffer(0)]],
     device int* out [[buffer(1)]],
@@ -23,27 +15,34 @@ kernel void int_max_min_1_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup int partial[2];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.A) {
         return;
     }
-    int acc1 = (-2147483647 - 1);
-    for (uint r2 = lid.x; r2 < 40u; r2 += 64u) {
-        const uint i3 = g0 * 40u + r2;
-        const int v4 = x[i3];
-        acc1 = (acc1 >= v4 ? acc1 : v4);
+    const uint base1 = g0 * 40u;
+    int acc2 = (-2147483647 - 1);
+    uint rest3 = lid.x;
+    for (uint r4 = lid.x; r4 < 0u; r4 += 128u) {
+        const uint i5 = base1 + r4;
+        const int v6 = x[i5];
+        acc2 = (acc2 >= v6 ? acc2 : v6);
+        const int v7 = x[i5 + 32u];
+        acc2 = (acc2 >= v7 ? acc2 : v7);
+        const int v8 = x[i5 + 64u];
+        acc2 = (acc2 >= v8 ? acc2 : v8);
+        const int v9 = x[i5 + 96u];
+        acc2 = (acc2 >= v9 ? acc2 : v9);
+        rest3 = r4 + 128u;
     }
-    const int warp5 = simd_max(acc1);
-    if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp5;
+    for (uint r10 = rest3; r10 < 40u; r10 += 32u) {
+        const uint i11 = base1 + r10;
+        const int v12 = x[i11];
+        acc2 = (acc2 >= v12 ? acc2 : v12);
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int slot6 = partial[lid.x & 1u];
-    const int total7 = mimir_simd_max_i32_2(slot6);
+    const int warp13 = simd_max(acc2);
     if (lid.x == 0u) {
-        const int v8 = scratch0[g0];
-        const int v9 = int(uint(total7) - uint(v8));
-        out[g0] = v9;
+        const int v14 = scratch0[g0];
+        const int v15 = int(uint(warp13) - uint(v14));
+        out[g0] = v15;
     }
 }

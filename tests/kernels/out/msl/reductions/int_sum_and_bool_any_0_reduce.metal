@@ -7,8 +7,8 @@ struct Uniforms {
     uint B;
 };
 
-static inline int mimir_simd_add_i32_8(int x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline int mimir_simd_add_i32_4(int x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const int y = simd_shuffle_xor(x, m);
         x = int(uint(x) + uint(y));
     }
@@ -23,25 +23,42 @@ kernel void int_sum_and_bool_any_0_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup int partial[8];
+    threadgroup int partial[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.B) {
         return;
     }
     int acc1 = 0;
-    for (uint r2 = lid.x; r2 < u.A; r2 += 256u) {
-        const uint i3 = r2 * u.B + g0;
-        const int v4 = x[i3];
-        acc1 = int(uint(acc1) + uint(v4));
+    const uint last2 = (u.A > 384u ? u.A - 384u : 0u);
+    uint rest3 = lid.x;
+    for (uint r4 = lid.x; r4 < last2; r4 += 512u) {
+        const uint i5 = r4 * u.B + g0;
+        const int v6 = x[i5];
+        acc1 = int(uint(acc1) + uint(v6));
+        const uint i7 = (r4 + 128u) * u.B + g0;
+        const int v8 = x[i7];
+        acc1 = int(uint(acc1) + uint(v8));
+        const uint i9 = (r4 + 256u) * u.B + g0;
+        const int v10 = x[i9];
+        acc1 = int(uint(acc1) + uint(v10));
+        const uint i11 = (r4 + 384u) * u.B + g0;
+        const int v12 = x[i11];
+        acc1 = int(uint(acc1) + uint(v12));
+        rest3 = r4 + 512u;
     }
-    const int warp5 = as_type<int>(simd_sum(as_type<uint>(acc1)));
+    for (uint r13 = rest3; r13 < u.A; r13 += 128u) {
+        const uint i14 = r13 * u.B + g0;
+        const int v15 = x[i14];
+        acc1 = int(uint(acc1) + uint(v15));
+    }
+    const int warp16 = as_type<int>(simd_sum(as_type<uint>(acc1)));
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp5;
+        partial[lid.x >> 5u] = warp16;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int slot6 = partial[lid.x & 7u];
-    const int total7 = mimir_simd_add_i32_8(slot6);
+    const int slot17 = partial[lid.x & 3u];
+    const int total18 = mimir_simd_add_i32_4(slot17);
     if (lid.x == 0u) {
-        out0[g0] = total7;
+        out0[g0] = total18;
     }
 }

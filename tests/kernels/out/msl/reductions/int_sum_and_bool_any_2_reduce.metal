@@ -7,8 +7,8 @@ struct Uniforms {
     uint B;
 };
 
-static inline int mimir_simd_add_i32_8(int x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline int mimir_simd_add_i32_4(int x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const int y = simd_shuffle_xor(x, m);
         x = int(uint(x) + uint(y));
     }
@@ -23,25 +23,40 @@ kernel void int_sum_and_bool_any_2_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup int partial[8];
+    threadgroup int partial[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.A) {
         return;
     }
-    int acc1 = 0;
-    for (uint r2 = lid.x; r2 < u.B; r2 += 256u) {
-        const uint i3 = g0 * u.B + r2;
-        const bool v4 = m[i3] != 0u;
-        acc1 = int(uint(acc1) + uint((v4 ? 1 : 0)));
+    const uint base1 = g0 * u.B;
+    int acc2 = 0;
+    const uint last3 = (u.B > 384u ? u.B - 384u : 0u);
+    uint rest4 = lid.x;
+    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
+        const uint i6 = base1 + r5;
+        const bool v7 = m[i6] != 0u;
+        acc2 = int(uint(acc2) + uint((v7 ? 1 : 0)));
+        const bool v8 = m[i6 + 128u] != 0u;
+        acc2 = int(uint(acc2) + uint((v8 ? 1 : 0)));
+        const bool v9 = m[i6 + 256u] != 0u;
+        acc2 = int(uint(acc2) + uint((v9 ? 1 : 0)));
+        const bool v10 = m[i6 + 384u] != 0u;
+        acc2 = int(uint(acc2) + uint((v10 ? 1 : 0)));
+        rest4 = r5 + 512u;
     }
-    const int warp5 = as_type<int>(simd_sum(as_type<uint>(acc1)));
+    for (uint r11 = rest4; r11 < u.B; r11 += 128u) {
+        const uint i12 = base1 + r11;
+        const bool v13 = m[i12] != 0u;
+        acc2 = int(uint(acc2) + uint((v13 ? 1 : 0)));
+    }
+    const int warp14 = as_type<int>(simd_sum(as_type<uint>(acc2)));
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp5;
+        partial[lid.x >> 5u] = warp14;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int slot6 = partial[lid.x & 7u];
-    const int total7 = mimir_simd_add_i32_8(slot6);
+    const int slot15 = partial[lid.x & 3u];
+    const int total16 = mimir_simd_add_i32_4(slot15);
     if (lid.x == 0u) {
-        out2[g0] = total7;
+        out2[g0] = total16;
     }
 }

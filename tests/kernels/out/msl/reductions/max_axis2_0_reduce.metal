@@ -21,8 +21,8 @@ static inline float mimir_maximum_f32(float a, float b) {
     return b;
 }
 
-static inline float mimir_simd_max_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_max_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
     }
@@ -37,27 +37,40 @@ kernel void max_axis2_0_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[8];
+    threadgroup float partial[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.A * u.B) {
         return;
     }
-    float acc1 = as_type<float>(0xff800000u);
-    const uint i2 = g0 % u.B;
-    const uint i3 = g0 / u.B;
-    for (uint r4 = lid.x; r4 < u.C; r4 += 256u) {
-        const uint i5 = (i3 * u.B + i2) * u.C + r4;
-        const float v6 = x[i5];
-        acc1 = mimir_maximum_f32(acc1, v6);
+    const uint base1 = g0 * u.C;
+    float acc2 = as_type<float>(0xff800000u);
+    const uint last5 = (u.C > 384u ? u.C - 384u : 0u);
+    uint rest6 = lid.x;
+    for (uint r7 = lid.x; r7 < last5; r7 += 512u) {
+        const uint i8 = base1 + r7;
+        const float v9 = x[i8];
+        acc2 = mimir_maximum_f32(acc2, v9);
+        const float v10 = x[i8 + 128u];
+        acc2 = mimir_maximum_f32(acc2, v10);
+        const float v11 = x[i8 + 256u];
+        acc2 = mimir_maximum_f32(acc2, v11);
+        const float v12 = x[i8 + 384u];
+        acc2 = mimir_maximum_f32(acc2, v12);
+        rest6 = r7 + 512u;
     }
-    const float warp7 = (simd_any(((as_type<uint>(acc1) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc1));
+    for (uint r13 = rest6; r13 < u.C; r13 += 128u) {
+        const uint i14 = base1 + r13;
+        const float v15 = x[i14];
+        acc2 = mimir_maximum_f32(acc2, v15);
+    }
+    const float warp16 = (simd_any(((as_type<uint>(acc2) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc2));
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp7;
+        partial[lid.x >> 5u] = warp16;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot8 = partial[lid.x & 7u];
-    const float total9 = mimir_simd_max_f32_8(slot8);
+    const float slot17 = partial[lid.x & 3u];
+    const float total18 = mimir_simd_max_f32_4(slot17);
     if (lid.x == 0u) {
-        out[g0] = total9;
+        out[g0] = total18;
     }
 }

@@ -21,8 +21,8 @@ static inline float mimir_minimum_f32(float a, float b) {
     return b;
 }
 
-static inline float mimir_simd_min_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_min_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : min(x, y);
     }
@@ -37,27 +37,52 @@ kernel void min_axes02_keepdims_0_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[8];
+    threadgroup float partial[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.B) {
         return;
     }
     float acc1 = as_type<float>(0x7f800000u);
-    for (uint r2 = lid.x; r2 < u.A * u.C; r2 += 256u) {
-        const uint i3 = r2 % u.C;
-        const uint i4 = r2 / u.C;
-        const uint i5 = (i4 * u.B + g0) * u.C + i3;
-        const float v6 = x[i5];
-        acc1 = mimir_minimum_f32(acc1, v6);
+    const uint last2 = (u.A * u.C > 384u ? u.A * u.C - 384u : 0u);
+    uint rest3 = lid.x;
+    for (uint r4 = lid.x; r4 < last2; r4 += 512u) {
+        const uint i5 = r4 % u.C;
+        const uint i6 = r4 / u.C;
+        const uint i7 = (i6 * u.B + g0) * u.C + i5;
+        const float v8 = x[i7];
+        acc1 = mimir_minimum_f32(acc1, v8);
+        const uint i9 = (r4 + 128u) % u.C;
+        const uint i10 = (r4 + 128u) / u.C;
+        const uint i11 = (i10 * u.B + g0) * u.C + i9;
+        const float v12 = x[i11];
+        acc1 = mimir_minimum_f32(acc1, v12);
+        const uint i13 = (r4 + 256u) % u.C;
+        const uint i14 = (r4 + 256u) / u.C;
+        const uint i15 = (i14 * u.B + g0) * u.C + i13;
+        const float v16 = x[i15];
+        acc1 = mimir_minimum_f32(acc1, v16);
+        const uint i17 = (r4 + 384u) % u.C;
+        const uint i18 = (r4 + 384u) / u.C;
+        const uint i19 = (i18 * u.B + g0) * u.C + i17;
+        const float v20 = x[i19];
+        acc1 = mimir_minimum_f32(acc1, v20);
+        rest3 = r4 + 512u;
     }
-    const float warp7 = (simd_any(((as_type<uint>(acc1) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_min(acc1));
+    for (uint r21 = rest3; r21 < u.A * u.C; r21 += 128u) {
+        const uint i22 = r21 % u.C;
+        const uint i23 = r21 / u.C;
+        const uint i24 = (i23 * u.B + g0) * u.C + i22;
+        const float v25 = x[i24];
+        acc1 = mimir_minimum_f32(acc1, v25);
+    }
+    const float warp26 = (simd_any(((as_type<uint>(acc1) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_min(acc1));
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp7;
+        partial[lid.x >> 5u] = warp26;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot8 = partial[lid.x & 7u];
-    const float total9 = mimir_simd_min_f32_8(slot8);
+    const float slot27 = partial[lid.x & 3u];
+    const float total28 = mimir_simd_min_f32_4(slot27);
     if (lid.x == 0u) {
-        out[g0] = total9;
+        out[g0] = total28;
     }
 }

@@ -8,8 +8,8 @@ struct Uniforms {
     uint C;
 };
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
@@ -24,7 +24,7 @@ kernel void sum_axis0_0_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[8];
+    threadgroup float partial[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.B * u.C) {
         return;
@@ -32,19 +32,36 @@ kernel void sum_axis0_0_reduce(
     float acc1 = 0.0f;
     const uint i2 = g0 % u.C;
     const uint i3 = g0 / u.C;
-    for (uint r4 = lid.x; r4 < u.A; r4 += 256u) {
-        const uint i5 = (r4 * u.B + i3) * u.C + i2;
-        const float v6 = x[i5];
-        acc1 = acc1 + v6;
+    const uint last4 = (u.A > 384u ? u.A - 384u : 0u);
+    uint rest5 = lid.x;
+    for (uint r6 = lid.x; r6 < last4; r6 += 512u) {
+        const uint i7 = (r6 * u.B + i3) * u.C + i2;
+        const float v8 = x[i7];
+        acc1 = acc1 + v8;
+        const uint i9 = ((r6 + 128u) * u.B + i3) * u.C + i2;
+        const float v10 = x[i9];
+        acc1 = acc1 + v10;
+        const uint i11 = ((r6 + 256u) * u.B + i3) * u.C + i2;
+        const float v12 = x[i11];
+        acc1 = acc1 + v12;
+        const uint i13 = ((r6 + 384u) * u.B + i3) * u.C + i2;
+        const float v14 = x[i13];
+        acc1 = acc1 + v14;
+        rest5 = r6 + 512u;
     }
-    const float warp7 = simd_sum(acc1);
+    for (uint r15 = rest5; r15 < u.A; r15 += 128u) {
+        const uint i16 = (r15 * u.B + i3) * u.C + i2;
+        const float v17 = x[i16];
+        acc1 = acc1 + v17;
+    }
+    const float warp18 = simd_sum(acc1);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp7;
+        partial[lid.x >> 5u] = warp18;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot8 = partial[lid.x & 7u];
-    const float total9 = mimir_simd_add_f32_8(slot8);
+    const float slot19 = partial[lid.x & 3u];
+    const float total20 = mimir_simd_add_f32_4(slot19);
     if (lid.x == 0u) {
-        out[g0] = total9;
+        out[g0] = total20;
     }
 }

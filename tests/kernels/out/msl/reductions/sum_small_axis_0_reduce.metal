@@ -18,10 +18,26 @@ kernel void sum_small_axis_0_reduce(
     const uint o1 = g0 * 256u + lid.x;
     if (o1 < u.A) {
         float acc2 = 0.0f;
-        for (uint r3 = 0u; r3 < 7u; r3 += 1u) {
-            const uint i4 = o1 * 7u + r3;
-            const float v5 = x[i4];
-            acc2 = acc2 + v5;
+        uint rest3 = 0u;
+        for (uint r4 = 0u; r4 < 4u; r4 += 4u) {
+            const uint i5 = o1 * 7u + r4;
+            const float v6 = x[i5];
+            acc2 = acc2 + v6;
+            const uint i7 = o1 * 7u + (r4 + 1u);
+            const float v8 = x[i7];
+            acc2 = acc2 + v8;
+            const uint i9 = o1 * 7u + (r4 + 2u);
+            const float v10 = x[i9];
+            acc2 = acc2 + v10;
+            const uint i11 = o1 * 7u + (r4 + 3u);
+            const float v12 = x[i11];
+            acc2 = acc2 + v12;
+            rest3 = r4 + 4u;
+        }
+        for (uint r13 = rest3; r13 < 7u; r13 += 1u) {
+            const uint i14 = o1 * 7u + r13;
+            const float v15 = x[i14];
+            acc2 = acc2 + v15;
         }
         out[o1] = acc2;
     }

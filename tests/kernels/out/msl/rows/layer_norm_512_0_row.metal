@@ -13,8 +13,8 @@ static inline float mimir_sqrt(float a) {
     return sqrt(a);
 }
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_2(float x) {
+    for (ushort m = 1; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
@@ -31,51 +31,118 @@ kernel void layer_norm_512_0_row(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row0[8];
-    threadgroup float row1[8];
+    threadgroup float row0[2];
+    threadgroup float row1[2];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
     }
-    const uint j1 = lid.x + 256u;
-    float acc2 = 0.0f;
-    const uint i3 = g0 * 512u + lid.x;
-    const float v4 = x[i3];
-    acc2 = acc2 + v4;
-    const uint i5 = g0 * 512u + j1;
-    const float v6 = x[i5];
-    acc2 = acc2 + v6;
-    const float warp7 = simd_sum(acc2);
+    const uint base1 = g0 * 512u;
+    const uint j2 = lid.x + 64u;
+    const uint j3 = lid.x + 128u;
+    const uint j4 = lid.x + 192u;
+    const uint j5 = lid.x + 256u;
+    const uint j6 = lid.x + 320u;
+    const uint j7 = lid.x + 384u;
+    const uint j8 = lid.x + 448u;
+    float acc9 = 0.0f;
+    const uint i10 = base1 + lid.x;
+    const float v11 = x[i10];
+    acc9 = acc9 + v11;
+    const uint i12 = base1 + j2;
+    const float v13 = x[i12];
+    acc9 = acc9 + v13;
+    const uint i14 = base1 + j3;
+    const float v15 = x[i14];
+    acc9 = acc9 + v15;
+    const uint i16 = base1 + j4;
+    const float v17 = x[i16];
+    acc9 = acc9 + v17;
+    const uint i18 = base1 + j5;
+    const float v19 = x[i18];
+    acc9 = acc9 + v19;
+    const uint i20 = base1 + j6;
+    const float v21 = x[i20];
+    acc9 = acc9 + v21;
+    const uint i22 = base1 + j7;
+    const float v23 = x[i22];
+    acc9 = acc9 + v23;
+    const uint i24 = base1 + j8;
+    const float v25 = x[i24];
+    acc9 = acc9 + v25;
+    const float warp26 = simd_sum(acc9);
     if ((lid.x & 31u) == 0u) {
-        row0[lid.x >> 5u] = warp7;
+        row0[lid.x >> 5u] = warp26;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot8 = row0[lid.x & 7u];
-    const float total9 = mimir_simd_add_f32_8(slot8);
-    const float total10 = total9 / 512.0f;
-    float acc11 = 0.0f;
-    const float v12 = v4 - total10;
-    acc11 = fma(v12, v12, acc11);
-    const float v14 = v6 - total10;
-    acc11 = fma(v14, v14, acc11);
-    const float warp16 = simd_sum(acc11);
+    const float slot27 = row0[lid.x & 1u];
+    const float total28 = mimir_simd_add_f32_2(slot27);
+    const float total29 = total28 / 512.0f;
+    float acc30 = 0.0f;
+    const float v31 = v11 - total29;
+    acc30 = fma(v31, v31, acc30);
+    const float v33 = v13 - total29;
+    acc30 = fma(v33, v33, acc30);
+    const float v35 = v15 - total29;
+    acc30 = fma(v35, v35, acc30);
+    const float v37 = v17 - total29;
+    acc30 = fma(v37, v37, acc30);
+    const float v39 = v19 - total29;
+    acc30 = fma(v39, v39, acc30);
+    const float v41 = v21 - total29;
+    acc30 = fma(v41, v41, acc30);
+    const float v43 = v23 - total29;
+    acc30 = fma(v43, v43, acc30);
+    const float v45 = v25 - total29;
+    acc30 = fma(v45, v45, acc30);
+    const float warp47 = simd_sum(acc30);
     if ((lid.x & 31u) == 0u) {
-        row1[lid.x >> 5u] = warp16;
+        row1[lid.x >> 5u] = warp47;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot17 = row1[lid.x & 7u];
-    const float total18 = mimir_simd_add_f32_8(slot17);
-    const float total19 = total18 / 512.0f;
-    const float v20 = total19 + 1e-05f;
-    const float v21 = 1.0f / mimir_sqrt(v20);
-    const float v22 = v12 * v21;
-    const float v23 = gamma[lid.x];
-    const float v25 = beta[lid.x];
-    const float v26 = fma(v22, v23, v25);
-    out[i3] = v26;
-    const float v27 = v14 * v21;
-    const float v28 = gamma[j1];
-    const float v30 = beta[j1];
-    const float v31 = fma(v27, v28, v30);
-    out[i5] = v31;
+    const float slot48 = row1[lid.x & 1u];
+    const float total49 = mimir_simd_add_f32_2(slot48);
+    const float total50 = total49 / 512.0f;
+    const float v51 = total50 + 1e-05f;
+    const float v52 = 1.0f / mimir_sqrt(v51);
+    const float v53 = v31 * v52;
+    const float v54 = gamma[lid.x];
+    const float v56 = beta[lid.x];
+    const float v57 = fma(v53, v54, v56);
+    out[i10] = v57;
+    const float v58 = v33 * v52;
+    const float v59 = gamma[j2];
+    const float v61 = beta[j2];
+    const float v62 = fma(v58, v59, v61);
+    out[i12] = v62;
+    const float v63 = v35 * v52;
+    const float v64 = gamma[j3];
+    const float v66 = beta[j3];
+    const float v67 = fma(v63, v64, v66);
+    out[i14] = v67;
+    const float v68 = v37 * v52;
+    const float v69 = gamma[j4];
+    const float v71 = beta[j4];
+    const float v72 = fma(v68, v69, v71);
+    out[i16] = v72;
+    const float v73 = v39 * v52;
+    const float v74 = gamma[j5];
+    const float v76 = beta[j5];
+    const float v77 = fma(v73, v74, v76);
+    out[i18] = v77;
+    const float v78 = v41 * v52;
+    const float v79 = gamma[j6];
+    const float v81 = beta[j6];
+    const float v82 = fma(v78, v79, v81);
+    out[i20] = v82;
+    const float v83 = v43 * v52;
+    const float v84 = gamma[j7];
+    const float v86 = beta[j7];
+    const float v87 = fma(v83, v84, v86);
+    out[i22] = v87;
+    const float v88 = v45 * v52;
+    const float v89 = gamma[j8];
+    const float v91 = beta[j8];
+    const float v92 = fma(v88, v89, v91);
+    out[i24] = v92;
 }

@@ -29,16 +29,16 @@ static inline float mimir_log(float a) {
     return log(a);
 }
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_2(float x) {
+    for (ushort m = 1; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
     return x;
 }
 
-static inline float mimir_simd_max_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_max_f32_2(float x) {
+    for (ushort m = 1; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
     }
@@ -53,44 +53,99 @@ kernel void log_softmax_row_512_0_softmax(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row_max[8];
-    threadgroup float row_sum[8];
+    threadgroup float row_max[2];
+    threadgroup float row_sum[2];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
     }
-    const uint i1 = g0 * 512u + lid.x;
-    const float v2 = x[i1];
-    const uint j3 = lid.x + 256u;
-    const uint i4 = g0 * 512u + j3;
-    const float v5 = x[i4];
-    float m6 = v2;
-    m6 = mimir_maximum_f32(m6, v5);
-    const float warp7 = (simd_any(((as_type<uint>(m6) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m6));
+    const uint base1 = g0 * 512u;
+    const uint i2 = base1 + lid.x;
+    const float v3 = x[i2];
+    const uint j4 = lid.x + 64u;
+    const uint i5 = base1 + j4;
+    const float v6 = x[i5];
+    const uint j7 = lid.x + 128u;
+    const uint i8 = base1 + j7;
+    const float v9 = x[i8];
+    const uint j10 = lid.x + 192u;
+    const uint i11 = base1 + j10;
+    const float v12 = x[i11];
+    const uint j13 = lid.x + 256u;
+    const uint i14 = base1 + j13;
+    const float v15 = x[i14];
+    const uint j16 = lid.x + 320u;
+    const uint i17 = base1 + j16;
+    const float v18 = x[i17];
+    const uint j19 = lid.x + 384u;
+    const uint i20 = base1 + j19;
+    const float v21 = x[i20];
+    const uint j22 = lid.x + 448u;
+    const uint i23 = base1 + j22;
+    const float v24 = x[i23];
+    float m25 = v3;
+    m25 = mimir_maximum_f32(m25, v6);
+    m25 = mimir_maximum_f32(m25, v9);
+    m25 = mimir_maximum_f32(m25, v12);
+    m25 = mimir_maximum_f32(m25, v15);
+    m25 = mimir_maximum_f32(m25, v18);
+    m25 = mimir_maximum_f32(m25, v21);
+    m25 = mimir_maximum_f32(m25, v24);
+    const float warp26 = (simd_any(((as_type<uint>(m25) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m25));
     if ((lid.x & 31u) == 0u) {
-        row_max[lid.x >> 5u] = warp7;
+        row_max[lid.x >> 5u] = warp26;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot8 = row_max[lid.x & 7u];
-    const float total9 = mimir_simd_max_f32_8(slot8);
-    const float top10 = (total9 == as_type<float>(0xff800000u) ? 0.0f : total9);
-    float s11 = 0.0f;
-    const float d12 = v2 - top10;
-    const float e13 = exp(d12);
-    s11 = s11 + e13;
-    const float d14 = v5 - top10;
-    const float e15 = exp(d14);
-    s11 = s11 + e15;
-    const float warp16 = simd_sum(s11);
+    const float slot27 = row_max[lid.x & 1u];
+    const float total28 = mimir_simd_max_f32_2(slot27);
+    const float top29 = (total28 == as_type<float>(0xff800000u) ? 0.0f : total28);
+    float s30 = 0.0f;
+    const float d31 = v3 - top29;
+    const float e32 = exp(d31);
+    s30 = s30 + e32;
+    const float d33 = v6 - top29;
+    const float e34 = exp(d33);
+    s30 = s30 + e34;
+    const float d35 = v9 - top29;
+    const float e36 = exp(d35);
+    s30 = s30 + e36;
+    const float d37 = v12 - top29;
+    const float e38 = exp(d37);
+    s30 = s30 + e38;
+    const float d39 = v15 - top29;
+    const float e40 = exp(d39);
+    s30 = s30 + e40;
+    const float d41 = v18 - top29;
+    const float e42 = exp(d41);
+    s30 = s30 + e42;
+    const float d43 = v21 - top29;
+    const float e44 = exp(d43);
+    s30 = s30 + e44;
+    const float d45 = v24 - top29;
+    const float e46 = exp(d45);
+    s30 = s30 + e46;
+    const float warp47 = simd_sum(s30);
     if ((lid.x & 31u) == 0u) {
-        row_sum[lid.x >> 5u] = warp16;
+        row_sum[lid.x >> 5u] = warp47;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot17 = row_sum[lid.x & 7u];
-    const float total18 = mimir_simd_add_f32_8(slot17);
-    const float t19 = mimir_log(total18);
-    const float y20 = d12 - t19;
-    out[i1] = y20;
-    const float y21 = d14 - t19;
-    out[i4] = y21;
+    const float slot48 = row_sum[lid.x & 1u];
+    const float total49 = mimir_simd_add_f32_2(slot48);
+    const float t50 = mimir_log(total49);
+    const float y51 = d31 - t50;
+    out[i2] = y51;
+    const float y52 = d33 - t50;
+    out[i5] = y52;
+    const float y53 = d35 - t50;
+    out[i8] = y53;
+    const float y54 = d37 - t50;
+    out[i11] = y54;
+    const float y55 = d39 - t50;
+    out[i14] = y55;
+    const float y56 = d41 - t50;
+    out[i17] = y56;
+    const float y57 = d43 - t50;
+    out[i20] = y57;
+    const float y58 = d45 - t50;
+    out[i23] = y58;
 }

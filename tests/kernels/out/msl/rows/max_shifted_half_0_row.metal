@@ -19,14 +19,6 @@ static inline float mimir_maximum_f32(float a, float b) {
     return b;
 }
 
-static inline float mimir_simd_max_f32_2(float x) {
-    for (ushort m = 1; m > 0; m >>= 1) {
-        const float y = simd_shuffle_xor(x, m);
-        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
-    }
-    return x;
-}
-
 kernel void max_shifted_half_0_row(
     device const half* x [[buffer(0)]],
     device half* out [[buffer(1)]],
@@ -35,29 +27,53 @@ kernel void max_shifted_half_0_row(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row0[2];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
     }
-    float acc1 = as_type<float>(0xff800000u);
-    for (uint j2 = lid.x; j2 < 40u; j2 += 64u) {
-        const uint i3 = g0 * 40u + j2;
-        const float v4 = float(x[i3]);
-        acc1 = mimir_maximum_f32(acc1, v4);
+    const uint base1 = g0 * 40u;
+    float acc2 = as_type<float>(0xff800000u);
+    uint rest3 = lid.x;
+    for (uint r4 = lid.x; r4 < 0u; r4 += 128u) {
+        const uint i5 = base1 + r4;
+        const float v6 = float(x[i5]);
+        acc2 = mimir_maximum_f32(acc2, v6);
+        const float v7 = float(x[i5 + 32u]);
+        acc2 = mimir_maximum_f32(acc2, v7);
+        const float v8 = float(x[i5 + 64u]);
+        acc2 = mimir_maximum_f32(acc2, v8);
+        const float v9 = float(x[i5 + 96u]);
+        acc2 = mimir_maximum_f32(acc2, v9);
+        rest3 = r4 + 128u;
     }
-    const float warp5 = (simd_any(((as_type<uint>(acc1) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc1));
-    if ((lid.x & 31u) == 0u) {
-        row0[lid.x >> 5u] = warp5;
+    for (uint r10 = rest3; r10 < 40u; r10 += 32u) {
+        const uint i11 = base1 + r10;
+        const float v12 = float(x[i11]);
+        acc2 = mimir_maximum_f32(acc2, v12);
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot6 = row0[lid.x & 1u];
-    const float total7 = mimir_simd_max_f32_2(slot6);
-    const float total8 = float(half(total7));
-    for (uint j9 = lid.x; j9 < 40u; j9 += 64u) {
-        const uint i10 = g0 * 40u + j9;
-        const float v11 = float(x[i10]);
-        const float v12 = float(half(v11 - total8));
-        out[i10] = half(v12);
+    const float warp13 = (simd_any(((as_type<uint>(acc2) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc2));
+    const float total14 = float(half(warp13));
+    uint rest15 = lid.x;
+    for (uint r16 = lid.x; r16 < 0u; r16 += 128u) {
+        const uint i17 = base1 + r16;
+        const float v18 = float(x[i17]);
+        const float v19 = float(half(v18 - total14));
+        out[i17] = half(v19);
+        const float v20 = float(x[i17 + 32u]);
+        const float v21 = float(half(v20 - total14));
+        out[i17 + 32u] = half(v21);
+        const float v22 = float(x[i17 + 64u]);
+        const float v23 = float(half(v22 - total14));
+        out[i17 + 64u] = half(v23);
+        const float v24 = float(x[i17 + 96u]);
+        const float v25 = float(half(v24 - total14));
+        out[i17 + 96u] = half(v25);
+        rest15 = r16 + 128u;
+    }
+    for (uint r26 = rest15; r26 < 40u; r26 += 32u) {
+        const uint i27 = base1 + r26;
+        const float v28 = float(x[i27]);
+        const float v29 = float(half(v28 - total14));
+        out[i27] = half(v29);
     }
 }

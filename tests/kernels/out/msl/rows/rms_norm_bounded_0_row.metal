@@ -14,8 +14,8 @@ static inline float mimir_sqrt(float a) {
     return sqrt(a);
 }
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
@@ -31,33 +31,77 @@ kernel void rms_norm_bounded_0_row(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row0[8];
+    threadgroup float row0[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
     }
-    float acc1 = 0.0f;
-    for (uint j2 = lid.x; j2 < u.D; j2 += 256u) {
-        const uint i3 = g0 * u.D + j2;
-        const float v4 = x[i3];
-        acc1 = fma(v4, v4, acc1);
+    const uint base1 = g0 * u.D;
+    float acc2 = 0.0f;
+    const uint last3 = (u.D > 384u ? u.D - 384u : 0u);
+    uint rest4 = lid.x;
+    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
+        const uint i6 = base1 + r5;
+        const float v7 = x[i6];
+        acc2 = fma(v7, v7, acc2);
+        const float v9 = x[i6 + 128u];
+        acc2 = fma(v9, v9, acc2);
+        const float v11 = x[i6 + 256u];
+        acc2 = fma(v11, v11, acc2);
+        const float v13 = x[i6 + 384u];
+        acc2 = fma(v13, v13, acc2);
+        rest4 = r5 + 512u;
     }
-    const float warp6 = simd_sum(acc1);
+    for (uint r15 = rest4; r15 < u.D; r15 += 128u) {
+        const uint i16 = base1 + r15;
+        const float v17 = x[i16];
+        acc2 = fma(v17, v17, acc2);
+    }
+    const float warp19 = simd_sum(acc2);
     if ((lid.x & 31u) == 0u) {
-        row0[lid.x >> 5u] = warp6;
+        row0[lid.x >> 5u] = warp19;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot7 = row0[lid.x & 7u];
-    const float total8 = mimir_simd_add_f32_8(slot7);
-    const float total9 = total8 / float(u.D);
-    const float v10 = total9 + 1e-06f;
-    const float v11 = mimir_sqrt(v10);
-    for (uint j12 = lid.x; j12 < u.D; j12 += 256u) {
-        const uint i13 = g0 * u.D + j12;
-        const float v14 = x[i13];
-        const float v15 = v14 / v11;
-        const float v16 = w[j12];
-        const float v17 = v15 * v16;
-        out[i13] = v17;
+    const float slot20 = row0[lid.x & 3u];
+    const float total21 = mimir_simd_add_f32_4(slot20);
+    const float total22 = total21 / float(u.D);
+    const float v23 = total22 + 1e-06f;
+    const float v24 = mimir_sqrt(v23);
+    const uint last25 = (u.D > 384u ? u.D - 384u : 0u);
+    uint rest26 = lid.x;
+    for (uint r27 = lid.x; r27 < last25; r27 += 512u) {
+        const uint i28 = base1 + r27;
+        const float v29 = x[i28];
+        const float v30 = v29 / v24;
+        const float v31 = w[r27];
+        const float v32 = v30 * v31;
+        out[i28] = v32;
+        const float v33 = x[i28 + 128u];
+        const float v34 = v33 / v24;
+        const uint i35 = r27 + 128u;
+        const float v36 = w[i35];
+        const float v37 = v34 * v36;
+        out[i28 + 128u] = v37;
+        const float v38 = x[i28 + 256u];
+        const float v39 = v38 / v24;
+        const uint i40 = r27 + 256u;
+        const float v41 = w[i40];
+        const float v42 = v39 * v41;
+        out[i28 + 256u] = v42;
+        const float v43 = x[i28 + 384u];
+        const float v44 = v43 / v24;
+        const uint i45 = r27 + 384u;
+        const float v46 = w[i45];
+        const float v47 = v44 * v46;
+        out[i28 + 384u] = v47;
+        rest26 = r27 + 512u;
+    }
+    for (uint r48 = rest26; r48 < u.D; r48 += 128u) {
+        const uint i49 = base1 + r48;
+        const float v50 = x[i49];
+        const float v51 = v50 / v24;
+        const float v52 = w[r48];
+        const float v53 = v51 * v52;
+        out[i49] = v53;
     }
 }

@@ -20,16 +20,16 @@ static inline float mimir_maximum_f32(float a, float b) {
     return b;
 }
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
     return x;
 }
 
-static inline float mimir_simd_max_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_max_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
     }
@@ -44,218 +44,411 @@ kernel void softmax_bounded_row_0_softmax(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row_max[8];
-    threadgroup float row_sum[8];
+    threadgroup float row_max[4];
+    threadgroup float row_sum[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
     }
-    float v1 = as_type<float>(0xff800000u);
+    const uint base1 = g0 * u.D;
+    float v2 = as_type<float>(0xff800000u);
     if (lid.x < u.D) {
-        const uint i2 = g0 * u.D + lid.x;
-        const float v3 = x[i2];
-        const float v4 = v3 * 0.5f;
-        v1 = v4;
+        const uint i3 = base1 + lid.x;
+        const float v4 = x[i3];
+        const float v5 = v4 * 0.5f;
+        v2 = v5;
     }
-    const uint j5 = lid.x + 256u;
-    float v6 = as_type<float>(0xff800000u);
-    if (j5 < u.D) {
-        const uint i7 = g0 * u.D + j5;
-        const float v8 = x[i7];
-        const float v9 = v8 * 0.5f;
-        v6 = v9;
+    const uint j6 = lid.x + 128u;
+    float v7 = as_type<float>(0xff800000u);
+    if (j6 < u.D) {
+        const uint i8 = base1 + j6;
+        const float v9 = x[i8];
+        const float v10 = v9 * 0.5f;
+        v7 = v10;
     }
-    const uint j10 = lid.x + 512u;
-    float v11 = as_type<float>(0xff800000u);
-    if (j10 < u.D) {
-        const uint i12 = g0 * u.D + j10;
-        const float v13 = x[i12];
-        const float v14 = v13 * 0.5f;
-        v11 = v14;
+    const uint j11 = lid.x + 256u;
+    float v12 = as_type<float>(0xff800000u);
+    if (j11 < u.D) {
+        const uint i13 = base1 + j11;
+        const float v14 = x[i13];
+        const float v15 = v14 * 0.5f;
+        v12 = v15;
     }
-    const uint j15 = lid.x + 768u;
-    float v16 = as_type<float>(0xff800000u);
-    if (j15 < u.D) {
-        const uint i17 = g0 * u.D + j15;
-        const float v18 = x[i17];
-        const float v19 = v18 * 0.5f;
-        v16 = v19;
+    const uint j16 = lid.x + 384u;
+    float v17 = as_type<float>(0xff800000u);
+    if (j16 < u.D) {
+        const uint i18 = base1 + j16;
+        const float v19 = x[i18];
+        const float v20 = v19 * 0.5f;
+        v17 = v20;
     }
-    const uint j20 = lid.x + 1024u;
-    float v21 = as_type<float>(0xff800000u);
-    if (j20 < u.D) {
-        const uint i22 = g0 * u.D + j20;
-        const float v23 = x[i22];
-        const float v24 = v23 * 0.5f;
-        v21 = v24;
+    const uint j21 = lid.x + 512u;
+    float v22 = as_type<float>(0xff800000u);
+    if (j21 < u.D) {
+        const uint i23 = base1 + j21;
+        const float v24 = x[i23];
+        const float v25 = v24 * 0.5f;
+        v22 = v25;
     }
-    const uint j25 = lid.x + 1280u;
-    float v26 = as_type<float>(0xff800000u);
-    if (j25 < u.D) {
-        const uint i27 = g0 * u.D + j25;
-        const float v28 = x[i27];
-        const float v29 = v28 * 0.5f;
-        v26 = v29;
+    const uint j26 = lid.x + 640u;
+    float v27 = as_type<float>(0xff800000u);
+    if (j26 < u.D) {
+        const uint i28 = base1 + j26;
+        const float v29 = x[i28];
+        const float v30 = v29 * 0.5f;
+        v27 = v30;
     }
-    const uint j30 = lid.x + 1536u;
-    float v31 = as_type<float>(0xff800000u);
-    if (j30 < u.D) {
-        const uint i32 = g0 * u.D + j30;
-        const float v33 = x[i32];
-        const float v34 = v33 * 0.5f;
-        v31 = v34;
+    const uint j31 = lid.x + 768u;
+    float v32 = as_type<float>(0xff800000u);
+    if (j31 < u.D) {
+        const uint i33 = base1 + j31;
+        const float v34 = x[i33];
+        const float v35 = v34 * 0.5f;
+        v32 = v35;
     }
-    const uint j35 = lid.x + 1792u;
-    float v36 = as_type<float>(0xff800000u);
-    if (j35 < u.D) {
-        const uint i37 = g0 * u.D + j35;
-        const float v38 = x[i37];
-        const float v39 = v38 * 0.5f;
-        v36 = v39;
+    const uint j36 = lid.x + 896u;
+    float v37 = as_type<float>(0xff800000u);
+    if (j36 < u.D) {
+        const uint i38 = base1 + j36;
+        const float v39 = x[i38];
+        const float v40 = v39 * 0.5f;
+        v37 = v40;
     }
-    float m40 = as_type<float>(0xff800000u);
+    const uint j41 = lid.x + 1024u;
+    float v42 = as_type<float>(0xff800000u);
+    if (j41 < u.D) {
+        const uint i43 = base1 + j41;
+        const float v44 = x[i43];
+        const float v45 = v44 * 0.5f;
+        v42 = v45;
+    }
+    const uint j46 = lid.x + 1152u;
+    float v47 = as_type<float>(0xff800000u);
+    if (j46 < u.D) {
+        const uint i48 = base1 + j46;
+        const float v49 = x[i48];
+        const float v50 = v49 * 0.5f;
+        v47 = v50;
+    }
+    const uint j51 = lid.x + 1280u;
+    float v52 = as_type<float>(0xff800000u);
+    if (j51 < u.D) {
+        const uint i53 = base1 + j51;
+        const float v54 = x[i53];
+        const float v55 = v54 * 0.5f;
+        v52 = v55;
+    }
+    const uint j56 = lid.x + 1408u;
+    float v57 = as_type<float>(0xff800000u);
+    if (j56 < u.D) {
+        const uint i58 = base1 + j56;
+        const float v59 = x[i58];
+        const float v60 = v59 * 0.5f;
+        v57 = v60;
+    }
+    const uint j61 = lid.x + 1536u;
+    float v62 = as_type<float>(0xff800000u);
+    if (j61 < u.D) {
+        const uint i63 = base1 + j61;
+        const float v64 = x[i63];
+        const float v65 = v64 * 0.5f;
+        v62 = v65;
+    }
+    const uint j66 = lid.x + 1664u;
+    float v67 = as_type<float>(0xff800000u);
+    if (j66 < u.D) {
+        const uint i68 = base1 + j66;
+        const float v69 = x[i68];
+        const float v70 = v69 * 0.5f;
+        v67 = v70;
+    }
+    const uint j71 = lid.x + 1792u;
+    float v72 = as_type<float>(0xff800000u);
+    if (j71 < u.D) {
+        const uint i73 = base1 + j71;
+        const float v74 = x[i73];
+        const float v75 = v74 * 0.5f;
+        v72 = v75;
+    }
+    const uint j76 = lid.x + 1920u;
+    float v77 = as_type<float>(0xff800000u);
+    if (j76 < u.D) {
+        const uint i78 = base1 + j76;
+        const float v79 = x[i78];
+        const float v80 = v79 * 0.5f;
+        v77 = v80;
+    }
+    float m81 = as_type<float>(0xff800000u);
     if (lid.x < u.D) {
-        m40 = mimir_maximum_f32(m40, v1);
+        m81 = mimir_maximum_f32(m81, v2);
     }
-    if (j5 < u.D) {
-        m40 = mimir_maximum_f32(m40, v6);
+    if (j6 < u.D) {
+        m81 = mimir_maximum_f32(m81, v7);
     }
-    if (j10 < u.D) {
-        m40 = mimir_maximum_f32(m40, v11);
+    if (j11 < u.D) {
+        m81 = mimir_maximum_f32(m81, v12);
     }
-    if (j15 < u.D) {
-        m40 = mimir_maximum_f32(m40, v16);
+    if (j16 < u.D) {
+        m81 = mimir_maximum_f32(m81, v17);
     }
-    if (j20 < u.D) {
-        m40 = mimir_maximum_f32(m40, v21);
+    if (j21 < u.D) {
+        m81 = mimir_maximum_f32(m81, v22);
     }
-    if (j25 < u.D) {
-        m40 = mimir_maximum_f32(m40, v26);
+    if (j26 < u.D) {
+        m81 = mimir_maximum_f32(m81, v27);
     }
-    if (j30 < u.D) {
-        m40 = mimir_maximum_f32(m40, v31);
+    if (j31 < u.D) {
+        m81 = mimir_maximum_f32(m81, v32);
     }
-    if (j35 < u.D) {
-        m40 = mimir_maximum_f32(m40, v36);
+    if (j36 < u.D) {
+        m81 = mimir_maximum_f32(m81, v37);
     }
-    const float warp41 = (simd_any(((as_type<uint>(m40) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m40));
+    if (j41 < u.D) {
+        m81 = mimir_maximum_f32(m81, v42);
+    }
+    if (j46 < u.D) {
+        m81 = mimir_maximum_f32(m81, v47);
+    }
+    if (j51 < u.D) {
+        m81 = mimir_maximum_f32(m81, v52);
+    }
+    if (j56 < u.D) {
+        m81 = mimir_maximum_f32(m81, v57);
+    }
+    if (j61 < u.D) {
+        m81 = mimir_maximum_f32(m81, v62);
+    }
+    if (j66 < u.D) {
+        m81 = mimir_maximum_f32(m81, v67);
+    }
+    if (j71 < u.D) {
+        m81 = mimir_maximum_f32(m81, v72);
+    }
+    if (j76 < u.D) {
+        m81 = mimir_maximum_f32(m81, v77);
+    }
+    const float warp82 = (simd_any(((as_type<uint>(m81) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m81));
     if ((lid.x & 31u) == 0u) {
-        row_max[lid.x >> 5u] = warp41;
+        row_max[lid.x >> 5u] = warp82;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot42 = row_max[lid.x & 7u];
-    const float total43 = mimir_simd_max_f32_8(slot42);
-    const float top44 = (total43 == as_type<float>(0xff800000u) ? 0.0f : total43);
-    float s45 = 0.0f;
-    float d46 = 0.0f;
-    float e47 = 0.0f;
+    const float slot83 = row_max[lid.x & 3u];
+    const float total84 = mimir_simd_max_f32_4(slot83);
+    const float top85 = (total84 == as_type<float>(0xff800000u) ? 0.0f : total84);
+    float s86 = 0.0f;
+    float d87 = 0.0f;
+    float e88 = 0.0f;
     if (lid.x < u.D) {
-        d46 = v1 - top44;
-        e47 = exp(d46);
-        s45 = s45 + e47;
+        d87 = v2 - top85;
+        e88 = exp(d87);
+        s86 = s86 + e88;
     }
-    float d48 = 0.0f;
-    float e49 = 0.0f;
-    if (j5 < u.D) {
-        d48 = v6 - top44;
-        e49 = exp(d48);
-        s45 = s45 + e49;
+    float d89 = 0.0f;
+    float e90 = 0.0f;
+    if (j6 < u.D) {
+        d89 = v7 - top85;
+        e90 = exp(d89);
+        s86 = s86 + e90;
     }
-    float d50 = 0.0f;
-    float e51 = 0.0f;
-    if (j10 < u.D) {
-        d50 = v11 - top44;
-        e51 = exp(d50);
-        s45 = s45 + e51;
+    float d91 = 0.0f;
+    float e92 = 0.0f;
+    if (j11 < u.D) {
+        d91 = v12 - top85;
+        e92 = exp(d91);
+        s86 = s86 + e92;
     }
-    float d52 = 0.0f;
-    float e53 = 0.0f;
-    if (j15 < u.D) {
-        d52 = v16 - top44;
-        e53 = exp(d52);
-        s45 = s45 + e53;
+    float d93 = 0.0f;
+    float e94 = 0.0f;
+    if (j16 < u.D) {
+        d93 = v17 - top85;
+        e94 = exp(d93);
+        s86 = s86 + e94;
     }
-    float d54 = 0.0f;
-    float e55 = 0.0f;
-    if (j20 < u.D) {
-        d54 = v21 - top44;
-        e55 = exp(d54);
-        s45 = s45 + e55;
+    float d95 = 0.0f;
+    float e96 = 0.0f;
+    if (j21 < u.D) {
+        d95 = v22 - top85;
+        e96 = exp(d95);
+        s86 = s86 + e96;
     }
-    float d56 = 0.0f;
-    float e57 = 0.0f;
-    if (j25 < u.D) {
-        d56 = v26 - top44;
-        e57 = exp(d56);
-        s45 = s45 + e57;
+    float d97 = 0.0f;
+    float e98 = 0.0f;
+    if (j26 < u.D) {
+        d97 = v27 - top85;
+        e98 = exp(d97);
+        s86 = s86 + e98;
     }
-    float d58 = 0.0f;
-    float e59 = 0.0f;
-    if (j30 < u.D) {
-        d58 = v31 - top44;
-        e59 = exp(d58);
-        s45 = s45 + e59;
+    float d99 = 0.0f;
+    float e100 = 0.0f;
+    if (j31 < u.D) {
+        d99 = v32 - top85;
+        e100 = exp(d99);
+        s86 = s86 + e100;
     }
-    float d60 = 0.0f;
-    float e61 = 0.0f;
-    if (j35 < u.D) {
-        d60 = v36 - top44;
-        e61 = exp(d60);
-        s45 = s45 + e61;
+    float d101 = 0.0f;
+    float e102 = 0.0f;
+    if (j36 < u.D) {
+        d101 = v37 - top85;
+        e102 = exp(d101);
+        s86 = s86 + e102;
     }
-    const float warp62 = simd_sum(s45);
+    float d103 = 0.0f;
+    float e104 = 0.0f;
+    if (j41 < u.D) {
+        d103 = v42 - top85;
+        e104 = exp(d103);
+        s86 = s86 + e104;
+    }
+    float d105 = 0.0f;
+    float e106 = 0.0f;
+    if (j46 < u.D) {
+        d105 = v47 - top85;
+        e106 = exp(d105);
+        s86 = s86 + e106;
+    }
+    float d107 = 0.0f;
+    float e108 = 0.0f;
+    if (j51 < u.D) {
+        d107 = v52 - top85;
+        e108 = exp(d107);
+        s86 = s86 + e108;
+    }
+    float d109 = 0.0f;
+    float e110 = 0.0f;
+    if (j56 < u.D) {
+        d109 = v57 - top85;
+        e110 = exp(d109);
+        s86 = s86 + e110;
+    }
+    float d111 = 0.0f;
+    float e112 = 0.0f;
+    if (j61 < u.D) {
+        d111 = v62 - top85;
+        e112 = exp(d111);
+        s86 = s86 + e112;
+    }
+    float d113 = 0.0f;
+    float e114 = 0.0f;
+    if (j66 < u.D) {
+        d113 = v67 - top85;
+        e114 = exp(d113);
+        s86 = s86 + e114;
+    }
+    float d115 = 0.0f;
+    float e116 = 0.0f;
+    if (j71 < u.D) {
+        d115 = v72 - top85;
+        e116 = exp(d115);
+        s86 = s86 + e116;
+    }
+    float d117 = 0.0f;
+    float e118 = 0.0f;
+    if (j76 < u.D) {
+        d117 = v77 - top85;
+        e118 = exp(d117);
+        s86 = s86 + e118;
+    }
+    const float warp119 = simd_sum(s86);
     if ((lid.x & 31u) == 0u) {
-        row_sum[lid.x >> 5u] = warp62;
+        row_sum[lid.x >> 5u] = warp119;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot63 = row_sum[lid.x & 7u];
-    const float total64 = mimir_simd_add_f32_8(slot63);
+    const float slot120 = row_sum[lid.x & 3u];
+    const float total121 = mimir_simd_add_f32_4(slot120);
     if (lid.x < u.D) {
-        const float y65 = e47 / total64;
-        const uint i66 = g0 * u.D + lid.x;
-        const float v67 = y65 * 2.0f;
-        out[i66] = v67;
+        const uint i122 = base1 + lid.x;
+        const float y123 = e88 / total121;
+        const float v124 = y123 * 2.0f;
+        out[i122] = v124;
     }
-    if (j5 < u.D) {
-        const float y68 = e49 / total64;
-        const uint i69 = g0 * u.D + j5;
-        const float v70 = y68 * 2.0f;
-        out[i69] = v70;
+    if (j6 < u.D) {
+        const uint i125 = base1 + j6;
+        const float y126 = e90 / total121;
+        const float v127 = y126 * 2.0f;
+        out[i125] = v127;
     }
-    if (j10 < u.D) {
-        const float y71 = e51 / total64;
-        const uint i72 = g0 * u.D + j10;
-        const float v73 = y71 * 2.0f;
-        out[i72] = v73;
+    if (j11 < u.D) {
+        const uint i128 = base1 + j11;
+        const float y129 = e92 / total121;
+        const float v130 = y129 * 2.0f;
+        out[i128] = v130;
     }
-    if (j15 < u.D) {
-        const float y74 = e53 / total64;
-        const uint i75 = g0 * u.D + j15;
-        const float v76 = y74 * 2.0f;
-        out[i75] = v76;
+    if (j16 < u.D) {
+        const uint i131 = base1 + j16;
+        const float y132 = e94 / total121;
+        const float v133 = y132 * 2.0f;
+        out[i131] = v133;
     }
-    if (j20 < u.D) {
-        const float y77 = e55 / total64;
-        const uint i78 = g0 * u.D + j20;
-        const float v79 = y77 * 2.0f;
-        out[i78] = v79;
+    if (j21 < u.D) {
+        const uint i134 = base1 + j21;
+        const float y135 = e96 / total121;
+        const float v136 = y135 * 2.0f;
+        out[i134] = v136;
     }
-    if (j25 < u.D) {
-        const float y80 = e57 / total64;
-        const uint i81 = g0 * u.D + j25;
-        const float v82 = y80 * 2.0f;
-        out[i81] = v82;
+    if (j26 < u.D) {
+        const uint i137 = base1 + j26;
+        const float y138 = e98 / total121;
+        const float v139 = y138 * 2.0f;
+        out[i137] = v139;
     }
-    if (j30 < u.D) {
-        const float y83 = e59 / total64;
-        const uint i84 = g0 * u.D + j30;
-        const float v85 = y83 * 2.0f;
-        out[i84] = v85;
+    if (j31 < u.D) {
+        const uint i140 = base1 + j31;
+        const float y141 = e100 / total121;
+        const float v142 = y141 * 2.0f;
+        out[i140] = v142;
     }
-    if (j35 < u.D) {
-        const float y86 = e61 / total64;
-        const uint i87 = g0 * u.D + j35;
-        const float v88 = y86 * 2.0f;
-        out[i87] = v88;
+    if (j36 < u.D) {
+        const uint i143 = base1 + j36;
+        const float y144 = e102 / total121;
+        const float v145 = y144 * 2.0f;
+        out[i143] = v145;
+    }
+    if (j41 < u.D) {
+        const uint i146 = base1 + j41;
+        const float y147 = e104 / total121;
+        const float v148 = y147 * 2.0f;
+        out[i146] = v148;
+    }
+    if (j46 < u.D) {
+        const uint i149 = base1 + j46;
+        const float y150 = e106 / total121;
+        const float v151 = y150 * 2.0f;
+        out[i149] = v151;
+    }
+    if (j51 < u.D) {
+        const uint i152 = base1 + j51;
+        const float y153 = e108 / total121;
+        const float v154 = y153 * 2.0f;
+        out[i152] = v154;
+    }
+    if (j56 < u.D) {
+        const uint i155 = base1 + j56;
+        const float y156 = e110 / total121;
+        const float v157 = y156 * 2.0f;
+        out[i155] = v157;
+    }
+    if (j61 < u.D) {
+        const uint i158 = base1 + j61;
+        const float y159 = e112 / total121;
+        const float v160 = y159 * 2.0f;
+        out[i158] = v160;
+    }
+    if (j66 < u.D) {
+        const uint i161 = base1 + j66;
+        const float y162 = e114 / total121;
+        const float v163 = y162 * 2.0f;
+        out[i161] = v163;
+    }
+    if (j71 < u.D) {
+        const uint i164 = base1 + j71;
+        const float y165 = e116 / total121;
+        const float v166 = y165 * 2.0f;
+        out[i164] = v166;
+    }
+    if (j76 < u.D) {
+        const uint i167 = base1 + j76;
+        const float y168 = e118 / total121;
+        const float v169 = y168 * 2.0f;
+        out[i167] = v169;
     }
 }

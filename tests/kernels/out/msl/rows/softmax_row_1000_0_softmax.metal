@@ -19,16 +19,16 @@ static inline float mimir_maximum_f32(float a, float b) {
     return b;
 }
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
     return x;
 }
 
-static inline float mimir_simd_max_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_max_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
     }
@@ -43,74 +43,111 @@ kernel void softmax_row_1000_0_softmax(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row_max[8];
-    threadgroup float row_sum[8];
+    threadgroup float row_max[4];
+    threadgroup float row_sum[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
     }
-    const uint i1 = g0 * 1000u + lid.x;
-    const float v2 = x[i1];
-    const uint j3 = lid.x + 256u;
-    const uint i4 = g0 * 1000u + j3;
-    const float v5 = x[i4];
-    const uint j6 = lid.x + 512u;
-    const uint i7 = g0 * 1000u + j6;
-    const float v8 = x[i7];
-    const uint j9 = lid.x + 768u;
-    float v10 = as_type<float>(0xff800000u);
-    if (j9 < 1000u) {
-        const uint i11 = g0 * 1000u + j9;
-        const float v12 = x[i11];
-        v10 = v12;
+    const uint base1 = g0 * 1000u;
+    const uint i2 = base1 + lid.x;
+    const float v3 = x[i2];
+    const uint j4 = lid.x + 128u;
+    const uint i5 = base1 + j4;
+    const float v6 = x[i5];
+    const uint j7 = lid.x + 256u;
+    const uint i8 = base1 + j7;
+    const float v9 = x[i8];
+    const uint j10 = lid.x + 384u;
+    const uint i11 = base1 + j10;
+    const float v12 = x[i11];
+    const uint j13 = lid.x + 512u;
+    const uint i14 = base1 + j13;
+    const float v15 = x[i14];
+    const uint j16 = lid.x + 640u;
+    const uint i17 = base1 + j16;
+    const float v18 = x[i17];
+    const uint j19 = lid.x + 768u;
+    const uint i20 = base1 + j19;
+    const float v21 = x[i20];
+    const uint j22 = lid.x + 896u;
+    float v23 = as_type<float>(0xff800000u);
+    if (j22 < 1000u) {
+        const uint i24 = base1 + j22;
+        const float v25 = x[i24];
+        v23 = v25;
     }
-    float m13 = v2;
-    m13 = mimir_maximum_f32(m13, v5);
-    m13 = mimir_maximum_f32(m13, v8);
-    if (j9 < 1000u) {
-        m13 = mimir_maximum_f32(m13, v10);
+    float m26 = v3;
+    m26 = mimir_maximum_f32(m26, v6);
+    m26 = mimir_maximum_f32(m26, v9);
+    m26 = mimir_maximum_f32(m26, v12);
+    m26 = mimir_maximum_f32(m26, v15);
+    m26 = mimir_maximum_f32(m26, v18);
+    m26 = mimir_maximum_f32(m26, v21);
+    if (j22 < 1000u) {
+        m26 = mimir_maximum_f32(m26, v23);
     }
-    const float warp14 = (simd_any(((as_type<uint>(m13) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m13));
+    const float warp27 = (simd_any(((as_type<uint>(m26) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m26));
     if ((lid.x & 31u) == 0u) {
-        row_max[lid.x >> 5u] = warp14;
+        row_max[lid.x >> 5u] = warp27;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot15 = row_max[lid.x & 7u];
-    const float total16 = mimir_simd_max_f32_8(slot15);
-    const float top17 = (total16 == as_type<float>(0xff800000u) ? 0.0f : total16);
-    float s18 = 0.0f;
-    const float d19 = v2 - top17;
-    const float e20 = exp(d19);
-    s18 = s18 + e20;
-    const float d21 = v5 - top17;
-    const float e22 = exp(d21);
-    s18 = s18 + e22;
-    const float d23 = v8 - top17;
-    const float e24 = exp(d23);
-    s18 = s18 + e24;
-    float d25 = 0.0f;
-    float e26 = 0.0f;
-    if (j9 < 1000u) {
-        d25 = v10 - top17;
-        e26 = exp(d25);
-        s18 = s18 + e26;
+    const float slot28 = row_max[lid.x & 3u];
+    const float total29 = mimir_simd_max_f32_4(slot28);
+    const float top30 = (total29 == as_type<float>(0xff800000u) ? 0.0f : total29);
+    float s31 = 0.0f;
+    const float d32 = v3 - top30;
+    const float e33 = exp(d32);
+    s31 = s31 + e33;
+    const float d34 = v6 - top30;
+    const float e35 = exp(d34);
+    s31 = s31 + e35;
+    const float d36 = v9 - top30;
+    const float e37 = exp(d36);
+    s31 = s31 + e37;
+    const float d38 = v12 - top30;
+    const float e39 = exp(d38);
+    s31 = s31 + e39;
+    const float d40 = v15 - top30;
+    const float e41 = exp(d40);
+    s31 = s31 + e41;
+    const float d42 = v18 - top30;
+    const float e43 = exp(d42);
+    s31 = s31 + e43;
+    const float d44 = v21 - top30;
+    const float e45 = exp(d44);
+    s31 = s31 + e45;
+    float d46 = 0.0f;
+    float e47 = 0.0f;
+    if (j22 < 1000u) {
+        d46 = v23 - top30;
+        e47 = exp(d46);
+        s31 = s31 + e47;
     }
-    const float warp27 = simd_sum(s18);
+    const float warp48 = simd_sum(s31);
     if ((lid.x & 31u) == 0u) {
-        row_sum[lid.x >> 5u] = warp27;
+        row_sum[lid.x >> 5u] = warp48;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot28 = row_sum[lid.x & 7u];
-    const float total29 = mimir_simd_add_f32_8(slot28);
-    const float y30 = e20 / total29;
-    out[i1] = y30;
-    const float y31 = e22 / total29;
-    out[i4] = y31;
-    const float y32 = e24 / total29;
-    out[i7] = y32;
-    if (j9 < 1000u) {
-        const float y33 = e26 / total29;
-        const uint i34 = g0 * 1000u + j9;
-        out[i34] = y33;
+    const float slot49 = row_sum[lid.x & 3u];
+    const float total50 = mimir_simd_add_f32_4(slot49);
+    const float y51 = e33 / total50;
+    out[i2] = y51;
+    const float y52 = e35 / total50;
+    out[i5] = y52;
+    const float y53 = e37 / total50;
+    out[i8] = y53;
+    const float y54 = e39 / total50;
+    out[i11] = y54;
+    const float y55 = e41 / total50;
+    out[i14] = y55;
+    const float y56 = e43 / total50;
+    out[i17] = y56;
+    const float y57 = e45 / total50;
+    out[i20] = y57;
+    if (j22 < 1000u) {
+        const uint i58 = base1 + j22;
+        const float y59 = e47 / total50;
+        out[i58] = y59;
     }
 }

@@ -19,22 +19,6 @@ static inline float mimir_maximum_f32(float a, float b) {
     return b;
 }
 
-static inline float mimir_simd_add_f32_2(float x) {
-    for (ushort m = 1; m > 0; m >>= 1) {
-        const float y = simd_shuffle_xor(x, m);
-        x = x + y;
-    }
-    return x;
-}
-
-static inline float mimir_simd_max_f32_2(float x) {
-    for (ushort m = 1; m > 0; m >>= 1) {
-        const float y = simd_shuffle_xor(x, m);
-        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
-    }
-    return x;
-}
-
 kernel void softmax_short_half_0_softmax(
     device const half* x [[buffer(0)]],
     device half* out [[buffer(1)]],
@@ -43,48 +27,43 @@ kernel void softmax_short_half_0_softmax(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row_max[2];
-    threadgroup float row_sum[2];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
     }
-    float v1 = as_type<float>(0xff800000u);
-    if (lid.x < 40u) {
-        const uint i2 = g0 * 40u + lid.x;
-        const float v3 = float(x[i2]);
-        v1 = v3;
+    const uint base1 = g0 * 40u;
+    const uint i2 = base1 + lid.x;
+    const float v3 = float(x[i2]);
+    const uint j4 = lid.x + 32u;
+    float v5 = as_type<float>(0xff800000u);
+    if (j4 < 40u) {
+        const uint i6 = base1 + j4;
+        const float v7 = float(x[i6]);
+        v5 = v7;
     }
-    float m4 = as_type<float>(0xff800000u);
-    if (lid.x < 40u) {
-        m4 = mimir_maximum_f32(m4, v1);
+    float m8 = v3;
+    if (j4 < 40u) {
+        m8 = mimir_maximum_f32(m8, v5);
     }
-    const float warp5 = (simd_any(((as_type<uint>(m4) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m4));
-    if ((lid.x & 31u) == 0u) {
-        row_max[lid.x >> 5u] = warp5;
+    const float warp9 = (simd_any(((as_type<uint>(m8) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m8));
+    const float top10 = (warp9 == as_type<float>(0xff800000u) ? 0.0f : warp9);
+    float s11 = 0.0f;
+    const float d12 = v3 - top10;
+    const float e13 = exp(d12);
+    s11 = s11 + e13;
+    float d14 = 0.0f;
+    float e15 = 0.0f;
+    if (j4 < 40u) {
+        d14 = v5 - top10;
+        e15 = exp(d14);
+        s11 = s11 + e15;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot6 = row_max[lid.x & 1u];
-    const float total7 = mimir_simd_max_f32_2(slot6);
-    const float top8 = (total7 == as_type<float>(0xff800000u) ? 0.0f : total7);
-    float s9 = 0.0f;
-    float d10 = 0.0f;
-    float e11 = 0.0f;
-    if (lid.x < 40u) {
-        d10 = v1 - top8;
-        e11 = exp(d10);
-        s9 = s9 + e11;
-    }
-    const float warp12 = simd_sum(s9);
-    if ((lid.x & 31u) == 0u) {
-        row_sum[lid.x >> 5u] = warp12;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot13 = row_sum[lid.x & 1u];
-    const float total14 = mimir_simd_add_f32_2(slot13);
-    if (lid.x < 40u) {
-        const float y15 = float(half(e11 / total14));
-        const uint i16 = g0 * 40u + lid.x;
-        out[i16] = half(y15);
+    const float warp16 = simd_sum(s11);
+    const float y17 = float(half(e13 / warp16));
+    out[i2] = half(y17);
+    if (j4 < 40u) {
+        const uint i18 = base1 + j4;
+        const float y19 = float(half(e15 / warp16));
+        out[i18] = half(y19);
     }
 }

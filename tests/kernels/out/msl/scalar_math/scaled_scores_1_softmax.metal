@@ -7,16 +7,16 @@ struct Uniforms {
     uint D;
 };
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
     return x;
 }
 
-static inline float mimir_simd_max_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_max_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
     }
@@ -31,42 +31,95 @@ kernel void scaled_scores_1_softmax(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row_max[8];
-    threadgroup float row_sum[8];
+    threadgroup float row_max[4];
+    threadgroup float row_sum[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.T) {
         return;
     }
-    float m1 = as_type<float>(0xff800000u);
-    float s2 = 0.0f;
-    for (uint j3 = lid.x; j3 < u.T; j3 += 256u) {
-        const uint i4 = g0 * u.T + j3;
-        const float v5 = scratch0[i4];
-        const bool grows6 = v5 > m1;
-        const float d7 = (grows6 ? m1 - v5 : v5 - m1);
-        const float e8 = (v5 == as_type<float>(0xff800000u) ? 0.0f : exp(d7));
-        s2 = (grows6 ? fma(s2, e8, 1.0f) : s2 + e8);
-        m1 = (grows6 ? v5 : m1);
+    const uint base1 = g0 * u.T;
+    float m2 = as_type<float>(0xff800000u);
+    float s3 = 0.0f;
+    const uint last4 = (u.T > 384u ? u.T - 384u : 0u);
+    uint rest5 = lid.x;
+    for (uint r6 = lid.x; r6 < last4; r6 += 512u) {
+        const uint i7 = base1 + r6;
+        const float v8 = scratch0[i7];
+        const bool grows9 = v8 > m2;
+        const float d10 = (grows9 ? m2 - v8 : v8 - m2);
+        const float e11 = (v8 == as_type<float>(0xff800000u) ? 0.0f : exp(d10));
+        s3 = (grows9 ? fma(s3, e11, 1.0f) : s3 + e11);
+        m2 = (grows9 ? v8 : m2);
+        const float v12 = scratch0[i7 + 128u];
+        const bool grows13 = v12 > m2;
+        const float d14 = (grows13 ? m2 - v12 : v12 - m2);
+        const float e15 = (v12 == as_type<float>(0xff800000u) ? 0.0f : exp(d14));
+        s3 = (grows13 ? fma(s3, e15, 1.0f) : s3 + e15);
+        m2 = (grows13 ? v12 : m2);
+        const float v16 = scratch0[i7 + 256u];
+        const bool grows17 = v16 > m2;
+        const float d18 = (grows17 ? m2 - v16 : v16 - m2);
+        const float e19 = (v16 == as_type<float>(0xff800000u) ? 0.0f : exp(d18));
+        s3 = (grows17 ? fma(s3, e19, 1.0f) : s3 + e19);
+        m2 = (grows17 ? v16 : m2);
+        const float v20 = scratch0[i7 + 384u];
+        const bool grows21 = v20 > m2;
+        const float d22 = (grows21 ? m2 - v20 : v20 - m2);
+        const float e23 = (v20 == as_type<float>(0xff800000u) ? 0.0f : exp(d22));
+        s3 = (grows21 ? fma(s3, e23, 1.0f) : s3 + e23);
+        m2 = (grows21 ? v20 : m2);
+        rest5 = r6 + 512u;
     }
-    const float warp_max9 = (simd_any(((as_type<uint>(m1) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m1));
-    const float t10 = (m1 == as_type<float>(0xff800000u) ? 0.0f : s2 * exp(m1 - warp_max9));
-    const float warp_sum11 = simd_sum(t10);
+    for (uint r24 = rest5; r24 < u.T; r24 += 128u) {
+        const uint i25 = base1 + r24;
+        const float v26 = scratch0[i25];
+        const bool grows27 = v26 > m2;
+        const float d28 = (grows27 ? m2 - v26 : v26 - m2);
+        const float e29 = (v26 == as_type<float>(0xff800000u) ? 0.0f : exp(d28));
+        s3 = (grows27 ? fma(s3, e29, 1.0f) : s3 + e29);
+        m2 = (grows27 ? v26 : m2);
+    }
+    const float warp_max30 = (simd_any(((as_type<uint>(m2) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m2));
+    const float t31 = (m2 == as_type<float>(0xff800000u) ? s3 : s3 * exp(m2 - warp_max30));
+    const float warp_sum32 = simd_sum(t31);
     if ((lid.x & 31u) == 0u) {
-        row_max[lid.x >> 5u] = warp_max9;
-        row_sum[lid.x >> 5u] = warp_sum11;
+        row_max[lid.x >> 5u] = warp_max30;
+        row_sum[lid.x >> 5u] = warp_sum32;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot12 = row_max[lid.x & 7u];
-    const float slot13 = row_sum[lid.x & 7u];
-    const float row_max14 = mimir_simd_max_f32_8(slot12);
-    const float t15 = (slot12 == as_type<float>(0xff800000u) ? 0.0f : slot13 * exp(slot12 - row_max14));
-    const float t16 = mimir_simd_add_f32_8(t15);
-    const float top17 = (row_max14 == as_type<float>(0xff800000u) ? 0.0f : row_max14);
-    for (uint j18 = lid.x; j18 < u.T; j18 += 256u) {
-        const uint i19 = g0 * u.T + j18;
-        const float v20 = scratch0[i19];
-        const float t21 = v20 - top17;
-        const float y22 = exp(t21) / t16;
-        out[i19] = y22;
+    const float slot33 = row_max[lid.x & 3u];
+    const float slot34 = row_sum[lid.x & 3u];
+    const float row_max35 = mimir_simd_max_f32_4(slot33);
+    const float t36 = (slot33 == as_type<float>(0xff800000u) ? slot34 : slot34 * exp(slot33 - row_max35));
+    const float t37 = mimir_simd_add_f32_4(t36);
+    const float top38 = (row_max35 == as_type<float>(0xff800000u) ? 0.0f : row_max35);
+    const uint last39 = (u.T > 384u ? u.T - 384u : 0u);
+    uint rest40 = lid.x;
+    for (uint r41 = lid.x; r41 < last39; r41 += 512u) {
+        const uint i42 = base1 + r41;
+        const float v43 = scratch0[i42];
+        const float t44 = v43 - top38;
+        const float y45 = exp(t44) / t37;
+        out[i42] = y45;
+        const float v46 = scratch0[i42 + 128u];
+        const float t47 = v46 - top38;
+        const float y48 = exp(t47) / t37;
+        out[i42 + 128u] = y48;
+        const float v49 = scratch0[i42 + 256u];
+        const float t50 = v49 - top38;
+        const float y51 = exp(t50) / t37;
+        out[i42 + 256u] = y51;
+        const float v52 = scratch0[i42 + 384u];
+        const float t53 = v52 - top38;
+        const float y54 = exp(t53) / t37;
+        out[i42 + 384u] = y54;
+        rest40 = r41 + 512u;
+    }
+    for (uint r55 = rest40; r55 < u.T; r55 += 128u) {
+        const uint i56 = base1 + r55;
+        const float v57 = scratch0[i56];
+        const float t58 = v57 - top38;
+        const float y59 = exp(t58) / t37;
+        out[i56] = y59;
     }
 }

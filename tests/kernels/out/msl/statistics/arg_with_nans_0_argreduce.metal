@@ -27,16 +27,16 @@ static inline float mimir_minimum_f32(float a, float b) {
     return b;
 }
 
-static inline float mimir_simd_min_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_min_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : min(x, y);
     }
     return x;
 }
 
-static inline uint mimir_simd_min_u32_8(uint x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline uint mimir_simd_min_u32_4(uint x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const uint y = simd_shuffle_xor(x, m);
         x = min(x, y);
     }
@@ -51,42 +51,79 @@ kernel void arg_with_nans_0_argreduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float best[8];
-    threadgroup uint first[8];
+    threadgroup float best[4];
+    threadgroup uint first[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
     }
-    float acc1 = as_type<float>(0x7f800000u);
-    for (uint r2 = lid.x; r2 < u.C; r2 += 256u) {
-        const uint i3 = g0 * u.C + r2;
-        const float v4 = x[i3];
-        const float v5 = mimir_sqrt(v4);
-        acc1 = mimir_minimum_f32(acc1, v5);
+    const uint base1 = g0 * u.C;
+    float acc2 = as_type<float>(0x7f800000u);
+    const uint last3 = (u.C > 384u ? u.C - 384u : 0u);
+    uint rest4 = lid.x;
+    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
+        const uint i6 = base1 + r5;
+        const float v7 = x[i6];
+        const float v8 = mimir_sqrt(v7);
+        acc2 = mimir_minimum_f32(acc2, v8);
+        const float v9 = x[i6 + 128u];
+        const float v10 = mimir_sqrt(v9);
+        acc2 = mimir_minimum_f32(acc2, v10);
+        const float v11 = x[i6 + 256u];
+        const float v12 = mimir_sqrt(v11);
+        acc2 = mimir_minimum_f32(acc2, v12);
+        const float v13 = x[i6 + 384u];
+        const float v14 = mimir_sqrt(v13);
+        acc2 = mimir_minimum_f32(acc2, v14);
+        rest4 = r5 + 512u;
     }
-    const float warp6 = (simd_any(((as_type<uint>(acc1) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_min(acc1));
+    for (uint r15 = rest4; r15 < u.C; r15 += 128u) {
+        const uint i16 = base1 + r15;
+        const float v17 = x[i16];
+        const float v18 = mimir_sqrt(v17);
+        acc2 = mimir_minimum_f32(acc2, v18);
+    }
+    const float warp19 = (simd_any(((as_type<uint>(acc2) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_min(acc2));
     if ((lid.x & 31u) == 0u) {
-        best[lid.x >> 5u] = warp6;
+        best[lid.x >> 5u] = warp19;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot7 = best[lid.x & 7u];
-    const float total8 = mimir_simd_min_f32_8(slot7);
-    uint acc9 = 4294967295u;
-    for (uint r10 = lid.x; r10 < u.C; r10 += 256u) {
-        const uint i11 = g0 * u.C + r10;
-        const float v12 = x[i11];
-        const float v13 = mimir_sqrt(v12);
-        acc9 = (((!(((as_type<uint>(v13) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total8) & 0x7fffffffu) > 0x7f800000u)) && (v13 == total8)) || (((as_type<uint>(v13) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total8) & 0x7fffffffu) > 0x7f800000u))) && (r10 < acc9) ? r10 : acc9);
+    const float slot20 = best[lid.x & 3u];
+    const float total21 = mimir_simd_min_f32_4(slot20);
+    uint acc22 = 4294967295u;
+    const uint last23 = (u.C > 384u ? u.C - 384u : 0u);
+    uint rest24 = lid.x;
+    for (uint r25 = lid.x; r25 < last23; r25 += 512u) {
+        const uint i26 = base1 + r25;
+        const float v27 = x[i26];
+        const float v28 = mimir_sqrt(v27);
+        acc22 = (((!(((as_type<uint>(v28) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total21) & 0x7fffffffu) > 0x7f800000u)) && (v28 == total21)) || (((as_type<uint>(v28) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total21) & 0x7fffffffu) > 0x7f800000u))) && (r25 < acc22) ? r25 : acc22);
+        const float v29 = x[i26 + 128u];
+        const float v30 = mimir_sqrt(v29);
+        acc22 = (((!(((as_type<uint>(v30) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total21) & 0x7fffffffu) > 0x7f800000u)) && (v30 == total21)) || (((as_type<uint>(v30) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total21) & 0x7fffffffu) > 0x7f800000u))) && (r25 + 128u < acc22) ? r25 + 128u : acc22);
+        const float v31 = x[i26 + 256u];
+        const float v32 = mimir_sqrt(v31);
+        acc22 = (((!(((as_type<uint>(v32) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total21) & 0x7fffffffu) > 0x7f800000u)) && (v32 == total21)) || (((as_type<uint>(v32) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total21) & 0x7fffffffu) > 0x7f800000u))) && (r25 + 256u < acc22) ? r25 + 256u : acc22);
+        const float v33 = x[i26 + 384u];
+        const float v34 = mimir_sqrt(v33);
+        acc22 = (((!(((as_type<uint>(v34) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total21) & 0x7fffffffu) > 0x7f800000u)) && (v34 == total21)) || (((as_type<uint>(v34) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total21) & 0x7fffffffu) > 0x7f800000u))) && (r25 + 384u < acc22) ? r25 + 384u : acc22);
+        rest24 = r25 + 512u;
     }
-    const uint warp14 = simd_min(acc9);
+    for (uint r35 = rest24; r35 < u.C; r35 += 128u) {
+        const uint i36 = base1 + r35;
+        const float v37 = x[i36];
+        const float v38 = mimir_sqrt(v37);
+        acc22 = (((!(((as_type<uint>(v38) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total21) & 0x7fffffffu) > 0x7f800000u)) && (v38 == total21)) || (((as_type<uint>(v38) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total21) & 0x7fffffffu) > 0x7f800000u))) && (r35 < acc22) ? r35 : acc22);
+    }
+    const uint warp39 = simd_min(acc22);
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp14;
+        first[lid.x >> 5u] = warp39;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot15 = first[lid.x & 7u];
-    const uint total16 = mimir_simd_min_u32_8(slot15);
+    const uint slot40 = first[lid.x & 3u];
+    const uint total41 = mimir_simd_min_u32_4(slot40);
     if (lid.x == 0u) {
-        const int index17 = int(total16);
-        scratch0[g0] = index17;
+        const int index42 = int(total41);
+        scratch0[g0] = index42;
     }
 }

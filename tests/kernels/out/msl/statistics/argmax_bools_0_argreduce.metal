@@ -7,8 +7,8 @@ struct Uniforms {
     uint C;
 };
 
-static inline uint mimir_simd_min_u32_8(uint x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline uint mimir_simd_min_u32_4(uint x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const uint y = simd_shuffle_xor(x, m);
         x = min(x, y);
     }
@@ -23,43 +23,84 @@ kernel void argmax_bools_0_argreduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup uint best[8];
-    threadgroup uint first[8];
+    threadgroup uint best[4];
+    threadgroup uint first[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
     }
-    uint acc1 = 4294967295u;
-    for (uint r2 = lid.x; r2 < u.C; r2 += 256u) {
-        const uint i3 = g0 * u.C + r2;
-        const int v4 = x[i3];
-        const bool v5 = v4 < 0;
-        acc1 = (acc1 <= (v5 ? 1u : 0u) ? acc1 : (v5 ? 1u : 0u));
+    const uint base1 = g0 * u.C;
+    uint acc2 = 4294967295u;
+    const uint last3 = (u.C > 384u ? u.C - 384u : 0u);
+    uint rest4 = lid.x;
+    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
+        const uint i6 = base1 + r5;
+        const int v7 = x[i6];
+        const bool v8 = v7 < 0;
+        acc2 = (acc2 <= (v8 ? 1u : 0u) ? acc2 : (v8 ? 1u : 0u));
+        const int v9 = x[i6 + 128u];
+        const bool v10 = v9 < 0;
+        acc2 = (acc2 <= (v10 ? 1u : 0u) ? acc2 : (v10 ? 1u : 0u));
+        const int v11 = x[i6 + 256u];
+        const bool v12 = v11 < 0;
+        acc2 = (acc2 <= (v12 ? 1u : 0u) ? acc2 : (v12 ? 1u : 0u));
+        const int v13 = x[i6 + 384u];
+        const bool v14 = v13 < 0;
+        acc2 = (acc2 <= (v14 ? 1u : 0u) ? acc2 : (v14 ? 1u : 0u));
+        rest4 = r5 + 512u;
     }
-    const uint warp6 = simd_min(acc1);
+    for (uint r15 = rest4; r15 < u.C; r15 += 128u) {
+        const uint i16 = base1 + r15;
+        const int v17 = x[i16];
+        const bool v18 = v17 < 0;
+        acc2 = (acc2 <= (v18 ? 1u : 0u) ? acc2 : (v18 ? 1u : 0u));
+    }
+    const uint warp19 = simd_min(acc2);
     if ((lid.x & 31u) == 0u) {
-        best[lid.x >> 5u] = warp6;
+        best[lid.x >> 5u] = warp19;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot7 = best[lid.x & 7u];
-    const uint total8 = mimir_simd_min_u32_8(slot7);
-    uint acc9 = 4294967295u;
-    for (uint r10 = lid.x; r10 < u.C; r10 += 256u) {
-        const uint i11 = g0 * u.C + r10;
-        const int v12 = x[i11];
-        const bool v13 = v12 < 0;
-        const uint v14 = (v13 ? 1u : 0u);
-        acc9 = ((v14 == total8) && (r10 < acc9) ? r10 : acc9);
+    const uint slot20 = best[lid.x & 3u];
+    const uint total21 = mimir_simd_min_u32_4(slot20);
+    uint acc22 = 4294967295u;
+    const uint last23 = (u.C > 384u ? u.C - 384u : 0u);
+    uint rest24 = lid.x;
+    for (uint r25 = lid.x; r25 < last23; r25 += 512u) {
+        const uint i26 = base1 + r25;
+        const int v27 = x[i26];
+        const bool v28 = v27 < 0;
+        const uint v29 = (v28 ? 1u : 0u);
+        acc22 = ((v29 == total21) && (r25 < acc22) ? r25 : acc22);
+        const int v30 = x[i26 + 128u];
+        const bool v31 = v30 < 0;
+        const uint v32 = (v31 ? 1u : 0u);
+        acc22 = ((v32 == total21) && (r25 + 128u < acc22) ? r25 + 128u : acc22);
+        const int v33 = x[i26 + 256u];
+        const bool v34 = v33 < 0;
+        const uint v35 = (v34 ? 1u : 0u);
+        acc22 = ((v35 == total21) && (r25 + 256u < acc22) ? r25 + 256u : acc22);
+        const int v36 = x[i26 + 384u];
+        const bool v37 = v36 < 0;
+        const uint v38 = (v37 ? 1u : 0u);
+        acc22 = ((v38 == total21) && (r25 + 384u < acc22) ? r25 + 384u : acc22);
+        rest24 = r25 + 512u;
     }
-    const uint warp15 = simd_min(acc9);
+    for (uint r39 = rest24; r39 < u.C; r39 += 128u) {
+        const uint i40 = base1 + r39;
+        const int v41 = x[i40];
+        const bool v42 = v41 < 0;
+        const uint v43 = (v42 ? 1u : 0u);
+        acc22 = ((v43 == total21) && (r39 < acc22) ? r39 : acc22);
+    }
+    const uint warp44 = simd_min(acc22);
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp15;
+        first[lid.x >> 5u] = warp44;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot16 = first[lid.x & 7u];
-    const uint total17 = mimir_simd_min_u32_8(slot16);
+    const uint slot45 = first[lid.x & 3u];
+    const uint total46 = mimir_simd_min_u32_4(slot45);
     if (lid.x == 0u) {
-        const int index18 = int(total17);
-        scratch0[g0] = index18;
+        const int index47 = int(total46);
+        scratch0[g0] = index47;
     }
 }

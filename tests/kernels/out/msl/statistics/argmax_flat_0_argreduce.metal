@@ -19,16 +19,16 @@ static inline float mimir_maximum_f32(float a, float b) {
     return b;
 }
 
-static inline float mimir_simd_max_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_max_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
     }
     return x;
 }
 
-static inline uint mimir_simd_min_u32_8(uint x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline uint mimir_simd_min_u32_4(uint x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const uint y = simd_shuffle_xor(x, m);
         x = min(x, y);
     }
@@ -42,40 +42,90 @@ kernel void argmax_flat_0_argreduce(
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]]
 ) {
-    threadgroup float best[8];
-    threadgroup uint first[8];
+    threadgroup float best[4];
+    threadgroup uint first[4];
     float acc0 = as_type<float>(0xff800000u);
-    for (uint r1 = lid.x; r1 < u.N * 7u; r1 += 256u) {
-        const uint i2 = r1 % 7u;
-        const uint i3 = r1 / 7u;
-        const uint i4 = i3 * 7u + i2;
-        const float v5 = float(x[i4]);
-        acc0 = mimir_maximum_f32(acc0, v5);
+    const uint last1 = (u.N * 7u > 384u ? u.N * 7u - 384u : 0u);
+    uint rest2 = lid.x;
+    for (uint r3 = lid.x; r3 < last1; r3 += 512u) {
+        const uint i4 = r3 % 7u;
+        const uint i5 = r3 / 7u;
+        const uint i6 = i5 * 7u + i4;
+        const float v7 = float(x[i6]);
+        acc0 = mimir_maximum_f32(acc0, v7);
+        const uint i8 = (r3 + 128u) % 7u;
+        const uint i9 = (r3 + 128u) / 7u;
+        const uint i10 = i9 * 7u + i8;
+        const float v11 = float(x[i10]);
+        acc0 = mimir_maximum_f32(acc0, v11);
+        const uint i12 = (r3 + 256u) % 7u;
+        const uint i13 = (r3 + 256u) / 7u;
+        const uint i14 = i13 * 7u + i12;
+        const float v15 = float(x[i14]);
+        acc0 = mimir_maximum_f32(acc0, v15);
+        const uint i16 = (r3 + 384u) % 7u;
+        const uint i17 = (r3 + 384u) / 7u;
+        const uint i18 = i17 * 7u + i16;
+        const float v19 = float(x[i18]);
+        acc0 = mimir_maximum_f32(acc0, v19);
+        rest2 = r3 + 512u;
     }
-    const float warp6 = (simd_any(((as_type<uint>(acc0) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc0));
+    for (uint r20 = rest2; r20 < u.N * 7u; r20 += 128u) {
+        const uint i21 = r20 % 7u;
+        const uint i22 = r20 / 7u;
+        const uint i23 = i22 * 7u + i21;
+        const float v24 = float(x[i23]);
+        acc0 = mimir_maximum_f32(acc0, v24);
+    }
+    const float warp25 = (simd_any(((as_type<uint>(acc0) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc0));
     if ((lid.x & 31u) == 0u) {
-        best[lid.x >> 5u] = warp6;
+        best[lid.x >> 5u] = warp25;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot7 = best[lid.x & 7u];
-    const float total8 = mimir_simd_max_f32_8(slot7);
-    uint acc9 = 4294967295u;
-    for (uint r10 = lid.x; r10 < u.N * 7u; r10 += 256u) {
-        const uint i11 = r10 % 7u;
-        const uint i12 = r10 / 7u;
-        const uint i13 = i12 * 7u + i11;
-        const float v14 = float(x[i13]);
-        acc9 = (((!(((as_type<uint>(v14) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total8) & 0x7fffffffu) > 0x7f800000u)) && (v14 == total8)) || (((as_type<uint>(v14) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total8) & 0x7fffffffu) > 0x7f800000u))) && (r10 < acc9) ? r10 : acc9);
+    const float slot26 = best[lid.x & 3u];
+    const float total27 = mimir_simd_max_f32_4(slot26);
+    uint acc28 = 4294967295u;
+    const uint last29 = (u.N * 7u > 384u ? u.N * 7u - 384u : 0u);
+    uint rest30 = lid.x;
+    for (uint r31 = lid.x; r31 < last29; r31 += 512u) {
+        const uint i32 = r31 % 7u;
+        const uint i33 = r31 / 7u;
+        const uint i34 = i33 * 7u + i32;
+        const float v35 = float(x[i34]);
+        acc28 = (((!(((as_type<uint>(v35) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total27) & 0x7fffffffu) > 0x7f800000u)) && (v35 == total27)) || (((as_type<uint>(v35) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total27) & 0x7fffffffu) > 0x7f800000u))) && (r31 < acc28) ? r31 : acc28);
+        const uint i36 = (r31 + 128u) % 7u;
+        const uint i37 = (r31 + 128u) / 7u;
+        const uint i38 = i37 * 7u + i36;
+        const float v39 = float(x[i38]);
+        acc28 = (((!(((as_type<uint>(v39) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total27) & 0x7fffffffu) > 0x7f800000u)) && (v39 == total27)) || (((as_type<uint>(v39) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total27) & 0x7fffffffu) > 0x7f800000u))) && (r31 + 128u < acc28) ? r31 + 128u : acc28);
+        const uint i40 = (r31 + 256u) % 7u;
+        const uint i41 = (r31 + 256u) / 7u;
+        const uint i42 = i41 * 7u + i40;
+        const float v43 = float(x[i42]);
+        acc28 = (((!(((as_type<uint>(v43) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total27) & 0x7fffffffu) > 0x7f800000u)) && (v43 == total27)) || (((as_type<uint>(v43) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total27) & 0x7fffffffu) > 0x7f800000u))) && (r31 + 256u < acc28) ? r31 + 256u : acc28);
+        const uint i44 = (r31 + 384u) % 7u;
+        const uint i45 = (r31 + 384u) / 7u;
+        const uint i46 = i45 * 7u + i44;
+        const float v47 = float(x[i46]);
+        acc28 = (((!(((as_type<uint>(v47) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total27) & 0x7fffffffu) > 0x7f800000u)) && (v47 == total27)) || (((as_type<uint>(v47) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total27) & 0x7fffffffu) > 0x7f800000u))) && (r31 + 384u < acc28) ? r31 + 384u : acc28);
+        rest30 = r31 + 512u;
     }
-    const uint warp15 = simd_min(acc9);
+    for (uint r48 = rest30; r48 < u.N * 7u; r48 += 128u) {
+        const uint i49 = r48 % 7u;
+        const uint i50 = r48 / 7u;
+        const uint i51 = i50 * 7u + i49;
+        const float v52 = float(x[i51]);
+        acc28 = (((!(((as_type<uint>(v52) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total27) & 0x7fffffffu) > 0x7f800000u)) && (v52 == total27)) || (((as_type<uint>(v52) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total27) & 0x7fffffffu) > 0x7f800000u))) && (r48 < acc28) ? r48 : acc28);
+    }
+    const uint warp53 = simd_min(acc28);
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp15;
+        first[lid.x >> 5u] = warp53;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot16 = first[lid.x & 7u];
-    const uint total17 = mimir_simd_min_u32_8(slot16);
+    const uint slot54 = first[lid.x & 3u];
+    const uint total55 = mimir_simd_min_u32_4(slot54);
     if (lid.x == 0u) {
-        const int index18 = int(total17);
-        out[wid.x] = index18;
+        const int index56 = int(total55);
+        out[wid.x] = index56;
     }
 }

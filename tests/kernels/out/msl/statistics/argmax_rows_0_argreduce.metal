@@ -20,16 +20,16 @@ static inline float mimir_maximum_f32(float a, float b) {
     return b;
 }
 
-static inline float mimir_simd_max_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_max_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
     }
     return x;
 }
 
-static inline uint mimir_simd_min_u32_8(uint x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline uint mimir_simd_min_u32_4(uint x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const uint y = simd_shuffle_xor(x, m);
         x = min(x, y);
     }
@@ -44,40 +44,69 @@ kernel void argmax_rows_0_argreduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float best[8];
-    threadgroup uint first[8];
+    threadgroup float best[4];
+    threadgroup uint first[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
     }
-    float acc1 = as_type<float>(0xff800000u);
-    for (uint r2 = lid.x; r2 < u.C; r2 += 256u) {
-        const uint i3 = g0 * u.C + r2;
-        const float v4 = x[i3];
-        acc1 = mimir_maximum_f32(acc1, v4);
+    const uint base1 = g0 * u.C;
+    float acc2 = as_type<float>(0xff800000u);
+    const uint last3 = (u.C > 384u ? u.C - 384u : 0u);
+    uint rest4 = lid.x;
+    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
+        const uint i6 = base1 + r5;
+        const float v7 = x[i6];
+        acc2 = mimir_maximum_f32(acc2, v7);
+        const float v8 = x[i6 + 128u];
+        acc2 = mimir_maximum_f32(acc2, v8);
+        const float v9 = x[i6 + 256u];
+        acc2 = mimir_maximum_f32(acc2, v9);
+        const float v10 = x[i6 + 384u];
+        acc2 = mimir_maximum_f32(acc2, v10);
+        rest4 = r5 + 512u;
     }
-    const float warp5 = (simd_any(((as_type<uint>(acc1) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc1));
+    for (uint r11 = rest4; r11 < u.C; r11 += 128u) {
+        const uint i12 = base1 + r11;
+        const float v13 = x[i12];
+        acc2 = mimir_maximum_f32(acc2, v13);
+    }
+    const float warp14 = (simd_any(((as_type<uint>(acc2) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc2));
     if ((lid.x & 31u) == 0u) {
-        best[lid.x >> 5u] = warp5;
+        best[lid.x >> 5u] = warp14;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot6 = best[lid.x & 7u];
-    const float total7 = mimir_simd_max_f32_8(slot6);
-    uint acc8 = 4294967295u;
-    for (uint r9 = lid.x; r9 < u.C; r9 += 256u) {
-        const uint i10 = g0 * u.C + r9;
-        const float v11 = x[i10];
-        acc8 = (((!(((as_type<uint>(v11) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total7) & 0x7fffffffu) > 0x7f800000u)) && (v11 == total7)) || (((as_type<uint>(v11) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total7) & 0x7fffffffu) > 0x7f800000u))) && (r9 < acc8) ? r9 : acc8);
+    const float slot15 = best[lid.x & 3u];
+    const float total16 = mimir_simd_max_f32_4(slot15);
+    uint acc17 = 4294967295u;
+    const uint last18 = (u.C > 384u ? u.C - 384u : 0u);
+    uint rest19 = lid.x;
+    for (uint r20 = lid.x; r20 < last18; r20 += 512u) {
+        const uint i21 = base1 + r20;
+        const float v22 = x[i21];
+        acc17 = (((!(((as_type<uint>(v22) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total16) & 0x7fffffffu) > 0x7f800000u)) && (v22 == total16)) || (((as_type<uint>(v22) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total16) & 0x7fffffffu) > 0x7f800000u))) && (r20 < acc17) ? r20 : acc17);
+        const float v23 = x[i21 + 128u];
+        acc17 = (((!(((as_type<uint>(v23) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total16) & 0x7fffffffu) > 0x7f800000u)) && (v23 == total16)) || (((as_type<uint>(v23) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total16) & 0x7fffffffu) > 0x7f800000u))) && (r20 + 128u < acc17) ? r20 + 128u : acc17);
+        const float v24 = x[i21 + 256u];
+        acc17 = (((!(((as_type<uint>(v24) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total16) & 0x7fffffffu) > 0x7f800000u)) && (v24 == total16)) || (((as_type<uint>(v24) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total16) & 0x7fffffffu) > 0x7f800000u))) && (r20 + 256u < acc17) ? r20 + 256u : acc17);
+        const float v25 = x[i21 + 384u];
+        acc17 = (((!(((as_type<uint>(v25) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total16) & 0x7fffffffu) > 0x7f800000u)) && (v25 == total16)) || (((as_type<uint>(v25) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total16) & 0x7fffffffu) > 0x7f800000u))) && (r20 + 384u < acc17) ? r20 + 384u : acc17);
+        rest19 = r20 + 512u;
     }
-    const uint warp12 = simd_min(acc8);
+    for (uint r26 = rest19; r26 < u.C; r26 += 128u) {
+        const uint i27 = base1 + r26;
+        const float v28 = x[i27];
+        acc17 = (((!(((as_type<uint>(v28) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total16) & 0x7fffffffu) > 0x7f800000u)) && (v28 == total16)) || (((as_type<uint>(v28) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total16) & 0x7fffffffu) > 0x7f800000u))) && (r26 < acc17) ? r26 : acc17);
+    }
+    const uint warp29 = simd_min(acc17);
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp12;
+        first[lid.x >> 5u] = warp29;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot13 = first[lid.x & 7u];
-    const uint total14 = mimir_simd_min_u32_8(slot13);
+    const uint slot30 = first[lid.x & 3u];
+    const uint total31 = mimir_simd_min_u32_4(slot30);
     if (lid.x == 0u) {
-        const int index15 = int(total14);
-        out[g0] = index15;
+        const int index32 = int(total31);
+        out[g0] = index32;
     }
 }

@@ -18,16 +18,16 @@ static inline int mimir_mod_i32(int a, int b) {
     return r;
 }
 
-static inline int mimir_simd_min_i32_8(int x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline int mimir_simd_min_i32_4(int x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const int y = simd_shuffle_xor(x, m);
         x = min(x, y);
     }
     return x;
 }
 
-static inline uint mimir_simd_min_u32_8(uint x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline uint mimir_simd_min_u32_4(uint x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const uint y = simd_shuffle_xor(x, m);
         x = min(x, y);
     }
@@ -42,42 +42,84 @@ kernel void argmin_columns_0_argreduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup int best[8];
-    threadgroup uint first[8];
+    threadgroup int best[4];
+    threadgroup uint first[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.C) {
         return;
     }
     int acc1 = 2147483647;
-    for (uint r2 = lid.x; r2 < u.N; r2 += 256u) {
-        const uint i3 = r2 * u.C + g0;
-        const int v4 = x[i3];
-        const int v5 = mimir_mod_i32(v4, 5);
-        acc1 = (acc1 <= v5 ? acc1 : v5);
-    }
-    const int warp6 = simd_min(acc1);
-    if ((lid.x & 31u) == 0u) {
-        best[lid.x >> 5u] = warp6;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int slot7 = best[lid.x & 7u];
-    const int total8 = mimir_simd_min_i32_8(slot7);
-    uint acc9 = 4294967295u;
-    for (uint r10 = lid.x; r10 < u.N; r10 += 256u) {
-        const uint i11 = r10 * u.C + g0;
+    const uint last2 = (u.N > 384u ? u.N - 384u : 0u);
+    uint rest3 = lid.x;
+    for (uint r4 = lid.x; r4 < last2; r4 += 512u) {
+        const uint i5 = r4 * u.C + g0;
+        const int v6 = x[i5];
+        const int v7 = mimir_mod_i32(v6, 5);
+        acc1 = (acc1 <= v7 ? acc1 : v7);
+        const uint i8 = (r4 + 128u) * u.C + g0;
+        const int v9 = x[i8];
+        const int v10 = mimir_mod_i32(v9, 5);
+        acc1 = (acc1 <= v10 ? acc1 : v10);
+        const uint i11 = (r4 + 256u) * u.C + g0;
         const int v12 = x[i11];
         const int v13 = mimir_mod_i32(v12, 5);
-        acc9 = ((v13 == total8) && (r10 < acc9) ? r10 : acc9);
+        acc1 = (acc1 <= v13 ? acc1 : v13);
+        const uint i14 = (r4 + 384u) * u.C + g0;
+        const int v15 = x[i14];
+        const int v16 = mimir_mod_i32(v15, 5);
+        acc1 = (acc1 <= v16 ? acc1 : v16);
+        rest3 = r4 + 512u;
     }
-    const uint warp14 = simd_min(acc9);
+    for (uint r17 = rest3; r17 < u.N; r17 += 128u) {
+        const uint i18 = r17 * u.C + g0;
+        const int v19 = x[i18];
+        const int v20 = mimir_mod_i32(v19, 5);
+        acc1 = (acc1 <= v20 ? acc1 : v20);
+    }
+    const int warp21 = simd_min(acc1);
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp14;
+        best[lid.x >> 5u] = warp21;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot15 = first[lid.x & 7u];
-    const uint total16 = mimir_simd_min_u32_8(slot15);
+    const int slot22 = best[lid.x & 3u];
+    const int total23 = mimir_simd_min_i32_4(slot22);
+    uint acc24 = 4294967295u;
+    const uint last25 = (u.N > 384u ? u.N - 384u : 0u);
+    uint rest26 = lid.x;
+    for (uint r27 = lid.x; r27 < last25; r27 += 512u) {
+        const uint i28 = r27 * u.C + g0;
+        const int v29 = x[i28];
+        const int v30 = mimir_mod_i32(v29, 5);
+        acc24 = ((v30 == total23) && (r27 < acc24) ? r27 : acc24);
+        const uint i31 = (r27 + 128u) * u.C + g0;
+        const int v32 = x[i31];
+        const int v33 = mimir_mod_i32(v32, 5);
+        acc24 = ((v33 == total23) && (r27 + 128u < acc24) ? r27 + 128u : acc24);
+        const uint i34 = (r27 + 256u) * u.C + g0;
+        const int v35 = x[i34];
+        const int v36 = mimir_mod_i32(v35, 5);
+        acc24 = ((v36 == total23) && (r27 + 256u < acc24) ? r27 + 256u : acc24);
+        const uint i37 = (r27 + 384u) * u.C + g0;
+        const int v38 = x[i37];
+        const int v39 = mimir_mod_i32(v38, 5);
+        acc24 = ((v39 == total23) && (r27 + 384u < acc24) ? r27 + 384u : acc24);
+        rest26 = r27 + 512u;
+    }
+    for (uint r40 = rest26; r40 < u.N; r40 += 128u) {
+        const uint i41 = r40 * u.C + g0;
+        const int v42 = x[i41];
+        const int v43 = mimir_mod_i32(v42, 5);
+        acc24 = ((v43 == total23) && (r40 < acc24) ? r40 : acc24);
+    }
+    const uint warp44 = simd_min(acc24);
+    if ((lid.x & 31u) == 0u) {
+        first[lid.x >> 5u] = warp44;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint slot45 = first[lid.x & 3u];
+    const uint total46 = mimir_simd_min_u32_4(slot45);
     if (lid.x == 0u) {
-        const int index17 = int(total16);
-        out[g0] = index17;
+        const int index47 = int(total46);
+        out[g0] = index47;
     }
 }

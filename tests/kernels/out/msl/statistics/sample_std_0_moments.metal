@@ -14,8 +14,8 @@ static inline float mimir_sqrt(float a) {
     return sqrt(a);
 }
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
@@ -30,43 +30,81 @@ kernel void sample_std_0_moments(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float sum[8];
-    threadgroup float squares[8];
+    threadgroup float sum[4];
+    threadgroup float squares[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.C) {
         return;
     }
     float acc1 = 0.0f;
-    for (uint r2 = lid.x; r2 < u.S; r2 += 256u) {
-        const uint i3 = r2 * u.C + g0;
-        const float v4 = x[i3];
-        acc1 = acc1 + v4;
-    }
-    const float warp5 = simd_sum(acc1);
-    if ((lid.x & 31u) == 0u) {
-        sum[lid.x >> 5u] = warp5;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot6 = sum[lid.x & 7u];
-    const float total7 = mimir_simd_add_f32_8(slot6);
-    const float mean8 = total7 / float(u.S);
-    float acc9 = 0.0f;
-    for (uint r10 = lid.x; r10 < u.S; r10 += 256u) {
-        const uint i11 = r10 * u.C + g0;
+    const uint last2 = (u.S > 384u ? u.S - 384u : 0u);
+    uint rest3 = lid.x;
+    for (uint r4 = lid.x; r4 < last2; r4 += 512u) {
+        const uint i5 = r4 * u.C + g0;
+        const float v6 = x[i5];
+        acc1 = acc1 + v6;
+        const uint i7 = (r4 + 128u) * u.C + g0;
+        const float v8 = x[i7];
+        acc1 = acc1 + v8;
+        const uint i9 = (r4 + 256u) * u.C + g0;
+        const float v10 = x[i9];
+        acc1 = acc1 + v10;
+        const uint i11 = (r4 + 384u) * u.C + g0;
         const float v12 = x[i11];
-        const float d13 = v12 - mean8;
-        acc9 = fma(d13, d13, acc9);
+        acc1 = acc1 + v12;
+        rest3 = r4 + 512u;
     }
-    const float warp14 = simd_sum(acc9);
+    for (uint r13 = rest3; r13 < u.S; r13 += 128u) {
+        const uint i14 = r13 * u.C + g0;
+        const float v15 = x[i14];
+        acc1 = acc1 + v15;
+    }
+    const float warp16 = simd_sum(acc1);
     if ((lid.x & 31u) == 0u) {
-        squares[lid.x >> 5u] = warp14;
+        sum[lid.x >> 5u] = warp16;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot15 = squares[lid.x & 7u];
-    const float total16 = mimir_simd_add_f32_8(slot15);
-    const float var17 = total16 / float(u.S - 1u);
-    const float std18 = mimir_sqrt(var17);
+    const float slot17 = sum[lid.x & 3u];
+    const float total18 = mimir_simd_add_f32_4(slot17);
+    const float mean19 = total18 / float(u.S);
+    float acc20 = 0.0f;
+    const uint last21 = (u.S > 384u ? u.S - 384u : 0u);
+    uint rest22 = lid.x;
+    for (uint r23 = lid.x; r23 < last21; r23 += 512u) {
+        const uint i24 = r23 * u.C + g0;
+        const float v25 = x[i24];
+        const float d26 = v25 - mean19;
+        acc20 = fma(d26, d26, acc20);
+        const uint i27 = (r23 + 128u) * u.C + g0;
+        const float v28 = x[i27];
+        const float d29 = v28 - mean19;
+        acc20 = fma(d29, d29, acc20);
+        const uint i30 = (r23 + 256u) * u.C + g0;
+        const float v31 = x[i30];
+        const float d32 = v31 - mean19;
+        acc20 = fma(d32, d32, acc20);
+        const uint i33 = (r23 + 384u) * u.C + g0;
+        const float v34 = x[i33];
+        const float d35 = v34 - mean19;
+        acc20 = fma(d35, d35, acc20);
+        rest22 = r23 + 512u;
+    }
+    for (uint r36 = rest22; r36 < u.S; r36 += 128u) {
+        const uint i37 = r36 * u.C + g0;
+        const float v38 = x[i37];
+        const float d39 = v38 - mean19;
+        acc20 = fma(d39, d39, acc20);
+    }
+    const float warp40 = simd_sum(acc20);
+    if ((lid.x & 31u) == 0u) {
+        squares[lid.x >> 5u] = warp40;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const float slot41 = squares[lid.x & 3u];
+    const float total42 = mimir_simd_add_f32_4(slot41);
+    const float var43 = total42 / float(u.S - 1u);
+    const float std44 = mimir_sqrt(var43);
     if (lid.x == 0u) {
-        out[g0] = std18;
+        out[g0] = std44;
     }
 }

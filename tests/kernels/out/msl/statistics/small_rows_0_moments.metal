@@ -24,22 +24,53 @@ kernel void small_rows_0_moments(
     const uint g0 = wid.y * nwg.x + wid.x;
     const uint o1 = g0 * 256u + lid.x;
     if (o1 < u.N) {
-        float acc2 = 0.0f;
-        for (uint r3 = 0u; r3 < 3u; r3 += 1u) {
-            const uint i4 = o1 * 3u + r3;
-            const float v5 = y[i4];
-            acc2 = acc2 + v5;
+        const uint base2 = o1 * 3u;
+        float acc3 = 0.0f;
+        uint rest4 = 0u;
+        for (uint r5 = 0u; r5 < 0u; r5 += 4u) {
+            const uint i6 = base2 + r5;
+            const float v7 = y[i6];
+            acc3 = acc3 + v7;
+            const float v8 = y[i6 + 1u];
+            acc3 = acc3 + v8;
+            const float v9 = y[i6 + 2u];
+            acc3 = acc3 + v9;
+            const float v10 = y[i6 + 3u];
+            acc3 = acc3 + v10;
+            rest4 = r5 + 4u;
         }
-        const float mean6 = acc2 / 3.0f;
-        float acc7 = 0.0f;
-        for (uint r8 = 0u; r8 < 3u; r8 += 1u) {
-            const uint i9 = o1 * 3u + r8;
-            const float v10 = y[i9];
-            const float d11 = v10 - mean6;
-            acc7 = fma(d11, d11, acc7);
+        for (uint r11 = rest4; r11 < 3u; r11 += 1u) {
+            const uint i12 = base2 + r11;
+            const float v13 = y[i12];
+            acc3 = acc3 + v13;
         }
-        const float var12 = acc7 / 2.0f;
-        const float std13 = mimir_sqrt(var12);
-        scratch0[o1] = std13;
+        const float mean14 = acc3 / 3.0f;
+        float acc15 = 0.0f;
+        uint rest16 = 0u;
+        for (uint r17 = 0u; r17 < 0u; r17 += 4u) {
+            const uint i18 = base2 + r17;
+            const float v19 = y[i18];
+            const float d20 = v19 - mean14;
+            acc15 = fma(d20, d20, acc15);
+            const float v21 = y[i18 + 1u];
+            const float d22 = v21 - mean14;
+            acc15 = fma(d22, d22, acc15);
+            const float v23 = y[i18 + 2u];
+            const float d24 = v23 - mean14;
+            acc15 = fma(d24, d24, acc15);
+            const float v25 = y[i18 + 3u];
+            const float d26 = v25 - mean14;
+            acc15 = fma(d26, d26, acc15);
+            rest16 = r17 + 4u;
+        }
+        for (uint r27 = rest16; r27 < 3u; r27 += 1u) {
+            const uint i28 = base2 + r27;
+            const float v29 = y[i28];
+            const float d30 = v29 - mean14;
+            acc15 = fma(d30, d30, acc15);
+        }
+        const float var31 = acc15 / 2.0f;
+        const float std32 = mimir_sqrt(var31);
+        scratch0[o1] = std32;
     }
 }

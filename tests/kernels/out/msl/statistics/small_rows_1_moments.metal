@@ -17,21 +17,52 @@ kernel void small_rows_1_moments(
     const uint g0 = wid.y * nwg.x + wid.x;
     const uint o1 = g0 * 256u + lid.x;
     if (o1 < u.N) {
-        float acc2 = 0.0f;
-        for (uint r3 = 0u; r3 < 5u; r3 += 1u) {
-            const uint i4 = o1 * 5u + r3;
-            const int v5 = x[i4];
-            acc2 = acc2 + float(v5);
+        const uint base2 = o1 * 5u;
+        float acc3 = 0.0f;
+        uint rest4 = 0u;
+        for (uint r5 = 0u; r5 < 2u; r5 += 4u) {
+            const uint i6 = base2 + r5;
+            const int v7 = x[i6];
+            acc3 = acc3 + float(v7);
+            const int v8 = x[i6 + 1u];
+            acc3 = acc3 + float(v8);
+            const int v9 = x[i6 + 2u];
+            acc3 = acc3 + float(v9);
+            const int v10 = x[i6 + 3u];
+            acc3 = acc3 + float(v10);
+            rest4 = r5 + 4u;
         }
-        const float mean6 = acc2 / 5.0f;
-        float acc7 = 0.0f;
-        for (uint r8 = 0u; r8 < 5u; r8 += 1u) {
-            const uint i9 = o1 * 5u + r8;
-            const int v10 = x[i9];
-            const float d11 = float(v10) - mean6;
-            acc7 = fma(d11, d11, acc7);
+        for (uint r11 = rest4; r11 < 5u; r11 += 1u) {
+            const uint i12 = base2 + r11;
+            const int v13 = x[i12];
+            acc3 = acc3 + float(v13);
         }
-        const float var12 = acc7 / 5.0f;
-        scratch1[o1] = var12;
+        const float mean14 = acc3 / 5.0f;
+        float acc15 = 0.0f;
+        uint rest16 = 0u;
+        for (uint r17 = 0u; r17 < 2u; r17 += 4u) {
+            const uint i18 = base2 + r17;
+            const int v19 = x[i18];
+            const float d20 = float(v19) - mean14;
+            acc15 = fma(d20, d20, acc15);
+            const int v21 = x[i18 + 1u];
+            const float d22 = float(v21) - mean14;
+            acc15 = fma(d22, d22, acc15);
+            const int v23 = x[i18 + 2u];
+            const float d24 = float(v23) - mean14;
+            acc15 = fma(d24, d24, acc15);
+            const int v25 = x[i18 + 3u];
+            const float d26 = float(v25) - mean14;
+            acc15 = fma(d26, d26, acc15);
+            rest16 = r17 + 4u;
+        }
+        for (uint r27 = rest16; r27 < 5u; r27 += 1u) {
+            const uint i28 = base2 + r27;
+            const int v29 = x[i28];
+            const float d30 = float(v29) - mean14;
+            acc15 = fma(d30, d30, acc15);
+        }
+        const float var31 = acc15 / 5.0f;
+        scratch1[o1] = var31;
     }
 }

@@ -30,26 +30,61 @@ kernel void small_rows_2_argreduce(
     const uint g0 = wid.y * nwg.x + wid.x;
     const uint o1 = g0 * 256u + lid.x;
     if (o1 < u.N) {
-        int acc2 = 2147483647;
-        for (uint r3 = 0u; r3 < 5u; r3 += 1u) {
-            const uint i4 = o1 * 5u + r3;
-            const int v5 = x[i4];
-            const int v6 = mimir_mod_i32(v5, 3);
-            acc2 = (acc2 <= v6 ? acc2 : v6);
+        const uint base2 = o1 * 5u;
+        int acc3 = 2147483647;
+        uint rest4 = 0u;
+        for (uint r5 = 0u; r5 < 2u; r5 += 4u) {
+            const uint i6 = base2 + r5;
+            const int v7 = x[i6];
+            const int v8 = mimir_mod_i32(v7, 3);
+            acc3 = (acc3 <= v8 ? acc3 : v8);
+            const int v9 = x[i6 + 1u];
+            const int v10 = mimir_mod_i32(v9, 3);
+            acc3 = (acc3 <= v10 ? acc3 : v10);
+            const int v11 = x[i6 + 2u];
+            const int v12 = mimir_mod_i32(v11, 3);
+            acc3 = (acc3 <= v12 ? acc3 : v12);
+            const int v13 = x[i6 + 3u];
+            const int v14 = mimir_mod_i32(v13, 3);
+            acc3 = (acc3 <= v14 ? acc3 : v14);
+            rest4 = r5 + 4u;
         }
-        uint acc7 = 4294967295u;
-        for (uint r8 = 0u; r8 < 5u; r8 += 1u) {
-            const uint i9 = o1 * 5u + r8;
-            const int v10 = x[i9];
-            const int v11 = mimir_mod_i32(v10, 3);
-            acc7 = ((v11 == acc2) && (r8 < acc7) ? r8 : acc7);
+        for (uint r15 = rest4; r15 < 5u; r15 += 1u) {
+            const uint i16 = base2 + r15;
+            const int v17 = x[i16];
+            const int v18 = mimir_mod_i32(v17, 3);
+            acc3 = (acc3 <= v18 ? acc3 : v18);
         }
-        const int index12 = int(acc7);
-        const float v13 = float(index12);
-        const float v14 = scratch0[o1];
-        const float v15 = v13 + v14;
-        const float v16 = scratch1[o1];
-        const float v17 = v15 + v16;
-        out[o1] = v17;
+        uint acc19 = 4294967295u;
+        uint rest20 = 0u;
+        for (uint r21 = 0u; r21 < 2u; r21 += 4u) {
+            const uint i22 = base2 + r21;
+            const int v23 = x[i22];
+            const int v24 = mimir_mod_i32(v23, 3);
+            acc19 = ((v24 == acc3) && (r21 < acc19) ? r21 : acc19);
+            const int v25 = x[i22 + 1u];
+            const int v26 = mimir_mod_i32(v25, 3);
+            acc19 = ((v26 == acc3) && (r21 + 1u < acc19) ? r21 + 1u : acc19);
+            const int v27 = x[i22 + 2u];
+            const int v28 = mimir_mod_i32(v27, 3);
+            acc19 = ((v28 == acc3) && (r21 + 2u < acc19) ? r21 + 2u : acc19);
+            const int v29 = x[i22 + 3u];
+            const int v30 = mimir_mod_i32(v29, 3);
+            acc19 = ((v30 == acc3) && (r21 + 3u < acc19) ? r21 + 3u : acc19);
+            rest20 = r21 + 4u;
+        }
+        for (uint r31 = rest20; r31 < 5u; r31 += 1u) {
+            const uint i32 = base2 + r31;
+            const int v33 = x[i32];
+            const int v34 = mimir_mod_i32(v33, 3);
+            acc19 = ((v34 == acc3) && (r31 < acc19) ? r31 : acc19);
+        }
+        const int index35 = int(acc19);
+        const float v36 = float(index35);
+        const float v37 = scratch0[o1];
+        const float v38 = v36 + v37;
+        const float v39 = scratch1[o1];
+        const float v40 = v38 + v39;
+        out[o1] = v40;
     }
 }

@@ -7,8 +7,8 @@ struct Uniforms {
     uint C;
 };
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
@@ -23,26 +23,41 @@ kernel void standardise_0_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[8];
+    threadgroup float partial[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
     }
-    float acc1 = 0.0f;
-    for (uint r2 = lid.x; r2 < u.C; r2 += 256u) {
-        const uint i3 = g0 * u.C + r2;
-        const float v4 = x[i3];
-        acc1 = acc1 + v4;
+    const uint base1 = g0 * u.C;
+    float acc2 = 0.0f;
+    const uint last3 = (u.C > 384u ? u.C - 384u : 0u);
+    uint rest4 = lid.x;
+    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
+        const uint i6 = base1 + r5;
+        const float v7 = x[i6];
+        acc2 = acc2 + v7;
+        const float v8 = x[i6 + 128u];
+        acc2 = acc2 + v8;
+        const float v9 = x[i6 + 256u];
+        acc2 = acc2 + v9;
+        const float v10 = x[i6 + 384u];
+        acc2 = acc2 + v10;
+        rest4 = r5 + 512u;
     }
-    const float warp5 = simd_sum(acc1);
+    for (uint r11 = rest4; r11 < u.C; r11 += 128u) {
+        const uint i12 = base1 + r11;
+        const float v13 = x[i12];
+        acc2 = acc2 + v13;
+    }
+    const float warp14 = simd_sum(acc2);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp5;
+        partial[lid.x >> 5u] = warp14;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot6 = partial[lid.x & 7u];
-    const float total7 = mimir_simd_add_f32_8(slot6);
+    const float slot15 = partial[lid.x & 3u];
+    const float total16 = mimir_simd_add_f32_4(slot15);
     if (lid.x == 0u) {
-        const float total8 = total7 / float(u.C);
-        scratch0[g0] = total8;
+        const float total17 = total16 / float(u.C);
+        scratch0[g0] = total17;
     }
 }

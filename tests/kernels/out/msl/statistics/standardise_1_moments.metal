@@ -14,8 +14,8 @@ static inline float mimir_sqrt(float a) {
     return sqrt(a);
 }
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
@@ -30,44 +30,77 @@ kernel void standardise_1_moments(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float sum[8];
-    threadgroup float squares[8];
+    threadgroup float sum[4];
+    threadgroup float squares[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
     }
-    float acc1 = 0.0f;
-    for (uint r2 = lid.x; r2 < u.C; r2 += 256u) {
-        const uint i3 = g0 * u.C + r2;
-        const float v4 = x[i3];
-        acc1 = acc1 + v4;
+    const uint base1 = g0 * u.C;
+    float acc2 = 0.0f;
+    const uint last3 = (u.C > 384u ? u.C - 384u : 0u);
+    uint rest4 = lid.x;
+    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
+        const uint i6 = base1 + r5;
+        const float v7 = x[i6];
+        acc2 = acc2 + v7;
+        const float v8 = x[i6 + 128u];
+        acc2 = acc2 + v8;
+        const float v9 = x[i6 + 256u];
+        acc2 = acc2 + v9;
+        const float v10 = x[i6 + 384u];
+        acc2 = acc2 + v10;
+        rest4 = r5 + 512u;
     }
-    const float warp5 = simd_sum(acc1);
+    for (uint r11 = rest4; r11 < u.C; r11 += 128u) {
+        const uint i12 = base1 + r11;
+        const float v13 = x[i12];
+        acc2 = acc2 + v13;
+    }
+    const float warp14 = simd_sum(acc2);
     if ((lid.x & 31u) == 0u) {
-        sum[lid.x >> 5u] = warp5;
+        sum[lid.x >> 5u] = warp14;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot6 = sum[lid.x & 7u];
-    const float total7 = mimir_simd_add_f32_8(slot6);
-    const float mean8 = total7 / float(u.C);
-    float acc9 = 0.0f;
-    for (uint r10 = lid.x; r10 < u.C; r10 += 256u) {
-        const uint i11 = g0 * u.C + r10;
-        const float v12 = x[i11];
-        const float d13 = v12 - mean8;
-        acc9 = fma(d13, d13, acc9);
+    const float slot15 = sum[lid.x & 3u];
+    const float total16 = mimir_simd_add_f32_4(slot15);
+    const float mean17 = total16 / float(u.C);
+    float acc18 = 0.0f;
+    const uint last19 = (u.C > 384u ? u.C - 384u : 0u);
+    uint rest20 = lid.x;
+    for (uint r21 = lid.x; r21 < last19; r21 += 512u) {
+        const uint i22 = base1 + r21;
+        const float v23 = x[i22];
+        const float d24 = v23 - mean17;
+        acc18 = fma(d24, d24, acc18);
+        const float v25 = x[i22 + 128u];
+        const float d26 = v25 - mean17;
+        acc18 = fma(d26, d26, acc18);
+        const float v27 = x[i22 + 256u];
+        const float d28 = v27 - mean17;
+        acc18 = fma(d28, d28, acc18);
+        const float v29 = x[i22 + 384u];
+        const float d30 = v29 - mean17;
+        acc18 = fma(d30, d30, acc18);
+        rest20 = r21 + 512u;
     }
-    const float warp14 = simd_sum(acc9);
+    for (uint r31 = rest20; r31 < u.C; r31 += 128u) {
+        const uint i32 = base1 + r31;
+        const float v33 = x[i32];
+        const float d34 = v33 - mean17;
+        acc18 = fma(d34, d34, acc18);
+    }
+    const float warp35 = simd_sum(acc18);
     if ((lid.x & 31u) == 0u) {
-        squares[lid.x >> 5u] = warp14;
+        squares[lid.x >> 5u] = warp35;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot15 = squares[lid.x & 7u];
-    const float total16 = mimir_simd_add_f32_8(slot15);
-    const float var17 = total16 / float(u.C);
-    const float std18 = mimir_sqrt(var17);
+    const float slot36 = squares[lid.x & 3u];
+    const float total37 = mimir_simd_add_f32_4(slot36);
+    const float var38 = total37 / float(u.C);
+    const float std39 = mimir_sqrt(var38);
     if (lid.x == 0u) {
-        const float v19 = std18 + 0.001f;
-        scratch1[g0] = v19;
+        const float v40 = std39 + 0.001f;
+        scratch1[g0] = v40;
     }
 }

@@ -31,22 +31,49 @@ kernel void top1_of_ten_0_argreduce(
     const uint g0 = wid.y * nwg.x + wid.x;
     const uint o1 = g0 * 256u + lid.x;
     if (o1 < u.N) {
-        float acc2 = as_type<float>(0xff800000u);
-        for (uint r3 = 0u; r3 < 10u; r3 += 1u) {
-            const uint i4 = o1 * 10u + r3;
-            const float v5 = logits[i4];
-            acc2 = mimir_maximum_f32(acc2, v5);
+        const uint base2 = o1 * 10u;
+        float acc3 = as_type<float>(0xff800000u);
+        uint rest4 = 0u;
+        for (uint r5 = 0u; r5 < 7u; r5 += 4u) {
+            const uint i6 = base2 + r5;
+            const float v7 = logits[i6];
+            acc3 = mimir_maximum_f32(acc3, v7);
+            const float v8 = logits[i6 + 1u];
+            acc3 = mimir_maximum_f32(acc3, v8);
+            const float v9 = logits[i6 + 2u];
+            acc3 = mimir_maximum_f32(acc3, v9);
+            const float v10 = logits[i6 + 3u];
+            acc3 = mimir_maximum_f32(acc3, v10);
+            rest4 = r5 + 4u;
         }
-        uint acc6 = 4294967295u;
-        for (uint r7 = 0u; r7 < 10u; r7 += 1u) {
-            const uint i8 = o1 * 10u + r7;
-            const float v9 = logits[i8];
-            acc6 = (((!(((as_type<uint>(v9) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(acc2) & 0x7fffffffu) > 0x7f800000u)) && (v9 == acc2)) || (((as_type<uint>(v9) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(acc2) & 0x7fffffffu) > 0x7f800000u))) && (r7 < acc6) ? r7 : acc6);
+        for (uint r11 = rest4; r11 < 10u; r11 += 1u) {
+            const uint i12 = base2 + r11;
+            const float v13 = logits[i12];
+            acc3 = mimir_maximum_f32(acc3, v13);
         }
-        const int index10 = int(acc6);
-        const int v11 = labels[o1];
-        const bool v12 = index10 == v11;
-        const int v13 = (v12 ? 1 : 0);
-        scratch0[o1] = v13;
+        uint acc14 = 4294967295u;
+        uint rest15 = 0u;
+        for (uint r16 = 0u; r16 < 7u; r16 += 4u) {
+            const uint i17 = base2 + r16;
+            const float v18 = logits[i17];
+            acc14 = (((!(((as_type<uint>(v18) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(acc3) & 0x7fffffffu) > 0x7f800000u)) && (v18 == acc3)) || (((as_type<uint>(v18) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(acc3) & 0x7fffffffu) > 0x7f800000u))) && (r16 < acc14) ? r16 : acc14);
+            const float v19 = logits[i17 + 1u];
+            acc14 = (((!(((as_type<uint>(v19) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(acc3) & 0x7fffffffu) > 0x7f800000u)) && (v19 == acc3)) || (((as_type<uint>(v19) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(acc3) & 0x7fffffffu) > 0x7f800000u))) && (r16 + 1u < acc14) ? r16 + 1u : acc14);
+            const float v20 = logits[i17 + 2u];
+            acc14 = (((!(((as_type<uint>(v20) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(acc3) & 0x7fffffffu) > 0x7f800000u)) && (v20 == acc3)) || (((as_type<uint>(v20) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(acc3) & 0x7fffffffu) > 0x7f800000u))) && (r16 + 2u < acc14) ? r16 + 2u : acc14);
+            const float v21 = logits[i17 + 3u];
+            acc14 = (((!(((as_type<uint>(v21) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(acc3) & 0x7fffffffu) > 0x7f800000u)) && (v21 == acc3)) || (((as_type<uint>(v21) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(acc3) & 0x7fffffffu) > 0x7f800000u))) && (r16 + 3u < acc14) ? r16 + 3u : acc14);
+            rest15 = r16 + 4u;
+        }
+        for (uint r22 = rest15; r22 < 10u; r22 += 1u) {
+            const uint i23 = base2 + r22;
+            const float v24 = logits[i23];
+            acc14 = (((!(((as_type<uint>(v24) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(acc3) & 0x7fffffffu) > 0x7f800000u)) && (v24 == acc3)) || (((as_type<uint>(v24) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(acc3) & 0x7fffffffu) > 0x7f800000u))) && (r22 < acc14) ? r22 : acc14);
+        }
+        const int index25 = int(acc14);
+        const int v26 = labels[o1];
+        const bool v27 = index25 == v26;
+        const int v28 = (v27 ? 1 : 0);
+        scratch0[o1] = v28;
     }
 }

@@ -6,8 +6,8 @@ struct Uniforms {
     uint N;
 };
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
@@ -21,42 +21,96 @@ kernel void var_all_0_moments(
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]]
 ) {
-    threadgroup float sum[8];
-    threadgroup float squares[8];
+    threadgroup float sum[4];
+    threadgroup float squares[4];
     float acc0 = 0.0f;
-    for (uint r1 = lid.x; r1 < u.N * 5u; r1 += 256u) {
-        const uint i2 = r1 % 5u;
-        const uint i3 = r1 / 5u;
-        const uint i4 = i3 * 5u + i2;
-        const int v5 = x[i4];
-        acc0 = acc0 + float(v5);
-    }
-    const float warp6 = simd_sum(acc0);
-    if ((lid.x & 31u) == 0u) {
-        sum[lid.x >> 5u] = warp6;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot7 = sum[lid.x & 7u];
-    const float total8 = mimir_simd_add_f32_8(slot7);
-    const float mean9 = total8 / float(u.N * 5u);
-    float acc10 = 0.0f;
-    for (uint r11 = lid.x; r11 < u.N * 5u; r11 += 256u) {
-        const uint i12 = r11 % 5u;
-        const uint i13 = r11 / 5u;
+    const uint last1 = (u.N * 5u > 384u ? u.N * 5u - 384u : 0u);
+    uint rest2 = lid.x;
+    for (uint r3 = lid.x; r3 < last1; r3 += 512u) {
+        const uint i4 = r3 % 5u;
+        const uint i5 = r3 / 5u;
+        const uint i6 = i5 * 5u + i4;
+        const int v7 = x[i6];
+        acc0 = acc0 + float(v7);
+        const uint i8 = (r3 + 128u) % 5u;
+        const uint i9 = (r3 + 128u) / 5u;
+        const uint i10 = i9 * 5u + i8;
+        const int v11 = x[i10];
+        acc0 = acc0 + float(v11);
+        const uint i12 = (r3 + 256u) % 5u;
+        const uint i13 = (r3 + 256u) / 5u;
         const uint i14 = i13 * 5u + i12;
         const int v15 = x[i14];
-        const float d16 = float(v15) - mean9;
-        acc10 = fma(d16, d16, acc10);
+        acc0 = acc0 + float(v15);
+        const uint i16 = (r3 + 384u) % 5u;
+        const uint i17 = (r3 + 384u) / 5u;
+        const uint i18 = i17 * 5u + i16;
+        const int v19 = x[i18];
+        acc0 = acc0 + float(v19);
+        rest2 = r3 + 512u;
     }
-    const float warp17 = simd_sum(acc10);
+    for (uint r20 = rest2; r20 < u.N * 5u; r20 += 128u) {
+        const uint i21 = r20 % 5u;
+        const uint i22 = r20 / 5u;
+        const uint i23 = i22 * 5u + i21;
+        const int v24 = x[i23];
+        acc0 = acc0 + float(v24);
+    }
+    const float warp25 = simd_sum(acc0);
     if ((lid.x & 31u) == 0u) {
-        squares[lid.x >> 5u] = warp17;
+        sum[lid.x >> 5u] = warp25;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot18 = squares[lid.x & 7u];
-    const float total19 = mimir_simd_add_f32_8(slot18);
-    const float var20 = total19 / float(5u * u.N);
+    const float slot26 = sum[lid.x & 3u];
+    const float total27 = mimir_simd_add_f32_4(slot26);
+    const float mean28 = total27 / float(u.N * 5u);
+    float acc29 = 0.0f;
+    const uint last30 = (u.N * 5u > 384u ? u.N * 5u - 384u : 0u);
+    uint rest31 = lid.x;
+    for (uint r32 = lid.x; r32 < last30; r32 += 512u) {
+        const uint i33 = r32 % 5u;
+        const uint i34 = r32 / 5u;
+        const uint i35 = i34 * 5u + i33;
+        const int v36 = x[i35];
+        const float d37 = float(v36) - mean28;
+        acc29 = fma(d37, d37, acc29);
+        const uint i38 = (r32 + 128u) % 5u;
+        const uint i39 = (r32 + 128u) / 5u;
+        const uint i40 = i39 * 5u + i38;
+        const int v41 = x[i40];
+        const float d42 = float(v41) - mean28;
+        acc29 = fma(d42, d42, acc29);
+        const uint i43 = (r32 + 256u) % 5u;
+        const uint i44 = (r32 + 256u) / 5u;
+        const uint i45 = i44 * 5u + i43;
+        const int v46 = x[i45];
+        const float d47 = float(v46) - mean28;
+        acc29 = fma(d47, d47, acc29);
+        const uint i48 = (r32 + 384u) % 5u;
+        const uint i49 = (r32 + 384u) / 5u;
+        const uint i50 = i49 * 5u + i48;
+        const int v51 = x[i50];
+        const float d52 = float(v51) - mean28;
+        acc29 = fma(d52, d52, acc29);
+        rest31 = r32 + 512u;
+    }
+    for (uint r53 = rest31; r53 < u.N * 5u; r53 += 128u) {
+        const uint i54 = r53 % 5u;
+        const uint i55 = r53 / 5u;
+        const uint i56 = i55 * 5u + i54;
+        const int v57 = x[i56];
+        const float d58 = float(v57) - mean28;
+        acc29 = fma(d58, d58, acc29);
+    }
+    const float warp59 = simd_sum(acc29);
+    if ((lid.x & 31u) == 0u) {
+        squares[lid.x >> 5u] = warp59;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const float slot60 = squares[lid.x & 3u];
+    const float total61 = mimir_simd_add_f32_4(slot60);
+    const float var62 = total61 / float(5u * u.N);
     if (lid.x == 0u) {
-        out[wid.x] = var20;
+        out[wid.x] = var62;
     }
 }

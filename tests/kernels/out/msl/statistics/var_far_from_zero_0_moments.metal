@@ -7,8 +7,8 @@ struct Uniforms {
     uint C;
 };
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
@@ -23,45 +23,86 @@ kernel void var_far_from_zero_0_moments(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float sum[8];
-    threadgroup float squares[8];
+    threadgroup float sum[4];
+    threadgroup float squares[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
     }
-    float acc1 = 0.0f;
-    for (uint r2 = lid.x; r2 < u.C; r2 += 256u) {
-        const uint i3 = g0 * u.C + r2;
-        const float v4 = x[i3];
-        const float v5 = v4 + 1e+03f;
-        acc1 = acc1 + v5;
-    }
-    const float warp6 = simd_sum(acc1);
-    if ((lid.x & 31u) == 0u) {
-        sum[lid.x >> 5u] = warp6;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot7 = sum[lid.x & 7u];
-    const float total8 = mimir_simd_add_f32_8(slot7);
-    const float mean9 = total8 / float(u.C);
-    float acc10 = 0.0f;
-    for (uint r11 = lid.x; r11 < u.C; r11 += 256u) {
-        const uint i12 = g0 * u.C + r11;
-        const float v13 = x[i12];
+    const uint base1 = g0 * u.C;
+    float acc2 = 0.0f;
+    const uint last3 = (u.C > 384u ? u.C - 384u : 0u);
+    uint rest4 = lid.x;
+    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
+        const uint i6 = base1 + r5;
+        const float v7 = x[i6];
+        const float v8 = v7 + 1e+03f;
+        acc2 = acc2 + v8;
+        const float v9 = x[i6 + 128u];
+        const float v10 = v9 + 1e+03f;
+        acc2 = acc2 + v10;
+        const float v11 = x[i6 + 256u];
+        const float v12 = v11 + 1e+03f;
+        acc2 = acc2 + v12;
+        const float v13 = x[i6 + 384u];
         const float v14 = v13 + 1e+03f;
-        const float d15 = v14 - mean9;
-        acc10 = fma(d15, d15, acc10);
+        acc2 = acc2 + v14;
+        rest4 = r5 + 512u;
     }
-    const float warp16 = simd_sum(acc10);
+    for (uint r15 = rest4; r15 < u.C; r15 += 128u) {
+        const uint i16 = base1 + r15;
+        const float v17 = x[i16];
+        const float v18 = v17 + 1e+03f;
+        acc2 = acc2 + v18;
+    }
+    const float warp19 = simd_sum(acc2);
     if ((lid.x & 31u) == 0u) {
-        squares[lid.x >> 5u] = warp16;
+        sum[lid.x >> 5u] = warp19;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot17 = squares[lid.x & 7u];
-    const float total18 = mimir_simd_add_f32_8(slot17);
-    const float var19 = total18 / float(u.C);
+    const float slot20 = sum[lid.x & 3u];
+    const float total21 = mimir_simd_add_f32_4(slot20);
+    const float mean22 = total21 / float(u.C);
+    float acc23 = 0.0f;
+    const uint last24 = (u.C > 384u ? u.C - 384u : 0u);
+    uint rest25 = lid.x;
+    for (uint r26 = lid.x; r26 < last24; r26 += 512u) {
+        const uint i27 = base1 + r26;
+        const float v28 = x[i27];
+        const float v29 = v28 + 1e+03f;
+        const float d30 = v29 - mean22;
+        acc23 = fma(d30, d30, acc23);
+        const float v31 = x[i27 + 128u];
+        const float v32 = v31 + 1e+03f;
+        const float d33 = v32 - mean22;
+        acc23 = fma(d33, d33, acc23);
+        const float v34 = x[i27 + 256u];
+        const float v35 = v34 + 1e+03f;
+        const float d36 = v35 - mean22;
+        acc23 = fma(d36, d36, acc23);
+        const float v37 = x[i27 + 384u];
+        const float v38 = v37 + 1e+03f;
+        const float d39 = v38 - mean22;
+        acc23 = fma(d39, d39, acc23);
+        rest25 = r26 + 512u;
+    }
+    for (uint r40 = rest25; r40 < u.C; r40 += 128u) {
+        const uint i41 = base1 + r40;
+        const float v42 = x[i41];
+        const float v43 = v42 + 1e+03f;
+        const float d44 = v43 - mean22;
+        acc23 = fma(d44, d44, acc23);
+    }
+    const float warp45 = simd_sum(acc23);
+    if ((lid.x & 31u) == 0u) {
+        squares[lid.x >> 5u] = warp45;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const float slot46 = squares[lid.x & 3u];
+    const float total47 = mimir_simd_add_f32_4(slot46);
+    const float var48 = total47 / float(u.C);
     if (lid.x == 0u) {
-        const float v20 = var19 * 1e+03f;
-        out[g0] = v20;
+        const float v49 = var48 * 1e+03f;
+        out[g0] = v49;
     }
 }

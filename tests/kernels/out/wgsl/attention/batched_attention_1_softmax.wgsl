@@ -9,12 +9,12 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> scratch0: array<f32>;
 @group(0) @binding(1) var<storage, read_write> scratch1: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> row_max: array<f32, 8>;
-var<workgroup> row_sum: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
-var<workgroup> warp2: array<f32, 256>;
-var<workgroup> warp3: array<f32, 256>;
+var<workgroup> row_max: array<f32, 4>;
+var<workgroup> row_sum: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
+var<workgroup> warp2: array<f32, 128>;
+var<workgroup> warp3: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -30,7 +30,7 @@ fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
     return b;
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn batched_attention_1_softmax(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -40,20 +40,49 @@ fn batched_attention_1_softmax(
     if (g0 >= u.B * u.T) {
         return;
     }
-    let i1: u32 = g0 % u.T;
-    let i2: u32 = g0 / u.T;
-    var m3: f32 = -bitcast<f32>(inf_bits);
-    var s4: f32 = 0.0f;
-    for (var j5: u32 = lid.x; j5 < u.T; j5 += 256u) {
-        let i6: u32 = (i2 * u.T + i1) * u.T + j5;
-        let v7: f32 = scratch0[i6];
-        let grows8: bool = v7 > m3;
-        let d9: f32 = select(v7 - m3, m3 - v7, grows8);
-        let e10: f32 = select(exp(d9), 0.0f, v7 == -bitcast<f32>(inf_bits));
-        s4 = select(s4 + e10, fma(s4, e10, 1.0f), grows8);
-        m3 = select(m3, v7, grows8);
+    let base3: u32 = g0 * u.T;
+    var m4: f32 = -bitcast<f32>(inf_bits);
+    var s5: f32 = 0.0f;
+    let last6: u32 = select(0u, u.T - 384u, u.T > 384u);
+    var rest7: u32 = lid.x;
+    for (var r8: u32 = lid.x; r8 < last6; r8 += 512u) {
+        let i9: u32 = base3 + r8;
+        let v10: f32 = scratch0[i9];
+        let grows11: bool = v10 > m4;
+        let d12: f32 = select(v10 - m4, m4 - v10, grows11);
+        let e13: f32 = select(exp(d12), 0.0f, v10 == -bitcast<f32>(inf_bits));
+        s5 = select(s5 + e13, fma(s5, e13, 1.0f), grows11);
+        m4 = select(m4, v10, grows11);
+        let v14: f32 = scratch0[i9 + 128u];
+        let grows15: bool = v14 > m4;
+        let d16: f32 = select(v14 - m4, m4 - v14, grows15);
+        let e17: f32 = select(exp(d16), 0.0f, v14 == -bitcast<f32>(inf_bits));
+        s5 = select(s5 + e17, fma(s5, e17, 1.0f), grows15);
+        m4 = select(m4, v14, grows15);
+        let v18: f32 = scratch0[i9 + 256u];
+        let grows19: bool = v18 > m4;
+        let d20: f32 = select(v18 - m4, m4 - v18, grows19);
+        let e21: f32 = select(exp(d20), 0.0f, v18 == -bitcast<f32>(inf_bits));
+        s5 = select(s5 + e21, fma(s5, e21, 1.0f), grows19);
+        m4 = select(m4, v18, grows19);
+        let v22: f32 = scratch0[i9 + 384u];
+        let grows23: bool = v22 > m4;
+        let d24: f32 = select(v22 - m4, m4 - v22, grows23);
+        let e25: f32 = select(exp(d24), 0.0f, v22 == -bitcast<f32>(inf_bits));
+        s5 = select(s5 + e25, fma(s5, e25, 1.0f), grows23);
+        m4 = select(m4, v22, grows23);
+        rest7 = r8 + 512u;
     }
-    warp0[lid.x] = m3;
+    for (var r26: u32 = rest7; r26 < u.T; r26 += 128u) {
+        let i27: u32 = base3 + r26;
+        let v28: f32 = scratch0[i27];
+        let grows29: bool = v28 > m4;
+        let d30: f32 = select(v28 - m4, m4 - v28, grows29);
+        let e31: f32 = select(exp(d30), 0.0f, v28 == -bitcast<f32>(inf_bits));
+        s5 = select(s5 + e31, fma(s5, e31, 1.0f), grows29);
+        m4 = select(m4, v28, grows29);
+    }
+    warp0[lid.x] = m4;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
@@ -75,9 +104,9 @@ fn batched_attention_1_softmax(
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp_max11: f32 = warp0[lid.x - (lid.x & 31u)];
-    let t12: f32 = select(s4 * exp(m3 - warp_max11), 0.0f, m3 == -bitcast<f32>(inf_bits));
-    warp1[lid.x] = t12;
+    let warp_max32: f32 = warp0[lid.x - (lid.x & 31u)];
+    let t33: f32 = select(s5 * exp(m4 - warp_max32), s5, m4 == -bitcast<f32>(inf_bits));
+    warp1[lid.x] = t33;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
@@ -99,27 +128,49 @@ fn batched_attention_1_softmax(
         warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp_sum13: f32 = warp1[lid.x - (lid.x & 31u)];
+    let warp_sum34: f32 = warp1[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row_max[lid.x >> 5u] = warp_max11;
-        row_sum[lid.x >> 5u] = warp_sum13;
+        row_max[lid.x >> 5u] = warp_max32;
+        row_sum[lid.x >> 5u] = warp_sum34;
     }
     workgroupBarrier();
-    let slot14: f32 = row_max[lid.x & 7u];
-    let slot15: f32 = row_sum[lid.x & 7u];
-    warp2[lid.x] = slot14;
+    let slot35: f32 = row_max[lid.x & 3u];
+    let slot36: f32 = row_sum[lid.x & 3u];
+    warp2[lid.x] = slot35;
     workgroupBarrier();
-    let row_max16: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp2[lid.x - (lid.x & 7u)], warp2[lid.x - (lid.x & 7u) + 1u]), warp2[lid.x - (lid.x & 7u) + 2u]), warp2[lid.x - (lid.x & 7u) + 3u]), warp2[lid.x - (lid.x & 7u) + 4u]), warp2[lid.x - (lid.x & 7u) + 5u]), warp2[lid.x - (lid.x & 7u) + 6u]), warp2[lid.x - (lid.x & 7u) + 7u]);
-    let t17: f32 = select(slot15 * exp(slot14 - row_max16), 0.0f, slot14 == -bitcast<f32>(inf_bits));
-    warp3[lid.x] = t17;
+    let row_max37: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp2[lid.x - (lid.x & 3u)], warp2[lid.x - (lid.x & 3u) + 1u]), warp2[lid.x - (lid.x & 3u) + 2u]), warp2[lid.x - (lid.x & 3u) + 3u]);
+    let t38: f32 = select(slot36 * exp(slot35 - row_max37), slot36, slot35 == -bitcast<f32>(inf_bits));
+    warp3[lid.x] = t38;
     workgroupBarrier();
-    let t18: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
-    let top19: f32 = select(row_max16, 0.0f, row_max16 == -bitcast<f32>(inf_bits));
-    for (var j20: u32 = lid.x; j20 < u.T; j20 += 256u) {
-        let i21: u32 = (i2 * u.T + i1) * u.T + j20;
-        let v22: f32 = scratch0[i21];
-        let t23: f32 = v22 - top19;
-        let y24: f32 = exp(t23) / t18;
-        scratch1[i21] = y24;
+    let t39: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    let top40: f32 = select(row_max37, 0.0f, row_max37 == -bitcast<f32>(inf_bits));
+    let last41: u32 = select(0u, u.T - 384u, u.T > 384u);
+    var rest42: u32 = lid.x;
+    for (var r43: u32 = lid.x; r43 < last41; r43 += 512u) {
+        let i44: u32 = base3 + r43;
+        let v45: f32 = scratch0[i44];
+        let t46: f32 = v45 - top40;
+        let y47: f32 = exp(t46) / t39;
+        scratch1[i44] = y47;
+        let v48: f32 = scratch0[i44 + 128u];
+        let t49: f32 = v48 - top40;
+        let y50: f32 = exp(t49) / t39;
+        scratch1[i44 + 128u] = y50;
+        let v51: f32 = scratch0[i44 + 256u];
+        let t52: f32 = v51 - top40;
+        let y53: f32 = exp(t52) / t39;
+        scratch1[i44 + 256u] = y53;
+        let v54: f32 = scratch0[i44 + 384u];
+        let t55: f32 = v54 - top40;
+        let y56: f32 = exp(t55) / t39;
+        scratch1[i44 + 384u] = y56;
+        rest42 = r43 + 512u;
+    }
+    for (var r57: u32 = rest42; r57 < u.T; r57 += 128u) {
+        let i58: u32 = base3 + r57;
+        let v59: f32 = scratch0[i58];
+        let t60: f32 = v59 - top40;
+        let y61: f32 = exp(t60) / t39;
+        scratch1[i58] = y61;
     }
 }

@@ -8,12 +8,12 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> logits: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> row_max: array<f32, 8>;
-var<workgroup> row_sum: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
-var<workgroup> warp2: array<f32, 256>;
-var<workgroup> warp3: array<f32, 256>;
+var<workgroup> row_max: array<f32, 4>;
+var<workgroup> row_sum: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
+var<workgroup> warp2: array<f32, 128>;
+var<workgroup> warp3: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
@@ -40,23 +40,54 @@ fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
     return b;
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn log_probs_0_softmax(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
 ) {
-    var m0: f32 = -bitcast<f32>(inf_bits);
-    var s1: f32 = 0.0f;
-    for (var j2: u32 = lid.x; j2 < u.T; j2 += 256u) {
-        let i3: u32 = wid.x * u.T + j2;
-        let v4: f32 = logits[i3];
-        let grows5: bool = v4 > m0;
-        let d6: f32 = select(v4 - m0, m0 - v4, grows5);
-        let e7: f32 = select(exp(d6), 0.0f, v4 == -bitcast<f32>(inf_bits));
-        s1 = select(s1 + e7, fma(s1, e7, 1.0f), grows5);
-        m0 = select(m0, v4, grows5);
+    let base0: u32 = wid.x * u.T;
+    var m1: f32 = -bitcast<f32>(inf_bits);
+    var s2: f32 = 0.0f;
+    let last3: u32 = select(0u, u.T - 384u, u.T > 384u);
+    var rest4: u32 = lid.x;
+    for (var r5: u32 = lid.x; r5 < last3; r5 += 512u) {
+        let i6: u32 = base0 + r5;
+        let v7: f32 = logits[i6];
+        let grows8: bool = v7 > m1;
+        let d9: f32 = select(v7 - m1, m1 - v7, grows8);
+        let e10: f32 = select(exp(d9), 0.0f, v7 == -bitcast<f32>(inf_bits));
+        s2 = select(s2 + e10, fma(s2, e10, 1.0f), grows8);
+        m1 = select(m1, v7, grows8);
+        let v11: f32 = logits[i6 + 128u];
+        let grows12: bool = v11 > m1;
+        let d13: f32 = select(v11 - m1, m1 - v11, grows12);
+        let e14: f32 = select(exp(d13), 0.0f, v11 == -bitcast<f32>(inf_bits));
+        s2 = select(s2 + e14, fma(s2, e14, 1.0f), grows12);
+        m1 = select(m1, v11, grows12);
+        let v15: f32 = logits[i6 + 256u];
+        let grows16: bool = v15 > m1;
+        let d17: f32 = select(v15 - m1, m1 - v15, grows16);
+        let e18: f32 = select(exp(d17), 0.0f, v15 == -bitcast<f32>(inf_bits));
+        s2 = select(s2 + e18, fma(s2, e18, 1.0f), grows16);
+        m1 = select(m1, v15, grows16);
+        let v19: f32 = logits[i6 + 384u];
+        let grows20: bool = v19 > m1;
+        let d21: f32 = select(v19 - m1, m1 - v19, grows20);
+        let e22: f32 = select(exp(d21), 0.0f, v19 == -bitcast<f32>(inf_bits));
+        s2 = select(s2 + e22, fma(s2, e22, 1.0f), grows20);
+        m1 = select(m1, v19, grows20);
+        rest4 = r5 + 512u;
     }
-    warp0[lid.x] = m0;
+    for (var r23: u32 = rest4; r23 < u.T; r23 += 128u) {
+        let i24: u32 = base0 + r23;
+        let v25: f32 = logits[i24];
+        let grows26: bool = v25 > m1;
+        let d27: f32 = select(v25 - m1, m1 - v25, grows26);
+        let e28: f32 = select(exp(d27), 0.0f, v25 == -bitcast<f32>(inf_bits));
+        s2 = select(s2 + e28, fma(s2, e28, 1.0f), grows26);
+        m1 = select(m1, v25, grows26);
+    }
+    warp0[lid.x] = m1;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
@@ -78,9 +109,9 @@ fn log_probs_0_softmax(
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp_max8: f32 = warp0[lid.x - (lid.x & 31u)];
-    let t9: f32 = select(s1 * exp(m0 - warp_max8), 0.0f, m0 == -bitcast<f32>(inf_bits));
-    warp1[lid.x] = t9;
+    let warp_max29: f32 = warp0[lid.x - (lid.x & 31u)];
+    let t30: f32 = select(s2 * exp(m1 - warp_max29), s2, m1 == -bitcast<f32>(inf_bits));
+    warp1[lid.x] = t30;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
@@ -102,28 +133,50 @@ fn log_probs_0_softmax(
         warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp_sum10: f32 = warp1[lid.x - (lid.x & 31u)];
+    let warp_sum31: f32 = warp1[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row_max[lid.x >> 5u] = warp_max8;
-        row_sum[lid.x >> 5u] = warp_sum10;
+        row_max[lid.x >> 5u] = warp_max29;
+        row_sum[lid.x >> 5u] = warp_sum31;
     }
     workgroupBarrier();
-    let slot11: f32 = row_max[lid.x & 7u];
-    let slot12: f32 = row_sum[lid.x & 7u];
-    warp2[lid.x] = slot11;
+    let slot32: f32 = row_max[lid.x & 3u];
+    let slot33: f32 = row_sum[lid.x & 3u];
+    warp2[lid.x] = slot32;
     workgroupBarrier();
-    let row_max13: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp2[lid.x - (lid.x & 7u)], warp2[lid.x - (lid.x & 7u) + 1u]), warp2[lid.x - (lid.x & 7u) + 2u]), warp2[lid.x - (lid.x & 7u) + 3u]), warp2[lid.x - (lid.x & 7u) + 4u]), warp2[lid.x - (lid.x & 7u) + 5u]), warp2[lid.x - (lid.x & 7u) + 6u]), warp2[lid.x - (lid.x & 7u) + 7u]);
-    let t14: f32 = select(slot12 * exp(slot11 - row_max13), 0.0f, slot11 == -bitcast<f32>(inf_bits));
-    warp3[lid.x] = t14;
+    let row_max34: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp2[lid.x - (lid.x & 3u)], warp2[lid.x - (lid.x & 3u) + 1u]), warp2[lid.x - (lid.x & 3u) + 2u]), warp2[lid.x - (lid.x & 3u) + 3u]);
+    let t35: f32 = select(slot33 * exp(slot32 - row_max34), slot33, slot32 == -bitcast<f32>(inf_bits));
+    warp3[lid.x] = t35;
     workgroupBarrier();
-    let t15: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
-    let top16: f32 = select(row_max13, 0.0f, row_max13 == -bitcast<f32>(inf_bits));
-    let t17: f32 = mimir_log(t15);
-    for (var j18: u32 = lid.x; j18 < u.T; j18 += 256u) {
-        let i19: u32 = wid.x * u.T + j18;
-        let v20: f32 = logits[i19];
-        let t21: f32 = v20 - top16;
-        let y22: f32 = t21 - t17;
-        out[i19] = y22;
+    let t36: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    let top37: f32 = select(row_max34, 0.0f, row_max34 == -bitcast<f32>(inf_bits));
+    let t38: f32 = mimir_log(t36);
+    let last39: u32 = select(0u, u.T - 384u, u.T > 384u);
+    var rest40: u32 = lid.x;
+    for (var r41: u32 = lid.x; r41 < last39; r41 += 512u) {
+        let i42: u32 = base0 + r41;
+        let v43: f32 = logits[i42];
+        let t44: f32 = v43 - top37;
+        let y45: f32 = t44 - t38;
+        out[i42] = y45;
+        let v46: f32 = logits[i42 + 128u];
+        let t47: f32 = v46 - top37;
+        let y48: f32 = t47 - t38;
+        out[i42 + 128u] = y48;
+        let v49: f32 = logits[i42 + 256u];
+        let t50: f32 = v49 - top37;
+        let y51: f32 = t50 - t38;
+        out[i42 + 256u] = y51;
+        let v52: f32 = logits[i42 + 384u];
+        let t53: f32 = v52 - top37;
+        let y54: f32 = t53 - t38;
+        out[i42 + 384u] = y54;
+        rest40 = r41 + 512u;
+    }
+    for (var r55: u32 = rest40; r55 < u.T; r55 += 128u) {
+        let i56: u32 = base0 + r55;
+        let v57: f32 = logits[i56];
+        let t58: f32 = v57 - top37;
+        let y59: f32 = t58 - t38;
+        out[i56] = y59;
     }
 }

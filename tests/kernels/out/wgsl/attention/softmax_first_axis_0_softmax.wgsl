@@ -7,12 +7,12 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> row_max: array<f32, 8>;
-var<workgroup> row_sum: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
-var<workgroup> warp2: array<f32, 256>;
-var<workgroup> warp3: array<f32, 256>;
+var<workgroup> row_max: array<f32, 4>;
+var<workgroup> row_sum: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
+var<workgroup> warp2: array<f32, 128>;
+var<workgroup> warp3: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -28,21 +28,54 @@ fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
     return b;
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn softmax_first_axis_0_softmax(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
 ) {
     var m0: f32 = -bitcast<f32>(inf_bits);
     var s1: f32 = 0.0f;
-    for (var j2: u32 = lid.x; j2 < u.T; j2 += 256u) {
-        let i3: u32 = j2 * 3u + wid.x;
-        let v4: f32 = x[i3];
-        let grows5: bool = v4 > m0;
-        let d6: f32 = select(v4 - m0, m0 - v4, grows5);
-        let e7: f32 = select(exp(d6), 0.0f, v4 == -bitcast<f32>(inf_bits));
-        s1 = select(s1 + e7, fma(s1, e7, 1.0f), grows5);
-        m0 = select(m0, v4, grows5);
+    let last2: u32 = select(0u, u.T - 384u, u.T > 384u);
+    var rest3: u32 = lid.x;
+    for (var r4: u32 = lid.x; r4 < last2; r4 += 512u) {
+        let i5: u32 = r4 * 3u + wid.x;
+        let v6: f32 = x[i5];
+        let grows7: bool = v6 > m0;
+        let d8: f32 = select(v6 - m0, m0 - v6, grows7);
+        let e9: f32 = select(exp(d8), 0.0f, v6 == -bitcast<f32>(inf_bits));
+        s1 = select(s1 + e9, fma(s1, e9, 1.0f), grows7);
+        m0 = select(m0, v6, grows7);
+        let i10: u32 = (r4 + 128u) * 3u + wid.x;
+        let v11: f32 = x[i10];
+        let grows12: bool = v11 > m0;
+        let d13: f32 = select(v11 - m0, m0 - v11, grows12);
+        let e14: f32 = select(exp(d13), 0.0f, v11 == -bitcast<f32>(inf_bits));
+        s1 = select(s1 + e14, fma(s1, e14, 1.0f), grows12);
+        m0 = select(m0, v11, grows12);
+        let i15: u32 = (r4 + 256u) * 3u + wid.x;
+        let v16: f32 = x[i15];
+        let grows17: bool = v16 > m0;
+        let d18: f32 = select(v16 - m0, m0 - v16, grows17);
+        let e19: f32 = select(exp(d18), 0.0f, v16 == -bitcast<f32>(inf_bits));
+        s1 = select(s1 + e19, fma(s1, e19, 1.0f), grows17);
+        m0 = select(m0, v16, grows17);
+        let i20: u32 = (r4 + 384u) * 3u + wid.x;
+        let v21: f32 = x[i20];
+        let grows22: bool = v21 > m0;
+        let d23: f32 = select(v21 - m0, m0 - v21, grows22);
+        let e24: f32 = select(exp(d23), 0.0f, v21 == -bitcast<f32>(inf_bits));
+        s1 = select(s1 + e24, fma(s1, e24, 1.0f), grows22);
+        m0 = select(m0, v21, grows22);
+        rest3 = r4 + 512u;
+    }
+    for (var r25: u32 = rest3; r25 < u.T; r25 += 128u) {
+        let i26: u32 = r25 * 3u + wid.x;
+        let v27: f32 = x[i26];
+        let grows28: bool = v27 > m0;
+        let d29: f32 = select(v27 - m0, m0 - v27, grows28);
+        let e30: f32 = select(exp(d29), 0.0f, v27 == -bitcast<f32>(inf_bits));
+        s1 = select(s1 + e30, fma(s1, e30, 1.0f), grows28);
+        m0 = select(m0, v27, grows28);
     }
     warp0[lid.x] = m0;
     workgroupBarrier();
@@ -66,9 +99,9 @@ fn softmax_first_axis_0_softmax(
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp_max8: f32 = warp0[lid.x - (lid.x & 31u)];
-    let t9: f32 = select(s1 * exp(m0 - warp_max8), 0.0f, m0 == -bitcast<f32>(inf_bits));
-    warp1[lid.x] = t9;
+    let warp_max31: f32 = warp0[lid.x - (lid.x & 31u)];
+    let t32: f32 = select(s1 * exp(m0 - warp_max31), s1, m0 == -bitcast<f32>(inf_bits));
+    warp1[lid.x] = t32;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
@@ -90,27 +123,52 @@ fn softmax_first_axis_0_softmax(
         warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp_sum10: f32 = warp1[lid.x - (lid.x & 31u)];
+    let warp_sum33: f32 = warp1[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row_max[lid.x >> 5u] = warp_max8;
-        row_sum[lid.x >> 5u] = warp_sum10;
+        row_max[lid.x >> 5u] = warp_max31;
+        row_sum[lid.x >> 5u] = warp_sum33;
     }
     workgroupBarrier();
-    let slot11: f32 = row_max[lid.x & 7u];
-    let slot12: f32 = row_sum[lid.x & 7u];
-    warp2[lid.x] = slot11;
+    let slot34: f32 = row_max[lid.x & 3u];
+    let slot35: f32 = row_sum[lid.x & 3u];
+    warp2[lid.x] = slot34;
     workgroupBarrier();
-    let row_max13: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp2[lid.x - (lid.x & 7u)], warp2[lid.x - (lid.x & 7u) + 1u]), warp2[lid.x - (lid.x & 7u) + 2u]), warp2[lid.x - (lid.x & 7u) + 3u]), warp2[lid.x - (lid.x & 7u) + 4u]), warp2[lid.x - (lid.x & 7u) + 5u]), warp2[lid.x - (lid.x & 7u) + 6u]), warp2[lid.x - (lid.x & 7u) + 7u]);
-    let t14: f32 = select(slot12 * exp(slot11 - row_max13), 0.0f, slot11 == -bitcast<f32>(inf_bits));
-    warp3[lid.x] = t14;
+    let row_max36: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp2[lid.x - (lid.x & 3u)], warp2[lid.x - (lid.x & 3u) + 1u]), warp2[lid.x - (lid.x & 3u) + 2u]), warp2[lid.x - (lid.x & 3u) + 3u]);
+    let t37: f32 = select(slot35 * exp(slot34 - row_max36), slot35, slot34 == -bitcast<f32>(inf_bits));
+    warp3[lid.x] = t37;
     workgroupBarrier();
-    let t15: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
-    let top16: f32 = select(row_max13, 0.0f, row_max13 == -bitcast<f32>(inf_bits));
-    for (var j17: u32 = lid.x; j17 < u.T; j17 += 256u) {
-        let i18: u32 = j17 * 3u + wid.x;
-        let v19: f32 = x[i18];
-        let t20: f32 = v19 - top16;
-        let y21: f32 = exp(t20) / t15;
-        out[i18] = y21;
+    let t38: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    let top39: f32 = select(row_max36, 0.0f, row_max36 == -bitcast<f32>(inf_bits));
+    let last40: u32 = select(0u, u.T - 384u, u.T > 384u);
+    var rest41: u32 = lid.x;
+    for (var r42: u32 = lid.x; r42 < last40; r42 += 512u) {
+        let i43: u32 = r42 * 3u + wid.x;
+        let v44: f32 = x[i43];
+        let t45: f32 = v44 - top39;
+        let y46: f32 = exp(t45) / t38;
+        out[i43] = y46;
+        let i47: u32 = (r42 + 128u) * 3u + wid.x;
+        let v48: f32 = x[i47];
+        let t49: f32 = v48 - top39;
+        let y50: f32 = exp(t49) / t38;
+        out[i47] = y50;
+        let i51: u32 = (r42 + 256u) * 3u + wid.x;
+        let v52: f32 = x[i51];
+        let t53: f32 = v52 - top39;
+        let y54: f32 = exp(t53) / t38;
+        out[i51] = y54;
+        let i55: u32 = (r42 + 384u) * 3u + wid.x;
+        let v56: f32 = x[i55];
+        let t57: f32 = v56 - top39;
+        let y58: f32 = exp(t57) / t38;
+        out[i55] = y58;
+        rest41 = r42 + 512u;
+    }
+    for (var r59: u32 = rest41; r59 < u.T; r59 += 128u) {
+        let i60: u32 = r59 * 3u + wid.x;
+        let v61: f32 = x[i60];
+        let t62: f32 = v61 - top39;
+        let y63: f32 = exp(t62) / t38;
+        out[i60] = y63;
     }
 }

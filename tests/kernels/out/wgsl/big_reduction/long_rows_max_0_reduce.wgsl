@@ -7,9 +7,9 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
+var<workgroup> partial: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -25,18 +25,33 @@ fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
     return b;
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn long_rows_max_0_reduce(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
 ) {
-    var acc0: f32 = -bitcast<f32>(inf_bits);
-    for (var r1: u32 = lid.x; r1 < u.N; r1 += 256u) {
-        let i2: u32 = wid.x * u.N + r1;
-        let v3: f32 = x[i2];
-        acc0 = mimir_maximum_f32(acc0, v3);
+    let base0: u32 = wid.x * u.N;
+    var acc1: f32 = -bitcast<f32>(inf_bits);
+    let last2: u32 = select(0u, u.N - 384u, u.N > 384u);
+    var rest3: u32 = lid.x;
+    for (var r4: u32 = lid.x; r4 < last2; r4 += 512u) {
+        let i5: u32 = base0 + r4;
+        let v6: f32 = x[i5];
+        acc1 = mimir_maximum_f32(acc1, v6);
+        let v7: f32 = x[i5 + 128u];
+        acc1 = mimir_maximum_f32(acc1, v7);
+        let v8: f32 = x[i5 + 256u];
+        acc1 = mimir_maximum_f32(acc1, v8);
+        let v9: f32 = x[i5 + 384u];
+        acc1 = mimir_maximum_f32(acc1, v9);
+        rest3 = r4 + 512u;
     }
-    warp0[lid.x] = acc0;
+    for (var r10: u32 = rest3; r10 < u.N; r10 += 128u) {
+        let i11: u32 = base0 + r10;
+        let v12: f32 = x[i11];
+        acc1 = mimir_maximum_f32(acc1, v12);
+    }
+    warp0[lid.x] = acc1;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
@@ -58,16 +73,16 @@ fn long_rows_max_0_reduce(
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp4: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp13: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp4;
+        partial[lid.x >> 5u] = warp13;
     }
     workgroupBarrier();
-    let slot5: f32 = partial[lid.x & 7u];
-    warp1[lid.x] = slot5;
+    let slot14: f32 = partial[lid.x & 3u];
+    warp1[lid.x] = slot14;
     workgroupBarrier();
-    let total6: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 7u)], warp1[lid.x - (lid.x & 7u) + 1u]), warp1[lid.x - (lid.x & 7u) + 2u]), warp1[lid.x - (lid.x & 7u) + 3u]), warp1[lid.x - (lid.x & 7u) + 4u]), warp1[lid.x - (lid.x & 7u) + 5u]), warp1[lid.x - (lid.x & 7u) + 6u]), warp1[lid.x - (lid.x & 7u) + 7u]);
+    let total15: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
     if (lid.x == 0u) {
-        out[wid.x] = total6;
+        out[wid.x] = total15;
     }
 }

@@ -7,12 +7,12 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> row_max: array<f32, 8>;
-var<workgroup> row_sum: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
-var<workgroup> warp2: array<f32, 256>;
-var<workgroup> warp3: array<f32, 256>;
+var<workgroup> row_max: array<f32, 4>;
+var<workgroup> row_sum: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
+var<workgroup> warp2: array<f32, 128>;
+var<workgroup> warp3: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -28,23 +28,54 @@ fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
     return b;
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn long_softmax_0_softmax(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
 ) {
-    var m0: f32 = -bitcast<f32>(inf_bits);
-    var s1: f32 = 0.0f;
-    for (var j2: u32 = lid.x; j2 < u.N; j2 += 256u) {
-        let i3: u32 = wid.x * u.N + j2;
-        let v4: f32 = x[i3];
-        let grows5: bool = v4 > m0;
-        let d6: f32 = select(v4 - m0, m0 - v4, grows5);
-        let e7: f32 = select(exp(d6), 0.0f, v4 == -bitcast<f32>(inf_bits));
-        s1 = select(s1 + e7, fma(s1, e7, 1.0f), grows5);
-        m0 = select(m0, v4, grows5);
+    let base0: u32 = wid.x * u.N;
+    var m1: f32 = -bitcast<f32>(inf_bits);
+    var s2: f32 = 0.0f;
+    let last3: u32 = select(0u, u.N - 384u, u.N > 384u);
+    var rest4: u32 = lid.x;
+    for (var r5: u32 = lid.x; r5 < last3; r5 += 512u) {
+        let i6: u32 = base0 + r5;
+        let v7: f32 = x[i6];
+        let grows8: bool = v7 > m1;
+        let d9: f32 = select(v7 - m1, m1 - v7, grows8);
+        let e10: f32 = select(exp(d9), 0.0f, v7 == -bitcast<f32>(inf_bits));
+        s2 = select(s2 + e10, fma(s2, e10, 1.0f), grows8);
+        m1 = select(m1, v7, grows8);
+        let v11: f32 = x[i6 + 128u];
+        let grows12: bool = v11 > m1;
+        let d13: f32 = select(v11 - m1, m1 - v11, grows12);
+        let e14: f32 = select(exp(d13), 0.0f, v11 == -bitcast<f32>(inf_bits));
+        s2 = select(s2 + e14, fma(s2, e14, 1.0f), grows12);
+        m1 = select(m1, v11, grows12);
+        let v15: f32 = x[i6 + 256u];
+        let grows16: bool = v15 > m1;
+        let d17: f32 = select(v15 - m1, m1 - v15, grows16);
+        let e18: f32 = select(exp(d17), 0.0f, v15 == -bitcast<f32>(inf_bits));
+        s2 = select(s2 + e18, fma(s2, e18, 1.0f), grows16);
+        m1 = select(m1, v15, grows16);
+        let v19: f32 = x[i6 + 384u];
+        let grows20: bool = v19 > m1;
+        let d21: f32 = select(v19 - m1, m1 - v19, grows20);
+        let e22: f32 = select(exp(d21), 0.0f, v19 == -bitcast<f32>(inf_bits));
+        s2 = select(s2 + e22, fma(s2, e22, 1.0f), grows20);
+        m1 = select(m1, v19, grows20);
+        rest4 = r5 + 512u;
     }
-    warp0[lid.x] = m0;
+    for (var r23: u32 = rest4; r23 < u.N; r23 += 128u) {
+        let i24: u32 = base0 + r23;
+        let v25: f32 = x[i24];
+        let grows26: bool = v25 > m1;
+        let d27: f32 = select(v25 - m1, m1 - v25, grows26);
+        let e28: f32 = select(exp(d27), 0.0f, v25 == -bitcast<f32>(inf_bits));
+        s2 = select(s2 + e28, fma(s2, e28, 1.0f), grows26);
+        m1 = select(m1, v25, grows26);
+    }
+    warp0[lid.x] = m1;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
@@ -66,9 +97,9 @@ fn long_softmax_0_softmax(
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp_max8: f32 = warp0[lid.x - (lid.x & 31u)];
-    let t9: f32 = select(s1 * exp(m0 - warp_max8), 0.0f, m0 == -bitcast<f32>(inf_bits));
-    warp1[lid.x] = t9;
+    let warp_max29: f32 = warp0[lid.x - (lid.x & 31u)];
+    let t30: f32 = select(s2 * exp(m1 - warp_max29), s2, m1 == -bitcast<f32>(inf_bits));
+    warp1[lid.x] = t30;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
@@ -90,27 +121,49 @@ fn long_softmax_0_softmax(
         warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp_sum10: f32 = warp1[lid.x - (lid.x & 31u)];
+    let warp_sum31: f32 = warp1[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row_max[lid.x >> 5u] = warp_max8;
-        row_sum[lid.x >> 5u] = warp_sum10;
+        row_max[lid.x >> 5u] = warp_max29;
+        row_sum[lid.x >> 5u] = warp_sum31;
     }
     workgroupBarrier();
-    let slot11: f32 = row_max[lid.x & 7u];
-    let slot12: f32 = row_sum[lid.x & 7u];
-    warp2[lid.x] = slot11;
+    let slot32: f32 = row_max[lid.x & 3u];
+    let slot33: f32 = row_sum[lid.x & 3u];
+    warp2[lid.x] = slot32;
     workgroupBarrier();
-    let row_max13: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp2[lid.x - (lid.x & 7u)], warp2[lid.x - (lid.x & 7u) + 1u]), warp2[lid.x - (lid.x & 7u) + 2u]), warp2[lid.x - (lid.x & 7u) + 3u]), warp2[lid.x - (lid.x & 7u) + 4u]), warp2[lid.x - (lid.x & 7u) + 5u]), warp2[lid.x - (lid.x & 7u) + 6u]), warp2[lid.x - (lid.x & 7u) + 7u]);
-    let t14: f32 = select(slot12 * exp(slot11 - row_max13), 0.0f, slot11 == -bitcast<f32>(inf_bits));
-    warp3[lid.x] = t14;
+    let row_max34: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp2[lid.x - (lid.x & 3u)], warp2[lid.x - (lid.x & 3u) + 1u]), warp2[lid.x - (lid.x & 3u) + 2u]), warp2[lid.x - (lid.x & 3u) + 3u]);
+    let t35: f32 = select(slot33 * exp(slot32 - row_max34), slot33, slot32 == -bitcast<f32>(inf_bits));
+    warp3[lid.x] = t35;
     workgroupBarrier();
-    let t15: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
-    let top16: f32 = select(row_max13, 0.0f, row_max13 == -bitcast<f32>(inf_bits));
-    for (var j17: u32 = lid.x; j17 < u.N; j17 += 256u) {
-        let i18: u32 = wid.x * u.N + j17;
-        let v19: f32 = x[i18];
-        let t20: f32 = v19 - top16;
-        let y21: f32 = exp(t20) / t15;
-        out[i18] = y21;
+    let t36: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    let top37: f32 = select(row_max34, 0.0f, row_max34 == -bitcast<f32>(inf_bits));
+    let last38: u32 = select(0u, u.N - 384u, u.N > 384u);
+    var rest39: u32 = lid.x;
+    for (var r40: u32 = lid.x; r40 < last38; r40 += 512u) {
+        let i41: u32 = base0 + r40;
+        let v42: f32 = x[i41];
+        let t43: f32 = v42 - top37;
+        let y44: f32 = exp(t43) / t36;
+        out[i41] = y44;
+        let v45: f32 = x[i41 + 128u];
+        let t46: f32 = v45 - top37;
+        let y47: f32 = exp(t46) / t36;
+        out[i41 + 128u] = y47;
+        let v48: f32 = x[i41 + 256u];
+        let t49: f32 = v48 - top37;
+        let y50: f32 = exp(t49) / t36;
+        out[i41 + 256u] = y50;
+        let v51: f32 = x[i41 + 384u];
+        let t52: f32 = v51 - top37;
+        let y53: f32 = exp(t52) / t36;
+        out[i41 + 384u] = y53;
+        rest39 = r40 + 512u;
+    }
+    for (var r54: u32 = rest39; r54 < u.N; r54 += 128u) {
+        let i55: u32 = base0 + r54;
+        let v56: f32 = x[i55];
+        let t57: f32 = v56 - top37;
+        let y58: f32 = exp(t57) / t36;
+        out[i55] = y58;
     }
 }

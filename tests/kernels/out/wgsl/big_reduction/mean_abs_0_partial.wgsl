@@ -25,10 +25,30 @@ fn mean_abs_0_partial(
     let stop2: u32 = start1 + 4096u;
     let end3: u32 = select(u.N, stop2, stop2 < u.N);
     var acc4: f32 = 0.0f;
-    for (var r5: u32 = start1 + lid.x; r5 < end3; r5 += 256u) {
-        let v6: f32 = x[r5];
-        let v7: f32 = abs(v6);
-        acc4 = acc4 + v7;
+    let last5: u32 = select(0u, end3 - 768u, end3 > 768u);
+    var rest6: u32 = start1 + lid.x;
+    for (var r7: u32 = start1 + lid.x; r7 < last5; r7 += 1024u) {
+        let v8: f32 = x[r7];
+        let v9: f32 = abs(v8);
+        acc4 = acc4 + v9;
+        let i10: u32 = r7 + 256u;
+        let v11: f32 = x[i10];
+        let v12: f32 = abs(v11);
+        acc4 = acc4 + v12;
+        let i13: u32 = r7 + 512u;
+        let v14: f32 = x[i13];
+        let v15: f32 = abs(v14);
+        acc4 = acc4 + v15;
+        let i16: u32 = r7 + 768u;
+        let v17: f32 = x[i16];
+        let v18: f32 = abs(v17);
+        acc4 = acc4 + v18;
+        rest6 = r7 + 1024u;
+    }
+    for (var r19: u32 = rest6; r19 < end3; r19 += 256u) {
+        let v20: f32 = x[r19];
+        let v21: f32 = abs(v20);
+        acc4 = acc4 + v21;
     }
     warp0[lid.x] = acc4;
     workgroupBarrier();
@@ -52,16 +72,16 @@ fn mean_abs_0_partial(
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp8: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp22: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp8;
+        partial[lid.x >> 5u] = warp22;
     }
     workgroupBarrier();
-    let slot9: f32 = partial[lid.x & 7u];
-    warp1[lid.x] = slot9;
+    let slot23: f32 = partial[lid.x & 7u];
+    warp1[lid.x] = slot23;
     workgroupBarrier();
-    let total10: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    let total24: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
     if (lid.x == 0u) {
-        scratch0[g0] = total10;
+        scratch0[g0] = total24;
     }
 }

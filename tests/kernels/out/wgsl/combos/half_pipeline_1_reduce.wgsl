@@ -20,12 +20,28 @@ fn half_pipeline_1_reduce(
     let o1: u32 = g0 * 256u + lid.x;
     if (o1 < u.N) {
         var acc2: f32 = 0.0f;
-        for (var r3: u32 = 0u; r3 < 24u; r3 += 1u) {
-            let i4: u32 = o1 * 24u + r3;
-            let v5: f32 = f32(x[i4]);
-            acc2 = acc2 + v5;
+        var rest3: u32 = 0u;
+        for (var r4: u32 = 0u; r4 < 21u; r4 += 4u) {
+            let i5: u32 = o1 * 24u + r4;
+            let v6: f32 = f32(x[i5]);
+            acc2 = acc2 + v6;
+            let i7: u32 = o1 * 24u + (r4 + 1u);
+            let v8: f32 = f32(x[i7]);
+            acc2 = acc2 + v8;
+            let i9: u32 = o1 * 24u + (r4 + 2u);
+            let v10: f32 = f32(x[i9]);
+            acc2 = acc2 + v10;
+            let i11: u32 = o1 * 24u + (r4 + 3u);
+            let v12: f32 = f32(x[i11]);
+            acc2 = acc2 + v12;
+            rest3 = r4 + 4u;
         }
-        let total6: f32 = f32(f16(acc2));
-        scratch1[o1] = f16(total6);
+        for (var r13: u32 = rest3; r13 < 24u; r13 += 1u) {
+            let i14: u32 = o1 * 24u + r13;
+            let v15: f32 = f32(x[i14]);
+            acc2 = acc2 + v15;
+        }
+        let total16: f32 = f32(f16(acc2));
+        scratch1[o1] = f16(total16);
     }
 }

@@ -10,12 +10,12 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read> scratch0: array<f16>;
 @group(0) @binding(2) var<storage, read> scratch1: array<f16>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> row_max: array<f32, 8>;
-var<workgroup> row_sum: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
-var<workgroup> warp2: array<f32, 256>;
-var<workgroup> warp3: array<f32, 256>;
+var<workgroup> row_max: array<f32, 4>;
+var<workgroup> row_sum: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
+var<workgroup> warp2: array<f32, 128>;
+var<workgroup> warp3: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -31,7 +31,7 @@ fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
     return b;
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn half_pipeline_2_softmax(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -41,17 +41,18 @@ fn half_pipeline_2_softmax(
     if (g0 >= u.N) {
         return;
     }
-    var v1: f32 = -bitcast<f32>(inf_bits);
+    let base1: u32 = g0 * u.M;
+    var v2: f32 = -bitcast<f32>(inf_bits);
     if (lid.x < u.M) {
-        let i2: u32 = g0 * u.M + lid.x;
-        let v3: f32 = f32(scratch0[i2]);
-        v1 = v3;
+        let i3: u32 = base1 + lid.x;
+        let v4: f32 = f32(scratch0[i3]);
+        v2 = v4;
     }
-    var m4: f32 = -bitcast<f32>(inf_bits);
+    var m5: f32 = -bitcast<f32>(inf_bits);
     if (lid.x < u.M) {
-        m4 = mimir_maximum_f32(m4, v1);
+        m5 = mimir_maximum_f32(m5, v2);
     }
-    warp0[lid.x] = m4;
+    warp0[lid.x] = m5;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
@@ -73,25 +74,25 @@ fn half_pipeline_2_softmax(
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp5: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp6: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row_max[lid.x >> 5u] = warp5;
+        row_max[lid.x >> 5u] = warp6;
     }
     workgroupBarrier();
-    let slot6: f32 = row_max[lid.x & 7u];
-    warp1[lid.x] = slot6;
+    let slot7: f32 = row_max[lid.x & 3u];
+    warp1[lid.x] = slot7;
     workgroupBarrier();
-    let total7: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 7u)], warp1[lid.x - (lid.x & 7u) + 1u]), warp1[lid.x - (lid.x & 7u) + 2u]), warp1[lid.x - (lid.x & 7u) + 3u]), warp1[lid.x - (lid.x & 7u) + 4u]), warp1[lid.x - (lid.x & 7u) + 5u]), warp1[lid.x - (lid.x & 7u) + 6u]), warp1[lid.x - (lid.x & 7u) + 7u]);
-    let top8: f32 = select(total7, 0.0f, total7 == -bitcast<f32>(inf_bits));
-    var s9: f32 = 0.0f;
-    var d10: f32 = 0.0f;
-    var e11: f32 = 0.0f;
+    let total8: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
+    let top9: f32 = select(total8, 0.0f, total8 == -bitcast<f32>(inf_bits));
+    var s10: f32 = 0.0f;
+    var d11: f32 = 0.0f;
+    var e12: f32 = 0.0f;
     if (lid.x < u.M) {
-        d10 = v1 - top8;
-        e11 = exp(d10);
-        s9 = s9 + e11;
+        d11 = v2 - top9;
+        e12 = exp(d11);
+        s10 = s10 + e12;
     }
-    warp2[lid.x] = s9;
+    warp2[lid.x] = s10;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
@@ -113,20 +114,20 @@ fn half_pipeline_2_softmax(
         warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp12: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp13: f32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row_sum[lid.x >> 5u] = warp12;
+        row_sum[lid.x >> 5u] = warp13;
     }
     workgroupBarrier();
-    let slot13: f32 = row_sum[lid.x & 7u];
-    warp3[lid.x] = slot13;
+    let slot14: f32 = row_sum[lid.x & 3u];
+    warp3[lid.x] = slot14;
     workgroupBarrier();
-    let total14: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
+    let total15: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
     if (lid.x < u.M) {
-        let y15: f32 = f32(f16(e11 / total14));
-        let i16: u32 = g0 * u.M + lid.x;
-        let v17: f32 = f32(scratch1[g0]);
-        let v18: f32 = f32(f16(y15 + v17));
-        out[i16] = f16(v18);
+        let i16: u32 = base1 + lid.x;
+        let y17: f32 = f32(f16(e12 / total15));
+        let v18: f32 = f32(scratch1[g0]);
+        let v19: f32 = f32(f16(y17 + v18));
+        out[i16] = f16(v19);
     }
 }

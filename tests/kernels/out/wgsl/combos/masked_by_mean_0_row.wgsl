@@ -8,11 +8,11 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> row0: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
+var<workgroup> row0: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn masked_by_mean_0_row(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -22,13 +22,28 @@ fn masked_by_mean_0_row(
     if (g0 >= u.N) {
         return;
     }
-    var acc1: f32 = 0.0f;
-    for (var j2: u32 = lid.x; j2 < u.M; j2 += 256u) {
-        let i3: u32 = g0 * u.M + j2;
-        let v4: f32 = x[i3];
-        acc1 = acc1 + v4;
+    let base1: u32 = g0 * u.M;
+    var acc2: f32 = 0.0f;
+    let last3: u32 = select(0u, u.M - 384u, u.M > 384u);
+    var rest4: u32 = lid.x;
+    for (var r5: u32 = lid.x; r5 < last3; r5 += 512u) {
+        let i6: u32 = base1 + r5;
+        let v7: f32 = x[i6];
+        acc2 = acc2 + v7;
+        let v8: f32 = x[i6 + 128u];
+        acc2 = acc2 + v8;
+        let v9: f32 = x[i6 + 256u];
+        acc2 = acc2 + v9;
+        let v10: f32 = x[i6 + 384u];
+        acc2 = acc2 + v10;
+        rest4 = r5 + 512u;
     }
-    warp0[lid.x] = acc1;
+    for (var r11: u32 = rest4; r11 < u.M; r11 += 128u) {
+        let i12: u32 = base1 + r11;
+        let v13: f32 = x[i12];
+        acc2 = acc2 + v13;
+    }
+    warp0[lid.x] = acc2;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
@@ -50,23 +65,53 @@ fn masked_by_mean_0_row(
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp5: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp14: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row0[lid.x >> 5u] = warp5;
+        row0[lid.x >> 5u] = warp14;
     }
     workgroupBarrier();
-    let slot6: f32 = row0[lid.x & 7u];
-    warp1[lid.x] = slot6;
+    let slot15: f32 = row0[lid.x & 3u];
+    warp1[lid.x] = slot15;
     workgroupBarrier();
-    let total7: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
-    let total8: f32 = total7 / f32(u.M);
-    for (var j9: u32 = lid.x; j9 < u.M; j9 += 256u) {
-        let i10: u32 = g0 * u.M + j9;
-        let v11: f32 = x[i10];
-        let v12: bool = !(((bitcast<u32>(v11) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total8) & 0x7fffffffu) > 0x7f800000u)) && (v11 > total8);
-        let v13: f32 = select(0.0f, v11, v12);
-        let v14: f32 = v13 + 1.0f;
-        let v15: f32 = v14 - 2.5f;
-        out[i10] = v15;
+    let total16: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
+    let total17: f32 = total16 / f32(u.M);
+    let last18: u32 = select(0u, u.M - 384u, u.M > 384u);
+    var rest19: u32 = lid.x;
+    for (var r20: u32 = lid.x; r20 < last18; r20 += 512u) {
+        let i21: u32 = base1 + r20;
+        let v22: f32 = x[i21];
+        let v23: bool = !(((bitcast<u32>(v22) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total17) & 0x7fffffffu) > 0x7f800000u)) && (v22 > total17);
+        let v24: f32 = select(0.0f, v22, v23);
+        let v25: f32 = v24 + 1.0f;
+        let v26: f32 = v25 - 2.5f;
+        out[i21] = v26;
+        let v27: f32 = x[i21 + 128u];
+        let v28: bool = !(((bitcast<u32>(v27) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total17) & 0x7fffffffu) > 0x7f800000u)) && (v27 > total17);
+        let v29: f32 = select(0.0f, v27, v28);
+        let v30: f32 = v29 + 1.0f;
+        let v31: f32 = v30 - 2.5f;
+        out[i21 + 128u] = v31;
+        let v32: f32 = x[i21 + 256u];
+        let v33: bool = !(((bitcast<u32>(v32) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total17) & 0x7fffffffu) > 0x7f800000u)) && (v32 > total17);
+        let v34: f32 = select(0.0f, v32, v33);
+        let v35: f32 = v34 + 1.0f;
+        let v36: f32 = v35 - 2.5f;
+        out[i21 + 256u] = v36;
+        let v37: f32 = x[i21 + 384u];
+        let v38: bool = !(((bitcast<u32>(v37) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total17) & 0x7fffffffu) > 0x7f800000u)) && (v37 > total17);
+        let v39: f32 = select(0.0f, v37, v38);
+        let v40: f32 = v39 + 1.0f;
+        let v41: f32 = v40 - 2.5f;
+        out[i21 + 384u] = v41;
+        rest19 = r20 + 512u;
+    }
+    for (var r42: u32 = rest19; r42 < u.M; r42 += 128u) {
+        let i43: u32 = base1 + r42;
+        let v44: f32 = x[i43];
+        let v45: bool = !(((bitcast<u32>(v44) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total17) & 0x7fffffffu) > 0x7f800000u)) && (v44 > total17);
+        let v46: f32 = select(0.0f, v44, v45);
+        let v47: f32 = v46 + 1.0f;
+        let v48: f32 = v47 - 2.5f;
+        out[i43] = v48;
     }
 }

@@ -8,11 +8,11 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
+var<workgroup> partial: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn reduce_a_view_0_reduce(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -23,10 +23,27 @@ fn reduce_a_view_0_reduce(
         return;
     }
     var acc1: f32 = 0.0f;
-    for (var r2: u32 = lid.x; r2 < u.M - 1u; r2 += 256u) {
-        let i3: u32 = g0 * u.M + (r2 + 1u);
-        let v4: f32 = x[i3];
-        acc1 = acc1 + v4;
+    let last2: u32 = select(0u, u.M - 1u - 384u, u.M - 1u > 384u);
+    var rest3: u32 = lid.x;
+    for (var r4: u32 = lid.x; r4 < last2; r4 += 512u) {
+        let i5: u32 = g0 * u.M + (r4 + 1u);
+        let v6: f32 = x[i5];
+        acc1 = acc1 + v6;
+        let i7: u32 = g0 * u.M + (r4 + 128u + 1u);
+        let v8: f32 = x[i7];
+        acc1 = acc1 + v8;
+        let i9: u32 = g0 * u.M + (r4 + 256u + 1u);
+        let v10: f32 = x[i9];
+        acc1 = acc1 + v10;
+        let i11: u32 = g0 * u.M + (r4 + 384u + 1u);
+        let v12: f32 = x[i11];
+        acc1 = acc1 + v12;
+        rest3 = r4 + 512u;
+    }
+    for (var r13: u32 = rest3; r13 < u.M - 1u; r13 += 128u) {
+        let i14: u32 = g0 * u.M + (r13 + 1u);
+        let v15: f32 = x[i14];
+        acc1 = acc1 + v15;
     }
     warp0[lid.x] = acc1;
     workgroupBarrier();
@@ -50,19 +67,19 @@ fn reduce_a_view_0_reduce(
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp5: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp16: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp5;
+        partial[lid.x >> 5u] = warp16;
     }
     workgroupBarrier();
-    let slot6: f32 = partial[lid.x & 7u];
-    warp1[lid.x] = slot6;
+    let slot17: f32 = partial[lid.x & 3u];
+    warp1[lid.x] = slot17;
     workgroupBarrier();
-    let total7: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    let total18: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     if (lid.x == 0u) {
-        let i8: u32 = g0 * u.M;
-        let v9: f32 = x[i8];
-        let v10: f32 = total7 + v9;
-        out[g0] = v10;
+        let i19: u32 = g0 * u.M;
+        let v20: f32 = x[i19];
+        let v21: f32 = total18 + v20;
+        out[g0] = v21;
     }
 }

@@ -20,10 +20,26 @@ fn reshape_a_reduction_0_reduce(
         var acc2: f32 = 0.0f;
         let i3: u32 = o1 % 6u;
         let i4: u32 = o1 / 6u;
-        for (var r5: u32 = 0u; r5 < 4u; r5 += 1u) {
-            let i6: u32 = (i4 * 6u + i3) * 4u + r5;
-            let v7: f32 = x[i6];
-            acc2 = acc2 + v7;
+        var rest5: u32 = 0u;
+        for (var r6: u32 = 0u; r6 < 1u; r6 += 4u) {
+            let i7: u32 = (i4 * 6u + i3) * 4u + r6;
+            let v8: f32 = x[i7];
+            acc2 = acc2 + v8;
+            let i9: u32 = (i4 * 6u + i3) * 4u + (r6 + 1u);
+            let v10: f32 = x[i9];
+            acc2 = acc2 + v10;
+            let i11: u32 = (i4 * 6u + i3) * 4u + (r6 + 2u);
+            let v12: f32 = x[i11];
+            acc2 = acc2 + v12;
+            let i13: u32 = (i4 * 6u + i3) * 4u + (r6 + 3u);
+            let v14: f32 = x[i13];
+            acc2 = acc2 + v14;
+            rest5 = r6 + 4u;
+        }
+        for (var r15: u32 = rest5; r15 < 4u; r15 += 1u) {
+            let i16: u32 = (i4 * 6u + i3) * 4u + r15;
+            let v17: f32 = x[i16];
+            acc2 = acc2 + v17;
         }
         scratch0[o1] = acc2;
     }

@@ -8,9 +8,9 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> out0: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out2: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
+var<workgroup> partial: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -26,7 +26,7 @@ fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
     return b;
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn root_read_twice_2_reduce(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -36,14 +36,33 @@ fn root_read_twice_2_reduce(
     if (g0 >= u.N) {
         return;
     }
-    var acc1: f32 = -bitcast<f32>(inf_bits);
-    for (var r2: u32 = lid.x; r2 < u.M; r2 += 256u) {
-        let i3: u32 = g0 * u.M + r2;
-        let v4: f32 = out0[i3];
-        let v6: f32 = fma(v4, v4, v4);
-        acc1 = mimir_maximum_f32(acc1, v6);
+    let base1: u32 = g0 * u.M;
+    var acc2: f32 = -bitcast<f32>(inf_bits);
+    let last3: u32 = select(0u, u.M - 384u, u.M > 384u);
+    var rest4: u32 = lid.x;
+    for (var r5: u32 = lid.x; r5 < last3; r5 += 512u) {
+        let i6: u32 = base1 + r5;
+        let v7: f32 = out0[i6];
+        let v9: f32 = fma(v7, v7, v7);
+        acc2 = mimir_maximum_f32(acc2, v9);
+        let v10: f32 = out0[i6 + 128u];
+        let v12: f32 = fma(v10, v10, v10);
+        acc2 = mimir_maximum_f32(acc2, v12);
+        let v13: f32 = out0[i6 + 256u];
+        let v15: f32 = fma(v13, v13, v13);
+        acc2 = mimir_maximum_f32(acc2, v15);
+        let v16: f32 = out0[i6 + 384u];
+        let v18: f32 = fma(v16, v16, v16);
+        acc2 = mimir_maximum_f32(acc2, v18);
+        rest4 = r5 + 512u;
     }
-    warp0[lid.x] = acc1;
+    for (var r19: u32 = rest4; r19 < u.M; r19 += 128u) {
+        let i20: u32 = base1 + r19;
+        let v21: f32 = out0[i20];
+        let v23: f32 = fma(v21, v21, v21);
+        acc2 = mimir_maximum_f32(acc2, v23);
+    }
+    warp0[lid.x] = acc2;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
@@ -65,16 +84,16 @@ fn root_read_twice_2_reduce(
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp7: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp24: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp7;
+        partial[lid.x >> 5u] = warp24;
     }
     workgroupBarrier();
-    let slot8: f32 = partial[lid.x & 7u];
-    warp1[lid.x] = slot8;
+    let slot25: f32 = partial[lid.x & 3u];
+    warp1[lid.x] = slot25;
     workgroupBarrier();
-    let total9: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 7u)], warp1[lid.x - (lid.x & 7u) + 1u]), warp1[lid.x - (lid.x & 7u) + 2u]), warp1[lid.x - (lid.x & 7u) + 3u]), warp1[lid.x - (lid.x & 7u) + 4u]), warp1[lid.x - (lid.x & 7u) + 5u]), warp1[lid.x - (lid.x & 7u) + 6u]), warp1[lid.x - (lid.x & 7u) + 7u]);
+    let total26: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
     if (lid.x == 0u) {
-        out2[g0] = total9;
+        out2[g0] = total26;
     }
 }

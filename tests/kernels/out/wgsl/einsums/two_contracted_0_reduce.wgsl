@@ -11,11 +11,11 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read> b: array<f32>;
 @group(0) @binding(2) var<storage, read_write> scratch0: array<f32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
+var<workgroup> partial: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn two_contracted_0_reduce(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -28,14 +28,47 @@ fn two_contracted_0_reduce(
     var acc1: f32 = 0.0f;
     let i2: u32 = g0 % u.M;
     let i3: u32 = g0 / u.M;
-    for (var r4: u32 = lid.x; r4 < u.K * u.D; r4 += 256u) {
-        let i5: u32 = r4 % u.D;
-        let i6: u32 = r4 / u.D;
-        let i7: u32 = (i3 * u.K + i6) * u.D + i5;
-        let v8: f32 = a[i7];
-        let i9: u32 = (i6 * u.D + i5) * u.M + i2;
-        let v10: f32 = b[i9];
-        acc1 = fma(v8, v10, acc1);
+    let last4: u32 = select(0u, u.K * u.D - 384u, u.K * u.D > 384u);
+    var rest5: u32 = lid.x;
+    for (var r6: u32 = lid.x; r6 < last4; r6 += 512u) {
+        let i7: u32 = r6 % u.D;
+        let i8: u32 = r6 / u.D;
+        let i9: u32 = (i3 * u.K + i8) * u.D + i7;
+        let v10: f32 = a[i9];
+        let i11: u32 = (i8 * u.D + i7) * u.M + i2;
+        let v12: f32 = b[i11];
+        acc1 = fma(v10, v12, acc1);
+        let i14: u32 = (r6 + 128u) % u.D;
+        let i15: u32 = (r6 + 128u) / u.D;
+        let i16: u32 = (i3 * u.K + i15) * u.D + i14;
+        let v17: f32 = a[i16];
+        let i18: u32 = (i15 * u.D + i14) * u.M + i2;
+        let v19: f32 = b[i18];
+        acc1 = fma(v17, v19, acc1);
+        let i21: u32 = (r6 + 256u) % u.D;
+        let i22: u32 = (r6 + 256u) / u.D;
+        let i23: u32 = (i3 * u.K + i22) * u.D + i21;
+        let v24: f32 = a[i23];
+        let i25: u32 = (i22 * u.D + i21) * u.M + i2;
+        let v26: f32 = b[i25];
+        acc1 = fma(v24, v26, acc1);
+        let i28: u32 = (r6 + 384u) % u.D;
+        let i29: u32 = (r6 + 384u) / u.D;
+        let i30: u32 = (i3 * u.K + i29) * u.D + i28;
+        let v31: f32 = a[i30];
+        let i32_: u32 = (i29 * u.D + i28) * u.M + i2;
+        let v33: f32 = b[i32_];
+        acc1 = fma(v31, v33, acc1);
+        rest5 = r6 + 512u;
+    }
+    for (var r35: u32 = rest5; r35 < u.K * u.D; r35 += 128u) {
+        let i36: u32 = r35 % u.D;
+        let i37: u32 = r35 / u.D;
+        let i38: u32 = (i3 * u.K + i37) * u.D + i36;
+        let v39: f32 = a[i38];
+        let i40: u32 = (i37 * u.D + i36) * u.M + i2;
+        let v41: f32 = b[i40];
+        acc1 = fma(v39, v41, acc1);
     }
     warp0[lid.x] = acc1;
     workgroupBarrier();
@@ -59,16 +92,16 @@ fn two_contracted_0_reduce(
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp12: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp43: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp12;
+        partial[lid.x >> 5u] = warp43;
     }
     workgroupBarrier();
-    let slot13: f32 = partial[lid.x & 7u];
-    warp1[lid.x] = slot13;
+    let slot44: f32 = partial[lid.x & 3u];
+    warp1[lid.x] = slot44;
     workgroupBarrier();
-    let total14: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    let total45: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     if (lid.x == 0u) {
-        scratch0[g0] = total14;
+        scratch0[g0] = total45;
     }
 }

@@ -8,12 +8,12 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> logits: array<f32>;
 @group(0) @binding(1) var<storage, read_write> scratch0: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> row_max: array<f32, 8>;
-var<workgroup> row_sum: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
-var<workgroup> warp2: array<f32, 256>;
-var<workgroup> warp3: array<f32, 256>;
+var<workgroup> row_max: array<f32, 4>;
+var<workgroup> row_sum: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
+var<workgroup> warp2: array<f32, 128>;
+var<workgroup> warp3: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
@@ -40,7 +40,7 @@ fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
     return b;
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn label_nll_from_a_vector_0_softmax(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -50,18 +50,49 @@ fn label_nll_from_a_vector_0_softmax(
     if (g0 >= u.N) {
         return;
     }
-    var m1: f32 = -bitcast<f32>(inf_bits);
-    var s2: f32 = 0.0f;
-    for (var j3: u32 = lid.x; j3 < u.C; j3 += 256u) {
-        let i4: u32 = g0 * u.C + j3;
-        let v5: f32 = logits[i4];
-        let grows6: bool = v5 > m1;
-        let d7: f32 = select(v5 - m1, m1 - v5, grows6);
-        let e8: f32 = select(exp(d7), 0.0f, v5 == -bitcast<f32>(inf_bits));
-        s2 = select(s2 + e8, fma(s2, e8, 1.0f), grows6);
-        m1 = select(m1, v5, grows6);
+    let base1: u32 = g0 * u.C;
+    var m2: f32 = -bitcast<f32>(inf_bits);
+    var s3: f32 = 0.0f;
+    let last4: u32 = select(0u, u.C - 384u, u.C > 384u);
+    var rest5: u32 = lid.x;
+    for (var r6: u32 = lid.x; r6 < last4; r6 += 512u) {
+        let i7: u32 = base1 + r6;
+        let v8: f32 = logits[i7];
+        let grows9: bool = v8 > m2;
+        let d10: f32 = select(v8 - m2, m2 - v8, grows9);
+        let e11: f32 = select(exp(d10), 0.0f, v8 == -bitcast<f32>(inf_bits));
+        s3 = select(s3 + e11, fma(s3, e11, 1.0f), grows9);
+        m2 = select(m2, v8, grows9);
+        let v12: f32 = logits[i7 + 128u];
+        let grows13: bool = v12 > m2;
+        let d14: f32 = select(v12 - m2, m2 - v12, grows13);
+        let e15: f32 = select(exp(d14), 0.0f, v12 == -bitcast<f32>(inf_bits));
+        s3 = select(s3 + e15, fma(s3, e15, 1.0f), grows13);
+        m2 = select(m2, v12, grows13);
+        let v16: f32 = logits[i7 + 256u];
+        let grows17: bool = v16 > m2;
+        let d18: f32 = select(v16 - m2, m2 - v16, grows17);
+        let e19: f32 = select(exp(d18), 0.0f, v16 == -bitcast<f32>(inf_bits));
+        s3 = select(s3 + e19, fma(s3, e19, 1.0f), grows17);
+        m2 = select(m2, v16, grows17);
+        let v20: f32 = logits[i7 + 384u];
+        let grows21: bool = v20 > m2;
+        let d22: f32 = select(v20 - m2, m2 - v20, grows21);
+        let e23: f32 = select(exp(d22), 0.0f, v20 == -bitcast<f32>(inf_bits));
+        s3 = select(s3 + e23, fma(s3, e23, 1.0f), grows21);
+        m2 = select(m2, v20, grows21);
+        rest5 = r6 + 512u;
     }
-    warp0[lid.x] = m1;
+    for (var r24: u32 = rest5; r24 < u.C; r24 += 128u) {
+        let i25: u32 = base1 + r24;
+        let v26: f32 = logits[i25];
+        let grows27: bool = v26 > m2;
+        let d28: f32 = select(v26 - m2, m2 - v26, grows27);
+        let e29: f32 = select(exp(d28), 0.0f, v26 == -bitcast<f32>(inf_bits));
+        s3 = select(s3 + e29, fma(s3, e29, 1.0f), grows27);
+        m2 = select(m2, v26, grows27);
+    }
+    warp0[lid.x] = m2;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
@@ -83,9 +114,9 @@ fn label_nll_from_a_vector_0_softmax(
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp_max9: f32 = warp0[lid.x - (lid.x & 31u)];
-    let t10: f32 = select(s2 * exp(m1 - warp_max9), 0.0f, m1 == -bitcast<f32>(inf_bits));
-    warp1[lid.x] = t10;
+    let warp_max30: f32 = warp0[lid.x - (lid.x & 31u)];
+    let t31: f32 = select(s3 * exp(m2 - warp_max30), s3, m2 == -bitcast<f32>(inf_bits));
+    warp1[lid.x] = t31;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
@@ -107,28 +138,50 @@ fn label_nll_from_a_vector_0_softmax(
         warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp_sum11: f32 = warp1[lid.x - (lid.x & 31u)];
+    let warp_sum32: f32 = warp1[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row_max[lid.x >> 5u] = warp_max9;
-        row_sum[lid.x >> 5u] = warp_sum11;
+        row_max[lid.x >> 5u] = warp_max30;
+        row_sum[lid.x >> 5u] = warp_sum32;
     }
     workgroupBarrier();
-    let slot12: f32 = row_max[lid.x & 7u];
-    let slot13: f32 = row_sum[lid.x & 7u];
-    warp2[lid.x] = slot12;
+    let slot33: f32 = row_max[lid.x & 3u];
+    let slot34: f32 = row_sum[lid.x & 3u];
+    warp2[lid.x] = slot33;
     workgroupBarrier();
-    let row_max14: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp2[lid.x - (lid.x & 7u)], warp2[lid.x - (lid.x & 7u) + 1u]), warp2[lid.x - (lid.x & 7u) + 2u]), warp2[lid.x - (lid.x & 7u) + 3u]), warp2[lid.x - (lid.x & 7u) + 4u]), warp2[lid.x - (lid.x & 7u) + 5u]), warp2[lid.x - (lid.x & 7u) + 6u]), warp2[lid.x - (lid.x & 7u) + 7u]);
-    let t15: f32 = select(slot13 * exp(slot12 - row_max14), 0.0f, slot12 == -bitcast<f32>(inf_bits));
-    warp3[lid.x] = t15;
+    let row_max35: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp2[lid.x - (lid.x & 3u)], warp2[lid.x - (lid.x & 3u) + 1u]), warp2[lid.x - (lid.x & 3u) + 2u]), warp2[lid.x - (lid.x & 3u) + 3u]);
+    let t36: f32 = select(slot34 * exp(slot33 - row_max35), slot34, slot33 == -bitcast<f32>(inf_bits));
+    warp3[lid.x] = t36;
     workgroupBarrier();
-    let t16: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
-    let top17: f32 = select(row_max14, 0.0f, row_max14 == -bitcast<f32>(inf_bits));
-    let t18: f32 = mimir_log(t16);
-    for (var j19: u32 = lid.x; j19 < u.C; j19 += 256u) {
-        let i20: u32 = g0 * u.C + j19;
-        let v21: f32 = logits[i20];
-        let t22: f32 = v21 - top17;
-        let y23: f32 = t22 - t18;
-        scratch0[i20] = y23;
+    let t37: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    let top38: f32 = select(row_max35, 0.0f, row_max35 == -bitcast<f32>(inf_bits));
+    let t39: f32 = mimir_log(t37);
+    let last40: u32 = select(0u, u.C - 384u, u.C > 384u);
+    var rest41: u32 = lid.x;
+    for (var r42: u32 = lid.x; r42 < last40; r42 += 512u) {
+        let i43: u32 = base1 + r42;
+        let v44: f32 = logits[i43];
+        let t45: f32 = v44 - top38;
+        let y46: f32 = t45 - t39;
+        scratch0[i43] = y46;
+        let v47: f32 = logits[i43 + 128u];
+        let t48: f32 = v47 - top38;
+        let y49: f32 = t48 - t39;
+        scratch0[i43 + 128u] = y49;
+        let v50: f32 = logits[i43 + 256u];
+        let t51: f32 = v50 - top38;
+        let y52: f32 = t51 - t39;
+        scratch0[i43 + 256u] = y52;
+        let v53: f32 = logits[i43 + 384u];
+        let t54: f32 = v53 - top38;
+        let y55: f32 = t54 - t39;
+        scratch0[i43 + 384u] = y55;
+        rest41 = r42 + 512u;
+    }
+    for (var r56: u32 = rest41; r56 < u.C; r56 += 128u) {
+        let i57: u32 = base1 + r56;
+        let v58: f32 = logits[i57];
+        let t59: f32 = v58 - top38;
+        let y60: f32 = t59 - t39;
+        scratch0[i57] = y60;
     }
 }

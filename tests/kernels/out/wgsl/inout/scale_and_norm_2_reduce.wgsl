@@ -10,11 +10,11 @@ struct Uniforms {
 @group(0) @binding(2) var<storage, read> scratch0: array<f32>;
 @group(0) @binding(3) var<storage, read> scratch1: array<f32>;
 @group(0) @binding(4) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
+var<workgroup> partial: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn scale_and_norm_2_reduce(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -24,14 +24,38 @@ fn scale_and_norm_2_reduce(
     if (g0 >= u.N) {
         return;
     }
-    var acc1: f32 = 0.0f;
-    for (var r2: u32 = lid.x; r2 < u.D; r2 += 256u) {
-        let i3: u32 = g0 * u.D + r2;
-        let v4: f32 = scratch1[i3];
-        let v5: f32 = x[i3];
-        acc1 = fma(v4, v5, acc1);
+    let base1: u32 = g0 * u.D;
+    var acc2: f32 = 0.0f;
+    let last3: u32 = select(0u, u.D - 384u, u.D > 384u);
+    var rest4: u32 = lid.x;
+    for (var r5: u32 = lid.x; r5 < last3; r5 += 512u) {
+        let i6: u32 = base1 + r5;
+        let v7: f32 = scratch1[i6];
+        let i8: u32 = g0 * u.D + r5;
+        let v9: f32 = x[i8];
+        acc2 = fma(v7, v9, acc2);
+        let v11: f32 = scratch1[i6 + 128u];
+        let i12: u32 = g0 * u.D + (r5 + 128u);
+        let v13: f32 = x[i12];
+        acc2 = fma(v11, v13, acc2);
+        let v15: f32 = scratch1[i6 + 256u];
+        let i16: u32 = g0 * u.D + (r5 + 256u);
+        let v17: f32 = x[i16];
+        acc2 = fma(v15, v17, acc2);
+        let v19: f32 = scratch1[i6 + 384u];
+        let i20: u32 = g0 * u.D + (r5 + 384u);
+        let v21: f32 = x[i20];
+        acc2 = fma(v19, v21, acc2);
+        rest4 = r5 + 512u;
     }
-    warp0[lid.x] = acc1;
+    for (var r23: u32 = rest4; r23 < u.D; r23 += 128u) {
+        let i24: u32 = base1 + r23;
+        let v25: f32 = scratch1[i24];
+        let i26: u32 = g0 * u.D + r23;
+        let v27: f32 = x[i26];
+        acc2 = fma(v25, v27, acc2);
+    }
+    warp0[lid.x] = acc2;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
@@ -53,18 +77,18 @@ fn scale_and_norm_2_reduce(
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp7: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp29: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp7;
+        partial[lid.x >> 5u] = warp29;
     }
     workgroupBarrier();
-    let slot8: f32 = partial[lid.x & 7u];
-    warp1[lid.x] = slot8;
+    let slot30: f32 = partial[lid.x & 3u];
+    warp1[lid.x] = slot30;
     workgroupBarrier();
-    let total9: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    let total31: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     if (lid.x == 0u) {
-        let v10: f32 = scratch0[g0];
-        let v11: f32 = total9 + v10;
-        out[g0] = v11;
+        let v32: f32 = scratch0[g0];
+        let v33: f32 = total31 + v32;
+        out[g0] = v33;
     }
 }

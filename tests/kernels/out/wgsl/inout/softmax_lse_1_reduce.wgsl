@@ -9,9 +9,9 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read_write> out1: array<f32>;
 @group(0) @binding(2) var<storage, read> scratch0: array<f32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
+var<workgroup> partial: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
@@ -25,7 +25,7 @@ fn mimir_log(a: f32) -> f32 {
     return log(a);
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn softmax_lse_1_reduce(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -35,16 +35,40 @@ fn softmax_lse_1_reduce(
     if (g0 >= u.N) {
         return;
     }
-    var acc1: f32 = 0.0f;
-    for (var r2: u32 = lid.x; r2 < u.D; r2 += 256u) {
-        let i3: u32 = g0 * u.D + r2;
-        let v4: f32 = x[i3];
-        let v5: f32 = scratch0[g0];
-        let v6: f32 = v4 - v5;
-        let v7: f32 = exp(v6);
-        acc1 = acc1 + v7;
+    let base1: u32 = g0 * u.D;
+    var acc2: f32 = 0.0f;
+    let last3: u32 = select(0u, u.D - 384u, u.D > 384u);
+    var rest4: u32 = lid.x;
+    for (var r5: u32 = lid.x; r5 < last3; r5 += 512u) {
+        let i6: u32 = base1 + r5;
+        let v7: f32 = x[i6];
+        let v8: f32 = scratch0[g0];
+        let v9: f32 = v7 - v8;
+        let v10: f32 = exp(v9);
+        acc2 = acc2 + v10;
+        let v11: f32 = x[i6 + 128u];
+        let v12: f32 = v11 - v8;
+        let v13: f32 = exp(v12);
+        acc2 = acc2 + v13;
+        let v14: f32 = x[i6 + 256u];
+        let v15: f32 = v14 - v8;
+        let v16: f32 = exp(v15);
+        acc2 = acc2 + v16;
+        let v17: f32 = x[i6 + 384u];
+        let v18: f32 = v17 - v8;
+        let v19: f32 = exp(v18);
+        acc2 = acc2 + v19;
+        rest4 = r5 + 512u;
     }
-    warp0[lid.x] = acc1;
+    for (var r20: u32 = rest4; r20 < u.D; r20 += 128u) {
+        let i21: u32 = base1 + r20;
+        let v22: f32 = x[i21];
+        let v23: f32 = scratch0[g0];
+        let v24: f32 = v22 - v23;
+        let v25: f32 = exp(v24);
+        acc2 = acc2 + v25;
+    }
+    warp0[lid.x] = acc2;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
@@ -66,19 +90,19 @@ fn softmax_lse_1_reduce(
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp8: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp26: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp8;
+        partial[lid.x >> 5u] = warp26;
     }
     workgroupBarrier();
-    let slot9: f32 = partial[lid.x & 7u];
-    warp1[lid.x] = slot9;
+    let slot27: f32 = partial[lid.x & 3u];
+    warp1[lid.x] = slot27;
     workgroupBarrier();
-    let total10: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    let total28: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     if (lid.x == 0u) {
-        let v11: f32 = scratch0[g0];
-        let v12: f32 = mimir_log(total10);
-        let v13: f32 = v11 + v12;
-        out1[g0] = v13;
+        let v29: f32 = scratch0[g0];
+        let v30: f32 = mimir_log(total28);
+        let v31: f32 = v29 + v30;
+        out1[g0] = v31;
     }
 }

@@ -8,12 +8,12 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out0: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> row_max: array<f32, 8>;
-var<workgroup> row_sum: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
-var<workgroup> warp2: array<f32, 256>;
-var<workgroup> warp3: array<f32, 256>;
+var<workgroup> row_max: array<f32, 4>;
+var<workgroup> row_sum: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
+var<workgroup> warp2: array<f32, 128>;
+var<workgroup> warp3: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -29,7 +29,7 @@ fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
     return b;
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn softmax_lse_2_softmax(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -39,18 +39,49 @@ fn softmax_lse_2_softmax(
     if (g0 >= u.N) {
         return;
     }
-    var m1: f32 = -bitcast<f32>(inf_bits);
-    var s2: f32 = 0.0f;
-    for (var j3: u32 = lid.x; j3 < u.D; j3 += 256u) {
-        let i4: u32 = g0 * u.D + j3;
-        let v5: f32 = x[i4];
-        let grows6: bool = v5 > m1;
-        let d7: f32 = select(v5 - m1, m1 - v5, grows6);
-        let e8: f32 = select(exp(d7), 0.0f, v5 == -bitcast<f32>(inf_bits));
-        s2 = select(s2 + e8, fma(s2, e8, 1.0f), grows6);
-        m1 = select(m1, v5, grows6);
+    let base1: u32 = g0 * u.D;
+    var m2: f32 = -bitcast<f32>(inf_bits);
+    var s3: f32 = 0.0f;
+    let last4: u32 = select(0u, u.D - 384u, u.D > 384u);
+    var rest5: u32 = lid.x;
+    for (var r6: u32 = lid.x; r6 < last4; r6 += 512u) {
+        let i7: u32 = base1 + r6;
+        let v8: f32 = x[i7];
+        let grows9: bool = v8 > m2;
+        let d10: f32 = select(v8 - m2, m2 - v8, grows9);
+        let e11: f32 = select(exp(d10), 0.0f, v8 == -bitcast<f32>(inf_bits));
+        s3 = select(s3 + e11, fma(s3, e11, 1.0f), grows9);
+        m2 = select(m2, v8, grows9);
+        let v12: f32 = x[i7 + 128u];
+        let grows13: bool = v12 > m2;
+        let d14: f32 = select(v12 - m2, m2 - v12, grows13);
+        let e15: f32 = select(exp(d14), 0.0f, v12 == -bitcast<f32>(inf_bits));
+        s3 = select(s3 + e15, fma(s3, e15, 1.0f), grows13);
+        m2 = select(m2, v12, grows13);
+        let v16: f32 = x[i7 + 256u];
+        let grows17: bool = v16 > m2;
+        let d18: f32 = select(v16 - m2, m2 - v16, grows17);
+        let e19: f32 = select(exp(d18), 0.0f, v16 == -bitcast<f32>(inf_bits));
+        s3 = select(s3 + e19, fma(s3, e19, 1.0f), grows17);
+        m2 = select(m2, v16, grows17);
+        let v20: f32 = x[i7 + 384u];
+        let grows21: bool = v20 > m2;
+        let d22: f32 = select(v20 - m2, m2 - v20, grows21);
+        let e23: f32 = select(exp(d22), 0.0f, v20 == -bitcast<f32>(inf_bits));
+        s3 = select(s3 + e23, fma(s3, e23, 1.0f), grows21);
+        m2 = select(m2, v20, grows21);
+        rest5 = r6 + 512u;
     }
-    warp0[lid.x] = m1;
+    for (var r24: u32 = rest5; r24 < u.D; r24 += 128u) {
+        let i25: u32 = base1 + r24;
+        let v26: f32 = x[i25];
+        let grows27: bool = v26 > m2;
+        let d28: f32 = select(v26 - m2, m2 - v26, grows27);
+        let e29: f32 = select(exp(d28), 0.0f, v26 == -bitcast<f32>(inf_bits));
+        s3 = select(s3 + e29, fma(s3, e29, 1.0f), grows27);
+        m2 = select(m2, v26, grows27);
+    }
+    warp0[lid.x] = m2;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
@@ -72,9 +103,9 @@ fn softmax_lse_2_softmax(
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp_max9: f32 = warp0[lid.x - (lid.x & 31u)];
-    let t10: f32 = select(s2 * exp(m1 - warp_max9), 0.0f, m1 == -bitcast<f32>(inf_bits));
-    warp1[lid.x] = t10;
+    let warp_max30: f32 = warp0[lid.x - (lid.x & 31u)];
+    let t31: f32 = select(s3 * exp(m2 - warp_max30), s3, m2 == -bitcast<f32>(inf_bits));
+    warp1[lid.x] = t31;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
@@ -96,27 +127,49 @@ fn softmax_lse_2_softmax(
         warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp_sum11: f32 = warp1[lid.x - (lid.x & 31u)];
+    let warp_sum32: f32 = warp1[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row_max[lid.x >> 5u] = warp_max9;
-        row_sum[lid.x >> 5u] = warp_sum11;
+        row_max[lid.x >> 5u] = warp_max30;
+        row_sum[lid.x >> 5u] = warp_sum32;
     }
     workgroupBarrier();
-    let slot12: f32 = row_max[lid.x & 7u];
-    let slot13: f32 = row_sum[lid.x & 7u];
-    warp2[lid.x] = slot12;
+    let slot33: f32 = row_max[lid.x & 3u];
+    let slot34: f32 = row_sum[lid.x & 3u];
+    warp2[lid.x] = slot33;
     workgroupBarrier();
-    let row_max14: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp2[lid.x - (lid.x & 7u)], warp2[lid.x - (lid.x & 7u) + 1u]), warp2[lid.x - (lid.x & 7u) + 2u]), warp2[lid.x - (lid.x & 7u) + 3u]), warp2[lid.x - (lid.x & 7u) + 4u]), warp2[lid.x - (lid.x & 7u) + 5u]), warp2[lid.x - (lid.x & 7u) + 6u]), warp2[lid.x - (lid.x & 7u) + 7u]);
-    let t15: f32 = select(slot13 * exp(slot12 - row_max14), 0.0f, slot12 == -bitcast<f32>(inf_bits));
-    warp3[lid.x] = t15;
+    let row_max35: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp2[lid.x - (lid.x & 3u)], warp2[lid.x - (lid.x & 3u) + 1u]), warp2[lid.x - (lid.x & 3u) + 2u]), warp2[lid.x - (lid.x & 3u) + 3u]);
+    let t36: f32 = select(slot34 * exp(slot33 - row_max35), slot34, slot33 == -bitcast<f32>(inf_bits));
+    warp3[lid.x] = t36;
     workgroupBarrier();
-    let t16: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
-    let top17: f32 = select(row_max14, 0.0f, row_max14 == -bitcast<f32>(inf_bits));
-    for (var j18: u32 = lid.x; j18 < u.D; j18 += 256u) {
-        let i19: u32 = g0 * u.D + j18;
-        let v20: f32 = x[i19];
-        let t21: f32 = v20 - top17;
-        let y22: f32 = exp(t21) / t16;
-        out0[i19] = y22;
+    let t37: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    let top38: f32 = select(row_max35, 0.0f, row_max35 == -bitcast<f32>(inf_bits));
+    let last39: u32 = select(0u, u.D - 384u, u.D > 384u);
+    var rest40: u32 = lid.x;
+    for (var r41: u32 = lid.x; r41 < last39; r41 += 512u) {
+        let i42: u32 = base1 + r41;
+        let v43: f32 = x[i42];
+        let t44: f32 = v43 - top38;
+        let y45: f32 = exp(t44) / t37;
+        out0[i42] = y45;
+        let v46: f32 = x[i42 + 128u];
+        let t47: f32 = v46 - top38;
+        let y48: f32 = exp(t47) / t37;
+        out0[i42 + 128u] = y48;
+        let v49: f32 = x[i42 + 256u];
+        let t50: f32 = v49 - top38;
+        let y51: f32 = exp(t50) / t37;
+        out0[i42 + 256u] = y51;
+        let v52: f32 = x[i42 + 384u];
+        let t53: f32 = v52 - top38;
+        let y54: f32 = exp(t53) / t37;
+        out0[i42 + 384u] = y54;
+        rest40 = r41 + 512u;
+    }
+    for (var r55: u32 = rest40; r55 < u.D; r55 += 128u) {
+        let i56: u32 = base1 + r55;
+        let v57: f32 = x[i56];
+        let t58: f32 = v57 - top38;
+        let y59: f32 = exp(t58) / t37;
+        out0[i56] = y59;
     }
 }

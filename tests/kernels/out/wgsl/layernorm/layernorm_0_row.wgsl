@@ -10,12 +10,12 @@ struct Uniforms {
 @group(0) @binding(2) var<storage, read> beta: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<uniform> u: Uniforms;
-var<workgroup> row0: array<f32, 8>;
-var<workgroup> row1: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
-var<workgroup> warp2: array<f32, 256>;
-var<workgroup> warp3: array<f32, 256>;
+var<workgroup> row0: array<f32, 4>;
+var<workgroup> row1: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
+var<workgroup> warp2: array<f32, 128>;
+var<workgroup> warp3: array<f32, 128>;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
 fn mimir_sqrt(a: f32) -> f32 {
@@ -25,7 +25,7 @@ fn mimir_sqrt(a: f32) -> f32 {
     return sqrt(a);
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn layernorm_0_row(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -35,13 +35,28 @@ fn layernorm_0_row(
     if (g0 >= u.N) {
         return;
     }
-    var acc1: f32 = 0.0f;
-    for (var j2: u32 = lid.x; j2 < u.D; j2 += 256u) {
-        let i3: u32 = g0 * u.D + j2;
-        let v4: f32 = x[i3];
-        acc1 = acc1 + v4;
+    let base1: u32 = g0 * u.D;
+    var acc2: f32 = 0.0f;
+    let last3: u32 = select(0u, u.D - 384u, u.D > 384u);
+    var rest4: u32 = lid.x;
+    for (var r5: u32 = lid.x; r5 < last3; r5 += 512u) {
+        let i6: u32 = base1 + r5;
+        let v7: f32 = x[i6];
+        acc2 = acc2 + v7;
+        let v8: f32 = x[i6 + 128u];
+        acc2 = acc2 + v8;
+        let v9: f32 = x[i6 + 256u];
+        acc2 = acc2 + v9;
+        let v10: f32 = x[i6 + 384u];
+        acc2 = acc2 + v10;
+        rest4 = r5 + 512u;
     }
-    warp0[lid.x] = acc1;
+    for (var r11: u32 = rest4; r11 < u.D; r11 += 128u) {
+        let i12: u32 = base1 + r11;
+        let v13: f32 = x[i12];
+        acc2 = acc2 + v13;
+    }
+    warp0[lid.x] = acc2;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
@@ -63,24 +78,42 @@ fn layernorm_0_row(
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp5: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp14: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row0[lid.x >> 5u] = warp5;
+        row0[lid.x >> 5u] = warp14;
     }
     workgroupBarrier();
-    let slot6: f32 = row0[lid.x & 7u];
-    warp1[lid.x] = slot6;
+    let slot15: f32 = row0[lid.x & 3u];
+    warp1[lid.x] = slot15;
     workgroupBarrier();
-    let total7: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
-    let total8: f32 = total7 / f32(u.D);
-    var acc9: f32 = 0.0f;
-    for (var j10: u32 = lid.x; j10 < u.D; j10 += 256u) {
-        let i11: u32 = g0 * u.D + j10;
-        let v12: f32 = x[i11];
-        let v13: f32 = v12 - total8;
-        acc9 = fma(v13, v13, acc9);
+    let total16: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
+    let total17: f32 = total16 / f32(u.D);
+    var acc18: f32 = 0.0f;
+    let last19: u32 = select(0u, u.D - 384u, u.D > 384u);
+    var rest20: u32 = lid.x;
+    for (var r21: u32 = lid.x; r21 < last19; r21 += 512u) {
+        let i22: u32 = base1 + r21;
+        let v23: f32 = x[i22];
+        let v24: f32 = v23 - total17;
+        acc18 = fma(v24, v24, acc18);
+        let v26: f32 = x[i22 + 128u];
+        let v27: f32 = v26 - total17;
+        acc18 = fma(v27, v27, acc18);
+        let v29: f32 = x[i22 + 256u];
+        let v30: f32 = v29 - total17;
+        acc18 = fma(v30, v30, acc18);
+        let v32: f32 = x[i22 + 384u];
+        let v33: f32 = v32 - total17;
+        acc18 = fma(v33, v33, acc18);
+        rest20 = r21 + 512u;
     }
-    warp2[lid.x] = acc9;
+    for (var r35: u32 = rest20; r35 < u.D; r35 += 128u) {
+        let i36: u32 = base1 + r35;
+        let v37: f32 = x[i36];
+        let v38: f32 = v37 - total17;
+        acc18 = fma(v38, v38, acc18);
+    }
+    warp2[lid.x] = acc18;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
@@ -102,26 +135,63 @@ fn layernorm_0_row(
         warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp15: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp40: f32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row1[lid.x >> 5u] = warp15;
+        row1[lid.x >> 5u] = warp40;
     }
     workgroupBarrier();
-    let slot16: f32 = row1[lid.x & 7u];
-    warp3[lid.x] = slot16;
+    let slot41: f32 = row1[lid.x & 3u];
+    warp3[lid.x] = slot41;
     workgroupBarrier();
-    let total17: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
-    let total18: f32 = total17 / f32(u.D);
-    let v19: f32 = total18 + 1e-05f;
-    let v20: f32 = 1.0f / mimir_sqrt(v19);
-    for (var j21: u32 = lid.x; j21 < u.D; j21 += 256u) {
-        let i22: u32 = g0 * u.D + j21;
-        let v23: f32 = x[i22];
-        let v24: f32 = v23 - total8;
-        let v25: f32 = v24 * v20;
-        let v26: f32 = gamma[j21];
-        let v28: f32 = beta[j21];
-        let v29: f32 = fma(v25, v26, v28);
-        out[i22] = v29;
+    let total42: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    let total43: f32 = total42 / f32(u.D);
+    let v44: f32 = total43 + 1e-05f;
+    let v45: f32 = 1.0f / mimir_sqrt(v44);
+    let last46: u32 = select(0u, u.D - 384u, u.D > 384u);
+    var rest47: u32 = lid.x;
+    for (var r48: u32 = lid.x; r48 < last46; r48 += 512u) {
+        let i49: u32 = base1 + r48;
+        let v50: f32 = x[i49];
+        let v51: f32 = v50 - total17;
+        let v52: f32 = v51 * v45;
+        let v53: f32 = gamma[r48];
+        let v55: f32 = beta[r48];
+        let v56: f32 = fma(v52, v53, v55);
+        out[i49] = v56;
+        let v57: f32 = x[i49 + 128u];
+        let v58: f32 = v57 - total17;
+        let v59: f32 = v58 * v45;
+        let i60: u32 = r48 + 128u;
+        let v61: f32 = gamma[i60];
+        let v63: f32 = beta[i60];
+        let v64: f32 = fma(v59, v61, v63);
+        out[i49 + 128u] = v64;
+        let v65: f32 = x[i49 + 256u];
+        let v66: f32 = v65 - total17;
+        let v67: f32 = v66 * v45;
+        let i68: u32 = r48 + 256u;
+        let v69: f32 = gamma[i68];
+        let v71: f32 = beta[i68];
+        let v72: f32 = fma(v67, v69, v71);
+        out[i49 + 256u] = v72;
+        let v73: f32 = x[i49 + 384u];
+        let v74: f32 = v73 - total17;
+        let v75: f32 = v74 * v45;
+        let i76: u32 = r48 + 384u;
+        let v77: f32 = gamma[i76];
+        let v79: f32 = beta[i76];
+        let v80: f32 = fma(v75, v77, v79);
+        out[i49 + 384u] = v80;
+        rest47 = r48 + 512u;
+    }
+    for (var r81: u32 = rest47; r81 < u.D; r81 += 128u) {
+        let i82: u32 = base1 + r81;
+        let v83: f32 = x[i82];
+        let v84: f32 = v83 - total17;
+        let v85: f32 = v84 * v45;
+        let v86: f32 = gamma[r81];
+        let v88: f32 = beta[r81];
+        let v89: f32 = fma(v85, v86, v88);
+        out[i82] = v89;
     }
 }

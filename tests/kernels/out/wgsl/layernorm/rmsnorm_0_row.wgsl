@@ -8,9 +8,7 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read> weight: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> row0: array<f32, 2>;
-var<workgroup> warp0: array<f32, 64>;
-var<workgroup> warp1: array<f32, 64>;
+var<workgroup> warp0: array<f32, 32>;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
 fn mimir_sqrt(a: f32) -> f32 {
@@ -20,7 +18,7 @@ fn mimir_sqrt(a: f32) -> f32 {
     return sqrt(a);
 }
 
-@compute @workgroup_size(64, 1, 1)
+@compute @workgroup_size(32, 1, 1)
 fn rmsnorm_0_row(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -30,13 +28,27 @@ fn rmsnorm_0_row(
     if (g0 >= u.N) {
         return;
     }
-    var acc1: f32 = 0.0f;
-    for (var j2: u32 = lid.x; j2 < 48u; j2 += 64u) {
-        let i3: u32 = g0 * 48u + j2;
-        let v4: f32 = x[i3];
-        acc1 = fma(v4, v4, acc1);
+    let base1: u32 = g0 * 48u;
+    var acc2: f32 = 0.0f;
+    var rest3: u32 = lid.x;
+    for (var r4: u32 = lid.x; r4 < 0u; r4 += 128u) {
+        let i5: u32 = base1 + r4;
+        let v6: f32 = x[i5];
+        acc2 = fma(v6, v6, acc2);
+        let v8: f32 = x[i5 + 32u];
+        acc2 = fma(v8, v8, acc2);
+        let v10: f32 = x[i5 + 64u];
+        acc2 = fma(v10, v10, acc2);
+        let v12: f32 = x[i5 + 96u];
+        acc2 = fma(v12, v12, acc2);
+        rest3 = r4 + 128u;
     }
-    warp0[lid.x] = acc1;
+    for (var r14: u32 = rest3; r14 < 48u; r14 += 32u) {
+        let i15: u32 = base1 + r14;
+        let v16: f32 = x[i15];
+        acc2 = fma(v16, v16, acc2);
+    }
+    warp0[lid.x] = acc2;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
@@ -58,23 +70,43 @@ fn rmsnorm_0_row(
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp6: f32 = warp0[lid.x - (lid.x & 31u)];
-    if ((lid.x & 31u) == 0u) {
-        row0[lid.x >> 5u] = warp6;
+    let warp18: f32 = warp0[lid.x - (lid.x & 31u)];
+    let total19: f32 = warp18 / 48.0f;
+    let v20: f32 = mimir_sqrt(total19);
+    var rest21: u32 = lid.x;
+    for (var r22: u32 = lid.x; r22 < 0u; r22 += 128u) {
+        let i23: u32 = base1 + r22;
+        let v24: f32 = x[i23];
+        let v25: f32 = v24 / v20;
+        let v26: f32 = weight[r22];
+        let v27: f32 = v25 * v26;
+        out[i23] = v27;
+        let v28: f32 = x[i23 + 32u];
+        let v29: f32 = v28 / v20;
+        let i30: u32 = r22 + 32u;
+        let v31: f32 = weight[i30];
+        let v32: f32 = v29 * v31;
+        out[i23 + 32u] = v32;
+        let v33: f32 = x[i23 + 64u];
+        let v34: f32 = v33 / v20;
+        let i35: u32 = r22 + 64u;
+        let v36: f32 = weight[i35];
+        let v37: f32 = v34 * v36;
+        out[i23 + 64u] = v37;
+        let v38: f32 = x[i23 + 96u];
+        let v39: f32 = v38 / v20;
+        let i40: u32 = r22 + 96u;
+        let v41: f32 = weight[i40];
+        let v42: f32 = v39 * v41;
+        out[i23 + 96u] = v42;
+        rest21 = r22 + 128u;
     }
-    workgroupBarrier();
-    let slot7: f32 = row0[lid.x & 1u];
-    warp1[lid.x] = slot7;
-    workgroupBarrier();
-    let total8: f32 = warp1[lid.x - (lid.x & 1u)] + warp1[lid.x - (lid.x & 1u) + 1u];
-    let total9: f32 = total8 / 48.0f;
-    let v10: f32 = mimir_sqrt(total9);
-    for (var j11: u32 = lid.x; j11 < 48u; j11 += 64u) {
-        let i12: u32 = g0 * 48u + j11;
-        let v13: f32 = x[i12];
-        let v14: f32 = v13 / v10;
-        let v15: f32 = weight[j11];
-        let v16: f32 = v14 * v15;
-        out[i12] = v16;
+    for (var r43: u32 = rest21; r43 < 48u; r43 += 32u) {
+        let i44: u32 = base1 + r43;
+        let v45: f32 = x[i44];
+        let v46: f32 = v45 / v20;
+        let v47: f32 = weight[r43];
+        let v48: f32 = v46 * v47;
+        out[i44] = v48;
     }
 }

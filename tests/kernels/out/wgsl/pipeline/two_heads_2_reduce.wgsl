@@ -7,20 +7,37 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read_write> out1: array<f32>;
 @group(0) @binding(1) var<storage, read> scratch0: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
+var<workgroup> partial: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn two_heads_2_reduce(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
 ) {
     var acc0: f32 = 0.0f;
-    for (var r1: u32 = lid.x; r1 < u.N; r1 += 256u) {
-        let i2: u32 = r1 * 4u + wid.x;
-        let v3: f32 = scratch0[i2];
-        acc0 = acc0 + v3;
+    let last1: u32 = select(0u, u.N - 384u, u.N > 384u);
+    var rest2: u32 = lid.x;
+    for (var r3: u32 = lid.x; r3 < last1; r3 += 512u) {
+        let i4: u32 = r3 * 4u + wid.x;
+        let v5: f32 = scratch0[i4];
+        acc0 = acc0 + v5;
+        let i6: u32 = (r3 + 128u) * 4u + wid.x;
+        let v7: f32 = scratch0[i6];
+        acc0 = acc0 + v7;
+        let i8: u32 = (r3 + 256u) * 4u + wid.x;
+        let v9: f32 = scratch0[i8];
+        acc0 = acc0 + v9;
+        let i10: u32 = (r3 + 384u) * 4u + wid.x;
+        let v11: f32 = scratch0[i10];
+        acc0 = acc0 + v11;
+        rest2 = r3 + 512u;
+    }
+    for (var r12: u32 = rest2; r12 < u.N; r12 += 128u) {
+        let i13: u32 = r12 * 4u + wid.x;
+        let v14: f32 = scratch0[i13];
+        acc0 = acc0 + v14;
     }
     warp0[lid.x] = acc0;
     workgroupBarrier();
@@ -44,16 +61,16 @@ fn two_heads_2_reduce(
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp4: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp15: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp4;
+        partial[lid.x >> 5u] = warp15;
     }
     workgroupBarrier();
-    let slot5: f32 = partial[lid.x & 7u];
-    warp1[lid.x] = slot5;
+    let slot16: f32 = partial[lid.x & 3u];
+    warp1[lid.x] = slot16;
     workgroupBarrier();
-    let total6: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    let total17: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     if (lid.x == 0u) {
-        out1[wid.x] = total6;
+        out1[wid.x] = total17;
     }
 }

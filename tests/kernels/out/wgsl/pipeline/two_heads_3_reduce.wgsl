@@ -19,14 +19,34 @@ fn two_heads_3_reduce(
     let o1: u32 = g0 * 256u + lid.x;
     if (o1 < u.N) {
         var acc2: f32 = 0.0f;
-        for (var r3: u32 = 0u; r3 < 4u; r3 += 1u) {
-            let i4: u32 = o1 * 4u + r3;
-            let v5: f32 = out0[i4];
-            let v6: f32 = scratch0[i4];
-            acc2 = fma(v5, v6, acc2);
+        var rest3: u32 = 0u;
+        for (var r4: u32 = 0u; r4 < 1u; r4 += 4u) {
+            let i5: u32 = o1 * 4u + r4;
+            let v6: f32 = out0[i5];
+            let v7: f32 = scratch0[i5];
+            acc2 = fma(v6, v7, acc2);
+            let i9: u32 = o1 * 4u + (r4 + 1u);
+            let v10: f32 = out0[i9];
+            let v11: f32 = scratch0[i9];
+            acc2 = fma(v10, v11, acc2);
+            let i13: u32 = o1 * 4u + (r4 + 2u);
+            let v14: f32 = out0[i13];
+            let v15: f32 = scratch0[i13];
+            acc2 = fma(v14, v15, acc2);
+            let i17: u32 = o1 * 4u + (r4 + 3u);
+            let v18: f32 = out0[i17];
+            let v19: f32 = scratch0[i17];
+            acc2 = fma(v18, v19, acc2);
+            rest3 = r4 + 4u;
         }
-        let total8: f32 = acc2 / 4.0f;
-        let v9: f32 = total8 + 0.0f;
-        out2[o1] = v9;
+        for (var r21: u32 = rest3; r21 < 4u; r21 += 1u) {
+            let i22: u32 = o1 * 4u + r21;
+            let v23: f32 = out0[i22];
+            let v24: f32 = scratch0[i22];
+            acc2 = fma(v23, v24, acc2);
+        }
+        let total26: f32 = acc2 / 4.0f;
+        let v27: f32 = total26 + 0.0f;
+        out2[o1] = v27;
     }
 }

@@ -8,11 +8,9 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read_write> out: array<i32>;
 @group(0) @binding(2) var<storage, read> scratch0: array<i32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> partial: array<i32, 2>;
-var<workgroup> warp0: array<i32, 64>;
-var<workgroup> warp1: array<i32, 64>;
+var<workgroup> warp0: array<i32, 32>;
 
-@compute @workgroup_size(64, 1, 1)
+@compute @workgroup_size(32, 1, 1)
 fn int_max_min_1_reduce(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -22,13 +20,27 @@ fn int_max_min_1_reduce(
     if (g0 >= u.A) {
         return;
     }
-    var acc1: i32 = i32(-2147483648);
-    for (var r2: u32 = lid.x; r2 < 40u; r2 += 64u) {
-        let i3: u32 = g0 * 40u + r2;
-        let v4: i32 = x[i3];
-        acc1 = select(v4, acc1, acc1 >= v4);
+    let base1: u32 = g0 * 40u;
+    var acc2: i32 = i32(-2147483648);
+    var rest3: u32 = lid.x;
+    for (var r4: u32 = lid.x; r4 < 0u; r4 += 128u) {
+        let i5: u32 = base1 + r4;
+        let v6: i32 = x[i5];
+        acc2 = select(v6, acc2, acc2 >= v6);
+        let v7: i32 = x[i5 + 32u];
+        acc2 = select(v7, acc2, acc2 >= v7);
+        let v8: i32 = x[i5 + 64u];
+        acc2 = select(v8, acc2, acc2 >= v8);
+        let v9: i32 = x[i5 + 96u];
+        acc2 = select(v9, acc2, acc2 >= v9);
+        rest3 = r4 + 128u;
     }
-    warp0[lid.x] = acc1;
+    for (var r10: u32 = rest3; r10 < 40u; r10 += 32u) {
+        let i11: u32 = base1 + r10;
+        let v12: i32 = x[i11];
+        acc2 = select(v12, acc2, acc2 >= v12);
+    }
+    warp0[lid.x] = acc2;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = select(warp0[lid.x + 16u], warp0[lid.x], warp0[lid.x] >= warp0[lid.x + 16u]);
@@ -50,18 +62,10 @@ fn int_max_min_1_reduce(
         warp0[lid.x] = select(warp0[lid.x + 1u], warp0[lid.x], warp0[lid.x] >= warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp5: i32 = warp0[lid.x - (lid.x & 31u)];
-    if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp5;
-    }
-    workgroupBarrier();
-    let slot6: i32 = partial[lid.x & 1u];
-    warp1[lid.x] = slot6;
-    workgroupBarrier();
-    let total7: i32 = select(warp1[lid.x - (lid.x & 1u) + 1u], warp1[lid.x - (lid.x & 1u)], warp1[lid.x - (lid.x & 1u)] >= warp1[lid.x - (lid.x & 1u) + 1u]);
+    let warp13: i32 = warp0[lid.x - (lid.x & 31u)];
     if (lid.x == 0u) {
-        let v8: i32 = scratch0[g0];
-        let v9: i32 = total7 - v8;
-        out[g0] = v9;
+        let v14: i32 = scratch0[g0];
+        let v15: i32 = warp13 - v14;
+        out[g0] = v15;
     }
 }

@@ -8,11 +8,11 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<i32>;
 @group(0) @binding(1) var<storage, read_write> out0: array<i32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<i32, 8>;
-var<workgroup> warp0: array<i32, 256>;
-var<workgroup> warp1: array<i32, 256>;
+var<workgroup> partial: array<i32, 4>;
+var<workgroup> warp0: array<i32, 128>;
+var<workgroup> warp1: array<i32, 128>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn int_sum_and_bool_any_0_reduce(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -23,10 +23,27 @@ fn int_sum_and_bool_any_0_reduce(
         return;
     }
     var acc1: i32 = 0i;
-    for (var r2: u32 = lid.x; r2 < u.A; r2 += 256u) {
-        let i3: u32 = r2 * u.B + g0;
-        let v4: i32 = x[i3];
-        acc1 = acc1 + v4;
+    let last2: u32 = select(0u, u.A - 384u, u.A > 384u);
+    var rest3: u32 = lid.x;
+    for (var r4: u32 = lid.x; r4 < last2; r4 += 512u) {
+        let i5: u32 = r4 * u.B + g0;
+        let v6: i32 = x[i5];
+        acc1 = acc1 + v6;
+        let i7: u32 = (r4 + 128u) * u.B + g0;
+        let v8: i32 = x[i7];
+        acc1 = acc1 + v8;
+        let i9: u32 = (r4 + 256u) * u.B + g0;
+        let v10: i32 = x[i9];
+        acc1 = acc1 + v10;
+        let i11: u32 = (r4 + 384u) * u.B + g0;
+        let v12: i32 = x[i11];
+        acc1 = acc1 + v12;
+        rest3 = r4 + 512u;
+    }
+    for (var r13: u32 = rest3; r13 < u.A; r13 += 128u) {
+        let i14: u32 = r13 * u.B + g0;
+        let v15: i32 = x[i14];
+        acc1 = acc1 + v15;
     }
     warp0[lid.x] = acc1;
     workgroupBarrier();
@@ -50,16 +67,16 @@ fn int_sum_and_bool_any_0_reduce(
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp5: i32 = warp0[lid.x - (lid.x & 31u)];
+    let warp16: i32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp5;
+        partial[lid.x >> 5u] = warp16;
     }
     workgroupBarrier();
-    let slot6: i32 = partial[lid.x & 7u];
-    warp1[lid.x] = slot6;
+    let slot17: i32 = partial[lid.x & 3u];
+    warp1[lid.x] = slot17;
     workgroupBarrier();
-    let total7: i32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    let total18: i32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     if (lid.x == 0u) {
-        out0[g0] = total7;
+        out0[g0] = total18;
     }
 }

@@ -8,11 +8,11 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> m: array<u32>;
 @group(0) @binding(1) var<storage, read_write> out2: array<i32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<i32, 8>;
-var<workgroup> warp0: array<i32, 256>;
-var<workgroup> warp1: array<i32, 256>;
+var<workgroup> partial: array<i32, 4>;
+var<workgroup> warp0: array<i32, 128>;
+var<workgroup> warp1: array<i32, 128>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn int_sum_and_bool_any_2_reduce(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -22,13 +22,28 @@ fn int_sum_and_bool_any_2_reduce(
     if (g0 >= u.A) {
         return;
     }
-    var acc1: i32 = 0i;
-    for (var r2: u32 = lid.x; r2 < u.B; r2 += 256u) {
-        let i3: u32 = g0 * u.B + r2;
-        let v4: bool = m[i3] != 0u;
-        acc1 = acc1 + select(0i, 1i, v4);
+    let base1: u32 = g0 * u.B;
+    var acc2: i32 = 0i;
+    let last3: u32 = select(0u, u.B - 384u, u.B > 384u);
+    var rest4: u32 = lid.x;
+    for (var r5: u32 = lid.x; r5 < last3; r5 += 512u) {
+        let i6: u32 = base1 + r5;
+        let v7: bool = m[i6] != 0u;
+        acc2 = acc2 + select(0i, 1i, v7);
+        let v8: bool = m[i6 + 128u] != 0u;
+        acc2 = acc2 + select(0i, 1i, v8);
+        let v9: bool = m[i6 + 256u] != 0u;
+        acc2 = acc2 + select(0i, 1i, v9);
+        let v10: bool = m[i6 + 384u] != 0u;
+        acc2 = acc2 + select(0i, 1i, v10);
+        rest4 = r5 + 512u;
     }
-    warp0[lid.x] = acc1;
+    for (var r11: u32 = rest4; r11 < u.B; r11 += 128u) {
+        let i12: u32 = base1 + r11;
+        let v13: bool = m[i12] != 0u;
+        acc2 = acc2 + select(0i, 1i, v13);
+    }
+    warp0[lid.x] = acc2;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
@@ -50,16 +65,16 @@ fn int_sum_and_bool_any_2_reduce(
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp5: i32 = warp0[lid.x - (lid.x & 31u)];
+    let warp14: i32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp5;
+        partial[lid.x >> 5u] = warp14;
     }
     workgroupBarrier();
-    let slot6: i32 = partial[lid.x & 7u];
-    warp1[lid.x] = slot6;
+    let slot15: i32 = partial[lid.x & 3u];
+    warp1[lid.x] = slot15;
     workgroupBarrier();
-    let total7: i32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    let total16: i32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     if (lid.x == 0u) {
-        out2[g0] = total7;
+        out2[g0] = total16;
     }
 }

@@ -9,9 +9,9 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
+var<workgroup> partial: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -27,7 +27,7 @@ fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
     return b;
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn max_axis2_0_reduce(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -37,15 +37,28 @@ fn max_axis2_0_reduce(
     if (g0 >= u.A * u.B) {
         return;
     }
-    var acc1: f32 = -bitcast<f32>(inf_bits);
-    let i2: u32 = g0 % u.B;
-    let i3: u32 = g0 / u.B;
-    for (var r4: u32 = lid.x; r4 < u.C; r4 += 256u) {
-        let i5: u32 = (i3 * u.B + i2) * u.C + r4;
-        let v6: f32 = x[i5];
-        acc1 = mimir_maximum_f32(acc1, v6);
+    let base1: u32 = g0 * u.C;
+    var acc2: f32 = -bitcast<f32>(inf_bits);
+    let last5: u32 = select(0u, u.C - 384u, u.C > 384u);
+    var rest6: u32 = lid.x;
+    for (var r7: u32 = lid.x; r7 < last5; r7 += 512u) {
+        let i8: u32 = base1 + r7;
+        let v9: f32 = x[i8];
+        acc2 = mimir_maximum_f32(acc2, v9);
+        let v10: f32 = x[i8 + 128u];
+        acc2 = mimir_maximum_f32(acc2, v10);
+        let v11: f32 = x[i8 + 256u];
+        acc2 = mimir_maximum_f32(acc2, v11);
+        let v12: f32 = x[i8 + 384u];
+        acc2 = mimir_maximum_f32(acc2, v12);
+        rest6 = r7 + 512u;
     }
-    warp0[lid.x] = acc1;
+    for (var r13: u32 = rest6; r13 < u.C; r13 += 128u) {
+        let i14: u32 = base1 + r13;
+        let v15: f32 = x[i14];
+        acc2 = mimir_maximum_f32(acc2, v15);
+    }
+    warp0[lid.x] = acc2;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
@@ -67,16 +80,16 @@ fn max_axis2_0_reduce(
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp7: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp16: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp7;
+        partial[lid.x >> 5u] = warp16;
     }
     workgroupBarrier();
-    let slot8: f32 = partial[lid.x & 7u];
-    warp1[lid.x] = slot8;
+    let slot17: f32 = partial[lid.x & 3u];
+    warp1[lid.x] = slot17;
     workgroupBarrier();
-    let total9: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 7u)], warp1[lid.x - (lid.x & 7u) + 1u]), warp1[lid.x - (lid.x & 7u) + 2u]), warp1[lid.x - (lid.x & 7u) + 3u]), warp1[lid.x - (lid.x & 7u) + 4u]), warp1[lid.x - (lid.x & 7u) + 5u]), warp1[lid.x - (lid.x & 7u) + 6u]), warp1[lid.x - (lid.x & 7u) + 7u]);
+    let total18: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
     if (lid.x == 0u) {
-        out[g0] = total9;
+        out[g0] = total18;
     }
 }

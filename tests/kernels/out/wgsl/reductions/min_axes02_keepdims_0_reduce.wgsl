@@ -9,9 +9,9 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
+var<workgroup> partial: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_minimum_f32(a: f32, b: f32) -> f32 {
@@ -27,7 +27,7 @@ fn mimir_minimum_f32(a: f32, b: f32) -> f32 {
     return b;
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn min_axes02_keepdims_0_reduce(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -38,12 +38,37 @@ fn min_axes02_keepdims_0_reduce(
         return;
     }
     var acc1: f32 = bitcast<f32>(inf_bits);
-    for (var r2: u32 = lid.x; r2 < u.A * u.C; r2 += 256u) {
-        let i3: u32 = r2 % u.C;
-        let i4: u32 = r2 / u.C;
-        let i5: u32 = (i4 * u.B + g0) * u.C + i3;
-        let v6: f32 = x[i5];
-        acc1 = mimir_minimum_f32(acc1, v6);
+    let last2: u32 = select(0u, u.A * u.C - 384u, u.A * u.C > 384u);
+    var rest3: u32 = lid.x;
+    for (var r4: u32 = lid.x; r4 < last2; r4 += 512u) {
+        let i5: u32 = r4 % u.C;
+        let i6: u32 = r4 / u.C;
+        let i7: u32 = (i6 * u.B + g0) * u.C + i5;
+        let v8: f32 = x[i7];
+        acc1 = mimir_minimum_f32(acc1, v8);
+        let i9: u32 = (r4 + 128u) % u.C;
+        let i10: u32 = (r4 + 128u) / u.C;
+        let i11: u32 = (i10 * u.B + g0) * u.C + i9;
+        let v12: f32 = x[i11];
+        acc1 = mimir_minimum_f32(acc1, v12);
+        let i13: u32 = (r4 + 256u) % u.C;
+        let i14: u32 = (r4 + 256u) / u.C;
+        let i15: u32 = (i14 * u.B + g0) * u.C + i13;
+        let v16: f32 = x[i15];
+        acc1 = mimir_minimum_f32(acc1, v16);
+        let i17: u32 = (r4 + 384u) % u.C;
+        let i18: u32 = (r4 + 384u) / u.C;
+        let i19: u32 = (i18 * u.B + g0) * u.C + i17;
+        let v20: f32 = x[i19];
+        acc1 = mimir_minimum_f32(acc1, v20);
+        rest3 = r4 + 512u;
+    }
+    for (var r21: u32 = rest3; r21 < u.A * u.C; r21 += 128u) {
+        let i22: u32 = r21 % u.C;
+        let i23: u32 = r21 / u.C;
+        let i24: u32 = (i23 * u.B + g0) * u.C + i22;
+        let v25: f32 = x[i24];
+        acc1 = mimir_minimum_f32(acc1, v25);
     }
     warp0[lid.x] = acc1;
     workgroupBarrier();
@@ -67,16 +92,16 @@ fn min_axes02_keepdims_0_reduce(
         warp0[lid.x] = mimir_minimum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp7: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp26: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp7;
+        partial[lid.x >> 5u] = warp26;
     }
     workgroupBarrier();
-    let slot8: f32 = partial[lid.x & 7u];
-    warp1[lid.x] = slot8;
+    let slot27: f32 = partial[lid.x & 3u];
+    warp1[lid.x] = slot27;
     workgroupBarrier();
-    let total9: f32 = mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(warp1[lid.x - (lid.x & 7u)], warp1[lid.x - (lid.x & 7u) + 1u]), warp1[lid.x - (lid.x & 7u) + 2u]), warp1[lid.x - (lid.x & 7u) + 3u]), warp1[lid.x - (lid.x & 7u) + 4u]), warp1[lid.x - (lid.x & 7u) + 5u]), warp1[lid.x - (lid.x & 7u) + 6u]), warp1[lid.x - (lid.x & 7u) + 7u]);
+    let total28: f32 = mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
     if (lid.x == 0u) {
-        out[g0] = total9;
+        out[g0] = total28;
     }
 }

@@ -27,14 +27,47 @@ fn sum_all_0_partial(
     let stop2: u32 = start1 + 4096u;
     let end3: u32 = select(u.A * u.B * u.C, stop2, stop2 < u.A * u.B * u.C);
     var acc4: f32 = 0.0f;
-    for (var r5: u32 = start1 + lid.x; r5 < end3; r5 += 256u) {
-        let i6: u32 = r5 % u.C;
-        let i7: u32 = r5 / u.C;
-        let i8: u32 = i7 % u.B;
-        let i9: u32 = i7 / u.B;
-        let i10: u32 = (i9 * u.B + i8) * u.C + i6;
-        let v11: f32 = x[i10];
-        acc4 = acc4 + v11;
+    let last5: u32 = select(0u, end3 - 768u, end3 > 768u);
+    var rest6: u32 = start1 + lid.x;
+    for (var r7: u32 = start1 + lid.x; r7 < last5; r7 += 1024u) {
+        let i8: u32 = r7 % u.C;
+        let i9: u32 = r7 / u.C;
+        let i10: u32 = i9 % u.B;
+        let i11: u32 = i9 / u.B;
+        let i12: u32 = (i11 * u.B + i10) * u.C + i8;
+        let v13: f32 = x[i12];
+        acc4 = acc4 + v13;
+        let i14: u32 = (r7 + 256u) % u.C;
+        let i15: u32 = (r7 + 256u) / u.C;
+        let i16: u32 = i15 % u.B;
+        let i17: u32 = i15 / u.B;
+        let i18: u32 = (i17 * u.B + i16) * u.C + i14;
+        let v19: f32 = x[i18];
+        acc4 = acc4 + v19;
+        let i20: u32 = (r7 + 512u) % u.C;
+        let i21: u32 = (r7 + 512u) / u.C;
+        let i22: u32 = i21 % u.B;
+        let i23: u32 = i21 / u.B;
+        let i24: u32 = (i23 * u.B + i22) * u.C + i20;
+        let v25: f32 = x[i24];
+        acc4 = acc4 + v25;
+        let i26: u32 = (r7 + 768u) % u.C;
+        let i27: u32 = (r7 + 768u) / u.C;
+        let i28: u32 = i27 % u.B;
+        let i29: u32 = i27 / u.B;
+        let i30: u32 = (i29 * u.B + i28) * u.C + i26;
+        let v31: f32 = x[i30];
+        acc4 = acc4 + v31;
+        rest6 = r7 + 1024u;
+    }
+    for (var r32: u32 = rest6; r32 < end3; r32 += 256u) {
+        let i33: u32 = r32 % u.C;
+        let i34: u32 = r32 / u.C;
+        let i35: u32 = i34 % u.B;
+        let i36: u32 = i34 / u.B;
+        let i37: u32 = (i36 * u.B + i35) * u.C + i33;
+        let v38: f32 = x[i37];
+        acc4 = acc4 + v38;
     }
     warp0[lid.x] = acc4;
     workgroupBarrier();
@@ -58,16 +91,16 @@ fn sum_all_0_partial(
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp12: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp39: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp12;
+        partial[lid.x >> 5u] = warp39;
     }
     workgroupBarrier();
-    let slot13: f32 = partial[lid.x & 7u];
-    warp1[lid.x] = slot13;
+    let slot40: f32 = partial[lid.x & 7u];
+    warp1[lid.x] = slot40;
     workgroupBarrier();
-    let total14: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    let total41: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
     if (lid.x == 0u) {
-        scratch0[g0] = total14;
+        scratch0[g0] = total41;
     }
 }

@@ -19,8 +19,17 @@ fn sum_all_1_reduce(
     @builtin(workgroup_id) wid: vec3<u32>,
 ) {
     var acc0: f32 = 0.0f;
-    for (var r1: u32 = lid.x; r1 < ((u.A * u.B * u.C + 4096u - 1u) >> 12u); r1 += 256u) {
-        acc0 = acc0 + scratch0[r1];
+    let last1: u32 = select(0u, ((u.A * u.B * u.C + 4096u - 1u) >> 12u) - 768u, ((u.A * u.B * u.C + 4096u - 1u) >> 12u) > 768u);
+    var rest2: u32 = lid.x;
+    for (var r3: u32 = lid.x; r3 < last1; r3 += 1024u) {
+        acc0 = acc0 + scratch0[r3];
+        acc0 = acc0 + scratch0[r3 + 256u];
+        acc0 = acc0 + scratch0[r3 + 512u];
+        acc0 = acc0 + scratch0[r3 + 768u];
+        rest2 = r3 + 1024u;
+    }
+    for (var r4: u32 = rest2; r4 < ((u.A * u.B * u.C + 4096u - 1u) >> 12u); r4 += 256u) {
+        acc0 = acc0 + scratch0[r4];
     }
     warp0[lid.x] = acc0;
     workgroupBarrier();
@@ -44,16 +53,16 @@ fn sum_all_1_reduce(
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp2: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp5: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp2;
+        partial[lid.x >> 5u] = warp5;
     }
     workgroupBarrier();
-    let slot3: f32 = partial[lid.x & 7u];
-    warp1[lid.x] = slot3;
+    let slot6: f32 = partial[lid.x & 7u];
+    warp1[lid.x] = slot6;
     workgroupBarrier();
-    let total4: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    let total7: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
     if (lid.x == 0u) {
-        out[wid.x] = total4;
+        out[wid.x] = total7;
     }
 }

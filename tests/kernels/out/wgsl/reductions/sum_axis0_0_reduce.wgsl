@@ -9,11 +9,11 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
+var<workgroup> partial: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn sum_axis0_0_reduce(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -26,10 +26,27 @@ fn sum_axis0_0_reduce(
     var acc1: f32 = 0.0f;
     let i2: u32 = g0 % u.C;
     let i3: u32 = g0 / u.C;
-    for (var r4: u32 = lid.x; r4 < u.A; r4 += 256u) {
-        let i5: u32 = (r4 * u.B + i3) * u.C + i2;
-        let v6: f32 = x[i5];
-        acc1 = acc1 + v6;
+    let last4: u32 = select(0u, u.A - 384u, u.A > 384u);
+    var rest5: u32 = lid.x;
+    for (var r6: u32 = lid.x; r6 < last4; r6 += 512u) {
+        let i7: u32 = (r6 * u.B + i3) * u.C + i2;
+        let v8: f32 = x[i7];
+        acc1 = acc1 + v8;
+        let i9: u32 = ((r6 + 128u) * u.B + i3) * u.C + i2;
+        let v10: f32 = x[i9];
+        acc1 = acc1 + v10;
+        let i11: u32 = ((r6 + 256u) * u.B + i3) * u.C + i2;
+        let v12: f32 = x[i11];
+        acc1 = acc1 + v12;
+        let i13: u32 = ((r6 + 384u) * u.B + i3) * u.C + i2;
+        let v14: f32 = x[i13];
+        acc1 = acc1 + v14;
+        rest5 = r6 + 512u;
+    }
+    for (var r15: u32 = rest5; r15 < u.A; r15 += 128u) {
+        let i16: u32 = (r15 * u.B + i3) * u.C + i2;
+        let v17: f32 = x[i16];
+        acc1 = acc1 + v17;
     }
     warp0[lid.x] = acc1;
     workgroupBarrier();
@@ -53,16 +70,16 @@ fn sum_axis0_0_reduce(
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp7: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp18: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp7;
+        partial[lid.x >> 5u] = warp18;
     }
     workgroupBarrier();
-    let slot8: f32 = partial[lid.x & 7u];
-    warp1[lid.x] = slot8;
+    let slot19: f32 = partial[lid.x & 3u];
+    warp1[lid.x] = slot19;
     workgroupBarrier();
-    let total9: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    let total20: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     if (lid.x == 0u) {
-        out[g0] = total9;
+        out[g0] = total20;
     }
 }

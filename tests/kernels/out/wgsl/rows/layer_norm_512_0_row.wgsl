@@ -9,12 +9,12 @@ struct Uniforms {
 @group(0) @binding(2) var<storage, read> beta: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<uniform> u: Uniforms;
-var<workgroup> row0: array<f32, 8>;
-var<workgroup> row1: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
-var<workgroup> warp2: array<f32, 256>;
-var<workgroup> warp3: array<f32, 256>;
+var<workgroup> row0: array<f32, 2>;
+var<workgroup> row1: array<f32, 2>;
+var<workgroup> warp0: array<f32, 64>;
+var<workgroup> warp1: array<f32, 64>;
+var<workgroup> warp2: array<f32, 64>;
+var<workgroup> warp3: array<f32, 64>;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
 fn mimir_sqrt(a: f32) -> f32 {
@@ -24,7 +24,7 @@ fn mimir_sqrt(a: f32) -> f32 {
     return sqrt(a);
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(64, 1, 1)
 fn layer_norm_512_0_row(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -34,15 +34,40 @@ fn layer_norm_512_0_row(
     if (g0 >= u.N) {
         return;
     }
-    let j1: u32 = lid.x + 256u;
-    var acc2: f32 = 0.0f;
-    let i3: u32 = g0 * 512u + lid.x;
-    let v4: f32 = x[i3];
-    acc2 = acc2 + v4;
-    let i5: u32 = g0 * 512u + j1;
-    let v6: f32 = x[i5];
-    acc2 = acc2 + v6;
-    warp0[lid.x] = acc2;
+    let base1: u32 = g0 * 512u;
+    let j2: u32 = lid.x + 64u;
+    let j3: u32 = lid.x + 128u;
+    let j4: u32 = lid.x + 192u;
+    let j5: u32 = lid.x + 256u;
+    let j6: u32 = lid.x + 320u;
+    let j7: u32 = lid.x + 384u;
+    let j8: u32 = lid.x + 448u;
+    var acc9: f32 = 0.0f;
+    let i10: u32 = base1 + lid.x;
+    let v11: f32 = x[i10];
+    acc9 = acc9 + v11;
+    let i12: u32 = base1 + j2;
+    let v13: f32 = x[i12];
+    acc9 = acc9 + v13;
+    let i14: u32 = base1 + j3;
+    let v15: f32 = x[i14];
+    acc9 = acc9 + v15;
+    let i16: u32 = base1 + j4;
+    let v17: f32 = x[i16];
+    acc9 = acc9 + v17;
+    let i18: u32 = base1 + j5;
+    let v19: f32 = x[i18];
+    acc9 = acc9 + v19;
+    let i20: u32 = base1 + j6;
+    let v21: f32 = x[i20];
+    acc9 = acc9 + v21;
+    let i22: u32 = base1 + j7;
+    let v23: f32 = x[i22];
+    acc9 = acc9 + v23;
+    let i24: u32 = base1 + j8;
+    let v25: f32 = x[i24];
+    acc9 = acc9 + v25;
+    warp0[lid.x] = acc9;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
@@ -64,22 +89,34 @@ fn layer_norm_512_0_row(
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp7: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp26: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row0[lid.x >> 5u] = warp7;
+        row0[lid.x >> 5u] = warp26;
     }
     workgroupBarrier();
-    let slot8: f32 = row0[lid.x & 7u];
-    warp1[lid.x] = slot8;
+    let slot27: f32 = row0[lid.x & 1u];
+    warp1[lid.x] = slot27;
     workgroupBarrier();
-    let total9: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
-    let total10: f32 = total9 / 512.0f;
-    var acc11: f32 = 0.0f;
-    let v12: f32 = v4 - total10;
-    acc11 = fma(v12, v12, acc11);
-    let v14: f32 = v6 - total10;
-    acc11 = fma(v14, v14, acc11);
-    warp2[lid.x] = acc11;
+    let total28: f32 = warp1[lid.x - (lid.x & 1u)] + warp1[lid.x - (lid.x & 1u) + 1u];
+    let total29: f32 = total28 / 512.0f;
+    var acc30: f32 = 0.0f;
+    let v31: f32 = v11 - total29;
+    acc30 = fma(v31, v31, acc30);
+    let v33: f32 = v13 - total29;
+    acc30 = fma(v33, v33, acc30);
+    let v35: f32 = v15 - total29;
+    acc30 = fma(v35, v35, acc30);
+    let v37: f32 = v17 - total29;
+    acc30 = fma(v37, v37, acc30);
+    let v39: f32 = v19 - total29;
+    acc30 = fma(v39, v39, acc30);
+    let v41: f32 = v21 - total29;
+    acc30 = fma(v41, v41, acc30);
+    let v43: f32 = v23 - total29;
+    acc30 = fma(v43, v43, acc30);
+    let v45: f32 = v25 - total29;
+    acc30 = fma(v45, v45, acc30);
+    warp2[lid.x] = acc30;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
@@ -101,26 +138,56 @@ fn layer_norm_512_0_row(
         warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp16: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp47: f32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row1[lid.x >> 5u] = warp16;
+        row1[lid.x >> 5u] = warp47;
     }
     workgroupBarrier();
-    let slot17: f32 = row1[lid.x & 7u];
-    warp3[lid.x] = slot17;
+    let slot48: f32 = row1[lid.x & 1u];
+    warp3[lid.x] = slot48;
     workgroupBarrier();
-    let total18: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
-    let total19: f32 = total18 / 512.0f;
-    let v20: f32 = total19 + 1e-05f;
-    let v21: f32 = 1.0f / mimir_sqrt(v20);
-    let v22: f32 = v12 * v21;
-    let v23: f32 = gamma[lid.x];
-    let v25: f32 = beta[lid.x];
-    let v26: f32 = fma(v22, v23, v25);
-    out[i3] = v26;
-    let v27: f32 = v14 * v21;
-    let v28: f32 = gamma[j1];
-    let v30: f32 = beta[j1];
-    let v31: f32 = fma(v27, v28, v30);
-    out[i5] = v31;
+    let total49: f32 = warp3[lid.x - (lid.x & 1u)] + warp3[lid.x - (lid.x & 1u) + 1u];
+    let total50: f32 = total49 / 512.0f;
+    let v51: f32 = total50 + 1e-05f;
+    let v52: f32 = 1.0f / mimir_sqrt(v51);
+    let v53: f32 = v31 * v52;
+    let v54: f32 = gamma[lid.x];
+    let v56: f32 = beta[lid.x];
+    let v57: f32 = fma(v53, v54, v56);
+    out[i10] = v57;
+    let v58: f32 = v33 * v52;
+    let v59: f32 = gamma[j2];
+    let v61: f32 = beta[j2];
+    let v62: f32 = fma(v58, v59, v61);
+    out[i12] = v62;
+    let v63: f32 = v35 * v52;
+    let v64: f32 = gamma[j3];
+    let v66: f32 = beta[j3];
+    let v67: f32 = fma(v63, v64, v66);
+    out[i14] = v67;
+    let v68: f32 = v37 * v52;
+    let v69: f32 = gamma[j4];
+    let v71: f32 = beta[j4];
+    let v72: f32 = fma(v68, v69, v71);
+    out[i16] = v72;
+    let v73: f32 = v39 * v52;
+    let v74: f32 = gamma[j5];
+    let v76: f32 = beta[j5];
+    let v77: f32 = fma(v73, v74, v76);
+    out[i18] = v77;
+    let v78: f32 = v41 * v52;
+    let v79: f32 = gamma[j6];
+    let v81: f32 = beta[j6];
+    let v82: f32 = fma(v78, v79, v81);
+    out[i20] = v82;
+    let v83: f32 = v43 * v52;
+    let v84: f32 = gamma[j7];
+    let v86: f32 = beta[j7];
+    let v87: f32 = fma(v83, v84, v86);
+    out[i22] = v87;
+    let v88: f32 = v45 * v52;
+    let v89: f32 = gamma[j8];
+    let v91: f32 = beta[j8];
+    let v92: f32 = fma(v88, v89, v91);
+    out[i24] = v92;
 }

@@ -7,12 +7,12 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> row_max: array<f32, 8>;
-var<workgroup> row_sum: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
-var<workgroup> warp2: array<f32, 256>;
-var<workgroup> warp3: array<f32, 256>;
+var<workgroup> row_max: array<f32, 2>;
+var<workgroup> row_sum: array<f32, 2>;
+var<workgroup> warp0: array<f32, 64>;
+var<workgroup> warp1: array<f32, 64>;
+var<workgroup> warp2: array<f32, 64>;
+var<workgroup> warp3: array<f32, 64>;
 var<private> inf_bits: u32 = 0x7f800000u;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
@@ -39,7 +39,7 @@ fn mimir_log(a: f32) -> f32 {
     return log(a);
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(64, 1, 1)
 fn log_softmax_row_512_0_softmax(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -49,14 +49,39 @@ fn log_softmax_row_512_0_softmax(
     if (g0 >= u.N) {
         return;
     }
-    let i1: u32 = g0 * 512u + lid.x;
-    let v2: f32 = x[i1];
-    let j3: u32 = lid.x + 256u;
-    let i4: u32 = g0 * 512u + j3;
-    let v5: f32 = x[i4];
-    var m6: f32 = v2;
-    m6 = mimir_maximum_f32(m6, v5);
-    warp0[lid.x] = m6;
+    let base1: u32 = g0 * 512u;
+    let i2: u32 = base1 + lid.x;
+    let v3: f32 = x[i2];
+    let j4: u32 = lid.x + 64u;
+    let i5: u32 = base1 + j4;
+    let v6: f32 = x[i5];
+    let j7: u32 = lid.x + 128u;
+    let i8: u32 = base1 + j7;
+    let v9: f32 = x[i8];
+    let j10: u32 = lid.x + 192u;
+    let i11: u32 = base1 + j10;
+    let v12: f32 = x[i11];
+    let j13: u32 = lid.x + 256u;
+    let i14: u32 = base1 + j13;
+    let v15: f32 = x[i14];
+    let j16: u32 = lid.x + 320u;
+    let i17: u32 = base1 + j16;
+    let v18: f32 = x[i17];
+    let j19: u32 = lid.x + 384u;
+    let i20: u32 = base1 + j19;
+    let v21: f32 = x[i20];
+    let j22: u32 = lid.x + 448u;
+    let i23: u32 = base1 + j22;
+    let v24: f32 = x[i23];
+    var m25: f32 = v3;
+    m25 = mimir_maximum_f32(m25, v6);
+    m25 = mimir_maximum_f32(m25, v9);
+    m25 = mimir_maximum_f32(m25, v12);
+    m25 = mimir_maximum_f32(m25, v15);
+    m25 = mimir_maximum_f32(m25, v18);
+    m25 = mimir_maximum_f32(m25, v21);
+    m25 = mimir_maximum_f32(m25, v24);
+    warp0[lid.x] = m25;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
@@ -78,24 +103,42 @@ fn log_softmax_row_512_0_softmax(
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp7: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp26: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row_max[lid.x >> 5u] = warp7;
+        row_max[lid.x >> 5u] = warp26;
     }
     workgroupBarrier();
-    let slot8: f32 = row_max[lid.x & 7u];
-    warp1[lid.x] = slot8;
+    let slot27: f32 = row_max[lid.x & 1u];
+    warp1[lid.x] = slot27;
     workgroupBarrier();
-    let total9: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 7u)], warp1[lid.x - (lid.x & 7u) + 1u]), warp1[lid.x - (lid.x & 7u) + 2u]), warp1[lid.x - (lid.x & 7u) + 3u]), warp1[lid.x - (lid.x & 7u) + 4u]), warp1[lid.x - (lid.x & 7u) + 5u]), warp1[lid.x - (lid.x & 7u) + 6u]), warp1[lid.x - (lid.x & 7u) + 7u]);
-    let top10: f32 = select(total9, 0.0f, total9 == -bitcast<f32>(inf_bits));
-    var s11: f32 = 0.0f;
-    let d12: f32 = v2 - top10;
-    let e13: f32 = exp(d12);
-    s11 = s11 + e13;
-    let d14: f32 = v5 - top10;
-    let e15: f32 = exp(d14);
-    s11 = s11 + e15;
-    warp2[lid.x] = s11;
+    let total28: f32 = mimir_maximum_f32(warp1[lid.x - (lid.x & 1u)], warp1[lid.x - (lid.x & 1u) + 1u]);
+    let top29: f32 = select(total28, 0.0f, total28 == -bitcast<f32>(inf_bits));
+    var s30: f32 = 0.0f;
+    let d31: f32 = v3 - top29;
+    let e32: f32 = exp(d31);
+    s30 = s30 + e32;
+    let d33: f32 = v6 - top29;
+    let e34: f32 = exp(d33);
+    s30 = s30 + e34;
+    let d35: f32 = v9 - top29;
+    let e36: f32 = exp(d35);
+    s30 = s30 + e36;
+    let d37: f32 = v12 - top29;
+    let e38: f32 = exp(d37);
+    s30 = s30 + e38;
+    let d39: f32 = v15 - top29;
+    let e40: f32 = exp(d39);
+    s30 = s30 + e40;
+    let d41: f32 = v18 - top29;
+    let e42: f32 = exp(d41);
+    s30 = s30 + e42;
+    let d43: f32 = v21 - top29;
+    let e44: f32 = exp(d43);
+    s30 = s30 + e44;
+    let d45: f32 = v24 - top29;
+    let e46: f32 = exp(d45);
+    s30 = s30 + e46;
+    warp2[lid.x] = s30;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
@@ -117,18 +160,30 @@ fn log_softmax_row_512_0_softmax(
         warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp16: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp47: f32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row_sum[lid.x >> 5u] = warp16;
+        row_sum[lid.x >> 5u] = warp47;
     }
     workgroupBarrier();
-    let slot17: f32 = row_sum[lid.x & 7u];
-    warp3[lid.x] = slot17;
+    let slot48: f32 = row_sum[lid.x & 1u];
+    warp3[lid.x] = slot48;
     workgroupBarrier();
-    let total18: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
-    let t19: f32 = mimir_log(total18);
-    let y20: f32 = d12 - t19;
-    out[i1] = y20;
-    let y21: f32 = d14 - t19;
-    out[i4] = y21;
+    let total49: f32 = warp3[lid.x - (lid.x & 1u)] + warp3[lid.x - (lid.x & 1u) + 1u];
+    let t50: f32 = mimir_log(total49);
+    let y51: f32 = d31 - t50;
+    out[i2] = y51;
+    let y52: f32 = d33 - t50;
+    out[i5] = y52;
+    let y53: f32 = d35 - t50;
+    out[i8] = y53;
+    let y54: f32 = d37 - t50;
+    out[i11] = y54;
+    let y55: f32 = d39 - t50;
+    out[i14] = y55;
+    let y56: f32 = d41 - t50;
+    out[i17] = y56;
+    let y57: f32 = d43 - t50;
+    out[i20] = y57;
+    let y58: f32 = d45 - t50;
+    out[i23] = y58;
 }

@@ -8,9 +8,7 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f16>;
 @group(0) @binding(1) var<storage, read_write> out: array<f16>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> row0: array<f32, 2>;
-var<workgroup> warp0: array<f32, 64>;
-var<workgroup> warp1: array<f32, 64>;
+var<workgroup> warp0: array<f32, 32>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -26,7 +24,7 @@ fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
     return b;
 }
 
-@compute @workgroup_size(64, 1, 1)
+@compute @workgroup_size(32, 1, 1)
 fn max_shifted_half_0_row(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -36,13 +34,27 @@ fn max_shifted_half_0_row(
     if (g0 >= u.N) {
         return;
     }
-    var acc1: f32 = -bitcast<f32>(inf_bits);
-    for (var j2: u32 = lid.x; j2 < 40u; j2 += 64u) {
-        let i3: u32 = g0 * 40u + j2;
-        let v4: f32 = f32(x[i3]);
-        acc1 = mimir_maximum_f32(acc1, v4);
+    let base1: u32 = g0 * 40u;
+    var acc2: f32 = -bitcast<f32>(inf_bits);
+    var rest3: u32 = lid.x;
+    for (var r4: u32 = lid.x; r4 < 0u; r4 += 128u) {
+        let i5: u32 = base1 + r4;
+        let v6: f32 = f32(x[i5]);
+        acc2 = mimir_maximum_f32(acc2, v6);
+        let v7: f32 = f32(x[i5 + 32u]);
+        acc2 = mimir_maximum_f32(acc2, v7);
+        let v8: f32 = f32(x[i5 + 64u]);
+        acc2 = mimir_maximum_f32(acc2, v8);
+        let v9: f32 = f32(x[i5 + 96u]);
+        acc2 = mimir_maximum_f32(acc2, v9);
+        rest3 = r4 + 128u;
     }
-    warp0[lid.x] = acc1;
+    for (var r10: u32 = rest3; r10 < 40u; r10 += 32u) {
+        let i11: u32 = base1 + r10;
+        let v12: f32 = f32(x[i11]);
+        acc2 = mimir_maximum_f32(acc2, v12);
+    }
+    warp0[lid.x] = acc2;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
@@ -64,20 +76,29 @@ fn max_shifted_half_0_row(
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp5: f32 = warp0[lid.x - (lid.x & 31u)];
-    if ((lid.x & 31u) == 0u) {
-        row0[lid.x >> 5u] = warp5;
+    let warp13: f32 = warp0[lid.x - (lid.x & 31u)];
+    let total14: f32 = f32(f16(warp13));
+    var rest15: u32 = lid.x;
+    for (var r16: u32 = lid.x; r16 < 0u; r16 += 128u) {
+        let i17: u32 = base1 + r16;
+        let v18: f32 = f32(x[i17]);
+        let v19: f32 = f32(f16(v18 - total14));
+        out[i17] = f16(v19);
+        let v20: f32 = f32(x[i17 + 32u]);
+        let v21: f32 = f32(f16(v20 - total14));
+        out[i17 + 32u] = f16(v21);
+        let v22: f32 = f32(x[i17 + 64u]);
+        let v23: f32 = f32(f16(v22 - total14));
+        out[i17 + 64u] = f16(v23);
+        let v24: f32 = f32(x[i17 + 96u]);
+        let v25: f32 = f32(f16(v24 - total14));
+        out[i17 + 96u] = f16(v25);
+        rest15 = r16 + 128u;
     }
-    workgroupBarrier();
-    let slot6: f32 = row0[lid.x & 1u];
-    warp1[lid.x] = slot6;
-    workgroupBarrier();
-    let total7: f32 = mimir_maximum_f32(warp1[lid.x - (lid.x & 1u)], warp1[lid.x - (lid.x & 1u) + 1u]);
-    let total8: f32 = f32(f16(total7));
-    for (var j9: u32 = lid.x; j9 < 40u; j9 += 64u) {
-        let i10: u32 = g0 * 40u + j9;
-        let v11: f32 = f32(x[i10]);
-        let v12: f32 = f32(f16(v11 - total8));
-        out[i10] = f16(v12);
+    for (var r26: u32 = rest15; r26 < 40u; r26 += 32u) {
+        let i27: u32 = base1 + r26;
+        let v28: f32 = f32(x[i27]);
+        let v29: f32 = f32(f16(v28 - total14));
+        out[i27] = f16(v29);
     }
 }

@@ -9,9 +9,9 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read> w: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> row0: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
+var<workgroup> row0: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
 fn mimir_sqrt(a: f32) -> f32 {
@@ -21,7 +21,7 @@ fn mimir_sqrt(a: f32) -> f32 {
     return sqrt(a);
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn rms_norm_bounded_0_row(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -31,13 +31,28 @@ fn rms_norm_bounded_0_row(
     if (g0 >= u.N) {
         return;
     }
-    var acc1: f32 = 0.0f;
-    for (var j2: u32 = lid.x; j2 < u.D; j2 += 256u) {
-        let i3: u32 = g0 * u.D + j2;
-        let v4: f32 = x[i3];
-        acc1 = fma(v4, v4, acc1);
+    let base1: u32 = g0 * u.D;
+    var acc2: f32 = 0.0f;
+    let last3: u32 = select(0u, u.D - 384u, u.D > 384u);
+    var rest4: u32 = lid.x;
+    for (var r5: u32 = lid.x; r5 < last3; r5 += 512u) {
+        let i6: u32 = base1 + r5;
+        let v7: f32 = x[i6];
+        acc2 = fma(v7, v7, acc2);
+        let v9: f32 = x[i6 + 128u];
+        acc2 = fma(v9, v9, acc2);
+        let v11: f32 = x[i6 + 256u];
+        acc2 = fma(v11, v11, acc2);
+        let v13: f32 = x[i6 + 384u];
+        acc2 = fma(v13, v13, acc2);
+        rest4 = r5 + 512u;
     }
-    warp0[lid.x] = acc1;
+    for (var r15: u32 = rest4; r15 < u.D; r15 += 128u) {
+        let i16: u32 = base1 + r15;
+        let v17: f32 = x[i16];
+        acc2 = fma(v17, v17, acc2);
+    }
+    warp0[lid.x] = acc2;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
@@ -59,24 +74,53 @@ fn rms_norm_bounded_0_row(
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp6: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp19: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row0[lid.x >> 5u] = warp6;
+        row0[lid.x >> 5u] = warp19;
     }
     workgroupBarrier();
-    let slot7: f32 = row0[lid.x & 7u];
-    warp1[lid.x] = slot7;
+    let slot20: f32 = row0[lid.x & 3u];
+    warp1[lid.x] = slot20;
     workgroupBarrier();
-    let total8: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
-    let total9: f32 = total8 / f32(u.D);
-    let v10: f32 = total9 + 1e-06f;
-    let v11: f32 = mimir_sqrt(v10);
-    for (var j12: u32 = lid.x; j12 < u.D; j12 += 256u) {
-        let i13: u32 = g0 * u.D + j12;
-        let v14: f32 = x[i13];
-        let v15: f32 = v14 / v11;
-        let v16: f32 = w[j12];
-        let v17: f32 = v15 * v16;
-        out[i13] = v17;
+    let total21: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
+    let total22: f32 = total21 / f32(u.D);
+    let v23: f32 = total22 + 1e-06f;
+    let v24: f32 = mimir_sqrt(v23);
+    let last25: u32 = select(0u, u.D - 384u, u.D > 384u);
+    var rest26: u32 = lid.x;
+    for (var r27: u32 = lid.x; r27 < last25; r27 += 512u) {
+        let i28: u32 = base1 + r27;
+        let v29: f32 = x[i28];
+        let v30: f32 = v29 / v24;
+        let v31: f32 = w[r27];
+        let v32: f32 = v30 * v31;
+        out[i28] = v32;
+        let v33: f32 = x[i28 + 128u];
+        let v34: f32 = v33 / v24;
+        let i35: u32 = r27 + 128u;
+        let v36: f32 = w[i35];
+        let v37: f32 = v34 * v36;
+        out[i28 + 128u] = v37;
+        let v38: f32 = x[i28 + 256u];
+        let v39: f32 = v38 / v24;
+        let i40: u32 = r27 + 256u;
+        let v41: f32 = w[i40];
+        let v42: f32 = v39 * v41;
+        out[i28 + 256u] = v42;
+        let v43: f32 = x[i28 + 384u];
+        let v44: f32 = v43 / v24;
+        let i45: u32 = r27 + 384u;
+        let v46: f32 = w[i45];
+        let v47: f32 = v44 * v46;
+        out[i28 + 384u] = v47;
+        rest26 = r27 + 512u;
+    }
+    for (var r48: u32 = rest26; r48 < u.D; r48 += 128u) {
+        let i49: u32 = base1 + r48;
+        let v50: f32 = x[i49];
+        let v51: f32 = v50 / v24;
+        let v52: f32 = w[r48];
+        let v53: f32 = v51 * v52;
+        out[i49] = v53;
     }
 }

@@ -8,12 +8,12 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> row_max: array<f32, 8>;
-var<workgroup> row_sum: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
-var<workgroup> warp2: array<f32, 256>;
-var<workgroup> warp3: array<f32, 256>;
+var<workgroup> row_max: array<f32, 4>;
+var<workgroup> row_sum: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
+var<workgroup> warp2: array<f32, 128>;
+var<workgroup> warp3: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -29,7 +29,7 @@ fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
     return b;
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn softmax_bounded_row_0_softmax(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -39,95 +39,184 @@ fn softmax_bounded_row_0_softmax(
     if (g0 >= u.N) {
         return;
     }
-    var v1: f32 = -bitcast<f32>(inf_bits);
+    let base1: u32 = g0 * u.D;
+    var v2: f32 = -bitcast<f32>(inf_bits);
     if (lid.x < u.D) {
-        let i2: u32 = g0 * u.D + lid.x;
-        let v3: f32 = x[i2];
-        let v4: f32 = v3 * 0.5f;
-        v1 = v4;
+        let i3: u32 = base1 + lid.x;
+        let v4: f32 = x[i3];
+        let v5: f32 = v4 * 0.5f;
+        v2 = v5;
     }
-    let j5: u32 = lid.x + 256u;
-    var v6: f32 = -bitcast<f32>(inf_bits);
-    if (j5 < u.D) {
-        let i7: u32 = g0 * u.D + j5;
-        let v8: f32 = x[i7];
-        let v9: f32 = v8 * 0.5f;
-        v6 = v9;
+    let j6: u32 = lid.x + 128u;
+    var v7: f32 = -bitcast<f32>(inf_bits);
+    if (j6 < u.D) {
+        let i8: u32 = base1 + j6;
+        let v9: f32 = x[i8];
+        let v10: f32 = v9 * 0.5f;
+        v7 = v10;
     }
-    let j10: u32 = lid.x + 512u;
-    var v11: f32 = -bitcast<f32>(inf_bits);
-    if (j10 < u.D) {
-        let i12: u32 = g0 * u.D + j10;
-        let v13: f32 = x[i12];
-        let v14: f32 = v13 * 0.5f;
-        v11 = v14;
+    let j11: u32 = lid.x + 256u;
+    var v12: f32 = -bitcast<f32>(inf_bits);
+    if (j11 < u.D) {
+        let i13: u32 = base1 + j11;
+        let v14: f32 = x[i13];
+        let v15: f32 = v14 * 0.5f;
+        v12 = v15;
     }
-    let j15: u32 = lid.x + 768u;
-    var v16: f32 = -bitcast<f32>(inf_bits);
-    if (j15 < u.D) {
-        let i17: u32 = g0 * u.D + j15;
-        let v18: f32 = x[i17];
-        let v19: f32 = v18 * 0.5f;
-        v16 = v19;
+    let j16: u32 = lid.x + 384u;
+    var v17: f32 = -bitcast<f32>(inf_bits);
+    if (j16 < u.D) {
+        let i18: u32 = base1 + j16;
+        let v19: f32 = x[i18];
+        let v20: f32 = v19 * 0.5f;
+        v17 = v20;
     }
-    let j20: u32 = lid.x + 1024u;
-    var v21: f32 = -bitcast<f32>(inf_bits);
-    if (j20 < u.D) {
-        let i22: u32 = g0 * u.D + j20;
-        let v23: f32 = x[i22];
-        let v24: f32 = v23 * 0.5f;
-        v21 = v24;
+    let j21: u32 = lid.x + 512u;
+    var v22: f32 = -bitcast<f32>(inf_bits);
+    if (j21 < u.D) {
+        let i23: u32 = base1 + j21;
+        let v24: f32 = x[i23];
+        let v25: f32 = v24 * 0.5f;
+        v22 = v25;
     }
-    let j25: u32 = lid.x + 1280u;
-    var v26: f32 = -bitcast<f32>(inf_bits);
-    if (j25 < u.D) {
-        let i27: u32 = g0 * u.D + j25;
-        let v28: f32 = x[i27];
-        let v29: f32 = v28 * 0.5f;
-        v26 = v29;
+    let j26: u32 = lid.x + 640u;
+    var v27: f32 = -bitcast<f32>(inf_bits);
+    if (j26 < u.D) {
+        let i28: u32 = base1 + j26;
+        let v29: f32 = x[i28];
+        let v30: f32 = v29 * 0.5f;
+        v27 = v30;
     }
-    let j30: u32 = lid.x + 1536u;
-    var v31: f32 = -bitcast<f32>(inf_bits);
-    if (j30 < u.D) {
-        let i32_: u32 = g0 * u.D + j30;
-        let v33: f32 = x[i32_];
-        let v34: f32 = v33 * 0.5f;
-        v31 = v34;
+    let j31: u32 = lid.x + 768u;
+    var v32: f32 = -bitcast<f32>(inf_bits);
+    if (j31 < u.D) {
+        let i33: u32 = base1 + j31;
+        let v34: f32 = x[i33];
+        let v35: f32 = v34 * 0.5f;
+        v32 = v35;
     }
-    let j35: u32 = lid.x + 1792u;
-    var v36: f32 = -bitcast<f32>(inf_bits);
-    if (j35 < u.D) {
-        let i37: u32 = g0 * u.D + j35;
-        let v38: f32 = x[i37];
-        let v39: f32 = v38 * 0.5f;
-        v36 = v39;
+    let j36: u32 = lid.x + 896u;
+    var v37: f32 = -bitcast<f32>(inf_bits);
+    if (j36 < u.D) {
+        let i38: u32 = base1 + j36;
+        let v39: f32 = x[i38];
+        let v40: f32 = v39 * 0.5f;
+        v37 = v40;
     }
-    var m40: f32 = -bitcast<f32>(inf_bits);
+    let j41: u32 = lid.x + 1024u;
+    var v42: f32 = -bitcast<f32>(inf_bits);
+    if (j41 < u.D) {
+        let i43: u32 = base1 + j41;
+        let v44: f32 = x[i43];
+        let v45: f32 = v44 * 0.5f;
+        v42 = v45;
+    }
+    let j46: u32 = lid.x + 1152u;
+    var v47: f32 = -bitcast<f32>(inf_bits);
+    if (j46 < u.D) {
+        let i48: u32 = base1 + j46;
+        let v49: f32 = x[i48];
+        let v50: f32 = v49 * 0.5f;
+        v47 = v50;
+    }
+    let j51: u32 = lid.x + 1280u;
+    var v52: f32 = -bitcast<f32>(inf_bits);
+    if (j51 < u.D) {
+        let i53: u32 = base1 + j51;
+        let v54: f32 = x[i53];
+        let v55: f32 = v54 * 0.5f;
+        v52 = v55;
+    }
+    let j56: u32 = lid.x + 1408u;
+    var v57: f32 = -bitcast<f32>(inf_bits);
+    if (j56 < u.D) {
+        let i58: u32 = base1 + j56;
+        let v59: f32 = x[i58];
+        let v60: f32 = v59 * 0.5f;
+        v57 = v60;
+    }
+    let j61: u32 = lid.x + 1536u;
+    var v62: f32 = -bitcast<f32>(inf_bits);
+    if (j61 < u.D) {
+        let i63: u32 = base1 + j61;
+        let v64: f32 = x[i63];
+        let v65: f32 = v64 * 0.5f;
+        v62 = v65;
+    }
+    let j66: u32 = lid.x + 1664u;
+    var v67: f32 = -bitcast<f32>(inf_bits);
+    if (j66 < u.D) {
+        let i68: u32 = base1 + j66;
+        let v69: f32 = x[i68];
+        let v70: f32 = v69 * 0.5f;
+        v67 = v70;
+    }
+    let j71: u32 = lid.x + 1792u;
+    var v72: f32 = -bitcast<f32>(inf_bits);
+    if (j71 < u.D) {
+        let i73: u32 = base1 + j71;
+        let v74: f32 = x[i73];
+        let v75: f32 = v74 * 0.5f;
+        v72 = v75;
+    }
+    let j76: u32 = lid.x + 1920u;
+    var v77: f32 = -bitcast<f32>(inf_bits);
+    if (j76 < u.D) {
+        let i78: u32 = base1 + j76;
+        let v79: f32 = x[i78];
+        let v80: f32 = v79 * 0.5f;
+        v77 = v80;
+    }
+    var m81: f32 = -bitcast<f32>(inf_bits);
     if (lid.x < u.D) {
-        m40 = mimir_maximum_f32(m40, v1);
+        m81 = mimir_maximum_f32(m81, v2);
     }
-    if (j5 < u.D) {
-        m40 = mimir_maximum_f32(m40, v6);
+    if (j6 < u.D) {
+        m81 = mimir_maximum_f32(m81, v7);
     }
-    if (j10 < u.D) {
-        m40 = mimir_maximum_f32(m40, v11);
+    if (j11 < u.D) {
+        m81 = mimir_maximum_f32(m81, v12);
     }
-    if (j15 < u.D) {
-        m40 = mimir_maximum_f32(m40, v16);
+    if (j16 < u.D) {
+        m81 = mimir_maximum_f32(m81, v17);
     }
-    if (j20 < u.D) {
-        m40 = mimir_maximum_f32(m40, v21);
+    if (j21 < u.D) {
+        m81 = mimir_maximum_f32(m81, v22);
     }
-    if (j25 < u.D) {
-        m40 = mimir_maximum_f32(m40, v26);
+    if (j26 < u.D) {
+        m81 = mimir_maximum_f32(m81, v27);
     }
-    if (j30 < u.D) {
-        m40 = mimir_maximum_f32(m40, v31);
+    if (j31 < u.D) {
+        m81 = mimir_maximum_f32(m81, v32);
     }
-    if (j35 < u.D) {
-        m40 = mimir_maximum_f32(m40, v36);
+    if (j36 < u.D) {
+        m81 = mimir_maximum_f32(m81, v37);
     }
-    warp0[lid.x] = m40;
+    if (j41 < u.D) {
+        m81 = mimir_maximum_f32(m81, v42);
+    }
+    if (j46 < u.D) {
+        m81 = mimir_maximum_f32(m81, v47);
+    }
+    if (j51 < u.D) {
+        m81 = mimir_maximum_f32(m81, v52);
+    }
+    if (j56 < u.D) {
+        m81 = mimir_maximum_f32(m81, v57);
+    }
+    if (j61 < u.D) {
+        m81 = mimir_maximum_f32(m81, v62);
+    }
+    if (j66 < u.D) {
+        m81 = mimir_maximum_f32(m81, v67);
+    }
+    if (j71 < u.D) {
+        m81 = mimir_maximum_f32(m81, v72);
+    }
+    if (j76 < u.D) {
+        m81 = mimir_maximum_f32(m81, v77);
+    }
+    warp0[lid.x] = m81;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
@@ -149,74 +238,130 @@ fn softmax_bounded_row_0_softmax(
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp41: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp82: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row_max[lid.x >> 5u] = warp41;
+        row_max[lid.x >> 5u] = warp82;
     }
     workgroupBarrier();
-    let slot42: f32 = row_max[lid.x & 7u];
-    warp1[lid.x] = slot42;
+    let slot83: f32 = row_max[lid.x & 3u];
+    warp1[lid.x] = slot83;
     workgroupBarrier();
-    let total43: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 7u)], warp1[lid.x - (lid.x & 7u) + 1u]), warp1[lid.x - (lid.x & 7u) + 2u]), warp1[lid.x - (lid.x & 7u) + 3u]), warp1[lid.x - (lid.x & 7u) + 4u]), warp1[lid.x - (lid.x & 7u) + 5u]), warp1[lid.x - (lid.x & 7u) + 6u]), warp1[lid.x - (lid.x & 7u) + 7u]);
-    let top44: f32 = select(total43, 0.0f, total43 == -bitcast<f32>(inf_bits));
-    var s45: f32 = 0.0f;
-    var d46: f32 = 0.0f;
-    var e47: f32 = 0.0f;
+    let total84: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
+    let top85: f32 = select(total84, 0.0f, total84 == -bitcast<f32>(inf_bits));
+    var s86: f32 = 0.0f;
+    var d87: f32 = 0.0f;
+    var e88: f32 = 0.0f;
     if (lid.x < u.D) {
-        d46 = v1 - top44;
-        e47 = exp(d46);
-        s45 = s45 + e47;
+        d87 = v2 - top85;
+        e88 = exp(d87);
+        s86 = s86 + e88;
     }
-    var d48: f32 = 0.0f;
-    var e49: f32 = 0.0f;
-    if (j5 < u.D) {
-        d48 = v6 - top44;
-        e49 = exp(d48);
-        s45 = s45 + e49;
+    var d89: f32 = 0.0f;
+    var e90: f32 = 0.0f;
+    if (j6 < u.D) {
+        d89 = v7 - top85;
+        e90 = exp(d89);
+        s86 = s86 + e90;
     }
-    var d50: f32 = 0.0f;
-    var e51: f32 = 0.0f;
-    if (j10 < u.D) {
-        d50 = v11 - top44;
-        e51 = exp(d50);
-        s45 = s45 + e51;
+    var d91: f32 = 0.0f;
+    var e92: f32 = 0.0f;
+    if (j11 < u.D) {
+        d91 = v12 - top85;
+        e92 = exp(d91);
+        s86 = s86 + e92;
     }
-    var d52: f32 = 0.0f;
-    var e53: f32 = 0.0f;
-    if (j15 < u.D) {
-        d52 = v16 - top44;
-        e53 = exp(d52);
-        s45 = s45 + e53;
+    var d93: f32 = 0.0f;
+    var e94: f32 = 0.0f;
+    if (j16 < u.D) {
+        d93 = v17 - top85;
+        e94 = exp(d93);
+        s86 = s86 + e94;
     }
-    var d54: f32 = 0.0f;
-    var e55: f32 = 0.0f;
-    if (j20 < u.D) {
-        d54 = v21 - top44;
-        e55 = exp(d54);
-        s45 = s45 + e55;
+    var d95: f32 = 0.0f;
+    var e96: f32 = 0.0f;
+    if (j21 < u.D) {
+        d95 = v22 - top85;
+        e96 = exp(d95);
+        s86 = s86 + e96;
     }
-    var d56: f32 = 0.0f;
-    var e57: f32 = 0.0f;
-    if (j25 < u.D) {
-        d56 = v26 - top44;
-        e57 = exp(d56);
-        s45 = s45 + e57;
+    var d97: f32 = 0.0f;
+    var e98: f32 = 0.0f;
+    if (j26 < u.D) {
+        d97 = v27 - top85;
+        e98 = exp(d97);
+        s86 = s86 + e98;
     }
-    var d58: f32 = 0.0f;
-    var e59: f32 = 0.0f;
-    if (j30 < u.D) {
-        d58 = v31 - top44;
-        e59 = exp(d58);
-        s45 = s45 + e59;
+    var d99: f32 = 0.0f;
+    var e100: f32 = 0.0f;
+    if (j31 < u.D) {
+        d99 = v32 - top85;
+        e100 = exp(d99);
+        s86 = s86 + e100;
     }
-    var d60: f32 = 0.0f;
-    var e61: f32 = 0.0f;
-    if (j35 < u.D) {
-        d60 = v36 - top44;
-        e61 = exp(d60);
-        s45 = s45 + e61;
+    var d101: f32 = 0.0f;
+    var e102: f32 = 0.0f;
+    if (j36 < u.D) {
+        d101 = v37 - top85;
+        e102 = exp(d101);
+        s86 = s86 + e102;
     }
-    warp2[lid.x] = s45;
+    var d103: f32 = 0.0f;
+    var e104: f32 = 0.0f;
+    if (j41 < u.D) {
+        d103 = v42 - top85;
+        e104 = exp(d103);
+        s86 = s86 + e104;
+    }
+    var d105: f32 = 0.0f;
+    var e106: f32 = 0.0f;
+    if (j46 < u.D) {
+        d105 = v47 - top85;
+        e106 = exp(d105);
+        s86 = s86 + e106;
+    }
+    var d107: f32 = 0.0f;
+    var e108: f32 = 0.0f;
+    if (j51 < u.D) {
+        d107 = v52 - top85;
+        e108 = exp(d107);
+        s86 = s86 + e108;
+    }
+    var d109: f32 = 0.0f;
+    var e110: f32 = 0.0f;
+    if (j56 < u.D) {
+        d109 = v57 - top85;
+        e110 = exp(d109);
+        s86 = s86 + e110;
+    }
+    var d111: f32 = 0.0f;
+    var e112: f32 = 0.0f;
+    if (j61 < u.D) {
+        d111 = v62 - top85;
+        e112 = exp(d111);
+        s86 = s86 + e112;
+    }
+    var d113: f32 = 0.0f;
+    var e114: f32 = 0.0f;
+    if (j66 < u.D) {
+        d113 = v67 - top85;
+        e114 = exp(d113);
+        s86 = s86 + e114;
+    }
+    var d115: f32 = 0.0f;
+    var e116: f32 = 0.0f;
+    if (j71 < u.D) {
+        d115 = v72 - top85;
+        e116 = exp(d115);
+        s86 = s86 + e116;
+    }
+    var d117: f32 = 0.0f;
+    var e118: f32 = 0.0f;
+    if (j76 < u.D) {
+        d117 = v77 - top85;
+        e118 = exp(d117);
+        s86 = s86 + e118;
+    }
+    warp2[lid.x] = s86;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
@@ -238,61 +383,109 @@ fn softmax_bounded_row_0_softmax(
         warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp62: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp119: f32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row_sum[lid.x >> 5u] = warp62;
+        row_sum[lid.x >> 5u] = warp119;
     }
     workgroupBarrier();
-    let slot63: f32 = row_sum[lid.x & 7u];
-    warp3[lid.x] = slot63;
+    let slot120: f32 = row_sum[lid.x & 3u];
+    warp3[lid.x] = slot120;
     workgroupBarrier();
-    let total64: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
+    let total121: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
     if (lid.x < u.D) {
-        let y65: f32 = e47 / total64;
-        let i66: u32 = g0 * u.D + lid.x;
-        let v67: f32 = y65 * 2.0f;
-        out[i66] = v67;
+        let i122: u32 = base1 + lid.x;
+        let y123: f32 = e88 / total121;
+        let v124: f32 = y123 * 2.0f;
+        out[i122] = v124;
     }
-    if (j5 < u.D) {
-        let y68: f32 = e49 / total64;
-        let i69: u32 = g0 * u.D + j5;
-        let v70: f32 = y68 * 2.0f;
-        out[i69] = v70;
+    if (j6 < u.D) {
+        let i125: u32 = base1 + j6;
+        let y126: f32 = e90 / total121;
+        let v127: f32 = y126 * 2.0f;
+        out[i125] = v127;
     }
-    if (j10 < u.D) {
-        let y71: f32 = e51 / total64;
-        let i72: u32 = g0 * u.D + j10;
-        let v73: f32 = y71 * 2.0f;
-        out[i72] = v73;
+    if (j11 < u.D) {
+        let i128: u32 = base1 + j11;
+        let y129: f32 = e92 / total121;
+        let v130: f32 = y129 * 2.0f;
+        out[i128] = v130;
     }
-    if (j15 < u.D) {
-        let y74: f32 = e53 / total64;
-        let i75: u32 = g0 * u.D + j15;
-        let v76: f32 = y74 * 2.0f;
-        out[i75] = v76;
+    if (j16 < u.D) {
+        let i131: u32 = base1 + j16;
+        let y132: f32 = e94 / total121;
+        let v133: f32 = y132 * 2.0f;
+        out[i131] = v133;
     }
-    if (j20 < u.D) {
-        let y77: f32 = e55 / total64;
-        let i78: u32 = g0 * u.D + j20;
-        let v79: f32 = y77 * 2.0f;
-        out[i78] = v79;
+    if (j21 < u.D) {
+        let i134: u32 = base1 + j21;
+        let y135: f32 = e96 / total121;
+        let v136: f32 = y135 * 2.0f;
+        out[i134] = v136;
     }
-    if (j25 < u.D) {
-        let y80: f32 = e57 / total64;
-        let i81: u32 = g0 * u.D + j25;
-        let v82: f32 = y80 * 2.0f;
-        out[i81] = v82;
+    if (j26 < u.D) {
+        let i137: u32 = base1 + j26;
+        let y138: f32 = e98 / total121;
+        let v139: f32 = y138 * 2.0f;
+        out[i137] = v139;
     }
-    if (j30 < u.D) {
-        let y83: f32 = e59 / total64;
-        let i84: u32 = g0 * u.D + j30;
-        let v85: f32 = y83 * 2.0f;
-        out[i84] = v85;
+    if (j31 < u.D) {
+        let i140: u32 = base1 + j31;
+        let y141: f32 = e100 / total121;
+        let v142: f32 = y141 * 2.0f;
+        out[i140] = v142;
     }
-    if (j35 < u.D) {
-        let y86: f32 = e61 / total64;
-        let i87: u32 = g0 * u.D + j35;
-        let v88: f32 = y86 * 2.0f;
-        out[i87] = v88;
+    if (j36 < u.D) {
+        let i143: u32 = base1 + j36;
+        let y144: f32 = e102 / total121;
+        let v145: f32 = y144 * 2.0f;
+        out[i143] = v145;
+    }
+    if (j41 < u.D) {
+        let i146: u32 = base1 + j41;
+        let y147: f32 = e104 / total121;
+        let v148: f32 = y147 * 2.0f;
+        out[i146] = v148;
+    }
+    if (j46 < u.D) {
+        let i149: u32 = base1 + j46;
+        let y150: f32 = e106 / total121;
+        let v151: f32 = y150 * 2.0f;
+        out[i149] = v151;
+    }
+    if (j51 < u.D) {
+        let i152: u32 = base1 + j51;
+        let y153: f32 = e108 / total121;
+        let v154: f32 = y153 * 2.0f;
+        out[i152] = v154;
+    }
+    if (j56 < u.D) {
+        let i155: u32 = base1 + j56;
+        let y156: f32 = e110 / total121;
+        let v157: f32 = y156 * 2.0f;
+        out[i155] = v157;
+    }
+    if (j61 < u.D) {
+        let i158: u32 = base1 + j61;
+        let y159: f32 = e112 / total121;
+        let v160: f32 = y159 * 2.0f;
+        out[i158] = v160;
+    }
+    if (j66 < u.D) {
+        let i161: u32 = base1 + j66;
+        let y162: f32 = e114 / total121;
+        let v163: f32 = y162 * 2.0f;
+        out[i161] = v163;
+    }
+    if (j71 < u.D) {
+        let i164: u32 = base1 + j71;
+        let y165: f32 = e116 / total121;
+        let v166: f32 = y165 * 2.0f;
+        out[i164] = v166;
+    }
+    if (j76 < u.D) {
+        let i167: u32 = base1 + j76;
+        let y168: f32 = e118 / total121;
+        let v169: f32 = y168 * 2.0f;
+        out[i167] = v169;
     }
 }

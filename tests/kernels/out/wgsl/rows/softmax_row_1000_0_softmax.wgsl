@@ -7,12 +7,12 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> row_max: array<f32, 8>;
-var<workgroup> row_sum: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
-var<workgroup> warp2: array<f32, 256>;
-var<workgroup> warp3: array<f32, 256>;
+var<workgroup> row_max: array<f32, 4>;
+var<workgroup> row_sum: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
+var<workgroup> warp2: array<f32, 128>;
+var<workgroup> warp3: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -28,7 +28,7 @@ fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
     return b;
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn softmax_row_1000_0_softmax(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -38,28 +38,45 @@ fn softmax_row_1000_0_softmax(
     if (g0 >= u.N) {
         return;
     }
-    let i1: u32 = g0 * 1000u + lid.x;
-    let v2: f32 = x[i1];
-    let j3: u32 = lid.x + 256u;
-    let i4: u32 = g0 * 1000u + j3;
-    let v5: f32 = x[i4];
-    let j6: u32 = lid.x + 512u;
-    let i7: u32 = g0 * 1000u + j6;
-    let v8: f32 = x[i7];
-    let j9: u32 = lid.x + 768u;
-    var v10: f32 = -bitcast<f32>(inf_bits);
-    if (j9 < 1000u) {
-        let i11: u32 = g0 * 1000u + j9;
-        let v12: f32 = x[i11];
-        v10 = v12;
+    let base1: u32 = g0 * 1000u;
+    let i2: u32 = base1 + lid.x;
+    let v3: f32 = x[i2];
+    let j4: u32 = lid.x + 128u;
+    let i5: u32 = base1 + j4;
+    let v6: f32 = x[i5];
+    let j7: u32 = lid.x + 256u;
+    let i8: u32 = base1 + j7;
+    let v9: f32 = x[i8];
+    let j10: u32 = lid.x + 384u;
+    let i11: u32 = base1 + j10;
+    let v12: f32 = x[i11];
+    let j13: u32 = lid.x + 512u;
+    let i14: u32 = base1 + j13;
+    let v15: f32 = x[i14];
+    let j16: u32 = lid.x + 640u;
+    let i17: u32 = base1 + j16;
+    let v18: f32 = x[i17];
+    let j19: u32 = lid.x + 768u;
+    let i20: u32 = base1 + j19;
+    let v21: f32 = x[i20];
+    let j22: u32 = lid.x + 896u;
+    var v23: f32 = -bitcast<f32>(inf_bits);
+    if (j22 < 1000u) {
+        let i24: u32 = base1 + j22;
+        let v25: f32 = x[i24];
+        v23 = v25;
     }
-    var m13: f32 = v2;
-    m13 = mimir_maximum_f32(m13, v5);
-    m13 = mimir_maximum_f32(m13, v8);
-    if (j9 < 1000u) {
-        m13 = mimir_maximum_f32(m13, v10);
+    var m26: f32 = v3;
+    m26 = mimir_maximum_f32(m26, v6);
+    m26 = mimir_maximum_f32(m26, v9);
+    m26 = mimir_maximum_f32(m26, v12);
+    m26 = mimir_maximum_f32(m26, v15);
+    m26 = mimir_maximum_f32(m26, v18);
+    m26 = mimir_maximum_f32(m26, v21);
+    if (j22 < 1000u) {
+        m26 = mimir_maximum_f32(m26, v23);
     }
-    warp0[lid.x] = m13;
+    warp0[lid.x] = m26;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
@@ -81,34 +98,46 @@ fn softmax_row_1000_0_softmax(
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp14: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp27: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row_max[lid.x >> 5u] = warp14;
+        row_max[lid.x >> 5u] = warp27;
     }
     workgroupBarrier();
-    let slot15: f32 = row_max[lid.x & 7u];
-    warp1[lid.x] = slot15;
+    let slot28: f32 = row_max[lid.x & 3u];
+    warp1[lid.x] = slot28;
     workgroupBarrier();
-    let total16: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 7u)], warp1[lid.x - (lid.x & 7u) + 1u]), warp1[lid.x - (lid.x & 7u) + 2u]), warp1[lid.x - (lid.x & 7u) + 3u]), warp1[lid.x - (lid.x & 7u) + 4u]), warp1[lid.x - (lid.x & 7u) + 5u]), warp1[lid.x - (lid.x & 7u) + 6u]), warp1[lid.x - (lid.x & 7u) + 7u]);
-    let top17: f32 = select(total16, 0.0f, total16 == -bitcast<f32>(inf_bits));
-    var s18: f32 = 0.0f;
-    let d19: f32 = v2 - top17;
-    let e20: f32 = exp(d19);
-    s18 = s18 + e20;
-    let d21: f32 = v5 - top17;
-    let e22: f32 = exp(d21);
-    s18 = s18 + e22;
-    let d23: f32 = v8 - top17;
-    let e24: f32 = exp(d23);
-    s18 = s18 + e24;
-    var d25: f32 = 0.0f;
-    var e26: f32 = 0.0f;
-    if (j9 < 1000u) {
-        d25 = v10 - top17;
-        e26 = exp(d25);
-        s18 = s18 + e26;
+    let total29: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
+    let top30: f32 = select(total29, 0.0f, total29 == -bitcast<f32>(inf_bits));
+    var s31: f32 = 0.0f;
+    let d32: f32 = v3 - top30;
+    let e33: f32 = exp(d32);
+    s31 = s31 + e33;
+    let d34: f32 = v6 - top30;
+    let e35: f32 = exp(d34);
+    s31 = s31 + e35;
+    let d36: f32 = v9 - top30;
+    let e37: f32 = exp(d36);
+    s31 = s31 + e37;
+    let d38: f32 = v12 - top30;
+    let e39: f32 = exp(d38);
+    s31 = s31 + e39;
+    let d40: f32 = v15 - top30;
+    let e41: f32 = exp(d40);
+    s31 = s31 + e41;
+    let d42: f32 = v18 - top30;
+    let e43: f32 = exp(d42);
+    s31 = s31 + e43;
+    let d44: f32 = v21 - top30;
+    let e45: f32 = exp(d44);
+    s31 = s31 + e45;
+    var d46: f32 = 0.0f;
+    var e47: f32 = 0.0f;
+    if (j22 < 1000u) {
+        d46 = v23 - top30;
+        e47 = exp(d46);
+        s31 = s31 + e47;
     }
-    warp2[lid.x] = s18;
+    warp2[lid.x] = s31;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
@@ -130,24 +159,32 @@ fn softmax_row_1000_0_softmax(
         warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp27: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp48: f32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row_sum[lid.x >> 5u] = warp27;
+        row_sum[lid.x >> 5u] = warp48;
     }
     workgroupBarrier();
-    let slot28: f32 = row_sum[lid.x & 7u];
-    warp3[lid.x] = slot28;
+    let slot49: f32 = row_sum[lid.x & 3u];
+    warp3[lid.x] = slot49;
     workgroupBarrier();
-    let total29: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
-    let y30: f32 = e20 / total29;
-    out[i1] = y30;
-    let y31: f32 = e22 / total29;
-    out[i4] = y31;
-    let y32: f32 = e24 / total29;
-    out[i7] = y32;
-    if (j9 < 1000u) {
-        let y33: f32 = e26 / total29;
-        let i34: u32 = g0 * 1000u + j9;
-        out[i34] = y33;
+    let total50: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    let y51: f32 = e33 / total50;
+    out[i2] = y51;
+    let y52: f32 = e35 / total50;
+    out[i5] = y52;
+    let y53: f32 = e37 / total50;
+    out[i8] = y53;
+    let y54: f32 = e39 / total50;
+    out[i11] = y54;
+    let y55: f32 = e41 / total50;
+    out[i14] = y55;
+    let y56: f32 = e43 / total50;
+    out[i17] = y56;
+    let y57: f32 = e45 / total50;
+    out[i20] = y57;
+    if (j22 < 1000u) {
+        let i58: u32 = base1 + j22;
+        let y59: f32 = e47 / total50;
+        out[i58] = y59;
     }
 }

@@ -8,12 +8,8 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f16>;
 @group(0) @binding(1) var<storage, read_write> out: array<f16>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> row_max: array<f32, 2>;
-var<workgroup> row_sum: array<f32, 2>;
-var<workgroup> warp0: array<f32, 64>;
-var<workgroup> warp1: array<f32, 64>;
-var<workgroup> warp2: array<f32, 64>;
-var<workgroup> warp3: array<f32, 64>;
+var<workgroup> warp0: array<f32, 32>;
+var<workgroup> warp1: array<f32, 32>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -29,7 +25,7 @@ fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
     return b;
 }
 
-@compute @workgroup_size(64, 1, 1)
+@compute @workgroup_size(32, 1, 1)
 fn softmax_short_half_0_softmax(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -39,17 +35,21 @@ fn softmax_short_half_0_softmax(
     if (g0 >= u.N) {
         return;
     }
-    var v1: f32 = -bitcast<f32>(inf_bits);
-    if (lid.x < 40u) {
-        let i2: u32 = g0 * 40u + lid.x;
-        let v3: f32 = f32(x[i2]);
-        v1 = v3;
+    let base1: u32 = g0 * 40u;
+    let i2: u32 = base1 + lid.x;
+    let v3: f32 = f32(x[i2]);
+    let j4: u32 = lid.x + 32u;
+    var v5: f32 = -bitcast<f32>(inf_bits);
+    if (j4 < 40u) {
+        let i6: u32 = base1 + j4;
+        let v7: f32 = f32(x[i6]);
+        v5 = v7;
     }
-    var m4: f32 = -bitcast<f32>(inf_bits);
-    if (lid.x < 40u) {
-        m4 = mimir_maximum_f32(m4, v1);
+    var m8: f32 = v3;
+    if (j4 < 40u) {
+        m8 = mimir_maximum_f32(m8, v5);
     }
-    warp0[lid.x] = m4;
+    warp0[lid.x] = m8;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
@@ -71,58 +71,47 @@ fn softmax_short_half_0_softmax(
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp5: f32 = warp0[lid.x - (lid.x & 31u)];
-    if ((lid.x & 31u) == 0u) {
-        row_max[lid.x >> 5u] = warp5;
+    let warp9: f32 = warp0[lid.x - (lid.x & 31u)];
+    let top10: f32 = select(warp9, 0.0f, warp9 == -bitcast<f32>(inf_bits));
+    var s11: f32 = 0.0f;
+    let d12: f32 = v3 - top10;
+    let e13: f32 = exp(d12);
+    s11 = s11 + e13;
+    var d14: f32 = 0.0f;
+    var e15: f32 = 0.0f;
+    if (j4 < 40u) {
+        d14 = v5 - top10;
+        e15 = exp(d14);
+        s11 = s11 + e15;
     }
-    workgroupBarrier();
-    let slot6: f32 = row_max[lid.x & 1u];
-    warp1[lid.x] = slot6;
-    workgroupBarrier();
-    let total7: f32 = mimir_maximum_f32(warp1[lid.x - (lid.x & 1u)], warp1[lid.x - (lid.x & 1u) + 1u]);
-    let top8: f32 = select(total7, 0.0f, total7 == -bitcast<f32>(inf_bits));
-    var s9: f32 = 0.0f;
-    var d10: f32 = 0.0f;
-    var e11: f32 = 0.0f;
-    if (lid.x < 40u) {
-        d10 = v1 - top8;
-        e11 = exp(d10);
-        s9 = s9 + e11;
-    }
-    warp2[lid.x] = s9;
+    warp1[lid.x] = s11;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 8u];
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 4u];
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 2u];
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
+        warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp12: f32 = warp2[lid.x - (lid.x & 31u)];
-    if ((lid.x & 31u) == 0u) {
-        row_sum[lid.x >> 5u] = warp12;
-    }
-    workgroupBarrier();
-    let slot13: f32 = row_sum[lid.x & 1u];
-    warp3[lid.x] = slot13;
-    workgroupBarrier();
-    let total14: f32 = warp3[lid.x - (lid.x & 1u)] + warp3[lid.x - (lid.x & 1u) + 1u];
-    if (lid.x < 40u) {
-        let y15: f32 = f32(f16(e11 / total14));
-        let i16: u32 = g0 * 40u + lid.x;
-        out[i16] = f16(y15);
+    let warp16: f32 = warp1[lid.x - (lid.x & 31u)];
+    let y17: f32 = f32(f16(e13 / warp16));
+    out[i2] = f16(y17);
+    if (j4 < 40u) {
+        let i18: u32 = base1 + j4;
+        let y19: f32 = f32(f16(e15 / warp16));
+        out[i18] = f16(y19);
     }
 }

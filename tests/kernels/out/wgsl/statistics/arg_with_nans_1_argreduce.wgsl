@@ -9,12 +9,12 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read_write> out: array<i32>;
 @group(0) @binding(2) var<storage, read> scratch0: array<i32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> best: array<f32, 8>;
-var<workgroup> first: array<u32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
-var<workgroup> warp2: array<u32, 256>;
-var<workgroup> warp3: array<u32, 256>;
+var<workgroup> best: array<f32, 4>;
+var<workgroup> first: array<u32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
+var<workgroup> warp2: array<u32, 128>;
+var<workgroup> warp3: array<u32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
@@ -41,7 +41,7 @@ fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
     return b;
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn arg_with_nans_1_argreduce(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -51,14 +51,33 @@ fn arg_with_nans_1_argreduce(
     if (g0 >= u.N) {
         return;
     }
-    var acc1: f32 = -bitcast<f32>(inf_bits);
-    for (var r2: u32 = lid.x; r2 < u.C; r2 += 256u) {
-        let i3: u32 = g0 * u.C + r2;
-        let v4: f32 = x[i3];
-        let v5: f32 = mimir_log(v4);
-        acc1 = mimir_maximum_f32(acc1, v5);
+    let base1: u32 = g0 * u.C;
+    var acc2: f32 = -bitcast<f32>(inf_bits);
+    let last3: u32 = select(0u, u.C - 384u, u.C > 384u);
+    var rest4: u32 = lid.x;
+    for (var r5: u32 = lid.x; r5 < last3; r5 += 512u) {
+        let i6: u32 = base1 + r5;
+        let v7: f32 = x[i6];
+        let v8: f32 = mimir_log(v7);
+        acc2 = mimir_maximum_f32(acc2, v8);
+        let v9: f32 = x[i6 + 128u];
+        let v10: f32 = mimir_log(v9);
+        acc2 = mimir_maximum_f32(acc2, v10);
+        let v11: f32 = x[i6 + 256u];
+        let v12: f32 = mimir_log(v11);
+        acc2 = mimir_maximum_f32(acc2, v12);
+        let v13: f32 = x[i6 + 384u];
+        let v14: f32 = mimir_log(v13);
+        acc2 = mimir_maximum_f32(acc2, v14);
+        rest4 = r5 + 512u;
     }
-    warp0[lid.x] = acc1;
+    for (var r15: u32 = rest4; r15 < u.C; r15 += 128u) {
+        let i16: u32 = base1 + r15;
+        let v17: f32 = x[i16];
+        let v18: f32 = mimir_log(v17);
+        acc2 = mimir_maximum_f32(acc2, v18);
+    }
+    warp0[lid.x] = acc2;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
@@ -80,23 +99,41 @@ fn arg_with_nans_1_argreduce(
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp6: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp19: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        best[lid.x >> 5u] = warp6;
+        best[lid.x >> 5u] = warp19;
     }
     workgroupBarrier();
-    let slot7: f32 = best[lid.x & 7u];
-    warp1[lid.x] = slot7;
+    let slot20: f32 = best[lid.x & 3u];
+    warp1[lid.x] = slot20;
     workgroupBarrier();
-    let total8: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 7u)], warp1[lid.x - (lid.x & 7u) + 1u]), warp1[lid.x - (lid.x & 7u) + 2u]), warp1[lid.x - (lid.x & 7u) + 3u]), warp1[lid.x - (lid.x & 7u) + 4u]), warp1[lid.x - (lid.x & 7u) + 5u]), warp1[lid.x - (lid.x & 7u) + 6u]), warp1[lid.x - (lid.x & 7u) + 7u]);
-    var acc9: u32 = 4294967295u;
-    for (var r10: u32 = lid.x; r10 < u.C; r10 += 256u) {
-        let i11: u32 = g0 * u.C + r10;
-        let v12: f32 = x[i11];
-        let v13: f32 = mimir_log(v12);
-        acc9 = select(acc9, r10, ((!(((bitcast<u32>(v13) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total8) & 0x7fffffffu) > 0x7f800000u)) && (v13 == total8)) || (((bitcast<u32>(v13) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total8) & 0x7fffffffu) > 0x7f800000u))) && (r10 < acc9));
+    let total21: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
+    var acc22: u32 = 4294967295u;
+    let last23: u32 = select(0u, u.C - 384u, u.C > 384u);
+    var rest24: u32 = lid.x;
+    for (var r25: u32 = lid.x; r25 < last23; r25 += 512u) {
+        let i26: u32 = base1 + r25;
+        let v27: f32 = x[i26];
+        let v28: f32 = mimir_log(v27);
+        acc22 = select(acc22, r25, ((!(((bitcast<u32>(v28) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total21) & 0x7fffffffu) > 0x7f800000u)) && (v28 == total21)) || (((bitcast<u32>(v28) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total21) & 0x7fffffffu) > 0x7f800000u))) && (r25 < acc22));
+        let v29: f32 = x[i26 + 128u];
+        let v30: f32 = mimir_log(v29);
+        acc22 = select(acc22, r25 + 128u, ((!(((bitcast<u32>(v30) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total21) & 0x7fffffffu) > 0x7f800000u)) && (v30 == total21)) || (((bitcast<u32>(v30) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total21) & 0x7fffffffu) > 0x7f800000u))) && (r25 + 128u < acc22));
+        let v31: f32 = x[i26 + 256u];
+        let v32: f32 = mimir_log(v31);
+        acc22 = select(acc22, r25 + 256u, ((!(((bitcast<u32>(v32) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total21) & 0x7fffffffu) > 0x7f800000u)) && (v32 == total21)) || (((bitcast<u32>(v32) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total21) & 0x7fffffffu) > 0x7f800000u))) && (r25 + 256u < acc22));
+        let v33: f32 = x[i26 + 384u];
+        let v34: f32 = mimir_log(v33);
+        acc22 = select(acc22, r25 + 384u, ((!(((bitcast<u32>(v34) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total21) & 0x7fffffffu) > 0x7f800000u)) && (v34 == total21)) || (((bitcast<u32>(v34) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total21) & 0x7fffffffu) > 0x7f800000u))) && (r25 + 384u < acc22));
+        rest24 = r25 + 512u;
     }
-    warp2[lid.x] = acc9;
+    for (var r35: u32 = rest24; r35 < u.C; r35 += 128u) {
+        let i36: u32 = base1 + r35;
+        let v37: f32 = x[i36];
+        let v38: f32 = mimir_log(v37);
+        acc22 = select(acc22, r35, ((!(((bitcast<u32>(v38) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total21) & 0x7fffffffu) > 0x7f800000u)) && (v38 == total21)) || (((bitcast<u32>(v38) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total21) & 0x7fffffffu) > 0x7f800000u))) && (r35 < acc22));
+    }
+    warp2[lid.x] = acc22;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp2[lid.x] = select(warp2[lid.x + 16u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 16u]);
@@ -118,20 +155,20 @@ fn arg_with_nans_1_argreduce(
         warp2[lid.x] = select(warp2[lid.x + 1u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp14: u32 = warp2[lid.x - (lid.x & 31u)];
+    let warp39: u32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp14;
+        first[lid.x >> 5u] = warp39;
     }
     workgroupBarrier();
-    let slot15: u32 = first[lid.x & 7u];
-    warp3[lid.x] = slot15;
+    let slot40: u32 = first[lid.x & 3u];
+    warp3[lid.x] = slot40;
     workgroupBarrier();
-    let total16: u32 = select(warp3[lid.x - (lid.x & 7u) + 7u], select(warp3[lid.x - (lid.x & 7u) + 6u], select(warp3[lid.x - (lid.x & 7u) + 5u], select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]), select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]) <= warp3[lid.x - (lid.x & 7u) + 5u]), select(warp3[lid.x - (lid.x & 7u) + 5u], select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]), select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]) <= warp3[lid.x - (lid.x & 7u) + 5u]) <= warp3[lid.x - (lid.x & 7u) + 6u]), select(warp3[lid.x - (lid.x & 7u) + 6u], select(warp3[lid.x - (lid.x & 7u) + 5u], select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]), select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]) <= warp3[lid.x - (lid.x & 7u) + 5u]), select(warp3[lid.x - (lid.x & 7u) + 5u], select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]), select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]) <= warp3[lid.x - (lid.x & 7u) + 5u]) <= warp3[lid.x - (lid.x & 7u) + 6u]) <= warp3[lid.x - (lid.x & 7u) + 7u]);
+    let total41: u32 = select(warp3[lid.x - (lid.x & 3u) + 3u], select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]), select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]) <= warp3[lid.x - (lid.x & 3u) + 3u]);
     if (lid.x == 0u) {
-        let index17: i32 = i32(total16);
-        let v18: i32 = index17 * 100i;
-        let v19: i32 = scratch0[g0];
-        let v20: i32 = v18 + v19;
-        out[g0] = v20;
+        let index42: i32 = i32(total41);
+        let v43: i32 = index42 * 100i;
+        let v44: i32 = scratch0[g0];
+        let v45: i32 = v43 + v44;
+        out[g0] = v45;
     }
 }

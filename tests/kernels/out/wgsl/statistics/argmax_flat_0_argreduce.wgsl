@@ -8,12 +8,12 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f16>;
 @group(0) @binding(1) var<storage, read_write> out: array<i32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> best: array<f32, 8>;
-var<workgroup> first: array<u32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
-var<workgroup> warp2: array<u32, 256>;
-var<workgroup> warp3: array<u32, 256>;
+var<workgroup> best: array<f32, 4>;
+var<workgroup> first: array<u32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
+var<workgroup> warp2: array<u32, 128>;
+var<workgroup> warp3: array<u32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -29,18 +29,43 @@ fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
     return b;
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn argmax_flat_0_argreduce(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
 ) {
     var acc0: f32 = -bitcast<f32>(inf_bits);
-    for (var r1: u32 = lid.x; r1 < u.N * 7u; r1 += 256u) {
-        let i2: u32 = r1 % 7u;
-        let i3: u32 = r1 / 7u;
-        let i4: u32 = i3 * 7u + i2;
-        let v5: f32 = f32(x[i4]);
-        acc0 = mimir_maximum_f32(acc0, v5);
+    let last1: u32 = select(0u, u.N * 7u - 384u, u.N * 7u > 384u);
+    var rest2: u32 = lid.x;
+    for (var r3: u32 = lid.x; r3 < last1; r3 += 512u) {
+        let i4: u32 = r3 % 7u;
+        let i5: u32 = r3 / 7u;
+        let i6: u32 = i5 * 7u + i4;
+        let v7: f32 = f32(x[i6]);
+        acc0 = mimir_maximum_f32(acc0, v7);
+        let i8: u32 = (r3 + 128u) % 7u;
+        let i9: u32 = (r3 + 128u) / 7u;
+        let i10: u32 = i9 * 7u + i8;
+        let v11: f32 = f32(x[i10]);
+        acc0 = mimir_maximum_f32(acc0, v11);
+        let i12: u32 = (r3 + 256u) % 7u;
+        let i13: u32 = (r3 + 256u) / 7u;
+        let i14: u32 = i13 * 7u + i12;
+        let v15: f32 = f32(x[i14]);
+        acc0 = mimir_maximum_f32(acc0, v15);
+        let i16: u32 = (r3 + 384u) % 7u;
+        let i17: u32 = (r3 + 384u) / 7u;
+        let i18: u32 = i17 * 7u + i16;
+        let v19: f32 = f32(x[i18]);
+        acc0 = mimir_maximum_f32(acc0, v19);
+        rest2 = r3 + 512u;
+    }
+    for (var r20: u32 = rest2; r20 < u.N * 7u; r20 += 128u) {
+        let i21: u32 = r20 % 7u;
+        let i22: u32 = r20 / 7u;
+        let i23: u32 = i22 * 7u + i21;
+        let v24: f32 = f32(x[i23]);
+        acc0 = mimir_maximum_f32(acc0, v24);
     }
     warp0[lid.x] = acc0;
     workgroupBarrier();
@@ -64,24 +89,49 @@ fn argmax_flat_0_argreduce(
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp6: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp25: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        best[lid.x >> 5u] = warp6;
+        best[lid.x >> 5u] = warp25;
     }
     workgroupBarrier();
-    let slot7: f32 = best[lid.x & 7u];
-    warp1[lid.x] = slot7;
+    let slot26: f32 = best[lid.x & 3u];
+    warp1[lid.x] = slot26;
     workgroupBarrier();
-    let total8: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 7u)], warp1[lid.x - (lid.x & 7u) + 1u]), warp1[lid.x - (lid.x & 7u) + 2u]), warp1[lid.x - (lid.x & 7u) + 3u]), warp1[lid.x - (lid.x & 7u) + 4u]), warp1[lid.x - (lid.x & 7u) + 5u]), warp1[lid.x - (lid.x & 7u) + 6u]), warp1[lid.x - (lid.x & 7u) + 7u]);
-    var acc9: u32 = 4294967295u;
-    for (var r10: u32 = lid.x; r10 < u.N * 7u; r10 += 256u) {
-        let i11: u32 = r10 % 7u;
-        let i12: u32 = r10 / 7u;
-        let i13: u32 = i12 * 7u + i11;
-        let v14: f32 = f32(x[i13]);
-        acc9 = select(acc9, r10, ((!(((bitcast<u32>(v14) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total8) & 0x7fffffffu) > 0x7f800000u)) && (v14 == total8)) || (((bitcast<u32>(v14) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total8) & 0x7fffffffu) > 0x7f800000u))) && (r10 < acc9));
+    let total27: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
+    var acc28: u32 = 4294967295u;
+    let last29: u32 = select(0u, u.N * 7u - 384u, u.N * 7u > 384u);
+    var rest30: u32 = lid.x;
+    for (var r31: u32 = lid.x; r31 < last29; r31 += 512u) {
+        let i32_: u32 = r31 % 7u;
+        let i33: u32 = r31 / 7u;
+        let i34: u32 = i33 * 7u + i32_;
+        let v35: f32 = f32(x[i34]);
+        acc28 = select(acc28, r31, ((!(((bitcast<u32>(v35) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total27) & 0x7fffffffu) > 0x7f800000u)) && (v35 == total27)) || (((bitcast<u32>(v35) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total27) & 0x7fffffffu) > 0x7f800000u))) && (r31 < acc28));
+        let i36: u32 = (r31 + 128u) % 7u;
+        let i37: u32 = (r31 + 128u) / 7u;
+        let i38: u32 = i37 * 7u + i36;
+        let v39: f32 = f32(x[i38]);
+        acc28 = select(acc28, r31 + 128u, ((!(((bitcast<u32>(v39) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total27) & 0x7fffffffu) > 0x7f800000u)) && (v39 == total27)) || (((bitcast<u32>(v39) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total27) & 0x7fffffffu) > 0x7f800000u))) && (r31 + 128u < acc28));
+        let i40: u32 = (r31 + 256u) % 7u;
+        let i41: u32 = (r31 + 256u) / 7u;
+        let i42: u32 = i41 * 7u + i40;
+        let v43: f32 = f32(x[i42]);
+        acc28 = select(acc28, r31 + 256u, ((!(((bitcast<u32>(v43) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total27) & 0x7fffffffu) > 0x7f800000u)) && (v43 == total27)) || (((bitcast<u32>(v43) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total27) & 0x7fffffffu) > 0x7f800000u))) && (r31 + 256u < acc28));
+        let i44: u32 = (r31 + 384u) % 7u;
+        let i45: u32 = (r31 + 384u) / 7u;
+        let i46: u32 = i45 * 7u + i44;
+        let v47: f32 = f32(x[i46]);
+        acc28 = select(acc28, r31 + 384u, ((!(((bitcast<u32>(v47) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total27) & 0x7fffffffu) > 0x7f800000u)) && (v47 == total27)) || (((bitcast<u32>(v47) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total27) & 0x7fffffffu) > 0x7f800000u))) && (r31 + 384u < acc28));
+        rest30 = r31 + 512u;
     }
-    warp2[lid.x] = acc9;
+    for (var r48: u32 = rest30; r48 < u.N * 7u; r48 += 128u) {
+        let i49: u32 = r48 % 7u;
+        let i50: u32 = r48 / 7u;
+        let i51: u32 = i50 * 7u + i49;
+        let v52: f32 = f32(x[i51]);
+        acc28 = select(acc28, r48, ((!(((bitcast<u32>(v52) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total27) & 0x7fffffffu) > 0x7f800000u)) && (v52 == total27)) || (((bitcast<u32>(v52) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total27) & 0x7fffffffu) > 0x7f800000u))) && (r48 < acc28));
+    }
+    warp2[lid.x] = acc28;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp2[lid.x] = select(warp2[lid.x + 16u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 16u]);
@@ -103,17 +153,17 @@ fn argmax_flat_0_argreduce(
         warp2[lid.x] = select(warp2[lid.x + 1u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp15: u32 = warp2[lid.x - (lid.x & 31u)];
+    let warp53: u32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp15;
+        first[lid.x >> 5u] = warp53;
     }
     workgroupBarrier();
-    let slot16: u32 = first[lid.x & 7u];
-    warp3[lid.x] = slot16;
+    let slot54: u32 = first[lid.x & 3u];
+    warp3[lid.x] = slot54;
     workgroupBarrier();
-    let total17: u32 = select(warp3[lid.x - (lid.x & 7u) + 7u], select(warp3[lid.x - (lid.x & 7u) + 6u], select(warp3[lid.x - (lid.x & 7u) + 5u], select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]), select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]) <= warp3[lid.x - (lid.x & 7u) + 5u]), select(warp3[lid.x - (lid.x & 7u) + 5u], select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]), select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]) <= warp3[lid.x - (lid.x & 7u) + 5u]) <= warp3[lid.x - (lid.x & 7u) + 6u]), select(warp3[lid.x - (lid.x & 7u) + 6u], select(warp3[lid.x - (lid.x & 7u) + 5u], select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]), select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]) <= warp3[lid.x - (lid.x & 7u) + 5u]), select(warp3[lid.x - (lid.x & 7u) + 5u], select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]), select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]) <= warp3[lid.x - (lid.x & 7u) + 5u]) <= warp3[lid.x - (lid.x & 7u) + 6u]) <= warp3[lid.x - (lid.x & 7u) + 7u]);
+    let total55: u32 = select(warp3[lid.x - (lid.x & 3u) + 3u], select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]), select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]) <= warp3[lid.x - (lid.x & 3u) + 3u]);
     if (lid.x == 0u) {
-        let index18: i32 = i32(total17);
-        out[wid.x] = index18;
+        let index56: i32 = i32(total55);
+        out[wid.x] = index56;
     }
 }

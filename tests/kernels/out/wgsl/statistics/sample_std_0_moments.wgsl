@@ -8,12 +8,12 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> sum: array<f32, 8>;
-var<workgroup> squares: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
-var<workgroup> warp2: array<f32, 256>;
-var<workgroup> warp3: array<f32, 256>;
+var<workgroup> sum: array<f32, 4>;
+var<workgroup> squares: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
+var<workgroup> warp2: array<f32, 128>;
+var<workgroup> warp3: array<f32, 128>;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
 fn mimir_sqrt(a: f32) -> f32 {
@@ -23,7 +23,7 @@ fn mimir_sqrt(a: f32) -> f32 {
     return sqrt(a);
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn sample_std_0_moments(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -34,10 +34,27 @@ fn sample_std_0_moments(
         return;
     }
     var acc1: f32 = 0.0f;
-    for (var r2: u32 = lid.x; r2 < u.S; r2 += 256u) {
-        let i3: u32 = r2 * u.C + g0;
-        let v4: f32 = x[i3];
-        acc1 = acc1 + v4;
+    let last2: u32 = select(0u, u.S - 384u, u.S > 384u);
+    var rest3: u32 = lid.x;
+    for (var r4: u32 = lid.x; r4 < last2; r4 += 512u) {
+        let i5: u32 = r4 * u.C + g0;
+        let v6: f32 = x[i5];
+        acc1 = acc1 + v6;
+        let i7: u32 = (r4 + 128u) * u.C + g0;
+        let v8: f32 = x[i7];
+        acc1 = acc1 + v8;
+        let i9: u32 = (r4 + 256u) * u.C + g0;
+        let v10: f32 = x[i9];
+        acc1 = acc1 + v10;
+        let i11: u32 = (r4 + 384u) * u.C + g0;
+        let v12: f32 = x[i11];
+        acc1 = acc1 + v12;
+        rest3 = r4 + 512u;
+    }
+    for (var r13: u32 = rest3; r13 < u.S; r13 += 128u) {
+        let i14: u32 = r13 * u.C + g0;
+        let v15: f32 = x[i14];
+        acc1 = acc1 + v15;
     }
     warp0[lid.x] = acc1;
     workgroupBarrier();
@@ -61,24 +78,45 @@ fn sample_std_0_moments(
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp5: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp16: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        sum[lid.x >> 5u] = warp5;
+        sum[lid.x >> 5u] = warp16;
     }
     workgroupBarrier();
-    let slot6: f32 = sum[lid.x & 7u];
-    warp1[lid.x] = slot6;
+    let slot17: f32 = sum[lid.x & 3u];
+    warp1[lid.x] = slot17;
     workgroupBarrier();
-    let total7: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
-    let mean8: f32 = total7 / f32(u.S);
-    var acc9: f32 = 0.0f;
-    for (var r10: u32 = lid.x; r10 < u.S; r10 += 256u) {
-        let i11: u32 = r10 * u.C + g0;
-        let v12: f32 = x[i11];
-        let d13: f32 = v12 - mean8;
-        acc9 = fma(d13, d13, acc9);
+    let total18: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
+    let mean19: f32 = total18 / f32(u.S);
+    var acc20: f32 = 0.0f;
+    let last21: u32 = select(0u, u.S - 384u, u.S > 384u);
+    var rest22: u32 = lid.x;
+    for (var r23: u32 = lid.x; r23 < last21; r23 += 512u) {
+        let i24: u32 = r23 * u.C + g0;
+        let v25: f32 = x[i24];
+        let d26: f32 = v25 - mean19;
+        acc20 = fma(d26, d26, acc20);
+        let i27: u32 = (r23 + 128u) * u.C + g0;
+        let v28: f32 = x[i27];
+        let d29: f32 = v28 - mean19;
+        acc20 = fma(d29, d29, acc20);
+        let i30: u32 = (r23 + 256u) * u.C + g0;
+        let v31: f32 = x[i30];
+        let d32: f32 = v31 - mean19;
+        acc20 = fma(d32, d32, acc20);
+        let i33: u32 = (r23 + 384u) * u.C + g0;
+        let v34: f32 = x[i33];
+        let d35: f32 = v34 - mean19;
+        acc20 = fma(d35, d35, acc20);
+        rest22 = r23 + 512u;
     }
-    warp2[lid.x] = acc9;
+    for (var r36: u32 = rest22; r36 < u.S; r36 += 128u) {
+        let i37: u32 = r36 * u.C + g0;
+        let v38: f32 = x[i37];
+        let d39: f32 = v38 - mean19;
+        acc20 = fma(d39, d39, acc20);
+    }
+    warp2[lid.x] = acc20;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
@@ -100,18 +138,18 @@ fn sample_std_0_moments(
         warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp14: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp40: f32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        squares[lid.x >> 5u] = warp14;
+        squares[lid.x >> 5u] = warp40;
     }
     workgroupBarrier();
-    let slot15: f32 = squares[lid.x & 7u];
-    warp3[lid.x] = slot15;
+    let slot41: f32 = squares[lid.x & 3u];
+    warp3[lid.x] = slot41;
     workgroupBarrier();
-    let total16: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
-    let var17: f32 = total16 / f32(u.S - 1u);
-    let std18: f32 = mimir_sqrt(var17);
+    let total42: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    let var43: f32 = total42 / f32(u.S - 1u);
+    let std44: f32 = mimir_sqrt(var43);
     if (lid.x == 0u) {
-        out[g0] = std18;
+        out[g0] = std44;
     }
 }

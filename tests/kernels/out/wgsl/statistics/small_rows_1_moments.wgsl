@@ -17,21 +17,52 @@ fn small_rows_1_moments(
     let g0: u32 = wid.y * nwg.x + wid.x;
     let o1: u32 = g0 * 256u + lid.x;
     if (o1 < u.N) {
-        var acc2: f32 = 0.0f;
-        for (var r3: u32 = 0u; r3 < 5u; r3 += 1u) {
-            let i4: u32 = o1 * 5u + r3;
-            let v5: i32 = x[i4];
-            acc2 = acc2 + f32(v5);
+        let base2: u32 = o1 * 5u;
+        var acc3: f32 = 0.0f;
+        var rest4: u32 = 0u;
+        for (var r5: u32 = 0u; r5 < 2u; r5 += 4u) {
+            let i6: u32 = base2 + r5;
+            let v7: i32 = x[i6];
+            acc3 = acc3 + f32(v7);
+            let v8: i32 = x[i6 + 1u];
+            acc3 = acc3 + f32(v8);
+            let v9: i32 = x[i6 + 2u];
+            acc3 = acc3 + f32(v9);
+            let v10: i32 = x[i6 + 3u];
+            acc3 = acc3 + f32(v10);
+            rest4 = r5 + 4u;
         }
-        let mean6: f32 = acc2 / 5.0f;
-        var acc7: f32 = 0.0f;
-        for (var r8: u32 = 0u; r8 < 5u; r8 += 1u) {
-            let i9: u32 = o1 * 5u + r8;
-            let v10: i32 = x[i9];
-            let d11: f32 = f32(v10) - mean6;
-            acc7 = fma(d11, d11, acc7);
+        for (var r11: u32 = rest4; r11 < 5u; r11 += 1u) {
+            let i12: u32 = base2 + r11;
+            let v13: i32 = x[i12];
+            acc3 = acc3 + f32(v13);
         }
-        let var12: f32 = acc7 / 5.0f;
-        scratch1[o1] = var12;
+        let mean14: f32 = acc3 / 5.0f;
+        var acc15: f32 = 0.0f;
+        var rest16: u32 = 0u;
+        for (var r17: u32 = 0u; r17 < 2u; r17 += 4u) {
+            let i18: u32 = base2 + r17;
+            let v19: i32 = x[i18];
+            let d20: f32 = f32(v19) - mean14;
+            acc15 = fma(d20, d20, acc15);
+            let v21: i32 = x[i18 + 1u];
+            let d22: f32 = f32(v21) - mean14;
+            acc15 = fma(d22, d22, acc15);
+            let v23: i32 = x[i18 + 2u];
+            let d24: f32 = f32(v23) - mean14;
+            acc15 = fma(d24, d24, acc15);
+            let v25: i32 = x[i18 + 3u];
+            let d26: f32 = f32(v25) - mean14;
+            acc15 = fma(d26, d26, acc15);
+            rest16 = r17 + 4u;
+        }
+        for (var r27: u32 = rest16; r27 < 5u; r27 += 1u) {
+            let i28: u32 = base2 + r27;
+            let v29: i32 = x[i28];
+            let d30: f32 = f32(v29) - mean14;
+            acc15 = fma(d30, d30, acc15);
+        }
+        let var31: f32 = acc15 / 5.0f;
+        scratch1[o1] = var31;
     }
 }

@@ -30,26 +30,61 @@ fn small_rows_2_argreduce(
     let g0: u32 = wid.y * nwg.x + wid.x;
     let o1: u32 = g0 * 256u + lid.x;
     if (o1 < u.N) {
-        var acc2: i32 = 2147483647i;
-        for (var r3: u32 = 0u; r3 < 5u; r3 += 1u) {
-            let i4: u32 = o1 * 5u + r3;
-            let v5: i32 = x[i4];
-            let v6: i32 = mimir_mod_i32(v5, 3i);
-            acc2 = select(v6, acc2, acc2 <= v6);
+        let base2: u32 = o1 * 5u;
+        var acc3: i32 = 2147483647i;
+        var rest4: u32 = 0u;
+        for (var r5: u32 = 0u; r5 < 2u; r5 += 4u) {
+            let i6: u32 = base2 + r5;
+            let v7: i32 = x[i6];
+            let v8: i32 = mimir_mod_i32(v7, 3i);
+            acc3 = select(v8, acc3, acc3 <= v8);
+            let v9: i32 = x[i6 + 1u];
+            let v10: i32 = mimir_mod_i32(v9, 3i);
+            acc3 = select(v10, acc3, acc3 <= v10);
+            let v11: i32 = x[i6 + 2u];
+            let v12: i32 = mimir_mod_i32(v11, 3i);
+            acc3 = select(v12, acc3, acc3 <= v12);
+            let v13: i32 = x[i6 + 3u];
+            let v14: i32 = mimir_mod_i32(v13, 3i);
+            acc3 = select(v14, acc3, acc3 <= v14);
+            rest4 = r5 + 4u;
         }
-        var acc7: u32 = 4294967295u;
-        for (var r8: u32 = 0u; r8 < 5u; r8 += 1u) {
-            let i9: u32 = o1 * 5u + r8;
-            let v10: i32 = x[i9];
-            let v11: i32 = mimir_mod_i32(v10, 3i);
-            acc7 = select(acc7, r8, (v11 == acc2) && (r8 < acc7));
+        for (var r15: u32 = rest4; r15 < 5u; r15 += 1u) {
+            let i16: u32 = base2 + r15;
+            let v17: i32 = x[i16];
+            let v18: i32 = mimir_mod_i32(v17, 3i);
+            acc3 = select(v18, acc3, acc3 <= v18);
         }
-        let index12: i32 = i32(acc7);
-        let v13: f32 = f32(index12);
-        let v14: f32 = scratch0[o1];
-        let v15: f32 = v13 + v14;
-        let v16: f32 = scratch1[o1];
-        let v17: f32 = v15 + v16;
-        out[o1] = v17;
+        var acc19: u32 = 4294967295u;
+        var rest20: u32 = 0u;
+        for (var r21: u32 = 0u; r21 < 2u; r21 += 4u) {
+            let i22: u32 = base2 + r21;
+            let v23: i32 = x[i22];
+            let v24: i32 = mimir_mod_i32(v23, 3i);
+            acc19 = select(acc19, r21, (v24 == acc3) && (r21 < acc19));
+            let v25: i32 = x[i22 + 1u];
+            let v26: i32 = mimir_mod_i32(v25, 3i);
+            acc19 = select(acc19, r21 + 1u, (v26 == acc3) && (r21 + 1u < acc19));
+            let v27: i32 = x[i22 + 2u];
+            let v28: i32 = mimir_mod_i32(v27, 3i);
+            acc19 = select(acc19, r21 + 2u, (v28 == acc3) && (r21 + 2u < acc19));
+            let v29: i32 = x[i22 + 3u];
+            let v30: i32 = mimir_mod_i32(v29, 3i);
+            acc19 = select(acc19, r21 + 3u, (v30 == acc3) && (r21 + 3u < acc19));
+            rest20 = r21 + 4u;
+        }
+        for (var r31: u32 = rest20; r31 < 5u; r31 += 1u) {
+            let i32_: u32 = base2 + r31;
+            let v33: i32 = x[i32_];
+            let v34: i32 = mimir_mod_i32(v33, 3i);
+            acc19 = select(acc19, r31, (v34 == acc3) && (r31 < acc19));
+        }
+        let index35: i32 = i32(acc19);
+        let v36: f32 = f32(index35);
+        let v37: f32 = scratch0[o1];
+        let v38: f32 = v36 + v37;
+        let v39: f32 = scratch1[o1];
+        let v40: f32 = v38 + v39;
+        out[o1] = v40;
     }
 }

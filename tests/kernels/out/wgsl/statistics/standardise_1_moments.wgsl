@@ -8,12 +8,12 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> scratch1: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> sum: array<f32, 8>;
-var<workgroup> squares: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
-var<workgroup> warp2: array<f32, 256>;
-var<workgroup> warp3: array<f32, 256>;
+var<workgroup> sum: array<f32, 4>;
+var<workgroup> squares: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
+var<workgroup> warp2: array<f32, 128>;
+var<workgroup> warp3: array<f32, 128>;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
 fn mimir_sqrt(a: f32) -> f32 {
@@ -23,7 +23,7 @@ fn mimir_sqrt(a: f32) -> f32 {
     return sqrt(a);
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn standardise_1_moments(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -33,13 +33,28 @@ fn standardise_1_moments(
     if (g0 >= u.N) {
         return;
     }
-    var acc1: f32 = 0.0f;
-    for (var r2: u32 = lid.x; r2 < u.C; r2 += 256u) {
-        let i3: u32 = g0 * u.C + r2;
-        let v4: f32 = x[i3];
-        acc1 = acc1 + v4;
+    let base1: u32 = g0 * u.C;
+    var acc2: f32 = 0.0f;
+    let last3: u32 = select(0u, u.C - 384u, u.C > 384u);
+    var rest4: u32 = lid.x;
+    for (var r5: u32 = lid.x; r5 < last3; r5 += 512u) {
+        let i6: u32 = base1 + r5;
+        let v7: f32 = x[i6];
+        acc2 = acc2 + v7;
+        let v8: f32 = x[i6 + 128u];
+        acc2 = acc2 + v8;
+        let v9: f32 = x[i6 + 256u];
+        acc2 = acc2 + v9;
+        let v10: f32 = x[i6 + 384u];
+        acc2 = acc2 + v10;
+        rest4 = r5 + 512u;
     }
-    warp0[lid.x] = acc1;
+    for (var r11: u32 = rest4; r11 < u.C; r11 += 128u) {
+        let i12: u32 = base1 + r11;
+        let v13: f32 = x[i12];
+        acc2 = acc2 + v13;
+    }
+    warp0[lid.x] = acc2;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
@@ -61,24 +76,42 @@ fn standardise_1_moments(
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp5: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp14: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        sum[lid.x >> 5u] = warp5;
+        sum[lid.x >> 5u] = warp14;
     }
     workgroupBarrier();
-    let slot6: f32 = sum[lid.x & 7u];
-    warp1[lid.x] = slot6;
+    let slot15: f32 = sum[lid.x & 3u];
+    warp1[lid.x] = slot15;
     workgroupBarrier();
-    let total7: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
-    let mean8: f32 = total7 / f32(u.C);
-    var acc9: f32 = 0.0f;
-    for (var r10: u32 = lid.x; r10 < u.C; r10 += 256u) {
-        let i11: u32 = g0 * u.C + r10;
-        let v12: f32 = x[i11];
-        let d13: f32 = v12 - mean8;
-        acc9 = fma(d13, d13, acc9);
+    let total16: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
+    let mean17: f32 = total16 / f32(u.C);
+    var acc18: f32 = 0.0f;
+    let last19: u32 = select(0u, u.C - 384u, u.C > 384u);
+    var rest20: u32 = lid.x;
+    for (var r21: u32 = lid.x; r21 < last19; r21 += 512u) {
+        let i22: u32 = base1 + r21;
+        let v23: f32 = x[i22];
+        let d24: f32 = v23 - mean17;
+        acc18 = fma(d24, d24, acc18);
+        let v25: f32 = x[i22 + 128u];
+        let d26: f32 = v25 - mean17;
+        acc18 = fma(d26, d26, acc18);
+        let v27: f32 = x[i22 + 256u];
+        let d28: f32 = v27 - mean17;
+        acc18 = fma(d28, d28, acc18);
+        let v29: f32 = x[i22 + 384u];
+        let d30: f32 = v29 - mean17;
+        acc18 = fma(d30, d30, acc18);
+        rest20 = r21 + 512u;
     }
-    warp2[lid.x] = acc9;
+    for (var r31: u32 = rest20; r31 < u.C; r31 += 128u) {
+        let i32_: u32 = base1 + r31;
+        let v33: f32 = x[i32_];
+        let d34: f32 = v33 - mean17;
+        acc18 = fma(d34, d34, acc18);
+    }
+    warp2[lid.x] = acc18;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
@@ -100,19 +133,19 @@ fn standardise_1_moments(
         warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp14: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp35: f32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        squares[lid.x >> 5u] = warp14;
+        squares[lid.x >> 5u] = warp35;
     }
     workgroupBarrier();
-    let slot15: f32 = squares[lid.x & 7u];
-    warp3[lid.x] = slot15;
+    let slot36: f32 = squares[lid.x & 3u];
+    warp3[lid.x] = slot36;
     workgroupBarrier();
-    let total16: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
-    let var17: f32 = total16 / f32(u.C);
-    let std18: f32 = mimir_sqrt(var17);
+    let total37: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    let var38: f32 = total37 / f32(u.C);
+    let std39: f32 = mimir_sqrt(var38);
     if (lid.x == 0u) {
-        let v19: f32 = std18 + 0.001f;
-        scratch1[g0] = v19;
+        let v40: f32 = std39 + 0.001f;
+        scratch1[g0] = v40;
     }
 }

@@ -9,12 +9,12 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f16>;
 @group(0) @binding(1) var<storage, read_write> out: array<f16>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> sum: array<f32, 8>;
-var<workgroup> squares: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
-var<workgroup> warp2: array<f32, 256>;
-var<workgroup> warp3: array<f32, 256>;
+var<workgroup> sum: array<f32, 4>;
+var<workgroup> squares: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
+var<workgroup> warp2: array<f32, 128>;
+var<workgroup> warp3: array<f32, 128>;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
 fn mimir_sqrt(a: f32) -> f32 {
@@ -24,7 +24,7 @@ fn mimir_sqrt(a: f32) -> f32 {
     return sqrt(a);
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn std_half_0_moments(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -34,14 +34,33 @@ fn std_half_0_moments(
     if (g0 >= u.N) {
         return;
     }
-    var acc1: f32 = 0.0f;
-    for (var r2: u32 = lid.x; r2 < u.C; r2 += 256u) {
-        let i3: u32 = g0 * u.C + r2;
-        let v4: f32 = f32(x[i3]);
-        let v5: f32 = f32(f16(v4 + 1e+02f));
-        acc1 = acc1 + v5;
+    let base1: u32 = g0 * u.C;
+    var acc2: f32 = 0.0f;
+    let last3: u32 = select(0u, u.C - 384u, u.C > 384u);
+    var rest4: u32 = lid.x;
+    for (var r5: u32 = lid.x; r5 < last3; r5 += 512u) {
+        let i6: u32 = base1 + r5;
+        let v7: f32 = f32(x[i6]);
+        let v8: f32 = f32(f16(v7 + 1e+02f));
+        acc2 = acc2 + v8;
+        let v9: f32 = f32(x[i6 + 128u]);
+        let v10: f32 = f32(f16(v9 + 1e+02f));
+        acc2 = acc2 + v10;
+        let v11: f32 = f32(x[i6 + 256u]);
+        let v12: f32 = f32(f16(v11 + 1e+02f));
+        acc2 = acc2 + v12;
+        let v13: f32 = f32(x[i6 + 384u]);
+        let v14: f32 = f32(f16(v13 + 1e+02f));
+        acc2 = acc2 + v14;
+        rest4 = r5 + 512u;
     }
-    warp0[lid.x] = acc1;
+    for (var r15: u32 = rest4; r15 < u.C; r15 += 128u) {
+        let i16: u32 = base1 + r15;
+        let v17: f32 = f32(x[i16]);
+        let v18: f32 = f32(f16(v17 + 1e+02f));
+        acc2 = acc2 + v18;
+    }
+    warp0[lid.x] = acc2;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
@@ -63,25 +82,47 @@ fn std_half_0_moments(
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp6: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp19: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        sum[lid.x >> 5u] = warp6;
+        sum[lid.x >> 5u] = warp19;
     }
     workgroupBarrier();
-    let slot7: f32 = sum[lid.x & 7u];
-    warp1[lid.x] = slot7;
+    let slot20: f32 = sum[lid.x & 3u];
+    warp1[lid.x] = slot20;
     workgroupBarrier();
-    let total8: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
-    let mean9: f32 = total8 / f32(u.C);
-    var acc10: f32 = 0.0f;
-    for (var r11: u32 = lid.x; r11 < u.C; r11 += 256u) {
-        let i12: u32 = g0 * u.C + r11;
-        let v13: f32 = f32(x[i12]);
-        let v14: f32 = f32(f16(v13 + 1e+02f));
-        let d15: f32 = v14 - mean9;
-        acc10 = fma(d15, d15, acc10);
+    let total21: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
+    let mean22: f32 = total21 / f32(u.C);
+    var acc23: f32 = 0.0f;
+    let last24: u32 = select(0u, u.C - 384u, u.C > 384u);
+    var rest25: u32 = lid.x;
+    for (var r26: u32 = lid.x; r26 < last24; r26 += 512u) {
+        let i27: u32 = base1 + r26;
+        let v28: f32 = f32(x[i27]);
+        let v29: f32 = f32(f16(v28 + 1e+02f));
+        let d30: f32 = v29 - mean22;
+        acc23 = fma(d30, d30, acc23);
+        let v31: f32 = f32(x[i27 + 128u]);
+        let v32: f32 = f32(f16(v31 + 1e+02f));
+        let d33: f32 = v32 - mean22;
+        acc23 = fma(d33, d33, acc23);
+        let v34: f32 = f32(x[i27 + 256u]);
+        let v35: f32 = f32(f16(v34 + 1e+02f));
+        let d36: f32 = v35 - mean22;
+        acc23 = fma(d36, d36, acc23);
+        let v37: f32 = f32(x[i27 + 384u]);
+        let v38: f32 = f32(f16(v37 + 1e+02f));
+        let d39: f32 = v38 - mean22;
+        acc23 = fma(d39, d39, acc23);
+        rest25 = r26 + 512u;
     }
-    warp2[lid.x] = acc10;
+    for (var r40: u32 = rest25; r40 < u.C; r40 += 128u) {
+        let i41: u32 = base1 + r40;
+        let v42: f32 = f32(x[i41]);
+        let v43: f32 = f32(f16(v42 + 1e+02f));
+        let d44: f32 = v43 - mean22;
+        acc23 = fma(d44, d44, acc23);
+    }
+    warp2[lid.x] = acc23;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
@@ -103,19 +144,19 @@ fn std_half_0_moments(
         warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp16: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp45: f32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        squares[lid.x >> 5u] = warp16;
+        squares[lid.x >> 5u] = warp45;
     }
     workgroupBarrier();
-    let slot17: f32 = squares[lid.x & 7u];
-    warp3[lid.x] = slot17;
+    let slot46: f32 = squares[lid.x & 3u];
+    warp3[lid.x] = slot46;
     workgroupBarrier();
-    let total18: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
-    let var19: f32 = total18 / f32(u.C);
-    let std20: f32 = mimir_sqrt(var19);
+    let total47: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    let var48: f32 = total47 / f32(u.C);
+    let std49: f32 = mimir_sqrt(var48);
     if (lid.x == 0u) {
-        let total21: f32 = f32(f16(std20));
-        out[g0] = f16(total21);
+        let total50: f32 = f32(f16(std49));
+        out[g0] = f16(total50);
     }
 }

@@ -9,12 +9,12 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read> labels: array<i32>;
 @group(0) @binding(2) var<storage, read_write> scratch0: array<f32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> best: array<f32, 8>;
-var<workgroup> first: array<u32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
-var<workgroup> warp2: array<u32, 256>;
-var<workgroup> warp3: array<u32, 256>;
+var<workgroup> best: array<f32, 4>;
+var<workgroup> first: array<u32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
+var<workgroup> warp2: array<u32, 128>;
+var<workgroup> warp3: array<u32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -30,7 +30,7 @@ fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
     return b;
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn top1_accuracy_0_argreduce(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -40,13 +40,28 @@ fn top1_accuracy_0_argreduce(
     if (g0 >= u.N) {
         return;
     }
-    var acc1: f32 = -bitcast<f32>(inf_bits);
-    for (var r2: u32 = lid.x; r2 < u.C; r2 += 256u) {
-        let i3: u32 = g0 * u.C + r2;
-        let v4: f32 = logits[i3];
-        acc1 = mimir_maximum_f32(acc1, v4);
+    let base1: u32 = g0 * u.C;
+    var acc2: f32 = -bitcast<f32>(inf_bits);
+    let last3: u32 = select(0u, u.C - 384u, u.C > 384u);
+    var rest4: u32 = lid.x;
+    for (var r5: u32 = lid.x; r5 < last3; r5 += 512u) {
+        let i6: u32 = base1 + r5;
+        let v7: f32 = logits[i6];
+        acc2 = mimir_maximum_f32(acc2, v7);
+        let v8: f32 = logits[i6 + 128u];
+        acc2 = mimir_maximum_f32(acc2, v8);
+        let v9: f32 = logits[i6 + 256u];
+        acc2 = mimir_maximum_f32(acc2, v9);
+        let v10: f32 = logits[i6 + 384u];
+        acc2 = mimir_maximum_f32(acc2, v10);
+        rest4 = r5 + 512u;
     }
-    warp0[lid.x] = acc1;
+    for (var r11: u32 = rest4; r11 < u.C; r11 += 128u) {
+        let i12: u32 = base1 + r11;
+        let v13: f32 = logits[i12];
+        acc2 = mimir_maximum_f32(acc2, v13);
+    }
+    warp0[lid.x] = acc2;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
@@ -68,22 +83,36 @@ fn top1_accuracy_0_argreduce(
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp5: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp14: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        best[lid.x >> 5u] = warp5;
+        best[lid.x >> 5u] = warp14;
     }
     workgroupBarrier();
-    let slot6: f32 = best[lid.x & 7u];
-    warp1[lid.x] = slot6;
+    let slot15: f32 = best[lid.x & 3u];
+    warp1[lid.x] = slot15;
     workgroupBarrier();
-    let total7: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 7u)], warp1[lid.x - (lid.x & 7u) + 1u]), warp1[lid.x - (lid.x & 7u) + 2u]), warp1[lid.x - (lid.x & 7u) + 3u]), warp1[lid.x - (lid.x & 7u) + 4u]), warp1[lid.x - (lid.x & 7u) + 5u]), warp1[lid.x - (lid.x & 7u) + 6u]), warp1[lid.x - (lid.x & 7u) + 7u]);
-    var acc8: u32 = 4294967295u;
-    for (var r9: u32 = lid.x; r9 < u.C; r9 += 256u) {
-        let i10: u32 = g0 * u.C + r9;
-        let v11: f32 = logits[i10];
-        acc8 = select(acc8, r9, ((!(((bitcast<u32>(v11) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total7) & 0x7fffffffu) > 0x7f800000u)) && (v11 == total7)) || (((bitcast<u32>(v11) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total7) & 0x7fffffffu) > 0x7f800000u))) && (r9 < acc8));
+    let total16: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
+    var acc17: u32 = 4294967295u;
+    let last18: u32 = select(0u, u.C - 384u, u.C > 384u);
+    var rest19: u32 = lid.x;
+    for (var r20: u32 = lid.x; r20 < last18; r20 += 512u) {
+        let i21: u32 = base1 + r20;
+        let v22: f32 = logits[i21];
+        acc17 = select(acc17, r20, ((!(((bitcast<u32>(v22) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total16) & 0x7fffffffu) > 0x7f800000u)) && (v22 == total16)) || (((bitcast<u32>(v22) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total16) & 0x7fffffffu) > 0x7f800000u))) && (r20 < acc17));
+        let v23: f32 = logits[i21 + 128u];
+        acc17 = select(acc17, r20 + 128u, ((!(((bitcast<u32>(v23) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total16) & 0x7fffffffu) > 0x7f800000u)) && (v23 == total16)) || (((bitcast<u32>(v23) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total16) & 0x7fffffffu) > 0x7f800000u))) && (r20 + 128u < acc17));
+        let v24: f32 = logits[i21 + 256u];
+        acc17 = select(acc17, r20 + 256u, ((!(((bitcast<u32>(v24) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total16) & 0x7fffffffu) > 0x7f800000u)) && (v24 == total16)) || (((bitcast<u32>(v24) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total16) & 0x7fffffffu) > 0x7f800000u))) && (r20 + 256u < acc17));
+        let v25: f32 = logits[i21 + 384u];
+        acc17 = select(acc17, r20 + 384u, ((!(((bitcast<u32>(v25) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total16) & 0x7fffffffu) > 0x7f800000u)) && (v25 == total16)) || (((bitcast<u32>(v25) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total16) & 0x7fffffffu) > 0x7f800000u))) && (r20 + 384u < acc17));
+        rest19 = r20 + 512u;
     }
-    warp2[lid.x] = acc8;
+    for (var r26: u32 = rest19; r26 < u.C; r26 += 128u) {
+        let i27: u32 = base1 + r26;
+        let v28: f32 = logits[i27];
+        acc17 = select(acc17, r26, ((!(((bitcast<u32>(v28) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total16) & 0x7fffffffu) > 0x7f800000u)) && (v28 == total16)) || (((bitcast<u32>(v28) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total16) & 0x7fffffffu) > 0x7f800000u))) && (r26 < acc17));
+    }
+    warp2[lid.x] = acc17;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp2[lid.x] = select(warp2[lid.x + 16u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 16u]);
@@ -105,20 +134,20 @@ fn top1_accuracy_0_argreduce(
         warp2[lid.x] = select(warp2[lid.x + 1u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp12: u32 = warp2[lid.x - (lid.x & 31u)];
+    let warp29: u32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp12;
+        first[lid.x >> 5u] = warp29;
     }
     workgroupBarrier();
-    let slot13: u32 = first[lid.x & 7u];
-    warp3[lid.x] = slot13;
+    let slot30: u32 = first[lid.x & 3u];
+    warp3[lid.x] = slot30;
     workgroupBarrier();
-    let total14: u32 = select(warp3[lid.x - (lid.x & 7u) + 7u], select(warp3[lid.x - (lid.x & 7u) + 6u], select(warp3[lid.x - (lid.x & 7u) + 5u], select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]), select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]) <= warp3[lid.x - (lid.x & 7u) + 5u]), select(warp3[lid.x - (lid.x & 7u) + 5u], select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]), select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]) <= warp3[lid.x - (lid.x & 7u) + 5u]) <= warp3[lid.x - (lid.x & 7u) + 6u]), select(warp3[lid.x - (lid.x & 7u) + 6u], select(warp3[lid.x - (lid.x & 7u) + 5u], select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]), select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]) <= warp3[lid.x - (lid.x & 7u) + 5u]), select(warp3[lid.x - (lid.x & 7u) + 5u], select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]), select(warp3[lid.x - (lid.x & 7u) + 4u], select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]), select(warp3[lid.x - (lid.x & 7u) + 3u], select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]), select(warp3[lid.x - (lid.x & 7u) + 2u], select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]), select(warp3[lid.x - (lid.x & 7u) + 1u], warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u)] <= warp3[lid.x - (lid.x & 7u) + 1u]) <= warp3[lid.x - (lid.x & 7u) + 2u]) <= warp3[lid.x - (lid.x & 7u) + 3u]) <= warp3[lid.x - (lid.x & 7u) + 4u]) <= warp3[lid.x - (lid.x & 7u) + 5u]) <= warp3[lid.x - (lid.x & 7u) + 6u]) <= warp3[lid.x - (lid.x & 7u) + 7u]);
+    let total31: u32 = select(warp3[lid.x - (lid.x & 3u) + 3u], select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]), select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]) <= warp3[lid.x - (lid.x & 3u) + 3u]);
     if (lid.x == 0u) {
-        let index15: i32 = i32(total14);
-        let v16: i32 = labels[g0];
-        let v17: bool = index15 == v16;
-        let v18: f32 = select(0.0f, 1.0f, v17);
-        scratch0[g0] = v18;
+        let index32: i32 = i32(total31);
+        let v33: i32 = labels[g0];
+        let v34: bool = index32 == v33;
+        let v35: f32 = select(0.0f, 1.0f, v34);
+        scratch0[g0] = v35;
     }
 }

@@ -32,22 +32,49 @@ fn top1_of_ten_0_argreduce(
     let g0: u32 = wid.y * nwg.x + wid.x;
     let o1: u32 = g0 * 256u + lid.x;
     if (o1 < u.N) {
-        var acc2: f32 = -bitcast<f32>(inf_bits);
-        for (var r3: u32 = 0u; r3 < 10u; r3 += 1u) {
-            let i4: u32 = o1 * 10u + r3;
-            let v5: f32 = logits[i4];
-            acc2 = mimir_maximum_f32(acc2, v5);
+        let base2: u32 = o1 * 10u;
+        var acc3: f32 = -bitcast<f32>(inf_bits);
+        var rest4: u32 = 0u;
+        for (var r5: u32 = 0u; r5 < 7u; r5 += 4u) {
+            let i6: u32 = base2 + r5;
+            let v7: f32 = logits[i6];
+            acc3 = mimir_maximum_f32(acc3, v7);
+            let v8: f32 = logits[i6 + 1u];
+            acc3 = mimir_maximum_f32(acc3, v8);
+            let v9: f32 = logits[i6 + 2u];
+            acc3 = mimir_maximum_f32(acc3, v9);
+            let v10: f32 = logits[i6 + 3u];
+            acc3 = mimir_maximum_f32(acc3, v10);
+            rest4 = r5 + 4u;
         }
-        var acc6: u32 = 4294967295u;
-        for (var r7: u32 = 0u; r7 < 10u; r7 += 1u) {
-            let i8: u32 = o1 * 10u + r7;
-            let v9: f32 = logits[i8];
-            acc6 = select(acc6, r7, ((!(((bitcast<u32>(v9) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(acc2) & 0x7fffffffu) > 0x7f800000u)) && (v9 == acc2)) || (((bitcast<u32>(v9) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(acc2) & 0x7fffffffu) > 0x7f800000u))) && (r7 < acc6));
+        for (var r11: u32 = rest4; r11 < 10u; r11 += 1u) {
+            let i12: u32 = base2 + r11;
+            let v13: f32 = logits[i12];
+            acc3 = mimir_maximum_f32(acc3, v13);
         }
-        let index10: i32 = i32(acc6);
-        let v11: i32 = labels[o1];
-        let v12: bool = index10 == v11;
-        let v13: i32 = select(0i, 1i, v12);
-        scratch0[o1] = v13;
+        var acc14: u32 = 4294967295u;
+        var rest15: u32 = 0u;
+        for (var r16: u32 = 0u; r16 < 7u; r16 += 4u) {
+            let i17: u32 = base2 + r16;
+            let v18: f32 = logits[i17];
+            acc14 = select(acc14, r16, ((!(((bitcast<u32>(v18) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(acc3) & 0x7fffffffu) > 0x7f800000u)) && (v18 == acc3)) || (((bitcast<u32>(v18) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(acc3) & 0x7fffffffu) > 0x7f800000u))) && (r16 < acc14));
+            let v19: f32 = logits[i17 + 1u];
+            acc14 = select(acc14, r16 + 1u, ((!(((bitcast<u32>(v19) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(acc3) & 0x7fffffffu) > 0x7f800000u)) && (v19 == acc3)) || (((bitcast<u32>(v19) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(acc3) & 0x7fffffffu) > 0x7f800000u))) && (r16 + 1u < acc14));
+            let v20: f32 = logits[i17 + 2u];
+            acc14 = select(acc14, r16 + 2u, ((!(((bitcast<u32>(v20) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(acc3) & 0x7fffffffu) > 0x7f800000u)) && (v20 == acc3)) || (((bitcast<u32>(v20) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(acc3) & 0x7fffffffu) > 0x7f800000u))) && (r16 + 2u < acc14));
+            let v21: f32 = logits[i17 + 3u];
+            acc14 = select(acc14, r16 + 3u, ((!(((bitcast<u32>(v21) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(acc3) & 0x7fffffffu) > 0x7f800000u)) && (v21 == acc3)) || (((bitcast<u32>(v21) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(acc3) & 0x7fffffffu) > 0x7f800000u))) && (r16 + 3u < acc14));
+            rest15 = r16 + 4u;
+        }
+        for (var r22: u32 = rest15; r22 < 10u; r22 += 1u) {
+            let i23: u32 = base2 + r22;
+            let v24: f32 = logits[i23];
+            acc14 = select(acc14, r22, ((!(((bitcast<u32>(v24) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(acc3) & 0x7fffffffu) > 0x7f800000u)) && (v24 == acc3)) || (((bitcast<u32>(v24) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(acc3) & 0x7fffffffu) > 0x7f800000u))) && (r22 < acc14));
+        }
+        let index25: i32 = i32(acc14);
+        let v26: i32 = labels[o1];
+        let v27: bool = index25 == v26;
+        let v28: i32 = select(0i, 1i, v27);
+        scratch0[o1] = v28;
     }
 }

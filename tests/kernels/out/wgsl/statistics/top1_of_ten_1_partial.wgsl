@@ -25,9 +25,25 @@ fn top1_of_ten_1_partial(
     let stop2: u32 = start1 + 4096u;
     let end3: u32 = select(u.N, stop2, stop2 < u.N);
     var acc4: i32 = 0i;
-    for (var r5: u32 = start1 + lid.x; r5 < end3; r5 += 256u) {
-        let v6: i32 = scratch0[r5];
-        acc4 = acc4 + v6;
+    let last5: u32 = select(0u, end3 - 768u, end3 > 768u);
+    var rest6: u32 = start1 + lid.x;
+    for (var r7: u32 = start1 + lid.x; r7 < last5; r7 += 1024u) {
+        let v8: i32 = scratch0[r7];
+        acc4 = acc4 + v8;
+        let i9: u32 = r7 + 256u;
+        let v10: i32 = scratch0[i9];
+        acc4 = acc4 + v10;
+        let i11: u32 = r7 + 512u;
+        let v12: i32 = scratch0[i11];
+        acc4 = acc4 + v12;
+        let i13: u32 = r7 + 768u;
+        let v14: i32 = scratch0[i13];
+        acc4 = acc4 + v14;
+        rest6 = r7 + 1024u;
+    }
+    for (var r15: u32 = rest6; r15 < end3; r15 += 256u) {
+        let v16: i32 = scratch0[r15];
+        acc4 = acc4 + v16;
     }
     warp0[lid.x] = acc4;
     workgroupBarrier();
@@ -51,16 +67,16 @@ fn top1_of_ten_1_partial(
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp7: i32 = warp0[lid.x - (lid.x & 31u)];
+    let warp17: i32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp7;
+        partial[lid.x >> 5u] = warp17;
     }
     workgroupBarrier();
-    let slot8: i32 = partial[lid.x & 7u];
-    warp1[lid.x] = slot8;
+    let slot18: i32 = partial[lid.x & 7u];
+    warp1[lid.x] = slot18;
     workgroupBarrier();
-    let total9: i32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    let total19: i32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
     if (lid.x == 0u) {
-        scratch1[g0] = total9;
+        scratch1[g0] = total19;
     }
 }
