@@ -35,50 +35,79 @@ kernel void mean_abs_0_reduce(
     const uint stop2 = start1 + 4096u;
     const uint end3 = (stop2 < u.N ? stop2 : u.N);
     float acc4 = 0.0f;
-    for (uint r5 = start1 + lid.x; r5 < end3; r5 += 256u) {
-        const float v6 = x[r5];
-        const float v7 = abs(v6);
-        acc4 = acc4 + v7;
+    const uint last5 = (end3 > 768u ? end3 - 768u : 0u);
+    uint rest6 = start1 + lid.x;
+    for (uint r7 = start1 + lid.x; r7 < last5; r7 += 1024u) {
+        const float v8 = x[r7];
+        const float v9 = abs(v8);
+        acc4 = acc4 + v9;
+        const uint i10 = r7 + 256u;
+        const float v11 = x[i10];
+        const float v12 = abs(v11);
+        acc4 = acc4 + v12;
+        const uint i13 = r7 + 512u;
+        const float v14 = x[i13];
+        const float v15 = abs(v14);
+        acc4 = acc4 + v15;
+        const uint i16 = r7 + 768u;
+        const float v17 = x[i16];
+        const float v18 = abs(v17);
+        acc4 = acc4 + v18;
+        rest6 = r7 + 1024u;
     }
-    const float warp8 = simd_sum(acc4);
+    for (uint r19 = rest6; r19 < end3; r19 += 256u) {
+        const float v20 = x[r19];
+        const float v21 = abs(v20);
+        acc4 = acc4 + v21;
+    }
+    const float warp22 = simd_sum(acc4);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp8;
+        partial[lid.x >> 5u] = warp22;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot9 = partial[lid.x & 7u];
-    const float total10 = mimir_simd_add_f32_8(slot9);
+    const float slot23 = partial[lid.x & 7u];
+    const float total24 = mimir_simd_add_f32_8(slot23);
     if (lid.x == 0u) {
-        scratch0[g0] = total10;
+        scratch0[g0] = total24;
     }
-    const uint last11 = ((u.N + 4096u - 1u) >> 12u) - 1u;
+    const uint last25 = ((u.N + 4096u - 1u) >> 12u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old12 = atomic_fetch_add_explicit(&scratch1[0u], 1u, memory_order_relaxed);
-        if (old12 == last11) {
+        const uint old26 = atomic_fetch_add_explicit(&scratch1[0u], 1u, memory_order_relaxed);
+        if (old26 == last25) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old12;
+        ticket[0u] = old26;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket13 = ticket[0u];
-    if (ticket13 != last11) {
+    const uint ticket27 = ticket[0u];
+    if (ticket27 != last25) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    float acc14 = 0.0f;
-    for (uint r15 = lid.x; r15 < (u.N + 4096u - 1u) >> 12u; r15 += 256u) {
-        acc14 = acc14 + scratch0[r15];
+    float acc28 = 0.0f;
+    const uint last29 = (((u.N + 4096u - 1u) >> 12u) > 768u ? ((u.N + 4096u - 1u) >> 12u) - 768u : 0u);
+    uint rest30 = lid.x;
+    for (uint r31 = lid.x; r31 < last29; r31 += 1024u) {
+        acc28 = acc28 + scratch0[r31];
+        acc28 = acc28 + scratch0[r31 + 256u];
+        acc28 = acc28 + scratch0[r31 + 512u];
+        acc28 = acc28 + scratch0[r31 + 768u];
+        rest30 = r31 + 1024u;
     }
-    const float warp16 = simd_sum(acc14);
+    for (uint r32 = rest30; r32 < (u.N + 4096u - 1u) >> 12u; r32 += 256u) {
+        acc28 = acc28 + scratch0[r32];
+    }
+    const float warp33 = simd_sum(acc28);
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp16;
+        combine[lid.x >> 5u] = warp33;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot17 = combine[lid.x & 7u];
-    const float total18 = mimir_simd_add_f32_8(slot17);
+    const float slot34 = combine[lid.x & 7u];
+    const float total35 = mimir_simd_add_f32_8(slot34);
     if (lid.x == 0u) {
-        const float total19 = total18 / float(u.N);
-        out[0u] = total19;
+        const float total36 = total35 / float(u.N);
+        out[0u] = total36;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - ((u.N + 4096u - 1u) >> 12u), memory_order_relaxed);

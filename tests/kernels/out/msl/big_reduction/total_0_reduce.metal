@@ -35,48 +35,73 @@ kernel void total_0_reduce(
     const uint stop2 = start1 + 4096u;
     const uint end3 = (stop2 < u.N ? stop2 : u.N);
     float acc4 = 0.0f;
-    for (uint r5 = start1 + lid.x; r5 < end3; r5 += 256u) {
-        const float v6 = x[r5];
-        acc4 = acc4 + v6;
+    const uint last5 = (end3 > 768u ? end3 - 768u : 0u);
+    uint rest6 = start1 + lid.x;
+    for (uint r7 = start1 + lid.x; r7 < last5; r7 += 1024u) {
+        const float v8 = x[r7];
+        acc4 = acc4 + v8;
+        const uint i9 = r7 + 256u;
+        const float v10 = x[i9];
+        acc4 = acc4 + v10;
+        const uint i11 = r7 + 512u;
+        const float v12 = x[i11];
+        acc4 = acc4 + v12;
+        const uint i13 = r7 + 768u;
+        const float v14 = x[i13];
+        acc4 = acc4 + v14;
+        rest6 = r7 + 1024u;
     }
-    const float warp7 = simd_sum(acc4);
+    for (uint r15 = rest6; r15 < end3; r15 += 256u) {
+        const float v16 = x[r15];
+        acc4 = acc4 + v16;
+    }
+    const float warp17 = simd_sum(acc4);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp7;
+        partial[lid.x >> 5u] = warp17;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot8 = partial[lid.x & 7u];
-    const float total9 = mimir_simd_add_f32_8(slot8);
+    const float slot18 = partial[lid.x & 7u];
+    const float total19 = mimir_simd_add_f32_8(slot18);
     if (lid.x == 0u) {
-        scratch0[g0] = total9;
+        scratch0[g0] = total19;
     }
-    const uint last10 = ((u.N + 4096u - 1u) >> 12u) - 1u;
+    const uint last20 = ((u.N + 4096u - 1u) >> 12u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old11 = atomic_fetch_add_explicit(&scratch1[0u], 1u, memory_order_relaxed);
-        if (old11 == last10) {
+        const uint old21 = atomic_fetch_add_explicit(&scratch1[0u], 1u, memory_order_relaxed);
+        if (old21 == last20) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old11;
+        ticket[0u] = old21;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket12 = ticket[0u];
-    if (ticket12 != last10) {
+    const uint ticket22 = ticket[0u];
+    if (ticket22 != last20) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    float acc13 = 0.0f;
-    for (uint r14 = lid.x; r14 < (u.N + 4096u - 1u) >> 12u; r14 += 256u) {
-        acc13 = acc13 + scratch0[r14];
+    float acc23 = 0.0f;
+    const uint last24 = (((u.N + 4096u - 1u) >> 12u) > 768u ? ((u.N + 4096u - 1u) >> 12u) - 768u : 0u);
+    uint rest25 = lid.x;
+    for (uint r26 = lid.x; r26 < last24; r26 += 1024u) {
+        acc23 = acc23 + scratch0[r26];
+        acc23 = acc23 + scratch0[r26 + 256u];
+        acc23 = acc23 + scratch0[r26 + 512u];
+        acc23 = acc23 + scratch0[r26 + 768u];
+        rest25 = r26 + 1024u;
     }
-    const float warp15 = simd_sum(acc13);
+    for (uint r27 = rest25; r27 < (u.N + 4096u - 1u) >> 12u; r27 += 256u) {
+        acc23 = acc23 + scratch0[r27];
+    }
+    const float warp28 = simd_sum(acc23);
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp15;
+        combine[lid.x >> 5u] = warp28;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot16 = combine[lid.x & 7u];
-    const float total17 = mimir_simd_add_f32_8(slot16);
+    const float slot29 = combine[lid.x & 7u];
+    const float total30 = mimir_simd_add_f32_8(slot29);
     if (lid.x == 0u) {
-        out[0u] = total17;
+        out[0u] = total30;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - ((u.N + 4096u - 1u) >> 12u), memory_order_relaxed);

@@ -36,51 +36,85 @@ kernel void bool_reductions_1_reduce(
     const uint stop2 = start1 + 4096u;
     const uint end3 = (stop2 < u.N * u.M ? stop2 : u.N * u.M);
     int acc4 = 0;
-    for (uint r5 = start1 + lid.x; r5 < end3; r5 += 256u) {
-        const uint i6 = r5 % u.M;
-        const uint i7 = r5 / u.M;
-        const uint i8 = i7 * u.M + i6;
-        const bool v9 = m[i8] != 0u;
-        acc4 = int(uint(acc4) + uint((v9 ? 1 : 0)));
+    const uint last5 = (end3 > 768u ? end3 - 768u : 0u);
+    uint rest6 = start1 + lid.x;
+    for (uint r7 = start1 + lid.x; r7 < last5; r7 += 1024u) {
+        const uint i8 = r7 % u.M;
+        const uint i9 = r7 / u.M;
+        const uint i10 = i9 * u.M + i8;
+        const bool v11 = m[i10] != 0u;
+        acc4 = int(uint(acc4) + uint((v11 ? 1 : 0)));
+        const uint i12 = (r7 + 256u) % u.M;
+        const uint i13 = (r7 + 256u) / u.M;
+        const uint i14 = i13 * u.M + i12;
+        const bool v15 = m[i14] != 0u;
+        acc4 = int(uint(acc4) + uint((v15 ? 1 : 0)));
+        const uint i16 = (r7 + 512u) % u.M;
+        const uint i17 = (r7 + 512u) / u.M;
+        const uint i18 = i17 * u.M + i16;
+        const bool v19 = m[i18] != 0u;
+        acc4 = int(uint(acc4) + uint((v19 ? 1 : 0)));
+        const uint i20 = (r7 + 768u) % u.M;
+        const uint i21 = (r7 + 768u) / u.M;
+        const uint i22 = i21 * u.M + i20;
+        const bool v23 = m[i22] != 0u;
+        acc4 = int(uint(acc4) + uint((v23 ? 1 : 0)));
+        rest6 = r7 + 1024u;
     }
-    const int warp10 = as_type<int>(simd_sum(as_type<uint>(acc4)));
+    for (uint r24 = rest6; r24 < end3; r24 += 256u) {
+        const uint i25 = r24 % u.M;
+        const uint i26 = r24 / u.M;
+        const uint i27 = i26 * u.M + i25;
+        const bool v28 = m[i27] != 0u;
+        acc4 = int(uint(acc4) + uint((v28 ? 1 : 0)));
+    }
+    const int warp29 = as_type<int>(simd_sum(as_type<uint>(acc4)));
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp10;
+        partial[lid.x >> 5u] = warp29;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int slot11 = partial[lid.x & 7u];
-    const int total12 = mimir_simd_add_i32_8(slot11);
+    const int slot30 = partial[lid.x & 7u];
+    const int total31 = mimir_simd_add_i32_8(slot30);
     if (lid.x == 0u) {
-        scratch0[g0] = total12;
+        scratch0[g0] = total31;
     }
-    const uint last13 = ((u.N * u.M + 4096u - 1u) >> 12u) - 1u;
+    const uint last32 = ((u.N * u.M + 4096u - 1u) >> 12u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old14 = atomic_fetch_add_explicit(&scratch1[0u], 1u, memory_order_relaxed);
-        if (old14 == last13) {
+        const uint old33 = atomic_fetch_add_explicit(&scratch1[0u], 1u, memory_order_relaxed);
+        if (old33 == last32) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old14;
+        ticket[0u] = old33;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket15 = ticket[0u];
-    if (ticket15 != last13) {
+    const uint ticket34 = ticket[0u];
+    if (ticket34 != last32) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    int acc16 = 0;
-    for (uint r17 = lid.x; r17 < (u.N * u.M + 4096u - 1u) >> 12u; r17 += 256u) {
-        acc16 = int(uint(acc16) + uint(scratch0[r17]));
+    int acc35 = 0;
+    const uint last36 = (((u.N * u.M + 4096u - 1u) >> 12u) > 768u ? ((u.N * u.M + 4096u - 1u) >> 12u) - 768u : 0u);
+    uint rest37 = lid.x;
+    for (uint r38 = lid.x; r38 < last36; r38 += 1024u) {
+        acc35 = int(uint(acc35) + uint(scratch0[r38]));
+        acc35 = int(uint(acc35) + uint(scratch0[r38 + 256u]));
+        acc35 = int(uint(acc35) + uint(scratch0[r38 + 512u]));
+        acc35 = int(uint(acc35) + uint(scratch0[r38 + 768u]));
+        rest37 = r38 + 1024u;
     }
-    const int warp18 = as_type<int>(simd_sum(as_type<uint>(acc16)));
+    for (uint r39 = rest37; r39 < (u.N * u.M + 4096u - 1u) >> 12u; r39 += 256u) {
+        acc35 = int(uint(acc35) + uint(scratch0[r39]));
+    }
+    const int warp40 = as_type<int>(simd_sum(as_type<uint>(acc35)));
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp18;
+        combine[lid.x >> 5u] = warp40;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int slot19 = combine[lid.x & 7u];
-    const int total20 = mimir_simd_add_i32_8(slot19);
+    const int slot41 = combine[lid.x & 7u];
+    const int total42 = mimir_simd_add_i32_8(slot41);
     if (lid.x == 0u) {
-        out1[0u] = total20;
+        out1[0u] = total42;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - ((u.N * u.M + 4096u - 1u) >> 12u), memory_order_relaxed);

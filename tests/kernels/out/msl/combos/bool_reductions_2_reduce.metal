@@ -7,8 +7,8 @@ struct Uniforms {
     uint M;
 };
 
-static inline uint mimir_simd_max_u32_8(uint x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline uint mimir_simd_max_u32_4(uint x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const uint y = simd_shuffle_xor(x, m);
         x = max(x, y);
     }
@@ -22,22 +22,39 @@ kernel void bool_reductions_2_reduce(
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]]
 ) {
-    threadgroup uint partial[8];
+    threadgroup uint partial[4];
     uint acc0 = 0u;
-    for (uint r1 = lid.x; r1 < u.N; r1 += 256u) {
-        const uint i2 = r1 * u.M + wid.x;
-        const bool v3 = m[i2] != 0u;
-        acc0 = (acc0 >= (v3 ? 1u : 0u) ? acc0 : (v3 ? 1u : 0u));
+    const uint last1 = (u.N > 384u ? u.N - 384u : 0u);
+    uint rest2 = lid.x;
+    for (uint r3 = lid.x; r3 < last1; r3 += 512u) {
+        const uint i4 = r3 * u.M + wid.x;
+        const bool v5 = m[i4] != 0u;
+        acc0 = (acc0 >= (v5 ? 1u : 0u) ? acc0 : (v5 ? 1u : 0u));
+        const uint i6 = (r3 + 128u) * u.M + wid.x;
+        const bool v7 = m[i6] != 0u;
+        acc0 = (acc0 >= (v7 ? 1u : 0u) ? acc0 : (v7 ? 1u : 0u));
+        const uint i8 = (r3 + 256u) * u.M + wid.x;
+        const bool v9 = m[i8] != 0u;
+        acc0 = (acc0 >= (v9 ? 1u : 0u) ? acc0 : (v9 ? 1u : 0u));
+        const uint i10 = (r3 + 384u) * u.M + wid.x;
+        const bool v11 = m[i10] != 0u;
+        acc0 = (acc0 >= (v11 ? 1u : 0u) ? acc0 : (v11 ? 1u : 0u));
+        rest2 = r3 + 512u;
     }
-    const uint warp4 = simd_max(acc0);
+    for (uint r12 = rest2; r12 < u.N; r12 += 128u) {
+        const uint i13 = r12 * u.M + wid.x;
+        const bool v14 = m[i13] != 0u;
+        acc0 = (acc0 >= (v14 ? 1u : 0u) ? acc0 : (v14 ? 1u : 0u));
+    }
+    const uint warp15 = simd_max(acc0);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp4;
+        partial[lid.x >> 5u] = warp15;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot5 = partial[lid.x & 7u];
-    const uint total6 = mimir_simd_max_u32_8(slot5);
+    const uint slot16 = partial[lid.x & 3u];
+    const uint total17 = mimir_simd_max_u32_4(slot16);
     if (lid.x == 0u) {
-        const bool total7 = total6 != 0u;
-        out2[wid.x] = (total7 ? 1u : 0u);
+        const bool total18 = total17 != 0u;
+        out2[wid.x] = (total18 ? 1u : 0u);
     }
 }

@@ -35,48 +35,73 @@ kernel void unsigned_and_ints_1_reduce(
     const uint stop2 = start1 + 4096u;
     const uint end3 = (stop2 < u_.N ? stop2 : u_.N);
     uint acc4 = 0u;
-    for (uint r5 = start1 + lid.x; r5 < end3; r5 += 256u) {
-        const uint v6 = u[r5];
-        acc4 = (acc4 >= v6 ? acc4 : v6);
+    const uint last5 = (end3 > 768u ? end3 - 768u : 0u);
+    uint rest6 = start1 + lid.x;
+    for (uint r7 = start1 + lid.x; r7 < last5; r7 += 1024u) {
+        const uint v8 = u[r7];
+        acc4 = (acc4 >= v8 ? acc4 : v8);
+        const uint i9 = r7 + 256u;
+        const uint v10 = u[i9];
+        acc4 = (acc4 >= v10 ? acc4 : v10);
+        const uint i11 = r7 + 512u;
+        const uint v12 = u[i11];
+        acc4 = (acc4 >= v12 ? acc4 : v12);
+        const uint i13 = r7 + 768u;
+        const uint v14 = u[i13];
+        acc4 = (acc4 >= v14 ? acc4 : v14);
+        rest6 = r7 + 1024u;
     }
-    const uint warp7 = simd_max(acc4);
+    for (uint r15 = rest6; r15 < end3; r15 += 256u) {
+        const uint v16 = u[r15];
+        acc4 = (acc4 >= v16 ? acc4 : v16);
+    }
+    const uint warp17 = simd_max(acc4);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp7;
+        partial[lid.x >> 5u] = warp17;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot8 = partial[lid.x & 7u];
-    const uint total9 = mimir_simd_max_u32_8(slot8);
+    const uint slot18 = partial[lid.x & 7u];
+    const uint total19 = mimir_simd_max_u32_8(slot18);
     if (lid.x == 0u) {
-        scratch0[g0] = total9;
+        scratch0[g0] = total19;
     }
-    const uint last10 = ((u_.N + 4096u - 1u) >> 12u) - 1u;
+    const uint last20 = ((u_.N + 4096u - 1u) >> 12u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old11 = atomic_fetch_add_explicit(&scratch1[0u], 1u, memory_order_relaxed);
-        if (old11 == last10) {
+        const uint old21 = atomic_fetch_add_explicit(&scratch1[0u], 1u, memory_order_relaxed);
+        if (old21 == last20) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old11;
+        ticket[0u] = old21;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket12 = ticket[0u];
-    if (ticket12 != last10) {
+    const uint ticket22 = ticket[0u];
+    if (ticket22 != last20) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    uint acc13 = 0u;
-    for (uint r14 = lid.x; r14 < (u_.N + 4096u - 1u) >> 12u; r14 += 256u) {
-        acc13 = (acc13 >= scratch0[r14] ? acc13 : scratch0[r14]);
+    uint acc23 = 0u;
+    const uint last24 = (((u_.N + 4096u - 1u) >> 12u) > 768u ? ((u_.N + 4096u - 1u) >> 12u) - 768u : 0u);
+    uint rest25 = lid.x;
+    for (uint r26 = lid.x; r26 < last24; r26 += 1024u) {
+        acc23 = (acc23 >= scratch0[r26] ? acc23 : scratch0[r26]);
+        acc23 = (acc23 >= scratch0[r26 + 256u] ? acc23 : scratch0[r26 + 256u]);
+        acc23 = (acc23 >= scratch0[r26 + 512u] ? acc23 : scratch0[r26 + 512u]);
+        acc23 = (acc23 >= scratch0[r26 + 768u] ? acc23 : scratch0[r26 + 768u]);
+        rest25 = r26 + 1024u;
     }
-    const uint warp15 = simd_max(acc13);
+    for (uint r27 = rest25; r27 < (u_.N + 4096u - 1u) >> 12u; r27 += 256u) {
+        acc23 = (acc23 >= scratch0[r27] ? acc23 : scratch0[r27]);
+    }
+    const uint warp28 = simd_max(acc23);
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp15;
+        combine[lid.x >> 5u] = warp28;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot16 = combine[lid.x & 7u];
-    const uint total17 = mimir_simd_max_u32_8(slot16);
+    const uint slot29 = combine[lid.x & 7u];
+    const uint total30 = mimir_simd_max_u32_8(slot29);
     if (lid.x == 0u) {
-        out3[0u] = total17;
+        out3[0u] = total30;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - ((u_.N + 4096u - 1u) >> 12u), memory_order_relaxed);

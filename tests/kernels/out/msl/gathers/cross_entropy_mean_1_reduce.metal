@@ -37,52 +37,85 @@ kernel void cross_entropy_mean_1_reduce(
     const uint stop2 = start1 + 4096u;
     const uint end3 = (stop2 < u.N ? stop2 : u.N);
     float acc4 = 0.0f;
-    for (uint r5 = start1 + lid.x; r5 < end3; r5 += 256u) {
-        const int v6 = labels[r5];
-        const uint i7 = r5 * u.C + uint(v6);
-        const float v8 = scratch0[i7];
-        acc4 = acc4 + v8;
+    const uint last5 = (end3 > 768u ? end3 - 768u : 0u);
+    uint rest6 = start1 + lid.x;
+    for (uint r7 = start1 + lid.x; r7 < last5; r7 += 1024u) {
+        const int v8 = labels[r7];
+        const uint i9 = r7 * u.C + uint(v8);
+        const float v10 = scratch0[i9];
+        acc4 = acc4 + v10;
+        const uint i11 = r7 + 256u;
+        const int v12 = labels[i11];
+        const uint i13 = (r7 + 256u) * u.C + uint(v12);
+        const float v14 = scratch0[i13];
+        acc4 = acc4 + v14;
+        const uint i15 = r7 + 512u;
+        const int v16 = labels[i15];
+        const uint i17 = (r7 + 512u) * u.C + uint(v16);
+        const float v18 = scratch0[i17];
+        acc4 = acc4 + v18;
+        const uint i19 = r7 + 768u;
+        const int v20 = labels[i19];
+        const uint i21 = (r7 + 768u) * u.C + uint(v20);
+        const float v22 = scratch0[i21];
+        acc4 = acc4 + v22;
+        rest6 = r7 + 1024u;
     }
-    const float warp9 = simd_sum(acc4);
+    for (uint r23 = rest6; r23 < end3; r23 += 256u) {
+        const int v24 = labels[r23];
+        const uint i25 = r23 * u.C + uint(v24);
+        const float v26 = scratch0[i25];
+        acc4 = acc4 + v26;
+    }
+    const float warp27 = simd_sum(acc4);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp9;
+        partial[lid.x >> 5u] = warp27;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot10 = partial[lid.x & 7u];
-    const float total11 = mimir_simd_add_f32_8(slot10);
+    const float slot28 = partial[lid.x & 7u];
+    const float total29 = mimir_simd_add_f32_8(slot28);
     if (lid.x == 0u) {
-        scratch1[g0] = total11;
+        scratch1[g0] = total29;
     }
-    const uint last12 = ((u.N + 4096u - 1u) >> 12u) - 1u;
+    const uint last30 = ((u.N + 4096u - 1u) >> 12u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old13 = atomic_fetch_add_explicit(&scratch2[0u], 1u, memory_order_relaxed);
-        if (old13 == last12) {
+        const uint old31 = atomic_fetch_add_explicit(&scratch2[0u], 1u, memory_order_relaxed);
+        if (old31 == last30) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old13;
+        ticket[0u] = old31;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket14 = ticket[0u];
-    if (ticket14 != last12) {
+    const uint ticket32 = ticket[0u];
+    if (ticket32 != last30) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    float acc15 = 0.0f;
-    for (uint r16 = lid.x; r16 < (u.N + 4096u - 1u) >> 12u; r16 += 256u) {
-        acc15 = acc15 + scratch1[r16];
+    float acc33 = 0.0f;
+    const uint last34 = (((u.N + 4096u - 1u) >> 12u) > 768u ? ((u.N + 4096u - 1u) >> 12u) - 768u : 0u);
+    uint rest35 = lid.x;
+    for (uint r36 = lid.x; r36 < last34; r36 += 1024u) {
+        acc33 = acc33 + scratch1[r36];
+        acc33 = acc33 + scratch1[r36 + 256u];
+        acc33 = acc33 + scratch1[r36 + 512u];
+        acc33 = acc33 + scratch1[r36 + 768u];
+        rest35 = r36 + 1024u;
     }
-    const float warp17 = simd_sum(acc15);
+    for (uint r37 = rest35; r37 < (u.N + 4096u - 1u) >> 12u; r37 += 256u) {
+        acc33 = acc33 + scratch1[r37];
+    }
+    const float warp38 = simd_sum(acc33);
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp17;
+        combine[lid.x >> 5u] = warp38;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot18 = combine[lid.x & 7u];
-    const float total19 = mimir_simd_add_f32_8(slot18);
+    const float slot39 = combine[lid.x & 7u];
+    const float total40 = mimir_simd_add_f32_8(slot39);
     if (lid.x == 0u) {
-        const float total20 = total19 / float(u.N);
-        const float v21 = -total20;
-        out[0u] = v21;
+        const float total41 = total40 / float(u.N);
+        const float v42 = -total41;
+        out[0u] = v42;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch2[0u], 0u - ((u.N + 4096u - 1u) >> 12u), memory_order_relaxed);

@@ -90,34 +90,43 @@ kernel void normalize_rows_1_reduce(
     if (lid.x == 0u) {
         scratch2[g0] = total31;
     }
-    const uint last13 = ((u.N * 9u + 4096u - 1u) >> 12u) - 1u;
+    const uint last32 = ((u.N * 9u + 4096u - 1u) >> 12u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old14 = atomic_fetch_add_explicit(&scratch3[0u], 1u, memory_order_relaxed);
-        if (old14 == last13) {
+        const uint old33 = atomic_fetch_add_explicit(&scratch3[0u], 1u, memory_order_relaxed);
+        if (old33 == last32) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old14;
+        ticket[0u] = old33;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket15 = ticket[0u];
-    if (ticket15 != last13) {
+    const uint ticket34 = ticket[0u];
+    if (ticket34 != last32) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    float acc16 = as_type<float>(0xff800000u);
-    for (uint r17 = lid.x; r17 < (u.N * 9u + 4096u - 1u) >> 12u; r17 += 256u) {
-        acc16 = mimir_maximum_f32(acc16, scratch2[r17]);
+    float acc35 = as_type<float>(0xff800000u);
+    const uint last36 = (((u.N * 9u + 4096u - 1u) >> 12u) > 768u ? ((u.N * 9u + 4096u - 1u) >> 12u) - 768u : 0u);
+    uint rest37 = lid.x;
+    for (uint r38 = lid.x; r38 < last36; r38 += 1024u) {
+        acc35 = mimir_maximum_f32(acc35, scratch2[r38]);
+        acc35 = mimir_maximum_f32(acc35, scratch2[r38 + 256u]);
+        acc35 = mimir_maximum_f32(acc35, scratch2[r38 + 512u]);
+        acc35 = mimir_maximum_f32(acc35, scratch2[r38 + 768u]);
+        rest37 = r38 + 1024u;
     }
-    const float warp18 = (simd_any(((as_type<uint>(acc16) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc16));
+    for (uint r39 = rest37; r39 < (u.N * 9u + 4096u - 1u) >> 12u; r39 += 256u) {
+        acc35 = mimir_maximum_f32(acc35, scratch2[r39]);
+    }
+    const float warp40 = (simd_any(((as_type<uint>(acc35) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc35));
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp18;
+        combine[lid.x >> 5u] = warp40;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot19 = combine[lid.x & 7u];
-    const float total20 = mimir_simd_max_f32_8(slot19);
+    const float slot41 = combine[lid.x & 7u];
+    const float total42 = mimir_simd_max_f32_8(slot41);
     if (lid.x == 0u) {
-        scratch1[0u] = total20;
+        scratch1[0u] = total42;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch3[0u], 0u - ((u.N * 9u + 4096u - 1u) >> 12u), memory_order_relaxed);

@@ -37,53 +37,95 @@ kernel void sum_all_0_reduce(
     const uint stop2 = start1 + 4096u;
     const uint end3 = (stop2 < u.A * u.B * u.C ? stop2 : u.A * u.B * u.C);
     float acc4 = 0.0f;
-    for (uint r5 = start1 + lid.x; r5 < end3; r5 += 256u) {
-        const uint i6 = r5 % u.C;
-        const uint i7 = r5 / u.C;
-        const uint i8 = i7 % u.B;
-        const uint i9 = i7 / u.B;
-        const uint i10 = (i9 * u.B + i8) * u.C + i6;
-        const float v11 = x[i10];
-        acc4 = acc4 + v11;
+    const uint last5 = (end3 > 768u ? end3 - 768u : 0u);
+    uint rest6 = start1 + lid.x;
+    for (uint r7 = start1 + lid.x; r7 < last5; r7 += 1024u) {
+        const uint i8 = r7 % u.C;
+        const uint i9 = r7 / u.C;
+        const uint i10 = i9 % u.B;
+        const uint i11 = i9 / u.B;
+        const uint i12 = (i11 * u.B + i10) * u.C + i8;
+        const float v13 = x[i12];
+        acc4 = acc4 + v13;
+        const uint i14 = (r7 + 256u) % u.C;
+        const uint i15 = (r7 + 256u) / u.C;
+        const uint i16 = i15 % u.B;
+        const uint i17 = i15 / u.B;
+        const uint i18 = (i17 * u.B + i16) * u.C + i14;
+        const float v19 = x[i18];
+        acc4 = acc4 + v19;
+        const uint i20 = (r7 + 512u) % u.C;
+        const uint i21 = (r7 + 512u) / u.C;
+        const uint i22 = i21 % u.B;
+        const uint i23 = i21 / u.B;
+        const uint i24 = (i23 * u.B + i22) * u.C + i20;
+        const float v25 = x[i24];
+        acc4 = acc4 + v25;
+        const uint i26 = (r7 + 768u) % u.C;
+        const uint i27 = (r7 + 768u) / u.C;
+        const uint i28 = i27 % u.B;
+        const uint i29 = i27 / u.B;
+        const uint i30 = (i29 * u.B + i28) * u.C + i26;
+        const float v31 = x[i30];
+        acc4 = acc4 + v31;
+        rest6 = r7 + 1024u;
     }
-    const float warp12 = simd_sum(acc4);
+    for (uint r32 = rest6; r32 < end3; r32 += 256u) {
+        const uint i33 = r32 % u.C;
+        const uint i34 = r32 / u.C;
+        const uint i35 = i34 % u.B;
+        const uint i36 = i34 / u.B;
+        const uint i37 = (i36 * u.B + i35) * u.C + i33;
+        const float v38 = x[i37];
+        acc4 = acc4 + v38;
+    }
+    const float warp39 = simd_sum(acc4);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp12;
+        partial[lid.x >> 5u] = warp39;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot13 = partial[lid.x & 7u];
-    const float total14 = mimir_simd_add_f32_8(slot13);
+    const float slot40 = partial[lid.x & 7u];
+    const float total41 = mimir_simd_add_f32_8(slot40);
     if (lid.x == 0u) {
-        scratch0[g0] = total14;
+        scratch0[g0] = total41;
     }
-    const uint last15 = ((u.A * u.B * u.C + 4096u - 1u) >> 12u) - 1u;
+    const uint last42 = ((u.A * u.B * u.C + 4096u - 1u) >> 12u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old16 = atomic_fetch_add_explicit(&scratch1[0u], 1u, memory_order_relaxed);
-        if (old16 == last15) {
+        const uint old43 = atomic_fetch_add_explicit(&scratch1[0u], 1u, memory_order_relaxed);
+        if (old43 == last42) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old16;
+        ticket[0u] = old43;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket17 = ticket[0u];
-    if (ticket17 != last15) {
+    const uint ticket44 = ticket[0u];
+    if (ticket44 != last42) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    float acc18 = 0.0f;
-    for (uint r19 = lid.x; r19 < (u.A * u.B * u.C + 4096u - 1u) >> 12u; r19 += 256u) {
-        acc18 = acc18 + scratch0[r19];
+    float acc45 = 0.0f;
+    const uint last46 = (((u.A * u.B * u.C + 4096u - 1u) >> 12u) > 768u ? ((u.A * u.B * u.C + 4096u - 1u) >> 12u) - 768u : 0u);
+    uint rest47 = lid.x;
+    for (uint r48 = lid.x; r48 < last46; r48 += 1024u) {
+        acc45 = acc45 + scratch0[r48];
+        acc45 = acc45 + scratch0[r48 + 256u];
+        acc45 = acc45 + scratch0[r48 + 512u];
+        acc45 = acc45 + scratch0[r48 + 768u];
+        rest47 = r48 + 1024u;
     }
-    const float warp20 = simd_sum(acc18);
+    for (uint r49 = rest47; r49 < (u.A * u.B * u.C + 4096u - 1u) >> 12u; r49 += 256u) {
+        acc45 = acc45 + scratch0[r49];
+    }
+    const float warp50 = simd_sum(acc45);
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp20;
+        combine[lid.x >> 5u] = warp50;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot21 = combine[lid.x & 7u];
-    const float total22 = mimir_simd_add_f32_8(slot21);
+    const float slot51 = combine[lid.x & 7u];
+    const float total52 = mimir_simd_add_f32_8(slot51);
     if (lid.x == 0u) {
-        out[0u] = total22;
+        out[0u] = total52;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - ((u.A * u.B * u.C + 4096u - 1u) >> 12u), memory_order_relaxed);

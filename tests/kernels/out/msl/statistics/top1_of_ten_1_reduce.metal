@@ -35,48 +35,73 @@ kernel void top1_of_ten_1_reduce(
     const uint stop2 = start1 + 4096u;
     const uint end3 = (stop2 < u.N ? stop2 : u.N);
     int acc4 = 0;
-    for (uint r5 = start1 + lid.x; r5 < end3; r5 += 256u) {
-        const int v6 = scratch0[r5];
-        acc4 = int(uint(acc4) + uint(v6));
+    const uint last5 = (end3 > 768u ? end3 - 768u : 0u);
+    uint rest6 = start1 + lid.x;
+    for (uint r7 = start1 + lid.x; r7 < last5; r7 += 1024u) {
+        const int v8 = scratch0[r7];
+        acc4 = int(uint(acc4) + uint(v8));
+        const uint i9 = r7 + 256u;
+        const int v10 = scratch0[i9];
+        acc4 = int(uint(acc4) + uint(v10));
+        const uint i11 = r7 + 512u;
+        const int v12 = scratch0[i11];
+        acc4 = int(uint(acc4) + uint(v12));
+        const uint i13 = r7 + 768u;
+        const int v14 = scratch0[i13];
+        acc4 = int(uint(acc4) + uint(v14));
+        rest6 = r7 + 1024u;
     }
-    const int warp7 = as_type<int>(simd_sum(as_type<uint>(acc4)));
+    for (uint r15 = rest6; r15 < end3; r15 += 256u) {
+        const int v16 = scratch0[r15];
+        acc4 = int(uint(acc4) + uint(v16));
+    }
+    const int warp17 = as_type<int>(simd_sum(as_type<uint>(acc4)));
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp7;
+        partial[lid.x >> 5u] = warp17;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int slot8 = partial[lid.x & 7u];
-    const int total9 = mimir_simd_add_i32_8(slot8);
+    const int slot18 = partial[lid.x & 7u];
+    const int total19 = mimir_simd_add_i32_8(slot18);
     if (lid.x == 0u) {
-        scratch1[g0] = total9;
+        scratch1[g0] = total19;
     }
-    const uint last10 = ((u.N + 4096u - 1u) >> 12u) - 1u;
+    const uint last20 = ((u.N + 4096u - 1u) >> 12u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old11 = atomic_fetch_add_explicit(&scratch2[0u], 1u, memory_order_relaxed);
-        if (old11 == last10) {
+        const uint old21 = atomic_fetch_add_explicit(&scratch2[0u], 1u, memory_order_relaxed);
+        if (old21 == last20) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old11;
+        ticket[0u] = old21;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket12 = ticket[0u];
-    if (ticket12 != last10) {
+    const uint ticket22 = ticket[0u];
+    if (ticket22 != last20) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    int acc13 = 0;
-    for (uint r14 = lid.x; r14 < (u.N + 4096u - 1u) >> 12u; r14 += 256u) {
-        acc13 = int(uint(acc13) + uint(scratch1[r14]));
+    int acc23 = 0;
+    const uint last24 = (((u.N + 4096u - 1u) >> 12u) > 768u ? ((u.N + 4096u - 1u) >> 12u) - 768u : 0u);
+    uint rest25 = lid.x;
+    for (uint r26 = lid.x; r26 < last24; r26 += 1024u) {
+        acc23 = int(uint(acc23) + uint(scratch1[r26]));
+        acc23 = int(uint(acc23) + uint(scratch1[r26 + 256u]));
+        acc23 = int(uint(acc23) + uint(scratch1[r26 + 512u]));
+        acc23 = int(uint(acc23) + uint(scratch1[r26 + 768u]));
+        rest25 = r26 + 1024u;
     }
-    const int warp15 = as_type<int>(simd_sum(as_type<uint>(acc13)));
+    for (uint r27 = rest25; r27 < (u.N + 4096u - 1u) >> 12u; r27 += 256u) {
+        acc23 = int(uint(acc23) + uint(scratch1[r27]));
+    }
+    const int warp28 = as_type<int>(simd_sum(as_type<uint>(acc23)));
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp15;
+        combine[lid.x >> 5u] = warp28;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int slot16 = combine[lid.x & 7u];
-    const int total17 = mimir_simd_add_i32_8(slot16);
+    const int slot29 = combine[lid.x & 7u];
+    const int total30 = mimir_simd_add_i32_8(slot29);
     if (lid.x == 0u) {
-        out[0u] = total17;
+        out[0u] = total30;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch2[0u], 0u - ((u.N + 4096u - 1u) >> 12u), memory_order_relaxed);
