@@ -16,6 +16,7 @@ import importlib.util
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -108,7 +109,8 @@ def _read_outputs(manifest: dict, dims: dict, folder: Path) -> dict[str, list]:
     return out
 
 
-def _run_case(host: Path, backend: str, stem: str, function: str, dims, tmp: Path) -> None:
+def _run_case(host: Path, backend: str, stem: str, function: str, dims, tmp: Path) -> str:
+    """Run one zoo kernel in a C host and compare with the shim; the host's stderr."""
     path = OUT / backend / stem / f"{function}.manifest.json"
     manifest = json.loads(path.read_text())
     dims = dims or _default_dims(manifest)
@@ -128,6 +130,32 @@ def _run_case(host: Path, backend: str, stem: str, function: str, dims, tmp: Pat
         assert_close(actual[name], want, dtype, atol=atol, label=f"{function}.{name}")
     first = next(b["name"] for b in manifest["buffers"] if b["role"] in mf.RESULTS)
     assert result.stdout.startswith(f"{first} "), result.stdout  # the printed summary
+    return result.stderr
+
+
+# A LeakSanitizer stack frame: `#3 0x7f... in function file.c:12` or `#3 0x7f... (module+0x1f)`
+_FRAME = re.compile(r"^\s*#\d+ 0x[0-9a-f]+ (?:in (\S+)\s*(\S*)|\((.*)\))", re.M)
+# frames that are not the host's: the sanitizer's allocator, and the Vulkan driver (Mesa's
+# lavapipe, which the loader has unloaded by the time LeakSanitizer symbolizes its frames)
+_NOT_THE_HOST = ("libsanitizer", "<unknown module>", "libvulkan", "libLLVM", "libgallium")
+
+
+def leaks_of_the_host(report: str) -> list[str]:
+    """The LeakSanitizer leak reports of `report` with a frame in the host's own code.
+
+    Debian 12's Mesa 22.3.6 lavapipe leaks one 128-byte `realloc` inside the driver on
+    every run (seen on the base commit of stop 21 too); its frames are the allocator and
+    an unloaded module only. A leak the host makes has a frame in the host's C files."""
+    blocks = re.split(r"(?=^(?:Direct|Indirect) leak of)", report, flags=re.M)[1:]
+    ours = []
+    for block in blocks:
+        for function, where, module in _FRAME.findall(block):
+            place = f"{function} {where}" if function else module
+            if function.startswith("__interceptor_") or any(m in place for m in _NOT_THE_HOST):
+                continue
+            ours.append(block.strip())
+            break
+    return ours
 
 
 def _cuda_include() -> Path | None:
@@ -333,9 +361,13 @@ def test_the_vulkan_host_is_memory_safe_on_good_and_broken_manifests(
     assert result.returncode == 0, result.stderr
     host = build / "mimir-vulkan"
     with monkeypatch.context() as patch:
-        patch.setenv("ASAN_OPTIONS", "detect_leaks=1")  # a full run frees all it allocates
-        _run_case(host, "spirv", "layernorm", "layernorm", None, tmp_path)  # exact results too
-        _run_case(host, "spirv", "inout", "scale_and_norm", None, tmp_path)  # inout, output
+        # a full run frees all it allocates: leaks are reported (exit status 0, so that the
+        # driver's own leak does not fail the run) and those in the host's code counted
+        patch.setenv("ASAN_OPTIONS", "detect_leaks=1")
+        patch.setenv("LSAN_OPTIONS", "exitcode=0")
+        for stem, function in (("layernorm", "layernorm"), ("inout", "scale_and_norm")):
+            report = _run_case(host, "spirv", stem, function, None, tmp_path)
+            assert leaks_of_the_host(report) == [], report
     # A range violation found in a rank-2 input (the index printed) is refused cleanly.
     labels = tmp_path / "labels.in"
     labels.write_bytes(mf.encode([0, 1, 7], "int32"))
@@ -378,3 +410,25 @@ def test_vulkan_host_runs_every_zoo_kernel(build: Path, tmp_path: Path, stem, fu
     """Every committed SPIR-V snapshot of tests/kernels runs from C and matches the shim."""
     require_tool("wgpu")
     _run_case(_vulkan_host(build), "spirv", stem, function, None, tmp_path)
+
+
+def test_only_leaks_with_a_frame_in_the_host_count() -> None:
+    """The driver's leak (allocator and unloaded-module frames only) is not the host's; a
+    leak with a frame in the host's C files is."""
+    driver = (
+        "==2796==ERROR: LeakSanitizer: detected memory leaks\n\n"
+        "Direct leak of 128 byte(s) in 1 object(s) allocated from:\n"
+        "    #0 0x7fb3e5cb78d5 in __interceptor_realloc "
+        "../../../../src/libsanitizer/asan/asan_malloc_linux.cpp:85\n"
+        "    #1 0x7fb3e1878455  (<unknown module>)\n\n"
+        "SUMMARY: AddressSanitizer: 128 byte(s) leaked in 1 allocation(s).\n"
+    )
+    assert leaks_of_the_host(driver) == []
+    host = driver.replace(
+        "    #1 0x7fb3e1878455  (<unknown module>)\n",
+        "    #1 0x55d0c0a1b2c3 in read_manifest examples/hosts/common/manifest.c:212\n"
+        "    #2 0x55d0c0a1b400 in main examples/hosts/vulkan/mimir_vulkan.c:640\n",
+    )
+    (leak,) = leaks_of_the_host(host)
+    assert "manifest.c:212" in leak
+    assert leaks_of_the_host("") == []
