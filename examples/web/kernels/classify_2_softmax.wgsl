@@ -35,17 +35,18 @@ fn classify_2_softmax(
     if (g0 >= u.B) {
         return;
     }
-    var v1: f32 = -bitcast<f32>(inf_bits);
+    let base1: u32 = g0 * 10u;
+    var v2: f32 = -bitcast<f32>(inf_bits);
     if (lid.x < 10u) {
-        let i2: u32 = g0 * 10u + lid.x;
-        let v3: f32 = scratch1[i2];
-        v1 = v3;
+        let i3: u32 = base1 + lid.x;
+        let v4: f32 = scratch1[i3];
+        v2 = v4;
     }
-    var m4: f32 = -bitcast<f32>(inf_bits);
+    var m5: f32 = -bitcast<f32>(inf_bits);
     if (lid.x < 10u) {
-        m4 = mimir_maximum_f32(m4, v1);
+        m5 = mimir_maximum_f32(m5, v2);
     }
-    warp0[lid.x] = m4;
+    warp0[lid.x] = m5;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
@@ -67,17 +68,17 @@ fn classify_2_softmax(
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp5: f32 = warp0[lid.x - (lid.x & 31u)];
-    let top6: f32 = select(warp5, 0.0f, warp5 == -bitcast<f32>(inf_bits));
-    var s7: f32 = 0.0f;
-    var d8: f32 = 0.0f;
-    var e9: f32 = 0.0f;
+    let warp6: f32 = warp0[lid.x - (lid.x & 31u)];
+    let top7: f32 = select(warp6, 0.0f, warp6 == -bitcast<f32>(inf_bits));
+    var s8: f32 = 0.0f;
+    var d9: f32 = 0.0f;
+    var e10: f32 = 0.0f;
     if (lid.x < 10u) {
-        d8 = v1 - top6;
-        e9 = exp(d8);
-        s7 = s7 + e9;
+        d9 = v2 - top7;
+        e10 = exp(d9);
+        s8 = s8 + e10;
     }
-    warp1[lid.x] = s7;
+    warp1[lid.x] = s8;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 16u];
@@ -99,10 +100,10 @@ fn classify_2_softmax(
         warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp10: f32 = warp1[lid.x - (lid.x & 31u)];
+    let warp11: f32 = warp1[lid.x - (lid.x & 31u)];
     if (lid.x < 10u) {
-        let y11: f32 = e9 / warp10;
-        let i12: u32 = g0 * 10u + lid.x;
-        out[i12] = y11;
+        let i12: u32 = base1 + lid.x;
+        let y13: f32 = e10 / warp11;
+        out[i12] = y13;
     }
 }
