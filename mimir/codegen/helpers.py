@@ -10,9 +10,6 @@ lowering is written with.
 
 from __future__ import annotations
 
-from fractions import Fraction
-from math import factorial
-
 from mimir.codegen.ir import (
     COMPARISONS,
     Assign,
@@ -33,7 +30,7 @@ from mimir.codegen.ir import (
     VarDecl,
     all_expressions,
 )
-from mimir.codegen.ptx.mathlib import HALF_PI, PI, f32
+from mimir.codegen.ptx.mathlib import COS_POLY, HALF_PI, SIN_POLY, f32, two_over_pi_words
 
 INF = float("inf")
 NAN = float("nan")
@@ -401,12 +398,6 @@ _TRIG_PAD = 32
 _TRIG_WORDS = 8
 
 
-def _two_over_pi_words() -> tuple[int, ...]:
-    bits = 32 * _TRIG_WORDS - _TRIG_PAD
-    t = int(Fraction(2) / PI * (1 << bits))  # floor: PI has 320 bits, far past these
-    return tuple((t >> (32 * (_TRIG_WORDS - 1 - k))) & 0xFFFFFFFF for k in range(_TRIG_WORDS))
-
-
 def _define_trig_helpers() -> None:
     x, q = _p("x", "f32"), _p("q", "u32")
     u = lambda v: const(v, "u32")  # noqa: E731
@@ -438,7 +429,7 @@ def _define_trig_helpers() -> None:
     start = bind("p0", ub("-", e, u(150 + 2 - _TRIG_PAD)))
     word = bind("word", ub(">>", start, u(5)))
     shift = bind("sh", ub("&", start, u(31)))
-    table = _two_over_pi_words()
+    table = two_over_pi_words(_TRIG_PAD, _TRIG_WORDS)
     is_word = [bind(f"is{k}", bin_("==", word, u(k))) for k in range(1, 5)]
     words: list[Expr] = []
     for k in range(4):
@@ -531,8 +522,8 @@ def _define_trig_helpers() -> None:
     body.append(If(bin_(">=", abits, u(0x3F490FDB)), reduction))
 
     # sin r = r + r^3 S(r^2), cos r = 1 - r^2/2 + r^4 C(r^2): Taylor, to r^9 and r^10
-    sin_c = [f(f32((-1) ** k / factorial(2 * k + 1))) for k in range(1, 5)]
-    cos_c = [f(f32((-1) ** k / factorial(2 * k))) for k in range(2, 6)]
+    sin_c = [f(f32(c.value)) for c in SIN_POLY]
+    cos_c = [f(f32(c.value)) for c in COS_POLY]
     z, zs = let("z", bin_("*", r, r))
     ps: Expr = call("fma", sin_c[3], z, sin_c[2])
     for c in (sin_c[1], sin_c[0]):

@@ -493,15 +493,20 @@ class Emitter:
     def extremum(self, cmp: str, a: str, b: str) -> str:
         """`maximum`/`minimum` as the IR helper defines them (`mimir.codegen.lower`): a nan
         operand gives nan, else `a` when `a >= b` (`<=` for minimum), so `-0` against `+0`
-        keeps the first. The select is exact; a nan operand (`setp.nan`: either is nan)
-        replaces it by their sum, which is nan."""
-        first, nan = self.regs.new("pred"), self.regs.new("pred")
+        keeps the first. The select is exact; a nan operand replaces it (`nan_wins`)."""
+        first = self.regs.new("pred")
         d = self.new("f32")
         self.ins(f"setp.{cmp}.f32 {first}, {a}, {b}")
         self.ins(f"selp.f32 {d}, {a}, {b}, {first}")
+        self.nan_wins(d, a, b)
+        return d
+
+    def nan_wins(self, d: str, a: str, b: str) -> None:
+        """Overwrite `d`, the max or min of `a` and `b`, with nan when either is nan (their
+        sum, `setp.nan` being true when either is): the IR's nan-propagating extremum."""
+        nan = self.regs.new("pred")
         self.ins(f"setp.nan.f32 {nan}, {a}, {b}")
         self.ins(f"@{nan} add.rn.f32 {d}, {a}, {b}")
-        return d
 
     def warp_reduce(self, e: WarpReduce) -> str:
         """Butterfly rounds within each group of `lanes` (five for 32): each lane takes the
@@ -510,7 +515,7 @@ class Emitter:
         ends with the same result.
 
         `max`/`min` on f32 keep the IR's nan propagation: `max.f32` returns the number when
-        one operand is nan, so a nan operand (`setp.nan`: either is nan) takes their sum."""
+        one operand is nan, so a nan operand takes over (`nan_wins`)."""
         t = e.type
         if (e.op, t) not in _WARP_COMBINE:
             raise refuse(f"a warp `{e.op}` of `{t}`")
@@ -521,9 +526,7 @@ class Emitter:
             self.ins(f"shfl.sync.bfly.b32 {other}, {acc}, {mask}, 0x1f, 0xffffffff")
             self.ins(f"{_WARP_COMBINE[e.op, t]} {d}, {acc}, {other}")
             if t == "f32" and e.op != "add":
-                nan = self.regs.new("pred")
-                self.ins(f"setp.nan.f32 {nan}, {acc}, {other}")
-                self.ins(f"@{nan} add.rn.f32 {d}, {acc}, {other}")
+                self.nan_wins(d, acc, other)
             acc = d
             mask //= 2
         return acc

@@ -305,14 +305,20 @@ HALF_PI_HI = TRIG_P1
 HALF_PI_LO = TRIG_P2
 # At and above this |x| the reduction is Payne-Hanek (exact integer arithmetic).
 TRIG_HUGE = 2.0**17
+
+
 # Payne-Hanek's table: 16 zero bits, then the bits of 2/pi (bit i weighs 2^-i, i >= 1),
 # as seven 32-bit words; the window used starts at bit E + 14 for x = m 2^E, m < 2^24.
+def two_over_pi_words(pad: int, count: int) -> tuple[int, ...]:
+    """floor(2/pi 2^(32 count - pad)) as `count` 32-bit words, most significant first:
+    `pad` zero bits, then the bits of 2/pi (PI has 320 bits, far past these)."""
+    bits = 32 * count - pad
+    table = (1 << (bits + 1)) * PI.denominator // PI.numerator
+    return tuple((table >> (32 * (count - 1 - k))) & 0xFFFFFFFF for k in range(count))
+
+
 _PH_PAD = 16
-_PH_WORDS = 7
-_PH_BITS = (2 << (32 * _PH_WORDS - _PH_PAD)) * PI.denominator // PI.numerator
-TWO_OVER_PI_WORDS = tuple(
-    (_PH_BITS >> (32 * (_PH_WORDS - 1 - k))) & 0xFFFFFFFF for k in range(_PH_WORDS)
-)
+TWO_OVER_PI_WORDS = two_over_pi_words(_PH_PAD, 7)
 # sin r = r + r^3 S(r^2), cos r = 1 - r^2/2 + r^4 C(r^2) on |r| <= pi/4 (a little more
 # when rint(x 2/pi) rounds the other way): Taylor coefficients; the first term left
 # out is below 2^-28 relative (r^10/11! and r^12/12!).
