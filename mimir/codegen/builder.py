@@ -151,6 +151,20 @@ class Body:
             self._memo.pop()
 
     @contextmanager
+    def taken(self) -> Iterator[list[Stmt]]:
+        """The statements emitted into the current block inside the `with`, taken out of
+        it into the list (for the caller to rewrite and emit again). Unlike `block`, what
+        `memo` binds inside stays bound: the caller must emit the `let`s it keeps."""
+        block = self._blocks[-1]
+        start = len(block)
+        out: list[Stmt] = []
+        try:
+            yield out
+        finally:
+            out.extend(block[start:])
+            del block[start:]
+
+    @contextmanager
     def if_(self, cond: Expr) -> Iterator[None]:
         with self.block() as then:
             yield

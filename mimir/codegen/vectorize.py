@@ -132,13 +132,20 @@ def vectorise(
 ) -> tuple[list[Stmt], list[tuple[str, str]]] | None:
     """`lanes` (the four lanes' statements) with the sound accesses made 4-wide, and the
     (buffer, "read" | "write") accesses that were; None when there is none."""
-    lane_of = {f: k for k, f in enumerate(flats)}
+    flat_lanes = {f: k for k, f in enumerate(flats)}
+    # an index may be a variable the lanes bind to a lane's position (a memoised offset)
+    bound = {st.var: st.value for st in walk_statements(lanes) if isinstance(st, Let)}
+
+    def lane(index: Expr) -> int | None:
+        k = flat_lanes.get(index)
+        return flat_lanes.get(bound[index]) if k is None and index in bound else k
+
     elem = {b.name: _storage(b) for b in s.buffers}
     seen: dict[str, set[int]] = {}
     other: set[str] = set()  # buffers also read at an index that is not a lane's own
     for e in all_expressions(lanes):
         if isinstance(e, Load) and e.array in elem:
-            k = lane_of.get(e.index)
+            k = lane(e.index)
             if k is None:
                 other.add(e.array)
             else:
@@ -146,11 +153,11 @@ def vectorise(
     stores: dict[str, dict[int, int]] = {}
     nested: set[str] = set()  # buffers written inside a nested block, or atomically
     for pos, st in enumerate(lanes):
-        if isinstance(st, Store) and st.index in lane_of:
+        if isinstance(st, Store) and lane(st.index) is not None:
             stores.setdefault(st.array, {})
-            if lane_of[st.index] in stores[st.array]:
+            if lane(st.index) in stores[st.array]:
                 nested.add(st.array)  # written twice at one position: leave it alone
-            stores[st.array][lane_of[st.index]] = pos
+            stores[st.array][lane(st.index)] = pos
         elif isinstance(st, Store):
             nested.add(st.array)
     for st in walk_statements(lanes):
@@ -183,7 +190,7 @@ def vectorise(
 
     def replace(e: Expr) -> Expr | None:
         if isinstance(e, Load) and e.array in lane_vars:
-            k = lane_of.get(e.index)
+            k = lane(e.index)
             if k is not None:
                 return lane_vars[e.array][k]
         return None
@@ -201,7 +208,7 @@ def vectorise(
         if isinstance(st, Store) and st.array in writes:
             v = body.fresh(f"{st.array}_", st.value.type)
             out.append(Let(v, st.value))
-            values[st.array][lane_of[st.index]] = v
+            values[st.array][lane(st.index)] = v  # type: ignore[index]
             continue
         out.append(st)
     out += [VectorStore(n, index, tuple(values[n])) for n in sorted(writes)]
