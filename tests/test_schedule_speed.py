@@ -11,7 +11,7 @@ import json
 import re
 from pathlib import Path
 
-from harness import random_inputs
+from harness import assert_close, random_inputs, shim_reference
 from harness.ptx_interp import run_ptx_manifest_cpu
 
 from mimir.codegen import compile_source
@@ -148,6 +148,90 @@ def test_element_wise_kernels_move_16_bytes_per_access_where_proven() -> None:
     assert {g["guard"] for g in kernel["guards_removed"]} == {"4*v + 3 < 2048", "v < 2048 / 4"}
     assert "if (" not in files["vec_add_2048_0_ew.wgsl"]
     assert "array<vec4<f32>>" in files["vec_add_2048_0_ew.wgsl"]
+
+
+def test_a_literal_row_moves_16_bytes_per_access_on_every_backend() -> None:
+    """A 512 row held in registers: thread t holds 4t .. 4t+3 and 4t + 512 .. , and every
+    access to the row (x, the write) and to the broadcast weights is one 16-byte access;
+    WGSL declares all four buffers as arrays of vectors."""
+    files = _compile("rows", "layer_norm_512", "ptx")
+    text = files["layer_norm_512_0_row.ptx"]
+    assert not re.search(r"(ld|st)\.global(\.nc)?\.f32", text)
+    assert len(re.findall(r"ld\.global\.nc\.v4\.f32", text)) == 3 * 512 // 4 // 64
+    expected = {"read": {"x", "gamma", "beta"}, "write": {"out"}}
+    assert _vectorized("rows", "layer_norm_512") == expected
+    (kernel,) = json.loads(files["layer_norm_512.manifest.json"])["kernels"]
+    assert {v["proof"] for v in kernel["vectorized"]} == {
+        "512 is a multiple of 4; offset a multiple of 16 bytes"
+    }
+    wgsl = _compile("rows", "layer_norm_512", "wgsl")["layer_norm_512_0_row.wgsl"]
+    for name in ("x", "gamma", "beta", "out"):
+        assert re.search(rf"\b{name}: array<vec4<f32>>", wgsl), name
+    softmax = _compile("rows", "log_softmax_row_512", "ptx")["log_softmax_row_512_0_softmax.ptx"]
+    assert not re.search(r"(ld|st)\.global(\.nc)?\.f32", softmax)
+
+
+def test_a_symbolic_row_is_tested_at_run_time_on_ptx_and_msl(tmp_path: Path) -> None:
+    """D not proven a multiple of 4: PTX and MSL test `D % 4` once and take the 4-wide
+    loops or the strided scalar ones; WGSL and SPIR-V (a buffer is an array of vectors
+    or of scalars there) keep the scalar loops alone. In the interpreter a row of 516
+    takes the 4-wide branch (far fewer instructions than 515 does) and both read x twice
+    and gamma, beta once per row, as before."""
+    files = _compile("layernorm", "layernorm", "ptx")
+    text = files["layernorm_0_row.ptx"]
+    assert re.search(r"and\.b32 %r\d+, %r\d+, 3;", text)
+    assert re.search(r"ld\.global\.nc\.v4\.f32", text) and re.search(r"st\.global\.v4", text)
+    (kernel,) = json.loads(files["layernorm.manifest.json"])["kernels"]
+    assert {v["buffer"] for v in kernel["vectorized"]} == {"x", "gamma", "beta", "out"}
+    assert all("D % 4 == 0, tested at run time" in v["proof"] for v in kernel["vectorized"])
+    msl = _compile("layernorm", "layernorm", "msl")["layernorm_0_row.metal"]
+    assert "float4" in msl
+    for backend in ("wgsl", "spirv"):
+        manifest = _compile("layernorm", "layernorm", backend)["layernorm.manifest.json"]
+        assert "vectorized" not in json.loads(manifest)["kernels"][0], backend
+    executed = {}
+    for d in (515, 516):
+        folder = tmp_path / str(d)
+        folder.mkdir()
+        path = KERNELS / "layernorm.py"
+        result = compile_source(str(path), path.read_text(), ["ptx"], function="layernorm")
+        for relative, content in result.files.items():
+            (folder / relative).write_text(content)  # type: ignore[arg-type]
+        manifest = json.loads((folder / "layernorm.manifest.json").read_text())
+        dims = {"N": 2, "D": d}
+        stats: list[dict] = []
+        run_ptx_manifest_cpu(manifest, folder, random_inputs(manifest, dims), dims, stats=stats)
+        (launch,) = stats
+        assert launch["bytes"]["ld"] == 4 * (2 * 3 * d + 2 * 2 * d)  # x 3 passes, gamma, beta
+        executed[d] = launch["executed"] / (2 * d)
+    assert executed[516] < 0.75 * executed[515], executed
+
+
+def test_a_whole_sum_reads_its_chunks_4_wide_on_ptx(tmp_path: Path) -> None:
+    """A sum to one element: workgroups of 128 threads each reduce a 4096 chunk, 4 wide
+    when N % 4 == 0 (tested at run time), one element at a time otherwise; the last
+    workgroup combines the partials. Both branches match the shim in the interpreter,
+    and the 4-wide one issues far fewer instructions per element."""
+    files = _compile("big_reduction", "total", "ptx")
+    (kernel,) = json.loads(files["total.manifest.json"])["kernels"]
+    assert kernel["workgroup_size"] == [128, 1, 1]
+    assert [v["buffer"] for v in kernel["vectorized"]] == ["x"]
+    path = KERNELS / "big_reduction.py"
+    executed = {}
+    for n in (8195, 8196, 12288):
+        folder = tmp_path / str(n)
+        folder.mkdir()
+        for relative, content in files.items():
+            (folder / relative).write_text(content)
+        manifest = json.loads(files["total.manifest.json"])
+        dims = {"N": n}
+        inputs = random_inputs(manifest, dims, seed=n)
+        stats: list[dict] = []
+        actual = run_ptx_manifest_cpu(manifest, folder, inputs, dims, stats=stats)
+        expected = shim_reference(path, "total", inputs, dims, {})
+        assert_close(actual["out"], expected["out"], "float32", label=f"total at N={n}")
+        executed[n] = sum(s["executed"] for s in stats) / n
+    assert executed[8196] < 0.75 * executed[8195], executed
 
 
 def test_what_broadcasting_and_layouts_keep_scalar() -> None:

@@ -48,6 +48,17 @@ CASES = [
     ("statistics", "variance_rows", {"N": 3, "C": 517}),
     ("statistics", "argmax_rows", {"N": 3, "C": 515}),
     ("rows", "rms_norm_bounded", {"N": 3, "D": 5}),
+    # 4 wide: a row of 4 (one thread's vector), 516 (4 * 128 + 4: the second loop) and
+    # 2052 (both loops) on PTX and MSL, behind the run-time test of the length; literal
+    # rows held in registers 4 wide on every backend
+    ("layernorm", "layernorm", {"N": 3, "D": 4}),
+    ("layernorm", "layernorm", {"N": 3, "D": 516}),
+    ("big_reduction", "long_softmax", {"N": 4}),
+    ("big_reduction", "long_softmax", {"N": 2052}),
+    ("reductions", "max_axis2", {"A": 1, "B": 3, "C": 516}),
+    ("statistics", "variance_rows", {"N": 3, "C": 516}),
+    ("rows", "layer_norm_512", {"N": 3}),
+    ("rows", "log_softmax_row_512", {"N": 3}),
 ]
 
 
@@ -121,13 +132,16 @@ def test_row_width_gives_each_thread_about_eight_elements() -> None:
 
 
 def test_strided_loops_take_four_elements_and_ask_ptxas_not_to_unroll(tmp_path: Path) -> None:
-    """The unrolled loop reads 4 elements per iteration, then a loop reads the rest one
-    at a time; both carry the pragma (ptxas would unroll them 4 times again)."""
+    """A symbolic row length is tested at run time: a multiple of 4 takes the 4-wide
+    loops (two 128-bit loads per iteration, then one), any other the strided scalar
+    loops (4 elements per iteration, then the rest one at a time); every loop carries
+    the pragma (ptxas would unroll them 4 times again)."""
     path = KERNELS / "big_reduction.py"
     result = compile_source(str(path), path.read_text(), ["ptx"], "long_rows_max")
     assert result.ok
     (text,) = [c for name, c in result.files.items() if name.endswith(".ptx")]
     loops = text.split('.pragma "nounroll";')[1:]
-    assert len(loops) == 2
+    assert len(loops) == 4
     bodies = [loop.split("bra $L_loop")[0] for loop in loops]
-    assert [b.count("ld.global") for b in bodies] == [4, 1]
+    assert [b.count("ld.global.nc.v4.f32") for b in bodies] == [2, 1, 0, 0]
+    assert [b.count("ld.global") for b in bodies] == [2, 1, 4, 1]

@@ -147,16 +147,21 @@ def _compile_kernel(
     precision = kernel.graph.kernel.precision
     tensor_cores = precision == "tf32" and "ptx" in names
     # one schedule per kind of target: with a device-scope fence a split reduction is
-    # one launch, without (WGSL) two (`mimir.codegen.schedule`)
+    # one launch, without (WGSL) two; with vector views a symbolic row goes 4 wide behind
+    # a run-time test (`mimir.codegen.schedule`)
     index_level = kernel.graph.kernel.grid is not None
-    built: dict[bool, tuple] = {}
-    for fence in sorted({BACKENDS[n].device_fence and not index_level for n in names}):
+
+    def kind(backend: type) -> tuple[bool, bool]:
+        return (backend.device_fence and not index_level, backend.vector_views and not index_level)
+
+    built: dict[tuple[bool, bool], tuple] = {}
+    for fence, views in sorted({kind(BACKENDS[n]) for n in names}):
         try:
             if index_level:
                 s, irs = build_index_level(kernel)
                 tc_irs = irs
             else:
-                s = schedule(kernel, one_launch=fence)
+                s = schedule(kernel, one_launch=fence, vector_views=views)
                 irs = [build(s, k) for k in range(len(s.plans))]
                 # PTX's own build: its float32 matmuls on TF32 tensor cores (`mma.sync`)
                 tc_irs = [build(s, k, True) for k in range(len(s.plans))] if tensor_cores else irs
@@ -173,11 +178,11 @@ def _compile_kernel(
             else native
         )
         tc_native = [contract(legalise(ir)) for ir in tc_irs] if tc_irs is not irs else native
-        built[fence] = (s, native, fallback, tc_native)
+        built[fence, views] = (s, native, fallback, tc_native)
     files: list[tuple[str, str | bytes, str]] = []
     for backend_name in names:
         backend = BACKENDS[backend_name](math=math)
-        s, native, fallback, tc_native = built[backend.device_fence and not index_level]
+        s, native, fallback, tc_native = built[kind(BACKENDS[backend_name])]
         folder = f"{backend_name}/" if len(names) > 1 else ""
         printed = []
         own = tc_native if backend_name == "ptx" else native

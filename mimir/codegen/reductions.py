@@ -49,6 +49,7 @@ from mimir.codegen.ir import (
     Const,
     Expr,
     Fence,
+    If,
     Load,
     Return,
     SharedArray,
@@ -57,12 +58,14 @@ from mimir.codegen.ir import (
     WarpReduce,
 )
 from mimir.codegen.tensors import Reduction
+from mimir.codegen.vectorize import vectorise
 from mimir.codegen.warp import group_total, op_for, slots
 from mimir.dims import BinOp
 from mimir.dtypes import DType, bool_, float16, float32, uint32
 
 SERIAL_REDUCE_MAX = 32
-CHUNK = 4096  # elements per workgroup in a `partial` launch (16 per thread)
+CHUNK = 4096  # elements per workgroup in a `partial` launch (32 per thread)
+SPLIT_WG = 128  # threads of a split reduction's workgroups (Triton's 4 warps of a 4096 block)
 SPLIT_MIN = 16384  # a literal count up to this is reduced by one workgroup, unsplit
 UNROLL = 4  # elements a strided loop visits per iteration (`strided`)
 
@@ -87,6 +90,218 @@ def strided(body: Any, start: Expr, end: Expr, step: int, visit: Any) -> None:
         body.emit(Assign(rest, ibin("+", r, u32(UNROLL * step))))
     with body.for_("r", rest, end, u32(step), unroll=False) as r:
         visit(r)
+
+
+LANES = 4  # elements of a 128-bit vector access (`row_elements`)
+
+
+def row_elements(
+    c: KernelContext,
+    base: Expr | None,
+    length: Any,
+    rows: tuple[Any, ...],
+    width: int,
+    visit: Any,
+) -> None:
+    """`visit(j)` for this thread's elements j of a row of `length` at flat offset `base`
+    of a tensor whose elements are `rows` rows of it, the row's elements split among
+    `width` threads.
+
+    Four consecutive elements per thread at a time where that is sound
+    (`_row_vectors`): thread t visits j = 4t .. 4t+3, then 4t + 4*width .. , and the
+    reads and writes of a vector's four elements become one 128-bit access
+    (`vectorize.vectorise`): the tensor's own buffers at `base + j`, and buffers of one
+    row's length (a broadcast `gamma`) at `j`. Both offsets are multiples of 4 when the
+    length is, which the checker proves (a literal, a `multiple_of` dim) or, for a
+    symbolic length on a target with `vector_views` (PTX, MSL), the kernel tests at run
+    time, with the strided scalar loop (`strided`: thread t visits t, t + width, ...) for
+    the other lengths. Elsewhere it is that strided loop alone."""
+    body = c.body
+    lid = Builtin("local_x")
+    plan = _row_vectors(c, base, length, rows)
+
+    def scalars() -> None:
+        strided(body, lid, size_ir(length), width, visit)
+
+    if plan is None:
+        scalars()
+        return
+    assert base is not None
+
+    def vectors(families: list[set[str]], proof: str) -> None:
+        _vector_loop(c, base, size_ir(length), width, visit, families, proof)
+
+    _four_wide(c, plan, length, vectors, scalars)
+
+
+def _four_wide(
+    c: KernelContext, plan: tuple[list[set[str]], str | None], size: Any, vectors: Any, scalars: Any
+) -> None:
+    """`vectors(families, proof)` where `size` is proven a multiple of 4; else both, behind
+    a run-time test of `size % 4` (`_row_vectors` says which)."""
+    body = c.body
+    families, proof = plan
+    if proof is not None:
+        vectors(families, proof)
+        return
+    text = sz.manifest_text(size)
+    with body.block() as wide:
+        vectors(families, f"{text} % 4 == 0, tested at run time (else one element at a time)")
+    with body.block() as narrow:
+        scalars()
+    whole = Binary("==", ibin("%", size_ir(size), u32(LANES)), u32(0), "bool")
+    body.emit(If(whole, wide, narrow))
+
+
+def _row_vectors(
+    c: KernelContext, base: Expr | None, length: Any, rows: tuple[Any, ...]
+) -> tuple[list[set[str]], str | None] | None:
+    """Whether `row_elements` may go 4 wide: None if not; else the buffers each family of
+    offsets may read or write 4 wide (the tensor's own, `base + j`; one row's, `j`) and
+    why the length is a multiple of 4 (None: tested at run time)."""
+    if base is None:
+        return None
+    proof = sz.multiple_proof(length, LANES, c.dims)
+    if proof is None and (isinstance(length, int) or not c.s.vector_views):
+        return None
+    total = sz.simplify(sz.product([*rows, length]))
+    high = sz.upper_bound(length, c.dims)
+    low = sz.lower_bound(total, c.dims)
+    if (high is not None and high < LANES) or low is None or low < 1:
+        # a WebGPU binding of an array of vectors must hold one vector (as `elementwise`)
+        return None
+    sizes = {b.name: sz.key(sz.simplify(sz.product(list(b.shape)))) for b in c.s.buffers}
+    own = {n for n, k in sizes.items() if k == sz.key(total)}
+    one_row = {n for n, k in sizes.items() if k == sz.key(sz.simplify(length))}
+    return [own, one_row], proof
+
+
+def _vector_loop(
+    c: KernelContext,
+    base: Expr,
+    end: Expr,
+    width: int,
+    visit: Any,
+    families: list[set[str]],
+    proof: str,
+) -> None:
+    """The 4-wide loop of `row_elements` over r below `end` (a multiple of 4): two
+    vectors per iteration, r and r + 4*width (both below end when r < end - 4*width),
+    then one."""
+    body = c.body
+    step = LANES * width
+    start = body.let(Binary("<<", Builtin("local_x"), u32(2), "u32"), "r")
+    if isinstance(end, Const):
+        last: Expr = u32(max(0, int(end.value) - step))
+    else:
+        over = Binary(">", end, u32(step), "bool")
+        last = body.let(lw.select(over, ibin("-", end, u32(step)), u32(0)), "last")
+    rest = body.var(start, "rest")
+    with body.for_("r", start, last, u32(2 * step), unroll=False) as r:
+        _row_vector(c, base, r, visit, families, proof)
+        _row_vector(c, base, body.let(ibin("+", r, u32(step)), "r"), visit, families, proof)
+        body.emit(Assign(rest, ibin("+", r, u32(2 * step))))
+    with body.for_("r", rest, end, u32(step), unroll=False) as r:
+        _row_vector(c, base, r, visit, families, proof)
+
+
+def _row_vector(
+    c: KernelContext,
+    base: Expr,
+    r: Expr,
+    visit: Any,
+    families: list[set[str]],
+    proof: str,
+    keep: bool = False,
+) -> None:
+    """`visit` row elements r .. r+3 (r a multiple of 4), their accesses made 4 wide. With
+    `keep`, what the lanes compute stays known to later passes over the same elements
+    (`Body.taken`: a row held in registers), else it is scoped to this vector."""
+    body = c.body
+    js = lanes_of(r)
+    with body.taken() if keep else body.block() as lanes:
+        flats = [offset(body, base, j) for j in js]
+        for j in js:
+            visit(j)
+    stmts: list[Any] = lanes
+    for offsets, dense in zip((flats, js), families, strict=True):
+        done = vectorise(body, stmts, offsets, dense, c.s)
+        if done is None:
+            continue
+        stmts, accesses = done
+        for name, access in accesses:
+            entry = (name, access, LANES, f"{proof}; offset a multiple of 16 bytes")
+            if entry not in c.vectorized:
+                c.vectorized.append(entry)
+    for st in stmts:
+        body.emit(st)
+
+
+def lanes_of(r: Expr) -> list[Expr]:
+    """Row elements r, r + 1, r + 2, r + 3: one vector's lanes."""
+    return [r] + [ibin("+", r, u32(k)) for k in range(1, LANES)]
+
+
+def register_slots(
+    c: KernelContext, base: Expr, length: Any, rows: tuple[Any, ...], width: int
+) -> tuple[list[Expr], Any]:
+    """The row elements a thread keeps in registers (a literal `length`, a multiple of
+    `width`), and how a pass visits them: `over(visit)`.
+
+    When the row can go 4 wide (`_row_vectors`, and a whole number of vectors per
+    thread), thread t holds 4t .. 4t+3, 4t + 4*width .. and a pass's accesses to each
+    vector are one 128-bit access (`_row_vector` with `keep`); else it holds
+    t, t + width, ... one element at a time."""
+    body = c.body
+    vectors = register_vectors(c, base, length, rows, width)
+    if vectors is None:
+        lid = Builtin("local_x")
+        slots = [body.let(ibin("+", lid, u32(k * width)), "j") for k in range(length // width)]
+
+        def over(visit: Any) -> None:
+            for j in slots:
+                visit(j)
+
+        return slots, over
+
+    def over_vectors(visit: Any) -> None:
+        for r in vectors.starts:
+            vectors.visit(r, visit)
+
+    return [j for r in vectors.starts for j in lanes_of(r)], over_vectors
+
+
+class RegisterVectors:
+    """A row held in registers 4 wide: thread t's vectors start at `starts` (4t,
+    4t + 4*width, ...); `visit(r, f)` runs `f` on vector r's lanes with their accesses
+    made one 128-bit access each."""
+
+    def __init__(
+        self, c: KernelContext, base: Expr, width: int, count: int, plan: tuple[Any, str]
+    ) -> None:
+        self.c, self.base = c, base
+        self.families, self.proof = plan
+        first = c.body.let(Binary("<<", Builtin("local_x"), u32(2), "u32"), "j")
+        self.starts = [
+            c.body.let(ibin("+", first, u32(k * LANES * width)), "j") for k in range(count)
+        ]
+
+    def visit(self, r: Expr, f: Any) -> None:
+        _row_vector(self.c, self.base, r, f, self.families, self.proof, keep=True)
+
+
+def register_vectors(
+    c: KernelContext, base: Expr | None, length: Any, rows: tuple[Any, ...], width: int
+) -> RegisterVectors | None:
+    """A literal row of a whole number of vectors per thread, held in registers 4 wide,
+    where `row_elements` would go 4 wide without a run-time test; else None."""
+    if not isinstance(length, int) or length % (LANES * width):
+        return None
+    plan = _row_vectors(c, base, length, rows)
+    if plan is None or plan[1] is None:
+        return None
+    assert base is not None
+    return RegisterVectors(c, base, width, length // (LANES * width), (plan[0], plan[1]))
 
 
 def offset(body: Any, base: Expr, r: Expr) -> Expr:
@@ -126,9 +341,18 @@ def split(red: Reduction) -> bool:
 
 
 def _fold(
-    c: KernelContext, red: Reduction, o: Expr, start: Expr, end: Expr, step: Expr, source: Any
+    c: KernelContext,
+    red: Reduction,
+    o: Expr,
+    start: Expr,
+    end: Expr,
+    step: Expr,
+    source: Any,
+    base: Expr | None = None,
 ) -> Var:
-    """`acc = combine(acc, source(r))` for r in start, start + step, ... below end."""
+    """`acc = combine(acc, source(r))` for r in start, start + step, ... below end; with
+    the row's `base` (a reduction over the last axis, start the thread, step the
+    workgroup), this thread's share of the row by `row_elements`."""
     body = c.body
     combine = _combiner(red.name, red.acc)
     acc = body.var(_identity(red.name, red.acc), "acc")
@@ -138,7 +362,10 @@ def _fold(
     def visit(r: Expr) -> None:
         body.emit(Assign(acc, combine(acc, source(r, kept_axes))))
 
-    strided(body, start, end, int(step.value), visit)
+    if base is None:
+        strided(body, start, end, int(step.value), visit)
+    else:
+        row_elements(c, base, red.count, tuple(red.shape[:-1]), int(step.value), visit)
     return acc
 
 
@@ -146,10 +373,10 @@ def _element(c: KernelContext, red: Reduction, o: Expr | None = None) -> Any:
     """The input element at reduced position r (with the output's kept indices).
 
     Given the output element `o` of a reduction over the last axis alone, its row's
-    offset `o * count` is computed here, once, and element r is at that offset + r."""
-    base = None
-    if o is not None and tuple(red.axes) == (len(red.shape) - 1,):
-        base = c.body.let(ibin("*", o, size_ir(red.count)), "base")
+    offset `o * count` is computed here, once, and element r is at that offset + r. In a
+    reduction over every axis in order, element r is at r."""
+    base = _row_base(c, red, o)
+    everything = not red.kept and tuple(red.axes) == tuple(range(len(red.shape)))
 
     def read(r: Expr, kept_axes: list[Expr]) -> Expr:
         full: list[Expr] = [u32(0)] * len(red.shape)
@@ -157,11 +384,19 @@ def _element(c: KernelContext, red: Reduction, o: Expr | None = None) -> Any:
             full[k] = a
         for k, a in zip(red.axes, Idx(red.reduced_shape, flat=r).axes(c.body), strict=True):
             full[k] = a
-        flat = None if base is None else offset(c.body, base, r)
+        flat = r if everything else None if base is None else offset(c.body, base, r)
         value = c.ev.at(red.x, Idx(red.shape, flat=flat, axes=full))
         return lw.convert(value, c.ev.dtype(red.x), red.acc)
 
     return read
+
+
+def _row_base(c: KernelContext, red: Reduction, o: Expr | None) -> Expr | None:
+    """The flat offset of output element `o`'s row, for a reduction over the last axis
+    alone (else None); the same variable each time it is asked for in a block."""
+    if o is None or tuple(red.axes) != (len(red.shape) - 1,):
+        return None
+    return c.body.memo(("row", o), lambda: ibin("*", o, size_ir(red.count)), "base")
 
 
 def _tree_total(c: KernelContext, red: Reduction, acc: Var, width: int) -> Expr:
@@ -186,7 +421,7 @@ def partial(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
     red = c.ev.reduction(c.plan.root)
     (buffer,) = c.plan.writes
     dispatch, _ = _partial(c, red, buffer)
-    return (WG, 1, 1), dispatch
+    return (SPLIT_WG, 1, 1), dispatch
 
 
 def _partial(c: KernelContext, red: Reduction, buffer: str) -> tuple[Any, Expr]:
@@ -199,15 +434,38 @@ def _partial(c: KernelContext, red: Reduction, buffer: str) -> tuple[Any, Expr]:
     stop = body.let(ibin("+", start, u32(CHUNK)), "stop")
     count = size_ir(red.count)
     end = body.let(lw.select(Binary("<", stop, count, "bool"), stop, count), "end")
-    acc = _fold(c, red, u32(0), ibin("+", start, lid), end, u32(WG), _element(c, red))
-    total = _tree_total(c, red, acc, WG)
+    read = _element(c, red)
+    plan = _row_vectors(c, start, red.count, ())
+    if plan is None:
+        acc = _fold(c, red, u32(0), ibin("+", start, lid), end, u32(SPLIT_WG), read)
+    else:
+        # the chunk as a row at `start`: 4 wide where the count is a multiple of 4 (then
+        # so is the chunk's length, `end - start`, start being a multiple of CHUNK)
+        acc = body.var(_identity(red.name, red.acc), "acc")
+        combine = _combiner(red.name, red.acc)
+
+        kept_axes = Idx(red.kept_shape, flat=u32(0)).axes(body)
+
+        def visit(r: Expr) -> None:
+            body.emit(Assign(acc, combine(acc, read(r, kept_axes))))
+
+        def vectors(families: list[set[str]], proof: str) -> None:
+            span = body.let(ibin("-", end, start), "span")
+            at = lambda j: visit(offset(body, start, j))  # noqa: E731
+            _vector_loop(c, start, span, SPLIT_WG, at, families, proof)
+
+        def scalars() -> None:
+            strided(body, ibin("+", start, lid), end, SPLIT_WG, visit)
+
+        _four_wide(c, plan, red.count, vectors, scalars)
+    total = _tree_total(c, red, acc, SPLIT_WG)
     with body.if_(Binary("==", lid, u32(0), "bool")):
         body.emit(Store(buffer, g, lw.to_storage(total, red.acc)))
     return dispatch, g
 
 
 def _combine_partials(c: KernelContext, red: Reduction, o: Expr, shared: str) -> None:
-    """Fold the partials (thread t: t, t + WG, ...), the tree, and thread 0 writes the
+    """Fold the partials (thread t: t, t + SPLIT_WG, ...), the tree, and thread 0 writes the
     result: the `reduce` launch after `partial`, and the last workgroup of a one-launch
     reduction, the same order and tree in both."""
     assert c.plan.partials is not None
@@ -218,8 +476,8 @@ def _combine_partials(c: KernelContext, red: Reduction, o: Expr, shared: str) ->
         return lw.from_storage(Load(partials, r, lw.STORAGE[red.acc]), red.acc)
 
     count = size_ir(sz.cdiv(red.count, CHUNK))
-    acc = _fold(c, red, o, lid, count, u32(WG), read)
-    total = group_total(c.body, c.shared, acc, op_for(red.name), WG, shared)
+    acc = _fold(c, red, o, lid, count, u32(SPLIT_WG), read)
+    total = group_total(c.body, c.shared, acc, op_for(red.name), SPLIT_WG, shared)
     with c.body.if_(Binary("==", lid, u32(0), "bool")):
         _finish(c, red, o, total)
 
@@ -260,7 +518,7 @@ def _last_block(
     _combine_partials(c, red, u32(0), "$combine")
     with body.if_(Binary("==", lid, u32(0), "bool")):
         body.emit(AtomicAdd(counter, u32(0), ibin("-", u32(0), groups)))
-    return (WG, 1, 1), dispatch
+    return (SPLIT_WG, 1, 1), dispatch
 
 
 def reduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
@@ -274,7 +532,7 @@ def reduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]
         # Combine the partial results of the `partial` launch.
         dispatch, o = c.groups(1)
         _combine_partials(c, red, o, "$partial")
-        return (WG, 1, 1), dispatch
+        return (SPLIT_WG, 1, 1), dispatch
     count, outputs = red.count, red.outputs
     if isinstance(count, int) and count <= SERIAL_REDUCE_MAX:
         # Few elements per output: one thread per output element, no threadgroup memory.
@@ -286,7 +544,8 @@ def reduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]
         return (WG, 1, 1), dispatch
     width = row_width(count)
     dispatch, o = c.groups(outputs)
-    acc = _fold(c, red, o, lid, size_ir(count), u32(width), _element(c, red, o))
+    read = _element(c, red, o)
+    acc = _fold(c, red, o, lid, size_ir(count), u32(width), read, _row_base(c, red, o))
     total = _tree_total(c, red, acc, width)
     with body.if_(Binary("==", lid, u32(0), "bool")):
         _finish(c, red, o, total)
@@ -313,7 +572,6 @@ def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
     dispatch, rowid = c.groups(sz.product(list(other)))
     other_axes = Idx(other, flat=rowid).axes(body)
     base = body.let(ibin("*", rowid, size_ir(length)), "base")
-    lid = Builtin("local_x")
 
     def at(j: Expr) -> Idx:
         return Idx(shape, flat=offset(body, base, j), axes=[*other_axes, j])
@@ -321,18 +579,14 @@ def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
     unrolled = isinstance(length, int) and length % width == 0 and length // width <= ROW_REGISTERS
     if unrolled:
         c.proofs.append((f"j < {length}", f"{length} is a multiple of {width}"))
-    slots = (
-        [body.let(ibin("+", lid, u32(k * width)), "j") for k in range(length // width)]
-        if unrolled
-        else []
-    )
+    if unrolled:
+        _, over_slots = register_slots(c, base, length, other, width)
 
     def over_row(visit: Any) -> None:
         if unrolled:
-            for j in slots:
-                visit(j)
+            over_slots(visit)
             return
-        strided(body, lid, size_ir(length), width, visit)
+        row_elements(c, base, length, other, width, visit)
 
     for k, r in enumerate(c.plan.roots):
         red = ev.reduction(r)
@@ -411,9 +665,10 @@ def softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
 
     log = node["spec"].name == "log_softmax"
     if bound is not None and bound <= width * ROW_REGISTERS:
-        _row_in_registers(c, element, position, length, bound, width, log)
+        vectors = register_vectors(c, base, length, other, width) if bound == length else None
+        _row_in_registers(c, element, position, length, bound, width, log, vectors)
     else:
-        _online(c, element, length, width, log)
+        _online(c, element, length, width, log, base, other)
     return (width, 1, 1), dispatch
 
 
@@ -448,8 +703,10 @@ def _row_in_registers(
     bound: int,
     width: int,
     log: bool,
+    vectors: RegisterVectors | None = None,
 ) -> None:
-    """Thread t holds row elements t, t + width, ... (at most ROW_REGISTERS) in registers.
+    """Thread t holds row elements t, t + width, ... (at most ROW_REGISTERS) in registers
+    (with `vectors`, a literal row 4 wide: 4t .. 4t+3, 4t + 4*width, ...).
 
     A slot that every thread fills (a literal length covering it) has no guard; the
     others are guarded and hold -inf past the end, which adds nothing to the max
@@ -458,7 +715,14 @@ def _row_in_registers(
     lid = Builtin("local_x")
     count = size_ir(length)
     slots: list[tuple[Expr, Any, Expr, bool]] = []
-    for k in range(sz.cdiv(bound, width) if isinstance(bound, int) else 0):
+
+    def load(j: Expr) -> None:
+        idx, v = element(j)
+        slots.append((j, idx, body.let(v, "v"), True))
+
+    for r in vectors.starts if vectors is not None else []:
+        vectors.visit(r, load)
+    for k in range(sz.cdiv(bound, width) if vectors is None and isinstance(bound, int) else 0):
         j = body.let(ibin("+", lid, u32(k * width)), "j")
         full = isinstance(length, int) and (k + 1) * width <= length
         if full:
@@ -496,6 +760,16 @@ def _row_in_registers(
         values.append((dv, ev_))
     total = _block_total(c, s, "add", width, "row_sum")
     log_total = body.let(lw.call("mimir_log", total)) if log else None
+    if vectors is not None:
+        written = {j: (idx, d, e) for (j, idx, _, _), (d, e) in zip(slots, values, strict=True)}
+
+        def write(j: Expr) -> None:
+            idx, d, e = written[j]
+            _write(c, idx, d, e, total, log_total)
+
+        for r in vectors.starts:
+            vectors.visit(r, write)
+        return
     for (j, idx, _, full), (d, e) in zip(slots, values, strict=True):
         with _unless(body, full, Binary("<", j, count, "bool")):
             # a guarded slot's position is made again here: the one made under its load's
@@ -513,13 +787,20 @@ def _unless(body: Any, unguarded: bool, cond: Expr) -> Iterator[None]:
         yield
 
 
-def _online(c: KernelContext, element: Any, length: Any, width: int, log: bool) -> None:
+def _online(
+    c: KernelContext,
+    element: Any,
+    length: Any,
+    width: int,
+    log: bool,
+    base: Expr | None,
+    other: tuple[Any, ...],
+) -> None:
     """One pass for the max and the sum of exp(x - max) together, one pass to write.
 
     Each thread keeps (m, s): its running max and the sum of exp(x - m) so far; an element
     above m rescales s by exp(m - x). Threads' pairs are combined the same way in a tree."""
     body = c.body
-    lid = Builtin("local_x")
     inf = lw.const(-lw.INF, "f32")
     zero, one = lw.const(0, "f32"), lw.const(1, "f32")
     m = body.var(inf, "m")
@@ -537,7 +818,7 @@ def _online(c: KernelContext, element: Any, length: Any, width: int, log: bool) 
         )
         body.emit(Assign(m, lw.select(grows, v, m)))
 
-    strided(body, lid, size_ir(length), width, step)
+    row_elements(c, base, length, other, width, step)
 
     # Each thread's sum is rescaled to its warp's max, then summed over the warp; the warps'
     # (max, sum) pairs are combined the same way, in every thread.
@@ -565,7 +846,7 @@ def _online(c: KernelContext, element: Any, length: Any, width: int, log: bool) 
         e = lw.call("exp", shifted) if log_total is None else shifted
         _write(c, idx, shifted, e, total, log_total)
 
-    strided(body, lid, size_ir(length), width, write)
+    row_elements(c, base, length, other, width, write)
 
 
 # ---------------------------------------------------------------- two-pass reductions
@@ -579,11 +860,14 @@ def _strided_pass(
     init: Expr,
     step: Any,
     op: str,
+    row: tuple[Expr | None, tuple[Any, ...]] = (None, ()),
 ) -> Expr:
     """Each thread folds `step(acc, r)` over r = lid, lid + width, ... below `count`, then
     the threads' results are combined with `op` (`group_total`, its threadgroup array
     `shared`); every thread gets the total. With
-    `width` 1 (a serial launch: one thread per output) the thread folds every r alone."""
+    `width` 1 (a serial launch: one thread per output) the thread folds every r alone.
+    `row`: the row's flat offset and the other axes' sizes, for a reduction over the last
+    axis (its elements then by `row_elements`)."""
     body = c.body
     acc = body.var(init, "acc")
 
@@ -593,7 +877,8 @@ def _strided_pass(
     if width == 1:
         strided(body, u32(0), size_ir(count), 1, visit)
         return acc
-    strided(body, Builtin("local_x"), size_ir(count), width, visit)
+    base, rows = row
+    row_elements(c, base, count, rows, width, visit)
     return group_total(body, c.shared, acc, op, width, shared)
 
 
@@ -660,9 +945,10 @@ def _moments(c: KernelContext, red: Reduction, launch: _TwoPass, ddof: int, t: s
         return lw.bin_("+", a, b)
 
     count = lw.convert(size_ir(red.count), uint32, float32)
+    row = (_row_base(c, red, o), tuple(red.shape[:-1]))
     total = _strided_pass(
         c, red.count, width, "$sum", lw.const(0, t),
-        lambda acc, r: add(acc, read(r, kept_axes)), "add",
+        lambda acc, r: add(acc, read(r, kept_axes)), "add", row,
     )  # fmt: skip
     mean = body.let(lw.bin_("/", total, count), "mean")
 
@@ -670,7 +956,7 @@ def _moments(c: KernelContext, red: Reduction, launch: _TwoPass, ddof: int, t: s
         d = body.let(lw.bin_("-", read(r, kept_axes), mean), "d")
         return add(acc, lw.bin_("*", d, d))
 
-    squares = _strided_pass(c, red.count, width, "$squares", lw.const(0, t), square, "add")
+    squares = _strided_pass(c, red.count, width, "$squares", lw.const(0, t), square, "add", row)
     divisor = lw.convert(size_ir(sz.simplify(BinOp("-", red.count, ddof))), uint32, float32)
     value = body.let(lw.bin_("/", squares, divisor), "var")
     if red.name == "std":
@@ -704,9 +990,10 @@ def _argreduce(c: KernelContext, red: Reduction, launch: _TwoPass, t: str) -> No
     kept_axes = Idx(red.kept_shape, flat=o).axes(body)
     read = _element(c, red, o)
     combine = _combiner(name, red.acc)
+    row = (_row_base(c, red, o), tuple(red.shape[:-1]))
     best = _strided_pass(
         c, red.count, width, "$best", _identity(name, red.acc),
-        lambda a, r: combine(a, read(r, kept_axes)), name,
+        lambda a, r: combine(a, read(r, kept_axes)), name, row,
     )  # fmt: skip
 
     def first(a: Expr, r: Expr) -> Expr:
@@ -717,7 +1004,7 @@ def _argreduce(c: KernelContext, red: Reduction, launch: _TwoPass, t: str) -> No
         return lw.select(lw.bin_("&&", hit, lw.bin_("<", r, a)), r, a)
 
     where = _strided_pass(c, red.count, width, "$first", lw.const(lw.UINT_MAX, "u32"),
-                          first, "min")  # fmt: skip
+                          first, "min", row)  # fmt: skip
     with launch.once():
         assert c.plan.root is not None
         c.write(Idx(ev.shape(c.plan.root), flat=o), body.let(Cast(where, "i32"), "index"))

@@ -91,6 +91,8 @@ class Schedule:
     plans: list[Plan]
     node_buffers: dict[int, str]  # node -> buffer holding its value
     kernel: Any = field(repr=False)  # the CheckedKernel
+    # the target reads a buffer 4 wide and one element at a time alike (`Backend.vector_views`)
+    vector_views: bool = False
 
 
 def root_kind(kg: Any, n: int) -> str | None:
@@ -111,10 +113,11 @@ def op_kind(kg: Any, n: int) -> str:
     return spec.kind if spec is not None else node["kind"]
 
 
-def schedule(kernel: Any, one_launch: bool = False) -> Schedule:
+def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) -> Schedule:
     """The launches of `kernel`. `one_launch`: the target has a device-scope fence and
     atomics that return the old value, so a split reduction is one launch (module
-    docstring)."""
+    docstring). `vector_views`: the target may read one buffer 4 wide and one element at
+    a time (`Backend.vector_views`)."""
     from mimir.codegen.reductions import CHUNK, split
     from mimir.codegen.tensors import Evaluator  # resolve() and shapes, without a body
 
@@ -267,7 +270,7 @@ def schedule(kernel: Any, one_launch: bool = False) -> Schedule:
             )
     refuse_oversized(dims, buffers, kg.kernel.span)
     fields = [(d.name, "u32") for d in dims] + scalar_params
-    return Schedule(kg.name, dims, fields, buffers, plans, node_buffers, kernel)
+    return Schedule(kg.name, dims, fields, buffers, plans, node_buffers, kernel, vector_views)
 
 
 def _refuse_bfloat16(ev: Any, writes: dict[int, list[str]]) -> None:

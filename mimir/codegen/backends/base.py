@@ -152,6 +152,12 @@ class Backend:
     # (relaxed atomics only, `storageBarrier` is workgroup-scope) and gets two launches,
     # as SPIR-V does (its modules also go through naga, which has no such fence).
     device_fence = False
+    # Whether one buffer may be read both 4 wide and one element at a time (a pointer
+    # cast: PTX, MSL). Then a row of symbolic length goes 4 wide behind a run-time test
+    # of the length (`reductions.row_elements`); WGSL and SPIR-V declare a buffer as an
+    # array of vectors or of scalars, so there a row goes 4 wide only when the checker
+    # proves its length a multiple of 4.
+    vector_views = False
     # statements printed as they are; the other vector and async ones are lowered first
     native_statements: tuple[type, ...] = ()
     # Whether the builtin sin and cos hold for every argument. Where they are specified

@@ -109,6 +109,7 @@ class MSL(Backend):
     barrier = "threadgroup_barrier(mem_flags::mem_threadgroup);"
     warp_functions = True
     device_fence = True  # `atomic_thread_fence` at `thread_scope_device` (MSL 3.2)
+    vector_views = True  # a `device float4*` cast of a 16-byte aligned address
 
     def warp_reduce(self, e: WarpReduce) -> str:
         """`simd_sum` / `simd_max` / `simd_min` over the simdgroup (32 threads on every

@@ -112,6 +112,7 @@ class PTX(Backend):
     barrier = "bar.sync 0;"
     warp_functions = True  # `shfl.sync` (sm_30+, `.sync` since sm_70)
     device_fence = True  # `fence.acq_rel.gpu` (PTX 6.0, sm_70) and `atom`
+    vector_views = True  # `ld.global.v4` at any 16-byte aligned address
 
     # -- refusing
 

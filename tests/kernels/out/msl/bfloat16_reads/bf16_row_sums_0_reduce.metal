@@ -30,33 +30,72 @@ kernel void bf16_row_sums_0_reduce(
     }
     const uint base1 = g0 * u.M;
     float acc2 = 0.0f;
-    const uint last3 = (u.M > 384u ? u.M - 384u : 0u);
-    uint rest4 = lid.x;
-    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
-        const uint i6 = base1 + r5;
-        const float v7 = as_type<float>(((i6 & 1u) != 0u ? x[i6 / 2u] & 4294901760u : x[i6 / 2u] << 16u));
-        acc2 = acc2 + v7;
-        const float v8 = as_type<float>((((i6 + 128u) & 1u) != 0u ? x[(i6 + 128u) / 2u] & 4294901760u : x[(i6 + 128u) / 2u] << 16u));
-        acc2 = acc2 + v8;
-        const float v9 = as_type<float>((((i6 + 256u) & 1u) != 0u ? x[(i6 + 256u) / 2u] & 4294901760u : x[(i6 + 256u) / 2u] << 16u));
-        acc2 = acc2 + v9;
-        const float v10 = as_type<float>((((i6 + 384u) & 1u) != 0u ? x[(i6 + 384u) / 2u] & 4294901760u : x[(i6 + 384u) / 2u] << 16u));
-        acc2 = acc2 + v10;
-        rest4 = r5 + 512u;
+    if ((u.M & 3u) == 0u) {
+        const uint r3 = lid.x << 2u;
+        const uint last4 = (u.M > 512u ? u.M - 512u : 0u);
+        uint rest5 = r3;
+        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
+            const uint i7 = base1 + r6;
+            const float v8 = as_type<float>(((i7 & 1u) != 0u ? x[i7 / 2u] & 4294901760u : x[i7 / 2u] << 16u));
+            acc2 = acc2 + v8;
+            const float v9 = as_type<float>((((i7 + 1u) & 1u) != 0u ? x[(i7 + 1u) / 2u] & 4294901760u : x[(i7 + 1u) / 2u] << 16u));
+            acc2 = acc2 + v9;
+            const float v10 = as_type<float>((((i7 + 2u) & 1u) != 0u ? x[(i7 + 2u) / 2u] & 4294901760u : x[(i7 + 2u) / 2u] << 16u));
+            acc2 = acc2 + v10;
+            const float v11 = as_type<float>((((i7 + 3u) & 1u) != 0u ? x[(i7 + 3u) / 2u] & 4294901760u : x[(i7 + 3u) / 2u] << 16u));
+            acc2 = acc2 + v11;
+            const uint r12 = r6 + 512u;
+            const uint i13 = base1 + r12;
+            const float v14 = as_type<float>(((i13 & 1u) != 0u ? x[i13 / 2u] & 4294901760u : x[i13 / 2u] << 16u));
+            acc2 = acc2 + v14;
+            const float v15 = as_type<float>((((i13 + 1u) & 1u) != 0u ? x[(i13 + 1u) / 2u] & 4294901760u : x[(i13 + 1u) / 2u] << 16u));
+            acc2 = acc2 + v15;
+            const float v16 = as_type<float>((((i13 + 2u) & 1u) != 0u ? x[(i13 + 2u) / 2u] & 4294901760u : x[(i13 + 2u) / 2u] << 16u));
+            acc2 = acc2 + v16;
+            const float v17 = as_type<float>((((i13 + 3u) & 1u) != 0u ? x[(i13 + 3u) / 2u] & 4294901760u : x[(i13 + 3u) / 2u] << 16u));
+            acc2 = acc2 + v17;
+            rest5 = r6 + 1024u;
+        }
+        for (uint r18 = rest5; r18 < u.M; r18 += 512u) {
+            const uint i19 = base1 + r18;
+            const float v20 = as_type<float>(((i19 & 1u) != 0u ? x[i19 / 2u] & 4294901760u : x[i19 / 2u] << 16u));
+            acc2 = acc2 + v20;
+            const float v21 = as_type<float>((((i19 + 1u) & 1u) != 0u ? x[(i19 + 1u) / 2u] & 4294901760u : x[(i19 + 1u) / 2u] << 16u));
+            acc2 = acc2 + v21;
+            const float v22 = as_type<float>((((i19 + 2u) & 1u) != 0u ? x[(i19 + 2u) / 2u] & 4294901760u : x[(i19 + 2u) / 2u] << 16u));
+            acc2 = acc2 + v22;
+            const float v23 = as_type<float>((((i19 + 3u) & 1u) != 0u ? x[(i19 + 3u) / 2u] & 4294901760u : x[(i19 + 3u) / 2u] << 16u));
+            acc2 = acc2 + v23;
+        }
+    } else {
+        const uint last24 = (u.M > 384u ? u.M - 384u : 0u);
+        uint rest25 = lid.x;
+        for (uint r26 = lid.x; r26 < last24; r26 += 512u) {
+            const uint i27 = base1 + r26;
+            const float v28 = as_type<float>(((i27 & 1u) != 0u ? x[i27 / 2u] & 4294901760u : x[i27 / 2u] << 16u));
+            acc2 = acc2 + v28;
+            const float v29 = as_type<float>((((i27 + 128u) & 1u) != 0u ? x[(i27 + 128u) / 2u] & 4294901760u : x[(i27 + 128u) / 2u] << 16u));
+            acc2 = acc2 + v29;
+            const float v30 = as_type<float>((((i27 + 256u) & 1u) != 0u ? x[(i27 + 256u) / 2u] & 4294901760u : x[(i27 + 256u) / 2u] << 16u));
+            acc2 = acc2 + v30;
+            const float v31 = as_type<float>((((i27 + 384u) & 1u) != 0u ? x[(i27 + 384u) / 2u] & 4294901760u : x[(i27 + 384u) / 2u] << 16u));
+            acc2 = acc2 + v31;
+            rest25 = r26 + 512u;
+        }
+        for (uint r32 = rest25; r32 < u.M; r32 += 128u) {
+            const uint i33 = base1 + r32;
+            const float v34 = as_type<float>(((i33 & 1u) != 0u ? x[i33 / 2u] & 4294901760u : x[i33 / 2u] << 16u));
+            acc2 = acc2 + v34;
+        }
     }
-    for (uint r11 = rest4; r11 < u.M; r11 += 128u) {
-        const uint i12 = base1 + r11;
-        const float v13 = as_type<float>(((i12 & 1u) != 0u ? x[i12 / 2u] & 4294901760u : x[i12 / 2u] << 16u));
-        acc2 = acc2 + v13;
-    }
-    const float warp14 = simd_sum(acc2);
+    const float warp35 = simd_sum(acc2);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp14;
+        partial[lid.x >> 5u] = warp35;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot15 = partial[lid.x & 3u];
-    const float total16 = mimir_simd_add_f32_4(slot15);
+    const float slot36 = partial[lid.x & 3u];
+    const float total37 = mimir_simd_add_f32_4(slot36);
     if (lid.x == 0u) {
-        out[g0] = total16;
+        out[g0] = total37;
     }
 }

@@ -37,33 +37,87 @@ kernel void long_rows_max_0_reduce(
     threadgroup float partial[4];
     const uint base0 = wid.x * u.N;
     float acc1 = as_type<float>(0xff800000u);
-    const uint last2 = (u.N > 384u ? u.N - 384u : 0u);
-    uint rest3 = lid.x;
-    for (uint r4 = lid.x; r4 < last2; r4 += 512u) {
-        const uint i5 = base0 + r4;
-        const float v6 = x[i5];
-        acc1 = mimir_maximum_f32(acc1, v6);
-        const float v7 = x[i5 + 128u];
-        acc1 = mimir_maximum_f32(acc1, v7);
-        const float v8 = x[i5 + 256u];
-        acc1 = mimir_maximum_f32(acc1, v8);
-        const float v9 = x[i5 + 384u];
-        acc1 = mimir_maximum_f32(acc1, v9);
-        rest3 = r4 + 512u;
+    if ((u.N & 3u) == 0u) {
+        const uint r2 = lid.x << 2u;
+        const uint last3 = (u.N > 512u ? u.N - 512u : 0u);
+        uint rest4 = r2;
+        for (uint r5 = r2; r5 < last3; r5 += 1024u) {
+            const uint i6 = base0 + r5;
+            const float4 vec1 = ((device const float4*)x)[i6 >> 2u];
+            const float x_11 = vec1[0];
+            const float x_12 = vec1[1];
+            const float x_13 = vec1[2];
+            const float x_14 = vec1[3];
+            const float v7 = x_11;
+            acc1 = mimir_maximum_f32(acc1, v7);
+            const float v8 = x_12;
+            acc1 = mimir_maximum_f32(acc1, v8);
+            const float v9 = x_13;
+            acc1 = mimir_maximum_f32(acc1, v9);
+            const float v10 = x_14;
+            acc1 = mimir_maximum_f32(acc1, v10);
+            const uint r15 = r5 + 512u;
+            const uint i16 = base0 + r15;
+            const float4 vec2 = ((device const float4*)x)[i16 >> 2u];
+            const float x_21 = vec2[0];
+            const float x_22 = vec2[1];
+            const float x_23 = vec2[2];
+            const float x_24 = vec2[3];
+            const float v17 = x_21;
+            acc1 = mimir_maximum_f32(acc1, v17);
+            const float v18 = x_22;
+            acc1 = mimir_maximum_f32(acc1, v18);
+            const float v19 = x_23;
+            acc1 = mimir_maximum_f32(acc1, v19);
+            const float v20 = x_24;
+            acc1 = mimir_maximum_f32(acc1, v20);
+            rest4 = r5 + 1024u;
+        }
+        for (uint r25 = rest4; r25 < u.N; r25 += 512u) {
+            const uint i26 = base0 + r25;
+            const float4 vec3 = ((device const float4*)x)[i26 >> 2u];
+            const float x_31 = vec3[0];
+            const float x_32 = vec3[1];
+            const float x_33 = vec3[2];
+            const float x_34 = vec3[3];
+            const float v27 = x_31;
+            acc1 = mimir_maximum_f32(acc1, v27);
+            const float v28 = x_32;
+            acc1 = mimir_maximum_f32(acc1, v28);
+            const float v29 = x_33;
+            acc1 = mimir_maximum_f32(acc1, v29);
+            const float v30 = x_34;
+            acc1 = mimir_maximum_f32(acc1, v30);
+        }
+    } else {
+        const uint last35 = (u.N > 384u ? u.N - 384u : 0u);
+        uint rest36 = lid.x;
+        for (uint r37 = lid.x; r37 < last35; r37 += 512u) {
+            const uint i38 = base0 + r37;
+            const float v39 = x[i38];
+            acc1 = mimir_maximum_f32(acc1, v39);
+            const float v40 = x[i38 + 128u];
+            acc1 = mimir_maximum_f32(acc1, v40);
+            const float v41 = x[i38 + 256u];
+            acc1 = mimir_maximum_f32(acc1, v41);
+            const float v42 = x[i38 + 384u];
+            acc1 = mimir_maximum_f32(acc1, v42);
+            rest36 = r37 + 512u;
+        }
+        for (uint r43 = rest36; r43 < u.N; r43 += 128u) {
+            const uint i44 = base0 + r43;
+            const float v45 = x[i44];
+            acc1 = mimir_maximum_f32(acc1, v45);
+        }
     }
-    for (uint r10 = rest3; r10 < u.N; r10 += 128u) {
-        const uint i11 = base0 + r10;
-        const float v12 = x[i11];
-        acc1 = mimir_maximum_f32(acc1, v12);
-    }
-    const float warp13 = (simd_any(((as_type<uint>(acc1) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc1));
+    const float warp46 = (simd_any(((as_type<uint>(acc1) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc1));
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp13;
+        partial[lid.x >> 5u] = warp46;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot14 = partial[lid.x & 3u];
-    const float total15 = mimir_simd_max_f32_4(slot14);
+    const float slot47 = partial[lid.x & 3u];
+    const float total48 = mimir_simd_max_f32_4(slot47);
     if (lid.x == 0u) {
-        out[wid.x] = total15;
+        out[wid.x] = total48;
     }
 }

@@ -6,8 +6,8 @@ struct Uniforms {
     uint N;
 };
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
@@ -24,9 +24,9 @@ kernel void mean_abs_0_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[8];
+    threadgroup float partial[4];
     threadgroup uint ticket[1];
-    threadgroup float combine[8];
+    threadgroup float combine[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= ((u.N + 4096u - 1u) >> 12u)) {
         return;
@@ -35,79 +35,143 @@ kernel void mean_abs_0_reduce(
     const uint stop2 = start1 + 4096u;
     const uint end3 = (stop2 < u.N ? stop2 : u.N);
     float acc4 = 0.0f;
-    const uint last5 = (end3 > 768u ? end3 - 768u : 0u);
-    uint rest6 = start1 + lid.x;
-    for (uint r7 = start1 + lid.x; r7 < last5; r7 += 1024u) {
-        const float v8 = x[r7];
-        const float v9 = abs(v8);
-        acc4 = acc4 + v9;
-        const uint i10 = r7 + 256u;
-        const float v11 = x[i10];
-        const float v12 = abs(v11);
-        acc4 = acc4 + v12;
-        const uint i13 = r7 + 512u;
-        const float v14 = x[i13];
-        const float v15 = abs(v14);
-        acc4 = acc4 + v15;
-        const uint i16 = r7 + 768u;
-        const float v17 = x[i16];
-        const float v18 = abs(v17);
-        acc4 = acc4 + v18;
-        rest6 = r7 + 1024u;
+    if ((u.N & 3u) == 0u) {
+        const uint span5 = end3 - start1;
+        const uint r6 = lid.x << 2u;
+        const uint last7 = (span5 > 512u ? span5 - 512u : 0u);
+        uint rest8 = r6;
+        for (uint r9 = r6; r9 < last7; r9 += 1024u) {
+            const uint i10 = start1 + r9;
+            const float4 vec1 = ((device const float4*)x)[i10 >> 2u];
+            const float x_19 = vec1[0];
+            const float x_20 = vec1[1];
+            const float x_21 = vec1[2];
+            const float x_22 = vec1[3];
+            const float v11 = x_19;
+            const float v12 = abs(v11);
+            acc4 = acc4 + v12;
+            const float v13 = x_20;
+            const float v14 = abs(v13);
+            acc4 = acc4 + v14;
+            const float v15 = x_21;
+            const float v16 = abs(v15);
+            acc4 = acc4 + v16;
+            const float v17 = x_22;
+            const float v18 = abs(v17);
+            acc4 = acc4 + v18;
+            const uint r23 = r9 + 512u;
+            const uint i24 = start1 + r23;
+            const float4 vec2 = ((device const float4*)x)[i24 >> 2u];
+            const float x_33 = vec2[0];
+            const float x_34 = vec2[1];
+            const float x_35 = vec2[2];
+            const float x_36 = vec2[3];
+            const float v25 = x_33;
+            const float v26 = abs(v25);
+            acc4 = acc4 + v26;
+            const float v27 = x_34;
+            const float v28 = abs(v27);
+            acc4 = acc4 + v28;
+            const float v29 = x_35;
+            const float v30 = abs(v29);
+            acc4 = acc4 + v30;
+            const float v31 = x_36;
+            const float v32 = abs(v31);
+            acc4 = acc4 + v32;
+            rest8 = r9 + 1024u;
+        }
+        for (uint r37 = rest8; r37 < span5; r37 += 512u) {
+            const uint i38 = start1 + r37;
+            const float4 vec3 = ((device const float4*)x)[i38 >> 2u];
+            const float x_47 = vec3[0];
+            const float x_48 = vec3[1];
+            const float x_49 = vec3[2];
+            const float x_50 = vec3[3];
+            const float v39 = x_47;
+            const float v40 = abs(v39);
+            acc4 = acc4 + v40;
+            const float v41 = x_48;
+            const float v42 = abs(v41);
+            acc4 = acc4 + v42;
+            const float v43 = x_49;
+            const float v44 = abs(v43);
+            acc4 = acc4 + v44;
+            const float v45 = x_50;
+            const float v46 = abs(v45);
+            acc4 = acc4 + v46;
+        }
+    } else {
+        const uint last51 = (end3 > 384u ? end3 - 384u : 0u);
+        uint rest52 = start1 + lid.x;
+        for (uint r53 = start1 + lid.x; r53 < last51; r53 += 512u) {
+            const float v54 = x[r53];
+            const float v55 = abs(v54);
+            acc4 = acc4 + v55;
+            const float v56 = x[r53 + 128u];
+            const float v57 = abs(v56);
+            acc4 = acc4 + v57;
+            const float v58 = x[r53 + 256u];
+            const float v59 = abs(v58);
+            acc4 = acc4 + v59;
+            const float v60 = x[r53 + 384u];
+            const float v61 = abs(v60);
+            acc4 = acc4 + v61;
+            rest52 = r53 + 512u;
+        }
+        for (uint r62 = rest52; r62 < end3; r62 += 128u) {
+            const float v63 = x[r62];
+            const float v64 = abs(v63);
+            acc4 = acc4 + v64;
+        }
     }
-    for (uint r19 = rest6; r19 < end3; r19 += 256u) {
-        const float v20 = x[r19];
-        const float v21 = abs(v20);
-        acc4 = acc4 + v21;
-    }
-    const float warp22 = simd_sum(acc4);
+    const float warp65 = simd_sum(acc4);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp22;
+        partial[lid.x >> 5u] = warp65;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot23 = partial[lid.x & 7u];
-    const float total24 = mimir_simd_add_f32_8(slot23);
+    const float slot66 = partial[lid.x & 3u];
+    const float total67 = mimir_simd_add_f32_4(slot66);
     if (lid.x == 0u) {
-        scratch0[g0] = total24;
+        scratch0[g0] = total67;
     }
-    const uint last25 = ((u.N + 4096u - 1u) >> 12u) - 1u;
+    const uint last68 = ((u.N + 4096u - 1u) >> 12u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old26 = atomic_fetch_add_explicit(&scratch1[0u], 1u, memory_order_relaxed);
-        if (old26 == last25) {
+        const uint old69 = atomic_fetch_add_explicit(&scratch1[0u], 1u, memory_order_relaxed);
+        if (old69 == last68) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old26;
+        ticket[0u] = old69;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket27 = ticket[0u];
-    if (ticket27 != last25) {
+    const uint ticket70 = ticket[0u];
+    if (ticket70 != last68) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    float acc28 = 0.0f;
-    const uint last29 = (((u.N + 4096u - 1u) >> 12u) > 768u ? ((u.N + 4096u - 1u) >> 12u) - 768u : 0u);
-    uint rest30 = lid.x;
-    for (uint r31 = lid.x; r31 < last29; r31 += 1024u) {
-        acc28 = acc28 + scratch0[r31];
-        acc28 = acc28 + scratch0[r31 + 256u];
-        acc28 = acc28 + scratch0[r31 + 512u];
-        acc28 = acc28 + scratch0[r31 + 768u];
-        rest30 = r31 + 1024u;
+    float acc71 = 0.0f;
+    const uint last72 = (((u.N + 4096u - 1u) >> 12u) > 384u ? ((u.N + 4096u - 1u) >> 12u) - 384u : 0u);
+    uint rest73 = lid.x;
+    for (uint r74 = lid.x; r74 < last72; r74 += 512u) {
+        acc71 = acc71 + scratch0[r74];
+        acc71 = acc71 + scratch0[r74 + 128u];
+        acc71 = acc71 + scratch0[r74 + 256u];
+        acc71 = acc71 + scratch0[r74 + 384u];
+        rest73 = r74 + 512u;
     }
-    for (uint r32 = rest30; r32 < (u.N + 4096u - 1u) >> 12u; r32 += 256u) {
-        acc28 = acc28 + scratch0[r32];
+    for (uint r75 = rest73; r75 < (u.N + 4096u - 1u) >> 12u; r75 += 128u) {
+        acc71 = acc71 + scratch0[r75];
     }
-    const float warp33 = simd_sum(acc28);
+    const float warp76 = simd_sum(acc71);
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp33;
+        combine[lid.x >> 5u] = warp76;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot34 = combine[lid.x & 7u];
-    const float total35 = mimir_simd_add_f32_8(slot34);
+    const float slot77 = combine[lid.x & 3u];
+    const float total78 = mimir_simd_add_f32_4(slot77);
     if (lid.x == 0u) {
-        const float total36 = total35 / float(u.N);
-        out[0u] = total36;
+        const float total79 = total78 / float(u.N);
+        out[0u] = total79;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - ((u.N + 4096u - 1u) >> 12u), memory_order_relaxed);

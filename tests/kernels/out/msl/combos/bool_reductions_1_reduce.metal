@@ -7,8 +7,8 @@ struct Uniforms {
     uint M;
 };
 
-static inline int mimir_simd_add_i32_8(int x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline int mimir_simd_add_i32_4(int x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const int y = simd_shuffle_xor(x, m);
         x = int(uint(x) + uint(y));
     }
@@ -25,9 +25,9 @@ kernel void bool_reductions_1_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup int partial[8];
+    threadgroup int partial[4];
     threadgroup uint ticket[1];
-    threadgroup int combine[8];
+    threadgroup int combine[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= ((u.N * u.M + 4096u - 1u) >> 12u)) {
         return;
@@ -36,85 +36,125 @@ kernel void bool_reductions_1_reduce(
     const uint stop2 = start1 + 4096u;
     const uint end3 = (stop2 < u.N * u.M ? stop2 : u.N * u.M);
     int acc4 = 0;
-    const uint last5 = (end3 > 768u ? end3 - 768u : 0u);
-    uint rest6 = start1 + lid.x;
-    for (uint r7 = start1 + lid.x; r7 < last5; r7 += 1024u) {
-        const uint i8 = r7 % u.M;
-        const uint i9 = r7 / u.M;
-        const uint i10 = i9 * u.M + i8;
-        const bool v11 = m[i10] != 0u;
-        acc4 = int(uint(acc4) + uint((v11 ? 1 : 0)));
-        const uint i12 = (r7 + 256u) % u.M;
-        const uint i13 = (r7 + 256u) / u.M;
-        const uint i14 = i13 * u.M + i12;
-        const bool v15 = m[i14] != 0u;
-        acc4 = int(uint(acc4) + uint((v15 ? 1 : 0)));
-        const uint i16 = (r7 + 512u) % u.M;
-        const uint i17 = (r7 + 512u) / u.M;
-        const uint i18 = i17 * u.M + i16;
-        const bool v19 = m[i18] != 0u;
-        acc4 = int(uint(acc4) + uint((v19 ? 1 : 0)));
-        const uint i20 = (r7 + 768u) % u.M;
-        const uint i21 = (r7 + 768u) / u.M;
-        const uint i22 = i21 * u.M + i20;
-        const bool v23 = m[i22] != 0u;
-        acc4 = int(uint(acc4) + uint((v23 ? 1 : 0)));
-        rest6 = r7 + 1024u;
+    if (((u.N * u.M) & 3u) == 0u) {
+        const uint span5 = end3 - start1;
+        const uint r6 = lid.x << 2u;
+        const uint last7 = (span5 > 512u ? span5 - 512u : 0u);
+        uint rest8 = r6;
+        for (uint r9 = r6; r9 < last7; r9 += 1024u) {
+            const uint i10 = start1 + r9;
+            const uint4 vec1 = ((device const uint4*)m)[i10 >> 2u];
+            const uint m_23 = vec1[0];
+            const uint m_24 = vec1[1];
+            const uint m_25 = vec1[2];
+            const uint m_26 = vec1[3];
+            const bool v13 = m_23 != 0u;
+            acc4 = int(uint(acc4) + uint((v13 ? 1 : 0)));
+            const bool v16 = m_24 != 0u;
+            acc4 = int(uint(acc4) + uint((v16 ? 1 : 0)));
+            const bool v19 = m_25 != 0u;
+            acc4 = int(uint(acc4) + uint((v19 ? 1 : 0)));
+            const bool v22 = m_26 != 0u;
+            acc4 = int(uint(acc4) + uint((v22 ? 1 : 0)));
+            const uint r27 = r9 + 512u;
+            const uint i28 = start1 + r27;
+            const uint4 vec2 = ((device const uint4*)m)[i28 >> 2u];
+            const uint m_41 = vec2[0];
+            const uint m_42 = vec2[1];
+            const uint m_43 = vec2[2];
+            const uint m_44 = vec2[3];
+            const bool v31 = m_41 != 0u;
+            acc4 = int(uint(acc4) + uint((v31 ? 1 : 0)));
+            const bool v34 = m_42 != 0u;
+            acc4 = int(uint(acc4) + uint((v34 ? 1 : 0)));
+            const bool v37 = m_43 != 0u;
+            acc4 = int(uint(acc4) + uint((v37 ? 1 : 0)));
+            const bool v40 = m_44 != 0u;
+            acc4 = int(uint(acc4) + uint((v40 ? 1 : 0)));
+            rest8 = r9 + 1024u;
+        }
+        for (uint r45 = rest8; r45 < span5; r45 += 512u) {
+            const uint i46 = start1 + r45;
+            const uint4 vec3 = ((device const uint4*)m)[i46 >> 2u];
+            const uint m_59 = vec3[0];
+            const uint m_60 = vec3[1];
+            const uint m_61 = vec3[2];
+            const uint m_62 = vec3[3];
+            const bool v49 = m_59 != 0u;
+            acc4 = int(uint(acc4) + uint((v49 ? 1 : 0)));
+            const bool v52 = m_60 != 0u;
+            acc4 = int(uint(acc4) + uint((v52 ? 1 : 0)));
+            const bool v55 = m_61 != 0u;
+            acc4 = int(uint(acc4) + uint((v55 ? 1 : 0)));
+            const bool v58 = m_62 != 0u;
+            acc4 = int(uint(acc4) + uint((v58 ? 1 : 0)));
+        }
+    } else {
+        const uint last63 = (end3 > 384u ? end3 - 384u : 0u);
+        uint rest64 = start1 + lid.x;
+        for (uint r65 = start1 + lid.x; r65 < last63; r65 += 512u) {
+            const bool v68 = m[r65] != 0u;
+            acc4 = int(uint(acc4) + uint((v68 ? 1 : 0)));
+            const bool v71 = m[r65 + 128u] != 0u;
+            acc4 = int(uint(acc4) + uint((v71 ? 1 : 0)));
+            const bool v74 = m[r65 + 256u] != 0u;
+            acc4 = int(uint(acc4) + uint((v74 ? 1 : 0)));
+            const bool v77 = m[r65 + 384u] != 0u;
+            acc4 = int(uint(acc4) + uint((v77 ? 1 : 0)));
+            rest64 = r65 + 512u;
+        }
+        for (uint r78 = rest64; r78 < end3; r78 += 128u) {
+            const bool v81 = m[r78] != 0u;
+            acc4 = int(uint(acc4) + uint((v81 ? 1 : 0)));
+        }
     }
-    for (uint r24 = rest6; r24 < end3; r24 += 256u) {
-        const uint i25 = r24 % u.M;
-        const uint i26 = r24 / u.M;
-        const uint i27 = i26 * u.M + i25;
-        const bool v28 = m[i27] != 0u;
-        acc4 = int(uint(acc4) + uint((v28 ? 1 : 0)));
-    }
-    const int warp29 = as_type<int>(simd_sum(as_type<uint>(acc4)));
+    const int warp82 = as_type<int>(simd_sum(as_type<uint>(acc4)));
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp29;
+        partial[lid.x >> 5u] = warp82;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int slot30 = partial[lid.x & 7u];
-    const int total31 = mimir_simd_add_i32_8(slot30);
+    const int slot83 = partial[lid.x & 3u];
+    const int total84 = mimir_simd_add_i32_4(slot83);
     if (lid.x == 0u) {
-        scratch0[g0] = total31;
+        scratch0[g0] = total84;
     }
-    const uint last32 = ((u.N * u.M + 4096u - 1u) >> 12u) - 1u;
+    const uint last85 = ((u.N * u.M + 4096u - 1u) >> 12u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old33 = atomic_fetch_add_explicit(&scratch1[0u], 1u, memory_order_relaxed);
-        if (old33 == last32) {
+        const uint old86 = atomic_fetch_add_explicit(&scratch1[0u], 1u, memory_order_relaxed);
+        if (old86 == last85) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old33;
+        ticket[0u] = old86;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket34 = ticket[0u];
-    if (ticket34 != last32) {
+    const uint ticket87 = ticket[0u];
+    if (ticket87 != last85) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    int acc35 = 0;
-    const uint last36 = (((u.N * u.M + 4096u - 1u) >> 12u) > 768u ? ((u.N * u.M + 4096u - 1u) >> 12u) - 768u : 0u);
-    uint rest37 = lid.x;
-    for (uint r38 = lid.x; r38 < last36; r38 += 1024u) {
-        acc35 = int(uint(acc35) + uint(scratch0[r38]));
-        acc35 = int(uint(acc35) + uint(scratch0[r38 + 256u]));
-        acc35 = int(uint(acc35) + uint(scratch0[r38 + 512u]));
-        acc35 = int(uint(acc35) + uint(scratch0[r38 + 768u]));
-        rest37 = r38 + 1024u;
+    int acc88 = 0;
+    const uint last89 = (((u.N * u.M + 4096u - 1u) >> 12u) > 384u ? ((u.N * u.M + 4096u - 1u) >> 12u) - 384u : 0u);
+    uint rest90 = lid.x;
+    for (uint r91 = lid.x; r91 < last89; r91 += 512u) {
+        acc88 = int(uint(acc88) + uint(scratch0[r91]));
+        acc88 = int(uint(acc88) + uint(scratch0[r91 + 128u]));
+        acc88 = int(uint(acc88) + uint(scratch0[r91 + 256u]));
+        acc88 = int(uint(acc88) + uint(scratch0[r91 + 384u]));
+        rest90 = r91 + 512u;
     }
-    for (uint r39 = rest37; r39 < (u.N * u.M + 4096u - 1u) >> 12u; r39 += 256u) {
-        acc35 = int(uint(acc35) + uint(scratch0[r39]));
+    for (uint r92 = rest90; r92 < (u.N * u.M + 4096u - 1u) >> 12u; r92 += 128u) {
+        acc88 = int(uint(acc88) + uint(scratch0[r92]));
     }
-    const int warp40 = as_type<int>(simd_sum(as_type<uint>(acc35)));
+    const int warp93 = as_type<int>(simd_sum(as_type<uint>(acc88)));
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp40;
+        combine[lid.x >> 5u] = warp93;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int slot41 = combine[lid.x & 7u];
-    const int total42 = mimir_simd_add_i32_8(slot41);
+    const int slot94 = combine[lid.x & 3u];
+    const int total95 = mimir_simd_add_i32_4(slot94);
     if (lid.x == 0u) {
-        out1[0u] = total42;
+        out1[0u] = total95;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - ((u.N * u.M + 4096u - 1u) >> 12u), memory_order_relaxed);

@@ -30,70 +30,244 @@ kernel void masked_by_mean_0_row(
     }
     const uint base1 = g0 * u.M;
     float acc2 = 0.0f;
-    const uint last3 = (u.M > 384u ? u.M - 384u : 0u);
-    uint rest4 = lid.x;
-    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
-        const uint i6 = base1 + r5;
-        const float v7 = x[i6];
-        acc2 = acc2 + v7;
-        const float v8 = x[i6 + 128u];
-        acc2 = acc2 + v8;
-        const float v9 = x[i6 + 256u];
-        acc2 = acc2 + v9;
-        const float v10 = x[i6 + 384u];
-        acc2 = acc2 + v10;
-        rest4 = r5 + 512u;
+    if ((u.M & 3u) == 0u) {
+        const uint r3 = lid.x << 2u;
+        const uint last4 = (u.M > 512u ? u.M - 512u : 0u);
+        uint rest5 = r3;
+        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
+            const uint i7 = base1 + r6;
+            const float4 vec1 = ((device const float4*)x)[i7 >> 2u];
+            const float x_12 = vec1[0];
+            const float x_13 = vec1[1];
+            const float x_14 = vec1[2];
+            const float x_15 = vec1[3];
+            const float v8 = x_12;
+            acc2 = acc2 + v8;
+            const float v9 = x_13;
+            acc2 = acc2 + v9;
+            const float v10 = x_14;
+            acc2 = acc2 + v10;
+            const float v11 = x_15;
+            acc2 = acc2 + v11;
+            const uint r16 = r6 + 512u;
+            const uint i17 = base1 + r16;
+            const float4 vec2 = ((device const float4*)x)[i17 >> 2u];
+            const float x_22 = vec2[0];
+            const float x_23 = vec2[1];
+            const float x_24 = vec2[2];
+            const float x_25 = vec2[3];
+            const float v18 = x_22;
+            acc2 = acc2 + v18;
+            const float v19 = x_23;
+            acc2 = acc2 + v19;
+            const float v20 = x_24;
+            acc2 = acc2 + v20;
+            const float v21 = x_25;
+            acc2 = acc2 + v21;
+            rest5 = r6 + 1024u;
+        }
+        for (uint r26 = rest5; r26 < u.M; r26 += 512u) {
+            const uint i27 = base1 + r26;
+            const float4 vec3 = ((device const float4*)x)[i27 >> 2u];
+            const float x_32 = vec3[0];
+            const float x_33 = vec3[1];
+            const float x_34 = vec3[2];
+            const float x_35 = vec3[3];
+            const float v28 = x_32;
+            acc2 = acc2 + v28;
+            const float v29 = x_33;
+            acc2 = acc2 + v29;
+            const float v30 = x_34;
+            acc2 = acc2 + v30;
+            const float v31 = x_35;
+            acc2 = acc2 + v31;
+        }
+    } else {
+        const uint last36 = (u.M > 384u ? u.M - 384u : 0u);
+        uint rest37 = lid.x;
+        for (uint r38 = lid.x; r38 < last36; r38 += 512u) {
+            const uint i39 = base1 + r38;
+            const float v40 = x[i39];
+            acc2 = acc2 + v40;
+            const float v41 = x[i39 + 128u];
+            acc2 = acc2 + v41;
+            const float v42 = x[i39 + 256u];
+            acc2 = acc2 + v42;
+            const float v43 = x[i39 + 384u];
+            acc2 = acc2 + v43;
+            rest37 = r38 + 512u;
+        }
+        for (uint r44 = rest37; r44 < u.M; r44 += 128u) {
+            const uint i45 = base1 + r44;
+            const float v46 = x[i45];
+            acc2 = acc2 + v46;
+        }
     }
-    for (uint r11 = rest4; r11 < u.M; r11 += 128u) {
-        const uint i12 = base1 + r11;
-        const float v13 = x[i12];
-        acc2 = acc2 + v13;
-    }
-    const float warp14 = simd_sum(acc2);
+    const float warp47 = simd_sum(acc2);
     if ((lid.x & 31u) == 0u) {
-        row0[lid.x >> 5u] = warp14;
+        row0[lid.x >> 5u] = warp47;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot15 = row0[lid.x & 3u];
-    const float total16 = mimir_simd_add_f32_4(slot15);
-    const float total17 = total16 / float(u.M);
-    const uint last18 = (u.M > 384u ? u.M - 384u : 0u);
-    uint rest19 = lid.x;
-    for (uint r20 = lid.x; r20 < last18; r20 += 512u) {
-        const uint i21 = base1 + r20;
-        const float v22 = x[i21];
-        const bool v23 = !(((as_type<uint>(v22) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total17) & 0x7fffffffu) > 0x7f800000u)) && (v22 > total17);
-        const float v24 = (v23 ? v22 : 0.0f);
-        const float v25 = v24 + 1.0f;
-        const float v26 = v25 - 2.5f;
-        out[i21] = v26;
-        const float v27 = x[i21 + 128u];
-        const bool v28 = !(((as_type<uint>(v27) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total17) & 0x7fffffffu) > 0x7f800000u)) && (v27 > total17);
-        const float v29 = (v28 ? v27 : 0.0f);
-        const float v30 = v29 + 1.0f;
-        const float v31 = v30 - 2.5f;
-        out[i21 + 128u] = v31;
-        const float v32 = x[i21 + 256u];
-        const bool v33 = !(((as_type<uint>(v32) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total17) & 0x7fffffffu) > 0x7f800000u)) && (v32 > total17);
-        const float v34 = (v33 ? v32 : 0.0f);
-        const float v35 = v34 + 1.0f;
-        const float v36 = v35 - 2.5f;
-        out[i21 + 256u] = v36;
-        const float v37 = x[i21 + 384u];
-        const bool v38 = !(((as_type<uint>(v37) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total17) & 0x7fffffffu) > 0x7f800000u)) && (v37 > total17);
-        const float v39 = (v38 ? v37 : 0.0f);
-        const float v40 = v39 + 1.0f;
-        const float v41 = v40 - 2.5f;
-        out[i21 + 384u] = v41;
-        rest19 = r20 + 512u;
-    }
-    for (uint r42 = rest19; r42 < u.M; r42 += 128u) {
-        const uint i43 = base1 + r42;
-        const float v44 = x[i43];
-        const bool v45 = !(((as_type<uint>(v44) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total17) & 0x7fffffffu) > 0x7f800000u)) && (v44 > total17);
-        const float v46 = (v45 ? v44 : 0.0f);
-        const float v47 = v46 + 1.0f;
-        const float v48 = v47 - 2.5f;
-        out[i43] = v48;
+    const float slot48 = row0[lid.x & 3u];
+    const float total49 = mimir_simd_add_f32_4(slot48);
+    const float total50 = total49 / float(u.M);
+    if ((u.M & 3u) == 0u) {
+        const uint r51 = lid.x << 2u;
+        const uint last52 = (u.M > 512u ? u.M - 512u : 0u);
+        uint rest53 = r51;
+        for (uint r54 = r51; r54 < last52; r54 += 1024u) {
+            const uint i55 = base1 + r54;
+            const float4 vec4 = ((device const float4*)x)[i55 >> 2u];
+            const float x_76 = vec4[0];
+            const float x_77 = vec4[1];
+            const float x_78 = vec4[2];
+            const float x_79 = vec4[3];
+            const float v56 = x_76;
+            const bool v57 = !(((as_type<uint>(v56) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total50) & 0x7fffffffu) > 0x7f800000u)) && (v56 > total50);
+            const float v58 = (v57 ? v56 : 0.0f);
+            const float v59 = v58 + 1.0f;
+            const float v60 = v59 - 2.5f;
+            const float out_80 = v60;
+            const float v61 = x_77;
+            const bool v62 = !(((as_type<uint>(v61) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total50) & 0x7fffffffu) > 0x7f800000u)) && (v61 > total50);
+            const float v63 = (v62 ? v61 : 0.0f);
+            const float v64 = v63 + 1.0f;
+            const float v65 = v64 - 2.5f;
+            const float out_81 = v65;
+            const float v66 = x_78;
+            const bool v67 = !(((as_type<uint>(v66) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total50) & 0x7fffffffu) > 0x7f800000u)) && (v66 > total50);
+            const float v68 = (v67 ? v66 : 0.0f);
+            const float v69 = v68 + 1.0f;
+            const float v70 = v69 - 2.5f;
+            const float out_82 = v70;
+            const float v71 = x_79;
+            const bool v72 = !(((as_type<uint>(v71) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total50) & 0x7fffffffu) > 0x7f800000u)) && (v71 > total50);
+            const float v73 = (v72 ? v71 : 0.0f);
+            const float v74 = v73 + 1.0f;
+            const float v75 = v74 - 2.5f;
+            const float out_83 = v75;
+            float4 vec5;
+            vec5.x = out_80;
+            vec5.y = out_81;
+            vec5.z = out_82;
+            vec5.w = out_83;
+            ((device float4*)out)[i55 >> 2u] = vec5;
+            const uint r84 = r54 + 512u;
+            const uint i85 = base1 + r84;
+            const float4 vec6 = ((device const float4*)x)[i85 >> 2u];
+            const float x_106 = vec6[0];
+            const float x_107 = vec6[1];
+            const float x_108 = vec6[2];
+            const float x_109 = vec6[3];
+            const float v86 = x_106;
+            const bool v87 = !(((as_type<uint>(v86) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total50) & 0x7fffffffu) > 0x7f800000u)) && (v86 > total50);
+            const float v88 = (v87 ? v86 : 0.0f);
+            const float v89 = v88 + 1.0f;
+            const float v90 = v89 - 2.5f;
+            const float out_110 = v90;
+            const float v91 = x_107;
+            const bool v92 = !(((as_type<uint>(v91) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total50) & 0x7fffffffu) > 0x7f800000u)) && (v91 > total50);
+            const float v93 = (v92 ? v91 : 0.0f);
+            const float v94 = v93 + 1.0f;
+            const float v95 = v94 - 2.5f;
+            const float out_111 = v95;
+            const float v96 = x_108;
+            const bool v97 = !(((as_type<uint>(v96) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total50) & 0x7fffffffu) > 0x7f800000u)) && (v96 > total50);
+            const float v98 = (v97 ? v96 : 0.0f);
+            const float v99 = v98 + 1.0f;
+            const float v100 = v99 - 2.5f;
+            const float out_112 = v100;
+            const float v101 = x_109;
+            const bool v102 = !(((as_type<uint>(v101) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total50) & 0x7fffffffu) > 0x7f800000u)) && (v101 > total50);
+            const float v103 = (v102 ? v101 : 0.0f);
+            const float v104 = v103 + 1.0f;
+            const float v105 = v104 - 2.5f;
+            const float out_113 = v105;
+            float4 vec7;
+            vec7.x = out_110;
+            vec7.y = out_111;
+            vec7.z = out_112;
+            vec7.w = out_113;
+            ((device float4*)out)[i85 >> 2u] = vec7;
+            rest53 = r54 + 1024u;
+        }
+        for (uint r114 = rest53; r114 < u.M; r114 += 512u) {
+            const uint i115 = base1 + r114;
+            const float4 vec8 = ((device const float4*)x)[i115 >> 2u];
+            const float x_136 = vec8[0];
+            const float x_137 = vec8[1];
+            const float x_138 = vec8[2];
+            const float x_139 = vec8[3];
+            const float v116 = x_136;
+            const bool v117 = !(((as_type<uint>(v116) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total50) & 0x7fffffffu) > 0x7f800000u)) && (v116 > total50);
+            const float v118 = (v117 ? v116 : 0.0f);
+            const float v119 = v118 + 1.0f;
+            const float v120 = v119 - 2.5f;
+            const float out_140 = v120;
+            const float v121 = x_137;
+            const bool v122 = !(((as_type<uint>(v121) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total50) & 0x7fffffffu) > 0x7f800000u)) && (v121 > total50);
+            const float v123 = (v122 ? v121 : 0.0f);
+            const float v124 = v123 + 1.0f;
+            const float v125 = v124 - 2.5f;
+            const float out_141 = v125;
+            const float v126 = x_138;
+            const bool v127 = !(((as_type<uint>(v126) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total50) & 0x7fffffffu) > 0x7f800000u)) && (v126 > total50);
+            const float v128 = (v127 ? v126 : 0.0f);
+            const float v129 = v128 + 1.0f;
+            const float v130 = v129 - 2.5f;
+            const float out_142 = v130;
+            const float v131 = x_139;
+            const bool v132 = !(((as_type<uint>(v131) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total50) & 0x7fffffffu) > 0x7f800000u)) && (v131 > total50);
+            const float v133 = (v132 ? v131 : 0.0f);
+            const float v134 = v133 + 1.0f;
+            const float v135 = v134 - 2.5f;
+            const float out_143 = v135;
+            float4 vec9;
+            vec9.x = out_140;
+            vec9.y = out_141;
+            vec9.z = out_142;
+            vec9.w = out_143;
+            ((device float4*)out)[i115 >> 2u] = vec9;
+        }
+    } else {
+        const uint last144 = (u.M > 384u ? u.M - 384u : 0u);
+        uint rest145 = lid.x;
+        for (uint r146 = lid.x; r146 < last144; r146 += 512u) {
+            const uint i147 = base1 + r146;
+            const float v148 = x[i147];
+            const bool v149 = !(((as_type<uint>(v148) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total50) & 0x7fffffffu) > 0x7f800000u)) && (v148 > total50);
+            const float v150 = (v149 ? v148 : 0.0f);
+            const float v151 = v150 + 1.0f;
+            const float v152 = v151 - 2.5f;
+            out[i147] = v152;
+            const float v153 = x[i147 + 128u];
+            const bool v154 = !(((as_type<uint>(v153) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total50) & 0x7fffffffu) > 0x7f800000u)) && (v153 > total50);
+            const float v155 = (v154 ? v153 : 0.0f);
+            const float v156 = v155 + 1.0f;
+            const float v157 = v156 - 2.5f;
+            out[i147 + 128u] = v157;
+            const float v158 = x[i147 + 256u];
+            const bool v159 = !(((as_type<uint>(v158) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total50) & 0x7fffffffu) > 0x7f800000u)) && (v158 > total50);
+            const float v160 = (v159 ? v158 : 0.0f);
+            const float v161 = v160 + 1.0f;
+            const float v162 = v161 - 2.5f;
+            out[i147 + 256u] = v162;
+            const float v163 = x[i147 + 384u];
+            const bool v164 = !(((as_type<uint>(v163) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total50) & 0x7fffffffu) > 0x7f800000u)) && (v163 > total50);
+            const float v165 = (v164 ? v163 : 0.0f);
+            const float v166 = v165 + 1.0f;
+            const float v167 = v166 - 2.5f;
+            out[i147 + 384u] = v167;
+            rest145 = r146 + 512u;
+        }
+        for (uint r168 = rest145; r168 < u.M; r168 += 128u) {
+            const uint i169 = base1 + r168;
+            const float v170 = x[i169];
+            const bool v171 = !(((as_type<uint>(v170) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total50) & 0x7fffffffu) > 0x7f800000u)) && (v170 > total50);
+            const float v172 = (v171 ? v170 : 0.0f);
+            const float v173 = v172 + 1.0f;
+            const float v174 = v173 - 2.5f;
+            out[i169] = v174;
+        }
     }
 }

@@ -43,38 +43,104 @@ kernel void root_read_twice_2_reduce(
     }
     const uint base1 = g0 * u.M;
     float acc2 = as_type<float>(0xff800000u);
-    const uint last3 = (u.M > 384u ? u.M - 384u : 0u);
-    uint rest4 = lid.x;
-    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
-        const uint i6 = base1 + r5;
-        const float v7 = out0[i6];
-        const float v9 = fma(v7, v7, v7);
-        acc2 = mimir_maximum_f32(acc2, v9);
-        const float v10 = out0[i6 + 128u];
-        const float v12 = fma(v10, v10, v10);
-        acc2 = mimir_maximum_f32(acc2, v12);
-        const float v13 = out0[i6 + 256u];
-        const float v15 = fma(v13, v13, v13);
-        acc2 = mimir_maximum_f32(acc2, v15);
-        const float v16 = out0[i6 + 384u];
-        const float v18 = fma(v16, v16, v16);
-        acc2 = mimir_maximum_f32(acc2, v18);
-        rest4 = r5 + 512u;
+    if ((u.M & 3u) == 0u) {
+        const uint r3 = lid.x << 2u;
+        const uint last4 = (u.M > 512u ? u.M - 512u : 0u);
+        uint rest5 = r3;
+        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
+            const uint i7 = base1 + r6;
+            const float4 vec1 = ((device const float4*)out0)[i7 >> 2u];
+            const float out0_20 = vec1[0];
+            const float out0_21 = vec1[1];
+            const float out0_22 = vec1[2];
+            const float out0_23 = vec1[3];
+            const float v8 = out0_20;
+            const float v10 = fma(v8, v8, v8);
+            acc2 = mimir_maximum_f32(acc2, v10);
+            const float v11 = out0_21;
+            const float v13 = fma(v11, v11, v11);
+            acc2 = mimir_maximum_f32(acc2, v13);
+            const float v14 = out0_22;
+            const float v16 = fma(v14, v14, v14);
+            acc2 = mimir_maximum_f32(acc2, v16);
+            const float v17 = out0_23;
+            const float v19 = fma(v17, v17, v17);
+            acc2 = mimir_maximum_f32(acc2, v19);
+            const uint r24 = r6 + 512u;
+            const uint i25 = base1 + r24;
+            const float4 vec2 = ((device const float4*)out0)[i25 >> 2u];
+            const float out0_38 = vec2[0];
+            const float out0_39 = vec2[1];
+            const float out0_40 = vec2[2];
+            const float out0_41 = vec2[3];
+            const float v26 = out0_38;
+            const float v28 = fma(v26, v26, v26);
+            acc2 = mimir_maximum_f32(acc2, v28);
+            const float v29 = out0_39;
+            const float v31 = fma(v29, v29, v29);
+            acc2 = mimir_maximum_f32(acc2, v31);
+            const float v32 = out0_40;
+            const float v34 = fma(v32, v32, v32);
+            acc2 = mimir_maximum_f32(acc2, v34);
+            const float v35 = out0_41;
+            const float v37 = fma(v35, v35, v35);
+            acc2 = mimir_maximum_f32(acc2, v37);
+            rest5 = r6 + 1024u;
+        }
+        for (uint r42 = rest5; r42 < u.M; r42 += 512u) {
+            const uint i43 = base1 + r42;
+            const float4 vec3 = ((device const float4*)out0)[i43 >> 2u];
+            const float out0_56 = vec3[0];
+            const float out0_57 = vec3[1];
+            const float out0_58 = vec3[2];
+            const float out0_59 = vec3[3];
+            const float v44 = out0_56;
+            const float v46 = fma(v44, v44, v44);
+            acc2 = mimir_maximum_f32(acc2, v46);
+            const float v47 = out0_57;
+            const float v49 = fma(v47, v47, v47);
+            acc2 = mimir_maximum_f32(acc2, v49);
+            const float v50 = out0_58;
+            const float v52 = fma(v50, v50, v50);
+            acc2 = mimir_maximum_f32(acc2, v52);
+            const float v53 = out0_59;
+            const float v55 = fma(v53, v53, v53);
+            acc2 = mimir_maximum_f32(acc2, v55);
+        }
+    } else {
+        const uint last60 = (u.M > 384u ? u.M - 384u : 0u);
+        uint rest61 = lid.x;
+        for (uint r62 = lid.x; r62 < last60; r62 += 512u) {
+            const uint i63 = base1 + r62;
+            const float v64 = out0[i63];
+            const float v66 = fma(v64, v64, v64);
+            acc2 = mimir_maximum_f32(acc2, v66);
+            const float v67 = out0[i63 + 128u];
+            const float v69 = fma(v67, v67, v67);
+            acc2 = mimir_maximum_f32(acc2, v69);
+            const float v70 = out0[i63 + 256u];
+            const float v72 = fma(v70, v70, v70);
+            acc2 = mimir_maximum_f32(acc2, v72);
+            const float v73 = out0[i63 + 384u];
+            const float v75 = fma(v73, v73, v73);
+            acc2 = mimir_maximum_f32(acc2, v75);
+            rest61 = r62 + 512u;
+        }
+        for (uint r76 = rest61; r76 < u.M; r76 += 128u) {
+            const uint i77 = base1 + r76;
+            const float v78 = out0[i77];
+            const float v80 = fma(v78, v78, v78);
+            acc2 = mimir_maximum_f32(acc2, v80);
+        }
     }
-    for (uint r19 = rest4; r19 < u.M; r19 += 128u) {
-        const uint i20 = base1 + r19;
-        const float v21 = out0[i20];
-        const float v23 = fma(v21, v21, v21);
-        acc2 = mimir_maximum_f32(acc2, v23);
-    }
-    const float warp24 = (simd_any(((as_type<uint>(acc2) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc2));
+    const float warp81 = (simd_any(((as_type<uint>(acc2) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc2));
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp24;
+        partial[lid.x >> 5u] = warp81;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot25 = partial[lid.x & 3u];
-    const float total26 = mimir_simd_max_f32_4(slot25);
+    const float slot82 = partial[lid.x & 3u];
+    const float total83 = mimir_simd_max_f32_4(slot82);
     if (lid.x == 0u) {
-        out2[g0] = total26;
+        out2[g0] = total83;
     }
 }

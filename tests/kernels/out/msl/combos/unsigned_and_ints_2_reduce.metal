@@ -6,8 +6,8 @@ struct Uniforms {
     uint N;
 };
 
-static inline int mimir_simd_min_i32_8(int x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline int mimir_simd_min_i32_4(int x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const int y = simd_shuffle_xor(x, m);
         x = min(x, y);
     }
@@ -24,9 +24,9 @@ kernel void unsigned_and_ints_2_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup int partial[8];
+    threadgroup int partial[4];
     threadgroup uint ticket[1];
-    threadgroup int combine[8];
+    threadgroup int combine[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= ((u.N + 4096u - 1u) >> 12u)) {
         return;
@@ -35,73 +35,125 @@ kernel void unsigned_and_ints_2_reduce(
     const uint stop2 = start1 + 4096u;
     const uint end3 = (stop2 < u.N ? stop2 : u.N);
     int acc4 = 2147483647;
-    const uint last5 = (end3 > 768u ? end3 - 768u : 0u);
-    uint rest6 = start1 + lid.x;
-    for (uint r7 = start1 + lid.x; r7 < last5; r7 += 1024u) {
-        const int v8 = i[r7];
-        acc4 = (acc4 <= v8 ? acc4 : v8);
-        const uint i9 = r7 + 256u;
-        const int v10 = i[i9];
-        acc4 = (acc4 <= v10 ? acc4 : v10);
-        const uint i11 = r7 + 512u;
-        const int v12 = i[i11];
-        acc4 = (acc4 <= v12 ? acc4 : v12);
-        const uint i13 = r7 + 768u;
-        const int v14 = i[i13];
-        acc4 = (acc4 <= v14 ? acc4 : v14);
-        rest6 = r7 + 1024u;
+    if ((u.N & 3u) == 0u) {
+        const uint span5 = end3 - start1;
+        const uint r6 = lid.x << 2u;
+        const uint last7 = (span5 > 512u ? span5 - 512u : 0u);
+        uint rest8 = r6;
+        for (uint r9 = r6; r9 < last7; r9 += 1024u) {
+            const uint i10 = start1 + r9;
+            const int4 vec1 = ((device const int4*)i)[i10 >> 2u];
+            const int i_15 = vec1[0];
+            const int i_16 = vec1[1];
+            const int i_17 = vec1[2];
+            const int i_18 = vec1[3];
+            const int v11 = i_15;
+            acc4 = (acc4 <= v11 ? acc4 : v11);
+            const int v12 = i_16;
+            acc4 = (acc4 <= v12 ? acc4 : v12);
+            const int v13 = i_17;
+            acc4 = (acc4 <= v13 ? acc4 : v13);
+            const int v14 = i_18;
+            acc4 = (acc4 <= v14 ? acc4 : v14);
+            const uint r19 = r9 + 512u;
+            const uint i20 = start1 + r19;
+            const int4 vec2 = ((device const int4*)i)[i20 >> 2u];
+            const int i_25 = vec2[0];
+            const int i_26 = vec2[1];
+            const int i_27 = vec2[2];
+            const int i_28 = vec2[3];
+            const int v21 = i_25;
+            acc4 = (acc4 <= v21 ? acc4 : v21);
+            const int v22 = i_26;
+            acc4 = (acc4 <= v22 ? acc4 : v22);
+            const int v23 = i_27;
+            acc4 = (acc4 <= v23 ? acc4 : v23);
+            const int v24 = i_28;
+            acc4 = (acc4 <= v24 ? acc4 : v24);
+            rest8 = r9 + 1024u;
+        }
+        for (uint r29 = rest8; r29 < span5; r29 += 512u) {
+            const uint i30 = start1 + r29;
+            const int4 vec3 = ((device const int4*)i)[i30 >> 2u];
+            const int i_35 = vec3[0];
+            const int i_36 = vec3[1];
+            const int i_37 = vec3[2];
+            const int i_38 = vec3[3];
+            const int v31 = i_35;
+            acc4 = (acc4 <= v31 ? acc4 : v31);
+            const int v32 = i_36;
+            acc4 = (acc4 <= v32 ? acc4 : v32);
+            const int v33 = i_37;
+            acc4 = (acc4 <= v33 ? acc4 : v33);
+            const int v34 = i_38;
+            acc4 = (acc4 <= v34 ? acc4 : v34);
+        }
+    } else {
+        const uint last39 = (end3 > 384u ? end3 - 384u : 0u);
+        uint rest40 = start1 + lid.x;
+        for (uint r41 = start1 + lid.x; r41 < last39; r41 += 512u) {
+            const int v42 = i[r41];
+            acc4 = (acc4 <= v42 ? acc4 : v42);
+            const int v43 = i[r41 + 128u];
+            acc4 = (acc4 <= v43 ? acc4 : v43);
+            const int v44 = i[r41 + 256u];
+            acc4 = (acc4 <= v44 ? acc4 : v44);
+            const int v45 = i[r41 + 384u];
+            acc4 = (acc4 <= v45 ? acc4 : v45);
+            rest40 = r41 + 512u;
+        }
+        for (uint r46 = rest40; r46 < end3; r46 += 128u) {
+            const int v47 = i[r46];
+            acc4 = (acc4 <= v47 ? acc4 : v47);
+        }
     }
-    for (uint r15 = rest6; r15 < end3; r15 += 256u) {
-        const int v16 = i[r15];
-        acc4 = (acc4 <= v16 ? acc4 : v16);
-    }
-    const int warp17 = simd_min(acc4);
+    const int warp48 = simd_min(acc4);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp17;
+        partial[lid.x >> 5u] = warp48;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int slot18 = partial[lid.x & 7u];
-    const int total19 = mimir_simd_min_i32_8(slot18);
+    const int slot49 = partial[lid.x & 3u];
+    const int total50 = mimir_simd_min_i32_4(slot49);
     if (lid.x == 0u) {
-        scratch2[g0] = total19;
+        scratch2[g0] = total50;
     }
-    const uint last20 = ((u.N + 4096u - 1u) >> 12u) - 1u;
+    const uint last51 = ((u.N + 4096u - 1u) >> 12u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old21 = atomic_fetch_add_explicit(&scratch3[0u], 1u, memory_order_relaxed);
-        if (old21 == last20) {
+        const uint old52 = atomic_fetch_add_explicit(&scratch3[0u], 1u, memory_order_relaxed);
+        if (old52 == last51) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old21;
+        ticket[0u] = old52;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket22 = ticket[0u];
-    if (ticket22 != last20) {
+    const uint ticket53 = ticket[0u];
+    if (ticket53 != last51) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    int acc23 = 2147483647;
-    const uint last24 = (((u.N + 4096u - 1u) >> 12u) > 768u ? ((u.N + 4096u - 1u) >> 12u) - 768u : 0u);
-    uint rest25 = lid.x;
-    for (uint r26 = lid.x; r26 < last24; r26 += 1024u) {
-        acc23 = (acc23 <= scratch2[r26] ? acc23 : scratch2[r26]);
-        acc23 = (acc23 <= scratch2[r26 + 256u] ? acc23 : scratch2[r26 + 256u]);
-        acc23 = (acc23 <= scratch2[r26 + 512u] ? acc23 : scratch2[r26 + 512u]);
-        acc23 = (acc23 <= scratch2[r26 + 768u] ? acc23 : scratch2[r26 + 768u]);
-        rest25 = r26 + 1024u;
+    int acc54 = 2147483647;
+    const uint last55 = (((u.N + 4096u - 1u) >> 12u) > 384u ? ((u.N + 4096u - 1u) >> 12u) - 384u : 0u);
+    uint rest56 = lid.x;
+    for (uint r57 = lid.x; r57 < last55; r57 += 512u) {
+        acc54 = (acc54 <= scratch2[r57] ? acc54 : scratch2[r57]);
+        acc54 = (acc54 <= scratch2[r57 + 128u] ? acc54 : scratch2[r57 + 128u]);
+        acc54 = (acc54 <= scratch2[r57 + 256u] ? acc54 : scratch2[r57 + 256u]);
+        acc54 = (acc54 <= scratch2[r57 + 384u] ? acc54 : scratch2[r57 + 384u]);
+        rest56 = r57 + 512u;
     }
-    for (uint r27 = rest25; r27 < (u.N + 4096u - 1u) >> 12u; r27 += 256u) {
-        acc23 = (acc23 <= scratch2[r27] ? acc23 : scratch2[r27]);
+    for (uint r58 = rest56; r58 < (u.N + 4096u - 1u) >> 12u; r58 += 128u) {
+        acc54 = (acc54 <= scratch2[r58] ? acc54 : scratch2[r58]);
     }
-    const int warp28 = simd_min(acc23);
+    const int warp59 = simd_min(acc54);
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp28;
+        combine[lid.x >> 5u] = warp59;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int slot29 = combine[lid.x & 7u];
-    const int total30 = mimir_simd_min_i32_8(slot29);
+    const int slot60 = combine[lid.x & 3u];
+    const int total61 = mimir_simd_min_i32_4(slot60);
     if (lid.x == 0u) {
-        out4[0u] = total30;
+        out4[0u] = total61;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch3[0u], 0u - ((u.N + 4096u - 1u) >> 12u), memory_order_relaxed);

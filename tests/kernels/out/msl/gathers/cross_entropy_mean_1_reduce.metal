@@ -7,8 +7,8 @@ struct Uniforms {
     uint C;
 };
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
@@ -26,9 +26,9 @@ kernel void cross_entropy_mean_1_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[8];
+    threadgroup float partial[4];
     threadgroup uint ticket[1];
-    threadgroup float combine[8];
+    threadgroup float combine[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= ((u.N + 4096u - 1u) >> 12u)) {
         return;
@@ -37,85 +37,164 @@ kernel void cross_entropy_mean_1_reduce(
     const uint stop2 = start1 + 4096u;
     const uint end3 = (stop2 < u.N ? stop2 : u.N);
     float acc4 = 0.0f;
-    const uint last5 = (end3 > 768u ? end3 - 768u : 0u);
-    uint rest6 = start1 + lid.x;
-    for (uint r7 = start1 + lid.x; r7 < last5; r7 += 1024u) {
-        const int v8 = labels[r7];
-        const uint i9 = r7 * u.C + uint(v8);
-        const float v10 = scratch0[i9];
-        acc4 = acc4 + v10;
-        const uint i11 = r7 + 256u;
-        const int v12 = labels[i11];
-        const uint i13 = (r7 + 256u) * u.C + uint(v12);
-        const float v14 = scratch0[i13];
-        acc4 = acc4 + v14;
-        const uint i15 = r7 + 512u;
-        const int v16 = labels[i15];
-        const uint i17 = (r7 + 512u) * u.C + uint(v16);
-        const float v18 = scratch0[i17];
-        acc4 = acc4 + v18;
-        const uint i19 = r7 + 768u;
-        const int v20 = labels[i19];
-        const uint i21 = (r7 + 768u) * u.C + uint(v20);
-        const float v22 = scratch0[i21];
-        acc4 = acc4 + v22;
-        rest6 = r7 + 1024u;
+    if ((u.N & 3u) == 0u) {
+        const uint span5 = end3 - start1;
+        const uint r6 = lid.x << 2u;
+        const uint last7 = (span5 > 512u ? span5 - 512u : 0u);
+        uint rest8 = r6;
+        for (uint r9 = r6; r9 < last7; r9 += 1024u) {
+            const uint i10 = start1 + r9;
+            const int4 vec1 = ((device const int4*)labels)[i10 >> 2u];
+            const int labels_26 = vec1[0];
+            const int labels_27 = vec1[1];
+            const int labels_28 = vec1[2];
+            const int labels_29 = vec1[3];
+            const int v11 = labels_26;
+            const uint i12 = i10 * u.C + uint(v11);
+            const float v13 = scratch0[i12];
+            acc4 = acc4 + v13;
+            const int v15 = labels_27;
+            const uint i16 = (i10 + 1u) * u.C + uint(v15);
+            const float v17 = scratch0[i16];
+            acc4 = acc4 + v17;
+            const int v19 = labels_28;
+            const uint i20 = (i10 + 2u) * u.C + uint(v19);
+            const float v21 = scratch0[i20];
+            acc4 = acc4 + v21;
+            const int v23 = labels_29;
+            const uint i24 = (i10 + 3u) * u.C + uint(v23);
+            const float v25 = scratch0[i24];
+            acc4 = acc4 + v25;
+            const uint r30 = r9 + 512u;
+            const uint i31 = start1 + r30;
+            const int4 vec2 = ((device const int4*)labels)[i31 >> 2u];
+            const int labels_47 = vec2[0];
+            const int labels_48 = vec2[1];
+            const int labels_49 = vec2[2];
+            const int labels_50 = vec2[3];
+            const int v32 = labels_47;
+            const uint i33 = i31 * u.C + uint(v32);
+            const float v34 = scratch0[i33];
+            acc4 = acc4 + v34;
+            const int v36 = labels_48;
+            const uint i37 = (i31 + 1u) * u.C + uint(v36);
+            const float v38 = scratch0[i37];
+            acc4 = acc4 + v38;
+            const int v40 = labels_49;
+            const uint i41 = (i31 + 2u) * u.C + uint(v40);
+            const float v42 = scratch0[i41];
+            acc4 = acc4 + v42;
+            const int v44 = labels_50;
+            const uint i45 = (i31 + 3u) * u.C + uint(v44);
+            const float v46 = scratch0[i45];
+            acc4 = acc4 + v46;
+            rest8 = r9 + 1024u;
+        }
+        for (uint r51 = rest8; r51 < span5; r51 += 512u) {
+            const uint i52 = start1 + r51;
+            const int4 vec3 = ((device const int4*)labels)[i52 >> 2u];
+            const int labels_68 = vec3[0];
+            const int labels_69 = vec3[1];
+            const int labels_70 = vec3[2];
+            const int labels_71 = vec3[3];
+            const int v53 = labels_68;
+            const uint i54 = i52 * u.C + uint(v53);
+            const float v55 = scratch0[i54];
+            acc4 = acc4 + v55;
+            const int v57 = labels_69;
+            const uint i58 = (i52 + 1u) * u.C + uint(v57);
+            const float v59 = scratch0[i58];
+            acc4 = acc4 + v59;
+            const int v61 = labels_70;
+            const uint i62 = (i52 + 2u) * u.C + uint(v61);
+            const float v63 = scratch0[i62];
+            acc4 = acc4 + v63;
+            const int v65 = labels_71;
+            const uint i66 = (i52 + 3u) * u.C + uint(v65);
+            const float v67 = scratch0[i66];
+            acc4 = acc4 + v67;
+        }
+    } else {
+        const uint last72 = (end3 > 384u ? end3 - 384u : 0u);
+        uint rest73 = start1 + lid.x;
+        for (uint r74 = start1 + lid.x; r74 < last72; r74 += 512u) {
+            const int v75 = labels[r74];
+            const uint i76 = r74 * u.C + uint(v75);
+            const float v77 = scratch0[i76];
+            acc4 = acc4 + v77;
+            const uint i78 = r74 + 128u;
+            const int v79 = labels[i78];
+            const uint i80 = (r74 + 128u) * u.C + uint(v79);
+            const float v81 = scratch0[i80];
+            acc4 = acc4 + v81;
+            const uint i82 = r74 + 256u;
+            const int v83 = labels[i82];
+            const uint i84 = (r74 + 256u) * u.C + uint(v83);
+            const float v85 = scratch0[i84];
+            acc4 = acc4 + v85;
+            const uint i86 = r74 + 384u;
+            const int v87 = labels[i86];
+            const uint i88 = (r74 + 384u) * u.C + uint(v87);
+            const float v89 = scratch0[i88];
+            acc4 = acc4 + v89;
+            rest73 = r74 + 512u;
+        }
+        for (uint r90 = rest73; r90 < end3; r90 += 128u) {
+            const int v91 = labels[r90];
+            const uint i92 = r90 * u.C + uint(v91);
+            const float v93 = scratch0[i92];
+            acc4 = acc4 + v93;
+        }
     }
-    for (uint r23 = rest6; r23 < end3; r23 += 256u) {
-        const int v24 = labels[r23];
-        const uint i25 = r23 * u.C + uint(v24);
-        const float v26 = scratch0[i25];
-        acc4 = acc4 + v26;
-    }
-    const float warp27 = simd_sum(acc4);
+    const float warp94 = simd_sum(acc4);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp27;
+        partial[lid.x >> 5u] = warp94;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot28 = partial[lid.x & 7u];
-    const float total29 = mimir_simd_add_f32_8(slot28);
+    const float slot95 = partial[lid.x & 3u];
+    const float total96 = mimir_simd_add_f32_4(slot95);
     if (lid.x == 0u) {
-        scratch1[g0] = total29;
+        scratch1[g0] = total96;
     }
-    const uint last30 = ((u.N + 4096u - 1u) >> 12u) - 1u;
+    const uint last97 = ((u.N + 4096u - 1u) >> 12u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old31 = atomic_fetch_add_explicit(&scratch2[0u], 1u, memory_order_relaxed);
-        if (old31 == last30) {
+        const uint old98 = atomic_fetch_add_explicit(&scratch2[0u], 1u, memory_order_relaxed);
+        if (old98 == last97) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old31;
+        ticket[0u] = old98;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket32 = ticket[0u];
-    if (ticket32 != last30) {
+    const uint ticket99 = ticket[0u];
+    if (ticket99 != last97) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    float acc33 = 0.0f;
-    const uint last34 = (((u.N + 4096u - 1u) >> 12u) > 768u ? ((u.N + 4096u - 1u) >> 12u) - 768u : 0u);
-    uint rest35 = lid.x;
-    for (uint r36 = lid.x; r36 < last34; r36 += 1024u) {
-        acc33 = acc33 + scratch1[r36];
-        acc33 = acc33 + scratch1[r36 + 256u];
-        acc33 = acc33 + scratch1[r36 + 512u];
-        acc33 = acc33 + scratch1[r36 + 768u];
-        rest35 = r36 + 1024u;
+    float acc100 = 0.0f;
+    const uint last101 = (((u.N + 4096u - 1u) >> 12u) > 384u ? ((u.N + 4096u - 1u) >> 12u) - 384u : 0u);
+    uint rest102 = lid.x;
+    for (uint r103 = lid.x; r103 < last101; r103 += 512u) {
+        acc100 = acc100 + scratch1[r103];
+        acc100 = acc100 + scratch1[r103 + 128u];
+        acc100 = acc100 + scratch1[r103 + 256u];
+        acc100 = acc100 + scratch1[r103 + 384u];
+        rest102 = r103 + 512u;
     }
-    for (uint r37 = rest35; r37 < (u.N + 4096u - 1u) >> 12u; r37 += 256u) {
-        acc33 = acc33 + scratch1[r37];
+    for (uint r104 = rest102; r104 < (u.N + 4096u - 1u) >> 12u; r104 += 128u) {
+        acc100 = acc100 + scratch1[r104];
     }
-    const float warp38 = simd_sum(acc33);
+    const float warp105 = simd_sum(acc100);
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp38;
+        combine[lid.x >> 5u] = warp105;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot39 = combine[lid.x & 7u];
-    const float total40 = mimir_simd_add_f32_8(slot39);
+    const float slot106 = combine[lid.x & 3u];
+    const float total107 = mimir_simd_add_f32_4(slot106);
     if (lid.x == 0u) {
-        const float total41 = total40 / float(u.N);
-        const float v42 = -total41;
-        out[0u] = v42;
+        const float total108 = total107 / float(u.N);
+        const float v109 = -total108;
+        out[0u] = v109;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch2[0u], 0u - ((u.N + 4096u - 1u) >> 12u), memory_order_relaxed);

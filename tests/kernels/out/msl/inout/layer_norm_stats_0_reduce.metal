@@ -30,34 +30,88 @@ kernel void layer_norm_stats_0_reduce(
     }
     const uint base1 = g0 * u.D;
     float acc2 = 0.0f;
-    const uint last3 = (u.D > 384u ? u.D - 384u : 0u);
-    uint rest4 = lid.x;
-    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
-        const uint i6 = base1 + r5;
-        const float v7 = x[i6];
-        acc2 = acc2 + v7;
-        const float v8 = x[i6 + 128u];
-        acc2 = acc2 + v8;
-        const float v9 = x[i6 + 256u];
-        acc2 = acc2 + v9;
-        const float v10 = x[i6 + 384u];
-        acc2 = acc2 + v10;
-        rest4 = r5 + 512u;
+    if ((u.D & 3u) == 0u) {
+        const uint r3 = lid.x << 2u;
+        const uint last4 = (u.D > 512u ? u.D - 512u : 0u);
+        uint rest5 = r3;
+        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
+            const uint i7 = base1 + r6;
+            const float4 vec1 = ((device const float4*)x)[i7 >> 2u];
+            const float x_12 = vec1[0];
+            const float x_13 = vec1[1];
+            const float x_14 = vec1[2];
+            const float x_15 = vec1[3];
+            const float v8 = x_12;
+            acc2 = acc2 + v8;
+            const float v9 = x_13;
+            acc2 = acc2 + v9;
+            const float v10 = x_14;
+            acc2 = acc2 + v10;
+            const float v11 = x_15;
+            acc2 = acc2 + v11;
+            const uint r16 = r6 + 512u;
+            const uint i17 = base1 + r16;
+            const float4 vec2 = ((device const float4*)x)[i17 >> 2u];
+            const float x_22 = vec2[0];
+            const float x_23 = vec2[1];
+            const float x_24 = vec2[2];
+            const float x_25 = vec2[3];
+            const float v18 = x_22;
+            acc2 = acc2 + v18;
+            const float v19 = x_23;
+            acc2 = acc2 + v19;
+            const float v20 = x_24;
+            acc2 = acc2 + v20;
+            const float v21 = x_25;
+            acc2 = acc2 + v21;
+            rest5 = r6 + 1024u;
+        }
+        for (uint r26 = rest5; r26 < u.D; r26 += 512u) {
+            const uint i27 = base1 + r26;
+            const float4 vec3 = ((device const float4*)x)[i27 >> 2u];
+            const float x_32 = vec3[0];
+            const float x_33 = vec3[1];
+            const float x_34 = vec3[2];
+            const float x_35 = vec3[3];
+            const float v28 = x_32;
+            acc2 = acc2 + v28;
+            const float v29 = x_33;
+            acc2 = acc2 + v29;
+            const float v30 = x_34;
+            acc2 = acc2 + v30;
+            const float v31 = x_35;
+            acc2 = acc2 + v31;
+        }
+    } else {
+        const uint last36 = (u.D > 384u ? u.D - 384u : 0u);
+        uint rest37 = lid.x;
+        for (uint r38 = lid.x; r38 < last36; r38 += 512u) {
+            const uint i39 = base1 + r38;
+            const float v40 = x[i39];
+            acc2 = acc2 + v40;
+            const float v41 = x[i39 + 128u];
+            acc2 = acc2 + v41;
+            const float v42 = x[i39 + 256u];
+            acc2 = acc2 + v42;
+            const float v43 = x[i39 + 384u];
+            acc2 = acc2 + v43;
+            rest37 = r38 + 512u;
+        }
+        for (uint r44 = rest37; r44 < u.D; r44 += 128u) {
+            const uint i45 = base1 + r44;
+            const float v46 = x[i45];
+            acc2 = acc2 + v46;
+        }
     }
-    for (uint r11 = rest4; r11 < u.D; r11 += 128u) {
-        const uint i12 = base1 + r11;
-        const float v13 = x[i12];
-        acc2 = acc2 + v13;
-    }
-    const float warp14 = simd_sum(acc2);
+    const float warp47 = simd_sum(acc2);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp14;
+        partial[lid.x >> 5u] = warp47;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot15 = partial[lid.x & 3u];
-    const float total16 = mimir_simd_add_f32_4(slot15);
+    const float slot48 = partial[lid.x & 3u];
+    const float total49 = mimir_simd_add_f32_4(slot48);
     if (lid.x == 0u) {
-        const float total17 = total16 / float(u.D);
-        out0[g0] = total17;
+        const float total50 = total49 / float(u.D);
+        out0[g0] = total50;
     }
 }

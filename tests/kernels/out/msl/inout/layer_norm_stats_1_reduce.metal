@@ -38,43 +38,112 @@ kernel void layer_norm_stats_1_reduce(
     }
     const uint base1 = g0 * u.D;
     float acc2 = 0.0f;
-    const uint last3 = (u.D > 384u ? u.D - 384u : 0u);
-    uint rest4 = lid.x;
-    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
-        const uint i6 = base1 + r5;
-        const float v7 = x[i6];
-        const float v8 = out0[g0];
-        const float v9 = v7 - v8;
-        acc2 = fma(v9, v9, acc2);
-        const float v11 = x[i6 + 128u];
-        const float v12 = v11 - v8;
-        acc2 = fma(v12, v12, acc2);
-        const float v14 = x[i6 + 256u];
-        const float v15 = v14 - v8;
-        acc2 = fma(v15, v15, acc2);
-        const float v17 = x[i6 + 384u];
-        const float v18 = v17 - v8;
-        acc2 = fma(v18, v18, acc2);
-        rest4 = r5 + 512u;
+    if ((u.D & 3u) == 0u) {
+        const uint r3 = lid.x << 2u;
+        const uint last4 = (u.D > 512u ? u.D - 512u : 0u);
+        uint rest5 = r3;
+        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
+            const uint i7 = base1 + r6;
+            const float4 vec1 = ((device const float4*)x)[i7 >> 2u];
+            const float x_21 = vec1[0];
+            const float x_22 = vec1[1];
+            const float x_23 = vec1[2];
+            const float x_24 = vec1[3];
+            const float v8 = x_21;
+            const float v9 = out0[g0];
+            const float v10 = v8 - v9;
+            acc2 = fma(v10, v10, acc2);
+            const float v12 = x_22;
+            const float v13 = v12 - v9;
+            acc2 = fma(v13, v13, acc2);
+            const float v15 = x_23;
+            const float v16 = v15 - v9;
+            acc2 = fma(v16, v16, acc2);
+            const float v18 = x_24;
+            const float v19 = v18 - v9;
+            acc2 = fma(v19, v19, acc2);
+            const uint r25 = r6 + 512u;
+            const uint i26 = base1 + r25;
+            const float4 vec2 = ((device const float4*)x)[i26 >> 2u];
+            const float x_40 = vec2[0];
+            const float x_41 = vec2[1];
+            const float x_42 = vec2[2];
+            const float x_43 = vec2[3];
+            const float v27 = x_40;
+            const float v28 = out0[g0];
+            const float v29 = v27 - v28;
+            acc2 = fma(v29, v29, acc2);
+            const float v31 = x_41;
+            const float v32 = v31 - v28;
+            acc2 = fma(v32, v32, acc2);
+            const float v34 = x_42;
+            const float v35 = v34 - v28;
+            acc2 = fma(v35, v35, acc2);
+            const float v37 = x_43;
+            const float v38 = v37 - v28;
+            acc2 = fma(v38, v38, acc2);
+            rest5 = r6 + 1024u;
+        }
+        for (uint r44 = rest5; r44 < u.D; r44 += 512u) {
+            const uint i45 = base1 + r44;
+            const float4 vec3 = ((device const float4*)x)[i45 >> 2u];
+            const float x_59 = vec3[0];
+            const float x_60 = vec3[1];
+            const float x_61 = vec3[2];
+            const float x_62 = vec3[3];
+            const float v46 = x_59;
+            const float v47 = out0[g0];
+            const float v48 = v46 - v47;
+            acc2 = fma(v48, v48, acc2);
+            const float v50 = x_60;
+            const float v51 = v50 - v47;
+            acc2 = fma(v51, v51, acc2);
+            const float v53 = x_61;
+            const float v54 = v53 - v47;
+            acc2 = fma(v54, v54, acc2);
+            const float v56 = x_62;
+            const float v57 = v56 - v47;
+            acc2 = fma(v57, v57, acc2);
+        }
+    } else {
+        const uint last63 = (u.D > 384u ? u.D - 384u : 0u);
+        uint rest64 = lid.x;
+        for (uint r65 = lid.x; r65 < last63; r65 += 512u) {
+            const uint i66 = base1 + r65;
+            const float v67 = x[i66];
+            const float v68 = out0[g0];
+            const float v69 = v67 - v68;
+            acc2 = fma(v69, v69, acc2);
+            const float v71 = x[i66 + 128u];
+            const float v72 = v71 - v68;
+            acc2 = fma(v72, v72, acc2);
+            const float v74 = x[i66 + 256u];
+            const float v75 = v74 - v68;
+            acc2 = fma(v75, v75, acc2);
+            const float v77 = x[i66 + 384u];
+            const float v78 = v77 - v68;
+            acc2 = fma(v78, v78, acc2);
+            rest64 = r65 + 512u;
+        }
+        for (uint r80 = rest64; r80 < u.D; r80 += 128u) {
+            const uint i81 = base1 + r80;
+            const float v82 = x[i81];
+            const float v83 = out0[g0];
+            const float v84 = v82 - v83;
+            acc2 = fma(v84, v84, acc2);
+        }
     }
-    for (uint r20 = rest4; r20 < u.D; r20 += 128u) {
-        const uint i21 = base1 + r20;
-        const float v22 = x[i21];
-        const float v23 = out0[g0];
-        const float v24 = v22 - v23;
-        acc2 = fma(v24, v24, acc2);
-    }
-    const float warp26 = simd_sum(acc2);
+    const float warp86 = simd_sum(acc2);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp26;
+        partial[lid.x >> 5u] = warp86;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot27 = partial[lid.x & 3u];
-    const float total28 = mimir_simd_add_f32_4(slot27);
+    const float slot87 = partial[lid.x & 3u];
+    const float total88 = mimir_simd_add_f32_4(slot87);
     if (lid.x == 0u) {
-        const float total29 = total28 / float(u.D);
-        const float v30 = total29 + 1e-05f;
-        const float v31 = 1.0f / mimir_sqrt(v30);
-        out1[g0] = v31;
+        const float total89 = total88 / float(u.D);
+        const float v90 = total89 + 1e-05f;
+        const float v91 = 1.0f / mimir_sqrt(v90);
+        out1[g0] = v91;
     }
 }

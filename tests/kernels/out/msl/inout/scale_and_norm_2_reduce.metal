@@ -32,45 +32,123 @@ kernel void scale_and_norm_2_reduce(
     }
     const uint base1 = g0 * u.D;
     float acc2 = 0.0f;
-    const uint last3 = (u.D > 384u ? u.D - 384u : 0u);
-    uint rest4 = lid.x;
-    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
-        const uint i6 = base1 + r5;
-        const float v7 = scratch1[i6];
-        const uint i8 = g0 * u.D + r5;
-        const float v9 = x[i8];
-        acc2 = fma(v7, v9, acc2);
-        const float v11 = scratch1[i6 + 128u];
-        const uint i12 = g0 * u.D + (r5 + 128u);
-        const float v13 = x[i12];
-        acc2 = fma(v11, v13, acc2);
-        const float v15 = scratch1[i6 + 256u];
-        const uint i16 = g0 * u.D + (r5 + 256u);
-        const float v17 = x[i16];
-        acc2 = fma(v15, v17, acc2);
-        const float v19 = scratch1[i6 + 384u];
-        const uint i20 = g0 * u.D + (r5 + 384u);
-        const float v21 = x[i20];
-        acc2 = fma(v19, v21, acc2);
-        rest4 = r5 + 512u;
+    if ((u.D & 3u) == 0u) {
+        const uint r3 = lid.x << 2u;
+        const uint last4 = (u.D > 512u ? u.D - 512u : 0u);
+        uint rest5 = r3;
+        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
+            const uint i7 = base1 + r6;
+            const float4 vec1 = ((device const float4*)scratch1)[i7 >> 2u];
+            const float scratch1_24 = vec1[0];
+            const float scratch1_25 = vec1[1];
+            const float scratch1_26 = vec1[2];
+            const float scratch1_27 = vec1[3];
+            const float v8 = scratch1_24;
+            const uint i9 = g0 * u.D + r6;
+            const float v10 = x[i9];
+            acc2 = fma(v8, v10, acc2);
+            const float v12 = scratch1_25;
+            const uint i13 = g0 * u.D + (r6 + 1u);
+            const float v14 = x[i13];
+            acc2 = fma(v12, v14, acc2);
+            const float v16 = scratch1_26;
+            const uint i17 = g0 * u.D + (r6 + 2u);
+            const float v18 = x[i17];
+            acc2 = fma(v16, v18, acc2);
+            const float v20 = scratch1_27;
+            const uint i21 = g0 * u.D + (r6 + 3u);
+            const float v22 = x[i21];
+            acc2 = fma(v20, v22, acc2);
+            const uint r28 = r6 + 512u;
+            const uint i29 = base1 + r28;
+            const float4 vec2 = ((device const float4*)scratch1)[i29 >> 2u];
+            const float scratch1_46 = vec2[0];
+            const float scratch1_47 = vec2[1];
+            const float scratch1_48 = vec2[2];
+            const float scratch1_49 = vec2[3];
+            const float v30 = scratch1_46;
+            const uint i31 = g0 * u.D + r28;
+            const float v32 = x[i31];
+            acc2 = fma(v30, v32, acc2);
+            const float v34 = scratch1_47;
+            const uint i35 = g0 * u.D + (r28 + 1u);
+            const float v36 = x[i35];
+            acc2 = fma(v34, v36, acc2);
+            const float v38 = scratch1_48;
+            const uint i39 = g0 * u.D + (r28 + 2u);
+            const float v40 = x[i39];
+            acc2 = fma(v38, v40, acc2);
+            const float v42 = scratch1_49;
+            const uint i43 = g0 * u.D + (r28 + 3u);
+            const float v44 = x[i43];
+            acc2 = fma(v42, v44, acc2);
+            rest5 = r6 + 1024u;
+        }
+        for (uint r50 = rest5; r50 < u.D; r50 += 512u) {
+            const uint i51 = base1 + r50;
+            const float4 vec3 = ((device const float4*)scratch1)[i51 >> 2u];
+            const float scratch1_68 = vec3[0];
+            const float scratch1_69 = vec3[1];
+            const float scratch1_70 = vec3[2];
+            const float scratch1_71 = vec3[3];
+            const float v52 = scratch1_68;
+            const uint i53 = g0 * u.D + r50;
+            const float v54 = x[i53];
+            acc2 = fma(v52, v54, acc2);
+            const float v56 = scratch1_69;
+            const uint i57 = g0 * u.D + (r50 + 1u);
+            const float v58 = x[i57];
+            acc2 = fma(v56, v58, acc2);
+            const float v60 = scratch1_70;
+            const uint i61 = g0 * u.D + (r50 + 2u);
+            const float v62 = x[i61];
+            acc2 = fma(v60, v62, acc2);
+            const float v64 = scratch1_71;
+            const uint i65 = g0 * u.D + (r50 + 3u);
+            const float v66 = x[i65];
+            acc2 = fma(v64, v66, acc2);
+        }
+    } else {
+        const uint last72 = (u.D > 384u ? u.D - 384u : 0u);
+        uint rest73 = lid.x;
+        for (uint r74 = lid.x; r74 < last72; r74 += 512u) {
+            const uint i75 = base1 + r74;
+            const float v76 = scratch1[i75];
+            const uint i77 = g0 * u.D + r74;
+            const float v78 = x[i77];
+            acc2 = fma(v76, v78, acc2);
+            const float v80 = scratch1[i75 + 128u];
+            const uint i81 = g0 * u.D + (r74 + 128u);
+            const float v82 = x[i81];
+            acc2 = fma(v80, v82, acc2);
+            const float v84 = scratch1[i75 + 256u];
+            const uint i85 = g0 * u.D + (r74 + 256u);
+            const float v86 = x[i85];
+            acc2 = fma(v84, v86, acc2);
+            const float v88 = scratch1[i75 + 384u];
+            const uint i89 = g0 * u.D + (r74 + 384u);
+            const float v90 = x[i89];
+            acc2 = fma(v88, v90, acc2);
+            rest73 = r74 + 512u;
+        }
+        for (uint r92 = rest73; r92 < u.D; r92 += 128u) {
+            const uint i93 = base1 + r92;
+            const float v94 = scratch1[i93];
+            const uint i95 = g0 * u.D + r92;
+            const float v96 = x[i95];
+            acc2 = fma(v94, v96, acc2);
+        }
     }
-    for (uint r23 = rest4; r23 < u.D; r23 += 128u) {
-        const uint i24 = base1 + r23;
-        const float v25 = scratch1[i24];
-        const uint i26 = g0 * u.D + r23;
-        const float v27 = x[i26];
-        acc2 = fma(v25, v27, acc2);
-    }
-    const float warp29 = simd_sum(acc2);
+    const float warp98 = simd_sum(acc2);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp29;
+        partial[lid.x >> 5u] = warp98;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot30 = partial[lid.x & 3u];
-    const float total31 = mimir_simd_add_f32_4(slot30);
+    const float slot99 = partial[lid.x & 3u];
+    const float total100 = mimir_simd_add_f32_4(slot99);
     if (lid.x == 0u) {
-        const float v32 = scratch0[g0];
-        const float v33 = total31 + v32;
-        out[g0] = v33;
+        const float v101 = scratch0[g0];
+        const float v102 = total100 + v101;
+        out[g0] = v102;
     }
 }

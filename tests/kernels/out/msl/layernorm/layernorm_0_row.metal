@@ -40,113 +40,395 @@ kernel void layernorm_0_row(
     }
     const uint base1 = g0 * u.D;
     float acc2 = 0.0f;
-    const uint last3 = (u.D > 384u ? u.D - 384u : 0u);
-    uint rest4 = lid.x;
-    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
-        const uint i6 = base1 + r5;
-        const float v7 = x[i6];
-        acc2 = acc2 + v7;
-        const float v8 = x[i6 + 128u];
-        acc2 = acc2 + v8;
-        const float v9 = x[i6 + 256u];
-        acc2 = acc2 + v9;
-        const float v10 = x[i6 + 384u];
-        acc2 = acc2 + v10;
-        rest4 = r5 + 512u;
+    if ((u.D & 3u) == 0u) {
+        const uint r3 = lid.x << 2u;
+        const uint last4 = (u.D > 512u ? u.D - 512u : 0u);
+        uint rest5 = r3;
+        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
+            const uint i7 = base1 + r6;
+            const float4 vec1 = ((device const float4*)x)[i7 >> 2u];
+            const float x_12 = vec1[0];
+            const float x_13 = vec1[1];
+            const float x_14 = vec1[2];
+            const float x_15 = vec1[3];
+            const float v8 = x_12;
+            acc2 = acc2 + v8;
+            const float v9 = x_13;
+            acc2 = acc2 + v9;
+            const float v10 = x_14;
+            acc2 = acc2 + v10;
+            const float v11 = x_15;
+            acc2 = acc2 + v11;
+            const uint r16 = r6 + 512u;
+            const uint i17 = base1 + r16;
+            const float4 vec2 = ((device const float4*)x)[i17 >> 2u];
+            const float x_22 = vec2[0];
+            const float x_23 = vec2[1];
+            const float x_24 = vec2[2];
+            const float x_25 = vec2[3];
+            const float v18 = x_22;
+            acc2 = acc2 + v18;
+            const float v19 = x_23;
+            acc2 = acc2 + v19;
+            const float v20 = x_24;
+            acc2 = acc2 + v20;
+            const float v21 = x_25;
+            acc2 = acc2 + v21;
+            rest5 = r6 + 1024u;
+        }
+        for (uint r26 = rest5; r26 < u.D; r26 += 512u) {
+            const uint i27 = base1 + r26;
+            const float4 vec3 = ((device const float4*)x)[i27 >> 2u];
+            const float x_32 = vec3[0];
+            const float x_33 = vec3[1];
+            const float x_34 = vec3[2];
+            const float x_35 = vec3[3];
+            const float v28 = x_32;
+            acc2 = acc2 + v28;
+            const float v29 = x_33;
+            acc2 = acc2 + v29;
+            const float v30 = x_34;
+            acc2 = acc2 + v30;
+            const float v31 = x_35;
+            acc2 = acc2 + v31;
+        }
+    } else {
+        const uint last36 = (u.D > 384u ? u.D - 384u : 0u);
+        uint rest37 = lid.x;
+        for (uint r38 = lid.x; r38 < last36; r38 += 512u) {
+            const uint i39 = base1 + r38;
+            const float v40 = x[i39];
+            acc2 = acc2 + v40;
+            const float v41 = x[i39 + 128u];
+            acc2 = acc2 + v41;
+            const float v42 = x[i39 + 256u];
+            acc2 = acc2 + v42;
+            const float v43 = x[i39 + 384u];
+            acc2 = acc2 + v43;
+            rest37 = r38 + 512u;
+        }
+        for (uint r44 = rest37; r44 < u.D; r44 += 128u) {
+            const uint i45 = base1 + r44;
+            const float v46 = x[i45];
+            acc2 = acc2 + v46;
+        }
     }
-    for (uint r11 = rest4; r11 < u.D; r11 += 128u) {
-        const uint i12 = base1 + r11;
-        const float v13 = x[i12];
-        acc2 = acc2 + v13;
-    }
-    const float warp14 = simd_sum(acc2);
+    const float warp47 = simd_sum(acc2);
     if ((lid.x & 31u) == 0u) {
-        row0[lid.x >> 5u] = warp14;
+        row0[lid.x >> 5u] = warp47;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot15 = row0[lid.x & 3u];
-    const float total16 = mimir_simd_add_f32_4(slot15);
-    const float total17 = total16 / float(u.D);
-    float acc18 = 0.0f;
-    const uint last19 = (u.D > 384u ? u.D - 384u : 0u);
-    uint rest20 = lid.x;
-    for (uint r21 = lid.x; r21 < last19; r21 += 512u) {
-        const uint i22 = base1 + r21;
-        const float v23 = x[i22];
-        const float v24 = v23 - total17;
-        acc18 = fma(v24, v24, acc18);
-        const float v26 = x[i22 + 128u];
-        const float v27 = v26 - total17;
-        acc18 = fma(v27, v27, acc18);
-        const float v29 = x[i22 + 256u];
-        const float v30 = v29 - total17;
-        acc18 = fma(v30, v30, acc18);
-        const float v32 = x[i22 + 384u];
-        const float v33 = v32 - total17;
-        acc18 = fma(v33, v33, acc18);
-        rest20 = r21 + 512u;
+    const float slot48 = row0[lid.x & 3u];
+    const float total49 = mimir_simd_add_f32_4(slot48);
+    const float total50 = total49 / float(u.D);
+    float acc51 = 0.0f;
+    if ((u.D & 3u) == 0u) {
+        const uint r52 = lid.x << 2u;
+        const uint last53 = (u.D > 512u ? u.D - 512u : 0u);
+        uint rest54 = r52;
+        for (uint r55 = r52; r55 < last53; r55 += 1024u) {
+            const uint i56 = base1 + r55;
+            const float4 vec4 = ((device const float4*)x)[i56 >> 2u];
+            const float x_69 = vec4[0];
+            const float x_70 = vec4[1];
+            const float x_71 = vec4[2];
+            const float x_72 = vec4[3];
+            const float v57 = x_69;
+            const float v58 = v57 - total50;
+            acc51 = fma(v58, v58, acc51);
+            const float v60 = x_70;
+            const float v61 = v60 - total50;
+            acc51 = fma(v61, v61, acc51);
+            const float v63 = x_71;
+            const float v64 = v63 - total50;
+            acc51 = fma(v64, v64, acc51);
+            const float v66 = x_72;
+            const float v67 = v66 - total50;
+            acc51 = fma(v67, v67, acc51);
+            const uint r73 = r55 + 512u;
+            const uint i74 = base1 + r73;
+            const float4 vec5 = ((device const float4*)x)[i74 >> 2u];
+            const float x_87 = vec5[0];
+            const float x_88 = vec5[1];
+            const float x_89 = vec5[2];
+            const float x_90 = vec5[3];
+            const float v75 = x_87;
+            const float v76 = v75 - total50;
+            acc51 = fma(v76, v76, acc51);
+            const float v78 = x_88;
+            const float v79 = v78 - total50;
+            acc51 = fma(v79, v79, acc51);
+            const float v81 = x_89;
+            const float v82 = v81 - total50;
+            acc51 = fma(v82, v82, acc51);
+            const float v84 = x_90;
+            const float v85 = v84 - total50;
+            acc51 = fma(v85, v85, acc51);
+            rest54 = r55 + 1024u;
+        }
+        for (uint r91 = rest54; r91 < u.D; r91 += 512u) {
+            const uint i92 = base1 + r91;
+            const float4 vec6 = ((device const float4*)x)[i92 >> 2u];
+            const float x_105 = vec6[0];
+            const float x_106 = vec6[1];
+            const float x_107 = vec6[2];
+            const float x_108 = vec6[3];
+            const float v93 = x_105;
+            const float v94 = v93 - total50;
+            acc51 = fma(v94, v94, acc51);
+            const float v96 = x_106;
+            const float v97 = v96 - total50;
+            acc51 = fma(v97, v97, acc51);
+            const float v99 = x_107;
+            const float v100 = v99 - total50;
+            acc51 = fma(v100, v100, acc51);
+            const float v102 = x_108;
+            const float v103 = v102 - total50;
+            acc51 = fma(v103, v103, acc51);
+        }
+    } else {
+        const uint last109 = (u.D > 384u ? u.D - 384u : 0u);
+        uint rest110 = lid.x;
+        for (uint r111 = lid.x; r111 < last109; r111 += 512u) {
+            const uint i112 = base1 + r111;
+            const float v113 = x[i112];
+            const float v114 = v113 - total50;
+            acc51 = fma(v114, v114, acc51);
+            const float v116 = x[i112 + 128u];
+            const float v117 = v116 - total50;
+            acc51 = fma(v117, v117, acc51);
+            const float v119 = x[i112 + 256u];
+            const float v120 = v119 - total50;
+            acc51 = fma(v120, v120, acc51);
+            const float v122 = x[i112 + 384u];
+            const float v123 = v122 - total50;
+            acc51 = fma(v123, v123, acc51);
+            rest110 = r111 + 512u;
+        }
+        for (uint r125 = rest110; r125 < u.D; r125 += 128u) {
+            const uint i126 = base1 + r125;
+            const float v127 = x[i126];
+            const float v128 = v127 - total50;
+            acc51 = fma(v128, v128, acc51);
+        }
     }
-    for (uint r35 = rest20; r35 < u.D; r35 += 128u) {
-        const uint i36 = base1 + r35;
-        const float v37 = x[i36];
-        const float v38 = v37 - total17;
-        acc18 = fma(v38, v38, acc18);
-    }
-    const float warp40 = simd_sum(acc18);
+    const float warp130 = simd_sum(acc51);
     if ((lid.x & 31u) == 0u) {
-        row1[lid.x >> 5u] = warp40;
+        row1[lid.x >> 5u] = warp130;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot41 = row1[lid.x & 3u];
-    const float total42 = mimir_simd_add_f32_4(slot41);
-    const float total43 = total42 / float(u.D);
-    const float v44 = total43 + 1e-05f;
-    const float v45 = 1.0f / mimir_sqrt(v44);
-    const uint last46 = (u.D > 384u ? u.D - 384u : 0u);
-    uint rest47 = lid.x;
-    for (uint r48 = lid.x; r48 < last46; r48 += 512u) {
-        const uint i49 = base1 + r48;
-        const float v50 = x[i49];
-        const float v51 = v50 - total17;
-        const float v52 = v51 * v45;
-        const float v53 = gamma[r48];
-        const float v55 = beta[r48];
-        const float v56 = fma(v52, v53, v55);
-        out[i49] = v56;
-        const float v57 = x[i49 + 128u];
-        const float v58 = v57 - total17;
-        const float v59 = v58 * v45;
-        const uint i60 = r48 + 128u;
-        const float v61 = gamma[i60];
-        const float v63 = beta[i60];
-        const float v64 = fma(v59, v61, v63);
-        out[i49 + 128u] = v64;
-        const float v65 = x[i49 + 256u];
-        const float v66 = v65 - total17;
-        const float v67 = v66 * v45;
-        const uint i68 = r48 + 256u;
-        const float v69 = gamma[i68];
-        const float v71 = beta[i68];
-        const float v72 = fma(v67, v69, v71);
-        out[i49 + 256u] = v72;
-        const float v73 = x[i49 + 384u];
-        const float v74 = v73 - total17;
-        const float v75 = v74 * v45;
-        const uint i76 = r48 + 384u;
-        const float v77 = gamma[i76];
-        const float v79 = beta[i76];
-        const float v80 = fma(v75, v77, v79);
-        out[i49 + 384u] = v80;
-        rest47 = r48 + 512u;
-    }
-    for (uint r81 = rest47; r81 < u.D; r81 += 128u) {
-        const uint i82 = base1 + r81;
-        const float v83 = x[i82];
-        const float v84 = v83 - total17;
-        const float v85 = v84 * v45;
-        const float v86 = gamma[r81];
-        const float v88 = beta[r81];
-        const float v89 = fma(v85, v86, v88);
-        out[i82] = v89;
+    const float slot131 = row1[lid.x & 3u];
+    const float total132 = mimir_simd_add_f32_4(slot131);
+    const float total133 = total132 / float(u.D);
+    const float v134 = total133 + 1e-05f;
+    const float v135 = 1.0f / mimir_sqrt(v134);
+    if ((u.D & 3u) == 0u) {
+        const uint r136 = lid.x << 2u;
+        const uint last137 = (u.D > 512u ? u.D - 512u : 0u);
+        uint rest138 = r136;
+        for (uint r139 = r136; r139 < last137; r139 += 1024u) {
+            const float4 vec7 = ((device const float4*)beta)[r139 >> 2u];
+            const float beta_180 = vec7[0];
+            const float beta_181 = vec7[1];
+            const float beta_182 = vec7[2];
+            const float beta_183 = vec7[3];
+            const float4 vec8 = ((device const float4*)gamma)[r139 >> 2u];
+            const float gamma_184 = vec8[0];
+            const float gamma_185 = vec8[1];
+            const float gamma_186 = vec8[2];
+            const float gamma_187 = vec8[3];
+            const uint i140 = base1 + r139;
+            const float4 vec9 = ((device const float4*)x)[i140 >> 2u];
+            const float x_172 = vec9[0];
+            const float x_173 = vec9[1];
+            const float x_174 = vec9[2];
+            const float x_175 = vec9[3];
+            const float v141 = x_172;
+            const float v142 = v141 - total50;
+            const float v143 = v142 * v135;
+            const float v144 = gamma_184;
+            const float v146 = beta_180;
+            const float v147 = fma(v143, v144, v146);
+            const float out_176 = v147;
+            const float v148 = x_173;
+            const float v149 = v148 - total50;
+            const float v150 = v149 * v135;
+            const float v152 = gamma_185;
+            const float v154 = beta_181;
+            const float v155 = fma(v150, v152, v154);
+            const float out_177 = v155;
+            const float v156 = x_174;
+            const float v157 = v156 - total50;
+            const float v158 = v157 * v135;
+            const float v160 = gamma_186;
+            const float v162 = beta_182;
+            const float v163 = fma(v158, v160, v162);
+            const float out_178 = v163;
+            const float v164 = x_175;
+            const float v165 = v164 - total50;
+            const float v166 = v165 * v135;
+            const float v168 = gamma_187;
+            const float v170 = beta_183;
+            const float v171 = fma(v166, v168, v170);
+            const float out_179 = v171;
+            float4 vec10;
+            vec10.x = out_176;
+            vec10.y = out_177;
+            vec10.z = out_178;
+            vec10.w = out_179;
+            ((device float4*)out)[i140 >> 2u] = vec10;
+            const uint r188 = r139 + 512u;
+            const float4 vec11 = ((device const float4*)beta)[r188 >> 2u];
+            const float beta_229 = vec11[0];
+            const float beta_230 = vec11[1];
+            const float beta_231 = vec11[2];
+            const float beta_232 = vec11[3];
+            const float4 vec12 = ((device const float4*)gamma)[r188 >> 2u];
+            const float gamma_233 = vec12[0];
+            const float gamma_234 = vec12[1];
+            const float gamma_235 = vec12[2];
+            const float gamma_236 = vec12[3];
+            const uint i189 = base1 + r188;
+            const float4 vec13 = ((device const float4*)x)[i189 >> 2u];
+            const float x_221 = vec13[0];
+            const float x_222 = vec13[1];
+            const float x_223 = vec13[2];
+            const float x_224 = vec13[3];
+            const float v190 = x_221;
+            const float v191 = v190 - total50;
+            const float v192 = v191 * v135;
+            const float v193 = gamma_233;
+            const float v195 = beta_229;
+            const float v196 = fma(v192, v193, v195);
+            const float out_225 = v196;
+            const float v197 = x_222;
+            const float v198 = v197 - total50;
+            const float v199 = v198 * v135;
+            const float v201 = gamma_234;
+            const float v203 = beta_230;
+            const float v204 = fma(v199, v201, v203);
+            const float out_226 = v204;
+            const float v205 = x_223;
+            const float v206 = v205 - total50;
+            const float v207 = v206 * v135;
+            const float v209 = gamma_235;
+            const float v211 = beta_231;
+            const float v212 = fma(v207, v209, v211);
+            const float out_227 = v212;
+            const float v213 = x_224;
+            const float v214 = v213 - total50;
+            const float v215 = v214 * v135;
+            const float v217 = gamma_236;
+            const float v219 = beta_232;
+            const float v220 = fma(v215, v217, v219);
+            const float out_228 = v220;
+            float4 vec14;
+            vec14.x = out_225;
+            vec14.y = out_226;
+            vec14.z = out_227;
+            vec14.w = out_228;
+            ((device float4*)out)[i189 >> 2u] = vec14;
+            rest138 = r139 + 1024u;
+        }
+        for (uint r237 = rest138; r237 < u.D; r237 += 512u) {
+            const float4 vec15 = ((device const float4*)beta)[r237 >> 2u];
+            const float beta_278 = vec15[0];
+            const float beta_279 = vec15[1];
+            const float beta_280 = vec15[2];
+            const float beta_281 = vec15[3];
+            const float4 vec16 = ((device const float4*)gamma)[r237 >> 2u];
+            const float gamma_282 = vec16[0];
+            const float gamma_283 = vec16[1];
+            const float gamma_284 = vec16[2];
+            const float gamma_285 = vec16[3];
+            const uint i238 = base1 + r237;
+            const float4 vec17 = ((device const float4*)x)[i238 >> 2u];
+            const float x_270 = vec17[0];
+            const float x_271 = vec17[1];
+            const float x_272 = vec17[2];
+            const float x_273 = vec17[3];
+            const float v239 = x_270;
+            const float v240 = v239 - total50;
+            const float v241 = v240 * v135;
+            const float v242 = gamma_282;
+            const float v244 = beta_278;
+            const float v245 = fma(v241, v242, v244);
+            const float out_274 = v245;
+            const float v246 = x_271;
+            const float v247 = v246 - total50;
+            const float v248 = v247 * v135;
+            const float v250 = gamma_283;
+            const float v252 = beta_279;
+            const float v253 = fma(v248, v250, v252);
+            const float out_275 = v253;
+            const float v254 = x_272;
+            const float v255 = v254 - total50;
+            const float v256 = v255 * v135;
+            const float v258 = gamma_284;
+            const float v260 = beta_280;
+            const float v261 = fma(v256, v258, v260);
+            const float out_276 = v261;
+            const float v262 = x_273;
+            const float v263 = v262 - total50;
+            const float v264 = v263 * v135;
+            const float v266 = gamma_285;
+            const float v268 = beta_281;
+            const float v269 = fma(v264, v266, v268);
+            const float out_277 = v269;
+            float4 vec18;
+            vec18.x = out_274;
+            vec18.y = out_275;
+            vec18.z = out_276;
+            vec18.w = out_277;
+            ((device float4*)out)[i238 >> 2u] = vec18;
+        }
+    } else {
+        const uint last286 = (u.D > 384u ? u.D - 384u : 0u);
+        uint rest287 = lid.x;
+        for (uint r288 = lid.x; r288 < last286; r288 += 512u) {
+            const uint i289 = base1 + r288;
+            const float v290 = x[i289];
+            const float v291 = v290 - total50;
+            const float v292 = v291 * v135;
+            const float v293 = gamma[r288];
+            const float v295 = beta[r288];
+            const float v296 = fma(v292, v293, v295);
+            out[i289] = v296;
+            const float v297 = x[i289 + 128u];
+            const float v298 = v297 - total50;
+            const float v299 = v298 * v135;
+            const uint i300 = r288 + 128u;
+            const float v301 = gamma[i300];
+            const float v303 = beta[i300];
+            const float v304 = fma(v299, v301, v303);
+            out[i289 + 128u] = v304;
+            const float v305 = x[i289 + 256u];
+            const float v306 = v305 - total50;
+            const float v307 = v306 * v135;
+            const uint i308 = r288 + 256u;
+            const float v309 = gamma[i308];
+            const float v311 = beta[i308];
+            const float v312 = fma(v307, v309, v311);
+            out[i289 + 256u] = v312;
+            const float v313 = x[i289 + 384u];
+            const float v314 = v313 - total50;
+            const float v315 = v314 * v135;
+            const uint i316 = r288 + 384u;
+            const float v317 = gamma[i316];
+            const float v319 = beta[i316];
+            const float v320 = fma(v315, v317, v319);
+            out[i289 + 384u] = v320;
+            rest287 = r288 + 512u;
+        }
+        for (uint r321 = rest287; r321 < u.D; r321 += 128u) {
+            const uint i322 = base1 + r321;
+            const float v323 = x[i322];
+            const float v324 = v323 - total50;
+            const float v325 = v324 * v135;
+            const float v326 = gamma[r321];
+            const float v328 = beta[r321];
+            const float v329 = fma(v325, v326, v328);
+            out[i322] = v329;
+        }
     }
 }

@@ -19,8 +19,8 @@ static inline float mimir_maximum_f32(float a, float b) {
     return b;
 }
 
-static inline float mimir_simd_max_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_max_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
     }
@@ -37,9 +37,9 @@ kernel void normalize_rows_1_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[8];
+    threadgroup float partial[4];
     threadgroup uint ticket[1];
-    threadgroup float combine[8];
+    threadgroup float combine[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= ((u.N * 9u + 4096u - 1u) >> 12u)) {
         return;
@@ -48,85 +48,125 @@ kernel void normalize_rows_1_reduce(
     const uint stop2 = start1 + 4096u;
     const uint end3 = (stop2 < u.N * 9u ? stop2 : u.N * 9u);
     float acc4 = as_type<float>(0xff800000u);
-    const uint last5 = (end3 > 768u ? end3 - 768u : 0u);
-    uint rest6 = start1 + lid.x;
-    for (uint r7 = start1 + lid.x; r7 < last5; r7 += 1024u) {
-        const uint i8 = r7 % 9u;
-        const uint i9 = r7 / 9u;
-        const uint i10 = i9 * 9u + i8;
-        const float v11 = x[i10];
-        acc4 = mimir_maximum_f32(acc4, v11);
-        const uint i12 = (r7 + 256u) % 9u;
-        const uint i13 = (r7 + 256u) / 9u;
-        const uint i14 = i13 * 9u + i12;
-        const float v15 = x[i14];
-        acc4 = mimir_maximum_f32(acc4, v15);
-        const uint i16 = (r7 + 512u) % 9u;
-        const uint i17 = (r7 + 512u) / 9u;
-        const uint i18 = i17 * 9u + i16;
-        const float v19 = x[i18];
-        acc4 = mimir_maximum_f32(acc4, v19);
-        const uint i20 = (r7 + 768u) % 9u;
-        const uint i21 = (r7 + 768u) / 9u;
-        const uint i22 = i21 * 9u + i20;
-        const float v23 = x[i22];
-        acc4 = mimir_maximum_f32(acc4, v23);
-        rest6 = r7 + 1024u;
+    if (((u.N * 9u) & 3u) == 0u) {
+        const uint span5 = end3 - start1;
+        const uint r6 = lid.x << 2u;
+        const uint last7 = (span5 > 512u ? span5 - 512u : 0u);
+        uint rest8 = r6;
+        for (uint r9 = r6; r9 < last7; r9 += 1024u) {
+            const uint i10 = start1 + r9;
+            const float4 vec1 = ((device const float4*)x)[i10 >> 2u];
+            const float x_23 = vec1[0];
+            const float x_24 = vec1[1];
+            const float x_25 = vec1[2];
+            const float x_26 = vec1[3];
+            const float v13 = x_23;
+            acc4 = mimir_maximum_f32(acc4, v13);
+            const float v16 = x_24;
+            acc4 = mimir_maximum_f32(acc4, v16);
+            const float v19 = x_25;
+            acc4 = mimir_maximum_f32(acc4, v19);
+            const float v22 = x_26;
+            acc4 = mimir_maximum_f32(acc4, v22);
+            const uint r27 = r9 + 512u;
+            const uint i28 = start1 + r27;
+            const float4 vec2 = ((device const float4*)x)[i28 >> 2u];
+            const float x_41 = vec2[0];
+            const float x_42 = vec2[1];
+            const float x_43 = vec2[2];
+            const float x_44 = vec2[3];
+            const float v31 = x_41;
+            acc4 = mimir_maximum_f32(acc4, v31);
+            const float v34 = x_42;
+            acc4 = mimir_maximum_f32(acc4, v34);
+            const float v37 = x_43;
+            acc4 = mimir_maximum_f32(acc4, v37);
+            const float v40 = x_44;
+            acc4 = mimir_maximum_f32(acc4, v40);
+            rest8 = r9 + 1024u;
+        }
+        for (uint r45 = rest8; r45 < span5; r45 += 512u) {
+            const uint i46 = start1 + r45;
+            const float4 vec3 = ((device const float4*)x)[i46 >> 2u];
+            const float x_59 = vec3[0];
+            const float x_60 = vec3[1];
+            const float x_61 = vec3[2];
+            const float x_62 = vec3[3];
+            const float v49 = x_59;
+            acc4 = mimir_maximum_f32(acc4, v49);
+            const float v52 = x_60;
+            acc4 = mimir_maximum_f32(acc4, v52);
+            const float v55 = x_61;
+            acc4 = mimir_maximum_f32(acc4, v55);
+            const float v58 = x_62;
+            acc4 = mimir_maximum_f32(acc4, v58);
+        }
+    } else {
+        const uint last63 = (end3 > 384u ? end3 - 384u : 0u);
+        uint rest64 = start1 + lid.x;
+        for (uint r65 = start1 + lid.x; r65 < last63; r65 += 512u) {
+            const float v68 = x[r65];
+            acc4 = mimir_maximum_f32(acc4, v68);
+            const float v71 = x[r65 + 128u];
+            acc4 = mimir_maximum_f32(acc4, v71);
+            const float v74 = x[r65 + 256u];
+            acc4 = mimir_maximum_f32(acc4, v74);
+            const float v77 = x[r65 + 384u];
+            acc4 = mimir_maximum_f32(acc4, v77);
+            rest64 = r65 + 512u;
+        }
+        for (uint r78 = rest64; r78 < end3; r78 += 128u) {
+            const float v81 = x[r78];
+            acc4 = mimir_maximum_f32(acc4, v81);
+        }
     }
-    for (uint r24 = rest6; r24 < end3; r24 += 256u) {
-        const uint i25 = r24 % 9u;
-        const uint i26 = r24 / 9u;
-        const uint i27 = i26 * 9u + i25;
-        const float v28 = x[i27];
-        acc4 = mimir_maximum_f32(acc4, v28);
-    }
-    const float warp29 = (simd_any(((as_type<uint>(acc4) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc4));
+    const float warp82 = (simd_any(((as_type<uint>(acc4) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc4));
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp29;
+        partial[lid.x >> 5u] = warp82;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot30 = partial[lid.x & 7u];
-    const float total31 = mimir_simd_max_f32_8(slot30);
+    const float slot83 = partial[lid.x & 3u];
+    const float total84 = mimir_simd_max_f32_4(slot83);
     if (lid.x == 0u) {
-        scratch2[g0] = total31;
+        scratch2[g0] = total84;
     }
-    const uint last32 = ((u.N * 9u + 4096u - 1u) >> 12u) - 1u;
+    const uint last85 = ((u.N * 9u + 4096u - 1u) >> 12u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old33 = atomic_fetch_add_explicit(&scratch3[0u], 1u, memory_order_relaxed);
-        if (old33 == last32) {
+        const uint old86 = atomic_fetch_add_explicit(&scratch3[0u], 1u, memory_order_relaxed);
+        if (old86 == last85) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old33;
+        ticket[0u] = old86;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket34 = ticket[0u];
-    if (ticket34 != last32) {
+    const uint ticket87 = ticket[0u];
+    if (ticket87 != last85) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    float acc35 = as_type<float>(0xff800000u);
-    const uint last36 = (((u.N * 9u + 4096u - 1u) >> 12u) > 768u ? ((u.N * 9u + 4096u - 1u) >> 12u) - 768u : 0u);
-    uint rest37 = lid.x;
-    for (uint r38 = lid.x; r38 < last36; r38 += 1024u) {
-        acc35 = mimir_maximum_f32(acc35, scratch2[r38]);
-        acc35 = mimir_maximum_f32(acc35, scratch2[r38 + 256u]);
-        acc35 = mimir_maximum_f32(acc35, scratch2[r38 + 512u]);
-        acc35 = mimir_maximum_f32(acc35, scratch2[r38 + 768u]);
-        rest37 = r38 + 1024u;
+    float acc88 = as_type<float>(0xff800000u);
+    const uint last89 = (((u.N * 9u + 4096u - 1u) >> 12u) > 384u ? ((u.N * 9u + 4096u - 1u) >> 12u) - 384u : 0u);
+    uint rest90 = lid.x;
+    for (uint r91 = lid.x; r91 < last89; r91 += 512u) {
+        acc88 = mimir_maximum_f32(acc88, scratch2[r91]);
+        acc88 = mimir_maximum_f32(acc88, scratch2[r91 + 128u]);
+        acc88 = mimir_maximum_f32(acc88, scratch2[r91 + 256u]);
+        acc88 = mimir_maximum_f32(acc88, scratch2[r91 + 384u]);
+        rest90 = r91 + 512u;
     }
-    for (uint r39 = rest37; r39 < (u.N * 9u + 4096u - 1u) >> 12u; r39 += 256u) {
-        acc35 = mimir_maximum_f32(acc35, scratch2[r39]);
+    for (uint r92 = rest90; r92 < (u.N * 9u + 4096u - 1u) >> 12u; r92 += 128u) {
+        acc88 = mimir_maximum_f32(acc88, scratch2[r92]);
     }
-    const float warp40 = (simd_any(((as_type<uint>(acc35) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc35));
+    const float warp93 = (simd_any(((as_type<uint>(acc88) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc88));
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp40;
+        combine[lid.x >> 5u] = warp93;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot41 = combine[lid.x & 7u];
-    const float total42 = mimir_simd_max_f32_8(slot41);
+    const float slot94 = combine[lid.x & 3u];
+    const float total95 = mimir_simd_max_f32_4(slot94);
     if (lid.x == 0u) {
-        scratch1[0u] = total42;
+        scratch1[0u] = total95;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch3[0u], 0u - ((u.N * 9u + 4096u - 1u) >> 12u), memory_order_relaxed);

@@ -21,28 +21,60 @@ kernel void int_max_min_1_reduce(
     }
     const uint base1 = g0 * 40u;
     int acc2 = (-2147483647 - 1);
-    uint rest3 = lid.x;
-    for (uint r4 = lid.x; r4 < 0u; r4 += 128u) {
-        const uint i5 = base1 + r4;
-        const int v6 = x[i5];
-        acc2 = (acc2 >= v6 ? acc2 : v6);
-        const int v7 = x[i5 + 32u];
+    const uint r3 = lid.x << 2u;
+    uint rest4 = r3;
+    for (uint r5 = r3; r5 < 0u; r5 += 256u) {
+        const uint i6 = base1 + r5;
+        const int4 vec1 = ((device const int4*)x)[i6 >> 2u];
+        const int x_11 = vec1[0];
+        const int x_12 = vec1[1];
+        const int x_13 = vec1[2];
+        const int x_14 = vec1[3];
+        const int v7 = x_11;
         acc2 = (acc2 >= v7 ? acc2 : v7);
-        const int v8 = x[i5 + 64u];
+        const int v8 = x_12;
         acc2 = (acc2 >= v8 ? acc2 : v8);
-        const int v9 = x[i5 + 96u];
+        const int v9 = x_13;
         acc2 = (acc2 >= v9 ? acc2 : v9);
-        rest3 = r4 + 128u;
+        const int v10 = x_14;
+        acc2 = (acc2 >= v10 ? acc2 : v10);
+        const uint r15 = r5 + 128u;
+        const uint i16 = base1 + r15;
+        const int4 vec2 = ((device const int4*)x)[i16 >> 2u];
+        const int x_21 = vec2[0];
+        const int x_22 = vec2[1];
+        const int x_23 = vec2[2];
+        const int x_24 = vec2[3];
+        const int v17 = x_21;
+        acc2 = (acc2 >= v17 ? acc2 : v17);
+        const int v18 = x_22;
+        acc2 = (acc2 >= v18 ? acc2 : v18);
+        const int v19 = x_23;
+        acc2 = (acc2 >= v19 ? acc2 : v19);
+        const int v20 = x_24;
+        acc2 = (acc2 >= v20 ? acc2 : v20);
+        rest4 = r5 + 256u;
     }
-    for (uint r10 = rest3; r10 < 40u; r10 += 32u) {
-        const uint i11 = base1 + r10;
-        const int v12 = x[i11];
-        acc2 = (acc2 >= v12 ? acc2 : v12);
+    for (uint r25 = rest4; r25 < 40u; r25 += 128u) {
+        const uint i26 = base1 + r25;
+        const int4 vec3 = ((device const int4*)x)[i26 >> 2u];
+        const int x_31 = vec3[0];
+        const int x_32 = vec3[1];
+        const int x_33 = vec3[2];
+        const int x_34 = vec3[3];
+        const int v27 = x_31;
+        acc2 = (acc2 >= v27 ? acc2 : v27);
+        const int v28 = x_32;
+        acc2 = (acc2 >= v28 ? acc2 : v28);
+        const int v29 = x_33;
+        acc2 = (acc2 >= v29 ? acc2 : v29);
+        const int v30 = x_34;
+        acc2 = (acc2 >= v30 ? acc2 : v30);
     }
-    const int warp13 = simd_max(acc2);
+    const int warp35 = simd_max(acc2);
     if (lid.x == 0u) {
-        const int v14 = scratch0[g0];
-        const int v15 = int(uint(warp13) - uint(v14));
-        out[g0] = v15;
+        const int v36 = scratch0[g0];
+        const int v37 = int(uint(warp35) - uint(v36));
+        out[g0] = v37;
     }
 }

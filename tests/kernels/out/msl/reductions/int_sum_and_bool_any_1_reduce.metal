@@ -30,34 +30,88 @@ kernel void int_sum_and_bool_any_1_reduce(
     }
     const uint base1 = g0 * u.B;
     uint acc2 = 0u;
-    const uint last3 = (u.B > 384u ? u.B - 384u : 0u);
-    uint rest4 = lid.x;
-    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
-        const uint i6 = base1 + r5;
-        const bool v7 = m[i6] != 0u;
-        acc2 = (acc2 >= (v7 ? 1u : 0u) ? acc2 : (v7 ? 1u : 0u));
-        const bool v8 = m[i6 + 128u] != 0u;
-        acc2 = (acc2 >= (v8 ? 1u : 0u) ? acc2 : (v8 ? 1u : 0u));
-        const bool v9 = m[i6 + 256u] != 0u;
-        acc2 = (acc2 >= (v9 ? 1u : 0u) ? acc2 : (v9 ? 1u : 0u));
-        const bool v10 = m[i6 + 384u] != 0u;
-        acc2 = (acc2 >= (v10 ? 1u : 0u) ? acc2 : (v10 ? 1u : 0u));
-        rest4 = r5 + 512u;
+    if ((u.B & 3u) == 0u) {
+        const uint r3 = lid.x << 2u;
+        const uint last4 = (u.B > 512u ? u.B - 512u : 0u);
+        uint rest5 = r3;
+        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
+            const uint i7 = base1 + r6;
+            const uint4 vec1 = ((device const uint4*)m)[i7 >> 2u];
+            const uint m_12 = vec1[0];
+            const uint m_13 = vec1[1];
+            const uint m_14 = vec1[2];
+            const uint m_15 = vec1[3];
+            const bool v8 = m_12 != 0u;
+            acc2 = (acc2 >= (v8 ? 1u : 0u) ? acc2 : (v8 ? 1u : 0u));
+            const bool v9 = m_13 != 0u;
+            acc2 = (acc2 >= (v9 ? 1u : 0u) ? acc2 : (v9 ? 1u : 0u));
+            const bool v10 = m_14 != 0u;
+            acc2 = (acc2 >= (v10 ? 1u : 0u) ? acc2 : (v10 ? 1u : 0u));
+            const bool v11 = m_15 != 0u;
+            acc2 = (acc2 >= (v11 ? 1u : 0u) ? acc2 : (v11 ? 1u : 0u));
+            const uint r16 = r6 + 512u;
+            const uint i17 = base1 + r16;
+            const uint4 vec2 = ((device const uint4*)m)[i17 >> 2u];
+            const uint m_22 = vec2[0];
+            const uint m_23 = vec2[1];
+            const uint m_24 = vec2[2];
+            const uint m_25 = vec2[3];
+            const bool v18 = m_22 != 0u;
+            acc2 = (acc2 >= (v18 ? 1u : 0u) ? acc2 : (v18 ? 1u : 0u));
+            const bool v19 = m_23 != 0u;
+            acc2 = (acc2 >= (v19 ? 1u : 0u) ? acc2 : (v19 ? 1u : 0u));
+            const bool v20 = m_24 != 0u;
+            acc2 = (acc2 >= (v20 ? 1u : 0u) ? acc2 : (v20 ? 1u : 0u));
+            const bool v21 = m_25 != 0u;
+            acc2 = (acc2 >= (v21 ? 1u : 0u) ? acc2 : (v21 ? 1u : 0u));
+            rest5 = r6 + 1024u;
+        }
+        for (uint r26 = rest5; r26 < u.B; r26 += 512u) {
+            const uint i27 = base1 + r26;
+            const uint4 vec3 = ((device const uint4*)m)[i27 >> 2u];
+            const uint m_32 = vec3[0];
+            const uint m_33 = vec3[1];
+            const uint m_34 = vec3[2];
+            const uint m_35 = vec3[3];
+            const bool v28 = m_32 != 0u;
+            acc2 = (acc2 >= (v28 ? 1u : 0u) ? acc2 : (v28 ? 1u : 0u));
+            const bool v29 = m_33 != 0u;
+            acc2 = (acc2 >= (v29 ? 1u : 0u) ? acc2 : (v29 ? 1u : 0u));
+            const bool v30 = m_34 != 0u;
+            acc2 = (acc2 >= (v30 ? 1u : 0u) ? acc2 : (v30 ? 1u : 0u));
+            const bool v31 = m_35 != 0u;
+            acc2 = (acc2 >= (v31 ? 1u : 0u) ? acc2 : (v31 ? 1u : 0u));
+        }
+    } else {
+        const uint last36 = (u.B > 384u ? u.B - 384u : 0u);
+        uint rest37 = lid.x;
+        for (uint r38 = lid.x; r38 < last36; r38 += 512u) {
+            const uint i39 = base1 + r38;
+            const bool v40 = m[i39] != 0u;
+            acc2 = (acc2 >= (v40 ? 1u : 0u) ? acc2 : (v40 ? 1u : 0u));
+            const bool v41 = m[i39 + 128u] != 0u;
+            acc2 = (acc2 >= (v41 ? 1u : 0u) ? acc2 : (v41 ? 1u : 0u));
+            const bool v42 = m[i39 + 256u] != 0u;
+            acc2 = (acc2 >= (v42 ? 1u : 0u) ? acc2 : (v42 ? 1u : 0u));
+            const bool v43 = m[i39 + 384u] != 0u;
+            acc2 = (acc2 >= (v43 ? 1u : 0u) ? acc2 : (v43 ? 1u : 0u));
+            rest37 = r38 + 512u;
+        }
+        for (uint r44 = rest37; r44 < u.B; r44 += 128u) {
+            const uint i45 = base1 + r44;
+            const bool v46 = m[i45] != 0u;
+            acc2 = (acc2 >= (v46 ? 1u : 0u) ? acc2 : (v46 ? 1u : 0u));
+        }
     }
-    for (uint r11 = rest4; r11 < u.B; r11 += 128u) {
-        const uint i12 = base1 + r11;
-        const bool v13 = m[i12] != 0u;
-        acc2 = (acc2 >= (v13 ? 1u : 0u) ? acc2 : (v13 ? 1u : 0u));
-    }
-    const uint warp14 = simd_max(acc2);
+    const uint warp47 = simd_max(acc2);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp14;
+        partial[lid.x >> 5u] = warp47;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot15 = partial[lid.x & 3u];
-    const uint total16 = mimir_simd_max_u32_4(slot15);
+    const uint slot48 = partial[lid.x & 3u];
+    const uint total49 = mimir_simd_max_u32_4(slot48);
     if (lid.x == 0u) {
-        const bool total17 = total16 != 0u;
-        out1[g0] = (total17 ? 1u : 0u);
+        const bool total50 = total49 != 0u;
+        out1[g0] = (total50 ? 1u : 0u);
     }
 }

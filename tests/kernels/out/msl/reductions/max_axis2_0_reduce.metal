@@ -44,33 +44,87 @@ kernel void max_axis2_0_reduce(
     }
     const uint base1 = g0 * u.C;
     float acc2 = as_type<float>(0xff800000u);
-    const uint last5 = (u.C > 384u ? u.C - 384u : 0u);
-    uint rest6 = lid.x;
-    for (uint r7 = lid.x; r7 < last5; r7 += 512u) {
-        const uint i8 = base1 + r7;
-        const float v9 = x[i8];
-        acc2 = mimir_maximum_f32(acc2, v9);
-        const float v10 = x[i8 + 128u];
-        acc2 = mimir_maximum_f32(acc2, v10);
-        const float v11 = x[i8 + 256u];
-        acc2 = mimir_maximum_f32(acc2, v11);
-        const float v12 = x[i8 + 384u];
-        acc2 = mimir_maximum_f32(acc2, v12);
-        rest6 = r7 + 512u;
+    if ((u.C & 3u) == 0u) {
+        const uint r5 = lid.x << 2u;
+        const uint last6 = (u.C > 512u ? u.C - 512u : 0u);
+        uint rest7 = r5;
+        for (uint r8 = r5; r8 < last6; r8 += 1024u) {
+            const uint i9 = base1 + r8;
+            const float4 vec1 = ((device const float4*)x)[i9 >> 2u];
+            const float x_14 = vec1[0];
+            const float x_15 = vec1[1];
+            const float x_16 = vec1[2];
+            const float x_17 = vec1[3];
+            const float v10 = x_14;
+            acc2 = mimir_maximum_f32(acc2, v10);
+            const float v11 = x_15;
+            acc2 = mimir_maximum_f32(acc2, v11);
+            const float v12 = x_16;
+            acc2 = mimir_maximum_f32(acc2, v12);
+            const float v13 = x_17;
+            acc2 = mimir_maximum_f32(acc2, v13);
+            const uint r18 = r8 + 512u;
+            const uint i19 = base1 + r18;
+            const float4 vec2 = ((device const float4*)x)[i19 >> 2u];
+            const float x_24 = vec2[0];
+            const float x_25 = vec2[1];
+            const float x_26 = vec2[2];
+            const float x_27 = vec2[3];
+            const float v20 = x_24;
+            acc2 = mimir_maximum_f32(acc2, v20);
+            const float v21 = x_25;
+            acc2 = mimir_maximum_f32(acc2, v21);
+            const float v22 = x_26;
+            acc2 = mimir_maximum_f32(acc2, v22);
+            const float v23 = x_27;
+            acc2 = mimir_maximum_f32(acc2, v23);
+            rest7 = r8 + 1024u;
+        }
+        for (uint r28 = rest7; r28 < u.C; r28 += 512u) {
+            const uint i29 = base1 + r28;
+            const float4 vec3 = ((device const float4*)x)[i29 >> 2u];
+            const float x_34 = vec3[0];
+            const float x_35 = vec3[1];
+            const float x_36 = vec3[2];
+            const float x_37 = vec3[3];
+            const float v30 = x_34;
+            acc2 = mimir_maximum_f32(acc2, v30);
+            const float v31 = x_35;
+            acc2 = mimir_maximum_f32(acc2, v31);
+            const float v32 = x_36;
+            acc2 = mimir_maximum_f32(acc2, v32);
+            const float v33 = x_37;
+            acc2 = mimir_maximum_f32(acc2, v33);
+        }
+    } else {
+        const uint last38 = (u.C > 384u ? u.C - 384u : 0u);
+        uint rest39 = lid.x;
+        for (uint r40 = lid.x; r40 < last38; r40 += 512u) {
+            const uint i41 = base1 + r40;
+            const float v42 = x[i41];
+            acc2 = mimir_maximum_f32(acc2, v42);
+            const float v43 = x[i41 + 128u];
+            acc2 = mimir_maximum_f32(acc2, v43);
+            const float v44 = x[i41 + 256u];
+            acc2 = mimir_maximum_f32(acc2, v44);
+            const float v45 = x[i41 + 384u];
+            acc2 = mimir_maximum_f32(acc2, v45);
+            rest39 = r40 + 512u;
+        }
+        for (uint r46 = rest39; r46 < u.C; r46 += 128u) {
+            const uint i47 = base1 + r46;
+            const float v48 = x[i47];
+            acc2 = mimir_maximum_f32(acc2, v48);
+        }
     }
-    for (uint r13 = rest6; r13 < u.C; r13 += 128u) {
-        const uint i14 = base1 + r13;
-        const float v15 = x[i14];
-        acc2 = mimir_maximum_f32(acc2, v15);
-    }
-    const float warp16 = (simd_any(((as_type<uint>(acc2) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc2));
+    const float warp49 = (simd_any(((as_type<uint>(acc2) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc2));
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp16;
+        partial[lid.x >> 5u] = warp49;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot17 = partial[lid.x & 3u];
-    const float total18 = mimir_simd_max_f32_4(slot17);
+    const float slot50 = partial[lid.x & 3u];
+    const float total51 = mimir_simd_max_f32_4(slot50);
     if (lid.x == 0u) {
-        out[g0] = total18;
+        out[g0] = total51;
     }
 }

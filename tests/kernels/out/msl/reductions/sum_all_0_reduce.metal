@@ -8,8 +8,8 @@ struct Uniforms {
     uint C;
 };
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
@@ -26,9 +26,9 @@ kernel void sum_all_0_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[8];
+    threadgroup float partial[4];
     threadgroup uint ticket[1];
-    threadgroup float combine[8];
+    threadgroup float combine[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= ((u.A * u.B * u.C + 4096u - 1u) >> 12u)) {
         return;
@@ -37,95 +37,125 @@ kernel void sum_all_0_reduce(
     const uint stop2 = start1 + 4096u;
     const uint end3 = (stop2 < u.A * u.B * u.C ? stop2 : u.A * u.B * u.C);
     float acc4 = 0.0f;
-    const uint last5 = (end3 > 768u ? end3 - 768u : 0u);
-    uint rest6 = start1 + lid.x;
-    for (uint r7 = start1 + lid.x; r7 < last5; r7 += 1024u) {
-        const uint i8 = r7 % u.C;
-        const uint i9 = r7 / u.C;
-        const uint i10 = i9 % u.B;
-        const uint i11 = i9 / u.B;
-        const uint i12 = (i11 * u.B + i10) * u.C + i8;
-        const float v13 = x[i12];
-        acc4 = acc4 + v13;
-        const uint i14 = (r7 + 256u) % u.C;
-        const uint i15 = (r7 + 256u) / u.C;
-        const uint i16 = i15 % u.B;
-        const uint i17 = i15 / u.B;
-        const uint i18 = (i17 * u.B + i16) * u.C + i14;
-        const float v19 = x[i18];
-        acc4 = acc4 + v19;
-        const uint i20 = (r7 + 512u) % u.C;
-        const uint i21 = (r7 + 512u) / u.C;
-        const uint i22 = i21 % u.B;
-        const uint i23 = i21 / u.B;
-        const uint i24 = (i23 * u.B + i22) * u.C + i20;
-        const float v25 = x[i24];
-        acc4 = acc4 + v25;
-        const uint i26 = (r7 + 768u) % u.C;
-        const uint i27 = (r7 + 768u) / u.C;
-        const uint i28 = i27 % u.B;
-        const uint i29 = i27 / u.B;
-        const uint i30 = (i29 * u.B + i28) * u.C + i26;
-        const float v31 = x[i30];
-        acc4 = acc4 + v31;
-        rest6 = r7 + 1024u;
+    if (((u.A * u.B * u.C) & 3u) == 0u) {
+        const uint span5 = end3 - start1;
+        const uint r6 = lid.x << 2u;
+        const uint last7 = (span5 > 512u ? span5 - 512u : 0u);
+        uint rest8 = r6;
+        for (uint r9 = r6; r9 < last7; r9 += 1024u) {
+            const uint i10 = start1 + r9;
+            const float4 vec1 = ((device const float4*)x)[i10 >> 2u];
+            const float x_31 = vec1[0];
+            const float x_32 = vec1[1];
+            const float x_33 = vec1[2];
+            const float x_34 = vec1[3];
+            const float v15 = x_31;
+            acc4 = acc4 + v15;
+            const float v20 = x_32;
+            acc4 = acc4 + v20;
+            const float v25 = x_33;
+            acc4 = acc4 + v25;
+            const float v30 = x_34;
+            acc4 = acc4 + v30;
+            const uint r35 = r9 + 512u;
+            const uint i36 = start1 + r35;
+            const float4 vec2 = ((device const float4*)x)[i36 >> 2u];
+            const float x_57 = vec2[0];
+            const float x_58 = vec2[1];
+            const float x_59 = vec2[2];
+            const float x_60 = vec2[3];
+            const float v41 = x_57;
+            acc4 = acc4 + v41;
+            const float v46 = x_58;
+            acc4 = acc4 + v46;
+            const float v51 = x_59;
+            acc4 = acc4 + v51;
+            const float v56 = x_60;
+            acc4 = acc4 + v56;
+            rest8 = r9 + 1024u;
+        }
+        for (uint r61 = rest8; r61 < span5; r61 += 512u) {
+            const uint i62 = start1 + r61;
+            const float4 vec3 = ((device const float4*)x)[i62 >> 2u];
+            const float x_83 = vec3[0];
+            const float x_84 = vec3[1];
+            const float x_85 = vec3[2];
+            const float x_86 = vec3[3];
+            const float v67 = x_83;
+            acc4 = acc4 + v67;
+            const float v72 = x_84;
+            acc4 = acc4 + v72;
+            const float v77 = x_85;
+            acc4 = acc4 + v77;
+            const float v82 = x_86;
+            acc4 = acc4 + v82;
+        }
+    } else {
+        const uint last87 = (end3 > 384u ? end3 - 384u : 0u);
+        uint rest88 = start1 + lid.x;
+        for (uint r89 = start1 + lid.x; r89 < last87; r89 += 512u) {
+            const float v94 = x[r89];
+            acc4 = acc4 + v94;
+            const float v99 = x[r89 + 128u];
+            acc4 = acc4 + v99;
+            const float v104 = x[r89 + 256u];
+            acc4 = acc4 + v104;
+            const float v109 = x[r89 + 384u];
+            acc4 = acc4 + v109;
+            rest88 = r89 + 512u;
+        }
+        for (uint r110 = rest88; r110 < end3; r110 += 128u) {
+            const float v115 = x[r110];
+            acc4 = acc4 + v115;
+        }
     }
-    for (uint r32 = rest6; r32 < end3; r32 += 256u) {
-        const uint i33 = r32 % u.C;
-        const uint i34 = r32 / u.C;
-        const uint i35 = i34 % u.B;
-        const uint i36 = i34 / u.B;
-        const uint i37 = (i36 * u.B + i35) * u.C + i33;
-        const float v38 = x[i37];
-        acc4 = acc4 + v38;
-    }
-    const float warp39 = simd_sum(acc4);
+    const float warp116 = simd_sum(acc4);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp39;
+        partial[lid.x >> 5u] = warp116;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot40 = partial[lid.x & 7u];
-    const float total41 = mimir_simd_add_f32_8(slot40);
+    const float slot117 = partial[lid.x & 3u];
+    const float total118 = mimir_simd_add_f32_4(slot117);
     if (lid.x == 0u) {
-        scratch0[g0] = total41;
+        scratch0[g0] = total118;
     }
-    const uint last42 = ((u.A * u.B * u.C + 4096u - 1u) >> 12u) - 1u;
+    const uint last119 = ((u.A * u.B * u.C + 4096u - 1u) >> 12u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old43 = atomic_fetch_add_explicit(&scratch1[0u], 1u, memory_order_relaxed);
-        if (old43 == last42) {
+        const uint old120 = atomic_fetch_add_explicit(&scratch1[0u], 1u, memory_order_relaxed);
+        if (old120 == last119) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old43;
+        ticket[0u] = old120;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket44 = ticket[0u];
-    if (ticket44 != last42) {
+    const uint ticket121 = ticket[0u];
+    if (ticket121 != last119) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    float acc45 = 0.0f;
-    const uint last46 = (((u.A * u.B * u.C + 4096u - 1u) >> 12u) > 768u ? ((u.A * u.B * u.C + 4096u - 1u) >> 12u) - 768u : 0u);
-    uint rest47 = lid.x;
-    for (uint r48 = lid.x; r48 < last46; r48 += 1024u) {
-        acc45 = acc45 + scratch0[r48];
-        acc45 = acc45 + scratch0[r48 + 256u];
-        acc45 = acc45 + scratch0[r48 + 512u];
-        acc45 = acc45 + scratch0[r48 + 768u];
-        rest47 = r48 + 1024u;
+    float acc122 = 0.0f;
+    const uint last123 = (((u.A * u.B * u.C + 4096u - 1u) >> 12u) > 384u ? ((u.A * u.B * u.C + 4096u - 1u) >> 12u) - 384u : 0u);
+    uint rest124 = lid.x;
+    for (uint r125 = lid.x; r125 < last123; r125 += 512u) {
+        acc122 = acc122 + scratch0[r125];
+        acc122 = acc122 + scratch0[r125 + 128u];
+        acc122 = acc122 + scratch0[r125 + 256u];
+        acc122 = acc122 + scratch0[r125 + 384u];
+        rest124 = r125 + 512u;
     }
-    for (uint r49 = rest47; r49 < (u.A * u.B * u.C + 4096u - 1u) >> 12u; r49 += 256u) {
-        acc45 = acc45 + scratch0[r49];
+    for (uint r126 = rest124; r126 < (u.A * u.B * u.C + 4096u - 1u) >> 12u; r126 += 128u) {
+        acc122 = acc122 + scratch0[r126];
     }
-    const float warp50 = simd_sum(acc45);
+    const float warp127 = simd_sum(acc122);
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp50;
+        combine[lid.x >> 5u] = warp127;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot51 = combine[lid.x & 7u];
-    const float total52 = mimir_simd_add_f32_8(slot51);
+    const float slot128 = combine[lid.x & 3u];
+    const float total129 = mimir_simd_add_f32_4(slot128);
     if (lid.x == 0u) {
-        out[0u] = total52;
+        out[0u] = total129;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - ((u.A * u.B * u.C + 4096u - 1u) >> 12u), memory_order_relaxed);

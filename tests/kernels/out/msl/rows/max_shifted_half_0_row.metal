@@ -33,47 +33,88 @@ kernel void max_shifted_half_0_row(
     }
     const uint base1 = g0 * 40u;
     float acc2 = as_type<float>(0xff800000u);
-    uint rest3 = lid.x;
-    for (uint r4 = lid.x; r4 < 0u; r4 += 128u) {
-        const uint i5 = base1 + r4;
-        const float v6 = float(x[i5]);
-        acc2 = mimir_maximum_f32(acc2, v6);
-        const float v7 = float(x[i5 + 32u]);
+    const uint r3 = lid.x << 2u;
+    uint rest4 = r3;
+    for (uint r5 = r3; r5 < 0u; r5 += 256u) {
+        const uint i6 = base1 + r5;
+        const float v7 = float(x[i6]);
         acc2 = mimir_maximum_f32(acc2, v7);
-        const float v8 = float(x[i5 + 64u]);
+        const float v8 = float(x[i6 + 1u]);
         acc2 = mimir_maximum_f32(acc2, v8);
-        const float v9 = float(x[i5 + 96u]);
+        const float v9 = float(x[i6 + 2u]);
         acc2 = mimir_maximum_f32(acc2, v9);
-        rest3 = r4 + 128u;
+        const float v10 = float(x[i6 + 3u]);
+        acc2 = mimir_maximum_f32(acc2, v10);
+        const uint r11 = r5 + 128u;
+        const uint i12 = base1 + r11;
+        const float v13 = float(x[i12]);
+        acc2 = mimir_maximum_f32(acc2, v13);
+        const float v14 = float(x[i12 + 1u]);
+        acc2 = mimir_maximum_f32(acc2, v14);
+        const float v15 = float(x[i12 + 2u]);
+        acc2 = mimir_maximum_f32(acc2, v15);
+        const float v16 = float(x[i12 + 3u]);
+        acc2 = mimir_maximum_f32(acc2, v16);
+        rest4 = r5 + 256u;
     }
-    for (uint r10 = rest3; r10 < 40u; r10 += 32u) {
-        const uint i11 = base1 + r10;
-        const float v12 = float(x[i11]);
-        acc2 = mimir_maximum_f32(acc2, v12);
+    for (uint r17 = rest4; r17 < 40u; r17 += 128u) {
+        const uint i18 = base1 + r17;
+        const float v19 = float(x[i18]);
+        acc2 = mimir_maximum_f32(acc2, v19);
+        const float v20 = float(x[i18 + 1u]);
+        acc2 = mimir_maximum_f32(acc2, v20);
+        const float v21 = float(x[i18 + 2u]);
+        acc2 = mimir_maximum_f32(acc2, v21);
+        const float v22 = float(x[i18 + 3u]);
+        acc2 = mimir_maximum_f32(acc2, v22);
     }
-    const float warp13 = (simd_any(((as_type<uint>(acc2) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc2));
-    const float total14 = float(half(warp13));
-    uint rest15 = lid.x;
-    for (uint r16 = lid.x; r16 < 0u; r16 += 128u) {
-        const uint i17 = base1 + r16;
-        const float v18 = float(x[i17]);
-        const float v19 = float(half(v18 - total14));
-        out[i17] = half(v19);
-        const float v20 = float(x[i17 + 32u]);
-        const float v21 = float(half(v20 - total14));
-        out[i17 + 32u] = half(v21);
-        const float v22 = float(x[i17 + 64u]);
-        const float v23 = float(half(v22 - total14));
-        out[i17 + 64u] = half(v23);
-        const float v24 = float(x[i17 + 96u]);
-        const float v25 = float(half(v24 - total14));
-        out[i17 + 96u] = half(v25);
-        rest15 = r16 + 128u;
+    const float warp23 = (simd_any(((as_type<uint>(acc2) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc2));
+    const float total24 = float(half(warp23));
+    const uint r25 = lid.x << 2u;
+    uint rest26 = r25;
+    for (uint r27 = r25; r27 < 0u; r27 += 256u) {
+        const uint i28 = base1 + r27;
+        const float v29 = float(x[i28]);
+        const float v30 = float(half(v29 - total24));
+        out[i28] = half(v30);
+        const float v31 = float(x[i28 + 1u]);
+        const float v32 = float(half(v31 - total24));
+        out[i28 + 1u] = half(v32);
+        const float v33 = float(x[i28 + 2u]);
+        const float v34 = float(half(v33 - total24));
+        out[i28 + 2u] = half(v34);
+        const float v35 = float(x[i28 + 3u]);
+        const float v36 = float(half(v35 - total24));
+        out[i28 + 3u] = half(v36);
+        const uint r37 = r27 + 128u;
+        const uint i38 = base1 + r37;
+        const float v39 = float(x[i38]);
+        const float v40 = float(half(v39 - total24));
+        out[i38] = half(v40);
+        const float v41 = float(x[i38 + 1u]);
+        const float v42 = float(half(v41 - total24));
+        out[i38 + 1u] = half(v42);
+        const float v43 = float(x[i38 + 2u]);
+        const float v44 = float(half(v43 - total24));
+        out[i38 + 2u] = half(v44);
+        const float v45 = float(x[i38 + 3u]);
+        const float v46 = float(half(v45 - total24));
+        out[i38 + 3u] = half(v46);
+        rest26 = r27 + 256u;
     }
-    for (uint r26 = rest15; r26 < 40u; r26 += 32u) {
-        const uint i27 = base1 + r26;
-        const float v28 = float(x[i27]);
-        const float v29 = float(half(v28 - total14));
-        out[i27] = half(v29);
+    for (uint r47 = rest26; r47 < 40u; r47 += 128u) {
+        const uint i48 = base1 + r47;
+        const float v49 = float(x[i48]);
+        const float v50 = float(half(v49 - total24));
+        out[i48] = half(v50);
+        const float v51 = float(x[i48 + 1u]);
+        const float v52 = float(half(v51 - total24));
+        out[i48 + 1u] = half(v52);
+        const float v53 = float(x[i48 + 2u]);
+        const float v54 = float(half(v53 - total24));
+        out[i48 + 2u] = half(v54);
+        const float v55 = float(x[i48 + 3u]);
+        const float v56 = float(half(v55 - total24));
+        out[i48 + 3u] = half(v56);
     }
 }

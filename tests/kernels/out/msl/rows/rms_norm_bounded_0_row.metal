@@ -38,70 +38,247 @@ kernel void rms_norm_bounded_0_row(
     }
     const uint base1 = g0 * u.D;
     float acc2 = 0.0f;
-    const uint last3 = (u.D > 384u ? u.D - 384u : 0u);
-    uint rest4 = lid.x;
-    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
-        const uint i6 = base1 + r5;
-        const float v7 = x[i6];
-        acc2 = fma(v7, v7, acc2);
-        const float v9 = x[i6 + 128u];
-        acc2 = fma(v9, v9, acc2);
-        const float v11 = x[i6 + 256u];
-        acc2 = fma(v11, v11, acc2);
-        const float v13 = x[i6 + 384u];
-        acc2 = fma(v13, v13, acc2);
-        rest4 = r5 + 512u;
+    if ((u.D & 3u) == 0u) {
+        const uint r3 = lid.x << 2u;
+        const uint last4 = (u.D > 512u ? u.D - 512u : 0u);
+        uint rest5 = r3;
+        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
+            const uint i7 = base1 + r6;
+            const float4 vec1 = ((device const float4*)x)[i7 >> 2u];
+            const float x_16 = vec1[0];
+            const float x_17 = vec1[1];
+            const float x_18 = vec1[2];
+            const float x_19 = vec1[3];
+            const float v8 = x_16;
+            acc2 = fma(v8, v8, acc2);
+            const float v10 = x_17;
+            acc2 = fma(v10, v10, acc2);
+            const float v12 = x_18;
+            acc2 = fma(v12, v12, acc2);
+            const float v14 = x_19;
+            acc2 = fma(v14, v14, acc2);
+            const uint r20 = r6 + 512u;
+            const uint i21 = base1 + r20;
+            const float4 vec2 = ((device const float4*)x)[i21 >> 2u];
+            const float x_30 = vec2[0];
+            const float x_31 = vec2[1];
+            const float x_32 = vec2[2];
+            const float x_33 = vec2[3];
+            const float v22 = x_30;
+            acc2 = fma(v22, v22, acc2);
+            const float v24 = x_31;
+            acc2 = fma(v24, v24, acc2);
+            const float v26 = x_32;
+            acc2 = fma(v26, v26, acc2);
+            const float v28 = x_33;
+            acc2 = fma(v28, v28, acc2);
+            rest5 = r6 + 1024u;
+        }
+        for (uint r34 = rest5; r34 < u.D; r34 += 512u) {
+            const uint i35 = base1 + r34;
+            const float4 vec3 = ((device const float4*)x)[i35 >> 2u];
+            const float x_44 = vec3[0];
+            const float x_45 = vec3[1];
+            const float x_46 = vec3[2];
+            const float x_47 = vec3[3];
+            const float v36 = x_44;
+            acc2 = fma(v36, v36, acc2);
+            const float v38 = x_45;
+            acc2 = fma(v38, v38, acc2);
+            const float v40 = x_46;
+            acc2 = fma(v40, v40, acc2);
+            const float v42 = x_47;
+            acc2 = fma(v42, v42, acc2);
+        }
+    } else {
+        const uint last48 = (u.D > 384u ? u.D - 384u : 0u);
+        uint rest49 = lid.x;
+        for (uint r50 = lid.x; r50 < last48; r50 += 512u) {
+            const uint i51 = base1 + r50;
+            const float v52 = x[i51];
+            acc2 = fma(v52, v52, acc2);
+            const float v54 = x[i51 + 128u];
+            acc2 = fma(v54, v54, acc2);
+            const float v56 = x[i51 + 256u];
+            acc2 = fma(v56, v56, acc2);
+            const float v58 = x[i51 + 384u];
+            acc2 = fma(v58, v58, acc2);
+            rest49 = r50 + 512u;
+        }
+        for (uint r60 = rest49; r60 < u.D; r60 += 128u) {
+            const uint i61 = base1 + r60;
+            const float v62 = x[i61];
+            acc2 = fma(v62, v62, acc2);
+        }
     }
-    for (uint r15 = rest4; r15 < u.D; r15 += 128u) {
-        const uint i16 = base1 + r15;
-        const float v17 = x[i16];
-        acc2 = fma(v17, v17, acc2);
-    }
-    const float warp19 = simd_sum(acc2);
+    const float warp64 = simd_sum(acc2);
     if ((lid.x & 31u) == 0u) {
-        row0[lid.x >> 5u] = warp19;
+        row0[lid.x >> 5u] = warp64;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot20 = row0[lid.x & 3u];
-    const float total21 = mimir_simd_add_f32_4(slot20);
-    const float total22 = total21 / float(u.D);
-    const float v23 = total22 + 1e-06f;
-    const float v24 = mimir_sqrt(v23);
-    const uint last25 = (u.D > 384u ? u.D - 384u : 0u);
-    uint rest26 = lid.x;
-    for (uint r27 = lid.x; r27 < last25; r27 += 512u) {
-        const uint i28 = base1 + r27;
-        const float v29 = x[i28];
-        const float v30 = v29 / v24;
-        const float v31 = w[r27];
-        const float v32 = v30 * v31;
-        out[i28] = v32;
-        const float v33 = x[i28 + 128u];
-        const float v34 = v33 / v24;
-        const uint i35 = r27 + 128u;
-        const float v36 = w[i35];
-        const float v37 = v34 * v36;
-        out[i28 + 128u] = v37;
-        const float v38 = x[i28 + 256u];
-        const float v39 = v38 / v24;
-        const uint i40 = r27 + 256u;
-        const float v41 = w[i40];
-        const float v42 = v39 * v41;
-        out[i28 + 256u] = v42;
-        const float v43 = x[i28 + 384u];
-        const float v44 = v43 / v24;
-        const uint i45 = r27 + 384u;
-        const float v46 = w[i45];
-        const float v47 = v44 * v46;
-        out[i28 + 384u] = v47;
-        rest26 = r27 + 512u;
-    }
-    for (uint r48 = rest26; r48 < u.D; r48 += 128u) {
-        const uint i49 = base1 + r48;
-        const float v50 = x[i49];
-        const float v51 = v50 / v24;
-        const float v52 = w[r48];
-        const float v53 = v51 * v52;
-        out[i49] = v53;
+    const float slot65 = row0[lid.x & 3u];
+    const float total66 = mimir_simd_add_f32_4(slot65);
+    const float total67 = total66 / float(u.D);
+    const float v68 = total67 + 1e-06f;
+    const float v69 = mimir_sqrt(v68);
+    if ((u.D & 3u) == 0u) {
+        const uint r70 = lid.x << 2u;
+        const uint last71 = (u.D > 512u ? u.D - 512u : 0u);
+        uint rest72 = r70;
+        for (uint r73 = r70; r73 < last71; r73 += 1024u) {
+            const float4 vec4 = ((device const float4*)w)[r73 >> 2u];
+            const float w_102 = vec4[0];
+            const float w_103 = vec4[1];
+            const float w_104 = vec4[2];
+            const float w_105 = vec4[3];
+            const uint i74 = base1 + r73;
+            const float4 vec5 = ((device const float4*)x)[i74 >> 2u];
+            const float x_94 = vec5[0];
+            const float x_95 = vec5[1];
+            const float x_96 = vec5[2];
+            const float x_97 = vec5[3];
+            const float v75 = x_94;
+            const float v76 = v75 / v69;
+            const float v77 = w_102;
+            const float v78 = v76 * v77;
+            const float out_98 = v78;
+            const float v79 = x_95;
+            const float v80 = v79 / v69;
+            const float v82 = w_103;
+            const float v83 = v80 * v82;
+            const float out_99 = v83;
+            const float v84 = x_96;
+            const float v85 = v84 / v69;
+            const float v87 = w_104;
+            const float v88 = v85 * v87;
+            const float out_100 = v88;
+            const float v89 = x_97;
+            const float v90 = v89 / v69;
+            const float v92 = w_105;
+            const float v93 = v90 * v92;
+            const float out_101 = v93;
+            float4 vec6;
+            vec6.x = out_98;
+            vec6.y = out_99;
+            vec6.z = out_100;
+            vec6.w = out_101;
+            ((device float4*)out)[i74 >> 2u] = vec6;
+            const uint r106 = r73 + 512u;
+            const float4 vec7 = ((device const float4*)w)[r106 >> 2u];
+            const float w_135 = vec7[0];
+            const float w_136 = vec7[1];
+            const float w_137 = vec7[2];
+            const float w_138 = vec7[3];
+            const uint i107 = base1 + r106;
+            const float4 vec8 = ((device const float4*)x)[i107 >> 2u];
+            const float x_127 = vec8[0];
+            const float x_128 = vec8[1];
+            const float x_129 = vec8[2];
+            const float x_130 = vec8[3];
+            const float v108 = x_127;
+            const float v109 = v108 / v69;
+            const float v110 = w_135;
+            const float v111 = v109 * v110;
+            const float out_131 = v111;
+            const float v112 = x_128;
+            const float v113 = v112 / v69;
+            const float v115 = w_136;
+            const float v116 = v113 * v115;
+            const float out_132 = v116;
+            const float v117 = x_129;
+            const float v118 = v117 / v69;
+            const float v120 = w_137;
+            const float v121 = v118 * v120;
+            const float out_133 = v121;
+            const float v122 = x_130;
+            const float v123 = v122 / v69;
+            const float v125 = w_138;
+            const float v126 = v123 * v125;
+            const float out_134 = v126;
+            float4 vec9;
+            vec9.x = out_131;
+            vec9.y = out_132;
+            vec9.z = out_133;
+            vec9.w = out_134;
+            ((device float4*)out)[i107 >> 2u] = vec9;
+            rest72 = r73 + 1024u;
+        }
+        for (uint r139 = rest72; r139 < u.D; r139 += 512u) {
+            const float4 vec10 = ((device const float4*)w)[r139 >> 2u];
+            const float w_168 = vec10[0];
+            const float w_169 = vec10[1];
+            const float w_170 = vec10[2];
+            const float w_171 = vec10[3];
+            const uint i140 = base1 + r139;
+            const float4 vec11 = ((device const float4*)x)[i140 >> 2u];
+            const float x_160 = vec11[0];
+            const float x_161 = vec11[1];
+            const float x_162 = vec11[2];
+            const float x_163 = vec11[3];
+            const float v141 = x_160;
+            const float v142 = v141 / v69;
+            const float v143 = w_168;
+            const float v144 = v142 * v143;
+            const float out_164 = v144;
+            const float v145 = x_161;
+            const float v146 = v145 / v69;
+            const float v148 = w_169;
+            const float v149 = v146 * v148;
+            const float out_165 = v149;
+            const float v150 = x_162;
+            const float v151 = v150 / v69;
+            const float v153 = w_170;
+            const float v154 = v151 * v153;
+            const float out_166 = v154;
+            const float v155 = x_163;
+            const float v156 = v155 / v69;
+            const float v158 = w_171;
+            const float v159 = v156 * v158;
+            const float out_167 = v159;
+            float4 vec12;
+            vec12.x = out_164;
+            vec12.y = out_165;
+            vec12.z = out_166;
+            vec12.w = out_167;
+            ((device float4*)out)[i140 >> 2u] = vec12;
+        }
+    } else {
+        const uint last172 = (u.D > 384u ? u.D - 384u : 0u);
+        uint rest173 = lid.x;
+        for (uint r174 = lid.x; r174 < last172; r174 += 512u) {
+            const uint i175 = base1 + r174;
+            const float v176 = x[i175];
+            const float v177 = v176 / v69;
+            const float v178 = w[r174];
+            const float v179 = v177 * v178;
+            out[i175] = v179;
+            const float v180 = x[i175 + 128u];
+            const float v181 = v180 / v69;
+            const uint i182 = r174 + 128u;
+            const float v183 = w[i182];
+            const float v184 = v181 * v183;
+            out[i175 + 128u] = v184;
+            const float v185 = x[i175 + 256u];
+            const float v186 = v185 / v69;
+            const uint i187 = r174 + 256u;
+            const float v188 = w[i187];
+            const float v189 = v186 * v188;
+            out[i175 + 256u] = v189;
+            const float v190 = x[i175 + 384u];
+            const float v191 = v190 / v69;
+            const uint i192 = r174 + 384u;
+            const float v193 = w[i192];
+            const float v194 = v191 * v193;
+            out[i175 + 384u] = v194;
+            rest173 = r174 + 512u;
+        }
+        for (uint r195 = rest173; r195 < u.D; r195 += 128u) {
+            const uint i196 = base1 + r195;
+            const float v197 = x[i196];
+            const float v198 = v197 / v69;
+            const float v199 = w[r195];
+            const float v200 = v198 * v199;
+            out[i196] = v200;
+        }
     }
 }

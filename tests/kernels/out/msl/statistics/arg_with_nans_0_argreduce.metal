@@ -59,71 +59,203 @@ kernel void arg_with_nans_0_argreduce(
     }
     const uint base1 = g0 * u.C;
     float acc2 = as_type<float>(0x7f800000u);
-    const uint last3 = (u.C > 384u ? u.C - 384u : 0u);
-    uint rest4 = lid.x;
-    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
-        const uint i6 = base1 + r5;
-        const float v7 = x[i6];
-        const float v8 = mimir_sqrt(v7);
-        acc2 = mimir_minimum_f32(acc2, v8);
-        const float v9 = x[i6 + 128u];
-        const float v10 = mimir_sqrt(v9);
-        acc2 = mimir_minimum_f32(acc2, v10);
-        const float v11 = x[i6 + 256u];
-        const float v12 = mimir_sqrt(v11);
-        acc2 = mimir_minimum_f32(acc2, v12);
-        const float v13 = x[i6 + 384u];
-        const float v14 = mimir_sqrt(v13);
-        acc2 = mimir_minimum_f32(acc2, v14);
-        rest4 = r5 + 512u;
+    if ((u.C & 3u) == 0u) {
+        const uint r3 = lid.x << 2u;
+        const uint last4 = (u.C > 512u ? u.C - 512u : 0u);
+        uint rest5 = r3;
+        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
+            const uint i7 = base1 + r6;
+            const float4 vec1 = ((device const float4*)x)[i7 >> 2u];
+            const float x_16 = vec1[0];
+            const float x_17 = vec1[1];
+            const float x_18 = vec1[2];
+            const float x_19 = vec1[3];
+            const float v8 = x_16;
+            const float v9 = mimir_sqrt(v8);
+            acc2 = mimir_minimum_f32(acc2, v9);
+            const float v10 = x_17;
+            const float v11 = mimir_sqrt(v10);
+            acc2 = mimir_minimum_f32(acc2, v11);
+            const float v12 = x_18;
+            const float v13 = mimir_sqrt(v12);
+            acc2 = mimir_minimum_f32(acc2, v13);
+            const float v14 = x_19;
+            const float v15 = mimir_sqrt(v14);
+            acc2 = mimir_minimum_f32(acc2, v15);
+            const uint r20 = r6 + 512u;
+            const uint i21 = base1 + r20;
+            const float4 vec2 = ((device const float4*)x)[i21 >> 2u];
+            const float x_30 = vec2[0];
+            const float x_31 = vec2[1];
+            const float x_32 = vec2[2];
+            const float x_33 = vec2[3];
+            const float v22 = x_30;
+            const float v23 = mimir_sqrt(v22);
+            acc2 = mimir_minimum_f32(acc2, v23);
+            const float v24 = x_31;
+            const float v25 = mimir_sqrt(v24);
+            acc2 = mimir_minimum_f32(acc2, v25);
+            const float v26 = x_32;
+            const float v27 = mimir_sqrt(v26);
+            acc2 = mimir_minimum_f32(acc2, v27);
+            const float v28 = x_33;
+            const float v29 = mimir_sqrt(v28);
+            acc2 = mimir_minimum_f32(acc2, v29);
+            rest5 = r6 + 1024u;
+        }
+        for (uint r34 = rest5; r34 < u.C; r34 += 512u) {
+            const uint i35 = base1 + r34;
+            const float4 vec3 = ((device const float4*)x)[i35 >> 2u];
+            const float x_44 = vec3[0];
+            const float x_45 = vec3[1];
+            const float x_46 = vec3[2];
+            const float x_47 = vec3[3];
+            const float v36 = x_44;
+            const float v37 = mimir_sqrt(v36);
+            acc2 = mimir_minimum_f32(acc2, v37);
+            const float v38 = x_45;
+            const float v39 = mimir_sqrt(v38);
+            acc2 = mimir_minimum_f32(acc2, v39);
+            const float v40 = x_46;
+            const float v41 = mimir_sqrt(v40);
+            acc2 = mimir_minimum_f32(acc2, v41);
+            const float v42 = x_47;
+            const float v43 = mimir_sqrt(v42);
+            acc2 = mimir_minimum_f32(acc2, v43);
+        }
+    } else {
+        const uint last48 = (u.C > 384u ? u.C - 384u : 0u);
+        uint rest49 = lid.x;
+        for (uint r50 = lid.x; r50 < last48; r50 += 512u) {
+            const uint i51 = base1 + r50;
+            const float v52 = x[i51];
+            const float v53 = mimir_sqrt(v52);
+            acc2 = mimir_minimum_f32(acc2, v53);
+            const float v54 = x[i51 + 128u];
+            const float v55 = mimir_sqrt(v54);
+            acc2 = mimir_minimum_f32(acc2, v55);
+            const float v56 = x[i51 + 256u];
+            const float v57 = mimir_sqrt(v56);
+            acc2 = mimir_minimum_f32(acc2, v57);
+            const float v58 = x[i51 + 384u];
+            const float v59 = mimir_sqrt(v58);
+            acc2 = mimir_minimum_f32(acc2, v59);
+            rest49 = r50 + 512u;
+        }
+        for (uint r60 = rest49; r60 < u.C; r60 += 128u) {
+            const uint i61 = base1 + r60;
+            const float v62 = x[i61];
+            const float v63 = mimir_sqrt(v62);
+            acc2 = mimir_minimum_f32(acc2, v63);
+        }
     }
-    for (uint r15 = rest4; r15 < u.C; r15 += 128u) {
-        const uint i16 = base1 + r15;
-        const float v17 = x[i16];
-        const float v18 = mimir_sqrt(v17);
-        acc2 = mimir_minimum_f32(acc2, v18);
-    }
-    const float warp19 = (simd_any(((as_type<uint>(acc2) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_min(acc2));
+    const float warp64 = (simd_any(((as_type<uint>(acc2) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_min(acc2));
     if ((lid.x & 31u) == 0u) {
-        best[lid.x >> 5u] = warp19;
+        best[lid.x >> 5u] = warp64;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot20 = best[lid.x & 3u];
-    const float total21 = mimir_simd_min_f32_4(slot20);
-    uint acc22 = 4294967295u;
-    const uint last23 = (u.C > 384u ? u.C - 384u : 0u);
-    uint rest24 = lid.x;
-    for (uint r25 = lid.x; r25 < last23; r25 += 512u) {
-        const uint i26 = base1 + r25;
-        const float v27 = x[i26];
-        const float v28 = mimir_sqrt(v27);
-        acc22 = (((!(((as_type<uint>(v28) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total21) & 0x7fffffffu) > 0x7f800000u)) && (v28 == total21)) || (((as_type<uint>(v28) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total21) & 0x7fffffffu) > 0x7f800000u))) && (r25 < acc22) ? r25 : acc22);
-        const float v29 = x[i26 + 128u];
-        const float v30 = mimir_sqrt(v29);
-        acc22 = (((!(((as_type<uint>(v30) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total21) & 0x7fffffffu) > 0x7f800000u)) && (v30 == total21)) || (((as_type<uint>(v30) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total21) & 0x7fffffffu) > 0x7f800000u))) && (r25 + 128u < acc22) ? r25 + 128u : acc22);
-        const float v31 = x[i26 + 256u];
-        const float v32 = mimir_sqrt(v31);
-        acc22 = (((!(((as_type<uint>(v32) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total21) & 0x7fffffffu) > 0x7f800000u)) && (v32 == total21)) || (((as_type<uint>(v32) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total21) & 0x7fffffffu) > 0x7f800000u))) && (r25 + 256u < acc22) ? r25 + 256u : acc22);
-        const float v33 = x[i26 + 384u];
-        const float v34 = mimir_sqrt(v33);
-        acc22 = (((!(((as_type<uint>(v34) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total21) & 0x7fffffffu) > 0x7f800000u)) && (v34 == total21)) || (((as_type<uint>(v34) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total21) & 0x7fffffffu) > 0x7f800000u))) && (r25 + 384u < acc22) ? r25 + 384u : acc22);
-        rest24 = r25 + 512u;
+    const float slot65 = best[lid.x & 3u];
+    const float total66 = mimir_simd_min_f32_4(slot65);
+    uint acc67 = 4294967295u;
+    if ((u.C & 3u) == 0u) {
+        const uint r68 = lid.x << 2u;
+        const uint last69 = (u.C > 512u ? u.C - 512u : 0u);
+        uint rest70 = r68;
+        for (uint r71 = r68; r71 < last69; r71 += 1024u) {
+            const uint i72 = base1 + r71;
+            const float4 vec4 = ((device const float4*)x)[i72 >> 2u];
+            const float x_81 = vec4[0];
+            const float x_82 = vec4[1];
+            const float x_83 = vec4[2];
+            const float x_84 = vec4[3];
+            const float v73 = x_81;
+            const float v74 = mimir_sqrt(v73);
+            acc67 = (((!(((as_type<uint>(v74) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v74 == total66)) || (((as_type<uint>(v74) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r71 < acc67) ? r71 : acc67);
+            const float v75 = x_82;
+            const float v76 = mimir_sqrt(v75);
+            acc67 = (((!(((as_type<uint>(v76) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v76 == total66)) || (((as_type<uint>(v76) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r71 + 1u < acc67) ? r71 + 1u : acc67);
+            const float v77 = x_83;
+            const float v78 = mimir_sqrt(v77);
+            acc67 = (((!(((as_type<uint>(v78) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v78 == total66)) || (((as_type<uint>(v78) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r71 + 2u < acc67) ? r71 + 2u : acc67);
+            const float v79 = x_84;
+            const float v80 = mimir_sqrt(v79);
+            acc67 = (((!(((as_type<uint>(v80) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v80 == total66)) || (((as_type<uint>(v80) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r71 + 3u < acc67) ? r71 + 3u : acc67);
+            const uint r85 = r71 + 512u;
+            const uint i86 = base1 + r85;
+            const float4 vec5 = ((device const float4*)x)[i86 >> 2u];
+            const float x_95 = vec5[0];
+            const float x_96 = vec5[1];
+            const float x_97 = vec5[2];
+            const float x_98 = vec5[3];
+            const float v87 = x_95;
+            const float v88 = mimir_sqrt(v87);
+            acc67 = (((!(((as_type<uint>(v88) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v88 == total66)) || (((as_type<uint>(v88) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r85 < acc67) ? r85 : acc67);
+            const float v89 = x_96;
+            const float v90 = mimir_sqrt(v89);
+            acc67 = (((!(((as_type<uint>(v90) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v90 == total66)) || (((as_type<uint>(v90) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r85 + 1u < acc67) ? r85 + 1u : acc67);
+            const float v91 = x_97;
+            const float v92 = mimir_sqrt(v91);
+            acc67 = (((!(((as_type<uint>(v92) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v92 == total66)) || (((as_type<uint>(v92) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r85 + 2u < acc67) ? r85 + 2u : acc67);
+            const float v93 = x_98;
+            const float v94 = mimir_sqrt(v93);
+            acc67 = (((!(((as_type<uint>(v94) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v94 == total66)) || (((as_type<uint>(v94) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r85 + 3u < acc67) ? r85 + 3u : acc67);
+            rest70 = r71 + 1024u;
+        }
+        for (uint r99 = rest70; r99 < u.C; r99 += 512u) {
+            const uint i100 = base1 + r99;
+            const float4 vec6 = ((device const float4*)x)[i100 >> 2u];
+            const float x_109 = vec6[0];
+            const float x_110 = vec6[1];
+            const float x_111 = vec6[2];
+            const float x_112 = vec6[3];
+            const float v101 = x_109;
+            const float v102 = mimir_sqrt(v101);
+            acc67 = (((!(((as_type<uint>(v102) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v102 == total66)) || (((as_type<uint>(v102) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r99 < acc67) ? r99 : acc67);
+            const float v103 = x_110;
+            const float v104 = mimir_sqrt(v103);
+            acc67 = (((!(((as_type<uint>(v104) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v104 == total66)) || (((as_type<uint>(v104) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r99 + 1u < acc67) ? r99 + 1u : acc67);
+            const float v105 = x_111;
+            const float v106 = mimir_sqrt(v105);
+            acc67 = (((!(((as_type<uint>(v106) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v106 == total66)) || (((as_type<uint>(v106) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r99 + 2u < acc67) ? r99 + 2u : acc67);
+            const float v107 = x_112;
+            const float v108 = mimir_sqrt(v107);
+            acc67 = (((!(((as_type<uint>(v108) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v108 == total66)) || (((as_type<uint>(v108) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r99 + 3u < acc67) ? r99 + 3u : acc67);
+        }
+    } else {
+        const uint last113 = (u.C > 384u ? u.C - 384u : 0u);
+        uint rest114 = lid.x;
+        for (uint r115 = lid.x; r115 < last113; r115 += 512u) {
+            const uint i116 = base1 + r115;
+            const float v117 = x[i116];
+            const float v118 = mimir_sqrt(v117);
+            acc67 = (((!(((as_type<uint>(v118) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v118 == total66)) || (((as_type<uint>(v118) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r115 < acc67) ? r115 : acc67);
+            const float v119 = x[i116 + 128u];
+            const float v120 = mimir_sqrt(v119);
+            acc67 = (((!(((as_type<uint>(v120) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v120 == total66)) || (((as_type<uint>(v120) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r115 + 128u < acc67) ? r115 + 128u : acc67);
+            const float v121 = x[i116 + 256u];
+            const float v122 = mimir_sqrt(v121);
+            acc67 = (((!(((as_type<uint>(v122) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v122 == total66)) || (((as_type<uint>(v122) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r115 + 256u < acc67) ? r115 + 256u : acc67);
+            const float v123 = x[i116 + 384u];
+            const float v124 = mimir_sqrt(v123);
+            acc67 = (((!(((as_type<uint>(v124) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v124 == total66)) || (((as_type<uint>(v124) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r115 + 384u < acc67) ? r115 + 384u : acc67);
+            rest114 = r115 + 512u;
+        }
+        for (uint r125 = rest114; r125 < u.C; r125 += 128u) {
+            const uint i126 = base1 + r125;
+            const float v127 = x[i126];
+            const float v128 = mimir_sqrt(v127);
+            acc67 = (((!(((as_type<uint>(v128) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v128 == total66)) || (((as_type<uint>(v128) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r125 < acc67) ? r125 : acc67);
+        }
     }
-    for (uint r35 = rest24; r35 < u.C; r35 += 128u) {
-        const uint i36 = base1 + r35;
-        const float v37 = x[i36];
-        const float v38 = mimir_sqrt(v37);
-        acc22 = (((!(((as_type<uint>(v38) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total21) & 0x7fffffffu) > 0x7f800000u)) && (v38 == total21)) || (((as_type<uint>(v38) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total21) & 0x7fffffffu) > 0x7f800000u))) && (r35 < acc22) ? r35 : acc22);
-    }
-    const uint warp39 = simd_min(acc22);
+    const uint warp129 = simd_min(acc67);
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp39;
+        first[lid.x >> 5u] = warp129;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot40 = first[lid.x & 3u];
-    const uint total41 = mimir_simd_min_u32_4(slot40);
+    const uint slot130 = first[lid.x & 3u];
+    const uint total131 = mimir_simd_min_u32_4(slot130);
     if (lid.x == 0u) {
-        const int index42 = int(total41);
-        scratch0[g0] = index42;
+        const int index132 = int(total131);
+        scratch0[g0] = index132;
     }
 }

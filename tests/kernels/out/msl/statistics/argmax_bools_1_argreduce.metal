@@ -40,78 +40,222 @@ kernel void argmax_bools_1_argreduce(
     }
     const uint base1 = g0 * u.C;
     uint acc2 = 0u;
-    const uint last3 = (u.C > 384u ? u.C - 384u : 0u);
-    uint rest4 = lid.x;
-    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
-        const uint i6 = base1 + r5;
-        const int v7 = x[i6];
-        const bool v8 = v7 > 0;
-        acc2 = (acc2 >= (v8 ? 1u : 0u) ? acc2 : (v8 ? 1u : 0u));
-        const int v9 = x[i6 + 128u];
-        const bool v10 = v9 > 0;
-        acc2 = (acc2 >= (v10 ? 1u : 0u) ? acc2 : (v10 ? 1u : 0u));
-        const int v11 = x[i6 + 256u];
-        const bool v12 = v11 > 0;
-        acc2 = (acc2 >= (v12 ? 1u : 0u) ? acc2 : (v12 ? 1u : 0u));
-        const int v13 = x[i6 + 384u];
-        const bool v14 = v13 > 0;
-        acc2 = (acc2 >= (v14 ? 1u : 0u) ? acc2 : (v14 ? 1u : 0u));
-        rest4 = r5 + 512u;
+    if ((u.C & 3u) == 0u) {
+        const uint r3 = lid.x << 2u;
+        const uint last4 = (u.C > 512u ? u.C - 512u : 0u);
+        uint rest5 = r3;
+        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
+            const uint i7 = base1 + r6;
+            const int4 vec1 = ((device const int4*)x)[i7 >> 2u];
+            const int x_16 = vec1[0];
+            const int x_17 = vec1[1];
+            const int x_18 = vec1[2];
+            const int x_19 = vec1[3];
+            const int v8 = x_16;
+            const bool v9 = v8 > 0;
+            acc2 = (acc2 >= (v9 ? 1u : 0u) ? acc2 : (v9 ? 1u : 0u));
+            const int v10 = x_17;
+            const bool v11 = v10 > 0;
+            acc2 = (acc2 >= (v11 ? 1u : 0u) ? acc2 : (v11 ? 1u : 0u));
+            const int v12 = x_18;
+            const bool v13 = v12 > 0;
+            acc2 = (acc2 >= (v13 ? 1u : 0u) ? acc2 : (v13 ? 1u : 0u));
+            const int v14 = x_19;
+            const bool v15 = v14 > 0;
+            acc2 = (acc2 >= (v15 ? 1u : 0u) ? acc2 : (v15 ? 1u : 0u));
+            const uint r20 = r6 + 512u;
+            const uint i21 = base1 + r20;
+            const int4 vec2 = ((device const int4*)x)[i21 >> 2u];
+            const int x_30 = vec2[0];
+            const int x_31 = vec2[1];
+            const int x_32 = vec2[2];
+            const int x_33 = vec2[3];
+            const int v22 = x_30;
+            const bool v23 = v22 > 0;
+            acc2 = (acc2 >= (v23 ? 1u : 0u) ? acc2 : (v23 ? 1u : 0u));
+            const int v24 = x_31;
+            const bool v25 = v24 > 0;
+            acc2 = (acc2 >= (v25 ? 1u : 0u) ? acc2 : (v25 ? 1u : 0u));
+            const int v26 = x_32;
+            const bool v27 = v26 > 0;
+            acc2 = (acc2 >= (v27 ? 1u : 0u) ? acc2 : (v27 ? 1u : 0u));
+            const int v28 = x_33;
+            const bool v29 = v28 > 0;
+            acc2 = (acc2 >= (v29 ? 1u : 0u) ? acc2 : (v29 ? 1u : 0u));
+            rest5 = r6 + 1024u;
+        }
+        for (uint r34 = rest5; r34 < u.C; r34 += 512u) {
+            const uint i35 = base1 + r34;
+            const int4 vec3 = ((device const int4*)x)[i35 >> 2u];
+            const int x_44 = vec3[0];
+            const int x_45 = vec3[1];
+            const int x_46 = vec3[2];
+            const int x_47 = vec3[3];
+            const int v36 = x_44;
+            const bool v37 = v36 > 0;
+            acc2 = (acc2 >= (v37 ? 1u : 0u) ? acc2 : (v37 ? 1u : 0u));
+            const int v38 = x_45;
+            const bool v39 = v38 > 0;
+            acc2 = (acc2 >= (v39 ? 1u : 0u) ? acc2 : (v39 ? 1u : 0u));
+            const int v40 = x_46;
+            const bool v41 = v40 > 0;
+            acc2 = (acc2 >= (v41 ? 1u : 0u) ? acc2 : (v41 ? 1u : 0u));
+            const int v42 = x_47;
+            const bool v43 = v42 > 0;
+            acc2 = (acc2 >= (v43 ? 1u : 0u) ? acc2 : (v43 ? 1u : 0u));
+        }
+    } else {
+        const uint last48 = (u.C > 384u ? u.C - 384u : 0u);
+        uint rest49 = lid.x;
+        for (uint r50 = lid.x; r50 < last48; r50 += 512u) {
+            const uint i51 = base1 + r50;
+            const int v52 = x[i51];
+            const bool v53 = v52 > 0;
+            acc2 = (acc2 >= (v53 ? 1u : 0u) ? acc2 : (v53 ? 1u : 0u));
+            const int v54 = x[i51 + 128u];
+            const bool v55 = v54 > 0;
+            acc2 = (acc2 >= (v55 ? 1u : 0u) ? acc2 : (v55 ? 1u : 0u));
+            const int v56 = x[i51 + 256u];
+            const bool v57 = v56 > 0;
+            acc2 = (acc2 >= (v57 ? 1u : 0u) ? acc2 : (v57 ? 1u : 0u));
+            const int v58 = x[i51 + 384u];
+            const bool v59 = v58 > 0;
+            acc2 = (acc2 >= (v59 ? 1u : 0u) ? acc2 : (v59 ? 1u : 0u));
+            rest49 = r50 + 512u;
+        }
+        for (uint r60 = rest49; r60 < u.C; r60 += 128u) {
+            const uint i61 = base1 + r60;
+            const int v62 = x[i61];
+            const bool v63 = v62 > 0;
+            acc2 = (acc2 >= (v63 ? 1u : 0u) ? acc2 : (v63 ? 1u : 0u));
+        }
     }
-    for (uint r15 = rest4; r15 < u.C; r15 += 128u) {
-        const uint i16 = base1 + r15;
-        const int v17 = x[i16];
-        const bool v18 = v17 > 0;
-        acc2 = (acc2 >= (v18 ? 1u : 0u) ? acc2 : (v18 ? 1u : 0u));
-    }
-    const uint warp19 = simd_max(acc2);
+    const uint warp64 = simd_max(acc2);
     if ((lid.x & 31u) == 0u) {
-        best[lid.x >> 5u] = warp19;
+        best[lid.x >> 5u] = warp64;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot20 = best[lid.x & 3u];
-    const uint total21 = mimir_simd_max_u32_4(slot20);
-    uint acc22 = 4294967295u;
-    const uint last23 = (u.C > 384u ? u.C - 384u : 0u);
-    uint rest24 = lid.x;
-    for (uint r25 = lid.x; r25 < last23; r25 += 512u) {
-        const uint i26 = base1 + r25;
-        const int v27 = x[i26];
-        const bool v28 = v27 > 0;
-        const uint v29 = (v28 ? 1u : 0u);
-        acc22 = ((v29 == total21) && (r25 < acc22) ? r25 : acc22);
-        const int v30 = x[i26 + 128u];
-        const bool v31 = v30 > 0;
-        const uint v32 = (v31 ? 1u : 0u);
-        acc22 = ((v32 == total21) && (r25 + 128u < acc22) ? r25 + 128u : acc22);
-        const int v33 = x[i26 + 256u];
-        const bool v34 = v33 > 0;
-        const uint v35 = (v34 ? 1u : 0u);
-        acc22 = ((v35 == total21) && (r25 + 256u < acc22) ? r25 + 256u : acc22);
-        const int v36 = x[i26 + 384u];
-        const bool v37 = v36 > 0;
-        const uint v38 = (v37 ? 1u : 0u);
-        acc22 = ((v38 == total21) && (r25 + 384u < acc22) ? r25 + 384u : acc22);
-        rest24 = r25 + 512u;
+    const uint slot65 = best[lid.x & 3u];
+    const uint total66 = mimir_simd_max_u32_4(slot65);
+    uint acc67 = 4294967295u;
+    if ((u.C & 3u) == 0u) {
+        const uint r68 = lid.x << 2u;
+        const uint last69 = (u.C > 512u ? u.C - 512u : 0u);
+        uint rest70 = r68;
+        for (uint r71 = r68; r71 < last69; r71 += 1024u) {
+            const uint i72 = base1 + r71;
+            const int4 vec4 = ((device const int4*)x)[i72 >> 2u];
+            const int x_85 = vec4[0];
+            const int x_86 = vec4[1];
+            const int x_87 = vec4[2];
+            const int x_88 = vec4[3];
+            const int v73 = x_85;
+            const bool v74 = v73 > 0;
+            const uint v75 = (v74 ? 1u : 0u);
+            acc67 = ((v75 == total66) && (r71 < acc67) ? r71 : acc67);
+            const int v76 = x_86;
+            const bool v77 = v76 > 0;
+            const uint v78 = (v77 ? 1u : 0u);
+            acc67 = ((v78 == total66) && (r71 + 1u < acc67) ? r71 + 1u : acc67);
+            const int v79 = x_87;
+            const bool v80 = v79 > 0;
+            const uint v81 = (v80 ? 1u : 0u);
+            acc67 = ((v81 == total66) && (r71 + 2u < acc67) ? r71 + 2u : acc67);
+            const int v82 = x_88;
+            const bool v83 = v82 > 0;
+            const uint v84 = (v83 ? 1u : 0u);
+            acc67 = ((v84 == total66) && (r71 + 3u < acc67) ? r71 + 3u : acc67);
+            const uint r89 = r71 + 512u;
+            const uint i90 = base1 + r89;
+            const int4 vec5 = ((device const int4*)x)[i90 >> 2u];
+            const int x_103 = vec5[0];
+            const int x_104 = vec5[1];
+            const int x_105 = vec5[2];
+            const int x_106 = vec5[3];
+            const int v91 = x_103;
+            const bool v92 = v91 > 0;
+            const uint v93 = (v92 ? 1u : 0u);
+            acc67 = ((v93 == total66) && (r89 < acc67) ? r89 : acc67);
+            const int v94 = x_104;
+            const bool v95 = v94 > 0;
+            const uint v96 = (v95 ? 1u : 0u);
+            acc67 = ((v96 == total66) && (r89 + 1u < acc67) ? r89 + 1u : acc67);
+            const int v97 = x_105;
+            const bool v98 = v97 > 0;
+            const uint v99 = (v98 ? 1u : 0u);
+            acc67 = ((v99 == total66) && (r89 + 2u < acc67) ? r89 + 2u : acc67);
+            const int v100 = x_106;
+            const bool v101 = v100 > 0;
+            const uint v102 = (v101 ? 1u : 0u);
+            acc67 = ((v102 == total66) && (r89 + 3u < acc67) ? r89 + 3u : acc67);
+            rest70 = r71 + 1024u;
+        }
+        for (uint r107 = rest70; r107 < u.C; r107 += 512u) {
+            const uint i108 = base1 + r107;
+            const int4 vec6 = ((device const int4*)x)[i108 >> 2u];
+            const int x_121 = vec6[0];
+            const int x_122 = vec6[1];
+            const int x_123 = vec6[2];
+            const int x_124 = vec6[3];
+            const int v109 = x_121;
+            const bool v110 = v109 > 0;
+            const uint v111 = (v110 ? 1u : 0u);
+            acc67 = ((v111 == total66) && (r107 < acc67) ? r107 : acc67);
+            const int v112 = x_122;
+            const bool v113 = v112 > 0;
+            const uint v114 = (v113 ? 1u : 0u);
+            acc67 = ((v114 == total66) && (r107 + 1u < acc67) ? r107 + 1u : acc67);
+            const int v115 = x_123;
+            const bool v116 = v115 > 0;
+            const uint v117 = (v116 ? 1u : 0u);
+            acc67 = ((v117 == total66) && (r107 + 2u < acc67) ? r107 + 2u : acc67);
+            const int v118 = x_124;
+            const bool v119 = v118 > 0;
+            const uint v120 = (v119 ? 1u : 0u);
+            acc67 = ((v120 == total66) && (r107 + 3u < acc67) ? r107 + 3u : acc67);
+        }
+    } else {
+        const uint last125 = (u.C > 384u ? u.C - 384u : 0u);
+        uint rest126 = lid.x;
+        for (uint r127 = lid.x; r127 < last125; r127 += 512u) {
+            const uint i128 = base1 + r127;
+            const int v129 = x[i128];
+            const bool v130 = v129 > 0;
+            const uint v131 = (v130 ? 1u : 0u);
+            acc67 = ((v131 == total66) && (r127 < acc67) ? r127 : acc67);
+            const int v132 = x[i128 + 128u];
+            const bool v133 = v132 > 0;
+            const uint v134 = (v133 ? 1u : 0u);
+            acc67 = ((v134 == total66) && (r127 + 128u < acc67) ? r127 + 128u : acc67);
+            const int v135 = x[i128 + 256u];
+            const bool v136 = v135 > 0;
+            const uint v137 = (v136 ? 1u : 0u);
+            acc67 = ((v137 == total66) && (r127 + 256u < acc67) ? r127 + 256u : acc67);
+            const int v138 = x[i128 + 384u];
+            const bool v139 = v138 > 0;
+            const uint v140 = (v139 ? 1u : 0u);
+            acc67 = ((v140 == total66) && (r127 + 384u < acc67) ? r127 + 384u : acc67);
+            rest126 = r127 + 512u;
+        }
+        for (uint r141 = rest126; r141 < u.C; r141 += 128u) {
+            const uint i142 = base1 + r141;
+            const int v143 = x[i142];
+            const bool v144 = v143 > 0;
+            const uint v145 = (v144 ? 1u : 0u);
+            acc67 = ((v145 == total66) && (r141 < acc67) ? r141 : acc67);
+        }
     }
-    for (uint r39 = rest24; r39 < u.C; r39 += 128u) {
-        const uint i40 = base1 + r39;
-        const int v41 = x[i40];
-        const bool v42 = v41 > 0;
-        const uint v43 = (v42 ? 1u : 0u);
-        acc22 = ((v43 == total21) && (r39 < acc22) ? r39 : acc22);
-    }
-    const uint warp44 = simd_min(acc22);
+    const uint warp146 = simd_min(acc67);
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp44;
+        first[lid.x >> 5u] = warp146;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot45 = first[lid.x & 3u];
-    const uint total46 = mimir_simd_min_u32_4(slot45);
+    const uint slot147 = first[lid.x & 3u];
+    const uint total148 = mimir_simd_min_u32_4(slot147);
     if (lid.x == 0u) {
-        const int index47 = int(total46);
-        const int v48 = scratch0[g0];
-        const int v49 = int(uint(index47) + uint(v48));
-        out[g0] = v49;
+        const int index149 = int(total148);
+        const int v150 = scratch0[g0];
+        const int v151 = int(uint(index149) + uint(v150));
+        out[g0] = v151;
     }
 }

@@ -48,84 +48,54 @@ kernel void argmax_flat_0_argreduce(
     const uint last1 = (u.N * 7u > 384u ? u.N * 7u - 384u : 0u);
     uint rest2 = lid.x;
     for (uint r3 = lid.x; r3 < last1; r3 += 512u) {
-        const uint i4 = r3 % 7u;
-        const uint i5 = r3 / 7u;
-        const uint i6 = i5 * 7u + i4;
-        const float v7 = float(x[i6]);
-        acc0 = mimir_maximum_f32(acc0, v7);
-        const uint i8 = (r3 + 128u) % 7u;
-        const uint i9 = (r3 + 128u) / 7u;
-        const uint i10 = i9 * 7u + i8;
-        const float v11 = float(x[i10]);
-        acc0 = mimir_maximum_f32(acc0, v11);
-        const uint i12 = (r3 + 256u) % 7u;
-        const uint i13 = (r3 + 256u) / 7u;
-        const uint i14 = i13 * 7u + i12;
-        const float v15 = float(x[i14]);
+        const float v6 = float(x[r3]);
+        acc0 = mimir_maximum_f32(acc0, v6);
+        const float v9 = float(x[r3 + 128u]);
+        acc0 = mimir_maximum_f32(acc0, v9);
+        const float v12 = float(x[r3 + 256u]);
+        acc0 = mimir_maximum_f32(acc0, v12);
+        const float v15 = float(x[r3 + 384u]);
         acc0 = mimir_maximum_f32(acc0, v15);
-        const uint i16 = (r3 + 384u) % 7u;
-        const uint i17 = (r3 + 384u) / 7u;
-        const uint i18 = i17 * 7u + i16;
-        const float v19 = float(x[i18]);
-        acc0 = mimir_maximum_f32(acc0, v19);
         rest2 = r3 + 512u;
     }
-    for (uint r20 = rest2; r20 < u.N * 7u; r20 += 128u) {
-        const uint i21 = r20 % 7u;
-        const uint i22 = r20 / 7u;
-        const uint i23 = i22 * 7u + i21;
-        const float v24 = float(x[i23]);
-        acc0 = mimir_maximum_f32(acc0, v24);
+    for (uint r16 = rest2; r16 < u.N * 7u; r16 += 128u) {
+        const float v19 = float(x[r16]);
+        acc0 = mimir_maximum_f32(acc0, v19);
     }
-    const float warp25 = (simd_any(((as_type<uint>(acc0) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc0));
+    const float warp20 = (simd_any(((as_type<uint>(acc0) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc0));
     if ((lid.x & 31u) == 0u) {
-        best[lid.x >> 5u] = warp25;
+        best[lid.x >> 5u] = warp20;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot26 = best[lid.x & 3u];
-    const float total27 = mimir_simd_max_f32_4(slot26);
-    uint acc28 = 4294967295u;
-    const uint last29 = (u.N * 7u > 384u ? u.N * 7u - 384u : 0u);
-    uint rest30 = lid.x;
-    for (uint r31 = lid.x; r31 < last29; r31 += 512u) {
-        const uint i32 = r31 % 7u;
-        const uint i33 = r31 / 7u;
-        const uint i34 = i33 * 7u + i32;
-        const float v35 = float(x[i34]);
-        acc28 = (((!(((as_type<uint>(v35) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total27) & 0x7fffffffu) > 0x7f800000u)) && (v35 == total27)) || (((as_type<uint>(v35) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total27) & 0x7fffffffu) > 0x7f800000u))) && (r31 < acc28) ? r31 : acc28);
-        const uint i36 = (r31 + 128u) % 7u;
-        const uint i37 = (r31 + 128u) / 7u;
-        const uint i38 = i37 * 7u + i36;
-        const float v39 = float(x[i38]);
-        acc28 = (((!(((as_type<uint>(v39) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total27) & 0x7fffffffu) > 0x7f800000u)) && (v39 == total27)) || (((as_type<uint>(v39) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total27) & 0x7fffffffu) > 0x7f800000u))) && (r31 + 128u < acc28) ? r31 + 128u : acc28);
-        const uint i40 = (r31 + 256u) % 7u;
-        const uint i41 = (r31 + 256u) / 7u;
-        const uint i42 = i41 * 7u + i40;
-        const float v43 = float(x[i42]);
-        acc28 = (((!(((as_type<uint>(v43) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total27) & 0x7fffffffu) > 0x7f800000u)) && (v43 == total27)) || (((as_type<uint>(v43) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total27) & 0x7fffffffu) > 0x7f800000u))) && (r31 + 256u < acc28) ? r31 + 256u : acc28);
-        const uint i44 = (r31 + 384u) % 7u;
-        const uint i45 = (r31 + 384u) / 7u;
-        const uint i46 = i45 * 7u + i44;
-        const float v47 = float(x[i46]);
-        acc28 = (((!(((as_type<uint>(v47) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total27) & 0x7fffffffu) > 0x7f800000u)) && (v47 == total27)) || (((as_type<uint>(v47) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total27) & 0x7fffffffu) > 0x7f800000u))) && (r31 + 384u < acc28) ? r31 + 384u : acc28);
-        rest30 = r31 + 512u;
+    const float slot21 = best[lid.x & 3u];
+    const float total22 = mimir_simd_max_f32_4(slot21);
+    uint acc23 = 4294967295u;
+    const uint last24 = (u.N * 7u > 384u ? u.N * 7u - 384u : 0u);
+    uint rest25 = lid.x;
+    for (uint r26 = lid.x; r26 < last24; r26 += 512u) {
+        const float v29 = float(x[r26]);
+        acc23 = (((!(((as_type<uint>(v29) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total22) & 0x7fffffffu) > 0x7f800000u)) && (v29 == total22)) || (((as_type<uint>(v29) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total22) & 0x7fffffffu) > 0x7f800000u))) && (r26 < acc23) ? r26 : acc23);
+        const float v32 = float(x[r26 + 128u]);
+        acc23 = (((!(((as_type<uint>(v32) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total22) & 0x7fffffffu) > 0x7f800000u)) && (v32 == total22)) || (((as_type<uint>(v32) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total22) & 0x7fffffffu) > 0x7f800000u))) && (r26 + 128u < acc23) ? r26 + 128u : acc23);
+        const float v35 = float(x[r26 + 256u]);
+        acc23 = (((!(((as_type<uint>(v35) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total22) & 0x7fffffffu) > 0x7f800000u)) && (v35 == total22)) || (((as_type<uint>(v35) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total22) & 0x7fffffffu) > 0x7f800000u))) && (r26 + 256u < acc23) ? r26 + 256u : acc23);
+        const float v38 = float(x[r26 + 384u]);
+        acc23 = (((!(((as_type<uint>(v38) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total22) & 0x7fffffffu) > 0x7f800000u)) && (v38 == total22)) || (((as_type<uint>(v38) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total22) & 0x7fffffffu) > 0x7f800000u))) && (r26 + 384u < acc23) ? r26 + 384u : acc23);
+        rest25 = r26 + 512u;
     }
-    for (uint r48 = rest30; r48 < u.N * 7u; r48 += 128u) {
-        const uint i49 = r48 % 7u;
-        const uint i50 = r48 / 7u;
-        const uint i51 = i50 * 7u + i49;
-        const float v52 = float(x[i51]);
-        acc28 = (((!(((as_type<uint>(v52) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total27) & 0x7fffffffu) > 0x7f800000u)) && (v52 == total27)) || (((as_type<uint>(v52) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total27) & 0x7fffffffu) > 0x7f800000u))) && (r48 < acc28) ? r48 : acc28);
+    for (uint r39 = rest25; r39 < u.N * 7u; r39 += 128u) {
+        const float v42 = float(x[r39]);
+        acc23 = (((!(((as_type<uint>(v42) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total22) & 0x7fffffffu) > 0x7f800000u)) && (v42 == total22)) || (((as_type<uint>(v42) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total22) & 0x7fffffffu) > 0x7f800000u))) && (r39 < acc23) ? r39 : acc23);
     }
-    const uint warp53 = simd_min(acc28);
+    const uint warp43 = simd_min(acc23);
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp53;
+        first[lid.x >> 5u] = warp43;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot54 = first[lid.x & 3u];
-    const uint total55 = mimir_simd_min_u32_4(slot54);
+    const uint slot44 = first[lid.x & 3u];
+    const uint total45 = mimir_simd_min_u32_4(slot44);
     if (lid.x == 0u) {
-        const int index56 = int(total55);
-        out[wid.x] = index56;
+        const int index46 = int(total45);
+        out[wid.x] = index46;
     }
 }

@@ -38,79 +38,193 @@ kernel void std_half_0_moments(
     }
     const uint base1 = g0 * u.C;
     float acc2 = 0.0f;
-    const uint last3 = (u.C > 384u ? u.C - 384u : 0u);
-    uint rest4 = lid.x;
-    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
-        const uint i6 = base1 + r5;
-        const float v7 = float(x[i6]);
-        const float v8 = float(half(v7 + 1e+02f));
-        acc2 = acc2 + v8;
-        const float v9 = float(x[i6 + 128u]);
-        const float v10 = float(half(v9 + 1e+02f));
-        acc2 = acc2 + v10;
-        const float v11 = float(x[i6 + 256u]);
-        const float v12 = float(half(v11 + 1e+02f));
-        acc2 = acc2 + v12;
-        const float v13 = float(x[i6 + 384u]);
-        const float v14 = float(half(v13 + 1e+02f));
-        acc2 = acc2 + v14;
-        rest4 = r5 + 512u;
+    if ((u.C & 3u) == 0u) {
+        const uint r3 = lid.x << 2u;
+        const uint last4 = (u.C > 512u ? u.C - 512u : 0u);
+        uint rest5 = r3;
+        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
+            const uint i7 = base1 + r6;
+            const float v8 = float(x[i7]);
+            const float v9 = float(half(v8 + 1e+02f));
+            acc2 = acc2 + v9;
+            const float v10 = float(x[i7 + 1u]);
+            const float v11 = float(half(v10 + 1e+02f));
+            acc2 = acc2 + v11;
+            const float v12 = float(x[i7 + 2u]);
+            const float v13 = float(half(v12 + 1e+02f));
+            acc2 = acc2 + v13;
+            const float v14 = float(x[i7 + 3u]);
+            const float v15 = float(half(v14 + 1e+02f));
+            acc2 = acc2 + v15;
+            const uint r16 = r6 + 512u;
+            const uint i17 = base1 + r16;
+            const float v18 = float(x[i17]);
+            const float v19 = float(half(v18 + 1e+02f));
+            acc2 = acc2 + v19;
+            const float v20 = float(x[i17 + 1u]);
+            const float v21 = float(half(v20 + 1e+02f));
+            acc2 = acc2 + v21;
+            const float v22 = float(x[i17 + 2u]);
+            const float v23 = float(half(v22 + 1e+02f));
+            acc2 = acc2 + v23;
+            const float v24 = float(x[i17 + 3u]);
+            const float v25 = float(half(v24 + 1e+02f));
+            acc2 = acc2 + v25;
+            rest5 = r6 + 1024u;
+        }
+        for (uint r26 = rest5; r26 < u.C; r26 += 512u) {
+            const uint i27 = base1 + r26;
+            const float v28 = float(x[i27]);
+            const float v29 = float(half(v28 + 1e+02f));
+            acc2 = acc2 + v29;
+            const float v30 = float(x[i27 + 1u]);
+            const float v31 = float(half(v30 + 1e+02f));
+            acc2 = acc2 + v31;
+            const float v32 = float(x[i27 + 2u]);
+            const float v33 = float(half(v32 + 1e+02f));
+            acc2 = acc2 + v33;
+            const float v34 = float(x[i27 + 3u]);
+            const float v35 = float(half(v34 + 1e+02f));
+            acc2 = acc2 + v35;
+        }
+    } else {
+        const uint last36 = (u.C > 384u ? u.C - 384u : 0u);
+        uint rest37 = lid.x;
+        for (uint r38 = lid.x; r38 < last36; r38 += 512u) {
+            const uint i39 = base1 + r38;
+            const float v40 = float(x[i39]);
+            const float v41 = float(half(v40 + 1e+02f));
+            acc2 = acc2 + v41;
+            const float v42 = float(x[i39 + 128u]);
+            const float v43 = float(half(v42 + 1e+02f));
+            acc2 = acc2 + v43;
+            const float v44 = float(x[i39 + 256u]);
+            const float v45 = float(half(v44 + 1e+02f));
+            acc2 = acc2 + v45;
+            const float v46 = float(x[i39 + 384u]);
+            const float v47 = float(half(v46 + 1e+02f));
+            acc2 = acc2 + v47;
+            rest37 = r38 + 512u;
+        }
+        for (uint r48 = rest37; r48 < u.C; r48 += 128u) {
+            const uint i49 = base1 + r48;
+            const float v50 = float(x[i49]);
+            const float v51 = float(half(v50 + 1e+02f));
+            acc2 = acc2 + v51;
+        }
     }
-    for (uint r15 = rest4; r15 < u.C; r15 += 128u) {
-        const uint i16 = base1 + r15;
-        const float v17 = float(x[i16]);
-        const float v18 = float(half(v17 + 1e+02f));
-        acc2 = acc2 + v18;
-    }
-    const float warp19 = simd_sum(acc2);
+    const float warp52 = simd_sum(acc2);
     if ((lid.x & 31u) == 0u) {
-        sum[lid.x >> 5u] = warp19;
+        sum[lid.x >> 5u] = warp52;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot20 = sum[lid.x & 3u];
-    const float total21 = mimir_simd_add_f32_4(slot20);
-    const float mean22 = total21 / float(u.C);
-    float acc23 = 0.0f;
-    const uint last24 = (u.C > 384u ? u.C - 384u : 0u);
-    uint rest25 = lid.x;
-    for (uint r26 = lid.x; r26 < last24; r26 += 512u) {
-        const uint i27 = base1 + r26;
-        const float v28 = float(x[i27]);
-        const float v29 = float(half(v28 + 1e+02f));
-        const float d30 = v29 - mean22;
-        acc23 = fma(d30, d30, acc23);
-        const float v31 = float(x[i27 + 128u]);
-        const float v32 = float(half(v31 + 1e+02f));
-        const float d33 = v32 - mean22;
-        acc23 = fma(d33, d33, acc23);
-        const float v34 = float(x[i27 + 256u]);
-        const float v35 = float(half(v34 + 1e+02f));
-        const float d36 = v35 - mean22;
-        acc23 = fma(d36, d36, acc23);
-        const float v37 = float(x[i27 + 384u]);
-        const float v38 = float(half(v37 + 1e+02f));
-        const float d39 = v38 - mean22;
-        acc23 = fma(d39, d39, acc23);
-        rest25 = r26 + 512u;
+    const float slot53 = sum[lid.x & 3u];
+    const float total54 = mimir_simd_add_f32_4(slot53);
+    const float mean55 = total54 / float(u.C);
+    float acc56 = 0.0f;
+    if ((u.C & 3u) == 0u) {
+        const uint r57 = lid.x << 2u;
+        const uint last58 = (u.C > 512u ? u.C - 512u : 0u);
+        uint rest59 = r57;
+        for (uint r60 = r57; r60 < last58; r60 += 1024u) {
+            const uint i61 = base1 + r60;
+            const float v62 = float(x[i61]);
+            const float v63 = float(half(v62 + 1e+02f));
+            const float d64 = v63 - mean55;
+            acc56 = fma(d64, d64, acc56);
+            const float v65 = float(x[i61 + 1u]);
+            const float v66 = float(half(v65 + 1e+02f));
+            const float d67 = v66 - mean55;
+            acc56 = fma(d67, d67, acc56);
+            const float v68 = float(x[i61 + 2u]);
+            const float v69 = float(half(v68 + 1e+02f));
+            const float d70 = v69 - mean55;
+            acc56 = fma(d70, d70, acc56);
+            const float v71 = float(x[i61 + 3u]);
+            const float v72 = float(half(v71 + 1e+02f));
+            const float d73 = v72 - mean55;
+            acc56 = fma(d73, d73, acc56);
+            const uint r74 = r60 + 512u;
+            const uint i75 = base1 + r74;
+            const float v76 = float(x[i75]);
+            const float v77 = float(half(v76 + 1e+02f));
+            const float d78 = v77 - mean55;
+            acc56 = fma(d78, d78, acc56);
+            const float v79 = float(x[i75 + 1u]);
+            const float v80 = float(half(v79 + 1e+02f));
+            const float d81 = v80 - mean55;
+            acc56 = fma(d81, d81, acc56);
+            const float v82 = float(x[i75 + 2u]);
+            const float v83 = float(half(v82 + 1e+02f));
+            const float d84 = v83 - mean55;
+            acc56 = fma(d84, d84, acc56);
+            const float v85 = float(x[i75 + 3u]);
+            const float v86 = float(half(v85 + 1e+02f));
+            const float d87 = v86 - mean55;
+            acc56 = fma(d87, d87, acc56);
+            rest59 = r60 + 1024u;
+        }
+        for (uint r88 = rest59; r88 < u.C; r88 += 512u) {
+            const uint i89 = base1 + r88;
+            const float v90 = float(x[i89]);
+            const float v91 = float(half(v90 + 1e+02f));
+            const float d92 = v91 - mean55;
+            acc56 = fma(d92, d92, acc56);
+            const float v93 = float(x[i89 + 1u]);
+            const float v94 = float(half(v93 + 1e+02f));
+            const float d95 = v94 - mean55;
+            acc56 = fma(d95, d95, acc56);
+            const float v96 = float(x[i89 + 2u]);
+            const float v97 = float(half(v96 + 1e+02f));
+            const float d98 = v97 - mean55;
+            acc56 = fma(d98, d98, acc56);
+            const float v99 = float(x[i89 + 3u]);
+            const float v100 = float(half(v99 + 1e+02f));
+            const float d101 = v100 - mean55;
+            acc56 = fma(d101, d101, acc56);
+        }
+    } else {
+        const uint last102 = (u.C > 384u ? u.C - 384u : 0u);
+        uint rest103 = lid.x;
+        for (uint r104 = lid.x; r104 < last102; r104 += 512u) {
+            const uint i105 = base1 + r104;
+            const float v106 = float(x[i105]);
+            const float v107 = float(half(v106 + 1e+02f));
+            const float d108 = v107 - mean55;
+            acc56 = fma(d108, d108, acc56);
+            const float v109 = float(x[i105 + 128u]);
+            const float v110 = float(half(v109 + 1e+02f));
+            const float d111 = v110 - mean55;
+            acc56 = fma(d111, d111, acc56);
+            const float v112 = float(x[i105 + 256u]);
+            const float v113 = float(half(v112 + 1e+02f));
+            const float d114 = v113 - mean55;
+            acc56 = fma(d114, d114, acc56);
+            const float v115 = float(x[i105 + 384u]);
+            const float v116 = float(half(v115 + 1e+02f));
+            const float d117 = v116 - mean55;
+            acc56 = fma(d117, d117, acc56);
+            rest103 = r104 + 512u;
+        }
+        for (uint r118 = rest103; r118 < u.C; r118 += 128u) {
+            const uint i119 = base1 + r118;
+            const float v120 = float(x[i119]);
+            const float v121 = float(half(v120 + 1e+02f));
+            const float d122 = v121 - mean55;
+            acc56 = fma(d122, d122, acc56);
+        }
     }
-    for (uint r40 = rest25; r40 < u.C; r40 += 128u) {
-        const uint i41 = base1 + r40;
-        const float v42 = float(x[i41]);
-        const float v43 = float(half(v42 + 1e+02f));
-        const float d44 = v43 - mean22;
-        acc23 = fma(d44, d44, acc23);
-    }
-    const float warp45 = simd_sum(acc23);
+    const float warp123 = simd_sum(acc56);
     if ((lid.x & 31u) == 0u) {
-        squares[lid.x >> 5u] = warp45;
+        squares[lid.x >> 5u] = warp123;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot46 = squares[lid.x & 3u];
-    const float total47 = mimir_simd_add_f32_4(slot46);
-    const float var48 = total47 / float(u.C);
-    const float std49 = mimir_sqrt(var48);
+    const float slot124 = squares[lid.x & 3u];
+    const float total125 = mimir_simd_add_f32_4(slot124);
+    const float var126 = total125 / float(u.C);
+    const float std127 = mimir_sqrt(var126);
     if (lid.x == 0u) {
-        const float total50 = float(half(std49));
-        out[g0] = half(total50);
+        const float total128 = float(half(std127));
+        out[g0] = half(total128);
     }
 }

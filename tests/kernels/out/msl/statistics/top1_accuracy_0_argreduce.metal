@@ -53,64 +53,172 @@ kernel void top1_accuracy_0_argreduce(
     }
     const uint base1 = g0 * u.C;
     float acc2 = as_type<float>(0xff800000u);
-    const uint last3 = (u.C > 384u ? u.C - 384u : 0u);
-    uint rest4 = lid.x;
-    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
-        const uint i6 = base1 + r5;
-        const float v7 = logits[i6];
-        acc2 = mimir_maximum_f32(acc2, v7);
-        const float v8 = logits[i6 + 128u];
-        acc2 = mimir_maximum_f32(acc2, v8);
-        const float v9 = logits[i6 + 256u];
-        acc2 = mimir_maximum_f32(acc2, v9);
-        const float v10 = logits[i6 + 384u];
-        acc2 = mimir_maximum_f32(acc2, v10);
-        rest4 = r5 + 512u;
+    if ((u.C & 3u) == 0u) {
+        const uint r3 = lid.x << 2u;
+        const uint last4 = (u.C > 512u ? u.C - 512u : 0u);
+        uint rest5 = r3;
+        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
+            const uint i7 = base1 + r6;
+            const float4 vec1 = ((device const float4*)logits)[i7 >> 2u];
+            const float logits_12 = vec1[0];
+            const float logits_13 = vec1[1];
+            const float logits_14 = vec1[2];
+            const float logits_15 = vec1[3];
+            const float v8 = logits_12;
+            acc2 = mimir_maximum_f32(acc2, v8);
+            const float v9 = logits_13;
+            acc2 = mimir_maximum_f32(acc2, v9);
+            const float v10 = logits_14;
+            acc2 = mimir_maximum_f32(acc2, v10);
+            const float v11 = logits_15;
+            acc2 = mimir_maximum_f32(acc2, v11);
+            const uint r16 = r6 + 512u;
+            const uint i17 = base1 + r16;
+            const float4 vec2 = ((device const float4*)logits)[i17 >> 2u];
+            const float logits_22 = vec2[0];
+            const float logits_23 = vec2[1];
+            const float logits_24 = vec2[2];
+            const float logits_25 = vec2[3];
+            const float v18 = logits_22;
+            acc2 = mimir_maximum_f32(acc2, v18);
+            const float v19 = logits_23;
+            acc2 = mimir_maximum_f32(acc2, v19);
+            const float v20 = logits_24;
+            acc2 = mimir_maximum_f32(acc2, v20);
+            const float v21 = logits_25;
+            acc2 = mimir_maximum_f32(acc2, v21);
+            rest5 = r6 + 1024u;
+        }
+        for (uint r26 = rest5; r26 < u.C; r26 += 512u) {
+            const uint i27 = base1 + r26;
+            const float4 vec3 = ((device const float4*)logits)[i27 >> 2u];
+            const float logits_32 = vec3[0];
+            const float logits_33 = vec3[1];
+            const float logits_34 = vec3[2];
+            const float logits_35 = vec3[3];
+            const float v28 = logits_32;
+            acc2 = mimir_maximum_f32(acc2, v28);
+            const float v29 = logits_33;
+            acc2 = mimir_maximum_f32(acc2, v29);
+            const float v30 = logits_34;
+            acc2 = mimir_maximum_f32(acc2, v30);
+            const float v31 = logits_35;
+            acc2 = mimir_maximum_f32(acc2, v31);
+        }
+    } else {
+        const uint last36 = (u.C > 384u ? u.C - 384u : 0u);
+        uint rest37 = lid.x;
+        for (uint r38 = lid.x; r38 < last36; r38 += 512u) {
+            const uint i39 = base1 + r38;
+            const float v40 = logits[i39];
+            acc2 = mimir_maximum_f32(acc2, v40);
+            const float v41 = logits[i39 + 128u];
+            acc2 = mimir_maximum_f32(acc2, v41);
+            const float v42 = logits[i39 + 256u];
+            acc2 = mimir_maximum_f32(acc2, v42);
+            const float v43 = logits[i39 + 384u];
+            acc2 = mimir_maximum_f32(acc2, v43);
+            rest37 = r38 + 512u;
+        }
+        for (uint r44 = rest37; r44 < u.C; r44 += 128u) {
+            const uint i45 = base1 + r44;
+            const float v46 = logits[i45];
+            acc2 = mimir_maximum_f32(acc2, v46);
+        }
     }
-    for (uint r11 = rest4; r11 < u.C; r11 += 128u) {
-        const uint i12 = base1 + r11;
-        const float v13 = logits[i12];
-        acc2 = mimir_maximum_f32(acc2, v13);
-    }
-    const float warp14 = (simd_any(((as_type<uint>(acc2) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc2));
+    const float warp47 = (simd_any(((as_type<uint>(acc2) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc2));
     if ((lid.x & 31u) == 0u) {
-        best[lid.x >> 5u] = warp14;
+        best[lid.x >> 5u] = warp47;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot15 = best[lid.x & 3u];
-    const float total16 = mimir_simd_max_f32_4(slot15);
-    uint acc17 = 4294967295u;
-    const uint last18 = (u.C > 384u ? u.C - 384u : 0u);
-    uint rest19 = lid.x;
-    for (uint r20 = lid.x; r20 < last18; r20 += 512u) {
-        const uint i21 = base1 + r20;
-        const float v22 = logits[i21];
-        acc17 = (((!(((as_type<uint>(v22) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total16) & 0x7fffffffu) > 0x7f800000u)) && (v22 == total16)) || (((as_type<uint>(v22) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total16) & 0x7fffffffu) > 0x7f800000u))) && (r20 < acc17) ? r20 : acc17);
-        const float v23 = logits[i21 + 128u];
-        acc17 = (((!(((as_type<uint>(v23) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total16) & 0x7fffffffu) > 0x7f800000u)) && (v23 == total16)) || (((as_type<uint>(v23) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total16) & 0x7fffffffu) > 0x7f800000u))) && (r20 + 128u < acc17) ? r20 + 128u : acc17);
-        const float v24 = logits[i21 + 256u];
-        acc17 = (((!(((as_type<uint>(v24) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total16) & 0x7fffffffu) > 0x7f800000u)) && (v24 == total16)) || (((as_type<uint>(v24) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total16) & 0x7fffffffu) > 0x7f800000u))) && (r20 + 256u < acc17) ? r20 + 256u : acc17);
-        const float v25 = logits[i21 + 384u];
-        acc17 = (((!(((as_type<uint>(v25) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total16) & 0x7fffffffu) > 0x7f800000u)) && (v25 == total16)) || (((as_type<uint>(v25) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total16) & 0x7fffffffu) > 0x7f800000u))) && (r20 + 384u < acc17) ? r20 + 384u : acc17);
-        rest19 = r20 + 512u;
+    const float slot48 = best[lid.x & 3u];
+    const float total49 = mimir_simd_max_f32_4(slot48);
+    uint acc50 = 4294967295u;
+    if ((u.C & 3u) == 0u) {
+        const uint r51 = lid.x << 2u;
+        const uint last52 = (u.C > 512u ? u.C - 512u : 0u);
+        uint rest53 = r51;
+        for (uint r54 = r51; r54 < last52; r54 += 1024u) {
+            const uint i55 = base1 + r54;
+            const float4 vec4 = ((device const float4*)logits)[i55 >> 2u];
+            const float logits_60 = vec4[0];
+            const float logits_61 = vec4[1];
+            const float logits_62 = vec4[2];
+            const float logits_63 = vec4[3];
+            const float v56 = logits_60;
+            acc50 = (((!(((as_type<uint>(v56) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v56 == total49)) || (((as_type<uint>(v56) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r54 < acc50) ? r54 : acc50);
+            const float v57 = logits_61;
+            acc50 = (((!(((as_type<uint>(v57) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v57 == total49)) || (((as_type<uint>(v57) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r54 + 1u < acc50) ? r54 + 1u : acc50);
+            const float v58 = logits_62;
+            acc50 = (((!(((as_type<uint>(v58) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v58 == total49)) || (((as_type<uint>(v58) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r54 + 2u < acc50) ? r54 + 2u : acc50);
+            const float v59 = logits_63;
+            acc50 = (((!(((as_type<uint>(v59) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v59 == total49)) || (((as_type<uint>(v59) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r54 + 3u < acc50) ? r54 + 3u : acc50);
+            const uint r64 = r54 + 512u;
+            const uint i65 = base1 + r64;
+            const float4 vec5 = ((device const float4*)logits)[i65 >> 2u];
+            const float logits_70 = vec5[0];
+            const float logits_71 = vec5[1];
+            const float logits_72 = vec5[2];
+            const float logits_73 = vec5[3];
+            const float v66 = logits_70;
+            acc50 = (((!(((as_type<uint>(v66) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v66 == total49)) || (((as_type<uint>(v66) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r64 < acc50) ? r64 : acc50);
+            const float v67 = logits_71;
+            acc50 = (((!(((as_type<uint>(v67) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v67 == total49)) || (((as_type<uint>(v67) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r64 + 1u < acc50) ? r64 + 1u : acc50);
+            const float v68 = logits_72;
+            acc50 = (((!(((as_type<uint>(v68) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v68 == total49)) || (((as_type<uint>(v68) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r64 + 2u < acc50) ? r64 + 2u : acc50);
+            const float v69 = logits_73;
+            acc50 = (((!(((as_type<uint>(v69) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v69 == total49)) || (((as_type<uint>(v69) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r64 + 3u < acc50) ? r64 + 3u : acc50);
+            rest53 = r54 + 1024u;
+        }
+        for (uint r74 = rest53; r74 < u.C; r74 += 512u) {
+            const uint i75 = base1 + r74;
+            const float4 vec6 = ((device const float4*)logits)[i75 >> 2u];
+            const float logits_80 = vec6[0];
+            const float logits_81 = vec6[1];
+            const float logits_82 = vec6[2];
+            const float logits_83 = vec6[3];
+            const float v76 = logits_80;
+            acc50 = (((!(((as_type<uint>(v76) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v76 == total49)) || (((as_type<uint>(v76) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r74 < acc50) ? r74 : acc50);
+            const float v77 = logits_81;
+            acc50 = (((!(((as_type<uint>(v77) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v77 == total49)) || (((as_type<uint>(v77) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r74 + 1u < acc50) ? r74 + 1u : acc50);
+            const float v78 = logits_82;
+            acc50 = (((!(((as_type<uint>(v78) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v78 == total49)) || (((as_type<uint>(v78) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r74 + 2u < acc50) ? r74 + 2u : acc50);
+            const float v79 = logits_83;
+            acc50 = (((!(((as_type<uint>(v79) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v79 == total49)) || (((as_type<uint>(v79) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r74 + 3u < acc50) ? r74 + 3u : acc50);
+        }
+    } else {
+        const uint last84 = (u.C > 384u ? u.C - 384u : 0u);
+        uint rest85 = lid.x;
+        for (uint r86 = lid.x; r86 < last84; r86 += 512u) {
+            const uint i87 = base1 + r86;
+            const float v88 = logits[i87];
+            acc50 = (((!(((as_type<uint>(v88) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v88 == total49)) || (((as_type<uint>(v88) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r86 < acc50) ? r86 : acc50);
+            const float v89 = logits[i87 + 128u];
+            acc50 = (((!(((as_type<uint>(v89) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v89 == total49)) || (((as_type<uint>(v89) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r86 + 128u < acc50) ? r86 + 128u : acc50);
+            const float v90 = logits[i87 + 256u];
+            acc50 = (((!(((as_type<uint>(v90) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v90 == total49)) || (((as_type<uint>(v90) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r86 + 256u < acc50) ? r86 + 256u : acc50);
+            const float v91 = logits[i87 + 384u];
+            acc50 = (((!(((as_type<uint>(v91) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v91 == total49)) || (((as_type<uint>(v91) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r86 + 384u < acc50) ? r86 + 384u : acc50);
+            rest85 = r86 + 512u;
+        }
+        for (uint r92 = rest85; r92 < u.C; r92 += 128u) {
+            const uint i93 = base1 + r92;
+            const float v94 = logits[i93];
+            acc50 = (((!(((as_type<uint>(v94) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v94 == total49)) || (((as_type<uint>(v94) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r92 < acc50) ? r92 : acc50);
+        }
     }
-    for (uint r26 = rest19; r26 < u.C; r26 += 128u) {
-        const uint i27 = base1 + r26;
-        const float v28 = logits[i27];
-        acc17 = (((!(((as_type<uint>(v28) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total16) & 0x7fffffffu) > 0x7f800000u)) && (v28 == total16)) || (((as_type<uint>(v28) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total16) & 0x7fffffffu) > 0x7f800000u))) && (r26 < acc17) ? r26 : acc17);
-    }
-    const uint warp29 = simd_min(acc17);
+    const uint warp95 = simd_min(acc50);
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp29;
+        first[lid.x >> 5u] = warp95;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot30 = first[lid.x & 3u];
-    const uint total31 = mimir_simd_min_u32_4(slot30);
+    const uint slot96 = first[lid.x & 3u];
+    const uint total97 = mimir_simd_min_u32_4(slot96);
     if (lid.x == 0u) {
-        const int index32 = int(total31);
-        const int v33 = labels[g0];
-        const bool v34 = index32 == v33;
-        const float v35 = (v34 ? 1.0f : 0.0f);
-        scratch0[g0] = v35;
+        const int index98 = int(total97);
+        const int v99 = labels[g0];
+        const bool v100 = index98 == v99;
+        const float v101 = (v100 ? 1.0f : 0.0f);
+        scratch0[g0] = v101;
     }
 }

@@ -6,8 +6,8 @@ struct Uniforms {
     uint N;
 };
 
-static inline int mimir_simd_add_i32_8(int x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline int mimir_simd_add_i32_4(int x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const int y = simd_shuffle_xor(x, m);
         x = int(uint(x) + uint(y));
     }
@@ -24,9 +24,9 @@ kernel void top1_of_ten_1_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup int partial[8];
+    threadgroup int partial[4];
     threadgroup uint ticket[1];
-    threadgroup int combine[8];
+    threadgroup int combine[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= ((u.N + 4096u - 1u) >> 12u)) {
         return;
@@ -35,73 +35,125 @@ kernel void top1_of_ten_1_reduce(
     const uint stop2 = start1 + 4096u;
     const uint end3 = (stop2 < u.N ? stop2 : u.N);
     int acc4 = 0;
-    const uint last5 = (end3 > 768u ? end3 - 768u : 0u);
-    uint rest6 = start1 + lid.x;
-    for (uint r7 = start1 + lid.x; r7 < last5; r7 += 1024u) {
-        const int v8 = scratch0[r7];
-        acc4 = int(uint(acc4) + uint(v8));
-        const uint i9 = r7 + 256u;
-        const int v10 = scratch0[i9];
-        acc4 = int(uint(acc4) + uint(v10));
-        const uint i11 = r7 + 512u;
-        const int v12 = scratch0[i11];
-        acc4 = int(uint(acc4) + uint(v12));
-        const uint i13 = r7 + 768u;
-        const int v14 = scratch0[i13];
-        acc4 = int(uint(acc4) + uint(v14));
-        rest6 = r7 + 1024u;
+    if ((u.N & 3u) == 0u) {
+        const uint span5 = end3 - start1;
+        const uint r6 = lid.x << 2u;
+        const uint last7 = (span5 > 512u ? span5 - 512u : 0u);
+        uint rest8 = r6;
+        for (uint r9 = r6; r9 < last7; r9 += 1024u) {
+            const uint i10 = start1 + r9;
+            const int4 vec1 = ((device const int4*)scratch0)[i10 >> 2u];
+            const int scratch0_15 = vec1[0];
+            const int scratch0_16 = vec1[1];
+            const int scratch0_17 = vec1[2];
+            const int scratch0_18 = vec1[3];
+            const int v11 = scratch0_15;
+            acc4 = int(uint(acc4) + uint(v11));
+            const int v12 = scratch0_16;
+            acc4 = int(uint(acc4) + uint(v12));
+            const int v13 = scratch0_17;
+            acc4 = int(uint(acc4) + uint(v13));
+            const int v14 = scratch0_18;
+            acc4 = int(uint(acc4) + uint(v14));
+            const uint r19 = r9 + 512u;
+            const uint i20 = start1 + r19;
+            const int4 vec2 = ((device const int4*)scratch0)[i20 >> 2u];
+            const int scratch0_25 = vec2[0];
+            const int scratch0_26 = vec2[1];
+            const int scratch0_27 = vec2[2];
+            const int scratch0_28 = vec2[3];
+            const int v21 = scratch0_25;
+            acc4 = int(uint(acc4) + uint(v21));
+            const int v22 = scratch0_26;
+            acc4 = int(uint(acc4) + uint(v22));
+            const int v23 = scratch0_27;
+            acc4 = int(uint(acc4) + uint(v23));
+            const int v24 = scratch0_28;
+            acc4 = int(uint(acc4) + uint(v24));
+            rest8 = r9 + 1024u;
+        }
+        for (uint r29 = rest8; r29 < span5; r29 += 512u) {
+            const uint i30 = start1 + r29;
+            const int4 vec3 = ((device const int4*)scratch0)[i30 >> 2u];
+            const int scratch0_35 = vec3[0];
+            const int scratch0_36 = vec3[1];
+            const int scratch0_37 = vec3[2];
+            const int scratch0_38 = vec3[3];
+            const int v31 = scratch0_35;
+            acc4 = int(uint(acc4) + uint(v31));
+            const int v32 = scratch0_36;
+            acc4 = int(uint(acc4) + uint(v32));
+            const int v33 = scratch0_37;
+            acc4 = int(uint(acc4) + uint(v33));
+            const int v34 = scratch0_38;
+            acc4 = int(uint(acc4) + uint(v34));
+        }
+    } else {
+        const uint last39 = (end3 > 384u ? end3 - 384u : 0u);
+        uint rest40 = start1 + lid.x;
+        for (uint r41 = start1 + lid.x; r41 < last39; r41 += 512u) {
+            const int v42 = scratch0[r41];
+            acc4 = int(uint(acc4) + uint(v42));
+            const int v43 = scratch0[r41 + 128u];
+            acc4 = int(uint(acc4) + uint(v43));
+            const int v44 = scratch0[r41 + 256u];
+            acc4 = int(uint(acc4) + uint(v44));
+            const int v45 = scratch0[r41 + 384u];
+            acc4 = int(uint(acc4) + uint(v45));
+            rest40 = r41 + 512u;
+        }
+        for (uint r46 = rest40; r46 < end3; r46 += 128u) {
+            const int v47 = scratch0[r46];
+            acc4 = int(uint(acc4) + uint(v47));
+        }
     }
-    for (uint r15 = rest6; r15 < end3; r15 += 256u) {
-        const int v16 = scratch0[r15];
-        acc4 = int(uint(acc4) + uint(v16));
-    }
-    const int warp17 = as_type<int>(simd_sum(as_type<uint>(acc4)));
+    const int warp48 = as_type<int>(simd_sum(as_type<uint>(acc4)));
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp17;
+        partial[lid.x >> 5u] = warp48;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int slot18 = partial[lid.x & 7u];
-    const int total19 = mimir_simd_add_i32_8(slot18);
+    const int slot49 = partial[lid.x & 3u];
+    const int total50 = mimir_simd_add_i32_4(slot49);
     if (lid.x == 0u) {
-        scratch1[g0] = total19;
+        scratch1[g0] = total50;
     }
-    const uint last20 = ((u.N + 4096u - 1u) >> 12u) - 1u;
+    const uint last51 = ((u.N + 4096u - 1u) >> 12u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old21 = atomic_fetch_add_explicit(&scratch2[0u], 1u, memory_order_relaxed);
-        if (old21 == last20) {
+        const uint old52 = atomic_fetch_add_explicit(&scratch2[0u], 1u, memory_order_relaxed);
+        if (old52 == last51) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old21;
+        ticket[0u] = old52;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket22 = ticket[0u];
-    if (ticket22 != last20) {
+    const uint ticket53 = ticket[0u];
+    if (ticket53 != last51) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    int acc23 = 0;
-    const uint last24 = (((u.N + 4096u - 1u) >> 12u) > 768u ? ((u.N + 4096u - 1u) >> 12u) - 768u : 0u);
-    uint rest25 = lid.x;
-    for (uint r26 = lid.x; r26 < last24; r26 += 1024u) {
-        acc23 = int(uint(acc23) + uint(scratch1[r26]));
-        acc23 = int(uint(acc23) + uint(scratch1[r26 + 256u]));
-        acc23 = int(uint(acc23) + uint(scratch1[r26 + 512u]));
-        acc23 = int(uint(acc23) + uint(scratch1[r26 + 768u]));
-        rest25 = r26 + 1024u;
+    int acc54 = 0;
+    const uint last55 = (((u.N + 4096u - 1u) >> 12u) > 384u ? ((u.N + 4096u - 1u) >> 12u) - 384u : 0u);
+    uint rest56 = lid.x;
+    for (uint r57 = lid.x; r57 < last55; r57 += 512u) {
+        acc54 = int(uint(acc54) + uint(scratch1[r57]));
+        acc54 = int(uint(acc54) + uint(scratch1[r57 + 128u]));
+        acc54 = int(uint(acc54) + uint(scratch1[r57 + 256u]));
+        acc54 = int(uint(acc54) + uint(scratch1[r57 + 384u]));
+        rest56 = r57 + 512u;
     }
-    for (uint r27 = rest25; r27 < (u.N + 4096u - 1u) >> 12u; r27 += 256u) {
-        acc23 = int(uint(acc23) + uint(scratch1[r27]));
+    for (uint r58 = rest56; r58 < (u.N + 4096u - 1u) >> 12u; r58 += 128u) {
+        acc54 = int(uint(acc54) + uint(scratch1[r58]));
     }
-    const int warp28 = as_type<int>(simd_sum(as_type<uint>(acc23)));
+    const int warp59 = as_type<int>(simd_sum(as_type<uint>(acc54)));
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp28;
+        combine[lid.x >> 5u] = warp59;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int slot29 = combine[lid.x & 7u];
-    const int total30 = mimir_simd_add_i32_8(slot29);
+    const int slot60 = combine[lid.x & 3u];
+    const int total61 = mimir_simd_add_i32_4(slot60);
     if (lid.x == 0u) {
-        out[0u] = total30;
+        out[0u] = total61;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch2[0u], 0u - ((u.N + 4096u - 1u) >> 12u), memory_order_relaxed);

@@ -27,90 +27,60 @@ kernel void var_all_0_moments(
     const uint last1 = (u.N * 5u > 384u ? u.N * 5u - 384u : 0u);
     uint rest2 = lid.x;
     for (uint r3 = lid.x; r3 < last1; r3 += 512u) {
-        const uint i4 = r3 % 5u;
-        const uint i5 = r3 / 5u;
-        const uint i6 = i5 * 5u + i4;
-        const int v7 = x[i6];
-        acc0 = acc0 + float(v7);
-        const uint i8 = (r3 + 128u) % 5u;
-        const uint i9 = (r3 + 128u) / 5u;
-        const uint i10 = i9 * 5u + i8;
-        const int v11 = x[i10];
-        acc0 = acc0 + float(v11);
-        const uint i12 = (r3 + 256u) % 5u;
-        const uint i13 = (r3 + 256u) / 5u;
-        const uint i14 = i13 * 5u + i12;
-        const int v15 = x[i14];
+        const int v6 = x[r3];
+        acc0 = acc0 + float(v6);
+        const int v9 = x[r3 + 128u];
+        acc0 = acc0 + float(v9);
+        const int v12 = x[r3 + 256u];
+        acc0 = acc0 + float(v12);
+        const int v15 = x[r3 + 384u];
         acc0 = acc0 + float(v15);
-        const uint i16 = (r3 + 384u) % 5u;
-        const uint i17 = (r3 + 384u) / 5u;
-        const uint i18 = i17 * 5u + i16;
-        const int v19 = x[i18];
-        acc0 = acc0 + float(v19);
         rest2 = r3 + 512u;
     }
-    for (uint r20 = rest2; r20 < u.N * 5u; r20 += 128u) {
-        const uint i21 = r20 % 5u;
-        const uint i22 = r20 / 5u;
-        const uint i23 = i22 * 5u + i21;
-        const int v24 = x[i23];
-        acc0 = acc0 + float(v24);
+    for (uint r16 = rest2; r16 < u.N * 5u; r16 += 128u) {
+        const int v19 = x[r16];
+        acc0 = acc0 + float(v19);
     }
-    const float warp25 = simd_sum(acc0);
+    const float warp20 = simd_sum(acc0);
     if ((lid.x & 31u) == 0u) {
-        sum[lid.x >> 5u] = warp25;
+        sum[lid.x >> 5u] = warp20;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot26 = sum[lid.x & 3u];
-    const float total27 = mimir_simd_add_f32_4(slot26);
-    const float mean28 = total27 / float(u.N * 5u);
-    float acc29 = 0.0f;
-    const uint last30 = (u.N * 5u > 384u ? u.N * 5u - 384u : 0u);
-    uint rest31 = lid.x;
-    for (uint r32 = lid.x; r32 < last30; r32 += 512u) {
-        const uint i33 = r32 % 5u;
-        const uint i34 = r32 / 5u;
-        const uint i35 = i34 * 5u + i33;
-        const int v36 = x[i35];
-        const float d37 = float(v36) - mean28;
-        acc29 = fma(d37, d37, acc29);
-        const uint i38 = (r32 + 128u) % 5u;
-        const uint i39 = (r32 + 128u) / 5u;
-        const uint i40 = i39 * 5u + i38;
-        const int v41 = x[i40];
-        const float d42 = float(v41) - mean28;
-        acc29 = fma(d42, d42, acc29);
-        const uint i43 = (r32 + 256u) % 5u;
-        const uint i44 = (r32 + 256u) / 5u;
-        const uint i45 = i44 * 5u + i43;
-        const int v46 = x[i45];
-        const float d47 = float(v46) - mean28;
-        acc29 = fma(d47, d47, acc29);
-        const uint i48 = (r32 + 384u) % 5u;
-        const uint i49 = (r32 + 384u) / 5u;
-        const uint i50 = i49 * 5u + i48;
-        const int v51 = x[i50];
-        const float d52 = float(v51) - mean28;
-        acc29 = fma(d52, d52, acc29);
-        rest31 = r32 + 512u;
+    const float slot21 = sum[lid.x & 3u];
+    const float total22 = mimir_simd_add_f32_4(slot21);
+    const float mean23 = total22 / float(u.N * 5u);
+    float acc24 = 0.0f;
+    const uint last25 = (u.N * 5u > 384u ? u.N * 5u - 384u : 0u);
+    uint rest26 = lid.x;
+    for (uint r27 = lid.x; r27 < last25; r27 += 512u) {
+        const int v30 = x[r27];
+        const float d31 = float(v30) - mean23;
+        acc24 = fma(d31, d31, acc24);
+        const int v34 = x[r27 + 128u];
+        const float d35 = float(v34) - mean23;
+        acc24 = fma(d35, d35, acc24);
+        const int v38 = x[r27 + 256u];
+        const float d39 = float(v38) - mean23;
+        acc24 = fma(d39, d39, acc24);
+        const int v42 = x[r27 + 384u];
+        const float d43 = float(v42) - mean23;
+        acc24 = fma(d43, d43, acc24);
+        rest26 = r27 + 512u;
     }
-    for (uint r53 = rest31; r53 < u.N * 5u; r53 += 128u) {
-        const uint i54 = r53 % 5u;
-        const uint i55 = r53 / 5u;
-        const uint i56 = i55 * 5u + i54;
-        const int v57 = x[i56];
-        const float d58 = float(v57) - mean28;
-        acc29 = fma(d58, d58, acc29);
+    for (uint r44 = rest26; r44 < u.N * 5u; r44 += 128u) {
+        const int v47 = x[r44];
+        const float d48 = float(v47) - mean23;
+        acc24 = fma(d48, d48, acc24);
     }
-    const float warp59 = simd_sum(acc29);
+    const float warp49 = simd_sum(acc24);
     if ((lid.x & 31u) == 0u) {
-        squares[lid.x >> 5u] = warp59;
+        squares[lid.x >> 5u] = warp49;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot60 = squares[lid.x & 3u];
-    const float total61 = mimir_simd_add_f32_4(slot60);
-    const float var62 = total61 / float(5u * u.N);
+    const float slot50 = squares[lid.x & 3u];
+    const float total51 = mimir_simd_add_f32_4(slot50);
+    const float var52 = total51 / float(5u * u.N);
     if (lid.x == 0u) {
-        out[wid.x] = var62;
+        out[wid.x] = var52;
     }
 }

@@ -31,78 +31,222 @@ kernel void var_far_from_zero_0_moments(
     }
     const uint base1 = g0 * u.C;
     float acc2 = 0.0f;
-    const uint last3 = (u.C > 384u ? u.C - 384u : 0u);
-    uint rest4 = lid.x;
-    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
-        const uint i6 = base1 + r5;
-        const float v7 = x[i6];
-        const float v8 = v7 + 1e+03f;
-        acc2 = acc2 + v8;
-        const float v9 = x[i6 + 128u];
-        const float v10 = v9 + 1e+03f;
-        acc2 = acc2 + v10;
-        const float v11 = x[i6 + 256u];
-        const float v12 = v11 + 1e+03f;
-        acc2 = acc2 + v12;
-        const float v13 = x[i6 + 384u];
-        const float v14 = v13 + 1e+03f;
-        acc2 = acc2 + v14;
-        rest4 = r5 + 512u;
+    if ((u.C & 3u) == 0u) {
+        const uint r3 = lid.x << 2u;
+        const uint last4 = (u.C > 512u ? u.C - 512u : 0u);
+        uint rest5 = r3;
+        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
+            const uint i7 = base1 + r6;
+            const float4 vec1 = ((device const float4*)x)[i7 >> 2u];
+            const float x_16 = vec1[0];
+            const float x_17 = vec1[1];
+            const float x_18 = vec1[2];
+            const float x_19 = vec1[3];
+            const float v8 = x_16;
+            const float v9 = v8 + 1e+03f;
+            acc2 = acc2 + v9;
+            const float v10 = x_17;
+            const float v11 = v10 + 1e+03f;
+            acc2 = acc2 + v11;
+            const float v12 = x_18;
+            const float v13 = v12 + 1e+03f;
+            acc2 = acc2 + v13;
+            const float v14 = x_19;
+            const float v15 = v14 + 1e+03f;
+            acc2 = acc2 + v15;
+            const uint r20 = r6 + 512u;
+            const uint i21 = base1 + r20;
+            const float4 vec2 = ((device const float4*)x)[i21 >> 2u];
+            const float x_30 = vec2[0];
+            const float x_31 = vec2[1];
+            const float x_32 = vec2[2];
+            const float x_33 = vec2[3];
+            const float v22 = x_30;
+            const float v23 = v22 + 1e+03f;
+            acc2 = acc2 + v23;
+            const float v24 = x_31;
+            const float v25 = v24 + 1e+03f;
+            acc2 = acc2 + v25;
+            const float v26 = x_32;
+            const float v27 = v26 + 1e+03f;
+            acc2 = acc2 + v27;
+            const float v28 = x_33;
+            const float v29 = v28 + 1e+03f;
+            acc2 = acc2 + v29;
+            rest5 = r6 + 1024u;
+        }
+        for (uint r34 = rest5; r34 < u.C; r34 += 512u) {
+            const uint i35 = base1 + r34;
+            const float4 vec3 = ((device const float4*)x)[i35 >> 2u];
+            const float x_44 = vec3[0];
+            const float x_45 = vec3[1];
+            const float x_46 = vec3[2];
+            const float x_47 = vec3[3];
+            const float v36 = x_44;
+            const float v37 = v36 + 1e+03f;
+            acc2 = acc2 + v37;
+            const float v38 = x_45;
+            const float v39 = v38 + 1e+03f;
+            acc2 = acc2 + v39;
+            const float v40 = x_46;
+            const float v41 = v40 + 1e+03f;
+            acc2 = acc2 + v41;
+            const float v42 = x_47;
+            const float v43 = v42 + 1e+03f;
+            acc2 = acc2 + v43;
+        }
+    } else {
+        const uint last48 = (u.C > 384u ? u.C - 384u : 0u);
+        uint rest49 = lid.x;
+        for (uint r50 = lid.x; r50 < last48; r50 += 512u) {
+            const uint i51 = base1 + r50;
+            const float v52 = x[i51];
+            const float v53 = v52 + 1e+03f;
+            acc2 = acc2 + v53;
+            const float v54 = x[i51 + 128u];
+            const float v55 = v54 + 1e+03f;
+            acc2 = acc2 + v55;
+            const float v56 = x[i51 + 256u];
+            const float v57 = v56 + 1e+03f;
+            acc2 = acc2 + v57;
+            const float v58 = x[i51 + 384u];
+            const float v59 = v58 + 1e+03f;
+            acc2 = acc2 + v59;
+            rest49 = r50 + 512u;
+        }
+        for (uint r60 = rest49; r60 < u.C; r60 += 128u) {
+            const uint i61 = base1 + r60;
+            const float v62 = x[i61];
+            const float v63 = v62 + 1e+03f;
+            acc2 = acc2 + v63;
+        }
     }
-    for (uint r15 = rest4; r15 < u.C; r15 += 128u) {
-        const uint i16 = base1 + r15;
-        const float v17 = x[i16];
-        const float v18 = v17 + 1e+03f;
-        acc2 = acc2 + v18;
-    }
-    const float warp19 = simd_sum(acc2);
+    const float warp64 = simd_sum(acc2);
     if ((lid.x & 31u) == 0u) {
-        sum[lid.x >> 5u] = warp19;
+        sum[lid.x >> 5u] = warp64;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot20 = sum[lid.x & 3u];
-    const float total21 = mimir_simd_add_f32_4(slot20);
-    const float mean22 = total21 / float(u.C);
-    float acc23 = 0.0f;
-    const uint last24 = (u.C > 384u ? u.C - 384u : 0u);
-    uint rest25 = lid.x;
-    for (uint r26 = lid.x; r26 < last24; r26 += 512u) {
-        const uint i27 = base1 + r26;
-        const float v28 = x[i27];
-        const float v29 = v28 + 1e+03f;
-        const float d30 = v29 - mean22;
-        acc23 = fma(d30, d30, acc23);
-        const float v31 = x[i27 + 128u];
-        const float v32 = v31 + 1e+03f;
-        const float d33 = v32 - mean22;
-        acc23 = fma(d33, d33, acc23);
-        const float v34 = x[i27 + 256u];
-        const float v35 = v34 + 1e+03f;
-        const float d36 = v35 - mean22;
-        acc23 = fma(d36, d36, acc23);
-        const float v37 = x[i27 + 384u];
-        const float v38 = v37 + 1e+03f;
-        const float d39 = v38 - mean22;
-        acc23 = fma(d39, d39, acc23);
-        rest25 = r26 + 512u;
+    const float slot65 = sum[lid.x & 3u];
+    const float total66 = mimir_simd_add_f32_4(slot65);
+    const float mean67 = total66 / float(u.C);
+    float acc68 = 0.0f;
+    if ((u.C & 3u) == 0u) {
+        const uint r69 = lid.x << 2u;
+        const uint last70 = (u.C > 512u ? u.C - 512u : 0u);
+        uint rest71 = r69;
+        for (uint r72 = r69; r72 < last70; r72 += 1024u) {
+            const uint i73 = base1 + r72;
+            const float4 vec4 = ((device const float4*)x)[i73 >> 2u];
+            const float x_86 = vec4[0];
+            const float x_87 = vec4[1];
+            const float x_88 = vec4[2];
+            const float x_89 = vec4[3];
+            const float v74 = x_86;
+            const float v75 = v74 + 1e+03f;
+            const float d76 = v75 - mean67;
+            acc68 = fma(d76, d76, acc68);
+            const float v77 = x_87;
+            const float v78 = v77 + 1e+03f;
+            const float d79 = v78 - mean67;
+            acc68 = fma(d79, d79, acc68);
+            const float v80 = x_88;
+            const float v81 = v80 + 1e+03f;
+            const float d82 = v81 - mean67;
+            acc68 = fma(d82, d82, acc68);
+            const float v83 = x_89;
+            const float v84 = v83 + 1e+03f;
+            const float d85 = v84 - mean67;
+            acc68 = fma(d85, d85, acc68);
+            const uint r90 = r72 + 512u;
+            const uint i91 = base1 + r90;
+            const float4 vec5 = ((device const float4*)x)[i91 >> 2u];
+            const float x_104 = vec5[0];
+            const float x_105 = vec5[1];
+            const float x_106 = vec5[2];
+            const float x_107 = vec5[3];
+            const float v92 = x_104;
+            const float v93 = v92 + 1e+03f;
+            const float d94 = v93 - mean67;
+            acc68 = fma(d94, d94, acc68);
+            const float v95 = x_105;
+            const float v96 = v95 + 1e+03f;
+            const float d97 = v96 - mean67;
+            acc68 = fma(d97, d97, acc68);
+            const float v98 = x_106;
+            const float v99 = v98 + 1e+03f;
+            const float d100 = v99 - mean67;
+            acc68 = fma(d100, d100, acc68);
+            const float v101 = x_107;
+            const float v102 = v101 + 1e+03f;
+            const float d103 = v102 - mean67;
+            acc68 = fma(d103, d103, acc68);
+            rest71 = r72 + 1024u;
+        }
+        for (uint r108 = rest71; r108 < u.C; r108 += 512u) {
+            const uint i109 = base1 + r108;
+            const float4 vec6 = ((device const float4*)x)[i109 >> 2u];
+            const float x_122 = vec6[0];
+            const float x_123 = vec6[1];
+            const float x_124 = vec6[2];
+            const float x_125 = vec6[3];
+            const float v110 = x_122;
+            const float v111 = v110 + 1e+03f;
+            const float d112 = v111 - mean67;
+            acc68 = fma(d112, d112, acc68);
+            const float v113 = x_123;
+            const float v114 = v113 + 1e+03f;
+            const float d115 = v114 - mean67;
+            acc68 = fma(d115, d115, acc68);
+            const float v116 = x_124;
+            const float v117 = v116 + 1e+03f;
+            const float d118 = v117 - mean67;
+            acc68 = fma(d118, d118, acc68);
+            const float v119 = x_125;
+            const float v120 = v119 + 1e+03f;
+            const float d121 = v120 - mean67;
+            acc68 = fma(d121, d121, acc68);
+        }
+    } else {
+        const uint last126 = (u.C > 384u ? u.C - 384u : 0u);
+        uint rest127 = lid.x;
+        for (uint r128 = lid.x; r128 < last126; r128 += 512u) {
+            const uint i129 = base1 + r128;
+            const float v130 = x[i129];
+            const float v131 = v130 + 1e+03f;
+            const float d132 = v131 - mean67;
+            acc68 = fma(d132, d132, acc68);
+            const float v133 = x[i129 + 128u];
+            const float v134 = v133 + 1e+03f;
+            const float d135 = v134 - mean67;
+            acc68 = fma(d135, d135, acc68);
+            const float v136 = x[i129 + 256u];
+            const float v137 = v136 + 1e+03f;
+            const float d138 = v137 - mean67;
+            acc68 = fma(d138, d138, acc68);
+            const float v139 = x[i129 + 384u];
+            const float v140 = v139 + 1e+03f;
+            const float d141 = v140 - mean67;
+            acc68 = fma(d141, d141, acc68);
+            rest127 = r128 + 512u;
+        }
+        for (uint r142 = rest127; r142 < u.C; r142 += 128u) {
+            const uint i143 = base1 + r142;
+            const float v144 = x[i143];
+            const float v145 = v144 + 1e+03f;
+            const float d146 = v145 - mean67;
+            acc68 = fma(d146, d146, acc68);
+        }
     }
-    for (uint r40 = rest25; r40 < u.C; r40 += 128u) {
-        const uint i41 = base1 + r40;
-        const float v42 = x[i41];
-        const float v43 = v42 + 1e+03f;
-        const float d44 = v43 - mean22;
-        acc23 = fma(d44, d44, acc23);
-    }
-    const float warp45 = simd_sum(acc23);
+    const float warp147 = simd_sum(acc68);
     if ((lid.x & 31u) == 0u) {
-        squares[lid.x >> 5u] = warp45;
+        squares[lid.x >> 5u] = warp147;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot46 = squares[lid.x & 3u];
-    const float total47 = mimir_simd_add_f32_4(slot46);
-    const float var48 = total47 / float(u.C);
+    const float slot148 = squares[lid.x & 3u];
+    const float total149 = mimir_simd_add_f32_4(slot148);
+    const float var150 = total149 / float(u.C);
     if (lid.x == 0u) {
-        const float v49 = var48 * 1e+03f;
-        out[g0] = v49;
+        const float v151 = var150 * 1e+03f;
+        out[g0] = v151;
     }
 }

@@ -31,67 +31,187 @@ kernel void variance_rows_0_moments(
     }
     const uint base1 = g0 * u.C;
     float acc2 = 0.0f;
-    const uint last3 = (u.C > 384u ? u.C - 384u : 0u);
-    uint rest4 = lid.x;
-    for (uint r5 = lid.x; r5 < last3; r5 += 512u) {
-        const uint i6 = base1 + r5;
-        const float v7 = x[i6];
-        acc2 = acc2 + v7;
-        const float v8 = x[i6 + 128u];
-        acc2 = acc2 + v8;
-        const float v9 = x[i6 + 256u];
-        acc2 = acc2 + v9;
-        const float v10 = x[i6 + 384u];
-        acc2 = acc2 + v10;
-        rest4 = r5 + 512u;
+    if ((u.C & 3u) == 0u) {
+        const uint r3 = lid.x << 2u;
+        const uint last4 = (u.C > 512u ? u.C - 512u : 0u);
+        uint rest5 = r3;
+        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
+            const uint i7 = base1 + r6;
+            const float4 vec1 = ((device const float4*)x)[i7 >> 2u];
+            const float x_12 = vec1[0];
+            const float x_13 = vec1[1];
+            const float x_14 = vec1[2];
+            const float x_15 = vec1[3];
+            const float v8 = x_12;
+            acc2 = acc2 + v8;
+            const float v9 = x_13;
+            acc2 = acc2 + v9;
+            const float v10 = x_14;
+            acc2 = acc2 + v10;
+            const float v11 = x_15;
+            acc2 = acc2 + v11;
+            const uint r16 = r6 + 512u;
+            const uint i17 = base1 + r16;
+            const float4 vec2 = ((device const float4*)x)[i17 >> 2u];
+            const float x_22 = vec2[0];
+            const float x_23 = vec2[1];
+            const float x_24 = vec2[2];
+            const float x_25 = vec2[3];
+            const float v18 = x_22;
+            acc2 = acc2 + v18;
+            const float v19 = x_23;
+            acc2 = acc2 + v19;
+            const float v20 = x_24;
+            acc2 = acc2 + v20;
+            const float v21 = x_25;
+            acc2 = acc2 + v21;
+            rest5 = r6 + 1024u;
+        }
+        for (uint r26 = rest5; r26 < u.C; r26 += 512u) {
+            const uint i27 = base1 + r26;
+            const float4 vec3 = ((device const float4*)x)[i27 >> 2u];
+            const float x_32 = vec3[0];
+            const float x_33 = vec3[1];
+            const float x_34 = vec3[2];
+            const float x_35 = vec3[3];
+            const float v28 = x_32;
+            acc2 = acc2 + v28;
+            const float v29 = x_33;
+            acc2 = acc2 + v29;
+            const float v30 = x_34;
+            acc2 = acc2 + v30;
+            const float v31 = x_35;
+            acc2 = acc2 + v31;
+        }
+    } else {
+        const uint last36 = (u.C > 384u ? u.C - 384u : 0u);
+        uint rest37 = lid.x;
+        for (uint r38 = lid.x; r38 < last36; r38 += 512u) {
+            const uint i39 = base1 + r38;
+            const float v40 = x[i39];
+            acc2 = acc2 + v40;
+            const float v41 = x[i39 + 128u];
+            acc2 = acc2 + v41;
+            const float v42 = x[i39 + 256u];
+            acc2 = acc2 + v42;
+            const float v43 = x[i39 + 384u];
+            acc2 = acc2 + v43;
+            rest37 = r38 + 512u;
+        }
+        for (uint r44 = rest37; r44 < u.C; r44 += 128u) {
+            const uint i45 = base1 + r44;
+            const float v46 = x[i45];
+            acc2 = acc2 + v46;
+        }
     }
-    for (uint r11 = rest4; r11 < u.C; r11 += 128u) {
-        const uint i12 = base1 + r11;
-        const float v13 = x[i12];
-        acc2 = acc2 + v13;
-    }
-    const float warp14 = simd_sum(acc2);
+    const float warp47 = simd_sum(acc2);
     if ((lid.x & 31u) == 0u) {
-        sum[lid.x >> 5u] = warp14;
+        sum[lid.x >> 5u] = warp47;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot15 = sum[lid.x & 3u];
-    const float total16 = mimir_simd_add_f32_4(slot15);
-    const float mean17 = total16 / float(u.C);
-    float acc18 = 0.0f;
-    const uint last19 = (u.C > 384u ? u.C - 384u : 0u);
-    uint rest20 = lid.x;
-    for (uint r21 = lid.x; r21 < last19; r21 += 512u) {
-        const uint i22 = base1 + r21;
-        const float v23 = x[i22];
-        const float d24 = v23 - mean17;
-        acc18 = fma(d24, d24, acc18);
-        const float v25 = x[i22 + 128u];
-        const float d26 = v25 - mean17;
-        acc18 = fma(d26, d26, acc18);
-        const float v27 = x[i22 + 256u];
-        const float d28 = v27 - mean17;
-        acc18 = fma(d28, d28, acc18);
-        const float v29 = x[i22 + 384u];
-        const float d30 = v29 - mean17;
-        acc18 = fma(d30, d30, acc18);
-        rest20 = r21 + 512u;
+    const float slot48 = sum[lid.x & 3u];
+    const float total49 = mimir_simd_add_f32_4(slot48);
+    const float mean50 = total49 / float(u.C);
+    float acc51 = 0.0f;
+    if ((u.C & 3u) == 0u) {
+        const uint r52 = lid.x << 2u;
+        const uint last53 = (u.C > 512u ? u.C - 512u : 0u);
+        uint rest54 = r52;
+        for (uint r55 = r52; r55 < last53; r55 += 1024u) {
+            const uint i56 = base1 + r55;
+            const float4 vec4 = ((device const float4*)x)[i56 >> 2u];
+            const float x_65 = vec4[0];
+            const float x_66 = vec4[1];
+            const float x_67 = vec4[2];
+            const float x_68 = vec4[3];
+            const float v57 = x_65;
+            const float d58 = v57 - mean50;
+            acc51 = fma(d58, d58, acc51);
+            const float v59 = x_66;
+            const float d60 = v59 - mean50;
+            acc51 = fma(d60, d60, acc51);
+            const float v61 = x_67;
+            const float d62 = v61 - mean50;
+            acc51 = fma(d62, d62, acc51);
+            const float v63 = x_68;
+            const float d64 = v63 - mean50;
+            acc51 = fma(d64, d64, acc51);
+            const uint r69 = r55 + 512u;
+            const uint i70 = base1 + r69;
+            const float4 vec5 = ((device const float4*)x)[i70 >> 2u];
+            const float x_79 = vec5[0];
+            const float x_80 = vec5[1];
+            const float x_81 = vec5[2];
+            const float x_82 = vec5[3];
+            const float v71 = x_79;
+            const float d72 = v71 - mean50;
+            acc51 = fma(d72, d72, acc51);
+            const float v73 = x_80;
+            const float d74 = v73 - mean50;
+            acc51 = fma(d74, d74, acc51);
+            const float v75 = x_81;
+            const float d76 = v75 - mean50;
+            acc51 = fma(d76, d76, acc51);
+            const float v77 = x_82;
+            const float d78 = v77 - mean50;
+            acc51 = fma(d78, d78, acc51);
+            rest54 = r55 + 1024u;
+        }
+        for (uint r83 = rest54; r83 < u.C; r83 += 512u) {
+            const uint i84 = base1 + r83;
+            const float4 vec6 = ((device const float4*)x)[i84 >> 2u];
+            const float x_93 = vec6[0];
+            const float x_94 = vec6[1];
+            const float x_95 = vec6[2];
+            const float x_96 = vec6[3];
+            const float v85 = x_93;
+            const float d86 = v85 - mean50;
+            acc51 = fma(d86, d86, acc51);
+            const float v87 = x_94;
+            const float d88 = v87 - mean50;
+            acc51 = fma(d88, d88, acc51);
+            const float v89 = x_95;
+            const float d90 = v89 - mean50;
+            acc51 = fma(d90, d90, acc51);
+            const float v91 = x_96;
+            const float d92 = v91 - mean50;
+            acc51 = fma(d92, d92, acc51);
+        }
+    } else {
+        const uint last97 = (u.C > 384u ? u.C - 384u : 0u);
+        uint rest98 = lid.x;
+        for (uint r99 = lid.x; r99 < last97; r99 += 512u) {
+            const uint i100 = base1 + r99;
+            const float v101 = x[i100];
+            const float d102 = v101 - mean50;
+            acc51 = fma(d102, d102, acc51);
+            const float v103 = x[i100 + 128u];
+            const float d104 = v103 - mean50;
+            acc51 = fma(d104, d104, acc51);
+            const float v105 = x[i100 + 256u];
+            const float d106 = v105 - mean50;
+            acc51 = fma(d106, d106, acc51);
+            const float v107 = x[i100 + 384u];
+            const float d108 = v107 - mean50;
+            acc51 = fma(d108, d108, acc51);
+            rest98 = r99 + 512u;
+        }
+        for (uint r109 = rest98; r109 < u.C; r109 += 128u) {
+            const uint i110 = base1 + r109;
+            const float v111 = x[i110];
+            const float d112 = v111 - mean50;
+            acc51 = fma(d112, d112, acc51);
+        }
     }
-    for (uint r31 = rest20; r31 < u.C; r31 += 128u) {
-        const uint i32 = base1 + r31;
-        const float v33 = x[i32];
-        const float d34 = v33 - mean17;
-        acc18 = fma(d34, d34, acc18);
-    }
-    const float warp35 = simd_sum(acc18);
+    const float warp113 = simd_sum(acc51);
     if ((lid.x & 31u) == 0u) {
-        squares[lid.x >> 5u] = warp35;
+        squares[lid.x >> 5u] = warp113;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot36 = squares[lid.x & 3u];
-    const float total37 = mimir_simd_add_f32_4(slot36);
-    const float var38 = total37 / float(u.C);
+    const float slot114 = squares[lid.x & 3u];
+    const float total115 = mimir_simd_add_f32_4(slot114);
+    const float var116 = total115 / float(u.C);
     if (lid.x == 0u) {
-        out[g0] = var38;
+        out[g0] = var116;
     }
 }

@@ -7,11 +7,11 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> scratch0: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
+var<workgroup> partial: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn mean_abs_0_partial(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -25,30 +25,27 @@ fn mean_abs_0_partial(
     let stop2: u32 = start1 + 4096u;
     let end3: u32 = select(u.N, stop2, stop2 < u.N);
     var acc4: f32 = 0.0f;
-    let last5: u32 = select(0u, end3 - 768u, end3 > 768u);
+    let last5: u32 = select(0u, end3 - 384u, end3 > 384u);
     var rest6: u32 = start1 + lid.x;
-    for (var r7: u32 = start1 + lid.x; r7 < last5; r7 += 1024u) {
+    for (var r7: u32 = start1 + lid.x; r7 < last5; r7 += 512u) {
         let v8: f32 = x[r7];
         let v9: f32 = abs(v8);
         acc4 = acc4 + v9;
-        let i10: u32 = r7 + 256u;
-        let v11: f32 = x[i10];
-        let v12: f32 = abs(v11);
-        acc4 = acc4 + v12;
-        let i13: u32 = r7 + 512u;
-        let v14: f32 = x[i13];
+        let v10: f32 = x[r7 + 128u];
+        let v11: f32 = abs(v10);
+        acc4 = acc4 + v11;
+        let v12: f32 = x[r7 + 256u];
+        let v13: f32 = abs(v12);
+        acc4 = acc4 + v13;
+        let v14: f32 = x[r7 + 384u];
         let v15: f32 = abs(v14);
         acc4 = acc4 + v15;
-        let i16: u32 = r7 + 768u;
-        let v17: f32 = x[i16];
+        rest6 = r7 + 512u;
+    }
+    for (var r16: u32 = rest6; r16 < end3; r16 += 128u) {
+        let v17: f32 = x[r16];
         let v18: f32 = abs(v17);
         acc4 = acc4 + v18;
-        rest6 = r7 + 1024u;
-    }
-    for (var r19: u32 = rest6; r19 < end3; r19 += 256u) {
-        let v20: f32 = x[r19];
-        let v21: f32 = abs(v20);
-        acc4 = acc4 + v21;
     }
     warp0[lid.x] = acc4;
     workgroupBarrier();
@@ -72,16 +69,16 @@ fn mean_abs_0_partial(
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp22: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp19: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp22;
+        partial[lid.x >> 5u] = warp19;
     }
     workgroupBarrier();
-    let slot23: f32 = partial[lid.x & 7u];
-    warp1[lid.x] = slot23;
+    let slot20: f32 = partial[lid.x & 3u];
+    warp1[lid.x] = slot20;
     workgroupBarrier();
-    let total24: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    let total21: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     if (lid.x == 0u) {
-        scratch0[g0] = total24;
+        scratch0[g0] = total21;
     }
 }

@@ -8,11 +8,11 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> m: array<u32>;
 @group(0) @binding(1) var<storage, read_write> scratch0: array<i32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<i32, 8>;
-var<workgroup> warp0: array<i32, 256>;
-var<workgroup> warp1: array<i32, 256>;
+var<workgroup> partial: array<i32, 4>;
+var<workgroup> warp0: array<i32, 128>;
+var<workgroup> warp1: array<i32, 128>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn bool_reductions_1_partial(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -26,37 +26,22 @@ fn bool_reductions_1_partial(
     let stop2: u32 = start1 + 4096u;
     let end3: u32 = select(u.N * u.M, stop2, stop2 < u.N * u.M);
     var acc4: i32 = 0i;
-    let last5: u32 = select(0u, end3 - 768u, end3 > 768u);
+    let last5: u32 = select(0u, end3 - 384u, end3 > 384u);
     var rest6: u32 = start1 + lid.x;
-    for (var r7: u32 = start1 + lid.x; r7 < last5; r7 += 1024u) {
-        let i8: u32 = r7 % u.M;
-        let i9: u32 = r7 / u.M;
-        let i10: u32 = i9 * u.M + i8;
-        let v11: bool = m[i10] != 0u;
-        acc4 = acc4 + select(0i, 1i, v11);
-        let i12: u32 = (r7 + 256u) % u.M;
-        let i13: u32 = (r7 + 256u) / u.M;
-        let i14: u32 = i13 * u.M + i12;
-        let v15: bool = m[i14] != 0u;
-        acc4 = acc4 + select(0i, 1i, v15);
-        let i16: u32 = (r7 + 512u) % u.M;
-        let i17: u32 = (r7 + 512u) / u.M;
-        let i18: u32 = i17 * u.M + i16;
-        let v19: bool = m[i18] != 0u;
+    for (var r7: u32 = start1 + lid.x; r7 < last5; r7 += 512u) {
+        let v10: bool = m[r7] != 0u;
+        acc4 = acc4 + select(0i, 1i, v10);
+        let v13: bool = m[r7 + 128u] != 0u;
+        acc4 = acc4 + select(0i, 1i, v13);
+        let v16: bool = m[r7 + 256u] != 0u;
+        acc4 = acc4 + select(0i, 1i, v16);
+        let v19: bool = m[r7 + 384u] != 0u;
         acc4 = acc4 + select(0i, 1i, v19);
-        let i20: u32 = (r7 + 768u) % u.M;
-        let i21: u32 = (r7 + 768u) / u.M;
-        let i22: u32 = i21 * u.M + i20;
-        let v23: bool = m[i22] != 0u;
-        acc4 = acc4 + select(0i, 1i, v23);
-        rest6 = r7 + 1024u;
+        rest6 = r7 + 512u;
     }
-    for (var r24: u32 = rest6; r24 < end3; r24 += 256u) {
-        let i25: u32 = r24 % u.M;
-        let i26: u32 = r24 / u.M;
-        let i27: u32 = i26 * u.M + i25;
-        let v28: bool = m[i27] != 0u;
-        acc4 = acc4 + select(0i, 1i, v28);
+    for (var r20: u32 = rest6; r20 < end3; r20 += 128u) {
+        let v23: bool = m[r20] != 0u;
+        acc4 = acc4 + select(0i, 1i, v23);
     }
     warp0[lid.x] = acc4;
     workgroupBarrier();
@@ -80,16 +65,16 @@ fn bool_reductions_1_partial(
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp29: i32 = warp0[lid.x - (lid.x & 31u)];
+    let warp24: i32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp29;
+        partial[lid.x >> 5u] = warp24;
     }
     workgroupBarrier();
-    let slot30: i32 = partial[lid.x & 7u];
-    warp1[lid.x] = slot30;
+    let slot25: i32 = partial[lid.x & 3u];
+    warp1[lid.x] = slot25;
     workgroupBarrier();
-    let total31: i32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    let total26: i32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     if (lid.x == 0u) {
-        scratch0[g0] = total31;
+        scratch0[g0] = total26;
     }
 }

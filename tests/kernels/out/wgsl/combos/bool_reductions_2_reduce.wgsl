@@ -8,26 +8,26 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read_write> out1: array<i32>;
 @group(0) @binding(1) var<storage, read> scratch0: array<i32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<i32, 8>;
-var<workgroup> warp0: array<i32, 256>;
-var<workgroup> warp1: array<i32, 256>;
+var<workgroup> partial: array<i32, 4>;
+var<workgroup> warp0: array<i32, 128>;
+var<workgroup> warp1: array<i32, 128>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn bool_reductions_2_reduce(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
 ) {
     var acc0: i32 = 0i;
-    let last1: u32 = select(0u, ((u.N * u.M + 4096u - 1u) >> 12u) - 768u, ((u.N * u.M + 4096u - 1u) >> 12u) > 768u);
+    let last1: u32 = select(0u, ((u.N * u.M + 4096u - 1u) >> 12u) - 384u, ((u.N * u.M + 4096u - 1u) >> 12u) > 384u);
     var rest2: u32 = lid.x;
-    for (var r3: u32 = lid.x; r3 < last1; r3 += 1024u) {
+    for (var r3: u32 = lid.x; r3 < last1; r3 += 512u) {
         acc0 = acc0 + scratch0[r3];
+        acc0 = acc0 + scratch0[r3 + 128u];
         acc0 = acc0 + scratch0[r3 + 256u];
-        acc0 = acc0 + scratch0[r3 + 512u];
-        acc0 = acc0 + scratch0[r3 + 768u];
-        rest2 = r3 + 1024u;
+        acc0 = acc0 + scratch0[r3 + 384u];
+        rest2 = r3 + 512u;
     }
-    for (var r4: u32 = rest2; r4 < ((u.N * u.M + 4096u - 1u) >> 12u); r4 += 256u) {
+    for (var r4: u32 = rest2; r4 < ((u.N * u.M + 4096u - 1u) >> 12u); r4 += 128u) {
         acc0 = acc0 + scratch0[r4];
     }
     warp0[lid.x] = acc0;
@@ -57,10 +57,10 @@ fn bool_reductions_2_reduce(
         partial[lid.x >> 5u] = warp5;
     }
     workgroupBarrier();
-    let slot6: i32 = partial[lid.x & 7u];
+    let slot6: i32 = partial[lid.x & 3u];
     warp1[lid.x] = slot6;
     workgroupBarrier();
-    let total7: i32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    let total7: i32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     if (lid.x == 0u) {
         out1[wid.x] = total7;
     }

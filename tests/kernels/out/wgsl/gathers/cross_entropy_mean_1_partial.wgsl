@@ -9,11 +9,11 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read> scratch0: array<f32>;
 @group(0) @binding(2) var<storage, read_write> scratch1: array<f32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
+var<workgroup> partial: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn cross_entropy_mean_1_partial(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -27,31 +27,31 @@ fn cross_entropy_mean_1_partial(
     let stop2: u32 = start1 + 4096u;
     let end3: u32 = select(u.N, stop2, stop2 < u.N);
     var acc4: f32 = 0.0f;
-    let last5: u32 = select(0u, end3 - 768u, end3 > 768u);
+    let last5: u32 = select(0u, end3 - 384u, end3 > 384u);
     var rest6: u32 = start1 + lid.x;
-    for (var r7: u32 = start1 + lid.x; r7 < last5; r7 += 1024u) {
+    for (var r7: u32 = start1 + lid.x; r7 < last5; r7 += 512u) {
         let v8: i32 = labels[r7];
         let i9: u32 = r7 * u.C + u32(v8);
         let v10: f32 = scratch0[i9];
         acc4 = acc4 + v10;
-        let i11: u32 = r7 + 256u;
+        let i11: u32 = r7 + 128u;
         let v12: i32 = labels[i11];
-        let i13: u32 = (r7 + 256u) * u.C + u32(v12);
+        let i13: u32 = (r7 + 128u) * u.C + u32(v12);
         let v14: f32 = scratch0[i13];
         acc4 = acc4 + v14;
-        let i15: u32 = r7 + 512u;
+        let i15: u32 = r7 + 256u;
         let v16: i32 = labels[i15];
-        let i17: u32 = (r7 + 512u) * u.C + u32(v16);
+        let i17: u32 = (r7 + 256u) * u.C + u32(v16);
         let v18: f32 = scratch0[i17];
         acc4 = acc4 + v18;
-        let i19: u32 = r7 + 768u;
+        let i19: u32 = r7 + 384u;
         let v20: i32 = labels[i19];
-        let i21: u32 = (r7 + 768u) * u.C + u32(v20);
+        let i21: u32 = (r7 + 384u) * u.C + u32(v20);
         let v22: f32 = scratch0[i21];
         acc4 = acc4 + v22;
-        rest6 = r7 + 1024u;
+        rest6 = r7 + 512u;
     }
-    for (var r23: u32 = rest6; r23 < end3; r23 += 256u) {
+    for (var r23: u32 = rest6; r23 < end3; r23 += 128u) {
         let v24: i32 = labels[r23];
         let i25: u32 = r23 * u.C + u32(v24);
         let v26: f32 = scratch0[i25];
@@ -84,10 +84,10 @@ fn cross_entropy_mean_1_partial(
         partial[lid.x >> 5u] = warp27;
     }
     workgroupBarrier();
-    let slot28: f32 = partial[lid.x & 7u];
+    let slot28: f32 = partial[lid.x & 3u];
     warp1[lid.x] = slot28;
     workgroupBarrier();
-    let total29: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    let total29: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     if (lid.x == 0u) {
         scratch1[g0] = total29;
     }

@@ -7,9 +7,9 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> scratch2: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
+var<workgroup> partial: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -25,7 +25,7 @@ fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
     return b;
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn normalize_rows_1_partial(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -39,37 +39,22 @@ fn normalize_rows_1_partial(
     let stop2: u32 = start1 + 4096u;
     let end3: u32 = select(u.N * 9u, stop2, stop2 < u.N * 9u);
     var acc4: f32 = -bitcast<f32>(inf_bits);
-    let last5: u32 = select(0u, end3 - 768u, end3 > 768u);
+    let last5: u32 = select(0u, end3 - 384u, end3 > 384u);
     var rest6: u32 = start1 + lid.x;
-    for (var r7: u32 = start1 + lid.x; r7 < last5; r7 += 1024u) {
-        let i8: u32 = r7 % 9u;
-        let i9: u32 = r7 / 9u;
-        let i10: u32 = i9 * 9u + i8;
-        let v11: f32 = x[i10];
-        acc4 = mimir_maximum_f32(acc4, v11);
-        let i12: u32 = (r7 + 256u) % 9u;
-        let i13: u32 = (r7 + 256u) / 9u;
-        let i14: u32 = i13 * 9u + i12;
-        let v15: f32 = x[i14];
-        acc4 = mimir_maximum_f32(acc4, v15);
-        let i16: u32 = (r7 + 512u) % 9u;
-        let i17: u32 = (r7 + 512u) / 9u;
-        let i18: u32 = i17 * 9u + i16;
-        let v19: f32 = x[i18];
+    for (var r7: u32 = start1 + lid.x; r7 < last5; r7 += 512u) {
+        let v10: f32 = x[r7];
+        acc4 = mimir_maximum_f32(acc4, v10);
+        let v13: f32 = x[r7 + 128u];
+        acc4 = mimir_maximum_f32(acc4, v13);
+        let v16: f32 = x[r7 + 256u];
+        acc4 = mimir_maximum_f32(acc4, v16);
+        let v19: f32 = x[r7 + 384u];
         acc4 = mimir_maximum_f32(acc4, v19);
-        let i20: u32 = (r7 + 768u) % 9u;
-        let i21: u32 = (r7 + 768u) / 9u;
-        let i22: u32 = i21 * 9u + i20;
-        let v23: f32 = x[i22];
-        acc4 = mimir_maximum_f32(acc4, v23);
-        rest6 = r7 + 1024u;
+        rest6 = r7 + 512u;
     }
-    for (var r24: u32 = rest6; r24 < end3; r24 += 256u) {
-        let i25: u32 = r24 % 9u;
-        let i26: u32 = r24 / 9u;
-        let i27: u32 = i26 * 9u + i25;
-        let v28: f32 = x[i27];
-        acc4 = mimir_maximum_f32(acc4, v28);
+    for (var r20: u32 = rest6; r20 < end3; r20 += 128u) {
+        let v23: f32 = x[r20];
+        acc4 = mimir_maximum_f32(acc4, v23);
     }
     warp0[lid.x] = acc4;
     workgroupBarrier();
@@ -93,16 +78,16 @@ fn normalize_rows_1_partial(
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp29: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp24: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp29;
+        partial[lid.x >> 5u] = warp24;
     }
     workgroupBarrier();
-    let slot30: f32 = partial[lid.x & 7u];
-    warp1[lid.x] = slot30;
+    let slot25: f32 = partial[lid.x & 3u];
+    warp1[lid.x] = slot25;
     workgroupBarrier();
-    let total31: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 7u)], warp1[lid.x - (lid.x & 7u) + 1u]), warp1[lid.x - (lid.x & 7u) + 2u]), warp1[lid.x - (lid.x & 7u) + 3u]), warp1[lid.x - (lid.x & 7u) + 4u]), warp1[lid.x - (lid.x & 7u) + 5u]), warp1[lid.x - (lid.x & 7u) + 6u]), warp1[lid.x - (lid.x & 7u) + 7u]);
+    let total26: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
     if (lid.x == 0u) {
-        scratch2[g0] = total31;
+        scratch2[g0] = total26;
     }
 }

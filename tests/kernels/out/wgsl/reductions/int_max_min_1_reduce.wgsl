@@ -4,7 +4,7 @@ struct Uniforms {
     A: u32,
 }
 
-@group(0) @binding(0) var<storage, read> x: array<i32>;
+@group(0) @binding(0) var<storage, read> x: array<vec4<i32>>;
 @group(0) @binding(1) var<storage, read_write> out: array<i32>;
 @group(0) @binding(2) var<storage, read> scratch0: array<i32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
@@ -22,23 +22,55 @@ fn int_max_min_1_reduce(
     }
     let base1: u32 = g0 * 40u;
     var acc2: i32 = i32(-2147483648);
-    var rest3: u32 = lid.x;
-    for (var r4: u32 = lid.x; r4 < 0u; r4 += 128u) {
-        let i5: u32 = base1 + r4;
-        let v6: i32 = x[i5];
-        acc2 = select(v6, acc2, acc2 >= v6);
-        let v7: i32 = x[i5 + 32u];
+    let r3: u32 = lid.x << 2u;
+    var rest4: u32 = r3;
+    for (var r5: u32 = r3; r5 < 0u; r5 += 256u) {
+        let i6: u32 = base1 + r5;
+        let vec1 = x[i6 >> 2u];
+        let x_11: i32 = vec1[0];
+        let x_12: i32 = vec1[1];
+        let x_13: i32 = vec1[2];
+        let x_14: i32 = vec1[3];
+        let v7: i32 = x_11;
         acc2 = select(v7, acc2, acc2 >= v7);
-        let v8: i32 = x[i5 + 64u];
+        let v8: i32 = x_12;
         acc2 = select(v8, acc2, acc2 >= v8);
-        let v9: i32 = x[i5 + 96u];
+        let v9: i32 = x_13;
         acc2 = select(v9, acc2, acc2 >= v9);
-        rest3 = r4 + 128u;
+        let v10: i32 = x_14;
+        acc2 = select(v10, acc2, acc2 >= v10);
+        let r15: u32 = r5 + 128u;
+        let i16: u32 = base1 + r15;
+        let vec2_ = x[i16 >> 2u];
+        let x_21: i32 = vec2_[0];
+        let x_22: i32 = vec2_[1];
+        let x_23: i32 = vec2_[2];
+        let x_24: i32 = vec2_[3];
+        let v17: i32 = x_21;
+        acc2 = select(v17, acc2, acc2 >= v17);
+        let v18: i32 = x_22;
+        acc2 = select(v18, acc2, acc2 >= v18);
+        let v19: i32 = x_23;
+        acc2 = select(v19, acc2, acc2 >= v19);
+        let v20: i32 = x_24;
+        acc2 = select(v20, acc2, acc2 >= v20);
+        rest4 = r5 + 256u;
     }
-    for (var r10: u32 = rest3; r10 < 40u; r10 += 32u) {
-        let i11: u32 = base1 + r10;
-        let v12: i32 = x[i11];
-        acc2 = select(v12, acc2, acc2 >= v12);
+    for (var r25: u32 = rest4; r25 < 40u; r25 += 128u) {
+        let i26: u32 = base1 + r25;
+        let vec3_ = x[i26 >> 2u];
+        let x_31: i32 = vec3_[0];
+        let x_32: i32 = vec3_[1];
+        let x_33: i32 = vec3_[2];
+        let x_34: i32 = vec3_[3];
+        let v27: i32 = x_31;
+        acc2 = select(v27, acc2, acc2 >= v27);
+        let v28: i32 = x_32;
+        acc2 = select(v28, acc2, acc2 >= v28);
+        let v29: i32 = x_33;
+        acc2 = select(v29, acc2, acc2 >= v29);
+        let v30: i32 = x_34;
+        acc2 = select(v30, acc2, acc2 >= v30);
     }
     warp0[lid.x] = acc2;
     workgroupBarrier();
@@ -62,10 +94,10 @@ fn int_max_min_1_reduce(
         warp0[lid.x] = select(warp0[lid.x + 1u], warp0[lid.x], warp0[lid.x] >= warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp13: i32 = warp0[lid.x - (lid.x & 31u)];
+    let warp35: i32 = warp0[lid.x - (lid.x & 31u)];
     if (lid.x == 0u) {
-        let v14: i32 = scratch0[g0];
-        let v15: i32 = warp13 - v14;
-        out[g0] = v15;
+        let v36: i32 = scratch0[g0];
+        let v37: i32 = warp35 - v36;
+        out[g0] = v37;
     }
 }

@@ -9,11 +9,11 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> scratch0: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
+var<workgroup> partial: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn sum_all_0_partial(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -27,47 +27,22 @@ fn sum_all_0_partial(
     let stop2: u32 = start1 + 4096u;
     let end3: u32 = select(u.A * u.B * u.C, stop2, stop2 < u.A * u.B * u.C);
     var acc4: f32 = 0.0f;
-    let last5: u32 = select(0u, end3 - 768u, end3 > 768u);
+    let last5: u32 = select(0u, end3 - 384u, end3 > 384u);
     var rest6: u32 = start1 + lid.x;
-    for (var r7: u32 = start1 + lid.x; r7 < last5; r7 += 1024u) {
-        let i8: u32 = r7 % u.C;
-        let i9: u32 = r7 / u.C;
-        let i10: u32 = i9 % u.B;
-        let i11: u32 = i9 / u.B;
-        let i12: u32 = (i11 * u.B + i10) * u.C + i8;
-        let v13: f32 = x[i12];
-        acc4 = acc4 + v13;
-        let i14: u32 = (r7 + 256u) % u.C;
-        let i15: u32 = (r7 + 256u) / u.C;
-        let i16: u32 = i15 % u.B;
-        let i17: u32 = i15 / u.B;
-        let i18: u32 = (i17 * u.B + i16) * u.C + i14;
-        let v19: f32 = x[i18];
-        acc4 = acc4 + v19;
-        let i20: u32 = (r7 + 512u) % u.C;
-        let i21: u32 = (r7 + 512u) / u.C;
-        let i22: u32 = i21 % u.B;
-        let i23: u32 = i21 / u.B;
-        let i24: u32 = (i23 * u.B + i22) * u.C + i20;
-        let v25: f32 = x[i24];
-        acc4 = acc4 + v25;
-        let i26: u32 = (r7 + 768u) % u.C;
-        let i27: u32 = (r7 + 768u) / u.C;
-        let i28: u32 = i27 % u.B;
-        let i29: u32 = i27 / u.B;
-        let i30: u32 = (i29 * u.B + i28) * u.C + i26;
-        let v31: f32 = x[i30];
-        acc4 = acc4 + v31;
-        rest6 = r7 + 1024u;
+    for (var r7: u32 = start1 + lid.x; r7 < last5; r7 += 512u) {
+        let v12: f32 = x[r7];
+        acc4 = acc4 + v12;
+        let v17: f32 = x[r7 + 128u];
+        acc4 = acc4 + v17;
+        let v22: f32 = x[r7 + 256u];
+        acc4 = acc4 + v22;
+        let v27: f32 = x[r7 + 384u];
+        acc4 = acc4 + v27;
+        rest6 = r7 + 512u;
     }
-    for (var r32: u32 = rest6; r32 < end3; r32 += 256u) {
-        let i33: u32 = r32 % u.C;
-        let i34: u32 = r32 / u.C;
-        let i35: u32 = i34 % u.B;
-        let i36: u32 = i34 / u.B;
-        let i37: u32 = (i36 * u.B + i35) * u.C + i33;
-        let v38: f32 = x[i37];
-        acc4 = acc4 + v38;
+    for (var r28: u32 = rest6; r28 < end3; r28 += 128u) {
+        let v33: f32 = x[r28];
+        acc4 = acc4 + v33;
     }
     warp0[lid.x] = acc4;
     workgroupBarrier();
@@ -91,16 +66,16 @@ fn sum_all_0_partial(
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp39: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp34: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp39;
+        partial[lid.x >> 5u] = warp34;
     }
     workgroupBarrier();
-    let slot40: f32 = partial[lid.x & 7u];
-    warp1[lid.x] = slot40;
+    let slot35: f32 = partial[lid.x & 3u];
+    warp1[lid.x] = slot35;
     workgroupBarrier();
-    let total41: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    let total36: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     if (lid.x == 0u) {
-        scratch0[g0] = total41;
+        scratch0[g0] = total36;
     }
 }

@@ -36,23 +36,40 @@ fn max_shifted_half_0_row(
     }
     let base1: u32 = g0 * 40u;
     var acc2: f32 = -bitcast<f32>(inf_bits);
-    var rest3: u32 = lid.x;
-    for (var r4: u32 = lid.x; r4 < 0u; r4 += 128u) {
-        let i5: u32 = base1 + r4;
-        let v6: f32 = f32(x[i5]);
-        acc2 = mimir_maximum_f32(acc2, v6);
-        let v7: f32 = f32(x[i5 + 32u]);
+    let r3: u32 = lid.x << 2u;
+    var rest4: u32 = r3;
+    for (var r5: u32 = r3; r5 < 0u; r5 += 256u) {
+        let i6: u32 = base1 + r5;
+        let v7: f32 = f32(x[i6]);
         acc2 = mimir_maximum_f32(acc2, v7);
-        let v8: f32 = f32(x[i5 + 64u]);
+        let v8: f32 = f32(x[i6 + 1u]);
         acc2 = mimir_maximum_f32(acc2, v8);
-        let v9: f32 = f32(x[i5 + 96u]);
+        let v9: f32 = f32(x[i6 + 2u]);
         acc2 = mimir_maximum_f32(acc2, v9);
-        rest3 = r4 + 128u;
+        let v10: f32 = f32(x[i6 + 3u]);
+        acc2 = mimir_maximum_f32(acc2, v10);
+        let r11: u32 = r5 + 128u;
+        let i12: u32 = base1 + r11;
+        let v13: f32 = f32(x[i12]);
+        acc2 = mimir_maximum_f32(acc2, v13);
+        let v14: f32 = f32(x[i12 + 1u]);
+        acc2 = mimir_maximum_f32(acc2, v14);
+        let v15: f32 = f32(x[i12 + 2u]);
+        acc2 = mimir_maximum_f32(acc2, v15);
+        let v16: f32 = f32(x[i12 + 3u]);
+        acc2 = mimir_maximum_f32(acc2, v16);
+        rest4 = r5 + 256u;
     }
-    for (var r10: u32 = rest3; r10 < 40u; r10 += 32u) {
-        let i11: u32 = base1 + r10;
-        let v12: f32 = f32(x[i11]);
-        acc2 = mimir_maximum_f32(acc2, v12);
+    for (var r17: u32 = rest4; r17 < 40u; r17 += 128u) {
+        let i18: u32 = base1 + r17;
+        let v19: f32 = f32(x[i18]);
+        acc2 = mimir_maximum_f32(acc2, v19);
+        let v20: f32 = f32(x[i18 + 1u]);
+        acc2 = mimir_maximum_f32(acc2, v20);
+        let v21: f32 = f32(x[i18 + 2u]);
+        acc2 = mimir_maximum_f32(acc2, v21);
+        let v22: f32 = f32(x[i18 + 3u]);
+        acc2 = mimir_maximum_f32(acc2, v22);
     }
     warp0[lid.x] = acc2;
     workgroupBarrier();
@@ -76,29 +93,53 @@ fn max_shifted_half_0_row(
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp13: f32 = warp0[lid.x - (lid.x & 31u)];
-    let total14: f32 = f32(f16(warp13));
-    var rest15: u32 = lid.x;
-    for (var r16: u32 = lid.x; r16 < 0u; r16 += 128u) {
-        let i17: u32 = base1 + r16;
-        let v18: f32 = f32(x[i17]);
-        let v19: f32 = f32(f16(v18 - total14));
-        out[i17] = f16(v19);
-        let v20: f32 = f32(x[i17 + 32u]);
-        let v21: f32 = f32(f16(v20 - total14));
-        out[i17 + 32u] = f16(v21);
-        let v22: f32 = f32(x[i17 + 64u]);
-        let v23: f32 = f32(f16(v22 - total14));
-        out[i17 + 64u] = f16(v23);
-        let v24: f32 = f32(x[i17 + 96u]);
-        let v25: f32 = f32(f16(v24 - total14));
-        out[i17 + 96u] = f16(v25);
-        rest15 = r16 + 128u;
+    let warp23: f32 = warp0[lid.x - (lid.x & 31u)];
+    let total24: f32 = f32(f16(warp23));
+    let r25: u32 = lid.x << 2u;
+    var rest26: u32 = r25;
+    for (var r27: u32 = r25; r27 < 0u; r27 += 256u) {
+        let i28: u32 = base1 + r27;
+        let v29: f32 = f32(x[i28]);
+        let v30: f32 = f32(f16(v29 - total24));
+        out[i28] = f16(v30);
+        let v31: f32 = f32(x[i28 + 1u]);
+        let v32: f32 = f32(f16(v31 - total24));
+        out[i28 + 1u] = f16(v32);
+        let v33: f32 = f32(x[i28 + 2u]);
+        let v34: f32 = f32(f16(v33 - total24));
+        out[i28 + 2u] = f16(v34);
+        let v35: f32 = f32(x[i28 + 3u]);
+        let v36: f32 = f32(f16(v35 - total24));
+        out[i28 + 3u] = f16(v36);
+        let r37: u32 = r27 + 128u;
+        let i38: u32 = base1 + r37;
+        let v39: f32 = f32(x[i38]);
+        let v40: f32 = f32(f16(v39 - total24));
+        out[i38] = f16(v40);
+        let v41: f32 = f32(x[i38 + 1u]);
+        let v42: f32 = f32(f16(v41 - total24));
+        out[i38 + 1u] = f16(v42);
+        let v43: f32 = f32(x[i38 + 2u]);
+        let v44: f32 = f32(f16(v43 - total24));
+        out[i38 + 2u] = f16(v44);
+        let v45: f32 = f32(x[i38 + 3u]);
+        let v46: f32 = f32(f16(v45 - total24));
+        out[i38 + 3u] = f16(v46);
+        rest26 = r27 + 256u;
     }
-    for (var r26: u32 = rest15; r26 < 40u; r26 += 32u) {
-        let i27: u32 = base1 + r26;
-        let v28: f32 = f32(x[i27]);
-        let v29: f32 = f32(f16(v28 - total14));
-        out[i27] = f16(v29);
+    for (var r47: u32 = rest26; r47 < 40u; r47 += 128u) {
+        let i48: u32 = base1 + r47;
+        let v49: f32 = f32(x[i48]);
+        let v50: f32 = f32(f16(v49 - total24));
+        out[i48] = f16(v50);
+        let v51: f32 = f32(x[i48 + 1u]);
+        let v52: f32 = f32(f16(v51 - total24));
+        out[i48 + 1u] = f16(v52);
+        let v53: f32 = f32(x[i48 + 2u]);
+        let v54: f32 = f32(f16(v53 - total24));
+        out[i48 + 2u] = f16(v54);
+        let v55: f32 = f32(x[i48 + 3u]);
+        let v56: f32 = f32(f16(v55 - total24));
+        out[i48 + 3u] = f16(v56);
     }
 }

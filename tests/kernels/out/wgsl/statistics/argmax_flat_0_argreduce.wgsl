@@ -38,34 +38,19 @@ fn argmax_flat_0_argreduce(
     let last1: u32 = select(0u, u.N * 7u - 384u, u.N * 7u > 384u);
     var rest2: u32 = lid.x;
     for (var r3: u32 = lid.x; r3 < last1; r3 += 512u) {
-        let i4: u32 = r3 % 7u;
-        let i5: u32 = r3 / 7u;
-        let i6: u32 = i5 * 7u + i4;
-        let v7: f32 = f32(x[i6]);
-        acc0 = mimir_maximum_f32(acc0, v7);
-        let i8: u32 = (r3 + 128u) % 7u;
-        let i9: u32 = (r3 + 128u) / 7u;
-        let i10: u32 = i9 * 7u + i8;
-        let v11: f32 = f32(x[i10]);
-        acc0 = mimir_maximum_f32(acc0, v11);
-        let i12: u32 = (r3 + 256u) % 7u;
-        let i13: u32 = (r3 + 256u) / 7u;
-        let i14: u32 = i13 * 7u + i12;
-        let v15: f32 = f32(x[i14]);
+        let v6: f32 = f32(x[r3]);
+        acc0 = mimir_maximum_f32(acc0, v6);
+        let v9: f32 = f32(x[r3 + 128u]);
+        acc0 = mimir_maximum_f32(acc0, v9);
+        let v12: f32 = f32(x[r3 + 256u]);
+        acc0 = mimir_maximum_f32(acc0, v12);
+        let v15: f32 = f32(x[r3 + 384u]);
         acc0 = mimir_maximum_f32(acc0, v15);
-        let i16: u32 = (r3 + 384u) % 7u;
-        let i17: u32 = (r3 + 384u) / 7u;
-        let i18: u32 = i17 * 7u + i16;
-        let v19: f32 = f32(x[i18]);
-        acc0 = mimir_maximum_f32(acc0, v19);
         rest2 = r3 + 512u;
     }
-    for (var r20: u32 = rest2; r20 < u.N * 7u; r20 += 128u) {
-        let i21: u32 = r20 % 7u;
-        let i22: u32 = r20 / 7u;
-        let i23: u32 = i22 * 7u + i21;
-        let v24: f32 = f32(x[i23]);
-        acc0 = mimir_maximum_f32(acc0, v24);
+    for (var r16: u32 = rest2; r16 < u.N * 7u; r16 += 128u) {
+        let v19: f32 = f32(x[r16]);
+        acc0 = mimir_maximum_f32(acc0, v19);
     }
     warp0[lid.x] = acc0;
     workgroupBarrier();
@@ -89,49 +74,34 @@ fn argmax_flat_0_argreduce(
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp25: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp20: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        best[lid.x >> 5u] = warp25;
+        best[lid.x >> 5u] = warp20;
     }
     workgroupBarrier();
-    let slot26: f32 = best[lid.x & 3u];
-    warp1[lid.x] = slot26;
+    let slot21: f32 = best[lid.x & 3u];
+    warp1[lid.x] = slot21;
     workgroupBarrier();
-    let total27: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
-    var acc28: u32 = 4294967295u;
-    let last29: u32 = select(0u, u.N * 7u - 384u, u.N * 7u > 384u);
-    var rest30: u32 = lid.x;
-    for (var r31: u32 = lid.x; r31 < last29; r31 += 512u) {
-        let i32_: u32 = r31 % 7u;
-        let i33: u32 = r31 / 7u;
-        let i34: u32 = i33 * 7u + i32_;
-        let v35: f32 = f32(x[i34]);
-        acc28 = select(acc28, r31, ((!(((bitcast<u32>(v35) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total27) & 0x7fffffffu) > 0x7f800000u)) && (v35 == total27)) || (((bitcast<u32>(v35) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total27) & 0x7fffffffu) > 0x7f800000u))) && (r31 < acc28));
-        let i36: u32 = (r31 + 128u) % 7u;
-        let i37: u32 = (r31 + 128u) / 7u;
-        let i38: u32 = i37 * 7u + i36;
-        let v39: f32 = f32(x[i38]);
-        acc28 = select(acc28, r31 + 128u, ((!(((bitcast<u32>(v39) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total27) & 0x7fffffffu) > 0x7f800000u)) && (v39 == total27)) || (((bitcast<u32>(v39) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total27) & 0x7fffffffu) > 0x7f800000u))) && (r31 + 128u < acc28));
-        let i40: u32 = (r31 + 256u) % 7u;
-        let i41: u32 = (r31 + 256u) / 7u;
-        let i42: u32 = i41 * 7u + i40;
-        let v43: f32 = f32(x[i42]);
-        acc28 = select(acc28, r31 + 256u, ((!(((bitcast<u32>(v43) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total27) & 0x7fffffffu) > 0x7f800000u)) && (v43 == total27)) || (((bitcast<u32>(v43) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total27) & 0x7fffffffu) > 0x7f800000u))) && (r31 + 256u < acc28));
-        let i44: u32 = (r31 + 384u) % 7u;
-        let i45: u32 = (r31 + 384u) / 7u;
-        let i46: u32 = i45 * 7u + i44;
-        let v47: f32 = f32(x[i46]);
-        acc28 = select(acc28, r31 + 384u, ((!(((bitcast<u32>(v47) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total27) & 0x7fffffffu) > 0x7f800000u)) && (v47 == total27)) || (((bitcast<u32>(v47) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total27) & 0x7fffffffu) > 0x7f800000u))) && (r31 + 384u < acc28));
-        rest30 = r31 + 512u;
+    let total22: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
+    var acc23: u32 = 4294967295u;
+    let last24: u32 = select(0u, u.N * 7u - 384u, u.N * 7u > 384u);
+    var rest25: u32 = lid.x;
+    for (var r26: u32 = lid.x; r26 < last24; r26 += 512u) {
+        let v29: f32 = f32(x[r26]);
+        acc23 = select(acc23, r26, ((!(((bitcast<u32>(v29) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total22) & 0x7fffffffu) > 0x7f800000u)) && (v29 == total22)) || (((bitcast<u32>(v29) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total22) & 0x7fffffffu) > 0x7f800000u))) && (r26 < acc23));
+        let v32: f32 = f32(x[r26 + 128u]);
+        acc23 = select(acc23, r26 + 128u, ((!(((bitcast<u32>(v32) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total22) & 0x7fffffffu) > 0x7f800000u)) && (v32 == total22)) || (((bitcast<u32>(v32) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total22) & 0x7fffffffu) > 0x7f800000u))) && (r26 + 128u < acc23));
+        let v35: f32 = f32(x[r26 + 256u]);
+        acc23 = select(acc23, r26 + 256u, ((!(((bitcast<u32>(v35) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total22) & 0x7fffffffu) > 0x7f800000u)) && (v35 == total22)) || (((bitcast<u32>(v35) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total22) & 0x7fffffffu) > 0x7f800000u))) && (r26 + 256u < acc23));
+        let v38: f32 = f32(x[r26 + 384u]);
+        acc23 = select(acc23, r26 + 384u, ((!(((bitcast<u32>(v38) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total22) & 0x7fffffffu) > 0x7f800000u)) && (v38 == total22)) || (((bitcast<u32>(v38) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total22) & 0x7fffffffu) > 0x7f800000u))) && (r26 + 384u < acc23));
+        rest25 = r26 + 512u;
     }
-    for (var r48: u32 = rest30; r48 < u.N * 7u; r48 += 128u) {
-        let i49: u32 = r48 % 7u;
-        let i50: u32 = r48 / 7u;
-        let i51: u32 = i50 * 7u + i49;
-        let v52: f32 = f32(x[i51]);
-        acc28 = select(acc28, r48, ((!(((bitcast<u32>(v52) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total27) & 0x7fffffffu) > 0x7f800000u)) && (v52 == total27)) || (((bitcast<u32>(v52) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total27) & 0x7fffffffu) > 0x7f800000u))) && (r48 < acc28));
+    for (var r39: u32 = rest25; r39 < u.N * 7u; r39 += 128u) {
+        let v42: f32 = f32(x[r39]);
+        acc23 = select(acc23, r39, ((!(((bitcast<u32>(v42) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total22) & 0x7fffffffu) > 0x7f800000u)) && (v42 == total22)) || (((bitcast<u32>(v42) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total22) & 0x7fffffffu) > 0x7f800000u))) && (r39 < acc23));
     }
-    warp2[lid.x] = acc28;
+    warp2[lid.x] = acc23;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp2[lid.x] = select(warp2[lid.x + 16u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 16u]);
@@ -153,17 +123,17 @@ fn argmax_flat_0_argreduce(
         warp2[lid.x] = select(warp2[lid.x + 1u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp53: u32 = warp2[lid.x - (lid.x & 31u)];
+    let warp43: u32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp53;
+        first[lid.x >> 5u] = warp43;
     }
     workgroupBarrier();
-    let slot54: u32 = first[lid.x & 3u];
-    warp3[lid.x] = slot54;
+    let slot44: u32 = first[lid.x & 3u];
+    warp3[lid.x] = slot44;
     workgroupBarrier();
-    let total55: u32 = select(warp3[lid.x - (lid.x & 3u) + 3u], select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]), select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]) <= warp3[lid.x - (lid.x & 3u) + 3u]);
+    let total45: u32 = select(warp3[lid.x - (lid.x & 3u) + 3u], select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]), select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]) <= warp3[lid.x - (lid.x & 3u) + 3u]);
     if (lid.x == 0u) {
-        let index56: i32 = i32(total55);
-        out[wid.x] = index56;
+        let index46: i32 = i32(total45);
+        out[wid.x] = index46;
     }
 }

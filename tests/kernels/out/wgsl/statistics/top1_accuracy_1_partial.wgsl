@@ -8,11 +8,11 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> scratch0: array<f32>;
 @group(0) @binding(1) var<storage, read_write> scratch1: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> partial: array<f32, 8>;
-var<workgroup> warp0: array<f32, 256>;
-var<workgroup> warp1: array<f32, 256>;
+var<workgroup> partial: array<f32, 4>;
+var<workgroup> warp0: array<f32, 128>;
+var<workgroup> warp1: array<f32, 128>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn top1_accuracy_1_partial(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -26,25 +26,22 @@ fn top1_accuracy_1_partial(
     let stop2: u32 = start1 + 4096u;
     let end3: u32 = select(u.N, stop2, stop2 < u.N);
     var acc4: f32 = 0.0f;
-    let last5: u32 = select(0u, end3 - 768u, end3 > 768u);
+    let last5: u32 = select(0u, end3 - 384u, end3 > 384u);
     var rest6: u32 = start1 + lid.x;
-    for (var r7: u32 = start1 + lid.x; r7 < last5; r7 += 1024u) {
+    for (var r7: u32 = start1 + lid.x; r7 < last5; r7 += 512u) {
         let v8: f32 = scratch0[r7];
         acc4 = acc4 + v8;
-        let i9: u32 = r7 + 256u;
-        let v10: f32 = scratch0[i9];
+        let v9: f32 = scratch0[r7 + 128u];
+        acc4 = acc4 + v9;
+        let v10: f32 = scratch0[r7 + 256u];
         acc4 = acc4 + v10;
-        let i11: u32 = r7 + 512u;
-        let v12: f32 = scratch0[i11];
-        acc4 = acc4 + v12;
-        let i13: u32 = r7 + 768u;
-        let v14: f32 = scratch0[i13];
-        acc4 = acc4 + v14;
-        rest6 = r7 + 1024u;
+        let v11: f32 = scratch0[r7 + 384u];
+        acc4 = acc4 + v11;
+        rest6 = r7 + 512u;
     }
-    for (var r15: u32 = rest6; r15 < end3; r15 += 256u) {
-        let v16: f32 = scratch0[r15];
-        acc4 = acc4 + v16;
+    for (var r12: u32 = rest6; r12 < end3; r12 += 128u) {
+        let v13: f32 = scratch0[r12];
+        acc4 = acc4 + v13;
     }
     warp0[lid.x] = acc4;
     workgroupBarrier();
@@ -68,16 +65,16 @@ fn top1_accuracy_1_partial(
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp17: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp14: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp17;
+        partial[lid.x >> 5u] = warp14;
     }
     workgroupBarrier();
-    let slot18: f32 = partial[lid.x & 7u];
-    warp1[lid.x] = slot18;
+    let slot15: f32 = partial[lid.x & 3u];
+    warp1[lid.x] = slot15;
     workgroupBarrier();
-    let total19: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    let total16: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     if (lid.x == 0u) {
-        scratch1[g0] = total19;
+        scratch1[g0] = total16;
     }
 }

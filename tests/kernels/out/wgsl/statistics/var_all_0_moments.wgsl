@@ -23,34 +23,19 @@ fn var_all_0_moments(
     let last1: u32 = select(0u, u.N * 5u - 384u, u.N * 5u > 384u);
     var rest2: u32 = lid.x;
     for (var r3: u32 = lid.x; r3 < last1; r3 += 512u) {
-        let i4: u32 = r3 % 5u;
-        let i5: u32 = r3 / 5u;
-        let i6: u32 = i5 * 5u + i4;
-        let v7: i32 = x[i6];
-        acc0 = acc0 + f32(v7);
-        let i8: u32 = (r3 + 128u) % 5u;
-        let i9: u32 = (r3 + 128u) / 5u;
-        let i10: u32 = i9 * 5u + i8;
-        let v11: i32 = x[i10];
-        acc0 = acc0 + f32(v11);
-        let i12: u32 = (r3 + 256u) % 5u;
-        let i13: u32 = (r3 + 256u) / 5u;
-        let i14: u32 = i13 * 5u + i12;
-        let v15: i32 = x[i14];
+        let v6: i32 = x[r3];
+        acc0 = acc0 + f32(v6);
+        let v9: i32 = x[r3 + 128u];
+        acc0 = acc0 + f32(v9);
+        let v12: i32 = x[r3 + 256u];
+        acc0 = acc0 + f32(v12);
+        let v15: i32 = x[r3 + 384u];
         acc0 = acc0 + f32(v15);
-        let i16: u32 = (r3 + 384u) % 5u;
-        let i17: u32 = (r3 + 384u) / 5u;
-        let i18: u32 = i17 * 5u + i16;
-        let v19: i32 = x[i18];
-        acc0 = acc0 + f32(v19);
         rest2 = r3 + 512u;
     }
-    for (var r20: u32 = rest2; r20 < u.N * 5u; r20 += 128u) {
-        let i21: u32 = r20 % 5u;
-        let i22: u32 = r20 / 5u;
-        let i23: u32 = i22 * 5u + i21;
-        let v24: i32 = x[i23];
-        acc0 = acc0 + f32(v24);
+    for (var r16: u32 = rest2; r16 < u.N * 5u; r16 += 128u) {
+        let v19: i32 = x[r16];
+        acc0 = acc0 + f32(v19);
     }
     warp0[lid.x] = acc0;
     workgroupBarrier();
@@ -74,55 +59,40 @@ fn var_all_0_moments(
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp25: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp20: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        sum[lid.x >> 5u] = warp25;
+        sum[lid.x >> 5u] = warp20;
     }
     workgroupBarrier();
-    let slot26: f32 = sum[lid.x & 3u];
-    warp1[lid.x] = slot26;
+    let slot21: f32 = sum[lid.x & 3u];
+    warp1[lid.x] = slot21;
     workgroupBarrier();
-    let total27: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
-    let mean28: f32 = total27 / f32(u.N * 5u);
-    var acc29: f32 = 0.0f;
-    let last30: u32 = select(0u, u.N * 5u - 384u, u.N * 5u > 384u);
-    var rest31: u32 = lid.x;
-    for (var r32: u32 = lid.x; r32 < last30; r32 += 512u) {
-        let i33: u32 = r32 % 5u;
-        let i34: u32 = r32 / 5u;
-        let i35: u32 = i34 * 5u + i33;
-        let v36: i32 = x[i35];
-        let d37: f32 = f32(v36) - mean28;
-        acc29 = fma(d37, d37, acc29);
-        let i38: u32 = (r32 + 128u) % 5u;
-        let i39: u32 = (r32 + 128u) / 5u;
-        let i40: u32 = i39 * 5u + i38;
-        let v41: i32 = x[i40];
-        let d42: f32 = f32(v41) - mean28;
-        acc29 = fma(d42, d42, acc29);
-        let i43: u32 = (r32 + 256u) % 5u;
-        let i44: u32 = (r32 + 256u) / 5u;
-        let i45: u32 = i44 * 5u + i43;
-        let v46: i32 = x[i45];
-        let d47: f32 = f32(v46) - mean28;
-        acc29 = fma(d47, d47, acc29);
-        let i48: u32 = (r32 + 384u) % 5u;
-        let i49: u32 = (r32 + 384u) / 5u;
-        let i50: u32 = i49 * 5u + i48;
-        let v51: i32 = x[i50];
-        let d52: f32 = f32(v51) - mean28;
-        acc29 = fma(d52, d52, acc29);
-        rest31 = r32 + 512u;
+    let total22: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
+    let mean23: f32 = total22 / f32(u.N * 5u);
+    var acc24: f32 = 0.0f;
+    let last25: u32 = select(0u, u.N * 5u - 384u, u.N * 5u > 384u);
+    var rest26: u32 = lid.x;
+    for (var r27: u32 = lid.x; r27 < last25; r27 += 512u) {
+        let v30: i32 = x[r27];
+        let d31: f32 = f32(v30) - mean23;
+        acc24 = fma(d31, d31, acc24);
+        let v34: i32 = x[r27 + 128u];
+        let d35: f32 = f32(v34) - mean23;
+        acc24 = fma(d35, d35, acc24);
+        let v38: i32 = x[r27 + 256u];
+        let d39: f32 = f32(v38) - mean23;
+        acc24 = fma(d39, d39, acc24);
+        let v42: i32 = x[r27 + 384u];
+        let d43: f32 = f32(v42) - mean23;
+        acc24 = fma(d43, d43, acc24);
+        rest26 = r27 + 512u;
     }
-    for (var r53: u32 = rest31; r53 < u.N * 5u; r53 += 128u) {
-        let i54: u32 = r53 % 5u;
-        let i55: u32 = r53 / 5u;
-        let i56: u32 = i55 * 5u + i54;
-        let v57: i32 = x[i56];
-        let d58: f32 = f32(v57) - mean28;
-        acc29 = fma(d58, d58, acc29);
+    for (var r44: u32 = rest26; r44 < u.N * 5u; r44 += 128u) {
+        let v47: i32 = x[r44];
+        let d48: f32 = f32(v47) - mean23;
+        acc24 = fma(d48, d48, acc24);
     }
-    warp2[lid.x] = acc29;
+    warp2[lid.x] = acc24;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
@@ -144,17 +114,17 @@ fn var_all_0_moments(
         warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp59: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp49: f32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        squares[lid.x >> 5u] = warp59;
+        squares[lid.x >> 5u] = warp49;
     }
     workgroupBarrier();
-    let slot60: f32 = squares[lid.x & 3u];
-    warp3[lid.x] = slot60;
+    let slot50: f32 = squares[lid.x & 3u];
+    warp3[lid.x] = slot50;
     workgroupBarrier();
-    let total61: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
-    let var62: f32 = total61 / f32(5u * u.N);
+    let total51: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    let var52: f32 = total51 / f32(5u * u.N);
     if (lid.x == 0u) {
-        out[wid.x] = var62;
+        out[wid.x] = var52;
     }
 }
