@@ -6,7 +6,9 @@
 - `sqrt` is one `sqrt.rn.f32` (nan below zero, `-0` kept);
 - `/` is `div.full.f32` (2 ulp over the whole range) with fast math and `div.rn.f32`
   with `--math precise`; a division by a literal power of two is a multiply by its
-  reciprocal in both modes, which is exact.
+  reciprocal in both modes, which is exact;
+- `rsqrt` (which lowers to `1 / sqrt(x)`) is one `rsqrt.approx.f32` with fast math
+  (CUDA's rsqrtf, within 2 ulp) and `sqrt.rn` then `div.rn` with `--math precise`.
 
 Each kernel runs in the PTX interpreter and is compared with the shim bit for bit
 (the sign of zero included), with inputs holding nan, infinities and signed zeros.
@@ -51,6 +53,11 @@ def smaller(a: Tensor[float32, N], b: Tensor[float32, N]) -> Tensor[float32, N]:
 @gpu
 def root(a: Tensor[float32, N]) -> Tensor[float32, N]:
     return a.sqrt()
+
+
+@gpu
+def reciprocal_root(a: Tensor[float32, N]) -> Tensor[float32, N]:
+    return a.rsqrt()
 
 
 @gpu
@@ -153,3 +160,29 @@ def test_a_divisor_whose_reciprocal_is_subnormal_stays_a_division(tmp_path: Path
     assert result.ok
     (ptx,) = [c for r, c in result.files.items() if r.endswith(".ptx")]
     assert "div.rn.f32" in ptx and "0f00400000" not in ptx
+
+
+ROOTS = [math.nan, -0.0, 0.0, 1.5, -2.0, math.inf, -math.inf, 3.0, 1e-40, 3e38, 2.0, 0.3]
+
+
+@pytest.mark.parametrize(
+    ("math_mode", "opcodes"),
+    [("fast", ["rsqrt.approx.f32"]), ("precise", ["sqrt.rn.f32", "div.rn.f32"])],
+)
+def test_reciprocal_square_root(math_mode: str, opcodes: list[str], tmp_path: Path) -> None:
+    """Special values exactly as the shim (nan below 0, -inf at -0, +inf at +0, 0 at
+    +inf), a subnormal argument kept (no `.ftz`), finite results within 2 ulp (the
+    interpreter models rsqrt.approx correctly rounded; the shim rounds twice)."""
+    manifest, ptx = _compile(tmp_path, "reciprocal_root", math_mode)
+    found = re.findall(r"^\s*((?:rsqrt|sqrt|div)\.[\w.]+)", ptx, re.M)
+    assert found and set(found) == set(opcodes), found
+    inputs, dims = {"a": ROOTS}, {"N": len(ROOTS)}
+    expected = shim_reference(tmp_path / "arith.py", "reciprocal_root", inputs, dims)["out"]
+    folder = tmp_path / math_mode / "ptx"
+    actual = run_ptx_manifest_cpu(manifest, folder, inputs, dims)["out"]
+    for x, a, e in zip(ROOTS, actual, expected, strict=True):
+        if not math.isfinite(e) or e == 0:
+            assert _bits([a]) == _bits([e]), (x, a, e)
+        else:
+            assert abs(_bits([a])[0] - _bits([e])[0]) <= 2, (x, a, e)
+    assert math.isfinite(actual[8]) and actual[8] > 1e19  # 1/sqrt(1e-40) = 1e20

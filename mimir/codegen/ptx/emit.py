@@ -21,7 +21,8 @@ semantics (`mimir.codegen.ir`) and how they are kept:
 - exp, log, tanh, sin, cos and pow are the sequences of `mimir.codegen.ptx.mathlib`,
   the fast ones by default (`ex2.approx.ftz`, `rcp.approx.ftz`; sigmoid, tanh and gelu
   inlined instead of called) and the correctly rounded ones with `--math precise`;
-  sqrt is `sqrt.rn.f32`, floor `cvt.rmi.f32.f32`;
+  sqrt is `sqrt.rn.f32` (fast math: `1 / sqrt(x)`, how `rsqrt` lowers, is
+  `rsqrt.approx.f32`, CUDA's rsqrtf: within 2 ulp), floor `cvt.rmi.f32.f32`;
 - `WarpReduce` is `shfl.sync.bfly.b32` rounds within its lanes (`warp_reduce`);
 - `MmaSync` is `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32` on operands rounded
   with `cvt.rna.tf32.f32` (`mma`; sm_80);
@@ -130,6 +131,16 @@ def _f16_bits(value: float) -> str:
     except OverflowError:
         bits = 0x7C00 if value > 0 else 0xFC00
     return f"0x{bits:04X}"
+
+
+def _reciprocal_root(e: Binary) -> Expr | None:
+    """`x` when `e` is float32 `1 / sqrt(x)` (how `rsqrt` lowers), else None."""
+    one, root = e.a, e.b
+    if e.op != "/" or e.type != "f32" or not (isinstance(one, Const) and one.value == 1.0):
+        return None
+    if isinstance(root, Call) and root.fn == "mimir_sqrt" and root.args[0].type == "f32":
+        return root.args[0]
+    return None
 
 
 def _exact_reciprocal(divisor: Expr | None) -> str | None:
@@ -324,6 +335,11 @@ class Emitter:
             a, b = self.to_f32(e.a), self.to_f32(e.b)
             result = self._binary_on(op, "f32", a, b)
             return result if e.type == "bool" else self.cast(result, "f32", "f16")
+        root = _reciprocal_root(e) if self.math == "fast" else None
+        if root is not None:  # 1 / sqrt(x) as CUDA's rsqrtf: within 2 ulp (PTX ISA)
+            d = self.new("f32")
+            self.ins(f"rsqrt.approx.f32 {d}, {self.reg(root)}")
+            return d
         return self._binary_on(op, t, self.expr(e.a), self.expr(e.b), shift=e.b)
 
     def _binary_on(self, op: str, t: str, a: str, b: str, shift: Expr | None = None) -> str:

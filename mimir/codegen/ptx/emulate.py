@@ -174,6 +174,19 @@ def _rcp_approx_ftz(a: float) -> float:
     return _flush(_div(1.0, a))
 
 
+def _rsqrt_approx(a: float) -> float:
+    """rsqrt.approx.f32 (subnormals kept), modelled as 1/sqrt(a) correctly rounded (the
+    GPU: relative error within 2^-22.9, about 2 ulp): nan below 0, -inf at -0, +inf at
+    +0, 0 at +inf."""
+    if math.isnan(a) or a < 0:
+        return math.nan
+    if a == 0:
+        return math.copysign(math.inf, a)
+    if math.isinf(a):
+        return 0.0
+    return round_f32(Fraction(1.0 / math.sqrt(a)))
+
+
 _F32_OPS: dict[str, Callable[..., Any]] = {
     "add.rn.f32": _add,
     "sub.rn.f32": lambda a, b: _add(a, -b),
@@ -210,6 +223,7 @@ _F32_OPS: dict[str, Callable[..., Any]] = {
     "neg.f32": lambda a: -a,
     "ex2.approx.ftz.f32": _ex2_approx_ftz,
     "rcp.approx.ftz.f32": _rcp_approx_ftz,
+    "rsqrt.approx.f32": _rsqrt_approx,
 }
 
 
