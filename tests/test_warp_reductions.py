@@ -53,6 +53,14 @@ CASES = [
     # rows held in registers 4 wide on every backend
     ("layernorm", "layernorm", {"N": 3, "D": 4}),
     ("layernorm", "layernorm", {"N": 3, "D": 516}),
+    # held in registers on PTX and MSL up to 8 per thread (1024): full, the second
+    # vector past the row in some threads, and just over
+    ("layernorm", "layernorm", {"N": 3, "D": 1024}),
+    ("layernorm", "layernorm", {"N": 3, "D": 600}),
+    ("layernorm", "layernorm", {"N": 3, "D": 1028}),
+    ("big_reduction", "long_softmax", {"N": 1024}),
+    ("big_reduction", "long_softmax", {"N": 600}),
+    ("big_reduction", "long_softmax", {"N": 1028}),
     ("big_reduction", "long_softmax", {"N": 4}),
     ("big_reduction", "long_softmax", {"N": 2052}),
     ("reductions", "max_axis2", {"A": 1, "B": 3, "C": 516}),

@@ -55,6 +55,8 @@ from mimir.codegen.ir import (
     SharedArray,
     Store,
     Var,
+    VarDecl,
+    VectorLoad,
     WarpReduce,
 )
 from mimir.codegen.tensors import Reduction
@@ -213,10 +215,13 @@ def _row_vector(
     families: list[set[str]],
     proof: str,
     keep: bool = False,
+    loaded_if: Expr | None = None,
 ) -> None:
     """`visit` row elements r .. r+3 (r a multiple of 4), their accesses made 4 wide. With
     `keep`, what the lanes compute stays known to later passes over the same elements
-    (`Body.taken`: a row held in registers), else it is scoped to this vector."""
+    (`Body.taken`: a row held in registers), else it is scoped to this vector. With
+    `loaded_if`, the 4-wide loads run only under that condition (the lanes are 0
+    otherwise): a held vector past the row moves no bytes."""
     body = c.body
     js = lanes_of(r)
     with body.taken() if keep else body.block() as lanes:
@@ -234,6 +239,15 @@ def _row_vector(
             if entry not in c.vectorized:
                 c.vectorized.append(entry)
     for st in stmts:
+        if loaded_if is not None and isinstance(st, VectorLoad):
+            # the lanes are variables, 0 unless the load runs (in fresh names, in its block)
+            fresh = tuple(body.fresh("ld", v.type) for v in st.vars)
+            for v in st.vars:
+                body.emit(VarDecl(v, lw.const(0, v.type)))
+            then: list[Any] = [VectorLoad(fresh, st.array, st.index)]
+            then += [Assign(v, f) for v, f in zip(st.vars, fresh, strict=True)]
+            body.emit(If(loaded_if, then))
+            continue
         body.emit(st)
 
 
@@ -264,30 +278,69 @@ def register_slots(
 
         return slots, over
 
-    def over_vectors(visit: Any) -> None:
-        for r in vectors.starts:
-            vectors.visit(r, visit)
-
-    return [j for r in vectors.starts for j in lanes_of(r)], over_vectors
+    return [j for r, _ in vectors.each for j in lanes_of(r)], vectors.read_all
 
 
 class RegisterVectors:
-    """A row held in registers 4 wide: thread t's vectors start at `starts` (4t,
-    4t + 4*width, ...); `visit(r, f)` runs `f` on vector r's lanes with their accesses
-    made one 128-bit access each."""
+    """A row held in registers 4 wide: thread t's vector k starts at 4t + 4k*width, its
+    accesses one 128-bit access each (`_row_vector` with `keep`, so what a pass computes
+    from it stays for the later passes).
+
+    For a literal row every vector is in it. Given a run-time length `n` (which the
+    caller has tested: a multiple of 4, at least 4, at most `count * 4 * width`), a
+    vector past the row is marked by its condition in `each` (r, inside): its loads do
+    not run (`loaded_if`) and its lanes read from the row's last vector's position (in
+    bounds), a fold leaves it out (`visit(j, inside)`), and the write skips it."""
 
     def __init__(
-        self, c: KernelContext, base: Expr, width: int, count: int, plan: tuple[Any, str]
+        self,
+        c: KernelContext,
+        base: Expr,
+        width: int,
+        count: int,
+        plan: tuple[Any, str],
+        n: Expr | None = None,
     ) -> None:
+        body = c.body
         self.c, self.base = c, base
         self.families, self.proof = plan
-        first = c.body.let(Binary("<<", Builtin("local_x"), u32(2), "u32"), "j")
-        self.starts = [
-            c.body.let(ibin("+", first, u32(k * LANES * width)), "j") for k in range(count)
-        ]
+        first = body.let(Binary("<<", Builtin("local_x"), u32(2), "u32"), "j")
+        self.each: list[tuple[Expr, Expr | None]] = []
+        last = None if n is None else body.let(ibin("-", n, u32(LANES)), "last")
+        for k in range(count):
+            r = body.let(ibin("+", first, u32(k * LANES * width)), "j")
+            if n is None or last is None:
+                self.each.append((r, None))
+                continue
+            inside = body.let(Binary("<", r, n, "bool"), "inside")
+            self.each.append((body.let(lw.select(inside, r, last), "j"), inside))
 
-    def visit(self, r: Expr, f: Any) -> None:
-        _row_vector(self.c, self.base, r, f, self.families, self.proof, keep=True)
+    def read(self, r: Expr, inside: Expr | None, f: Any) -> None:
+        """`f` on vector r's lanes, its loads run only `inside` the row."""
+        _row_vector(self.c, self.base, r, f, self.families, self.proof, True, loaded_if=inside)
+
+    def read_all(self, visit: Any) -> None:
+        for r, inside in self.each:
+            self.read(r, inside, visit)
+
+    def fold_all(self, visit: Any) -> None:
+        """`visit(j, inside)` on every lane (a fold leaves out the lanes past the row)."""
+        for r, inside in self.each:
+            self.read(r, inside, lambda j, inside=inside: visit(j, inside))
+
+    def write(self, r: Expr, inside: Expr | None, f: Any) -> None:
+        """`f` on vector r's lanes (a write), only for a vector `inside` the row."""
+        if inside is None:
+            self.read(r, None, f)
+            return
+        body = self.c.body
+        with body.block() as guarded:
+            self.read(r, None, f)
+        body.emit(If(inside, guarded))
+
+    def write_all(self, visit: Any) -> None:
+        for r, inside in self.each:
+            self.write(r, inside, visit)
 
 
 def register_vectors(
@@ -563,7 +616,11 @@ def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
     When the row length is a literal multiple of the workgroup width, at most
     `ROW_REGISTERS` per thread, the strided loops are unrolled at the top level of the
     kernel: each element (and each value computed from it, `x - mean`) is loaded or
-    computed once and stays in a register for the later passes and the write.
+    computed once and stays in a register for the later passes and the write. A
+    symbolic length on a target with `vector_views` is tested at run time: a multiple of
+    4 up to `HELD` vectors per thread is held in registers the same way
+    (`RegisterVectors` given the length),
+    any other goes through the loops of `row_elements`.
     """
     ev, body = c.ev, c.body
     shape = ev.shape(c.plan.node)
@@ -573,33 +630,87 @@ def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
     other_axes = Idx(other, flat=rowid).axes(body)
     base = body.let(ibin("*", rowid, size_ir(length)), "base")
 
-    def at(j: Expr) -> Idx:
-        return Idx(shape, flat=offset(body, base, j), axes=[*other_axes, j])
-
     unrolled = isinstance(length, int) and length % width == 0 and length // width <= ROW_REGISTERS
     if unrolled:
         c.proofs.append((f"j < {length}", f"{length} is a multiple of {width}"))
-    if unrolled:
         _, over_slots = register_slots(c, base, length, other, width)
+        _row_passes(c, shape, other_axes, base, width, over_slots, over_slots)
+        return (width, 1, 1), dispatch
 
     def over_row(visit: Any) -> None:
-        if unrolled:
-            over_slots(visit)
-            return
         row_elements(c, base, length, other, width, visit)
+
+    plan = None if isinstance(length, int) else _row_vectors(c, base, length, other)
+    if plan is None or not c.s.vector_views:
+        _row_passes(c, shape, other_axes, base, width, over_row, over_row)
+        return (width, 1, 1), dispatch
+    # A symbolic row of at most HELD vectors per thread, its length a multiple of 4 (tested
+    # at run time): held in registers 4 wide as a literal row is, read once.
+    n = size_ir(length)
+    fits, proof = _held_test(length, width)
+    with body.block() as held:
+        vectors = RegisterVectors(c, base, width, HELD, (plan[0], proof), n)
+        _row_passes(c, shape, other_axes, base, width, vectors.fold_all, vectors.write_all)
+    with body.block() as looped:
+        _row_passes(c, shape, other_axes, base, width, over_row, over_row)
+    body.emit(If(fits, held, looped))
+    return (width, 1, 1), dispatch
+
+
+# vectors per thread of a symbolic row held in registers (`row`, `softmax`): 8 elements,
+# 1024 for a workgroup of 128, as Triton's 1024 block of 4 warps
+HELD = 2
+
+
+def _held_test(length: Any, width: int) -> tuple[Expr, str]:
+    """The run-time test that a symbolic row fits `HELD` vectors per thread (a multiple of
+    4, at least 4, at most HELD * 4 * width), and the manifest's words for it."""
+    cap = HELD * LANES * width
+    n = size_ir(length)
+    whole = Binary("==", ibin("%", n, u32(LANES)), u32(0), "bool")
+    low, high = Binary(">=", n, u32(LANES), "bool"), Binary("<=", n, u32(cap), "bool")
+    text = sz.manifest_text(length)
+    proof = f"{text} % 4 == 0 and {text} <= {cap}, tested at run time"
+    return Binary("&&", whole, Binary("&&", low, high, "bool"), "bool"), proof
+
+
+def _row_passes(
+    c: KernelContext,
+    shape: tuple[Any, ...],
+    other_axes: list[Expr],
+    base: Expr,
+    width: int,
+    fold_over: Any,
+    write_over: Any,
+) -> None:
+    """`row`'s work: each reduction of the plan folded over the row (`fold_over(visit)`),
+    combined over the workgroup, its epilogue once; then the row written (`write_over`).
+    A fold's `visit(j, valid)` is given, where the element may lie past the row (a row
+    held in registers), the condition that it does not."""
+    ev, body = c.ev, c.body
+
+    def at(j: Expr) -> Idx:
+        return Idx(shape, flat=offset(body, base, j), axes=[*other_axes, j])
 
     for k, r in enumerate(c.plan.roots):
         red = ev.reduction(r)
         combine = _combiner(red.name, red.acc)
         acc = body.var(_identity(red.name, red.acc), "acc")
 
-        def fold(j: Expr, red: Reduction = red, acc: Var = acc, combine: Any = combine) -> None:
+        def fold(
+            j: Expr,
+            valid: Expr | None = None,
+            red: Reduction = red,
+            acc: Var = acc,
+            combine: Any = combine,
+        ) -> None:
             same = [sz.key(s) for s in red.shape] == [sz.key(s) for s in shape]
             value = ev.at(red.x, at(j) if same else Idx(red.shape, axes=[*other_axes, j]))
             value = lw.convert(value, ev.dtype(red.x), red.acc)
-            body.emit(Assign(acc, combine(acc, value)))
+            folded = combine(acc, value)
+            body.emit(Assign(acc, folded if valid is None else lw.select(valid, folded, acc)))
 
-        over_row(fold)
+        fold_over(fold)
         value = group_total(body, c.shared, acc, op_for(red.name), width, f"$row{k}")
         if red.name == "mean":
             value = lw.bin_("/", value, lw.convert(size_ir(red.count), uint32, float32))
@@ -615,8 +726,7 @@ def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
     def write(j: Expr) -> None:
         c.write(at(j))
 
-    over_row(write)
-    return (width, 1, 1), dispatch
+    write_over(write)
 
 
 # ---------------------------------------------------------------- softmax
@@ -667,8 +777,22 @@ def softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
     if bound is not None and bound <= width * ROW_REGISTERS:
         vectors = register_vectors(c, base, length, other, width) if bound == length else None
         _row_in_registers(c, element, position, length, bound, width, log, vectors)
-    else:
+        return (width, 1, 1), dispatch
+    plan = None if base is None else _row_vectors(c, base, length, other)
+    if plan is None or not c.s.vector_views:
         _online(c, element, length, width, log, base, other)
+        return (width, 1, 1), dispatch
+    # a symbolic row of a multiple of 4 up to HELD vectors per thread, tested at run time:
+    # held in registers 4 wide (read once, exp once per element), else online
+    assert base is not None
+    n = size_ir(length)
+    fits, proof = _held_test(length, width)
+    with body.block() as held:
+        vectors = RegisterVectors(c, base, width, HELD, (plan[0], proof), n)
+        _row_in_registers(c, element, position, length, 0, width, log, vectors)
+    with body.block() as looped:
+        _online(c, element, length, width, log, base, other)
+    body.emit(If(fits, held, looped))
     return (width, 1, 1), dispatch
 
 
@@ -716,12 +840,14 @@ def _row_in_registers(
     count = size_ir(length)
     slots: list[tuple[Expr, Any, Expr, bool]] = []
 
-    def load(j: Expr) -> None:
+    def load(j: Expr, inside: Expr | None) -> None:
         idx, v = element(j)
+        if inside is not None:  # past the row: -inf, as a guarded slot holds
+            v = lw.select(inside, v, lw.const(-lw.INF, "f32"))
         slots.append((j, idx, body.let(v, "v"), True))
 
-    for r in vectors.starts if vectors is not None else []:
-        vectors.visit(r, load)
+    for r, inside in vectors.each if vectors is not None else []:
+        vectors.read(r, inside, lambda j, inside=inside: load(j, inside))
     for k in range(sz.cdiv(bound, width) if vectors is None and isinstance(bound, int) else 0):
         j = body.let(ibin("+", lid, u32(k * width)), "j")
         full = isinstance(length, int) and (k + 1) * width <= length
@@ -767,8 +893,8 @@ def _row_in_registers(
             idx, d, e = written[j]
             _write(c, idx, d, e, total, log_total)
 
-        for r in vectors.starts:
-            vectors.visit(r, write)
+        for r, inside in vectors.each:
+            vectors.write(r, inside, write)
         return
     for (j, idx, _, full), (d, e) in zip(slots, values, strict=True):
         with _unless(body, full, Binary("<", j, count, "bool")):

@@ -84,6 +84,10 @@ def slots(body: Body, shared: list[SharedArray], values: list[tuple[str, Expr]],
     lid = Builtin("local_x")
     count = width // WARP
     for name, v in values:
+        declared = [s for s in shared if s.name == name]
+        if declared:  # the same slots in another branch of the kernel (one runs)
+            assert declared == [SharedArray(name, v.type, count)], declared
+            continue
         shared.append(SharedArray(name, v.type, count))
     with body.if_(Binary("==", ibin("%", lid, u32(WARP)), u32(0), "bool")):
         for name, v in values:
