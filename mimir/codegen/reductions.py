@@ -104,6 +104,7 @@ def row_elements(
     rows: tuple[Any, ...],
     width: int,
     visit: Any,
+    held: bool = False,
 ) -> None:
     """`visit(j)` for this thread's elements j of a row of `length` at flat offset `base`
     of a tensor whose elements are `rows` rows of it, the row's elements split among
@@ -117,7 +118,10 @@ def row_elements(
     length is, which the checker proves (a literal, a `multiple_of` dim) or, for a
     symbolic length on a target with `vector_views` (PTX, MSL), the kernel tests at run
     time, with the strided scalar loop (`strided`: thread t visits t, t + width, ...) for
-    the other lengths. Elsewhere it is that strided loop alone."""
+    the other lengths. Elsewhere it is that strided loop alone. With `held` (a pass that
+    is the only one over its row: a reduction's), the run-time test first takes a row
+    of at most `HELD` vectors per thread loop-free: each of the thread's vectors that is
+    in the row, under its own guard."""
     body = c.body
     lid = Builtin("local_x")
     plan = _row_vectors(c, base, length, rows)
@@ -133,7 +137,20 @@ def row_elements(
     def vectors(families: list[set[str]], proof: str) -> None:
         _vector_loop(c, base, size_ir(length), width, visit, families, proof)
 
-    _four_wide(c, plan, length, vectors, scalars)
+    if not held or plan[1] is not None or not c.s.vector_views:
+        _four_wide(c, plan, length, vectors, scalars)
+        return
+    fits, proof = _held_test(length, width)
+    first = body.let(Binary("<<", lid, u32(2), "u32"), "j")
+    with body.block() as short:
+        for k in range(HELD):
+            r = body.let(ibin("+", first, u32(k * LANES * width)), "j")
+            with body.block() as guarded:
+                _row_vector(c, base, r, visit, plan[0], proof)
+            body.emit(If(Binary("<", r, size_ir(length), "bool"), guarded))
+    with body.block() as long:
+        _four_wide(c, plan, length, vectors, scalars)
+    body.emit(If(fits, short, long))
 
 
 def _four_wide(
@@ -418,7 +435,8 @@ def _fold(
     if base is None:
         strided(body, start, end, int(step.value), visit)
     else:
-        row_elements(c, base, red.count, tuple(red.shape[:-1]), int(step.value), visit)
+        rows = tuple(red.shape[:-1])
+        row_elements(c, base, red.count, rows, int(step.value), visit, held=True)
     return acc
 
 
@@ -503,9 +521,17 @@ def _partial(c: KernelContext, red: Reduction, buffer: str) -> tuple[Any, Expr]:
             body.emit(Assign(acc, combine(acc, read(r, kept_axes))))
 
         def vectors(families: list[set[str]], proof: str) -> None:
+            # a whole chunk (every workgroup's but the last) loop-free, 8 vectors a thread
             span = body.let(ibin("-", end, start), "span")
             at = lambda j: visit(offset(body, start, j))  # noqa: E731
-            _vector_loop(c, start, span, SPLIT_WG, at, families, proof)
+            first = body.let(Binary("<<", lid, u32(2), "u32"), "r")
+            with body.block() as whole:
+                for k in range(CHUNK // (LANES * SPLIT_WG)):
+                    r = body.let(ibin("+", first, u32(k * LANES * SPLIT_WG)), "r")
+                    _row_vector(c, start, r, at, families, proof)
+            with body.block() as part:
+                _vector_loop(c, start, span, SPLIT_WG, at, families, proof)
+            body.emit(If(Binary("==", span, u32(CHUNK), "bool"), whole, part))
 
         def scalars() -> None:
             strided(body, ibin("+", start, lid), end, SPLIT_WG, visit)
@@ -1004,7 +1030,7 @@ def _strided_pass(
         strided(body, u32(0), size_ir(count), 1, visit)
         return acc
     base, rows = row
-    row_elements(c, base, count, rows, width, visit)
+    row_elements(c, base, count, rows, width, visit, held=True)
     return group_total(body, c.shared, acc, op, width, shared)
 
 
