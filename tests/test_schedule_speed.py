@@ -220,11 +220,35 @@ def test_a_symbolic_row_is_tested_at_run_time_on_ptx_and_msl(tmp_path: Path) -> 
     assert executed[2052] < 0.75 * executed[2053], executed
 
 
+def test_a_row_reduction_takes_the_cheapest_schedule_its_length_allows(tmp_path: Path) -> None:
+    """A max over rows of symbolic length on PTX: loop-free (two guarded vectors per
+    thread) for a multiple of 4 up to 1024, the 4-wide loops for a longer multiple of 4,
+    the scalar loops otherwise; each reads x once, and each costs more instructions per
+    element than the one before (measured in the interpreter)."""
+    path = KERNELS / "big_reduction.py"
+    result = compile_source(str(path), path.read_text(), ["ptx"], function="long_rows_max")
+    manifest = json.loads(result.files["long_rows_max.manifest.json"])  # type: ignore[arg-type]
+    executed = []
+    for n in (1024, 1028, 1026):
+        folder = tmp_path / str(n)
+        folder.mkdir()
+        for relative, content in result.files.items():
+            (folder / relative).write_text(content)  # type: ignore[arg-type]
+        dims = {"N": n}
+        stats: list[dict] = []
+        run_ptx_manifest_cpu(manifest, folder, random_inputs(manifest, dims), dims, stats=stats)
+        (launch,) = stats
+        assert launch["bytes"]["ld"] == 4 * 3 * n
+        executed.append(launch["executed"] / (3 * n))
+    assert executed == sorted(executed) and executed[0] < 0.9 * executed[1], executed
+
+
 def test_a_whole_sum_reads_its_chunks_4_wide_on_ptx(tmp_path: Path) -> None:
     """A sum to one element: workgroups of 128 threads each reduce a 4096 chunk, 4 wide
-    when N % 4 == 0 (tested at run time), one element at a time otherwise; the last
-    workgroup combines the partials. Both branches match the shim in the interpreter,
-    and the 4-wide one issues far fewer instructions per element."""
+    when N % 4 == 0 (tested at run time; a whole chunk loop-free, the last one in a
+    loop), one element at a time otherwise; the last workgroup combines the partials.
+    Both branches match the shim in the interpreter, and the 4-wide one issues far fewer
+    instructions per element."""
     files = _compile("big_reduction", "total", "ptx")
     (kernel,) = json.loads(files["total.manifest.json"])["kernels"]
     assert kernel["workgroup_size"] == [128, 1, 1]

@@ -61,6 +61,10 @@ CASES = [
     ("big_reduction", "long_softmax", {"N": 1024}),
     ("big_reduction", "long_softmax", {"N": 600}),
     ("big_reduction", "long_softmax", {"N": 1028}),
+    # a reduction's pass loop-free up to 1024 on PTX and MSL, each vector guarded
+    ("reductions", "max_axis2", {"A": 1, "B": 3, "C": 1024}),
+    ("statistics", "argmax_rows", {"N": 3, "C": 600}),
+    ("statistics", "variance_rows", {"N": 3, "C": 1028}),
     ("big_reduction", "long_softmax", {"N": 4}),
     ("big_reduction", "long_softmax", {"N": 2052}),
     ("reductions", "max_axis2", {"A": 1, "B": 3, "C": 516}),
