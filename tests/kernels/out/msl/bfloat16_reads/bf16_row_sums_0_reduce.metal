@@ -30,72 +30,99 @@ kernel void bf16_row_sums_0_reduce(
     }
     const uint base1 = g0 * u.M;
     float acc2 = 0.0f;
-    if ((u.M & 3u) == 0u) {
-        const uint r3 = lid.x << 2u;
-        const uint last4 = (u.M > 512u ? u.M - 512u : 0u);
-        uint rest5 = r3;
-        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
-            const uint i7 = base1 + r6;
-            const float v8 = as_type<float>(((i7 & 1u) != 0u ? x[i7 / 2u] & 4294901760u : x[i7 / 2u] << 16u));
+    const uint j3 = lid.x << 2u;
+    if (((u.M & 3u) == 0u) && ((u.M >= 4u) && (u.M <= 1024u))) {
+        if (j3 < u.M) {
+            const uint i4 = base1 + j3;
+            const float v5 = as_type<float>(((i4 & 1u) != 0u ? x[i4 / 2u] & 4294901760u : x[i4 / 2u] << 16u));
+            acc2 = acc2 + v5;
+            const float v6 = as_type<float>((((i4 + 1u) & 1u) != 0u ? x[(i4 + 1u) / 2u] & 4294901760u : x[(i4 + 1u) / 2u] << 16u));
+            acc2 = acc2 + v6;
+            const float v7 = as_type<float>((((i4 + 2u) & 1u) != 0u ? x[(i4 + 2u) / 2u] & 4294901760u : x[(i4 + 2u) / 2u] << 16u));
+            acc2 = acc2 + v7;
+            const float v8 = as_type<float>((((i4 + 3u) & 1u) != 0u ? x[(i4 + 3u) / 2u] & 4294901760u : x[(i4 + 3u) / 2u] << 16u));
             acc2 = acc2 + v8;
-            const float v9 = as_type<float>((((i7 + 1u) & 1u) != 0u ? x[(i7 + 1u) / 2u] & 4294901760u : x[(i7 + 1u) / 2u] << 16u));
-            acc2 = acc2 + v9;
-            const float v10 = as_type<float>((((i7 + 2u) & 1u) != 0u ? x[(i7 + 2u) / 2u] & 4294901760u : x[(i7 + 2u) / 2u] << 16u));
-            acc2 = acc2 + v10;
-            const float v11 = as_type<float>((((i7 + 3u) & 1u) != 0u ? x[(i7 + 3u) / 2u] & 4294901760u : x[(i7 + 3u) / 2u] << 16u));
-            acc2 = acc2 + v11;
-            const uint r12 = r6 + 512u;
-            const uint i13 = base1 + r12;
-            const float v14 = as_type<float>(((i13 & 1u) != 0u ? x[i13 / 2u] & 4294901760u : x[i13 / 2u] << 16u));
-            acc2 = acc2 + v14;
-            const float v15 = as_type<float>((((i13 + 1u) & 1u) != 0u ? x[(i13 + 1u) / 2u] & 4294901760u : x[(i13 + 1u) / 2u] << 16u));
-            acc2 = acc2 + v15;
-            const float v16 = as_type<float>((((i13 + 2u) & 1u) != 0u ? x[(i13 + 2u) / 2u] & 4294901760u : x[(i13 + 2u) / 2u] << 16u));
-            acc2 = acc2 + v16;
-            const float v17 = as_type<float>((((i13 + 3u) & 1u) != 0u ? x[(i13 + 3u) / 2u] & 4294901760u : x[(i13 + 3u) / 2u] << 16u));
-            acc2 = acc2 + v17;
-            rest5 = r6 + 1024u;
         }
-        for (uint r18 = rest5; r18 < u.M; r18 += 512u) {
-            const uint i19 = base1 + r18;
-            const float v20 = as_type<float>(((i19 & 1u) != 0u ? x[i19 / 2u] & 4294901760u : x[i19 / 2u] << 16u));
-            acc2 = acc2 + v20;
-            const float v21 = as_type<float>((((i19 + 1u) & 1u) != 0u ? x[(i19 + 1u) / 2u] & 4294901760u : x[(i19 + 1u) / 2u] << 16u));
-            acc2 = acc2 + v21;
-            const float v22 = as_type<float>((((i19 + 2u) & 1u) != 0u ? x[(i19 + 2u) / 2u] & 4294901760u : x[(i19 + 2u) / 2u] << 16u));
-            acc2 = acc2 + v22;
-            const float v23 = as_type<float>((((i19 + 3u) & 1u) != 0u ? x[(i19 + 3u) / 2u] & 4294901760u : x[(i19 + 3u) / 2u] << 16u));
-            acc2 = acc2 + v23;
+        const uint j9 = j3 + 512u;
+        if (j9 < u.M) {
+            const uint i10 = base1 + j9;
+            const float v11 = as_type<float>(((i10 & 1u) != 0u ? x[i10 / 2u] & 4294901760u : x[i10 / 2u] << 16u));
+            acc2 = acc2 + v11;
+            const float v12 = as_type<float>((((i10 + 1u) & 1u) != 0u ? x[(i10 + 1u) / 2u] & 4294901760u : x[(i10 + 1u) / 2u] << 16u));
+            acc2 = acc2 + v12;
+            const float v13 = as_type<float>((((i10 + 2u) & 1u) != 0u ? x[(i10 + 2u) / 2u] & 4294901760u : x[(i10 + 2u) / 2u] << 16u));
+            acc2 = acc2 + v13;
+            const float v14 = as_type<float>((((i10 + 3u) & 1u) != 0u ? x[(i10 + 3u) / 2u] & 4294901760u : x[(i10 + 3u) / 2u] << 16u));
+            acc2 = acc2 + v14;
         }
     } else {
-        const uint last24 = (u.M > 384u ? u.M - 384u : 0u);
-        uint rest25 = lid.x;
-        for (uint r26 = lid.x; r26 < last24; r26 += 512u) {
-            const uint i27 = base1 + r26;
-            const float v28 = as_type<float>(((i27 & 1u) != 0u ? x[i27 / 2u] & 4294901760u : x[i27 / 2u] << 16u));
-            acc2 = acc2 + v28;
-            const float v29 = as_type<float>((((i27 + 128u) & 1u) != 0u ? x[(i27 + 128u) / 2u] & 4294901760u : x[(i27 + 128u) / 2u] << 16u));
-            acc2 = acc2 + v29;
-            const float v30 = as_type<float>((((i27 + 256u) & 1u) != 0u ? x[(i27 + 256u) / 2u] & 4294901760u : x[(i27 + 256u) / 2u] << 16u));
-            acc2 = acc2 + v30;
-            const float v31 = as_type<float>((((i27 + 384u) & 1u) != 0u ? x[(i27 + 384u) / 2u] & 4294901760u : x[(i27 + 384u) / 2u] << 16u));
-            acc2 = acc2 + v31;
-            rest25 = r26 + 512u;
-        }
-        for (uint r32 = rest25; r32 < u.M; r32 += 128u) {
-            const uint i33 = base1 + r32;
-            const float v34 = as_type<float>(((i33 & 1u) != 0u ? x[i33 / 2u] & 4294901760u : x[i33 / 2u] << 16u));
-            acc2 = acc2 + v34;
+        if ((u.M & 3u) == 0u) {
+            const uint r15 = lid.x << 2u;
+            const uint last16 = (u.M > 512u ? u.M - 512u : 0u);
+            uint rest17 = r15;
+            for (uint r18 = r15; r18 < last16; r18 += 1024u) {
+                const uint i19 = base1 + r18;
+                const float v20 = as_type<float>(((i19 & 1u) != 0u ? x[i19 / 2u] & 4294901760u : x[i19 / 2u] << 16u));
+                acc2 = acc2 + v20;
+                const float v21 = as_type<float>((((i19 + 1u) & 1u) != 0u ? x[(i19 + 1u) / 2u] & 4294901760u : x[(i19 + 1u) / 2u] << 16u));
+                acc2 = acc2 + v21;
+                const float v22 = as_type<float>((((i19 + 2u) & 1u) != 0u ? x[(i19 + 2u) / 2u] & 4294901760u : x[(i19 + 2u) / 2u] << 16u));
+                acc2 = acc2 + v22;
+                const float v23 = as_type<float>((((i19 + 3u) & 1u) != 0u ? x[(i19 + 3u) / 2u] & 4294901760u : x[(i19 + 3u) / 2u] << 16u));
+                acc2 = acc2 + v23;
+                const uint r24 = r18 + 512u;
+                const uint i25 = base1 + r24;
+                const float v26 = as_type<float>(((i25 & 1u) != 0u ? x[i25 / 2u] & 4294901760u : x[i25 / 2u] << 16u));
+                acc2 = acc2 + v26;
+                const float v27 = as_type<float>((((i25 + 1u) & 1u) != 0u ? x[(i25 + 1u) / 2u] & 4294901760u : x[(i25 + 1u) / 2u] << 16u));
+                acc2 = acc2 + v27;
+                const float v28 = as_type<float>((((i25 + 2u) & 1u) != 0u ? x[(i25 + 2u) / 2u] & 4294901760u : x[(i25 + 2u) / 2u] << 16u));
+                acc2 = acc2 + v28;
+                const float v29 = as_type<float>((((i25 + 3u) & 1u) != 0u ? x[(i25 + 3u) / 2u] & 4294901760u : x[(i25 + 3u) / 2u] << 16u));
+                acc2 = acc2 + v29;
+                rest17 = r18 + 1024u;
+            }
+            for (uint r30 = rest17; r30 < u.M; r30 += 512u) {
+                const uint i31 = base1 + r30;
+                const float v32 = as_type<float>(((i31 & 1u) != 0u ? x[i31 / 2u] & 4294901760u : x[i31 / 2u] << 16u));
+                acc2 = acc2 + v32;
+                const float v33 = as_type<float>((((i31 + 1u) & 1u) != 0u ? x[(i31 + 1u) / 2u] & 4294901760u : x[(i31 + 1u) / 2u] << 16u));
+                acc2 = acc2 + v33;
+                const float v34 = as_type<float>((((i31 + 2u) & 1u) != 0u ? x[(i31 + 2u) / 2u] & 4294901760u : x[(i31 + 2u) / 2u] << 16u));
+                acc2 = acc2 + v34;
+                const float v35 = as_type<float>((((i31 + 3u) & 1u) != 0u ? x[(i31 + 3u) / 2u] & 4294901760u : x[(i31 + 3u) / 2u] << 16u));
+                acc2 = acc2 + v35;
+            }
+        } else {
+            const uint last36 = (u.M > 384u ? u.M - 384u : 0u);
+            uint rest37 = lid.x;
+            for (uint r38 = lid.x; r38 < last36; r38 += 512u) {
+                const uint i39 = base1 + r38;
+                const float v40 = as_type<float>(((i39 & 1u) != 0u ? x[i39 / 2u] & 4294901760u : x[i39 / 2u] << 16u));
+                acc2 = acc2 + v40;
+                const float v41 = as_type<float>((((i39 + 128u) & 1u) != 0u ? x[(i39 + 128u) / 2u] & 4294901760u : x[(i39 + 128u) / 2u] << 16u));
+                acc2 = acc2 + v41;
+                const float v42 = as_type<float>((((i39 + 256u) & 1u) != 0u ? x[(i39 + 256u) / 2u] & 4294901760u : x[(i39 + 256u) / 2u] << 16u));
+                acc2 = acc2 + v42;
+                const float v43 = as_type<float>((((i39 + 384u) & 1u) != 0u ? x[(i39 + 384u) / 2u] & 4294901760u : x[(i39 + 384u) / 2u] << 16u));
+                acc2 = acc2 + v43;
+                rest37 = r38 + 512u;
+            }
+            for (uint r44 = rest37; r44 < u.M; r44 += 128u) {
+                const uint i45 = base1 + r44;
+                const float v46 = as_type<float>(((i45 & 1u) != 0u ? x[i45 / 2u] & 4294901760u : x[i45 / 2u] << 16u));
+                acc2 = acc2 + v46;
+            }
         }
     }
-    const float warp35 = simd_sum(acc2);
+    const float warp47 = simd_sum(acc2);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp35;
+        partial[lid.x >> 5u] = warp47;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot36 = partial[lid.x & 3u];
-    const float total37 = mimir_simd_add_f32_4(slot36);
+    const float slot48 = partial[lid.x & 3u];
+    const float total49 = mimir_simd_add_f32_4(slot48);
     if (lid.x == 0u) {
-        out[g0] = total37;
+        out[g0] = total49;
     }
 }

@@ -37,87 +37,124 @@ kernel void long_rows_max_0_reduce(
     threadgroup float partial[4];
     const uint base0 = wid.x * u.N;
     float acc1 = as_type<float>(0xff800000u);
-    if ((u.N & 3u) == 0u) {
-        const uint r2 = lid.x << 2u;
-        const uint last3 = (u.N > 512u ? u.N - 512u : 0u);
-        uint rest4 = r2;
-        for (uint r5 = r2; r5 < last3; r5 += 1024u) {
-            const uint i6 = base0 + r5;
-            const float4 vec1 = ((device const float4*)x)[i6 >> 2u];
-            const float x_11 = vec1[0];
-            const float x_12 = vec1[1];
-            const float x_13 = vec1[2];
-            const float x_14 = vec1[3];
+    const uint j2 = lid.x << 2u;
+    if (((u.N & 3u) == 0u) && ((u.N >= 4u) && (u.N <= 1024u))) {
+        if (j2 < u.N) {
+            const uint i3 = base0 + j2;
+            const float4 vec1 = ((device const float4*)x)[i3 >> 2u];
+            const float x_8 = vec1[0];
+            const float x_9 = vec1[1];
+            const float x_10 = vec1[2];
+            const float x_11 = vec1[3];
+            const float v4 = x_8;
+            acc1 = mimir_maximum_f32(acc1, v4);
+            const float v5 = x_9;
+            acc1 = mimir_maximum_f32(acc1, v5);
+            const float v6 = x_10;
+            acc1 = mimir_maximum_f32(acc1, v6);
             const float v7 = x_11;
             acc1 = mimir_maximum_f32(acc1, v7);
-            const float v8 = x_12;
-            acc1 = mimir_maximum_f32(acc1, v8);
-            const float v9 = x_13;
-            acc1 = mimir_maximum_f32(acc1, v9);
-            const float v10 = x_14;
-            acc1 = mimir_maximum_f32(acc1, v10);
-            const uint r15 = r5 + 512u;
-            const uint i16 = base0 + r15;
-            const float4 vec2 = ((device const float4*)x)[i16 >> 2u];
-            const float x_21 = vec2[0];
-            const float x_22 = vec2[1];
-            const float x_23 = vec2[2];
-            const float x_24 = vec2[3];
+        }
+        const uint j12 = j2 + 512u;
+        if (j12 < u.N) {
+            const uint i13 = base0 + j12;
+            const float4 vec2 = ((device const float4*)x)[i13 >> 2u];
+            const float x_18 = vec2[0];
+            const float x_19 = vec2[1];
+            const float x_20 = vec2[2];
+            const float x_21 = vec2[3];
+            const float v14 = x_18;
+            acc1 = mimir_maximum_f32(acc1, v14);
+            const float v15 = x_19;
+            acc1 = mimir_maximum_f32(acc1, v15);
+            const float v16 = x_20;
+            acc1 = mimir_maximum_f32(acc1, v16);
             const float v17 = x_21;
             acc1 = mimir_maximum_f32(acc1, v17);
-            const float v18 = x_22;
-            acc1 = mimir_maximum_f32(acc1, v18);
-            const float v19 = x_23;
-            acc1 = mimir_maximum_f32(acc1, v19);
-            const float v20 = x_24;
-            acc1 = mimir_maximum_f32(acc1, v20);
-            rest4 = r5 + 1024u;
-        }
-        for (uint r25 = rest4; r25 < u.N; r25 += 512u) {
-            const uint i26 = base0 + r25;
-            const float4 vec3 = ((device const float4*)x)[i26 >> 2u];
-            const float x_31 = vec3[0];
-            const float x_32 = vec3[1];
-            const float x_33 = vec3[2];
-            const float x_34 = vec3[3];
-            const float v27 = x_31;
-            acc1 = mimir_maximum_f32(acc1, v27);
-            const float v28 = x_32;
-            acc1 = mimir_maximum_f32(acc1, v28);
-            const float v29 = x_33;
-            acc1 = mimir_maximum_f32(acc1, v29);
-            const float v30 = x_34;
-            acc1 = mimir_maximum_f32(acc1, v30);
         }
     } else {
-        const uint last35 = (u.N > 384u ? u.N - 384u : 0u);
-        uint rest36 = lid.x;
-        for (uint r37 = lid.x; r37 < last35; r37 += 512u) {
-            const uint i38 = base0 + r37;
-            const float v39 = x[i38];
-            acc1 = mimir_maximum_f32(acc1, v39);
-            const float v40 = x[i38 + 128u];
-            acc1 = mimir_maximum_f32(acc1, v40);
-            const float v41 = x[i38 + 256u];
-            acc1 = mimir_maximum_f32(acc1, v41);
-            const float v42 = x[i38 + 384u];
-            acc1 = mimir_maximum_f32(acc1, v42);
-            rest36 = r37 + 512u;
-        }
-        for (uint r43 = rest36; r43 < u.N; r43 += 128u) {
-            const uint i44 = base0 + r43;
-            const float v45 = x[i44];
-            acc1 = mimir_maximum_f32(acc1, v45);
+        if ((u.N & 3u) == 0u) {
+            const uint r22 = lid.x << 2u;
+            const uint last23 = (u.N > 512u ? u.N - 512u : 0u);
+            uint rest24 = r22;
+            for (uint r25 = r22; r25 < last23; r25 += 1024u) {
+                const uint i26 = base0 + r25;
+                const float4 vec3 = ((device const float4*)x)[i26 >> 2u];
+                const float x_31 = vec3[0];
+                const float x_32 = vec3[1];
+                const float x_33 = vec3[2];
+                const float x_34 = vec3[3];
+                const float v27 = x_31;
+                acc1 = mimir_maximum_f32(acc1, v27);
+                const float v28 = x_32;
+                acc1 = mimir_maximum_f32(acc1, v28);
+                const float v29 = x_33;
+                acc1 = mimir_maximum_f32(acc1, v29);
+                const float v30 = x_34;
+                acc1 = mimir_maximum_f32(acc1, v30);
+                const uint r35 = r25 + 512u;
+                const uint i36 = base0 + r35;
+                const float4 vec4 = ((device const float4*)x)[i36 >> 2u];
+                const float x_41 = vec4[0];
+                const float x_42 = vec4[1];
+                const float x_43 = vec4[2];
+                const float x_44 = vec4[3];
+                const float v37 = x_41;
+                acc1 = mimir_maximum_f32(acc1, v37);
+                const float v38 = x_42;
+                acc1 = mimir_maximum_f32(acc1, v38);
+                const float v39 = x_43;
+                acc1 = mimir_maximum_f32(acc1, v39);
+                const float v40 = x_44;
+                acc1 = mimir_maximum_f32(acc1, v40);
+                rest24 = r25 + 1024u;
+            }
+            for (uint r45 = rest24; r45 < u.N; r45 += 512u) {
+                const uint i46 = base0 + r45;
+                const float4 vec5 = ((device const float4*)x)[i46 >> 2u];
+                const float x_51 = vec5[0];
+                const float x_52 = vec5[1];
+                const float x_53 = vec5[2];
+                const float x_54 = vec5[3];
+                const float v47 = x_51;
+                acc1 = mimir_maximum_f32(acc1, v47);
+                const float v48 = x_52;
+                acc1 = mimir_maximum_f32(acc1, v48);
+                const float v49 = x_53;
+                acc1 = mimir_maximum_f32(acc1, v49);
+                const float v50 = x_54;
+                acc1 = mimir_maximum_f32(acc1, v50);
+            }
+        } else {
+            const uint last55 = (u.N > 384u ? u.N - 384u : 0u);
+            uint rest56 = lid.x;
+            for (uint r57 = lid.x; r57 < last55; r57 += 512u) {
+                const uint i58 = base0 + r57;
+                const float v59 = x[i58];
+                acc1 = mimir_maximum_f32(acc1, v59);
+                const float v60 = x[i58 + 128u];
+                acc1 = mimir_maximum_f32(acc1, v60);
+                const float v61 = x[i58 + 256u];
+                acc1 = mimir_maximum_f32(acc1, v61);
+                const float v62 = x[i58 + 384u];
+                acc1 = mimir_maximum_f32(acc1, v62);
+                rest56 = r57 + 512u;
+            }
+            for (uint r63 = rest56; r63 < u.N; r63 += 128u) {
+                const uint i64 = base0 + r63;
+                const float v65 = x[i64];
+                acc1 = mimir_maximum_f32(acc1, v65);
+            }
         }
     }
-    const float warp46 = (simd_any(((as_type<uint>(acc1) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc1));
+    const float warp66 = (simd_any(((as_type<uint>(acc1) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc1));
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp46;
+        partial[lid.x >> 5u] = warp66;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot47 = partial[lid.x & 3u];
-    const float total48 = mimir_simd_max_f32_4(slot47);
+    const float slot67 = partial[lid.x & 3u];
+    const float total68 = mimir_simd_max_f32_4(slot67);
     if (lid.x == 0u) {
-        out[wid.x] = total48;
+        out[wid.x] = total68;
     }
 }

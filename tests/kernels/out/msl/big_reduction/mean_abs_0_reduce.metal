@@ -38,140 +38,295 @@ kernel void mean_abs_0_reduce(
     if ((u.N & 3u) == 0u) {
         const uint span5 = end3 - start1;
         const uint r6 = lid.x << 2u;
-        const uint last7 = (span5 > 512u ? span5 - 512u : 0u);
-        uint rest8 = r6;
-        for (uint r9 = r6; r9 < last7; r9 += 1024u) {
-            const uint i10 = start1 + r9;
-            const float4 vec1 = ((device const float4*)x)[i10 >> 2u];
-            const float x_19 = vec1[0];
-            const float x_20 = vec1[1];
-            const float x_21 = vec1[2];
-            const float x_22 = vec1[3];
-            const float v11 = x_19;
-            const float v12 = abs(v11);
-            acc4 = acc4 + v12;
-            const float v13 = x_20;
-            const float v14 = abs(v13);
-            acc4 = acc4 + v14;
-            const float v15 = x_21;
-            const float v16 = abs(v15);
-            acc4 = acc4 + v16;
-            const float v17 = x_22;
-            const float v18 = abs(v17);
-            acc4 = acc4 + v18;
-            const uint r23 = r9 + 512u;
-            const uint i24 = start1 + r23;
-            const float4 vec2 = ((device const float4*)x)[i24 >> 2u];
-            const float x_33 = vec2[0];
-            const float x_34 = vec2[1];
-            const float x_35 = vec2[2];
-            const float x_36 = vec2[3];
-            const float v25 = x_33;
-            const float v26 = abs(v25);
-            acc4 = acc4 + v26;
-            const float v27 = x_34;
-            const float v28 = abs(v27);
-            acc4 = acc4 + v28;
-            const float v29 = x_35;
-            const float v30 = abs(v29);
-            acc4 = acc4 + v30;
-            const float v31 = x_36;
-            const float v32 = abs(v31);
-            acc4 = acc4 + v32;
-            rest8 = r9 + 1024u;
-        }
-        for (uint r37 = rest8; r37 < span5; r37 += 512u) {
-            const uint i38 = start1 + r37;
-            const float4 vec3 = ((device const float4*)x)[i38 >> 2u];
-            const float x_47 = vec3[0];
-            const float x_48 = vec3[1];
-            const float x_49 = vec3[2];
-            const float x_50 = vec3[3];
-            const float v39 = x_47;
-            const float v40 = abs(v39);
-            acc4 = acc4 + v40;
-            const float v41 = x_48;
-            const float v42 = abs(v41);
-            acc4 = acc4 + v42;
-            const float v43 = x_49;
-            const float v44 = abs(v43);
-            acc4 = acc4 + v44;
-            const float v45 = x_50;
-            const float v46 = abs(v45);
-            acc4 = acc4 + v46;
-        }
-    } else {
-        const uint last51 = (end3 > 384u ? end3 - 384u : 0u);
-        uint rest52 = start1 + lid.x;
-        for (uint r53 = start1 + lid.x; r53 < last51; r53 += 512u) {
-            const float v54 = x[r53];
+        if (span5 == 4096u) {
+            const uint i7 = start1 + r6;
+            const float4 vec1 = ((device const float4*)x)[i7 >> 2u];
+            const float x_16 = vec1[0];
+            const float x_17 = vec1[1];
+            const float x_18 = vec1[2];
+            const float x_19 = vec1[3];
+            const float v8 = x_16;
+            const float v9 = abs(v8);
+            acc4 = acc4 + v9;
+            const float v10 = x_17;
+            const float v11 = abs(v10);
+            acc4 = acc4 + v11;
+            const float v12 = x_18;
+            const float v13 = abs(v12);
+            acc4 = acc4 + v13;
+            const float v14 = x_19;
+            const float v15 = abs(v14);
+            acc4 = acc4 + v15;
+            const uint r20 = r6 + 512u;
+            const uint i21 = start1 + r20;
+            const float4 vec2 = ((device const float4*)x)[i21 >> 2u];
+            const float x_30 = vec2[0];
+            const float x_31 = vec2[1];
+            const float x_32 = vec2[2];
+            const float x_33 = vec2[3];
+            const float v22 = x_30;
+            const float v23 = abs(v22);
+            acc4 = acc4 + v23;
+            const float v24 = x_31;
+            const float v25 = abs(v24);
+            acc4 = acc4 + v25;
+            const float v26 = x_32;
+            const float v27 = abs(v26);
+            acc4 = acc4 + v27;
+            const float v28 = x_33;
+            const float v29 = abs(v28);
+            acc4 = acc4 + v29;
+            const uint r34 = r6 + 1024u;
+            const uint i35 = start1 + r34;
+            const float4 vec3 = ((device const float4*)x)[i35 >> 2u];
+            const float x_44 = vec3[0];
+            const float x_45 = vec3[1];
+            const float x_46 = vec3[2];
+            const float x_47 = vec3[3];
+            const float v36 = x_44;
+            const float v37 = abs(v36);
+            acc4 = acc4 + v37;
+            const float v38 = x_45;
+            const float v39 = abs(v38);
+            acc4 = acc4 + v39;
+            const float v40 = x_46;
+            const float v41 = abs(v40);
+            acc4 = acc4 + v41;
+            const float v42 = x_47;
+            const float v43 = abs(v42);
+            acc4 = acc4 + v43;
+            const uint r48 = r6 + 1536u;
+            const uint i49 = start1 + r48;
+            const float4 vec4 = ((device const float4*)x)[i49 >> 2u];
+            const float x_58 = vec4[0];
+            const float x_59 = vec4[1];
+            const float x_60 = vec4[2];
+            const float x_61 = vec4[3];
+            const float v50 = x_58;
+            const float v51 = abs(v50);
+            acc4 = acc4 + v51;
+            const float v52 = x_59;
+            const float v53 = abs(v52);
+            acc4 = acc4 + v53;
+            const float v54 = x_60;
             const float v55 = abs(v54);
             acc4 = acc4 + v55;
-            const float v56 = x[r53 + 128u];
+            const float v56 = x_61;
             const float v57 = abs(v56);
             acc4 = acc4 + v57;
-            const float v58 = x[r53 + 256u];
-            const float v59 = abs(v58);
-            acc4 = acc4 + v59;
-            const float v60 = x[r53 + 384u];
-            const float v61 = abs(v60);
-            acc4 = acc4 + v61;
-            rest52 = r53 + 512u;
+            const uint r62 = r6 + 2048u;
+            const uint i63 = start1 + r62;
+            const float4 vec5 = ((device const float4*)x)[i63 >> 2u];
+            const float x_72 = vec5[0];
+            const float x_73 = vec5[1];
+            const float x_74 = vec5[2];
+            const float x_75 = vec5[3];
+            const float v64 = x_72;
+            const float v65 = abs(v64);
+            acc4 = acc4 + v65;
+            const float v66 = x_73;
+            const float v67 = abs(v66);
+            acc4 = acc4 + v67;
+            const float v68 = x_74;
+            const float v69 = abs(v68);
+            acc4 = acc4 + v69;
+            const float v70 = x_75;
+            const float v71 = abs(v70);
+            acc4 = acc4 + v71;
+            const uint r76 = r6 + 2560u;
+            const uint i77 = start1 + r76;
+            const float4 vec6 = ((device const float4*)x)[i77 >> 2u];
+            const float x_86 = vec6[0];
+            const float x_87 = vec6[1];
+            const float x_88 = vec6[2];
+            const float x_89 = vec6[3];
+            const float v78 = x_86;
+            const float v79 = abs(v78);
+            acc4 = acc4 + v79;
+            const float v80 = x_87;
+            const float v81 = abs(v80);
+            acc4 = acc4 + v81;
+            const float v82 = x_88;
+            const float v83 = abs(v82);
+            acc4 = acc4 + v83;
+            const float v84 = x_89;
+            const float v85 = abs(v84);
+            acc4 = acc4 + v85;
+            const uint r90 = r6 + 3072u;
+            const uint i91 = start1 + r90;
+            const float4 vec7 = ((device const float4*)x)[i91 >> 2u];
+            const float x_100 = vec7[0];
+            const float x_101 = vec7[1];
+            const float x_102 = vec7[2];
+            const float x_103 = vec7[3];
+            const float v92 = x_100;
+            const float v93 = abs(v92);
+            acc4 = acc4 + v93;
+            const float v94 = x_101;
+            const float v95 = abs(v94);
+            acc4 = acc4 + v95;
+            const float v96 = x_102;
+            const float v97 = abs(v96);
+            acc4 = acc4 + v97;
+            const float v98 = x_103;
+            const float v99 = abs(v98);
+            acc4 = acc4 + v99;
+            const uint r104 = r6 + 3584u;
+            const uint i105 = start1 + r104;
+            const float4 vec8 = ((device const float4*)x)[i105 >> 2u];
+            const float x_114 = vec8[0];
+            const float x_115 = vec8[1];
+            const float x_116 = vec8[2];
+            const float x_117 = vec8[3];
+            const float v106 = x_114;
+            const float v107 = abs(v106);
+            acc4 = acc4 + v107;
+            const float v108 = x_115;
+            const float v109 = abs(v108);
+            acc4 = acc4 + v109;
+            const float v110 = x_116;
+            const float v111 = abs(v110);
+            acc4 = acc4 + v111;
+            const float v112 = x_117;
+            const float v113 = abs(v112);
+            acc4 = acc4 + v113;
+        } else {
+            const uint r118 = lid.x << 2u;
+            const uint last119 = (span5 > 512u ? span5 - 512u : 0u);
+            uint rest120 = r118;
+            for (uint r121 = r118; r121 < last119; r121 += 1024u) {
+                const uint i122 = start1 + r121;
+                const float4 vec9 = ((device const float4*)x)[i122 >> 2u];
+                const float x_131 = vec9[0];
+                const float x_132 = vec9[1];
+                const float x_133 = vec9[2];
+                const float x_134 = vec9[3];
+                const float v123 = x_131;
+                const float v124 = abs(v123);
+                acc4 = acc4 + v124;
+                const float v125 = x_132;
+                const float v126 = abs(v125);
+                acc4 = acc4 + v126;
+                const float v127 = x_133;
+                const float v128 = abs(v127);
+                acc4 = acc4 + v128;
+                const float v129 = x_134;
+                const float v130 = abs(v129);
+                acc4 = acc4 + v130;
+                const uint r135 = r121 + 512u;
+                const uint i136 = start1 + r135;
+                const float4 vec10 = ((device const float4*)x)[i136 >> 2u];
+                const float x_145 = vec10[0];
+                const float x_146 = vec10[1];
+                const float x_147 = vec10[2];
+                const float x_148 = vec10[3];
+                const float v137 = x_145;
+                const float v138 = abs(v137);
+                acc4 = acc4 + v138;
+                const float v139 = x_146;
+                const float v140 = abs(v139);
+                acc4 = acc4 + v140;
+                const float v141 = x_147;
+                const float v142 = abs(v141);
+                acc4 = acc4 + v142;
+                const float v143 = x_148;
+                const float v144 = abs(v143);
+                acc4 = acc4 + v144;
+                rest120 = r121 + 1024u;
+            }
+            for (uint r149 = rest120; r149 < span5; r149 += 512u) {
+                const uint i150 = start1 + r149;
+                const float4 vec11 = ((device const float4*)x)[i150 >> 2u];
+                const float x_159 = vec11[0];
+                const float x_160 = vec11[1];
+                const float x_161 = vec11[2];
+                const float x_162 = vec11[3];
+                const float v151 = x_159;
+                const float v152 = abs(v151);
+                acc4 = acc4 + v152;
+                const float v153 = x_160;
+                const float v154 = abs(v153);
+                acc4 = acc4 + v154;
+                const float v155 = x_161;
+                const float v156 = abs(v155);
+                acc4 = acc4 + v156;
+                const float v157 = x_162;
+                const float v158 = abs(v157);
+                acc4 = acc4 + v158;
+            }
         }
-        for (uint r62 = rest52; r62 < end3; r62 += 128u) {
-            const float v63 = x[r62];
-            const float v64 = abs(v63);
-            acc4 = acc4 + v64;
+    } else {
+        const uint last163 = (end3 > 384u ? end3 - 384u : 0u);
+        uint rest164 = start1 + lid.x;
+        for (uint r165 = start1 + lid.x; r165 < last163; r165 += 512u) {
+            const float v166 = x[r165];
+            const float v167 = abs(v166);
+            acc4 = acc4 + v167;
+            const float v168 = x[r165 + 128u];
+            const float v169 = abs(v168);
+            acc4 = acc4 + v169;
+            const float v170 = x[r165 + 256u];
+            const float v171 = abs(v170);
+            acc4 = acc4 + v171;
+            const float v172 = x[r165 + 384u];
+            const float v173 = abs(v172);
+            acc4 = acc4 + v173;
+            rest164 = r165 + 512u;
+        }
+        for (uint r174 = rest164; r174 < end3; r174 += 128u) {
+            const float v175 = x[r174];
+            const float v176 = abs(v175);
+            acc4 = acc4 + v176;
         }
     }
-    const float warp65 = simd_sum(acc4);
+    const float warp177 = simd_sum(acc4);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp65;
+        partial[lid.x >> 5u] = warp177;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot66 = partial[lid.x & 3u];
-    const float total67 = mimir_simd_add_f32_4(slot66);
+    const float slot178 = partial[lid.x & 3u];
+    const float total179 = mimir_simd_add_f32_4(slot178);
     if (lid.x == 0u) {
-        scratch0[g0] = total67;
+        scratch0[g0] = total179;
     }
-    const uint last68 = ((u.N + 4096u - 1u) >> 12u) - 1u;
+    const uint last180 = ((u.N + 4096u - 1u) >> 12u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old69 = atomic_fetch_add_explicit(&scratch1[0u], 1u, memory_order_relaxed);
-        if (old69 == last68) {
+        const uint old181 = atomic_fetch_add_explicit(&scratch1[0u], 1u, memory_order_relaxed);
+        if (old181 == last180) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old69;
+        ticket[0u] = old181;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket70 = ticket[0u];
-    if (ticket70 != last68) {
+    const uint ticket182 = ticket[0u];
+    if (ticket182 != last180) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    float acc71 = 0.0f;
-    const uint last72 = (((u.N + 4096u - 1u) >> 12u) > 384u ? ((u.N + 4096u - 1u) >> 12u) - 384u : 0u);
-    uint rest73 = lid.x;
-    for (uint r74 = lid.x; r74 < last72; r74 += 512u) {
-        acc71 = acc71 + scratch0[r74];
-        acc71 = acc71 + scratch0[r74 + 128u];
-        acc71 = acc71 + scratch0[r74 + 256u];
-        acc71 = acc71 + scratch0[r74 + 384u];
-        rest73 = r74 + 512u;
+    float acc183 = 0.0f;
+    const uint last184 = (((u.N + 4096u - 1u) >> 12u) > 384u ? ((u.N + 4096u - 1u) >> 12u) - 384u : 0u);
+    uint rest185 = lid.x;
+    for (uint r186 = lid.x; r186 < last184; r186 += 512u) {
+        acc183 = acc183 + scratch0[r186];
+        acc183 = acc183 + scratch0[r186 + 128u];
+        acc183 = acc183 + scratch0[r186 + 256u];
+        acc183 = acc183 + scratch0[r186 + 384u];
+        rest185 = r186 + 512u;
     }
-    for (uint r75 = rest73; r75 < (u.N + 4096u - 1u) >> 12u; r75 += 128u) {
-        acc71 = acc71 + scratch0[r75];
+    for (uint r187 = rest185; r187 < (u.N + 4096u - 1u) >> 12u; r187 += 128u) {
+        acc183 = acc183 + scratch0[r187];
     }
-    const float warp76 = simd_sum(acc71);
+    const float warp188 = simd_sum(acc183);
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp76;
+        combine[lid.x >> 5u] = warp188;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot77 = combine[lid.x & 3u];
-    const float total78 = mimir_simd_add_f32_4(slot77);
+    const float slot189 = combine[lid.x & 3u];
+    const float total190 = mimir_simd_add_f32_4(slot189);
     if (lid.x == 0u) {
-        const float total79 = total78 / float(u.N);
-        out[0u] = total79;
+        const float total191 = total190 / float(u.N);
+        out[0u] = total191;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - ((u.N + 4096u - 1u) >> 12u), memory_order_relaxed);

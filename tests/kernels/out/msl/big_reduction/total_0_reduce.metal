@@ -38,122 +38,245 @@ kernel void total_0_reduce(
     if ((u.N & 3u) == 0u) {
         const uint span5 = end3 - start1;
         const uint r6 = lid.x << 2u;
-        const uint last7 = (span5 > 512u ? span5 - 512u : 0u);
-        uint rest8 = r6;
-        for (uint r9 = r6; r9 < last7; r9 += 1024u) {
-            const uint i10 = start1 + r9;
-            const float4 vec1 = ((device const float4*)x)[i10 >> 2u];
-            const float x_15 = vec1[0];
-            const float x_16 = vec1[1];
-            const float x_17 = vec1[2];
-            const float x_18 = vec1[3];
+        if (span5 == 4096u) {
+            const uint i7 = start1 + r6;
+            const float4 vec1 = ((device const float4*)x)[i7 >> 2u];
+            const float x_12 = vec1[0];
+            const float x_13 = vec1[1];
+            const float x_14 = vec1[2];
+            const float x_15 = vec1[3];
+            const float v8 = x_12;
+            acc4 = acc4 + v8;
+            const float v9 = x_13;
+            acc4 = acc4 + v9;
+            const float v10 = x_14;
+            acc4 = acc4 + v10;
             const float v11 = x_15;
             acc4 = acc4 + v11;
-            const float v12 = x_16;
-            acc4 = acc4 + v12;
-            const float v13 = x_17;
-            acc4 = acc4 + v13;
-            const float v14 = x_18;
-            acc4 = acc4 + v14;
-            const uint r19 = r9 + 512u;
-            const uint i20 = start1 + r19;
-            const float4 vec2 = ((device const float4*)x)[i20 >> 2u];
-            const float x_25 = vec2[0];
-            const float x_26 = vec2[1];
-            const float x_27 = vec2[2];
-            const float x_28 = vec2[3];
+            const uint r16 = r6 + 512u;
+            const uint i17 = start1 + r16;
+            const float4 vec2 = ((device const float4*)x)[i17 >> 2u];
+            const float x_22 = vec2[0];
+            const float x_23 = vec2[1];
+            const float x_24 = vec2[2];
+            const float x_25 = vec2[3];
+            const float v18 = x_22;
+            acc4 = acc4 + v18;
+            const float v19 = x_23;
+            acc4 = acc4 + v19;
+            const float v20 = x_24;
+            acc4 = acc4 + v20;
             const float v21 = x_25;
             acc4 = acc4 + v21;
-            const float v22 = x_26;
-            acc4 = acc4 + v22;
-            const float v23 = x_27;
-            acc4 = acc4 + v23;
-            const float v24 = x_28;
-            acc4 = acc4 + v24;
-            rest8 = r9 + 1024u;
-        }
-        for (uint r29 = rest8; r29 < span5; r29 += 512u) {
-            const uint i30 = start1 + r29;
-            const float4 vec3 = ((device const float4*)x)[i30 >> 2u];
-            const float x_35 = vec3[0];
-            const float x_36 = vec3[1];
-            const float x_37 = vec3[2];
-            const float x_38 = vec3[3];
+            const uint r26 = r6 + 1024u;
+            const uint i27 = start1 + r26;
+            const float4 vec3 = ((device const float4*)x)[i27 >> 2u];
+            const float x_32 = vec3[0];
+            const float x_33 = vec3[1];
+            const float x_34 = vec3[2];
+            const float x_35 = vec3[3];
+            const float v28 = x_32;
+            acc4 = acc4 + v28;
+            const float v29 = x_33;
+            acc4 = acc4 + v29;
+            const float v30 = x_34;
+            acc4 = acc4 + v30;
             const float v31 = x_35;
             acc4 = acc4 + v31;
-            const float v32 = x_36;
-            acc4 = acc4 + v32;
-            const float v33 = x_37;
-            acc4 = acc4 + v33;
-            const float v34 = x_38;
-            acc4 = acc4 + v34;
+            const uint r36 = r6 + 1536u;
+            const uint i37 = start1 + r36;
+            const float4 vec4 = ((device const float4*)x)[i37 >> 2u];
+            const float x_42 = vec4[0];
+            const float x_43 = vec4[1];
+            const float x_44 = vec4[2];
+            const float x_45 = vec4[3];
+            const float v38 = x_42;
+            acc4 = acc4 + v38;
+            const float v39 = x_43;
+            acc4 = acc4 + v39;
+            const float v40 = x_44;
+            acc4 = acc4 + v40;
+            const float v41 = x_45;
+            acc4 = acc4 + v41;
+            const uint r46 = r6 + 2048u;
+            const uint i47 = start1 + r46;
+            const float4 vec5 = ((device const float4*)x)[i47 >> 2u];
+            const float x_52 = vec5[0];
+            const float x_53 = vec5[1];
+            const float x_54 = vec5[2];
+            const float x_55 = vec5[3];
+            const float v48 = x_52;
+            acc4 = acc4 + v48;
+            const float v49 = x_53;
+            acc4 = acc4 + v49;
+            const float v50 = x_54;
+            acc4 = acc4 + v50;
+            const float v51 = x_55;
+            acc4 = acc4 + v51;
+            const uint r56 = r6 + 2560u;
+            const uint i57 = start1 + r56;
+            const float4 vec6 = ((device const float4*)x)[i57 >> 2u];
+            const float x_62 = vec6[0];
+            const float x_63 = vec6[1];
+            const float x_64 = vec6[2];
+            const float x_65 = vec6[3];
+            const float v58 = x_62;
+            acc4 = acc4 + v58;
+            const float v59 = x_63;
+            acc4 = acc4 + v59;
+            const float v60 = x_64;
+            acc4 = acc4 + v60;
+            const float v61 = x_65;
+            acc4 = acc4 + v61;
+            const uint r66 = r6 + 3072u;
+            const uint i67 = start1 + r66;
+            const float4 vec7 = ((device const float4*)x)[i67 >> 2u];
+            const float x_72 = vec7[0];
+            const float x_73 = vec7[1];
+            const float x_74 = vec7[2];
+            const float x_75 = vec7[3];
+            const float v68 = x_72;
+            acc4 = acc4 + v68;
+            const float v69 = x_73;
+            acc4 = acc4 + v69;
+            const float v70 = x_74;
+            acc4 = acc4 + v70;
+            const float v71 = x_75;
+            acc4 = acc4 + v71;
+            const uint r76 = r6 + 3584u;
+            const uint i77 = start1 + r76;
+            const float4 vec8 = ((device const float4*)x)[i77 >> 2u];
+            const float x_82 = vec8[0];
+            const float x_83 = vec8[1];
+            const float x_84 = vec8[2];
+            const float x_85 = vec8[3];
+            const float v78 = x_82;
+            acc4 = acc4 + v78;
+            const float v79 = x_83;
+            acc4 = acc4 + v79;
+            const float v80 = x_84;
+            acc4 = acc4 + v80;
+            const float v81 = x_85;
+            acc4 = acc4 + v81;
+        } else {
+            const uint r86 = lid.x << 2u;
+            const uint last87 = (span5 > 512u ? span5 - 512u : 0u);
+            uint rest88 = r86;
+            for (uint r89 = r86; r89 < last87; r89 += 1024u) {
+                const uint i90 = start1 + r89;
+                const float4 vec9 = ((device const float4*)x)[i90 >> 2u];
+                const float x_95 = vec9[0];
+                const float x_96 = vec9[1];
+                const float x_97 = vec9[2];
+                const float x_98 = vec9[3];
+                const float v91 = x_95;
+                acc4 = acc4 + v91;
+                const float v92 = x_96;
+                acc4 = acc4 + v92;
+                const float v93 = x_97;
+                acc4 = acc4 + v93;
+                const float v94 = x_98;
+                acc4 = acc4 + v94;
+                const uint r99 = r89 + 512u;
+                const uint i100 = start1 + r99;
+                const float4 vec10 = ((device const float4*)x)[i100 >> 2u];
+                const float x_105 = vec10[0];
+                const float x_106 = vec10[1];
+                const float x_107 = vec10[2];
+                const float x_108 = vec10[3];
+                const float v101 = x_105;
+                acc4 = acc4 + v101;
+                const float v102 = x_106;
+                acc4 = acc4 + v102;
+                const float v103 = x_107;
+                acc4 = acc4 + v103;
+                const float v104 = x_108;
+                acc4 = acc4 + v104;
+                rest88 = r89 + 1024u;
+            }
+            for (uint r109 = rest88; r109 < span5; r109 += 512u) {
+                const uint i110 = start1 + r109;
+                const float4 vec11 = ((device const float4*)x)[i110 >> 2u];
+                const float x_115 = vec11[0];
+                const float x_116 = vec11[1];
+                const float x_117 = vec11[2];
+                const float x_118 = vec11[3];
+                const float v111 = x_115;
+                acc4 = acc4 + v111;
+                const float v112 = x_116;
+                acc4 = acc4 + v112;
+                const float v113 = x_117;
+                acc4 = acc4 + v113;
+                const float v114 = x_118;
+                acc4 = acc4 + v114;
+            }
         }
     } else {
-        const uint last39 = (end3 > 384u ? end3 - 384u : 0u);
-        uint rest40 = start1 + lid.x;
-        for (uint r41 = start1 + lid.x; r41 < last39; r41 += 512u) {
-            const float v42 = x[r41];
-            acc4 = acc4 + v42;
-            const float v43 = x[r41 + 128u];
-            acc4 = acc4 + v43;
-            const float v44 = x[r41 + 256u];
-            acc4 = acc4 + v44;
-            const float v45 = x[r41 + 384u];
-            acc4 = acc4 + v45;
-            rest40 = r41 + 512u;
+        const uint last119 = (end3 > 384u ? end3 - 384u : 0u);
+        uint rest120 = start1 + lid.x;
+        for (uint r121 = start1 + lid.x; r121 < last119; r121 += 512u) {
+            const float v122 = x[r121];
+            acc4 = acc4 + v122;
+            const float v123 = x[r121 + 128u];
+            acc4 = acc4 + v123;
+            const float v124 = x[r121 + 256u];
+            acc4 = acc4 + v124;
+            const float v125 = x[r121 + 384u];
+            acc4 = acc4 + v125;
+            rest120 = r121 + 512u;
         }
-        for (uint r46 = rest40; r46 < end3; r46 += 128u) {
-            const float v47 = x[r46];
-            acc4 = acc4 + v47;
+        for (uint r126 = rest120; r126 < end3; r126 += 128u) {
+            const float v127 = x[r126];
+            acc4 = acc4 + v127;
         }
     }
-    const float warp48 = simd_sum(acc4);
+    const float warp128 = simd_sum(acc4);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp48;
+        partial[lid.x >> 5u] = warp128;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot49 = partial[lid.x & 3u];
-    const float total50 = mimir_simd_add_f32_4(slot49);
+    const float slot129 = partial[lid.x & 3u];
+    const float total130 = mimir_simd_add_f32_4(slot129);
     if (lid.x == 0u) {
-        scratch0[g0] = total50;
+        scratch0[g0] = total130;
     }
-    const uint last51 = ((u.N + 4096u - 1u) >> 12u) - 1u;
+    const uint last131 = ((u.N + 4096u - 1u) >> 12u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old52 = atomic_fetch_add_explicit(&scratch1[0u], 1u, memory_order_relaxed);
-        if (old52 == last51) {
+        const uint old132 = atomic_fetch_add_explicit(&scratch1[0u], 1u, memory_order_relaxed);
+        if (old132 == last131) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old52;
+        ticket[0u] = old132;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket53 = ticket[0u];
-    if (ticket53 != last51) {
+    const uint ticket133 = ticket[0u];
+    if (ticket133 != last131) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    float acc54 = 0.0f;
-    const uint last55 = (((u.N + 4096u - 1u) >> 12u) > 384u ? ((u.N + 4096u - 1u) >> 12u) - 384u : 0u);
-    uint rest56 = lid.x;
-    for (uint r57 = lid.x; r57 < last55; r57 += 512u) {
-        acc54 = acc54 + scratch0[r57];
-        acc54 = acc54 + scratch0[r57 + 128u];
-        acc54 = acc54 + scratch0[r57 + 256u];
-        acc54 = acc54 + scratch0[r57 + 384u];
-        rest56 = r57 + 512u;
+    float acc134 = 0.0f;
+    const uint last135 = (((u.N + 4096u - 1u) >> 12u) > 384u ? ((u.N + 4096u - 1u) >> 12u) - 384u : 0u);
+    uint rest136 = lid.x;
+    for (uint r137 = lid.x; r137 < last135; r137 += 512u) {
+        acc134 = acc134 + scratch0[r137];
+        acc134 = acc134 + scratch0[r137 + 128u];
+        acc134 = acc134 + scratch0[r137 + 256u];
+        acc134 = acc134 + scratch0[r137 + 384u];
+        rest136 = r137 + 512u;
     }
-    for (uint r58 = rest56; r58 < (u.N + 4096u - 1u) >> 12u; r58 += 128u) {
-        acc54 = acc54 + scratch0[r58];
+    for (uint r138 = rest136; r138 < (u.N + 4096u - 1u) >> 12u; r138 += 128u) {
+        acc134 = acc134 + scratch0[r138];
     }
-    const float warp59 = simd_sum(acc54);
+    const float warp139 = simd_sum(acc134);
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp59;
+        combine[lid.x >> 5u] = warp139;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot60 = combine[lid.x & 3u];
-    const float total61 = mimir_simd_add_f32_4(slot60);
+    const float slot140 = combine[lid.x & 3u];
+    const float total141 = mimir_simd_add_f32_4(slot140);
     if (lid.x == 0u) {
-        out[0u] = total61;
+        out[0u] = total141;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - ((u.N + 4096u - 1u) >> 12u), memory_order_relaxed);

@@ -39,122 +39,245 @@ kernel void bool_reductions_1_reduce(
     if (((u.N * u.M) & 3u) == 0u) {
         const uint span5 = end3 - start1;
         const uint r6 = lid.x << 2u;
-        const uint last7 = (span5 > 512u ? span5 - 512u : 0u);
-        uint rest8 = r6;
-        for (uint r9 = r6; r9 < last7; r9 += 1024u) {
-            const uint i10 = start1 + r9;
-            const uint4 vec1 = ((device const uint4*)m)[i10 >> 2u];
-            const uint m_23 = vec1[0];
-            const uint m_24 = vec1[1];
-            const uint m_25 = vec1[2];
-            const uint m_26 = vec1[3];
-            const bool v13 = m_23 != 0u;
+        if (span5 == 4096u) {
+            const uint i7 = start1 + r6;
+            const uint4 vec1 = ((device const uint4*)m)[i7 >> 2u];
+            const uint m_20 = vec1[0];
+            const uint m_21 = vec1[1];
+            const uint m_22 = vec1[2];
+            const uint m_23 = vec1[3];
+            const bool v10 = m_20 != 0u;
+            acc4 = int(uint(acc4) + uint((v10 ? 1 : 0)));
+            const bool v13 = m_21 != 0u;
             acc4 = int(uint(acc4) + uint((v13 ? 1 : 0)));
-            const bool v16 = m_24 != 0u;
+            const bool v16 = m_22 != 0u;
             acc4 = int(uint(acc4) + uint((v16 ? 1 : 0)));
-            const bool v19 = m_25 != 0u;
+            const bool v19 = m_23 != 0u;
             acc4 = int(uint(acc4) + uint((v19 ? 1 : 0)));
-            const bool v22 = m_26 != 0u;
-            acc4 = int(uint(acc4) + uint((v22 ? 1 : 0)));
-            const uint r27 = r9 + 512u;
-            const uint i28 = start1 + r27;
-            const uint4 vec2 = ((device const uint4*)m)[i28 >> 2u];
-            const uint m_41 = vec2[0];
-            const uint m_42 = vec2[1];
-            const uint m_43 = vec2[2];
-            const uint m_44 = vec2[3];
-            const bool v31 = m_41 != 0u;
+            const uint r24 = r6 + 512u;
+            const uint i25 = start1 + r24;
+            const uint4 vec2 = ((device const uint4*)m)[i25 >> 2u];
+            const uint m_38 = vec2[0];
+            const uint m_39 = vec2[1];
+            const uint m_40 = vec2[2];
+            const uint m_41 = vec2[3];
+            const bool v28 = m_38 != 0u;
+            acc4 = int(uint(acc4) + uint((v28 ? 1 : 0)));
+            const bool v31 = m_39 != 0u;
             acc4 = int(uint(acc4) + uint((v31 ? 1 : 0)));
-            const bool v34 = m_42 != 0u;
+            const bool v34 = m_40 != 0u;
             acc4 = int(uint(acc4) + uint((v34 ? 1 : 0)));
-            const bool v37 = m_43 != 0u;
+            const bool v37 = m_41 != 0u;
             acc4 = int(uint(acc4) + uint((v37 ? 1 : 0)));
-            const bool v40 = m_44 != 0u;
-            acc4 = int(uint(acc4) + uint((v40 ? 1 : 0)));
-            rest8 = r9 + 1024u;
-        }
-        for (uint r45 = rest8; r45 < span5; r45 += 512u) {
-            const uint i46 = start1 + r45;
-            const uint4 vec3 = ((device const uint4*)m)[i46 >> 2u];
-            const uint m_59 = vec3[0];
-            const uint m_60 = vec3[1];
-            const uint m_61 = vec3[2];
-            const uint m_62 = vec3[3];
-            const bool v49 = m_59 != 0u;
+            const uint r42 = r6 + 1024u;
+            const uint i43 = start1 + r42;
+            const uint4 vec3 = ((device const uint4*)m)[i43 >> 2u];
+            const uint m_56 = vec3[0];
+            const uint m_57 = vec3[1];
+            const uint m_58 = vec3[2];
+            const uint m_59 = vec3[3];
+            const bool v46 = m_56 != 0u;
+            acc4 = int(uint(acc4) + uint((v46 ? 1 : 0)));
+            const bool v49 = m_57 != 0u;
             acc4 = int(uint(acc4) + uint((v49 ? 1 : 0)));
-            const bool v52 = m_60 != 0u;
+            const bool v52 = m_58 != 0u;
             acc4 = int(uint(acc4) + uint((v52 ? 1 : 0)));
-            const bool v55 = m_61 != 0u;
+            const bool v55 = m_59 != 0u;
             acc4 = int(uint(acc4) + uint((v55 ? 1 : 0)));
-            const bool v58 = m_62 != 0u;
-            acc4 = int(uint(acc4) + uint((v58 ? 1 : 0)));
+            const uint r60 = r6 + 1536u;
+            const uint i61 = start1 + r60;
+            const uint4 vec4 = ((device const uint4*)m)[i61 >> 2u];
+            const uint m_74 = vec4[0];
+            const uint m_75 = vec4[1];
+            const uint m_76 = vec4[2];
+            const uint m_77 = vec4[3];
+            const bool v64 = m_74 != 0u;
+            acc4 = int(uint(acc4) + uint((v64 ? 1 : 0)));
+            const bool v67 = m_75 != 0u;
+            acc4 = int(uint(acc4) + uint((v67 ? 1 : 0)));
+            const bool v70 = m_76 != 0u;
+            acc4 = int(uint(acc4) + uint((v70 ? 1 : 0)));
+            const bool v73 = m_77 != 0u;
+            acc4 = int(uint(acc4) + uint((v73 ? 1 : 0)));
+            const uint r78 = r6 + 2048u;
+            const uint i79 = start1 + r78;
+            const uint4 vec5 = ((device const uint4*)m)[i79 >> 2u];
+            const uint m_92 = vec5[0];
+            const uint m_93 = vec5[1];
+            const uint m_94 = vec5[2];
+            const uint m_95 = vec5[3];
+            const bool v82 = m_92 != 0u;
+            acc4 = int(uint(acc4) + uint((v82 ? 1 : 0)));
+            const bool v85 = m_93 != 0u;
+            acc4 = int(uint(acc4) + uint((v85 ? 1 : 0)));
+            const bool v88 = m_94 != 0u;
+            acc4 = int(uint(acc4) + uint((v88 ? 1 : 0)));
+            const bool v91 = m_95 != 0u;
+            acc4 = int(uint(acc4) + uint((v91 ? 1 : 0)));
+            const uint r96 = r6 + 2560u;
+            const uint i97 = start1 + r96;
+            const uint4 vec6 = ((device const uint4*)m)[i97 >> 2u];
+            const uint m_110 = vec6[0];
+            const uint m_111 = vec6[1];
+            const uint m_112 = vec6[2];
+            const uint m_113 = vec6[3];
+            const bool v100 = m_110 != 0u;
+            acc4 = int(uint(acc4) + uint((v100 ? 1 : 0)));
+            const bool v103 = m_111 != 0u;
+            acc4 = int(uint(acc4) + uint((v103 ? 1 : 0)));
+            const bool v106 = m_112 != 0u;
+            acc4 = int(uint(acc4) + uint((v106 ? 1 : 0)));
+            const bool v109 = m_113 != 0u;
+            acc4 = int(uint(acc4) + uint((v109 ? 1 : 0)));
+            const uint r114 = r6 + 3072u;
+            const uint i115 = start1 + r114;
+            const uint4 vec7 = ((device const uint4*)m)[i115 >> 2u];
+            const uint m_128 = vec7[0];
+            const uint m_129 = vec7[1];
+            const uint m_130 = vec7[2];
+            const uint m_131 = vec7[3];
+            const bool v118 = m_128 != 0u;
+            acc4 = int(uint(acc4) + uint((v118 ? 1 : 0)));
+            const bool v121 = m_129 != 0u;
+            acc4 = int(uint(acc4) + uint((v121 ? 1 : 0)));
+            const bool v124 = m_130 != 0u;
+            acc4 = int(uint(acc4) + uint((v124 ? 1 : 0)));
+            const bool v127 = m_131 != 0u;
+            acc4 = int(uint(acc4) + uint((v127 ? 1 : 0)));
+            const uint r132 = r6 + 3584u;
+            const uint i133 = start1 + r132;
+            const uint4 vec8 = ((device const uint4*)m)[i133 >> 2u];
+            const uint m_146 = vec8[0];
+            const uint m_147 = vec8[1];
+            const uint m_148 = vec8[2];
+            const uint m_149 = vec8[3];
+            const bool v136 = m_146 != 0u;
+            acc4 = int(uint(acc4) + uint((v136 ? 1 : 0)));
+            const bool v139 = m_147 != 0u;
+            acc4 = int(uint(acc4) + uint((v139 ? 1 : 0)));
+            const bool v142 = m_148 != 0u;
+            acc4 = int(uint(acc4) + uint((v142 ? 1 : 0)));
+            const bool v145 = m_149 != 0u;
+            acc4 = int(uint(acc4) + uint((v145 ? 1 : 0)));
+        } else {
+            const uint r150 = lid.x << 2u;
+            const uint last151 = (span5 > 512u ? span5 - 512u : 0u);
+            uint rest152 = r150;
+            for (uint r153 = r150; r153 < last151; r153 += 1024u) {
+                const uint i154 = start1 + r153;
+                const uint4 vec9 = ((device const uint4*)m)[i154 >> 2u];
+                const uint m_167 = vec9[0];
+                const uint m_168 = vec9[1];
+                const uint m_169 = vec9[2];
+                const uint m_170 = vec9[3];
+                const bool v157 = m_167 != 0u;
+                acc4 = int(uint(acc4) + uint((v157 ? 1 : 0)));
+                const bool v160 = m_168 != 0u;
+                acc4 = int(uint(acc4) + uint((v160 ? 1 : 0)));
+                const bool v163 = m_169 != 0u;
+                acc4 = int(uint(acc4) + uint((v163 ? 1 : 0)));
+                const bool v166 = m_170 != 0u;
+                acc4 = int(uint(acc4) + uint((v166 ? 1 : 0)));
+                const uint r171 = r153 + 512u;
+                const uint i172 = start1 + r171;
+                const uint4 vec10 = ((device const uint4*)m)[i172 >> 2u];
+                const uint m_185 = vec10[0];
+                const uint m_186 = vec10[1];
+                const uint m_187 = vec10[2];
+                const uint m_188 = vec10[3];
+                const bool v175 = m_185 != 0u;
+                acc4 = int(uint(acc4) + uint((v175 ? 1 : 0)));
+                const bool v178 = m_186 != 0u;
+                acc4 = int(uint(acc4) + uint((v178 ? 1 : 0)));
+                const bool v181 = m_187 != 0u;
+                acc4 = int(uint(acc4) + uint((v181 ? 1 : 0)));
+                const bool v184 = m_188 != 0u;
+                acc4 = int(uint(acc4) + uint((v184 ? 1 : 0)));
+                rest152 = r153 + 1024u;
+            }
+            for (uint r189 = rest152; r189 < span5; r189 += 512u) {
+                const uint i190 = start1 + r189;
+                const uint4 vec11 = ((device const uint4*)m)[i190 >> 2u];
+                const uint m_203 = vec11[0];
+                const uint m_204 = vec11[1];
+                const uint m_205 = vec11[2];
+                const uint m_206 = vec11[3];
+                const bool v193 = m_203 != 0u;
+                acc4 = int(uint(acc4) + uint((v193 ? 1 : 0)));
+                const bool v196 = m_204 != 0u;
+                acc4 = int(uint(acc4) + uint((v196 ? 1 : 0)));
+                const bool v199 = m_205 != 0u;
+                acc4 = int(uint(acc4) + uint((v199 ? 1 : 0)));
+                const bool v202 = m_206 != 0u;
+                acc4 = int(uint(acc4) + uint((v202 ? 1 : 0)));
+            }
         }
     } else {
-        const uint last63 = (end3 > 384u ? end3 - 384u : 0u);
-        uint rest64 = start1 + lid.x;
-        for (uint r65 = start1 + lid.x; r65 < last63; r65 += 512u) {
-            const bool v68 = m[r65] != 0u;
-            acc4 = int(uint(acc4) + uint((v68 ? 1 : 0)));
-            const bool v71 = m[r65 + 128u] != 0u;
-            acc4 = int(uint(acc4) + uint((v71 ? 1 : 0)));
-            const bool v74 = m[r65 + 256u] != 0u;
-            acc4 = int(uint(acc4) + uint((v74 ? 1 : 0)));
-            const bool v77 = m[r65 + 384u] != 0u;
-            acc4 = int(uint(acc4) + uint((v77 ? 1 : 0)));
-            rest64 = r65 + 512u;
+        const uint last207 = (end3 > 384u ? end3 - 384u : 0u);
+        uint rest208 = start1 + lid.x;
+        for (uint r209 = start1 + lid.x; r209 < last207; r209 += 512u) {
+            const bool v212 = m[r209] != 0u;
+            acc4 = int(uint(acc4) + uint((v212 ? 1 : 0)));
+            const bool v215 = m[r209 + 128u] != 0u;
+            acc4 = int(uint(acc4) + uint((v215 ? 1 : 0)));
+            const bool v218 = m[r209 + 256u] != 0u;
+            acc4 = int(uint(acc4) + uint((v218 ? 1 : 0)));
+            const bool v221 = m[r209 + 384u] != 0u;
+            acc4 = int(uint(acc4) + uint((v221 ? 1 : 0)));
+            rest208 = r209 + 512u;
         }
-        for (uint r78 = rest64; r78 < end3; r78 += 128u) {
-            const bool v81 = m[r78] != 0u;
-            acc4 = int(uint(acc4) + uint((v81 ? 1 : 0)));
+        for (uint r222 = rest208; r222 < end3; r222 += 128u) {
+            const bool v225 = m[r222] != 0u;
+            acc4 = int(uint(acc4) + uint((v225 ? 1 : 0)));
         }
     }
-    const int warp82 = as_type<int>(simd_sum(as_type<uint>(acc4)));
+    const int warp226 = as_type<int>(simd_sum(as_type<uint>(acc4)));
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp82;
+        partial[lid.x >> 5u] = warp226;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int slot83 = partial[lid.x & 3u];
-    const int total84 = mimir_simd_add_i32_4(slot83);
+    const int slot227 = partial[lid.x & 3u];
+    const int total228 = mimir_simd_add_i32_4(slot227);
     if (lid.x == 0u) {
-        scratch0[g0] = total84;
+        scratch0[g0] = total228;
     }
-    const uint last85 = ((u.N * u.M + 4096u - 1u) >> 12u) - 1u;
+    const uint last229 = ((u.N * u.M + 4096u - 1u) >> 12u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old86 = atomic_fetch_add_explicit(&scratch1[0u], 1u, memory_order_relaxed);
-        if (old86 == last85) {
+        const uint old230 = atomic_fetch_add_explicit(&scratch1[0u], 1u, memory_order_relaxed);
+        if (old230 == last229) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old86;
+        ticket[0u] = old230;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket87 = ticket[0u];
-    if (ticket87 != last85) {
+    const uint ticket231 = ticket[0u];
+    if (ticket231 != last229) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    int acc88 = 0;
-    const uint last89 = (((u.N * u.M + 4096u - 1u) >> 12u) > 384u ? ((u.N * u.M + 4096u - 1u) >> 12u) - 384u : 0u);
-    uint rest90 = lid.x;
-    for (uint r91 = lid.x; r91 < last89; r91 += 512u) {
-        acc88 = int(uint(acc88) + uint(scratch0[r91]));
-        acc88 = int(uint(acc88) + uint(scratch0[r91 + 128u]));
-        acc88 = int(uint(acc88) + uint(scratch0[r91 + 256u]));
-        acc88 = int(uint(acc88) + uint(scratch0[r91 + 384u]));
-        rest90 = r91 + 512u;
+    int acc232 = 0;
+    const uint last233 = (((u.N * u.M + 4096u - 1u) >> 12u) > 384u ? ((u.N * u.M + 4096u - 1u) >> 12u) - 384u : 0u);
+    uint rest234 = lid.x;
+    for (uint r235 = lid.x; r235 < last233; r235 += 512u) {
+        acc232 = int(uint(acc232) + uint(scratch0[r235]));
+        acc232 = int(uint(acc232) + uint(scratch0[r235 + 128u]));
+        acc232 = int(uint(acc232) + uint(scratch0[r235 + 256u]));
+        acc232 = int(uint(acc232) + uint(scratch0[r235 + 384u]));
+        rest234 = r235 + 512u;
     }
-    for (uint r92 = rest90; r92 < (u.N * u.M + 4096u - 1u) >> 12u; r92 += 128u) {
-        acc88 = int(uint(acc88) + uint(scratch0[r92]));
+    for (uint r236 = rest234; r236 < (u.N * u.M + 4096u - 1u) >> 12u; r236 += 128u) {
+        acc232 = int(uint(acc232) + uint(scratch0[r236]));
     }
-    const int warp93 = as_type<int>(simd_sum(as_type<uint>(acc88)));
+    const int warp237 = as_type<int>(simd_sum(as_type<uint>(acc232)));
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp93;
+        combine[lid.x >> 5u] = warp237;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int slot94 = combine[lid.x & 3u];
-    const int total95 = mimir_simd_add_i32_4(slot94);
+    const int slot238 = combine[lid.x & 3u];
+    const int total239 = mimir_simd_add_i32_4(slot238);
     if (lid.x == 0u) {
-        out1[0u] = total95;
+        out1[0u] = total239;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - ((u.N * u.M + 4096u - 1u) >> 12u), memory_order_relaxed);

@@ -43,104 +43,149 @@ kernel void root_read_twice_2_reduce(
     }
     const uint base1 = g0 * u.M;
     float acc2 = as_type<float>(0xff800000u);
-    if ((u.M & 3u) == 0u) {
-        const uint r3 = lid.x << 2u;
-        const uint last4 = (u.M > 512u ? u.M - 512u : 0u);
-        uint rest5 = r3;
-        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
-            const uint i7 = base1 + r6;
-            const float4 vec1 = ((device const float4*)out0)[i7 >> 2u];
-            const float out0_20 = vec1[0];
-            const float out0_21 = vec1[1];
-            const float out0_22 = vec1[2];
-            const float out0_23 = vec1[3];
-            const float v8 = out0_20;
+    const uint j3 = lid.x << 2u;
+    if (((u.M & 3u) == 0u) && ((u.M >= 4u) && (u.M <= 1024u))) {
+        if (j3 < u.M) {
+            const uint i4 = base1 + j3;
+            const float4 vec1 = ((device const float4*)out0)[i4 >> 2u];
+            const float out0_17 = vec1[0];
+            const float out0_18 = vec1[1];
+            const float out0_19 = vec1[2];
+            const float out0_20 = vec1[3];
+            const float v5 = out0_17;
+            const float v7 = fma(v5, v5, v5);
+            acc2 = mimir_maximum_f32(acc2, v7);
+            const float v8 = out0_18;
             const float v10 = fma(v8, v8, v8);
             acc2 = mimir_maximum_f32(acc2, v10);
-            const float v11 = out0_21;
+            const float v11 = out0_19;
             const float v13 = fma(v11, v11, v11);
             acc2 = mimir_maximum_f32(acc2, v13);
-            const float v14 = out0_22;
+            const float v14 = out0_20;
             const float v16 = fma(v14, v14, v14);
             acc2 = mimir_maximum_f32(acc2, v16);
-            const float v17 = out0_23;
-            const float v19 = fma(v17, v17, v17);
-            acc2 = mimir_maximum_f32(acc2, v19);
-            const uint r24 = r6 + 512u;
-            const uint i25 = base1 + r24;
-            const float4 vec2 = ((device const float4*)out0)[i25 >> 2u];
-            const float out0_38 = vec2[0];
-            const float out0_39 = vec2[1];
-            const float out0_40 = vec2[2];
-            const float out0_41 = vec2[3];
-            const float v26 = out0_38;
+        }
+        const uint j21 = j3 + 512u;
+        if (j21 < u.M) {
+            const uint i22 = base1 + j21;
+            const float4 vec2 = ((device const float4*)out0)[i22 >> 2u];
+            const float out0_35 = vec2[0];
+            const float out0_36 = vec2[1];
+            const float out0_37 = vec2[2];
+            const float out0_38 = vec2[3];
+            const float v23 = out0_35;
+            const float v25 = fma(v23, v23, v23);
+            acc2 = mimir_maximum_f32(acc2, v25);
+            const float v26 = out0_36;
             const float v28 = fma(v26, v26, v26);
             acc2 = mimir_maximum_f32(acc2, v28);
-            const float v29 = out0_39;
+            const float v29 = out0_37;
             const float v31 = fma(v29, v29, v29);
             acc2 = mimir_maximum_f32(acc2, v31);
-            const float v32 = out0_40;
+            const float v32 = out0_38;
             const float v34 = fma(v32, v32, v32);
             acc2 = mimir_maximum_f32(acc2, v34);
-            const float v35 = out0_41;
-            const float v37 = fma(v35, v35, v35);
-            acc2 = mimir_maximum_f32(acc2, v37);
-            rest5 = r6 + 1024u;
-        }
-        for (uint r42 = rest5; r42 < u.M; r42 += 512u) {
-            const uint i43 = base1 + r42;
-            const float4 vec3 = ((device const float4*)out0)[i43 >> 2u];
-            const float out0_56 = vec3[0];
-            const float out0_57 = vec3[1];
-            const float out0_58 = vec3[2];
-            const float out0_59 = vec3[3];
-            const float v44 = out0_56;
-            const float v46 = fma(v44, v44, v44);
-            acc2 = mimir_maximum_f32(acc2, v46);
-            const float v47 = out0_57;
-            const float v49 = fma(v47, v47, v47);
-            acc2 = mimir_maximum_f32(acc2, v49);
-            const float v50 = out0_58;
-            const float v52 = fma(v50, v50, v50);
-            acc2 = mimir_maximum_f32(acc2, v52);
-            const float v53 = out0_59;
-            const float v55 = fma(v53, v53, v53);
-            acc2 = mimir_maximum_f32(acc2, v55);
         }
     } else {
-        const uint last60 = (u.M > 384u ? u.M - 384u : 0u);
-        uint rest61 = lid.x;
-        for (uint r62 = lid.x; r62 < last60; r62 += 512u) {
-            const uint i63 = base1 + r62;
-            const float v64 = out0[i63];
-            const float v66 = fma(v64, v64, v64);
-            acc2 = mimir_maximum_f32(acc2, v66);
-            const float v67 = out0[i63 + 128u];
-            const float v69 = fma(v67, v67, v67);
-            acc2 = mimir_maximum_f32(acc2, v69);
-            const float v70 = out0[i63 + 256u];
-            const float v72 = fma(v70, v70, v70);
-            acc2 = mimir_maximum_f32(acc2, v72);
-            const float v73 = out0[i63 + 384u];
-            const float v75 = fma(v73, v73, v73);
-            acc2 = mimir_maximum_f32(acc2, v75);
-            rest61 = r62 + 512u;
-        }
-        for (uint r76 = rest61; r76 < u.M; r76 += 128u) {
-            const uint i77 = base1 + r76;
-            const float v78 = out0[i77];
-            const float v80 = fma(v78, v78, v78);
-            acc2 = mimir_maximum_f32(acc2, v80);
+        if ((u.M & 3u) == 0u) {
+            const uint r39 = lid.x << 2u;
+            const uint last40 = (u.M > 512u ? u.M - 512u : 0u);
+            uint rest41 = r39;
+            for (uint r42 = r39; r42 < last40; r42 += 1024u) {
+                const uint i43 = base1 + r42;
+                const float4 vec3 = ((device const float4*)out0)[i43 >> 2u];
+                const float out0_56 = vec3[0];
+                const float out0_57 = vec3[1];
+                const float out0_58 = vec3[2];
+                const float out0_59 = vec3[3];
+                const float v44 = out0_56;
+                const float v46 = fma(v44, v44, v44);
+                acc2 = mimir_maximum_f32(acc2, v46);
+                const float v47 = out0_57;
+                const float v49 = fma(v47, v47, v47);
+                acc2 = mimir_maximum_f32(acc2, v49);
+                const float v50 = out0_58;
+                const float v52 = fma(v50, v50, v50);
+                acc2 = mimir_maximum_f32(acc2, v52);
+                const float v53 = out0_59;
+                const float v55 = fma(v53, v53, v53);
+                acc2 = mimir_maximum_f32(acc2, v55);
+                const uint r60 = r42 + 512u;
+                const uint i61 = base1 + r60;
+                const float4 vec4 = ((device const float4*)out0)[i61 >> 2u];
+                const float out0_74 = vec4[0];
+                const float out0_75 = vec4[1];
+                const float out0_76 = vec4[2];
+                const float out0_77 = vec4[3];
+                const float v62 = out0_74;
+                const float v64 = fma(v62, v62, v62);
+                acc2 = mimir_maximum_f32(acc2, v64);
+                const float v65 = out0_75;
+                const float v67 = fma(v65, v65, v65);
+                acc2 = mimir_maximum_f32(acc2, v67);
+                const float v68 = out0_76;
+                const float v70 = fma(v68, v68, v68);
+                acc2 = mimir_maximum_f32(acc2, v70);
+                const float v71 = out0_77;
+                const float v73 = fma(v71, v71, v71);
+                acc2 = mimir_maximum_f32(acc2, v73);
+                rest41 = r42 + 1024u;
+            }
+            for (uint r78 = rest41; r78 < u.M; r78 += 512u) {
+                const uint i79 = base1 + r78;
+                const float4 vec5 = ((device const float4*)out0)[i79 >> 2u];
+                const float out0_92 = vec5[0];
+                const float out0_93 = vec5[1];
+                const float out0_94 = vec5[2];
+                const float out0_95 = vec5[3];
+                const float v80 = out0_92;
+                const float v82 = fma(v80, v80, v80);
+                acc2 = mimir_maximum_f32(acc2, v82);
+                const float v83 = out0_93;
+                const float v85 = fma(v83, v83, v83);
+                acc2 = mimir_maximum_f32(acc2, v85);
+                const float v86 = out0_94;
+                const float v88 = fma(v86, v86, v86);
+                acc2 = mimir_maximum_f32(acc2, v88);
+                const float v89 = out0_95;
+                const float v91 = fma(v89, v89, v89);
+                acc2 = mimir_maximum_f32(acc2, v91);
+            }
+        } else {
+            const uint last96 = (u.M > 384u ? u.M - 384u : 0u);
+            uint rest97 = lid.x;
+            for (uint r98 = lid.x; r98 < last96; r98 += 512u) {
+                const uint i99 = base1 + r98;
+                const float v100 = out0[i99];
+                const float v102 = fma(v100, v100, v100);
+                acc2 = mimir_maximum_f32(acc2, v102);
+                const float v103 = out0[i99 + 128u];
+                const float v105 = fma(v103, v103, v103);
+                acc2 = mimir_maximum_f32(acc2, v105);
+                const float v106 = out0[i99 + 256u];
+                const float v108 = fma(v106, v106, v106);
+                acc2 = mimir_maximum_f32(acc2, v108);
+                const float v109 = out0[i99 + 384u];
+                const float v111 = fma(v109, v109, v109);
+                acc2 = mimir_maximum_f32(acc2, v111);
+                rest97 = r98 + 512u;
+            }
+            for (uint r112 = rest97; r112 < u.M; r112 += 128u) {
+                const uint i113 = base1 + r112;
+                const float v114 = out0[i113];
+                const float v116 = fma(v114, v114, v114);
+                acc2 = mimir_maximum_f32(acc2, v116);
+            }
         }
     }
-    const float warp81 = (simd_any(((as_type<uint>(acc2) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc2));
+    const float warp117 = (simd_any(((as_type<uint>(acc2) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc2));
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp81;
+        partial[lid.x >> 5u] = warp117;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot82 = partial[lid.x & 3u];
-    const float total83 = mimir_simd_max_f32_4(slot82);
+    const float slot118 = partial[lid.x & 3u];
+    const float total119 = mimir_simd_max_f32_4(slot118);
     if (lid.x == 0u) {
-        out2[g0] = total83;
+        out2[g0] = total119;
     }
 }

@@ -38,122 +38,245 @@ kernel void unsigned_and_ints_1_reduce(
     if ((u_.N & 3u) == 0u) {
         const uint span5 = end3 - start1;
         const uint r6 = lid.x << 2u;
-        const uint last7 = (span5 > 512u ? span5 - 512u : 0u);
-        uint rest8 = r6;
-        for (uint r9 = r6; r9 < last7; r9 += 1024u) {
-            const uint i10 = start1 + r9;
-            const uint4 vec1 = ((device const uint4*)u)[i10 >> 2u];
-            const uint u_15 = vec1[0];
-            const uint u_16 = vec1[1];
-            const uint u_17 = vec1[2];
-            const uint u_18 = vec1[3];
+        if (span5 == 4096u) {
+            const uint i7 = start1 + r6;
+            const uint4 vec1 = ((device const uint4*)u)[i7 >> 2u];
+            const uint u_12 = vec1[0];
+            const uint u_13 = vec1[1];
+            const uint u_14 = vec1[2];
+            const uint u_15 = vec1[3];
+            const uint v8 = u_12;
+            acc4 = (acc4 >= v8 ? acc4 : v8);
+            const uint v9 = u_13;
+            acc4 = (acc4 >= v9 ? acc4 : v9);
+            const uint v10 = u_14;
+            acc4 = (acc4 >= v10 ? acc4 : v10);
             const uint v11 = u_15;
             acc4 = (acc4 >= v11 ? acc4 : v11);
-            const uint v12 = u_16;
-            acc4 = (acc4 >= v12 ? acc4 : v12);
-            const uint v13 = u_17;
-            acc4 = (acc4 >= v13 ? acc4 : v13);
-            const uint v14 = u_18;
-            acc4 = (acc4 >= v14 ? acc4 : v14);
-            const uint r19 = r9 + 512u;
-            const uint i20 = start1 + r19;
-            const uint4 vec2 = ((device const uint4*)u)[i20 >> 2u];
-            const uint u_25 = vec2[0];
-            const uint u_26 = vec2[1];
-            const uint u_27 = vec2[2];
-            const uint u_28 = vec2[3];
+            const uint r16 = r6 + 512u;
+            const uint i17 = start1 + r16;
+            const uint4 vec2 = ((device const uint4*)u)[i17 >> 2u];
+            const uint u_22 = vec2[0];
+            const uint u_23 = vec2[1];
+            const uint u_24 = vec2[2];
+            const uint u_25 = vec2[3];
+            const uint v18 = u_22;
+            acc4 = (acc4 >= v18 ? acc4 : v18);
+            const uint v19 = u_23;
+            acc4 = (acc4 >= v19 ? acc4 : v19);
+            const uint v20 = u_24;
+            acc4 = (acc4 >= v20 ? acc4 : v20);
             const uint v21 = u_25;
             acc4 = (acc4 >= v21 ? acc4 : v21);
-            const uint v22 = u_26;
-            acc4 = (acc4 >= v22 ? acc4 : v22);
-            const uint v23 = u_27;
-            acc4 = (acc4 >= v23 ? acc4 : v23);
-            const uint v24 = u_28;
-            acc4 = (acc4 >= v24 ? acc4 : v24);
-            rest8 = r9 + 1024u;
-        }
-        for (uint r29 = rest8; r29 < span5; r29 += 512u) {
-            const uint i30 = start1 + r29;
-            const uint4 vec3 = ((device const uint4*)u)[i30 >> 2u];
-            const uint u_35 = vec3[0];
-            const uint u_36 = vec3[1];
-            const uint u_37 = vec3[2];
-            const uint u_38 = vec3[3];
+            const uint r26 = r6 + 1024u;
+            const uint i27 = start1 + r26;
+            const uint4 vec3 = ((device const uint4*)u)[i27 >> 2u];
+            const uint u_32 = vec3[0];
+            const uint u_33 = vec3[1];
+            const uint u_34 = vec3[2];
+            const uint u_35 = vec3[3];
+            const uint v28 = u_32;
+            acc4 = (acc4 >= v28 ? acc4 : v28);
+            const uint v29 = u_33;
+            acc4 = (acc4 >= v29 ? acc4 : v29);
+            const uint v30 = u_34;
+            acc4 = (acc4 >= v30 ? acc4 : v30);
             const uint v31 = u_35;
             acc4 = (acc4 >= v31 ? acc4 : v31);
-            const uint v32 = u_36;
-            acc4 = (acc4 >= v32 ? acc4 : v32);
-            const uint v33 = u_37;
-            acc4 = (acc4 >= v33 ? acc4 : v33);
-            const uint v34 = u_38;
-            acc4 = (acc4 >= v34 ? acc4 : v34);
+            const uint r36 = r6 + 1536u;
+            const uint i37 = start1 + r36;
+            const uint4 vec4 = ((device const uint4*)u)[i37 >> 2u];
+            const uint u_42 = vec4[0];
+            const uint u_43 = vec4[1];
+            const uint u_44 = vec4[2];
+            const uint u_45 = vec4[3];
+            const uint v38 = u_42;
+            acc4 = (acc4 >= v38 ? acc4 : v38);
+            const uint v39 = u_43;
+            acc4 = (acc4 >= v39 ? acc4 : v39);
+            const uint v40 = u_44;
+            acc4 = (acc4 >= v40 ? acc4 : v40);
+            const uint v41 = u_45;
+            acc4 = (acc4 >= v41 ? acc4 : v41);
+            const uint r46 = r6 + 2048u;
+            const uint i47 = start1 + r46;
+            const uint4 vec5 = ((device const uint4*)u)[i47 >> 2u];
+            const uint u_52 = vec5[0];
+            const uint u_53 = vec5[1];
+            const uint u_54 = vec5[2];
+            const uint u_55 = vec5[3];
+            const uint v48 = u_52;
+            acc4 = (acc4 >= v48 ? acc4 : v48);
+            const uint v49 = u_53;
+            acc4 = (acc4 >= v49 ? acc4 : v49);
+            const uint v50 = u_54;
+            acc4 = (acc4 >= v50 ? acc4 : v50);
+            const uint v51 = u_55;
+            acc4 = (acc4 >= v51 ? acc4 : v51);
+            const uint r56 = r6 + 2560u;
+            const uint i57 = start1 + r56;
+            const uint4 vec6 = ((device const uint4*)u)[i57 >> 2u];
+            const uint u_62 = vec6[0];
+            const uint u_63 = vec6[1];
+            const uint u_64 = vec6[2];
+            const uint u_65 = vec6[3];
+            const uint v58 = u_62;
+            acc4 = (acc4 >= v58 ? acc4 : v58);
+            const uint v59 = u_63;
+            acc4 = (acc4 >= v59 ? acc4 : v59);
+            const uint v60 = u_64;
+            acc4 = (acc4 >= v60 ? acc4 : v60);
+            const uint v61 = u_65;
+            acc4 = (acc4 >= v61 ? acc4 : v61);
+            const uint r66 = r6 + 3072u;
+            const uint i67 = start1 + r66;
+            const uint4 vec7 = ((device const uint4*)u)[i67 >> 2u];
+            const uint u_72 = vec7[0];
+            const uint u_73 = vec7[1];
+            const uint u_74 = vec7[2];
+            const uint u_75 = vec7[3];
+            const uint v68 = u_72;
+            acc4 = (acc4 >= v68 ? acc4 : v68);
+            const uint v69 = u_73;
+            acc4 = (acc4 >= v69 ? acc4 : v69);
+            const uint v70 = u_74;
+            acc4 = (acc4 >= v70 ? acc4 : v70);
+            const uint v71 = u_75;
+            acc4 = (acc4 >= v71 ? acc4 : v71);
+            const uint r76 = r6 + 3584u;
+            const uint i77 = start1 + r76;
+            const uint4 vec8 = ((device const uint4*)u)[i77 >> 2u];
+            const uint u_82 = vec8[0];
+            const uint u_83 = vec8[1];
+            const uint u_84 = vec8[2];
+            const uint u_85 = vec8[3];
+            const uint v78 = u_82;
+            acc4 = (acc4 >= v78 ? acc4 : v78);
+            const uint v79 = u_83;
+            acc4 = (acc4 >= v79 ? acc4 : v79);
+            const uint v80 = u_84;
+            acc4 = (acc4 >= v80 ? acc4 : v80);
+            const uint v81 = u_85;
+            acc4 = (acc4 >= v81 ? acc4 : v81);
+        } else {
+            const uint r86 = lid.x << 2u;
+            const uint last87 = (span5 > 512u ? span5 - 512u : 0u);
+            uint rest88 = r86;
+            for (uint r89 = r86; r89 < last87; r89 += 1024u) {
+                const uint i90 = start1 + r89;
+                const uint4 vec9 = ((device const uint4*)u)[i90 >> 2u];
+                const uint u_95 = vec9[0];
+                const uint u_96 = vec9[1];
+                const uint u_97 = vec9[2];
+                const uint u_98 = vec9[3];
+                const uint v91 = u_95;
+                acc4 = (acc4 >= v91 ? acc4 : v91);
+                const uint v92 = u_96;
+                acc4 = (acc4 >= v92 ? acc4 : v92);
+                const uint v93 = u_97;
+                acc4 = (acc4 >= v93 ? acc4 : v93);
+                const uint v94 = u_98;
+                acc4 = (acc4 >= v94 ? acc4 : v94);
+                const uint r99 = r89 + 512u;
+                const uint i100 = start1 + r99;
+                const uint4 vec10 = ((device const uint4*)u)[i100 >> 2u];
+                const uint u_105 = vec10[0];
+                const uint u_106 = vec10[1];
+                const uint u_107 = vec10[2];
+                const uint u_108 = vec10[3];
+                const uint v101 = u_105;
+                acc4 = (acc4 >= v101 ? acc4 : v101);
+                const uint v102 = u_106;
+                acc4 = (acc4 >= v102 ? acc4 : v102);
+                const uint v103 = u_107;
+                acc4 = (acc4 >= v103 ? acc4 : v103);
+                const uint v104 = u_108;
+                acc4 = (acc4 >= v104 ? acc4 : v104);
+                rest88 = r89 + 1024u;
+            }
+            for (uint r109 = rest88; r109 < span5; r109 += 512u) {
+                const uint i110 = start1 + r109;
+                const uint4 vec11 = ((device const uint4*)u)[i110 >> 2u];
+                const uint u_115 = vec11[0];
+                const uint u_116 = vec11[1];
+                const uint u_117 = vec11[2];
+                const uint u_118 = vec11[3];
+                const uint v111 = u_115;
+                acc4 = (acc4 >= v111 ? acc4 : v111);
+                const uint v112 = u_116;
+                acc4 = (acc4 >= v112 ? acc4 : v112);
+                const uint v113 = u_117;
+                acc4 = (acc4 >= v113 ? acc4 : v113);
+                const uint v114 = u_118;
+                acc4 = (acc4 >= v114 ? acc4 : v114);
+            }
         }
     } else {
-        const uint last39 = (end3 > 384u ? end3 - 384u : 0u);
-        uint rest40 = start1 + lid.x;
-        for (uint r41 = start1 + lid.x; r41 < last39; r41 += 512u) {
-            const uint v42 = u[r41];
-            acc4 = (acc4 >= v42 ? acc4 : v42);
-            const uint v43 = u[r41 + 128u];
-            acc4 = (acc4 >= v43 ? acc4 : v43);
-            const uint v44 = u[r41 + 256u];
-            acc4 = (acc4 >= v44 ? acc4 : v44);
-            const uint v45 = u[r41 + 384u];
-            acc4 = (acc4 >= v45 ? acc4 : v45);
-            rest40 = r41 + 512u;
+        const uint last119 = (end3 > 384u ? end3 - 384u : 0u);
+        uint rest120 = start1 + lid.x;
+        for (uint r121 = start1 + lid.x; r121 < last119; r121 += 512u) {
+            const uint v122 = u[r121];
+            acc4 = (acc4 >= v122 ? acc4 : v122);
+            const uint v123 = u[r121 + 128u];
+            acc4 = (acc4 >= v123 ? acc4 : v123);
+            const uint v124 = u[r121 + 256u];
+            acc4 = (acc4 >= v124 ? acc4 : v124);
+            const uint v125 = u[r121 + 384u];
+            acc4 = (acc4 >= v125 ? acc4 : v125);
+            rest120 = r121 + 512u;
         }
-        for (uint r46 = rest40; r46 < end3; r46 += 128u) {
-            const uint v47 = u[r46];
-            acc4 = (acc4 >= v47 ? acc4 : v47);
+        for (uint r126 = rest120; r126 < end3; r126 += 128u) {
+            const uint v127 = u[r126];
+            acc4 = (acc4 >= v127 ? acc4 : v127);
         }
     }
-    const uint warp48 = simd_max(acc4);
+    const uint warp128 = simd_max(acc4);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp48;
+        partial[lid.x >> 5u] = warp128;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot49 = partial[lid.x & 3u];
-    const uint total50 = mimir_simd_max_u32_4(slot49);
+    const uint slot129 = partial[lid.x & 3u];
+    const uint total130 = mimir_simd_max_u32_4(slot129);
     if (lid.x == 0u) {
-        scratch0[g0] = total50;
+        scratch0[g0] = total130;
     }
-    const uint last51 = ((u_.N + 4096u - 1u) >> 12u) - 1u;
+    const uint last131 = ((u_.N + 4096u - 1u) >> 12u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old52 = atomic_fetch_add_explicit(&scratch1[0u], 1u, memory_order_relaxed);
-        if (old52 == last51) {
+        const uint old132 = atomic_fetch_add_explicit(&scratch1[0u], 1u, memory_order_relaxed);
+        if (old132 == last131) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old52;
+        ticket[0u] = old132;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket53 = ticket[0u];
-    if (ticket53 != last51) {
+    const uint ticket133 = ticket[0u];
+    if (ticket133 != last131) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    uint acc54 = 0u;
-    const uint last55 = (((u_.N + 4096u - 1u) >> 12u) > 384u ? ((u_.N + 4096u - 1u) >> 12u) - 384u : 0u);
-    uint rest56 = lid.x;
-    for (uint r57 = lid.x; r57 < last55; r57 += 512u) {
-        acc54 = (acc54 >= scratch0[r57] ? acc54 : scratch0[r57]);
-        acc54 = (acc54 >= scratch0[r57 + 128u] ? acc54 : scratch0[r57 + 128u]);
-        acc54 = (acc54 >= scratch0[r57 + 256u] ? acc54 : scratch0[r57 + 256u]);
-        acc54 = (acc54 >= scratch0[r57 + 384u] ? acc54 : scratch0[r57 + 384u]);
-        rest56 = r57 + 512u;
+    uint acc134 = 0u;
+    const uint last135 = (((u_.N + 4096u - 1u) >> 12u) > 384u ? ((u_.N + 4096u - 1u) >> 12u) - 384u : 0u);
+    uint rest136 = lid.x;
+    for (uint r137 = lid.x; r137 < last135; r137 += 512u) {
+        acc134 = (acc134 >= scratch0[r137] ? acc134 : scratch0[r137]);
+        acc134 = (acc134 >= scratch0[r137 + 128u] ? acc134 : scratch0[r137 + 128u]);
+        acc134 = (acc134 >= scratch0[r137 + 256u] ? acc134 : scratch0[r137 + 256u]);
+        acc134 = (acc134 >= scratch0[r137 + 384u] ? acc134 : scratch0[r137 + 384u]);
+        rest136 = r137 + 512u;
     }
-    for (uint r58 = rest56; r58 < (u_.N + 4096u - 1u) >> 12u; r58 += 128u) {
-        acc54 = (acc54 >= scratch0[r58] ? acc54 : scratch0[r58]);
+    for (uint r138 = rest136; r138 < (u_.N + 4096u - 1u) >> 12u; r138 += 128u) {
+        acc134 = (acc134 >= scratch0[r138] ? acc134 : scratch0[r138]);
     }
-    const uint warp59 = simd_max(acc54);
+    const uint warp139 = simd_max(acc134);
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp59;
+        combine[lid.x >> 5u] = warp139;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot60 = combine[lid.x & 3u];
-    const uint total61 = mimir_simd_max_u32_4(slot60);
+    const uint slot140 = combine[lid.x & 3u];
+    const uint total141 = mimir_simd_max_u32_4(slot140);
     if (lid.x == 0u) {
-        out3[0u] = total61;
+        out3[0u] = total141;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - ((u_.N + 4096u - 1u) >> 12u), memory_order_relaxed);

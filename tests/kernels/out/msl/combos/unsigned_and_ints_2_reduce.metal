@@ -38,122 +38,245 @@ kernel void unsigned_and_ints_2_reduce(
     if ((u.N & 3u) == 0u) {
         const uint span5 = end3 - start1;
         const uint r6 = lid.x << 2u;
-        const uint last7 = (span5 > 512u ? span5 - 512u : 0u);
-        uint rest8 = r6;
-        for (uint r9 = r6; r9 < last7; r9 += 1024u) {
-            const uint i10 = start1 + r9;
-            const int4 vec1 = ((device const int4*)i)[i10 >> 2u];
-            const int i_15 = vec1[0];
-            const int i_16 = vec1[1];
-            const int i_17 = vec1[2];
-            const int i_18 = vec1[3];
+        if (span5 == 4096u) {
+            const uint i7 = start1 + r6;
+            const int4 vec1 = ((device const int4*)i)[i7 >> 2u];
+            const int i_12 = vec1[0];
+            const int i_13 = vec1[1];
+            const int i_14 = vec1[2];
+            const int i_15 = vec1[3];
+            const int v8 = i_12;
+            acc4 = (acc4 <= v8 ? acc4 : v8);
+            const int v9 = i_13;
+            acc4 = (acc4 <= v9 ? acc4 : v9);
+            const int v10 = i_14;
+            acc4 = (acc4 <= v10 ? acc4 : v10);
             const int v11 = i_15;
             acc4 = (acc4 <= v11 ? acc4 : v11);
-            const int v12 = i_16;
-            acc4 = (acc4 <= v12 ? acc4 : v12);
-            const int v13 = i_17;
-            acc4 = (acc4 <= v13 ? acc4 : v13);
-            const int v14 = i_18;
-            acc4 = (acc4 <= v14 ? acc4 : v14);
-            const uint r19 = r9 + 512u;
-            const uint i20 = start1 + r19;
-            const int4 vec2 = ((device const int4*)i)[i20 >> 2u];
-            const int i_25 = vec2[0];
-            const int i_26 = vec2[1];
-            const int i_27 = vec2[2];
-            const int i_28 = vec2[3];
+            const uint r16 = r6 + 512u;
+            const uint i17 = start1 + r16;
+            const int4 vec2 = ((device const int4*)i)[i17 >> 2u];
+            const int i_22 = vec2[0];
+            const int i_23 = vec2[1];
+            const int i_24 = vec2[2];
+            const int i_25 = vec2[3];
+            const int v18 = i_22;
+            acc4 = (acc4 <= v18 ? acc4 : v18);
+            const int v19 = i_23;
+            acc4 = (acc4 <= v19 ? acc4 : v19);
+            const int v20 = i_24;
+            acc4 = (acc4 <= v20 ? acc4 : v20);
             const int v21 = i_25;
             acc4 = (acc4 <= v21 ? acc4 : v21);
-            const int v22 = i_26;
-            acc4 = (acc4 <= v22 ? acc4 : v22);
-            const int v23 = i_27;
-            acc4 = (acc4 <= v23 ? acc4 : v23);
-            const int v24 = i_28;
-            acc4 = (acc4 <= v24 ? acc4 : v24);
-            rest8 = r9 + 1024u;
-        }
-        for (uint r29 = rest8; r29 < span5; r29 += 512u) {
-            const uint i30 = start1 + r29;
-            const int4 vec3 = ((device const int4*)i)[i30 >> 2u];
-            const int i_35 = vec3[0];
-            const int i_36 = vec3[1];
-            const int i_37 = vec3[2];
-            const int i_38 = vec3[3];
+            const uint r26 = r6 + 1024u;
+            const uint i27 = start1 + r26;
+            const int4 vec3 = ((device const int4*)i)[i27 >> 2u];
+            const int i_32 = vec3[0];
+            const int i_33 = vec3[1];
+            const int i_34 = vec3[2];
+            const int i_35 = vec3[3];
+            const int v28 = i_32;
+            acc4 = (acc4 <= v28 ? acc4 : v28);
+            const int v29 = i_33;
+            acc4 = (acc4 <= v29 ? acc4 : v29);
+            const int v30 = i_34;
+            acc4 = (acc4 <= v30 ? acc4 : v30);
             const int v31 = i_35;
             acc4 = (acc4 <= v31 ? acc4 : v31);
-            const int v32 = i_36;
-            acc4 = (acc4 <= v32 ? acc4 : v32);
-            const int v33 = i_37;
-            acc4 = (acc4 <= v33 ? acc4 : v33);
-            const int v34 = i_38;
-            acc4 = (acc4 <= v34 ? acc4 : v34);
+            const uint r36 = r6 + 1536u;
+            const uint i37 = start1 + r36;
+            const int4 vec4 = ((device const int4*)i)[i37 >> 2u];
+            const int i_42 = vec4[0];
+            const int i_43 = vec4[1];
+            const int i_44 = vec4[2];
+            const int i_45 = vec4[3];
+            const int v38 = i_42;
+            acc4 = (acc4 <= v38 ? acc4 : v38);
+            const int v39 = i_43;
+            acc4 = (acc4 <= v39 ? acc4 : v39);
+            const int v40 = i_44;
+            acc4 = (acc4 <= v40 ? acc4 : v40);
+            const int v41 = i_45;
+            acc4 = (acc4 <= v41 ? acc4 : v41);
+            const uint r46 = r6 + 2048u;
+            const uint i47 = start1 + r46;
+            const int4 vec5 = ((device const int4*)i)[i47 >> 2u];
+            const int i_52 = vec5[0];
+            const int i_53 = vec5[1];
+            const int i_54 = vec5[2];
+            const int i_55 = vec5[3];
+            const int v48 = i_52;
+            acc4 = (acc4 <= v48 ? acc4 : v48);
+            const int v49 = i_53;
+            acc4 = (acc4 <= v49 ? acc4 : v49);
+            const int v50 = i_54;
+            acc4 = (acc4 <= v50 ? acc4 : v50);
+            const int v51 = i_55;
+            acc4 = (acc4 <= v51 ? acc4 : v51);
+            const uint r56 = r6 + 2560u;
+            const uint i57 = start1 + r56;
+            const int4 vec6 = ((device const int4*)i)[i57 >> 2u];
+            const int i_62 = vec6[0];
+            const int i_63 = vec6[1];
+            const int i_64 = vec6[2];
+            const int i_65 = vec6[3];
+            const int v58 = i_62;
+            acc4 = (acc4 <= v58 ? acc4 : v58);
+            const int v59 = i_63;
+            acc4 = (acc4 <= v59 ? acc4 : v59);
+            const int v60 = i_64;
+            acc4 = (acc4 <= v60 ? acc4 : v60);
+            const int v61 = i_65;
+            acc4 = (acc4 <= v61 ? acc4 : v61);
+            const uint r66 = r6 + 3072u;
+            const uint i67 = start1 + r66;
+            const int4 vec7 = ((device const int4*)i)[i67 >> 2u];
+            const int i_72 = vec7[0];
+            const int i_73 = vec7[1];
+            const int i_74 = vec7[2];
+            const int i_75 = vec7[3];
+            const int v68 = i_72;
+            acc4 = (acc4 <= v68 ? acc4 : v68);
+            const int v69 = i_73;
+            acc4 = (acc4 <= v69 ? acc4 : v69);
+            const int v70 = i_74;
+            acc4 = (acc4 <= v70 ? acc4 : v70);
+            const int v71 = i_75;
+            acc4 = (acc4 <= v71 ? acc4 : v71);
+            const uint r76 = r6 + 3584u;
+            const uint i77 = start1 + r76;
+            const int4 vec8 = ((device const int4*)i)[i77 >> 2u];
+            const int i_82 = vec8[0];
+            const int i_83 = vec8[1];
+            const int i_84 = vec8[2];
+            const int i_85 = vec8[3];
+            const int v78 = i_82;
+            acc4 = (acc4 <= v78 ? acc4 : v78);
+            const int v79 = i_83;
+            acc4 = (acc4 <= v79 ? acc4 : v79);
+            const int v80 = i_84;
+            acc4 = (acc4 <= v80 ? acc4 : v80);
+            const int v81 = i_85;
+            acc4 = (acc4 <= v81 ? acc4 : v81);
+        } else {
+            const uint r86 = lid.x << 2u;
+            const uint last87 = (span5 > 512u ? span5 - 512u : 0u);
+            uint rest88 = r86;
+            for (uint r89 = r86; r89 < last87; r89 += 1024u) {
+                const uint i90 = start1 + r89;
+                const int4 vec9 = ((device const int4*)i)[i90 >> 2u];
+                const int i_95 = vec9[0];
+                const int i_96 = vec9[1];
+                const int i_97 = vec9[2];
+                const int i_98 = vec9[3];
+                const int v91 = i_95;
+                acc4 = (acc4 <= v91 ? acc4 : v91);
+                const int v92 = i_96;
+                acc4 = (acc4 <= v92 ? acc4 : v92);
+                const int v93 = i_97;
+                acc4 = (acc4 <= v93 ? acc4 : v93);
+                const int v94 = i_98;
+                acc4 = (acc4 <= v94 ? acc4 : v94);
+                const uint r99 = r89 + 512u;
+                const uint i100 = start1 + r99;
+                const int4 vec10 = ((device const int4*)i)[i100 >> 2u];
+                const int i_105 = vec10[0];
+                const int i_106 = vec10[1];
+                const int i_107 = vec10[2];
+                const int i_108 = vec10[3];
+                const int v101 = i_105;
+                acc4 = (acc4 <= v101 ? acc4 : v101);
+                const int v102 = i_106;
+                acc4 = (acc4 <= v102 ? acc4 : v102);
+                const int v103 = i_107;
+                acc4 = (acc4 <= v103 ? acc4 : v103);
+                const int v104 = i_108;
+                acc4 = (acc4 <= v104 ? acc4 : v104);
+                rest88 = r89 + 1024u;
+            }
+            for (uint r109 = rest88; r109 < span5; r109 += 512u) {
+                const uint i110 = start1 + r109;
+                const int4 vec11 = ((device const int4*)i)[i110 >> 2u];
+                const int i_115 = vec11[0];
+                const int i_116 = vec11[1];
+                const int i_117 = vec11[2];
+                const int i_118 = vec11[3];
+                const int v111 = i_115;
+                acc4 = (acc4 <= v111 ? acc4 : v111);
+                const int v112 = i_116;
+                acc4 = (acc4 <= v112 ? acc4 : v112);
+                const int v113 = i_117;
+                acc4 = (acc4 <= v113 ? acc4 : v113);
+                const int v114 = i_118;
+                acc4 = (acc4 <= v114 ? acc4 : v114);
+            }
         }
     } else {
-        const uint last39 = (end3 > 384u ? end3 - 384u : 0u);
-        uint rest40 = start1 + lid.x;
-        for (uint r41 = start1 + lid.x; r41 < last39; r41 += 512u) {
-            const int v42 = i[r41];
-            acc4 = (acc4 <= v42 ? acc4 : v42);
-            const int v43 = i[r41 + 128u];
-            acc4 = (acc4 <= v43 ? acc4 : v43);
-            const int v44 = i[r41 + 256u];
-            acc4 = (acc4 <= v44 ? acc4 : v44);
-            const int v45 = i[r41 + 384u];
-            acc4 = (acc4 <= v45 ? acc4 : v45);
-            rest40 = r41 + 512u;
+        const uint last119 = (end3 > 384u ? end3 - 384u : 0u);
+        uint rest120 = start1 + lid.x;
+        for (uint r121 = start1 + lid.x; r121 < last119; r121 += 512u) {
+            const int v122 = i[r121];
+            acc4 = (acc4 <= v122 ? acc4 : v122);
+            const int v123 = i[r121 + 128u];
+            acc4 = (acc4 <= v123 ? acc4 : v123);
+            const int v124 = i[r121 + 256u];
+            acc4 = (acc4 <= v124 ? acc4 : v124);
+            const int v125 = i[r121 + 384u];
+            acc4 = (acc4 <= v125 ? acc4 : v125);
+            rest120 = r121 + 512u;
         }
-        for (uint r46 = rest40; r46 < end3; r46 += 128u) {
-            const int v47 = i[r46];
-            acc4 = (acc4 <= v47 ? acc4 : v47);
+        for (uint r126 = rest120; r126 < end3; r126 += 128u) {
+            const int v127 = i[r126];
+            acc4 = (acc4 <= v127 ? acc4 : v127);
         }
     }
-    const int warp48 = simd_min(acc4);
+    const int warp128 = simd_min(acc4);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp48;
+        partial[lid.x >> 5u] = warp128;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int slot49 = partial[lid.x & 3u];
-    const int total50 = mimir_simd_min_i32_4(slot49);
+    const int slot129 = partial[lid.x & 3u];
+    const int total130 = mimir_simd_min_i32_4(slot129);
     if (lid.x == 0u) {
-        scratch2[g0] = total50;
+        scratch2[g0] = total130;
     }
-    const uint last51 = ((u.N + 4096u - 1u) >> 12u) - 1u;
+    const uint last131 = ((u.N + 4096u - 1u) >> 12u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old52 = atomic_fetch_add_explicit(&scratch3[0u], 1u, memory_order_relaxed);
-        if (old52 == last51) {
+        const uint old132 = atomic_fetch_add_explicit(&scratch3[0u], 1u, memory_order_relaxed);
+        if (old132 == last131) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old52;
+        ticket[0u] = old132;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket53 = ticket[0u];
-    if (ticket53 != last51) {
+    const uint ticket133 = ticket[0u];
+    if (ticket133 != last131) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    int acc54 = 2147483647;
-    const uint last55 = (((u.N + 4096u - 1u) >> 12u) > 384u ? ((u.N + 4096u - 1u) >> 12u) - 384u : 0u);
-    uint rest56 = lid.x;
-    for (uint r57 = lid.x; r57 < last55; r57 += 512u) {
-        acc54 = (acc54 <= scratch2[r57] ? acc54 : scratch2[r57]);
-        acc54 = (acc54 <= scratch2[r57 + 128u] ? acc54 : scratch2[r57 + 128u]);
-        acc54 = (acc54 <= scratch2[r57 + 256u] ? acc54 : scratch2[r57 + 256u]);
-        acc54 = (acc54 <= scratch2[r57 + 384u] ? acc54 : scratch2[r57 + 384u]);
-        rest56 = r57 + 512u;
+    int acc134 = 2147483647;
+    const uint last135 = (((u.N + 4096u - 1u) >> 12u) > 384u ? ((u.N + 4096u - 1u) >> 12u) - 384u : 0u);
+    uint rest136 = lid.x;
+    for (uint r137 = lid.x; r137 < last135; r137 += 512u) {
+        acc134 = (acc134 <= scratch2[r137] ? acc134 : scratch2[r137]);
+        acc134 = (acc134 <= scratch2[r137 + 128u] ? acc134 : scratch2[r137 + 128u]);
+        acc134 = (acc134 <= scratch2[r137 + 256u] ? acc134 : scratch2[r137 + 256u]);
+        acc134 = (acc134 <= scratch2[r137 + 384u] ? acc134 : scratch2[r137 + 384u]);
+        rest136 = r137 + 512u;
     }
-    for (uint r58 = rest56; r58 < (u.N + 4096u - 1u) >> 12u; r58 += 128u) {
-        acc54 = (acc54 <= scratch2[r58] ? acc54 : scratch2[r58]);
+    for (uint r138 = rest136; r138 < (u.N + 4096u - 1u) >> 12u; r138 += 128u) {
+        acc134 = (acc134 <= scratch2[r138] ? acc134 : scratch2[r138]);
     }
-    const int warp59 = simd_min(acc54);
+    const int warp139 = simd_min(acc134);
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp59;
+        combine[lid.x >> 5u] = warp139;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int slot60 = combine[lid.x & 3u];
-    const int total61 = mimir_simd_min_i32_4(slot60);
+    const int slot140 = combine[lid.x & 3u];
+    const int total141 = mimir_simd_min_i32_4(slot140);
     if (lid.x == 0u) {
-        out4[0u] = total61;
+        out4[0u] = total141;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch3[0u], 0u - ((u.N + 4096u - 1u) >> 12u), memory_order_relaxed);

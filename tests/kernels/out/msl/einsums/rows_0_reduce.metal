@@ -30,87 +30,124 @@ kernel void rows_0_reduce(
     }
     const uint base1 = g0 * u.K;
     float acc2 = 0.0f;
-    if ((u.K & 3u) == 0u) {
-        const uint r3 = lid.x << 2u;
-        const uint last4 = (u.K > 512u ? u.K - 512u : 0u);
-        uint rest5 = r3;
-        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
-            const uint i7 = base1 + r6;
-            const float4 vec1 = ((device const float4*)a)[i7 >> 2u];
-            const float a_12 = vec1[0];
-            const float a_13 = vec1[1];
-            const float a_14 = vec1[2];
-            const float a_15 = vec1[3];
+    const uint j3 = lid.x << 2u;
+    if (((u.K & 3u) == 0u) && ((u.K >= 4u) && (u.K <= 1024u))) {
+        if (j3 < u.K) {
+            const uint i4 = base1 + j3;
+            const float4 vec1 = ((device const float4*)a)[i4 >> 2u];
+            const float a_9 = vec1[0];
+            const float a_10 = vec1[1];
+            const float a_11 = vec1[2];
+            const float a_12 = vec1[3];
+            const float v5 = a_9;
+            acc2 = acc2 + v5;
+            const float v6 = a_10;
+            acc2 = acc2 + v6;
+            const float v7 = a_11;
+            acc2 = acc2 + v7;
             const float v8 = a_12;
             acc2 = acc2 + v8;
-            const float v9 = a_13;
-            acc2 = acc2 + v9;
-            const float v10 = a_14;
-            acc2 = acc2 + v10;
-            const float v11 = a_15;
-            acc2 = acc2 + v11;
-            const uint r16 = r6 + 512u;
-            const uint i17 = base1 + r16;
-            const float4 vec2 = ((device const float4*)a)[i17 >> 2u];
-            const float a_22 = vec2[0];
-            const float a_23 = vec2[1];
-            const float a_24 = vec2[2];
-            const float a_25 = vec2[3];
+        }
+        const uint j13 = j3 + 512u;
+        if (j13 < u.K) {
+            const uint i14 = base1 + j13;
+            const float4 vec2 = ((device const float4*)a)[i14 >> 2u];
+            const float a_19 = vec2[0];
+            const float a_20 = vec2[1];
+            const float a_21 = vec2[2];
+            const float a_22 = vec2[3];
+            const float v15 = a_19;
+            acc2 = acc2 + v15;
+            const float v16 = a_20;
+            acc2 = acc2 + v16;
+            const float v17 = a_21;
+            acc2 = acc2 + v17;
             const float v18 = a_22;
             acc2 = acc2 + v18;
-            const float v19 = a_23;
-            acc2 = acc2 + v19;
-            const float v20 = a_24;
-            acc2 = acc2 + v20;
-            const float v21 = a_25;
-            acc2 = acc2 + v21;
-            rest5 = r6 + 1024u;
-        }
-        for (uint r26 = rest5; r26 < u.K; r26 += 512u) {
-            const uint i27 = base1 + r26;
-            const float4 vec3 = ((device const float4*)a)[i27 >> 2u];
-            const float a_32 = vec3[0];
-            const float a_33 = vec3[1];
-            const float a_34 = vec3[2];
-            const float a_35 = vec3[3];
-            const float v28 = a_32;
-            acc2 = acc2 + v28;
-            const float v29 = a_33;
-            acc2 = acc2 + v29;
-            const float v30 = a_34;
-            acc2 = acc2 + v30;
-            const float v31 = a_35;
-            acc2 = acc2 + v31;
         }
     } else {
-        const uint last36 = (u.K > 384u ? u.K - 384u : 0u);
-        uint rest37 = lid.x;
-        for (uint r38 = lid.x; r38 < last36; r38 += 512u) {
-            const uint i39 = base1 + r38;
-            const float v40 = a[i39];
-            acc2 = acc2 + v40;
-            const float v41 = a[i39 + 128u];
-            acc2 = acc2 + v41;
-            const float v42 = a[i39 + 256u];
-            acc2 = acc2 + v42;
-            const float v43 = a[i39 + 384u];
-            acc2 = acc2 + v43;
-            rest37 = r38 + 512u;
-        }
-        for (uint r44 = rest37; r44 < u.K; r44 += 128u) {
-            const uint i45 = base1 + r44;
-            const float v46 = a[i45];
-            acc2 = acc2 + v46;
+        if ((u.K & 3u) == 0u) {
+            const uint r23 = lid.x << 2u;
+            const uint last24 = (u.K > 512u ? u.K - 512u : 0u);
+            uint rest25 = r23;
+            for (uint r26 = r23; r26 < last24; r26 += 1024u) {
+                const uint i27 = base1 + r26;
+                const float4 vec3 = ((device const float4*)a)[i27 >> 2u];
+                const float a_32 = vec3[0];
+                const float a_33 = vec3[1];
+                const float a_34 = vec3[2];
+                const float a_35 = vec3[3];
+                const float v28 = a_32;
+                acc2 = acc2 + v28;
+                const float v29 = a_33;
+                acc2 = acc2 + v29;
+                const float v30 = a_34;
+                acc2 = acc2 + v30;
+                const float v31 = a_35;
+                acc2 = acc2 + v31;
+                const uint r36 = r26 + 512u;
+                const uint i37 = base1 + r36;
+                const float4 vec4 = ((device const float4*)a)[i37 >> 2u];
+                const float a_42 = vec4[0];
+                const float a_43 = vec4[1];
+                const float a_44 = vec4[2];
+                const float a_45 = vec4[3];
+                const float v38 = a_42;
+                acc2 = acc2 + v38;
+                const float v39 = a_43;
+                acc2 = acc2 + v39;
+                const float v40 = a_44;
+                acc2 = acc2 + v40;
+                const float v41 = a_45;
+                acc2 = acc2 + v41;
+                rest25 = r26 + 1024u;
+            }
+            for (uint r46 = rest25; r46 < u.K; r46 += 512u) {
+                const uint i47 = base1 + r46;
+                const float4 vec5 = ((device const float4*)a)[i47 >> 2u];
+                const float a_52 = vec5[0];
+                const float a_53 = vec5[1];
+                const float a_54 = vec5[2];
+                const float a_55 = vec5[3];
+                const float v48 = a_52;
+                acc2 = acc2 + v48;
+                const float v49 = a_53;
+                acc2 = acc2 + v49;
+                const float v50 = a_54;
+                acc2 = acc2 + v50;
+                const float v51 = a_55;
+                acc2 = acc2 + v51;
+            }
+        } else {
+            const uint last56 = (u.K > 384u ? u.K - 384u : 0u);
+            uint rest57 = lid.x;
+            for (uint r58 = lid.x; r58 < last56; r58 += 512u) {
+                const uint i59 = base1 + r58;
+                const float v60 = a[i59];
+                acc2 = acc2 + v60;
+                const float v61 = a[i59 + 128u];
+                acc2 = acc2 + v61;
+                const float v62 = a[i59 + 256u];
+                acc2 = acc2 + v62;
+                const float v63 = a[i59 + 384u];
+                acc2 = acc2 + v63;
+                rest57 = r58 + 512u;
+            }
+            for (uint r64 = rest57; r64 < u.K; r64 += 128u) {
+                const uint i65 = base1 + r64;
+                const float v66 = a[i65];
+                acc2 = acc2 + v66;
+            }
         }
     }
-    const float warp47 = simd_sum(acc2);
+    const float warp67 = simd_sum(acc2);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp47;
+        partial[lid.x >> 5u] = warp67;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot48 = partial[lid.x & 3u];
-    const float total49 = mimir_simd_add_f32_4(slot48);
+    const float slot68 = partial[lid.x & 3u];
+    const float total69 = mimir_simd_add_f32_4(slot68);
     if (lid.x == 0u) {
-        out[g0] = total49;
+        out[g0] = total69;
     }
 }

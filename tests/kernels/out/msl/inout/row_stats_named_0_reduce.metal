@@ -43,87 +43,124 @@ kernel void row_stats_named_0_reduce(
     }
     const uint base1 = g0 * u.D;
     float acc2 = as_type<float>(0xff800000u);
-    if ((u.D & 3u) == 0u) {
-        const uint r3 = lid.x << 2u;
-        const uint last4 = (u.D > 512u ? u.D - 512u : 0u);
-        uint rest5 = r3;
-        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
-            const uint i7 = base1 + r6;
-            const float4 vec1 = ((device const float4*)x)[i7 >> 2u];
-            const float x_12 = vec1[0];
-            const float x_13 = vec1[1];
-            const float x_14 = vec1[2];
-            const float x_15 = vec1[3];
+    const uint j3 = lid.x << 2u;
+    if (((u.D & 3u) == 0u) && ((u.D >= 4u) && (u.D <= 1024u))) {
+        if (j3 < u.D) {
+            const uint i4 = base1 + j3;
+            const float4 vec1 = ((device const float4*)x)[i4 >> 2u];
+            const float x_9 = vec1[0];
+            const float x_10 = vec1[1];
+            const float x_11 = vec1[2];
+            const float x_12 = vec1[3];
+            const float v5 = x_9;
+            acc2 = mimir_maximum_f32(acc2, v5);
+            const float v6 = x_10;
+            acc2 = mimir_maximum_f32(acc2, v6);
+            const float v7 = x_11;
+            acc2 = mimir_maximum_f32(acc2, v7);
             const float v8 = x_12;
             acc2 = mimir_maximum_f32(acc2, v8);
-            const float v9 = x_13;
-            acc2 = mimir_maximum_f32(acc2, v9);
-            const float v10 = x_14;
-            acc2 = mimir_maximum_f32(acc2, v10);
-            const float v11 = x_15;
-            acc2 = mimir_maximum_f32(acc2, v11);
-            const uint r16 = r6 + 512u;
-            const uint i17 = base1 + r16;
-            const float4 vec2 = ((device const float4*)x)[i17 >> 2u];
-            const float x_22 = vec2[0];
-            const float x_23 = vec2[1];
-            const float x_24 = vec2[2];
-            const float x_25 = vec2[3];
+        }
+        const uint j13 = j3 + 512u;
+        if (j13 < u.D) {
+            const uint i14 = base1 + j13;
+            const float4 vec2 = ((device const float4*)x)[i14 >> 2u];
+            const float x_19 = vec2[0];
+            const float x_20 = vec2[1];
+            const float x_21 = vec2[2];
+            const float x_22 = vec2[3];
+            const float v15 = x_19;
+            acc2 = mimir_maximum_f32(acc2, v15);
+            const float v16 = x_20;
+            acc2 = mimir_maximum_f32(acc2, v16);
+            const float v17 = x_21;
+            acc2 = mimir_maximum_f32(acc2, v17);
             const float v18 = x_22;
             acc2 = mimir_maximum_f32(acc2, v18);
-            const float v19 = x_23;
-            acc2 = mimir_maximum_f32(acc2, v19);
-            const float v20 = x_24;
-            acc2 = mimir_maximum_f32(acc2, v20);
-            const float v21 = x_25;
-            acc2 = mimir_maximum_f32(acc2, v21);
-            rest5 = r6 + 1024u;
-        }
-        for (uint r26 = rest5; r26 < u.D; r26 += 512u) {
-            const uint i27 = base1 + r26;
-            const float4 vec3 = ((device const float4*)x)[i27 >> 2u];
-            const float x_32 = vec3[0];
-            const float x_33 = vec3[1];
-            const float x_34 = vec3[2];
-            const float x_35 = vec3[3];
-            const float v28 = x_32;
-            acc2 = mimir_maximum_f32(acc2, v28);
-            const float v29 = x_33;
-            acc2 = mimir_maximum_f32(acc2, v29);
-            const float v30 = x_34;
-            acc2 = mimir_maximum_f32(acc2, v30);
-            const float v31 = x_35;
-            acc2 = mimir_maximum_f32(acc2, v31);
         }
     } else {
-        const uint last36 = (u.D > 384u ? u.D - 384u : 0u);
-        uint rest37 = lid.x;
-        for (uint r38 = lid.x; r38 < last36; r38 += 512u) {
-            const uint i39 = base1 + r38;
-            const float v40 = x[i39];
-            acc2 = mimir_maximum_f32(acc2, v40);
-            const float v41 = x[i39 + 128u];
-            acc2 = mimir_maximum_f32(acc2, v41);
-            const float v42 = x[i39 + 256u];
-            acc2 = mimir_maximum_f32(acc2, v42);
-            const float v43 = x[i39 + 384u];
-            acc2 = mimir_maximum_f32(acc2, v43);
-            rest37 = r38 + 512u;
-        }
-        for (uint r44 = rest37; r44 < u.D; r44 += 128u) {
-            const uint i45 = base1 + r44;
-            const float v46 = x[i45];
-            acc2 = mimir_maximum_f32(acc2, v46);
+        if ((u.D & 3u) == 0u) {
+            const uint r23 = lid.x << 2u;
+            const uint last24 = (u.D > 512u ? u.D - 512u : 0u);
+            uint rest25 = r23;
+            for (uint r26 = r23; r26 < last24; r26 += 1024u) {
+                const uint i27 = base1 + r26;
+                const float4 vec3 = ((device const float4*)x)[i27 >> 2u];
+                const float x_32 = vec3[0];
+                const float x_33 = vec3[1];
+                const float x_34 = vec3[2];
+                const float x_35 = vec3[3];
+                const float v28 = x_32;
+                acc2 = mimir_maximum_f32(acc2, v28);
+                const float v29 = x_33;
+                acc2 = mimir_maximum_f32(acc2, v29);
+                const float v30 = x_34;
+                acc2 = mimir_maximum_f32(acc2, v30);
+                const float v31 = x_35;
+                acc2 = mimir_maximum_f32(acc2, v31);
+                const uint r36 = r26 + 512u;
+                const uint i37 = base1 + r36;
+                const float4 vec4 = ((device const float4*)x)[i37 >> 2u];
+                const float x_42 = vec4[0];
+                const float x_43 = vec4[1];
+                const float x_44 = vec4[2];
+                const float x_45 = vec4[3];
+                const float v38 = x_42;
+                acc2 = mimir_maximum_f32(acc2, v38);
+                const float v39 = x_43;
+                acc2 = mimir_maximum_f32(acc2, v39);
+                const float v40 = x_44;
+                acc2 = mimir_maximum_f32(acc2, v40);
+                const float v41 = x_45;
+                acc2 = mimir_maximum_f32(acc2, v41);
+                rest25 = r26 + 1024u;
+            }
+            for (uint r46 = rest25; r46 < u.D; r46 += 512u) {
+                const uint i47 = base1 + r46;
+                const float4 vec5 = ((device const float4*)x)[i47 >> 2u];
+                const float x_52 = vec5[0];
+                const float x_53 = vec5[1];
+                const float x_54 = vec5[2];
+                const float x_55 = vec5[3];
+                const float v48 = x_52;
+                acc2 = mimir_maximum_f32(acc2, v48);
+                const float v49 = x_53;
+                acc2 = mimir_maximum_f32(acc2, v49);
+                const float v50 = x_54;
+                acc2 = mimir_maximum_f32(acc2, v50);
+                const float v51 = x_55;
+                acc2 = mimir_maximum_f32(acc2, v51);
+            }
+        } else {
+            const uint last56 = (u.D > 384u ? u.D - 384u : 0u);
+            uint rest57 = lid.x;
+            for (uint r58 = lid.x; r58 < last56; r58 += 512u) {
+                const uint i59 = base1 + r58;
+                const float v60 = x[i59];
+                acc2 = mimir_maximum_f32(acc2, v60);
+                const float v61 = x[i59 + 128u];
+                acc2 = mimir_maximum_f32(acc2, v61);
+                const float v62 = x[i59 + 256u];
+                acc2 = mimir_maximum_f32(acc2, v62);
+                const float v63 = x[i59 + 384u];
+                acc2 = mimir_maximum_f32(acc2, v63);
+                rest57 = r58 + 512u;
+            }
+            for (uint r64 = rest57; r64 < u.D; r64 += 128u) {
+                const uint i65 = base1 + r64;
+                const float v66 = x[i65];
+                acc2 = mimir_maximum_f32(acc2, v66);
+            }
         }
     }
-    const float warp47 = (simd_any(((as_type<uint>(acc2) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc2));
+    const float warp67 = (simd_any(((as_type<uint>(acc2) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc2));
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp47;
+        partial[lid.x >> 5u] = warp67;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot48 = partial[lid.x & 3u];
-    const float total49 = mimir_simd_max_f32_4(slot48);
+    const float slot68 = partial[lid.x & 3u];
+    const float total69 = mimir_simd_max_f32_4(slot68);
     if (lid.x == 0u) {
-        top[g0] = total49;
+        top[g0] = total69;
     }
 }

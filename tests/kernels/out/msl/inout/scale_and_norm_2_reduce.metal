@@ -32,123 +32,176 @@ kernel void scale_and_norm_2_reduce(
     }
     const uint base1 = g0 * u.D;
     float acc2 = 0.0f;
-    if ((u.D & 3u) == 0u) {
-        const uint r3 = lid.x << 2u;
-        const uint last4 = (u.D > 512u ? u.D - 512u : 0u);
-        uint rest5 = r3;
-        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
-            const uint i7 = base1 + r6;
-            const float4 vec1 = ((device const float4*)scratch1)[i7 >> 2u];
-            const float scratch1_24 = vec1[0];
-            const float scratch1_25 = vec1[1];
-            const float scratch1_26 = vec1[2];
-            const float scratch1_27 = vec1[3];
-            const float v8 = scratch1_24;
-            const uint i9 = g0 * u.D + r6;
-            const float v10 = x[i9];
-            acc2 = fma(v8, v10, acc2);
-            const float v12 = scratch1_25;
-            const uint i13 = g0 * u.D + (r6 + 1u);
-            const float v14 = x[i13];
-            acc2 = fma(v12, v14, acc2);
-            const float v16 = scratch1_26;
-            const uint i17 = g0 * u.D + (r6 + 2u);
-            const float v18 = x[i17];
-            acc2 = fma(v16, v18, acc2);
-            const float v20 = scratch1_27;
-            const uint i21 = g0 * u.D + (r6 + 3u);
-            const float v22 = x[i21];
-            acc2 = fma(v20, v22, acc2);
-            const uint r28 = r6 + 512u;
-            const uint i29 = base1 + r28;
-            const float4 vec2 = ((device const float4*)scratch1)[i29 >> 2u];
-            const float scratch1_46 = vec2[0];
-            const float scratch1_47 = vec2[1];
-            const float scratch1_48 = vec2[2];
-            const float scratch1_49 = vec2[3];
-            const float v30 = scratch1_46;
-            const uint i31 = g0 * u.D + r28;
-            const float v32 = x[i31];
-            acc2 = fma(v30, v32, acc2);
-            const float v34 = scratch1_47;
-            const uint i35 = g0 * u.D + (r28 + 1u);
-            const float v36 = x[i35];
-            acc2 = fma(v34, v36, acc2);
-            const float v38 = scratch1_48;
-            const uint i39 = g0 * u.D + (r28 + 2u);
-            const float v40 = x[i39];
-            acc2 = fma(v38, v40, acc2);
-            const float v42 = scratch1_49;
-            const uint i43 = g0 * u.D + (r28 + 3u);
-            const float v44 = x[i43];
-            acc2 = fma(v42, v44, acc2);
-            rest5 = r6 + 1024u;
+    const uint j3 = lid.x << 2u;
+    if (((u.D & 3u) == 0u) && ((u.D >= 4u) && (u.D <= 1024u))) {
+        if (j3 < u.D) {
+            const uint i4 = base1 + j3;
+            const float4 vec1 = ((device const float4*)scratch1)[i4 >> 2u];
+            const float scratch1_21 = vec1[0];
+            const float scratch1_22 = vec1[1];
+            const float scratch1_23 = vec1[2];
+            const float scratch1_24 = vec1[3];
+            const float v5 = scratch1_21;
+            const uint i6 = g0 * u.D + j3;
+            const float v7 = x[i6];
+            acc2 = fma(v5, v7, acc2);
+            const float v9 = scratch1_22;
+            const uint i10 = g0 * u.D + (j3 + 1u);
+            const float v11 = x[i10];
+            acc2 = fma(v9, v11, acc2);
+            const float v13 = scratch1_23;
+            const uint i14 = g0 * u.D + (j3 + 2u);
+            const float v15 = x[i14];
+            acc2 = fma(v13, v15, acc2);
+            const float v17 = scratch1_24;
+            const uint i18 = g0 * u.D + (j3 + 3u);
+            const float v19 = x[i18];
+            acc2 = fma(v17, v19, acc2);
         }
-        for (uint r50 = rest5; r50 < u.D; r50 += 512u) {
-            const uint i51 = base1 + r50;
-            const float4 vec3 = ((device const float4*)scratch1)[i51 >> 2u];
-            const float scratch1_68 = vec3[0];
-            const float scratch1_69 = vec3[1];
-            const float scratch1_70 = vec3[2];
-            const float scratch1_71 = vec3[3];
-            const float v52 = scratch1_68;
-            const uint i53 = g0 * u.D + r50;
-            const float v54 = x[i53];
-            acc2 = fma(v52, v54, acc2);
-            const float v56 = scratch1_69;
-            const uint i57 = g0 * u.D + (r50 + 1u);
-            const float v58 = x[i57];
-            acc2 = fma(v56, v58, acc2);
-            const float v60 = scratch1_70;
-            const uint i61 = g0 * u.D + (r50 + 2u);
-            const float v62 = x[i61];
-            acc2 = fma(v60, v62, acc2);
-            const float v64 = scratch1_71;
-            const uint i65 = g0 * u.D + (r50 + 3u);
-            const float v66 = x[i65];
-            acc2 = fma(v64, v66, acc2);
+        const uint j25 = j3 + 512u;
+        if (j25 < u.D) {
+            const uint i26 = base1 + j25;
+            const float4 vec2 = ((device const float4*)scratch1)[i26 >> 2u];
+            const float scratch1_43 = vec2[0];
+            const float scratch1_44 = vec2[1];
+            const float scratch1_45 = vec2[2];
+            const float scratch1_46 = vec2[3];
+            const float v27 = scratch1_43;
+            const uint i28 = g0 * u.D + j25;
+            const float v29 = x[i28];
+            acc2 = fma(v27, v29, acc2);
+            const float v31 = scratch1_44;
+            const uint i32 = g0 * u.D + (j25 + 1u);
+            const float v33 = x[i32];
+            acc2 = fma(v31, v33, acc2);
+            const float v35 = scratch1_45;
+            const uint i36 = g0 * u.D + (j25 + 2u);
+            const float v37 = x[i36];
+            acc2 = fma(v35, v37, acc2);
+            const float v39 = scratch1_46;
+            const uint i40 = g0 * u.D + (j25 + 3u);
+            const float v41 = x[i40];
+            acc2 = fma(v39, v41, acc2);
         }
     } else {
-        const uint last72 = (u.D > 384u ? u.D - 384u : 0u);
-        uint rest73 = lid.x;
-        for (uint r74 = lid.x; r74 < last72; r74 += 512u) {
-            const uint i75 = base1 + r74;
-            const float v76 = scratch1[i75];
-            const uint i77 = g0 * u.D + r74;
-            const float v78 = x[i77];
-            acc2 = fma(v76, v78, acc2);
-            const float v80 = scratch1[i75 + 128u];
-            const uint i81 = g0 * u.D + (r74 + 128u);
-            const float v82 = x[i81];
-            acc2 = fma(v80, v82, acc2);
-            const float v84 = scratch1[i75 + 256u];
-            const uint i85 = g0 * u.D + (r74 + 256u);
-            const float v86 = x[i85];
-            acc2 = fma(v84, v86, acc2);
-            const float v88 = scratch1[i75 + 384u];
-            const uint i89 = g0 * u.D + (r74 + 384u);
-            const float v90 = x[i89];
-            acc2 = fma(v88, v90, acc2);
-            rest73 = r74 + 512u;
-        }
-        for (uint r92 = rest73; r92 < u.D; r92 += 128u) {
-            const uint i93 = base1 + r92;
-            const float v94 = scratch1[i93];
-            const uint i95 = g0 * u.D + r92;
-            const float v96 = x[i95];
-            acc2 = fma(v94, v96, acc2);
+        if ((u.D & 3u) == 0u) {
+            const uint r47 = lid.x << 2u;
+            const uint last48 = (u.D > 512u ? u.D - 512u : 0u);
+            uint rest49 = r47;
+            for (uint r50 = r47; r50 < last48; r50 += 1024u) {
+                const uint i51 = base1 + r50;
+                const float4 vec3 = ((device const float4*)scratch1)[i51 >> 2u];
+                const float scratch1_68 = vec3[0];
+                const float scratch1_69 = vec3[1];
+                const float scratch1_70 = vec3[2];
+                const float scratch1_71 = vec3[3];
+                const float v52 = scratch1_68;
+                const uint i53 = g0 * u.D + r50;
+                const float v54 = x[i53];
+                acc2 = fma(v52, v54, acc2);
+                const float v56 = scratch1_69;
+                const uint i57 = g0 * u.D + (r50 + 1u);
+                const float v58 = x[i57];
+                acc2 = fma(v56, v58, acc2);
+                const float v60 = scratch1_70;
+                const uint i61 = g0 * u.D + (r50 + 2u);
+                const float v62 = x[i61];
+                acc2 = fma(v60, v62, acc2);
+                const float v64 = scratch1_71;
+                const uint i65 = g0 * u.D + (r50 + 3u);
+                const float v66 = x[i65];
+                acc2 = fma(v64, v66, acc2);
+                const uint r72 = r50 + 512u;
+                const uint i73 = base1 + r72;
+                const float4 vec4 = ((device const float4*)scratch1)[i73 >> 2u];
+                const float scratch1_90 = vec4[0];
+                const float scratch1_91 = vec4[1];
+                const float scratch1_92 = vec4[2];
+                const float scratch1_93 = vec4[3];
+                const float v74 = scratch1_90;
+                const uint i75 = g0 * u.D + r72;
+                const float v76 = x[i75];
+                acc2 = fma(v74, v76, acc2);
+                const float v78 = scratch1_91;
+                const uint i79 = g0 * u.D + (r72 + 1u);
+                const float v80 = x[i79];
+                acc2 = fma(v78, v80, acc2);
+                const float v82 = scratch1_92;
+                const uint i83 = g0 * u.D + (r72 + 2u);
+                const float v84 = x[i83];
+                acc2 = fma(v82, v84, acc2);
+                const float v86 = scratch1_93;
+                const uint i87 = g0 * u.D + (r72 + 3u);
+                const float v88 = x[i87];
+                acc2 = fma(v86, v88, acc2);
+                rest49 = r50 + 1024u;
+            }
+            for (uint r94 = rest49; r94 < u.D; r94 += 512u) {
+                const uint i95 = base1 + r94;
+                const float4 vec5 = ((device const float4*)scratch1)[i95 >> 2u];
+                const float scratch1_112 = vec5[0];
+                const float scratch1_113 = vec5[1];
+                const float scratch1_114 = vec5[2];
+                const float scratch1_115 = vec5[3];
+                const float v96 = scratch1_112;
+                const uint i97 = g0 * u.D + r94;
+                const float v98 = x[i97];
+                acc2 = fma(v96, v98, acc2);
+                const float v100 = scratch1_113;
+                const uint i101 = g0 * u.D + (r94 + 1u);
+                const float v102 = x[i101];
+                acc2 = fma(v100, v102, acc2);
+                const float v104 = scratch1_114;
+                const uint i105 = g0 * u.D + (r94 + 2u);
+                const float v106 = x[i105];
+                acc2 = fma(v104, v106, acc2);
+                const float v108 = scratch1_115;
+                const uint i109 = g0 * u.D + (r94 + 3u);
+                const float v110 = x[i109];
+                acc2 = fma(v108, v110, acc2);
+            }
+        } else {
+            const uint last116 = (u.D > 384u ? u.D - 384u : 0u);
+            uint rest117 = lid.x;
+            for (uint r118 = lid.x; r118 < last116; r118 += 512u) {
+                const uint i119 = base1 + r118;
+                const float v120 = scratch1[i119];
+                const uint i121 = g0 * u.D + r118;
+                const float v122 = x[i121];
+                acc2 = fma(v120, v122, acc2);
+                const float v124 = scratch1[i119 + 128u];
+                const uint i125 = g0 * u.D + (r118 + 128u);
+                const float v126 = x[i125];
+                acc2 = fma(v124, v126, acc2);
+                const float v128 = scratch1[i119 + 256u];
+                const uint i129 = g0 * u.D + (r118 + 256u);
+                const float v130 = x[i129];
+                acc2 = fma(v128, v130, acc2);
+                const float v132 = scratch1[i119 + 384u];
+                const uint i133 = g0 * u.D + (r118 + 384u);
+                const float v134 = x[i133];
+                acc2 = fma(v132, v134, acc2);
+                rest117 = r118 + 512u;
+            }
+            for (uint r136 = rest117; r136 < u.D; r136 += 128u) {
+                const uint i137 = base1 + r136;
+                const float v138 = scratch1[i137];
+                const uint i139 = g0 * u.D + r136;
+                const float v140 = x[i139];
+                acc2 = fma(v138, v140, acc2);
+            }
         }
     }
-    const float warp98 = simd_sum(acc2);
+    const float warp142 = simd_sum(acc2);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp98;
+        partial[lid.x >> 5u] = warp142;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot99 = partial[lid.x & 3u];
-    const float total100 = mimir_simd_add_f32_4(slot99);
+    const float slot143 = partial[lid.x & 3u];
+    const float total144 = mimir_simd_add_f32_4(slot143);
     if (lid.x == 0u) {
-        const float v101 = scratch0[g0];
-        const float v102 = total100 + v101;
-        out[g0] = v102;
+        const float v145 = scratch0[g0];
+        const float v146 = total144 + v145;
+        out[g0] = v146;
     }
 }

@@ -41,129 +41,184 @@ kernel void softmax_lse_1_reduce(
     }
     const uint base1 = g0 * u.D;
     float acc2 = 0.0f;
-    if ((u.D & 3u) == 0u) {
-        const uint r3 = lid.x << 2u;
-        const uint last4 = (u.D > 512u ? u.D - 512u : 0u);
-        uint rest5 = r3;
-        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
-            const uint i7 = base1 + r6;
-            const float4 vec1 = ((device const float4*)x)[i7 >> 2u];
-            const float x_21 = vec1[0];
-            const float x_22 = vec1[1];
-            const float x_23 = vec1[2];
-            const float x_24 = vec1[3];
-            const float v8 = x_21;
-            const float v9 = scratch0[g0];
-            const float v10 = v8 - v9;
+    const uint j3 = lid.x << 2u;
+    if (((u.D & 3u) == 0u) && ((u.D >= 4u) && (u.D <= 1024u))) {
+        if (j3 < u.D) {
+            const uint i4 = base1 + j3;
+            const float4 vec1 = ((device const float4*)x)[i4 >> 2u];
+            const float x_18 = vec1[0];
+            const float x_19 = vec1[1];
+            const float x_20 = vec1[2];
+            const float x_21 = vec1[3];
+            const float v5 = x_18;
+            const float v6 = scratch0[g0];
+            const float v7 = v5 - v6;
+            const float v8 = exp(v7);
+            acc2 = acc2 + v8;
+            const float v9 = x_19;
+            const float v10 = v9 - v6;
             const float v11 = exp(v10);
             acc2 = acc2 + v11;
-            const float v12 = x_22;
-            const float v13 = v12 - v9;
+            const float v12 = x_20;
+            const float v13 = v12 - v6;
             const float v14 = exp(v13);
             acc2 = acc2 + v14;
-            const float v15 = x_23;
-            const float v16 = v15 - v9;
+            const float v15 = x_21;
+            const float v16 = v15 - v6;
             const float v17 = exp(v16);
             acc2 = acc2 + v17;
-            const float v18 = x_24;
-            const float v19 = v18 - v9;
-            const float v20 = exp(v19);
-            acc2 = acc2 + v20;
-            const uint r25 = r6 + 512u;
-            const uint i26 = base1 + r25;
-            const float4 vec2 = ((device const float4*)x)[i26 >> 2u];
-            const float x_40 = vec2[0];
-            const float x_41 = vec2[1];
-            const float x_42 = vec2[2];
-            const float x_43 = vec2[3];
-            const float v27 = x_40;
-            const float v28 = scratch0[g0];
-            const float v29 = v27 - v28;
+        }
+        const uint j22 = j3 + 512u;
+        if (j22 < u.D) {
+            const uint i23 = base1 + j22;
+            const float4 vec2 = ((device const float4*)x)[i23 >> 2u];
+            const float x_37 = vec2[0];
+            const float x_38 = vec2[1];
+            const float x_39 = vec2[2];
+            const float x_40 = vec2[3];
+            const float v24 = x_37;
+            const float v25 = scratch0[g0];
+            const float v26 = v24 - v25;
+            const float v27 = exp(v26);
+            acc2 = acc2 + v27;
+            const float v28 = x_38;
+            const float v29 = v28 - v25;
             const float v30 = exp(v29);
             acc2 = acc2 + v30;
-            const float v31 = x_41;
-            const float v32 = v31 - v28;
+            const float v31 = x_39;
+            const float v32 = v31 - v25;
             const float v33 = exp(v32);
             acc2 = acc2 + v33;
-            const float v34 = x_42;
-            const float v35 = v34 - v28;
+            const float v34 = x_40;
+            const float v35 = v34 - v25;
             const float v36 = exp(v35);
             acc2 = acc2 + v36;
-            const float v37 = x_43;
-            const float v38 = v37 - v28;
-            const float v39 = exp(v38);
-            acc2 = acc2 + v39;
-            rest5 = r6 + 1024u;
-        }
-        for (uint r44 = rest5; r44 < u.D; r44 += 512u) {
-            const uint i45 = base1 + r44;
-            const float4 vec3 = ((device const float4*)x)[i45 >> 2u];
-            const float x_59 = vec3[0];
-            const float x_60 = vec3[1];
-            const float x_61 = vec3[2];
-            const float x_62 = vec3[3];
-            const float v46 = x_59;
-            const float v47 = scratch0[g0];
-            const float v48 = v46 - v47;
-            const float v49 = exp(v48);
-            acc2 = acc2 + v49;
-            const float v50 = x_60;
-            const float v51 = v50 - v47;
-            const float v52 = exp(v51);
-            acc2 = acc2 + v52;
-            const float v53 = x_61;
-            const float v54 = v53 - v47;
-            const float v55 = exp(v54);
-            acc2 = acc2 + v55;
-            const float v56 = x_62;
-            const float v57 = v56 - v47;
-            const float v58 = exp(v57);
-            acc2 = acc2 + v58;
         }
     } else {
-        const uint last63 = (u.D > 384u ? u.D - 384u : 0u);
-        uint rest64 = lid.x;
-        for (uint r65 = lid.x; r65 < last63; r65 += 512u) {
-            const uint i66 = base1 + r65;
-            const float v67 = x[i66];
-            const float v68 = scratch0[g0];
-            const float v69 = v67 - v68;
-            const float v70 = exp(v69);
-            acc2 = acc2 + v70;
-            const float v71 = x[i66 + 128u];
-            const float v72 = v71 - v68;
-            const float v73 = exp(v72);
-            acc2 = acc2 + v73;
-            const float v74 = x[i66 + 256u];
-            const float v75 = v74 - v68;
-            const float v76 = exp(v75);
-            acc2 = acc2 + v76;
-            const float v77 = x[i66 + 384u];
-            const float v78 = v77 - v68;
-            const float v79 = exp(v78);
-            acc2 = acc2 + v79;
-            rest64 = r65 + 512u;
-        }
-        for (uint r80 = rest64; r80 < u.D; r80 += 128u) {
-            const uint i81 = base1 + r80;
-            const float v82 = x[i81];
-            const float v83 = scratch0[g0];
-            const float v84 = v82 - v83;
-            const float v85 = exp(v84);
-            acc2 = acc2 + v85;
+        if ((u.D & 3u) == 0u) {
+            const uint r41 = lid.x << 2u;
+            const uint last42 = (u.D > 512u ? u.D - 512u : 0u);
+            uint rest43 = r41;
+            for (uint r44 = r41; r44 < last42; r44 += 1024u) {
+                const uint i45 = base1 + r44;
+                const float4 vec3 = ((device const float4*)x)[i45 >> 2u];
+                const float x_59 = vec3[0];
+                const float x_60 = vec3[1];
+                const float x_61 = vec3[2];
+                const float x_62 = vec3[3];
+                const float v46 = x_59;
+                const float v47 = scratch0[g0];
+                const float v48 = v46 - v47;
+                const float v49 = exp(v48);
+                acc2 = acc2 + v49;
+                const float v50 = x_60;
+                const float v51 = v50 - v47;
+                const float v52 = exp(v51);
+                acc2 = acc2 + v52;
+                const float v53 = x_61;
+                const float v54 = v53 - v47;
+                const float v55 = exp(v54);
+                acc2 = acc2 + v55;
+                const float v56 = x_62;
+                const float v57 = v56 - v47;
+                const float v58 = exp(v57);
+                acc2 = acc2 + v58;
+                const uint r63 = r44 + 512u;
+                const uint i64 = base1 + r63;
+                const float4 vec4 = ((device const float4*)x)[i64 >> 2u];
+                const float x_78 = vec4[0];
+                const float x_79 = vec4[1];
+                const float x_80 = vec4[2];
+                const float x_81 = vec4[3];
+                const float v65 = x_78;
+                const float v66 = scratch0[g0];
+                const float v67 = v65 - v66;
+                const float v68 = exp(v67);
+                acc2 = acc2 + v68;
+                const float v69 = x_79;
+                const float v70 = v69 - v66;
+                const float v71 = exp(v70);
+                acc2 = acc2 + v71;
+                const float v72 = x_80;
+                const float v73 = v72 - v66;
+                const float v74 = exp(v73);
+                acc2 = acc2 + v74;
+                const float v75 = x_81;
+                const float v76 = v75 - v66;
+                const float v77 = exp(v76);
+                acc2 = acc2 + v77;
+                rest43 = r44 + 1024u;
+            }
+            for (uint r82 = rest43; r82 < u.D; r82 += 512u) {
+                const uint i83 = base1 + r82;
+                const float4 vec5 = ((device const float4*)x)[i83 >> 2u];
+                const float x_97 = vec5[0];
+                const float x_98 = vec5[1];
+                const float x_99 = vec5[2];
+                const float x_100 = vec5[3];
+                const float v84 = x_97;
+                const float v85 = scratch0[g0];
+                const float v86 = v84 - v85;
+                const float v87 = exp(v86);
+                acc2 = acc2 + v87;
+                const float v88 = x_98;
+                const float v89 = v88 - v85;
+                const float v90 = exp(v89);
+                acc2 = acc2 + v90;
+                const float v91 = x_99;
+                const float v92 = v91 - v85;
+                const float v93 = exp(v92);
+                acc2 = acc2 + v93;
+                const float v94 = x_100;
+                const float v95 = v94 - v85;
+                const float v96 = exp(v95);
+                acc2 = acc2 + v96;
+            }
+        } else {
+            const uint last101 = (u.D > 384u ? u.D - 384u : 0u);
+            uint rest102 = lid.x;
+            for (uint r103 = lid.x; r103 < last101; r103 += 512u) {
+                const uint i104 = base1 + r103;
+                const float v105 = x[i104];
+                const float v106 = scratch0[g0];
+                const float v107 = v105 - v106;
+                const float v108 = exp(v107);
+                acc2 = acc2 + v108;
+                const float v109 = x[i104 + 128u];
+                const float v110 = v109 - v106;
+                const float v111 = exp(v110);
+                acc2 = acc2 + v111;
+                const float v112 = x[i104 + 256u];
+                const float v113 = v112 - v106;
+                const float v114 = exp(v113);
+                acc2 = acc2 + v114;
+                const float v115 = x[i104 + 384u];
+                const float v116 = v115 - v106;
+                const float v117 = exp(v116);
+                acc2 = acc2 + v117;
+                rest102 = r103 + 512u;
+            }
+            for (uint r118 = rest102; r118 < u.D; r118 += 128u) {
+                const uint i119 = base1 + r118;
+                const float v120 = x[i119];
+                const float v121 = scratch0[g0];
+                const float v122 = v120 - v121;
+                const float v123 = exp(v122);
+                acc2 = acc2 + v123;
+            }
         }
     }
-    const float warp86 = simd_sum(acc2);
+    const float warp124 = simd_sum(acc2);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp86;
+        partial[lid.x >> 5u] = warp124;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot87 = partial[lid.x & 3u];
-    const float total88 = mimir_simd_add_f32_4(slot87);
+    const float slot125 = partial[lid.x & 3u];
+    const float total126 = mimir_simd_add_f32_4(slot125);
     if (lid.x == 0u) {
-        const float v89 = scratch0[g0];
-        const float v90 = mimir_log(total88);
-        const float v91 = v89 + v90;
-        out1[g0] = v91;
+        const float v127 = scratch0[g0];
+        const float v128 = mimir_log(total126);
+        const float v129 = v127 + v128;
+        out1[g0] = v129;
     }
 }

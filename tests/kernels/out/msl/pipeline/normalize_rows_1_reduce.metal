@@ -51,122 +51,245 @@ kernel void normalize_rows_1_reduce(
     if (((u.N * 9u) & 3u) == 0u) {
         const uint span5 = end3 - start1;
         const uint r6 = lid.x << 2u;
-        const uint last7 = (span5 > 512u ? span5 - 512u : 0u);
-        uint rest8 = r6;
-        for (uint r9 = r6; r9 < last7; r9 += 1024u) {
-            const uint i10 = start1 + r9;
-            const float4 vec1 = ((device const float4*)x)[i10 >> 2u];
-            const float x_23 = vec1[0];
-            const float x_24 = vec1[1];
-            const float x_25 = vec1[2];
-            const float x_26 = vec1[3];
-            const float v13 = x_23;
+        if (span5 == 4096u) {
+            const uint i7 = start1 + r6;
+            const float4 vec1 = ((device const float4*)x)[i7 >> 2u];
+            const float x_20 = vec1[0];
+            const float x_21 = vec1[1];
+            const float x_22 = vec1[2];
+            const float x_23 = vec1[3];
+            const float v10 = x_20;
+            acc4 = mimir_maximum_f32(acc4, v10);
+            const float v13 = x_21;
             acc4 = mimir_maximum_f32(acc4, v13);
-            const float v16 = x_24;
+            const float v16 = x_22;
             acc4 = mimir_maximum_f32(acc4, v16);
-            const float v19 = x_25;
+            const float v19 = x_23;
             acc4 = mimir_maximum_f32(acc4, v19);
-            const float v22 = x_26;
-            acc4 = mimir_maximum_f32(acc4, v22);
-            const uint r27 = r9 + 512u;
-            const uint i28 = start1 + r27;
-            const float4 vec2 = ((device const float4*)x)[i28 >> 2u];
-            const float x_41 = vec2[0];
-            const float x_42 = vec2[1];
-            const float x_43 = vec2[2];
-            const float x_44 = vec2[3];
-            const float v31 = x_41;
+            const uint r24 = r6 + 512u;
+            const uint i25 = start1 + r24;
+            const float4 vec2 = ((device const float4*)x)[i25 >> 2u];
+            const float x_38 = vec2[0];
+            const float x_39 = vec2[1];
+            const float x_40 = vec2[2];
+            const float x_41 = vec2[3];
+            const float v28 = x_38;
+            acc4 = mimir_maximum_f32(acc4, v28);
+            const float v31 = x_39;
             acc4 = mimir_maximum_f32(acc4, v31);
-            const float v34 = x_42;
+            const float v34 = x_40;
             acc4 = mimir_maximum_f32(acc4, v34);
-            const float v37 = x_43;
+            const float v37 = x_41;
             acc4 = mimir_maximum_f32(acc4, v37);
-            const float v40 = x_44;
-            acc4 = mimir_maximum_f32(acc4, v40);
-            rest8 = r9 + 1024u;
-        }
-        for (uint r45 = rest8; r45 < span5; r45 += 512u) {
-            const uint i46 = start1 + r45;
-            const float4 vec3 = ((device const float4*)x)[i46 >> 2u];
-            const float x_59 = vec3[0];
-            const float x_60 = vec3[1];
-            const float x_61 = vec3[2];
-            const float x_62 = vec3[3];
-            const float v49 = x_59;
+            const uint r42 = r6 + 1024u;
+            const uint i43 = start1 + r42;
+            const float4 vec3 = ((device const float4*)x)[i43 >> 2u];
+            const float x_56 = vec3[0];
+            const float x_57 = vec3[1];
+            const float x_58 = vec3[2];
+            const float x_59 = vec3[3];
+            const float v46 = x_56;
+            acc4 = mimir_maximum_f32(acc4, v46);
+            const float v49 = x_57;
             acc4 = mimir_maximum_f32(acc4, v49);
-            const float v52 = x_60;
+            const float v52 = x_58;
             acc4 = mimir_maximum_f32(acc4, v52);
-            const float v55 = x_61;
+            const float v55 = x_59;
             acc4 = mimir_maximum_f32(acc4, v55);
-            const float v58 = x_62;
-            acc4 = mimir_maximum_f32(acc4, v58);
+            const uint r60 = r6 + 1536u;
+            const uint i61 = start1 + r60;
+            const float4 vec4 = ((device const float4*)x)[i61 >> 2u];
+            const float x_74 = vec4[0];
+            const float x_75 = vec4[1];
+            const float x_76 = vec4[2];
+            const float x_77 = vec4[3];
+            const float v64 = x_74;
+            acc4 = mimir_maximum_f32(acc4, v64);
+            const float v67 = x_75;
+            acc4 = mimir_maximum_f32(acc4, v67);
+            const float v70 = x_76;
+            acc4 = mimir_maximum_f32(acc4, v70);
+            const float v73 = x_77;
+            acc4 = mimir_maximum_f32(acc4, v73);
+            const uint r78 = r6 + 2048u;
+            const uint i79 = start1 + r78;
+            const float4 vec5 = ((device const float4*)x)[i79 >> 2u];
+            const float x_92 = vec5[0];
+            const float x_93 = vec5[1];
+            const float x_94 = vec5[2];
+            const float x_95 = vec5[3];
+            const float v82 = x_92;
+            acc4 = mimir_maximum_f32(acc4, v82);
+            const float v85 = x_93;
+            acc4 = mimir_maximum_f32(acc4, v85);
+            const float v88 = x_94;
+            acc4 = mimir_maximum_f32(acc4, v88);
+            const float v91 = x_95;
+            acc4 = mimir_maximum_f32(acc4, v91);
+            const uint r96 = r6 + 2560u;
+            const uint i97 = start1 + r96;
+            const float4 vec6 = ((device const float4*)x)[i97 >> 2u];
+            const float x_110 = vec6[0];
+            const float x_111 = vec6[1];
+            const float x_112 = vec6[2];
+            const float x_113 = vec6[3];
+            const float v100 = x_110;
+            acc4 = mimir_maximum_f32(acc4, v100);
+            const float v103 = x_111;
+            acc4 = mimir_maximum_f32(acc4, v103);
+            const float v106 = x_112;
+            acc4 = mimir_maximum_f32(acc4, v106);
+            const float v109 = x_113;
+            acc4 = mimir_maximum_f32(acc4, v109);
+            const uint r114 = r6 + 3072u;
+            const uint i115 = start1 + r114;
+            const float4 vec7 = ((device const float4*)x)[i115 >> 2u];
+            const float x_128 = vec7[0];
+            const float x_129 = vec7[1];
+            const float x_130 = vec7[2];
+            const float x_131 = vec7[3];
+            const float v118 = x_128;
+            acc4 = mimir_maximum_f32(acc4, v118);
+            const float v121 = x_129;
+            acc4 = mimir_maximum_f32(acc4, v121);
+            const float v124 = x_130;
+            acc4 = mimir_maximum_f32(acc4, v124);
+            const float v127 = x_131;
+            acc4 = mimir_maximum_f32(acc4, v127);
+            const uint r132 = r6 + 3584u;
+            const uint i133 = start1 + r132;
+            const float4 vec8 = ((device const float4*)x)[i133 >> 2u];
+            const float x_146 = vec8[0];
+            const float x_147 = vec8[1];
+            const float x_148 = vec8[2];
+            const float x_149 = vec8[3];
+            const float v136 = x_146;
+            acc4 = mimir_maximum_f32(acc4, v136);
+            const float v139 = x_147;
+            acc4 = mimir_maximum_f32(acc4, v139);
+            const float v142 = x_148;
+            acc4 = mimir_maximum_f32(acc4, v142);
+            const float v145 = x_149;
+            acc4 = mimir_maximum_f32(acc4, v145);
+        } else {
+            const uint r150 = lid.x << 2u;
+            const uint last151 = (span5 > 512u ? span5 - 512u : 0u);
+            uint rest152 = r150;
+            for (uint r153 = r150; r153 < last151; r153 += 1024u) {
+                const uint i154 = start1 + r153;
+                const float4 vec9 = ((device const float4*)x)[i154 >> 2u];
+                const float x_167 = vec9[0];
+                const float x_168 = vec9[1];
+                const float x_169 = vec9[2];
+                const float x_170 = vec9[3];
+                const float v157 = x_167;
+                acc4 = mimir_maximum_f32(acc4, v157);
+                const float v160 = x_168;
+                acc4 = mimir_maximum_f32(acc4, v160);
+                const float v163 = x_169;
+                acc4 = mimir_maximum_f32(acc4, v163);
+                const float v166 = x_170;
+                acc4 = mimir_maximum_f32(acc4, v166);
+                const uint r171 = r153 + 512u;
+                const uint i172 = start1 + r171;
+                const float4 vec10 = ((device const float4*)x)[i172 >> 2u];
+                const float x_185 = vec10[0];
+                const float x_186 = vec10[1];
+                const float x_187 = vec10[2];
+                const float x_188 = vec10[3];
+                const float v175 = x_185;
+                acc4 = mimir_maximum_f32(acc4, v175);
+                const float v178 = x_186;
+                acc4 = mimir_maximum_f32(acc4, v178);
+                const float v181 = x_187;
+                acc4 = mimir_maximum_f32(acc4, v181);
+                const float v184 = x_188;
+                acc4 = mimir_maximum_f32(acc4, v184);
+                rest152 = r153 + 1024u;
+            }
+            for (uint r189 = rest152; r189 < span5; r189 += 512u) {
+                const uint i190 = start1 + r189;
+                const float4 vec11 = ((device const float4*)x)[i190 >> 2u];
+                const float x_203 = vec11[0];
+                const float x_204 = vec11[1];
+                const float x_205 = vec11[2];
+                const float x_206 = vec11[3];
+                const float v193 = x_203;
+                acc4 = mimir_maximum_f32(acc4, v193);
+                const float v196 = x_204;
+                acc4 = mimir_maximum_f32(acc4, v196);
+                const float v199 = x_205;
+                acc4 = mimir_maximum_f32(acc4, v199);
+                const float v202 = x_206;
+                acc4 = mimir_maximum_f32(acc4, v202);
+            }
         }
     } else {
-        const uint last63 = (end3 > 384u ? end3 - 384u : 0u);
-        uint rest64 = start1 + lid.x;
-        for (uint r65 = start1 + lid.x; r65 < last63; r65 += 512u) {
-            const float v68 = x[r65];
-            acc4 = mimir_maximum_f32(acc4, v68);
-            const float v71 = x[r65 + 128u];
-            acc4 = mimir_maximum_f32(acc4, v71);
-            const float v74 = x[r65 + 256u];
-            acc4 = mimir_maximum_f32(acc4, v74);
-            const float v77 = x[r65 + 384u];
-            acc4 = mimir_maximum_f32(acc4, v77);
-            rest64 = r65 + 512u;
+        const uint last207 = (end3 > 384u ? end3 - 384u : 0u);
+        uint rest208 = start1 + lid.x;
+        for (uint r209 = start1 + lid.x; r209 < last207; r209 += 512u) {
+            const float v212 = x[r209];
+            acc4 = mimir_maximum_f32(acc4, v212);
+            const float v215 = x[r209 + 128u];
+            acc4 = mimir_maximum_f32(acc4, v215);
+            const float v218 = x[r209 + 256u];
+            acc4 = mimir_maximum_f32(acc4, v218);
+            const float v221 = x[r209 + 384u];
+            acc4 = mimir_maximum_f32(acc4, v221);
+            rest208 = r209 + 512u;
         }
-        for (uint r78 = rest64; r78 < end3; r78 += 128u) {
-            const float v81 = x[r78];
-            acc4 = mimir_maximum_f32(acc4, v81);
+        for (uint r222 = rest208; r222 < end3; r222 += 128u) {
+            const float v225 = x[r222];
+            acc4 = mimir_maximum_f32(acc4, v225);
         }
     }
-    const float warp82 = (simd_any(((as_type<uint>(acc4) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc4));
+    const float warp226 = (simd_any(((as_type<uint>(acc4) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc4));
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp82;
+        partial[lid.x >> 5u] = warp226;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot83 = partial[lid.x & 3u];
-    const float total84 = mimir_simd_max_f32_4(slot83);
+    const float slot227 = partial[lid.x & 3u];
+    const float total228 = mimir_simd_max_f32_4(slot227);
     if (lid.x == 0u) {
-        scratch2[g0] = total84;
+        scratch2[g0] = total228;
     }
-    const uint last85 = ((u.N * 9u + 4096u - 1u) >> 12u) - 1u;
+    const uint last229 = ((u.N * 9u + 4096u - 1u) >> 12u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old86 = atomic_fetch_add_explicit(&scratch3[0u], 1u, memory_order_relaxed);
-        if (old86 == last85) {
+        const uint old230 = atomic_fetch_add_explicit(&scratch3[0u], 1u, memory_order_relaxed);
+        if (old230 == last229) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old86;
+        ticket[0u] = old230;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket87 = ticket[0u];
-    if (ticket87 != last85) {
+    const uint ticket231 = ticket[0u];
+    if (ticket231 != last229) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    float acc88 = as_type<float>(0xff800000u);
-    const uint last89 = (((u.N * 9u + 4096u - 1u) >> 12u) > 384u ? ((u.N * 9u + 4096u - 1u) >> 12u) - 384u : 0u);
-    uint rest90 = lid.x;
-    for (uint r91 = lid.x; r91 < last89; r91 += 512u) {
-        acc88 = mimir_maximum_f32(acc88, scratch2[r91]);
-        acc88 = mimir_maximum_f32(acc88, scratch2[r91 + 128u]);
-        acc88 = mimir_maximum_f32(acc88, scratch2[r91 + 256u]);
-        acc88 = mimir_maximum_f32(acc88, scratch2[r91 + 384u]);
-        rest90 = r91 + 512u;
+    float acc232 = as_type<float>(0xff800000u);
+    const uint last233 = (((u.N * 9u + 4096u - 1u) >> 12u) > 384u ? ((u.N * 9u + 4096u - 1u) >> 12u) - 384u : 0u);
+    uint rest234 = lid.x;
+    for (uint r235 = lid.x; r235 < last233; r235 += 512u) {
+        acc232 = mimir_maximum_f32(acc232, scratch2[r235]);
+        acc232 = mimir_maximum_f32(acc232, scratch2[r235 + 128u]);
+        acc232 = mimir_maximum_f32(acc232, scratch2[r235 + 256u]);
+        acc232 = mimir_maximum_f32(acc232, scratch2[r235 + 384u]);
+        rest234 = r235 + 512u;
     }
-    for (uint r92 = rest90; r92 < (u.N * 9u + 4096u - 1u) >> 12u; r92 += 128u) {
-        acc88 = mimir_maximum_f32(acc88, scratch2[r92]);
+    for (uint r236 = rest234; r236 < (u.N * 9u + 4096u - 1u) >> 12u; r236 += 128u) {
+        acc232 = mimir_maximum_f32(acc232, scratch2[r236]);
     }
-    const float warp93 = (simd_any(((as_type<uint>(acc88) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc88));
+    const float warp237 = (simd_any(((as_type<uint>(acc232) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc232));
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp93;
+        combine[lid.x >> 5u] = warp237;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot94 = combine[lid.x & 3u];
-    const float total95 = mimir_simd_max_f32_4(slot94);
+    const float slot238 = combine[lid.x & 3u];
+    const float total239 = mimir_simd_max_f32_4(slot238);
     if (lid.x == 0u) {
-        scratch1[0u] = total95;
+        scratch1[0u] = total239;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch3[0u], 0u - ((u.N * 9u + 4096u - 1u) >> 12u), memory_order_relaxed);

@@ -30,88 +30,125 @@ kernel void int_sum_and_bool_any_1_reduce(
     }
     const uint base1 = g0 * u.B;
     uint acc2 = 0u;
-    if ((u.B & 3u) == 0u) {
-        const uint r3 = lid.x << 2u;
-        const uint last4 = (u.B > 512u ? u.B - 512u : 0u);
-        uint rest5 = r3;
-        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
-            const uint i7 = base1 + r6;
-            const uint4 vec1 = ((device const uint4*)m)[i7 >> 2u];
-            const uint m_12 = vec1[0];
-            const uint m_13 = vec1[1];
-            const uint m_14 = vec1[2];
-            const uint m_15 = vec1[3];
+    const uint j3 = lid.x << 2u;
+    if (((u.B & 3u) == 0u) && ((u.B >= 4u) && (u.B <= 1024u))) {
+        if (j3 < u.B) {
+            const uint i4 = base1 + j3;
+            const uint4 vec1 = ((device const uint4*)m)[i4 >> 2u];
+            const uint m_9 = vec1[0];
+            const uint m_10 = vec1[1];
+            const uint m_11 = vec1[2];
+            const uint m_12 = vec1[3];
+            const bool v5 = m_9 != 0u;
+            acc2 = (acc2 >= (v5 ? 1u : 0u) ? acc2 : (v5 ? 1u : 0u));
+            const bool v6 = m_10 != 0u;
+            acc2 = (acc2 >= (v6 ? 1u : 0u) ? acc2 : (v6 ? 1u : 0u));
+            const bool v7 = m_11 != 0u;
+            acc2 = (acc2 >= (v7 ? 1u : 0u) ? acc2 : (v7 ? 1u : 0u));
             const bool v8 = m_12 != 0u;
             acc2 = (acc2 >= (v8 ? 1u : 0u) ? acc2 : (v8 ? 1u : 0u));
-            const bool v9 = m_13 != 0u;
-            acc2 = (acc2 >= (v9 ? 1u : 0u) ? acc2 : (v9 ? 1u : 0u));
-            const bool v10 = m_14 != 0u;
-            acc2 = (acc2 >= (v10 ? 1u : 0u) ? acc2 : (v10 ? 1u : 0u));
-            const bool v11 = m_15 != 0u;
-            acc2 = (acc2 >= (v11 ? 1u : 0u) ? acc2 : (v11 ? 1u : 0u));
-            const uint r16 = r6 + 512u;
-            const uint i17 = base1 + r16;
-            const uint4 vec2 = ((device const uint4*)m)[i17 >> 2u];
-            const uint m_22 = vec2[0];
-            const uint m_23 = vec2[1];
-            const uint m_24 = vec2[2];
-            const uint m_25 = vec2[3];
+        }
+        const uint j13 = j3 + 512u;
+        if (j13 < u.B) {
+            const uint i14 = base1 + j13;
+            const uint4 vec2 = ((device const uint4*)m)[i14 >> 2u];
+            const uint m_19 = vec2[0];
+            const uint m_20 = vec2[1];
+            const uint m_21 = vec2[2];
+            const uint m_22 = vec2[3];
+            const bool v15 = m_19 != 0u;
+            acc2 = (acc2 >= (v15 ? 1u : 0u) ? acc2 : (v15 ? 1u : 0u));
+            const bool v16 = m_20 != 0u;
+            acc2 = (acc2 >= (v16 ? 1u : 0u) ? acc2 : (v16 ? 1u : 0u));
+            const bool v17 = m_21 != 0u;
+            acc2 = (acc2 >= (v17 ? 1u : 0u) ? acc2 : (v17 ? 1u : 0u));
             const bool v18 = m_22 != 0u;
             acc2 = (acc2 >= (v18 ? 1u : 0u) ? acc2 : (v18 ? 1u : 0u));
-            const bool v19 = m_23 != 0u;
-            acc2 = (acc2 >= (v19 ? 1u : 0u) ? acc2 : (v19 ? 1u : 0u));
-            const bool v20 = m_24 != 0u;
-            acc2 = (acc2 >= (v20 ? 1u : 0u) ? acc2 : (v20 ? 1u : 0u));
-            const bool v21 = m_25 != 0u;
-            acc2 = (acc2 >= (v21 ? 1u : 0u) ? acc2 : (v21 ? 1u : 0u));
-            rest5 = r6 + 1024u;
-        }
-        for (uint r26 = rest5; r26 < u.B; r26 += 512u) {
-            const uint i27 = base1 + r26;
-            const uint4 vec3 = ((device const uint4*)m)[i27 >> 2u];
-            const uint m_32 = vec3[0];
-            const uint m_33 = vec3[1];
-            const uint m_34 = vec3[2];
-            const uint m_35 = vec3[3];
-            const bool v28 = m_32 != 0u;
-            acc2 = (acc2 >= (v28 ? 1u : 0u) ? acc2 : (v28 ? 1u : 0u));
-            const bool v29 = m_33 != 0u;
-            acc2 = (acc2 >= (v29 ? 1u : 0u) ? acc2 : (v29 ? 1u : 0u));
-            const bool v30 = m_34 != 0u;
-            acc2 = (acc2 >= (v30 ? 1u : 0u) ? acc2 : (v30 ? 1u : 0u));
-            const bool v31 = m_35 != 0u;
-            acc2 = (acc2 >= (v31 ? 1u : 0u) ? acc2 : (v31 ? 1u : 0u));
         }
     } else {
-        const uint last36 = (u.B > 384u ? u.B - 384u : 0u);
-        uint rest37 = lid.x;
-        for (uint r38 = lid.x; r38 < last36; r38 += 512u) {
-            const uint i39 = base1 + r38;
-            const bool v40 = m[i39] != 0u;
-            acc2 = (acc2 >= (v40 ? 1u : 0u) ? acc2 : (v40 ? 1u : 0u));
-            const bool v41 = m[i39 + 128u] != 0u;
-            acc2 = (acc2 >= (v41 ? 1u : 0u) ? acc2 : (v41 ? 1u : 0u));
-            const bool v42 = m[i39 + 256u] != 0u;
-            acc2 = (acc2 >= (v42 ? 1u : 0u) ? acc2 : (v42 ? 1u : 0u));
-            const bool v43 = m[i39 + 384u] != 0u;
-            acc2 = (acc2 >= (v43 ? 1u : 0u) ? acc2 : (v43 ? 1u : 0u));
-            rest37 = r38 + 512u;
-        }
-        for (uint r44 = rest37; r44 < u.B; r44 += 128u) {
-            const uint i45 = base1 + r44;
-            const bool v46 = m[i45] != 0u;
-            acc2 = (acc2 >= (v46 ? 1u : 0u) ? acc2 : (v46 ? 1u : 0u));
+        if ((u.B & 3u) == 0u) {
+            const uint r23 = lid.x << 2u;
+            const uint last24 = (u.B > 512u ? u.B - 512u : 0u);
+            uint rest25 = r23;
+            for (uint r26 = r23; r26 < last24; r26 += 1024u) {
+                const uint i27 = base1 + r26;
+                const uint4 vec3 = ((device const uint4*)m)[i27 >> 2u];
+                const uint m_32 = vec3[0];
+                const uint m_33 = vec3[1];
+                const uint m_34 = vec3[2];
+                const uint m_35 = vec3[3];
+                const bool v28 = m_32 != 0u;
+                acc2 = (acc2 >= (v28 ? 1u : 0u) ? acc2 : (v28 ? 1u : 0u));
+                const bool v29 = m_33 != 0u;
+                acc2 = (acc2 >= (v29 ? 1u : 0u) ? acc2 : (v29 ? 1u : 0u));
+                const bool v30 = m_34 != 0u;
+                acc2 = (acc2 >= (v30 ? 1u : 0u) ? acc2 : (v30 ? 1u : 0u));
+                const bool v31 = m_35 != 0u;
+                acc2 = (acc2 >= (v31 ? 1u : 0u) ? acc2 : (v31 ? 1u : 0u));
+                const uint r36 = r26 + 512u;
+                const uint i37 = base1 + r36;
+                const uint4 vec4 = ((device const uint4*)m)[i37 >> 2u];
+                const uint m_42 = vec4[0];
+                const uint m_43 = vec4[1];
+                const uint m_44 = vec4[2];
+                const uint m_45 = vec4[3];
+                const bool v38 = m_42 != 0u;
+                acc2 = (acc2 >= (v38 ? 1u : 0u) ? acc2 : (v38 ? 1u : 0u));
+                const bool v39 = m_43 != 0u;
+                acc2 = (acc2 >= (v39 ? 1u : 0u) ? acc2 : (v39 ? 1u : 0u));
+                const bool v40 = m_44 != 0u;
+                acc2 = (acc2 >= (v40 ? 1u : 0u) ? acc2 : (v40 ? 1u : 0u));
+                const bool v41 = m_45 != 0u;
+                acc2 = (acc2 >= (v41 ? 1u : 0u) ? acc2 : (v41 ? 1u : 0u));
+                rest25 = r26 + 1024u;
+            }
+            for (uint r46 = rest25; r46 < u.B; r46 += 512u) {
+                const uint i47 = base1 + r46;
+                const uint4 vec5 = ((device const uint4*)m)[i47 >> 2u];
+                const uint m_52 = vec5[0];
+                const uint m_53 = vec5[1];
+                const uint m_54 = vec5[2];
+                const uint m_55 = vec5[3];
+                const bool v48 = m_52 != 0u;
+                acc2 = (acc2 >= (v48 ? 1u : 0u) ? acc2 : (v48 ? 1u : 0u));
+                const bool v49 = m_53 != 0u;
+                acc2 = (acc2 >= (v49 ? 1u : 0u) ? acc2 : (v49 ? 1u : 0u));
+                const bool v50 = m_54 != 0u;
+                acc2 = (acc2 >= (v50 ? 1u : 0u) ? acc2 : (v50 ? 1u : 0u));
+                const bool v51 = m_55 != 0u;
+                acc2 = (acc2 >= (v51 ? 1u : 0u) ? acc2 : (v51 ? 1u : 0u));
+            }
+        } else {
+            const uint last56 = (u.B > 384u ? u.B - 384u : 0u);
+            uint rest57 = lid.x;
+            for (uint r58 = lid.x; r58 < last56; r58 += 512u) {
+                const uint i59 = base1 + r58;
+                const bool v60 = m[i59] != 0u;
+                acc2 = (acc2 >= (v60 ? 1u : 0u) ? acc2 : (v60 ? 1u : 0u));
+                const bool v61 = m[i59 + 128u] != 0u;
+                acc2 = (acc2 >= (v61 ? 1u : 0u) ? acc2 : (v61 ? 1u : 0u));
+                const bool v62 = m[i59 + 256u] != 0u;
+                acc2 = (acc2 >= (v62 ? 1u : 0u) ? acc2 : (v62 ? 1u : 0u));
+                const bool v63 = m[i59 + 384u] != 0u;
+                acc2 = (acc2 >= (v63 ? 1u : 0u) ? acc2 : (v63 ? 1u : 0u));
+                rest57 = r58 + 512u;
+            }
+            for (uint r64 = rest57; r64 < u.B; r64 += 128u) {
+                const uint i65 = base1 + r64;
+                const bool v66 = m[i65] != 0u;
+                acc2 = (acc2 >= (v66 ? 1u : 0u) ? acc2 : (v66 ? 1u : 0u));
+            }
         }
     }
-    const uint warp47 = simd_max(acc2);
+    const uint warp67 = simd_max(acc2);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp47;
+        partial[lid.x >> 5u] = warp67;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot48 = partial[lid.x & 3u];
-    const uint total49 = mimir_simd_max_u32_4(slot48);
+    const uint slot68 = partial[lid.x & 3u];
+    const uint total69 = mimir_simd_max_u32_4(slot68);
     if (lid.x == 0u) {
-        const bool total50 = total49 != 0u;
-        out1[g0] = (total50 ? 1u : 0u);
+        const bool total70 = total69 != 0u;
+        out1[g0] = (total70 ? 1u : 0u);
     }
 }

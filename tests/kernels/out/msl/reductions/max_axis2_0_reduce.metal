@@ -44,87 +44,124 @@ kernel void max_axis2_0_reduce(
     }
     const uint base1 = g0 * u.C;
     float acc2 = as_type<float>(0xff800000u);
-    if ((u.C & 3u) == 0u) {
-        const uint r5 = lid.x << 2u;
-        const uint last6 = (u.C > 512u ? u.C - 512u : 0u);
-        uint rest7 = r5;
-        for (uint r8 = r5; r8 < last6; r8 += 1024u) {
-            const uint i9 = base1 + r8;
-            const float4 vec1 = ((device const float4*)x)[i9 >> 2u];
-            const float x_14 = vec1[0];
-            const float x_15 = vec1[1];
-            const float x_16 = vec1[2];
-            const float x_17 = vec1[3];
+    const uint j5 = lid.x << 2u;
+    if (((u.C & 3u) == 0u) && ((u.C >= 4u) && (u.C <= 1024u))) {
+        if (j5 < u.C) {
+            const uint i6 = base1 + j5;
+            const float4 vec1 = ((device const float4*)x)[i6 >> 2u];
+            const float x_11 = vec1[0];
+            const float x_12 = vec1[1];
+            const float x_13 = vec1[2];
+            const float x_14 = vec1[3];
+            const float v7 = x_11;
+            acc2 = mimir_maximum_f32(acc2, v7);
+            const float v8 = x_12;
+            acc2 = mimir_maximum_f32(acc2, v8);
+            const float v9 = x_13;
+            acc2 = mimir_maximum_f32(acc2, v9);
             const float v10 = x_14;
             acc2 = mimir_maximum_f32(acc2, v10);
-            const float v11 = x_15;
-            acc2 = mimir_maximum_f32(acc2, v11);
-            const float v12 = x_16;
-            acc2 = mimir_maximum_f32(acc2, v12);
-            const float v13 = x_17;
-            acc2 = mimir_maximum_f32(acc2, v13);
-            const uint r18 = r8 + 512u;
-            const uint i19 = base1 + r18;
-            const float4 vec2 = ((device const float4*)x)[i19 >> 2u];
-            const float x_24 = vec2[0];
-            const float x_25 = vec2[1];
-            const float x_26 = vec2[2];
-            const float x_27 = vec2[3];
+        }
+        const uint j15 = j5 + 512u;
+        if (j15 < u.C) {
+            const uint i16 = base1 + j15;
+            const float4 vec2 = ((device const float4*)x)[i16 >> 2u];
+            const float x_21 = vec2[0];
+            const float x_22 = vec2[1];
+            const float x_23 = vec2[2];
+            const float x_24 = vec2[3];
+            const float v17 = x_21;
+            acc2 = mimir_maximum_f32(acc2, v17);
+            const float v18 = x_22;
+            acc2 = mimir_maximum_f32(acc2, v18);
+            const float v19 = x_23;
+            acc2 = mimir_maximum_f32(acc2, v19);
             const float v20 = x_24;
             acc2 = mimir_maximum_f32(acc2, v20);
-            const float v21 = x_25;
-            acc2 = mimir_maximum_f32(acc2, v21);
-            const float v22 = x_26;
-            acc2 = mimir_maximum_f32(acc2, v22);
-            const float v23 = x_27;
-            acc2 = mimir_maximum_f32(acc2, v23);
-            rest7 = r8 + 1024u;
-        }
-        for (uint r28 = rest7; r28 < u.C; r28 += 512u) {
-            const uint i29 = base1 + r28;
-            const float4 vec3 = ((device const float4*)x)[i29 >> 2u];
-            const float x_34 = vec3[0];
-            const float x_35 = vec3[1];
-            const float x_36 = vec3[2];
-            const float x_37 = vec3[3];
-            const float v30 = x_34;
-            acc2 = mimir_maximum_f32(acc2, v30);
-            const float v31 = x_35;
-            acc2 = mimir_maximum_f32(acc2, v31);
-            const float v32 = x_36;
-            acc2 = mimir_maximum_f32(acc2, v32);
-            const float v33 = x_37;
-            acc2 = mimir_maximum_f32(acc2, v33);
         }
     } else {
-        const uint last38 = (u.C > 384u ? u.C - 384u : 0u);
-        uint rest39 = lid.x;
-        for (uint r40 = lid.x; r40 < last38; r40 += 512u) {
-            const uint i41 = base1 + r40;
-            const float v42 = x[i41];
-            acc2 = mimir_maximum_f32(acc2, v42);
-            const float v43 = x[i41 + 128u];
-            acc2 = mimir_maximum_f32(acc2, v43);
-            const float v44 = x[i41 + 256u];
-            acc2 = mimir_maximum_f32(acc2, v44);
-            const float v45 = x[i41 + 384u];
-            acc2 = mimir_maximum_f32(acc2, v45);
-            rest39 = r40 + 512u;
-        }
-        for (uint r46 = rest39; r46 < u.C; r46 += 128u) {
-            const uint i47 = base1 + r46;
-            const float v48 = x[i47];
-            acc2 = mimir_maximum_f32(acc2, v48);
+        if ((u.C & 3u) == 0u) {
+            const uint r25 = lid.x << 2u;
+            const uint last26 = (u.C > 512u ? u.C - 512u : 0u);
+            uint rest27 = r25;
+            for (uint r28 = r25; r28 < last26; r28 += 1024u) {
+                const uint i29 = base1 + r28;
+                const float4 vec3 = ((device const float4*)x)[i29 >> 2u];
+                const float x_34 = vec3[0];
+                const float x_35 = vec3[1];
+                const float x_36 = vec3[2];
+                const float x_37 = vec3[3];
+                const float v30 = x_34;
+                acc2 = mimir_maximum_f32(acc2, v30);
+                const float v31 = x_35;
+                acc2 = mimir_maximum_f32(acc2, v31);
+                const float v32 = x_36;
+                acc2 = mimir_maximum_f32(acc2, v32);
+                const float v33 = x_37;
+                acc2 = mimir_maximum_f32(acc2, v33);
+                const uint r38 = r28 + 512u;
+                const uint i39 = base1 + r38;
+                const float4 vec4 = ((device const float4*)x)[i39 >> 2u];
+                const float x_44 = vec4[0];
+                const float x_45 = vec4[1];
+                const float x_46 = vec4[2];
+                const float x_47 = vec4[3];
+                const float v40 = x_44;
+                acc2 = mimir_maximum_f32(acc2, v40);
+                const float v41 = x_45;
+                acc2 = mimir_maximum_f32(acc2, v41);
+                const float v42 = x_46;
+                acc2 = mimir_maximum_f32(acc2, v42);
+                const float v43 = x_47;
+                acc2 = mimir_maximum_f32(acc2, v43);
+                rest27 = r28 + 1024u;
+            }
+            for (uint r48 = rest27; r48 < u.C; r48 += 512u) {
+                const uint i49 = base1 + r48;
+                const float4 vec5 = ((device const float4*)x)[i49 >> 2u];
+                const float x_54 = vec5[0];
+                const float x_55 = vec5[1];
+                const float x_56 = vec5[2];
+                const float x_57 = vec5[3];
+                const float v50 = x_54;
+                acc2 = mimir_maximum_f32(acc2, v50);
+                const float v51 = x_55;
+                acc2 = mimir_maximum_f32(acc2, v51);
+                const float v52 = x_56;
+                acc2 = mimir_maximum_f32(acc2, v52);
+                const float v53 = x_57;
+                acc2 = mimir_maximum_f32(acc2, v53);
+            }
+        } else {
+            const uint last58 = (u.C > 384u ? u.C - 384u : 0u);
+            uint rest59 = lid.x;
+            for (uint r60 = lid.x; r60 < last58; r60 += 512u) {
+                const uint i61 = base1 + r60;
+                const float v62 = x[i61];
+                acc2 = mimir_maximum_f32(acc2, v62);
+                const float v63 = x[i61 + 128u];
+                acc2 = mimir_maximum_f32(acc2, v63);
+                const float v64 = x[i61 + 256u];
+                acc2 = mimir_maximum_f32(acc2, v64);
+                const float v65 = x[i61 + 384u];
+                acc2 = mimir_maximum_f32(acc2, v65);
+                rest59 = r60 + 512u;
+            }
+            for (uint r66 = rest59; r66 < u.C; r66 += 128u) {
+                const uint i67 = base1 + r66;
+                const float v68 = x[i67];
+                acc2 = mimir_maximum_f32(acc2, v68);
+            }
         }
     }
-    const float warp49 = (simd_any(((as_type<uint>(acc2) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc2));
+    const float warp69 = (simd_any(((as_type<uint>(acc2) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc2));
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp49;
+        partial[lid.x >> 5u] = warp69;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot50 = partial[lid.x & 3u];
-    const float total51 = mimir_simd_max_f32_4(slot50);
+    const float slot70 = partial[lid.x & 3u];
+    const float total71 = mimir_simd_max_f32_4(slot70);
     if (lid.x == 0u) {
-        out[g0] = total51;
+        out[g0] = total71;
     }
 }

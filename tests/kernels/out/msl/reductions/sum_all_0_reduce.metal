@@ -40,122 +40,245 @@ kernel void sum_all_0_reduce(
     if (((u.A * u.B * u.C) & 3u) == 0u) {
         const uint span5 = end3 - start1;
         const uint r6 = lid.x << 2u;
-        const uint last7 = (span5 > 512u ? span5 - 512u : 0u);
-        uint rest8 = r6;
-        for (uint r9 = r6; r9 < last7; r9 += 1024u) {
-            const uint i10 = start1 + r9;
-            const float4 vec1 = ((device const float4*)x)[i10 >> 2u];
-            const float x_31 = vec1[0];
-            const float x_32 = vec1[1];
-            const float x_33 = vec1[2];
-            const float x_34 = vec1[3];
-            const float v15 = x_31;
-            acc4 = acc4 + v15;
-            const float v20 = x_32;
-            acc4 = acc4 + v20;
-            const float v25 = x_33;
-            acc4 = acc4 + v25;
-            const float v30 = x_34;
-            acc4 = acc4 + v30;
-            const uint r35 = r9 + 512u;
-            const uint i36 = start1 + r35;
-            const float4 vec2 = ((device const float4*)x)[i36 >> 2u];
-            const float x_57 = vec2[0];
-            const float x_58 = vec2[1];
-            const float x_59 = vec2[2];
-            const float x_60 = vec2[3];
-            const float v41 = x_57;
-            acc4 = acc4 + v41;
-            const float v46 = x_58;
-            acc4 = acc4 + v46;
-            const float v51 = x_59;
-            acc4 = acc4 + v51;
-            const float v56 = x_60;
-            acc4 = acc4 + v56;
-            rest8 = r9 + 1024u;
-        }
-        for (uint r61 = rest8; r61 < span5; r61 += 512u) {
-            const uint i62 = start1 + r61;
-            const float4 vec3 = ((device const float4*)x)[i62 >> 2u];
-            const float x_83 = vec3[0];
-            const float x_84 = vec3[1];
-            const float x_85 = vec3[2];
-            const float x_86 = vec3[3];
-            const float v67 = x_83;
-            acc4 = acc4 + v67;
-            const float v72 = x_84;
-            acc4 = acc4 + v72;
-            const float v77 = x_85;
-            acc4 = acc4 + v77;
-            const float v82 = x_86;
-            acc4 = acc4 + v82;
+        if (span5 == 4096u) {
+            const uint i7 = start1 + r6;
+            const float4 vec1 = ((device const float4*)x)[i7 >> 2u];
+            const float x_28 = vec1[0];
+            const float x_29 = vec1[1];
+            const float x_30 = vec1[2];
+            const float x_31 = vec1[3];
+            const float v12 = x_28;
+            acc4 = acc4 + v12;
+            const float v17 = x_29;
+            acc4 = acc4 + v17;
+            const float v22 = x_30;
+            acc4 = acc4 + v22;
+            const float v27 = x_31;
+            acc4 = acc4 + v27;
+            const uint r32 = r6 + 512u;
+            const uint i33 = start1 + r32;
+            const float4 vec2 = ((device const float4*)x)[i33 >> 2u];
+            const float x_54 = vec2[0];
+            const float x_55 = vec2[1];
+            const float x_56 = vec2[2];
+            const float x_57 = vec2[3];
+            const float v38 = x_54;
+            acc4 = acc4 + v38;
+            const float v43 = x_55;
+            acc4 = acc4 + v43;
+            const float v48 = x_56;
+            acc4 = acc4 + v48;
+            const float v53 = x_57;
+            acc4 = acc4 + v53;
+            const uint r58 = r6 + 1024u;
+            const uint i59 = start1 + r58;
+            const float4 vec3 = ((device const float4*)x)[i59 >> 2u];
+            const float x_80 = vec3[0];
+            const float x_81 = vec3[1];
+            const float x_82 = vec3[2];
+            const float x_83 = vec3[3];
+            const float v64 = x_80;
+            acc4 = acc4 + v64;
+            const float v69 = x_81;
+            acc4 = acc4 + v69;
+            const float v74 = x_82;
+            acc4 = acc4 + v74;
+            const float v79 = x_83;
+            acc4 = acc4 + v79;
+            const uint r84 = r6 + 1536u;
+            const uint i85 = start1 + r84;
+            const float4 vec4 = ((device const float4*)x)[i85 >> 2u];
+            const float x_106 = vec4[0];
+            const float x_107 = vec4[1];
+            const float x_108 = vec4[2];
+            const float x_109 = vec4[3];
+            const float v90 = x_106;
+            acc4 = acc4 + v90;
+            const float v95 = x_107;
+            acc4 = acc4 + v95;
+            const float v100 = x_108;
+            acc4 = acc4 + v100;
+            const float v105 = x_109;
+            acc4 = acc4 + v105;
+            const uint r110 = r6 + 2048u;
+            const uint i111 = start1 + r110;
+            const float4 vec5 = ((device const float4*)x)[i111 >> 2u];
+            const float x_132 = vec5[0];
+            const float x_133 = vec5[1];
+            const float x_134 = vec5[2];
+            const float x_135 = vec5[3];
+            const float v116 = x_132;
+            acc4 = acc4 + v116;
+            const float v121 = x_133;
+            acc4 = acc4 + v121;
+            const float v126 = x_134;
+            acc4 = acc4 + v126;
+            const float v131 = x_135;
+            acc4 = acc4 + v131;
+            const uint r136 = r6 + 2560u;
+            const uint i137 = start1 + r136;
+            const float4 vec6 = ((device const float4*)x)[i137 >> 2u];
+            const float x_158 = vec6[0];
+            const float x_159 = vec6[1];
+            const float x_160 = vec6[2];
+            const float x_161 = vec6[3];
+            const float v142 = x_158;
+            acc4 = acc4 + v142;
+            const float v147 = x_159;
+            acc4 = acc4 + v147;
+            const float v152 = x_160;
+            acc4 = acc4 + v152;
+            const float v157 = x_161;
+            acc4 = acc4 + v157;
+            const uint r162 = r6 + 3072u;
+            const uint i163 = start1 + r162;
+            const float4 vec7 = ((device const float4*)x)[i163 >> 2u];
+            const float x_184 = vec7[0];
+            const float x_185 = vec7[1];
+            const float x_186 = vec7[2];
+            const float x_187 = vec7[3];
+            const float v168 = x_184;
+            acc4 = acc4 + v168;
+            const float v173 = x_185;
+            acc4 = acc4 + v173;
+            const float v178 = x_186;
+            acc4 = acc4 + v178;
+            const float v183 = x_187;
+            acc4 = acc4 + v183;
+            const uint r188 = r6 + 3584u;
+            const uint i189 = start1 + r188;
+            const float4 vec8 = ((device const float4*)x)[i189 >> 2u];
+            const float x_210 = vec8[0];
+            const float x_211 = vec8[1];
+            const float x_212 = vec8[2];
+            const float x_213 = vec8[3];
+            const float v194 = x_210;
+            acc4 = acc4 + v194;
+            const float v199 = x_211;
+            acc4 = acc4 + v199;
+            const float v204 = x_212;
+            acc4 = acc4 + v204;
+            const float v209 = x_213;
+            acc4 = acc4 + v209;
+        } else {
+            const uint r214 = lid.x << 2u;
+            const uint last215 = (span5 > 512u ? span5 - 512u : 0u);
+            uint rest216 = r214;
+            for (uint r217 = r214; r217 < last215; r217 += 1024u) {
+                const uint i218 = start1 + r217;
+                const float4 vec9 = ((device const float4*)x)[i218 >> 2u];
+                const float x_239 = vec9[0];
+                const float x_240 = vec9[1];
+                const float x_241 = vec9[2];
+                const float x_242 = vec9[3];
+                const float v223 = x_239;
+                acc4 = acc4 + v223;
+                const float v228 = x_240;
+                acc4 = acc4 + v228;
+                const float v233 = x_241;
+                acc4 = acc4 + v233;
+                const float v238 = x_242;
+                acc4 = acc4 + v238;
+                const uint r243 = r217 + 512u;
+                const uint i244 = start1 + r243;
+                const float4 vec10 = ((device const float4*)x)[i244 >> 2u];
+                const float x_265 = vec10[0];
+                const float x_266 = vec10[1];
+                const float x_267 = vec10[2];
+                const float x_268 = vec10[3];
+                const float v249 = x_265;
+                acc4 = acc4 + v249;
+                const float v254 = x_266;
+                acc4 = acc4 + v254;
+                const float v259 = x_267;
+                acc4 = acc4 + v259;
+                const float v264 = x_268;
+                acc4 = acc4 + v264;
+                rest216 = r217 + 1024u;
+            }
+            for (uint r269 = rest216; r269 < span5; r269 += 512u) {
+                const uint i270 = start1 + r269;
+                const float4 vec11 = ((device const float4*)x)[i270 >> 2u];
+                const float x_291 = vec11[0];
+                const float x_292 = vec11[1];
+                const float x_293 = vec11[2];
+                const float x_294 = vec11[3];
+                const float v275 = x_291;
+                acc4 = acc4 + v275;
+                const float v280 = x_292;
+                acc4 = acc4 + v280;
+                const float v285 = x_293;
+                acc4 = acc4 + v285;
+                const float v290 = x_294;
+                acc4 = acc4 + v290;
+            }
         }
     } else {
-        const uint last87 = (end3 > 384u ? end3 - 384u : 0u);
-        uint rest88 = start1 + lid.x;
-        for (uint r89 = start1 + lid.x; r89 < last87; r89 += 512u) {
-            const float v94 = x[r89];
-            acc4 = acc4 + v94;
-            const float v99 = x[r89 + 128u];
-            acc4 = acc4 + v99;
-            const float v104 = x[r89 + 256u];
-            acc4 = acc4 + v104;
-            const float v109 = x[r89 + 384u];
-            acc4 = acc4 + v109;
-            rest88 = r89 + 512u;
+        const uint last295 = (end3 > 384u ? end3 - 384u : 0u);
+        uint rest296 = start1 + lid.x;
+        for (uint r297 = start1 + lid.x; r297 < last295; r297 += 512u) {
+            const float v302 = x[r297];
+            acc4 = acc4 + v302;
+            const float v307 = x[r297 + 128u];
+            acc4 = acc4 + v307;
+            const float v312 = x[r297 + 256u];
+            acc4 = acc4 + v312;
+            const float v317 = x[r297 + 384u];
+            acc4 = acc4 + v317;
+            rest296 = r297 + 512u;
         }
-        for (uint r110 = rest88; r110 < end3; r110 += 128u) {
-            const float v115 = x[r110];
-            acc4 = acc4 + v115;
+        for (uint r318 = rest296; r318 < end3; r318 += 128u) {
+            const float v323 = x[r318];
+            acc4 = acc4 + v323;
         }
     }
-    const float warp116 = simd_sum(acc4);
+    const float warp324 = simd_sum(acc4);
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp116;
+        partial[lid.x >> 5u] = warp324;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot117 = partial[lid.x & 3u];
-    const float total118 = mimir_simd_add_f32_4(slot117);
+    const float slot325 = partial[lid.x & 3u];
+    const float total326 = mimir_simd_add_f32_4(slot325);
     if (lid.x == 0u) {
-        scratch0[g0] = total118;
+        scratch0[g0] = total326;
     }
-    const uint last119 = ((u.A * u.B * u.C + 4096u - 1u) >> 12u) - 1u;
+    const uint last327 = ((u.A * u.B * u.C + 4096u - 1u) >> 12u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old120 = atomic_fetch_add_explicit(&scratch1[0u], 1u, memory_order_relaxed);
-        if (old120 == last119) {
+        const uint old328 = atomic_fetch_add_explicit(&scratch1[0u], 1u, memory_order_relaxed);
+        if (old328 == last327) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old120;
+        ticket[0u] = old328;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket121 = ticket[0u];
-    if (ticket121 != last119) {
+    const uint ticket329 = ticket[0u];
+    if (ticket329 != last327) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    float acc122 = 0.0f;
-    const uint last123 = (((u.A * u.B * u.C + 4096u - 1u) >> 12u) > 384u ? ((u.A * u.B * u.C + 4096u - 1u) >> 12u) - 384u : 0u);
-    uint rest124 = lid.x;
-    for (uint r125 = lid.x; r125 < last123; r125 += 512u) {
-        acc122 = acc122 + scratch0[r125];
-        acc122 = acc122 + scratch0[r125 + 128u];
-        acc122 = acc122 + scratch0[r125 + 256u];
-        acc122 = acc122 + scratch0[r125 + 384u];
-        rest124 = r125 + 512u;
+    float acc330 = 0.0f;
+    const uint last331 = (((u.A * u.B * u.C + 4096u - 1u) >> 12u) > 384u ? ((u.A * u.B * u.C + 4096u - 1u) >> 12u) - 384u : 0u);
+    uint rest332 = lid.x;
+    for (uint r333 = lid.x; r333 < last331; r333 += 512u) {
+        acc330 = acc330 + scratch0[r333];
+        acc330 = acc330 + scratch0[r333 + 128u];
+        acc330 = acc330 + scratch0[r333 + 256u];
+        acc330 = acc330 + scratch0[r333 + 384u];
+        rest332 = r333 + 512u;
     }
-    for (uint r126 = rest124; r126 < (u.A * u.B * u.C + 4096u - 1u) >> 12u; r126 += 128u) {
-        acc122 = acc122 + scratch0[r126];
+    for (uint r334 = rest332; r334 < (u.A * u.B * u.C + 4096u - 1u) >> 12u; r334 += 128u) {
+        acc330 = acc330 + scratch0[r334];
     }
-    const float warp127 = simd_sum(acc122);
+    const float warp335 = simd_sum(acc330);
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp127;
+        combine[lid.x >> 5u] = warp335;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot128 = combine[lid.x & 3u];
-    const float total129 = mimir_simd_add_f32_4(slot128);
+    const float slot336 = combine[lid.x & 3u];
+    const float total337 = mimir_simd_add_f32_4(slot336);
     if (lid.x == 0u) {
-        out[0u] = total129;
+        out[0u] = total337;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - ((u.A * u.B * u.C + 4096u - 1u) >> 12u), memory_order_relaxed);

@@ -63,206 +63,296 @@ kernel void arg_with_nans_1_argreduce(
     }
     const uint base1 = g0 * u.C;
     float acc2 = as_type<float>(0xff800000u);
-    if ((u.C & 3u) == 0u) {
-        const uint r3 = lid.x << 2u;
-        const uint last4 = (u.C > 512u ? u.C - 512u : 0u);
-        uint rest5 = r3;
-        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
-            const uint i7 = base1 + r6;
-            const float4 vec1 = ((device const float4*)x)[i7 >> 2u];
-            const float x_16 = vec1[0];
-            const float x_17 = vec1[1];
-            const float x_18 = vec1[2];
-            const float x_19 = vec1[3];
-            const float v8 = x_16;
-            const float v9 = mimir_log(v8);
-            acc2 = mimir_maximum_f32(acc2, v9);
-            const float v10 = x_17;
-            const float v11 = mimir_log(v10);
-            acc2 = mimir_maximum_f32(acc2, v11);
-            const float v12 = x_18;
-            const float v13 = mimir_log(v12);
-            acc2 = mimir_maximum_f32(acc2, v13);
-            const float v14 = x_19;
-            const float v15 = mimir_log(v14);
-            acc2 = mimir_maximum_f32(acc2, v15);
-            const uint r20 = r6 + 512u;
-            const uint i21 = base1 + r20;
-            const float4 vec2 = ((device const float4*)x)[i21 >> 2u];
-            const float x_30 = vec2[0];
-            const float x_31 = vec2[1];
-            const float x_32 = vec2[2];
-            const float x_33 = vec2[3];
-            const float v22 = x_30;
-            const float v23 = mimir_log(v22);
-            acc2 = mimir_maximum_f32(acc2, v23);
-            const float v24 = x_31;
-            const float v25 = mimir_log(v24);
-            acc2 = mimir_maximum_f32(acc2, v25);
-            const float v26 = x_32;
-            const float v27 = mimir_log(v26);
-            acc2 = mimir_maximum_f32(acc2, v27);
-            const float v28 = x_33;
-            const float v29 = mimir_log(v28);
-            acc2 = mimir_maximum_f32(acc2, v29);
-            rest5 = r6 + 1024u;
+    const uint j3 = lid.x << 2u;
+    if (((u.C & 3u) == 0u) && ((u.C >= 4u) && (u.C <= 1024u))) {
+        if (j3 < u.C) {
+            const uint i4 = base1 + j3;
+            const float4 vec1 = ((device const float4*)x)[i4 >> 2u];
+            const float x_13 = vec1[0];
+            const float x_14 = vec1[1];
+            const float x_15 = vec1[2];
+            const float x_16 = vec1[3];
+            const float v5 = x_13;
+            const float v6 = mimir_log(v5);
+            acc2 = mimir_maximum_f32(acc2, v6);
+            const float v7 = x_14;
+            const float v8 = mimir_log(v7);
+            acc2 = mimir_maximum_f32(acc2, v8);
+            const float v9 = x_15;
+            const float v10 = mimir_log(v9);
+            acc2 = mimir_maximum_f32(acc2, v10);
+            const float v11 = x_16;
+            const float v12 = mimir_log(v11);
+            acc2 = mimir_maximum_f32(acc2, v12);
         }
-        for (uint r34 = rest5; r34 < u.C; r34 += 512u) {
-            const uint i35 = base1 + r34;
-            const float4 vec3 = ((device const float4*)x)[i35 >> 2u];
-            const float x_44 = vec3[0];
-            const float x_45 = vec3[1];
-            const float x_46 = vec3[2];
-            const float x_47 = vec3[3];
-            const float v36 = x_44;
-            const float v37 = mimir_log(v36);
-            acc2 = mimir_maximum_f32(acc2, v37);
-            const float v38 = x_45;
-            const float v39 = mimir_log(v38);
-            acc2 = mimir_maximum_f32(acc2, v39);
-            const float v40 = x_46;
-            const float v41 = mimir_log(v40);
-            acc2 = mimir_maximum_f32(acc2, v41);
-            const float v42 = x_47;
-            const float v43 = mimir_log(v42);
-            acc2 = mimir_maximum_f32(acc2, v43);
+        const uint j17 = j3 + 512u;
+        if (j17 < u.C) {
+            const uint i18 = base1 + j17;
+            const float4 vec2 = ((device const float4*)x)[i18 >> 2u];
+            const float x_27 = vec2[0];
+            const float x_28 = vec2[1];
+            const float x_29 = vec2[2];
+            const float x_30 = vec2[3];
+            const float v19 = x_27;
+            const float v20 = mimir_log(v19);
+            acc2 = mimir_maximum_f32(acc2, v20);
+            const float v21 = x_28;
+            const float v22 = mimir_log(v21);
+            acc2 = mimir_maximum_f32(acc2, v22);
+            const float v23 = x_29;
+            const float v24 = mimir_log(v23);
+            acc2 = mimir_maximum_f32(acc2, v24);
+            const float v25 = x_30;
+            const float v26 = mimir_log(v25);
+            acc2 = mimir_maximum_f32(acc2, v26);
         }
     } else {
-        const uint last48 = (u.C > 384u ? u.C - 384u : 0u);
-        uint rest49 = lid.x;
-        for (uint r50 = lid.x; r50 < last48; r50 += 512u) {
-            const uint i51 = base1 + r50;
-            const float v52 = x[i51];
-            const float v53 = mimir_log(v52);
-            acc2 = mimir_maximum_f32(acc2, v53);
-            const float v54 = x[i51 + 128u];
-            const float v55 = mimir_log(v54);
-            acc2 = mimir_maximum_f32(acc2, v55);
-            const float v56 = x[i51 + 256u];
-            const float v57 = mimir_log(v56);
-            acc2 = mimir_maximum_f32(acc2, v57);
-            const float v58 = x[i51 + 384u];
-            const float v59 = mimir_log(v58);
-            acc2 = mimir_maximum_f32(acc2, v59);
-            rest49 = r50 + 512u;
-        }
-        for (uint r60 = rest49; r60 < u.C; r60 += 128u) {
-            const uint i61 = base1 + r60;
-            const float v62 = x[i61];
-            const float v63 = mimir_log(v62);
-            acc2 = mimir_maximum_f32(acc2, v63);
+        if ((u.C & 3u) == 0u) {
+            const uint r31 = lid.x << 2u;
+            const uint last32 = (u.C > 512u ? u.C - 512u : 0u);
+            uint rest33 = r31;
+            for (uint r34 = r31; r34 < last32; r34 += 1024u) {
+                const uint i35 = base1 + r34;
+                const float4 vec3 = ((device const float4*)x)[i35 >> 2u];
+                const float x_44 = vec3[0];
+                const float x_45 = vec3[1];
+                const float x_46 = vec3[2];
+                const float x_47 = vec3[3];
+                const float v36 = x_44;
+                const float v37 = mimir_log(v36);
+                acc2 = mimir_maximum_f32(acc2, v37);
+                const float v38 = x_45;
+                const float v39 = mimir_log(v38);
+                acc2 = mimir_maximum_f32(acc2, v39);
+                const float v40 = x_46;
+                const float v41 = mimir_log(v40);
+                acc2 = mimir_maximum_f32(acc2, v41);
+                const float v42 = x_47;
+                const float v43 = mimir_log(v42);
+                acc2 = mimir_maximum_f32(acc2, v43);
+                const uint r48 = r34 + 512u;
+                const uint i49 = base1 + r48;
+                const float4 vec4 = ((device const float4*)x)[i49 >> 2u];
+                const float x_58 = vec4[0];
+                const float x_59 = vec4[1];
+                const float x_60 = vec4[2];
+                const float x_61 = vec4[3];
+                const float v50 = x_58;
+                const float v51 = mimir_log(v50);
+                acc2 = mimir_maximum_f32(acc2, v51);
+                const float v52 = x_59;
+                const float v53 = mimir_log(v52);
+                acc2 = mimir_maximum_f32(acc2, v53);
+                const float v54 = x_60;
+                const float v55 = mimir_log(v54);
+                acc2 = mimir_maximum_f32(acc2, v55);
+                const float v56 = x_61;
+                const float v57 = mimir_log(v56);
+                acc2 = mimir_maximum_f32(acc2, v57);
+                rest33 = r34 + 1024u;
+            }
+            for (uint r62 = rest33; r62 < u.C; r62 += 512u) {
+                const uint i63 = base1 + r62;
+                const float4 vec5 = ((device const float4*)x)[i63 >> 2u];
+                const float x_72 = vec5[0];
+                const float x_73 = vec5[1];
+                const float x_74 = vec5[2];
+                const float x_75 = vec5[3];
+                const float v64 = x_72;
+                const float v65 = mimir_log(v64);
+                acc2 = mimir_maximum_f32(acc2, v65);
+                const float v66 = x_73;
+                const float v67 = mimir_log(v66);
+                acc2 = mimir_maximum_f32(acc2, v67);
+                const float v68 = x_74;
+                const float v69 = mimir_log(v68);
+                acc2 = mimir_maximum_f32(acc2, v69);
+                const float v70 = x_75;
+                const float v71 = mimir_log(v70);
+                acc2 = mimir_maximum_f32(acc2, v71);
+            }
+        } else {
+            const uint last76 = (u.C > 384u ? u.C - 384u : 0u);
+            uint rest77 = lid.x;
+            for (uint r78 = lid.x; r78 < last76; r78 += 512u) {
+                const uint i79 = base1 + r78;
+                const float v80 = x[i79];
+                const float v81 = mimir_log(v80);
+                acc2 = mimir_maximum_f32(acc2, v81);
+                const float v82 = x[i79 + 128u];
+                const float v83 = mimir_log(v82);
+                acc2 = mimir_maximum_f32(acc2, v83);
+                const float v84 = x[i79 + 256u];
+                const float v85 = mimir_log(v84);
+                acc2 = mimir_maximum_f32(acc2, v85);
+                const float v86 = x[i79 + 384u];
+                const float v87 = mimir_log(v86);
+                acc2 = mimir_maximum_f32(acc2, v87);
+                rest77 = r78 + 512u;
+            }
+            for (uint r88 = rest77; r88 < u.C; r88 += 128u) {
+                const uint i89 = base1 + r88;
+                const float v90 = x[i89];
+                const float v91 = mimir_log(v90);
+                acc2 = mimir_maximum_f32(acc2, v91);
+            }
         }
     }
-    const float warp64 = (simd_any(((as_type<uint>(acc2) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc2));
+    const float warp92 = (simd_any(((as_type<uint>(acc2) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc2));
     if ((lid.x & 31u) == 0u) {
-        best[lid.x >> 5u] = warp64;
+        best[lid.x >> 5u] = warp92;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot65 = best[lid.x & 3u];
-    const float total66 = mimir_simd_max_f32_4(slot65);
-    uint acc67 = 4294967295u;
-    if ((u.C & 3u) == 0u) {
-        const uint r68 = lid.x << 2u;
-        const uint last69 = (u.C > 512u ? u.C - 512u : 0u);
-        uint rest70 = r68;
-        for (uint r71 = r68; r71 < last69; r71 += 1024u) {
-            const uint i72 = base1 + r71;
-            const float4 vec4 = ((device const float4*)x)[i72 >> 2u];
-            const float x_81 = vec4[0];
-            const float x_82 = vec4[1];
-            const float x_83 = vec4[2];
-            const float x_84 = vec4[3];
-            const float v73 = x_81;
-            const float v74 = mimir_log(v73);
-            acc67 = (((!(((as_type<uint>(v74) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v74 == total66)) || (((as_type<uint>(v74) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r71 < acc67) ? r71 : acc67);
-            const float v75 = x_82;
-            const float v76 = mimir_log(v75);
-            acc67 = (((!(((as_type<uint>(v76) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v76 == total66)) || (((as_type<uint>(v76) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r71 + 1u < acc67) ? r71 + 1u : acc67);
-            const float v77 = x_83;
-            const float v78 = mimir_log(v77);
-            acc67 = (((!(((as_type<uint>(v78) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v78 == total66)) || (((as_type<uint>(v78) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r71 + 2u < acc67) ? r71 + 2u : acc67);
-            const float v79 = x_84;
-            const float v80 = mimir_log(v79);
-            acc67 = (((!(((as_type<uint>(v80) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v80 == total66)) || (((as_type<uint>(v80) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r71 + 3u < acc67) ? r71 + 3u : acc67);
-            const uint r85 = r71 + 512u;
-            const uint i86 = base1 + r85;
-            const float4 vec5 = ((device const float4*)x)[i86 >> 2u];
-            const float x_95 = vec5[0];
-            const float x_96 = vec5[1];
-            const float x_97 = vec5[2];
-            const float x_98 = vec5[3];
-            const float v87 = x_95;
-            const float v88 = mimir_log(v87);
-            acc67 = (((!(((as_type<uint>(v88) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v88 == total66)) || (((as_type<uint>(v88) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r85 < acc67) ? r85 : acc67);
-            const float v89 = x_96;
-            const float v90 = mimir_log(v89);
-            acc67 = (((!(((as_type<uint>(v90) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v90 == total66)) || (((as_type<uint>(v90) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r85 + 1u < acc67) ? r85 + 1u : acc67);
-            const float v91 = x_97;
-            const float v92 = mimir_log(v91);
-            acc67 = (((!(((as_type<uint>(v92) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v92 == total66)) || (((as_type<uint>(v92) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r85 + 2u < acc67) ? r85 + 2u : acc67);
-            const float v93 = x_98;
-            const float v94 = mimir_log(v93);
-            acc67 = (((!(((as_type<uint>(v94) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v94 == total66)) || (((as_type<uint>(v94) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r85 + 3u < acc67) ? r85 + 3u : acc67);
-            rest70 = r71 + 1024u;
+    const float slot93 = best[lid.x & 3u];
+    const float total94 = mimir_simd_max_f32_4(slot93);
+    uint acc95 = 4294967295u;
+    const uint j96 = lid.x << 2u;
+    if (((u.C & 3u) == 0u) && ((u.C >= 4u) && (u.C <= 1024u))) {
+        if (j96 < u.C) {
+            const uint i97 = base1 + j96;
+            const float4 vec6 = ((device const float4*)x)[i97 >> 2u];
+            const float x_106 = vec6[0];
+            const float x_107 = vec6[1];
+            const float x_108 = vec6[2];
+            const float x_109 = vec6[3];
+            const float v98 = x_106;
+            const float v99 = mimir_log(v98);
+            acc95 = (((!(((as_type<uint>(v99) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u)) && (v99 == total94)) || (((as_type<uint>(v99) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u))) && (j96 < acc95) ? j96 : acc95);
+            const float v100 = x_107;
+            const float v101 = mimir_log(v100);
+            acc95 = (((!(((as_type<uint>(v101) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u)) && (v101 == total94)) || (((as_type<uint>(v101) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u))) && (j96 + 1u < acc95) ? j96 + 1u : acc95);
+            const float v102 = x_108;
+            const float v103 = mimir_log(v102);
+            acc95 = (((!(((as_type<uint>(v103) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u)) && (v103 == total94)) || (((as_type<uint>(v103) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u))) && (j96 + 2u < acc95) ? j96 + 2u : acc95);
+            const float v104 = x_109;
+            const float v105 = mimir_log(v104);
+            acc95 = (((!(((as_type<uint>(v105) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u)) && (v105 == total94)) || (((as_type<uint>(v105) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u))) && (j96 + 3u < acc95) ? j96 + 3u : acc95);
         }
-        for (uint r99 = rest70; r99 < u.C; r99 += 512u) {
-            const uint i100 = base1 + r99;
-            const float4 vec6 = ((device const float4*)x)[i100 >> 2u];
-            const float x_109 = vec6[0];
-            const float x_110 = vec6[1];
-            const float x_111 = vec6[2];
-            const float x_112 = vec6[3];
-            const float v101 = x_109;
-            const float v102 = mimir_log(v101);
-            acc67 = (((!(((as_type<uint>(v102) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v102 == total66)) || (((as_type<uint>(v102) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r99 < acc67) ? r99 : acc67);
-            const float v103 = x_110;
-            const float v104 = mimir_log(v103);
-            acc67 = (((!(((as_type<uint>(v104) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v104 == total66)) || (((as_type<uint>(v104) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r99 + 1u < acc67) ? r99 + 1u : acc67);
-            const float v105 = x_111;
-            const float v106 = mimir_log(v105);
-            acc67 = (((!(((as_type<uint>(v106) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v106 == total66)) || (((as_type<uint>(v106) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r99 + 2u < acc67) ? r99 + 2u : acc67);
-            const float v107 = x_112;
-            const float v108 = mimir_log(v107);
-            acc67 = (((!(((as_type<uint>(v108) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v108 == total66)) || (((as_type<uint>(v108) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r99 + 3u < acc67) ? r99 + 3u : acc67);
+        const uint j110 = j96 + 512u;
+        if (j110 < u.C) {
+            const uint i111 = base1 + j110;
+            const float4 vec7 = ((device const float4*)x)[i111 >> 2u];
+            const float x_120 = vec7[0];
+            const float x_121 = vec7[1];
+            const float x_122 = vec7[2];
+            const float x_123 = vec7[3];
+            const float v112 = x_120;
+            const float v113 = mimir_log(v112);
+            acc95 = (((!(((as_type<uint>(v113) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u)) && (v113 == total94)) || (((as_type<uint>(v113) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u))) && (j110 < acc95) ? j110 : acc95);
+            const float v114 = x_121;
+            const float v115 = mimir_log(v114);
+            acc95 = (((!(((as_type<uint>(v115) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u)) && (v115 == total94)) || (((as_type<uint>(v115) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u))) && (j110 + 1u < acc95) ? j110 + 1u : acc95);
+            const float v116 = x_122;
+            const float v117 = mimir_log(v116);
+            acc95 = (((!(((as_type<uint>(v117) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u)) && (v117 == total94)) || (((as_type<uint>(v117) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u))) && (j110 + 2u < acc95) ? j110 + 2u : acc95);
+            const float v118 = x_123;
+            const float v119 = mimir_log(v118);
+            acc95 = (((!(((as_type<uint>(v119) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u)) && (v119 == total94)) || (((as_type<uint>(v119) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u))) && (j110 + 3u < acc95) ? j110 + 3u : acc95);
         }
     } else {
-        const uint last113 = (u.C > 384u ? u.C - 384u : 0u);
-        uint rest114 = lid.x;
-        for (uint r115 = lid.x; r115 < last113; r115 += 512u) {
-            const uint i116 = base1 + r115;
-            const float v117 = x[i116];
-            const float v118 = mimir_log(v117);
-            acc67 = (((!(((as_type<uint>(v118) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v118 == total66)) || (((as_type<uint>(v118) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r115 < acc67) ? r115 : acc67);
-            const float v119 = x[i116 + 128u];
-            const float v120 = mimir_log(v119);
-            acc67 = (((!(((as_type<uint>(v120) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v120 == total66)) || (((as_type<uint>(v120) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r115 + 128u < acc67) ? r115 + 128u : acc67);
-            const float v121 = x[i116 + 256u];
-            const float v122 = mimir_log(v121);
-            acc67 = (((!(((as_type<uint>(v122) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v122 == total66)) || (((as_type<uint>(v122) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r115 + 256u < acc67) ? r115 + 256u : acc67);
-            const float v123 = x[i116 + 384u];
-            const float v124 = mimir_log(v123);
-            acc67 = (((!(((as_type<uint>(v124) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v124 == total66)) || (((as_type<uint>(v124) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r115 + 384u < acc67) ? r115 + 384u : acc67);
-            rest114 = r115 + 512u;
-        }
-        for (uint r125 = rest114; r125 < u.C; r125 += 128u) {
-            const uint i126 = base1 + r125;
-            const float v127 = x[i126];
-            const float v128 = mimir_log(v127);
-            acc67 = (((!(((as_type<uint>(v128) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u)) && (v128 == total66)) || (((as_type<uint>(v128) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total66) & 0x7fffffffu) > 0x7f800000u))) && (r125 < acc67) ? r125 : acc67);
+        if ((u.C & 3u) == 0u) {
+            const uint r124 = lid.x << 2u;
+            const uint last125 = (u.C > 512u ? u.C - 512u : 0u);
+            uint rest126 = r124;
+            for (uint r127 = r124; r127 < last125; r127 += 1024u) {
+                const uint i128 = base1 + r127;
+                const float4 vec8 = ((device const float4*)x)[i128 >> 2u];
+                const float x_137 = vec8[0];
+                const float x_138 = vec8[1];
+                const float x_139 = vec8[2];
+                const float x_140 = vec8[3];
+                const float v129 = x_137;
+                const float v130 = mimir_log(v129);
+                acc95 = (((!(((as_type<uint>(v130) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u)) && (v130 == total94)) || (((as_type<uint>(v130) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u))) && (r127 < acc95) ? r127 : acc95);
+                const float v131 = x_138;
+                const float v132 = mimir_log(v131);
+                acc95 = (((!(((as_type<uint>(v132) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u)) && (v132 == total94)) || (((as_type<uint>(v132) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u))) && (r127 + 1u < acc95) ? r127 + 1u : acc95);
+                const float v133 = x_139;
+                const float v134 = mimir_log(v133);
+                acc95 = (((!(((as_type<uint>(v134) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u)) && (v134 == total94)) || (((as_type<uint>(v134) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u))) && (r127 + 2u < acc95) ? r127 + 2u : acc95);
+                const float v135 = x_140;
+                const float v136 = mimir_log(v135);
+                acc95 = (((!(((as_type<uint>(v136) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u)) && (v136 == total94)) || (((as_type<uint>(v136) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u))) && (r127 + 3u < acc95) ? r127 + 3u : acc95);
+                const uint r141 = r127 + 512u;
+                const uint i142 = base1 + r141;
+                const float4 vec9 = ((device const float4*)x)[i142 >> 2u];
+                const float x_151 = vec9[0];
+                const float x_152 = vec9[1];
+                const float x_153 = vec9[2];
+                const float x_154 = vec9[3];
+                const float v143 = x_151;
+                const float v144 = mimir_log(v143);
+                acc95 = (((!(((as_type<uint>(v144) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u)) && (v144 == total94)) || (((as_type<uint>(v144) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u))) && (r141 < acc95) ? r141 : acc95);
+                const float v145 = x_152;
+                const float v146 = mimir_log(v145);
+                acc95 = (((!(((as_type<uint>(v146) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u)) && (v146 == total94)) || (((as_type<uint>(v146) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u))) && (r141 + 1u < acc95) ? r141 + 1u : acc95);
+                const float v147 = x_153;
+                const float v148 = mimir_log(v147);
+                acc95 = (((!(((as_type<uint>(v148) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u)) && (v148 == total94)) || (((as_type<uint>(v148) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u))) && (r141 + 2u < acc95) ? r141 + 2u : acc95);
+                const float v149 = x_154;
+                const float v150 = mimir_log(v149);
+                acc95 = (((!(((as_type<uint>(v150) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u)) && (v150 == total94)) || (((as_type<uint>(v150) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u))) && (r141 + 3u < acc95) ? r141 + 3u : acc95);
+                rest126 = r127 + 1024u;
+            }
+            for (uint r155 = rest126; r155 < u.C; r155 += 512u) {
+                const uint i156 = base1 + r155;
+                const float4 vec10 = ((device const float4*)x)[i156 >> 2u];
+                const float x_165 = vec10[0];
+                const float x_166 = vec10[1];
+                const float x_167 = vec10[2];
+                const float x_168 = vec10[3];
+                const float v157 = x_165;
+                const float v158 = mimir_log(v157);
+                acc95 = (((!(((as_type<uint>(v158) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u)) && (v158 == total94)) || (((as_type<uint>(v158) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u))) && (r155 < acc95) ? r155 : acc95);
+                const float v159 = x_166;
+                const float v160 = mimir_log(v159);
+                acc95 = (((!(((as_type<uint>(v160) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u)) && (v160 == total94)) || (((as_type<uint>(v160) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u))) && (r155 + 1u < acc95) ? r155 + 1u : acc95);
+                const float v161 = x_167;
+                const float v162 = mimir_log(v161);
+                acc95 = (((!(((as_type<uint>(v162) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u)) && (v162 == total94)) || (((as_type<uint>(v162) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u))) && (r155 + 2u < acc95) ? r155 + 2u : acc95);
+                const float v163 = x_168;
+                const float v164 = mimir_log(v163);
+                acc95 = (((!(((as_type<uint>(v164) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u)) && (v164 == total94)) || (((as_type<uint>(v164) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u))) && (r155 + 3u < acc95) ? r155 + 3u : acc95);
+            }
+        } else {
+            const uint last169 = (u.C > 384u ? u.C - 384u : 0u);
+            uint rest170 = lid.x;
+            for (uint r171 = lid.x; r171 < last169; r171 += 512u) {
+                const uint i172 = base1 + r171;
+                const float v173 = x[i172];
+                const float v174 = mimir_log(v173);
+                acc95 = (((!(((as_type<uint>(v174) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u)) && (v174 == total94)) || (((as_type<uint>(v174) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u))) && (r171 < acc95) ? r171 : acc95);
+                const float v175 = x[i172 + 128u];
+                const float v176 = mimir_log(v175);
+                acc95 = (((!(((as_type<uint>(v176) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u)) && (v176 == total94)) || (((as_type<uint>(v176) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u))) && (r171 + 128u < acc95) ? r171 + 128u : acc95);
+                const float v177 = x[i172 + 256u];
+                const float v178 = mimir_log(v177);
+                acc95 = (((!(((as_type<uint>(v178) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u)) && (v178 == total94)) || (((as_type<uint>(v178) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u))) && (r171 + 256u < acc95) ? r171 + 256u : acc95);
+                const float v179 = x[i172 + 384u];
+                const float v180 = mimir_log(v179);
+                acc95 = (((!(((as_type<uint>(v180) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u)) && (v180 == total94)) || (((as_type<uint>(v180) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u))) && (r171 + 384u < acc95) ? r171 + 384u : acc95);
+                rest170 = r171 + 512u;
+            }
+            for (uint r181 = rest170; r181 < u.C; r181 += 128u) {
+                const uint i182 = base1 + r181;
+                const float v183 = x[i182];
+                const float v184 = mimir_log(v183);
+                acc95 = (((!(((as_type<uint>(v184) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u)) && (v184 == total94)) || (((as_type<uint>(v184) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total94) & 0x7fffffffu) > 0x7f800000u))) && (r181 < acc95) ? r181 : acc95);
+            }
         }
     }
-    const uint warp129 = simd_min(acc67);
+    const uint warp185 = simd_min(acc95);
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp129;
+        first[lid.x >> 5u] = warp185;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot130 = first[lid.x & 3u];
-    const uint total131 = mimir_simd_min_u32_4(slot130);
+    const uint slot186 = first[lid.x & 3u];
+    const uint total187 = mimir_simd_min_u32_4(slot186);
     if (lid.x == 0u) {
-        const int index132 = int(total131);
-        const int v133 = int(uint(index132) * uint(100));
-        const int v134 = scratch0[g0];
-        const int v135 = int(uint(v133) + uint(v134));
-        out[g0] = v135;
+        const int index188 = int(total187);
+        const int v189 = int(uint(index188) * uint(100));
+        const int v190 = scratch0[g0];
+        const int v191 = int(uint(v189) + uint(v190));
+        out[g0] = v191;
     }
 }

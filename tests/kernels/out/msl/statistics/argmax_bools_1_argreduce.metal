@@ -40,222 +40,320 @@ kernel void argmax_bools_1_argreduce(
     }
     const uint base1 = g0 * u.C;
     uint acc2 = 0u;
-    if ((u.C & 3u) == 0u) {
-        const uint r3 = lid.x << 2u;
-        const uint last4 = (u.C > 512u ? u.C - 512u : 0u);
-        uint rest5 = r3;
-        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
-            const uint i7 = base1 + r6;
-            const int4 vec1 = ((device const int4*)x)[i7 >> 2u];
-            const int x_16 = vec1[0];
-            const int x_17 = vec1[1];
-            const int x_18 = vec1[2];
-            const int x_19 = vec1[3];
-            const int v8 = x_16;
-            const bool v9 = v8 > 0;
-            acc2 = (acc2 >= (v9 ? 1u : 0u) ? acc2 : (v9 ? 1u : 0u));
-            const int v10 = x_17;
-            const bool v11 = v10 > 0;
-            acc2 = (acc2 >= (v11 ? 1u : 0u) ? acc2 : (v11 ? 1u : 0u));
-            const int v12 = x_18;
-            const bool v13 = v12 > 0;
-            acc2 = (acc2 >= (v13 ? 1u : 0u) ? acc2 : (v13 ? 1u : 0u));
-            const int v14 = x_19;
-            const bool v15 = v14 > 0;
-            acc2 = (acc2 >= (v15 ? 1u : 0u) ? acc2 : (v15 ? 1u : 0u));
-            const uint r20 = r6 + 512u;
-            const uint i21 = base1 + r20;
-            const int4 vec2 = ((device const int4*)x)[i21 >> 2u];
-            const int x_30 = vec2[0];
-            const int x_31 = vec2[1];
-            const int x_32 = vec2[2];
-            const int x_33 = vec2[3];
-            const int v22 = x_30;
-            const bool v23 = v22 > 0;
-            acc2 = (acc2 >= (v23 ? 1u : 0u) ? acc2 : (v23 ? 1u : 0u));
-            const int v24 = x_31;
-            const bool v25 = v24 > 0;
-            acc2 = (acc2 >= (v25 ? 1u : 0u) ? acc2 : (v25 ? 1u : 0u));
-            const int v26 = x_32;
-            const bool v27 = v26 > 0;
-            acc2 = (acc2 >= (v27 ? 1u : 0u) ? acc2 : (v27 ? 1u : 0u));
-            const int v28 = x_33;
-            const bool v29 = v28 > 0;
-            acc2 = (acc2 >= (v29 ? 1u : 0u) ? acc2 : (v29 ? 1u : 0u));
-            rest5 = r6 + 1024u;
+    const uint j3 = lid.x << 2u;
+    if (((u.C & 3u) == 0u) && ((u.C >= 4u) && (u.C <= 1024u))) {
+        if (j3 < u.C) {
+            const uint i4 = base1 + j3;
+            const int4 vec1 = ((device const int4*)x)[i4 >> 2u];
+            const int x_13 = vec1[0];
+            const int x_14 = vec1[1];
+            const int x_15 = vec1[2];
+            const int x_16 = vec1[3];
+            const int v5 = x_13;
+            const bool v6 = v5 > 0;
+            acc2 = (acc2 >= (v6 ? 1u : 0u) ? acc2 : (v6 ? 1u : 0u));
+            const int v7 = x_14;
+            const bool v8 = v7 > 0;
+            acc2 = (acc2 >= (v8 ? 1u : 0u) ? acc2 : (v8 ? 1u : 0u));
+            const int v9 = x_15;
+            const bool v10 = v9 > 0;
+            acc2 = (acc2 >= (v10 ? 1u : 0u) ? acc2 : (v10 ? 1u : 0u));
+            const int v11 = x_16;
+            const bool v12 = v11 > 0;
+            acc2 = (acc2 >= (v12 ? 1u : 0u) ? acc2 : (v12 ? 1u : 0u));
         }
-        for (uint r34 = rest5; r34 < u.C; r34 += 512u) {
-            const uint i35 = base1 + r34;
-            const int4 vec3 = ((device const int4*)x)[i35 >> 2u];
-            const int x_44 = vec3[0];
-            const int x_45 = vec3[1];
-            const int x_46 = vec3[2];
-            const int x_47 = vec3[3];
-            const int v36 = x_44;
-            const bool v37 = v36 > 0;
-            acc2 = (acc2 >= (v37 ? 1u : 0u) ? acc2 : (v37 ? 1u : 0u));
-            const int v38 = x_45;
-            const bool v39 = v38 > 0;
-            acc2 = (acc2 >= (v39 ? 1u : 0u) ? acc2 : (v39 ? 1u : 0u));
-            const int v40 = x_46;
-            const bool v41 = v40 > 0;
-            acc2 = (acc2 >= (v41 ? 1u : 0u) ? acc2 : (v41 ? 1u : 0u));
-            const int v42 = x_47;
-            const bool v43 = v42 > 0;
-            acc2 = (acc2 >= (v43 ? 1u : 0u) ? acc2 : (v43 ? 1u : 0u));
+        const uint j17 = j3 + 512u;
+        if (j17 < u.C) {
+            const uint i18 = base1 + j17;
+            const int4 vec2 = ((device const int4*)x)[i18 >> 2u];
+            const int x_27 = vec2[0];
+            const int x_28 = vec2[1];
+            const int x_29 = vec2[2];
+            const int x_30 = vec2[3];
+            const int v19 = x_27;
+            const bool v20 = v19 > 0;
+            acc2 = (acc2 >= (v20 ? 1u : 0u) ? acc2 : (v20 ? 1u : 0u));
+            const int v21 = x_28;
+            const bool v22 = v21 > 0;
+            acc2 = (acc2 >= (v22 ? 1u : 0u) ? acc2 : (v22 ? 1u : 0u));
+            const int v23 = x_29;
+            const bool v24 = v23 > 0;
+            acc2 = (acc2 >= (v24 ? 1u : 0u) ? acc2 : (v24 ? 1u : 0u));
+            const int v25 = x_30;
+            const bool v26 = v25 > 0;
+            acc2 = (acc2 >= (v26 ? 1u : 0u) ? acc2 : (v26 ? 1u : 0u));
         }
     } else {
-        const uint last48 = (u.C > 384u ? u.C - 384u : 0u);
-        uint rest49 = lid.x;
-        for (uint r50 = lid.x; r50 < last48; r50 += 512u) {
-            const uint i51 = base1 + r50;
-            const int v52 = x[i51];
-            const bool v53 = v52 > 0;
-            acc2 = (acc2 >= (v53 ? 1u : 0u) ? acc2 : (v53 ? 1u : 0u));
-            const int v54 = x[i51 + 128u];
-            const bool v55 = v54 > 0;
-            acc2 = (acc2 >= (v55 ? 1u : 0u) ? acc2 : (v55 ? 1u : 0u));
-            const int v56 = x[i51 + 256u];
-            const bool v57 = v56 > 0;
-            acc2 = (acc2 >= (v57 ? 1u : 0u) ? acc2 : (v57 ? 1u : 0u));
-            const int v58 = x[i51 + 384u];
-            const bool v59 = v58 > 0;
-            acc2 = (acc2 >= (v59 ? 1u : 0u) ? acc2 : (v59 ? 1u : 0u));
-            rest49 = r50 + 512u;
-        }
-        for (uint r60 = rest49; r60 < u.C; r60 += 128u) {
-            const uint i61 = base1 + r60;
-            const int v62 = x[i61];
-            const bool v63 = v62 > 0;
-            acc2 = (acc2 >= (v63 ? 1u : 0u) ? acc2 : (v63 ? 1u : 0u));
+        if ((u.C & 3u) == 0u) {
+            const uint r31 = lid.x << 2u;
+            const uint last32 = (u.C > 512u ? u.C - 512u : 0u);
+            uint rest33 = r31;
+            for (uint r34 = r31; r34 < last32; r34 += 1024u) {
+                const uint i35 = base1 + r34;
+                const int4 vec3 = ((device const int4*)x)[i35 >> 2u];
+                const int x_44 = vec3[0];
+                const int x_45 = vec3[1];
+                const int x_46 = vec3[2];
+                const int x_47 = vec3[3];
+                const int v36 = x_44;
+                const bool v37 = v36 > 0;
+                acc2 = (acc2 >= (v37 ? 1u : 0u) ? acc2 : (v37 ? 1u : 0u));
+                const int v38 = x_45;
+                const bool v39 = v38 > 0;
+                acc2 = (acc2 >= (v39 ? 1u : 0u) ? acc2 : (v39 ? 1u : 0u));
+                const int v40 = x_46;
+                const bool v41 = v40 > 0;
+                acc2 = (acc2 >= (v41 ? 1u : 0u) ? acc2 : (v41 ? 1u : 0u));
+                const int v42 = x_47;
+                const bool v43 = v42 > 0;
+                acc2 = (acc2 >= (v43 ? 1u : 0u) ? acc2 : (v43 ? 1u : 0u));
+                const uint r48 = r34 + 512u;
+                const uint i49 = base1 + r48;
+                const int4 vec4 = ((device const int4*)x)[i49 >> 2u];
+                const int x_58 = vec4[0];
+                const int x_59 = vec4[1];
+                const int x_60 = vec4[2];
+                const int x_61 = vec4[3];
+                const int v50 = x_58;
+                const bool v51 = v50 > 0;
+                acc2 = (acc2 >= (v51 ? 1u : 0u) ? acc2 : (v51 ? 1u : 0u));
+                const int v52 = x_59;
+                const bool v53 = v52 > 0;
+                acc2 = (acc2 >= (v53 ? 1u : 0u) ? acc2 : (v53 ? 1u : 0u));
+                const int v54 = x_60;
+                const bool v55 = v54 > 0;
+                acc2 = (acc2 >= (v55 ? 1u : 0u) ? acc2 : (v55 ? 1u : 0u));
+                const int v56 = x_61;
+                const bool v57 = v56 > 0;
+                acc2 = (acc2 >= (v57 ? 1u : 0u) ? acc2 : (v57 ? 1u : 0u));
+                rest33 = r34 + 1024u;
+            }
+            for (uint r62 = rest33; r62 < u.C; r62 += 512u) {
+                const uint i63 = base1 + r62;
+                const int4 vec5 = ((device const int4*)x)[i63 >> 2u];
+                const int x_72 = vec5[0];
+                const int x_73 = vec5[1];
+                const int x_74 = vec5[2];
+                const int x_75 = vec5[3];
+                const int v64 = x_72;
+                const bool v65 = v64 > 0;
+                acc2 = (acc2 >= (v65 ? 1u : 0u) ? acc2 : (v65 ? 1u : 0u));
+                const int v66 = x_73;
+                const bool v67 = v66 > 0;
+                acc2 = (acc2 >= (v67 ? 1u : 0u) ? acc2 : (v67 ? 1u : 0u));
+                const int v68 = x_74;
+                const bool v69 = v68 > 0;
+                acc2 = (acc2 >= (v69 ? 1u : 0u) ? acc2 : (v69 ? 1u : 0u));
+                const int v70 = x_75;
+                const bool v71 = v70 > 0;
+                acc2 = (acc2 >= (v71 ? 1u : 0u) ? acc2 : (v71 ? 1u : 0u));
+            }
+        } else {
+            const uint last76 = (u.C > 384u ? u.C - 384u : 0u);
+            uint rest77 = lid.x;
+            for (uint r78 = lid.x; r78 < last76; r78 += 512u) {
+                const uint i79 = base1 + r78;
+                const int v80 = x[i79];
+                const bool v81 = v80 > 0;
+                acc2 = (acc2 >= (v81 ? 1u : 0u) ? acc2 : (v81 ? 1u : 0u));
+                const int v82 = x[i79 + 128u];
+                const bool v83 = v82 > 0;
+                acc2 = (acc2 >= (v83 ? 1u : 0u) ? acc2 : (v83 ? 1u : 0u));
+                const int v84 = x[i79 + 256u];
+                const bool v85 = v84 > 0;
+                acc2 = (acc2 >= (v85 ? 1u : 0u) ? acc2 : (v85 ? 1u : 0u));
+                const int v86 = x[i79 + 384u];
+                const bool v87 = v86 > 0;
+                acc2 = (acc2 >= (v87 ? 1u : 0u) ? acc2 : (v87 ? 1u : 0u));
+                rest77 = r78 + 512u;
+            }
+            for (uint r88 = rest77; r88 < u.C; r88 += 128u) {
+                const uint i89 = base1 + r88;
+                const int v90 = x[i89];
+                const bool v91 = v90 > 0;
+                acc2 = (acc2 >= (v91 ? 1u : 0u) ? acc2 : (v91 ? 1u : 0u));
+            }
         }
     }
-    const uint warp64 = simd_max(acc2);
+    const uint warp92 = simd_max(acc2);
     if ((lid.x & 31u) == 0u) {
-        best[lid.x >> 5u] = warp64;
+        best[lid.x >> 5u] = warp92;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot65 = best[lid.x & 3u];
-    const uint total66 = mimir_simd_max_u32_4(slot65);
-    uint acc67 = 4294967295u;
-    if ((u.C & 3u) == 0u) {
-        const uint r68 = lid.x << 2u;
-        const uint last69 = (u.C > 512u ? u.C - 512u : 0u);
-        uint rest70 = r68;
-        for (uint r71 = r68; r71 < last69; r71 += 1024u) {
-            const uint i72 = base1 + r71;
-            const int4 vec4 = ((device const int4*)x)[i72 >> 2u];
-            const int x_85 = vec4[0];
-            const int x_86 = vec4[1];
-            const int x_87 = vec4[2];
-            const int x_88 = vec4[3];
-            const int v73 = x_85;
-            const bool v74 = v73 > 0;
-            const uint v75 = (v74 ? 1u : 0u);
-            acc67 = ((v75 == total66) && (r71 < acc67) ? r71 : acc67);
-            const int v76 = x_86;
-            const bool v77 = v76 > 0;
-            const uint v78 = (v77 ? 1u : 0u);
-            acc67 = ((v78 == total66) && (r71 + 1u < acc67) ? r71 + 1u : acc67);
-            const int v79 = x_87;
-            const bool v80 = v79 > 0;
-            const uint v81 = (v80 ? 1u : 0u);
-            acc67 = ((v81 == total66) && (r71 + 2u < acc67) ? r71 + 2u : acc67);
-            const int v82 = x_88;
-            const bool v83 = v82 > 0;
-            const uint v84 = (v83 ? 1u : 0u);
-            acc67 = ((v84 == total66) && (r71 + 3u < acc67) ? r71 + 3u : acc67);
-            const uint r89 = r71 + 512u;
-            const uint i90 = base1 + r89;
-            const int4 vec5 = ((device const int4*)x)[i90 >> 2u];
-            const int x_103 = vec5[0];
-            const int x_104 = vec5[1];
-            const int x_105 = vec5[2];
-            const int x_106 = vec5[3];
-            const int v91 = x_103;
-            const bool v92 = v91 > 0;
-            const uint v93 = (v92 ? 1u : 0u);
-            acc67 = ((v93 == total66) && (r89 < acc67) ? r89 : acc67);
-            const int v94 = x_104;
-            const bool v95 = v94 > 0;
-            const uint v96 = (v95 ? 1u : 0u);
-            acc67 = ((v96 == total66) && (r89 + 1u < acc67) ? r89 + 1u : acc67);
-            const int v97 = x_105;
-            const bool v98 = v97 > 0;
-            const uint v99 = (v98 ? 1u : 0u);
-            acc67 = ((v99 == total66) && (r89 + 2u < acc67) ? r89 + 2u : acc67);
-            const int v100 = x_106;
-            const bool v101 = v100 > 0;
-            const uint v102 = (v101 ? 1u : 0u);
-            acc67 = ((v102 == total66) && (r89 + 3u < acc67) ? r89 + 3u : acc67);
-            rest70 = r71 + 1024u;
+    const uint slot93 = best[lid.x & 3u];
+    const uint total94 = mimir_simd_max_u32_4(slot93);
+    uint acc95 = 4294967295u;
+    const uint j96 = lid.x << 2u;
+    if (((u.C & 3u) == 0u) && ((u.C >= 4u) && (u.C <= 1024u))) {
+        if (j96 < u.C) {
+            const uint i97 = base1 + j96;
+            const int4 vec6 = ((device const int4*)x)[i97 >> 2u];
+            const int x_110 = vec6[0];
+            const int x_111 = vec6[1];
+            const int x_112 = vec6[2];
+            const int x_113 = vec6[3];
+            const int v98 = x_110;
+            const bool v99 = v98 > 0;
+            const uint v100 = (v99 ? 1u : 0u);
+            acc95 = ((v100 == total94) && (j96 < acc95) ? j96 : acc95);
+            const int v101 = x_111;
+            const bool v102 = v101 > 0;
+            const uint v103 = (v102 ? 1u : 0u);
+            acc95 = ((v103 == total94) && (j96 + 1u < acc95) ? j96 + 1u : acc95);
+            const int v104 = x_112;
+            const bool v105 = v104 > 0;
+            const uint v106 = (v105 ? 1u : 0u);
+            acc95 = ((v106 == total94) && (j96 + 2u < acc95) ? j96 + 2u : acc95);
+            const int v107 = x_113;
+            const bool v108 = v107 > 0;
+            const uint v109 = (v108 ? 1u : 0u);
+            acc95 = ((v109 == total94) && (j96 + 3u < acc95) ? j96 + 3u : acc95);
         }
-        for (uint r107 = rest70; r107 < u.C; r107 += 512u) {
-            const uint i108 = base1 + r107;
-            const int4 vec6 = ((device const int4*)x)[i108 >> 2u];
-            const int x_121 = vec6[0];
-            const int x_122 = vec6[1];
-            const int x_123 = vec6[2];
-            const int x_124 = vec6[3];
-            const int v109 = x_121;
-            const bool v110 = v109 > 0;
-            const uint v111 = (v110 ? 1u : 0u);
-            acc67 = ((v111 == total66) && (r107 < acc67) ? r107 : acc67);
-            const int v112 = x_122;
-            const bool v113 = v112 > 0;
-            const uint v114 = (v113 ? 1u : 0u);
-            acc67 = ((v114 == total66) && (r107 + 1u < acc67) ? r107 + 1u : acc67);
-            const int v115 = x_123;
-            const bool v116 = v115 > 0;
-            const uint v117 = (v116 ? 1u : 0u);
-            acc67 = ((v117 == total66) && (r107 + 2u < acc67) ? r107 + 2u : acc67);
-            const int v118 = x_124;
-            const bool v119 = v118 > 0;
-            const uint v120 = (v119 ? 1u : 0u);
-            acc67 = ((v120 == total66) && (r107 + 3u < acc67) ? r107 + 3u : acc67);
+        const uint j114 = j96 + 512u;
+        if (j114 < u.C) {
+            const uint i115 = base1 + j114;
+            const int4 vec7 = ((device const int4*)x)[i115 >> 2u];
+            const int x_128 = vec7[0];
+            const int x_129 = vec7[1];
+            const int x_130 = vec7[2];
+            const int x_131 = vec7[3];
+            const int v116 = x_128;
+            const bool v117 = v116 > 0;
+            const uint v118 = (v117 ? 1u : 0u);
+            acc95 = ((v118 == total94) && (j114 < acc95) ? j114 : acc95);
+            const int v119 = x_129;
+            const bool v120 = v119 > 0;
+            const uint v121 = (v120 ? 1u : 0u);
+            acc95 = ((v121 == total94) && (j114 + 1u < acc95) ? j114 + 1u : acc95);
+            const int v122 = x_130;
+            const bool v123 = v122 > 0;
+            const uint v124 = (v123 ? 1u : 0u);
+            acc95 = ((v124 == total94) && (j114 + 2u < acc95) ? j114 + 2u : acc95);
+            const int v125 = x_131;
+            const bool v126 = v125 > 0;
+            const uint v127 = (v126 ? 1u : 0u);
+            acc95 = ((v127 == total94) && (j114 + 3u < acc95) ? j114 + 3u : acc95);
         }
     } else {
-        const uint last125 = (u.C > 384u ? u.C - 384u : 0u);
-        uint rest126 = lid.x;
-        for (uint r127 = lid.x; r127 < last125; r127 += 512u) {
-            const uint i128 = base1 + r127;
-            const int v129 = x[i128];
-            const bool v130 = v129 > 0;
-            const uint v131 = (v130 ? 1u : 0u);
-            acc67 = ((v131 == total66) && (r127 < acc67) ? r127 : acc67);
-            const int v132 = x[i128 + 128u];
-            const bool v133 = v132 > 0;
-            const uint v134 = (v133 ? 1u : 0u);
-            acc67 = ((v134 == total66) && (r127 + 128u < acc67) ? r127 + 128u : acc67);
-            const int v135 = x[i128 + 256u];
-            const bool v136 = v135 > 0;
-            const uint v137 = (v136 ? 1u : 0u);
-            acc67 = ((v137 == total66) && (r127 + 256u < acc67) ? r127 + 256u : acc67);
-            const int v138 = x[i128 + 384u];
-            const bool v139 = v138 > 0;
-            const uint v140 = (v139 ? 1u : 0u);
-            acc67 = ((v140 == total66) && (r127 + 384u < acc67) ? r127 + 384u : acc67);
-            rest126 = r127 + 512u;
-        }
-        for (uint r141 = rest126; r141 < u.C; r141 += 128u) {
-            const uint i142 = base1 + r141;
-            const int v143 = x[i142];
-            const bool v144 = v143 > 0;
-            const uint v145 = (v144 ? 1u : 0u);
-            acc67 = ((v145 == total66) && (r141 < acc67) ? r141 : acc67);
+        if ((u.C & 3u) == 0u) {
+            const uint r132 = lid.x << 2u;
+            const uint last133 = (u.C > 512u ? u.C - 512u : 0u);
+            uint rest134 = r132;
+            for (uint r135 = r132; r135 < last133; r135 += 1024u) {
+                const uint i136 = base1 + r135;
+                const int4 vec8 = ((device const int4*)x)[i136 >> 2u];
+                const int x_149 = vec8[0];
+                const int x_150 = vec8[1];
+                const int x_151 = vec8[2];
+                const int x_152 = vec8[3];
+                const int v137 = x_149;
+                const bool v138 = v137 > 0;
+                const uint v139 = (v138 ? 1u : 0u);
+                acc95 = ((v139 == total94) && (r135 < acc95) ? r135 : acc95);
+                const int v140 = x_150;
+                const bool v141 = v140 > 0;
+                const uint v142 = (v141 ? 1u : 0u);
+                acc95 = ((v142 == total94) && (r135 + 1u < acc95) ? r135 + 1u : acc95);
+                const int v143 = x_151;
+                const bool v144 = v143 > 0;
+                const uint v145 = (v144 ? 1u : 0u);
+                acc95 = ((v145 == total94) && (r135 + 2u < acc95) ? r135 + 2u : acc95);
+                const int v146 = x_152;
+                const bool v147 = v146 > 0;
+                const uint v148 = (v147 ? 1u : 0u);
+                acc95 = ((v148 == total94) && (r135 + 3u < acc95) ? r135 + 3u : acc95);
+                const uint r153 = r135 + 512u;
+                const uint i154 = base1 + r153;
+                const int4 vec9 = ((device const int4*)x)[i154 >> 2u];
+                const int x_167 = vec9[0];
+                const int x_168 = vec9[1];
+                const int x_169 = vec9[2];
+                const int x_170 = vec9[3];
+                const int v155 = x_167;
+                const bool v156 = v155 > 0;
+                const uint v157 = (v156 ? 1u : 0u);
+                acc95 = ((v157 == total94) && (r153 < acc95) ? r153 : acc95);
+                const int v158 = x_168;
+                const bool v159 = v158 > 0;
+                const uint v160 = (v159 ? 1u : 0u);
+                acc95 = ((v160 == total94) && (r153 + 1u < acc95) ? r153 + 1u : acc95);
+                const int v161 = x_169;
+                const bool v162 = v161 > 0;
+                const uint v163 = (v162 ? 1u : 0u);
+                acc95 = ((v163 == total94) && (r153 + 2u < acc95) ? r153 + 2u : acc95);
+                const int v164 = x_170;
+                const bool v165 = v164 > 0;
+                const uint v166 = (v165 ? 1u : 0u);
+                acc95 = ((v166 == total94) && (r153 + 3u < acc95) ? r153 + 3u : acc95);
+                rest134 = r135 + 1024u;
+            }
+            for (uint r171 = rest134; r171 < u.C; r171 += 512u) {
+                const uint i172 = base1 + r171;
+                const int4 vec10 = ((device const int4*)x)[i172 >> 2u];
+                const int x_185 = vec10[0];
+                const int x_186 = vec10[1];
+                const int x_187 = vec10[2];
+                const int x_188 = vec10[3];
+                const int v173 = x_185;
+                const bool v174 = v173 > 0;
+                const uint v175 = (v174 ? 1u : 0u);
+                acc95 = ((v175 == total94) && (r171 < acc95) ? r171 : acc95);
+                const int v176 = x_186;
+                const bool v177 = v176 > 0;
+                const uint v178 = (v177 ? 1u : 0u);
+                acc95 = ((v178 == total94) && (r171 + 1u < acc95) ? r171 + 1u : acc95);
+                const int v179 = x_187;
+                const bool v180 = v179 > 0;
+                const uint v181 = (v180 ? 1u : 0u);
+                acc95 = ((v181 == total94) && (r171 + 2u < acc95) ? r171 + 2u : acc95);
+                const int v182 = x_188;
+                const bool v183 = v182 > 0;
+                const uint v184 = (v183 ? 1u : 0u);
+                acc95 = ((v184 == total94) && (r171 + 3u < acc95) ? r171 + 3u : acc95);
+            }
+        } else {
+            const uint last189 = (u.C > 384u ? u.C - 384u : 0u);
+            uint rest190 = lid.x;
+            for (uint r191 = lid.x; r191 < last189; r191 += 512u) {
+                const uint i192 = base1 + r191;
+                const int v193 = x[i192];
+                const bool v194 = v193 > 0;
+                const uint v195 = (v194 ? 1u : 0u);
+                acc95 = ((v195 == total94) && (r191 < acc95) ? r191 : acc95);
+                const int v196 = x[i192 + 128u];
+                const bool v197 = v196 > 0;
+                const uint v198 = (v197 ? 1u : 0u);
+                acc95 = ((v198 == total94) && (r191 + 128u < acc95) ? r191 + 128u : acc95);
+                const int v199 = x[i192 + 256u];
+                const bool v200 = v199 > 0;
+                const uint v201 = (v200 ? 1u : 0u);
+                acc95 = ((v201 == total94) && (r191 + 256u < acc95) ? r191 + 256u : acc95);
+                const int v202 = x[i192 + 384u];
+                const bool v203 = v202 > 0;
+                const uint v204 = (v203 ? 1u : 0u);
+                acc95 = ((v204 == total94) && (r191 + 384u < acc95) ? r191 + 384u : acc95);
+                rest190 = r191 + 512u;
+            }
+            for (uint r205 = rest190; r205 < u.C; r205 += 128u) {
+                const uint i206 = base1 + r205;
+                const int v207 = x[i206];
+                const bool v208 = v207 > 0;
+                const uint v209 = (v208 ? 1u : 0u);
+                acc95 = ((v209 == total94) && (r205 < acc95) ? r205 : acc95);
+            }
         }
     }
-    const uint warp146 = simd_min(acc67);
+    const uint warp210 = simd_min(acc95);
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp146;
+        first[lid.x >> 5u] = warp210;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot147 = first[lid.x & 3u];
-    const uint total148 = mimir_simd_min_u32_4(slot147);
+    const uint slot211 = first[lid.x & 3u];
+    const uint total212 = mimir_simd_min_u32_4(slot211);
     if (lid.x == 0u) {
-        const int index149 = int(total148);
-        const int v150 = scratch0[g0];
-        const int v151 = int(uint(index149) + uint(v150));
-        out[g0] = v151;
+        const int index213 = int(total212);
+        const int v214 = scratch0[g0];
+        const int v215 = int(uint(index213) + uint(v214));
+        out[g0] = v215;
     }
 }

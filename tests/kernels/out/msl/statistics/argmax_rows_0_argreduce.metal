@@ -52,169 +52,243 @@ kernel void argmax_rows_0_argreduce(
     }
     const uint base1 = g0 * u.C;
     float acc2 = as_type<float>(0xff800000u);
-    if ((u.C & 3u) == 0u) {
-        const uint r3 = lid.x << 2u;
-        const uint last4 = (u.C > 512u ? u.C - 512u : 0u);
-        uint rest5 = r3;
-        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
-            const uint i7 = base1 + r6;
-            const float4 vec1 = ((device const float4*)x)[i7 >> 2u];
-            const float x_12 = vec1[0];
-            const float x_13 = vec1[1];
-            const float x_14 = vec1[2];
-            const float x_15 = vec1[3];
+    const uint j3 = lid.x << 2u;
+    if (((u.C & 3u) == 0u) && ((u.C >= 4u) && (u.C <= 1024u))) {
+        if (j3 < u.C) {
+            const uint i4 = base1 + j3;
+            const float4 vec1 = ((device const float4*)x)[i4 >> 2u];
+            const float x_9 = vec1[0];
+            const float x_10 = vec1[1];
+            const float x_11 = vec1[2];
+            const float x_12 = vec1[3];
+            const float v5 = x_9;
+            acc2 = mimir_maximum_f32(acc2, v5);
+            const float v6 = x_10;
+            acc2 = mimir_maximum_f32(acc2, v6);
+            const float v7 = x_11;
+            acc2 = mimir_maximum_f32(acc2, v7);
             const float v8 = x_12;
             acc2 = mimir_maximum_f32(acc2, v8);
-            const float v9 = x_13;
-            acc2 = mimir_maximum_f32(acc2, v9);
-            const float v10 = x_14;
-            acc2 = mimir_maximum_f32(acc2, v10);
-            const float v11 = x_15;
-            acc2 = mimir_maximum_f32(acc2, v11);
-            const uint r16 = r6 + 512u;
-            const uint i17 = base1 + r16;
-            const float4 vec2 = ((device const float4*)x)[i17 >> 2u];
-            const float x_22 = vec2[0];
-            const float x_23 = vec2[1];
-            const float x_24 = vec2[2];
-            const float x_25 = vec2[3];
+        }
+        const uint j13 = j3 + 512u;
+        if (j13 < u.C) {
+            const uint i14 = base1 + j13;
+            const float4 vec2 = ((device const float4*)x)[i14 >> 2u];
+            const float x_19 = vec2[0];
+            const float x_20 = vec2[1];
+            const float x_21 = vec2[2];
+            const float x_22 = vec2[3];
+            const float v15 = x_19;
+            acc2 = mimir_maximum_f32(acc2, v15);
+            const float v16 = x_20;
+            acc2 = mimir_maximum_f32(acc2, v16);
+            const float v17 = x_21;
+            acc2 = mimir_maximum_f32(acc2, v17);
             const float v18 = x_22;
             acc2 = mimir_maximum_f32(acc2, v18);
-            const float v19 = x_23;
-            acc2 = mimir_maximum_f32(acc2, v19);
-            const float v20 = x_24;
-            acc2 = mimir_maximum_f32(acc2, v20);
-            const float v21 = x_25;
-            acc2 = mimir_maximum_f32(acc2, v21);
-            rest5 = r6 + 1024u;
-        }
-        for (uint r26 = rest5; r26 < u.C; r26 += 512u) {
-            const uint i27 = base1 + r26;
-            const float4 vec3 = ((device const float4*)x)[i27 >> 2u];
-            const float x_32 = vec3[0];
-            const float x_33 = vec3[1];
-            const float x_34 = vec3[2];
-            const float x_35 = vec3[3];
-            const float v28 = x_32;
-            acc2 = mimir_maximum_f32(acc2, v28);
-            const float v29 = x_33;
-            acc2 = mimir_maximum_f32(acc2, v29);
-            const float v30 = x_34;
-            acc2 = mimir_maximum_f32(acc2, v30);
-            const float v31 = x_35;
-            acc2 = mimir_maximum_f32(acc2, v31);
         }
     } else {
-        const uint last36 = (u.C > 384u ? u.C - 384u : 0u);
-        uint rest37 = lid.x;
-        for (uint r38 = lid.x; r38 < last36; r38 += 512u) {
-            const uint i39 = base1 + r38;
-            const float v40 = x[i39];
-            acc2 = mimir_maximum_f32(acc2, v40);
-            const float v41 = x[i39 + 128u];
-            acc2 = mimir_maximum_f32(acc2, v41);
-            const float v42 = x[i39 + 256u];
-            acc2 = mimir_maximum_f32(acc2, v42);
-            const float v43 = x[i39 + 384u];
-            acc2 = mimir_maximum_f32(acc2, v43);
-            rest37 = r38 + 512u;
-        }
-        for (uint r44 = rest37; r44 < u.C; r44 += 128u) {
-            const uint i45 = base1 + r44;
-            const float v46 = x[i45];
-            acc2 = mimir_maximum_f32(acc2, v46);
+        if ((u.C & 3u) == 0u) {
+            const uint r23 = lid.x << 2u;
+            const uint last24 = (u.C > 512u ? u.C - 512u : 0u);
+            uint rest25 = r23;
+            for (uint r26 = r23; r26 < last24; r26 += 1024u) {
+                const uint i27 = base1 + r26;
+                const float4 vec3 = ((device const float4*)x)[i27 >> 2u];
+                const float x_32 = vec3[0];
+                const float x_33 = vec3[1];
+                const float x_34 = vec3[2];
+                const float x_35 = vec3[3];
+                const float v28 = x_32;
+                acc2 = mimir_maximum_f32(acc2, v28);
+                const float v29 = x_33;
+                acc2 = mimir_maximum_f32(acc2, v29);
+                const float v30 = x_34;
+                acc2 = mimir_maximum_f32(acc2, v30);
+                const float v31 = x_35;
+                acc2 = mimir_maximum_f32(acc2, v31);
+                const uint r36 = r26 + 512u;
+                const uint i37 = base1 + r36;
+                const float4 vec4 = ((device const float4*)x)[i37 >> 2u];
+                const float x_42 = vec4[0];
+                const float x_43 = vec4[1];
+                const float x_44 = vec4[2];
+                const float x_45 = vec4[3];
+                const float v38 = x_42;
+                acc2 = mimir_maximum_f32(acc2, v38);
+                const float v39 = x_43;
+                acc2 = mimir_maximum_f32(acc2, v39);
+                const float v40 = x_44;
+                acc2 = mimir_maximum_f32(acc2, v40);
+                const float v41 = x_45;
+                acc2 = mimir_maximum_f32(acc2, v41);
+                rest25 = r26 + 1024u;
+            }
+            for (uint r46 = rest25; r46 < u.C; r46 += 512u) {
+                const uint i47 = base1 + r46;
+                const float4 vec5 = ((device const float4*)x)[i47 >> 2u];
+                const float x_52 = vec5[0];
+                const float x_53 = vec5[1];
+                const float x_54 = vec5[2];
+                const float x_55 = vec5[3];
+                const float v48 = x_52;
+                acc2 = mimir_maximum_f32(acc2, v48);
+                const float v49 = x_53;
+                acc2 = mimir_maximum_f32(acc2, v49);
+                const float v50 = x_54;
+                acc2 = mimir_maximum_f32(acc2, v50);
+                const float v51 = x_55;
+                acc2 = mimir_maximum_f32(acc2, v51);
+            }
+        } else {
+            const uint last56 = (u.C > 384u ? u.C - 384u : 0u);
+            uint rest57 = lid.x;
+            for (uint r58 = lid.x; r58 < last56; r58 += 512u) {
+                const uint i59 = base1 + r58;
+                const float v60 = x[i59];
+                acc2 = mimir_maximum_f32(acc2, v60);
+                const float v61 = x[i59 + 128u];
+                acc2 = mimir_maximum_f32(acc2, v61);
+                const float v62 = x[i59 + 256u];
+                acc2 = mimir_maximum_f32(acc2, v62);
+                const float v63 = x[i59 + 384u];
+                acc2 = mimir_maximum_f32(acc2, v63);
+                rest57 = r58 + 512u;
+            }
+            for (uint r64 = rest57; r64 < u.C; r64 += 128u) {
+                const uint i65 = base1 + r64;
+                const float v66 = x[i65];
+                acc2 = mimir_maximum_f32(acc2, v66);
+            }
         }
     }
-    const float warp47 = (simd_any(((as_type<uint>(acc2) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc2));
+    const float warp67 = (simd_any(((as_type<uint>(acc2) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc2));
     if ((lid.x & 31u) == 0u) {
-        best[lid.x >> 5u] = warp47;
+        best[lid.x >> 5u] = warp67;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot48 = best[lid.x & 3u];
-    const float total49 = mimir_simd_max_f32_4(slot48);
-    uint acc50 = 4294967295u;
-    if ((u.C & 3u) == 0u) {
-        const uint r51 = lid.x << 2u;
-        const uint last52 = (u.C > 512u ? u.C - 512u : 0u);
-        uint rest53 = r51;
-        for (uint r54 = r51; r54 < last52; r54 += 1024u) {
-            const uint i55 = base1 + r54;
-            const float4 vec4 = ((device const float4*)x)[i55 >> 2u];
-            const float x_60 = vec4[0];
-            const float x_61 = vec4[1];
-            const float x_62 = vec4[2];
-            const float x_63 = vec4[3];
-            const float v56 = x_60;
-            acc50 = (((!(((as_type<uint>(v56) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v56 == total49)) || (((as_type<uint>(v56) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r54 < acc50) ? r54 : acc50);
-            const float v57 = x_61;
-            acc50 = (((!(((as_type<uint>(v57) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v57 == total49)) || (((as_type<uint>(v57) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r54 + 1u < acc50) ? r54 + 1u : acc50);
-            const float v58 = x_62;
-            acc50 = (((!(((as_type<uint>(v58) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v58 == total49)) || (((as_type<uint>(v58) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r54 + 2u < acc50) ? r54 + 2u : acc50);
-            const float v59 = x_63;
-            acc50 = (((!(((as_type<uint>(v59) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v59 == total49)) || (((as_type<uint>(v59) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r54 + 3u < acc50) ? r54 + 3u : acc50);
-            const uint r64 = r54 + 512u;
-            const uint i65 = base1 + r64;
-            const float4 vec5 = ((device const float4*)x)[i65 >> 2u];
-            const float x_70 = vec5[0];
-            const float x_71 = vec5[1];
-            const float x_72 = vec5[2];
-            const float x_73 = vec5[3];
-            const float v66 = x_70;
-            acc50 = (((!(((as_type<uint>(v66) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v66 == total49)) || (((as_type<uint>(v66) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r64 < acc50) ? r64 : acc50);
-            const float v67 = x_71;
-            acc50 = (((!(((as_type<uint>(v67) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v67 == total49)) || (((as_type<uint>(v67) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r64 + 1u < acc50) ? r64 + 1u : acc50);
-            const float v68 = x_72;
-            acc50 = (((!(((as_type<uint>(v68) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v68 == total49)) || (((as_type<uint>(v68) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r64 + 2u < acc50) ? r64 + 2u : acc50);
-            const float v69 = x_73;
-            acc50 = (((!(((as_type<uint>(v69) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v69 == total49)) || (((as_type<uint>(v69) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r64 + 3u < acc50) ? r64 + 3u : acc50);
-            rest53 = r54 + 1024u;
-        }
-        for (uint r74 = rest53; r74 < u.C; r74 += 512u) {
-            const uint i75 = base1 + r74;
-            const float4 vec6 = ((device const float4*)x)[i75 >> 2u];
-            const float x_80 = vec6[0];
-            const float x_81 = vec6[1];
-            const float x_82 = vec6[2];
-            const float x_83 = vec6[3];
+    const float slot68 = best[lid.x & 3u];
+    const float total69 = mimir_simd_max_f32_4(slot68);
+    uint acc70 = 4294967295u;
+    const uint j71 = lid.x << 2u;
+    if (((u.C & 3u) == 0u) && ((u.C >= 4u) && (u.C <= 1024u))) {
+        if (j71 < u.C) {
+            const uint i72 = base1 + j71;
+            const float4 vec6 = ((device const float4*)x)[i72 >> 2u];
+            const float x_77 = vec6[0];
+            const float x_78 = vec6[1];
+            const float x_79 = vec6[2];
+            const float x_80 = vec6[3];
+            const float v73 = x_77;
+            acc70 = (((!(((as_type<uint>(v73) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u)) && (v73 == total69)) || (((as_type<uint>(v73) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u))) && (j71 < acc70) ? j71 : acc70);
+            const float v74 = x_78;
+            acc70 = (((!(((as_type<uint>(v74) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u)) && (v74 == total69)) || (((as_type<uint>(v74) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u))) && (j71 + 1u < acc70) ? j71 + 1u : acc70);
+            const float v75 = x_79;
+            acc70 = (((!(((as_type<uint>(v75) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u)) && (v75 == total69)) || (((as_type<uint>(v75) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u))) && (j71 + 2u < acc70) ? j71 + 2u : acc70);
             const float v76 = x_80;
-            acc50 = (((!(((as_type<uint>(v76) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v76 == total49)) || (((as_type<uint>(v76) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r74 < acc50) ? r74 : acc50);
-            const float v77 = x_81;
-            acc50 = (((!(((as_type<uint>(v77) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v77 == total49)) || (((as_type<uint>(v77) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r74 + 1u < acc50) ? r74 + 1u : acc50);
-            const float v78 = x_82;
-            acc50 = (((!(((as_type<uint>(v78) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v78 == total49)) || (((as_type<uint>(v78) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r74 + 2u < acc50) ? r74 + 2u : acc50);
-            const float v79 = x_83;
-            acc50 = (((!(((as_type<uint>(v79) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v79 == total49)) || (((as_type<uint>(v79) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r74 + 3u < acc50) ? r74 + 3u : acc50);
+            acc70 = (((!(((as_type<uint>(v76) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u)) && (v76 == total69)) || (((as_type<uint>(v76) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u))) && (j71 + 3u < acc70) ? j71 + 3u : acc70);
+        }
+        const uint j81 = j71 + 512u;
+        if (j81 < u.C) {
+            const uint i82 = base1 + j81;
+            const float4 vec7 = ((device const float4*)x)[i82 >> 2u];
+            const float x_87 = vec7[0];
+            const float x_88 = vec7[1];
+            const float x_89 = vec7[2];
+            const float x_90 = vec7[3];
+            const float v83 = x_87;
+            acc70 = (((!(((as_type<uint>(v83) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u)) && (v83 == total69)) || (((as_type<uint>(v83) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u))) && (j81 < acc70) ? j81 : acc70);
+            const float v84 = x_88;
+            acc70 = (((!(((as_type<uint>(v84) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u)) && (v84 == total69)) || (((as_type<uint>(v84) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u))) && (j81 + 1u < acc70) ? j81 + 1u : acc70);
+            const float v85 = x_89;
+            acc70 = (((!(((as_type<uint>(v85) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u)) && (v85 == total69)) || (((as_type<uint>(v85) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u))) && (j81 + 2u < acc70) ? j81 + 2u : acc70);
+            const float v86 = x_90;
+            acc70 = (((!(((as_type<uint>(v86) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u)) && (v86 == total69)) || (((as_type<uint>(v86) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u))) && (j81 + 3u < acc70) ? j81 + 3u : acc70);
         }
     } else {
-        const uint last84 = (u.C > 384u ? u.C - 384u : 0u);
-        uint rest85 = lid.x;
-        for (uint r86 = lid.x; r86 < last84; r86 += 512u) {
-            const uint i87 = base1 + r86;
-            const float v88 = x[i87];
-            acc50 = (((!(((as_type<uint>(v88) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v88 == total49)) || (((as_type<uint>(v88) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r86 < acc50) ? r86 : acc50);
-            const float v89 = x[i87 + 128u];
-            acc50 = (((!(((as_type<uint>(v89) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v89 == total49)) || (((as_type<uint>(v89) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r86 + 128u < acc50) ? r86 + 128u : acc50);
-            const float v90 = x[i87 + 256u];
-            acc50 = (((!(((as_type<uint>(v90) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v90 == total49)) || (((as_type<uint>(v90) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r86 + 256u < acc50) ? r86 + 256u : acc50);
-            const float v91 = x[i87 + 384u];
-            acc50 = (((!(((as_type<uint>(v91) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v91 == total49)) || (((as_type<uint>(v91) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r86 + 384u < acc50) ? r86 + 384u : acc50);
-            rest85 = r86 + 512u;
-        }
-        for (uint r92 = rest85; r92 < u.C; r92 += 128u) {
-            const uint i93 = base1 + r92;
-            const float v94 = x[i93];
-            acc50 = (((!(((as_type<uint>(v94) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u)) && (v94 == total49)) || (((as_type<uint>(v94) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total49) & 0x7fffffffu) > 0x7f800000u))) && (r92 < acc50) ? r92 : acc50);
+        if ((u.C & 3u) == 0u) {
+            const uint r91 = lid.x << 2u;
+            const uint last92 = (u.C > 512u ? u.C - 512u : 0u);
+            uint rest93 = r91;
+            for (uint r94 = r91; r94 < last92; r94 += 1024u) {
+                const uint i95 = base1 + r94;
+                const float4 vec8 = ((device const float4*)x)[i95 >> 2u];
+                const float x_100 = vec8[0];
+                const float x_101 = vec8[1];
+                const float x_102 = vec8[2];
+                const float x_103 = vec8[3];
+                const float v96 = x_100;
+                acc70 = (((!(((as_type<uint>(v96) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u)) && (v96 == total69)) || (((as_type<uint>(v96) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u))) && (r94 < acc70) ? r94 : acc70);
+                const float v97 = x_101;
+                acc70 = (((!(((as_type<uint>(v97) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u)) && (v97 == total69)) || (((as_type<uint>(v97) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u))) && (r94 + 1u < acc70) ? r94 + 1u : acc70);
+                const float v98 = x_102;
+                acc70 = (((!(((as_type<uint>(v98) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u)) && (v98 == total69)) || (((as_type<uint>(v98) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u))) && (r94 + 2u < acc70) ? r94 + 2u : acc70);
+                const float v99 = x_103;
+                acc70 = (((!(((as_type<uint>(v99) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u)) && (v99 == total69)) || (((as_type<uint>(v99) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u))) && (r94 + 3u < acc70) ? r94 + 3u : acc70);
+                const uint r104 = r94 + 512u;
+                const uint i105 = base1 + r104;
+                const float4 vec9 = ((device const float4*)x)[i105 >> 2u];
+                const float x_110 = vec9[0];
+                const float x_111 = vec9[1];
+                const float x_112 = vec9[2];
+                const float x_113 = vec9[3];
+                const float v106 = x_110;
+                acc70 = (((!(((as_type<uint>(v106) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u)) && (v106 == total69)) || (((as_type<uint>(v106) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u))) && (r104 < acc70) ? r104 : acc70);
+                const float v107 = x_111;
+                acc70 = (((!(((as_type<uint>(v107) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u)) && (v107 == total69)) || (((as_type<uint>(v107) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u))) && (r104 + 1u < acc70) ? r104 + 1u : acc70);
+                const float v108 = x_112;
+                acc70 = (((!(((as_type<uint>(v108) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u)) && (v108 == total69)) || (((as_type<uint>(v108) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u))) && (r104 + 2u < acc70) ? r104 + 2u : acc70);
+                const float v109 = x_113;
+                acc70 = (((!(((as_type<uint>(v109) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u)) && (v109 == total69)) || (((as_type<uint>(v109) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u))) && (r104 + 3u < acc70) ? r104 + 3u : acc70);
+                rest93 = r94 + 1024u;
+            }
+            for (uint r114 = rest93; r114 < u.C; r114 += 512u) {
+                const uint i115 = base1 + r114;
+                const float4 vec10 = ((device const float4*)x)[i115 >> 2u];
+                const float x_120 = vec10[0];
+                const float x_121 = vec10[1];
+                const float x_122 = vec10[2];
+                const float x_123 = vec10[3];
+                const float v116 = x_120;
+                acc70 = (((!(((as_type<uint>(v116) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u)) && (v116 == total69)) || (((as_type<uint>(v116) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u))) && (r114 < acc70) ? r114 : acc70);
+                const float v117 = x_121;
+                acc70 = (((!(((as_type<uint>(v117) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u)) && (v117 == total69)) || (((as_type<uint>(v117) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u))) && (r114 + 1u < acc70) ? r114 + 1u : acc70);
+                const float v118 = x_122;
+                acc70 = (((!(((as_type<uint>(v118) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u)) && (v118 == total69)) || (((as_type<uint>(v118) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u))) && (r114 + 2u < acc70) ? r114 + 2u : acc70);
+                const float v119 = x_123;
+                acc70 = (((!(((as_type<uint>(v119) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u)) && (v119 == total69)) || (((as_type<uint>(v119) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u))) && (r114 + 3u < acc70) ? r114 + 3u : acc70);
+            }
+        } else {
+            const uint last124 = (u.C > 384u ? u.C - 384u : 0u);
+            uint rest125 = lid.x;
+            for (uint r126 = lid.x; r126 < last124; r126 += 512u) {
+                const uint i127 = base1 + r126;
+                const float v128 = x[i127];
+                acc70 = (((!(((as_type<uint>(v128) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u)) && (v128 == total69)) || (((as_type<uint>(v128) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u))) && (r126 < acc70) ? r126 : acc70);
+                const float v129 = x[i127 + 128u];
+                acc70 = (((!(((as_type<uint>(v129) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u)) && (v129 == total69)) || (((as_type<uint>(v129) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u))) && (r126 + 128u < acc70) ? r126 + 128u : acc70);
+                const float v130 = x[i127 + 256u];
+                acc70 = (((!(((as_type<uint>(v130) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u)) && (v130 == total69)) || (((as_type<uint>(v130) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u))) && (r126 + 256u < acc70) ? r126 + 256u : acc70);
+                const float v131 = x[i127 + 384u];
+                acc70 = (((!(((as_type<uint>(v131) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u)) && (v131 == total69)) || (((as_type<uint>(v131) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u))) && (r126 + 384u < acc70) ? r126 + 384u : acc70);
+                rest125 = r126 + 512u;
+            }
+            for (uint r132 = rest125; r132 < u.C; r132 += 128u) {
+                const uint i133 = base1 + r132;
+                const float v134 = x[i133];
+                acc70 = (((!(((as_type<uint>(v134) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u)) && (v134 == total69)) || (((as_type<uint>(v134) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total69) & 0x7fffffffu) > 0x7f800000u))) && (r132 < acc70) ? r132 : acc70);
+            }
         }
     }
-    const uint warp95 = simd_min(acc50);
+    const uint warp135 = simd_min(acc70);
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp95;
+        first[lid.x >> 5u] = warp135;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot96 = first[lid.x & 3u];
-    const uint total97 = mimir_simd_min_u32_4(slot96);
+    const uint slot136 = first[lid.x & 3u];
+    const uint total137 = mimir_simd_min_u32_4(slot136);
     if (lid.x == 0u) {
-        const int index98 = int(total97);
-        out[g0] = index98;
+        const int index138 = int(total137);
+        out[g0] = index138;
     }
 }

@@ -38,189 +38,271 @@ kernel void standardise_1_moments(
     }
     const uint base1 = g0 * u.C;
     float acc2 = 0.0f;
-    if ((u.C & 3u) == 0u) {
-        const uint r3 = lid.x << 2u;
-        const uint last4 = (u.C > 512u ? u.C - 512u : 0u);
-        uint rest5 = r3;
-        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
-            const uint i7 = base1 + r6;
-            const float4 vec1 = ((device const float4*)x)[i7 >> 2u];
-            const float x_12 = vec1[0];
-            const float x_13 = vec1[1];
-            const float x_14 = vec1[2];
-            const float x_15 = vec1[3];
+    const uint j3 = lid.x << 2u;
+    if (((u.C & 3u) == 0u) && ((u.C >= 4u) && (u.C <= 1024u))) {
+        if (j3 < u.C) {
+            const uint i4 = base1 + j3;
+            const float4 vec1 = ((device const float4*)x)[i4 >> 2u];
+            const float x_9 = vec1[0];
+            const float x_10 = vec1[1];
+            const float x_11 = vec1[2];
+            const float x_12 = vec1[3];
+            const float v5 = x_9;
+            acc2 = acc2 + v5;
+            const float v6 = x_10;
+            acc2 = acc2 + v6;
+            const float v7 = x_11;
+            acc2 = acc2 + v7;
             const float v8 = x_12;
             acc2 = acc2 + v8;
-            const float v9 = x_13;
-            acc2 = acc2 + v9;
-            const float v10 = x_14;
-            acc2 = acc2 + v10;
-            const float v11 = x_15;
-            acc2 = acc2 + v11;
-            const uint r16 = r6 + 512u;
-            const uint i17 = base1 + r16;
-            const float4 vec2 = ((device const float4*)x)[i17 >> 2u];
-            const float x_22 = vec2[0];
-            const float x_23 = vec2[1];
-            const float x_24 = vec2[2];
-            const float x_25 = vec2[3];
+        }
+        const uint j13 = j3 + 512u;
+        if (j13 < u.C) {
+            const uint i14 = base1 + j13;
+            const float4 vec2 = ((device const float4*)x)[i14 >> 2u];
+            const float x_19 = vec2[0];
+            const float x_20 = vec2[1];
+            const float x_21 = vec2[2];
+            const float x_22 = vec2[3];
+            const float v15 = x_19;
+            acc2 = acc2 + v15;
+            const float v16 = x_20;
+            acc2 = acc2 + v16;
+            const float v17 = x_21;
+            acc2 = acc2 + v17;
             const float v18 = x_22;
             acc2 = acc2 + v18;
-            const float v19 = x_23;
-            acc2 = acc2 + v19;
-            const float v20 = x_24;
-            acc2 = acc2 + v20;
-            const float v21 = x_25;
-            acc2 = acc2 + v21;
-            rest5 = r6 + 1024u;
-        }
-        for (uint r26 = rest5; r26 < u.C; r26 += 512u) {
-            const uint i27 = base1 + r26;
-            const float4 vec3 = ((device const float4*)x)[i27 >> 2u];
-            const float x_32 = vec3[0];
-            const float x_33 = vec3[1];
-            const float x_34 = vec3[2];
-            const float x_35 = vec3[3];
-            const float v28 = x_32;
-            acc2 = acc2 + v28;
-            const float v29 = x_33;
-            acc2 = acc2 + v29;
-            const float v30 = x_34;
-            acc2 = acc2 + v30;
-            const float v31 = x_35;
-            acc2 = acc2 + v31;
         }
     } else {
-        const uint last36 = (u.C > 384u ? u.C - 384u : 0u);
-        uint rest37 = lid.x;
-        for (uint r38 = lid.x; r38 < last36; r38 += 512u) {
-            const uint i39 = base1 + r38;
-            const float v40 = x[i39];
-            acc2 = acc2 + v40;
-            const float v41 = x[i39 + 128u];
-            acc2 = acc2 + v41;
-            const float v42 = x[i39 + 256u];
-            acc2 = acc2 + v42;
-            const float v43 = x[i39 + 384u];
-            acc2 = acc2 + v43;
-            rest37 = r38 + 512u;
-        }
-        for (uint r44 = rest37; r44 < u.C; r44 += 128u) {
-            const uint i45 = base1 + r44;
-            const float v46 = x[i45];
-            acc2 = acc2 + v46;
+        if ((u.C & 3u) == 0u) {
+            const uint r23 = lid.x << 2u;
+            const uint last24 = (u.C > 512u ? u.C - 512u : 0u);
+            uint rest25 = r23;
+            for (uint r26 = r23; r26 < last24; r26 += 1024u) {
+                const uint i27 = base1 + r26;
+                const float4 vec3 = ((device const float4*)x)[i27 >> 2u];
+                const float x_32 = vec3[0];
+                const float x_33 = vec3[1];
+                const float x_34 = vec3[2];
+                const float x_35 = vec3[3];
+                const float v28 = x_32;
+                acc2 = acc2 + v28;
+                const float v29 = x_33;
+                acc2 = acc2 + v29;
+                const float v30 = x_34;
+                acc2 = acc2 + v30;
+                const float v31 = x_35;
+                acc2 = acc2 + v31;
+                const uint r36 = r26 + 512u;
+                const uint i37 = base1 + r36;
+                const float4 vec4 = ((device const float4*)x)[i37 >> 2u];
+                const float x_42 = vec4[0];
+                const float x_43 = vec4[1];
+                const float x_44 = vec4[2];
+                const float x_45 = vec4[3];
+                const float v38 = x_42;
+                acc2 = acc2 + v38;
+                const float v39 = x_43;
+                acc2 = acc2 + v39;
+                const float v40 = x_44;
+                acc2 = acc2 + v40;
+                const float v41 = x_45;
+                acc2 = acc2 + v41;
+                rest25 = r26 + 1024u;
+            }
+            for (uint r46 = rest25; r46 < u.C; r46 += 512u) {
+                const uint i47 = base1 + r46;
+                const float4 vec5 = ((device const float4*)x)[i47 >> 2u];
+                const float x_52 = vec5[0];
+                const float x_53 = vec5[1];
+                const float x_54 = vec5[2];
+                const float x_55 = vec5[3];
+                const float v48 = x_52;
+                acc2 = acc2 + v48;
+                const float v49 = x_53;
+                acc2 = acc2 + v49;
+                const float v50 = x_54;
+                acc2 = acc2 + v50;
+                const float v51 = x_55;
+                acc2 = acc2 + v51;
+            }
+        } else {
+            const uint last56 = (u.C > 384u ? u.C - 384u : 0u);
+            uint rest57 = lid.x;
+            for (uint r58 = lid.x; r58 < last56; r58 += 512u) {
+                const uint i59 = base1 + r58;
+                const float v60 = x[i59];
+                acc2 = acc2 + v60;
+                const float v61 = x[i59 + 128u];
+                acc2 = acc2 + v61;
+                const float v62 = x[i59 + 256u];
+                acc2 = acc2 + v62;
+                const float v63 = x[i59 + 384u];
+                acc2 = acc2 + v63;
+                rest57 = r58 + 512u;
+            }
+            for (uint r64 = rest57; r64 < u.C; r64 += 128u) {
+                const uint i65 = base1 + r64;
+                const float v66 = x[i65];
+                acc2 = acc2 + v66;
+            }
         }
     }
-    const float warp47 = simd_sum(acc2);
+    const float warp67 = simd_sum(acc2);
     if ((lid.x & 31u) == 0u) {
-        sum[lid.x >> 5u] = warp47;
+        sum[lid.x >> 5u] = warp67;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot48 = sum[lid.x & 3u];
-    const float total49 = mimir_simd_add_f32_4(slot48);
-    const float mean50 = total49 / float(u.C);
-    float acc51 = 0.0f;
-    if ((u.C & 3u) == 0u) {
-        const uint r52 = lid.x << 2u;
-        const uint last53 = (u.C > 512u ? u.C - 512u : 0u);
-        uint rest54 = r52;
-        for (uint r55 = r52; r55 < last53; r55 += 1024u) {
-            const uint i56 = base1 + r55;
-            const float4 vec4 = ((device const float4*)x)[i56 >> 2u];
-            const float x_65 = vec4[0];
-            const float x_66 = vec4[1];
-            const float x_67 = vec4[2];
-            const float x_68 = vec4[3];
-            const float v57 = x_65;
-            const float d58 = v57 - mean50;
-            acc51 = fma(d58, d58, acc51);
-            const float v59 = x_66;
-            const float d60 = v59 - mean50;
-            acc51 = fma(d60, d60, acc51);
-            const float v61 = x_67;
-            const float d62 = v61 - mean50;
-            acc51 = fma(d62, d62, acc51);
-            const float v63 = x_68;
-            const float d64 = v63 - mean50;
-            acc51 = fma(d64, d64, acc51);
-            const uint r69 = r55 + 512u;
-            const uint i70 = base1 + r69;
-            const float4 vec5 = ((device const float4*)x)[i70 >> 2u];
-            const float x_79 = vec5[0];
-            const float x_80 = vec5[1];
-            const float x_81 = vec5[2];
-            const float x_82 = vec5[3];
-            const float v71 = x_79;
-            const float d72 = v71 - mean50;
-            acc51 = fma(d72, d72, acc51);
-            const float v73 = x_80;
-            const float d74 = v73 - mean50;
-            acc51 = fma(d74, d74, acc51);
-            const float v75 = x_81;
-            const float d76 = v75 - mean50;
-            acc51 = fma(d76, d76, acc51);
-            const float v77 = x_82;
-            const float d78 = v77 - mean50;
-            acc51 = fma(d78, d78, acc51);
-            rest54 = r55 + 1024u;
+    const float slot68 = sum[lid.x & 3u];
+    const float total69 = mimir_simd_add_f32_4(slot68);
+    const float mean70 = total69 / float(u.C);
+    float acc71 = 0.0f;
+    const uint j72 = lid.x << 2u;
+    if (((u.C & 3u) == 0u) && ((u.C >= 4u) && (u.C <= 1024u))) {
+        if (j72 < u.C) {
+            const uint i73 = base1 + j72;
+            const float4 vec6 = ((device const float4*)x)[i73 >> 2u];
+            const float x_82 = vec6[0];
+            const float x_83 = vec6[1];
+            const float x_84 = vec6[2];
+            const float x_85 = vec6[3];
+            const float v74 = x_82;
+            const float d75 = v74 - mean70;
+            acc71 = fma(d75, d75, acc71);
+            const float v76 = x_83;
+            const float d77 = v76 - mean70;
+            acc71 = fma(d77, d77, acc71);
+            const float v78 = x_84;
+            const float d79 = v78 - mean70;
+            acc71 = fma(d79, d79, acc71);
+            const float v80 = x_85;
+            const float d81 = v80 - mean70;
+            acc71 = fma(d81, d81, acc71);
         }
-        for (uint r83 = rest54; r83 < u.C; r83 += 512u) {
-            const uint i84 = base1 + r83;
-            const float4 vec6 = ((device const float4*)x)[i84 >> 2u];
-            const float x_93 = vec6[0];
-            const float x_94 = vec6[1];
-            const float x_95 = vec6[2];
-            const float x_96 = vec6[3];
-            const float v85 = x_93;
-            const float d86 = v85 - mean50;
-            acc51 = fma(d86, d86, acc51);
-            const float v87 = x_94;
-            const float d88 = v87 - mean50;
-            acc51 = fma(d88, d88, acc51);
-            const float v89 = x_95;
-            const float d90 = v89 - mean50;
-            acc51 = fma(d90, d90, acc51);
-            const float v91 = x_96;
-            const float d92 = v91 - mean50;
-            acc51 = fma(d92, d92, acc51);
+        const uint j86 = j72 + 512u;
+        if (j86 < u.C) {
+            const uint i87 = base1 + j86;
+            const float4 vec7 = ((device const float4*)x)[i87 >> 2u];
+            const float x_96 = vec7[0];
+            const float x_97 = vec7[1];
+            const float x_98 = vec7[2];
+            const float x_99 = vec7[3];
+            const float v88 = x_96;
+            const float d89 = v88 - mean70;
+            acc71 = fma(d89, d89, acc71);
+            const float v90 = x_97;
+            const float d91 = v90 - mean70;
+            acc71 = fma(d91, d91, acc71);
+            const float v92 = x_98;
+            const float d93 = v92 - mean70;
+            acc71 = fma(d93, d93, acc71);
+            const float v94 = x_99;
+            const float d95 = v94 - mean70;
+            acc71 = fma(d95, d95, acc71);
         }
     } else {
-        const uint last97 = (u.C > 384u ? u.C - 384u : 0u);
-        uint rest98 = lid.x;
-        for (uint r99 = lid.x; r99 < last97; r99 += 512u) {
-            const uint i100 = base1 + r99;
-            const float v101 = x[i100];
-            const float d102 = v101 - mean50;
-            acc51 = fma(d102, d102, acc51);
-            const float v103 = x[i100 + 128u];
-            const float d104 = v103 - mean50;
-            acc51 = fma(d104, d104, acc51);
-            const float v105 = x[i100 + 256u];
-            const float d106 = v105 - mean50;
-            acc51 = fma(d106, d106, acc51);
-            const float v107 = x[i100 + 384u];
-            const float d108 = v107 - mean50;
-            acc51 = fma(d108, d108, acc51);
-            rest98 = r99 + 512u;
-        }
-        for (uint r109 = rest98; r109 < u.C; r109 += 128u) {
-            const uint i110 = base1 + r109;
-            const float v111 = x[i110];
-            const float d112 = v111 - mean50;
-            acc51 = fma(d112, d112, acc51);
+        if ((u.C & 3u) == 0u) {
+            const uint r100 = lid.x << 2u;
+            const uint last101 = (u.C > 512u ? u.C - 512u : 0u);
+            uint rest102 = r100;
+            for (uint r103 = r100; r103 < last101; r103 += 1024u) {
+                const uint i104 = base1 + r103;
+                const float4 vec8 = ((device const float4*)x)[i104 >> 2u];
+                const float x_113 = vec8[0];
+                const float x_114 = vec8[1];
+                const float x_115 = vec8[2];
+                const float x_116 = vec8[3];
+                const float v105 = x_113;
+                const float d106 = v105 - mean70;
+                acc71 = fma(d106, d106, acc71);
+                const float v107 = x_114;
+                const float d108 = v107 - mean70;
+                acc71 = fma(d108, d108, acc71);
+                const float v109 = x_115;
+                const float d110 = v109 - mean70;
+                acc71 = fma(d110, d110, acc71);
+                const float v111 = x_116;
+                const float d112 = v111 - mean70;
+                acc71 = fma(d112, d112, acc71);
+                const uint r117 = r103 + 512u;
+                const uint i118 = base1 + r117;
+                const float4 vec9 = ((device const float4*)x)[i118 >> 2u];
+                const float x_127 = vec9[0];
+                const float x_128 = vec9[1];
+                const float x_129 = vec9[2];
+                const float x_130 = vec9[3];
+                const float v119 = x_127;
+                const float d120 = v119 - mean70;
+                acc71 = fma(d120, d120, acc71);
+                const float v121 = x_128;
+                const float d122 = v121 - mean70;
+                acc71 = fma(d122, d122, acc71);
+                const float v123 = x_129;
+                const float d124 = v123 - mean70;
+                acc71 = fma(d124, d124, acc71);
+                const float v125 = x_130;
+                const float d126 = v125 - mean70;
+                acc71 = fma(d126, d126, acc71);
+                rest102 = r103 + 1024u;
+            }
+            for (uint r131 = rest102; r131 < u.C; r131 += 512u) {
+                const uint i132 = base1 + r131;
+                const float4 vec10 = ((device const float4*)x)[i132 >> 2u];
+                const float x_141 = vec10[0];
+                const float x_142 = vec10[1];
+                const float x_143 = vec10[2];
+                const float x_144 = vec10[3];
+                const float v133 = x_141;
+                const float d134 = v133 - mean70;
+                acc71 = fma(d134, d134, acc71);
+                const float v135 = x_142;
+                const float d136 = v135 - mean70;
+                acc71 = fma(d136, d136, acc71);
+                const float v137 = x_143;
+                const float d138 = v137 - mean70;
+                acc71 = fma(d138, d138, acc71);
+                const float v139 = x_144;
+                const float d140 = v139 - mean70;
+                acc71 = fma(d140, d140, acc71);
+            }
+        } else {
+            const uint last145 = (u.C > 384u ? u.C - 384u : 0u);
+            uint rest146 = lid.x;
+            for (uint r147 = lid.x; r147 < last145; r147 += 512u) {
+                const uint i148 = base1 + r147;
+                const float v149 = x[i148];
+                const float d150 = v149 - mean70;
+                acc71 = fma(d150, d150, acc71);
+                const float v151 = x[i148 + 128u];
+                const float d152 = v151 - mean70;
+                acc71 = fma(d152, d152, acc71);
+                const float v153 = x[i148 + 256u];
+                const float d154 = v153 - mean70;
+                acc71 = fma(d154, d154, acc71);
+                const float v155 = x[i148 + 384u];
+                const float d156 = v155 - mean70;
+                acc71 = fma(d156, d156, acc71);
+                rest146 = r147 + 512u;
+            }
+            for (uint r157 = rest146; r157 < u.C; r157 += 128u) {
+                const uint i158 = base1 + r157;
+                const float v159 = x[i158];
+                const float d160 = v159 - mean70;
+                acc71 = fma(d160, d160, acc71);
+            }
         }
     }
-    const float warp113 = simd_sum(acc51);
+    const float warp161 = simd_sum(acc71);
     if ((lid.x & 31u) == 0u) {
-        squares[lid.x >> 5u] = warp113;
+        squares[lid.x >> 5u] = warp161;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot114 = squares[lid.x & 3u];
-    const float total115 = mimir_simd_add_f32_4(slot114);
-    const float var116 = total115 / float(u.C);
-    const float std117 = mimir_sqrt(var116);
+    const float slot162 = squares[lid.x & 3u];
+    const float total163 = mimir_simd_add_f32_4(slot162);
+    const float var164 = total163 / float(u.C);
+    const float std165 = mimir_sqrt(var164);
     if (lid.x == 0u) {
-        const float v118 = std117 + 0.001f;
-        scratch1[g0] = v118;
+        const float v166 = std165 + 0.001f;
+        scratch1[g0] = v166;
     }
 }

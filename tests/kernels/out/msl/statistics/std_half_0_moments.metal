@@ -38,193 +38,271 @@ kernel void std_half_0_moments(
     }
     const uint base1 = g0 * u.C;
     float acc2 = 0.0f;
-    if ((u.C & 3u) == 0u) {
-        const uint r3 = lid.x << 2u;
-        const uint last4 = (u.C > 512u ? u.C - 512u : 0u);
-        uint rest5 = r3;
-        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
-            const uint i7 = base1 + r6;
-            const float v8 = float(x[i7]);
-            const float v9 = float(half(v8 + 1e+02f));
-            acc2 = acc2 + v9;
-            const float v10 = float(x[i7 + 1u]);
-            const float v11 = float(half(v10 + 1e+02f));
-            acc2 = acc2 + v11;
-            const float v12 = float(x[i7 + 2u]);
-            const float v13 = float(half(v12 + 1e+02f));
-            acc2 = acc2 + v13;
-            const float v14 = float(x[i7 + 3u]);
-            const float v15 = float(half(v14 + 1e+02f));
-            acc2 = acc2 + v15;
-            const uint r16 = r6 + 512u;
-            const uint i17 = base1 + r16;
-            const float v18 = float(x[i17]);
-            const float v19 = float(half(v18 + 1e+02f));
-            acc2 = acc2 + v19;
-            const float v20 = float(x[i17 + 1u]);
-            const float v21 = float(half(v20 + 1e+02f));
-            acc2 = acc2 + v21;
-            const float v22 = float(x[i17 + 2u]);
-            const float v23 = float(half(v22 + 1e+02f));
-            acc2 = acc2 + v23;
-            const float v24 = float(x[i17 + 3u]);
-            const float v25 = float(half(v24 + 1e+02f));
-            acc2 = acc2 + v25;
-            rest5 = r6 + 1024u;
+    const uint j3 = lid.x << 2u;
+    if (((u.C & 3u) == 0u) && ((u.C >= 4u) && (u.C <= 1024u))) {
+        if (j3 < u.C) {
+            const uint i4 = base1 + j3;
+            const float v5 = float(x[i4]);
+            const float v6 = float(half(v5 + 1e+02f));
+            acc2 = acc2 + v6;
+            const float v7 = float(x[i4 + 1u]);
+            const float v8 = float(half(v7 + 1e+02f));
+            acc2 = acc2 + v8;
+            const float v9 = float(x[i4 + 2u]);
+            const float v10 = float(half(v9 + 1e+02f));
+            acc2 = acc2 + v10;
+            const float v11 = float(x[i4 + 3u]);
+            const float v12 = float(half(v11 + 1e+02f));
+            acc2 = acc2 + v12;
         }
-        for (uint r26 = rest5; r26 < u.C; r26 += 512u) {
-            const uint i27 = base1 + r26;
-            const float v28 = float(x[i27]);
-            const float v29 = float(half(v28 + 1e+02f));
-            acc2 = acc2 + v29;
-            const float v30 = float(x[i27 + 1u]);
-            const float v31 = float(half(v30 + 1e+02f));
-            acc2 = acc2 + v31;
-            const float v32 = float(x[i27 + 2u]);
-            const float v33 = float(half(v32 + 1e+02f));
-            acc2 = acc2 + v33;
-            const float v34 = float(x[i27 + 3u]);
-            const float v35 = float(half(v34 + 1e+02f));
-            acc2 = acc2 + v35;
+        const uint j13 = j3 + 512u;
+        if (j13 < u.C) {
+            const uint i14 = base1 + j13;
+            const float v15 = float(x[i14]);
+            const float v16 = float(half(v15 + 1e+02f));
+            acc2 = acc2 + v16;
+            const float v17 = float(x[i14 + 1u]);
+            const float v18 = float(half(v17 + 1e+02f));
+            acc2 = acc2 + v18;
+            const float v19 = float(x[i14 + 2u]);
+            const float v20 = float(half(v19 + 1e+02f));
+            acc2 = acc2 + v20;
+            const float v21 = float(x[i14 + 3u]);
+            const float v22 = float(half(v21 + 1e+02f));
+            acc2 = acc2 + v22;
         }
     } else {
-        const uint last36 = (u.C > 384u ? u.C - 384u : 0u);
-        uint rest37 = lid.x;
-        for (uint r38 = lid.x; r38 < last36; r38 += 512u) {
-            const uint i39 = base1 + r38;
-            const float v40 = float(x[i39]);
-            const float v41 = float(half(v40 + 1e+02f));
-            acc2 = acc2 + v41;
-            const float v42 = float(x[i39 + 128u]);
-            const float v43 = float(half(v42 + 1e+02f));
-            acc2 = acc2 + v43;
-            const float v44 = float(x[i39 + 256u]);
-            const float v45 = float(half(v44 + 1e+02f));
-            acc2 = acc2 + v45;
-            const float v46 = float(x[i39 + 384u]);
-            const float v47 = float(half(v46 + 1e+02f));
-            acc2 = acc2 + v47;
-            rest37 = r38 + 512u;
-        }
-        for (uint r48 = rest37; r48 < u.C; r48 += 128u) {
-            const uint i49 = base1 + r48;
-            const float v50 = float(x[i49]);
-            const float v51 = float(half(v50 + 1e+02f));
-            acc2 = acc2 + v51;
+        if ((u.C & 3u) == 0u) {
+            const uint r23 = lid.x << 2u;
+            const uint last24 = (u.C > 512u ? u.C - 512u : 0u);
+            uint rest25 = r23;
+            for (uint r26 = r23; r26 < last24; r26 += 1024u) {
+                const uint i27 = base1 + r26;
+                const float v28 = float(x[i27]);
+                const float v29 = float(half(v28 + 1e+02f));
+                acc2 = acc2 + v29;
+                const float v30 = float(x[i27 + 1u]);
+                const float v31 = float(half(v30 + 1e+02f));
+                acc2 = acc2 + v31;
+                const float v32 = float(x[i27 + 2u]);
+                const float v33 = float(half(v32 + 1e+02f));
+                acc2 = acc2 + v33;
+                const float v34 = float(x[i27 + 3u]);
+                const float v35 = float(half(v34 + 1e+02f));
+                acc2 = acc2 + v35;
+                const uint r36 = r26 + 512u;
+                const uint i37 = base1 + r36;
+                const float v38 = float(x[i37]);
+                const float v39 = float(half(v38 + 1e+02f));
+                acc2 = acc2 + v39;
+                const float v40 = float(x[i37 + 1u]);
+                const float v41 = float(half(v40 + 1e+02f));
+                acc2 = acc2 + v41;
+                const float v42 = float(x[i37 + 2u]);
+                const float v43 = float(half(v42 + 1e+02f));
+                acc2 = acc2 + v43;
+                const float v44 = float(x[i37 + 3u]);
+                const float v45 = float(half(v44 + 1e+02f));
+                acc2 = acc2 + v45;
+                rest25 = r26 + 1024u;
+            }
+            for (uint r46 = rest25; r46 < u.C; r46 += 512u) {
+                const uint i47 = base1 + r46;
+                const float v48 = float(x[i47]);
+                const float v49 = float(half(v48 + 1e+02f));
+                acc2 = acc2 + v49;
+                const float v50 = float(x[i47 + 1u]);
+                const float v51 = float(half(v50 + 1e+02f));
+                acc2 = acc2 + v51;
+                const float v52 = float(x[i47 + 2u]);
+                const float v53 = float(half(v52 + 1e+02f));
+                acc2 = acc2 + v53;
+                const float v54 = float(x[i47 + 3u]);
+                const float v55 = float(half(v54 + 1e+02f));
+                acc2 = acc2 + v55;
+            }
+        } else {
+            const uint last56 = (u.C > 384u ? u.C - 384u : 0u);
+            uint rest57 = lid.x;
+            for (uint r58 = lid.x; r58 < last56; r58 += 512u) {
+                const uint i59 = base1 + r58;
+                const float v60 = float(x[i59]);
+                const float v61 = float(half(v60 + 1e+02f));
+                acc2 = acc2 + v61;
+                const float v62 = float(x[i59 + 128u]);
+                const float v63 = float(half(v62 + 1e+02f));
+                acc2 = acc2 + v63;
+                const float v64 = float(x[i59 + 256u]);
+                const float v65 = float(half(v64 + 1e+02f));
+                acc2 = acc2 + v65;
+                const float v66 = float(x[i59 + 384u]);
+                const float v67 = float(half(v66 + 1e+02f));
+                acc2 = acc2 + v67;
+                rest57 = r58 + 512u;
+            }
+            for (uint r68 = rest57; r68 < u.C; r68 += 128u) {
+                const uint i69 = base1 + r68;
+                const float v70 = float(x[i69]);
+                const float v71 = float(half(v70 + 1e+02f));
+                acc2 = acc2 + v71;
+            }
         }
     }
-    const float warp52 = simd_sum(acc2);
+    const float warp72 = simd_sum(acc2);
     if ((lid.x & 31u) == 0u) {
-        sum[lid.x >> 5u] = warp52;
+        sum[lid.x >> 5u] = warp72;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot53 = sum[lid.x & 3u];
-    const float total54 = mimir_simd_add_f32_4(slot53);
-    const float mean55 = total54 / float(u.C);
-    float acc56 = 0.0f;
-    if ((u.C & 3u) == 0u) {
-        const uint r57 = lid.x << 2u;
-        const uint last58 = (u.C > 512u ? u.C - 512u : 0u);
-        uint rest59 = r57;
-        for (uint r60 = r57; r60 < last58; r60 += 1024u) {
-            const uint i61 = base1 + r60;
-            const float v62 = float(x[i61]);
-            const float v63 = float(half(v62 + 1e+02f));
-            const float d64 = v63 - mean55;
-            acc56 = fma(d64, d64, acc56);
-            const float v65 = float(x[i61 + 1u]);
-            const float v66 = float(half(v65 + 1e+02f));
-            const float d67 = v66 - mean55;
-            acc56 = fma(d67, d67, acc56);
-            const float v68 = float(x[i61 + 2u]);
-            const float v69 = float(half(v68 + 1e+02f));
-            const float d70 = v69 - mean55;
-            acc56 = fma(d70, d70, acc56);
-            const float v71 = float(x[i61 + 3u]);
-            const float v72 = float(half(v71 + 1e+02f));
-            const float d73 = v72 - mean55;
-            acc56 = fma(d73, d73, acc56);
-            const uint r74 = r60 + 512u;
-            const uint i75 = base1 + r74;
-            const float v76 = float(x[i75]);
-            const float v77 = float(half(v76 + 1e+02f));
-            const float d78 = v77 - mean55;
-            acc56 = fma(d78, d78, acc56);
-            const float v79 = float(x[i75 + 1u]);
+    const float slot73 = sum[lid.x & 3u];
+    const float total74 = mimir_simd_add_f32_4(slot73);
+    const float mean75 = total74 / float(u.C);
+    float acc76 = 0.0f;
+    const uint j77 = lid.x << 2u;
+    if (((u.C & 3u) == 0u) && ((u.C >= 4u) && (u.C <= 1024u))) {
+        if (j77 < u.C) {
+            const uint i78 = base1 + j77;
+            const float v79 = float(x[i78]);
             const float v80 = float(half(v79 + 1e+02f));
-            const float d81 = v80 - mean55;
-            acc56 = fma(d81, d81, acc56);
-            const float v82 = float(x[i75 + 2u]);
+            const float d81 = v80 - mean75;
+            acc76 = fma(d81, d81, acc76);
+            const float v82 = float(x[i78 + 1u]);
             const float v83 = float(half(v82 + 1e+02f));
-            const float d84 = v83 - mean55;
-            acc56 = fma(d84, d84, acc56);
-            const float v85 = float(x[i75 + 3u]);
+            const float d84 = v83 - mean75;
+            acc76 = fma(d84, d84, acc76);
+            const float v85 = float(x[i78 + 2u]);
             const float v86 = float(half(v85 + 1e+02f));
-            const float d87 = v86 - mean55;
-            acc56 = fma(d87, d87, acc56);
-            rest59 = r60 + 1024u;
+            const float d87 = v86 - mean75;
+            acc76 = fma(d87, d87, acc76);
+            const float v88 = float(x[i78 + 3u]);
+            const float v89 = float(half(v88 + 1e+02f));
+            const float d90 = v89 - mean75;
+            acc76 = fma(d90, d90, acc76);
         }
-        for (uint r88 = rest59; r88 < u.C; r88 += 512u) {
-            const uint i89 = base1 + r88;
-            const float v90 = float(x[i89]);
-            const float v91 = float(half(v90 + 1e+02f));
-            const float d92 = v91 - mean55;
-            acc56 = fma(d92, d92, acc56);
-            const float v93 = float(x[i89 + 1u]);
+        const uint j91 = j77 + 512u;
+        if (j91 < u.C) {
+            const uint i92 = base1 + j91;
+            const float v93 = float(x[i92]);
             const float v94 = float(half(v93 + 1e+02f));
-            const float d95 = v94 - mean55;
-            acc56 = fma(d95, d95, acc56);
-            const float v96 = float(x[i89 + 2u]);
+            const float d95 = v94 - mean75;
+            acc76 = fma(d95, d95, acc76);
+            const float v96 = float(x[i92 + 1u]);
             const float v97 = float(half(v96 + 1e+02f));
-            const float d98 = v97 - mean55;
-            acc56 = fma(d98, d98, acc56);
-            const float v99 = float(x[i89 + 3u]);
+            const float d98 = v97 - mean75;
+            acc76 = fma(d98, d98, acc76);
+            const float v99 = float(x[i92 + 2u]);
             const float v100 = float(half(v99 + 1e+02f));
-            const float d101 = v100 - mean55;
-            acc56 = fma(d101, d101, acc56);
+            const float d101 = v100 - mean75;
+            acc76 = fma(d101, d101, acc76);
+            const float v102 = float(x[i92 + 3u]);
+            const float v103 = float(half(v102 + 1e+02f));
+            const float d104 = v103 - mean75;
+            acc76 = fma(d104, d104, acc76);
         }
     } else {
-        const uint last102 = (u.C > 384u ? u.C - 384u : 0u);
-        uint rest103 = lid.x;
-        for (uint r104 = lid.x; r104 < last102; r104 += 512u) {
-            const uint i105 = base1 + r104;
-            const float v106 = float(x[i105]);
-            const float v107 = float(half(v106 + 1e+02f));
-            const float d108 = v107 - mean55;
-            acc56 = fma(d108, d108, acc56);
-            const float v109 = float(x[i105 + 128u]);
-            const float v110 = float(half(v109 + 1e+02f));
-            const float d111 = v110 - mean55;
-            acc56 = fma(d111, d111, acc56);
-            const float v112 = float(x[i105 + 256u]);
-            const float v113 = float(half(v112 + 1e+02f));
-            const float d114 = v113 - mean55;
-            acc56 = fma(d114, d114, acc56);
-            const float v115 = float(x[i105 + 384u]);
-            const float v116 = float(half(v115 + 1e+02f));
-            const float d117 = v116 - mean55;
-            acc56 = fma(d117, d117, acc56);
-            rest103 = r104 + 512u;
-        }
-        for (uint r118 = rest103; r118 < u.C; r118 += 128u) {
-            const uint i119 = base1 + r118;
-            const float v120 = float(x[i119]);
-            const float v121 = float(half(v120 + 1e+02f));
-            const float d122 = v121 - mean55;
-            acc56 = fma(d122, d122, acc56);
+        if ((u.C & 3u) == 0u) {
+            const uint r105 = lid.x << 2u;
+            const uint last106 = (u.C > 512u ? u.C - 512u : 0u);
+            uint rest107 = r105;
+            for (uint r108 = r105; r108 < last106; r108 += 1024u) {
+                const uint i109 = base1 + r108;
+                const float v110 = float(x[i109]);
+                const float v111 = float(half(v110 + 1e+02f));
+                const float d112 = v111 - mean75;
+                acc76 = fma(d112, d112, acc76);
+                const float v113 = float(x[i109 + 1u]);
+                const float v114 = float(half(v113 + 1e+02f));
+                const float d115 = v114 - mean75;
+                acc76 = fma(d115, d115, acc76);
+                const float v116 = float(x[i109 + 2u]);
+                const float v117 = float(half(v116 + 1e+02f));
+                const float d118 = v117 - mean75;
+                acc76 = fma(d118, d118, acc76);
+                const float v119 = float(x[i109 + 3u]);
+                const float v120 = float(half(v119 + 1e+02f));
+                const float d121 = v120 - mean75;
+                acc76 = fma(d121, d121, acc76);
+                const uint r122 = r108 + 512u;
+                const uint i123 = base1 + r122;
+                const float v124 = float(x[i123]);
+                const float v125 = float(half(v124 + 1e+02f));
+                const float d126 = v125 - mean75;
+                acc76 = fma(d126, d126, acc76);
+                const float v127 = float(x[i123 + 1u]);
+                const float v128 = float(half(v127 + 1e+02f));
+                const float d129 = v128 - mean75;
+                acc76 = fma(d129, d129, acc76);
+                const float v130 = float(x[i123 + 2u]);
+                const float v131 = float(half(v130 + 1e+02f));
+                const float d132 = v131 - mean75;
+                acc76 = fma(d132, d132, acc76);
+                const float v133 = float(x[i123 + 3u]);
+                const float v134 = float(half(v133 + 1e+02f));
+                const float d135 = v134 - mean75;
+                acc76 = fma(d135, d135, acc76);
+                rest107 = r108 + 1024u;
+            }
+            for (uint r136 = rest107; r136 < u.C; r136 += 512u) {
+                const uint i137 = base1 + r136;
+                const float v138 = float(x[i137]);
+                const float v139 = float(half(v138 + 1e+02f));
+                const float d140 = v139 - mean75;
+                acc76 = fma(d140, d140, acc76);
+                const float v141 = float(x[i137 + 1u]);
+                const float v142 = float(half(v141 + 1e+02f));
+                const float d143 = v142 - mean75;
+                acc76 = fma(d143, d143, acc76);
+                const float v144 = float(x[i137 + 2u]);
+                const float v145 = float(half(v144 + 1e+02f));
+                const float d146 = v145 - mean75;
+                acc76 = fma(d146, d146, acc76);
+                const float v147 = float(x[i137 + 3u]);
+                const float v148 = float(half(v147 + 1e+02f));
+                const float d149 = v148 - mean75;
+                acc76 = fma(d149, d149, acc76);
+            }
+        } else {
+            const uint last150 = (u.C > 384u ? u.C - 384u : 0u);
+            uint rest151 = lid.x;
+            for (uint r152 = lid.x; r152 < last150; r152 += 512u) {
+                const uint i153 = base1 + r152;
+                const float v154 = float(x[i153]);
+                const float v155 = float(half(v154 + 1e+02f));
+                const float d156 = v155 - mean75;
+                acc76 = fma(d156, d156, acc76);
+                const float v157 = float(x[i153 + 128u]);
+                const float v158 = float(half(v157 + 1e+02f));
+                const float d159 = v158 - mean75;
+                acc76 = fma(d159, d159, acc76);
+                const float v160 = float(x[i153 + 256u]);
+                const float v161 = float(half(v160 + 1e+02f));
+                const float d162 = v161 - mean75;
+                acc76 = fma(d162, d162, acc76);
+                const float v163 = float(x[i153 + 384u]);
+                const float v164 = float(half(v163 + 1e+02f));
+                const float d165 = v164 - mean75;
+                acc76 = fma(d165, d165, acc76);
+                rest151 = r152 + 512u;
+            }
+            for (uint r166 = rest151; r166 < u.C; r166 += 128u) {
+                const uint i167 = base1 + r166;
+                const float v168 = float(x[i167]);
+                const float v169 = float(half(v168 + 1e+02f));
+                const float d170 = v169 - mean75;
+                acc76 = fma(d170, d170, acc76);
+            }
         }
     }
-    const float warp123 = simd_sum(acc56);
+    const float warp171 = simd_sum(acc76);
     if ((lid.x & 31u) == 0u) {
-        squares[lid.x >> 5u] = warp123;
+        squares[lid.x >> 5u] = warp171;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot124 = squares[lid.x & 3u];
-    const float total125 = mimir_simd_add_f32_4(slot124);
-    const float var126 = total125 / float(u.C);
-    const float std127 = mimir_sqrt(var126);
+    const float slot172 = squares[lid.x & 3u];
+    const float total173 = mimir_simd_add_f32_4(slot172);
+    const float var174 = total173 / float(u.C);
+    const float std175 = mimir_sqrt(var174);
     if (lid.x == 0u) {
-        const float total128 = float(half(std127));
-        out[g0] = half(total128);
+        const float total176 = float(half(std175));
+        out[g0] = half(total176);
     }
 }

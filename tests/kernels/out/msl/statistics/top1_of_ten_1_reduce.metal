@@ -38,122 +38,245 @@ kernel void top1_of_ten_1_reduce(
     if ((u.N & 3u) == 0u) {
         const uint span5 = end3 - start1;
         const uint r6 = lid.x << 2u;
-        const uint last7 = (span5 > 512u ? span5 - 512u : 0u);
-        uint rest8 = r6;
-        for (uint r9 = r6; r9 < last7; r9 += 1024u) {
-            const uint i10 = start1 + r9;
-            const int4 vec1 = ((device const int4*)scratch0)[i10 >> 2u];
-            const int scratch0_15 = vec1[0];
-            const int scratch0_16 = vec1[1];
-            const int scratch0_17 = vec1[2];
-            const int scratch0_18 = vec1[3];
+        if (span5 == 4096u) {
+            const uint i7 = start1 + r6;
+            const int4 vec1 = ((device const int4*)scratch0)[i7 >> 2u];
+            const int scratch0_12 = vec1[0];
+            const int scratch0_13 = vec1[1];
+            const int scratch0_14 = vec1[2];
+            const int scratch0_15 = vec1[3];
+            const int v8 = scratch0_12;
+            acc4 = int(uint(acc4) + uint(v8));
+            const int v9 = scratch0_13;
+            acc4 = int(uint(acc4) + uint(v9));
+            const int v10 = scratch0_14;
+            acc4 = int(uint(acc4) + uint(v10));
             const int v11 = scratch0_15;
             acc4 = int(uint(acc4) + uint(v11));
-            const int v12 = scratch0_16;
-            acc4 = int(uint(acc4) + uint(v12));
-            const int v13 = scratch0_17;
-            acc4 = int(uint(acc4) + uint(v13));
-            const int v14 = scratch0_18;
-            acc4 = int(uint(acc4) + uint(v14));
-            const uint r19 = r9 + 512u;
-            const uint i20 = start1 + r19;
-            const int4 vec2 = ((device const int4*)scratch0)[i20 >> 2u];
-            const int scratch0_25 = vec2[0];
-            const int scratch0_26 = vec2[1];
-            const int scratch0_27 = vec2[2];
-            const int scratch0_28 = vec2[3];
+            const uint r16 = r6 + 512u;
+            const uint i17 = start1 + r16;
+            const int4 vec2 = ((device const int4*)scratch0)[i17 >> 2u];
+            const int scratch0_22 = vec2[0];
+            const int scratch0_23 = vec2[1];
+            const int scratch0_24 = vec2[2];
+            const int scratch0_25 = vec2[3];
+            const int v18 = scratch0_22;
+            acc4 = int(uint(acc4) + uint(v18));
+            const int v19 = scratch0_23;
+            acc4 = int(uint(acc4) + uint(v19));
+            const int v20 = scratch0_24;
+            acc4 = int(uint(acc4) + uint(v20));
             const int v21 = scratch0_25;
             acc4 = int(uint(acc4) + uint(v21));
-            const int v22 = scratch0_26;
-            acc4 = int(uint(acc4) + uint(v22));
-            const int v23 = scratch0_27;
-            acc4 = int(uint(acc4) + uint(v23));
-            const int v24 = scratch0_28;
-            acc4 = int(uint(acc4) + uint(v24));
-            rest8 = r9 + 1024u;
-        }
-        for (uint r29 = rest8; r29 < span5; r29 += 512u) {
-            const uint i30 = start1 + r29;
-            const int4 vec3 = ((device const int4*)scratch0)[i30 >> 2u];
-            const int scratch0_35 = vec3[0];
-            const int scratch0_36 = vec3[1];
-            const int scratch0_37 = vec3[2];
-            const int scratch0_38 = vec3[3];
+            const uint r26 = r6 + 1024u;
+            const uint i27 = start1 + r26;
+            const int4 vec3 = ((device const int4*)scratch0)[i27 >> 2u];
+            const int scratch0_32 = vec3[0];
+            const int scratch0_33 = vec3[1];
+            const int scratch0_34 = vec3[2];
+            const int scratch0_35 = vec3[3];
+            const int v28 = scratch0_32;
+            acc4 = int(uint(acc4) + uint(v28));
+            const int v29 = scratch0_33;
+            acc4 = int(uint(acc4) + uint(v29));
+            const int v30 = scratch0_34;
+            acc4 = int(uint(acc4) + uint(v30));
             const int v31 = scratch0_35;
             acc4 = int(uint(acc4) + uint(v31));
-            const int v32 = scratch0_36;
-            acc4 = int(uint(acc4) + uint(v32));
-            const int v33 = scratch0_37;
-            acc4 = int(uint(acc4) + uint(v33));
-            const int v34 = scratch0_38;
-            acc4 = int(uint(acc4) + uint(v34));
+            const uint r36 = r6 + 1536u;
+            const uint i37 = start1 + r36;
+            const int4 vec4 = ((device const int4*)scratch0)[i37 >> 2u];
+            const int scratch0_42 = vec4[0];
+            const int scratch0_43 = vec4[1];
+            const int scratch0_44 = vec4[2];
+            const int scratch0_45 = vec4[3];
+            const int v38 = scratch0_42;
+            acc4 = int(uint(acc4) + uint(v38));
+            const int v39 = scratch0_43;
+            acc4 = int(uint(acc4) + uint(v39));
+            const int v40 = scratch0_44;
+            acc4 = int(uint(acc4) + uint(v40));
+            const int v41 = scratch0_45;
+            acc4 = int(uint(acc4) + uint(v41));
+            const uint r46 = r6 + 2048u;
+            const uint i47 = start1 + r46;
+            const int4 vec5 = ((device const int4*)scratch0)[i47 >> 2u];
+            const int scratch0_52 = vec5[0];
+            const int scratch0_53 = vec5[1];
+            const int scratch0_54 = vec5[2];
+            const int scratch0_55 = vec5[3];
+            const int v48 = scratch0_52;
+            acc4 = int(uint(acc4) + uint(v48));
+            const int v49 = scratch0_53;
+            acc4 = int(uint(acc4) + uint(v49));
+            const int v50 = scratch0_54;
+            acc4 = int(uint(acc4) + uint(v50));
+            const int v51 = scratch0_55;
+            acc4 = int(uint(acc4) + uint(v51));
+            const uint r56 = r6 + 2560u;
+            const uint i57 = start1 + r56;
+            const int4 vec6 = ((device const int4*)scratch0)[i57 >> 2u];
+            const int scratch0_62 = vec6[0];
+            const int scratch0_63 = vec6[1];
+            const int scratch0_64 = vec6[2];
+            const int scratch0_65 = vec6[3];
+            const int v58 = scratch0_62;
+            acc4 = int(uint(acc4) + uint(v58));
+            const int v59 = scratch0_63;
+            acc4 = int(uint(acc4) + uint(v59));
+            const int v60 = scratch0_64;
+            acc4 = int(uint(acc4) + uint(v60));
+            const int v61 = scratch0_65;
+            acc4 = int(uint(acc4) + uint(v61));
+            const uint r66 = r6 + 3072u;
+            const uint i67 = start1 + r66;
+            const int4 vec7 = ((device const int4*)scratch0)[i67 >> 2u];
+            const int scratch0_72 = vec7[0];
+            const int scratch0_73 = vec7[1];
+            const int scratch0_74 = vec7[2];
+            const int scratch0_75 = vec7[3];
+            const int v68 = scratch0_72;
+            acc4 = int(uint(acc4) + uint(v68));
+            const int v69 = scratch0_73;
+            acc4 = int(uint(acc4) + uint(v69));
+            const int v70 = scratch0_74;
+            acc4 = int(uint(acc4) + uint(v70));
+            const int v71 = scratch0_75;
+            acc4 = int(uint(acc4) + uint(v71));
+            const uint r76 = r6 + 3584u;
+            const uint i77 = start1 + r76;
+            const int4 vec8 = ((device const int4*)scratch0)[i77 >> 2u];
+            const int scratch0_82 = vec8[0];
+            const int scratch0_83 = vec8[1];
+            const int scratch0_84 = vec8[2];
+            const int scratch0_85 = vec8[3];
+            const int v78 = scratch0_82;
+            acc4 = int(uint(acc4) + uint(v78));
+            const int v79 = scratch0_83;
+            acc4 = int(uint(acc4) + uint(v79));
+            const int v80 = scratch0_84;
+            acc4 = int(uint(acc4) + uint(v80));
+            const int v81 = scratch0_85;
+            acc4 = int(uint(acc4) + uint(v81));
+        } else {
+            const uint r86 = lid.x << 2u;
+            const uint last87 = (span5 > 512u ? span5 - 512u : 0u);
+            uint rest88 = r86;
+            for (uint r89 = r86; r89 < last87; r89 += 1024u) {
+                const uint i90 = start1 + r89;
+                const int4 vec9 = ((device const int4*)scratch0)[i90 >> 2u];
+                const int scratch0_95 = vec9[0];
+                const int scratch0_96 = vec9[1];
+                const int scratch0_97 = vec9[2];
+                const int scratch0_98 = vec9[3];
+                const int v91 = scratch0_95;
+                acc4 = int(uint(acc4) + uint(v91));
+                const int v92 = scratch0_96;
+                acc4 = int(uint(acc4) + uint(v92));
+                const int v93 = scratch0_97;
+                acc4 = int(uint(acc4) + uint(v93));
+                const int v94 = scratch0_98;
+                acc4 = int(uint(acc4) + uint(v94));
+                const uint r99 = r89 + 512u;
+                const uint i100 = start1 + r99;
+                const int4 vec10 = ((device const int4*)scratch0)[i100 >> 2u];
+                const int scratch0_105 = vec10[0];
+                const int scratch0_106 = vec10[1];
+                const int scratch0_107 = vec10[2];
+                const int scratch0_108 = vec10[3];
+                const int v101 = scratch0_105;
+                acc4 = int(uint(acc4) + uint(v101));
+                const int v102 = scratch0_106;
+                acc4 = int(uint(acc4) + uint(v102));
+                const int v103 = scratch0_107;
+                acc4 = int(uint(acc4) + uint(v103));
+                const int v104 = scratch0_108;
+                acc4 = int(uint(acc4) + uint(v104));
+                rest88 = r89 + 1024u;
+            }
+            for (uint r109 = rest88; r109 < span5; r109 += 512u) {
+                const uint i110 = start1 + r109;
+                const int4 vec11 = ((device const int4*)scratch0)[i110 >> 2u];
+                const int scratch0_115 = vec11[0];
+                const int scratch0_116 = vec11[1];
+                const int scratch0_117 = vec11[2];
+                const int scratch0_118 = vec11[3];
+                const int v111 = scratch0_115;
+                acc4 = int(uint(acc4) + uint(v111));
+                const int v112 = scratch0_116;
+                acc4 = int(uint(acc4) + uint(v112));
+                const int v113 = scratch0_117;
+                acc4 = int(uint(acc4) + uint(v113));
+                const int v114 = scratch0_118;
+                acc4 = int(uint(acc4) + uint(v114));
+            }
         }
     } else {
-        const uint last39 = (end3 > 384u ? end3 - 384u : 0u);
-        uint rest40 = start1 + lid.x;
-        for (uint r41 = start1 + lid.x; r41 < last39; r41 += 512u) {
-            const int v42 = scratch0[r41];
-            acc4 = int(uint(acc4) + uint(v42));
-            const int v43 = scratch0[r41 + 128u];
-            acc4 = int(uint(acc4) + uint(v43));
-            const int v44 = scratch0[r41 + 256u];
-            acc4 = int(uint(acc4) + uint(v44));
-            const int v45 = scratch0[r41 + 384u];
-            acc4 = int(uint(acc4) + uint(v45));
-            rest40 = r41 + 512u;
+        const uint last119 = (end3 > 384u ? end3 - 384u : 0u);
+        uint rest120 = start1 + lid.x;
+        for (uint r121 = start1 + lid.x; r121 < last119; r121 += 512u) {
+            const int v122 = scratch0[r121];
+            acc4 = int(uint(acc4) + uint(v122));
+            const int v123 = scratch0[r121 + 128u];
+            acc4 = int(uint(acc4) + uint(v123));
+            const int v124 = scratch0[r121 + 256u];
+            acc4 = int(uint(acc4) + uint(v124));
+            const int v125 = scratch0[r121 + 384u];
+            acc4 = int(uint(acc4) + uint(v125));
+            rest120 = r121 + 512u;
         }
-        for (uint r46 = rest40; r46 < end3; r46 += 128u) {
-            const int v47 = scratch0[r46];
-            acc4 = int(uint(acc4) + uint(v47));
+        for (uint r126 = rest120; r126 < end3; r126 += 128u) {
+            const int v127 = scratch0[r126];
+            acc4 = int(uint(acc4) + uint(v127));
         }
     }
-    const int warp48 = as_type<int>(simd_sum(as_type<uint>(acc4)));
+    const int warp128 = as_type<int>(simd_sum(as_type<uint>(acc4)));
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp48;
+        partial[lid.x >> 5u] = warp128;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int slot49 = partial[lid.x & 3u];
-    const int total50 = mimir_simd_add_i32_4(slot49);
+    const int slot129 = partial[lid.x & 3u];
+    const int total130 = mimir_simd_add_i32_4(slot129);
     if (lid.x == 0u) {
-        scratch1[g0] = total50;
+        scratch1[g0] = total130;
     }
-    const uint last51 = ((u.N + 4096u - 1u) >> 12u) - 1u;
+    const uint last131 = ((u.N + 4096u - 1u) >> 12u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old52 = atomic_fetch_add_explicit(&scratch2[0u], 1u, memory_order_relaxed);
-        if (old52 == last51) {
+        const uint old132 = atomic_fetch_add_explicit(&scratch2[0u], 1u, memory_order_relaxed);
+        if (old132 == last131) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old52;
+        ticket[0u] = old132;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket53 = ticket[0u];
-    if (ticket53 != last51) {
+    const uint ticket133 = ticket[0u];
+    if (ticket133 != last131) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    int acc54 = 0;
-    const uint last55 = (((u.N + 4096u - 1u) >> 12u) > 384u ? ((u.N + 4096u - 1u) >> 12u) - 384u : 0u);
-    uint rest56 = lid.x;
-    for (uint r57 = lid.x; r57 < last55; r57 += 512u) {
-        acc54 = int(uint(acc54) + uint(scratch1[r57]));
-        acc54 = int(uint(acc54) + uint(scratch1[r57 + 128u]));
-        acc54 = int(uint(acc54) + uint(scratch1[r57 + 256u]));
-        acc54 = int(uint(acc54) + uint(scratch1[r57 + 384u]));
-        rest56 = r57 + 512u;
+    int acc134 = 0;
+    const uint last135 = (((u.N + 4096u - 1u) >> 12u) > 384u ? ((u.N + 4096u - 1u) >> 12u) - 384u : 0u);
+    uint rest136 = lid.x;
+    for (uint r137 = lid.x; r137 < last135; r137 += 512u) {
+        acc134 = int(uint(acc134) + uint(scratch1[r137]));
+        acc134 = int(uint(acc134) + uint(scratch1[r137 + 128u]));
+        acc134 = int(uint(acc134) + uint(scratch1[r137 + 256u]));
+        acc134 = int(uint(acc134) + uint(scratch1[r137 + 384u]));
+        rest136 = r137 + 512u;
     }
-    for (uint r58 = rest56; r58 < (u.N + 4096u - 1u) >> 12u; r58 += 128u) {
-        acc54 = int(uint(acc54) + uint(scratch1[r58]));
+    for (uint r138 = rest136; r138 < (u.N + 4096u - 1u) >> 12u; r138 += 128u) {
+        acc134 = int(uint(acc134) + uint(scratch1[r138]));
     }
-    const int warp59 = as_type<int>(simd_sum(as_type<uint>(acc54)));
+    const int warp139 = as_type<int>(simd_sum(as_type<uint>(acc134)));
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp59;
+        combine[lid.x >> 5u] = warp139;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int slot60 = combine[lid.x & 3u];
-    const int total61 = mimir_simd_add_i32_4(slot60);
+    const int slot140 = combine[lid.x & 3u];
+    const int total141 = mimir_simd_add_i32_4(slot140);
     if (lid.x == 0u) {
-        out[0u] = total61;
+        out[0u] = total141;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch2[0u], 0u - ((u.N + 4096u - 1u) >> 12u), memory_order_relaxed);

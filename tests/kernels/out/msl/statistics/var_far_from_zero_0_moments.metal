@@ -31,222 +31,320 @@ kernel void var_far_from_zero_0_moments(
     }
     const uint base1 = g0 * u.C;
     float acc2 = 0.0f;
-    if ((u.C & 3u) == 0u) {
-        const uint r3 = lid.x << 2u;
-        const uint last4 = (u.C > 512u ? u.C - 512u : 0u);
-        uint rest5 = r3;
-        for (uint r6 = r3; r6 < last4; r6 += 1024u) {
-            const uint i7 = base1 + r6;
-            const float4 vec1 = ((device const float4*)x)[i7 >> 2u];
-            const float x_16 = vec1[0];
-            const float x_17 = vec1[1];
-            const float x_18 = vec1[2];
-            const float x_19 = vec1[3];
-            const float v8 = x_16;
-            const float v9 = v8 + 1e+03f;
-            acc2 = acc2 + v9;
-            const float v10 = x_17;
-            const float v11 = v10 + 1e+03f;
-            acc2 = acc2 + v11;
-            const float v12 = x_18;
-            const float v13 = v12 + 1e+03f;
-            acc2 = acc2 + v13;
-            const float v14 = x_19;
-            const float v15 = v14 + 1e+03f;
-            acc2 = acc2 + v15;
-            const uint r20 = r6 + 512u;
-            const uint i21 = base1 + r20;
-            const float4 vec2 = ((device const float4*)x)[i21 >> 2u];
-            const float x_30 = vec2[0];
-            const float x_31 = vec2[1];
-            const float x_32 = vec2[2];
-            const float x_33 = vec2[3];
-            const float v22 = x_30;
-            const float v23 = v22 + 1e+03f;
-            acc2 = acc2 + v23;
-            const float v24 = x_31;
-            const float v25 = v24 + 1e+03f;
-            acc2 = acc2 + v25;
-            const float v26 = x_32;
-            const float v27 = v26 + 1e+03f;
-            acc2 = acc2 + v27;
-            const float v28 = x_33;
-            const float v29 = v28 + 1e+03f;
-            acc2 = acc2 + v29;
-            rest5 = r6 + 1024u;
+    const uint j3 = lid.x << 2u;
+    if (((u.C & 3u) == 0u) && ((u.C >= 4u) && (u.C <= 1024u))) {
+        if (j3 < u.C) {
+            const uint i4 = base1 + j3;
+            const float4 vec1 = ((device const float4*)x)[i4 >> 2u];
+            const float x_13 = vec1[0];
+            const float x_14 = vec1[1];
+            const float x_15 = vec1[2];
+            const float x_16 = vec1[3];
+            const float v5 = x_13;
+            const float v6 = v5 + 1e+03f;
+            acc2 = acc2 + v6;
+            const float v7 = x_14;
+            const float v8 = v7 + 1e+03f;
+            acc2 = acc2 + v8;
+            const float v9 = x_15;
+            const float v10 = v9 + 1e+03f;
+            acc2 = acc2 + v10;
+            const float v11 = x_16;
+            const float v12 = v11 + 1e+03f;
+            acc2 = acc2 + v12;
         }
-        for (uint r34 = rest5; r34 < u.C; r34 += 512u) {
-            const uint i35 = base1 + r34;
-            const float4 vec3 = ((device const float4*)x)[i35 >> 2u];
-            const float x_44 = vec3[0];
-            const float x_45 = vec3[1];
-            const float x_46 = vec3[2];
-            const float x_47 = vec3[3];
-            const float v36 = x_44;
-            const float v37 = v36 + 1e+03f;
-            acc2 = acc2 + v37;
-            const float v38 = x_45;
-            const float v39 = v38 + 1e+03f;
-            acc2 = acc2 + v39;
-            const float v40 = x_46;
-            const float v41 = v40 + 1e+03f;
-            acc2 = acc2 + v41;
-            const float v42 = x_47;
-            const float v43 = v42 + 1e+03f;
-            acc2 = acc2 + v43;
+        const uint j17 = j3 + 512u;
+        if (j17 < u.C) {
+            const uint i18 = base1 + j17;
+            const float4 vec2 = ((device const float4*)x)[i18 >> 2u];
+            const float x_27 = vec2[0];
+            const float x_28 = vec2[1];
+            const float x_29 = vec2[2];
+            const float x_30 = vec2[3];
+            const float v19 = x_27;
+            const float v20 = v19 + 1e+03f;
+            acc2 = acc2 + v20;
+            const float v21 = x_28;
+            const float v22 = v21 + 1e+03f;
+            acc2 = acc2 + v22;
+            const float v23 = x_29;
+            const float v24 = v23 + 1e+03f;
+            acc2 = acc2 + v24;
+            const float v25 = x_30;
+            const float v26 = v25 + 1e+03f;
+            acc2 = acc2 + v26;
         }
     } else {
-        const uint last48 = (u.C > 384u ? u.C - 384u : 0u);
-        uint rest49 = lid.x;
-        for (uint r50 = lid.x; r50 < last48; r50 += 512u) {
-            const uint i51 = base1 + r50;
-            const float v52 = x[i51];
-            const float v53 = v52 + 1e+03f;
-            acc2 = acc2 + v53;
-            const float v54 = x[i51 + 128u];
-            const float v55 = v54 + 1e+03f;
-            acc2 = acc2 + v55;
-            const float v56 = x[i51 + 256u];
-            const float v57 = v56 + 1e+03f;
-            acc2 = acc2 + v57;
-            const float v58 = x[i51 + 384u];
-            const float v59 = v58 + 1e+03f;
-            acc2 = acc2 + v59;
-            rest49 = r50 + 512u;
-        }
-        for (uint r60 = rest49; r60 < u.C; r60 += 128u) {
-            const uint i61 = base1 + r60;
-            const float v62 = x[i61];
-            const float v63 = v62 + 1e+03f;
-            acc2 = acc2 + v63;
+        if ((u.C & 3u) == 0u) {
+            const uint r31 = lid.x << 2u;
+            const uint last32 = (u.C > 512u ? u.C - 512u : 0u);
+            uint rest33 = r31;
+            for (uint r34 = r31; r34 < last32; r34 += 1024u) {
+                const uint i35 = base1 + r34;
+                const float4 vec3 = ((device const float4*)x)[i35 >> 2u];
+                const float x_44 = vec3[0];
+                const float x_45 = vec3[1];
+                const float x_46 = vec3[2];
+                const float x_47 = vec3[3];
+                const float v36 = x_44;
+                const float v37 = v36 + 1e+03f;
+                acc2 = acc2 + v37;
+                const float v38 = x_45;
+                const float v39 = v38 + 1e+03f;
+                acc2 = acc2 + v39;
+                const float v40 = x_46;
+                const float v41 = v40 + 1e+03f;
+                acc2 = acc2 + v41;
+                const float v42 = x_47;
+                const float v43 = v42 + 1e+03f;
+                acc2 = acc2 + v43;
+                const uint r48 = r34 + 512u;
+                const uint i49 = base1 + r48;
+                const float4 vec4 = ((device const float4*)x)[i49 >> 2u];
+                const float x_58 = vec4[0];
+                const float x_59 = vec4[1];
+                const float x_60 = vec4[2];
+                const float x_61 = vec4[3];
+                const float v50 = x_58;
+                const float v51 = v50 + 1e+03f;
+                acc2 = acc2 + v51;
+                const float v52 = x_59;
+                const float v53 = v52 + 1e+03f;
+                acc2 = acc2 + v53;
+                const float v54 = x_60;
+                const float v55 = v54 + 1e+03f;
+                acc2 = acc2 + v55;
+                const float v56 = x_61;
+                const float v57 = v56 + 1e+03f;
+                acc2 = acc2 + v57;
+                rest33 = r34 + 1024u;
+            }
+            for (uint r62 = rest33; r62 < u.C; r62 += 512u) {
+                const uint i63 = base1 + r62;
+                const float4 vec5 = ((device const float4*)x)[i63 >> 2u];
+                const float x_72 = vec5[0];
+                const float x_73 = vec5[1];
+                const float x_74 = vec5[2];
+                const float x_75 = vec5[3];
+                const float v64 = x_72;
+                const float v65 = v64 + 1e+03f;
+                acc2 = acc2 + v65;
+                const float v66 = x_73;
+                const float v67 = v66 + 1e+03f;
+                acc2 = acc2 + v67;
+                const float v68 = x_74;
+                const float v69 = v68 + 1e+03f;
+                acc2 = acc2 + v69;
+                const float v70 = x_75;
+                const float v71 = v70 + 1e+03f;
+                acc2 = acc2 + v71;
+            }
+        } else {
+            const uint last76 = (u.C > 384u ? u.C - 384u : 0u);
+            uint rest77 = lid.x;
+            for (uint r78 = lid.x; r78 < last76; r78 += 512u) {
+                const uint i79 = base1 + r78;
+                const float v80 = x[i79];
+                const float v81 = v80 + 1e+03f;
+                acc2 = acc2 + v81;
+                const float v82 = x[i79 + 128u];
+                const float v83 = v82 + 1e+03f;
+                acc2 = acc2 + v83;
+                const float v84 = x[i79 + 256u];
+                const float v85 = v84 + 1e+03f;
+                acc2 = acc2 + v85;
+                const float v86 = x[i79 + 384u];
+                const float v87 = v86 + 1e+03f;
+                acc2 = acc2 + v87;
+                rest77 = r78 + 512u;
+            }
+            for (uint r88 = rest77; r88 < u.C; r88 += 128u) {
+                const uint i89 = base1 + r88;
+                const float v90 = x[i89];
+                const float v91 = v90 + 1e+03f;
+                acc2 = acc2 + v91;
+            }
         }
     }
-    const float warp64 = simd_sum(acc2);
+    const float warp92 = simd_sum(acc2);
     if ((lid.x & 31u) == 0u) {
-        sum[lid.x >> 5u] = warp64;
+        sum[lid.x >> 5u] = warp92;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot65 = sum[lid.x & 3u];
-    const float total66 = mimir_simd_add_f32_4(slot65);
-    const float mean67 = total66 / float(u.C);
-    float acc68 = 0.0f;
-    if ((u.C & 3u) == 0u) {
-        const uint r69 = lid.x << 2u;
-        const uint last70 = (u.C > 512u ? u.C - 512u : 0u);
-        uint rest71 = r69;
-        for (uint r72 = r69; r72 < last70; r72 += 1024u) {
-            const uint i73 = base1 + r72;
-            const float4 vec4 = ((device const float4*)x)[i73 >> 2u];
-            const float x_86 = vec4[0];
-            const float x_87 = vec4[1];
-            const float x_88 = vec4[2];
-            const float x_89 = vec4[3];
-            const float v74 = x_86;
-            const float v75 = v74 + 1e+03f;
-            const float d76 = v75 - mean67;
-            acc68 = fma(d76, d76, acc68);
-            const float v77 = x_87;
-            const float v78 = v77 + 1e+03f;
-            const float d79 = v78 - mean67;
-            acc68 = fma(d79, d79, acc68);
-            const float v80 = x_88;
-            const float v81 = v80 + 1e+03f;
-            const float d82 = v81 - mean67;
-            acc68 = fma(d82, d82, acc68);
-            const float v83 = x_89;
-            const float v84 = v83 + 1e+03f;
-            const float d85 = v84 - mean67;
-            acc68 = fma(d85, d85, acc68);
-            const uint r90 = r72 + 512u;
-            const uint i91 = base1 + r90;
-            const float4 vec5 = ((device const float4*)x)[i91 >> 2u];
-            const float x_104 = vec5[0];
-            const float x_105 = vec5[1];
-            const float x_106 = vec5[2];
-            const float x_107 = vec5[3];
-            const float v92 = x_104;
-            const float v93 = v92 + 1e+03f;
-            const float d94 = v93 - mean67;
-            acc68 = fma(d94, d94, acc68);
-            const float v95 = x_105;
-            const float v96 = v95 + 1e+03f;
-            const float d97 = v96 - mean67;
-            acc68 = fma(d97, d97, acc68);
-            const float v98 = x_106;
-            const float v99 = v98 + 1e+03f;
-            const float d100 = v99 - mean67;
-            acc68 = fma(d100, d100, acc68);
-            const float v101 = x_107;
-            const float v102 = v101 + 1e+03f;
-            const float d103 = v102 - mean67;
-            acc68 = fma(d103, d103, acc68);
-            rest71 = r72 + 1024u;
+    const float slot93 = sum[lid.x & 3u];
+    const float total94 = mimir_simd_add_f32_4(slot93);
+    const float mean95 = total94 / float(u.C);
+    float acc96 = 0.0f;
+    const uint j97 = lid.x << 2u;
+    if (((u.C & 3u) == 0u) && ((u.C >= 4u) && (u.C <= 1024u))) {
+        if (j97 < u.C) {
+            const uint i98 = base1 + j97;
+            const float4 vec6 = ((device const float4*)x)[i98 >> 2u];
+            const float x_111 = vec6[0];
+            const float x_112 = vec6[1];
+            const float x_113 = vec6[2];
+            const float x_114 = vec6[3];
+            const float v99 = x_111;
+            const float v100 = v99 + 1e+03f;
+            const float d101 = v100 - mean95;
+            acc96 = fma(d101, d101, acc96);
+            const float v102 = x_112;
+            const float v103 = v102 + 1e+03f;
+            const float d104 = v103 - mean95;
+            acc96 = fma(d104, d104, acc96);
+            const float v105 = x_113;
+            const float v106 = v105 + 1e+03f;
+            const float d107 = v106 - mean95;
+            acc96 = fma(d107, d107, acc96);
+            const float v108 = x_114;
+            const float v109 = v108 + 1e+03f;
+            const float d110 = v109 - mean95;
+            acc96 = fma(d110, d110, acc96);
         }
-        for (uint r108 = rest71; r108 < u.C; r108 += 512u) {
-            const uint i109 = base1 + r108;
-            const float4 vec6 = ((device const float4*)x)[i109 >> 2u];
-            const float x_122 = vec6[0];
-            const float x_123 = vec6[1];
-            const float x_124 = vec6[2];
-            const float x_125 = vec6[3];
-            const float v110 = x_122;
-            const float v111 = v110 + 1e+03f;
-            const float d112 = v111 - mean67;
-            acc68 = fma(d112, d112, acc68);
-            const float v113 = x_123;
-            const float v114 = v113 + 1e+03f;
-            const float d115 = v114 - mean67;
-            acc68 = fma(d115, d115, acc68);
-            const float v116 = x_124;
-            const float v117 = v116 + 1e+03f;
-            const float d118 = v117 - mean67;
-            acc68 = fma(d118, d118, acc68);
-            const float v119 = x_125;
-            const float v120 = v119 + 1e+03f;
-            const float d121 = v120 - mean67;
-            acc68 = fma(d121, d121, acc68);
+        const uint j115 = j97 + 512u;
+        if (j115 < u.C) {
+            const uint i116 = base1 + j115;
+            const float4 vec7 = ((device const float4*)x)[i116 >> 2u];
+            const float x_129 = vec7[0];
+            const float x_130 = vec7[1];
+            const float x_131 = vec7[2];
+            const float x_132 = vec7[3];
+            const float v117 = x_129;
+            const float v118 = v117 + 1e+03f;
+            const float d119 = v118 - mean95;
+            acc96 = fma(d119, d119, acc96);
+            const float v120 = x_130;
+            const float v121 = v120 + 1e+03f;
+            const float d122 = v121 - mean95;
+            acc96 = fma(d122, d122, acc96);
+            const float v123 = x_131;
+            const float v124 = v123 + 1e+03f;
+            const float d125 = v124 - mean95;
+            acc96 = fma(d125, d125, acc96);
+            const float v126 = x_132;
+            const float v127 = v126 + 1e+03f;
+            const float d128 = v127 - mean95;
+            acc96 = fma(d128, d128, acc96);
         }
     } else {
-        const uint last126 = (u.C > 384u ? u.C - 384u : 0u);
-        uint rest127 = lid.x;
-        for (uint r128 = lid.x; r128 < last126; r128 += 512u) {
-            const uint i129 = base1 + r128;
-            const float v130 = x[i129];
-            const float v131 = v130 + 1e+03f;
-            const float d132 = v131 - mean67;
-            acc68 = fma(d132, d132, acc68);
-            const float v133 = x[i129 + 128u];
-            const float v134 = v133 + 1e+03f;
-            const float d135 = v134 - mean67;
-            acc68 = fma(d135, d135, acc68);
-            const float v136 = x[i129 + 256u];
-            const float v137 = v136 + 1e+03f;
-            const float d138 = v137 - mean67;
-            acc68 = fma(d138, d138, acc68);
-            const float v139 = x[i129 + 384u];
-            const float v140 = v139 + 1e+03f;
-            const float d141 = v140 - mean67;
-            acc68 = fma(d141, d141, acc68);
-            rest127 = r128 + 512u;
-        }
-        for (uint r142 = rest127; r142 < u.C; r142 += 128u) {
-            const uint i143 = base1 + r142;
-            const float v144 = x[i143];
-            const float v145 = v144 + 1e+03f;
-            const float d146 = v145 - mean67;
-            acc68 = fma(d146, d146, acc68);
+        if ((u.C & 3u) == 0u) {
+            const uint r133 = lid.x << 2u;
+            const uint last134 = (u.C > 512u ? u.C - 512u : 0u);
+            uint rest135 = r133;
+            for (uint r136 = r133; r136 < last134; r136 += 1024u) {
+                const uint i137 = base1 + r136;
+                const float4 vec8 = ((device const float4*)x)[i137 >> 2u];
+                const float x_150 = vec8[0];
+                const float x_151 = vec8[1];
+                const float x_152 = vec8[2];
+                const float x_153 = vec8[3];
+                const float v138 = x_150;
+                const float v139 = v138 + 1e+03f;
+                const float d140 = v139 - mean95;
+                acc96 = fma(d140, d140, acc96);
+                const float v141 = x_151;
+                const float v142 = v141 + 1e+03f;
+                const float d143 = v142 - mean95;
+                acc96 = fma(d143, d143, acc96);
+                const float v144 = x_152;
+                const float v145 = v144 + 1e+03f;
+                const float d146 = v145 - mean95;
+                acc96 = fma(d146, d146, acc96);
+                const float v147 = x_153;
+                const float v148 = v147 + 1e+03f;
+                const float d149 = v148 - mean95;
+                acc96 = fma(d149, d149, acc96);
+                const uint r154 = r136 + 512u;
+                const uint i155 = base1 + r154;
+                const float4 vec9 = ((device const float4*)x)[i155 >> 2u];
+                const float x_168 = vec9[0];
+                const float x_169 = vec9[1];
+                const float x_170 = vec9[2];
+                const float x_171 = vec9[3];
+                const float v156 = x_168;
+                const float v157 = v156 + 1e+03f;
+                const float d158 = v157 - mean95;
+                acc96 = fma(d158, d158, acc96);
+                const float v159 = x_169;
+                const float v160 = v159 + 1e+03f;
+                const float d161 = v160 - mean95;
+                acc96 = fma(d161, d161, acc96);
+                const float v162 = x_170;
+                const float v163 = v162 + 1e+03f;
+                const float d164 = v163 - mean95;
+                acc96 = fma(d164, d164, acc96);
+                const float v165 = x_171;
+                const float v166 = v165 + 1e+03f;
+                const float d167 = v166 - mean95;
+                acc96 = fma(d167, d167, acc96);
+                rest135 = r136 + 1024u;
+            }
+            for (uint r172 = rest135; r172 < u.C; r172 += 512u) {
+                const uint i173 = base1 + r172;
+                const float4 vec10 = ((device const float4*)x)[i173 >> 2u];
+                const float x_186 = vec10[0];
+                const float x_187 = vec10[1];
+                const float x_188 = vec10[2];
+                const float x_189 = vec10[3];
+                const float v174 = x_186;
+                const float v175 = v174 + 1e+03f;
+                const float d176 = v175 - mean95;
+                acc96 = fma(d176, d176, acc96);
+                const float v177 = x_187;
+                const float v178 = v177 + 1e+03f;
+                const float d179 = v178 - mean95;
+                acc96 = fma(d179, d179, acc96);
+                const float v180 = x_188;
+                const float v181 = v180 + 1e+03f;
+                const float d182 = v181 - mean95;
+                acc96 = fma(d182, d182, acc96);
+                const float v183 = x_189;
+                const float v184 = v183 + 1e+03f;
+                const float d185 = v184 - mean95;
+                acc96 = fma(d185, d185, acc96);
+            }
+        } else {
+            const uint last190 = (u.C > 384u ? u.C - 384u : 0u);
+            uint rest191 = lid.x;
+            for (uint r192 = lid.x; r192 < last190; r192 += 512u) {
+                const uint i193 = base1 + r192;
+                const float v194 = x[i193];
+                const float v195 = v194 + 1e+03f;
+                const float d196 = v195 - mean95;
+                acc96 = fma(d196, d196, acc96);
+                const float v197 = x[i193 + 128u];
+                const float v198 = v197 + 1e+03f;
+                const float d199 = v198 - mean95;
+                acc96 = fma(d199, d199, acc96);
+                const float v200 = x[i193 + 256u];
+                const float v201 = v200 + 1e+03f;
+                const float d202 = v201 - mean95;
+                acc96 = fma(d202, d202, acc96);
+                const float v203 = x[i193 + 384u];
+                const float v204 = v203 + 1e+03f;
+                const float d205 = v204 - mean95;
+                acc96 = fma(d205, d205, acc96);
+                rest191 = r192 + 512u;
+            }
+            for (uint r206 = rest191; r206 < u.C; r206 += 128u) {
+                const uint i207 = base1 + r206;
+                const float v208 = x[i207];
+                const float v209 = v208 + 1e+03f;
+                const float d210 = v209 - mean95;
+                acc96 = fma(d210, d210, acc96);
+            }
         }
     }
-    const float warp147 = simd_sum(acc68);
+    const float warp211 = simd_sum(acc96);
     if ((lid.x & 31u) == 0u) {
-        squares[lid.x >> 5u] = warp147;
+        squares[lid.x >> 5u] = warp211;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot148 = squares[lid.x & 3u];
-    const float total149 = mimir_simd_add_f32_4(slot148);
-    const float var150 = total149 / float(u.C);
+    const float slot212 = squares[lid.x & 3u];
+    const float total213 = mimir_simd_add_f32_4(slot212);
+    const float var214 = total213 / float(u.C);
     if (lid.x == 0u) {
-        const float v151 = var150 * 1e+03f;
-        out[g0] = v151;
+        const float v215 = var214 * 1e+03f;
+        out[g0] = v215;
     }
 }
