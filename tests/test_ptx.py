@@ -269,7 +269,7 @@ def test_headers_barriers_and_ieee_arithmetic() -> None:
         target = PTX_ASYNC_TARGET if "cp.async" in text else PTX_TARGET
         assert lines[:3] == [f".version {PTX_VERSION}", f".target {target}", ".address_size 64"]
         # Approximate and flush-to-zero instructions only where fast math puts them: the
-        # mathlib's ex2/rcp (the rest of the semantics are IEEE).
+        # mathlib's ex2/rcp and rsqrt (the rest of the semantics are IEEE).
         code = "\n".join(line.split("//", 1)[0] for line in text.splitlines())
         approx = set(re.findall(r"\b[a-z0-9]+(?:\.[a-z0-9]+)*\.(?:approx|ftz)\b\S*", code))
         assert {a.rstrip(";") for a in approx} <= set(mathlib.APPROX), (name, approx)

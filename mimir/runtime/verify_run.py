@@ -214,20 +214,11 @@ def verify_file(
                         break
                     # a `precision="tf32"` function this backend computed in float32: the
                     # shim rounded its matmul operands, the backend did not
-                    fallback = tf32_fallback_atol(manifest, dims) if atol is None else None
+                    limit = atol if atol is not None else tf32_fallback_atol(manifest, dims)
                     for buf in manifest["buffers"]:
                         if buf["role"] in mf.RESULTS:
                             report.checks.append(
-                                _check(
-                                    name,
-                                    backend,
-                                    dims,
-                                    buf,
-                                    actual,
-                                    expected,
-                                    rtol,
-                                    fallback if fallback is not None else atol,
-                                )
+                                _check(name, backend, dims, buf, actual, expected, rtol, limit)
                             )
     return report
 

@@ -477,8 +477,10 @@ def pow_f32(s: Seq, a: str, b: str) -> str:
 # ISA bounds them at 2 ulp (ex2, full range) and 1 ulp (rcp); `.ftz` flushes subnormal
 # inputs and results to zero. The emulators model both as correctly rounded with the
 # flush, so a measured error plus the hardware's bound is the stated one (`FAST_ACCURACY`).
+# The emitter also prints `rsqrt` as `rsqrt.approx.f32` (no `.ftz`; 2^-22.9 relative by
+# the ISA, modelled correctly rounded): `Emitter.binary`.
 
-APPROX = ("ex2.approx.ftz.f32", "rcp.approx.ftz.f32")
+APPROX = ("ex2.approx.ftz.f32", "rcp.approx.ftz.f32", "rsqrt.approx.f32")
 GELU_K = F32(0.7978845608028654)  # sqrt(2/pi), as `mimir_gelu` writes it
 GELU_C = F32(0.044715)
 
