@@ -467,7 +467,8 @@ def _row_base(c: KernelContext, red: Reduction, o: Expr | None) -> Expr | None:
     alone (else None); the same variable each time it is asked for in a block."""
     if o is None or tuple(red.axes) != (len(red.shape) - 1,):
         return None
-    return c.body.memo(("row", o), lambda: ibin("*", o, size_ir(red.count)), "base")
+    key = ("row", o, sz.key(red.count))
+    return c.body.memo(key, lambda: ibin("*", o, size_ir(red.count)), "base")
 
 
 def _tree_total(c: KernelContext, red: Reduction, acc: Var, width: int) -> Expr:
@@ -644,9 +645,8 @@ def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
     kernel: each element (and each value computed from it, `x - mean`) is loaded or
     computed once and stays in a register for the later passes and the write. A
     symbolic length on a target with `vector_views` is tested at run time: a multiple of
-    4 up to `HELD` vectors per thread is held in registers the same way
-    (`RegisterVectors` given the length),
-    any other goes through the loops of `row_elements`.
+    4 up to `HELD` vectors per thread is held in registers the same way (`RegisterVectors`
+    given the length), any other goes through the loops of `row_elements`.
     """
     ev, body = c.ev, c.body
     shape = ev.shape(c.plan.node)
@@ -856,7 +856,8 @@ def _row_in_registers(
     vectors: RegisterVectors | None = None,
 ) -> None:
     """Thread t holds row elements t, t + width, ... (at most ROW_REGISTERS) in registers
-    (with `vectors`, a literal row 4 wide: 4t .. 4t+3, 4t + 4*width, ...).
+    (with `vectors`, 4 wide: 4t .. 4t+3, 4t + 4*width, ...; for a run-time length, a
+    vector past the row holds -inf and is not written).
 
     A slot that every thread fills (a literal length covering it) has no guard; the
     others are guarded and hold -inf past the end, which adds nothing to the max
