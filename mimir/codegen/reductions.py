@@ -140,17 +140,16 @@ def row_elements(
     if not held or plan[1] is not None or not c.s.vector_views:
         _four_wide(c, plan, length, vectors, scalars)
         return
-    fits, proof = _held_test(length, width)
-    first = body.let(Binary("<<", lid, u32(2), "u32"), "j")
-    with body.block() as short:
+
+    def short(proof: str) -> None:
+        first = body.let(Binary("<<", lid, u32(2), "u32"), "j")
         for k in range(HELD):
             r = body.let(ibin("+", first, u32(k * LANES * width)), "j")
             with body.block() as guarded:
                 _row_vector(c, base, r, visit, plan[0], proof)
             body.emit(If(Binary("<", r, size_ir(length), "bool"), guarded))
-    with body.block() as long:
-        _four_wide(c, plan, length, vectors, scalars)
-    body.emit(If(fits, short, long))
+
+    _if_held(c, length, width, short, lambda: _four_wide(c, plan, length, vectors, scalars))
 
 
 def _four_wide(
@@ -418,11 +417,10 @@ def _fold(
     end: Expr,
     step: Expr,
     source: Any,
-    base: Expr | None = None,
+    over: Any = None,
 ) -> Var:
-    """`acc = combine(acc, source(r))` for r in start, start + step, ... below end; with
-    the row's `base` (a reduction over the last axis, start the thread, step the
-    workgroup), this thread's share of the row by `row_elements`."""
+    """`acc = combine(acc, source(r))` for r in start, start + step, ... below end, or for
+    the elements `over(visit)` visits (a row by `row_elements`, a chunk 4 wide)."""
     body = c.body
     combine = _combiner(red.name, red.acc)
     acc = body.var(_identity(red.name, red.acc), "acc")
@@ -432,11 +430,10 @@ def _fold(
     def visit(r: Expr) -> None:
         body.emit(Assign(acc, combine(acc, source(r, kept_axes))))
 
-    if base is None:
+    if over is None:
         strided(body, start, end, int(step.value), visit)
     else:
-        rows = tuple(red.shape[:-1])
-        row_elements(c, base, red.count, rows, int(step.value), visit, held=True)
+        over(visit)
     return acc
 
 
@@ -508,18 +505,11 @@ def _partial(c: KernelContext, red: Reduction, buffer: str) -> tuple[Any, Expr]:
     end = body.let(lw.select(Binary("<", stop, count, "bool"), stop, count), "end")
     read = _element(c, red)
     plan = _row_vectors(c, start, red.count, ())
-    if plan is None:
-        acc = _fold(c, red, u32(0), ibin("+", start, lid), end, u32(SPLIT_WG), read)
-    else:
-        # the chunk as a row at `start`: 4 wide where the count is a multiple of 4 (then
-        # so is the chunk's length, `end - start`, start being a multiple of CHUNK)
-        acc = body.var(_identity(red.name, red.acc), "acc")
-        combine = _combiner(red.name, red.acc)
 
-        kept_axes = Idx(red.kept_shape, flat=u32(0)).axes(body)
-
-        def visit(r: Expr) -> None:
-            body.emit(Assign(acc, combine(acc, read(r, kept_axes))))
+    def chunk(visit: Any) -> None:
+        """The chunk as a row at `start`: 4 wide where the count is a multiple of 4 (then
+        so is the chunk's length, `end - start`, start being a multiple of CHUNK)."""
+        assert plan is not None
 
         def vectors(families: list[set[str]], proof: str) -> None:
             # a whole chunk (every workgroup's but the last) loop-free, 8 vectors a thread
@@ -538,6 +528,9 @@ def _partial(c: KernelContext, red: Reduction, buffer: str) -> tuple[Any, Expr]:
             strided(body, ibin("+", start, lid), end, SPLIT_WG, visit)
 
         _four_wide(c, plan, red.count, vectors, scalars)
+
+    first = ibin("+", start, lid)
+    acc = _fold(c, red, u32(0), first, end, u32(SPLIT_WG), read, chunk if plan else None)
     total = _tree_total(c, red, acc, SPLIT_WG)
     with body.if_(Binary("==", lid, u32(0), "bool")):
         body.emit(Store(buffer, g, lw.to_storage(total, red.acc)))
@@ -625,7 +618,14 @@ def reduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]
     width = row_width(count)
     dispatch, o = c.groups(outputs)
     read = _element(c, red, o)
-    acc = _fold(c, red, o, lid, size_ir(count), u32(width), read, _row_base(c, red, o))
+    base = _row_base(c, red, o)
+    rows = tuple(red.shape[:-1])
+
+    def over(visit: Any) -> None:
+        row_elements(c, base, count, rows, width, visit, held=True)
+
+    walk = over if base is not None else None
+    acc = _fold(c, red, o, lid, size_ir(count), u32(width), read, walk)
     total = _tree_total(c, red, acc, width)
     with body.if_(Binary("==", lid, u32(0), "bool")):
         _finish(c, red, o, total)
@@ -672,14 +672,16 @@ def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
         return (width, 1, 1), dispatch
     # A symbolic row of at most HELD vectors per thread, its length a multiple of 4 (tested
     # at run time): held in registers 4 wide as a literal row is, read once.
-    n = size_ir(length)
-    fits, proof = _held_test(length, width)
-    with body.block() as held:
-        vectors = RegisterVectors(c, base, width, HELD, (plan[0], proof), n)
+    families = plan[0]
+
+    def held(proof: str) -> None:
+        vectors = RegisterVectors(c, base, width, HELD, (families, proof), size_ir(length))
         _row_passes(c, shape, other_axes, base, width, vectors.fold_all, vectors.write_all)
-    with body.block() as looped:
+
+    def looped() -> None:
         _row_passes(c, shape, other_axes, base, width, over_row, over_row)
-    body.emit(If(fits, held, looped))
+
+    _if_held(c, length, width, held, looped)
     return (width, 1, 1), dispatch
 
 
@@ -688,16 +690,22 @@ def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
 HELD = 2
 
 
-def _held_test(length: Any, width: int) -> tuple[Expr, str]:
-    """The run-time test that a symbolic row fits `HELD` vectors per thread (a multiple of
-    4, at least 4, at most HELD * 4 * width), and the manifest's words for it."""
+def _if_held(c: KernelContext, length: Any, width: int, held: Any, other: Any) -> None:
+    """`held(proof)` where a symbolic row fits `HELD` vectors per thread (a multiple of 4,
+    at least 4, at most HELD * 4 * width: tested at run time; `proof` is the manifest's
+    words for it), else `other()`."""
+    body = c.body
     cap = HELD * LANES * width
     n = size_ir(length)
     whole = Binary("==", ibin("%", n, u32(LANES)), u32(0), "bool")
     low, high = Binary(">=", n, u32(LANES), "bool"), Binary("<=", n, u32(cap), "bool")
     text = sz.manifest_text(length)
-    proof = f"{text} % 4 == 0 and {text} <= {cap}, tested at run time"
-    return Binary("&&", whole, Binary("&&", low, high, "bool"), "bool"), proof
+    fits = Binary("&&", whole, Binary("&&", low, high, "bool"), "bool")
+    with body.block() as short:
+        held(f"{text} % 4 == 0 and {text} <= {cap}, tested at run time")
+    with body.block() as long:
+        other()
+    body.emit(If(fits, short, long))
 
 
 def _row_passes(
@@ -811,14 +819,13 @@ def softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
     # a symbolic row of a multiple of 4 up to HELD vectors per thread, tested at run time:
     # held in registers 4 wide (read once, exp once per element), else online
     assert base is not None
-    n = size_ir(length)
-    fits, proof = _held_test(length, width)
-    with body.block() as held:
-        vectors = RegisterVectors(c, base, width, HELD, (plan[0], proof), n)
+    families = plan[0]
+
+    def held(proof: str) -> None:
+        vectors = RegisterVectors(c, base, width, HELD, (families, proof), size_ir(length))
         _row_in_registers(c, element, position, length, 0, width, log, vectors)
-    with body.block() as looped:
-        _online(c, element, length, width, log, base, other)
-    body.emit(If(fits, held, looped))
+
+    _if_held(c, length, width, held, lambda: _online(c, element, length, width, log, base, other))
     return (width, 1, 1), dispatch
 
 

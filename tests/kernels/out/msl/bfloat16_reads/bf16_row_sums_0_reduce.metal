@@ -30,8 +30,8 @@ kernel void bf16_row_sums_0_reduce(
     }
     const uint base1 = g0 * u.M;
     float acc2 = 0.0f;
-    const uint j3 = lid.x << 2u;
     if (((u.M & 3u) == 0u) && ((u.M >= 4u) && (u.M <= 1024u))) {
+        const uint j3 = lid.x << 2u;
         if (j3 < u.M) {
             const uint i4 = base1 + j3;
             const float v5 = as_type<float>(((i4 & 1u) != 0u ? x[i4 / 2u] & 4294901760u : x[i4 / 2u] << 16u));

@@ -37,8 +37,8 @@ kernel void long_rows_max_0_reduce(
     threadgroup float partial[4];
     const uint base0 = wid.x * u.N;
     float acc1 = as_type<float>(0xff800000u);
-    const uint j2 = lid.x << 2u;
     if (((u.N & 3u) == 0u) && ((u.N >= 4u) && (u.N <= 1024u))) {
+        const uint j2 = lid.x << 2u;
         if (j2 < u.N) {
             const uint i3 = base0 + j2;
             const float4 vec1 = ((device const float4*)x)[i3 >> 2u];

@@ -43,8 +43,8 @@ kernel void root_read_twice_2_reduce(
     }
     const uint base1 = g0 * u.M;
     float acc2 = as_type<float>(0xff800000u);
-    const uint j3 = lid.x << 2u;
     if (((u.M & 3u) == 0u) && ((u.M >= 4u) && (u.M <= 1024u))) {
+        const uint j3 = lid.x << 2u;
         if (j3 < u.M) {
             const uint i4 = base1 + j3;
             const float4 vec1 = ((device const float4*)out0)[i4 >> 2u];

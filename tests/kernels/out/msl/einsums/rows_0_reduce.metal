@@ -30,8 +30,8 @@ kernel void rows_0_reduce(
     }
     const uint base1 = g0 * u.K;
     float acc2 = 0.0f;
-    const uint j3 = lid.x << 2u;
     if (((u.K & 3u) == 0u) && ((u.K >= 4u) && (u.K <= 1024u))) {
+        const uint j3 = lid.x << 2u;
         if (j3 < u.K) {
             const uint i4 = base1 + j3;
             const float4 vec1 = ((device const float4*)a)[i4 >> 2u];

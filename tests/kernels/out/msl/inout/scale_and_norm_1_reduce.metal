@@ -30,8 +30,8 @@ kernel void scale_and_norm_1_reduce(
     }
     const uint base1 = g0 * u.D;
     float acc2 = 0.0f;
-    const uint j3 = lid.x << 2u;
     if (((u.D & 3u) == 0u) && ((u.D >= 4u) && (u.D <= 1024u))) {
+        const uint j3 = lid.x << 2u;
         if (j3 < u.D) {
             const uint i4 = base1 + j3;
             const float4 vec1 = ((device const float4*)x)[i4 >> 2u];

@@ -30,8 +30,8 @@ kernel void int_sum_and_bool_any_1_reduce(
     }
     const uint base1 = g0 * u.B;
     uint acc2 = 0u;
-    const uint j3 = lid.x << 2u;
     if (((u.B & 3u) == 0u) && ((u.B >= 4u) && (u.B <= 1024u))) {
+        const uint j3 = lid.x << 2u;
         if (j3 < u.B) {
             const uint i4 = base1 + j3;
             const uint4 vec1 = ((device const uint4*)m)[i4 >> 2u];

@@ -44,8 +44,8 @@ kernel void max_axis2_0_reduce(
     }
     const uint base1 = g0 * u.C;
     float acc2 = as_type<float>(0xff800000u);
-    const uint j5 = lid.x << 2u;
     if (((u.C & 3u) == 0u) && ((u.C >= 4u) && (u.C <= 1024u))) {
+        const uint j5 = lid.x << 2u;
         if (j5 < u.C) {
             const uint i6 = base1 + j5;
             const float4 vec1 = ((device const float4*)x)[i6 >> 2u];

@@ -63,8 +63,8 @@ kernel void arg_with_nans_1_argreduce(
     }
     const uint base1 = g0 * u.C;
     float acc2 = as_type<float>(0xff800000u);
-    const uint j3 = lid.x << 2u;
     if (((u.C & 3u) == 0u) && ((u.C >= 4u) && (u.C <= 1024u))) {
+        const uint j3 = lid.x << 2u;
         if (j3 < u.C) {
             const uint i4 = base1 + j3;
             const float4 vec1 = ((device const float4*)x)[i4 >> 2u];
@@ -206,8 +206,8 @@ kernel void arg_with_nans_1_argreduce(
     const float slot93 = best[lid.x & 3u];
     const float total94 = mimir_simd_max_f32_4(slot93);
     uint acc95 = 4294967295u;
-    const uint j96 = lid.x << 2u;
     if (((u.C & 3u) == 0u) && ((u.C >= 4u) && (u.C <= 1024u))) {
+        const uint j96 = lid.x << 2u;
         if (j96 < u.C) {
             const uint i97 = base1 + j96;
             const float4 vec6 = ((device const float4*)x)[i97 >> 2u];

@@ -31,8 +31,8 @@ kernel void argmax_bools_0_argreduce(
     }
     const uint base1 = g0 * u.C;
     uint acc2 = 4294967295u;
-    const uint j3 = lid.x << 2u;
     if (((u.C & 3u) == 0u) && ((u.C >= 4u) && (u.C <= 1024u))) {
+        const uint j3 = lid.x << 2u;
         if (j3 < u.C) {
             const uint i4 = base1 + j3;
             const int4 vec1 = ((device const int4*)x)[i4 >> 2u];
@@ -174,8 +174,8 @@ kernel void argmax_bools_0_argreduce(
     const uint slot93 = best[lid.x & 3u];
     const uint total94 = mimir_simd_min_u32_4(slot93);
     uint acc95 = 4294967295u;
-    const uint j96 = lid.x << 2u;
     if (((u.C & 3u) == 0u) && ((u.C >= 4u) && (u.C <= 1024u))) {
+        const uint j96 = lid.x << 2u;
         if (j96 < u.C) {
             const uint i97 = base1 + j96;
             const int4 vec6 = ((device const int4*)x)[i97 >> 2u];

@@ -30,8 +30,8 @@ kernel void standardise_0_reduce(
     }
     const uint base1 = g0 * u.C;
     float acc2 = 0.0f;
-    const uint j3 = lid.x << 2u;
     if (((u.C & 3u) == 0u) && ((u.C >= 4u) && (u.C <= 1024u))) {
+        const uint j3 = lid.x << 2u;
         if (j3 < u.C) {
             const uint i4 = base1 + j3;
             const float4 vec1 = ((device const float4*)x)[i4 >> 2u];

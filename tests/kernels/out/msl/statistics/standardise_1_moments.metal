@@ -38,8 +38,8 @@ kernel void standardise_1_moments(
     }
     const uint base1 = g0 * u.C;
     float acc2 = 0.0f;
-    const uint j3 = lid.x << 2u;
     if (((u.C & 3u) == 0u) && ((u.C >= 4u) && (u.C <= 1024u))) {
+        const uint j3 = lid.x << 2u;
         if (j3 < u.C) {
             const uint i4 = base1 + j3;
             const float4 vec1 = ((device const float4*)x)[i4 >> 2u];
@@ -157,8 +157,8 @@ kernel void standardise_1_moments(
     const float total69 = mimir_simd_add_f32_4(slot68);
     const float mean70 = total69 / float(u.C);
     float acc71 = 0.0f;
-    const uint j72 = lid.x << 2u;
     if (((u.C & 3u) == 0u) && ((u.C >= 4u) && (u.C <= 1024u))) {
+        const uint j72 = lid.x << 2u;
         if (j72 < u.C) {
             const uint i73 = base1 + j72;
             const float4 vec6 = ((device const float4*)x)[i73 >> 2u];

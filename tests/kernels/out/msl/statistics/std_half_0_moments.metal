@@ -38,8 +38,8 @@ kernel void std_half_0_moments(
     }
     const uint base1 = g0 * u.C;
     float acc2 = 0.0f;
-    const uint j3 = lid.x << 2u;
     if (((u.C & 3u) == 0u) && ((u.C >= 4u) && (u.C <= 1024u))) {
+        const uint j3 = lid.x << 2u;
         if (j3 < u.C) {
             const uint i4 = base1 + j3;
             const float v5 = float(x[i4]);
@@ -157,8 +157,8 @@ kernel void std_half_0_moments(
     const float total74 = mimir_simd_add_f32_4(slot73);
     const float mean75 = total74 / float(u.C);
     float acc76 = 0.0f;
-    const uint j77 = lid.x << 2u;
     if (((u.C & 3u) == 0u) && ((u.C >= 4u) && (u.C <= 1024u))) {
+        const uint j77 = lid.x << 2u;
         if (j77 < u.C) {
             const uint i78 = base1 + j77;
             const float v79 = float(x[i78]);

@@ -53,8 +53,8 @@ kernel void top1_accuracy_0_argreduce(
     }
     const uint base1 = g0 * u.C;
     float acc2 = as_type<float>(0xff800000u);
-    const uint j3 = lid.x << 2u;
     if (((u.C & 3u) == 0u) && ((u.C >= 4u) && (u.C <= 1024u))) {
+        const uint j3 = lid.x << 2u;
         if (j3 < u.C) {
             const uint i4 = base1 + j3;
             const float4 vec1 = ((device const float4*)logits)[i4 >> 2u];
@@ -171,8 +171,8 @@ kernel void top1_accuracy_0_argreduce(
     const float slot68 = best[lid.x & 3u];
     const float total69 = mimir_simd_max_f32_4(slot68);
     uint acc70 = 4294967295u;
-    const uint j71 = lid.x << 2u;
     if (((u.C & 3u) == 0u) && ((u.C >= 4u) && (u.C <= 1024u))) {
+        const uint j71 = lid.x << 2u;
         if (j71 < u.C) {
             const uint i72 = base1 + j71;
             const float4 vec6 = ((device const float4*)logits)[i72 >> 2u];

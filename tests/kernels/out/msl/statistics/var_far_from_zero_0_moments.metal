@@ -31,8 +31,8 @@ kernel void var_far_from_zero_0_moments(
     }
     const uint base1 = g0 * u.C;
     float acc2 = 0.0f;
-    const uint j3 = lid.x << 2u;
     if (((u.C & 3u) == 0u) && ((u.C >= 4u) && (u.C <= 1024u))) {
+        const uint j3 = lid.x << 2u;
         if (j3 < u.C) {
             const uint i4 = base1 + j3;
             const float4 vec1 = ((device const float4*)x)[i4 >> 2u];
@@ -175,8 +175,8 @@ kernel void var_far_from_zero_0_moments(
     const float total94 = mimir_simd_add_f32_4(slot93);
     const float mean95 = total94 / float(u.C);
     float acc96 = 0.0f;
-    const uint j97 = lid.x << 2u;
     if (((u.C & 3u) == 0u) && ((u.C >= 4u) && (u.C <= 1024u))) {
+        const uint j97 = lid.x << 2u;
         if (j97 < u.C) {
             const uint i98 = base1 + j97;
             const float4 vec6 = ((device const float4*)x)[i98 >> 2u];
