@@ -35,16 +35,29 @@ def test_layer_norm_is_one_launch_without_scratch() -> None:
     assert all(b["role"] != "scratch" for b in manifest["buffers"])
 
 
+def _ptx_run(
+    files: dict[str, str],
+    function: str,
+    dims: dict[str, int],
+    folder: Path,
+    inputs: dict | None = None,
+) -> tuple[dict, list[dict]]:
+    """Run compiled PTX `files` in the interpreter from `folder` (made here): the outputs
+    and the per-launch stats (bytes loaded, instructions executed)."""
+    folder.mkdir()
+    for relative, content in files.items():
+        (folder / relative).write_text(content)
+    manifest = json.loads(files[f"{function}.manifest.json"])
+    if inputs is None:
+        inputs = random_inputs(manifest, dims)
+    stats: list[dict] = []
+    outputs = run_ptx_manifest_cpu(manifest, folder, inputs, dims, stats=stats)
+    return outputs, stats
+
+
 def _bytes_loaded(stem: str, function: str, dims: dict[str, int], tmp: Path) -> int:
     """Global bytes the PTX loads, all launches and threads, in the interpreter."""
-    path = KERNELS / f"{stem}.py"
-    result = compile_source(str(path), path.read_text(), ["ptx"], function=function)
-    assert result.ok, [(d.code, d.message) for d in result.diagnostics]
-    for relative, content in result.files.items():
-        (tmp / relative).write_text(content)  # type: ignore[arg-type]
-    manifest = json.loads((tmp / f"{function}.manifest.json").read_text())
-    stats: list[dict] = []
-    run_ptx_manifest_cpu(manifest, tmp, random_inputs(manifest, dims), dims, stats=stats)
+    _, stats = _ptx_run(_compile(stem, function, "ptx"), function, dims, tmp / "run")
     return sum(s["bytes"]["ld"] for s in stats)
 
 
@@ -205,15 +218,7 @@ def test_a_symbolic_row_is_tested_at_run_time_on_ptx_and_msl(tmp_path: Path) -> 
         assert "vectorized" not in json.loads(manifest)["kernels"][0], backend
     executed = {}
     for d, passes in ((515, 3), (516, 1), (1024, 1), (2052, 3), (2053, 3)):
-        folder = tmp_path / str(d)
-        folder.mkdir()
-        for relative, content in files.items():
-            (folder / relative).write_text(content)
-        manifest = json.loads(files["layernorm.manifest.json"])
-        dims = {"N": 2, "D": d}
-        stats: list[dict] = []
-        run_ptx_manifest_cpu(manifest, folder, random_inputs(manifest, dims), dims, stats=stats)
-        (launch,) = stats
+        _, (launch,) = _ptx_run(files, "layernorm", {"N": 2, "D": d}, tmp_path / str(d))
         assert launch["bytes"]["ld"] == 4 * 2 * (passes + 2) * d, d  # x, then gamma and beta
         executed[d] = launch["executed"] / (2 * d)
     assert executed[1024] < 0.6 * executed[515], executed
@@ -225,19 +230,10 @@ def test_a_row_reduction_takes_the_cheapest_schedule_its_length_allows(tmp_path:
     thread) for a multiple of 4 up to 1024, the 4-wide loops for a longer multiple of 4,
     the scalar loops otherwise; each reads x once, and each costs more instructions per
     element than the one before (measured in the interpreter)."""
-    path = KERNELS / "big_reduction.py"
-    result = compile_source(str(path), path.read_text(), ["ptx"], function="long_rows_max")
-    manifest = json.loads(result.files["long_rows_max.manifest.json"])  # type: ignore[arg-type]
+    files = _compile("big_reduction", "long_rows_max", "ptx")
     executed = []
     for n in (1024, 1028, 1026):
-        folder = tmp_path / str(n)
-        folder.mkdir()
-        for relative, content in result.files.items():
-            (folder / relative).write_text(content)  # type: ignore[arg-type]
-        dims = {"N": n}
-        stats: list[dict] = []
-        run_ptx_manifest_cpu(manifest, folder, random_inputs(manifest, dims), dims, stats=stats)
-        (launch,) = stats
+        _, (launch,) = _ptx_run(files, "long_rows_max", {"N": n}, tmp_path / str(n))
         assert launch["bytes"]["ld"] == 4 * 3 * n
         executed.append(launch["executed"] / (3 * n))
     assert executed == sorted(executed) and executed[0] < 0.9 * executed[1], executed
@@ -255,16 +251,11 @@ def test_a_whole_sum_reads_its_chunks_4_wide_on_ptx(tmp_path: Path) -> None:
     assert [v["buffer"] for v in kernel["vectorized"]] == ["x"]
     path = KERNELS / "big_reduction.py"
     executed = {}
+    manifest = json.loads(files["total.manifest.json"])
     for n in (8195, 8196, 12288):
-        folder = tmp_path / str(n)
-        folder.mkdir()
-        for relative, content in files.items():
-            (folder / relative).write_text(content)
-        manifest = json.loads(files["total.manifest.json"])
         dims = {"N": n}
         inputs = random_inputs(manifest, dims, seed=n)
-        stats: list[dict] = []
-        actual = run_ptx_manifest_cpu(manifest, folder, inputs, dims, stats=stats)
+        actual, stats = _ptx_run(files, "total", dims, tmp_path / str(n), inputs)
         expected = shim_reference(path, "total", inputs, dims, {})
         assert_close(actual["out"], expected["out"], "float32", label=f"total at N={n}")
         executed[n] = sum(s["executed"] for s in stats) / n
