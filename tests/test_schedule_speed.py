@@ -35,6 +35,42 @@ def test_layer_norm_is_one_launch_without_scratch() -> None:
     assert all(b["role"] != "scratch" for b in manifest["buffers"])
 
 
+def test_layer_norm_with_its_statistics_is_one_launch_reading_x_once(tmp_path: Path) -> None:
+    """The row, its mean and its 1/std (three outputs, two of one element per row) come
+    from one `row` launch: x is loaded once and each output stored once (measured in the
+    PTX interpreter), and all three match the shim. Row reductions combined into one
+    value per row (`max - min`) are one launch too."""
+    files = _compile("layernorm", "layer_norm_with_stats", "ptx")
+    manifest = json.loads(files["layer_norm_with_stats.manifest.json"])
+    assert [k["file"] for k in manifest["kernels"]] == ["layer_norm_with_stats_0_row.ptx"]
+    assert all(b["role"] != "scratch" for b in manifest["buffers"])
+    rows, d = 3, 1024
+    dims = {"N": rows, "D": d}
+    inputs = random_inputs(manifest, dims, seed=5)
+    actual, stats = _ptx_run(files, "layer_norm_with_stats", dims, tmp_path / "run", inputs)
+    (launch,) = stats
+    assert launch["bytes"]["ld"] == 4 * (rows * d + rows * 2 * d)  # x, gamma and beta per row
+    assert launch["bytes"]["st"] == 4 * (rows * d + 2 * rows)
+    path = KERNELS / "layernorm.py"
+    expected = shim_reference(path, "layer_norm_with_stats", inputs, dims, {})
+    assert set(actual) == set(expected) == {"out0", "out1", "out2"}
+    for name in expected:
+        assert_close(actual[name], expected[name], "float32", label=name)
+    for stem, function in (("reductions", "int_max_min"), ("inout", "row_stats_named")):
+        manifest = json.loads(_compile(stem, function, "wgsl")[f"{function}.manifest.json"])
+        assert [k["file"] for k in manifest["kernels"]] == [f"{function}_0_row.wgsl"]
+
+
+def test_row_sums_read_elsewhere_keep_their_own_launch() -> None:
+    """Row sums that a whole sum also reads cannot stay inside a row launch: they are
+    stored to scratch by a `reduce` launch that runs before both readers."""
+    files = _compile("layernorm", "shares_and_total", "ptx")
+    manifest = json.loads(files["shares_and_total.manifest.json"])
+    kinds = [k["file"].removeprefix("shares_and_total_") for k in manifest["kernels"]]
+    assert kinds == ["0_reduce.ptx", "1_ew.ptx", "2_reduce.ptx"]
+    assert any(b["role"] == "scratch" for b in manifest["buffers"])
+
+
 def _ptx_run(
     files: dict[str, str],
     function: str,

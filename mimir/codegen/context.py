@@ -53,13 +53,19 @@ class KernelContext:
             self.proofs.append((guard, proof))
         return proof is not None
 
-    def write(self, idx: Idx, root_value: Expr | None = None) -> None:
-        """Evaluate the plan's results at `idx` (the root's value given) and store them."""
+    def write(
+        self,
+        idx: Idx,
+        root_value: Expr | None = None,
+        outputs: list[tuple[int, list[str]]] | None = None,
+    ) -> None:
+        """Evaluate the plan's results (or `outputs` of them) at `idx` (the root's value
+        given) and store them."""
         if root_value is not None and self.plan.root is not None:
             self.ev.overrides[self.plan.root] = (idx.key, root_value)
         flat = idx.flat(self.body)
         inout = {b.name for b in self.s.buffers if b.role == "inout"}
-        outputs = self.plan.outputs()
+        outputs = self.plan.outputs() if outputs is None else outputs
         if any(set(bufs) & inout for _, bufs in outputs) and len(outputs) > 1:
             # An `InOut` buffer is stored here: every value is computed (its loads done)
             # before the first store, so no output reads an element this thread already wrote.

@@ -34,6 +34,8 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
+import networkx as nx
+
 from mimir.codegen import lower as lw
 from mimir.codegen import sizes as sz
 from mimir.codegen.builder import Idx, ibin, size_ir, u32
@@ -636,7 +638,9 @@ def reduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]
 
 
 def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
-    """One workgroup per row: the plan's last-axis reductions in order, then the row.
+    """One workgroup per row: the plan's last-axis reductions in order, then the row's
+    outputs (`schedule.RowGroup`): those of the row's shape, and by thread 0 those with one
+    element per row.
 
     Each reduction is a strided fold and a tree; its total, the same in every thread,
     stands for the reduction's value wherever the row reads it (`Evaluator.row_values`).
@@ -649,7 +653,7 @@ def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
     given the length), any other goes through the loops of `row_elements`.
     """
     ev, body = c.ev, c.body
-    shape = ev.shape(c.plan.node)
+    shape = ev.reduction(c.plan.roots[0]).shape
     other, length = tuple(shape[:-1]), shape[-1]
     width = row_width(length)
     dispatch, rowid = c.groups(sz.product(list(other)))
@@ -726,6 +730,9 @@ def _row_passes(
     def at(j: Expr) -> Idx:
         return Idx(shape, flat=offset(body, base, j), axes=[*other_axes, j])
 
+    graph = c.s.kernel.graph.graph
+    epilogues = {t: set(c.plan.roots) & (nx.ancestors(graph, t) | {t}) for t in c.plan.row_values}
+    done: set[int] = set()
     for k, r in enumerate(c.plan.roots):
         red = ev.reduction(r)
         combine = _combiner(red.name, red.acc)
@@ -753,14 +760,37 @@ def _row_passes(
         if red.out == float16:
             value = lw.round_f16(value)
         ev.row_values[r] = body.let(value, "total")
-        # the root's epilogue once per row, where the row's elements will find it
-        target = c.plan.row_values[k]
-        ev.at(target, Idx(ev.shape(target), axes=[*other_axes, u32(0)]))
+        # each root's epilogue once per row, where the row's elements will find it, as
+        # soon as the reductions it reads are done (`max - min`: after both)
+        done.add(r)
+        for target in list(epilogues):
+            if epilogues[target] <= done:
+                del epilogues[target]
+                ev.at(target, _per_row(ev.shape(target), other_axes))
+
+    keys = [sz.key(s) for s in shape]
+    outputs = c.plan.outputs()
+    whole = [(n, bufs) for n, bufs in outputs if [sz.key(s) for s in ev.shape(n)] == keys]
 
     def write(j: Expr) -> None:
-        c.write(at(j))
+        c.write(at(j), outputs=whole)
 
-    write_over(write)
+    if whole:
+        write_over(write)
+    per_row = [(n, bufs) for n, bufs in outputs if (n, bufs) not in whole]
+    if not per_row:
+        return
+    rowid = Idx(shape[:-1], axes=other_axes).flat(body)
+    with body.if_(Binary("==", Builtin("local_x"), u32(0), "bool")):
+        for n, bufs in per_row:
+            value = ev.at(n, _per_row(ev.shape(n), other_axes))
+            for name in bufs:
+                body.emit(Store(name, rowid, lw.to_storage(value, ev.dtype(n))))
+
+
+def _per_row(shape: tuple[Any, ...], other_axes: list[Expr]) -> Idx:
+    """The position of a row's element in a tensor with one per row (`keepdims` or not)."""
+    return Idx(shape, axes=[*other_axes, *[u32(0)] * (len(shape) - len(other_axes))])
 
 
 # ---------------------------------------------------------------- softmax

@@ -18,11 +18,12 @@ kernel. Outputs that are not a root's epilogue get an element-wise kernel.
 
 Kernels launch in the order of the graph node they write; a kernel only reads
 buffers written by nodes that come before it in source order, so this order
-respects every dependency. Two refinements: adjacent element-wise launches of
+respects every dependency. Three refinements: adjacent element-wise launches of
 one shape that do not read each other merge into one launch with several
-outputs, and a reduction to a single element of a large or symbolic count runs
-as two launches (`partial` over many workgroups into a scratch buffer, then
-`reduce`).
+outputs; outputs computed from last-axis reductions of rows of one shape (layer
+norm, and its mean and 1/std as outputs) are one `row` launch (`_row_groups`);
+and a reduction to a single element of a large or symbolic count runs as two
+launches (`partial` over many workgroups into a scratch buffer, then `reduce`).
 """
 
 from __future__ import annotations
@@ -201,10 +202,11 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
     plans: list[Plan] = []
     declared = {d.name: d for d in _dims(kernel)}
     roots_by_target = {p: r for r, p in epilogue.items()}
-    rows = _row_groups(ev, kg, writes, epilogue, output_nodes)
-    in_rows = {r for group in rows.values() for r in group}
-    for r in in_rows:
-        del roots_by_target[epilogue[r]]
+    rows = _row_groups(ev, kg, writes, epilogue, {name for _, name in updates})
+    for group in rows.values():
+        for r in group.roots:
+            roots_by_target.pop(epilogue[r], None)
+    by_row = {o for group in rows.values() for o in group.outputs} - set(rows)
     targets = sorted(set(writes) | set(roots_by_target))
     scratch = 0
     for p in targets:
@@ -214,9 +216,17 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
             buffers.append(BufferSpec(name, "scratch", ev.dtype(p), ev.shape(p)))
             writes[p] = [name]
         r = roots_by_target.get(p)
+        if p in by_row:
+            continue  # its group's launch writes it
         if p in rows:
-            values = [epilogue[r] for r in rows[p]]
-            plans.append(Plan("row", p, None, writes[p], roots=rows[p], row_values=values))
+            group = rows[p]
+            first, *more = group.outputs
+            values = [epilogue[r] for r in group.roots]
+            also = [(o, writes[o]) for o in more]
+            plans.append(
+                Plan("row", first, None, writes[first], also=also, roots=group.roots,
+                     row_values=values)
+            )  # fmt: skip
             continue
         kind = root_kind(kg, r) if r is not None else "ew"
         if kind == "reduce" and r is not None and split(red := ev.reduction(r)):
@@ -288,16 +298,33 @@ def _refuse_bfloat16(ev: Any, writes: dict[int, list[str]]) -> None:
             )
 
 
-def _row_groups(
-    ev: Any, kg: Any, writes: dict[int, list[str]], epilogue: dict[int, int], outputs: set[int]
-) -> dict[int, list[int]]:
-    """Outputs computed with last-axis reductions of their own rows, in one launch.
+@dataclass
+class RowGroup:
+    """One `row` launch: its last-axis reductions in order, and the outputs it writes
+    (those of the row's shape first; the others have one element per row)."""
 
-    For an element-wise output of shape (..., L), the reductions over the last axis
-    with `keepdims` of tensors of that shape (the mean and the variance of a layer
-    norm, the mean square of an RMS norm) that nothing else reads: one workgroup per
-    row computes them in order and then writes the row, so nothing goes through a
-    scratch buffer. output node -> its reductions, in order.
+    roots: list[int]
+    outputs: list[int]
+
+
+def _row_groups(
+    ev: Any,
+    kg: Any,
+    writes: dict[int, list[str]],
+    epilogue: dict[int, int],
+    in_place: set[str],
+) -> dict[int, RowGroup]:
+    """Outputs computed with last-axis reductions of the same rows, in one launch.
+
+    The reductions are over the last axis of tensors of one shape (..., L), with or
+    without `keepdims` (the mean and the variance of a layer norm, the mean square of an
+    RMS norm, a row's max and min). One workgroup per row computes them in order; then it
+    writes the outputs of shape (..., L) that read them (the normalised row), and thread 0
+    writes those with one element per row (the mean and `rsqrt(var)` a layer norm keeps
+    for its backward pass, `max - min`). Nothing goes through a scratch buffer, and x is
+    read by one launch. All such outputs over rows of one shape share the launch; if a
+    reduction of theirs is read by anything else, they keep their own launches. The plan
+    of each group is placed at its last output -> the group.
     """
     from mimir.codegen.reductions import split
 
@@ -309,13 +336,8 @@ def _row_groups(
         red = ev.reduction(r)
         shape = ev.shape(r)
         rank = len(red.shape)
-        return (
-            red.axes == [rank - 1]
-            and len(shape) == rank
-            and shape[-1] == 1
-            and not split(red)
-            and epilogue[r] not in outputs
-        )
+        kept = len(shape) == rank - 1 or (len(shape) == rank and shape[-1] == 1)
+        return red.axes == [rank - 1] and kept and not split(red)
 
     def reads(n: int, materialised: set[int]) -> set[int]:
         """The materialised nodes (and roots) computing `n` element-wise reads."""
@@ -331,6 +353,9 @@ def _row_groups(
                 stack.extend(g.predecessors(m))
         return found
 
+    def keys(n: int) -> list[str]:
+        return [sz.key(s) for s in ev.shape(n)]
+
     by_target = {p: r for r, p in epilogue.items()}
     materialised = set(writes) | set(by_target)
     readers: dict[int, set[int]] = {}
@@ -344,35 +369,86 @@ def _row_groups(
         computing[t] = found
         for m in found:
             readers.setdefault(m, set()).add(t)
-    groups: dict[int, list[int]] = {}
+
+    # Each output that reads row reductions (or is one): the reductions' targets it
+    # needs, and the row shape they share.
+    candidates: dict[int, tuple[set[int], list[str]]] = {}
     for out in sorted(writes):
-        if out in by_target or op_kind(kg, out) not in _FUSIBLE:
+        if set(writes[out]) & in_place:
             continue
-        shape = [sz.key(s) for s in ev.shape(out)]
-        if not shape:
+        r = by_target.get(out)
+        if r is None and op_kind(kg, out) not in _FUSIBLE:
             continue
-        members = {out}
-        frontier = [out]
-        ok = True
+        if r is not None and not row_reduction(r):
+            continue
+        members = {out} if r is not None else set()
+        frontier, ok = [out], True
         while frontier and ok:
             t = frontier.pop()
             for m in computing[t]:
-                r = by_target.get(m)
-                if r is None or m in members:
+                root = by_target.get(m)
+                if root is None or m in members:
                     continue
-                red_shape = [sz.key(s) for s in ev.reduction(r).shape]
-                if not row_reduction(r) or red_shape != shape:
+                if not row_reduction(root):
                     ok = False
                     break
                 members.add(m)
                 frontier.append(m)
-        roots = sorted(by_target[m] for m in members if m != out)
-        if not ok or not roots:
+        row = {tuple(sz.key(s) for s in ev.reduction(by_target[m]).shape) for m in members}
+        if not ok or len(row) != 1:
             continue
-        if any(readers.get(m, set()) - members for m in members if m != out):
+        (shape,) = row
+        mine = keys(out)
+        if mine not in (list(shape), list(shape[:-1]), [*shape[:-1], "1"]):
             continue
-        groups[out] = roots
-    return groups
+        candidates[out] = (members, list(shape))
+
+    # Outputs over rows of one shape share a launch: one read of the rows serves them all.
+    grouped: dict[tuple[str, ...], list[int]] = {}
+    for out in sorted(candidates):
+        grouped.setdefault(tuple(candidates[out][1]), []).append(out)
+
+    groups: dict[int, RowGroup] = {}
+    for shape, outs in grouped.items():
+        # every reduction read only inside the group, and written by it where it is an
+        # output: an output needing one that is not keeps its own launches
+        while outs:
+            members = set().union(*(candidates[o][0] for o in outs))
+            inside = members | set(outs)
+            bad = {
+                o
+                for o in outs
+                for m in candidates[o][0] - set(outs)
+                if m in writes or readers.get(m, set()) - inside
+            }
+            if not bad:
+                break
+            outs = [o for o in outs if o not in bad]
+        if not outs:
+            continue
+        # whatever reads the group's outputs launches after it
+        place = max(outs)
+        if any(t <= place for o in outs for t in readers.get(o, set()) - inside):
+            continue
+        row = list(shape)
+        ordered = sorted(outs, key=lambda o: keys(o) != row)
+        roots = sorted(by_target[m] for m in members)
+        # a lone reduction keeps its `reduce` launch (a thread per row when rows are short)
+        if len(roots) > 1 or keys(ordered[0]) == row:
+            groups[place] = RowGroup(roots, ordered)
+    # what a group reads from other launches is written before it: drop a group placed
+    # before a group it reads from, until none is
+    while True:
+        at = {o: p for p, group in groups.items() for o in group.outputs}
+        late = []
+        for p, group in groups.items():
+            inside = set(group.outputs) | {epilogue[r] for r in group.roots}
+            if any(at.get(m, m) >= p for o in inside for m in computing[o] - inside):
+                late.append(p)
+        if not late:
+            return groups
+        for p in late:
+            del groups[p]
 
 
 def refuse_oversized(

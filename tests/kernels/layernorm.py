@@ -1,4 +1,4 @@
-"""Layer normalisation: reductions with keepdims, broadcasts and rsqrt."""
+"""Layer normalisation: keepdims reductions, broadcasts, rsqrt; statistics as outputs."""
 
 from mimir.array import Dim, Tensor, float32, gpu
 
@@ -19,3 +19,23 @@ def layernorm(
 @gpu
 def rmsnorm(x: Tensor[float32, N, 48], weight: Tensor[float32, 48]) -> Tensor[float32, N, 48]:
     return x / (x * x).mean(axis=1, keepdims=True).sqrt() * weight
+
+
+@gpu
+def layer_norm_with_stats(
+    x: Tensor[float32, N, D], gamma: Tensor[float32, D], beta: Tensor[float32, D]
+) -> tuple[Tensor[float32, N, D], Tensor[float32, N], Tensor[float32, N]]:
+    """PyTorch's `native_layer_norm`: the normalised rows, and the mean and 1/std the
+    backward pass keeps. One launch: a workgroup per row writes all three."""
+    mean = x.mean(axis=-1)
+    centered = x - mean[:, None]
+    rstd = ((centered * centered).mean(axis=-1) + 1e-5).rsqrt()
+    return centered * rstd[:, None] * gamma + beta, mean, rstd
+
+
+@gpu
+def shares_and_total(x: Tensor[float32, N, D]) -> tuple[Tensor[float32, N, D], Tensor[float32]]:
+    """Row sums that a whole sum reads too: the row launch cannot keep them to itself, so
+    they go through a buffer, and the shares read it."""
+    s = x.sum(axis=-1)
+    return x / s[:, None], s.sum()
