@@ -39,7 +39,8 @@ def test_layer_norm_with_its_statistics_is_one_launch_reading_x_once(tmp_path: P
     """The row, its mean and its 1/std (three outputs, two of one element per row) come
     from one `row` launch: x is loaded once and each output stored once (measured in the
     PTX interpreter), and all three match the shim. Row reductions combined into one
-    value per row (`max - min`) are one launch too."""
+    value per row (`max - min`), and rows standardised by a mean and a std, are one
+    launch too."""
     files = _compile("layernorm", "layer_norm_with_stats", "ptx")
     manifest = json.loads(files["layer_norm_with_stats.manifest.json"])
     assert [k["file"] for k in manifest["kernels"]] == ["layer_norm_with_stats_0_row.ptx"]
@@ -56,7 +57,13 @@ def test_layer_norm_with_its_statistics_is_one_launch_reading_x_once(tmp_path: P
     assert set(actual) == set(expected) == {"out0", "out1", "out2"}
     for name in expected:
         assert_close(actual[name], expected[name], "float32", label=name)
-    for stem, function in (("reductions", "int_max_min"), ("inout", "row_stats_named")):
+    together = (
+        ("reductions", "int_max_min"),  # max - min
+        ("inout", "row_stats_named"),  # three outputs
+        ("statistics", "standardise"),  # a mean and a std (two passes)
+        ("statistics", "arg_with_nans"),  # an argmax and an argmin (two passes each)
+    )
+    for stem, function in together:
         manifest = json.loads(_compile(stem, function, "wgsl")[f"{function}.manifest.json"])
         assert [k["file"] for k in manifest["kernels"]] == [f"{function}_0_row.wgsl"]
 

@@ -733,32 +733,48 @@ def _row_passes(
     graph = c.s.kernel.graph.graph
     epilogues = {t: set(c.plan.roots) & (nx.ancestors(graph, t) | {t}) for t in c.plan.row_values}
     done: set[int] = set()
-    for k, r in enumerate(c.plan.roots):
-        red = ev.reduction(r)
-        combine = _combiner(red.name, red.acc)
-        acc = body.var(_identity(red.name, red.acc), "acc")
 
-        def fold(
-            j: Expr,
-            valid: Expr | None = None,
-            red: Reduction = red,
-            acc: Var = acc,
-            combine: Any = combine,
-        ) -> None:
-            same = [sz.key(s) for s in red.shape] == [sz.key(s) for s in shape]
-            value = ev.at(red.x, at(j) if same else Idx(red.shape, axes=[*other_axes, j]))
-            value = lw.convert(value, ev.dtype(red.x), red.acc)
-            folded = combine(acc, value)
+    def element(red: Reduction, j: Expr) -> Expr:
+        """Row element j of what `red` reduces, in its accumulator's type."""
+        same = [sz.key(s) for s in red.shape] == [sz.key(s) for s in shape]
+        value = ev.at(red.x, at(j) if same else Idx(red.shape, axes=[*other_axes, j]))
+        return lw.convert(value, ev.dtype(red.x), red.acc)
+
+    def fold(init: Expr, step: Any, op: str, shared: str) -> Expr:
+        """Each thread's `acc = step(acc, j)` over its elements, then the workgroup's
+        total (`op`), the same in every thread."""
+        acc = body.var(init, "acc")
+
+        def visit(j: Expr, valid: Expr | None = None) -> None:
+            folded = step(acc, j)
             body.emit(Assign(acc, folded if valid is None else lw.select(valid, folded, acc)))
 
-        fold_over(fold)
-        value = group_total(body, c.shared, acc, op_for(red.name), width, f"$row{k}")
-        if red.name == "mean":
-            value = lw.bin_("/", value, lw.convert(size_ir(red.count), uint32, float32))
-        if red.acc != reg_dtype(red.out):
-            value = lw.convert(value, red.acc, red.out)
-        if red.out == float16:
-            value = lw.round_f16(value)
+        fold_over(visit)
+        return group_total(body, c.shared, acc, op, width, shared)
+
+    for k, r in enumerate(c.plan.roots):
+        kind = ev.spec(r).kind
+        if kind == "argreduce":
+            value = _row_arg(ev, _arg_reduction(ev, r), element, fold, f"$row{k}")
+        elif kind == "moments":
+            red = ev.reduction(r)
+            value = _row_moments(body, red, _ddof(ev, r), element, fold, f"$row{k}")
+        else:
+            red = ev.reduction(r)
+            combine = _combiner(red.name, red.acc)
+            value = fold(
+                _identity(red.name, red.acc),
+                lambda a, j, red=red, combine=combine: combine(a, element(red, j)),
+                op_for(red.name),
+                f"$row{k}",
+            )
+            if red.name == "mean":
+                value = lw.bin_("/", value, lw.convert(size_ir(red.count), uint32, float32))
+        if kind != "argreduce":
+            if red.acc != reg_dtype(red.out):
+                value = lw.convert(value, red.acc, red.out)
+            if red.out == float16:
+                value = lw.round_f16(value)
         ev.row_values[r] = body.let(value, "total")
         # each root's epilogue once per row, where the row's elements will find it, as
         # soon as the reductions it reads are done (`max - min`: after both)
@@ -786,6 +802,51 @@ def _row_passes(
             value = ev.at(n, _per_row(ev.shape(n), other_axes))
             for name in bufs:
                 body.emit(Store(name, rowid, lw.to_storage(value, ev.dtype(n))))
+
+
+def _row_moments(
+    body: Any, red: Reduction, ddof: int, element: Any, fold: Any, shared: str
+) -> Expr:
+    """`var` / `std` of a row inside a `row` launch: its mean, then the sum of squared
+    deviations from it over count - ddof (as `moments`)."""
+    t = lw.REG[red.acc]
+    count = lw.convert(size_ir(red.count), uint32, float32)
+
+    def add(a: Expr, b: Expr) -> Expr:
+        return lw.bin_("+", a, b)
+
+    total = fold(lw.const(0, t), lambda a, j: add(a, element(red, j)), "add", shared)
+    mean = body.let(lw.bin_("/", total, count), "mean")
+
+    def square(a: Expr, j: Expr) -> Expr:
+        d = body.let(lw.bin_("-", element(red, j), mean), "d")
+        return add(a, lw.bin_("*", d, d))
+
+    squares = fold(lw.const(0, t), square, "add", f"{shared}s")
+    divisor = lw.convert(size_ir(sz.simplify(BinOp("-", red.count, ddof))), uint32, float32)
+    value = body.let(lw.bin_("/", squares, divisor), "var")
+    if red.name == "std":
+        value = body.let(lw.call("mimir_sqrt", value), "std")
+    return value
+
+
+def _row_arg(ev: Any, red: Reduction, element: Any, fold: Any, shared: str) -> Expr:
+    """`argmax` / `argmin` of a row inside a `row` launch: the extremum, then the first
+    position holding it or a nan (as `argreduce`), an int32."""
+    name = "max" if red.name == "argmax" else "min"
+    t = lw.REG[red.acc]
+    combine = _combiner(name, red.acc)
+    best = fold(_identity(name, red.acc), lambda a, j: combine(a, element(red, j)), name, shared)
+
+    def first(a: Expr, j: Expr) -> Expr:
+        v = ev.body.let(element(red, j), "v")
+        hit = lw.float_compare("==", v, best) if t == "f32" else lw.bin_("==", v, best)
+        if t == "f32":
+            hit = lw.bin_("||", hit, lw.bin_("&&", lw.isnan(v), lw.isnan(best)))
+        return lw.select(lw.bin_("&&", hit, lw.bin_("<", j, a)), j, a)
+
+    where = fold(lw.const(lw.UINT_MAX, "u32"), first, "min", f"{shared}i")
+    return Cast(where, "i32")
 
 
 def _per_row(shape: tuple[Any, ...], other_axes: list[Expr]) -> Idx:
@@ -1116,14 +1177,18 @@ def moments(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
     assert c.plan.root is not None
     ev = c.ev
     red = ev.reduction(c.plan.root)
-    node = ev.node(c.plan.root)
-    kw = dict(zip(node["keywords"], node["inputs"][1:], strict=True))
-    ddof = ev.literal_arg(kw.get("ddof"), 0)
     launch = _TwoPass(c, red)
     t = lw.REG[red.acc]
     with launch.inside(red):
-        _moments(c, red, launch, ddof, t)
+        _moments(c, red, launch, _ddof(ev, c.plan.root), t)
     return launch.workgroup, launch.dispatch
+
+
+def _ddof(ev: Any, r: int) -> int:
+    """The `ddof=` of `var` / `std` root `r` (0 if not given)."""
+    node = ev.node(r)
+    kw = dict(zip(node["keywords"], node["inputs"][1:], strict=True))
+    return ev.literal_arg(kw.get("ddof"), 0)
 
 
 def _moments(c: KernelContext, red: Reduction, launch: _TwoPass, ddof: int, t: str) -> None:
@@ -1162,15 +1227,21 @@ def argreduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, A
     answers."""
     assert c.plan.root is not None
     ev = c.ev
-    red = ev.reduction(c.plan.root)
-    x_dtype = ev.dtype(red.x)
-    acc = uint32 if x_dtype == bool_ else float32 if x_dtype == float16 else x_dtype
-    red = replace(red, acc=acc)
+    red = _arg_reduction(ev, c.plan.root)
+    t = lw.REG[red.acc]
     launch = _TwoPass(c, red)
-    t = lw.REG[acc]
     with launch.inside(red):
         _argreduce(c, red, launch, t)
     return launch.workgroup, launch.dispatch
+
+
+def _arg_reduction(ev: Any, r: int) -> Reduction:
+    """Root `r` (an argmax or argmin) as a reduction whose accumulator holds the values
+    compared: bools as u32, float16 as f32."""
+    red = ev.reduction(r)
+    x_dtype = ev.dtype(red.x)
+    acc = uint32 if x_dtype == bool_ else float32 if x_dtype == float16 else x_dtype
+    return replace(red, acc=acc)
 
 
 def _argreduce(c: KernelContext, red: Reduction, launch: _TwoPass, t: str) -> None:

@@ -316,22 +316,23 @@ def _row_groups(
 ) -> dict[int, RowGroup]:
     """Outputs computed with last-axis reductions of the same rows, in one launch.
 
-    The reductions are over the last axis of tensors of one shape (..., L), with or
-    without `keepdims` (the mean and the variance of a layer norm, the mean square of an
-    RMS norm, a row's max and min). One workgroup per row computes them in order; then it
-    writes the outputs of shape (..., L) that read them (the normalised row), and thread 0
-    writes those with one element per row (the mean and `rsqrt(var)` a layer norm keeps
-    for its backward pass, `max - min`). Nothing goes through a scratch buffer, and x is
-    read by one launch. All such outputs over rows of one shape share the launch; if a
-    reduction of theirs is read by anything else, they keep their own launches. The plan
-    of each group is placed at its last output -> the group.
+    The reductions (`sum mean max min`, `var std`, `argmax argmin`) are over the last axis
+    of tensors of one shape (..., L), with or without `keepdims` (the mean and the
+    variance of a layer norm, the mean square of an RMS norm, a row's max and min). One
+    workgroup per row computes them in order; then it writes the outputs of shape
+    (..., L) that read them (the normalised row), and thread 0 writes those with one
+    element per row (the mean and `rsqrt(var)` a layer norm keeps for its backward
+    pass, `max - min`). Nothing goes through a scratch buffer, and x is read by one
+    launch. All such outputs over rows of one shape share the launch; if a reduction of
+    theirs is read by anything else, they keep their own launches. The plan of each
+    group is placed at its last output -> the group.
     """
     from mimir.codegen.reductions import split
 
     g = kg.graph
 
     def row_reduction(r: int) -> bool:
-        if root_kind(kg, r) != "reduce":
+        if root_kind(kg, r) not in ("reduce", "moments", "argreduce"):
             return False
         red = ev.reduction(r)
         shape = ev.shape(r)
