@@ -70,12 +70,19 @@ def test_layer_norm_with_its_statistics_is_one_launch_reading_x_once(tmp_path: P
 
 def test_row_sums_read_elsewhere_keep_their_own_launch() -> None:
     """Row sums that a whole sum also reads cannot stay inside a row launch: they are
-    stored to scratch by a `reduce` launch that runs before both readers."""
+    stored to scratch by a `reduce` launch that runs before both readers. A whole
+    reduction that rows read is a launch of its own, before the row launch."""
     files = _compile("layernorm", "shares_and_total", "ptx")
     manifest = json.loads(files["shares_and_total.manifest.json"])
     kinds = [k["file"].removeprefix("shares_and_total_") for k in manifest["kernels"]]
     assert kinds == ["0_reduce.ptx", "1_ew.ptx", "2_reduce.ptx"]
     assert any(b["role"] == "scratch" for b in manifest["buffers"])
+    # a row launch reads a whole reduction (its own launch, before) from its buffer:
+    # x / x.sum(axis=1, keepdims=True) - x.max() is the max, then the rows
+    files = _compile("pipeline", "normalize_rows", "ptx")
+    manifest = json.loads(files["normalize_rows.manifest.json"])
+    kinds = [k["file"].removeprefix("normalize_rows_") for k in manifest["kernels"]]
+    assert kinds == ["0_reduce.ptx", "1_row.ptx"]
 
 
 def _ptx_run(

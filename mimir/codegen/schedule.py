@@ -383,20 +383,19 @@ def _row_groups(
         if r is not None and not row_reduction(r):
             continue
         members = {out} if r is not None else set()
-        frontier, ok = [out], True
-        while frontier and ok:
+        frontier = [out]
+        while frontier:
             t = frontier.pop()
             for m in computing[t]:
                 root = by_target.get(m)
-                if root is None or m in members:
+                # any other root (a whole sum, a matmul) has its own launch before this
+                # one, and is read from its buffer
+                if root is None or m in members or not row_reduction(root):
                     continue
-                if not row_reduction(root):
-                    ok = False
-                    break
                 members.add(m)
                 frontier.append(m)
         row = {tuple(sz.key(s) for s in ev.reduction(by_target[m]).shape) for m in members}
-        if not ok or len(row) != 1:
+        if len(row) != 1:
             continue
         (shape,) = row
         mine = keys(out)
