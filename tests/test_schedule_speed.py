@@ -68,6 +68,18 @@ def test_layer_norm_with_its_statistics_is_one_launch_reading_x_once(tmp_path: P
         assert [k["file"] for k in manifest["kernels"]] == [f"{function}_0_row.wgsl"]
 
 
+def test_short_rows_are_a_thread_each_in_one_launch() -> None:
+    """Rows of at most 32 elements: a thread per row, the row unrolled in registers, no
+    threadgroup memory or barrier (a workgroup per row would leave most lanes idle)."""
+    files = _compile("layernorm", "short_row_stats", "ptx")
+    (kernel,) = json.loads(files["short_row_stats.manifest.json"])["kernels"]
+    assert kernel["file"] == "short_row_stats_0_row.ptx"
+    assert kernel["workgroup_size"] == [256, 1, 1]
+    text = files["short_row_stats_0_row.ptx"]
+    assert ".shared" not in text and "bar.sync" not in text and "$L_loop" not in text
+    assert text.count("ld.global") == 6  # each element of the row once
+
+
 def test_row_sums_read_elsewhere_keep_their_own_launch() -> None:
     """Row sums that a whole sum also reads cannot stay inside a row launch: they are
     stored to scratch by a `reduce` launch that runs before both readers. A whole

@@ -655,6 +655,8 @@ def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
     ev, body = c.ev, c.body
     shape = ev.reduction(c.plan.roots[0]).shape
     other, length = tuple(shape[:-1]), shape[-1]
+    if isinstance(length, int) and length <= SERIAL_REDUCE_MAX:
+        return _short_rows(c, shape)
     width = row_width(length)
     dispatch, rowid = c.groups(sz.product(list(other)))
     other_axes = Idx(other, flat=rowid).axes(body)
@@ -687,6 +689,27 @@ def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
 
     _if_held(c, length, width, held, looped)
     return (width, 1, 1), dispatch
+
+
+def _short_rows(c: KernelContext, shape: tuple[Any, ...]) -> Any:
+    """`row` for a literal row of at most `SERIAL_REDUCE_MAX` elements: a thread per row
+    (as a short `reduce`), no threadgroup memory, no barrier. The row is unrolled, so each
+    element is loaded once and stays in a register for the later passes and the write."""
+    body = c.body
+    other, length = tuple(shape[:-1]), shape[-1]
+    rows = sz.product(list(other))
+    dispatch, g = c.groups(sz.cdiv(rows, WG), guard=False)
+    rowid = body.let(ibin("+", ibin("*", g, u32(WG)), Builtin("local_x")), "row")
+    with body.if_(Binary("<", rowid, size_ir(rows), "bool")):
+        other_axes = Idx(other, flat=rowid).axes(body)
+        base = body.let(ibin("*", rowid, u32(length)), "base")
+
+        def each(visit: Any) -> None:
+            for j in range(length):
+                visit(u32(j))
+
+        _row_passes(c, shape, other_axes, base, 1, each, each)
+    return (WG, 1, 1), dispatch
 
 
 # vectors per thread of a symbolic row held in registers (`row`, `softmax`): 8 elements,
@@ -750,6 +773,8 @@ def _row_passes(
             body.emit(Assign(acc, folded if valid is None else lw.select(valid, folded, acc)))
 
         fold_over(visit)
+        if width == 1:  # a thread per row (`_short_rows`)
+            return acc
         return group_total(body, c.shared, acc, op, width, shared)
 
     for k, r in enumerate(c.plan.roots):
@@ -797,7 +822,7 @@ def _row_passes(
     if not per_row:
         return
     rowid = Idx(shape[:-1], axes=other_axes).flat(body)
-    with body.if_(Binary("==", Builtin("local_x"), u32(0), "bool")):
+    with _nothing() if width == 1 else body.if_(Binary("==", Builtin("local_x"), u32(0), "bool")):
         for n, bufs in per_row:
             value = ev.at(n, _per_row(ev.shape(n), other_axes))
             for name in bufs:

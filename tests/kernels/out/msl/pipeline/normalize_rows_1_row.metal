@@ -16,58 +16,63 @@ kernel void normalize_rows_1_row(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= u.N) {
-        return;
-    }
-    const uint base1 = g0 * 9u;
-    float acc2 = 0.0f;
-    uint rest3 = lid.x;
-    for (uint r4 = lid.x; r4 < 0u; r4 += 128u) {
-        const uint i5 = base1 + r4;
+    const uint row1 = g0 * 256u + lid.x;
+    if (row1 < u.N) {
+        const uint base2 = row1 * 9u;
+        float acc3 = 0.0f;
+        const float v4 = x[base2];
+        acc3 = acc3 + v4;
+        const uint i5 = base2 + 1u;
         const float v6 = x[i5];
-        acc2 = acc2 + v6;
-        const float v7 = x[i5 + 32u];
-        acc2 = acc2 + v7;
-        const float v8 = x[i5 + 64u];
-        acc2 = acc2 + v8;
-        const float v9 = x[i5 + 96u];
-        acc2 = acc2 + v9;
-        rest3 = r4 + 128u;
-    }
-    for (uint r10 = rest3; r10 < 9u; r10 += 32u) {
-        const uint i11 = base1 + r10;
+        acc3 = acc3 + v6;
+        const uint i7 = base2 + 2u;
+        const float v8 = x[i7];
+        acc3 = acc3 + v8;
+        const uint i9 = base2 + 3u;
+        const float v10 = x[i9];
+        acc3 = acc3 + v10;
+        const uint i11 = base2 + 4u;
         const float v12 = x[i11];
-        acc2 = acc2 + v12;
-    }
-    const float warp13 = simd_sum(acc2);
-    uint rest14 = lid.x;
-    for (uint r15 = lid.x; r15 < 0u; r15 += 128u) {
-        const uint i16 = base1 + r15;
-        const float v17 = x[i16];
-        const float v18 = v17 / warp13;
-        const float v19 = scratch0[0u];
-        const float v20 = v18 - v19;
-        out[i16] = v20;
-        const float v21 = x[i16 + 32u];
-        const float v22 = v21 / warp13;
-        const float v23 = v22 - v19;
-        out[i16 + 32u] = v23;
-        const float v24 = x[i16 + 64u];
-        const float v25 = v24 / warp13;
-        const float v26 = v25 - v19;
-        out[i16 + 64u] = v26;
-        const float v27 = x[i16 + 96u];
-        const float v28 = v27 / warp13;
-        const float v29 = v28 - v19;
-        out[i16 + 96u] = v29;
-        rest14 = r15 + 128u;
-    }
-    for (uint r30 = rest14; r30 < 9u; r30 += 32u) {
-        const uint i31 = base1 + r30;
-        const float v32 = x[i31];
-        const float v33 = v32 / warp13;
-        const float v34 = scratch0[0u];
-        const float v35 = v33 - v34;
-        out[i31] = v35;
+        acc3 = acc3 + v12;
+        const uint i13 = base2 + 5u;
+        const float v14 = x[i13];
+        acc3 = acc3 + v14;
+        const uint i15 = base2 + 6u;
+        const float v16 = x[i15];
+        acc3 = acc3 + v16;
+        const uint i17 = base2 + 7u;
+        const float v18 = x[i17];
+        acc3 = acc3 + v18;
+        const uint i19 = base2 + 8u;
+        const float v20 = x[i19];
+        acc3 = acc3 + v20;
+        const float v21 = v4 / acc3;
+        const float v22 = scratch0[0u];
+        const float v23 = v21 - v22;
+        out[base2] = v23;
+        const float v24 = v6 / acc3;
+        const float v25 = v24 - v22;
+        out[i5] = v25;
+        const float v26 = v8 / acc3;
+        const float v27 = v26 - v22;
+        out[i7] = v27;
+        const float v28 = v10 / acc3;
+        const float v29 = v28 - v22;
+        out[i9] = v29;
+        const float v30 = v12 / acc3;
+        const float v31 = v30 - v22;
+        out[i11] = v31;
+        const float v32 = v14 / acc3;
+        const float v33 = v32 - v22;
+        out[i13] = v33;
+        const float v34 = v16 / acc3;
+        const float v35 = v34 - v22;
+        out[i15] = v35;
+        const float v36 = v18 / acc3;
+        const float v37 = v36 - v22;
+        out[i17] = v37;
+        const float v38 = v20 / acc3;
+        const float v39 = v38 - v22;
+        out[i19] = v39;
     }
 }

@@ -8,89 +8,71 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<storage, read> scratch0: array<f32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> warp0: array<f32, 32>;
 
-@compute @workgroup_size(32, 1, 1)
+@compute @workgroup_size(256, 1, 1)
 fn normalize_rows_2_row(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= u.N) {
-        return;
-    }
-    let base1: u32 = g0 * 9u;
-    var acc2: f32 = 0.0f;
-    var rest3: u32 = lid.x;
-    for (var r4: u32 = lid.x; r4 < 0u; r4 += 128u) {
-        let i5: u32 = base1 + r4;
+    let row1: u32 = g0 * 256u + lid.x;
+    if (row1 < u.N) {
+        let base2: u32 = row1 * 9u;
+        var acc3: f32 = 0.0f;
+        let v4: f32 = x[base2];
+        acc3 = acc3 + v4;
+        let i5: u32 = base2 + 1u;
         let v6: f32 = x[i5];
-        acc2 = acc2 + v6;
-        let v7: f32 = x[i5 + 32u];
-        acc2 = acc2 + v7;
-        let v8: f32 = x[i5 + 64u];
-        acc2 = acc2 + v8;
-        let v9: f32 = x[i5 + 96u];
-        acc2 = acc2 + v9;
-        rest3 = r4 + 128u;
-    }
-    for (var r10: u32 = rest3; r10 < 9u; r10 += 32u) {
-        let i11: u32 = base1 + r10;
+        acc3 = acc3 + v6;
+        let i7: u32 = base2 + 2u;
+        let v8: f32 = x[i7];
+        acc3 = acc3 + v8;
+        let i9: u32 = base2 + 3u;
+        let v10: f32 = x[i9];
+        acc3 = acc3 + v10;
+        let i11: u32 = base2 + 4u;
         let v12: f32 = x[i11];
-        acc2 = acc2 + v12;
-    }
-    warp0[lid.x] = acc2;
-    workgroupBarrier();
-    if ((lid.x & 31u) < 16u) {
-        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
-    }
-    workgroupBarrier();
-    if ((lid.x & 31u) < 8u) {
-        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
-    }
-    workgroupBarrier();
-    if ((lid.x & 31u) < 4u) {
-        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
-    }
-    workgroupBarrier();
-    if ((lid.x & 31u) < 2u) {
-        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
-    }
-    workgroupBarrier();
-    if ((lid.x & 31u) < 1u) {
-        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
-    }
-    workgroupBarrier();
-    let warp13: f32 = warp0[lid.x - (lid.x & 31u)];
-    var rest14: u32 = lid.x;
-    for (var r15: u32 = lid.x; r15 < 0u; r15 += 128u) {
-        let i16: u32 = base1 + r15;
-        let v17: f32 = x[i16];
-        let v18: f32 = v17 / warp13;
-        let v19: f32 = scratch0[0u];
-        let v20: f32 = v18 - v19;
-        out[i16] = v20;
-        let v21: f32 = x[i16 + 32u];
-        let v22: f32 = v21 / warp13;
-        let v23: f32 = v22 - v19;
-        out[i16 + 32u] = v23;
-        let v24: f32 = x[i16 + 64u];
-        let v25: f32 = v24 / warp13;
-        let v26: f32 = v25 - v19;
-        out[i16 + 64u] = v26;
-        let v27: f32 = x[i16 + 96u];
-        let v28: f32 = v27 / warp13;
-        let v29: f32 = v28 - v19;
-        out[i16 + 96u] = v29;
-        rest14 = r15 + 128u;
-    }
-    for (var r30: u32 = rest14; r30 < 9u; r30 += 32u) {
-        let i31: u32 = base1 + r30;
-        let v32: f32 = x[i31];
-        let v33: f32 = v32 / warp13;
-        let v34: f32 = scratch0[0u];
-        let v35: f32 = v33 - v34;
-        out[i31] = v35;
+        acc3 = acc3 + v12;
+        let i13: u32 = base2 + 5u;
+        let v14: f32 = x[i13];
+        acc3 = acc3 + v14;
+        let i15: u32 = base2 + 6u;
+        let v16: f32 = x[i15];
+        acc3 = acc3 + v16;
+        let i17: u32 = base2 + 7u;
+        let v18: f32 = x[i17];
+        acc3 = acc3 + v18;
+        let i19: u32 = base2 + 8u;
+        let v20: f32 = x[i19];
+        acc3 = acc3 + v20;
+        let v21: f32 = v4 / acc3;
+        let v22: f32 = scratch0[0u];
+        let v23: f32 = v21 - v22;
+        out[base2] = v23;
+        let v24: f32 = v6 / acc3;
+        let v25: f32 = v24 - v22;
+        out[i5] = v25;
+        let v26: f32 = v8 / acc3;
+        let v27: f32 = v26 - v22;
+        out[i7] = v27;
+        let v28: f32 = v10 / acc3;
+        let v29: f32 = v28 - v22;
+        out[i9] = v29;
+        let v30: f32 = v12 / acc3;
+        let v31: f32 = v30 - v22;
+        out[i11] = v31;
+        let v32: f32 = v14 / acc3;
+        let v33: f32 = v32 - v22;
+        out[i13] = v33;
+        let v34: f32 = v16 / acc3;
+        let v35: f32 = v34 - v22;
+        out[i15] = v35;
+        let v36: f32 = v18 / acc3;
+        let v37: f32 = v36 - v22;
+        out[i17] = v37;
+        let v38: f32 = v20 / acc3;
+        let v39: f32 = v38 - v22;
+        out[i19] = v39;
     }
 }
