@@ -61,6 +61,7 @@ from mimir.codegen.ir import (
     VectorLoad,
     WarpReduce,
 )
+from mimir.codegen.schedule import root_kind
 from mimir.codegen.tensors import Reduction
 from mimir.codegen.vectorize import vectorise
 from mimir.codegen.warp import group_total, op_for, slots
@@ -778,20 +779,24 @@ def _row_passes(
         return group_total(body, c.shared, acc, op, width, shared)
 
     for k, r in enumerate(c.plan.roots):
-        kind = ev.spec(r).kind
+        kind = root_kind(ev.kg, r)
+        red = _arg_reduction(ev, r) if kind == "argreduce" else ev.reduction(r)
+        names = (f"$row{k}", f"$row{k}b")
+
+        def lane(j: Expr, red: Reduction = red) -> Expr:
+            return element(red, j)
+
         if kind == "argreduce":
-            value = _row_arg(ev, _arg_reduction(ev, r), element, fold, f"$row{k}")
+            value = _first_extremum(body, red, lane, fold, names)
         elif kind == "moments":
-            red = ev.reduction(r)
-            value = _row_moments(body, red, _ddof(ev, r), element, fold, f"$row{k}")
+            value = _variance(body, red, _ddof(ev, r), lane, fold, names)
         else:
-            red = ev.reduction(r)
             combine = _combiner(red.name, red.acc)
             value = fold(
                 _identity(red.name, red.acc),
-                lambda a, j, red=red, combine=combine: combine(a, element(red, j)),
+                lambda a, j, combine=combine, lane=lane: combine(a, lane(j)),
                 op_for(red.name),
-                f"$row{k}",
+                names[0],
             )
             if red.name == "mean":
                 value = lw.bin_("/", value, lw.convert(size_ir(red.count), uint32, float32))
@@ -827,51 +832,6 @@ def _row_passes(
             value = ev.at(n, _per_row(ev.shape(n), other_axes))
             for name in bufs:
                 body.emit(Store(name, rowid, lw.to_storage(value, ev.dtype(n))))
-
-
-def _row_moments(
-    body: Any, red: Reduction, ddof: int, element: Any, fold: Any, shared: str
-) -> Expr:
-    """`var` / `std` of a row inside a `row` launch: its mean, then the sum of squared
-    deviations from it over count - ddof (as `moments`)."""
-    t = lw.REG[red.acc]
-    count = lw.convert(size_ir(red.count), uint32, float32)
-
-    def add(a: Expr, b: Expr) -> Expr:
-        return lw.bin_("+", a, b)
-
-    total = fold(lw.const(0, t), lambda a, j: add(a, element(red, j)), "add", shared)
-    mean = body.let(lw.bin_("/", total, count), "mean")
-
-    def square(a: Expr, j: Expr) -> Expr:
-        d = body.let(lw.bin_("-", element(red, j), mean), "d")
-        return add(a, lw.bin_("*", d, d))
-
-    squares = fold(lw.const(0, t), square, "add", f"{shared}s")
-    divisor = lw.convert(size_ir(sz.simplify(BinOp("-", red.count, ddof))), uint32, float32)
-    value = body.let(lw.bin_("/", squares, divisor), "var")
-    if red.name == "std":
-        value = body.let(lw.call("mimir_sqrt", value), "std")
-    return value
-
-
-def _row_arg(ev: Any, red: Reduction, element: Any, fold: Any, shared: str) -> Expr:
-    """`argmax` / `argmin` of a row inside a `row` launch: the extremum, then the first
-    position holding it or a nan (as `argreduce`), an int32."""
-    name = "max" if red.name == "argmax" else "min"
-    t = lw.REG[red.acc]
-    combine = _combiner(name, red.acc)
-    best = fold(_identity(name, red.acc), lambda a, j: combine(a, element(red, j)), name, shared)
-
-    def first(a: Expr, j: Expr) -> Expr:
-        v = ev.body.let(element(red, j), "v")
-        hit = lw.float_compare("==", v, best) if t == "f32" else lw.bin_("==", v, best)
-        if t == "f32":
-            hit = lw.bin_("||", hit, lw.bin_("&&", lw.isnan(v), lw.isnan(best)))
-        return lw.select(lw.bin_("&&", hit, lw.bin_("<", j, a)), j, a)
-
-    where = fold(lw.const(lw.UINT_MAX, "u32"), first, "min", f"{shared}i")
-    return Cast(where, "i32")
 
 
 def _per_row(shape: tuple[Any, ...], other_axes: list[Expr]) -> Idx:
@@ -1217,32 +1177,54 @@ def _ddof(ev: Any, r: int) -> int:
 
 
 def _moments(c: KernelContext, red: Reduction, launch: _TwoPass, ddof: int, t: str) -> None:
-    body, o, width = c.body, launch.o, launch.width
-    kept_axes = Idx(red.kept_shape, flat=o).axes(body)
+    body, o = c.body, launch.o
+    value = _variance(body, red, ddof, *_launch_passes(c, red, launch), ("$sum", "$squares"))
+    with launch.once():
+        _finish(c, red, o, value)
+
+
+def _launch_passes(c: KernelContext, red: Reduction, launch: _TwoPass) -> tuple[Any, Any]:
+    """How a `moments` / `argreduce` launch reads reduced element r of its output element
+    (`element(r)`), and folds over them (`fold(init, step, op, shared)`: `_strided_pass`)."""
+    o = launch.o
+    kept_axes = Idx(red.kept_shape, flat=o).axes(c.body)
     read = _element(c, red, o)
+    row = (_row_base(c, red, o), tuple(red.shape[:-1]))
+
+    def element(r: Expr) -> Expr:
+        return read(r, kept_axes)
+
+    def fold(init: Expr, step: Any, op: str, shared: str) -> Expr:
+        return _strided_pass(c, red.count, launch.width, shared, init, step, op, row)
+
+    return element, fold
+
+
+def _variance(
+    body: Any, red: Reduction, ddof: int, element: Any, fold: Any, shared: tuple[str, str]
+) -> Expr:
+    """`var` / `std`, two passes (`fold(init, step, op, shared)` over the elements
+    `element(r)`, a `moments` launch's or a `row` launch's): the mean, then the sum of
+    squared deviations from it, over count - ddof."""
+    t = lw.REG[red.acc]
+    count = lw.convert(size_ir(red.count), uint32, float32)
 
     def add(a: Expr, b: Expr) -> Expr:
         return lw.bin_("+", a, b)
 
-    count = lw.convert(size_ir(red.count), uint32, float32)
-    row = (_row_base(c, red, o), tuple(red.shape[:-1]))
-    total = _strided_pass(
-        c, red.count, width, "$sum", lw.const(0, t),
-        lambda acc, r: add(acc, read(r, kept_axes)), "add", row,
-    )  # fmt: skip
+    total = fold(lw.const(0, t), lambda acc, r: add(acc, element(r)), "add", shared[0])
     mean = body.let(lw.bin_("/", total, count), "mean")
 
     def square(acc: Expr, r: Expr) -> Expr:
-        d = body.let(lw.bin_("-", read(r, kept_axes), mean), "d")
+        d = body.let(lw.bin_("-", element(r), mean), "d")
         return add(acc, lw.bin_("*", d, d))
 
-    squares = _strided_pass(c, red.count, width, "$squares", lw.const(0, t), square, "add", row)
+    squares = fold(lw.const(0, t), square, "add", shared[1])
     divisor = lw.convert(size_ir(sz.simplify(BinOp("-", red.count, ddof))), uint32, float32)
     value = body.let(lw.bin_("/", squares, divisor), "var")
     if red.name == "std":
         value = body.let(lw.call("mimir_sqrt", value), "std")
-    with launch.once():
-        _finish(c, red, o, value)
+    return value
 
 
 def argreduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
@@ -1270,27 +1252,30 @@ def _arg_reduction(ev: Any, r: int) -> Reduction:
 
 
 def _argreduce(c: KernelContext, red: Reduction, launch: _TwoPass, t: str) -> None:
-    body, o, width = c.body, launch.o, launch.width
-    ev = c.ev
+    body, o = c.body, launch.o
+    where = _first_extremum(body, red, *_launch_passes(c, red, launch), ("$best", "$first"))
+    with launch.once():
+        assert c.plan.root is not None
+        c.write(Idx(c.ev.shape(c.plan.root), flat=o), body.let(where, "index"))
+
+
+def _first_extremum(
+    body: Any, red: Reduction, element: Any, fold: Any, shared: tuple[str, str]
+) -> Expr:
+    """`argmax` / `argmin` as an int32, two passes (`fold` over `element(r)`, as
+    `_variance`): the extremum (nan-propagating), then the first position r holding it,
+    or holding a nan when the extremum is nan."""
     name = "max" if red.name == "argmax" else "min"
-    kept_axes = Idx(red.kept_shape, flat=o).axes(body)
-    read = _element(c, red, o)
+    t = lw.REG[red.acc]
     combine = _combiner(name, red.acc)
-    row = (_row_base(c, red, o), tuple(red.shape[:-1]))
-    best = _strided_pass(
-        c, red.count, width, "$best", _identity(name, red.acc),
-        lambda a, r: combine(a, read(r, kept_axes)), name, row,
-    )  # fmt: skip
+    best = fold(_identity(name, red.acc), lambda a, r: combine(a, element(r)), name, shared[0])
 
     def first(a: Expr, r: Expr) -> Expr:
-        v = body.let(read(r, kept_axes), "v")
+        v = body.let(element(r), "v")
         hit = lw.float_compare("==", v, best) if t == "f32" else lw.bin_("==", v, best)
         if t == "f32":
             hit = lw.bin_("||", hit, lw.bin_("&&", lw.isnan(v), lw.isnan(best)))
         return lw.select(lw.bin_("&&", hit, lw.bin_("<", r, a)), r, a)
 
-    where = _strided_pass(c, red.count, width, "$first", lw.const(lw.UINT_MAX, "u32"),
-                          first, "min", row)  # fmt: skip
-    with launch.once():
-        assert c.plan.root is not None
-        c.write(Idx(ev.shape(c.plan.root), flat=o), body.let(Cast(where, "i32"), "index"))
+    where = fold(lw.const(lw.UINT_MAX, "u32"), first, "min", shared[1])
+    return Cast(where, "i32")

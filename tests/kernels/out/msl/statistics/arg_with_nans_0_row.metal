@@ -83,9 +83,9 @@ kernel void arg_with_nans_0_row(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     threadgroup float row0[4];
-    threadgroup uint row0i[4];
+    threadgroup uint row0b[4];
     threadgroup float row1[4];
-    threadgroup uint row1i[4];
+    threadgroup uint row1b[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
@@ -174,10 +174,10 @@ kernel void arg_with_nans_0_row(
         acc47 = (inside7 ? (((!(((as_type<uint>(v35) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total46) & 0x7fffffffu) > 0x7f800000u)) && (v35 == total46)) || (((as_type<uint>(v35) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total46) & 0x7fffffffu) > 0x7f800000u))) && (j8 + 3u < acc47) ? j8 + 3u : acc47) : acc47);
         const uint warp48 = simd_min(acc47);
         if ((lid.x & 31u) == 0u) {
-            row0i[lid.x >> 5u] = warp48;
+            row0b[lid.x >> 5u] = warp48;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        const uint slot49 = row0i[lid.x & 3u];
+        const uint slot49 = row0b[lid.x & 3u];
         const uint total50 = mimir_simd_min_u32_4(slot49);
         const int total51 = int(total50);
         float acc52 = as_type<float>(0x7f800000u);
@@ -215,10 +215,10 @@ kernel void arg_with_nans_0_row(
         acc64 = (inside7 ? (((!(((as_type<uint>(v60) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total63) & 0x7fffffffu) > 0x7f800000u)) && (v60 == total63)) || (((as_type<uint>(v60) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total63) & 0x7fffffffu) > 0x7f800000u))) && (j8 + 3u < acc64) ? j8 + 3u : acc64) : acc64);
         const uint warp65 = simd_min(acc64);
         if ((lid.x & 31u) == 0u) {
-            row1i[lid.x >> 5u] = warp65;
+            row1b[lid.x >> 5u] = warp65;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        const uint slot66 = row1i[lid.x & 3u];
+        const uint slot66 = row1b[lid.x & 3u];
         const uint total67 = mimir_simd_min_u32_4(slot66);
         const int total68 = int(total67);
         const int v69 = int(uint(total51) * uint(100));
@@ -418,10 +418,10 @@ kernel void arg_with_nans_0_row(
         }
         const uint warp198 = simd_min(acc136);
         if ((lid.x & 31u) == 0u) {
-            row0i[lid.x >> 5u] = warp198;
+            row0b[lid.x >> 5u] = warp198;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        const uint slot199 = row0i[lid.x & 3u];
+        const uint slot199 = row0b[lid.x & 3u];
         const uint total200 = mimir_simd_min_u32_4(slot199);
         const int total201 = int(total200);
         float acc202 = as_type<float>(0x7f800000u);
@@ -615,10 +615,10 @@ kernel void arg_with_nans_0_row(
         }
         const uint warp329 = simd_min(acc267);
         if ((lid.x & 31u) == 0u) {
-            row1i[lid.x >> 5u] = warp329;
+            row1b[lid.x >> 5u] = warp329;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        const uint slot330 = row1i[lid.x & 3u];
+        const uint slot330 = row1b[lid.x & 3u];
         const uint total331 = mimir_simd_min_u32_4(slot330);
         const int total332 = int(total331);
         const int v333 = int(uint(total201) * uint(100));

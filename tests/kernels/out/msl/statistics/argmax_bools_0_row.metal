@@ -32,9 +32,9 @@ kernel void argmax_bools_0_row(
     uint3 nwg [[threadgroups_per_grid]]
 ) {
     threadgroup uint row0[4];
-    threadgroup uint row0i[4];
+    threadgroup uint row0b[4];
     threadgroup uint row1[4];
-    threadgroup uint row1i[4];
+    threadgroup uint row1b[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
@@ -131,10 +131,10 @@ kernel void argmax_bools_0_row(
         acc47 = (inside7 ? ((v55 == total46) && (j8 + 3u < acc47) ? j8 + 3u : acc47) : acc47);
         const uint warp56 = simd_min(acc47);
         if ((lid.x & 31u) == 0u) {
-            row0i[lid.x >> 5u] = warp56;
+            row0b[lid.x >> 5u] = warp56;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        const uint slot57 = row0i[lid.x & 3u];
+        const uint slot57 = row0b[lid.x & 3u];
         const uint total58 = mimir_simd_min_u32_4(slot57);
         const int total59 = int(total58);
         uint acc60 = 4294967295u;
@@ -180,10 +180,10 @@ kernel void argmax_bools_0_row(
         acc72 = (inside7 ? ((v80 == total71) && (j8 + 3u < acc72) ? j8 + 3u : acc72) : acc72);
         const uint warp81 = simd_min(acc72);
         if ((lid.x & 31u) == 0u) {
-            row1i[lid.x >> 5u] = warp81;
+            row1b[lid.x >> 5u] = warp81;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        const uint slot82 = row1i[lid.x & 3u];
+        const uint slot82 = row1b[lid.x & 3u];
         const uint total83 = mimir_simd_min_u32_4(slot82);
         const int total84 = int(total83);
         const int v85 = int(uint(total59) + uint(total84));
@@ -399,10 +399,10 @@ kernel void argmax_bools_0_row(
         }
         const uint warp230 = simd_min(acc151);
         if ((lid.x & 31u) == 0u) {
-            row0i[lid.x >> 5u] = warp230;
+            row0b[lid.x >> 5u] = warp230;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        const uint slot231 = row0i[lid.x & 3u];
+        const uint slot231 = row0b[lid.x & 3u];
         const uint total232 = mimir_simd_min_u32_4(slot231);
         const int total233 = int(total232);
         uint acc234 = 4294967295u;
@@ -613,10 +613,10 @@ kernel void argmax_bools_0_row(
         }
         const uint warp378 = simd_min(acc299);
         if ((lid.x & 31u) == 0u) {
-            row1i[lid.x >> 5u] = warp378;
+            row1b[lid.x >> 5u] = warp378;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        const uint slot379 = row1i[lid.x & 3u];
+        const uint slot379 = row1b[lid.x & 3u];
         const uint total380 = mimir_simd_min_u32_4(slot379);
         const int total381 = int(total380);
         const int v382 = int(uint(total233) + uint(total381));

@@ -32,7 +32,7 @@ kernel void standardise_0_row(
 ) {
     threadgroup float row0[4];
     threadgroup float row1[4];
-    threadgroup float row1s[4];
+    threadgroup float row1b[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
@@ -139,10 +139,10 @@ kernel void standardise_0_row(
         acc45 = (inside7 ? fma(d53, d53, acc45) : acc45);
         const float warp54 = simd_sum(acc45);
         if ((lid.x & 31u) == 0u) {
-            row1s[lid.x >> 5u] = warp54;
+            row1b[lid.x >> 5u] = warp54;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        const float slot55 = row1s[lid.x & 3u];
+        const float slot55 = row1b[lid.x & 3u];
         const float total56 = mimir_simd_add_f32_4(slot55);
         const float var57 = total56 / float(u.C);
         const float std58 = mimir_sqrt(var57);
@@ -445,10 +445,10 @@ kernel void standardise_0_row(
         }
         const float warp244 = simd_sum(acc182);
         if ((lid.x & 31u) == 0u) {
-            row1s[lid.x >> 5u] = warp244;
+            row1b[lid.x >> 5u] = warp244;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        const float slot245 = row1s[lid.x & 3u];
+        const float slot245 = row1b[lid.x & 3u];
         const float total246 = mimir_simd_add_f32_4(slot245);
         const float var247 = total246 / float(u.C);
         const float std248 = mimir_sqrt(var247);

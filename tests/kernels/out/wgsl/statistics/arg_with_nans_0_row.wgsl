@@ -9,9 +9,9 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read_write> out: array<i32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
 var<workgroup> row0: array<f32, 4>;
-var<workgroup> row0i: array<u32, 4>;
+var<workgroup> row0b: array<u32, 4>;
 var<workgroup> row1: array<f32, 4>;
-var<workgroup> row1i: array<u32, 4>;
+var<workgroup> row1b: array<u32, 4>;
 var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
 var<workgroup> warp2: array<u32, 128>;
@@ -182,10 +182,10 @@ fn arg_with_nans_0_row(
     workgroupBarrier();
     let warp39: u32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row0i[lid.x >> 5u] = warp39;
+        row0b[lid.x >> 5u] = warp39;
     }
     workgroupBarrier();
-    let slot40: u32 = row0i[lid.x & 3u];
+    let slot40: u32 = row0b[lid.x & 3u];
     warp3[lid.x] = slot40;
     workgroupBarrier();
     let total41: u32 = select(warp3[lid.x - (lid.x & 3u) + 3u], select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]), select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]) <= warp3[lid.x - (lid.x & 3u) + 3u]);
@@ -295,10 +295,10 @@ fn arg_with_nans_0_row(
     workgroupBarrier();
     let warp80: u32 = warp6[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row1i[lid.x >> 5u] = warp80;
+        row1b[lid.x >> 5u] = warp80;
     }
     workgroupBarrier();
-    let slot81: u32 = row1i[lid.x & 3u];
+    let slot81: u32 = row1b[lid.x & 3u];
     warp7[lid.x] = slot81;
     workgroupBarrier();
     let total82: u32 = select(warp7[lid.x - (lid.x & 3u) + 3u], select(warp7[lid.x - (lid.x & 3u) + 2u], select(warp7[lid.x - (lid.x & 3u) + 1u], warp7[lid.x - (lid.x & 3u)], warp7[lid.x - (lid.x & 3u)] <= warp7[lid.x - (lid.x & 3u) + 1u]), select(warp7[lid.x - (lid.x & 3u) + 1u], warp7[lid.x - (lid.x & 3u)], warp7[lid.x - (lid.x & 3u)] <= warp7[lid.x - (lid.x & 3u) + 1u]) <= warp7[lid.x - (lid.x & 3u) + 2u]), select(warp7[lid.x - (lid.x & 3u) + 2u], select(warp7[lid.x - (lid.x & 3u) + 1u], warp7[lid.x - (lid.x & 3u)], warp7[lid.x - (lid.x & 3u)] <= warp7[lid.x - (lid.x & 3u) + 1u]), select(warp7[lid.x - (lid.x & 3u) + 1u], warp7[lid.x - (lid.x & 3u)], warp7[lid.x - (lid.x & 3u)] <= warp7[lid.x - (lid.x & 3u) + 1u]) <= warp7[lid.x - (lid.x & 3u) + 2u]) <= warp7[lid.x - (lid.x & 3u) + 3u]);

@@ -9,9 +9,9 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read_write> out: array<i32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
 var<workgroup> row0: array<u32, 4>;
-var<workgroup> row0i: array<u32, 4>;
+var<workgroup> row0b: array<u32, 4>;
 var<workgroup> row1: array<u32, 4>;
-var<workgroup> row1i: array<u32, 4>;
+var<workgroup> row1b: array<u32, 4>;
 var<workgroup> warp0: array<u32, 128>;
 var<workgroup> warp1: array<u32, 128>;
 var<workgroup> warp2: array<u32, 128>;
@@ -142,10 +142,10 @@ fn argmax_bools_0_row(
     workgroupBarrier();
     let warp44: u32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row0i[lid.x >> 5u] = warp44;
+        row0b[lid.x >> 5u] = warp44;
     }
     workgroupBarrier();
-    let slot45: u32 = row0i[lid.x & 3u];
+    let slot45: u32 = row0b[lid.x & 3u];
     warp3[lid.x] = slot45;
     workgroupBarrier();
     let total46: u32 = select(warp3[lid.x - (lid.x & 3u) + 3u], select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]), select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]) <= warp3[lid.x - (lid.x & 3u) + 3u]);
@@ -260,10 +260,10 @@ fn argmax_bools_0_row(
     workgroupBarrier();
     let warp90: u32 = warp6[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row1i[lid.x >> 5u] = warp90;
+        row1b[lid.x >> 5u] = warp90;
     }
     workgroupBarrier();
-    let slot91: u32 = row1i[lid.x & 3u];
+    let slot91: u32 = row1b[lid.x & 3u];
     warp7[lid.x] = slot91;
     workgroupBarrier();
     let total92: u32 = select(warp7[lid.x - (lid.x & 3u) + 3u], select(warp7[lid.x - (lid.x & 3u) + 2u], select(warp7[lid.x - (lid.x & 3u) + 1u], warp7[lid.x - (lid.x & 3u)], warp7[lid.x - (lid.x & 3u)] <= warp7[lid.x - (lid.x & 3u) + 1u]), select(warp7[lid.x - (lid.x & 3u) + 1u], warp7[lid.x - (lid.x & 3u)], warp7[lid.x - (lid.x & 3u)] <= warp7[lid.x - (lid.x & 3u) + 1u]) <= warp7[lid.x - (lid.x & 3u) + 2u]), select(warp7[lid.x - (lid.x & 3u) + 2u], select(warp7[lid.x - (lid.x & 3u) + 1u], warp7[lid.x - (lid.x & 3u)], warp7[lid.x - (lid.x & 3u)] <= warp7[lid.x - (lid.x & 3u) + 1u]), select(warp7[lid.x - (lid.x & 3u) + 1u], warp7[lid.x - (lid.x & 3u)], warp7[lid.x - (lid.x & 3u)] <= warp7[lid.x - (lid.x & 3u) + 1u]) <= warp7[lid.x - (lid.x & 3u) + 2u]) <= warp7[lid.x - (lid.x & 3u) + 3u]);

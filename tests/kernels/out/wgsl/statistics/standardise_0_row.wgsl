@@ -10,7 +10,7 @@ struct Uniforms {
 @group(0) @binding(2) var<uniform> u: Uniforms;
 var<workgroup> row0: array<f32, 4>;
 var<workgroup> row1: array<f32, 4>;
-var<workgroup> row1s: array<f32, 4>;
+var<workgroup> row1b: array<f32, 4>;
 var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
 var<workgroup> warp2: array<f32, 128>;
@@ -190,10 +190,10 @@ fn standardise_0_row(
     workgroupBarrier();
     let warp51: f32 = warp4[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row1s[lid.x >> 5u] = warp51;
+        row1b[lid.x >> 5u] = warp51;
     }
     workgroupBarrier();
-    let slot52: f32 = row1s[lid.x & 3u];
+    let slot52: f32 = row1b[lid.x & 3u];
     warp5[lid.x] = slot52;
     workgroupBarrier();
     let total53: f32 = warp5[lid.x - (lid.x & 3u)] + warp5[lid.x - (lid.x & 3u) + 1u] + warp5[lid.x - (lid.x & 3u) + 2u] + warp5[lid.x - (lid.x & 3u) + 3u];
