@@ -124,12 +124,17 @@ def _bytes_loaded(stem: str, function: str, dims: dict[str, int], tmp: Path) -> 
 
 
 def test_a_literal_row_is_loaded_once_per_element(tmp_path: Path) -> None:
-    """A 512 row is held in registers: x read once, gamma and beta once per row (measured
-    in the interpreter), and exp evaluated once per element (one sequence per element a
-    thread holds, none in a loop)."""
+    """A 512 row, and a 1000 row, are held in registers: x read once, gamma and beta once
+    per row (measured in the interpreter), and exp evaluated once per element (one
+    sequence per element a thread holds, none in a loop)."""
     rows = 3
     loaded = _bytes_loaded("rows", "layer_norm_512", {"N": rows}, tmp_path)
     assert loaded == 4 * (rows * 512 + rows * 2 * 512)  # x, then gamma and beta per row
+    # 1000 is not a multiple of the 128 threads: held 4 wide all the same, read once
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    loaded = _bytes_loaded("rows", "layer_norm_1000", {"N": rows}, odd)
+    assert loaded == 4 * (rows * 1000 + rows * 2 * 1000)
     files = _compile("rows", "log_softmax_row_512", "ptx")
     text = files["log_softmax_row_512_0_softmax.ptx"]
     (kernel,) = json.loads(files["log_softmax_row_512.manifest.json"])["kernels"]

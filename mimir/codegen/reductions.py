@@ -648,10 +648,13 @@ def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
     When the row length is a literal multiple of the workgroup width, at most
     `ROW_REGISTERS` per thread, the strided loops are unrolled at the top level of the
     kernel: each element (and each value computed from it, `x - mean`) is loaded or
-    computed once and stays in a register for the later passes and the write. A
-    symbolic length on a target with `vector_views` is tested at run time: a multiple of
-    4 up to `HELD` vectors per thread is held in registers the same way (`RegisterVectors`
-    given the length), any other goes through the loops of `row_elements`.
+    computed once and stays in a register for the later passes and the write. Another
+    literal multiple of 4 up to `HELD` vectors per thread is held in registers 4 wide
+    (`RegisterVectors` given the length), on every backend. A symbolic length on a
+    target with `vector_views` is tested at run time: a multiple of 4 up to `HELD`
+    vectors per thread is held the same way, any other goes through the loops of
+    `row_elements`. Literal rows of at most `SERIAL_REDUCE_MAX` are a thread each
+    (`_short_rows`).
     """
     ev, body = c.ev, c.body
     shape = ev.reduction(c.plan.roots[0]).shape
@@ -673,7 +676,20 @@ def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
     def over_row(visit: Any) -> None:
         row_elements(c, base, length, other, width, visit)
 
-    plan = None if isinstance(length, int) else _row_vectors(c, base, length, other)
+    plan = _row_vectors(c, base, length, other)
+    if isinstance(length, int):
+        proof = None if plan is None else plan[1]
+        named = set().union(*plan[0]) if plan is not None else set()
+        words = all(b.dtype.itemsize == 4 for b in c.s.buffers if b.name in named)
+        if proof is not None and words and LANES * width <= length <= HELD * LANES * width:
+            # A literal multiple of 4 that the workgroup does not divide (1000 over 128
+            # threads): held 4 wide as a symbolic row is, each vector past it guarded.
+            # Not for a row shorter than a vector per thread (most threads would only
+            # test their guards), nor for 16-bit elements (no 4-wide access).
+            vectors = RegisterVectors(c, base, width, HELD, (plan[0], proof), u32(length))
+            _row_passes(c, shape, other_axes, base, width, vectors.fold_all, vectors.write_all)
+            return (width, 1, 1), dispatch
+        plan = None
     if plan is None or not c.s.vector_views:
         _row_passes(c, shape, other_axes, base, width, over_row, over_row)
         return (width, 1, 1), dispatch

@@ -45,3 +45,15 @@ def rms_norm_bounded(x: Tensor[float32, N, D], w: Tensor[float32, D]) -> Tensor[
 @gpu
 def max_shifted_half(x: Tensor[float16, N, 40]) -> Tensor[float16, N, 40]:
     return x - x.max(axis=-1, keepdims=True)
+
+
+@gpu
+def layer_norm_1000(
+    x: Tensor[float32, N, 1000], gamma: Tensor[float32, 1000], beta: Tensor[float32, 1000]
+) -> Tensor[float32, N, 1000]:
+    """A literal row that 128 threads do not divide: held in registers 4 wide all the same
+    (threads past the row's 250 vectors hold none), so x is read once."""
+    mean = x.mean(axis=-1, keepdims=True)
+    centered = x - mean
+    var = (centered * centered).mean(axis=-1, keepdims=True)
+    return centered * (var + 1e-5).rsqrt() * gamma + beta
