@@ -157,6 +157,27 @@ def test_a_symbolic_softmax_reads_its_row_once_or_twice(tmp_path: Path) -> None:
         assert loaded == reads * 4 * 2 * n, n
 
 
+def test_a_softmax_the_workgroup_does_not_divide_is_read_once(tmp_path: Path) -> None:
+    """A literal row of 1000 over 128 threads, and a row of `max` 2048 (1000, 1002 and
+    2048 of it), are held in registers (4 wide where the length is a multiple of 4: a
+    literal, or tested at run time on PTX) and x is loaded once, matching the shim."""
+    rows = 2
+    cases = [("softmax_row_1000", {"N": rows}, 1000)]
+    cases += [("softmax_bounded_row", {"N": rows, "D": d}, d) for d in (1000, 1002, 2048)]
+    for function, dims, length in cases:
+        files = _compile("rows", function, "ptx")
+        manifest = json.loads(files[f"{function}.manifest.json"])
+        inputs = random_inputs(manifest, dims, seed=length)
+        folder = tmp_path / f"{function}{length}"
+        actual, stats = _ptx_run(files, function, dims, folder, inputs)
+        assert sum(s["bytes"]["ld"] for s in stats) == 4 * rows * length, (function, length)
+        expected = shim_reference(KERNELS / "rows.py", function, inputs, dims, {})
+        assert_close(actual["out"], expected["out"], "float32", label=f"{function} {length}")
+        if length % 4 == 0:
+            (kernel,) = manifest["kernels"]
+            assert [v["buffer"] for v in kernel["vectorized"]] == ["x", "out"], function
+
+
 def test_multiply_add_contracts_to_fma_on_every_backend() -> None:
     expected = {
         "ptx": "fma.rn.f32",

@@ -197,6 +197,21 @@ def _row_vectors(
     return [own, one_row], proof
 
 
+def _words(
+    c: KernelContext, base: Expr | None, length: Any, rows: tuple[Any, ...]
+) -> tuple[list[set[str]], str | None] | None:
+    """`_row_vectors`, where every buffer it would access 4 wide holds 32-bit elements
+    (a row held 4 wide with guards loads 16-bit lanes one by one, past the row too);
+    else None. On a target without `vector_views` only a proven multiple of 4."""
+    plan = _row_vectors(c, base, length, rows)
+    if plan is None or (plan[1] is None and not c.s.vector_views):
+        return None
+    named = set().union(*plan[0])
+    if any(b.dtype.itemsize != 4 for b in c.s.buffers if b.name in named):
+        return None
+    return plan
+
+
 def _vector_loop(
     c: KernelContext,
     base: Expr,
@@ -678,15 +693,14 @@ def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
 
     plan = _row_vectors(c, base, length, other)
     if isinstance(length, int):
-        proof = None if plan is None else plan[1]
-        named = set().union(*plan[0]) if plan is not None else set()
-        words = all(b.dtype.itemsize == 4 for b in c.s.buffers if b.name in named)
-        if proof is not None and words and LANES * width <= length <= HELD * LANES * width:
+        words = _words(c, base, length, other)
+        proof = None if words is None else words[1]
+        if proof is not None and LANES * width <= length <= HELD * LANES * width:
             # A literal multiple of 4 that the workgroup does not divide (1000 over 128
             # threads): held 4 wide as a symbolic row is, each vector past it guarded.
             # Not for a row shorter than a vector per thread (most threads would only
-            # test their guards), nor for 16-bit elements (no 4-wide access).
-            vectors = RegisterVectors(c, base, width, HELD, (plan[0], proof), u32(length))
+            # test their guards), nor for 16-bit elements (`_words`).
+            vectors = RegisterVectors(c, base, width, HELD, (words[0], proof), u32(length))
             _row_passes(c, shape, other_axes, base, width, vectors.fold_all, vectors.write_all)
             return (width, 1, 1), dispatch
         plan = None
@@ -902,7 +916,37 @@ def softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
     log = node["spec"].name == "log_softmax"
     if bound is not None and bound <= width * ROW_REGISTERS:
         vectors = register_vectors(c, base, length, other, width) if bound == length else None
-        _row_in_registers(c, element, position, length, bound, width, log, vectors)
+        # (not a row shorter than a vector per thread: most threads would compute exp of
+        # -inf lanes)
+        short = bound < LANES * width
+        plan = None if vectors is not None or short else _words(c, base, length, other)
+        if plan is None:
+            _row_in_registers(c, element, position, length, bound, width, log, vectors)
+            return (width, 1, 1), dispatch
+        # A row the workgroup does not divide, a multiple of 4 (1000 over 128 threads; a
+        # dim of `max` 4096 over 256, tested at run time where not proven): held 4 wide,
+        # enough vectors per thread for the bound, each past the row -inf; else in
+        # registers one element per slot, each slot guarded.
+        assert base is not None
+        families, proof = plan
+        count = sz.cdiv(bound, LANES * width)
+
+        def wide(proof: str) -> None:
+            vectors = RegisterVectors(c, base, width, count, (families, proof), size_ir(length))
+            skip = count > HELD  # a row of 1000 under a bound of 4096: 3 of 4 vectors past it
+            _row_in_registers(c, element, position, length, bound, width, log, vectors, skip)
+
+        if proof is not None:
+            wide(proof)
+            return (width, 1, 1), dispatch
+        text = sz.manifest_text(length)
+        with body.block() as held:
+            wide(f"{text} % 4 == 0, tested at run time (else one element at a time)")
+        with body.block() as slots:
+            _row_in_registers(c, element, position, length, bound, width, log)
+        n = size_ir(length)
+        whole = Binary("==", ibin("%", n, u32(LANES)), u32(0), "bool")
+        body.emit(If(Binary("&&", whole, Binary(">=", n, u32(LANES), "bool"), "bool"), held, slots))
         return (width, 1, 1), dispatch
     plan = None if base is None else _row_vectors(c, base, length, other)
     if plan is None or not c.s.vector_views:
@@ -953,10 +997,12 @@ def _row_in_registers(
     width: int,
     log: bool,
     vectors: RegisterVectors | None = None,
+    skip_past: bool = False,
 ) -> None:
     """Thread t holds row elements t, t + width, ... (at most ROW_REGISTERS) in registers
     (with `vectors`, 4 wide: 4t .. 4t+3, 4t + 4*width, ...; for a run-time length, a
-    vector past the row holds -inf and is not written).
+    vector past the row holds -inf and is not written; with `skip_past`, for rows
+    often far below the vectors held, its exp and sum are skipped under one guard).
 
     A slot that every thread fills (a literal length covering it) has no guard; the
     others are guarded and hold -inf past the end, which adds nothing to the max
@@ -965,11 +1011,14 @@ def _row_in_registers(
     lid = Builtin("local_x")
     count = size_ir(length)
     slots: list[tuple[Expr, Any, Expr, bool]] = []
+    # a vector lane's condition to be in the row (None: always), for the exp phase
+    lanes_inside: dict[int, Expr | None] = {}
 
     def load(j: Expr, inside: Expr | None) -> None:
         idx, v = element(j)
         if inside is not None:  # past the row: -inf, as a guarded slot holds
             v = lw.select(inside, v, lw.const(-lw.INF, "f32"))
+        lanes_inside[len(slots)] = inside
         slots.append((j, idx, body.let(v, "v"), True))
 
     for r, inside in vectors.each if vectors is not None else []:
@@ -996,7 +1045,22 @@ def _row_in_registers(
     top = _shift(c, _block_total(c, m, "max", width, "row_max"))
     s = body.var(lw.const(0, "f32"), "s")
     values: list[tuple[Expr, Expr]] = []
-    for j, _, v, full in slots:
+    k = 0
+    while skip_past and k < len(slots) and lanes_inside.get(k) is not None:
+        # a vector that may lie past the row (a length below the bound): its lanes' exp
+        # and sum under one guard, so a thread past the row skips them
+        inside = lanes_inside[k]
+        lanes = [k + i for i in range(LANES)]
+        pairs = [(body.var(lw.const(0, "f32"), "d"), body.var(lw.const(0, "f32"), "e"))
+                 for _ in lanes]  # fmt: skip
+        with body.if_(inside):
+            for i, (dv, ev_) in zip(lanes, pairs, strict=True):
+                body.emit(Assign(dv, lw.bin_("-", slots[i][2], top)))
+                body.emit(Assign(ev_, lw.call("exp", dv)))
+                body.emit(Assign(s, lw.bin_("+", s, ev_)))
+        values.extend(pairs)
+        k += LANES
+    for j, _, v, full in slots[k:]:
         if full:
             d = body.let(lw.bin_("-", v, top), "d")
             e = body.let(lw.call("exp", d), "e")

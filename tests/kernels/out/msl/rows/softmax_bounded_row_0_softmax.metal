@@ -51,404 +51,732 @@ kernel void softmax_bounded_row_0_softmax(
         return;
     }
     const uint base1 = g0 * u.D;
-    float v2 = as_type<float>(0xff800000u);
-    if (lid.x < u.D) {
-        const uint i3 = base1 + lid.x;
-        const float v4 = x[i3];
-        const float v5 = v4 * 0.5f;
-        v2 = v5;
-    }
-    const uint j6 = lid.x + 128u;
-    float v7 = as_type<float>(0xff800000u);
-    if (j6 < u.D) {
-        const uint i8 = base1 + j6;
-        const float v9 = x[i8];
-        const float v10 = v9 * 0.5f;
-        v7 = v10;
-    }
-    const uint j11 = lid.x + 256u;
-    float v12 = as_type<float>(0xff800000u);
-    if (j11 < u.D) {
-        const uint i13 = base1 + j11;
-        const float v14 = x[i13];
-        const float v15 = v14 * 0.5f;
-        v12 = v15;
-    }
-    const uint j16 = lid.x + 384u;
-    float v17 = as_type<float>(0xff800000u);
-    if (j16 < u.D) {
-        const uint i18 = base1 + j16;
-        const float v19 = x[i18];
+    if (((u.D & 3u) == 0u) && (u.D >= 4u)) {
+        const uint j2 = lid.x << 2u;
+        const uint last3 = u.D - 4u;
+        const bool inside4 = j2 < u.D;
+        const uint j5 = (inside4 ? j2 : last3);
+        const uint j6 = j2 + 512u;
+        const bool inside7 = j6 < u.D;
+        const uint j8 = (inside7 ? j6 : last3);
+        const uint j9 = j2 + 1024u;
+        const bool inside10 = j9 < u.D;
+        const uint j11 = (inside10 ? j9 : last3);
+        const uint j12 = j2 + 1536u;
+        const bool inside13 = j12 < u.D;
+        const uint j14 = (inside13 ? j12 : last3);
+        const uint i15 = base1 + j5;
+        float x_28 = 0.0f;
+        float x_29 = 0.0f;
+        float x_30 = 0.0f;
+        float x_31 = 0.0f;
+        if (inside4) {
+            const float4 vec1 = ((device const float4*)x)[i15 >> 2u];
+            const float ld32 = vec1[0];
+            const float ld33 = vec1[1];
+            const float ld34 = vec1[2];
+            const float ld35 = vec1[3];
+            x_28 = ld32;
+            x_29 = ld33;
+            x_30 = ld34;
+            x_31 = ld35;
+        }
+        const float v16 = x_28;
+        const float v17 = v16 * 0.5f;
+        const float v18 = (inside4 ? v17 : as_type<float>(0xff800000u));
+        const float v19 = x_29;
         const float v20 = v19 * 0.5f;
-        v17 = v20;
-    }
-    const uint j21 = lid.x + 512u;
-    float v22 = as_type<float>(0xff800000u);
-    if (j21 < u.D) {
-        const uint i23 = base1 + j21;
-        const float v24 = x[i23];
-        const float v25 = v24 * 0.5f;
-        v22 = v25;
-    }
-    const uint j26 = lid.x + 640u;
-    float v27 = as_type<float>(0xff800000u);
-    if (j26 < u.D) {
-        const uint i28 = base1 + j26;
-        const float v29 = x[i28];
-        const float v30 = v29 * 0.5f;
-        v27 = v30;
-    }
-    const uint j31 = lid.x + 768u;
-    float v32 = as_type<float>(0xff800000u);
-    if (j31 < u.D) {
-        const uint i33 = base1 + j31;
-        const float v34 = x[i33];
-        const float v35 = v34 * 0.5f;
-        v32 = v35;
-    }
-    const uint j36 = lid.x + 896u;
-    float v37 = as_type<float>(0xff800000u);
-    if (j36 < u.D) {
-        const uint i38 = base1 + j36;
-        const float v39 = x[i38];
-        const float v40 = v39 * 0.5f;
-        v37 = v40;
-    }
-    const uint j41 = lid.x + 1024u;
-    float v42 = as_type<float>(0xff800000u);
-    if (j41 < u.D) {
-        const uint i43 = base1 + j41;
-        const float v44 = x[i43];
-        const float v45 = v44 * 0.5f;
-        v42 = v45;
-    }
-    const uint j46 = lid.x + 1152u;
-    float v47 = as_type<float>(0xff800000u);
-    if (j46 < u.D) {
-        const uint i48 = base1 + j46;
-        const float v49 = x[i48];
-        const float v50 = v49 * 0.5f;
-        v47 = v50;
-    }
-    const uint j51 = lid.x + 1280u;
-    float v52 = as_type<float>(0xff800000u);
-    if (j51 < u.D) {
-        const uint i53 = base1 + j51;
-        const float v54 = x[i53];
-        const float v55 = v54 * 0.5f;
-        v52 = v55;
-    }
-    const uint j56 = lid.x + 1408u;
-    float v57 = as_type<float>(0xff800000u);
-    if (j56 < u.D) {
-        const uint i58 = base1 + j56;
-        const float v59 = x[i58];
-        const float v60 = v59 * 0.5f;
-        v57 = v60;
-    }
-    const uint j61 = lid.x + 1536u;
-    float v62 = as_type<float>(0xff800000u);
-    if (j61 < u.D) {
-        const uint i63 = base1 + j61;
-        const float v64 = x[i63];
+        const float v21 = (inside4 ? v20 : as_type<float>(0xff800000u));
+        const float v22 = x_30;
+        const float v23 = v22 * 0.5f;
+        const float v24 = (inside4 ? v23 : as_type<float>(0xff800000u));
+        const float v25 = x_31;
+        const float v26 = v25 * 0.5f;
+        const float v27 = (inside4 ? v26 : as_type<float>(0xff800000u));
+        const uint i36 = base1 + j8;
+        float x_49 = 0.0f;
+        float x_50 = 0.0f;
+        float x_51 = 0.0f;
+        float x_52 = 0.0f;
+        if (inside7) {
+            const float4 vec2 = ((device const float4*)x)[i36 >> 2u];
+            const float ld53 = vec2[0];
+            const float ld54 = vec2[1];
+            const float ld55 = vec2[2];
+            const float ld56 = vec2[3];
+            x_49 = ld53;
+            x_50 = ld54;
+            x_51 = ld55;
+            x_52 = ld56;
+        }
+        const float v37 = x_49;
+        const float v38 = v37 * 0.5f;
+        const float v39 = (inside7 ? v38 : as_type<float>(0xff800000u));
+        const float v40 = x_50;
+        const float v41 = v40 * 0.5f;
+        const float v42 = (inside7 ? v41 : as_type<float>(0xff800000u));
+        const float v43 = x_51;
+        const float v44 = v43 * 0.5f;
+        const float v45 = (inside7 ? v44 : as_type<float>(0xff800000u));
+        const float v46 = x_52;
+        const float v47 = v46 * 0.5f;
+        const float v48 = (inside7 ? v47 : as_type<float>(0xff800000u));
+        const uint i57 = base1 + j11;
+        float x_70 = 0.0f;
+        float x_71 = 0.0f;
+        float x_72 = 0.0f;
+        float x_73 = 0.0f;
+        if (inside10) {
+            const float4 vec3 = ((device const float4*)x)[i57 >> 2u];
+            const float ld74 = vec3[0];
+            const float ld75 = vec3[1];
+            const float ld76 = vec3[2];
+            const float ld77 = vec3[3];
+            x_70 = ld74;
+            x_71 = ld75;
+            x_72 = ld76;
+            x_73 = ld77;
+        }
+        const float v58 = x_70;
+        const float v59 = v58 * 0.5f;
+        const float v60 = (inside10 ? v59 : as_type<float>(0xff800000u));
+        const float v61 = x_71;
+        const float v62 = v61 * 0.5f;
+        const float v63 = (inside10 ? v62 : as_type<float>(0xff800000u));
+        const float v64 = x_72;
         const float v65 = v64 * 0.5f;
-        v62 = v65;
-    }
-    const uint j66 = lid.x + 1664u;
-    float v67 = as_type<float>(0xff800000u);
-    if (j66 < u.D) {
-        const uint i68 = base1 + j66;
-        const float v69 = x[i68];
-        const float v70 = v69 * 0.5f;
-        v67 = v70;
-    }
-    const uint j71 = lid.x + 1792u;
-    float v72 = as_type<float>(0xff800000u);
-    if (j71 < u.D) {
-        const uint i73 = base1 + j71;
-        const float v74 = x[i73];
-        const float v75 = v74 * 0.5f;
-        v72 = v75;
-    }
-    const uint j76 = lid.x + 1920u;
-    float v77 = as_type<float>(0xff800000u);
-    if (j76 < u.D) {
-        const uint i78 = base1 + j76;
-        const float v79 = x[i78];
+        const float v66 = (inside10 ? v65 : as_type<float>(0xff800000u));
+        const float v67 = x_73;
+        const float v68 = v67 * 0.5f;
+        const float v69 = (inside10 ? v68 : as_type<float>(0xff800000u));
+        const uint i78 = base1 + j14;
+        float x_91 = 0.0f;
+        float x_92 = 0.0f;
+        float x_93 = 0.0f;
+        float x_94 = 0.0f;
+        if (inside13) {
+            const float4 vec4 = ((device const float4*)x)[i78 >> 2u];
+            const float ld95 = vec4[0];
+            const float ld96 = vec4[1];
+            const float ld97 = vec4[2];
+            const float ld98 = vec4[3];
+            x_91 = ld95;
+            x_92 = ld96;
+            x_93 = ld97;
+            x_94 = ld98;
+        }
+        const float v79 = x_91;
         const float v80 = v79 * 0.5f;
-        v77 = v80;
-    }
-    float m81 = as_type<float>(0xff800000u);
-    if (lid.x < u.D) {
-        m81 = mimir_maximum_f32(m81, v2);
-    }
-    if (j6 < u.D) {
-        m81 = mimir_maximum_f32(m81, v7);
-    }
-    if (j11 < u.D) {
-        m81 = mimir_maximum_f32(m81, v12);
-    }
-    if (j16 < u.D) {
-        m81 = mimir_maximum_f32(m81, v17);
-    }
-    if (j21 < u.D) {
-        m81 = mimir_maximum_f32(m81, v22);
-    }
-    if (j26 < u.D) {
-        m81 = mimir_maximum_f32(m81, v27);
-    }
-    if (j31 < u.D) {
-        m81 = mimir_maximum_f32(m81, v32);
-    }
-    if (j36 < u.D) {
-        m81 = mimir_maximum_f32(m81, v37);
-    }
-    if (j41 < u.D) {
-        m81 = mimir_maximum_f32(m81, v42);
-    }
-    if (j46 < u.D) {
-        m81 = mimir_maximum_f32(m81, v47);
-    }
-    if (j51 < u.D) {
-        m81 = mimir_maximum_f32(m81, v52);
-    }
-    if (j56 < u.D) {
-        m81 = mimir_maximum_f32(m81, v57);
-    }
-    if (j61 < u.D) {
-        m81 = mimir_maximum_f32(m81, v62);
-    }
-    if (j66 < u.D) {
-        m81 = mimir_maximum_f32(m81, v67);
-    }
-    if (j71 < u.D) {
-        m81 = mimir_maximum_f32(m81, v72);
-    }
-    if (j76 < u.D) {
-        m81 = mimir_maximum_f32(m81, v77);
-    }
-    const float warp82 = (simd_any(((as_type<uint>(m81) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m81));
-    if ((lid.x & 31u) == 0u) {
-        row_max[lid.x >> 5u] = warp82;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot83 = row_max[lid.x & 3u];
-    const float total84 = mimir_simd_max_f32_4(slot83);
-    const float top85 = (total84 == as_type<float>(0xff800000u) ? 0.0f : total84);
-    float s86 = 0.0f;
-    float d87 = 0.0f;
-    float e88 = 0.0f;
-    if (lid.x < u.D) {
-        d87 = v2 - top85;
-        e88 = exp(d87);
-        s86 = s86 + e88;
-    }
-    float d89 = 0.0f;
-    float e90 = 0.0f;
-    if (j6 < u.D) {
-        d89 = v7 - top85;
-        e90 = exp(d89);
-        s86 = s86 + e90;
-    }
-    float d91 = 0.0f;
-    float e92 = 0.0f;
-    if (j11 < u.D) {
-        d91 = v12 - top85;
-        e92 = exp(d91);
-        s86 = s86 + e92;
-    }
-    float d93 = 0.0f;
-    float e94 = 0.0f;
-    if (j16 < u.D) {
-        d93 = v17 - top85;
-        e94 = exp(d93);
-        s86 = s86 + e94;
-    }
-    float d95 = 0.0f;
-    float e96 = 0.0f;
-    if (j21 < u.D) {
-        d95 = v22 - top85;
-        e96 = exp(d95);
-        s86 = s86 + e96;
-    }
-    float d97 = 0.0f;
-    float e98 = 0.0f;
-    if (j26 < u.D) {
-        d97 = v27 - top85;
-        e98 = exp(d97);
-        s86 = s86 + e98;
-    }
-    float d99 = 0.0f;
-    float e100 = 0.0f;
-    if (j31 < u.D) {
-        d99 = v32 - top85;
-        e100 = exp(d99);
-        s86 = s86 + e100;
-    }
-    float d101 = 0.0f;
-    float e102 = 0.0f;
-    if (j36 < u.D) {
-        d101 = v37 - top85;
-        e102 = exp(d101);
-        s86 = s86 + e102;
-    }
-    float d103 = 0.0f;
-    float e104 = 0.0f;
-    if (j41 < u.D) {
-        d103 = v42 - top85;
-        e104 = exp(d103);
-        s86 = s86 + e104;
-    }
-    float d105 = 0.0f;
-    float e106 = 0.0f;
-    if (j46 < u.D) {
-        d105 = v47 - top85;
-        e106 = exp(d105);
-        s86 = s86 + e106;
-    }
-    float d107 = 0.0f;
-    float e108 = 0.0f;
-    if (j51 < u.D) {
-        d107 = v52 - top85;
-        e108 = exp(d107);
-        s86 = s86 + e108;
-    }
-    float d109 = 0.0f;
-    float e110 = 0.0f;
-    if (j56 < u.D) {
-        d109 = v57 - top85;
-        e110 = exp(d109);
-        s86 = s86 + e110;
-    }
-    float d111 = 0.0f;
-    float e112 = 0.0f;
-    if (j61 < u.D) {
-        d111 = v62 - top85;
-        e112 = exp(d111);
-        s86 = s86 + e112;
-    }
-    float d113 = 0.0f;
-    float e114 = 0.0f;
-    if (j66 < u.D) {
-        d113 = v67 - top85;
-        e114 = exp(d113);
-        s86 = s86 + e114;
-    }
-    float d115 = 0.0f;
-    float e116 = 0.0f;
-    if (j71 < u.D) {
-        d115 = v72 - top85;
-        e116 = exp(d115);
-        s86 = s86 + e116;
-    }
-    float d117 = 0.0f;
-    float e118 = 0.0f;
-    if (j76 < u.D) {
-        d117 = v77 - top85;
-        e118 = exp(d117);
-        s86 = s86 + e118;
-    }
-    const float warp119 = simd_sum(s86);
-    if ((lid.x & 31u) == 0u) {
-        row_sum[lid.x >> 5u] = warp119;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot120 = row_sum[lid.x & 3u];
-    const float total121 = mimir_simd_add_f32_4(slot120);
-    if (lid.x < u.D) {
-        const uint i122 = base1 + lid.x;
-        const float y123 = e88 / total121;
-        const float v124 = y123 * 2.0f;
-        out[i122] = v124;
-    }
-    if (j6 < u.D) {
-        const uint i125 = base1 + j6;
-        const float y126 = e90 / total121;
-        const float v127 = y126 * 2.0f;
-        out[i125] = v127;
-    }
-    if (j11 < u.D) {
-        const uint i128 = base1 + j11;
-        const float y129 = e92 / total121;
-        const float v130 = y129 * 2.0f;
-        out[i128] = v130;
-    }
-    if (j16 < u.D) {
-        const uint i131 = base1 + j16;
-        const float y132 = e94 / total121;
-        const float v133 = y132 * 2.0f;
-        out[i131] = v133;
-    }
-    if (j21 < u.D) {
-        const uint i134 = base1 + j21;
-        const float y135 = e96 / total121;
-        const float v136 = y135 * 2.0f;
-        out[i134] = v136;
-    }
-    if (j26 < u.D) {
-        const uint i137 = base1 + j26;
-        const float y138 = e98 / total121;
-        const float v139 = y138 * 2.0f;
-        out[i137] = v139;
-    }
-    if (j31 < u.D) {
-        const uint i140 = base1 + j31;
-        const float y141 = e100 / total121;
-        const float v142 = y141 * 2.0f;
-        out[i140] = v142;
-    }
-    if (j36 < u.D) {
-        const uint i143 = base1 + j36;
-        const float y144 = e102 / total121;
-        const float v145 = y144 * 2.0f;
-        out[i143] = v145;
-    }
-    if (j41 < u.D) {
-        const uint i146 = base1 + j41;
-        const float y147 = e104 / total121;
-        const float v148 = y147 * 2.0f;
-        out[i146] = v148;
-    }
-    if (j46 < u.D) {
-        const uint i149 = base1 + j46;
-        const float y150 = e106 / total121;
-        const float v151 = y150 * 2.0f;
-        out[i149] = v151;
-    }
-    if (j51 < u.D) {
-        const uint i152 = base1 + j51;
-        const float y153 = e108 / total121;
-        const float v154 = y153 * 2.0f;
-        out[i152] = v154;
-    }
-    if (j56 < u.D) {
-        const uint i155 = base1 + j56;
-        const float y156 = e110 / total121;
-        const float v157 = y156 * 2.0f;
-        out[i155] = v157;
-    }
-    if (j61 < u.D) {
-        const uint i158 = base1 + j61;
-        const float y159 = e112 / total121;
-        const float v160 = y159 * 2.0f;
-        out[i158] = v160;
-    }
-    if (j66 < u.D) {
-        const uint i161 = base1 + j66;
-        const float y162 = e114 / total121;
-        const float v163 = y162 * 2.0f;
-        out[i161] = v163;
-    }
-    if (j71 < u.D) {
-        const uint i164 = base1 + j71;
-        const float y165 = e116 / total121;
-        const float v166 = y165 * 2.0f;
-        out[i164] = v166;
-    }
-    if (j76 < u.D) {
-        const uint i167 = base1 + j76;
-        const float y168 = e118 / total121;
-        const float v169 = y168 * 2.0f;
-        out[i167] = v169;
+        const float v81 = (inside13 ? v80 : as_type<float>(0xff800000u));
+        const float v82 = x_92;
+        const float v83 = v82 * 0.5f;
+        const float v84 = (inside13 ? v83 : as_type<float>(0xff800000u));
+        const float v85 = x_93;
+        const float v86 = v85 * 0.5f;
+        const float v87 = (inside13 ? v86 : as_type<float>(0xff800000u));
+        const float v88 = x_94;
+        const float v89 = v88 * 0.5f;
+        const float v90 = (inside13 ? v89 : as_type<float>(0xff800000u));
+        float m99 = v18;
+        m99 = mimir_maximum_f32(m99, v21);
+        m99 = mimir_maximum_f32(m99, v24);
+        m99 = mimir_maximum_f32(m99, v27);
+        m99 = mimir_maximum_f32(m99, v39);
+        m99 = mimir_maximum_f32(m99, v42);
+        m99 = mimir_maximum_f32(m99, v45);
+        m99 = mimir_maximum_f32(m99, v48);
+        m99 = mimir_maximum_f32(m99, v60);
+        m99 = mimir_maximum_f32(m99, v63);
+        m99 = mimir_maximum_f32(m99, v66);
+        m99 = mimir_maximum_f32(m99, v69);
+        m99 = mimir_maximum_f32(m99, v81);
+        m99 = mimir_maximum_f32(m99, v84);
+        m99 = mimir_maximum_f32(m99, v87);
+        m99 = mimir_maximum_f32(m99, v90);
+        const float warp100 = (simd_any(((as_type<uint>(m99) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m99));
+        if ((lid.x & 31u) == 0u) {
+            row_max[lid.x >> 5u] = warp100;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        const float slot101 = row_max[lid.x & 3u];
+        const float total102 = mimir_simd_max_f32_4(slot101);
+        const float top103 = (total102 == as_type<float>(0xff800000u) ? 0.0f : total102);
+        float s104 = 0.0f;
+        float d105 = 0.0f;
+        float e106 = 0.0f;
+        float d107 = 0.0f;
+        float e108 = 0.0f;
+        float d109 = 0.0f;
+        float e110 = 0.0f;
+        float d111 = 0.0f;
+        float e112 = 0.0f;
+        if (inside4) {
+            d105 = v18 - top103;
+            e106 = exp(d105);
+            s104 = s104 + e106;
+            d107 = v21 - top103;
+            e108 = exp(d107);
+            s104 = s104 + e108;
+            d109 = v24 - top103;
+            e110 = exp(d109);
+            s104 = s104 + e110;
+            d111 = v27 - top103;
+            e112 = exp(d111);
+            s104 = s104 + e112;
+        }
+        float d113 = 0.0f;
+        float e114 = 0.0f;
+        float d115 = 0.0f;
+        float e116 = 0.0f;
+        float d117 = 0.0f;
+        float e118 = 0.0f;
+        float d119 = 0.0f;
+        float e120 = 0.0f;
+        if (inside7) {
+            d113 = v39 - top103;
+            e114 = exp(d113);
+            s104 = s104 + e114;
+            d115 = v42 - top103;
+            e116 = exp(d115);
+            s104 = s104 + e116;
+            d117 = v45 - top103;
+            e118 = exp(d117);
+            s104 = s104 + e118;
+            d119 = v48 - top103;
+            e120 = exp(d119);
+            s104 = s104 + e120;
+        }
+        float d121 = 0.0f;
+        float e122 = 0.0f;
+        float d123 = 0.0f;
+        float e124 = 0.0f;
+        float d125 = 0.0f;
+        float e126 = 0.0f;
+        float d127 = 0.0f;
+        float e128 = 0.0f;
+        if (inside10) {
+            d121 = v60 - top103;
+            e122 = exp(d121);
+            s104 = s104 + e122;
+            d123 = v63 - top103;
+            e124 = exp(d123);
+            s104 = s104 + e124;
+            d125 = v66 - top103;
+            e126 = exp(d125);
+            s104 = s104 + e126;
+            d127 = v69 - top103;
+            e128 = exp(d127);
+            s104 = s104 + e128;
+        }
+        float d129 = 0.0f;
+        float e130 = 0.0f;
+        float d131 = 0.0f;
+        float e132 = 0.0f;
+        float d133 = 0.0f;
+        float e134 = 0.0f;
+        float d135 = 0.0f;
+        float e136 = 0.0f;
+        if (inside13) {
+            d129 = v81 - top103;
+            e130 = exp(d129);
+            s104 = s104 + e130;
+            d131 = v84 - top103;
+            e132 = exp(d131);
+            s104 = s104 + e132;
+            d133 = v87 - top103;
+            e134 = exp(d133);
+            s104 = s104 + e134;
+            d135 = v90 - top103;
+            e136 = exp(d135);
+            s104 = s104 + e136;
+        }
+        const float warp137 = simd_sum(s104);
+        if ((lid.x & 31u) == 0u) {
+            row_sum[lid.x >> 5u] = warp137;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        const float slot138 = row_sum[lid.x & 3u];
+        const float total139 = mimir_simd_add_f32_4(slot138);
+        if (inside4) {
+            const float y140 = e106 / total139;
+            const float v141 = y140 * 2.0f;
+            const float out_148 = v141;
+            const float y142 = e108 / total139;
+            const float v143 = y142 * 2.0f;
+            const float out_149 = v143;
+            const float y144 = e110 / total139;
+            const float v145 = y144 * 2.0f;
+            const float out_150 = v145;
+            const float y146 = e112 / total139;
+            const float v147 = y146 * 2.0f;
+            const float out_151 = v147;
+            float4 vec5;
+            vec5.x = out_148;
+            vec5.y = out_149;
+            vec5.z = out_150;
+            vec5.w = out_151;
+            ((device float4*)out)[i15 >> 2u] = vec5;
+        }
+        if (inside7) {
+            const float y152 = e114 / total139;
+            const float v153 = y152 * 2.0f;
+            const float out_160 = v153;
+            const float y154 = e116 / total139;
+            const float v155 = y154 * 2.0f;
+            const float out_161 = v155;
+            const float y156 = e118 / total139;
+            const float v157 = y156 * 2.0f;
+            const float out_162 = v157;
+            const float y158 = e120 / total139;
+            const float v159 = y158 * 2.0f;
+            const float out_163 = v159;
+            float4 vec6;
+            vec6.x = out_160;
+            vec6.y = out_161;
+            vec6.z = out_162;
+            vec6.w = out_163;
+            ((device float4*)out)[i36 >> 2u] = vec6;
+        }
+        if (inside10) {
+            const float y164 = e122 / total139;
+            const float v165 = y164 * 2.0f;
+            const float out_172 = v165;
+            const float y166 = e124 / total139;
+            const float v167 = y166 * 2.0f;
+            const float out_173 = v167;
+            const float y168 = e126 / total139;
+            const float v169 = y168 * 2.0f;
+            const float out_174 = v169;
+            const float y170 = e128 / total139;
+            const float v171 = y170 * 2.0f;
+            const float out_175 = v171;
+            float4 vec7;
+            vec7.x = out_172;
+            vec7.y = out_173;
+            vec7.z = out_174;
+            vec7.w = out_175;
+            ((device float4*)out)[i57 >> 2u] = vec7;
+        }
+        if (inside13) {
+            const float y176 = e130 / total139;
+            const float v177 = y176 * 2.0f;
+            const float out_184 = v177;
+            const float y178 = e132 / total139;
+            const float v179 = y178 * 2.0f;
+            const float out_185 = v179;
+            const float y180 = e134 / total139;
+            const float v181 = y180 * 2.0f;
+            const float out_186 = v181;
+            const float y182 = e136 / total139;
+            const float v183 = y182 * 2.0f;
+            const float out_187 = v183;
+            float4 vec8;
+            vec8.x = out_184;
+            vec8.y = out_185;
+            vec8.z = out_186;
+            vec8.w = out_187;
+            ((device float4*)out)[i78 >> 2u] = vec8;
+        }
+    } else {
+        float v188 = as_type<float>(0xff800000u);
+        if (lid.x < u.D) {
+            const uint i189 = base1 + lid.x;
+            const float v190 = x[i189];
+            const float v191 = v190 * 0.5f;
+            v188 = v191;
+        }
+        const uint j192 = lid.x + 128u;
+        float v193 = as_type<float>(0xff800000u);
+        if (j192 < u.D) {
+            const uint i194 = base1 + j192;
+            const float v195 = x[i194];
+            const float v196 = v195 * 0.5f;
+            v193 = v196;
+        }
+        const uint j197 = lid.x + 256u;
+        float v198 = as_type<float>(0xff800000u);
+        if (j197 < u.D) {
+            const uint i199 = base1 + j197;
+            const float v200 = x[i199];
+            const float v201 = v200 * 0.5f;
+            v198 = v201;
+        }
+        const uint j202 = lid.x + 384u;
+        float v203 = as_type<float>(0xff800000u);
+        if (j202 < u.D) {
+            const uint i204 = base1 + j202;
+            const float v205 = x[i204];
+            const float v206 = v205 * 0.5f;
+            v203 = v206;
+        }
+        const uint j207 = lid.x + 512u;
+        float v208 = as_type<float>(0xff800000u);
+        if (j207 < u.D) {
+            const uint i209 = base1 + j207;
+            const float v210 = x[i209];
+            const float v211 = v210 * 0.5f;
+            v208 = v211;
+        }
+        const uint j212 = lid.x + 640u;
+        float v213 = as_type<float>(0xff800000u);
+        if (j212 < u.D) {
+            const uint i214 = base1 + j212;
+            const float v215 = x[i214];
+            const float v216 = v215 * 0.5f;
+            v213 = v216;
+        }
+        const uint j217 = lid.x + 768u;
+        float v218 = as_type<float>(0xff800000u);
+        if (j217 < u.D) {
+            const uint i219 = base1 + j217;
+            const float v220 = x[i219];
+            const float v221 = v220 * 0.5f;
+            v218 = v221;
+        }
+        const uint j222 = lid.x + 896u;
+        float v223 = as_type<float>(0xff800000u);
+        if (j222 < u.D) {
+            const uint i224 = base1 + j222;
+            const float v225 = x[i224];
+            const float v226 = v225 * 0.5f;
+            v223 = v226;
+        }
+        const uint j227 = lid.x + 1024u;
+        float v228 = as_type<float>(0xff800000u);
+        if (j227 < u.D) {
+            const uint i229 = base1 + j227;
+            const float v230 = x[i229];
+            const float v231 = v230 * 0.5f;
+            v228 = v231;
+        }
+        const uint j232 = lid.x + 1152u;
+        float v233 = as_type<float>(0xff800000u);
+        if (j232 < u.D) {
+            const uint i234 = base1 + j232;
+            const float v235 = x[i234];
+            const float v236 = v235 * 0.5f;
+            v233 = v236;
+        }
+        const uint j237 = lid.x + 1280u;
+        float v238 = as_type<float>(0xff800000u);
+        if (j237 < u.D) {
+            const uint i239 = base1 + j237;
+            const float v240 = x[i239];
+            const float v241 = v240 * 0.5f;
+            v238 = v241;
+        }
+        const uint j242 = lid.x + 1408u;
+        float v243 = as_type<float>(0xff800000u);
+        if (j242 < u.D) {
+            const uint i244 = base1 + j242;
+            const float v245 = x[i244];
+            const float v246 = v245 * 0.5f;
+            v243 = v246;
+        }
+        const uint j247 = lid.x + 1536u;
+        float v248 = as_type<float>(0xff800000u);
+        if (j247 < u.D) {
+            const uint i249 = base1 + j247;
+            const float v250 = x[i249];
+            const float v251 = v250 * 0.5f;
+            v248 = v251;
+        }
+        const uint j252 = lid.x + 1664u;
+        float v253 = as_type<float>(0xff800000u);
+        if (j252 < u.D) {
+            const uint i254 = base1 + j252;
+            const float v255 = x[i254];
+            const float v256 = v255 * 0.5f;
+            v253 = v256;
+        }
+        const uint j257 = lid.x + 1792u;
+        float v258 = as_type<float>(0xff800000u);
+        if (j257 < u.D) {
+            const uint i259 = base1 + j257;
+            const float v260 = x[i259];
+            const float v261 = v260 * 0.5f;
+            v258 = v261;
+        }
+        const uint j262 = lid.x + 1920u;
+        float v263 = as_type<float>(0xff800000u);
+        if (j262 < u.D) {
+            const uint i264 = base1 + j262;
+            const float v265 = x[i264];
+            const float v266 = v265 * 0.5f;
+            v263 = v266;
+        }
+        float m267 = as_type<float>(0xff800000u);
+        if (lid.x < u.D) {
+            m267 = mimir_maximum_f32(m267, v188);
+        }
+        if (j192 < u.D) {
+            m267 = mimir_maximum_f32(m267, v193);
+        }
+        if (j197 < u.D) {
+            m267 = mimir_maximum_f32(m267, v198);
+        }
+        if (j202 < u.D) {
+            m267 = mimir_maximum_f32(m267, v203);
+        }
+        if (j207 < u.D) {
+            m267 = mimir_maximum_f32(m267, v208);
+        }
+        if (j212 < u.D) {
+            m267 = mimir_maximum_f32(m267, v213);
+        }
+        if (j217 < u.D) {
+            m267 = mimir_maximum_f32(m267, v218);
+        }
+        if (j222 < u.D) {
+            m267 = mimir_maximum_f32(m267, v223);
+        }
+        if (j227 < u.D) {
+            m267 = mimir_maximum_f32(m267, v228);
+        }
+        if (j232 < u.D) {
+            m267 = mimir_maximum_f32(m267, v233);
+        }
+        if (j237 < u.D) {
+            m267 = mimir_maximum_f32(m267, v238);
+        }
+        if (j242 < u.D) {
+            m267 = mimir_maximum_f32(m267, v243);
+        }
+        if (j247 < u.D) {
+            m267 = mimir_maximum_f32(m267, v248);
+        }
+        if (j252 < u.D) {
+            m267 = mimir_maximum_f32(m267, v253);
+        }
+        if (j257 < u.D) {
+            m267 = mimir_maximum_f32(m267, v258);
+        }
+        if (j262 < u.D) {
+            m267 = mimir_maximum_f32(m267, v263);
+        }
+        const float warp268 = (simd_any(((as_type<uint>(m267) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m267));
+        if ((lid.x & 31u) == 0u) {
+            row_max[lid.x >> 5u] = warp268;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        const float slot269 = row_max[lid.x & 3u];
+        const float total270 = mimir_simd_max_f32_4(slot269);
+        const float top271 = (total270 == as_type<float>(0xff800000u) ? 0.0f : total270);
+        float s272 = 0.0f;
+        float d273 = 0.0f;
+        float e274 = 0.0f;
+        if (lid.x < u.D) {
+            d273 = v188 - top271;
+            e274 = exp(d273);
+            s272 = s272 + e274;
+        }
+        float d275 = 0.0f;
+        float e276 = 0.0f;
+        if (j192 < u.D) {
+            d275 = v193 - top271;
+            e276 = exp(d275);
+            s272 = s272 + e276;
+        }
+        float d277 = 0.0f;
+        float e278 = 0.0f;
+        if (j197 < u.D) {
+            d277 = v198 - top271;
+            e278 = exp(d277);
+            s272 = s272 + e278;
+        }
+        float d279 = 0.0f;
+        float e280 = 0.0f;
+        if (j202 < u.D) {
+            d279 = v203 - top271;
+            e280 = exp(d279);
+            s272 = s272 + e280;
+        }
+        float d281 = 0.0f;
+        float e282 = 0.0f;
+        if (j207 < u.D) {
+            d281 = v208 - top271;
+            e282 = exp(d281);
+            s272 = s272 + e282;
+        }
+        float d283 = 0.0f;
+        float e284 = 0.0f;
+        if (j212 < u.D) {
+            d283 = v213 - top271;
+            e284 = exp(d283);
+            s272 = s272 + e284;
+        }
+        float d285 = 0.0f;
+        float e286 = 0.0f;
+        if (j217 < u.D) {
+            d285 = v218 - top271;
+            e286 = exp(d285);
+            s272 = s272 + e286;
+        }
+        float d287 = 0.0f;
+        float e288 = 0.0f;
+        if (j222 < u.D) {
+            d287 = v223 - top271;
+            e288 = exp(d287);
+            s272 = s272 + e288;
+        }
+        float d289 = 0.0f;
+        float e290 = 0.0f;
+        if (j227 < u.D) {
+            d289 = v228 - top271;
+            e290 = exp(d289);
+            s272 = s272 + e290;
+        }
+        float d291 = 0.0f;
+        float e292 = 0.0f;
+        if (j232 < u.D) {
+            d291 = v233 - top271;
+            e292 = exp(d291);
+            s272 = s272 + e292;
+        }
+        float d293 = 0.0f;
+        float e294 = 0.0f;
+        if (j237 < u.D) {
+            d293 = v238 - top271;
+            e294 = exp(d293);
+            s272 = s272 + e294;
+        }
+        float d295 = 0.0f;
+        float e296 = 0.0f;
+        if (j242 < u.D) {
+            d295 = v243 - top271;
+            e296 = exp(d295);
+            s272 = s272 + e296;
+        }
+        float d297 = 0.0f;
+        float e298 = 0.0f;
+        if (j247 < u.D) {
+            d297 = v248 - top271;
+            e298 = exp(d297);
+            s272 = s272 + e298;
+        }
+        float d299 = 0.0f;
+        float e300 = 0.0f;
+        if (j252 < u.D) {
+            d299 = v253 - top271;
+            e300 = exp(d299);
+            s272 = s272 + e300;
+        }
+        float d301 = 0.0f;
+        float e302 = 0.0f;
+        if (j257 < u.D) {
+            d301 = v258 - top271;
+            e302 = exp(d301);
+            s272 = s272 + e302;
+        }
+        float d303 = 0.0f;
+        float e304 = 0.0f;
+        if (j262 < u.D) {
+            d303 = v263 - top271;
+            e304 = exp(d303);
+            s272 = s272 + e304;
+        }
+        const float warp305 = simd_sum(s272);
+        if ((lid.x & 31u) == 0u) {
+            row_sum[lid.x >> 5u] = warp305;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        const float slot306 = row_sum[lid.x & 3u];
+        const float total307 = mimir_simd_add_f32_4(slot306);
+        if (lid.x < u.D) {
+            const uint i308 = base1 + lid.x;
+            const float y309 = e274 / total307;
+            const float v310 = y309 * 2.0f;
+            out[i308] = v310;
+        }
+        if (j192 < u.D) {
+            const uint i311 = base1 + j192;
+            const float y312 = e276 / total307;
+            const float v313 = y312 * 2.0f;
+            out[i311] = v313;
+        }
+        if (j197 < u.D) {
+            const uint i314 = base1 + j197;
+            const float y315 = e278 / total307;
+            const float v316 = y315 * 2.0f;
+            out[i314] = v316;
+        }
+        if (j202 < u.D) {
+            const uint i317 = base1 + j202;
+            const float y318 = e280 / total307;
+            const float v319 = y318 * 2.0f;
+            out[i317] = v319;
+        }
+        if (j207 < u.D) {
+            const uint i320 = base1 + j207;
+            const float y321 = e282 / total307;
+            const float v322 = y321 * 2.0f;
+            out[i320] = v322;
+        }
+        if (j212 < u.D) {
+            const uint i323 = base1 + j212;
+            const float y324 = e284 / total307;
+            const float v325 = y324 * 2.0f;
+            out[i323] = v325;
+        }
+        if (j217 < u.D) {
+            const uint i326 = base1 + j217;
+            const float y327 = e286 / total307;
+            const float v328 = y327 * 2.0f;
+            out[i326] = v328;
+        }
+        if (j222 < u.D) {
+            const uint i329 = base1 + j222;
+            const float y330 = e288 / total307;
+            const float v331 = y330 * 2.0f;
+            out[i329] = v331;
+        }
+        if (j227 < u.D) {
+            const uint i332 = base1 + j227;
+            const float y333 = e290 / total307;
+            const float v334 = y333 * 2.0f;
+            out[i332] = v334;
+        }
+        if (j232 < u.D) {
+            const uint i335 = base1 + j232;
+            const float y336 = e292 / total307;
+            const float v337 = y336 * 2.0f;
+            out[i335] = v337;
+        }
+        if (j237 < u.D) {
+            const uint i338 = base1 + j237;
+            const float y339 = e294 / total307;
+            const float v340 = y339 * 2.0f;
+            out[i338] = v340;
+        }
+        if (j242 < u.D) {
+            const uint i341 = base1 + j242;
+            const float y342 = e296 / total307;
+            const float v343 = y342 * 2.0f;
+            out[i341] = v343;
+        }
+        if (j247 < u.D) {
+            const uint i344 = base1 + j247;
+            const float y345 = e298 / total307;
+            const float v346 = y345 * 2.0f;
+            out[i344] = v346;
+        }
+        if (j252 < u.D) {
+            const uint i347 = base1 + j252;
+            const float y348 = e300 / total307;
+            const float v349 = y348 * 2.0f;
+            out[i347] = v349;
+        }
+        if (j257 < u.D) {
+            const uint i350 = base1 + j257;
+            const float y351 = e302 / total307;
+            const float v352 = y351 * 2.0f;
+            out[i350] = v352;
+        }
+        if (j262 < u.D) {
+            const uint i353 = base1 + j262;
+            const float y354 = e304 / total307;
+            const float v355 = y354 * 2.0f;
+            out[i353] = v355;
+        }
     }
 }

@@ -4,8 +4,8 @@ struct Uniforms {
     N: u32,
 }
 
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+@group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
 var<workgroup> row_max: array<f32, 4>;
 var<workgroup> row_sum: array<f32, 4>;
@@ -39,44 +39,69 @@ fn softmax_row_1000_0_softmax(
         return;
     }
     let base1: u32 = g0 * 1000u;
-    let i2: u32 = base1 + lid.x;
-    let v3: f32 = x[i2];
-    let j4: u32 = lid.x + 128u;
-    let i5: u32 = base1 + j4;
-    let v6: f32 = x[i5];
-    let j7: u32 = lid.x + 256u;
-    let i8: u32 = base1 + j7;
-    let v9: f32 = x[i8];
-    let j10: u32 = lid.x + 384u;
-    let i11: u32 = base1 + j10;
-    let v12: f32 = x[i11];
-    let j13: u32 = lid.x + 512u;
-    let i14: u32 = base1 + j13;
-    let v15: f32 = x[i14];
-    let j16: u32 = lid.x + 640u;
-    let i17: u32 = base1 + j16;
-    let v18: f32 = x[i17];
-    let j19: u32 = lid.x + 768u;
-    let i20: u32 = base1 + j19;
-    let v21: f32 = x[i20];
-    let j22: u32 = lid.x + 896u;
-    var v23: f32 = -bitcast<f32>(inf_bits);
-    if (j22 < 1000u) {
-        let i24: u32 = base1 + j22;
-        let v25: f32 = x[i24];
-        v23 = v25;
+    let j2: u32 = lid.x << 2u;
+    let inside3: bool = j2 < 1000u;
+    let j4: u32 = select(996u, j2, inside3);
+    let j5: u32 = j2 + 512u;
+    let inside6: bool = j5 < 1000u;
+    let j7: u32 = select(996u, j5, inside6);
+    let i8: u32 = base1 + j4;
+    var x_17: f32 = 0.0f;
+    var x_18: f32 = 0.0f;
+    var x_19: f32 = 0.0f;
+    var x_20: f32 = 0.0f;
+    if (inside3) {
+        let vec1 = x[i8 >> 2u];
+        let ld21: f32 = vec1[0];
+        let ld22: f32 = vec1[1];
+        let ld23: f32 = vec1[2];
+        let ld24: f32 = vec1[3];
+        x_17 = ld21;
+        x_18 = ld22;
+        x_19 = ld23;
+        x_20 = ld24;
     }
-    var m26: f32 = v3;
-    m26 = mimir_maximum_f32(m26, v6);
-    m26 = mimir_maximum_f32(m26, v9);
-    m26 = mimir_maximum_f32(m26, v12);
-    m26 = mimir_maximum_f32(m26, v15);
-    m26 = mimir_maximum_f32(m26, v18);
-    m26 = mimir_maximum_f32(m26, v21);
-    if (j22 < 1000u) {
-        m26 = mimir_maximum_f32(m26, v23);
+    let v9: f32 = x_17;
+    let v10: f32 = select(-bitcast<f32>(inf_bits), v9, inside3);
+    let v11: f32 = x_18;
+    let v12: f32 = select(-bitcast<f32>(inf_bits), v11, inside3);
+    let v13: f32 = x_19;
+    let v14: f32 = select(-bitcast<f32>(inf_bits), v13, inside3);
+    let v15: f32 = x_20;
+    let v16: f32 = select(-bitcast<f32>(inf_bits), v15, inside3);
+    let i25: u32 = base1 + j7;
+    var x_34: f32 = 0.0f;
+    var x_35: f32 = 0.0f;
+    var x_36: f32 = 0.0f;
+    var x_37: f32 = 0.0f;
+    if (inside6) {
+        let vec2_ = x[i25 >> 2u];
+        let ld38: f32 = vec2_[0];
+        let ld39: f32 = vec2_[1];
+        let ld40: f32 = vec2_[2];
+        let ld41: f32 = vec2_[3];
+        x_34 = ld38;
+        x_35 = ld39;
+        x_36 = ld40;
+        x_37 = ld41;
     }
-    warp0[lid.x] = m26;
+    let v26: f32 = x_34;
+    let v27: f32 = select(-bitcast<f32>(inf_bits), v26, inside6);
+    let v28: f32 = x_35;
+    let v29: f32 = select(-bitcast<f32>(inf_bits), v28, inside6);
+    let v30: f32 = x_36;
+    let v31: f32 = select(-bitcast<f32>(inf_bits), v30, inside6);
+    let v32: f32 = x_37;
+    let v33: f32 = select(-bitcast<f32>(inf_bits), v32, inside6);
+    var m42: f32 = v10;
+    m42 = mimir_maximum_f32(m42, v12);
+    m42 = mimir_maximum_f32(m42, v14);
+    m42 = mimir_maximum_f32(m42, v16);
+    m42 = mimir_maximum_f32(m42, v27);
+    m42 = mimir_maximum_f32(m42, v29);
+    m42 = mimir_maximum_f32(m42, v31);
+    m42 = mimir_maximum_f32(m42, v33);
+    warp0[lid.x] = m42;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
@@ -98,46 +123,42 @@ fn softmax_row_1000_0_softmax(
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp27: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp43: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row_max[lid.x >> 5u] = warp27;
+        row_max[lid.x >> 5u] = warp43;
     }
     workgroupBarrier();
-    let slot28: f32 = row_max[lid.x & 3u];
-    warp1[lid.x] = slot28;
+    let slot44: f32 = row_max[lid.x & 3u];
+    warp1[lid.x] = slot44;
     workgroupBarrier();
-    let total29: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
-    let top30: f32 = select(total29, 0.0f, total29 == -bitcast<f32>(inf_bits));
-    var s31: f32 = 0.0f;
-    let d32: f32 = v3 - top30;
-    let e33: f32 = exp(d32);
-    s31 = s31 + e33;
-    let d34: f32 = v6 - top30;
-    let e35: f32 = exp(d34);
-    s31 = s31 + e35;
-    let d36: f32 = v9 - top30;
-    let e37: f32 = exp(d36);
-    s31 = s31 + e37;
-    let d38: f32 = v12 - top30;
-    let e39: f32 = exp(d38);
-    s31 = s31 + e39;
-    let d40: f32 = v15 - top30;
-    let e41: f32 = exp(d40);
-    s31 = s31 + e41;
-    let d42: f32 = v18 - top30;
-    let e43: f32 = exp(d42);
-    s31 = s31 + e43;
-    let d44: f32 = v21 - top30;
-    let e45: f32 = exp(d44);
-    s31 = s31 + e45;
-    var d46: f32 = 0.0f;
-    var e47: f32 = 0.0f;
-    if (j22 < 1000u) {
-        d46 = v23 - top30;
-        e47 = exp(d46);
-        s31 = s31 + e47;
-    }
-    warp2[lid.x] = s31;
+    let total45: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
+    let top46: f32 = select(total45, 0.0f, total45 == -bitcast<f32>(inf_bits));
+    var s47: f32 = 0.0f;
+    let d48: f32 = v10 - top46;
+    let e49: f32 = exp(d48);
+    s47 = s47 + e49;
+    let d50: f32 = v12 - top46;
+    let e51: f32 = exp(d50);
+    s47 = s47 + e51;
+    let d52: f32 = v14 - top46;
+    let e53: f32 = exp(d52);
+    s47 = s47 + e53;
+    let d54: f32 = v16 - top46;
+    let e55: f32 = exp(d54);
+    s47 = s47 + e55;
+    let d56: f32 = v27 - top46;
+    let e57: f32 = exp(d56);
+    s47 = s47 + e57;
+    let d58: f32 = v29 - top46;
+    let e59: f32 = exp(d58);
+    s47 = s47 + e59;
+    let d60: f32 = v31 - top46;
+    let e61: f32 = exp(d60);
+    s47 = s47 + e61;
+    let d62: f32 = v33 - top46;
+    let e63: f32 = exp(d62);
+    s47 = s47 + e63;
+    warp2[lid.x] = s47;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
@@ -159,32 +180,35 @@ fn softmax_row_1000_0_softmax(
         warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp48: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp64: f32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row_sum[lid.x >> 5u] = warp48;
+        row_sum[lid.x >> 5u] = warp64;
     }
     workgroupBarrier();
-    let slot49: f32 = row_sum[lid.x & 3u];
-    warp3[lid.x] = slot49;
+    let slot65: f32 = row_sum[lid.x & 3u];
+    warp3[lid.x] = slot65;
     workgroupBarrier();
-    let total50: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
-    let y51: f32 = e33 / total50;
-    out[i2] = y51;
-    let y52: f32 = e35 / total50;
-    out[i5] = y52;
-    let y53: f32 = e37 / total50;
-    out[i8] = y53;
-    let y54: f32 = e39 / total50;
-    out[i11] = y54;
-    let y55: f32 = e41 / total50;
-    out[i14] = y55;
-    let y56: f32 = e43 / total50;
-    out[i17] = y56;
-    let y57: f32 = e45 / total50;
-    out[i20] = y57;
-    if (j22 < 1000u) {
-        let i58: u32 = base1 + j22;
-        let y59: f32 = e47 / total50;
-        out[i58] = y59;
+    let total66: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    if (inside3) {
+        let y67: f32 = e49 / total66;
+        let out_71: f32 = y67;
+        let y68: f32 = e51 / total66;
+        let out_72: f32 = y68;
+        let y69: f32 = e53 / total66;
+        let out_73: f32 = y69;
+        let y70: f32 = e55 / total66;
+        let out_74: f32 = y70;
+        out[i8 >> 2u] = vec4<f32>(out_71, out_72, out_73, out_74);
+    }
+    if (inside6) {
+        let y75: f32 = e57 / total66;
+        let out_79: f32 = y75;
+        let y76: f32 = e59 / total66;
+        let out_80: f32 = y76;
+        let y77: f32 = e61 / total66;
+        let out_81: f32 = y77;
+        let y78: f32 = e63 / total66;
+        let out_82: f32 = y78;
+        out[i25 >> 2u] = vec4<f32>(out_79, out_80, out_81, out_82);
     }
 }
