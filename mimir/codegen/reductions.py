@@ -198,12 +198,11 @@ def _row_vectors(
 
 
 def _words(
-    c: KernelContext, base: Expr | None, length: Any, rows: tuple[Any, ...]
+    c: KernelContext, plan: tuple[list[set[str]], str | None] | None
 ) -> tuple[list[set[str]], str | None] | None:
-    """`_row_vectors`, where every buffer it would access 4 wide holds 32-bit elements
-    (a row held 4 wide with guards loads 16-bit lanes one by one, past the row too);
-    else None. On a target without `vector_views` only a proven multiple of 4."""
-    plan = _row_vectors(c, base, length, rows)
+    """`plan` (`_row_vectors`'s), where every buffer it would access 4 wide holds 32-bit
+    elements (a row held 4 wide with guards loads 16-bit lanes one by one, past the row
+    too); else None. On a target without `vector_views` only a proven multiple of 4."""
     if plan is None or (plan[1] is None and not c.s.vector_views):
         return None
     named = set().union(*plan[0])
@@ -693,7 +692,7 @@ def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
 
     plan = _row_vectors(c, base, length, other)
     if isinstance(length, int):
-        words = _words(c, base, length, other)
+        words = _words(c, plan)
         proof = None if words is None else words[1]
         if proof is not None and LANES * width <= length <= HELD * LANES * width:
             # A literal multiple of 4 that the workgroup does not divide (1000 over 128
@@ -748,19 +747,27 @@ def _short_rows(c: KernelContext, shape: tuple[Any, ...]) -> Any:
 HELD = 2
 
 
-def _if_held(c: KernelContext, length: Any, width: int, held: Any, other: Any) -> None:
-    """`held(proof)` where a symbolic row fits `HELD` vectors per thread (a multiple of 4,
-    at least 4, at most HELD * 4 * width: tested at run time; `proof` is the manifest's
-    words for it), else `other()`."""
+def _if_held(
+    c: KernelContext, length: Any, width: int, held: Any, other: Any, count: int = HELD
+) -> None:
+    """`held(proof)` where a symbolic row fits `count` vectors per thread (a multiple of
+    4, at least 4, at most count * 4 * width: tested at run time, but for the last where
+    the dim's max says so; `proof` is the manifest's words for it), else `other()`."""
     body = c.body
-    cap = HELD * LANES * width
+    cap = count * LANES * width
     n = size_ir(length)
     whole = Binary("==", ibin("%", n, u32(LANES)), u32(0), "bool")
     low, high = Binary(">=", n, u32(LANES), "bool"), Binary("<=", n, u32(cap), "bool")
     text = sz.manifest_text(length)
-    fits = Binary("&&", whole, Binary("&&", low, high, "bool"), "bool")
+    bound = sz.upper_bound(length, c.dims)
+    if bound is not None and bound <= cap:  # a dim's max: no upper test to make
+        fits = Binary("&&", whole, low, "bool")
+        proof = f"{text} % 4 == 0, tested at run time ({text} <= {bound}, its max)"
+    else:
+        fits = Binary("&&", whole, Binary("&&", low, high, "bool"), "bool")
+        proof = f"{text} % 4 == 0 and {text} <= {cap}, tested at run time"
     with body.block() as short:
-        held(f"{text} % 4 == 0 and {text} <= {cap}, tested at run time")
+        held(proof)
     with body.block() as long:
         other()
     body.emit(If(fits, short, long))
@@ -919,7 +926,11 @@ def softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
         # (not a row shorter than a vector per thread: most threads would compute exp of
         # -inf lanes)
         short = bound < LANES * width
-        plan = None if vectors is not None or short else _words(c, base, length, other)
+        plan = (
+            None
+            if vectors is not None or short
+            else _words(c, _row_vectors(c, base, length, other))
+        )
         if plan is None:
             _row_in_registers(c, element, position, length, bound, width, log, vectors)
             return (width, 1, 1), dispatch
@@ -938,15 +949,12 @@ def softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
 
         if proof is not None:
             wide(proof)
-            return (width, 1, 1), dispatch
-        text = sz.manifest_text(length)
-        with body.block() as held:
-            wide(f"{text} % 4 == 0, tested at run time (else one element at a time)")
-        with body.block() as slots:
-            _row_in_registers(c, element, position, length, bound, width, log)
-        n = size_ir(length)
-        whole = Binary("==", ibin("%", n, u32(LANES)), u32(0), "bool")
-        body.emit(If(Binary("&&", whole, Binary(">=", n, u32(LANES), "bool"), "bool"), held, slots))
+        else:
+
+            def slots() -> None:
+                _row_in_registers(c, element, position, length, bound, width, log)
+
+            _if_held(c, length, width, wide, slots, count)
         return (width, 1, 1), dispatch
     plan = None if base is None else _row_vectors(c, base, length, other)
     if plan is None or not c.s.vector_views:
@@ -1045,20 +1053,24 @@ def _row_in_registers(
     top = _shift(c, _block_total(c, m, "max", width, "row_max"))
     s = body.var(lw.const(0, "f32"), "s")
     values: list[tuple[Expr, Expr]] = []
+
+    def exps_under(cond: Expr, held: list[Expr]) -> list[tuple[Expr, Expr]]:
+        """`d = v - top`, `e = exp(d)` and `s += e` for each of `held`, all under `cond`
+        (0 where it fails)."""
+        pairs = [(body.var(lw.const(0, "f32"), "d"), body.var(lw.const(0, "f32"), "e"))
+                 for _ in held]  # fmt: skip
+        with body.if_(cond):
+            for v, (dv, ev_) in zip(held, pairs, strict=True):
+                body.emit(Assign(dv, lw.bin_("-", v, top)))
+                body.emit(Assign(ev_, lw.call("exp", dv)))
+                body.emit(Assign(s, lw.bin_("+", s, ev_)))
+        return pairs
+
     k = 0
     while skip_past and k < len(slots) and lanes_inside.get(k) is not None:
         # a vector that may lie past the row (a length below the bound): its lanes' exp
         # and sum under one guard, so a thread past the row skips them
-        inside = lanes_inside[k]
-        lanes = [k + i for i in range(LANES)]
-        pairs = [(body.var(lw.const(0, "f32"), "d"), body.var(lw.const(0, "f32"), "e"))
-                 for _ in lanes]  # fmt: skip
-        with body.if_(inside):
-            for i, (dv, ev_) in zip(lanes, pairs, strict=True):
-                body.emit(Assign(dv, lw.bin_("-", slots[i][2], top)))
-                body.emit(Assign(ev_, lw.call("exp", dv)))
-                body.emit(Assign(s, lw.bin_("+", s, ev_)))
-        values.extend(pairs)
+        values += exps_under(lanes_inside[k], [slot[2] for slot in slots[k : k + LANES]])
         k += LANES
     for j, _, v, full in slots[k:]:
         if full:
@@ -1067,13 +1079,7 @@ def _row_in_registers(
             body.emit(Assign(s, lw.bin_("+", s, e)))
             values.append((d, e))
             continue
-        dv = body.var(lw.const(0, "f32"), "d")
-        ev_ = body.var(lw.const(0, "f32"), "e")
-        with body.if_(Binary("<", j, count, "bool")):
-            body.emit(Assign(dv, lw.bin_("-", v, top)))
-            body.emit(Assign(ev_, lw.call("exp", dv)))
-            body.emit(Assign(s, lw.bin_("+", s, ev_)))
-        values.append((dv, ev_))
+        values += exps_under(Binary("<", j, count, "bool"), [v])
     total = _block_total(c, s, "add", width, "row_sum")
     log_total = body.let(lw.call("mimir_log", total)) if log else None
     if vectors is not None:

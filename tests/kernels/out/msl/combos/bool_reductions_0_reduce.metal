@@ -30,7 +30,7 @@ kernel void bool_reductions_0_reduce(
     }
     const uint base1 = g0 * u.M;
     uint acc2 = 4294967295u;
-    if (((u.M & 3u) == 0u) && ((u.M >= 4u) && (u.M <= 1024u))) {
+    if (((u.M & 3u) == 0u) && (u.M >= 4u)) {
         const uint j3 = lid.x << 2u;
         if (j3 < u.M) {
             const uint i4 = base1 + j3;

@@ -29,7 +29,7 @@ kernel void masked_by_mean_0_row(
         return;
     }
     const uint base1 = g0 * u.M;
-    if (((u.M & 3u) == 0u) && ((u.M >= 4u) && (u.M <= 1024u))) {
+    if (((u.M & 3u) == 0u) && (u.M >= 4u)) {
         const uint j2 = lid.x << 2u;
         const uint last3 = u.M - 4u;
         const bool inside4 = j2 < u.M;

@@ -43,7 +43,7 @@ kernel void root_read_twice_2_reduce(
     }
     const uint base1 = g0 * u.M;
     float acc2 = as_type<float>(0xff800000u);
-    if (((u.M & 3u) == 0u) && ((u.M >= 4u) && (u.M <= 1024u))) {
+    if (((u.M & 3u) == 0u) && (u.M >= 4u)) {
         const uint j3 = lid.x << 2u;
         if (j3 < u.M) {
             const uint i4 = base1 + j3;
