@@ -8,7 +8,9 @@
   with `--math precise`; a division by a literal power of two is a multiply by its
   reciprocal in both modes, which is exact;
 - `rsqrt` (which lowers to `1 / sqrt(x)`) is one `rsqrt.approx.f32` with fast math
-  (CUDA's rsqrtf, within 2 ulp) and `sqrt.rn` then `div.rn` with `--math precise`.
+  (CUDA's rsqrtf, within 2 ulp) and `sqrt.rn` then `div.rn` with `--math precise`;
+- `x / sqrt(y)` is `x * rsqrt(y)` with fast math (within 3 ulp), and a row's square root
+  read only as a divisor (RMS norm) is one rsqrt per row and a multiply per element.
 
 Each kernel runs in the PTX interpreter and is compared with the shim bit for bit
 (the sign of zero included), with inputs holding nan, infinities and signed zeros.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import re
 import struct
 from pathlib import Path
@@ -33,6 +36,8 @@ SOURCE = """\
 from mimir.array import Dim, Tensor, float32, gpu, maximum, minimum
 
 N = Dim("N")
+M = Dim("M")
+D = Dim("D")
 
 
 @gpu
@@ -73,6 +78,16 @@ def tiny_divisor(a: Tensor[float32, N]) -> Tensor[float32, N]:
 @gpu
 def ratio(a: Tensor[float32, N], b: Tensor[float32, N]) -> Tensor[float32, N]:
     return a / b
+
+
+@gpu
+def over_root(a: Tensor[float32, N], b: Tensor[float32, N]) -> Tensor[float32, N]:
+    return a / b.sqrt()
+
+
+@gpu
+def rms(x: Tensor[float32, M, D]) -> Tensor[float32, M, D]:
+    return x / ((x * x).mean(axis=-1, keepdims=True) + 1e-6).sqrt()
 """
 
 SPECIALS = [math.nan, -0.0, 0.0, 1.5, -2.0, math.inf, -math.inf, 3.0, -0.0, 0.0, 2.0, -1.0]
@@ -186,3 +201,42 @@ def test_reciprocal_square_root(math_mode: str, opcodes: list[str], tmp_path: Pa
         else:
             assert abs(_bits([a])[0] - _bits([e])[0]) <= 2, (x, a, e)
     assert math.isfinite(actual[8]) and actual[8] > 1e19  # 1/sqrt(1e-40) = 1e20
+
+
+def _within(actual: list[float], expected: list[float], ulps: int) -> None:
+    """Non-finite results and zeros bit for bit (signs included), others within `ulps`."""
+    for a, e in zip(actual, expected, strict=True):
+        if not math.isfinite(e) or e == 0:
+            assert _bits([a]) == _bits([e]), (a, e)
+        else:
+            assert abs(_bits([a])[0] - _bits([e])[0]) <= ulps, (a, e)
+
+
+@pytest.mark.parametrize(
+    ("math_mode", "opcodes"),
+    [("fast", ["rsqrt.approx.f32"]), ("precise", ["sqrt.rn.f32", "div.rn.f32"])],
+)
+def test_a_division_by_a_square_root(math_mode: str, opcodes: list[str], tmp_path: Path) -> None:
+    """x / sqrt(y) is x * rsqrt(y) with fast math: the special values of the division
+    (nan for 0 / sqrt(0), inf / sqrt(inf) and below 0; -0 / sqrt(1) is -0; x / sqrt(-0) is
+    an infinity of the opposite sign), finite results within 3 ulp."""
+    actual, expected, ptx = _run(tmp_path, "over_root", math_mode)
+    found = re.findall(r"^\s*((?:rsqrt|sqrt|div)\.[\w.]+)", ptx, re.M)
+    assert found and set(found) == set(opcodes), found
+    _within(actual, expected, 3 if math_mode == "fast" else 0)
+
+
+def test_a_rows_square_root_read_as_a_divisor_is_one_rsqrt_a_row(tmp_path: Path) -> None:
+    """RMS norm's `x / sqrt(mean(x * x) + eps)`: the row's rsqrt once in each of the
+    kernel's paths, a multiply for each element, and the only division the mean's."""
+    manifest, ptx = _compile(tmp_path, "rms", "fast")
+    assert "sqrt.rn" not in ptx
+    paths = ptx.count("rsqrt.approx.f32")
+    assert paths and ptx.count("div.full.f32") == paths, ptx  # mean = sum / D, per path
+    rng = random.Random(15)
+    for dims in ({"M": 3, "D": 1024}, {"M": 2, "D": 1030}, {"M": 2, "D": 7}):
+        x = [rng.uniform(-4, 4) for _ in range(dims["M"] * dims["D"])]
+        x[5] = 0.0
+        expected = shim_reference(tmp_path / "arith.py", "rms", {"x": x}, dims)["out"]
+        actual = run_ptx_manifest_cpu(manifest, tmp_path / "fast" / "ptx", {"x": x}, dims)
+        _within(actual["out"], expected, 4)

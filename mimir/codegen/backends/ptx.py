@@ -66,6 +66,7 @@ from mimir.codegen.ptx.emit import (
     NATIVE_HELPERS,
     Emitter,
     Memory,
+    divisor_roots,
     refuse,
 )
 from mimir.codegen.ptx.registers import Registers
@@ -241,6 +242,7 @@ class PTX(Backend):
             prologue.ins(f"mov.u32 {r}, {BUILTINS[name]}")
             builtins[name] = r
         body = Emitter(regs, memory, uniforms, builtins, signatures, math=self.math)
+        body.divisor_roots = divisor_roots(kernel.body)
         body.block(kernel.body)
         body.end()
         x, y, z = kernel.workgroup_size

@@ -21,8 +21,11 @@ semantics (`mimir.codegen.ir`) and how they are kept:
 - exp, log, tanh, sin, cos and pow are the sequences of `mimir.codegen.ptx.mathlib`,
   the fast ones by default (`ex2.approx.ftz`, `rcp.approx.ftz`; sigmoid, tanh and gelu
   inlined instead of called) and the correctly rounded ones with `--math precise`;
-  sqrt is `sqrt.rn.f32` (fast math: `1 / sqrt(x)`, how `rsqrt` lowers, is
-  `rsqrt.approx.f32`, CUDA's rsqrtf: within 2 ulp), floor `cvt.rmi.f32.f32`;
+  sqrt is `sqrt.rn.f32` (fast math: `1 / sqrt(y)`, how `rsqrt` lowers, is
+  `rsqrt.approx.f32`, CUDA's rsqrtf: within 2 ulp, and `x / sqrt(y)` is `x * rsqrt(y)`,
+  within 3 ulp; a square root bound by a `Let` and read only as a divisor, as a row's
+  `sqrt(mean(x * x) + eps)`, is computed as that rsqrt once: `divisor_roots`), floor
+  `cvt.rmi.f32.f32`;
 - `WarpReduce` is `shfl.sync.bfly.b32` rounds within its lanes (`warp_reduce`);
 - `MmaSync` is `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32` on operands rounded
   with `cvt.rna.tf32.f32` (`mma`; sm_80);
@@ -72,6 +75,8 @@ from mimir.codegen.ir import (
     VectorStore,
     WaitAsync,
     WarpReduce,
+    all_expressions,
+    walk_statements,
 )
 from mimir.codegen.ptx import mathlib
 from mimir.codegen.ptx.registers import CLASS_OF, Registers
@@ -133,14 +138,43 @@ def _f16_bits(value: float) -> str:
     return f"0x{bits:04X}"
 
 
-def _reciprocal_root(e: Binary) -> Expr | None:
-    """`x` when `e` is float32 `1 / sqrt(x)` (how `rsqrt` lowers), else None."""
-    one, root = e.a, e.b
-    if e.op != "/" or e.type != "f32" or not (isinstance(one, Const) and one.value == 1.0):
+def _divisor_root(e: Binary) -> Expr | None:
+    """`y` when `e` is float32 `x / sqrt(y)` (`1 / sqrt(y)` is how `rsqrt` lowers), else None."""
+    root = e.b
+    if e.op != "/" or e.type != "f32":
         return None
     if isinstance(root, Call) and root.fn == "mimir_sqrt" and root.args[0].type == "f32":
         return root.args[0]
     return None
+
+
+def divisor_roots(body: list[Stmt] | tuple[Stmt, ...]) -> set[str]:
+    """The float32 square roots bound by a `Let` that the body reads only as a divisor
+    (`x / s`, `1 / s`): under fast math the emitter computes their `rsqrt.approx.f32` once
+    instead, and each division is a multiply by it. `x * rsqrt(y)` keeps `x / sqrt(y)`'s
+    special values (nan below 0 and for `0 / sqrt(0)`, `inf / sqrt(inf)`; signed zeros and
+    infinities; rsqrt of -0 is -inf) and its error is rsqrt's 2^-22.9 and one rounding,
+    within 3 ulp, against `div.full`'s 2 ulp after `sqrt.rn`: one MUFU per row instead of a
+    division per element."""
+    roots = {
+        s.var.name
+        for s in walk_statements(body)
+        if isinstance(s, Let)
+        and isinstance(s.value, Call)
+        and s.value.fn == "mimir_sqrt"
+        and s.value.type == "f32"
+        and s.value.args[0].type == "f32"
+    }
+    if not roots:
+        return set()
+    reads: dict[str, int] = {}
+    divisions: dict[str, int] = {}
+    for e in all_expressions(body):
+        if isinstance(e, Var) and e.name in roots:
+            reads[e.name] = reads.get(e.name, 0) + 1
+        elif isinstance(e, Binary) and e.op == "/" and isinstance(e.b, Var) and e.b.name in roots:
+            divisions[e.b.name] = divisions.get(e.b.name, 0) + 1
+    return {name for name in roots if reads.get(name, 0) == divisions.get(name, 0) > 0}
 
 
 def _exact_reciprocal(divisor: Expr | None) -> str | None:
@@ -194,6 +228,10 @@ class Emitter:
         self.addresses: dict[tuple[str, str], str] = {}
         # f32 register -> the `.b32` register holding it rounded to TF32 (`tf32`), same scoping
         self.converted: dict[str, str] = {}
+        # fast math: `Let` names of square roots read only as divisors (`divisor_roots`),
+        # and for each one bound so far the register holding its rsqrt
+        self.divisor_roots: set[str] = set()
+        self.reciprocals: dict[str, str] = {}
 
     # -- output
 
@@ -335,11 +373,17 @@ class Emitter:
             a, b = self.to_f32(e.a), self.to_f32(e.b)
             result = self._binary_on(op, "f32", a, b)
             return result if e.type == "bool" else self.cast(result, "f32", "f16")
-        root = _reciprocal_root(e) if self.math == "fast" else None
-        if root is not None:  # 1 / sqrt(x) as CUDA's rsqrtf: within 2 ulp (PTX ISA)
-            d = self.new("f32")
-            self.ins(f"rsqrt.approx.f32 {d}, {self.reg(root)}")
-            return d
+        if self.math == "fast":  # x / sqrt(y) as x * rsqrt(y), CUDA's rsqrtf (`divisor_roots`)
+            rsqrt = None
+            if isinstance(e.b, Var) and e.b.name in self.reciprocals:
+                rsqrt = self.reciprocals[e.b.name]
+            elif (root := _divisor_root(e)) is not None:
+                rsqrt = self.new("f32")
+                self.ins(f"rsqrt.approx.f32 {rsqrt}, {self.reg(root)}")
+            if rsqrt is not None:
+                if isinstance(e.a, Const) and e.a.value == 1.0:
+                    return rsqrt
+                return self._binary_on("*", "f32", self.expr(e.a), rsqrt)
         return self._binary_on(op, t, self.expr(e.a), self.expr(e.b), shift=e.b)
 
     def _binary_on(self, op: str, t: str, a: str, b: str, shift: Expr | None = None) -> str:
@@ -583,6 +627,12 @@ class Emitter:
 
     def stmt(self, s: Stmt) -> None:
         if isinstance(s, Let):
+            if self.math == "fast" and s.var.name in self.divisor_roots:
+                assert isinstance(s.value, Call)  # `divisor_roots`: a `mimir_sqrt` call
+                r = self.new("f32")
+                self.ins(f"rsqrt.approx.f32 {r}, {self.reg(s.value.args[0])}")
+                self.reciprocals[s.var.name] = r
+                return
             op = self.expr(s.value)
             if op in self.mutable:
                 op = self.materialise(op, s.var.type)
