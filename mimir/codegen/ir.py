@@ -129,7 +129,7 @@ class Bitcast(Expr):
 
 
 WARP = 32  # lanes of a warp (PTX) or a simdgroup (MSL) that `WarpReduce` combines
-WARP_OPS = ("add", "max", "min")
+WARP_OPS = ("add", "max", "min", "fmax")
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,10 @@ class WarpReduce(Expr):
 
     `op` is `add` (integers wrap; floats summed in an unspecified order), `max` or `min`
     (for `f32` nan-propagating, as `maximum`/`minimum`; which zero of +0 and -0 is
-    unspecified); `type` is `i32`, `u32` or `f32`. Like `Barrier` it is only emitted in
+    unspecified), or `fmax`, an `f32` max for a reader to which a nan does not matter
+    (a softmax's, whose sum a nan makes nan anyway): the max of the lanes' numbers, any
+    value when one is nan, with no instructions spent passing the nan on; `type` is `i32`,
+    `u32` or `f32`. Like `Barrier` it is only emitted in
     uniform control flow of a 1-D workgroup whose size is a multiple of 32, and only as the
     value of a `Let`: every thread of the warp evaluates it together.
     """

@@ -973,8 +973,13 @@ def softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
     return (width, 1, 1), dispatch
 
 
-def _fmax(a: Expr, b: Expr) -> Expr:
-    return lw.lower_element("maximum", [a, b], float32, float32)
+def _row_max(m: Expr, v: Expr) -> Expr:
+    """A softmax's running max: `v` where it is above `m` (a compare and a select; the
+    nan-propagating `maximum` is four instructions). A nan is not passed on, and need not
+    be: its `exp(nan - top)` makes the row's sum nan, so every output is nan whatever
+    `top` is, as the reference's; and which of +0 and -0 is the max changes no
+    `x - top`'s exp."""
+    return lw.select(lw.bin_(">", v, m), v, m)
 
 
 def _block_total(c: KernelContext, value: Expr, op: str, width: int, name: str) -> Expr:
@@ -1024,7 +1029,7 @@ def _row_in_registers(
 
     def load(j: Expr, inside: Expr | None) -> None:
         idx, v = element(j)
-        if inside is not None:  # past the row: -inf, as a guarded slot holds
+        if inside is not None and not skip_past:  # past the row: -inf, as a guarded slot
             v = lw.select(inside, v, lw.const(-lw.INF, "f32"))
         lanes_inside[len(slots)] = inside
         slots.append((j, idx, body.let(v, "v"), True))
@@ -1045,12 +1050,25 @@ def _row_in_registers(
         slots.append((j, idx, v, False))
     # a guarded slot's work (max, exp, sum, write) is all inside its guard, so a slot
     # past the end of the row costs a compare and a branch per phase
-    first_full = slots[0][3]
-    m = body.var(slots[0][2] if first_full else lw.const(-lw.INF, "f32"), "m")
-    for j, _, v, full in slots[1:] if first_full else slots:
+    first = 0
+    if skip_past:
+        # a vector that may lie past the row: its lanes' max under one guard (they hold
+        # what its loads left, not -inf), so a thread past the row skips them
+        m = body.var(lw.const(-lw.INF, "f32"), "m")
+        while first < len(slots) and (inside := lanes_inside.get(first)) is not None:
+            with body.if_(inside):
+                for _, _, v, _ in slots[first : first + LANES]:
+                    body.emit(Assign(m, _row_max(m, v)))
+            first += LANES
+    elif slots[0][3]:
+        m = body.var(slots[0][2], "m")
+        first = 1
+    else:
+        m = body.var(lw.const(-lw.INF, "f32"), "m")
+    for j, _, v, full in slots[first:]:
         with _unless(body, full, Binary("<", j, count, "bool")):
-            body.emit(Assign(m, _fmax(m, v)))
-    top = _shift(c, _block_total(c, m, "max", width, "row_max"))
+            body.emit(Assign(m, _row_max(m, v)))
+    top = _shift(c, _block_total(c, m, "fmax", width, "row_max"))  # a nan: as `_row_max`
     s = body.var(lw.const(0, "f32"), "s")
     values: list[tuple[Expr, Expr]] = []
 
@@ -1149,14 +1167,15 @@ def _online(
         scaled = lw.bin_("*", ps, lw.call("exp", lw.bin_("-", pm, top)))
         return lw.select(lw.bin_("==", pm, inf), ps, scaled)
 
-    wm = body.let(WarpReduce("max", m, "f32"), "warp_max")
+    # `fmax`: m is never nan (a nan does not grow it; it makes s nan, which is passed on)
+    wm = body.let(WarpReduce("fmax", m, "f32"), "warp_max")
     ws = body.let(WarpReduce("add", body.let(rescaled(m, s, wm)), "f32"), "warp_sum")
     if width == WARP:
         row_max, row_sum = wm, ws
     else:
         count = width // WARP
         pm, ps = slots(body, c.shared, [("$row_max", wm), ("$row_sum", ws)], width)
-        row_max = body.let(WarpReduce("max", pm, "f32", count), "row_max")
+        row_max = body.let(WarpReduce("fmax", pm, "f32", count), "row_max")
         row_sum = body.let(WarpReduce("add", body.let(rescaled(pm, ps, row_max)), "f32", count))
     top = _shift(c, row_max)
     total = row_sum

@@ -120,10 +120,10 @@ class MSL(Backend):
         x = self.expr(e.value)
         if e.lanes < WARP:
             return f"{self.names(_shuffle_helper(e))}({x})"
-        fn = {"add": "simd_sum", "max": "simd_max", "min": "simd_min"}[e.op]
+        fn = {"add": "simd_sum", "max": "simd_max", "fmax": "simd_max", "min": "simd_min"}[e.op]
         if e.op == "add" and e.type == "i32":
             return f"as_type<int>({fn}(as_type<uint>({x})))"
-        if e.type == "f32" and e.op != "add":
+        if e.type == "f32" and e.op in ("max", "min"):
             nan = self.intrinsics["isnan"].format(x)
             return f"(simd_any({nan}) ? as_type<float>(0x7fc00000u) : {fn}({x}))"
         return f"{fn}({x})"
@@ -229,7 +229,7 @@ class MSL(Backend):
             t = self.type_map[e.type]
             if e.op == "add":
                 both = "int(uint(x) + uint(y))" if e.type == "i32" else "x + y"
-            elif e.type == "f32":
+            elif e.type == "f32" and e.op != "fmax":  # `fmax`: Metal's, nan unspecified
                 nan = " || ".join(self.intrinsics["isnan"].format(v) for v in "xy")
                 both = f"({nan}) ? as_type<float>(0x7fc00000u) : {e.op}(x, y)"
             else:

@@ -109,6 +109,7 @@ _WARP_COMBINE = {
     **{("add", t): f"add.{TYPE[t]}" for t in ("i32", "u32")},
     ("add", "f32"): "add.rn.f32",
     **{(op, t): f"{op}.{TYPE[t]}" for op in ("max", "min") for t in ("i32", "u32", "f32")},
+    ("fmax", "f32"): "max.f32",  # a nan is dropped: `fmax` leaves it unspecified
 }
 # an unpredicated instruction's opcode, its destination register and its sources
 _DEFINES = re.compile(r"^    ([a-z][\w.]*) (%\w+), (.*);$")
@@ -585,7 +586,7 @@ class Emitter:
             other, d = self.new(t), self.new(t)
             self.ins(f"shfl.sync.bfly.b32 {other}, {acc}, {mask}, 0x1f, 0xffffffff")
             self.ins(f"{_WARP_COMBINE[e.op, t]} {d}, {acc}, {other}")
-            if t == "f32" and e.op != "add":
+            if t == "f32" and e.op in ("max", "min"):
                 self.nan_wins(d, acc, other)
             acc = d
             mask //= 2
