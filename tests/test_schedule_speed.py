@@ -178,6 +178,30 @@ def test_a_softmax_the_workgroup_does_not_divide_is_read_once(tmp_path: Path) ->
             assert [v["buffer"] for v in kernel["vectorized"]] == ["x", "out"], function
 
 
+def test_vectors_past_a_bounded_row_are_skipped_not_folded(tmp_path: Path) -> None:
+    """A dim of `max` 4096 over 256 threads holds 4 vectors a thread; a row of 1000 or
+    36 leaves most of them past it, and their lanes (what a load that did not run left)
+    must not reach the max: rows near -200 (exp(-200) is 0 in float32) and near +200
+    (exp(200) is inf) come out finite and as the shim's only if the max is the row's.
+    x is loaded once."""
+    function = "log_softmax_wide_bounded"
+    files = _compile("rows", function, "ptx")
+    manifest = json.loads(files[f"{function}.manifest.json"])
+    text = "".join(v for k, v in files.items() if k.endswith(".ptx"))
+    assert "setp.nan" not in text  # the row's max passes no nan on: its sum does
+    for length in (1000, 36, 4096):
+        dims = {"N": 2, "W": length}
+        inputs = random_inputs(manifest, dims, seed=length)
+        inputs["x"] = [v - 200.0 for v in inputs["x"][:length]]
+        inputs["x"] += [v + 200.0 for v in random_inputs(manifest, dims, seed=1)["x"][:length]]
+        folder = tmp_path / str(length)
+        actual, stats = _ptx_run(files, function, dims, folder, inputs)
+        assert sum(s["bytes"]["ld"] for s in stats) == 4 * 2 * length
+        expected = shim_reference(KERNELS / "rows.py", function, inputs, dims, {})
+        assert all(abs(v) < 1e4 for v in actual["out"]), length
+        assert_close(actual["out"], expected["out"], "float32", label=f"{function} {length}")
+
+
 def test_multiply_add_contracts_to_fma_on_every_backend() -> None:
     expected = {
         "ptx": "fma.rn.f32",

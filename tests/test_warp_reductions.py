@@ -33,6 +33,11 @@ CASES = [
     ("big_reduction", "long_softmax", {"N": 300}),  # the online max-and-sum
     ("rows", "softmax_row_1000", {"N": 4}),  # the row in registers
     ("rows", "softmax_bounded_row", {"N": 4, "D": 33}),
+    # 4 vectors a thread held for a bound of 4096: the nan in a thread's first vector,
+    # a row inside every thread's first vector, and a full one
+    ("rows", "log_softmax_wide_bounded", {"N": 3, "W": 1000}),
+    ("rows", "log_softmax_wide_bounded", {"N": 3, "W": 36}),
+    ("rows", "log_softmax_wide_bounded", {"N": 3, "W": 4096}),
     # strided loops take 4 elements per iteration, then the rest one at a time: rows of
     # one element, rows shorter than the workgroup, and rows of 4 * 128 + 3 (a thread's
     # last elements in the second loop), on each kind of row kernel

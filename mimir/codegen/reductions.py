@@ -974,12 +974,12 @@ def softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
 
 
 def _row_max(m: Expr, v: Expr) -> Expr:
-    """A softmax's running max: `v` where it is above `m` (a compare and a select; the
-    nan-propagating `maximum` is four instructions). A nan is not passed on, and need not
-    be: its `exp(nan - top)` makes the row's sum nan, so every output is nan whatever
-    `top` is, as the reference's; and which of +0 and -0 is the max changes no
-    `x - top`'s exp."""
-    return lw.select(lw.bin_(">", v, m), v, m)
+    """A softmax's running max: the target's own `max` (PTX `max.f32`, one instruction;
+    the nan-propagating `maximum` is four), whose result with a nan operand is either
+    operand or unspecified. A nan need not be passed on: its `exp(nan - top)` makes the
+    row's sum nan, so every output is nan whatever `top` is, as the reference's; and
+    which of +0 and -0 is the max changes no `x - top`'s exp."""
+    return lw.call("max", m, v)
 
 
 def _block_total(c: KernelContext, value: Expr, op: str, width: int, name: str) -> Expr:

@@ -56,12 +56,12 @@ def op_for(name: str) -> str:
 
 def combine(op: str, a: Expr, b: Expr) -> Expr:
     """`a op b` as `WarpReduce` defines it: `+` (wrapping for integers), the
-    nan-propagating `maximum` / `minimum` of the op table, or for `fmax` a compare and a
-    select (a nan operand: either)."""
+    nan-propagating `maximum` / `minimum` of the op table, or for `fmax` the target's
+    `max` intrinsic (a nan operand: unspecified)."""
     if op == "add":
         return bin_("+", a, b)
     if op == "fmax":
-        return lw.select(bin_(">", b, a), b, a)
+        return lw.call("max", a, b)
     return lw.LOWERING["maximum" if op == "max" else "minimum"]([a, b], a.type)
 
 

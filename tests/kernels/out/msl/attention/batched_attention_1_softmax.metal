@@ -8,19 +8,6 @@ struct Uniforms {
     uint D;
 };
 
-static inline float mimir_maximum_f32(float a, float b) {
-    if (((as_type<uint>(a) & 0x7fffffffu) > 0x7f800000u)) {
-        return a;
-    }
-    if (((as_type<uint>(b) & 0x7fffffffu) > 0x7f800000u)) {
-        return b;
-    }
-    if (a >= b) {
-        return a;
-    }
-    return b;
-}
-
 static inline float mimir_simd_add_f32_4(float x) {
     for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
@@ -29,10 +16,10 @@ static inline float mimir_simd_add_f32_4(float x) {
     return x;
 }
 
-static inline float mimir_simd_max_f32_4(float x) {
+static inline float mimir_simd_fmax_f32_4(float x) {
     for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
-        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
+        x = fmax(x, y);
     }
     return x;
 }
@@ -109,20 +96,20 @@ kernel void batched_attention_1_softmax(
         const float v35 = scratch0_40;
         const float v36 = (inside9 ? v35 : as_type<float>(0xff800000u));
         float m45 = v13;
-        m45 = mimir_maximum_f32(m45, v15);
-        m45 = mimir_maximum_f32(m45, v17);
-        m45 = mimir_maximum_f32(m45, v19);
-        m45 = mimir_maximum_f32(m45, v30);
-        m45 = mimir_maximum_f32(m45, v32);
-        m45 = mimir_maximum_f32(m45, v34);
-        m45 = mimir_maximum_f32(m45, v36);
-        const float warp46 = (simd_any(((as_type<uint>(m45) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m45));
+        m45 = max(m45, v15);
+        m45 = max(m45, v17);
+        m45 = max(m45, v19);
+        m45 = max(m45, v30);
+        m45 = max(m45, v32);
+        m45 = max(m45, v34);
+        m45 = max(m45, v36);
+        const float warp46 = simd_max(m45);
         if ((lid.x & 31u) == 0u) {
             row_max[lid.x >> 5u] = warp46;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
         const float slot47 = row_max[lid.x & 3u];
-        const float total48 = mimir_simd_max_f32_4(slot47);
+        const float total48 = mimir_simd_fmax_f32_4(slot47);
         const float top49 = (total48 == as_type<float>(0xff800000u) ? 0.0f : total48);
         float s50 = 0.0f;
         const float d51 = v13 - top49;
@@ -332,7 +319,7 @@ kernel void batched_attention_1_softmax(
                 m86 = (grows180 ? v179 : m86);
             }
         }
-        const float warp_max183 = (simd_any(((as_type<uint>(m86) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m86));
+        const float warp_max183 = simd_max(m86);
         const float t184 = (m86 == as_type<float>(0xff800000u) ? s87 : s87 * exp(m86 - warp_max183));
         const float warp_sum185 = simd_sum(t184);
         if ((lid.x & 31u) == 0u) {
@@ -342,7 +329,7 @@ kernel void batched_attention_1_softmax(
         threadgroup_barrier(mem_flags::mem_threadgroup);
         const float slot186 = row_max[lid.x & 3u];
         const float slot187 = row_sum[lid.x & 3u];
-        const float row_max188 = mimir_simd_max_f32_4(slot186);
+        const float row_max188 = mimir_simd_fmax_f32_4(slot186);
         const float t189 = (slot186 == as_type<float>(0xff800000u) ? slot187 : slot187 * exp(slot186 - row_max188));
         const float t190 = mimir_simd_add_f32_4(t189);
         const float top191 = (row_max188 == as_type<float>(0xff800000u) ? 0.0f : row_max188);

@@ -7,19 +7,6 @@ struct Uniforms {
     uint T;
 };
 
-static inline float mimir_maximum_f32(float a, float b) {
-    if (((as_type<uint>(a) & 0x7fffffffu) > 0x7f800000u)) {
-        return a;
-    }
-    if (((as_type<uint>(b) & 0x7fffffffu) > 0x7f800000u)) {
-        return b;
-    }
-    if (a >= b) {
-        return a;
-    }
-    return b;
-}
-
 static inline float mimir_log(float a) {
     if (a < 0.0f) {
         return as_type<float>(0x7fc00000u);
@@ -38,10 +25,10 @@ static inline float mimir_simd_add_f32_4(float x) {
     return x;
 }
 
-static inline float mimir_simd_max_f32_4(float x) {
+static inline float mimir_simd_fmax_f32_4(float x) {
     for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
-        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
+        x = fmax(x, y);
     }
     return x;
 }
@@ -113,20 +100,20 @@ kernel void log_probs_0_softmax(
         const float v32 = logits_37;
         const float v33 = (inside6 ? v32 : as_type<float>(0xff800000u));
         float m42 = v10;
-        m42 = mimir_maximum_f32(m42, v12);
-        m42 = mimir_maximum_f32(m42, v14);
-        m42 = mimir_maximum_f32(m42, v16);
-        m42 = mimir_maximum_f32(m42, v27);
-        m42 = mimir_maximum_f32(m42, v29);
-        m42 = mimir_maximum_f32(m42, v31);
-        m42 = mimir_maximum_f32(m42, v33);
-        const float warp43 = (simd_any(((as_type<uint>(m42) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m42));
+        m42 = max(m42, v12);
+        m42 = max(m42, v14);
+        m42 = max(m42, v16);
+        m42 = max(m42, v27);
+        m42 = max(m42, v29);
+        m42 = max(m42, v31);
+        m42 = max(m42, v33);
+        const float warp43 = simd_max(m42);
         if ((lid.x & 31u) == 0u) {
             row_max[lid.x >> 5u] = warp43;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
         const float slot44 = row_max[lid.x & 3u];
-        const float total45 = mimir_simd_max_f32_4(slot44);
+        const float total45 = mimir_simd_fmax_f32_4(slot44);
         const float top46 = (total45 == as_type<float>(0xff800000u) ? 0.0f : total45);
         float s47 = 0.0f;
         const float d48 = v10 - top46;
@@ -337,7 +324,7 @@ kernel void log_probs_0_softmax(
                 m84 = (grows178 ? v177 : m84);
             }
         }
-        const float warp_max181 = (simd_any(((as_type<uint>(m84) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m84));
+        const float warp_max181 = simd_max(m84);
         const float t182 = (m84 == as_type<float>(0xff800000u) ? s85 : s85 * exp(m84 - warp_max181));
         const float warp_sum183 = simd_sum(t182);
         if ((lid.x & 31u) == 0u) {
@@ -347,7 +334,7 @@ kernel void log_probs_0_softmax(
         threadgroup_barrier(mem_flags::mem_threadgroup);
         const float slot184 = row_max[lid.x & 3u];
         const float slot185 = row_sum[lid.x & 3u];
-        const float row_max186 = mimir_simd_max_f32_4(slot184);
+        const float row_max186 = mimir_simd_fmax_f32_4(slot184);
         const float t187 = (slot184 == as_type<float>(0xff800000u) ? slot185 : slot185 * exp(slot184 - row_max186));
         const float t188 = mimir_simd_add_f32_4(t187);
         const float top189 = (row_max186 == as_type<float>(0xff800000u) ? 0.0f : row_max186);

@@ -14,10 +14,10 @@ static inline float mimir_simd_add_f32_4(float x) {
     return x;
 }
 
-static inline float mimir_simd_max_f32_4(float x) {
+static inline float mimir_simd_fmax_f32_4(float x) {
     for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
-        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
+        x = fmax(x, y);
     }
     return x;
 }
@@ -75,7 +75,7 @@ kernel void softmax_first_axis_0_softmax(
         s1 = (grows28 ? fma(s1, e30, 1.0f) : s1 + e30);
         m0 = (grows28 ? v27 : m0);
     }
-    const float warp_max31 = (simd_any(((as_type<uint>(m0) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m0));
+    const float warp_max31 = simd_max(m0);
     const float t32 = (m0 == as_type<float>(0xff800000u) ? s1 : s1 * exp(m0 - warp_max31));
     const float warp_sum33 = simd_sum(t32);
     if ((lid.x & 31u) == 0u) {
@@ -85,7 +85,7 @@ kernel void softmax_first_axis_0_softmax(
     threadgroup_barrier(mem_flags::mem_threadgroup);
     const float slot34 = row_max[lid.x & 3u];
     const float slot35 = row_sum[lid.x & 3u];
-    const float row_max36 = mimir_simd_max_f32_4(slot34);
+    const float row_max36 = mimir_simd_fmax_f32_4(slot34);
     const float t37 = (slot34 == as_type<float>(0xff800000u) ? slot35 : slot35 * exp(slot34 - row_max36));
     const float t38 = mimir_simd_add_f32_4(t37);
     const float top39 = (row_max36 == as_type<float>(0xff800000u) ? 0.0f : row_max36);

@@ -6,19 +6,6 @@ struct Uniforms {
     uint N;
 };
 
-static inline float mimir_maximum_f32(float a, float b) {
-    if (((as_type<uint>(a) & 0x7fffffffu) > 0x7f800000u)) {
-        return a;
-    }
-    if (((as_type<uint>(b) & 0x7fffffffu) > 0x7f800000u)) {
-        return b;
-    }
-    if (a >= b) {
-        return a;
-    }
-    return b;
-}
-
 static inline float mimir_simd_add_f32_4(float x) {
     for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
@@ -27,10 +14,10 @@ static inline float mimir_simd_add_f32_4(float x) {
     return x;
 }
 
-static inline float mimir_simd_max_f32_4(float x) {
+static inline float mimir_simd_fmax_f32_4(float x) {
     for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
-        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
+        x = fmax(x, y);
     }
     return x;
 }
@@ -102,20 +89,20 @@ kernel void long_softmax_0_softmax(
         const float v32 = x_37;
         const float v33 = (inside6 ? v32 : as_type<float>(0xff800000u));
         float m42 = v10;
-        m42 = mimir_maximum_f32(m42, v12);
-        m42 = mimir_maximum_f32(m42, v14);
-        m42 = mimir_maximum_f32(m42, v16);
-        m42 = mimir_maximum_f32(m42, v27);
-        m42 = mimir_maximum_f32(m42, v29);
-        m42 = mimir_maximum_f32(m42, v31);
-        m42 = mimir_maximum_f32(m42, v33);
-        const float warp43 = (simd_any(((as_type<uint>(m42) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m42));
+        m42 = max(m42, v12);
+        m42 = max(m42, v14);
+        m42 = max(m42, v16);
+        m42 = max(m42, v27);
+        m42 = max(m42, v29);
+        m42 = max(m42, v31);
+        m42 = max(m42, v33);
+        const float warp43 = simd_max(m42);
         if ((lid.x & 31u) == 0u) {
             row_max[lid.x >> 5u] = warp43;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
         const float slot44 = row_max[lid.x & 3u];
-        const float total45 = mimir_simd_max_f32_4(slot44);
+        const float total45 = mimir_simd_fmax_f32_4(slot44);
         const float top46 = (total45 == as_type<float>(0xff800000u) ? 0.0f : total45);
         float s47 = 0.0f;
         const float d48 = v10 - top46;
@@ -325,7 +312,7 @@ kernel void long_softmax_0_softmax(
                 m83 = (grows177 ? v176 : m83);
             }
         }
-        const float warp_max180 = (simd_any(((as_type<uint>(m83) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m83));
+        const float warp_max180 = simd_max(m83);
         const float t181 = (m83 == as_type<float>(0xff800000u) ? s84 : s84 * exp(m83 - warp_max180));
         const float warp_sum182 = simd_sum(t181);
         if ((lid.x & 31u) == 0u) {
@@ -335,7 +322,7 @@ kernel void long_softmax_0_softmax(
         threadgroup_barrier(mem_flags::mem_threadgroup);
         const float slot183 = row_max[lid.x & 3u];
         const float slot184 = row_sum[lid.x & 3u];
-        const float row_max185 = mimir_simd_max_f32_4(slot183);
+        const float row_max185 = mimir_simd_fmax_f32_4(slot183);
         const float t186 = (slot183 == as_type<float>(0xff800000u) ? slot184 : slot184 * exp(slot183 - row_max185));
         const float t187 = mimir_simd_add_f32_4(t186);
         const float top188 = (row_max185 == as_type<float>(0xff800000u) ? 0.0f : row_max185);

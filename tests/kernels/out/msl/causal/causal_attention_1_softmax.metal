@@ -7,19 +7,6 @@ struct Uniforms {
     uint D;
 };
 
-static inline float mimir_maximum_f32(float a, float b) {
-    if (((as_type<uint>(a) & 0x7fffffffu) > 0x7f800000u)) {
-        return a;
-    }
-    if (((as_type<uint>(b) & 0x7fffffffu) > 0x7f800000u)) {
-        return b;
-    }
-    if (a >= b) {
-        return a;
-    }
-    return b;
-}
-
 static inline float mimir_simd_add_f32_4(float x) {
     for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
@@ -28,10 +15,10 @@ static inline float mimir_simd_add_f32_4(float x) {
     return x;
 }
 
-static inline float mimir_simd_max_f32_4(float x) {
+static inline float mimir_simd_fmax_f32_4(float x) {
     for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
-        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
+        x = fmax(x, y);
     }
     return x;
 }
@@ -108,20 +95,20 @@ kernel void causal_attention_1_softmax(
         const float v33 = scratch0_38;
         const float v34 = (inside7 ? v33 : as_type<float>(0xff800000u));
         float m43 = v11;
-        m43 = mimir_maximum_f32(m43, v13);
-        m43 = mimir_maximum_f32(m43, v15);
-        m43 = mimir_maximum_f32(m43, v17);
-        m43 = mimir_maximum_f32(m43, v28);
-        m43 = mimir_maximum_f32(m43, v30);
-        m43 = mimir_maximum_f32(m43, v32);
-        m43 = mimir_maximum_f32(m43, v34);
-        const float warp44 = (simd_any(((as_type<uint>(m43) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m43));
+        m43 = max(m43, v13);
+        m43 = max(m43, v15);
+        m43 = max(m43, v17);
+        m43 = max(m43, v28);
+        m43 = max(m43, v30);
+        m43 = max(m43, v32);
+        m43 = max(m43, v34);
+        const float warp44 = simd_max(m43);
         if ((lid.x & 31u) == 0u) {
             row_max[lid.x >> 5u] = warp44;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
         const float slot45 = row_max[lid.x & 3u];
-        const float total46 = mimir_simd_max_f32_4(slot45);
+        const float total46 = mimir_simd_fmax_f32_4(slot45);
         const float top47 = (total46 == as_type<float>(0xff800000u) ? 0.0f : total46);
         float s48 = 0.0f;
         const float d49 = v11 - top47;
@@ -331,7 +318,7 @@ kernel void causal_attention_1_softmax(
                 m84 = (grows178 ? v177 : m84);
             }
         }
-        const float warp_max181 = (simd_any(((as_type<uint>(m84) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m84));
+        const float warp_max181 = simd_max(m84);
         const float t182 = (m84 == as_type<float>(0xff800000u) ? s85 : s85 * exp(m84 - warp_max181));
         const float warp_sum183 = simd_sum(t182);
         if ((lid.x & 31u) == 0u) {
@@ -341,7 +328,7 @@ kernel void causal_attention_1_softmax(
         threadgroup_barrier(mem_flags::mem_threadgroup);
         const float slot184 = row_max[lid.x & 3u];
         const float slot185 = row_sum[lid.x & 3u];
-        const float row_max186 = mimir_simd_max_f32_4(slot184);
+        const float row_max186 = mimir_simd_fmax_f32_4(slot184);
         const float t187 = (slot184 == as_type<float>(0xff800000u) ? slot185 : slot185 * exp(slot184 - row_max186));
         const float t188 = mimir_simd_add_f32_4(t187);
         const float top189 = (row_max186 == as_type<float>(0xff800000u) ? 0.0f : row_max186);

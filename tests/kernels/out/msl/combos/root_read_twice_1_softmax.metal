@@ -7,19 +7,6 @@ struct Uniforms {
     uint M;
 };
 
-static inline float mimir_maximum_f32(float a, float b) {
-    if (((as_type<uint>(a) & 0x7fffffffu) > 0x7f800000u)) {
-        return a;
-    }
-    if (((as_type<uint>(b) & 0x7fffffffu) > 0x7f800000u)) {
-        return b;
-    }
-    if (a >= b) {
-        return a;
-    }
-    return b;
-}
-
 static inline float mimir_simd_add_f32_4(float x) {
     for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
@@ -28,10 +15,10 @@ static inline float mimir_simd_add_f32_4(float x) {
     return x;
 }
 
-static inline float mimir_simd_max_f32_4(float x) {
+static inline float mimir_simd_fmax_f32_4(float x) {
     for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
-        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
+        x = fmax(x, y);
     }
     return x;
 }
@@ -59,15 +46,15 @@ kernel void root_read_twice_1_softmax(
     }
     float m5 = as_type<float>(0xff800000u);
     if (lid.x < u.M) {
-        m5 = mimir_maximum_f32(m5, v2);
+        m5 = max(m5, v2);
     }
-    const float warp6 = (simd_any(((as_type<uint>(m5) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m5));
+    const float warp6 = simd_max(m5);
     if ((lid.x & 31u) == 0u) {
         row_max[lid.x >> 5u] = warp6;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     const float slot7 = row_max[lid.x & 3u];
-    const float total8 = mimir_simd_max_f32_4(slot7);
+    const float total8 = mimir_simd_fmax_f32_4(slot7);
     const float top9 = (total8 == as_type<float>(0xff800000u) ? 0.0f : total8);
     float s10 = 0.0f;
     float d11 = 0.0f;

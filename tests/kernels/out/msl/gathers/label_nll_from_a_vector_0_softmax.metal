@@ -7,19 +7,6 @@ struct Uniforms {
     uint C;
 };
 
-static inline float mimir_maximum_f32(float a, float b) {
-    if (((as_type<uint>(a) & 0x7fffffffu) > 0x7f800000u)) {
-        return a;
-    }
-    if (((as_type<uint>(b) & 0x7fffffffu) > 0x7f800000u)) {
-        return b;
-    }
-    if (a >= b) {
-        return a;
-    }
-    return b;
-}
-
 static inline float mimir_log(float a) {
     if (a < 0.0f) {
         return as_type<float>(0x7fc00000u);
@@ -38,10 +25,10 @@ static inline float mimir_simd_add_f32_4(float x) {
     return x;
 }
 
-static inline float mimir_simd_max_f32_4(float x) {
+static inline float mimir_simd_fmax_f32_4(float x) {
     for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
-        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
+        x = fmax(x, y);
     }
     return x;
 }
@@ -118,20 +105,20 @@ kernel void label_nll_from_a_vector_0_softmax(
         const float v33 = logits_38;
         const float v34 = (inside7 ? v33 : as_type<float>(0xff800000u));
         float m43 = v11;
-        m43 = mimir_maximum_f32(m43, v13);
-        m43 = mimir_maximum_f32(m43, v15);
-        m43 = mimir_maximum_f32(m43, v17);
-        m43 = mimir_maximum_f32(m43, v28);
-        m43 = mimir_maximum_f32(m43, v30);
-        m43 = mimir_maximum_f32(m43, v32);
-        m43 = mimir_maximum_f32(m43, v34);
-        const float warp44 = (simd_any(((as_type<uint>(m43) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m43));
+        m43 = max(m43, v13);
+        m43 = max(m43, v15);
+        m43 = max(m43, v17);
+        m43 = max(m43, v28);
+        m43 = max(m43, v30);
+        m43 = max(m43, v32);
+        m43 = max(m43, v34);
+        const float warp44 = simd_max(m43);
         if ((lid.x & 31u) == 0u) {
             row_max[lid.x >> 5u] = warp44;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
         const float slot45 = row_max[lid.x & 3u];
-        const float total46 = mimir_simd_max_f32_4(slot45);
+        const float total46 = mimir_simd_fmax_f32_4(slot45);
         const float top47 = (total46 == as_type<float>(0xff800000u) ? 0.0f : total46);
         float s48 = 0.0f;
         const float d49 = v11 - top47;
@@ -342,7 +329,7 @@ kernel void label_nll_from_a_vector_0_softmax(
                 m85 = (grows179 ? v178 : m85);
             }
         }
-        const float warp_max182 = (simd_any(((as_type<uint>(m85) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m85));
+        const float warp_max182 = simd_max(m85);
         const float t183 = (m85 == as_type<float>(0xff800000u) ? s86 : s86 * exp(m85 - warp_max182));
         const float warp_sum184 = simd_sum(t183);
         if ((lid.x & 31u) == 0u) {
@@ -352,7 +339,7 @@ kernel void label_nll_from_a_vector_0_softmax(
         threadgroup_barrier(mem_flags::mem_threadgroup);
         const float slot185 = row_max[lid.x & 3u];
         const float slot186 = row_sum[lid.x & 3u];
-        const float row_max187 = mimir_simd_max_f32_4(slot185);
+        const float row_max187 = mimir_simd_fmax_f32_4(slot185);
         const float t188 = (slot185 == as_type<float>(0xff800000u) ? slot186 : slot186 * exp(slot185 - row_max187));
         const float t189 = mimir_simd_add_f32_4(t188);
         const float top190 = (row_max187 == as_type<float>(0xff800000u) ? 0.0f : row_max187);

@@ -6,19 +6,6 @@ struct Uniforms {
     uint N;
 };
 
-static inline float mimir_maximum_f32(float a, float b) {
-    if (((as_type<uint>(a) & 0x7fffffffu) > 0x7f800000u)) {
-        return a;
-    }
-    if (((as_type<uint>(b) & 0x7fffffffu) > 0x7f800000u)) {
-        return b;
-    }
-    if (a >= b) {
-        return a;
-    }
-    return b;
-}
-
 kernel void two_heads_1_softmax(
     device float* out0 [[buffer(0)]],
     device const float* scratch0 [[buffer(1)]],
@@ -40,9 +27,9 @@ kernel void two_heads_1_softmax(
     }
     float m5 = as_type<float>(0xff800000u);
     if (lid.x < 4u) {
-        m5 = mimir_maximum_f32(m5, v2);
+        m5 = max(m5, v2);
     }
-    const float warp6 = (simd_any(((as_type<uint>(m5) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m5));
+    const float warp6 = simd_max(m5);
     const float top7 = (warp6 == as_type<float>(0xff800000u) ? 0.0f : warp6);
     float s8 = 0.0f;
     float d9 = 0.0f;

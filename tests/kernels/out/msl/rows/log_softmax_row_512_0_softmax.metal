@@ -6,19 +6,6 @@ struct Uniforms {
     uint N;
 };
 
-static inline float mimir_maximum_f32(float a, float b) {
-    if (((as_type<uint>(a) & 0x7fffffffu) > 0x7f800000u)) {
-        return a;
-    }
-    if (((as_type<uint>(b) & 0x7fffffffu) > 0x7f800000u)) {
-        return b;
-    }
-    if (a >= b) {
-        return a;
-    }
-    return b;
-}
-
 static inline float mimir_log(float a) {
     if (a < 0.0f) {
         return as_type<float>(0x7fc00000u);
@@ -37,10 +24,10 @@ static inline float mimir_simd_add_f32_2(float x) {
     return x;
 }
 
-static inline float mimir_simd_max_f32_2(float x) {
+static inline float mimir_simd_fmax_f32_2(float x) {
     for (ushort m = 1; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
-        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
+        x = fmax(x, y);
     }
     return x;
 }
@@ -83,20 +70,20 @@ kernel void log_softmax_row_512_0_softmax(
     const float v16 = x_20;
     const float v17 = x_21;
     float m22 = v5;
-    m22 = mimir_maximum_f32(m22, v6);
-    m22 = mimir_maximum_f32(m22, v7);
-    m22 = mimir_maximum_f32(m22, v8);
-    m22 = mimir_maximum_f32(m22, v14);
-    m22 = mimir_maximum_f32(m22, v15);
-    m22 = mimir_maximum_f32(m22, v16);
-    m22 = mimir_maximum_f32(m22, v17);
-    const float warp23 = (simd_any(((as_type<uint>(m22) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m22));
+    m22 = max(m22, v6);
+    m22 = max(m22, v7);
+    m22 = max(m22, v8);
+    m22 = max(m22, v14);
+    m22 = max(m22, v15);
+    m22 = max(m22, v16);
+    m22 = max(m22, v17);
+    const float warp23 = simd_max(m22);
     if ((lid.x & 31u) == 0u) {
         row_max[lid.x >> 5u] = warp23;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     const float slot24 = row_max[lid.x & 1u];
-    const float total25 = mimir_simd_max_f32_2(slot24);
+    const float total25 = mimir_simd_fmax_f32_2(slot24);
     const float top26 = (total25 == as_type<float>(0xff800000u) ? 0.0f : total25);
     float s27 = 0.0f;
     const float d28 = v5 - top26;

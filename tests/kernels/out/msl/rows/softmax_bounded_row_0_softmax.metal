@@ -7,19 +7,6 @@ struct Uniforms {
     uint D;
 };
 
-static inline float mimir_maximum_f32(float a, float b) {
-    if (((as_type<uint>(a) & 0x7fffffffu) > 0x7f800000u)) {
-        return a;
-    }
-    if (((as_type<uint>(b) & 0x7fffffffu) > 0x7f800000u)) {
-        return b;
-    }
-    if (a >= b) {
-        return a;
-    }
-    return b;
-}
-
 static inline float mimir_simd_add_f32_4(float x) {
     for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
@@ -28,10 +15,10 @@ static inline float mimir_simd_add_f32_4(float x) {
     return x;
 }
 
-static inline float mimir_simd_max_f32_4(float x) {
+static inline float mimir_simd_fmax_f32_4(float x) {
     for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
-        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
+        x = fmax(x, y);
     }
     return x;
 }
@@ -66,142 +53,179 @@ kernel void softmax_bounded_row_0_softmax(
         const bool inside13 = j12 < u.D;
         const uint j14 = (inside13 ? j12 : last3);
         const uint i15 = base1 + j5;
-        float x_28 = 0.0f;
-        float x_29 = 0.0f;
-        float x_30 = 0.0f;
-        float x_31 = 0.0f;
+        float x_24 = 0.0f;
+        float x_25 = 0.0f;
+        float x_26 = 0.0f;
+        float x_27 = 0.0f;
         if (inside4) {
             const float4 vec1 = ((device const float4*)x)[i15 >> 2u];
-            const float ld32 = vec1[0];
-            const float ld33 = vec1[1];
-            const float ld34 = vec1[2];
-            const float ld35 = vec1[3];
-            x_28 = ld32;
-            x_29 = ld33;
-            x_30 = ld34;
-            x_31 = ld35;
+            const float ld28 = vec1[0];
+            const float ld29 = vec1[1];
+            const float ld30 = vec1[2];
+            const float ld31 = vec1[3];
+            x_24 = ld28;
+            x_25 = ld29;
+            x_26 = ld30;
+            x_27 = ld31;
         }
-        const float v16 = x_28;
+        const float v16 = x_24;
         const float v17 = v16 * 0.5f;
-        const float v18 = (inside4 ? v17 : as_type<float>(0xff800000u));
-        const float v19 = x_29;
-        const float v20 = v19 * 0.5f;
-        const float v21 = (inside4 ? v20 : as_type<float>(0xff800000u));
-        const float v22 = x_30;
+        const float v18 = x_25;
+        const float v19 = v18 * 0.5f;
+        const float v20 = x_26;
+        const float v21 = v20 * 0.5f;
+        const float v22 = x_27;
         const float v23 = v22 * 0.5f;
-        const float v24 = (inside4 ? v23 : as_type<float>(0xff800000u));
-        const float v25 = x_31;
-        const float v26 = v25 * 0.5f;
-        const float v27 = (inside4 ? v26 : as_type<float>(0xff800000u));
-        const uint i36 = base1 + j8;
-        float x_49 = 0.0f;
-        float x_50 = 0.0f;
-        float x_51 = 0.0f;
-        float x_52 = 0.0f;
+        const uint i32 = base1 + j8;
+        float x_41 = 0.0f;
+        float x_42 = 0.0f;
+        float x_43 = 0.0f;
+        float x_44 = 0.0f;
         if (inside7) {
-            const float4 vec2 = ((device const float4*)x)[i36 >> 2u];
-            const float ld53 = vec2[0];
-            const float ld54 = vec2[1];
-            const float ld55 = vec2[2];
-            const float ld56 = vec2[3];
-            x_49 = ld53;
-            x_50 = ld54;
-            x_51 = ld55;
-            x_52 = ld56;
+            const float4 vec2 = ((device const float4*)x)[i32 >> 2u];
+            const float ld45 = vec2[0];
+            const float ld46 = vec2[1];
+            const float ld47 = vec2[2];
+            const float ld48 = vec2[3];
+            x_41 = ld45;
+            x_42 = ld46;
+            x_43 = ld47;
+            x_44 = ld48;
         }
-        const float v37 = x_49;
+        const float v33 = x_41;
+        const float v34 = v33 * 0.5f;
+        const float v35 = x_42;
+        const float v36 = v35 * 0.5f;
+        const float v37 = x_43;
         const float v38 = v37 * 0.5f;
-        const float v39 = (inside7 ? v38 : as_type<float>(0xff800000u));
-        const float v40 = x_50;
-        const float v41 = v40 * 0.5f;
-        const float v42 = (inside7 ? v41 : as_type<float>(0xff800000u));
-        const float v43 = x_51;
-        const float v44 = v43 * 0.5f;
-        const float v45 = (inside7 ? v44 : as_type<float>(0xff800000u));
-        const float v46 = x_52;
-        const float v47 = v46 * 0.5f;
-        const float v48 = (inside7 ? v47 : as_type<float>(0xff800000u));
-        const uint i57 = base1 + j11;
-        float x_70 = 0.0f;
-        float x_71 = 0.0f;
-        float x_72 = 0.0f;
-        float x_73 = 0.0f;
+        const float v39 = x_44;
+        const float v40 = v39 * 0.5f;
+        const uint i49 = base1 + j11;
+        float x_58 = 0.0f;
+        float x_59 = 0.0f;
+        float x_60 = 0.0f;
+        float x_61 = 0.0f;
         if (inside10) {
-            const float4 vec3 = ((device const float4*)x)[i57 >> 2u];
-            const float ld74 = vec3[0];
-            const float ld75 = vec3[1];
-            const float ld76 = vec3[2];
-            const float ld77 = vec3[3];
-            x_70 = ld74;
-            x_71 = ld75;
-            x_72 = ld76;
-            x_73 = ld77;
+            const float4 vec3 = ((device const float4*)x)[i49 >> 2u];
+            const float ld62 = vec3[0];
+            const float ld63 = vec3[1];
+            const float ld64 = vec3[2];
+            const float ld65 = vec3[3];
+            x_58 = ld62;
+            x_59 = ld63;
+            x_60 = ld64;
+            x_61 = ld65;
         }
-        const float v58 = x_70;
-        const float v59 = v58 * 0.5f;
-        const float v60 = (inside10 ? v59 : as_type<float>(0xff800000u));
-        const float v61 = x_71;
-        const float v62 = v61 * 0.5f;
-        const float v63 = (inside10 ? v62 : as_type<float>(0xff800000u));
-        const float v64 = x_72;
-        const float v65 = v64 * 0.5f;
-        const float v66 = (inside10 ? v65 : as_type<float>(0xff800000u));
-        const float v67 = x_73;
-        const float v68 = v67 * 0.5f;
-        const float v69 = (inside10 ? v68 : as_type<float>(0xff800000u));
-        const uint i78 = base1 + j14;
-        float x_91 = 0.0f;
-        float x_92 = 0.0f;
-        float x_93 = 0.0f;
-        float x_94 = 0.0f;
+        const float v50 = x_58;
+        const float v51 = v50 * 0.5f;
+        const float v52 = x_59;
+        const float v53 = v52 * 0.5f;
+        const float v54 = x_60;
+        const float v55 = v54 * 0.5f;
+        const float v56 = x_61;
+        const float v57 = v56 * 0.5f;
+        const uint i66 = base1 + j14;
+        float x_75 = 0.0f;
+        float x_76 = 0.0f;
+        float x_77 = 0.0f;
+        float x_78 = 0.0f;
         if (inside13) {
-            const float4 vec4 = ((device const float4*)x)[i78 >> 2u];
-            const float ld95 = vec4[0];
-            const float ld96 = vec4[1];
-            const float ld97 = vec4[2];
-            const float ld98 = vec4[3];
-            x_91 = ld95;
-            x_92 = ld96;
-            x_93 = ld97;
-            x_94 = ld98;
+            const float4 vec4 = ((device const float4*)x)[i66 >> 2u];
+            const float ld79 = vec4[0];
+            const float ld80 = vec4[1];
+            const float ld81 = vec4[2];
+            const float ld82 = vec4[3];
+            x_75 = ld79;
+            x_76 = ld80;
+            x_77 = ld81;
+            x_78 = ld82;
         }
-        const float v79 = x_91;
-        const float v80 = v79 * 0.5f;
-        const float v81 = (inside13 ? v80 : as_type<float>(0xff800000u));
-        const float v82 = x_92;
-        const float v83 = v82 * 0.5f;
-        const float v84 = (inside13 ? v83 : as_type<float>(0xff800000u));
-        const float v85 = x_93;
-        const float v86 = v85 * 0.5f;
-        const float v87 = (inside13 ? v86 : as_type<float>(0xff800000u));
-        const float v88 = x_94;
-        const float v89 = v88 * 0.5f;
-        const float v90 = (inside13 ? v89 : as_type<float>(0xff800000u));
-        float m99 = v18;
-        m99 = mimir_maximum_f32(m99, v21);
-        m99 = mimir_maximum_f32(m99, v24);
-        m99 = mimir_maximum_f32(m99, v27);
-        m99 = mimir_maximum_f32(m99, v39);
-        m99 = mimir_maximum_f32(m99, v42);
-        m99 = mimir_maximum_f32(m99, v45);
-        m99 = mimir_maximum_f32(m99, v48);
-        m99 = mimir_maximum_f32(m99, v60);
-        m99 = mimir_maximum_f32(m99, v63);
-        m99 = mimir_maximum_f32(m99, v66);
-        m99 = mimir_maximum_f32(m99, v69);
-        m99 = mimir_maximum_f32(m99, v81);
-        m99 = mimir_maximum_f32(m99, v84);
-        m99 = mimir_maximum_f32(m99, v87);
-        m99 = mimir_maximum_f32(m99, v90);
-        const float warp100 = (simd_any(((as_type<uint>(m99) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m99));
+        const float v67 = x_75;
+        const float v68 = v67 * 0.5f;
+        const float v69 = x_76;
+        const float v70 = v69 * 0.5f;
+        const float v71 = x_77;
+        const float v72 = v71 * 0.5f;
+        const float v73 = x_78;
+        const float v74 = v73 * 0.5f;
+        float m83 = as_type<float>(0xff800000u);
+        if (inside4) {
+            m83 = max(m83, v17);
+            m83 = max(m83, v19);
+            m83 = max(m83, v21);
+            m83 = max(m83, v23);
+        }
+        if (inside7) {
+            m83 = max(m83, v34);
+            m83 = max(m83, v36);
+            m83 = max(m83, v38);
+            m83 = max(m83, v40);
+        }
+        if (inside10) {
+            m83 = max(m83, v51);
+            m83 = max(m83, v53);
+            m83 = max(m83, v55);
+            m83 = max(m83, v57);
+        }
+        if (inside13) {
+            m83 = max(m83, v68);
+            m83 = max(m83, v70);
+            m83 = max(m83, v72);
+            m83 = max(m83, v74);
+        }
+        const float warp84 = simd_max(m83);
         if ((lid.x & 31u) == 0u) {
-            row_max[lid.x >> 5u] = warp100;
+            row_max[lid.x >> 5u] = warp84;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        const float slot101 = row_max[lid.x & 3u];
-        const float total102 = mimir_simd_max_f32_4(slot101);
-        const float top103 = (total102 == as_type<float>(0xff800000u) ? 0.0f : total102);
-        float s104 = 0.0f;
+        const float slot85 = row_max[lid.x & 3u];
+        const float total86 = mimir_simd_fmax_f32_4(slot85);
+        const float top87 = (total86 == as_type<float>(0xff800000u) ? 0.0f : total86);
+        float s88 = 0.0f;
+        float d89 = 0.0f;
+        float e90 = 0.0f;
+        float d91 = 0.0f;
+        float e92 = 0.0f;
+        float d93 = 0.0f;
+        float e94 = 0.0f;
+        float d95 = 0.0f;
+        float e96 = 0.0f;
+        if (inside4) {
+            d89 = v17 - top87;
+            e90 = exp(d89);
+            s88 = s88 + e90;
+            d91 = v19 - top87;
+            e92 = exp(d91);
+            s88 = s88 + e92;
+            d93 = v21 - top87;
+            e94 = exp(d93);
+            s88 = s88 + e94;
+            d95 = v23 - top87;
+            e96 = exp(d95);
+            s88 = s88 + e96;
+        }
+        float d97 = 0.0f;
+        float e98 = 0.0f;
+        float d99 = 0.0f;
+        float e100 = 0.0f;
+        float d101 = 0.0f;
+        float e102 = 0.0f;
+        float d103 = 0.0f;
+        float e104 = 0.0f;
+        if (inside7) {
+            d97 = v34 - top87;
+            e98 = exp(d97);
+            s88 = s88 + e98;
+            d99 = v36 - top87;
+            e100 = exp(d99);
+            s88 = s88 + e100;
+            d101 = v38 - top87;
+            e102 = exp(d101);
+            s88 = s88 + e102;
+            d103 = v40 - top87;
+            e104 = exp(d103);
+            s88 = s88 + e104;
+        }
         float d105 = 0.0f;
         float e106 = 0.0f;
         float d107 = 0.0f;
@@ -210,19 +234,19 @@ kernel void softmax_bounded_row_0_softmax(
         float e110 = 0.0f;
         float d111 = 0.0f;
         float e112 = 0.0f;
-        if (inside4) {
-            d105 = v18 - top103;
+        if (inside10) {
+            d105 = v51 - top87;
             e106 = exp(d105);
-            s104 = s104 + e106;
-            d107 = v21 - top103;
+            s88 = s88 + e106;
+            d107 = v53 - top87;
             e108 = exp(d107);
-            s104 = s104 + e108;
-            d109 = v24 - top103;
+            s88 = s88 + e108;
+            d109 = v55 - top87;
             e110 = exp(d109);
-            s104 = s104 + e110;
-            d111 = v27 - top103;
+            s88 = s88 + e110;
+            d111 = v57 - top87;
             e112 = exp(d111);
-            s104 = s104 + e112;
+            s88 = s88 + e112;
         }
         float d113 = 0.0f;
         float e114 = 0.0f;
@@ -232,551 +256,507 @@ kernel void softmax_bounded_row_0_softmax(
         float e118 = 0.0f;
         float d119 = 0.0f;
         float e120 = 0.0f;
-        if (inside7) {
-            d113 = v39 - top103;
-            e114 = exp(d113);
-            s104 = s104 + e114;
-            d115 = v42 - top103;
-            e116 = exp(d115);
-            s104 = s104 + e116;
-            d117 = v45 - top103;
-            e118 = exp(d117);
-            s104 = s104 + e118;
-            d119 = v48 - top103;
-            e120 = exp(d119);
-            s104 = s104 + e120;
-        }
-        float d121 = 0.0f;
-        float e122 = 0.0f;
-        float d123 = 0.0f;
-        float e124 = 0.0f;
-        float d125 = 0.0f;
-        float e126 = 0.0f;
-        float d127 = 0.0f;
-        float e128 = 0.0f;
-        if (inside10) {
-            d121 = v60 - top103;
-            e122 = exp(d121);
-            s104 = s104 + e122;
-            d123 = v63 - top103;
-            e124 = exp(d123);
-            s104 = s104 + e124;
-            d125 = v66 - top103;
-            e126 = exp(d125);
-            s104 = s104 + e126;
-            d127 = v69 - top103;
-            e128 = exp(d127);
-            s104 = s104 + e128;
-        }
-        float d129 = 0.0f;
-        float e130 = 0.0f;
-        float d131 = 0.0f;
-        float e132 = 0.0f;
-        float d133 = 0.0f;
-        float e134 = 0.0f;
-        float d135 = 0.0f;
-        float e136 = 0.0f;
         if (inside13) {
-            d129 = v81 - top103;
-            e130 = exp(d129);
-            s104 = s104 + e130;
-            d131 = v84 - top103;
-            e132 = exp(d131);
-            s104 = s104 + e132;
-            d133 = v87 - top103;
-            e134 = exp(d133);
-            s104 = s104 + e134;
-            d135 = v90 - top103;
-            e136 = exp(d135);
-            s104 = s104 + e136;
+            d113 = v68 - top87;
+            e114 = exp(d113);
+            s88 = s88 + e114;
+            d115 = v70 - top87;
+            e116 = exp(d115);
+            s88 = s88 + e116;
+            d117 = v72 - top87;
+            e118 = exp(d117);
+            s88 = s88 + e118;
+            d119 = v74 - top87;
+            e120 = exp(d119);
+            s88 = s88 + e120;
         }
-        const float warp137 = simd_sum(s104);
+        const float warp121 = simd_sum(s88);
         if ((lid.x & 31u) == 0u) {
-            row_sum[lid.x >> 5u] = warp137;
+            row_sum[lid.x >> 5u] = warp121;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        const float slot138 = row_sum[lid.x & 3u];
-        const float total139 = mimir_simd_add_f32_4(slot138);
+        const float slot122 = row_sum[lid.x & 3u];
+        const float total123 = mimir_simd_add_f32_4(slot122);
         if (inside4) {
-            const float y140 = e106 / total139;
-            const float v141 = y140 * 2.0f;
-            const float out_148 = v141;
-            const float y142 = e108 / total139;
-            const float v143 = y142 * 2.0f;
-            const float out_149 = v143;
-            const float y144 = e110 / total139;
-            const float v145 = y144 * 2.0f;
-            const float out_150 = v145;
-            const float y146 = e112 / total139;
-            const float v147 = y146 * 2.0f;
-            const float out_151 = v147;
+            const float y124 = e90 / total123;
+            const float v125 = y124 * 2.0f;
+            const float out_132 = v125;
+            const float y126 = e92 / total123;
+            const float v127 = y126 * 2.0f;
+            const float out_133 = v127;
+            const float y128 = e94 / total123;
+            const float v129 = y128 * 2.0f;
+            const float out_134 = v129;
+            const float y130 = e96 / total123;
+            const float v131 = y130 * 2.0f;
+            const float out_135 = v131;
             float4 vec5;
-            vec5.x = out_148;
-            vec5.y = out_149;
-            vec5.z = out_150;
-            vec5.w = out_151;
+            vec5.x = out_132;
+            vec5.y = out_133;
+            vec5.z = out_134;
+            vec5.w = out_135;
             ((device float4*)out)[i15 >> 2u] = vec5;
         }
         if (inside7) {
-            const float y152 = e114 / total139;
-            const float v153 = y152 * 2.0f;
-            const float out_160 = v153;
-            const float y154 = e116 / total139;
-            const float v155 = y154 * 2.0f;
-            const float out_161 = v155;
-            const float y156 = e118 / total139;
-            const float v157 = y156 * 2.0f;
-            const float out_162 = v157;
-            const float y158 = e120 / total139;
-            const float v159 = y158 * 2.0f;
-            const float out_163 = v159;
+            const float y136 = e98 / total123;
+            const float v137 = y136 * 2.0f;
+            const float out_144 = v137;
+            const float y138 = e100 / total123;
+            const float v139 = y138 * 2.0f;
+            const float out_145 = v139;
+            const float y140 = e102 / total123;
+            const float v141 = y140 * 2.0f;
+            const float out_146 = v141;
+            const float y142 = e104 / total123;
+            const float v143 = y142 * 2.0f;
+            const float out_147 = v143;
             float4 vec6;
-            vec6.x = out_160;
-            vec6.y = out_161;
-            vec6.z = out_162;
-            vec6.w = out_163;
-            ((device float4*)out)[i36 >> 2u] = vec6;
+            vec6.x = out_144;
+            vec6.y = out_145;
+            vec6.z = out_146;
+            vec6.w = out_147;
+            ((device float4*)out)[i32 >> 2u] = vec6;
         }
         if (inside10) {
-            const float y164 = e122 / total139;
-            const float v165 = y164 * 2.0f;
-            const float out_172 = v165;
-            const float y166 = e124 / total139;
-            const float v167 = y166 * 2.0f;
-            const float out_173 = v167;
-            const float y168 = e126 / total139;
-            const float v169 = y168 * 2.0f;
-            const float out_174 = v169;
-            const float y170 = e128 / total139;
-            const float v171 = y170 * 2.0f;
-            const float out_175 = v171;
+            const float y148 = e106 / total123;
+            const float v149 = y148 * 2.0f;
+            const float out_156 = v149;
+            const float y150 = e108 / total123;
+            const float v151 = y150 * 2.0f;
+            const float out_157 = v151;
+            const float y152 = e110 / total123;
+            const float v153 = y152 * 2.0f;
+            const float out_158 = v153;
+            const float y154 = e112 / total123;
+            const float v155 = y154 * 2.0f;
+            const float out_159 = v155;
             float4 vec7;
-            vec7.x = out_172;
-            vec7.y = out_173;
-            vec7.z = out_174;
-            vec7.w = out_175;
-            ((device float4*)out)[i57 >> 2u] = vec7;
+            vec7.x = out_156;
+            vec7.y = out_157;
+            vec7.z = out_158;
+            vec7.w = out_159;
+            ((device float4*)out)[i49 >> 2u] = vec7;
         }
         if (inside13) {
-            const float y176 = e130 / total139;
-            const float v177 = y176 * 2.0f;
-            const float out_184 = v177;
-            const float y178 = e132 / total139;
-            const float v179 = y178 * 2.0f;
-            const float out_185 = v179;
-            const float y180 = e134 / total139;
-            const float v181 = y180 * 2.0f;
-            const float out_186 = v181;
-            const float y182 = e136 / total139;
-            const float v183 = y182 * 2.0f;
-            const float out_187 = v183;
+            const float y160 = e114 / total123;
+            const float v161 = y160 * 2.0f;
+            const float out_168 = v161;
+            const float y162 = e116 / total123;
+            const float v163 = y162 * 2.0f;
+            const float out_169 = v163;
+            const float y164 = e118 / total123;
+            const float v165 = y164 * 2.0f;
+            const float out_170 = v165;
+            const float y166 = e120 / total123;
+            const float v167 = y166 * 2.0f;
+            const float out_171 = v167;
             float4 vec8;
-            vec8.x = out_184;
-            vec8.y = out_185;
-            vec8.z = out_186;
-            vec8.w = out_187;
-            ((device float4*)out)[i78 >> 2u] = vec8;
+            vec8.x = out_168;
+            vec8.y = out_169;
+            vec8.z = out_170;
+            vec8.w = out_171;
+            ((device float4*)out)[i66 >> 2u] = vec8;
         }
     } else {
-        float v188 = as_type<float>(0xff800000u);
+        float v172 = as_type<float>(0xff800000u);
         if (lid.x < u.D) {
-            const uint i189 = base1 + lid.x;
-            const float v190 = x[i189];
-            const float v191 = v190 * 0.5f;
-            v188 = v191;
+            const uint i173 = base1 + lid.x;
+            const float v174 = x[i173];
+            const float v175 = v174 * 0.5f;
+            v172 = v175;
         }
-        const uint j192 = lid.x + 128u;
-        float v193 = as_type<float>(0xff800000u);
-        if (j192 < u.D) {
-            const uint i194 = base1 + j192;
-            const float v195 = x[i194];
-            const float v196 = v195 * 0.5f;
-            v193 = v196;
+        const uint j176 = lid.x + 128u;
+        float v177 = as_type<float>(0xff800000u);
+        if (j176 < u.D) {
+            const uint i178 = base1 + j176;
+            const float v179 = x[i178];
+            const float v180 = v179 * 0.5f;
+            v177 = v180;
         }
-        const uint j197 = lid.x + 256u;
-        float v198 = as_type<float>(0xff800000u);
-        if (j197 < u.D) {
-            const uint i199 = base1 + j197;
-            const float v200 = x[i199];
-            const float v201 = v200 * 0.5f;
-            v198 = v201;
+        const uint j181 = lid.x + 256u;
+        float v182 = as_type<float>(0xff800000u);
+        if (j181 < u.D) {
+            const uint i183 = base1 + j181;
+            const float v184 = x[i183];
+            const float v185 = v184 * 0.5f;
+            v182 = v185;
         }
-        const uint j202 = lid.x + 384u;
-        float v203 = as_type<float>(0xff800000u);
-        if (j202 < u.D) {
-            const uint i204 = base1 + j202;
-            const float v205 = x[i204];
-            const float v206 = v205 * 0.5f;
-            v203 = v206;
+        const uint j186 = lid.x + 384u;
+        float v187 = as_type<float>(0xff800000u);
+        if (j186 < u.D) {
+            const uint i188 = base1 + j186;
+            const float v189 = x[i188];
+            const float v190 = v189 * 0.5f;
+            v187 = v190;
         }
-        const uint j207 = lid.x + 512u;
-        float v208 = as_type<float>(0xff800000u);
-        if (j207 < u.D) {
-            const uint i209 = base1 + j207;
-            const float v210 = x[i209];
-            const float v211 = v210 * 0.5f;
-            v208 = v211;
+        const uint j191 = lid.x + 512u;
+        float v192 = as_type<float>(0xff800000u);
+        if (j191 < u.D) {
+            const uint i193 = base1 + j191;
+            const float v194 = x[i193];
+            const float v195 = v194 * 0.5f;
+            v192 = v195;
         }
-        const uint j212 = lid.x + 640u;
-        float v213 = as_type<float>(0xff800000u);
-        if (j212 < u.D) {
-            const uint i214 = base1 + j212;
-            const float v215 = x[i214];
-            const float v216 = v215 * 0.5f;
-            v213 = v216;
+        const uint j196 = lid.x + 640u;
+        float v197 = as_type<float>(0xff800000u);
+        if (j196 < u.D) {
+            const uint i198 = base1 + j196;
+            const float v199 = x[i198];
+            const float v200 = v199 * 0.5f;
+            v197 = v200;
         }
-        const uint j217 = lid.x + 768u;
-        float v218 = as_type<float>(0xff800000u);
-        if (j217 < u.D) {
-            const uint i219 = base1 + j217;
-            const float v220 = x[i219];
-            const float v221 = v220 * 0.5f;
-            v218 = v221;
+        const uint j201 = lid.x + 768u;
+        float v202 = as_type<float>(0xff800000u);
+        if (j201 < u.D) {
+            const uint i203 = base1 + j201;
+            const float v204 = x[i203];
+            const float v205 = v204 * 0.5f;
+            v202 = v205;
         }
-        const uint j222 = lid.x + 896u;
-        float v223 = as_type<float>(0xff800000u);
-        if (j222 < u.D) {
-            const uint i224 = base1 + j222;
-            const float v225 = x[i224];
-            const float v226 = v225 * 0.5f;
-            v223 = v226;
+        const uint j206 = lid.x + 896u;
+        float v207 = as_type<float>(0xff800000u);
+        if (j206 < u.D) {
+            const uint i208 = base1 + j206;
+            const float v209 = x[i208];
+            const float v210 = v209 * 0.5f;
+            v207 = v210;
         }
-        const uint j227 = lid.x + 1024u;
-        float v228 = as_type<float>(0xff800000u);
-        if (j227 < u.D) {
-            const uint i229 = base1 + j227;
-            const float v230 = x[i229];
-            const float v231 = v230 * 0.5f;
-            v228 = v231;
+        const uint j211 = lid.x + 1024u;
+        float v212 = as_type<float>(0xff800000u);
+        if (j211 < u.D) {
+            const uint i213 = base1 + j211;
+            const float v214 = x[i213];
+            const float v215 = v214 * 0.5f;
+            v212 = v215;
         }
-        const uint j232 = lid.x + 1152u;
-        float v233 = as_type<float>(0xff800000u);
-        if (j232 < u.D) {
-            const uint i234 = base1 + j232;
-            const float v235 = x[i234];
-            const float v236 = v235 * 0.5f;
-            v233 = v236;
+        const uint j216 = lid.x + 1152u;
+        float v217 = as_type<float>(0xff800000u);
+        if (j216 < u.D) {
+            const uint i218 = base1 + j216;
+            const float v219 = x[i218];
+            const float v220 = v219 * 0.5f;
+            v217 = v220;
         }
-        const uint j237 = lid.x + 1280u;
-        float v238 = as_type<float>(0xff800000u);
-        if (j237 < u.D) {
-            const uint i239 = base1 + j237;
-            const float v240 = x[i239];
-            const float v241 = v240 * 0.5f;
-            v238 = v241;
+        const uint j221 = lid.x + 1280u;
+        float v222 = as_type<float>(0xff800000u);
+        if (j221 < u.D) {
+            const uint i223 = base1 + j221;
+            const float v224 = x[i223];
+            const float v225 = v224 * 0.5f;
+            v222 = v225;
         }
-        const uint j242 = lid.x + 1408u;
-        float v243 = as_type<float>(0xff800000u);
-        if (j242 < u.D) {
-            const uint i244 = base1 + j242;
-            const float v245 = x[i244];
-            const float v246 = v245 * 0.5f;
-            v243 = v246;
+        const uint j226 = lid.x + 1408u;
+        float v227 = as_type<float>(0xff800000u);
+        if (j226 < u.D) {
+            const uint i228 = base1 + j226;
+            const float v229 = x[i228];
+            const float v230 = v229 * 0.5f;
+            v227 = v230;
         }
-        const uint j247 = lid.x + 1536u;
-        float v248 = as_type<float>(0xff800000u);
-        if (j247 < u.D) {
-            const uint i249 = base1 + j247;
-            const float v250 = x[i249];
-            const float v251 = v250 * 0.5f;
-            v248 = v251;
+        const uint j231 = lid.x + 1536u;
+        float v232 = as_type<float>(0xff800000u);
+        if (j231 < u.D) {
+            const uint i233 = base1 + j231;
+            const float v234 = x[i233];
+            const float v235 = v234 * 0.5f;
+            v232 = v235;
         }
-        const uint j252 = lid.x + 1664u;
-        float v253 = as_type<float>(0xff800000u);
-        if (j252 < u.D) {
-            const uint i254 = base1 + j252;
-            const float v255 = x[i254];
-            const float v256 = v255 * 0.5f;
-            v253 = v256;
+        const uint j236 = lid.x + 1664u;
+        float v237 = as_type<float>(0xff800000u);
+        if (j236 < u.D) {
+            const uint i238 = base1 + j236;
+            const float v239 = x[i238];
+            const float v240 = v239 * 0.5f;
+            v237 = v240;
         }
-        const uint j257 = lid.x + 1792u;
-        float v258 = as_type<float>(0xff800000u);
-        if (j257 < u.D) {
-            const uint i259 = base1 + j257;
-            const float v260 = x[i259];
-            const float v261 = v260 * 0.5f;
-            v258 = v261;
+        const uint j241 = lid.x + 1792u;
+        float v242 = as_type<float>(0xff800000u);
+        if (j241 < u.D) {
+            const uint i243 = base1 + j241;
+            const float v244 = x[i243];
+            const float v245 = v244 * 0.5f;
+            v242 = v245;
         }
-        const uint j262 = lid.x + 1920u;
-        float v263 = as_type<float>(0xff800000u);
-        if (j262 < u.D) {
-            const uint i264 = base1 + j262;
-            const float v265 = x[i264];
-            const float v266 = v265 * 0.5f;
-            v263 = v266;
+        const uint j246 = lid.x + 1920u;
+        float v247 = as_type<float>(0xff800000u);
+        if (j246 < u.D) {
+            const uint i248 = base1 + j246;
+            const float v249 = x[i248];
+            const float v250 = v249 * 0.5f;
+            v247 = v250;
         }
-        float m267 = as_type<float>(0xff800000u);
+        float m251 = as_type<float>(0xff800000u);
         if (lid.x < u.D) {
-            m267 = mimir_maximum_f32(m267, v188);
+            m251 = max(m251, v172);
         }
-        if (j192 < u.D) {
-            m267 = mimir_maximum_f32(m267, v193);
+        if (j176 < u.D) {
+            m251 = max(m251, v177);
         }
-        if (j197 < u.D) {
-            m267 = mimir_maximum_f32(m267, v198);
+        if (j181 < u.D) {
+            m251 = max(m251, v182);
         }
-        if (j202 < u.D) {
-            m267 = mimir_maximum_f32(m267, v203);
+        if (j186 < u.D) {
+            m251 = max(m251, v187);
         }
-        if (j207 < u.D) {
-            m267 = mimir_maximum_f32(m267, v208);
+        if (j191 < u.D) {
+            m251 = max(m251, v192);
         }
-        if (j212 < u.D) {
-            m267 = mimir_maximum_f32(m267, v213);
+        if (j196 < u.D) {
+            m251 = max(m251, v197);
         }
-        if (j217 < u.D) {
-            m267 = mimir_maximum_f32(m267, v218);
+        if (j201 < u.D) {
+            m251 = max(m251, v202);
         }
-        if (j222 < u.D) {
-            m267 = mimir_maximum_f32(m267, v223);
+        if (j206 < u.D) {
+            m251 = max(m251, v207);
         }
-        if (j227 < u.D) {
-            m267 = mimir_maximum_f32(m267, v228);
+        if (j211 < u.D) {
+            m251 = max(m251, v212);
         }
-        if (j232 < u.D) {
-            m267 = mimir_maximum_f32(m267, v233);
+        if (j216 < u.D) {
+            m251 = max(m251, v217);
         }
-        if (j237 < u.D) {
-            m267 = mimir_maximum_f32(m267, v238);
+        if (j221 < u.D) {
+            m251 = max(m251, v222);
         }
-        if (j242 < u.D) {
-            m267 = mimir_maximum_f32(m267, v243);
+        if (j226 < u.D) {
+            m251 = max(m251, v227);
         }
-        if (j247 < u.D) {
-            m267 = mimir_maximum_f32(m267, v248);
+        if (j231 < u.D) {
+            m251 = max(m251, v232);
         }
-        if (j252 < u.D) {
-            m267 = mimir_maximum_f32(m267, v253);
+        if (j236 < u.D) {
+            m251 = max(m251, v237);
         }
-        if (j257 < u.D) {
-            m267 = mimir_maximum_f32(m267, v258);
+        if (j241 < u.D) {
+            m251 = max(m251, v242);
         }
-        if (j262 < u.D) {
-            m267 = mimir_maximum_f32(m267, v263);
+        if (j246 < u.D) {
+            m251 = max(m251, v247);
         }
-        const float warp268 = (simd_any(((as_type<uint>(m267) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m267));
+        const float warp252 = simd_max(m251);
         if ((lid.x & 31u) == 0u) {
-            row_max[lid.x >> 5u] = warp268;
+            row_max[lid.x >> 5u] = warp252;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        const float slot269 = row_max[lid.x & 3u];
-        const float total270 = mimir_simd_max_f32_4(slot269);
-        const float top271 = (total270 == as_type<float>(0xff800000u) ? 0.0f : total270);
-        float s272 = 0.0f;
+        const float slot253 = row_max[lid.x & 3u];
+        const float total254 = mimir_simd_fmax_f32_4(slot253);
+        const float top255 = (total254 == as_type<float>(0xff800000u) ? 0.0f : total254);
+        float s256 = 0.0f;
+        float d257 = 0.0f;
+        float e258 = 0.0f;
+        if (lid.x < u.D) {
+            d257 = v172 - top255;
+            e258 = exp(d257);
+            s256 = s256 + e258;
+        }
+        float d259 = 0.0f;
+        float e260 = 0.0f;
+        if (j176 < u.D) {
+            d259 = v177 - top255;
+            e260 = exp(d259);
+            s256 = s256 + e260;
+        }
+        float d261 = 0.0f;
+        float e262 = 0.0f;
+        if (j181 < u.D) {
+            d261 = v182 - top255;
+            e262 = exp(d261);
+            s256 = s256 + e262;
+        }
+        float d263 = 0.0f;
+        float e264 = 0.0f;
+        if (j186 < u.D) {
+            d263 = v187 - top255;
+            e264 = exp(d263);
+            s256 = s256 + e264;
+        }
+        float d265 = 0.0f;
+        float e266 = 0.0f;
+        if (j191 < u.D) {
+            d265 = v192 - top255;
+            e266 = exp(d265);
+            s256 = s256 + e266;
+        }
+        float d267 = 0.0f;
+        float e268 = 0.0f;
+        if (j196 < u.D) {
+            d267 = v197 - top255;
+            e268 = exp(d267);
+            s256 = s256 + e268;
+        }
+        float d269 = 0.0f;
+        float e270 = 0.0f;
+        if (j201 < u.D) {
+            d269 = v202 - top255;
+            e270 = exp(d269);
+            s256 = s256 + e270;
+        }
+        float d271 = 0.0f;
+        float e272 = 0.0f;
+        if (j206 < u.D) {
+            d271 = v207 - top255;
+            e272 = exp(d271);
+            s256 = s256 + e272;
+        }
         float d273 = 0.0f;
         float e274 = 0.0f;
-        if (lid.x < u.D) {
-            d273 = v188 - top271;
+        if (j211 < u.D) {
+            d273 = v212 - top255;
             e274 = exp(d273);
-            s272 = s272 + e274;
+            s256 = s256 + e274;
         }
         float d275 = 0.0f;
         float e276 = 0.0f;
-        if (j192 < u.D) {
-            d275 = v193 - top271;
+        if (j216 < u.D) {
+            d275 = v217 - top255;
             e276 = exp(d275);
-            s272 = s272 + e276;
+            s256 = s256 + e276;
         }
         float d277 = 0.0f;
         float e278 = 0.0f;
-        if (j197 < u.D) {
-            d277 = v198 - top271;
+        if (j221 < u.D) {
+            d277 = v222 - top255;
             e278 = exp(d277);
-            s272 = s272 + e278;
+            s256 = s256 + e278;
         }
         float d279 = 0.0f;
         float e280 = 0.0f;
-        if (j202 < u.D) {
-            d279 = v203 - top271;
+        if (j226 < u.D) {
+            d279 = v227 - top255;
             e280 = exp(d279);
-            s272 = s272 + e280;
+            s256 = s256 + e280;
         }
         float d281 = 0.0f;
         float e282 = 0.0f;
-        if (j207 < u.D) {
-            d281 = v208 - top271;
+        if (j231 < u.D) {
+            d281 = v232 - top255;
             e282 = exp(d281);
-            s272 = s272 + e282;
+            s256 = s256 + e282;
         }
         float d283 = 0.0f;
         float e284 = 0.0f;
-        if (j212 < u.D) {
-            d283 = v213 - top271;
+        if (j236 < u.D) {
+            d283 = v237 - top255;
             e284 = exp(d283);
-            s272 = s272 + e284;
+            s256 = s256 + e284;
         }
         float d285 = 0.0f;
         float e286 = 0.0f;
-        if (j217 < u.D) {
-            d285 = v218 - top271;
+        if (j241 < u.D) {
+            d285 = v242 - top255;
             e286 = exp(d285);
-            s272 = s272 + e286;
+            s256 = s256 + e286;
         }
         float d287 = 0.0f;
         float e288 = 0.0f;
-        if (j222 < u.D) {
-            d287 = v223 - top271;
+        if (j246 < u.D) {
+            d287 = v247 - top255;
             e288 = exp(d287);
-            s272 = s272 + e288;
+            s256 = s256 + e288;
         }
-        float d289 = 0.0f;
-        float e290 = 0.0f;
-        if (j227 < u.D) {
-            d289 = v228 - top271;
-            e290 = exp(d289);
-            s272 = s272 + e290;
-        }
-        float d291 = 0.0f;
-        float e292 = 0.0f;
-        if (j232 < u.D) {
-            d291 = v233 - top271;
-            e292 = exp(d291);
-            s272 = s272 + e292;
-        }
-        float d293 = 0.0f;
-        float e294 = 0.0f;
-        if (j237 < u.D) {
-            d293 = v238 - top271;
-            e294 = exp(d293);
-            s272 = s272 + e294;
-        }
-        float d295 = 0.0f;
-        float e296 = 0.0f;
-        if (j242 < u.D) {
-            d295 = v243 - top271;
-            e296 = exp(d295);
-            s272 = s272 + e296;
-        }
-        float d297 = 0.0f;
-        float e298 = 0.0f;
-        if (j247 < u.D) {
-            d297 = v248 - top271;
-            e298 = exp(d297);
-            s272 = s272 + e298;
-        }
-        float d299 = 0.0f;
-        float e300 = 0.0f;
-        if (j252 < u.D) {
-            d299 = v253 - top271;
-            e300 = exp(d299);
-            s272 = s272 + e300;
-        }
-        float d301 = 0.0f;
-        float e302 = 0.0f;
-        if (j257 < u.D) {
-            d301 = v258 - top271;
-            e302 = exp(d301);
-            s272 = s272 + e302;
-        }
-        float d303 = 0.0f;
-        float e304 = 0.0f;
-        if (j262 < u.D) {
-            d303 = v263 - top271;
-            e304 = exp(d303);
-            s272 = s272 + e304;
-        }
-        const float warp305 = simd_sum(s272);
+        const float warp289 = simd_sum(s256);
         if ((lid.x & 31u) == 0u) {
-            row_sum[lid.x >> 5u] = warp305;
+            row_sum[lid.x >> 5u] = warp289;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        const float slot306 = row_sum[lid.x & 3u];
-        const float total307 = mimir_simd_add_f32_4(slot306);
+        const float slot290 = row_sum[lid.x & 3u];
+        const float total291 = mimir_simd_add_f32_4(slot290);
         if (lid.x < u.D) {
-            const uint i308 = base1 + lid.x;
-            const float y309 = e274 / total307;
-            const float v310 = y309 * 2.0f;
-            out[i308] = v310;
+            const uint i292 = base1 + lid.x;
+            const float y293 = e258 / total291;
+            const float v294 = y293 * 2.0f;
+            out[i292] = v294;
         }
-        if (j192 < u.D) {
-            const uint i311 = base1 + j192;
-            const float y312 = e276 / total307;
-            const float v313 = y312 * 2.0f;
-            out[i311] = v313;
+        if (j176 < u.D) {
+            const uint i295 = base1 + j176;
+            const float y296 = e260 / total291;
+            const float v297 = y296 * 2.0f;
+            out[i295] = v297;
         }
-        if (j197 < u.D) {
-            const uint i314 = base1 + j197;
-            const float y315 = e278 / total307;
-            const float v316 = y315 * 2.0f;
-            out[i314] = v316;
+        if (j181 < u.D) {
+            const uint i298 = base1 + j181;
+            const float y299 = e262 / total291;
+            const float v300 = y299 * 2.0f;
+            out[i298] = v300;
         }
-        if (j202 < u.D) {
-            const uint i317 = base1 + j202;
-            const float y318 = e280 / total307;
-            const float v319 = y318 * 2.0f;
-            out[i317] = v319;
+        if (j186 < u.D) {
+            const uint i301 = base1 + j186;
+            const float y302 = e264 / total291;
+            const float v303 = y302 * 2.0f;
+            out[i301] = v303;
         }
-        if (j207 < u.D) {
-            const uint i320 = base1 + j207;
-            const float y321 = e282 / total307;
-            const float v322 = y321 * 2.0f;
-            out[i320] = v322;
+        if (j191 < u.D) {
+            const uint i304 = base1 + j191;
+            const float y305 = e266 / total291;
+            const float v306 = y305 * 2.0f;
+            out[i304] = v306;
         }
-        if (j212 < u.D) {
-            const uint i323 = base1 + j212;
-            const float y324 = e284 / total307;
-            const float v325 = y324 * 2.0f;
-            out[i323] = v325;
+        if (j196 < u.D) {
+            const uint i307 = base1 + j196;
+            const float y308 = e268 / total291;
+            const float v309 = y308 * 2.0f;
+            out[i307] = v309;
         }
-        if (j217 < u.D) {
-            const uint i326 = base1 + j217;
-            const float y327 = e286 / total307;
-            const float v328 = y327 * 2.0f;
-            out[i326] = v328;
+        if (j201 < u.D) {
+            const uint i310 = base1 + j201;
+            const float y311 = e270 / total291;
+            const float v312 = y311 * 2.0f;
+            out[i310] = v312;
         }
-        if (j222 < u.D) {
-            const uint i329 = base1 + j222;
-            const float y330 = e288 / total307;
-            const float v331 = y330 * 2.0f;
-            out[i329] = v331;
+        if (j206 < u.D) {
+            const uint i313 = base1 + j206;
+            const float y314 = e272 / total291;
+            const float v315 = y314 * 2.0f;
+            out[i313] = v315;
         }
-        if (j227 < u.D) {
-            const uint i332 = base1 + j227;
-            const float y333 = e290 / total307;
-            const float v334 = y333 * 2.0f;
-            out[i332] = v334;
+        if (j211 < u.D) {
+            const uint i316 = base1 + j211;
+            const float y317 = e274 / total291;
+            const float v318 = y317 * 2.0f;
+            out[i316] = v318;
         }
-        if (j232 < u.D) {
-            const uint i335 = base1 + j232;
-            const float y336 = e292 / total307;
-            const float v337 = y336 * 2.0f;
-            out[i335] = v337;
+        if (j216 < u.D) {
+            const uint i319 = base1 + j216;
+            const float y320 = e276 / total291;
+            const float v321 = y320 * 2.0f;
+            out[i319] = v321;
         }
-        if (j237 < u.D) {
-            const uint i338 = base1 + j237;
-            const float y339 = e294 / total307;
-            const float v340 = y339 * 2.0f;
-            out[i338] = v340;
+        if (j221 < u.D) {
+            const uint i322 = base1 + j221;
+            const float y323 = e278 / total291;
+            const float v324 = y323 * 2.0f;
+            out[i322] = v324;
         }
-        if (j242 < u.D) {
-            const uint i341 = base1 + j242;
-            const float y342 = e296 / total307;
-            const float v343 = y342 * 2.0f;
-            out[i341] = v343;
+        if (j226 < u.D) {
+            const uint i325 = base1 + j226;
+            const float y326 = e280 / total291;
+            const float v327 = y326 * 2.0f;
+            out[i325] = v327;
         }
-        if (j247 < u.D) {
-            const uint i344 = base1 + j247;
-            const float y345 = e298 / total307;
-            const float v346 = y345 * 2.0f;
-            out[i344] = v346;
+        if (j231 < u.D) {
+            const uint i328 = base1 + j231;
+            const float y329 = e282 / total291;
+            const float v330 = y329 * 2.0f;
+            out[i328] = v330;
         }
-        if (j252 < u.D) {
-            const uint i347 = base1 + j252;
-            const float y348 = e300 / total307;
-            const float v349 = y348 * 2.0f;
-            out[i347] = v349;
+        if (j236 < u.D) {
+            const uint i331 = base1 + j236;
+            const float y332 = e284 / total291;
+            const float v333 = y332 * 2.0f;
+            out[i331] = v333;
         }
-        if (j257 < u.D) {
-            const uint i350 = base1 + j257;
-            const float y351 = e302 / total307;
-            const float v352 = y351 * 2.0f;
-            out[i350] = v352;
+        if (j241 < u.D) {
+            const uint i334 = base1 + j241;
+            const float y335 = e286 / total291;
+            const float v336 = y335 * 2.0f;
+            out[i334] = v336;
         }
-        if (j262 < u.D) {
-            const uint i353 = base1 + j262;
-            const float y354 = e304 / total307;
-            const float v355 = y354 * 2.0f;
-            out[i353] = v355;
+        if (j246 < u.D) {
+            const uint i337 = base1 + j246;
+            const float y338 = e288 / total291;
+            const float v339 = y338 * 2.0f;
+            out[i337] = v339;
         }
     }
 }

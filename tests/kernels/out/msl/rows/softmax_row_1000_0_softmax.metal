@@ -6,19 +6,6 @@ struct Uniforms {
     uint N;
 };
 
-static inline float mimir_maximum_f32(float a, float b) {
-    if (((as_type<uint>(a) & 0x7fffffffu) > 0x7f800000u)) {
-        return a;
-    }
-    if (((as_type<uint>(b) & 0x7fffffffu) > 0x7f800000u)) {
-        return b;
-    }
-    if (a >= b) {
-        return a;
-    }
-    return b;
-}
-
 static inline float mimir_simd_add_f32_4(float x) {
     for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
@@ -27,10 +14,10 @@ static inline float mimir_simd_add_f32_4(float x) {
     return x;
 }
 
-static inline float mimir_simd_max_f32_4(float x) {
+static inline float mimir_simd_fmax_f32_4(float x) {
     for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
-        x = (((as_type<uint>(x) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(y) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : max(x, y);
+        x = fmax(x, y);
     }
     return x;
 }
@@ -105,20 +92,20 @@ kernel void softmax_row_1000_0_softmax(
     const float v32 = x_37;
     const float v33 = (inside6 ? v32 : as_type<float>(0xff800000u));
     float m42 = v10;
-    m42 = mimir_maximum_f32(m42, v12);
-    m42 = mimir_maximum_f32(m42, v14);
-    m42 = mimir_maximum_f32(m42, v16);
-    m42 = mimir_maximum_f32(m42, v27);
-    m42 = mimir_maximum_f32(m42, v29);
-    m42 = mimir_maximum_f32(m42, v31);
-    m42 = mimir_maximum_f32(m42, v33);
-    const float warp43 = (simd_any(((as_type<uint>(m42) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m42));
+    m42 = max(m42, v12);
+    m42 = max(m42, v14);
+    m42 = max(m42, v16);
+    m42 = max(m42, v27);
+    m42 = max(m42, v29);
+    m42 = max(m42, v31);
+    m42 = max(m42, v33);
+    const float warp43 = simd_max(m42);
     if ((lid.x & 31u) == 0u) {
         row_max[lid.x >> 5u] = warp43;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     const float slot44 = row_max[lid.x & 3u];
-    const float total45 = mimir_simd_max_f32_4(slot44);
+    const float total45 = mimir_simd_fmax_f32_4(slot44);
     const float top46 = (total45 == as_type<float>(0xff800000u) ? 0.0f : total45);
     float s47 = 0.0f;
     const float d48 = v10 - top46;

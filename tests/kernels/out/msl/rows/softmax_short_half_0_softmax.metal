@@ -6,19 +6,6 @@ struct Uniforms {
     uint N;
 };
 
-static inline float mimir_maximum_f32(float a, float b) {
-    if (((as_type<uint>(a) & 0x7fffffffu) > 0x7f800000u)) {
-        return a;
-    }
-    if (((as_type<uint>(b) & 0x7fffffffu) > 0x7f800000u)) {
-        return b;
-    }
-    if (a >= b) {
-        return a;
-    }
-    return b;
-}
-
 kernel void softmax_short_half_0_softmax(
     device const half* x [[buffer(0)]],
     device half* out [[buffer(1)]],
@@ -43,9 +30,9 @@ kernel void softmax_short_half_0_softmax(
     }
     float m8 = v3;
     if (j4 < 40u) {
-        m8 = mimir_maximum_f32(m8, v5);
+        m8 = max(m8, v5);
     }
-    const float warp9 = (simd_any(((as_type<uint>(m8) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(m8));
+    const float warp9 = simd_max(m8);
     const float top10 = (warp9 == as_type<float>(0xff800000u) ? 0.0f : warp9);
     float s11 = 0.0f;
     const float d12 = v3 - top10;

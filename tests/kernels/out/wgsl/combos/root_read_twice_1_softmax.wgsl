@@ -16,19 +16,6 @@ var<workgroup> warp2: array<f32, 128>;
 var<workgroup> warp3: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
-fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
-    if (((bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u)) {
-        return a;
-    }
-    if (((bitcast<u32>(b) & 0x7fffffffu) > 0x7f800000u)) {
-        return b;
-    }
-    if (a >= b) {
-        return a;
-    }
-    return b;
-}
-
 @compute @workgroup_size(128, 1, 1)
 fn root_read_twice_1_softmax(
     @builtin(local_invocation_id) lid: vec3<u32>,
@@ -48,28 +35,28 @@ fn root_read_twice_1_softmax(
     }
     var m5: f32 = -bitcast<f32>(inf_bits);
     if (lid.x < u.M) {
-        m5 = mimir_maximum_f32(m5, v2);
+        m5 = max(m5, v2);
     }
     warp0[lid.x] = m5;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
     let warp6: f32 = warp0[lid.x - (lid.x & 31u)];
@@ -80,7 +67,7 @@ fn root_read_twice_1_softmax(
     let slot7: f32 = row_max[lid.x & 3u];
     warp1[lid.x] = slot7;
     workgroupBarrier();
-    let total8: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
+    let total8: f32 = max(max(max(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
     let top9: f32 = select(total8, 0.0f, total8 == -bitcast<f32>(inf_bits));
     var s10: f32 = 0.0f;
     var d11: f32 = 0.0f;

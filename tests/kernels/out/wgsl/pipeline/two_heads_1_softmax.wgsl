@@ -11,19 +11,6 @@ var<workgroup> warp0: array<f32, 32>;
 var<workgroup> warp1: array<f32, 32>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
-fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
-    if (((bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u)) {
-        return a;
-    }
-    if (((bitcast<u32>(b) & 0x7fffffffu) > 0x7f800000u)) {
-        return b;
-    }
-    if (a >= b) {
-        return a;
-    }
-    return b;
-}
-
 @compute @workgroup_size(32, 1, 1)
 fn two_heads_1_softmax(
     @builtin(local_invocation_id) lid: vec3<u32>,
@@ -43,28 +30,28 @@ fn two_heads_1_softmax(
     }
     var m5: f32 = -bitcast<f32>(inf_bits);
     if (lid.x < 4u) {
-        m5 = mimir_maximum_f32(m5, v2);
+        m5 = max(m5, v2);
     }
     warp0[lid.x] = m5;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
     let warp6: f32 = warp0[lid.x - (lid.x & 31u)];

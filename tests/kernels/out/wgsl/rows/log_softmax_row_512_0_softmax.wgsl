@@ -16,19 +16,6 @@ var<workgroup> warp3: array<f32, 64>;
 var<private> inf_bits: u32 = 0x7f800000u;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
-fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
-    if (((bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u)) {
-        return a;
-    }
-    if (((bitcast<u32>(b) & 0x7fffffffu) > 0x7f800000u)) {
-        return b;
-    }
-    if (a >= b) {
-        return a;
-    }
-    return b;
-}
-
 fn mimir_log(a: f32) -> f32 {
     if (a < 0.0f) {
         return bitcast<f32>(nan_bits);
@@ -73,33 +60,33 @@ fn log_softmax_row_512_0_softmax(
     let v16: f32 = x_20;
     let v17: f32 = x_21;
     var m22: f32 = v5;
-    m22 = mimir_maximum_f32(m22, v6);
-    m22 = mimir_maximum_f32(m22, v7);
-    m22 = mimir_maximum_f32(m22, v8);
-    m22 = mimir_maximum_f32(m22, v14);
-    m22 = mimir_maximum_f32(m22, v15);
-    m22 = mimir_maximum_f32(m22, v16);
-    m22 = mimir_maximum_f32(m22, v17);
+    m22 = max(m22, v6);
+    m22 = max(m22, v7);
+    m22 = max(m22, v8);
+    m22 = max(m22, v14);
+    m22 = max(m22, v15);
+    m22 = max(m22, v16);
+    m22 = max(m22, v17);
     warp0[lid.x] = m22;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
     let warp23: f32 = warp0[lid.x - (lid.x & 31u)];
@@ -110,7 +97,7 @@ fn log_softmax_row_512_0_softmax(
     let slot24: f32 = row_max[lid.x & 1u];
     warp1[lid.x] = slot24;
     workgroupBarrier();
-    let total25: f32 = mimir_maximum_f32(warp1[lid.x - (lid.x & 1u)], warp1[lid.x - (lid.x & 1u) + 1u]);
+    let total25: f32 = max(warp1[lid.x - (lid.x & 1u)], warp1[lid.x - (lid.x & 1u) + 1u]);
     let top26: f32 = select(total25, 0.0f, total25 == -bitcast<f32>(inf_bits));
     var s27: f32 = 0.0f;
     let d28: f32 = v5 - top26;

@@ -16,19 +16,6 @@ var<workgroup> warp2: array<f32, 128>;
 var<workgroup> warp3: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
-fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
-    if (((bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u)) {
-        return a;
-    }
-    if (((bitcast<u32>(b) & 0x7fffffffu) > 0x7f800000u)) {
-        return b;
-    }
-    if (a >= b) {
-        return a;
-    }
-    return b;
-}
-
 @compute @workgroup_size(128, 1, 1)
 fn softmax_bounded_row_0_softmax(
     @builtin(local_invocation_id) lid: vec3<u32>,
@@ -169,73 +156,73 @@ fn softmax_bounded_row_0_softmax(
     }
     var m81: f32 = -bitcast<f32>(inf_bits);
     if (lid.x < u.D) {
-        m81 = mimir_maximum_f32(m81, v2);
+        m81 = max(m81, v2);
     }
     if (j6 < u.D) {
-        m81 = mimir_maximum_f32(m81, v7);
+        m81 = max(m81, v7);
     }
     if (j11 < u.D) {
-        m81 = mimir_maximum_f32(m81, v12);
+        m81 = max(m81, v12);
     }
     if (j16 < u.D) {
-        m81 = mimir_maximum_f32(m81, v17);
+        m81 = max(m81, v17);
     }
     if (j21 < u.D) {
-        m81 = mimir_maximum_f32(m81, v22);
+        m81 = max(m81, v22);
     }
     if (j26 < u.D) {
-        m81 = mimir_maximum_f32(m81, v27);
+        m81 = max(m81, v27);
     }
     if (j31 < u.D) {
-        m81 = mimir_maximum_f32(m81, v32);
+        m81 = max(m81, v32);
     }
     if (j36 < u.D) {
-        m81 = mimir_maximum_f32(m81, v37);
+        m81 = max(m81, v37);
     }
     if (j41 < u.D) {
-        m81 = mimir_maximum_f32(m81, v42);
+        m81 = max(m81, v42);
     }
     if (j46 < u.D) {
-        m81 = mimir_maximum_f32(m81, v47);
+        m81 = max(m81, v47);
     }
     if (j51 < u.D) {
-        m81 = mimir_maximum_f32(m81, v52);
+        m81 = max(m81, v52);
     }
     if (j56 < u.D) {
-        m81 = mimir_maximum_f32(m81, v57);
+        m81 = max(m81, v57);
     }
     if (j61 < u.D) {
-        m81 = mimir_maximum_f32(m81, v62);
+        m81 = max(m81, v62);
     }
     if (j66 < u.D) {
-        m81 = mimir_maximum_f32(m81, v67);
+        m81 = max(m81, v67);
     }
     if (j71 < u.D) {
-        m81 = mimir_maximum_f32(m81, v72);
+        m81 = max(m81, v72);
     }
     if (j76 < u.D) {
-        m81 = mimir_maximum_f32(m81, v77);
+        m81 = max(m81, v77);
     }
     warp0[lid.x] = m81;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
     let warp82: f32 = warp0[lid.x - (lid.x & 31u)];
@@ -246,7 +233,7 @@ fn softmax_bounded_row_0_softmax(
     let slot83: f32 = row_max[lid.x & 3u];
     warp1[lid.x] = slot83;
     workgroupBarrier();
-    let total84: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
+    let total84: f32 = max(max(max(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
     let top85: f32 = select(total84, 0.0f, total84 == -bitcast<f32>(inf_bits));
     var s86: f32 = 0.0f;
     var d87: f32 = 0.0f;

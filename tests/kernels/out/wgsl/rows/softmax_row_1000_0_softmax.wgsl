@@ -15,19 +15,6 @@ var<workgroup> warp2: array<f32, 128>;
 var<workgroup> warp3: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
-fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
-    if (((bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u)) {
-        return a;
-    }
-    if (((bitcast<u32>(b) & 0x7fffffffu) > 0x7f800000u)) {
-        return b;
-    }
-    if (a >= b) {
-        return a;
-    }
-    return b;
-}
-
 @compute @workgroup_size(128, 1, 1)
 fn softmax_row_1000_0_softmax(
     @builtin(local_invocation_id) lid: vec3<u32>,
@@ -94,33 +81,33 @@ fn softmax_row_1000_0_softmax(
     let v32: f32 = x_37;
     let v33: f32 = select(-bitcast<f32>(inf_bits), v32, inside6);
     var m42: f32 = v10;
-    m42 = mimir_maximum_f32(m42, v12);
-    m42 = mimir_maximum_f32(m42, v14);
-    m42 = mimir_maximum_f32(m42, v16);
-    m42 = mimir_maximum_f32(m42, v27);
-    m42 = mimir_maximum_f32(m42, v29);
-    m42 = mimir_maximum_f32(m42, v31);
-    m42 = mimir_maximum_f32(m42, v33);
+    m42 = max(m42, v12);
+    m42 = max(m42, v14);
+    m42 = max(m42, v16);
+    m42 = max(m42, v27);
+    m42 = max(m42, v29);
+    m42 = max(m42, v31);
+    m42 = max(m42, v33);
     warp0[lid.x] = m42;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
     let warp43: f32 = warp0[lid.x - (lid.x & 31u)];
@@ -131,7 +118,7 @@ fn softmax_row_1000_0_softmax(
     let slot44: f32 = row_max[lid.x & 3u];
     warp1[lid.x] = slot44;
     workgroupBarrier();
-    let total45: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
+    let total45: f32 = max(max(max(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
     let top46: f32 = select(total45, 0.0f, total45 == -bitcast<f32>(inf_bits));
     var s47: f32 = 0.0f;
     let d48: f32 = v10 - top46;

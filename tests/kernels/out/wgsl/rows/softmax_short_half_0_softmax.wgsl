@@ -12,19 +12,6 @@ var<workgroup> warp0: array<f32, 32>;
 var<workgroup> warp1: array<f32, 32>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
-fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
-    if (((bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u)) {
-        return a;
-    }
-    if (((bitcast<u32>(b) & 0x7fffffffu) > 0x7f800000u)) {
-        return b;
-    }
-    if (a >= b) {
-        return a;
-    }
-    return b;
-}
-
 @compute @workgroup_size(32, 1, 1)
 fn softmax_short_half_0_softmax(
     @builtin(local_invocation_id) lid: vec3<u32>,
@@ -47,28 +34,28 @@ fn softmax_short_half_0_softmax(
     }
     var m8: f32 = v3;
     if (j4 < 40u) {
-        m8 = mimir_maximum_f32(m8, v5);
+        m8 = max(m8, v5);
     }
     warp0[lid.x] = m8;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
     let warp9: f32 = warp0[lid.x - (lid.x & 31u)];
