@@ -174,6 +174,12 @@ def ptx_loop_body(text: str) -> int:
 
 def _matmul_macs(path: Path, function: str, dims: dict[str, int]) -> int:
     """Multiply-adds of every `@` in the function at `dims` (0 when it has none)."""
+    return _matmuls(path, function, dims)[0]
+
+
+def _matmuls(path: Path, function: str, dims: dict[str, int]) -> tuple[int, set[str]]:
+    """Multiply-adds of every `@` in the function at `dims`, and the names of the dims
+    they contract over (where those are plain dims)."""
     from mimir.check import check_source
     from mimir.codegen import sizes as sz
     from mimir.codegen.schedule import schedule
@@ -183,10 +189,11 @@ def _matmul_macs(path: Path, function: str, dims: dict[str, int]) -> int:
     checked = check_source(str(path), path.read_text())
     (kernel,) = [k for k in checked.kernels if k.graph.name == function]
     if kernel.graph.kernel.grid is not None:
-        return 0
+        return 0, set()
     s = schedule(kernel)
     ev = Evaluator(kernel, None, {})  # type: ignore[arg-type]
     total = 0
+    contracted: set[str] = set()
     for plan in s.plans:
         if plan.kind != "matmul" or plan.root is None:
             continue
@@ -197,7 +204,9 @@ def _matmul_macs(path: Path, function: str, dims: dict[str, int]) -> int:
         for size in (*out, k):
             n *= evaluate(sz.manifest_text(size), dims)
         total += n
-    return total
+        if sz.manifest_text(k) in dims:
+            contracted.add(sz.manifest_text(k))
+    return total, contracted
 
 
 def measure(
@@ -236,15 +245,27 @@ def measure(
             ideal += n * mf.buffer_element_size(buf, "ptx")
             largest = max(largest, n)
         row["ideal"] = ideal
-        stats: list[dict] = []
-        inputs = random_inputs(manifest, dims, seed=1)
-        run_ptx_manifest_cpu(
-            manifest, folder, inputs, dims, default_scalars(manifest, dims), stats=stats
-        )
+
+        def run(dims: dict[str, int]) -> list[dict]:
+            stats: list[dict] = []
+            inputs = random_inputs(manifest, dims, seed=1)
+            run_ptx_manifest_cpu(
+                manifest, folder, inputs, dims, default_scalars(manifest, dims), stats=stats
+            )
+            return stats
+
+        stats = run(dims)
         row["dram"] = sum(s["unique_bytes"]["ld"] + s["unique_bytes"]["st"] for s in stats)
         row["issued"] = sum(s["bytes"]["ld"] + s["bytes"]["st"] for s in stats)
         executed = sum(s["executed"] for s in stats)
-        macs = _matmul_macs(path, function, dims)
+        macs, contracted = _matmuls(path, function, dims)
+        if macs and len(contracted) == 1:
+            # the k loop's steady state, as the Triton anchor's is counted (its loop body):
+            # what one more k-slice costs, from a run with the contracted dim doubled
+            (k,) = contracted
+            longer = {**dims, k: 2 * dims[k]}
+            more = sum(s["executed"] for s in run(longer)) - executed
+            row["ptx_mac_loop"] = more / (_matmuls(path, function, longer)[0] - macs)
         row["per"] = "mac" if macs else "el"
         row["elements"] = macs or largest
         row["ptx_el"] = executed / max(1, row["elements"])
@@ -260,7 +281,16 @@ def measure(
                 got = ptxas_info(tools["ptxas"], ptx_file, cubin)
                 info = {k: max(info[k], got[k]) for k in info}
                 if tools["cuobjdump"]:
-                    sass += sass_count(tools["cuobjdump"], cubin)
+                    lines = sass_lines(tools["cuobjdump"], cubin)
+                    sass += len(lines)
+                    loop = ptx_loop_body(ptx_file.read_text())
+                    if "ptx_mac_loop" in row and loop:
+                        # SASS per multiply-add in the k loop: its SASS body per PTX body,
+                        # times the PTX one more k-slice executes per multiply-add
+                        row["sass_mac_loop"] = max(
+                            row.get("sass_mac_loop", 0),
+                            sass_loop_body(lines) * row["ptx_mac_loop"] / loop,
+                        )
         row.update(info)
         row["sass"] = sass
         row["flops"] = 2 * macs
@@ -327,8 +357,10 @@ def triton_table(rows: list[dict], tools: dict, scale: int) -> list[dict]:
         t = measure_triton(anchor, dims, tools)
         t["function"] = anchor.function
         out.append(t)
-        # Mimir's dynamic SASS per element, estimated from its dynamic PTX
-        est = mine["ptx_el"] * mine["sass"] / max(1, mine["ptx_static"])
+        # Mimir's dynamic SASS per element, estimated from its dynamic PTX; per multiply-add
+        # the k loop's steady state, as Triton's (`measure`: ptx_mac_loop, sass_mac_loop)
+        ptx_el = mine.get("ptx_mac_loop", mine["ptx_el"])
+        est = mine.get("sass_mac_loop") or ptx_el * mine["sass"] / max(1, mine["ptx_static"])
         t["mimir_sass_el"] = est
         # the anchors move each input once and each output once per launch (by construction)
         trow = {**mine, "dram": mine["ideal"]}
@@ -347,9 +379,9 @@ def triton_table(rows: list[dict], tools: dict, scale: int) -> list[dict]:
             f"{est:.2f}",
             f"{t['sass_el']:>7.2f}",
             f"{est / t['sass_el']:.2f}" if t["sass_el"] else "-",
-            f"{mine['ptx_el']:.2f}",
+            f"{ptx_el:.2f}",
             f"{t['ptx_el']:>7.2f}",
-            f"{mine['ptx_el'] / t['ptx_el']:.2f}",
+            f"{ptx_el / t['ptx_el']:.2f}",
         ]
         launches = f"{mine['launches']}/{t['launches']}"
         regs = f"{mine['regs']}/{t['regs']}"
