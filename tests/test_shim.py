@@ -113,6 +113,21 @@ def test_float_division_by_zero_is_ieee_not_an_exception() -> None:
     assert to_np(a // 0.0)[0] == np.inf and np.isnan(to_np(a % 0.0)).all()
 
 
+def test_sums_meeting_both_infinities_are_nan_not_an_exception() -> None:
+    """`math.fsum` raises on inf + -inf; the shim's sums answer as IEEE and NumPy do:
+    nan there, inf where the float32 total overflows, and the same through a mean, a
+    variance and a matmul's dot products."""
+    mixed = tensor([[np.inf, -np.inf, 1.0], [1.0, 2.0, 3.0], [3e38, 3e38, 0.0]])
+    with np.errstate(invalid="ignore", over="ignore"):
+        expected = to_np(mixed).astype(np.float64).sum(axis=1).astype(np.float32)
+        for got in (to_np(mixed.sum(axis=1)), to_np(mixed.mean(axis=1)) * 3):
+            assert np.array_equal(got, expected, equal_nan=True), got
+        assert np.isnan(to_np(mixed.var(axis=1))[0])
+        product = to_np(mixed @ ones((3, 1)))[:, 0]
+        assert np.array_equal(product, expected, equal_nan=True), product
+    assert math.isnan(float(to_np(tensor([np.inf, -np.inf]).sum())))
+
+
 def test_int_floor_division_and_modulo_are_floor_semantics() -> None:
     # Python's and NumPy's rule, not C's truncation: -7 // 2 == -4, -7 % 2 == 1.
     a, b = ints(8, 8), ints(8, 8, lo=-9, hi=9)

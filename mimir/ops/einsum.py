@@ -17,7 +17,6 @@ Stdlib-only: the shim evaluates with `evaluate`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import product as cartesian
@@ -171,5 +170,5 @@ def evaluate(spec: Spec, operands: Sequence[tuple[list, Shape]], out_shape: Shap
             for st, v in zip(strides, vals, strict=True):
                 prod = prod * v[sum(where[ch] * k for ch, k in st.items())]
             terms.append(prod)
-        out.append(math.fsum(terms) if dtype.is_float else sum(terms))
+        out.append(nm.fsum(terms) if dtype.is_float else sum(terms))
     return nm.cast(out, dtype)

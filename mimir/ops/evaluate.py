@@ -101,9 +101,9 @@ def reduce(
     for group in groups:
         items = [vals[i] for i in group]
         if kind == "sum":
-            out.append(math.fsum(items) if out_dtype.is_float else sum(items))
+            out.append(nm.fsum(items) if out_dtype.is_float else sum(items))
         elif kind == "mean":
-            out.append(math.fsum(items) / len(items))
+            out.append(nm.fsum(items) / len(items))
         elif kind == "max":
             out.append(_fold(nm.maximum, items))
         elif kind == "min":
@@ -150,7 +150,7 @@ def softmax(values: Values, shape: Shape, axis: int, log: bool, out_dtype: DType
             m = 0.0 if math.isinf(m) and m < 0 else m
         shifted = [v - m for v in row]
         exps = [nm.exp(v) for v in shifted]
-        total = math.fsum(exps)
+        total = nm.fsum(exps)
         for i, s, e in zip(group, shifted, exps, strict=True):
             out[i] = s - nm.log(total) if log else nm.truediv(e, total)
     return nm.cast(out, out_dtype)
@@ -175,7 +175,7 @@ def matmul(
             row = lv[lb + i * k : lb + (i + 1) * k]
             for col in cols:
                 products = map(nm.mul, row, col)
-                out.append(math.fsum(products) if dtype.is_float else sum(products))
+                out.append(nm.fsum(products) if dtype.is_float else sum(products))
     return nm.cast(out, dtype)
 
 
@@ -266,8 +266,8 @@ def moments(
     out = []
     for group in groups:
         items = [float(values[i]) for i in group]
-        mean = math.fsum(items) / len(items)
-        square = math.fsum((v - mean) * (v - mean) for v in items)
+        mean = nm.fsum(items) / len(items)
+        square = nm.fsum((v - mean) * (v - mean) for v in items)
         var = square / (len(items) - ddof)
         out.append(math.sqrt(var) if kind == "std" and var == var else var)
     return nm.cast(out, out_dtype)

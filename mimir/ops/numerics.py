@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import struct
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from mimir.dtypes import DType, bfloat16, bool_, float16, float32, int32, uint32
 
@@ -35,6 +35,21 @@ def _fdiv(a: float, b: float) -> float:
         if a != a or a == 0:
             return _NAN
         return math.copysign(_INF, a) * math.copysign(1.0, b)
+
+
+def fsum(values: Iterable[float]) -> float:
+    """The correctly rounded sum (`math.fsum`), with IEEE's answers where `math.fsum`
+    raises: nan where +inf and -inf meet; and where a partial sum of finite values leaves
+    the double range (float64 values near its max), the sum taken 2^-64 smaller and scaled
+    back (inf, with its sign, when the total overflows; the scaling drops only what is
+    below the total's last bit)."""
+    items = list(values)
+    try:
+        return math.fsum(items)
+    except ValueError:  # -inf + inf
+        return math.nan
+    except OverflowError:
+        return math.fsum(v * 2.0**-64 for v in items) * 2.0**64
 
 
 def add(a: Number, b: Number) -> Number:
