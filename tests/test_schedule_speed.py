@@ -202,6 +202,32 @@ def test_vectors_past_a_bounded_row_are_skipped_not_folded(tmp_path: Path) -> No
         assert_close(actual["out"], expected["out"], "float32", label=f"{function} {length}")
 
 
+def test_a_softmax_beside_row_reductions_is_one_launch(tmp_path: Path) -> None:
+    """A softmax joins a `row` launch where its row is also reduced (its log-sum-exp)
+    or where an output reads it at a gathered position (a cross-entropy's per-row loss):
+    nothing goes through a scratch buffer, the rows are read once (held in registers),
+    and the outputs match the shim. A softmax that is its own output keeps its launch."""
+    cases = [
+        ("gathers", "label_nll_from_a_vector", {"N": 3, "C": 1000}, 3 * 1000 + 3 + 3, 3),
+        ("inout", "softmax_lse", {"N": 3, "D": 1024}, 3 * 1024, 3 * 1024 + 3),
+    ]
+    for stem, function, dims, loaded, stored in cases:
+        files = _compile(stem, function, "ptx")
+        manifest = json.loads(files[f"{function}.manifest.json"])
+        assert [k["file"] for k in manifest["kernels"]] == [f"{function}_0_row.ptx"]
+        assert all(b["role"] != "scratch" for b in manifest["buffers"])
+        inputs = random_inputs(manifest, dims, seed=3)
+        actual, stats = _ptx_run(files, function, dims, tmp_path / function, inputs)
+        assert sum(s["bytes"]["ld"] for s in stats) == 4 * loaded, function
+        assert sum(s["bytes"]["st"] for s in stats) == 4 * stored, function
+        expected = shim_reference(KERNELS / f"{stem}.py", function, inputs, dims, {})
+        for name in expected:
+            assert_close(actual[name], expected[name], "float32", label=f"{function}.{name}")
+    files = _compile("rows", "softmax_row_1000", "ptx")
+    manifest = json.loads(files["softmax_row_1000.manifest.json"])
+    assert [k["file"] for k in manifest["kernels"]] == ["softmax_row_1000_0_softmax.ptx"]
+
+
 def test_multiply_add_contracts_to_fma_on_every_backend() -> None:
     expected = {
         "ptx": "fma.rn.f32",

@@ -38,6 +38,12 @@ CASES = [
     ("rows", "log_softmax_wide_bounded", {"N": 3, "W": 1000}),
     ("rows", "log_softmax_wide_bounded", {"N": 3, "W": 36}),
     ("rows", "log_softmax_wide_bounded", {"N": 3, "W": 4096}),
+    # a softmax in a `row` launch beside other roots, or read at a gathered position
+    ("inout", "softmax_lse", {"N": 3, "D": 70}),
+    ("inout", "softmax_lse", {"N": 3, "D": 1000}),
+    ("gathers", "label_nll_from_a_vector", {"N": 3, "C": 1000}),
+    ("gathers", "label_nll_from_a_vector", {"N": 3, "C": 37}),
+    ("combos", "root_read_twice", {"N": 3, "M": 60}),
     # strided loops take 4 elements per iteration, then the rest one at a time: rows of
     # one element, rows shorter than the workgroup, and rows of 4 * 128 + 3 (a thread's
     # last elements in the second loop), on each kind of row kernel

@@ -671,7 +671,7 @@ def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
     (`_short_rows`).
     """
     ev, body = c.ev, c.body
-    shape = ev.reduction(c.plan.roots[0]).shape
+    shape = row_shape(ev, c.plan.roots[0])
     other, length = tuple(shape[:-1]), shape[-1]
     if isinstance(length, int) and length <= SERIAL_REDUCE_MAX:
         return _short_rows(c, shape)
@@ -719,6 +719,22 @@ def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
 
     _if_held(c, length, width, held, looped)
     return (width, 1, 1), dispatch
+
+
+def softmax_input(ev: Any, r: int) -> tuple[int, int]:
+    """A softmax node's input and the axis it normalises (non-negative)."""
+    node = ev.node(r)
+    x = node["inputs"][0]
+    kw = dict(zip(node["keywords"], node["inputs"][1:], strict=True))
+    axis = -1 if "axis" not in kw else ev.values[ev.resolve(kw["axis"])].sym.value
+    return x, axis % len(ev.shape(x))
+
+
+def row_shape(ev: Any, r: int) -> tuple[Any, ...]:
+    """The shape of the rows a `row` launch's root reduces (or normalises, a softmax)."""
+    if root_kind(ev.kg, r) == "softmax":
+        return tuple(ev.shape(softmax_input(ev, r)[0]))
+    return tuple(ev.reduction(r).shape)
 
 
 def _short_rows(c: KernelContext, shape: tuple[Any, ...]) -> Any:
@@ -792,7 +808,12 @@ def _row_passes(
         return Idx(shape, flat=offset(body, base, j), axes=[*other_axes, j])
 
     graph = c.s.kernel.graph.graph
-    epilogues = {t: set(c.plan.roots) & (nx.ancestors(graph, t) | {t}) for t in c.plan.row_values}
+    softmaxes = {r for r in c.plan.roots if root_kind(ev.kg, r) == "softmax"}
+    # a softmax's epilogue is element-wise in the row: written, or read, where it is needed
+    targets = [
+        t for r, t in zip(c.plan.roots, c.plan.row_values, strict=True) if r not in softmaxes
+    ]
+    epilogues = {t: set(c.plan.roots) & (nx.ancestors(graph, t) | {t}) for t in targets}
     done: set[int] = set()
 
     def element(red: Reduction, j: Expr) -> Expr:
@@ -815,10 +836,40 @@ def _row_passes(
             return acc
         return group_total(body, c.shared, acc, op, width, shared)
 
+    def normalise(r: int, names: tuple[str, str]) -> None:
+        """A softmax root: the row's max and its sum of exp(x - max) (two folds), then its
+        value at any index of the row (`Evaluator.row_functions`): at the row's own
+        elements exp(x - max) is the one the sum computed (a held row keeps it)."""
+        x, _ = softmax_input(ev, r)
+        dtype = ev.dtype(x)
+
+        def value(idx: Idx) -> Expr:
+            return lw.convert(ev.at(x, idx), dtype, float32)
+
+        def shifted(idx: Idx, top: Expr) -> Expr:
+            return body.memo(("shifted", r, idx.key), lambda: lw.bin_("-", value(idx), top), "d")
+
+        def exp(idx: Idx, top: Expr) -> Expr:
+            return body.memo(("exp", r, idx.key), lambda: lw.call("exp", shifted(idx, top)), "e")
+
+        m = fold(lw.const(-lw.INF, "f32"), lambda a, j: _row_max(a, value(at(j))), "fmax", names[0])
+        top = _shift(c, m)
+        total = fold(lw.const(0, "f32"), lambda a, j: lw.bin_("+", a, exp(at(j), top)), "add",
+                     names[1])  # fmt: skip
+        if ev.node(r)["spec"].name == "log_softmax":
+            log_total = body.let(lw.call("mimir_log", total), "lse")
+            ev.row_functions[r] = lambda idx: lw.bin_("-", shifted(idx, top), log_total)
+        else:
+            ev.row_functions[r] = lambda idx: lw.bin_("/", exp(idx, top), total)
+
     for k, r in enumerate(c.plan.roots):
         kind = root_kind(ev.kg, r)
-        red = _arg_reduction(ev, r) if kind == "argreduce" else ev.reduction(r)
         names = (f"$row{k}", f"$row{k}b")
+        if kind == "softmax":
+            normalise(r, names)
+            done.add(r)
+            continue
+        red = _arg_reduction(ev, r) if kind == "argreduce" else ev.reduction(r)
 
         def lane(j: Expr, red: Reduction = red) -> Expr:
             return element(red, j)
@@ -895,11 +946,8 @@ def softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
     root = c.plan.root
     assert root is not None
     node = ev.node(root)
-    x = node["inputs"][0]
-    kw = dict(zip(node["keywords"], node["inputs"][1:], strict=True))
+    x, axis = softmax_input(ev, root)
     shape = ev.shape(x)
-    axis = -1 if "axis" not in kw else ev.values[ev.resolve(kw["axis"])].sym.value
-    axis %= len(shape)
     other = tuple(s for k, s in enumerate(shape) if k != axis)
     length = shape[axis]
     bound = length if isinstance(length, int) else sz.upper_bound(length, c.dims)

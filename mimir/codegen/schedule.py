@@ -37,7 +37,7 @@ from mimir.codegen import sizes as sz
 from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, CANNOT_SCHEDULE, RefusalError
 from mimir.constraints.checker import ScalarVal, TensorVal, TupleVal
 from mimir.dims import Dim, Size
-from mimir.dtypes import DType, bfloat16, uint32
+from mimir.dtypes import DType, bfloat16, float32, uint32
 from mimir.parse.module import ScalarAnnotation, TensorAnnotation
 
 ROOT_KINDS = ("matmul", "reduce", "softmax", "argreduce", "moments", "scan")
@@ -327,11 +327,15 @@ def _row_groups(
     theirs is read by anything else, they keep their own launches. The plan of each
     group is placed at its last output -> the group.
     """
-    from mimir.codegen.reductions import split
+    from mimir.codegen.reductions import row_shape, softmax_input, split
 
     g = kg.graph
 
     def row_reduction(r: int) -> bool:
+        if root_kind(kg, r) == "softmax":
+            # a float32 softmax of the last axis: its max and sum are the row's
+            x, axis = softmax_input(ev, r)
+            return axis == len(ev.shape(x)) - 1 and ev.dtype(r) == float32
         if root_kind(kg, r) not in ("reduce", "moments", "argreduce"):
             return False
         red = ev.reduction(r)
@@ -394,7 +398,7 @@ def _row_groups(
                     continue
                 members.add(m)
                 frontier.append(m)
-        row = {tuple(sz.key(s) for s in ev.reduction(by_target[m]).shape) for m in members}
+        row = {tuple(sz.key(s) for s in row_shape(ev, by_target[m])) for m in members}
         if len(row) != 1:
             continue
         (shape,) = row
@@ -433,8 +437,12 @@ def _row_groups(
         row = list(shape)
         ordered = sorted(outs, key=lambda o: keys(o) != row)
         roots = sorted(by_target[m] for m in members)
-        # a lone reduction keeps its `reduce` launch (a thread per row when rows are short)
-        if len(roots) > 1 or keys(ordered[0]) == row:
+        # a lone reduction keeps its `reduce` launch (a thread per row when rows are short),
+        # a softmax written as it is its `softmax` launch; a softmax beside another root,
+        # or read by an output (the label's log-probability of a cross-entropy), joins
+        softmax = any(root_kind(kg, r) == "softmax" for r in roots)
+        alone = len(roots) == 1 and ordered == [epilogue[roots[0]]]
+        if (len(roots) > 1 or keys(ordered[0]) == row or softmax) and not (softmax and alone):
             groups[place] = RowGroup(roots, ordered)
     # what a group reads from other launches is written before it: drop a group placed
     # before a group it reads from, until none is

@@ -129,6 +129,9 @@ class Evaluator:
         self.overrides: dict[int, tuple[Any, Expr]] = {}
         # nodes whose value is one per workgroup (a row kernel's reductions): any index
         self.row_values: dict[int, Expr] = {}
+        # nodes a row kernel computes from its row's values at any index (a softmax, from
+        # the row's max and sum): node -> its value at an index
+        self.row_functions: dict[int, Any] = {}
         # function name -> (op spelling, span) of the first op whose lowering calls it
         self.origins: dict[str, tuple[str, Any]] = {}
 
@@ -245,6 +248,9 @@ class Evaluator:
         n = self.resolve(n)
         if n in self.row_values:
             return self.row_values[n]
+        if n in self.row_functions:
+            f = self.row_functions[n]
+            return self.body.memo(("at", n, idx.key), lambda: f(idx), "v")
         if n in self.overrides:
             key, value = self.overrides[n]
             assert key == idx.key, "an epilogue must read its root at the root's own position"
