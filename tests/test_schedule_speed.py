@@ -228,6 +228,36 @@ def test_a_softmax_beside_row_reductions_is_one_launch(tmp_path: Path) -> None:
     assert [k["file"] for k in manifest["kernels"]] == ["softmax_row_1000_0_softmax.ptx"]
 
 
+def test_an_adam_step_in_place_is_one_launch_reading_and_writing_each_buffer_once(
+    tmp_path: Path,
+) -> None:
+    """The parameter's update reads the new moments: they are computed once, in
+    registers, and the launch that writes them in place writes the parameter too (four
+    buffers read once, three written once), matching the shim. A parameter returned as it
+    is and a result computed from it share a launch as well."""
+    files = _compile("inout", "adam_step", "ptx")
+    manifest = json.loads(files["adam_step.manifest.json"])
+    assert [k["file"] for k in manifest["kernels"]] == ["adam_step_0_ew.ptx"]
+    n = 1000
+    dims, scalars = {"N": n}, {"lr": 0.01, "step": 3}
+    inputs = random_inputs(manifest, dims, seed=7)
+    inputs["v"] = [abs(v) for v in inputs["v"]]
+    folder = tmp_path / "adam"
+    folder.mkdir()
+    for relative, content in files.items():
+        (folder / relative).write_text(content)
+    stats: list[dict] = []
+    actual = run_ptx_manifest_cpu(manifest, folder, inputs, dims, scalars, stats=stats)
+    (launch,) = stats
+    assert launch["bytes"]["ld"] == 4 * 4 * n and launch["bytes"]["st"] == 3 * 4 * n
+    expected = shim_reference(KERNELS / "inout.py", "adam_step", inputs, dims, scalars)
+    assert set(expected) == {"p", "m", "v"}
+    for name in expected:
+        assert_close(actual[name], expected[name], "float32", label=f"adam_step.{name}")
+    files = _compile("inout", "with_input", "ptx")
+    assert len(json.loads(files["with_input.manifest.json"])["kernels"]) == 1
+
+
 def test_multiply_add_contracts_to_fma_on_every_backend() -> None:
     expected = {
         "ptx": "fma.rn.f32",

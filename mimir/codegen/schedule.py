@@ -508,8 +508,11 @@ MERGE_BUFFER_LIMIT = 8
 def _merge_elementwise(
     ev: Any, g: nx.DiGraph, plans: list[Plan], node_buffers: dict[int, str]
 ) -> list[Plan]:
-    """One launch for adjacent element-wise results of one shape that do not read
-    each other (`return a + b, a - b`): each thread writes all of them."""
+    """One launch for adjacent element-wise results of one shape (`return a + b, a - b`):
+    each thread writes all of them. A later one may read an earlier one through
+    element-wise ops of that shape (an Adam step's parameter from its new moments): the
+    thread computes it once, in registers, for both (a launch never reads what it
+    writes: `KernelContext`), and `_write_in_place_is_safe` looks through it."""
 
     def reads(n: int) -> set[str]:
         found, stack, seen = set(), list(g.predecessors(n)), set()
@@ -524,14 +527,27 @@ def _merge_elementwise(
                 stack.extend(g.predecessors(m))
         return found
 
+    def keys(n: int) -> list[str]:
+        return [sz.key(s) for s in ev.shape(n)]
+
+    def read_in_place(n: int, later: int) -> bool:
+        """Whether `later` reads `n` (if at all) only at its own element: every node
+        between them element-wise, of their shape."""
+        if n not in nx.ancestors(g, later):
+            return True
+        between = (nx.descendants(g, n) & nx.ancestors(g, later)) | {later}
+        return all(op_kind(ev.kg, m) in _FUSIBLE and keys(m) == keys(n) for m in between)
+
     out: list[Plan] = []
     for plan in plans:
         head = out[-1] if out else None
         if (
             head is not None
             and plan.kind == head.kind == "ew"
-            and [sz.key(s) for s in ev.shape(plan.node)] == [sz.key(s) for s in ev.shape(head.node)]
-            and not any(n in nx.ancestors(g, plan.node) for n, _ in head.outputs())
+            and not head.copy
+            and not plan.copy
+            and keys(plan.node) == keys(head.node)
+            and all(read_in_place(n, plan.node) for n, _ in head.outputs())
         ):
             group = [*head.outputs(), (plan.node, plan.writes)]
             buffers = set().union(*(reads(n) | set(w) for n, w in group))
@@ -542,15 +558,18 @@ def _merge_elementwise(
     return out
 
 
-def _fused_reads(g: nx.DiGraph, n: int, node_buffers: dict[int, str]) -> set[int]:
-    """The nodes a launch computing `n` walks through (stopping at values in buffers)."""
+def _fused_reads(
+    g: nx.DiGraph, n: int, node_buffers: dict[int, str], inline: set[int] | frozenset = frozenset()
+) -> set[int]:
+    """The nodes a launch computing `n` walks through (stopping at values in buffers, but
+    for the launch's other outputs, `inline`, which it computes)."""
     found, stack = set(), [n]
     while stack:
         m = stack.pop()
         if m in found:
             continue
         found.add(m)
-        if m != n and m in node_buffers:
+        if m != n and m in node_buffers and m not in inline:
             continue
         stack.extend(g.predecessors(m))
     return found
@@ -568,14 +587,15 @@ def _write_in_place_is_safe(
     writer = next(k for k, p in enumerate(plans) for _, bufs in p.outputs() if name in bufs)
     key = [sz.key(s) for s in ev.shape(param)]
     for k, plan in enumerate(plans[writer:], start=writer):
+        inline = {n for n, _ in plan.outputs()}
         for node, _ in plan.outputs():
-            region = _fused_reads(g, node, node_buffers)
+            region = _fused_reads(g, node, node_buffers, inline)
             if param not in region:
                 continue
             if k > writer or plan.kind != "ew" or plan.copy:
                 return False
             for m in region - {param}:
-                if m != node and m in node_buffers:
+                if m != node and m in node_buffers and m not in inline:
                     continue  # loaded from another buffer
                 if param not in nx.ancestors(g, m):
                     continue
