@@ -238,6 +238,9 @@ def test_an_adam_step_in_place_is_one_launch_reading_and_writing_each_buffer_onc
     files = _compile("inout", "adam_step", "ptx")
     manifest = json.loads(files["adam_step.manifest.json"])
     assert [k["file"] for k in manifest["kernels"]] == ["adam_step_0_ew.ptx"]
+    # the bias corrections `1 - b**step` are uniform: computed once at the top, not for
+    # each of a thread's elements
+    assert files["adam_step_0_ew.ptx"].count("call.uni") == 2
     n = 1000
     dims, scalars = {"N": n}, {"lr": 0.01, "step": 3}
     inputs = random_inputs(manifest, dims, seed=7)

@@ -151,6 +151,20 @@ class Body:
             self._memo.pop()
 
     @contextmanager
+    def at_top(self) -> Iterator[None]:
+        """What is emitted inside goes to the end of the body's outermost block: before
+        every block open now (each is emitted there when it closes), so it is computed
+        once and visible to all of them. For values no thread or element changes (a
+        scalar's arithmetic on uniforms, `Evaluator.scalar`)."""
+        self._blocks.append(self.root)
+        self._memo.append({})
+        try:
+            yield
+        finally:
+            self._blocks.pop()
+            self._memo.pop()
+
+    @contextmanager
     def taken(self) -> Iterator[list[Stmt]]:
         """The statements emitted into the current block inside the `with`, taken out of
         it into the list (for the caller to rewrite and emit again). Unlike `block`, what

@@ -132,6 +132,7 @@ class Evaluator:
         # nodes a row kernel computes from its row's values at any index (a softmax, from
         # the row's max and sum): node -> its value at an index
         self.row_functions: dict[int, Any] = {}
+        self.scalars: dict[int, Scalar] = {}  # scalar node -> its value (`scalar`)
         # function name -> (op spelling, span) of the first op whose lowering calls it
         self.origins: dict[str, tuple[str, Any]] = {}
 
@@ -505,7 +506,18 @@ class Evaluator:
     # -- scalars
 
     def scalar(self, n: int) -> Scalar:
+        """Scalar node `n`: a literal, or an expression of uniforms computed once, at the
+        top of the kernel (`Body.at_top`: `1 - b1**step` of an Adam step is not computed
+        again for each element)."""
         n = self.resolve(n)
+        if self.body is None:  # the scheduler's evaluator: shapes and dtypes only
+            return self._scalar(n)
+        if n not in self.scalars:
+            with self.body.at_top():
+                self.scalars[n] = self._scalar(n)
+        return self.scalars[n]
+
+    def _scalar(self, n: int) -> Scalar:
         v = self.values[n]
         node = self.node(n)
         if isinstance(v, SizeVal):

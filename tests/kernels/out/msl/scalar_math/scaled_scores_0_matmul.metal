@@ -885,516 +885,327 @@ kernel void scaled_scores_0_matmul(
         acc85 = fma(a272, b280, acc85);
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }
+    const int s282 = int(u.D);
+    const float t283 = mimir_sqrt(float(s282));
+    const float t284 = 1.0f / t283;
     if ((row6 < u.T) && (col14 < u.T)) {
         const uint i281 = row6 * u.T + col14;
-        const int s282 = int(u.D);
-        const float t283 = mimir_sqrt(float(s282));
-        const float t284 = 1.0f / t283;
         const float v285 = acc22 * t284;
         scratch0[i281] = v285;
     }
     if ((row6 < u.T) && (col15 < u.T)) {
         const uint i286 = row6 * u.T + col15;
-        const int s287 = int(u.D);
-        const float t288 = mimir_sqrt(float(s287));
-        const float t289 = 1.0f / t288;
-        const float v290 = acc23 * t289;
-        scratch0[i286] = v290;
+        const float v287 = acc23 * t284;
+        scratch0[i286] = v287;
     }
     if ((row6 < u.T) && (col16 < u.T)) {
-        const uint i291 = row6 * u.T + col16;
-        const int s292 = int(u.D);
-        const float t293 = mimir_sqrt(float(s292));
-        const float t294 = 1.0f / t293;
-        const float v295 = acc24 * t294;
-        scratch0[i291] = v295;
+        const uint i288 = row6 * u.T + col16;
+        const float v289 = acc24 * t284;
+        scratch0[i288] = v289;
     }
     if ((row6 < u.T) && (col17 < u.T)) {
-        const uint i296 = row6 * u.T + col17;
-        const int s297 = int(u.D);
-        const float t298 = mimir_sqrt(float(s297));
-        const float t299 = 1.0f / t298;
-        const float v300 = acc25 * t299;
-        scratch0[i296] = v300;
+        const uint i290 = row6 * u.T + col17;
+        const float v291 = acc25 * t284;
+        scratch0[i290] = v291;
     }
     if ((row6 < u.T) && (col18 < u.T)) {
-        const uint i301 = row6 * u.T + col18;
-        const int s302 = int(u.D);
-        const float t303 = mimir_sqrt(float(s302));
-        const float t304 = 1.0f / t303;
-        const float v305 = acc26 * t304;
-        scratch0[i301] = v305;
+        const uint i292 = row6 * u.T + col18;
+        const float v293 = acc26 * t284;
+        scratch0[i292] = v293;
     }
     if ((row6 < u.T) && (col19 < u.T)) {
-        const uint i306 = row6 * u.T + col19;
-        const int s307 = int(u.D);
-        const float t308 = mimir_sqrt(float(s307));
-        const float t309 = 1.0f / t308;
-        const float v310 = acc27 * t309;
-        scratch0[i306] = v310;
+        const uint i294 = row6 * u.T + col19;
+        const float v295 = acc27 * t284;
+        scratch0[i294] = v295;
     }
     if ((row6 < u.T) && (col20 < u.T)) {
-        const uint i311 = row6 * u.T + col20;
-        const int s312 = int(u.D);
-        const float t313 = mimir_sqrt(float(s312));
-        const float t314 = 1.0f / t313;
-        const float v315 = acc28 * t314;
-        scratch0[i311] = v315;
+        const uint i296 = row6 * u.T + col20;
+        const float v297 = acc28 * t284;
+        scratch0[i296] = v297;
     }
     if ((row6 < u.T) && (col21 < u.T)) {
-        const uint i316 = row6 * u.T + col21;
-        const int s317 = int(u.D);
-        const float t318 = mimir_sqrt(float(s317));
-        const float t319 = 1.0f / t318;
-        const float v320 = acc29 * t319;
-        scratch0[i316] = v320;
+        const uint i298 = row6 * u.T + col21;
+        const float v299 = acc29 * t284;
+        scratch0[i298] = v299;
     }
     if ((row7 < u.T) && (col14 < u.T)) {
-        const uint i321 = row7 * u.T + col14;
-        const int s322 = int(u.D);
-        const float t323 = mimir_sqrt(float(s322));
-        const float t324 = 1.0f / t323;
-        const float v325 = acc30 * t324;
-        scratch0[i321] = v325;
+        const uint i300 = row7 * u.T + col14;
+        const float v301 = acc30 * t284;
+        scratch0[i300] = v301;
     }
     if ((row7 < u.T) && (col15 < u.T)) {
-        const uint i326 = row7 * u.T + col15;
-        const int s327 = int(u.D);
-        const float t328 = mimir_sqrt(float(s327));
-        const float t329 = 1.0f / t328;
-        const float v330 = acc31 * t329;
-        scratch0[i326] = v330;
+        const uint i302 = row7 * u.T + col15;
+        const float v303 = acc31 * t284;
+        scratch0[i302] = v303;
     }
     if ((row7 < u.T) && (col16 < u.T)) {
-        const uint i331 = row7 * u.T + col16;
-        const int s332 = int(u.D);
-        const float t333 = mimir_sqrt(float(s332));
-        const float t334 = 1.0f / t333;
-        const float v335 = acc32 * t334;
-        scratch0[i331] = v335;
+        const uint i304 = row7 * u.T + col16;
+        const float v305 = acc32 * t284;
+        scratch0[i304] = v305;
     }
     if ((row7 < u.T) && (col17 < u.T)) {
-        const uint i336 = row7 * u.T + col17;
-        const int s337 = int(u.D);
-        const float t338 = mimir_sqrt(float(s337));
-        const float t339 = 1.0f / t338;
-        const float v340 = acc33 * t339;
-        scratch0[i336] = v340;
+        const uint i306 = row7 * u.T + col17;
+        const float v307 = acc33 * t284;
+        scratch0[i306] = v307;
     }
     if ((row7 < u.T) && (col18 < u.T)) {
-        const uint i341 = row7 * u.T + col18;
-        const int s342 = int(u.D);
-        const float t343 = mimir_sqrt(float(s342));
-        const float t344 = 1.0f / t343;
-        const float v345 = acc34 * t344;
-        scratch0[i341] = v345;
+        const uint i308 = row7 * u.T + col18;
+        const float v309 = acc34 * t284;
+        scratch0[i308] = v309;
     }
     if ((row7 < u.T) && (col19 < u.T)) {
-        const uint i346 = row7 * u.T + col19;
-        const int s347 = int(u.D);
-        const float t348 = mimir_sqrt(float(s347));
-        const float t349 = 1.0f / t348;
-        const float v350 = acc35 * t349;
-        scratch0[i346] = v350;
+        const uint i310 = row7 * u.T + col19;
+        const float v311 = acc35 * t284;
+        scratch0[i310] = v311;
     }
     if ((row7 < u.T) && (col20 < u.T)) {
-        const uint i351 = row7 * u.T + col20;
-        const int s352 = int(u.D);
-        const float t353 = mimir_sqrt(float(s352));
-        const float t354 = 1.0f / t353;
-        const float v355 = acc36 * t354;
-        scratch0[i351] = v355;
+        const uint i312 = row7 * u.T + col20;
+        const float v313 = acc36 * t284;
+        scratch0[i312] = v313;
     }
     if ((row7 < u.T) && (col21 < u.T)) {
-        const uint i356 = row7 * u.T + col21;
-        const int s357 = int(u.D);
-        const float t358 = mimir_sqrt(float(s357));
-        const float t359 = 1.0f / t358;
-        const float v360 = acc37 * t359;
-        scratch0[i356] = v360;
+        const uint i314 = row7 * u.T + col21;
+        const float v315 = acc37 * t284;
+        scratch0[i314] = v315;
     }
     if ((row8 < u.T) && (col14 < u.T)) {
-        const uint i361 = row8 * u.T + col14;
-        const int s362 = int(u.D);
-        const float t363 = mimir_sqrt(float(s362));
-        const float t364 = 1.0f / t363;
-        const float v365 = acc38 * t364;
-        scratch0[i361] = v365;
+        const uint i316 = row8 * u.T + col14;
+        const float v317 = acc38 * t284;
+        scratch0[i316] = v317;
     }
     if ((row8 < u.T) && (col15 < u.T)) {
-        const uint i366 = row8 * u.T + col15;
-        const int s367 = int(u.D);
-        const float t368 = mimir_sqrt(float(s367));
-        const float t369 = 1.0f / t368;
-        const float v370 = acc39 * t369;
-        scratch0[i366] = v370;
+        const uint i318 = row8 * u.T + col15;
+        const float v319 = acc39 * t284;
+        scratch0[i318] = v319;
     }
     if ((row8 < u.T) && (col16 < u.T)) {
-        const uint i371 = row8 * u.T + col16;
-        const int s372 = int(u.D);
-        const float t373 = mimir_sqrt(float(s372));
-        const float t374 = 1.0f / t373;
-        const float v375 = acc40 * t374;
-        scratch0[i371] = v375;
+        const uint i320 = row8 * u.T + col16;
+        const float v321 = acc40 * t284;
+        scratch0[i320] = v321;
     }
     if ((row8 < u.T) && (col17 < u.T)) {
-        const uint i376 = row8 * u.T + col17;
-        const int s377 = int(u.D);
-        const float t378 = mimir_sqrt(float(s377));
-        const float t379 = 1.0f / t378;
-        const float v380 = acc41 * t379;
-        scratch0[i376] = v380;
+        const uint i322 = row8 * u.T + col17;
+        const float v323 = acc41 * t284;
+        scratch0[i322] = v323;
     }
     if ((row8 < u.T) && (col18 < u.T)) {
-        const uint i381 = row8 * u.T + col18;
-        const int s382 = int(u.D);
-        const float t383 = mimir_sqrt(float(s382));
-        const float t384 = 1.0f / t383;
-        const float v385 = acc42 * t384;
-        scratch0[i381] = v385;
+        const uint i324 = row8 * u.T + col18;
+        const float v325 = acc42 * t284;
+        scratch0[i324] = v325;
     }
     if ((row8 < u.T) && (col19 < u.T)) {
-        const uint i386 = row8 * u.T + col19;
-        const int s387 = int(u.D);
-        const float t388 = mimir_sqrt(float(s387));
-        const float t389 = 1.0f / t388;
-        const float v390 = acc43 * t389;
-        scratch0[i386] = v390;
+        const uint i326 = row8 * u.T + col19;
+        const float v327 = acc43 * t284;
+        scratch0[i326] = v327;
     }
     if ((row8 < u.T) && (col20 < u.T)) {
-        const uint i391 = row8 * u.T + col20;
-        const int s392 = int(u.D);
-        const float t393 = mimir_sqrt(float(s392));
-        const float t394 = 1.0f / t393;
-        const float v395 = acc44 * t394;
-        scratch0[i391] = v395;
+        const uint i328 = row8 * u.T + col20;
+        const float v329 = acc44 * t284;
+        scratch0[i328] = v329;
     }
     if ((row8 < u.T) && (col21 < u.T)) {
-        const uint i396 = row8 * u.T + col21;
-        const int s397 = int(u.D);
-        const float t398 = mimir_sqrt(float(s397));
-        const float t399 = 1.0f / t398;
-        const float v400 = acc45 * t399;
-        scratch0[i396] = v400;
+        const uint i330 = row8 * u.T + col21;
+        const float v331 = acc45 * t284;
+        scratch0[i330] = v331;
     }
     if ((row9 < u.T) && (col14 < u.T)) {
-        const uint i401 = row9 * u.T + col14;
-        const int s402 = int(u.D);
-        const float t403 = mimir_sqrt(float(s402));
-        const float t404 = 1.0f / t403;
-        const float v405 = acc46 * t404;
-        scratch0[i401] = v405;
+        const uint i332 = row9 * u.T + col14;
+        const float v333 = acc46 * t284;
+        scratch0[i332] = v333;
     }
     if ((row9 < u.T) && (col15 < u.T)) {
-        const uint i406 = row9 * u.T + col15;
-        const int s407 = int(u.D);
-        const float t408 = mimir_sqrt(float(s407));
-        const float t409 = 1.0f / t408;
-        const float v410 = acc47 * t409;
-        scratch0[i406] = v410;
+        const uint i334 = row9 * u.T + col15;
+        const float v335 = acc47 * t284;
+        scratch0[i334] = v335;
     }
     if ((row9 < u.T) && (col16 < u.T)) {
-        const uint i411 = row9 * u.T + col16;
-        const int s412 = int(u.D);
-        const float t413 = mimir_sqrt(float(s412));
-        const float t414 = 1.0f / t413;
-        const float v415 = acc48 * t414;
-        scratch0[i411] = v415;
+        const uint i336 = row9 * u.T + col16;
+        const float v337 = acc48 * t284;
+        scratch0[i336] = v337;
     }
     if ((row9 < u.T) && (col17 < u.T)) {
-        const uint i416 = row9 * u.T + col17;
-        const int s417 = int(u.D);
-        const float t418 = mimir_sqrt(float(s417));
-        const float t419 = 1.0f / t418;
-        const float v420 = acc49 * t419;
-        scratch0[i416] = v420;
+        const uint i338 = row9 * u.T + col17;
+        const float v339 = acc49 * t284;
+        scratch0[i338] = v339;
     }
     if ((row9 < u.T) && (col18 < u.T)) {
-        const uint i421 = row9 * u.T + col18;
-        const int s422 = int(u.D);
-        const float t423 = mimir_sqrt(float(s422));
-        const float t424 = 1.0f / t423;
-        const float v425 = acc50 * t424;
-        scratch0[i421] = v425;
+        const uint i340 = row9 * u.T + col18;
+        const float v341 = acc50 * t284;
+        scratch0[i340] = v341;
     }
     if ((row9 < u.T) && (col19 < u.T)) {
-        const uint i426 = row9 * u.T + col19;
-        const int s427 = int(u.D);
-        const float t428 = mimir_sqrt(float(s427));
-        const float t429 = 1.0f / t428;
-        const float v430 = acc51 * t429;
-        scratch0[i426] = v430;
+        const uint i342 = row9 * u.T + col19;
+        const float v343 = acc51 * t284;
+        scratch0[i342] = v343;
     }
     if ((row9 < u.T) && (col20 < u.T)) {
-        const uint i431 = row9 * u.T + col20;
-        const int s432 = int(u.D);
-        const float t433 = mimir_sqrt(float(s432));
-        const float t434 = 1.0f / t433;
-        const float v435 = acc52 * t434;
-        scratch0[i431] = v435;
+        const uint i344 = row9 * u.T + col20;
+        const float v345 = acc52 * t284;
+        scratch0[i344] = v345;
     }
     if ((row9 < u.T) && (col21 < u.T)) {
-        const uint i436 = row9 * u.T + col21;
-        const int s437 = int(u.D);
-        const float t438 = mimir_sqrt(float(s437));
-        const float t439 = 1.0f / t438;
-        const float v440 = acc53 * t439;
-        scratch0[i436] = v440;
+        const uint i346 = row9 * u.T + col21;
+        const float v347 = acc53 * t284;
+        scratch0[i346] = v347;
     }
     if ((row10 < u.T) && (col14 < u.T)) {
-        const uint i441 = row10 * u.T + col14;
-        const int s442 = int(u.D);
-        const float t443 = mimir_sqrt(float(s442));
-        const float t444 = 1.0f / t443;
-        const float v445 = acc54 * t444;
-        scratch0[i441] = v445;
+        const uint i348 = row10 * u.T + col14;
+        const float v349 = acc54 * t284;
+        scratch0[i348] = v349;
     }
     if ((row10 < u.T) && (col15 < u.T)) {
-        const uint i446 = row10 * u.T + col15;
-        const int s447 = int(u.D);
-        const float t448 = mimir_sqrt(float(s447));
-        const float t449 = 1.0f / t448;
-        const float v450 = acc55 * t449;
-        scratch0[i446] = v450;
+        const uint i350 = row10 * u.T + col15;
+        const float v351 = acc55 * t284;
+        scratch0[i350] = v351;
     }
     if ((row10 < u.T) && (col16 < u.T)) {
-        const uint i451 = row10 * u.T + col16;
-        const int s452 = int(u.D);
-        const float t453 = mimir_sqrt(float(s452));
-        const float t454 = 1.0f / t453;
-        const float v455 = acc56 * t454;
-        scratch0[i451] = v455;
+        const uint i352 = row10 * u.T + col16;
+        const float v353 = acc56 * t284;
+        scratch0[i352] = v353;
     }
     if ((row10 < u.T) && (col17 < u.T)) {
-        const uint i456 = row10 * u.T + col17;
-        const int s457 = int(u.D);
-        const float t458 = mimir_sqrt(float(s457));
-        const float t459 = 1.0f / t458;
-        const float v460 = acc57 * t459;
-        scratch0[i456] = v460;
+        const uint i354 = row10 * u.T + col17;
+        const float v355 = acc57 * t284;
+        scratch0[i354] = v355;
     }
     if ((row10 < u.T) && (col18 < u.T)) {
-        const uint i461 = row10 * u.T + col18;
-        const int s462 = int(u.D);
-        const float t463 = mimir_sqrt(float(s462));
-        const float t464 = 1.0f / t463;
-        const float v465 = acc58 * t464;
-        scratch0[i461] = v465;
+        const uint i356 = row10 * u.T + col18;
+        const float v357 = acc58 * t284;
+        scratch0[i356] = v357;
     }
     if ((row10 < u.T) && (col19 < u.T)) {
-        const uint i466 = row10 * u.T + col19;
-        const int s467 = int(u.D);
-        const float t468 = mimir_sqrt(float(s467));
-        const float t469 = 1.0f / t468;
-        const float v470 = acc59 * t469;
-        scratch0[i466] = v470;
+        const uint i358 = row10 * u.T + col19;
+        const float v359 = acc59 * t284;
+        scratch0[i358] = v359;
     }
     if ((row10 < u.T) && (col20 < u.T)) {
-        const uint i471 = row10 * u.T + col20;
-        const int s472 = int(u.D);
-        const float t473 = mimir_sqrt(float(s472));
-        const float t474 = 1.0f / t473;
-        const float v475 = acc60 * t474;
-        scratch0[i471] = v475;
+        const uint i360 = row10 * u.T + col20;
+        const float v361 = acc60 * t284;
+        scratch0[i360] = v361;
     }
     if ((row10 < u.T) && (col21 < u.T)) {
-        const uint i476 = row10 * u.T + col21;
-        const int s477 = int(u.D);
-        const float t478 = mimir_sqrt(float(s477));
-        const float t479 = 1.0f / t478;
-        const float v480 = acc61 * t479;
-        scratch0[i476] = v480;
+        const uint i362 = row10 * u.T + col21;
+        const float v363 = acc61 * t284;
+        scratch0[i362] = v363;
     }
     if ((row11 < u.T) && (col14 < u.T)) {
-        const uint i481 = row11 * u.T + col14;
-        const int s482 = int(u.D);
-        const float t483 = mimir_sqrt(float(s482));
-        const float t484 = 1.0f / t483;
-        const float v485 = acc62 * t484;
-        scratch0[i481] = v485;
+        const uint i364 = row11 * u.T + col14;
+        const float v365 = acc62 * t284;
+        scratch0[i364] = v365;
     }
     if ((row11 < u.T) && (col15 < u.T)) {
-        const uint i486 = row11 * u.T + col15;
-        const int s487 = int(u.D);
-        const float t488 = mimir_sqrt(float(s487));
-        const float t489 = 1.0f / t488;
-        const float v490 = acc63 * t489;
-        scratch0[i486] = v490;
+        const uint i366 = row11 * u.T + col15;
+        const float v367 = acc63 * t284;
+        scratch0[i366] = v367;
     }
     if ((row11 < u.T) && (col16 < u.T)) {
-        const uint i491 = row11 * u.T + col16;
-        const int s492 = int(u.D);
-        const float t493 = mimir_sqrt(float(s492));
-        const float t494 = 1.0f / t493;
-        const float v495 = acc64 * t494;
-        scratch0[i491] = v495;
+        const uint i368 = row11 * u.T + col16;
+        const float v369 = acc64 * t284;
+        scratch0[i368] = v369;
     }
     if ((row11 < u.T) && (col17 < u.T)) {
-        const uint i496 = row11 * u.T + col17;
-        const int s497 = int(u.D);
-        const float t498 = mimir_sqrt(float(s497));
-        const float t499 = 1.0f / t498;
-        const float v500 = acc65 * t499;
-        scratch0[i496] = v500;
+        const uint i370 = row11 * u.T + col17;
+        const float v371 = acc65 * t284;
+        scratch0[i370] = v371;
     }
     if ((row11 < u.T) && (col18 < u.T)) {
-        const uint i501 = row11 * u.T + col18;
-        const int s502 = int(u.D);
-        const float t503 = mimir_sqrt(float(s502));
-        const float t504 = 1.0f / t503;
-        const float v505 = acc66 * t504;
-        scratch0[i501] = v505;
+        const uint i372 = row11 * u.T + col18;
+        const float v373 = acc66 * t284;
+        scratch0[i372] = v373;
     }
     if ((row11 < u.T) && (col19 < u.T)) {
-        const uint i506 = row11 * u.T + col19;
-        const int s507 = int(u.D);
-        const float t508 = mimir_sqrt(float(s507));
-        const float t509 = 1.0f / t508;
-        const float v510 = acc67 * t509;
-        scratch0[i506] = v510;
+        const uint i374 = row11 * u.T + col19;
+        const float v375 = acc67 * t284;
+        scratch0[i374] = v375;
     }
     if ((row11 < u.T) && (col20 < u.T)) {
-        const uint i511 = row11 * u.T + col20;
-        const int s512 = int(u.D);
-        const float t513 = mimir_sqrt(float(s512));
-        const float t514 = 1.0f / t513;
-        const float v515 = acc68 * t514;
-        scratch0[i511] = v515;
+        const uint i376 = row11 * u.T + col20;
+        const float v377 = acc68 * t284;
+        scratch0[i376] = v377;
     }
     if ((row11 < u.T) && (col21 < u.T)) {
-        const uint i516 = row11 * u.T + col21;
-        const int s517 = int(u.D);
-        const float t518 = mimir_sqrt(float(s517));
-        const float t519 = 1.0f / t518;
-        const float v520 = acc69 * t519;
-        scratch0[i516] = v520;
+        const uint i378 = row11 * u.T + col21;
+        const float v379 = acc69 * t284;
+        scratch0[i378] = v379;
     }
     if ((row12 < u.T) && (col14 < u.T)) {
-        const uint i521 = row12 * u.T + col14;
-        const int s522 = int(u.D);
-        const float t523 = mimir_sqrt(float(s522));
-        const float t524 = 1.0f / t523;
-        const float v525 = acc70 * t524;
-        scratch0[i521] = v525;
+        const uint i380 = row12 * u.T + col14;
+        const float v381 = acc70 * t284;
+        scratch0[i380] = v381;
     }
     if ((row12 < u.T) && (col15 < u.T)) {
-        const uint i526 = row12 * u.T + col15;
-        const int s527 = int(u.D);
-        const float t528 = mimir_sqrt(float(s527));
-        const float t529 = 1.0f / t528;
-        const float v530 = acc71 * t529;
-        scratch0[i526] = v530;
+        const uint i382 = row12 * u.T + col15;
+        const float v383 = acc71 * t284;
+        scratch0[i382] = v383;
     }
     if ((row12 < u.T) && (col16 < u.T)) {
-        const uint i531 = row12 * u.T + col16;
-        const int s532 = int(u.D);
-        const float t533 = mimir_sqrt(float(s532));
-        const float t534 = 1.0f / t533;
-        const float v535 = acc72 * t534;
-        scratch0[i531] = v535;
+        const uint i384 = row12 * u.T + col16;
+        const float v385 = acc72 * t284;
+        scratch0[i384] = v385;
     }
     if ((row12 < u.T) && (col17 < u.T)) {
-        const uint i536 = row12 * u.T + col17;
-        const int s537 = int(u.D);
-        const float t538 = mimir_sqrt(float(s537));
-        const float t539 = 1.0f / t538;
-        const float v540 = acc73 * t539;
-        scratch0[i536] = v540;
+        const uint i386 = row12 * u.T + col17;
+        const float v387 = acc73 * t284;
+        scratch0[i386] = v387;
     }
     if ((row12 < u.T) && (col18 < u.T)) {
-        const uint i541 = row12 * u.T + col18;
-        const int s542 = int(u.D);
-        const float t543 = mimir_sqrt(float(s542));
-        const float t544 = 1.0f / t543;
-        const float v545 = acc74 * t544;
-        scratch0[i541] = v545;
+        const uint i388 = row12 * u.T + col18;
+        const float v389 = acc74 * t284;
+        scratch0[i388] = v389;
     }
     if ((row12 < u.T) && (col19 < u.T)) {
-        const uint i546 = row12 * u.T + col19;
-        const int s547 = int(u.D);
-        const float t548 = mimir_sqrt(float(s547));
-        const float t549 = 1.0f / t548;
-        const float v550 = acc75 * t549;
-        scratch0[i546] = v550;
+        const uint i390 = row12 * u.T + col19;
+        const float v391 = acc75 * t284;
+        scratch0[i390] = v391;
     }
     if ((row12 < u.T) && (col20 < u.T)) {
-        const uint i551 = row12 * u.T + col20;
-        const int s552 = int(u.D);
-        const float t553 = mimir_sqrt(float(s552));
-        const float t554 = 1.0f / t553;
-        const float v555 = acc76 * t554;
-        scratch0[i551] = v555;
+        const uint i392 = row12 * u.T + col20;
+        const float v393 = acc76 * t284;
+        scratch0[i392] = v393;
     }
     if ((row12 < u.T) && (col21 < u.T)) {
-        const uint i556 = row12 * u.T + col21;
-        const int s557 = int(u.D);
-        const float t558 = mimir_sqrt(float(s557));
-        const float t559 = 1.0f / t558;
-        const float v560 = acc77 * t559;
-        scratch0[i556] = v560;
+        const uint i394 = row12 * u.T + col21;
+        const float v395 = acc77 * t284;
+        scratch0[i394] = v395;
     }
     if ((row13 < u.T) && (col14 < u.T)) {
-        const uint i561 = row13 * u.T + col14;
-        const int s562 = int(u.D);
-        const float t563 = mimir_sqrt(float(s562));
-        const float t564 = 1.0f / t563;
-        const float v565 = acc78 * t564;
-        scratch0[i561] = v565;
+        const uint i396 = row13 * u.T + col14;
+        const float v397 = acc78 * t284;
+        scratch0[i396] = v397;
     }
     if ((row13 < u.T) && (col15 < u.T)) {
-        const uint i566 = row13 * u.T + col15;
-        const int s567 = int(u.D);
-        const float t568 = mimir_sqrt(float(s567));
-        const float t569 = 1.0f / t568;
-        const float v570 = acc79 * t569;
-        scratch0[i566] = v570;
+        const uint i398 = row13 * u.T + col15;
+        const float v399 = acc79 * t284;
+        scratch0[i398] = v399;
     }
     if ((row13 < u.T) && (col16 < u.T)) {
-        const uint i571 = row13 * u.T + col16;
-        const int s572 = int(u.D);
-        const float t573 = mimir_sqrt(float(s572));
-        const float t574 = 1.0f / t573;
-        const float v575 = acc80 * t574;
-        scratch0[i571] = v575;
+        const uint i400 = row13 * u.T + col16;
+        const float v401 = acc80 * t284;
+        scratch0[i400] = v401;
     }
     if ((row13 < u.T) && (col17 < u.T)) {
-        const uint i576 = row13 * u.T + col17;
-        const int s577 = int(u.D);
-        const float t578 = mimir_sqrt(float(s577));
-        const float t579 = 1.0f / t578;
-        const float v580 = acc81 * t579;
-        scratch0[i576] = v580;
+        const uint i402 = row13 * u.T + col17;
+        const float v403 = acc81 * t284;
+        scratch0[i402] = v403;
     }
     if ((row13 < u.T) && (col18 < u.T)) {
-        const uint i581 = row13 * u.T + col18;
-        const int s582 = int(u.D);
-        const float t583 = mimir_sqrt(float(s582));
-        const float t584 = 1.0f / t583;
-        const float v585 = acc82 * t584;
-        scratch0[i581] = v585;
+        const uint i404 = row13 * u.T + col18;
+        const float v405 = acc82 * t284;
+        scratch0[i404] = v405;
     }
     if ((row13 < u.T) && (col19 < u.T)) {
-        const uint i586 = row13 * u.T + col19;
-        const int s587 = int(u.D);
-        const float t588 = mimir_sqrt(float(s587));
-        const float t589 = 1.0f / t588;
-        const float v590 = acc83 * t589;
-        scratch0[i586] = v590;
+        const uint i406 = row13 * u.T + col19;
+        const float v407 = acc83 * t284;
+        scratch0[i406] = v407;
     }
     if ((row13 < u.T) && (col20 < u.T)) {
-        const uint i591 = row13 * u.T + col20;
-        const int s592 = int(u.D);
-        const float t593 = mimir_sqrt(float(s592));
-        const float t594 = 1.0f / t593;
-        const float v595 = acc84 * t594;
-        scratch0[i591] = v595;
+        const uint i408 = row13 * u.T + col20;
+        const float v409 = acc84 * t284;
+        scratch0[i408] = v409;
     }
     if ((row13 < u.T) && (col21 < u.T)) {
-        const uint i596 = row13 * u.T + col21;
-        const int s597 = int(u.D);
-        const float t598 = mimir_sqrt(float(s597));
-        const float t599 = 1.0f / t598;
-        const float v600 = acc85 * t599;
-        scratch0[i596] = v600;
+        const uint i410 = row13 * u.T + col21;
+        const float v411 = acc85 * t284;
+        scratch0[i410] = v411;
     }
 }

@@ -886,516 +886,327 @@ fn scaled_scores_0_matmul(
         acc85 = fma(a272, b280, acc85);
         workgroupBarrier();
     }
+    let s282: i32 = i32(u.D);
+    let t283: f32 = mimir_sqrt(f32(s282));
+    let t284: f32 = 1.0f / t283;
     if ((row6 < u.T) && (col14 < u.T)) {
         let i281: u32 = row6 * u.T + col14;
-        let s282: i32 = i32(u.D);
-        let t283: f32 = mimir_sqrt(f32(s282));
-        let t284: f32 = 1.0f / t283;
         let v285: f32 = acc22 * t284;
         scratch0[i281] = v285;
     }
     if ((row6 < u.T) && (col15 < u.T)) {
         let i286: u32 = row6 * u.T + col15;
-        let s287: i32 = i32(u.D);
-        let t288: f32 = mimir_sqrt(f32(s287));
-        let t289: f32 = 1.0f / t288;
-        let v290: f32 = acc23 * t289;
-        scratch0[i286] = v290;
+        let v287: f32 = acc23 * t284;
+        scratch0[i286] = v287;
     }
     if ((row6 < u.T) && (col16 < u.T)) {
-        let i291: u32 = row6 * u.T + col16;
-        let s292: i32 = i32(u.D);
-        let t293: f32 = mimir_sqrt(f32(s292));
-        let t294: f32 = 1.0f / t293;
-        let v295: f32 = acc24 * t294;
-        scratch0[i291] = v295;
+        let i288: u32 = row6 * u.T + col16;
+        let v289: f32 = acc24 * t284;
+        scratch0[i288] = v289;
     }
     if ((row6 < u.T) && (col17 < u.T)) {
-        let i296: u32 = row6 * u.T + col17;
-        let s297: i32 = i32(u.D);
-        let t298: f32 = mimir_sqrt(f32(s297));
-        let t299: f32 = 1.0f / t298;
-        let v300: f32 = acc25 * t299;
-        scratch0[i296] = v300;
+        let i290: u32 = row6 * u.T + col17;
+        let v291: f32 = acc25 * t284;
+        scratch0[i290] = v291;
     }
     if ((row6 < u.T) && (col18 < u.T)) {
-        let i301: u32 = row6 * u.T + col18;
-        let s302: i32 = i32(u.D);
-        let t303: f32 = mimir_sqrt(f32(s302));
-        let t304: f32 = 1.0f / t303;
-        let v305: f32 = acc26 * t304;
-        scratch0[i301] = v305;
+        let i292: u32 = row6 * u.T + col18;
+        let v293: f32 = acc26 * t284;
+        scratch0[i292] = v293;
     }
     if ((row6 < u.T) && (col19 < u.T)) {
-        let i306: u32 = row6 * u.T + col19;
-        let s307: i32 = i32(u.D);
-        let t308: f32 = mimir_sqrt(f32(s307));
-        let t309: f32 = 1.0f / t308;
-        let v310: f32 = acc27 * t309;
-        scratch0[i306] = v310;
+        let i294: u32 = row6 * u.T + col19;
+        let v295: f32 = acc27 * t284;
+        scratch0[i294] = v295;
     }
     if ((row6 < u.T) && (col20 < u.T)) {
-        let i311: u32 = row6 * u.T + col20;
-        let s312: i32 = i32(u.D);
-        let t313: f32 = mimir_sqrt(f32(s312));
-        let t314: f32 = 1.0f / t313;
-        let v315: f32 = acc28 * t314;
-        scratch0[i311] = v315;
+        let i296: u32 = row6 * u.T + col20;
+        let v297: f32 = acc28 * t284;
+        scratch0[i296] = v297;
     }
     if ((row6 < u.T) && (col21 < u.T)) {
-        let i316: u32 = row6 * u.T + col21;
-        let s317: i32 = i32(u.D);
-        let t318: f32 = mimir_sqrt(f32(s317));
-        let t319: f32 = 1.0f / t318;
-        let v320: f32 = acc29 * t319;
-        scratch0[i316] = v320;
+        let i298: u32 = row6 * u.T + col21;
+        let v299: f32 = acc29 * t284;
+        scratch0[i298] = v299;
     }
     if ((row7 < u.T) && (col14 < u.T)) {
-        let i321: u32 = row7 * u.T + col14;
-        let s322: i32 = i32(u.D);
-        let t323: f32 = mimir_sqrt(f32(s322));
-        let t324: f32 = 1.0f / t323;
-        let v325: f32 = acc30 * t324;
-        scratch0[i321] = v325;
+        let i300: u32 = row7 * u.T + col14;
+        let v301: f32 = acc30 * t284;
+        scratch0[i300] = v301;
     }
     if ((row7 < u.T) && (col15 < u.T)) {
-        let i326: u32 = row7 * u.T + col15;
-        let s327: i32 = i32(u.D);
-        let t328: f32 = mimir_sqrt(f32(s327));
-        let t329: f32 = 1.0f / t328;
-        let v330: f32 = acc31 * t329;
-        scratch0[i326] = v330;
+        let i302: u32 = row7 * u.T + col15;
+        let v303: f32 = acc31 * t284;
+        scratch0[i302] = v303;
     }
     if ((row7 < u.T) && (col16 < u.T)) {
-        let i331: u32 = row7 * u.T + col16;
-        let s332: i32 = i32(u.D);
-        let t333: f32 = mimir_sqrt(f32(s332));
-        let t334: f32 = 1.0f / t333;
-        let v335: f32 = acc32 * t334;
-        scratch0[i331] = v335;
+        let i304: u32 = row7 * u.T + col16;
+        let v305: f32 = acc32 * t284;
+        scratch0[i304] = v305;
     }
     if ((row7 < u.T) && (col17 < u.T)) {
-        let i336: u32 = row7 * u.T + col17;
-        let s337: i32 = i32(u.D);
-        let t338: f32 = mimir_sqrt(f32(s337));
-        let t339: f32 = 1.0f / t338;
-        let v340: f32 = acc33 * t339;
-        scratch0[i336] = v340;
+        let i306: u32 = row7 * u.T + col17;
+        let v307: f32 = acc33 * t284;
+        scratch0[i306] = v307;
     }
     if ((row7 < u.T) && (col18 < u.T)) {
-        let i341: u32 = row7 * u.T + col18;
-        let s342: i32 = i32(u.D);
-        let t343: f32 = mimir_sqrt(f32(s342));
-        let t344: f32 = 1.0f / t343;
-        let v345: f32 = acc34 * t344;
-        scratch0[i341] = v345;
+        let i308: u32 = row7 * u.T + col18;
+        let v309: f32 = acc34 * t284;
+        scratch0[i308] = v309;
     }
     if ((row7 < u.T) && (col19 < u.T)) {
-        let i346: u32 = row7 * u.T + col19;
-        let s347: i32 = i32(u.D);
-        let t348: f32 = mimir_sqrt(f32(s347));
-        let t349: f32 = 1.0f / t348;
-        let v350: f32 = acc35 * t349;
-        scratch0[i346] = v350;
+        let i310: u32 = row7 * u.T + col19;
+        let v311: f32 = acc35 * t284;
+        scratch0[i310] = v311;
     }
     if ((row7 < u.T) && (col20 < u.T)) {
-        let i351: u32 = row7 * u.T + col20;
-        let s352: i32 = i32(u.D);
-        let t353: f32 = mimir_sqrt(f32(s352));
-        let t354: f32 = 1.0f / t353;
-        let v355: f32 = acc36 * t354;
-        scratch0[i351] = v355;
+        let i312: u32 = row7 * u.T + col20;
+        let v313: f32 = acc36 * t284;
+        scratch0[i312] = v313;
     }
     if ((row7 < u.T) && (col21 < u.T)) {
-        let i356: u32 = row7 * u.T + col21;
-        let s357: i32 = i32(u.D);
-        let t358: f32 = mimir_sqrt(f32(s357));
-        let t359: f32 = 1.0f / t358;
-        let v360: f32 = acc37 * t359;
-        scratch0[i356] = v360;
+        let i314: u32 = row7 * u.T + col21;
+        let v315: f32 = acc37 * t284;
+        scratch0[i314] = v315;
     }
     if ((row8 < u.T) && (col14 < u.T)) {
-        let i361: u32 = row8 * u.T + col14;
-        let s362: i32 = i32(u.D);
-        let t363: f32 = mimir_sqrt(f32(s362));
-        let t364: f32 = 1.0f / t363;
-        let v365: f32 = acc38 * t364;
-        scratch0[i361] = v365;
+        let i316: u32 = row8 * u.T + col14;
+        let v317: f32 = acc38 * t284;
+        scratch0[i316] = v317;
     }
     if ((row8 < u.T) && (col15 < u.T)) {
-        let i366: u32 = row8 * u.T + col15;
-        let s367: i32 = i32(u.D);
-        let t368: f32 = mimir_sqrt(f32(s367));
-        let t369: f32 = 1.0f / t368;
-        let v370: f32 = acc39 * t369;
-        scratch0[i366] = v370;
+        let i318: u32 = row8 * u.T + col15;
+        let v319: f32 = acc39 * t284;
+        scratch0[i318] = v319;
     }
     if ((row8 < u.T) && (col16 < u.T)) {
-        let i371: u32 = row8 * u.T + col16;
-        let s372: i32 = i32(u.D);
-        let t373: f32 = mimir_sqrt(f32(s372));
-        let t374: f32 = 1.0f / t373;
-        let v375: f32 = acc40 * t374;
-        scratch0[i371] = v375;
+        let i320: u32 = row8 * u.T + col16;
+        let v321: f32 = acc40 * t284;
+        scratch0[i320] = v321;
     }
     if ((row8 < u.T) && (col17 < u.T)) {
-        let i376: u32 = row8 * u.T + col17;
-        let s377: i32 = i32(u.D);
-        let t378: f32 = mimir_sqrt(f32(s377));
-        let t379: f32 = 1.0f / t378;
-        let v380: f32 = acc41 * t379;
-        scratch0[i376] = v380;
+        let i322: u32 = row8 * u.T + col17;
+        let v323: f32 = acc41 * t284;
+        scratch0[i322] = v323;
     }
     if ((row8 < u.T) && (col18 < u.T)) {
-        let i381: u32 = row8 * u.T + col18;
-        let s382: i32 = i32(u.D);
-        let t383: f32 = mimir_sqrt(f32(s382));
-        let t384: f32 = 1.0f / t383;
-        let v385: f32 = acc42 * t384;
-        scratch0[i381] = v385;
+        let i324: u32 = row8 * u.T + col18;
+        let v325: f32 = acc42 * t284;
+        scratch0[i324] = v325;
     }
     if ((row8 < u.T) && (col19 < u.T)) {
-        let i386: u32 = row8 * u.T + col19;
-        let s387: i32 = i32(u.D);
-        let t388: f32 = mimir_sqrt(f32(s387));
-        let t389: f32 = 1.0f / t388;
-        let v390: f32 = acc43 * t389;
-        scratch0[i386] = v390;
+        let i326: u32 = row8 * u.T + col19;
+        let v327: f32 = acc43 * t284;
+        scratch0[i326] = v327;
     }
     if ((row8 < u.T) && (col20 < u.T)) {
-        let i391: u32 = row8 * u.T + col20;
-        let s392: i32 = i32(u.D);
-        let t393: f32 = mimir_sqrt(f32(s392));
-        let t394: f32 = 1.0f / t393;
-        let v395: f32 = acc44 * t394;
-        scratch0[i391] = v395;
+        let i328: u32 = row8 * u.T + col20;
+        let v329: f32 = acc44 * t284;
+        scratch0[i328] = v329;
     }
     if ((row8 < u.T) && (col21 < u.T)) {
-        let i396: u32 = row8 * u.T + col21;
-        let s397: i32 = i32(u.D);
-        let t398: f32 = mimir_sqrt(f32(s397));
-        let t399: f32 = 1.0f / t398;
-        let v400: f32 = acc45 * t399;
-        scratch0[i396] = v400;
+        let i330: u32 = row8 * u.T + col21;
+        let v331: f32 = acc45 * t284;
+        scratch0[i330] = v331;
     }
     if ((row9 < u.T) && (col14 < u.T)) {
-        let i401: u32 = row9 * u.T + col14;
-        let s402: i32 = i32(u.D);
-        let t403: f32 = mimir_sqrt(f32(s402));
-        let t404: f32 = 1.0f / t403;
-        let v405: f32 = acc46 * t404;
-        scratch0[i401] = v405;
+        let i332: u32 = row9 * u.T + col14;
+        let v333: f32 = acc46 * t284;
+        scratch0[i332] = v333;
     }
     if ((row9 < u.T) && (col15 < u.T)) {
-        let i406: u32 = row9 * u.T + col15;
-        let s407: i32 = i32(u.D);
-        let t408: f32 = mimir_sqrt(f32(s407));
-        let t409: f32 = 1.0f / t408;
-        let v410: f32 = acc47 * t409;
-        scratch0[i406] = v410;
+        let i334: u32 = row9 * u.T + col15;
+        let v335: f32 = acc47 * t284;
+        scratch0[i334] = v335;
     }
     if ((row9 < u.T) && (col16 < u.T)) {
-        let i411: u32 = row9 * u.T + col16;
-        let s412: i32 = i32(u.D);
-        let t413: f32 = mimir_sqrt(f32(s412));
-        let t414: f32 = 1.0f / t413;
-        let v415: f32 = acc48 * t414;
-        scratch0[i411] = v415;
+        let i336: u32 = row9 * u.T + col16;
+        let v337: f32 = acc48 * t284;
+        scratch0[i336] = v337;
     }
     if ((row9 < u.T) && (col17 < u.T)) {
-        let i416: u32 = row9 * u.T + col17;
-        let s417: i32 = i32(u.D);
-        let t418: f32 = mimir_sqrt(f32(s417));
-        let t419: f32 = 1.0f / t418;
-        let v420: f32 = acc49 * t419;
-        scratch0[i416] = v420;
+        let i338: u32 = row9 * u.T + col17;
+        let v339: f32 = acc49 * t284;
+        scratch0[i338] = v339;
     }
     if ((row9 < u.T) && (col18 < u.T)) {
-        let i421: u32 = row9 * u.T + col18;
-        let s422: i32 = i32(u.D);
-        let t423: f32 = mimir_sqrt(f32(s422));
-        let t424: f32 = 1.0f / t423;
-        let v425: f32 = acc50 * t424;
-        scratch0[i421] = v425;
+        let i340: u32 = row9 * u.T + col18;
+        let v341: f32 = acc50 * t284;
+        scratch0[i340] = v341;
     }
     if ((row9 < u.T) && (col19 < u.T)) {
-        let i426: u32 = row9 * u.T + col19;
-        let s427: i32 = i32(u.D);
-        let t428: f32 = mimir_sqrt(f32(s427));
-        let t429: f32 = 1.0f / t428;
-        let v430: f32 = acc51 * t429;
-        scratch0[i426] = v430;
+        let i342: u32 = row9 * u.T + col19;
+        let v343: f32 = acc51 * t284;
+        scratch0[i342] = v343;
     }
     if ((row9 < u.T) && (col20 < u.T)) {
-        let i431: u32 = row9 * u.T + col20;
-        let s432: i32 = i32(u.D);
-        let t433: f32 = mimir_sqrt(f32(s432));
-        let t434: f32 = 1.0f / t433;
-        let v435: f32 = acc52 * t434;
-        scratch0[i431] = v435;
+        let i344: u32 = row9 * u.T + col20;
+        let v345: f32 = acc52 * t284;
+        scratch0[i344] = v345;
     }
     if ((row9 < u.T) && (col21 < u.T)) {
-        let i436: u32 = row9 * u.T + col21;
-        let s437: i32 = i32(u.D);
-        let t438: f32 = mimir_sqrt(f32(s437));
-        let t439: f32 = 1.0f / t438;
-        let v440: f32 = acc53 * t439;
-        scratch0[i436] = v440;
+        let i346: u32 = row9 * u.T + col21;
+        let v347: f32 = acc53 * t284;
+        scratch0[i346] = v347;
     }
     if ((row10 < u.T) && (col14 < u.T)) {
-        let i441: u32 = row10 * u.T + col14;
-        let s442: i32 = i32(u.D);
-        let t443: f32 = mimir_sqrt(f32(s442));
-        let t444: f32 = 1.0f / t443;
-        let v445: f32 = acc54 * t444;
-        scratch0[i441] = v445;
+        let i348: u32 = row10 * u.T + col14;
+        let v349: f32 = acc54 * t284;
+        scratch0[i348] = v349;
     }
     if ((row10 < u.T) && (col15 < u.T)) {
-        let i446: u32 = row10 * u.T + col15;
-        let s447: i32 = i32(u.D);
-        let t448: f32 = mimir_sqrt(f32(s447));
-        let t449: f32 = 1.0f / t448;
-        let v450: f32 = acc55 * t449;
-        scratch0[i446] = v450;
+        let i350: u32 = row10 * u.T + col15;
+        let v351: f32 = acc55 * t284;
+        scratch0[i350] = v351;
     }
     if ((row10 < u.T) && (col16 < u.T)) {
-        let i451: u32 = row10 * u.T + col16;
-        let s452: i32 = i32(u.D);
-        let t453: f32 = mimir_sqrt(f32(s452));
-        let t454: f32 = 1.0f / t453;
-        let v455: f32 = acc56 * t454;
-        scratch0[i451] = v455;
+        let i352: u32 = row10 * u.T + col16;
+        let v353: f32 = acc56 * t284;
+        scratch0[i352] = v353;
     }
     if ((row10 < u.T) && (col17 < u.T)) {
-        let i456: u32 = row10 * u.T + col17;
-        let s457: i32 = i32(u.D);
-        let t458: f32 = mimir_sqrt(f32(s457));
-        let t459: f32 = 1.0f / t458;
-        let v460: f32 = acc57 * t459;
-        scratch0[i456] = v460;
+        let i354: u32 = row10 * u.T + col17;
+        let v355: f32 = acc57 * t284;
+        scratch0[i354] = v355;
     }
     if ((row10 < u.T) && (col18 < u.T)) {
-        let i461: u32 = row10 * u.T + col18;
-        let s462: i32 = i32(u.D);
-        let t463: f32 = mimir_sqrt(f32(s462));
-        let t464: f32 = 1.0f / t463;
-        let v465: f32 = acc58 * t464;
-        scratch0[i461] = v465;
+        let i356: u32 = row10 * u.T + col18;
+        let v357: f32 = acc58 * t284;
+        scratch0[i356] = v357;
     }
     if ((row10 < u.T) && (col19 < u.T)) {
-        let i466: u32 = row10 * u.T + col19;
-        let s467: i32 = i32(u.D);
-        let t468: f32 = mimir_sqrt(f32(s467));
-        let t469: f32 = 1.0f / t468;
-        let v470: f32 = acc59 * t469;
-        scratch0[i466] = v470;
+        let i358: u32 = row10 * u.T + col19;
+        let v359: f32 = acc59 * t284;
+        scratch0[i358] = v359;
     }
     if ((row10 < u.T) && (col20 < u.T)) {
-        let i471: u32 = row10 * u.T + col20;
-        let s472: i32 = i32(u.D);
-        let t473: f32 = mimir_sqrt(f32(s472));
-        let t474: f32 = 1.0f / t473;
-        let v475: f32 = acc60 * t474;
-        scratch0[i471] = v475;
+        let i360: u32 = row10 * u.T + col20;
+        let v361: f32 = acc60 * t284;
+        scratch0[i360] = v361;
     }
     if ((row10 < u.T) && (col21 < u.T)) {
-        let i476: u32 = row10 * u.T + col21;
-        let s477: i32 = i32(u.D);
-        let t478: f32 = mimir_sqrt(f32(s477));
-        let t479: f32 = 1.0f / t478;
-        let v480: f32 = acc61 * t479;
-        scratch0[i476] = v480;
+        let i362: u32 = row10 * u.T + col21;
+        let v363: f32 = acc61 * t284;
+        scratch0[i362] = v363;
     }
     if ((row11 < u.T) && (col14 < u.T)) {
-        let i481: u32 = row11 * u.T + col14;
-        let s482: i32 = i32(u.D);
-        let t483: f32 = mimir_sqrt(f32(s482));
-        let t484: f32 = 1.0f / t483;
-        let v485: f32 = acc62 * t484;
-        scratch0[i481] = v485;
+        let i364: u32 = row11 * u.T + col14;
+        let v365: f32 = acc62 * t284;
+        scratch0[i364] = v365;
     }
     if ((row11 < u.T) && (col15 < u.T)) {
-        let i486: u32 = row11 * u.T + col15;
-        let s487: i32 = i32(u.D);
-        let t488: f32 = mimir_sqrt(f32(s487));
-        let t489: f32 = 1.0f / t488;
-        let v490: f32 = acc63 * t489;
-        scratch0[i486] = v490;
+        let i366: u32 = row11 * u.T + col15;
+        let v367: f32 = acc63 * t284;
+        scratch0[i366] = v367;
     }
     if ((row11 < u.T) && (col16 < u.T)) {
-        let i491: u32 = row11 * u.T + col16;
-        let s492: i32 = i32(u.D);
-        let t493: f32 = mimir_sqrt(f32(s492));
-        let t494: f32 = 1.0f / t493;
-        let v495: f32 = acc64 * t494;
-        scratch0[i491] = v495;
+        let i368: u32 = row11 * u.T + col16;
+        let v369: f32 = acc64 * t284;
+        scratch0[i368] = v369;
     }
     if ((row11 < u.T) && (col17 < u.T)) {
-        let i496: u32 = row11 * u.T + col17;
-        let s497: i32 = i32(u.D);
-        let t498: f32 = mimir_sqrt(f32(s497));
-        let t499: f32 = 1.0f / t498;
-        let v500: f32 = acc65 * t499;
-        scratch0[i496] = v500;
+        let i370: u32 = row11 * u.T + col17;
+        let v371: f32 = acc65 * t284;
+        scratch0[i370] = v371;
     }
     if ((row11 < u.T) && (col18 < u.T)) {
-        let i501: u32 = row11 * u.T + col18;
-        let s502: i32 = i32(u.D);
-        let t503: f32 = mimir_sqrt(f32(s502));
-        let t504: f32 = 1.0f / t503;
-        let v505: f32 = acc66 * t504;
-        scratch0[i501] = v505;
+        let i372: u32 = row11 * u.T + col18;
+        let v373: f32 = acc66 * t284;
+        scratch0[i372] = v373;
     }
     if ((row11 < u.T) && (col19 < u.T)) {
-        let i506: u32 = row11 * u.T + col19;
-        let s507: i32 = i32(u.D);
-        let t508: f32 = mimir_sqrt(f32(s507));
-        let t509: f32 = 1.0f / t508;
-        let v510: f32 = acc67 * t509;
-        scratch0[i506] = v510;
+        let i374: u32 = row11 * u.T + col19;
+        let v375: f32 = acc67 * t284;
+        scratch0[i374] = v375;
     }
     if ((row11 < u.T) && (col20 < u.T)) {
-        let i511: u32 = row11 * u.T + col20;
-        let s512: i32 = i32(u.D);
-        let t513: f32 = mimir_sqrt(f32(s512));
-        let t514: f32 = 1.0f / t513;
-        let v515: f32 = acc68 * t514;
-        scratch0[i511] = v515;
+        let i376: u32 = row11 * u.T + col20;
+        let v377: f32 = acc68 * t284;
+        scratch0[i376] = v377;
     }
     if ((row11 < u.T) && (col21 < u.T)) {
-        let i516: u32 = row11 * u.T + col21;
-        let s517: i32 = i32(u.D);
-        let t518: f32 = mimir_sqrt(f32(s517));
-        let t519: f32 = 1.0f / t518;
-        let v520: f32 = acc69 * t519;
-        scratch0[i516] = v520;
+        let i378: u32 = row11 * u.T + col21;
+        let v379: f32 = acc69 * t284;
+        scratch0[i378] = v379;
     }
     if ((row12 < u.T) && (col14 < u.T)) {
-        let i521: u32 = row12 * u.T + col14;
-        let s522: i32 = i32(u.D);
-        let t523: f32 = mimir_sqrt(f32(s522));
-        let t524: f32 = 1.0f / t523;
-        let v525: f32 = acc70 * t524;
-        scratch0[i521] = v525;
+        let i380: u32 = row12 * u.T + col14;
+        let v381: f32 = acc70 * t284;
+        scratch0[i380] = v381;
     }
     if ((row12 < u.T) && (col15 < u.T)) {
-        let i526: u32 = row12 * u.T + col15;
-        let s527: i32 = i32(u.D);
-        let t528: f32 = mimir_sqrt(f32(s527));
-        let t529: f32 = 1.0f / t528;
-        let v530: f32 = acc71 * t529;
-        scratch0[i526] = v530;
+        let i382: u32 = row12 * u.T + col15;
+        let v383: f32 = acc71 * t284;
+        scratch0[i382] = v383;
     }
     if ((row12 < u.T) && (col16 < u.T)) {
-        let i531: u32 = row12 * u.T + col16;
-        let s532: i32 = i32(u.D);
-        let t533: f32 = mimir_sqrt(f32(s532));
-        let t534: f32 = 1.0f / t533;
-        let v535: f32 = acc72 * t534;
-        scratch0[i531] = v535;
+        let i384: u32 = row12 * u.T + col16;
+        let v385: f32 = acc72 * t284;
+        scratch0[i384] = v385;
     }
     if ((row12 < u.T) && (col17 < u.T)) {
-        let i536: u32 = row12 * u.T + col17;
-        let s537: i32 = i32(u.D);
-        let t538: f32 = mimir_sqrt(f32(s537));
-        let t539: f32 = 1.0f / t538;
-        let v540: f32 = acc73 * t539;
-        scratch0[i536] = v540;
+        let i386: u32 = row12 * u.T + col17;
+        let v387: f32 = acc73 * t284;
+        scratch0[i386] = v387;
     }
     if ((row12 < u.T) && (col18 < u.T)) {
-        let i541: u32 = row12 * u.T + col18;
-        let s542: i32 = i32(u.D);
-        let t543: f32 = mimir_sqrt(f32(s542));
-        let t544: f32 = 1.0f / t543;
-        let v545: f32 = acc74 * t544;
-        scratch0[i541] = v545;
+        let i388: u32 = row12 * u.T + col18;
+        let v389: f32 = acc74 * t284;
+        scratch0[i388] = v389;
     }
     if ((row12 < u.T) && (col19 < u.T)) {
-        let i546: u32 = row12 * u.T + col19;
-        let s547: i32 = i32(u.D);
-        let t548: f32 = mimir_sqrt(f32(s547));
-        let t549: f32 = 1.0f / t548;
-        let v550: f32 = acc75 * t549;
-        scratch0[i546] = v550;
+        let i390: u32 = row12 * u.T + col19;
+        let v391: f32 = acc75 * t284;
+        scratch0[i390] = v391;
     }
     if ((row12 < u.T) && (col20 < u.T)) {
-        let i551: u32 = row12 * u.T + col20;
-        let s552: i32 = i32(u.D);
-        let t553: f32 = mimir_sqrt(f32(s552));
-        let t554: f32 = 1.0f / t553;
-        let v555: f32 = acc76 * t554;
-        scratch0[i551] = v555;
+        let i392: u32 = row12 * u.T + col20;
+        let v393: f32 = acc76 * t284;
+        scratch0[i392] = v393;
     }
     if ((row12 < u.T) && (col21 < u.T)) {
-        let i556: u32 = row12 * u.T + col21;
-        let s557: i32 = i32(u.D);
-        let t558: f32 = mimir_sqrt(f32(s557));
-        let t559: f32 = 1.0f / t558;
-        let v560: f32 = acc77 * t559;
-        scratch0[i556] = v560;
+        let i394: u32 = row12 * u.T + col21;
+        let v395: f32 = acc77 * t284;
+        scratch0[i394] = v395;
     }
     if ((row13 < u.T) && (col14 < u.T)) {
-        let i561: u32 = row13 * u.T + col14;
-        let s562: i32 = i32(u.D);
-        let t563: f32 = mimir_sqrt(f32(s562));
-        let t564: f32 = 1.0f / t563;
-        let v565: f32 = acc78 * t564;
-        scratch0[i561] = v565;
+        let i396: u32 = row13 * u.T + col14;
+        let v397: f32 = acc78 * t284;
+        scratch0[i396] = v397;
     }
     if ((row13 < u.T) && (col15 < u.T)) {
-        let i566: u32 = row13 * u.T + col15;
-        let s567: i32 = i32(u.D);
-        let t568: f32 = mimir_sqrt(f32(s567));
-        let t569: f32 = 1.0f / t568;
-        let v570: f32 = acc79 * t569;
-        scratch0[i566] = v570;
+        let i398: u32 = row13 * u.T + col15;
+        let v399: f32 = acc79 * t284;
+        scratch0[i398] = v399;
     }
     if ((row13 < u.T) && (col16 < u.T)) {
-        let i571: u32 = row13 * u.T + col16;
-        let s572: i32 = i32(u.D);
-        let t573: f32 = mimir_sqrt(f32(s572));
-        let t574: f32 = 1.0f / t573;
-        let v575: f32 = acc80 * t574;
-        scratch0[i571] = v575;
+        let i400: u32 = row13 * u.T + col16;
+        let v401: f32 = acc80 * t284;
+        scratch0[i400] = v401;
     }
     if ((row13 < u.T) && (col17 < u.T)) {
-        let i576: u32 = row13 * u.T + col17;
-        let s577: i32 = i32(u.D);
-        let t578: f32 = mimir_sqrt(f32(s577));
-        let t579: f32 = 1.0f / t578;
-        let v580: f32 = acc81 * t579;
-        scratch0[i576] = v580;
+        let i402: u32 = row13 * u.T + col17;
+        let v403: f32 = acc81 * t284;
+        scratch0[i402] = v403;
     }
     if ((row13 < u.T) && (col18 < u.T)) {
-        let i581: u32 = row13 * u.T + col18;
-        let s582: i32 = i32(u.D);
-        let t583: f32 = mimir_sqrt(f32(s582));
-        let t584: f32 = 1.0f / t583;
-        let v585: f32 = acc82 * t584;
-        scratch0[i581] = v585;
+        let i404: u32 = row13 * u.T + col18;
+        let v405: f32 = acc82 * t284;
+        scratch0[i404] = v405;
     }
     if ((row13 < u.T) && (col19 < u.T)) {
-        let i586: u32 = row13 * u.T + col19;
-        let s587: i32 = i32(u.D);
-        let t588: f32 = mimir_sqrt(f32(s587));
-        let t589: f32 = 1.0f / t588;
-        let v590: f32 = acc83 * t589;
-        scratch0[i586] = v590;
+        let i406: u32 = row13 * u.T + col19;
+        let v407: f32 = acc83 * t284;
+        scratch0[i406] = v407;
     }
     if ((row13 < u.T) && (col20 < u.T)) {
-        let i591: u32 = row13 * u.T + col20;
-        let s592: i32 = i32(u.D);
-        let t593: f32 = mimir_sqrt(f32(s592));
-        let t594: f32 = 1.0f / t593;
-        let v595: f32 = acc84 * t594;
-        scratch0[i591] = v595;
+        let i408: u32 = row13 * u.T + col20;
+        let v409: f32 = acc84 * t284;
+        scratch0[i408] = v409;
     }
     if ((row13 < u.T) && (col21 < u.T)) {
-        let i596: u32 = row13 * u.T + col21;
-        let s597: i32 = i32(u.D);
-        let t598: f32 = mimir_sqrt(f32(s597));
-        let t599: f32 = 1.0f / t598;
-        let v600: f32 = acc85 * t599;
-        scratch0[i596] = v600;
+        let i410: u32 = row13 * u.T + col21;
+        let v411: f32 = acc85 * t284;
+        scratch0[i410] = v411;
     }
 }
