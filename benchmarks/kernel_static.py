@@ -242,7 +242,8 @@ def measure(
             if buf["role"] == "scratch":
                 continue
             n = mf.numel(mf.buffer_shape(buf, dims))
-            ideal += n * mf.buffer_element_size(buf, "ptx")
+            # each input read once, each output written once: an `InOut` buffer both
+            ideal += n * mf.buffer_element_size(buf, "ptx") * (2 if buf["role"] == "inout" else 1)
             largest = max(largest, n)
         row["ideal"] = ideal
 
