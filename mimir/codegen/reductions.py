@@ -1121,16 +1121,17 @@ def _row_in_registers(
     values: list[tuple[Expr, Expr]] = []
 
     def exps_under(cond: Expr, held: list[Expr]) -> list[tuple[Expr, Expr]]:
-        """`d = v - top`, `e = exp(d)` and `s += e` for each of `held`, all under `cond`
-        (0 where it fails)."""
-        pairs = [(body.var(lw.const(0, "f32"), "d"), body.var(lw.const(0, "f32"), "e"))
-                 for _ in held]  # fmt: skip
+        """`d = v - top`, `e = exp(d)` and `s += e` for each of `held`, all under `cond`;
+        outside it only what the write reads (e, or d for a log-softmax; 0 where `cond`
+        fails) is kept, in a variable."""
+        kept = [body.var(lw.const(0, "f32"), "d" if log else "e") for _ in held]
         with body.if_(cond):
-            for v, (dv, ev_) in zip(held, pairs, strict=True):
-                body.emit(Assign(dv, lw.bin_("-", v, top)))
-                body.emit(Assign(ev_, lw.call("exp", dv)))
-                body.emit(Assign(s, lw.bin_("+", s, ev_)))
-        return pairs
+            for v, var in zip(held, kept, strict=True):
+                d = body.let(lw.bin_("-", v, top), "d")
+                e = body.let(lw.call("exp", d), "e")
+                body.emit(Assign(s, lw.bin_("+", s, e)))
+                body.emit(Assign(var, d if log else e))
+        return [(var, var) for var in kept]  # (d, e): `_write` reads the one it needs
 
     k = 0
     while skip_past and k < len(slots) and lanes_inside.get(k) is not None:

@@ -58,25 +58,25 @@ kernel void half_pipeline_2_softmax(
     const float total8 = mimir_simd_fmax_f32_4(slot7);
     const float top9 = (total8 == as_type<float>(0xff800000u) ? 0.0f : total8);
     float s10 = 0.0f;
-    float d11 = 0.0f;
-    float e12 = 0.0f;
+    float e11 = 0.0f;
     if (lid.x < u.M) {
-        d11 = v2 - top9;
-        e12 = exp(d11);
-        s10 = s10 + e12;
+        const float d12 = v2 - top9;
+        const float e13 = exp(d12);
+        s10 = s10 + e13;
+        e11 = e13;
     }
-    const float warp13 = simd_sum(s10);
+    const float warp14 = simd_sum(s10);
     if ((lid.x & 31u) == 0u) {
-        row_sum[lid.x >> 5u] = warp13;
+        row_sum[lid.x >> 5u] = warp14;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot14 = row_sum[lid.x & 3u];
-    const float total15 = mimir_simd_add_f32_4(slot14);
+    const float slot15 = row_sum[lid.x & 3u];
+    const float total16 = mimir_simd_add_f32_4(slot15);
     if (lid.x < u.M) {
-        const uint i16 = base1 + lid.x;
-        const float y17 = float(half(e12 / total15));
-        const float v18 = float(scratch1[g0]);
-        const float v19 = float(half(y17 + v18));
-        out[i16] = half(v19);
+        const uint i17 = base1 + lid.x;
+        const float y18 = float(half(e11 / total16));
+        const float v19 = float(scratch1[g0]);
+        const float v20 = float(half(y18 + v19));
+        out[i17] = half(v20);
     }
 }

@@ -177,534 +177,534 @@ kernel void log_softmax_wide_bounded_0_softmax(
         const float top71 = (total70 == as_type<float>(0xff800000u) ? 0.0f : total70);
         float s72 = 0.0f;
         float d73 = 0.0f;
-        float e74 = 0.0f;
+        float d74 = 0.0f;
         float d75 = 0.0f;
-        float e76 = 0.0f;
-        float d77 = 0.0f;
-        float e78 = 0.0f;
-        float d79 = 0.0f;
-        float e80 = 0.0f;
+        float d76 = 0.0f;
         if (inside4) {
-            d73 = v16 - top71;
-            e74 = exp(d73);
-            s72 = s72 + e74;
-            d75 = v17 - top71;
-            e76 = exp(d75);
-            s72 = s72 + e76;
-            d77 = v18 - top71;
-            e78 = exp(d77);
+            const float d77 = v16 - top71;
+            const float e78 = exp(d77);
             s72 = s72 + e78;
-            d79 = v19 - top71;
-            e80 = exp(d79);
+            d73 = d77;
+            const float d79 = v17 - top71;
+            const float e80 = exp(d79);
             s72 = s72 + e80;
-        }
-        float d81 = 0.0f;
-        float e82 = 0.0f;
-        float d83 = 0.0f;
-        float e84 = 0.0f;
-        float d85 = 0.0f;
-        float e86 = 0.0f;
-        float d87 = 0.0f;
-        float e88 = 0.0f;
-        if (inside7) {
-            d81 = v29 - top71;
-            e82 = exp(d81);
+            d74 = d79;
+            const float d81 = v18 - top71;
+            const float e82 = exp(d81);
             s72 = s72 + e82;
-            d83 = v30 - top71;
-            e84 = exp(d83);
+            d75 = d81;
+            const float d83 = v19 - top71;
+            const float e84 = exp(d83);
             s72 = s72 + e84;
-            d85 = v31 - top71;
-            e86 = exp(d85);
-            s72 = s72 + e86;
-            d87 = v32 - top71;
-            e88 = exp(d87);
-            s72 = s72 + e88;
+            d76 = d83;
         }
-        float d89 = 0.0f;
-        float e90 = 0.0f;
-        float d91 = 0.0f;
-        float e92 = 0.0f;
-        float d93 = 0.0f;
-        float e94 = 0.0f;
-        float d95 = 0.0f;
-        float e96 = 0.0f;
-        if (inside10) {
-            d89 = v42 - top71;
-            e90 = exp(d89);
+        float d85 = 0.0f;
+        float d86 = 0.0f;
+        float d87 = 0.0f;
+        float d88 = 0.0f;
+        if (inside7) {
+            const float d89 = v29 - top71;
+            const float e90 = exp(d89);
             s72 = s72 + e90;
-            d91 = v43 - top71;
-            e92 = exp(d91);
+            d85 = d89;
+            const float d91 = v30 - top71;
+            const float e92 = exp(d91);
             s72 = s72 + e92;
-            d93 = v44 - top71;
-            e94 = exp(d93);
+            d86 = d91;
+            const float d93 = v31 - top71;
+            const float e94 = exp(d93);
             s72 = s72 + e94;
-            d95 = v45 - top71;
-            e96 = exp(d95);
+            d87 = d93;
+            const float d95 = v32 - top71;
+            const float e96 = exp(d95);
             s72 = s72 + e96;
+            d88 = d95;
         }
         float d97 = 0.0f;
-        float e98 = 0.0f;
+        float d98 = 0.0f;
         float d99 = 0.0f;
-        float e100 = 0.0f;
-        float d101 = 0.0f;
-        float e102 = 0.0f;
-        float d103 = 0.0f;
-        float e104 = 0.0f;
-        if (inside13) {
-            d97 = v55 - top71;
-            e98 = exp(d97);
-            s72 = s72 + e98;
-            d99 = v56 - top71;
-            e100 = exp(d99);
-            s72 = s72 + e100;
-            d101 = v57 - top71;
-            e102 = exp(d101);
+        float d100 = 0.0f;
+        if (inside10) {
+            const float d101 = v42 - top71;
+            const float e102 = exp(d101);
             s72 = s72 + e102;
-            d103 = v58 - top71;
-            e104 = exp(d103);
+            d97 = d101;
+            const float d103 = v43 - top71;
+            const float e104 = exp(d103);
             s72 = s72 + e104;
+            d98 = d103;
+            const float d105 = v44 - top71;
+            const float e106 = exp(d105);
+            s72 = s72 + e106;
+            d99 = d105;
+            const float d107 = v45 - top71;
+            const float e108 = exp(d107);
+            s72 = s72 + e108;
+            d100 = d107;
         }
-        const float warp105 = simd_sum(s72);
+        float d109 = 0.0f;
+        float d110 = 0.0f;
+        float d111 = 0.0f;
+        float d112 = 0.0f;
+        if (inside13) {
+            const float d113 = v55 - top71;
+            const float e114 = exp(d113);
+            s72 = s72 + e114;
+            d109 = d113;
+            const float d115 = v56 - top71;
+            const float e116 = exp(d115);
+            s72 = s72 + e116;
+            d110 = d115;
+            const float d117 = v57 - top71;
+            const float e118 = exp(d117);
+            s72 = s72 + e118;
+            d111 = d117;
+            const float d119 = v58 - top71;
+            const float e120 = exp(d119);
+            s72 = s72 + e120;
+            d112 = d119;
+        }
+        const float warp121 = simd_sum(s72);
         if ((lid.x & 31u) == 0u) {
-            row_sum[lid.x >> 5u] = warp105;
+            row_sum[lid.x >> 5u] = warp121;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        const float slot106 = row_sum[lid.x & 7u];
-        const float total107 = mimir_simd_add_f32_8(slot106);
-        const float t108 = mimir_log(total107);
+        const float slot122 = row_sum[lid.x & 7u];
+        const float total123 = mimir_simd_add_f32_8(slot122);
+        const float t124 = mimir_log(total123);
         if (inside4) {
-            const float y109 = d73 - t108;
-            const float out_113 = y109;
-            const float y110 = d75 - t108;
-            const float out_114 = y110;
-            const float y111 = d77 - t108;
-            const float out_115 = y111;
-            const float y112 = d79 - t108;
-            const float out_116 = y112;
+            const float y125 = d73 - t124;
+            const float out_129 = y125;
+            const float y126 = d74 - t124;
+            const float out_130 = y126;
+            const float y127 = d75 - t124;
+            const float out_131 = y127;
+            const float y128 = d76 - t124;
+            const float out_132 = y128;
             float4 vec5;
-            vec5.x = out_113;
-            vec5.y = out_114;
-            vec5.z = out_115;
-            vec5.w = out_116;
+            vec5.x = out_129;
+            vec5.y = out_130;
+            vec5.z = out_131;
+            vec5.w = out_132;
             ((device float4*)out)[i15 >> 2u] = vec5;
         }
         if (inside7) {
-            const float y117 = d81 - t108;
-            const float out_121 = y117;
-            const float y118 = d83 - t108;
-            const float out_122 = y118;
-            const float y119 = d85 - t108;
-            const float out_123 = y119;
-            const float y120 = d87 - t108;
-            const float out_124 = y120;
+            const float y133 = d85 - t124;
+            const float out_137 = y133;
+            const float y134 = d86 - t124;
+            const float out_138 = y134;
+            const float y135 = d87 - t124;
+            const float out_139 = y135;
+            const float y136 = d88 - t124;
+            const float out_140 = y136;
             float4 vec6;
-            vec6.x = out_121;
-            vec6.y = out_122;
-            vec6.z = out_123;
-            vec6.w = out_124;
+            vec6.x = out_137;
+            vec6.y = out_138;
+            vec6.z = out_139;
+            vec6.w = out_140;
             ((device float4*)out)[i28 >> 2u] = vec6;
         }
         if (inside10) {
-            const float y125 = d89 - t108;
-            const float out_129 = y125;
-            const float y126 = d91 - t108;
-            const float out_130 = y126;
-            const float y127 = d93 - t108;
-            const float out_131 = y127;
-            const float y128 = d95 - t108;
-            const float out_132 = y128;
+            const float y141 = d97 - t124;
+            const float out_145 = y141;
+            const float y142 = d98 - t124;
+            const float out_146 = y142;
+            const float y143 = d99 - t124;
+            const float out_147 = y143;
+            const float y144 = d100 - t124;
+            const float out_148 = y144;
             float4 vec7;
-            vec7.x = out_129;
-            vec7.y = out_130;
-            vec7.z = out_131;
-            vec7.w = out_132;
+            vec7.x = out_145;
+            vec7.y = out_146;
+            vec7.z = out_147;
+            vec7.w = out_148;
             ((device float4*)out)[i41 >> 2u] = vec7;
         }
         if (inside13) {
-            const float y133 = d97 - t108;
-            const float out_137 = y133;
-            const float y134 = d99 - t108;
-            const float out_138 = y134;
-            const float y135 = d101 - t108;
-            const float out_139 = y135;
-            const float y136 = d103 - t108;
-            const float out_140 = y136;
+            const float y149 = d109 - t124;
+            const float out_153 = y149;
+            const float y150 = d110 - t124;
+            const float out_154 = y150;
+            const float y151 = d111 - t124;
+            const float out_155 = y151;
+            const float y152 = d112 - t124;
+            const float out_156 = y152;
             float4 vec8;
-            vec8.x = out_137;
-            vec8.y = out_138;
-            vec8.z = out_139;
-            vec8.w = out_140;
+            vec8.x = out_153;
+            vec8.y = out_154;
+            vec8.z = out_155;
+            vec8.w = out_156;
             ((device float4*)out)[i54 >> 2u] = vec8;
         }
     } else {
-        float v141 = as_type<float>(0xff800000u);
-        if (lid.x < u.W) {
-            const uint i142 = base1 + lid.x;
-            const float v143 = x[i142];
-            v141 = v143;
-        }
-        const uint j144 = lid.x + 256u;
-        float v145 = as_type<float>(0xff800000u);
-        if (j144 < u.W) {
-            const uint i146 = base1 + j144;
-            const float v147 = x[i146];
-            v145 = v147;
-        }
-        const uint j148 = lid.x + 512u;
-        float v149 = as_type<float>(0xff800000u);
-        if (j148 < u.W) {
-            const uint i150 = base1 + j148;
-            const float v151 = x[i150];
-            v149 = v151;
-        }
-        const uint j152 = lid.x + 768u;
-        float v153 = as_type<float>(0xff800000u);
-        if (j152 < u.W) {
-            const uint i154 = base1 + j152;
-            const float v155 = x[i154];
-            v153 = v155;
-        }
-        const uint j156 = lid.x + 1024u;
         float v157 = as_type<float>(0xff800000u);
-        if (j156 < u.W) {
-            const uint i158 = base1 + j156;
+        if (lid.x < u.W) {
+            const uint i158 = base1 + lid.x;
             const float v159 = x[i158];
             v157 = v159;
         }
-        const uint j160 = lid.x + 1280u;
+        const uint j160 = lid.x + 256u;
         float v161 = as_type<float>(0xff800000u);
         if (j160 < u.W) {
             const uint i162 = base1 + j160;
             const float v163 = x[i162];
             v161 = v163;
         }
-        const uint j164 = lid.x + 1536u;
+        const uint j164 = lid.x + 512u;
         float v165 = as_type<float>(0xff800000u);
         if (j164 < u.W) {
             const uint i166 = base1 + j164;
             const float v167 = x[i166];
             v165 = v167;
         }
-        const uint j168 = lid.x + 1792u;
+        const uint j168 = lid.x + 768u;
         float v169 = as_type<float>(0xff800000u);
         if (j168 < u.W) {
             const uint i170 = base1 + j168;
             const float v171 = x[i170];
             v169 = v171;
         }
-        const uint j172 = lid.x + 2048u;
+        const uint j172 = lid.x + 1024u;
         float v173 = as_type<float>(0xff800000u);
         if (j172 < u.W) {
             const uint i174 = base1 + j172;
             const float v175 = x[i174];
             v173 = v175;
         }
-        const uint j176 = lid.x + 2304u;
+        const uint j176 = lid.x + 1280u;
         float v177 = as_type<float>(0xff800000u);
         if (j176 < u.W) {
             const uint i178 = base1 + j176;
             const float v179 = x[i178];
             v177 = v179;
         }
-        const uint j180 = lid.x + 2560u;
+        const uint j180 = lid.x + 1536u;
         float v181 = as_type<float>(0xff800000u);
         if (j180 < u.W) {
             const uint i182 = base1 + j180;
             const float v183 = x[i182];
             v181 = v183;
         }
-        const uint j184 = lid.x + 2816u;
+        const uint j184 = lid.x + 1792u;
         float v185 = as_type<float>(0xff800000u);
         if (j184 < u.W) {
             const uint i186 = base1 + j184;
             const float v187 = x[i186];
             v185 = v187;
         }
-        const uint j188 = lid.x + 3072u;
+        const uint j188 = lid.x + 2048u;
         float v189 = as_type<float>(0xff800000u);
         if (j188 < u.W) {
             const uint i190 = base1 + j188;
             const float v191 = x[i190];
             v189 = v191;
         }
-        const uint j192 = lid.x + 3328u;
+        const uint j192 = lid.x + 2304u;
         float v193 = as_type<float>(0xff800000u);
         if (j192 < u.W) {
             const uint i194 = base1 + j192;
             const float v195 = x[i194];
             v193 = v195;
         }
-        const uint j196 = lid.x + 3584u;
+        const uint j196 = lid.x + 2560u;
         float v197 = as_type<float>(0xff800000u);
         if (j196 < u.W) {
             const uint i198 = base1 + j196;
             const float v199 = x[i198];
             v197 = v199;
         }
-        const uint j200 = lid.x + 3840u;
+        const uint j200 = lid.x + 2816u;
         float v201 = as_type<float>(0xff800000u);
         if (j200 < u.W) {
             const uint i202 = base1 + j200;
             const float v203 = x[i202];
             v201 = v203;
         }
-        float m204 = as_type<float>(0xff800000u);
+        const uint j204 = lid.x + 3072u;
+        float v205 = as_type<float>(0xff800000u);
+        if (j204 < u.W) {
+            const uint i206 = base1 + j204;
+            const float v207 = x[i206];
+            v205 = v207;
+        }
+        const uint j208 = lid.x + 3328u;
+        float v209 = as_type<float>(0xff800000u);
+        if (j208 < u.W) {
+            const uint i210 = base1 + j208;
+            const float v211 = x[i210];
+            v209 = v211;
+        }
+        const uint j212 = lid.x + 3584u;
+        float v213 = as_type<float>(0xff800000u);
+        if (j212 < u.W) {
+            const uint i214 = base1 + j212;
+            const float v215 = x[i214];
+            v213 = v215;
+        }
+        const uint j216 = lid.x + 3840u;
+        float v217 = as_type<float>(0xff800000u);
+        if (j216 < u.W) {
+            const uint i218 = base1 + j216;
+            const float v219 = x[i218];
+            v217 = v219;
+        }
+        float m220 = as_type<float>(0xff800000u);
         if (lid.x < u.W) {
-            m204 = max(m204, v141);
-        }
-        if (j144 < u.W) {
-            m204 = max(m204, v145);
-        }
-        if (j148 < u.W) {
-            m204 = max(m204, v149);
-        }
-        if (j152 < u.W) {
-            m204 = max(m204, v153);
-        }
-        if (j156 < u.W) {
-            m204 = max(m204, v157);
+            m220 = max(m220, v157);
         }
         if (j160 < u.W) {
-            m204 = max(m204, v161);
+            m220 = max(m220, v161);
         }
         if (j164 < u.W) {
-            m204 = max(m204, v165);
+            m220 = max(m220, v165);
         }
         if (j168 < u.W) {
-            m204 = max(m204, v169);
+            m220 = max(m220, v169);
         }
         if (j172 < u.W) {
-            m204 = max(m204, v173);
+            m220 = max(m220, v173);
         }
         if (j176 < u.W) {
-            m204 = max(m204, v177);
+            m220 = max(m220, v177);
         }
         if (j180 < u.W) {
-            m204 = max(m204, v181);
+            m220 = max(m220, v181);
         }
         if (j184 < u.W) {
-            m204 = max(m204, v185);
+            m220 = max(m220, v185);
         }
         if (j188 < u.W) {
-            m204 = max(m204, v189);
+            m220 = max(m220, v189);
         }
         if (j192 < u.W) {
-            m204 = max(m204, v193);
+            m220 = max(m220, v193);
         }
         if (j196 < u.W) {
-            m204 = max(m204, v197);
+            m220 = max(m220, v197);
         }
         if (j200 < u.W) {
-            m204 = max(m204, v201);
+            m220 = max(m220, v201);
         }
-        const float warp205 = simd_max(m204);
+        if (j204 < u.W) {
+            m220 = max(m220, v205);
+        }
+        if (j208 < u.W) {
+            m220 = max(m220, v209);
+        }
+        if (j212 < u.W) {
+            m220 = max(m220, v213);
+        }
+        if (j216 < u.W) {
+            m220 = max(m220, v217);
+        }
+        const float warp221 = simd_max(m220);
         if ((lid.x & 31u) == 0u) {
-            row_max[lid.x >> 5u] = warp205;
+            row_max[lid.x >> 5u] = warp221;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        const float slot206 = row_max[lid.x & 7u];
-        const float total207 = mimir_simd_fmax_f32_8(slot206);
-        const float top208 = (total207 == as_type<float>(0xff800000u) ? 0.0f : total207);
-        float s209 = 0.0f;
-        float d210 = 0.0f;
-        float e211 = 0.0f;
-        if (lid.x < u.W) {
-            d210 = v141 - top208;
-            e211 = exp(d210);
-            s209 = s209 + e211;
-        }
-        float d212 = 0.0f;
-        float e213 = 0.0f;
-        if (j144 < u.W) {
-            d212 = v145 - top208;
-            e213 = exp(d212);
-            s209 = s209 + e213;
-        }
-        float d214 = 0.0f;
-        float e215 = 0.0f;
-        if (j148 < u.W) {
-            d214 = v149 - top208;
-            e215 = exp(d214);
-            s209 = s209 + e215;
-        }
-        float d216 = 0.0f;
-        float e217 = 0.0f;
-        if (j152 < u.W) {
-            d216 = v153 - top208;
-            e217 = exp(d216);
-            s209 = s209 + e217;
-        }
-        float d218 = 0.0f;
-        float e219 = 0.0f;
-        if (j156 < u.W) {
-            d218 = v157 - top208;
-            e219 = exp(d218);
-            s209 = s209 + e219;
-        }
-        float d220 = 0.0f;
-        float e221 = 0.0f;
-        if (j160 < u.W) {
-            d220 = v161 - top208;
-            e221 = exp(d220);
-            s209 = s209 + e221;
-        }
-        float d222 = 0.0f;
-        float e223 = 0.0f;
-        if (j164 < u.W) {
-            d222 = v165 - top208;
-            e223 = exp(d222);
-            s209 = s209 + e223;
-        }
-        float d224 = 0.0f;
-        float e225 = 0.0f;
-        if (j168 < u.W) {
-            d224 = v169 - top208;
-            e225 = exp(d224);
-            s209 = s209 + e225;
-        }
+        const float slot222 = row_max[lid.x & 7u];
+        const float total223 = mimir_simd_fmax_f32_8(slot222);
+        const float top224 = (total223 == as_type<float>(0xff800000u) ? 0.0f : total223);
+        float s225 = 0.0f;
         float d226 = 0.0f;
-        float e227 = 0.0f;
-        if (j172 < u.W) {
-            d226 = v173 - top208;
-            e227 = exp(d226);
-            s209 = s209 + e227;
+        if (lid.x < u.W) {
+            const float d227 = v157 - top224;
+            const float e228 = exp(d227);
+            s225 = s225 + e228;
+            d226 = d227;
         }
-        float d228 = 0.0f;
-        float e229 = 0.0f;
-        if (j176 < u.W) {
-            d228 = v177 - top208;
-            e229 = exp(d228);
-            s209 = s209 + e229;
-        }
-        float d230 = 0.0f;
-        float e231 = 0.0f;
-        if (j180 < u.W) {
-            d230 = v181 - top208;
-            e231 = exp(d230);
-            s209 = s209 + e231;
+        float d229 = 0.0f;
+        if (j160 < u.W) {
+            const float d230 = v161 - top224;
+            const float e231 = exp(d230);
+            s225 = s225 + e231;
+            d229 = d230;
         }
         float d232 = 0.0f;
-        float e233 = 0.0f;
-        if (j184 < u.W) {
-            d232 = v185 - top208;
-            e233 = exp(d232);
-            s209 = s209 + e233;
+        if (j164 < u.W) {
+            const float d233 = v165 - top224;
+            const float e234 = exp(d233);
+            s225 = s225 + e234;
+            d232 = d233;
         }
-        float d234 = 0.0f;
-        float e235 = 0.0f;
-        if (j188 < u.W) {
-            d234 = v189 - top208;
-            e235 = exp(d234);
-            s209 = s209 + e235;
-        }
-        float d236 = 0.0f;
-        float e237 = 0.0f;
-        if (j192 < u.W) {
-            d236 = v193 - top208;
-            e237 = exp(d236);
-            s209 = s209 + e237;
+        float d235 = 0.0f;
+        if (j168 < u.W) {
+            const float d236 = v169 - top224;
+            const float e237 = exp(d236);
+            s225 = s225 + e237;
+            d235 = d236;
         }
         float d238 = 0.0f;
-        float e239 = 0.0f;
+        if (j172 < u.W) {
+            const float d239 = v173 - top224;
+            const float e240 = exp(d239);
+            s225 = s225 + e240;
+            d238 = d239;
+        }
+        float d241 = 0.0f;
+        if (j176 < u.W) {
+            const float d242 = v177 - top224;
+            const float e243 = exp(d242);
+            s225 = s225 + e243;
+            d241 = d242;
+        }
+        float d244 = 0.0f;
+        if (j180 < u.W) {
+            const float d245 = v181 - top224;
+            const float e246 = exp(d245);
+            s225 = s225 + e246;
+            d244 = d245;
+        }
+        float d247 = 0.0f;
+        if (j184 < u.W) {
+            const float d248 = v185 - top224;
+            const float e249 = exp(d248);
+            s225 = s225 + e249;
+            d247 = d248;
+        }
+        float d250 = 0.0f;
+        if (j188 < u.W) {
+            const float d251 = v189 - top224;
+            const float e252 = exp(d251);
+            s225 = s225 + e252;
+            d250 = d251;
+        }
+        float d253 = 0.0f;
+        if (j192 < u.W) {
+            const float d254 = v193 - top224;
+            const float e255 = exp(d254);
+            s225 = s225 + e255;
+            d253 = d254;
+        }
+        float d256 = 0.0f;
         if (j196 < u.W) {
-            d238 = v197 - top208;
-            e239 = exp(d238);
-            s209 = s209 + e239;
+            const float d257 = v197 - top224;
+            const float e258 = exp(d257);
+            s225 = s225 + e258;
+            d256 = d257;
         }
-        float d240 = 0.0f;
-        float e241 = 0.0f;
+        float d259 = 0.0f;
         if (j200 < u.W) {
-            d240 = v201 - top208;
-            e241 = exp(d240);
-            s209 = s209 + e241;
+            const float d260 = v201 - top224;
+            const float e261 = exp(d260);
+            s225 = s225 + e261;
+            d259 = d260;
         }
-        const float warp242 = simd_sum(s209);
+        float d262 = 0.0f;
+        if (j204 < u.W) {
+            const float d263 = v205 - top224;
+            const float e264 = exp(d263);
+            s225 = s225 + e264;
+            d262 = d263;
+        }
+        float d265 = 0.0f;
+        if (j208 < u.W) {
+            const float d266 = v209 - top224;
+            const float e267 = exp(d266);
+            s225 = s225 + e267;
+            d265 = d266;
+        }
+        float d268 = 0.0f;
+        if (j212 < u.W) {
+            const float d269 = v213 - top224;
+            const float e270 = exp(d269);
+            s225 = s225 + e270;
+            d268 = d269;
+        }
+        float d271 = 0.0f;
+        if (j216 < u.W) {
+            const float d272 = v217 - top224;
+            const float e273 = exp(d272);
+            s225 = s225 + e273;
+            d271 = d272;
+        }
+        const float warp274 = simd_sum(s225);
         if ((lid.x & 31u) == 0u) {
-            row_sum[lid.x >> 5u] = warp242;
+            row_sum[lid.x >> 5u] = warp274;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        const float slot243 = row_sum[lid.x & 7u];
-        const float total244 = mimir_simd_add_f32_8(slot243);
-        const float t245 = mimir_log(total244);
+        const float slot275 = row_sum[lid.x & 7u];
+        const float total276 = mimir_simd_add_f32_8(slot275);
+        const float t277 = mimir_log(total276);
         if (lid.x < u.W) {
-            const uint i246 = base1 + lid.x;
-            const float y247 = d210 - t245;
-            out[i246] = y247;
-        }
-        if (j144 < u.W) {
-            const uint i248 = base1 + j144;
-            const float y249 = d212 - t245;
-            out[i248] = y249;
-        }
-        if (j148 < u.W) {
-            const uint i250 = base1 + j148;
-            const float y251 = d214 - t245;
-            out[i250] = y251;
-        }
-        if (j152 < u.W) {
-            const uint i252 = base1 + j152;
-            const float y253 = d216 - t245;
-            out[i252] = y253;
-        }
-        if (j156 < u.W) {
-            const uint i254 = base1 + j156;
-            const float y255 = d218 - t245;
-            out[i254] = y255;
+            const uint i278 = base1 + lid.x;
+            const float y279 = d226 - t277;
+            out[i278] = y279;
         }
         if (j160 < u.W) {
-            const uint i256 = base1 + j160;
-            const float y257 = d220 - t245;
-            out[i256] = y257;
+            const uint i280 = base1 + j160;
+            const float y281 = d229 - t277;
+            out[i280] = y281;
         }
         if (j164 < u.W) {
-            const uint i258 = base1 + j164;
-            const float y259 = d222 - t245;
-            out[i258] = y259;
+            const uint i282 = base1 + j164;
+            const float y283 = d232 - t277;
+            out[i282] = y283;
         }
         if (j168 < u.W) {
-            const uint i260 = base1 + j168;
-            const float y261 = d224 - t245;
-            out[i260] = y261;
+            const uint i284 = base1 + j168;
+            const float y285 = d235 - t277;
+            out[i284] = y285;
         }
         if (j172 < u.W) {
-            const uint i262 = base1 + j172;
-            const float y263 = d226 - t245;
-            out[i262] = y263;
+            const uint i286 = base1 + j172;
+            const float y287 = d238 - t277;
+            out[i286] = y287;
         }
         if (j176 < u.W) {
-            const uint i264 = base1 + j176;
-            const float y265 = d228 - t245;
-            out[i264] = y265;
+            const uint i288 = base1 + j176;
+            const float y289 = d241 - t277;
+            out[i288] = y289;
         }
         if (j180 < u.W) {
-            const uint i266 = base1 + j180;
-            const float y267 = d230 - t245;
-            out[i266] = y267;
+            const uint i290 = base1 + j180;
+            const float y291 = d244 - t277;
+            out[i290] = y291;
         }
         if (j184 < u.W) {
-            const uint i268 = base1 + j184;
-            const float y269 = d232 - t245;
-            out[i268] = y269;
+            const uint i292 = base1 + j184;
+            const float y293 = d247 - t277;
+            out[i292] = y293;
         }
         if (j188 < u.W) {
-            const uint i270 = base1 + j188;
-            const float y271 = d234 - t245;
-            out[i270] = y271;
+            const uint i294 = base1 + j188;
+            const float y295 = d250 - t277;
+            out[i294] = y295;
         }
         if (j192 < u.W) {
-            const uint i272 = base1 + j192;
-            const float y273 = d236 - t245;
-            out[i272] = y273;
+            const uint i296 = base1 + j192;
+            const float y297 = d253 - t277;
+            out[i296] = y297;
         }
         if (j196 < u.W) {
-            const uint i274 = base1 + j196;
-            const float y275 = d238 - t245;
-            out[i274] = y275;
+            const uint i298 = base1 + j196;
+            const float y299 = d256 - t277;
+            out[i298] = y299;
         }
         if (j200 < u.W) {
-            const uint i276 = base1 + j200;
-            const float y277 = d240 - t245;
-            out[i276] = y277;
+            const uint i300 = base1 + j200;
+            const float y301 = d259 - t277;
+            out[i300] = y301;
+        }
+        if (j204 < u.W) {
+            const uint i302 = base1 + j204;
+            const float y303 = d262 - t277;
+            out[i302] = y303;
+        }
+        if (j208 < u.W) {
+            const uint i304 = base1 + j208;
+            const float y305 = d265 - t277;
+            out[i304] = y305;
+        }
+        if (j212 < u.W) {
+            const uint i306 = base1 + j212;
+            const float y307 = d268 - t277;
+            out[i306] = y307;
+        }
+        if (j216 < u.W) {
+            const uint i308 = base1 + j216;
+            const float y309 = d271 - t277;
+            out[i308] = y309;
         }
     }
 }

@@ -182,581 +182,581 @@ kernel void softmax_bounded_row_0_softmax(
         const float total86 = mimir_simd_fmax_f32_4(slot85);
         const float top87 = (total86 == as_type<float>(0xff800000u) ? 0.0f : total86);
         float s88 = 0.0f;
-        float d89 = 0.0f;
+        float e89 = 0.0f;
         float e90 = 0.0f;
-        float d91 = 0.0f;
+        float e91 = 0.0f;
         float e92 = 0.0f;
-        float d93 = 0.0f;
-        float e94 = 0.0f;
-        float d95 = 0.0f;
-        float e96 = 0.0f;
         if (inside4) {
-            d89 = v17 - top87;
-            e90 = exp(d89);
-            s88 = s88 + e90;
-            d91 = v19 - top87;
-            e92 = exp(d91);
-            s88 = s88 + e92;
-            d93 = v21 - top87;
-            e94 = exp(d93);
+            const float d93 = v17 - top87;
+            const float e94 = exp(d93);
             s88 = s88 + e94;
-            d95 = v23 - top87;
-            e96 = exp(d95);
+            e89 = e94;
+            const float d95 = v19 - top87;
+            const float e96 = exp(d95);
             s88 = s88 + e96;
+            e90 = e96;
+            const float d97 = v21 - top87;
+            const float e98 = exp(d97);
+            s88 = s88 + e98;
+            e91 = e98;
+            const float d99 = v23 - top87;
+            const float e100 = exp(d99);
+            s88 = s88 + e100;
+            e92 = e100;
         }
-        float d97 = 0.0f;
-        float e98 = 0.0f;
-        float d99 = 0.0f;
-        float e100 = 0.0f;
-        float d101 = 0.0f;
+        float e101 = 0.0f;
         float e102 = 0.0f;
-        float d103 = 0.0f;
+        float e103 = 0.0f;
         float e104 = 0.0f;
         if (inside7) {
-            d97 = v34 - top87;
-            e98 = exp(d97);
-            s88 = s88 + e98;
-            d99 = v36 - top87;
-            e100 = exp(d99);
-            s88 = s88 + e100;
-            d101 = v38 - top87;
-            e102 = exp(d101);
-            s88 = s88 + e102;
-            d103 = v40 - top87;
-            e104 = exp(d103);
-            s88 = s88 + e104;
-        }
-        float d105 = 0.0f;
-        float e106 = 0.0f;
-        float d107 = 0.0f;
-        float e108 = 0.0f;
-        float d109 = 0.0f;
-        float e110 = 0.0f;
-        float d111 = 0.0f;
-        float e112 = 0.0f;
-        if (inside10) {
-            d105 = v51 - top87;
-            e106 = exp(d105);
+            const float d105 = v34 - top87;
+            const float e106 = exp(d105);
             s88 = s88 + e106;
-            d107 = v53 - top87;
-            e108 = exp(d107);
+            e101 = e106;
+            const float d107 = v36 - top87;
+            const float e108 = exp(d107);
             s88 = s88 + e108;
-            d109 = v55 - top87;
-            e110 = exp(d109);
+            e102 = e108;
+            const float d109 = v38 - top87;
+            const float e110 = exp(d109);
             s88 = s88 + e110;
-            d111 = v57 - top87;
-            e112 = exp(d111);
+            e103 = e110;
+            const float d111 = v40 - top87;
+            const float e112 = exp(d111);
             s88 = s88 + e112;
+            e104 = e112;
         }
-        float d113 = 0.0f;
+        float e113 = 0.0f;
         float e114 = 0.0f;
-        float d115 = 0.0f;
+        float e115 = 0.0f;
         float e116 = 0.0f;
-        float d117 = 0.0f;
-        float e118 = 0.0f;
-        float d119 = 0.0f;
-        float e120 = 0.0f;
-        if (inside13) {
-            d113 = v68 - top87;
-            e114 = exp(d113);
-            s88 = s88 + e114;
-            d115 = v70 - top87;
-            e116 = exp(d115);
-            s88 = s88 + e116;
-            d117 = v72 - top87;
-            e118 = exp(d117);
+        if (inside10) {
+            const float d117 = v51 - top87;
+            const float e118 = exp(d117);
             s88 = s88 + e118;
-            d119 = v74 - top87;
-            e120 = exp(d119);
+            e113 = e118;
+            const float d119 = v53 - top87;
+            const float e120 = exp(d119);
             s88 = s88 + e120;
+            e114 = e120;
+            const float d121 = v55 - top87;
+            const float e122 = exp(d121);
+            s88 = s88 + e122;
+            e115 = e122;
+            const float d123 = v57 - top87;
+            const float e124 = exp(d123);
+            s88 = s88 + e124;
+            e116 = e124;
         }
-        const float warp121 = simd_sum(s88);
+        float e125 = 0.0f;
+        float e126 = 0.0f;
+        float e127 = 0.0f;
+        float e128 = 0.0f;
+        if (inside13) {
+            const float d129 = v68 - top87;
+            const float e130 = exp(d129);
+            s88 = s88 + e130;
+            e125 = e130;
+            const float d131 = v70 - top87;
+            const float e132 = exp(d131);
+            s88 = s88 + e132;
+            e126 = e132;
+            const float d133 = v72 - top87;
+            const float e134 = exp(d133);
+            s88 = s88 + e134;
+            e127 = e134;
+            const float d135 = v74 - top87;
+            const float e136 = exp(d135);
+            s88 = s88 + e136;
+            e128 = e136;
+        }
+        const float warp137 = simd_sum(s88);
         if ((lid.x & 31u) == 0u) {
-            row_sum[lid.x >> 5u] = warp121;
+            row_sum[lid.x >> 5u] = warp137;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        const float slot122 = row_sum[lid.x & 3u];
-        const float total123 = mimir_simd_add_f32_4(slot122);
+        const float slot138 = row_sum[lid.x & 3u];
+        const float total139 = mimir_simd_add_f32_4(slot138);
         if (inside4) {
-            const float y124 = e90 / total123;
-            const float v125 = y124 * 2.0f;
-            const float out_132 = v125;
-            const float y126 = e92 / total123;
-            const float v127 = y126 * 2.0f;
-            const float out_133 = v127;
-            const float y128 = e94 / total123;
-            const float v129 = y128 * 2.0f;
-            const float out_134 = v129;
-            const float y130 = e96 / total123;
-            const float v131 = y130 * 2.0f;
-            const float out_135 = v131;
+            const float y140 = e89 / total139;
+            const float v141 = y140 * 2.0f;
+            const float out_148 = v141;
+            const float y142 = e90 / total139;
+            const float v143 = y142 * 2.0f;
+            const float out_149 = v143;
+            const float y144 = e91 / total139;
+            const float v145 = y144 * 2.0f;
+            const float out_150 = v145;
+            const float y146 = e92 / total139;
+            const float v147 = y146 * 2.0f;
+            const float out_151 = v147;
             float4 vec5;
-            vec5.x = out_132;
-            vec5.y = out_133;
-            vec5.z = out_134;
-            vec5.w = out_135;
+            vec5.x = out_148;
+            vec5.y = out_149;
+            vec5.z = out_150;
+            vec5.w = out_151;
             ((device float4*)out)[i15 >> 2u] = vec5;
         }
         if (inside7) {
-            const float y136 = e98 / total123;
-            const float v137 = y136 * 2.0f;
-            const float out_144 = v137;
-            const float y138 = e100 / total123;
-            const float v139 = y138 * 2.0f;
-            const float out_145 = v139;
-            const float y140 = e102 / total123;
-            const float v141 = y140 * 2.0f;
-            const float out_146 = v141;
-            const float y142 = e104 / total123;
-            const float v143 = y142 * 2.0f;
-            const float out_147 = v143;
+            const float y152 = e101 / total139;
+            const float v153 = y152 * 2.0f;
+            const float out_160 = v153;
+            const float y154 = e102 / total139;
+            const float v155 = y154 * 2.0f;
+            const float out_161 = v155;
+            const float y156 = e103 / total139;
+            const float v157 = y156 * 2.0f;
+            const float out_162 = v157;
+            const float y158 = e104 / total139;
+            const float v159 = y158 * 2.0f;
+            const float out_163 = v159;
             float4 vec6;
-            vec6.x = out_144;
-            vec6.y = out_145;
-            vec6.z = out_146;
-            vec6.w = out_147;
+            vec6.x = out_160;
+            vec6.y = out_161;
+            vec6.z = out_162;
+            vec6.w = out_163;
             ((device float4*)out)[i32 >> 2u] = vec6;
         }
         if (inside10) {
-            const float y148 = e106 / total123;
-            const float v149 = y148 * 2.0f;
-            const float out_156 = v149;
-            const float y150 = e108 / total123;
-            const float v151 = y150 * 2.0f;
-            const float out_157 = v151;
-            const float y152 = e110 / total123;
-            const float v153 = y152 * 2.0f;
-            const float out_158 = v153;
-            const float y154 = e112 / total123;
-            const float v155 = y154 * 2.0f;
-            const float out_159 = v155;
+            const float y164 = e113 / total139;
+            const float v165 = y164 * 2.0f;
+            const float out_172 = v165;
+            const float y166 = e114 / total139;
+            const float v167 = y166 * 2.0f;
+            const float out_173 = v167;
+            const float y168 = e115 / total139;
+            const float v169 = y168 * 2.0f;
+            const float out_174 = v169;
+            const float y170 = e116 / total139;
+            const float v171 = y170 * 2.0f;
+            const float out_175 = v171;
             float4 vec7;
-            vec7.x = out_156;
-            vec7.y = out_157;
-            vec7.z = out_158;
-            vec7.w = out_159;
+            vec7.x = out_172;
+            vec7.y = out_173;
+            vec7.z = out_174;
+            vec7.w = out_175;
             ((device float4*)out)[i49 >> 2u] = vec7;
         }
         if (inside13) {
-            const float y160 = e114 / total123;
-            const float v161 = y160 * 2.0f;
-            const float out_168 = v161;
-            const float y162 = e116 / total123;
-            const float v163 = y162 * 2.0f;
-            const float out_169 = v163;
-            const float y164 = e118 / total123;
-            const float v165 = y164 * 2.0f;
-            const float out_170 = v165;
-            const float y166 = e120 / total123;
-            const float v167 = y166 * 2.0f;
-            const float out_171 = v167;
+            const float y176 = e125 / total139;
+            const float v177 = y176 * 2.0f;
+            const float out_184 = v177;
+            const float y178 = e126 / total139;
+            const float v179 = y178 * 2.0f;
+            const float out_185 = v179;
+            const float y180 = e127 / total139;
+            const float v181 = y180 * 2.0f;
+            const float out_186 = v181;
+            const float y182 = e128 / total139;
+            const float v183 = y182 * 2.0f;
+            const float out_187 = v183;
             float4 vec8;
-            vec8.x = out_168;
-            vec8.y = out_169;
-            vec8.z = out_170;
-            vec8.w = out_171;
+            vec8.x = out_184;
+            vec8.y = out_185;
+            vec8.z = out_186;
+            vec8.w = out_187;
             ((device float4*)out)[i66 >> 2u] = vec8;
         }
     } else {
-        float v172 = as_type<float>(0xff800000u);
+        float v188 = as_type<float>(0xff800000u);
         if (lid.x < u.D) {
-            const uint i173 = base1 + lid.x;
-            const float v174 = x[i173];
-            const float v175 = v174 * 0.5f;
-            v172 = v175;
+            const uint i189 = base1 + lid.x;
+            const float v190 = x[i189];
+            const float v191 = v190 * 0.5f;
+            v188 = v191;
         }
-        const uint j176 = lid.x + 128u;
-        float v177 = as_type<float>(0xff800000u);
-        if (j176 < u.D) {
-            const uint i178 = base1 + j176;
-            const float v179 = x[i178];
-            const float v180 = v179 * 0.5f;
-            v177 = v180;
+        const uint j192 = lid.x + 128u;
+        float v193 = as_type<float>(0xff800000u);
+        if (j192 < u.D) {
+            const uint i194 = base1 + j192;
+            const float v195 = x[i194];
+            const float v196 = v195 * 0.5f;
+            v193 = v196;
         }
-        const uint j181 = lid.x + 256u;
-        float v182 = as_type<float>(0xff800000u);
-        if (j181 < u.D) {
-            const uint i183 = base1 + j181;
-            const float v184 = x[i183];
-            const float v185 = v184 * 0.5f;
-            v182 = v185;
+        const uint j197 = lid.x + 256u;
+        float v198 = as_type<float>(0xff800000u);
+        if (j197 < u.D) {
+            const uint i199 = base1 + j197;
+            const float v200 = x[i199];
+            const float v201 = v200 * 0.5f;
+            v198 = v201;
         }
-        const uint j186 = lid.x + 384u;
-        float v187 = as_type<float>(0xff800000u);
-        if (j186 < u.D) {
-            const uint i188 = base1 + j186;
-            const float v189 = x[i188];
-            const float v190 = v189 * 0.5f;
-            v187 = v190;
+        const uint j202 = lid.x + 384u;
+        float v203 = as_type<float>(0xff800000u);
+        if (j202 < u.D) {
+            const uint i204 = base1 + j202;
+            const float v205 = x[i204];
+            const float v206 = v205 * 0.5f;
+            v203 = v206;
         }
-        const uint j191 = lid.x + 512u;
-        float v192 = as_type<float>(0xff800000u);
-        if (j191 < u.D) {
-            const uint i193 = base1 + j191;
-            const float v194 = x[i193];
-            const float v195 = v194 * 0.5f;
-            v192 = v195;
+        const uint j207 = lid.x + 512u;
+        float v208 = as_type<float>(0xff800000u);
+        if (j207 < u.D) {
+            const uint i209 = base1 + j207;
+            const float v210 = x[i209];
+            const float v211 = v210 * 0.5f;
+            v208 = v211;
         }
-        const uint j196 = lid.x + 640u;
-        float v197 = as_type<float>(0xff800000u);
-        if (j196 < u.D) {
-            const uint i198 = base1 + j196;
-            const float v199 = x[i198];
-            const float v200 = v199 * 0.5f;
-            v197 = v200;
+        const uint j212 = lid.x + 640u;
+        float v213 = as_type<float>(0xff800000u);
+        if (j212 < u.D) {
+            const uint i214 = base1 + j212;
+            const float v215 = x[i214];
+            const float v216 = v215 * 0.5f;
+            v213 = v216;
         }
-        const uint j201 = lid.x + 768u;
-        float v202 = as_type<float>(0xff800000u);
-        if (j201 < u.D) {
-            const uint i203 = base1 + j201;
-            const float v204 = x[i203];
-            const float v205 = v204 * 0.5f;
-            v202 = v205;
+        const uint j217 = lid.x + 768u;
+        float v218 = as_type<float>(0xff800000u);
+        if (j217 < u.D) {
+            const uint i219 = base1 + j217;
+            const float v220 = x[i219];
+            const float v221 = v220 * 0.5f;
+            v218 = v221;
         }
-        const uint j206 = lid.x + 896u;
-        float v207 = as_type<float>(0xff800000u);
-        if (j206 < u.D) {
-            const uint i208 = base1 + j206;
-            const float v209 = x[i208];
-            const float v210 = v209 * 0.5f;
-            v207 = v210;
+        const uint j222 = lid.x + 896u;
+        float v223 = as_type<float>(0xff800000u);
+        if (j222 < u.D) {
+            const uint i224 = base1 + j222;
+            const float v225 = x[i224];
+            const float v226 = v225 * 0.5f;
+            v223 = v226;
         }
-        const uint j211 = lid.x + 1024u;
-        float v212 = as_type<float>(0xff800000u);
-        if (j211 < u.D) {
-            const uint i213 = base1 + j211;
-            const float v214 = x[i213];
-            const float v215 = v214 * 0.5f;
-            v212 = v215;
+        const uint j227 = lid.x + 1024u;
+        float v228 = as_type<float>(0xff800000u);
+        if (j227 < u.D) {
+            const uint i229 = base1 + j227;
+            const float v230 = x[i229];
+            const float v231 = v230 * 0.5f;
+            v228 = v231;
         }
-        const uint j216 = lid.x + 1152u;
-        float v217 = as_type<float>(0xff800000u);
-        if (j216 < u.D) {
-            const uint i218 = base1 + j216;
-            const float v219 = x[i218];
-            const float v220 = v219 * 0.5f;
-            v217 = v220;
+        const uint j232 = lid.x + 1152u;
+        float v233 = as_type<float>(0xff800000u);
+        if (j232 < u.D) {
+            const uint i234 = base1 + j232;
+            const float v235 = x[i234];
+            const float v236 = v235 * 0.5f;
+            v233 = v236;
         }
-        const uint j221 = lid.x + 1280u;
-        float v222 = as_type<float>(0xff800000u);
-        if (j221 < u.D) {
-            const uint i223 = base1 + j221;
-            const float v224 = x[i223];
-            const float v225 = v224 * 0.5f;
-            v222 = v225;
+        const uint j237 = lid.x + 1280u;
+        float v238 = as_type<float>(0xff800000u);
+        if (j237 < u.D) {
+            const uint i239 = base1 + j237;
+            const float v240 = x[i239];
+            const float v241 = v240 * 0.5f;
+            v238 = v241;
         }
-        const uint j226 = lid.x + 1408u;
-        float v227 = as_type<float>(0xff800000u);
-        if (j226 < u.D) {
-            const uint i228 = base1 + j226;
-            const float v229 = x[i228];
-            const float v230 = v229 * 0.5f;
-            v227 = v230;
+        const uint j242 = lid.x + 1408u;
+        float v243 = as_type<float>(0xff800000u);
+        if (j242 < u.D) {
+            const uint i244 = base1 + j242;
+            const float v245 = x[i244];
+            const float v246 = v245 * 0.5f;
+            v243 = v246;
         }
-        const uint j231 = lid.x + 1536u;
-        float v232 = as_type<float>(0xff800000u);
-        if (j231 < u.D) {
-            const uint i233 = base1 + j231;
-            const float v234 = x[i233];
-            const float v235 = v234 * 0.5f;
-            v232 = v235;
+        const uint j247 = lid.x + 1536u;
+        float v248 = as_type<float>(0xff800000u);
+        if (j247 < u.D) {
+            const uint i249 = base1 + j247;
+            const float v250 = x[i249];
+            const float v251 = v250 * 0.5f;
+            v248 = v251;
         }
-        const uint j236 = lid.x + 1664u;
-        float v237 = as_type<float>(0xff800000u);
-        if (j236 < u.D) {
-            const uint i238 = base1 + j236;
-            const float v239 = x[i238];
-            const float v240 = v239 * 0.5f;
-            v237 = v240;
+        const uint j252 = lid.x + 1664u;
+        float v253 = as_type<float>(0xff800000u);
+        if (j252 < u.D) {
+            const uint i254 = base1 + j252;
+            const float v255 = x[i254];
+            const float v256 = v255 * 0.5f;
+            v253 = v256;
         }
-        const uint j241 = lid.x + 1792u;
-        float v242 = as_type<float>(0xff800000u);
-        if (j241 < u.D) {
-            const uint i243 = base1 + j241;
-            const float v244 = x[i243];
-            const float v245 = v244 * 0.5f;
-            v242 = v245;
+        const uint j257 = lid.x + 1792u;
+        float v258 = as_type<float>(0xff800000u);
+        if (j257 < u.D) {
+            const uint i259 = base1 + j257;
+            const float v260 = x[i259];
+            const float v261 = v260 * 0.5f;
+            v258 = v261;
         }
-        const uint j246 = lid.x + 1920u;
-        float v247 = as_type<float>(0xff800000u);
-        if (j246 < u.D) {
-            const uint i248 = base1 + j246;
-            const float v249 = x[i248];
-            const float v250 = v249 * 0.5f;
-            v247 = v250;
+        const uint j262 = lid.x + 1920u;
+        float v263 = as_type<float>(0xff800000u);
+        if (j262 < u.D) {
+            const uint i264 = base1 + j262;
+            const float v265 = x[i264];
+            const float v266 = v265 * 0.5f;
+            v263 = v266;
         }
-        float m251 = as_type<float>(0xff800000u);
+        float m267 = as_type<float>(0xff800000u);
         if (lid.x < u.D) {
-            m251 = max(m251, v172);
+            m267 = max(m267, v188);
         }
-        if (j176 < u.D) {
-            m251 = max(m251, v177);
+        if (j192 < u.D) {
+            m267 = max(m267, v193);
         }
-        if (j181 < u.D) {
-            m251 = max(m251, v182);
+        if (j197 < u.D) {
+            m267 = max(m267, v198);
         }
-        if (j186 < u.D) {
-            m251 = max(m251, v187);
+        if (j202 < u.D) {
+            m267 = max(m267, v203);
         }
-        if (j191 < u.D) {
-            m251 = max(m251, v192);
+        if (j207 < u.D) {
+            m267 = max(m267, v208);
         }
-        if (j196 < u.D) {
-            m251 = max(m251, v197);
+        if (j212 < u.D) {
+            m267 = max(m267, v213);
         }
-        if (j201 < u.D) {
-            m251 = max(m251, v202);
+        if (j217 < u.D) {
+            m267 = max(m267, v218);
         }
-        if (j206 < u.D) {
-            m251 = max(m251, v207);
+        if (j222 < u.D) {
+            m267 = max(m267, v223);
         }
-        if (j211 < u.D) {
-            m251 = max(m251, v212);
+        if (j227 < u.D) {
+            m267 = max(m267, v228);
         }
-        if (j216 < u.D) {
-            m251 = max(m251, v217);
+        if (j232 < u.D) {
+            m267 = max(m267, v233);
         }
-        if (j221 < u.D) {
-            m251 = max(m251, v222);
+        if (j237 < u.D) {
+            m267 = max(m267, v238);
         }
-        if (j226 < u.D) {
-            m251 = max(m251, v227);
+        if (j242 < u.D) {
+            m267 = max(m267, v243);
         }
-        if (j231 < u.D) {
-            m251 = max(m251, v232);
+        if (j247 < u.D) {
+            m267 = max(m267, v248);
         }
-        if (j236 < u.D) {
-            m251 = max(m251, v237);
+        if (j252 < u.D) {
+            m267 = max(m267, v253);
         }
-        if (j241 < u.D) {
-            m251 = max(m251, v242);
+        if (j257 < u.D) {
+            m267 = max(m267, v258);
         }
-        if (j246 < u.D) {
-            m251 = max(m251, v247);
+        if (j262 < u.D) {
+            m267 = max(m267, v263);
         }
-        const float warp252 = simd_max(m251);
+        const float warp268 = simd_max(m267);
         if ((lid.x & 31u) == 0u) {
-            row_max[lid.x >> 5u] = warp252;
+            row_max[lid.x >> 5u] = warp268;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        const float slot253 = row_max[lid.x & 3u];
-        const float total254 = mimir_simd_fmax_f32_4(slot253);
-        const float top255 = (total254 == as_type<float>(0xff800000u) ? 0.0f : total254);
-        float s256 = 0.0f;
-        float d257 = 0.0f;
-        float e258 = 0.0f;
+        const float slot269 = row_max[lid.x & 3u];
+        const float total270 = mimir_simd_fmax_f32_4(slot269);
+        const float top271 = (total270 == as_type<float>(0xff800000u) ? 0.0f : total270);
+        float s272 = 0.0f;
+        float e273 = 0.0f;
         if (lid.x < u.D) {
-            d257 = v172 - top255;
-            e258 = exp(d257);
-            s256 = s256 + e258;
+            const float d274 = v188 - top271;
+            const float e275 = exp(d274);
+            s272 = s272 + e275;
+            e273 = e275;
         }
-        float d259 = 0.0f;
-        float e260 = 0.0f;
-        if (j176 < u.D) {
-            d259 = v177 - top255;
-            e260 = exp(d259);
-            s256 = s256 + e260;
-        }
-        float d261 = 0.0f;
-        float e262 = 0.0f;
-        if (j181 < u.D) {
-            d261 = v182 - top255;
-            e262 = exp(d261);
-            s256 = s256 + e262;
-        }
-        float d263 = 0.0f;
-        float e264 = 0.0f;
-        if (j186 < u.D) {
-            d263 = v187 - top255;
-            e264 = exp(d263);
-            s256 = s256 + e264;
-        }
-        float d265 = 0.0f;
-        float e266 = 0.0f;
-        if (j191 < u.D) {
-            d265 = v192 - top255;
-            e266 = exp(d265);
-            s256 = s256 + e266;
-        }
-        float d267 = 0.0f;
-        float e268 = 0.0f;
-        if (j196 < u.D) {
-            d267 = v197 - top255;
-            e268 = exp(d267);
-            s256 = s256 + e268;
-        }
-        float d269 = 0.0f;
-        float e270 = 0.0f;
-        if (j201 < u.D) {
-            d269 = v202 - top255;
-            e270 = exp(d269);
-            s256 = s256 + e270;
-        }
-        float d271 = 0.0f;
-        float e272 = 0.0f;
-        if (j206 < u.D) {
-            d271 = v207 - top255;
-            e272 = exp(d271);
-            s256 = s256 + e272;
-        }
-        float d273 = 0.0f;
-        float e274 = 0.0f;
-        if (j211 < u.D) {
-            d273 = v212 - top255;
-            e274 = exp(d273);
-            s256 = s256 + e274;
-        }
-        float d275 = 0.0f;
         float e276 = 0.0f;
-        if (j216 < u.D) {
-            d275 = v217 - top255;
-            e276 = exp(d275);
-            s256 = s256 + e276;
+        if (j192 < u.D) {
+            const float d277 = v193 - top271;
+            const float e278 = exp(d277);
+            s272 = s272 + e278;
+            e276 = e278;
         }
-        float d277 = 0.0f;
-        float e278 = 0.0f;
-        if (j221 < u.D) {
-            d277 = v222 - top255;
-            e278 = exp(d277);
-            s256 = s256 + e278;
+        float e279 = 0.0f;
+        if (j197 < u.D) {
+            const float d280 = v198 - top271;
+            const float e281 = exp(d280);
+            s272 = s272 + e281;
+            e279 = e281;
         }
-        float d279 = 0.0f;
-        float e280 = 0.0f;
-        if (j226 < u.D) {
-            d279 = v227 - top255;
-            e280 = exp(d279);
-            s256 = s256 + e280;
-        }
-        float d281 = 0.0f;
         float e282 = 0.0f;
-        if (j231 < u.D) {
-            d281 = v232 - top255;
-            e282 = exp(d281);
-            s256 = s256 + e282;
+        if (j202 < u.D) {
+            const float d283 = v203 - top271;
+            const float e284 = exp(d283);
+            s272 = s272 + e284;
+            e282 = e284;
         }
-        float d283 = 0.0f;
-        float e284 = 0.0f;
-        if (j236 < u.D) {
-            d283 = v237 - top255;
-            e284 = exp(d283);
-            s256 = s256 + e284;
+        float e285 = 0.0f;
+        if (j207 < u.D) {
+            const float d286 = v208 - top271;
+            const float e287 = exp(d286);
+            s272 = s272 + e287;
+            e285 = e287;
         }
-        float d285 = 0.0f;
-        float e286 = 0.0f;
-        if (j241 < u.D) {
-            d285 = v242 - top255;
-            e286 = exp(d285);
-            s256 = s256 + e286;
-        }
-        float d287 = 0.0f;
         float e288 = 0.0f;
-        if (j246 < u.D) {
-            d287 = v247 - top255;
-            e288 = exp(d287);
-            s256 = s256 + e288;
+        if (j212 < u.D) {
+            const float d289 = v213 - top271;
+            const float e290 = exp(d289);
+            s272 = s272 + e290;
+            e288 = e290;
         }
-        const float warp289 = simd_sum(s256);
+        float e291 = 0.0f;
+        if (j217 < u.D) {
+            const float d292 = v218 - top271;
+            const float e293 = exp(d292);
+            s272 = s272 + e293;
+            e291 = e293;
+        }
+        float e294 = 0.0f;
+        if (j222 < u.D) {
+            const float d295 = v223 - top271;
+            const float e296 = exp(d295);
+            s272 = s272 + e296;
+            e294 = e296;
+        }
+        float e297 = 0.0f;
+        if (j227 < u.D) {
+            const float d298 = v228 - top271;
+            const float e299 = exp(d298);
+            s272 = s272 + e299;
+            e297 = e299;
+        }
+        float e300 = 0.0f;
+        if (j232 < u.D) {
+            const float d301 = v233 - top271;
+            const float e302 = exp(d301);
+            s272 = s272 + e302;
+            e300 = e302;
+        }
+        float e303 = 0.0f;
+        if (j237 < u.D) {
+            const float d304 = v238 - top271;
+            const float e305 = exp(d304);
+            s272 = s272 + e305;
+            e303 = e305;
+        }
+        float e306 = 0.0f;
+        if (j242 < u.D) {
+            const float d307 = v243 - top271;
+            const float e308 = exp(d307);
+            s272 = s272 + e308;
+            e306 = e308;
+        }
+        float e309 = 0.0f;
+        if (j247 < u.D) {
+            const float d310 = v248 - top271;
+            const float e311 = exp(d310);
+            s272 = s272 + e311;
+            e309 = e311;
+        }
+        float e312 = 0.0f;
+        if (j252 < u.D) {
+            const float d313 = v253 - top271;
+            const float e314 = exp(d313);
+            s272 = s272 + e314;
+            e312 = e314;
+        }
+        float e315 = 0.0f;
+        if (j257 < u.D) {
+            const float d316 = v258 - top271;
+            const float e317 = exp(d316);
+            s272 = s272 + e317;
+            e315 = e317;
+        }
+        float e318 = 0.0f;
+        if (j262 < u.D) {
+            const float d319 = v263 - top271;
+            const float e320 = exp(d319);
+            s272 = s272 + e320;
+            e318 = e320;
+        }
+        const float warp321 = simd_sum(s272);
         if ((lid.x & 31u) == 0u) {
-            row_sum[lid.x >> 5u] = warp289;
+            row_sum[lid.x >> 5u] = warp321;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        const float slot290 = row_sum[lid.x & 3u];
-        const float total291 = mimir_simd_add_f32_4(slot290);
+        const float slot322 = row_sum[lid.x & 3u];
+        const float total323 = mimir_simd_add_f32_4(slot322);
         if (lid.x < u.D) {
-            const uint i292 = base1 + lid.x;
-            const float y293 = e258 / total291;
-            const float v294 = y293 * 2.0f;
-            out[i292] = v294;
+            const uint i324 = base1 + lid.x;
+            const float y325 = e273 / total323;
+            const float v326 = y325 * 2.0f;
+            out[i324] = v326;
         }
-        if (j176 < u.D) {
-            const uint i295 = base1 + j176;
-            const float y296 = e260 / total291;
-            const float v297 = y296 * 2.0f;
-            out[i295] = v297;
+        if (j192 < u.D) {
+            const uint i327 = base1 + j192;
+            const float y328 = e276 / total323;
+            const float v329 = y328 * 2.0f;
+            out[i327] = v329;
         }
-        if (j181 < u.D) {
-            const uint i298 = base1 + j181;
-            const float y299 = e262 / total291;
-            const float v300 = y299 * 2.0f;
-            out[i298] = v300;
+        if (j197 < u.D) {
+            const uint i330 = base1 + j197;
+            const float y331 = e279 / total323;
+            const float v332 = y331 * 2.0f;
+            out[i330] = v332;
         }
-        if (j186 < u.D) {
-            const uint i301 = base1 + j186;
-            const float y302 = e264 / total291;
-            const float v303 = y302 * 2.0f;
-            out[i301] = v303;
+        if (j202 < u.D) {
+            const uint i333 = base1 + j202;
+            const float y334 = e282 / total323;
+            const float v335 = y334 * 2.0f;
+            out[i333] = v335;
         }
-        if (j191 < u.D) {
-            const uint i304 = base1 + j191;
-            const float y305 = e266 / total291;
-            const float v306 = y305 * 2.0f;
-            out[i304] = v306;
+        if (j207 < u.D) {
+            const uint i336 = base1 + j207;
+            const float y337 = e285 / total323;
+            const float v338 = y337 * 2.0f;
+            out[i336] = v338;
         }
-        if (j196 < u.D) {
-            const uint i307 = base1 + j196;
-            const float y308 = e268 / total291;
-            const float v309 = y308 * 2.0f;
-            out[i307] = v309;
+        if (j212 < u.D) {
+            const uint i339 = base1 + j212;
+            const float y340 = e288 / total323;
+            const float v341 = y340 * 2.0f;
+            out[i339] = v341;
         }
-        if (j201 < u.D) {
-            const uint i310 = base1 + j201;
-            const float y311 = e270 / total291;
-            const float v312 = y311 * 2.0f;
-            out[i310] = v312;
+        if (j217 < u.D) {
+            const uint i342 = base1 + j217;
+            const float y343 = e291 / total323;
+            const float v344 = y343 * 2.0f;
+            out[i342] = v344;
         }
-        if (j206 < u.D) {
-            const uint i313 = base1 + j206;
-            const float y314 = e272 / total291;
-            const float v315 = y314 * 2.0f;
-            out[i313] = v315;
+        if (j222 < u.D) {
+            const uint i345 = base1 + j222;
+            const float y346 = e294 / total323;
+            const float v347 = y346 * 2.0f;
+            out[i345] = v347;
         }
-        if (j211 < u.D) {
-            const uint i316 = base1 + j211;
-            const float y317 = e274 / total291;
-            const float v318 = y317 * 2.0f;
-            out[i316] = v318;
+        if (j227 < u.D) {
+            const uint i348 = base1 + j227;
+            const float y349 = e297 / total323;
+            const float v350 = y349 * 2.0f;
+            out[i348] = v350;
         }
-        if (j216 < u.D) {
-            const uint i319 = base1 + j216;
-            const float y320 = e276 / total291;
-            const float v321 = y320 * 2.0f;
-            out[i319] = v321;
+        if (j232 < u.D) {
+            const uint i351 = base1 + j232;
+            const float y352 = e300 / total323;
+            const float v353 = y352 * 2.0f;
+            out[i351] = v353;
         }
-        if (j221 < u.D) {
-            const uint i322 = base1 + j221;
-            const float y323 = e278 / total291;
-            const float v324 = y323 * 2.0f;
-            out[i322] = v324;
+        if (j237 < u.D) {
+            const uint i354 = base1 + j237;
+            const float y355 = e303 / total323;
+            const float v356 = y355 * 2.0f;
+            out[i354] = v356;
         }
-        if (j226 < u.D) {
-            const uint i325 = base1 + j226;
-            const float y326 = e280 / total291;
-            const float v327 = y326 * 2.0f;
-            out[i325] = v327;
+        if (j242 < u.D) {
+            const uint i357 = base1 + j242;
+            const float y358 = e306 / total323;
+            const float v359 = y358 * 2.0f;
+            out[i357] = v359;
         }
-        if (j231 < u.D) {
-            const uint i328 = base1 + j231;
-            const float y329 = e282 / total291;
-            const float v330 = y329 * 2.0f;
-            out[i328] = v330;
+        if (j247 < u.D) {
+            const uint i360 = base1 + j247;
+            const float y361 = e309 / total323;
+            const float v362 = y361 * 2.0f;
+            out[i360] = v362;
         }
-        if (j236 < u.D) {
-            const uint i331 = base1 + j236;
-            const float y332 = e284 / total291;
-            const float v333 = y332 * 2.0f;
-            out[i331] = v333;
+        if (j252 < u.D) {
+            const uint i363 = base1 + j252;
+            const float y364 = e312 / total323;
+            const float v365 = y364 * 2.0f;
+            out[i363] = v365;
         }
-        if (j241 < u.D) {
-            const uint i334 = base1 + j241;
-            const float y335 = e286 / total291;
-            const float v336 = y335 * 2.0f;
-            out[i334] = v336;
+        if (j257 < u.D) {
+            const uint i366 = base1 + j257;
+            const float y367 = e315 / total323;
+            const float v368 = y367 * 2.0f;
+            out[i366] = v368;
         }
-        if (j246 < u.D) {
-            const uint i337 = base1 + j246;
-            const float y338 = e288 / total291;
-            const float v339 = y338 * 2.0f;
-            out[i337] = v339;
+        if (j262 < u.D) {
+            const uint i369 = base1 + j262;
+            const float y370 = e318 / total323;
+            const float v371 = y370 * 2.0f;
+            out[i369] = v371;
         }
     }
 }

@@ -38,19 +38,19 @@ kernel void softmax_short_half_0_softmax(
     const float d12 = v3 - top10;
     const float e13 = exp(d12);
     s11 = s11 + e13;
-    float d14 = 0.0f;
-    float e15 = 0.0f;
+    float e14 = 0.0f;
     if (j4 < 40u) {
-        d14 = v5 - top10;
-        e15 = exp(d14);
-        s11 = s11 + e15;
+        const float d15 = v5 - top10;
+        const float e16 = exp(d15);
+        s11 = s11 + e16;
+        e14 = e16;
     }
-    const float warp16 = simd_sum(s11);
-    const float y17 = float(half(e13 / warp16));
-    out[i2] = half(y17);
+    const float warp17 = simd_sum(s11);
+    const float y18 = float(half(e13 / warp17));
+    out[i2] = half(y18);
     if (j4 < 40u) {
-        const uint i18 = base1 + j4;
-        const float y19 = float(half(e15 / warp16));
-        out[i18] = half(y19);
+        const uint i19 = base1 + j4;
+        const float y20 = float(half(e14 / warp17));
+        out[i19] = half(y20);
     }
 }

@@ -72,12 +72,12 @@ fn half_pipeline_2_softmax(
     let total8: f32 = max(max(max(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
     let top9: f32 = select(total8, 0.0f, total8 == -bitcast<f32>(inf_bits));
     var s10: f32 = 0.0f;
-    var d11: f32 = 0.0f;
-    var e12: f32 = 0.0f;
+    var e11: f32 = 0.0f;
     if (lid.x < u.M) {
-        d11 = v2 - top9;
-        e12 = exp(d11);
-        s10 = s10 + e12;
+        let d12: f32 = v2 - top9;
+        let e13: f32 = exp(d12);
+        s10 = s10 + e13;
+        e11 = e13;
     }
     warp2[lid.x] = s10;
     workgroupBarrier();
@@ -101,20 +101,20 @@ fn half_pipeline_2_softmax(
         warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp13: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp14: f32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row_sum[lid.x >> 5u] = warp13;
+        row_sum[lid.x >> 5u] = warp14;
     }
     workgroupBarrier();
-    let slot14: f32 = row_sum[lid.x & 3u];
-    warp3[lid.x] = slot14;
+    let slot15: f32 = row_sum[lid.x & 3u];
+    warp3[lid.x] = slot15;
     workgroupBarrier();
-    let total15: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    let total16: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
     if (lid.x < u.M) {
-        let i16: u32 = base1 + lid.x;
-        let y17: f32 = f32(f16(e12 / total15));
-        let v18: f32 = f32(scratch1[g0]);
-        let v19: f32 = f32(f16(y17 + v18));
-        out[i16] = f16(v19);
+        let i17: u32 = base1 + lid.x;
+        let y18: f32 = f32(f16(e11 / total16));
+        let v19: f32 = f32(scratch1[g0]);
+        let v20: f32 = f32(f16(y18 + v19));
+        out[i17] = f16(v20);
     }
 }

@@ -232,116 +232,116 @@ fn log_softmax_wide_bounded_0_softmax(
     let top69: f32 = select(total68, 0.0f, total68 == -bitcast<f32>(inf_bits));
     var s70: f32 = 0.0f;
     var d71: f32 = 0.0f;
-    var e72: f32 = 0.0f;
     if (lid.x < u.W) {
-        d71 = v2 - top69;
-        e72 = exp(d71);
-        s70 = s70 + e72;
+        let d72: f32 = v2 - top69;
+        let e73: f32 = exp(d72);
+        s70 = s70 + e73;
+        d71 = d72;
     }
-    var d73: f32 = 0.0f;
-    var e74: f32 = 0.0f;
+    var d74: f32 = 0.0f;
     if (j5 < u.W) {
-        d73 = v6 - top69;
-        e74 = exp(d73);
-        s70 = s70 + e74;
-    }
-    var d75: f32 = 0.0f;
-    var e76: f32 = 0.0f;
-    if (j9 < u.W) {
-        d75 = v10 - top69;
-        e76 = exp(d75);
+        let d75: f32 = v6 - top69;
+        let e76: f32 = exp(d75);
         s70 = s70 + e76;
+        d74 = d75;
     }
     var d77: f32 = 0.0f;
-    var e78: f32 = 0.0f;
+    if (j9 < u.W) {
+        let d78: f32 = v10 - top69;
+        let e79: f32 = exp(d78);
+        s70 = s70 + e79;
+        d77 = d78;
+    }
+    var d80: f32 = 0.0f;
     if (j13 < u.W) {
-        d77 = v14 - top69;
-        e78 = exp(d77);
-        s70 = s70 + e78;
-    }
-    var d79: f32 = 0.0f;
-    var e80: f32 = 0.0f;
-    if (j17 < u.W) {
-        d79 = v18 - top69;
-        e80 = exp(d79);
-        s70 = s70 + e80;
-    }
-    var d81: f32 = 0.0f;
-    var e82: f32 = 0.0f;
-    if (j21 < u.W) {
-        d81 = v22 - top69;
-        e82 = exp(d81);
+        let d81: f32 = v14 - top69;
+        let e82: f32 = exp(d81);
         s70 = s70 + e82;
+        d80 = d81;
     }
     var d83: f32 = 0.0f;
-    var e84: f32 = 0.0f;
-    if (j25 < u.W) {
-        d83 = v26 - top69;
-        e84 = exp(d83);
-        s70 = s70 + e84;
+    if (j17 < u.W) {
+        let d84: f32 = v18 - top69;
+        let e85: f32 = exp(d84);
+        s70 = s70 + e85;
+        d83 = d84;
     }
-    var d85: f32 = 0.0f;
-    var e86: f32 = 0.0f;
-    if (j29 < u.W) {
-        d85 = v30 - top69;
-        e86 = exp(d85);
-        s70 = s70 + e86;
-    }
-    var d87: f32 = 0.0f;
-    var e88: f32 = 0.0f;
-    if (j33 < u.W) {
-        d87 = v34 - top69;
-        e88 = exp(d87);
+    var d86: f32 = 0.0f;
+    if (j21 < u.W) {
+        let d87: f32 = v22 - top69;
+        let e88: f32 = exp(d87);
         s70 = s70 + e88;
+        d86 = d87;
     }
     var d89: f32 = 0.0f;
-    var e90: f32 = 0.0f;
-    if (j37 < u.W) {
-        d89 = v38 - top69;
-        e90 = exp(d89);
-        s70 = s70 + e90;
+    if (j25 < u.W) {
+        let d90: f32 = v26 - top69;
+        let e91: f32 = exp(d90);
+        s70 = s70 + e91;
+        d89 = d90;
     }
-    var d91: f32 = 0.0f;
-    var e92: f32 = 0.0f;
-    if (j41 < u.W) {
-        d91 = v42 - top69;
-        e92 = exp(d91);
-        s70 = s70 + e92;
-    }
-    var d93: f32 = 0.0f;
-    var e94: f32 = 0.0f;
-    if (j45 < u.W) {
-        d93 = v46 - top69;
-        e94 = exp(d93);
+    var d92: f32 = 0.0f;
+    if (j29 < u.W) {
+        let d93: f32 = v30 - top69;
+        let e94: f32 = exp(d93);
         s70 = s70 + e94;
+        d92 = d93;
     }
     var d95: f32 = 0.0f;
-    var e96: f32 = 0.0f;
-    if (j49 < u.W) {
-        d95 = v50 - top69;
-        e96 = exp(d95);
-        s70 = s70 + e96;
+    if (j33 < u.W) {
+        let d96: f32 = v34 - top69;
+        let e97: f32 = exp(d96);
+        s70 = s70 + e97;
+        d95 = d96;
     }
-    var d97: f32 = 0.0f;
-    var e98: f32 = 0.0f;
-    if (j53 < u.W) {
-        d97 = v54 - top69;
-        e98 = exp(d97);
-        s70 = s70 + e98;
-    }
-    var d99: f32 = 0.0f;
-    var e100: f32 = 0.0f;
-    if (j57 < u.W) {
-        d99 = v58 - top69;
-        e100 = exp(d99);
+    var d98: f32 = 0.0f;
+    if (j37 < u.W) {
+        let d99: f32 = v38 - top69;
+        let e100: f32 = exp(d99);
         s70 = s70 + e100;
+        d98 = d99;
     }
     var d101: f32 = 0.0f;
-    var e102: f32 = 0.0f;
+    if (j41 < u.W) {
+        let d102: f32 = v42 - top69;
+        let e103: f32 = exp(d102);
+        s70 = s70 + e103;
+        d101 = d102;
+    }
+    var d104: f32 = 0.0f;
+    if (j45 < u.W) {
+        let d105: f32 = v46 - top69;
+        let e106: f32 = exp(d105);
+        s70 = s70 + e106;
+        d104 = d105;
+    }
+    var d107: f32 = 0.0f;
+    if (j49 < u.W) {
+        let d108: f32 = v50 - top69;
+        let e109: f32 = exp(d108);
+        s70 = s70 + e109;
+        d107 = d108;
+    }
+    var d110: f32 = 0.0f;
+    if (j53 < u.W) {
+        let d111: f32 = v54 - top69;
+        let e112: f32 = exp(d111);
+        s70 = s70 + e112;
+        d110 = d111;
+    }
+    var d113: f32 = 0.0f;
+    if (j57 < u.W) {
+        let d114: f32 = v58 - top69;
+        let e115: f32 = exp(d114);
+        s70 = s70 + e115;
+        d113 = d114;
+    }
+    var d116: f32 = 0.0f;
     if (j61 < u.W) {
-        d101 = v62 - top69;
-        e102 = exp(d101);
-        s70 = s70 + e102;
+        let d117: f32 = v62 - top69;
+        let e118: f32 = exp(d117);
+        s70 = s70 + e118;
+        d116 = d117;
     }
     warp2[lid.x] = s70;
     workgroupBarrier();
@@ -365,94 +365,94 @@ fn log_softmax_wide_bounded_0_softmax(
         warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp103: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp119: f32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row_sum[lid.x >> 5u] = warp103;
+        row_sum[lid.x >> 5u] = warp119;
     }
     workgroupBarrier();
-    let slot104: f32 = row_sum[lid.x & 7u];
-    warp3[lid.x] = slot104;
+    let slot120: f32 = row_sum[lid.x & 7u];
+    warp3[lid.x] = slot120;
     workgroupBarrier();
-    let total105: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
-    let t106: f32 = mimir_log(total105);
+    let total121: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
+    let t122: f32 = mimir_log(total121);
     if (lid.x < u.W) {
-        let i107: u32 = base1 + lid.x;
-        let y108: f32 = d71 - t106;
-        out[i107] = y108;
-    }
-    if (j5 < u.W) {
-        let i109: u32 = base1 + j5;
-        let y110: f32 = d73 - t106;
-        out[i109] = y110;
-    }
-    if (j9 < u.W) {
-        let i111: u32 = base1 + j9;
-        let y112: f32 = d75 - t106;
-        out[i111] = y112;
-    }
-    if (j13 < u.W) {
-        let i113: u32 = base1 + j13;
-        let y114: f32 = d77 - t106;
-        out[i113] = y114;
-    }
-    if (j17 < u.W) {
-        let i115: u32 = base1 + j17;
-        let y116: f32 = d79 - t106;
-        out[i115] = y116;
-    }
-    if (j21 < u.W) {
-        let i117: u32 = base1 + j21;
-        let y118: f32 = d81 - t106;
-        out[i117] = y118;
-    }
-    if (j25 < u.W) {
-        let i119: u32 = base1 + j25;
-        let y120: f32 = d83 - t106;
-        out[i119] = y120;
-    }
-    if (j29 < u.W) {
-        let i121: u32 = base1 + j29;
-        let y122: f32 = d85 - t106;
-        out[i121] = y122;
-    }
-    if (j33 < u.W) {
-        let i123: u32 = base1 + j33;
-        let y124: f32 = d87 - t106;
+        let i123: u32 = base1 + lid.x;
+        let y124: f32 = d71 - t122;
         out[i123] = y124;
     }
-    if (j37 < u.W) {
-        let i125: u32 = base1 + j37;
-        let y126: f32 = d89 - t106;
+    if (j5 < u.W) {
+        let i125: u32 = base1 + j5;
+        let y126: f32 = d74 - t122;
         out[i125] = y126;
     }
-    if (j41 < u.W) {
-        let i127: u32 = base1 + j41;
-        let y128: f32 = d91 - t106;
+    if (j9 < u.W) {
+        let i127: u32 = base1 + j9;
+        let y128: f32 = d77 - t122;
         out[i127] = y128;
     }
-    if (j45 < u.W) {
-        let i129: u32 = base1 + j45;
-        let y130: f32 = d93 - t106;
+    if (j13 < u.W) {
+        let i129: u32 = base1 + j13;
+        let y130: f32 = d80 - t122;
         out[i129] = y130;
     }
-    if (j49 < u.W) {
-        let i131: u32 = base1 + j49;
-        let y132: f32 = d95 - t106;
+    if (j17 < u.W) {
+        let i131: u32 = base1 + j17;
+        let y132: f32 = d83 - t122;
         out[i131] = y132;
     }
-    if (j53 < u.W) {
-        let i133: u32 = base1 + j53;
-        let y134: f32 = d97 - t106;
+    if (j21 < u.W) {
+        let i133: u32 = base1 + j21;
+        let y134: f32 = d86 - t122;
         out[i133] = y134;
     }
-    if (j57 < u.W) {
-        let i135: u32 = base1 + j57;
-        let y136: f32 = d99 - t106;
+    if (j25 < u.W) {
+        let i135: u32 = base1 + j25;
+        let y136: f32 = d89 - t122;
         out[i135] = y136;
     }
-    if (j61 < u.W) {
-        let i137: u32 = base1 + j61;
-        let y138: f32 = d101 - t106;
+    if (j29 < u.W) {
+        let i137: u32 = base1 + j29;
+        let y138: f32 = d92 - t122;
         out[i137] = y138;
+    }
+    if (j33 < u.W) {
+        let i139: u32 = base1 + j33;
+        let y140: f32 = d95 - t122;
+        out[i139] = y140;
+    }
+    if (j37 < u.W) {
+        let i141: u32 = base1 + j37;
+        let y142: f32 = d98 - t122;
+        out[i141] = y142;
+    }
+    if (j41 < u.W) {
+        let i143: u32 = base1 + j41;
+        let y144: f32 = d101 - t122;
+        out[i143] = y144;
+    }
+    if (j45 < u.W) {
+        let i145: u32 = base1 + j45;
+        let y146: f32 = d104 - t122;
+        out[i145] = y146;
+    }
+    if (j49 < u.W) {
+        let i147: u32 = base1 + j49;
+        let y148: f32 = d107 - t122;
+        out[i147] = y148;
+    }
+    if (j53 < u.W) {
+        let i149: u32 = base1 + j53;
+        let y150: f32 = d110 - t122;
+        out[i149] = y150;
+    }
+    if (j57 < u.W) {
+        let i151: u32 = base1 + j57;
+        let y152: f32 = d113 - t122;
+        out[i151] = y152;
+    }
+    if (j61 < u.W) {
+        let i153: u32 = base1 + j61;
+        let y154: f32 = d116 - t122;
+        out[i153] = y154;
     }
 }

@@ -236,117 +236,117 @@ fn softmax_bounded_row_0_softmax(
     let total84: f32 = max(max(max(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
     let top85: f32 = select(total84, 0.0f, total84 == -bitcast<f32>(inf_bits));
     var s86: f32 = 0.0f;
-    var d87: f32 = 0.0f;
-    var e88: f32 = 0.0f;
+    var e87: f32 = 0.0f;
     if (lid.x < u.D) {
-        d87 = v2 - top85;
-        e88 = exp(d87);
-        s86 = s86 + e88;
+        let d88: f32 = v2 - top85;
+        let e89: f32 = exp(d88);
+        s86 = s86 + e89;
+        e87 = e89;
     }
-    var d89: f32 = 0.0f;
     var e90: f32 = 0.0f;
     if (j6 < u.D) {
-        d89 = v7 - top85;
-        e90 = exp(d89);
-        s86 = s86 + e90;
-    }
-    var d91: f32 = 0.0f;
-    var e92: f32 = 0.0f;
-    if (j11 < u.D) {
-        d91 = v12 - top85;
-        e92 = exp(d91);
+        let d91: f32 = v7 - top85;
+        let e92: f32 = exp(d91);
         s86 = s86 + e92;
+        e90 = e92;
     }
-    var d93: f32 = 0.0f;
-    var e94: f32 = 0.0f;
-    if (j16 < u.D) {
-        d93 = v17 - top85;
-        e94 = exp(d93);
-        s86 = s86 + e94;
+    var e93: f32 = 0.0f;
+    if (j11 < u.D) {
+        let d94: f32 = v12 - top85;
+        let e95: f32 = exp(d94);
+        s86 = s86 + e95;
+        e93 = e95;
     }
-    var d95: f32 = 0.0f;
     var e96: f32 = 0.0f;
-    if (j21 < u.D) {
-        d95 = v22 - top85;
-        e96 = exp(d95);
-        s86 = s86 + e96;
-    }
-    var d97: f32 = 0.0f;
-    var e98: f32 = 0.0f;
-    if (j26 < u.D) {
-        d97 = v27 - top85;
-        e98 = exp(d97);
+    if (j16 < u.D) {
+        let d97: f32 = v17 - top85;
+        let e98: f32 = exp(d97);
         s86 = s86 + e98;
+        e96 = e98;
     }
-    var d99: f32 = 0.0f;
-    var e100: f32 = 0.0f;
-    if (j31 < u.D) {
-        d99 = v32 - top85;
-        e100 = exp(d99);
-        s86 = s86 + e100;
+    var e99: f32 = 0.0f;
+    if (j21 < u.D) {
+        let d100: f32 = v22 - top85;
+        let e101: f32 = exp(d100);
+        s86 = s86 + e101;
+        e99 = e101;
     }
-    var d101: f32 = 0.0f;
     var e102: f32 = 0.0f;
-    if (j36 < u.D) {
-        d101 = v37 - top85;
-        e102 = exp(d101);
-        s86 = s86 + e102;
-    }
-    var d103: f32 = 0.0f;
-    var e104: f32 = 0.0f;
-    if (j41 < u.D) {
-        d103 = v42 - top85;
-        e104 = exp(d103);
+    if (j26 < u.D) {
+        let d103: f32 = v27 - top85;
+        let e104: f32 = exp(d103);
         s86 = s86 + e104;
+        e102 = e104;
     }
-    var d105: f32 = 0.0f;
-    var e106: f32 = 0.0f;
-    if (j46 < u.D) {
-        d105 = v47 - top85;
-        e106 = exp(d105);
-        s86 = s86 + e106;
+    var e105: f32 = 0.0f;
+    if (j31 < u.D) {
+        let d106: f32 = v32 - top85;
+        let e107: f32 = exp(d106);
+        s86 = s86 + e107;
+        e105 = e107;
     }
-    var d107: f32 = 0.0f;
     var e108: f32 = 0.0f;
-    if (j51 < u.D) {
-        d107 = v52 - top85;
-        e108 = exp(d107);
-        s86 = s86 + e108;
-    }
-    var d109: f32 = 0.0f;
-    var e110: f32 = 0.0f;
-    if (j56 < u.D) {
-        d109 = v57 - top85;
-        e110 = exp(d109);
+    if (j36 < u.D) {
+        let d109: f32 = v37 - top85;
+        let e110: f32 = exp(d109);
         s86 = s86 + e110;
+        e108 = e110;
     }
-    var d111: f32 = 0.0f;
-    var e112: f32 = 0.0f;
-    if (j61 < u.D) {
-        d111 = v62 - top85;
-        e112 = exp(d111);
-        s86 = s86 + e112;
+    var e111: f32 = 0.0f;
+    if (j41 < u.D) {
+        let d112: f32 = v42 - top85;
+        let e113: f32 = exp(d112);
+        s86 = s86 + e113;
+        e111 = e113;
     }
-    var d113: f32 = 0.0f;
     var e114: f32 = 0.0f;
-    if (j66 < u.D) {
-        d113 = v67 - top85;
-        e114 = exp(d113);
-        s86 = s86 + e114;
-    }
-    var d115: f32 = 0.0f;
-    var e116: f32 = 0.0f;
-    if (j71 < u.D) {
-        d115 = v72 - top85;
-        e116 = exp(d115);
+    if (j46 < u.D) {
+        let d115: f32 = v47 - top85;
+        let e116: f32 = exp(d115);
         s86 = s86 + e116;
+        e114 = e116;
     }
-    var d117: f32 = 0.0f;
-    var e118: f32 = 0.0f;
+    var e117: f32 = 0.0f;
+    if (j51 < u.D) {
+        let d118: f32 = v52 - top85;
+        let e119: f32 = exp(d118);
+        s86 = s86 + e119;
+        e117 = e119;
+    }
+    var e120: f32 = 0.0f;
+    if (j56 < u.D) {
+        let d121: f32 = v57 - top85;
+        let e122: f32 = exp(d121);
+        s86 = s86 + e122;
+        e120 = e122;
+    }
+    var e123: f32 = 0.0f;
+    if (j61 < u.D) {
+        let d124: f32 = v62 - top85;
+        let e125: f32 = exp(d124);
+        s86 = s86 + e125;
+        e123 = e125;
+    }
+    var e126: f32 = 0.0f;
+    if (j66 < u.D) {
+        let d127: f32 = v67 - top85;
+        let e128: f32 = exp(d127);
+        s86 = s86 + e128;
+        e126 = e128;
+    }
+    var e129: f32 = 0.0f;
+    if (j71 < u.D) {
+        let d130: f32 = v72 - top85;
+        let e131: f32 = exp(d130);
+        s86 = s86 + e131;
+        e129 = e131;
+    }
+    var e132: f32 = 0.0f;
     if (j76 < u.D) {
-        d117 = v77 - top85;
-        e118 = exp(d117);
-        s86 = s86 + e118;
+        let d133: f32 = v77 - top85;
+        let e134: f32 = exp(d133);
+        s86 = s86 + e134;
+        e132 = e134;
     }
     warp2[lid.x] = s86;
     workgroupBarrier();
@@ -370,109 +370,109 @@ fn softmax_bounded_row_0_softmax(
         warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp119: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp135: f32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row_sum[lid.x >> 5u] = warp119;
+        row_sum[lid.x >> 5u] = warp135;
     }
     workgroupBarrier();
-    let slot120: f32 = row_sum[lid.x & 3u];
-    warp3[lid.x] = slot120;
+    let slot136: f32 = row_sum[lid.x & 3u];
+    warp3[lid.x] = slot136;
     workgroupBarrier();
-    let total121: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    let total137: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
     if (lid.x < u.D) {
-        let i122: u32 = base1 + lid.x;
-        let y123: f32 = e88 / total121;
-        let v124: f32 = y123 * 2.0f;
-        out[i122] = v124;
+        let i138: u32 = base1 + lid.x;
+        let y139: f32 = e87 / total137;
+        let v140: f32 = y139 * 2.0f;
+        out[i138] = v140;
     }
     if (j6 < u.D) {
-        let i125: u32 = base1 + j6;
-        let y126: f32 = e90 / total121;
-        let v127: f32 = y126 * 2.0f;
-        out[i125] = v127;
+        let i141: u32 = base1 + j6;
+        let y142: f32 = e90 / total137;
+        let v143: f32 = y142 * 2.0f;
+        out[i141] = v143;
     }
     if (j11 < u.D) {
-        let i128: u32 = base1 + j11;
-        let y129: f32 = e92 / total121;
-        let v130: f32 = y129 * 2.0f;
-        out[i128] = v130;
+        let i144: u32 = base1 + j11;
+        let y145: f32 = e93 / total137;
+        let v146: f32 = y145 * 2.0f;
+        out[i144] = v146;
     }
     if (j16 < u.D) {
-        let i131: u32 = base1 + j16;
-        let y132: f32 = e94 / total121;
-        let v133: f32 = y132 * 2.0f;
-        out[i131] = v133;
+        let i147: u32 = base1 + j16;
+        let y148: f32 = e96 / total137;
+        let v149: f32 = y148 * 2.0f;
+        out[i147] = v149;
     }
     if (j21 < u.D) {
-        let i134: u32 = base1 + j21;
-        let y135: f32 = e96 / total121;
-        let v136: f32 = y135 * 2.0f;
-        out[i134] = v136;
+        let i150: u32 = base1 + j21;
+        let y151: f32 = e99 / total137;
+        let v152: f32 = y151 * 2.0f;
+        out[i150] = v152;
     }
     if (j26 < u.D) {
-        let i137: u32 = base1 + j26;
-        let y138: f32 = e98 / total121;
-        let v139: f32 = y138 * 2.0f;
-        out[i137] = v139;
+        let i153: u32 = base1 + j26;
+        let y154: f32 = e102 / total137;
+        let v155: f32 = y154 * 2.0f;
+        out[i153] = v155;
     }
     if (j31 < u.D) {
-        let i140: u32 = base1 + j31;
-        let y141: f32 = e100 / total121;
-        let v142: f32 = y141 * 2.0f;
-        out[i140] = v142;
+        let i156: u32 = base1 + j31;
+        let y157: f32 = e105 / total137;
+        let v158: f32 = y157 * 2.0f;
+        out[i156] = v158;
     }
     if (j36 < u.D) {
-        let i143: u32 = base1 + j36;
-        let y144: f32 = e102 / total121;
-        let v145: f32 = y144 * 2.0f;
-        out[i143] = v145;
+        let i159: u32 = base1 + j36;
+        let y160: f32 = e108 / total137;
+        let v161: f32 = y160 * 2.0f;
+        out[i159] = v161;
     }
     if (j41 < u.D) {
-        let i146: u32 = base1 + j41;
-        let y147: f32 = e104 / total121;
-        let v148: f32 = y147 * 2.0f;
-        out[i146] = v148;
+        let i162: u32 = base1 + j41;
+        let y163: f32 = e111 / total137;
+        let v164: f32 = y163 * 2.0f;
+        out[i162] = v164;
     }
     if (j46 < u.D) {
-        let i149: u32 = base1 + j46;
-        let y150: f32 = e106 / total121;
-        let v151: f32 = y150 * 2.0f;
-        out[i149] = v151;
+        let i165: u32 = base1 + j46;
+        let y166: f32 = e114 / total137;
+        let v167: f32 = y166 * 2.0f;
+        out[i165] = v167;
     }
     if (j51 < u.D) {
-        let i152: u32 = base1 + j51;
-        let y153: f32 = e108 / total121;
-        let v154: f32 = y153 * 2.0f;
-        out[i152] = v154;
+        let i168: u32 = base1 + j51;
+        let y169: f32 = e117 / total137;
+        let v170: f32 = y169 * 2.0f;
+        out[i168] = v170;
     }
     if (j56 < u.D) {
-        let i155: u32 = base1 + j56;
-        let y156: f32 = e110 / total121;
-        let v157: f32 = y156 * 2.0f;
-        out[i155] = v157;
+        let i171: u32 = base1 + j56;
+        let y172: f32 = e120 / total137;
+        let v173: f32 = y172 * 2.0f;
+        out[i171] = v173;
     }
     if (j61 < u.D) {
-        let i158: u32 = base1 + j61;
-        let y159: f32 = e112 / total121;
-        let v160: f32 = y159 * 2.0f;
-        out[i158] = v160;
+        let i174: u32 = base1 + j61;
+        let y175: f32 = e123 / total137;
+        let v176: f32 = y175 * 2.0f;
+        out[i174] = v176;
     }
     if (j66 < u.D) {
-        let i161: u32 = base1 + j66;
-        let y162: f32 = e114 / total121;
-        let v163: f32 = y162 * 2.0f;
-        out[i161] = v163;
+        let i177: u32 = base1 + j66;
+        let y178: f32 = e126 / total137;
+        let v179: f32 = y178 * 2.0f;
+        out[i177] = v179;
     }
     if (j71 < u.D) {
-        let i164: u32 = base1 + j71;
-        let y165: f32 = e116 / total121;
-        let v166: f32 = y165 * 2.0f;
-        out[i164] = v166;
+        let i180: u32 = base1 + j71;
+        let y181: f32 = e129 / total137;
+        let v182: f32 = y181 * 2.0f;
+        out[i180] = v182;
     }
     if (j76 < u.D) {
-        let i167: u32 = base1 + j76;
-        let y168: f32 = e118 / total121;
-        let v169: f32 = y168 * 2.0f;
-        out[i167] = v169;
+        let i183: u32 = base1 + j76;
+        let y184: f32 = e132 / total137;
+        let v185: f32 = y184 * 2.0f;
+        out[i183] = v185;
     }
 }

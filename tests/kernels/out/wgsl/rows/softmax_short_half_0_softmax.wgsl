@@ -64,12 +64,12 @@ fn softmax_short_half_0_softmax(
     let d12: f32 = v3 - top10;
     let e13: f32 = exp(d12);
     s11 = s11 + e13;
-    var d14: f32 = 0.0f;
-    var e15: f32 = 0.0f;
+    var e14: f32 = 0.0f;
     if (j4 < 40u) {
-        d14 = v5 - top10;
-        e15 = exp(d14);
-        s11 = s11 + e15;
+        let d15: f32 = v5 - top10;
+        let e16: f32 = exp(d15);
+        s11 = s11 + e16;
+        e14 = e16;
     }
     warp1[lid.x] = s11;
     workgroupBarrier();
@@ -93,12 +93,12 @@ fn softmax_short_half_0_softmax(
         warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp16: f32 = warp1[lid.x - (lid.x & 31u)];
-    let y17: f32 = f32(f16(e13 / warp16));
-    out[i2] = f16(y17);
+    let warp17: f32 = warp1[lid.x - (lid.x & 31u)];
+    let y18: f32 = f32(f16(e13 / warp17));
+    out[i2] = f16(y18);
     if (j4 < 40u) {
-        let i18: u32 = base1 + j4;
-        let y19: f32 = f32(f16(e15 / warp16));
-        out[i18] = f16(y19);
+        let i19: u32 = base1 + j4;
+        let y20: f32 = f32(f16(e14 / warp17));
+        out[i19] = f16(y20);
     }
 }
