@@ -261,6 +261,22 @@ def test_an_adam_step_in_place_is_one_launch_reading_and_writing_each_buffer_onc
     assert len(json.loads(files["with_input.manifest.json"])["kernels"]) == 1
 
 
+def test_short_rows_of_several_lengths_are_one_launch(tmp_path: Path) -> None:
+    """An argmin and a variance over rows of 5 and a std over rows of 3, per item: one
+    thread per item folds all three, each row loaded once (x's elements serve both of
+    its reductions), matching the shim."""
+    files = _compile("statistics", "small_rows", "ptx")
+    manifest = json.loads(files["small_rows.manifest.json"])
+    assert [k["file"] for k in manifest["kernels"]] == ["small_rows_0_row.ptx"]
+    n = 300
+    dims = {"N": n}
+    inputs = random_inputs(manifest, dims, seed=11)
+    actual, stats = _ptx_run(files, "small_rows", dims, tmp_path / "run", inputs)
+    assert sum(s["bytes"]["ld"] for s in stats) == 4 * (5 * n + 3 * n)
+    expected = shim_reference(KERNELS / "statistics.py", "small_rows", inputs, dims, {})
+    assert_close(actual["out"], expected["out"], "float32", label="small_rows")
+
+
 def test_multiply_add_contracts_to_fma_on_every_backend() -> None:
     expected = {
         "ptx": "fma.rn.f32",

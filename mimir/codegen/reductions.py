@@ -674,7 +674,7 @@ def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
     shape = row_shape(ev, c.plan.roots[0])
     other, length = tuple(shape[:-1]), shape[-1]
     if isinstance(length, int) and length <= SERIAL_REDUCE_MAX:
-        return _short_rows(c, shape)
+        return _short_rows(c, shape)  # (rows of several short lengths too: `_row_groups`)
     width = row_width(length)
     dispatch, rowid = c.groups(sz.product(list(other)))
     other_axes = Idx(other, flat=rowid).axes(body)
@@ -750,11 +750,16 @@ def _short_rows(c: KernelContext, shape: tuple[Any, ...]) -> Any:
         other_axes = Idx(other, flat=rowid).axes(body)
         base = body.let(ibin("*", rowid, u32(length)), "base")
 
-        def each(visit: Any) -> None:
-            for j in range(length):
-                visit(u32(j))
+        def over(n: int) -> Any:
+            def each(visit: Any) -> None:
+                for j in range(n):
+                    visit(u32(j))
 
-        _row_passes(c, shape, other_axes, base, 1, each, each)
+            return each
+
+        # a root over rows of another length (rows of 5 beside rows of 3) folds its own
+        folds = {r: over(row_shape(c.ev, r)[-1]) for r in c.plan.roots}
+        _row_passes(c, shape, other_axes, base, 1, over(length), over(length), folds)
     return (WG, 1, 1), dispatch
 
 
@@ -797,8 +802,10 @@ def _row_passes(
     width: int,
     fold_over: Any,
     write_over: Any,
+    folds: dict[int, Any] | None = None,
 ) -> None:
-    """`row`'s work: each reduction of the plan folded over the row (`fold_over(visit)`),
+    """`row`'s work: each reduction of the plan folded over the row (`fold_over(visit)`,
+    or its own `folds[root]`),
     combined over the workgroup, its epilogue once; then the row written (`write_over`).
     A fold's `visit(j, valid)` is given, where the element may lie past the row (a row
     held in registers), the condition that it does not."""
@@ -822,6 +829,8 @@ def _row_passes(
         value = ev.at(red.x, at(j) if same else Idx(red.shape, axes=[*other_axes, j]))
         return lw.convert(value, ev.dtype(red.x), red.acc)
 
+    over_row = fold_over
+
     def fold(init: Expr, step: Any, op: str, shared: str) -> Expr:
         """Each thread's `acc = step(acc, j)` over its elements, then the workgroup's
         total (`op`), the same in every thread."""
@@ -831,7 +840,7 @@ def _row_passes(
             folded = step(acc, j)
             body.emit(Assign(acc, folded if valid is None else lw.select(valid, folded, acc)))
 
-        fold_over(visit)
+        over_row(visit)
         if width == 1:  # a thread per row (`_short_rows`)
             return acc
         return group_total(body, c.shared, acc, op, width, shared)
@@ -865,6 +874,7 @@ def _row_passes(
     for k, r in enumerate(c.plan.roots):
         kind = root_kind(ev.kg, r)
         names = (f"$row{k}", f"$row{k}b")
+        over_row = fold_over if folds is None else folds[r]
         if kind == "softmax":
             normalise(r, names)
             done.add(r)

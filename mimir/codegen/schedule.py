@@ -327,7 +327,7 @@ def _row_groups(
     theirs is read by anything else, they keep their own launches. The plan of each
     group is placed at its last output -> the group.
     """
-    from mimir.codegen.reductions import row_shape, softmax_input, split
+    from mimir.codegen.reductions import SERIAL_REDUCE_MAX, row_shape, softmax_input, split
 
     g = kg.graph
 
@@ -399,10 +399,28 @@ def _row_groups(
                 members.add(m)
                 frontier.append(m)
         row = {tuple(sz.key(s) for s in row_shape(ev, by_target[m])) for m in members}
-        if len(row) != 1:
+        mine = keys(out)
+        if not row:
+            continue
+        if len(row) > 1:
+            # short literal rows of several lengths over the same leading axes (rows of 5
+            # and of 3 per item): a thread per row folds each of them (`_short_rows`);
+            # only outputs with one element per row
+            lead = {shape[:-1] for shape in row}
+            short = all(
+                isinstance(last := row_shape(ev, by_target[m])[-1], int)
+                and last <= SERIAL_REDUCE_MAX
+                and root_kind(kg, by_target[m]) != "softmax"
+                for m in members
+            )
+            if len(lead) != 1 or not short:
+                continue
+            (leading,) = lead
+            if mine not in (list(leading), [*leading, "1"]):
+                continue
+            candidates[out] = (members, [*leading, "short"])
             continue
         (shape,) = row
-        mine = keys(out)
         if mine not in (list(shape), list(shape[:-1]), [*shape[:-1], "1"]):
             continue
         candidates[out] = (members, list(shape))
