@@ -324,8 +324,12 @@ def _row_groups(
     element per row (the mean and `rsqrt(var)` a layer norm keeps for its backward
     pass, `max - min`). Nothing goes through a scratch buffer, and x is read by one
     launch. All such outputs over rows of one shape share the launch; if a reduction of
-    theirs is read by anything else, they keep their own launches. The plan of each
-    group is placed at its last output -> the group.
+    theirs is read by anything else, they keep their own launches. A float32 softmax of
+    the last axis is a root too, where the group has another root or an output reading
+    it (`softmax_lse`, a cross-entropy's per-row loss). Short literal rows of several
+    lengths over the same leading axes share a thread-per-row launch for their outputs
+    with one element per row. The plan of each group is placed at its last output ->
+    the group.
     """
     from mimir.codegen.reductions import SERIAL_REDUCE_MAX, row_shape, softmax_input, split
 
