@@ -12,19 +12,6 @@ var<workgroup> warp0: array<f32, 32>;
 var<workgroup> warp1: array<f32, 32>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
-fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
-    if (((bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u)) {
-        return a;
-    }
-    if (((bitcast<u32>(b) & 0x7fffffffu) > 0x7f800000u)) {
-        return b;
-    }
-    if (a >= b) {
-        return a;
-    }
-    return b;
-}
-
 @compute @workgroup_size(32, 1, 1)
 fn classify_2_softmax(
     @builtin(local_invocation_id) lid: vec3<u32>,
@@ -44,39 +31,39 @@ fn classify_2_softmax(
     }
     var m5: f32 = -bitcast<f32>(inf_bits);
     if (lid.x < 10u) {
-        m5 = mimir_maximum_f32(m5, v2);
+        m5 = max(m5, v2);
     }
     warp0[lid.x] = m5;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
+        warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
     let warp6: f32 = warp0[lid.x - (lid.x & 31u)];
     let top7: f32 = select(warp6, 0.0f, warp6 == -bitcast<f32>(inf_bits));
     var s8: f32 = 0.0f;
-    var d9: f32 = 0.0f;
-    var e10: f32 = 0.0f;
+    var e9: f32 = 0.0f;
     if (lid.x < 10u) {
-        d9 = v2 - top7;
-        e10 = exp(d9);
-        s8 = s8 + e10;
+        let d10: f32 = v2 - top7;
+        let e11: f32 = exp(d10);
+        s8 = s8 + e11;
+        e9 = e11;
     }
     warp1[lid.x] = s8;
     workgroupBarrier();
@@ -100,10 +87,10 @@ fn classify_2_softmax(
         warp1[lid.x] = warp1[lid.x] + warp1[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp11: f32 = warp1[lid.x - (lid.x & 31u)];
+    let warp12: f32 = warp1[lid.x - (lid.x & 31u)];
     if (lid.x < 10u) {
-        let i12: u32 = base1 + lid.x;
-        let y13: f32 = e10 / warp11;
-        out[i12] = y13;
+        let i13: u32 = base1 + lid.x;
+        let y14: f32 = e9 / warp12;
+        out[i13] = y14;
     }
 }
