@@ -223,6 +223,18 @@ def test_a_softmax_beside_row_reductions_is_one_launch(tmp_path: Path) -> None:
         expected = shim_reference(KERNELS / f"{stem}.py", function, inputs, dims, {})
         for name in expected:
             assert_close(actual[name], expected[name], "float32", label=f"{function}.{name}")
+    # a row too long to hold is read once per fold and once to write: the softmax takes
+    # the group's `x.max(axis=1)` as its max, so 4 passes (max, the log-sum-exp's sum, the
+    # softmax's sum, the write), not 5
+    dims = {"N": 2, "D": 2048}
+    files = _compile("inout", "softmax_lse", "ptx")
+    manifest = json.loads(files["softmax_lse.manifest.json"])
+    inputs = random_inputs(manifest, dims, seed=4)
+    actual, stats = _ptx_run(files, "softmax_lse", dims, tmp_path / "long", inputs)
+    assert sum(s["bytes"]["ld"] for s in stats) == 4 * 4 * 2 * 2048
+    expected = shim_reference(KERNELS / "inout.py", "softmax_lse", inputs, dims, {})
+    for name in expected:
+        assert_close(actual[name], expected[name], "float32", label=f"softmax_lse.{name}")
     files = _compile("rows", "softmax_row_1000", "ptx")
     manifest = json.loads(files["softmax_row_1000.manifest.json"])
     assert [k["file"] for k in manifest["kernels"]] == ["softmax_row_1000_0_softmax.ptx"]

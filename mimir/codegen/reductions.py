@@ -861,7 +861,21 @@ def _row_passes(
         def exp(idx: Idx, top: Expr) -> Expr:
             return body.memo(("exp", r, idx.key), lambda: lw.call("exp", shifted(idx, top)), "e")
 
-        m = fold(lw.const(-lw.INF, "f32"), lambda a, j: _row_max(a, value(at(j))), "fmax", names[0])
+        # the row's max, where the group already folds it (`x.max(axis=-1)` beside
+        # `x.softmax()`: nan-propagating, which a softmax may take, `_row_max`)
+        maxes = [
+            q
+            for q in sorted(done)
+            if root_kind(ev.kg, q) == "reduce"
+            and ev.reduction(q).name == "max"
+            and ev.resolve(ev.reduction(q).x) == ev.resolve(x)
+            and dtype == ev.dtype(q) == float32
+        ]
+        if maxes:
+            m = ev.row_values[maxes[0]]
+        else:
+            m = fold(lw.const(-lw.INF, "f32"), lambda a, j: _row_max(a, value(at(j))), "fmax",
+                     names[0])  # fmt: skip
         top = _shift(c, m)
         total = fold(lw.const(0, "f32"), lambda a, j: lw.bin_("+", a, exp(at(j), top)), "add",
                      names[1])  # fmt: skip

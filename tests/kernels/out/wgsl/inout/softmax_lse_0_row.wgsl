@@ -11,7 +11,6 @@ struct Uniforms {
 @group(0) @binding(3) var<uniform> u: Uniforms;
 var<workgroup> row0: array<f32, 4>;
 var<workgroup> row1: array<f32, 4>;
-var<workgroup> row2: array<f32, 4>;
 var<workgroup> row2b: array<f32, 4>;
 var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
@@ -19,8 +18,6 @@ var<workgroup> warp2: array<f32, 128>;
 var<workgroup> warp3: array<f32, 128>;
 var<workgroup> warp4: array<f32, 128>;
 var<workgroup> warp5: array<f32, 128>;
-var<workgroup> warp6: array<f32, 128>;
-var<workgroup> warp7: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
@@ -172,152 +169,101 @@ fn softmax_lse_0_row(
     let total41: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
     let v42: f32 = mimir_log(total41);
     let v43: f32 = total16 + v42;
-    var acc44: f32 = -bitcast<f32>(inf_bits);
-    let last45: u32 = select(0u, u.D - 384u, u.D > 384u);
-    var rest46: u32 = lid.x;
-    for (var r47: u32 = lid.x; r47 < last45; r47 += 512u) {
-        let i48: u32 = base1 + r47;
-        let v49: f32 = x[i48];
-        acc44 = max(acc44, v49);
-        let v50: f32 = x[i48 + 128u];
-        acc44 = max(acc44, v50);
-        let v51: f32 = x[i48 + 256u];
-        acc44 = max(acc44, v51);
-        let v52: f32 = x[i48 + 384u];
-        acc44 = max(acc44, v52);
-        rest46 = r47 + 512u;
+    let top44: f32 = select(total16, 0.0f, total16 == -bitcast<f32>(inf_bits));
+    var acc45: f32 = 0.0f;
+    let last46: u32 = select(0u, u.D - 384u, u.D > 384u);
+    var rest47: u32 = lid.x;
+    for (var r48: u32 = lid.x; r48 < last46; r48 += 512u) {
+        let i49: u32 = base1 + r48;
+        let v50: f32 = x[i49];
+        let d51: f32 = v50 - top44;
+        let e52: f32 = exp(d51);
+        acc45 = acc45 + e52;
+        let v53: f32 = x[i49 + 128u];
+        let d54: f32 = v53 - top44;
+        let e55: f32 = exp(d54);
+        acc45 = acc45 + e55;
+        let v56: f32 = x[i49 + 256u];
+        let d57: f32 = v56 - top44;
+        let e58: f32 = exp(d57);
+        acc45 = acc45 + e58;
+        let v59: f32 = x[i49 + 384u];
+        let d60: f32 = v59 - top44;
+        let e61: f32 = exp(d60);
+        acc45 = acc45 + e61;
+        rest47 = r48 + 512u;
     }
-    for (var r53: u32 = rest46; r53 < u.D; r53 += 128u) {
-        let i54: u32 = base1 + r53;
-        let v55: f32 = x[i54];
-        acc44 = max(acc44, v55);
+    for (var r62: u32 = rest47; r62 < u.D; r62 += 128u) {
+        let i63: u32 = base1 + r62;
+        let v64: f32 = x[i63];
+        let d65: f32 = v64 - top44;
+        let e66: f32 = exp(d65);
+        acc45 = acc45 + e66;
     }
-    warp4[lid.x] = acc44;
+    warp4[lid.x] = acc45;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp4[lid.x] = max(warp4[lid.x], warp4[lid.x + 16u]);
+        warp4[lid.x] = warp4[lid.x] + warp4[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp4[lid.x] = max(warp4[lid.x], warp4[lid.x + 8u]);
+        warp4[lid.x] = warp4[lid.x] + warp4[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp4[lid.x] = max(warp4[lid.x], warp4[lid.x + 4u]);
+        warp4[lid.x] = warp4[lid.x] + warp4[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp4[lid.x] = max(warp4[lid.x], warp4[lid.x + 2u]);
+        warp4[lid.x] = warp4[lid.x] + warp4[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp4[lid.x] = max(warp4[lid.x], warp4[lid.x + 1u]);
+        warp4[lid.x] = warp4[lid.x] + warp4[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp56: f32 = warp4[lid.x - (lid.x & 31u)];
+    let warp67: f32 = warp4[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row2[lid.x >> 5u] = warp56;
+        row2b[lid.x >> 5u] = warp67;
     }
     workgroupBarrier();
-    let slot57: f32 = row2[lid.x & 3u];
-    warp5[lid.x] = slot57;
+    let slot68: f32 = row2b[lid.x & 3u];
+    warp5[lid.x] = slot68;
     workgroupBarrier();
-    let total58: f32 = max(max(max(warp5[lid.x - (lid.x & 3u)], warp5[lid.x - (lid.x & 3u) + 1u]), warp5[lid.x - (lid.x & 3u) + 2u]), warp5[lid.x - (lid.x & 3u) + 3u]);
-    let top59: f32 = select(total58, 0.0f, total58 == -bitcast<f32>(inf_bits));
-    var acc60: f32 = 0.0f;
-    let last61: u32 = select(0u, u.D - 384u, u.D > 384u);
-    var rest62: u32 = lid.x;
-    for (var r63: u32 = lid.x; r63 < last61; r63 += 512u) {
-        let i64: u32 = base1 + r63;
-        let v65: f32 = x[i64];
-        let d66: f32 = v65 - top59;
-        let e67: f32 = exp(d66);
-        acc60 = acc60 + e67;
-        let v68: f32 = x[i64 + 128u];
-        let d69: f32 = v68 - top59;
-        let e70: f32 = exp(d69);
-        acc60 = acc60 + e70;
-        let v71: f32 = x[i64 + 256u];
-        let d72: f32 = v71 - top59;
-        let e73: f32 = exp(d72);
-        acc60 = acc60 + e73;
-        let v74: f32 = x[i64 + 384u];
-        let d75: f32 = v74 - top59;
+    let total69: f32 = warp5[lid.x - (lid.x & 3u)] + warp5[lid.x - (lid.x & 3u) + 1u] + warp5[lid.x - (lid.x & 3u) + 2u] + warp5[lid.x - (lid.x & 3u) + 3u];
+    let last70: u32 = select(0u, u.D - 384u, u.D > 384u);
+    var rest71: u32 = lid.x;
+    for (var r72: u32 = lid.x; r72 < last70; r72 += 512u) {
+        let i73: u32 = base1 + r72;
+        let v74: f32 = x[i73];
+        let d75: f32 = v74 - top44;
         let e76: f32 = exp(d75);
-        acc60 = acc60 + e76;
-        rest62 = r63 + 512u;
+        let v77: f32 = e76 / total69;
+        out0[i73] = v77;
+        let v78: f32 = x[i73 + 128u];
+        let d79: f32 = v78 - top44;
+        let e80: f32 = exp(d79);
+        let v81: f32 = e80 / total69;
+        out0[i73 + 128u] = v81;
+        let v82: f32 = x[i73 + 256u];
+        let d83: f32 = v82 - top44;
+        let e84: f32 = exp(d83);
+        let v85: f32 = e84 / total69;
+        out0[i73 + 256u] = v85;
+        let v86: f32 = x[i73 + 384u];
+        let d87: f32 = v86 - top44;
+        let e88: f32 = exp(d87);
+        let v89: f32 = e88 / total69;
+        out0[i73 + 384u] = v89;
+        rest71 = r72 + 512u;
     }
-    for (var r77: u32 = rest62; r77 < u.D; r77 += 128u) {
-        let i78: u32 = base1 + r77;
-        let v79: f32 = x[i78];
-        let d80: f32 = v79 - top59;
-        let e81: f32 = exp(d80);
-        acc60 = acc60 + e81;
-    }
-    warp6[lid.x] = acc60;
-    workgroupBarrier();
-    if ((lid.x & 31u) < 16u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 16u];
-    }
-    workgroupBarrier();
-    if ((lid.x & 31u) < 8u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 8u];
-    }
-    workgroupBarrier();
-    if ((lid.x & 31u) < 4u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 4u];
-    }
-    workgroupBarrier();
-    if ((lid.x & 31u) < 2u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 2u];
-    }
-    workgroupBarrier();
-    if ((lid.x & 31u) < 1u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 1u];
-    }
-    workgroupBarrier();
-    let warp82: f32 = warp6[lid.x - (lid.x & 31u)];
-    if ((lid.x & 31u) == 0u) {
-        row2b[lid.x >> 5u] = warp82;
-    }
-    workgroupBarrier();
-    let slot83: f32 = row2b[lid.x & 3u];
-    warp7[lid.x] = slot83;
-    workgroupBarrier();
-    let total84: f32 = warp7[lid.x - (lid.x & 3u)] + warp7[lid.x - (lid.x & 3u) + 1u] + warp7[lid.x - (lid.x & 3u) + 2u] + warp7[lid.x - (lid.x & 3u) + 3u];
-    let last85: u32 = select(0u, u.D - 384u, u.D > 384u);
-    var rest86: u32 = lid.x;
-    for (var r87: u32 = lid.x; r87 < last85; r87 += 512u) {
-        let i88: u32 = base1 + r87;
-        let v89: f32 = x[i88];
-        let d90: f32 = v89 - top59;
-        let e91: f32 = exp(d90);
-        let v92: f32 = e91 / total84;
-        out0[i88] = v92;
-        let v93: f32 = x[i88 + 128u];
-        let d94: f32 = v93 - top59;
-        let e95: f32 = exp(d94);
-        let v96: f32 = e95 / total84;
-        out0[i88 + 128u] = v96;
-        let v97: f32 = x[i88 + 256u];
-        let d98: f32 = v97 - top59;
-        let e99: f32 = exp(d98);
-        let v100: f32 = e99 / total84;
-        out0[i88 + 256u] = v100;
-        let v101: f32 = x[i88 + 384u];
-        let d102: f32 = v101 - top59;
-        let e103: f32 = exp(d102);
-        let v104: f32 = e103 / total84;
-        out0[i88 + 384u] = v104;
-        rest86 = r87 + 512u;
-    }
-    for (var r105: u32 = rest86; r105 < u.D; r105 += 128u) {
-        let i106: u32 = base1 + r105;
-        let v107: f32 = x[i106];
-        let d108: f32 = v107 - top59;
-        let e109: f32 = exp(d108);
-        let v110: f32 = e109 / total84;
-        out0[i106] = v110;
+    for (var r90: u32 = rest71; r90 < u.D; r90 += 128u) {
+        let i91: u32 = base1 + r90;
+        let v92: f32 = x[i91];
+        let d93: f32 = v92 - top44;
+        let e94: f32 = exp(d93);
+        let v95: f32 = e94 / total69;
+        out0[i91] = v95;
     }
     if (lid.x == 0u) {
         out1[g0] = v43;
