@@ -172,11 +172,6 @@ def ptx_loop_body(text: str) -> int:
     return best
 
 
-def _matmul_macs(path: Path, function: str, dims: dict[str, int]) -> int:
-    """Multiply-adds of every `@` in the function at `dims` (0 when it has none)."""
-    return _matmuls(path, function, dims)[0]
-
-
 def _matmuls(path: Path, function: str, dims: dict[str, int]) -> tuple[int, set[str]]:
     """Multiply-adds of every `@` in the function at `dims`, and the names of the dims
     they contract over (where those are plain dims)."""

@@ -863,12 +863,12 @@ def _row_passes(
 
         # the row's max, where the group already folds it (`x.max(axis=-1)` beside
         # `x.softmax()`: nan-propagating, which a softmax may take, `_row_max`)
+        reduced = {q: ev.reduction(q) for q in sorted(done) if root_kind(ev.kg, q) == "reduce"}
         maxes = [
             q
-            for q in sorted(done)
-            if root_kind(ev.kg, q) == "reduce"
-            and ev.reduction(q).name == "max"
-            and ev.resolve(ev.reduction(q).x) == ev.resolve(x)
+            for q, red in reduced.items()
+            if red.name == "max"
+            and ev.resolve(red.x) == ev.resolve(x)
             and dtype == ev.dtype(q) == float32
         ]
         if maxes:
