@@ -240,6 +240,66 @@ def test_a_softmax_beside_row_reductions_is_one_launch(tmp_path: Path) -> None:
     assert [k["file"] for k in manifest["kernels"]] == ["softmax_row_1000_0_softmax.ptx"]
 
 
+def test_a_whole_reduction_of_per_row_values_ends_the_row_launch(tmp_path: Path) -> None:
+    """A cross-entropy's mean loss and an accuracy are one launch on PTX: each workgroup
+    stores its rows' share (one row's loss; 256 rows' hits summed in a tree), and the last
+    workgroup combines the shares. The rows are read once, the labels once per row (not
+    by every thread), nothing of one element per row goes through scratch, and the result
+    matches the shim over several workgroups. WGSL has no handoff between workgroups: the
+    per-row values go through scratch there, never the softmax's rows."""
+    cases = [
+        # stem, function, dims, elements loaded, stored: the logits, the labels, the
+        # label's logit again (`label_nll_from_a_vector`'s gather) and the partials
+        ("gathers", "cross_entropy_mean", {"N": 40, "C": 1000}, 40 * 1000 + 3 * 40, 40 + 1),
+        ("statistics", "top1_accuracy", {"N": 40, "C": 64}, 40 * 64 + 2 * 40, 40 + 1),
+        # a thread per row of 10: 2 workgroups of 256, 2 partials
+        ("statistics", "top1_of_ten", {"N": 300}, 300 * 10 + 300 + 2, 2 + 1),
+    ]
+    for stem, function, dims, loaded, stored in cases:
+        files = _compile(stem, function, "ptx")
+        manifest = json.loads(files[f"{function}.manifest.json"])
+        assert [k["file"] for k in manifest["kernels"]] == [f"{function}_0_row.ptx"]
+        n, classes = dims["N"], dims.get("C", 10)
+        inputs = random_inputs(manifest, dims, seed=13)
+        # labels in range, a third of them the row's argmax: hits to count
+        logits = inputs["logits"]
+        for i in range(n):
+            row = logits[i * classes : (i + 1) * classes]
+            inputs["labels"][i] = row.index(max(row)) if i % 3 == 0 else (7 * i) % classes
+        actual, stats = _ptx_run(files, function, dims, tmp_path / function, inputs)
+        assert sum(s["bytes"]["ld"] for s in stats) == 4 * loaded, function
+        assert sum(s["bytes"]["st"] for s in stats) == 4 * stored, function
+        expected = shim_reference(KERNELS / f"{stem}.py", function, inputs, dims, {})
+        dtype = "int32" if function == "top1_of_ten" else "float32"
+        assert_close(actual["out"], expected["out"], dtype, label=function)
+        if function == "top1_of_ten":
+            assert expected["out"][0] >= n // 3
+            # whichever workgroup finishes last combines; the counter is zero again after
+            folder = tmp_path / function
+            kept: dict[str, bytearray] = {}
+            again = run_ptx_manifest_cpu(manifest, folder, inputs, dims, buffers=kept)
+            (counter,) = [b["name"] for b in manifest["buffers"] if b.get("zero")]
+            assert kept[counter] == bytearray(4)
+            again = run_ptx_manifest_cpu(manifest, folder, inputs, dims, buffers=kept)
+            back = run_ptx_manifest_cpu(manifest, folder, inputs, dims, reverse_blocks=True)
+            assert actual == again == back
+    files = _compile("gathers", "cross_entropy_mean", "wgsl")
+    manifest = json.loads(files["cross_entropy_mean.manifest.json"])
+    kinds = [k["file"].removeprefix("cross_entropy_mean_") for k in manifest["kernels"]]
+    assert kinds == ["0_row.wgsl", "1_partial.wgsl", "2_reduce.wgsl"]
+    scratch = [b["shape"] for b in manifest["buffers"] if b["role"] == "scratch"]
+    assert scratch[0] == ["N", 1]
+    # rows that may not exist (`min=0`): no workgroup would find itself last, so the hits
+    # go through scratch, and the sum is `partial` then `reduce`, which writes an empty sum
+    text = (KERNELS / "statistics.py").read_text().replace('N = Dim("N")', 'N = Dim("N", min=0)')
+    assert 'Dim("N", min=0)' in text
+    result = compile_source("statistics.py", text, ["ptx"], function="top1_of_ten")
+    assert result.ok, [(d.code, d.message) for d in result.diagnostics]
+    manifest = json.loads(result.files["top1_of_ten.manifest.json"])  # type: ignore[arg-type]
+    kinds = [k["file"].removeprefix("top1_of_ten_") for k in manifest["kernels"]]
+    assert kinds == ["0_row.ptx", "1_partial.ptx", "2_reduce.ptx"]
+
+
 def test_an_adam_step_in_place_is_one_launch_reading_and_writing_each_buffer_once(
     tmp_path: Path,
 ) -> None:

@@ -34,7 +34,11 @@ class KernelContext:
         written = (
             set()
             if plan.copy
-            else {n for n, _ in plan.outputs() if s.kernel.graph.node(n)["kind"] != "param"}
+            else {
+                n
+                for n, _ in [*plan.outputs(), *plan.total_outputs]
+                if s.kernel.graph.node(n)["kind"] != "param"
+            }
         )
         readable = {n: b for n, b in s.node_buffers.items() if n not in written}
         self.ev = Evaluator(s.kernel, self.body, readable)
@@ -44,6 +48,9 @@ class KernelContext:
         self.proofs: list[tuple[str, str]] = []
         # vector accesses and their proof: (buffer, "read" | "write", lanes, proof)
         self.vectorized: list[tuple[str, str, int, str]] = []
+        # a thread-per-row `row` launch's group id and its rows' share of its whole
+        # reduction (`Plan.total`, `reductions.whole_of_rows`)
+        self.row_share: tuple[Expr, Any] | None = None
 
     def multiple(self, size: Any, of: int, guard: str) -> bool:
         """Whether `size` is proven a multiple of `of`; if so, `guard` is recorded as
@@ -58,11 +65,13 @@ class KernelContext:
         idx: Idx,
         root_value: Expr | None = None,
         outputs: list[tuple[int, list[str]]] | None = None,
+        root: int | None = None,
     ) -> None:
-        """Evaluate the plan's results (or `outputs` of them) at `idx` (the root's value
-        given) and store them."""
-        if root_value is not None and self.plan.root is not None:
-            self.ev.overrides[self.plan.root] = (idx.key, root_value)
+        """Evaluate the plan's results (or `outputs`) at `idx` (the value of the plan's
+        root, or of `root`, given) and store them."""
+        root = self.plan.root if root is None else root
+        if root_value is not None and root is not None:
+            self.ev.overrides[root] = (idx.key, root_value)
         flat = idx.flat(self.body)
         inout = {b.name for b in self.s.buffers if b.role == "inout"}
         outputs = self.plan.outputs() if outputs is None else outputs

@@ -489,7 +489,17 @@ def _tree_total(c: KernelContext, red: Reduction, acc: Var, width: int) -> Expr:
     return group_total(c.body, c.shared, acc, op_for(red.name), width, "$partial")
 
 
-def _finish(c: KernelContext, red: Reduction, o: Expr, total: Expr) -> None:
+def _finish(
+    c: KernelContext,
+    red: Reduction,
+    o: Expr,
+    total: Expr,
+    root: int | None = None,
+    outputs: list[tuple[int, list[str]]] | None = None,
+) -> None:
+    """Output element `o` of the reduction from its `total` (a mean divided, converted to
+    the output dtype), written through its epilogue: the plan's outputs, or `outputs` of
+    the reduction `root`."""
     body = c.body
     value = body.let(total, "total")
     if red.name == "mean":
@@ -497,8 +507,9 @@ def _finish(c: KernelContext, red: Reduction, o: Expr, total: Expr) -> None:
     if red.acc != reg_dtype(red.out):
         value = lw.convert(value, red.acc, red.out)
     value = lw.round_to(value, red.out)
-    assert c.plan.root is not None
-    c.write(Idx(c.ev.shape(c.plan.root), flat=o), body.let(value, "total"))
+    root = c.plan.root if root is None else root
+    assert root is not None
+    c.write(Idx(c.ev.shape(root), flat=o), body.let(value, "total"), outputs, root)
 
 
 def partial(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
@@ -611,6 +622,55 @@ def _last_block(
     return (SPLIT_WG, 1, 1), dispatch
 
 
+def whole_of_rows(c: KernelContext, width: int) -> None:
+    """The end of a `row` launch with a whole reduction of a value it computes per row
+    (`Plan.total`: the mean of a cross-entropy's per-row losses).
+
+    Each workgroup has stored its rows' share in `partials[group]`: the one row's value
+    (stored by thread 0), or, with a thread per row, the workgroup's total of its rows'
+    values (combined here). Then the handoff of `_last_block`: every thread fences its
+    stores, thread 0 fences after the barrier and takes a ticket from the counter, and
+    the last workgroup combines the partials (a strided fold, then the tree), writes the
+    reduction's outputs (through its epilogue) and zeroes the counter again."""
+    assert c.plan.total is not None and c.plan.partials is not None
+    assert c.plan.counter is not None
+    body, partials, counter = c.body, c.plan.partials, c.plan.counter
+    ev, root = c.ev, c.plan.total
+    red = ev.reduction(root)
+    lid = Builtin("local_x")
+    groups = size_ir(row_launch_groups(ev, c.plan.roots))
+    if c.row_share is not None:  # a thread per row: this workgroup's rows together
+        group, share = c.row_share
+        total = group_total(body, c.shared, share, op_for(red.name), width, "$share")
+        with body.if_(Binary("==", lid, u32(0), "bool")):
+            body.emit(Store(partials, group, lw.to_storage(total, red.acc)))
+    body.emit(Fence())  # release this thread's stores
+    body.emit(Barrier())
+    last = body.let(ibin("-", groups, u32(1)), "last")
+    c.shared.append(SharedArray("$ticket", "u32", 1))
+    with body.if_(Binary("==", lid, u32(0), "bool")):
+        body.emit(Fence())
+        old = body.fresh("old", "u32")
+        body.emit(AtomicAdd(counter, u32(0), u32(1), old))
+        with body.if_(Binary("==", old, last, "bool")):
+            body.emit(Fence())  # acquire, in the thread that read the counter
+        body.emit(Store("$ticket", u32(0), old))
+    body.emit(Barrier())
+    ticket = body.let(Load("$ticket", u32(0), "u32"), "ticket")
+    with body.if_(Binary("!=", ticket, last, "bool")):
+        body.emit(Return())
+    body.emit(Fence())  # and in every thread of the last workgroup, after the barrier
+
+    def read(r: Expr, _: list[Expr]) -> Expr:
+        return lw.from_storage(Load(partials, r, lw.STORAGE[red.acc]), red.acc)
+
+    acc = _fold(c, red, u32(0), lid, groups, u32(width), read)
+    total = group_total(body, c.shared, acc, op_for(red.name), width, "$combine")
+    with body.if_(Binary("==", lid, u32(0), "bool")):
+        _finish(c, red, u32(0), total, root, c.plan.total_outputs)
+        body.emit(AtomicAdd(counter, u32(0), ibin("-", u32(0), groups)))
+
+
 def reduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
     assert c.plan.root is not None
     red = c.ev.reduction(c.plan.root)
@@ -653,6 +713,24 @@ def reduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]
 
 
 def row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
+    """A `row` launch (`_row`), and the whole reduction that may finish it
+    (`whole_of_rows`)."""
+    threads, dispatch = _row(c)
+    if c.plan.total is not None:
+        whole_of_rows(c, threads[0])
+    return threads, dispatch
+
+
+def row_launch_groups(ev: Any, roots: list[int]) -> Any:
+    """The workgroups of a `row` launch over the rows `roots` reduce: one a row, or one
+    per `WG` rows of at most `SERIAL_REDUCE_MAX` elements (`_short_rows`)."""
+    shape = row_shape(ev, roots[0])
+    rows = sz.product(list(shape[:-1]))
+    short = isinstance(shape[-1], int) and shape[-1] <= SERIAL_REDUCE_MAX
+    return sz.cdiv(rows, WG) if short else rows
+
+
+def _row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
     """One workgroup per row: the plan's last-axis reductions in order, then the row's
     outputs (`schedule.RowGroup`): those of the row's shape, and by thread 0 those with one
     element per row.
@@ -746,6 +824,10 @@ def _short_rows(c: KernelContext, shape: tuple[Any, ...]) -> Any:
     rows = sz.product(list(other))
     dispatch, g = c.groups(sz.cdiv(rows, WG), guard=False)
     rowid = body.let(ibin("+", ibin("*", g, u32(WG)), Builtin("local_x")), "row")
+    if c.plan.total is not None:
+        # this thread's row's share of the whole reduction: the identity past the rows
+        red = c.ev.reduction(c.plan.total)
+        c.row_share = (g, body.var(_identity(red.name, red.acc), "share"))
     with body.if_(Binary("<", rowid, size_ir(rows), "bool")):
         other_axes = Idx(other, flat=rowid).axes(body)
         base = body.let(ibin("*", rowid, u32(length)), "base")
@@ -822,6 +904,13 @@ def _row_passes(
     ]
     epilogues = {t: set(c.plan.roots) & (nx.ancestors(graph, t) | {t}) for t in targets}
     done: set[int] = set()
+    keys = [sz.key(s) for s in shape]
+    outputs = c.plan.outputs()
+    whole = [(n, bufs) for n, bufs in outputs if [sz.key(s) for s in ev.shape(n)] == keys]
+    # what the row's elements read (later folds, the row-shaped outputs): an epilogue they
+    # do not read is computed where it is stored, in thread 0 (an accuracy's hit, whose
+    # label a workgroup's every thread would load)
+    at_elements = set().union(*(nx.ancestors(graph, n) for n in [*c.plan.roots, *dict(whole)]))
 
     def element(red: Reduction, j: Expr) -> Expr:
         """Row element j of what `red` reduces, in its accumulator's type."""
@@ -924,19 +1013,16 @@ def _row_passes(
         for target in list(epilogues):
             if epilogues[target] <= done:
                 del epilogues[target]
-                ev.at(target, _per_row(ev.shape(target), other_axes))
-
-    keys = [sz.key(s) for s in shape]
-    outputs = c.plan.outputs()
-    whole = [(n, bufs) for n, bufs in outputs if [sz.key(s) for s in ev.shape(n)] == keys]
+                if target in at_elements:
+                    ev.at(target, _per_row(ev.shape(target), other_axes))
 
     def write(j: Expr) -> None:
         c.write(at(j), outputs=whole)
 
     if whole:
         write_over(write)
-    per_row = [(n, bufs) for n, bufs in outputs if (n, bufs) not in whole]
-    if not per_row:
+    per_row = [(n, bufs) for n, bufs in outputs if (n, bufs) not in whole and bufs]
+    if not per_row and c.plan.total is None:
         return
     rowid = Idx(shape[:-1], axes=other_axes).flat(body)
     with _nothing() if width == 1 else body.if_(Binary("==", Builtin("local_x"), u32(0), "bool")):
@@ -944,6 +1030,16 @@ def _row_passes(
             value = ev.at(n, _per_row(ev.shape(n), other_axes))
             for name in bufs:
                 body.emit(Store(name, rowid, lw.to_storage(value, ev.dtype(n))))
+        if c.plan.total is not None:
+            # the row's share of the whole reduction that ends the launch (`whole_of_rows`)
+            red = ev.reduction(c.plan.total)
+            x = ev.resolve(red.x)
+            share = lw.convert(ev.at(x, _per_row(ev.shape(x), other_axes)), ev.dtype(x), red.acc)
+            if width == 1:  # a thread per row: the workgroup's rows are combined later
+                body.emit(Assign(c.row_share[1], share))
+            else:
+                assert c.plan.partials is not None
+                body.emit(Store(c.plan.partials, rowid, lw.to_storage(share, red.acc)))
 
 
 def _per_row(shape: tuple[Any, ...], other_axes: list[Expr]) -> Idx:

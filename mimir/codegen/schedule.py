@@ -23,7 +23,9 @@ one shape that do not read each other merge into one launch with several
 outputs; outputs computed from last-axis reductions of rows of one shape (layer
 norm, and its mean and 1/std as outputs) are one `row` launch (`_row_groups`);
 and a reduction to a single element of a large or symbolic count runs as two
-launches (`partial` over many workgroups into a scratch buffer, then `reduce`).
+launches (`partial` over many workgroups into a scratch buffer, then `reduce`), or as
+one where the target can hand off between workgroups; a whole reduction of a value a
+`row` launch computes per row ends that launch there (`Plan.total`).
 """
 
 from __future__ import annotations
@@ -78,6 +80,12 @@ class Plan:
     # ... and what each root's element-wise epilogue makes of it (`rsqrt(var + eps)`),
     # computed once per row
     row_values: list[int] = field(default_factory=list)
+    # a `row` launch that ends with a whole reduction of a value it computes per row (a
+    # cross-entropy's mean loss): the reduction, and its epilogue's outputs. Each workgroup
+    # stores its rows' share in `partials`; the last, found with `counter`, combines them
+    # (`reductions.whole_of_rows`)
+    total: int | None = None
+    total_outputs: list[tuple[int, list[str]]] = field(default_factory=list)
 
     def outputs(self) -> list[tuple[int, list[str]]]:
         return [(self.node, self.writes), *self.also]
@@ -119,7 +127,7 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
     atomics that return the old value, so a split reduction is one launch (module
     docstring). `vector_views`: the target may read one buffer 4 wide and one element at
     a time (`Backend.vector_views`)."""
-    from mimir.codegen.reductions import CHUNK, split
+    from mimir.codegen.reductions import CHUNK, row_launch_groups, row_shape, split
     from mimir.codegen.tensors import Evaluator  # resolve() and shapes, without a body
 
     kg = kernel.graph
@@ -202,31 +210,62 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
     plans: list[Plan] = []
     declared = {d.name: d for d in _dims(kernel)}
     roots_by_target = {p: r for r, p in epilogue.items()}
-    rows = _row_groups(ev, kg, writes, epilogue, {name for _, name in updates})
+    in_place = {name for _, name in updates}
+    rows, per_row = _groups_with_totals(ev, kg, readers, writes, epilogue, in_place)
+    # a whole reduction of a row group's per-row value: one launch where the target can
+    # hand off between workgroups and some row exists, else the value goes through scratch
+    fused: dict[int, int] = {}  # the per-row value -> the whole reduction
+    for x, r in per_row.items():
+        place = next(p for p, group in rows.items() if x in group.outputs)
+        rowcount = sz.product(list(row_shape(ev, rows[place].roots[0])[:-1]))
+        nonempty = (sz.lower_bound(rowcount, declared) or 0) >= 1
+        alone = not set(rows[place].outputs) & set(fused)  # one whole reduction a launch
+        if one_launch and nonempty and alone and not set(writes.get(epilogue[r], [])) & in_place:
+            fused[x] = r
+            roots_by_target.pop(epilogue[r])
+    fused_plans: dict[int, Plan] = {}  # a fused whole reduction's target -> its row launch
     for group in rows.values():
         for r in group.roots:
             roots_by_target.pop(epilogue[r], None)
     by_row = {o for group in rows.values() for o in group.outputs} - set(rows)
-    targets = sorted(set(writes) | set(roots_by_target))
+    targets = sorted(set(writes) | set(roots_by_target) | set(per_row))
+    targets = sorted(set(targets) | {epilogue[r] for r in fused.values()})
     scratch = 0
     for p in targets:
-        if p not in writes:
+        if p in fused:
+            writes[p] = []  # folded into its whole reduction's partials, never stored
+        elif p not in writes:
             name = _unique(f"scratch{scratch}", taken)
             scratch += 1
             buffers.append(BufferSpec(name, "scratch", ev.dtype(p), ev.shape(p)))
             writes[p] = [name]
         r = roots_by_target.get(p)
+        if p in fused_plans:
+            fused_plans[p].total_outputs = [(p, writes[p])]
+            continue  # the row launch before it writes it
         if p in by_row:
             continue  # its group's launch writes it
         if p in rows:
             group = rows[p]
-            first, *more = group.outputs
+            # a per-row value a whole reduction folds is no output of its own
+            stored = [o for o in group.outputs if o not in fused]
+            first, *more = stored or group.outputs
             values = [epilogue[r] for r in group.roots]
             also = [(o, writes[o]) for o in more]
-            plans.append(
-                Plan("row", first, None, writes[first], also=also, roots=group.roots,
-                     row_values=values)
-            )  # fmt: skip
+            plan = Plan("row", first, None, writes[first], also=also, roots=group.roots,
+                        row_values=values)  # fmt: skip
+            plans.append(plan)
+            for x in set(group.outputs) & set(fused):
+                total = fused[x]
+                plan.total = total
+                fused_plans[epilogue[total]] = plan
+                partials = _unique(f"scratch{scratch}", taken)
+                counter = _unique(f"scratch{scratch + 1}", taken)
+                scratch += 2
+                count = row_launch_groups(ev, group.roots)
+                buffers.append(BufferSpec(partials, "scratch", ev.reduction(total).acc, (count,)))
+                buffers.append(BufferSpec(counter, "scratch", uint32, (1,), zero=True))
+                plan.partials, plan.counter = partials, counter
             continue
         kind = root_kind(kg, r) if r is not None else "ew"
         if kind == "reduce" and r is not None and split(red := ev.reduction(r)):
@@ -248,7 +287,8 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
         plans.append(Plan(kind, p, r, writes[p]))
     _refuse_bfloat16(ev, writes)
     for p in targets:
-        node_buffers.setdefault(p, writes[p][0])
+        if writes[p]:
+            node_buffers.setdefault(p, writes[p][0])
     plans = _merge_elementwise(ev, g, plans, node_buffers)
     if updates:
         params = {kg.node(n)["name"]: n for n in g.nodes if kg.node(n)["kind"] == "param"}
@@ -307,12 +347,46 @@ class RowGroup:
     outputs: list[int]
 
 
+def _groups_with_totals(
+    ev: Any,
+    kg: Any,
+    readers: dict[int, list[int]],
+    writes: dict[int, list[str]],
+    epilogue: dict[int, int],
+    in_place: set[str],
+) -> tuple[dict[int, RowGroup], dict[int, int]]:
+    """`_row_groups`, offering as outputs the per-row values that a whole reduction alone
+    reads (each row's loss, before the mean of a cross-entropy; each row's hit, before an
+    accuracy): the groups, and {value: its whole reduction} for those a group computes."""
+    offered: dict[int, int] = {}
+    for r in sorted(epilogue):
+        if root_kind(kg, r) != "reduce":
+            continue
+        red = ev.reduction(r)
+        x = ev.resolve(red.x)
+        if red.kept or x in writes or kg.node(x)["kind"] == "param":
+            continue
+        if x in epilogue:
+            continue
+        if set(readers.get(x, [])) == {r}:
+            offered[x] = r
+    while True:
+        offer = {x: [] for x in offered}
+        rows = _row_groups(ev, kg, {**writes, **offer}, epilogue, in_place, set(offered))
+        grouped = {o for group in rows.values() for o in group.outputs}
+        kept = {x: r for x, r in offered.items() if x in grouped}
+        if kept == offered:
+            return rows, kept
+        offered = kept
+
+
 def _row_groups(
     ev: Any,
     kg: Any,
     writes: dict[int, list[str]],
     epilogue: dict[int, int],
     in_place: set[str],
+    totals: set[int] | frozenset = frozenset(),
 ) -> dict[int, RowGroup]:
     """Outputs computed with last-axis reductions of the same rows, in one launch.
 
@@ -386,7 +460,7 @@ def _row_groups(
         if set(writes[out]) & in_place:
             continue
         r = by_target.get(out)
-        if r is None and op_kind(kg, out) not in _FUSIBLE:
+        if r is None and op_kind(kg, out) not in (*_FUSIBLE, "gather"):
             continue
         if r is not None and not row_reduction(r):
             continue
@@ -461,10 +535,14 @@ def _row_groups(
         roots = sorted(by_target[m] for m in members)
         # a lone reduction keeps its `reduce` launch (a thread per row when rows are short),
         # a softmax written as it is its `softmax` launch; a softmax beside another root,
-        # or read by an output (the label's log-probability of a cross-entropy), joins
+        # or read by an output (the label's log-probability of a cross-entropy), joins; so
+        # does a lone reduction whose per-row value a whole reduction reads (an accuracy)
         softmax = any(root_kind(kg, r) == "softmax" for r in roots)
         alone = len(roots) == 1 and ordered == [epilogue[roots[0]]]
-        if (len(roots) > 1 or keys(ordered[0]) == row or softmax) and not (softmax and alone):
+        lone = not set(outs) & totals
+        if (len(roots) > 1 or keys(ordered[0]) == row or softmax or not lone) and not (
+            softmax and alone
+        ):
             groups[place] = RowGroup(roots, ordered)
     # what a group reads from other launches is written before it: drop a group placed
     # before a group it reads from, until none is

@@ -128,10 +128,10 @@ kernel void layer_norm_stats_0_row(
         const float slot58 = row1[lid.x & 3u];
         const float total59 = mimir_simd_add_f32_4(slot58);
         const float total60 = total59 / float(u.D);
-        const float v61 = total60 + 1e-05f;
-        const float v62 = 1.0f / mimir_sqrt(v61);
         if (lid.x == 0u) {
             out0[g0] = total39;
+            const float v61 = total60 + 1e-05f;
+            const float v62 = 1.0f / mimir_sqrt(v61);
             out1[g0] = v62;
         }
     } else {
@@ -316,10 +316,10 @@ kernel void layer_norm_stats_0_row(
         const float slot192 = row1[lid.x & 3u];
         const float total193 = mimir_simd_add_f32_4(slot192);
         const float total194 = total193 / float(u.D);
-        const float v195 = total194 + 1e-05f;
-        const float v196 = 1.0f / mimir_sqrt(v195);
         if (lid.x == 0u) {
             out0[g0] = total111;
+            const float v195 = total194 + 1e-05f;
+            const float v196 = 1.0f / mimir_sqrt(v195);
             out1[g0] = v196;
         }
     }

@@ -172,10 +172,10 @@ kernel void row_stats_named_0_row(
         threadgroup_barrier(mem_flags::mem_threadgroup);
         const float slot46 = row2[lid.x & 3u];
         const float total47 = mimir_simd_min_f32_4(slot46);
-        const float v48 = total38 - total47;
         if (lid.x == 0u) {
             top[g0] = total38;
             mean[g0] = total43;
+            const float v48 = total38 - total47;
             spread[g0] = v48;
         }
     } else {
@@ -423,10 +423,10 @@ kernel void row_stats_named_0_row(
         threadgroup_barrier(mem_flags::mem_threadgroup);
         const float slot192 = row2[lid.x & 3u];
         const float total193 = mimir_simd_min_f32_4(slot192);
-        const float v194 = total96 - total193;
         if (lid.x == 0u) {
             top[g0] = total96;
             mean[g0] = total145;
+            const float v194 = total96 - total193;
             spread[g0] = v194;
         }
     }

@@ -165,8 +165,8 @@ kernel void scale_and_norm_1_row(
         threadgroup_barrier(mem_flags::mem_threadgroup);
         const float slot89 = row1[lid.x & 3u];
         const float total90 = mimir_simd_add_f32_4(slot89);
-        const float v91 = total62 + total90;
         if (lid.x == 0u) {
+            const float v91 = total62 + total90;
             out[g0] = v91;
         }
     } else {
@@ -366,8 +366,8 @@ kernel void scale_and_norm_1_row(
         threadgroup_barrier(mem_flags::mem_threadgroup);
         const float slot237 = row1[lid.x & 3u];
         const float total238 = mimir_simd_add_f32_4(slot237);
-        const float v239 = total190 + total238;
         if (lid.x == 0u) {
+            const float v239 = total190 + total238;
             out[g0] = v239;
         }
     }

@@ -55,11 +55,11 @@ kernel void two_heads_2_row(
         const float v28 = e20 / acc12;
         acc21 = fma(v28, v10, acc21);
         const float total30 = acc21 / 4.0f;
-        const float v31 = total30 + 0.0f;
         out0[base2] = v22;
         out0[i5] = v24;
         out0[i7] = v26;
         out0[i9] = v28;
+        const float v31 = total30 + 0.0f;
         out2[row1] = v31;
     }
 }

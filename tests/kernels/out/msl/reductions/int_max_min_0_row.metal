@@ -123,8 +123,8 @@ kernel void int_max_min_0_row(
         acc36 = (acc36 <= v64 ? acc36 : v64);
     }
     const int warp69 = simd_min(acc36);
-    const int v70 = int(uint(warp35) - uint(warp69));
     if (lid.x == 0u) {
+        const int v70 = int(uint(warp35) - uint(warp69));
         out[g0] = v70;
     }
 }

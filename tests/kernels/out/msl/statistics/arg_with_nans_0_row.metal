@@ -221,9 +221,9 @@ kernel void arg_with_nans_0_row(
         const uint slot66 = row1b[lid.x & 3u];
         const uint total67 = mimir_simd_min_u32_4(slot66);
         const int total68 = int(total67);
-        const int v69 = int(uint(total51) * uint(100));
-        const int v70 = int(uint(v69) + uint(total68));
         if (lid.x == 0u) {
+            const int v69 = int(uint(total51) * uint(100));
+            const int v70 = int(uint(v69) + uint(total68));
             out[g0] = v70;
         }
     } else {
@@ -621,9 +621,9 @@ kernel void arg_with_nans_0_row(
         const uint slot330 = row1b[lid.x & 3u];
         const uint total331 = mimir_simd_min_u32_4(slot330);
         const int total332 = int(total331);
-        const int v333 = int(uint(total201) * uint(100));
-        const int v334 = int(uint(v333) + uint(total332));
         if (lid.x == 0u) {
+            const int v333 = int(uint(total201) * uint(100));
+            const int v334 = int(uint(v333) + uint(total332));
             out[g0] = v334;
         }
     }

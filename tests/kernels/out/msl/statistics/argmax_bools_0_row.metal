@@ -186,8 +186,8 @@ kernel void argmax_bools_0_row(
         const uint slot82 = row1b[lid.x & 3u];
         const uint total83 = mimir_simd_min_u32_4(slot82);
         const int total84 = int(total83);
-        const int v85 = int(uint(total59) + uint(total84));
         if (lid.x == 0u) {
+            const int v85 = int(uint(total59) + uint(total84));
             out[g0] = v85;
         }
     } else {
@@ -619,8 +619,8 @@ kernel void argmax_bools_0_row(
         const uint slot379 = row1b[lid.x & 3u];
         const uint total380 = mimir_simd_min_u32_4(slot379);
         const int total381 = int(total380);
-        const int v382 = int(uint(total233) + uint(total381));
         if (lid.x == 0u) {
+            const int v382 = int(uint(total233) + uint(total381));
             out[g0] = v382;
         }
     }

@@ -5,10 +5,9 @@ struct Uniforms {
     C: u32,
 }
 
-@group(0) @binding(0) var<storage, read> labels: array<i32>;
-@group(0) @binding(1) var<storage, read> scratch0: array<f32>;
-@group(0) @binding(2) var<storage, read_write> scratch1: array<f32>;
-@group(0) @binding(3) var<uniform> u: Uniforms;
+@group(0) @binding(0) var<storage, read> scratch0: array<f32>;
+@group(0) @binding(1) var<storage, read_write> scratch1: array<f32>;
+@group(0) @binding(2) var<uniform> u: Uniforms;
 var<workgroup> partial: array<f32, 4>;
 var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
@@ -30,32 +29,19 @@ fn cross_entropy_mean_1_partial(
     let last5: u32 = select(0u, end3 - 384u, end3 > 384u);
     var rest6: u32 = start1 + lid.x;
     for (var r7: u32 = start1 + lid.x; r7 < last5; r7 += 512u) {
-        let v8: i32 = labels[r7];
-        let i9: u32 = r7 * u.C + u32(v8);
-        let v10: f32 = scratch0[i9];
+        let v8: f32 = scratch0[r7];
+        acc4 = acc4 + v8;
+        let v9: f32 = scratch0[r7 + 128u];
+        acc4 = acc4 + v9;
+        let v10: f32 = scratch0[r7 + 256u];
         acc4 = acc4 + v10;
-        let i11: u32 = r7 + 128u;
-        let v12: i32 = labels[i11];
-        let i13: u32 = (r7 + 128u) * u.C + u32(v12);
-        let v14: f32 = scratch0[i13];
-        acc4 = acc4 + v14;
-        let i15: u32 = r7 + 256u;
-        let v16: i32 = labels[i15];
-        let i17: u32 = (r7 + 256u) * u.C + u32(v16);
-        let v18: f32 = scratch0[i17];
-        acc4 = acc4 + v18;
-        let i19: u32 = r7 + 384u;
-        let v20: i32 = labels[i19];
-        let i21: u32 = (r7 + 384u) * u.C + u32(v20);
-        let v22: f32 = scratch0[i21];
-        acc4 = acc4 + v22;
+        let v11: f32 = scratch0[r7 + 384u];
+        acc4 = acc4 + v11;
         rest6 = r7 + 512u;
     }
-    for (var r23: u32 = rest6; r23 < end3; r23 += 128u) {
-        let v24: i32 = labels[r23];
-        let i25: u32 = r23 * u.C + u32(v24);
-        let v26: f32 = scratch0[i25];
-        acc4 = acc4 + v26;
+    for (var r12: u32 = rest6; r12 < end3; r12 += 128u) {
+        let v13: f32 = scratch0[r12];
+        acc4 = acc4 + v13;
     }
     warp0[lid.x] = acc4;
     workgroupBarrier();
@@ -79,16 +65,16 @@ fn cross_entropy_mean_1_partial(
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp27: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp14: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp27;
+        partial[lid.x >> 5u] = warp14;
     }
     workgroupBarrier();
-    let slot28: f32 = partial[lid.x & 3u];
-    warp1[lid.x] = slot28;
+    let slot15: f32 = partial[lid.x & 3u];
+    warp1[lid.x] = slot15;
     workgroupBarrier();
-    let total29: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
+    let total16: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     if (lid.x == 0u) {
-        scratch1[g0] = total29;
+        scratch1[g0] = total16;
     }
 }

@@ -144,10 +144,10 @@ fn layer_norm_stats_0_row(
     workgroupBarrier();
     let total42: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
     let total43: f32 = total42 / f32(u.D);
-    let v44: f32 = total43 + 1e-05f;
-    let v45: f32 = 1.0f / mimir_sqrt(v44);
     if (lid.x == 0u) {
         out0[g0] = total17;
+        let v44: f32 = total43 + 1e-05f;
+        let v45: f32 = 1.0f / mimir_sqrt(v44);
         out1[g0] = v45;
     }
 }

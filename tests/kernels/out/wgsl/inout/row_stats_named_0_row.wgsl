@@ -212,10 +212,10 @@ fn row_stats_named_0_row(
     warp5[lid.x] = slot46;
     workgroupBarrier();
     let total47: f32 = mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(warp5[lid.x - (lid.x & 3u)], warp5[lid.x - (lid.x & 3u) + 1u]), warp5[lid.x - (lid.x & 3u) + 2u]), warp5[lid.x - (lid.x & 3u) + 3u]);
-    let v48: f32 = total16 - total47;
     if (lid.x == 0u) {
         top[g0] = total16;
         mean[g0] = total32;
+        let v48: f32 = total16 - total47;
         spread[g0] = v48;
     }
 }

@@ -139,8 +139,8 @@ fn scale_and_norm_1_row(
     warp3[lid.x] = slot45;
     workgroupBarrier();
     let total46: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
-    let v47: f32 = total31 + total46;
     if (lid.x == 0u) {
+        let v47: f32 = total31 + total46;
         out[g0] = v47;
     }
 }

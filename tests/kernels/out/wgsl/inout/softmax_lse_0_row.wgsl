@@ -167,40 +167,38 @@ fn softmax_lse_0_row(
     warp3[lid.x] = slot40;
     workgroupBarrier();
     let total41: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
-    let v42: f32 = mimir_log(total41);
-    let v43: f32 = total16 + v42;
-    let top44: f32 = select(total16, 0.0f, total16 == -bitcast<f32>(inf_bits));
-    var acc45: f32 = 0.0f;
-    let last46: u32 = select(0u, u.D - 384u, u.D > 384u);
-    var rest47: u32 = lid.x;
-    for (var r48: u32 = lid.x; r48 < last46; r48 += 512u) {
-        let i49: u32 = base1 + r48;
-        let v50: f32 = x[i49];
-        let d51: f32 = v50 - top44;
-        let e52: f32 = exp(d51);
-        acc45 = acc45 + e52;
-        let v53: f32 = x[i49 + 128u];
-        let d54: f32 = v53 - top44;
-        let e55: f32 = exp(d54);
-        acc45 = acc45 + e55;
-        let v56: f32 = x[i49 + 256u];
-        let d57: f32 = v56 - top44;
-        let e58: f32 = exp(d57);
-        acc45 = acc45 + e58;
-        let v59: f32 = x[i49 + 384u];
-        let d60: f32 = v59 - top44;
-        let e61: f32 = exp(d60);
-        acc45 = acc45 + e61;
-        rest47 = r48 + 512u;
+    let top42: f32 = select(total16, 0.0f, total16 == -bitcast<f32>(inf_bits));
+    var acc43: f32 = 0.0f;
+    let last44: u32 = select(0u, u.D - 384u, u.D > 384u);
+    var rest45: u32 = lid.x;
+    for (var r46: u32 = lid.x; r46 < last44; r46 += 512u) {
+        let i47: u32 = base1 + r46;
+        let v48: f32 = x[i47];
+        let d49: f32 = v48 - top42;
+        let e50: f32 = exp(d49);
+        acc43 = acc43 + e50;
+        let v51: f32 = x[i47 + 128u];
+        let d52: f32 = v51 - top42;
+        let e53: f32 = exp(d52);
+        acc43 = acc43 + e53;
+        let v54: f32 = x[i47 + 256u];
+        let d55: f32 = v54 - top42;
+        let e56: f32 = exp(d55);
+        acc43 = acc43 + e56;
+        let v57: f32 = x[i47 + 384u];
+        let d58: f32 = v57 - top42;
+        let e59: f32 = exp(d58);
+        acc43 = acc43 + e59;
+        rest45 = r46 + 512u;
     }
-    for (var r62: u32 = rest47; r62 < u.D; r62 += 128u) {
-        let i63: u32 = base1 + r62;
-        let v64: f32 = x[i63];
-        let d65: f32 = v64 - top44;
-        let e66: f32 = exp(d65);
-        acc45 = acc45 + e66;
+    for (var r60: u32 = rest45; r60 < u.D; r60 += 128u) {
+        let i61: u32 = base1 + r60;
+        let v62: f32 = x[i61];
+        let d63: f32 = v62 - top42;
+        let e64: f32 = exp(d63);
+        acc43 = acc43 + e64;
     }
-    warp4[lid.x] = acc45;
+    warp4[lid.x] = acc43;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp4[lid.x] = warp4[lid.x] + warp4[lid.x + 16u];
@@ -222,50 +220,52 @@ fn softmax_lse_0_row(
         warp4[lid.x] = warp4[lid.x] + warp4[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp67: f32 = warp4[lid.x - (lid.x & 31u)];
+    let warp65: f32 = warp4[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        row2b[lid.x >> 5u] = warp67;
+        row2b[lid.x >> 5u] = warp65;
     }
     workgroupBarrier();
-    let slot68: f32 = row2b[lid.x & 3u];
-    warp5[lid.x] = slot68;
+    let slot66: f32 = row2b[lid.x & 3u];
+    warp5[lid.x] = slot66;
     workgroupBarrier();
-    let total69: f32 = warp5[lid.x - (lid.x & 3u)] + warp5[lid.x - (lid.x & 3u) + 1u] + warp5[lid.x - (lid.x & 3u) + 2u] + warp5[lid.x - (lid.x & 3u) + 3u];
-    let last70: u32 = select(0u, u.D - 384u, u.D > 384u);
-    var rest71: u32 = lid.x;
-    for (var r72: u32 = lid.x; r72 < last70; r72 += 512u) {
-        let i73: u32 = base1 + r72;
-        let v74: f32 = x[i73];
-        let d75: f32 = v74 - top44;
-        let e76: f32 = exp(d75);
-        let v77: f32 = e76 / total69;
-        out0[i73] = v77;
-        let v78: f32 = x[i73 + 128u];
-        let d79: f32 = v78 - top44;
-        let e80: f32 = exp(d79);
-        let v81: f32 = e80 / total69;
-        out0[i73 + 128u] = v81;
-        let v82: f32 = x[i73 + 256u];
-        let d83: f32 = v82 - top44;
-        let e84: f32 = exp(d83);
-        let v85: f32 = e84 / total69;
-        out0[i73 + 256u] = v85;
-        let v86: f32 = x[i73 + 384u];
-        let d87: f32 = v86 - top44;
-        let e88: f32 = exp(d87);
-        let v89: f32 = e88 / total69;
-        out0[i73 + 384u] = v89;
-        rest71 = r72 + 512u;
+    let total67: f32 = warp5[lid.x - (lid.x & 3u)] + warp5[lid.x - (lid.x & 3u) + 1u] + warp5[lid.x - (lid.x & 3u) + 2u] + warp5[lid.x - (lid.x & 3u) + 3u];
+    let last68: u32 = select(0u, u.D - 384u, u.D > 384u);
+    var rest69: u32 = lid.x;
+    for (var r70: u32 = lid.x; r70 < last68; r70 += 512u) {
+        let i71: u32 = base1 + r70;
+        let v72: f32 = x[i71];
+        let d73: f32 = v72 - top42;
+        let e74: f32 = exp(d73);
+        let v75: f32 = e74 / total67;
+        out0[i71] = v75;
+        let v76: f32 = x[i71 + 128u];
+        let d77: f32 = v76 - top42;
+        let e78: f32 = exp(d77);
+        let v79: f32 = e78 / total67;
+        out0[i71 + 128u] = v79;
+        let v80: f32 = x[i71 + 256u];
+        let d81: f32 = v80 - top42;
+        let e82: f32 = exp(d81);
+        let v83: f32 = e82 / total67;
+        out0[i71 + 256u] = v83;
+        let v84: f32 = x[i71 + 384u];
+        let d85: f32 = v84 - top42;
+        let e86: f32 = exp(d85);
+        let v87: f32 = e86 / total67;
+        out0[i71 + 384u] = v87;
+        rest69 = r70 + 512u;
     }
-    for (var r90: u32 = rest71; r90 < u.D; r90 += 128u) {
-        let i91: u32 = base1 + r90;
-        let v92: f32 = x[i91];
-        let d93: f32 = v92 - top44;
-        let e94: f32 = exp(d93);
-        let v95: f32 = e94 / total69;
-        out0[i91] = v95;
+    for (var r88: u32 = rest69; r88 < u.D; r88 += 128u) {
+        let i89: u32 = base1 + r88;
+        let v90: f32 = x[i89];
+        let d91: f32 = v90 - top42;
+        let e92: f32 = exp(d91);
+        let v93: f32 = e92 / total67;
+        out0[i89] = v93;
     }
     if (lid.x == 0u) {
-        out1[g0] = v43;
+        let v94: f32 = mimir_log(total41);
+        let v95: f32 = total16 + v94;
+        out1[g0] = v95;
     }
 }

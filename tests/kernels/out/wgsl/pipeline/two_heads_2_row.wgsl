@@ -56,11 +56,11 @@ fn two_heads_2_row(
         let v28: f32 = e20 / acc12;
         acc21 = fma(v28, v10, acc21);
         let total30: f32 = acc21 / 4.0f;
-        let v31: f32 = total30 + 0.0f;
         out0[base2] = v22;
         out0[i5] = v24;
         out0[i7] = v26;
         out0[i9] = v28;
+        let v31: f32 = total30 + 0.0f;
         out2[row1] = v31;
     }
 }

@@ -169,8 +169,8 @@ fn int_max_min_0_row(
     }
     workgroupBarrier();
     let warp69: i32 = warp1[lid.x - (lid.x & 31u)];
-    let v70: i32 = warp35 - warp69;
     if (lid.x == 0u) {
+        let v70: i32 = warp35 - warp69;
         out[g0] = v70;
     }
 }
