@@ -300,6 +300,28 @@ def test_a_whole_reduction_of_per_row_values_ends_the_row_launch(tmp_path: Path)
     assert kinds == ["0_row.ptx", "1_partial.ptx", "2_reduce.ptx"]
 
 
+def test_a_dot_and_a_matrix_vector_einsum_are_reductions_not_matmuls(tmp_path: Path) -> None:
+    """`einsum('i,i->')`, `'bi,bi->b'` and `'ij,j->i'` keep no letter of the second
+    operand: they are sums of a broadcast product over its last axis (one launch, each
+    element of the operands loaded once per output it feeds), not a `@` whose tiles would
+    fill one column. They match the shim."""
+    cases = [
+        ("dot", {"L": 5000}, 2 * 5000, "reduce"),
+        ("batched_dot", {"B": 3, "L": 700}, 2 * 3 * 700, "reduce"),
+        ("matvec", {"N": 5, "K": 300}, 2 * 5 * 300, "reduce"),
+    ]
+    for function, dims, loaded, kind in cases:
+        files = _compile("einsums", function, "ptx")
+        manifest = json.loads(files[f"{function}.manifest.json"])
+        assert [k["file"] for k in manifest["kernels"]] == [f"{function}_0_{kind}.ptx"]
+        inputs = random_inputs(manifest, dims, seed=17)
+        actual, stats = _ptx_run(files, function, dims, tmp_path / function, inputs)
+        if function != "dot":  # a dot's last block reads the partials too
+            assert sum(s["bytes"]["ld"] for s in stats) == 4 * loaded, function
+        expected = shim_reference(KERNELS / "einsums.py", function, inputs, dims, {})
+        assert_close(actual["out"], expected["out"], "float32", label=function)
+
+
 def test_an_adam_step_in_place_is_one_launch_reading_and_writing_each_buffer_once(
     tmp_path: Path,
 ) -> None:

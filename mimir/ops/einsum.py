@@ -124,8 +124,12 @@ class Roles:
     @property
     def matmul(self) -> bool:
         """Whether a batched `@` computes it: one contracted letter, at most one other
-        kept letter on each side."""
-        return len(self.contracted) == 1 and len(self.left) <= 1 and len(self.right) <= 1
+        kept letter on the left and exactly one on the right. Without a right letter (a
+        dot `'i,i->'`, a matrix-vector product `'ij,j->i'`) the contracted letter is
+        the last axis of the broadcast product, so a `sum` over rows computes it, reading
+        each element once, where `@` would fill one column of each tile."""
+        one_each = len(self.left) <= 1 and len(self.right) == 1
+        return len(self.contracted) == 1 and one_each
 
 
 def letter_roles(spec: Spec) -> Roles:

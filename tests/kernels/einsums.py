@@ -51,6 +51,17 @@ def dot(a: Tensor[float32, L], b: Tensor[float32, L]) -> Tensor[float32]:
 
 
 @gpu
+def matvec(a: Tensor[float32, N, K], x: Tensor[float32, K]) -> Tensor[float32, N]:
+    # no kept letter on the right: a row sum of a * x, not a `@` filling one tile column
+    return einsum("ij,j->i", a, x)
+
+
+@gpu
+def batched_dot(a: Tensor[float32, B, L], b: Tensor[float32, B, L]) -> Tensor[float32, B]:
+    return einsum("bi,bi->b", a, b)
+
+
+@gpu
 def two_contracted(
     a: Tensor[float32, N, K, D], b: Tensor[float32, K, D, M]
 ) -> Tensor[float32, M, N]:
