@@ -211,7 +211,7 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
     declared = {d.name: d for d in _dims(kernel)}
     roots_by_target = {p: r for r, p in epilogue.items()}
     in_place = {name for _, name in updates}
-    rows, per_row = _groups_with_totals(ev, kg, readers, writes, epilogue, in_place)
+    rows, per_row = _groups_with_totals(ev, kg, writes, epilogue, in_place)
     # a whole reduction of a row group's per-row value: one launch where the target can
     # hand off between workgroups and some row exists, else the value goes through scratch
     fused: dict[int, int] = {}  # the per-row value -> the whole reduction
@@ -220,7 +220,10 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
         rowcount = sz.product(list(row_shape(ev, rows[place].roots[0])[:-1]))
         nonempty = (sz.lower_bound(rowcount, declared) or 0) >= 1
         alone = not set(rows[place].outputs) & set(fused)  # one whole reduction a launch
-        if one_launch and nonempty and alone and not set(writes.get(epilogue[r], [])) & in_place:
+        # with no buffer for the per-row value, only the group and the reduction read it
+        private = rows[place].readers[x] <= {epilogue[r]}
+        in_place_out = set(writes.get(epilogue[r], [])) & in_place
+        if one_launch and nonempty and alone and private and not in_place_out:
             fused[x] = r
             roots_by_target.pop(epilogue[r])
     fused_plans: dict[int, Plan] = {}  # a fused whole reduction's target -> its row launch
@@ -345,19 +348,21 @@ class RowGroup:
 
     roots: list[int]
     outputs: list[int]
+    # for each output, the materialised nodes outside the group that read it
+    readers: dict[int, set[int]] = field(default_factory=dict)
 
 
 def _groups_with_totals(
     ev: Any,
     kg: Any,
-    readers: dict[int, list[int]],
     writes: dict[int, list[str]],
     epilogue: dict[int, int],
     in_place: set[str],
 ) -> tuple[dict[int, RowGroup], dict[int, int]]:
-    """`_row_groups`, offering as outputs the per-row values that a whole reduction alone
-    reads (each row's loss, before the mean of a cross-entropy; each row's hit, before an
-    accuracy): the groups, and {value: its whole reduction} for those a group computes."""
+    """`_row_groups`, offering as outputs the per-row values that a whole reduction reads
+    (each row's loss, before the mean of a cross-entropy; each row's hit, before an
+    accuracy; row sums that shares also read): the groups, and {value: its whole
+    reduction} for those a group computes."""
     offered: dict[int, int] = {}
     for r in sorted(epilogue):
         if root_kind(kg, r) != "reduce":
@@ -366,10 +371,9 @@ def _groups_with_totals(
         x = ev.resolve(red.x)
         if red.kept or x in writes or kg.node(x)["kind"] == "param":
             continue
-        if x in epilogue:
+        if x in epilogue and epilogue[x] != x:  # a root whose launch writes something else
             continue
-        if set(readers.get(x, [])) == {r}:
-            offered[x] = r
+        offered[x] = r
     while True:
         offer = {x: [] for x in offered}
         rows = _row_groups(ev, kg, {**writes, **offer}, epilogue, in_place, set(offered))
@@ -543,7 +547,8 @@ def _row_groups(
         if (len(roots) > 1 or keys(ordered[0]) == row or softmax or not lone) and not (
             softmax and alone
         ):
-            groups[place] = RowGroup(roots, ordered)
+            outside = {o: readers.get(o, set()) - inside for o in ordered}
+            groups[place] = RowGroup(roots, ordered, outside)
     # what a group reads from other launches is written before it: drop a group placed
     # before a group it reads from, until none is
     while True:

@@ -35,8 +35,9 @@ def layer_norm_with_stats(
 
 @gpu
 def shares_and_total(x: Tensor[float32, N, D]) -> tuple[Tensor[float32, N, D], Tensor[float32]]:
-    """Row sums that a whole sum reads too: the row launch cannot keep them to itself, so
-    they go through a buffer, and the shares read it."""
+    """Row sums that the shares and a whole sum read: one row launch, whose last
+    workgroup sums them, where workgroups can hand off (PTX, MSL); elsewhere the row
+    launch stores them and the sum reads that buffer."""
     s = x.sum(axis=-1)
     return x / s[:, None], s.sum()
 
