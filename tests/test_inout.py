@@ -38,19 +38,36 @@ def test_inout_buffers_have_the_role_inout_and_are_written_in_place() -> None:
     assert access == {"p": "read_write", "g": "read"}
 
 
-def test_old_value_read_after_the_write_is_copied_back_last() -> None:
-    # `old.sum()` reads every element of the old `x` after the launch that computes the
-    # new one: the new value goes to scratch, and a last launch copies it into `x`.
-    m = _manifest(
-        "@gpu\ndef f(x: InOut[Tensor[float32, N, D]]) -> Tensor[float32, N]:\n"
-        "    old = x\n    x = x * 2.0\n    return (x * old).sum(axis=1) + old.sum(axis=1)\n",
-        "f",
-    )
-    writes = [
+def _written(m: dict) -> list[list[str]]:
+    return [
         [b["buffer"] for b in k["bindings"] if b["access"] == "read_write"] for k in m["kernels"]
     ]
+
+
+def test_old_value_read_after_the_write_is_copied_back_last() -> None:
+    # `old.sum(axis=0)` sums columns of the old `x` in a launch after the one that computes
+    # the new value: that goes to scratch, and a last launch copies it into `x`.
+    m = _manifest(
+        "@gpu\ndef f(x: InOut[Tensor[float32, N, D]]) -> Tensor[float32, D]:\n"
+        "    old = x\n    x = x * 2.0\n    return old.sum(axis=0)\n",
+        "f",
+    )
+    writes = _written(m)
     assert writes[-1] == ["x"]
     assert all("x" not in w for w in writes[:-1])
+
+
+def test_old_rows_folded_by_the_launch_that_writes_them_are_written_in_place() -> None:
+    # Row sums of the old `x` and its new rows are one row launch: each workgroup folds its
+    # own rows before any thread writes, and each thread writes the elements it read.
+    source = "    old = x\n    x = x * 2.0\n    return (x * {}).sum(axis=1) + old.sum(axis=1)\n"
+    head = "@gpu\ndef f(x: InOut[Tensor[float32, N, N]]) -> Tensor[float32, N]:\n"
+    m = _manifest(head + source.format("old.T.T"), "f")
+    assert [k["entry_point"] for k in m["kernels"]] == ["f_0_row"]
+    assert "x" in _written(m)[0] and not any(b["role"] == "scratch" for b in m["buffers"])
+    # `old.T` reads another row's element, which its own workgroup may have written
+    m = _manifest(head + source.format("old.T"), "f")
+    assert _written(m)[-1] == ["x"] and len(m["kernels"]) > 1
 
 
 def test_a_transposed_read_of_the_old_value_is_not_written_in_place() -> None:

@@ -460,9 +460,8 @@ def _row_groups(
     # Each output that reads row reductions (or is one): the reductions' targets it
     # needs, and the row shape they share.
     candidates: dict[int, tuple[set[int], list[str]]] = {}
+    plain: list[int] = []  # element-wise outputs that read no row reduction
     for out in sorted(writes):
-        if set(writes[out]) & in_place:
-            continue
         r = by_target.get(out)
         if r is None and op_kind(kg, out) not in (*_FUSIBLE, "gather"):
             continue
@@ -483,6 +482,8 @@ def _row_groups(
         row = {tuple(sz.key(s) for s in row_shape(ev, by_target[m])) for m in members}
         mine = keys(out)
         if not row:
+            if r is None and op_kind(kg, out) in _FUSIBLE:
+                plain.append(out)
             continue
         if len(row) > 1:
             # short literal rows of several lengths over the same leading axes (rows of 5
@@ -511,6 +512,15 @@ def _row_groups(
     grouped: dict[tuple[str, ...], list[int]] = {}
     for out in sorted(candidates):
         grouped.setdefault(tuple(candidates[out][1]), []).append(out)
+    # an element-wise output of the rows' shape joins them too (an `InOut` row's new
+    # value, `x * s`, beside sums of the old rows: each thread writes its own elements
+    # after the workgroup's folds, `_write_in_place_is_safe`), where it comes before
+    # the group's last output (so the group's place in the launch order stays)
+    for out in plain:
+        key = tuple(keys(out))
+        if key in grouped and out < max(grouped[key]):
+            grouped[key] = sorted([*grouped[key], out])
+            candidates[out] = (set(), list(key))
 
     groups: dict[int, RowGroup] = {}
     for shape, outs in grouped.items():
@@ -688,24 +698,53 @@ def _write_in_place_is_safe(
     It is when no launch after the writing one reads the old value, and the writing launch
     reads the old value only at the element its thread stores (through element-wise ops of
     the parameter's shape: the thread loads before it stores, and no other thread touches
-    that element)."""
+    that element), or, in a `row` launch, in the reductions of the rows (element-wise of
+    the parameter's shape too: each workgroup folds its own rows before it writes)."""
     writer = next(k for k, p in enumerate(plans) for _, bufs in p.outputs() if name in bufs)
     key = [sz.key(s) for s in ev.shape(param)]
+    after = nx.descendants(g, param)  # what reads the old value, directly or not
+
+    def own_element(m: int, axes: list[int], stop: set[int]) -> bool:
+        """Whether `m` at an element reads the parameter only at the element the thread
+        stores: `axes[k]` is the stored element's axis that m's axis k is."""
+        if m == param:
+            return axes == list(range(len(key))) and [sz.key(s) for s in ev.shape(m)] == key
+        if m not in after or m in stop:
+            return True
+        if op_kind(ev.kg, m) == "transpose":
+            perm = ev.permutation(m)  # m's axis k is axis perm[k] of its input
+            inner = [0] * len(perm)
+            for k, p in enumerate(perm):
+                inner[p] = axes[k]
+            return own_element(ev.resolve(ev.node(m)["inputs"][0]), inner, stop)
+        if op_kind(ev.kg, m) not in _FUSIBLE:
+            return False
+        mine = [sz.key(s) for s in ev.shape(m)]
+        for i in {ev.resolve(i) for i in g.predecessors(m)}:
+            # an input read at another element (broadcast) would be another thread's
+            if i in after | {param} and [sz.key(s) for s in ev.shape(i)] != mine:
+                return False
+            if not own_element(i, axes, stop):
+                return False
+        return True
+
     for k, plan in enumerate(plans[writer:], start=writer):
         inline = {n for n, _ in plan.outputs()}
         for node, _ in plan.outputs():
             region = _fused_reads(g, node, node_buffers, inline)
             if param not in region:
                 continue
-            if k > writer or plan.kind != "ew" or plan.copy:
+            if k > writer or plan.kind not in ("ew", "row") or plan.copy:
                 return False
-            for m in region - {param}:
-                if m != node and m in node_buffers and m not in inline:
-                    continue  # loaded from another buffer
-                if param not in nx.ancestors(g, m):
-                    continue
-                if op_kind(ev.kg, m) not in _FUSIBLE or [sz.key(s) for s in ev.shape(m)] != key:
-                    return False
+            # values in other buffers are loaded; a row launch's reductions fold its
+            # workgroup's own rows, every one of them before any element is written
+            stop = {m for m in node_buffers if m != node and m not in inline} | set(plan.roots)
+            # the reductions' inputs: at their own elements, so each fold reads its own rows
+            starts = [node, *{ev.resolve(i) for r in plan.roots for i in g.predecessors(r)}]
+            for m in starts:
+                if isinstance(ev.values[m], TensorVal):
+                    if not own_element(m, list(range(len(ev.shape(m)))), stop):
+                        return False
     return True
 
 

@@ -358,17 +358,22 @@ class Evaluator:
                 args.append(self.scalar_as(o, c))
         return self._note(n, spec.spelling, lw.lower_element(spec.name, args, compute[-1], out))
 
-    def _transpose(self, n: int, spec: ops.OpSpec, idx: Idx) -> Expr:
+    def permutation(self, n: int) -> list[int]:
+        """A transpose node's permutation: its axis k is axis `perm[k]` of its input."""
         node = self.node(n)
-        x = node["inputs"][0]
-        rank = len(self.shape(x))
+        rank = len(self.shape(node["inputs"][0]))
         axes_arg = None
-        if spec.name == "transpose" and node["n_positional"]:
+        if node["spec"].name == "transpose" and node["n_positional"]:
             items = [self.values[i] for i in node["inputs"][1 : 1 + node["n_positional"]]]
             if len(items) == 1 and hasattr(items[0], "items"):
                 items = items[0].items
             axes_arg = [v.sym.value for v in items]
-        perm = sh.permutation(rank, axes_arg)
+        return list(sh.permutation(rank, axes_arg))
+
+    def _transpose(self, n: int, spec: ops.OpSpec, idx: Idx) -> Expr:
+        x = self.node(n)["inputs"][0]
+        rank = len(self.shape(x))
+        perm = self.permutation(n)
         out_axes = idx.axes(self.body)
         src: list[Expr] = [Const(0, "u32")] * rank
         for k, p in enumerate(perm):
