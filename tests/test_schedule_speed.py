@@ -198,24 +198,28 @@ def test_a_softmax_the_workgroup_does_not_divide_is_read_once(tmp_path: Path) ->
 
 
 def test_vectors_past_a_bounded_row_are_skipped_not_folded(tmp_path: Path) -> None:
-    """A dim of `max` 4096 over 256 threads holds 4 vectors a thread; a row of 1000 or
-    36 leaves most of them past it, and their lanes (what a load that did not run left)
-    must not reach the max: rows near -200 (exp(-200) is 0 in float32) and near +200
-    (exp(200) is inf) come out finite and as the shim's only if the max is the row's.
-    x is loaded once."""
+    """A dim of `max` 4096 over 128 threads holds 8 vectors a thread (fewer threads than
+    the 256 that 4 vectors would take: the two workgroup reductions are paid once per
+    more elements); a row of 1000 or 36 leaves most of them past it, and their lanes
+    (what a load that did not run left) must not reach the max: rows near -200
+    (exp(-200) is 0 in float32) and near +200 (exp(200) is inf) come out finite and as
+    the shim's only if the max is the row's. x is loaded once; a row that is not a
+    multiple of 4 takes the online schedule and reads it twice."""
     function = "log_softmax_wide_bounded"
     files = _compile("rows", function, "ptx")
     manifest = json.loads(files[f"{function}.manifest.json"])
+    assert manifest["kernels"][0]["workgroup_size"] == [128, 1, 1]
     text = "".join(v for k, v in files.items() if k.endswith(".ptx"))
     assert "setp.nan" not in text  # the row's max passes no nan on: its sum does
-    for length in (1000, 36, 4096):
+    for length in (1000, 36, 4096, 1001):
         dims = {"N": 2, "W": length}
         inputs = random_inputs(manifest, dims, seed=length)
         inputs["x"] = [v - 200.0 for v in inputs["x"][:length]]
         inputs["x"] += [v + 200.0 for v in random_inputs(manifest, dims, seed=1)["x"][:length]]
         folder = tmp_path / str(length)
         actual, stats = _ptx_run(files, function, dims, folder, inputs)
-        assert sum(s["bytes"]["ld"] for s in stats) == 4 * 2 * length
+        reads = 1 if length % 4 == 0 else 2
+        assert sum(s["bytes"]["ld"] for s in stats) == 4 * 2 * length * reads
         expected = shim_reference(KERNELS / "rows.py", function, inputs, dims, {})
         assert all(abs(v) < 1e4 for v in actual["out"]), length
         assert_close(actual["out"], expected["out"], "float32", label=f"{function} {length}")

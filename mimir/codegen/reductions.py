@@ -1089,6 +1089,20 @@ def softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
         return idx, lw.convert(ev.at(x, idx), xdtype, float32)
 
     log = node["spec"].name == "log_softmax"
+    wide_plan = (
+        _words(c, _row_vectors(c, base, length, other))
+        if bound is not None and bound != length and base is not None
+        else None
+    )
+    if wide_plan is not None and bound is not None and bound > HELD * LANES * 128:
+        # a row of a dim's max above what 128 threads hold in 2 vectors (a max of 4096,
+        # rows of 1000): 128 threads hold up to BOUNDED_VECTORS each; every vector past
+        # the row is skipped. Fewer, busier threads pay the two workgroup reductions
+        # once per more elements.
+        wide_width = row_width(length, sz.cdiv(bound, LANES * BOUNDED_VECTORS))
+        if wide_width < width:
+            return _bounded_rows(c, element, position, length, bound, wide_width, log,
+                                 wide_plan, base, other, dispatch)  # fmt: skip
     if bound is not None and bound <= width * ROW_REGISTERS:
         vectors = register_vectors(c, base, length, other, width) if bound == length else None
         # (not a row shorter than a vector per thread: most threads would compute exp of
@@ -1138,6 +1152,42 @@ def softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
         _row_in_registers(c, element, position, length, 0, width, log, vectors)
 
     _if_held(c, length, width, held, lambda: _online(c, element, length, width, log, base, other))
+    return (width, 1, 1), dispatch
+
+
+# vectors per thread a row bounded by a dim's `max` may hold (`_bounded_rows`)
+BOUNDED_VECTORS = 8
+
+
+def _bounded_rows(
+    c: KernelContext,
+    element: Any,
+    position: Any,
+    length: Any,
+    bound: int,
+    width: int,
+    log: bool,
+    plan: Any,
+    base: Expr,
+    other: tuple[Any, ...],
+    dispatch: Any,
+) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
+    """A symbolic row of at most `bound` elements (a dim's `max`), a multiple of 4 (tested
+    at run time where not proven): `width` threads hold it 4 wide, up to
+    `BOUNDED_VECTORS` vectors each, those past the row skipped under one guard; another
+    length takes the online two-pass schedule."""
+    families, proof = plan
+    count = sz.cdiv(bound, LANES * width)
+
+    def wide(proof: str) -> None:
+        vectors = RegisterVectors(c, base, width, count, (families, proof), size_ir(length))
+        _row_in_registers(c, element, position, length, bound, width, log, vectors, True)
+
+    if proof is not None:
+        wide(proof)
+    else:
+        online = lambda: _online(c, element, length, width, log, base, other)  # noqa: E731
+        _if_held(c, length, width, wide, online, count)
     return (width, 1, 1), dispatch
 
 

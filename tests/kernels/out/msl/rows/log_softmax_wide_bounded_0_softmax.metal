@@ -17,16 +17,16 @@ static inline float mimir_log(float a) {
     return log(a);
 }
 
-static inline float mimir_simd_add_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_add_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = x + y;
     }
     return x;
 }
 
-static inline float mimir_simd_fmax_f32_8(float x) {
-    for (ushort m = 4; m > 0; m >>= 1) {
+static inline float mimir_simd_fmax_f32_4(float x) {
+    for (ushort m = 2; m > 0; m >>= 1) {
         const float y = simd_shuffle_xor(x, m);
         x = fmax(x, y);
     }
@@ -41,8 +41,8 @@ kernel void log_softmax_wide_bounded_0_softmax(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float row_max[8];
-    threadgroup float row_sum[8];
+    threadgroup float row_max[4];
+    threadgroup float row_sum[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
         return;
@@ -53,658 +53,840 @@ kernel void log_softmax_wide_bounded_0_softmax(
         const uint last3 = u.W - 4u;
         const bool inside4 = j2 < u.W;
         const uint j5 = (inside4 ? j2 : last3);
-        const uint j6 = j2 + 1024u;
+        const uint j6 = j2 + 512u;
         const bool inside7 = j6 < u.W;
         const uint j8 = (inside7 ? j6 : last3);
-        const uint j9 = j2 + 2048u;
+        const uint j9 = j2 + 1024u;
         const bool inside10 = j9 < u.W;
         const uint j11 = (inside10 ? j9 : last3);
-        const uint j12 = j2 + 3072u;
+        const uint j12 = j2 + 1536u;
         const bool inside13 = j12 < u.W;
         const uint j14 = (inside13 ? j12 : last3);
-        const uint i15 = base1 + j5;
-        float x_20 = 0.0f;
-        float x_21 = 0.0f;
-        float x_22 = 0.0f;
-        float x_23 = 0.0f;
-        if (inside4) {
-            const float4 vec1 = ((device const float4*)x)[i15 >> 2u];
-            const float ld24 = vec1[0];
-            const float ld25 = vec1[1];
-            const float ld26 = vec1[2];
-            const float ld27 = vec1[3];
-            x_20 = ld24;
-            x_21 = ld25;
-            x_22 = ld26;
-            x_23 = ld27;
-        }
-        const float v16 = x_20;
-        const float v17 = x_21;
-        const float v18 = x_22;
-        const float v19 = x_23;
-        const uint i28 = base1 + j8;
+        const uint j15 = j2 + 2048u;
+        const bool inside16 = j15 < u.W;
+        const uint j17 = (inside16 ? j15 : last3);
+        const uint j18 = j2 + 2560u;
+        const bool inside19 = j18 < u.W;
+        const uint j20 = (inside19 ? j18 : last3);
+        const uint j21 = j2 + 3072u;
+        const bool inside22 = j21 < u.W;
+        const uint j23 = (inside22 ? j21 : last3);
+        const uint j24 = j2 + 3584u;
+        const bool inside25 = j24 < u.W;
+        const uint j26 = (inside25 ? j24 : last3);
+        const uint i27 = base1 + j5;
+        float x_32 = 0.0f;
         float x_33 = 0.0f;
         float x_34 = 0.0f;
         float x_35 = 0.0f;
-        float x_36 = 0.0f;
-        if (inside7) {
-            const float4 vec2 = ((device const float4*)x)[i28 >> 2u];
-            const float ld37 = vec2[0];
-            const float ld38 = vec2[1];
-            const float ld39 = vec2[2];
-            const float ld40 = vec2[3];
+        if (inside4) {
+            const float4 vec1 = ((device const float4*)x)[i27 >> 2u];
+            const float ld36 = vec1[0];
+            const float ld37 = vec1[1];
+            const float ld38 = vec1[2];
+            const float ld39 = vec1[3];
+            x_32 = ld36;
             x_33 = ld37;
             x_34 = ld38;
             x_35 = ld39;
-            x_36 = ld40;
         }
+        const float v28 = x_32;
         const float v29 = x_33;
         const float v30 = x_34;
         const float v31 = x_35;
-        const float v32 = x_36;
-        const uint i41 = base1 + j11;
+        const uint i40 = base1 + j8;
+        float x_45 = 0.0f;
         float x_46 = 0.0f;
         float x_47 = 0.0f;
         float x_48 = 0.0f;
-        float x_49 = 0.0f;
-        if (inside10) {
-            const float4 vec3 = ((device const float4*)x)[i41 >> 2u];
-            const float ld50 = vec3[0];
-            const float ld51 = vec3[1];
-            const float ld52 = vec3[2];
-            const float ld53 = vec3[3];
+        if (inside7) {
+            const float4 vec2 = ((device const float4*)x)[i40 >> 2u];
+            const float ld49 = vec2[0];
+            const float ld50 = vec2[1];
+            const float ld51 = vec2[2];
+            const float ld52 = vec2[3];
+            x_45 = ld49;
             x_46 = ld50;
             x_47 = ld51;
             x_48 = ld52;
-            x_49 = ld53;
         }
+        const float v41 = x_45;
         const float v42 = x_46;
         const float v43 = x_47;
         const float v44 = x_48;
-        const float v45 = x_49;
-        const uint i54 = base1 + j14;
+        const uint i53 = base1 + j11;
+        float x_58 = 0.0f;
         float x_59 = 0.0f;
         float x_60 = 0.0f;
         float x_61 = 0.0f;
-        float x_62 = 0.0f;
-        if (inside13) {
-            const float4 vec4 = ((device const float4*)x)[i54 >> 2u];
-            const float ld63 = vec4[0];
-            const float ld64 = vec4[1];
-            const float ld65 = vec4[2];
-            const float ld66 = vec4[3];
+        if (inside10) {
+            const float4 vec3 = ((device const float4*)x)[i53 >> 2u];
+            const float ld62 = vec3[0];
+            const float ld63 = vec3[1];
+            const float ld64 = vec3[2];
+            const float ld65 = vec3[3];
+            x_58 = ld62;
             x_59 = ld63;
             x_60 = ld64;
             x_61 = ld65;
-            x_62 = ld66;
         }
+        const float v54 = x_58;
         const float v55 = x_59;
         const float v56 = x_60;
         const float v57 = x_61;
-        const float v58 = x_62;
-        float m67 = as_type<float>(0xff800000u);
+        const uint i66 = base1 + j14;
+        float x_71 = 0.0f;
+        float x_72 = 0.0f;
+        float x_73 = 0.0f;
+        float x_74 = 0.0f;
+        if (inside13) {
+            const float4 vec4 = ((device const float4*)x)[i66 >> 2u];
+            const float ld75 = vec4[0];
+            const float ld76 = vec4[1];
+            const float ld77 = vec4[2];
+            const float ld78 = vec4[3];
+            x_71 = ld75;
+            x_72 = ld76;
+            x_73 = ld77;
+            x_74 = ld78;
+        }
+        const float v67 = x_71;
+        const float v68 = x_72;
+        const float v69 = x_73;
+        const float v70 = x_74;
+        const uint i79 = base1 + j17;
+        float x_84 = 0.0f;
+        float x_85 = 0.0f;
+        float x_86 = 0.0f;
+        float x_87 = 0.0f;
+        if (inside16) {
+            const float4 vec5 = ((device const float4*)x)[i79 >> 2u];
+            const float ld88 = vec5[0];
+            const float ld89 = vec5[1];
+            const float ld90 = vec5[2];
+            const float ld91 = vec5[3];
+            x_84 = ld88;
+            x_85 = ld89;
+            x_86 = ld90;
+            x_87 = ld91;
+        }
+        const float v80 = x_84;
+        const float v81 = x_85;
+        const float v82 = x_86;
+        const float v83 = x_87;
+        const uint i92 = base1 + j20;
+        float x_97 = 0.0f;
+        float x_98 = 0.0f;
+        float x_99 = 0.0f;
+        float x_100 = 0.0f;
+        if (inside19) {
+            const float4 vec6 = ((device const float4*)x)[i92 >> 2u];
+            const float ld101 = vec6[0];
+            const float ld102 = vec6[1];
+            const float ld103 = vec6[2];
+            const float ld104 = vec6[3];
+            x_97 = ld101;
+            x_98 = ld102;
+            x_99 = ld103;
+            x_100 = ld104;
+        }
+        const float v93 = x_97;
+        const float v94 = x_98;
+        const float v95 = x_99;
+        const float v96 = x_100;
+        const uint i105 = base1 + j23;
+        float x_110 = 0.0f;
+        float x_111 = 0.0f;
+        float x_112 = 0.0f;
+        float x_113 = 0.0f;
+        if (inside22) {
+            const float4 vec7 = ((device const float4*)x)[i105 >> 2u];
+            const float ld114 = vec7[0];
+            const float ld115 = vec7[1];
+            const float ld116 = vec7[2];
+            const float ld117 = vec7[3];
+            x_110 = ld114;
+            x_111 = ld115;
+            x_112 = ld116;
+            x_113 = ld117;
+        }
+        const float v106 = x_110;
+        const float v107 = x_111;
+        const float v108 = x_112;
+        const float v109 = x_113;
+        const uint i118 = base1 + j26;
+        float x_123 = 0.0f;
+        float x_124 = 0.0f;
+        float x_125 = 0.0f;
+        float x_126 = 0.0f;
+        if (inside25) {
+            const float4 vec8 = ((device const float4*)x)[i118 >> 2u];
+            const float ld127 = vec8[0];
+            const float ld128 = vec8[1];
+            const float ld129 = vec8[2];
+            const float ld130 = vec8[3];
+            x_123 = ld127;
+            x_124 = ld128;
+            x_125 = ld129;
+            x_126 = ld130;
+        }
+        const float v119 = x_123;
+        const float v120 = x_124;
+        const float v121 = x_125;
+        const float v122 = x_126;
+        float m131 = as_type<float>(0xff800000u);
         if (inside4) {
-            m67 = max(m67, v16);
-            m67 = max(m67, v17);
-            m67 = max(m67, v18);
-            m67 = max(m67, v19);
+            m131 = max(m131, v28);
+            m131 = max(m131, v29);
+            m131 = max(m131, v30);
+            m131 = max(m131, v31);
         }
         if (inside7) {
-            m67 = max(m67, v29);
-            m67 = max(m67, v30);
-            m67 = max(m67, v31);
-            m67 = max(m67, v32);
+            m131 = max(m131, v41);
+            m131 = max(m131, v42);
+            m131 = max(m131, v43);
+            m131 = max(m131, v44);
         }
         if (inside10) {
-            m67 = max(m67, v42);
-            m67 = max(m67, v43);
-            m67 = max(m67, v44);
-            m67 = max(m67, v45);
+            m131 = max(m131, v54);
+            m131 = max(m131, v55);
+            m131 = max(m131, v56);
+            m131 = max(m131, v57);
         }
         if (inside13) {
-            m67 = max(m67, v55);
-            m67 = max(m67, v56);
-            m67 = max(m67, v57);
-            m67 = max(m67, v58);
+            m131 = max(m131, v67);
+            m131 = max(m131, v68);
+            m131 = max(m131, v69);
+            m131 = max(m131, v70);
         }
-        const float warp68 = simd_max(m67);
+        if (inside16) {
+            m131 = max(m131, v80);
+            m131 = max(m131, v81);
+            m131 = max(m131, v82);
+            m131 = max(m131, v83);
+        }
+        if (inside19) {
+            m131 = max(m131, v93);
+            m131 = max(m131, v94);
+            m131 = max(m131, v95);
+            m131 = max(m131, v96);
+        }
+        if (inside22) {
+            m131 = max(m131, v106);
+            m131 = max(m131, v107);
+            m131 = max(m131, v108);
+            m131 = max(m131, v109);
+        }
+        if (inside25) {
+            m131 = max(m131, v119);
+            m131 = max(m131, v120);
+            m131 = max(m131, v121);
+            m131 = max(m131, v122);
+        }
+        const float warp132 = simd_max(m131);
         if ((lid.x & 31u) == 0u) {
-            row_max[lid.x >> 5u] = warp68;
+            row_max[lid.x >> 5u] = warp132;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        const float slot69 = row_max[lid.x & 7u];
-        const float total70 = mimir_simd_fmax_f32_8(slot69);
-        const float top71 = (total70 == as_type<float>(0xff800000u) ? 0.0f : total70);
-        float s72 = 0.0f;
-        float d73 = 0.0f;
-        float d74 = 0.0f;
-        float d75 = 0.0f;
-        float d76 = 0.0f;
+        const float slot133 = row_max[lid.x & 3u];
+        const float total134 = mimir_simd_fmax_f32_4(slot133);
+        const float top135 = (total134 == as_type<float>(0xff800000u) ? 0.0f : total134);
+        float s136 = 0.0f;
+        float d137 = 0.0f;
+        float d138 = 0.0f;
+        float d139 = 0.0f;
+        float d140 = 0.0f;
         if (inside4) {
-            const float d77 = v16 - top71;
-            const float e78 = exp(d77);
-            s72 = s72 + e78;
-            d73 = d77;
-            const float d79 = v17 - top71;
-            const float e80 = exp(d79);
-            s72 = s72 + e80;
-            d74 = d79;
-            const float d81 = v18 - top71;
-            const float e82 = exp(d81);
-            s72 = s72 + e82;
-            d75 = d81;
-            const float d83 = v19 - top71;
-            const float e84 = exp(d83);
-            s72 = s72 + e84;
-            d76 = d83;
+            const float d141 = v28 - top135;
+            const float e142 = exp(d141);
+            s136 = s136 + e142;
+            d137 = d141;
+            const float d143 = v29 - top135;
+            const float e144 = exp(d143);
+            s136 = s136 + e144;
+            d138 = d143;
+            const float d145 = v30 - top135;
+            const float e146 = exp(d145);
+            s136 = s136 + e146;
+            d139 = d145;
+            const float d147 = v31 - top135;
+            const float e148 = exp(d147);
+            s136 = s136 + e148;
+            d140 = d147;
         }
-        float d85 = 0.0f;
-        float d86 = 0.0f;
-        float d87 = 0.0f;
-        float d88 = 0.0f;
+        float d149 = 0.0f;
+        float d150 = 0.0f;
+        float d151 = 0.0f;
+        float d152 = 0.0f;
         if (inside7) {
-            const float d89 = v29 - top71;
-            const float e90 = exp(d89);
-            s72 = s72 + e90;
-            d85 = d89;
-            const float d91 = v30 - top71;
-            const float e92 = exp(d91);
-            s72 = s72 + e92;
-            d86 = d91;
-            const float d93 = v31 - top71;
-            const float e94 = exp(d93);
-            s72 = s72 + e94;
-            d87 = d93;
-            const float d95 = v32 - top71;
-            const float e96 = exp(d95);
-            s72 = s72 + e96;
-            d88 = d95;
+            const float d153 = v41 - top135;
+            const float e154 = exp(d153);
+            s136 = s136 + e154;
+            d149 = d153;
+            const float d155 = v42 - top135;
+            const float e156 = exp(d155);
+            s136 = s136 + e156;
+            d150 = d155;
+            const float d157 = v43 - top135;
+            const float e158 = exp(d157);
+            s136 = s136 + e158;
+            d151 = d157;
+            const float d159 = v44 - top135;
+            const float e160 = exp(d159);
+            s136 = s136 + e160;
+            d152 = d159;
         }
-        float d97 = 0.0f;
-        float d98 = 0.0f;
-        float d99 = 0.0f;
-        float d100 = 0.0f;
+        float d161 = 0.0f;
+        float d162 = 0.0f;
+        float d163 = 0.0f;
+        float d164 = 0.0f;
         if (inside10) {
-            const float d101 = v42 - top71;
-            const float e102 = exp(d101);
-            s72 = s72 + e102;
-            d97 = d101;
-            const float d103 = v43 - top71;
-            const float e104 = exp(d103);
-            s72 = s72 + e104;
-            d98 = d103;
-            const float d105 = v44 - top71;
-            const float e106 = exp(d105);
-            s72 = s72 + e106;
-            d99 = d105;
-            const float d107 = v45 - top71;
-            const float e108 = exp(d107);
-            s72 = s72 + e108;
-            d100 = d107;
+            const float d165 = v54 - top135;
+            const float e166 = exp(d165);
+            s136 = s136 + e166;
+            d161 = d165;
+            const float d167 = v55 - top135;
+            const float e168 = exp(d167);
+            s136 = s136 + e168;
+            d162 = d167;
+            const float d169 = v56 - top135;
+            const float e170 = exp(d169);
+            s136 = s136 + e170;
+            d163 = d169;
+            const float d171 = v57 - top135;
+            const float e172 = exp(d171);
+            s136 = s136 + e172;
+            d164 = d171;
         }
-        float d109 = 0.0f;
-        float d110 = 0.0f;
-        float d111 = 0.0f;
-        float d112 = 0.0f;
+        float d173 = 0.0f;
+        float d174 = 0.0f;
+        float d175 = 0.0f;
+        float d176 = 0.0f;
         if (inside13) {
-            const float d113 = v55 - top71;
-            const float e114 = exp(d113);
-            s72 = s72 + e114;
-            d109 = d113;
-            const float d115 = v56 - top71;
-            const float e116 = exp(d115);
-            s72 = s72 + e116;
-            d110 = d115;
-            const float d117 = v57 - top71;
-            const float e118 = exp(d117);
-            s72 = s72 + e118;
-            d111 = d117;
-            const float d119 = v58 - top71;
-            const float e120 = exp(d119);
-            s72 = s72 + e120;
-            d112 = d119;
+            const float d177 = v67 - top135;
+            const float e178 = exp(d177);
+            s136 = s136 + e178;
+            d173 = d177;
+            const float d179 = v68 - top135;
+            const float e180 = exp(d179);
+            s136 = s136 + e180;
+            d174 = d179;
+            const float d181 = v69 - top135;
+            const float e182 = exp(d181);
+            s136 = s136 + e182;
+            d175 = d181;
+            const float d183 = v70 - top135;
+            const float e184 = exp(d183);
+            s136 = s136 + e184;
+            d176 = d183;
         }
-        const float warp121 = simd_sum(s72);
+        float d185 = 0.0f;
+        float d186 = 0.0f;
+        float d187 = 0.0f;
+        float d188 = 0.0f;
+        if (inside16) {
+            const float d189 = v80 - top135;
+            const float e190 = exp(d189);
+            s136 = s136 + e190;
+            d185 = d189;
+            const float d191 = v81 - top135;
+            const float e192 = exp(d191);
+            s136 = s136 + e192;
+            d186 = d191;
+            const float d193 = v82 - top135;
+            const float e194 = exp(d193);
+            s136 = s136 + e194;
+            d187 = d193;
+            const float d195 = v83 - top135;
+            const float e196 = exp(d195);
+            s136 = s136 + e196;
+            d188 = d195;
+        }
+        float d197 = 0.0f;
+        float d198 = 0.0f;
+        float d199 = 0.0f;
+        float d200 = 0.0f;
+        if (inside19) {
+            const float d201 = v93 - top135;
+            const float e202 = exp(d201);
+            s136 = s136 + e202;
+            d197 = d201;
+            const float d203 = v94 - top135;
+            const float e204 = exp(d203);
+            s136 = s136 + e204;
+            d198 = d203;
+            const float d205 = v95 - top135;
+            const float e206 = exp(d205);
+            s136 = s136 + e206;
+            d199 = d205;
+            const float d207 = v96 - top135;
+            const float e208 = exp(d207);
+            s136 = s136 + e208;
+            d200 = d207;
+        }
+        float d209 = 0.0f;
+        float d210 = 0.0f;
+        float d211 = 0.0f;
+        float d212 = 0.0f;
+        if (inside22) {
+            const float d213 = v106 - top135;
+            const float e214 = exp(d213);
+            s136 = s136 + e214;
+            d209 = d213;
+            const float d215 = v107 - top135;
+            const float e216 = exp(d215);
+            s136 = s136 + e216;
+            d210 = d215;
+            const float d217 = v108 - top135;
+            const float e218 = exp(d217);
+            s136 = s136 + e218;
+            d211 = d217;
+            const float d219 = v109 - top135;
+            const float e220 = exp(d219);
+            s136 = s136 + e220;
+            d212 = d219;
+        }
+        float d221 = 0.0f;
+        float d222 = 0.0f;
+        float d223 = 0.0f;
+        float d224 = 0.0f;
+        if (inside25) {
+            const float d225 = v119 - top135;
+            const float e226 = exp(d225);
+            s136 = s136 + e226;
+            d221 = d225;
+            const float d227 = v120 - top135;
+            const float e228 = exp(d227);
+            s136 = s136 + e228;
+            d222 = d227;
+            const float d229 = v121 - top135;
+            const float e230 = exp(d229);
+            s136 = s136 + e230;
+            d223 = d229;
+            const float d231 = v122 - top135;
+            const float e232 = exp(d231);
+            s136 = s136 + e232;
+            d224 = d231;
+        }
+        const float warp233 = simd_sum(s136);
         if ((lid.x & 31u) == 0u) {
-            row_sum[lid.x >> 5u] = warp121;
+            row_sum[lid.x >> 5u] = warp233;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        const float slot122 = row_sum[lid.x & 7u];
-        const float total123 = mimir_simd_add_f32_8(slot122);
-        const float t124 = mimir_log(total123);
+        const float slot234 = row_sum[lid.x & 3u];
+        const float total235 = mimir_simd_add_f32_4(slot234);
+        const float t236 = mimir_log(total235);
         if (inside4) {
-            const float y125 = d73 - t124;
-            const float out_129 = y125;
-            const float y126 = d74 - t124;
-            const float out_130 = y126;
-            const float y127 = d75 - t124;
-            const float out_131 = y127;
-            const float y128 = d76 - t124;
-            const float out_132 = y128;
-            float4 vec5;
-            vec5.x = out_129;
-            vec5.y = out_130;
-            vec5.z = out_131;
-            vec5.w = out_132;
-            ((device float4*)out)[i15 >> 2u] = vec5;
+            const float y237 = d137 - t236;
+            const float out_241 = y237;
+            const float y238 = d138 - t236;
+            const float out_242 = y238;
+            const float y239 = d139 - t236;
+            const float out_243 = y239;
+            const float y240 = d140 - t236;
+            const float out_244 = y240;
+            float4 vec9;
+            vec9.x = out_241;
+            vec9.y = out_242;
+            vec9.z = out_243;
+            vec9.w = out_244;
+            ((device float4*)out)[i27 >> 2u] = vec9;
         }
         if (inside7) {
-            const float y133 = d85 - t124;
-            const float out_137 = y133;
-            const float y134 = d86 - t124;
-            const float out_138 = y134;
-            const float y135 = d87 - t124;
-            const float out_139 = y135;
-            const float y136 = d88 - t124;
-            const float out_140 = y136;
-            float4 vec6;
-            vec6.x = out_137;
-            vec6.y = out_138;
-            vec6.z = out_139;
-            vec6.w = out_140;
-            ((device float4*)out)[i28 >> 2u] = vec6;
+            const float y245 = d149 - t236;
+            const float out_249 = y245;
+            const float y246 = d150 - t236;
+            const float out_250 = y246;
+            const float y247 = d151 - t236;
+            const float out_251 = y247;
+            const float y248 = d152 - t236;
+            const float out_252 = y248;
+            float4 vec10;
+            vec10.x = out_249;
+            vec10.y = out_250;
+            vec10.z = out_251;
+            vec10.w = out_252;
+            ((device float4*)out)[i40 >> 2u] = vec10;
         }
         if (inside10) {
-            const float y141 = d97 - t124;
-            const float out_145 = y141;
-            const float y142 = d98 - t124;
-            const float out_146 = y142;
-            const float y143 = d99 - t124;
-            const float out_147 = y143;
-            const float y144 = d100 - t124;
-            const float out_148 = y144;
-            float4 vec7;
-            vec7.x = out_145;
-            vec7.y = out_146;
-            vec7.z = out_147;
-            vec7.w = out_148;
-            ((device float4*)out)[i41 >> 2u] = vec7;
+            const float y253 = d161 - t236;
+            const float out_257 = y253;
+            const float y254 = d162 - t236;
+            const float out_258 = y254;
+            const float y255 = d163 - t236;
+            const float out_259 = y255;
+            const float y256 = d164 - t236;
+            const float out_260 = y256;
+            float4 vec11;
+            vec11.x = out_257;
+            vec11.y = out_258;
+            vec11.z = out_259;
+            vec11.w = out_260;
+            ((device float4*)out)[i53 >> 2u] = vec11;
         }
         if (inside13) {
-            const float y149 = d109 - t124;
-            const float out_153 = y149;
-            const float y150 = d110 - t124;
-            const float out_154 = y150;
-            const float y151 = d111 - t124;
-            const float out_155 = y151;
-            const float y152 = d112 - t124;
-            const float out_156 = y152;
-            float4 vec8;
-            vec8.x = out_153;
-            vec8.y = out_154;
-            vec8.z = out_155;
-            vec8.w = out_156;
-            ((device float4*)out)[i54 >> 2u] = vec8;
+            const float y261 = d173 - t236;
+            const float out_265 = y261;
+            const float y262 = d174 - t236;
+            const float out_266 = y262;
+            const float y263 = d175 - t236;
+            const float out_267 = y263;
+            const float y264 = d176 - t236;
+            const float out_268 = y264;
+            float4 vec12;
+            vec12.x = out_265;
+            vec12.y = out_266;
+            vec12.z = out_267;
+            vec12.w = out_268;
+            ((device float4*)out)[i66 >> 2u] = vec12;
+        }
+        if (inside16) {
+            const float y269 = d185 - t236;
+            const float out_273 = y269;
+            const float y270 = d186 - t236;
+            const float out_274 = y270;
+            const float y271 = d187 - t236;
+            const float out_275 = y271;
+            const float y272 = d188 - t236;
+            const float out_276 = y272;
+            float4 vec13;
+            vec13.x = out_273;
+            vec13.y = out_274;
+            vec13.z = out_275;
+            vec13.w = out_276;
+            ((device float4*)out)[i79 >> 2u] = vec13;
+        }
+        if (inside19) {
+            const float y277 = d197 - t236;
+            const float out_281 = y277;
+            const float y278 = d198 - t236;
+            const float out_282 = y278;
+            const float y279 = d199 - t236;
+            const float out_283 = y279;
+            const float y280 = d200 - t236;
+            const float out_284 = y280;
+            float4 vec14;
+            vec14.x = out_281;
+            vec14.y = out_282;
+            vec14.z = out_283;
+            vec14.w = out_284;
+            ((device float4*)out)[i92 >> 2u] = vec14;
+        }
+        if (inside22) {
+            const float y285 = d209 - t236;
+            const float out_289 = y285;
+            const float y286 = d210 - t236;
+            const float out_290 = y286;
+            const float y287 = d211 - t236;
+            const float out_291 = y287;
+            const float y288 = d212 - t236;
+            const float out_292 = y288;
+            float4 vec15;
+            vec15.x = out_289;
+            vec15.y = out_290;
+            vec15.z = out_291;
+            vec15.w = out_292;
+            ((device float4*)out)[i105 >> 2u] = vec15;
+        }
+        if (inside25) {
+            const float y293 = d221 - t236;
+            const float out_297 = y293;
+            const float y294 = d222 - t236;
+            const float out_298 = y294;
+            const float y295 = d223 - t236;
+            const float out_299 = y295;
+            const float y296 = d224 - t236;
+            const float out_300 = y296;
+            float4 vec16;
+            vec16.x = out_297;
+            vec16.y = out_298;
+            vec16.z = out_299;
+            vec16.w = out_300;
+            ((device float4*)out)[i118 >> 2u] = vec16;
         }
     } else {
-        float v157 = as_type<float>(0xff800000u);
-        if (lid.x < u.W) {
-            const uint i158 = base1 + lid.x;
-            const float v159 = x[i158];
-            v157 = v159;
+        float m301 = as_type<float>(0xff800000u);
+        float s302 = 0.0f;
+        if ((u.W & 3u) == 0u) {
+            const uint r303 = lid.x << 2u;
+            const uint last304 = (u.W > 512u ? u.W - 512u : 0u);
+            uint rest305 = r303;
+            for (uint r306 = r303; r306 < last304; r306 += 1024u) {
+                const uint i307 = base1 + r306;
+                const float4 vec17 = ((device const float4*)x)[i307 >> 2u];
+                const float x_324 = vec17[0];
+                const float x_325 = vec17[1];
+                const float x_326 = vec17[2];
+                const float x_327 = vec17[3];
+                const float v308 = x_324;
+                const bool grows309 = v308 > m301;
+                const float d310 = (grows309 ? m301 - v308 : v308 - m301);
+                const float e311 = (v308 == as_type<float>(0xff800000u) ? 0.0f : exp(d310));
+                s302 = (grows309 ? fma(s302, e311, 1.0f) : s302 + e311);
+                m301 = (grows309 ? v308 : m301);
+                const float v312 = x_325;
+                const bool grows313 = v312 > m301;
+                const float d314 = (grows313 ? m301 - v312 : v312 - m301);
+                const float e315 = (v312 == as_type<float>(0xff800000u) ? 0.0f : exp(d314));
+                s302 = (grows313 ? fma(s302, e315, 1.0f) : s302 + e315);
+                m301 = (grows313 ? v312 : m301);
+                const float v316 = x_326;
+                const bool grows317 = v316 > m301;
+                const float d318 = (grows317 ? m301 - v316 : v316 - m301);
+                const float e319 = (v316 == as_type<float>(0xff800000u) ? 0.0f : exp(d318));
+                s302 = (grows317 ? fma(s302, e319, 1.0f) : s302 + e319);
+                m301 = (grows317 ? v316 : m301);
+                const float v320 = x_327;
+                const bool grows321 = v320 > m301;
+                const float d322 = (grows321 ? m301 - v320 : v320 - m301);
+                const float e323 = (v320 == as_type<float>(0xff800000u) ? 0.0f : exp(d322));
+                s302 = (grows321 ? fma(s302, e323, 1.0f) : s302 + e323);
+                m301 = (grows321 ? v320 : m301);
+                const uint r328 = r306 + 512u;
+                const uint i329 = base1 + r328;
+                const float4 vec18 = ((device const float4*)x)[i329 >> 2u];
+                const float x_346 = vec18[0];
+                const float x_347 = vec18[1];
+                const float x_348 = vec18[2];
+                const float x_349 = vec18[3];
+                const float v330 = x_346;
+                const bool grows331 = v330 > m301;
+                const float d332 = (grows331 ? m301 - v330 : v330 - m301);
+                const float e333 = (v330 == as_type<float>(0xff800000u) ? 0.0f : exp(d332));
+                s302 = (grows331 ? fma(s302, e333, 1.0f) : s302 + e333);
+                m301 = (grows331 ? v330 : m301);
+                const float v334 = x_347;
+                const bool grows335 = v334 > m301;
+                const float d336 = (grows335 ? m301 - v334 : v334 - m301);
+                const float e337 = (v334 == as_type<float>(0xff800000u) ? 0.0f : exp(d336));
+                s302 = (grows335 ? fma(s302, e337, 1.0f) : s302 + e337);
+                m301 = (grows335 ? v334 : m301);
+                const float v338 = x_348;
+                const bool grows339 = v338 > m301;
+                const float d340 = (grows339 ? m301 - v338 : v338 - m301);
+                const float e341 = (v338 == as_type<float>(0xff800000u) ? 0.0f : exp(d340));
+                s302 = (grows339 ? fma(s302, e341, 1.0f) : s302 + e341);
+                m301 = (grows339 ? v338 : m301);
+                const float v342 = x_349;
+                const bool grows343 = v342 > m301;
+                const float d344 = (grows343 ? m301 - v342 : v342 - m301);
+                const float e345 = (v342 == as_type<float>(0xff800000u) ? 0.0f : exp(d344));
+                s302 = (grows343 ? fma(s302, e345, 1.0f) : s302 + e345);
+                m301 = (grows343 ? v342 : m301);
+                rest305 = r306 + 1024u;
+            }
+            for (uint r350 = rest305; r350 < u.W; r350 += 512u) {
+                const uint i351 = base1 + r350;
+                const float4 vec19 = ((device const float4*)x)[i351 >> 2u];
+                const float x_368 = vec19[0];
+                const float x_369 = vec19[1];
+                const float x_370 = vec19[2];
+                const float x_371 = vec19[3];
+                const float v352 = x_368;
+                const bool grows353 = v352 > m301;
+                const float d354 = (grows353 ? m301 - v352 : v352 - m301);
+                const float e355 = (v352 == as_type<float>(0xff800000u) ? 0.0f : exp(d354));
+                s302 = (grows353 ? fma(s302, e355, 1.0f) : s302 + e355);
+                m301 = (grows353 ? v352 : m301);
+                const float v356 = x_369;
+                const bool grows357 = v356 > m301;
+                const float d358 = (grows357 ? m301 - v356 : v356 - m301);
+                const float e359 = (v356 == as_type<float>(0xff800000u) ? 0.0f : exp(d358));
+                s302 = (grows357 ? fma(s302, e359, 1.0f) : s302 + e359);
+                m301 = (grows357 ? v356 : m301);
+                const float v360 = x_370;
+                const bool grows361 = v360 > m301;
+                const float d362 = (grows361 ? m301 - v360 : v360 - m301);
+                const float e363 = (v360 == as_type<float>(0xff800000u) ? 0.0f : exp(d362));
+                s302 = (grows361 ? fma(s302, e363, 1.0f) : s302 + e363);
+                m301 = (grows361 ? v360 : m301);
+                const float v364 = x_371;
+                const bool grows365 = v364 > m301;
+                const float d366 = (grows365 ? m301 - v364 : v364 - m301);
+                const float e367 = (v364 == as_type<float>(0xff800000u) ? 0.0f : exp(d366));
+                s302 = (grows365 ? fma(s302, e367, 1.0f) : s302 + e367);
+                m301 = (grows365 ? v364 : m301);
+            }
+        } else {
+            const uint last372 = (u.W > 384u ? u.W - 384u : 0u);
+            uint rest373 = lid.x;
+            for (uint r374 = lid.x; r374 < last372; r374 += 512u) {
+                const uint i375 = base1 + r374;
+                const float v376 = x[i375];
+                const bool grows377 = v376 > m301;
+                const float d378 = (grows377 ? m301 - v376 : v376 - m301);
+                const float e379 = (v376 == as_type<float>(0xff800000u) ? 0.0f : exp(d378));
+                s302 = (grows377 ? fma(s302, e379, 1.0f) : s302 + e379);
+                m301 = (grows377 ? v376 : m301);
+                const float v380 = x[i375 + 128u];
+                const bool grows381 = v380 > m301;
+                const float d382 = (grows381 ? m301 - v380 : v380 - m301);
+                const float e383 = (v380 == as_type<float>(0xff800000u) ? 0.0f : exp(d382));
+                s302 = (grows381 ? fma(s302, e383, 1.0f) : s302 + e383);
+                m301 = (grows381 ? v380 : m301);
+                const float v384 = x[i375 + 256u];
+                const bool grows385 = v384 > m301;
+                const float d386 = (grows385 ? m301 - v384 : v384 - m301);
+                const float e387 = (v384 == as_type<float>(0xff800000u) ? 0.0f : exp(d386));
+                s302 = (grows385 ? fma(s302, e387, 1.0f) : s302 + e387);
+                m301 = (grows385 ? v384 : m301);
+                const float v388 = x[i375 + 384u];
+                const bool grows389 = v388 > m301;
+                const float d390 = (grows389 ? m301 - v388 : v388 - m301);
+                const float e391 = (v388 == as_type<float>(0xff800000u) ? 0.0f : exp(d390));
+                s302 = (grows389 ? fma(s302, e391, 1.0f) : s302 + e391);
+                m301 = (grows389 ? v388 : m301);
+                rest373 = r374 + 512u;
+            }
+            for (uint r392 = rest373; r392 < u.W; r392 += 128u) {
+                const uint i393 = base1 + r392;
+                const float v394 = x[i393];
+                const bool grows395 = v394 > m301;
+                const float d396 = (grows395 ? m301 - v394 : v394 - m301);
+                const float e397 = (v394 == as_type<float>(0xff800000u) ? 0.0f : exp(d396));
+                s302 = (grows395 ? fma(s302, e397, 1.0f) : s302 + e397);
+                m301 = (grows395 ? v394 : m301);
+            }
         }
-        const uint j160 = lid.x + 256u;
-        float v161 = as_type<float>(0xff800000u);
-        if (j160 < u.W) {
-            const uint i162 = base1 + j160;
-            const float v163 = x[i162];
-            v161 = v163;
-        }
-        const uint j164 = lid.x + 512u;
-        float v165 = as_type<float>(0xff800000u);
-        if (j164 < u.W) {
-            const uint i166 = base1 + j164;
-            const float v167 = x[i166];
-            v165 = v167;
-        }
-        const uint j168 = lid.x + 768u;
-        float v169 = as_type<float>(0xff800000u);
-        if (j168 < u.W) {
-            const uint i170 = base1 + j168;
-            const float v171 = x[i170];
-            v169 = v171;
-        }
-        const uint j172 = lid.x + 1024u;
-        float v173 = as_type<float>(0xff800000u);
-        if (j172 < u.W) {
-            const uint i174 = base1 + j172;
-            const float v175 = x[i174];
-            v173 = v175;
-        }
-        const uint j176 = lid.x + 1280u;
-        float v177 = as_type<float>(0xff800000u);
-        if (j176 < u.W) {
-            const uint i178 = base1 + j176;
-            const float v179 = x[i178];
-            v177 = v179;
-        }
-        const uint j180 = lid.x + 1536u;
-        float v181 = as_type<float>(0xff800000u);
-        if (j180 < u.W) {
-            const uint i182 = base1 + j180;
-            const float v183 = x[i182];
-            v181 = v183;
-        }
-        const uint j184 = lid.x + 1792u;
-        float v185 = as_type<float>(0xff800000u);
-        if (j184 < u.W) {
-            const uint i186 = base1 + j184;
-            const float v187 = x[i186];
-            v185 = v187;
-        }
-        const uint j188 = lid.x + 2048u;
-        float v189 = as_type<float>(0xff800000u);
-        if (j188 < u.W) {
-            const uint i190 = base1 + j188;
-            const float v191 = x[i190];
-            v189 = v191;
-        }
-        const uint j192 = lid.x + 2304u;
-        float v193 = as_type<float>(0xff800000u);
-        if (j192 < u.W) {
-            const uint i194 = base1 + j192;
-            const float v195 = x[i194];
-            v193 = v195;
-        }
-        const uint j196 = lid.x + 2560u;
-        float v197 = as_type<float>(0xff800000u);
-        if (j196 < u.W) {
-            const uint i198 = base1 + j196;
-            const float v199 = x[i198];
-            v197 = v199;
-        }
-        const uint j200 = lid.x + 2816u;
-        float v201 = as_type<float>(0xff800000u);
-        if (j200 < u.W) {
-            const uint i202 = base1 + j200;
-            const float v203 = x[i202];
-            v201 = v203;
-        }
-        const uint j204 = lid.x + 3072u;
-        float v205 = as_type<float>(0xff800000u);
-        if (j204 < u.W) {
-            const uint i206 = base1 + j204;
-            const float v207 = x[i206];
-            v205 = v207;
-        }
-        const uint j208 = lid.x + 3328u;
-        float v209 = as_type<float>(0xff800000u);
-        if (j208 < u.W) {
-            const uint i210 = base1 + j208;
-            const float v211 = x[i210];
-            v209 = v211;
-        }
-        const uint j212 = lid.x + 3584u;
-        float v213 = as_type<float>(0xff800000u);
-        if (j212 < u.W) {
-            const uint i214 = base1 + j212;
-            const float v215 = x[i214];
-            v213 = v215;
-        }
-        const uint j216 = lid.x + 3840u;
-        float v217 = as_type<float>(0xff800000u);
-        if (j216 < u.W) {
-            const uint i218 = base1 + j216;
-            const float v219 = x[i218];
-            v217 = v219;
-        }
-        float m220 = as_type<float>(0xff800000u);
-        if (lid.x < u.W) {
-            m220 = max(m220, v157);
-        }
-        if (j160 < u.W) {
-            m220 = max(m220, v161);
-        }
-        if (j164 < u.W) {
-            m220 = max(m220, v165);
-        }
-        if (j168 < u.W) {
-            m220 = max(m220, v169);
-        }
-        if (j172 < u.W) {
-            m220 = max(m220, v173);
-        }
-        if (j176 < u.W) {
-            m220 = max(m220, v177);
-        }
-        if (j180 < u.W) {
-            m220 = max(m220, v181);
-        }
-        if (j184 < u.W) {
-            m220 = max(m220, v185);
-        }
-        if (j188 < u.W) {
-            m220 = max(m220, v189);
-        }
-        if (j192 < u.W) {
-            m220 = max(m220, v193);
-        }
-        if (j196 < u.W) {
-            m220 = max(m220, v197);
-        }
-        if (j200 < u.W) {
-            m220 = max(m220, v201);
-        }
-        if (j204 < u.W) {
-            m220 = max(m220, v205);
-        }
-        if (j208 < u.W) {
-            m220 = max(m220, v209);
-        }
-        if (j212 < u.W) {
-            m220 = max(m220, v213);
-        }
-        if (j216 < u.W) {
-            m220 = max(m220, v217);
-        }
-        const float warp221 = simd_max(m220);
+        const float warp_max398 = simd_max(m301);
+        const float t399 = (m301 == as_type<float>(0xff800000u) ? s302 : s302 * exp(m301 - warp_max398));
+        const float warp_sum400 = simd_sum(t399);
         if ((lid.x & 31u) == 0u) {
-            row_max[lid.x >> 5u] = warp221;
+            row_max[lid.x >> 5u] = warp_max398;
+            row_sum[lid.x >> 5u] = warp_sum400;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        const float slot222 = row_max[lid.x & 7u];
-        const float total223 = mimir_simd_fmax_f32_8(slot222);
-        const float top224 = (total223 == as_type<float>(0xff800000u) ? 0.0f : total223);
-        float s225 = 0.0f;
-        float d226 = 0.0f;
-        if (lid.x < u.W) {
-            const float d227 = v157 - top224;
-            const float e228 = exp(d227);
-            s225 = s225 + e228;
-            d226 = d227;
-        }
-        float d229 = 0.0f;
-        if (j160 < u.W) {
-            const float d230 = v161 - top224;
-            const float e231 = exp(d230);
-            s225 = s225 + e231;
-            d229 = d230;
-        }
-        float d232 = 0.0f;
-        if (j164 < u.W) {
-            const float d233 = v165 - top224;
-            const float e234 = exp(d233);
-            s225 = s225 + e234;
-            d232 = d233;
-        }
-        float d235 = 0.0f;
-        if (j168 < u.W) {
-            const float d236 = v169 - top224;
-            const float e237 = exp(d236);
-            s225 = s225 + e237;
-            d235 = d236;
-        }
-        float d238 = 0.0f;
-        if (j172 < u.W) {
-            const float d239 = v173 - top224;
-            const float e240 = exp(d239);
-            s225 = s225 + e240;
-            d238 = d239;
-        }
-        float d241 = 0.0f;
-        if (j176 < u.W) {
-            const float d242 = v177 - top224;
-            const float e243 = exp(d242);
-            s225 = s225 + e243;
-            d241 = d242;
-        }
-        float d244 = 0.0f;
-        if (j180 < u.W) {
-            const float d245 = v181 - top224;
-            const float e246 = exp(d245);
-            s225 = s225 + e246;
-            d244 = d245;
-        }
-        float d247 = 0.0f;
-        if (j184 < u.W) {
-            const float d248 = v185 - top224;
-            const float e249 = exp(d248);
-            s225 = s225 + e249;
-            d247 = d248;
-        }
-        float d250 = 0.0f;
-        if (j188 < u.W) {
-            const float d251 = v189 - top224;
-            const float e252 = exp(d251);
-            s225 = s225 + e252;
-            d250 = d251;
-        }
-        float d253 = 0.0f;
-        if (j192 < u.W) {
-            const float d254 = v193 - top224;
-            const float e255 = exp(d254);
-            s225 = s225 + e255;
-            d253 = d254;
-        }
-        float d256 = 0.0f;
-        if (j196 < u.W) {
-            const float d257 = v197 - top224;
-            const float e258 = exp(d257);
-            s225 = s225 + e258;
-            d256 = d257;
-        }
-        float d259 = 0.0f;
-        if (j200 < u.W) {
-            const float d260 = v201 - top224;
-            const float e261 = exp(d260);
-            s225 = s225 + e261;
-            d259 = d260;
-        }
-        float d262 = 0.0f;
-        if (j204 < u.W) {
-            const float d263 = v205 - top224;
-            const float e264 = exp(d263);
-            s225 = s225 + e264;
-            d262 = d263;
-        }
-        float d265 = 0.0f;
-        if (j208 < u.W) {
-            const float d266 = v209 - top224;
-            const float e267 = exp(d266);
-            s225 = s225 + e267;
-            d265 = d266;
-        }
-        float d268 = 0.0f;
-        if (j212 < u.W) {
-            const float d269 = v213 - top224;
-            const float e270 = exp(d269);
-            s225 = s225 + e270;
-            d268 = d269;
-        }
-        float d271 = 0.0f;
-        if (j216 < u.W) {
-            const float d272 = v217 - top224;
-            const float e273 = exp(d272);
-            s225 = s225 + e273;
-            d271 = d272;
-        }
-        const float warp274 = simd_sum(s225);
-        if ((lid.x & 31u) == 0u) {
-            row_sum[lid.x >> 5u] = warp274;
-        }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
-        const float slot275 = row_sum[lid.x & 7u];
-        const float total276 = mimir_simd_add_f32_8(slot275);
-        const float t277 = mimir_log(total276);
-        if (lid.x < u.W) {
-            const uint i278 = base1 + lid.x;
-            const float y279 = d226 - t277;
-            out[i278] = y279;
-        }
-        if (j160 < u.W) {
-            const uint i280 = base1 + j160;
-            const float y281 = d229 - t277;
-            out[i280] = y281;
-        }
-        if (j164 < u.W) {
-            const uint i282 = base1 + j164;
-            const float y283 = d232 - t277;
-            out[i282] = y283;
-        }
-        if (j168 < u.W) {
-            const uint i284 = base1 + j168;
-            const float y285 = d235 - t277;
-            out[i284] = y285;
-        }
-        if (j172 < u.W) {
-            const uint i286 = base1 + j172;
-            const float y287 = d238 - t277;
-            out[i286] = y287;
-        }
-        if (j176 < u.W) {
-            const uint i288 = base1 + j176;
-            const float y289 = d241 - t277;
-            out[i288] = y289;
-        }
-        if (j180 < u.W) {
-            const uint i290 = base1 + j180;
-            const float y291 = d244 - t277;
-            out[i290] = y291;
-        }
-        if (j184 < u.W) {
-            const uint i292 = base1 + j184;
-            const float y293 = d247 - t277;
-            out[i292] = y293;
-        }
-        if (j188 < u.W) {
-            const uint i294 = base1 + j188;
-            const float y295 = d250 - t277;
-            out[i294] = y295;
-        }
-        if (j192 < u.W) {
-            const uint i296 = base1 + j192;
-            const float y297 = d253 - t277;
-            out[i296] = y297;
-        }
-        if (j196 < u.W) {
-            const uint i298 = base1 + j196;
-            const float y299 = d256 - t277;
-            out[i298] = y299;
-        }
-        if (j200 < u.W) {
-            const uint i300 = base1 + j200;
-            const float y301 = d259 - t277;
-            out[i300] = y301;
-        }
-        if (j204 < u.W) {
-            const uint i302 = base1 + j204;
-            const float y303 = d262 - t277;
-            out[i302] = y303;
-        }
-        if (j208 < u.W) {
-            const uint i304 = base1 + j208;
-            const float y305 = d265 - t277;
-            out[i304] = y305;
-        }
-        if (j212 < u.W) {
-            const uint i306 = base1 + j212;
-            const float y307 = d268 - t277;
-            out[i306] = y307;
-        }
-        if (j216 < u.W) {
-            const uint i308 = base1 + j216;
-            const float y309 = d271 - t277;
-            out[i308] = y309;
+        const float slot401 = row_max[lid.x & 3u];
+        const float slot402 = row_sum[lid.x & 3u];
+        const float row_max403 = mimir_simd_fmax_f32_4(slot401);
+        const float t404 = (slot401 == as_type<float>(0xff800000u) ? slot402 : slot402 * exp(slot401 - row_max403));
+        const float t405 = mimir_simd_add_f32_4(t404);
+        const float top406 = (row_max403 == as_type<float>(0xff800000u) ? 0.0f : row_max403);
+        const float t407 = mimir_log(t405);
+        if ((u.W & 3u) == 0u) {
+            const uint r408 = lid.x << 2u;
+            const uint last409 = (u.W > 512u ? u.W - 512u : 0u);
+            uint rest410 = r408;
+            for (uint r411 = r408; r411 < last409; r411 += 1024u) {
+                const uint i412 = base1 + r411;
+                const float4 vec20 = ((device const float4*)x)[i412 >> 2u];
+                const float x_425 = vec20[0];
+                const float x_426 = vec20[1];
+                const float x_427 = vec20[2];
+                const float x_428 = vec20[3];
+                const float v413 = x_425;
+                const float t414 = v413 - top406;
+                const float y415 = t414 - t407;
+                const float out_429 = y415;
+                const float v416 = x_426;
+                const float t417 = v416 - top406;
+                const float y418 = t417 - t407;
+                const float out_430 = y418;
+                const float v419 = x_427;
+                const float t420 = v419 - top406;
+                const float y421 = t420 - t407;
+                const float out_431 = y421;
+                const float v422 = x_428;
+                const float t423 = v422 - top406;
+                const float y424 = t423 - t407;
+                const float out_432 = y424;
+                float4 vec21;
+                vec21.x = out_429;
+                vec21.y = out_430;
+                vec21.z = out_431;
+                vec21.w = out_432;
+                ((device float4*)out)[i412 >> 2u] = vec21;
+                const uint r433 = r411 + 512u;
+                const uint i434 = base1 + r433;
+                const float4 vec22 = ((device const float4*)x)[i434 >> 2u];
+                const float x_447 = vec22[0];
+                const float x_448 = vec22[1];
+                const float x_449 = vec22[2];
+                const float x_450 = vec22[3];
+                const float v435 = x_447;
+                const float t436 = v435 - top406;
+                const float y437 = t436 - t407;
+                const float out_451 = y437;
+                const float v438 = x_448;
+                const float t439 = v438 - top406;
+                const float y440 = t439 - t407;
+                const float out_452 = y440;
+                const float v441 = x_449;
+                const float t442 = v441 - top406;
+                const float y443 = t442 - t407;
+                const float out_453 = y443;
+                const float v444 = x_450;
+                const float t445 = v444 - top406;
+                const float y446 = t445 - t407;
+                const float out_454 = y446;
+                float4 vec23;
+                vec23.x = out_451;
+                vec23.y = out_452;
+                vec23.z = out_453;
+                vec23.w = out_454;
+                ((device float4*)out)[i434 >> 2u] = vec23;
+                rest410 = r411 + 1024u;
+            }
+            for (uint r455 = rest410; r455 < u.W; r455 += 512u) {
+                const uint i456 = base1 + r455;
+                const float4 vec24 = ((device const float4*)x)[i456 >> 2u];
+                const float x_469 = vec24[0];
+                const float x_470 = vec24[1];
+                const float x_471 = vec24[2];
+                const float x_472 = vec24[3];
+                const float v457 = x_469;
+                const float t458 = v457 - top406;
+                const float y459 = t458 - t407;
+                const float out_473 = y459;
+                const float v460 = x_470;
+                const float t461 = v460 - top406;
+                const float y462 = t461 - t407;
+                const float out_474 = y462;
+                const float v463 = x_471;
+                const float t464 = v463 - top406;
+                const float y465 = t464 - t407;
+                const float out_475 = y465;
+                const float v466 = x_472;
+                const float t467 = v466 - top406;
+                const float y468 = t467 - t407;
+                const float out_476 = y468;
+                float4 vec25;
+                vec25.x = out_473;
+                vec25.y = out_474;
+                vec25.z = out_475;
+                vec25.w = out_476;
+                ((device float4*)out)[i456 >> 2u] = vec25;
+            }
+        } else {
+            const uint last477 = (u.W > 384u ? u.W - 384u : 0u);
+            uint rest478 = lid.x;
+            for (uint r479 = lid.x; r479 < last477; r479 += 512u) {
+                const uint i480 = base1 + r479;
+                const float v481 = x[i480];
+                const float t482 = v481 - top406;
+                const float y483 = t482 - t407;
+                out[i480] = y483;
+                const float v484 = x[i480 + 128u];
+                const float t485 = v484 - top406;
+                const float y486 = t485 - t407;
+                out[i480 + 128u] = y486;
+                const float v487 = x[i480 + 256u];
+                const float t488 = v487 - top406;
+                const float y489 = t488 - t407;
+                out[i480 + 256u] = y489;
+                const float v490 = x[i480 + 384u];
+                const float t491 = v490 - top406;
+                const float y492 = t491 - t407;
+                out[i480 + 384u] = y492;
+                rest478 = r479 + 512u;
+            }
+            for (uint r493 = rest478; r493 < u.W; r493 += 128u) {
+                const uint i494 = base1 + r493;
+                const float v495 = x[i494];
+                const float t496 = v495 - top406;
+                const float y497 = t496 - t407;
+                out[i494] = y497;
+            }
         }
     }
 }
