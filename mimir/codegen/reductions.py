@@ -30,7 +30,7 @@ Sums accumulate in the result dtype (f32 for float16), max/min of bools in u32.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -1270,14 +1270,17 @@ def _row_in_registers(
     # past the end of the row costs a compare and a branch per phase
     first = 0
     if skip_past:
-        # a vector that may lie past the row: its lanes' max under one guard (they hold
-        # what its loads left, not -inf), so a thread past the row skips them
+        # a vector that may lie past the row: its lanes' max under its guard (they hold
+        # what its loads left, not -inf), so a thread past the row skips them. A
+        # thread's vectors in the row come first, so each guard is inside the one
+        # before: a thread meets one failing guard, not one per vector past the row
         m = body.var(lw.const(-lw.INF, "f32"), "m")
-        while first < len(slots) and (inside := lanes_inside.get(first)) is not None:
-            with body.if_(inside):
+        with ExitStack() as nested:
+            while first < len(slots) and (inside := lanes_inside.get(first)) is not None:
+                nested.enter_context(body.if_(inside))
                 for _, _, v, _ in slots[first : first + LANES]:
                     body.emit(Assign(m, _row_max(m, v)))
-            first += LANES
+                first += LANES
     elif slots[0][3]:
         m = body.var(slots[0][2], "m")
         first = 1
@@ -1290,25 +1293,32 @@ def _row_in_registers(
     s = body.var(lw.const(0, "f32"), "s")
     values: list[tuple[Expr, Expr]] = []
 
-    def exps_under(cond: Expr, held: list[Expr]) -> list[tuple[Expr, Expr]]:
-        """`d = v - top`, `e = exp(d)` and `s += e` for each of `held`, all under `cond`;
-        outside it only what the write reads (e, or d for a log-softmax; 0 where `cond`
-        fails) is kept, in a variable."""
-        kept = [body.var(lw.const(0, "f32"), "d" if log else "e") for _ in held]
-        with body.if_(cond):
-            for v, var in zip(held, kept, strict=True):
-                d = body.let(lw.bin_("-", v, top), "d")
-                e = body.let(lw.call("exp", d), "e")
-                body.emit(Assign(s, lw.bin_("+", s, e)))
-                body.emit(Assign(var, d if log else e))
-        return [(var, var) for var in kept]  # (d, e): `_write` reads the one it needs
+    def exps_under(guards: list[tuple[Expr, list[Expr]]]) -> list[tuple[Expr, Expr]]:
+        """`d = v - top`, `e = exp(d)` and `s += e` for each of the values held under each
+        condition, each guard inside the one before (`nested`); outside them only what
+        the write reads (e, or d for a log-softmax; 0 where a guard fails) is kept, in a
+        variable."""
+        kept = [[body.var(lw.const(0, "f32"), "d" if log else "e") for _ in h] for _, h in guards]
+        with ExitStack() as nested:
+            for (cond, held), variables in zip(guards, kept, strict=True):
+                nested.enter_context(body.if_(cond))
+                for v, var in zip(held, variables, strict=True):
+                    d = body.let(lw.bin_("-", v, top), "d")
+                    e = body.let(lw.call("exp", d), "e")
+                    body.emit(Assign(s, lw.bin_("+", s, e)))
+                    body.emit(Assign(var, d if log else e))
+        # (d, e): `_write` reads the one it needs
+        return [(var, var) for variables in kept for var in variables]
 
     k = 0
+    vectors_past: list[tuple[Expr, list[Expr]]] = []
     while skip_past and k < len(slots) and lanes_inside.get(k) is not None:
         # a vector that may lie past the row (a length below the bound): its lanes' exp
-        # and sum under one guard, so a thread past the row skips them
-        values += exps_under(lanes_inside[k], [slot[2] for slot in slots[k : k + LANES]])
+        # and sum under its guard, nested as the max's, so a thread past the row skips them
+        vectors_past.append((lanes_inside[k], [slot[2] for slot in slots[k : k + LANES]]))
         k += LANES
+    if vectors_past:
+        values += exps_under(vectors_past)
     for j, _, v, full in slots[k:]:
         if full:
             d = body.let(lw.bin_("-", v, top), "d")
@@ -1316,7 +1326,7 @@ def _row_in_registers(
             body.emit(Assign(s, lw.bin_("+", s, e)))
             values.append((d, e))
             continue
-        values += exps_under(Binary("<", j, count, "bool"), [v])
+        values += exps_under([(Binary("<", j, count, "bool"), [v])])
     total = _block_total(c, s, "add", width, "row_sum")
     log_total = body.let(lw.call("mimir_log", total)) if log else None
     if vectors is not None:
@@ -1326,8 +1336,13 @@ def _row_in_registers(
             idx, d, e = written[j]
             _write(c, idx, d, e, total, log_total)
 
-        for r, inside in vectors.each:
-            vectors.write(r, inside, write)
+        with ExitStack() as nested:
+            for r, inside in vectors.each:
+                if skip_past and inside is not None:  # nested, as the max's guards
+                    nested.enter_context(body.if_(inside))
+                    vectors.read(r, None, write)
+                else:
+                    vectors.write(r, inside, write)
         return
     for (j, idx, _, full), (d, e) in zip(slots, values, strict=True):
         with _unless(body, full, Binary("<", j, count, "bool")):

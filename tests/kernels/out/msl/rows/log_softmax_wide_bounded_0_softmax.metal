@@ -240,48 +240,48 @@ kernel void log_softmax_wide_bounded_0_softmax(
             m131 = max(m131, v29);
             m131 = max(m131, v30);
             m131 = max(m131, v31);
-        }
-        if (inside7) {
-            m131 = max(m131, v41);
-            m131 = max(m131, v42);
-            m131 = max(m131, v43);
-            m131 = max(m131, v44);
-        }
-        if (inside10) {
-            m131 = max(m131, v54);
-            m131 = max(m131, v55);
-            m131 = max(m131, v56);
-            m131 = max(m131, v57);
-        }
-        if (inside13) {
-            m131 = max(m131, v67);
-            m131 = max(m131, v68);
-            m131 = max(m131, v69);
-            m131 = max(m131, v70);
-        }
-        if (inside16) {
-            m131 = max(m131, v80);
-            m131 = max(m131, v81);
-            m131 = max(m131, v82);
-            m131 = max(m131, v83);
-        }
-        if (inside19) {
-            m131 = max(m131, v93);
-            m131 = max(m131, v94);
-            m131 = max(m131, v95);
-            m131 = max(m131, v96);
-        }
-        if (inside22) {
-            m131 = max(m131, v106);
-            m131 = max(m131, v107);
-            m131 = max(m131, v108);
-            m131 = max(m131, v109);
-        }
-        if (inside25) {
-            m131 = max(m131, v119);
-            m131 = max(m131, v120);
-            m131 = max(m131, v121);
-            m131 = max(m131, v122);
+            if (inside7) {
+                m131 = max(m131, v41);
+                m131 = max(m131, v42);
+                m131 = max(m131, v43);
+                m131 = max(m131, v44);
+                if (inside10) {
+                    m131 = max(m131, v54);
+                    m131 = max(m131, v55);
+                    m131 = max(m131, v56);
+                    m131 = max(m131, v57);
+                    if (inside13) {
+                        m131 = max(m131, v67);
+                        m131 = max(m131, v68);
+                        m131 = max(m131, v69);
+                        m131 = max(m131, v70);
+                        if (inside16) {
+                            m131 = max(m131, v80);
+                            m131 = max(m131, v81);
+                            m131 = max(m131, v82);
+                            m131 = max(m131, v83);
+                            if (inside19) {
+                                m131 = max(m131, v93);
+                                m131 = max(m131, v94);
+                                m131 = max(m131, v95);
+                                m131 = max(m131, v96);
+                                if (inside22) {
+                                    m131 = max(m131, v106);
+                                    m131 = max(m131, v107);
+                                    m131 = max(m131, v108);
+                                    m131 = max(m131, v109);
+                                    if (inside25) {
+                                        m131 = max(m131, v119);
+                                        m131 = max(m131, v120);
+                                        m131 = max(m131, v121);
+                                        m131 = max(m131, v122);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
         }
         const float warp132 = simd_max(m131);
         if ((lid.x & 31u) == 0u) {
@@ -296,177 +296,177 @@ kernel void log_softmax_wide_bounded_0_softmax(
         float d138 = 0.0f;
         float d139 = 0.0f;
         float d140 = 0.0f;
-        if (inside4) {
-            const float d141 = v28 - top135;
-            const float e142 = exp(d141);
-            s136 = s136 + e142;
-            d137 = d141;
-            const float d143 = v29 - top135;
-            const float e144 = exp(d143);
-            s136 = s136 + e144;
-            d138 = d143;
-            const float d145 = v30 - top135;
-            const float e146 = exp(d145);
-            s136 = s136 + e146;
-            d139 = d145;
-            const float d147 = v31 - top135;
-            const float e148 = exp(d147);
-            s136 = s136 + e148;
-            d140 = d147;
-        }
+        float d141 = 0.0f;
+        float d142 = 0.0f;
+        float d143 = 0.0f;
+        float d144 = 0.0f;
+        float d145 = 0.0f;
+        float d146 = 0.0f;
+        float d147 = 0.0f;
+        float d148 = 0.0f;
         float d149 = 0.0f;
         float d150 = 0.0f;
         float d151 = 0.0f;
         float d152 = 0.0f;
-        if (inside7) {
-            const float d153 = v41 - top135;
-            const float e154 = exp(d153);
-            s136 = s136 + e154;
-            d149 = d153;
-            const float d155 = v42 - top135;
-            const float e156 = exp(d155);
-            s136 = s136 + e156;
-            d150 = d155;
-            const float d157 = v43 - top135;
-            const float e158 = exp(d157);
-            s136 = s136 + e158;
-            d151 = d157;
-            const float d159 = v44 - top135;
-            const float e160 = exp(d159);
-            s136 = s136 + e160;
-            d152 = d159;
-        }
+        float d153 = 0.0f;
+        float d154 = 0.0f;
+        float d155 = 0.0f;
+        float d156 = 0.0f;
+        float d157 = 0.0f;
+        float d158 = 0.0f;
+        float d159 = 0.0f;
+        float d160 = 0.0f;
         float d161 = 0.0f;
         float d162 = 0.0f;
         float d163 = 0.0f;
         float d164 = 0.0f;
-        if (inside10) {
-            const float d165 = v54 - top135;
-            const float e166 = exp(d165);
-            s136 = s136 + e166;
-            d161 = d165;
-            const float d167 = v55 - top135;
-            const float e168 = exp(d167);
-            s136 = s136 + e168;
-            d162 = d167;
-            const float d169 = v56 - top135;
+        float d165 = 0.0f;
+        float d166 = 0.0f;
+        float d167 = 0.0f;
+        float d168 = 0.0f;
+        if (inside4) {
+            const float d169 = v28 - top135;
             const float e170 = exp(d169);
             s136 = s136 + e170;
-            d163 = d169;
-            const float d171 = v57 - top135;
+            d137 = d169;
+            const float d171 = v29 - top135;
             const float e172 = exp(d171);
             s136 = s136 + e172;
-            d164 = d171;
-        }
-        float d173 = 0.0f;
-        float d174 = 0.0f;
-        float d175 = 0.0f;
-        float d176 = 0.0f;
-        if (inside13) {
-            const float d177 = v67 - top135;
-            const float e178 = exp(d177);
-            s136 = s136 + e178;
-            d173 = d177;
-            const float d179 = v68 - top135;
-            const float e180 = exp(d179);
-            s136 = s136 + e180;
-            d174 = d179;
-            const float d181 = v69 - top135;
-            const float e182 = exp(d181);
-            s136 = s136 + e182;
-            d175 = d181;
-            const float d183 = v70 - top135;
-            const float e184 = exp(d183);
-            s136 = s136 + e184;
-            d176 = d183;
-        }
-        float d185 = 0.0f;
-        float d186 = 0.0f;
-        float d187 = 0.0f;
-        float d188 = 0.0f;
-        if (inside16) {
-            const float d189 = v80 - top135;
-            const float e190 = exp(d189);
-            s136 = s136 + e190;
-            d185 = d189;
-            const float d191 = v81 - top135;
-            const float e192 = exp(d191);
-            s136 = s136 + e192;
-            d186 = d191;
-            const float d193 = v82 - top135;
-            const float e194 = exp(d193);
-            s136 = s136 + e194;
-            d187 = d193;
-            const float d195 = v83 - top135;
-            const float e196 = exp(d195);
-            s136 = s136 + e196;
-            d188 = d195;
-        }
-        float d197 = 0.0f;
-        float d198 = 0.0f;
-        float d199 = 0.0f;
-        float d200 = 0.0f;
-        if (inside19) {
-            const float d201 = v93 - top135;
-            const float e202 = exp(d201);
-            s136 = s136 + e202;
-            d197 = d201;
-            const float d203 = v94 - top135;
-            const float e204 = exp(d203);
-            s136 = s136 + e204;
-            d198 = d203;
-            const float d205 = v95 - top135;
-            const float e206 = exp(d205);
-            s136 = s136 + e206;
-            d199 = d205;
-            const float d207 = v96 - top135;
-            const float e208 = exp(d207);
-            s136 = s136 + e208;
-            d200 = d207;
-        }
-        float d209 = 0.0f;
-        float d210 = 0.0f;
-        float d211 = 0.0f;
-        float d212 = 0.0f;
-        if (inside22) {
-            const float d213 = v106 - top135;
-            const float e214 = exp(d213);
-            s136 = s136 + e214;
-            d209 = d213;
-            const float d215 = v107 - top135;
-            const float e216 = exp(d215);
-            s136 = s136 + e216;
-            d210 = d215;
-            const float d217 = v108 - top135;
-            const float e218 = exp(d217);
-            s136 = s136 + e218;
-            d211 = d217;
-            const float d219 = v109 - top135;
-            const float e220 = exp(d219);
-            s136 = s136 + e220;
-            d212 = d219;
-        }
-        float d221 = 0.0f;
-        float d222 = 0.0f;
-        float d223 = 0.0f;
-        float d224 = 0.0f;
-        if (inside25) {
-            const float d225 = v119 - top135;
-            const float e226 = exp(d225);
-            s136 = s136 + e226;
-            d221 = d225;
-            const float d227 = v120 - top135;
-            const float e228 = exp(d227);
-            s136 = s136 + e228;
-            d222 = d227;
-            const float d229 = v121 - top135;
-            const float e230 = exp(d229);
-            s136 = s136 + e230;
-            d223 = d229;
-            const float d231 = v122 - top135;
-            const float e232 = exp(d231);
-            s136 = s136 + e232;
-            d224 = d231;
+            d138 = d171;
+            const float d173 = v30 - top135;
+            const float e174 = exp(d173);
+            s136 = s136 + e174;
+            d139 = d173;
+            const float d175 = v31 - top135;
+            const float e176 = exp(d175);
+            s136 = s136 + e176;
+            d140 = d175;
+            if (inside7) {
+                const float d177 = v41 - top135;
+                const float e178 = exp(d177);
+                s136 = s136 + e178;
+                d141 = d177;
+                const float d179 = v42 - top135;
+                const float e180 = exp(d179);
+                s136 = s136 + e180;
+                d142 = d179;
+                const float d181 = v43 - top135;
+                const float e182 = exp(d181);
+                s136 = s136 + e182;
+                d143 = d181;
+                const float d183 = v44 - top135;
+                const float e184 = exp(d183);
+                s136 = s136 + e184;
+                d144 = d183;
+                if (inside10) {
+                    const float d185 = v54 - top135;
+                    const float e186 = exp(d185);
+                    s136 = s136 + e186;
+                    d145 = d185;
+                    const float d187 = v55 - top135;
+                    const float e188 = exp(d187);
+                    s136 = s136 + e188;
+                    d146 = d187;
+                    const float d189 = v56 - top135;
+                    const float e190 = exp(d189);
+                    s136 = s136 + e190;
+                    d147 = d189;
+                    const float d191 = v57 - top135;
+                    const float e192 = exp(d191);
+                    s136 = s136 + e192;
+                    d148 = d191;
+                    if (inside13) {
+                        const float d193 = v67 - top135;
+                        const float e194 = exp(d193);
+                        s136 = s136 + e194;
+                        d149 = d193;
+                        const float d195 = v68 - top135;
+                        const float e196 = exp(d195);
+                        s136 = s136 + e196;
+                        d150 = d195;
+                        const float d197 = v69 - top135;
+                        const float e198 = exp(d197);
+                        s136 = s136 + e198;
+                        d151 = d197;
+                        const float d199 = v70 - top135;
+                        const float e200 = exp(d199);
+                        s136 = s136 + e200;
+                        d152 = d199;
+                        if (inside16) {
+                            const float d201 = v80 - top135;
+                            const float e202 = exp(d201);
+                            s136 = s136 + e202;
+                            d153 = d201;
+                            const float d203 = v81 - top135;
+                            const float e204 = exp(d203);
+                            s136 = s136 + e204;
+                            d154 = d203;
+                            const float d205 = v82 - top135;
+                            const float e206 = exp(d205);
+                            s136 = s136 + e206;
+                            d155 = d205;
+                            const float d207 = v83 - top135;
+                            const float e208 = exp(d207);
+                            s136 = s136 + e208;
+                            d156 = d207;
+                            if (inside19) {
+                                const float d209 = v93 - top135;
+                                const float e210 = exp(d209);
+                                s136 = s136 + e210;
+                                d157 = d209;
+                                const float d211 = v94 - top135;
+                                const float e212 = exp(d211);
+                                s136 = s136 + e212;
+                                d158 = d211;
+                                const float d213 = v95 - top135;
+                                const float e214 = exp(d213);
+                                s136 = s136 + e214;
+                                d159 = d213;
+                                const float d215 = v96 - top135;
+                                const float e216 = exp(d215);
+                                s136 = s136 + e216;
+                                d160 = d215;
+                                if (inside22) {
+                                    const float d217 = v106 - top135;
+                                    const float e218 = exp(d217);
+                                    s136 = s136 + e218;
+                                    d161 = d217;
+                                    const float d219 = v107 - top135;
+                                    const float e220 = exp(d219);
+                                    s136 = s136 + e220;
+                                    d162 = d219;
+                                    const float d221 = v108 - top135;
+                                    const float e222 = exp(d221);
+                                    s136 = s136 + e222;
+                                    d163 = d221;
+                                    const float d223 = v109 - top135;
+                                    const float e224 = exp(d223);
+                                    s136 = s136 + e224;
+                                    d164 = d223;
+                                    if (inside25) {
+                                        const float d225 = v119 - top135;
+                                        const float e226 = exp(d225);
+                                        s136 = s136 + e226;
+                                        d165 = d225;
+                                        const float d227 = v120 - top135;
+                                        const float e228 = exp(d227);
+                                        s136 = s136 + e228;
+                                        d166 = d227;
+                                        const float d229 = v121 - top135;
+                                        const float e230 = exp(d229);
+                                        s136 = s136 + e230;
+                                        d167 = d229;
+                                        const float d231 = v122 - top135;
+                                        const float e232 = exp(d231);
+                                        s136 = s136 + e232;
+                                        d168 = d231;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
         }
         const float warp233 = simd_sum(s136);
         if ((lid.x & 31u) == 0u) {
@@ -491,118 +491,118 @@ kernel void log_softmax_wide_bounded_0_softmax(
             vec9.z = out_243;
             vec9.w = out_244;
             ((device float4*)out)[i27 >> 2u] = vec9;
-        }
-        if (inside7) {
-            const float y245 = d149 - t236;
-            const float out_249 = y245;
-            const float y246 = d150 - t236;
-            const float out_250 = y246;
-            const float y247 = d151 - t236;
-            const float out_251 = y247;
-            const float y248 = d152 - t236;
-            const float out_252 = y248;
-            float4 vec10;
-            vec10.x = out_249;
-            vec10.y = out_250;
-            vec10.z = out_251;
-            vec10.w = out_252;
-            ((device float4*)out)[i40 >> 2u] = vec10;
-        }
-        if (inside10) {
-            const float y253 = d161 - t236;
-            const float out_257 = y253;
-            const float y254 = d162 - t236;
-            const float out_258 = y254;
-            const float y255 = d163 - t236;
-            const float out_259 = y255;
-            const float y256 = d164 - t236;
-            const float out_260 = y256;
-            float4 vec11;
-            vec11.x = out_257;
-            vec11.y = out_258;
-            vec11.z = out_259;
-            vec11.w = out_260;
-            ((device float4*)out)[i53 >> 2u] = vec11;
-        }
-        if (inside13) {
-            const float y261 = d173 - t236;
-            const float out_265 = y261;
-            const float y262 = d174 - t236;
-            const float out_266 = y262;
-            const float y263 = d175 - t236;
-            const float out_267 = y263;
-            const float y264 = d176 - t236;
-            const float out_268 = y264;
-            float4 vec12;
-            vec12.x = out_265;
-            vec12.y = out_266;
-            vec12.z = out_267;
-            vec12.w = out_268;
-            ((device float4*)out)[i66 >> 2u] = vec12;
-        }
-        if (inside16) {
-            const float y269 = d185 - t236;
-            const float out_273 = y269;
-            const float y270 = d186 - t236;
-            const float out_274 = y270;
-            const float y271 = d187 - t236;
-            const float out_275 = y271;
-            const float y272 = d188 - t236;
-            const float out_276 = y272;
-            float4 vec13;
-            vec13.x = out_273;
-            vec13.y = out_274;
-            vec13.z = out_275;
-            vec13.w = out_276;
-            ((device float4*)out)[i79 >> 2u] = vec13;
-        }
-        if (inside19) {
-            const float y277 = d197 - t236;
-            const float out_281 = y277;
-            const float y278 = d198 - t236;
-            const float out_282 = y278;
-            const float y279 = d199 - t236;
-            const float out_283 = y279;
-            const float y280 = d200 - t236;
-            const float out_284 = y280;
-            float4 vec14;
-            vec14.x = out_281;
-            vec14.y = out_282;
-            vec14.z = out_283;
-            vec14.w = out_284;
-            ((device float4*)out)[i92 >> 2u] = vec14;
-        }
-        if (inside22) {
-            const float y285 = d209 - t236;
-            const float out_289 = y285;
-            const float y286 = d210 - t236;
-            const float out_290 = y286;
-            const float y287 = d211 - t236;
-            const float out_291 = y287;
-            const float y288 = d212 - t236;
-            const float out_292 = y288;
-            float4 vec15;
-            vec15.x = out_289;
-            vec15.y = out_290;
-            vec15.z = out_291;
-            vec15.w = out_292;
-            ((device float4*)out)[i105 >> 2u] = vec15;
-        }
-        if (inside25) {
-            const float y293 = d221 - t236;
-            const float out_297 = y293;
-            const float y294 = d222 - t236;
-            const float out_298 = y294;
-            const float y295 = d223 - t236;
-            const float out_299 = y295;
-            const float y296 = d224 - t236;
-            const float out_300 = y296;
-            float4 vec16;
-            vec16.x = out_297;
-            vec16.y = out_298;
-            vec16.z = out_299;
-            vec16.w = out_300;
-            ((device float4*)out)[i118 >> 2u] = vec16;
+            if (inside7) {
+                const float y245 = d141 - t236;
+                const float out_249 = y245;
+                const float y246 = d142 - t236;
+                const float out_250 = y246;
+                const float y247 = d143 - t236;
+                const float out_251 = y247;
+                const float y248 = d144 - t236;
+                const float out_252 = y248;
+                float4 vec10;
+                vec10.x = out_249;
+                vec10.y = out_250;
+                vec10.z = out_251;
+                vec10.w = out_252;
+                ((device float4*)out)[i40 >> 2u] = vec10;
+                if (inside10) {
+                    const float y253 = d145 - t236;
+                    const float out_257 = y253;
+                    const float y254 = d146 - t236;
+                    const float out_258 = y254;
+                    const float y255 = d147 - t236;
+                    const float out_259 = y255;
+                    const float y256 = d148 - t236;
+                    const float out_260 = y256;
+                    float4 vec11;
+                    vec11.x = out_257;
+                    vec11.y = out_258;
+                    vec11.z = out_259;
+                    vec11.w = out_260;
+                    ((device float4*)out)[i53 >> 2u] = vec11;
+                    if (inside13) {
+                        const float y261 = d149 - t236;
+                        const float out_265 = y261;
+                        const float y262 = d150 - t236;
+                        const float out_266 = y262;
+                        const float y263 = d151 - t236;
+                        const float out_267 = y263;
+                        const float y264 = d152 - t236;
+                        const float out_268 = y264;
+                        float4 vec12;
+                        vec12.x = out_265;
+                        vec12.y = out_266;
+                        vec12.z = out_267;
+                        vec12.w = out_268;
+                        ((device float4*)out)[i66 >> 2u] = vec12;
+                        if (inside16) {
+                            const float y269 = d153 - t236;
+                            const float out_273 = y269;
+                            const float y270 = d154 - t236;
+                            const float out_274 = y270;
+                            const float y271 = d155 - t236;
+                            const float out_275 = y271;
+                            const float y272 = d156 - t236;
+                            const float out_276 = y272;
+                            float4 vec13;
+                            vec13.x = out_273;
+                            vec13.y = out_274;
+                            vec13.z = out_275;
+                            vec13.w = out_276;
+                            ((device float4*)out)[i79 >> 2u] = vec13;
+                            if (inside19) {
+                                const float y277 = d157 - t236;
+                                const float out_281 = y277;
+                                const float y278 = d158 - t236;
+                                const float out_282 = y278;
+                                const float y279 = d159 - t236;
+                                const float out_283 = y279;
+                                const float y280 = d160 - t236;
+                                const float out_284 = y280;
+                                float4 vec14;
+                                vec14.x = out_281;
+                                vec14.y = out_282;
+                                vec14.z = out_283;
+                                vec14.w = out_284;
+                                ((device float4*)out)[i92 >> 2u] = vec14;
+                                if (inside22) {
+                                    const float y285 = d161 - t236;
+                                    const float out_289 = y285;
+                                    const float y286 = d162 - t236;
+                                    const float out_290 = y286;
+                                    const float y287 = d163 - t236;
+                                    const float out_291 = y287;
+                                    const float y288 = d164 - t236;
+                                    const float out_292 = y288;
+                                    float4 vec15;
+                                    vec15.x = out_289;
+                                    vec15.y = out_290;
+                                    vec15.z = out_291;
+                                    vec15.w = out_292;
+                                    ((device float4*)out)[i105 >> 2u] = vec15;
+                                    if (inside25) {
+                                        const float y293 = d165 - t236;
+                                        const float out_297 = y293;
+                                        const float y294 = d166 - t236;
+                                        const float out_298 = y294;
+                                        const float y295 = d167 - t236;
+                                        const float out_299 = y295;
+                                        const float y296 = d168 - t236;
+                                        const float out_300 = y296;
+                                        float4 vec16;
+                                        vec16.x = out_297;
+                                        vec16.y = out_298;
+                                        vec16.z = out_299;
+                                        vec16.w = out_300;
+                                        ((device float4*)out)[i118 >> 2u] = vec16;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
         }
     } else {
         float m301 = as_type<float>(0xff800000u);

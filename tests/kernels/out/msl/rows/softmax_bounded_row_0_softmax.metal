@@ -154,24 +154,24 @@ kernel void softmax_bounded_row_0_softmax(
             m83 = max(m83, v19);
             m83 = max(m83, v21);
             m83 = max(m83, v23);
-        }
-        if (inside7) {
-            m83 = max(m83, v34);
-            m83 = max(m83, v36);
-            m83 = max(m83, v38);
-            m83 = max(m83, v40);
-        }
-        if (inside10) {
-            m83 = max(m83, v51);
-            m83 = max(m83, v53);
-            m83 = max(m83, v55);
-            m83 = max(m83, v57);
-        }
-        if (inside13) {
-            m83 = max(m83, v68);
-            m83 = max(m83, v70);
-            m83 = max(m83, v72);
-            m83 = max(m83, v74);
+            if (inside7) {
+                m83 = max(m83, v34);
+                m83 = max(m83, v36);
+                m83 = max(m83, v38);
+                m83 = max(m83, v40);
+                if (inside10) {
+                    m83 = max(m83, v51);
+                    m83 = max(m83, v53);
+                    m83 = max(m83, v55);
+                    m83 = max(m83, v57);
+                    if (inside13) {
+                        m83 = max(m83, v68);
+                        m83 = max(m83, v70);
+                        m83 = max(m83, v72);
+                        m83 = max(m83, v74);
+                    }
+                }
+            }
         }
         const float warp84 = simd_max(m83);
         if ((lid.x & 31u) == 0u) {
@@ -186,89 +186,89 @@ kernel void softmax_bounded_row_0_softmax(
         float e90 = 0.0f;
         float e91 = 0.0f;
         float e92 = 0.0f;
-        if (inside4) {
-            const float d93 = v17 - top87;
-            const float e94 = exp(d93);
-            s88 = s88 + e94;
-            e89 = e94;
-            const float d95 = v19 - top87;
-            const float e96 = exp(d95);
-            s88 = s88 + e96;
-            e90 = e96;
-            const float d97 = v21 - top87;
-            const float e98 = exp(d97);
-            s88 = s88 + e98;
-            e91 = e98;
-            const float d99 = v23 - top87;
-            const float e100 = exp(d99);
-            s88 = s88 + e100;
-            e92 = e100;
-        }
+        float e93 = 0.0f;
+        float e94 = 0.0f;
+        float e95 = 0.0f;
+        float e96 = 0.0f;
+        float e97 = 0.0f;
+        float e98 = 0.0f;
+        float e99 = 0.0f;
+        float e100 = 0.0f;
         float e101 = 0.0f;
         float e102 = 0.0f;
         float e103 = 0.0f;
         float e104 = 0.0f;
-        if (inside7) {
-            const float d105 = v34 - top87;
+        if (inside4) {
+            const float d105 = v17 - top87;
             const float e106 = exp(d105);
             s88 = s88 + e106;
-            e101 = e106;
-            const float d107 = v36 - top87;
+            e89 = e106;
+            const float d107 = v19 - top87;
             const float e108 = exp(d107);
             s88 = s88 + e108;
-            e102 = e108;
-            const float d109 = v38 - top87;
+            e90 = e108;
+            const float d109 = v21 - top87;
             const float e110 = exp(d109);
             s88 = s88 + e110;
-            e103 = e110;
-            const float d111 = v40 - top87;
+            e91 = e110;
+            const float d111 = v23 - top87;
             const float e112 = exp(d111);
             s88 = s88 + e112;
-            e104 = e112;
-        }
-        float e113 = 0.0f;
-        float e114 = 0.0f;
-        float e115 = 0.0f;
-        float e116 = 0.0f;
-        if (inside10) {
-            const float d117 = v51 - top87;
-            const float e118 = exp(d117);
-            s88 = s88 + e118;
-            e113 = e118;
-            const float d119 = v53 - top87;
-            const float e120 = exp(d119);
-            s88 = s88 + e120;
-            e114 = e120;
-            const float d121 = v55 - top87;
-            const float e122 = exp(d121);
-            s88 = s88 + e122;
-            e115 = e122;
-            const float d123 = v57 - top87;
-            const float e124 = exp(d123);
-            s88 = s88 + e124;
-            e116 = e124;
-        }
-        float e125 = 0.0f;
-        float e126 = 0.0f;
-        float e127 = 0.0f;
-        float e128 = 0.0f;
-        if (inside13) {
-            const float d129 = v68 - top87;
-            const float e130 = exp(d129);
-            s88 = s88 + e130;
-            e125 = e130;
-            const float d131 = v70 - top87;
-            const float e132 = exp(d131);
-            s88 = s88 + e132;
-            e126 = e132;
-            const float d133 = v72 - top87;
-            const float e134 = exp(d133);
-            s88 = s88 + e134;
-            e127 = e134;
-            const float d135 = v74 - top87;
-            const float e136 = exp(d135);
-            s88 = s88 + e136;
-            e128 = e136;
+            e92 = e112;
+            if (inside7) {
+                const float d113 = v34 - top87;
+                const float e114 = exp(d113);
+                s88 = s88 + e114;
+                e93 = e114;
+                const float d115 = v36 - top87;
+                const float e116 = exp(d115);
+                s88 = s88 + e116;
+                e94 = e116;
+                const float d117 = v38 - top87;
+                const float e118 = exp(d117);
+                s88 = s88 + e118;
+                e95 = e118;
+                const float d119 = v40 - top87;
+                const float e120 = exp(d119);
+                s88 = s88 + e120;
+                e96 = e120;
+                if (inside10) {
+                    const float d121 = v51 - top87;
+                    const float e122 = exp(d121);
+                    s88 = s88 + e122;
+                    e97 = e122;
+                    const float d123 = v53 - top87;
+                    const float e124 = exp(d123);
+                    s88 = s88 + e124;
+                    e98 = e124;
+                    const float d125 = v55 - top87;
+                    const float e126 = exp(d125);
+                    s88 = s88 + e126;
+                    e99 = e126;
+                    const float d127 = v57 - top87;
+                    const float e128 = exp(d127);
+                    s88 = s88 + e128;
+                    e100 = e128;
+                    if (inside13) {
+                        const float d129 = v68 - top87;
+                        const float e130 = exp(d129);
+                        s88 = s88 + e130;
+                        e101 = e130;
+                        const float d131 = v70 - top87;
+                        const float e132 = exp(d131);
+                        s88 = s88 + e132;
+                        e102 = e132;
+                        const float d133 = v72 - top87;
+                        const float e134 = exp(d133);
+                        s88 = s88 + e134;
+                        e103 = e134;
+                        const float d135 = v74 - top87;
+                        const float e136 = exp(d135);
+                        s88 = s88 + e136;
+                        e104 = e136;
+                    }
+                }
+            }
         }
         const float warp137 = simd_sum(s88);
         if ((lid.x & 31u) == 0u) {
@@ -296,66 +296,66 @@ kernel void softmax_bounded_row_0_softmax(
             vec5.z = out_150;
             vec5.w = out_151;
             ((device float4*)out)[i15 >> 2u] = vec5;
-        }
-        if (inside7) {
-            const float y152 = e101 / total139;
-            const float v153 = y152 * 2.0f;
-            const float out_160 = v153;
-            const float y154 = e102 / total139;
-            const float v155 = y154 * 2.0f;
-            const float out_161 = v155;
-            const float y156 = e103 / total139;
-            const float v157 = y156 * 2.0f;
-            const float out_162 = v157;
-            const float y158 = e104 / total139;
-            const float v159 = y158 * 2.0f;
-            const float out_163 = v159;
-            float4 vec6;
-            vec6.x = out_160;
-            vec6.y = out_161;
-            vec6.z = out_162;
-            vec6.w = out_163;
-            ((device float4*)out)[i32 >> 2u] = vec6;
-        }
-        if (inside10) {
-            const float y164 = e113 / total139;
-            const float v165 = y164 * 2.0f;
-            const float out_172 = v165;
-            const float y166 = e114 / total139;
-            const float v167 = y166 * 2.0f;
-            const float out_173 = v167;
-            const float y168 = e115 / total139;
-            const float v169 = y168 * 2.0f;
-            const float out_174 = v169;
-            const float y170 = e116 / total139;
-            const float v171 = y170 * 2.0f;
-            const float out_175 = v171;
-            float4 vec7;
-            vec7.x = out_172;
-            vec7.y = out_173;
-            vec7.z = out_174;
-            vec7.w = out_175;
-            ((device float4*)out)[i49 >> 2u] = vec7;
-        }
-        if (inside13) {
-            const float y176 = e125 / total139;
-            const float v177 = y176 * 2.0f;
-            const float out_184 = v177;
-            const float y178 = e126 / total139;
-            const float v179 = y178 * 2.0f;
-            const float out_185 = v179;
-            const float y180 = e127 / total139;
-            const float v181 = y180 * 2.0f;
-            const float out_186 = v181;
-            const float y182 = e128 / total139;
-            const float v183 = y182 * 2.0f;
-            const float out_187 = v183;
-            float4 vec8;
-            vec8.x = out_184;
-            vec8.y = out_185;
-            vec8.z = out_186;
-            vec8.w = out_187;
-            ((device float4*)out)[i66 >> 2u] = vec8;
+            if (inside7) {
+                const float y152 = e93 / total139;
+                const float v153 = y152 * 2.0f;
+                const float out_160 = v153;
+                const float y154 = e94 / total139;
+                const float v155 = y154 * 2.0f;
+                const float out_161 = v155;
+                const float y156 = e95 / total139;
+                const float v157 = y156 * 2.0f;
+                const float out_162 = v157;
+                const float y158 = e96 / total139;
+                const float v159 = y158 * 2.0f;
+                const float out_163 = v159;
+                float4 vec6;
+                vec6.x = out_160;
+                vec6.y = out_161;
+                vec6.z = out_162;
+                vec6.w = out_163;
+                ((device float4*)out)[i32 >> 2u] = vec6;
+                if (inside10) {
+                    const float y164 = e97 / total139;
+                    const float v165 = y164 * 2.0f;
+                    const float out_172 = v165;
+                    const float y166 = e98 / total139;
+                    const float v167 = y166 * 2.0f;
+                    const float out_173 = v167;
+                    const float y168 = e99 / total139;
+                    const float v169 = y168 * 2.0f;
+                    const float out_174 = v169;
+                    const float y170 = e100 / total139;
+                    const float v171 = y170 * 2.0f;
+                    const float out_175 = v171;
+                    float4 vec7;
+                    vec7.x = out_172;
+                    vec7.y = out_173;
+                    vec7.z = out_174;
+                    vec7.w = out_175;
+                    ((device float4*)out)[i49 >> 2u] = vec7;
+                    if (inside13) {
+                        const float y176 = e101 / total139;
+                        const float v177 = y176 * 2.0f;
+                        const float out_184 = v177;
+                        const float y178 = e102 / total139;
+                        const float v179 = y178 * 2.0f;
+                        const float out_185 = v179;
+                        const float y180 = e103 / total139;
+                        const float v181 = y180 * 2.0f;
+                        const float out_186 = v181;
+                        const float y182 = e104 / total139;
+                        const float v183 = y182 * 2.0f;
+                        const float out_187 = v183;
+                        float4 vec8;
+                        vec8.x = out_184;
+                        vec8.y = out_185;
+                        vec8.z = out_186;
+                        vec8.w = out_187;
+                        ((device float4*)out)[i66 >> 2u] = vec8;
+                    }
+                }
+            }
         }
     } else {
         float v188 = as_type<float>(0xff800000u);
