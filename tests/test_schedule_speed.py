@@ -348,6 +348,27 @@ def test_a_dot_and_a_matrix_vector_einsum_are_reductions_not_matmuls(tmp_path: P
         assert_close(actual["out"], expected["out"], "float32", label=function)
 
 
+def test_a_reduction_reshaped_to_another_rank_writes_through_its_epilogue(
+    tmp_path: Path,
+) -> None:
+    """`x.sum(axis=2).reshape(N, 2, 3) * 0.5`: the reduce launch's output element o is the
+    reshaped result's element o, so the reshape and the multiply are its epilogue (one
+    launch, no scratch), matching the shim."""
+    function = "reshape_a_reduction"
+    files = _compile("combos", function, "ptx")
+    manifest = json.loads(files[f"{function}.manifest.json"])
+    assert [k["file"] for k in manifest["kernels"]] == [f"{function}_0_reduce.ptx"]
+    assert all(b["role"] != "scratch" for b in manifest["buffers"])
+    n = 7
+    dims = {"N": n}
+    inputs = random_inputs(manifest, dims, seed=19)
+    actual, stats = _ptx_run(files, function, dims, tmp_path / function, inputs)
+    assert sum(s["bytes"]["ld"] for s in stats) == 4 * n * 24
+    assert sum(s["bytes"]["st"] for s in stats) == 4 * n * 6
+    expected = shim_reference(KERNELS / "combos.py", function, inputs, dims, {})
+    assert_close(actual["out"], expected["out"], "float32", label=function)
+
+
 def test_an_adam_step_in_place_is_one_launch_reading_and_writing_each_buffer_once(
     tmp_path: Path,
 ) -> None:

@@ -78,14 +78,21 @@ class KernelContext:
         if any(set(bufs) & inout for _, bufs in outputs) and len(outputs) > 1:
             # An `InOut` buffer is stored here: every value is computed (its loads done)
             # before the first store, so no output reads an element this thread already wrote.
-            values = [self.body.let(self.ev.at(n, self.ev.same(idx, n)), "v") for n, _ in outputs]
+            values = [self.body.let(self.ev.at(n, self._position(idx, n)), "v") for n, _ in outputs]
         else:
             values = [None] * len(outputs)
         for (node, buffers), value in zip(outputs, values, strict=True):
             if value is None:
-                value = self.ev.at(node, self.ev.same(idx, node))
+                value = self.ev.at(node, self._position(idx, node))
             for name in buffers:
                 self.body.emit(Store(name, flat, lw.to_storage(value, self.ev.dtype(node))))
+
+    def _position(self, idx: Idx, node: int) -> Idx:
+        """`idx` as a position of `node`: the same element, or, for an epilogue that
+        reshapes to another rank (`schedule._flat_reshape`), the same flat offset."""
+        if len(self.ev.shape(node)) != len(idx.shape):
+            return Idx(self.ev.shape(node), flat=idx.flat(self.body))
+        return self.ev.same(idx, node)
 
     def groups(self, count: Any, guard: bool = True) -> tuple[tuple[Any, Any, Any], Expr]:
         """Dispatch `count` workgroups; the linear group id. Groups past the end

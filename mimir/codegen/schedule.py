@@ -174,9 +174,13 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
             if len(users) != 1:
                 break
             (c,) = users
-            if c in claimed or op_kind(kg, c) not in _FUSIBLE:
+            if c in claimed:
                 break
-            if [sz.key(s) for s in ev.shape(c)] != [sz.key(s) for s in ev.shape(cur)]:
+            if op_kind(kg, c) == "reshape" and _flat_reshape(ev, kg, r, c, cur):
+                pass  # a reduction's element o is the reshaped result's element o
+            elif op_kind(kg, c) not in _FUSIBLE:
+                break
+            elif [sz.key(s) for s in ev.shape(c)] != [sz.key(s) for s in ev.shape(cur)]:
                 break
             claimed.add(c)
             cur = c
@@ -326,6 +330,15 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
     return Schedule(kg.name, dims, fields, buffers, plans, node_buffers, kernel, vector_views)
 
 
+def _flat_reshape(ev: Any, kg: Any, root: int, c: int, cur: int) -> bool:
+    """Whether a reduction's epilogue may go on through the reshape `c` of `cur`: to
+    another rank (the written element's flat offset is the same in both shapes; a reshape
+    to the same rank is left to its own launch), after a reduction whose kernel writes
+    one output element by its flat offset."""
+    same_rank = len(ev.shape(c)) == len(ev.shape(cur))
+    return not same_rank and root_kind(kg, root) in ("reduce", "moments", "argreduce")
+
+
 def _refuse_bfloat16(ev: Any, writes: dict[int, list[str]]) -> None:
     """A kernel reads bfloat16 (two to a u32 word) but never writes it: two threads would
     share each word. Refused loudly at the first value that would be stored."""
@@ -419,6 +432,8 @@ def _row_groups(
             x, axis = softmax_input(ev, r)
             return axis == len(ev.shape(x)) - 1 and ev.dtype(r) == float32
         if root_kind(kg, r) not in ("reduce", "moments", "argreduce"):
+            return False
+        if len(ev.shape(epilogue[r])) != len(ev.shape(r)):  # an epilogue that reshapes
             return False
         red = ev.reduction(r)
         shape = ev.shape(r)
