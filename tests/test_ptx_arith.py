@@ -88,6 +88,11 @@ def over_root(a: Tensor[float32, N], b: Tensor[float32, N]) -> Tensor[float32, N
 @gpu
 def rms(x: Tensor[float32, M, D]) -> Tensor[float32, M, D]:
     return x / ((x * x).mean(axis=-1, keepdims=True) + 1e-6).sqrt()
+
+
+@gpu
+def shares(x: Tensor[float32, M, D]) -> Tensor[float32, M, D]:
+    return x / x.sum(axis=-1, keepdims=True)
 """
 
 SPECIALS = [math.nan, -0.0, 0.0, 1.5, -2.0, math.inf, -math.inf, 3.0, -0.0, 0.0, 2.0, -1.0]
@@ -224,6 +229,30 @@ def test_a_division_by_a_square_root(math_mode: str, opcodes: list[str], tmp_pat
     found = re.findall(r"^\s*((?:rsqrt|sqrt|div)\.[\w.]+)", ptx, re.M)
     assert found and set(found) == set(opcodes), found
     _within(actual, expected, 3 if math_mode == "fast" else 0)
+
+
+def test_a_rows_total_read_only_as_a_divisor_is_one_reciprocal_a_row(tmp_path: Path) -> None:
+    """`x / x.sum(axis=-1, keepdims=True)` under fast math: `1 / total` once per row in each
+    of the kernel's paths (`div.full.f32` of 1.0) and a multiply per element, within 3 ulp
+    of the division; a row summing to 0, to inf or to nan gives the division's special
+    values bit for bit. Precise math divides each element (`div.rn`)."""
+    manifest, ptx = _compile(tmp_path, "shares", "fast")
+    inverses = ptx.count("div.full.f32")
+    assert inverses and ptx.count(", 0f3F800000, ") == inverses, ptx
+    _, precise = _compile(tmp_path, "shares", "precise")
+    assert "div.full" not in precise and "div.rn.f32" in precise
+    rng = random.Random(16)
+    for dims in ({"M": 4, "D": 1024}, {"M": 4, "D": 1030}, {"M": 4, "D": 7}):
+        d = dims["D"]
+        x = [rng.uniform(0.5, 4) for _ in range(dims["M"] * d)]
+        x[d : 2 * d] = [0.0] * d  # 0 / 0: nan
+        x[d] = -0.0
+        x[2 * d + 1] = math.inf  # inf / inf and x / inf
+        x[3 * d] = math.nan
+        expected = shim_reference(tmp_path / "arith.py", "shares", {"x": x}, dims)["out"]
+        actual = run_ptx_manifest_cpu(manifest, tmp_path / "fast" / "ptx", {"x": x}, dims)
+        assert any(math.isnan(v) for v in expected) and any(v == 0 for v in expected)
+        _within(actual["out"], expected, 3)
 
 
 def test_a_rows_square_root_read_as_a_divisor_is_one_rsqrt_a_row(tmp_path: Path) -> None:

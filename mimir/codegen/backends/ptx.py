@@ -67,6 +67,7 @@ from mimir.codegen.ptx.emit import (
     Emitter,
     Memory,
     divisor_roots,
+    divisors,
     refuse,
 )
 from mimir.codegen.ptx.registers import Registers
@@ -243,6 +244,7 @@ class PTX(Backend):
             builtins[name] = r
         body = Emitter(regs, memory, uniforms, builtins, signatures, math=self.math)
         body.divisor_roots = divisor_roots(kernel.body)
+        body.divisors = divisors(kernel.body)
         body.block(kernel.body)
         body.end()
         x, y, z = kernel.workgroup_size

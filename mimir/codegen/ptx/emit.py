@@ -178,6 +178,32 @@ def divisor_roots(body: list[Stmt] | tuple[Stmt, ...]) -> set[str]:
     return {name for name in roots if reads.get(name, 0) == divisions.get(name, 0) > 0}
 
 
+def divisors(body: list[Stmt] | tuple[Stmt, ...]) -> set[str]:
+    """The float32 values bound by a `Let` (but square roots, `divisor_roots`) that the body
+    reads only as a divisor, in at least two divisions (a softmax's row sum, a row's total
+    that shares divide by): under fast math the emitter computes `1 / y` once
+    (`div.full.f32`, 2 ulp) and each division is a multiply by it, as CUDA's
+    `__fdividef` is a multiply by a reciprocal: within 3 ulp where 1/y is a normal float32
+    (2^-126 <= |y| <= 2^126), the division's special values (y zero, infinite or nan;
+    signed zeros) otherwise."""
+    lets = {
+        s.var.name
+        for s in walk_statements(body)
+        if isinstance(s, Let)
+        and s.var.type == "f32"
+        and not (isinstance(s.value, Call) and s.value.fn == "mimir_sqrt")
+    }
+    reads: dict[str, int] = {}
+    divisions: dict[str, int] = {}
+    for e in all_expressions(body):
+        if isinstance(e, Var) and e.name in lets:
+            reads[e.name] = reads.get(e.name, 0) + 1
+        elif isinstance(e, Binary) and e.op == "/" and isinstance(e.b, Var) and e.b.name in lets:
+            if e.type == "f32":
+                divisions[e.b.name] = divisions.get(e.b.name, 0) + 1
+    return {name for name in lets if reads.get(name, 0) == divisions.get(name, 0) >= 2}
+
+
 def _exact_reciprocal(divisor: Expr | None) -> str | None:
     """The f32 immediate `1/d` when `divisor` is a literal power of two whose reciprocal is a
     normal float32: then `x * (1/d)` and `x / d` are the same correctly rounded value."""
@@ -233,6 +259,8 @@ class Emitter:
         # and for each one bound so far the register holding its rsqrt
         self.divisor_roots: set[str] = set()
         self.reciprocals: dict[str, str] = {}
+        # ... and of other values read only as divisors (`divisors`): their `1 / y` register
+        self.divisors: set[str] = set()
 
     # -- output
 
@@ -638,6 +666,10 @@ class Emitter:
             if op in self.mutable:
                 op = self.materialise(op, s.var.type)
             self.env[s.var.name] = op
+            if self.math == "fast" and s.var.name in self.divisors:
+                inverse = self.new("f32")  # `divisors`: 1 / y once, a multiply per division
+                self.ins(f"div.full.f32 {inverse}, 0f3F800000, {op}")
+                self.reciprocals[s.var.name] = inverse
         elif isinstance(s, VarDecl):
             r = self.new(s.var.type)
             self.ins(f"{MOV[CLASS_OF[s.var.type]]} {r}, {self.expr(s.init)}")
