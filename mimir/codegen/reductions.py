@@ -565,10 +565,21 @@ def _partial(c: KernelContext, red: Reduction, buffer: str) -> tuple[Any, Expr]:
     return dispatch, g
 
 
-def _combine_partials(c: KernelContext, red: Reduction, o: Expr, shared: str) -> None:
-    """Fold the partials (thread t: t, t + SPLIT_WG, ...), the tree, and thread 0 writes the
-    result: the `reduce` launch after `partial`, and the last workgroup of a one-launch
-    reduction, the same order and tree in both."""
+def _combine_partials(
+    c: KernelContext,
+    red: Reduction,
+    o: Expr,
+    shared: str,
+    count: Expr | None = None,
+    width: int = SPLIT_WG,
+    root: int | None = None,
+    outputs: list[tuple[int, list[str]]] | None = None,
+) -> None:
+    """Fold the `count` partials (thread t of `width`: t, t + width, ...; by default the
+    `partial` launch's chunks over `SPLIT_WG`), the tree, and thread 0 writes the result
+    (`_finish`, given `root` and its `outputs` or the plan's): the `reduce` launch after
+    `partial`, and the last workgroup of a one-launch reduction, the same order and tree
+    in both."""
     assert c.plan.partials is not None
     partials = c.plan.partials
     lid = Builtin("local_x")
@@ -576,32 +587,23 @@ def _combine_partials(c: KernelContext, red: Reduction, o: Expr, shared: str) ->
     def read(r: Expr, _: list[Expr]) -> Expr:
         return lw.from_storage(Load(partials, r, lw.STORAGE[red.acc]), red.acc)
 
-    count = size_ir(sz.cdiv(red.count, CHUNK))
-    acc = _fold(c, red, o, lid, count, u32(SPLIT_WG), read)
-    total = group_total(c.body, c.shared, acc, op_for(red.name), SPLIT_WG, shared)
+    count = size_ir(sz.cdiv(red.count, CHUNK)) if count is None else count
+    acc = _fold(c, red, o, lid, count, u32(width), read)
+    total = group_total(c.body, c.shared, acc, op_for(red.name), width, shared)
     with c.body.if_(Binary("==", lid, u32(0), "bool")):
-        _finish(c, red, o, total)
+        _finish(c, red, o, total, root, outputs)
 
 
-def _last_block(
-    c: KernelContext, red: Reduction
-) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
-    """`partial` and `reduce` in one launch (a backend with a device-scope fence).
-
-    Each workgroup stores its partial as `partial` does; then its thread 0 fences
-    (release) and adds 1 to the counter, a zeroed `u32` scratch buffer, reading the old
-    value. The workgroup that reads `groups - 1` is the last: every other partial is
-    stored and, after an acquire fence (in thread 0, and in every thread after the
-    barrier), visible to it. The old value goes to every thread through threadgroup
-    memory and a barrier, the other workgroups return (uniformly), and the last
-    combines the partials as `reduce` does (so the result is bit-identical to the two
-    launches), writes the output, and subtracts `groups` from the counter: it is zero
-    again for the next launch on the same buffers."""
-    assert c.plan.partials is not None and c.plan.counter is not None
+def _last_workgroup(c: KernelContext, groups: Expr) -> None:
+    """The handoff of a one-launch reduction: thread 0 fences (release; what the other
+    threads stored is ordered before it by the caller's barrier) and adds 1 to the
+    counter, reading the old value; the workgroup that reads `groups - 1` is the last:
+    every other partial is stored and, after an acquire fence (in thread 0, and in every
+    thread after the barrier), visible to it. The old value goes to every thread through
+    threadgroup memory and a barrier, and every other workgroup returns (uniformly)."""
     body, counter = c.body, c.plan.counter
+    assert counter is not None
     lid = Builtin("local_x")
-    dispatch, _ = _partial(c, red, c.plan.partials)
-    groups = size_ir(sz.cdiv(red.count, CHUNK))
     last = body.let(ibin("-", groups, u32(1)), "last")
     c.shared.append(SharedArray("$ticket", "u32", 1))
     with body.if_(Binary("==", lid, u32(0), "bool")):
@@ -616,9 +618,32 @@ def _last_block(
     with body.if_(Binary("!=", ticket, last, "bool")):
         body.emit(Return())
     body.emit(Fence())  # and in every thread of the last workgroup, after the barrier
+
+
+def _reset_counter(c: KernelContext, groups: Expr) -> None:
+    """The last workgroup's thread 0 subtracts `groups` from the counter: zero again for
+    the next launch on the same buffers."""
+    assert c.plan.counter is not None
+    with c.body.if_(Binary("==", Builtin("local_x"), u32(0), "bool")):
+        c.body.emit(AtomicAdd(c.plan.counter, u32(0), ibin("-", u32(0), groups)))
+
+
+def _last_block(
+    c: KernelContext, red: Reduction
+) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
+    """`partial` and `reduce` in one launch (a backend with a device-scope fence).
+
+    Each workgroup stores its partial as `partial` does (thread 0, after the tree's
+    barriers); then `_last_workgroup` finds the last to finish with the counter, a zeroed
+    `u32` scratch buffer. The last combines the partials as `reduce` does (so the result
+    is bit-identical to the two launches), writes the output, and zeroes the counter
+    again (`_reset_counter`)."""
+    assert c.plan.partials is not None and c.plan.counter is not None
+    dispatch, _ = _partial(c, red, c.plan.partials)
+    groups = size_ir(sz.cdiv(red.count, CHUNK))
+    _last_workgroup(c, groups)
     _combine_partials(c, red, u32(0), "$combine")
-    with body.if_(Binary("==", lid, u32(0), "bool")):
-        body.emit(AtomicAdd(counter, u32(0), ibin("-", u32(0), groups)))
+    _reset_counter(c, groups)
     return (SPLIT_WG, 1, 1), dispatch
 
 
@@ -628,47 +653,24 @@ def whole_of_rows(c: KernelContext, width: int) -> None:
 
     Each workgroup has stored its rows' share in `partials[group]`: the one row's value
     (stored by thread 0), or, with a thread per row, the workgroup's total of its rows'
-    values (combined here). Then the handoff of `_last_block`: every thread fences its
-    stores, thread 0 fences after the barrier and takes a ticket from the counter, and
-    the last workgroup combines the partials (a strided fold, then the tree), writes the
-    reduction's outputs (through its epilogue) and zeroes the counter again."""
+    values (combined here). Every thread fences its stores before a barrier, and then
+    `_last_block`'s handoff: the last workgroup combines the partials (a strided fold,
+    then the tree), writes the reduction's outputs (through its epilogue) and zeroes the
+    counter again."""
     assert c.plan.total is not None and c.plan.partials is not None
-    assert c.plan.counter is not None
-    body, partials, counter = c.body, c.plan.partials, c.plan.counter
-    ev, root = c.ev, c.plan.total
-    red = ev.reduction(root)
-    lid = Builtin("local_x")
-    groups = size_ir(row_launch_groups(ev, c.plan.roots))
+    body, root = c.body, c.plan.total
+    red = c.ev.reduction(root)
+    groups = size_ir(row_launch_groups(c.ev, c.plan.roots))
     if c.row_share is not None:  # a thread per row: this workgroup's rows together
         group, share = c.row_share
         total = group_total(body, c.shared, share, op_for(red.name), width, "$share")
-        with body.if_(Binary("==", lid, u32(0), "bool")):
-            body.emit(Store(partials, group, lw.to_storage(total, red.acc)))
+        with body.if_(Binary("==", Builtin("local_x"), u32(0), "bool")):
+            body.emit(Store(c.plan.partials, group, lw.to_storage(total, red.acc)))
     body.emit(Fence())  # release this thread's stores
     body.emit(Barrier())
-    last = body.let(ibin("-", groups, u32(1)), "last")
-    c.shared.append(SharedArray("$ticket", "u32", 1))
-    with body.if_(Binary("==", lid, u32(0), "bool")):
-        body.emit(Fence())
-        old = body.fresh("old", "u32")
-        body.emit(AtomicAdd(counter, u32(0), u32(1), old))
-        with body.if_(Binary("==", old, last, "bool")):
-            body.emit(Fence())  # acquire, in the thread that read the counter
-        body.emit(Store("$ticket", u32(0), old))
-    body.emit(Barrier())
-    ticket = body.let(Load("$ticket", u32(0), "u32"), "ticket")
-    with body.if_(Binary("!=", ticket, last, "bool")):
-        body.emit(Return())
-    body.emit(Fence())  # and in every thread of the last workgroup, after the barrier
-
-    def read(r: Expr, _: list[Expr]) -> Expr:
-        return lw.from_storage(Load(partials, r, lw.STORAGE[red.acc]), red.acc)
-
-    acc = _fold(c, red, u32(0), lid, groups, u32(width), read)
-    total = group_total(body, c.shared, acc, op_for(red.name), width, "$combine")
-    with body.if_(Binary("==", lid, u32(0), "bool")):
-        _finish(c, red, u32(0), total, root, c.plan.total_outputs)
-        body.emit(AtomicAdd(counter, u32(0), ibin("-", u32(0), groups)))
+    _last_workgroup(c, groups)
+    _combine_partials(c, red, u32(0), "$combine", groups, width, root, c.plan.total_outputs)
+    _reset_counter(c, groups)
 
 
 def reduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:

@@ -408,6 +408,8 @@ kernel void cross_entropy_mean_0_row(
         const float total214 = total213 / float(u.N);
         const float v215 = -total214;
         out[0u] = v215;
+    }
+    if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - u.N, memory_order_relaxed);
     }
 }

@@ -366,6 +366,8 @@ kernel void shares_and_total_0_row(
     const float total186 = mimir_simd_add_f32_4(slot185);
     if (lid.x == 0u) {
         out1[0u] = total186;
+    }
+    if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - u.N, memory_order_relaxed);
     }
 }

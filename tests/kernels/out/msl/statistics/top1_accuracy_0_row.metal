@@ -362,6 +362,8 @@ kernel void top1_accuracy_0_row(
     if (lid.x == 0u) {
         const float total158 = total157 / float(u.N);
         out[0u] = total158;
+    }
+    if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - u.N, memory_order_relaxed);
     }
 }

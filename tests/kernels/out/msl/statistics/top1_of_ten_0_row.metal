@@ -142,6 +142,8 @@ kernel void top1_of_ten_0_row(
     const int total42 = mimir_simd_add_i32_8(slot41);
     if (lid.x == 0u) {
         out[0u] = total42;
+    }
+    if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - ((u.N + 256u - 1u) >> 8u), memory_order_relaxed);
     }
 }
