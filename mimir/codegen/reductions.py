@@ -1176,8 +1176,8 @@ def _bounded_rows(
 ) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
     """A symbolic row of at most `bound` elements (a dim's `max`), a multiple of 4 (tested
     at run time where not proven): `width` threads hold it 4 wide, up to
-    `BOUNDED_VECTORS` vectors each, those past the row skipped under one guard; another
-    length takes the online two-pass schedule."""
+    `BOUNDED_VECTORS` vectors each, those past the row skipped (`_row_in_registers` with
+    `skip_past`); another length takes the online two-pass schedule."""
     families, proof = plan
     count = sz.cdiv(bound, LANES * width)
 
@@ -1235,7 +1235,8 @@ def _row_in_registers(
     """Thread t holds row elements t, t + width, ... (at most ROW_REGISTERS) in registers
     (with `vectors`, 4 wide: 4t .. 4t+3, 4t + 4*width, ...; for a run-time length, a
     vector past the row holds -inf and is not written; with `skip_past`, for rows
-    often far below the vectors held, its exp and sum are skipped under one guard).
+    often far below the vectors held, its max, exp, sum and write are skipped, each
+    vector's guard inside the previous one's).
 
     A slot that every thread fills (a literal length covering it) has no guard; the
     others are guarded and hold -inf past the end, which adds nothing to the max
