@@ -166,16 +166,7 @@ def divisor_roots(body: list[Stmt] | tuple[Stmt, ...]) -> set[str]:
         and s.value.type == "f32"
         and s.value.args[0].type == "f32"
     }
-    if not roots:
-        return set()
-    reads: dict[str, int] = {}
-    divisions: dict[str, int] = {}
-    for e in all_expressions(body):
-        if isinstance(e, Var) and e.name in roots:
-            reads[e.name] = reads.get(e.name, 0) + 1
-        elif isinstance(e, Binary) and e.op == "/" and isinstance(e.b, Var) and e.b.name in roots:
-            divisions[e.b.name] = divisions.get(e.b.name, 0) + 1
-    return {name for name in roots if reads.get(name, 0) == divisions.get(name, 0) > 0}
+    return {name for name, n in _only_divisors(body, roots).items() if n >= 1}
 
 
 def divisors(body: list[Stmt] | tuple[Stmt, ...]) -> set[str]:
@@ -193,15 +184,23 @@ def divisors(body: list[Stmt] | tuple[Stmt, ...]) -> set[str]:
         and s.var.type == "f32"
         and not (isinstance(s.value, Call) and s.value.fn == "mimir_sqrt")
     }
+    return {name for name, n in _only_divisors(body, lets).items() if n >= 2}
+
+
+def _only_divisors(body: list[Stmt] | tuple[Stmt, ...], names: set[str]) -> dict[str, int]:
+    """Of the variables `names`, those the body reads only as the divisor of a float32
+    division: how many divisions read each."""
+    if not names:
+        return {}
     reads: dict[str, int] = {}
     divisions: dict[str, int] = {}
     for e in all_expressions(body):
-        if isinstance(e, Var) and e.name in lets:
+        if isinstance(e, Var) and e.name in names:
             reads[e.name] = reads.get(e.name, 0) + 1
-        elif isinstance(e, Binary) and e.op == "/" and isinstance(e.b, Var) and e.b.name in lets:
+        elif isinstance(e, Binary) and e.op == "/" and isinstance(e.b, Var) and e.b.name in names:
             if e.type == "f32":
                 divisions[e.b.name] = divisions.get(e.b.name, 0) + 1
-    return {name for name in lets if reads.get(name, 0) == divisions.get(name, 0) >= 2}
+    return {name: n for name, n in divisions.items() if reads.get(name, 0) == n}
 
 
 def _exact_reciprocal(divisor: Expr | None) -> str | None:
