@@ -326,6 +326,76 @@ def test_a_whole_reduction_of_per_row_values_ends_the_row_launch(tmp_path: Path)
     assert kinds == ["0_row.ptx", "1_partial.ptx", "2_reduce.ptx"]
 
 
+def test_whole_reductions_and_outputs_of_one_shape_share_one_pass(tmp_path: Path) -> None:
+    """`return y, y.sum()` and `x.max(), x.min(), x * 0.5 + h, h.mean()`: one launch on
+    PTX that reads each input once, stores each element-wise output at the elements it
+    folds, and folds every reduction into its own partials; the last workgroup combines
+    them all, with one counter. WGSL: a `partial` launch that does the same, then one
+    `reduce` for every reduction. Against the shim over several workgroups, blocks in
+    reverse too, with N*M a multiple of 4 (read 4 wide) and not."""
+    dims_of = {"even": {"A": 37, "B": 300}, "odd": {"A": 37, "B": 301}}
+    cases = [
+        # function, per element: bytes loaded, bytes stored; reductions; the element-wise
+        # output
+        ("activations_and_their_sum", 4, 4, 1, "out0"),
+        ("range_and_scaled", 4 + 2, 2, 3, "out2"),
+    ]
+    path = KERNELS / "reductions.py"
+    for function, loaded, stored, reductions, element in cases:
+        files = _compile("reductions", function, "ptx")
+        manifest = json.loads(files[f"{function}.manifest.json"])
+        assert [k["file"] for k in manifest["kernels"]] == [f"{function}_0_reduce.ptx"]
+        counters = [b for b in manifest["buffers"] if b.get("zero")]
+        assert len(counters) == 1
+        scratch = [b for b in manifest["buffers"] if b["role"] == "scratch"]
+        assert len(scratch) == reductions + 1
+        for case, dims in dims_of.items():
+            n = dims["A"] * dims["B"]
+            groups = -(-n // 4096)
+            inputs = random_inputs(manifest, dims, seed=n)
+            folder = tmp_path / f"{function}_{case}"
+            actual, stats = _ptx_run(files, function, dims, folder, inputs)
+            # the partials: stored by every workgroup, loaded by the last
+            assert sum(s["bytes"]["ld"] for s in stats) == loaded * n + 4 * reductions * groups
+            assert sum(s["bytes"]["st"] for s in stats) == stored * n + 4 * reductions * (
+                groups + 1
+            )
+            back = run_ptx_manifest_cpu(manifest, folder, inputs, dims, reverse_blocks=True)
+            assert back == actual
+            expected = shim_reference(path, function, inputs, dims, {})
+            for name in expected:
+                dtype = "float16" if name == element == "out2" else "float32"
+                assert_close(actual[name], expected[name], dtype, label=f"{function}.{name}")
+        files = _compile("reductions", function, "wgsl")
+        manifest = json.loads(files[f"{function}.manifest.json"])
+        kinds = [k["file"].removeprefix(f"{function}_") for k in manifest["kernels"]]
+        assert kinds == ["0_partial.wgsl", "1_reduce.wgsl"]
+        assert f"{element}[" in files[f"{function}_0_partial.wgsl"]
+        assert f"{element}[" not in files[f"{function}_1_reduce.wgsl"]
+    # what must not share the pass: an output that reads a reduction's result, another
+    # shape, an `InOut` write
+    source = (
+        "from mimir.array import Dim, InOut, Tensor, float32, gpu\n"
+        'N = Dim("N")\nM = Dim("M")\n'
+        "@gpu\ndef centred(x: Tensor[float32, N, M]):\n    return x.sum(), x - x.max()\n"
+        "@gpu\ndef turned(x: Tensor[float32, N, M]):\n    return x.sum(), x.T * 2.0\n"
+        "@gpu\ndef doubled(x: InOut[Tensor[float32, N, M]]):\n"
+        "    t = x.sum()\n    x = x * 2.0\n    return t\n"
+    )
+    # (the sum and the max of `centred` share theirs; `x - max` comes after)
+    launches = {
+        "centred": ["reduce", "ew"],
+        "turned": ["reduce", "ew"],
+        "doubled": ["reduce", "ew"],
+    }
+    for function, kinds in launches.items():
+        result = compile_source("apart.py", source, ["ptx"], function=function)
+        assert result.ok, [(d.code, d.message) for d in result.diagnostics]
+        manifest = json.loads(result.files[f"{function}.manifest.json"])  # type: ignore[arg-type]
+        kinds = [k["file"].split("_")[-1] for k in manifest["kernels"]]
+        assert kinds == ["reduce.ptx", "ew.ptx"], function
+
+
 def test_a_dot_and_a_matrix_vector_einsum_are_reductions_not_matmuls(tmp_path: Path) -> None:
     """`einsum('i,i->')`, `'bi,bi->b'` and `'ij,j->i'` keep no letter of the second
     operand: they are sums of a broadcast product over its last axis (one launch, each

@@ -34,11 +34,7 @@ class KernelContext:
         written = (
             set()
             if plan.copy
-            else {
-                n
-                for n, _ in [*plan.outputs(), *plan.total_outputs]
-                if s.kernel.graph.node(n)["kind"] != "param"
-            }
+            else {n for n, _ in plan.computed() if s.kernel.graph.node(n)["kind"] != "param"}
         )
         readable = {n: b for n, b in s.node_buffers.items() if n not in written}
         self.ev = Evaluator(s.kernel, self.body, readable)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import networkx as nx
@@ -64,7 +64,7 @@ from mimir.codegen.ir import (
 from mimir.codegen.schedule import root_kind
 from mimir.codegen.tensors import Reduction
 from mimir.codegen.vectorize import vectorise
-from mimir.codegen.warp import group_total, op_for, slots
+from mimir.codegen.warp import group_total, group_totals, op_for, slots
 from mimir.dims import BinOp
 from mimir.dtypes import DType, bool_, float16, float32, uint32
 
@@ -513,25 +513,48 @@ def _finish(
 
 
 def partial(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
-    """Each workgroup reduces CHUNK consecutive elements into `partials[group]`."""
-    assert c.plan.root is not None
-    red = c.ev.reduction(c.plan.root)
-    (buffer,) = c.plan.writes
-    dispatch, _ = _partial(c, red, buffer)
+    """Each workgroup reduces CHUNK consecutive elements into `partials[group]` (with
+    `Plan.reductions`, each reduction into its own; `_partial`)."""
+    dispatch, _ = _partial(c, _members(c))
     return (SPLIT_WG, 1, 1), dispatch
 
 
-def _partial(c: KernelContext, red: Reduction, buffer: str) -> tuple[Any, Expr]:
-    """The `partial` launch's work: this workgroup's chunk into `buffer[group]` (stored by
-    thread 0). The dispatch and the group id."""
+@dataclass
+class Member:
+    """A whole reduction of a pass over the elements (`_partial`): the plan's own or one
+    of `Plan.reductions`. `outputs` None: the plan's outputs."""
+
+    root: int
+    red: Reduction
+    partials: str
+    outputs: list[tuple[int, list[str]]] | None
+
+
+def _members(c: KernelContext) -> list[Member]:
+    """The whole reductions the launch folds or combines: the plan's, then
+    `Plan.reductions`, each with its partials' buffer (a `partial` plan's output)."""
+    members = []
+    for p in [c.plan, *c.plan.reductions]:
+        partials = p.writes[0] if p.kind == "partial" else p.partials
+        assert p.root is not None and partials is not None
+        outputs = None if p is c.plan else p.outputs()
+        members.append(Member(p.root, c.ev.reduction(p.root), partials, outputs))
+    return members
+
+
+def _partial(c: KernelContext, members: list[Member]) -> tuple[Any, Expr]:
+    """The `partial` launch's work: this workgroup's chunk folded into each member's
+    `partials[group]` (stored by thread 0), and `Plan.elements` stored at each element
+    the chunk holds. The dispatch and the group id."""
     body = c.body
+    red = members[0].red  # every member reduces a tensor of the same shape
     dispatch, g = c.groups(sz.cdiv(red.count, CHUNK))
     lid = Builtin("local_x")
     start = body.let(ibin("*", g, u32(CHUNK)), "start")
     stop = body.let(ibin("+", start, u32(CHUNK)), "stop")
     count = size_ir(red.count)
     end = body.let(lw.select(Binary("<", stop, count, "bool"), stop, count), "end")
-    read = _element(c, red)
+    reads = [_element(c, m.red) for m in members]
     plan = _row_vectors(c, start, red.count, ())
 
     def chunk(visit: Any) -> None:
@@ -557,41 +580,57 @@ def _partial(c: KernelContext, red: Reduction, buffer: str) -> tuple[Any, Expr]:
 
         _four_wide(c, plan, red.count, vectors, scalars)
 
-    first = ibin("+", start, lid)
-    acc = _fold(c, red, u32(0), first, end, u32(SPLIT_WG), read, chunk if plan else None)
-    total = _tree_total(c, red, acc, SPLIT_WG)
+    accs = [body.var(_identity(m.red.name, m.red.acc), "acc") for m in members]
+
+    def visit(r: Expr) -> None:
+        if c.plan.elements:
+            c.write(Idx(red.shape, flat=r), outputs=c.plan.elements)
+        for acc, m, read in zip(accs, members, reads, strict=True):
+            body.emit(Assign(acc, _combiner(m.red.name, m.red.acc)(acc, read(r, []))))
+
+    if plan is not None:
+        chunk(visit)
+    else:
+        strided(body, ibin("+", start, lid), end, SPLIT_WG, visit)
+    names = ["$partial" if k == 0 else f"$partial{k}" for k in range(len(members))]
+    values = [(acc, op_for(m.red.name), n) for acc, m, n in zip(accs, members, names, strict=True)]
+    totals = group_totals(body, c.shared, values, SPLIT_WG)
     with body.if_(Binary("==", lid, u32(0), "bool")):
-        body.emit(Store(buffer, g, lw.to_storage(total, red.acc)))
+        for m, total in zip(members, totals, strict=True):
+            body.emit(Store(m.partials, g, lw.to_storage(total, m.red.acc)))
     return dispatch, g
 
 
 def _combine_partials(
     c: KernelContext,
-    red: Reduction,
+    members: list[Member],
     o: Expr,
     shared: str,
     count: Expr | None = None,
     width: int = SPLIT_WG,
-    root: int | None = None,
-    outputs: list[tuple[int, list[str]]] | None = None,
 ) -> None:
-    """Fold the `count` partials (thread t of `width`: t, t + width, ...; by default the
-    `partial` launch's chunks over `SPLIT_WG`), the tree, and thread 0 writes the result
-    (`_finish`, given `root` and its `outputs` or the plan's): the `reduce` launch after
-    `partial`, and the last workgroup of a one-launch reduction, the same order and tree
-    in both."""
-    assert c.plan.partials is not None
-    partials = c.plan.partials
+    """Fold each member's `count` partials (thread t of `width`: t, t + width, ...; by
+    default the `partial` launch's chunks over `SPLIT_WG`), the tree, and thread 0 writes
+    each result (`_finish`, to the member's outputs): the `reduce` launch after `partial`,
+    and the last workgroup of a one-launch reduction, the same order and tree in both."""
     lid = Builtin("local_x")
-
-    def read(r: Expr, _: list[Expr]) -> Expr:
-        return lw.from_storage(Load(partials, r, lw.STORAGE[red.acc]), red.acc)
-
+    body = c.body
+    red = members[0].red
     count = size_ir(sz.cdiv(red.count, CHUNK)) if count is None else count
-    acc = _fold(c, red, o, lid, count, u32(width), read)
-    total = group_total(c.body, c.shared, acc, op_for(red.name), width, shared)
-    with c.body.if_(Binary("==", lid, u32(0), "bool")):
-        _finish(c, red, o, total, root, outputs)
+    accs = [body.var(_identity(m.red.name, m.red.acc), "acc") for m in members]
+
+    def visit(r: Expr) -> None:
+        for acc, m in zip(accs, members, strict=True):
+            value = lw.from_storage(Load(m.partials, r, lw.STORAGE[m.red.acc]), m.red.acc)
+            body.emit(Assign(acc, _combiner(m.red.name, m.red.acc)(acc, value)))
+
+    strided(body, lid, count, width, visit)
+    names = [shared if k == 0 else f"{shared}{k}" for k in range(len(members))]
+    values = [(acc, op_for(m.red.name), n) for acc, m, n in zip(accs, members, names, strict=True)]
+    totals = group_totals(body, c.shared, values, width)
+    with body.if_(Binary("==", lid, u32(0), "bool")):
+        for m, total in zip(members, totals, strict=True):
+            _finish(c, m.red, o, total, m.root, m.outputs)
 
 
 def _last_workgroup(c: KernelContext, groups: Expr) -> None:
@@ -639,10 +678,11 @@ def _last_block(
     is bit-identical to the two launches), writes the output, and zeroes the counter
     again (`_reset_counter`)."""
     assert c.plan.partials is not None and c.plan.counter is not None
-    dispatch, _ = _partial(c, red, c.plan.partials)
+    members = _members(c)
+    dispatch, _ = _partial(c, members)
     groups = size_ir(sz.cdiv(red.count, CHUNK))
     _last_workgroup(c, groups)
-    _combine_partials(c, red, u32(0), "$combine")
+    _combine_partials(c, members, u32(0), "$combine")
     _reset_counter(c, groups)
     return (SPLIT_WG, 1, 1), dispatch
 
@@ -669,7 +709,8 @@ def whole_of_rows(c: KernelContext, width: int) -> None:
     body.emit(Fence())  # release this thread's stores
     body.emit(Barrier())
     _last_workgroup(c, groups)
-    _combine_partials(c, red, u32(0), "$combine", groups, width, root, c.plan.total_outputs)
+    member = Member(root, red, c.plan.partials, c.plan.total_outputs)
+    _combine_partials(c, [member], u32(0), "$combine", groups, width)
     _reset_counter(c, groups)
 
 
@@ -683,7 +724,7 @@ def reduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]
     if c.plan.partials is not None:
         # Combine the partial results of the `partial` launch.
         dispatch, o = c.groups(1)
-        _combine_partials(c, red, o, "$partial")
+        _combine_partials(c, _members(c), o, "$partial")
         return (SPLIT_WG, 1, 1), dispatch
     count, outputs = red.count, red.outputs
     if isinstance(count, int) and count <= SERIAL_REDUCE_MAX:

@@ -86,9 +86,21 @@ class Plan:
     # (`reductions.whole_of_rows`)
     total: int | None = None
     total_outputs: list[tuple[int, list[str]]] = field(default_factory=list)
+    # a `partial` launch, or a `reduce` one with `counter` or `partials`: more whole
+    # reductions of inputs of the same shape, folded in the same pass over the elements
+    # (`return x.max(), x.min()`), each its own plan (root, outputs, partials)
+    reductions: list[Plan] = field(default_factory=list)
+    # ... and the element-wise outputs of that shape it writes at each element it folds
+    # (`return y, y.sum()`: y is stored and summed by one read of x)
+    elements: list[tuple[int, list[str]]] = field(default_factory=list)
 
     def outputs(self) -> list[tuple[int, list[str]]]:
         return [(self.node, self.writes), *self.also]
+
+    def computed(self) -> list[tuple[int, list[str]]]:
+        """Every value the launch computes and stores, and where."""
+        more = [o for m in self.reductions for o in m.outputs()]
+        return [*self.outputs(), *self.elements, *more, *self.total_outputs]
 
 
 @dataclass
@@ -297,6 +309,13 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
         if writes[p]:
             node_buffers.setdefault(p, writes[p][0])
     plans = _merge_elementwise(ev, g, plans, node_buffers)
+    plans = _merge_whole_reductions(ev, g, plans, node_buffers, in_place)
+    # a reduction folded by another's one-launch pass hands off with that one's counter
+    spare = {m.counter for p in plans for m in p.reductions if m.counter is not None}
+    for p in plans:
+        for m in p.reductions:
+            m.counter = None
+    buffers = [b for b in buffers if b.name not in spare]
     if updates:
         params = {kg.node(n)["name"]: n for n in g.nodes if kg.node(n)["kind"] == "param"}
         for n, name in updates:
@@ -688,6 +707,102 @@ def _merge_elementwise(
     return out
 
 
+def _merge_whole_reductions(
+    ev: Any, g: nx.DiGraph, plans: list[Plan], node_buffers: dict[int, str], in_place: set[str]
+) -> list[Plan]:
+    """One pass over the elements for adjacent whole reductions of inputs of one shape
+    (`x.max(), x.min()`) and the element-wise outputs of that shape beside them
+    (`return y, y.sum()`): each workgroup folds its chunk into a partial per reduction
+    and stores the element-wise outputs at the elements it reads.
+
+    The pass is the first reduction's one-launch `reduce`, or its `partial` (then its
+    `reduce` combines every reduction's partials): it takes the other reductions' plans
+    as `Plan.reductions` and the element-wise outputs as `Plan.elements`. A member reads
+    another's value only at its own element (computed once, in registers), never a
+    reduction's result; an `InOut` write keeps its own launch."""
+
+    def keys(n: int) -> list[str]:
+        return [sz.key(s) for s in ev.shape(n)]
+
+    def whole(plan: Plan) -> list[str] | None:
+        """The input's shape, for a split reduction over every axis in order."""
+        if plan.kind != "partial" and (plan.kind != "reduce" or plan.partials is None):
+            return None
+        assert plan.root is not None
+        red = ev.reduction(plan.root)
+        if red.kept or list(red.axes) != list(range(len(red.shape))):
+            return None
+        return keys(ev.resolve(red.x))
+
+    def local(n: int, later: int, shape: list[str]) -> bool:
+        """Whether `later` reads `n` (if at all) only at its own element."""
+        if n == later or n not in nx.ancestors(g, later):
+            return True
+        between = (nx.descendants(g, n) & nx.ancestors(g, later)) | {later}
+        return all(op_kind(ev.kg, m) in _FUSIBLE and keys(m) == shape for m in between)
+
+    def joins(first: Plan, shape: list[str], at_element: list[int], after: int | None) -> bool:
+        """Whether a member may join the pass `first` (or the element-wise launch `first`,
+        which the member's pass would take in): what it computes at each element
+        (`at_element`: an output, a reduction's input) reads the pass's values only at
+        that element, and nothing it computes (nor its reduction's epilogue, `after`)
+        reads a reduction's result, known only at the end."""
+        roots = [r for r in [first.root, *(m.root for m in first.reductions)] if r is not None]
+        for n in [*at_element, *([after] if after is not None else [])]:
+            if any(r == n or r in nx.ancestors(g, n) for r in roots):
+                return False
+        values = [o for o, _ in first.computed() if o not in roots]
+        return all(local(o, n, shape) for n in at_element for o in values)
+
+    def writes_in_place(group: list[Plan]) -> bool:
+        return any(set(bufs) & in_place for p in group for _, bufs in p.computed())
+
+    out: list[Plan] = []
+    k = 0
+    while k < len(plans):
+        plan = plans[k]
+        # the launches of one reduction: `partial` and `reduce`, or the one-launch `reduce`
+        group = plans[k : k + 2] if plan.kind == "partial" else [plan]
+        one = plan.kind == "reduce" and plan.counter is not None
+        head = out[-1] if out else None
+        # the pass before: the launch that reads the elements (its combining `reduce` is
+        # `head` after a `partial`)
+        first = None
+        if head is not None and head.kind == "reduce" and head.counter is not None:
+            first = head
+        elif head is not None and head.kind == "reduce" and head.partials is not None:
+            if len(out) > 1 and out[-2].kind == "partial" and out[-2].root == head.root:
+                first = out[-2]
+        shape = whole(plan) if plan.kind == "partial" or one else None
+        if head is not None and shape is not None and not writes_in_place([*group, head]):
+            assert plan.root is not None
+            x, after = [ev.resolve(ev.reduction(plan.root).x)], group[-1].node
+            same = first is not None and (first is head) == one
+            if same and whole(first) == shape and joins(first, shape, x, after):
+                first.reductions.append(plan)
+                if first is not head:
+                    head.reductions.append(group[-1])
+                k += len(group)
+                continue
+            ew = head.kind == "ew" and not head.copy and head.total is None
+            if ew and keys(head.node) == shape and joins(head, shape, x, after):
+                out.pop()  # its outputs are stored by this pass
+                plan.elements = head.outputs()
+                out.extend(group)
+                k += len(group)
+                continue
+        ew = plan.kind == "ew" and not plan.copy and plan.total is None
+        if ew and first is not None and not writes_in_place([plan, first]):
+            shape = keys(plan.node)
+            if whole(first) == shape and joins(first, shape, [n for n, _ in plan.outputs()], None):
+                first.elements.extend(plan.outputs())
+                k += 1
+                continue
+        out.extend(group)
+        k += len(group)
+    return out
+
+
 def _fused_reads(
     g: nx.DiGraph, n: int, node_buffers: dict[int, str], inline: set[int] | frozenset = frozenset()
 ) -> set[int]:
@@ -715,7 +830,7 @@ def _write_in_place_is_safe(
     the parameter's shape: the thread loads before it stores, and no other thread touches
     that element), or, in a `row` launch, in the reductions of the rows (element-wise of
     the parameter's shape too: each workgroup folds its own rows before it writes)."""
-    writer = next(k for k, p in enumerate(plans) for _, bufs in p.outputs() if name in bufs)
+    writer = next(k for k, p in enumerate(plans) for _, bufs in p.computed() if name in bufs)
     key = [sz.key(s) for s in ev.shape(param)]
     after = nx.descendants(g, param)  # what reads the old value, directly or not
 
@@ -744,8 +859,8 @@ def _write_in_place_is_safe(
         return True
 
     for k, plan in enumerate(plans[writer:], start=writer):
-        inline = {n for n, _ in plan.outputs()}
-        for node, _ in plan.outputs():
+        inline = {n for n, _ in plan.computed()}
+        for node, _ in plan.computed():
             region = _fused_reads(g, node, node_buffers, inline)
             if param not in region:
                 continue

@@ -44,7 +44,7 @@ from mimir.codegen.ir import (
     all_expressions,
 )
 
-__all__ = ["combine", "group_total", "op_for", "to_workgroup_memory"]
+__all__ = ["combine", "group_total", "group_totals", "op_for", "to_workgroup_memory"]
 
 # a reduction's name -> the `WarpReduce` op that combines its partial results
 _OPS = {"sum": "add", "mean": "add", "max": "max", "min": "min"}
@@ -72,11 +72,23 @@ def group_total(
 
     `name` is a threadgroup array this reduction owns (declared here when `width` > 32;
     never written again, so no barrier is needed after the slots are read)."""
-    warp = body.let(WarpReduce(op, value, value.type), "warp")
+    return group_totals(body, shared, [(value, op, name)], width)[0]
+
+
+def group_totals(
+    body: Body, shared: list[SharedArray], values: list[tuple[Expr, str, str]], width: int
+) -> list[Expr]:
+    """`group_total` of several `(value, op, array name)` at once: one barrier for all."""
+    warps = [body.let(WarpReduce(op, v, v.type), "warp") for v, op, _ in values]
     if width <= WARP:
-        return warp
-    mine = slots(body, shared, [(name, warp)], width)[0]
-    return body.let(WarpReduce(op, mine, value.type, width // WARP), "total")
+        return warps
+    mine = slots(
+        body, shared, [(name, w) for (_, _, name), w in zip(values, warps, strict=True)], width
+    )
+    return [
+        body.let(WarpReduce(op, m, m.type, width // WARP), "total")
+        for (_, op, _), m in zip(values, mine, strict=True)
+    ]
 
 
 def slots(body: Body, shared: list[SharedArray], values: list[tuple[str, Expr]], width: int):

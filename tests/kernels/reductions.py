@@ -1,6 +1,6 @@
 """Reductions over every axis, with and without keepdims, of any size."""
 
-from mimir.array import Dim, Tensor, bool_, float32, gpu, int32
+from mimir.array import Dim, Tensor, bool_, float16, float32, gpu, int32
 
 A = Dim("A")
 B = Dim("B")
@@ -45,3 +45,15 @@ def int_sum_and_bool_any(x: Tensor[int32, A, B], m: Tensor[bool_, A, B]):
 @gpu
 def int_max_min(x: Tensor[int32, A, 40]) -> Tensor[int32, A]:
     return x.max(axis=1) - x.min(axis=1)
+
+
+@gpu
+def activations_and_their_sum(x: Tensor[float32, A, B]):
+    y = (x * 2.0 - 1.0).relu()
+    return y, y.sum()
+
+
+@gpu
+def range_and_scaled(x: Tensor[float32, A, B], h: Tensor[float16, A, B]):
+    wide = h.astype(float32)
+    return x.max(), x.min(), (x * 0.5 + wide).astype(float16), wide.mean()
