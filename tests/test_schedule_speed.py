@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import struct
 from pathlib import Path
 
 from harness import assert_close, random_inputs, shim_reference
@@ -394,6 +395,44 @@ def test_whole_reductions_and_outputs_of_one_shape_share_one_pass(tmp_path: Path
         manifest = json.loads(result.files[f"{function}.manifest.json"])  # type: ignore[arg-type]
         kinds = [k["file"].split("_")[-1] for k in manifest["kernels"]]
         assert kinds == ["reduce.ptx", "ew.ptx"], function
+
+
+def test_a_whole_variance_is_split_over_workgroups(tmp_path: Path) -> None:
+    """`x.var()` and `x.std(ddof=1)` over a whole tensor: a workgroup per 4096 elements
+    (it was one workgroup for the whole tensor), each storing its chunk's sum and squared
+    deviations from its own mean; the last combines them (Chan's parallel variance) in the
+    same launch on PTX, in a `moments` launch after `partial` on WGSL. Values around 1e4
+    whose variance is about 1: E[x^2] - E[x]^2 would lose every digit; this keeps 5."""
+    source = (
+        "from mimir.array import Dim, Tensor, float32, gpu\n"
+        'N = Dim("N", min=2)\nM = Dim("M")\n'
+        "@gpu\ndef spread(x: Tensor[float32, N, M]):\n    return x.var(), x.std(ddof=1)\n"
+    )
+    path = tmp_path / "spread.py"
+    path.write_text(source)
+    built = {}
+    for backend in ("ptx", "wgsl"):
+        result = compile_source(str(path), source, [backend], function="spread")
+        assert result.ok, [(d.code, d.message) for d in result.diagnostics]
+        built[backend] = {k: v for k, v in result.files.items() if isinstance(v, str)}
+    kernels = json.loads(built["ptx"]["spread.manifest.json"])["kernels"]
+    assert [k["file"] for k in kernels] == ["spread_0_moments.ptx", "spread_1_moments.ptx"]
+    assert "cdiv(N*M, 4096)" in kernels[0]["workgroups"][0]
+    wgsl = json.loads(built["wgsl"]["spread.manifest.json"])["kernels"]
+    kinds = ["partial", "moments"] * 2
+    assert [k["file"] for k in wgsl] == [f"spread_{k}_{kind}.wgsl" for k, kind in enumerate(kinds)]
+    dims = {"N": 37, "M": 301}  # 11137 elements: 3 chunks, the last of 2945
+    n = dims["N"] * dims["M"]
+    values = [1e4 + ((k * 7919) % 1000) / 500.0 for k in range(n)]
+    inputs = {"x": list(struct.unpack(f"{n}f", struct.pack(f"{n}f", *values)))}  # float32
+    actual, stats = _ptx_run(built["ptx"], "spread", dims, tmp_path / "run", inputs)
+    mean = sum(inputs["x"]) / n
+    squares = sum((v - mean) ** 2 for v in inputs["x"])
+    assert abs(actual["out0"][0] - squares / n) < 1e-5 * squares / n
+    assert abs(actual["out1"][0] - (squares / (n - 1)) ** 0.5) < 1e-5 * (squares / n) ** 0.5
+    # per launch, x once, and again by each thread from the cache for its deviations; the
+    # last workgroup loads the 3 sums twice and the 3 squares once
+    assert sum(s["bytes"]["ld"] for s in stats) == 2 * (2 * 4 * n + 4 * 3 * 3)
 
 
 def test_a_dot_and_a_matrix_vector_einsum_are_reductions_not_matmuls(tmp_path: Path) -> None:

@@ -514,8 +514,13 @@ def _finish(
 
 def partial(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
     """Each workgroup reduces CHUNK consecutive elements into `partials[group]` (with
-    `Plan.reductions`, each reduction into its own; `_partial`)."""
-    dispatch, _ = _partial(c, _members(c))
+    `Plan.reductions`, each reduction into its own; `_partial`); a `var`'s, its chunk's
+    sum and squared deviations (`_moment_chunk`)."""
+    assert c.plan.root is not None
+    if root_kind(c.ev.kg, c.plan.root) == "moments":
+        dispatch, _ = _moment_chunk(c, c.ev.reduction(c.plan.root), c.plan.writes[0])
+    else:
+        dispatch, _ = _partial(c, _members(c))
     return (SPLIT_WG, 1, 1), dispatch
 
 
@@ -1541,15 +1546,105 @@ def _nothing() -> Iterator[None]:
 def moments(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
     """`var` / `std` (`_TwoPass`: a workgroup per output element, or a thread for a small
     literal count), two passes: the mean, then the sum of squared deviations from it
-    (never E[x^2] - E[x]^2, which cancels catastrophically), divided by count - ddof."""
+    (never E[x^2] - E[x]^2, which cancels catastrophically), divided by count - ddof.
+    Over a whole tensor, split over workgroups of CHUNK elements (`_moment_chunk`,
+    `_combine_moments`)."""
     assert c.plan.root is not None
     ev = c.ev
     red = ev.reduction(c.plan.root)
+    if c.plan.partials is not None:
+        ddof = _ddof(ev, c.plan.root)
+        if c.plan.counter is not None:  # every chunk, then the last workgroup combines
+            dispatch, _ = _moment_chunk(c, red, c.plan.partials)
+            groups = size_ir(sz.cdiv(red.count, CHUNK))
+            _last_workgroup(c, groups)
+            _combine_moments(c, red, u32(0), ddof)
+            _reset_counter(c, groups)
+            return (SPLIT_WG, 1, 1), dispatch
+        dispatch, o = c.groups(1)  # after a `partial` launch
+        _combine_moments(c, red, o, ddof)
+        return (SPLIT_WG, 1, 1), dispatch
     launch = _TwoPass(c, red)
     t = lw.REG[red.acc]
     with launch.inside(red):
         _moments(c, red, launch, _ddof(ev, c.plan.root), t)
     return launch.workgroup, launch.dispatch
+
+
+def _moment_chunk(c: KernelContext, red: Reduction, partials: str) -> tuple[Any, Expr]:
+    """A whole `var`'s `partial` work: this workgroup's chunk of n elements (CHUNK, fewer
+    in the last), its sum s and, after a second read of the same elements (from the
+    cache), the sum of squared deviations from its own mean s / n; thread 0 stores s at
+    `partials[group]` and the squares at `partials[groups + group]`."""
+    assert red.acc == float32  # (a float16 input's var accumulates in float32)
+    body = c.body
+    dispatch, g = c.groups(sz.cdiv(red.count, CHUNK))
+    lid = Builtin("local_x")
+    start = body.let(ibin("*", g, u32(CHUNK)), "start")
+    stop = body.let(ibin("+", start, u32(CHUNK)), "stop")
+    count = size_ir(red.count)
+    end = body.let(lw.select(Binary("<", stop, count, "bool"), stop, count), "end")
+    read = _element(c, red)
+    n = lw.convert(ibin("-", end, start), uint32, float32)
+
+    def fold(step: Any, shared: str) -> Expr:
+        acc = body.var(lw.const(0, "f32"), "acc")
+        visit = lambda r: body.emit(Assign(acc, lw.bin_("+", acc, step(read(r, [])))))  # noqa: E731
+        strided(body, ibin("+", start, lid), end, SPLIT_WG, visit)
+        return group_total(body, c.shared, acc, "add", SPLIT_WG, shared)
+
+    total = fold(lambda v: v, "$sum")
+    mean = body.let(lw.bin_("/", total, n), "mean")
+
+    def square(v: Expr) -> Expr:
+        d = body.let(lw.bin_("-", v, mean), "d")
+        return lw.bin_("*", d, d)
+
+    squares = fold(square, "$squares")
+    groups = size_ir(sz.cdiv(red.count, CHUNK))
+    with body.if_(Binary("==", lid, u32(0), "bool")):
+        body.emit(Store(partials, g, lw.to_storage(total, float32)))
+        body.emit(Store(partials, ibin("+", groups, g), lw.to_storage(squares, float32)))
+    return dispatch, g
+
+
+def _combine_moments(c: KernelContext, red: Reduction, o: Expr, ddof: int) -> None:
+    """A whole `var` from its chunks' sums s_g and squared deviations q_g (n_g elements
+    each): the mean m = sum(s_g) / count, then sum(q_g + n_g (s_g / n_g - m)^2), the
+    squared deviations from m (Chan et al.'s parallel variance, folded like any sum), over
+    count - ddof; thread 0 writes it (its `sqrt` for `std`)."""
+    assert c.plan.partials is not None
+    body, partials = c.body, c.plan.partials
+    lid = Builtin("local_x")
+    groups = size_ir(sz.cdiv(red.count, CHUNK))
+    count = size_ir(red.count)
+
+    def fold(step: Any, shared: str) -> Expr:
+        acc = body.var(lw.const(0, "f32"), "acc")
+        visit = lambda r: body.emit(Assign(acc, lw.bin_("+", acc, step(r))))  # noqa: E731
+        strided(body, lid, groups, SPLIT_WG, visit)
+        return group_total(body, c.shared, acc, "add", SPLIT_WG, shared)
+
+    total = fold(lambda r: Load(partials, r, "f32"), "$sum")
+    mean = body.let(lw.bin_("/", total, lw.convert(count, uint32, float32)), "mean")
+
+    def square(r: Expr) -> Expr:
+        first = ibin("*", r, u32(CHUNK))
+        left = ibin("-", count, first)
+        n = lw.select(Binary("<", left, u32(CHUNK), "bool"), left, u32(CHUNK))
+        n = body.let(lw.convert(n, uint32, float32), "n")
+        s = Load(partials, r, "f32")
+        d = body.let(lw.bin_("-", lw.bin_("/", s, n), mean), "d")
+        q = Load(partials, ibin("+", groups, r), "f32")
+        return lw.bin_("+", q, lw.bin_("*", n, lw.bin_("*", d, d)))
+
+    squares = fold(square, "$squares")
+    divisor = lw.convert(size_ir(sz.simplify(BinOp("-", red.count, ddof))), uint32, float32)
+    value = body.let(lw.bin_("/", squares, divisor), "var")
+    if red.name == "std":
+        value = body.let(lw.call("mimir_sqrt", value), "std")
+    with body.if_(Binary("==", lid, u32(0), "bool")):
+        _finish(c, red, o, value)
 
 
 def _ddof(ev: Any, r: int) -> int:

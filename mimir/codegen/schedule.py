@@ -287,10 +287,15 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
                 plan.partials, plan.counter = partials, counter
             continue
         kind = root_kind(kg, r) if r is not None else "ew"
-        if kind == "reduce" and r is not None and split(red := ev.reduction(r)):
+        whole = kind in ("reduce", "moments") and r is not None and split(ev.reduction(r))
+        if whole and r is not None:
+            red = ev.reduction(r)
             partials = _unique(f"scratch{scratch}", taken)
             scratch += 1
-            buffers.append(BufferSpec(partials, "scratch", red.acc, (sz.cdiv(red.count, CHUNK),)))
+            # a `var`'s chunks store their sum and their squared deviations from their mean
+            chunks = sz.cdiv(red.count, CHUNK)
+            shape = (chunks,) if kind == "reduce" else (sz.mul(2, chunks),)
+            buffers.append(BufferSpec(partials, "scratch", red.acc, shape))
             # one launch needs a workgroup to find itself last: not for a count that can
             # be 0 (no workgroup then; the `reduce` launch still writes the identity)
             nonempty = (sz.lower_bound(red.count, declared) or 0) >= 1
@@ -729,6 +734,8 @@ def _merge_whole_reductions(
         if plan.kind != "partial" and (plan.kind != "reduce" or plan.partials is None):
             return None
         assert plan.root is not None
+        if root_kind(ev.kg, plan.root) != "reduce":
+            return None  # a `var`'s chunks keep their own pass
         red = ev.reduction(plan.root)
         if red.kept or list(red.axes) != list(range(len(red.shape))):
             return None

@@ -16,71 +16,155 @@ static inline float mimir_simd_add_f32_4(float x) {
 
 kernel void var_all_0_moments(
     device const int* x [[buffer(0)]],
-    device float* out [[buffer(1)]],
-    constant Uniforms& u [[buffer(2)]],
+    coherent(device) device float* out [[buffer(1)]],
+    coherent(device) device float* scratch0 [[buffer(2)]],
+    coherent(device) device atomic_uint* scratch1 [[buffer(3)]],
+    constant Uniforms& u [[buffer(4)]],
     uint3 lid [[thread_position_in_threadgroup]],
-    uint3 wid [[threadgroup_position_in_grid]]
+    uint3 wid [[threadgroup_position_in_grid]],
+    uint3 nwg [[threadgroups_per_grid]]
 ) {
     threadgroup float sum[4];
     threadgroup float squares[4];
-    float acc0 = 0.0f;
-    const uint last1 = (u.N * 5u > 384u ? u.N * 5u - 384u : 0u);
-    uint rest2 = lid.x;
-    for (uint r3 = lid.x; r3 < last1; r3 += 512u) {
-        const int v6 = x[r3];
-        acc0 = acc0 + float(v6);
-        const int v9 = x[r3 + 128u];
-        acc0 = acc0 + float(v9);
-        const int v12 = x[r3 + 256u];
-        acc0 = acc0 + float(v12);
-        const int v15 = x[r3 + 384u];
-        acc0 = acc0 + float(v15);
-        rest2 = r3 + 512u;
+    threadgroup uint ticket[1];
+    const uint g0 = wid.y * nwg.x + wid.x;
+    if (g0 >= ((u.N * 5u + 4096u - 1u) >> 12u)) {
+        return;
     }
-    for (uint r16 = rest2; r16 < u.N * 5u; r16 += 128u) {
-        const int v19 = x[r16];
-        acc0 = acc0 + float(v19);
+    const uint start1 = g0 * 4096u;
+    const uint stop2 = start1 + 4096u;
+    const uint end3 = (stop2 < u.N * 5u ? stop2 : u.N * 5u);
+    float acc4 = 0.0f;
+    const uint last5 = (end3 > 384u ? end3 - 384u : 0u);
+    uint rest6 = start1 + lid.x;
+    for (uint r7 = start1 + lid.x; r7 < last5; r7 += 512u) {
+        const int v10 = x[r7];
+        acc4 = acc4 + float(v10);
+        const int v13 = x[r7 + 128u];
+        acc4 = acc4 + float(v13);
+        const int v16 = x[r7 + 256u];
+        acc4 = acc4 + float(v16);
+        const int v19 = x[r7 + 384u];
+        acc4 = acc4 + float(v19);
+        rest6 = r7 + 512u;
     }
-    const float warp20 = simd_sum(acc0);
+    for (uint r20 = rest6; r20 < end3; r20 += 128u) {
+        const int v23 = x[r20];
+        acc4 = acc4 + float(v23);
+    }
+    const float warp24 = simd_sum(acc4);
     if ((lid.x & 31u) == 0u) {
-        sum[lid.x >> 5u] = warp20;
+        sum[lid.x >> 5u] = warp24;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot21 = sum[lid.x & 3u];
-    const float total22 = mimir_simd_add_f32_4(slot21);
-    const float mean23 = total22 / float(u.N * 5u);
-    float acc24 = 0.0f;
-    const uint last25 = (u.N * 5u > 384u ? u.N * 5u - 384u : 0u);
-    uint rest26 = lid.x;
-    for (uint r27 = lid.x; r27 < last25; r27 += 512u) {
-        const int v30 = x[r27];
-        const float d31 = float(v30) - mean23;
-        acc24 = fma(d31, d31, acc24);
-        const int v34 = x[r27 + 128u];
-        const float d35 = float(v34) - mean23;
-        acc24 = fma(d35, d35, acc24);
-        const int v38 = x[r27 + 256u];
-        const float d39 = float(v38) - mean23;
-        acc24 = fma(d39, d39, acc24);
-        const int v42 = x[r27 + 384u];
-        const float d43 = float(v42) - mean23;
-        acc24 = fma(d43, d43, acc24);
-        rest26 = r27 + 512u;
+    const float slot25 = sum[lid.x & 3u];
+    const float total26 = mimir_simd_add_f32_4(slot25);
+    const float mean27 = total26 / float(end3 - start1);
+    float acc28 = 0.0f;
+    const uint last29 = (end3 > 384u ? end3 - 384u : 0u);
+    uint rest30 = start1 + lid.x;
+    for (uint r31 = start1 + lid.x; r31 < last29; r31 += 512u) {
+        const int v34 = x[r31];
+        const float d35 = float(v34) - mean27;
+        acc28 = fma(d35, d35, acc28);
+        const int v38 = x[r31 + 128u];
+        const float d39 = float(v38) - mean27;
+        acc28 = fma(d39, d39, acc28);
+        const int v42 = x[r31 + 256u];
+        const float d43 = float(v42) - mean27;
+        acc28 = fma(d43, d43, acc28);
+        const int v46 = x[r31 + 384u];
+        const float d47 = float(v46) - mean27;
+        acc28 = fma(d47, d47, acc28);
+        rest30 = r31 + 512u;
     }
-    for (uint r44 = rest26; r44 < u.N * 5u; r44 += 128u) {
-        const int v47 = x[r44];
-        const float d48 = float(v47) - mean23;
-        acc24 = fma(d48, d48, acc24);
+    for (uint r48 = rest30; r48 < end3; r48 += 128u) {
+        const int v51 = x[r48];
+        const float d52 = float(v51) - mean27;
+        acc28 = fma(d52, d52, acc28);
     }
-    const float warp49 = simd_sum(acc24);
+    const float warp53 = simd_sum(acc28);
     if ((lid.x & 31u) == 0u) {
-        squares[lid.x >> 5u] = warp49;
+        squares[lid.x >> 5u] = warp53;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot50 = squares[lid.x & 3u];
-    const float total51 = mimir_simd_add_f32_4(slot50);
-    const float var52 = total51 / float(5u * u.N);
+    const float slot54 = squares[lid.x & 3u];
+    const float total55 = mimir_simd_add_f32_4(slot54);
     if (lid.x == 0u) {
-        out[wid.x] = var52;
+        scratch0[g0] = total26;
+        scratch0[((u.N * 5u + 4096u - 1u) >> 12u) + g0] = total55;
+    }
+    const uint last56 = ((u.N * 5u + 4096u - 1u) >> 12u) - 1u;
+    if (lid.x == 0u) {
+        atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+        const uint old57 = atomic_fetch_add_explicit(&scratch1[0u], 1u, memory_order_relaxed);
+        if (old57 == last56) {
+            atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+        }
+        ticket[0u] = old57;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint ticket58 = ticket[0u];
+    if (ticket58 != last56) {
+        return;
+    }
+    atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+    float acc59 = 0.0f;
+    const uint last60 = (((u.N * 5u + 4096u - 1u) >> 12u) > 384u ? ((u.N * 5u + 4096u - 1u) >> 12u) - 384u : 0u);
+    uint rest61 = lid.x;
+    for (uint r62 = lid.x; r62 < last60; r62 += 512u) {
+        acc59 = acc59 + scratch0[r62];
+        acc59 = acc59 + scratch0[r62 + 128u];
+        acc59 = acc59 + scratch0[r62 + 256u];
+        acc59 = acc59 + scratch0[r62 + 384u];
+        rest61 = r62 + 512u;
+    }
+    for (uint r63 = rest61; r63 < (u.N * 5u + 4096u - 1u) >> 12u; r63 += 128u) {
+        acc59 = acc59 + scratch0[r63];
+    }
+    const float warp64 = simd_sum(acc59);
+    if ((lid.x & 31u) == 0u) {
+        sum[lid.x >> 5u] = warp64;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const float slot65 = sum[lid.x & 3u];
+    const float total66 = mimir_simd_add_f32_4(slot65);
+    const float mean67 = total66 / float(u.N * 5u);
+    float acc68 = 0.0f;
+    const uint last69 = (((u.N * 5u + 4096u - 1u) >> 12u) > 384u ? ((u.N * 5u + 4096u - 1u) >> 12u) - 384u : 0u);
+    uint rest70 = lid.x;
+    for (uint r71 = lid.x; r71 < last69; r71 += 512u) {
+        const float n72 = float((u.N * 5u - r71 * 4096u < 4096u ? u.N * 5u - r71 * 4096u : 4096u));
+        const float d73 = scratch0[r71] / n72 - mean67;
+        acc68 = acc68 + fma(n72, d73 * d73, scratch0[((u.N * 5u + 4096u - 1u) >> 12u) + r71]);
+        const float n74 = float((u.N * 5u - (r71 + 128u) * 4096u < 4096u ? u.N * 5u - (r71 + 128u) * 4096u : 4096u));
+        const float d75 = scratch0[r71 + 128u] / n74 - mean67;
+        acc68 = acc68 + fma(n74, d75 * d75, scratch0[((u.N * 5u + 4096u - 1u) >> 12u) + (r71 + 128u)]);
+        const float n76 = float((u.N * 5u - (r71 + 256u) * 4096u < 4096u ? u.N * 5u - (r71 + 256u) * 4096u : 4096u));
+        const float d77 = scratch0[r71 + 256u] / n76 - mean67;
+        acc68 = acc68 + fma(n76, d77 * d77, scratch0[((u.N * 5u + 4096u - 1u) >> 12u) + (r71 + 256u)]);
+        const float n78 = float((u.N * 5u - (r71 + 384u) * 4096u < 4096u ? u.N * 5u - (r71 + 384u) * 4096u : 4096u));
+        const float d79 = scratch0[r71 + 384u] / n78 - mean67;
+        acc68 = acc68 + fma(n78, d79 * d79, scratch0[((u.N * 5u + 4096u - 1u) >> 12u) + (r71 + 384u)]);
+        rest70 = r71 + 512u;
+    }
+    for (uint r80 = rest70; r80 < (u.N * 5u + 4096u - 1u) >> 12u; r80 += 128u) {
+        const float n81 = float((u.N * 5u - r80 * 4096u < 4096u ? u.N * 5u - r80 * 4096u : 4096u));
+        const float d82 = scratch0[r80] / n81 - mean67;
+        acc68 = acc68 + fma(n81, d82 * d82, scratch0[((u.N * 5u + 4096u - 1u) >> 12u) + r80]);
+    }
+    const float warp83 = simd_sum(acc68);
+    if ((lid.x & 31u) == 0u) {
+        squares[lid.x >> 5u] = warp83;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const float slot84 = squares[lid.x & 3u];
+    const float total85 = mimir_simd_add_f32_4(slot84);
+    const float var86 = total85 / float(5u * u.N);
+    if (lid.x == 0u) {
+        out[0u] = var86;
+    }
+    if (lid.x == 0u) {
+        atomic_fetch_add_explicit(&scratch1[0u], 0u - ((u.N * 5u + 4096u - 1u) >> 12u), memory_order_relaxed);
     }
 }
