@@ -435,6 +435,68 @@ def test_a_whole_variance_is_split_over_workgroups(tmp_path: Path) -> None:
     assert sum(s["bytes"]["ld"] for s in stats) == 2 * (2 * 4 * n + 4 * 3 * 3)
 
 
+def test_a_reduction_over_leading_axes_reads_rows_across_threads(tmp_path: Path) -> None:
+    """`x.sum(axis=0)`: 32 columns a workgroup, 8 threads a column, so a warp reads 32
+    consecutive elements of a row (the strided `reduce` read each element a row apart
+    from its neighbour's), in slabs of 256 rows whose partials the last workgroup of each
+    column tile combines (its own counter). A literal count of at most 256 rows needs no
+    slabs. Against the shim: one row, a last slab of one row, a last tile of one column,
+    an outer axis, ints exactly; blocks reversed, and the counters back at zero."""
+    source = (
+        "from mimir.array import Dim, Tensor, float32, gpu, int32\n"
+        'A = Dim("A")\nN = Dim("N")\nM = Dim("M")\n'
+        "@gpu\ndef column_sums(x: Tensor[float32, N, M]):\n    return x.sum(axis=0)\n"
+        "@gpu\ndef middle_max(x: Tensor[int32, A, N, M]):\n    return x.max(axis=1)\n"
+        "@gpu\ndef short_columns(x: Tensor[float32, 100, M]):\n    return x.mean(axis=0)\n"
+    )
+    path = tmp_path / "columns.py"
+    path.write_text(source)
+
+    def compiled(function: str, backend: str) -> dict[str, str]:
+        result = compile_source(str(path), source, [backend], function=function)
+        assert result.ok, [(d.code, d.message) for d in result.diagnostics]
+        return {k: v for k, v in result.files.items() if isinstance(v, str)}
+
+    cases = [
+        ("column_sums", {"N": 1, "M": 40}),
+        ("column_sums", {"N": 257, "M": 33}),
+        ("column_sums", {"N": 600, "M": 64}),
+        ("middle_max", {"A": 3, "N": 300, "M": 5}),
+        ("short_columns", {"M": 70}),
+    ]
+    for function, dims in cases:
+        files = compiled(function, "ptx")
+        manifest = json.loads(files[f"{function}.manifest.json"])
+        (kernel,) = manifest["kernels"]
+        assert kernel["workgroup_size"] == [256, 1, 1]
+        counters = [b for b in manifest["buffers"] if b.get("zero")]
+        assert len(counters) == (function != "short_columns")
+        rows, columns = dims.get("N", 100), dims["M"] * dims.get("A", 1)
+        slabs = -(-rows // 256) if counters else 0
+        label = f"{function} at {dims}"
+        folder = tmp_path / f"{function}_{len(list(tmp_path.iterdir()))}"
+        inputs = random_inputs(manifest, dims, seed=rows)
+        kept: dict[str, bytearray] = {}
+        folder.mkdir()
+        for relative, content in files.items():
+            (folder / relative).write_text(content)
+        stats: list[dict] = []
+        actual = run_ptx_manifest_cpu(manifest, folder, inputs, dims, stats=stats, buffers=kept)
+        # x once; each slab's partials stored, and loaded by the tile's last workgroup
+        assert sum(st["bytes"]["ld"] for st in stats) == 4 * (rows + slabs) * columns, label
+        assert sum(st["bytes"]["st"] for st in stats) == 4 * (slabs + 1) * columns, label
+        for counter in counters:
+            assert kept[counter["name"]] == bytearray(len(kept[counter["name"]])), label
+        back = run_ptx_manifest_cpu(manifest, folder, inputs, dims, reverse_blocks=True)
+        assert back == actual, label
+        expected = shim_reference(path, function, inputs, dims, {})
+        dtype = "int32" if function == "middle_max" else "float32"
+        assert_close(actual["out"], expected["out"], dtype, label=label)
+    files = compiled("column_sums", "wgsl")
+    kinds = [k["file"] for k in json.loads(files["column_sums.manifest.json"])["kernels"]]
+    assert kinds == ["column_sums_0_partial.wgsl", "column_sums_1_reduce.wgsl"]
+
+
 def test_a_dot_and_a_matrix_vector_einsum_are_reductions_not_matmuls(tmp_path: Path) -> None:
     """`einsum('i,i->')`, `'bi,bi->b'` and `'ij,j->i'` keep no letter of the second
     operand: they are sums of a broadcast product over its last axis (one launch, each

@@ -54,7 +54,8 @@ CASES = [
     ("big_reduction", "long_softmax", {"N": 515}),
     ("reductions", "max_axis2", {"A": 1, "B": 3, "C": 1}),
     ("reductions", "max_axis2", {"A": 1, "B": 3, "C": 517}),
-    ("reductions", "sum_axis0", {"A": 517, "B": 3, "C": 2}),  # not the last axis
+    # not the last axis: columns, 8 threads each, in 3 slabs of 256 rows (no shuffles)
+    ("reductions", "sum_axis0", {"A": 517, "B": 3, "C": 2}),
     ("statistics", "variance_rows", {"N": 3, "C": 1}),
     ("statistics", "variance_rows", {"N": 3, "C": 517}),
     ("statistics", "argmax_rows", {"N": 3, "C": 515}),
@@ -131,12 +132,14 @@ def test_nan_and_infinities_match_the_shim(
     folder = tmp_path / backend
     if backend == "ptx":
         actual = run_ptx_manifest_cpu(manifest, folder, inputs, dims)
-        assert any("shfl.sync.bfly.b32" in p.read_text() for p in folder.glob("*.ptx"))
+        shuffles = any("shfl.sync.bfly.b32" in p.read_text() for p in folder.glob("*.ptx"))
+        assert shuffles or function == "sum_axis0"
     elif backend == "msl":
         from harness.msl_runner import run_msl_manifest
 
         actual = run_msl_manifest(manifest, folder, inputs, dims, {})
-        assert any("simd_" in p.read_text() for p in folder.glob("*.metal"))
+        simd = any("simd_" in p.read_text() for p in folder.glob("*.metal"))
+        assert simd or function == "sum_axis0"
     else:
         from mimir.runtime.wgpu_runner import run_manifest
 

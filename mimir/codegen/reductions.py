@@ -517,6 +517,10 @@ def partial(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
     `Plan.reductions`, each reduction into its own; `_partial`); a `var`'s, its chunk's
     sum and squared deviations (`_moment_chunk`)."""
     assert c.plan.root is not None
+    if root_kind(c.ev.kg, c.plan.root) == "reduce":
+        red = c.ev.reduction(c.plan.root)
+        if column_layout(red) is not None:
+            return _columns(c, red)
     if root_kind(c.ev.kg, c.plan.root) == "moments":
         dispatch, _ = _moment_chunk(c, c.ev.reduction(c.plan.root), c.plan.writes[0])
     else:
@@ -626,7 +630,8 @@ def _combine_partials(
 
     def visit(r: Expr) -> None:
         for acc, m in zip(accs, members, strict=True):
-            value = lw.from_storage(Load(m.partials, r, lw.STORAGE[m.red.acc]), m.red.acc)
+            loaded = Load(m.partials, r, lw.STORAGE[m.red.acc])
+            value = body.let(lw.from_storage(loaded, m.red.acc), "partial")  # read once
             body.emit(Assign(acc, _combiner(m.red.name, m.red.acc)(acc, value)))
 
     strided(body, lid, count, width, visit)
@@ -638,13 +643,15 @@ def _combine_partials(
             _finish(c, m.red, o, total, m.root, m.outputs)
 
 
-def _last_workgroup(c: KernelContext, groups: Expr) -> None:
+def _last_workgroup(c: KernelContext, groups: Expr, slot: Expr | None = None) -> None:
     """The handoff of a one-launch reduction: thread 0 fences (release; what the other
     threads stored is ordered before it by the caller's barrier) and adds 1 to the
     counter, reading the old value; the workgroup that reads `groups - 1` is the last:
     every other partial is stored and, after an acquire fence (in thread 0, and in every
     thread after the barrier), visible to it. The old value goes to every thread through
-    threadgroup memory and a barrier, and every other workgroup returns (uniformly)."""
+    threadgroup memory and a barrier, and every other workgroup returns (uniformly). With
+    `slot`, the counter is element `slot` of the buffer, shared by `groups` workgroups
+    (a column tile's slabs, `_columns`)."""
     body, counter = c.body, c.plan.counter
     assert counter is not None
     lid = Builtin("local_x")
@@ -653,7 +660,7 @@ def _last_workgroup(c: KernelContext, groups: Expr) -> None:
     with body.if_(Binary("==", lid, u32(0), "bool")):
         body.emit(Fence())
         old = body.fresh("old", "u32")
-        body.emit(AtomicAdd(counter, u32(0), u32(1), old))
+        body.emit(AtomicAdd(counter, slot or u32(0), u32(1), old))
         with body.if_(Binary("==", old, last, "bool")):
             body.emit(Fence())  # acquire, in the thread that read the counter
         body.emit(Store("$ticket", u32(0), old))
@@ -664,12 +671,12 @@ def _last_workgroup(c: KernelContext, groups: Expr) -> None:
     body.emit(Fence())  # and in every thread of the last workgroup, after the barrier
 
 
-def _reset_counter(c: KernelContext, groups: Expr) -> None:
-    """The last workgroup's thread 0 subtracts `groups` from the counter: zero again for
-    the next launch on the same buffers."""
+def _reset_counter(c: KernelContext, groups: Expr, slot: Expr | None = None) -> None:
+    """The last workgroup's thread 0 subtracts `groups` from the counter (element `slot`):
+    zero again for the next launch on the same buffers."""
     assert c.plan.counter is not None
     with c.body.if_(Binary("==", Builtin("local_x"), u32(0), "bool")):
-        c.body.emit(AtomicAdd(c.plan.counter, u32(0), ibin("-", u32(0), groups)))
+        c.body.emit(AtomicAdd(c.plan.counter, slot or u32(0), ibin("-", u32(0), groups)))
 
 
 def _last_block(
@@ -719,11 +726,158 @@ def whole_of_rows(c: KernelContext, width: int) -> None:
     _reset_counter(c, groups)
 
 
+# ---------------------------------------------------------------- columns
+
+COLUMNS = 32  # columns of a column workgroup: a warp reads 32 consecutive elements of a row
+COLUMN_LANES = 8  # ... and its threads per column, each folding every 8th row
+SLAB = 256  # rows a column workgroup folds (32 a thread) before it stores its partial
+
+
+def column_layout(red: Reduction) -> tuple[Any, Any, Any] | None:
+    """(outer, count, inner) of a reduction over a run of consecutive axes before the
+    last, with more than one element after them and more than `SERIAL_REDUCE_MAX` in the
+    run (`x.sum(axis=0)` of an (N, M) tensor: 1, N, M): element r of output element
+    (a, col) is at (a * count + r) * inner + col, so consecutive columns are consecutive
+    in memory (`_columns`). None for any other reduction."""
+    axes, rank = list(red.axes), len(red.shape)
+    if not axes or axes != list(range(axes[0], axes[-1] + 1)) or axes[-1] == rank - 1:
+        return None
+    inner = sz.product(list(red.shape[axes[-1] + 1 :]))
+    if (isinstance(inner, int) and inner == 1) or (
+        isinstance(red.count, int) and red.count <= SERIAL_REDUCE_MAX
+    ):
+        return None
+    return sz.product(list(red.shape[: axes[0]])), red.count, inner
+
+
+def column_slabs(red: Reduction, dims: Any) -> bool:
+    """Whether a column reduction (`column_layout`) may have more rows than a `SLAB`:
+    then its workgroups store partials, which the last workgroup of each column tile (or
+    a second launch) combines."""
+    high = sz.upper_bound(red.count, dims)
+    return high is None or high > SLAB
+
+
+def _columns(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, int], Any]:
+    """A reduction over leading axes (`column_layout`): a workgroup per tile of `COLUMNS`
+    columns (and per slab of `SLAB` rows, when there may be more), its threads 8 per
+    column. Thread (lane, col) folds rows lane, lane + 8, ... of its column, so a warp
+    reads 32 consecutive elements of a row (the strided `reduce` read one element per
+    row and thread, a row apart); the 8 lanes combine in threadgroup memory, in order.
+
+    One slab: lane 0 writes the output. Several: lane 0 stores the slab's partial; in a
+    `partial` launch that is all, and a `reduce` launch after it, a workgroup per tile,
+    combines the slabs' partials the same way (8 lanes, every 8th slab); in one launch
+    (`Plan.counter`, a counter per tile), the last slab of each tile to finish does."""
+    body = c.body
+    layout = column_layout(red)
+    assert layout is not None
+    outer, count, inner = layout
+    lid = Builtin("local_x")
+    slabbed = c.plan.partials is not None or c.plan.kind == "partial"
+    slabs = sz.cdiv(count, SLAB) if slabbed else 1
+    tiles = sz.cdiv(inner, COLUMNS)
+    combine_only = c.plan.kind == "reduce" and c.plan.partials is not None and not c.plan.counter
+    per_tile = 1 if combine_only else slabs
+    dispatch, g = c.groups(sz.product([outer, tiles, per_tile]))
+    if isinstance(per_tile, int) and per_tile == 1:
+        slab, rest = u32(0), g
+    else:
+        slab = body.let(ibin("%", g, size_ir(per_tile)), "slab")
+        rest = body.let(ibin("/", g, size_ir(per_tile)), "tile")
+    tile = body.let(ibin("%", rest, size_ir(tiles)), "tile")
+    a = body.let(ibin("/", rest, size_ir(tiles)), "outer")
+    column = body.let(ibin("%", lid, u32(COLUMNS)), "column")
+    lane = body.let(ibin("/", lid, u32(COLUMNS)), "lane")
+    col = body.let(ibin("+", ibin("*", tile, u32(COLUMNS)), column), "col")
+    o = body.let(ibin("+", ibin("*", a, size_ir(inner)), col), "o")
+    inside = Binary("<", col, size_ir(inner), "bool")
+    combine = _combiner(red.name, red.acc)
+    t = lw.REG[red.acc]
+    if not any(a.name == "$columns" for a in c.shared):
+        c.shared.append(SharedArray("$columns", t, COLUMNS * COLUMN_LANES))
+
+    def lanes(fold: Any) -> Expr:
+        """Each thread's fold (inside the tile's columns), then lane 0's of its column:
+        the 8 lanes' values combined in order."""
+        acc = body.var(_identity(red.name, red.acc), "acc")
+        with body.if_(inside):
+            fold(lambda value: body.emit(Assign(acc, combine(acc, value))))
+        body.emit(Store("$columns", lid, acc))
+        body.emit(Barrier())
+        total = body.var(Load("$columns", column, t), "total")
+        for k in range(1, COLUMN_LANES):
+            lane_total = body.let(Load("$columns", ibin("+", column, u32(k * COLUMNS)), t), "lane")
+            body.emit(Assign(total, combine(total, lane_total)))
+        return total
+
+    def at_partial(k: Expr) -> Expr:
+        """Slab k's partial of this column: at (a * slabs + k) * inner + col."""
+        return ibin("+", ibin("*", ibin("+", ibin("*", a, size_ir(slabs)), k), size_ir(inner)), col)
+
+    def combined() -> None:
+        """Every slab's partial of the tile's columns, folded; lane 0 writes the result."""
+        partials = c.plan.partials
+        assert partials is not None
+
+        def fold(add: Any) -> None:
+            def visit(k: Expr) -> None:
+                loaded = Load(partials, at_partial(k), lw.STORAGE[red.acc])
+                add(body.let(lw.from_storage(loaded, red.acc), "partial"))
+
+            strided(body, lane, size_ir(slabs), COLUMN_LANES, visit)
+
+        total = lanes(fold)
+        with body.if_(Binary("&&", Binary("==", lane, u32(0), "bool"), inside, "bool")):
+            _finish(c, red, o, total)
+
+    if combine_only:
+        combined()
+        return (COLUMNS * COLUMN_LANES, 1, 1), dispatch
+    outer_axes = Idx(tuple(red.shape[: red.axes[0]]), flat=a).axes(body)
+    inner_axes = Idx(tuple(red.shape[red.axes[-1] + 1 :]), flat=col).axes(body)
+    read = _element(c, red, o)
+    first = body.let(ibin("*", slab, u32(SLAB)), "first") if slabbed else u32(0)
+    if slabbed:
+        stop = body.let(ibin("+", first, u32(SLAB)), "stop")
+        end = body.let(
+            lw.select(Binary("<", stop, size_ir(count), "bool"), stop, size_ir(count)), "end"
+        )
+    else:
+        end = size_ir(count)
+
+    def fold(add: Any) -> None:
+        visit = lambda r: add(read(r, [*outer_axes, *inner_axes]))  # noqa: E731
+        strided(body, ibin("+", first, lane), end, COLUMN_LANES, visit)
+
+    total = lanes(fold)
+    mine = Binary("&&", Binary("==", lane, u32(0), "bool"), inside, "bool")
+    if not slabbed:
+        with body.if_(mine):
+            _finish(c, red, o, total)
+        return (COLUMNS * COLUMN_LANES, 1, 1), dispatch
+    partials = c.plan.writes[0] if c.plan.kind == "partial" else c.plan.partials
+    assert partials is not None
+    with body.if_(mine):
+        body.emit(Store(partials, at_partial(slab), lw.to_storage(total, red.acc)))
+    if c.plan.kind == "partial":
+        return (COLUMNS * COLUMN_LANES, 1, 1), dispatch
+    body.emit(Fence())  # release this thread's stores
+    body.emit(Barrier())
+    slot = body.let(ibin("+", ibin("*", a, size_ir(tiles)), tile), "slot")
+    _last_workgroup(c, size_ir(slabs), slot)
+    combined()
+    _reset_counter(c, size_ir(slabs), slot)
+    return (COLUMNS * COLUMN_LANES, 1, 1), dispatch
+
+
 def reduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
     assert c.plan.root is not None
     red = c.ev.reduction(c.plan.root)
     body = c.body
     lid = Builtin("local_x")
+    if column_layout(red) is not None:
+        return _columns(c, red)
     if c.plan.counter is not None:
         return _last_block(c, red)
     if c.plan.partials is not None:

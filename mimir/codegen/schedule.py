@@ -139,7 +139,16 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
     atomics that return the old value, so a split reduction is one launch (module
     docstring). `vector_views`: the target may read one buffer 4 wide and one element at
     a time (`Backend.vector_views`)."""
-    from mimir.codegen.reductions import CHUNK, row_launch_groups, row_shape, split
+    from mimir.codegen.reductions import (
+        CHUNK,
+        COLUMNS,
+        SLAB,
+        column_layout,
+        column_slabs,
+        row_launch_groups,
+        row_shape,
+        split,
+    )
     from mimir.codegen.tensors import Evaluator  # resolve() and shapes, without a body
 
     kg = kernel.graph
@@ -287,6 +296,24 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
                 plan.partials, plan.counter = partials, counter
             continue
         kind = root_kind(kg, r) if r is not None else "ew"
+        if kind == "reduce" and r is not None and column_layout(red := ev.reduction(r)):
+            if column_slabs(red, declared):
+                # slabs of rows, combined by the last of each column tile or a second launch
+                outer, count, inner = column_layout(red) or ()
+                partials = _unique(f"scratch{scratch}", taken)
+                scratch += 1
+                shape = (sz.product([outer, sz.cdiv(count, SLAB), inner]),)
+                buffers.append(BufferSpec(partials, "scratch", red.acc, shape))
+                if one_launch and (sz.lower_bound(count, declared) or 0) >= 1:
+                    counter = _unique(f"scratch{scratch}", taken)
+                    scratch += 1
+                    tiles = (sz.product([outer, sz.cdiv(inner, COLUMNS)]),)
+                    buffers.append(BufferSpec(counter, "scratch", uint32, tiles, zero=True))
+                    plans.append(Plan(kind, p, r, writes[p], partials=partials, counter=counter))
+                    continue
+                plans.append(Plan("partial", r, r, [partials]))
+                plans.append(Plan(kind, p, r, writes[p], partials=partials))
+                continue
         whole = kind in ("reduce", "moments") and r is not None and split(ev.reduction(r))
         if whole and r is not None:
             red = ev.reduction(r)

@@ -308,25 +308,30 @@ kernel void mean_abs_0_reduce(
     const uint last184 = (((u.N + 4096u - 1u) >> 12u) > 384u ? ((u.N + 4096u - 1u) >> 12u) - 384u : 0u);
     uint rest185 = lid.x;
     for (uint r186 = lid.x; r186 < last184; r186 += 512u) {
-        acc183 = acc183 + scratch0[r186];
-        acc183 = acc183 + scratch0[r186 + 128u];
-        acc183 = acc183 + scratch0[r186 + 256u];
-        acc183 = acc183 + scratch0[r186 + 384u];
+        const float partial187 = scratch0[r186];
+        acc183 = acc183 + partial187;
+        const float partial188 = scratch0[r186 + 128u];
+        acc183 = acc183 + partial188;
+        const float partial189 = scratch0[r186 + 256u];
+        acc183 = acc183 + partial189;
+        const float partial190 = scratch0[r186 + 384u];
+        acc183 = acc183 + partial190;
         rest185 = r186 + 512u;
     }
-    for (uint r187 = rest185; r187 < (u.N + 4096u - 1u) >> 12u; r187 += 128u) {
-        acc183 = acc183 + scratch0[r187];
+    for (uint r191 = rest185; r191 < (u.N + 4096u - 1u) >> 12u; r191 += 128u) {
+        const float partial192 = scratch0[r191];
+        acc183 = acc183 + partial192;
     }
-    const float warp188 = simd_sum(acc183);
+    const float warp193 = simd_sum(acc183);
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp188;
+        combine[lid.x >> 5u] = warp193;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot189 = combine[lid.x & 3u];
-    const float total190 = mimir_simd_add_f32_4(slot189);
+    const float slot194 = combine[lid.x & 3u];
+    const float total195 = mimir_simd_add_f32_4(slot194);
     if (lid.x == 0u) {
-        const float total191 = total190 / float(u.N);
-        out[0u] = total191;
+        const float total196 = total195 / float(u.N);
+        out[0u] = total196;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - ((u.N + 4096u - 1u) >> 12u), memory_order_relaxed);

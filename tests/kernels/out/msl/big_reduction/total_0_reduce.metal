@@ -259,24 +259,29 @@ kernel void total_0_reduce(
     const uint last135 = (((u.N + 4096u - 1u) >> 12u) > 384u ? ((u.N + 4096u - 1u) >> 12u) - 384u : 0u);
     uint rest136 = lid.x;
     for (uint r137 = lid.x; r137 < last135; r137 += 512u) {
-        acc134 = acc134 + scratch0[r137];
-        acc134 = acc134 + scratch0[r137 + 128u];
-        acc134 = acc134 + scratch0[r137 + 256u];
-        acc134 = acc134 + scratch0[r137 + 384u];
+        const float partial138 = scratch0[r137];
+        acc134 = acc134 + partial138;
+        const float partial139 = scratch0[r137 + 128u];
+        acc134 = acc134 + partial139;
+        const float partial140 = scratch0[r137 + 256u];
+        acc134 = acc134 + partial140;
+        const float partial141 = scratch0[r137 + 384u];
+        acc134 = acc134 + partial141;
         rest136 = r137 + 512u;
     }
-    for (uint r138 = rest136; r138 < (u.N + 4096u - 1u) >> 12u; r138 += 128u) {
-        acc134 = acc134 + scratch0[r138];
+    for (uint r142 = rest136; r142 < (u.N + 4096u - 1u) >> 12u; r142 += 128u) {
+        const float partial143 = scratch0[r142];
+        acc134 = acc134 + partial143;
     }
-    const float warp139 = simd_sum(acc134);
+    const float warp144 = simd_sum(acc134);
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp139;
+        combine[lid.x >> 5u] = warp144;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot140 = combine[lid.x & 3u];
-    const float total141 = mimir_simd_add_f32_4(slot140);
+    const float slot145 = combine[lid.x & 3u];
+    const float total146 = mimir_simd_add_f32_4(slot145);
     if (lid.x == 0u) {
-        out[0u] = total141;
+        out[0u] = total146;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - ((u.N + 4096u - 1u) >> 12u), memory_order_relaxed);

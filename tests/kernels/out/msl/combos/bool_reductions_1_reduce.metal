@@ -260,24 +260,29 @@ kernel void bool_reductions_1_reduce(
     const uint last233 = (((u.N * u.M + 4096u - 1u) >> 12u) > 384u ? ((u.N * u.M + 4096u - 1u) >> 12u) - 384u : 0u);
     uint rest234 = lid.x;
     for (uint r235 = lid.x; r235 < last233; r235 += 512u) {
-        acc232 = int(uint(acc232) + uint(scratch0[r235]));
-        acc232 = int(uint(acc232) + uint(scratch0[r235 + 128u]));
-        acc232 = int(uint(acc232) + uint(scratch0[r235 + 256u]));
-        acc232 = int(uint(acc232) + uint(scratch0[r235 + 384u]));
+        const int partial236 = scratch0[r235];
+        acc232 = int(uint(acc232) + uint(partial236));
+        const int partial237 = scratch0[r235 + 128u];
+        acc232 = int(uint(acc232) + uint(partial237));
+        const int partial238 = scratch0[r235 + 256u];
+        acc232 = int(uint(acc232) + uint(partial238));
+        const int partial239 = scratch0[r235 + 384u];
+        acc232 = int(uint(acc232) + uint(partial239));
         rest234 = r235 + 512u;
     }
-    for (uint r236 = rest234; r236 < (u.N * u.M + 4096u - 1u) >> 12u; r236 += 128u) {
-        acc232 = int(uint(acc232) + uint(scratch0[r236]));
+    for (uint r240 = rest234; r240 < (u.N * u.M + 4096u - 1u) >> 12u; r240 += 128u) {
+        const int partial241 = scratch0[r240];
+        acc232 = int(uint(acc232) + uint(partial241));
     }
-    const int warp237 = as_type<int>(simd_sum(as_type<uint>(acc232)));
+    const int warp242 = as_type<int>(simd_sum(as_type<uint>(acc232)));
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp237;
+        combine[lid.x >> 5u] = warp242;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int slot238 = combine[lid.x & 3u];
-    const int total239 = mimir_simd_add_i32_4(slot238);
+    const int slot243 = combine[lid.x & 3u];
+    const int total244 = mimir_simd_add_i32_4(slot243);
     if (lid.x == 0u) {
-        out1[0u] = total239;
+        out1[0u] = total244;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - ((u.N * u.M + 4096u - 1u) >> 12u), memory_order_relaxed);

@@ -7,54 +7,138 @@ struct Uniforms {
     uint M;
 };
 
-static inline uint mimir_simd_max_u32_4(uint x) {
-    for (ushort m = 2; m > 0; m >>= 1) {
-        const uint y = simd_shuffle_xor(x, m);
-        x = max(x, y);
-    }
-    return x;
-}
-
 kernel void bool_reductions_2_reduce(
     device const uint* m [[buffer(0)]],
-    device uint* out2 [[buffer(1)]],
-    constant Uniforms& u [[buffer(2)]],
+    coherent(device) device uint* out2 [[buffer(1)]],
+    coherent(device) device uint* scratch2 [[buffer(2)]],
+    coherent(device) device atomic_uint* scratch3 [[buffer(3)]],
+    constant Uniforms& u [[buffer(4)]],
     uint3 lid [[thread_position_in_threadgroup]],
-    uint3 wid [[threadgroup_position_in_grid]]
+    uint3 wid [[threadgroup_position_in_grid]],
+    uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup uint partial[4];
-    uint acc0 = 0u;
-    const uint last1 = (u.N > 384u ? u.N - 384u : 0u);
-    uint rest2 = lid.x;
-    for (uint r3 = lid.x; r3 < last1; r3 += 512u) {
-        const uint i4 = r3 * u.M + wid.x;
-        const bool v5 = m[i4] != 0u;
-        acc0 = (acc0 >= (v5 ? 1u : 0u) ? acc0 : (v5 ? 1u : 0u));
-        const uint i6 = (r3 + 128u) * u.M + wid.x;
-        const bool v7 = m[i6] != 0u;
-        acc0 = (acc0 >= (v7 ? 1u : 0u) ? acc0 : (v7 ? 1u : 0u));
-        const uint i8 = (r3 + 256u) * u.M + wid.x;
-        const bool v9 = m[i8] != 0u;
-        acc0 = (acc0 >= (v9 ? 1u : 0u) ? acc0 : (v9 ? 1u : 0u));
-        const uint i10 = (r3 + 384u) * u.M + wid.x;
-        const bool v11 = m[i10] != 0u;
-        acc0 = (acc0 >= (v11 ? 1u : 0u) ? acc0 : (v11 ? 1u : 0u));
-        rest2 = r3 + 512u;
+    threadgroup uint columns[256];
+    threadgroup uint ticket[1];
+    const uint g0 = wid.y * nwg.x + wid.x;
+    if (g0 >= ((u.M + 32u - 1u) >> 5u) * ((u.N + 256u - 1u) >> 8u)) {
+        return;
     }
-    for (uint r12 = rest2; r12 < u.N; r12 += 128u) {
-        const uint i13 = r12 * u.M + wid.x;
-        const bool v14 = m[i13] != 0u;
-        acc0 = (acc0 >= (v14 ? 1u : 0u) ? acc0 : (v14 ? 1u : 0u));
+    const uint slab1 = g0 % ((u.N + 256u - 1u) >> 8u);
+    const uint tile2 = g0 / ((u.N + 256u - 1u) >> 8u);
+    const uint tile3 = tile2 % ((u.M + 32u - 1u) >> 5u);
+    const uint outer4 = tile2 / ((u.M + 32u - 1u) >> 5u);
+    const uint column5 = lid.x & 31u;
+    const uint lane6 = lid.x >> 5u;
+    const uint col7 = tile3 * 32u + column5;
+    const uint o8 = outer4 * u.M + col7;
+    const uint first9 = slab1 * 256u;
+    const uint stop10 = first9 + 256u;
+    const uint end11 = (stop10 < u.N ? stop10 : u.N);
+    uint acc12 = 0u;
+    if (col7 < u.M) {
+        const uint last13 = (end11 > 24u ? end11 - 24u : 0u);
+        uint rest14 = first9 + lane6;
+        for (uint r15 = first9 + lane6; r15 < last13; r15 += 32u) {
+            const uint i16 = r15 * u.M + col7;
+            const bool v17 = m[i16] != 0u;
+            acc12 = (acc12 >= (v17 ? 1u : 0u) ? acc12 : (v17 ? 1u : 0u));
+            const uint i18 = (r15 + 8u) * u.M + col7;
+            const bool v19 = m[i18] != 0u;
+            acc12 = (acc12 >= (v19 ? 1u : 0u) ? acc12 : (v19 ? 1u : 0u));
+            const uint i20 = (r15 + 16u) * u.M + col7;
+            const bool v21 = m[i20] != 0u;
+            acc12 = (acc12 >= (v21 ? 1u : 0u) ? acc12 : (v21 ? 1u : 0u));
+            const uint i22 = (r15 + 24u) * u.M + col7;
+            const bool v23 = m[i22] != 0u;
+            acc12 = (acc12 >= (v23 ? 1u : 0u) ? acc12 : (v23 ? 1u : 0u));
+            rest14 = r15 + 32u;
+        }
+        for (uint r24 = rest14; r24 < end11; r24 += 8u) {
+            const uint i25 = r24 * u.M + col7;
+            const bool v26 = m[i25] != 0u;
+            acc12 = (acc12 >= (v26 ? 1u : 0u) ? acc12 : (v26 ? 1u : 0u));
+        }
     }
-    const uint warp15 = simd_max(acc0);
-    if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp15;
+    columns[lid.x] = acc12;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    uint total27 = columns[column5];
+    const uint lane28 = columns[column5 + 32u];
+    total27 = (total27 >= lane28 ? total27 : lane28);
+    const uint lane29 = columns[column5 + 64u];
+    total27 = (total27 >= lane29 ? total27 : lane29);
+    const uint lane30 = columns[column5 + 96u];
+    total27 = (total27 >= lane30 ? total27 : lane30);
+    const uint lane31 = columns[column5 + 128u];
+    total27 = (total27 >= lane31 ? total27 : lane31);
+    const uint lane32 = columns[column5 + 160u];
+    total27 = (total27 >= lane32 ? total27 : lane32);
+    const uint lane33 = columns[column5 + 192u];
+    total27 = (total27 >= lane33 ? total27 : lane33);
+    const uint lane34 = columns[column5 + 224u];
+    total27 = (total27 >= lane34 ? total27 : lane34);
+    if ((lane6 == 0u) && (col7 < u.M)) {
+        scratch2[(outer4 * ((u.N + 256u - 1u) >> 8u) + slab1) * u.M + col7] = total27;
+    }
+    atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint slot35 = outer4 * ((u.M + 32u - 1u) >> 5u) + tile3;
+    const uint last36 = ((u.N + 256u - 1u) >> 8u) - 1u;
+    if (lid.x == 0u) {
+        atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+        const uint old37 = atomic_fetch_add_explicit(&scratch3[slot35], 1u, memory_order_relaxed);
+        if (old37 == last36) {
+            atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+        }
+        ticket[0u] = old37;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot16 = partial[lid.x & 3u];
-    const uint total17 = mimir_simd_max_u32_4(slot16);
+    const uint ticket38 = ticket[0u];
+    if (ticket38 != last36) {
+        return;
+    }
+    atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+    uint acc39 = 0u;
+    if (col7 < u.M) {
+        const uint last40 = (((u.N + 256u - 1u) >> 8u) > 24u ? ((u.N + 256u - 1u) >> 8u) - 24u : 0u);
+        uint rest41 = lane6;
+        for (uint r42 = lane6; r42 < last40; r42 += 32u) {
+            const uint partial43 = scratch2[(outer4 * ((u.N + 256u - 1u) >> 8u) + r42) * u.M + col7];
+            acc39 = (acc39 >= partial43 ? acc39 : partial43);
+            const uint partial44 = scratch2[(outer4 * ((u.N + 256u - 1u) >> 8u) + (r42 + 8u)) * u.M + col7];
+            acc39 = (acc39 >= partial44 ? acc39 : partial44);
+            const uint partial45 = scratch2[(outer4 * ((u.N + 256u - 1u) >> 8u) + (r42 + 16u)) * u.M + col7];
+            acc39 = (acc39 >= partial45 ? acc39 : partial45);
+            const uint partial46 = scratch2[(outer4 * ((u.N + 256u - 1u) >> 8u) + (r42 + 24u)) * u.M + col7];
+            acc39 = (acc39 >= partial46 ? acc39 : partial46);
+            rest41 = r42 + 32u;
+        }
+        for (uint r47 = rest41; r47 < (u.N + 256u - 1u) >> 8u; r47 += 8u) {
+            const uint partial48 = scratch2[(outer4 * ((u.N + 256u - 1u) >> 8u) + r47) * u.M + col7];
+            acc39 = (acc39 >= partial48 ? acc39 : partial48);
+        }
+    }
+    columns[lid.x] = acc39;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    uint total49 = columns[column5];
+    const uint lane50 = columns[column5 + 32u];
+    total49 = (total49 >= lane50 ? total49 : lane50);
+    const uint lane51 = columns[column5 + 64u];
+    total49 = (total49 >= lane51 ? total49 : lane51);
+    const uint lane52 = columns[column5 + 96u];
+    total49 = (total49 >= lane52 ? total49 : lane52);
+    const uint lane53 = columns[column5 + 128u];
+    total49 = (total49 >= lane53 ? total49 : lane53);
+    const uint lane54 = columns[column5 + 160u];
+    total49 = (total49 >= lane54 ? total49 : lane54);
+    const uint lane55 = columns[column5 + 192u];
+    total49 = (total49 >= lane55 ? total49 : lane55);
+    const uint lane56 = columns[column5 + 224u];
+    total49 = (total49 >= lane56 ? total49 : lane56);
+    if ((lane6 == 0u) && (col7 < u.M)) {
+        const bool total57 = total49 != 0u;
+        out2[o8] = (total57 ? 1u : 0u);
+    }
     if (lid.x == 0u) {
-        const bool total18 = total17 != 0u;
-        out2[wid.x] = (total18 ? 1u : 0u);
+        atomic_fetch_add_explicit(&scratch3[slot35], 0u - ((u.N + 256u - 1u) >> 8u), memory_order_relaxed);
     }
 }

@@ -1025,34 +1025,44 @@ kernel void unsigned_and_ints_0_reduce(
     const uint last610 = (((u_.N + 4096u - 1u) >> 12u) > 384u ? ((u_.N + 4096u - 1u) >> 12u) - 384u : 0u);
     uint rest611 = lid.x;
     for (uint r612 = lid.x; r612 < last610; r612 += 512u) {
-        acc608 = (acc608 >= scratch0[r612] ? acc608 : scratch0[r612]);
-        acc609 = (acc609 <= scratch2[r612] ? acc609 : scratch2[r612]);
-        acc608 = (acc608 >= scratch0[r612 + 128u] ? acc608 : scratch0[r612 + 128u]);
-        acc609 = (acc609 <= scratch2[r612 + 128u] ? acc609 : scratch2[r612 + 128u]);
-        acc608 = (acc608 >= scratch0[r612 + 256u] ? acc608 : scratch0[r612 + 256u]);
-        acc609 = (acc609 <= scratch2[r612 + 256u] ? acc609 : scratch2[r612 + 256u]);
-        acc608 = (acc608 >= scratch0[r612 + 384u] ? acc608 : scratch0[r612 + 384u]);
-        acc609 = (acc609 <= scratch2[r612 + 384u] ? acc609 : scratch2[r612 + 384u]);
+        const uint partial613 = scratch0[r612];
+        acc608 = (acc608 >= partial613 ? acc608 : partial613);
+        const int partial614 = scratch2[r612];
+        acc609 = (acc609 <= partial614 ? acc609 : partial614);
+        const uint partial615 = scratch0[r612 + 128u];
+        acc608 = (acc608 >= partial615 ? acc608 : partial615);
+        const int partial616 = scratch2[r612 + 128u];
+        acc609 = (acc609 <= partial616 ? acc609 : partial616);
+        const uint partial617 = scratch0[r612 + 256u];
+        acc608 = (acc608 >= partial617 ? acc608 : partial617);
+        const int partial618 = scratch2[r612 + 256u];
+        acc609 = (acc609 <= partial618 ? acc609 : partial618);
+        const uint partial619 = scratch0[r612 + 384u];
+        acc608 = (acc608 >= partial619 ? acc608 : partial619);
+        const int partial620 = scratch2[r612 + 384u];
+        acc609 = (acc609 <= partial620 ? acc609 : partial620);
         rest611 = r612 + 512u;
     }
-    for (uint r613 = rest611; r613 < (u_.N + 4096u - 1u) >> 12u; r613 += 128u) {
-        acc608 = (acc608 >= scratch0[r613] ? acc608 : scratch0[r613]);
-        acc609 = (acc609 <= scratch2[r613] ? acc609 : scratch2[r613]);
+    for (uint r621 = rest611; r621 < (u_.N + 4096u - 1u) >> 12u; r621 += 128u) {
+        const uint partial622 = scratch0[r621];
+        acc608 = (acc608 >= partial622 ? acc608 : partial622);
+        const int partial623 = scratch2[r621];
+        acc609 = (acc609 <= partial623 ? acc609 : partial623);
     }
-    const uint warp614 = simd_max(acc608);
-    const int warp615 = simd_min(acc609);
+    const uint warp624 = simd_max(acc608);
+    const int warp625 = simd_min(acc609);
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp614;
-        combine1[lid.x >> 5u] = warp615;
+        combine[lid.x >> 5u] = warp624;
+        combine1[lid.x >> 5u] = warp625;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot616 = combine[lid.x & 3u];
-    const int slot617 = combine1[lid.x & 3u];
-    const uint total618 = mimir_simd_max_u32_4(slot616);
-    const int total619 = mimir_simd_min_i32_4(slot617);
+    const uint slot626 = combine[lid.x & 3u];
+    const int slot627 = combine1[lid.x & 3u];
+    const uint total628 = mimir_simd_max_u32_4(slot626);
+    const int total629 = mimir_simd_min_i32_4(slot627);
     if (lid.x == 0u) {
-        out3[0u] = total618;
-        out4[0u] = total619;
+        out3[0u] = total628;
+        out4[0u] = total629;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - ((u_.N + 4096u - 1u) >> 12u), memory_order_relaxed);

@@ -359,24 +359,29 @@ kernel void dot_0_reduce(
     const uint last276 = (((u.L + 4096u - 1u) >> 12u) > 384u ? ((u.L + 4096u - 1u) >> 12u) - 384u : 0u);
     uint rest277 = lid.x;
     for (uint r278 = lid.x; r278 < last276; r278 += 512u) {
-        acc275 = acc275 + scratch0[r278];
-        acc275 = acc275 + scratch0[r278 + 128u];
-        acc275 = acc275 + scratch0[r278 + 256u];
-        acc275 = acc275 + scratch0[r278 + 384u];
+        const float partial279 = scratch0[r278];
+        acc275 = acc275 + partial279;
+        const float partial280 = scratch0[r278 + 128u];
+        acc275 = acc275 + partial280;
+        const float partial281 = scratch0[r278 + 256u];
+        acc275 = acc275 + partial281;
+        const float partial282 = scratch0[r278 + 384u];
+        acc275 = acc275 + partial282;
         rest277 = r278 + 512u;
     }
-    for (uint r279 = rest277; r279 < (u.L + 4096u - 1u) >> 12u; r279 += 128u) {
-        acc275 = acc275 + scratch0[r279];
+    for (uint r283 = rest277; r283 < (u.L + 4096u - 1u) >> 12u; r283 += 128u) {
+        const float partial284 = scratch0[r283];
+        acc275 = acc275 + partial284;
     }
-    const float warp280 = simd_sum(acc275);
+    const float warp285 = simd_sum(acc275);
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp280;
+        combine[lid.x >> 5u] = warp285;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot281 = combine[lid.x & 3u];
-    const float total282 = mimir_simd_add_f32_4(slot281);
+    const float slot286 = combine[lid.x & 3u];
+    const float total287 = mimir_simd_add_f32_4(slot286);
     if (lid.x == 0u) {
-        out[0u] = total282;
+        out[0u] = total287;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - ((u.L + 4096u - 1u) >> 12u), memory_order_relaxed);

@@ -388,26 +388,31 @@ kernel void cross_entropy_mean_0_row(
     const uint last207 = (u.N > 384u ? u.N - 384u : 0u);
     uint rest208 = lid.x;
     for (uint r209 = lid.x; r209 < last207; r209 += 512u) {
-        acc206 = acc206 + scratch0[r209];
-        acc206 = acc206 + scratch0[r209 + 128u];
-        acc206 = acc206 + scratch0[r209 + 256u];
-        acc206 = acc206 + scratch0[r209 + 384u];
+        const float partial210 = scratch0[r209];
+        acc206 = acc206 + partial210;
+        const float partial211 = scratch0[r209 + 128u];
+        acc206 = acc206 + partial211;
+        const float partial212 = scratch0[r209 + 256u];
+        acc206 = acc206 + partial212;
+        const float partial213 = scratch0[r209 + 384u];
+        acc206 = acc206 + partial213;
         rest208 = r209 + 512u;
     }
-    for (uint r210 = rest208; r210 < u.N; r210 += 128u) {
-        acc206 = acc206 + scratch0[r210];
+    for (uint r214 = rest208; r214 < u.N; r214 += 128u) {
+        const float partial215 = scratch0[r214];
+        acc206 = acc206 + partial215;
     }
-    const float warp211 = simd_sum(acc206);
+    const float warp216 = simd_sum(acc206);
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp211;
+        combine[lid.x >> 5u] = warp216;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot212 = combine[lid.x & 3u];
-    const float total213 = mimir_simd_add_f32_4(slot212);
+    const float slot217 = combine[lid.x & 3u];
+    const float total218 = mimir_simd_add_f32_4(slot217);
     if (lid.x == 0u) {
-        const float total214 = total213 / float(u.N);
-        const float v215 = -total214;
-        out[0u] = v215;
+        const float total219 = total218 / float(u.N);
+        const float v220 = -total219;
+        out[0u] = v220;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - u.N, memory_order_relaxed);

@@ -348,24 +348,29 @@ kernel void shares_and_total_0_row(
     const uint last180 = (u.N > 384u ? u.N - 384u : 0u);
     uint rest181 = lid.x;
     for (uint r182 = lid.x; r182 < last180; r182 += 512u) {
-        acc179 = acc179 + scratch0[r182];
-        acc179 = acc179 + scratch0[r182 + 128u];
-        acc179 = acc179 + scratch0[r182 + 256u];
-        acc179 = acc179 + scratch0[r182 + 384u];
+        const float partial183 = scratch0[r182];
+        acc179 = acc179 + partial183;
+        const float partial184 = scratch0[r182 + 128u];
+        acc179 = acc179 + partial184;
+        const float partial185 = scratch0[r182 + 256u];
+        acc179 = acc179 + partial185;
+        const float partial186 = scratch0[r182 + 384u];
+        acc179 = acc179 + partial186;
         rest181 = r182 + 512u;
     }
-    for (uint r183 = rest181; r183 < u.N; r183 += 128u) {
-        acc179 = acc179 + scratch0[r183];
+    for (uint r187 = rest181; r187 < u.N; r187 += 128u) {
+        const float partial188 = scratch0[r187];
+        acc179 = acc179 + partial188;
     }
-    const float warp184 = simd_sum(acc179);
+    const float warp189 = simd_sum(acc179);
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp184;
+        combine[lid.x >> 5u] = warp189;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot185 = combine[lid.x & 3u];
-    const float total186 = mimir_simd_add_f32_4(slot185);
+    const float slot190 = combine[lid.x & 3u];
+    const float total191 = mimir_simd_add_f32_4(slot190);
     if (lid.x == 0u) {
-        out1[0u] = total186;
+        out1[0u] = total191;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - u.N, memory_order_relaxed);

@@ -272,24 +272,29 @@ kernel void normalize_rows_0_reduce(
     const uint last233 = (((u.N * 9u + 4096u - 1u) >> 12u) > 384u ? ((u.N * 9u + 4096u - 1u) >> 12u) - 384u : 0u);
     uint rest234 = lid.x;
     for (uint r235 = lid.x; r235 < last233; r235 += 512u) {
-        acc232 = mimir_maximum_f32(acc232, scratch1[r235]);
-        acc232 = mimir_maximum_f32(acc232, scratch1[r235 + 128u]);
-        acc232 = mimir_maximum_f32(acc232, scratch1[r235 + 256u]);
-        acc232 = mimir_maximum_f32(acc232, scratch1[r235 + 384u]);
+        const float partial236 = scratch1[r235];
+        acc232 = mimir_maximum_f32(acc232, partial236);
+        const float partial237 = scratch1[r235 + 128u];
+        acc232 = mimir_maximum_f32(acc232, partial237);
+        const float partial238 = scratch1[r235 + 256u];
+        acc232 = mimir_maximum_f32(acc232, partial238);
+        const float partial239 = scratch1[r235 + 384u];
+        acc232 = mimir_maximum_f32(acc232, partial239);
         rest234 = r235 + 512u;
     }
-    for (uint r236 = rest234; r236 < (u.N * 9u + 4096u - 1u) >> 12u; r236 += 128u) {
-        acc232 = mimir_maximum_f32(acc232, scratch1[r236]);
+    for (uint r240 = rest234; r240 < (u.N * 9u + 4096u - 1u) >> 12u; r240 += 128u) {
+        const float partial241 = scratch1[r240];
+        acc232 = mimir_maximum_f32(acc232, partial241);
     }
-    const float warp237 = (simd_any(((as_type<uint>(acc232) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc232));
+    const float warp242 = (simd_any(((as_type<uint>(acc232) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc232));
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp237;
+        combine[lid.x >> 5u] = warp242;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot238 = combine[lid.x & 3u];
-    const float total239 = mimir_simd_max_f32_4(slot238);
+    const float slot243 = combine[lid.x & 3u];
+    const float total244 = mimir_simd_max_f32_4(slot243);
     if (lid.x == 0u) {
-        scratch0[0u] = total239;
+        scratch0[0u] = total244;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch2[0u], 0u - ((u.N * 9u + 4096u - 1u) >> 12u), memory_order_relaxed);

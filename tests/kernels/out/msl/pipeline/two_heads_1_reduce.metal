@@ -6,53 +6,133 @@ struct Uniforms {
     uint N;
 };
 
-static inline float mimir_simd_add_f32_4(float x) {
-    for (ushort m = 2; m > 0; m >>= 1) {
-        const float y = simd_shuffle_xor(x, m);
-        x = x + y;
-    }
-    return x;
-}
-
 kernel void two_heads_1_reduce(
-    device float* out1 [[buffer(0)]],
+    coherent(device) device float* out1 [[buffer(0)]],
     device const float* scratch0 [[buffer(1)]],
-    constant Uniforms& u [[buffer(2)]],
+    coherent(device) device float* scratch1 [[buffer(2)]],
+    coherent(device) device atomic_uint* scratch2 [[buffer(3)]],
+    constant Uniforms& u [[buffer(4)]],
     uint3 lid [[thread_position_in_threadgroup]],
-    uint3 wid [[threadgroup_position_in_grid]]
+    uint3 wid [[threadgroup_position_in_grid]],
+    uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[4];
-    float acc0 = 0.0f;
-    const uint last1 = (u.N > 384u ? u.N - 384u : 0u);
-    uint rest2 = lid.x;
-    for (uint r3 = lid.x; r3 < last1; r3 += 512u) {
-        const uint i4 = r3 * 4u + wid.x;
-        const float v5 = scratch0[i4];
-        acc0 = acc0 + v5;
-        const uint i6 = (r3 + 128u) * 4u + wid.x;
-        const float v7 = scratch0[i6];
-        acc0 = acc0 + v7;
-        const uint i8 = (r3 + 256u) * 4u + wid.x;
-        const float v9 = scratch0[i8];
-        acc0 = acc0 + v9;
-        const uint i10 = (r3 + 384u) * 4u + wid.x;
-        const float v11 = scratch0[i10];
-        acc0 = acc0 + v11;
-        rest2 = r3 + 512u;
+    threadgroup float columns[256];
+    threadgroup uint ticket[1];
+    const uint g0 = wid.y * nwg.x + wid.x;
+    if (g0 >= ((u.N + 256u - 1u) >> 8u)) {
+        return;
     }
-    for (uint r12 = rest2; r12 < u.N; r12 += 128u) {
-        const uint i13 = r12 * 4u + wid.x;
-        const float v14 = scratch0[i13];
-        acc0 = acc0 + v14;
+    const uint slab1 = g0 % ((u.N + 256u - 1u) >> 8u);
+    const uint tile2 = g0 / ((u.N + 256u - 1u) >> 8u);
+    const uint column3 = lid.x & 31u;
+    const uint lane4 = lid.x >> 5u;
+    const uint o5 = tile2 * 4u + column3;
+    const uint first6 = slab1 * 256u;
+    const uint stop7 = first6 + 256u;
+    const uint end8 = (stop7 < u.N ? stop7 : u.N);
+    float acc9 = 0.0f;
+    if (column3 < 4u) {
+        const uint last10 = (end8 > 24u ? end8 - 24u : 0u);
+        uint rest11 = first6 + lane4;
+        for (uint r12 = first6 + lane4; r12 < last10; r12 += 32u) {
+            const uint i13 = r12 * 4u + column3;
+            const float v14 = scratch0[i13];
+            acc9 = acc9 + v14;
+            const uint i15 = (r12 + 8u) * 4u + column3;
+            const float v16 = scratch0[i15];
+            acc9 = acc9 + v16;
+            const uint i17 = (r12 + 16u) * 4u + column3;
+            const float v18 = scratch0[i17];
+            acc9 = acc9 + v18;
+            const uint i19 = (r12 + 24u) * 4u + column3;
+            const float v20 = scratch0[i19];
+            acc9 = acc9 + v20;
+            rest11 = r12 + 32u;
+        }
+        for (uint r21 = rest11; r21 < end8; r21 += 8u) {
+            const uint i22 = r21 * 4u + column3;
+            const float v23 = scratch0[i22];
+            acc9 = acc9 + v23;
+        }
     }
-    const float warp15 = simd_sum(acc0);
-    if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp15;
+    columns[lid.x] = acc9;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float total24 = columns[column3];
+    const float lane25 = columns[column3 + 32u];
+    total24 = total24 + lane25;
+    const float lane26 = columns[column3 + 64u];
+    total24 = total24 + lane26;
+    const float lane27 = columns[column3 + 96u];
+    total24 = total24 + lane27;
+    const float lane28 = columns[column3 + 128u];
+    total24 = total24 + lane28;
+    const float lane29 = columns[column3 + 160u];
+    total24 = total24 + lane29;
+    const float lane30 = columns[column3 + 192u];
+    total24 = total24 + lane30;
+    const float lane31 = columns[column3 + 224u];
+    total24 = total24 + lane31;
+    if ((lane4 == 0u) && (column3 < 4u)) {
+        scratch1[(tile2 * ((u.N + 256u - 1u) >> 8u) + slab1) * 4u + column3] = total24;
+    }
+    atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint last32 = ((u.N + 256u - 1u) >> 8u) - 1u;
+    if (lid.x == 0u) {
+        atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+        const uint old33 = atomic_fetch_add_explicit(&scratch2[tile2], 1u, memory_order_relaxed);
+        if (old33 == last32) {
+            atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+        }
+        ticket[0u] = old33;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot16 = partial[lid.x & 3u];
-    const float total17 = mimir_simd_add_f32_4(slot16);
+    const uint ticket34 = ticket[0u];
+    if (ticket34 != last32) {
+        return;
+    }
+    atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+    float acc35 = 0.0f;
+    if (column3 < 4u) {
+        const uint last36 = (((u.N + 256u - 1u) >> 8u) > 24u ? ((u.N + 256u - 1u) >> 8u) - 24u : 0u);
+        uint rest37 = lane4;
+        for (uint r38 = lane4; r38 < last36; r38 += 32u) {
+            const float partial39 = scratch1[(tile2 * ((u.N + 256u - 1u) >> 8u) + r38) * 4u + column3];
+            acc35 = acc35 + partial39;
+            const float partial40 = scratch1[(tile2 * ((u.N + 256u - 1u) >> 8u) + (r38 + 8u)) * 4u + column3];
+            acc35 = acc35 + partial40;
+            const float partial41 = scratch1[(tile2 * ((u.N + 256u - 1u) >> 8u) + (r38 + 16u)) * 4u + column3];
+            acc35 = acc35 + partial41;
+            const float partial42 = scratch1[(tile2 * ((u.N + 256u - 1u) >> 8u) + (r38 + 24u)) * 4u + column3];
+            acc35 = acc35 + partial42;
+            rest37 = r38 + 32u;
+        }
+        for (uint r43 = rest37; r43 < (u.N + 256u - 1u) >> 8u; r43 += 8u) {
+            const float partial44 = scratch1[(tile2 * ((u.N + 256u - 1u) >> 8u) + r43) * 4u + column3];
+            acc35 = acc35 + partial44;
+        }
+    }
+    columns[lid.x] = acc35;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float total45 = columns[column3];
+    const float lane46 = columns[column3 + 32u];
+    total45 = total45 + lane46;
+    const float lane47 = columns[column3 + 64u];
+    total45 = total45 + lane47;
+    const float lane48 = columns[column3 + 96u];
+    total45 = total45 + lane48;
+    const float lane49 = columns[column3 + 128u];
+    total45 = total45 + lane49;
+    const float lane50 = columns[column3 + 160u];
+    total45 = total45 + lane50;
+    const float lane51 = columns[column3 + 192u];
+    total45 = total45 + lane51;
+    const float lane52 = columns[column3 + 224u];
+    total45 = total45 + lane52;
+    if ((lane4 == 0u) && (column3 < 4u)) {
+        out1[o5] = total45;
+    }
     if (lid.x == 0u) {
-        out1[wid.x] = total17;
+        atomic_fetch_add_explicit(&scratch2[tile2], 0u - ((u.N + 256u - 1u) >> 8u), memory_order_relaxed);
     }
 }

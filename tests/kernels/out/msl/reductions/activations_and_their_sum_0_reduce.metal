@@ -523,24 +523,29 @@ kernel void activations_and_their_sum_0_reduce(
     const uint last424 = (((u.A * u.B + 4096u - 1u) >> 12u) > 384u ? ((u.A * u.B + 4096u - 1u) >> 12u) - 384u : 0u);
     uint rest425 = lid.x;
     for (uint r426 = lid.x; r426 < last424; r426 += 512u) {
-        acc423 = acc423 + scratch0[r426];
-        acc423 = acc423 + scratch0[r426 + 128u];
-        acc423 = acc423 + scratch0[r426 + 256u];
-        acc423 = acc423 + scratch0[r426 + 384u];
+        const float partial427 = scratch0[r426];
+        acc423 = acc423 + partial427;
+        const float partial428 = scratch0[r426 + 128u];
+        acc423 = acc423 + partial428;
+        const float partial429 = scratch0[r426 + 256u];
+        acc423 = acc423 + partial429;
+        const float partial430 = scratch0[r426 + 384u];
+        acc423 = acc423 + partial430;
         rest425 = r426 + 512u;
     }
-    for (uint r427 = rest425; r427 < (u.A * u.B + 4096u - 1u) >> 12u; r427 += 128u) {
-        acc423 = acc423 + scratch0[r427];
+    for (uint r431 = rest425; r431 < (u.A * u.B + 4096u - 1u) >> 12u; r431 += 128u) {
+        const float partial432 = scratch0[r431];
+        acc423 = acc423 + partial432;
     }
-    const float warp428 = simd_sum(acc423);
+    const float warp433 = simd_sum(acc423);
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp428;
+        combine[lid.x >> 5u] = warp433;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot429 = combine[lid.x & 3u];
-    const float total430 = mimir_simd_add_f32_4(slot429);
+    const float slot434 = combine[lid.x & 3u];
+    const float total435 = mimir_simd_add_f32_4(slot434);
     if (lid.x == 0u) {
-        out1[0u] = total430;
+        out1[0u] = total435;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - ((u.A * u.B + 4096u - 1u) >> 12u), memory_order_relaxed);

@@ -7,58 +7,137 @@ struct Uniforms {
     uint B;
 };
 
-static inline int mimir_simd_add_i32_4(int x) {
-    for (ushort m = 2; m > 0; m >>= 1) {
-        const int y = simd_shuffle_xor(x, m);
-        x = int(uint(x) + uint(y));
-    }
-    return x;
-}
-
 kernel void int_sum_and_bool_any_0_reduce(
     device const int* x [[buffer(0)]],
-    device int* out0 [[buffer(1)]],
-    constant Uniforms& u [[buffer(2)]],
+    coherent(device) device int* out0 [[buffer(1)]],
+    coherent(device) device int* scratch0 [[buffer(2)]],
+    coherent(device) device atomic_uint* scratch1 [[buffer(3)]],
+    constant Uniforms& u [[buffer(4)]],
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup int partial[4];
+    threadgroup int columns[256];
+    threadgroup uint ticket[1];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= u.B) {
+    if (g0 >= ((u.B + 32u - 1u) >> 5u) * ((u.A + 256u - 1u) >> 8u)) {
         return;
     }
-    int acc1 = 0;
-    const uint last2 = (u.A > 384u ? u.A - 384u : 0u);
-    uint rest3 = lid.x;
-    for (uint r4 = lid.x; r4 < last2; r4 += 512u) {
-        const uint i5 = r4 * u.B + g0;
-        const int v6 = x[i5];
-        acc1 = int(uint(acc1) + uint(v6));
-        const uint i7 = (r4 + 128u) * u.B + g0;
-        const int v8 = x[i7];
-        acc1 = int(uint(acc1) + uint(v8));
-        const uint i9 = (r4 + 256u) * u.B + g0;
-        const int v10 = x[i9];
-        acc1 = int(uint(acc1) + uint(v10));
-        const uint i11 = (r4 + 384u) * u.B + g0;
-        const int v12 = x[i11];
-        acc1 = int(uint(acc1) + uint(v12));
-        rest3 = r4 + 512u;
+    const uint slab1 = g0 % ((u.A + 256u - 1u) >> 8u);
+    const uint tile2 = g0 / ((u.A + 256u - 1u) >> 8u);
+    const uint tile3 = tile2 % ((u.B + 32u - 1u) >> 5u);
+    const uint outer4 = tile2 / ((u.B + 32u - 1u) >> 5u);
+    const uint column5 = lid.x & 31u;
+    const uint lane6 = lid.x >> 5u;
+    const uint col7 = tile3 * 32u + column5;
+    const uint o8 = outer4 * u.B + col7;
+    const uint first9 = slab1 * 256u;
+    const uint stop10 = first9 + 256u;
+    const uint end11 = (stop10 < u.A ? stop10 : u.A);
+    int acc12 = 0;
+    if (col7 < u.B) {
+        const uint last13 = (end11 > 24u ? end11 - 24u : 0u);
+        uint rest14 = first9 + lane6;
+        for (uint r15 = first9 + lane6; r15 < last13; r15 += 32u) {
+            const uint i16 = r15 * u.B + col7;
+            const int v17 = x[i16];
+            acc12 = int(uint(acc12) + uint(v17));
+            const uint i18 = (r15 + 8u) * u.B + col7;
+            const int v19 = x[i18];
+            acc12 = int(uint(acc12) + uint(v19));
+            const uint i20 = (r15 + 16u) * u.B + col7;
+            const int v21 = x[i20];
+            acc12 = int(uint(acc12) + uint(v21));
+            const uint i22 = (r15 + 24u) * u.B + col7;
+            const int v23 = x[i22];
+            acc12 = int(uint(acc12) + uint(v23));
+            rest14 = r15 + 32u;
+        }
+        for (uint r24 = rest14; r24 < end11; r24 += 8u) {
+            const uint i25 = r24 * u.B + col7;
+            const int v26 = x[i25];
+            acc12 = int(uint(acc12) + uint(v26));
+        }
     }
-    for (uint r13 = rest3; r13 < u.A; r13 += 128u) {
-        const uint i14 = r13 * u.B + g0;
-        const int v15 = x[i14];
-        acc1 = int(uint(acc1) + uint(v15));
+    columns[lid.x] = acc12;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    int total27 = columns[column5];
+    const int lane28 = columns[column5 + 32u];
+    total27 = int(uint(total27) + uint(lane28));
+    const int lane29 = columns[column5 + 64u];
+    total27 = int(uint(total27) + uint(lane29));
+    const int lane30 = columns[column5 + 96u];
+    total27 = int(uint(total27) + uint(lane30));
+    const int lane31 = columns[column5 + 128u];
+    total27 = int(uint(total27) + uint(lane31));
+    const int lane32 = columns[column5 + 160u];
+    total27 = int(uint(total27) + uint(lane32));
+    const int lane33 = columns[column5 + 192u];
+    total27 = int(uint(total27) + uint(lane33));
+    const int lane34 = columns[column5 + 224u];
+    total27 = int(uint(total27) + uint(lane34));
+    if ((lane6 == 0u) && (col7 < u.B)) {
+        scratch0[(outer4 * ((u.A + 256u - 1u) >> 8u) + slab1) * u.B + col7] = total27;
     }
-    const int warp16 = as_type<int>(simd_sum(as_type<uint>(acc1)));
-    if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp16;
+    atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint slot35 = outer4 * ((u.B + 32u - 1u) >> 5u) + tile3;
+    const uint last36 = ((u.A + 256u - 1u) >> 8u) - 1u;
+    if (lid.x == 0u) {
+        atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+        const uint old37 = atomic_fetch_add_explicit(&scratch1[slot35], 1u, memory_order_relaxed);
+        if (old37 == last36) {
+            atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+        }
+        ticket[0u] = old37;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int slot17 = partial[lid.x & 3u];
-    const int total18 = mimir_simd_add_i32_4(slot17);
+    const uint ticket38 = ticket[0u];
+    if (ticket38 != last36) {
+        return;
+    }
+    atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+    int acc39 = 0;
+    if (col7 < u.B) {
+        const uint last40 = (((u.A + 256u - 1u) >> 8u) > 24u ? ((u.A + 256u - 1u) >> 8u) - 24u : 0u);
+        uint rest41 = lane6;
+        for (uint r42 = lane6; r42 < last40; r42 += 32u) {
+            const int partial43 = scratch0[(outer4 * ((u.A + 256u - 1u) >> 8u) + r42) * u.B + col7];
+            acc39 = int(uint(acc39) + uint(partial43));
+            const int partial44 = scratch0[(outer4 * ((u.A + 256u - 1u) >> 8u) + (r42 + 8u)) * u.B + col7];
+            acc39 = int(uint(acc39) + uint(partial44));
+            const int partial45 = scratch0[(outer4 * ((u.A + 256u - 1u) >> 8u) + (r42 + 16u)) * u.B + col7];
+            acc39 = int(uint(acc39) + uint(partial45));
+            const int partial46 = scratch0[(outer4 * ((u.A + 256u - 1u) >> 8u) + (r42 + 24u)) * u.B + col7];
+            acc39 = int(uint(acc39) + uint(partial46));
+            rest41 = r42 + 32u;
+        }
+        for (uint r47 = rest41; r47 < (u.A + 256u - 1u) >> 8u; r47 += 8u) {
+            const int partial48 = scratch0[(outer4 * ((u.A + 256u - 1u) >> 8u) + r47) * u.B + col7];
+            acc39 = int(uint(acc39) + uint(partial48));
+        }
+    }
+    columns[lid.x] = acc39;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    int total49 = columns[column5];
+    const int lane50 = columns[column5 + 32u];
+    total49 = int(uint(total49) + uint(lane50));
+    const int lane51 = columns[column5 + 64u];
+    total49 = int(uint(total49) + uint(lane51));
+    const int lane52 = columns[column5 + 96u];
+    total49 = int(uint(total49) + uint(lane52));
+    const int lane53 = columns[column5 + 128u];
+    total49 = int(uint(total49) + uint(lane53));
+    const int lane54 = columns[column5 + 160u];
+    total49 = int(uint(total49) + uint(lane54));
+    const int lane55 = columns[column5 + 192u];
+    total49 = int(uint(total49) + uint(lane55));
+    const int lane56 = columns[column5 + 224u];
+    total49 = int(uint(total49) + uint(lane56));
+    if ((lane6 == 0u) && (col7 < u.B)) {
+        out0[o8] = total49;
+    }
     if (lid.x == 0u) {
-        out0[g0] = total18;
+        atomic_fetch_add_explicit(&scratch1[slot35], 0u - ((u.A + 256u - 1u) >> 8u), memory_order_relaxed);
     }
 }

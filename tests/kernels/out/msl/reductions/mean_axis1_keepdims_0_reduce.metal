@@ -8,61 +8,138 @@ struct Uniforms {
     uint C;
 };
 
-static inline float mimir_simd_add_f32_4(float x) {
-    for (ushort m = 2; m > 0; m >>= 1) {
-        const float y = simd_shuffle_xor(x, m);
-        x = x + y;
-    }
-    return x;
-}
-
 kernel void mean_axis1_keepdims_0_reduce(
     device const float* x [[buffer(0)]],
-    device float* out [[buffer(1)]],
-    constant Uniforms& u [[buffer(2)]],
+    coherent(device) device float* out [[buffer(1)]],
+    coherent(device) device float* scratch0 [[buffer(2)]],
+    coherent(device) device atomic_uint* scratch1 [[buffer(3)]],
+    constant Uniforms& u [[buffer(4)]],
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[4];
+    threadgroup float columns[256];
+    threadgroup uint ticket[1];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= u.A * u.C) {
+    if (g0 >= u.A * ((u.C + 32u - 1u) >> 5u) * ((u.B + 256u - 1u) >> 8u)) {
         return;
     }
-    float acc1 = 0.0f;
-    const uint i2 = g0 % u.C;
-    const uint i3 = g0 / u.C;
-    const uint last4 = (u.B > 384u ? u.B - 384u : 0u);
-    uint rest5 = lid.x;
-    for (uint r6 = lid.x; r6 < last4; r6 += 512u) {
-        const uint i7 = (i3 * u.B + r6) * u.C + i2;
-        const float v8 = x[i7];
-        acc1 = acc1 + v8;
-        const uint i9 = (i3 * u.B + (r6 + 128u)) * u.C + i2;
-        const float v10 = x[i9];
-        acc1 = acc1 + v10;
-        const uint i11 = (i3 * u.B + (r6 + 256u)) * u.C + i2;
-        const float v12 = x[i11];
-        acc1 = acc1 + v12;
-        const uint i13 = (i3 * u.B + (r6 + 384u)) * u.C + i2;
-        const float v14 = x[i13];
-        acc1 = acc1 + v14;
-        rest5 = r6 + 512u;
+    const uint slab1 = g0 % ((u.B + 256u - 1u) >> 8u);
+    const uint tile2 = g0 / ((u.B + 256u - 1u) >> 8u);
+    const uint tile3 = tile2 % ((u.C + 32u - 1u) >> 5u);
+    const uint outer4 = tile2 / ((u.C + 32u - 1u) >> 5u);
+    const uint column5 = lid.x & 31u;
+    const uint lane6 = lid.x >> 5u;
+    const uint col7 = tile3 * 32u + column5;
+    const uint o8 = outer4 * u.C + col7;
+    const uint first9 = slab1 * 256u;
+    const uint stop10 = first9 + 256u;
+    const uint end11 = (stop10 < u.B ? stop10 : u.B);
+    float acc12 = 0.0f;
+    if (col7 < u.C) {
+        const uint last13 = (end11 > 24u ? end11 - 24u : 0u);
+        uint rest14 = first9 + lane6;
+        for (uint r15 = first9 + lane6; r15 < last13; r15 += 32u) {
+            const uint i16 = (outer4 * u.B + r15) * u.C + col7;
+            const float v17 = x[i16];
+            acc12 = acc12 + v17;
+            const uint i18 = (outer4 * u.B + (r15 + 8u)) * u.C + col7;
+            const float v19 = x[i18];
+            acc12 = acc12 + v19;
+            const uint i20 = (outer4 * u.B + (r15 + 16u)) * u.C + col7;
+            const float v21 = x[i20];
+            acc12 = acc12 + v21;
+            const uint i22 = (outer4 * u.B + (r15 + 24u)) * u.C + col7;
+            const float v23 = x[i22];
+            acc12 = acc12 + v23;
+            rest14 = r15 + 32u;
+        }
+        for (uint r24 = rest14; r24 < end11; r24 += 8u) {
+            const uint i25 = (outer4 * u.B + r24) * u.C + col7;
+            const float v26 = x[i25];
+            acc12 = acc12 + v26;
+        }
     }
-    for (uint r15 = rest5; r15 < u.B; r15 += 128u) {
-        const uint i16 = (i3 * u.B + r15) * u.C + i2;
-        const float v17 = x[i16];
-        acc1 = acc1 + v17;
+    columns[lid.x] = acc12;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float total27 = columns[column5];
+    const float lane28 = columns[column5 + 32u];
+    total27 = total27 + lane28;
+    const float lane29 = columns[column5 + 64u];
+    total27 = total27 + lane29;
+    const float lane30 = columns[column5 + 96u];
+    total27 = total27 + lane30;
+    const float lane31 = columns[column5 + 128u];
+    total27 = total27 + lane31;
+    const float lane32 = columns[column5 + 160u];
+    total27 = total27 + lane32;
+    const float lane33 = columns[column5 + 192u];
+    total27 = total27 + lane33;
+    const float lane34 = columns[column5 + 224u];
+    total27 = total27 + lane34;
+    if ((lane6 == 0u) && (col7 < u.C)) {
+        scratch0[(outer4 * ((u.B + 256u - 1u) >> 8u) + slab1) * u.C + col7] = total27;
     }
-    const float warp18 = simd_sum(acc1);
-    if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp18;
+    atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint slot35 = outer4 * ((u.C + 32u - 1u) >> 5u) + tile3;
+    const uint last36 = ((u.B + 256u - 1u) >> 8u) - 1u;
+    if (lid.x == 0u) {
+        atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+        const uint old37 = atomic_fetch_add_explicit(&scratch1[slot35], 1u, memory_order_relaxed);
+        if (old37 == last36) {
+            atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+        }
+        ticket[0u] = old37;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot19 = partial[lid.x & 3u];
-    const float total20 = mimir_simd_add_f32_4(slot19);
+    const uint ticket38 = ticket[0u];
+    if (ticket38 != last36) {
+        return;
+    }
+    atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+    float acc39 = 0.0f;
+    if (col7 < u.C) {
+        const uint last40 = (((u.B + 256u - 1u) >> 8u) > 24u ? ((u.B + 256u - 1u) >> 8u) - 24u : 0u);
+        uint rest41 = lane6;
+        for (uint r42 = lane6; r42 < last40; r42 += 32u) {
+            const float partial43 = scratch0[(outer4 * ((u.B + 256u - 1u) >> 8u) + r42) * u.C + col7];
+            acc39 = acc39 + partial43;
+            const float partial44 = scratch0[(outer4 * ((u.B + 256u - 1u) >> 8u) + (r42 + 8u)) * u.C + col7];
+            acc39 = acc39 + partial44;
+            const float partial45 = scratch0[(outer4 * ((u.B + 256u - 1u) >> 8u) + (r42 + 16u)) * u.C + col7];
+            acc39 = acc39 + partial45;
+            const float partial46 = scratch0[(outer4 * ((u.B + 256u - 1u) >> 8u) + (r42 + 24u)) * u.C + col7];
+            acc39 = acc39 + partial46;
+            rest41 = r42 + 32u;
+        }
+        for (uint r47 = rest41; r47 < (u.B + 256u - 1u) >> 8u; r47 += 8u) {
+            const float partial48 = scratch0[(outer4 * ((u.B + 256u - 1u) >> 8u) + r47) * u.C + col7];
+            acc39 = acc39 + partial48;
+        }
+    }
+    columns[lid.x] = acc39;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float total49 = columns[column5];
+    const float lane50 = columns[column5 + 32u];
+    total49 = total49 + lane50;
+    const float lane51 = columns[column5 + 64u];
+    total49 = total49 + lane51;
+    const float lane52 = columns[column5 + 96u];
+    total49 = total49 + lane52;
+    const float lane53 = columns[column5 + 128u];
+    total49 = total49 + lane53;
+    const float lane54 = columns[column5 + 160u];
+    total49 = total49 + lane54;
+    const float lane55 = columns[column5 + 192u];
+    total49 = total49 + lane55;
+    const float lane56 = columns[column5 + 224u];
+    total49 = total49 + lane56;
+    if ((lane6 == 0u) && (col7 < u.C)) {
+        const float total57 = total49 / float(u.B);
+        out[o8] = total57;
+    }
     if (lid.x == 0u) {
-        const float total21 = total20 / float(u.B);
-        out[g0] = total21;
+        atomic_fetch_add_explicit(&scratch1[slot35], 0u - ((u.B + 256u - 1u) >> 8u), memory_order_relaxed);
     }
 }

@@ -620,45 +620,60 @@ kernel void range_and_scaled_0_reduce(
     const uint last439 = (((u.A * u.B + 4096u - 1u) >> 12u) > 384u ? ((u.A * u.B + 4096u - 1u) >> 12u) - 384u : 0u);
     uint rest440 = lid.x;
     for (uint r441 = lid.x; r441 < last439; r441 += 512u) {
-        acc436 = mimir_maximum_f32(acc436, scratch0[r441]);
-        acc437 = mimir_minimum_f32(acc437, scratch2[r441]);
-        acc438 = acc438 + scratch4[r441];
-        acc436 = mimir_maximum_f32(acc436, scratch0[r441 + 128u]);
-        acc437 = mimir_minimum_f32(acc437, scratch2[r441 + 128u]);
-        acc438 = acc438 + scratch4[r441 + 128u];
-        acc436 = mimir_maximum_f32(acc436, scratch0[r441 + 256u]);
-        acc437 = mimir_minimum_f32(acc437, scratch2[r441 + 256u]);
-        acc438 = acc438 + scratch4[r441 + 256u];
-        acc436 = mimir_maximum_f32(acc436, scratch0[r441 + 384u]);
-        acc437 = mimir_minimum_f32(acc437, scratch2[r441 + 384u]);
-        acc438 = acc438 + scratch4[r441 + 384u];
+        const float partial442 = scratch0[r441];
+        acc436 = mimir_maximum_f32(acc436, partial442);
+        const float partial443 = scratch2[r441];
+        acc437 = mimir_minimum_f32(acc437, partial443);
+        const float partial444 = scratch4[r441];
+        acc438 = acc438 + partial444;
+        const float partial445 = scratch0[r441 + 128u];
+        acc436 = mimir_maximum_f32(acc436, partial445);
+        const float partial446 = scratch2[r441 + 128u];
+        acc437 = mimir_minimum_f32(acc437, partial446);
+        const float partial447 = scratch4[r441 + 128u];
+        acc438 = acc438 + partial447;
+        const float partial448 = scratch0[r441 + 256u];
+        acc436 = mimir_maximum_f32(acc436, partial448);
+        const float partial449 = scratch2[r441 + 256u];
+        acc437 = mimir_minimum_f32(acc437, partial449);
+        const float partial450 = scratch4[r441 + 256u];
+        acc438 = acc438 + partial450;
+        const float partial451 = scratch0[r441 + 384u];
+        acc436 = mimir_maximum_f32(acc436, partial451);
+        const float partial452 = scratch2[r441 + 384u];
+        acc437 = mimir_minimum_f32(acc437, partial452);
+        const float partial453 = scratch4[r441 + 384u];
+        acc438 = acc438 + partial453;
         rest440 = r441 + 512u;
     }
-    for (uint r442 = rest440; r442 < (u.A * u.B + 4096u - 1u) >> 12u; r442 += 128u) {
-        acc436 = mimir_maximum_f32(acc436, scratch0[r442]);
-        acc437 = mimir_minimum_f32(acc437, scratch2[r442]);
-        acc438 = acc438 + scratch4[r442];
+    for (uint r454 = rest440; r454 < (u.A * u.B + 4096u - 1u) >> 12u; r454 += 128u) {
+        const float partial455 = scratch0[r454];
+        acc436 = mimir_maximum_f32(acc436, partial455);
+        const float partial456 = scratch2[r454];
+        acc437 = mimir_minimum_f32(acc437, partial456);
+        const float partial457 = scratch4[r454];
+        acc438 = acc438 + partial457;
     }
-    const float warp443 = (simd_any(((as_type<uint>(acc436) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc436));
-    const float warp444 = (simd_any(((as_type<uint>(acc437) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_min(acc437));
-    const float warp445 = simd_sum(acc438);
+    const float warp458 = (simd_any(((as_type<uint>(acc436) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc436));
+    const float warp459 = (simd_any(((as_type<uint>(acc437) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_min(acc437));
+    const float warp460 = simd_sum(acc438);
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp443;
-        combine1[lid.x >> 5u] = warp444;
-        combine2[lid.x >> 5u] = warp445;
+        combine[lid.x >> 5u] = warp458;
+        combine1[lid.x >> 5u] = warp459;
+        combine2[lid.x >> 5u] = warp460;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot446 = combine[lid.x & 3u];
-    const float slot447 = combine1[lid.x & 3u];
-    const float slot448 = combine2[lid.x & 3u];
-    const float total449 = mimir_simd_max_f32_4(slot446);
-    const float total450 = mimir_simd_min_f32_4(slot447);
-    const float total451 = mimir_simd_add_f32_4(slot448);
+    const float slot461 = combine[lid.x & 3u];
+    const float slot462 = combine1[lid.x & 3u];
+    const float slot463 = combine2[lid.x & 3u];
+    const float total464 = mimir_simd_max_f32_4(slot461);
+    const float total465 = mimir_simd_min_f32_4(slot462);
+    const float total466 = mimir_simd_add_f32_4(slot463);
     if (lid.x == 0u) {
-        out0[0u] = total449;
-        out1[0u] = total450;
-        const float total452 = total451 / float(u.A * u.B);
-        out3[0u] = total452;
+        out0[0u] = total464;
+        out1[0u] = total465;
+        const float total467 = total466 / float(u.A * u.B);
+        out3[0u] = total467;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - ((u.A * u.B + 4096u - 1u) >> 12u), memory_order_relaxed);

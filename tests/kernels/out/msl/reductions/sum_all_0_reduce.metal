@@ -261,24 +261,29 @@ kernel void sum_all_0_reduce(
     const uint last331 = (((u.A * u.B * u.C + 4096u - 1u) >> 12u) > 384u ? ((u.A * u.B * u.C + 4096u - 1u) >> 12u) - 384u : 0u);
     uint rest332 = lid.x;
     for (uint r333 = lid.x; r333 < last331; r333 += 512u) {
-        acc330 = acc330 + scratch0[r333];
-        acc330 = acc330 + scratch0[r333 + 128u];
-        acc330 = acc330 + scratch0[r333 + 256u];
-        acc330 = acc330 + scratch0[r333 + 384u];
+        const float partial334 = scratch0[r333];
+        acc330 = acc330 + partial334;
+        const float partial335 = scratch0[r333 + 128u];
+        acc330 = acc330 + partial335;
+        const float partial336 = scratch0[r333 + 256u];
+        acc330 = acc330 + partial336;
+        const float partial337 = scratch0[r333 + 384u];
+        acc330 = acc330 + partial337;
         rest332 = r333 + 512u;
     }
-    for (uint r334 = rest332; r334 < (u.A * u.B * u.C + 4096u - 1u) >> 12u; r334 += 128u) {
-        acc330 = acc330 + scratch0[r334];
+    for (uint r338 = rest332; r338 < (u.A * u.B * u.C + 4096u - 1u) >> 12u; r338 += 128u) {
+        const float partial339 = scratch0[r338];
+        acc330 = acc330 + partial339;
     }
-    const float warp335 = simd_sum(acc330);
+    const float warp340 = simd_sum(acc330);
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp335;
+        combine[lid.x >> 5u] = warp340;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot336 = combine[lid.x & 3u];
-    const float total337 = mimir_simd_add_f32_4(slot336);
+    const float slot341 = combine[lid.x & 3u];
+    const float total342 = mimir_simd_add_f32_4(slot341);
     if (lid.x == 0u) {
-        out[0u] = total337;
+        out[0u] = total342;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - ((u.A * u.B * u.C + 4096u - 1u) >> 12u), memory_order_relaxed);

@@ -8,60 +8,139 @@ struct Uniforms {
     uint C;
 };
 
-static inline float mimir_simd_add_f32_4(float x) {
-    for (ushort m = 2; m > 0; m >>= 1) {
-        const float y = simd_shuffle_xor(x, m);
-        x = x + y;
-    }
-    return x;
-}
-
 kernel void sum_axis0_0_reduce(
     device const float* x [[buffer(0)]],
-    device float* out [[buffer(1)]],
-    constant Uniforms& u [[buffer(2)]],
+    coherent(device) device float* out [[buffer(1)]],
+    coherent(device) device float* scratch0 [[buffer(2)]],
+    coherent(device) device atomic_uint* scratch1 [[buffer(3)]],
+    constant Uniforms& u [[buffer(4)]],
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float partial[4];
+    threadgroup float columns[256];
+    threadgroup uint ticket[1];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= u.B * u.C) {
+    if (g0 >= ((u.B * u.C + 32u - 1u) >> 5u) * ((u.A + 256u - 1u) >> 8u)) {
         return;
     }
-    float acc1 = 0.0f;
-    const uint i2 = g0 % u.C;
-    const uint i3 = g0 / u.C;
-    const uint last4 = (u.A > 384u ? u.A - 384u : 0u);
-    uint rest5 = lid.x;
-    for (uint r6 = lid.x; r6 < last4; r6 += 512u) {
-        const uint i7 = (r6 * u.B + i3) * u.C + i2;
-        const float v8 = x[i7];
-        acc1 = acc1 + v8;
-        const uint i9 = ((r6 + 128u) * u.B + i3) * u.C + i2;
-        const float v10 = x[i9];
-        acc1 = acc1 + v10;
-        const uint i11 = ((r6 + 256u) * u.B + i3) * u.C + i2;
-        const float v12 = x[i11];
-        acc1 = acc1 + v12;
-        const uint i13 = ((r6 + 384u) * u.B + i3) * u.C + i2;
-        const float v14 = x[i13];
-        acc1 = acc1 + v14;
-        rest5 = r6 + 512u;
+    const uint slab1 = g0 % ((u.A + 256u - 1u) >> 8u);
+    const uint tile2 = g0 / ((u.A + 256u - 1u) >> 8u);
+    const uint tile3 = tile2 % ((u.B * u.C + 32u - 1u) >> 5u);
+    const uint outer4 = tile2 / ((u.B * u.C + 32u - 1u) >> 5u);
+    const uint column5 = lid.x & 31u;
+    const uint lane6 = lid.x >> 5u;
+    const uint col7 = tile3 * 32u + column5;
+    const uint o8 = outer4 * (u.B * u.C) + col7;
+    const uint i9 = col7 % u.C;
+    const uint i10 = col7 / u.C;
+    const uint first11 = slab1 * 256u;
+    const uint stop12 = first11 + 256u;
+    const uint end13 = (stop12 < u.A ? stop12 : u.A);
+    float acc14 = 0.0f;
+    if (col7 < u.B * u.C) {
+        const uint last15 = (end13 > 24u ? end13 - 24u : 0u);
+        uint rest16 = first11 + lane6;
+        for (uint r17 = first11 + lane6; r17 < last15; r17 += 32u) {
+            const uint i18 = (r17 * u.B + i10) * u.C + i9;
+            const float v19 = x[i18];
+            acc14 = acc14 + v19;
+            const uint i20 = ((r17 + 8u) * u.B + i10) * u.C + i9;
+            const float v21 = x[i20];
+            acc14 = acc14 + v21;
+            const uint i22 = ((r17 + 16u) * u.B + i10) * u.C + i9;
+            const float v23 = x[i22];
+            acc14 = acc14 + v23;
+            const uint i24 = ((r17 + 24u) * u.B + i10) * u.C + i9;
+            const float v25 = x[i24];
+            acc14 = acc14 + v25;
+            rest16 = r17 + 32u;
+        }
+        for (uint r26 = rest16; r26 < end13; r26 += 8u) {
+            const uint i27 = (r26 * u.B + i10) * u.C + i9;
+            const float v28 = x[i27];
+            acc14 = acc14 + v28;
+        }
     }
-    for (uint r15 = rest5; r15 < u.A; r15 += 128u) {
-        const uint i16 = (r15 * u.B + i3) * u.C + i2;
-        const float v17 = x[i16];
-        acc1 = acc1 + v17;
+    columns[lid.x] = acc14;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float total29 = columns[column5];
+    const float lane30 = columns[column5 + 32u];
+    total29 = total29 + lane30;
+    const float lane31 = columns[column5 + 64u];
+    total29 = total29 + lane31;
+    const float lane32 = columns[column5 + 96u];
+    total29 = total29 + lane32;
+    const float lane33 = columns[column5 + 128u];
+    total29 = total29 + lane33;
+    const float lane34 = columns[column5 + 160u];
+    total29 = total29 + lane34;
+    const float lane35 = columns[column5 + 192u];
+    total29 = total29 + lane35;
+    const float lane36 = columns[column5 + 224u];
+    total29 = total29 + lane36;
+    if ((lane6 == 0u) && (col7 < u.B * u.C)) {
+        scratch0[(outer4 * ((u.A + 256u - 1u) >> 8u) + slab1) * (u.B * u.C) + col7] = total29;
     }
-    const float warp18 = simd_sum(acc1);
-    if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp18;
+    atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint slot37 = outer4 * ((u.B * u.C + 32u - 1u) >> 5u) + tile3;
+    const uint last38 = ((u.A + 256u - 1u) >> 8u) - 1u;
+    if (lid.x == 0u) {
+        atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+        const uint old39 = atomic_fetch_add_explicit(&scratch1[slot37], 1u, memory_order_relaxed);
+        if (old39 == last38) {
+            atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+        }
+        ticket[0u] = old39;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot19 = partial[lid.x & 3u];
-    const float total20 = mimir_simd_add_f32_4(slot19);
+    const uint ticket40 = ticket[0u];
+    if (ticket40 != last38) {
+        return;
+    }
+    atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+    float acc41 = 0.0f;
+    if (col7 < u.B * u.C) {
+        const uint last42 = (((u.A + 256u - 1u) >> 8u) > 24u ? ((u.A + 256u - 1u) >> 8u) - 24u : 0u);
+        uint rest43 = lane6;
+        for (uint r44 = lane6; r44 < last42; r44 += 32u) {
+            const float partial45 = scratch0[(outer4 * ((u.A + 256u - 1u) >> 8u) + r44) * (u.B * u.C) + col7];
+            acc41 = acc41 + partial45;
+            const float partial46 = scratch0[(outer4 * ((u.A + 256u - 1u) >> 8u) + (r44 + 8u)) * (u.B * u.C) + col7];
+            acc41 = acc41 + partial46;
+            const float partial47 = scratch0[(outer4 * ((u.A + 256u - 1u) >> 8u) + (r44 + 16u)) * (u.B * u.C) + col7];
+            acc41 = acc41 + partial47;
+            const float partial48 = scratch0[(outer4 * ((u.A + 256u - 1u) >> 8u) + (r44 + 24u)) * (u.B * u.C) + col7];
+            acc41 = acc41 + partial48;
+            rest43 = r44 + 32u;
+        }
+        for (uint r49 = rest43; r49 < (u.A + 256u - 1u) >> 8u; r49 += 8u) {
+            const float partial50 = scratch0[(outer4 * ((u.A + 256u - 1u) >> 8u) + r49) * (u.B * u.C) + col7];
+            acc41 = acc41 + partial50;
+        }
+    }
+    columns[lid.x] = acc41;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float total51 = columns[column5];
+    const float lane52 = columns[column5 + 32u];
+    total51 = total51 + lane52;
+    const float lane53 = columns[column5 + 64u];
+    total51 = total51 + lane53;
+    const float lane54 = columns[column5 + 96u];
+    total51 = total51 + lane54;
+    const float lane55 = columns[column5 + 128u];
+    total51 = total51 + lane55;
+    const float lane56 = columns[column5 + 160u];
+    total51 = total51 + lane56;
+    const float lane57 = columns[column5 + 192u];
+    total51 = total51 + lane57;
+    const float lane58 = columns[column5 + 224u];
+    total51 = total51 + lane58;
+    if ((lane6 == 0u) && (col7 < u.B * u.C)) {
+        out[o8] = total51;
+    }
     if (lid.x == 0u) {
-        out[g0] = total20;
+        atomic_fetch_add_explicit(&scratch1[slot37], 0u - ((u.A + 256u - 1u) >> 8u), memory_order_relaxed);
     }
 }

@@ -343,25 +343,30 @@ kernel void top1_accuracy_0_row(
     const uint last151 = (u.N > 384u ? u.N - 384u : 0u);
     uint rest152 = lid.x;
     for (uint r153 = lid.x; r153 < last151; r153 += 512u) {
-        acc150 = acc150 + scratch0[r153];
-        acc150 = acc150 + scratch0[r153 + 128u];
-        acc150 = acc150 + scratch0[r153 + 256u];
-        acc150 = acc150 + scratch0[r153 + 384u];
+        const float partial154 = scratch0[r153];
+        acc150 = acc150 + partial154;
+        const float partial155 = scratch0[r153 + 128u];
+        acc150 = acc150 + partial155;
+        const float partial156 = scratch0[r153 + 256u];
+        acc150 = acc150 + partial156;
+        const float partial157 = scratch0[r153 + 384u];
+        acc150 = acc150 + partial157;
         rest152 = r153 + 512u;
     }
-    for (uint r154 = rest152; r154 < u.N; r154 += 128u) {
-        acc150 = acc150 + scratch0[r154];
+    for (uint r158 = rest152; r158 < u.N; r158 += 128u) {
+        const float partial159 = scratch0[r158];
+        acc150 = acc150 + partial159;
     }
-    const float warp155 = simd_sum(acc150);
+    const float warp160 = simd_sum(acc150);
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp155;
+        combine[lid.x >> 5u] = warp160;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot156 = combine[lid.x & 3u];
-    const float total157 = mimir_simd_add_f32_4(slot156);
+    const float slot161 = combine[lid.x & 3u];
+    const float total162 = mimir_simd_add_f32_4(slot161);
     if (lid.x == 0u) {
-        const float total158 = total157 / float(u.N);
-        out[0u] = total158;
+        const float total163 = total162 / float(u.N);
+        out[0u] = total163;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - u.N, memory_order_relaxed);

@@ -124,24 +124,29 @@ kernel void top1_of_ten_0_row(
     const uint last36 = (((u.N + 256u - 1u) >> 8u) > 768u ? ((u.N + 256u - 1u) >> 8u) - 768u : 0u);
     uint rest37 = lid.x;
     for (uint r38 = lid.x; r38 < last36; r38 += 1024u) {
-        acc35 = int(uint(acc35) + uint(scratch0[r38]));
-        acc35 = int(uint(acc35) + uint(scratch0[r38 + 256u]));
-        acc35 = int(uint(acc35) + uint(scratch0[r38 + 512u]));
-        acc35 = int(uint(acc35) + uint(scratch0[r38 + 768u]));
+        const int partial39 = scratch0[r38];
+        acc35 = int(uint(acc35) + uint(partial39));
+        const int partial40 = scratch0[r38 + 256u];
+        acc35 = int(uint(acc35) + uint(partial40));
+        const int partial41 = scratch0[r38 + 512u];
+        acc35 = int(uint(acc35) + uint(partial41));
+        const int partial42 = scratch0[r38 + 768u];
+        acc35 = int(uint(acc35) + uint(partial42));
         rest37 = r38 + 1024u;
     }
-    for (uint r39 = rest37; r39 < (u.N + 256u - 1u) >> 8u; r39 += 256u) {
-        acc35 = int(uint(acc35) + uint(scratch0[r39]));
+    for (uint r43 = rest37; r43 < (u.N + 256u - 1u) >> 8u; r43 += 256u) {
+        const int partial44 = scratch0[r43];
+        acc35 = int(uint(acc35) + uint(partial44));
     }
-    const int warp40 = as_type<int>(simd_sum(as_type<uint>(acc35)));
+    const int warp45 = as_type<int>(simd_sum(as_type<uint>(acc35)));
     if ((lid.x & 31u) == 0u) {
-        combine[lid.x >> 5u] = warp40;
+        combine[lid.x >> 5u] = warp45;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int slot41 = combine[lid.x & 7u];
-    const int total42 = mimir_simd_add_i32_8(slot41);
+    const int slot46 = combine[lid.x & 7u];
+    const int total47 = mimir_simd_add_i32_8(slot46);
     if (lid.x == 0u) {
-        out[0u] = total42;
+        out[0u] = total47;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch1[0u], 0u - ((u.N + 256u - 1u) >> 8u), memory_order_relaxed);

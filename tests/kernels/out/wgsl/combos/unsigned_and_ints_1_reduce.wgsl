@@ -26,19 +26,29 @@ fn unsigned_and_ints_1_reduce(
     let last2: u32 = select(0u, ((u.N + 4096u - 1u) >> 12u) - 384u, ((u.N + 4096u - 1u) >> 12u) > 384u);
     var rest3: u32 = lid.x;
     for (var r4: u32 = lid.x; r4 < last2; r4 += 512u) {
-        acc0 = select(scratch0[r4], acc0, acc0 >= scratch0[r4]);
-        acc1 = select(scratch1[r4], acc1, acc1 <= scratch1[r4]);
-        acc0 = select(scratch0[r4 + 128u], acc0, acc0 >= scratch0[r4 + 128u]);
-        acc1 = select(scratch1[r4 + 128u], acc1, acc1 <= scratch1[r4 + 128u]);
-        acc0 = select(scratch0[r4 + 256u], acc0, acc0 >= scratch0[r4 + 256u]);
-        acc1 = select(scratch1[r4 + 256u], acc1, acc1 <= scratch1[r4 + 256u]);
-        acc0 = select(scratch0[r4 + 384u], acc0, acc0 >= scratch0[r4 + 384u]);
-        acc1 = select(scratch1[r4 + 384u], acc1, acc1 <= scratch1[r4 + 384u]);
+        let partial5: u32 = scratch0[r4];
+        acc0 = select(partial5, acc0, acc0 >= partial5);
+        let partial6: i32 = scratch1[r4];
+        acc1 = select(partial6, acc1, acc1 <= partial6);
+        let partial7: u32 = scratch0[r4 + 128u];
+        acc0 = select(partial7, acc0, acc0 >= partial7);
+        let partial8: i32 = scratch1[r4 + 128u];
+        acc1 = select(partial8, acc1, acc1 <= partial8);
+        let partial9: u32 = scratch0[r4 + 256u];
+        acc0 = select(partial9, acc0, acc0 >= partial9);
+        let partial10: i32 = scratch1[r4 + 256u];
+        acc1 = select(partial10, acc1, acc1 <= partial10);
+        let partial11: u32 = scratch0[r4 + 384u];
+        acc0 = select(partial11, acc0, acc0 >= partial11);
+        let partial12: i32 = scratch1[r4 + 384u];
+        acc1 = select(partial12, acc1, acc1 <= partial12);
         rest3 = r4 + 512u;
     }
-    for (var r5: u32 = rest3; r5 < ((u.N + 4096u - 1u) >> 12u); r5 += 128u) {
-        acc0 = select(scratch0[r5], acc0, acc0 >= scratch0[r5]);
-        acc1 = select(scratch1[r5], acc1, acc1 <= scratch1[r5]);
+    for (var r13: u32 = rest3; r13 < ((u.N + 4096u - 1u) >> 12u); r13 += 128u) {
+        let partial14: u32 = scratch0[r13];
+        acc0 = select(partial14, acc0, acc0 >= partial14);
+        let partial15: i32 = scratch1[r13];
+        acc1 = select(partial15, acc1, acc1 <= partial15);
     }
     warp0[lid.x] = acc0;
     workgroupBarrier();
@@ -62,7 +72,7 @@ fn unsigned_and_ints_1_reduce(
         warp0[lid.x] = select(warp0[lid.x + 1u], warp0[lid.x], warp0[lid.x] >= warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp6: u32 = warp0[lid.x - (lid.x & 31u)];
+    let warp16: u32 = warp0[lid.x - (lid.x & 31u)];
     warp1[lid.x] = acc1;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
@@ -85,22 +95,22 @@ fn unsigned_and_ints_1_reduce(
         warp1[lid.x] = select(warp1[lid.x + 1u], warp1[lid.x], warp1[lid.x] <= warp1[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp7: i32 = warp1[lid.x - (lid.x & 31u)];
+    let warp17: i32 = warp1[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp6;
-        partial1[lid.x >> 5u] = warp7;
+        partial[lid.x >> 5u] = warp16;
+        partial1[lid.x >> 5u] = warp17;
     }
     workgroupBarrier();
-    let slot8: u32 = partial[lid.x & 3u];
-    let slot9: i32 = partial1[lid.x & 3u];
-    warp2[lid.x] = slot8;
+    let slot18: u32 = partial[lid.x & 3u];
+    let slot19: i32 = partial1[lid.x & 3u];
+    warp2[lid.x] = slot18;
     workgroupBarrier();
-    let total10: u32 = select(warp2[lid.x - (lid.x & 3u) + 3u], select(warp2[lid.x - (lid.x & 3u) + 2u], select(warp2[lid.x - (lid.x & 3u) + 1u], warp2[lid.x - (lid.x & 3u)], warp2[lid.x - (lid.x & 3u)] >= warp2[lid.x - (lid.x & 3u) + 1u]), select(warp2[lid.x - (lid.x & 3u) + 1u], warp2[lid.x - (lid.x & 3u)], warp2[lid.x - (lid.x & 3u)] >= warp2[lid.x - (lid.x & 3u) + 1u]) >= warp2[lid.x - (lid.x & 3u) + 2u]), select(warp2[lid.x - (lid.x & 3u) + 2u], select(warp2[lid.x - (lid.x & 3u) + 1u], warp2[lid.x - (lid.x & 3u)], warp2[lid.x - (lid.x & 3u)] >= warp2[lid.x - (lid.x & 3u) + 1u]), select(warp2[lid.x - (lid.x & 3u) + 1u], warp2[lid.x - (lid.x & 3u)], warp2[lid.x - (lid.x & 3u)] >= warp2[lid.x - (lid.x & 3u) + 1u]) >= warp2[lid.x - (lid.x & 3u) + 2u]) >= warp2[lid.x - (lid.x & 3u) + 3u]);
-    warp3[lid.x] = slot9;
+    let total20: u32 = select(warp2[lid.x - (lid.x & 3u) + 3u], select(warp2[lid.x - (lid.x & 3u) + 2u], select(warp2[lid.x - (lid.x & 3u) + 1u], warp2[lid.x - (lid.x & 3u)], warp2[lid.x - (lid.x & 3u)] >= warp2[lid.x - (lid.x & 3u) + 1u]), select(warp2[lid.x - (lid.x & 3u) + 1u], warp2[lid.x - (lid.x & 3u)], warp2[lid.x - (lid.x & 3u)] >= warp2[lid.x - (lid.x & 3u) + 1u]) >= warp2[lid.x - (lid.x & 3u) + 2u]), select(warp2[lid.x - (lid.x & 3u) + 2u], select(warp2[lid.x - (lid.x & 3u) + 1u], warp2[lid.x - (lid.x & 3u)], warp2[lid.x - (lid.x & 3u)] >= warp2[lid.x - (lid.x & 3u) + 1u]), select(warp2[lid.x - (lid.x & 3u) + 1u], warp2[lid.x - (lid.x & 3u)], warp2[lid.x - (lid.x & 3u)] >= warp2[lid.x - (lid.x & 3u) + 1u]) >= warp2[lid.x - (lid.x & 3u) + 2u]) >= warp2[lid.x - (lid.x & 3u) + 3u]);
+    warp3[lid.x] = slot19;
     workgroupBarrier();
-    let total11: i32 = select(warp3[lid.x - (lid.x & 3u) + 3u], select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]), select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]) <= warp3[lid.x - (lid.x & 3u) + 3u]);
+    let total21: i32 = select(warp3[lid.x - (lid.x & 3u) + 3u], select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]), select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]) <= warp3[lid.x - (lid.x & 3u) + 3u]);
     if (lid.x == 0u) {
-        out3[wid.x] = total10;
-        out4[wid.x] = total11;
+        out3[wid.x] = total20;
+        out4[wid.x] = total21;
     }
 }

@@ -21,14 +21,19 @@ fn shares_and_total_2_reduce(
     let last1: u32 = select(0u, ((u.N + 4096u - 1u) >> 12u) - 384u, ((u.N + 4096u - 1u) >> 12u) > 384u);
     var rest2: u32 = lid.x;
     for (var r3: u32 = lid.x; r3 < last1; r3 += 512u) {
-        acc0 = acc0 + scratch1[r3];
-        acc0 = acc0 + scratch1[r3 + 128u];
-        acc0 = acc0 + scratch1[r3 + 256u];
-        acc0 = acc0 + scratch1[r3 + 384u];
+        let partial4: f32 = scratch1[r3];
+        acc0 = acc0 + partial4;
+        let partial5: f32 = scratch1[r3 + 128u];
+        acc0 = acc0 + partial5;
+        let partial6: f32 = scratch1[r3 + 256u];
+        acc0 = acc0 + partial6;
+        let partial7: f32 = scratch1[r3 + 384u];
+        acc0 = acc0 + partial7;
         rest2 = r3 + 512u;
     }
-    for (var r4: u32 = rest2; r4 < ((u.N + 4096u - 1u) >> 12u); r4 += 128u) {
-        acc0 = acc0 + scratch1[r4];
+    for (var r8: u32 = rest2; r8 < ((u.N + 4096u - 1u) >> 12u); r8 += 128u) {
+        let partial9: f32 = scratch1[r8];
+        acc0 = acc0 + partial9;
     }
     warp0[lid.x] = acc0;
     workgroupBarrier();
@@ -52,16 +57,16 @@ fn shares_and_total_2_reduce(
         warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp5: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp10: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp5;
+        partial[lid.x >> 5u] = warp10;
     }
     workgroupBarrier();
-    let slot6: f32 = partial[lid.x & 3u];
-    warp1[lid.x] = slot6;
+    let slot11: f32 = partial[lid.x & 3u];
+    warp1[lid.x] = slot11;
     workgroupBarrier();
-    let total7: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
+    let total12: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     if (lid.x == 0u) {
-        out1[wid.x] = total7;
+        out1[wid.x] = total12;
     }
 }

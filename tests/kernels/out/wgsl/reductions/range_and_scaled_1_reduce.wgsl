@@ -60,24 +60,39 @@ fn range_and_scaled_1_reduce(
     let last3: u32 = select(0u, ((u.A * u.B + 4096u - 1u) >> 12u) - 384u, ((u.A * u.B + 4096u - 1u) >> 12u) > 384u);
     var rest4: u32 = lid.x;
     for (var r5: u32 = lid.x; r5 < last3; r5 += 512u) {
-        acc0 = mimir_maximum_f32(acc0, scratch0[r5]);
-        acc1 = mimir_minimum_f32(acc1, scratch1[r5]);
-        acc2 = acc2 + scratch2[r5];
-        acc0 = mimir_maximum_f32(acc0, scratch0[r5 + 128u]);
-        acc1 = mimir_minimum_f32(acc1, scratch1[r5 + 128u]);
-        acc2 = acc2 + scratch2[r5 + 128u];
-        acc0 = mimir_maximum_f32(acc0, scratch0[r5 + 256u]);
-        acc1 = mimir_minimum_f32(acc1, scratch1[r5 + 256u]);
-        acc2 = acc2 + scratch2[r5 + 256u];
-        acc0 = mimir_maximum_f32(acc0, scratch0[r5 + 384u]);
-        acc1 = mimir_minimum_f32(acc1, scratch1[r5 + 384u]);
-        acc2 = acc2 + scratch2[r5 + 384u];
+        let partial6: f32 = scratch0[r5];
+        acc0 = mimir_maximum_f32(acc0, partial6);
+        let partial7: f32 = scratch1[r5];
+        acc1 = mimir_minimum_f32(acc1, partial7);
+        let partial8: f32 = scratch2[r5];
+        acc2 = acc2 + partial8;
+        let partial9: f32 = scratch0[r5 + 128u];
+        acc0 = mimir_maximum_f32(acc0, partial9);
+        let partial10: f32 = scratch1[r5 + 128u];
+        acc1 = mimir_minimum_f32(acc1, partial10);
+        let partial11: f32 = scratch2[r5 + 128u];
+        acc2 = acc2 + partial11;
+        let partial12: f32 = scratch0[r5 + 256u];
+        acc0 = mimir_maximum_f32(acc0, partial12);
+        let partial13: f32 = scratch1[r5 + 256u];
+        acc1 = mimir_minimum_f32(acc1, partial13);
+        let partial14: f32 = scratch2[r5 + 256u];
+        acc2 = acc2 + partial14;
+        let partial15: f32 = scratch0[r5 + 384u];
+        acc0 = mimir_maximum_f32(acc0, partial15);
+        let partial16: f32 = scratch1[r5 + 384u];
+        acc1 = mimir_minimum_f32(acc1, partial16);
+        let partial17: f32 = scratch2[r5 + 384u];
+        acc2 = acc2 + partial17;
         rest4 = r5 + 512u;
     }
-    for (var r6: u32 = rest4; r6 < ((u.A * u.B + 4096u - 1u) >> 12u); r6 += 128u) {
-        acc0 = mimir_maximum_f32(acc0, scratch0[r6]);
-        acc1 = mimir_minimum_f32(acc1, scratch1[r6]);
-        acc2 = acc2 + scratch2[r6];
+    for (var r18: u32 = rest4; r18 < ((u.A * u.B + 4096u - 1u) >> 12u); r18 += 128u) {
+        let partial19: f32 = scratch0[r18];
+        acc0 = mimir_maximum_f32(acc0, partial19);
+        let partial20: f32 = scratch1[r18];
+        acc1 = mimir_minimum_f32(acc1, partial20);
+        let partial21: f32 = scratch2[r18];
+        acc2 = acc2 + partial21;
     }
     warp0[lid.x] = acc0;
     workgroupBarrier();
@@ -101,7 +116,7 @@ fn range_and_scaled_1_reduce(
         warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp7: f32 = warp0[lid.x - (lid.x & 31u)];
+    let warp22: f32 = warp0[lid.x - (lid.x & 31u)];
     warp1[lid.x] = acc1;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
@@ -124,7 +139,7 @@ fn range_and_scaled_1_reduce(
         warp1[lid.x] = mimir_minimum_f32(warp1[lid.x], warp1[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp8: f32 = warp1[lid.x - (lid.x & 31u)];
+    let warp23: f32 = warp1[lid.x - (lid.x & 31u)];
     warp2[lid.x] = acc2;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
@@ -147,29 +162,29 @@ fn range_and_scaled_1_reduce(
         warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp9: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp24: f32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        partial[lid.x >> 5u] = warp7;
-        partial1[lid.x >> 5u] = warp8;
-        partial2[lid.x >> 5u] = warp9;
+        partial[lid.x >> 5u] = warp22;
+        partial1[lid.x >> 5u] = warp23;
+        partial2[lid.x >> 5u] = warp24;
     }
     workgroupBarrier();
-    let slot10: f32 = partial[lid.x & 3u];
-    let slot11: f32 = partial1[lid.x & 3u];
-    let slot12: f32 = partial2[lid.x & 3u];
-    warp3[lid.x] = slot10;
+    let slot25: f32 = partial[lid.x & 3u];
+    let slot26: f32 = partial1[lid.x & 3u];
+    let slot27: f32 = partial2[lid.x & 3u];
+    warp3[lid.x] = slot25;
     workgroupBarrier();
-    let total13: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u) + 1u]), warp3[lid.x - (lid.x & 3u) + 2u]), warp3[lid.x - (lid.x & 3u) + 3u]);
-    warp4[lid.x] = slot11;
+    let total28: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u) + 1u]), warp3[lid.x - (lid.x & 3u) + 2u]), warp3[lid.x - (lid.x & 3u) + 3u]);
+    warp4[lid.x] = slot26;
     workgroupBarrier();
-    let total14: f32 = mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(warp4[lid.x - (lid.x & 3u)], warp4[lid.x - (lid.x & 3u) + 1u]), warp4[lid.x - (lid.x & 3u) + 2u]), warp4[lid.x - (lid.x & 3u) + 3u]);
-    warp5[lid.x] = slot12;
+    let total29: f32 = mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(warp4[lid.x - (lid.x & 3u)], warp4[lid.x - (lid.x & 3u) + 1u]), warp4[lid.x - (lid.x & 3u) + 2u]), warp4[lid.x - (lid.x & 3u) + 3u]);
+    warp5[lid.x] = slot27;
     workgroupBarrier();
-    let total15: f32 = warp5[lid.x - (lid.x & 3u)] + warp5[lid.x - (lid.x & 3u) + 1u] + warp5[lid.x - (lid.x & 3u) + 2u] + warp5[lid.x - (lid.x & 3u) + 3u];
+    let total30: f32 = warp5[lid.x - (lid.x & 3u)] + warp5[lid.x - (lid.x & 3u) + 1u] + warp5[lid.x - (lid.x & 3u) + 2u] + warp5[lid.x - (lid.x & 3u) + 3u];
     if (lid.x == 0u) {
-        out0[wid.x] = total13;
-        out1[wid.x] = total14;
-        let total16: f32 = total15 / f32(u.A * u.B);
-        out3[wid.x] = total16;
+        out0[wid.x] = total28;
+        out1[wid.x] = total29;
+        let total31: f32 = total30 / f32(u.A * u.B);
+        out3[wid.x] = total31;
     }
 }
