@@ -8,6 +8,7 @@ per element, contraction to fma, and the guards the proofs remove.
 from __future__ import annotations
 
 import json
+import math
 import re
 import struct
 from pathlib import Path
@@ -495,6 +496,55 @@ def test_a_reduction_over_leading_axes_reads_rows_across_threads(tmp_path: Path)
     files = compiled("column_sums", "wgsl")
     kinds = [k["file"] for k in json.loads(files["column_sums.manifest.json"])["kernels"]]
     assert kinds == ["column_sums_0_partial.wgsl", "column_sums_1_reduce.wgsl"]
+
+
+def test_a_whole_argmax_is_split_over_workgroups(tmp_path: Path) -> None:
+    """`x.argmax()` over a whole tensor: a workgroup per 4096 elements (it was one
+    workgroup for the whole tensor) stores its chunk's extremum and the first position
+    holding it; the last workgroup takes the extremum of those and the first position
+    among the chunks holding it. The extremum in two chunks: the earlier position; a nan
+    anywhere: the first nan; ties of ints; bools, none of them true: 0. As the shim
+    answers, blocks in reverse order too."""
+    source = (
+        "from mimir.array import Dim, Tensor, bool_, float32, gpu, int32\n"
+        'N = Dim("N")\n'
+        "@gpu\ndef where_max(x: Tensor[float32, N]):\n    return x.argmax()\n"
+        "@gpu\ndef where_min(x: Tensor[int32, N]):\n    return x.argmin()\n"
+        "@gpu\ndef first_true(m: Tensor[bool_, N]):\n    return m.argmax()\n"
+    )
+    path = tmp_path / "where.py"
+    path.write_text(source)
+    n = 3 * 4096 + 17
+    floats = [float((k * 7919) % 1000) for k in range(n)]
+    floats[9000] = floats[5000] = 2000.0  # chunks 2 and 1: the first is 5000
+    with_nan = list(floats)
+    with_nan[11000] = with_nan[8200] = math.nan
+    ints = [(k * 31) % 97 - 40 for k in range(n)]  # -40 first at 0, again every 97
+    ints[4100] = ints[12000] = -41
+    cases = [
+        ("where_max", {"x": floats}, 5000),
+        ("where_max", {"x": with_nan}, 8200),
+        ("where_min", {"x": ints}, 4100),
+        ("first_true", {"m": [k == 10000 or k == 12100 for k in range(n)]}, 10000),
+        ("first_true", {"m": [False] * n}, 0),
+    ]
+    for k, (function, inputs, position) in enumerate(cases):
+        result = compile_source(str(path), source, ["ptx"], function=function)
+        assert result.ok, [(d.code, d.message) for d in result.diagnostics]
+        files = {name: v for name, v in result.files.items() if isinstance(v, str)}
+        manifest = json.loads(files[f"{function}.manifest.json"])
+        (kernel,) = manifest["kernels"]
+        assert "cdiv(N, 4096)" in kernel["workgroups"][0]
+        dims = {"N": n}
+        folder = tmp_path / f"{function}_{k}"
+        actual, _ = _ptx_run(files, function, dims, folder, inputs)
+        back = run_ptx_manifest_cpu(manifest, folder, inputs, dims, reverse_blocks=True)
+        expected = shim_reference(path, function, inputs, dims, {})
+        assert actual["out"] == back["out"] == expected["out"] == [position], (function, k)
+    result = compile_source(str(path), source, ["wgsl"], function="where_max")
+    manifest = json.loads(result.files["where_max.manifest.json"])  # type: ignore[arg-type]
+    kinds = [k["file"] for k in manifest["kernels"]]
+    assert kinds == ["where_max_0_partial.wgsl", "where_max_1_argreduce.wgsl"]
 
 
 def test_a_dot_and_a_matrix_vector_einsum_are_reductions_not_matmuls(tmp_path: Path) -> None:

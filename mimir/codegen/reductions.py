@@ -521,6 +521,9 @@ def partial(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
         red = c.ev.reduction(c.plan.root)
         if column_layout(red) is not None:
             return _columns(c, red)
+    if root_kind(c.ev.kg, c.plan.root) == "argreduce":
+        dispatch, _ = _arg_chunk(c, arg_reduction(c.ev, c.plan.root))
+        return (SPLIT_WG, 1, 1), dispatch
     if root_kind(c.ev.kg, c.plan.root) == "moments":
         dispatch, _ = _moment_chunk(c, c.ev.reduction(c.plan.root), c.plan.writes[0])
     else:
@@ -1184,7 +1187,7 @@ def _row_passes(
             normalise(r, names)
             done.add(r)
             continue
-        red = _arg_reduction(ev, r) if kind == "argreduce" else ev.reduction(r)
+        red = arg_reduction(ev, r) if kind == "argreduce" else ev.reduction(r)
 
         def lane(j: Expr, red: Reduction = red) -> Expr:
             return element(red, j)
@@ -1866,7 +1869,18 @@ def argreduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, A
     answers."""
     assert c.plan.root is not None
     ev = c.ev
-    red = _arg_reduction(ev, c.plan.root)
+    red = arg_reduction(ev, c.plan.root)
+    if c.plan.partials is not None:  # over a whole tensor, split (`_arg_chunk`)
+        if c.plan.counter is not None:  # every chunk, then the last workgroup combines
+            dispatch, _ = _arg_chunk(c, red)
+            groups = size_ir(sz.cdiv(red.count, CHUNK))
+            _last_workgroup(c, groups)
+            _combine_args(c, red, u32(0))
+            _reset_counter(c, groups)
+            return (SPLIT_WG, 1, 1), dispatch
+        dispatch, o = c.groups(1)  # after a `partial` launch
+        _combine_args(c, red, o)
+        return (SPLIT_WG, 1, 1), dispatch
     t = lw.REG[red.acc]
     launch = _TwoPass(c, red)
     with launch.inside(red):
@@ -1874,7 +1888,65 @@ def argreduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, A
     return launch.workgroup, launch.dispatch
 
 
-def _arg_reduction(ev: Any, r: int) -> Reduction:
+def _arg_chunk(c: KernelContext, red: Reduction) -> tuple[Any, Expr]:
+    """A whole argmax's `partial` work: this workgroup's chunk's extremum and the first
+    position holding it (`_best_and_first`), stored by thread 0 in `partials[group]` and
+    `Plan.positions[group]`."""
+    body = c.body
+    dispatch, g = c.groups(sz.cdiv(red.count, CHUNK))
+    lid = Builtin("local_x")
+    start = body.let(ibin("*", g, u32(CHUNK)), "start")
+    stop = body.let(ibin("+", start, u32(CHUNK)), "stop")
+    count = size_ir(red.count)
+    end = body.let(lw.select(Binary("<", stop, count, "bool"), stop, count), "end")
+    read = _element(c, red)
+
+    def fold(init: Expr, step: Any, op: str, shared: str) -> Expr:
+        acc = body.var(init, "acc")
+        visit = lambda r: body.emit(Assign(acc, step(acc, r)))  # noqa: E731
+        strided(body, ibin("+", start, lid), end, SPLIT_WG, visit)
+        return group_total(body, c.shared, acc, op, SPLIT_WG, shared)
+
+    best, where = _best_and_first(body, red, lambda r: read(r, []), fold, ("$best", "$first"))
+    values = c.plan.writes[0] if c.plan.kind == "partial" else c.plan.partials
+    positions = c.plan.positions
+    assert values is not None and positions is not None
+    with body.if_(Binary("==", lid, u32(0), "bool")):
+        body.emit(Store(values, g, lw.to_storage(best, red.acc)))
+        body.emit(Store(positions, g, where))
+    return dispatch, g
+
+
+def _combine_args(c: KernelContext, red: Reduction, o: Expr) -> None:
+    """A whole argmax from its chunks' extrema and first positions: the extremum of
+    the extrema, then the first position among the chunks that hold it (or a nan);
+    thread 0 writes it."""
+    body = c.body
+    values, positions = c.plan.partials, c.plan.positions
+    assert values is not None and positions is not None
+    lid = Builtin("local_x")
+    groups = size_ir(sz.cdiv(red.count, CHUNK))
+
+    def element(r: Expr) -> Expr:
+        return lw.from_storage(Load(values, r, lw.STORAGE[red.acc]), red.acc)
+
+    def fold(init: Expr, step: Any, op: str, shared: str) -> Expr:
+        acc = body.var(init, "acc")
+        visit = lambda r: body.emit(Assign(acc, step(acc, r)))  # noqa: E731
+        strided(body, lid, groups, SPLIT_WG, visit)
+        return group_total(body, c.shared, acc, op, SPLIT_WG, shared)
+
+    def position(r: Expr) -> Expr:
+        return Load(positions, r, "u32")
+
+    best = lambda r: body.let(element(r), "v")  # noqa: E731
+    _, where = _best_and_first(body, red, best, fold, ("$best", "$first"), position)
+    with body.if_(Binary("==", lid, u32(0), "bool")):
+        assert c.plan.root is not None
+        c.write(Idx(c.ev.shape(c.plan.root), flat=o), body.let(Cast(where, "i32"), "index"))
+
+
+def arg_reduction(ev: Any, r: int) -> Reduction:
     """Root `r` (an argmax or argmin) as a reduction whose accumulator holds the values
     compared: bools as u32, float16 as f32."""
     red = ev.reduction(r)
@@ -1897,6 +1969,21 @@ def _first_extremum(
     """`argmax` / `argmin` as an int32, two passes (`fold` over `element(r)`, as
     `_variance`): the extremum (nan-propagating), then the first position r holding it,
     or holding a nan when the extremum is nan."""
+    _, where = _best_and_first(body, red, element, fold, shared)
+    return Cast(where, "i32")
+
+
+def _best_and_first(
+    body: Any,
+    red: Reduction,
+    element: Any,
+    fold: Any,
+    shared: tuple[str, str],
+    position: Any = None,
+) -> tuple[Expr, Expr]:
+    """`_first_extremum`'s two passes: the extremum, and the first position (a `u32`;
+    the largest where nothing holds it) of those `element(r)` that hold it, position
+    `position(r)` (r itself by default: a workgroup's partials carry their chunk's)."""
     name = "max" if red.name == "argmax" else "min"
     t = lw.REG[red.acc]
     combine = _combiner(name, red.acc)
@@ -1904,10 +1991,11 @@ def _first_extremum(
 
     def first(a: Expr, r: Expr) -> Expr:
         v = body.let(element(r), "v")
+        at = r if position is None else body.let(position(r), "at")
         hit = lw.float_compare("==", v, best) if t == "f32" else lw.bin_("==", v, best)
         if t == "f32":
             hit = lw.bin_("||", hit, lw.bin_("&&", lw.isnan(v), lw.isnan(best)))
-        return lw.select(lw.bin_("&&", hit, lw.bin_("<", r, a)), r, a)
+        return lw.select(lw.bin_("&&", hit, lw.bin_("<", at, a)), at, a)
 
     where = fold(lw.const(lw.UINT_MAX, "u32"), first, "min", shared[1])
-    return Cast(where, "i32")
+    return best, where

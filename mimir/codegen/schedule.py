@@ -74,6 +74,8 @@ class Plan:
     # a `reduce` that computes the partials itself and whose last workgroup combines them,
     # found with this zeroed `u32` counter (`reductions._last_block`)
     counter: str | None = None
+    # a split argmax's: its chunks' first positions (`partials` holds their extrema)
+    positions: str | None = None
     # a `row` launch: the last-axis reductions it computes per row, in order, before
     # writing `node` (layer norm: the mean, then the variance)
     roots: list[int] = field(default_factory=list)
@@ -143,6 +145,7 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
         CHUNK,
         COLUMNS,
         SLAB,
+        arg_reduction,
         column_layout,
         column_slabs,
         row_launch_groups,
@@ -314,15 +317,19 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
                 plans.append(Plan("partial", r, r, [partials]))
                 plans.append(Plan(kind, p, r, writes[p], partials=partials))
                 continue
-        whole = kind in ("reduce", "moments") and r is not None and split(ev.reduction(r))
-        if whole and r is not None:
-            red = ev.reduction(r)
+        if r is not None and kind in ("reduce", "moments", "argreduce") and split(ev.reduction(r)):
+            red = arg_reduction(ev, r) if kind == "argreduce" else ev.reduction(r)
             partials = _unique(f"scratch{scratch}", taken)
             scratch += 1
             # a `var`'s chunks store their sum and their squared deviations from their mean
             chunks = sz.cdiv(red.count, CHUNK)
-            shape = (chunks,) if kind == "reduce" else (sz.mul(2, chunks),)
+            shape = (sz.mul(2, chunks),) if kind == "moments" else (chunks,)
             buffers.append(BufferSpec(partials, "scratch", red.acc, shape))
+            positions = None
+            if kind == "argreduce":  # and an argmax's, the first position of the extremum
+                positions = _unique(f"scratch{scratch}", taken)
+                scratch += 1
+                buffers.append(BufferSpec(positions, "scratch", uint32, (chunks,)))
             # one launch needs a workgroup to find itself last: not for a count that can
             # be 0 (no workgroup then; the `reduce` launch still writes the identity)
             nonempty = (sz.lower_bound(red.count, declared) or 0) >= 1
@@ -330,10 +337,13 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
                 counter = _unique(f"scratch{scratch}", taken)
                 scratch += 1
                 buffers.append(BufferSpec(counter, "scratch", uint32, (1,), zero=True))
-                plans.append(Plan(kind, p, r, writes[p], partials=partials, counter=counter))
+                plans.append(
+                    Plan(kind, p, r, writes[p], partials=partials, counter=counter,
+                         positions=positions)
+                )  # fmt: skip
                 continue
-            plans.append(Plan("partial", r, r, [partials]))
-            plans.append(Plan(kind, p, r, writes[p], partials=partials))
+            plans.append(Plan("partial", r, r, [partials], positions=positions))
+            plans.append(Plan(kind, p, r, writes[p], partials=partials, positions=positions))
             continue
         plans.append(Plan(kind, p, r, writes[p]))
     _refuse_bfloat16(ev, writes)

@@ -37,65 +37,154 @@ static inline uint mimir_simd_min_u32_4(uint x) {
 
 kernel void argmax_flat_0_argreduce(
     device const half* x [[buffer(0)]],
-    device int* out [[buffer(1)]],
-    constant Uniforms& u [[buffer(2)]],
+    coherent(device) device int* out [[buffer(1)]],
+    coherent(device) device float* scratch0 [[buffer(2)]],
+    coherent(device) device uint* scratch1 [[buffer(3)]],
+    coherent(device) device atomic_uint* scratch2 [[buffer(4)]],
+    constant Uniforms& u [[buffer(5)]],
     uint3 lid [[thread_position_in_threadgroup]],
-    uint3 wid [[threadgroup_position_in_grid]]
+    uint3 wid [[threadgroup_position_in_grid]],
+    uint3 nwg [[threadgroups_per_grid]]
 ) {
     threadgroup float best[4];
     threadgroup uint first[4];
-    float acc0 = as_type<float>(0xff800000u);
-    const uint last1 = (u.N * 7u > 384u ? u.N * 7u - 384u : 0u);
-    uint rest2 = lid.x;
-    for (uint r3 = lid.x; r3 < last1; r3 += 512u) {
-        const float v6 = float(x[r3]);
-        acc0 = mimir_maximum_f32(acc0, v6);
-        const float v9 = float(x[r3 + 128u]);
-        acc0 = mimir_maximum_f32(acc0, v9);
-        const float v12 = float(x[r3 + 256u]);
-        acc0 = mimir_maximum_f32(acc0, v12);
-        const float v15 = float(x[r3 + 384u]);
-        acc0 = mimir_maximum_f32(acc0, v15);
-        rest2 = r3 + 512u;
+    threadgroup uint ticket[1];
+    const uint g0 = wid.y * nwg.x + wid.x;
+    if (g0 >= ((u.N * 7u + 4096u - 1u) >> 12u)) {
+        return;
     }
-    for (uint r16 = rest2; r16 < u.N * 7u; r16 += 128u) {
-        const float v19 = float(x[r16]);
-        acc0 = mimir_maximum_f32(acc0, v19);
+    const uint start1 = g0 * 4096u;
+    const uint stop2 = start1 + 4096u;
+    const uint end3 = (stop2 < u.N * 7u ? stop2 : u.N * 7u);
+    float acc4 = as_type<float>(0xff800000u);
+    const uint last5 = (end3 > 384u ? end3 - 384u : 0u);
+    uint rest6 = start1 + lid.x;
+    for (uint r7 = start1 + lid.x; r7 < last5; r7 += 512u) {
+        const float v10 = float(x[r7]);
+        acc4 = mimir_maximum_f32(acc4, v10);
+        const float v13 = float(x[r7 + 128u]);
+        acc4 = mimir_maximum_f32(acc4, v13);
+        const float v16 = float(x[r7 + 256u]);
+        acc4 = mimir_maximum_f32(acc4, v16);
+        const float v19 = float(x[r7 + 384u]);
+        acc4 = mimir_maximum_f32(acc4, v19);
+        rest6 = r7 + 512u;
     }
-    const float warp20 = (simd_any(((as_type<uint>(acc0) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc0));
+    for (uint r20 = rest6; r20 < end3; r20 += 128u) {
+        const float v23 = float(x[r20]);
+        acc4 = mimir_maximum_f32(acc4, v23);
+    }
+    const float warp24 = (simd_any(((as_type<uint>(acc4) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc4));
     if ((lid.x & 31u) == 0u) {
-        best[lid.x >> 5u] = warp20;
+        best[lid.x >> 5u] = warp24;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot21 = best[lid.x & 3u];
-    const float total22 = mimir_simd_max_f32_4(slot21);
-    uint acc23 = 4294967295u;
-    const uint last24 = (u.N * 7u > 384u ? u.N * 7u - 384u : 0u);
-    uint rest25 = lid.x;
-    for (uint r26 = lid.x; r26 < last24; r26 += 512u) {
-        const float v29 = float(x[r26]);
-        acc23 = (((!(((as_type<uint>(v29) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total22) & 0x7fffffffu) > 0x7f800000u)) && (v29 == total22)) || (((as_type<uint>(v29) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total22) & 0x7fffffffu) > 0x7f800000u))) && (r26 < acc23) ? r26 : acc23);
-        const float v32 = float(x[r26 + 128u]);
-        acc23 = (((!(((as_type<uint>(v32) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total22) & 0x7fffffffu) > 0x7f800000u)) && (v32 == total22)) || (((as_type<uint>(v32) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total22) & 0x7fffffffu) > 0x7f800000u))) && (r26 + 128u < acc23) ? r26 + 128u : acc23);
-        const float v35 = float(x[r26 + 256u]);
-        acc23 = (((!(((as_type<uint>(v35) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total22) & 0x7fffffffu) > 0x7f800000u)) && (v35 == total22)) || (((as_type<uint>(v35) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total22) & 0x7fffffffu) > 0x7f800000u))) && (r26 + 256u < acc23) ? r26 + 256u : acc23);
-        const float v38 = float(x[r26 + 384u]);
-        acc23 = (((!(((as_type<uint>(v38) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total22) & 0x7fffffffu) > 0x7f800000u)) && (v38 == total22)) || (((as_type<uint>(v38) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total22) & 0x7fffffffu) > 0x7f800000u))) && (r26 + 384u < acc23) ? r26 + 384u : acc23);
-        rest25 = r26 + 512u;
+    const float slot25 = best[lid.x & 3u];
+    const float total26 = mimir_simd_max_f32_4(slot25);
+    uint acc27 = 4294967295u;
+    const uint last28 = (end3 > 384u ? end3 - 384u : 0u);
+    uint rest29 = start1 + lid.x;
+    for (uint r30 = start1 + lid.x; r30 < last28; r30 += 512u) {
+        const float v33 = float(x[r30]);
+        acc27 = (((!(((as_type<uint>(v33) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total26) & 0x7fffffffu) > 0x7f800000u)) && (v33 == total26)) || (((as_type<uint>(v33) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total26) & 0x7fffffffu) > 0x7f800000u))) && (r30 < acc27) ? r30 : acc27);
+        const float v36 = float(x[r30 + 128u]);
+        acc27 = (((!(((as_type<uint>(v36) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total26) & 0x7fffffffu) > 0x7f800000u)) && (v36 == total26)) || (((as_type<uint>(v36) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total26) & 0x7fffffffu) > 0x7f800000u))) && (r30 + 128u < acc27) ? r30 + 128u : acc27);
+        const float v39 = float(x[r30 + 256u]);
+        acc27 = (((!(((as_type<uint>(v39) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total26) & 0x7fffffffu) > 0x7f800000u)) && (v39 == total26)) || (((as_type<uint>(v39) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total26) & 0x7fffffffu) > 0x7f800000u))) && (r30 + 256u < acc27) ? r30 + 256u : acc27);
+        const float v42 = float(x[r30 + 384u]);
+        acc27 = (((!(((as_type<uint>(v42) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total26) & 0x7fffffffu) > 0x7f800000u)) && (v42 == total26)) || (((as_type<uint>(v42) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total26) & 0x7fffffffu) > 0x7f800000u))) && (r30 + 384u < acc27) ? r30 + 384u : acc27);
+        rest29 = r30 + 512u;
     }
-    for (uint r39 = rest25; r39 < u.N * 7u; r39 += 128u) {
-        const float v42 = float(x[r39]);
-        acc23 = (((!(((as_type<uint>(v42) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total22) & 0x7fffffffu) > 0x7f800000u)) && (v42 == total22)) || (((as_type<uint>(v42) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total22) & 0x7fffffffu) > 0x7f800000u))) && (r39 < acc23) ? r39 : acc23);
+    for (uint r43 = rest29; r43 < end3; r43 += 128u) {
+        const float v46 = float(x[r43]);
+        acc27 = (((!(((as_type<uint>(v46) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total26) & 0x7fffffffu) > 0x7f800000u)) && (v46 == total26)) || (((as_type<uint>(v46) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total26) & 0x7fffffffu) > 0x7f800000u))) && (r43 < acc27) ? r43 : acc27);
     }
-    const uint warp43 = simd_min(acc23);
+    const uint warp47 = simd_min(acc27);
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp43;
+        first[lid.x >> 5u] = warp47;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot44 = first[lid.x & 3u];
-    const uint total45 = mimir_simd_min_u32_4(slot44);
+    const uint slot48 = first[lid.x & 3u];
+    const uint total49 = mimir_simd_min_u32_4(slot48);
     if (lid.x == 0u) {
-        const int index46 = int(total45);
-        out[wid.x] = index46;
+        scratch0[g0] = total26;
+        scratch1[g0] = total49;
+    }
+    const uint last50 = ((u.N * 7u + 4096u - 1u) >> 12u) - 1u;
+    if (lid.x == 0u) {
+        atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+        const uint old51 = atomic_fetch_add_explicit(&scratch2[0u], 1u, memory_order_relaxed);
+        if (old51 == last50) {
+            atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+        }
+        ticket[0u] = old51;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint ticket52 = ticket[0u];
+    if (ticket52 != last50) {
+        return;
+    }
+    atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+    float acc53 = as_type<float>(0xff800000u);
+    const uint last54 = (((u.N * 7u + 4096u - 1u) >> 12u) > 384u ? ((u.N * 7u + 4096u - 1u) >> 12u) - 384u : 0u);
+    uint rest55 = lid.x;
+    for (uint r56 = lid.x; r56 < last54; r56 += 512u) {
+        const float v57 = scratch0[r56];
+        acc53 = mimir_maximum_f32(acc53, v57);
+        const float v58 = scratch0[r56 + 128u];
+        acc53 = mimir_maximum_f32(acc53, v58);
+        const float v59 = scratch0[r56 + 256u];
+        acc53 = mimir_maximum_f32(acc53, v59);
+        const float v60 = scratch0[r56 + 384u];
+        acc53 = mimir_maximum_f32(acc53, v60);
+        rest55 = r56 + 512u;
+    }
+    for (uint r61 = rest55; r61 < (u.N * 7u + 4096u - 1u) >> 12u; r61 += 128u) {
+        const float v62 = scratch0[r61];
+        acc53 = mimir_maximum_f32(acc53, v62);
+    }
+    const float warp63 = (simd_any(((as_type<uint>(acc53) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc53));
+    if ((lid.x & 31u) == 0u) {
+        best[lid.x >> 5u] = warp63;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const float slot64 = best[lid.x & 3u];
+    const float total65 = mimir_simd_max_f32_4(slot64);
+    uint acc66 = 4294967295u;
+    const uint last67 = (((u.N * 7u + 4096u - 1u) >> 12u) > 384u ? ((u.N * 7u + 4096u - 1u) >> 12u) - 384u : 0u);
+    uint rest68 = lid.x;
+    for (uint r69 = lid.x; r69 < last67; r69 += 512u) {
+        const float v70 = scratch0[r69];
+        const uint at71 = scratch1[r69];
+        acc66 = (((!(((as_type<uint>(v70) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total65) & 0x7fffffffu) > 0x7f800000u)) && (v70 == total65)) || (((as_type<uint>(v70) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total65) & 0x7fffffffu) > 0x7f800000u))) && (at71 < acc66) ? at71 : acc66);
+        const float v72 = scratch0[r69 + 128u];
+        const uint at73 = scratch1[r69 + 128u];
+        acc66 = (((!(((as_type<uint>(v72) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total65) & 0x7fffffffu) > 0x7f800000u)) && (v72 == total65)) || (((as_type<uint>(v72) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total65) & 0x7fffffffu) > 0x7f800000u))) && (at73 < acc66) ? at73 : acc66);
+        const float v74 = scratch0[r69 + 256u];
+        const uint at75 = scratch1[r69 + 256u];
+        acc66 = (((!(((as_type<uint>(v74) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total65) & 0x7fffffffu) > 0x7f800000u)) && (v74 == total65)) || (((as_type<uint>(v74) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total65) & 0x7fffffffu) > 0x7f800000u))) && (at75 < acc66) ? at75 : acc66);
+        const float v76 = scratch0[r69 + 384u];
+        const uint at77 = scratch1[r69 + 384u];
+        acc66 = (((!(((as_type<uint>(v76) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total65) & 0x7fffffffu) > 0x7f800000u)) && (v76 == total65)) || (((as_type<uint>(v76) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total65) & 0x7fffffffu) > 0x7f800000u))) && (at77 < acc66) ? at77 : acc66);
+        rest68 = r69 + 512u;
+    }
+    for (uint r78 = rest68; r78 < (u.N * 7u + 4096u - 1u) >> 12u; r78 += 128u) {
+        const float v79 = scratch0[r78];
+        const uint at80 = scratch1[r78];
+        acc66 = (((!(((as_type<uint>(v79) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total65) & 0x7fffffffu) > 0x7f800000u)) && (v79 == total65)) || (((as_type<uint>(v79) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total65) & 0x7fffffffu) > 0x7f800000u))) && (at80 < acc66) ? at80 : acc66);
+    }
+    const uint warp81 = simd_min(acc66);
+    if ((lid.x & 31u) == 0u) {
+        first[lid.x >> 5u] = warp81;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint slot82 = first[lid.x & 3u];
+    const uint total83 = mimir_simd_min_u32_4(slot82);
+    if (lid.x == 0u) {
+        const int index84 = int(total83);
+        out[0u] = index84;
+    }
+    if (lid.x == 0u) {
+        atomic_fetch_add_explicit(&scratch2[0u], 0u - ((u.N * 7u + 4096u - 1u) >> 12u), memory_order_relaxed);
     }
 }
