@@ -17,8 +17,10 @@ from harness import assert_close, random_inputs, shim_reference
 from harness.ptx_interp import run_ptx_manifest_cpu
 
 from mimir.codegen import compile_source
+from mimir.codegen import sizes as sz
 from mimir.codegen.builder import ibin, u32
 from mimir.codegen.ir import Binary, Var
+from mimir.dims import BinOp, Dim
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 
@@ -449,6 +451,8 @@ def test_a_reduction_over_leading_axes_reads_rows_across_threads(tmp_path: Path)
         "@gpu\ndef column_sums(x: Tensor[float32, N, M]):\n    return x.sum(axis=0)\n"
         "@gpu\ndef middle_max(x: Tensor[int32, A, N, M]):\n    return x.max(axis=1)\n"
         "@gpu\ndef short_columns(x: Tensor[float32, 100, M]):\n    return x.mean(axis=0)\n"
+        'Z = Dim("Z", min=0)\n'
+        "@gpu\ndef maybe_none(x: Tensor[float32, Z, M]):\n    return x.sum(axis=0)\n"
     )
     path = tmp_path / "columns.py"
     path.write_text(source)
@@ -464,6 +468,9 @@ def test_a_reduction_over_leading_axes_reads_rows_across_threads(tmp_path: Path)
         ("column_sums", {"N": 600, "M": 64}),
         ("middle_max", {"A": 3, "N": 300, "M": 5}),
         ("short_columns", {"M": 70}),
+        # no rows at all: one slab of none a tile, which writes 0; 256 rows: 2 slabs
+        ("maybe_none", {"Z": 0, "M": 40}),
+        ("maybe_none", {"Z": 256, "M": 40}),
     ]
     for function, dims in cases:
         files = compiled(function, "ptx")
@@ -472,8 +479,10 @@ def test_a_reduction_over_leading_axes_reads_rows_across_threads(tmp_path: Path)
         assert kernel["workgroup_size"] == [256, 1, 1]
         counters = [b for b in manifest["buffers"] if b.get("zero")]
         assert len(counters) == (function != "short_columns")
-        rows, columns = dims.get("N", 100), dims["M"] * dims.get("A", 1)
+        rows, columns = dims.get("N", dims.get("Z", 100)), dims["M"] * dims.get("A", 1)
         slabs = -(-rows // 256) if counters else 0
+        if function == "maybe_none":
+            slabs = (rows + 1 + 255) // 256
         label = f"{function} at {dims}"
         folder = tmp_path / f"{function}_{len(list(tmp_path.iterdir()))}"
         inputs = random_inputs(manifest, dims, seed=rows)
@@ -496,6 +505,11 @@ def test_a_reduction_over_leading_axes_reads_rows_across_threads(tmp_path: Path)
     files = compiled("column_sums", "wgsl")
     kinds = [k["file"] for k in json.loads(files["column_sums.manifest.json"])["kernels"]]
     assert kinds == ["column_sums_0_partial.wgsl", "column_sums_1_reduce.wgsl"]
+    # a count bounded by a dim's max needs no slabs: `x.T[1:]` of M <= 64 has M - 1 rows
+    assert sz.upper_bound(BinOp("-", Dim("M", max=64), 1), {}) == 63
+    files = _compile("combos", "reduce_a_view", "ptx")
+    (kernel,) = json.loads(files["reduce_a_view.manifest.json"])["kernels"]
+    assert kernel["file"] == "reduce_a_view_0_reduce.ptx"
 
 
 def test_a_whole_argmax_is_split_over_workgroups(tmp_path: Path) -> None:

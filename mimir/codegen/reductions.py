@@ -761,6 +761,15 @@ def column_slabs(red: Reduction, dims: Any) -> bool:
     return high is None or high > SLAB
 
 
+def slab_count(red: Reduction, dims: Any) -> Any:
+    """A column reduction's slabs a column tile: one per `SLAB` rows, and one (with no
+    rows, folding to the identity) where there may be none, so some workgroup of each
+    tile writes its output."""
+    if (sz.lower_bound(red.count, dims) or 0) >= 1:
+        return sz.cdiv(red.count, SLAB)
+    return sz.cdiv(sz.add(red.count, 1), SLAB)
+
+
 def _columns(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, int], Any]:
     """A reduction over leading axes (`column_layout`): a workgroup per tile of `COLUMNS`
     columns (and per slab of `SLAB` rows, when there may be more), its threads 8 per
@@ -778,7 +787,7 @@ def _columns(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, int], An
     outer, count, inner = layout
     lid = Builtin("local_x")
     slabbed = c.plan.partials is not None or c.plan.kind == "partial"
-    slabs = sz.cdiv(count, SLAB) if slabbed else 1
+    slabs = slab_count(red, c.dims) if slabbed else 1
     tiles = sz.cdiv(inner, COLUMNS)
     combine_only = c.plan.kind == "reduce" and c.plan.partials is not None and not c.plan.counter
     per_tile = 1 if combine_only else slabs

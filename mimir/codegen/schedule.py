@@ -144,12 +144,12 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
     from mimir.codegen.reductions import (
         CHUNK,
         COLUMNS,
-        SLAB,
         arg_reduction,
         column_layout,
         column_slabs,
         row_launch_groups,
         row_shape,
+        slab_count,
         split,
     )
     from mimir.codegen.tensors import Evaluator  # resolve() and shapes, without a body
@@ -305,9 +305,9 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
                 outer, count, inner = column_layout(red) or ()
                 partials = _unique(f"scratch{scratch}", taken)
                 scratch += 1
-                shape = (sz.product([outer, sz.cdiv(count, SLAB), inner]),)
+                shape = (sz.product([outer, slab_count(red, declared), inner]),)
                 buffers.append(BufferSpec(partials, "scratch", red.acc, shape))
-                if one_launch and (sz.lower_bound(count, declared) or 0) >= 1:
+                if one_launch:
                     counter = _unique(f"scratch{scratch}", taken)
                     scratch += 1
                     tiles = (sz.product([outer, sz.cdiv(inner, COLUMNS)]),)

@@ -177,9 +177,12 @@ def manifest_value(size: Size) -> int | str:
 
 def upper_bound(size: Size, dims: Mapping[str, Dim]) -> int | None:
     """The largest value `size` can take, when every dim has a `max` and the
-    expression is monotone (no `-` or `%`); else None."""
+    expression is monotone (no `%`, and `-` only of a literal); else None."""
     if isinstance(size, int):
         return size
+    if isinstance(size, BinOp) and size.op == "-" and isinstance(size.right, int):
+        a = upper_bound(size.left, dims)
+        return None if a is None else max(0, a - size.right)
     if isinstance(size, Dim):
         d = dims.get(size.name, size)
         return d.max
