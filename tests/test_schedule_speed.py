@@ -505,6 +505,20 @@ def test_a_reduction_over_leading_axes_reads_rows_across_threads(tmp_path: Path)
     files = compiled("column_sums", "wgsl")
     kinds = [k["file"] for k in json.loads(files["column_sums.manifest.json"])["kernels"]]
     assert kinds == ["column_sums_0_partial.wgsl", "column_sums_1_reduce.wgsl"]
+    # reductions over the same leading axes of one shape share the pass: one read of x
+    files = _compile("reductions", "column_stats", "ptx")
+    manifest = json.loads(files["column_stats.manifest.json"])
+    assert [k["file"] for k in manifest["kernels"]] == ["column_stats_0_reduce.ptx"]
+    assert len([b for b in manifest["buffers"] if b.get("zero")]) == 1
+    dims = {"A": 600, "B": 40}
+    inputs = random_inputs(manifest, dims, seed=3)
+    actual, stats = _ptx_run(files, "column_stats", dims, tmp_path / "stats", inputs)
+    slabs = 3
+    loaded = 4 * (600 * 40 + 3 * slabs * 40)
+    assert sum(st["bytes"]["ld"] for st in stats) == loaded
+    expected = shim_reference(KERNELS / "reductions.py", "column_stats", inputs, dims, {})
+    for name in expected:
+        assert_close(actual[name], expected[name], "float32", label=f"column_stats.{name}")
     # a count bounded by a dim's max needs no slabs: `x.T[1:]` of M <= 64 has M - 1 rows
     assert sz.upper_bound(BinOp("-", Dim("M", max=64), 1), {}) == 63
     files = _compile("combos", "reduce_a_view", "ptx")

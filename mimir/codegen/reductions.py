@@ -771,20 +771,28 @@ def slab_count(red: Reduction, dims: Any) -> Any:
 
 
 def _columns(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, int], Any]:
-    """A reduction over leading axes (`column_layout`): a workgroup per tile of `COLUMNS`
-    columns (and per slab of `SLAB` rows, when there may be more), its threads 8 per
-    column. Thread (lane, col) folds rows lane, lane + 8, ... of its column, so a warp
-    reads 32 consecutive elements of a row (the strided `reduce` read one element per
-    row and thread, a row apart); the 8 lanes combine in threadgroup memory, in order.
+    """A reduction over leading axes (`column_layout`), and the others of the same layout
+    folded in the same pass (`Plan.reductions`: `x.mean(axis=0), x.max(axis=0)`): a
+    workgroup per tile of `COLUMNS` columns (and per slab of `SLAB` rows, when there may
+    be more), its threads 8 per column. Thread (lane, col) folds rows lane, lane + 8, ...
+    of its column, so a warp reads 32 consecutive elements of a row (the strided
+    `reduce` read one element per row and thread, a row apart); the 8 lanes combine in
+    threadgroup memory, in order.
 
-    One slab: lane 0 writes the output. Several: lane 0 stores the slab's partial; in a
-    `partial` launch that is all, and a `reduce` launch after it, a workgroup per tile,
+    One slab: lane 0 writes the outputs. Several: lane 0 stores the slab's partials; in
+    a `partial` launch that is all, and a `reduce` launch after it, a workgroup per tile,
     combines the slabs' partials the same way (8 lanes, every 8th slab); in one launch
     (`Plan.counter`, a counter per tile), the last slab of each tile to finish does."""
     body = c.body
     layout = column_layout(red)
     assert layout is not None
     outer, count, inner = layout
+    members = []
+    for p in [c.plan, *c.plan.reductions]:
+        partials = p.writes[0] if p.kind == "partial" else p.partials
+        outputs = None if p is c.plan else p.outputs()
+        assert p.root is not None
+        members.append(Member(p.root, c.ev.reduction(p.root), partials or "", outputs))
     lid = Builtin("local_x")
     slabbed = c.plan.partials is not None or c.plan.kind == "partial"
     slabs = slab_count(red, c.dims) if slabbed else 1
@@ -804,74 +812,91 @@ def _columns(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, int], An
     col = body.let(ibin("+", ibin("*", tile, u32(COLUMNS)), column), "col")
     o = body.let(ibin("+", ibin("*", a, size_ir(inner)), col), "o")
     inside = Binary("<", col, size_ir(inner), "bool")
-    combine = _combiner(red.name, red.acc)
-    t = lw.REG[red.acc]
-    if not any(a.name == "$columns" for a in c.shared):
-        c.shared.append(SharedArray("$columns", t, COLUMNS * COLUMN_LANES))
+    names = ["$columns" if k == 0 else f"$columns{k}" for k in range(len(members))]
+    for m, name in zip(members, names, strict=True):
+        if not any(s.name == name for s in c.shared):
+            c.shared.append(SharedArray(name, lw.REG[m.red.acc], COLUMNS * COLUMN_LANES))
 
-    def lanes(fold: Any) -> Expr:
-        """Each thread's fold (inside the tile's columns), then lane 0's of its column:
-        the 8 lanes' values combined in order."""
-        acc = body.var(_identity(red.name, red.acc), "acc")
+    def lanes(fold: Any) -> list[Expr]:
+        """Each thread's folds (inside the tile's columns: `fold(add)` calls `add` with
+        each member's value at an element), then lane 0's of its column: the 8 lanes'
+        values combined in order."""
+        accs = [body.var(_identity(m.red.name, m.red.acc), "acc") for m in members]
+
+        def add(values: list[Expr]) -> None:
+            for acc, m, value in zip(accs, members, values, strict=True):
+                body.emit(Assign(acc, _combiner(m.red.name, m.red.acc)(acc, value)))
+
         with body.if_(inside):
-            fold(lambda value: body.emit(Assign(acc, combine(acc, value))))
-        body.emit(Store("$columns", lid, acc))
+            fold(add)
+        for acc, name in zip(accs, names, strict=True):
+            body.emit(Store(name, lid, acc))
         body.emit(Barrier())
-        total = body.var(Load("$columns", column, t), "total")
-        for k in range(1, COLUMN_LANES):
-            lane_total = body.let(Load("$columns", ibin("+", column, u32(k * COLUMNS)), t), "lane")
-            body.emit(Assign(total, combine(total, lane_total)))
-        return total
+        totals = []
+        for m, name in zip(members, names, strict=True):
+            t = lw.REG[m.red.acc]
+            total = body.var(Load(name, column, t), "total")
+            for k in range(1, COLUMN_LANES):
+                value = body.let(Load(name, ibin("+", column, u32(k * COLUMNS)), t), "lane")
+                body.emit(Assign(total, _combiner(m.red.name, m.red.acc)(total, value)))
+            totals.append(total)
+        return totals
 
     def at_partial(k: Expr) -> Expr:
         """Slab k's partial of this column: at (a * slabs + k) * inner + col."""
         return ibin("+", ibin("*", ibin("+", ibin("*", a, size_ir(slabs)), k), size_ir(inner)), col)
 
+    mine = Binary("&&", Binary("==", lane, u32(0), "bool"), inside, "bool")
+
     def combined() -> None:
-        """Every slab's partial of the tile's columns, folded; lane 0 writes the result."""
-        partials = c.plan.partials
-        assert partials is not None
+        """Every slab's partials of the tile's columns, folded; lane 0 writes the results."""
 
         def fold(add: Any) -> None:
             def visit(k: Expr) -> None:
-                loaded = Load(partials, at_partial(k), lw.STORAGE[red.acc])
-                add(body.let(lw.from_storage(loaded, red.acc), "partial"))
+                at = body.let(at_partial(k), "at")
+                loads = [Load(m.partials, at, lw.STORAGE[m.red.acc]) for m in members]
+                add([
+                    body.let(lw.from_storage(v, m.red.acc), "partial")
+                    for v, m in zip(loads, members, strict=True)
+                ])  # fmt: skip
 
             strided(body, lane, size_ir(slabs), COLUMN_LANES, visit)
 
-        total = lanes(fold)
-        with body.if_(Binary("&&", Binary("==", lane, u32(0), "bool"), inside, "bool")):
-            _finish(c, red, o, total)
+        totals = lanes(fold)
+        with body.if_(mine):
+            for m, total in zip(members, totals, strict=True):
+                _finish(c, m.red, o, total, m.root, m.outputs)
 
     if combine_only:
         combined()
         return (COLUMNS * COLUMN_LANES, 1, 1), dispatch
     outer_axes = Idx(tuple(red.shape[: red.axes[0]]), flat=a).axes(body)
     inner_axes = Idx(tuple(red.shape[red.axes[-1] + 1 :]), flat=col).axes(body)
-    read = _element(c, red, o)
+    reads = [_element(c, m.red, o) for m in members]
     first = body.let(ibin("*", slab, u32(SLAB)), "first") if slabbed else u32(0)
     if slabbed:
         stop = body.let(ibin("+", first, u32(SLAB)), "stop")
-        end = body.let(
-            lw.select(Binary("<", stop, size_ir(count), "bool"), stop, size_ir(count)), "end"
-        )
+        below = Binary("<", stop, size_ir(count), "bool")
+        end = body.let(lw.select(below, stop, size_ir(count)), "end")
     else:
         end = size_ir(count)
 
     def fold(add: Any) -> None:
-        visit = lambda r: add(read(r, [*outer_axes, *inner_axes]))  # noqa: E731
+        def visit(r: Expr) -> None:
+            add([read(r, [*outer_axes, *inner_axes]) for read in reads])
+
         strided(body, ibin("+", first, lane), end, COLUMN_LANES, visit)
 
-    total = lanes(fold)
-    mine = Binary("&&", Binary("==", lane, u32(0), "bool"), inside, "bool")
+    totals = lanes(fold)
     if not slabbed:
         with body.if_(mine):
-            _finish(c, red, o, total)
+            for m, total in zip(members, totals, strict=True):
+                _finish(c, m.red, o, total, m.root, m.outputs)
         return (COLUMNS * COLUMN_LANES, 1, 1), dispatch
-    partials = c.plan.writes[0] if c.plan.kind == "partial" else c.plan.partials
-    assert partials is not None
     with body.if_(mine):
-        body.emit(Store(partials, at_partial(slab), lw.to_storage(total, red.acc)))
+        at = body.let(at_partial(slab), "at")
+        for m, total in zip(members, totals, strict=True):
+            body.emit(Store(m.partials, at, lw.to_storage(total, m.red.acc)))
     if c.plan.kind == "partial":
         return (COLUMNS * COLUMN_LANES, 1, 1), dispatch
     body.emit(Fence())  # release this thread's stores

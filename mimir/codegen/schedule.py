@@ -761,7 +761,11 @@ def _merge_whole_reductions(
     `reduce` combines every reduction's partials): it takes the other reductions' plans
     as `Plan.reductions` and the element-wise outputs as `Plan.elements`. A member reads
     another's value only at its own element (computed once, in registers), never a
-    reduction's result; an `InOut` write keeps its own launch."""
+    reduction's result; an `InOut` write keeps its own launch.
+
+    Reductions over the same leading axes of one input (`x.mean(axis=0), x.max(axis=0)`)
+    share their column pass the same way (`reductions._columns`)."""
+    from mimir.codegen.reductions import column_layout
 
     def keys(n: int) -> list[str]:
         return [sz.key(s) for s in ev.shape(n)]
@@ -801,6 +805,28 @@ def _merge_whole_reductions(
     def writes_in_place(group: list[Plan]) -> bool:
         return any(set(bufs) & in_place for p in group for _, bufs in p.computed())
 
+    def column(plan: Plan) -> tuple[Any, ...] | None:
+        """A column reduction's input shape, axes and launch form (`_columns`)."""
+        if plan.kind not in ("partial", "reduce") or plan.root is None:
+            return None
+        if root_kind(ev.kg, plan.root) != "reduce":
+            return None
+        red = ev.reduction(plan.root)
+        if column_layout(red) is None:
+            return None
+        form = (plan.kind, plan.counter is not None, plan.partials is not None)
+        return tuple(sz.key(s) for s in red.shape), tuple(red.axes), form
+
+    def column_pass(group: list[Plan]) -> list[Plan] | None:
+        """The launches of the column pass just before `group` (a column reduction's)
+        that it may join: the same input shape, axes and launches."""
+        lead = out[-len(group) :] if len(out) >= len(group) else []
+        if not lead or [column(p) for p in lead] != [column(p) for p in group]:
+            return None
+        if lead[0].root != lead[-1].root:
+            return None
+        return lead
+
     out: list[Plan] = []
     k = 0
     while k < len(plans):
@@ -817,6 +843,15 @@ def _merge_whole_reductions(
         elif head is not None and head.kind == "reduce" and head.partials is not None:
             if len(out) > 1 and out[-2].kind == "partial" and out[-2].root == head.root:
                 first = out[-2]
+        lead = column_pass(group) if column(plan) is not None else None
+        if lead is not None and not writes_in_place([*group, *lead]):
+            assert plan.root is not None
+            x = ev.resolve(ev.reduction(plan.root).x)
+            if joins(lead[0], keys(x), [x], group[-1].node):
+                for into, member in zip(lead, group, strict=True):
+                    into.reductions.append(member)
+                k += len(group)
+                continue
         shape = whole(plan) if plan.kind == "partial" or one else None
         if head is not None and shape is not None and not writes_in_place([*group, head]):
             assert plan.root is not None

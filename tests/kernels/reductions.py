@@ -57,3 +57,8 @@ def activations_and_their_sum(x: Tensor[float32, A, B]):
 def range_and_scaled(x: Tensor[float32, A, B], h: Tensor[float16, A, B]):
     wide = h.astype(float32)
     return x.max(), x.min(), (x * 0.5 + wide).astype(float16), wide.mean()
+
+
+@gpu
+def column_stats(x: Tensor[float32, A, B]):
+    return x.mean(axis=0), x.max(axis=0), (x * x).sum(axis=0)

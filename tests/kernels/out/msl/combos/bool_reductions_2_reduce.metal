@@ -77,68 +77,74 @@ kernel void bool_reductions_2_reduce(
     const uint lane34 = columns[column5 + 224u];
     total27 = (total27 >= lane34 ? total27 : lane34);
     if ((lane6 == 0u) && (col7 < u.M)) {
-        scratch2[(outer4 * ((u.N + 256u - 1u) >> 8u) + slab1) * u.M + col7] = total27;
+        const uint at35 = (outer4 * ((u.N + 256u - 1u) >> 8u) + slab1) * u.M + col7;
+        scratch2[at35] = total27;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot35 = outer4 * ((u.M + 32u - 1u) >> 5u) + tile3;
-    const uint last36 = ((u.N + 256u - 1u) >> 8u) - 1u;
+    const uint slot36 = outer4 * ((u.M + 32u - 1u) >> 5u) + tile3;
+    const uint last37 = ((u.N + 256u - 1u) >> 8u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old37 = atomic_fetch_add_explicit(&scratch3[slot35], 1u, memory_order_relaxed);
-        if (old37 == last36) {
+        const uint old38 = atomic_fetch_add_explicit(&scratch3[slot36], 1u, memory_order_relaxed);
+        if (old38 == last37) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old37;
+        ticket[0u] = old38;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket38 = ticket[0u];
-    if (ticket38 != last36) {
+    const uint ticket39 = ticket[0u];
+    if (ticket39 != last37) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    uint acc39 = 0u;
+    uint acc40 = 0u;
     if (col7 < u.M) {
-        const uint last40 = (((u.N + 256u - 1u) >> 8u) > 24u ? ((u.N + 256u - 1u) >> 8u) - 24u : 0u);
-        uint rest41 = lane6;
-        for (uint r42 = lane6; r42 < last40; r42 += 32u) {
-            const uint partial43 = scratch2[(outer4 * ((u.N + 256u - 1u) >> 8u) + r42) * u.M + col7];
-            acc39 = (acc39 >= partial43 ? acc39 : partial43);
-            const uint partial44 = scratch2[(outer4 * ((u.N + 256u - 1u) >> 8u) + (r42 + 8u)) * u.M + col7];
-            acc39 = (acc39 >= partial44 ? acc39 : partial44);
-            const uint partial45 = scratch2[(outer4 * ((u.N + 256u - 1u) >> 8u) + (r42 + 16u)) * u.M + col7];
-            acc39 = (acc39 >= partial45 ? acc39 : partial45);
-            const uint partial46 = scratch2[(outer4 * ((u.N + 256u - 1u) >> 8u) + (r42 + 24u)) * u.M + col7];
-            acc39 = (acc39 >= partial46 ? acc39 : partial46);
-            rest41 = r42 + 32u;
+        const uint last41 = (((u.N + 256u - 1u) >> 8u) > 24u ? ((u.N + 256u - 1u) >> 8u) - 24u : 0u);
+        uint rest42 = lane6;
+        for (uint r43 = lane6; r43 < last41; r43 += 32u) {
+            const uint at44 = (outer4 * ((u.N + 256u - 1u) >> 8u) + r43) * u.M + col7;
+            const uint partial45 = scratch2[at44];
+            acc40 = (acc40 >= partial45 ? acc40 : partial45);
+            const uint at46 = (outer4 * ((u.N + 256u - 1u) >> 8u) + (r43 + 8u)) * u.M + col7;
+            const uint partial47 = scratch2[at46];
+            acc40 = (acc40 >= partial47 ? acc40 : partial47);
+            const uint at48 = (outer4 * ((u.N + 256u - 1u) >> 8u) + (r43 + 16u)) * u.M + col7;
+            const uint partial49 = scratch2[at48];
+            acc40 = (acc40 >= partial49 ? acc40 : partial49);
+            const uint at50 = (outer4 * ((u.N + 256u - 1u) >> 8u) + (r43 + 24u)) * u.M + col7;
+            const uint partial51 = scratch2[at50];
+            acc40 = (acc40 >= partial51 ? acc40 : partial51);
+            rest42 = r43 + 32u;
         }
-        for (uint r47 = rest41; r47 < (u.N + 256u - 1u) >> 8u; r47 += 8u) {
-            const uint partial48 = scratch2[(outer4 * ((u.N + 256u - 1u) >> 8u) + r47) * u.M + col7];
-            acc39 = (acc39 >= partial48 ? acc39 : partial48);
+        for (uint r52 = rest42; r52 < (u.N + 256u - 1u) >> 8u; r52 += 8u) {
+            const uint at53 = (outer4 * ((u.N + 256u - 1u) >> 8u) + r52) * u.M + col7;
+            const uint partial54 = scratch2[at53];
+            acc40 = (acc40 >= partial54 ? acc40 : partial54);
         }
     }
-    columns[lid.x] = acc39;
+    columns[lid.x] = acc40;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    uint total49 = columns[column5];
-    const uint lane50 = columns[column5 + 32u];
-    total49 = (total49 >= lane50 ? total49 : lane50);
-    const uint lane51 = columns[column5 + 64u];
-    total49 = (total49 >= lane51 ? total49 : lane51);
-    const uint lane52 = columns[column5 + 96u];
-    total49 = (total49 >= lane52 ? total49 : lane52);
-    const uint lane53 = columns[column5 + 128u];
-    total49 = (total49 >= lane53 ? total49 : lane53);
-    const uint lane54 = columns[column5 + 160u];
-    total49 = (total49 >= lane54 ? total49 : lane54);
-    const uint lane55 = columns[column5 + 192u];
-    total49 = (total49 >= lane55 ? total49 : lane55);
-    const uint lane56 = columns[column5 + 224u];
-    total49 = (total49 >= lane56 ? total49 : lane56);
+    uint total55 = columns[column5];
+    const uint lane56 = columns[column5 + 32u];
+    total55 = (total55 >= lane56 ? total55 : lane56);
+    const uint lane57 = columns[column5 + 64u];
+    total55 = (total55 >= lane57 ? total55 : lane57);
+    const uint lane58 = columns[column5 + 96u];
+    total55 = (total55 >= lane58 ? total55 : lane58);
+    const uint lane59 = columns[column5 + 128u];
+    total55 = (total55 >= lane59 ? total55 : lane59);
+    const uint lane60 = columns[column5 + 160u];
+    total55 = (total55 >= lane60 ? total55 : lane60);
+    const uint lane61 = columns[column5 + 192u];
+    total55 = (total55 >= lane61 ? total55 : lane61);
+    const uint lane62 = columns[column5 + 224u];
+    total55 = (total55 >= lane62 ? total55 : lane62);
     if ((lane6 == 0u) && (col7 < u.M)) {
-        const bool total57 = total49 != 0u;
-        out2[o8] = (total57 ? 1u : 0u);
+        const bool total63 = total55 != 0u;
+        out2[o8] = (total63 ? 1u : 0u);
     }
     if (lid.x == 0u) {
-        atomic_fetch_add_explicit(&scratch3[slot35], 0u - ((u.N + 256u - 1u) >> 8u), memory_order_relaxed);
+        atomic_fetch_add_explicit(&scratch3[slot36], 0u - ((u.N + 256u - 1u) >> 8u), memory_order_relaxed);
     }
 }

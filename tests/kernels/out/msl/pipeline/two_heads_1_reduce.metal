@@ -73,64 +73,70 @@ kernel void two_heads_1_reduce(
     const float lane31 = columns[column3 + 224u];
     total24 = total24 + lane31;
     if ((lane4 == 0u) && (column3 < 4u)) {
-        scratch1[(tile2 * ((u.N + 256u - 1u) >> 8u) + slab1) * 4u + column3] = total24;
+        const uint at32 = (tile2 * ((u.N + 256u - 1u) >> 8u) + slab1) * 4u + column3;
+        scratch1[at32] = total24;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint last32 = ((u.N + 256u - 1u) >> 8u) - 1u;
+    const uint last33 = ((u.N + 256u - 1u) >> 8u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old33 = atomic_fetch_add_explicit(&scratch2[tile2], 1u, memory_order_relaxed);
-        if (old33 == last32) {
+        const uint old34 = atomic_fetch_add_explicit(&scratch2[tile2], 1u, memory_order_relaxed);
+        if (old34 == last33) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old33;
+        ticket[0u] = old34;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket34 = ticket[0u];
-    if (ticket34 != last32) {
+    const uint ticket35 = ticket[0u];
+    if (ticket35 != last33) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    float acc35 = 0.0f;
+    float acc36 = 0.0f;
     if (column3 < 4u) {
-        const uint last36 = (((u.N + 256u - 1u) >> 8u) > 24u ? ((u.N + 256u - 1u) >> 8u) - 24u : 0u);
-        uint rest37 = lane4;
-        for (uint r38 = lane4; r38 < last36; r38 += 32u) {
-            const float partial39 = scratch1[(tile2 * ((u.N + 256u - 1u) >> 8u) + r38) * 4u + column3];
-            acc35 = acc35 + partial39;
-            const float partial40 = scratch1[(tile2 * ((u.N + 256u - 1u) >> 8u) + (r38 + 8u)) * 4u + column3];
-            acc35 = acc35 + partial40;
-            const float partial41 = scratch1[(tile2 * ((u.N + 256u - 1u) >> 8u) + (r38 + 16u)) * 4u + column3];
-            acc35 = acc35 + partial41;
-            const float partial42 = scratch1[(tile2 * ((u.N + 256u - 1u) >> 8u) + (r38 + 24u)) * 4u + column3];
-            acc35 = acc35 + partial42;
-            rest37 = r38 + 32u;
+        const uint last37 = (((u.N + 256u - 1u) >> 8u) > 24u ? ((u.N + 256u - 1u) >> 8u) - 24u : 0u);
+        uint rest38 = lane4;
+        for (uint r39 = lane4; r39 < last37; r39 += 32u) {
+            const uint at40 = (tile2 * ((u.N + 256u - 1u) >> 8u) + r39) * 4u + column3;
+            const float partial41 = scratch1[at40];
+            acc36 = acc36 + partial41;
+            const uint at42 = (tile2 * ((u.N + 256u - 1u) >> 8u) + (r39 + 8u)) * 4u + column3;
+            const float partial43 = scratch1[at42];
+            acc36 = acc36 + partial43;
+            const uint at44 = (tile2 * ((u.N + 256u - 1u) >> 8u) + (r39 + 16u)) * 4u + column3;
+            const float partial45 = scratch1[at44];
+            acc36 = acc36 + partial45;
+            const uint at46 = (tile2 * ((u.N + 256u - 1u) >> 8u) + (r39 + 24u)) * 4u + column3;
+            const float partial47 = scratch1[at46];
+            acc36 = acc36 + partial47;
+            rest38 = r39 + 32u;
         }
-        for (uint r43 = rest37; r43 < (u.N + 256u - 1u) >> 8u; r43 += 8u) {
-            const float partial44 = scratch1[(tile2 * ((u.N + 256u - 1u) >> 8u) + r43) * 4u + column3];
-            acc35 = acc35 + partial44;
+        for (uint r48 = rest38; r48 < (u.N + 256u - 1u) >> 8u; r48 += 8u) {
+            const uint at49 = (tile2 * ((u.N + 256u - 1u) >> 8u) + r48) * 4u + column3;
+            const float partial50 = scratch1[at49];
+            acc36 = acc36 + partial50;
         }
     }
-    columns[lid.x] = acc35;
+    columns[lid.x] = acc36;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    float total45 = columns[column3];
-    const float lane46 = columns[column3 + 32u];
-    total45 = total45 + lane46;
-    const float lane47 = columns[column3 + 64u];
-    total45 = total45 + lane47;
-    const float lane48 = columns[column3 + 96u];
-    total45 = total45 + lane48;
-    const float lane49 = columns[column3 + 128u];
-    total45 = total45 + lane49;
-    const float lane50 = columns[column3 + 160u];
-    total45 = total45 + lane50;
-    const float lane51 = columns[column3 + 192u];
-    total45 = total45 + lane51;
-    const float lane52 = columns[column3 + 224u];
-    total45 = total45 + lane52;
+    float total51 = columns[column3];
+    const float lane52 = columns[column3 + 32u];
+    total51 = total51 + lane52;
+    const float lane53 = columns[column3 + 64u];
+    total51 = total51 + lane53;
+    const float lane54 = columns[column3 + 96u];
+    total51 = total51 + lane54;
+    const float lane55 = columns[column3 + 128u];
+    total51 = total51 + lane55;
+    const float lane56 = columns[column3 + 160u];
+    total51 = total51 + lane56;
+    const float lane57 = columns[column3 + 192u];
+    total51 = total51 + lane57;
+    const float lane58 = columns[column3 + 224u];
+    total51 = total51 + lane58;
     if ((lane4 == 0u) && (column3 < 4u)) {
-        out1[o5] = total45;
+        out1[o5] = total51;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch2[tile2], 0u - ((u.N + 256u - 1u) >> 8u), memory_order_relaxed);

@@ -77,67 +77,73 @@ kernel void int_sum_and_bool_any_0_reduce(
     const int lane34 = columns[column5 + 224u];
     total27 = int(uint(total27) + uint(lane34));
     if ((lane6 == 0u) && (col7 < u.B)) {
-        scratch0[(outer4 * ((u.A + 256u - 1u) >> 8u) + slab1) * u.B + col7] = total27;
+        const uint at35 = (outer4 * ((u.A + 256u - 1u) >> 8u) + slab1) * u.B + col7;
+        scratch0[at35] = total27;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot35 = outer4 * ((u.B + 32u - 1u) >> 5u) + tile3;
-    const uint last36 = ((u.A + 256u - 1u) >> 8u) - 1u;
+    const uint slot36 = outer4 * ((u.B + 32u - 1u) >> 5u) + tile3;
+    const uint last37 = ((u.A + 256u - 1u) >> 8u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old37 = atomic_fetch_add_explicit(&scratch1[slot35], 1u, memory_order_relaxed);
-        if (old37 == last36) {
+        const uint old38 = atomic_fetch_add_explicit(&scratch1[slot36], 1u, memory_order_relaxed);
+        if (old38 == last37) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old37;
+        ticket[0u] = old38;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket38 = ticket[0u];
-    if (ticket38 != last36) {
+    const uint ticket39 = ticket[0u];
+    if (ticket39 != last37) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    int acc39 = 0;
+    int acc40 = 0;
     if (col7 < u.B) {
-        const uint last40 = (((u.A + 256u - 1u) >> 8u) > 24u ? ((u.A + 256u - 1u) >> 8u) - 24u : 0u);
-        uint rest41 = lane6;
-        for (uint r42 = lane6; r42 < last40; r42 += 32u) {
-            const int partial43 = scratch0[(outer4 * ((u.A + 256u - 1u) >> 8u) + r42) * u.B + col7];
-            acc39 = int(uint(acc39) + uint(partial43));
-            const int partial44 = scratch0[(outer4 * ((u.A + 256u - 1u) >> 8u) + (r42 + 8u)) * u.B + col7];
-            acc39 = int(uint(acc39) + uint(partial44));
-            const int partial45 = scratch0[(outer4 * ((u.A + 256u - 1u) >> 8u) + (r42 + 16u)) * u.B + col7];
-            acc39 = int(uint(acc39) + uint(partial45));
-            const int partial46 = scratch0[(outer4 * ((u.A + 256u - 1u) >> 8u) + (r42 + 24u)) * u.B + col7];
-            acc39 = int(uint(acc39) + uint(partial46));
-            rest41 = r42 + 32u;
+        const uint last41 = (((u.A + 256u - 1u) >> 8u) > 24u ? ((u.A + 256u - 1u) >> 8u) - 24u : 0u);
+        uint rest42 = lane6;
+        for (uint r43 = lane6; r43 < last41; r43 += 32u) {
+            const uint at44 = (outer4 * ((u.A + 256u - 1u) >> 8u) + r43) * u.B + col7;
+            const int partial45 = scratch0[at44];
+            acc40 = int(uint(acc40) + uint(partial45));
+            const uint at46 = (outer4 * ((u.A + 256u - 1u) >> 8u) + (r43 + 8u)) * u.B + col7;
+            const int partial47 = scratch0[at46];
+            acc40 = int(uint(acc40) + uint(partial47));
+            const uint at48 = (outer4 * ((u.A + 256u - 1u) >> 8u) + (r43 + 16u)) * u.B + col7;
+            const int partial49 = scratch0[at48];
+            acc40 = int(uint(acc40) + uint(partial49));
+            const uint at50 = (outer4 * ((u.A + 256u - 1u) >> 8u) + (r43 + 24u)) * u.B + col7;
+            const int partial51 = scratch0[at50];
+            acc40 = int(uint(acc40) + uint(partial51));
+            rest42 = r43 + 32u;
         }
-        for (uint r47 = rest41; r47 < (u.A + 256u - 1u) >> 8u; r47 += 8u) {
-            const int partial48 = scratch0[(outer4 * ((u.A + 256u - 1u) >> 8u) + r47) * u.B + col7];
-            acc39 = int(uint(acc39) + uint(partial48));
+        for (uint r52 = rest42; r52 < (u.A + 256u - 1u) >> 8u; r52 += 8u) {
+            const uint at53 = (outer4 * ((u.A + 256u - 1u) >> 8u) + r52) * u.B + col7;
+            const int partial54 = scratch0[at53];
+            acc40 = int(uint(acc40) + uint(partial54));
         }
     }
-    columns[lid.x] = acc39;
+    columns[lid.x] = acc40;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    int total49 = columns[column5];
-    const int lane50 = columns[column5 + 32u];
-    total49 = int(uint(total49) + uint(lane50));
-    const int lane51 = columns[column5 + 64u];
-    total49 = int(uint(total49) + uint(lane51));
-    const int lane52 = columns[column5 + 96u];
-    total49 = int(uint(total49) + uint(lane52));
-    const int lane53 = columns[column5 + 128u];
-    total49 = int(uint(total49) + uint(lane53));
-    const int lane54 = columns[column5 + 160u];
-    total49 = int(uint(total49) + uint(lane54));
-    const int lane55 = columns[column5 + 192u];
-    total49 = int(uint(total49) + uint(lane55));
-    const int lane56 = columns[column5 + 224u];
-    total49 = int(uint(total49) + uint(lane56));
+    int total55 = columns[column5];
+    const int lane56 = columns[column5 + 32u];
+    total55 = int(uint(total55) + uint(lane56));
+    const int lane57 = columns[column5 + 64u];
+    total55 = int(uint(total55) + uint(lane57));
+    const int lane58 = columns[column5 + 96u];
+    total55 = int(uint(total55) + uint(lane58));
+    const int lane59 = columns[column5 + 128u];
+    total55 = int(uint(total55) + uint(lane59));
+    const int lane60 = columns[column5 + 160u];
+    total55 = int(uint(total55) + uint(lane60));
+    const int lane61 = columns[column5 + 192u];
+    total55 = int(uint(total55) + uint(lane61));
+    const int lane62 = columns[column5 + 224u];
+    total55 = int(uint(total55) + uint(lane62));
     if ((lane6 == 0u) && (col7 < u.B)) {
-        out0[o8] = total49;
+        out0[o8] = total55;
     }
     if (lid.x == 0u) {
-        atomic_fetch_add_explicit(&scratch1[slot35], 0u - ((u.A + 256u - 1u) >> 8u), memory_order_relaxed);
+        atomic_fetch_add_explicit(&scratch1[slot36], 0u - ((u.A + 256u - 1u) >> 8u), memory_order_relaxed);
     }
 }

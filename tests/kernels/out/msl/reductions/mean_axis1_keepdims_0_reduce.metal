@@ -78,68 +78,74 @@ kernel void mean_axis1_keepdims_0_reduce(
     const float lane34 = columns[column5 + 224u];
     total27 = total27 + lane34;
     if ((lane6 == 0u) && (col7 < u.C)) {
-        scratch0[(outer4 * ((u.B + 256u - 1u) >> 8u) + slab1) * u.C + col7] = total27;
+        const uint at35 = (outer4 * ((u.B + 256u - 1u) >> 8u) + slab1) * u.C + col7;
+        scratch0[at35] = total27;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot35 = outer4 * ((u.C + 32u - 1u) >> 5u) + tile3;
-    const uint last36 = ((u.B + 256u - 1u) >> 8u) - 1u;
+    const uint slot36 = outer4 * ((u.C + 32u - 1u) >> 5u) + tile3;
+    const uint last37 = ((u.B + 256u - 1u) >> 8u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old37 = atomic_fetch_add_explicit(&scratch1[slot35], 1u, memory_order_relaxed);
-        if (old37 == last36) {
+        const uint old38 = atomic_fetch_add_explicit(&scratch1[slot36], 1u, memory_order_relaxed);
+        if (old38 == last37) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old37;
+        ticket[0u] = old38;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket38 = ticket[0u];
-    if (ticket38 != last36) {
+    const uint ticket39 = ticket[0u];
+    if (ticket39 != last37) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    float acc39 = 0.0f;
+    float acc40 = 0.0f;
     if (col7 < u.C) {
-        const uint last40 = (((u.B + 256u - 1u) >> 8u) > 24u ? ((u.B + 256u - 1u) >> 8u) - 24u : 0u);
-        uint rest41 = lane6;
-        for (uint r42 = lane6; r42 < last40; r42 += 32u) {
-            const float partial43 = scratch0[(outer4 * ((u.B + 256u - 1u) >> 8u) + r42) * u.C + col7];
-            acc39 = acc39 + partial43;
-            const float partial44 = scratch0[(outer4 * ((u.B + 256u - 1u) >> 8u) + (r42 + 8u)) * u.C + col7];
-            acc39 = acc39 + partial44;
-            const float partial45 = scratch0[(outer4 * ((u.B + 256u - 1u) >> 8u) + (r42 + 16u)) * u.C + col7];
-            acc39 = acc39 + partial45;
-            const float partial46 = scratch0[(outer4 * ((u.B + 256u - 1u) >> 8u) + (r42 + 24u)) * u.C + col7];
-            acc39 = acc39 + partial46;
-            rest41 = r42 + 32u;
+        const uint last41 = (((u.B + 256u - 1u) >> 8u) > 24u ? ((u.B + 256u - 1u) >> 8u) - 24u : 0u);
+        uint rest42 = lane6;
+        for (uint r43 = lane6; r43 < last41; r43 += 32u) {
+            const uint at44 = (outer4 * ((u.B + 256u - 1u) >> 8u) + r43) * u.C + col7;
+            const float partial45 = scratch0[at44];
+            acc40 = acc40 + partial45;
+            const uint at46 = (outer4 * ((u.B + 256u - 1u) >> 8u) + (r43 + 8u)) * u.C + col7;
+            const float partial47 = scratch0[at46];
+            acc40 = acc40 + partial47;
+            const uint at48 = (outer4 * ((u.B + 256u - 1u) >> 8u) + (r43 + 16u)) * u.C + col7;
+            const float partial49 = scratch0[at48];
+            acc40 = acc40 + partial49;
+            const uint at50 = (outer4 * ((u.B + 256u - 1u) >> 8u) + (r43 + 24u)) * u.C + col7;
+            const float partial51 = scratch0[at50];
+            acc40 = acc40 + partial51;
+            rest42 = r43 + 32u;
         }
-        for (uint r47 = rest41; r47 < (u.B + 256u - 1u) >> 8u; r47 += 8u) {
-            const float partial48 = scratch0[(outer4 * ((u.B + 256u - 1u) >> 8u) + r47) * u.C + col7];
-            acc39 = acc39 + partial48;
+        for (uint r52 = rest42; r52 < (u.B + 256u - 1u) >> 8u; r52 += 8u) {
+            const uint at53 = (outer4 * ((u.B + 256u - 1u) >> 8u) + r52) * u.C + col7;
+            const float partial54 = scratch0[at53];
+            acc40 = acc40 + partial54;
         }
     }
-    columns[lid.x] = acc39;
+    columns[lid.x] = acc40;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    float total49 = columns[column5];
-    const float lane50 = columns[column5 + 32u];
-    total49 = total49 + lane50;
-    const float lane51 = columns[column5 + 64u];
-    total49 = total49 + lane51;
-    const float lane52 = columns[column5 + 96u];
-    total49 = total49 + lane52;
-    const float lane53 = columns[column5 + 128u];
-    total49 = total49 + lane53;
-    const float lane54 = columns[column5 + 160u];
-    total49 = total49 + lane54;
-    const float lane55 = columns[column5 + 192u];
-    total49 = total49 + lane55;
-    const float lane56 = columns[column5 + 224u];
-    total49 = total49 + lane56;
+    float total55 = columns[column5];
+    const float lane56 = columns[column5 + 32u];
+    total55 = total55 + lane56;
+    const float lane57 = columns[column5 + 64u];
+    total55 = total55 + lane57;
+    const float lane58 = columns[column5 + 96u];
+    total55 = total55 + lane58;
+    const float lane59 = columns[column5 + 128u];
+    total55 = total55 + lane59;
+    const float lane60 = columns[column5 + 160u];
+    total55 = total55 + lane60;
+    const float lane61 = columns[column5 + 192u];
+    total55 = total55 + lane61;
+    const float lane62 = columns[column5 + 224u];
+    total55 = total55 + lane62;
     if ((lane6 == 0u) && (col7 < u.C)) {
-        const float total57 = total49 / float(u.B);
-        out[o8] = total57;
+        const float total63 = total55 / float(u.B);
+        out[o8] = total63;
     }
     if (lid.x == 0u) {
-        atomic_fetch_add_explicit(&scratch1[slot35], 0u - ((u.B + 256u - 1u) >> 8u), memory_order_relaxed);
+        atomic_fetch_add_explicit(&scratch1[slot36], 0u - ((u.B + 256u - 1u) >> 8u), memory_order_relaxed);
     }
 }

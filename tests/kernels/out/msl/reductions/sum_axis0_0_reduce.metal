@@ -80,67 +80,73 @@ kernel void sum_axis0_0_reduce(
     const float lane36 = columns[column5 + 224u];
     total29 = total29 + lane36;
     if ((lane6 == 0u) && (col7 < u.B * u.C)) {
-        scratch0[(outer4 * ((u.A + 256u - 1u) >> 8u) + slab1) * (u.B * u.C) + col7] = total29;
+        const uint at37 = (outer4 * ((u.A + 256u - 1u) >> 8u) + slab1) * (u.B * u.C) + col7;
+        scratch0[at37] = total29;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot37 = outer4 * ((u.B * u.C + 32u - 1u) >> 5u) + tile3;
-    const uint last38 = ((u.A + 256u - 1u) >> 8u) - 1u;
+    const uint slot38 = outer4 * ((u.B * u.C + 32u - 1u) >> 5u) + tile3;
+    const uint last39 = ((u.A + 256u - 1u) >> 8u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old39 = atomic_fetch_add_explicit(&scratch1[slot37], 1u, memory_order_relaxed);
-        if (old39 == last38) {
+        const uint old40 = atomic_fetch_add_explicit(&scratch1[slot38], 1u, memory_order_relaxed);
+        if (old40 == last39) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old39;
+        ticket[0u] = old40;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket40 = ticket[0u];
-    if (ticket40 != last38) {
+    const uint ticket41 = ticket[0u];
+    if (ticket41 != last39) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    float acc41 = 0.0f;
+    float acc42 = 0.0f;
     if (col7 < u.B * u.C) {
-        const uint last42 = (((u.A + 256u - 1u) >> 8u) > 24u ? ((u.A + 256u - 1u) >> 8u) - 24u : 0u);
-        uint rest43 = lane6;
-        for (uint r44 = lane6; r44 < last42; r44 += 32u) {
-            const float partial45 = scratch0[(outer4 * ((u.A + 256u - 1u) >> 8u) + r44) * (u.B * u.C) + col7];
-            acc41 = acc41 + partial45;
-            const float partial46 = scratch0[(outer4 * ((u.A + 256u - 1u) >> 8u) + (r44 + 8u)) * (u.B * u.C) + col7];
-            acc41 = acc41 + partial46;
-            const float partial47 = scratch0[(outer4 * ((u.A + 256u - 1u) >> 8u) + (r44 + 16u)) * (u.B * u.C) + col7];
-            acc41 = acc41 + partial47;
-            const float partial48 = scratch0[(outer4 * ((u.A + 256u - 1u) >> 8u) + (r44 + 24u)) * (u.B * u.C) + col7];
-            acc41 = acc41 + partial48;
-            rest43 = r44 + 32u;
+        const uint last43 = (((u.A + 256u - 1u) >> 8u) > 24u ? ((u.A + 256u - 1u) >> 8u) - 24u : 0u);
+        uint rest44 = lane6;
+        for (uint r45 = lane6; r45 < last43; r45 += 32u) {
+            const uint at46 = (outer4 * ((u.A + 256u - 1u) >> 8u) + r45) * (u.B * u.C) + col7;
+            const float partial47 = scratch0[at46];
+            acc42 = acc42 + partial47;
+            const uint at48 = (outer4 * ((u.A + 256u - 1u) >> 8u) + (r45 + 8u)) * (u.B * u.C) + col7;
+            const float partial49 = scratch0[at48];
+            acc42 = acc42 + partial49;
+            const uint at50 = (outer4 * ((u.A + 256u - 1u) >> 8u) + (r45 + 16u)) * (u.B * u.C) + col7;
+            const float partial51 = scratch0[at50];
+            acc42 = acc42 + partial51;
+            const uint at52 = (outer4 * ((u.A + 256u - 1u) >> 8u) + (r45 + 24u)) * (u.B * u.C) + col7;
+            const float partial53 = scratch0[at52];
+            acc42 = acc42 + partial53;
+            rest44 = r45 + 32u;
         }
-        for (uint r49 = rest43; r49 < (u.A + 256u - 1u) >> 8u; r49 += 8u) {
-            const float partial50 = scratch0[(outer4 * ((u.A + 256u - 1u) >> 8u) + r49) * (u.B * u.C) + col7];
-            acc41 = acc41 + partial50;
+        for (uint r54 = rest44; r54 < (u.A + 256u - 1u) >> 8u; r54 += 8u) {
+            const uint at55 = (outer4 * ((u.A + 256u - 1u) >> 8u) + r54) * (u.B * u.C) + col7;
+            const float partial56 = scratch0[at55];
+            acc42 = acc42 + partial56;
         }
     }
-    columns[lid.x] = acc41;
+    columns[lid.x] = acc42;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    float total51 = columns[column5];
-    const float lane52 = columns[column5 + 32u];
-    total51 = total51 + lane52;
-    const float lane53 = columns[column5 + 64u];
-    total51 = total51 + lane53;
-    const float lane54 = columns[column5 + 96u];
-    total51 = total51 + lane54;
-    const float lane55 = columns[column5 + 128u];
-    total51 = total51 + lane55;
-    const float lane56 = columns[column5 + 160u];
-    total51 = total51 + lane56;
-    const float lane57 = columns[column5 + 192u];
-    total51 = total51 + lane57;
-    const float lane58 = columns[column5 + 224u];
-    total51 = total51 + lane58;
+    float total57 = columns[column5];
+    const float lane58 = columns[column5 + 32u];
+    total57 = total57 + lane58;
+    const float lane59 = columns[column5 + 64u];
+    total57 = total57 + lane59;
+    const float lane60 = columns[column5 + 96u];
+    total57 = total57 + lane60;
+    const float lane61 = columns[column5 + 128u];
+    total57 = total57 + lane61;
+    const float lane62 = columns[column5 + 160u];
+    total57 = total57 + lane62;
+    const float lane63 = columns[column5 + 192u];
+    total57 = total57 + lane63;
+    const float lane64 = columns[column5 + 224u];
+    total57 = total57 + lane64;
     if ((lane6 == 0u) && (col7 < u.B * u.C)) {
-        out[o8] = total51;
+        out[o8] = total57;
     }
     if (lid.x == 0u) {
-        atomic_fetch_add_explicit(&scratch1[slot37], 0u - ((u.A + 256u - 1u) >> 8u), memory_order_relaxed);
+        atomic_fetch_add_explicit(&scratch1[slot38], 0u - ((u.A + 256u - 1u) >> 8u), memory_order_relaxed);
     }
 }

@@ -73,6 +73,7 @@ fn bool_reductions_3_partial(
     let lane34: u32 = columns[column5 + 224u];
     total27 = select(lane34, total27, total27 >= lane34);
     if ((lane6 == 0u) && (col7 < u.M)) {
-        scratch1[(outer4 * ((u.N + 256u - 1u) >> 8u) + slab1) * u.M + col7] = total27;
+        let at35: u32 = (outer4 * ((u.N + 256u - 1u) >> 8u) + slab1) * u.M + col7;
+        scratch1[at35] = total27;
     }
 }

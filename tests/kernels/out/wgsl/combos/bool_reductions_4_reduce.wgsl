@@ -26,40 +26,45 @@ fn bool_reductions_4_reduce(
         let last7: u32 = select(0u, ((u.N + 256u - 1u) >> 8u) - 24u, ((u.N + 256u - 1u) >> 8u) > 24u);
         var rest8: u32 = lane3;
         for (var r9: u32 = lane3; r9 < last7; r9 += 32u) {
-            let partial10: u32 = scratch1[(outer1 * ((u.N + 256u - 1u) >> 8u) + r9) * u.M + col4];
-            acc6 = select(partial10, acc6, acc6 >= partial10);
-            let partial11: u32 = scratch1[(outer1 * ((u.N + 256u - 1u) >> 8u) + (r9 + 8u)) * u.M + col4];
+            let at10: u32 = (outer1 * ((u.N + 256u - 1u) >> 8u) + r9) * u.M + col4;
+            let partial11: u32 = scratch1[at10];
             acc6 = select(partial11, acc6, acc6 >= partial11);
-            let partial12: u32 = scratch1[(outer1 * ((u.N + 256u - 1u) >> 8u) + (r9 + 16u)) * u.M + col4];
-            acc6 = select(partial12, acc6, acc6 >= partial12);
-            let partial13: u32 = scratch1[(outer1 * ((u.N + 256u - 1u) >> 8u) + (r9 + 24u)) * u.M + col4];
+            let at12: u32 = (outer1 * ((u.N + 256u - 1u) >> 8u) + (r9 + 8u)) * u.M + col4;
+            let partial13: u32 = scratch1[at12];
             acc6 = select(partial13, acc6, acc6 >= partial13);
+            let at14: u32 = (outer1 * ((u.N + 256u - 1u) >> 8u) + (r9 + 16u)) * u.M + col4;
+            let partial15: u32 = scratch1[at14];
+            acc6 = select(partial15, acc6, acc6 >= partial15);
+            let at16: u32 = (outer1 * ((u.N + 256u - 1u) >> 8u) + (r9 + 24u)) * u.M + col4;
+            let partial17: u32 = scratch1[at16];
+            acc6 = select(partial17, acc6, acc6 >= partial17);
             rest8 = r9 + 32u;
         }
-        for (var r14: u32 = rest8; r14 < ((u.N + 256u - 1u) >> 8u); r14 += 8u) {
-            let partial15: u32 = scratch1[(outer1 * ((u.N + 256u - 1u) >> 8u) + r14) * u.M + col4];
-            acc6 = select(partial15, acc6, acc6 >= partial15);
+        for (var r18: u32 = rest8; r18 < ((u.N + 256u - 1u) >> 8u); r18 += 8u) {
+            let at19: u32 = (outer1 * ((u.N + 256u - 1u) >> 8u) + r18) * u.M + col4;
+            let partial20: u32 = scratch1[at19];
+            acc6 = select(partial20, acc6, acc6 >= partial20);
         }
     }
     columns[lid.x] = acc6;
     workgroupBarrier();
-    var total16: u32 = columns[column2];
-    let lane17: u32 = columns[column2 + 32u];
-    total16 = select(lane17, total16, total16 >= lane17);
-    let lane18: u32 = columns[column2 + 64u];
-    total16 = select(lane18, total16, total16 >= lane18);
-    let lane19: u32 = columns[column2 + 96u];
-    total16 = select(lane19, total16, total16 >= lane19);
-    let lane20: u32 = columns[column2 + 128u];
-    total16 = select(lane20, total16, total16 >= lane20);
-    let lane21: u32 = columns[column2 + 160u];
-    total16 = select(lane21, total16, total16 >= lane21);
-    let lane22: u32 = columns[column2 + 192u];
-    total16 = select(lane22, total16, total16 >= lane22);
-    let lane23: u32 = columns[column2 + 224u];
-    total16 = select(lane23, total16, total16 >= lane23);
+    var total21: u32 = columns[column2];
+    let lane22: u32 = columns[column2 + 32u];
+    total21 = select(lane22, total21, total21 >= lane22);
+    let lane23: u32 = columns[column2 + 64u];
+    total21 = select(lane23, total21, total21 >= lane23);
+    let lane24: u32 = columns[column2 + 96u];
+    total21 = select(lane24, total21, total21 >= lane24);
+    let lane25: u32 = columns[column2 + 128u];
+    total21 = select(lane25, total21, total21 >= lane25);
+    let lane26: u32 = columns[column2 + 160u];
+    total21 = select(lane26, total21, total21 >= lane26);
+    let lane27: u32 = columns[column2 + 192u];
+    total21 = select(lane27, total21, total21 >= lane27);
+    let lane28: u32 = columns[column2 + 224u];
+    total21 = select(lane28, total21, total21 >= lane28);
     if ((lane3 == 0u) && (col4 < u.M)) {
-        let total24: bool = total16 != 0u;
-        out2[o5] = select(0u, 1u, total24);
+        let total29: bool = total21 != 0u;
+        out2[o5] = select(0u, 1u, total29);
     }
 }

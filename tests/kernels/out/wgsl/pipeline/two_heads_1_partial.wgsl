@@ -69,6 +69,7 @@ fn two_heads_1_partial(
     let lane31: f32 = columns[column3 + 224u];
     total24 = total24 + lane31;
     if ((lane4 == 0u) && (column3 < 4u)) {
-        scratch1[(tile2 * ((u.N + 256u - 1u) >> 8u) + slab1) * 4u + column3] = total24;
+        let at32: u32 = (tile2 * ((u.N + 256u - 1u) >> 8u) + slab1) * 4u + column3;
+        scratch1[at32] = total24;
     }
 }

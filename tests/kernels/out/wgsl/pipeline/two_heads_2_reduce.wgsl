@@ -22,39 +22,44 @@ fn two_heads_2_reduce(
         let last4: u32 = select(0u, ((u.N + 256u - 1u) >> 8u) - 24u, ((u.N + 256u - 1u) >> 8u) > 24u);
         var rest5: u32 = lane1;
         for (var r6: u32 = lane1; r6 < last4; r6 += 32u) {
-            let partial7: f32 = scratch1[(wid.x * ((u.N + 256u - 1u) >> 8u) + r6) * 4u + column0];
-            acc3 = acc3 + partial7;
-            let partial8: f32 = scratch1[(wid.x * ((u.N + 256u - 1u) >> 8u) + (r6 + 8u)) * 4u + column0];
+            let at7: u32 = (wid.x * ((u.N + 256u - 1u) >> 8u) + r6) * 4u + column0;
+            let partial8: f32 = scratch1[at7];
             acc3 = acc3 + partial8;
-            let partial9: f32 = scratch1[(wid.x * ((u.N + 256u - 1u) >> 8u) + (r6 + 16u)) * 4u + column0];
-            acc3 = acc3 + partial9;
-            let partial10: f32 = scratch1[(wid.x * ((u.N + 256u - 1u) >> 8u) + (r6 + 24u)) * 4u + column0];
+            let at9: u32 = (wid.x * ((u.N + 256u - 1u) >> 8u) + (r6 + 8u)) * 4u + column0;
+            let partial10: f32 = scratch1[at9];
             acc3 = acc3 + partial10;
+            let at11: u32 = (wid.x * ((u.N + 256u - 1u) >> 8u) + (r6 + 16u)) * 4u + column0;
+            let partial12: f32 = scratch1[at11];
+            acc3 = acc3 + partial12;
+            let at13: u32 = (wid.x * ((u.N + 256u - 1u) >> 8u) + (r6 + 24u)) * 4u + column0;
+            let partial14: f32 = scratch1[at13];
+            acc3 = acc3 + partial14;
             rest5 = r6 + 32u;
         }
-        for (var r11: u32 = rest5; r11 < ((u.N + 256u - 1u) >> 8u); r11 += 8u) {
-            let partial12: f32 = scratch1[(wid.x * ((u.N + 256u - 1u) >> 8u) + r11) * 4u + column0];
-            acc3 = acc3 + partial12;
+        for (var r15: u32 = rest5; r15 < ((u.N + 256u - 1u) >> 8u); r15 += 8u) {
+            let at16: u32 = (wid.x * ((u.N + 256u - 1u) >> 8u) + r15) * 4u + column0;
+            let partial17: f32 = scratch1[at16];
+            acc3 = acc3 + partial17;
         }
     }
     columns[lid.x] = acc3;
     workgroupBarrier();
-    var total13: f32 = columns[column0];
-    let lane14: f32 = columns[column0 + 32u];
-    total13 = total13 + lane14;
-    let lane15: f32 = columns[column0 + 64u];
-    total13 = total13 + lane15;
-    let lane16: f32 = columns[column0 + 96u];
-    total13 = total13 + lane16;
-    let lane17: f32 = columns[column0 + 128u];
-    total13 = total13 + lane17;
-    let lane18: f32 = columns[column0 + 160u];
-    total13 = total13 + lane18;
-    let lane19: f32 = columns[column0 + 192u];
-    total13 = total13 + lane19;
-    let lane20: f32 = columns[column0 + 224u];
-    total13 = total13 + lane20;
+    var total18: f32 = columns[column0];
+    let lane19: f32 = columns[column0 + 32u];
+    total18 = total18 + lane19;
+    let lane20: f32 = columns[column0 + 64u];
+    total18 = total18 + lane20;
+    let lane21: f32 = columns[column0 + 96u];
+    total18 = total18 + lane21;
+    let lane22: f32 = columns[column0 + 128u];
+    total18 = total18 + lane22;
+    let lane23: f32 = columns[column0 + 160u];
+    total18 = total18 + lane23;
+    let lane24: f32 = columns[column0 + 192u];
+    total18 = total18 + lane24;
+    let lane25: f32 = columns[column0 + 224u];
+    total18 = total18 + lane25;
     if ((lane1 == 0u) && (column0 < 4u)) {
-        out1[o2] = total13;
+        out1[o2] = total18;
     }
 }

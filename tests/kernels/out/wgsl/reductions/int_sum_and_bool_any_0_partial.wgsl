@@ -73,6 +73,7 @@ fn int_sum_and_bool_any_0_partial(
     let lane34: i32 = columns[column5 + 224u];
     total27 = total27 + lane34;
     if ((lane6 == 0u) && (col7 < u.B)) {
-        scratch0[(outer4 * ((u.A + 256u - 1u) >> 8u) + slab1) * u.B + col7] = total27;
+        let at35: u32 = (outer4 * ((u.A + 256u - 1u) >> 8u) + slab1) * u.B + col7;
+        scratch0[at35] = total27;
     }
 }

@@ -31,39 +31,44 @@ fn int_sum_and_bool_any_1_reduce(
         let last8: u32 = select(0u, ((u.A + 256u - 1u) >> 8u) - 24u, ((u.A + 256u - 1u) >> 8u) > 24u);
         var rest9: u32 = lane4;
         for (var r10: u32 = lane4; r10 < last8; r10 += 32u) {
-            let partial11: i32 = scratch0[(outer2 * ((u.A + 256u - 1u) >> 8u) + r10) * u.B + col5];
-            acc7 = acc7 + partial11;
-            let partial12: i32 = scratch0[(outer2 * ((u.A + 256u - 1u) >> 8u) + (r10 + 8u)) * u.B + col5];
+            let at11: u32 = (outer2 * ((u.A + 256u - 1u) >> 8u) + r10) * u.B + col5;
+            let partial12: i32 = scratch0[at11];
             acc7 = acc7 + partial12;
-            let partial13: i32 = scratch0[(outer2 * ((u.A + 256u - 1u) >> 8u) + (r10 + 16u)) * u.B + col5];
-            acc7 = acc7 + partial13;
-            let partial14: i32 = scratch0[(outer2 * ((u.A + 256u - 1u) >> 8u) + (r10 + 24u)) * u.B + col5];
+            let at13: u32 = (outer2 * ((u.A + 256u - 1u) >> 8u) + (r10 + 8u)) * u.B + col5;
+            let partial14: i32 = scratch0[at13];
             acc7 = acc7 + partial14;
+            let at15: u32 = (outer2 * ((u.A + 256u - 1u) >> 8u) + (r10 + 16u)) * u.B + col5;
+            let partial16: i32 = scratch0[at15];
+            acc7 = acc7 + partial16;
+            let at17: u32 = (outer2 * ((u.A + 256u - 1u) >> 8u) + (r10 + 24u)) * u.B + col5;
+            let partial18: i32 = scratch0[at17];
+            acc7 = acc7 + partial18;
             rest9 = r10 + 32u;
         }
-        for (var r15: u32 = rest9; r15 < ((u.A + 256u - 1u) >> 8u); r15 += 8u) {
-            let partial16: i32 = scratch0[(outer2 * ((u.A + 256u - 1u) >> 8u) + r15) * u.B + col5];
-            acc7 = acc7 + partial16;
+        for (var r19: u32 = rest9; r19 < ((u.A + 256u - 1u) >> 8u); r19 += 8u) {
+            let at20: u32 = (outer2 * ((u.A + 256u - 1u) >> 8u) + r19) * u.B + col5;
+            let partial21: i32 = scratch0[at20];
+            acc7 = acc7 + partial21;
         }
     }
     columns[lid.x] = acc7;
     workgroupBarrier();
-    var total17: i32 = columns[column3];
-    let lane18: i32 = columns[column3 + 32u];
-    total17 = total17 + lane18;
-    let lane19: i32 = columns[column3 + 64u];
-    total17 = total17 + lane19;
-    let lane20: i32 = columns[column3 + 96u];
-    total17 = total17 + lane20;
-    let lane21: i32 = columns[column3 + 128u];
-    total17 = total17 + lane21;
-    let lane22: i32 = columns[column3 + 160u];
-    total17 = total17 + lane22;
-    let lane23: i32 = columns[column3 + 192u];
-    total17 = total17 + lane23;
-    let lane24: i32 = columns[column3 + 224u];
-    total17 = total17 + lane24;
+    var total22: i32 = columns[column3];
+    let lane23: i32 = columns[column3 + 32u];
+    total22 = total22 + lane23;
+    let lane24: i32 = columns[column3 + 64u];
+    total22 = total22 + lane24;
+    let lane25: i32 = columns[column3 + 96u];
+    total22 = total22 + lane25;
+    let lane26: i32 = columns[column3 + 128u];
+    total22 = total22 + lane26;
+    let lane27: i32 = columns[column3 + 160u];
+    total22 = total22 + lane27;
+    let lane28: i32 = columns[column3 + 192u];
+    total22 = total22 + lane28;
+    let lane29: i32 = columns[column3 + 224u];
+    total22 = total22 + lane29;
     if ((lane4 == 0u) && (col5 < u.B)) {
-        out0[o6] = total17;
+        out0[o6] = total22;
     }
 }

@@ -74,6 +74,7 @@ fn mean_axis1_keepdims_0_partial(
     let lane34: f32 = columns[column5 + 224u];
     total27 = total27 + lane34;
     if ((lane6 == 0u) && (col7 < u.C)) {
-        scratch0[(outer4 * ((u.B + 256u - 1u) >> 8u) + slab1) * u.C + col7] = total27;
+        let at35: u32 = (outer4 * ((u.B + 256u - 1u) >> 8u) + slab1) * u.C + col7;
+        scratch0[at35] = total27;
     }
 }

@@ -76,6 +76,7 @@ fn sum_axis0_0_partial(
     let lane36: f32 = columns[column5 + 224u];
     total29 = total29 + lane36;
     if ((lane6 == 0u) && (col7 < u.B * u.C)) {
-        scratch0[(outer4 * ((u.A + 256u - 1u) >> 8u) + slab1) * (u.B * u.C) + col7] = total29;
+        let at37: u32 = (outer4 * ((u.A + 256u - 1u) >> 8u) + slab1) * (u.B * u.C) + col7;
+        scratch0[at37] = total29;
     }
 }
