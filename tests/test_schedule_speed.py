@@ -505,6 +505,27 @@ def test_a_reduction_over_leading_axes_reads_rows_across_threads(tmp_path: Path)
     files = compiled("column_sums", "wgsl")
     kinds = [k["file"] for k in json.loads(files["column_sums.manifest.json"])["kernels"]]
     assert kinds == ["column_sums_0_partial.wgsl", "column_sums_1_reduce.wgsl"]
+    # a var over leading axes: the same columns, a second read of the slab from the cache
+    # for the squared deviations; slabs combined as Chan's parallel variance
+    spread = (
+        "from mimir.array import Dim, Tensor, float32, gpu\n"
+        'A = Dim("A")\nN = Dim("N", min=2)\nM = Dim("M")\n'
+        "@gpu\ndef spread(x: Tensor[float32, A, N, M]):\n    return x.std(axis=1, ddof=1)\n"
+    )
+    result = compile_source("spread.py", spread, ["ptx"], function="spread")
+    assert result.ok, [(d.code, d.message) for d in result.diagnostics]
+    files = {k: v for k, v in result.files.items() if isinstance(v, str)}
+    (kernel,) = json.loads(files["spread.manifest.json"])["kernels"]
+    assert kernel["workgroup_size"] == [256, 1, 1]
+    (path := tmp_path / "spread.py").write_text(spread)
+    for rows in (2, 600):
+        dims = {"A": 2, "N": rows, "M": 33}
+        n = 2 * rows * 33
+        values = [1e4 + ((k * 7919) % 1000) / 500.0 for k in range(n)]
+        inputs = {"x": list(struct.unpack(f"{n}f", struct.pack(f"{n}f", *values)))}
+        actual, _ = _ptx_run(files, "spread", dims, tmp_path / f"spread{rows}", inputs)
+        expected = shim_reference(path, "spread", inputs, dims, {})
+        assert_close(actual["out"], expected["out"], "float32", rtol=1e-5, label=f"std {dims}")
     # reductions over the same leading axes of one shape share the pass: one read of x
     files = _compile("reductions", "column_stats", "ptx")
     manifest = json.loads(files["column_stats.manifest.json"])

@@ -525,6 +525,8 @@ def partial(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
         dispatch, _ = _arg_chunk(c, arg_reduction(c.ev, c.plan.root))
         return (SPLIT_WG, 1, 1), dispatch
     if root_kind(c.ev.kg, c.plan.root) == "moments":
+        if column_layout(red := c.ev.reduction(c.plan.root)) is not None:
+            return _column_moments(c, red)
         dispatch, _ = _moment_chunk(c, c.ev.reduction(c.plan.root), c.plan.writes[0])
     else:
         dispatch, _ = _partial(c, _members(c))
@@ -770,34 +772,98 @@ def slab_count(red: Reduction, dims: Any) -> Any:
     return sz.cdiv(sz.add(red.count, 1), SLAB)
 
 
-def _columns(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, int], Any]:
-    """A reduction over leading axes (`column_layout`), and the others of the same layout
-    folded in the same pass (`Plan.reductions`: `x.mean(axis=0), x.max(axis=0)`): a
-    workgroup per tile of `COLUMNS` columns (and per slab of `SLAB` rows, when there may
-    be more), its threads 8 per column. Thread (lane, col) folds rows lane, lane + 8, ...
-    of its column, so a warp reads 32 consecutive elements of a row (the strided
-    `reduce` read one element per row and thread, a row apart); the 8 lanes combine in
-    threadgroup memory, in order.
+@dataclass
+class _Tile:
+    """Where a thread of a column workgroup (`_columns`) is: its column `col` of the
+    tile, lane, slab and outer index `a`, its output element `o` = a * inner + col, and
+    the rows [first, end) of its slab."""
 
-    One slab: lane 0 writes the outputs. Several: lane 0 stores the slab's partials; in
-    a `partial` launch that is all, and a `reduce` launch after it, a workgroup per tile,
-    combines the slabs' partials the same way (8 lanes, every 8th slab); in one launch
-    (`Plan.counter`, a counter per tile), the last slab of each tile to finish does."""
+    c: KernelContext
+    red: Reduction
+    dispatch: Any
+    slabbed: bool  # the rows are split in slabs whose partials are combined
+    combine_only: bool  # a `reduce` launch after a `partial` one: partials, no rows
+    slabs: Any
+    tiles: Any
+    slab: Expr
+    a: Expr
+    tile: Expr
+    column: Expr
+    lane: Expr
+    col: Expr
+    o: Expr
+    inside: Expr  # col is a column of the tensor (the last tile may be partly past it)
+    mine: Expr  # lane 0 of a column inside: the thread that stores the column's results
+
+    def at_partial(self, k: Expr) -> Expr:
+        """Slab k's partial of this column: at (a * slabs + k) * inner + col."""
+        _, _, inner = column_layout(self.red) or ()
+        slabs, inner = size_ir(self.slabs), size_ir(inner)
+        return ibin("+", ibin("*", ibin("+", ibin("*", self.a, slabs), k), inner), self.col)
+
+    def rows(self) -> tuple[Expr, Expr]:
+        """The first and the end of this slab's rows (all of them without slabs)."""
+        body = self.c.body
+        count = size_ir(self.red.count)
+        if not self.slabbed:
+            return u32(0), count
+        first = body.let(ibin("*", self.slab, u32(SLAB)), "first")
+        stop = body.let(ibin("+", first, u32(SLAB)), "stop")
+        return first, body.let(lw.select(Binary("<", stop, count, "bool"), stop, count), "end")
+
+    def lanes(self, members: list[tuple[str, DType, str]], fold: Any) -> list[Expr]:
+        """Each thread's folds of `members` ((reduction name, accumulator dtype,
+        threadgroup array); inside the tile's columns: `fold(add)` calls `add` with each
+        member's value at an element), then in every thread its column's: the 8 lanes'
+        values combined in order (after one barrier; never written again)."""
+        body, lid = self.c.body, Builtin("local_x")
+        for _, acc, name in members:
+            if not any(s.name == name for s in self.c.shared):
+                self.c.shared.append(SharedArray(name, lw.REG[acc], COLUMNS * COLUMN_LANES))
+        accs = [body.var(_identity(op, acc), "acc") for op, acc, _ in members]
+
+        def add(values: list[Expr]) -> None:
+            for v, (op, acc, _), value in zip(accs, members, values, strict=True):
+                body.emit(Assign(v, _combiner(op, acc)(v, value)))
+
+        with body.if_(self.inside):
+            fold(add)
+        for v, (_, _, name) in zip(accs, members, strict=True):
+            body.emit(Store(name, lid, v))
+        body.emit(Barrier())
+        totals = []
+        for op, acc, name in members:
+            t = lw.REG[acc]
+            total = body.var(Load(name, self.column, t), "total")
+            for k in range(1, COLUMN_LANES):
+                value = body.let(Load(name, ibin("+", self.column, u32(k * COLUMNS)), t), "lane")
+                body.emit(Assign(total, _combiner(op, acc)(total, value)))
+            totals.append(total)
+        return totals
+
+    def handoff(self, combined: Any) -> None:
+        """After the slab's partials are stored: the last slab of the tile to finish
+        (its counter, element a * tiles + tile) runs `combined()`."""
+        body = self.c.body
+        body.emit(Fence())  # release this thread's stores
+        body.emit(Barrier())
+        slot = body.let(ibin("+", ibin("*", self.a, size_ir(self.tiles)), self.tile), "slot")
+        _last_workgroup(self.c, size_ir(self.slabs), slot)
+        combined()
+        _reset_counter(self.c, size_ir(self.slabs), slot)
+
+
+def _column_tile(c: KernelContext, red: Reduction) -> _Tile:
+    """The workgroups of a column launch (`_columns`) and where each thread is."""
     body = c.body
     layout = column_layout(red)
     assert layout is not None
-    outer, count, inner = layout
-    members = []
-    for p in [c.plan, *c.plan.reductions]:
-        partials = p.writes[0] if p.kind == "partial" else p.partials
-        outputs = None if p is c.plan else p.outputs()
-        assert p.root is not None
-        members.append(Member(p.root, c.ev.reduction(p.root), partials or "", outputs))
+    outer, _, inner = layout
     lid = Builtin("local_x")
     slabbed = c.plan.partials is not None or c.plan.kind == "partial"
     slabs = slab_count(red, c.dims) if slabbed else 1
     tiles = sz.cdiv(inner, COLUMNS)
-    combine_only = c.plan.kind == "reduce" and c.plan.partials is not None and not c.plan.counter
+    combine_only = c.plan.kind != "partial" and c.plan.partials is not None and not c.plan.counter
     per_tile = 1 if combine_only else slabs
     dispatch, g = c.groups(sz.product([outer, tiles, per_tile]))
     if isinstance(per_tile, int) and per_tile == 1:
@@ -812,100 +878,177 @@ def _columns(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, int], An
     col = body.let(ibin("+", ibin("*", tile, u32(COLUMNS)), column), "col")
     o = body.let(ibin("+", ibin("*", a, size_ir(inner)), col), "o")
     inside = Binary("<", col, size_ir(inner), "bool")
-    names = ["$columns" if k == 0 else f"$columns{k}" for k in range(len(members))]
-    for m, name in zip(members, names, strict=True):
-        if not any(s.name == name for s in c.shared):
-            c.shared.append(SharedArray(name, lw.REG[m.red.acc], COLUMNS * COLUMN_LANES))
-
-    def lanes(fold: Any) -> list[Expr]:
-        """Each thread's folds (inside the tile's columns: `fold(add)` calls `add` with
-        each member's value at an element), then lane 0's of its column: the 8 lanes'
-        values combined in order."""
-        accs = [body.var(_identity(m.red.name, m.red.acc), "acc") for m in members]
-
-        def add(values: list[Expr]) -> None:
-            for acc, m, value in zip(accs, members, values, strict=True):
-                body.emit(Assign(acc, _combiner(m.red.name, m.red.acc)(acc, value)))
-
-        with body.if_(inside):
-            fold(add)
-        for acc, name in zip(accs, names, strict=True):
-            body.emit(Store(name, lid, acc))
-        body.emit(Barrier())
-        totals = []
-        for m, name in zip(members, names, strict=True):
-            t = lw.REG[m.red.acc]
-            total = body.var(Load(name, column, t), "total")
-            for k in range(1, COLUMN_LANES):
-                value = body.let(Load(name, ibin("+", column, u32(k * COLUMNS)), t), "lane")
-                body.emit(Assign(total, _combiner(m.red.name, m.red.acc)(total, value)))
-            totals.append(total)
-        return totals
-
-    def at_partial(k: Expr) -> Expr:
-        """Slab k's partial of this column: at (a * slabs + k) * inner + col."""
-        return ibin("+", ibin("*", ibin("+", ibin("*", a, size_ir(slabs)), k), size_ir(inner)), col)
-
     mine = Binary("&&", Binary("==", lane, u32(0), "bool"), inside, "bool")
+    return _Tile(c, red, dispatch, slabbed, combine_only, slabs, tiles, slab, a, tile,
+                 column, lane, col, o, inside, mine)  # fmt: skip
+
+
+def _column_reads(c: KernelContext, tile: _Tile, reds: list[Reduction]) -> Any:
+    """`fold(add)` over this thread's rows of its slab: `add` with each reduction's
+    input element there."""
+    red = tile.red
+    outer_axes = Idx(tuple(red.shape[: red.axes[0]]), flat=tile.a).axes(c.body)
+    inner_axes = Idx(tuple(red.shape[red.axes[-1] + 1 :]), flat=tile.col).axes(c.body)
+    reads = [_element(c, r, tile.o) for r in reds]
+    first, end = tile.rows()
+
+    def fold(add: Any, step: Any = None) -> None:
+        def visit(r: Expr) -> None:
+            values = [read(r, [*outer_axes, *inner_axes]) for read in reads]
+            add(values if step is None else step(values))
+
+        strided(c.body, ibin("+", first, tile.lane), end, COLUMN_LANES, visit)
+
+    return fold
+
+
+def _columns(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, int], Any]:
+    """A reduction over leading axes (`column_layout`), and the others of the same layout
+    folded in the same pass (`Plan.reductions`: `x.mean(axis=0), x.max(axis=0)`): a
+    workgroup per tile of `COLUMNS` columns (and per slab of `SLAB` rows, when there may
+    be more), its threads 8 per column. Thread (lane, col) folds rows lane, lane + 8, ...
+    of its column, so a warp reads 32 consecutive elements of a row (the strided
+    `reduce` read one element per row and thread, a row apart); the 8 lanes combine in
+    threadgroup memory, in order.
+
+    One slab: lane 0 writes the outputs. Several: lane 0 stores the slab's partials; in
+    a `partial` launch that is all, and a `reduce` launch after it, a workgroup per tile,
+    combines the slabs' partials the same way (8 lanes, every 8th slab); in one launch
+    (`Plan.counter`, a counter per tile), the last slab of each tile to finish does."""
+    body = c.body
+    members = []
+    for p in [c.plan, *c.plan.reductions]:
+        partials = p.writes[0] if p.kind == "partial" else p.partials
+        outputs = None if p is c.plan else p.outputs()
+        assert p.root is not None
+        members.append(Member(p.root, c.ev.reduction(p.root), partials or "", outputs))
+    tile = _column_tile(c, red)
+    names = ["$columns" if k == 0 else f"$columns{k}" for k in range(len(members))]
+    folds = [(m.red.name, m.red.acc, name) for m, name in zip(members, names, strict=True)]
+
+    def finish(totals: list[Expr]) -> None:
+        with body.if_(tile.mine):
+            for m, total in zip(members, totals, strict=True):
+                _finish(c, m.red, tile.o, total, m.root, m.outputs)
 
     def combined() -> None:
         """Every slab's partials of the tile's columns, folded; lane 0 writes the results."""
 
         def fold(add: Any) -> None:
             def visit(k: Expr) -> None:
-                at = body.let(at_partial(k), "at")
+                at = body.let(tile.at_partial(k), "at")
                 loads = [Load(m.partials, at, lw.STORAGE[m.red.acc]) for m in members]
                 add([
                     body.let(lw.from_storage(v, m.red.acc), "partial")
                     for v, m in zip(loads, members, strict=True)
                 ])  # fmt: skip
 
-            strided(body, lane, size_ir(slabs), COLUMN_LANES, visit)
+            strided(body, tile.lane, size_ir(tile.slabs), COLUMN_LANES, visit)
 
-        totals = lanes(fold)
-        with body.if_(mine):
-            for m, total in zip(members, totals, strict=True):
-                _finish(c, m.red, o, total, m.root, m.outputs)
+        finish(tile.lanes(folds, fold))
 
-    if combine_only:
+    if tile.combine_only:
         combined()
-        return (COLUMNS * COLUMN_LANES, 1, 1), dispatch
-    outer_axes = Idx(tuple(red.shape[: red.axes[0]]), flat=a).axes(body)
-    inner_axes = Idx(tuple(red.shape[red.axes[-1] + 1 :]), flat=col).axes(body)
-    reads = [_element(c, m.red, o) for m in members]
-    first = body.let(ibin("*", slab, u32(SLAB)), "first") if slabbed else u32(0)
-    if slabbed:
-        stop = body.let(ibin("+", first, u32(SLAB)), "stop")
-        below = Binary("<", stop, size_ir(count), "bool")
-        end = body.let(lw.select(below, stop, size_ir(count)), "end")
-    else:
-        end = size_ir(count)
-
-    def fold(add: Any) -> None:
-        def visit(r: Expr) -> None:
-            add([read(r, [*outer_axes, *inner_axes]) for read in reads])
-
-        strided(body, ibin("+", first, lane), end, COLUMN_LANES, visit)
-
-    totals = lanes(fold)
-    if not slabbed:
-        with body.if_(mine):
-            for m, total in zip(members, totals, strict=True):
-                _finish(c, m.red, o, total, m.root, m.outputs)
-        return (COLUMNS * COLUMN_LANES, 1, 1), dispatch
-    with body.if_(mine):
-        at = body.let(at_partial(slab), "at")
+        return (COLUMNS * COLUMN_LANES, 1, 1), tile.dispatch
+    totals = tile.lanes(folds, _column_reads(c, tile, [m.red for m in members]))
+    if not tile.slabbed:
+        finish(totals)
+        return (COLUMNS * COLUMN_LANES, 1, 1), tile.dispatch
+    with body.if_(tile.mine):
+        at = body.let(tile.at_partial(tile.slab), "at")
         for m, total in zip(members, totals, strict=True):
             body.emit(Store(m.partials, at, lw.to_storage(total, m.red.acc)))
-    if c.plan.kind == "partial":
-        return (COLUMNS * COLUMN_LANES, 1, 1), dispatch
-    body.emit(Fence())  # release this thread's stores
-    body.emit(Barrier())
-    slot = body.let(ibin("+", ibin("*", a, size_ir(tiles)), tile), "slot")
-    _last_workgroup(c, size_ir(slabs), slot)
-    combined()
-    _reset_counter(c, size_ir(slabs), slot)
-    return (COLUMNS * COLUMN_LANES, 1, 1), dispatch
+    if c.plan.kind != "partial":
+        tile.handoff(combined)
+    return (COLUMNS * COLUMN_LANES, 1, 1), tile.dispatch
+
+
+def _column_moments(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, int], Any]:
+    """`var` / `std` over leading axes, in the column layout of `_columns`: each column's
+    sum over the thread's rows, combined over the 8 lanes (every thread gets its
+    column's), the mean, then the squared deviations from it the same way (the rows read
+    again, from the cache). With slabs, each stores its sum s and squares q (at
+    `at_partial` in the first and the second half of the partials), and the combine
+    folds sum(s) for the mean m of the column, then sum(q + n (s / n - m)^2) over the
+    slabs of n rows (Chan's parallel variance, as `_combine_moments`)."""
+    assert c.plan.root is not None
+    body = c.body
+    tile = _column_tile(c, red)
+    ddof = _ddof(c.ev, c.plan.root)
+    size = size_ir(_column_size(red, tile))
+    count = size_ir(red.count)
+    partials = c.plan.writes[0] if c.plan.kind == "partial" else c.plan.partials
+
+    def finish(squares: Expr) -> None:
+        divisor = lw.convert(size_ir(sz.simplify(BinOp("-", red.count, ddof))), uint32, float32)
+        value = body.let(lw.bin_("/", squares, divisor), "var")
+        if red.name == "std":
+            value = body.let(lw.call("mimir_sqrt", value), "std")
+        with body.if_(tile.mine):
+            _finish(c, red, tile.o, value)
+
+    def total(fold: Any, name: str) -> Expr:
+        (value,) = tile.lanes([("sum", float32, name)], fold)
+        return value
+
+    def combined() -> None:
+        assert partials is not None
+
+        def sums(add: Any) -> None:
+            at = lambda k: body.let(tile.at_partial(k), "at")  # noqa: E731
+            strided(body, tile.lane, size_ir(tile.slabs), COLUMN_LANES,
+                    lambda k: add([Load(partials, at(k), "f32")]))  # fmt: skip
+
+        whole = lw.convert(count, uint32, float32)
+        mean = body.let(lw.bin_("/", total(sums, "$sum"), whole), "mean")
+
+        def squares(add: Any) -> None:
+            def visit(k: Expr) -> None:
+                at = body.let(tile.at_partial(k), "at")
+                left = ibin("-", count, ibin("*", k, u32(SLAB)))
+                rows = lw.select(Binary("<", left, u32(SLAB), "bool"), left, u32(SLAB))
+                n = body.let(lw.convert(rows, uint32, float32), "n")
+                d = body.let(lw.bin_("-", lw.bin_("/", Load(partials, at, "f32"), n), mean), "d")
+                q = Load(partials, ibin("+", size, at), "f32")
+                term = lw.bin_("+", q, lw.bin_("*", n, lw.bin_("*", d, d)))
+                # a slab of no rows (a count that may be 0 has one more) adds nothing
+                add([lw.select(Binary(">", rows, u32(0), "bool"), term, lw.const(0, "f32"))])
+
+            strided(body, tile.lane, size_ir(tile.slabs), COLUMN_LANES, visit)
+
+        finish(total(squares, "$squares"))
+
+    if tile.combine_only:
+        combined()
+        return (COLUMNS * COLUMN_LANES, 1, 1), tile.dispatch
+    fold = _column_reads(c, tile, [red])
+    first, end = tile.rows()
+    s = total(fold, "$sum")
+    n = lw.convert(ibin("-", end, first), uint32, float32)
+    mean = body.let(lw.bin_("/", s, n), "mean")
+
+    def deviation(values: list[Expr]) -> list[Expr]:
+        d = body.let(lw.bin_("-", values[0], mean), "d")
+        return [lw.bin_("*", d, d)]
+
+    q = total(lambda add: fold(add, deviation), "$squares")
+    if not tile.slabbed:
+        finish(q)
+        return (COLUMNS * COLUMN_LANES, 1, 1), tile.dispatch
+    assert partials is not None
+    with body.if_(tile.mine):
+        at = body.let(tile.at_partial(tile.slab), "at")
+        body.emit(Store(partials, at, lw.to_storage(s, float32)))
+        body.emit(Store(partials, ibin("+", size, at), lw.to_storage(q, float32)))
+    if c.plan.kind != "partial":
+        tile.handoff(combined)
+    return (COLUMNS * COLUMN_LANES, 1, 1), tile.dispatch
+
+
+def _column_size(red: Reduction, tile: _Tile) -> Any:
+    """Elements in one half of a column `var`'s partials: outer * slabs * inner."""
+    outer, _, inner = column_layout(red) or ()
+    return sz.product([outer, tile.slabs, inner])
 
 
 def reduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
@@ -1743,6 +1886,8 @@ def moments(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
     assert c.plan.root is not None
     ev = c.ev
     red = ev.reduction(c.plan.root)
+    if column_layout(red) is not None:
+        return _column_moments(c, red)
     if c.plan.partials is not None:
         ddof = _ddof(ev, c.plan.root)
         if c.plan.counter is not None:  # every chunk, then the last workgroup combines

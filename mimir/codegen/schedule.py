@@ -299,13 +299,16 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
                 plan.partials, plan.counter = partials, counter
             continue
         kind = root_kind(kg, r) if r is not None else "ew"
-        if kind == "reduce" and r is not None and column_layout(red := ev.reduction(r)):
+        columns = kind in ("reduce", "moments") and r is not None
+        if columns and r is not None and column_layout(red := ev.reduction(r)):
             if column_slabs(red, declared):
                 # slabs of rows, combined by the last of each column tile or a second launch
                 outer, count, inner = column_layout(red) or ()
                 partials = _unique(f"scratch{scratch}", taken)
                 scratch += 1
-                shape = (sz.product([outer, slab_count(red, declared), inner]),)
+                # a `var`'s slabs store their sums, then their squared deviations
+                halves = 2 if kind == "moments" else 1
+                shape = (sz.product([halves, outer, slab_count(red, declared), inner]),)
                 buffers.append(BufferSpec(partials, "scratch", red.acc, shape))
                 if one_launch:
                     counter = _unique(f"scratch{scratch}", taken)

@@ -14,97 +14,241 @@ static inline float mimir_sqrt(float a) {
     return sqrt(a);
 }
 
-static inline float mimir_simd_add_f32_4(float x) {
-    for (ushort m = 2; m > 0; m >>= 1) {
-        const float y = simd_shuffle_xor(x, m);
-        x = x + y;
-    }
-    return x;
-}
-
 kernel void sample_std_0_moments(
     device const float* x [[buffer(0)]],
-    device float* out [[buffer(1)]],
-    constant Uniforms& u [[buffer(2)]],
+    coherent(device) device float* out [[buffer(1)]],
+    coherent(device) device float* scratch0 [[buffer(2)]],
+    coherent(device) device atomic_uint* scratch1 [[buffer(3)]],
+    constant Uniforms& u [[buffer(4)]],
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float sum[4];
-    threadgroup float squares[4];
+    threadgroup float sum[256];
+    threadgroup float squares[256];
+    threadgroup uint ticket[1];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= u.C) {
+    if (g0 >= ((u.C + 32u - 1u) >> 5u) * ((u.S + 256u - 1u) >> 8u)) {
         return;
     }
-    float acc1 = 0.0f;
-    const uint last2 = (u.S > 384u ? u.S - 384u : 0u);
-    uint rest3 = lid.x;
-    for (uint r4 = lid.x; r4 < last2; r4 += 512u) {
-        const uint i5 = r4 * u.C + g0;
-        const float v6 = x[i5];
-        acc1 = acc1 + v6;
-        const uint i7 = (r4 + 128u) * u.C + g0;
-        const float v8 = x[i7];
-        acc1 = acc1 + v8;
-        const uint i9 = (r4 + 256u) * u.C + g0;
-        const float v10 = x[i9];
-        acc1 = acc1 + v10;
-        const uint i11 = (r4 + 384u) * u.C + g0;
-        const float v12 = x[i11];
-        acc1 = acc1 + v12;
-        rest3 = r4 + 512u;
+    const uint slab1 = g0 % ((u.S + 256u - 1u) >> 8u);
+    const uint tile2 = g0 / ((u.S + 256u - 1u) >> 8u);
+    const uint tile3 = tile2 % ((u.C + 32u - 1u) >> 5u);
+    const uint outer4 = tile2 / ((u.C + 32u - 1u) >> 5u);
+    const uint column5 = lid.x & 31u;
+    const uint lane6 = lid.x >> 5u;
+    const uint col7 = tile3 * 32u + column5;
+    const uint o8 = outer4 * u.C + col7;
+    const uint first9 = slab1 * 256u;
+    const uint stop10 = first9 + 256u;
+    const uint end11 = (stop10 < u.S ? stop10 : u.S);
+    const uint first12 = slab1 * 256u;
+    const uint stop13 = first12 + 256u;
+    const uint end14 = (stop13 < u.S ? stop13 : u.S);
+    float acc15 = 0.0f;
+    if (col7 < u.C) {
+        const uint last16 = (end11 > 24u ? end11 - 24u : 0u);
+        uint rest17 = first9 + lane6;
+        for (uint r18 = first9 + lane6; r18 < last16; r18 += 32u) {
+            const uint i19 = r18 * u.C + col7;
+            const float v20 = x[i19];
+            acc15 = acc15 + v20;
+            const uint i21 = (r18 + 8u) * u.C + col7;
+            const float v22 = x[i21];
+            acc15 = acc15 + v22;
+            const uint i23 = (r18 + 16u) * u.C + col7;
+            const float v24 = x[i23];
+            acc15 = acc15 + v24;
+            const uint i25 = (r18 + 24u) * u.C + col7;
+            const float v26 = x[i25];
+            acc15 = acc15 + v26;
+            rest17 = r18 + 32u;
+        }
+        for (uint r27 = rest17; r27 < end11; r27 += 8u) {
+            const uint i28 = r27 * u.C + col7;
+            const float v29 = x[i28];
+            acc15 = acc15 + v29;
+        }
     }
-    for (uint r13 = rest3; r13 < u.S; r13 += 128u) {
-        const uint i14 = r13 * u.C + g0;
-        const float v15 = x[i14];
-        acc1 = acc1 + v15;
-    }
-    const float warp16 = simd_sum(acc1);
-    if ((lid.x & 31u) == 0u) {
-        sum[lid.x >> 5u] = warp16;
-    }
+    sum[lid.x] = acc15;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot17 = sum[lid.x & 3u];
-    const float total18 = mimir_simd_add_f32_4(slot17);
-    const float mean19 = total18 / float(u.S);
-    float acc20 = 0.0f;
-    const uint last21 = (u.S > 384u ? u.S - 384u : 0u);
-    uint rest22 = lid.x;
-    for (uint r23 = lid.x; r23 < last21; r23 += 512u) {
-        const uint i24 = r23 * u.C + g0;
-        const float v25 = x[i24];
-        const float d26 = v25 - mean19;
-        acc20 = fma(d26, d26, acc20);
-        const uint i27 = (r23 + 128u) * u.C + g0;
-        const float v28 = x[i27];
-        const float d29 = v28 - mean19;
-        acc20 = fma(d29, d29, acc20);
-        const uint i30 = (r23 + 256u) * u.C + g0;
-        const float v31 = x[i30];
-        const float d32 = v31 - mean19;
-        acc20 = fma(d32, d32, acc20);
-        const uint i33 = (r23 + 384u) * u.C + g0;
-        const float v34 = x[i33];
-        const float d35 = v34 - mean19;
-        acc20 = fma(d35, d35, acc20);
-        rest22 = r23 + 512u;
+    float total30 = sum[column5];
+    const float lane31 = sum[column5 + 32u];
+    total30 = total30 + lane31;
+    const float lane32 = sum[column5 + 64u];
+    total30 = total30 + lane32;
+    const float lane33 = sum[column5 + 96u];
+    total30 = total30 + lane33;
+    const float lane34 = sum[column5 + 128u];
+    total30 = total30 + lane34;
+    const float lane35 = sum[column5 + 160u];
+    total30 = total30 + lane35;
+    const float lane36 = sum[column5 + 192u];
+    total30 = total30 + lane36;
+    const float lane37 = sum[column5 + 224u];
+    total30 = total30 + lane37;
+    const float mean38 = total30 / float(end14 - first12);
+    float acc39 = 0.0f;
+    if (col7 < u.C) {
+        const uint last40 = (end11 > 24u ? end11 - 24u : 0u);
+        uint rest41 = first9 + lane6;
+        for (uint r42 = first9 + lane6; r42 < last40; r42 += 32u) {
+            const uint i43 = r42 * u.C + col7;
+            const float v44 = x[i43];
+            const float d45 = v44 - mean38;
+            acc39 = fma(d45, d45, acc39);
+            const uint i46 = (r42 + 8u) * u.C + col7;
+            const float v47 = x[i46];
+            const float d48 = v47 - mean38;
+            acc39 = fma(d48, d48, acc39);
+            const uint i49 = (r42 + 16u) * u.C + col7;
+            const float v50 = x[i49];
+            const float d51 = v50 - mean38;
+            acc39 = fma(d51, d51, acc39);
+            const uint i52 = (r42 + 24u) * u.C + col7;
+            const float v53 = x[i52];
+            const float d54 = v53 - mean38;
+            acc39 = fma(d54, d54, acc39);
+            rest41 = r42 + 32u;
+        }
+        for (uint r55 = rest41; r55 < end11; r55 += 8u) {
+            const uint i56 = r55 * u.C + col7;
+            const float v57 = x[i56];
+            const float d58 = v57 - mean38;
+            acc39 = fma(d58, d58, acc39);
+        }
     }
-    for (uint r36 = rest22; r36 < u.S; r36 += 128u) {
-        const uint i37 = r36 * u.C + g0;
-        const float v38 = x[i37];
-        const float d39 = v38 - mean19;
-        acc20 = fma(d39, d39, acc20);
-    }
-    const float warp40 = simd_sum(acc20);
-    if ((lid.x & 31u) == 0u) {
-        squares[lid.x >> 5u] = warp40;
-    }
+    squares[lid.x] = acc39;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot41 = squares[lid.x & 3u];
-    const float total42 = mimir_simd_add_f32_4(slot41);
-    const float var43 = total42 / float(u.S - 1u);
-    const float std44 = mimir_sqrt(var43);
+    float total59 = squares[column5];
+    const float lane60 = squares[column5 + 32u];
+    total59 = total59 + lane60;
+    const float lane61 = squares[column5 + 64u];
+    total59 = total59 + lane61;
+    const float lane62 = squares[column5 + 96u];
+    total59 = total59 + lane62;
+    const float lane63 = squares[column5 + 128u];
+    total59 = total59 + lane63;
+    const float lane64 = squares[column5 + 160u];
+    total59 = total59 + lane64;
+    const float lane65 = squares[column5 + 192u];
+    total59 = total59 + lane65;
+    const float lane66 = squares[column5 + 224u];
+    total59 = total59 + lane66;
+    if ((lane6 == 0u) && (col7 < u.C)) {
+        const uint at67 = (outer4 * ((u.S + 256u - 1u) >> 8u) + slab1) * u.C + col7;
+        scratch0[at67] = total30;
+        scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at67] = total59;
+    }
+    atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint slot68 = outer4 * ((u.C + 32u - 1u) >> 5u) + tile3;
+    const uint last69 = ((u.S + 256u - 1u) >> 8u) - 1u;
     if (lid.x == 0u) {
-        out[g0] = std44;
+        atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+        const uint old70 = atomic_fetch_add_explicit(&scratch1[slot68], 1u, memory_order_relaxed);
+        if (old70 == last69) {
+            atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+        }
+        ticket[0u] = old70;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint ticket71 = ticket[0u];
+    if (ticket71 != last69) {
+        return;
+    }
+    atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+    float acc72 = 0.0f;
+    if (col7 < u.C) {
+        const uint last73 = (((u.S + 256u - 1u) >> 8u) > 24u ? ((u.S + 256u - 1u) >> 8u) - 24u : 0u);
+        uint rest74 = lane6;
+        for (uint r75 = lane6; r75 < last73; r75 += 32u) {
+            const uint at76 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r75) * u.C + col7;
+            acc72 = acc72 + scratch0[at76];
+            const uint at77 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r75 + 8u)) * u.C + col7;
+            acc72 = acc72 + scratch0[at77];
+            const uint at78 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r75 + 16u)) * u.C + col7;
+            acc72 = acc72 + scratch0[at78];
+            const uint at79 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r75 + 24u)) * u.C + col7;
+            acc72 = acc72 + scratch0[at79];
+            rest74 = r75 + 32u;
+        }
+        for (uint r80 = rest74; r80 < (u.S + 256u - 1u) >> 8u; r80 += 8u) {
+            const uint at81 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r80) * u.C + col7;
+            acc72 = acc72 + scratch0[at81];
+        }
+    }
+    sum[lid.x] = acc72;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float total82 = sum[column5];
+    const float lane83 = sum[column5 + 32u];
+    total82 = total82 + lane83;
+    const float lane84 = sum[column5 + 64u];
+    total82 = total82 + lane84;
+    const float lane85 = sum[column5 + 96u];
+    total82 = total82 + lane85;
+    const float lane86 = sum[column5 + 128u];
+    total82 = total82 + lane86;
+    const float lane87 = sum[column5 + 160u];
+    total82 = total82 + lane87;
+    const float lane88 = sum[column5 + 192u];
+    total82 = total82 + lane88;
+    const float lane89 = sum[column5 + 224u];
+    total82 = total82 + lane89;
+    const float mean90 = total82 / float(u.S);
+    float acc91 = 0.0f;
+    if (col7 < u.C) {
+        const uint last92 = (((u.S + 256u - 1u) >> 8u) > 24u ? ((u.S + 256u - 1u) >> 8u) - 24u : 0u);
+        uint rest93 = lane6;
+        for (uint r94 = lane6; r94 < last92; r94 += 32u) {
+            const uint at95 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r94) * u.C + col7;
+            const float n96 = float((u.S - r94 * 256u < 256u ? u.S - r94 * 256u : 256u));
+            const float d97 = scratch0[at95] / n96 - mean90;
+            acc91 = acc91 + ((u.S - r94 * 256u < 256u ? u.S - r94 * 256u : 256u) > 0u ? fma(n96, d97 * d97, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at95]) : 0.0f);
+            const uint at98 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r94 + 8u)) * u.C + col7;
+            const float n99 = float((u.S - (r94 + 8u) * 256u < 256u ? u.S - (r94 + 8u) * 256u : 256u));
+            const float d100 = scratch0[at98] / n99 - mean90;
+            acc91 = acc91 + ((u.S - (r94 + 8u) * 256u < 256u ? u.S - (r94 + 8u) * 256u : 256u) > 0u ? fma(n99, d100 * d100, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at98]) : 0.0f);
+            const uint at101 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r94 + 16u)) * u.C + col7;
+            const float n102 = float((u.S - (r94 + 16u) * 256u < 256u ? u.S - (r94 + 16u) * 256u : 256u));
+            const float d103 = scratch0[at101] / n102 - mean90;
+            acc91 = acc91 + ((u.S - (r94 + 16u) * 256u < 256u ? u.S - (r94 + 16u) * 256u : 256u) > 0u ? fma(n102, d103 * d103, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at101]) : 0.0f);
+            const uint at104 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r94 + 24u)) * u.C + col7;
+            const float n105 = float((u.S - (r94 + 24u) * 256u < 256u ? u.S - (r94 + 24u) * 256u : 256u));
+            const float d106 = scratch0[at104] / n105 - mean90;
+            acc91 = acc91 + ((u.S - (r94 + 24u) * 256u < 256u ? u.S - (r94 + 24u) * 256u : 256u) > 0u ? fma(n105, d106 * d106, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at104]) : 0.0f);
+            rest93 = r94 + 32u;
+        }
+        for (uint r107 = rest93; r107 < (u.S + 256u - 1u) >> 8u; r107 += 8u) {
+            const uint at108 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r107) * u.C + col7;
+            const float n109 = float((u.S - r107 * 256u < 256u ? u.S - r107 * 256u : 256u));
+            const float d110 = scratch0[at108] / n109 - mean90;
+            acc91 = acc91 + ((u.S - r107 * 256u < 256u ? u.S - r107 * 256u : 256u) > 0u ? fma(n109, d110 * d110, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at108]) : 0.0f);
+        }
+    }
+    squares[lid.x] = acc91;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float total111 = squares[column5];
+    const float lane112 = squares[column5 + 32u];
+    total111 = total111 + lane112;
+    const float lane113 = squares[column5 + 64u];
+    total111 = total111 + lane113;
+    const float lane114 = squares[column5 + 96u];
+    total111 = total111 + lane114;
+    const float lane115 = squares[column5 + 128u];
+    total111 = total111 + lane115;
+    const float lane116 = squares[column5 + 160u];
+    total111 = total111 + lane116;
+    const float lane117 = squares[column5 + 192u];
+    total111 = total111 + lane117;
+    const float lane118 = squares[column5 + 224u];
+    total111 = total111 + lane118;
+    const float var119 = total111 / float(u.S - 1u);
+    const float std120 = mimir_sqrt(var119);
+    if ((lane6 == 0u) && (col7 < u.C)) {
+        out[o8] = std120;
+    }
+    if (lid.x == 0u) {
+        atomic_fetch_add_explicit(&scratch1[slot68], 0u - ((u.S + 256u - 1u) >> 8u), memory_order_relaxed);
     }
 }
