@@ -526,6 +526,25 @@ def test_a_reduction_over_leading_axes_reads_rows_across_threads(tmp_path: Path)
         actual, _ = _ptx_run(files, "spread", dims, tmp_path / f"spread{rows}", inputs)
         expected = shim_reference(path, "spread", inputs, dims, {})
         assert_close(actual["out"], expected["out"], "float32", rtol=1e-5, label=f"std {dims}")
+    # a batch norm's mean joins its variance's pass: x read for the statistics (twice,
+    # the second from the cache), then once to normalise
+    files = _compile("statistics", "batch_norm", "ptx")
+    manifest = json.loads(files["batch_norm.manifest.json"])
+    names = [k["file"] for k in manifest["kernels"]]
+    assert names == ["batch_norm_0_moments.ptx", "batch_norm_1_ew.ptx"]
+    dims = {"S": 300, "C": 40}
+    inputs = random_inputs(manifest, dims, seed=4)
+    actual, stats = _ptx_run(files, "batch_norm", dims, tmp_path / "norm", inputs)
+    slabs, x = 2, 4 * 300 * 40
+    partials = 4 * slabs * 40 * (2 + 1 + 1)  # the sums twice, the squares, the mean's
+    # (the normalising launch loads its column's mean and var at each element too)
+    assert [st["bytes"]["ld"] for st in stats] == [2 * x + partials, 3 * x]
+    expected = shim_reference(KERNELS / "statistics.py", "batch_norm", inputs, dims, {})
+    for name in expected:
+        assert_close(actual[name], expected[name], "float32", label=f"batch_norm.{name}")
+    files = _compile("statistics", "batch_norm", "wgsl")
+    kinds = [k["file"] for k in json.loads(files["batch_norm.manifest.json"])["kernels"]]
+    assert kinds == [f"batch_norm_{k}.wgsl" for k in ("0_partial", "1_moments", "2_ew")]
     # reductions over the same leading axes of one shape share the pass: one read of x
     files = _compile("reductions", "column_stats", "ptx")
     manifest = json.loads(files["column_stats.manifest.json"])

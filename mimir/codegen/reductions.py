@@ -970,7 +970,10 @@ def _column_moments(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, i
     again, from the cache). With slabs, each stores its sum s and squares q (at
     `at_partial` in the first and the second half of the partials), and the combine
     folds sum(s) for the mean m of the column, then sum(q + n (s / n - m)^2) over the
-    slabs of n rows (Chan's parallel variance, as `_combine_moments`)."""
+    slabs of n rows (Chan's parallel variance, as `_combine_moments`).
+
+    Reductions of the same layout (`Plan.reductions`: the mean beside the variance of a
+    batch norm) are folded in the first pass, as `_columns` folds them."""
     assert c.plan.root is not None
     body = c.body
     tile = _column_tile(c, red)
@@ -978,29 +981,44 @@ def _column_moments(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, i
     size = size_ir(_column_size(red, tile))
     count = size_ir(red.count)
     partials = c.plan.writes[0] if c.plan.kind == "partial" else c.plan.partials
+    members = []
+    for p in c.plan.reductions:
+        buffer = p.writes[0] if p.kind == "partial" else p.partials
+        assert p.root is not None
+        members.append(Member(p.root, c.ev.reduction(p.root), buffer or "", p.outputs()))
+    names = [f"$columns{k}" for k in range(len(members))]
+    folds = [(m.red.name, m.red.acc, name) for m, name in zip(members, names, strict=True)]
 
-    def finish(squares: Expr) -> None:
+    def finish(squares: Expr, totals: list[Expr]) -> None:
         divisor = lw.convert(size_ir(sz.simplify(BinOp("-", red.count, ddof))), uint32, float32)
         value = body.let(lw.bin_("/", squares, divisor), "var")
         if red.name == "std":
             value = body.let(lw.call("mimir_sqrt", value), "std")
         with body.if_(tile.mine):
             _finish(c, red, tile.o, value)
+            for m, total in zip(members, totals, strict=True):
+                _finish(c, m.red, tile.o, total, m.root, m.outputs)
 
-    def total(fold: Any, name: str) -> Expr:
-        (value,) = tile.lanes([("sum", float32, name)], fold)
-        return value
+    def totals(fold: Any, name: str, more: list[Any] = []) -> list[Expr]:  # noqa: B006
+        return tile.lanes([("sum", float32, name), *more], fold)
 
     def combined() -> None:
         assert partials is not None
 
         def sums(add: Any) -> None:
-            at = lambda k: body.let(tile.at_partial(k), "at")  # noqa: E731
-            strided(body, tile.lane, size_ir(tile.slabs), COLUMN_LANES,
-                    lambda k: add([Load(partials, at(k), "f32")]))  # fmt: skip
+            def visit(k: Expr) -> None:
+                at = body.let(tile.at_partial(k), "at")
+                loads = [Load(partials, at, "f32")]
+                for m in members:
+                    loaded = Load(m.partials, at, lw.STORAGE[m.red.acc])
+                    loads.append(body.let(lw.from_storage(loaded, m.red.acc), "partial"))
+                add(loads)
 
+            strided(body, tile.lane, size_ir(tile.slabs), COLUMN_LANES, visit)
+
+        first, *more = totals(sums, "$sum", folds)
         whole = lw.convert(count, uint32, float32)
-        mean = body.let(lw.bin_("/", total(sums, "$sum"), whole), "mean")
+        mean = body.let(lw.bin_("/", first, whole), "mean")
 
         def squares(add: Any) -> None:
             def visit(k: Expr) -> None:
@@ -1016,14 +1034,14 @@ def _column_moments(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, i
 
             strided(body, tile.lane, size_ir(tile.slabs), COLUMN_LANES, visit)
 
-        finish(total(squares, "$squares"))
+        (q,) = totals(squares, "$squares")
+        finish(q, more)
 
     if tile.combine_only:
         combined()
         return (COLUMNS * COLUMN_LANES, 1, 1), tile.dispatch
-    fold = _column_reads(c, tile, [red])
+    s, *more = totals(_column_reads(c, tile, [red, *(m.red for m in members)]), "$sum", folds)
     first, end = tile.rows()
-    s = total(fold, "$sum")
     n = lw.convert(ibin("-", end, first), uint32, float32)
     mean = body.let(lw.bin_("/", s, n), "mean")
 
@@ -1031,15 +1049,18 @@ def _column_moments(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, i
         d = body.let(lw.bin_("-", values[0], mean), "d")
         return [lw.bin_("*", d, d)]
 
-    q = total(lambda add: fold(add, deviation), "$squares")
+    fold = _column_reads(c, tile, [red])
+    (q,) = totals(lambda add: fold(add, deviation), "$squares")
     if not tile.slabbed:
-        finish(q)
+        finish(q, more)
         return (COLUMNS * COLUMN_LANES, 1, 1), tile.dispatch
     assert partials is not None
     with body.if_(tile.mine):
         at = body.let(tile.at_partial(tile.slab), "at")
         body.emit(Store(partials, at, lw.to_storage(s, float32)))
         body.emit(Store(partials, ibin("+", size, at), lw.to_storage(q, float32)))
+        for m, total in zip(members, more, strict=True):
+            body.emit(Store(m.partials, at, lw.to_storage(total, m.red.acc)))
     if c.plan.kind != "partial":
         tile.handoff(combined)
     return (COLUMNS * COLUMN_LANES, 1, 1), tile.dispatch

@@ -810,23 +810,27 @@ def _merge_whole_reductions(
 
     def column(plan: Plan) -> tuple[Any, ...] | None:
         """A column reduction's input shape, axes and launch form (`_columns`)."""
-        if plan.kind not in ("partial", "reduce") or plan.root is None:
+        if plan.kind not in ("partial", "reduce", "moments") or plan.root is None:
             return None
-        if root_kind(ev.kg, plan.root) != "reduce":
+        if root_kind(ev.kg, plan.root) not in ("reduce", "moments"):
             return None
         red = ev.reduction(plan.root)
         if column_layout(red) is None:
             return None
-        form = (plan.kind, plan.counter is not None, plan.partials is not None)
+        form = (plan.kind == "partial", plan.counter is not None, plan.partials is not None)
         return tuple(sz.key(s) for s in red.shape), tuple(red.axes), form
 
     def column_pass(group: list[Plan]) -> list[Plan] | None:
         """The launches of the column pass just before `group` (a column reduction's)
-        that it may join: the same input shape, axes and launches."""
+        that it may join: the same input shape, axes and launches, and a `var` at most
+        among them (it leads: `_column_moments` folds the others)."""
         lead = out[-len(group) :] if len(out) >= len(group) else []
         if not lead or [column(p) for p in lead] != [column(p) for p in group]:
             return None
         if lead[0].root != lead[-1].root:
+            return None
+        plans = [lead[0], *lead[0].reductions, group[0]]
+        if sum(root_kind(ev.kg, p.root or 0) == "moments" for p in plans) > 1:
             return None
         return lead
 
@@ -851,8 +855,14 @@ def _merge_whole_reductions(
             assert plan.root is not None
             x = ev.resolve(ev.reduction(plan.root).x)
             if joins(lead[0], keys(x), [x], group[-1].node):
-                for into, member in zip(lead, group, strict=True):
-                    into.reductions.append(member)
+                if root_kind(ev.kg, plan.root) == "moments":  # the var leads the pass
+                    for into, member in zip(lead, group, strict=True):
+                        member.reductions = [into, *into.reductions]
+                        into.reductions = []
+                    out[-len(group) :] = group
+                else:
+                    for into, member in zip(lead, group, strict=True):
+                        into.reductions.append(member)
                 k += len(group)
                 continue
         shape = whole(plan) if plan.kind == "partial" or one else None

@@ -42,213 +42,216 @@ kernel void sample_std_0_moments(
     const uint first9 = slab1 * 256u;
     const uint stop10 = first9 + 256u;
     const uint end11 = (stop10 < u.S ? stop10 : u.S);
-    const uint first12 = slab1 * 256u;
-    const uint stop13 = first12 + 256u;
-    const uint end14 = (stop13 < u.S ? stop13 : u.S);
-    float acc15 = 0.0f;
+    float acc12 = 0.0f;
     if (col7 < u.C) {
-        const uint last16 = (end11 > 24u ? end11 - 24u : 0u);
-        uint rest17 = first9 + lane6;
-        for (uint r18 = first9 + lane6; r18 < last16; r18 += 32u) {
-            const uint i19 = r18 * u.C + col7;
-            const float v20 = x[i19];
-            acc15 = acc15 + v20;
-            const uint i21 = (r18 + 8u) * u.C + col7;
-            const float v22 = x[i21];
-            acc15 = acc15 + v22;
-            const uint i23 = (r18 + 16u) * u.C + col7;
-            const float v24 = x[i23];
-            acc15 = acc15 + v24;
-            const uint i25 = (r18 + 24u) * u.C + col7;
-            const float v26 = x[i25];
-            acc15 = acc15 + v26;
-            rest17 = r18 + 32u;
+        const uint last13 = (end11 > 24u ? end11 - 24u : 0u);
+        uint rest14 = first9 + lane6;
+        for (uint r15 = first9 + lane6; r15 < last13; r15 += 32u) {
+            const uint i16 = r15 * u.C + col7;
+            const float v17 = x[i16];
+            acc12 = acc12 + v17;
+            const uint i18 = (r15 + 8u) * u.C + col7;
+            const float v19 = x[i18];
+            acc12 = acc12 + v19;
+            const uint i20 = (r15 + 16u) * u.C + col7;
+            const float v21 = x[i20];
+            acc12 = acc12 + v21;
+            const uint i22 = (r15 + 24u) * u.C + col7;
+            const float v23 = x[i22];
+            acc12 = acc12 + v23;
+            rest14 = r15 + 32u;
         }
-        for (uint r27 = rest17; r27 < end11; r27 += 8u) {
-            const uint i28 = r27 * u.C + col7;
-            const float v29 = x[i28];
-            acc15 = acc15 + v29;
+        for (uint r24 = rest14; r24 < end11; r24 += 8u) {
+            const uint i25 = r24 * u.C + col7;
+            const float v26 = x[i25];
+            acc12 = acc12 + v26;
         }
     }
-    sum[lid.x] = acc15;
+    sum[lid.x] = acc12;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    float total30 = sum[column5];
-    const float lane31 = sum[column5 + 32u];
-    total30 = total30 + lane31;
-    const float lane32 = sum[column5 + 64u];
-    total30 = total30 + lane32;
-    const float lane33 = sum[column5 + 96u];
-    total30 = total30 + lane33;
-    const float lane34 = sum[column5 + 128u];
-    total30 = total30 + lane34;
-    const float lane35 = sum[column5 + 160u];
-    total30 = total30 + lane35;
-    const float lane36 = sum[column5 + 192u];
-    total30 = total30 + lane36;
-    const float lane37 = sum[column5 + 224u];
-    total30 = total30 + lane37;
-    const float mean38 = total30 / float(end14 - first12);
-    float acc39 = 0.0f;
+    float total27 = sum[column5];
+    const float lane28 = sum[column5 + 32u];
+    total27 = total27 + lane28;
+    const float lane29 = sum[column5 + 64u];
+    total27 = total27 + lane29;
+    const float lane30 = sum[column5 + 96u];
+    total27 = total27 + lane30;
+    const float lane31 = sum[column5 + 128u];
+    total27 = total27 + lane31;
+    const float lane32 = sum[column5 + 160u];
+    total27 = total27 + lane32;
+    const float lane33 = sum[column5 + 192u];
+    total27 = total27 + lane33;
+    const float lane34 = sum[column5 + 224u];
+    total27 = total27 + lane34;
+    const uint first35 = slab1 * 256u;
+    const uint stop36 = first35 + 256u;
+    const uint end37 = (stop36 < u.S ? stop36 : u.S);
+    const float mean38 = total27 / float(end37 - first35);
+    const uint first39 = slab1 * 256u;
+    const uint stop40 = first39 + 256u;
+    const uint end41 = (stop40 < u.S ? stop40 : u.S);
+    float acc42 = 0.0f;
     if (col7 < u.C) {
-        const uint last40 = (end11 > 24u ? end11 - 24u : 0u);
-        uint rest41 = first9 + lane6;
-        for (uint r42 = first9 + lane6; r42 < last40; r42 += 32u) {
-            const uint i43 = r42 * u.C + col7;
-            const float v44 = x[i43];
-            const float d45 = v44 - mean38;
-            acc39 = fma(d45, d45, acc39);
-            const uint i46 = (r42 + 8u) * u.C + col7;
+        const uint last43 = (end41 > 24u ? end41 - 24u : 0u);
+        uint rest44 = first39 + lane6;
+        for (uint r45 = first39 + lane6; r45 < last43; r45 += 32u) {
+            const uint i46 = r45 * u.C + col7;
             const float v47 = x[i46];
             const float d48 = v47 - mean38;
-            acc39 = fma(d48, d48, acc39);
-            const uint i49 = (r42 + 16u) * u.C + col7;
+            acc42 = fma(d48, d48, acc42);
+            const uint i49 = (r45 + 8u) * u.C + col7;
             const float v50 = x[i49];
             const float d51 = v50 - mean38;
-            acc39 = fma(d51, d51, acc39);
-            const uint i52 = (r42 + 24u) * u.C + col7;
+            acc42 = fma(d51, d51, acc42);
+            const uint i52 = (r45 + 16u) * u.C + col7;
             const float v53 = x[i52];
             const float d54 = v53 - mean38;
-            acc39 = fma(d54, d54, acc39);
-            rest41 = r42 + 32u;
+            acc42 = fma(d54, d54, acc42);
+            const uint i55 = (r45 + 24u) * u.C + col7;
+            const float v56 = x[i55];
+            const float d57 = v56 - mean38;
+            acc42 = fma(d57, d57, acc42);
+            rest44 = r45 + 32u;
         }
-        for (uint r55 = rest41; r55 < end11; r55 += 8u) {
-            const uint i56 = r55 * u.C + col7;
-            const float v57 = x[i56];
-            const float d58 = v57 - mean38;
-            acc39 = fma(d58, d58, acc39);
+        for (uint r58 = rest44; r58 < end41; r58 += 8u) {
+            const uint i59 = r58 * u.C + col7;
+            const float v60 = x[i59];
+            const float d61 = v60 - mean38;
+            acc42 = fma(d61, d61, acc42);
         }
     }
-    squares[lid.x] = acc39;
+    squares[lid.x] = acc42;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    float total59 = squares[column5];
-    const float lane60 = squares[column5 + 32u];
-    total59 = total59 + lane60;
-    const float lane61 = squares[column5 + 64u];
-    total59 = total59 + lane61;
-    const float lane62 = squares[column5 + 96u];
-    total59 = total59 + lane62;
-    const float lane63 = squares[column5 + 128u];
-    total59 = total59 + lane63;
-    const float lane64 = squares[column5 + 160u];
-    total59 = total59 + lane64;
-    const float lane65 = squares[column5 + 192u];
-    total59 = total59 + lane65;
-    const float lane66 = squares[column5 + 224u];
-    total59 = total59 + lane66;
+    float total62 = squares[column5];
+    const float lane63 = squares[column5 + 32u];
+    total62 = total62 + lane63;
+    const float lane64 = squares[column5 + 64u];
+    total62 = total62 + lane64;
+    const float lane65 = squares[column5 + 96u];
+    total62 = total62 + lane65;
+    const float lane66 = squares[column5 + 128u];
+    total62 = total62 + lane66;
+    const float lane67 = squares[column5 + 160u];
+    total62 = total62 + lane67;
+    const float lane68 = squares[column5 + 192u];
+    total62 = total62 + lane68;
+    const float lane69 = squares[column5 + 224u];
+    total62 = total62 + lane69;
     if ((lane6 == 0u) && (col7 < u.C)) {
-        const uint at67 = (outer4 * ((u.S + 256u - 1u) >> 8u) + slab1) * u.C + col7;
-        scratch0[at67] = total30;
-        scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at67] = total59;
+        const uint at70 = (outer4 * ((u.S + 256u - 1u) >> 8u) + slab1) * u.C + col7;
+        scratch0[at70] = total27;
+        scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at70] = total62;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot68 = outer4 * ((u.C + 32u - 1u) >> 5u) + tile3;
-    const uint last69 = ((u.S + 256u - 1u) >> 8u) - 1u;
+    const uint slot71 = outer4 * ((u.C + 32u - 1u) >> 5u) + tile3;
+    const uint last72 = ((u.S + 256u - 1u) >> 8u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old70 = atomic_fetch_add_explicit(&scratch1[slot68], 1u, memory_order_relaxed);
-        if (old70 == last69) {
+        const uint old73 = atomic_fetch_add_explicit(&scratch1[slot71], 1u, memory_order_relaxed);
+        if (old73 == last72) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old70;
+        ticket[0u] = old73;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket71 = ticket[0u];
-    if (ticket71 != last69) {
+    const uint ticket74 = ticket[0u];
+    if (ticket74 != last72) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    float acc72 = 0.0f;
+    float acc75 = 0.0f;
     if (col7 < u.C) {
-        const uint last73 = (((u.S + 256u - 1u) >> 8u) > 24u ? ((u.S + 256u - 1u) >> 8u) - 24u : 0u);
-        uint rest74 = lane6;
-        for (uint r75 = lane6; r75 < last73; r75 += 32u) {
-            const uint at76 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r75) * u.C + col7;
-            acc72 = acc72 + scratch0[at76];
-            const uint at77 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r75 + 8u)) * u.C + col7;
-            acc72 = acc72 + scratch0[at77];
-            const uint at78 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r75 + 16u)) * u.C + col7;
-            acc72 = acc72 + scratch0[at78];
-            const uint at79 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r75 + 24u)) * u.C + col7;
-            acc72 = acc72 + scratch0[at79];
-            rest74 = r75 + 32u;
+        const uint last76 = (((u.S + 256u - 1u) >> 8u) > 24u ? ((u.S + 256u - 1u) >> 8u) - 24u : 0u);
+        uint rest77 = lane6;
+        for (uint r78 = lane6; r78 < last76; r78 += 32u) {
+            const uint at79 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r78) * u.C + col7;
+            acc75 = acc75 + scratch0[at79];
+            const uint at80 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r78 + 8u)) * u.C + col7;
+            acc75 = acc75 + scratch0[at80];
+            const uint at81 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r78 + 16u)) * u.C + col7;
+            acc75 = acc75 + scratch0[at81];
+            const uint at82 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r78 + 24u)) * u.C + col7;
+            acc75 = acc75 + scratch0[at82];
+            rest77 = r78 + 32u;
         }
-        for (uint r80 = rest74; r80 < (u.S + 256u - 1u) >> 8u; r80 += 8u) {
-            const uint at81 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r80) * u.C + col7;
-            acc72 = acc72 + scratch0[at81];
+        for (uint r83 = rest77; r83 < (u.S + 256u - 1u) >> 8u; r83 += 8u) {
+            const uint at84 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r83) * u.C + col7;
+            acc75 = acc75 + scratch0[at84];
         }
     }
-    sum[lid.x] = acc72;
+    sum[lid.x] = acc75;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    float total82 = sum[column5];
-    const float lane83 = sum[column5 + 32u];
-    total82 = total82 + lane83;
-    const float lane84 = sum[column5 + 64u];
-    total82 = total82 + lane84;
-    const float lane85 = sum[column5 + 96u];
-    total82 = total82 + lane85;
-    const float lane86 = sum[column5 + 128u];
-    total82 = total82 + lane86;
-    const float lane87 = sum[column5 + 160u];
-    total82 = total82 + lane87;
-    const float lane88 = sum[column5 + 192u];
-    total82 = total82 + lane88;
-    const float lane89 = sum[column5 + 224u];
-    total82 = total82 + lane89;
-    const float mean90 = total82 / float(u.S);
-    float acc91 = 0.0f;
+    float total85 = sum[column5];
+    const float lane86 = sum[column5 + 32u];
+    total85 = total85 + lane86;
+    const float lane87 = sum[column5 + 64u];
+    total85 = total85 + lane87;
+    const float lane88 = sum[column5 + 96u];
+    total85 = total85 + lane88;
+    const float lane89 = sum[column5 + 128u];
+    total85 = total85 + lane89;
+    const float lane90 = sum[column5 + 160u];
+    total85 = total85 + lane90;
+    const float lane91 = sum[column5 + 192u];
+    total85 = total85 + lane91;
+    const float lane92 = sum[column5 + 224u];
+    total85 = total85 + lane92;
+    const float mean93 = total85 / float(u.S);
+    float acc94 = 0.0f;
     if (col7 < u.C) {
-        const uint last92 = (((u.S + 256u - 1u) >> 8u) > 24u ? ((u.S + 256u - 1u) >> 8u) - 24u : 0u);
-        uint rest93 = lane6;
-        for (uint r94 = lane6; r94 < last92; r94 += 32u) {
-            const uint at95 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r94) * u.C + col7;
-            const float n96 = float((u.S - r94 * 256u < 256u ? u.S - r94 * 256u : 256u));
-            const float d97 = scratch0[at95] / n96 - mean90;
-            acc91 = acc91 + ((u.S - r94 * 256u < 256u ? u.S - r94 * 256u : 256u) > 0u ? fma(n96, d97 * d97, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at95]) : 0.0f);
-            const uint at98 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r94 + 8u)) * u.C + col7;
-            const float n99 = float((u.S - (r94 + 8u) * 256u < 256u ? u.S - (r94 + 8u) * 256u : 256u));
-            const float d100 = scratch0[at98] / n99 - mean90;
-            acc91 = acc91 + ((u.S - (r94 + 8u) * 256u < 256u ? u.S - (r94 + 8u) * 256u : 256u) > 0u ? fma(n99, d100 * d100, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at98]) : 0.0f);
-            const uint at101 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r94 + 16u)) * u.C + col7;
-            const float n102 = float((u.S - (r94 + 16u) * 256u < 256u ? u.S - (r94 + 16u) * 256u : 256u));
-            const float d103 = scratch0[at101] / n102 - mean90;
-            acc91 = acc91 + ((u.S - (r94 + 16u) * 256u < 256u ? u.S - (r94 + 16u) * 256u : 256u) > 0u ? fma(n102, d103 * d103, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at101]) : 0.0f);
-            const uint at104 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r94 + 24u)) * u.C + col7;
-            const float n105 = float((u.S - (r94 + 24u) * 256u < 256u ? u.S - (r94 + 24u) * 256u : 256u));
-            const float d106 = scratch0[at104] / n105 - mean90;
-            acc91 = acc91 + ((u.S - (r94 + 24u) * 256u < 256u ? u.S - (r94 + 24u) * 256u : 256u) > 0u ? fma(n105, d106 * d106, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at104]) : 0.0f);
-            rest93 = r94 + 32u;
+        const uint last95 = (((u.S + 256u - 1u) >> 8u) > 24u ? ((u.S + 256u - 1u) >> 8u) - 24u : 0u);
+        uint rest96 = lane6;
+        for (uint r97 = lane6; r97 < last95; r97 += 32u) {
+            const uint at98 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r97) * u.C + col7;
+            const float n99 = float((u.S - r97 * 256u < 256u ? u.S - r97 * 256u : 256u));
+            const float d100 = scratch0[at98] / n99 - mean93;
+            acc94 = acc94 + ((u.S - r97 * 256u < 256u ? u.S - r97 * 256u : 256u) > 0u ? fma(n99, d100 * d100, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at98]) : 0.0f);
+            const uint at101 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r97 + 8u)) * u.C + col7;
+            const float n102 = float((u.S - (r97 + 8u) * 256u < 256u ? u.S - (r97 + 8u) * 256u : 256u));
+            const float d103 = scratch0[at101] / n102 - mean93;
+            acc94 = acc94 + ((u.S - (r97 + 8u) * 256u < 256u ? u.S - (r97 + 8u) * 256u : 256u) > 0u ? fma(n102, d103 * d103, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at101]) : 0.0f);
+            const uint at104 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r97 + 16u)) * u.C + col7;
+            const float n105 = float((u.S - (r97 + 16u) * 256u < 256u ? u.S - (r97 + 16u) * 256u : 256u));
+            const float d106 = scratch0[at104] / n105 - mean93;
+            acc94 = acc94 + ((u.S - (r97 + 16u) * 256u < 256u ? u.S - (r97 + 16u) * 256u : 256u) > 0u ? fma(n105, d106 * d106, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at104]) : 0.0f);
+            const uint at107 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r97 + 24u)) * u.C + col7;
+            const float n108 = float((u.S - (r97 + 24u) * 256u < 256u ? u.S - (r97 + 24u) * 256u : 256u));
+            const float d109 = scratch0[at107] / n108 - mean93;
+            acc94 = acc94 + ((u.S - (r97 + 24u) * 256u < 256u ? u.S - (r97 + 24u) * 256u : 256u) > 0u ? fma(n108, d109 * d109, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at107]) : 0.0f);
+            rest96 = r97 + 32u;
         }
-        for (uint r107 = rest93; r107 < (u.S + 256u - 1u) >> 8u; r107 += 8u) {
-            const uint at108 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r107) * u.C + col7;
-            const float n109 = float((u.S - r107 * 256u < 256u ? u.S - r107 * 256u : 256u));
-            const float d110 = scratch0[at108] / n109 - mean90;
-            acc91 = acc91 + ((u.S - r107 * 256u < 256u ? u.S - r107 * 256u : 256u) > 0u ? fma(n109, d110 * d110, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at108]) : 0.0f);
+        for (uint r110 = rest96; r110 < (u.S + 256u - 1u) >> 8u; r110 += 8u) {
+            const uint at111 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r110) * u.C + col7;
+            const float n112 = float((u.S - r110 * 256u < 256u ? u.S - r110 * 256u : 256u));
+            const float d113 = scratch0[at111] / n112 - mean93;
+            acc94 = acc94 + ((u.S - r110 * 256u < 256u ? u.S - r110 * 256u : 256u) > 0u ? fma(n112, d113 * d113, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at111]) : 0.0f);
         }
     }
-    squares[lid.x] = acc91;
+    squares[lid.x] = acc94;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    float total111 = squares[column5];
-    const float lane112 = squares[column5 + 32u];
-    total111 = total111 + lane112;
-    const float lane113 = squares[column5 + 64u];
-    total111 = total111 + lane113;
-    const float lane114 = squares[column5 + 96u];
-    total111 = total111 + lane114;
-    const float lane115 = squares[column5 + 128u];
-    total111 = total111 + lane115;
-    const float lane116 = squares[column5 + 160u];
-    total111 = total111 + lane116;
-    const float lane117 = squares[column5 + 192u];
-    total111 = total111 + lane117;
-    const float lane118 = squares[column5 + 224u];
-    total111 = total111 + lane118;
-    const float var119 = total111 / float(u.S - 1u);
-    const float std120 = mimir_sqrt(var119);
+    float total114 = squares[column5];
+    const float lane115 = squares[column5 + 32u];
+    total114 = total114 + lane115;
+    const float lane116 = squares[column5 + 64u];
+    total114 = total114 + lane116;
+    const float lane117 = squares[column5 + 96u];
+    total114 = total114 + lane117;
+    const float lane118 = squares[column5 + 128u];
+    total114 = total114 + lane118;
+    const float lane119 = squares[column5 + 160u];
+    total114 = total114 + lane119;
+    const float lane120 = squares[column5 + 192u];
+    total114 = total114 + lane120;
+    const float lane121 = squares[column5 + 224u];
+    total114 = total114 + lane121;
+    const float var122 = total114 / float(u.S - 1u);
+    const float std123 = mimir_sqrt(var122);
     if ((lane6 == 0u) && (col7 < u.C)) {
-        out[o8] = std120;
+        out[o8] = std123;
     }
     if (lid.x == 0u) {
-        atomic_fetch_add_explicit(&scratch1[slot68], 0u - ((u.S + 256u - 1u) >> 8u), memory_order_relaxed);
+        atomic_fetch_add_explicit(&scratch1[slot71], 0u - ((u.S + 256u - 1u) >> 8u), memory_order_relaxed);
     }
 }

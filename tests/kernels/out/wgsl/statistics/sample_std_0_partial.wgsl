@@ -31,102 +31,105 @@ fn sample_std_0_partial(
     let first9: u32 = slab1 * 256u;
     let stop10: u32 = first9 + 256u;
     let end11: u32 = select(u.S, stop10, stop10 < u.S);
-    let first12: u32 = slab1 * 256u;
-    let stop13: u32 = first12 + 256u;
-    let end14: u32 = select(u.S, stop13, stop13 < u.S);
-    var acc15: f32 = 0.0f;
+    var acc12: f32 = 0.0f;
     if (col7 < u.C) {
-        let last16: u32 = select(0u, end11 - 24u, end11 > 24u);
-        var rest17: u32 = first9 + lane6;
-        for (var r18: u32 = first9 + lane6; r18 < last16; r18 += 32u) {
-            let i19: u32 = r18 * u.C + col7;
-            let v20: f32 = x[i19];
-            acc15 = acc15 + v20;
-            let i21: u32 = (r18 + 8u) * u.C + col7;
-            let v22: f32 = x[i21];
-            acc15 = acc15 + v22;
-            let i23: u32 = (r18 + 16u) * u.C + col7;
-            let v24: f32 = x[i23];
-            acc15 = acc15 + v24;
-            let i25: u32 = (r18 + 24u) * u.C + col7;
-            let v26: f32 = x[i25];
-            acc15 = acc15 + v26;
-            rest17 = r18 + 32u;
+        let last13: u32 = select(0u, end11 - 24u, end11 > 24u);
+        var rest14: u32 = first9 + lane6;
+        for (var r15: u32 = first9 + lane6; r15 < last13; r15 += 32u) {
+            let i16: u32 = r15 * u.C + col7;
+            let v17: f32 = x[i16];
+            acc12 = acc12 + v17;
+            let i18: u32 = (r15 + 8u) * u.C + col7;
+            let v19: f32 = x[i18];
+            acc12 = acc12 + v19;
+            let i20: u32 = (r15 + 16u) * u.C + col7;
+            let v21: f32 = x[i20];
+            acc12 = acc12 + v21;
+            let i22: u32 = (r15 + 24u) * u.C + col7;
+            let v23: f32 = x[i22];
+            acc12 = acc12 + v23;
+            rest14 = r15 + 32u;
         }
-        for (var r27: u32 = rest17; r27 < end11; r27 += 8u) {
-            let i28: u32 = r27 * u.C + col7;
-            let v29: f32 = x[i28];
-            acc15 = acc15 + v29;
+        for (var r24: u32 = rest14; r24 < end11; r24 += 8u) {
+            let i25: u32 = r24 * u.C + col7;
+            let v26: f32 = x[i25];
+            acc12 = acc12 + v26;
         }
     }
-    sum[lid.x] = acc15;
+    sum[lid.x] = acc12;
     workgroupBarrier();
-    var total30: f32 = sum[column5];
-    let lane31: f32 = sum[column5 + 32u];
-    total30 = total30 + lane31;
-    let lane32: f32 = sum[column5 + 64u];
-    total30 = total30 + lane32;
-    let lane33: f32 = sum[column5 + 96u];
-    total30 = total30 + lane33;
-    let lane34: f32 = sum[column5 + 128u];
-    total30 = total30 + lane34;
-    let lane35: f32 = sum[column5 + 160u];
-    total30 = total30 + lane35;
-    let lane36: f32 = sum[column5 + 192u];
-    total30 = total30 + lane36;
-    let lane37: f32 = sum[column5 + 224u];
-    total30 = total30 + lane37;
-    let mean38: f32 = total30 / f32(end14 - first12);
-    var acc39: f32 = 0.0f;
+    var total27: f32 = sum[column5];
+    let lane28: f32 = sum[column5 + 32u];
+    total27 = total27 + lane28;
+    let lane29: f32 = sum[column5 + 64u];
+    total27 = total27 + lane29;
+    let lane30: f32 = sum[column5 + 96u];
+    total27 = total27 + lane30;
+    let lane31: f32 = sum[column5 + 128u];
+    total27 = total27 + lane31;
+    let lane32: f32 = sum[column5 + 160u];
+    total27 = total27 + lane32;
+    let lane33: f32 = sum[column5 + 192u];
+    total27 = total27 + lane33;
+    let lane34: f32 = sum[column5 + 224u];
+    total27 = total27 + lane34;
+    let first35: u32 = slab1 * 256u;
+    let stop36: u32 = first35 + 256u;
+    let end37: u32 = select(u.S, stop36, stop36 < u.S);
+    let mean38: f32 = total27 / f32(end37 - first35);
+    let first39: u32 = slab1 * 256u;
+    let stop40: u32 = first39 + 256u;
+    let end41: u32 = select(u.S, stop40, stop40 < u.S);
+    var acc42: f32 = 0.0f;
     if (col7 < u.C) {
-        let last40: u32 = select(0u, end11 - 24u, end11 > 24u);
-        var rest41: u32 = first9 + lane6;
-        for (var r42: u32 = first9 + lane6; r42 < last40; r42 += 32u) {
-            let i43: u32 = r42 * u.C + col7;
-            let v44: f32 = x[i43];
-            let d45: f32 = v44 - mean38;
-            acc39 = fma(d45, d45, acc39);
-            let i46: u32 = (r42 + 8u) * u.C + col7;
+        let last43: u32 = select(0u, end41 - 24u, end41 > 24u);
+        var rest44: u32 = first39 + lane6;
+        for (var r45: u32 = first39 + lane6; r45 < last43; r45 += 32u) {
+            let i46: u32 = r45 * u.C + col7;
             let v47: f32 = x[i46];
             let d48: f32 = v47 - mean38;
-            acc39 = fma(d48, d48, acc39);
-            let i49: u32 = (r42 + 16u) * u.C + col7;
+            acc42 = fma(d48, d48, acc42);
+            let i49: u32 = (r45 + 8u) * u.C + col7;
             let v50: f32 = x[i49];
             let d51: f32 = v50 - mean38;
-            acc39 = fma(d51, d51, acc39);
-            let i52: u32 = (r42 + 24u) * u.C + col7;
+            acc42 = fma(d51, d51, acc42);
+            let i52: u32 = (r45 + 16u) * u.C + col7;
             let v53: f32 = x[i52];
             let d54: f32 = v53 - mean38;
-            acc39 = fma(d54, d54, acc39);
-            rest41 = r42 + 32u;
+            acc42 = fma(d54, d54, acc42);
+            let i55: u32 = (r45 + 24u) * u.C + col7;
+            let v56: f32 = x[i55];
+            let d57: f32 = v56 - mean38;
+            acc42 = fma(d57, d57, acc42);
+            rest44 = r45 + 32u;
         }
-        for (var r55: u32 = rest41; r55 < end11; r55 += 8u) {
-            let i56: u32 = r55 * u.C + col7;
-            let v57: f32 = x[i56];
-            let d58: f32 = v57 - mean38;
-            acc39 = fma(d58, d58, acc39);
+        for (var r58: u32 = rest44; r58 < end41; r58 += 8u) {
+            let i59: u32 = r58 * u.C + col7;
+            let v60: f32 = x[i59];
+            let d61: f32 = v60 - mean38;
+            acc42 = fma(d61, d61, acc42);
         }
     }
-    squares[lid.x] = acc39;
+    squares[lid.x] = acc42;
     workgroupBarrier();
-    var total59: f32 = squares[column5];
-    let lane60: f32 = squares[column5 + 32u];
-    total59 = total59 + lane60;
-    let lane61: f32 = squares[column5 + 64u];
-    total59 = total59 + lane61;
-    let lane62: f32 = squares[column5 + 96u];
-    total59 = total59 + lane62;
-    let lane63: f32 = squares[column5 + 128u];
-    total59 = total59 + lane63;
-    let lane64: f32 = squares[column5 + 160u];
-    total59 = total59 + lane64;
-    let lane65: f32 = squares[column5 + 192u];
-    total59 = total59 + lane65;
-    let lane66: f32 = squares[column5 + 224u];
-    total59 = total59 + lane66;
+    var total62: f32 = squares[column5];
+    let lane63: f32 = squares[column5 + 32u];
+    total62 = total62 + lane63;
+    let lane64: f32 = squares[column5 + 64u];
+    total62 = total62 + lane64;
+    let lane65: f32 = squares[column5 + 96u];
+    total62 = total62 + lane65;
+    let lane66: f32 = squares[column5 + 128u];
+    total62 = total62 + lane66;
+    let lane67: f32 = squares[column5 + 160u];
+    total62 = total62 + lane67;
+    let lane68: f32 = squares[column5 + 192u];
+    total62 = total62 + lane68;
+    let lane69: f32 = squares[column5 + 224u];
+    total62 = total62 + lane69;
     if ((lane6 == 0u) && (col7 < u.C)) {
-        let at67: u32 = (outer4 * ((u.S + 256u - 1u) >> 8u) + slab1) * u.C + col7;
-        scratch0[at67] = total30;
-        scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at67] = total59;
+        let at70: u32 = (outer4 * ((u.S + 256u - 1u) >> 8u) + slab1) * u.C + col7;
+        scratch0[at70] = total27;
+        scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at70] = total62;
     }
 }
