@@ -476,6 +476,12 @@ def _element(c: KernelContext, red: Reduction, o: Expr | None = None) -> Any:
     return read
 
 
+def _kept_axes(c: KernelContext, red: Reduction) -> list[Expr]:
+    """The kept axes' indices of a reduction to one element (all 0: a kept axis of size
+    1, `x.sum(axis=1)` of a (1, N) tensor), for `_element`'s `read`."""
+    return Idx(red.kept_shape, flat=u32(0)).axes(c.body)
+
+
 def _row_base(c: KernelContext, red: Reduction, o: Expr | None) -> Expr | None:
     """The flat offset of output element `o`'s row, for a reduction over the last axis
     alone (else None); the same variable each time it is asked for in a block."""
@@ -600,7 +606,8 @@ def _partial(c: KernelContext, members: list[Member]) -> tuple[Any, Expr]:
         if c.plan.elements:
             c.write(Idx(red.shape, flat=r), outputs=c.plan.elements)
         for acc, m, read in zip(accs, members, reads, strict=True):
-            body.emit(Assign(acc, _combiner(m.red.name, m.red.acc)(acc, read(r, []))))
+            value = read(r, _kept_axes(c, m.red))
+            body.emit(Assign(acc, _combiner(m.red.name, m.red.acc)(acc, value)))
 
     if plan is not None:
         chunk(visit)
@@ -1946,7 +1953,8 @@ def _moment_chunk(c: KernelContext, red: Reduction, partials: str) -> tuple[Any,
 
     def fold(step: Any, shared: str) -> Expr:
         acc = body.var(lw.const(0, "f32"), "acc")
-        visit = lambda r: body.emit(Assign(acc, lw.bin_("+", acc, step(read(r, [])))))  # noqa: E731
+        kept = _kept_axes(c, red)
+        visit = lambda r: body.emit(Assign(acc, lw.bin_("+", acc, step(read(r, kept)))))  # noqa: E731
         strided(body, ibin("+", start, lid), end, SPLIT_WG, visit)
         return group_total(body, c.shared, acc, "add", SPLIT_WG, shared)
 
@@ -2107,7 +2115,8 @@ def _arg_chunk(c: KernelContext, red: Reduction) -> tuple[Any, Expr]:
         strided(body, ibin("+", start, lid), end, SPLIT_WG, visit)
         return group_total(body, c.shared, acc, op, SPLIT_WG, shared)
 
-    best, where = _best_and_first(body, red, lambda r: read(r, []), fold, ("$best", "$first"))
+    kept = _kept_axes(c, red)
+    best, where = _best_and_first(body, red, lambda r: read(r, kept), fold, ("$best", "$first"))
     values = c.plan.writes[0] if c.plan.kind == "partial" else c.plan.partials
     positions = c.plan.positions
     assert values is not None and positions is not None

@@ -62,3 +62,8 @@ def range_and_scaled(x: Tensor[float32, A, B], h: Tensor[float16, A, B]):
 @gpu
 def column_stats(x: Tensor[float32, A, B]):
     return x.mean(axis=0), x.max(axis=0), (x * x).sum(axis=0)
+
+
+@gpu
+def one_row_statistics(x: Tensor[float32, 1, B]):
+    return x.sum(axis=1), x.var(axis=1), x.argmax(axis=1)
