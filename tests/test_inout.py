@@ -5,8 +5,11 @@ host checker's view of a kernel's tuple of results."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+from harness import assert_close, random_inputs, shim_reference
+from harness.ptx_interp import run_ptx_manifest_cpu
 
 from mimir.array import Dim, InOut, MimirError, Tensor, float32, gpu, tensor
 from mimir.check import check_source
@@ -70,11 +73,43 @@ def test_old_rows_folded_by_the_launch_that_writes_them_are_written_in_place() -
     assert _written(m)[-1] == ["x"] and len(m["kernels"]) > 1
 
 
-def test_a_transposed_read_of_the_old_value_is_not_written_in_place() -> None:
-    m = _manifest(
-        'S = Dim("S")\n\n@gpu\ndef f(x: InOut[Tensor[float32, S, S]]):\n    x = x + x.T\n', "f"
+def test_a_transposed_read_of_the_old_value_is_written_by_the_mirror_thread(
+    tmp_path: Path,
+) -> None:
+    """`x = x + x.T`: thread (i, j), i <= j, computes the new (i, j) and (j, i) from the
+    old values, then stores both (`Plan.mirror`): one launch, no scratch, each element
+    read once. Against the shim for sides of 1, 7 and 300 (several workgroups), blocks
+    in reverse too. A launch with a second output keeps the scratch and the copy:
+    another thread would read the element it stores."""
+    source = 'S = Dim("S")\n\n@gpu\ndef f(x: InOut[Tensor[float32, S, S]]):\n    x = x + x.T\n'
+    m = _manifest(source, "f")
+    assert _written(m) == [["x"]] and not any(b["role"] == "scratch" for b in m["buffers"])
+    path = tmp_path / "k.py"
+    path.write_text(PRELUDE + source)
+    result = compile_source(str(path), PRELUDE + source, ["ptx"], function="f")
+    assert result.ok
+    for relative, content in result.files.items():
+        (tmp_path / relative).write_text(content)  # type: ignore[arg-type]
+    manifest = json.loads(result.files["f.manifest.json"])  # type: ignore[arg-type]
+    for side in (1, 7, 300):
+        dims = {"S": side}
+        inputs = random_inputs(manifest, dims, seed=side)
+        stats: list[dict] = []
+        actual = run_ptx_manifest_cpu(manifest, tmp_path, inputs, dims, stats=stats)
+        back = run_ptx_manifest_cpu(manifest, tmp_path, inputs, dims, reverse_blocks=True)
+        expected = shim_reference(path, "f", inputs, dims, {})
+        assert actual == back
+        assert_close(actual["x"], expected["x"], "float32", label=f"x + x.T at {side}")
+        # each element loaded once, by the thread that owns it and its mirror (a diagonal
+        # element twice, as itself and as its mirror), and stored once
+        assert sum(st["bytes"]["ld"] for st in stats) == 4 * (side * side + side)
+        assert sum(st["bytes"]["st"] for st in stats) == 4 * side * side
+    two = (
+        "@gpu\ndef g(x: InOut[Tensor[float32, D, D]]) -> Tensor[float32, D, D]:\n"
+        "    old = x\n    x = old + old.T\n    return old * 2.0\n"
     )
-    assert len(m["kernels"]) == 2  # computed into scratch, then copied: threads race otherwise
+    m = _manifest(two, "g")
+    assert _written(m)[-1] == ["x"] and len(m["kernels"]) == 2  # into scratch, then copied
 
 
 def test_a_result_named_like_out0_does_not_clash_with_an_unchanged_inout() -> None:

@@ -87,6 +87,31 @@ def _elementwise(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any
     return (WG, 1, 1), dispatch
 
 
+def _mirrored(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
+    """An in-place `x = f(x, x.T)` of a square x (`Plan.mirror`): thread (i, j) of the
+    D x D elements, for i <= j, computes the new (i, j) and (j, i), both from the old
+    values, and then stores them; the others have nothing to do. Every old element is
+    read by the one thread that writes it and its mirror image, so no scratch copy."""
+    body = c.body
+    shape = c.ev.shape(c.plan.node)
+    side, total = size_ir(shape[0]), sz.product(list(shape))
+    dispatch, g = c.groups(sz.cdiv(total, WG), guard=False)
+    t = body.let(ibin("+", ibin("*", g, u32(WG)), Builtin("local_x")), "t")
+    ((node, (name,)),) = c.plan.outputs()
+    with body.if_(Binary("<", t, size_ir(total), "bool")):
+        i = body.let(ibin("/", t, side), "i")
+        j = body.let(ibin("%", t, side), "j")
+        with body.if_(Binary("<=", i, j, "bool")):
+            dtype = c.ev.dtype(node)
+            here = body.let(c.ev.at(node, Idx(shape, axes=[i, j])), "here")
+            there = body.let(c.ev.at(node, Idx(shape, axes=[j, i])), "there")
+            body.emit(Store(name, t, lw.to_storage(here, dtype)))
+            with body.if_(Binary("<", i, j, "bool")):
+                mirror = ibin("+", ibin("*", j, side), i)
+                body.emit(Store(name, mirror, lw.to_storage(there, dtype)))
+    return (WG, 1, 1), dispatch
+
+
 # ---------------------------------------------------------------- matmul
 
 
@@ -435,10 +460,12 @@ def build(s: Schedule, index: int, tensor_cores: bool = False) -> Kernel:
     an `@gpu(precision="tf32")` function) a float32 matmul multiplies with `MmaSync`."""
     plan = s.plans[index]
     c = KernelContext(s, plan)
-    built = vectorize.elementwise(c) if plan.kind == "ew" else None
+    built = vectorize.elementwise(c) if plan.kind == "ew" and not plan.mirror else None
     if built is None:
         c = KernelContext(s, plan)
-        if plan.kind == "matmul":
+        if plan.mirror:
+            built = _mirrored(c)
+        elif plan.kind == "matmul":
             built = _matmul(c, tensor_cores)
         else:
             built = _BUILDERS[plan.kind](c)

@@ -76,6 +76,9 @@ class Plan:
     counter: str | None = None
     # a split argmax's: its chunks' first positions (`partials` holds their extrema)
     positions: str | None = None
+    # an in-place `x = f(x, x.T)` of a square x: each thread computes an element and its
+    # mirror image across the diagonal before it stores either (`kernels._mirrored`)
+    mirror: bool = False
     # a `row` launch: the last-axis reductions it computes per row, in order, before
     # writing `node` (layer norm: the mean, then the variance)
     roots: list[int] = field(default_factory=list)
@@ -365,6 +368,11 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
         params = {kg.node(n)["name"]: n for n in g.nodes if kg.node(n)["kind"] == "param"}
         for n, name in updates:
             if _write_in_place_is_safe(ev, g, plans, node_buffers, params[name], name):
+                continue
+            if _write_in_place_is_safe(ev, g, plans, node_buffers, params[name], name, True):
+                # `x + x.T`: a thread owns both elements it reads, (i, j) and (j, i)
+                (writer,) = [p for p in plans for _, bufs in p.outputs() if name in bufs]
+                writer.mirror = True
                 continue
             # Some launch reads the old value where the write would already have changed
             # it: compute the new value into scratch, and copy it over after every launch.
@@ -913,7 +921,13 @@ def _fused_reads(
 
 
 def _write_in_place_is_safe(
-    ev: Any, g: nx.DiGraph, plans: list[Plan], node_buffers: dict[int, str], param: int, name: str
+    ev: Any,
+    g: nx.DiGraph,
+    plans: list[Plan],
+    node_buffers: dict[int, str],
+    param: int,
+    name: str,
+    mirror: bool = False,
 ) -> bool:
     """Whether storing an `InOut` parameter's new value straight into its buffer is safe.
 
@@ -921,16 +935,27 @@ def _write_in_place_is_safe(
     reads the old value only at the element its thread stores (through element-wise ops of
     the parameter's shape: the thread loads before it stores, and no other thread touches
     that element), or, in a `row` launch, in the reductions of the rows (element-wise of
-    the parameter's shape too: each workgroup folds its own rows before it writes)."""
+    the parameter's shape too: each workgroup folds its own rows before it writes).
+
+    With `mirror`: whether it is safe for a launch whose threads own an element of a square
+    matrix and its mirror image (`Plan.mirror`): the writing launch is element-wise with
+    that one output, and reads the old value at the element or at its transpose."""
     writer = next(k for k, p in enumerate(plans) for _, bufs in p.computed() if name in bufs)
     key = [sz.key(s) for s in ev.shape(param)]
     after = nx.descendants(g, param)  # what reads the old value, directly or not
+    if mirror:
+        plan = plans[writer]
+        square = len(key) == 2 and key[0] == key[1]
+        if not square or plan.kind != "ew" or plan.copy or len(plan.computed()) != 1:
+            return False
 
     def own_element(m: int, axes: list[int], stop: set[int]) -> bool:
         """Whether `m` at an element reads the parameter only at the element the thread
-        stores: `axes[k]` is the stored element's axis that m's axis k is."""
+        stores (or at its mirror image, with `mirror`): `axes[k]` is the stored element's
+        axis that m's axis k is."""
         if m == param:
-            return axes == list(range(len(key))) and [sz.key(s) for s in ev.shape(m)] == key
+            mine = axes == list(range(len(key))) or (mirror and axes == [1, 0])
+            return mine and [sz.key(s) for s in ev.shape(m)] == key
         if m not in after or m in stop:
             return True
         if op_kind(ev.kg, m) == "transpose":
