@@ -436,6 +436,23 @@ def test_a_whole_variance_is_split_over_workgroups(tmp_path: Path) -> None:
     # per launch, x once, and again by each thread from the cache for its deviations; the
     # last workgroup loads the 3 sums twice and the 3 squares once
     assert sum(s["bytes"]["ld"] for s in stats) == 2 * (2 * 4 * n + 4 * 3 * 3)
+    # a whole mean and max beside a whole std: folded in the std's first pass
+    files = _compile("statistics", "whole_statistics", "ptx")
+    manifest = json.loads(files["whole_statistics.manifest.json"])
+    assert [k["file"] for k in manifest["kernels"]] == ["whole_statistics_0_moments.ptx"]
+    assert len([b for b in manifest["buffers"] if b.get("zero")]) == 1
+    dims = {"N": 37, "C": 301}
+    inputs = random_inputs(manifest, dims, seed=9)
+    actual, stats = _ptx_run(files, "whole_statistics", dims, tmp_path / "whole", inputs)
+    expected = shim_reference(KERNELS / "statistics.py", "whole_statistics", inputs, dims, {})
+    for name in expected:
+        assert_close(actual[name], expected[name], "float32", label=f"whole_statistics.{name}")
+    # x twice (the deviations from the cache); the 3 chunks' sums twice, their squares,
+    # means and maxes once
+    assert sum(s["bytes"]["ld"] for s in stats) == 2 * 4 * n + 4 * 3 * 5
+    kinds = [k["file"] for k in json.loads(_compile("statistics", "whole_statistics", "wgsl")[
+        "whole_statistics.manifest.json"])["kernels"]]  # fmt: skip
+    assert kinds == ["whole_statistics_0_partial.wgsl", "whole_statistics_1_moments.wgsl"]
 
 
 def test_a_reduction_over_leading_axes_reads_rows_across_threads(tmp_path: Path) -> None:

@@ -1950,26 +1950,41 @@ def _moment_chunk(c: KernelContext, red: Reduction, partials: str) -> tuple[Any,
     end = body.let(lw.select(Binary("<", stop, count, "bool"), stop, count), "end")
     read = _element(c, red)
     n = lw.convert(ibin("-", end, start), uint32, float32)
+    members = _members(c)[1:]  # the other reductions of the pass, folded with the sums
+    reads = [_element(c, m.red) for m in members]
+    accs = [body.var(_identity(m.red.name, m.red.acc), "acc") for m in members]
 
-    def fold(step: Any, shared: str) -> Expr:
+    def fold(step: Any, shared: str, more: bool = False) -> list[Expr]:
         acc = body.var(lw.const(0, "f32"), "acc")
         kept = _kept_axes(c, red)
-        visit = lambda r: body.emit(Assign(acc, lw.bin_("+", acc, step(read(r, kept)))))  # noqa: E731
-        strided(body, ibin("+", start, lid), end, SPLIT_WG, visit)
-        return group_total(body, c.shared, acc, "add", SPLIT_WG, shared)
 
-    total = fold(lambda v: v, "$sum")
+        def visit(r: Expr) -> None:
+            body.emit(Assign(acc, lw.bin_("+", acc, step(read(r, kept)))))
+            for a, m, get in zip(accs, members, reads, strict=True) if more else ():
+                value = get(r, _kept_axes(c, m.red))
+                body.emit(Assign(a, _combiner(m.red.name, m.red.acc)(a, value)))
+
+        strided(body, ibin("+", start, lid), end, SPLIT_WG, visit)
+        values = [(acc, "add", shared)]
+        if more:
+            values += [(a, op_for(m.red.name), f"$partial{k + 1}") for k, (a, m) in
+                       enumerate(zip(accs, members, strict=True))]  # fmt: skip
+        return group_totals(body, c.shared, values, SPLIT_WG)
+
+    total, *others = fold(lambda v: v, "$sum", True)
     mean = body.let(lw.bin_("/", total, n), "mean")
 
     def square(v: Expr) -> Expr:
         d = body.let(lw.bin_("-", v, mean), "d")
         return lw.bin_("*", d, d)
 
-    squares = fold(square, "$squares")
+    (squares,) = fold(square, "$squares")
     groups = size_ir(sz.cdiv(red.count, CHUNK))
     with body.if_(Binary("==", lid, u32(0), "bool")):
         body.emit(Store(partials, g, lw.to_storage(total, float32)))
         body.emit(Store(partials, ibin("+", groups, g), lw.to_storage(squares, float32)))
+        for m, value in zip(members, others, strict=True):
+            body.emit(Store(m.partials, g, lw.to_storage(value, m.red.acc)))
     return dispatch, g
 
 
@@ -1984,13 +1999,27 @@ def _combine_moments(c: KernelContext, red: Reduction, o: Expr, ddof: int) -> No
     groups = size_ir(sz.cdiv(red.count, CHUNK))
     count = size_ir(red.count)
 
-    def fold(step: Any, shared: str) -> Expr:
-        acc = body.var(lw.const(0, "f32"), "acc")
-        visit = lambda r: body.emit(Assign(acc, lw.bin_("+", acc, step(r))))  # noqa: E731
-        strided(body, lid, groups, SPLIT_WG, visit)
-        return group_total(body, c.shared, acc, "add", SPLIT_WG, shared)
+    members = _members(c)[1:]  # the other reductions of the pass, combined with the sums
+    accs = [body.var(_identity(m.red.name, m.red.acc), "acc") for m in members]
 
-    total = fold(lambda r: Load(partials, r, "f32"), "$sum")
+    def fold(step: Any, shared: str, more: bool = False) -> list[Expr]:
+        acc = body.var(lw.const(0, "f32"), "acc")
+
+        def visit(r: Expr) -> None:
+            body.emit(Assign(acc, lw.bin_("+", acc, step(r))))
+            for a, m in zip(accs, members, strict=True) if more else ():
+                loaded = Load(m.partials, r, lw.STORAGE[m.red.acc])
+                value = body.let(lw.from_storage(loaded, m.red.acc), "partial")
+                body.emit(Assign(a, _combiner(m.red.name, m.red.acc)(a, value)))
+
+        strided(body, lid, groups, SPLIT_WG, visit)
+        values = [(acc, "add", shared)]
+        if more:
+            values += [(a, op_for(m.red.name), f"$combine{k + 1}") for k, (a, m) in
+                       enumerate(zip(accs, members, strict=True))]  # fmt: skip
+        return group_totals(body, c.shared, values, SPLIT_WG)
+
+    total, *others = fold(lambda r: Load(partials, r, "f32"), "$sum", True)
     mean = body.let(lw.bin_("/", total, lw.convert(count, uint32, float32)), "mean")
 
     def square(r: Expr) -> Expr:
@@ -2003,13 +2032,15 @@ def _combine_moments(c: KernelContext, red: Reduction, o: Expr, ddof: int) -> No
         q = Load(partials, ibin("+", groups, r), "f32")
         return lw.bin_("+", q, lw.bin_("*", n, lw.bin_("*", d, d)))
 
-    squares = fold(square, "$squares")
+    (squares,) = fold(square, "$squares")
     divisor = lw.convert(size_ir(sz.simplify(BinOp("-", red.count, ddof))), uint32, float32)
     value = body.let(lw.bin_("/", squares, divisor), "var")
     if red.name == "std":
         value = body.let(lw.call("mimir_sqrt", value), "std")
     with body.if_(Binary("==", lid, u32(0), "bool")):
         _finish(c, red, o, value)
+        for m, total in zip(members, others, strict=True):
+            _finish(c, m.red, o, total, m.root, m.outputs)
 
 
 def _ddof(ev: Any, r: int) -> int:

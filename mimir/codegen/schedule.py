@@ -783,11 +783,12 @@ def _merge_whole_reductions(
 
     def whole(plan: Plan) -> list[str] | None:
         """The input's shape, for a split reduction over every axis in order."""
-        if plan.kind != "partial" and (plan.kind != "reduce" or plan.partials is None):
-            return None
+        if plan.kind not in ("partial", "reduce", "moments") or plan.partials is None:
+            if plan.kind != "partial":
+                return None
         assert plan.root is not None
-        if root_kind(ev.kg, plan.root) != "reduce":
-            return None  # a `var`'s chunks keep their own pass
+        if root_kind(ev.kg, plan.root) not in ("reduce", "moments"):
+            return None
         red = ev.reduction(plan.root)
         if red.kept or list(red.axes) != list(range(len(red.shape))):
             return None
@@ -812,6 +813,10 @@ def _merge_whole_reductions(
                 return False
         values = [o for o, _ in first.computed() if o not in roots]
         return all(local(o, n, shape) for n in at_element for o in values)
+
+    def var(plan: Plan) -> bool:
+        """A `var` / `std`: its pass folds no element-wise outputs (`_moment_chunk`)."""
+        return plan.root is not None and root_kind(ev.kg, plan.root) == "moments"
 
     def writes_in_place(group: list[Plan]) -> bool:
         return any(set(bufs) & in_place for p in group for _, bufs in p.computed())
@@ -848,14 +853,15 @@ def _merge_whole_reductions(
         plan = plans[k]
         # the launches of one reduction: `partial` and `reduce`, or the one-launch `reduce`
         group = plans[k : k + 2] if plan.kind == "partial" else [plan]
-        one = plan.kind == "reduce" and plan.counter is not None
+        one = plan.kind in ("reduce", "moments") and plan.counter is not None
         head = out[-1] if out else None
         # the pass before: the launch that reads the elements (its combining `reduce` is
         # `head` after a `partial`)
         first = None
-        if head is not None and head.kind == "reduce" and head.counter is not None:
+        final = head is not None and head.kind in ("reduce", "moments")
+        if head is not None and final and head.counter is not None:
             first = head
-        elif head is not None and head.kind == "reduce" and head.partials is not None:
+        elif head is not None and final and head.partials is not None:
             if len(out) > 1 and out[-2].kind == "partial" and out[-2].root == head.root:
                 first = out[-2]
         lead = column_pass(group) if column(plan) is not None else None
@@ -879,12 +885,21 @@ def _merge_whole_reductions(
             x, after = [ev.resolve(ev.reduction(plan.root).x)], group[-1].node
             same = first is not None and (first is head) == one
             if same and whole(first) == shape and joins(first, shape, x, after):
-                first.reductions.append(plan)
-                if first is not head:
-                    head.reductions.append(group[-1])
-                k += len(group)
-                continue
-            ew = head.kind == "ew" and not head.copy and head.total is None
+                assert first is not None
+                lead = [first] if first is head else [first, head]
+                if not var(plan):
+                    for into, member in zip(lead, group, strict=True):
+                        into.reductions.append(member)
+                    k += len(group)
+                    continue
+                if not any(var(p) for p in [first, *first.reductions]) and not first.elements:
+                    # a `var` leads the pass: `_moment_chunk` folds the others beside its sums
+                    for into, member in zip(lead, group, strict=True):
+                        member.reductions, into.reductions = [into, *into.reductions], []
+                    out[-len(group) :] = group
+                    k += len(group)
+                    continue
+            ew = head.kind == "ew" and not head.copy and head.total is None and not var(plan)
             if ew and keys(head.node) == shape and joins(head, shape, x, after):
                 out.pop()  # its outputs are stored by this pass
                 plan.elements = head.outputs()
@@ -892,7 +907,7 @@ def _merge_whole_reductions(
                 k += len(group)
                 continue
         ew = plan.kind == "ew" and not plan.copy and plan.total is None
-        if ew and first is not None and not writes_in_place([plan, first]):
+        if ew and first is not None and not var(first) and not writes_in_place([plan, first]):
             shape = keys(plan.node)
             if whole(first) == shape and joins(first, shape, [n for n, _ in plan.outputs()], None):
                 first.elements.extend(plan.outputs())
