@@ -562,6 +562,27 @@ def test_a_reduction_over_leading_axes_reads_rows_across_threads(tmp_path: Path)
     files = _compile("statistics", "batch_norm", "wgsl")
     kinds = [k["file"] for k in json.loads(files["batch_norm.manifest.json"])["kernels"]]
     assert kinds == [f"batch_norm_{k}.wgsl" for k in ("0_partial", "1_moments", "2_ew")]
+    # an argmax over leading axes: the column's extremum, then its first row; a tie in a
+    # later slab loses to an earlier row, a nan wins from wherever it is
+    where = (
+        "from mimir.array import Dim, Tensor, float32, gpu\n"
+        'N = Dim("N")\nM = Dim("M")\n'
+        "@gpu\ndef where(x: Tensor[float32, N, M]):\n    return x.argmax(axis=0)\n"
+    )
+    result = compile_source("where.py", where, ["ptx"], function="where")
+    assert result.ok, [(d.code, d.message) for d in result.diagnostics]
+    files = {k: v for k, v in result.files.items() if isinstance(v, str)}
+    (kernel,) = json.loads(files["where.manifest.json"])["kernels"]
+    assert kernel["workgroup_size"] == [256, 1, 1]
+    (path := tmp_path / "where.py").write_text(where)
+    rows, cols = 600, 3
+    x = [float((k * 7919) % 97) for k in range(rows * cols)]
+    x[500 * cols + 0] = x[300 * cols + 0] = 1000.0  # column 0: rows 300 and 500 (slab 1, 2)
+    x[10 * cols + 1] = x[550 * cols + 1] = 1000.0  # column 1: rows 10 and 550
+    x[520 * cols + 2] = math.nan  # column 2: the nan at row 520
+    actual, _ = _ptx_run(files, "where", {"N": rows, "M": cols}, tmp_path / "where", {"x": x})
+    expected = shim_reference(path, "where", {"x": x}, {"N": rows, "M": cols}, {})
+    assert actual["out"] == expected["out"] == [300, 10, 520]
     # reductions over the same leading axes of one shape share the pass: one read of x
     files = _compile("reductions", "column_stats", "ptx")
     manifest = json.loads(files["column_stats.manifest.json"])

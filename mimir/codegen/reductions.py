@@ -528,7 +528,9 @@ def partial(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
         if column_layout(red) is not None:
             return _columns(c, red)
     if root_kind(c.ev.kg, c.plan.root) == "argreduce":
-        dispatch, _ = _arg_chunk(c, arg_reduction(c.ev, c.plan.root))
+        if column_layout(red := arg_reduction(c.ev, c.plan.root)) is not None:
+            return _column_args(c, red)
+        dispatch, _ = _arg_chunk(c, red)
         return (SPLIT_WG, 1, 1), dispatch
     if root_kind(c.ev.kg, c.plan.root) == "moments":
         if column_layout(red := c.ev.reduction(c.plan.root)) is not None:
@@ -900,9 +902,11 @@ def _column_reads(c: KernelContext, tile: _Tile, reds: list[Reduction]) -> Any:
     first, end = tile.rows()
 
     def fold(add: Any, step: Any = None) -> None:
+        """`step(values, r)`, if given, makes what `add` gets of the values at row r."""
+
         def visit(r: Expr) -> None:
             values = [read(r, [*outer_axes, *inner_axes]) for read in reads]
-            add(values if step is None else step(values))
+            add(values if step is None else step(values, r))
 
         strided(c.body, ibin("+", first, tile.lane), end, COLUMN_LANES, visit)
 
@@ -1052,7 +1056,7 @@ def _column_moments(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, i
     n = lw.convert(ibin("-", end, first), uint32, float32)
     mean = body.let(lw.bin_("/", s, n), "mean")
 
-    def deviation(values: list[Expr]) -> list[Expr]:
+    def deviation(values: list[Expr], _: Expr) -> list[Expr]:
         d = body.let(lw.bin_("-", values[0], mean), "d")
         return [lw.bin_("*", d, d)]
 
@@ -2109,6 +2113,8 @@ def argreduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, A
     assert c.plan.root is not None
     ev = c.ev
     red = arg_reduction(ev, c.plan.root)
+    if column_layout(red) is not None:
+        return _column_args(c, red)
     if c.plan.partials is not None:  # over a whole tensor, split (`_arg_chunk`)
         if c.plan.counter is not None:  # every chunk, then the last workgroup combines
             dispatch, _ = _arg_chunk(c, red)
@@ -2213,6 +2219,82 @@ def _first_extremum(
     return Cast(where, "i32")
 
 
+def _holds(v: Expr, best: Expr, t: str) -> Expr:
+    """Whether a value is the extremum an argmax looks for (a nan, when that is nan)."""
+    if t != "f32":
+        return lw.bin_("==", v, best)
+    hit = lw.float_compare("==", v, best)
+    return lw.bin_("||", hit, lw.bin_("&&", lw.isnan(v), lw.isnan(best)))
+
+
+def _column_args(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, int], Any]:
+    """`argmax` / `argmin` over leading axes, in the column layout of `_columns`: the
+    column's extremum over the 8 lanes (every thread gets it), then the first row holding
+    it (a min over the lanes of the rows that hold it). With slabs, each stores its
+    extremum (`partials`) and first row (`Plan.positions`); the combine takes the
+    extremum of those, then the first row among the slabs that hold it."""
+    body = c.body
+    tile = _column_tile(c, red)
+    name = "max" if red.name == "argmax" else "min"
+    t = lw.REG[red.acc]
+    values = c.plan.writes[0] if c.plan.kind == "partial" else c.plan.partials
+    positions = c.plan.positions
+    nowhere = lw.const(lw.UINT_MAX, "u32")
+
+    def finish(where: Expr) -> None:
+        with body.if_(tile.mine):
+            assert c.plan.root is not None
+            index = body.let(Cast(where, "i32"), "index")
+            c.write(Idx(c.ev.shape(c.plan.root), flat=tile.o), index)
+
+    def combined() -> None:
+        assert values is not None and positions is not None
+
+        def extrema(add: Any) -> None:
+            def visit(k: Expr) -> None:
+                at = body.let(tile.at_partial(k), "at")
+                add([body.let(lw.from_storage(Load(values, at, lw.STORAGE[red.acc]), red.acc))])
+
+            strided(body, tile.lane, size_ir(tile.slabs), COLUMN_LANES, visit)
+
+        (best,) = tile.lanes([(name, red.acc, "$best")], extrema)
+
+        def firsts(add: Any) -> None:
+            def visit(k: Expr) -> None:
+                at = body.let(tile.at_partial(k), "at")
+                v = body.let(lw.from_storage(Load(values, at, lw.STORAGE[red.acc]), red.acc))
+                row = Load(positions, at, "u32")
+                add([lw.select(_holds(v, best, t), row, nowhere)])
+
+            strided(body, tile.lane, size_ir(tile.slabs), COLUMN_LANES, visit)
+
+        (where,) = tile.lanes([("min", uint32, "$first")], firsts)
+        finish(where)
+
+    if tile.combine_only:
+        combined()
+        return (COLUMNS * COLUMN_LANES, 1, 1), tile.dispatch
+    fold = _column_reads(c, tile, [red])
+    (best,) = tile.lanes([(name, red.acc, "$best")], fold)
+
+    def hits(found: list[Expr], r: Expr) -> list[Expr]:
+        v = body.let(found[0], "v")
+        return [lw.select(_holds(v, best, t), r, nowhere)]
+
+    (where,) = tile.lanes([("min", uint32, "$first")], lambda add: fold(add, hits))
+    if not tile.slabbed:
+        finish(where)
+        return (COLUMNS * COLUMN_LANES, 1, 1), tile.dispatch
+    assert values is not None and positions is not None
+    with body.if_(tile.mine):
+        at = body.let(tile.at_partial(tile.slab), "at")
+        body.emit(Store(values, at, lw.to_storage(best, red.acc)))
+        body.emit(Store(positions, at, where))
+    if c.plan.kind != "partial":
+        tile.handoff(combined)
+    return (COLUMNS * COLUMN_LANES, 1, 1), tile.dispatch
+
+
 def _best_and_first(
     body: Any,
     red: Reduction,
@@ -2232,10 +2314,7 @@ def _best_and_first(
     def first(a: Expr, r: Expr) -> Expr:
         v = body.let(element(r), "v")
         at = r if position is None else body.let(position(r), "at")
-        hit = lw.float_compare("==", v, best) if t == "f32" else lw.bin_("==", v, best)
-        if t == "f32":
-            hit = lw.bin_("||", hit, lw.bin_("&&", lw.isnan(v), lw.isnan(best)))
-        return lw.select(lw.bin_("&&", hit, lw.bin_("<", at, a)), at, a)
+        return lw.select(lw.bin_("&&", _holds(v, best, t), lw.bin_("<", at, a)), at, a)
 
     where = fold(lw.const(lw.UINT_MAX, "u32"), first, "min", shared[1])
     return best, where

@@ -302,7 +302,7 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
                 plan.partials, plan.counter = partials, counter
             continue
         kind = root_kind(kg, r) if r is not None else "ew"
-        columns = kind in ("reduce", "moments") and r is not None
+        columns = kind in ("reduce", "moments", "argreduce") and r is not None
         if columns and r is not None and column_layout(red := ev.reduction(r)):
             if column_slabs(red, declared):
                 # slabs of rows, combined by the last of each column tile or a second launch
@@ -311,17 +311,28 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
                 scratch += 1
                 # a `var`'s slabs store their sums, then their squared deviations
                 halves = 2 if kind == "moments" else 1
-                shape = (sz.product([halves, outer, slab_count(red, declared), inner]),)
-                buffers.append(BufferSpec(partials, "scratch", red.acc, shape))
+                slabs = [outer, slab_count(red, declared), inner]
+                acc = arg_reduction(ev, r).acc if kind == "argreduce" else red.acc
+                buffers.append(
+                    BufferSpec(partials, "scratch", acc, (sz.product([halves, *slabs]),))
+                )
+                positions = None
+                if kind == "argreduce":  # and an argmax's, the first row of the extremum
+                    positions = _unique(f"scratch{scratch}", taken)
+                    scratch += 1
+                    buffers.append(BufferSpec(positions, "scratch", uint32, (sz.product(slabs),)))
                 if one_launch:
                     counter = _unique(f"scratch{scratch}", taken)
                     scratch += 1
                     tiles = (sz.product([outer, sz.cdiv(inner, COLUMNS)]),)
                     buffers.append(BufferSpec(counter, "scratch", uint32, tiles, zero=True))
-                    plans.append(Plan(kind, p, r, writes[p], partials=partials, counter=counter))
+                    plans.append(
+                        Plan(kind, p, r, writes[p], partials=partials, counter=counter,
+                             positions=positions)
+                    )  # fmt: skip
                     continue
-                plans.append(Plan("partial", r, r, [partials]))
-                plans.append(Plan(kind, p, r, writes[p], partials=partials))
+                plans.append(Plan("partial", r, r, [partials], positions=positions))
+                plans.append(Plan(kind, p, r, writes[p], partials=partials, positions=positions))
                 continue
         if r is not None and kind in ("reduce", "moments", "argreduce") and split(ev.reduction(r)):
             red = arg_reduction(ev, r) if kind == "argreduce" else ev.reduction(r)

@@ -18,108 +18,241 @@ static inline int mimir_mod_i32(int a, int b) {
     return r;
 }
 
-static inline int mimir_simd_min_i32_4(int x) {
-    for (ushort m = 2; m > 0; m >>= 1) {
-        const int y = simd_shuffle_xor(x, m);
-        x = min(x, y);
-    }
-    return x;
-}
-
-static inline uint mimir_simd_min_u32_4(uint x) {
-    for (ushort m = 2; m > 0; m >>= 1) {
-        const uint y = simd_shuffle_xor(x, m);
-        x = min(x, y);
-    }
-    return x;
-}
-
 kernel void argmin_columns_0_argreduce(
     device const int* x [[buffer(0)]],
-    device int* out [[buffer(1)]],
-    constant Uniforms& u [[buffer(2)]],
+    coherent(device) device int* out [[buffer(1)]],
+    coherent(device) device int* scratch0 [[buffer(2)]],
+    coherent(device) device uint* scratch1 [[buffer(3)]],
+    coherent(device) device atomic_uint* scratch2 [[buffer(4)]],
+    constant Uniforms& u [[buffer(5)]],
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup int best[4];
-    threadgroup uint first[4];
+    threadgroup int best[256];
+    threadgroup uint first[256];
+    threadgroup uint ticket[1];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= u.C) {
+    if (g0 >= ((u.C + 32u - 1u) >> 5u) * ((u.N + 256u - 1u) >> 8u)) {
         return;
     }
-    int acc1 = 2147483647;
-    const uint last2 = (u.N > 384u ? u.N - 384u : 0u);
-    uint rest3 = lid.x;
-    for (uint r4 = lid.x; r4 < last2; r4 += 512u) {
-        const uint i5 = r4 * u.C + g0;
-        const int v6 = x[i5];
-        const int v7 = mimir_mod_i32(v6, 5);
-        acc1 = (acc1 <= v7 ? acc1 : v7);
-        const uint i8 = (r4 + 128u) * u.C + g0;
-        const int v9 = x[i8];
-        const int v10 = mimir_mod_i32(v9, 5);
-        acc1 = (acc1 <= v10 ? acc1 : v10);
-        const uint i11 = (r4 + 256u) * u.C + g0;
-        const int v12 = x[i11];
-        const int v13 = mimir_mod_i32(v12, 5);
-        acc1 = (acc1 <= v13 ? acc1 : v13);
-        const uint i14 = (r4 + 384u) * u.C + g0;
-        const int v15 = x[i14];
-        const int v16 = mimir_mod_i32(v15, 5);
-        acc1 = (acc1 <= v16 ? acc1 : v16);
-        rest3 = r4 + 512u;
+    const uint slab1 = g0 % ((u.N + 256u - 1u) >> 8u);
+    const uint tile2 = g0 / ((u.N + 256u - 1u) >> 8u);
+    const uint tile3 = tile2 % ((u.C + 32u - 1u) >> 5u);
+    const uint outer4 = tile2 / ((u.C + 32u - 1u) >> 5u);
+    const uint column5 = lid.x & 31u;
+    const uint lane6 = lid.x >> 5u;
+    const uint col7 = tile3 * 32u + column5;
+    const uint o8 = outer4 * u.C + col7;
+    const uint first9 = slab1 * 256u;
+    const uint stop10 = first9 + 256u;
+    const uint end11 = (stop10 < u.N ? stop10 : u.N);
+    int acc12 = 2147483647;
+    if (col7 < u.C) {
+        const uint last13 = (end11 > 24u ? end11 - 24u : 0u);
+        uint rest14 = first9 + lane6;
+        for (uint r15 = first9 + lane6; r15 < last13; r15 += 32u) {
+            const uint i16 = r15 * u.C + col7;
+            const int v17 = x[i16];
+            const int v18 = mimir_mod_i32(v17, 5);
+            acc12 = (acc12 <= v18 ? acc12 : v18);
+            const uint i19 = (r15 + 8u) * u.C + col7;
+            const int v20 = x[i19];
+            const int v21 = mimir_mod_i32(v20, 5);
+            acc12 = (acc12 <= v21 ? acc12 : v21);
+            const uint i22 = (r15 + 16u) * u.C + col7;
+            const int v23 = x[i22];
+            const int v24 = mimir_mod_i32(v23, 5);
+            acc12 = (acc12 <= v24 ? acc12 : v24);
+            const uint i25 = (r15 + 24u) * u.C + col7;
+            const int v26 = x[i25];
+            const int v27 = mimir_mod_i32(v26, 5);
+            acc12 = (acc12 <= v27 ? acc12 : v27);
+            rest14 = r15 + 32u;
+        }
+        for (uint r28 = rest14; r28 < end11; r28 += 8u) {
+            const uint i29 = r28 * u.C + col7;
+            const int v30 = x[i29];
+            const int v31 = mimir_mod_i32(v30, 5);
+            acc12 = (acc12 <= v31 ? acc12 : v31);
+        }
     }
-    for (uint r17 = rest3; r17 < u.N; r17 += 128u) {
-        const uint i18 = r17 * u.C + g0;
-        const int v19 = x[i18];
-        const int v20 = mimir_mod_i32(v19, 5);
-        acc1 = (acc1 <= v20 ? acc1 : v20);
-    }
-    const int warp21 = simd_min(acc1);
-    if ((lid.x & 31u) == 0u) {
-        best[lid.x >> 5u] = warp21;
-    }
+    best[lid.x] = acc12;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int slot22 = best[lid.x & 3u];
-    const int total23 = mimir_simd_min_i32_4(slot22);
-    uint acc24 = 4294967295u;
-    const uint last25 = (u.N > 384u ? u.N - 384u : 0u);
-    uint rest26 = lid.x;
-    for (uint r27 = lid.x; r27 < last25; r27 += 512u) {
-        const uint i28 = r27 * u.C + g0;
-        const int v29 = x[i28];
-        const int v30 = mimir_mod_i32(v29, 5);
-        acc24 = ((v30 == total23) && (r27 < acc24) ? r27 : acc24);
-        const uint i31 = (r27 + 128u) * u.C + g0;
-        const int v32 = x[i31];
-        const int v33 = mimir_mod_i32(v32, 5);
-        acc24 = ((v33 == total23) && (r27 + 128u < acc24) ? r27 + 128u : acc24);
-        const uint i34 = (r27 + 256u) * u.C + g0;
-        const int v35 = x[i34];
-        const int v36 = mimir_mod_i32(v35, 5);
-        acc24 = ((v36 == total23) && (r27 + 256u < acc24) ? r27 + 256u : acc24);
-        const uint i37 = (r27 + 384u) * u.C + g0;
-        const int v38 = x[i37];
-        const int v39 = mimir_mod_i32(v38, 5);
-        acc24 = ((v39 == total23) && (r27 + 384u < acc24) ? r27 + 384u : acc24);
-        rest26 = r27 + 512u;
+    int total32 = best[column5];
+    const int lane33 = best[column5 + 32u];
+    total32 = (total32 <= lane33 ? total32 : lane33);
+    const int lane34 = best[column5 + 64u];
+    total32 = (total32 <= lane34 ? total32 : lane34);
+    const int lane35 = best[column5 + 96u];
+    total32 = (total32 <= lane35 ? total32 : lane35);
+    const int lane36 = best[column5 + 128u];
+    total32 = (total32 <= lane36 ? total32 : lane36);
+    const int lane37 = best[column5 + 160u];
+    total32 = (total32 <= lane37 ? total32 : lane37);
+    const int lane38 = best[column5 + 192u];
+    total32 = (total32 <= lane38 ? total32 : lane38);
+    const int lane39 = best[column5 + 224u];
+    total32 = (total32 <= lane39 ? total32 : lane39);
+    uint acc40 = 4294967295u;
+    if (col7 < u.C) {
+        const uint last41 = (end11 > 24u ? end11 - 24u : 0u);
+        uint rest42 = first9 + lane6;
+        for (uint r43 = first9 + lane6; r43 < last41; r43 += 32u) {
+            const uint i44 = r43 * u.C + col7;
+            const int v45 = x[i44];
+            const int v46 = mimir_mod_i32(v45, 5);
+            acc40 = (acc40 <= (v46 == total32 ? r43 : 4294967295u) ? acc40 : (v46 == total32 ? r43 : 4294967295u));
+            const uint i47 = (r43 + 8u) * u.C + col7;
+            const int v48 = x[i47];
+            const int v49 = mimir_mod_i32(v48, 5);
+            acc40 = (acc40 <= (v49 == total32 ? r43 + 8u : 4294967295u) ? acc40 : (v49 == total32 ? r43 + 8u : 4294967295u));
+            const uint i50 = (r43 + 16u) * u.C + col7;
+            const int v51 = x[i50];
+            const int v52 = mimir_mod_i32(v51, 5);
+            acc40 = (acc40 <= (v52 == total32 ? r43 + 16u : 4294967295u) ? acc40 : (v52 == total32 ? r43 + 16u : 4294967295u));
+            const uint i53 = (r43 + 24u) * u.C + col7;
+            const int v54 = x[i53];
+            const int v55 = mimir_mod_i32(v54, 5);
+            acc40 = (acc40 <= (v55 == total32 ? r43 + 24u : 4294967295u) ? acc40 : (v55 == total32 ? r43 + 24u : 4294967295u));
+            rest42 = r43 + 32u;
+        }
+        for (uint r56 = rest42; r56 < end11; r56 += 8u) {
+            const uint i57 = r56 * u.C + col7;
+            const int v58 = x[i57];
+            const int v59 = mimir_mod_i32(v58, 5);
+            acc40 = (acc40 <= (v59 == total32 ? r56 : 4294967295u) ? acc40 : (v59 == total32 ? r56 : 4294967295u));
+        }
     }
-    for (uint r40 = rest26; r40 < u.N; r40 += 128u) {
-        const uint i41 = r40 * u.C + g0;
-        const int v42 = x[i41];
-        const int v43 = mimir_mod_i32(v42, 5);
-        acc24 = ((v43 == total23) && (r40 < acc24) ? r40 : acc24);
-    }
-    const uint warp44 = simd_min(acc24);
-    if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp44;
-    }
+    first[lid.x] = acc40;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot45 = first[lid.x & 3u];
-    const uint total46 = mimir_simd_min_u32_4(slot45);
+    uint total60 = first[column5];
+    const uint lane61 = first[column5 + 32u];
+    total60 = (total60 <= lane61 ? total60 : lane61);
+    const uint lane62 = first[column5 + 64u];
+    total60 = (total60 <= lane62 ? total60 : lane62);
+    const uint lane63 = first[column5 + 96u];
+    total60 = (total60 <= lane63 ? total60 : lane63);
+    const uint lane64 = first[column5 + 128u];
+    total60 = (total60 <= lane64 ? total60 : lane64);
+    const uint lane65 = first[column5 + 160u];
+    total60 = (total60 <= lane65 ? total60 : lane65);
+    const uint lane66 = first[column5 + 192u];
+    total60 = (total60 <= lane66 ? total60 : lane66);
+    const uint lane67 = first[column5 + 224u];
+    total60 = (total60 <= lane67 ? total60 : lane67);
+    if ((lane6 == 0u) && (col7 < u.C)) {
+        const uint at68 = (outer4 * ((u.N + 256u - 1u) >> 8u) + slab1) * u.C + col7;
+        scratch0[at68] = total32;
+        scratch1[at68] = total60;
+    }
+    atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint slot69 = outer4 * ((u.C + 32u - 1u) >> 5u) + tile3;
+    const uint last70 = ((u.N + 256u - 1u) >> 8u) - 1u;
     if (lid.x == 0u) {
-        const int index47 = int(total46);
-        out[g0] = index47;
+        atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+        const uint old71 = atomic_fetch_add_explicit(&scratch2[slot69], 1u, memory_order_relaxed);
+        if (old71 == last70) {
+            atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+        }
+        ticket[0u] = old71;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint ticket72 = ticket[0u];
+    if (ticket72 != last70) {
+        return;
+    }
+    atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+    int acc73 = 2147483647;
+    if (col7 < u.C) {
+        const uint last74 = (((u.N + 256u - 1u) >> 8u) > 24u ? ((u.N + 256u - 1u) >> 8u) - 24u : 0u);
+        uint rest75 = lane6;
+        for (uint r76 = lane6; r76 < last74; r76 += 32u) {
+            const uint at77 = (outer4 * ((u.N + 256u - 1u) >> 8u) + r76) * u.C + col7;
+            const int t78 = scratch0[at77];
+            acc73 = (acc73 <= t78 ? acc73 : t78);
+            const uint at79 = (outer4 * ((u.N + 256u - 1u) >> 8u) + (r76 + 8u)) * u.C + col7;
+            const int t80 = scratch0[at79];
+            acc73 = (acc73 <= t80 ? acc73 : t80);
+            const uint at81 = (outer4 * ((u.N + 256u - 1u) >> 8u) + (r76 + 16u)) * u.C + col7;
+            const int t82 = scratch0[at81];
+            acc73 = (acc73 <= t82 ? acc73 : t82);
+            const uint at83 = (outer4 * ((u.N + 256u - 1u) >> 8u) + (r76 + 24u)) * u.C + col7;
+            const int t84 = scratch0[at83];
+            acc73 = (acc73 <= t84 ? acc73 : t84);
+            rest75 = r76 + 32u;
+        }
+        for (uint r85 = rest75; r85 < (u.N + 256u - 1u) >> 8u; r85 += 8u) {
+            const uint at86 = (outer4 * ((u.N + 256u - 1u) >> 8u) + r85) * u.C + col7;
+            const int t87 = scratch0[at86];
+            acc73 = (acc73 <= t87 ? acc73 : t87);
+        }
+    }
+    best[lid.x] = acc73;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    int total88 = best[column5];
+    const int lane89 = best[column5 + 32u];
+    total88 = (total88 <= lane89 ? total88 : lane89);
+    const int lane90 = best[column5 + 64u];
+    total88 = (total88 <= lane90 ? total88 : lane90);
+    const int lane91 = best[column5 + 96u];
+    total88 = (total88 <= lane91 ? total88 : lane91);
+    const int lane92 = best[column5 + 128u];
+    total88 = (total88 <= lane92 ? total88 : lane92);
+    const int lane93 = best[column5 + 160u];
+    total88 = (total88 <= lane93 ? total88 : lane93);
+    const int lane94 = best[column5 + 192u];
+    total88 = (total88 <= lane94 ? total88 : lane94);
+    const int lane95 = best[column5 + 224u];
+    total88 = (total88 <= lane95 ? total88 : lane95);
+    uint acc96 = 4294967295u;
+    if (col7 < u.C) {
+        const uint last97 = (((u.N + 256u - 1u) >> 8u) > 24u ? ((u.N + 256u - 1u) >> 8u) - 24u : 0u);
+        uint rest98 = lane6;
+        for (uint r99 = lane6; r99 < last97; r99 += 32u) {
+            const uint at100 = (outer4 * ((u.N + 256u - 1u) >> 8u) + r99) * u.C + col7;
+            const int t101 = scratch0[at100];
+            acc96 = (acc96 <= (t101 == total88 ? scratch1[at100] : 4294967295u) ? acc96 : (t101 == total88 ? scratch1[at100] : 4294967295u));
+            const uint at102 = (outer4 * ((u.N + 256u - 1u) >> 8u) + (r99 + 8u)) * u.C + col7;
+            const int t103 = scratch0[at102];
+            acc96 = (acc96 <= (t103 == total88 ? scratch1[at102] : 4294967295u) ? acc96 : (t103 == total88 ? scratch1[at102] : 4294967295u));
+            const uint at104 = (outer4 * ((u.N + 256u - 1u) >> 8u) + (r99 + 16u)) * u.C + col7;
+            const int t105 = scratch0[at104];
+            acc96 = (acc96 <= (t105 == total88 ? scratch1[at104] : 4294967295u) ? acc96 : (t105 == total88 ? scratch1[at104] : 4294967295u));
+            const uint at106 = (outer4 * ((u.N + 256u - 1u) >> 8u) + (r99 + 24u)) * u.C + col7;
+            const int t107 = scratch0[at106];
+            acc96 = (acc96 <= (t107 == total88 ? scratch1[at106] : 4294967295u) ? acc96 : (t107 == total88 ? scratch1[at106] : 4294967295u));
+            rest98 = r99 + 32u;
+        }
+        for (uint r108 = rest98; r108 < (u.N + 256u - 1u) >> 8u; r108 += 8u) {
+            const uint at109 = (outer4 * ((u.N + 256u - 1u) >> 8u) + r108) * u.C + col7;
+            const int t110 = scratch0[at109];
+            acc96 = (acc96 <= (t110 == total88 ? scratch1[at109] : 4294967295u) ? acc96 : (t110 == total88 ? scratch1[at109] : 4294967295u));
+        }
+    }
+    first[lid.x] = acc96;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    uint total111 = first[column5];
+    const uint lane112 = first[column5 + 32u];
+    total111 = (total111 <= lane112 ? total111 : lane112);
+    const uint lane113 = first[column5 + 64u];
+    total111 = (total111 <= lane113 ? total111 : lane113);
+    const uint lane114 = first[column5 + 96u];
+    total111 = (total111 <= lane114 ? total111 : lane114);
+    const uint lane115 = first[column5 + 128u];
+    total111 = (total111 <= lane115 ? total111 : lane115);
+    const uint lane116 = first[column5 + 160u];
+    total111 = (total111 <= lane116 ? total111 : lane116);
+    const uint lane117 = first[column5 + 192u];
+    total111 = (total111 <= lane117 ? total111 : lane117);
+    const uint lane118 = first[column5 + 224u];
+    total111 = (total111 <= lane118 ? total111 : lane118);
+    if ((lane6 == 0u) && (col7 < u.C)) {
+        const int index119 = int(total111);
+        out[o8] = index119;
+    }
+    if (lid.x == 0u) {
+        atomic_fetch_add_explicit(&scratch2[slot69], 0u - ((u.N + 256u - 1u) >> 8u), memory_order_relaxed);
     }
 }
