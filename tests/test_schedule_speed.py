@@ -376,6 +376,11 @@ def test_whole_reductions_and_outputs_of_one_shape_share_one_pass(tmp_path: Path
         assert kinds == ["0_partial.wgsl", "1_reduce.wgsl"]
         assert f"{element}[" in files[f"{function}_0_partial.wgsl"]
         assert f"{element}[" not in files[f"{function}_1_reduce.wgsl"]
+    # a reduction whose other axes have size 1 (a sum and a var of a (1, B) x) joins too
+    files = _compile("reductions", "one_row_statistics", "ptx")
+    kernels = json.loads(files["one_row_statistics.manifest.json"])["kernels"]
+    kinds = [k["file"].removeprefix("one_row_statistics_") for k in kernels]
+    assert kinds == ["0_moments.ptx", "1_argreduce.ptx"]
     # what must not share the pass: an output that reads a reduction's result, another
     # shape, an `InOut` write
     source = (

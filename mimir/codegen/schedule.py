@@ -793,7 +793,7 @@ def _merge_whole_reductions(
         return [sz.key(s) for s in ev.shape(n)]
 
     def whole(plan: Plan) -> list[str] | None:
-        """The input's shape, for a split reduction over every axis in order."""
+        """The input's shape, for a split reduction over every axis of size other than 1."""
         if plan.kind not in ("partial", "reduce", "moments") or plan.partials is None:
             if plan.kind != "partial":
                 return None
@@ -801,7 +801,8 @@ def _merge_whole_reductions(
         if root_kind(ev.kg, plan.root) not in ("reduce", "moments"):
             return None
         red = ev.reduction(plan.root)
-        if red.kept or list(red.axes) != list(range(len(red.shape))):
+        # every other axis of size 1 (`x.sum(axis=1)` of a (1, N) x): element r is at r
+        if any(sz.key(red.shape[k]) != "1" for k in red.kept) or red.axes != sorted(red.axes):
             return None
         return keys(ev.resolve(red.x))
 
