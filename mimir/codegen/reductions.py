@@ -564,18 +564,30 @@ def _members(c: KernelContext) -> list[Member]:
     return members
 
 
+def _chunk(c: KernelContext, red: Reduction) -> tuple[Any, Expr, Expr, Expr]:
+    """A split reduction's workgroups, one per CHUNK elements: the dispatch, the group id
+    g, and the first and the end of g's elements (the last chunk may be shorter)."""
+    body = c.body
+    dispatch, g = c.groups(sz.cdiv(red.count, CHUNK))
+    start = body.let(ibin("*", g, u32(CHUNK)), "start")
+    stop = body.let(ibin("+", start, u32(CHUNK)), "stop")
+    count = size_ir(red.count)
+    return (
+        dispatch,
+        g,
+        start,
+        body.let(lw.select(Binary("<", stop, count, "bool"), stop, count), "end"),
+    )
+
+
 def _partial(c: KernelContext, members: list[Member]) -> tuple[Any, Expr]:
     """The `partial` launch's work: this workgroup's chunk folded into each member's
     `partials[group]` (stored by thread 0), and `Plan.elements` stored at each element
     the chunk holds. The dispatch and the group id."""
     body = c.body
     red = members[0].red  # every member reduces a tensor of the same shape
-    dispatch, g = c.groups(sz.cdiv(red.count, CHUNK))
+    dispatch, g, start, end = _chunk(c, red)
     lid = Builtin("local_x")
-    start = body.let(ibin("*", g, u32(CHUNK)), "start")
-    stop = body.let(ibin("+", start, u32(CHUNK)), "stop")
-    count = size_ir(red.count)
-    end = body.let(lw.select(Binary("<", stop, count, "bool"), stop, count), "end")
     reads = [_element(c, m.red) for m in members]
     plan = _row_vectors(c, start, red.count, ())
 
@@ -1946,12 +1958,8 @@ def _moment_chunk(c: KernelContext, red: Reduction, partials: str) -> tuple[Any,
     `partials[group]` and the squares at `partials[groups + group]`."""
     assert red.acc == float32  # (a float16 input's var accumulates in float32)
     body = c.body
-    dispatch, g = c.groups(sz.cdiv(red.count, CHUNK))
+    dispatch, g, start, end = _chunk(c, red)
     lid = Builtin("local_x")
-    start = body.let(ibin("*", g, u32(CHUNK)), "start")
-    stop = body.let(ibin("+", start, u32(CHUNK)), "stop")
-    count = size_ir(red.count)
-    end = body.let(lw.select(Binary("<", stop, count, "bool"), stop, count), "end")
     read = _element(c, red)
     n = lw.convert(ibin("-", end, start), uint32, float32)
     members = _members(c)[1:]  # the other reductions of the pass, folded with the sums
@@ -2138,12 +2146,8 @@ def _arg_chunk(c: KernelContext, red: Reduction) -> tuple[Any, Expr]:
     position holding it (`_best_and_first`), stored by thread 0 in `partials[group]` and
     `Plan.positions[group]`."""
     body = c.body
-    dispatch, g = c.groups(sz.cdiv(red.count, CHUNK))
+    dispatch, g, start, end = _chunk(c, red)
     lid = Builtin("local_x")
-    start = body.let(ibin("*", g, u32(CHUNK)), "start")
-    stop = body.let(ibin("+", start, u32(CHUNK)), "stop")
-    count = size_ir(red.count)
-    end = body.let(lw.select(Binary("<", stop, count, "bool"), stop, count), "end")
     read = _element(c, red)
 
     def fold(init: Expr, step: Any, op: str, shared: str) -> Expr:

@@ -258,6 +258,35 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
             fused[x] = r
             roots_by_target.pop(epilogue[r])
     fused_plans: dict[int, Plan] = {}  # a fused whole reduction's target -> its row launch
+
+    def scratch_buffer(dtype: DType, size: Any, zero: bool = False) -> str:
+        nonlocal scratch
+        name = _unique(f"scratch{scratch}", taken)
+        scratch += 1
+        buffers.append(BufferSpec(name, "scratch", dtype, (size,), zero=zero))
+        return name
+
+    def split_plans(kind: str, p: int, r: int, parts: list[Any], counters: Any) -> None:
+        """The plans of a reduction split over workgroups (partials as many as the
+        product of `parts`: a chunk's each, or a column slab's): one launch handing off
+        with `counters` counters (`_last_workgroup`), or, with None, `partial` then the
+        plan that combines."""
+        red = arg_reduction(ev, r) if kind == "argreduce" else ev.reduction(r)
+        # a `var`'s partials are sums, then squared deviations from their mean
+        halves = [2] if kind == "moments" else []
+        partials = scratch_buffer(red.acc, sz.product([*halves, *parts]))
+        # an argmax's extrema, and the first position of each
+        positions = scratch_buffer(uint32, sz.product(parts)) if kind == "argreduce" else None
+        if counters is not None:
+            counter = scratch_buffer(uint32, counters, zero=True)
+            plans.append(
+                Plan(kind, p, r, writes[p], partials=partials, counter=counter,
+                     positions=positions)
+            )  # fmt: skip
+            return
+        plans.append(Plan("partial", r, r, [partials], positions=positions))
+        plans.append(Plan(kind, p, r, writes[p], partials=partials, positions=positions))
+
     for group in rows.values():
         for r in group.roots:
             roots_by_target.pop(epilogue[r], None)
@@ -306,61 +335,17 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
         if columns and r is not None and column_layout(red := ev.reduction(r)):
             if column_slabs(red, declared):
                 # slabs of rows, combined by the last of each column tile or a second launch
-                outer, count, inner = column_layout(red) or ()
-                partials = _unique(f"scratch{scratch}", taken)
-                scratch += 1
-                # a `var`'s slabs store their sums, then their squared deviations
-                halves = 2 if kind == "moments" else 1
+                outer, _, inner = column_layout(red) or ()
                 slabs = [outer, slab_count(red, declared), inner]
-                acc = arg_reduction(ev, r).acc if kind == "argreduce" else red.acc
-                buffers.append(
-                    BufferSpec(partials, "scratch", acc, (sz.product([halves, *slabs]),))
-                )
-                positions = None
-                if kind == "argreduce":  # and an argmax's, the first row of the extremum
-                    positions = _unique(f"scratch{scratch}", taken)
-                    scratch += 1
-                    buffers.append(BufferSpec(positions, "scratch", uint32, (sz.product(slabs),)))
-                if one_launch:
-                    counter = _unique(f"scratch{scratch}", taken)
-                    scratch += 1
-                    tiles = (sz.product([outer, sz.cdiv(inner, COLUMNS)]),)
-                    buffers.append(BufferSpec(counter, "scratch", uint32, tiles, zero=True))
-                    plans.append(
-                        Plan(kind, p, r, writes[p], partials=partials, counter=counter,
-                             positions=positions)
-                    )  # fmt: skip
-                    continue
-                plans.append(Plan("partial", r, r, [partials], positions=positions))
-                plans.append(Plan(kind, p, r, writes[p], partials=partials, positions=positions))
+                tiles = sz.product([outer, sz.cdiv(inner, COLUMNS)])
+                split_plans(kind, p, r, slabs, tiles if one_launch else None)
                 continue
         if r is not None and kind in ("reduce", "moments", "argreduce") and split(ev.reduction(r)):
-            red = arg_reduction(ev, r) if kind == "argreduce" else ev.reduction(r)
-            partials = _unique(f"scratch{scratch}", taken)
-            scratch += 1
-            # a `var`'s chunks store their sum and their squared deviations from their mean
-            chunks = sz.cdiv(red.count, CHUNK)
-            shape = (sz.mul(2, chunks),) if kind == "moments" else (chunks,)
-            buffers.append(BufferSpec(partials, "scratch", red.acc, shape))
-            positions = None
-            if kind == "argreduce":  # and an argmax's, the first position of the extremum
-                positions = _unique(f"scratch{scratch}", taken)
-                scratch += 1
-                buffers.append(BufferSpec(positions, "scratch", uint32, (chunks,)))
             # one launch needs a workgroup to find itself last: not for a count that can
             # be 0 (no workgroup then; the `reduce` launch still writes the identity)
-            nonempty = (sz.lower_bound(red.count, declared) or 0) >= 1
-            if one_launch and nonempty:
-                counter = _unique(f"scratch{scratch}", taken)
-                scratch += 1
-                buffers.append(BufferSpec(counter, "scratch", uint32, (1,), zero=True))
-                plans.append(
-                    Plan(kind, p, r, writes[p], partials=partials, counter=counter,
-                         positions=positions)
-                )  # fmt: skip
-                continue
-            plans.append(Plan("partial", r, r, [partials], positions=positions))
-            plans.append(Plan(kind, p, r, writes[p], partials=partials, positions=positions))
+            nonempty = (sz.lower_bound(ev.reduction(r).count, declared) or 0) >= 1
+            chunks = [sz.cdiv(ev.reduction(r).count, CHUNK)]
+            split_plans(kind, p, r, chunks, 1 if one_launch and nonempty else None)
             continue
         plans.append(Plan(kind, p, r, writes[p]))
     _refuse_bfloat16(ev, writes)
