@@ -195,7 +195,7 @@ def test_a_shuffle_some_lanes_skip_is_caught() -> None:
 
 def test_a_wrong_shuffle_lane_changes_a_reduction(tmp_path: Path) -> None:
     """A mutation of a warp reduction (one butterfly round reading its own lane) is visible."""
-    manifest = compiled_ptx("reductions", "sum_axis0", tmp_path / "sum")
+    manifest = compiled_ptx("reductions", "sum_all", tmp_path / "sum")
     dims = _dims(manifest, "small")
     inputs = random_inputs(manifest, dims, seed=3)
     good = run_ptx_manifest_cpu(manifest, tmp_path / "sum", inputs, dims)
