@@ -81,29 +81,37 @@ def test_a_transposed_read_of_the_old_value_is_written_by_the_mirror_thread(
     read once. Against the shim for sides of 1, 7 and 300 (several workgroups), blocks
     in reverse too. A launch with a second output keeps the scratch and the copy:
     another thread would read the element it stores."""
-    source = 'S = Dim("S")\n\n@gpu\ndef f(x: InOut[Tensor[float32, S, S]]):\n    x = x + x.T\n'
+    source = (
+        'S = Dim("S")\n\n@gpu\ndef f(x: InOut[Tensor[float32, S, S]]):\n    x = x + x.T\n'
+        "@gpu\ndef r(x: InOut[Tensor[float32, S, S]]) -> Tensor[float32, S, S]:\n"
+        "    x = x + x.T\n    return x\n"
+    )
     m = _manifest(source, "f")
     assert _written(m) == [["x"]] and not any(b["role"] == "scratch" for b in m["buffers"])
     path = tmp_path / "k.py"
     path.write_text(PRELUDE + source)
-    result = compile_source(str(path), PRELUDE + source, ["ptx"], function="f")
-    assert result.ok
-    for relative, content in result.files.items():
-        (tmp_path / relative).write_text(content)  # type: ignore[arg-type]
-    manifest = json.loads(result.files["f.manifest.json"])  # type: ignore[arg-type]
-    for side in (1, 7, 300):
-        dims = {"S": side}
-        inputs = random_inputs(manifest, dims, seed=side)
-        stats: list[dict] = []
-        actual = run_ptx_manifest_cpu(manifest, tmp_path, inputs, dims, stats=stats)
-        back = run_ptx_manifest_cpu(manifest, tmp_path, inputs, dims, reverse_blocks=True)
-        expected = shim_reference(path, "f", inputs, dims, {})
-        assert actual == back
-        assert_close(actual["x"], expected["x"], "float32", label=f"x + x.T at {side}")
-        # each element loaded once, by the thread that owns it and its mirror (a diagonal
-        # element twice, as itself and as its mirror), and stored once
-        assert sum(st["bytes"]["ld"] for st in stats) == 4 * (side * side + side)
-        assert sum(st["bytes"]["st"] for st in stats) == 4 * side * side
+    for function in ("f", "r"):  # r also returns the new value: stored twice
+        result = compile_source(str(path), PRELUDE + source, ["ptx"], function=function)
+        assert result.ok
+        for relative, content in result.files.items():
+            (tmp_path / relative).write_text(content)  # type: ignore[arg-type]
+        manifest = json.loads(result.files[f"{function}.manifest.json"])  # type: ignore[arg-type]
+        assert len(manifest["kernels"]) == 1
+        for side in (1, 7, 300):
+            dims = {"S": side}
+            inputs = random_inputs(manifest, dims, seed=side)
+            stats: list[dict] = []
+            actual = run_ptx_manifest_cpu(manifest, tmp_path, inputs, dims, stats=stats)
+            back = run_ptx_manifest_cpu(manifest, tmp_path, inputs, dims, reverse_blocks=True)
+            expected = shim_reference(path, function, inputs, dims, {})
+            assert actual == back
+            for name in expected:
+                assert_close(actual[name], expected[name], "float32", label=f"{name} at {side}")
+            # each element loaded once, by the thread that owns it and its mirror (a
+            # diagonal element twice, as itself and as its mirror), and stored once a buffer
+            assert sum(st["bytes"]["ld"] for st in stats) == 4 * (side * side + side)
+            stores = 4 * side * side * (2 if function == "r" else 1)
+            assert sum(st["bytes"]["st"] for st in stats) == stores
     two = (
         "@gpu\ndef g(x: InOut[Tensor[float32, D, D]]) -> Tensor[float32, D, D]:\n"
         "    old = x\n    x = old + old.T\n    return old * 2.0\n"

@@ -97,7 +97,7 @@ def _mirrored(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, A
     side, total = size_ir(shape[0]), sz.product(list(shape))
     dispatch, g = c.groups(sz.cdiv(total, WG), guard=False)
     t = body.let(ibin("+", ibin("*", g, u32(WG)), Builtin("local_x")), "t")
-    ((node, (name,)),) = c.plan.outputs()
+    ((node, names),) = c.plan.outputs()  # the `InOut` buffer, and an output it may also be
     with body.if_(Binary("<", t, size_ir(total), "bool")):
         i = body.let(ibin("/", t, side), "i")
         j = body.let(ibin("%", t, side), "j")
@@ -105,10 +105,12 @@ def _mirrored(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, A
             dtype = c.ev.dtype(node)
             here = body.let(c.ev.at(node, Idx(shape, axes=[i, j])), "here")
             there = body.let(c.ev.at(node, Idx(shape, axes=[j, i])), "there")
-            body.emit(Store(name, t, lw.to_storage(here, dtype)))
+            for name in names:
+                body.emit(Store(name, t, lw.to_storage(here, dtype)))
             with body.if_(Binary("<", i, j, "bool")):
-                mirror = ibin("+", ibin("*", j, side), i)
-                body.emit(Store(name, mirror, lw.to_storage(there, dtype)))
+                mirror = body.let(ibin("+", ibin("*", j, side), i), "mirror")
+                for name in names:
+                    body.emit(Store(name, mirror, lw.to_storage(there, dtype)))
     return (WG, 1, 1), dispatch
 
 

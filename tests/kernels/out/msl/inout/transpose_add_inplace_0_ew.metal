@@ -27,7 +27,8 @@ kernel void transpose_add_inplace_0_ew(
             const float v9 = v7 + v5;
             x[t1] = v8;
             if (i2 < j3) {
-                x[j3 * u.D + i2] = v9;
+                const uint mirror10 = j3 * u.D + i2;
+                x[mirror10] = v9;
             }
         }
     }

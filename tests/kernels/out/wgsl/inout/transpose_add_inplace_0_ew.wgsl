@@ -27,7 +27,8 @@ fn transpose_add_inplace_0_ew(
             let v9: f32 = v7 + v5;
             x[t1] = v8;
             if (i2 < j3) {
-                x[j3 * u.D + i2] = v9;
+                let mirror10: u32 = j3 * u.D + i2;
+                x[mirror10] = v9;
             }
         }
     }
