@@ -1013,10 +1013,7 @@ def _column_moments(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, i
     folds = [(m.red.name, m.red.acc, name) for m, name in zip(members, names, strict=True)]
 
     def finish(squares: Expr, totals: list[Expr]) -> None:
-        divisor = lw.convert(size_ir(sz.simplify(BinOp("-", red.count, ddof))), uint32, float32)
-        value = body.let(lw.bin_("/", squares, divisor), "var")
-        if red.name == "std":
-            value = body.let(lw.call("mimir_sqrt", value), "std")
+        value = _spread(body, red, squares, ddof)
         with body.if_(tile.mine):
             _finish(c, red, tile.o, value)
             for m, total in zip(members, totals, strict=True):
@@ -1046,12 +1043,8 @@ def _column_moments(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, i
         def squares(add: Any) -> None:
             def visit(k: Expr) -> None:
                 at = body.let(tile.at_partial(k), "at")
-                left = ibin("-", count, ibin("*", k, u32(SLAB)))
-                rows = lw.select(Binary("<", left, u32(SLAB), "bool"), left, u32(SLAB))
-                n = body.let(lw.convert(rows, uint32, float32), "n")
-                d = body.let(lw.bin_("-", lw.bin_("/", Load(partials, at, "f32"), n), mean), "d")
-                q = Load(partials, ibin("+", size, at), "f32")
-                term = lw.bin_("+", q, lw.bin_("*", n, lw.bin_("*", d, d)))
+                s, q = Load(partials, at, "f32"), Load(partials, ibin("+", size, at), "f32")
+                term, rows = _part_squares(body, count, k, SLAB, s, q, mean)
                 # a slab of no rows (a count that may be 0 has one more) adds nothing
                 add([lw.select(Binary(">", rows, u32(0), "bool"), term, lw.const(0, "f32"))])
 
@@ -2035,24 +2028,38 @@ def _combine_moments(c: KernelContext, red: Reduction, o: Expr, ddof: int) -> No
     mean = body.let(lw.bin_("/", total, lw.convert(count, uint32, float32)), "mean")
 
     def square(r: Expr) -> Expr:
-        first = ibin("*", r, u32(CHUNK))
-        left = ibin("-", count, first)
-        n = lw.select(Binary("<", left, u32(CHUNK), "bool"), left, u32(CHUNK))
-        n = body.let(lw.convert(n, uint32, float32), "n")
-        s = Load(partials, r, "f32")
-        d = body.let(lw.bin_("-", lw.bin_("/", s, n), mean), "d")
-        q = Load(partials, ibin("+", groups, r), "f32")
-        return lw.bin_("+", q, lw.bin_("*", n, lw.bin_("*", d, d)))
+        s, q = Load(partials, r, "f32"), Load(partials, ibin("+", groups, r), "f32")
+        return _part_squares(body, count, r, CHUNK, s, q, mean)[0]
 
     (squares,) = fold(square, "$squares")
-    divisor = lw.convert(size_ir(sz.simplify(BinOp("-", red.count, ddof))), uint32, float32)
-    value = body.let(lw.bin_("/", squares, divisor), "var")
-    if red.name == "std":
-        value = body.let(lw.call("mimir_sqrt", value), "std")
+    value = _spread(body, red, squares, ddof)
     with body.if_(Binary("==", lid, u32(0), "bool")):
         _finish(c, red, o, value)
         for m, total in zip(members, others, strict=True):
             _finish(c, m.red, o, total, m.root, m.outputs)
+
+
+def _part_squares(
+    body: Any, count: Expr, k: Expr, size: int, s: Expr, q: Expr, mean: Expr
+) -> tuple[Expr, Expr]:
+    """Part k's share of the squared deviations from the whole `mean`, for a `var` split
+    in parts of `size` elements (the last may be shorter) of `count`: q + n (s / n -
+    mean)^2, from the part's sum s and squared deviations q from its own mean (Chan et
+    al.'s parallel variance); and n, its element count (a `u32`)."""
+    left = ibin("-", count, ibin("*", k, u32(size)))
+    rows = lw.select(Binary("<", left, u32(size), "bool"), left, u32(size))
+    n = body.let(lw.convert(rows, uint32, float32), "n")
+    d = body.let(lw.bin_("-", lw.bin_("/", s, n), mean), "d")
+    return lw.bin_("+", q, lw.bin_("*", n, lw.bin_("*", d, d))), rows
+
+
+def _spread(body: Any, red: Reduction, squares: Expr, ddof: int) -> Expr:
+    """A `var` from its squared deviations, over count - ddof, or its `std`."""
+    divisor = lw.convert(size_ir(sz.simplify(BinOp("-", red.count, ddof))), uint32, float32)
+    value = body.let(lw.bin_("/", squares, divisor), "var")
+    if red.name == "std":
+        value = body.let(lw.call("mimir_sqrt", value), "std")
+    return value
 
 
 def _ddof(ev: Any, r: int) -> int:
@@ -2106,11 +2113,7 @@ def _variance(
         return add(acc, lw.bin_("*", d, d))
 
     squares = fold(lw.const(0, t), square, "add", shared[1])
-    divisor = lw.convert(size_ir(sz.simplify(BinOp("-", red.count, ddof))), uint32, float32)
-    value = body.let(lw.bin_("/", squares, divisor), "var")
-    if red.name == "std":
-        value = body.let(lw.call("mimir_sqrt", value), "std")
-    return value
+    return _spread(body, red, squares, ddof)
 
 
 def argreduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
