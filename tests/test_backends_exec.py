@@ -67,6 +67,11 @@ LOOSER: dict[tuple[str, str, str], tuple[float, float]] = {
     # A batched matmul over k = 3071 products of values in [-1, 1): f32 sums of that length
     # carry ~1e-4 absolute error where the result cancels to near 0.
     ("einsums", "einsum_bmm", "out"): (1e-4, 2e-4),
+    # Float atomics add up to N rows into each of V rows of `grad` in whatever order the
+    # threads land: at the "large" size 8191 rows into 5, ~1600 f32 additions per element
+    # whose partial sums reach ~30, so a reordering moves the result by ~sqrt(1600) ulps of
+    # 30 (~8e-5), past the 1e-5 default though the kernel is right.
+    ("gathers", "scatter_add_rows", "grad"): (1e-4, 1e-3),
 }
 
 
