@@ -376,11 +376,12 @@ def test_whole_reductions_and_outputs_of_one_shape_share_one_pass(tmp_path: Path
         assert kinds == ["0_partial.wgsl", "1_reduce.wgsl"]
         assert f"{element}[" in files[f"{function}_0_partial.wgsl"]
         assert f"{element}[" not in files[f"{function}_1_reduce.wgsl"]
-    # a reduction whose other axes have size 1 (a sum and a var of a (1, B) x) joins too
+    # a reduction whose other axes have size 1 (a sum, a var, an argmax of a (1, B) x)
+    # joins too
     files = _compile("reductions", "one_row_statistics", "ptx")
     kernels = json.loads(files["one_row_statistics.manifest.json"])["kernels"]
     kinds = [k["file"].removeprefix("one_row_statistics_") for k in kernels]
-    assert kinds == ["0_moments.ptx", "1_argreduce.ptx"]
+    assert kinds == ["0_moments.ptx"]
     # what must not share the pass: an output that reads a reduction's result, another
     # shape, an `InOut` write
     source = (
@@ -656,6 +657,69 @@ def test_a_whole_argmax_is_split_over_workgroups(tmp_path: Path) -> None:
     manifest = json.loads(result.files["where_max.manifest.json"])  # type: ignore[arg-type]
     kinds = [k["file"] for k in manifest["kernels"]]
     assert kinds == ["where_max_0_partial.wgsl", "where_max_1_argreduce.wgsl"]
+
+
+def test_a_whole_argmax_shares_the_pass_of_the_other_whole_reductions(tmp_path: Path) -> None:
+    """`x.argmax()` beside other whole reductions of x (a sum, a var, an argmin; first or
+    after them) joins their pass: one launch, its extremum folded with theirs and its
+    first position in a second read of the chunk (a var's squares' read), the last
+    workgroup combining every one. x is loaded from global memory twice at most; the
+    results match the shim across 3 chunks, with the extremum tied across chunks and a
+    nan, blocks in reverse order too. WGSL: the `partial` launch and one that combines."""
+    source = (
+        "from mimir.array import Dim, Tensor, float32, gpu, int32\n"
+        'N = Dim("N")\n'
+        "@gpu\ndef stats(x: Tensor[float32, N]):\n"
+        "    return x.sum(), x.var(), x.argmax()\n"
+        "@gpu\ndef led(x: Tensor[float32, N]):\n"
+        "    return x.argmax(), x.max(), x.argmin()\n"
+        "@gpu\ndef ints(x: Tensor[int32, N]):\n"
+        "    return x.argmin(), x.min(), x.sum()\n"
+    )
+    path = tmp_path / "args.py"
+    path.write_text(source)
+    n = 3 * 4096 + 17
+    floats = [float((k * 7919) % 1000) / 7 for k in range(n)]
+    floats[9000] = floats[5000] = 2000.0  # the max in chunks 2 and 1: the first is 5000
+    floats[4500] = floats[12300] = -5.0  # the min in chunks 1 and 3
+    with_nan = list(floats)
+    with_nan[11000] = with_nan[8200] = math.nan
+    ints = [(k * 31) % 97 - 40 for k in range(n)]  # -40 first at 0, again every 97
+    ints[4100] = ints[12000] = -41
+    cases = [
+        ("stats", {"x": floats}, ["out0", "out1", "out2"]),
+        ("stats", {"x": with_nan}, ["out2"]),
+        ("led", {"x": floats}, ["out0", "out1", "out2"]),
+        ("led", {"x": with_nan}, ["out0", "out2"]),
+        ("ints", {"x": ints}, ["out0", "out1", "out2"]),
+    ]
+    dims = {"N": n}
+    for k, (function, inputs, compared) in enumerate(cases):
+        result = compile_source(str(path), source, ["ptx"], function=function)
+        assert result.ok, [(d.code, d.message) for d in result.diagnostics]
+        files = {name: v for name, v in result.files.items() if isinstance(v, str)}
+        manifest = json.loads(files[f"{function}.manifest.json"])
+        (kernel,) = manifest["kernels"]
+        folder = tmp_path / f"{function}_{k}"
+        actual, stats = _ptx_run(files, function, dims, folder, inputs)
+        loaded = sum(s["bytes"]["ld"] for s in stats)
+        assert 2 * 4 * n <= loaded < 2 * 4 * n + 4096, (function, loaded)
+        back = run_ptx_manifest_cpu(manifest, folder, inputs, dims, reverse_blocks=True)
+        expected = shim_reference(path, function, inputs, dims, {})
+        for name in compared:
+            dtype = next(b["dtype"] for b in manifest["buffers"] if b["name"] == name)
+            for got in (actual[name], back[name]):
+                assert_close(got, expected[name], dtype, label=f"{function} {k} {name}")
+    # the positions themselves, not only close: 5000 (tied max), 4500 (tied min), 8200 (nan)
+    result = compile_source(str(path), source, ["ptx"], function="led")
+    files = {name: v for name, v in result.files.items() if isinstance(v, str)}
+    for inputs, first, low in (({"x": floats}, 5000, 4500), ({"x": with_nan}, 8200, 8200)):
+        actual, _ = _ptx_run(files, "led", dims, tmp_path / f"led_{first}", inputs)
+        assert (actual["out0"], actual["out2"]) == ([first], [low])
+    result = compile_source(str(path), source, ["wgsl"], function="stats")
+    manifest = json.loads(result.files["stats.manifest.json"])  # type: ignore[arg-type]
+    kinds = [k["file"] for k in manifest["kernels"]]
+    assert kinds == ["stats_0_partial.wgsl", "stats_1_moments.wgsl"]
 
 
 def test_a_dot_and_a_matrix_vector_einsum_are_reductions_not_matmuls(tmp_path: Path) -> None:

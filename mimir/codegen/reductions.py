@@ -521,7 +521,8 @@ def _finish(
 def partial(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
     """Each workgroup reduces CHUNK consecutive elements into `partials[group]` (with
     `Plan.reductions`, each reduction into its own; `_partial`); a `var`'s, its chunk's
-    sum and squared deviations (`_moment_chunk`)."""
+    sum and squared deviations (`_moment_chunk`); an argmax's, its chunk's extremum and
+    the first position holding it (`_Firsts`)."""
     assert c.plan.root is not None
     if root_kind(c.ev.kg, c.plan.root) == "reduce":
         red = c.ev.reduction(c.plan.root)
@@ -530,8 +531,6 @@ def partial(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
     if root_kind(c.ev.kg, c.plan.root) == "argreduce":
         if column_layout(red := arg_reduction(c.ev, c.plan.root)) is not None:
             return _column_args(c, red)
-        dispatch, _ = _arg_chunk(c, red)
-        return (SPLIT_WG, 1, 1), dispatch
     if root_kind(c.ev.kg, c.plan.root) == "moments":
         if column_layout(red := c.ev.reduction(c.plan.root)) is not None:
             return _column_moments(c, red)
@@ -544,12 +543,19 @@ def partial(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
 @dataclass
 class Member:
     """A whole reduction of a pass over the elements (`_partial`): the plan's own or one
-    of `Plan.reductions`. `outputs` None: the plan's outputs."""
+    of `Plan.reductions`. `outputs` None: the plan's outputs. An argmax / argmin's
+    `positions` hold its parts' first positions (`partials`, their extrema)."""
 
     root: int
     red: Reduction
     partials: str
     outputs: list[tuple[int, list[str]]] | None
+    positions: str | None = None
+
+    @property
+    def folded(self) -> str:
+        """What the pass folds: an argmax's extremum, the reduction itself otherwise."""
+        return {"argmax": "max", "argmin": "min"}.get(self.red.name, self.red.name)
 
 
 def _members(c: KernelContext) -> list[Member]:
@@ -560,8 +566,73 @@ def _members(c: KernelContext) -> list[Member]:
         partials = p.writes[0] if p.kind == "partial" else p.partials
         assert p.root is not None and partials is not None
         outputs = None if p is c.plan else p.outputs()
-        members.append(Member(p.root, c.ev.reduction(p.root), partials, outputs))
+        arg = root_kind(c.ev.kg, p.root) == "argreduce"
+        red = arg_reduction(c.ev, p.root) if arg else c.ev.reduction(p.root)
+        members.append(Member(p.root, red, partials, outputs, p.positions))
     return members
+
+
+class _Firsts:
+    """The second fold of the argmax / argmin members of a pass (`_best_and_first`'s),
+    after the first folded their extrema (`bests`, the same in every thread): the first
+    position `position(m, r)` among the elements `element(m, r)` that hold the extremum
+    (or a nan, when that is nan). `visit` each element; then `values` join a tree
+    (`group_totals`), and `found` takes its totals: None for the other members."""
+
+    def __init__(
+        self,
+        c: KernelContext,
+        members: list[Member],
+        bests: list[Expr],
+        element: Any,
+        position: Any,
+    ) -> None:
+        self.c, self.members, self.bests = c, members, bests
+        self.element, self.position = element, position
+        self.args = [k for k, m in enumerate(members) if m.positions is not None]
+        self.accs = {k: c.body.var(lw.const(lw.UINT_MAX, "u32"), "first") for k in self.args}
+
+    def visit(self, r: Expr) -> None:
+        body = self.c.body
+        for k in self.args:
+            m, acc = self.members[k], self.accs[k]
+            v = body.let(self.element(m, r), "v")
+            at = body.let(self.position(m, r), "at")
+            held = _holds(v, self.bests[k], lw.REG[m.red.acc])
+            body.emit(Assign(acc, lw.select(lw.bin_("&&", held, lw.bin_("<", at, acc)), at, acc)))
+
+    def values(self) -> list[tuple[Expr, str, str]]:
+        return [(self.accs[k], "min", f"$first{k}") for k in self.args]
+
+    def found(self, totals: list[Expr]) -> list[Expr | None]:
+        firsts: list[Expr | None] = [None] * len(self.members)
+        for k, where in zip(self.args, totals, strict=True):
+            firsts[k] = where
+        return firsts
+
+    def folded(self, over: Any, width: int = SPLIT_WG) -> list[Expr | None]:
+        """The positions, in a pass of their own (`over(visit)`) and one tree."""
+        if not self.args:
+            return self.found([])
+        over(self.visit)
+        return self.found(group_totals(self.c.body, self.c.shared, self.values(), width))
+
+
+def _store_part(c: KernelContext, m: Member, g: Expr, total: Expr, first: Expr | None) -> None:
+    """A member's part `g`: its total (an argmax's extremum) and an argmax's position."""
+    c.body.emit(Store(m.partials, g, lw.to_storage(total, m.red.acc)))
+    if first is not None:
+        assert m.positions is not None
+        c.body.emit(Store(m.positions, g, first))
+
+
+def _finish_member(c: KernelContext, m: Member, o: Expr, total: Expr, first: Expr | None) -> None:
+    """Member `m`'s output element `o` (`_finish`; an argmax's first position, an int32)."""
+    if first is None:
+        _finish(c, m.red, o, total, m.root, m.outputs)
+        return
+    index = c.body.let(Cast(first, "i32"), "index")
+    c.write(Idx(c.ev.shape(m.root), flat=o), index, m.outputs, m.root)
 
 
 def _chunk(c: KernelContext, red: Reduction) -> tuple[Any, Expr, Expr, Expr]:
@@ -614,25 +685,30 @@ def _partial(c: KernelContext, members: list[Member]) -> tuple[Any, Expr]:
 
         _four_wide(c, plan, red.count, vectors, scalars)
 
-    accs = [body.var(_identity(m.red.name, m.red.acc), "acc") for m in members]
+    accs = [body.var(_identity(m.folded, m.red.acc), "acc") for m in members]
 
     def visit(r: Expr) -> None:
         if c.plan.elements:
             c.write(Idx(red.shape, flat=r), outputs=c.plan.elements)
         for acc, m, read in zip(accs, members, reads, strict=True):
             value = read(r, _kept_axes(c, m.red))
-            body.emit(Assign(acc, _combiner(m.red.name, m.red.acc)(acc, value)))
+            body.emit(Assign(acc, _combiner(m.folded, m.red.acc)(acc, value)))
 
     if plan is not None:
         chunk(visit)
     else:
         strided(body, ibin("+", start, lid), end, SPLIT_WG, visit)
     names = ["$partial" if k == 0 else f"$partial{k}" for k in range(len(members))]
-    values = [(acc, op_for(m.red.name), n) for acc, m, n in zip(accs, members, names, strict=True)]
+    values = [(acc, op_for(m.folded), n) for acc, m, n in zip(accs, members, names, strict=True)]
     totals = group_totals(body, c.shared, values, SPLIT_WG)
+    # an argmax's first position: a second read of the chunk (from the cache)
+    element = lambda m, r: reads[members.index(m)](r, _kept_axes(c, m.red))  # noqa: E731
+    firsts = _Firsts(c, members, totals, element, lambda m, r: r).folded(
+        lambda visit: strided(body, ibin("+", start, lid), end, SPLIT_WG, visit)
+    )
     with body.if_(Binary("==", lid, u32(0), "bool")):
-        for m, total in zip(members, totals, strict=True):
-            body.emit(Store(m.partials, g, lw.to_storage(total, m.red.acc)))
+        for m, total, first in zip(members, totals, firsts, strict=True):
+            _store_part(c, m, g, total, first)
     return dispatch, g
 
 
@@ -652,21 +728,27 @@ def _combine_partials(
     body = c.body
     red = members[0].red
     count = size_ir(sz.cdiv(red.count, CHUNK)) if count is None else count
-    accs = [body.var(_identity(m.red.name, m.red.acc), "acc") for m in members]
+    accs = [body.var(_identity(m.folded, m.red.acc), "acc") for m in members]
+
+    def part(m: Member, r: Expr) -> Expr:
+        loaded = Load(m.partials, r, lw.STORAGE[m.red.acc])
+        return body.let(lw.from_storage(loaded, m.red.acc), "partial")  # read once
 
     def visit(r: Expr) -> None:
         for acc, m in zip(accs, members, strict=True):
-            loaded = Load(m.partials, r, lw.STORAGE[m.red.acc])
-            value = body.let(lw.from_storage(loaded, m.red.acc), "partial")  # read once
-            body.emit(Assign(acc, _combiner(m.red.name, m.red.acc)(acc, value)))
+            body.emit(Assign(acc, _combiner(m.folded, m.red.acc)(acc, part(m, r))))
 
-    strided(body, lid, count, width, visit)
+    over = lambda visit: strided(body, lid, count, width, visit)  # noqa: E731
+    over(visit)
     names = [shared if k == 0 else f"{shared}{k}" for k in range(len(members))]
-    values = [(acc, op_for(m.red.name), n) for acc, m, n in zip(accs, members, names, strict=True)]
+    values = [(acc, op_for(m.folded), n) for acc, m, n in zip(accs, members, names, strict=True)]
     totals = group_totals(body, c.shared, values, width)
+    # an argmax's: the first position among the parts that hold the extremum
+    position = lambda m, r: Load(m.positions, r, "u32")  # noqa: E731
+    firsts = _Firsts(c, members, totals, part, position).folded(over, width)
     with body.if_(Binary("==", lid, u32(0), "bool")):
-        for m, total in zip(members, totals, strict=True):
-            _finish(c, m.red, o, total, m.root, m.outputs)
+        for m, total, first in zip(members, totals, firsts, strict=True):
+            _finish_member(c, m, o, total, first)
 
 
 def _last_workgroup(c: KernelContext, groups: Expr, slot: Expr | None = None) -> None:
@@ -1957,24 +2039,29 @@ def _moment_chunk(c: KernelContext, red: Reduction, partials: str) -> tuple[Any,
     n = lw.convert(ibin("-", end, start), uint32, float32)
     members = _members(c)[1:]  # the other reductions of the pass, folded with the sums
     reads = [_element(c, m.red) for m in members]
-    accs = [body.var(_identity(m.red.name, m.red.acc), "acc") for m in members]
+    accs = [body.var(_identity(m.folded, m.red.acc), "acc") for m in members]
+    over = lambda visit: strided(body, ibin("+", start, lid), end, SPLIT_WG, visit)  # noqa: E731
+    kept = _kept_axes(c, red)
 
-    def fold(step: Any, shared: str, more: bool = False) -> list[Expr]:
+    def fold(step: Any, shared: str, more: bool = False, then: Any = None) -> list[Expr]:
+        """The chunk's `step` summed (`more`: and the members folded; `then`: an
+        argmax's positions found in the same read, `_Firsts`)."""
         acc = body.var(lw.const(0, "f32"), "acc")
-        kept = _kept_axes(c, red)
 
         def visit(r: Expr) -> None:
             body.emit(Assign(acc, lw.bin_("+", acc, step(read(r, kept)))))
             for a, m, get in zip(accs, members, reads, strict=True) if more else ():
                 value = get(r, _kept_axes(c, m.red))
-                body.emit(Assign(a, _combiner(m.red.name, m.red.acc)(a, value)))
+                body.emit(Assign(a, _combiner(m.folded, m.red.acc)(a, value)))
+            if then is not None:
+                then.visit(r)
 
-        strided(body, ibin("+", start, lid), end, SPLIT_WG, visit)
+        over(visit)
         values = [(acc, "add", shared)]
         if more:
-            values += [(a, op_for(m.red.name), f"$partial{k + 1}") for k, (a, m) in
+            values += [(a, op_for(m.folded), f"$partial{k + 1}") for k, (a, m) in
                        enumerate(zip(accs, members, strict=True))]  # fmt: skip
-        return group_totals(body, c.shared, values, SPLIT_WG)
+        return group_totals(body, c.shared, [*values, *(then.values() if then else [])], SPLIT_WG)
 
     total, *others = fold(lambda v: v, "$sum", True)
     mean = body.let(lw.bin_("/", total, n), "mean")
@@ -1983,13 +2070,17 @@ def _moment_chunk(c: KernelContext, red: Reduction, partials: str) -> tuple[Any,
         d = body.let(lw.bin_("-", v, mean), "d")
         return lw.bin_("*", d, d)
 
-    (squares,) = fold(square, "$squares")
+    # an argmax's first position, in the squares' read of the chunk (from the cache)
+    element = lambda m, r: reads[members.index(m)](r, _kept_axes(c, m.red))  # noqa: E731
+    positions = _Firsts(c, members, others, element, lambda m, r: r)
+    squares, *found = fold(square, "$squares", then=positions)
+    firsts = positions.found(found)
     groups = size_ir(sz.cdiv(red.count, CHUNK))
     with body.if_(Binary("==", lid, u32(0), "bool")):
         body.emit(Store(partials, g, lw.to_storage(total, float32)))
         body.emit(Store(partials, ibin("+", groups, g), lw.to_storage(squares, float32)))
-        for m, value in zip(members, others, strict=True):
-            body.emit(Store(m.partials, g, lw.to_storage(value, m.red.acc)))
+        for m, value, first in zip(members, others, firsts, strict=True):
+            _store_part(c, m, g, value, first)
     return dispatch, g
 
 
@@ -2005,7 +2096,12 @@ def _combine_moments(c: KernelContext, red: Reduction, o: Expr, ddof: int) -> No
     count = size_ir(red.count)
 
     members = _members(c)[1:]  # the other reductions of the pass, combined with the sums
-    accs = [body.var(_identity(m.red.name, m.red.acc), "acc") for m in members]
+    accs = [body.var(_identity(m.folded, m.red.acc), "acc") for m in members]
+    over = lambda visit: strided(body, lid, groups, SPLIT_WG, visit)  # noqa: E731
+
+    def part(m: Member, r: Expr) -> Expr:
+        loaded = Load(m.partials, r, lw.STORAGE[m.red.acc])
+        return body.let(lw.from_storage(loaded, m.red.acc), "partial")
 
     def fold(step: Any, shared: str, more: bool = False) -> list[Expr]:
         acc = body.var(lw.const(0, "f32"), "acc")
@@ -2013,14 +2109,12 @@ def _combine_moments(c: KernelContext, red: Reduction, o: Expr, ddof: int) -> No
         def visit(r: Expr) -> None:
             body.emit(Assign(acc, lw.bin_("+", acc, step(r))))
             for a, m in zip(accs, members, strict=True) if more else ():
-                loaded = Load(m.partials, r, lw.STORAGE[m.red.acc])
-                value = body.let(lw.from_storage(loaded, m.red.acc), "partial")
-                body.emit(Assign(a, _combiner(m.red.name, m.red.acc)(a, value)))
+                body.emit(Assign(a, _combiner(m.folded, m.red.acc)(a, part(m, r))))
 
-        strided(body, lid, groups, SPLIT_WG, visit)
+        over(visit)
         values = [(acc, "add", shared)]
         if more:
-            values += [(a, op_for(m.red.name), f"$combine{k + 1}") for k, (a, m) in
+            values += [(a, op_for(m.folded), f"$combine{k + 1}") for k, (a, m) in
                        enumerate(zip(accs, members, strict=True))]  # fmt: skip
         return group_totals(body, c.shared, values, SPLIT_WG)
 
@@ -2032,11 +2126,13 @@ def _combine_moments(c: KernelContext, red: Reduction, o: Expr, ddof: int) -> No
         return _part_squares(body, count, r, CHUNK, s, q, mean)[0]
 
     (squares,) = fold(square, "$squares")
+    position = lambda m, r: Load(m.positions, r, "u32")  # noqa: E731
+    firsts = _Firsts(c, members, others, part, position).folded(over)
     value = _spread(body, red, squares, ddof)
     with body.if_(Binary("==", lid, u32(0), "bool")):
         _finish(c, red, o, value)
-        for m, total in zip(members, others, strict=True):
-            _finish(c, m.red, o, total, m.root, m.outputs)
+        for m, total, first in zip(members, others, firsts, strict=True):
+            _finish_member(c, m, o, total, first)
 
 
 def _part_squares(
@@ -2126,77 +2222,17 @@ def argreduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, A
     red = arg_reduction(ev, c.plan.root)
     if column_layout(red) is not None:
         return _column_args(c, red)
-    if c.plan.partials is not None:  # over a whole tensor, split (`_arg_chunk`)
+    if c.plan.partials is not None:  # over a whole tensor, split as a whole `reduce` is
         if c.plan.counter is not None:  # every chunk, then the last workgroup combines
-            dispatch, _ = _arg_chunk(c, red)
-            groups = size_ir(sz.cdiv(red.count, CHUNK))
-            _last_workgroup(c, groups)
-            _combine_args(c, red, u32(0))
-            _reset_counter(c, groups)
-            return (SPLIT_WG, 1, 1), dispatch
+            return _last_block(c, red)
         dispatch, o = c.groups(1)  # after a `partial` launch
-        _combine_args(c, red, o)
+        _combine_partials(c, _members(c), o, "$partial")
         return (SPLIT_WG, 1, 1), dispatch
     t = lw.REG[red.acc]
     launch = _TwoPass(c, red)
     with launch.inside(red):
         _argreduce(c, red, launch, t)
     return launch.workgroup, launch.dispatch
-
-
-def _arg_chunk(c: KernelContext, red: Reduction) -> tuple[Any, Expr]:
-    """A whole argmax's `partial` work: this workgroup's chunk's extremum and the first
-    position holding it (`_best_and_first`), stored by thread 0 in `partials[group]` and
-    `Plan.positions[group]`."""
-    body = c.body
-    dispatch, g, start, end = _chunk(c, red)
-    lid = Builtin("local_x")
-    read = _element(c, red)
-
-    def fold(init: Expr, step: Any, op: str, shared: str) -> Expr:
-        acc = body.var(init, "acc")
-        visit = lambda r: body.emit(Assign(acc, step(acc, r)))  # noqa: E731
-        strided(body, ibin("+", start, lid), end, SPLIT_WG, visit)
-        return group_total(body, c.shared, acc, op, SPLIT_WG, shared)
-
-    kept = _kept_axes(c, red)
-    best, where = _best_and_first(body, red, lambda r: read(r, kept), fold, ("$best", "$first"))
-    values = c.plan.writes[0] if c.plan.kind == "partial" else c.plan.partials
-    positions = c.plan.positions
-    assert values is not None and positions is not None
-    with body.if_(Binary("==", lid, u32(0), "bool")):
-        body.emit(Store(values, g, lw.to_storage(best, red.acc)))
-        body.emit(Store(positions, g, where))
-    return dispatch, g
-
-
-def _combine_args(c: KernelContext, red: Reduction, o: Expr) -> None:
-    """A whole argmax from its chunks' extrema and first positions: the extremum of
-    the extrema, then the first position among the chunks that hold it (or a nan);
-    thread 0 writes it."""
-    body = c.body
-    values, positions = c.plan.partials, c.plan.positions
-    assert values is not None and positions is not None
-    lid = Builtin("local_x")
-    groups = size_ir(sz.cdiv(red.count, CHUNK))
-
-    def element(r: Expr) -> Expr:
-        return lw.from_storage(Load(values, r, lw.STORAGE[red.acc]), red.acc)
-
-    def fold(init: Expr, step: Any, op: str, shared: str) -> Expr:
-        acc = body.var(init, "acc")
-        visit = lambda r: body.emit(Assign(acc, step(acc, r)))  # noqa: E731
-        strided(body, lid, groups, SPLIT_WG, visit)
-        return group_total(body, c.shared, acc, op, SPLIT_WG, shared)
-
-    def position(r: Expr) -> Expr:
-        return Load(positions, r, "u32")
-
-    best = lambda r: body.let(element(r), "v")  # noqa: E731
-    _, where = _best_and_first(body, red, best, fold, ("$best", "$first"), position)
-    with body.if_(Binary("==", lid, u32(0), "bool")):
-        assert c.plan.root is not None
-        c.write(Idx(c.ev.shape(c.plan.root), flat=o), body.let(Cast(where, "i32"), "index"))
 
 
 def arg_reduction(ev: Any, r: int) -> Reduction:

@@ -43,6 +43,9 @@ from mimir.dtypes import DType, bfloat16, float32, uint32
 from mimir.parse.module import ScalarAnnotation, TensorAnnotation
 
 ROOT_KINDS = ("matmul", "reduce", "softmax", "argreduce", "moments", "scan")
+# the launches that end a split whole reduction, and fold the others of its pass (an
+# argmax's: its chunks' extrema and first positions, `reductions._Firsts`)
+_WHOLE_ENDS = ("reduce", "moments", "argreduce")
 _FUSIBLE = ("elementwise", "cast")
 
 
@@ -779,11 +782,10 @@ def _merge_whole_reductions(
 
     def whole(plan: Plan) -> list[str] | None:
         """The input's shape, for a split reduction over every axis of size other than 1."""
-        if plan.kind not in ("partial", "reduce", "moments") or plan.partials is None:
-            if plan.kind != "partial":
-                return None
+        if plan.kind != "partial" and (plan.kind not in _WHOLE_ENDS or plan.partials is None):
+            return None
         assert plan.root is not None
-        if root_kind(ev.kg, plan.root) not in ("reduce", "moments"):
+        if root_kind(ev.kg, plan.root) not in _WHOLE_ENDS:
             return None
         red = ev.reduction(plan.root)
         # every other axis of size 1 (`x.sum(axis=1)` of a (1, N) x): element r is at r
@@ -850,12 +852,12 @@ def _merge_whole_reductions(
         plan = plans[k]
         # the launches of one reduction: `partial` and `reduce`, or the one-launch `reduce`
         group = plans[k : k + 2] if plan.kind == "partial" else [plan]
-        one = plan.kind in ("reduce", "moments") and plan.counter is not None
+        one = plan.kind in _WHOLE_ENDS and plan.counter is not None
         head = out[-1] if out else None
         # the pass before: the launch that reads the elements (its combining `reduce` is
         # `head` after a `partial`)
         first = None
-        final = head is not None and head.kind in ("reduce", "moments")
+        final = head is not None and head.kind in _WHOLE_ENDS
         if head is not None and final and head.counter is not None:
             first = head
         elif head is not None and final and head.partials is not None:

@@ -46,9 +46,10 @@ kernel void argmax_flat_0_argreduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float best[4];
-    threadgroup uint first[4];
+    threadgroup float partial[4];
+    threadgroup uint first0[4];
     threadgroup uint ticket[1];
+    threadgroup float combine[4];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= ((u.N * 7u + 4096u - 1u) >> 12u)) {
         return;
@@ -57,132 +58,258 @@ kernel void argmax_flat_0_argreduce(
     const uint stop2 = start1 + 4096u;
     const uint end3 = (stop2 < u.N * 7u ? stop2 : u.N * 7u);
     float acc4 = as_type<float>(0xff800000u);
-    const uint last5 = (end3 > 384u ? end3 - 384u : 0u);
-    uint rest6 = start1 + lid.x;
-    for (uint r7 = start1 + lid.x; r7 < last5; r7 += 512u) {
-        const float v10 = float(x[r7]);
-        acc4 = mimir_maximum_f32(acc4, v10);
-        const float v13 = float(x[r7 + 128u]);
-        acc4 = mimir_maximum_f32(acc4, v13);
-        const float v16 = float(x[r7 + 256u]);
-        acc4 = mimir_maximum_f32(acc4, v16);
-        const float v19 = float(x[r7 + 384u]);
-        acc4 = mimir_maximum_f32(acc4, v19);
-        rest6 = r7 + 512u;
+    if (((u.N * 7u) & 3u) == 0u) {
+        const uint span5 = end3 - start1;
+        const uint r6 = lid.x << 2u;
+        if (span5 == 4096u) {
+            const uint i7 = start1 + r6;
+            const float v10 = float(x[i7]);
+            acc4 = mimir_maximum_f32(acc4, v10);
+            const float v13 = float(x[i7 + 1u]);
+            acc4 = mimir_maximum_f32(acc4, v13);
+            const float v16 = float(x[i7 + 2u]);
+            acc4 = mimir_maximum_f32(acc4, v16);
+            const float v19 = float(x[i7 + 3u]);
+            acc4 = mimir_maximum_f32(acc4, v19);
+            const uint r20 = r6 + 512u;
+            const uint i21 = start1 + r20;
+            const float v24 = float(x[i21]);
+            acc4 = mimir_maximum_f32(acc4, v24);
+            const float v27 = float(x[i21 + 1u]);
+            acc4 = mimir_maximum_f32(acc4, v27);
+            const float v30 = float(x[i21 + 2u]);
+            acc4 = mimir_maximum_f32(acc4, v30);
+            const float v33 = float(x[i21 + 3u]);
+            acc4 = mimir_maximum_f32(acc4, v33);
+            const uint r34 = r6 + 1024u;
+            const uint i35 = start1 + r34;
+            const float v38 = float(x[i35]);
+            acc4 = mimir_maximum_f32(acc4, v38);
+            const float v41 = float(x[i35 + 1u]);
+            acc4 = mimir_maximum_f32(acc4, v41);
+            const float v44 = float(x[i35 + 2u]);
+            acc4 = mimir_maximum_f32(acc4, v44);
+            const float v47 = float(x[i35 + 3u]);
+            acc4 = mimir_maximum_f32(acc4, v47);
+            const uint r48 = r6 + 1536u;
+            const uint i49 = start1 + r48;
+            const float v52 = float(x[i49]);
+            acc4 = mimir_maximum_f32(acc4, v52);
+            const float v55 = float(x[i49 + 1u]);
+            acc4 = mimir_maximum_f32(acc4, v55);
+            const float v58 = float(x[i49 + 2u]);
+            acc4 = mimir_maximum_f32(acc4, v58);
+            const float v61 = float(x[i49 + 3u]);
+            acc4 = mimir_maximum_f32(acc4, v61);
+            const uint r62 = r6 + 2048u;
+            const uint i63 = start1 + r62;
+            const float v66 = float(x[i63]);
+            acc4 = mimir_maximum_f32(acc4, v66);
+            const float v69 = float(x[i63 + 1u]);
+            acc4 = mimir_maximum_f32(acc4, v69);
+            const float v72 = float(x[i63 + 2u]);
+            acc4 = mimir_maximum_f32(acc4, v72);
+            const float v75 = float(x[i63 + 3u]);
+            acc4 = mimir_maximum_f32(acc4, v75);
+            const uint r76 = r6 + 2560u;
+            const uint i77 = start1 + r76;
+            const float v80 = float(x[i77]);
+            acc4 = mimir_maximum_f32(acc4, v80);
+            const float v83 = float(x[i77 + 1u]);
+            acc4 = mimir_maximum_f32(acc4, v83);
+            const float v86 = float(x[i77 + 2u]);
+            acc4 = mimir_maximum_f32(acc4, v86);
+            const float v89 = float(x[i77 + 3u]);
+            acc4 = mimir_maximum_f32(acc4, v89);
+            const uint r90 = r6 + 3072u;
+            const uint i91 = start1 + r90;
+            const float v94 = float(x[i91]);
+            acc4 = mimir_maximum_f32(acc4, v94);
+            const float v97 = float(x[i91 + 1u]);
+            acc4 = mimir_maximum_f32(acc4, v97);
+            const float v100 = float(x[i91 + 2u]);
+            acc4 = mimir_maximum_f32(acc4, v100);
+            const float v103 = float(x[i91 + 3u]);
+            acc4 = mimir_maximum_f32(acc4, v103);
+            const uint r104 = r6 + 3584u;
+            const uint i105 = start1 + r104;
+            const float v108 = float(x[i105]);
+            acc4 = mimir_maximum_f32(acc4, v108);
+            const float v111 = float(x[i105 + 1u]);
+            acc4 = mimir_maximum_f32(acc4, v111);
+            const float v114 = float(x[i105 + 2u]);
+            acc4 = mimir_maximum_f32(acc4, v114);
+            const float v117 = float(x[i105 + 3u]);
+            acc4 = mimir_maximum_f32(acc4, v117);
+        } else {
+            const uint r118 = lid.x << 2u;
+            const uint last119 = (span5 > 512u ? span5 - 512u : 0u);
+            uint rest120 = r118;
+            for (uint r121 = r118; r121 < last119; r121 += 1024u) {
+                const uint i122 = start1 + r121;
+                const float v125 = float(x[i122]);
+                acc4 = mimir_maximum_f32(acc4, v125);
+                const float v128 = float(x[i122 + 1u]);
+                acc4 = mimir_maximum_f32(acc4, v128);
+                const float v131 = float(x[i122 + 2u]);
+                acc4 = mimir_maximum_f32(acc4, v131);
+                const float v134 = float(x[i122 + 3u]);
+                acc4 = mimir_maximum_f32(acc4, v134);
+                const uint r135 = r121 + 512u;
+                const uint i136 = start1 + r135;
+                const float v139 = float(x[i136]);
+                acc4 = mimir_maximum_f32(acc4, v139);
+                const float v142 = float(x[i136 + 1u]);
+                acc4 = mimir_maximum_f32(acc4, v142);
+                const float v145 = float(x[i136 + 2u]);
+                acc4 = mimir_maximum_f32(acc4, v145);
+                const float v148 = float(x[i136 + 3u]);
+                acc4 = mimir_maximum_f32(acc4, v148);
+                rest120 = r121 + 1024u;
+            }
+            for (uint r149 = rest120; r149 < span5; r149 += 512u) {
+                const uint i150 = start1 + r149;
+                const float v153 = float(x[i150]);
+                acc4 = mimir_maximum_f32(acc4, v153);
+                const float v156 = float(x[i150 + 1u]);
+                acc4 = mimir_maximum_f32(acc4, v156);
+                const float v159 = float(x[i150 + 2u]);
+                acc4 = mimir_maximum_f32(acc4, v159);
+                const float v162 = float(x[i150 + 3u]);
+                acc4 = mimir_maximum_f32(acc4, v162);
+            }
+        }
+    } else {
+        const uint last163 = (end3 > 384u ? end3 - 384u : 0u);
+        uint rest164 = start1 + lid.x;
+        for (uint r165 = start1 + lid.x; r165 < last163; r165 += 512u) {
+            const float v168 = float(x[r165]);
+            acc4 = mimir_maximum_f32(acc4, v168);
+            const float v171 = float(x[r165 + 128u]);
+            acc4 = mimir_maximum_f32(acc4, v171);
+            const float v174 = float(x[r165 + 256u]);
+            acc4 = mimir_maximum_f32(acc4, v174);
+            const float v177 = float(x[r165 + 384u]);
+            acc4 = mimir_maximum_f32(acc4, v177);
+            rest164 = r165 + 512u;
+        }
+        for (uint r178 = rest164; r178 < end3; r178 += 128u) {
+            const float v181 = float(x[r178]);
+            acc4 = mimir_maximum_f32(acc4, v181);
+        }
     }
-    for (uint r20 = rest6; r20 < end3; r20 += 128u) {
-        const float v23 = float(x[r20]);
-        acc4 = mimir_maximum_f32(acc4, v23);
-    }
-    const float warp24 = (simd_any(((as_type<uint>(acc4) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc4));
+    const float warp182 = (simd_any(((as_type<uint>(acc4) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc4));
     if ((lid.x & 31u) == 0u) {
-        best[lid.x >> 5u] = warp24;
+        partial[lid.x >> 5u] = warp182;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot25 = best[lid.x & 3u];
-    const float total26 = mimir_simd_max_f32_4(slot25);
-    uint acc27 = 4294967295u;
-    const uint last28 = (end3 > 384u ? end3 - 384u : 0u);
-    uint rest29 = start1 + lid.x;
-    for (uint r30 = start1 + lid.x; r30 < last28; r30 += 512u) {
-        const float v33 = float(x[r30]);
-        acc27 = (((!(((as_type<uint>(v33) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total26) & 0x7fffffffu) > 0x7f800000u)) && (v33 == total26)) || (((as_type<uint>(v33) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total26) & 0x7fffffffu) > 0x7f800000u))) && (r30 < acc27) ? r30 : acc27);
-        const float v36 = float(x[r30 + 128u]);
-        acc27 = (((!(((as_type<uint>(v36) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total26) & 0x7fffffffu) > 0x7f800000u)) && (v36 == total26)) || (((as_type<uint>(v36) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total26) & 0x7fffffffu) > 0x7f800000u))) && (r30 + 128u < acc27) ? r30 + 128u : acc27);
-        const float v39 = float(x[r30 + 256u]);
-        acc27 = (((!(((as_type<uint>(v39) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total26) & 0x7fffffffu) > 0x7f800000u)) && (v39 == total26)) || (((as_type<uint>(v39) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total26) & 0x7fffffffu) > 0x7f800000u))) && (r30 + 256u < acc27) ? r30 + 256u : acc27);
-        const float v42 = float(x[r30 + 384u]);
-        acc27 = (((!(((as_type<uint>(v42) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total26) & 0x7fffffffu) > 0x7f800000u)) && (v42 == total26)) || (((as_type<uint>(v42) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total26) & 0x7fffffffu) > 0x7f800000u))) && (r30 + 384u < acc27) ? r30 + 384u : acc27);
-        rest29 = r30 + 512u;
+    const float slot183 = partial[lid.x & 3u];
+    const float total184 = mimir_simd_max_f32_4(slot183);
+    uint first185 = 4294967295u;
+    const uint last186 = (end3 > 384u ? end3 - 384u : 0u);
+    uint rest187 = start1 + lid.x;
+    for (uint r188 = start1 + lid.x; r188 < last186; r188 += 512u) {
+        const float v191 = float(x[r188]);
+        first185 = (((!(((as_type<uint>(v191) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total184) & 0x7fffffffu) > 0x7f800000u)) && (v191 == total184)) || (((as_type<uint>(v191) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total184) & 0x7fffffffu) > 0x7f800000u))) && (r188 < first185) ? r188 : first185);
+        const float v194 = float(x[r188 + 128u]);
+        const uint at195 = r188 + 128u;
+        first185 = (((!(((as_type<uint>(v194) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total184) & 0x7fffffffu) > 0x7f800000u)) && (v194 == total184)) || (((as_type<uint>(v194) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total184) & 0x7fffffffu) > 0x7f800000u))) && (at195 < first185) ? at195 : first185);
+        const float v198 = float(x[r188 + 256u]);
+        const uint at199 = r188 + 256u;
+        first185 = (((!(((as_type<uint>(v198) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total184) & 0x7fffffffu) > 0x7f800000u)) && (v198 == total184)) || (((as_type<uint>(v198) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total184) & 0x7fffffffu) > 0x7f800000u))) && (at199 < first185) ? at199 : first185);
+        const float v202 = float(x[r188 + 384u]);
+        const uint at203 = r188 + 384u;
+        first185 = (((!(((as_type<uint>(v202) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total184) & 0x7fffffffu) > 0x7f800000u)) && (v202 == total184)) || (((as_type<uint>(v202) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total184) & 0x7fffffffu) > 0x7f800000u))) && (at203 < first185) ? at203 : first185);
+        rest187 = r188 + 512u;
     }
-    for (uint r43 = rest29; r43 < end3; r43 += 128u) {
-        const float v46 = float(x[r43]);
-        acc27 = (((!(((as_type<uint>(v46) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total26) & 0x7fffffffu) > 0x7f800000u)) && (v46 == total26)) || (((as_type<uint>(v46) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total26) & 0x7fffffffu) > 0x7f800000u))) && (r43 < acc27) ? r43 : acc27);
+    for (uint r204 = rest187; r204 < end3; r204 += 128u) {
+        const float v207 = float(x[r204]);
+        first185 = (((!(((as_type<uint>(v207) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total184) & 0x7fffffffu) > 0x7f800000u)) && (v207 == total184)) || (((as_type<uint>(v207) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total184) & 0x7fffffffu) > 0x7f800000u))) && (r204 < first185) ? r204 : first185);
     }
-    const uint warp47 = simd_min(acc27);
+    const uint warp208 = simd_min(first185);
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp47;
+        first0[lid.x >> 5u] = warp208;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot48 = first[lid.x & 3u];
-    const uint total49 = mimir_simd_min_u32_4(slot48);
+    const uint slot209 = first0[lid.x & 3u];
+    const uint total210 = mimir_simd_min_u32_4(slot209);
     if (lid.x == 0u) {
-        scratch0[g0] = total26;
-        scratch1[g0] = total49;
+        scratch0[g0] = total184;
+        scratch1[g0] = total210;
     }
-    const uint last50 = ((u.N * 7u + 4096u - 1u) >> 12u) - 1u;
+    const uint last211 = ((u.N * 7u + 4096u - 1u) >> 12u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old51 = atomic_fetch_add_explicit(&scratch2[0u], 1u, memory_order_relaxed);
-        if (old51 == last50) {
+        const uint old212 = atomic_fetch_add_explicit(&scratch2[0u], 1u, memory_order_relaxed);
+        if (old212 == last211) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old51;
+        ticket[0u] = old212;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket52 = ticket[0u];
-    if (ticket52 != last50) {
+    const uint ticket213 = ticket[0u];
+    if (ticket213 != last211) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    float acc53 = as_type<float>(0xff800000u);
-    const uint last54 = (((u.N * 7u + 4096u - 1u) >> 12u) > 384u ? ((u.N * 7u + 4096u - 1u) >> 12u) - 384u : 0u);
-    uint rest55 = lid.x;
-    for (uint r56 = lid.x; r56 < last54; r56 += 512u) {
-        const float v57 = scratch0[r56];
-        acc53 = mimir_maximum_f32(acc53, v57);
-        const float v58 = scratch0[r56 + 128u];
-        acc53 = mimir_maximum_f32(acc53, v58);
-        const float v59 = scratch0[r56 + 256u];
-        acc53 = mimir_maximum_f32(acc53, v59);
-        const float v60 = scratch0[r56 + 384u];
-        acc53 = mimir_maximum_f32(acc53, v60);
-        rest55 = r56 + 512u;
+    float acc214 = as_type<float>(0xff800000u);
+    const uint last215 = (((u.N * 7u + 4096u - 1u) >> 12u) > 384u ? ((u.N * 7u + 4096u - 1u) >> 12u) - 384u : 0u);
+    uint rest216 = lid.x;
+    for (uint r217 = lid.x; r217 < last215; r217 += 512u) {
+        const float partial218 = scratch0[r217];
+        acc214 = mimir_maximum_f32(acc214, partial218);
+        const float partial219 = scratch0[r217 + 128u];
+        acc214 = mimir_maximum_f32(acc214, partial219);
+        const float partial220 = scratch0[r217 + 256u];
+        acc214 = mimir_maximum_f32(acc214, partial220);
+        const float partial221 = scratch0[r217 + 384u];
+        acc214 = mimir_maximum_f32(acc214, partial221);
+        rest216 = r217 + 512u;
     }
-    for (uint r61 = rest55; r61 < (u.N * 7u + 4096u - 1u) >> 12u; r61 += 128u) {
-        const float v62 = scratch0[r61];
-        acc53 = mimir_maximum_f32(acc53, v62);
+    for (uint r222 = rest216; r222 < (u.N * 7u + 4096u - 1u) >> 12u; r222 += 128u) {
+        const float partial223 = scratch0[r222];
+        acc214 = mimir_maximum_f32(acc214, partial223);
     }
-    const float warp63 = (simd_any(((as_type<uint>(acc53) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc53));
+    const float warp224 = (simd_any(((as_type<uint>(acc214) & 0x7fffffffu) > 0x7f800000u)) ? as_type<float>(0x7fc00000u) : simd_max(acc214));
     if ((lid.x & 31u) == 0u) {
-        best[lid.x >> 5u] = warp63;
+        combine[lid.x >> 5u] = warp224;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const float slot64 = best[lid.x & 3u];
-    const float total65 = mimir_simd_max_f32_4(slot64);
-    uint acc66 = 4294967295u;
-    const uint last67 = (((u.N * 7u + 4096u - 1u) >> 12u) > 384u ? ((u.N * 7u + 4096u - 1u) >> 12u) - 384u : 0u);
-    uint rest68 = lid.x;
-    for (uint r69 = lid.x; r69 < last67; r69 += 512u) {
-        const float v70 = scratch0[r69];
-        const uint at71 = scratch1[r69];
-        acc66 = (((!(((as_type<uint>(v70) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total65) & 0x7fffffffu) > 0x7f800000u)) && (v70 == total65)) || (((as_type<uint>(v70) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total65) & 0x7fffffffu) > 0x7f800000u))) && (at71 < acc66) ? at71 : acc66);
-        const float v72 = scratch0[r69 + 128u];
-        const uint at73 = scratch1[r69 + 128u];
-        acc66 = (((!(((as_type<uint>(v72) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total65) & 0x7fffffffu) > 0x7f800000u)) && (v72 == total65)) || (((as_type<uint>(v72) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total65) & 0x7fffffffu) > 0x7f800000u))) && (at73 < acc66) ? at73 : acc66);
-        const float v74 = scratch0[r69 + 256u];
-        const uint at75 = scratch1[r69 + 256u];
-        acc66 = (((!(((as_type<uint>(v74) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total65) & 0x7fffffffu) > 0x7f800000u)) && (v74 == total65)) || (((as_type<uint>(v74) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total65) & 0x7fffffffu) > 0x7f800000u))) && (at75 < acc66) ? at75 : acc66);
-        const float v76 = scratch0[r69 + 384u];
-        const uint at77 = scratch1[r69 + 384u];
-        acc66 = (((!(((as_type<uint>(v76) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total65) & 0x7fffffffu) > 0x7f800000u)) && (v76 == total65)) || (((as_type<uint>(v76) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total65) & 0x7fffffffu) > 0x7f800000u))) && (at77 < acc66) ? at77 : acc66);
-        rest68 = r69 + 512u;
+    const float slot225 = combine[lid.x & 3u];
+    const float total226 = mimir_simd_max_f32_4(slot225);
+    uint first227 = 4294967295u;
+    const uint last228 = (((u.N * 7u + 4096u - 1u) >> 12u) > 384u ? ((u.N * 7u + 4096u - 1u) >> 12u) - 384u : 0u);
+    uint rest229 = lid.x;
+    for (uint r230 = lid.x; r230 < last228; r230 += 512u) {
+        const float partial231 = scratch0[r230];
+        const uint at232 = scratch1[r230];
+        first227 = (((!(((as_type<uint>(partial231) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total226) & 0x7fffffffu) > 0x7f800000u)) && (partial231 == total226)) || (((as_type<uint>(partial231) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total226) & 0x7fffffffu) > 0x7f800000u))) && (at232 < first227) ? at232 : first227);
+        const float partial233 = scratch0[r230 + 128u];
+        const uint at234 = scratch1[r230 + 128u];
+        first227 = (((!(((as_type<uint>(partial233) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total226) & 0x7fffffffu) > 0x7f800000u)) && (partial233 == total226)) || (((as_type<uint>(partial233) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total226) & 0x7fffffffu) > 0x7f800000u))) && (at234 < first227) ? at234 : first227);
+        const float partial235 = scratch0[r230 + 256u];
+        const uint at236 = scratch1[r230 + 256u];
+        first227 = (((!(((as_type<uint>(partial235) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total226) & 0x7fffffffu) > 0x7f800000u)) && (partial235 == total226)) || (((as_type<uint>(partial235) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total226) & 0x7fffffffu) > 0x7f800000u))) && (at236 < first227) ? at236 : first227);
+        const float partial237 = scratch0[r230 + 384u];
+        const uint at238 = scratch1[r230 + 384u];
+        first227 = (((!(((as_type<uint>(partial237) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total226) & 0x7fffffffu) > 0x7f800000u)) && (partial237 == total226)) || (((as_type<uint>(partial237) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total226) & 0x7fffffffu) > 0x7f800000u))) && (at238 < first227) ? at238 : first227);
+        rest229 = r230 + 512u;
     }
-    for (uint r78 = rest68; r78 < (u.N * 7u + 4096u - 1u) >> 12u; r78 += 128u) {
-        const float v79 = scratch0[r78];
-        const uint at80 = scratch1[r78];
-        acc66 = (((!(((as_type<uint>(v79) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total65) & 0x7fffffffu) > 0x7f800000u)) && (v79 == total65)) || (((as_type<uint>(v79) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total65) & 0x7fffffffu) > 0x7f800000u))) && (at80 < acc66) ? at80 : acc66);
+    for (uint r239 = rest229; r239 < (u.N * 7u + 4096u - 1u) >> 12u; r239 += 128u) {
+        const float partial240 = scratch0[r239];
+        const uint at241 = scratch1[r239];
+        first227 = (((!(((as_type<uint>(partial240) & 0x7fffffffu) > 0x7f800000u) || ((as_type<uint>(total226) & 0x7fffffffu) > 0x7f800000u)) && (partial240 == total226)) || (((as_type<uint>(partial240) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(total226) & 0x7fffffffu) > 0x7f800000u))) && (at241 < first227) ? at241 : first227);
     }
-    const uint warp81 = simd_min(acc66);
+    const uint warp242 = simd_min(first227);
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp81;
+        first0[lid.x >> 5u] = warp242;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot82 = first[lid.x & 3u];
-    const uint total83 = mimir_simd_min_u32_4(slot82);
+    const uint slot243 = first0[lid.x & 3u];
+    const uint total244 = mimir_simd_min_u32_4(slot243);
     if (lid.x == 0u) {
-        const int index84 = int(total83);
-        out[0u] = index84;
+        const int index245 = int(total244);
+        out[0u] = index245;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch2[0u], 0u - ((u.N * 7u + 4096u - 1u) >> 12u), memory_order_relaxed);

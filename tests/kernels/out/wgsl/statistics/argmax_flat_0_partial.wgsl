@@ -9,8 +9,8 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read_write> scratch0: array<f32>;
 @group(0) @binding(2) var<storage, read_write> scratch1: array<u32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> best: array<f32, 4>;
-var<workgroup> first: array<u32, 4>;
+var<workgroup> partial: array<f32, 4>;
+var<workgroup> first0: array<u32, 4>;
 var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
 var<workgroup> warp2: array<u32, 128>;
@@ -85,32 +85,35 @@ fn argmax_flat_0_partial(
     workgroupBarrier();
     let warp24: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        best[lid.x >> 5u] = warp24;
+        partial[lid.x >> 5u] = warp24;
     }
     workgroupBarrier();
-    let slot25: f32 = best[lid.x & 3u];
+    let slot25: f32 = partial[lid.x & 3u];
     warp1[lid.x] = slot25;
     workgroupBarrier();
     let total26: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
-    var acc27: u32 = 4294967295u;
+    var first27: u32 = 4294967295u;
     let last28: u32 = select(0u, end3 - 384u, end3 > 384u);
     var rest29: u32 = start1 + lid.x;
     for (var r30: u32 = start1 + lid.x; r30 < last28; r30 += 512u) {
         let v33: f32 = f32(x[r30]);
-        acc27 = select(acc27, r30, ((!(((bitcast<u32>(v33) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total26) & 0x7fffffffu) > 0x7f800000u)) && (v33 == total26)) || (((bitcast<u32>(v33) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total26) & 0x7fffffffu) > 0x7f800000u))) && (r30 < acc27));
+        first27 = select(first27, r30, ((!(((bitcast<u32>(v33) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total26) & 0x7fffffffu) > 0x7f800000u)) && (v33 == total26)) || (((bitcast<u32>(v33) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total26) & 0x7fffffffu) > 0x7f800000u))) && (r30 < first27));
         let v36: f32 = f32(x[r30 + 128u]);
-        acc27 = select(acc27, r30 + 128u, ((!(((bitcast<u32>(v36) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total26) & 0x7fffffffu) > 0x7f800000u)) && (v36 == total26)) || (((bitcast<u32>(v36) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total26) & 0x7fffffffu) > 0x7f800000u))) && (r30 + 128u < acc27));
-        let v39: f32 = f32(x[r30 + 256u]);
-        acc27 = select(acc27, r30 + 256u, ((!(((bitcast<u32>(v39) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total26) & 0x7fffffffu) > 0x7f800000u)) && (v39 == total26)) || (((bitcast<u32>(v39) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total26) & 0x7fffffffu) > 0x7f800000u))) && (r30 + 256u < acc27));
-        let v42: f32 = f32(x[r30 + 384u]);
-        acc27 = select(acc27, r30 + 384u, ((!(((bitcast<u32>(v42) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total26) & 0x7fffffffu) > 0x7f800000u)) && (v42 == total26)) || (((bitcast<u32>(v42) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total26) & 0x7fffffffu) > 0x7f800000u))) && (r30 + 384u < acc27));
+        let at37: u32 = r30 + 128u;
+        first27 = select(first27, at37, ((!(((bitcast<u32>(v36) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total26) & 0x7fffffffu) > 0x7f800000u)) && (v36 == total26)) || (((bitcast<u32>(v36) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total26) & 0x7fffffffu) > 0x7f800000u))) && (at37 < first27));
+        let v40: f32 = f32(x[r30 + 256u]);
+        let at41: u32 = r30 + 256u;
+        first27 = select(first27, at41, ((!(((bitcast<u32>(v40) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total26) & 0x7fffffffu) > 0x7f800000u)) && (v40 == total26)) || (((bitcast<u32>(v40) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total26) & 0x7fffffffu) > 0x7f800000u))) && (at41 < first27));
+        let v44: f32 = f32(x[r30 + 384u]);
+        let at45: u32 = r30 + 384u;
+        first27 = select(first27, at45, ((!(((bitcast<u32>(v44) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total26) & 0x7fffffffu) > 0x7f800000u)) && (v44 == total26)) || (((bitcast<u32>(v44) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total26) & 0x7fffffffu) > 0x7f800000u))) && (at45 < first27));
         rest29 = r30 + 512u;
     }
-    for (var r43: u32 = rest29; r43 < end3; r43 += 128u) {
-        let v46: f32 = f32(x[r43]);
-        acc27 = select(acc27, r43, ((!(((bitcast<u32>(v46) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total26) & 0x7fffffffu) > 0x7f800000u)) && (v46 == total26)) || (((bitcast<u32>(v46) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total26) & 0x7fffffffu) > 0x7f800000u))) && (r43 < acc27));
+    for (var r46: u32 = rest29; r46 < end3; r46 += 128u) {
+        let v49: f32 = f32(x[r46]);
+        first27 = select(first27, r46, ((!(((bitcast<u32>(v49) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total26) & 0x7fffffffu) > 0x7f800000u)) && (v49 == total26)) || (((bitcast<u32>(v49) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total26) & 0x7fffffffu) > 0x7f800000u))) && (r46 < first27));
     }
-    warp2[lid.x] = acc27;
+    warp2[lid.x] = first27;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp2[lid.x] = select(warp2[lid.x + 16u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 16u]);
@@ -132,17 +135,17 @@ fn argmax_flat_0_partial(
         warp2[lid.x] = select(warp2[lid.x + 1u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp47: u32 = warp2[lid.x - (lid.x & 31u)];
+    let warp50: u32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp47;
+        first0[lid.x >> 5u] = warp50;
     }
     workgroupBarrier();
-    let slot48: u32 = first[lid.x & 3u];
-    warp3[lid.x] = slot48;
+    let slot51: u32 = first0[lid.x & 3u];
+    warp3[lid.x] = slot51;
     workgroupBarrier();
-    let total49: u32 = select(warp3[lid.x - (lid.x & 3u) + 3u], select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]), select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]) <= warp3[lid.x - (lid.x & 3u) + 3u]);
+    let total52: u32 = select(warp3[lid.x - (lid.x & 3u) + 3u], select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]), select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]) <= warp3[lid.x - (lid.x & 3u) + 3u]);
     if (lid.x == 0u) {
         scratch0[g0] = total26;
-        scratch1[g0] = total49;
+        scratch1[g0] = total52;
     }
 }

@@ -8,8 +8,8 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read> scratch0: array<f32>;
 @group(0) @binding(2) var<storage, read> scratch1: array<u32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> best: array<f32, 4>;
-var<workgroup> first: array<u32, 4>;
+var<workgroup> partial: array<f32, 4>;
+var<workgroup> first0: array<u32, 4>;
 var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
 var<workgroup> warp2: array<u32, 128>;
@@ -38,19 +38,19 @@ fn argmax_flat_1_argreduce(
     let last1: u32 = select(0u, ((u.N * 7u + 4096u - 1u) >> 12u) - 384u, ((u.N * 7u + 4096u - 1u) >> 12u) > 384u);
     var rest2: u32 = lid.x;
     for (var r3: u32 = lid.x; r3 < last1; r3 += 512u) {
-        let v4: f32 = scratch0[r3];
-        acc0 = mimir_maximum_f32(acc0, v4);
-        let v5: f32 = scratch0[r3 + 128u];
-        acc0 = mimir_maximum_f32(acc0, v5);
-        let v6: f32 = scratch0[r3 + 256u];
-        acc0 = mimir_maximum_f32(acc0, v6);
-        let v7: f32 = scratch0[r3 + 384u];
-        acc0 = mimir_maximum_f32(acc0, v7);
+        let partial4: f32 = scratch0[r3];
+        acc0 = mimir_maximum_f32(acc0, partial4);
+        let partial5: f32 = scratch0[r3 + 128u];
+        acc0 = mimir_maximum_f32(acc0, partial5);
+        let partial6: f32 = scratch0[r3 + 256u];
+        acc0 = mimir_maximum_f32(acc0, partial6);
+        let partial7: f32 = scratch0[r3 + 384u];
+        acc0 = mimir_maximum_f32(acc0, partial7);
         rest2 = r3 + 512u;
     }
     for (var r8: u32 = rest2; r8 < ((u.N * 7u + 4096u - 1u) >> 12u); r8 += 128u) {
-        let v9: f32 = scratch0[r8];
-        acc0 = mimir_maximum_f32(acc0, v9);
+        let partial9: f32 = scratch0[r8];
+        acc0 = mimir_maximum_f32(acc0, partial9);
     }
     warp0[lid.x] = acc0;
     workgroupBarrier();
@@ -76,37 +76,37 @@ fn argmax_flat_1_argreduce(
     workgroupBarrier();
     let warp10: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        best[lid.x >> 5u] = warp10;
+        partial[lid.x >> 5u] = warp10;
     }
     workgroupBarrier();
-    let slot11: f32 = best[lid.x & 3u];
+    let slot11: f32 = partial[lid.x & 3u];
     warp1[lid.x] = slot11;
     workgroupBarrier();
     let total12: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
-    var acc13: u32 = 4294967295u;
+    var first13: u32 = 4294967295u;
     let last14: u32 = select(0u, ((u.N * 7u + 4096u - 1u) >> 12u) - 384u, ((u.N * 7u + 4096u - 1u) >> 12u) > 384u);
     var rest15: u32 = lid.x;
     for (var r16: u32 = lid.x; r16 < last14; r16 += 512u) {
-        let v17: f32 = scratch0[r16];
+        let partial17: f32 = scratch0[r16];
         let at18: u32 = scratch1[r16];
-        acc13 = select(acc13, at18, ((!(((bitcast<u32>(v17) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total12) & 0x7fffffffu) > 0x7f800000u)) && (v17 == total12)) || (((bitcast<u32>(v17) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total12) & 0x7fffffffu) > 0x7f800000u))) && (at18 < acc13));
-        let v19: f32 = scratch0[r16 + 128u];
+        first13 = select(first13, at18, ((!(((bitcast<u32>(partial17) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total12) & 0x7fffffffu) > 0x7f800000u)) && (partial17 == total12)) || (((bitcast<u32>(partial17) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total12) & 0x7fffffffu) > 0x7f800000u))) && (at18 < first13));
+        let partial19: f32 = scratch0[r16 + 128u];
         let at20: u32 = scratch1[r16 + 128u];
-        acc13 = select(acc13, at20, ((!(((bitcast<u32>(v19) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total12) & 0x7fffffffu) > 0x7f800000u)) && (v19 == total12)) || (((bitcast<u32>(v19) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total12) & 0x7fffffffu) > 0x7f800000u))) && (at20 < acc13));
-        let v21: f32 = scratch0[r16 + 256u];
+        first13 = select(first13, at20, ((!(((bitcast<u32>(partial19) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total12) & 0x7fffffffu) > 0x7f800000u)) && (partial19 == total12)) || (((bitcast<u32>(partial19) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total12) & 0x7fffffffu) > 0x7f800000u))) && (at20 < first13));
+        let partial21: f32 = scratch0[r16 + 256u];
         let at22: u32 = scratch1[r16 + 256u];
-        acc13 = select(acc13, at22, ((!(((bitcast<u32>(v21) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total12) & 0x7fffffffu) > 0x7f800000u)) && (v21 == total12)) || (((bitcast<u32>(v21) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total12) & 0x7fffffffu) > 0x7f800000u))) && (at22 < acc13));
-        let v23: f32 = scratch0[r16 + 384u];
+        first13 = select(first13, at22, ((!(((bitcast<u32>(partial21) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total12) & 0x7fffffffu) > 0x7f800000u)) && (partial21 == total12)) || (((bitcast<u32>(partial21) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total12) & 0x7fffffffu) > 0x7f800000u))) && (at22 < first13));
+        let partial23: f32 = scratch0[r16 + 384u];
         let at24: u32 = scratch1[r16 + 384u];
-        acc13 = select(acc13, at24, ((!(((bitcast<u32>(v23) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total12) & 0x7fffffffu) > 0x7f800000u)) && (v23 == total12)) || (((bitcast<u32>(v23) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total12) & 0x7fffffffu) > 0x7f800000u))) && (at24 < acc13));
+        first13 = select(first13, at24, ((!(((bitcast<u32>(partial23) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total12) & 0x7fffffffu) > 0x7f800000u)) && (partial23 == total12)) || (((bitcast<u32>(partial23) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total12) & 0x7fffffffu) > 0x7f800000u))) && (at24 < first13));
         rest15 = r16 + 512u;
     }
     for (var r25: u32 = rest15; r25 < ((u.N * 7u + 4096u - 1u) >> 12u); r25 += 128u) {
-        let v26: f32 = scratch0[r25];
+        let partial26: f32 = scratch0[r25];
         let at27: u32 = scratch1[r25];
-        acc13 = select(acc13, at27, ((!(((bitcast<u32>(v26) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total12) & 0x7fffffffu) > 0x7f800000u)) && (v26 == total12)) || (((bitcast<u32>(v26) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total12) & 0x7fffffffu) > 0x7f800000u))) && (at27 < acc13));
+        first13 = select(first13, at27, ((!(((bitcast<u32>(partial26) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total12) & 0x7fffffffu) > 0x7f800000u)) && (partial26 == total12)) || (((bitcast<u32>(partial26) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total12) & 0x7fffffffu) > 0x7f800000u))) && (at27 < first13));
     }
-    warp2[lid.x] = acc13;
+    warp2[lid.x] = first13;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
         warp2[lid.x] = select(warp2[lid.x + 16u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 16u]);
@@ -130,10 +130,10 @@ fn argmax_flat_1_argreduce(
     workgroupBarrier();
     let warp28: u32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
-        first[lid.x >> 5u] = warp28;
+        first0[lid.x >> 5u] = warp28;
     }
     workgroupBarrier();
-    let slot29: u32 = first[lid.x & 3u];
+    let slot29: u32 = first0[lid.x & 3u];
     warp3[lid.x] = slot29;
     workgroupBarrier();
     let total30: u32 = select(warp3[lid.x - (lid.x & 3u) + 3u], select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]), select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]) <= warp3[lid.x - (lid.x & 3u) + 3u]);
