@@ -120,6 +120,51 @@ def test_row_sums_read_elsewhere_keep_their_own_launch() -> None:
     assert kinds("pipeline", "normalize_rows", "ptx") == ["0_reduce.ptx", "1_row.ptx"]
 
 
+def test_a_row_with_its_reductions_appended_is_one_row_launch(tmp_path: Path) -> None:
+    """`concatenate((x, x.sum(axis=1, keepdims=True)), axis=1).relu()` (N, M + 1), and a
+    row's max before its centred values: one `row` launch each, the longer output
+    written by the row's workgroup in a loop of its own (it was a `reduce` launch, then
+    an element-wise one reading x again). Every byte of x is loaded once from global
+    memory (4 wide by the fold, again one element at a time by the write: from the
+    cache) and every byte of the output stored once, for a row held in registers (1024),
+    one that is not (1023) and a short one (5); the results match the shim."""
+    source = (
+        "from mimir.array import Dim, Tensor, concatenate, float32, gpu\n"
+        'N = Dim("N")\nM = Dim("M")\n'
+        "@gpu\ndef max_first(x: Tensor[float32, N, M]) -> Tensor[float32, N, M + 1]:\n"
+        "    top = x.max(axis=1, keepdims=True)\n"
+        "    return concatenate((top, x - x.mean(axis=1, keepdims=True)), axis=1)\n"
+    )
+    path = tmp_path / "appended.py"
+    path.write_text(source)
+    result = compile_source(str(path), source, ["ptx"], function="max_first")
+    assert result.ok, [(d.code, d.message) for d in result.diagnostics]
+    compiled = {
+        ("causal", "with_row_sums"): (
+            KERNELS / "causal.py",
+            _compile("causal", "with_row_sums", "ptx"),
+        ),
+        ("appended", "max_first"): (
+            path,
+            {k: v for k, v in result.files.items() if isinstance(v, str)},
+        ),
+    }
+    for (_, function), (source_path, files) in compiled.items():
+        manifest = json.loads(files[f"{function}.manifest.json"])
+        assert [k["file"] for k in manifest["kernels"]] == [f"{function}_0_row.ptx"]
+        assert all(b["role"] != "scratch" for b in manifest["buffers"])
+        for m in (1024, 1023, 5):
+            dims = {"N": 3, "M": m}
+            actual, stats = _ptx_run(files, function, dims, tmp_path / f"{function}_{m}")
+            (launch,) = stats
+            assert launch["unique_bytes"] == {"ld": 4 * 3 * m, "st": 4 * 3 * (m + 1)}, m
+            assert launch["bytes"]["st"] == 4 * 3 * (m + 1)
+            inputs = random_inputs(manifest, dims)
+            actual, _ = _ptx_run(files, function, dims, tmp_path / f"{function}_{m}_b", inputs)
+            expected = shim_reference(source_path, function, inputs, dims, {})
+            assert_close(actual["out"], expected["out"], "float32", label=f"{function} {m}")
+
+
 def _ptx_run(
     files: dict[str, str],
     function: str,

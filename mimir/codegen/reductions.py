@@ -1408,10 +1408,20 @@ def _row_passes(
     keys = [sz.key(s) for s in shape]
     outputs = c.plan.outputs()
     whole = [(n, bufs) for n, bufs in outputs if [sz.key(s) for s in ev.shape(n)] == keys]
+    # outputs over the same rows of another length (`schedule._row_groups`' `wide`)
+    wide = [
+        (n, bufs)
+        for n, bufs in outputs
+        if len(mine := [sz.key(s) for s in ev.shape(n)]) == len(keys)
+        and mine[:-1] == keys[:-1]
+        and mine[-1] not in (keys[-1], "1")
+    ]
     # what the row's elements read (later folds, the row-shaped outputs): an epilogue they
     # do not read is computed where it is stored, in thread 0 (an accuracy's hit, whose
     # label a workgroup's every thread would load)
-    at_elements = set().union(*(nx.ancestors(graph, n) for n in [*c.plan.roots, *dict(whole)]))
+    at_elements = set().union(
+        *(nx.ancestors(graph, n) for n in [*c.plan.roots, *dict(whole), *dict(wide)])
+    )
 
     def element(red: Reduction, j: Expr) -> Expr:
         """Row element j of what `red` reduces, in its accumulator's type."""
@@ -1522,7 +1532,15 @@ def _row_passes(
 
     if whole:
         write_over(write)
-    per_row = [(n, bufs) for n, bufs in outputs if (n, bufs) not in whole and bufs]
+    for n, bufs in wide:
+        # its own length: each thread every `width`-th element, reading what it needs
+        out_shape = ev.shape(n)
+
+        def store(j: Expr, n: int = n, bufs: list[str] = bufs, out_shape: Any = out_shape) -> None:
+            c.write(Idx(out_shape, axes=[*other_axes, j]), outputs=[(n, bufs)])
+
+        strided(body, Builtin("local_x"), size_ir(out_shape[-1]), width, store)
+    per_row = [(n, bufs) for n, bufs in outputs if (n, bufs) not in whole + wide and bufs]
     if not per_row and c.plan.total is None:
         return
     rowid = Idx(shape[:-1], axes=other_axes).flat(body)

@@ -484,14 +484,16 @@ def _row_groups(
     workgroup per row computes them in order; then it writes the outputs of shape
     (..., L) that read them (the normalised row), and thread 0 writes those with one
     element per row (the mean and `rsqrt(var)` a layer norm keeps for its backward
-    pass, `max - min`). Nothing goes through a scratch buffer, and x is read by one
-    launch. All such outputs over rows of one shape share the launch; if a reduction of
-    theirs is read by anything else, they keep their own launches. A float32 softmax of
-    the last axis is a root too, where the group has another root or an output reading
-    it (`softmax_lse`, a cross-entropy's per-row loss). Short literal rows of several
-    lengths over the same leading axes share a thread-per-row launch for their outputs
-    with one element per row. The plan of each group is placed at its last output ->
-    the group.
+    pass, `max - min`). An element-wise output over the same rows of another length, that
+    reads nothing but the rows' reductions and inputs (a row with its sum appended,
+    `concatenate((x, s), axis=1)`), is written by the workgroup in a loop of its own.
+    Nothing goes through a scratch buffer, and x is read by one launch. All such outputs
+    over rows of one shape share the launch; if a reduction of theirs is read by anything
+    else, they keep their own launches. A float32 softmax of the last axis is a root too,
+    where the group has another root or an output reading it (`softmax_lse`, a cross-
+    entropy's per-row loss). Short literal rows of several lengths over the same leading
+    axes share a thread-per-row launch for their outputs with one element per row. The plan
+    of each group is placed at its last output -> the group.
     """
     from mimir.codegen.reductions import SERIAL_REDUCE_MAX, row_shape, softmax_input, split
 
@@ -547,9 +549,10 @@ def _row_groups(
     # needs, and the row shape they share.
     candidates: dict[int, tuple[set[int], list[str]]] = {}
     plain: list[int] = []  # element-wise outputs that read no row reduction
+    wide: set[int] = set()  # outputs over the same rows, of another length
     for out in sorted(writes):
         r = by_target.get(out)
-        if r is None and op_kind(kg, out) not in (*_FUSIBLE, "gather"):
+        if r is None and op_kind(kg, out) not in (*_FUSIBLE, "gather", "join"):
             continue
         if r is not None and not row_reduction(r):
             continue
@@ -591,7 +594,15 @@ def _row_groups(
             continue
         (shape,) = row
         if mine not in (list(shape), list(shape[:-1]), [*shape[:-1], "1"]):
-            continue
+            # an element-wise output over the same rows, of another length, that reads
+            # nothing but the rows' reductions and inputs (`concatenate((x, x.sum(axis=1,
+            # keepdims=True)), axis=1)`): the workgroup writes it in a loop of its own
+            length = shape[-1]
+            short = isinstance(length, int) and length <= SERIAL_REDUCE_MAX
+            same_rows = len(mine) == len(shape) and mine[:-1] == list(shape[:-1])
+            if r is not None or short or not same_rows or not computing[out] <= members:
+                continue
+            wide.add(out)
         candidates[out] = (members, list(shape))
 
     # Outputs over rows of one shape share a launch: one read of the rows serves them all.
@@ -640,9 +651,8 @@ def _row_groups(
         softmax = any(root_kind(kg, r) == "softmax" for r in roots)
         alone = len(roots) == 1 and ordered == [epilogue[roots[0]]]
         lone = not set(outs) & totals
-        if (len(roots) > 1 or keys(ordered[0]) == row or softmax or not lone) and not (
-            softmax and alone
-        ):
+        whole = keys(ordered[0]) == row or ordered[0] in wide
+        if (len(roots) > 1 or whole or softmax or not lone) and not (softmax and alone):
             outside = {o: readers.get(o, set()) - inside for o in ordered}
             groups[place] = RowGroup(roots, ordered, outside)
     # what a group reads from other launches is written before it: drop a group placed

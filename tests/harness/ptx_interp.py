@@ -842,6 +842,18 @@ class _Interp:
         return {base + k: d[k] for k in range(WARP)}
 
 
+def _covered(accesses: set[tuple[int, int]]) -> int:
+    """The bytes that `(address, size)` accesses cover, each byte once: a row read 4 wide
+    and then again one element at a time counts once."""
+    total, end = 0, None
+    for where, size in sorted(accesses):
+        start = where if end is None else max(where, end)
+        if where + size > start:
+            total += where + size - start
+        end = where + size if end is None else max(end, where + size)
+    return total
+
+
 def run_ptx_manifest_cpu(
     manifest: Mapping[str, Any],
     directory: Path,
@@ -910,9 +922,7 @@ def run_ptx_manifest_cpu(
                     "file": file,
                     "executed": interp.executed,
                     "bytes": dict(interp.global_bytes),
-                    "unique_bytes": {
-                        k: sum(size for _, size in v) for k, v in interp.global_unique.items()
-                    },
+                    "unique_bytes": {k: _covered(v) for k, v in interp.global_unique.items()},
                 }
             )
     out = {}
