@@ -767,6 +767,52 @@ def test_a_whole_argmax_shares_the_pass_of_the_other_whole_reductions(tmp_path: 
     assert kinds == ["stats_0_partial.wgsl", "stats_1_moments.wgsl"]
 
 
+def test_a_whole_variance_pass_stores_the_outputs_beside_it(tmp_path: Path) -> None:
+    """Element-wise outputs of x's shape beside a whole `var` / `std` (after it, before
+    it, between other reductions) are stored by the var's pass, in its first read of each
+    chunk: one launch, x loaded twice (the squares' read comes from the cache) and each
+    output stored once, matching the shim over 3 chunks and a count that is not a
+    multiple of 4, blocks in reverse order too. WGSL: the `partial` launch stores them."""
+    source = (
+        "from mimir.array import Dim, Tensor, float32, gpu\n"
+        'N = Dim("N")\nM = Dim("M")\n'
+        "@gpu\ndef after(x: Tensor[float32, N, M]):\n    return x.relu(), x.var()\n"
+        "@gpu\ndef before(x: Tensor[float32, N, M]):\n    return x.var(), x * 2.0, x.max()\n"
+        "@gpu\ndef joined(x: Tensor[float32, N, M]):\n"
+        "    return x.sum(), x * 2.0, x.std(), x.min()\n"
+    )
+    path = tmp_path / "spread.py"
+    path.write_text(source)
+    for function in ("after", "before", "joined"):
+        result = compile_source(str(path), source, ["ptx"], function=function)
+        assert result.ok, [(d.code, d.message) for d in result.diagnostics]
+        files = {name: v for name, v in result.files.items() if isinstance(v, str)}
+        manifest = json.loads(files[f"{function}.manifest.json"])
+        (kernel,) = manifest["kernels"]
+        assert kernel["file"].endswith("_moments.ptx"), kernel["file"]
+        for dims in ({"N": 3, "M": 4096 + 5}, {"N": 1, "M": 7}):
+            n = dims["N"] * dims["M"]
+            inputs = random_inputs(manifest, dims, seed=3)
+            folder = tmp_path / f"{function}_{n}"
+            actual, stats = _ptx_run(files, function, dims, folder, inputs)
+            (launch,) = stats
+            assert launch["unique_bytes"]["ld"] <= 4 * n + 4096, function
+            assert 2 * 4 * n <= launch["bytes"]["ld"] < 2 * 4 * n + 4096, function
+            assert launch["bytes"]["st"] < 4 * n + 4096, function  # one output, and partials
+            back = run_ptx_manifest_cpu(manifest, folder, inputs, dims, reverse_blocks=True)
+            expected = shim_reference(path, function, inputs, dims, {})
+            for name in expected:
+                for got in (actual[name], back[name]):
+                    assert_close(got, expected[name], "float32", label=f"{function}.{name}")
+    result = compile_source(str(path), source, ["wgsl"], function="after")
+    files = {name: v for name, v in result.files.items() if isinstance(v, str)}
+    manifest = json.loads(files["after.manifest.json"])
+    kinds = [k["file"] for k in manifest["kernels"]]
+    assert kinds == ["after_0_partial.wgsl", "after_1_moments.wgsl"]
+    assert "out0[" in files["after_0_partial.wgsl"]
+    assert "out0[" not in files["after_1_moments.wgsl"]
+
+
 def test_a_dot_and_a_matrix_vector_einsum_are_reductions_not_matmuls(tmp_path: Path) -> None:
     """`einsum('i,i->')`, `'bi,bi->b'` and `'ij,j->i'` keep no letter of the second
     operand: they are sums of a broadcast product over its last axis (one launch, each

@@ -2048,7 +2048,9 @@ def _moment_chunk(c: KernelContext, red: Reduction, partials: str) -> tuple[Any,
     """A whole `var`'s `partial` work: this workgroup's chunk of n elements (CHUNK, fewer
     in the last), its sum s and, after a second read of the same elements (from the
     cache), the sum of squared deviations from its own mean s / n; thread 0 stores s at
-    `partials[group]` and the squares at `partials[groups + group]`."""
+    `partials[group]` and the squares at `partials[groups + group]`. The other
+    reductions of the pass are folded beside the sum, and `Plan.elements` stored at each
+    element, in the first read."""
     assert red.acc == float32  # (a float16 input's var accumulates in float32)
     body = c.body
     dispatch, g, start, end = _chunk(c, red)
@@ -2067,6 +2069,8 @@ def _moment_chunk(c: KernelContext, red: Reduction, partials: str) -> tuple[Any,
         acc = body.var(lw.const(0, "f32"), "acc")
 
         def visit(r: Expr) -> None:
+            if more and c.plan.elements:  # the element-wise outputs, in the first read
+                c.write(Idx(red.shape, flat=r), outputs=c.plan.elements)
             body.emit(Assign(acc, lw.bin_("+", acc, step(read(r, kept)))))
             for a, m, get in zip(accs, members, reads, strict=True) if more else ():
                 value = get(r, _kept_axes(c, m.red))

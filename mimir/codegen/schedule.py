@@ -824,7 +824,7 @@ def _merge_whole_reductions(
         return all(local(o, n, shape) for n in at_element for o in values)
 
     def var(plan: Plan) -> bool:
-        """A `var` / `std`: its pass folds no element-wise outputs (`_moment_chunk`)."""
+        """A `var` / `std`: it leads its pass (`_moment_chunk` folds the others)."""
         return plan.root is not None and root_kind(ev.kg, plan.root) == "moments"
 
     def writes_in_place(group: list[Plan]) -> bool:
@@ -901,14 +901,16 @@ def _merge_whole_reductions(
                         into.reductions.append(member)
                     k += len(group)
                     continue
-                if not any(var(p) for p in [first, *first.reductions]) and not first.elements:
-                    # a `var` leads the pass: `_moment_chunk` folds the others beside its sums
+                if not any(var(p) for p in [first, *first.reductions]):
+                    # a `var` leads the pass: `_moment_chunk` folds the others beside its
+                    # sums, and stores the element-wise outputs in its first read
                     for into, member in zip(lead, group, strict=True):
                         member.reductions, into.reductions = [into, *into.reductions], []
+                    group[0].elements, first.elements = first.elements, []
                     out[-len(group) :] = group
                     k += len(group)
                     continue
-            ew = head.kind == "ew" and not head.copy and head.total is None and not var(plan)
+            ew = head.kind == "ew" and not head.copy and head.total is None
             if ew and keys(head.node) == shape and joins(head, shape, x, after):
                 out.pop()  # its outputs are stored by this pass
                 plan.elements = head.outputs()
@@ -916,7 +918,7 @@ def _merge_whole_reductions(
                 k += len(group)
                 continue
         ew = plan.kind == "ew" and not plan.copy and plan.total is None
-        if ew and first is not None and not var(first) and not writes_in_place([plan, first]):
+        if ew and first is not None and not writes_in_place([plan, first]):
             shape = keys(plan.node)
             if whole(first) == shape and joins(first, shape, [n for n, _ in plan.outputs()], None):
                 first.elements.extend(plan.outputs())
