@@ -618,6 +618,12 @@ class _Firsts:
         return self.found(group_totals(self.c.body, self.c.shared, self.values(), width))
 
 
+def _part(body: Any, m: Member, r: Expr) -> Expr:
+    """Member `m`'s part `r` (a chunk's partial), loaded once."""
+    loaded = Load(m.partials, r, lw.STORAGE[m.red.acc])
+    return body.let(lw.from_storage(loaded, m.red.acc), "partial")
+
+
 def _store_part(c: KernelContext, m: Member, g: Expr, total: Expr, first: Expr | None) -> None:
     """A member's part `g`: its total (an argmax's extremum) and an argmax's position."""
     c.body.emit(Store(m.partials, g, lw.to_storage(total, m.red.acc)))
@@ -729,10 +735,7 @@ def _combine_partials(
     red = members[0].red
     count = size_ir(sz.cdiv(red.count, CHUNK)) if count is None else count
     accs = [body.var(_identity(m.folded, m.red.acc), "acc") for m in members]
-
-    def part(m: Member, r: Expr) -> Expr:
-        loaded = Load(m.partials, r, lw.STORAGE[m.red.acc])
-        return body.let(lw.from_storage(loaded, m.red.acc), "partial")  # read once
+    part = lambda m, r: _part(body, m, r)  # noqa: E731
 
     def visit(r: Expr) -> None:
         for acc, m in zip(accs, members, strict=True):
@@ -2120,10 +2123,7 @@ def _combine_moments(c: KernelContext, red: Reduction, o: Expr, ddof: int) -> No
     members = _members(c)[1:]  # the other reductions of the pass, combined with the sums
     accs = [body.var(_identity(m.folded, m.red.acc), "acc") for m in members]
     over = lambda visit: strided(body, lid, groups, SPLIT_WG, visit)  # noqa: E731
-
-    def part(m: Member, r: Expr) -> Expr:
-        loaded = Load(m.partials, r, lw.STORAGE[m.red.acc])
-        return body.let(lw.from_storage(loaded, m.red.acc), "partial")
+    part = lambda m, r: _part(body, m, r)  # noqa: E731
 
     def fold(step: Any, shared: str, more: bool = False) -> list[Expr]:
         acc = body.var(lw.const(0, "f32"), "acc")
