@@ -263,12 +263,17 @@ def _matmul(
                         body.emit(Assign(acc, lw.bin_("+", acc, product)))
         body.emit(WaitAsync())
         body.emit(Barrier())
+    # an epilogue through a reshape to another rank (an einsum's merged letters split
+    # again) reads the product at the flat offset it writes (`KernelContext._position`)
+    flat = any(len(c.ev.shape(n)) != len(oshape) for n, _ in c.plan.outputs())
     for r in range(len(rows)):
         for s_ in range(len(cols)):
             cond = _all_below([(rows[r], m_b), (cols[s_], n_b)])
             acc = accs[r][s_]
             result = lw.round_to(acc, out)
             idx = Idx(oshape, axes=[*batch_axes, rows[r], cols[s_]])
+            if flat:
+                idx = Idx(oshape, flat=idx.flat(body))
             if cond is None:
                 c.write(idx, result)
                 continue

@@ -402,12 +402,14 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
 
 
 def _flat_reshape(ev: Any, kg: Any, root: int, c: int, cur: int) -> bool:
-    """Whether a reduction's epilogue may go on through the reshape `c` of `cur`: to
-    another rank (the written element's flat offset is the same in both shapes; a reshape
-    to the same rank is left to its own launch), after a reduction whose kernel writes
-    one output element by its flat offset."""
+    """Whether a root's epilogue may go on through the reshape `c` of `cur`: to another
+    rank (the written element's flat offset is the same in both shapes,
+    `KernelContext._position`; a reshape to the same rank is left to its own launch),
+    after a reduction or a matmul (the rows and columns of an einsum's merged letters
+    split again, `'npk,kmd->npmd'`)."""
     same_rank = len(ev.shape(c)) == len(ev.shape(cur))
-    return not same_rank and root_kind(kg, root) in ("reduce", "moments", "argreduce")
+    kinds = ("reduce", "moments", "argreduce", "matmul")
+    return not same_rank and root_kind(kg, root) in kinds
 
 
 def _refuse_bfloat16(ev: Any, writes: dict[int, list[str]]) -> None:

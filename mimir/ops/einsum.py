@@ -9,8 +9,10 @@ message names the construct and the closest spelling that is supported.
 The same letter must have the same size in every operand (unlike NumPy, a size 1
 does not broadcast). The checker lowers a spec to ops that already exist
 (`mimir.parse.graph`): a sum over letters that appear in one operand only,
-transposes, and a batched `@` when one letter is contracted (`'bhqd,bhkd->bhqk'`),
-else a broadcast product and a sum. `letter_roles` is that classification.
+transposes, and a batched `@` when a letter is contracted and the second operand keeps
+one (`'bhqd,bhkd->bhqk'`; several contracted or kept letters are merged into one axis
+by a reshape, `'ikd,kdj->ji'`), else a broadcast product and a sum. `letter_roles` is
+that classification.
 
 Stdlib-only: the shim evaluates with `evaluate`.
 """
@@ -123,13 +125,14 @@ class Roles:
 
     @property
     def matmul(self) -> bool:
-        """Whether a batched `@` computes it: one contracted letter, at most one other
-        kept letter on the left and exactly one on the right. Without a right letter (a
-        dot `'i,i->'`, a matrix-vector product `'ij,j->i'`) the contracted letter is
-        the last axis of the broadcast product, so a `sum` over rows computes it, reading
-        each element once, where `@` would fill one column of each tile."""
-        one_each = len(self.left) <= 1 and len(self.right) == 1
-        return len(self.contracted) == 1 and one_each
+        """Whether a batched `@` computes it: a contracted letter, and a kept letter of
+        each operand (several of any of these are merged into one axis each by a
+        reshape). Without a right letter (a dot `'i,i->'`, a matrix-vector product
+        `'ij,j->i'`) the contracted letters are the last axes of the broadcast product,
+        so a `sum` over rows computes it, reading each element once, where `@` would
+        fill one column of each tile; without a left letter (`'j,jk->k'`) they are its
+        leading axes, a column sum, where `@` would fill one row of each tile."""
+        return bool(self.contracted) and bool(self.left) and bool(self.right)
 
 
 def letter_roles(spec: Spec) -> Roles:

@@ -647,10 +647,13 @@ class _Einsum:
     The check node (kind `einsum`, at the spec string) owns the spec's rule (ranks and
     one size per letter, `mimir.ops.einsum.shape`); every node built for the call names
     it (`binds`), so a failed check is reported once, at the string, and poisons them.
-    Lowering: a `sum` over the letters only one operand has; then, with one contracted
-    letter, transposes into a batched `@` (unit axes added with `None` and dropped with
-    `[..., 0]` where a side keeps no letter); otherwise a broadcast `*` and a `sum`; and
-    a final transpose into the output's order.
+    Lowering: a `sum` over the letters only one operand has; then, with a contracted
+    letter and a letter each operand keeps alone, transposes into a batched `@`
+    (the operands swapped where the output names the second's letters first, so that the
+    product is in the output's order; several contracted letters, or several kept by one
+    side, merged into one axis by a `reshape` and split again after), where both sides
+    keep a letter; otherwise a broadcast `*` and a `sum`; and a final transpose into the
+    output's order.
     """
 
     def __init__(self, b: _Builder, node: ast.Call) -> None:
@@ -711,18 +714,28 @@ class _Einsum:
             return x
         return self.method("transpose", x, [self.const(term.index(ch)) for ch in order])
 
-    def _index(self, x: int, items: list[tuple]) -> int:
-        """`x[items]`: ("all",), ("new",) or ("zero",) per position (a leading `...`)."""
-        inputs, out = [x], [("ellipsis",)]
-        for it in items:
-            if it[0] == "new":
-                out.append(("newaxis",))
-            elif it[0] == "zero":
-                inputs.append(self.const(0))
-                out.append(("int", len(inputs) - 1))
-            else:
-                out.append(("slice", None, None))
-        return self.add("subscript", inputs, items=out)
+    def _size(self, x: int, axis: int) -> int:
+        """`x.shape[axis]`."""
+        shape = self.add("attribute", [x], spec=ops.BY_ATTRIBUTE["shape"])
+        return self.add("subscript", [shape, self.const(axis)], items=[("int", 1)])
+
+    def _reshape(self, x: int, sizes: list[list[int]]) -> int:
+        """`x` reshaped to one axis per group of size nodes (their product), or `x` when
+        every group has one."""
+        if all(len(group) == 1 for group in sizes):
+            return x
+        merged = []
+        for group in sizes:
+            size = group[0]
+            for more in group[1:]:
+                size = self.add("binop", [size, more], symbol="*")
+            merged.append(size)
+        return self.method("reshape", x, merged)
+
+    def _spread(self, x: int, new: list[bool]) -> int:
+        """`x[..., items]`: a new unit axis where `new` says, else `:`."""
+        items = [("newaxis",) if unit else ("slice", None, None) for unit in new]
+        return self.add("subscript", [x], items=[("ellipsis",), *items])
 
     def _lower(self, spec: Any, operands: list[int]) -> int:
         from mimir.ops import einsum as es
@@ -738,24 +751,33 @@ class _Einsum:
             for x, t, own in zip(operands, spec.inputs, roles.summed, strict=True)
         )
         if roles.matmul:
-            m, n, k = roles.left, roles.right, roles.contracted
-            left = self._transpose(a, ta, roles.batch + m + k)
-            right = self._transpose(c, tc, roles.batch + k + n)
-            if not m:
-                left = self._index(left, [("new",), ("all",)])
-            if not n:
-                right = self._index(right, [("new",)])
+            m, n, k, batch = roles.left, roles.right, roles.contracted, roles.batch
+            kept = "".join(ch for ch in spec.output if ch not in batch)
+            if kept[0] in n:  # `'ij,jk->ki'`: `b.T @ a.T` is in the output's order
+                (a, ta, m), (c, tc, n) = (c, tc, n), (a, ta, m)
+            size = {ch: (a, ta.index(ch)) for ch in ta}
+            size.update({ch: (c, tc.index(ch)) for ch in tc if ch not in size})
+
+            def sizes(letters: str) -> list[int]:
+                return [self._size(*size[ch]) for ch in letters]
+
+            def groups(*parts: str) -> list[list[int]]:
+                return [*([s] for s in sizes(batch)), *(sizes(p) for p in parts if p)]
+
+            left = self._transpose(a, ta, batch + m + k)
+            right = self._transpose(c, tc, batch + k + n)
+            left = self._reshape(left, groups(m, k))
+            right = self._reshape(right, groups(k, n))
             result = self.add("binop", [left, right], symbol="@")
-            if not m or not n:
-                tail = [("zero",) if not m else ("all",), ("zero",) if not n else ("all",)]
-                result = self._index(result, tail)
-            return self._transpose(result, roles.batch + m + n, spec.output)
+            if len(m) > 1 or len(n) > 1:  # the merged kept letters split again
+                result = self.method("reshape", result, sizes(batch + m + n))
+            return self._transpose(result, batch + m + n, spec.output)
         letters = roles.batch + roles.left + roles.right + roles.contracted
         spread = []
         for x, t in ((a, ta), (c, tc)):
             x = self._transpose(x, t, "".join(ch for ch in letters if ch in t))
             if any(ch not in t for ch in letters):
-                x = self._index(x, [("all",) if ch in t else ("new",) for ch in letters])
+                x = self._spread(x, [ch not in t for ch in letters])
             spread.append(x)
         product = self.add("binop", spread, symbol="*")
         kept = roles.batch + roles.left + roles.right

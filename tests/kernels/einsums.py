@@ -19,7 +19,9 @@ def mm(a: Tensor[float32, N, K], b: Tensor[float32, K, M]) -> Tensor[float32, N,
 
 
 @gpu
-def einsum_bmm(a: Tensor[float32, B, N, K], b: Tensor[float32, B, K, M]) -> Tensor[float32, B, N, M]:
+def einsum_bmm(
+    a: Tensor[float32, B, N, K], b: Tensor[float32, B, K, M]
+) -> Tensor[float32, B, N, M]:
     return einsum("bij,bjk->bik", a, b)
 
 
@@ -71,3 +73,29 @@ def two_contracted(
 @gpu
 def int_implicit(a: Tensor[int32, N, K], b: Tensor[int32, K, M]) -> Tensor[int32, N, M]:
     return einsum("ij,jk", a, b) + 1
+
+
+@gpu
+def einsum_transposed(a: Tensor[float32, N, K], b: Tensor[float32, K, M]) -> Tensor[float32, M, N]:
+    return einsum("ij,jk->ki", a, b)
+
+
+@gpu
+def two_kept(
+    a: Tensor[float32, N, Q, K], b: Tensor[float32, K, M, D]
+) -> Tensor[float32, N, Q, M, D]:
+    return einsum("nqk,kmd->nqmd", a, b)
+
+
+@gpu
+def batched_two_contracted(
+    a: Tensor[float32, B, N, K, D], b: Tensor[float32, B, D, K, M]
+) -> Tensor[float32, B, M, N]:
+    return einsum("bnkd,bdkm->bmn", a, b)
+
+
+@gpu
+def vector_two_contracted(
+    x: Tensor[float32, K, D], w: Tensor[float32, K, D, M]
+) -> Tensor[float32, M]:
+    return einsum("kd,kdm->m", x, w)
