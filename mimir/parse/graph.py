@@ -761,13 +761,24 @@ class _Einsum:
             def sizes(letters: str) -> list[int]:
                 return [self._size(*size[ch]) for ch in letters]
 
-            def groups(*parts: str) -> list[list[int]]:
-                return [*([s] for s in sizes(batch)), *(sizes(p) for p in parts if p)]
+            def merged(x: int, term: str, groups: list[str]) -> int:
+                """`x` (axes named by `term`) with one axis per group, in their order:
+                reshaped in its own order where each group's letters are adjacent there
+                (a contiguous tensor's flat offsets stay as they are), then transposed;
+                else transposed, then reshaped."""
+                if all(len(g) == 1 for g in groups):
+                    return self._transpose(x, term, "".join(groups))
+                at = [term.find(g) for g in groups]
+                if min(at) < 0:
+                    x = self._transpose(x, term, "".join(groups))
+                    return self._reshape(x, [sizes(g) for g in groups])
+                own = sorted(range(len(groups)), key=lambda i: at[i])
+                x = self._reshape(x, [sizes(groups[i]) for i in own])
+                tags = [chr(ord("a") + i) for i in range(len(groups))]
+                return self._transpose(x, "".join(tags[i] for i in own), "".join(tags))
 
-            left = self._transpose(a, ta, batch + m + k)
-            right = self._transpose(c, tc, batch + k + n)
-            left = self._reshape(left, groups(m, k))
-            right = self._reshape(right, groups(k, n))
+            left = merged(a, ta, [*batch, *[g for g in (m, k) if g]])
+            right = merged(c, tc, [*batch, *[g for g in (k, n) if g]])
             result = self.add("binop", [left, right], symbol="@")
             if len(m) > 1 or len(n) > 1:  # the merged kept letters split again
                 result = self.method("reshape", result, sizes(batch + m + n))

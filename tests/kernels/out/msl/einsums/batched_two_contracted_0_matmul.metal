@@ -130,12 +130,7 @@ kernel void batched_two_contracted_0_matmul(
     const uint as103 = ak88 * 128u + am89;
     const uint bk104 = t5 >> 7u;
     const uint bn105 = col7 + (t5 & 127u);
-    const uint mo106 = b4 * (u.D * u.K * u.N);
-    const uint bb107 = mo106 + bn105;
     const bool bok108 = bn105 < u.N;
-    const uint bs109 = 2u * u.N;
-    const uint bs110 = 4u * u.N;
-    const uint bs111 = 6u * u.N;
     const bool kok112 = ak88 < u.D * u.K;
     const uint i113 = (ab95 + ak88) % u.D;
     const uint i114 = (ab95 + ak88) / u.D;
@@ -185,190 +180,380 @@ kernel void batched_two_contracted_0_matmul(
     } else {
         a_tile[as103 + 96u] = 0.0f;
     }
-    const uint bi145 = bk104 * u.N + bb107;
-    const uint i146 = bi145 % u.N;
-    const uint i147 = bi145 / u.N;
-    const uint i148 = i147 % u.D;
-    const uint i149 = i147 / u.D;
-    const uint i150 = i149 % u.K;
-    const uint i151 = i149 / u.K;
-    const uint i152 = ((i151 * u.N + i146) * u.K + i150) * u.D + i148;
+    const uint i146 = (b4 * u.N + bn105) * (u.D * u.K) + bk104;
     if ((bk104 < u.D * u.K) && bok108) {
-        b_tile[t5] = a[i152];
+        b_tile[t5] = a[i146];
     } else {
         b_tile[t5] = 0.0f;
     }
-    const uint kb154 = bk104 + 2u;
-    const uint i155 = (bi145 + bs109) % u.N;
-    const uint i156 = (bi145 + bs109) / u.N;
-    const uint i157 = i156 % u.D;
-    const uint i158 = i156 / u.D;
-    const uint i159 = i158 % u.K;
-    const uint i160 = i158 / u.K;
-    const uint i161 = ((i160 * u.N + i155) * u.K + i159) * u.D + i157;
-    if ((kb154 < u.D * u.K) && bok108) {
-        b_tile[t5 + 256u] = a[i161];
+    const uint kb148 = bk104 + 2u;
+    const uint i149 = (b4 * u.N + bn105) * (u.D * u.K) + kb148;
+    if ((kb148 < u.D * u.K) && bok108) {
+        b_tile[t5 + 256u] = a[i149];
     } else {
         b_tile[t5 + 256u] = 0.0f;
     }
-    const uint kb163 = bk104 + 4u;
-    const uint i164 = (bi145 + bs110) % u.N;
-    const uint i165 = (bi145 + bs110) / u.N;
-    const uint i166 = i165 % u.D;
-    const uint i167 = i165 / u.D;
-    const uint i168 = i167 % u.K;
-    const uint i169 = i167 / u.K;
-    const uint i170 = ((i169 * u.N + i164) * u.K + i168) * u.D + i166;
-    if ((kb163 < u.D * u.K) && bok108) {
-        b_tile[t5 + 512u] = a[i170];
+    const uint kb151 = bk104 + 4u;
+    const uint i152 = (b4 * u.N + bn105) * (u.D * u.K) + kb151;
+    if ((kb151 < u.D * u.K) && bok108) {
+        b_tile[t5 + 512u] = a[i152];
     } else {
         b_tile[t5 + 512u] = 0.0f;
     }
-    const uint kb172 = bk104 + 6u;
-    const uint i173 = (bi145 + bs111) % u.N;
-    const uint i174 = (bi145 + bs111) / u.N;
-    const uint i175 = i174 % u.D;
-    const uint i176 = i174 / u.D;
-    const uint i177 = i176 % u.K;
-    const uint i178 = i176 / u.K;
-    const uint i179 = ((i178 * u.N + i173) * u.K + i177) * u.D + i175;
-    if ((kb172 < u.D * u.K) && bok108) {
-        b_tile[t5 + 768u] = a[i179];
+    const uint kb154 = bk104 + 6u;
+    const uint i155 = (b4 * u.N + bn105) * (u.D * u.K) + kb154;
+    if ((kb154 < u.D * u.K) && bok108) {
+        b_tile[t5 + 768u] = a[i155];
     } else {
         b_tile[t5 + 768u] = 0.0f;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ly181 = lid.y * 4u;
-    const uint lx182 = lid.x * 4u;
-    for (uint k0_183 = 0u; k0_183 < u.D * u.K; k0_183 += 8u) {
-        const uint cur184 = (k0_183 << 7u) & 1024u;
-        const uint nxt185 = cur184 ^ 1024u;
-        const uint kn186 = k0_183 + 8u;
-        if (kn186 < u.D * u.K) {
-            const uint ka187 = kn186 + ak88;
-            const bool kok188 = ka187 < u.D * u.K;
-            const uint sa189 = nxt185 + as103;
-            const uint i190 = (ab95 + ka187) % u.D;
-            const uint i191 = (ab95 + ka187) / u.D;
+    const uint ly157 = lid.y * 4u;
+    const uint lx158 = lid.x * 4u;
+    for (uint k0_159 = 0u; k0_159 < u.D * u.K; k0_159 += 8u) {
+        const uint cur160 = (k0_159 << 7u) & 1024u;
+        const uint nxt161 = cur160 ^ 1024u;
+        const uint kn162 = k0_159 + 8u;
+        if (kn162 < u.D * u.K) {
+            const uint ka163 = kn162 + ak88;
+            const bool kok164 = ka163 < u.D * u.K;
+            const uint sa165 = nxt161 + as103;
+            const uint i166 = (ab95 + ka163) % u.D;
+            const uint i167 = (ab95 + ka163) / u.D;
+            const uint i168 = i167 % u.K;
+            const uint i169 = i167 / u.K;
+            const uint i170 = i169 % u.M;
+            const uint i171 = i169 / u.M;
+            const uint i172 = ((i171 * u.D + i166) * u.K + i168) * u.M + i170;
+            if (aok99 && kok164) {
+                a_tile[sa165] = b[i172];
+            } else {
+                a_tile[sa165] = 0.0f;
+            }
+            const uint i174 = (ab96 + ka163) % u.D;
+            const uint i175 = (ab96 + ka163) / u.D;
+            const uint i176 = i175 % u.K;
+            const uint i177 = i175 / u.K;
+            const uint i178 = i177 % u.M;
+            const uint i179 = i177 / u.M;
+            const uint i180 = ((i179 * u.D + i174) * u.K + i176) * u.M + i178;
+            if (aok100 && kok164) {
+                a_tile[sa165 + 32u] = b[i180];
+            } else {
+                a_tile[sa165 + 32u] = 0.0f;
+            }
+            const uint i182 = (ab97 + ka163) % u.D;
+            const uint i183 = (ab97 + ka163) / u.D;
+            const uint i184 = i183 % u.K;
+            const uint i185 = i183 / u.K;
+            const uint i186 = i185 % u.M;
+            const uint i187 = i185 / u.M;
+            const uint i188 = ((i187 * u.D + i182) * u.K + i184) * u.M + i186;
+            if (aok101 && kok164) {
+                a_tile[sa165 + 64u] = b[i188];
+            } else {
+                a_tile[sa165 + 64u] = 0.0f;
+            }
+            const uint i190 = (ab98 + ka163) % u.D;
+            const uint i191 = (ab98 + ka163) / u.D;
             const uint i192 = i191 % u.K;
             const uint i193 = i191 / u.K;
             const uint i194 = i193 % u.M;
             const uint i195 = i193 / u.M;
             const uint i196 = ((i195 * u.D + i190) * u.K + i192) * u.M + i194;
-            if (aok99 && kok188) {
-                a_tile[sa189] = b[i196];
+            if (aok102 && kok164) {
+                a_tile[sa165 + 96u] = b[i196];
             } else {
-                a_tile[sa189] = 0.0f;
+                a_tile[sa165 + 96u] = 0.0f;
             }
-            const uint i198 = (ab96 + ka187) % u.D;
-            const uint i199 = (ab96 + ka187) / u.D;
-            const uint i200 = i199 % u.K;
-            const uint i201 = i199 / u.K;
-            const uint i202 = i201 % u.M;
-            const uint i203 = i201 / u.M;
-            const uint i204 = ((i203 * u.D + i198) * u.K + i200) * u.M + i202;
-            if (aok100 && kok188) {
-                a_tile[sa189 + 32u] = b[i204];
+            const uint kb198 = kn162 + bk104;
+            const uint sb199 = nxt161 + t5;
+            const uint i201 = (b4 * u.N + bn105) * (u.D * u.K) + kb198;
+            if ((kb198 < u.D * u.K) && bok108) {
+                b_tile[sb199] = a[i201];
             } else {
-                a_tile[sa189 + 32u] = 0.0f;
+                b_tile[sb199] = 0.0f;
             }
-            const uint i206 = (ab97 + ka187) % u.D;
-            const uint i207 = (ab97 + ka187) / u.D;
-            const uint i208 = i207 % u.K;
-            const uint i209 = i207 / u.K;
-            const uint i210 = i209 % u.M;
-            const uint i211 = i209 / u.M;
-            const uint i212 = ((i211 * u.D + i206) * u.K + i208) * u.M + i210;
-            if (aok101 && kok188) {
-                a_tile[sa189 + 64u] = b[i212];
+            const uint kb203 = kb198 + 2u;
+            const uint i204 = (b4 * u.N + bn105) * (u.D * u.K) + kb203;
+            if ((kb203 < u.D * u.K) && bok108) {
+                b_tile[sb199 + 256u] = a[i204];
             } else {
-                a_tile[sa189 + 64u] = 0.0f;
+                b_tile[sb199 + 256u] = 0.0f;
             }
-            const uint i214 = (ab98 + ka187) % u.D;
-            const uint i215 = (ab98 + ka187) / u.D;
-            const uint i216 = i215 % u.K;
-            const uint i217 = i215 / u.K;
-            const uint i218 = i217 % u.M;
-            const uint i219 = i217 / u.M;
-            const uint i220 = ((i219 * u.D + i214) * u.K + i216) * u.M + i218;
-            if (aok102 && kok188) {
-                a_tile[sa189 + 96u] = b[i220];
+            const uint kb206 = kb198 + 4u;
+            const uint i207 = (b4 * u.N + bn105) * (u.D * u.K) + kb206;
+            if ((kb206 < u.D * u.K) && bok108) {
+                b_tile[sb199 + 512u] = a[i207];
             } else {
-                a_tile[sa189 + 96u] = 0.0f;
+                b_tile[sb199 + 512u] = 0.0f;
             }
-            const uint kb222 = kn186 + bk104;
-            const uint sb223 = nxt185 + t5;
-            const uint bi224 = kb222 * u.N + bb107;
-            const uint i225 = bi224 % u.N;
-            const uint i226 = bi224 / u.N;
-            const uint i227 = i226 % u.D;
-            const uint i228 = i226 / u.D;
-            const uint i229 = i228 % u.K;
-            const uint i230 = i228 / u.K;
-            const uint i231 = ((i230 * u.N + i225) * u.K + i229) * u.D + i227;
-            if ((kb222 < u.D * u.K) && bok108) {
-                b_tile[sb223] = a[i231];
+            const uint kb209 = kb198 + 6u;
+            const uint i210 = (b4 * u.N + bn105) * (u.D * u.K) + kb209;
+            if ((kb209 < u.D * u.K) && bok108) {
+                b_tile[sb199 + 768u] = a[i210];
             } else {
-                b_tile[sb223] = 0.0f;
-            }
-            const uint kb233 = kb222 + 2u;
-            const uint i234 = (bi224 + bs109) % u.N;
-            const uint i235 = (bi224 + bs109) / u.N;
-            const uint i236 = i235 % u.D;
-            const uint i237 = i235 / u.D;
-            const uint i238 = i237 % u.K;
-            const uint i239 = i237 / u.K;
-            const uint i240 = ((i239 * u.N + i234) * u.K + i238) * u.D + i236;
-            if ((kb233 < u.D * u.K) && bok108) {
-                b_tile[sb223 + 256u] = a[i240];
-            } else {
-                b_tile[sb223 + 256u] = 0.0f;
-            }
-            const uint kb242 = kb222 + 4u;
-            const uint i243 = (bi224 + bs110) % u.N;
-            const uint i244 = (bi224 + bs110) / u.N;
-            const uint i245 = i244 % u.D;
-            const uint i246 = i244 / u.D;
-            const uint i247 = i246 % u.K;
-            const uint i248 = i246 / u.K;
-            const uint i249 = ((i248 * u.N + i243) * u.K + i247) * u.D + i245;
-            if ((kb242 < u.D * u.K) && bok108) {
-                b_tile[sb223 + 512u] = a[i249];
-            } else {
-                b_tile[sb223 + 512u] = 0.0f;
-            }
-            const uint kb251 = kb222 + 6u;
-            const uint i252 = (bi224 + bs111) % u.N;
-            const uint i253 = (bi224 + bs111) / u.N;
-            const uint i254 = i253 % u.D;
-            const uint i255 = i253 / u.D;
-            const uint i256 = i255 % u.K;
-            const uint i257 = i255 / u.K;
-            const uint i258 = ((i257 * u.N + i252) * u.K + i256) * u.D + i254;
-            if ((kb251 < u.D * u.K) && bok108) {
-                b_tile[sb223 + 768u] = a[i258];
-            } else {
-                b_tile[sb223 + 768u] = 0.0f;
+                b_tile[sb199 + 768u] = 0.0f;
             }
         }
-        const uint ra260 = cur184 + ly181;
-        const uint rb261 = cur184 + lx182;
-        const float a262 = a_tile[ra260];
-        const float a263 = a_tile[ra260 + 1u];
-        const float a264 = a_tile[ra260 + 2u];
-        const float a265 = a_tile[ra260 + 3u];
-        const float a266 = a_tile[ra260 + 64u];
-        const float a267 = a_tile[ra260 + 64u + 1u];
-        const float a268 = a_tile[ra260 + 64u + 2u];
-        const float a269 = a_tile[ra260 + 64u + 3u];
-        const float b270 = b_tile[rb261];
-        const float b271 = b_tile[rb261 + 1u];
-        const float b272 = b_tile[rb261 + 2u];
-        const float b273 = b_tile[rb261 + 3u];
-        const float b274 = b_tile[rb261 + 64u];
-        const float b275 = b_tile[rb261 + 64u + 1u];
-        const float b276 = b_tile[rb261 + 64u + 2u];
-        const float b277 = b_tile[rb261 + 64u + 3u];
+        const uint ra212 = cur160 + ly157;
+        const uint rb213 = cur160 + lx158;
+        const float a214 = a_tile[ra212];
+        const float a215 = a_tile[ra212 + 1u];
+        const float a216 = a_tile[ra212 + 2u];
+        const float a217 = a_tile[ra212 + 3u];
+        const float a218 = a_tile[ra212 + 64u];
+        const float a219 = a_tile[ra212 + 64u + 1u];
+        const float a220 = a_tile[ra212 + 64u + 2u];
+        const float a221 = a_tile[ra212 + 64u + 3u];
+        const float b222 = b_tile[rb213];
+        const float b223 = b_tile[rb213 + 1u];
+        const float b224 = b_tile[rb213 + 2u];
+        const float b225 = b_tile[rb213 + 3u];
+        const float b226 = b_tile[rb213 + 64u];
+        const float b227 = b_tile[rb213 + 64u + 1u];
+        const float b228 = b_tile[rb213 + 64u + 2u];
+        const float b229 = b_tile[rb213 + 64u + 3u];
+        acc24 = fma(a214, b222, acc24);
+        acc25 = fma(a214, b223, acc25);
+        acc26 = fma(a214, b224, acc26);
+        acc27 = fma(a214, b225, acc27);
+        acc28 = fma(a214, b226, acc28);
+        acc29 = fma(a214, b227, acc29);
+        acc30 = fma(a214, b228, acc30);
+        acc31 = fma(a214, b229, acc31);
+        acc32 = fma(a215, b222, acc32);
+        acc33 = fma(a215, b223, acc33);
+        acc34 = fma(a215, b224, acc34);
+        acc35 = fma(a215, b225, acc35);
+        acc36 = fma(a215, b226, acc36);
+        acc37 = fma(a215, b227, acc37);
+        acc38 = fma(a215, b228, acc38);
+        acc39 = fma(a215, b229, acc39);
+        acc40 = fma(a216, b222, acc40);
+        acc41 = fma(a216, b223, acc41);
+        acc42 = fma(a216, b224, acc42);
+        acc43 = fma(a216, b225, acc43);
+        acc44 = fma(a216, b226, acc44);
+        acc45 = fma(a216, b227, acc45);
+        acc46 = fma(a216, b228, acc46);
+        acc47 = fma(a216, b229, acc47);
+        acc48 = fma(a217, b222, acc48);
+        acc49 = fma(a217, b223, acc49);
+        acc50 = fma(a217, b224, acc50);
+        acc51 = fma(a217, b225, acc51);
+        acc52 = fma(a217, b226, acc52);
+        acc53 = fma(a217, b227, acc53);
+        acc54 = fma(a217, b228, acc54);
+        acc55 = fma(a217, b229, acc55);
+        acc56 = fma(a218, b222, acc56);
+        acc57 = fma(a218, b223, acc57);
+        acc58 = fma(a218, b224, acc58);
+        acc59 = fma(a218, b225, acc59);
+        acc60 = fma(a218, b226, acc60);
+        acc61 = fma(a218, b227, acc61);
+        acc62 = fma(a218, b228, acc62);
+        acc63 = fma(a218, b229, acc63);
+        acc64 = fma(a219, b222, acc64);
+        acc65 = fma(a219, b223, acc65);
+        acc66 = fma(a219, b224, acc66);
+        acc67 = fma(a219, b225, acc67);
+        acc68 = fma(a219, b226, acc68);
+        acc69 = fma(a219, b227, acc69);
+        acc70 = fma(a219, b228, acc70);
+        acc71 = fma(a219, b229, acc71);
+        acc72 = fma(a220, b222, acc72);
+        acc73 = fma(a220, b223, acc73);
+        acc74 = fma(a220, b224, acc74);
+        acc75 = fma(a220, b225, acc75);
+        acc76 = fma(a220, b226, acc76);
+        acc77 = fma(a220, b227, acc77);
+        acc78 = fma(a220, b228, acc78);
+        acc79 = fma(a220, b229, acc79);
+        acc80 = fma(a221, b222, acc80);
+        acc81 = fma(a221, b223, acc81);
+        acc82 = fma(a221, b224, acc82);
+        acc83 = fma(a221, b225, acc83);
+        acc84 = fma(a221, b226, acc84);
+        acc85 = fma(a221, b227, acc85);
+        acc86 = fma(a221, b228, acc86);
+        acc87 = fma(a221, b229, acc87);
+        const float a230 = a_tile[ra212 + 128u];
+        const float a231 = a_tile[ra212 + 128u + 1u];
+        const float a232 = a_tile[ra212 + 128u + 2u];
+        const float a233 = a_tile[ra212 + 128u + 3u];
+        const float a234 = a_tile[ra212 + 192u];
+        const float a235 = a_tile[ra212 + 192u + 1u];
+        const float a236 = a_tile[ra212 + 192u + 2u];
+        const float a237 = a_tile[ra212 + 192u + 3u];
+        const float b238 = b_tile[rb213 + 128u];
+        const float b239 = b_tile[rb213 + 128u + 1u];
+        const float b240 = b_tile[rb213 + 128u + 2u];
+        const float b241 = b_tile[rb213 + 128u + 3u];
+        const float b242 = b_tile[rb213 + 192u];
+        const float b243 = b_tile[rb213 + 192u + 1u];
+        const float b244 = b_tile[rb213 + 192u + 2u];
+        const float b245 = b_tile[rb213 + 192u + 3u];
+        acc24 = fma(a230, b238, acc24);
+        acc25 = fma(a230, b239, acc25);
+        acc26 = fma(a230, b240, acc26);
+        acc27 = fma(a230, b241, acc27);
+        acc28 = fma(a230, b242, acc28);
+        acc29 = fma(a230, b243, acc29);
+        acc30 = fma(a230, b244, acc30);
+        acc31 = fma(a230, b245, acc31);
+        acc32 = fma(a231, b238, acc32);
+        acc33 = fma(a231, b239, acc33);
+        acc34 = fma(a231, b240, acc34);
+        acc35 = fma(a231, b241, acc35);
+        acc36 = fma(a231, b242, acc36);
+        acc37 = fma(a231, b243, acc37);
+        acc38 = fma(a231, b244, acc38);
+        acc39 = fma(a231, b245, acc39);
+        acc40 = fma(a232, b238, acc40);
+        acc41 = fma(a232, b239, acc41);
+        acc42 = fma(a232, b240, acc42);
+        acc43 = fma(a232, b241, acc43);
+        acc44 = fma(a232, b242, acc44);
+        acc45 = fma(a232, b243, acc45);
+        acc46 = fma(a232, b244, acc46);
+        acc47 = fma(a232, b245, acc47);
+        acc48 = fma(a233, b238, acc48);
+        acc49 = fma(a233, b239, acc49);
+        acc50 = fma(a233, b240, acc50);
+        acc51 = fma(a233, b241, acc51);
+        acc52 = fma(a233, b242, acc52);
+        acc53 = fma(a233, b243, acc53);
+        acc54 = fma(a233, b244, acc54);
+        acc55 = fma(a233, b245, acc55);
+        acc56 = fma(a234, b238, acc56);
+        acc57 = fma(a234, b239, acc57);
+        acc58 = fma(a234, b240, acc58);
+        acc59 = fma(a234, b241, acc59);
+        acc60 = fma(a234, b242, acc60);
+        acc61 = fma(a234, b243, acc61);
+        acc62 = fma(a234, b244, acc62);
+        acc63 = fma(a234, b245, acc63);
+        acc64 = fma(a235, b238, acc64);
+        acc65 = fma(a235, b239, acc65);
+        acc66 = fma(a235, b240, acc66);
+        acc67 = fma(a235, b241, acc67);
+        acc68 = fma(a235, b242, acc68);
+        acc69 = fma(a235, b243, acc69);
+        acc70 = fma(a235, b244, acc70);
+        acc71 = fma(a235, b245, acc71);
+        acc72 = fma(a236, b238, acc72);
+        acc73 = fma(a236, b239, acc73);
+        acc74 = fma(a236, b240, acc74);
+        acc75 = fma(a236, b241, acc75);
+        acc76 = fma(a236, b242, acc76);
+        acc77 = fma(a236, b243, acc77);
+        acc78 = fma(a236, b244, acc78);
+        acc79 = fma(a236, b245, acc79);
+        acc80 = fma(a237, b238, acc80);
+        acc81 = fma(a237, b239, acc81);
+        acc82 = fma(a237, b240, acc82);
+        acc83 = fma(a237, b241, acc83);
+        acc84 = fma(a237, b242, acc84);
+        acc85 = fma(a237, b243, acc85);
+        acc86 = fma(a237, b244, acc86);
+        acc87 = fma(a237, b245, acc87);
+        const float a246 = a_tile[ra212 + 256u];
+        const float a247 = a_tile[ra212 + 256u + 1u];
+        const float a248 = a_tile[ra212 + 256u + 2u];
+        const float a249 = a_tile[ra212 + 256u + 3u];
+        const float a250 = a_tile[ra212 + 320u];
+        const float a251 = a_tile[ra212 + 320u + 1u];
+        const float a252 = a_tile[ra212 + 320u + 2u];
+        const float a253 = a_tile[ra212 + 320u + 3u];
+        const float b254 = b_tile[rb213 + 256u];
+        const float b255 = b_tile[rb213 + 256u + 1u];
+        const float b256 = b_tile[rb213 + 256u + 2u];
+        const float b257 = b_tile[rb213 + 256u + 3u];
+        const float b258 = b_tile[rb213 + 320u];
+        const float b259 = b_tile[rb213 + 320u + 1u];
+        const float b260 = b_tile[rb213 + 320u + 2u];
+        const float b261 = b_tile[rb213 + 320u + 3u];
+        acc24 = fma(a246, b254, acc24);
+        acc25 = fma(a246, b255, acc25);
+        acc26 = fma(a246, b256, acc26);
+        acc27 = fma(a246, b257, acc27);
+        acc28 = fma(a246, b258, acc28);
+        acc29 = fma(a246, b259, acc29);
+        acc30 = fma(a246, b260, acc30);
+        acc31 = fma(a246, b261, acc31);
+        acc32 = fma(a247, b254, acc32);
+        acc33 = fma(a247, b255, acc33);
+        acc34 = fma(a247, b256, acc34);
+        acc35 = fma(a247, b257, acc35);
+        acc36 = fma(a247, b258, acc36);
+        acc37 = fma(a247, b259, acc37);
+        acc38 = fma(a247, b260, acc38);
+        acc39 = fma(a247, b261, acc39);
+        acc40 = fma(a248, b254, acc40);
+        acc41 = fma(a248, b255, acc41);
+        acc42 = fma(a248, b256, acc42);
+        acc43 = fma(a248, b257, acc43);
+        acc44 = fma(a248, b258, acc44);
+        acc45 = fma(a248, b259, acc45);
+        acc46 = fma(a248, b260, acc46);
+        acc47 = fma(a248, b261, acc47);
+        acc48 = fma(a249, b254, acc48);
+        acc49 = fma(a249, b255, acc49);
+        acc50 = fma(a249, b256, acc50);
+        acc51 = fma(a249, b257, acc51);
+        acc52 = fma(a249, b258, acc52);
+        acc53 = fma(a249, b259, acc53);
+        acc54 = fma(a249, b260, acc54);
+        acc55 = fma(a249, b261, acc55);
+        acc56 = fma(a250, b254, acc56);
+        acc57 = fma(a250, b255, acc57);
+        acc58 = fma(a250, b256, acc58);
+        acc59 = fma(a250, b257, acc59);
+        acc60 = fma(a250, b258, acc60);
+        acc61 = fma(a250, b259, acc61);
+        acc62 = fma(a250, b260, acc62);
+        acc63 = fma(a250, b261, acc63);
+        acc64 = fma(a251, b254, acc64);
+        acc65 = fma(a251, b255, acc65);
+        acc66 = fma(a251, b256, acc66);
+        acc67 = fma(a251, b257, acc67);
+        acc68 = fma(a251, b258, acc68);
+        acc69 = fma(a251, b259, acc69);
+        acc70 = fma(a251, b260, acc70);
+        acc71 = fma(a251, b261, acc71);
+        acc72 = fma(a252, b254, acc72);
+        acc73 = fma(a252, b255, acc73);
+        acc74 = fma(a252, b256, acc74);
+        acc75 = fma(a252, b257, acc75);
+        acc76 = fma(a252, b258, acc76);
+        acc77 = fma(a252, b259, acc77);
+        acc78 = fma(a252, b260, acc78);
+        acc79 = fma(a252, b261, acc79);
+        acc80 = fma(a253, b254, acc80);
+        acc81 = fma(a253, b255, acc81);
+        acc82 = fma(a253, b256, acc82);
+        acc83 = fma(a253, b257, acc83);
+        acc84 = fma(a253, b258, acc84);
+        acc85 = fma(a253, b259, acc85);
+        acc86 = fma(a253, b260, acc86);
+        acc87 = fma(a253, b261, acc87);
+        const float a262 = a_tile[ra212 + 384u];
+        const float a263 = a_tile[ra212 + 384u + 1u];
+        const float a264 = a_tile[ra212 + 384u + 2u];
+        const float a265 = a_tile[ra212 + 384u + 3u];
+        const float a266 = a_tile[ra212 + 448u];
+        const float a267 = a_tile[ra212 + 448u + 1u];
+        const float a268 = a_tile[ra212 + 448u + 2u];
+        const float a269 = a_tile[ra212 + 448u + 3u];
+        const float b270 = b_tile[rb213 + 384u];
+        const float b271 = b_tile[rb213 + 384u + 1u];
+        const float b272 = b_tile[rb213 + 384u + 2u];
+        const float b273 = b_tile[rb213 + 384u + 3u];
+        const float b274 = b_tile[rb213 + 448u];
+        const float b275 = b_tile[rb213 + 448u + 1u];
+        const float b276 = b_tile[rb213 + 448u + 2u];
+        const float b277 = b_tile[rb213 + 448u + 3u];
         acc24 = fma(a262, b270, acc24);
         acc25 = fma(a262, b271, acc25);
         acc26 = fma(a262, b272, acc26);
@@ -433,22 +618,22 @@ kernel void batched_two_contracted_0_matmul(
         acc85 = fma(a269, b275, acc85);
         acc86 = fma(a269, b276, acc86);
         acc87 = fma(a269, b277, acc87);
-        const float a278 = a_tile[ra260 + 128u];
-        const float a279 = a_tile[ra260 + 128u + 1u];
-        const float a280 = a_tile[ra260 + 128u + 2u];
-        const float a281 = a_tile[ra260 + 128u + 3u];
-        const float a282 = a_tile[ra260 + 192u];
-        const float a283 = a_tile[ra260 + 192u + 1u];
-        const float a284 = a_tile[ra260 + 192u + 2u];
-        const float a285 = a_tile[ra260 + 192u + 3u];
-        const float b286 = b_tile[rb261 + 128u];
-        const float b287 = b_tile[rb261 + 128u + 1u];
-        const float b288 = b_tile[rb261 + 128u + 2u];
-        const float b289 = b_tile[rb261 + 128u + 3u];
-        const float b290 = b_tile[rb261 + 192u];
-        const float b291 = b_tile[rb261 + 192u + 1u];
-        const float b292 = b_tile[rb261 + 192u + 2u];
-        const float b293 = b_tile[rb261 + 192u + 3u];
+        const float a278 = a_tile[ra212 + 512u];
+        const float a279 = a_tile[ra212 + 512u + 1u];
+        const float a280 = a_tile[ra212 + 512u + 2u];
+        const float a281 = a_tile[ra212 + 512u + 3u];
+        const float a282 = a_tile[ra212 + 576u];
+        const float a283 = a_tile[ra212 + 576u + 1u];
+        const float a284 = a_tile[ra212 + 576u + 2u];
+        const float a285 = a_tile[ra212 + 576u + 3u];
+        const float b286 = b_tile[rb213 + 512u];
+        const float b287 = b_tile[rb213 + 512u + 1u];
+        const float b288 = b_tile[rb213 + 512u + 2u];
+        const float b289 = b_tile[rb213 + 512u + 3u];
+        const float b290 = b_tile[rb213 + 576u];
+        const float b291 = b_tile[rb213 + 576u + 1u];
+        const float b292 = b_tile[rb213 + 576u + 2u];
+        const float b293 = b_tile[rb213 + 576u + 3u];
         acc24 = fma(a278, b286, acc24);
         acc25 = fma(a278, b287, acc25);
         acc26 = fma(a278, b288, acc26);
@@ -513,22 +698,22 @@ kernel void batched_two_contracted_0_matmul(
         acc85 = fma(a285, b291, acc85);
         acc86 = fma(a285, b292, acc86);
         acc87 = fma(a285, b293, acc87);
-        const float a294 = a_tile[ra260 + 256u];
-        const float a295 = a_tile[ra260 + 256u + 1u];
-        const float a296 = a_tile[ra260 + 256u + 2u];
-        const float a297 = a_tile[ra260 + 256u + 3u];
-        const float a298 = a_tile[ra260 + 320u];
-        const float a299 = a_tile[ra260 + 320u + 1u];
-        const float a300 = a_tile[ra260 + 320u + 2u];
-        const float a301 = a_tile[ra260 + 320u + 3u];
-        const float b302 = b_tile[rb261 + 256u];
-        const float b303 = b_tile[rb261 + 256u + 1u];
-        const float b304 = b_tile[rb261 + 256u + 2u];
-        const float b305 = b_tile[rb261 + 256u + 3u];
-        const float b306 = b_tile[rb261 + 320u];
-        const float b307 = b_tile[rb261 + 320u + 1u];
-        const float b308 = b_tile[rb261 + 320u + 2u];
-        const float b309 = b_tile[rb261 + 320u + 3u];
+        const float a294 = a_tile[ra212 + 640u];
+        const float a295 = a_tile[ra212 + 640u + 1u];
+        const float a296 = a_tile[ra212 + 640u + 2u];
+        const float a297 = a_tile[ra212 + 640u + 3u];
+        const float a298 = a_tile[ra212 + 704u];
+        const float a299 = a_tile[ra212 + 704u + 1u];
+        const float a300 = a_tile[ra212 + 704u + 2u];
+        const float a301 = a_tile[ra212 + 704u + 3u];
+        const float b302 = b_tile[rb213 + 640u];
+        const float b303 = b_tile[rb213 + 640u + 1u];
+        const float b304 = b_tile[rb213 + 640u + 2u];
+        const float b305 = b_tile[rb213 + 640u + 3u];
+        const float b306 = b_tile[rb213 + 704u];
+        const float b307 = b_tile[rb213 + 704u + 1u];
+        const float b308 = b_tile[rb213 + 704u + 2u];
+        const float b309 = b_tile[rb213 + 704u + 3u];
         acc24 = fma(a294, b302, acc24);
         acc25 = fma(a294, b303, acc25);
         acc26 = fma(a294, b304, acc26);
@@ -593,22 +778,22 @@ kernel void batched_two_contracted_0_matmul(
         acc85 = fma(a301, b307, acc85);
         acc86 = fma(a301, b308, acc86);
         acc87 = fma(a301, b309, acc87);
-        const float a310 = a_tile[ra260 + 384u];
-        const float a311 = a_tile[ra260 + 384u + 1u];
-        const float a312 = a_tile[ra260 + 384u + 2u];
-        const float a313 = a_tile[ra260 + 384u + 3u];
-        const float a314 = a_tile[ra260 + 448u];
-        const float a315 = a_tile[ra260 + 448u + 1u];
-        const float a316 = a_tile[ra260 + 448u + 2u];
-        const float a317 = a_tile[ra260 + 448u + 3u];
-        const float b318 = b_tile[rb261 + 384u];
-        const float b319 = b_tile[rb261 + 384u + 1u];
-        const float b320 = b_tile[rb261 + 384u + 2u];
-        const float b321 = b_tile[rb261 + 384u + 3u];
-        const float b322 = b_tile[rb261 + 448u];
-        const float b323 = b_tile[rb261 + 448u + 1u];
-        const float b324 = b_tile[rb261 + 448u + 2u];
-        const float b325 = b_tile[rb261 + 448u + 3u];
+        const float a310 = a_tile[ra212 + 768u];
+        const float a311 = a_tile[ra212 + 768u + 1u];
+        const float a312 = a_tile[ra212 + 768u + 2u];
+        const float a313 = a_tile[ra212 + 768u + 3u];
+        const float a314 = a_tile[ra212 + 832u];
+        const float a315 = a_tile[ra212 + 832u + 1u];
+        const float a316 = a_tile[ra212 + 832u + 2u];
+        const float a317 = a_tile[ra212 + 832u + 3u];
+        const float b318 = b_tile[rb213 + 768u];
+        const float b319 = b_tile[rb213 + 768u + 1u];
+        const float b320 = b_tile[rb213 + 768u + 2u];
+        const float b321 = b_tile[rb213 + 768u + 3u];
+        const float b322 = b_tile[rb213 + 832u];
+        const float b323 = b_tile[rb213 + 832u + 1u];
+        const float b324 = b_tile[rb213 + 832u + 2u];
+        const float b325 = b_tile[rb213 + 832u + 3u];
         acc24 = fma(a310, b318, acc24);
         acc25 = fma(a310, b319, acc25);
         acc26 = fma(a310, b320, acc26);
@@ -673,22 +858,22 @@ kernel void batched_two_contracted_0_matmul(
         acc85 = fma(a317, b323, acc85);
         acc86 = fma(a317, b324, acc86);
         acc87 = fma(a317, b325, acc87);
-        const float a326 = a_tile[ra260 + 512u];
-        const float a327 = a_tile[ra260 + 512u + 1u];
-        const float a328 = a_tile[ra260 + 512u + 2u];
-        const float a329 = a_tile[ra260 + 512u + 3u];
-        const float a330 = a_tile[ra260 + 576u];
-        const float a331 = a_tile[ra260 + 576u + 1u];
-        const float a332 = a_tile[ra260 + 576u + 2u];
-        const float a333 = a_tile[ra260 + 576u + 3u];
-        const float b334 = b_tile[rb261 + 512u];
-        const float b335 = b_tile[rb261 + 512u + 1u];
-        const float b336 = b_tile[rb261 + 512u + 2u];
-        const float b337 = b_tile[rb261 + 512u + 3u];
-        const float b338 = b_tile[rb261 + 576u];
-        const float b339 = b_tile[rb261 + 576u + 1u];
-        const float b340 = b_tile[rb261 + 576u + 2u];
-        const float b341 = b_tile[rb261 + 576u + 3u];
+        const float a326 = a_tile[ra212 + 896u];
+        const float a327 = a_tile[ra212 + 896u + 1u];
+        const float a328 = a_tile[ra212 + 896u + 2u];
+        const float a329 = a_tile[ra212 + 896u + 3u];
+        const float a330 = a_tile[ra212 + 960u];
+        const float a331 = a_tile[ra212 + 960u + 1u];
+        const float a332 = a_tile[ra212 + 960u + 2u];
+        const float a333 = a_tile[ra212 + 960u + 3u];
+        const float b334 = b_tile[rb213 + 896u];
+        const float b335 = b_tile[rb213 + 896u + 1u];
+        const float b336 = b_tile[rb213 + 896u + 2u];
+        const float b337 = b_tile[rb213 + 896u + 3u];
+        const float b338 = b_tile[rb213 + 960u];
+        const float b339 = b_tile[rb213 + 960u + 1u];
+        const float b340 = b_tile[rb213 + 960u + 2u];
+        const float b341 = b_tile[rb213 + 960u + 3u];
         acc24 = fma(a326, b334, acc24);
         acc25 = fma(a326, b335, acc25);
         acc26 = fma(a326, b336, acc26);
@@ -753,502 +938,262 @@ kernel void batched_two_contracted_0_matmul(
         acc85 = fma(a333, b339, acc85);
         acc86 = fma(a333, b340, acc86);
         acc87 = fma(a333, b341, acc87);
-        const float a342 = a_tile[ra260 + 640u];
-        const float a343 = a_tile[ra260 + 640u + 1u];
-        const float a344 = a_tile[ra260 + 640u + 2u];
-        const float a345 = a_tile[ra260 + 640u + 3u];
-        const float a346 = a_tile[ra260 + 704u];
-        const float a347 = a_tile[ra260 + 704u + 1u];
-        const float a348 = a_tile[ra260 + 704u + 2u];
-        const float a349 = a_tile[ra260 + 704u + 3u];
-        const float b350 = b_tile[rb261 + 640u];
-        const float b351 = b_tile[rb261 + 640u + 1u];
-        const float b352 = b_tile[rb261 + 640u + 2u];
-        const float b353 = b_tile[rb261 + 640u + 3u];
-        const float b354 = b_tile[rb261 + 704u];
-        const float b355 = b_tile[rb261 + 704u + 1u];
-        const float b356 = b_tile[rb261 + 704u + 2u];
-        const float b357 = b_tile[rb261 + 704u + 3u];
-        acc24 = fma(a342, b350, acc24);
-        acc25 = fma(a342, b351, acc25);
-        acc26 = fma(a342, b352, acc26);
-        acc27 = fma(a342, b353, acc27);
-        acc28 = fma(a342, b354, acc28);
-        acc29 = fma(a342, b355, acc29);
-        acc30 = fma(a342, b356, acc30);
-        acc31 = fma(a342, b357, acc31);
-        acc32 = fma(a343, b350, acc32);
-        acc33 = fma(a343, b351, acc33);
-        acc34 = fma(a343, b352, acc34);
-        acc35 = fma(a343, b353, acc35);
-        acc36 = fma(a343, b354, acc36);
-        acc37 = fma(a343, b355, acc37);
-        acc38 = fma(a343, b356, acc38);
-        acc39 = fma(a343, b357, acc39);
-        acc40 = fma(a344, b350, acc40);
-        acc41 = fma(a344, b351, acc41);
-        acc42 = fma(a344, b352, acc42);
-        acc43 = fma(a344, b353, acc43);
-        acc44 = fma(a344, b354, acc44);
-        acc45 = fma(a344, b355, acc45);
-        acc46 = fma(a344, b356, acc46);
-        acc47 = fma(a344, b357, acc47);
-        acc48 = fma(a345, b350, acc48);
-        acc49 = fma(a345, b351, acc49);
-        acc50 = fma(a345, b352, acc50);
-        acc51 = fma(a345, b353, acc51);
-        acc52 = fma(a345, b354, acc52);
-        acc53 = fma(a345, b355, acc53);
-        acc54 = fma(a345, b356, acc54);
-        acc55 = fma(a345, b357, acc55);
-        acc56 = fma(a346, b350, acc56);
-        acc57 = fma(a346, b351, acc57);
-        acc58 = fma(a346, b352, acc58);
-        acc59 = fma(a346, b353, acc59);
-        acc60 = fma(a346, b354, acc60);
-        acc61 = fma(a346, b355, acc61);
-        acc62 = fma(a346, b356, acc62);
-        acc63 = fma(a346, b357, acc63);
-        acc64 = fma(a347, b350, acc64);
-        acc65 = fma(a347, b351, acc65);
-        acc66 = fma(a347, b352, acc66);
-        acc67 = fma(a347, b353, acc67);
-        acc68 = fma(a347, b354, acc68);
-        acc69 = fma(a347, b355, acc69);
-        acc70 = fma(a347, b356, acc70);
-        acc71 = fma(a347, b357, acc71);
-        acc72 = fma(a348, b350, acc72);
-        acc73 = fma(a348, b351, acc73);
-        acc74 = fma(a348, b352, acc74);
-        acc75 = fma(a348, b353, acc75);
-        acc76 = fma(a348, b354, acc76);
-        acc77 = fma(a348, b355, acc77);
-        acc78 = fma(a348, b356, acc78);
-        acc79 = fma(a348, b357, acc79);
-        acc80 = fma(a349, b350, acc80);
-        acc81 = fma(a349, b351, acc81);
-        acc82 = fma(a349, b352, acc82);
-        acc83 = fma(a349, b353, acc83);
-        acc84 = fma(a349, b354, acc84);
-        acc85 = fma(a349, b355, acc85);
-        acc86 = fma(a349, b356, acc86);
-        acc87 = fma(a349, b357, acc87);
-        const float a358 = a_tile[ra260 + 768u];
-        const float a359 = a_tile[ra260 + 768u + 1u];
-        const float a360 = a_tile[ra260 + 768u + 2u];
-        const float a361 = a_tile[ra260 + 768u + 3u];
-        const float a362 = a_tile[ra260 + 832u];
-        const float a363 = a_tile[ra260 + 832u + 1u];
-        const float a364 = a_tile[ra260 + 832u + 2u];
-        const float a365 = a_tile[ra260 + 832u + 3u];
-        const float b366 = b_tile[rb261 + 768u];
-        const float b367 = b_tile[rb261 + 768u + 1u];
-        const float b368 = b_tile[rb261 + 768u + 2u];
-        const float b369 = b_tile[rb261 + 768u + 3u];
-        const float b370 = b_tile[rb261 + 832u];
-        const float b371 = b_tile[rb261 + 832u + 1u];
-        const float b372 = b_tile[rb261 + 832u + 2u];
-        const float b373 = b_tile[rb261 + 832u + 3u];
-        acc24 = fma(a358, b366, acc24);
-        acc25 = fma(a358, b367, acc25);
-        acc26 = fma(a358, b368, acc26);
-        acc27 = fma(a358, b369, acc27);
-        acc28 = fma(a358, b370, acc28);
-        acc29 = fma(a358, b371, acc29);
-        acc30 = fma(a358, b372, acc30);
-        acc31 = fma(a358, b373, acc31);
-        acc32 = fma(a359, b366, acc32);
-        acc33 = fma(a359, b367, acc33);
-        acc34 = fma(a359, b368, acc34);
-        acc35 = fma(a359, b369, acc35);
-        acc36 = fma(a359, b370, acc36);
-        acc37 = fma(a359, b371, acc37);
-        acc38 = fma(a359, b372, acc38);
-        acc39 = fma(a359, b373, acc39);
-        acc40 = fma(a360, b366, acc40);
-        acc41 = fma(a360, b367, acc41);
-        acc42 = fma(a360, b368, acc42);
-        acc43 = fma(a360, b369, acc43);
-        acc44 = fma(a360, b370, acc44);
-        acc45 = fma(a360, b371, acc45);
-        acc46 = fma(a360, b372, acc46);
-        acc47 = fma(a360, b373, acc47);
-        acc48 = fma(a361, b366, acc48);
-        acc49 = fma(a361, b367, acc49);
-        acc50 = fma(a361, b368, acc50);
-        acc51 = fma(a361, b369, acc51);
-        acc52 = fma(a361, b370, acc52);
-        acc53 = fma(a361, b371, acc53);
-        acc54 = fma(a361, b372, acc54);
-        acc55 = fma(a361, b373, acc55);
-        acc56 = fma(a362, b366, acc56);
-        acc57 = fma(a362, b367, acc57);
-        acc58 = fma(a362, b368, acc58);
-        acc59 = fma(a362, b369, acc59);
-        acc60 = fma(a362, b370, acc60);
-        acc61 = fma(a362, b371, acc61);
-        acc62 = fma(a362, b372, acc62);
-        acc63 = fma(a362, b373, acc63);
-        acc64 = fma(a363, b366, acc64);
-        acc65 = fma(a363, b367, acc65);
-        acc66 = fma(a363, b368, acc66);
-        acc67 = fma(a363, b369, acc67);
-        acc68 = fma(a363, b370, acc68);
-        acc69 = fma(a363, b371, acc69);
-        acc70 = fma(a363, b372, acc70);
-        acc71 = fma(a363, b373, acc71);
-        acc72 = fma(a364, b366, acc72);
-        acc73 = fma(a364, b367, acc73);
-        acc74 = fma(a364, b368, acc74);
-        acc75 = fma(a364, b369, acc75);
-        acc76 = fma(a364, b370, acc76);
-        acc77 = fma(a364, b371, acc77);
-        acc78 = fma(a364, b372, acc78);
-        acc79 = fma(a364, b373, acc79);
-        acc80 = fma(a365, b366, acc80);
-        acc81 = fma(a365, b367, acc81);
-        acc82 = fma(a365, b368, acc82);
-        acc83 = fma(a365, b369, acc83);
-        acc84 = fma(a365, b370, acc84);
-        acc85 = fma(a365, b371, acc85);
-        acc86 = fma(a365, b372, acc86);
-        acc87 = fma(a365, b373, acc87);
-        const float a374 = a_tile[ra260 + 896u];
-        const float a375 = a_tile[ra260 + 896u + 1u];
-        const float a376 = a_tile[ra260 + 896u + 2u];
-        const float a377 = a_tile[ra260 + 896u + 3u];
-        const float a378 = a_tile[ra260 + 960u];
-        const float a379 = a_tile[ra260 + 960u + 1u];
-        const float a380 = a_tile[ra260 + 960u + 2u];
-        const float a381 = a_tile[ra260 + 960u + 3u];
-        const float b382 = b_tile[rb261 + 896u];
-        const float b383 = b_tile[rb261 + 896u + 1u];
-        const float b384 = b_tile[rb261 + 896u + 2u];
-        const float b385 = b_tile[rb261 + 896u + 3u];
-        const float b386 = b_tile[rb261 + 960u];
-        const float b387 = b_tile[rb261 + 960u + 1u];
-        const float b388 = b_tile[rb261 + 960u + 2u];
-        const float b389 = b_tile[rb261 + 960u + 3u];
-        acc24 = fma(a374, b382, acc24);
-        acc25 = fma(a374, b383, acc25);
-        acc26 = fma(a374, b384, acc26);
-        acc27 = fma(a374, b385, acc27);
-        acc28 = fma(a374, b386, acc28);
-        acc29 = fma(a374, b387, acc29);
-        acc30 = fma(a374, b388, acc30);
-        acc31 = fma(a374, b389, acc31);
-        acc32 = fma(a375, b382, acc32);
-        acc33 = fma(a375, b383, acc33);
-        acc34 = fma(a375, b384, acc34);
-        acc35 = fma(a375, b385, acc35);
-        acc36 = fma(a375, b386, acc36);
-        acc37 = fma(a375, b387, acc37);
-        acc38 = fma(a375, b388, acc38);
-        acc39 = fma(a375, b389, acc39);
-        acc40 = fma(a376, b382, acc40);
-        acc41 = fma(a376, b383, acc41);
-        acc42 = fma(a376, b384, acc42);
-        acc43 = fma(a376, b385, acc43);
-        acc44 = fma(a376, b386, acc44);
-        acc45 = fma(a376, b387, acc45);
-        acc46 = fma(a376, b388, acc46);
-        acc47 = fma(a376, b389, acc47);
-        acc48 = fma(a377, b382, acc48);
-        acc49 = fma(a377, b383, acc49);
-        acc50 = fma(a377, b384, acc50);
-        acc51 = fma(a377, b385, acc51);
-        acc52 = fma(a377, b386, acc52);
-        acc53 = fma(a377, b387, acc53);
-        acc54 = fma(a377, b388, acc54);
-        acc55 = fma(a377, b389, acc55);
-        acc56 = fma(a378, b382, acc56);
-        acc57 = fma(a378, b383, acc57);
-        acc58 = fma(a378, b384, acc58);
-        acc59 = fma(a378, b385, acc59);
-        acc60 = fma(a378, b386, acc60);
-        acc61 = fma(a378, b387, acc61);
-        acc62 = fma(a378, b388, acc62);
-        acc63 = fma(a378, b389, acc63);
-        acc64 = fma(a379, b382, acc64);
-        acc65 = fma(a379, b383, acc65);
-        acc66 = fma(a379, b384, acc66);
-        acc67 = fma(a379, b385, acc67);
-        acc68 = fma(a379, b386, acc68);
-        acc69 = fma(a379, b387, acc69);
-        acc70 = fma(a379, b388, acc70);
-        acc71 = fma(a379, b389, acc71);
-        acc72 = fma(a380, b382, acc72);
-        acc73 = fma(a380, b383, acc73);
-        acc74 = fma(a380, b384, acc74);
-        acc75 = fma(a380, b385, acc75);
-        acc76 = fma(a380, b386, acc76);
-        acc77 = fma(a380, b387, acc77);
-        acc78 = fma(a380, b388, acc78);
-        acc79 = fma(a380, b389, acc79);
-        acc80 = fma(a381, b382, acc80);
-        acc81 = fma(a381, b383, acc81);
-        acc82 = fma(a381, b384, acc82);
-        acc83 = fma(a381, b385, acc83);
-        acc84 = fma(a381, b386, acc84);
-        acc85 = fma(a381, b387, acc85);
-        acc86 = fma(a381, b388, acc86);
-        acc87 = fma(a381, b389, acc87);
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }
     if ((row8 < u.M) && (col16 < u.N)) {
-        const uint i390 = (b4 * u.M + row8) * u.N + col16;
-        out[i390] = acc24;
+        const uint i342 = (b4 * u.M + row8) * u.N + col16;
+        out[i342] = acc24;
     }
     if ((row8 < u.M) && (col17 < u.N)) {
-        const uint i391 = (b4 * u.M + row8) * u.N + col17;
-        out[i391] = acc25;
+        const uint i343 = (b4 * u.M + row8) * u.N + col17;
+        out[i343] = acc25;
     }
     if ((row8 < u.M) && (col18 < u.N)) {
-        const uint i392 = (b4 * u.M + row8) * u.N + col18;
-        out[i392] = acc26;
+        const uint i344 = (b4 * u.M + row8) * u.N + col18;
+        out[i344] = acc26;
     }
     if ((row8 < u.M) && (col19 < u.N)) {
-        const uint i393 = (b4 * u.M + row8) * u.N + col19;
-        out[i393] = acc27;
+        const uint i345 = (b4 * u.M + row8) * u.N + col19;
+        out[i345] = acc27;
     }
     if ((row8 < u.M) && (col20 < u.N)) {
-        const uint i394 = (b4 * u.M + row8) * u.N + col20;
-        out[i394] = acc28;
+        const uint i346 = (b4 * u.M + row8) * u.N + col20;
+        out[i346] = acc28;
     }
     if ((row8 < u.M) && (col21 < u.N)) {
-        const uint i395 = (b4 * u.M + row8) * u.N + col21;
-        out[i395] = acc29;
+        const uint i347 = (b4 * u.M + row8) * u.N + col21;
+        out[i347] = acc29;
     }
     if ((row8 < u.M) && (col22 < u.N)) {
-        const uint i396 = (b4 * u.M + row8) * u.N + col22;
-        out[i396] = acc30;
+        const uint i348 = (b4 * u.M + row8) * u.N + col22;
+        out[i348] = acc30;
     }
     if ((row8 < u.M) && (col23 < u.N)) {
-        const uint i397 = (b4 * u.M + row8) * u.N + col23;
-        out[i397] = acc31;
+        const uint i349 = (b4 * u.M + row8) * u.N + col23;
+        out[i349] = acc31;
     }
     if ((row9 < u.M) && (col16 < u.N)) {
-        const uint i398 = (b4 * u.M + row9) * u.N + col16;
-        out[i398] = acc32;
+        const uint i350 = (b4 * u.M + row9) * u.N + col16;
+        out[i350] = acc32;
     }
     if ((row9 < u.M) && (col17 < u.N)) {
-        const uint i399 = (b4 * u.M + row9) * u.N + col17;
-        out[i399] = acc33;
+        const uint i351 = (b4 * u.M + row9) * u.N + col17;
+        out[i351] = acc33;
     }
     if ((row9 < u.M) && (col18 < u.N)) {
-        const uint i400 = (b4 * u.M + row9) * u.N + col18;
-        out[i400] = acc34;
+        const uint i352 = (b4 * u.M + row9) * u.N + col18;
+        out[i352] = acc34;
     }
     if ((row9 < u.M) && (col19 < u.N)) {
-        const uint i401 = (b4 * u.M + row9) * u.N + col19;
-        out[i401] = acc35;
+        const uint i353 = (b4 * u.M + row9) * u.N + col19;
+        out[i353] = acc35;
     }
     if ((row9 < u.M) && (col20 < u.N)) {
-        const uint i402 = (b4 * u.M + row9) * u.N + col20;
-        out[i402] = acc36;
+        const uint i354 = (b4 * u.M + row9) * u.N + col20;
+        out[i354] = acc36;
     }
     if ((row9 < u.M) && (col21 < u.N)) {
-        const uint i403 = (b4 * u.M + row9) * u.N + col21;
-        out[i403] = acc37;
+        const uint i355 = (b4 * u.M + row9) * u.N + col21;
+        out[i355] = acc37;
     }
     if ((row9 < u.M) && (col22 < u.N)) {
-        const uint i404 = (b4 * u.M + row9) * u.N + col22;
-        out[i404] = acc38;
+        const uint i356 = (b4 * u.M + row9) * u.N + col22;
+        out[i356] = acc38;
     }
     if ((row9 < u.M) && (col23 < u.N)) {
-        const uint i405 = (b4 * u.M + row9) * u.N + col23;
-        out[i405] = acc39;
+        const uint i357 = (b4 * u.M + row9) * u.N + col23;
+        out[i357] = acc39;
     }
     if ((row10 < u.M) && (col16 < u.N)) {
-        const uint i406 = (b4 * u.M + row10) * u.N + col16;
-        out[i406] = acc40;
+        const uint i358 = (b4 * u.M + row10) * u.N + col16;
+        out[i358] = acc40;
     }
     if ((row10 < u.M) && (col17 < u.N)) {
-        const uint i407 = (b4 * u.M + row10) * u.N + col17;
-        out[i407] = acc41;
+        const uint i359 = (b4 * u.M + row10) * u.N + col17;
+        out[i359] = acc41;
     }
     if ((row10 < u.M) && (col18 < u.N)) {
-        const uint i408 = (b4 * u.M + row10) * u.N + col18;
-        out[i408] = acc42;
+        const uint i360 = (b4 * u.M + row10) * u.N + col18;
+        out[i360] = acc42;
     }
     if ((row10 < u.M) && (col19 < u.N)) {
-        const uint i409 = (b4 * u.M + row10) * u.N + col19;
-        out[i409] = acc43;
+        const uint i361 = (b4 * u.M + row10) * u.N + col19;
+        out[i361] = acc43;
     }
     if ((row10 < u.M) && (col20 < u.N)) {
-        const uint i410 = (b4 * u.M + row10) * u.N + col20;
-        out[i410] = acc44;
+        const uint i362 = (b4 * u.M + row10) * u.N + col20;
+        out[i362] = acc44;
     }
     if ((row10 < u.M) && (col21 < u.N)) {
-        const uint i411 = (b4 * u.M + row10) * u.N + col21;
-        out[i411] = acc45;
+        const uint i363 = (b4 * u.M + row10) * u.N + col21;
+        out[i363] = acc45;
     }
     if ((row10 < u.M) && (col22 < u.N)) {
-        const uint i412 = (b4 * u.M + row10) * u.N + col22;
-        out[i412] = acc46;
+        const uint i364 = (b4 * u.M + row10) * u.N + col22;
+        out[i364] = acc46;
     }
     if ((row10 < u.M) && (col23 < u.N)) {
-        const uint i413 = (b4 * u.M + row10) * u.N + col23;
-        out[i413] = acc47;
+        const uint i365 = (b4 * u.M + row10) * u.N + col23;
+        out[i365] = acc47;
     }
     if ((row11 < u.M) && (col16 < u.N)) {
-        const uint i414 = (b4 * u.M + row11) * u.N + col16;
-        out[i414] = acc48;
+        const uint i366 = (b4 * u.M + row11) * u.N + col16;
+        out[i366] = acc48;
     }
     if ((row11 < u.M) && (col17 < u.N)) {
-        const uint i415 = (b4 * u.M + row11) * u.N + col17;
-        out[i415] = acc49;
+        const uint i367 = (b4 * u.M + row11) * u.N + col17;
+        out[i367] = acc49;
     }
     if ((row11 < u.M) && (col18 < u.N)) {
-        const uint i416 = (b4 * u.M + row11) * u.N + col18;
-        out[i416] = acc50;
+        const uint i368 = (b4 * u.M + row11) * u.N + col18;
+        out[i368] = acc50;
     }
     if ((row11 < u.M) && (col19 < u.N)) {
-        const uint i417 = (b4 * u.M + row11) * u.N + col19;
-        out[i417] = acc51;
+        const uint i369 = (b4 * u.M + row11) * u.N + col19;
+        out[i369] = acc51;
     }
     if ((row11 < u.M) && (col20 < u.N)) {
-        const uint i418 = (b4 * u.M + row11) * u.N + col20;
-        out[i418] = acc52;
+        const uint i370 = (b4 * u.M + row11) * u.N + col20;
+        out[i370] = acc52;
     }
     if ((row11 < u.M) && (col21 < u.N)) {
-        const uint i419 = (b4 * u.M + row11) * u.N + col21;
-        out[i419] = acc53;
+        const uint i371 = (b4 * u.M + row11) * u.N + col21;
+        out[i371] = acc53;
     }
     if ((row11 < u.M) && (col22 < u.N)) {
-        const uint i420 = (b4 * u.M + row11) * u.N + col22;
-        out[i420] = acc54;
+        const uint i372 = (b4 * u.M + row11) * u.N + col22;
+        out[i372] = acc54;
     }
     if ((row11 < u.M) && (col23 < u.N)) {
-        const uint i421 = (b4 * u.M + row11) * u.N + col23;
-        out[i421] = acc55;
+        const uint i373 = (b4 * u.M + row11) * u.N + col23;
+        out[i373] = acc55;
     }
     if ((row12 < u.M) && (col16 < u.N)) {
-        const uint i422 = (b4 * u.M + row12) * u.N + col16;
-        out[i422] = acc56;
+        const uint i374 = (b4 * u.M + row12) * u.N + col16;
+        out[i374] = acc56;
     }
     if ((row12 < u.M) && (col17 < u.N)) {
-        const uint i423 = (b4 * u.M + row12) * u.N + col17;
-        out[i423] = acc57;
+        const uint i375 = (b4 * u.M + row12) * u.N + col17;
+        out[i375] = acc57;
     }
     if ((row12 < u.M) && (col18 < u.N)) {
-        const uint i424 = (b4 * u.M + row12) * u.N + col18;
-        out[i424] = acc58;
+        const uint i376 = (b4 * u.M + row12) * u.N + col18;
+        out[i376] = acc58;
     }
     if ((row12 < u.M) && (col19 < u.N)) {
-        const uint i425 = (b4 * u.M + row12) * u.N + col19;
-        out[i425] = acc59;
+        const uint i377 = (b4 * u.M + row12) * u.N + col19;
+        out[i377] = acc59;
     }
     if ((row12 < u.M) && (col20 < u.N)) {
-        const uint i426 = (b4 * u.M + row12) * u.N + col20;
-        out[i426] = acc60;
+        const uint i378 = (b4 * u.M + row12) * u.N + col20;
+        out[i378] = acc60;
     }
     if ((row12 < u.M) && (col21 < u.N)) {
-        const uint i427 = (b4 * u.M + row12) * u.N + col21;
-        out[i427] = acc61;
+        const uint i379 = (b4 * u.M + row12) * u.N + col21;
+        out[i379] = acc61;
     }
     if ((row12 < u.M) && (col22 < u.N)) {
-        const uint i428 = (b4 * u.M + row12) * u.N + col22;
-        out[i428] = acc62;
+        const uint i380 = (b4 * u.M + row12) * u.N + col22;
+        out[i380] = acc62;
     }
     if ((row12 < u.M) && (col23 < u.N)) {
-        const uint i429 = (b4 * u.M + row12) * u.N + col23;
-        out[i429] = acc63;
+        const uint i381 = (b4 * u.M + row12) * u.N + col23;
+        out[i381] = acc63;
     }
     if ((row13 < u.M) && (col16 < u.N)) {
-        const uint i430 = (b4 * u.M + row13) * u.N + col16;
-        out[i430] = acc64;
+        const uint i382 = (b4 * u.M + row13) * u.N + col16;
+        out[i382] = acc64;
     }
     if ((row13 < u.M) && (col17 < u.N)) {
-        const uint i431 = (b4 * u.M + row13) * u.N + col17;
-        out[i431] = acc65;
+        const uint i383 = (b4 * u.M + row13) * u.N + col17;
+        out[i383] = acc65;
     }
     if ((row13 < u.M) && (col18 < u.N)) {
-        const uint i432 = (b4 * u.M + row13) * u.N + col18;
-        out[i432] = acc66;
+        const uint i384 = (b4 * u.M + row13) * u.N + col18;
+        out[i384] = acc66;
     }
     if ((row13 < u.M) && (col19 < u.N)) {
-        const uint i433 = (b4 * u.M + row13) * u.N + col19;
-        out[i433] = acc67;
+        const uint i385 = (b4 * u.M + row13) * u.N + col19;
+        out[i385] = acc67;
     }
     if ((row13 < u.M) && (col20 < u.N)) {
-        const uint i434 = (b4 * u.M + row13) * u.N + col20;
-        out[i434] = acc68;
+        const uint i386 = (b4 * u.M + row13) * u.N + col20;
+        out[i386] = acc68;
     }
     if ((row13 < u.M) && (col21 < u.N)) {
-        const uint i435 = (b4 * u.M + row13) * u.N + col21;
-        out[i435] = acc69;
+        const uint i387 = (b4 * u.M + row13) * u.N + col21;
+        out[i387] = acc69;
     }
     if ((row13 < u.M) && (col22 < u.N)) {
-        const uint i436 = (b4 * u.M + row13) * u.N + col22;
-        out[i436] = acc70;
+        const uint i388 = (b4 * u.M + row13) * u.N + col22;
+        out[i388] = acc70;
     }
     if ((row13 < u.M) && (col23 < u.N)) {
-        const uint i437 = (b4 * u.M + row13) * u.N + col23;
-        out[i437] = acc71;
+        const uint i389 = (b4 * u.M + row13) * u.N + col23;
+        out[i389] = acc71;
     }
     if ((row14 < u.M) && (col16 < u.N)) {
-        const uint i438 = (b4 * u.M + row14) * u.N + col16;
-        out[i438] = acc72;
+        const uint i390 = (b4 * u.M + row14) * u.N + col16;
+        out[i390] = acc72;
     }
     if ((row14 < u.M) && (col17 < u.N)) {
-        const uint i439 = (b4 * u.M + row14) * u.N + col17;
-        out[i439] = acc73;
+        const uint i391 = (b4 * u.M + row14) * u.N + col17;
+        out[i391] = acc73;
     }
     if ((row14 < u.M) && (col18 < u.N)) {
-        const uint i440 = (b4 * u.M + row14) * u.N + col18;
-        out[i440] = acc74;
+        const uint i392 = (b4 * u.M + row14) * u.N + col18;
+        out[i392] = acc74;
     }
     if ((row14 < u.M) && (col19 < u.N)) {
-        const uint i441 = (b4 * u.M + row14) * u.N + col19;
-        out[i441] = acc75;
+        const uint i393 = (b4 * u.M + row14) * u.N + col19;
+        out[i393] = acc75;
     }
     if ((row14 < u.M) && (col20 < u.N)) {
-        const uint i442 = (b4 * u.M + row14) * u.N + col20;
-        out[i442] = acc76;
+        const uint i394 = (b4 * u.M + row14) * u.N + col20;
+        out[i394] = acc76;
     }
     if ((row14 < u.M) && (col21 < u.N)) {
-        const uint i443 = (b4 * u.M + row14) * u.N + col21;
-        out[i443] = acc77;
+        const uint i395 = (b4 * u.M + row14) * u.N + col21;
+        out[i395] = acc77;
     }
     if ((row14 < u.M) && (col22 < u.N)) {
-        const uint i444 = (b4 * u.M + row14) * u.N + col22;
-        out[i444] = acc78;
+        const uint i396 = (b4 * u.M + row14) * u.N + col22;
+        out[i396] = acc78;
     }
     if ((row14 < u.M) && (col23 < u.N)) {
-        const uint i445 = (b4 * u.M + row14) * u.N + col23;
-        out[i445] = acc79;
+        const uint i397 = (b4 * u.M + row14) * u.N + col23;
+        out[i397] = acc79;
     }
     if ((row15 < u.M) && (col16 < u.N)) {
-        const uint i446 = (b4 * u.M + row15) * u.N + col16;
-        out[i446] = acc80;
+        const uint i398 = (b4 * u.M + row15) * u.N + col16;
+        out[i398] = acc80;
     }
     if ((row15 < u.M) && (col17 < u.N)) {
-        const uint i447 = (b4 * u.M + row15) * u.N + col17;
-        out[i447] = acc81;
+        const uint i399 = (b4 * u.M + row15) * u.N + col17;
+        out[i399] = acc81;
     }
     if ((row15 < u.M) && (col18 < u.N)) {
-        const uint i448 = (b4 * u.M + row15) * u.N + col18;
-        out[i448] = acc82;
+        const uint i400 = (b4 * u.M + row15) * u.N + col18;
+        out[i400] = acc82;
     }
     if ((row15 < u.M) && (col19 < u.N)) {
-        const uint i449 = (b4 * u.M + row15) * u.N + col19;
-        out[i449] = acc83;
+        const uint i401 = (b4 * u.M + row15) * u.N + col19;
+        out[i401] = acc83;
     }
     if ((row15 < u.M) && (col20 < u.N)) {
-        const uint i450 = (b4 * u.M + row15) * u.N + col20;
-        out[i450] = acc84;
+        const uint i402 = (b4 * u.M + row15) * u.N + col20;
+        out[i402] = acc84;
     }
     if ((row15 < u.M) && (col21 < u.N)) {
-        const uint i451 = (b4 * u.M + row15) * u.N + col21;
-        out[i451] = acc85;
+        const uint i403 = (b4 * u.M + row15) * u.N + col21;
+        out[i403] = acc85;
     }
     if ((row15 < u.M) && (col22 < u.N)) {
-        const uint i452 = (b4 * u.M + row15) * u.N + col22;
-        out[i452] = acc86;
+        const uint i404 = (b4 * u.M + row15) * u.N + col22;
+        out[i404] = acc86;
     }
     if ((row15 < u.M) && (col23 < u.N)) {
-        const uint i453 = (b4 * u.M + row15) * u.N + col23;
-        out[i453] = acc87;
+        const uint i405 = (b4 * u.M + row15) * u.N + col23;
+        out[i405] = acc87;
     }
 }

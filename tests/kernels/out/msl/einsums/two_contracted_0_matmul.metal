@@ -115,10 +115,6 @@ kernel void two_contracted_0_matmul(
     const uint ar89 = row4 + (am87 + 32u);
     const uint ar90 = row4 + (am87 + 64u);
     const uint ar91 = row4 + (am87 + 96u);
-    const uint ab92 = ar88 * (u.D * u.K);
-    const uint ab93 = ar89 * (u.D * u.K);
-    const uint ab94 = ar90 * (u.D * u.K);
-    const uint ab95 = ar91 * (u.D * u.K);
     const bool aok96 = ar88 < u.M;
     const bool aok97 = ar89 < u.M;
     const bool aok98 = ar90 < u.M;
@@ -127,210 +123,461 @@ kernel void two_contracted_0_matmul(
     const uint bk101 = t3 >> 7u;
     const uint bn102 = col5 + (t3 & 127u);
     const bool bok103 = bn102 < u.N;
-    const uint bs104 = 2u * u.N;
-    const uint bs105 = 4u * u.N;
-    const uint bs106 = 6u * u.N;
     const bool kok107 = ak86 < u.D * u.K;
-    const uint i108 = (ab92 + ak86) % u.D;
-    const uint i109 = (ab92 + ak86) / u.D;
-    const uint i110 = i109 % u.K;
-    const uint i111 = i109 / u.K;
-    const uint i112 = (i110 * u.D + i108) * u.M + i111;
+    const uint i108 = ak86 * u.M + ar88;
     if (aok96 && kok107) {
-        a_tile[as100] = b[i112];
+        a_tile[as100] = b[i108];
     } else {
         a_tile[as100] = 0.0f;
     }
-    const uint i114 = (ab93 + ak86) % u.D;
-    const uint i115 = (ab93 + ak86) / u.D;
-    const uint i116 = i115 % u.K;
-    const uint i117 = i115 / u.K;
-    const uint i118 = (i116 * u.D + i114) * u.M + i117;
+    const uint i110 = ak86 * u.M + ar89;
     if (aok97 && kok107) {
-        a_tile[as100 + 32u] = b[i118];
+        a_tile[as100 + 32u] = b[i110];
     } else {
         a_tile[as100 + 32u] = 0.0f;
     }
-    const uint i120 = (ab94 + ak86) % u.D;
-    const uint i121 = (ab94 + ak86) / u.D;
-    const uint i122 = i121 % u.K;
-    const uint i123 = i121 / u.K;
-    const uint i124 = (i122 * u.D + i120) * u.M + i123;
+    const uint i112 = ak86 * u.M + ar90;
     if (aok98 && kok107) {
-        a_tile[as100 + 64u] = b[i124];
+        a_tile[as100 + 64u] = b[i112];
     } else {
         a_tile[as100 + 64u] = 0.0f;
     }
-    const uint i126 = (ab95 + ak86) % u.D;
-    const uint i127 = (ab95 + ak86) / u.D;
-    const uint i128 = i127 % u.K;
-    const uint i129 = i127 / u.K;
-    const uint i130 = (i128 * u.D + i126) * u.M + i129;
+    const uint i114 = ak86 * u.M + ar91;
     if (aok99 && kok107) {
-        a_tile[as100 + 96u] = b[i130];
+        a_tile[as100 + 96u] = b[i114];
     } else {
         a_tile[as100 + 96u] = 0.0f;
     }
-    const uint bi132 = bk101 * u.N + bn102;
-    const uint i133 = bi132 % u.N;
-    const uint i134 = bi132 / u.N;
-    const uint i135 = i134 % u.D;
-    const uint i136 = i134 / u.D;
-    const uint i137 = (i133 * u.K + i136) * u.D + i135;
+    const uint i117 = bn102 * (u.D * u.K) + bk101;
     if ((bk101 < u.D * u.K) && bok103) {
-        b_tile[t3] = a[i137];
+        b_tile[t3] = a[i117];
     } else {
         b_tile[t3] = 0.0f;
     }
-    const uint kb139 = bk101 + 2u;
-    const uint i140 = (bi132 + bs104) % u.N;
-    const uint i141 = (bi132 + bs104) / u.N;
-    const uint i142 = i141 % u.D;
-    const uint i143 = i141 / u.D;
-    const uint i144 = (i140 * u.K + i143) * u.D + i142;
-    if ((kb139 < u.D * u.K) && bok103) {
-        b_tile[t3 + 256u] = a[i144];
+    const uint kb119 = bk101 + 2u;
+    const uint i120 = bn102 * (u.D * u.K) + kb119;
+    if ((kb119 < u.D * u.K) && bok103) {
+        b_tile[t3 + 256u] = a[i120];
     } else {
         b_tile[t3 + 256u] = 0.0f;
     }
-    const uint kb146 = bk101 + 4u;
-    const uint i147 = (bi132 + bs105) % u.N;
-    const uint i148 = (bi132 + bs105) / u.N;
-    const uint i149 = i148 % u.D;
-    const uint i150 = i148 / u.D;
-    const uint i151 = (i147 * u.K + i150) * u.D + i149;
-    if ((kb146 < u.D * u.K) && bok103) {
-        b_tile[t3 + 512u] = a[i151];
+    const uint kb122 = bk101 + 4u;
+    const uint i123 = bn102 * (u.D * u.K) + kb122;
+    if ((kb122 < u.D * u.K) && bok103) {
+        b_tile[t3 + 512u] = a[i123];
     } else {
         b_tile[t3 + 512u] = 0.0f;
     }
-    const uint kb153 = bk101 + 6u;
-    const uint i154 = (bi132 + bs106) % u.N;
-    const uint i155 = (bi132 + bs106) / u.N;
-    const uint i156 = i155 % u.D;
-    const uint i157 = i155 / u.D;
-    const uint i158 = (i154 * u.K + i157) * u.D + i156;
-    if ((kb153 < u.D * u.K) && bok103) {
-        b_tile[t3 + 768u] = a[i158];
+    const uint kb125 = bk101 + 6u;
+    const uint i126 = bn102 * (u.D * u.K) + kb125;
+    if ((kb125 < u.D * u.K) && bok103) {
+        b_tile[t3 + 768u] = a[i126];
     } else {
         b_tile[t3 + 768u] = 0.0f;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ly160 = lid.y * 4u;
-    const uint lx161 = lid.x * 4u;
-    for (uint k0_162 = 0u; k0_162 < u.D * u.K; k0_162 += 8u) {
-        const uint cur163 = (k0_162 << 7u) & 1024u;
-        const uint nxt164 = cur163 ^ 1024u;
-        const uint kn165 = k0_162 + 8u;
-        if (kn165 < u.D * u.K) {
-            const uint ka166 = kn165 + ak86;
-            const bool kok167 = ka166 < u.D * u.K;
-            const uint sa168 = nxt164 + as100;
-            const uint i169 = (ab92 + ka166) % u.D;
-            const uint i170 = (ab92 + ka166) / u.D;
-            const uint i171 = i170 % u.K;
-            const uint i172 = i170 / u.K;
-            const uint i173 = (i171 * u.D + i169) * u.M + i172;
-            if (aok96 && kok167) {
-                a_tile[sa168] = b[i173];
+    const uint ly128 = lid.y * 4u;
+    const uint lx129 = lid.x * 4u;
+    for (uint k0_130 = 0u; k0_130 < u.D * u.K; k0_130 += 8u) {
+        const uint cur131 = (k0_130 << 7u) & 1024u;
+        const uint nxt132 = cur131 ^ 1024u;
+        const uint kn133 = k0_130 + 8u;
+        if (kn133 < u.D * u.K) {
+            const uint ka134 = kn133 + ak86;
+            const bool kok135 = ka134 < u.D * u.K;
+            const uint sa136 = nxt132 + as100;
+            const uint i137 = ka134 * u.M + ar88;
+            if (aok96 && kok135) {
+                a_tile[sa136] = b[i137];
             } else {
-                a_tile[sa168] = 0.0f;
+                a_tile[sa136] = 0.0f;
             }
-            const uint i175 = (ab93 + ka166) % u.D;
-            const uint i176 = (ab93 + ka166) / u.D;
-            const uint i177 = i176 % u.K;
-            const uint i178 = i176 / u.K;
-            const uint i179 = (i177 * u.D + i175) * u.M + i178;
-            if (aok97 && kok167) {
-                a_tile[sa168 + 32u] = b[i179];
+            const uint i139 = ka134 * u.M + ar89;
+            if (aok97 && kok135) {
+                a_tile[sa136 + 32u] = b[i139];
             } else {
-                a_tile[sa168 + 32u] = 0.0f;
+                a_tile[sa136 + 32u] = 0.0f;
             }
-            const uint i181 = (ab94 + ka166) % u.D;
-            const uint i182 = (ab94 + ka166) / u.D;
-            const uint i183 = i182 % u.K;
-            const uint i184 = i182 / u.K;
-            const uint i185 = (i183 * u.D + i181) * u.M + i184;
-            if (aok98 && kok167) {
-                a_tile[sa168 + 64u] = b[i185];
+            const uint i141 = ka134 * u.M + ar90;
+            if (aok98 && kok135) {
+                a_tile[sa136 + 64u] = b[i141];
             } else {
-                a_tile[sa168 + 64u] = 0.0f;
+                a_tile[sa136 + 64u] = 0.0f;
             }
-            const uint i187 = (ab95 + ka166) % u.D;
-            const uint i188 = (ab95 + ka166) / u.D;
-            const uint i189 = i188 % u.K;
-            const uint i190 = i188 / u.K;
-            const uint i191 = (i189 * u.D + i187) * u.M + i190;
-            if (aok99 && kok167) {
-                a_tile[sa168 + 96u] = b[i191];
+            const uint i143 = ka134 * u.M + ar91;
+            if (aok99 && kok135) {
+                a_tile[sa136 + 96u] = b[i143];
             } else {
-                a_tile[sa168 + 96u] = 0.0f;
+                a_tile[sa136 + 96u] = 0.0f;
             }
-            const uint kb193 = kn165 + bk101;
-            const uint sb194 = nxt164 + t3;
-            const uint bi195 = kb193 * u.N + bn102;
-            const uint i196 = bi195 % u.N;
-            const uint i197 = bi195 / u.N;
-            const uint i198 = i197 % u.D;
-            const uint i199 = i197 / u.D;
-            const uint i200 = (i196 * u.K + i199) * u.D + i198;
-            if ((kb193 < u.D * u.K) && bok103) {
-                b_tile[sb194] = a[i200];
+            const uint kb145 = kn133 + bk101;
+            const uint sb146 = nxt132 + t3;
+            const uint i148 = bn102 * (u.D * u.K) + kb145;
+            if ((kb145 < u.D * u.K) && bok103) {
+                b_tile[sb146] = a[i148];
             } else {
-                b_tile[sb194] = 0.0f;
+                b_tile[sb146] = 0.0f;
             }
-            const uint kb202 = kb193 + 2u;
-            const uint i203 = (bi195 + bs104) % u.N;
-            const uint i204 = (bi195 + bs104) / u.N;
-            const uint i205 = i204 % u.D;
-            const uint i206 = i204 / u.D;
-            const uint i207 = (i203 * u.K + i206) * u.D + i205;
-            if ((kb202 < u.D * u.K) && bok103) {
-                b_tile[sb194 + 256u] = a[i207];
+            const uint kb150 = kb145 + 2u;
+            const uint i151 = bn102 * (u.D * u.K) + kb150;
+            if ((kb150 < u.D * u.K) && bok103) {
+                b_tile[sb146 + 256u] = a[i151];
             } else {
-                b_tile[sb194 + 256u] = 0.0f;
+                b_tile[sb146 + 256u] = 0.0f;
             }
-            const uint kb209 = kb193 + 4u;
-            const uint i210 = (bi195 + bs105) % u.N;
-            const uint i211 = (bi195 + bs105) / u.N;
-            const uint i212 = i211 % u.D;
-            const uint i213 = i211 / u.D;
-            const uint i214 = (i210 * u.K + i213) * u.D + i212;
-            if ((kb209 < u.D * u.K) && bok103) {
-                b_tile[sb194 + 512u] = a[i214];
+            const uint kb153 = kb145 + 4u;
+            const uint i154 = bn102 * (u.D * u.K) + kb153;
+            if ((kb153 < u.D * u.K) && bok103) {
+                b_tile[sb146 + 512u] = a[i154];
             } else {
-                b_tile[sb194 + 512u] = 0.0f;
+                b_tile[sb146 + 512u] = 0.0f;
             }
-            const uint kb216 = kb193 + 6u;
-            const uint i217 = (bi195 + bs106) % u.N;
-            const uint i218 = (bi195 + bs106) / u.N;
-            const uint i219 = i218 % u.D;
-            const uint i220 = i218 / u.D;
-            const uint i221 = (i217 * u.K + i220) * u.D + i219;
-            if ((kb216 < u.D * u.K) && bok103) {
-                b_tile[sb194 + 768u] = a[i221];
+            const uint kb156 = kb145 + 6u;
+            const uint i157 = bn102 * (u.D * u.K) + kb156;
+            if ((kb156 < u.D * u.K) && bok103) {
+                b_tile[sb146 + 768u] = a[i157];
             } else {
-                b_tile[sb194 + 768u] = 0.0f;
+                b_tile[sb146 + 768u] = 0.0f;
             }
         }
-        const uint ra223 = cur163 + ly160;
-        const uint rb224 = cur163 + lx161;
-        const float a225 = a_tile[ra223];
-        const float a226 = a_tile[ra223 + 1u];
-        const float a227 = a_tile[ra223 + 2u];
-        const float a228 = a_tile[ra223 + 3u];
-        const float a229 = a_tile[ra223 + 64u];
-        const float a230 = a_tile[ra223 + 64u + 1u];
-        const float a231 = a_tile[ra223 + 64u + 2u];
-        const float a232 = a_tile[ra223 + 64u + 3u];
-        const float b233 = b_tile[rb224];
-        const float b234 = b_tile[rb224 + 1u];
-        const float b235 = b_tile[rb224 + 2u];
-        const float b236 = b_tile[rb224 + 3u];
-        const float b237 = b_tile[rb224 + 64u];
-        const float b238 = b_tile[rb224 + 64u + 1u];
-        const float b239 = b_tile[rb224 + 64u + 2u];
-        const float b240 = b_tile[rb224 + 64u + 3u];
+        const uint ra159 = cur131 + ly128;
+        const uint rb160 = cur131 + lx129;
+        const float a161 = a_tile[ra159];
+        const float a162 = a_tile[ra159 + 1u];
+        const float a163 = a_tile[ra159 + 2u];
+        const float a164 = a_tile[ra159 + 3u];
+        const float a165 = a_tile[ra159 + 64u];
+        const float a166 = a_tile[ra159 + 64u + 1u];
+        const float a167 = a_tile[ra159 + 64u + 2u];
+        const float a168 = a_tile[ra159 + 64u + 3u];
+        const float b169 = b_tile[rb160];
+        const float b170 = b_tile[rb160 + 1u];
+        const float b171 = b_tile[rb160 + 2u];
+        const float b172 = b_tile[rb160 + 3u];
+        const float b173 = b_tile[rb160 + 64u];
+        const float b174 = b_tile[rb160 + 64u + 1u];
+        const float b175 = b_tile[rb160 + 64u + 2u];
+        const float b176 = b_tile[rb160 + 64u + 3u];
+        acc22 = fma(a161, b169, acc22);
+        acc23 = fma(a161, b170, acc23);
+        acc24 = fma(a161, b171, acc24);
+        acc25 = fma(a161, b172, acc25);
+        acc26 = fma(a161, b173, acc26);
+        acc27 = fma(a161, b174, acc27);
+        acc28 = fma(a161, b175, acc28);
+        acc29 = fma(a161, b176, acc29);
+        acc30 = fma(a162, b169, acc30);
+        acc31 = fma(a162, b170, acc31);
+        acc32 = fma(a162, b171, acc32);
+        acc33 = fma(a162, b172, acc33);
+        acc34 = fma(a162, b173, acc34);
+        acc35 = fma(a162, b174, acc35);
+        acc36 = fma(a162, b175, acc36);
+        acc37 = fma(a162, b176, acc37);
+        acc38 = fma(a163, b169, acc38);
+        acc39 = fma(a163, b170, acc39);
+        acc40 = fma(a163, b171, acc40);
+        acc41 = fma(a163, b172, acc41);
+        acc42 = fma(a163, b173, acc42);
+        acc43 = fma(a163, b174, acc43);
+        acc44 = fma(a163, b175, acc44);
+        acc45 = fma(a163, b176, acc45);
+        acc46 = fma(a164, b169, acc46);
+        acc47 = fma(a164, b170, acc47);
+        acc48 = fma(a164, b171, acc48);
+        acc49 = fma(a164, b172, acc49);
+        acc50 = fma(a164, b173, acc50);
+        acc51 = fma(a164, b174, acc51);
+        acc52 = fma(a164, b175, acc52);
+        acc53 = fma(a164, b176, acc53);
+        acc54 = fma(a165, b169, acc54);
+        acc55 = fma(a165, b170, acc55);
+        acc56 = fma(a165, b171, acc56);
+        acc57 = fma(a165, b172, acc57);
+        acc58 = fma(a165, b173, acc58);
+        acc59 = fma(a165, b174, acc59);
+        acc60 = fma(a165, b175, acc60);
+        acc61 = fma(a165, b176, acc61);
+        acc62 = fma(a166, b169, acc62);
+        acc63 = fma(a166, b170, acc63);
+        acc64 = fma(a166, b171, acc64);
+        acc65 = fma(a166, b172, acc65);
+        acc66 = fma(a166, b173, acc66);
+        acc67 = fma(a166, b174, acc67);
+        acc68 = fma(a166, b175, acc68);
+        acc69 = fma(a166, b176, acc69);
+        acc70 = fma(a167, b169, acc70);
+        acc71 = fma(a167, b170, acc71);
+        acc72 = fma(a167, b171, acc72);
+        acc73 = fma(a167, b172, acc73);
+        acc74 = fma(a167, b173, acc74);
+        acc75 = fma(a167, b174, acc75);
+        acc76 = fma(a167, b175, acc76);
+        acc77 = fma(a167, b176, acc77);
+        acc78 = fma(a168, b169, acc78);
+        acc79 = fma(a168, b170, acc79);
+        acc80 = fma(a168, b171, acc80);
+        acc81 = fma(a168, b172, acc81);
+        acc82 = fma(a168, b173, acc82);
+        acc83 = fma(a168, b174, acc83);
+        acc84 = fma(a168, b175, acc84);
+        acc85 = fma(a168, b176, acc85);
+        const float a177 = a_tile[ra159 + 128u];
+        const float a178 = a_tile[ra159 + 128u + 1u];
+        const float a179 = a_tile[ra159 + 128u + 2u];
+        const float a180 = a_tile[ra159 + 128u + 3u];
+        const float a181 = a_tile[ra159 + 192u];
+        const float a182 = a_tile[ra159 + 192u + 1u];
+        const float a183 = a_tile[ra159 + 192u + 2u];
+        const float a184 = a_tile[ra159 + 192u + 3u];
+        const float b185 = b_tile[rb160 + 128u];
+        const float b186 = b_tile[rb160 + 128u + 1u];
+        const float b187 = b_tile[rb160 + 128u + 2u];
+        const float b188 = b_tile[rb160 + 128u + 3u];
+        const float b189 = b_tile[rb160 + 192u];
+        const float b190 = b_tile[rb160 + 192u + 1u];
+        const float b191 = b_tile[rb160 + 192u + 2u];
+        const float b192 = b_tile[rb160 + 192u + 3u];
+        acc22 = fma(a177, b185, acc22);
+        acc23 = fma(a177, b186, acc23);
+        acc24 = fma(a177, b187, acc24);
+        acc25 = fma(a177, b188, acc25);
+        acc26 = fma(a177, b189, acc26);
+        acc27 = fma(a177, b190, acc27);
+        acc28 = fma(a177, b191, acc28);
+        acc29 = fma(a177, b192, acc29);
+        acc30 = fma(a178, b185, acc30);
+        acc31 = fma(a178, b186, acc31);
+        acc32 = fma(a178, b187, acc32);
+        acc33 = fma(a178, b188, acc33);
+        acc34 = fma(a178, b189, acc34);
+        acc35 = fma(a178, b190, acc35);
+        acc36 = fma(a178, b191, acc36);
+        acc37 = fma(a178, b192, acc37);
+        acc38 = fma(a179, b185, acc38);
+        acc39 = fma(a179, b186, acc39);
+        acc40 = fma(a179, b187, acc40);
+        acc41 = fma(a179, b188, acc41);
+        acc42 = fma(a179, b189, acc42);
+        acc43 = fma(a179, b190, acc43);
+        acc44 = fma(a179, b191, acc44);
+        acc45 = fma(a179, b192, acc45);
+        acc46 = fma(a180, b185, acc46);
+        acc47 = fma(a180, b186, acc47);
+        acc48 = fma(a180, b187, acc48);
+        acc49 = fma(a180, b188, acc49);
+        acc50 = fma(a180, b189, acc50);
+        acc51 = fma(a180, b190, acc51);
+        acc52 = fma(a180, b191, acc52);
+        acc53 = fma(a180, b192, acc53);
+        acc54 = fma(a181, b185, acc54);
+        acc55 = fma(a181, b186, acc55);
+        acc56 = fma(a181, b187, acc56);
+        acc57 = fma(a181, b188, acc57);
+        acc58 = fma(a181, b189, acc58);
+        acc59 = fma(a181, b190, acc59);
+        acc60 = fma(a181, b191, acc60);
+        acc61 = fma(a181, b192, acc61);
+        acc62 = fma(a182, b185, acc62);
+        acc63 = fma(a182, b186, acc63);
+        acc64 = fma(a182, b187, acc64);
+        acc65 = fma(a182, b188, acc65);
+        acc66 = fma(a182, b189, acc66);
+        acc67 = fma(a182, b190, acc67);
+        acc68 = fma(a182, b191, acc68);
+        acc69 = fma(a182, b192, acc69);
+        acc70 = fma(a183, b185, acc70);
+        acc71 = fma(a183, b186, acc71);
+        acc72 = fma(a183, b187, acc72);
+        acc73 = fma(a183, b188, acc73);
+        acc74 = fma(a183, b189, acc74);
+        acc75 = fma(a183, b190, acc75);
+        acc76 = fma(a183, b191, acc76);
+        acc77 = fma(a183, b192, acc77);
+        acc78 = fma(a184, b185, acc78);
+        acc79 = fma(a184, b186, acc79);
+        acc80 = fma(a184, b187, acc80);
+        acc81 = fma(a184, b188, acc81);
+        acc82 = fma(a184, b189, acc82);
+        acc83 = fma(a184, b190, acc83);
+        acc84 = fma(a184, b191, acc84);
+        acc85 = fma(a184, b192, acc85);
+        const float a193 = a_tile[ra159 + 256u];
+        const float a194 = a_tile[ra159 + 256u + 1u];
+        const float a195 = a_tile[ra159 + 256u + 2u];
+        const float a196 = a_tile[ra159 + 256u + 3u];
+        const float a197 = a_tile[ra159 + 320u];
+        const float a198 = a_tile[ra159 + 320u + 1u];
+        const float a199 = a_tile[ra159 + 320u + 2u];
+        const float a200 = a_tile[ra159 + 320u + 3u];
+        const float b201 = b_tile[rb160 + 256u];
+        const float b202 = b_tile[rb160 + 256u + 1u];
+        const float b203 = b_tile[rb160 + 256u + 2u];
+        const float b204 = b_tile[rb160 + 256u + 3u];
+        const float b205 = b_tile[rb160 + 320u];
+        const float b206 = b_tile[rb160 + 320u + 1u];
+        const float b207 = b_tile[rb160 + 320u + 2u];
+        const float b208 = b_tile[rb160 + 320u + 3u];
+        acc22 = fma(a193, b201, acc22);
+        acc23 = fma(a193, b202, acc23);
+        acc24 = fma(a193, b203, acc24);
+        acc25 = fma(a193, b204, acc25);
+        acc26 = fma(a193, b205, acc26);
+        acc27 = fma(a193, b206, acc27);
+        acc28 = fma(a193, b207, acc28);
+        acc29 = fma(a193, b208, acc29);
+        acc30 = fma(a194, b201, acc30);
+        acc31 = fma(a194, b202, acc31);
+        acc32 = fma(a194, b203, acc32);
+        acc33 = fma(a194, b204, acc33);
+        acc34 = fma(a194, b205, acc34);
+        acc35 = fma(a194, b206, acc35);
+        acc36 = fma(a194, b207, acc36);
+        acc37 = fma(a194, b208, acc37);
+        acc38 = fma(a195, b201, acc38);
+        acc39 = fma(a195, b202, acc39);
+        acc40 = fma(a195, b203, acc40);
+        acc41 = fma(a195, b204, acc41);
+        acc42 = fma(a195, b205, acc42);
+        acc43 = fma(a195, b206, acc43);
+        acc44 = fma(a195, b207, acc44);
+        acc45 = fma(a195, b208, acc45);
+        acc46 = fma(a196, b201, acc46);
+        acc47 = fma(a196, b202, acc47);
+        acc48 = fma(a196, b203, acc48);
+        acc49 = fma(a196, b204, acc49);
+        acc50 = fma(a196, b205, acc50);
+        acc51 = fma(a196, b206, acc51);
+        acc52 = fma(a196, b207, acc52);
+        acc53 = fma(a196, b208, acc53);
+        acc54 = fma(a197, b201, acc54);
+        acc55 = fma(a197, b202, acc55);
+        acc56 = fma(a197, b203, acc56);
+        acc57 = fma(a197, b204, acc57);
+        acc58 = fma(a197, b205, acc58);
+        acc59 = fma(a197, b206, acc59);
+        acc60 = fma(a197, b207, acc60);
+        acc61 = fma(a197, b208, acc61);
+        acc62 = fma(a198, b201, acc62);
+        acc63 = fma(a198, b202, acc63);
+        acc64 = fma(a198, b203, acc64);
+        acc65 = fma(a198, b204, acc65);
+        acc66 = fma(a198, b205, acc66);
+        acc67 = fma(a198, b206, acc67);
+        acc68 = fma(a198, b207, acc68);
+        acc69 = fma(a198, b208, acc69);
+        acc70 = fma(a199, b201, acc70);
+        acc71 = fma(a199, b202, acc71);
+        acc72 = fma(a199, b203, acc72);
+        acc73 = fma(a199, b204, acc73);
+        acc74 = fma(a199, b205, acc74);
+        acc75 = fma(a199, b206, acc75);
+        acc76 = fma(a199, b207, acc76);
+        acc77 = fma(a199, b208, acc77);
+        acc78 = fma(a200, b201, acc78);
+        acc79 = fma(a200, b202, acc79);
+        acc80 = fma(a200, b203, acc80);
+        acc81 = fma(a200, b204, acc81);
+        acc82 = fma(a200, b205, acc82);
+        acc83 = fma(a200, b206, acc83);
+        acc84 = fma(a200, b207, acc84);
+        acc85 = fma(a200, b208, acc85);
+        const float a209 = a_tile[ra159 + 384u];
+        const float a210 = a_tile[ra159 + 384u + 1u];
+        const float a211 = a_tile[ra159 + 384u + 2u];
+        const float a212 = a_tile[ra159 + 384u + 3u];
+        const float a213 = a_tile[ra159 + 448u];
+        const float a214 = a_tile[ra159 + 448u + 1u];
+        const float a215 = a_tile[ra159 + 448u + 2u];
+        const float a216 = a_tile[ra159 + 448u + 3u];
+        const float b217 = b_tile[rb160 + 384u];
+        const float b218 = b_tile[rb160 + 384u + 1u];
+        const float b219 = b_tile[rb160 + 384u + 2u];
+        const float b220 = b_tile[rb160 + 384u + 3u];
+        const float b221 = b_tile[rb160 + 448u];
+        const float b222 = b_tile[rb160 + 448u + 1u];
+        const float b223 = b_tile[rb160 + 448u + 2u];
+        const float b224 = b_tile[rb160 + 448u + 3u];
+        acc22 = fma(a209, b217, acc22);
+        acc23 = fma(a209, b218, acc23);
+        acc24 = fma(a209, b219, acc24);
+        acc25 = fma(a209, b220, acc25);
+        acc26 = fma(a209, b221, acc26);
+        acc27 = fma(a209, b222, acc27);
+        acc28 = fma(a209, b223, acc28);
+        acc29 = fma(a209, b224, acc29);
+        acc30 = fma(a210, b217, acc30);
+        acc31 = fma(a210, b218, acc31);
+        acc32 = fma(a210, b219, acc32);
+        acc33 = fma(a210, b220, acc33);
+        acc34 = fma(a210, b221, acc34);
+        acc35 = fma(a210, b222, acc35);
+        acc36 = fma(a210, b223, acc36);
+        acc37 = fma(a210, b224, acc37);
+        acc38 = fma(a211, b217, acc38);
+        acc39 = fma(a211, b218, acc39);
+        acc40 = fma(a211, b219, acc40);
+        acc41 = fma(a211, b220, acc41);
+        acc42 = fma(a211, b221, acc42);
+        acc43 = fma(a211, b222, acc43);
+        acc44 = fma(a211, b223, acc44);
+        acc45 = fma(a211, b224, acc45);
+        acc46 = fma(a212, b217, acc46);
+        acc47 = fma(a212, b218, acc47);
+        acc48 = fma(a212, b219, acc48);
+        acc49 = fma(a212, b220, acc49);
+        acc50 = fma(a212, b221, acc50);
+        acc51 = fma(a212, b222, acc51);
+        acc52 = fma(a212, b223, acc52);
+        acc53 = fma(a212, b224, acc53);
+        acc54 = fma(a213, b217, acc54);
+        acc55 = fma(a213, b218, acc55);
+        acc56 = fma(a213, b219, acc56);
+        acc57 = fma(a213, b220, acc57);
+        acc58 = fma(a213, b221, acc58);
+        acc59 = fma(a213, b222, acc59);
+        acc60 = fma(a213, b223, acc60);
+        acc61 = fma(a213, b224, acc61);
+        acc62 = fma(a214, b217, acc62);
+        acc63 = fma(a214, b218, acc63);
+        acc64 = fma(a214, b219, acc64);
+        acc65 = fma(a214, b220, acc65);
+        acc66 = fma(a214, b221, acc66);
+        acc67 = fma(a214, b222, acc67);
+        acc68 = fma(a214, b223, acc68);
+        acc69 = fma(a214, b224, acc69);
+        acc70 = fma(a215, b217, acc70);
+        acc71 = fma(a215, b218, acc71);
+        acc72 = fma(a215, b219, acc72);
+        acc73 = fma(a215, b220, acc73);
+        acc74 = fma(a215, b221, acc74);
+        acc75 = fma(a215, b222, acc75);
+        acc76 = fma(a215, b223, acc76);
+        acc77 = fma(a215, b224, acc77);
+        acc78 = fma(a216, b217, acc78);
+        acc79 = fma(a216, b218, acc79);
+        acc80 = fma(a216, b219, acc80);
+        acc81 = fma(a216, b220, acc81);
+        acc82 = fma(a216, b221, acc82);
+        acc83 = fma(a216, b222, acc83);
+        acc84 = fma(a216, b223, acc84);
+        acc85 = fma(a216, b224, acc85);
+        const float a225 = a_tile[ra159 + 512u];
+        const float a226 = a_tile[ra159 + 512u + 1u];
+        const float a227 = a_tile[ra159 + 512u + 2u];
+        const float a228 = a_tile[ra159 + 512u + 3u];
+        const float a229 = a_tile[ra159 + 576u];
+        const float a230 = a_tile[ra159 + 576u + 1u];
+        const float a231 = a_tile[ra159 + 576u + 2u];
+        const float a232 = a_tile[ra159 + 576u + 3u];
+        const float b233 = b_tile[rb160 + 512u];
+        const float b234 = b_tile[rb160 + 512u + 1u];
+        const float b235 = b_tile[rb160 + 512u + 2u];
+        const float b236 = b_tile[rb160 + 512u + 3u];
+        const float b237 = b_tile[rb160 + 576u];
+        const float b238 = b_tile[rb160 + 576u + 1u];
+        const float b239 = b_tile[rb160 + 576u + 2u];
+        const float b240 = b_tile[rb160 + 576u + 3u];
         acc22 = fma(a225, b233, acc22);
         acc23 = fma(a225, b234, acc23);
         acc24 = fma(a225, b235, acc24);
@@ -395,22 +642,22 @@ kernel void two_contracted_0_matmul(
         acc83 = fma(a232, b238, acc83);
         acc84 = fma(a232, b239, acc84);
         acc85 = fma(a232, b240, acc85);
-        const float a241 = a_tile[ra223 + 128u];
-        const float a242 = a_tile[ra223 + 128u + 1u];
-        const float a243 = a_tile[ra223 + 128u + 2u];
-        const float a244 = a_tile[ra223 + 128u + 3u];
-        const float a245 = a_tile[ra223 + 192u];
-        const float a246 = a_tile[ra223 + 192u + 1u];
-        const float a247 = a_tile[ra223 + 192u + 2u];
-        const float a248 = a_tile[ra223 + 192u + 3u];
-        const float b249 = b_tile[rb224 + 128u];
-        const float b250 = b_tile[rb224 + 128u + 1u];
-        const float b251 = b_tile[rb224 + 128u + 2u];
-        const float b252 = b_tile[rb224 + 128u + 3u];
-        const float b253 = b_tile[rb224 + 192u];
-        const float b254 = b_tile[rb224 + 192u + 1u];
-        const float b255 = b_tile[rb224 + 192u + 2u];
-        const float b256 = b_tile[rb224 + 192u + 3u];
+        const float a241 = a_tile[ra159 + 640u];
+        const float a242 = a_tile[ra159 + 640u + 1u];
+        const float a243 = a_tile[ra159 + 640u + 2u];
+        const float a244 = a_tile[ra159 + 640u + 3u];
+        const float a245 = a_tile[ra159 + 704u];
+        const float a246 = a_tile[ra159 + 704u + 1u];
+        const float a247 = a_tile[ra159 + 704u + 2u];
+        const float a248 = a_tile[ra159 + 704u + 3u];
+        const float b249 = b_tile[rb160 + 640u];
+        const float b250 = b_tile[rb160 + 640u + 1u];
+        const float b251 = b_tile[rb160 + 640u + 2u];
+        const float b252 = b_tile[rb160 + 640u + 3u];
+        const float b253 = b_tile[rb160 + 704u];
+        const float b254 = b_tile[rb160 + 704u + 1u];
+        const float b255 = b_tile[rb160 + 704u + 2u];
+        const float b256 = b_tile[rb160 + 704u + 3u];
         acc22 = fma(a241, b249, acc22);
         acc23 = fma(a241, b250, acc23);
         acc24 = fma(a241, b251, acc24);
@@ -475,22 +722,22 @@ kernel void two_contracted_0_matmul(
         acc83 = fma(a248, b254, acc83);
         acc84 = fma(a248, b255, acc84);
         acc85 = fma(a248, b256, acc85);
-        const float a257 = a_tile[ra223 + 256u];
-        const float a258 = a_tile[ra223 + 256u + 1u];
-        const float a259 = a_tile[ra223 + 256u + 2u];
-        const float a260 = a_tile[ra223 + 256u + 3u];
-        const float a261 = a_tile[ra223 + 320u];
-        const float a262 = a_tile[ra223 + 320u + 1u];
-        const float a263 = a_tile[ra223 + 320u + 2u];
-        const float a264 = a_tile[ra223 + 320u + 3u];
-        const float b265 = b_tile[rb224 + 256u];
-        const float b266 = b_tile[rb224 + 256u + 1u];
-        const float b267 = b_tile[rb224 + 256u + 2u];
-        const float b268 = b_tile[rb224 + 256u + 3u];
-        const float b269 = b_tile[rb224 + 320u];
-        const float b270 = b_tile[rb224 + 320u + 1u];
-        const float b271 = b_tile[rb224 + 320u + 2u];
-        const float b272 = b_tile[rb224 + 320u + 3u];
+        const float a257 = a_tile[ra159 + 768u];
+        const float a258 = a_tile[ra159 + 768u + 1u];
+        const float a259 = a_tile[ra159 + 768u + 2u];
+        const float a260 = a_tile[ra159 + 768u + 3u];
+        const float a261 = a_tile[ra159 + 832u];
+        const float a262 = a_tile[ra159 + 832u + 1u];
+        const float a263 = a_tile[ra159 + 832u + 2u];
+        const float a264 = a_tile[ra159 + 832u + 3u];
+        const float b265 = b_tile[rb160 + 768u];
+        const float b266 = b_tile[rb160 + 768u + 1u];
+        const float b267 = b_tile[rb160 + 768u + 2u];
+        const float b268 = b_tile[rb160 + 768u + 3u];
+        const float b269 = b_tile[rb160 + 832u];
+        const float b270 = b_tile[rb160 + 832u + 1u];
+        const float b271 = b_tile[rb160 + 832u + 2u];
+        const float b272 = b_tile[rb160 + 832u + 3u];
         acc22 = fma(a257, b265, acc22);
         acc23 = fma(a257, b266, acc23);
         acc24 = fma(a257, b267, acc24);
@@ -555,22 +802,22 @@ kernel void two_contracted_0_matmul(
         acc83 = fma(a264, b270, acc83);
         acc84 = fma(a264, b271, acc84);
         acc85 = fma(a264, b272, acc85);
-        const float a273 = a_tile[ra223 + 384u];
-        const float a274 = a_tile[ra223 + 384u + 1u];
-        const float a275 = a_tile[ra223 + 384u + 2u];
-        const float a276 = a_tile[ra223 + 384u + 3u];
-        const float a277 = a_tile[ra223 + 448u];
-        const float a278 = a_tile[ra223 + 448u + 1u];
-        const float a279 = a_tile[ra223 + 448u + 2u];
-        const float a280 = a_tile[ra223 + 448u + 3u];
-        const float b281 = b_tile[rb224 + 384u];
-        const float b282 = b_tile[rb224 + 384u + 1u];
-        const float b283 = b_tile[rb224 + 384u + 2u];
-        const float b284 = b_tile[rb224 + 384u + 3u];
-        const float b285 = b_tile[rb224 + 448u];
-        const float b286 = b_tile[rb224 + 448u + 1u];
-        const float b287 = b_tile[rb224 + 448u + 2u];
-        const float b288 = b_tile[rb224 + 448u + 3u];
+        const float a273 = a_tile[ra159 + 896u];
+        const float a274 = a_tile[ra159 + 896u + 1u];
+        const float a275 = a_tile[ra159 + 896u + 2u];
+        const float a276 = a_tile[ra159 + 896u + 3u];
+        const float a277 = a_tile[ra159 + 960u];
+        const float a278 = a_tile[ra159 + 960u + 1u];
+        const float a279 = a_tile[ra159 + 960u + 2u];
+        const float a280 = a_tile[ra159 + 960u + 3u];
+        const float b281 = b_tile[rb160 + 896u];
+        const float b282 = b_tile[rb160 + 896u + 1u];
+        const float b283 = b_tile[rb160 + 896u + 2u];
+        const float b284 = b_tile[rb160 + 896u + 3u];
+        const float b285 = b_tile[rb160 + 960u];
+        const float b286 = b_tile[rb160 + 960u + 1u];
+        const float b287 = b_tile[rb160 + 960u + 2u];
+        const float b288 = b_tile[rb160 + 960u + 3u];
         acc22 = fma(a273, b281, acc22);
         acc23 = fma(a273, b282, acc23);
         acc24 = fma(a273, b283, acc24);
@@ -635,582 +882,262 @@ kernel void two_contracted_0_matmul(
         acc83 = fma(a280, b286, acc83);
         acc84 = fma(a280, b287, acc84);
         acc85 = fma(a280, b288, acc85);
-        const float a289 = a_tile[ra223 + 512u];
-        const float a290 = a_tile[ra223 + 512u + 1u];
-        const float a291 = a_tile[ra223 + 512u + 2u];
-        const float a292 = a_tile[ra223 + 512u + 3u];
-        const float a293 = a_tile[ra223 + 576u];
-        const float a294 = a_tile[ra223 + 576u + 1u];
-        const float a295 = a_tile[ra223 + 576u + 2u];
-        const float a296 = a_tile[ra223 + 576u + 3u];
-        const float b297 = b_tile[rb224 + 512u];
-        const float b298 = b_tile[rb224 + 512u + 1u];
-        const float b299 = b_tile[rb224 + 512u + 2u];
-        const float b300 = b_tile[rb224 + 512u + 3u];
-        const float b301 = b_tile[rb224 + 576u];
-        const float b302 = b_tile[rb224 + 576u + 1u];
-        const float b303 = b_tile[rb224 + 576u + 2u];
-        const float b304 = b_tile[rb224 + 576u + 3u];
-        acc22 = fma(a289, b297, acc22);
-        acc23 = fma(a289, b298, acc23);
-        acc24 = fma(a289, b299, acc24);
-        acc25 = fma(a289, b300, acc25);
-        acc26 = fma(a289, b301, acc26);
-        acc27 = fma(a289, b302, acc27);
-        acc28 = fma(a289, b303, acc28);
-        acc29 = fma(a289, b304, acc29);
-        acc30 = fma(a290, b297, acc30);
-        acc31 = fma(a290, b298, acc31);
-        acc32 = fma(a290, b299, acc32);
-        acc33 = fma(a290, b300, acc33);
-        acc34 = fma(a290, b301, acc34);
-        acc35 = fma(a290, b302, acc35);
-        acc36 = fma(a290, b303, acc36);
-        acc37 = fma(a290, b304, acc37);
-        acc38 = fma(a291, b297, acc38);
-        acc39 = fma(a291, b298, acc39);
-        acc40 = fma(a291, b299, acc40);
-        acc41 = fma(a291, b300, acc41);
-        acc42 = fma(a291, b301, acc42);
-        acc43 = fma(a291, b302, acc43);
-        acc44 = fma(a291, b303, acc44);
-        acc45 = fma(a291, b304, acc45);
-        acc46 = fma(a292, b297, acc46);
-        acc47 = fma(a292, b298, acc47);
-        acc48 = fma(a292, b299, acc48);
-        acc49 = fma(a292, b300, acc49);
-        acc50 = fma(a292, b301, acc50);
-        acc51 = fma(a292, b302, acc51);
-        acc52 = fma(a292, b303, acc52);
-        acc53 = fma(a292, b304, acc53);
-        acc54 = fma(a293, b297, acc54);
-        acc55 = fma(a293, b298, acc55);
-        acc56 = fma(a293, b299, acc56);
-        acc57 = fma(a293, b300, acc57);
-        acc58 = fma(a293, b301, acc58);
-        acc59 = fma(a293, b302, acc59);
-        acc60 = fma(a293, b303, acc60);
-        acc61 = fma(a293, b304, acc61);
-        acc62 = fma(a294, b297, acc62);
-        acc63 = fma(a294, b298, acc63);
-        acc64 = fma(a294, b299, acc64);
-        acc65 = fma(a294, b300, acc65);
-        acc66 = fma(a294, b301, acc66);
-        acc67 = fma(a294, b302, acc67);
-        acc68 = fma(a294, b303, acc68);
-        acc69 = fma(a294, b304, acc69);
-        acc70 = fma(a295, b297, acc70);
-        acc71 = fma(a295, b298, acc71);
-        acc72 = fma(a295, b299, acc72);
-        acc73 = fma(a295, b300, acc73);
-        acc74 = fma(a295, b301, acc74);
-        acc75 = fma(a295, b302, acc75);
-        acc76 = fma(a295, b303, acc76);
-        acc77 = fma(a295, b304, acc77);
-        acc78 = fma(a296, b297, acc78);
-        acc79 = fma(a296, b298, acc79);
-        acc80 = fma(a296, b299, acc80);
-        acc81 = fma(a296, b300, acc81);
-        acc82 = fma(a296, b301, acc82);
-        acc83 = fma(a296, b302, acc83);
-        acc84 = fma(a296, b303, acc84);
-        acc85 = fma(a296, b304, acc85);
-        const float a305 = a_tile[ra223 + 640u];
-        const float a306 = a_tile[ra223 + 640u + 1u];
-        const float a307 = a_tile[ra223 + 640u + 2u];
-        const float a308 = a_tile[ra223 + 640u + 3u];
-        const float a309 = a_tile[ra223 + 704u];
-        const float a310 = a_tile[ra223 + 704u + 1u];
-        const float a311 = a_tile[ra223 + 704u + 2u];
-        const float a312 = a_tile[ra223 + 704u + 3u];
-        const float b313 = b_tile[rb224 + 640u];
-        const float b314 = b_tile[rb224 + 640u + 1u];
-        const float b315 = b_tile[rb224 + 640u + 2u];
-        const float b316 = b_tile[rb224 + 640u + 3u];
-        const float b317 = b_tile[rb224 + 704u];
-        const float b318 = b_tile[rb224 + 704u + 1u];
-        const float b319 = b_tile[rb224 + 704u + 2u];
-        const float b320 = b_tile[rb224 + 704u + 3u];
-        acc22 = fma(a305, b313, acc22);
-        acc23 = fma(a305, b314, acc23);
-        acc24 = fma(a305, b315, acc24);
-        acc25 = fma(a305, b316, acc25);
-        acc26 = fma(a305, b317, acc26);
-        acc27 = fma(a305, b318, acc27);
-        acc28 = fma(a305, b319, acc28);
-        acc29 = fma(a305, b320, acc29);
-        acc30 = fma(a306, b313, acc30);
-        acc31 = fma(a306, b314, acc31);
-        acc32 = fma(a306, b315, acc32);
-        acc33 = fma(a306, b316, acc33);
-        acc34 = fma(a306, b317, acc34);
-        acc35 = fma(a306, b318, acc35);
-        acc36 = fma(a306, b319, acc36);
-        acc37 = fma(a306, b320, acc37);
-        acc38 = fma(a307, b313, acc38);
-        acc39 = fma(a307, b314, acc39);
-        acc40 = fma(a307, b315, acc40);
-        acc41 = fma(a307, b316, acc41);
-        acc42 = fma(a307, b317, acc42);
-        acc43 = fma(a307, b318, acc43);
-        acc44 = fma(a307, b319, acc44);
-        acc45 = fma(a307, b320, acc45);
-        acc46 = fma(a308, b313, acc46);
-        acc47 = fma(a308, b314, acc47);
-        acc48 = fma(a308, b315, acc48);
-        acc49 = fma(a308, b316, acc49);
-        acc50 = fma(a308, b317, acc50);
-        acc51 = fma(a308, b318, acc51);
-        acc52 = fma(a308, b319, acc52);
-        acc53 = fma(a308, b320, acc53);
-        acc54 = fma(a309, b313, acc54);
-        acc55 = fma(a309, b314, acc55);
-        acc56 = fma(a309, b315, acc56);
-        acc57 = fma(a309, b316, acc57);
-        acc58 = fma(a309, b317, acc58);
-        acc59 = fma(a309, b318, acc59);
-        acc60 = fma(a309, b319, acc60);
-        acc61 = fma(a309, b320, acc61);
-        acc62 = fma(a310, b313, acc62);
-        acc63 = fma(a310, b314, acc63);
-        acc64 = fma(a310, b315, acc64);
-        acc65 = fma(a310, b316, acc65);
-        acc66 = fma(a310, b317, acc66);
-        acc67 = fma(a310, b318, acc67);
-        acc68 = fma(a310, b319, acc68);
-        acc69 = fma(a310, b320, acc69);
-        acc70 = fma(a311, b313, acc70);
-        acc71 = fma(a311, b314, acc71);
-        acc72 = fma(a311, b315, acc72);
-        acc73 = fma(a311, b316, acc73);
-        acc74 = fma(a311, b317, acc74);
-        acc75 = fma(a311, b318, acc75);
-        acc76 = fma(a311, b319, acc76);
-        acc77 = fma(a311, b320, acc77);
-        acc78 = fma(a312, b313, acc78);
-        acc79 = fma(a312, b314, acc79);
-        acc80 = fma(a312, b315, acc80);
-        acc81 = fma(a312, b316, acc81);
-        acc82 = fma(a312, b317, acc82);
-        acc83 = fma(a312, b318, acc83);
-        acc84 = fma(a312, b319, acc84);
-        acc85 = fma(a312, b320, acc85);
-        const float a321 = a_tile[ra223 + 768u];
-        const float a322 = a_tile[ra223 + 768u + 1u];
-        const float a323 = a_tile[ra223 + 768u + 2u];
-        const float a324 = a_tile[ra223 + 768u + 3u];
-        const float a325 = a_tile[ra223 + 832u];
-        const float a326 = a_tile[ra223 + 832u + 1u];
-        const float a327 = a_tile[ra223 + 832u + 2u];
-        const float a328 = a_tile[ra223 + 832u + 3u];
-        const float b329 = b_tile[rb224 + 768u];
-        const float b330 = b_tile[rb224 + 768u + 1u];
-        const float b331 = b_tile[rb224 + 768u + 2u];
-        const float b332 = b_tile[rb224 + 768u + 3u];
-        const float b333 = b_tile[rb224 + 832u];
-        const float b334 = b_tile[rb224 + 832u + 1u];
-        const float b335 = b_tile[rb224 + 832u + 2u];
-        const float b336 = b_tile[rb224 + 832u + 3u];
-        acc22 = fma(a321, b329, acc22);
-        acc23 = fma(a321, b330, acc23);
-        acc24 = fma(a321, b331, acc24);
-        acc25 = fma(a321, b332, acc25);
-        acc26 = fma(a321, b333, acc26);
-        acc27 = fma(a321, b334, acc27);
-        acc28 = fma(a321, b335, acc28);
-        acc29 = fma(a321, b336, acc29);
-        acc30 = fma(a322, b329, acc30);
-        acc31 = fma(a322, b330, acc31);
-        acc32 = fma(a322, b331, acc32);
-        acc33 = fma(a322, b332, acc33);
-        acc34 = fma(a322, b333, acc34);
-        acc35 = fma(a322, b334, acc35);
-        acc36 = fma(a322, b335, acc36);
-        acc37 = fma(a322, b336, acc37);
-        acc38 = fma(a323, b329, acc38);
-        acc39 = fma(a323, b330, acc39);
-        acc40 = fma(a323, b331, acc40);
-        acc41 = fma(a323, b332, acc41);
-        acc42 = fma(a323, b333, acc42);
-        acc43 = fma(a323, b334, acc43);
-        acc44 = fma(a323, b335, acc44);
-        acc45 = fma(a323, b336, acc45);
-        acc46 = fma(a324, b329, acc46);
-        acc47 = fma(a324, b330, acc47);
-        acc48 = fma(a324, b331, acc48);
-        acc49 = fma(a324, b332, acc49);
-        acc50 = fma(a324, b333, acc50);
-        acc51 = fma(a324, b334, acc51);
-        acc52 = fma(a324, b335, acc52);
-        acc53 = fma(a324, b336, acc53);
-        acc54 = fma(a325, b329, acc54);
-        acc55 = fma(a325, b330, acc55);
-        acc56 = fma(a325, b331, acc56);
-        acc57 = fma(a325, b332, acc57);
-        acc58 = fma(a325, b333, acc58);
-        acc59 = fma(a325, b334, acc59);
-        acc60 = fma(a325, b335, acc60);
-        acc61 = fma(a325, b336, acc61);
-        acc62 = fma(a326, b329, acc62);
-        acc63 = fma(a326, b330, acc63);
-        acc64 = fma(a326, b331, acc64);
-        acc65 = fma(a326, b332, acc65);
-        acc66 = fma(a326, b333, acc66);
-        acc67 = fma(a326, b334, acc67);
-        acc68 = fma(a326, b335, acc68);
-        acc69 = fma(a326, b336, acc69);
-        acc70 = fma(a327, b329, acc70);
-        acc71 = fma(a327, b330, acc71);
-        acc72 = fma(a327, b331, acc72);
-        acc73 = fma(a327, b332, acc73);
-        acc74 = fma(a327, b333, acc74);
-        acc75 = fma(a327, b334, acc75);
-        acc76 = fma(a327, b335, acc76);
-        acc77 = fma(a327, b336, acc77);
-        acc78 = fma(a328, b329, acc78);
-        acc79 = fma(a328, b330, acc79);
-        acc80 = fma(a328, b331, acc80);
-        acc81 = fma(a328, b332, acc81);
-        acc82 = fma(a328, b333, acc82);
-        acc83 = fma(a328, b334, acc83);
-        acc84 = fma(a328, b335, acc84);
-        acc85 = fma(a328, b336, acc85);
-        const float a337 = a_tile[ra223 + 896u];
-        const float a338 = a_tile[ra223 + 896u + 1u];
-        const float a339 = a_tile[ra223 + 896u + 2u];
-        const float a340 = a_tile[ra223 + 896u + 3u];
-        const float a341 = a_tile[ra223 + 960u];
-        const float a342 = a_tile[ra223 + 960u + 1u];
-        const float a343 = a_tile[ra223 + 960u + 2u];
-        const float a344 = a_tile[ra223 + 960u + 3u];
-        const float b345 = b_tile[rb224 + 896u];
-        const float b346 = b_tile[rb224 + 896u + 1u];
-        const float b347 = b_tile[rb224 + 896u + 2u];
-        const float b348 = b_tile[rb224 + 896u + 3u];
-        const float b349 = b_tile[rb224 + 960u];
-        const float b350 = b_tile[rb224 + 960u + 1u];
-        const float b351 = b_tile[rb224 + 960u + 2u];
-        const float b352 = b_tile[rb224 + 960u + 3u];
-        acc22 = fma(a337, b345, acc22);
-        acc23 = fma(a337, b346, acc23);
-        acc24 = fma(a337, b347, acc24);
-        acc25 = fma(a337, b348, acc25);
-        acc26 = fma(a337, b349, acc26);
-        acc27 = fma(a337, b350, acc27);
-        acc28 = fma(a337, b351, acc28);
-        acc29 = fma(a337, b352, acc29);
-        acc30 = fma(a338, b345, acc30);
-        acc31 = fma(a338, b346, acc31);
-        acc32 = fma(a338, b347, acc32);
-        acc33 = fma(a338, b348, acc33);
-        acc34 = fma(a338, b349, acc34);
-        acc35 = fma(a338, b350, acc35);
-        acc36 = fma(a338, b351, acc36);
-        acc37 = fma(a338, b352, acc37);
-        acc38 = fma(a339, b345, acc38);
-        acc39 = fma(a339, b346, acc39);
-        acc40 = fma(a339, b347, acc40);
-        acc41 = fma(a339, b348, acc41);
-        acc42 = fma(a339, b349, acc42);
-        acc43 = fma(a339, b350, acc43);
-        acc44 = fma(a339, b351, acc44);
-        acc45 = fma(a339, b352, acc45);
-        acc46 = fma(a340, b345, acc46);
-        acc47 = fma(a340, b346, acc47);
-        acc48 = fma(a340, b347, acc48);
-        acc49 = fma(a340, b348, acc49);
-        acc50 = fma(a340, b349, acc50);
-        acc51 = fma(a340, b350, acc51);
-        acc52 = fma(a340, b351, acc52);
-        acc53 = fma(a340, b352, acc53);
-        acc54 = fma(a341, b345, acc54);
-        acc55 = fma(a341, b346, acc55);
-        acc56 = fma(a341, b347, acc56);
-        acc57 = fma(a341, b348, acc57);
-        acc58 = fma(a341, b349, acc58);
-        acc59 = fma(a341, b350, acc59);
-        acc60 = fma(a341, b351, acc60);
-        acc61 = fma(a341, b352, acc61);
-        acc62 = fma(a342, b345, acc62);
-        acc63 = fma(a342, b346, acc63);
-        acc64 = fma(a342, b347, acc64);
-        acc65 = fma(a342, b348, acc65);
-        acc66 = fma(a342, b349, acc66);
-        acc67 = fma(a342, b350, acc67);
-        acc68 = fma(a342, b351, acc68);
-        acc69 = fma(a342, b352, acc69);
-        acc70 = fma(a343, b345, acc70);
-        acc71 = fma(a343, b346, acc71);
-        acc72 = fma(a343, b347, acc72);
-        acc73 = fma(a343, b348, acc73);
-        acc74 = fma(a343, b349, acc74);
-        acc75 = fma(a343, b350, acc75);
-        acc76 = fma(a343, b351, acc76);
-        acc77 = fma(a343, b352, acc77);
-        acc78 = fma(a344, b345, acc78);
-        acc79 = fma(a344, b346, acc79);
-        acc80 = fma(a344, b347, acc80);
-        acc81 = fma(a344, b348, acc81);
-        acc82 = fma(a344, b349, acc82);
-        acc83 = fma(a344, b350, acc83);
-        acc84 = fma(a344, b351, acc84);
-        acc85 = fma(a344, b352, acc85);
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }
     if ((row6 < u.M) && (col14 < u.N)) {
-        const uint i353 = row6 * u.N + col14;
-        out[i353] = acc22;
+        const uint i289 = row6 * u.N + col14;
+        out[i289] = acc22;
     }
     if ((row6 < u.M) && (col15 < u.N)) {
-        const uint i354 = row6 * u.N + col15;
-        out[i354] = acc23;
+        const uint i290 = row6 * u.N + col15;
+        out[i290] = acc23;
     }
     if ((row6 < u.M) && (col16 < u.N)) {
-        const uint i355 = row6 * u.N + col16;
-        out[i355] = acc24;
+        const uint i291 = row6 * u.N + col16;
+        out[i291] = acc24;
     }
     if ((row6 < u.M) && (col17 < u.N)) {
-        const uint i356 = row6 * u.N + col17;
-        out[i356] = acc25;
+        const uint i292 = row6 * u.N + col17;
+        out[i292] = acc25;
     }
     if ((row6 < u.M) && (col18 < u.N)) {
-        const uint i357 = row6 * u.N + col18;
-        out[i357] = acc26;
+        const uint i293 = row6 * u.N + col18;
+        out[i293] = acc26;
     }
     if ((row6 < u.M) && (col19 < u.N)) {
-        const uint i358 = row6 * u.N + col19;
-        out[i358] = acc27;
+        const uint i294 = row6 * u.N + col19;
+        out[i294] = acc27;
     }
     if ((row6 < u.M) && (col20 < u.N)) {
-        const uint i359 = row6 * u.N + col20;
-        out[i359] = acc28;
+        const uint i295 = row6 * u.N + col20;
+        out[i295] = acc28;
     }
     if ((row6 < u.M) && (col21 < u.N)) {
-        const uint i360 = row6 * u.N + col21;
-        out[i360] = acc29;
+        const uint i296 = row6 * u.N + col21;
+        out[i296] = acc29;
     }
     if ((row7 < u.M) && (col14 < u.N)) {
-        const uint i361 = row7 * u.N + col14;
-        out[i361] = acc30;
+        const uint i297 = row7 * u.N + col14;
+        out[i297] = acc30;
     }
     if ((row7 < u.M) && (col15 < u.N)) {
-        const uint i362 = row7 * u.N + col15;
-        out[i362] = acc31;
+        const uint i298 = row7 * u.N + col15;
+        out[i298] = acc31;
     }
     if ((row7 < u.M) && (col16 < u.N)) {
-        const uint i363 = row7 * u.N + col16;
-        out[i363] = acc32;
+        const uint i299 = row7 * u.N + col16;
+        out[i299] = acc32;
     }
     if ((row7 < u.M) && (col17 < u.N)) {
-        const uint i364 = row7 * u.N + col17;
-        out[i364] = acc33;
+        const uint i300 = row7 * u.N + col17;
+        out[i300] = acc33;
     }
     if ((row7 < u.M) && (col18 < u.N)) {
-        const uint i365 = row7 * u.N + col18;
-        out[i365] = acc34;
+        const uint i301 = row7 * u.N + col18;
+        out[i301] = acc34;
     }
     if ((row7 < u.M) && (col19 < u.N)) {
-        const uint i366 = row7 * u.N + col19;
-        out[i366] = acc35;
+        const uint i302 = row7 * u.N + col19;
+        out[i302] = acc35;
     }
     if ((row7 < u.M) && (col20 < u.N)) {
-        const uint i367 = row7 * u.N + col20;
-        out[i367] = acc36;
+        const uint i303 = row7 * u.N + col20;
+        out[i303] = acc36;
     }
     if ((row7 < u.M) && (col21 < u.N)) {
-        const uint i368 = row7 * u.N + col21;
-        out[i368] = acc37;
+        const uint i304 = row7 * u.N + col21;
+        out[i304] = acc37;
     }
     if ((row8 < u.M) && (col14 < u.N)) {
-        const uint i369 = row8 * u.N + col14;
-        out[i369] = acc38;
+        const uint i305 = row8 * u.N + col14;
+        out[i305] = acc38;
     }
     if ((row8 < u.M) && (col15 < u.N)) {
-        const uint i370 = row8 * u.N + col15;
-        out[i370] = acc39;
+        const uint i306 = row8 * u.N + col15;
+        out[i306] = acc39;
     }
     if ((row8 < u.M) && (col16 < u.N)) {
-        const uint i371 = row8 * u.N + col16;
-        out[i371] = acc40;
+        const uint i307 = row8 * u.N + col16;
+        out[i307] = acc40;
     }
     if ((row8 < u.M) && (col17 < u.N)) {
-        const uint i372 = row8 * u.N + col17;
-        out[i372] = acc41;
+        const uint i308 = row8 * u.N + col17;
+        out[i308] = acc41;
     }
     if ((row8 < u.M) && (col18 < u.N)) {
-        const uint i373 = row8 * u.N + col18;
-        out[i373] = acc42;
+        const uint i309 = row8 * u.N + col18;
+        out[i309] = acc42;
     }
     if ((row8 < u.M) && (col19 < u.N)) {
-        const uint i374 = row8 * u.N + col19;
-        out[i374] = acc43;
+        const uint i310 = row8 * u.N + col19;
+        out[i310] = acc43;
     }
     if ((row8 < u.M) && (col20 < u.N)) {
-        const uint i375 = row8 * u.N + col20;
-        out[i375] = acc44;
+        const uint i311 = row8 * u.N + col20;
+        out[i311] = acc44;
     }
     if ((row8 < u.M) && (col21 < u.N)) {
-        const uint i376 = row8 * u.N + col21;
-        out[i376] = acc45;
+        const uint i312 = row8 * u.N + col21;
+        out[i312] = acc45;
     }
     if ((row9 < u.M) && (col14 < u.N)) {
-        const uint i377 = row9 * u.N + col14;
-        out[i377] = acc46;
+        const uint i313 = row9 * u.N + col14;
+        out[i313] = acc46;
     }
     if ((row9 < u.M) && (col15 < u.N)) {
-        const uint i378 = row9 * u.N + col15;
-        out[i378] = acc47;
+        const uint i314 = row9 * u.N + col15;
+        out[i314] = acc47;
     }
     if ((row9 < u.M) && (col16 < u.N)) {
-        const uint i379 = row9 * u.N + col16;
-        out[i379] = acc48;
+        const uint i315 = row9 * u.N + col16;
+        out[i315] = acc48;
     }
     if ((row9 < u.M) && (col17 < u.N)) {
-        const uint i380 = row9 * u.N + col17;
-        out[i380] = acc49;
+        const uint i316 = row9 * u.N + col17;
+        out[i316] = acc49;
     }
     if ((row9 < u.M) && (col18 < u.N)) {
-        const uint i381 = row9 * u.N + col18;
-        out[i381] = acc50;
+        const uint i317 = row9 * u.N + col18;
+        out[i317] = acc50;
     }
     if ((row9 < u.M) && (col19 < u.N)) {
-        const uint i382 = row9 * u.N + col19;
-        out[i382] = acc51;
+        const uint i318 = row9 * u.N + col19;
+        out[i318] = acc51;
     }
     if ((row9 < u.M) && (col20 < u.N)) {
-        const uint i383 = row9 * u.N + col20;
-        out[i383] = acc52;
+        const uint i319 = row9 * u.N + col20;
+        out[i319] = acc52;
     }
     if ((row9 < u.M) && (col21 < u.N)) {
-        const uint i384 = row9 * u.N + col21;
-        out[i384] = acc53;
+        const uint i320 = row9 * u.N + col21;
+        out[i320] = acc53;
     }
     if ((row10 < u.M) && (col14 < u.N)) {
-        const uint i385 = row10 * u.N + col14;
-        out[i385] = acc54;
+        const uint i321 = row10 * u.N + col14;
+        out[i321] = acc54;
     }
     if ((row10 < u.M) && (col15 < u.N)) {
-        const uint i386 = row10 * u.N + col15;
-        out[i386] = acc55;
+        const uint i322 = row10 * u.N + col15;
+        out[i322] = acc55;
     }
     if ((row10 < u.M) && (col16 < u.N)) {
-        const uint i387 = row10 * u.N + col16;
-        out[i387] = acc56;
+        const uint i323 = row10 * u.N + col16;
+        out[i323] = acc56;
     }
     if ((row10 < u.M) && (col17 < u.N)) {
-        const uint i388 = row10 * u.N + col17;
-        out[i388] = acc57;
+        const uint i324 = row10 * u.N + col17;
+        out[i324] = acc57;
     }
     if ((row10 < u.M) && (col18 < u.N)) {
-        const uint i389 = row10 * u.N + col18;
-        out[i389] = acc58;
+        const uint i325 = row10 * u.N + col18;
+        out[i325] = acc58;
     }
     if ((row10 < u.M) && (col19 < u.N)) {
-        const uint i390 = row10 * u.N + col19;
-        out[i390] = acc59;
+        const uint i326 = row10 * u.N + col19;
+        out[i326] = acc59;
     }
     if ((row10 < u.M) && (col20 < u.N)) {
-        const uint i391 = row10 * u.N + col20;
-        out[i391] = acc60;
+        const uint i327 = row10 * u.N + col20;
+        out[i327] = acc60;
     }
     if ((row10 < u.M) && (col21 < u.N)) {
-        const uint i392 = row10 * u.N + col21;
-        out[i392] = acc61;
+        const uint i328 = row10 * u.N + col21;
+        out[i328] = acc61;
     }
     if ((row11 < u.M) && (col14 < u.N)) {
-        const uint i393 = row11 * u.N + col14;
-        out[i393] = acc62;
+        const uint i329 = row11 * u.N + col14;
+        out[i329] = acc62;
     }
     if ((row11 < u.M) && (col15 < u.N)) {
-        const uint i394 = row11 * u.N + col15;
-        out[i394] = acc63;
+        const uint i330 = row11 * u.N + col15;
+        out[i330] = acc63;
     }
     if ((row11 < u.M) && (col16 < u.N)) {
-        const uint i395 = row11 * u.N + col16;
-        out[i395] = acc64;
+        const uint i331 = row11 * u.N + col16;
+        out[i331] = acc64;
     }
     if ((row11 < u.M) && (col17 < u.N)) {
-        const uint i396 = row11 * u.N + col17;
-        out[i396] = acc65;
+        const uint i332 = row11 * u.N + col17;
+        out[i332] = acc65;
     }
     if ((row11 < u.M) && (col18 < u.N)) {
-        const uint i397 = row11 * u.N + col18;
-        out[i397] = acc66;
+        const uint i333 = row11 * u.N + col18;
+        out[i333] = acc66;
     }
     if ((row11 < u.M) && (col19 < u.N)) {
-        const uint i398 = row11 * u.N + col19;
-        out[i398] = acc67;
+        const uint i334 = row11 * u.N + col19;
+        out[i334] = acc67;
     }
     if ((row11 < u.M) && (col20 < u.N)) {
-        const uint i399 = row11 * u.N + col20;
-        out[i399] = acc68;
+        const uint i335 = row11 * u.N + col20;
+        out[i335] = acc68;
     }
     if ((row11 < u.M) && (col21 < u.N)) {
-        const uint i400 = row11 * u.N + col21;
-        out[i400] = acc69;
+        const uint i336 = row11 * u.N + col21;
+        out[i336] = acc69;
     }
     if ((row12 < u.M) && (col14 < u.N)) {
-        const uint i401 = row12 * u.N + col14;
-        out[i401] = acc70;
+        const uint i337 = row12 * u.N + col14;
+        out[i337] = acc70;
     }
     if ((row12 < u.M) && (col15 < u.N)) {
-        const uint i402 = row12 * u.N + col15;
-        out[i402] = acc71;
+        const uint i338 = row12 * u.N + col15;
+        out[i338] = acc71;
     }
     if ((row12 < u.M) && (col16 < u.N)) {
-        const uint i403 = row12 * u.N + col16;
-        out[i403] = acc72;
+        const uint i339 = row12 * u.N + col16;
+        out[i339] = acc72;
     }
     if ((row12 < u.M) && (col17 < u.N)) {
-        const uint i404 = row12 * u.N + col17;
-        out[i404] = acc73;
+        const uint i340 = row12 * u.N + col17;
+        out[i340] = acc73;
     }
     if ((row12 < u.M) && (col18 < u.N)) {
-        const uint i405 = row12 * u.N + col18;
-        out[i405] = acc74;
+        const uint i341 = row12 * u.N + col18;
+        out[i341] = acc74;
     }
     if ((row12 < u.M) && (col19 < u.N)) {
-        const uint i406 = row12 * u.N + col19;
-        out[i406] = acc75;
+        const uint i342 = row12 * u.N + col19;
+        out[i342] = acc75;
     }
     if ((row12 < u.M) && (col20 < u.N)) {
-        const uint i407 = row12 * u.N + col20;
-        out[i407] = acc76;
+        const uint i343 = row12 * u.N + col20;
+        out[i343] = acc76;
     }
     if ((row12 < u.M) && (col21 < u.N)) {
-        const uint i408 = row12 * u.N + col21;
-        out[i408] = acc77;
+        const uint i344 = row12 * u.N + col21;
+        out[i344] = acc77;
     }
     if ((row13 < u.M) && (col14 < u.N)) {
-        const uint i409 = row13 * u.N + col14;
-        out[i409] = acc78;
+        const uint i345 = row13 * u.N + col14;
+        out[i345] = acc78;
     }
     if ((row13 < u.M) && (col15 < u.N)) {
-        const uint i410 = row13 * u.N + col15;
-        out[i410] = acc79;
+        const uint i346 = row13 * u.N + col15;
+        out[i346] = acc79;
     }
     if ((row13 < u.M) && (col16 < u.N)) {
-        const uint i411 = row13 * u.N + col16;
-        out[i411] = acc80;
+        const uint i347 = row13 * u.N + col16;
+        out[i347] = acc80;
     }
     if ((row13 < u.M) && (col17 < u.N)) {
-        const uint i412 = row13 * u.N + col17;
-        out[i412] = acc81;
+        const uint i348 = row13 * u.N + col17;
+        out[i348] = acc81;
     }
     if ((row13 < u.M) && (col18 < u.N)) {
-        const uint i413 = row13 * u.N + col18;
-        out[i413] = acc82;
+        const uint i349 = row13 * u.N + col18;
+        out[i349] = acc82;
     }
     if ((row13 < u.M) && (col19 < u.N)) {
-        const uint i414 = row13 * u.N + col19;
-        out[i414] = acc83;
+        const uint i350 = row13 * u.N + col19;
+        out[i350] = acc83;
     }
     if ((row13 < u.M) && (col20 < u.N)) {
-        const uint i415 = row13 * u.N + col20;
-        out[i415] = acc84;
+        const uint i351 = row13 * u.N + col20;
+        out[i351] = acc84;
     }
     if ((row13 < u.M) && (col21 < u.N)) {
-        const uint i416 = row13 * u.N + col21;
-        out[i416] = acc85;
+        const uint i352 = row13 * u.N + col21;
+        out[i352] = acc85;
     }
 }

@@ -130,12 +130,7 @@ fn batched_two_contracted_0_matmul(
     let as103: u32 = ak88 * 128u + am89;
     let bk104: u32 = t5 >> 7u;
     let bn105: u32 = col7 + (t5 & 127u);
-    let mo106: u32 = b4 * (u.D * u.K * u.N);
-    let bb107: u32 = mo106 + bn105;
     let bok108: bool = bn105 < u.N;
-    let bs109: u32 = 2u * u.N;
-    let bs110: u32 = 4u * u.N;
-    let bs111: u32 = 6u * u.N;
     let kok112: bool = ak88 < u.D * u.K;
     let i113: u32 = (ab95 + ak88) % u.D;
     let i114: u32 = (ab95 + ak88) / u.D;
@@ -185,190 +180,380 @@ fn batched_two_contracted_0_matmul(
     } else {
         a_tile[as103 + 96u] = 0.0f;
     }
-    let bi145: u32 = bk104 * u.N + bb107;
-    let i146: u32 = bi145 % u.N;
-    let i147: u32 = bi145 / u.N;
-    let i148: u32 = i147 % u.D;
-    let i149: u32 = i147 / u.D;
-    let i150: u32 = i149 % u.K;
-    let i151: u32 = i149 / u.K;
-    let i152: u32 = ((i151 * u.N + i146) * u.K + i150) * u.D + i148;
+    let i146: u32 = (b4 * u.N + bn105) * (u.D * u.K) + bk104;
     if ((bk104 < u.D * u.K) && bok108) {
-        b_tile[t5] = a[i152];
+        b_tile[t5] = a[i146];
     } else {
         b_tile[t5] = 0.0f;
     }
-    let kb154: u32 = bk104 + 2u;
-    let i155: u32 = (bi145 + bs109) % u.N;
-    let i156: u32 = (bi145 + bs109) / u.N;
-    let i157: u32 = i156 % u.D;
-    let i158: u32 = i156 / u.D;
-    let i159: u32 = i158 % u.K;
-    let i160: u32 = i158 / u.K;
-    let i161: u32 = ((i160 * u.N + i155) * u.K + i159) * u.D + i157;
-    if ((kb154 < u.D * u.K) && bok108) {
-        b_tile[t5 + 256u] = a[i161];
+    let kb148: u32 = bk104 + 2u;
+    let i149: u32 = (b4 * u.N + bn105) * (u.D * u.K) + kb148;
+    if ((kb148 < u.D * u.K) && bok108) {
+        b_tile[t5 + 256u] = a[i149];
     } else {
         b_tile[t5 + 256u] = 0.0f;
     }
-    let kb163: u32 = bk104 + 4u;
-    let i164: u32 = (bi145 + bs110) % u.N;
-    let i165: u32 = (bi145 + bs110) / u.N;
-    let i166: u32 = i165 % u.D;
-    let i167: u32 = i165 / u.D;
-    let i168: u32 = i167 % u.K;
-    let i169: u32 = i167 / u.K;
-    let i170: u32 = ((i169 * u.N + i164) * u.K + i168) * u.D + i166;
-    if ((kb163 < u.D * u.K) && bok108) {
-        b_tile[t5 + 512u] = a[i170];
+    let kb151: u32 = bk104 + 4u;
+    let i152: u32 = (b4 * u.N + bn105) * (u.D * u.K) + kb151;
+    if ((kb151 < u.D * u.K) && bok108) {
+        b_tile[t5 + 512u] = a[i152];
     } else {
         b_tile[t5 + 512u] = 0.0f;
     }
-    let kb172: u32 = bk104 + 6u;
-    let i173: u32 = (bi145 + bs111) % u.N;
-    let i174: u32 = (bi145 + bs111) / u.N;
-    let i175: u32 = i174 % u.D;
-    let i176: u32 = i174 / u.D;
-    let i177: u32 = i176 % u.K;
-    let i178: u32 = i176 / u.K;
-    let i179: u32 = ((i178 * u.N + i173) * u.K + i177) * u.D + i175;
-    if ((kb172 < u.D * u.K) && bok108) {
-        b_tile[t5 + 768u] = a[i179];
+    let kb154: u32 = bk104 + 6u;
+    let i155: u32 = (b4 * u.N + bn105) * (u.D * u.K) + kb154;
+    if ((kb154 < u.D * u.K) && bok108) {
+        b_tile[t5 + 768u] = a[i155];
     } else {
         b_tile[t5 + 768u] = 0.0f;
     }
     workgroupBarrier();
-    let ly181: u32 = lid.y * 4u;
-    let lx182: u32 = lid.x * 4u;
-    for (var k0_183: u32 = 0u; k0_183 < u.D * u.K; k0_183 += 8u) {
-        let cur184: u32 = (k0_183 << 7u) & 1024u;
-        let nxt185: u32 = cur184 ^ 1024u;
-        let kn186: u32 = k0_183 + 8u;
-        if (kn186 < u.D * u.K) {
-            let ka187: u32 = kn186 + ak88;
-            let kok188: bool = ka187 < u.D * u.K;
-            let sa189: u32 = nxt185 + as103;
-            let i190: u32 = (ab95 + ka187) % u.D;
-            let i191: u32 = (ab95 + ka187) / u.D;
+    let ly157: u32 = lid.y * 4u;
+    let lx158: u32 = lid.x * 4u;
+    for (var k0_159: u32 = 0u; k0_159 < u.D * u.K; k0_159 += 8u) {
+        let cur160: u32 = (k0_159 << 7u) & 1024u;
+        let nxt161: u32 = cur160 ^ 1024u;
+        let kn162: u32 = k0_159 + 8u;
+        if (kn162 < u.D * u.K) {
+            let ka163: u32 = kn162 + ak88;
+            let kok164: bool = ka163 < u.D * u.K;
+            let sa165: u32 = nxt161 + as103;
+            let i166: u32 = (ab95 + ka163) % u.D;
+            let i167: u32 = (ab95 + ka163) / u.D;
+            let i168: u32 = i167 % u.K;
+            let i169: u32 = i167 / u.K;
+            let i170: u32 = i169 % u.M;
+            let i171: u32 = i169 / u.M;
+            let i172: u32 = ((i171 * u.D + i166) * u.K + i168) * u.M + i170;
+            if (aok99 && kok164) {
+                a_tile[sa165] = b[i172];
+            } else {
+                a_tile[sa165] = 0.0f;
+            }
+            let i174: u32 = (ab96 + ka163) % u.D;
+            let i175: u32 = (ab96 + ka163) / u.D;
+            let i176: u32 = i175 % u.K;
+            let i177: u32 = i175 / u.K;
+            let i178: u32 = i177 % u.M;
+            let i179: u32 = i177 / u.M;
+            let i180: u32 = ((i179 * u.D + i174) * u.K + i176) * u.M + i178;
+            if (aok100 && kok164) {
+                a_tile[sa165 + 32u] = b[i180];
+            } else {
+                a_tile[sa165 + 32u] = 0.0f;
+            }
+            let i182: u32 = (ab97 + ka163) % u.D;
+            let i183: u32 = (ab97 + ka163) / u.D;
+            let i184: u32 = i183 % u.K;
+            let i185: u32 = i183 / u.K;
+            let i186: u32 = i185 % u.M;
+            let i187: u32 = i185 / u.M;
+            let i188: u32 = ((i187 * u.D + i182) * u.K + i184) * u.M + i186;
+            if (aok101 && kok164) {
+                a_tile[sa165 + 64u] = b[i188];
+            } else {
+                a_tile[sa165 + 64u] = 0.0f;
+            }
+            let i190: u32 = (ab98 + ka163) % u.D;
+            let i191: u32 = (ab98 + ka163) / u.D;
             let i192: u32 = i191 % u.K;
             let i193: u32 = i191 / u.K;
             let i194: u32 = i193 % u.M;
             let i195: u32 = i193 / u.M;
             let i196: u32 = ((i195 * u.D + i190) * u.K + i192) * u.M + i194;
-            if (aok99 && kok188) {
-                a_tile[sa189] = b[i196];
+            if (aok102 && kok164) {
+                a_tile[sa165 + 96u] = b[i196];
             } else {
-                a_tile[sa189] = 0.0f;
+                a_tile[sa165 + 96u] = 0.0f;
             }
-            let i198: u32 = (ab96 + ka187) % u.D;
-            let i199: u32 = (ab96 + ka187) / u.D;
-            let i200: u32 = i199 % u.K;
-            let i201: u32 = i199 / u.K;
-            let i202: u32 = i201 % u.M;
-            let i203: u32 = i201 / u.M;
-            let i204: u32 = ((i203 * u.D + i198) * u.K + i200) * u.M + i202;
-            if (aok100 && kok188) {
-                a_tile[sa189 + 32u] = b[i204];
+            let kb198: u32 = kn162 + bk104;
+            let sb199: u32 = nxt161 + t5;
+            let i201: u32 = (b4 * u.N + bn105) * (u.D * u.K) + kb198;
+            if ((kb198 < u.D * u.K) && bok108) {
+                b_tile[sb199] = a[i201];
             } else {
-                a_tile[sa189 + 32u] = 0.0f;
+                b_tile[sb199] = 0.0f;
             }
-            let i206: u32 = (ab97 + ka187) % u.D;
-            let i207: u32 = (ab97 + ka187) / u.D;
-            let i208: u32 = i207 % u.K;
-            let i209: u32 = i207 / u.K;
-            let i210: u32 = i209 % u.M;
-            let i211: u32 = i209 / u.M;
-            let i212: u32 = ((i211 * u.D + i206) * u.K + i208) * u.M + i210;
-            if (aok101 && kok188) {
-                a_tile[sa189 + 64u] = b[i212];
+            let kb203: u32 = kb198 + 2u;
+            let i204: u32 = (b4 * u.N + bn105) * (u.D * u.K) + kb203;
+            if ((kb203 < u.D * u.K) && bok108) {
+                b_tile[sb199 + 256u] = a[i204];
             } else {
-                a_tile[sa189 + 64u] = 0.0f;
+                b_tile[sb199 + 256u] = 0.0f;
             }
-            let i214: u32 = (ab98 + ka187) % u.D;
-            let i215: u32 = (ab98 + ka187) / u.D;
-            let i216: u32 = i215 % u.K;
-            let i217: u32 = i215 / u.K;
-            let i218: u32 = i217 % u.M;
-            let i219: u32 = i217 / u.M;
-            let i220: u32 = ((i219 * u.D + i214) * u.K + i216) * u.M + i218;
-            if (aok102 && kok188) {
-                a_tile[sa189 + 96u] = b[i220];
+            let kb206: u32 = kb198 + 4u;
+            let i207: u32 = (b4 * u.N + bn105) * (u.D * u.K) + kb206;
+            if ((kb206 < u.D * u.K) && bok108) {
+                b_tile[sb199 + 512u] = a[i207];
             } else {
-                a_tile[sa189 + 96u] = 0.0f;
+                b_tile[sb199 + 512u] = 0.0f;
             }
-            let kb222: u32 = kn186 + bk104;
-            let sb223: u32 = nxt185 + t5;
-            let bi224: u32 = kb222 * u.N + bb107;
-            let i225: u32 = bi224 % u.N;
-            let i226: u32 = bi224 / u.N;
-            let i227: u32 = i226 % u.D;
-            let i228: u32 = i226 / u.D;
-            let i229: u32 = i228 % u.K;
-            let i230: u32 = i228 / u.K;
-            let i231: u32 = ((i230 * u.N + i225) * u.K + i229) * u.D + i227;
-            if ((kb222 < u.D * u.K) && bok108) {
-                b_tile[sb223] = a[i231];
+            let kb209: u32 = kb198 + 6u;
+            let i210: u32 = (b4 * u.N + bn105) * (u.D * u.K) + kb209;
+            if ((kb209 < u.D * u.K) && bok108) {
+                b_tile[sb199 + 768u] = a[i210];
             } else {
-                b_tile[sb223] = 0.0f;
-            }
-            let kb233: u32 = kb222 + 2u;
-            let i234: u32 = (bi224 + bs109) % u.N;
-            let i235: u32 = (bi224 + bs109) / u.N;
-            let i236: u32 = i235 % u.D;
-            let i237: u32 = i235 / u.D;
-            let i238: u32 = i237 % u.K;
-            let i239: u32 = i237 / u.K;
-            let i240: u32 = ((i239 * u.N + i234) * u.K + i238) * u.D + i236;
-            if ((kb233 < u.D * u.K) && bok108) {
-                b_tile[sb223 + 256u] = a[i240];
-            } else {
-                b_tile[sb223 + 256u] = 0.0f;
-            }
-            let kb242: u32 = kb222 + 4u;
-            let i243: u32 = (bi224 + bs110) % u.N;
-            let i244: u32 = (bi224 + bs110) / u.N;
-            let i245: u32 = i244 % u.D;
-            let i246: u32 = i244 / u.D;
-            let i247: u32 = i246 % u.K;
-            let i248: u32 = i246 / u.K;
-            let i249: u32 = ((i248 * u.N + i243) * u.K + i247) * u.D + i245;
-            if ((kb242 < u.D * u.K) && bok108) {
-                b_tile[sb223 + 512u] = a[i249];
-            } else {
-                b_tile[sb223 + 512u] = 0.0f;
-            }
-            let kb251: u32 = kb222 + 6u;
-            let i252: u32 = (bi224 + bs111) % u.N;
-            let i253: u32 = (bi224 + bs111) / u.N;
-            let i254: u32 = i253 % u.D;
-            let i255: u32 = i253 / u.D;
-            let i256: u32 = i255 % u.K;
-            let i257: u32 = i255 / u.K;
-            let i258: u32 = ((i257 * u.N + i252) * u.K + i256) * u.D + i254;
-            if ((kb251 < u.D * u.K) && bok108) {
-                b_tile[sb223 + 768u] = a[i258];
-            } else {
-                b_tile[sb223 + 768u] = 0.0f;
+                b_tile[sb199 + 768u] = 0.0f;
             }
         }
-        let ra260: u32 = cur184 + ly181;
-        let rb261: u32 = cur184 + lx182;
-        let a262: f32 = a_tile[ra260];
-        let a263: f32 = a_tile[ra260 + 1u];
-        let a264: f32 = a_tile[ra260 + 2u];
-        let a265: f32 = a_tile[ra260 + 3u];
-        let a266: f32 = a_tile[ra260 + 64u];
-        let a267: f32 = a_tile[ra260 + 64u + 1u];
-        let a268: f32 = a_tile[ra260 + 64u + 2u];
-        let a269: f32 = a_tile[ra260 + 64u + 3u];
-        let b270: f32 = b_tile[rb261];
-        let b271: f32 = b_tile[rb261 + 1u];
-        let b272: f32 = b_tile[rb261 + 2u];
-        let b273: f32 = b_tile[rb261 + 3u];
-        let b274: f32 = b_tile[rb261 + 64u];
-        let b275: f32 = b_tile[rb261 + 64u + 1u];
-        let b276: f32 = b_tile[rb261 + 64u + 2u];
-        let b277: f32 = b_tile[rb261 + 64u + 3u];
+        let ra212: u32 = cur160 + ly157;
+        let rb213: u32 = cur160 + lx158;
+        let a214: f32 = a_tile[ra212];
+        let a215: f32 = a_tile[ra212 + 1u];
+        let a216: f32 = a_tile[ra212 + 2u];
+        let a217: f32 = a_tile[ra212 + 3u];
+        let a218: f32 = a_tile[ra212 + 64u];
+        let a219: f32 = a_tile[ra212 + 64u + 1u];
+        let a220: f32 = a_tile[ra212 + 64u + 2u];
+        let a221: f32 = a_tile[ra212 + 64u + 3u];
+        let b222: f32 = b_tile[rb213];
+        let b223: f32 = b_tile[rb213 + 1u];
+        let b224: f32 = b_tile[rb213 + 2u];
+        let b225: f32 = b_tile[rb213 + 3u];
+        let b226: f32 = b_tile[rb213 + 64u];
+        let b227: f32 = b_tile[rb213 + 64u + 1u];
+        let b228: f32 = b_tile[rb213 + 64u + 2u];
+        let b229: f32 = b_tile[rb213 + 64u + 3u];
+        acc24 = fma(a214, b222, acc24);
+        acc25 = fma(a214, b223, acc25);
+        acc26 = fma(a214, b224, acc26);
+        acc27 = fma(a214, b225, acc27);
+        acc28 = fma(a214, b226, acc28);
+        acc29 = fma(a214, b227, acc29);
+        acc30 = fma(a214, b228, acc30);
+        acc31 = fma(a214, b229, acc31);
+        acc32 = fma(a215, b222, acc32);
+        acc33 = fma(a215, b223, acc33);
+        acc34 = fma(a215, b224, acc34);
+        acc35 = fma(a215, b225, acc35);
+        acc36 = fma(a215, b226, acc36);
+        acc37 = fma(a215, b227, acc37);
+        acc38 = fma(a215, b228, acc38);
+        acc39 = fma(a215, b229, acc39);
+        acc40 = fma(a216, b222, acc40);
+        acc41 = fma(a216, b223, acc41);
+        acc42 = fma(a216, b224, acc42);
+        acc43 = fma(a216, b225, acc43);
+        acc44 = fma(a216, b226, acc44);
+        acc45 = fma(a216, b227, acc45);
+        acc46 = fma(a216, b228, acc46);
+        acc47 = fma(a216, b229, acc47);
+        acc48 = fma(a217, b222, acc48);
+        acc49 = fma(a217, b223, acc49);
+        acc50 = fma(a217, b224, acc50);
+        acc51 = fma(a217, b225, acc51);
+        acc52 = fma(a217, b226, acc52);
+        acc53 = fma(a217, b227, acc53);
+        acc54 = fma(a217, b228, acc54);
+        acc55 = fma(a217, b229, acc55);
+        acc56 = fma(a218, b222, acc56);
+        acc57 = fma(a218, b223, acc57);
+        acc58 = fma(a218, b224, acc58);
+        acc59 = fma(a218, b225, acc59);
+        acc60 = fma(a218, b226, acc60);
+        acc61 = fma(a218, b227, acc61);
+        acc62 = fma(a218, b228, acc62);
+        acc63 = fma(a218, b229, acc63);
+        acc64 = fma(a219, b222, acc64);
+        acc65 = fma(a219, b223, acc65);
+        acc66 = fma(a219, b224, acc66);
+        acc67 = fma(a219, b225, acc67);
+        acc68 = fma(a219, b226, acc68);
+        acc69 = fma(a219, b227, acc69);
+        acc70 = fma(a219, b228, acc70);
+        acc71 = fma(a219, b229, acc71);
+        acc72 = fma(a220, b222, acc72);
+        acc73 = fma(a220, b223, acc73);
+        acc74 = fma(a220, b224, acc74);
+        acc75 = fma(a220, b225, acc75);
+        acc76 = fma(a220, b226, acc76);
+        acc77 = fma(a220, b227, acc77);
+        acc78 = fma(a220, b228, acc78);
+        acc79 = fma(a220, b229, acc79);
+        acc80 = fma(a221, b222, acc80);
+        acc81 = fma(a221, b223, acc81);
+        acc82 = fma(a221, b224, acc82);
+        acc83 = fma(a221, b225, acc83);
+        acc84 = fma(a221, b226, acc84);
+        acc85 = fma(a221, b227, acc85);
+        acc86 = fma(a221, b228, acc86);
+        acc87 = fma(a221, b229, acc87);
+        let a230: f32 = a_tile[ra212 + 128u];
+        let a231: f32 = a_tile[ra212 + 128u + 1u];
+        let a232: f32 = a_tile[ra212 + 128u + 2u];
+        let a233: f32 = a_tile[ra212 + 128u + 3u];
+        let a234: f32 = a_tile[ra212 + 192u];
+        let a235: f32 = a_tile[ra212 + 192u + 1u];
+        let a236: f32 = a_tile[ra212 + 192u + 2u];
+        let a237: f32 = a_tile[ra212 + 192u + 3u];
+        let b238: f32 = b_tile[rb213 + 128u];
+        let b239: f32 = b_tile[rb213 + 128u + 1u];
+        let b240: f32 = b_tile[rb213 + 128u + 2u];
+        let b241: f32 = b_tile[rb213 + 128u + 3u];
+        let b242: f32 = b_tile[rb213 + 192u];
+        let b243: f32 = b_tile[rb213 + 192u + 1u];
+        let b244: f32 = b_tile[rb213 + 192u + 2u];
+        let b245: f32 = b_tile[rb213 + 192u + 3u];
+        acc24 = fma(a230, b238, acc24);
+        acc25 = fma(a230, b239, acc25);
+        acc26 = fma(a230, b240, acc26);
+        acc27 = fma(a230, b241, acc27);
+        acc28 = fma(a230, b242, acc28);
+        acc29 = fma(a230, b243, acc29);
+        acc30 = fma(a230, b244, acc30);
+        acc31 = fma(a230, b245, acc31);
+        acc32 = fma(a231, b238, acc32);
+        acc33 = fma(a231, b239, acc33);
+        acc34 = fma(a231, b240, acc34);
+        acc35 = fma(a231, b241, acc35);
+        acc36 = fma(a231, b242, acc36);
+        acc37 = fma(a231, b243, acc37);
+        acc38 = fma(a231, b244, acc38);
+        acc39 = fma(a231, b245, acc39);
+        acc40 = fma(a232, b238, acc40);
+        acc41 = fma(a232, b239, acc41);
+        acc42 = fma(a232, b240, acc42);
+        acc43 = fma(a232, b241, acc43);
+        acc44 = fma(a232, b242, acc44);
+        acc45 = fma(a232, b243, acc45);
+        acc46 = fma(a232, b244, acc46);
+        acc47 = fma(a232, b245, acc47);
+        acc48 = fma(a233, b238, acc48);
+        acc49 = fma(a233, b239, acc49);
+        acc50 = fma(a233, b240, acc50);
+        acc51 = fma(a233, b241, acc51);
+        acc52 = fma(a233, b242, acc52);
+        acc53 = fma(a233, b243, acc53);
+        acc54 = fma(a233, b244, acc54);
+        acc55 = fma(a233, b245, acc55);
+        acc56 = fma(a234, b238, acc56);
+        acc57 = fma(a234, b239, acc57);
+        acc58 = fma(a234, b240, acc58);
+        acc59 = fma(a234, b241, acc59);
+        acc60 = fma(a234, b242, acc60);
+        acc61 = fma(a234, b243, acc61);
+        acc62 = fma(a234, b244, acc62);
+        acc63 = fma(a234, b245, acc63);
+        acc64 = fma(a235, b238, acc64);
+        acc65 = fma(a235, b239, acc65);
+        acc66 = fma(a235, b240, acc66);
+        acc67 = fma(a235, b241, acc67);
+        acc68 = fma(a235, b242, acc68);
+        acc69 = fma(a235, b243, acc69);
+        acc70 = fma(a235, b244, acc70);
+        acc71 = fma(a235, b245, acc71);
+        acc72 = fma(a236, b238, acc72);
+        acc73 = fma(a236, b239, acc73);
+        acc74 = fma(a236, b240, acc74);
+        acc75 = fma(a236, b241, acc75);
+        acc76 = fma(a236, b242, acc76);
+        acc77 = fma(a236, b243, acc77);
+        acc78 = fma(a236, b244, acc78);
+        acc79 = fma(a236, b245, acc79);
+        acc80 = fma(a237, b238, acc80);
+        acc81 = fma(a237, b239, acc81);
+        acc82 = fma(a237, b240, acc82);
+        acc83 = fma(a237, b241, acc83);
+        acc84 = fma(a237, b242, acc84);
+        acc85 = fma(a237, b243, acc85);
+        acc86 = fma(a237, b244, acc86);
+        acc87 = fma(a237, b245, acc87);
+        let a246: f32 = a_tile[ra212 + 256u];
+        let a247: f32 = a_tile[ra212 + 256u + 1u];
+        let a248: f32 = a_tile[ra212 + 256u + 2u];
+        let a249: f32 = a_tile[ra212 + 256u + 3u];
+        let a250: f32 = a_tile[ra212 + 320u];
+        let a251: f32 = a_tile[ra212 + 320u + 1u];
+        let a252: f32 = a_tile[ra212 + 320u + 2u];
+        let a253: f32 = a_tile[ra212 + 320u + 3u];
+        let b254: f32 = b_tile[rb213 + 256u];
+        let b255: f32 = b_tile[rb213 + 256u + 1u];
+        let b256: f32 = b_tile[rb213 + 256u + 2u];
+        let b257: f32 = b_tile[rb213 + 256u + 3u];
+        let b258: f32 = b_tile[rb213 + 320u];
+        let b259: f32 = b_tile[rb213 + 320u + 1u];
+        let b260: f32 = b_tile[rb213 + 320u + 2u];
+        let b261: f32 = b_tile[rb213 + 320u + 3u];
+        acc24 = fma(a246, b254, acc24);
+        acc25 = fma(a246, b255, acc25);
+        acc26 = fma(a246, b256, acc26);
+        acc27 = fma(a246, b257, acc27);
+        acc28 = fma(a246, b258, acc28);
+        acc29 = fma(a246, b259, acc29);
+        acc30 = fma(a246, b260, acc30);
+        acc31 = fma(a246, b261, acc31);
+        acc32 = fma(a247, b254, acc32);
+        acc33 = fma(a247, b255, acc33);
+        acc34 = fma(a247, b256, acc34);
+        acc35 = fma(a247, b257, acc35);
+        acc36 = fma(a247, b258, acc36);
+        acc37 = fma(a247, b259, acc37);
+        acc38 = fma(a247, b260, acc38);
+        acc39 = fma(a247, b261, acc39);
+        acc40 = fma(a248, b254, acc40);
+        acc41 = fma(a248, b255, acc41);
+        acc42 = fma(a248, b256, acc42);
+        acc43 = fma(a248, b257, acc43);
+        acc44 = fma(a248, b258, acc44);
+        acc45 = fma(a248, b259, acc45);
+        acc46 = fma(a248, b260, acc46);
+        acc47 = fma(a248, b261, acc47);
+        acc48 = fma(a249, b254, acc48);
+        acc49 = fma(a249, b255, acc49);
+        acc50 = fma(a249, b256, acc50);
+        acc51 = fma(a249, b257, acc51);
+        acc52 = fma(a249, b258, acc52);
+        acc53 = fma(a249, b259, acc53);
+        acc54 = fma(a249, b260, acc54);
+        acc55 = fma(a249, b261, acc55);
+        acc56 = fma(a250, b254, acc56);
+        acc57 = fma(a250, b255, acc57);
+        acc58 = fma(a250, b256, acc58);
+        acc59 = fma(a250, b257, acc59);
+        acc60 = fma(a250, b258, acc60);
+        acc61 = fma(a250, b259, acc61);
+        acc62 = fma(a250, b260, acc62);
+        acc63 = fma(a250, b261, acc63);
+        acc64 = fma(a251, b254, acc64);
+        acc65 = fma(a251, b255, acc65);
+        acc66 = fma(a251, b256, acc66);
+        acc67 = fma(a251, b257, acc67);
+        acc68 = fma(a251, b258, acc68);
+        acc69 = fma(a251, b259, acc69);
+        acc70 = fma(a251, b260, acc70);
+        acc71 = fma(a251, b261, acc71);
+        acc72 = fma(a252, b254, acc72);
+        acc73 = fma(a252, b255, acc73);
+        acc74 = fma(a252, b256, acc74);
+        acc75 = fma(a252, b257, acc75);
+        acc76 = fma(a252, b258, acc76);
+        acc77 = fma(a252, b259, acc77);
+        acc78 = fma(a252, b260, acc78);
+        acc79 = fma(a252, b261, acc79);
+        acc80 = fma(a253, b254, acc80);
+        acc81 = fma(a253, b255, acc81);
+        acc82 = fma(a253, b256, acc82);
+        acc83 = fma(a253, b257, acc83);
+        acc84 = fma(a253, b258, acc84);
+        acc85 = fma(a253, b259, acc85);
+        acc86 = fma(a253, b260, acc86);
+        acc87 = fma(a253, b261, acc87);
+        let a262: f32 = a_tile[ra212 + 384u];
+        let a263: f32 = a_tile[ra212 + 384u + 1u];
+        let a264: f32 = a_tile[ra212 + 384u + 2u];
+        let a265: f32 = a_tile[ra212 + 384u + 3u];
+        let a266: f32 = a_tile[ra212 + 448u];
+        let a267: f32 = a_tile[ra212 + 448u + 1u];
+        let a268: f32 = a_tile[ra212 + 448u + 2u];
+        let a269: f32 = a_tile[ra212 + 448u + 3u];
+        let b270: f32 = b_tile[rb213 + 384u];
+        let b271: f32 = b_tile[rb213 + 384u + 1u];
+        let b272: f32 = b_tile[rb213 + 384u + 2u];
+        let b273: f32 = b_tile[rb213 + 384u + 3u];
+        let b274: f32 = b_tile[rb213 + 448u];
+        let b275: f32 = b_tile[rb213 + 448u + 1u];
+        let b276: f32 = b_tile[rb213 + 448u + 2u];
+        let b277: f32 = b_tile[rb213 + 448u + 3u];
         acc24 = fma(a262, b270, acc24);
         acc25 = fma(a262, b271, acc25);
         acc26 = fma(a262, b272, acc26);
@@ -433,22 +618,22 @@ fn batched_two_contracted_0_matmul(
         acc85 = fma(a269, b275, acc85);
         acc86 = fma(a269, b276, acc86);
         acc87 = fma(a269, b277, acc87);
-        let a278: f32 = a_tile[ra260 + 128u];
-        let a279: f32 = a_tile[ra260 + 128u + 1u];
-        let a280: f32 = a_tile[ra260 + 128u + 2u];
-        let a281: f32 = a_tile[ra260 + 128u + 3u];
-        let a282: f32 = a_tile[ra260 + 192u];
-        let a283: f32 = a_tile[ra260 + 192u + 1u];
-        let a284: f32 = a_tile[ra260 + 192u + 2u];
-        let a285: f32 = a_tile[ra260 + 192u + 3u];
-        let b286: f32 = b_tile[rb261 + 128u];
-        let b287: f32 = b_tile[rb261 + 128u + 1u];
-        let b288: f32 = b_tile[rb261 + 128u + 2u];
-        let b289: f32 = b_tile[rb261 + 128u + 3u];
-        let b290: f32 = b_tile[rb261 + 192u];
-        let b291: f32 = b_tile[rb261 + 192u + 1u];
-        let b292: f32 = b_tile[rb261 + 192u + 2u];
-        let b293: f32 = b_tile[rb261 + 192u + 3u];
+        let a278: f32 = a_tile[ra212 + 512u];
+        let a279: f32 = a_tile[ra212 + 512u + 1u];
+        let a280: f32 = a_tile[ra212 + 512u + 2u];
+        let a281: f32 = a_tile[ra212 + 512u + 3u];
+        let a282: f32 = a_tile[ra212 + 576u];
+        let a283: f32 = a_tile[ra212 + 576u + 1u];
+        let a284: f32 = a_tile[ra212 + 576u + 2u];
+        let a285: f32 = a_tile[ra212 + 576u + 3u];
+        let b286: f32 = b_tile[rb213 + 512u];
+        let b287: f32 = b_tile[rb213 + 512u + 1u];
+        let b288: f32 = b_tile[rb213 + 512u + 2u];
+        let b289: f32 = b_tile[rb213 + 512u + 3u];
+        let b290: f32 = b_tile[rb213 + 576u];
+        let b291: f32 = b_tile[rb213 + 576u + 1u];
+        let b292: f32 = b_tile[rb213 + 576u + 2u];
+        let b293: f32 = b_tile[rb213 + 576u + 3u];
         acc24 = fma(a278, b286, acc24);
         acc25 = fma(a278, b287, acc25);
         acc26 = fma(a278, b288, acc26);
@@ -513,22 +698,22 @@ fn batched_two_contracted_0_matmul(
         acc85 = fma(a285, b291, acc85);
         acc86 = fma(a285, b292, acc86);
         acc87 = fma(a285, b293, acc87);
-        let a294: f32 = a_tile[ra260 + 256u];
-        let a295: f32 = a_tile[ra260 + 256u + 1u];
-        let a296: f32 = a_tile[ra260 + 256u + 2u];
-        let a297: f32 = a_tile[ra260 + 256u + 3u];
-        let a298: f32 = a_tile[ra260 + 320u];
-        let a299: f32 = a_tile[ra260 + 320u + 1u];
-        let a300: f32 = a_tile[ra260 + 320u + 2u];
-        let a301: f32 = a_tile[ra260 + 320u + 3u];
-        let b302: f32 = b_tile[rb261 + 256u];
-        let b303: f32 = b_tile[rb261 + 256u + 1u];
-        let b304: f32 = b_tile[rb261 + 256u + 2u];
-        let b305: f32 = b_tile[rb261 + 256u + 3u];
-        let b306: f32 = b_tile[rb261 + 320u];
-        let b307: f32 = b_tile[rb261 + 320u + 1u];
-        let b308: f32 = b_tile[rb261 + 320u + 2u];
-        let b309: f32 = b_tile[rb261 + 320u + 3u];
+        let a294: f32 = a_tile[ra212 + 640u];
+        let a295: f32 = a_tile[ra212 + 640u + 1u];
+        let a296: f32 = a_tile[ra212 + 640u + 2u];
+        let a297: f32 = a_tile[ra212 + 640u + 3u];
+        let a298: f32 = a_tile[ra212 + 704u];
+        let a299: f32 = a_tile[ra212 + 704u + 1u];
+        let a300: f32 = a_tile[ra212 + 704u + 2u];
+        let a301: f32 = a_tile[ra212 + 704u + 3u];
+        let b302: f32 = b_tile[rb213 + 640u];
+        let b303: f32 = b_tile[rb213 + 640u + 1u];
+        let b304: f32 = b_tile[rb213 + 640u + 2u];
+        let b305: f32 = b_tile[rb213 + 640u + 3u];
+        let b306: f32 = b_tile[rb213 + 704u];
+        let b307: f32 = b_tile[rb213 + 704u + 1u];
+        let b308: f32 = b_tile[rb213 + 704u + 2u];
+        let b309: f32 = b_tile[rb213 + 704u + 3u];
         acc24 = fma(a294, b302, acc24);
         acc25 = fma(a294, b303, acc25);
         acc26 = fma(a294, b304, acc26);
@@ -593,22 +778,22 @@ fn batched_two_contracted_0_matmul(
         acc85 = fma(a301, b307, acc85);
         acc86 = fma(a301, b308, acc86);
         acc87 = fma(a301, b309, acc87);
-        let a310: f32 = a_tile[ra260 + 384u];
-        let a311: f32 = a_tile[ra260 + 384u + 1u];
-        let a312: f32 = a_tile[ra260 + 384u + 2u];
-        let a313: f32 = a_tile[ra260 + 384u + 3u];
-        let a314: f32 = a_tile[ra260 + 448u];
-        let a315: f32 = a_tile[ra260 + 448u + 1u];
-        let a316: f32 = a_tile[ra260 + 448u + 2u];
-        let a317: f32 = a_tile[ra260 + 448u + 3u];
-        let b318: f32 = b_tile[rb261 + 384u];
-        let b319: f32 = b_tile[rb261 + 384u + 1u];
-        let b320: f32 = b_tile[rb261 + 384u + 2u];
-        let b321: f32 = b_tile[rb261 + 384u + 3u];
-        let b322: f32 = b_tile[rb261 + 448u];
-        let b323: f32 = b_tile[rb261 + 448u + 1u];
-        let b324: f32 = b_tile[rb261 + 448u + 2u];
-        let b325: f32 = b_tile[rb261 + 448u + 3u];
+        let a310: f32 = a_tile[ra212 + 768u];
+        let a311: f32 = a_tile[ra212 + 768u + 1u];
+        let a312: f32 = a_tile[ra212 + 768u + 2u];
+        let a313: f32 = a_tile[ra212 + 768u + 3u];
+        let a314: f32 = a_tile[ra212 + 832u];
+        let a315: f32 = a_tile[ra212 + 832u + 1u];
+        let a316: f32 = a_tile[ra212 + 832u + 2u];
+        let a317: f32 = a_tile[ra212 + 832u + 3u];
+        let b318: f32 = b_tile[rb213 + 768u];
+        let b319: f32 = b_tile[rb213 + 768u + 1u];
+        let b320: f32 = b_tile[rb213 + 768u + 2u];
+        let b321: f32 = b_tile[rb213 + 768u + 3u];
+        let b322: f32 = b_tile[rb213 + 832u];
+        let b323: f32 = b_tile[rb213 + 832u + 1u];
+        let b324: f32 = b_tile[rb213 + 832u + 2u];
+        let b325: f32 = b_tile[rb213 + 832u + 3u];
         acc24 = fma(a310, b318, acc24);
         acc25 = fma(a310, b319, acc25);
         acc26 = fma(a310, b320, acc26);
@@ -673,22 +858,22 @@ fn batched_two_contracted_0_matmul(
         acc85 = fma(a317, b323, acc85);
         acc86 = fma(a317, b324, acc86);
         acc87 = fma(a317, b325, acc87);
-        let a326: f32 = a_tile[ra260 + 512u];
-        let a327: f32 = a_tile[ra260 + 512u + 1u];
-        let a328: f32 = a_tile[ra260 + 512u + 2u];
-        let a329: f32 = a_tile[ra260 + 512u + 3u];
-        let a330: f32 = a_tile[ra260 + 576u];
-        let a331: f32 = a_tile[ra260 + 576u + 1u];
-        let a332: f32 = a_tile[ra260 + 576u + 2u];
-        let a333: f32 = a_tile[ra260 + 576u + 3u];
-        let b334: f32 = b_tile[rb261 + 512u];
-        let b335: f32 = b_tile[rb261 + 512u + 1u];
-        let b336: f32 = b_tile[rb261 + 512u + 2u];
-        let b337: f32 = b_tile[rb261 + 512u + 3u];
-        let b338: f32 = b_tile[rb261 + 576u];
-        let b339: f32 = b_tile[rb261 + 576u + 1u];
-        let b340: f32 = b_tile[rb261 + 576u + 2u];
-        let b341: f32 = b_tile[rb261 + 576u + 3u];
+        let a326: f32 = a_tile[ra212 + 896u];
+        let a327: f32 = a_tile[ra212 + 896u + 1u];
+        let a328: f32 = a_tile[ra212 + 896u + 2u];
+        let a329: f32 = a_tile[ra212 + 896u + 3u];
+        let a330: f32 = a_tile[ra212 + 960u];
+        let a331: f32 = a_tile[ra212 + 960u + 1u];
+        let a332: f32 = a_tile[ra212 + 960u + 2u];
+        let a333: f32 = a_tile[ra212 + 960u + 3u];
+        let b334: f32 = b_tile[rb213 + 896u];
+        let b335: f32 = b_tile[rb213 + 896u + 1u];
+        let b336: f32 = b_tile[rb213 + 896u + 2u];
+        let b337: f32 = b_tile[rb213 + 896u + 3u];
+        let b338: f32 = b_tile[rb213 + 960u];
+        let b339: f32 = b_tile[rb213 + 960u + 1u];
+        let b340: f32 = b_tile[rb213 + 960u + 2u];
+        let b341: f32 = b_tile[rb213 + 960u + 3u];
         acc24 = fma(a326, b334, acc24);
         acc25 = fma(a326, b335, acc25);
         acc26 = fma(a326, b336, acc26);
@@ -753,502 +938,262 @@ fn batched_two_contracted_0_matmul(
         acc85 = fma(a333, b339, acc85);
         acc86 = fma(a333, b340, acc86);
         acc87 = fma(a333, b341, acc87);
-        let a342: f32 = a_tile[ra260 + 640u];
-        let a343: f32 = a_tile[ra260 + 640u + 1u];
-        let a344: f32 = a_tile[ra260 + 640u + 2u];
-        let a345: f32 = a_tile[ra260 + 640u + 3u];
-        let a346: f32 = a_tile[ra260 + 704u];
-        let a347: f32 = a_tile[ra260 + 704u + 1u];
-        let a348: f32 = a_tile[ra260 + 704u + 2u];
-        let a349: f32 = a_tile[ra260 + 704u + 3u];
-        let b350: f32 = b_tile[rb261 + 640u];
-        let b351: f32 = b_tile[rb261 + 640u + 1u];
-        let b352: f32 = b_tile[rb261 + 640u + 2u];
-        let b353: f32 = b_tile[rb261 + 640u + 3u];
-        let b354: f32 = b_tile[rb261 + 704u];
-        let b355: f32 = b_tile[rb261 + 704u + 1u];
-        let b356: f32 = b_tile[rb261 + 704u + 2u];
-        let b357: f32 = b_tile[rb261 + 704u + 3u];
-        acc24 = fma(a342, b350, acc24);
-        acc25 = fma(a342, b351, acc25);
-        acc26 = fma(a342, b352, acc26);
-        acc27 = fma(a342, b353, acc27);
-        acc28 = fma(a342, b354, acc28);
-        acc29 = fma(a342, b355, acc29);
-        acc30 = fma(a342, b356, acc30);
-        acc31 = fma(a342, b357, acc31);
-        acc32 = fma(a343, b350, acc32);
-        acc33 = fma(a343, b351, acc33);
-        acc34 = fma(a343, b352, acc34);
-        acc35 = fma(a343, b353, acc35);
-        acc36 = fma(a343, b354, acc36);
-        acc37 = fma(a343, b355, acc37);
-        acc38 = fma(a343, b356, acc38);
-        acc39 = fma(a343, b357, acc39);
-        acc40 = fma(a344, b350, acc40);
-        acc41 = fma(a344, b351, acc41);
-        acc42 = fma(a344, b352, acc42);
-        acc43 = fma(a344, b353, acc43);
-        acc44 = fma(a344, b354, acc44);
-        acc45 = fma(a344, b355, acc45);
-        acc46 = fma(a344, b356, acc46);
-        acc47 = fma(a344, b357, acc47);
-        acc48 = fma(a345, b350, acc48);
-        acc49 = fma(a345, b351, acc49);
-        acc50 = fma(a345, b352, acc50);
-        acc51 = fma(a345, b353, acc51);
-        acc52 = fma(a345, b354, acc52);
-        acc53 = fma(a345, b355, acc53);
-        acc54 = fma(a345, b356, acc54);
-        acc55 = fma(a345, b357, acc55);
-        acc56 = fma(a346, b350, acc56);
-        acc57 = fma(a346, b351, acc57);
-        acc58 = fma(a346, b352, acc58);
-        acc59 = fma(a346, b353, acc59);
-        acc60 = fma(a346, b354, acc60);
-        acc61 = fma(a346, b355, acc61);
-        acc62 = fma(a346, b356, acc62);
-        acc63 = fma(a346, b357, acc63);
-        acc64 = fma(a347, b350, acc64);
-        acc65 = fma(a347, b351, acc65);
-        acc66 = fma(a347, b352, acc66);
-        acc67 = fma(a347, b353, acc67);
-        acc68 = fma(a347, b354, acc68);
-        acc69 = fma(a347, b355, acc69);
-        acc70 = fma(a347, b356, acc70);
-        acc71 = fma(a347, b357, acc71);
-        acc72 = fma(a348, b350, acc72);
-        acc73 = fma(a348, b351, acc73);
-        acc74 = fma(a348, b352, acc74);
-        acc75 = fma(a348, b353, acc75);
-        acc76 = fma(a348, b354, acc76);
-        acc77 = fma(a348, b355, acc77);
-        acc78 = fma(a348, b356, acc78);
-        acc79 = fma(a348, b357, acc79);
-        acc80 = fma(a349, b350, acc80);
-        acc81 = fma(a349, b351, acc81);
-        acc82 = fma(a349, b352, acc82);
-        acc83 = fma(a349, b353, acc83);
-        acc84 = fma(a349, b354, acc84);
-        acc85 = fma(a349, b355, acc85);
-        acc86 = fma(a349, b356, acc86);
-        acc87 = fma(a349, b357, acc87);
-        let a358: f32 = a_tile[ra260 + 768u];
-        let a359: f32 = a_tile[ra260 + 768u + 1u];
-        let a360: f32 = a_tile[ra260 + 768u + 2u];
-        let a361: f32 = a_tile[ra260 + 768u + 3u];
-        let a362: f32 = a_tile[ra260 + 832u];
-        let a363: f32 = a_tile[ra260 + 832u + 1u];
-        let a364: f32 = a_tile[ra260 + 832u + 2u];
-        let a365: f32 = a_tile[ra260 + 832u + 3u];
-        let b366: f32 = b_tile[rb261 + 768u];
-        let b367: f32 = b_tile[rb261 + 768u + 1u];
-        let b368: f32 = b_tile[rb261 + 768u + 2u];
-        let b369: f32 = b_tile[rb261 + 768u + 3u];
-        let b370: f32 = b_tile[rb261 + 832u];
-        let b371: f32 = b_tile[rb261 + 832u + 1u];
-        let b372: f32 = b_tile[rb261 + 832u + 2u];
-        let b373: f32 = b_tile[rb261 + 832u + 3u];
-        acc24 = fma(a358, b366, acc24);
-        acc25 = fma(a358, b367, acc25);
-        acc26 = fma(a358, b368, acc26);
-        acc27 = fma(a358, b369, acc27);
-        acc28 = fma(a358, b370, acc28);
-        acc29 = fma(a358, b371, acc29);
-        acc30 = fma(a358, b372, acc30);
-        acc31 = fma(a358, b373, acc31);
-        acc32 = fma(a359, b366, acc32);
-        acc33 = fma(a359, b367, acc33);
-        acc34 = fma(a359, b368, acc34);
-        acc35 = fma(a359, b369, acc35);
-        acc36 = fma(a359, b370, acc36);
-        acc37 = fma(a359, b371, acc37);
-        acc38 = fma(a359, b372, acc38);
-        acc39 = fma(a359, b373, acc39);
-        acc40 = fma(a360, b366, acc40);
-        acc41 = fma(a360, b367, acc41);
-        acc42 = fma(a360, b368, acc42);
-        acc43 = fma(a360, b369, acc43);
-        acc44 = fma(a360, b370, acc44);
-        acc45 = fma(a360, b371, acc45);
-        acc46 = fma(a360, b372, acc46);
-        acc47 = fma(a360, b373, acc47);
-        acc48 = fma(a361, b366, acc48);
-        acc49 = fma(a361, b367, acc49);
-        acc50 = fma(a361, b368, acc50);
-        acc51 = fma(a361, b369, acc51);
-        acc52 = fma(a361, b370, acc52);
-        acc53 = fma(a361, b371, acc53);
-        acc54 = fma(a361, b372, acc54);
-        acc55 = fma(a361, b373, acc55);
-        acc56 = fma(a362, b366, acc56);
-        acc57 = fma(a362, b367, acc57);
-        acc58 = fma(a362, b368, acc58);
-        acc59 = fma(a362, b369, acc59);
-        acc60 = fma(a362, b370, acc60);
-        acc61 = fma(a362, b371, acc61);
-        acc62 = fma(a362, b372, acc62);
-        acc63 = fma(a362, b373, acc63);
-        acc64 = fma(a363, b366, acc64);
-        acc65 = fma(a363, b367, acc65);
-        acc66 = fma(a363, b368, acc66);
-        acc67 = fma(a363, b369, acc67);
-        acc68 = fma(a363, b370, acc68);
-        acc69 = fma(a363, b371, acc69);
-        acc70 = fma(a363, b372, acc70);
-        acc71 = fma(a363, b373, acc71);
-        acc72 = fma(a364, b366, acc72);
-        acc73 = fma(a364, b367, acc73);
-        acc74 = fma(a364, b368, acc74);
-        acc75 = fma(a364, b369, acc75);
-        acc76 = fma(a364, b370, acc76);
-        acc77 = fma(a364, b371, acc77);
-        acc78 = fma(a364, b372, acc78);
-        acc79 = fma(a364, b373, acc79);
-        acc80 = fma(a365, b366, acc80);
-        acc81 = fma(a365, b367, acc81);
-        acc82 = fma(a365, b368, acc82);
-        acc83 = fma(a365, b369, acc83);
-        acc84 = fma(a365, b370, acc84);
-        acc85 = fma(a365, b371, acc85);
-        acc86 = fma(a365, b372, acc86);
-        acc87 = fma(a365, b373, acc87);
-        let a374: f32 = a_tile[ra260 + 896u];
-        let a375: f32 = a_tile[ra260 + 896u + 1u];
-        let a376: f32 = a_tile[ra260 + 896u + 2u];
-        let a377: f32 = a_tile[ra260 + 896u + 3u];
-        let a378: f32 = a_tile[ra260 + 960u];
-        let a379: f32 = a_tile[ra260 + 960u + 1u];
-        let a380: f32 = a_tile[ra260 + 960u + 2u];
-        let a381: f32 = a_tile[ra260 + 960u + 3u];
-        let b382: f32 = b_tile[rb261 + 896u];
-        let b383: f32 = b_tile[rb261 + 896u + 1u];
-        let b384: f32 = b_tile[rb261 + 896u + 2u];
-        let b385: f32 = b_tile[rb261 + 896u + 3u];
-        let b386: f32 = b_tile[rb261 + 960u];
-        let b387: f32 = b_tile[rb261 + 960u + 1u];
-        let b388: f32 = b_tile[rb261 + 960u + 2u];
-        let b389: f32 = b_tile[rb261 + 960u + 3u];
-        acc24 = fma(a374, b382, acc24);
-        acc25 = fma(a374, b383, acc25);
-        acc26 = fma(a374, b384, acc26);
-        acc27 = fma(a374, b385, acc27);
-        acc28 = fma(a374, b386, acc28);
-        acc29 = fma(a374, b387, acc29);
-        acc30 = fma(a374, b388, acc30);
-        acc31 = fma(a374, b389, acc31);
-        acc32 = fma(a375, b382, acc32);
-        acc33 = fma(a375, b383, acc33);
-        acc34 = fma(a375, b384, acc34);
-        acc35 = fma(a375, b385, acc35);
-        acc36 = fma(a375, b386, acc36);
-        acc37 = fma(a375, b387, acc37);
-        acc38 = fma(a375, b388, acc38);
-        acc39 = fma(a375, b389, acc39);
-        acc40 = fma(a376, b382, acc40);
-        acc41 = fma(a376, b383, acc41);
-        acc42 = fma(a376, b384, acc42);
-        acc43 = fma(a376, b385, acc43);
-        acc44 = fma(a376, b386, acc44);
-        acc45 = fma(a376, b387, acc45);
-        acc46 = fma(a376, b388, acc46);
-        acc47 = fma(a376, b389, acc47);
-        acc48 = fma(a377, b382, acc48);
-        acc49 = fma(a377, b383, acc49);
-        acc50 = fma(a377, b384, acc50);
-        acc51 = fma(a377, b385, acc51);
-        acc52 = fma(a377, b386, acc52);
-        acc53 = fma(a377, b387, acc53);
-        acc54 = fma(a377, b388, acc54);
-        acc55 = fma(a377, b389, acc55);
-        acc56 = fma(a378, b382, acc56);
-        acc57 = fma(a378, b383, acc57);
-        acc58 = fma(a378, b384, acc58);
-        acc59 = fma(a378, b385, acc59);
-        acc60 = fma(a378, b386, acc60);
-        acc61 = fma(a378, b387, acc61);
-        acc62 = fma(a378, b388, acc62);
-        acc63 = fma(a378, b389, acc63);
-        acc64 = fma(a379, b382, acc64);
-        acc65 = fma(a379, b383, acc65);
-        acc66 = fma(a379, b384, acc66);
-        acc67 = fma(a379, b385, acc67);
-        acc68 = fma(a379, b386, acc68);
-        acc69 = fma(a379, b387, acc69);
-        acc70 = fma(a379, b388, acc70);
-        acc71 = fma(a379, b389, acc71);
-        acc72 = fma(a380, b382, acc72);
-        acc73 = fma(a380, b383, acc73);
-        acc74 = fma(a380, b384, acc74);
-        acc75 = fma(a380, b385, acc75);
-        acc76 = fma(a380, b386, acc76);
-        acc77 = fma(a380, b387, acc77);
-        acc78 = fma(a380, b388, acc78);
-        acc79 = fma(a380, b389, acc79);
-        acc80 = fma(a381, b382, acc80);
-        acc81 = fma(a381, b383, acc81);
-        acc82 = fma(a381, b384, acc82);
-        acc83 = fma(a381, b385, acc83);
-        acc84 = fma(a381, b386, acc84);
-        acc85 = fma(a381, b387, acc85);
-        acc86 = fma(a381, b388, acc86);
-        acc87 = fma(a381, b389, acc87);
         workgroupBarrier();
     }
     if ((row8 < u.M) && (col16 < u.N)) {
-        let i390: u32 = (b4 * u.M + row8) * u.N + col16;
-        out[i390] = acc24;
+        let i342: u32 = (b4 * u.M + row8) * u.N + col16;
+        out[i342] = acc24;
     }
     if ((row8 < u.M) && (col17 < u.N)) {
-        let i391: u32 = (b4 * u.M + row8) * u.N + col17;
-        out[i391] = acc25;
+        let i343: u32 = (b4 * u.M + row8) * u.N + col17;
+        out[i343] = acc25;
     }
     if ((row8 < u.M) && (col18 < u.N)) {
-        let i392: u32 = (b4 * u.M + row8) * u.N + col18;
-        out[i392] = acc26;
+        let i344: u32 = (b4 * u.M + row8) * u.N + col18;
+        out[i344] = acc26;
     }
     if ((row8 < u.M) && (col19 < u.N)) {
-        let i393: u32 = (b4 * u.M + row8) * u.N + col19;
-        out[i393] = acc27;
+        let i345: u32 = (b4 * u.M + row8) * u.N + col19;
+        out[i345] = acc27;
     }
     if ((row8 < u.M) && (col20 < u.N)) {
-        let i394: u32 = (b4 * u.M + row8) * u.N + col20;
-        out[i394] = acc28;
+        let i346: u32 = (b4 * u.M + row8) * u.N + col20;
+        out[i346] = acc28;
     }
     if ((row8 < u.M) && (col21 < u.N)) {
-        let i395: u32 = (b4 * u.M + row8) * u.N + col21;
-        out[i395] = acc29;
+        let i347: u32 = (b4 * u.M + row8) * u.N + col21;
+        out[i347] = acc29;
     }
     if ((row8 < u.M) && (col22 < u.N)) {
-        let i396: u32 = (b4 * u.M + row8) * u.N + col22;
-        out[i396] = acc30;
+        let i348: u32 = (b4 * u.M + row8) * u.N + col22;
+        out[i348] = acc30;
     }
     if ((row8 < u.M) && (col23 < u.N)) {
-        let i397: u32 = (b4 * u.M + row8) * u.N + col23;
-        out[i397] = acc31;
+        let i349: u32 = (b4 * u.M + row8) * u.N + col23;
+        out[i349] = acc31;
     }
     if ((row9 < u.M) && (col16 < u.N)) {
-        let i398: u32 = (b4 * u.M + row9) * u.N + col16;
-        out[i398] = acc32;
+        let i350: u32 = (b4 * u.M + row9) * u.N + col16;
+        out[i350] = acc32;
     }
     if ((row9 < u.M) && (col17 < u.N)) {
-        let i399: u32 = (b4 * u.M + row9) * u.N + col17;
-        out[i399] = acc33;
+        let i351: u32 = (b4 * u.M + row9) * u.N + col17;
+        out[i351] = acc33;
     }
     if ((row9 < u.M) && (col18 < u.N)) {
-        let i400: u32 = (b4 * u.M + row9) * u.N + col18;
-        out[i400] = acc34;
+        let i352: u32 = (b4 * u.M + row9) * u.N + col18;
+        out[i352] = acc34;
     }
     if ((row9 < u.M) && (col19 < u.N)) {
-        let i401: u32 = (b4 * u.M + row9) * u.N + col19;
-        out[i401] = acc35;
+        let i353: u32 = (b4 * u.M + row9) * u.N + col19;
+        out[i353] = acc35;
     }
     if ((row9 < u.M) && (col20 < u.N)) {
-        let i402: u32 = (b4 * u.M + row9) * u.N + col20;
-        out[i402] = acc36;
+        let i354: u32 = (b4 * u.M + row9) * u.N + col20;
+        out[i354] = acc36;
     }
     if ((row9 < u.M) && (col21 < u.N)) {
-        let i403: u32 = (b4 * u.M + row9) * u.N + col21;
-        out[i403] = acc37;
+        let i355: u32 = (b4 * u.M + row9) * u.N + col21;
+        out[i355] = acc37;
     }
     if ((row9 < u.M) && (col22 < u.N)) {
-        let i404: u32 = (b4 * u.M + row9) * u.N + col22;
-        out[i404] = acc38;
+        let i356: u32 = (b4 * u.M + row9) * u.N + col22;
+        out[i356] = acc38;
     }
     if ((row9 < u.M) && (col23 < u.N)) {
-        let i405: u32 = (b4 * u.M + row9) * u.N + col23;
-        out[i405] = acc39;
+        let i357: u32 = (b4 * u.M + row9) * u.N + col23;
+        out[i357] = acc39;
     }
     if ((row10 < u.M) && (col16 < u.N)) {
-        let i406: u32 = (b4 * u.M + row10) * u.N + col16;
-        out[i406] = acc40;
+        let i358: u32 = (b4 * u.M + row10) * u.N + col16;
+        out[i358] = acc40;
     }
     if ((row10 < u.M) && (col17 < u.N)) {
-        let i407: u32 = (b4 * u.M + row10) * u.N + col17;
-        out[i407] = acc41;
+        let i359: u32 = (b4 * u.M + row10) * u.N + col17;
+        out[i359] = acc41;
     }
     if ((row10 < u.M) && (col18 < u.N)) {
-        let i408: u32 = (b4 * u.M + row10) * u.N + col18;
-        out[i408] = acc42;
+        let i360: u32 = (b4 * u.M + row10) * u.N + col18;
+        out[i360] = acc42;
     }
     if ((row10 < u.M) && (col19 < u.N)) {
-        let i409: u32 = (b4 * u.M + row10) * u.N + col19;
-        out[i409] = acc43;
+        let i361: u32 = (b4 * u.M + row10) * u.N + col19;
+        out[i361] = acc43;
     }
     if ((row10 < u.M) && (col20 < u.N)) {
-        let i410: u32 = (b4 * u.M + row10) * u.N + col20;
-        out[i410] = acc44;
+        let i362: u32 = (b4 * u.M + row10) * u.N + col20;
+        out[i362] = acc44;
     }
     if ((row10 < u.M) && (col21 < u.N)) {
-        let i411: u32 = (b4 * u.M + row10) * u.N + col21;
-        out[i411] = acc45;
+        let i363: u32 = (b4 * u.M + row10) * u.N + col21;
+        out[i363] = acc45;
     }
     if ((row10 < u.M) && (col22 < u.N)) {
-        let i412: u32 = (b4 * u.M + row10) * u.N + col22;
-        out[i412] = acc46;
+        let i364: u32 = (b4 * u.M + row10) * u.N + col22;
+        out[i364] = acc46;
     }
     if ((row10 < u.M) && (col23 < u.N)) {
-        let i413: u32 = (b4 * u.M + row10) * u.N + col23;
-        out[i413] = acc47;
+        let i365: u32 = (b4 * u.M + row10) * u.N + col23;
+        out[i365] = acc47;
     }
     if ((row11 < u.M) && (col16 < u.N)) {
-        let i414: u32 = (b4 * u.M + row11) * u.N + col16;
-        out[i414] = acc48;
+        let i366: u32 = (b4 * u.M + row11) * u.N + col16;
+        out[i366] = acc48;
     }
     if ((row11 < u.M) && (col17 < u.N)) {
-        let i415: u32 = (b4 * u.M + row11) * u.N + col17;
-        out[i415] = acc49;
+        let i367: u32 = (b4 * u.M + row11) * u.N + col17;
+        out[i367] = acc49;
     }
     if ((row11 < u.M) && (col18 < u.N)) {
-        let i416: u32 = (b4 * u.M + row11) * u.N + col18;
-        out[i416] = acc50;
+        let i368: u32 = (b4 * u.M + row11) * u.N + col18;
+        out[i368] = acc50;
     }
     if ((row11 < u.M) && (col19 < u.N)) {
-        let i417: u32 = (b4 * u.M + row11) * u.N + col19;
-        out[i417] = acc51;
+        let i369: u32 = (b4 * u.M + row11) * u.N + col19;
+        out[i369] = acc51;
     }
     if ((row11 < u.M) && (col20 < u.N)) {
-        let i418: u32 = (b4 * u.M + row11) * u.N + col20;
-        out[i418] = acc52;
+        let i370: u32 = (b4 * u.M + row11) * u.N + col20;
+        out[i370] = acc52;
     }
     if ((row11 < u.M) && (col21 < u.N)) {
-        let i419: u32 = (b4 * u.M + row11) * u.N + col21;
-        out[i419] = acc53;
+        let i371: u32 = (b4 * u.M + row11) * u.N + col21;
+        out[i371] = acc53;
     }
     if ((row11 < u.M) && (col22 < u.N)) {
-        let i420: u32 = (b4 * u.M + row11) * u.N + col22;
-        out[i420] = acc54;
+        let i372: u32 = (b4 * u.M + row11) * u.N + col22;
+        out[i372] = acc54;
     }
     if ((row11 < u.M) && (col23 < u.N)) {
-        let i421: u32 = (b4 * u.M + row11) * u.N + col23;
-        out[i421] = acc55;
+        let i373: u32 = (b4 * u.M + row11) * u.N + col23;
+        out[i373] = acc55;
     }
     if ((row12 < u.M) && (col16 < u.N)) {
-        let i422: u32 = (b4 * u.M + row12) * u.N + col16;
-        out[i422] = acc56;
+        let i374: u32 = (b4 * u.M + row12) * u.N + col16;
+        out[i374] = acc56;
     }
     if ((row12 < u.M) && (col17 < u.N)) {
-        let i423: u32 = (b4 * u.M + row12) * u.N + col17;
-        out[i423] = acc57;
+        let i375: u32 = (b4 * u.M + row12) * u.N + col17;
+        out[i375] = acc57;
     }
     if ((row12 < u.M) && (col18 < u.N)) {
-        let i424: u32 = (b4 * u.M + row12) * u.N + col18;
-        out[i424] = acc58;
+        let i376: u32 = (b4 * u.M + row12) * u.N + col18;
+        out[i376] = acc58;
     }
     if ((row12 < u.M) && (col19 < u.N)) {
-        let i425: u32 = (b4 * u.M + row12) * u.N + col19;
-        out[i425] = acc59;
+        let i377: u32 = (b4 * u.M + row12) * u.N + col19;
+        out[i377] = acc59;
     }
     if ((row12 < u.M) && (col20 < u.N)) {
-        let i426: u32 = (b4 * u.M + row12) * u.N + col20;
-        out[i426] = acc60;
+        let i378: u32 = (b4 * u.M + row12) * u.N + col20;
+        out[i378] = acc60;
     }
     if ((row12 < u.M) && (col21 < u.N)) {
-        let i427: u32 = (b4 * u.M + row12) * u.N + col21;
-        out[i427] = acc61;
+        let i379: u32 = (b4 * u.M + row12) * u.N + col21;
+        out[i379] = acc61;
     }
     if ((row12 < u.M) && (col22 < u.N)) {
-        let i428: u32 = (b4 * u.M + row12) * u.N + col22;
-        out[i428] = acc62;
+        let i380: u32 = (b4 * u.M + row12) * u.N + col22;
+        out[i380] = acc62;
     }
     if ((row12 < u.M) && (col23 < u.N)) {
-        let i429: u32 = (b4 * u.M + row12) * u.N + col23;
-        out[i429] = acc63;
+        let i381: u32 = (b4 * u.M + row12) * u.N + col23;
+        out[i381] = acc63;
     }
     if ((row13 < u.M) && (col16 < u.N)) {
-        let i430: u32 = (b4 * u.M + row13) * u.N + col16;
-        out[i430] = acc64;
+        let i382: u32 = (b4 * u.M + row13) * u.N + col16;
+        out[i382] = acc64;
     }
     if ((row13 < u.M) && (col17 < u.N)) {
-        let i431: u32 = (b4 * u.M + row13) * u.N + col17;
-        out[i431] = acc65;
+        let i383: u32 = (b4 * u.M + row13) * u.N + col17;
+        out[i383] = acc65;
     }
     if ((row13 < u.M) && (col18 < u.N)) {
-        let i432: u32 = (b4 * u.M + row13) * u.N + col18;
-        out[i432] = acc66;
+        let i384: u32 = (b4 * u.M + row13) * u.N + col18;
+        out[i384] = acc66;
     }
     if ((row13 < u.M) && (col19 < u.N)) {
-        let i433: u32 = (b4 * u.M + row13) * u.N + col19;
-        out[i433] = acc67;
+        let i385: u32 = (b4 * u.M + row13) * u.N + col19;
+        out[i385] = acc67;
     }
     if ((row13 < u.M) && (col20 < u.N)) {
-        let i434: u32 = (b4 * u.M + row13) * u.N + col20;
-        out[i434] = acc68;
+        let i386: u32 = (b4 * u.M + row13) * u.N + col20;
+        out[i386] = acc68;
     }
     if ((row13 < u.M) && (col21 < u.N)) {
-        let i435: u32 = (b4 * u.M + row13) * u.N + col21;
-        out[i435] = acc69;
+        let i387: u32 = (b4 * u.M + row13) * u.N + col21;
+        out[i387] = acc69;
     }
     if ((row13 < u.M) && (col22 < u.N)) {
-        let i436: u32 = (b4 * u.M + row13) * u.N + col22;
-        out[i436] = acc70;
+        let i388: u32 = (b4 * u.M + row13) * u.N + col22;
+        out[i388] = acc70;
     }
     if ((row13 < u.M) && (col23 < u.N)) {
-        let i437: u32 = (b4 * u.M + row13) * u.N + col23;
-        out[i437] = acc71;
+        let i389: u32 = (b4 * u.M + row13) * u.N + col23;
+        out[i389] = acc71;
     }
     if ((row14 < u.M) && (col16 < u.N)) {
-        let i438: u32 = (b4 * u.M + row14) * u.N + col16;
-        out[i438] = acc72;
+        let i390: u32 = (b4 * u.M + row14) * u.N + col16;
+        out[i390] = acc72;
     }
     if ((row14 < u.M) && (col17 < u.N)) {
-        let i439: u32 = (b4 * u.M + row14) * u.N + col17;
-        out[i439] = acc73;
+        let i391: u32 = (b4 * u.M + row14) * u.N + col17;
+        out[i391] = acc73;
     }
     if ((row14 < u.M) && (col18 < u.N)) {
-        let i440: u32 = (b4 * u.M + row14) * u.N + col18;
-        out[i440] = acc74;
+        let i392: u32 = (b4 * u.M + row14) * u.N + col18;
+        out[i392] = acc74;
     }
     if ((row14 < u.M) && (col19 < u.N)) {
-        let i441: u32 = (b4 * u.M + row14) * u.N + col19;
-        out[i441] = acc75;
+        let i393: u32 = (b4 * u.M + row14) * u.N + col19;
+        out[i393] = acc75;
     }
     if ((row14 < u.M) && (col20 < u.N)) {
-        let i442: u32 = (b4 * u.M + row14) * u.N + col20;
-        out[i442] = acc76;
+        let i394: u32 = (b4 * u.M + row14) * u.N + col20;
+        out[i394] = acc76;
     }
     if ((row14 < u.M) && (col21 < u.N)) {
-        let i443: u32 = (b4 * u.M + row14) * u.N + col21;
-        out[i443] = acc77;
+        let i395: u32 = (b4 * u.M + row14) * u.N + col21;
+        out[i395] = acc77;
     }
     if ((row14 < u.M) && (col22 < u.N)) {
-        let i444: u32 = (b4 * u.M + row14) * u.N + col22;
-        out[i444] = acc78;
+        let i396: u32 = (b4 * u.M + row14) * u.N + col22;
+        out[i396] = acc78;
     }
     if ((row14 < u.M) && (col23 < u.N)) {
-        let i445: u32 = (b4 * u.M + row14) * u.N + col23;
-        out[i445] = acc79;
+        let i397: u32 = (b4 * u.M + row14) * u.N + col23;
+        out[i397] = acc79;
     }
     if ((row15 < u.M) && (col16 < u.N)) {
-        let i446: u32 = (b4 * u.M + row15) * u.N + col16;
-        out[i446] = acc80;
+        let i398: u32 = (b4 * u.M + row15) * u.N + col16;
+        out[i398] = acc80;
     }
     if ((row15 < u.M) && (col17 < u.N)) {
-        let i447: u32 = (b4 * u.M + row15) * u.N + col17;
-        out[i447] = acc81;
+        let i399: u32 = (b4 * u.M + row15) * u.N + col17;
+        out[i399] = acc81;
     }
     if ((row15 < u.M) && (col18 < u.N)) {
-        let i448: u32 = (b4 * u.M + row15) * u.N + col18;
-        out[i448] = acc82;
+        let i400: u32 = (b4 * u.M + row15) * u.N + col18;
+        out[i400] = acc82;
     }
     if ((row15 < u.M) && (col19 < u.N)) {
-        let i449: u32 = (b4 * u.M + row15) * u.N + col19;
-        out[i449] = acc83;
+        let i401: u32 = (b4 * u.M + row15) * u.N + col19;
+        out[i401] = acc83;
     }
     if ((row15 < u.M) && (col20 < u.N)) {
-        let i450: u32 = (b4 * u.M + row15) * u.N + col20;
-        out[i450] = acc84;
+        let i402: u32 = (b4 * u.M + row15) * u.N + col20;
+        out[i402] = acc84;
     }
     if ((row15 < u.M) && (col21 < u.N)) {
-        let i451: u32 = (b4 * u.M + row15) * u.N + col21;
-        out[i451] = acc85;
+        let i403: u32 = (b4 * u.M + row15) * u.N + col21;
+        out[i403] = acc85;
     }
     if ((row15 < u.M) && (col22 < u.N)) {
-        let i452: u32 = (b4 * u.M + row15) * u.N + col22;
-        out[i452] = acc86;
+        let i404: u32 = (b4 * u.M + row15) * u.N + col22;
+        out[i404] = acc86;
     }
     if ((row15 < u.M) && (col23 < u.N)) {
-        let i453: u32 = (b4 * u.M + row15) * u.N + col23;
-        out[i453] = acc87;
+        let i405: u32 = (b4 * u.M + row15) * u.N + col23;
+        out[i405] = acc87;
     }
 }

@@ -115,10 +115,6 @@ fn two_contracted_0_matmul(
     let ar89: u32 = row4 + (am87 + 32u);
     let ar90: u32 = row4 + (am87 + 64u);
     let ar91: u32 = row4 + (am87 + 96u);
-    let ab92: u32 = ar88 * (u.D * u.K);
-    let ab93: u32 = ar89 * (u.D * u.K);
-    let ab94: u32 = ar90 * (u.D * u.K);
-    let ab95: u32 = ar91 * (u.D * u.K);
     let aok96: bool = ar88 < u.M;
     let aok97: bool = ar89 < u.M;
     let aok98: bool = ar90 < u.M;
@@ -127,210 +123,461 @@ fn two_contracted_0_matmul(
     let bk101: u32 = t3 >> 7u;
     let bn102: u32 = col5 + (t3 & 127u);
     let bok103: bool = bn102 < u.N;
-    let bs104: u32 = 2u * u.N;
-    let bs105: u32 = 4u * u.N;
-    let bs106: u32 = 6u * u.N;
     let kok107: bool = ak86 < u.D * u.K;
-    let i108: u32 = (ab92 + ak86) % u.D;
-    let i109: u32 = (ab92 + ak86) / u.D;
-    let i110: u32 = i109 % u.K;
-    let i111: u32 = i109 / u.K;
-    let i112: u32 = (i110 * u.D + i108) * u.M + i111;
+    let i108: u32 = ak86 * u.M + ar88;
     if (aok96 && kok107) {
-        a_tile[as100] = b[i112];
+        a_tile[as100] = b[i108];
     } else {
         a_tile[as100] = 0.0f;
     }
-    let i114: u32 = (ab93 + ak86) % u.D;
-    let i115: u32 = (ab93 + ak86) / u.D;
-    let i116: u32 = i115 % u.K;
-    let i117: u32 = i115 / u.K;
-    let i118: u32 = (i116 * u.D + i114) * u.M + i117;
+    let i110: u32 = ak86 * u.M + ar89;
     if (aok97 && kok107) {
-        a_tile[as100 + 32u] = b[i118];
+        a_tile[as100 + 32u] = b[i110];
     } else {
         a_tile[as100 + 32u] = 0.0f;
     }
-    let i120: u32 = (ab94 + ak86) % u.D;
-    let i121: u32 = (ab94 + ak86) / u.D;
-    let i122: u32 = i121 % u.K;
-    let i123: u32 = i121 / u.K;
-    let i124: u32 = (i122 * u.D + i120) * u.M + i123;
+    let i112: u32 = ak86 * u.M + ar90;
     if (aok98 && kok107) {
-        a_tile[as100 + 64u] = b[i124];
+        a_tile[as100 + 64u] = b[i112];
     } else {
         a_tile[as100 + 64u] = 0.0f;
     }
-    let i126: u32 = (ab95 + ak86) % u.D;
-    let i127: u32 = (ab95 + ak86) / u.D;
-    let i128: u32 = i127 % u.K;
-    let i129: u32 = i127 / u.K;
-    let i130: u32 = (i128 * u.D + i126) * u.M + i129;
+    let i114: u32 = ak86 * u.M + ar91;
     if (aok99 && kok107) {
-        a_tile[as100 + 96u] = b[i130];
+        a_tile[as100 + 96u] = b[i114];
     } else {
         a_tile[as100 + 96u] = 0.0f;
     }
-    let bi132: u32 = bk101 * u.N + bn102;
-    let i133: u32 = bi132 % u.N;
-    let i134: u32 = bi132 / u.N;
-    let i135: u32 = i134 % u.D;
-    let i136: u32 = i134 / u.D;
-    let i137: u32 = (i133 * u.K + i136) * u.D + i135;
+    let i117: u32 = bn102 * (u.D * u.K) + bk101;
     if ((bk101 < u.D * u.K) && bok103) {
-        b_tile[t3] = a[i137];
+        b_tile[t3] = a[i117];
     } else {
         b_tile[t3] = 0.0f;
     }
-    let kb139: u32 = bk101 + 2u;
-    let i140: u32 = (bi132 + bs104) % u.N;
-    let i141: u32 = (bi132 + bs104) / u.N;
-    let i142: u32 = i141 % u.D;
-    let i143: u32 = i141 / u.D;
-    let i144: u32 = (i140 * u.K + i143) * u.D + i142;
-    if ((kb139 < u.D * u.K) && bok103) {
-        b_tile[t3 + 256u] = a[i144];
+    let kb119: u32 = bk101 + 2u;
+    let i120: u32 = bn102 * (u.D * u.K) + kb119;
+    if ((kb119 < u.D * u.K) && bok103) {
+        b_tile[t3 + 256u] = a[i120];
     } else {
         b_tile[t3 + 256u] = 0.0f;
     }
-    let kb146: u32 = bk101 + 4u;
-    let i147: u32 = (bi132 + bs105) % u.N;
-    let i148: u32 = (bi132 + bs105) / u.N;
-    let i149: u32 = i148 % u.D;
-    let i150: u32 = i148 / u.D;
-    let i151: u32 = (i147 * u.K + i150) * u.D + i149;
-    if ((kb146 < u.D * u.K) && bok103) {
-        b_tile[t3 + 512u] = a[i151];
+    let kb122: u32 = bk101 + 4u;
+    let i123: u32 = bn102 * (u.D * u.K) + kb122;
+    if ((kb122 < u.D * u.K) && bok103) {
+        b_tile[t3 + 512u] = a[i123];
     } else {
         b_tile[t3 + 512u] = 0.0f;
     }
-    let kb153: u32 = bk101 + 6u;
-    let i154: u32 = (bi132 + bs106) % u.N;
-    let i155: u32 = (bi132 + bs106) / u.N;
-    let i156: u32 = i155 % u.D;
-    let i157: u32 = i155 / u.D;
-    let i158: u32 = (i154 * u.K + i157) * u.D + i156;
-    if ((kb153 < u.D * u.K) && bok103) {
-        b_tile[t3 + 768u] = a[i158];
+    let kb125: u32 = bk101 + 6u;
+    let i126: u32 = bn102 * (u.D * u.K) + kb125;
+    if ((kb125 < u.D * u.K) && bok103) {
+        b_tile[t3 + 768u] = a[i126];
     } else {
         b_tile[t3 + 768u] = 0.0f;
     }
     workgroupBarrier();
-    let ly160: u32 = lid.y * 4u;
-    let lx161: u32 = lid.x * 4u;
-    for (var k0_162: u32 = 0u; k0_162 < u.D * u.K; k0_162 += 8u) {
-        let cur163: u32 = (k0_162 << 7u) & 1024u;
-        let nxt164: u32 = cur163 ^ 1024u;
-        let kn165: u32 = k0_162 + 8u;
-        if (kn165 < u.D * u.K) {
-            let ka166: u32 = kn165 + ak86;
-            let kok167: bool = ka166 < u.D * u.K;
-            let sa168: u32 = nxt164 + as100;
-            let i169: u32 = (ab92 + ka166) % u.D;
-            let i170: u32 = (ab92 + ka166) / u.D;
-            let i171: u32 = i170 % u.K;
-            let i172: u32 = i170 / u.K;
-            let i173: u32 = (i171 * u.D + i169) * u.M + i172;
-            if (aok96 && kok167) {
-                a_tile[sa168] = b[i173];
+    let ly128: u32 = lid.y * 4u;
+    let lx129: u32 = lid.x * 4u;
+    for (var k0_130: u32 = 0u; k0_130 < u.D * u.K; k0_130 += 8u) {
+        let cur131: u32 = (k0_130 << 7u) & 1024u;
+        let nxt132: u32 = cur131 ^ 1024u;
+        let kn133: u32 = k0_130 + 8u;
+        if (kn133 < u.D * u.K) {
+            let ka134: u32 = kn133 + ak86;
+            let kok135: bool = ka134 < u.D * u.K;
+            let sa136: u32 = nxt132 + as100;
+            let i137: u32 = ka134 * u.M + ar88;
+            if (aok96 && kok135) {
+                a_tile[sa136] = b[i137];
             } else {
-                a_tile[sa168] = 0.0f;
+                a_tile[sa136] = 0.0f;
             }
-            let i175: u32 = (ab93 + ka166) % u.D;
-            let i176: u32 = (ab93 + ka166) / u.D;
-            let i177: u32 = i176 % u.K;
-            let i178: u32 = i176 / u.K;
-            let i179: u32 = (i177 * u.D + i175) * u.M + i178;
-            if (aok97 && kok167) {
-                a_tile[sa168 + 32u] = b[i179];
+            let i139: u32 = ka134 * u.M + ar89;
+            if (aok97 && kok135) {
+                a_tile[sa136 + 32u] = b[i139];
             } else {
-                a_tile[sa168 + 32u] = 0.0f;
+                a_tile[sa136 + 32u] = 0.0f;
             }
-            let i181: u32 = (ab94 + ka166) % u.D;
-            let i182: u32 = (ab94 + ka166) / u.D;
-            let i183: u32 = i182 % u.K;
-            let i184: u32 = i182 / u.K;
-            let i185: u32 = (i183 * u.D + i181) * u.M + i184;
-            if (aok98 && kok167) {
-                a_tile[sa168 + 64u] = b[i185];
+            let i141: u32 = ka134 * u.M + ar90;
+            if (aok98 && kok135) {
+                a_tile[sa136 + 64u] = b[i141];
             } else {
-                a_tile[sa168 + 64u] = 0.0f;
+                a_tile[sa136 + 64u] = 0.0f;
             }
-            let i187: u32 = (ab95 + ka166) % u.D;
-            let i188: u32 = (ab95 + ka166) / u.D;
-            let i189: u32 = i188 % u.K;
-            let i190: u32 = i188 / u.K;
-            let i191: u32 = (i189 * u.D + i187) * u.M + i190;
-            if (aok99 && kok167) {
-                a_tile[sa168 + 96u] = b[i191];
+            let i143: u32 = ka134 * u.M + ar91;
+            if (aok99 && kok135) {
+                a_tile[sa136 + 96u] = b[i143];
             } else {
-                a_tile[sa168 + 96u] = 0.0f;
+                a_tile[sa136 + 96u] = 0.0f;
             }
-            let kb193: u32 = kn165 + bk101;
-            let sb194: u32 = nxt164 + t3;
-            let bi195: u32 = kb193 * u.N + bn102;
-            let i196: u32 = bi195 % u.N;
-            let i197: u32 = bi195 / u.N;
-            let i198: u32 = i197 % u.D;
-            let i199: u32 = i197 / u.D;
-            let i200: u32 = (i196 * u.K + i199) * u.D + i198;
-            if ((kb193 < u.D * u.K) && bok103) {
-                b_tile[sb194] = a[i200];
+            let kb145: u32 = kn133 + bk101;
+            let sb146: u32 = nxt132 + t3;
+            let i148: u32 = bn102 * (u.D * u.K) + kb145;
+            if ((kb145 < u.D * u.K) && bok103) {
+                b_tile[sb146] = a[i148];
             } else {
-                b_tile[sb194] = 0.0f;
+                b_tile[sb146] = 0.0f;
             }
-            let kb202: u32 = kb193 + 2u;
-            let i203: u32 = (bi195 + bs104) % u.N;
-            let i204: u32 = (bi195 + bs104) / u.N;
-            let i205: u32 = i204 % u.D;
-            let i206: u32 = i204 / u.D;
-            let i207: u32 = (i203 * u.K + i206) * u.D + i205;
-            if ((kb202 < u.D * u.K) && bok103) {
-                b_tile[sb194 + 256u] = a[i207];
+            let kb150: u32 = kb145 + 2u;
+            let i151: u32 = bn102 * (u.D * u.K) + kb150;
+            if ((kb150 < u.D * u.K) && bok103) {
+                b_tile[sb146 + 256u] = a[i151];
             } else {
-                b_tile[sb194 + 256u] = 0.0f;
+                b_tile[sb146 + 256u] = 0.0f;
             }
-            let kb209: u32 = kb193 + 4u;
-            let i210: u32 = (bi195 + bs105) % u.N;
-            let i211: u32 = (bi195 + bs105) / u.N;
-            let i212: u32 = i211 % u.D;
-            let i213: u32 = i211 / u.D;
-            let i214: u32 = (i210 * u.K + i213) * u.D + i212;
-            if ((kb209 < u.D * u.K) && bok103) {
-                b_tile[sb194 + 512u] = a[i214];
+            let kb153: u32 = kb145 + 4u;
+            let i154: u32 = bn102 * (u.D * u.K) + kb153;
+            if ((kb153 < u.D * u.K) && bok103) {
+                b_tile[sb146 + 512u] = a[i154];
             } else {
-                b_tile[sb194 + 512u] = 0.0f;
+                b_tile[sb146 + 512u] = 0.0f;
             }
-            let kb216: u32 = kb193 + 6u;
-            let i217: u32 = (bi195 + bs106) % u.N;
-            let i218: u32 = (bi195 + bs106) / u.N;
-            let i219: u32 = i218 % u.D;
-            let i220: u32 = i218 / u.D;
-            let i221: u32 = (i217 * u.K + i220) * u.D + i219;
-            if ((kb216 < u.D * u.K) && bok103) {
-                b_tile[sb194 + 768u] = a[i221];
+            let kb156: u32 = kb145 + 6u;
+            let i157: u32 = bn102 * (u.D * u.K) + kb156;
+            if ((kb156 < u.D * u.K) && bok103) {
+                b_tile[sb146 + 768u] = a[i157];
             } else {
-                b_tile[sb194 + 768u] = 0.0f;
+                b_tile[sb146 + 768u] = 0.0f;
             }
         }
-        let ra223: u32 = cur163 + ly160;
-        let rb224: u32 = cur163 + lx161;
-        let a225: f32 = a_tile[ra223];
-        let a226: f32 = a_tile[ra223 + 1u];
-        let a227: f32 = a_tile[ra223 + 2u];
-        let a228: f32 = a_tile[ra223 + 3u];
-        let a229: f32 = a_tile[ra223 + 64u];
-        let a230: f32 = a_tile[ra223 + 64u + 1u];
-        let a231: f32 = a_tile[ra223 + 64u + 2u];
-        let a232: f32 = a_tile[ra223 + 64u + 3u];
-        let b233: f32 = b_tile[rb224];
-        let b234: f32 = b_tile[rb224 + 1u];
-        let b235: f32 = b_tile[rb224 + 2u];
-        let b236: f32 = b_tile[rb224 + 3u];
-        let b237: f32 = b_tile[rb224 + 64u];
-        let b238: f32 = b_tile[rb224 + 64u + 1u];
-        let b239: f32 = b_tile[rb224 + 64u + 2u];
-        let b240: f32 = b_tile[rb224 + 64u + 3u];
+        let ra159: u32 = cur131 + ly128;
+        let rb160: u32 = cur131 + lx129;
+        let a161: f32 = a_tile[ra159];
+        let a162: f32 = a_tile[ra159 + 1u];
+        let a163: f32 = a_tile[ra159 + 2u];
+        let a164: f32 = a_tile[ra159 + 3u];
+        let a165: f32 = a_tile[ra159 + 64u];
+        let a166: f32 = a_tile[ra159 + 64u + 1u];
+        let a167: f32 = a_tile[ra159 + 64u + 2u];
+        let a168: f32 = a_tile[ra159 + 64u + 3u];
+        let b169: f32 = b_tile[rb160];
+        let b170: f32 = b_tile[rb160 + 1u];
+        let b171: f32 = b_tile[rb160 + 2u];
+        let b172: f32 = b_tile[rb160 + 3u];
+        let b173: f32 = b_tile[rb160 + 64u];
+        let b174: f32 = b_tile[rb160 + 64u + 1u];
+        let b175: f32 = b_tile[rb160 + 64u + 2u];
+        let b176: f32 = b_tile[rb160 + 64u + 3u];
+        acc22 = fma(a161, b169, acc22);
+        acc23 = fma(a161, b170, acc23);
+        acc24 = fma(a161, b171, acc24);
+        acc25 = fma(a161, b172, acc25);
+        acc26 = fma(a161, b173, acc26);
+        acc27 = fma(a161, b174, acc27);
+        acc28 = fma(a161, b175, acc28);
+        acc29 = fma(a161, b176, acc29);
+        acc30 = fma(a162, b169, acc30);
+        acc31 = fma(a162, b170, acc31);
+        acc32 = fma(a162, b171, acc32);
+        acc33 = fma(a162, b172, acc33);
+        acc34 = fma(a162, b173, acc34);
+        acc35 = fma(a162, b174, acc35);
+        acc36 = fma(a162, b175, acc36);
+        acc37 = fma(a162, b176, acc37);
+        acc38 = fma(a163, b169, acc38);
+        acc39 = fma(a163, b170, acc39);
+        acc40 = fma(a163, b171, acc40);
+        acc41 = fma(a163, b172, acc41);
+        acc42 = fma(a163, b173, acc42);
+        acc43 = fma(a163, b174, acc43);
+        acc44 = fma(a163, b175, acc44);
+        acc45 = fma(a163, b176, acc45);
+        acc46 = fma(a164, b169, acc46);
+        acc47 = fma(a164, b170, acc47);
+        acc48 = fma(a164, b171, acc48);
+        acc49 = fma(a164, b172, acc49);
+        acc50 = fma(a164, b173, acc50);
+        acc51 = fma(a164, b174, acc51);
+        acc52 = fma(a164, b175, acc52);
+        acc53 = fma(a164, b176, acc53);
+        acc54 = fma(a165, b169, acc54);
+        acc55 = fma(a165, b170, acc55);
+        acc56 = fma(a165, b171, acc56);
+        acc57 = fma(a165, b172, acc57);
+        acc58 = fma(a165, b173, acc58);
+        acc59 = fma(a165, b174, acc59);
+        acc60 = fma(a165, b175, acc60);
+        acc61 = fma(a165, b176, acc61);
+        acc62 = fma(a166, b169, acc62);
+        acc63 = fma(a166, b170, acc63);
+        acc64 = fma(a166, b171, acc64);
+        acc65 = fma(a166, b172, acc65);
+        acc66 = fma(a166, b173, acc66);
+        acc67 = fma(a166, b174, acc67);
+        acc68 = fma(a166, b175, acc68);
+        acc69 = fma(a166, b176, acc69);
+        acc70 = fma(a167, b169, acc70);
+        acc71 = fma(a167, b170, acc71);
+        acc72 = fma(a167, b171, acc72);
+        acc73 = fma(a167, b172, acc73);
+        acc74 = fma(a167, b173, acc74);
+        acc75 = fma(a167, b174, acc75);
+        acc76 = fma(a167, b175, acc76);
+        acc77 = fma(a167, b176, acc77);
+        acc78 = fma(a168, b169, acc78);
+        acc79 = fma(a168, b170, acc79);
+        acc80 = fma(a168, b171, acc80);
+        acc81 = fma(a168, b172, acc81);
+        acc82 = fma(a168, b173, acc82);
+        acc83 = fma(a168, b174, acc83);
+        acc84 = fma(a168, b175, acc84);
+        acc85 = fma(a168, b176, acc85);
+        let a177: f32 = a_tile[ra159 + 128u];
+        let a178: f32 = a_tile[ra159 + 128u + 1u];
+        let a179: f32 = a_tile[ra159 + 128u + 2u];
+        let a180: f32 = a_tile[ra159 + 128u + 3u];
+        let a181: f32 = a_tile[ra159 + 192u];
+        let a182: f32 = a_tile[ra159 + 192u + 1u];
+        let a183: f32 = a_tile[ra159 + 192u + 2u];
+        let a184: f32 = a_tile[ra159 + 192u + 3u];
+        let b185: f32 = b_tile[rb160 + 128u];
+        let b186: f32 = b_tile[rb160 + 128u + 1u];
+        let b187: f32 = b_tile[rb160 + 128u + 2u];
+        let b188: f32 = b_tile[rb160 + 128u + 3u];
+        let b189: f32 = b_tile[rb160 + 192u];
+        let b190: f32 = b_tile[rb160 + 192u + 1u];
+        let b191: f32 = b_tile[rb160 + 192u + 2u];
+        let b192: f32 = b_tile[rb160 + 192u + 3u];
+        acc22 = fma(a177, b185, acc22);
+        acc23 = fma(a177, b186, acc23);
+        acc24 = fma(a177, b187, acc24);
+        acc25 = fma(a177, b188, acc25);
+        acc26 = fma(a177, b189, acc26);
+        acc27 = fma(a177, b190, acc27);
+        acc28 = fma(a177, b191, acc28);
+        acc29 = fma(a177, b192, acc29);
+        acc30 = fma(a178, b185, acc30);
+        acc31 = fma(a178, b186, acc31);
+        acc32 = fma(a178, b187, acc32);
+        acc33 = fma(a178, b188, acc33);
+        acc34 = fma(a178, b189, acc34);
+        acc35 = fma(a178, b190, acc35);
+        acc36 = fma(a178, b191, acc36);
+        acc37 = fma(a178, b192, acc37);
+        acc38 = fma(a179, b185, acc38);
+        acc39 = fma(a179, b186, acc39);
+        acc40 = fma(a179, b187, acc40);
+        acc41 = fma(a179, b188, acc41);
+        acc42 = fma(a179, b189, acc42);
+        acc43 = fma(a179, b190, acc43);
+        acc44 = fma(a179, b191, acc44);
+        acc45 = fma(a179, b192, acc45);
+        acc46 = fma(a180, b185, acc46);
+        acc47 = fma(a180, b186, acc47);
+        acc48 = fma(a180, b187, acc48);
+        acc49 = fma(a180, b188, acc49);
+        acc50 = fma(a180, b189, acc50);
+        acc51 = fma(a180, b190, acc51);
+        acc52 = fma(a180, b191, acc52);
+        acc53 = fma(a180, b192, acc53);
+        acc54 = fma(a181, b185, acc54);
+        acc55 = fma(a181, b186, acc55);
+        acc56 = fma(a181, b187, acc56);
+        acc57 = fma(a181, b188, acc57);
+        acc58 = fma(a181, b189, acc58);
+        acc59 = fma(a181, b190, acc59);
+        acc60 = fma(a181, b191, acc60);
+        acc61 = fma(a181, b192, acc61);
+        acc62 = fma(a182, b185, acc62);
+        acc63 = fma(a182, b186, acc63);
+        acc64 = fma(a182, b187, acc64);
+        acc65 = fma(a182, b188, acc65);
+        acc66 = fma(a182, b189, acc66);
+        acc67 = fma(a182, b190, acc67);
+        acc68 = fma(a182, b191, acc68);
+        acc69 = fma(a182, b192, acc69);
+        acc70 = fma(a183, b185, acc70);
+        acc71 = fma(a183, b186, acc71);
+        acc72 = fma(a183, b187, acc72);
+        acc73 = fma(a183, b188, acc73);
+        acc74 = fma(a183, b189, acc74);
+        acc75 = fma(a183, b190, acc75);
+        acc76 = fma(a183, b191, acc76);
+        acc77 = fma(a183, b192, acc77);
+        acc78 = fma(a184, b185, acc78);
+        acc79 = fma(a184, b186, acc79);
+        acc80 = fma(a184, b187, acc80);
+        acc81 = fma(a184, b188, acc81);
+        acc82 = fma(a184, b189, acc82);
+        acc83 = fma(a184, b190, acc83);
+        acc84 = fma(a184, b191, acc84);
+        acc85 = fma(a184, b192, acc85);
+        let a193: f32 = a_tile[ra159 + 256u];
+        let a194: f32 = a_tile[ra159 + 256u + 1u];
+        let a195: f32 = a_tile[ra159 + 256u + 2u];
+        let a196: f32 = a_tile[ra159 + 256u + 3u];
+        let a197: f32 = a_tile[ra159 + 320u];
+        let a198: f32 = a_tile[ra159 + 320u + 1u];
+        let a199: f32 = a_tile[ra159 + 320u + 2u];
+        let a200: f32 = a_tile[ra159 + 320u + 3u];
+        let b201: f32 = b_tile[rb160 + 256u];
+        let b202: f32 = b_tile[rb160 + 256u + 1u];
+        let b203: f32 = b_tile[rb160 + 256u + 2u];
+        let b204: f32 = b_tile[rb160 + 256u + 3u];
+        let b205: f32 = b_tile[rb160 + 320u];
+        let b206: f32 = b_tile[rb160 + 320u + 1u];
+        let b207: f32 = b_tile[rb160 + 320u + 2u];
+        let b208: f32 = b_tile[rb160 + 320u + 3u];
+        acc22 = fma(a193, b201, acc22);
+        acc23 = fma(a193, b202, acc23);
+        acc24 = fma(a193, b203, acc24);
+        acc25 = fma(a193, b204, acc25);
+        acc26 = fma(a193, b205, acc26);
+        acc27 = fma(a193, b206, acc27);
+        acc28 = fma(a193, b207, acc28);
+        acc29 = fma(a193, b208, acc29);
+        acc30 = fma(a194, b201, acc30);
+        acc31 = fma(a194, b202, acc31);
+        acc32 = fma(a194, b203, acc32);
+        acc33 = fma(a194, b204, acc33);
+        acc34 = fma(a194, b205, acc34);
+        acc35 = fma(a194, b206, acc35);
+        acc36 = fma(a194, b207, acc36);
+        acc37 = fma(a194, b208, acc37);
+        acc38 = fma(a195, b201, acc38);
+        acc39 = fma(a195, b202, acc39);
+        acc40 = fma(a195, b203, acc40);
+        acc41 = fma(a195, b204, acc41);
+        acc42 = fma(a195, b205, acc42);
+        acc43 = fma(a195, b206, acc43);
+        acc44 = fma(a195, b207, acc44);
+        acc45 = fma(a195, b208, acc45);
+        acc46 = fma(a196, b201, acc46);
+        acc47 = fma(a196, b202, acc47);
+        acc48 = fma(a196, b203, acc48);
+        acc49 = fma(a196, b204, acc49);
+        acc50 = fma(a196, b205, acc50);
+        acc51 = fma(a196, b206, acc51);
+        acc52 = fma(a196, b207, acc52);
+        acc53 = fma(a196, b208, acc53);
+        acc54 = fma(a197, b201, acc54);
+        acc55 = fma(a197, b202, acc55);
+        acc56 = fma(a197, b203, acc56);
+        acc57 = fma(a197, b204, acc57);
+        acc58 = fma(a197, b205, acc58);
+        acc59 = fma(a197, b206, acc59);
+        acc60 = fma(a197, b207, acc60);
+        acc61 = fma(a197, b208, acc61);
+        acc62 = fma(a198, b201, acc62);
+        acc63 = fma(a198, b202, acc63);
+        acc64 = fma(a198, b203, acc64);
+        acc65 = fma(a198, b204, acc65);
+        acc66 = fma(a198, b205, acc66);
+        acc67 = fma(a198, b206, acc67);
+        acc68 = fma(a198, b207, acc68);
+        acc69 = fma(a198, b208, acc69);
+        acc70 = fma(a199, b201, acc70);
+        acc71 = fma(a199, b202, acc71);
+        acc72 = fma(a199, b203, acc72);
+        acc73 = fma(a199, b204, acc73);
+        acc74 = fma(a199, b205, acc74);
+        acc75 = fma(a199, b206, acc75);
+        acc76 = fma(a199, b207, acc76);
+        acc77 = fma(a199, b208, acc77);
+        acc78 = fma(a200, b201, acc78);
+        acc79 = fma(a200, b202, acc79);
+        acc80 = fma(a200, b203, acc80);
+        acc81 = fma(a200, b204, acc81);
+        acc82 = fma(a200, b205, acc82);
+        acc83 = fma(a200, b206, acc83);
+        acc84 = fma(a200, b207, acc84);
+        acc85 = fma(a200, b208, acc85);
+        let a209: f32 = a_tile[ra159 + 384u];
+        let a210: f32 = a_tile[ra159 + 384u + 1u];
+        let a211: f32 = a_tile[ra159 + 384u + 2u];
+        let a212: f32 = a_tile[ra159 + 384u + 3u];
+        let a213: f32 = a_tile[ra159 + 448u];
+        let a214: f32 = a_tile[ra159 + 448u + 1u];
+        let a215: f32 = a_tile[ra159 + 448u + 2u];
+        let a216: f32 = a_tile[ra159 + 448u + 3u];
+        let b217: f32 = b_tile[rb160 + 384u];
+        let b218: f32 = b_tile[rb160 + 384u + 1u];
+        let b219: f32 = b_tile[rb160 + 384u + 2u];
+        let b220: f32 = b_tile[rb160 + 384u + 3u];
+        let b221: f32 = b_tile[rb160 + 448u];
+        let b222: f32 = b_tile[rb160 + 448u + 1u];
+        let b223: f32 = b_tile[rb160 + 448u + 2u];
+        let b224: f32 = b_tile[rb160 + 448u + 3u];
+        acc22 = fma(a209, b217, acc22);
+        acc23 = fma(a209, b218, acc23);
+        acc24 = fma(a209, b219, acc24);
+        acc25 = fma(a209, b220, acc25);
+        acc26 = fma(a209, b221, acc26);
+        acc27 = fma(a209, b222, acc27);
+        acc28 = fma(a209, b223, acc28);
+        acc29 = fma(a209, b224, acc29);
+        acc30 = fma(a210, b217, acc30);
+        acc31 = fma(a210, b218, acc31);
+        acc32 = fma(a210, b219, acc32);
+        acc33 = fma(a210, b220, acc33);
+        acc34 = fma(a210, b221, acc34);
+        acc35 = fma(a210, b222, acc35);
+        acc36 = fma(a210, b223, acc36);
+        acc37 = fma(a210, b224, acc37);
+        acc38 = fma(a211, b217, acc38);
+        acc39 = fma(a211, b218, acc39);
+        acc40 = fma(a211, b219, acc40);
+        acc41 = fma(a211, b220, acc41);
+        acc42 = fma(a211, b221, acc42);
+        acc43 = fma(a211, b222, acc43);
+        acc44 = fma(a211, b223, acc44);
+        acc45 = fma(a211, b224, acc45);
+        acc46 = fma(a212, b217, acc46);
+        acc47 = fma(a212, b218, acc47);
+        acc48 = fma(a212, b219, acc48);
+        acc49 = fma(a212, b220, acc49);
+        acc50 = fma(a212, b221, acc50);
+        acc51 = fma(a212, b222, acc51);
+        acc52 = fma(a212, b223, acc52);
+        acc53 = fma(a212, b224, acc53);
+        acc54 = fma(a213, b217, acc54);
+        acc55 = fma(a213, b218, acc55);
+        acc56 = fma(a213, b219, acc56);
+        acc57 = fma(a213, b220, acc57);
+        acc58 = fma(a213, b221, acc58);
+        acc59 = fma(a213, b222, acc59);
+        acc60 = fma(a213, b223, acc60);
+        acc61 = fma(a213, b224, acc61);
+        acc62 = fma(a214, b217, acc62);
+        acc63 = fma(a214, b218, acc63);
+        acc64 = fma(a214, b219, acc64);
+        acc65 = fma(a214, b220, acc65);
+        acc66 = fma(a214, b221, acc66);
+        acc67 = fma(a214, b222, acc67);
+        acc68 = fma(a214, b223, acc68);
+        acc69 = fma(a214, b224, acc69);
+        acc70 = fma(a215, b217, acc70);
+        acc71 = fma(a215, b218, acc71);
+        acc72 = fma(a215, b219, acc72);
+        acc73 = fma(a215, b220, acc73);
+        acc74 = fma(a215, b221, acc74);
+        acc75 = fma(a215, b222, acc75);
+        acc76 = fma(a215, b223, acc76);
+        acc77 = fma(a215, b224, acc77);
+        acc78 = fma(a216, b217, acc78);
+        acc79 = fma(a216, b218, acc79);
+        acc80 = fma(a216, b219, acc80);
+        acc81 = fma(a216, b220, acc81);
+        acc82 = fma(a216, b221, acc82);
+        acc83 = fma(a216, b222, acc83);
+        acc84 = fma(a216, b223, acc84);
+        acc85 = fma(a216, b224, acc85);
+        let a225: f32 = a_tile[ra159 + 512u];
+        let a226: f32 = a_tile[ra159 + 512u + 1u];
+        let a227: f32 = a_tile[ra159 + 512u + 2u];
+        let a228: f32 = a_tile[ra159 + 512u + 3u];
+        let a229: f32 = a_tile[ra159 + 576u];
+        let a230: f32 = a_tile[ra159 + 576u + 1u];
+        let a231: f32 = a_tile[ra159 + 576u + 2u];
+        let a232: f32 = a_tile[ra159 + 576u + 3u];
+        let b233: f32 = b_tile[rb160 + 512u];
+        let b234: f32 = b_tile[rb160 + 512u + 1u];
+        let b235: f32 = b_tile[rb160 + 512u + 2u];
+        let b236: f32 = b_tile[rb160 + 512u + 3u];
+        let b237: f32 = b_tile[rb160 + 576u];
+        let b238: f32 = b_tile[rb160 + 576u + 1u];
+        let b239: f32 = b_tile[rb160 + 576u + 2u];
+        let b240: f32 = b_tile[rb160 + 576u + 3u];
         acc22 = fma(a225, b233, acc22);
         acc23 = fma(a225, b234, acc23);
         acc24 = fma(a225, b235, acc24);
@@ -395,22 +642,22 @@ fn two_contracted_0_matmul(
         acc83 = fma(a232, b238, acc83);
         acc84 = fma(a232, b239, acc84);
         acc85 = fma(a232, b240, acc85);
-        let a241: f32 = a_tile[ra223 + 128u];
-        let a242: f32 = a_tile[ra223 + 128u + 1u];
-        let a243: f32 = a_tile[ra223 + 128u + 2u];
-        let a244: f32 = a_tile[ra223 + 128u + 3u];
-        let a245: f32 = a_tile[ra223 + 192u];
-        let a246: f32 = a_tile[ra223 + 192u + 1u];
-        let a247: f32 = a_tile[ra223 + 192u + 2u];
-        let a248: f32 = a_tile[ra223 + 192u + 3u];
-        let b249: f32 = b_tile[rb224 + 128u];
-        let b250: f32 = b_tile[rb224 + 128u + 1u];
-        let b251: f32 = b_tile[rb224 + 128u + 2u];
-        let b252: f32 = b_tile[rb224 + 128u + 3u];
-        let b253: f32 = b_tile[rb224 + 192u];
-        let b254: f32 = b_tile[rb224 + 192u + 1u];
-        let b255: f32 = b_tile[rb224 + 192u + 2u];
-        let b256: f32 = b_tile[rb224 + 192u + 3u];
+        let a241: f32 = a_tile[ra159 + 640u];
+        let a242: f32 = a_tile[ra159 + 640u + 1u];
+        let a243: f32 = a_tile[ra159 + 640u + 2u];
+        let a244: f32 = a_tile[ra159 + 640u + 3u];
+        let a245: f32 = a_tile[ra159 + 704u];
+        let a246: f32 = a_tile[ra159 + 704u + 1u];
+        let a247: f32 = a_tile[ra159 + 704u + 2u];
+        let a248: f32 = a_tile[ra159 + 704u + 3u];
+        let b249: f32 = b_tile[rb160 + 640u];
+        let b250: f32 = b_tile[rb160 + 640u + 1u];
+        let b251: f32 = b_tile[rb160 + 640u + 2u];
+        let b252: f32 = b_tile[rb160 + 640u + 3u];
+        let b253: f32 = b_tile[rb160 + 704u];
+        let b254: f32 = b_tile[rb160 + 704u + 1u];
+        let b255: f32 = b_tile[rb160 + 704u + 2u];
+        let b256: f32 = b_tile[rb160 + 704u + 3u];
         acc22 = fma(a241, b249, acc22);
         acc23 = fma(a241, b250, acc23);
         acc24 = fma(a241, b251, acc24);
@@ -475,22 +722,22 @@ fn two_contracted_0_matmul(
         acc83 = fma(a248, b254, acc83);
         acc84 = fma(a248, b255, acc84);
         acc85 = fma(a248, b256, acc85);
-        let a257: f32 = a_tile[ra223 + 256u];
-        let a258: f32 = a_tile[ra223 + 256u + 1u];
-        let a259: f32 = a_tile[ra223 + 256u + 2u];
-        let a260: f32 = a_tile[ra223 + 256u + 3u];
-        let a261: f32 = a_tile[ra223 + 320u];
-        let a262: f32 = a_tile[ra223 + 320u + 1u];
-        let a263: f32 = a_tile[ra223 + 320u + 2u];
-        let a264: f32 = a_tile[ra223 + 320u + 3u];
-        let b265: f32 = b_tile[rb224 + 256u];
-        let b266: f32 = b_tile[rb224 + 256u + 1u];
-        let b267: f32 = b_tile[rb224 + 256u + 2u];
-        let b268: f32 = b_tile[rb224 + 256u + 3u];
-        let b269: f32 = b_tile[rb224 + 320u];
-        let b270: f32 = b_tile[rb224 + 320u + 1u];
-        let b271: f32 = b_tile[rb224 + 320u + 2u];
-        let b272: f32 = b_tile[rb224 + 320u + 3u];
+        let a257: f32 = a_tile[ra159 + 768u];
+        let a258: f32 = a_tile[ra159 + 768u + 1u];
+        let a259: f32 = a_tile[ra159 + 768u + 2u];
+        let a260: f32 = a_tile[ra159 + 768u + 3u];
+        let a261: f32 = a_tile[ra159 + 832u];
+        let a262: f32 = a_tile[ra159 + 832u + 1u];
+        let a263: f32 = a_tile[ra159 + 832u + 2u];
+        let a264: f32 = a_tile[ra159 + 832u + 3u];
+        let b265: f32 = b_tile[rb160 + 768u];
+        let b266: f32 = b_tile[rb160 + 768u + 1u];
+        let b267: f32 = b_tile[rb160 + 768u + 2u];
+        let b268: f32 = b_tile[rb160 + 768u + 3u];
+        let b269: f32 = b_tile[rb160 + 832u];
+        let b270: f32 = b_tile[rb160 + 832u + 1u];
+        let b271: f32 = b_tile[rb160 + 832u + 2u];
+        let b272: f32 = b_tile[rb160 + 832u + 3u];
         acc22 = fma(a257, b265, acc22);
         acc23 = fma(a257, b266, acc23);
         acc24 = fma(a257, b267, acc24);
@@ -555,22 +802,22 @@ fn two_contracted_0_matmul(
         acc83 = fma(a264, b270, acc83);
         acc84 = fma(a264, b271, acc84);
         acc85 = fma(a264, b272, acc85);
-        let a273: f32 = a_tile[ra223 + 384u];
-        let a274: f32 = a_tile[ra223 + 384u + 1u];
-        let a275: f32 = a_tile[ra223 + 384u + 2u];
-        let a276: f32 = a_tile[ra223 + 384u + 3u];
-        let a277: f32 = a_tile[ra223 + 448u];
-        let a278: f32 = a_tile[ra223 + 448u + 1u];
-        let a279: f32 = a_tile[ra223 + 448u + 2u];
-        let a280: f32 = a_tile[ra223 + 448u + 3u];
-        let b281: f32 = b_tile[rb224 + 384u];
-        let b282: f32 = b_tile[rb224 + 384u + 1u];
-        let b283: f32 = b_tile[rb224 + 384u + 2u];
-        let b284: f32 = b_tile[rb224 + 384u + 3u];
-        let b285: f32 = b_tile[rb224 + 448u];
-        let b286: f32 = b_tile[rb224 + 448u + 1u];
-        let b287: f32 = b_tile[rb224 + 448u + 2u];
-        let b288: f32 = b_tile[rb224 + 448u + 3u];
+        let a273: f32 = a_tile[ra159 + 896u];
+        let a274: f32 = a_tile[ra159 + 896u + 1u];
+        let a275: f32 = a_tile[ra159 + 896u + 2u];
+        let a276: f32 = a_tile[ra159 + 896u + 3u];
+        let a277: f32 = a_tile[ra159 + 960u];
+        let a278: f32 = a_tile[ra159 + 960u + 1u];
+        let a279: f32 = a_tile[ra159 + 960u + 2u];
+        let a280: f32 = a_tile[ra159 + 960u + 3u];
+        let b281: f32 = b_tile[rb160 + 896u];
+        let b282: f32 = b_tile[rb160 + 896u + 1u];
+        let b283: f32 = b_tile[rb160 + 896u + 2u];
+        let b284: f32 = b_tile[rb160 + 896u + 3u];
+        let b285: f32 = b_tile[rb160 + 960u];
+        let b286: f32 = b_tile[rb160 + 960u + 1u];
+        let b287: f32 = b_tile[rb160 + 960u + 2u];
+        let b288: f32 = b_tile[rb160 + 960u + 3u];
         acc22 = fma(a273, b281, acc22);
         acc23 = fma(a273, b282, acc23);
         acc24 = fma(a273, b283, acc24);
@@ -635,582 +882,262 @@ fn two_contracted_0_matmul(
         acc83 = fma(a280, b286, acc83);
         acc84 = fma(a280, b287, acc84);
         acc85 = fma(a280, b288, acc85);
-        let a289: f32 = a_tile[ra223 + 512u];
-        let a290: f32 = a_tile[ra223 + 512u + 1u];
-        let a291: f32 = a_tile[ra223 + 512u + 2u];
-        let a292: f32 = a_tile[ra223 + 512u + 3u];
-        let a293: f32 = a_tile[ra223 + 576u];
-        let a294: f32 = a_tile[ra223 + 576u + 1u];
-        let a295: f32 = a_tile[ra223 + 576u + 2u];
-        let a296: f32 = a_tile[ra223 + 576u + 3u];
-        let b297: f32 = b_tile[rb224 + 512u];
-        let b298: f32 = b_tile[rb224 + 512u + 1u];
-        let b299: f32 = b_tile[rb224 + 512u + 2u];
-        let b300: f32 = b_tile[rb224 + 512u + 3u];
-        let b301: f32 = b_tile[rb224 + 576u];
-        let b302: f32 = b_tile[rb224 + 576u + 1u];
-        let b303: f32 = b_tile[rb224 + 576u + 2u];
-        let b304: f32 = b_tile[rb224 + 576u + 3u];
-        acc22 = fma(a289, b297, acc22);
-        acc23 = fma(a289, b298, acc23);
-        acc24 = fma(a289, b299, acc24);
-        acc25 = fma(a289, b300, acc25);
-        acc26 = fma(a289, b301, acc26);
-        acc27 = fma(a289, b302, acc27);
-        acc28 = fma(a289, b303, acc28);
-        acc29 = fma(a289, b304, acc29);
-        acc30 = fma(a290, b297, acc30);
-        acc31 = fma(a290, b298, acc31);
-        acc32 = fma(a290, b299, acc32);
-        acc33 = fma(a290, b300, acc33);
-        acc34 = fma(a290, b301, acc34);
-        acc35 = fma(a290, b302, acc35);
-        acc36 = fma(a290, b303, acc36);
-        acc37 = fma(a290, b304, acc37);
-        acc38 = fma(a291, b297, acc38);
-        acc39 = fma(a291, b298, acc39);
-        acc40 = fma(a291, b299, acc40);
-        acc41 = fma(a291, b300, acc41);
-        acc42 = fma(a291, b301, acc42);
-        acc43 = fma(a291, b302, acc43);
-        acc44 = fma(a291, b303, acc44);
-        acc45 = fma(a291, b304, acc45);
-        acc46 = fma(a292, b297, acc46);
-        acc47 = fma(a292, b298, acc47);
-        acc48 = fma(a292, b299, acc48);
-        acc49 = fma(a292, b300, acc49);
-        acc50 = fma(a292, b301, acc50);
-        acc51 = fma(a292, b302, acc51);
-        acc52 = fma(a292, b303, acc52);
-        acc53 = fma(a292, b304, acc53);
-        acc54 = fma(a293, b297, acc54);
-        acc55 = fma(a293, b298, acc55);
-        acc56 = fma(a293, b299, acc56);
-        acc57 = fma(a293, b300, acc57);
-        acc58 = fma(a293, b301, acc58);
-        acc59 = fma(a293, b302, acc59);
-        acc60 = fma(a293, b303, acc60);
-        acc61 = fma(a293, b304, acc61);
-        acc62 = fma(a294, b297, acc62);
-        acc63 = fma(a294, b298, acc63);
-        acc64 = fma(a294, b299, acc64);
-        acc65 = fma(a294, b300, acc65);
-        acc66 = fma(a294, b301, acc66);
-        acc67 = fma(a294, b302, acc67);
-        acc68 = fma(a294, b303, acc68);
-        acc69 = fma(a294, b304, acc69);
-        acc70 = fma(a295, b297, acc70);
-        acc71 = fma(a295, b298, acc71);
-        acc72 = fma(a295, b299, acc72);
-        acc73 = fma(a295, b300, acc73);
-        acc74 = fma(a295, b301, acc74);
-        acc75 = fma(a295, b302, acc75);
-        acc76 = fma(a295, b303, acc76);
-        acc77 = fma(a295, b304, acc77);
-        acc78 = fma(a296, b297, acc78);
-        acc79 = fma(a296, b298, acc79);
-        acc80 = fma(a296, b299, acc80);
-        acc81 = fma(a296, b300, acc81);
-        acc82 = fma(a296, b301, acc82);
-        acc83 = fma(a296, b302, acc83);
-        acc84 = fma(a296, b303, acc84);
-        acc85 = fma(a296, b304, acc85);
-        let a305: f32 = a_tile[ra223 + 640u];
-        let a306: f32 = a_tile[ra223 + 640u + 1u];
-        let a307: f32 = a_tile[ra223 + 640u + 2u];
-        let a308: f32 = a_tile[ra223 + 640u + 3u];
-        let a309: f32 = a_tile[ra223 + 704u];
-        let a310: f32 = a_tile[ra223 + 704u + 1u];
-        let a311: f32 = a_tile[ra223 + 704u + 2u];
-        let a312: f32 = a_tile[ra223 + 704u + 3u];
-        let b313: f32 = b_tile[rb224 + 640u];
-        let b314: f32 = b_tile[rb224 + 640u + 1u];
-        let b315: f32 = b_tile[rb224 + 640u + 2u];
-        let b316: f32 = b_tile[rb224 + 640u + 3u];
-        let b317: f32 = b_tile[rb224 + 704u];
-        let b318: f32 = b_tile[rb224 + 704u + 1u];
-        let b319: f32 = b_tile[rb224 + 704u + 2u];
-        let b320: f32 = b_tile[rb224 + 704u + 3u];
-        acc22 = fma(a305, b313, acc22);
-        acc23 = fma(a305, b314, acc23);
-        acc24 = fma(a305, b315, acc24);
-        acc25 = fma(a305, b316, acc25);
-        acc26 = fma(a305, b317, acc26);
-        acc27 = fma(a305, b318, acc27);
-        acc28 = fma(a305, b319, acc28);
-        acc29 = fma(a305, b320, acc29);
-        acc30 = fma(a306, b313, acc30);
-        acc31 = fma(a306, b314, acc31);
-        acc32 = fma(a306, b315, acc32);
-        acc33 = fma(a306, b316, acc33);
-        acc34 = fma(a306, b317, acc34);
-        acc35 = fma(a306, b318, acc35);
-        acc36 = fma(a306, b319, acc36);
-        acc37 = fma(a306, b320, acc37);
-        acc38 = fma(a307, b313, acc38);
-        acc39 = fma(a307, b314, acc39);
-        acc40 = fma(a307, b315, acc40);
-        acc41 = fma(a307, b316, acc41);
-        acc42 = fma(a307, b317, acc42);
-        acc43 = fma(a307, b318, acc43);
-        acc44 = fma(a307, b319, acc44);
-        acc45 = fma(a307, b320, acc45);
-        acc46 = fma(a308, b313, acc46);
-        acc47 = fma(a308, b314, acc47);
-        acc48 = fma(a308, b315, acc48);
-        acc49 = fma(a308, b316, acc49);
-        acc50 = fma(a308, b317, acc50);
-        acc51 = fma(a308, b318, acc51);
-        acc52 = fma(a308, b319, acc52);
-        acc53 = fma(a308, b320, acc53);
-        acc54 = fma(a309, b313, acc54);
-        acc55 = fma(a309, b314, acc55);
-        acc56 = fma(a309, b315, acc56);
-        acc57 = fma(a309, b316, acc57);
-        acc58 = fma(a309, b317, acc58);
-        acc59 = fma(a309, b318, acc59);
-        acc60 = fma(a309, b319, acc60);
-        acc61 = fma(a309, b320, acc61);
-        acc62 = fma(a310, b313, acc62);
-        acc63 = fma(a310, b314, acc63);
-        acc64 = fma(a310, b315, acc64);
-        acc65 = fma(a310, b316, acc65);
-        acc66 = fma(a310, b317, acc66);
-        acc67 = fma(a310, b318, acc67);
-        acc68 = fma(a310, b319, acc68);
-        acc69 = fma(a310, b320, acc69);
-        acc70 = fma(a311, b313, acc70);
-        acc71 = fma(a311, b314, acc71);
-        acc72 = fma(a311, b315, acc72);
-        acc73 = fma(a311, b316, acc73);
-        acc74 = fma(a311, b317, acc74);
-        acc75 = fma(a311, b318, acc75);
-        acc76 = fma(a311, b319, acc76);
-        acc77 = fma(a311, b320, acc77);
-        acc78 = fma(a312, b313, acc78);
-        acc79 = fma(a312, b314, acc79);
-        acc80 = fma(a312, b315, acc80);
-        acc81 = fma(a312, b316, acc81);
-        acc82 = fma(a312, b317, acc82);
-        acc83 = fma(a312, b318, acc83);
-        acc84 = fma(a312, b319, acc84);
-        acc85 = fma(a312, b320, acc85);
-        let a321: f32 = a_tile[ra223 + 768u];
-        let a322: f32 = a_tile[ra223 + 768u + 1u];
-        let a323: f32 = a_tile[ra223 + 768u + 2u];
-        let a324: f32 = a_tile[ra223 + 768u + 3u];
-        let a325: f32 = a_tile[ra223 + 832u];
-        let a326: f32 = a_tile[ra223 + 832u + 1u];
-        let a327: f32 = a_tile[ra223 + 832u + 2u];
-        let a328: f32 = a_tile[ra223 + 832u + 3u];
-        let b329: f32 = b_tile[rb224 + 768u];
-        let b330: f32 = b_tile[rb224 + 768u + 1u];
-        let b331: f32 = b_tile[rb224 + 768u + 2u];
-        let b332: f32 = b_tile[rb224 + 768u + 3u];
-        let b333: f32 = b_tile[rb224 + 832u];
-        let b334: f32 = b_tile[rb224 + 832u + 1u];
-        let b335: f32 = b_tile[rb224 + 832u + 2u];
-        let b336: f32 = b_tile[rb224 + 832u + 3u];
-        acc22 = fma(a321, b329, acc22);
-        acc23 = fma(a321, b330, acc23);
-        acc24 = fma(a321, b331, acc24);
-        acc25 = fma(a321, b332, acc25);
-        acc26 = fma(a321, b333, acc26);
-        acc27 = fma(a321, b334, acc27);
-        acc28 = fma(a321, b335, acc28);
-        acc29 = fma(a321, b336, acc29);
-        acc30 = fma(a322, b329, acc30);
-        acc31 = fma(a322, b330, acc31);
-        acc32 = fma(a322, b331, acc32);
-        acc33 = fma(a322, b332, acc33);
-        acc34 = fma(a322, b333, acc34);
-        acc35 = fma(a322, b334, acc35);
-        acc36 = fma(a322, b335, acc36);
-        acc37 = fma(a322, b336, acc37);
-        acc38 = fma(a323, b329, acc38);
-        acc39 = fma(a323, b330, acc39);
-        acc40 = fma(a323, b331, acc40);
-        acc41 = fma(a323, b332, acc41);
-        acc42 = fma(a323, b333, acc42);
-        acc43 = fma(a323, b334, acc43);
-        acc44 = fma(a323, b335, acc44);
-        acc45 = fma(a323, b336, acc45);
-        acc46 = fma(a324, b329, acc46);
-        acc47 = fma(a324, b330, acc47);
-        acc48 = fma(a324, b331, acc48);
-        acc49 = fma(a324, b332, acc49);
-        acc50 = fma(a324, b333, acc50);
-        acc51 = fma(a324, b334, acc51);
-        acc52 = fma(a324, b335, acc52);
-        acc53 = fma(a324, b336, acc53);
-        acc54 = fma(a325, b329, acc54);
-        acc55 = fma(a325, b330, acc55);
-        acc56 = fma(a325, b331, acc56);
-        acc57 = fma(a325, b332, acc57);
-        acc58 = fma(a325, b333, acc58);
-        acc59 = fma(a325, b334, acc59);
-        acc60 = fma(a325, b335, acc60);
-        acc61 = fma(a325, b336, acc61);
-        acc62 = fma(a326, b329, acc62);
-        acc63 = fma(a326, b330, acc63);
-        acc64 = fma(a326, b331, acc64);
-        acc65 = fma(a326, b332, acc65);
-        acc66 = fma(a326, b333, acc66);
-        acc67 = fma(a326, b334, acc67);
-        acc68 = fma(a326, b335, acc68);
-        acc69 = fma(a326, b336, acc69);
-        acc70 = fma(a327, b329, acc70);
-        acc71 = fma(a327, b330, acc71);
-        acc72 = fma(a327, b331, acc72);
-        acc73 = fma(a327, b332, acc73);
-        acc74 = fma(a327, b333, acc74);
-        acc75 = fma(a327, b334, acc75);
-        acc76 = fma(a327, b335, acc76);
-        acc77 = fma(a327, b336, acc77);
-        acc78 = fma(a328, b329, acc78);
-        acc79 = fma(a328, b330, acc79);
-        acc80 = fma(a328, b331, acc80);
-        acc81 = fma(a328, b332, acc81);
-        acc82 = fma(a328, b333, acc82);
-        acc83 = fma(a328, b334, acc83);
-        acc84 = fma(a328, b335, acc84);
-        acc85 = fma(a328, b336, acc85);
-        let a337: f32 = a_tile[ra223 + 896u];
-        let a338: f32 = a_tile[ra223 + 896u + 1u];
-        let a339: f32 = a_tile[ra223 + 896u + 2u];
-        let a340: f32 = a_tile[ra223 + 896u + 3u];
-        let a341: f32 = a_tile[ra223 + 960u];
-        let a342: f32 = a_tile[ra223 + 960u + 1u];
-        let a343: f32 = a_tile[ra223 + 960u + 2u];
-        let a344: f32 = a_tile[ra223 + 960u + 3u];
-        let b345: f32 = b_tile[rb224 + 896u];
-        let b346: f32 = b_tile[rb224 + 896u + 1u];
-        let b347: f32 = b_tile[rb224 + 896u + 2u];
-        let b348: f32 = b_tile[rb224 + 896u + 3u];
-        let b349: f32 = b_tile[rb224 + 960u];
-        let b350: f32 = b_tile[rb224 + 960u + 1u];
-        let b351: f32 = b_tile[rb224 + 960u + 2u];
-        let b352: f32 = b_tile[rb224 + 960u + 3u];
-        acc22 = fma(a337, b345, acc22);
-        acc23 = fma(a337, b346, acc23);
-        acc24 = fma(a337, b347, acc24);
-        acc25 = fma(a337, b348, acc25);
-        acc26 = fma(a337, b349, acc26);
-        acc27 = fma(a337, b350, acc27);
-        acc28 = fma(a337, b351, acc28);
-        acc29 = fma(a337, b352, acc29);
-        acc30 = fma(a338, b345, acc30);
-        acc31 = fma(a338, b346, acc31);
-        acc32 = fma(a338, b347, acc32);
-        acc33 = fma(a338, b348, acc33);
-        acc34 = fma(a338, b349, acc34);
-        acc35 = fma(a338, b350, acc35);
-        acc36 = fma(a338, b351, acc36);
-        acc37 = fma(a338, b352, acc37);
-        acc38 = fma(a339, b345, acc38);
-        acc39 = fma(a339, b346, acc39);
-        acc40 = fma(a339, b347, acc40);
-        acc41 = fma(a339, b348, acc41);
-        acc42 = fma(a339, b349, acc42);
-        acc43 = fma(a339, b350, acc43);
-        acc44 = fma(a339, b351, acc44);
-        acc45 = fma(a339, b352, acc45);
-        acc46 = fma(a340, b345, acc46);
-        acc47 = fma(a340, b346, acc47);
-        acc48 = fma(a340, b347, acc48);
-        acc49 = fma(a340, b348, acc49);
-        acc50 = fma(a340, b349, acc50);
-        acc51 = fma(a340, b350, acc51);
-        acc52 = fma(a340, b351, acc52);
-        acc53 = fma(a340, b352, acc53);
-        acc54 = fma(a341, b345, acc54);
-        acc55 = fma(a341, b346, acc55);
-        acc56 = fma(a341, b347, acc56);
-        acc57 = fma(a341, b348, acc57);
-        acc58 = fma(a341, b349, acc58);
-        acc59 = fma(a341, b350, acc59);
-        acc60 = fma(a341, b351, acc60);
-        acc61 = fma(a341, b352, acc61);
-        acc62 = fma(a342, b345, acc62);
-        acc63 = fma(a342, b346, acc63);
-        acc64 = fma(a342, b347, acc64);
-        acc65 = fma(a342, b348, acc65);
-        acc66 = fma(a342, b349, acc66);
-        acc67 = fma(a342, b350, acc67);
-        acc68 = fma(a342, b351, acc68);
-        acc69 = fma(a342, b352, acc69);
-        acc70 = fma(a343, b345, acc70);
-        acc71 = fma(a343, b346, acc71);
-        acc72 = fma(a343, b347, acc72);
-        acc73 = fma(a343, b348, acc73);
-        acc74 = fma(a343, b349, acc74);
-        acc75 = fma(a343, b350, acc75);
-        acc76 = fma(a343, b351, acc76);
-        acc77 = fma(a343, b352, acc77);
-        acc78 = fma(a344, b345, acc78);
-        acc79 = fma(a344, b346, acc79);
-        acc80 = fma(a344, b347, acc80);
-        acc81 = fma(a344, b348, acc81);
-        acc82 = fma(a344, b349, acc82);
-        acc83 = fma(a344, b350, acc83);
-        acc84 = fma(a344, b351, acc84);
-        acc85 = fma(a344, b352, acc85);
         workgroupBarrier();
     }
     if ((row6 < u.M) && (col14 < u.N)) {
-        let i353: u32 = row6 * u.N + col14;
-        out[i353] = acc22;
+        let i289: u32 = row6 * u.N + col14;
+        out[i289] = acc22;
     }
     if ((row6 < u.M) && (col15 < u.N)) {
-        let i354: u32 = row6 * u.N + col15;
-        out[i354] = acc23;
+        let i290: u32 = row6 * u.N + col15;
+        out[i290] = acc23;
     }
     if ((row6 < u.M) && (col16 < u.N)) {
-        let i355: u32 = row6 * u.N + col16;
-        out[i355] = acc24;
+        let i291: u32 = row6 * u.N + col16;
+        out[i291] = acc24;
     }
     if ((row6 < u.M) && (col17 < u.N)) {
-        let i356: u32 = row6 * u.N + col17;
-        out[i356] = acc25;
+        let i292: u32 = row6 * u.N + col17;
+        out[i292] = acc25;
     }
     if ((row6 < u.M) && (col18 < u.N)) {
-        let i357: u32 = row6 * u.N + col18;
-        out[i357] = acc26;
+        let i293: u32 = row6 * u.N + col18;
+        out[i293] = acc26;
     }
     if ((row6 < u.M) && (col19 < u.N)) {
-        let i358: u32 = row6 * u.N + col19;
-        out[i358] = acc27;
+        let i294: u32 = row6 * u.N + col19;
+        out[i294] = acc27;
     }
     if ((row6 < u.M) && (col20 < u.N)) {
-        let i359: u32 = row6 * u.N + col20;
-        out[i359] = acc28;
+        let i295: u32 = row6 * u.N + col20;
+        out[i295] = acc28;
     }
     if ((row6 < u.M) && (col21 < u.N)) {
-        let i360: u32 = row6 * u.N + col21;
-        out[i360] = acc29;
+        let i296: u32 = row6 * u.N + col21;
+        out[i296] = acc29;
     }
     if ((row7 < u.M) && (col14 < u.N)) {
-        let i361: u32 = row7 * u.N + col14;
-        out[i361] = acc30;
+        let i297: u32 = row7 * u.N + col14;
+        out[i297] = acc30;
     }
     if ((row7 < u.M) && (col15 < u.N)) {
-        let i362: u32 = row7 * u.N + col15;
-        out[i362] = acc31;
+        let i298: u32 = row7 * u.N + col15;
+        out[i298] = acc31;
     }
     if ((row7 < u.M) && (col16 < u.N)) {
-        let i363: u32 = row7 * u.N + col16;
-        out[i363] = acc32;
+        let i299: u32 = row7 * u.N + col16;
+        out[i299] = acc32;
     }
     if ((row7 < u.M) && (col17 < u.N)) {
-        let i364: u32 = row7 * u.N + col17;
-        out[i364] = acc33;
+        let i300: u32 = row7 * u.N + col17;
+        out[i300] = acc33;
     }
     if ((row7 < u.M) && (col18 < u.N)) {
-        let i365: u32 = row7 * u.N + col18;
-        out[i365] = acc34;
+        let i301: u32 = row7 * u.N + col18;
+        out[i301] = acc34;
     }
     if ((row7 < u.M) && (col19 < u.N)) {
-        let i366: u32 = row7 * u.N + col19;
-        out[i366] = acc35;
+        let i302: u32 = row7 * u.N + col19;
+        out[i302] = acc35;
     }
     if ((row7 < u.M) && (col20 < u.N)) {
-        let i367: u32 = row7 * u.N + col20;
-        out[i367] = acc36;
+        let i303: u32 = row7 * u.N + col20;
+        out[i303] = acc36;
     }
     if ((row7 < u.M) && (col21 < u.N)) {
-        let i368: u32 = row7 * u.N + col21;
-        out[i368] = acc37;
+        let i304: u32 = row7 * u.N + col21;
+        out[i304] = acc37;
     }
     if ((row8 < u.M) && (col14 < u.N)) {
-        let i369: u32 = row8 * u.N + col14;
-        out[i369] = acc38;
+        let i305: u32 = row8 * u.N + col14;
+        out[i305] = acc38;
     }
     if ((row8 < u.M) && (col15 < u.N)) {
-        let i370: u32 = row8 * u.N + col15;
-        out[i370] = acc39;
+        let i306: u32 = row8 * u.N + col15;
+        out[i306] = acc39;
     }
     if ((row8 < u.M) && (col16 < u.N)) {
-        let i371: u32 = row8 * u.N + col16;
-        out[i371] = acc40;
+        let i307: u32 = row8 * u.N + col16;
+        out[i307] = acc40;
     }
     if ((row8 < u.M) && (col17 < u.N)) {
-        let i372: u32 = row8 * u.N + col17;
-        out[i372] = acc41;
+        let i308: u32 = row8 * u.N + col17;
+        out[i308] = acc41;
     }
     if ((row8 < u.M) && (col18 < u.N)) {
-        let i373: u32 = row8 * u.N + col18;
-        out[i373] = acc42;
+        let i309: u32 = row8 * u.N + col18;
+        out[i309] = acc42;
     }
     if ((row8 < u.M) && (col19 < u.N)) {
-        let i374: u32 = row8 * u.N + col19;
-        out[i374] = acc43;
+        let i310: u32 = row8 * u.N + col19;
+        out[i310] = acc43;
     }
     if ((row8 < u.M) && (col20 < u.N)) {
-        let i375: u32 = row8 * u.N + col20;
-        out[i375] = acc44;
+        let i311: u32 = row8 * u.N + col20;
+        out[i311] = acc44;
     }
     if ((row8 < u.M) && (col21 < u.N)) {
-        let i376: u32 = row8 * u.N + col21;
-        out[i376] = acc45;
+        let i312: u32 = row8 * u.N + col21;
+        out[i312] = acc45;
     }
     if ((row9 < u.M) && (col14 < u.N)) {
-        let i377: u32 = row9 * u.N + col14;
-        out[i377] = acc46;
+        let i313: u32 = row9 * u.N + col14;
+        out[i313] = acc46;
     }
     if ((row9 < u.M) && (col15 < u.N)) {
-        let i378: u32 = row9 * u.N + col15;
-        out[i378] = acc47;
+        let i314: u32 = row9 * u.N + col15;
+        out[i314] = acc47;
     }
     if ((row9 < u.M) && (col16 < u.N)) {
-        let i379: u32 = row9 * u.N + col16;
-        out[i379] = acc48;
+        let i315: u32 = row9 * u.N + col16;
+        out[i315] = acc48;
     }
     if ((row9 < u.M) && (col17 < u.N)) {
-        let i380: u32 = row9 * u.N + col17;
-        out[i380] = acc49;
+        let i316: u32 = row9 * u.N + col17;
+        out[i316] = acc49;
     }
     if ((row9 < u.M) && (col18 < u.N)) {
-        let i381: u32 = row9 * u.N + col18;
-        out[i381] = acc50;
+        let i317: u32 = row9 * u.N + col18;
+        out[i317] = acc50;
     }
     if ((row9 < u.M) && (col19 < u.N)) {
-        let i382: u32 = row9 * u.N + col19;
-        out[i382] = acc51;
+        let i318: u32 = row9 * u.N + col19;
+        out[i318] = acc51;
     }
     if ((row9 < u.M) && (col20 < u.N)) {
-        let i383: u32 = row9 * u.N + col20;
-        out[i383] = acc52;
+        let i319: u32 = row9 * u.N + col20;
+        out[i319] = acc52;
     }
     if ((row9 < u.M) && (col21 < u.N)) {
-        let i384: u32 = row9 * u.N + col21;
-        out[i384] = acc53;
+        let i320: u32 = row9 * u.N + col21;
+        out[i320] = acc53;
     }
     if ((row10 < u.M) && (col14 < u.N)) {
-        let i385: u32 = row10 * u.N + col14;
-        out[i385] = acc54;
+        let i321: u32 = row10 * u.N + col14;
+        out[i321] = acc54;
     }
     if ((row10 < u.M) && (col15 < u.N)) {
-        let i386: u32 = row10 * u.N + col15;
-        out[i386] = acc55;
+        let i322: u32 = row10 * u.N + col15;
+        out[i322] = acc55;
     }
     if ((row10 < u.M) && (col16 < u.N)) {
-        let i387: u32 = row10 * u.N + col16;
-        out[i387] = acc56;
+        let i323: u32 = row10 * u.N + col16;
+        out[i323] = acc56;
     }
     if ((row10 < u.M) && (col17 < u.N)) {
-        let i388: u32 = row10 * u.N + col17;
-        out[i388] = acc57;
+        let i324: u32 = row10 * u.N + col17;
+        out[i324] = acc57;
     }
     if ((row10 < u.M) && (col18 < u.N)) {
-        let i389: u32 = row10 * u.N + col18;
-        out[i389] = acc58;
+        let i325: u32 = row10 * u.N + col18;
+        out[i325] = acc58;
     }
     if ((row10 < u.M) && (col19 < u.N)) {
-        let i390: u32 = row10 * u.N + col19;
-        out[i390] = acc59;
+        let i326: u32 = row10 * u.N + col19;
+        out[i326] = acc59;
     }
     if ((row10 < u.M) && (col20 < u.N)) {
-        let i391: u32 = row10 * u.N + col20;
-        out[i391] = acc60;
+        let i327: u32 = row10 * u.N + col20;
+        out[i327] = acc60;
     }
     if ((row10 < u.M) && (col21 < u.N)) {
-        let i392: u32 = row10 * u.N + col21;
-        out[i392] = acc61;
+        let i328: u32 = row10 * u.N + col21;
+        out[i328] = acc61;
     }
     if ((row11 < u.M) && (col14 < u.N)) {
-        let i393: u32 = row11 * u.N + col14;
-        out[i393] = acc62;
+        let i329: u32 = row11 * u.N + col14;
+        out[i329] = acc62;
     }
     if ((row11 < u.M) && (col15 < u.N)) {
-        let i394: u32 = row11 * u.N + col15;
-        out[i394] = acc63;
+        let i330: u32 = row11 * u.N + col15;
+        out[i330] = acc63;
     }
     if ((row11 < u.M) && (col16 < u.N)) {
-        let i395: u32 = row11 * u.N + col16;
-        out[i395] = acc64;
+        let i331: u32 = row11 * u.N + col16;
+        out[i331] = acc64;
     }
     if ((row11 < u.M) && (col17 < u.N)) {
-        let i396: u32 = row11 * u.N + col17;
-        out[i396] = acc65;
+        let i332: u32 = row11 * u.N + col17;
+        out[i332] = acc65;
     }
     if ((row11 < u.M) && (col18 < u.N)) {
-        let i397: u32 = row11 * u.N + col18;
-        out[i397] = acc66;
+        let i333: u32 = row11 * u.N + col18;
+        out[i333] = acc66;
     }
     if ((row11 < u.M) && (col19 < u.N)) {
-        let i398: u32 = row11 * u.N + col19;
-        out[i398] = acc67;
+        let i334: u32 = row11 * u.N + col19;
+        out[i334] = acc67;
     }
     if ((row11 < u.M) && (col20 < u.N)) {
-        let i399: u32 = row11 * u.N + col20;
-        out[i399] = acc68;
+        let i335: u32 = row11 * u.N + col20;
+        out[i335] = acc68;
     }
     if ((row11 < u.M) && (col21 < u.N)) {
-        let i400: u32 = row11 * u.N + col21;
-        out[i400] = acc69;
+        let i336: u32 = row11 * u.N + col21;
+        out[i336] = acc69;
     }
     if ((row12 < u.M) && (col14 < u.N)) {
-        let i401: u32 = row12 * u.N + col14;
-        out[i401] = acc70;
+        let i337: u32 = row12 * u.N + col14;
+        out[i337] = acc70;
     }
     if ((row12 < u.M) && (col15 < u.N)) {
-        let i402: u32 = row12 * u.N + col15;
-        out[i402] = acc71;
+        let i338: u32 = row12 * u.N + col15;
+        out[i338] = acc71;
     }
     if ((row12 < u.M) && (col16 < u.N)) {
-        let i403: u32 = row12 * u.N + col16;
-        out[i403] = acc72;
+        let i339: u32 = row12 * u.N + col16;
+        out[i339] = acc72;
     }
     if ((row12 < u.M) && (col17 < u.N)) {
-        let i404: u32 = row12 * u.N + col17;
-        out[i404] = acc73;
+        let i340: u32 = row12 * u.N + col17;
+        out[i340] = acc73;
     }
     if ((row12 < u.M) && (col18 < u.N)) {
-        let i405: u32 = row12 * u.N + col18;
-        out[i405] = acc74;
+        let i341: u32 = row12 * u.N + col18;
+        out[i341] = acc74;
     }
     if ((row12 < u.M) && (col19 < u.N)) {
-        let i406: u32 = row12 * u.N + col19;
-        out[i406] = acc75;
+        let i342: u32 = row12 * u.N + col19;
+        out[i342] = acc75;
     }
     if ((row12 < u.M) && (col20 < u.N)) {
-        let i407: u32 = row12 * u.N + col20;
-        out[i407] = acc76;
+        let i343: u32 = row12 * u.N + col20;
+        out[i343] = acc76;
     }
     if ((row12 < u.M) && (col21 < u.N)) {
-        let i408: u32 = row12 * u.N + col21;
-        out[i408] = acc77;
+        let i344: u32 = row12 * u.N + col21;
+        out[i344] = acc77;
     }
     if ((row13 < u.M) && (col14 < u.N)) {
-        let i409: u32 = row13 * u.N + col14;
-        out[i409] = acc78;
+        let i345: u32 = row13 * u.N + col14;
+        out[i345] = acc78;
     }
     if ((row13 < u.M) && (col15 < u.N)) {
-        let i410: u32 = row13 * u.N + col15;
-        out[i410] = acc79;
+        let i346: u32 = row13 * u.N + col15;
+        out[i346] = acc79;
     }
     if ((row13 < u.M) && (col16 < u.N)) {
-        let i411: u32 = row13 * u.N + col16;
-        out[i411] = acc80;
+        let i347: u32 = row13 * u.N + col16;
+        out[i347] = acc80;
     }
     if ((row13 < u.M) && (col17 < u.N)) {
-        let i412: u32 = row13 * u.N + col17;
-        out[i412] = acc81;
+        let i348: u32 = row13 * u.N + col17;
+        out[i348] = acc81;
     }
     if ((row13 < u.M) && (col18 < u.N)) {
-        let i413: u32 = row13 * u.N + col18;
-        out[i413] = acc82;
+        let i349: u32 = row13 * u.N + col18;
+        out[i349] = acc82;
     }
     if ((row13 < u.M) && (col19 < u.N)) {
-        let i414: u32 = row13 * u.N + col19;
-        out[i414] = acc83;
+        let i350: u32 = row13 * u.N + col19;
+        out[i350] = acc83;
     }
     if ((row13 < u.M) && (col20 < u.N)) {
-        let i415: u32 = row13 * u.N + col20;
-        out[i415] = acc84;
+        let i351: u32 = row13 * u.N + col20;
+        out[i351] = acc84;
     }
     if ((row13 < u.M) && (col21 < u.N)) {
-        let i416: u32 = row13 * u.N + col21;
-        out[i416] = acc85;
+        let i352: u32 = row13 * u.N + col21;
+        out[i352] = acc85;
     }
 }
