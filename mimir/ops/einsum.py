@@ -9,10 +9,10 @@ message names the construct and the closest spelling that is supported.
 The same letter must have the same size in every operand (unlike NumPy, a size 1
 does not broadcast). The checker lowers a spec to ops that already exist
 (`mimir.parse.graph`): a sum over letters that appear in one operand only,
-transposes, and a batched `@` when a letter is contracted and the second operand keeps
-one (`'bhqd,bhkd->bhqk'`; several contracted or kept letters are merged into one axis
-by a reshape, `'ikd,kdj->ji'`), else a broadcast product and a sum. `letter_roles` is
-that classification.
+transposes, and a batched `@` when a letter is contracted and each operand keeps one
+of its own (`'bhqd,bhkd->bhqk'`; several contracted or kept letters are merged into one
+axis by a reshape, `'ikd,kdj->ji'`), else a broadcast product and a sum.
+`letter_roles` is that classification.
 
 Stdlib-only: the shim evaluates with `evaluate`.
 """

@@ -648,12 +648,11 @@ class _Einsum:
     one size per letter, `mimir.ops.einsum.shape`); every node built for the call names
     it (`binds`), so a failed check is reported once, at the string, and poisons them.
     Lowering: a `sum` over the letters only one operand has; then, with a contracted
-    letter and a letter each operand keeps alone, transposes into a batched `@`
-    (the operands swapped where the output names the second's letters first, so that the
+    letter and a kept letter of each operand's own, transposes into a batched `@` (the
+    operands swapped where the output names the second's letters first, so that the
     product is in the output's order; several contracted letters, or several kept by one
-    side, merged into one axis by a `reshape` and split again after), where both sides
-    keep a letter; otherwise a broadcast `*` and a `sum`; and a final transpose into the
-    output's order.
+    side, merged into one axis by a `reshape` and split again after); otherwise a
+    broadcast `*` and a `sum`; and a final transpose into the output's order.
     """
 
     def __init__(self, b: _Builder, node: ast.Call) -> None:
