@@ -507,7 +507,7 @@ def test_a_whole_variance_is_split_over_workgroups(tmp_path: Path) -> None:
 
 
 def test_a_reduction_over_leading_axes_reads_rows_across_threads(tmp_path: Path) -> None:
-    """`x.sum(axis=0)`: 32 columns a workgroup, 8 threads a column, so a warp reads 32
+    """`x.sum(axis=0)`: 32 columns a workgroup, 4 threads a column, so a warp reads 32
     consecutive elements of a row (the strided `reduce` read each element a row apart
     from its neighbour's), in slabs of 256 rows whose partials the last workgroup of each
     column tile combines (its own counter). A literal count of at most 256 rows needs no
@@ -544,7 +544,7 @@ def test_a_reduction_over_leading_axes_reads_rows_across_threads(tmp_path: Path)
         files = compiled(function, "ptx")
         manifest = json.loads(files[f"{function}.manifest.json"])
         (kernel,) = manifest["kernels"]
-        assert kernel["workgroup_size"] == [256, 1, 1]
+        assert kernel["workgroup_size"] == [128, 1, 1]
         counters = [b for b in manifest["buffers"] if b.get("zero")]
         assert len(counters) == (function != "short_columns")
         rows, columns = dims.get("N", dims.get("Z", 100)), dims["M"] * dims.get("A", 1)
@@ -584,7 +584,7 @@ def test_a_reduction_over_leading_axes_reads_rows_across_threads(tmp_path: Path)
     assert result.ok, [(d.code, d.message) for d in result.diagnostics]
     files = {k: v for k, v in result.files.items() if isinstance(v, str)}
     (kernel,) = json.loads(files["spread.manifest.json"])["kernels"]
-    assert kernel["workgroup_size"] == [256, 1, 1]
+    assert kernel["workgroup_size"] == [128, 1, 1]
     (path := tmp_path / "spread.py").write_text(spread)
     for rows in (2, 600):
         dims = {"A": 2, "N": rows, "M": 33}
@@ -624,7 +624,7 @@ def test_a_reduction_over_leading_axes_reads_rows_across_threads(tmp_path: Path)
     assert result.ok, [(d.code, d.message) for d in result.diagnostics]
     files = {k: v for k, v in result.files.items() if isinstance(v, str)}
     (kernel,) = json.loads(files["where.manifest.json"])["kernels"]
-    assert kernel["workgroup_size"] == [256, 1, 1]
+    assert kernel["workgroup_size"] == [128, 1, 1]
     (path := tmp_path / "where.py").write_text(where)
     rows, cols = 600, 3
     x = [float((k * 7919) % 97) for k in range(rows * cols)]

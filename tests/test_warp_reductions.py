@@ -54,7 +54,7 @@ CASES = [
     ("big_reduction", "long_softmax", {"N": 515}),
     ("reductions", "max_axis2", {"A": 1, "B": 3, "C": 1}),
     ("reductions", "max_axis2", {"A": 1, "B": 3, "C": 517}),
-    # not the last axis: columns, 8 threads each, in 3 slabs of 256 rows (no shuffles)
+    # not the last axis: columns, 4 threads each, in 3 slabs of 256 rows (no shuffles)
     ("reductions", "sum_axis0", {"A": 517, "B": 3, "C": 2}),
     ("statistics", "variance_rows", {"N": 3, "C": 1}),
     ("statistics", "variance_rows", {"N": 3, "C": 517}),

@@ -840,8 +840,10 @@ def whole_of_rows(c: KernelContext, width: int) -> None:
 # ---------------------------------------------------------------- columns
 
 COLUMNS = 32  # columns of a column workgroup: a warp reads 32 consecutive elements of a row
-COLUMN_LANES = 8  # ... and its threads per column, each folding every 8th row
-SLAB = 256  # rows a column workgroup folds (32 a thread) before it stores its partial
+COLUMN_LANES = 4  # ... and its threads per column, each folding every 4th row: 128
+# threads, the size of the row and split launches, so they can run side by side
+# (`side_by_side`); a thread folds 64 rows of a slab, 4 loads in flight (`strided`)
+SLAB = 256  # rows a column workgroup folds (64 a thread) before it stores its partial
 
 
 def column_layout(red: Reduction) -> tuple[Any, Any, Any] | None:
@@ -920,7 +922,7 @@ class _Tile:
     def lanes(self, members: list[tuple[str, DType, str]], fold: Any) -> list[Expr]:
         """Each thread's folds of `members` ((reduction name, accumulator dtype,
         threadgroup array); inside the tile's columns: `fold(add)` calls `add` with each
-        member's value at an element), then in every thread its column's: the 8 lanes'
+        member's value at an element), then in every thread its column's: the 4 lanes'
         values combined in order (after one barrier; never written again)."""
         body, lid = self.c.body, Builtin("local_x")
         for _, acc, name in members:
@@ -1014,14 +1016,14 @@ def _columns(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, int], An
     """A reduction over leading axes (`column_layout`), and the others of the same layout
     folded in the same pass (`Plan.reductions`: `x.mean(axis=0), x.max(axis=0)`): a
     workgroup per tile of `COLUMNS` columns (and per slab of `SLAB` rows, when there may
-    be more), its threads 8 per column. Thread (lane, col) folds rows lane, lane + 8, ...
+    be more), its threads 4 per column. Thread (lane, col) folds rows lane, lane + 4, ...
     of its column, so a warp reads 32 consecutive elements of a row (the strided
-    `reduce` read one element per row and thread, a row apart); the 8 lanes combine in
+    `reduce` read one element per row and thread, a row apart); the 4 lanes combine in
     threadgroup memory, in order.
 
     One slab: lane 0 writes the outputs. Several: lane 0 stores the slab's partials; in
     a `partial` launch that is all, and a `reduce` launch after it, a workgroup per tile,
-    combines the slabs' partials the same way (8 lanes, every 8th slab); in one launch
+    combines the slabs' partials the same way (4 lanes, every 4th slab); in one launch
     (`Plan.counter`, a counter per tile), the last slab of each tile to finish does."""
     body = c.body
     members = []
@@ -1073,7 +1075,7 @@ def _columns(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, int], An
 
 def _column_moments(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, int], Any]:
     """`var` / `std` over leading axes, in the column layout of `_columns`: each column's
-    sum over the thread's rows, combined over the 8 lanes (every thread gets its
+    sum over the thread's rows, combined over the 4 lanes (every thread gets its
     column's), the mean, then the squared deviations from it the same way (the rows read
     again, from the cache). With slabs, each stores its sum s and squares q (at
     `at_partial` in the first and the second half of the partials), and the combine
@@ -2294,7 +2296,7 @@ def _holds(v: Expr, best: Expr, t: str) -> Expr:
 
 def _column_args(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, int], Any]:
     """`argmax` / `argmin` over leading axes, in the column layout of `_columns`: the
-    column's extremum over the 8 lanes (every thread gets it), then the first row holding
+    column's extremum over the 4 lanes (every thread gets it), then the first row holding
     it (a min over the lanes of the rows that hold it). With slabs, each stores its
     extremum (`partials`) and first row (`Plan.positions`); the combine takes the
     extremum of those, then the first row among the slabs that hold it."""

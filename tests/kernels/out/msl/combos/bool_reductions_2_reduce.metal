@@ -17,7 +17,7 @@ kernel void bool_reductions_2_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup uint columns[256];
+    threadgroup uint columns[128];
     threadgroup uint ticket[1];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= ((u.M + 32u - 1u) >> 5u) * ((u.N + 256u - 1u) >> 8u)) {
@@ -36,24 +36,24 @@ kernel void bool_reductions_2_reduce(
     const uint end11 = (stop10 < u.N ? stop10 : u.N);
     uint acc12 = 0u;
     if (col7 < u.M) {
-        const uint last13 = (end11 > 24u ? end11 - 24u : 0u);
+        const uint last13 = (end11 > 12u ? end11 - 12u : 0u);
         uint rest14 = first9 + lane6;
-        for (uint r15 = first9 + lane6; r15 < last13; r15 += 32u) {
+        for (uint r15 = first9 + lane6; r15 < last13; r15 += 16u) {
             const uint i16 = r15 * u.M + col7;
             const bool v17 = m[i16] != 0u;
             acc12 = (acc12 >= (v17 ? 1u : 0u) ? acc12 : (v17 ? 1u : 0u));
-            const uint i18 = (r15 + 8u) * u.M + col7;
+            const uint i18 = (r15 + 4u) * u.M + col7;
             const bool v19 = m[i18] != 0u;
             acc12 = (acc12 >= (v19 ? 1u : 0u) ? acc12 : (v19 ? 1u : 0u));
-            const uint i20 = (r15 + 16u) * u.M + col7;
+            const uint i20 = (r15 + 8u) * u.M + col7;
             const bool v21 = m[i20] != 0u;
             acc12 = (acc12 >= (v21 ? 1u : 0u) ? acc12 : (v21 ? 1u : 0u));
-            const uint i22 = (r15 + 24u) * u.M + col7;
+            const uint i22 = (r15 + 12u) * u.M + col7;
             const bool v23 = m[i22] != 0u;
             acc12 = (acc12 >= (v23 ? 1u : 0u) ? acc12 : (v23 ? 1u : 0u));
-            rest14 = r15 + 32u;
+            rest14 = r15 + 16u;
         }
-        for (uint r24 = rest14; r24 < end11; r24 += 8u) {
+        for (uint r24 = rest14; r24 < end11; r24 += 4u) {
             const uint i25 = r24 * u.M + col7;
             const bool v26 = m[i25] != 0u;
             acc12 = (acc12 >= (v26 ? 1u : 0u) ? acc12 : (v26 ? 1u : 0u));
@@ -68,83 +68,67 @@ kernel void bool_reductions_2_reduce(
     total27 = (total27 >= lane29 ? total27 : lane29);
     const uint lane30 = columns[column5 + 96u];
     total27 = (total27 >= lane30 ? total27 : lane30);
-    const uint lane31 = columns[column5 + 128u];
-    total27 = (total27 >= lane31 ? total27 : lane31);
-    const uint lane32 = columns[column5 + 160u];
-    total27 = (total27 >= lane32 ? total27 : lane32);
-    const uint lane33 = columns[column5 + 192u];
-    total27 = (total27 >= lane33 ? total27 : lane33);
-    const uint lane34 = columns[column5 + 224u];
-    total27 = (total27 >= lane34 ? total27 : lane34);
     if ((lane6 == 0u) && (col7 < u.M)) {
-        const uint at35 = (outer4 * ((u.N + 256u - 1u) >> 8u) + slab1) * u.M + col7;
-        scratch2[at35] = total27;
+        const uint at31 = (outer4 * ((u.N + 256u - 1u) >> 8u) + slab1) * u.M + col7;
+        scratch2[at31] = total27;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot36 = outer4 * ((u.M + 32u - 1u) >> 5u) + tile3;
-    const uint last37 = ((u.N + 256u - 1u) >> 8u) - 1u;
+    const uint slot32 = outer4 * ((u.M + 32u - 1u) >> 5u) + tile3;
+    const uint last33 = ((u.N + 256u - 1u) >> 8u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old38 = atomic_fetch_add_explicit(&scratch3[slot36], 1u, memory_order_relaxed);
-        if (old38 == last37) {
+        const uint old34 = atomic_fetch_add_explicit(&scratch3[slot32], 1u, memory_order_relaxed);
+        if (old34 == last33) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old38;
+        ticket[0u] = old34;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket39 = ticket[0u];
-    if (ticket39 != last37) {
+    const uint ticket35 = ticket[0u];
+    if (ticket35 != last33) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    uint acc40 = 0u;
+    uint acc36 = 0u;
     if (col7 < u.M) {
-        const uint last41 = (((u.N + 256u - 1u) >> 8u) > 24u ? ((u.N + 256u - 1u) >> 8u) - 24u : 0u);
-        uint rest42 = lane6;
-        for (uint r43 = lane6; r43 < last41; r43 += 32u) {
-            const uint at44 = (outer4 * ((u.N + 256u - 1u) >> 8u) + r43) * u.M + col7;
+        const uint last37 = (((u.N + 256u - 1u) >> 8u) > 12u ? ((u.N + 256u - 1u) >> 8u) - 12u : 0u);
+        uint rest38 = lane6;
+        for (uint r39 = lane6; r39 < last37; r39 += 16u) {
+            const uint at40 = (outer4 * ((u.N + 256u - 1u) >> 8u) + r39) * u.M + col7;
+            const uint partial41 = scratch2[at40];
+            acc36 = (acc36 >= partial41 ? acc36 : partial41);
+            const uint at42 = (outer4 * ((u.N + 256u - 1u) >> 8u) + (r39 + 4u)) * u.M + col7;
+            const uint partial43 = scratch2[at42];
+            acc36 = (acc36 >= partial43 ? acc36 : partial43);
+            const uint at44 = (outer4 * ((u.N + 256u - 1u) >> 8u) + (r39 + 8u)) * u.M + col7;
             const uint partial45 = scratch2[at44];
-            acc40 = (acc40 >= partial45 ? acc40 : partial45);
-            const uint at46 = (outer4 * ((u.N + 256u - 1u) >> 8u) + (r43 + 8u)) * u.M + col7;
+            acc36 = (acc36 >= partial45 ? acc36 : partial45);
+            const uint at46 = (outer4 * ((u.N + 256u - 1u) >> 8u) + (r39 + 12u)) * u.M + col7;
             const uint partial47 = scratch2[at46];
-            acc40 = (acc40 >= partial47 ? acc40 : partial47);
-            const uint at48 = (outer4 * ((u.N + 256u - 1u) >> 8u) + (r43 + 16u)) * u.M + col7;
-            const uint partial49 = scratch2[at48];
-            acc40 = (acc40 >= partial49 ? acc40 : partial49);
-            const uint at50 = (outer4 * ((u.N + 256u - 1u) >> 8u) + (r43 + 24u)) * u.M + col7;
-            const uint partial51 = scratch2[at50];
-            acc40 = (acc40 >= partial51 ? acc40 : partial51);
-            rest42 = r43 + 32u;
+            acc36 = (acc36 >= partial47 ? acc36 : partial47);
+            rest38 = r39 + 16u;
         }
-        for (uint r52 = rest42; r52 < (u.N + 256u - 1u) >> 8u; r52 += 8u) {
-            const uint at53 = (outer4 * ((u.N + 256u - 1u) >> 8u) + r52) * u.M + col7;
-            const uint partial54 = scratch2[at53];
-            acc40 = (acc40 >= partial54 ? acc40 : partial54);
+        for (uint r48 = rest38; r48 < (u.N + 256u - 1u) >> 8u; r48 += 4u) {
+            const uint at49 = (outer4 * ((u.N + 256u - 1u) >> 8u) + r48) * u.M + col7;
+            const uint partial50 = scratch2[at49];
+            acc36 = (acc36 >= partial50 ? acc36 : partial50);
         }
     }
-    columns[lid.x] = acc40;
+    columns[lid.x] = acc36;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    uint total55 = columns[column5];
-    const uint lane56 = columns[column5 + 32u];
-    total55 = (total55 >= lane56 ? total55 : lane56);
-    const uint lane57 = columns[column5 + 64u];
-    total55 = (total55 >= lane57 ? total55 : lane57);
-    const uint lane58 = columns[column5 + 96u];
-    total55 = (total55 >= lane58 ? total55 : lane58);
-    const uint lane59 = columns[column5 + 128u];
-    total55 = (total55 >= lane59 ? total55 : lane59);
-    const uint lane60 = columns[column5 + 160u];
-    total55 = (total55 >= lane60 ? total55 : lane60);
-    const uint lane61 = columns[column5 + 192u];
-    total55 = (total55 >= lane61 ? total55 : lane61);
-    const uint lane62 = columns[column5 + 224u];
-    total55 = (total55 >= lane62 ? total55 : lane62);
+    uint total51 = columns[column5];
+    const uint lane52 = columns[column5 + 32u];
+    total51 = (total51 >= lane52 ? total51 : lane52);
+    const uint lane53 = columns[column5 + 64u];
+    total51 = (total51 >= lane53 ? total51 : lane53);
+    const uint lane54 = columns[column5 + 96u];
+    total51 = (total51 >= lane54 ? total51 : lane54);
     if ((lane6 == 0u) && (col7 < u.M)) {
-        const bool total63 = total55 != 0u;
-        out2[o8] = (total63 ? 1u : 0u);
+        const bool total55 = total51 != 0u;
+        out2[o8] = (total55 ? 1u : 0u);
     }
     if (lid.x == 0u) {
-        atomic_fetch_add_explicit(&scratch3[slot36], 0u - ((u.N + 256u - 1u) >> 8u), memory_order_relaxed);
+        atomic_fetch_add_explicit(&scratch3[slot32], 0u - ((u.N + 256u - 1u) >> 8u), memory_order_relaxed);
     }
 }

@@ -15,7 +15,7 @@ kernel void reduce_a_view_0_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float columns[256];
+    threadgroup float columns[128];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= ((u.N + 32u - 1u) >> 5u)) {
         return;
@@ -28,24 +28,24 @@ kernel void reduce_a_view_0_reduce(
     const uint o6 = outer2 * u.N + col5;
     float acc7 = 0.0f;
     if (col5 < u.N) {
-        const uint last8 = (u.M - 1u > 24u ? u.M - 1u - 24u : 0u);
+        const uint last8 = (u.M - 1u > 12u ? u.M - 1u - 12u : 0u);
         uint rest9 = lane4;
-        for (uint r10 = lane4; r10 < last8; r10 += 32u) {
+        for (uint r10 = lane4; r10 < last8; r10 += 16u) {
             const uint i11 = col5 * u.M + (r10 + 1u);
             const float v12 = x[i11];
             acc7 = acc7 + v12;
-            const uint i13 = col5 * u.M + (r10 + 8u + 1u);
+            const uint i13 = col5 * u.M + (r10 + 4u + 1u);
             const float v14 = x[i13];
             acc7 = acc7 + v14;
-            const uint i15 = col5 * u.M + (r10 + 16u + 1u);
+            const uint i15 = col5 * u.M + (r10 + 8u + 1u);
             const float v16 = x[i15];
             acc7 = acc7 + v16;
-            const uint i17 = col5 * u.M + (r10 + 24u + 1u);
+            const uint i17 = col5 * u.M + (r10 + 12u + 1u);
             const float v18 = x[i17];
             acc7 = acc7 + v18;
-            rest9 = r10 + 32u;
+            rest9 = r10 + 16u;
         }
-        for (uint r19 = rest9; r19 < u.M - 1u; r19 += 8u) {
+        for (uint r19 = rest9; r19 < u.M - 1u; r19 += 4u) {
             const uint i20 = col5 * u.M + (r19 + 1u);
             const float v21 = x[i20];
             acc7 = acc7 + v21;
@@ -60,18 +60,10 @@ kernel void reduce_a_view_0_reduce(
     total22 = total22 + lane24;
     const float lane25 = columns[column3 + 96u];
     total22 = total22 + lane25;
-    const float lane26 = columns[column3 + 128u];
-    total22 = total22 + lane26;
-    const float lane27 = columns[column3 + 160u];
-    total22 = total22 + lane27;
-    const float lane28 = columns[column3 + 192u];
-    total22 = total22 + lane28;
-    const float lane29 = columns[column3 + 224u];
-    total22 = total22 + lane29;
     if ((lane4 == 0u) && (col5 < u.N)) {
-        const uint i30 = o6 * u.M;
-        const float v31 = x[i30];
-        const float v32 = total22 + v31;
-        out[o6] = v32;
+        const uint i26 = o6 * u.M;
+        const float v27 = x[i26];
+        const float v28 = total22 + v27;
+        out[o6] = v28;
     }
 }

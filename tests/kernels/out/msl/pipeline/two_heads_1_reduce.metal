@@ -16,7 +16,7 @@ kernel void two_heads_1_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float columns[256];
+    threadgroup float columns[128];
     threadgroup uint ticket[1];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= ((u.N + 256u - 1u) >> 8u)) {
@@ -32,24 +32,24 @@ kernel void two_heads_1_reduce(
     const uint end8 = (stop7 < u.N ? stop7 : u.N);
     float acc9 = 0.0f;
     if (column3 < 4u) {
-        const uint last10 = (end8 > 24u ? end8 - 24u : 0u);
+        const uint last10 = (end8 > 12u ? end8 - 12u : 0u);
         uint rest11 = first6 + lane4;
-        for (uint r12 = first6 + lane4; r12 < last10; r12 += 32u) {
+        for (uint r12 = first6 + lane4; r12 < last10; r12 += 16u) {
             const uint i13 = r12 * 4u + column3;
             const float v14 = scratch0[i13];
             acc9 = acc9 + v14;
-            const uint i15 = (r12 + 8u) * 4u + column3;
+            const uint i15 = (r12 + 4u) * 4u + column3;
             const float v16 = scratch0[i15];
             acc9 = acc9 + v16;
-            const uint i17 = (r12 + 16u) * 4u + column3;
+            const uint i17 = (r12 + 8u) * 4u + column3;
             const float v18 = scratch0[i17];
             acc9 = acc9 + v18;
-            const uint i19 = (r12 + 24u) * 4u + column3;
+            const uint i19 = (r12 + 12u) * 4u + column3;
             const float v20 = scratch0[i19];
             acc9 = acc9 + v20;
-            rest11 = r12 + 32u;
+            rest11 = r12 + 16u;
         }
-        for (uint r21 = rest11; r21 < end8; r21 += 8u) {
+        for (uint r21 = rest11; r21 < end8; r21 += 4u) {
             const uint i22 = r21 * 4u + column3;
             const float v23 = scratch0[i22];
             acc9 = acc9 + v23;
@@ -64,79 +64,63 @@ kernel void two_heads_1_reduce(
     total24 = total24 + lane26;
     const float lane27 = columns[column3 + 96u];
     total24 = total24 + lane27;
-    const float lane28 = columns[column3 + 128u];
-    total24 = total24 + lane28;
-    const float lane29 = columns[column3 + 160u];
-    total24 = total24 + lane29;
-    const float lane30 = columns[column3 + 192u];
-    total24 = total24 + lane30;
-    const float lane31 = columns[column3 + 224u];
-    total24 = total24 + lane31;
     if ((lane4 == 0u) && (column3 < 4u)) {
-        const uint at32 = (tile2 * ((u.N + 256u - 1u) >> 8u) + slab1) * 4u + column3;
-        scratch1[at32] = total24;
+        const uint at28 = (tile2 * ((u.N + 256u - 1u) >> 8u) + slab1) * 4u + column3;
+        scratch1[at28] = total24;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint last33 = ((u.N + 256u - 1u) >> 8u) - 1u;
+    const uint last29 = ((u.N + 256u - 1u) >> 8u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old34 = atomic_fetch_add_explicit(&scratch2[tile2], 1u, memory_order_relaxed);
-        if (old34 == last33) {
+        const uint old30 = atomic_fetch_add_explicit(&scratch2[tile2], 1u, memory_order_relaxed);
+        if (old30 == last29) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old34;
+        ticket[0u] = old30;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket35 = ticket[0u];
-    if (ticket35 != last33) {
+    const uint ticket31 = ticket[0u];
+    if (ticket31 != last29) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    float acc36 = 0.0f;
+    float acc32 = 0.0f;
     if (column3 < 4u) {
-        const uint last37 = (((u.N + 256u - 1u) >> 8u) > 24u ? ((u.N + 256u - 1u) >> 8u) - 24u : 0u);
-        uint rest38 = lane4;
-        for (uint r39 = lane4; r39 < last37; r39 += 32u) {
-            const uint at40 = (tile2 * ((u.N + 256u - 1u) >> 8u) + r39) * 4u + column3;
+        const uint last33 = (((u.N + 256u - 1u) >> 8u) > 12u ? ((u.N + 256u - 1u) >> 8u) - 12u : 0u);
+        uint rest34 = lane4;
+        for (uint r35 = lane4; r35 < last33; r35 += 16u) {
+            const uint at36 = (tile2 * ((u.N + 256u - 1u) >> 8u) + r35) * 4u + column3;
+            const float partial37 = scratch1[at36];
+            acc32 = acc32 + partial37;
+            const uint at38 = (tile2 * ((u.N + 256u - 1u) >> 8u) + (r35 + 4u)) * 4u + column3;
+            const float partial39 = scratch1[at38];
+            acc32 = acc32 + partial39;
+            const uint at40 = (tile2 * ((u.N + 256u - 1u) >> 8u) + (r35 + 8u)) * 4u + column3;
             const float partial41 = scratch1[at40];
-            acc36 = acc36 + partial41;
-            const uint at42 = (tile2 * ((u.N + 256u - 1u) >> 8u) + (r39 + 8u)) * 4u + column3;
+            acc32 = acc32 + partial41;
+            const uint at42 = (tile2 * ((u.N + 256u - 1u) >> 8u) + (r35 + 12u)) * 4u + column3;
             const float partial43 = scratch1[at42];
-            acc36 = acc36 + partial43;
-            const uint at44 = (tile2 * ((u.N + 256u - 1u) >> 8u) + (r39 + 16u)) * 4u + column3;
-            const float partial45 = scratch1[at44];
-            acc36 = acc36 + partial45;
-            const uint at46 = (tile2 * ((u.N + 256u - 1u) >> 8u) + (r39 + 24u)) * 4u + column3;
-            const float partial47 = scratch1[at46];
-            acc36 = acc36 + partial47;
-            rest38 = r39 + 32u;
+            acc32 = acc32 + partial43;
+            rest34 = r35 + 16u;
         }
-        for (uint r48 = rest38; r48 < (u.N + 256u - 1u) >> 8u; r48 += 8u) {
-            const uint at49 = (tile2 * ((u.N + 256u - 1u) >> 8u) + r48) * 4u + column3;
-            const float partial50 = scratch1[at49];
-            acc36 = acc36 + partial50;
+        for (uint r44 = rest34; r44 < (u.N + 256u - 1u) >> 8u; r44 += 4u) {
+            const uint at45 = (tile2 * ((u.N + 256u - 1u) >> 8u) + r44) * 4u + column3;
+            const float partial46 = scratch1[at45];
+            acc32 = acc32 + partial46;
         }
     }
-    columns[lid.x] = acc36;
+    columns[lid.x] = acc32;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    float total51 = columns[column3];
-    const float lane52 = columns[column3 + 32u];
-    total51 = total51 + lane52;
-    const float lane53 = columns[column3 + 64u];
-    total51 = total51 + lane53;
-    const float lane54 = columns[column3 + 96u];
-    total51 = total51 + lane54;
-    const float lane55 = columns[column3 + 128u];
-    total51 = total51 + lane55;
-    const float lane56 = columns[column3 + 160u];
-    total51 = total51 + lane56;
-    const float lane57 = columns[column3 + 192u];
-    total51 = total51 + lane57;
-    const float lane58 = columns[column3 + 224u];
-    total51 = total51 + lane58;
+    float total47 = columns[column3];
+    const float lane48 = columns[column3 + 32u];
+    total47 = total47 + lane48;
+    const float lane49 = columns[column3 + 64u];
+    total47 = total47 + lane49;
+    const float lane50 = columns[column3 + 96u];
+    total47 = total47 + lane50;
     if ((lane4 == 0u) && (column3 < 4u)) {
-        out1[o5] = total51;
+        out1[o5] = total47;
     }
     if (lid.x == 0u) {
         atomic_fetch_add_explicit(&scratch2[tile2], 0u - ((u.N + 256u - 1u) >> 8u), memory_order_relaxed);

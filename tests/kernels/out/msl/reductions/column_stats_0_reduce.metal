@@ -34,9 +34,9 @@ kernel void column_stats_0_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float columns[256];
-    threadgroup float columns1[256];
-    threadgroup float columns2[256];
+    threadgroup float columns[128];
+    threadgroup float columns1[128];
+    threadgroup float columns2[128];
     threadgroup uint ticket[1];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= ((u.B + 32u - 1u) >> 5u) * ((u.A + 256u - 1u) >> 8u)) {
@@ -57,32 +57,32 @@ kernel void column_stats_0_reduce(
     float acc13 = as_type<float>(0xff800000u);
     float acc14 = 0.0f;
     if (col7 < u.B) {
-        const uint last15 = (end11 > 24u ? end11 - 24u : 0u);
+        const uint last15 = (end11 > 12u ? end11 - 12u : 0u);
         uint rest16 = first9 + lane6;
-        for (uint r17 = first9 + lane6; r17 < last15; r17 += 32u) {
+        for (uint r17 = first9 + lane6; r17 < last15; r17 += 16u) {
             const uint i18 = r17 * u.B + col7;
             const float v19 = x[i18];
             acc12 = acc12 + v19;
             acc13 = mimir_maximum_f32(acc13, v19);
             acc14 = fma(v19, v19, acc14);
-            const uint i21 = (r17 + 8u) * u.B + col7;
+            const uint i21 = (r17 + 4u) * u.B + col7;
             const float v22 = x[i21];
             acc12 = acc12 + v22;
             acc13 = mimir_maximum_f32(acc13, v22);
             acc14 = fma(v22, v22, acc14);
-            const uint i24 = (r17 + 16u) * u.B + col7;
+            const uint i24 = (r17 + 8u) * u.B + col7;
             const float v25 = x[i24];
             acc12 = acc12 + v25;
             acc13 = mimir_maximum_f32(acc13, v25);
             acc14 = fma(v25, v25, acc14);
-            const uint i27 = (r17 + 24u) * u.B + col7;
+            const uint i27 = (r17 + 12u) * u.B + col7;
             const float v28 = x[i27];
             acc12 = acc12 + v28;
             acc13 = mimir_maximum_f32(acc13, v28);
             acc14 = fma(v28, v28, acc14);
-            rest16 = r17 + 32u;
+            rest16 = r17 + 16u;
         }
-        for (uint r30 = rest16; r30 < end11; r30 += 8u) {
+        for (uint r30 = rest16; r30 < end11; r30 += 4u) {
             const uint i31 = r30 * u.B + col7;
             const float v32 = x[i31];
             acc12 = acc12 + v32;
@@ -101,171 +101,123 @@ kernel void column_stats_0_reduce(
     total34 = total34 + lane36;
     const float lane37 = columns[column5 + 96u];
     total34 = total34 + lane37;
-    const float lane38 = columns[column5 + 128u];
-    total34 = total34 + lane38;
-    const float lane39 = columns[column5 + 160u];
-    total34 = total34 + lane39;
-    const float lane40 = columns[column5 + 192u];
-    total34 = total34 + lane40;
-    const float lane41 = columns[column5 + 224u];
-    total34 = total34 + lane41;
-    float total42 = columns1[column5];
-    const float lane43 = columns1[column5 + 32u];
-    total42 = mimir_maximum_f32(total42, lane43);
-    const float lane44 = columns1[column5 + 64u];
-    total42 = mimir_maximum_f32(total42, lane44);
-    const float lane45 = columns1[column5 + 96u];
-    total42 = mimir_maximum_f32(total42, lane45);
-    const float lane46 = columns1[column5 + 128u];
-    total42 = mimir_maximum_f32(total42, lane46);
-    const float lane47 = columns1[column5 + 160u];
-    total42 = mimir_maximum_f32(total42, lane47);
-    const float lane48 = columns1[column5 + 192u];
-    total42 = mimir_maximum_f32(total42, lane48);
-    const float lane49 = columns1[column5 + 224u];
-    total42 = mimir_maximum_f32(total42, lane49);
-    float total50 = columns2[column5];
-    const float lane51 = columns2[column5 + 32u];
-    total50 = total50 + lane51;
-    const float lane52 = columns2[column5 + 64u];
-    total50 = total50 + lane52;
-    const float lane53 = columns2[column5 + 96u];
-    total50 = total50 + lane53;
-    const float lane54 = columns2[column5 + 128u];
-    total50 = total50 + lane54;
-    const float lane55 = columns2[column5 + 160u];
-    total50 = total50 + lane55;
-    const float lane56 = columns2[column5 + 192u];
-    total50 = total50 + lane56;
-    const float lane57 = columns2[column5 + 224u];
-    total50 = total50 + lane57;
+    float total38 = columns1[column5];
+    const float lane39 = columns1[column5 + 32u];
+    total38 = mimir_maximum_f32(total38, lane39);
+    const float lane40 = columns1[column5 + 64u];
+    total38 = mimir_maximum_f32(total38, lane40);
+    const float lane41 = columns1[column5 + 96u];
+    total38 = mimir_maximum_f32(total38, lane41);
+    float total42 = columns2[column5];
+    const float lane43 = columns2[column5 + 32u];
+    total42 = total42 + lane43;
+    const float lane44 = columns2[column5 + 64u];
+    total42 = total42 + lane44;
+    const float lane45 = columns2[column5 + 96u];
+    total42 = total42 + lane45;
     if ((lane6 == 0u) && (col7 < u.B)) {
-        const uint at58 = (outer4 * ((u.A + 256u - 1u) >> 8u) + slab1) * u.B + col7;
-        scratch0[at58] = total34;
-        scratch2[at58] = total42;
-        scratch4[at58] = total50;
+        const uint at46 = (outer4 * ((u.A + 256u - 1u) >> 8u) + slab1) * u.B + col7;
+        scratch0[at46] = total34;
+        scratch2[at46] = total38;
+        scratch4[at46] = total42;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot59 = outer4 * ((u.B + 32u - 1u) >> 5u) + tile3;
-    const uint last60 = ((u.A + 256u - 1u) >> 8u) - 1u;
+    const uint slot47 = outer4 * ((u.B + 32u - 1u) >> 5u) + tile3;
+    const uint last48 = ((u.A + 256u - 1u) >> 8u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old61 = atomic_fetch_add_explicit(&scratch1[slot59], 1u, memory_order_relaxed);
-        if (old61 == last60) {
+        const uint old49 = atomic_fetch_add_explicit(&scratch1[slot47], 1u, memory_order_relaxed);
+        if (old49 == last48) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old61;
+        ticket[0u] = old49;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket62 = ticket[0u];
-    if (ticket62 != last60) {
+    const uint ticket50 = ticket[0u];
+    if (ticket50 != last48) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    float acc63 = 0.0f;
-    float acc64 = as_type<float>(0xff800000u);
-    float acc65 = 0.0f;
+    float acc51 = 0.0f;
+    float acc52 = as_type<float>(0xff800000u);
+    float acc53 = 0.0f;
     if (col7 < u.B) {
-        const uint last66 = (((u.A + 256u - 1u) >> 8u) > 24u ? ((u.A + 256u - 1u) >> 8u) - 24u : 0u);
-        uint rest67 = lane6;
-        for (uint r68 = lane6; r68 < last66; r68 += 32u) {
-            const uint at69 = (outer4 * ((u.A + 256u - 1u) >> 8u) + r68) * u.B + col7;
+        const uint last54 = (((u.A + 256u - 1u) >> 8u) > 12u ? ((u.A + 256u - 1u) >> 8u) - 12u : 0u);
+        uint rest55 = lane6;
+        for (uint r56 = lane6; r56 < last54; r56 += 16u) {
+            const uint at57 = (outer4 * ((u.A + 256u - 1u) >> 8u) + r56) * u.B + col7;
+            const float partial58 = scratch0[at57];
+            const float partial59 = scratch2[at57];
+            const float partial60 = scratch4[at57];
+            acc51 = acc51 + partial58;
+            acc52 = mimir_maximum_f32(acc52, partial59);
+            acc53 = acc53 + partial60;
+            const uint at61 = (outer4 * ((u.A + 256u - 1u) >> 8u) + (r56 + 4u)) * u.B + col7;
+            const float partial62 = scratch0[at61];
+            const float partial63 = scratch2[at61];
+            const float partial64 = scratch4[at61];
+            acc51 = acc51 + partial62;
+            acc52 = mimir_maximum_f32(acc52, partial63);
+            acc53 = acc53 + partial64;
+            const uint at65 = (outer4 * ((u.A + 256u - 1u) >> 8u) + (r56 + 8u)) * u.B + col7;
+            const float partial66 = scratch0[at65];
+            const float partial67 = scratch2[at65];
+            const float partial68 = scratch4[at65];
+            acc51 = acc51 + partial66;
+            acc52 = mimir_maximum_f32(acc52, partial67);
+            acc53 = acc53 + partial68;
+            const uint at69 = (outer4 * ((u.A + 256u - 1u) >> 8u) + (r56 + 12u)) * u.B + col7;
             const float partial70 = scratch0[at69];
             const float partial71 = scratch2[at69];
             const float partial72 = scratch4[at69];
-            acc63 = acc63 + partial70;
-            acc64 = mimir_maximum_f32(acc64, partial71);
-            acc65 = acc65 + partial72;
-            const uint at73 = (outer4 * ((u.A + 256u - 1u) >> 8u) + (r68 + 8u)) * u.B + col7;
-            const float partial74 = scratch0[at73];
-            const float partial75 = scratch2[at73];
-            const float partial76 = scratch4[at73];
-            acc63 = acc63 + partial74;
-            acc64 = mimir_maximum_f32(acc64, partial75);
-            acc65 = acc65 + partial76;
-            const uint at77 = (outer4 * ((u.A + 256u - 1u) >> 8u) + (r68 + 16u)) * u.B + col7;
-            const float partial78 = scratch0[at77];
-            const float partial79 = scratch2[at77];
-            const float partial80 = scratch4[at77];
-            acc63 = acc63 + partial78;
-            acc64 = mimir_maximum_f32(acc64, partial79);
-            acc65 = acc65 + partial80;
-            const uint at81 = (outer4 * ((u.A + 256u - 1u) >> 8u) + (r68 + 24u)) * u.B + col7;
-            const float partial82 = scratch0[at81];
-            const float partial83 = scratch2[at81];
-            const float partial84 = scratch4[at81];
-            acc63 = acc63 + partial82;
-            acc64 = mimir_maximum_f32(acc64, partial83);
-            acc65 = acc65 + partial84;
-            rest67 = r68 + 32u;
+            acc51 = acc51 + partial70;
+            acc52 = mimir_maximum_f32(acc52, partial71);
+            acc53 = acc53 + partial72;
+            rest55 = r56 + 16u;
         }
-        for (uint r85 = rest67; r85 < (u.A + 256u - 1u) >> 8u; r85 += 8u) {
-            const uint at86 = (outer4 * ((u.A + 256u - 1u) >> 8u) + r85) * u.B + col7;
-            const float partial87 = scratch0[at86];
-            const float partial88 = scratch2[at86];
-            const float partial89 = scratch4[at86];
-            acc63 = acc63 + partial87;
-            acc64 = mimir_maximum_f32(acc64, partial88);
-            acc65 = acc65 + partial89;
+        for (uint r73 = rest55; r73 < (u.A + 256u - 1u) >> 8u; r73 += 4u) {
+            const uint at74 = (outer4 * ((u.A + 256u - 1u) >> 8u) + r73) * u.B + col7;
+            const float partial75 = scratch0[at74];
+            const float partial76 = scratch2[at74];
+            const float partial77 = scratch4[at74];
+            acc51 = acc51 + partial75;
+            acc52 = mimir_maximum_f32(acc52, partial76);
+            acc53 = acc53 + partial77;
         }
     }
-    columns[lid.x] = acc63;
-    columns1[lid.x] = acc64;
-    columns2[lid.x] = acc65;
+    columns[lid.x] = acc51;
+    columns1[lid.x] = acc52;
+    columns2[lid.x] = acc53;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    float total90 = columns[column5];
-    const float lane91 = columns[column5 + 32u];
-    total90 = total90 + lane91;
-    const float lane92 = columns[column5 + 64u];
-    total90 = total90 + lane92;
-    const float lane93 = columns[column5 + 96u];
-    total90 = total90 + lane93;
-    const float lane94 = columns[column5 + 128u];
-    total90 = total90 + lane94;
-    const float lane95 = columns[column5 + 160u];
-    total90 = total90 + lane95;
-    const float lane96 = columns[column5 + 192u];
-    total90 = total90 + lane96;
-    const float lane97 = columns[column5 + 224u];
-    total90 = total90 + lane97;
-    float total98 = columns1[column5];
-    const float lane99 = columns1[column5 + 32u];
-    total98 = mimir_maximum_f32(total98, lane99);
-    const float lane100 = columns1[column5 + 64u];
-    total98 = mimir_maximum_f32(total98, lane100);
-    const float lane101 = columns1[column5 + 96u];
-    total98 = mimir_maximum_f32(total98, lane101);
-    const float lane102 = columns1[column5 + 128u];
-    total98 = mimir_maximum_f32(total98, lane102);
-    const float lane103 = columns1[column5 + 160u];
-    total98 = mimir_maximum_f32(total98, lane103);
-    const float lane104 = columns1[column5 + 192u];
-    total98 = mimir_maximum_f32(total98, lane104);
-    const float lane105 = columns1[column5 + 224u];
-    total98 = mimir_maximum_f32(total98, lane105);
-    float total106 = columns2[column5];
-    const float lane107 = columns2[column5 + 32u];
-    total106 = total106 + lane107;
-    const float lane108 = columns2[column5 + 64u];
-    total106 = total106 + lane108;
-    const float lane109 = columns2[column5 + 96u];
-    total106 = total106 + lane109;
-    const float lane110 = columns2[column5 + 128u];
-    total106 = total106 + lane110;
-    const float lane111 = columns2[column5 + 160u];
-    total106 = total106 + lane111;
-    const float lane112 = columns2[column5 + 192u];
-    total106 = total106 + lane112;
-    const float lane113 = columns2[column5 + 224u];
-    total106 = total106 + lane113;
+    float total78 = columns[column5];
+    const float lane79 = columns[column5 + 32u];
+    total78 = total78 + lane79;
+    const float lane80 = columns[column5 + 64u];
+    total78 = total78 + lane80;
+    const float lane81 = columns[column5 + 96u];
+    total78 = total78 + lane81;
+    float total82 = columns1[column5];
+    const float lane83 = columns1[column5 + 32u];
+    total82 = mimir_maximum_f32(total82, lane83);
+    const float lane84 = columns1[column5 + 64u];
+    total82 = mimir_maximum_f32(total82, lane84);
+    const float lane85 = columns1[column5 + 96u];
+    total82 = mimir_maximum_f32(total82, lane85);
+    float total86 = columns2[column5];
+    const float lane87 = columns2[column5 + 32u];
+    total86 = total86 + lane87;
+    const float lane88 = columns2[column5 + 64u];
+    total86 = total86 + lane88;
+    const float lane89 = columns2[column5 + 96u];
+    total86 = total86 + lane89;
     if ((lane6 == 0u) && (col7 < u.B)) {
-        const float total114 = total90 / float(u.A);
-        out0[o8] = total114;
-        out1[o8] = total98;
-        out2[o8] = total106;
+        const float total90 = total78 / float(u.A);
+        out0[o8] = total90;
+        out1[o8] = total82;
+        out2[o8] = total86;
     }
     if (lid.x == 0u) {
-        atomic_fetch_add_explicit(&scratch1[slot59], 0u - ((u.A + 256u - 1u) >> 8u), memory_order_relaxed);
+        atomic_fetch_add_explicit(&scratch1[slot47], 0u - ((u.A + 256u - 1u) >> 8u), memory_order_relaxed);
     }
 }

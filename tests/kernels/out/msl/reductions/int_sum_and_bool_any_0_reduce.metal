@@ -17,7 +17,7 @@ kernel void int_sum_and_bool_any_0_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup int columns[256];
+    threadgroup int columns[128];
     threadgroup uint ticket[1];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= ((u.B + 32u - 1u) >> 5u) * ((u.A + 256u - 1u) >> 8u)) {
@@ -36,24 +36,24 @@ kernel void int_sum_and_bool_any_0_reduce(
     const uint end11 = (stop10 < u.A ? stop10 : u.A);
     int acc12 = 0;
     if (col7 < u.B) {
-        const uint last13 = (end11 > 24u ? end11 - 24u : 0u);
+        const uint last13 = (end11 > 12u ? end11 - 12u : 0u);
         uint rest14 = first9 + lane6;
-        for (uint r15 = first9 + lane6; r15 < last13; r15 += 32u) {
+        for (uint r15 = first9 + lane6; r15 < last13; r15 += 16u) {
             const uint i16 = r15 * u.B + col7;
             const int v17 = x[i16];
             acc12 = int(uint(acc12) + uint(v17));
-            const uint i18 = (r15 + 8u) * u.B + col7;
+            const uint i18 = (r15 + 4u) * u.B + col7;
             const int v19 = x[i18];
             acc12 = int(uint(acc12) + uint(v19));
-            const uint i20 = (r15 + 16u) * u.B + col7;
+            const uint i20 = (r15 + 8u) * u.B + col7;
             const int v21 = x[i20];
             acc12 = int(uint(acc12) + uint(v21));
-            const uint i22 = (r15 + 24u) * u.B + col7;
+            const uint i22 = (r15 + 12u) * u.B + col7;
             const int v23 = x[i22];
             acc12 = int(uint(acc12) + uint(v23));
-            rest14 = r15 + 32u;
+            rest14 = r15 + 16u;
         }
-        for (uint r24 = rest14; r24 < end11; r24 += 8u) {
+        for (uint r24 = rest14; r24 < end11; r24 += 4u) {
             const uint i25 = r24 * u.B + col7;
             const int v26 = x[i25];
             acc12 = int(uint(acc12) + uint(v26));
@@ -68,82 +68,66 @@ kernel void int_sum_and_bool_any_0_reduce(
     total27 = int(uint(total27) + uint(lane29));
     const int lane30 = columns[column5 + 96u];
     total27 = int(uint(total27) + uint(lane30));
-    const int lane31 = columns[column5 + 128u];
-    total27 = int(uint(total27) + uint(lane31));
-    const int lane32 = columns[column5 + 160u];
-    total27 = int(uint(total27) + uint(lane32));
-    const int lane33 = columns[column5 + 192u];
-    total27 = int(uint(total27) + uint(lane33));
-    const int lane34 = columns[column5 + 224u];
-    total27 = int(uint(total27) + uint(lane34));
     if ((lane6 == 0u) && (col7 < u.B)) {
-        const uint at35 = (outer4 * ((u.A + 256u - 1u) >> 8u) + slab1) * u.B + col7;
-        scratch0[at35] = total27;
+        const uint at31 = (outer4 * ((u.A + 256u - 1u) >> 8u) + slab1) * u.B + col7;
+        scratch0[at31] = total27;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot36 = outer4 * ((u.B + 32u - 1u) >> 5u) + tile3;
-    const uint last37 = ((u.A + 256u - 1u) >> 8u) - 1u;
+    const uint slot32 = outer4 * ((u.B + 32u - 1u) >> 5u) + tile3;
+    const uint last33 = ((u.A + 256u - 1u) >> 8u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old38 = atomic_fetch_add_explicit(&scratch1[slot36], 1u, memory_order_relaxed);
-        if (old38 == last37) {
+        const uint old34 = atomic_fetch_add_explicit(&scratch1[slot32], 1u, memory_order_relaxed);
+        if (old34 == last33) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old38;
+        ticket[0u] = old34;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket39 = ticket[0u];
-    if (ticket39 != last37) {
+    const uint ticket35 = ticket[0u];
+    if (ticket35 != last33) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    int acc40 = 0;
+    int acc36 = 0;
     if (col7 < u.B) {
-        const uint last41 = (((u.A + 256u - 1u) >> 8u) > 24u ? ((u.A + 256u - 1u) >> 8u) - 24u : 0u);
-        uint rest42 = lane6;
-        for (uint r43 = lane6; r43 < last41; r43 += 32u) {
-            const uint at44 = (outer4 * ((u.A + 256u - 1u) >> 8u) + r43) * u.B + col7;
+        const uint last37 = (((u.A + 256u - 1u) >> 8u) > 12u ? ((u.A + 256u - 1u) >> 8u) - 12u : 0u);
+        uint rest38 = lane6;
+        for (uint r39 = lane6; r39 < last37; r39 += 16u) {
+            const uint at40 = (outer4 * ((u.A + 256u - 1u) >> 8u) + r39) * u.B + col7;
+            const int partial41 = scratch0[at40];
+            acc36 = int(uint(acc36) + uint(partial41));
+            const uint at42 = (outer4 * ((u.A + 256u - 1u) >> 8u) + (r39 + 4u)) * u.B + col7;
+            const int partial43 = scratch0[at42];
+            acc36 = int(uint(acc36) + uint(partial43));
+            const uint at44 = (outer4 * ((u.A + 256u - 1u) >> 8u) + (r39 + 8u)) * u.B + col7;
             const int partial45 = scratch0[at44];
-            acc40 = int(uint(acc40) + uint(partial45));
-            const uint at46 = (outer4 * ((u.A + 256u - 1u) >> 8u) + (r43 + 8u)) * u.B + col7;
+            acc36 = int(uint(acc36) + uint(partial45));
+            const uint at46 = (outer4 * ((u.A + 256u - 1u) >> 8u) + (r39 + 12u)) * u.B + col7;
             const int partial47 = scratch0[at46];
-            acc40 = int(uint(acc40) + uint(partial47));
-            const uint at48 = (outer4 * ((u.A + 256u - 1u) >> 8u) + (r43 + 16u)) * u.B + col7;
-            const int partial49 = scratch0[at48];
-            acc40 = int(uint(acc40) + uint(partial49));
-            const uint at50 = (outer4 * ((u.A + 256u - 1u) >> 8u) + (r43 + 24u)) * u.B + col7;
-            const int partial51 = scratch0[at50];
-            acc40 = int(uint(acc40) + uint(partial51));
-            rest42 = r43 + 32u;
+            acc36 = int(uint(acc36) + uint(partial47));
+            rest38 = r39 + 16u;
         }
-        for (uint r52 = rest42; r52 < (u.A + 256u - 1u) >> 8u; r52 += 8u) {
-            const uint at53 = (outer4 * ((u.A + 256u - 1u) >> 8u) + r52) * u.B + col7;
-            const int partial54 = scratch0[at53];
-            acc40 = int(uint(acc40) + uint(partial54));
+        for (uint r48 = rest38; r48 < (u.A + 256u - 1u) >> 8u; r48 += 4u) {
+            const uint at49 = (outer4 * ((u.A + 256u - 1u) >> 8u) + r48) * u.B + col7;
+            const int partial50 = scratch0[at49];
+            acc36 = int(uint(acc36) + uint(partial50));
         }
     }
-    columns[lid.x] = acc40;
+    columns[lid.x] = acc36;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    int total55 = columns[column5];
-    const int lane56 = columns[column5 + 32u];
-    total55 = int(uint(total55) + uint(lane56));
-    const int lane57 = columns[column5 + 64u];
-    total55 = int(uint(total55) + uint(lane57));
-    const int lane58 = columns[column5 + 96u];
-    total55 = int(uint(total55) + uint(lane58));
-    const int lane59 = columns[column5 + 128u];
-    total55 = int(uint(total55) + uint(lane59));
-    const int lane60 = columns[column5 + 160u];
-    total55 = int(uint(total55) + uint(lane60));
-    const int lane61 = columns[column5 + 192u];
-    total55 = int(uint(total55) + uint(lane61));
-    const int lane62 = columns[column5 + 224u];
-    total55 = int(uint(total55) + uint(lane62));
+    int total51 = columns[column5];
+    const int lane52 = columns[column5 + 32u];
+    total51 = int(uint(total51) + uint(lane52));
+    const int lane53 = columns[column5 + 64u];
+    total51 = int(uint(total51) + uint(lane53));
+    const int lane54 = columns[column5 + 96u];
+    total51 = int(uint(total51) + uint(lane54));
     if ((lane6 == 0u) && (col7 < u.B)) {
-        out0[o8] = total55;
+        out0[o8] = total51;
     }
     if (lid.x == 0u) {
-        atomic_fetch_add_explicit(&scratch1[slot36], 0u - ((u.A + 256u - 1u) >> 8u), memory_order_relaxed);
+        atomic_fetch_add_explicit(&scratch1[slot32], 0u - ((u.A + 256u - 1u) >> 8u), memory_order_relaxed);
     }
 }

@@ -18,7 +18,7 @@ kernel void mean_axis1_keepdims_0_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float columns[256];
+    threadgroup float columns[128];
     threadgroup uint ticket[1];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.A * ((u.C + 32u - 1u) >> 5u) * ((u.B + 256u - 1u) >> 8u)) {
@@ -37,24 +37,24 @@ kernel void mean_axis1_keepdims_0_reduce(
     const uint end11 = (stop10 < u.B ? stop10 : u.B);
     float acc12 = 0.0f;
     if (col7 < u.C) {
-        const uint last13 = (end11 > 24u ? end11 - 24u : 0u);
+        const uint last13 = (end11 > 12u ? end11 - 12u : 0u);
         uint rest14 = first9 + lane6;
-        for (uint r15 = first9 + lane6; r15 < last13; r15 += 32u) {
+        for (uint r15 = first9 + lane6; r15 < last13; r15 += 16u) {
             const uint i16 = (outer4 * u.B + r15) * u.C + col7;
             const float v17 = x[i16];
             acc12 = acc12 + v17;
-            const uint i18 = (outer4 * u.B + (r15 + 8u)) * u.C + col7;
+            const uint i18 = (outer4 * u.B + (r15 + 4u)) * u.C + col7;
             const float v19 = x[i18];
             acc12 = acc12 + v19;
-            const uint i20 = (outer4 * u.B + (r15 + 16u)) * u.C + col7;
+            const uint i20 = (outer4 * u.B + (r15 + 8u)) * u.C + col7;
             const float v21 = x[i20];
             acc12 = acc12 + v21;
-            const uint i22 = (outer4 * u.B + (r15 + 24u)) * u.C + col7;
+            const uint i22 = (outer4 * u.B + (r15 + 12u)) * u.C + col7;
             const float v23 = x[i22];
             acc12 = acc12 + v23;
-            rest14 = r15 + 32u;
+            rest14 = r15 + 16u;
         }
-        for (uint r24 = rest14; r24 < end11; r24 += 8u) {
+        for (uint r24 = rest14; r24 < end11; r24 += 4u) {
             const uint i25 = (outer4 * u.B + r24) * u.C + col7;
             const float v26 = x[i25];
             acc12 = acc12 + v26;
@@ -69,83 +69,67 @@ kernel void mean_axis1_keepdims_0_reduce(
     total27 = total27 + lane29;
     const float lane30 = columns[column5 + 96u];
     total27 = total27 + lane30;
-    const float lane31 = columns[column5 + 128u];
-    total27 = total27 + lane31;
-    const float lane32 = columns[column5 + 160u];
-    total27 = total27 + lane32;
-    const float lane33 = columns[column5 + 192u];
-    total27 = total27 + lane33;
-    const float lane34 = columns[column5 + 224u];
-    total27 = total27 + lane34;
     if ((lane6 == 0u) && (col7 < u.C)) {
-        const uint at35 = (outer4 * ((u.B + 256u - 1u) >> 8u) + slab1) * u.C + col7;
-        scratch0[at35] = total27;
+        const uint at31 = (outer4 * ((u.B + 256u - 1u) >> 8u) + slab1) * u.C + col7;
+        scratch0[at31] = total27;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot36 = outer4 * ((u.C + 32u - 1u) >> 5u) + tile3;
-    const uint last37 = ((u.B + 256u - 1u) >> 8u) - 1u;
+    const uint slot32 = outer4 * ((u.C + 32u - 1u) >> 5u) + tile3;
+    const uint last33 = ((u.B + 256u - 1u) >> 8u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old38 = atomic_fetch_add_explicit(&scratch1[slot36], 1u, memory_order_relaxed);
-        if (old38 == last37) {
+        const uint old34 = atomic_fetch_add_explicit(&scratch1[slot32], 1u, memory_order_relaxed);
+        if (old34 == last33) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old38;
+        ticket[0u] = old34;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket39 = ticket[0u];
-    if (ticket39 != last37) {
+    const uint ticket35 = ticket[0u];
+    if (ticket35 != last33) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    float acc40 = 0.0f;
+    float acc36 = 0.0f;
     if (col7 < u.C) {
-        const uint last41 = (((u.B + 256u - 1u) >> 8u) > 24u ? ((u.B + 256u - 1u) >> 8u) - 24u : 0u);
-        uint rest42 = lane6;
-        for (uint r43 = lane6; r43 < last41; r43 += 32u) {
-            const uint at44 = (outer4 * ((u.B + 256u - 1u) >> 8u) + r43) * u.C + col7;
+        const uint last37 = (((u.B + 256u - 1u) >> 8u) > 12u ? ((u.B + 256u - 1u) >> 8u) - 12u : 0u);
+        uint rest38 = lane6;
+        for (uint r39 = lane6; r39 < last37; r39 += 16u) {
+            const uint at40 = (outer4 * ((u.B + 256u - 1u) >> 8u) + r39) * u.C + col7;
+            const float partial41 = scratch0[at40];
+            acc36 = acc36 + partial41;
+            const uint at42 = (outer4 * ((u.B + 256u - 1u) >> 8u) + (r39 + 4u)) * u.C + col7;
+            const float partial43 = scratch0[at42];
+            acc36 = acc36 + partial43;
+            const uint at44 = (outer4 * ((u.B + 256u - 1u) >> 8u) + (r39 + 8u)) * u.C + col7;
             const float partial45 = scratch0[at44];
-            acc40 = acc40 + partial45;
-            const uint at46 = (outer4 * ((u.B + 256u - 1u) >> 8u) + (r43 + 8u)) * u.C + col7;
+            acc36 = acc36 + partial45;
+            const uint at46 = (outer4 * ((u.B + 256u - 1u) >> 8u) + (r39 + 12u)) * u.C + col7;
             const float partial47 = scratch0[at46];
-            acc40 = acc40 + partial47;
-            const uint at48 = (outer4 * ((u.B + 256u - 1u) >> 8u) + (r43 + 16u)) * u.C + col7;
-            const float partial49 = scratch0[at48];
-            acc40 = acc40 + partial49;
-            const uint at50 = (outer4 * ((u.B + 256u - 1u) >> 8u) + (r43 + 24u)) * u.C + col7;
-            const float partial51 = scratch0[at50];
-            acc40 = acc40 + partial51;
-            rest42 = r43 + 32u;
+            acc36 = acc36 + partial47;
+            rest38 = r39 + 16u;
         }
-        for (uint r52 = rest42; r52 < (u.B + 256u - 1u) >> 8u; r52 += 8u) {
-            const uint at53 = (outer4 * ((u.B + 256u - 1u) >> 8u) + r52) * u.C + col7;
-            const float partial54 = scratch0[at53];
-            acc40 = acc40 + partial54;
+        for (uint r48 = rest38; r48 < (u.B + 256u - 1u) >> 8u; r48 += 4u) {
+            const uint at49 = (outer4 * ((u.B + 256u - 1u) >> 8u) + r48) * u.C + col7;
+            const float partial50 = scratch0[at49];
+            acc36 = acc36 + partial50;
         }
     }
-    columns[lid.x] = acc40;
+    columns[lid.x] = acc36;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    float total55 = columns[column5];
-    const float lane56 = columns[column5 + 32u];
-    total55 = total55 + lane56;
-    const float lane57 = columns[column5 + 64u];
-    total55 = total55 + lane57;
-    const float lane58 = columns[column5 + 96u];
-    total55 = total55 + lane58;
-    const float lane59 = columns[column5 + 128u];
-    total55 = total55 + lane59;
-    const float lane60 = columns[column5 + 160u];
-    total55 = total55 + lane60;
-    const float lane61 = columns[column5 + 192u];
-    total55 = total55 + lane61;
-    const float lane62 = columns[column5 + 224u];
-    total55 = total55 + lane62;
+    float total51 = columns[column5];
+    const float lane52 = columns[column5 + 32u];
+    total51 = total51 + lane52;
+    const float lane53 = columns[column5 + 64u];
+    total51 = total51 + lane53;
+    const float lane54 = columns[column5 + 96u];
+    total51 = total51 + lane54;
     if ((lane6 == 0u) && (col7 < u.C)) {
-        const float total63 = total55 / float(u.B);
-        out[o8] = total63;
+        const float total55 = total51 / float(u.B);
+        out[o8] = total55;
     }
     if (lid.x == 0u) {
-        atomic_fetch_add_explicit(&scratch1[slot36], 0u - ((u.B + 256u - 1u) >> 8u), memory_order_relaxed);
+        atomic_fetch_add_explicit(&scratch1[slot32], 0u - ((u.B + 256u - 1u) >> 8u), memory_order_relaxed);
     }
 }

@@ -18,7 +18,7 @@ kernel void sum_axis0_0_reduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float columns[256];
+    threadgroup float columns[128];
     threadgroup uint ticket[1];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= ((u.B * u.C + 32u - 1u) >> 5u) * ((u.A + 256u - 1u) >> 8u)) {
@@ -39,24 +39,24 @@ kernel void sum_axis0_0_reduce(
     const uint end13 = (stop12 < u.A ? stop12 : u.A);
     float acc14 = 0.0f;
     if (col7 < u.B * u.C) {
-        const uint last15 = (end13 > 24u ? end13 - 24u : 0u);
+        const uint last15 = (end13 > 12u ? end13 - 12u : 0u);
         uint rest16 = first11 + lane6;
-        for (uint r17 = first11 + lane6; r17 < last15; r17 += 32u) {
+        for (uint r17 = first11 + lane6; r17 < last15; r17 += 16u) {
             const uint i18 = (r17 * u.B + i10) * u.C + i9;
             const float v19 = x[i18];
             acc14 = acc14 + v19;
-            const uint i20 = ((r17 + 8u) * u.B + i10) * u.C + i9;
+            const uint i20 = ((r17 + 4u) * u.B + i10) * u.C + i9;
             const float v21 = x[i20];
             acc14 = acc14 + v21;
-            const uint i22 = ((r17 + 16u) * u.B + i10) * u.C + i9;
+            const uint i22 = ((r17 + 8u) * u.B + i10) * u.C + i9;
             const float v23 = x[i22];
             acc14 = acc14 + v23;
-            const uint i24 = ((r17 + 24u) * u.B + i10) * u.C + i9;
+            const uint i24 = ((r17 + 12u) * u.B + i10) * u.C + i9;
             const float v25 = x[i24];
             acc14 = acc14 + v25;
-            rest16 = r17 + 32u;
+            rest16 = r17 + 16u;
         }
-        for (uint r26 = rest16; r26 < end13; r26 += 8u) {
+        for (uint r26 = rest16; r26 < end13; r26 += 4u) {
             const uint i27 = (r26 * u.B + i10) * u.C + i9;
             const float v28 = x[i27];
             acc14 = acc14 + v28;
@@ -71,82 +71,66 @@ kernel void sum_axis0_0_reduce(
     total29 = total29 + lane31;
     const float lane32 = columns[column5 + 96u];
     total29 = total29 + lane32;
-    const float lane33 = columns[column5 + 128u];
-    total29 = total29 + lane33;
-    const float lane34 = columns[column5 + 160u];
-    total29 = total29 + lane34;
-    const float lane35 = columns[column5 + 192u];
-    total29 = total29 + lane35;
-    const float lane36 = columns[column5 + 224u];
-    total29 = total29 + lane36;
     if ((lane6 == 0u) && (col7 < u.B * u.C)) {
-        const uint at37 = (outer4 * ((u.A + 256u - 1u) >> 8u) + slab1) * (u.B * u.C) + col7;
-        scratch0[at37] = total29;
+        const uint at33 = (outer4 * ((u.A + 256u - 1u) >> 8u) + slab1) * (u.B * u.C) + col7;
+        scratch0[at33] = total29;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot38 = outer4 * ((u.B * u.C + 32u - 1u) >> 5u) + tile3;
-    const uint last39 = ((u.A + 256u - 1u) >> 8u) - 1u;
+    const uint slot34 = outer4 * ((u.B * u.C + 32u - 1u) >> 5u) + tile3;
+    const uint last35 = ((u.A + 256u - 1u) >> 8u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old40 = atomic_fetch_add_explicit(&scratch1[slot38], 1u, memory_order_relaxed);
-        if (old40 == last39) {
+        const uint old36 = atomic_fetch_add_explicit(&scratch1[slot34], 1u, memory_order_relaxed);
+        if (old36 == last35) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old40;
+        ticket[0u] = old36;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket41 = ticket[0u];
-    if (ticket41 != last39) {
+    const uint ticket37 = ticket[0u];
+    if (ticket37 != last35) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    float acc42 = 0.0f;
+    float acc38 = 0.0f;
     if (col7 < u.B * u.C) {
-        const uint last43 = (((u.A + 256u - 1u) >> 8u) > 24u ? ((u.A + 256u - 1u) >> 8u) - 24u : 0u);
-        uint rest44 = lane6;
-        for (uint r45 = lane6; r45 < last43; r45 += 32u) {
-            const uint at46 = (outer4 * ((u.A + 256u - 1u) >> 8u) + r45) * (u.B * u.C) + col7;
+        const uint last39 = (((u.A + 256u - 1u) >> 8u) > 12u ? ((u.A + 256u - 1u) >> 8u) - 12u : 0u);
+        uint rest40 = lane6;
+        for (uint r41 = lane6; r41 < last39; r41 += 16u) {
+            const uint at42 = (outer4 * ((u.A + 256u - 1u) >> 8u) + r41) * (u.B * u.C) + col7;
+            const float partial43 = scratch0[at42];
+            acc38 = acc38 + partial43;
+            const uint at44 = (outer4 * ((u.A + 256u - 1u) >> 8u) + (r41 + 4u)) * (u.B * u.C) + col7;
+            const float partial45 = scratch0[at44];
+            acc38 = acc38 + partial45;
+            const uint at46 = (outer4 * ((u.A + 256u - 1u) >> 8u) + (r41 + 8u)) * (u.B * u.C) + col7;
             const float partial47 = scratch0[at46];
-            acc42 = acc42 + partial47;
-            const uint at48 = (outer4 * ((u.A + 256u - 1u) >> 8u) + (r45 + 8u)) * (u.B * u.C) + col7;
+            acc38 = acc38 + partial47;
+            const uint at48 = (outer4 * ((u.A + 256u - 1u) >> 8u) + (r41 + 12u)) * (u.B * u.C) + col7;
             const float partial49 = scratch0[at48];
-            acc42 = acc42 + partial49;
-            const uint at50 = (outer4 * ((u.A + 256u - 1u) >> 8u) + (r45 + 16u)) * (u.B * u.C) + col7;
-            const float partial51 = scratch0[at50];
-            acc42 = acc42 + partial51;
-            const uint at52 = (outer4 * ((u.A + 256u - 1u) >> 8u) + (r45 + 24u)) * (u.B * u.C) + col7;
-            const float partial53 = scratch0[at52];
-            acc42 = acc42 + partial53;
-            rest44 = r45 + 32u;
+            acc38 = acc38 + partial49;
+            rest40 = r41 + 16u;
         }
-        for (uint r54 = rest44; r54 < (u.A + 256u - 1u) >> 8u; r54 += 8u) {
-            const uint at55 = (outer4 * ((u.A + 256u - 1u) >> 8u) + r54) * (u.B * u.C) + col7;
-            const float partial56 = scratch0[at55];
-            acc42 = acc42 + partial56;
+        for (uint r50 = rest40; r50 < (u.A + 256u - 1u) >> 8u; r50 += 4u) {
+            const uint at51 = (outer4 * ((u.A + 256u - 1u) >> 8u) + r50) * (u.B * u.C) + col7;
+            const float partial52 = scratch0[at51];
+            acc38 = acc38 + partial52;
         }
     }
-    columns[lid.x] = acc42;
+    columns[lid.x] = acc38;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    float total57 = columns[column5];
-    const float lane58 = columns[column5 + 32u];
-    total57 = total57 + lane58;
-    const float lane59 = columns[column5 + 64u];
-    total57 = total57 + lane59;
-    const float lane60 = columns[column5 + 96u];
-    total57 = total57 + lane60;
-    const float lane61 = columns[column5 + 128u];
-    total57 = total57 + lane61;
-    const float lane62 = columns[column5 + 160u];
-    total57 = total57 + lane62;
-    const float lane63 = columns[column5 + 192u];
-    total57 = total57 + lane63;
-    const float lane64 = columns[column5 + 224u];
-    total57 = total57 + lane64;
+    float total53 = columns[column5];
+    const float lane54 = columns[column5 + 32u];
+    total53 = total53 + lane54;
+    const float lane55 = columns[column5 + 64u];
+    total53 = total53 + lane55;
+    const float lane56 = columns[column5 + 96u];
+    total53 = total53 + lane56;
     if ((lane6 == 0u) && (col7 < u.B * u.C)) {
-        out[o8] = total57;
+        out[o8] = total53;
     }
     if (lid.x == 0u) {
-        atomic_fetch_add_explicit(&scratch1[slot38], 0u - ((u.A + 256u - 1u) >> 8u), memory_order_relaxed);
+        atomic_fetch_add_explicit(&scratch1[slot34], 0u - ((u.A + 256u - 1u) >> 8u), memory_order_relaxed);
     }
 }

@@ -29,8 +29,8 @@ kernel void argmin_columns_0_argreduce(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup int best[256];
-    threadgroup uint first[256];
+    threadgroup int best[128];
+    threadgroup uint first[128];
     threadgroup uint ticket[1];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= ((u.C + 32u - 1u) >> 5u) * ((u.N + 256u - 1u) >> 8u)) {
@@ -49,28 +49,28 @@ kernel void argmin_columns_0_argreduce(
     const uint end11 = (stop10 < u.N ? stop10 : u.N);
     int acc12 = 2147483647;
     if (col7 < u.C) {
-        const uint last13 = (end11 > 24u ? end11 - 24u : 0u);
+        const uint last13 = (end11 > 12u ? end11 - 12u : 0u);
         uint rest14 = first9 + lane6;
-        for (uint r15 = first9 + lane6; r15 < last13; r15 += 32u) {
+        for (uint r15 = first9 + lane6; r15 < last13; r15 += 16u) {
             const uint i16 = r15 * u.C + col7;
             const int v17 = x[i16];
             const int v18 = mimir_mod_i32(v17, 5);
             acc12 = (acc12 <= v18 ? acc12 : v18);
-            const uint i19 = (r15 + 8u) * u.C + col7;
+            const uint i19 = (r15 + 4u) * u.C + col7;
             const int v20 = x[i19];
             const int v21 = mimir_mod_i32(v20, 5);
             acc12 = (acc12 <= v21 ? acc12 : v21);
-            const uint i22 = (r15 + 16u) * u.C + col7;
+            const uint i22 = (r15 + 8u) * u.C + col7;
             const int v23 = x[i22];
             const int v24 = mimir_mod_i32(v23, 5);
             acc12 = (acc12 <= v24 ? acc12 : v24);
-            const uint i25 = (r15 + 24u) * u.C + col7;
+            const uint i25 = (r15 + 12u) * u.C + col7;
             const int v26 = x[i25];
             const int v27 = mimir_mod_i32(v26, 5);
             acc12 = (acc12 <= v27 ? acc12 : v27);
-            rest14 = r15 + 32u;
+            rest14 = r15 + 16u;
         }
-        for (uint r28 = rest14; r28 < end11; r28 += 8u) {
+        for (uint r28 = rest14; r28 < end11; r28 += 4u) {
             const uint i29 = r28 * u.C + col7;
             const int v30 = x[i29];
             const int v31 = mimir_mod_i32(v30, 5);
@@ -86,173 +86,141 @@ kernel void argmin_columns_0_argreduce(
     total32 = (total32 <= lane34 ? total32 : lane34);
     const int lane35 = best[column5 + 96u];
     total32 = (total32 <= lane35 ? total32 : lane35);
-    const int lane36 = best[column5 + 128u];
-    total32 = (total32 <= lane36 ? total32 : lane36);
-    const int lane37 = best[column5 + 160u];
-    total32 = (total32 <= lane37 ? total32 : lane37);
-    const int lane38 = best[column5 + 192u];
-    total32 = (total32 <= lane38 ? total32 : lane38);
-    const int lane39 = best[column5 + 224u];
-    total32 = (total32 <= lane39 ? total32 : lane39);
-    uint acc40 = 4294967295u;
+    uint acc36 = 4294967295u;
     if (col7 < u.C) {
-        const uint last41 = (end11 > 24u ? end11 - 24u : 0u);
-        uint rest42 = first9 + lane6;
-        for (uint r43 = first9 + lane6; r43 < last41; r43 += 32u) {
-            const uint i44 = r43 * u.C + col7;
-            const int v45 = x[i44];
-            const int v46 = mimir_mod_i32(v45, 5);
-            acc40 = (acc40 <= (v46 == total32 ? r43 : 4294967295u) ? acc40 : (v46 == total32 ? r43 : 4294967295u));
-            const uint i47 = (r43 + 8u) * u.C + col7;
-            const int v48 = x[i47];
-            const int v49 = mimir_mod_i32(v48, 5);
-            acc40 = (acc40 <= (v49 == total32 ? r43 + 8u : 4294967295u) ? acc40 : (v49 == total32 ? r43 + 8u : 4294967295u));
-            const uint i50 = (r43 + 16u) * u.C + col7;
-            const int v51 = x[i50];
-            const int v52 = mimir_mod_i32(v51, 5);
-            acc40 = (acc40 <= (v52 == total32 ? r43 + 16u : 4294967295u) ? acc40 : (v52 == total32 ? r43 + 16u : 4294967295u));
-            const uint i53 = (r43 + 24u) * u.C + col7;
+        const uint last37 = (end11 > 12u ? end11 - 12u : 0u);
+        uint rest38 = first9 + lane6;
+        for (uint r39 = first9 + lane6; r39 < last37; r39 += 16u) {
+            const uint i40 = r39 * u.C + col7;
+            const int v41 = x[i40];
+            const int v42 = mimir_mod_i32(v41, 5);
+            acc36 = (acc36 <= (v42 == total32 ? r39 : 4294967295u) ? acc36 : (v42 == total32 ? r39 : 4294967295u));
+            const uint i43 = (r39 + 4u) * u.C + col7;
+            const int v44 = x[i43];
+            const int v45 = mimir_mod_i32(v44, 5);
+            acc36 = (acc36 <= (v45 == total32 ? r39 + 4u : 4294967295u) ? acc36 : (v45 == total32 ? r39 + 4u : 4294967295u));
+            const uint i46 = (r39 + 8u) * u.C + col7;
+            const int v47 = x[i46];
+            const int v48 = mimir_mod_i32(v47, 5);
+            acc36 = (acc36 <= (v48 == total32 ? r39 + 8u : 4294967295u) ? acc36 : (v48 == total32 ? r39 + 8u : 4294967295u));
+            const uint i49 = (r39 + 12u) * u.C + col7;
+            const int v50 = x[i49];
+            const int v51 = mimir_mod_i32(v50, 5);
+            acc36 = (acc36 <= (v51 == total32 ? r39 + 12u : 4294967295u) ? acc36 : (v51 == total32 ? r39 + 12u : 4294967295u));
+            rest38 = r39 + 16u;
+        }
+        for (uint r52 = rest38; r52 < end11; r52 += 4u) {
+            const uint i53 = r52 * u.C + col7;
             const int v54 = x[i53];
             const int v55 = mimir_mod_i32(v54, 5);
-            acc40 = (acc40 <= (v55 == total32 ? r43 + 24u : 4294967295u) ? acc40 : (v55 == total32 ? r43 + 24u : 4294967295u));
-            rest42 = r43 + 32u;
-        }
-        for (uint r56 = rest42; r56 < end11; r56 += 8u) {
-            const uint i57 = r56 * u.C + col7;
-            const int v58 = x[i57];
-            const int v59 = mimir_mod_i32(v58, 5);
-            acc40 = (acc40 <= (v59 == total32 ? r56 : 4294967295u) ? acc40 : (v59 == total32 ? r56 : 4294967295u));
+            acc36 = (acc36 <= (v55 == total32 ? r52 : 4294967295u) ? acc36 : (v55 == total32 ? r52 : 4294967295u));
         }
     }
-    first[lid.x] = acc40;
+    first[lid.x] = acc36;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    uint total60 = first[column5];
-    const uint lane61 = first[column5 + 32u];
-    total60 = (total60 <= lane61 ? total60 : lane61);
-    const uint lane62 = first[column5 + 64u];
-    total60 = (total60 <= lane62 ? total60 : lane62);
-    const uint lane63 = first[column5 + 96u];
-    total60 = (total60 <= lane63 ? total60 : lane63);
-    const uint lane64 = first[column5 + 128u];
-    total60 = (total60 <= lane64 ? total60 : lane64);
-    const uint lane65 = first[column5 + 160u];
-    total60 = (total60 <= lane65 ? total60 : lane65);
-    const uint lane66 = first[column5 + 192u];
-    total60 = (total60 <= lane66 ? total60 : lane66);
-    const uint lane67 = first[column5 + 224u];
-    total60 = (total60 <= lane67 ? total60 : lane67);
+    uint total56 = first[column5];
+    const uint lane57 = first[column5 + 32u];
+    total56 = (total56 <= lane57 ? total56 : lane57);
+    const uint lane58 = first[column5 + 64u];
+    total56 = (total56 <= lane58 ? total56 : lane58);
+    const uint lane59 = first[column5 + 96u];
+    total56 = (total56 <= lane59 ? total56 : lane59);
     if ((lane6 == 0u) && (col7 < u.C)) {
-        const uint at68 = (outer4 * ((u.N + 256u - 1u) >> 8u) + slab1) * u.C + col7;
-        scratch0[at68] = total32;
-        scratch1[at68] = total60;
+        const uint at60 = (outer4 * ((u.N + 256u - 1u) >> 8u) + slab1) * u.C + col7;
+        scratch0[at60] = total32;
+        scratch1[at60] = total56;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot69 = outer4 * ((u.C + 32u - 1u) >> 5u) + tile3;
-    const uint last70 = ((u.N + 256u - 1u) >> 8u) - 1u;
+    const uint slot61 = outer4 * ((u.C + 32u - 1u) >> 5u) + tile3;
+    const uint last62 = ((u.N + 256u - 1u) >> 8u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old71 = atomic_fetch_add_explicit(&scratch2[slot69], 1u, memory_order_relaxed);
-        if (old71 == last70) {
+        const uint old63 = atomic_fetch_add_explicit(&scratch2[slot61], 1u, memory_order_relaxed);
+        if (old63 == last62) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old71;
+        ticket[0u] = old63;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket72 = ticket[0u];
-    if (ticket72 != last70) {
+    const uint ticket64 = ticket[0u];
+    if (ticket64 != last62) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    int acc73 = 2147483647;
+    int acc65 = 2147483647;
     if (col7 < u.C) {
-        const uint last74 = (((u.N + 256u - 1u) >> 8u) > 24u ? ((u.N + 256u - 1u) >> 8u) - 24u : 0u);
-        uint rest75 = lane6;
-        for (uint r76 = lane6; r76 < last74; r76 += 32u) {
-            const uint at77 = (outer4 * ((u.N + 256u - 1u) >> 8u) + r76) * u.C + col7;
-            const int t78 = scratch0[at77];
-            acc73 = (acc73 <= t78 ? acc73 : t78);
-            const uint at79 = (outer4 * ((u.N + 256u - 1u) >> 8u) + (r76 + 8u)) * u.C + col7;
-            const int t80 = scratch0[at79];
-            acc73 = (acc73 <= t80 ? acc73 : t80);
-            const uint at81 = (outer4 * ((u.N + 256u - 1u) >> 8u) + (r76 + 16u)) * u.C + col7;
-            const int t82 = scratch0[at81];
-            acc73 = (acc73 <= t82 ? acc73 : t82);
-            const uint at83 = (outer4 * ((u.N + 256u - 1u) >> 8u) + (r76 + 24u)) * u.C + col7;
-            const int t84 = scratch0[at83];
-            acc73 = (acc73 <= t84 ? acc73 : t84);
-            rest75 = r76 + 32u;
+        const uint last66 = (((u.N + 256u - 1u) >> 8u) > 12u ? ((u.N + 256u - 1u) >> 8u) - 12u : 0u);
+        uint rest67 = lane6;
+        for (uint r68 = lane6; r68 < last66; r68 += 16u) {
+            const uint at69 = (outer4 * ((u.N + 256u - 1u) >> 8u) + r68) * u.C + col7;
+            const int t70 = scratch0[at69];
+            acc65 = (acc65 <= t70 ? acc65 : t70);
+            const uint at71 = (outer4 * ((u.N + 256u - 1u) >> 8u) + (r68 + 4u)) * u.C + col7;
+            const int t72 = scratch0[at71];
+            acc65 = (acc65 <= t72 ? acc65 : t72);
+            const uint at73 = (outer4 * ((u.N + 256u - 1u) >> 8u) + (r68 + 8u)) * u.C + col7;
+            const int t74 = scratch0[at73];
+            acc65 = (acc65 <= t74 ? acc65 : t74);
+            const uint at75 = (outer4 * ((u.N + 256u - 1u) >> 8u) + (r68 + 12u)) * u.C + col7;
+            const int t76 = scratch0[at75];
+            acc65 = (acc65 <= t76 ? acc65 : t76);
+            rest67 = r68 + 16u;
         }
-        for (uint r85 = rest75; r85 < (u.N + 256u - 1u) >> 8u; r85 += 8u) {
-            const uint at86 = (outer4 * ((u.N + 256u - 1u) >> 8u) + r85) * u.C + col7;
-            const int t87 = scratch0[at86];
-            acc73 = (acc73 <= t87 ? acc73 : t87);
+        for (uint r77 = rest67; r77 < (u.N + 256u - 1u) >> 8u; r77 += 4u) {
+            const uint at78 = (outer4 * ((u.N + 256u - 1u) >> 8u) + r77) * u.C + col7;
+            const int t79 = scratch0[at78];
+            acc65 = (acc65 <= t79 ? acc65 : t79);
         }
     }
-    best[lid.x] = acc73;
+    best[lid.x] = acc65;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    int total88 = best[column5];
-    const int lane89 = best[column5 + 32u];
-    total88 = (total88 <= lane89 ? total88 : lane89);
-    const int lane90 = best[column5 + 64u];
-    total88 = (total88 <= lane90 ? total88 : lane90);
-    const int lane91 = best[column5 + 96u];
-    total88 = (total88 <= lane91 ? total88 : lane91);
-    const int lane92 = best[column5 + 128u];
-    total88 = (total88 <= lane92 ? total88 : lane92);
-    const int lane93 = best[column5 + 160u];
-    total88 = (total88 <= lane93 ? total88 : lane93);
-    const int lane94 = best[column5 + 192u];
-    total88 = (total88 <= lane94 ? total88 : lane94);
-    const int lane95 = best[column5 + 224u];
-    total88 = (total88 <= lane95 ? total88 : lane95);
-    uint acc96 = 4294967295u;
+    int total80 = best[column5];
+    const int lane81 = best[column5 + 32u];
+    total80 = (total80 <= lane81 ? total80 : lane81);
+    const int lane82 = best[column5 + 64u];
+    total80 = (total80 <= lane82 ? total80 : lane82);
+    const int lane83 = best[column5 + 96u];
+    total80 = (total80 <= lane83 ? total80 : lane83);
+    uint acc84 = 4294967295u;
     if (col7 < u.C) {
-        const uint last97 = (((u.N + 256u - 1u) >> 8u) > 24u ? ((u.N + 256u - 1u) >> 8u) - 24u : 0u);
-        uint rest98 = lane6;
-        for (uint r99 = lane6; r99 < last97; r99 += 32u) {
-            const uint at100 = (outer4 * ((u.N + 256u - 1u) >> 8u) + r99) * u.C + col7;
-            const int t101 = scratch0[at100];
-            acc96 = (acc96 <= (t101 == total88 ? scratch1[at100] : 4294967295u) ? acc96 : (t101 == total88 ? scratch1[at100] : 4294967295u));
-            const uint at102 = (outer4 * ((u.N + 256u - 1u) >> 8u) + (r99 + 8u)) * u.C + col7;
-            const int t103 = scratch0[at102];
-            acc96 = (acc96 <= (t103 == total88 ? scratch1[at102] : 4294967295u) ? acc96 : (t103 == total88 ? scratch1[at102] : 4294967295u));
-            const uint at104 = (outer4 * ((u.N + 256u - 1u) >> 8u) + (r99 + 16u)) * u.C + col7;
-            const int t105 = scratch0[at104];
-            acc96 = (acc96 <= (t105 == total88 ? scratch1[at104] : 4294967295u) ? acc96 : (t105 == total88 ? scratch1[at104] : 4294967295u));
-            const uint at106 = (outer4 * ((u.N + 256u - 1u) >> 8u) + (r99 + 24u)) * u.C + col7;
-            const int t107 = scratch0[at106];
-            acc96 = (acc96 <= (t107 == total88 ? scratch1[at106] : 4294967295u) ? acc96 : (t107 == total88 ? scratch1[at106] : 4294967295u));
-            rest98 = r99 + 32u;
+        const uint last85 = (((u.N + 256u - 1u) >> 8u) > 12u ? ((u.N + 256u - 1u) >> 8u) - 12u : 0u);
+        uint rest86 = lane6;
+        for (uint r87 = lane6; r87 < last85; r87 += 16u) {
+            const uint at88 = (outer4 * ((u.N + 256u - 1u) >> 8u) + r87) * u.C + col7;
+            const int t89 = scratch0[at88];
+            acc84 = (acc84 <= (t89 == total80 ? scratch1[at88] : 4294967295u) ? acc84 : (t89 == total80 ? scratch1[at88] : 4294967295u));
+            const uint at90 = (outer4 * ((u.N + 256u - 1u) >> 8u) + (r87 + 4u)) * u.C + col7;
+            const int t91 = scratch0[at90];
+            acc84 = (acc84 <= (t91 == total80 ? scratch1[at90] : 4294967295u) ? acc84 : (t91 == total80 ? scratch1[at90] : 4294967295u));
+            const uint at92 = (outer4 * ((u.N + 256u - 1u) >> 8u) + (r87 + 8u)) * u.C + col7;
+            const int t93 = scratch0[at92];
+            acc84 = (acc84 <= (t93 == total80 ? scratch1[at92] : 4294967295u) ? acc84 : (t93 == total80 ? scratch1[at92] : 4294967295u));
+            const uint at94 = (outer4 * ((u.N + 256u - 1u) >> 8u) + (r87 + 12u)) * u.C + col7;
+            const int t95 = scratch0[at94];
+            acc84 = (acc84 <= (t95 == total80 ? scratch1[at94] : 4294967295u) ? acc84 : (t95 == total80 ? scratch1[at94] : 4294967295u));
+            rest86 = r87 + 16u;
         }
-        for (uint r108 = rest98; r108 < (u.N + 256u - 1u) >> 8u; r108 += 8u) {
-            const uint at109 = (outer4 * ((u.N + 256u - 1u) >> 8u) + r108) * u.C + col7;
-            const int t110 = scratch0[at109];
-            acc96 = (acc96 <= (t110 == total88 ? scratch1[at109] : 4294967295u) ? acc96 : (t110 == total88 ? scratch1[at109] : 4294967295u));
+        for (uint r96 = rest86; r96 < (u.N + 256u - 1u) >> 8u; r96 += 4u) {
+            const uint at97 = (outer4 * ((u.N + 256u - 1u) >> 8u) + r96) * u.C + col7;
+            const int t98 = scratch0[at97];
+            acc84 = (acc84 <= (t98 == total80 ? scratch1[at97] : 4294967295u) ? acc84 : (t98 == total80 ? scratch1[at97] : 4294967295u));
         }
     }
-    first[lid.x] = acc96;
+    first[lid.x] = acc84;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    uint total111 = first[column5];
-    const uint lane112 = first[column5 + 32u];
-    total111 = (total111 <= lane112 ? total111 : lane112);
-    const uint lane113 = first[column5 + 64u];
-    total111 = (total111 <= lane113 ? total111 : lane113);
-    const uint lane114 = first[column5 + 96u];
-    total111 = (total111 <= lane114 ? total111 : lane114);
-    const uint lane115 = first[column5 + 128u];
-    total111 = (total111 <= lane115 ? total111 : lane115);
-    const uint lane116 = first[column5 + 160u];
-    total111 = (total111 <= lane116 ? total111 : lane116);
-    const uint lane117 = first[column5 + 192u];
-    total111 = (total111 <= lane117 ? total111 : lane117);
-    const uint lane118 = first[column5 + 224u];
-    total111 = (total111 <= lane118 ? total111 : lane118);
+    uint total99 = first[column5];
+    const uint lane100 = first[column5 + 32u];
+    total99 = (total99 <= lane100 ? total99 : lane100);
+    const uint lane101 = first[column5 + 64u];
+    total99 = (total99 <= lane101 ? total99 : lane101);
+    const uint lane102 = first[column5 + 96u];
+    total99 = (total99 <= lane102 ? total99 : lane102);
     if ((lane6 == 0u) && (col7 < u.C)) {
-        const int index119 = int(total111);
-        out[o8] = index119;
+        const int index103 = int(total99);
+        out[o8] = index103;
     }
     if (lid.x == 0u) {
-        atomic_fetch_add_explicit(&scratch2[slot69], 0u - ((u.N + 256u - 1u) >> 8u), memory_order_relaxed);
+        atomic_fetch_add_explicit(&scratch2[slot61], 0u - ((u.N + 256u - 1u) >> 8u), memory_order_relaxed);
     }
 }

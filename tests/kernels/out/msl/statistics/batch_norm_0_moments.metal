@@ -19,9 +19,9 @@ kernel void batch_norm_0_moments(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float sum[256];
-    threadgroup float columns0[256];
-    threadgroup float squares[256];
+    threadgroup float sum[128];
+    threadgroup float columns0[128];
+    threadgroup float squares[128];
     threadgroup uint ticket[1];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= ((u.C + 32u - 1u) >> 5u) * ((u.S + 256u - 1u) >> 8u)) {
@@ -41,28 +41,28 @@ kernel void batch_norm_0_moments(
     float acc12 = 0.0f;
     float acc13 = 0.0f;
     if (col7 < u.C) {
-        const uint last14 = (end11 > 24u ? end11 - 24u : 0u);
+        const uint last14 = (end11 > 12u ? end11 - 12u : 0u);
         uint rest15 = first9 + lane6;
-        for (uint r16 = first9 + lane6; r16 < last14; r16 += 32u) {
+        for (uint r16 = first9 + lane6; r16 < last14; r16 += 16u) {
             const uint i17 = r16 * u.C + col7;
             const float v18 = x[i17];
             acc12 = acc12 + v18;
             acc13 = acc13 + v18;
-            const uint i19 = (r16 + 8u) * u.C + col7;
+            const uint i19 = (r16 + 4u) * u.C + col7;
             const float v20 = x[i19];
             acc12 = acc12 + v20;
             acc13 = acc13 + v20;
-            const uint i21 = (r16 + 16u) * u.C + col7;
+            const uint i21 = (r16 + 8u) * u.C + col7;
             const float v22 = x[i21];
             acc12 = acc12 + v22;
             acc13 = acc13 + v22;
-            const uint i23 = (r16 + 24u) * u.C + col7;
+            const uint i23 = (r16 + 12u) * u.C + col7;
             const float v24 = x[i23];
             acc12 = acc12 + v24;
             acc13 = acc13 + v24;
-            rest15 = r16 + 32u;
+            rest15 = r16 + 16u;
         }
-        for (uint r25 = rest15; r25 < end11; r25 += 8u) {
+        for (uint r25 = rest15; r25 < end11; r25 += 4u) {
             const uint i26 = r25 * u.C + col7;
             const float v27 = x[i26];
             acc12 = acc12 + v27;
@@ -79,226 +79,178 @@ kernel void batch_norm_0_moments(
     total28 = total28 + lane30;
     const float lane31 = sum[column5 + 96u];
     total28 = total28 + lane31;
-    const float lane32 = sum[column5 + 128u];
-    total28 = total28 + lane32;
-    const float lane33 = sum[column5 + 160u];
-    total28 = total28 + lane33;
-    const float lane34 = sum[column5 + 192u];
-    total28 = total28 + lane34;
-    const float lane35 = sum[column5 + 224u];
-    total28 = total28 + lane35;
-    float total36 = columns0[column5];
-    const float lane37 = columns0[column5 + 32u];
-    total36 = total36 + lane37;
-    const float lane38 = columns0[column5 + 64u];
-    total36 = total36 + lane38;
-    const float lane39 = columns0[column5 + 96u];
-    total36 = total36 + lane39;
-    const float lane40 = columns0[column5 + 128u];
-    total36 = total36 + lane40;
-    const float lane41 = columns0[column5 + 160u];
-    total36 = total36 + lane41;
-    const float lane42 = columns0[column5 + 192u];
-    total36 = total36 + lane42;
-    const float lane43 = columns0[column5 + 224u];
-    total36 = total36 + lane43;
-    const uint first44 = slab1 * 256u;
-    const uint stop45 = first44 + 256u;
-    const uint end46 = (stop45 < u.S ? stop45 : u.S);
-    const float mean47 = total28 / float(end46 - first44);
-    const uint first48 = slab1 * 256u;
-    const uint stop49 = first48 + 256u;
-    const uint end50 = (stop49 < u.S ? stop49 : u.S);
-    float acc51 = 0.0f;
+    float total32 = columns0[column5];
+    const float lane33 = columns0[column5 + 32u];
+    total32 = total32 + lane33;
+    const float lane34 = columns0[column5 + 64u];
+    total32 = total32 + lane34;
+    const float lane35 = columns0[column5 + 96u];
+    total32 = total32 + lane35;
+    const uint first36 = slab1 * 256u;
+    const uint stop37 = first36 + 256u;
+    const uint end38 = (stop37 < u.S ? stop37 : u.S);
+    const float mean39 = total28 / float(end38 - first36);
+    const uint first40 = slab1 * 256u;
+    const uint stop41 = first40 + 256u;
+    const uint end42 = (stop41 < u.S ? stop41 : u.S);
+    float acc43 = 0.0f;
     if (col7 < u.C) {
-        const uint last52 = (end50 > 24u ? end50 - 24u : 0u);
-        uint rest53 = first48 + lane6;
-        for (uint r54 = first48 + lane6; r54 < last52; r54 += 32u) {
-            const uint i55 = r54 * u.C + col7;
-            const float v56 = x[i55];
-            const float d57 = v56 - mean47;
-            acc51 = fma(d57, d57, acc51);
-            const uint i58 = (r54 + 8u) * u.C + col7;
-            const float v59 = x[i58];
-            const float d60 = v59 - mean47;
-            acc51 = fma(d60, d60, acc51);
-            const uint i61 = (r54 + 16u) * u.C + col7;
-            const float v62 = x[i61];
-            const float d63 = v62 - mean47;
-            acc51 = fma(d63, d63, acc51);
-            const uint i64 = (r54 + 24u) * u.C + col7;
-            const float v65 = x[i64];
-            const float d66 = v65 - mean47;
-            acc51 = fma(d66, d66, acc51);
-            rest53 = r54 + 32u;
+        const uint last44 = (end42 > 12u ? end42 - 12u : 0u);
+        uint rest45 = first40 + lane6;
+        for (uint r46 = first40 + lane6; r46 < last44; r46 += 16u) {
+            const uint i47 = r46 * u.C + col7;
+            const float v48 = x[i47];
+            const float d49 = v48 - mean39;
+            acc43 = fma(d49, d49, acc43);
+            const uint i50 = (r46 + 4u) * u.C + col7;
+            const float v51 = x[i50];
+            const float d52 = v51 - mean39;
+            acc43 = fma(d52, d52, acc43);
+            const uint i53 = (r46 + 8u) * u.C + col7;
+            const float v54 = x[i53];
+            const float d55 = v54 - mean39;
+            acc43 = fma(d55, d55, acc43);
+            const uint i56 = (r46 + 12u) * u.C + col7;
+            const float v57 = x[i56];
+            const float d58 = v57 - mean39;
+            acc43 = fma(d58, d58, acc43);
+            rest45 = r46 + 16u;
         }
-        for (uint r67 = rest53; r67 < end50; r67 += 8u) {
-            const uint i68 = r67 * u.C + col7;
-            const float v69 = x[i68];
-            const float d70 = v69 - mean47;
-            acc51 = fma(d70, d70, acc51);
+        for (uint r59 = rest45; r59 < end42; r59 += 4u) {
+            const uint i60 = r59 * u.C + col7;
+            const float v61 = x[i60];
+            const float d62 = v61 - mean39;
+            acc43 = fma(d62, d62, acc43);
         }
     }
-    squares[lid.x] = acc51;
+    squares[lid.x] = acc43;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    float total71 = squares[column5];
-    const float lane72 = squares[column5 + 32u];
-    total71 = total71 + lane72;
-    const float lane73 = squares[column5 + 64u];
-    total71 = total71 + lane73;
-    const float lane74 = squares[column5 + 96u];
-    total71 = total71 + lane74;
-    const float lane75 = squares[column5 + 128u];
-    total71 = total71 + lane75;
-    const float lane76 = squares[column5 + 160u];
-    total71 = total71 + lane76;
-    const float lane77 = squares[column5 + 192u];
-    total71 = total71 + lane77;
-    const float lane78 = squares[column5 + 224u];
-    total71 = total71 + lane78;
+    float total63 = squares[column5];
+    const float lane64 = squares[column5 + 32u];
+    total63 = total63 + lane64;
+    const float lane65 = squares[column5 + 64u];
+    total63 = total63 + lane65;
+    const float lane66 = squares[column5 + 96u];
+    total63 = total63 + lane66;
     if ((lane6 == 0u) && (col7 < u.C)) {
-        const uint at79 = (outer4 * ((u.S + 256u - 1u) >> 8u) + slab1) * u.C + col7;
-        scratch2[at79] = total28;
-        scratch2[((u.S + 256u - 1u) >> 8u) * u.C + at79] = total71;
-        scratch0[at79] = total36;
+        const uint at67 = (outer4 * ((u.S + 256u - 1u) >> 8u) + slab1) * u.C + col7;
+        scratch2[at67] = total28;
+        scratch2[((u.S + 256u - 1u) >> 8u) * u.C + at67] = total63;
+        scratch0[at67] = total32;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot80 = outer4 * ((u.C + 32u - 1u) >> 5u) + tile3;
-    const uint last81 = ((u.S + 256u - 1u) >> 8u) - 1u;
+    const uint slot68 = outer4 * ((u.C + 32u - 1u) >> 5u) + tile3;
+    const uint last69 = ((u.S + 256u - 1u) >> 8u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old82 = atomic_fetch_add_explicit(&scratch3[slot80], 1u, memory_order_relaxed);
-        if (old82 == last81) {
+        const uint old70 = atomic_fetch_add_explicit(&scratch3[slot68], 1u, memory_order_relaxed);
+        if (old70 == last69) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old82;
+        ticket[0u] = old70;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket83 = ticket[0u];
-    if (ticket83 != last81) {
+    const uint ticket71 = ticket[0u];
+    if (ticket71 != last69) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    float acc84 = 0.0f;
-    float acc85 = 0.0f;
+    float acc72 = 0.0f;
+    float acc73 = 0.0f;
     if (col7 < u.C) {
-        const uint last86 = (((u.S + 256u - 1u) >> 8u) > 24u ? ((u.S + 256u - 1u) >> 8u) - 24u : 0u);
-        uint rest87 = lane6;
-        for (uint r88 = lane6; r88 < last86; r88 += 32u) {
-            const uint at89 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r88) * u.C + col7;
-            const float partial90 = scratch0[at89];
-            acc84 = acc84 + scratch2[at89];
-            acc85 = acc85 + partial90;
-            const uint at91 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r88 + 8u)) * u.C + col7;
-            const float partial92 = scratch0[at91];
-            acc84 = acc84 + scratch2[at91];
-            acc85 = acc85 + partial92;
-            const uint at93 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r88 + 16u)) * u.C + col7;
-            const float partial94 = scratch0[at93];
-            acc84 = acc84 + scratch2[at93];
-            acc85 = acc85 + partial94;
-            const uint at95 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r88 + 24u)) * u.C + col7;
-            const float partial96 = scratch0[at95];
-            acc84 = acc84 + scratch2[at95];
-            acc85 = acc85 + partial96;
-            rest87 = r88 + 32u;
+        const uint last74 = (((u.S + 256u - 1u) >> 8u) > 12u ? ((u.S + 256u - 1u) >> 8u) - 12u : 0u);
+        uint rest75 = lane6;
+        for (uint r76 = lane6; r76 < last74; r76 += 16u) {
+            const uint at77 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r76) * u.C + col7;
+            const float partial78 = scratch0[at77];
+            acc72 = acc72 + scratch2[at77];
+            acc73 = acc73 + partial78;
+            const uint at79 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r76 + 4u)) * u.C + col7;
+            const float partial80 = scratch0[at79];
+            acc72 = acc72 + scratch2[at79];
+            acc73 = acc73 + partial80;
+            const uint at81 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r76 + 8u)) * u.C + col7;
+            const float partial82 = scratch0[at81];
+            acc72 = acc72 + scratch2[at81];
+            acc73 = acc73 + partial82;
+            const uint at83 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r76 + 12u)) * u.C + col7;
+            const float partial84 = scratch0[at83];
+            acc72 = acc72 + scratch2[at83];
+            acc73 = acc73 + partial84;
+            rest75 = r76 + 16u;
         }
-        for (uint r97 = rest87; r97 < (u.S + 256u - 1u) >> 8u; r97 += 8u) {
-            const uint at98 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r97) * u.C + col7;
-            const float partial99 = scratch0[at98];
-            acc84 = acc84 + scratch2[at98];
-            acc85 = acc85 + partial99;
+        for (uint r85 = rest75; r85 < (u.S + 256u - 1u) >> 8u; r85 += 4u) {
+            const uint at86 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r85) * u.C + col7;
+            const float partial87 = scratch0[at86];
+            acc72 = acc72 + scratch2[at86];
+            acc73 = acc73 + partial87;
         }
     }
-    sum[lid.x] = acc84;
-    columns0[lid.x] = acc85;
+    sum[lid.x] = acc72;
+    columns0[lid.x] = acc73;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    float total100 = sum[column5];
-    const float lane101 = sum[column5 + 32u];
-    total100 = total100 + lane101;
-    const float lane102 = sum[column5 + 64u];
-    total100 = total100 + lane102;
-    const float lane103 = sum[column5 + 96u];
-    total100 = total100 + lane103;
-    const float lane104 = sum[column5 + 128u];
-    total100 = total100 + lane104;
-    const float lane105 = sum[column5 + 160u];
-    total100 = total100 + lane105;
-    const float lane106 = sum[column5 + 192u];
-    total100 = total100 + lane106;
-    const float lane107 = sum[column5 + 224u];
-    total100 = total100 + lane107;
-    float total108 = columns0[column5];
-    const float lane109 = columns0[column5 + 32u];
-    total108 = total108 + lane109;
-    const float lane110 = columns0[column5 + 64u];
-    total108 = total108 + lane110;
-    const float lane111 = columns0[column5 + 96u];
-    total108 = total108 + lane111;
-    const float lane112 = columns0[column5 + 128u];
-    total108 = total108 + lane112;
-    const float lane113 = columns0[column5 + 160u];
-    total108 = total108 + lane113;
-    const float lane114 = columns0[column5 + 192u];
-    total108 = total108 + lane114;
-    const float lane115 = columns0[column5 + 224u];
-    total108 = total108 + lane115;
-    const float mean116 = total100 / float(u.S);
-    float acc117 = 0.0f;
+    float total88 = sum[column5];
+    const float lane89 = sum[column5 + 32u];
+    total88 = total88 + lane89;
+    const float lane90 = sum[column5 + 64u];
+    total88 = total88 + lane90;
+    const float lane91 = sum[column5 + 96u];
+    total88 = total88 + lane91;
+    float total92 = columns0[column5];
+    const float lane93 = columns0[column5 + 32u];
+    total92 = total92 + lane93;
+    const float lane94 = columns0[column5 + 64u];
+    total92 = total92 + lane94;
+    const float lane95 = columns0[column5 + 96u];
+    total92 = total92 + lane95;
+    const float mean96 = total88 / float(u.S);
+    float acc97 = 0.0f;
     if (col7 < u.C) {
-        const uint last118 = (((u.S + 256u - 1u) >> 8u) > 24u ? ((u.S + 256u - 1u) >> 8u) - 24u : 0u);
-        uint rest119 = lane6;
-        for (uint r120 = lane6; r120 < last118; r120 += 32u) {
-            const uint at121 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r120) * u.C + col7;
-            const float n122 = float((u.S - r120 * 256u < 256u ? u.S - r120 * 256u : 256u));
-            const float d123 = scratch2[at121] / n122 - mean116;
-            acc117 = acc117 + ((u.S - r120 * 256u < 256u ? u.S - r120 * 256u : 256u) > 0u ? fma(n122, d123 * d123, scratch2[((u.S + 256u - 1u) >> 8u) * u.C + at121]) : 0.0f);
-            const uint at124 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r120 + 8u)) * u.C + col7;
-            const float n125 = float((u.S - (r120 + 8u) * 256u < 256u ? u.S - (r120 + 8u) * 256u : 256u));
-            const float d126 = scratch2[at124] / n125 - mean116;
-            acc117 = acc117 + ((u.S - (r120 + 8u) * 256u < 256u ? u.S - (r120 + 8u) * 256u : 256u) > 0u ? fma(n125, d126 * d126, scratch2[((u.S + 256u - 1u) >> 8u) * u.C + at124]) : 0.0f);
-            const uint at127 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r120 + 16u)) * u.C + col7;
-            const float n128 = float((u.S - (r120 + 16u) * 256u < 256u ? u.S - (r120 + 16u) * 256u : 256u));
-            const float d129 = scratch2[at127] / n128 - mean116;
-            acc117 = acc117 + ((u.S - (r120 + 16u) * 256u < 256u ? u.S - (r120 + 16u) * 256u : 256u) > 0u ? fma(n128, d129 * d129, scratch2[((u.S + 256u - 1u) >> 8u) * u.C + at127]) : 0.0f);
-            const uint at130 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r120 + 24u)) * u.C + col7;
-            const float n131 = float((u.S - (r120 + 24u) * 256u < 256u ? u.S - (r120 + 24u) * 256u : 256u));
-            const float d132 = scratch2[at130] / n131 - mean116;
-            acc117 = acc117 + ((u.S - (r120 + 24u) * 256u < 256u ? u.S - (r120 + 24u) * 256u : 256u) > 0u ? fma(n131, d132 * d132, scratch2[((u.S + 256u - 1u) >> 8u) * u.C + at130]) : 0.0f);
-            rest119 = r120 + 32u;
+        const uint last98 = (((u.S + 256u - 1u) >> 8u) > 12u ? ((u.S + 256u - 1u) >> 8u) - 12u : 0u);
+        uint rest99 = lane6;
+        for (uint r100 = lane6; r100 < last98; r100 += 16u) {
+            const uint at101 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r100) * u.C + col7;
+            const float n102 = float((u.S - r100 * 256u < 256u ? u.S - r100 * 256u : 256u));
+            const float d103 = scratch2[at101] / n102 - mean96;
+            acc97 = acc97 + ((u.S - r100 * 256u < 256u ? u.S - r100 * 256u : 256u) > 0u ? fma(n102, d103 * d103, scratch2[((u.S + 256u - 1u) >> 8u) * u.C + at101]) : 0.0f);
+            const uint at104 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r100 + 4u)) * u.C + col7;
+            const float n105 = float((u.S - (r100 + 4u) * 256u < 256u ? u.S - (r100 + 4u) * 256u : 256u));
+            const float d106 = scratch2[at104] / n105 - mean96;
+            acc97 = acc97 + ((u.S - (r100 + 4u) * 256u < 256u ? u.S - (r100 + 4u) * 256u : 256u) > 0u ? fma(n105, d106 * d106, scratch2[((u.S + 256u - 1u) >> 8u) * u.C + at104]) : 0.0f);
+            const uint at107 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r100 + 8u)) * u.C + col7;
+            const float n108 = float((u.S - (r100 + 8u) * 256u < 256u ? u.S - (r100 + 8u) * 256u : 256u));
+            const float d109 = scratch2[at107] / n108 - mean96;
+            acc97 = acc97 + ((u.S - (r100 + 8u) * 256u < 256u ? u.S - (r100 + 8u) * 256u : 256u) > 0u ? fma(n108, d109 * d109, scratch2[((u.S + 256u - 1u) >> 8u) * u.C + at107]) : 0.0f);
+            const uint at110 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r100 + 12u)) * u.C + col7;
+            const float n111 = float((u.S - (r100 + 12u) * 256u < 256u ? u.S - (r100 + 12u) * 256u : 256u));
+            const float d112 = scratch2[at110] / n111 - mean96;
+            acc97 = acc97 + ((u.S - (r100 + 12u) * 256u < 256u ? u.S - (r100 + 12u) * 256u : 256u) > 0u ? fma(n111, d112 * d112, scratch2[((u.S + 256u - 1u) >> 8u) * u.C + at110]) : 0.0f);
+            rest99 = r100 + 16u;
         }
-        for (uint r133 = rest119; r133 < (u.S + 256u - 1u) >> 8u; r133 += 8u) {
-            const uint at134 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r133) * u.C + col7;
-            const float n135 = float((u.S - r133 * 256u < 256u ? u.S - r133 * 256u : 256u));
-            const float d136 = scratch2[at134] / n135 - mean116;
-            acc117 = acc117 + ((u.S - r133 * 256u < 256u ? u.S - r133 * 256u : 256u) > 0u ? fma(n135, d136 * d136, scratch2[((u.S + 256u - 1u) >> 8u) * u.C + at134]) : 0.0f);
+        for (uint r113 = rest99; r113 < (u.S + 256u - 1u) >> 8u; r113 += 4u) {
+            const uint at114 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r113) * u.C + col7;
+            const float n115 = float((u.S - r113 * 256u < 256u ? u.S - r113 * 256u : 256u));
+            const float d116 = scratch2[at114] / n115 - mean96;
+            acc97 = acc97 + ((u.S - r113 * 256u < 256u ? u.S - r113 * 256u : 256u) > 0u ? fma(n115, d116 * d116, scratch2[((u.S + 256u - 1u) >> 8u) * u.C + at114]) : 0.0f);
         }
     }
-    squares[lid.x] = acc117;
+    squares[lid.x] = acc97;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    float total137 = squares[column5];
-    const float lane138 = squares[column5 + 32u];
-    total137 = total137 + lane138;
-    const float lane139 = squares[column5 + 64u];
-    total137 = total137 + lane139;
-    const float lane140 = squares[column5 + 96u];
-    total137 = total137 + lane140;
-    const float lane141 = squares[column5 + 128u];
-    total137 = total137 + lane141;
-    const float lane142 = squares[column5 + 160u];
-    total137 = total137 + lane142;
-    const float lane143 = squares[column5 + 192u];
-    total137 = total137 + lane143;
-    const float lane144 = squares[column5 + 224u];
-    total137 = total137 + lane144;
-    const float var145 = total137 / float(u.S);
+    float total117 = squares[column5];
+    const float lane118 = squares[column5 + 32u];
+    total117 = total117 + lane118;
+    const float lane119 = squares[column5 + 64u];
+    total117 = total117 + lane119;
+    const float lane120 = squares[column5 + 96u];
+    total117 = total117 + lane120;
+    const float var121 = total117 / float(u.S);
     if ((lane6 == 0u) && (col7 < u.C)) {
-        out2[o8] = var145;
-        const float total146 = total108 / float(u.S);
-        out1[o8] = total146;
+        out2[o8] = var121;
+        const float total122 = total92 / float(u.S);
+        out1[o8] = total122;
     }
     if (lid.x == 0u) {
-        atomic_fetch_add_explicit(&scratch3[slot80], 0u - ((u.S + 256u - 1u) >> 8u), memory_order_relaxed);
+        atomic_fetch_add_explicit(&scratch3[slot68], 0u - ((u.S + 256u - 1u) >> 8u), memory_order_relaxed);
     }
 }

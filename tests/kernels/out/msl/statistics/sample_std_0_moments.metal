@@ -24,8 +24,8 @@ kernel void sample_std_0_moments(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float sum[256];
-    threadgroup float squares[256];
+    threadgroup float sum[128];
+    threadgroup float squares[128];
     threadgroup uint ticket[1];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= ((u.C + 32u - 1u) >> 5u) * ((u.S + 256u - 1u) >> 8u)) {
@@ -44,24 +44,24 @@ kernel void sample_std_0_moments(
     const uint end11 = (stop10 < u.S ? stop10 : u.S);
     float acc12 = 0.0f;
     if (col7 < u.C) {
-        const uint last13 = (end11 > 24u ? end11 - 24u : 0u);
+        const uint last13 = (end11 > 12u ? end11 - 12u : 0u);
         uint rest14 = first9 + lane6;
-        for (uint r15 = first9 + lane6; r15 < last13; r15 += 32u) {
+        for (uint r15 = first9 + lane6; r15 < last13; r15 += 16u) {
             const uint i16 = r15 * u.C + col7;
             const float v17 = x[i16];
             acc12 = acc12 + v17;
-            const uint i18 = (r15 + 8u) * u.C + col7;
+            const uint i18 = (r15 + 4u) * u.C + col7;
             const float v19 = x[i18];
             acc12 = acc12 + v19;
-            const uint i20 = (r15 + 16u) * u.C + col7;
+            const uint i20 = (r15 + 8u) * u.C + col7;
             const float v21 = x[i20];
             acc12 = acc12 + v21;
-            const uint i22 = (r15 + 24u) * u.C + col7;
+            const uint i22 = (r15 + 12u) * u.C + col7;
             const float v23 = x[i22];
             acc12 = acc12 + v23;
-            rest14 = r15 + 32u;
+            rest14 = r15 + 16u;
         }
-        for (uint r24 = rest14; r24 < end11; r24 += 8u) {
+        for (uint r24 = rest14; r24 < end11; r24 += 4u) {
             const uint i25 = r24 * u.C + col7;
             const float v26 = x[i25];
             acc12 = acc12 + v26;
@@ -76,182 +76,150 @@ kernel void sample_std_0_moments(
     total27 = total27 + lane29;
     const float lane30 = sum[column5 + 96u];
     total27 = total27 + lane30;
-    const float lane31 = sum[column5 + 128u];
-    total27 = total27 + lane31;
-    const float lane32 = sum[column5 + 160u];
-    total27 = total27 + lane32;
-    const float lane33 = sum[column5 + 192u];
-    total27 = total27 + lane33;
-    const float lane34 = sum[column5 + 224u];
-    total27 = total27 + lane34;
+    const uint first31 = slab1 * 256u;
+    const uint stop32 = first31 + 256u;
+    const uint end33 = (stop32 < u.S ? stop32 : u.S);
+    const float mean34 = total27 / float(end33 - first31);
     const uint first35 = slab1 * 256u;
     const uint stop36 = first35 + 256u;
     const uint end37 = (stop36 < u.S ? stop36 : u.S);
-    const float mean38 = total27 / float(end37 - first35);
-    const uint first39 = slab1 * 256u;
-    const uint stop40 = first39 + 256u;
-    const uint end41 = (stop40 < u.S ? stop40 : u.S);
-    float acc42 = 0.0f;
+    float acc38 = 0.0f;
     if (col7 < u.C) {
-        const uint last43 = (end41 > 24u ? end41 - 24u : 0u);
-        uint rest44 = first39 + lane6;
-        for (uint r45 = first39 + lane6; r45 < last43; r45 += 32u) {
-            const uint i46 = r45 * u.C + col7;
-            const float v47 = x[i46];
-            const float d48 = v47 - mean38;
-            acc42 = fma(d48, d48, acc42);
-            const uint i49 = (r45 + 8u) * u.C + col7;
-            const float v50 = x[i49];
-            const float d51 = v50 - mean38;
-            acc42 = fma(d51, d51, acc42);
-            const uint i52 = (r45 + 16u) * u.C + col7;
-            const float v53 = x[i52];
-            const float d54 = v53 - mean38;
-            acc42 = fma(d54, d54, acc42);
-            const uint i55 = (r45 + 24u) * u.C + col7;
-            const float v56 = x[i55];
-            const float d57 = v56 - mean38;
-            acc42 = fma(d57, d57, acc42);
-            rest44 = r45 + 32u;
+        const uint last39 = (end37 > 12u ? end37 - 12u : 0u);
+        uint rest40 = first35 + lane6;
+        for (uint r41 = first35 + lane6; r41 < last39; r41 += 16u) {
+            const uint i42 = r41 * u.C + col7;
+            const float v43 = x[i42];
+            const float d44 = v43 - mean34;
+            acc38 = fma(d44, d44, acc38);
+            const uint i45 = (r41 + 4u) * u.C + col7;
+            const float v46 = x[i45];
+            const float d47 = v46 - mean34;
+            acc38 = fma(d47, d47, acc38);
+            const uint i48 = (r41 + 8u) * u.C + col7;
+            const float v49 = x[i48];
+            const float d50 = v49 - mean34;
+            acc38 = fma(d50, d50, acc38);
+            const uint i51 = (r41 + 12u) * u.C + col7;
+            const float v52 = x[i51];
+            const float d53 = v52 - mean34;
+            acc38 = fma(d53, d53, acc38);
+            rest40 = r41 + 16u;
         }
-        for (uint r58 = rest44; r58 < end41; r58 += 8u) {
-            const uint i59 = r58 * u.C + col7;
-            const float v60 = x[i59];
-            const float d61 = v60 - mean38;
-            acc42 = fma(d61, d61, acc42);
+        for (uint r54 = rest40; r54 < end37; r54 += 4u) {
+            const uint i55 = r54 * u.C + col7;
+            const float v56 = x[i55];
+            const float d57 = v56 - mean34;
+            acc38 = fma(d57, d57, acc38);
         }
     }
-    squares[lid.x] = acc42;
+    squares[lid.x] = acc38;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    float total62 = squares[column5];
-    const float lane63 = squares[column5 + 32u];
-    total62 = total62 + lane63;
-    const float lane64 = squares[column5 + 64u];
-    total62 = total62 + lane64;
-    const float lane65 = squares[column5 + 96u];
-    total62 = total62 + lane65;
-    const float lane66 = squares[column5 + 128u];
-    total62 = total62 + lane66;
-    const float lane67 = squares[column5 + 160u];
-    total62 = total62 + lane67;
-    const float lane68 = squares[column5 + 192u];
-    total62 = total62 + lane68;
-    const float lane69 = squares[column5 + 224u];
-    total62 = total62 + lane69;
+    float total58 = squares[column5];
+    const float lane59 = squares[column5 + 32u];
+    total58 = total58 + lane59;
+    const float lane60 = squares[column5 + 64u];
+    total58 = total58 + lane60;
+    const float lane61 = squares[column5 + 96u];
+    total58 = total58 + lane61;
     if ((lane6 == 0u) && (col7 < u.C)) {
-        const uint at70 = (outer4 * ((u.S + 256u - 1u) >> 8u) + slab1) * u.C + col7;
-        scratch0[at70] = total27;
-        scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at70] = total62;
+        const uint at62 = (outer4 * ((u.S + 256u - 1u) >> 8u) + slab1) * u.C + col7;
+        scratch0[at62] = total27;
+        scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at62] = total58;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint slot71 = outer4 * ((u.C + 32u - 1u) >> 5u) + tile3;
-    const uint last72 = ((u.S + 256u - 1u) >> 8u) - 1u;
+    const uint slot63 = outer4 * ((u.C + 32u - 1u) >> 5u) + tile3;
+    const uint last64 = ((u.S + 256u - 1u) >> 8u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        const uint old73 = atomic_fetch_add_explicit(&scratch1[slot71], 1u, memory_order_relaxed);
-        if (old73 == last72) {
+        const uint old65 = atomic_fetch_add_explicit(&scratch1[slot63], 1u, memory_order_relaxed);
+        if (old65 == last64) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
         }
-        ticket[0u] = old73;
+        ticket[0u] = old65;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const uint ticket74 = ticket[0u];
-    if (ticket74 != last72) {
+    const uint ticket66 = ticket[0u];
+    if (ticket66 != last64) {
         return;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    float acc75 = 0.0f;
+    float acc67 = 0.0f;
     if (col7 < u.C) {
-        const uint last76 = (((u.S + 256u - 1u) >> 8u) > 24u ? ((u.S + 256u - 1u) >> 8u) - 24u : 0u);
-        uint rest77 = lane6;
-        for (uint r78 = lane6; r78 < last76; r78 += 32u) {
-            const uint at79 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r78) * u.C + col7;
-            acc75 = acc75 + scratch0[at79];
-            const uint at80 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r78 + 8u)) * u.C + col7;
-            acc75 = acc75 + scratch0[at80];
-            const uint at81 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r78 + 16u)) * u.C + col7;
-            acc75 = acc75 + scratch0[at81];
-            const uint at82 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r78 + 24u)) * u.C + col7;
-            acc75 = acc75 + scratch0[at82];
-            rest77 = r78 + 32u;
+        const uint last68 = (((u.S + 256u - 1u) >> 8u) > 12u ? ((u.S + 256u - 1u) >> 8u) - 12u : 0u);
+        uint rest69 = lane6;
+        for (uint r70 = lane6; r70 < last68; r70 += 16u) {
+            const uint at71 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r70) * u.C + col7;
+            acc67 = acc67 + scratch0[at71];
+            const uint at72 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r70 + 4u)) * u.C + col7;
+            acc67 = acc67 + scratch0[at72];
+            const uint at73 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r70 + 8u)) * u.C + col7;
+            acc67 = acc67 + scratch0[at73];
+            const uint at74 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r70 + 12u)) * u.C + col7;
+            acc67 = acc67 + scratch0[at74];
+            rest69 = r70 + 16u;
         }
-        for (uint r83 = rest77; r83 < (u.S + 256u - 1u) >> 8u; r83 += 8u) {
-            const uint at84 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r83) * u.C + col7;
-            acc75 = acc75 + scratch0[at84];
+        for (uint r75 = rest69; r75 < (u.S + 256u - 1u) >> 8u; r75 += 4u) {
+            const uint at76 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r75) * u.C + col7;
+            acc67 = acc67 + scratch0[at76];
         }
     }
-    sum[lid.x] = acc75;
+    sum[lid.x] = acc67;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    float total85 = sum[column5];
-    const float lane86 = sum[column5 + 32u];
-    total85 = total85 + lane86;
-    const float lane87 = sum[column5 + 64u];
-    total85 = total85 + lane87;
-    const float lane88 = sum[column5 + 96u];
-    total85 = total85 + lane88;
-    const float lane89 = sum[column5 + 128u];
-    total85 = total85 + lane89;
-    const float lane90 = sum[column5 + 160u];
-    total85 = total85 + lane90;
-    const float lane91 = sum[column5 + 192u];
-    total85 = total85 + lane91;
-    const float lane92 = sum[column5 + 224u];
-    total85 = total85 + lane92;
-    const float mean93 = total85 / float(u.S);
-    float acc94 = 0.0f;
+    float total77 = sum[column5];
+    const float lane78 = sum[column5 + 32u];
+    total77 = total77 + lane78;
+    const float lane79 = sum[column5 + 64u];
+    total77 = total77 + lane79;
+    const float lane80 = sum[column5 + 96u];
+    total77 = total77 + lane80;
+    const float mean81 = total77 / float(u.S);
+    float acc82 = 0.0f;
     if (col7 < u.C) {
-        const uint last95 = (((u.S + 256u - 1u) >> 8u) > 24u ? ((u.S + 256u - 1u) >> 8u) - 24u : 0u);
-        uint rest96 = lane6;
-        for (uint r97 = lane6; r97 < last95; r97 += 32u) {
-            const uint at98 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r97) * u.C + col7;
-            const float n99 = float((u.S - r97 * 256u < 256u ? u.S - r97 * 256u : 256u));
-            const float d100 = scratch0[at98] / n99 - mean93;
-            acc94 = acc94 + ((u.S - r97 * 256u < 256u ? u.S - r97 * 256u : 256u) > 0u ? fma(n99, d100 * d100, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at98]) : 0.0f);
-            const uint at101 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r97 + 8u)) * u.C + col7;
-            const float n102 = float((u.S - (r97 + 8u) * 256u < 256u ? u.S - (r97 + 8u) * 256u : 256u));
-            const float d103 = scratch0[at101] / n102 - mean93;
-            acc94 = acc94 + ((u.S - (r97 + 8u) * 256u < 256u ? u.S - (r97 + 8u) * 256u : 256u) > 0u ? fma(n102, d103 * d103, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at101]) : 0.0f);
-            const uint at104 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r97 + 16u)) * u.C + col7;
-            const float n105 = float((u.S - (r97 + 16u) * 256u < 256u ? u.S - (r97 + 16u) * 256u : 256u));
-            const float d106 = scratch0[at104] / n105 - mean93;
-            acc94 = acc94 + ((u.S - (r97 + 16u) * 256u < 256u ? u.S - (r97 + 16u) * 256u : 256u) > 0u ? fma(n105, d106 * d106, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at104]) : 0.0f);
-            const uint at107 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r97 + 24u)) * u.C + col7;
-            const float n108 = float((u.S - (r97 + 24u) * 256u < 256u ? u.S - (r97 + 24u) * 256u : 256u));
-            const float d109 = scratch0[at107] / n108 - mean93;
-            acc94 = acc94 + ((u.S - (r97 + 24u) * 256u < 256u ? u.S - (r97 + 24u) * 256u : 256u) > 0u ? fma(n108, d109 * d109, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at107]) : 0.0f);
-            rest96 = r97 + 32u;
+        const uint last83 = (((u.S + 256u - 1u) >> 8u) > 12u ? ((u.S + 256u - 1u) >> 8u) - 12u : 0u);
+        uint rest84 = lane6;
+        for (uint r85 = lane6; r85 < last83; r85 += 16u) {
+            const uint at86 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r85) * u.C + col7;
+            const float n87 = float((u.S - r85 * 256u < 256u ? u.S - r85 * 256u : 256u));
+            const float d88 = scratch0[at86] / n87 - mean81;
+            acc82 = acc82 + ((u.S - r85 * 256u < 256u ? u.S - r85 * 256u : 256u) > 0u ? fma(n87, d88 * d88, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at86]) : 0.0f);
+            const uint at89 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r85 + 4u)) * u.C + col7;
+            const float n90 = float((u.S - (r85 + 4u) * 256u < 256u ? u.S - (r85 + 4u) * 256u : 256u));
+            const float d91 = scratch0[at89] / n90 - mean81;
+            acc82 = acc82 + ((u.S - (r85 + 4u) * 256u < 256u ? u.S - (r85 + 4u) * 256u : 256u) > 0u ? fma(n90, d91 * d91, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at89]) : 0.0f);
+            const uint at92 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r85 + 8u)) * u.C + col7;
+            const float n93 = float((u.S - (r85 + 8u) * 256u < 256u ? u.S - (r85 + 8u) * 256u : 256u));
+            const float d94 = scratch0[at92] / n93 - mean81;
+            acc82 = acc82 + ((u.S - (r85 + 8u) * 256u < 256u ? u.S - (r85 + 8u) * 256u : 256u) > 0u ? fma(n93, d94 * d94, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at92]) : 0.0f);
+            const uint at95 = (outer4 * ((u.S + 256u - 1u) >> 8u) + (r85 + 12u)) * u.C + col7;
+            const float n96 = float((u.S - (r85 + 12u) * 256u < 256u ? u.S - (r85 + 12u) * 256u : 256u));
+            const float d97 = scratch0[at95] / n96 - mean81;
+            acc82 = acc82 + ((u.S - (r85 + 12u) * 256u < 256u ? u.S - (r85 + 12u) * 256u : 256u) > 0u ? fma(n96, d97 * d97, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at95]) : 0.0f);
+            rest84 = r85 + 16u;
         }
-        for (uint r110 = rest96; r110 < (u.S + 256u - 1u) >> 8u; r110 += 8u) {
-            const uint at111 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r110) * u.C + col7;
-            const float n112 = float((u.S - r110 * 256u < 256u ? u.S - r110 * 256u : 256u));
-            const float d113 = scratch0[at111] / n112 - mean93;
-            acc94 = acc94 + ((u.S - r110 * 256u < 256u ? u.S - r110 * 256u : 256u) > 0u ? fma(n112, d113 * d113, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at111]) : 0.0f);
+        for (uint r98 = rest84; r98 < (u.S + 256u - 1u) >> 8u; r98 += 4u) {
+            const uint at99 = (outer4 * ((u.S + 256u - 1u) >> 8u) + r98) * u.C + col7;
+            const float n100 = float((u.S - r98 * 256u < 256u ? u.S - r98 * 256u : 256u));
+            const float d101 = scratch0[at99] / n100 - mean81;
+            acc82 = acc82 + ((u.S - r98 * 256u < 256u ? u.S - r98 * 256u : 256u) > 0u ? fma(n100, d101 * d101, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at99]) : 0.0f);
         }
     }
-    squares[lid.x] = acc94;
+    squares[lid.x] = acc82;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    float total114 = squares[column5];
-    const float lane115 = squares[column5 + 32u];
-    total114 = total114 + lane115;
-    const float lane116 = squares[column5 + 64u];
-    total114 = total114 + lane116;
-    const float lane117 = squares[column5 + 96u];
-    total114 = total114 + lane117;
-    const float lane118 = squares[column5 + 128u];
-    total114 = total114 + lane118;
-    const float lane119 = squares[column5 + 160u];
-    total114 = total114 + lane119;
-    const float lane120 = squares[column5 + 192u];
-    total114 = total114 + lane120;
-    const float lane121 = squares[column5 + 224u];
-    total114 = total114 + lane121;
-    const float var122 = total114 / float(u.S - 1u);
-    const float std123 = mimir_sqrt(var122);
+    float total102 = squares[column5];
+    const float lane103 = squares[column5 + 32u];
+    total102 = total102 + lane103;
+    const float lane104 = squares[column5 + 64u];
+    total102 = total102 + lane104;
+    const float lane105 = squares[column5 + 96u];
+    total102 = total102 + lane105;
+    const float var106 = total102 / float(u.S - 1u);
+    const float std107 = mimir_sqrt(var106);
     if ((lane6 == 0u) && (col7 < u.C)) {
-        out[o8] = std123;
+        out[o8] = std107;
     }
     if (lid.x == 0u) {
-        atomic_fetch_add_explicit(&scratch1[slot71], 0u - ((u.S + 256u - 1u) >> 8u), memory_order_relaxed);
+        atomic_fetch_add_explicit(&scratch1[slot63], 0u - ((u.S + 256u - 1u) >> 8u), memory_order_relaxed);
     }
 }

@@ -8,9 +8,9 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> m: array<u32>;
 @group(0) @binding(1) var<storage, read_write> scratch1: array<u32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> columns: array<u32, 256>;
+var<workgroup> columns: array<u32, 128>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn bool_reductions_3_partial(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -32,24 +32,24 @@ fn bool_reductions_3_partial(
     let end11: u32 = select(u.N, stop10, stop10 < u.N);
     var acc12: u32 = 0u;
     if (col7 < u.M) {
-        let last13: u32 = select(0u, end11 - 24u, end11 > 24u);
+        let last13: u32 = select(0u, end11 - 12u, end11 > 12u);
         var rest14: u32 = first9 + lane6;
-        for (var r15: u32 = first9 + lane6; r15 < last13; r15 += 32u) {
+        for (var r15: u32 = first9 + lane6; r15 < last13; r15 += 16u) {
             let i16: u32 = r15 * u.M + col7;
             let v17: bool = m[i16] != 0u;
             acc12 = select(select(0u, 1u, v17), acc12, acc12 >= select(0u, 1u, v17));
-            let i18: u32 = (r15 + 8u) * u.M + col7;
+            let i18: u32 = (r15 + 4u) * u.M + col7;
             let v19: bool = m[i18] != 0u;
             acc12 = select(select(0u, 1u, v19), acc12, acc12 >= select(0u, 1u, v19));
-            let i20: u32 = (r15 + 16u) * u.M + col7;
+            let i20: u32 = (r15 + 8u) * u.M + col7;
             let v21: bool = m[i20] != 0u;
             acc12 = select(select(0u, 1u, v21), acc12, acc12 >= select(0u, 1u, v21));
-            let i22: u32 = (r15 + 24u) * u.M + col7;
+            let i22: u32 = (r15 + 12u) * u.M + col7;
             let v23: bool = m[i22] != 0u;
             acc12 = select(select(0u, 1u, v23), acc12, acc12 >= select(0u, 1u, v23));
-            rest14 = r15 + 32u;
+            rest14 = r15 + 16u;
         }
-        for (var r24: u32 = rest14; r24 < end11; r24 += 8u) {
+        for (var r24: u32 = rest14; r24 < end11; r24 += 4u) {
             let i25: u32 = r24 * u.M + col7;
             let v26: bool = m[i25] != 0u;
             acc12 = select(select(0u, 1u, v26), acc12, acc12 >= select(0u, 1u, v26));
@@ -64,16 +64,8 @@ fn bool_reductions_3_partial(
     total27 = select(lane29, total27, total27 >= lane29);
     let lane30: u32 = columns[column5 + 96u];
     total27 = select(lane30, total27, total27 >= lane30);
-    let lane31: u32 = columns[column5 + 128u];
-    total27 = select(lane31, total27, total27 >= lane31);
-    let lane32: u32 = columns[column5 + 160u];
-    total27 = select(lane32, total27, total27 >= lane32);
-    let lane33: u32 = columns[column5 + 192u];
-    total27 = select(lane33, total27, total27 >= lane33);
-    let lane34: u32 = columns[column5 + 224u];
-    total27 = select(lane34, total27, total27 >= lane34);
     if ((lane6 == 0u) && (col7 < u.M)) {
-        let at35: u32 = (outer4 * ((u.N + 256u - 1u) >> 8u) + slab1) * u.M + col7;
-        scratch1[at35] = total27;
+        let at31: u32 = (outer4 * ((u.N + 256u - 1u) >> 8u) + slab1) * u.M + col7;
+        scratch1[at31] = total27;
     }
 }

@@ -8,9 +8,9 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read_write> out2: array<u32>;
 @group(0) @binding(1) var<storage, read> scratch1: array<u32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> columns: array<u32, 256>;
+var<workgroup> columns: array<u32, 128>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn bool_reductions_4_reduce(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -23,24 +23,24 @@ fn bool_reductions_4_reduce(
     let o5: u32 = outer1 * u.M + col4;
     var acc6: u32 = 0u;
     if (col4 < u.M) {
-        let last7: u32 = select(0u, ((u.N + 256u - 1u) >> 8u) - 24u, ((u.N + 256u - 1u) >> 8u) > 24u);
+        let last7: u32 = select(0u, ((u.N + 256u - 1u) >> 8u) - 12u, ((u.N + 256u - 1u) >> 8u) > 12u);
         var rest8: u32 = lane3;
-        for (var r9: u32 = lane3; r9 < last7; r9 += 32u) {
+        for (var r9: u32 = lane3; r9 < last7; r9 += 16u) {
             let at10: u32 = (outer1 * ((u.N + 256u - 1u) >> 8u) + r9) * u.M + col4;
             let partial11: u32 = scratch1[at10];
             acc6 = select(partial11, acc6, acc6 >= partial11);
-            let at12: u32 = (outer1 * ((u.N + 256u - 1u) >> 8u) + (r9 + 8u)) * u.M + col4;
+            let at12: u32 = (outer1 * ((u.N + 256u - 1u) >> 8u) + (r9 + 4u)) * u.M + col4;
             let partial13: u32 = scratch1[at12];
             acc6 = select(partial13, acc6, acc6 >= partial13);
-            let at14: u32 = (outer1 * ((u.N + 256u - 1u) >> 8u) + (r9 + 16u)) * u.M + col4;
+            let at14: u32 = (outer1 * ((u.N + 256u - 1u) >> 8u) + (r9 + 8u)) * u.M + col4;
             let partial15: u32 = scratch1[at14];
             acc6 = select(partial15, acc6, acc6 >= partial15);
-            let at16: u32 = (outer1 * ((u.N + 256u - 1u) >> 8u) + (r9 + 24u)) * u.M + col4;
+            let at16: u32 = (outer1 * ((u.N + 256u - 1u) >> 8u) + (r9 + 12u)) * u.M + col4;
             let partial17: u32 = scratch1[at16];
             acc6 = select(partial17, acc6, acc6 >= partial17);
-            rest8 = r9 + 32u;
+            rest8 = r9 + 16u;
         }
-        for (var r18: u32 = rest8; r18 < ((u.N + 256u - 1u) >> 8u); r18 += 8u) {
+        for (var r18: u32 = rest8; r18 < ((u.N + 256u - 1u) >> 8u); r18 += 4u) {
             let at19: u32 = (outer1 * ((u.N + 256u - 1u) >> 8u) + r18) * u.M + col4;
             let partial20: u32 = scratch1[at19];
             acc6 = select(partial20, acc6, acc6 >= partial20);
@@ -55,16 +55,8 @@ fn bool_reductions_4_reduce(
     total21 = select(lane23, total21, total21 >= lane23);
     let lane24: u32 = columns[column2 + 96u];
     total21 = select(lane24, total21, total21 >= lane24);
-    let lane25: u32 = columns[column2 + 128u];
-    total21 = select(lane25, total21, total21 >= lane25);
-    let lane26: u32 = columns[column2 + 160u];
-    total21 = select(lane26, total21, total21 >= lane26);
-    let lane27: u32 = columns[column2 + 192u];
-    total21 = select(lane27, total21, total21 >= lane27);
-    let lane28: u32 = columns[column2 + 224u];
-    total21 = select(lane28, total21, total21 >= lane28);
     if ((lane3 == 0u) && (col4 < u.M)) {
-        let total29: bool = total21 != 0u;
-        out2[o5] = select(0u, 1u, total29);
+        let total25: bool = total21 != 0u;
+        out2[o5] = select(0u, 1u, total25);
     }
 }

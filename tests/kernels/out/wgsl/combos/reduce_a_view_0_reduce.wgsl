@@ -8,9 +8,9 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> columns: array<f32, 256>;
+var<workgroup> columns: array<f32, 128>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn reduce_a_view_0_reduce(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -28,24 +28,24 @@ fn reduce_a_view_0_reduce(
     let o6: u32 = outer2 * u.N + col5;
     var acc7: f32 = 0.0f;
     if (col5 < u.N) {
-        let last8: u32 = select(0u, u.M - 1u - 24u, u.M - 1u > 24u);
+        let last8: u32 = select(0u, u.M - 1u - 12u, u.M - 1u > 12u);
         var rest9: u32 = lane4;
-        for (var r10: u32 = lane4; r10 < last8; r10 += 32u) {
+        for (var r10: u32 = lane4; r10 < last8; r10 += 16u) {
             let i11: u32 = col5 * u.M + (r10 + 1u);
             let v12: f32 = x[i11];
             acc7 = acc7 + v12;
-            let i13: u32 = col5 * u.M + (r10 + 8u + 1u);
+            let i13: u32 = col5 * u.M + (r10 + 4u + 1u);
             let v14: f32 = x[i13];
             acc7 = acc7 + v14;
-            let i15: u32 = col5 * u.M + (r10 + 16u + 1u);
+            let i15: u32 = col5 * u.M + (r10 + 8u + 1u);
             let v16: f32 = x[i15];
             acc7 = acc7 + v16;
-            let i17: u32 = col5 * u.M + (r10 + 24u + 1u);
+            let i17: u32 = col5 * u.M + (r10 + 12u + 1u);
             let v18: f32 = x[i17];
             acc7 = acc7 + v18;
-            rest9 = r10 + 32u;
+            rest9 = r10 + 16u;
         }
-        for (var r19: u32 = rest9; r19 < u.M - 1u; r19 += 8u) {
+        for (var r19: u32 = rest9; r19 < u.M - 1u; r19 += 4u) {
             let i20: u32 = col5 * u.M + (r19 + 1u);
             let v21: f32 = x[i20];
             acc7 = acc7 + v21;
@@ -60,18 +60,10 @@ fn reduce_a_view_0_reduce(
     total22 = total22 + lane24;
     let lane25: f32 = columns[column3 + 96u];
     total22 = total22 + lane25;
-    let lane26: f32 = columns[column3 + 128u];
-    total22 = total22 + lane26;
-    let lane27: f32 = columns[column3 + 160u];
-    total22 = total22 + lane27;
-    let lane28: f32 = columns[column3 + 192u];
-    total22 = total22 + lane28;
-    let lane29: f32 = columns[column3 + 224u];
-    total22 = total22 + lane29;
     if ((lane4 == 0u) && (col5 < u.N)) {
-        let i30: u32 = o6 * u.M;
-        let v31: f32 = x[i30];
-        let v32: f32 = total22 + v31;
-        out[o6] = v32;
+        let i26: u32 = o6 * u.M;
+        let v27: f32 = x[i26];
+        let v28: f32 = total22 + v27;
+        out[o6] = v28;
     }
 }

@@ -7,9 +7,9 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> scratch0: array<f32>;
 @group(0) @binding(1) var<storage, read_write> scratch1: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> columns: array<f32, 256>;
+var<workgroup> columns: array<f32, 128>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn two_heads_1_partial(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -28,24 +28,24 @@ fn two_heads_1_partial(
     let end8: u32 = select(u.N, stop7, stop7 < u.N);
     var acc9: f32 = 0.0f;
     if (column3 < 4u) {
-        let last10: u32 = select(0u, end8 - 24u, end8 > 24u);
+        let last10: u32 = select(0u, end8 - 12u, end8 > 12u);
         var rest11: u32 = first6 + lane4;
-        for (var r12: u32 = first6 + lane4; r12 < last10; r12 += 32u) {
+        for (var r12: u32 = first6 + lane4; r12 < last10; r12 += 16u) {
             let i13: u32 = r12 * 4u + column3;
             let v14: f32 = scratch0[i13];
             acc9 = acc9 + v14;
-            let i15: u32 = (r12 + 8u) * 4u + column3;
+            let i15: u32 = (r12 + 4u) * 4u + column3;
             let v16: f32 = scratch0[i15];
             acc9 = acc9 + v16;
-            let i17: u32 = (r12 + 16u) * 4u + column3;
+            let i17: u32 = (r12 + 8u) * 4u + column3;
             let v18: f32 = scratch0[i17];
             acc9 = acc9 + v18;
-            let i19: u32 = (r12 + 24u) * 4u + column3;
+            let i19: u32 = (r12 + 12u) * 4u + column3;
             let v20: f32 = scratch0[i19];
             acc9 = acc9 + v20;
-            rest11 = r12 + 32u;
+            rest11 = r12 + 16u;
         }
-        for (var r21: u32 = rest11; r21 < end8; r21 += 8u) {
+        for (var r21: u32 = rest11; r21 < end8; r21 += 4u) {
             let i22: u32 = r21 * 4u + column3;
             let v23: f32 = scratch0[i22];
             acc9 = acc9 + v23;
@@ -60,16 +60,8 @@ fn two_heads_1_partial(
     total24 = total24 + lane26;
     let lane27: f32 = columns[column3 + 96u];
     total24 = total24 + lane27;
-    let lane28: f32 = columns[column3 + 128u];
-    total24 = total24 + lane28;
-    let lane29: f32 = columns[column3 + 160u];
-    total24 = total24 + lane29;
-    let lane30: f32 = columns[column3 + 192u];
-    total24 = total24 + lane30;
-    let lane31: f32 = columns[column3 + 224u];
-    total24 = total24 + lane31;
     if ((lane4 == 0u) && (column3 < 4u)) {
-        let at32: u32 = (tile2 * ((u.N + 256u - 1u) >> 8u) + slab1) * 4u + column3;
-        scratch1[at32] = total24;
+        let at28: u32 = (tile2 * ((u.N + 256u - 1u) >> 8u) + slab1) * 4u + column3;
+        scratch1[at28] = total24;
     }
 }

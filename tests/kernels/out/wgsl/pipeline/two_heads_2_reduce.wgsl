@@ -7,9 +7,9 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read_write> out1: array<f32>;
 @group(0) @binding(1) var<storage, read> scratch1: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> columns: array<f32, 256>;
+var<workgroup> columns: array<f32, 128>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn two_heads_2_reduce(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -19,24 +19,24 @@ fn two_heads_2_reduce(
     let o2: u32 = wid.x * 4u + column0;
     var acc3: f32 = 0.0f;
     if (column0 < 4u) {
-        let last4: u32 = select(0u, ((u.N + 256u - 1u) >> 8u) - 24u, ((u.N + 256u - 1u) >> 8u) > 24u);
+        let last4: u32 = select(0u, ((u.N + 256u - 1u) >> 8u) - 12u, ((u.N + 256u - 1u) >> 8u) > 12u);
         var rest5: u32 = lane1;
-        for (var r6: u32 = lane1; r6 < last4; r6 += 32u) {
+        for (var r6: u32 = lane1; r6 < last4; r6 += 16u) {
             let at7: u32 = (wid.x * ((u.N + 256u - 1u) >> 8u) + r6) * 4u + column0;
             let partial8: f32 = scratch1[at7];
             acc3 = acc3 + partial8;
-            let at9: u32 = (wid.x * ((u.N + 256u - 1u) >> 8u) + (r6 + 8u)) * 4u + column0;
+            let at9: u32 = (wid.x * ((u.N + 256u - 1u) >> 8u) + (r6 + 4u)) * 4u + column0;
             let partial10: f32 = scratch1[at9];
             acc3 = acc3 + partial10;
-            let at11: u32 = (wid.x * ((u.N + 256u - 1u) >> 8u) + (r6 + 16u)) * 4u + column0;
+            let at11: u32 = (wid.x * ((u.N + 256u - 1u) >> 8u) + (r6 + 8u)) * 4u + column0;
             let partial12: f32 = scratch1[at11];
             acc3 = acc3 + partial12;
-            let at13: u32 = (wid.x * ((u.N + 256u - 1u) >> 8u) + (r6 + 24u)) * 4u + column0;
+            let at13: u32 = (wid.x * ((u.N + 256u - 1u) >> 8u) + (r6 + 12u)) * 4u + column0;
             let partial14: f32 = scratch1[at13];
             acc3 = acc3 + partial14;
-            rest5 = r6 + 32u;
+            rest5 = r6 + 16u;
         }
-        for (var r15: u32 = rest5; r15 < ((u.N + 256u - 1u) >> 8u); r15 += 8u) {
+        for (var r15: u32 = rest5; r15 < ((u.N + 256u - 1u) >> 8u); r15 += 4u) {
             let at16: u32 = (wid.x * ((u.N + 256u - 1u) >> 8u) + r15) * 4u + column0;
             let partial17: f32 = scratch1[at16];
             acc3 = acc3 + partial17;
@@ -51,14 +51,6 @@ fn two_heads_2_reduce(
     total18 = total18 + lane20;
     let lane21: f32 = columns[column0 + 96u];
     total18 = total18 + lane21;
-    let lane22: f32 = columns[column0 + 128u];
-    total18 = total18 + lane22;
-    let lane23: f32 = columns[column0 + 160u];
-    total18 = total18 + lane23;
-    let lane24: f32 = columns[column0 + 192u];
-    total18 = total18 + lane24;
-    let lane25: f32 = columns[column0 + 224u];
-    total18 = total18 + lane25;
     if ((lane1 == 0u) && (column0 < 4u)) {
         out1[o2] = total18;
     }

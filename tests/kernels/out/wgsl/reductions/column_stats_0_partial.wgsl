@@ -10,9 +10,9 @@ struct Uniforms {
 @group(0) @binding(2) var<storage, read_write> scratch1: array<f32>;
 @group(0) @binding(3) var<storage, read_write> scratch2: array<f32>;
 @group(0) @binding(4) var<uniform> u: Uniforms;
-var<workgroup> columns: array<f32, 256>;
-var<workgroup> columns1: array<f32, 256>;
-var<workgroup> columns2: array<f32, 256>;
+var<workgroup> columns: array<f32, 128>;
+var<workgroup> columns1: array<f32, 128>;
+var<workgroup> columns2: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -28,7 +28,7 @@ fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
     return b;
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn column_stats_0_partial(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -52,32 +52,32 @@ fn column_stats_0_partial(
     var acc13: f32 = -bitcast<f32>(inf_bits);
     var acc14: f32 = 0.0f;
     if (col7 < u.B) {
-        let last15: u32 = select(0u, end11 - 24u, end11 > 24u);
+        let last15: u32 = select(0u, end11 - 12u, end11 > 12u);
         var rest16: u32 = first9 + lane6;
-        for (var r17: u32 = first9 + lane6; r17 < last15; r17 += 32u) {
+        for (var r17: u32 = first9 + lane6; r17 < last15; r17 += 16u) {
             let i18: u32 = r17 * u.B + col7;
             let v19: f32 = x[i18];
             acc12 = acc12 + v19;
             acc13 = mimir_maximum_f32(acc13, v19);
             acc14 = fma(v19, v19, acc14);
-            let i21: u32 = (r17 + 8u) * u.B + col7;
+            let i21: u32 = (r17 + 4u) * u.B + col7;
             let v22: f32 = x[i21];
             acc12 = acc12 + v22;
             acc13 = mimir_maximum_f32(acc13, v22);
             acc14 = fma(v22, v22, acc14);
-            let i24: u32 = (r17 + 16u) * u.B + col7;
+            let i24: u32 = (r17 + 8u) * u.B + col7;
             let v25: f32 = x[i24];
             acc12 = acc12 + v25;
             acc13 = mimir_maximum_f32(acc13, v25);
             acc14 = fma(v25, v25, acc14);
-            let i27: u32 = (r17 + 24u) * u.B + col7;
+            let i27: u32 = (r17 + 12u) * u.B + col7;
             let v28: f32 = x[i27];
             acc12 = acc12 + v28;
             acc13 = mimir_maximum_f32(acc13, v28);
             acc14 = fma(v28, v28, acc14);
-            rest16 = r17 + 32u;
+            rest16 = r17 + 16u;
         }
-        for (var r30: u32 = rest16; r30 < end11; r30 += 8u) {
+        for (var r30: u32 = rest16; r30 < end11; r30 += 4u) {
             let i31: u32 = r30 * u.B + col7;
             let v32: f32 = x[i31];
             acc12 = acc12 + v32;
@@ -96,48 +96,24 @@ fn column_stats_0_partial(
     total34 = total34 + lane36;
     let lane37: f32 = columns[column5 + 96u];
     total34 = total34 + lane37;
-    let lane38: f32 = columns[column5 + 128u];
-    total34 = total34 + lane38;
-    let lane39: f32 = columns[column5 + 160u];
-    total34 = total34 + lane39;
-    let lane40: f32 = columns[column5 + 192u];
-    total34 = total34 + lane40;
-    let lane41: f32 = columns[column5 + 224u];
-    total34 = total34 + lane41;
-    var total42: f32 = columns1[column5];
-    let lane43: f32 = columns1[column5 + 32u];
-    total42 = mimir_maximum_f32(total42, lane43);
-    let lane44: f32 = columns1[column5 + 64u];
-    total42 = mimir_maximum_f32(total42, lane44);
-    let lane45: f32 = columns1[column5 + 96u];
-    total42 = mimir_maximum_f32(total42, lane45);
-    let lane46: f32 = columns1[column5 + 128u];
-    total42 = mimir_maximum_f32(total42, lane46);
-    let lane47: f32 = columns1[column5 + 160u];
-    total42 = mimir_maximum_f32(total42, lane47);
-    let lane48: f32 = columns1[column5 + 192u];
-    total42 = mimir_maximum_f32(total42, lane48);
-    let lane49: f32 = columns1[column5 + 224u];
-    total42 = mimir_maximum_f32(total42, lane49);
-    var total50: f32 = columns2[column5];
-    let lane51: f32 = columns2[column5 + 32u];
-    total50 = total50 + lane51;
-    let lane52: f32 = columns2[column5 + 64u];
-    total50 = total50 + lane52;
-    let lane53: f32 = columns2[column5 + 96u];
-    total50 = total50 + lane53;
-    let lane54: f32 = columns2[column5 + 128u];
-    total50 = total50 + lane54;
-    let lane55: f32 = columns2[column5 + 160u];
-    total50 = total50 + lane55;
-    let lane56: f32 = columns2[column5 + 192u];
-    total50 = total50 + lane56;
-    let lane57: f32 = columns2[column5 + 224u];
-    total50 = total50 + lane57;
+    var total38: f32 = columns1[column5];
+    let lane39: f32 = columns1[column5 + 32u];
+    total38 = mimir_maximum_f32(total38, lane39);
+    let lane40: f32 = columns1[column5 + 64u];
+    total38 = mimir_maximum_f32(total38, lane40);
+    let lane41: f32 = columns1[column5 + 96u];
+    total38 = mimir_maximum_f32(total38, lane41);
+    var total42: f32 = columns2[column5];
+    let lane43: f32 = columns2[column5 + 32u];
+    total42 = total42 + lane43;
+    let lane44: f32 = columns2[column5 + 64u];
+    total42 = total42 + lane44;
+    let lane45: f32 = columns2[column5 + 96u];
+    total42 = total42 + lane45;
     if ((lane6 == 0u) && (col7 < u.B)) {
-        let at58: u32 = (outer4 * ((u.A + 256u - 1u) >> 8u) + slab1) * u.B + col7;
-        scratch0[at58] = total34;
-        scratch1[at58] = total42;
-        scratch2[at58] = total50;
+        let at46: u32 = (outer4 * ((u.A + 256u - 1u) >> 8u) + slab1) * u.B + col7;
+        scratch0[at46] = total34;
+        scratch1[at46] = total38;
+        scratch2[at46] = total42;
     }
 }

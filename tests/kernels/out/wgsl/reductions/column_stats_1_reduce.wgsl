@@ -12,9 +12,9 @@ struct Uniforms {
 @group(0) @binding(4) var<storage, read> scratch1: array<f32>;
 @group(0) @binding(5) var<storage, read> scratch2: array<f32>;
 @group(0) @binding(6) var<uniform> u: Uniforms;
-var<workgroup> columns: array<f32, 256>;
-var<workgroup> columns1: array<f32, 256>;
-var<workgroup> columns2: array<f32, 256>;
+var<workgroup> columns: array<f32, 128>;
+var<workgroup> columns1: array<f32, 128>;
+var<workgroup> columns2: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -30,7 +30,7 @@ fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
     return b;
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn column_stats_1_reduce(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -50,9 +50,9 @@ fn column_stats_1_reduce(
     var acc8: f32 = -bitcast<f32>(inf_bits);
     var acc9: f32 = 0.0f;
     if (col5 < u.B) {
-        let last10: u32 = select(0u, ((u.A + 256u - 1u) >> 8u) - 24u, ((u.A + 256u - 1u) >> 8u) > 24u);
+        let last10: u32 = select(0u, ((u.A + 256u - 1u) >> 8u) - 12u, ((u.A + 256u - 1u) >> 8u) > 12u);
         var rest11: u32 = lane4;
-        for (var r12: u32 = lane4; r12 < last10; r12 += 32u) {
+        for (var r12: u32 = lane4; r12 < last10; r12 += 16u) {
             let at13: u32 = (outer2 * ((u.A + 256u - 1u) >> 8u) + r12) * u.B + col5;
             let partial14: f32 = scratch0[at13];
             let partial15: f32 = scratch1[at13];
@@ -60,30 +60,30 @@ fn column_stats_1_reduce(
             acc7 = acc7 + partial14;
             acc8 = mimir_maximum_f32(acc8, partial15);
             acc9 = acc9 + partial16;
-            let at17: u32 = (outer2 * ((u.A + 256u - 1u) >> 8u) + (r12 + 8u)) * u.B + col5;
+            let at17: u32 = (outer2 * ((u.A + 256u - 1u) >> 8u) + (r12 + 4u)) * u.B + col5;
             let partial18: f32 = scratch0[at17];
             let partial19: f32 = scratch1[at17];
             let partial20: f32 = scratch2[at17];
             acc7 = acc7 + partial18;
             acc8 = mimir_maximum_f32(acc8, partial19);
             acc9 = acc9 + partial20;
-            let at21: u32 = (outer2 * ((u.A + 256u - 1u) >> 8u) + (r12 + 16u)) * u.B + col5;
+            let at21: u32 = (outer2 * ((u.A + 256u - 1u) >> 8u) + (r12 + 8u)) * u.B + col5;
             let partial22: f32 = scratch0[at21];
             let partial23: f32 = scratch1[at21];
             let partial24: f32 = scratch2[at21];
             acc7 = acc7 + partial22;
             acc8 = mimir_maximum_f32(acc8, partial23);
             acc9 = acc9 + partial24;
-            let at25: u32 = (outer2 * ((u.A + 256u - 1u) >> 8u) + (r12 + 24u)) * u.B + col5;
+            let at25: u32 = (outer2 * ((u.A + 256u - 1u) >> 8u) + (r12 + 12u)) * u.B + col5;
             let partial26: f32 = scratch0[at25];
             let partial27: f32 = scratch1[at25];
             let partial28: f32 = scratch2[at25];
             acc7 = acc7 + partial26;
             acc8 = mimir_maximum_f32(acc8, partial27);
             acc9 = acc9 + partial28;
-            rest11 = r12 + 32u;
+            rest11 = r12 + 16u;
         }
-        for (var r29: u32 = rest11; r29 < ((u.A + 256u - 1u) >> 8u); r29 += 8u) {
+        for (var r29: u32 = rest11; r29 < ((u.A + 256u - 1u) >> 8u); r29 += 4u) {
             let at30: u32 = (outer2 * ((u.A + 256u - 1u) >> 8u) + r29) * u.B + col5;
             let partial31: f32 = scratch0[at30];
             let partial32: f32 = scratch1[at30];
@@ -104,48 +104,24 @@ fn column_stats_1_reduce(
     total34 = total34 + lane36;
     let lane37: f32 = columns[column3 + 96u];
     total34 = total34 + lane37;
-    let lane38: f32 = columns[column3 + 128u];
-    total34 = total34 + lane38;
-    let lane39: f32 = columns[column3 + 160u];
-    total34 = total34 + lane39;
-    let lane40: f32 = columns[column3 + 192u];
-    total34 = total34 + lane40;
-    let lane41: f32 = columns[column3 + 224u];
-    total34 = total34 + lane41;
-    var total42: f32 = columns1[column3];
-    let lane43: f32 = columns1[column3 + 32u];
-    total42 = mimir_maximum_f32(total42, lane43);
-    let lane44: f32 = columns1[column3 + 64u];
-    total42 = mimir_maximum_f32(total42, lane44);
-    let lane45: f32 = columns1[column3 + 96u];
-    total42 = mimir_maximum_f32(total42, lane45);
-    let lane46: f32 = columns1[column3 + 128u];
-    total42 = mimir_maximum_f32(total42, lane46);
-    let lane47: f32 = columns1[column3 + 160u];
-    total42 = mimir_maximum_f32(total42, lane47);
-    let lane48: f32 = columns1[column3 + 192u];
-    total42 = mimir_maximum_f32(total42, lane48);
-    let lane49: f32 = columns1[column3 + 224u];
-    total42 = mimir_maximum_f32(total42, lane49);
-    var total50: f32 = columns2[column3];
-    let lane51: f32 = columns2[column3 + 32u];
-    total50 = total50 + lane51;
-    let lane52: f32 = columns2[column3 + 64u];
-    total50 = total50 + lane52;
-    let lane53: f32 = columns2[column3 + 96u];
-    total50 = total50 + lane53;
-    let lane54: f32 = columns2[column3 + 128u];
-    total50 = total50 + lane54;
-    let lane55: f32 = columns2[column3 + 160u];
-    total50 = total50 + lane55;
-    let lane56: f32 = columns2[column3 + 192u];
-    total50 = total50 + lane56;
-    let lane57: f32 = columns2[column3 + 224u];
-    total50 = total50 + lane57;
+    var total38: f32 = columns1[column3];
+    let lane39: f32 = columns1[column3 + 32u];
+    total38 = mimir_maximum_f32(total38, lane39);
+    let lane40: f32 = columns1[column3 + 64u];
+    total38 = mimir_maximum_f32(total38, lane40);
+    let lane41: f32 = columns1[column3 + 96u];
+    total38 = mimir_maximum_f32(total38, lane41);
+    var total42: f32 = columns2[column3];
+    let lane43: f32 = columns2[column3 + 32u];
+    total42 = total42 + lane43;
+    let lane44: f32 = columns2[column3 + 64u];
+    total42 = total42 + lane44;
+    let lane45: f32 = columns2[column3 + 96u];
+    total42 = total42 + lane45;
     if ((lane4 == 0u) && (col5 < u.B)) {
-        let total58: f32 = total34 / f32(u.A);
-        out0[o6] = total58;
-        out1[o6] = total42;
-        out2[o6] = total50;
+        let total46: f32 = total34 / f32(u.A);
+        out0[o6] = total46;
+        out1[o6] = total38;
+        out2[o6] = total42;
     }
 }

@@ -8,9 +8,9 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<i32>;
 @group(0) @binding(1) var<storage, read_write> scratch0: array<i32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> columns: array<i32, 256>;
+var<workgroup> columns: array<i32, 128>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn int_sum_and_bool_any_0_partial(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -32,24 +32,24 @@ fn int_sum_and_bool_any_0_partial(
     let end11: u32 = select(u.A, stop10, stop10 < u.A);
     var acc12: i32 = 0i;
     if (col7 < u.B) {
-        let last13: u32 = select(0u, end11 - 24u, end11 > 24u);
+        let last13: u32 = select(0u, end11 - 12u, end11 > 12u);
         var rest14: u32 = first9 + lane6;
-        for (var r15: u32 = first9 + lane6; r15 < last13; r15 += 32u) {
+        for (var r15: u32 = first9 + lane6; r15 < last13; r15 += 16u) {
             let i16: u32 = r15 * u.B + col7;
             let v17: i32 = x[i16];
             acc12 = acc12 + v17;
-            let i18: u32 = (r15 + 8u) * u.B + col7;
+            let i18: u32 = (r15 + 4u) * u.B + col7;
             let v19: i32 = x[i18];
             acc12 = acc12 + v19;
-            let i20: u32 = (r15 + 16u) * u.B + col7;
+            let i20: u32 = (r15 + 8u) * u.B + col7;
             let v21: i32 = x[i20];
             acc12 = acc12 + v21;
-            let i22: u32 = (r15 + 24u) * u.B + col7;
+            let i22: u32 = (r15 + 12u) * u.B + col7;
             let v23: i32 = x[i22];
             acc12 = acc12 + v23;
-            rest14 = r15 + 32u;
+            rest14 = r15 + 16u;
         }
-        for (var r24: u32 = rest14; r24 < end11; r24 += 8u) {
+        for (var r24: u32 = rest14; r24 < end11; r24 += 4u) {
             let i25: u32 = r24 * u.B + col7;
             let v26: i32 = x[i25];
             acc12 = acc12 + v26;
@@ -64,16 +64,8 @@ fn int_sum_and_bool_any_0_partial(
     total27 = total27 + lane29;
     let lane30: i32 = columns[column5 + 96u];
     total27 = total27 + lane30;
-    let lane31: i32 = columns[column5 + 128u];
-    total27 = total27 + lane31;
-    let lane32: i32 = columns[column5 + 160u];
-    total27 = total27 + lane32;
-    let lane33: i32 = columns[column5 + 192u];
-    total27 = total27 + lane33;
-    let lane34: i32 = columns[column5 + 224u];
-    total27 = total27 + lane34;
     if ((lane6 == 0u) && (col7 < u.B)) {
-        let at35: u32 = (outer4 * ((u.A + 256u - 1u) >> 8u) + slab1) * u.B + col7;
-        scratch0[at35] = total27;
+        let at31: u32 = (outer4 * ((u.A + 256u - 1u) >> 8u) + slab1) * u.B + col7;
+        scratch0[at31] = total27;
     }
 }

@@ -9,9 +9,9 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> scratch0: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> columns: array<f32, 256>;
+var<workgroup> columns: array<f32, 128>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn mean_axis1_keepdims_0_partial(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -33,24 +33,24 @@ fn mean_axis1_keepdims_0_partial(
     let end11: u32 = select(u.B, stop10, stop10 < u.B);
     var acc12: f32 = 0.0f;
     if (col7 < u.C) {
-        let last13: u32 = select(0u, end11 - 24u, end11 > 24u);
+        let last13: u32 = select(0u, end11 - 12u, end11 > 12u);
         var rest14: u32 = first9 + lane6;
-        for (var r15: u32 = first9 + lane6; r15 < last13; r15 += 32u) {
+        for (var r15: u32 = first9 + lane6; r15 < last13; r15 += 16u) {
             let i16: u32 = (outer4 * u.B + r15) * u.C + col7;
             let v17: f32 = x[i16];
             acc12 = acc12 + v17;
-            let i18: u32 = (outer4 * u.B + (r15 + 8u)) * u.C + col7;
+            let i18: u32 = (outer4 * u.B + (r15 + 4u)) * u.C + col7;
             let v19: f32 = x[i18];
             acc12 = acc12 + v19;
-            let i20: u32 = (outer4 * u.B + (r15 + 16u)) * u.C + col7;
+            let i20: u32 = (outer4 * u.B + (r15 + 8u)) * u.C + col7;
             let v21: f32 = x[i20];
             acc12 = acc12 + v21;
-            let i22: u32 = (outer4 * u.B + (r15 + 24u)) * u.C + col7;
+            let i22: u32 = (outer4 * u.B + (r15 + 12u)) * u.C + col7;
             let v23: f32 = x[i22];
             acc12 = acc12 + v23;
-            rest14 = r15 + 32u;
+            rest14 = r15 + 16u;
         }
-        for (var r24: u32 = rest14; r24 < end11; r24 += 8u) {
+        for (var r24: u32 = rest14; r24 < end11; r24 += 4u) {
             let i25: u32 = (outer4 * u.B + r24) * u.C + col7;
             let v26: f32 = x[i25];
             acc12 = acc12 + v26;
@@ -65,16 +65,8 @@ fn mean_axis1_keepdims_0_partial(
     total27 = total27 + lane29;
     let lane30: f32 = columns[column5 + 96u];
     total27 = total27 + lane30;
-    let lane31: f32 = columns[column5 + 128u];
-    total27 = total27 + lane31;
-    let lane32: f32 = columns[column5 + 160u];
-    total27 = total27 + lane32;
-    let lane33: f32 = columns[column5 + 192u];
-    total27 = total27 + lane33;
-    let lane34: f32 = columns[column5 + 224u];
-    total27 = total27 + lane34;
     if ((lane6 == 0u) && (col7 < u.C)) {
-        let at35: u32 = (outer4 * ((u.B + 256u - 1u) >> 8u) + slab1) * u.C + col7;
-        scratch0[at35] = total27;
+        let at31: u32 = (outer4 * ((u.B + 256u - 1u) >> 8u) + slab1) * u.C + col7;
+        scratch0[at31] = total27;
     }
 }

@@ -9,9 +9,9 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> scratch0: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> columns: array<f32, 256>;
+var<workgroup> columns: array<f32, 128>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn sum_axis0_0_partial(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -35,24 +35,24 @@ fn sum_axis0_0_partial(
     let end13: u32 = select(u.A, stop12, stop12 < u.A);
     var acc14: f32 = 0.0f;
     if (col7 < u.B * u.C) {
-        let last15: u32 = select(0u, end13 - 24u, end13 > 24u);
+        let last15: u32 = select(0u, end13 - 12u, end13 > 12u);
         var rest16: u32 = first11 + lane6;
-        for (var r17: u32 = first11 + lane6; r17 < last15; r17 += 32u) {
+        for (var r17: u32 = first11 + lane6; r17 < last15; r17 += 16u) {
             let i18: u32 = (r17 * u.B + i10) * u.C + i9;
             let v19: f32 = x[i18];
             acc14 = acc14 + v19;
-            let i20: u32 = ((r17 + 8u) * u.B + i10) * u.C + i9;
+            let i20: u32 = ((r17 + 4u) * u.B + i10) * u.C + i9;
             let v21: f32 = x[i20];
             acc14 = acc14 + v21;
-            let i22: u32 = ((r17 + 16u) * u.B + i10) * u.C + i9;
+            let i22: u32 = ((r17 + 8u) * u.B + i10) * u.C + i9;
             let v23: f32 = x[i22];
             acc14 = acc14 + v23;
-            let i24: u32 = ((r17 + 24u) * u.B + i10) * u.C + i9;
+            let i24: u32 = ((r17 + 12u) * u.B + i10) * u.C + i9;
             let v25: f32 = x[i24];
             acc14 = acc14 + v25;
-            rest16 = r17 + 32u;
+            rest16 = r17 + 16u;
         }
-        for (var r26: u32 = rest16; r26 < end13; r26 += 8u) {
+        for (var r26: u32 = rest16; r26 < end13; r26 += 4u) {
             let i27: u32 = (r26 * u.B + i10) * u.C + i9;
             let v28: f32 = x[i27];
             acc14 = acc14 + v28;
@@ -67,16 +67,8 @@ fn sum_axis0_0_partial(
     total29 = total29 + lane31;
     let lane32: f32 = columns[column5 + 96u];
     total29 = total29 + lane32;
-    let lane33: f32 = columns[column5 + 128u];
-    total29 = total29 + lane33;
-    let lane34: f32 = columns[column5 + 160u];
-    total29 = total29 + lane34;
-    let lane35: f32 = columns[column5 + 192u];
-    total29 = total29 + lane35;
-    let lane36: f32 = columns[column5 + 224u];
-    total29 = total29 + lane36;
     if ((lane6 == 0u) && (col7 < u.B * u.C)) {
-        let at37: u32 = (outer4 * ((u.A + 256u - 1u) >> 8u) + slab1) * (u.B * u.C) + col7;
-        scratch0[at37] = total29;
+        let at33: u32 = (outer4 * ((u.A + 256u - 1u) >> 8u) + slab1) * (u.B * u.C) + col7;
+        scratch0[at33] = total29;
     }
 }

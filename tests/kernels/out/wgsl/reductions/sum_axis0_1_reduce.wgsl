@@ -9,9 +9,9 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read_write> out: array<f32>;
 @group(0) @binding(1) var<storage, read> scratch0: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> columns: array<f32, 256>;
+var<workgroup> columns: array<f32, 128>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn sum_axis0_1_reduce(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -29,24 +29,24 @@ fn sum_axis0_1_reduce(
     let o6: u32 = outer2 * (u.B * u.C) + col5;
     var acc7: f32 = 0.0f;
     if (col5 < u.B * u.C) {
-        let last8: u32 = select(0u, ((u.A + 256u - 1u) >> 8u) - 24u, ((u.A + 256u - 1u) >> 8u) > 24u);
+        let last8: u32 = select(0u, ((u.A + 256u - 1u) >> 8u) - 12u, ((u.A + 256u - 1u) >> 8u) > 12u);
         var rest9: u32 = lane4;
-        for (var r10: u32 = lane4; r10 < last8; r10 += 32u) {
+        for (var r10: u32 = lane4; r10 < last8; r10 += 16u) {
             let at11: u32 = (outer2 * ((u.A + 256u - 1u) >> 8u) + r10) * (u.B * u.C) + col5;
             let partial12: f32 = scratch0[at11];
             acc7 = acc7 + partial12;
-            let at13: u32 = (outer2 * ((u.A + 256u - 1u) >> 8u) + (r10 + 8u)) * (u.B * u.C) + col5;
+            let at13: u32 = (outer2 * ((u.A + 256u - 1u) >> 8u) + (r10 + 4u)) * (u.B * u.C) + col5;
             let partial14: f32 = scratch0[at13];
             acc7 = acc7 + partial14;
-            let at15: u32 = (outer2 * ((u.A + 256u - 1u) >> 8u) + (r10 + 16u)) * (u.B * u.C) + col5;
+            let at15: u32 = (outer2 * ((u.A + 256u - 1u) >> 8u) + (r10 + 8u)) * (u.B * u.C) + col5;
             let partial16: f32 = scratch0[at15];
             acc7 = acc7 + partial16;
-            let at17: u32 = (outer2 * ((u.A + 256u - 1u) >> 8u) + (r10 + 24u)) * (u.B * u.C) + col5;
+            let at17: u32 = (outer2 * ((u.A + 256u - 1u) >> 8u) + (r10 + 12u)) * (u.B * u.C) + col5;
             let partial18: f32 = scratch0[at17];
             acc7 = acc7 + partial18;
-            rest9 = r10 + 32u;
+            rest9 = r10 + 16u;
         }
-        for (var r19: u32 = rest9; r19 < ((u.A + 256u - 1u) >> 8u); r19 += 8u) {
+        for (var r19: u32 = rest9; r19 < ((u.A + 256u - 1u) >> 8u); r19 += 4u) {
             let at20: u32 = (outer2 * ((u.A + 256u - 1u) >> 8u) + r19) * (u.B * u.C) + col5;
             let partial21: f32 = scratch0[at20];
             acc7 = acc7 + partial21;
@@ -61,14 +61,6 @@ fn sum_axis0_1_reduce(
     total22 = total22 + lane24;
     let lane25: f32 = columns[column3 + 96u];
     total22 = total22 + lane25;
-    let lane26: f32 = columns[column3 + 128u];
-    total22 = total22 + lane26;
-    let lane27: f32 = columns[column3 + 160u];
-    total22 = total22 + lane27;
-    let lane28: f32 = columns[column3 + 192u];
-    total22 = total22 + lane28;
-    let lane29: f32 = columns[column3 + 224u];
-    total22 = total22 + lane29;
     if ((lane4 == 0u) && (col5 < u.B * u.C)) {
         out[o6] = total22;
     }

@@ -9,8 +9,8 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read_write> scratch0: array<i32>;
 @group(0) @binding(2) var<storage, read_write> scratch1: array<u32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> best: array<i32, 256>;
-var<workgroup> first: array<u32, 256>;
+var<workgroup> best: array<i32, 128>;
+var<workgroup> first: array<u32, 128>;
 
 fn mimir_mod_i32(a: i32, b: i32) -> i32 {
     if ((b == 0i) || (b == -1i)) {
@@ -23,7 +23,7 @@ fn mimir_mod_i32(a: i32, b: i32) -> i32 {
     return r;
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn argmin_columns_0_partial(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -45,28 +45,28 @@ fn argmin_columns_0_partial(
     let end11: u32 = select(u.N, stop10, stop10 < u.N);
     var acc12: i32 = 2147483647i;
     if (col7 < u.C) {
-        let last13: u32 = select(0u, end11 - 24u, end11 > 24u);
+        let last13: u32 = select(0u, end11 - 12u, end11 > 12u);
         var rest14: u32 = first9 + lane6;
-        for (var r15: u32 = first9 + lane6; r15 < last13; r15 += 32u) {
+        for (var r15: u32 = first9 + lane6; r15 < last13; r15 += 16u) {
             let i16: u32 = r15 * u.C + col7;
             let v17: i32 = x[i16];
             let v18: i32 = mimir_mod_i32(v17, 5i);
             acc12 = select(v18, acc12, acc12 <= v18);
-            let i19: u32 = (r15 + 8u) * u.C + col7;
+            let i19: u32 = (r15 + 4u) * u.C + col7;
             let v20: i32 = x[i19];
             let v21: i32 = mimir_mod_i32(v20, 5i);
             acc12 = select(v21, acc12, acc12 <= v21);
-            let i22: u32 = (r15 + 16u) * u.C + col7;
+            let i22: u32 = (r15 + 8u) * u.C + col7;
             let v23: i32 = x[i22];
             let v24: i32 = mimir_mod_i32(v23, 5i);
             acc12 = select(v24, acc12, acc12 <= v24);
-            let i25: u32 = (r15 + 24u) * u.C + col7;
+            let i25: u32 = (r15 + 12u) * u.C + col7;
             let v26: i32 = x[i25];
             let v27: i32 = mimir_mod_i32(v26, 5i);
             acc12 = select(v27, acc12, acc12 <= v27);
-            rest14 = r15 + 32u;
+            rest14 = r15 + 16u;
         }
-        for (var r28: u32 = rest14; r28 < end11; r28 += 8u) {
+        for (var r28: u32 = rest14; r28 < end11; r28 += 4u) {
             let i29: u32 = r28 * u.C + col7;
             let v30: i32 = x[i29];
             let v31: i32 = mimir_mod_i32(v30, 5i);
@@ -82,64 +82,48 @@ fn argmin_columns_0_partial(
     total32 = select(lane34, total32, total32 <= lane34);
     let lane35: i32 = best[column5 + 96u];
     total32 = select(lane35, total32, total32 <= lane35);
-    let lane36: i32 = best[column5 + 128u];
-    total32 = select(lane36, total32, total32 <= lane36);
-    let lane37: i32 = best[column5 + 160u];
-    total32 = select(lane37, total32, total32 <= lane37);
-    let lane38: i32 = best[column5 + 192u];
-    total32 = select(lane38, total32, total32 <= lane38);
-    let lane39: i32 = best[column5 + 224u];
-    total32 = select(lane39, total32, total32 <= lane39);
-    var acc40: u32 = 4294967295u;
+    var acc36: u32 = 4294967295u;
     if (col7 < u.C) {
-        let last41: u32 = select(0u, end11 - 24u, end11 > 24u);
-        var rest42: u32 = first9 + lane6;
-        for (var r43: u32 = first9 + lane6; r43 < last41; r43 += 32u) {
-            let i44: u32 = r43 * u.C + col7;
-            let v45: i32 = x[i44];
-            let v46: i32 = mimir_mod_i32(v45, 5i);
-            acc40 = select(select(4294967295u, r43, v46 == total32), acc40, acc40 <= select(4294967295u, r43, v46 == total32));
-            let i47: u32 = (r43 + 8u) * u.C + col7;
-            let v48: i32 = x[i47];
-            let v49: i32 = mimir_mod_i32(v48, 5i);
-            acc40 = select(select(4294967295u, r43 + 8u, v49 == total32), acc40, acc40 <= select(4294967295u, r43 + 8u, v49 == total32));
-            let i50: u32 = (r43 + 16u) * u.C + col7;
-            let v51: i32 = x[i50];
-            let v52: i32 = mimir_mod_i32(v51, 5i);
-            acc40 = select(select(4294967295u, r43 + 16u, v52 == total32), acc40, acc40 <= select(4294967295u, r43 + 16u, v52 == total32));
-            let i53: u32 = (r43 + 24u) * u.C + col7;
+        let last37: u32 = select(0u, end11 - 12u, end11 > 12u);
+        var rest38: u32 = first9 + lane6;
+        for (var r39: u32 = first9 + lane6; r39 < last37; r39 += 16u) {
+            let i40: u32 = r39 * u.C + col7;
+            let v41: i32 = x[i40];
+            let v42: i32 = mimir_mod_i32(v41, 5i);
+            acc36 = select(select(4294967295u, r39, v42 == total32), acc36, acc36 <= select(4294967295u, r39, v42 == total32));
+            let i43: u32 = (r39 + 4u) * u.C + col7;
+            let v44: i32 = x[i43];
+            let v45: i32 = mimir_mod_i32(v44, 5i);
+            acc36 = select(select(4294967295u, r39 + 4u, v45 == total32), acc36, acc36 <= select(4294967295u, r39 + 4u, v45 == total32));
+            let i46: u32 = (r39 + 8u) * u.C + col7;
+            let v47: i32 = x[i46];
+            let v48: i32 = mimir_mod_i32(v47, 5i);
+            acc36 = select(select(4294967295u, r39 + 8u, v48 == total32), acc36, acc36 <= select(4294967295u, r39 + 8u, v48 == total32));
+            let i49: u32 = (r39 + 12u) * u.C + col7;
+            let v50: i32 = x[i49];
+            let v51: i32 = mimir_mod_i32(v50, 5i);
+            acc36 = select(select(4294967295u, r39 + 12u, v51 == total32), acc36, acc36 <= select(4294967295u, r39 + 12u, v51 == total32));
+            rest38 = r39 + 16u;
+        }
+        for (var r52: u32 = rest38; r52 < end11; r52 += 4u) {
+            let i53: u32 = r52 * u.C + col7;
             let v54: i32 = x[i53];
             let v55: i32 = mimir_mod_i32(v54, 5i);
-            acc40 = select(select(4294967295u, r43 + 24u, v55 == total32), acc40, acc40 <= select(4294967295u, r43 + 24u, v55 == total32));
-            rest42 = r43 + 32u;
-        }
-        for (var r56: u32 = rest42; r56 < end11; r56 += 8u) {
-            let i57: u32 = r56 * u.C + col7;
-            let v58: i32 = x[i57];
-            let v59: i32 = mimir_mod_i32(v58, 5i);
-            acc40 = select(select(4294967295u, r56, v59 == total32), acc40, acc40 <= select(4294967295u, r56, v59 == total32));
+            acc36 = select(select(4294967295u, r52, v55 == total32), acc36, acc36 <= select(4294967295u, r52, v55 == total32));
         }
     }
-    first[lid.x] = acc40;
+    first[lid.x] = acc36;
     workgroupBarrier();
-    var total60: u32 = first[column5];
-    let lane61: u32 = first[column5 + 32u];
-    total60 = select(lane61, total60, total60 <= lane61);
-    let lane62: u32 = first[column5 + 64u];
-    total60 = select(lane62, total60, total60 <= lane62);
-    let lane63: u32 = first[column5 + 96u];
-    total60 = select(lane63, total60, total60 <= lane63);
-    let lane64: u32 = first[column5 + 128u];
-    total60 = select(lane64, total60, total60 <= lane64);
-    let lane65: u32 = first[column5 + 160u];
-    total60 = select(lane65, total60, total60 <= lane65);
-    let lane66: u32 = first[column5 + 192u];
-    total60 = select(lane66, total60, total60 <= lane66);
-    let lane67: u32 = first[column5 + 224u];
-    total60 = select(lane67, total60, total60 <= lane67);
+    var total56: u32 = first[column5];
+    let lane57: u32 = first[column5 + 32u];
+    total56 = select(lane57, total56, total56 <= lane57);
+    let lane58: u32 = first[column5 + 64u];
+    total56 = select(lane58, total56, total56 <= lane58);
+    let lane59: u32 = first[column5 + 96u];
+    total56 = select(lane59, total56, total56 <= lane59);
     if ((lane6 == 0u) && (col7 < u.C)) {
-        let at68: u32 = (outer4 * ((u.N + 256u - 1u) >> 8u) + slab1) * u.C + col7;
-        scratch0[at68] = total32;
-        scratch1[at68] = total60;
+        let at60: u32 = (outer4 * ((u.N + 256u - 1u) >> 8u) + slab1) * u.C + col7;
+        scratch0[at60] = total32;
+        scratch1[at60] = total56;
     }
 }

@@ -9,10 +9,10 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read> scratch0: array<i32>;
 @group(0) @binding(2) var<storage, read> scratch1: array<u32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> best: array<i32, 256>;
-var<workgroup> first: array<u32, 256>;
+var<workgroup> best: array<i32, 128>;
+var<workgroup> first: array<u32, 128>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn argmin_columns_1_argreduce(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -30,24 +30,24 @@ fn argmin_columns_1_argreduce(
     let o6: u32 = outer2 * u.C + col5;
     var acc7: i32 = 2147483647i;
     if (col5 < u.C) {
-        let last8: u32 = select(0u, ((u.N + 256u - 1u) >> 8u) - 24u, ((u.N + 256u - 1u) >> 8u) > 24u);
+        let last8: u32 = select(0u, ((u.N + 256u - 1u) >> 8u) - 12u, ((u.N + 256u - 1u) >> 8u) > 12u);
         var rest9: u32 = lane4;
-        for (var r10: u32 = lane4; r10 < last8; r10 += 32u) {
+        for (var r10: u32 = lane4; r10 < last8; r10 += 16u) {
             let at11: u32 = (outer2 * ((u.N + 256u - 1u) >> 8u) + r10) * u.C + col5;
             let t12: i32 = scratch0[at11];
             acc7 = select(t12, acc7, acc7 <= t12);
-            let at13: u32 = (outer2 * ((u.N + 256u - 1u) >> 8u) + (r10 + 8u)) * u.C + col5;
+            let at13: u32 = (outer2 * ((u.N + 256u - 1u) >> 8u) + (r10 + 4u)) * u.C + col5;
             let t14: i32 = scratch0[at13];
             acc7 = select(t14, acc7, acc7 <= t14);
-            let at15: u32 = (outer2 * ((u.N + 256u - 1u) >> 8u) + (r10 + 16u)) * u.C + col5;
+            let at15: u32 = (outer2 * ((u.N + 256u - 1u) >> 8u) + (r10 + 8u)) * u.C + col5;
             let t16: i32 = scratch0[at15];
             acc7 = select(t16, acc7, acc7 <= t16);
-            let at17: u32 = (outer2 * ((u.N + 256u - 1u) >> 8u) + (r10 + 24u)) * u.C + col5;
+            let at17: u32 = (outer2 * ((u.N + 256u - 1u) >> 8u) + (r10 + 12u)) * u.C + col5;
             let t18: i32 = scratch0[at17];
             acc7 = select(t18, acc7, acc7 <= t18);
-            rest9 = r10 + 32u;
+            rest9 = r10 + 16u;
         }
-        for (var r19: u32 = rest9; r19 < ((u.N + 256u - 1u) >> 8u); r19 += 8u) {
+        for (var r19: u32 = rest9; r19 < ((u.N + 256u - 1u) >> 8u); r19 += 4u) {
             let at20: u32 = (outer2 * ((u.N + 256u - 1u) >> 8u) + r19) * u.C + col5;
             let t21: i32 = scratch0[at20];
             acc7 = select(t21, acc7, acc7 <= t21);
@@ -62,58 +62,42 @@ fn argmin_columns_1_argreduce(
     total22 = select(lane24, total22, total22 <= lane24);
     let lane25: i32 = best[column3 + 96u];
     total22 = select(lane25, total22, total22 <= lane25);
-    let lane26: i32 = best[column3 + 128u];
-    total22 = select(lane26, total22, total22 <= lane26);
-    let lane27: i32 = best[column3 + 160u];
-    total22 = select(lane27, total22, total22 <= lane27);
-    let lane28: i32 = best[column3 + 192u];
-    total22 = select(lane28, total22, total22 <= lane28);
-    let lane29: i32 = best[column3 + 224u];
-    total22 = select(lane29, total22, total22 <= lane29);
-    var acc30: u32 = 4294967295u;
+    var acc26: u32 = 4294967295u;
     if (col5 < u.C) {
-        let last31: u32 = select(0u, ((u.N + 256u - 1u) >> 8u) - 24u, ((u.N + 256u - 1u) >> 8u) > 24u);
-        var rest32: u32 = lane4;
-        for (var r33: u32 = lane4; r33 < last31; r33 += 32u) {
-            let at34: u32 = (outer2 * ((u.N + 256u - 1u) >> 8u) + r33) * u.C + col5;
+        let last27: u32 = select(0u, ((u.N + 256u - 1u) >> 8u) - 12u, ((u.N + 256u - 1u) >> 8u) > 12u);
+        var rest28: u32 = lane4;
+        for (var r29: u32 = lane4; r29 < last27; r29 += 16u) {
+            let at30: u32 = (outer2 * ((u.N + 256u - 1u) >> 8u) + r29) * u.C + col5;
+            let t31: i32 = scratch0[at30];
+            acc26 = select(select(4294967295u, scratch1[at30], t31 == total22), acc26, acc26 <= select(4294967295u, scratch1[at30], t31 == total22));
+            let at32: u32 = (outer2 * ((u.N + 256u - 1u) >> 8u) + (r29 + 4u)) * u.C + col5;
+            let t33: i32 = scratch0[at32];
+            acc26 = select(select(4294967295u, scratch1[at32], t33 == total22), acc26, acc26 <= select(4294967295u, scratch1[at32], t33 == total22));
+            let at34: u32 = (outer2 * ((u.N + 256u - 1u) >> 8u) + (r29 + 8u)) * u.C + col5;
             let t35: i32 = scratch0[at34];
-            acc30 = select(select(4294967295u, scratch1[at34], t35 == total22), acc30, acc30 <= select(4294967295u, scratch1[at34], t35 == total22));
-            let at36: u32 = (outer2 * ((u.N + 256u - 1u) >> 8u) + (r33 + 8u)) * u.C + col5;
+            acc26 = select(select(4294967295u, scratch1[at34], t35 == total22), acc26, acc26 <= select(4294967295u, scratch1[at34], t35 == total22));
+            let at36: u32 = (outer2 * ((u.N + 256u - 1u) >> 8u) + (r29 + 12u)) * u.C + col5;
             let t37: i32 = scratch0[at36];
-            acc30 = select(select(4294967295u, scratch1[at36], t37 == total22), acc30, acc30 <= select(4294967295u, scratch1[at36], t37 == total22));
-            let at38: u32 = (outer2 * ((u.N + 256u - 1u) >> 8u) + (r33 + 16u)) * u.C + col5;
-            let t39: i32 = scratch0[at38];
-            acc30 = select(select(4294967295u, scratch1[at38], t39 == total22), acc30, acc30 <= select(4294967295u, scratch1[at38], t39 == total22));
-            let at40: u32 = (outer2 * ((u.N + 256u - 1u) >> 8u) + (r33 + 24u)) * u.C + col5;
-            let t41: i32 = scratch0[at40];
-            acc30 = select(select(4294967295u, scratch1[at40], t41 == total22), acc30, acc30 <= select(4294967295u, scratch1[at40], t41 == total22));
-            rest32 = r33 + 32u;
+            acc26 = select(select(4294967295u, scratch1[at36], t37 == total22), acc26, acc26 <= select(4294967295u, scratch1[at36], t37 == total22));
+            rest28 = r29 + 16u;
         }
-        for (var r42: u32 = rest32; r42 < ((u.N + 256u - 1u) >> 8u); r42 += 8u) {
-            let at43: u32 = (outer2 * ((u.N + 256u - 1u) >> 8u) + r42) * u.C + col5;
-            let t44: i32 = scratch0[at43];
-            acc30 = select(select(4294967295u, scratch1[at43], t44 == total22), acc30, acc30 <= select(4294967295u, scratch1[at43], t44 == total22));
+        for (var r38: u32 = rest28; r38 < ((u.N + 256u - 1u) >> 8u); r38 += 4u) {
+            let at39: u32 = (outer2 * ((u.N + 256u - 1u) >> 8u) + r38) * u.C + col5;
+            let t40: i32 = scratch0[at39];
+            acc26 = select(select(4294967295u, scratch1[at39], t40 == total22), acc26, acc26 <= select(4294967295u, scratch1[at39], t40 == total22));
         }
     }
-    first[lid.x] = acc30;
+    first[lid.x] = acc26;
     workgroupBarrier();
-    var total45: u32 = first[column3];
-    let lane46: u32 = first[column3 + 32u];
-    total45 = select(lane46, total45, total45 <= lane46);
-    let lane47: u32 = first[column3 + 64u];
-    total45 = select(lane47, total45, total45 <= lane47);
-    let lane48: u32 = first[column3 + 96u];
-    total45 = select(lane48, total45, total45 <= lane48);
-    let lane49: u32 = first[column3 + 128u];
-    total45 = select(lane49, total45, total45 <= lane49);
-    let lane50: u32 = first[column3 + 160u];
-    total45 = select(lane50, total45, total45 <= lane50);
-    let lane51: u32 = first[column3 + 192u];
-    total45 = select(lane51, total45, total45 <= lane51);
-    let lane52: u32 = first[column3 + 224u];
-    total45 = select(lane52, total45, total45 <= lane52);
+    var total41: u32 = first[column3];
+    let lane42: u32 = first[column3 + 32u];
+    total41 = select(lane42, total41, total41 <= lane42);
+    let lane43: u32 = first[column3 + 64u];
+    total41 = select(lane43, total41, total41 <= lane43);
+    let lane44: u32 = first[column3 + 96u];
+    total41 = select(lane44, total41, total41 <= lane44);
     if ((lane4 == 0u) && (col5 < u.C)) {
-        let index53: i32 = i32(total45);
-        out[o6] = index53;
+        let index45: i32 = i32(total41);
+        out[o6] = index45;
     }
 }

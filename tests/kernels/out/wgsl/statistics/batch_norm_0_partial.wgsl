@@ -9,11 +9,11 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read_write> scratch0: array<f32>;
 @group(0) @binding(2) var<storage, read_write> scratch1: array<f32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> sum: array<f32, 256>;
-var<workgroup> columns0: array<f32, 256>;
-var<workgroup> squares: array<f32, 256>;
+var<workgroup> sum: array<f32, 128>;
+var<workgroup> columns0: array<f32, 128>;
+var<workgroup> squares: array<f32, 128>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn batch_norm_0_partial(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -36,28 +36,28 @@ fn batch_norm_0_partial(
     var acc12: f32 = 0.0f;
     var acc13: f32 = 0.0f;
     if (col7 < u.C) {
-        let last14: u32 = select(0u, end11 - 24u, end11 > 24u);
+        let last14: u32 = select(0u, end11 - 12u, end11 > 12u);
         var rest15: u32 = first9 + lane6;
-        for (var r16: u32 = first9 + lane6; r16 < last14; r16 += 32u) {
+        for (var r16: u32 = first9 + lane6; r16 < last14; r16 += 16u) {
             let i17: u32 = r16 * u.C + col7;
             let v18: f32 = x[i17];
             acc12 = acc12 + v18;
             acc13 = acc13 + v18;
-            let i19: u32 = (r16 + 8u) * u.C + col7;
+            let i19: u32 = (r16 + 4u) * u.C + col7;
             let v20: f32 = x[i19];
             acc12 = acc12 + v20;
             acc13 = acc13 + v20;
-            let i21: u32 = (r16 + 16u) * u.C + col7;
+            let i21: u32 = (r16 + 8u) * u.C + col7;
             let v22: f32 = x[i21];
             acc12 = acc12 + v22;
             acc13 = acc13 + v22;
-            let i23: u32 = (r16 + 24u) * u.C + col7;
+            let i23: u32 = (r16 + 12u) * u.C + col7;
             let v24: f32 = x[i23];
             acc12 = acc12 + v24;
             acc13 = acc13 + v24;
-            rest15 = r16 + 32u;
+            rest15 = r16 + 16u;
         }
-        for (var r25: u32 = rest15; r25 < end11; r25 += 8u) {
+        for (var r25: u32 = rest15; r25 < end11; r25 += 4u) {
             let i26: u32 = r25 * u.C + col7;
             let v27: f32 = x[i26];
             acc12 = acc12 + v27;
@@ -74,87 +74,63 @@ fn batch_norm_0_partial(
     total28 = total28 + lane30;
     let lane31: f32 = sum[column5 + 96u];
     total28 = total28 + lane31;
-    let lane32: f32 = sum[column5 + 128u];
-    total28 = total28 + lane32;
-    let lane33: f32 = sum[column5 + 160u];
-    total28 = total28 + lane33;
-    let lane34: f32 = sum[column5 + 192u];
-    total28 = total28 + lane34;
-    let lane35: f32 = sum[column5 + 224u];
-    total28 = total28 + lane35;
-    var total36: f32 = columns0[column5];
-    let lane37: f32 = columns0[column5 + 32u];
-    total36 = total36 + lane37;
-    let lane38: f32 = columns0[column5 + 64u];
-    total36 = total36 + lane38;
-    let lane39: f32 = columns0[column5 + 96u];
-    total36 = total36 + lane39;
-    let lane40: f32 = columns0[column5 + 128u];
-    total36 = total36 + lane40;
-    let lane41: f32 = columns0[column5 + 160u];
-    total36 = total36 + lane41;
-    let lane42: f32 = columns0[column5 + 192u];
-    total36 = total36 + lane42;
-    let lane43: f32 = columns0[column5 + 224u];
-    total36 = total36 + lane43;
-    let first44: u32 = slab1 * 256u;
-    let stop45: u32 = first44 + 256u;
-    let end46: u32 = select(u.S, stop45, stop45 < u.S);
-    let mean47: f32 = total28 / f32(end46 - first44);
-    let first48: u32 = slab1 * 256u;
-    let stop49: u32 = first48 + 256u;
-    let end50: u32 = select(u.S, stop49, stop49 < u.S);
-    var acc51: f32 = 0.0f;
+    var total32: f32 = columns0[column5];
+    let lane33: f32 = columns0[column5 + 32u];
+    total32 = total32 + lane33;
+    let lane34: f32 = columns0[column5 + 64u];
+    total32 = total32 + lane34;
+    let lane35: f32 = columns0[column5 + 96u];
+    total32 = total32 + lane35;
+    let first36: u32 = slab1 * 256u;
+    let stop37: u32 = first36 + 256u;
+    let end38: u32 = select(u.S, stop37, stop37 < u.S);
+    let mean39: f32 = total28 / f32(end38 - first36);
+    let first40: u32 = slab1 * 256u;
+    let stop41: u32 = first40 + 256u;
+    let end42: u32 = select(u.S, stop41, stop41 < u.S);
+    var acc43: f32 = 0.0f;
     if (col7 < u.C) {
-        let last52: u32 = select(0u, end50 - 24u, end50 > 24u);
-        var rest53: u32 = first48 + lane6;
-        for (var r54: u32 = first48 + lane6; r54 < last52; r54 += 32u) {
-            let i55: u32 = r54 * u.C + col7;
-            let v56: f32 = x[i55];
-            let d57: f32 = v56 - mean47;
-            acc51 = fma(d57, d57, acc51);
-            let i58: u32 = (r54 + 8u) * u.C + col7;
-            let v59: f32 = x[i58];
-            let d60: f32 = v59 - mean47;
-            acc51 = fma(d60, d60, acc51);
-            let i61: u32 = (r54 + 16u) * u.C + col7;
-            let v62: f32 = x[i61];
-            let d63: f32 = v62 - mean47;
-            acc51 = fma(d63, d63, acc51);
-            let i64: u32 = (r54 + 24u) * u.C + col7;
-            let v65: f32 = x[i64];
-            let d66: f32 = v65 - mean47;
-            acc51 = fma(d66, d66, acc51);
-            rest53 = r54 + 32u;
+        let last44: u32 = select(0u, end42 - 12u, end42 > 12u);
+        var rest45: u32 = first40 + lane6;
+        for (var r46: u32 = first40 + lane6; r46 < last44; r46 += 16u) {
+            let i47: u32 = r46 * u.C + col7;
+            let v48: f32 = x[i47];
+            let d49: f32 = v48 - mean39;
+            acc43 = fma(d49, d49, acc43);
+            let i50: u32 = (r46 + 4u) * u.C + col7;
+            let v51: f32 = x[i50];
+            let d52: f32 = v51 - mean39;
+            acc43 = fma(d52, d52, acc43);
+            let i53: u32 = (r46 + 8u) * u.C + col7;
+            let v54: f32 = x[i53];
+            let d55: f32 = v54 - mean39;
+            acc43 = fma(d55, d55, acc43);
+            let i56: u32 = (r46 + 12u) * u.C + col7;
+            let v57: f32 = x[i56];
+            let d58: f32 = v57 - mean39;
+            acc43 = fma(d58, d58, acc43);
+            rest45 = r46 + 16u;
         }
-        for (var r67: u32 = rest53; r67 < end50; r67 += 8u) {
-            let i68: u32 = r67 * u.C + col7;
-            let v69: f32 = x[i68];
-            let d70: f32 = v69 - mean47;
-            acc51 = fma(d70, d70, acc51);
+        for (var r59: u32 = rest45; r59 < end42; r59 += 4u) {
+            let i60: u32 = r59 * u.C + col7;
+            let v61: f32 = x[i60];
+            let d62: f32 = v61 - mean39;
+            acc43 = fma(d62, d62, acc43);
         }
     }
-    squares[lid.x] = acc51;
+    squares[lid.x] = acc43;
     workgroupBarrier();
-    var total71: f32 = squares[column5];
-    let lane72: f32 = squares[column5 + 32u];
-    total71 = total71 + lane72;
-    let lane73: f32 = squares[column5 + 64u];
-    total71 = total71 + lane73;
-    let lane74: f32 = squares[column5 + 96u];
-    total71 = total71 + lane74;
-    let lane75: f32 = squares[column5 + 128u];
-    total71 = total71 + lane75;
-    let lane76: f32 = squares[column5 + 160u];
-    total71 = total71 + lane76;
-    let lane77: f32 = squares[column5 + 192u];
-    total71 = total71 + lane77;
-    let lane78: f32 = squares[column5 + 224u];
-    total71 = total71 + lane78;
+    var total63: f32 = squares[column5];
+    let lane64: f32 = squares[column5 + 32u];
+    total63 = total63 + lane64;
+    let lane65: f32 = squares[column5 + 64u];
+    total63 = total63 + lane65;
+    let lane66: f32 = squares[column5 + 96u];
+    total63 = total63 + lane66;
     if ((lane6 == 0u) && (col7 < u.C)) {
-        let at79: u32 = (outer4 * ((u.S + 256u - 1u) >> 8u) + slab1) * u.C + col7;
-        scratch1[at79] = total28;
-        scratch1[((u.S + 256u - 1u) >> 8u) * u.C + at79] = total71;
-        scratch0[at79] = total36;
+        let at67: u32 = (outer4 * ((u.S + 256u - 1u) >> 8u) + slab1) * u.C + col7;
+        scratch1[at67] = total28;
+        scratch1[((u.S + 256u - 1u) >> 8u) * u.C + at67] = total63;
+        scratch0[at67] = total32;
     }
 }

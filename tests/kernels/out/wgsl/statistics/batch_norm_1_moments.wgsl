@@ -10,11 +10,11 @@ struct Uniforms {
 @group(0) @binding(2) var<storage, read> scratch0: array<f32>;
 @group(0) @binding(3) var<storage, read> scratch1: array<f32>;
 @group(0) @binding(4) var<uniform> u: Uniforms;
-var<workgroup> sum: array<f32, 256>;
-var<workgroup> columns0: array<f32, 256>;
-var<workgroup> squares: array<f32, 256>;
+var<workgroup> sum: array<f32, 128>;
+var<workgroup> columns0: array<f32, 128>;
+var<workgroup> squares: array<f32, 128>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn batch_norm_1_moments(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -33,28 +33,28 @@ fn batch_norm_1_moments(
     var acc7: f32 = 0.0f;
     var acc8: f32 = 0.0f;
     if (col5 < u.C) {
-        let last9: u32 = select(0u, ((u.S + 256u - 1u) >> 8u) - 24u, ((u.S + 256u - 1u) >> 8u) > 24u);
+        let last9: u32 = select(0u, ((u.S + 256u - 1u) >> 8u) - 12u, ((u.S + 256u - 1u) >> 8u) > 12u);
         var rest10: u32 = lane4;
-        for (var r11: u32 = lane4; r11 < last9; r11 += 32u) {
+        for (var r11: u32 = lane4; r11 < last9; r11 += 16u) {
             let at12: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + r11) * u.C + col5;
             let partial13: f32 = scratch0[at12];
             acc7 = acc7 + scratch1[at12];
             acc8 = acc8 + partial13;
-            let at14: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + (r11 + 8u)) * u.C + col5;
+            let at14: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + (r11 + 4u)) * u.C + col5;
             let partial15: f32 = scratch0[at14];
             acc7 = acc7 + scratch1[at14];
             acc8 = acc8 + partial15;
-            let at16: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + (r11 + 16u)) * u.C + col5;
+            let at16: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + (r11 + 8u)) * u.C + col5;
             let partial17: f32 = scratch0[at16];
             acc7 = acc7 + scratch1[at16];
             acc8 = acc8 + partial17;
-            let at18: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + (r11 + 24u)) * u.C + col5;
+            let at18: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + (r11 + 12u)) * u.C + col5;
             let partial19: f32 = scratch0[at18];
             acc7 = acc7 + scratch1[at18];
             acc8 = acc8 + partial19;
-            rest10 = r11 + 32u;
+            rest10 = r11 + 16u;
         }
-        for (var r20: u32 = rest10; r20 < ((u.S + 256u - 1u) >> 8u); r20 += 8u) {
+        for (var r20: u32 = rest10; r20 < ((u.S + 256u - 1u) >> 8u); r20 += 4u) {
             let at21: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + r20) * u.C + col5;
             let partial22: f32 = scratch0[at21];
             acc7 = acc7 + scratch1[at21];
@@ -71,81 +71,57 @@ fn batch_norm_1_moments(
     total23 = total23 + lane25;
     let lane26: f32 = sum[column3 + 96u];
     total23 = total23 + lane26;
-    let lane27: f32 = sum[column3 + 128u];
-    total23 = total23 + lane27;
-    let lane28: f32 = sum[column3 + 160u];
-    total23 = total23 + lane28;
-    let lane29: f32 = sum[column3 + 192u];
-    total23 = total23 + lane29;
-    let lane30: f32 = sum[column3 + 224u];
-    total23 = total23 + lane30;
-    var total31: f32 = columns0[column3];
-    let lane32: f32 = columns0[column3 + 32u];
-    total31 = total31 + lane32;
-    let lane33: f32 = columns0[column3 + 64u];
-    total31 = total31 + lane33;
-    let lane34: f32 = columns0[column3 + 96u];
-    total31 = total31 + lane34;
-    let lane35: f32 = columns0[column3 + 128u];
-    total31 = total31 + lane35;
-    let lane36: f32 = columns0[column3 + 160u];
-    total31 = total31 + lane36;
-    let lane37: f32 = columns0[column3 + 192u];
-    total31 = total31 + lane37;
-    let lane38: f32 = columns0[column3 + 224u];
-    total31 = total31 + lane38;
-    let mean39: f32 = total23 / f32(u.S);
-    var acc40: f32 = 0.0f;
+    var total27: f32 = columns0[column3];
+    let lane28: f32 = columns0[column3 + 32u];
+    total27 = total27 + lane28;
+    let lane29: f32 = columns0[column3 + 64u];
+    total27 = total27 + lane29;
+    let lane30: f32 = columns0[column3 + 96u];
+    total27 = total27 + lane30;
+    let mean31: f32 = total23 / f32(u.S);
+    var acc32: f32 = 0.0f;
     if (col5 < u.C) {
-        let last41: u32 = select(0u, ((u.S + 256u - 1u) >> 8u) - 24u, ((u.S + 256u - 1u) >> 8u) > 24u);
-        var rest42: u32 = lane4;
-        for (var r43: u32 = lane4; r43 < last41; r43 += 32u) {
-            let at44: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + r43) * u.C + col5;
-            let n45: f32 = f32(select(256u, u.S - r43 * 256u, u.S - r43 * 256u < 256u));
-            let d46: f32 = scratch1[at44] / n45 - mean39;
-            acc40 = acc40 + select(0.0f, fma(n45, d46 * d46, scratch1[((u.S + 256u - 1u) >> 8u) * u.C + at44]), select(256u, u.S - r43 * 256u, u.S - r43 * 256u < 256u) > 0u);
-            let at47: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + (r43 + 8u)) * u.C + col5;
-            let n48: f32 = f32(select(256u, u.S - (r43 + 8u) * 256u, u.S - (r43 + 8u) * 256u < 256u));
-            let d49: f32 = scratch1[at47] / n48 - mean39;
-            acc40 = acc40 + select(0.0f, fma(n48, d49 * d49, scratch1[((u.S + 256u - 1u) >> 8u) * u.C + at47]), select(256u, u.S - (r43 + 8u) * 256u, u.S - (r43 + 8u) * 256u < 256u) > 0u);
-            let at50: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + (r43 + 16u)) * u.C + col5;
-            let n51: f32 = f32(select(256u, u.S - (r43 + 16u) * 256u, u.S - (r43 + 16u) * 256u < 256u));
-            let d52: f32 = scratch1[at50] / n51 - mean39;
-            acc40 = acc40 + select(0.0f, fma(n51, d52 * d52, scratch1[((u.S + 256u - 1u) >> 8u) * u.C + at50]), select(256u, u.S - (r43 + 16u) * 256u, u.S - (r43 + 16u) * 256u < 256u) > 0u);
-            let at53: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + (r43 + 24u)) * u.C + col5;
-            let n54: f32 = f32(select(256u, u.S - (r43 + 24u) * 256u, u.S - (r43 + 24u) * 256u < 256u));
-            let d55: f32 = scratch1[at53] / n54 - mean39;
-            acc40 = acc40 + select(0.0f, fma(n54, d55 * d55, scratch1[((u.S + 256u - 1u) >> 8u) * u.C + at53]), select(256u, u.S - (r43 + 24u) * 256u, u.S - (r43 + 24u) * 256u < 256u) > 0u);
-            rest42 = r43 + 32u;
+        let last33: u32 = select(0u, ((u.S + 256u - 1u) >> 8u) - 12u, ((u.S + 256u - 1u) >> 8u) > 12u);
+        var rest34: u32 = lane4;
+        for (var r35: u32 = lane4; r35 < last33; r35 += 16u) {
+            let at36: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + r35) * u.C + col5;
+            let n37: f32 = f32(select(256u, u.S - r35 * 256u, u.S - r35 * 256u < 256u));
+            let d38: f32 = scratch1[at36] / n37 - mean31;
+            acc32 = acc32 + select(0.0f, fma(n37, d38 * d38, scratch1[((u.S + 256u - 1u) >> 8u) * u.C + at36]), select(256u, u.S - r35 * 256u, u.S - r35 * 256u < 256u) > 0u);
+            let at39: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + (r35 + 4u)) * u.C + col5;
+            let n40: f32 = f32(select(256u, u.S - (r35 + 4u) * 256u, u.S - (r35 + 4u) * 256u < 256u));
+            let d41: f32 = scratch1[at39] / n40 - mean31;
+            acc32 = acc32 + select(0.0f, fma(n40, d41 * d41, scratch1[((u.S + 256u - 1u) >> 8u) * u.C + at39]), select(256u, u.S - (r35 + 4u) * 256u, u.S - (r35 + 4u) * 256u < 256u) > 0u);
+            let at42: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + (r35 + 8u)) * u.C + col5;
+            let n43: f32 = f32(select(256u, u.S - (r35 + 8u) * 256u, u.S - (r35 + 8u) * 256u < 256u));
+            let d44: f32 = scratch1[at42] / n43 - mean31;
+            acc32 = acc32 + select(0.0f, fma(n43, d44 * d44, scratch1[((u.S + 256u - 1u) >> 8u) * u.C + at42]), select(256u, u.S - (r35 + 8u) * 256u, u.S - (r35 + 8u) * 256u < 256u) > 0u);
+            let at45: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + (r35 + 12u)) * u.C + col5;
+            let n46: f32 = f32(select(256u, u.S - (r35 + 12u) * 256u, u.S - (r35 + 12u) * 256u < 256u));
+            let d47: f32 = scratch1[at45] / n46 - mean31;
+            acc32 = acc32 + select(0.0f, fma(n46, d47 * d47, scratch1[((u.S + 256u - 1u) >> 8u) * u.C + at45]), select(256u, u.S - (r35 + 12u) * 256u, u.S - (r35 + 12u) * 256u < 256u) > 0u);
+            rest34 = r35 + 16u;
         }
-        for (var r56: u32 = rest42; r56 < ((u.S + 256u - 1u) >> 8u); r56 += 8u) {
-            let at57: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + r56) * u.C + col5;
-            let n58: f32 = f32(select(256u, u.S - r56 * 256u, u.S - r56 * 256u < 256u));
-            let d59: f32 = scratch1[at57] / n58 - mean39;
-            acc40 = acc40 + select(0.0f, fma(n58, d59 * d59, scratch1[((u.S + 256u - 1u) >> 8u) * u.C + at57]), select(256u, u.S - r56 * 256u, u.S - r56 * 256u < 256u) > 0u);
+        for (var r48: u32 = rest34; r48 < ((u.S + 256u - 1u) >> 8u); r48 += 4u) {
+            let at49: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + r48) * u.C + col5;
+            let n50: f32 = f32(select(256u, u.S - r48 * 256u, u.S - r48 * 256u < 256u));
+            let d51: f32 = scratch1[at49] / n50 - mean31;
+            acc32 = acc32 + select(0.0f, fma(n50, d51 * d51, scratch1[((u.S + 256u - 1u) >> 8u) * u.C + at49]), select(256u, u.S - r48 * 256u, u.S - r48 * 256u < 256u) > 0u);
         }
     }
-    squares[lid.x] = acc40;
+    squares[lid.x] = acc32;
     workgroupBarrier();
-    var total60: f32 = squares[column3];
-    let lane61: f32 = squares[column3 + 32u];
-    total60 = total60 + lane61;
-    let lane62: f32 = squares[column3 + 64u];
-    total60 = total60 + lane62;
-    let lane63: f32 = squares[column3 + 96u];
-    total60 = total60 + lane63;
-    let lane64: f32 = squares[column3 + 128u];
-    total60 = total60 + lane64;
-    let lane65: f32 = squares[column3 + 160u];
-    total60 = total60 + lane65;
-    let lane66: f32 = squares[column3 + 192u];
-    total60 = total60 + lane66;
-    let lane67: f32 = squares[column3 + 224u];
-    total60 = total60 + lane67;
-    let var68: f32 = total60 / f32(u.S);
+    var total52: f32 = squares[column3];
+    let lane53: f32 = squares[column3 + 32u];
+    total52 = total52 + lane53;
+    let lane54: f32 = squares[column3 + 64u];
+    total52 = total52 + lane54;
+    let lane55: f32 = squares[column3 + 96u];
+    total52 = total52 + lane55;
+    let var56: f32 = total52 / f32(u.S);
     if ((lane4 == 0u) && (col5 < u.C)) {
-        out2[o6] = var68;
-        let total69: f32 = total31 / f32(u.S);
-        out1[o6] = total69;
+        out2[o6] = var56;
+        let total57: f32 = total27 / f32(u.S);
+        out1[o6] = total57;
     }
 }

@@ -8,10 +8,10 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> scratch0: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> sum: array<f32, 256>;
-var<workgroup> squares: array<f32, 256>;
+var<workgroup> sum: array<f32, 128>;
+var<workgroup> squares: array<f32, 128>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn sample_std_0_partial(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -33,24 +33,24 @@ fn sample_std_0_partial(
     let end11: u32 = select(u.S, stop10, stop10 < u.S);
     var acc12: f32 = 0.0f;
     if (col7 < u.C) {
-        let last13: u32 = select(0u, end11 - 24u, end11 > 24u);
+        let last13: u32 = select(0u, end11 - 12u, end11 > 12u);
         var rest14: u32 = first9 + lane6;
-        for (var r15: u32 = first9 + lane6; r15 < last13; r15 += 32u) {
+        for (var r15: u32 = first9 + lane6; r15 < last13; r15 += 16u) {
             let i16: u32 = r15 * u.C + col7;
             let v17: f32 = x[i16];
             acc12 = acc12 + v17;
-            let i18: u32 = (r15 + 8u) * u.C + col7;
+            let i18: u32 = (r15 + 4u) * u.C + col7;
             let v19: f32 = x[i18];
             acc12 = acc12 + v19;
-            let i20: u32 = (r15 + 16u) * u.C + col7;
+            let i20: u32 = (r15 + 8u) * u.C + col7;
             let v21: f32 = x[i20];
             acc12 = acc12 + v21;
-            let i22: u32 = (r15 + 24u) * u.C + col7;
+            let i22: u32 = (r15 + 12u) * u.C + col7;
             let v23: f32 = x[i22];
             acc12 = acc12 + v23;
-            rest14 = r15 + 32u;
+            rest14 = r15 + 16u;
         }
-        for (var r24: u32 = rest14; r24 < end11; r24 += 8u) {
+        for (var r24: u32 = rest14; r24 < end11; r24 += 4u) {
             let i25: u32 = r24 * u.C + col7;
             let v26: f32 = x[i25];
             acc12 = acc12 + v26;
@@ -65,71 +65,55 @@ fn sample_std_0_partial(
     total27 = total27 + lane29;
     let lane30: f32 = sum[column5 + 96u];
     total27 = total27 + lane30;
-    let lane31: f32 = sum[column5 + 128u];
-    total27 = total27 + lane31;
-    let lane32: f32 = sum[column5 + 160u];
-    total27 = total27 + lane32;
-    let lane33: f32 = sum[column5 + 192u];
-    total27 = total27 + lane33;
-    let lane34: f32 = sum[column5 + 224u];
-    total27 = total27 + lane34;
+    let first31: u32 = slab1 * 256u;
+    let stop32: u32 = first31 + 256u;
+    let end33: u32 = select(u.S, stop32, stop32 < u.S);
+    let mean34: f32 = total27 / f32(end33 - first31);
     let first35: u32 = slab1 * 256u;
     let stop36: u32 = first35 + 256u;
     let end37: u32 = select(u.S, stop36, stop36 < u.S);
-    let mean38: f32 = total27 / f32(end37 - first35);
-    let first39: u32 = slab1 * 256u;
-    let stop40: u32 = first39 + 256u;
-    let end41: u32 = select(u.S, stop40, stop40 < u.S);
-    var acc42: f32 = 0.0f;
+    var acc38: f32 = 0.0f;
     if (col7 < u.C) {
-        let last43: u32 = select(0u, end41 - 24u, end41 > 24u);
-        var rest44: u32 = first39 + lane6;
-        for (var r45: u32 = first39 + lane6; r45 < last43; r45 += 32u) {
-            let i46: u32 = r45 * u.C + col7;
-            let v47: f32 = x[i46];
-            let d48: f32 = v47 - mean38;
-            acc42 = fma(d48, d48, acc42);
-            let i49: u32 = (r45 + 8u) * u.C + col7;
-            let v50: f32 = x[i49];
-            let d51: f32 = v50 - mean38;
-            acc42 = fma(d51, d51, acc42);
-            let i52: u32 = (r45 + 16u) * u.C + col7;
-            let v53: f32 = x[i52];
-            let d54: f32 = v53 - mean38;
-            acc42 = fma(d54, d54, acc42);
-            let i55: u32 = (r45 + 24u) * u.C + col7;
-            let v56: f32 = x[i55];
-            let d57: f32 = v56 - mean38;
-            acc42 = fma(d57, d57, acc42);
-            rest44 = r45 + 32u;
+        let last39: u32 = select(0u, end37 - 12u, end37 > 12u);
+        var rest40: u32 = first35 + lane6;
+        for (var r41: u32 = first35 + lane6; r41 < last39; r41 += 16u) {
+            let i42: u32 = r41 * u.C + col7;
+            let v43: f32 = x[i42];
+            let d44: f32 = v43 - mean34;
+            acc38 = fma(d44, d44, acc38);
+            let i45: u32 = (r41 + 4u) * u.C + col7;
+            let v46: f32 = x[i45];
+            let d47: f32 = v46 - mean34;
+            acc38 = fma(d47, d47, acc38);
+            let i48: u32 = (r41 + 8u) * u.C + col7;
+            let v49: f32 = x[i48];
+            let d50: f32 = v49 - mean34;
+            acc38 = fma(d50, d50, acc38);
+            let i51: u32 = (r41 + 12u) * u.C + col7;
+            let v52: f32 = x[i51];
+            let d53: f32 = v52 - mean34;
+            acc38 = fma(d53, d53, acc38);
+            rest40 = r41 + 16u;
         }
-        for (var r58: u32 = rest44; r58 < end41; r58 += 8u) {
-            let i59: u32 = r58 * u.C + col7;
-            let v60: f32 = x[i59];
-            let d61: f32 = v60 - mean38;
-            acc42 = fma(d61, d61, acc42);
+        for (var r54: u32 = rest40; r54 < end37; r54 += 4u) {
+            let i55: u32 = r54 * u.C + col7;
+            let v56: f32 = x[i55];
+            let d57: f32 = v56 - mean34;
+            acc38 = fma(d57, d57, acc38);
         }
     }
-    squares[lid.x] = acc42;
+    squares[lid.x] = acc38;
     workgroupBarrier();
-    var total62: f32 = squares[column5];
-    let lane63: f32 = squares[column5 + 32u];
-    total62 = total62 + lane63;
-    let lane64: f32 = squares[column5 + 64u];
-    total62 = total62 + lane64;
-    let lane65: f32 = squares[column5 + 96u];
-    total62 = total62 + lane65;
-    let lane66: f32 = squares[column5 + 128u];
-    total62 = total62 + lane66;
-    let lane67: f32 = squares[column5 + 160u];
-    total62 = total62 + lane67;
-    let lane68: f32 = squares[column5 + 192u];
-    total62 = total62 + lane68;
-    let lane69: f32 = squares[column5 + 224u];
-    total62 = total62 + lane69;
+    var total58: f32 = squares[column5];
+    let lane59: f32 = squares[column5 + 32u];
+    total58 = total58 + lane59;
+    let lane60: f32 = squares[column5 + 64u];
+    total58 = total58 + lane60;
+    let lane61: f32 = squares[column5 + 96u];
+    total58 = total58 + lane61;
     if ((lane6 == 0u) && (col7 < u.C)) {
-        let at70: u32 = (outer4 * ((u.S + 256u - 1u) >> 8u) + slab1) * u.C + col7;
-        scratch0[at70] = total27;
-        scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at70] = total62;
+        let at62: u32 = (outer4 * ((u.S + 256u - 1u) >> 8u) + slab1) * u.C + col7;
+        scratch0[at62] = total27;
+        scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at62] = total58;
     }
 }

@@ -8,8 +8,8 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read_write> out: array<f32>;
 @group(0) @binding(1) var<storage, read> scratch0: array<f32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> sum: array<f32, 256>;
-var<workgroup> squares: array<f32, 256>;
+var<workgroup> sum: array<f32, 128>;
+var<workgroup> squares: array<f32, 128>;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
 fn mimir_sqrt(a: f32) -> f32 {
@@ -19,7 +19,7 @@ fn mimir_sqrt(a: f32) -> f32 {
     return sqrt(a);
 }
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(128, 1, 1)
 fn sample_std_1_moments(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -37,20 +37,20 @@ fn sample_std_1_moments(
     let o6: u32 = outer2 * u.C + col5;
     var acc7: f32 = 0.0f;
     if (col5 < u.C) {
-        let last8: u32 = select(0u, ((u.S + 256u - 1u) >> 8u) - 24u, ((u.S + 256u - 1u) >> 8u) > 24u);
+        let last8: u32 = select(0u, ((u.S + 256u - 1u) >> 8u) - 12u, ((u.S + 256u - 1u) >> 8u) > 12u);
         var rest9: u32 = lane4;
-        for (var r10: u32 = lane4; r10 < last8; r10 += 32u) {
+        for (var r10: u32 = lane4; r10 < last8; r10 += 16u) {
             let at11: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + r10) * u.C + col5;
             acc7 = acc7 + scratch0[at11];
-            let at12: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + (r10 + 8u)) * u.C + col5;
+            let at12: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + (r10 + 4u)) * u.C + col5;
             acc7 = acc7 + scratch0[at12];
-            let at13: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + (r10 + 16u)) * u.C + col5;
+            let at13: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + (r10 + 8u)) * u.C + col5;
             acc7 = acc7 + scratch0[at13];
-            let at14: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + (r10 + 24u)) * u.C + col5;
+            let at14: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + (r10 + 12u)) * u.C + col5;
             acc7 = acc7 + scratch0[at14];
-            rest9 = r10 + 32u;
+            rest9 = r10 + 16u;
         }
-        for (var r15: u32 = rest9; r15 < ((u.S + 256u - 1u) >> 8u); r15 += 8u) {
+        for (var r15: u32 = rest9; r15 < ((u.S + 256u - 1u) >> 8u); r15 += 4u) {
             let at16: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + r15) * u.C + col5;
             acc7 = acc7 + scratch0[at16];
         }
@@ -64,65 +64,49 @@ fn sample_std_1_moments(
     total17 = total17 + lane19;
     let lane20: f32 = sum[column3 + 96u];
     total17 = total17 + lane20;
-    let lane21: f32 = sum[column3 + 128u];
-    total17 = total17 + lane21;
-    let lane22: f32 = sum[column3 + 160u];
-    total17 = total17 + lane22;
-    let lane23: f32 = sum[column3 + 192u];
-    total17 = total17 + lane23;
-    let lane24: f32 = sum[column3 + 224u];
-    total17 = total17 + lane24;
-    let mean25: f32 = total17 / f32(u.S);
-    var acc26: f32 = 0.0f;
+    let mean21: f32 = total17 / f32(u.S);
+    var acc22: f32 = 0.0f;
     if (col5 < u.C) {
-        let last27: u32 = select(0u, ((u.S + 256u - 1u) >> 8u) - 24u, ((u.S + 256u - 1u) >> 8u) > 24u);
-        var rest28: u32 = lane4;
-        for (var r29: u32 = lane4; r29 < last27; r29 += 32u) {
-            let at30: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + r29) * u.C + col5;
-            let n31: f32 = f32(select(256u, u.S - r29 * 256u, u.S - r29 * 256u < 256u));
-            let d32: f32 = scratch0[at30] / n31 - mean25;
-            acc26 = acc26 + select(0.0f, fma(n31, d32 * d32, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at30]), select(256u, u.S - r29 * 256u, u.S - r29 * 256u < 256u) > 0u);
-            let at33: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + (r29 + 8u)) * u.C + col5;
-            let n34: f32 = f32(select(256u, u.S - (r29 + 8u) * 256u, u.S - (r29 + 8u) * 256u < 256u));
-            let d35: f32 = scratch0[at33] / n34 - mean25;
-            acc26 = acc26 + select(0.0f, fma(n34, d35 * d35, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at33]), select(256u, u.S - (r29 + 8u) * 256u, u.S - (r29 + 8u) * 256u < 256u) > 0u);
-            let at36: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + (r29 + 16u)) * u.C + col5;
-            let n37: f32 = f32(select(256u, u.S - (r29 + 16u) * 256u, u.S - (r29 + 16u) * 256u < 256u));
-            let d38: f32 = scratch0[at36] / n37 - mean25;
-            acc26 = acc26 + select(0.0f, fma(n37, d38 * d38, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at36]), select(256u, u.S - (r29 + 16u) * 256u, u.S - (r29 + 16u) * 256u < 256u) > 0u);
-            let at39: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + (r29 + 24u)) * u.C + col5;
-            let n40: f32 = f32(select(256u, u.S - (r29 + 24u) * 256u, u.S - (r29 + 24u) * 256u < 256u));
-            let d41: f32 = scratch0[at39] / n40 - mean25;
-            acc26 = acc26 + select(0.0f, fma(n40, d41 * d41, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at39]), select(256u, u.S - (r29 + 24u) * 256u, u.S - (r29 + 24u) * 256u < 256u) > 0u);
-            rest28 = r29 + 32u;
+        let last23: u32 = select(0u, ((u.S + 256u - 1u) >> 8u) - 12u, ((u.S + 256u - 1u) >> 8u) > 12u);
+        var rest24: u32 = lane4;
+        for (var r25: u32 = lane4; r25 < last23; r25 += 16u) {
+            let at26: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + r25) * u.C + col5;
+            let n27: f32 = f32(select(256u, u.S - r25 * 256u, u.S - r25 * 256u < 256u));
+            let d28: f32 = scratch0[at26] / n27 - mean21;
+            acc22 = acc22 + select(0.0f, fma(n27, d28 * d28, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at26]), select(256u, u.S - r25 * 256u, u.S - r25 * 256u < 256u) > 0u);
+            let at29: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + (r25 + 4u)) * u.C + col5;
+            let n30: f32 = f32(select(256u, u.S - (r25 + 4u) * 256u, u.S - (r25 + 4u) * 256u < 256u));
+            let d31: f32 = scratch0[at29] / n30 - mean21;
+            acc22 = acc22 + select(0.0f, fma(n30, d31 * d31, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at29]), select(256u, u.S - (r25 + 4u) * 256u, u.S - (r25 + 4u) * 256u < 256u) > 0u);
+            let at32: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + (r25 + 8u)) * u.C + col5;
+            let n33: f32 = f32(select(256u, u.S - (r25 + 8u) * 256u, u.S - (r25 + 8u) * 256u < 256u));
+            let d34: f32 = scratch0[at32] / n33 - mean21;
+            acc22 = acc22 + select(0.0f, fma(n33, d34 * d34, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at32]), select(256u, u.S - (r25 + 8u) * 256u, u.S - (r25 + 8u) * 256u < 256u) > 0u);
+            let at35: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + (r25 + 12u)) * u.C + col5;
+            let n36: f32 = f32(select(256u, u.S - (r25 + 12u) * 256u, u.S - (r25 + 12u) * 256u < 256u));
+            let d37: f32 = scratch0[at35] / n36 - mean21;
+            acc22 = acc22 + select(0.0f, fma(n36, d37 * d37, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at35]), select(256u, u.S - (r25 + 12u) * 256u, u.S - (r25 + 12u) * 256u < 256u) > 0u);
+            rest24 = r25 + 16u;
         }
-        for (var r42: u32 = rest28; r42 < ((u.S + 256u - 1u) >> 8u); r42 += 8u) {
-            let at43: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + r42) * u.C + col5;
-            let n44: f32 = f32(select(256u, u.S - r42 * 256u, u.S - r42 * 256u < 256u));
-            let d45: f32 = scratch0[at43] / n44 - mean25;
-            acc26 = acc26 + select(0.0f, fma(n44, d45 * d45, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at43]), select(256u, u.S - r42 * 256u, u.S - r42 * 256u < 256u) > 0u);
+        for (var r38: u32 = rest24; r38 < ((u.S + 256u - 1u) >> 8u); r38 += 4u) {
+            let at39: u32 = (outer2 * ((u.S + 256u - 1u) >> 8u) + r38) * u.C + col5;
+            let n40: f32 = f32(select(256u, u.S - r38 * 256u, u.S - r38 * 256u < 256u));
+            let d41: f32 = scratch0[at39] / n40 - mean21;
+            acc22 = acc22 + select(0.0f, fma(n40, d41 * d41, scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at39]), select(256u, u.S - r38 * 256u, u.S - r38 * 256u < 256u) > 0u);
         }
     }
-    squares[lid.x] = acc26;
+    squares[lid.x] = acc22;
     workgroupBarrier();
-    var total46: f32 = squares[column3];
-    let lane47: f32 = squares[column3 + 32u];
-    total46 = total46 + lane47;
-    let lane48: f32 = squares[column3 + 64u];
-    total46 = total46 + lane48;
-    let lane49: f32 = squares[column3 + 96u];
-    total46 = total46 + lane49;
-    let lane50: f32 = squares[column3 + 128u];
-    total46 = total46 + lane50;
-    let lane51: f32 = squares[column3 + 160u];
-    total46 = total46 + lane51;
-    let lane52: f32 = squares[column3 + 192u];
-    total46 = total46 + lane52;
-    let lane53: f32 = squares[column3 + 224u];
-    total46 = total46 + lane53;
-    let var54: f32 = total46 / f32(u.S - 1u);
-    let std55: f32 = mimir_sqrt(var54);
+    var total42: f32 = squares[column3];
+    let lane43: f32 = squares[column3 + 32u];
+    total42 = total42 + lane43;
+    let lane44: f32 = squares[column3 + 64u];
+    total42 = total42 + lane44;
+    let lane45: f32 = squares[column3 + 96u];
+    total42 = total42 + lane45;
+    let var46: f32 = total42 / f32(u.S - 1u);
+    let std47: f32 = mimir_sqrt(var46);
     if ((lane4 == 0u) && (col5 < u.C)) {
-        out[o6] = std55;
+        out[o6] = std47;
     }
 }
