@@ -1125,3 +1125,93 @@ def test_what_broadcasting_and_layouts_keep_scalar() -> None:
     # WGSL declares vec4 arrays only for buffers touched 4-wide alone (not by the tail)
     wgsl = _compile("vectors", "vec_add_transposed", "wgsl")["vec_add_transposed_0_ew.wgsl"]
     assert "y: array<f32>" in wgsl and "out: array<f32>" in wgsl  # the tail reads it too
+
+
+def test_independent_launches_run_side_by_side_in_one_launch(tmp_path: Path) -> None:
+    """Launches that share no buffer one of them writes are one launch, each workgroup
+    running the part its id falls in (`mimir.codegen.side_by_side`): a column sum of x
+    beside row reductions of m (2 launches before), a row min, a whole sum and a column
+    max of one mask (3 on PTX, 5 on WGSL, whose whole and column reductions are split in
+    a `partial` and a `reduce` launch: the partials side by side, then the combines),
+    a row scan beside a column scan (2), and a row sum beside two element-wise outputs of
+    other shapes (3; their 256-thread workgroups cut in two of the row sum's 128, as
+    their threads never wait for each other). Each matches the shim in the PTX
+    interpreter and moves at most 1.05x its ideal bytes (every input read and every
+    output written once: the scratch partials are the rest)."""
+    cases = [
+        ("reductions", "int_sum_and_bool_any", {"A": 600, "B": 40}, ["0_reduce_row"]),
+        ("combos", "bool_reductions", {"N": 600, "M": 40}, ["0_reduce_reduce_reduce"]),
+        ("scans", "rows_and_columns", {"N": 40, "M": 33}, ["0_scan_scan"]),
+        ("combos", "side_by_side", {"N": 300, "M": 40}, ["0_reduce_ew_ew"]),
+    ]
+    for stem, function, dims, launches in cases:
+        files = _compile(stem, function, "ptx")
+        manifest = json.loads(files[f"{function}.manifest.json"])
+        assert [k["file"] for k in manifest["kernels"]] == [f"{function}_{x}.ptx" for x in launches]
+        inputs = random_inputs(manifest, dims, seed=7)
+        actual, stats = _ptx_run(files, function, dims, tmp_path / function, inputs)
+        expected = shim_reference(KERNELS / f"{stem}.py", function, inputs, dims, {})
+        assert set(actual) == set(expected)
+        for name in expected:
+            dtype = next(b["dtype"] for b in manifest["buffers"] if b["name"] == name)
+            assert_close(actual[name], expected[name], dtype, label=f"{function} {name}")
+        ideal = sum(4 * len(v) for v in inputs.values()) + sum(
+            4 * len(v) for v in expected.values()
+        )
+        (launch,) = stats
+        moved = launch["unique_bytes"]["ld"] + launch["unique_bytes"]["st"]
+        assert ideal <= moved <= 1.05 * ideal, (function, moved / ideal)
+    wgsl = json.loads(
+        _compile("combos", "bool_reductions", "wgsl")["bool_reductions.manifest.json"]
+    )
+    assert [k["file"] for k in wgsl["kernels"]] == [
+        "bool_reductions_0_reduce_partial_partial.wgsl",
+        "bool_reductions_1_reduce_reduce.wgsl",
+    ]
+
+
+def _kernel(name: str, reads: list[str], writes: list[str], width: int = 128, shared: int = 0):
+    from mimir.codegen.ir import BufferParam, Kernel, SharedArray
+
+    buffers = [BufferParam(b, "f32", "read") for b in reads]
+    buffers += [BufferParam(b, "f32", "read_write") for b in writes]
+    arrays = [SharedArray("$tree", "f32", shared)] if shared else []
+    return Kernel(name, "ew", (width, 1, 1), (1, 1, 1), buffers, [], False, arrays, [], [])
+
+
+def test_launches_are_merged_only_where_independent_and_within_every_limit() -> None:
+    """`side_by_side.groups`: a launch that reads what an earlier one writes (or writes
+    what it reads or writes) runs after it, never beside it; a launch independent of a
+    chain joins the chain's first launch (it moves up); workgroups of another size (but a
+    wider thread-local launch, cut to size), more threadgroup memory or more buffers than
+    every backend guarantees keep launches apart."""
+    from mimir.codegen import side_by_side
+    from mimir.codegen.backends import BACKENDS
+
+    limit = side_by_side.limits(BACKENDS.values())
+    assert limit == side_by_side.Limits(shared_bytes=16384, storage_buffers=8)
+    chain = [
+        _kernel("a", ["x"], ["p"]),
+        _kernel("b", ["p"], ["out0"]),  # reads a's output
+        _kernel("c", ["x"], ["out1"]),  # independent of both: beside a
+        _kernel("d", ["out1"], ["q"]),  # after c, beside b
+        _kernel("e", ["y"], ["x"]),  # writes what a and c read: after them, beside b
+    ]
+    assert side_by_side.groups([chain], limit) == [[0, 2], [1, 3, 4]]
+    chain[4] = _kernel("e", ["out0"], ["x"])  # and reads b's output: after b
+    assert side_by_side.groups([chain], limit) == [[0, 2], [1, 3], [4]]
+    apart = [
+        _kernel("a", ["x"], ["o0"]),
+        _kernel("b", ["x"], ["o1"], width=256, shared=16),  # its threads work together
+        _kernel("c", ["x"], ["o2"], shared=3000),
+        _kernel("d", ["x"], ["o3"], shared=1200),
+        _kernel("e", ["y0", "y1", "y2", "y3"], ["o4"]),
+        _kernel("f", ["y4", "y5"], ["o5"]),
+        _kernel("g", ["x"], ["o6"], width=512),  # thread-local: cut to b's 256
+    ]
+    # c and d need 16,800 bytes together; a, c, e and f would bind 10 buffers; a and f
+    # (thread-local) are narrower than b
+    assert side_by_side.groups([apart], limit) == [[0, 2, 4], [1, 6], [3, 5]]
+    # a limit broken in one variant (here e's workgroup-memory fallback) keeps them apart
+    fallback = [*apart[:4], _kernel("e", ["y0", "y1", "y2", "y3"], ["o4"], shared=3000), *apart[5:]]
+    assert side_by_side.groups([apart, fallback], limit) == [[0, 2, 5, 6], [1], [3], [4]]

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mimir.codegen import side_by_side
 from mimir.codegen.backends import BACKENDS
 from mimir.codegen.contract import contract
 from mimir.codegen.index_level import build_index_level
@@ -160,11 +161,18 @@ def _compile_kernel(
             if index_level:
                 s, irs = build_index_level(kernel)
                 tc_irs = irs
+                parts = [[k] for k in range(len(irs))]
             else:
                 s = schedule(kernel, one_launch=fence, vector_views=views)
                 irs = [build(s, k) for k in range(len(s.plans))]
                 # PTX's own build: its float32 matmuls on TF32 tensor cores (`mma.sync`)
                 tc_irs = [build(s, k, True) for k in range(len(s.plans))] if tensor_cores else irs
+                # independent launches side by side in one (`side_by_side`)
+                variants = [irs, tc_irs, [to_workgroup_memory(ir) for ir in irs]]
+                parts = side_by_side.groups(variants, side_by_side.limits(BACKENDS.values()))
+                fused = side_by_side.fuse(s, irs, parts)
+                tc_irs = side_by_side.fuse(s, tc_irs, parts) if tc_irs is not irs else fused
+                irs = fused
         except RefusalError as err:
             message = f"cannot compile `{name}` for {', '.join(names)}: {err.message}"
             diagnostics.append(Diagnostic(err.code, message, err.span or span, function=name))
@@ -178,18 +186,20 @@ def _compile_kernel(
             else native
         )
         tc_native = [contract(legalise(ir)) for ir in tc_irs] if tc_irs is not irs else native
-        built[fence, views] = (s, native, fallback, tc_native)
+        built[fence, views] = (s, parts, native, fallback, tc_native)
     files: list[tuple[str, str | bytes, str]] = []
     for backend_name in names:
         backend = BACKENDS[backend_name](math=math)
-        s, native, fallback, tc_native = built[kind(BACKENDS[backend_name])]
+        s, parts, native, fallback, tc_native = built[kind(BACKENDS[backend_name])]
         folder = f"{backend_name}/" if len(names) > 1 else ""
         printed = []
         own = tc_native if backend_name == "ptx" else native
         for k, ir in enumerate(own if backend.warp_functions else fallback):
             why = backend.check(ir)
             if why is not None:
-                diagnostics.append(_refusal(kernel, s.plans[k].node, ir, backend_name, why))
+                diagnostics.append(
+                    _refusal(kernel, s.plans[parts[k][0]].node, ir, backend_name, why)
+                )
                 break
             file = f"{ir.name}.{backend.extension}"
             header = (

@@ -47,6 +47,8 @@ class KernelContext:
         # a thread-per-row `row` launch's group id and its rows' share of its whole
         # reduction (`Plan.total`, `reductions.whole_of_rows`)
         self.row_share: tuple[Expr, Any] | None = None
+        # the linear count of workgroups `groups` dispatched (None: a builder of its own)
+        self.group_count: Any = None
 
     def multiple(self, size: Any, of: int, guard: str) -> bool:
         """Whether `size` is proven a multiple of `of`; if so, `guard` is recorded as
@@ -94,6 +96,7 @@ class KernelContext:
         """Dispatch `count` workgroups; the linear group id. Groups past the end
         return at once, unless `guard` is False (every thread is guarded anyway)."""
         dispatch = sz.dispatch(count, self.dims)
+        self.group_count = count
         g = group_id(self.body, dispatch)
         if guard and over_dispatched(dispatch):
             with self.body.if_(Binary(">=", g, size_ir(count), "bool")):

@@ -378,6 +378,9 @@ class Kernel:
     proofs: list[tuple[str, str]] = field(default_factory=list)
     # (buffer, "read" | "write", lanes, proof) of each vector access, for the manifest
     vectorized: list[tuple[str, str, int, str]] = field(default_factory=list)
+    # the linear count of workgroups the body expects (`workgroups` folds it into x and
+    # y, past it the body returns), where known: what `side_by_side` lays end to end
+    groups: Any = None
 
 
 # ---------------------------------------------------------------- walking
@@ -697,6 +700,7 @@ def legalise(kernel: Kernel) -> Kernel:
         kernel.origins,
         kernel.proofs,
         kernel.vectorized,
+        kernel.groups,
     )
 
 

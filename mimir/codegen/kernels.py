@@ -511,4 +511,5 @@ def build(s: Schedule, index: int, tensor_cores: bool = False) -> Kernel:
         origins=c.ev.origins,
         proofs=c.proofs,
         vectorized=c.vectorized,
+        groups=c.group_count,
     )

@@ -79,3 +79,8 @@ def int_matmul_epilogue(
 @gpu
 def bool_reductions(m: Tensor[bool_, N, M]):
     return m.min(axis=1), m.sum(), m.max(axis=0, keepdims=True)
+
+
+@gpu
+def side_by_side(x: Tensor[float32, N, M], y: Tensor[float32, M], z: Tensor[float32, 50]):
+    return x.sum(axis=1), y * 2.0 - 1.0, (z + 1.0).sqrt()
