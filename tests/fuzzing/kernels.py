@@ -537,6 +537,15 @@ def tensor_cases(draw, planted: bool | None = None, op: str | None = None) -> Ca
         bug = draw(st.sampled_from(TENSOR_BUGS))
         v, ret = _plant_tensor(b, bug, v, ret)
     b.imports.add(v.dtype)
+    if not planted and len(b.params) <= 3 and draw(st.integers(0, 2)) == 0:
+        # a second result from an input of its own: launches that may run side by side
+        # (`mimir.codegen.side_by_side`)
+        rank = draw(st.integers(1, 3))
+        w = b.param(tuple(b.size() for _ in range(rank)), draw(st.sampled_from(DTYPES)))
+        w = _apply_op(b, draw(st.sampled_from(TENSOR_OPS)), w)
+        b.imports.add(w.dtype)
+        source = _render(b, [f"return {v.expr}, {w.expr}"], None)
+        return Case(source, "tensor", op, bug, [*b.notes, "two results"])
     source = _render(b, [f"return {v.expr}"], _annotation(v.dtype, ret))
     return Case(source, "tensor", op, bug, b.notes)
 
