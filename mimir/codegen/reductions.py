@@ -592,6 +592,18 @@ class _Firsts:
         self.args = [k for k, m in enumerate(members) if m.positions is not None]
         self.accs = {k: c.body.var(lw.const(lw.UINT_MAX, "u32"), "first") for k in self.args}
 
+    @classmethod
+    def of_chunk(
+        cls, c: KernelContext, members: list[Member], bests: list[Expr], reads: list[Any]
+    ) -> _Firsts:
+        """The positions in a whole pass's chunk: member k's element at flat offset r is
+        `reads[k]`'s (`_element`), its position r itself."""
+
+        def element(m: Member, r: Expr) -> Expr:
+            return reads[members.index(m)](r, _kept_axes(c, m.red))
+
+        return cls(c, members, bests, element, lambda m, r: r)
+
     def visit(self, r: Expr) -> None:
         body = self.c.body
         for k in self.args:
@@ -708,8 +720,7 @@ def _partial(c: KernelContext, members: list[Member]) -> tuple[Any, Expr]:
     values = [(acc, op_for(m.folded), n) for acc, m, n in zip(accs, members, names, strict=True)]
     totals = group_totals(body, c.shared, values, SPLIT_WG)
     # an argmax's first position: a second read of the chunk (from the cache)
-    element = lambda m, r: reads[members.index(m)](r, _kept_axes(c, m.red))  # noqa: E731
-    firsts = _Firsts(c, members, totals, element, lambda m, r: r).folded(
+    firsts = _Firsts.of_chunk(c, members, totals, reads).folded(
         lambda visit: strided(body, ibin("+", start, lid), end, SPLIT_WG, visit)
     )
     with body.if_(Binary("==", lid, u32(0), "bool")):
@@ -1413,14 +1424,7 @@ def _row_passes(
     keys = [sz.key(s) for s in shape]
     outputs = c.plan.outputs()
     whole = [(n, bufs) for n, bufs in outputs if [sz.key(s) for s in ev.shape(n)] == keys]
-    # outputs over the same rows of another length (`schedule._row_groups`' `wide`)
-    wide = [
-        (n, bufs)
-        for n, bufs in outputs
-        if len(mine := [sz.key(s) for s in ev.shape(n)]) == len(keys)
-        and mine[:-1] == keys[:-1]
-        and mine[-1] not in (keys[-1], "1")
-    ]
+    wide = [(n, bufs) for n, bufs in outputs if n in c.plan.wide]
     # what the row's elements read (later folds, the row-shaped outputs): an epilogue they
     # do not read is computed where it is stored, in thread 0 (an accuracy's hit, whose
     # label a workgroup's every thread would load)
@@ -2098,8 +2102,7 @@ def _moment_chunk(c: KernelContext, red: Reduction, partials: str) -> tuple[Any,
         return lw.bin_("*", d, d)
 
     # an argmax's first position, in the squares' read of the chunk (from the cache)
-    element = lambda m, r: reads[members.index(m)](r, _kept_axes(c, m.red))  # noqa: E731
-    positions = _Firsts(c, members, others, element, lambda m, r: r)
+    positions = _Firsts.of_chunk(c, members, others, reads)
     squares, *found = fold(square, "$squares", then=positions)
     firsts = positions.found(found)
     groups = size_ir(sz.cdiv(red.count, CHUNK))

@@ -94,6 +94,10 @@ class Plan:
     # (`reductions.whole_of_rows`)
     total: int | None = None
     total_outputs: list[tuple[int, list[str]]] = field(default_factory=list)
+    # ... and its outputs over the same rows of another length (`concatenate((x,
+    # x.sum(axis=1, keepdims=True)), axis=1)`), which the workgroup writes in a loop of
+    # their own (`reductions._row_passes`)
+    wide: list[int] = field(default_factory=list)
     # a `partial` launch, or a `reduce` one with `counter` or `partials`: more whole
     # reductions of inputs of the same shape, folded in the same pass over the elements
     # (`return x.max(), x.min()`), each its own plan (root, outputs, partials)
@@ -319,7 +323,7 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
             values = [epilogue[r] for r in group.roots]
             also = [(o, writes[o]) for o in more]
             plan = Plan("row", first, None, writes[first], also=also, roots=group.roots,
-                        row_values=values)  # fmt: skip
+                        row_values=values, wide=sorted(group.wide))  # fmt: skip
             plans.append(plan)
             for x in set(group.outputs) & set(fused):
                 total = fused[x]
@@ -436,6 +440,8 @@ class RowGroup:
     outputs: list[int]
     # for each output, the materialised nodes outside the group that read it
     readers: dict[int, set[int]] = field(default_factory=dict)
+    # the outputs over the same rows of another length (`Plan.wide`)
+    wide: set[int] = field(default_factory=set)
 
 
 def _groups_with_totals(
@@ -656,7 +662,7 @@ def _row_groups(
         whole = keys(ordered[0]) == row or ordered[0] in wide
         if (len(roots) > 1 or whole or softmax or not lone) and not (softmax and alone):
             outside = {o: readers.get(o, set()) - inside for o in ordered}
-            groups[place] = RowGroup(roots, ordered, outside)
+            groups[place] = RowGroup(roots, ordered, outside, wide & set(ordered))
     # what a group reads from other launches is written before it: drop a group placed
     # before a group it reads from, until none is
     while True:
