@@ -437,18 +437,19 @@ def test_whole_reductions_and_outputs_of_one_shape_share_one_pass(tmp_path: Path
         "@gpu\ndef doubled(x: InOut[Tensor[float32, N, M]]):\n"
         "    t = x.sum()\n    x = x * 2.0\n    return t\n"
     )
-    # (the sum and the max of `centred` share theirs; `x - max` comes after)
+    # (the sum and the max of `centred` share theirs; `x - max` comes after; `turned`'s
+    # two passes, independent, run side by side in one launch, each reading x)
     launches = {
-        "centred": ["reduce", "ew"],
-        "turned": ["reduce", "ew"],
-        "doubled": ["reduce", "ew"],
+        "centred": ["0_reduce", "1_ew"],
+        "turned": ["0_reduce_ew"],
+        "doubled": ["0_reduce", "1_ew"],
     }
-    for function, kinds in launches.items():
+    for function, expected_kinds in launches.items():
         result = compile_source("apart.py", source, ["ptx"], function=function)
         assert result.ok, [(d.code, d.message) for d in result.diagnostics]
         manifest = json.loads(result.files[f"{function}.manifest.json"])  # type: ignore[arg-type]
-        kinds = [k["file"].split("_")[-1] for k in manifest["kernels"]]
-        assert kinds == ["reduce.ptx", "ew.ptx"], function
+        kinds = [k["file"].removeprefix(f"{function}_") for k in manifest["kernels"]]
+        assert kinds == [f"{k}.ptx" for k in expected_kinds], function
 
 
 def test_a_whole_variance_is_split_over_workgroups(tmp_path: Path) -> None:
@@ -470,11 +471,12 @@ def test_a_whole_variance_is_split_over_workgroups(tmp_path: Path) -> None:
         assert result.ok, [(d.code, d.message) for d in result.diagnostics]
         built[backend] = {k: v for k, v in result.files.items() if isinstance(v, str)}
     kernels = json.loads(built["ptx"]["spread.manifest.json"])["kernels"]
-    assert [k["file"] for k in kernels] == ["spread_0_moments.ptx", "spread_1_moments.ptx"]
-    assert "cdiv(N*M, 4096)" in kernels[0]["workgroups"][0]
+    # the two (independent) launches side by side in one
+    assert [k["file"] for k in kernels] == ["spread_0_moments_moments.ptx"]
+    assert "cdiv(N*M, 4096) + cdiv(N*M, 4096)" in kernels[0]["workgroups"][0]
     wgsl = json.loads(built["wgsl"]["spread.manifest.json"])["kernels"]
-    kinds = ["partial", "moments"] * 2
-    assert [k["file"] for k in wgsl] == [f"spread_{k}_{kind}.wgsl" for k, kind in enumerate(kinds)]
+    kinds = ["0_partial_partial", "1_moments_moments"]
+    assert [k["file"] for k in wgsl] == [f"spread_{kind}.wgsl" for kind in kinds]
     dims = {"N": 37, "M": 301}  # 11137 elements: 3 chunks, the last of 2945
     n = dims["N"] * dims["M"]
     values = [1e4 + ((k * 7919) % 1000) / 500.0 for k in range(n)]
@@ -484,7 +486,7 @@ def test_a_whole_variance_is_split_over_workgroups(tmp_path: Path) -> None:
     squares = sum((v - mean) ** 2 for v in inputs["x"])
     assert abs(actual["out0"][0] - squares / n) < 1e-5 * squares / n
     assert abs(actual["out1"][0] - (squares / (n - 1)) ** 0.5) < 1e-5 * (squares / n) ** 0.5
-    # per launch, x once, and again by each thread from the cache for its deviations; the
+    # per part, x once, and again by each thread from the cache for its deviations; the
     # last workgroup loads the 3 sums twice and the 3 squares once
     assert sum(s["bytes"]["ld"] for s in stats) == 2 * (2 * 4 * n + 4 * 3 * 3)
     # a whole mean and max beside a whole std: folded in the std's first pass
