@@ -49,14 +49,15 @@ def _written(m: dict) -> list[list[str]]:
 
 def test_old_value_read_after_the_write_is_copied_back_last() -> None:
     # `old.sum(axis=0)` sums columns of the old `x` in a launch after the one that computes
-    # the new value: that goes to scratch, and a last launch copies it into `x`.
+    # the new value (or beside it): that goes to scratch, and a last launch copies it into
+    # `x` (beside the sum's combine, on WGSL, which reads `x` no more).
     m = _manifest(
         "@gpu\ndef f(x: InOut[Tensor[float32, N, D]]) -> Tensor[float32, D]:\n"
         "    old = x\n    x = x * 2.0\n    return old.sum(axis=0)\n",
         "f",
     )
     writes = _written(m)
-    assert writes[-1] == ["x"]
+    assert "x" in writes[-1]
     assert all("x" not in w for w in writes[:-1])
 
 

@@ -13,7 +13,7 @@ import re
 import struct
 from pathlib import Path
 
-from harness import assert_close, random_inputs, shim_reference
+from harness import assert_close, random_inputs, require_tool, shim_reference
 from harness.ptx_interp import run_ptx_manifest_cpu
 
 from mimir.codegen import compile_source
@@ -1170,6 +1170,25 @@ def test_independent_launches_run_side_by_side_in_one_launch(tmp_path: Path) -> 
         "bool_reductions_0_reduce_partial_partial.wgsl",
         "bool_reductions_1_reduce_reduce.wgsl",
     ]
+    # more workgroups (70,005) than a dispatch's x holds: folded into x and y (35,003 x 2),
+    # the one past the total returning in the last part's branch; on lavapipe
+    require_tool("wgpu")
+    from mimir.runtime.wgpu_runner import run_manifest
+
+    files = _compile("combos", "side_by_side", "wgsl")
+    manifest = json.loads(files["side_by_side.manifest.json"])
+    (kernel,) = manifest["kernels"]
+    assert kernel["workgroups"][1] != 1
+    dims = {"N": 70001, "M": 2}
+    folder = tmp_path / "wgsl"
+    folder.mkdir()
+    for relative, content in files.items():
+        (folder / relative).write_text(content)
+    inputs = random_inputs(manifest, dims, seed=3)
+    actual = run_manifest(manifest, folder, inputs, dims, {})
+    expected = shim_reference(KERNELS / "combos.py", "side_by_side", inputs, dims, {})
+    for name in expected:
+        assert_close(actual[name], expected[name], "float32", label=f"side_by_side {name}")
 
 
 def _kernel(name: str, reads: list[str], writes: list[str], width: int = 128, shared: int = 0):

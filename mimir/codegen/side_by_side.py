@@ -160,16 +160,17 @@ def _merged(s: Schedule, index: int, parts: list[Kernel]) -> Kernel:
     dispatch = sz.dispatch(total, {d.name: d for d in s.dims})
     body = Body()
     g = group_id(body, dispatch)
-    if over_dispatched(dispatch):
-        with body.if_(Binary(">=", g, size_ir(total), "bool")):
-            body.emit(Return())
     shared = []
     blocks: list[list[Stmt]] = []
-    for k, (part, start) in enumerate(zip(parts, starts, strict=True)):
+    for k, (part, start, count) in enumerate(zip(parts, starts, counts, strict=True)):
         renamed = {a.name: f"$s{k}_{a.name.lstrip('$')}" for a in part.shared}
         shared.extend(replace(a, name=renamed[a.name]) for a in part.shared)
         own = Var(f"$s{k}_unit", "u32")
         lets, builtins = _adapted(part, k, width, own)
+        if k == len(parts) - 1 and over_dispatched(dispatch):
+            # the groups past the total (a dispatch folded into x and y) fall in the
+            # last part's branch: only its threads compute the total
+            lets.insert(0, If(Binary(">=", own, size_ir(count), "bool"), [Return()]))
         rename = _Renamer(f"$s{k}_", renamed, builtins)
         blocks.append([Let(own, ibin("-", g, size_ir(start))), *lets, *rename.block(part.body)])
     tail = blocks[-1]

@@ -44,9 +44,6 @@ kernel void bool_reductions_0_reduce_reduce_reduce(
     threadgroup uint s2_columns[128];
     threadgroup uint s2_ticket[1];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= u.N + ((u.N * u.M + 4096u - 1u) >> 12u) + ((u.M + 32u - 1u) >> 5u) * ((u.N + 256u - 1u) >> 8u)) {
-        return;
-    }
     if (g0 < u.N) {
         const uint s0_unit = g0;
         const uint s0_g0 = s0_unit;
@@ -440,6 +437,9 @@ kernel void bool_reductions_0_reduce_reduce_reduce(
             }
         } else {
             const uint s2_unit = g0 - (u.N + ((u.N * u.M + 4096u - 1u) >> 12u));
+            if (s2_unit >= ((u.M + 32u - 1u) >> 5u) * ((u.N + 256u - 1u) >> 8u)) {
+                return;
+            }
             const uint s2_g0 = s2_unit;
             if (s2_g0 >= ((u.M + 32u - 1u) >> 5u) * ((u.N + 256u - 1u) >> 8u)) {
                 return;

@@ -36,9 +36,6 @@ kernel void side_by_side_0_reduce_ew_ew(
 ) {
     threadgroup float s0_partial[4];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= u.N + ((u.M + 2048u - 1u) >> 11u) * 2u + 2u) {
-        return;
-    }
     if (g0 < u.N) {
         const uint s0_unit = g0;
         const uint s0_g0 = s0_unit;
@@ -260,6 +257,9 @@ kernel void side_by_side_0_reduce_ew_ew(
             }
         } else {
             const uint s2_unit = g0 - (u.N + ((u.M + 2048u - 1u) >> 11u) * 2u);
+            if (s2_unit >= 2u) {
+                return;
+            }
             const uint s2_group = s2_unit >> 1u;
             const uint s2_local = (s2_unit & 1u) * 128u + lid.x;
             const uint s2_v0 = s2_group * 512u + s2_local;

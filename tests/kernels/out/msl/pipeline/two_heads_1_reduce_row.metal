@@ -21,9 +21,6 @@ kernel void two_heads_1_reduce_row(
     threadgroup float s0_columns[128];
     threadgroup uint s0_ticket[1];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.N + 256u - 1u) >> 8u) + ((u.N + 256u - 1u) >> 8u) * 2u) {
-        return;
-    }
     if (g0 < ((u.N + 256u - 1u) >> 8u)) {
         const uint s0_unit = g0;
         const uint s0_g0 = s0_unit;
@@ -135,6 +132,9 @@ kernel void two_heads_1_reduce_row(
         }
     } else {
         const uint s1_unit = g0 - ((u.N + 256u - 1u) >> 8u);
+        if (s1_unit >= ((u.N + 256u - 1u) >> 8u) * 2u) {
+            return;
+        }
         const uint s1_group = s1_unit >> 1u;
         const uint s1_local = (s1_unit & 1u) * 128u + lid.x;
         const uint s1_g0 = s1_group;

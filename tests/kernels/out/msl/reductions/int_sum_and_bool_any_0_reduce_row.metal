@@ -41,9 +41,6 @@ kernel void int_sum_and_bool_any_0_reduce_row(
     threadgroup uint s1_row0[4];
     threadgroup int s1_row1[4];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.B + 32u - 1u) >> 5u) * ((u.A + 256u - 1u) >> 8u) + u.A) {
-        return;
-    }
     if (g0 < ((u.B + 32u - 1u) >> 5u) * ((u.A + 256u - 1u) >> 8u)) {
         const uint s0_unit = g0;
         const uint s0_g0 = s0_unit;
@@ -159,6 +156,9 @@ kernel void int_sum_and_bool_any_0_reduce_row(
         }
     } else {
         const uint s1_unit = g0 - ((u.B + 32u - 1u) >> 5u) * ((u.A + 256u - 1u) >> 8u);
+        if (s1_unit >= u.A) {
+            return;
+        }
         const uint s1_g0 = s1_unit;
         if (s1_g0 >= u.A) {
             return;

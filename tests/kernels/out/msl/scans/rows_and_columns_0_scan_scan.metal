@@ -19,9 +19,6 @@ kernel void rows_and_columns_0_scan_scan(
     threadgroup float s0_scan[256];
     threadgroup float s1_scan[256];
     const uint g0 = wid.y * nwg.x + wid.x;
-    if (g0 >= u.N + u.M) {
-        return;
-    }
     if (g0 < u.N) {
         const uint s0_unit = g0;
         const uint s0_g0 = s0_unit;
@@ -155,6 +152,9 @@ kernel void rows_and_columns_0_scan_scan(
         }
     } else {
         const uint s1_unit = g0 - u.N;
+        if (s1_unit >= u.M) {
+            return;
+        }
         const uint s1_g0 = s1_unit;
         if (s1_g0 >= u.M) {
             return;

@@ -25,9 +25,6 @@ fn bool_reductions_0_reduce_partial_partial(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= u.N + ((u.N * u.M + 4096u - 1u) >> 12u) + ((u.M + 32u - 1u) >> 5u) * ((u.N + 256u - 1u) >> 8u)) {
-        return;
-    }
     if (g0 < u.N) {
         let s0_unit: u32 = g0;
         let s0_g0: u32 = s0_unit;
@@ -154,6 +151,9 @@ fn bool_reductions_0_reduce_partial_partial(
             }
         } else {
             let s2_unit: u32 = g0 - (u.N + ((u.N * u.M + 4096u - 1u) >> 12u));
+            if (s2_unit >= ((u.M + 32u - 1u) >> 5u) * ((u.N + 256u - 1u) >> 8u)) {
+                return;
+            }
             let s2_g0: u32 = s2_unit;
             if (s2_g0 >= ((u.M + 32u - 1u) >> 5u) * ((u.N + 256u - 1u) >> 8u)) {
                 return;

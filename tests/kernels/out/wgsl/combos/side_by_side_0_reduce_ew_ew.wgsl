@@ -31,9 +31,6 @@ fn side_by_side_0_reduce_ew_ew(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= u.N + ((u.M + 2048u - 1u) >> 11u) * 2u + 2u) {
-        return;
-    }
     if (g0 < u.N) {
         let s0_unit: u32 = g0;
         let s0_g0: u32 = s0_unit;
@@ -182,6 +179,9 @@ fn side_by_side_0_reduce_ew_ew(
             }
         } else {
             let s2_unit: u32 = g0 - (u.N + ((u.M + 2048u - 1u) >> 11u) * 2u);
+            if (s2_unit >= 2u) {
+                return;
+            }
             let s2_group: u32 = s2_unit >> 1u;
             let s2_local: u32 = (s2_unit & 1u) * 128u + lid.x;
             let s2_v0: u32 = s2_group * 512u + s2_local;

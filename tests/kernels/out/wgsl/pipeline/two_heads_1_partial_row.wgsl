@@ -19,9 +19,6 @@ fn two_heads_1_partial_row(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.N + 256u - 1u) >> 8u) + ((u.N + 256u - 1u) >> 8u) * 2u) {
-        return;
-    }
     if (g0 < ((u.N + 256u - 1u) >> 8u)) {
         let s0_unit: u32 = g0;
         let s0_g0: u32 = s0_unit;
@@ -75,6 +72,9 @@ fn two_heads_1_partial_row(
         }
     } else {
         let s1_unit: u32 = g0 - ((u.N + 256u - 1u) >> 8u);
+        if (s1_unit >= ((u.N + 256u - 1u) >> 8u) * 2u) {
+            return;
+        }
         let s1_group: u32 = s1_unit >> 1u;
         let s1_local: u32 = (s1_unit & 1u) * 128u + lid.x;
         let s1_g0: u32 = s1_group;

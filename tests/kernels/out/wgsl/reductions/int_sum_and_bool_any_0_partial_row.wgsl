@@ -26,9 +26,6 @@ fn int_sum_and_bool_any_0_partial_row(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= ((u.B + 32u - 1u) >> 5u) * ((u.A + 256u - 1u) >> 8u) + u.A) {
-        return;
-    }
     if (g0 < ((u.B + 32u - 1u) >> 5u) * ((u.A + 256u - 1u) >> 8u)) {
         let s0_unit: u32 = g0;
         let s0_g0: u32 = s0_unit;
@@ -85,6 +82,9 @@ fn int_sum_and_bool_any_0_partial_row(
         }
     } else {
         let s1_unit: u32 = g0 - ((u.B + 32u - 1u) >> 5u) * ((u.A + 256u - 1u) >> 8u);
+        if (s1_unit >= u.A) {
+            return;
+        }
         let s1_g0: u32 = s1_unit;
         if (s1_g0 >= u.A) {
             return;

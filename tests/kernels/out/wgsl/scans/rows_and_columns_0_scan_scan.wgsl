@@ -19,9 +19,6 @@ fn rows_and_columns_0_scan_scan(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let g0: u32 = wid.y * nwg.x + wid.x;
-    if (g0 >= u.N + u.M) {
-        return;
-    }
     if (g0 < u.N) {
         let s0_unit: u32 = g0;
         let s0_g0: u32 = s0_unit;
@@ -155,6 +152,9 @@ fn rows_and_columns_0_scan_scan(
         }
     } else {
         let s1_unit: u32 = g0 - u.N;
+        if (s1_unit >= u.M) {
+            return;
+        }
         let s1_g0: u32 = s1_unit;
         if (s1_g0 >= u.M) {
             return;
