@@ -8,20 +8,24 @@ workgroups run at once instead of one launch draining before the next fills the 
 
 `groups` orders the launches in levels (a launch's level is one more than that of
 any earlier launch it conflicts with: one writes a buffer the other reads or writes)
-and puts the launches of a level with the same 1-D workgroup size together, as long
-as the threadgroup memory and the buffers of the merged launch fit every backend's
-guaranteed limits (`LIMITS`). `fuse` then builds each merged launch: the parts'
-workgroup counts laid end to end, and for part k
+and puts launches of a level together when their 1-D workgroups have one size (a
+thread-local launch, whose threads never wait for each other, may have a multiple of
+it: each of its workgroups is cut in pieces of that size) and the threadgroup memory
+and the buffers of the merged launch fit every backend's guaranteed limits (`Limits`).
+`fuse` then builds each merged launch: the parts' workgroup counts laid end to end,
+and for part k
 
     if (g < end_k) { the part's body, its group id g - start_k }
 
 one after another in the else branches. The part's body is unchanged but for its
-names (its variables and threadgroup arrays get the prefix `$s{k}_`) and its group
-id: every part dispatches 1-D counts through `context.KernelContext.groups`, whose id
-is `group_y * groups_x + group_x`, so `group_x` becomes g - start_k and `group_y`
-0. The branch taken is the same in the whole workgroup (g is a workgroup id), so each
-part's barriers and warp reductions stay in uniform control flow; a part's `Return`
-(its groups past its own count) ends only its own threads.
+names (its variables and threadgroup arrays get the prefix `$s{k}_`), its group id
+and a cut part's thread id (`_adapted`): every part dispatches 1-D counts through
+`context.KernelContext.groups`, whose id is `group_y * groups_x + group_x`, so
+`group_x` becomes g - start_k and `group_y` 0. The branch taken is the same in the
+whole workgroup (g is a workgroup id), so each part's barriers and warp reductions stay
+in uniform control flow; a part's `Return` (its groups past its own count) ends only
+its own threads. A workgroup runs one part, but the arrays of all of them are
+declared: their sum is what `Limits` bounds.
 """
 
 from __future__ import annotations
@@ -106,7 +110,7 @@ def _fits(variants: list[list[Kernel]], group: list[int], limit: Limits) -> bool
         parts = [kernels[k] for k in group]
         if any(p.workgroup_size[1:] != (1, 1) for p in parts):
             return False
-        if any(p.workgroup_size[0] < _width(parts) for p in parts):
+        if any(p.workgroup_size[0] % _width(parts) for p in parts):
             return False
         if any(p.workgroup_size[0] != _width(parts) for p in parts if not _thread_local(p)):
             return False
