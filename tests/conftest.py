@@ -8,7 +8,8 @@ import importlib.util
 # segfault in `import triton`, which `torch._dynamo` also runs, e.g. from
 # `torch.optim.Adam`), so a worker that ran a wgpu test before a PyTorch program died,
 # depending on how xdist shared out the tests. The other order works: load it first.
-# Triton comes only with the `bench` extra (the CPU PyTorch that `.ci/run` installs does
-# not pull it in), so this is a no-op where the test extras alone are installed.
+# Triton is not a test dependency: it comes with the `bench` extra, or with a CUDA build
+# of PyTorch (`.ci/run` installs the CPU build where the machine has its wheel, which
+# does not bring it). Where it is absent there is nothing to order.
 if importlib.util.find_spec("triton") is not None:
     importlib.import_module("triton")
