@@ -167,12 +167,14 @@ def _compile_kernel(
                 irs = [build(s, k) for k in range(len(s.plans))]
                 # PTX's own build: its float32 matmuls on TF32 tensor cores (`mma.sync`)
                 tc_irs = [build(s, k, True) for k in range(len(s.plans))] if tensor_cores else irs
-                # independent launches side by side in one (`side_by_side`)
-                variants = [irs, tc_irs, [to_workgroup_memory(ir) for ir in irs]]
-                parts = side_by_side.groups(variants, side_by_side.limits(BACKENDS.values()))
-                fused = side_by_side.fuse(s, irs, parts)
-                tc_irs = side_by_side.fuse(s, tc_irs, parts) if tc_irs is not irs else fused
-                irs = fused
+                parts = [[k] for k in range(len(irs))]
+                if len(irs) > 1:
+                    # independent launches side by side in one (`side_by_side`)
+                    variants = [irs, tc_irs, [to_workgroup_memory(ir) for ir in irs]]
+                    parts = side_by_side.groups(variants, side_by_side.limits(BACKENDS.values()))
+                    fused = side_by_side.fuse(s, irs, parts)
+                    tc_irs = side_by_side.fuse(s, tc_irs, parts) if tc_irs is not irs else fused
+                    irs = fused
         except RefusalError as err:
             message = f"cannot compile `{name}` for {', '.join(names)}: {err.message}"
             diagnostics.append(Diagnostic(err.code, message, err.span or span, function=name))

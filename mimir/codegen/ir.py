@@ -382,6 +382,12 @@ class Kernel:
     # y, past it the body returns), where known: what `side_by_side` lays end to end
     groups: Any = None
 
+    @property
+    def shared_bytes(self) -> int:
+        """Threadgroup memory in bytes at 4 an element, at least what any backend
+        declares (PTX sizes each array by its element type, `ptx.tables.ELEMENT_BYTES`)."""
+        return sum(a.count * 4 for a in self.shared)
+
 
 # ---------------------------------------------------------------- walking
 

@@ -77,10 +77,6 @@ def _conflict(a: Kernel, b: Kernel) -> bool:
     return bool(writes_a & {p.name for p in b.buffers} or writes_b & {p.name for p in a.buffers})
 
 
-def _shared_bytes(k: Kernel) -> int:
-    return sum(a.count * 4 for a in k.shared)
-
-
 def groups(variants: list[list[Kernel]], limit: Limits) -> list[list[int]]:
     """The launches (indices into each list of `variants`: the same launches built for
     different targets, their buffers alike) in merged groups, in the order they run.
@@ -110,11 +106,12 @@ def _fits(variants: list[list[Kernel]], group: list[int], limit: Limits) -> bool
         parts = [kernels[k] for k in group]
         if any(p.workgroup_size[1:] != (1, 1) for p in parts):
             return False
-        if any(p.workgroup_size[0] % _width(parts) for p in parts):
+        width = _width(parts)
+        if any(p.workgroup_size[0] % width for p in parts):
             return False
-        if any(p.workgroup_size[0] != _width(parts) for p in parts if not _thread_local(p)):
+        if any(p.workgroup_size[0] != width for p in parts if not _thread_local(p)):
             return False
-        if sum(_shared_bytes(p) for p in parts) > limit.shared_bytes:
+        if sum(p.shared_bytes for p in parts) > limit.shared_bytes:
             return False
         if len({b.name for p in parts for b in p.buffers}) > limit.storage_buffers:
             return False

@@ -184,7 +184,7 @@ class Backend:
         x, y, z = kernel.workgroup_size
         if x * y * z > caps.max_invocations:
             return f"a workgroup of {x * y * z} threads (at most {caps.max_invocations})"
-        shared = sum(a.count * 4 for a in kernel.shared)
+        shared = kernel.shared_bytes
         if shared > caps.max_shared_bytes:
             return f"{shared} bytes of threadgroup memory (at most {caps.max_shared_bytes})"
         if len(kernel.buffers) > caps.max_storage_buffers:
