@@ -1402,8 +1402,8 @@ def _check_annotations(
                 "remove the return annotation",
             )
         return
-    if "return" not in annotations:
-        return
+    if annotations.get("return", None) is None:
+        return  # no annotation, or `-> None`: a kernel that only updates `InOut` tensors
     ret = annotations["return"]
     if isinstance(ret, TensorType) and not ret.inout:
         return

@@ -161,6 +161,24 @@ def test_the_shim_updates_the_callers_tensor() -> None:
     assert p.tolist() == [0.0, 1.0]
 
 
+@gpu
+def _sgd_annotated(p: InOut[Tensor[float32, N]], g: Tensor[float32, N], lr: float) -> None:
+    p -= lr * g
+
+
+def test_a_kernel_annotated_to_return_none_runs_in_the_shim_as_it_checks() -> None:
+    """`-> None` is how Python spells "returns nothing": the checker and the compiler take
+    it, so the shim must run it too (it used to refuse it as GPU033)."""
+    source = PRELUDE + (
+        "@gpu\ndef f(p: InOut[Tensor[float32, N]], g: Tensor[float32, N]) -> None:\n"
+        "    p -= g\n"
+    )
+    assert compile_source("k.py", source, ["wgsl"]).ok
+    p = tensor([1.0, 2.0]).to("gpu")
+    assert _sgd_annotated(p, tensor([2.0, 2.0]).to("gpu"), 0.5) is None
+    assert p.tolist() == [0.0, 1.0]
+
+
 def test_a_failed_call_leaves_the_callers_tensor_as_it_was() -> None:
     p = tensor([1.0, 2.0, 3.0]).to("gpu")
     with pytest.raises(MimirError) as err:
