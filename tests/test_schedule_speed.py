@@ -120,6 +120,28 @@ def test_row_sums_read_elsewhere_keep_their_own_launch() -> None:
     assert kinds("pipeline", "normalize_rows", "ptx") == ["0_reduce.ptx", "1_row.ptx"]
 
 
+def test_a_value_read_at_another_row_keeps_its_own_launches(tmp_path: Path) -> None:
+    """A `row` launch holds one row's reductions, whatever index reads them; an output that
+    reads another row's (through a transpose, or a reduction without `keepdims`
+    broadcast along the rows of a square matrix) must not be one: these two were, and
+    were wrong. Rows kept in place (`m[:, None]`, a gather along the row) still are."""
+    for function, dims in (("centred_then_transposed", {}), ("minus_maxima_along_rows", {"N": 5})):
+        files = _compile("rows", function, "ptx")
+        manifest = json.loads(files[f"{function}.manifest.json"])
+        kinds = [k["file"].removeprefix(f"{function}_") for k in manifest["kernels"]]
+        assert kinds == ["0_reduce.ptx", "1_ew.ptx"], kinds
+        inputs = random_inputs(manifest, dims, seed=2)
+        actual, _ = _ptx_run(files, function, dims, tmp_path / function, inputs)
+        expected = shim_reference(KERNELS / "rows.py", function, inputs, dims, {})
+        assert_close(actual["out"], expected["out"], "float32")
+    files = _compile("layernorm", "layer_norm_with_stats", "ptx")
+    manifest = json.loads(files["layer_norm_with_stats.manifest.json"])
+    assert [k["file"] for k in manifest["kernels"]] == ["layer_norm_with_stats_0_row.ptx"]
+    files = _compile("gathers", "label_nll_from_a_vector", "ptx")
+    manifest = json.loads(files["label_nll_from_a_vector.manifest.json"])
+    assert [k["file"] for k in manifest["kernels"]] == ["label_nll_from_a_vector_0_row.ptx"]
+
+
 def test_a_row_with_its_reductions_appended_is_one_row_launch(tmp_path: Path) -> None:
     """`concatenate((x, x.sum(axis=1, keepdims=True)), axis=1).relu()` (N, M + 1), and a
     row's max before its centred values: one `row` launch each, the longer output

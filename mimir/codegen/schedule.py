@@ -539,6 +539,84 @@ def _row_groups(
     def keys(n: int) -> list[str]:
         return [sz.key(s) for s in ev.shape(n)]
 
+    def own_row(starts: list[int], lead: list[str], members: set[int]) -> bool:
+        """Whether computing `starts` at an element of a row reads the group's values
+        (`members`) of that row only. A `row` launch holds one row's reductions whatever
+        index reads them (`Evaluator.row_values`), so `(x - x.mean(axis=1,
+        keepdims=True)).T + 1` of a square x, or a mean without `keepdims` broadcast along
+        the rows of an (N, N) x, keeps its own launches. Between the start and a member,
+        each node is element-wise (a cast, a concatenation along the last axis, a subscript
+        of the last axis, a gather along it) over the rows' leading axes, and each operand
+        that reads a member has those leading axes (and its rank, but for a subscript)."""
+        if not lead:
+            return True  # one row
+        depends: dict[int, bool] = {}
+
+        def reads_member(m: int) -> bool:
+            if m not in depends:
+                depends[m] = False  # the graph is acyclic; this only stops a revisit
+                depends[m] = m in members or any(reads_member(p) for p in g.predecessors(m))
+            return depends[m]
+
+        def last_axis_only(items: list[tuple]) -> bool:
+            """Whether subscript `items` keep the leading axes as they are (`m[:, None]`,
+            `x[..., :3]`, `x[:, 0]`): full slices, or an ellipsis before one item."""
+            plain = [("slice", None, None)] * len(lead)
+            if items[: len(lead)] == plain:
+                return all(it[0] != "ellipsis" for it in items[len(lead) :])
+            rest = items[1:]
+            return items[0][0] == "ellipsis" and sum(it[0] != "newaxis" for it in rest) <= 1
+
+        def operands(m: int) -> tuple[list[int], bool] | None:
+            """The operands of `m` that an element of a row reads at that row, and whether
+            they have m's rank; None where m may read another row."""
+            kind, node = op_kind(kg, m), ev.node(m)
+            inputs = [ev.resolve(i) for i in node["inputs"]]
+            if kind in _FUSIBLE:
+                return [ev.resolve(i) for i in g.predecessors(m)], True
+            if kind == "join" and ev.spec(m).name == "concatenate":
+                kw = ev._kwargs(m)
+                axis = ev.literal_arg(kw.get("axis"), 0) % len(ev.shape(m))
+                if axis == len(ev.shape(m)) - 1:
+                    return [
+                        ev.resolve(i) for i in ev.node(ev.resolve(kw["tensors"]))["inputs"]
+                    ], True
+            if kind == "subscript" and last_axis_only(node["items"]):
+                ints = [inputs[it[1]] for it in node["items"] if it[0] == "int"]
+                if not any(isinstance(ev.values[i], TensorVal) for i in ints):  # not a gather
+                    return [inputs[0]], False
+            if kind == "gather":
+                named = dict(zip(node["keywords"], inputs, strict=True))
+                rank = len(ev.shape(m))
+                if ev.literal_arg(named["axis"], 0) % rank == rank - 1:
+                    return [named["arr"], named["indices"]], True
+            return None
+
+        checked: set[int] = set()
+        stack = list(starts)
+        while stack:
+            m = stack.pop()
+            if m in checked or m in members or not reads_member(m):
+                continue
+            checked.add(m)
+            mine = keys(m)
+            if len(mine) not in (len(lead), len(lead) + 1) or mine[: len(lead)] != lead:
+                return False
+            found = operands(m)
+            if found is None:
+                return False
+            for o in found[0]:
+                if not reads_member(o):
+                    continue
+                if not isinstance(ev.values[o], TensorVal):
+                    return False
+                theirs = keys(o)
+                ranks = [len(mine)] if found[1] else [len(lead), len(lead) + 1]
+                if len(theirs) not in ranks or theirs[: len(lead)] != lead:
+                    return False
+                stack.append(o)
+        return True
+
     by_target = {p: r for r, p in epilogue.items()}
     materialised = set(writes) | set(by_target)
     readers: dict[int, set[int]] = {}
@@ -578,6 +656,12 @@ def _row_groups(
                 frontier.append(m)
         row = {tuple(sz.key(s) for s in row_shape(ev, by_target[m])) for m in members}
         mine = keys(out)
+        # every value of the group read at its own row: by the output, and by the roots'
+        # inputs (a variance's, from the mean)
+        leads = {shape[:-1] for shape in row}
+        inputs = [ev.resolve(i) for m in members for i in g.predecessors(by_target[m])]
+        if len(leads) == 1 and not own_row([out, *inputs], list(next(iter(leads))), members):
+            continue
         if not row:
             if r is None and op_kind(kg, out) in _FUSIBLE:
                 plain.append(out)

@@ -64,3 +64,18 @@ def layer_norm_1000(
     centered = x - mean
     var = (centered * centered).mean(axis=-1, keepdims=True)
     return centered * (var + 1e-5).rsqrt() * gamma + beta
+
+
+@gpu
+def centred_then_transposed(x: Tensor[float32, 4, 4]) -> Tensor[float32, 4, 4]:
+    """Element (i, j) reads row j's mean, through the transpose: a `row` launch holds only
+    its own row's mean, so the means go through a buffer (it was once one row launch, and
+    wrong: `schedule._row_groups`, `own_row`)."""
+    return (x - x.mean(axis=1, keepdims=True)).T + 1.0
+
+
+@gpu
+def minus_maxima_along_rows(x: Tensor[float32, N, N]) -> Tensor[float32, N, N]:
+    """NumPy broadcasting lines the (N,) maxima up with the last axis: element (i, j) reads
+    row j's max, not row i's, so this is no row launch either."""
+    return x - x.max(axis=1)
