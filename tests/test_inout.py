@@ -170,8 +170,7 @@ def test_a_kernel_annotated_to_return_none_runs_in_the_shim_as_it_checks() -> No
     """`-> None` is how Python spells "returns nothing": the checker and the compiler take
     it, so the shim must run it too (it used to refuse it as GPU033)."""
     source = PRELUDE + (
-        "@gpu\ndef f(p: InOut[Tensor[float32, N]], g: Tensor[float32, N]) -> None:\n"
-        "    p -= g\n"
+        "@gpu\ndef f(p: InOut[Tensor[float32, N]], g: Tensor[float32, N]) -> None:\n    p -= g\n"
     )
     assert compile_source("k.py", source, ["wgsl"]).ok
     p = tensor([1.0, 2.0]).to("gpu")
