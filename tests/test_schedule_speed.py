@@ -945,6 +945,37 @@ def test_an_adam_step_in_place_is_one_launch_reading_and_writing_each_buffer_onc
     assert len(json.loads(files["with_input.manifest.json"])["kernels"]) == 1
 
 
+def test_a_product_by_a_small_matrix_is_computed_a_row_per_thread(tmp_path: Path) -> None:
+    """`x @ w` with w a matrix parameter of at most 16 x 16 sizes and 64 elements
+    (`schedule.small_matmul`) is no tiled launch: a thread computes a whole output row,
+    loading its row of x once and w once, and a chain of such layers (three `(h @ w *
+    0.5).tanh()` with one 8 x 8 w) is one launch that reads x once and writes the result
+    once. The loads are counted in the PTX interpreter, and the result matches the shim."""
+    files = _compile("loops", "stacked_layers", "ptx")
+    manifest = json.loads(files["stacked_layers.manifest.json"])
+    assert [k["file"] for k in manifest["kernels"]] == ["stacked_layers_0_ew.ptx"]
+    assert all(b["role"] != "scratch" for b in manifest["buffers"])
+    assert ".shared" not in files["stacked_layers_0_ew.ptx"]
+    rows = 300
+    dims = {"N": rows}
+    inputs = random_inputs(manifest, dims, seed=4)
+    actual, stats = _ptx_run(files, "stacked_layers", dims, tmp_path / "layers", inputs)
+    (launch,) = stats
+    assert launch["bytes"]["ld"] == 4 * rows * (8 + 64)  # its row of x, and w, per thread
+    assert launch["bytes"]["st"] == 4 * rows * 8
+    assert launch["unique_bytes"]["ld"] == 4 * (rows * 8 + 64)
+    expected = shim_reference(KERNELS / "loops.py", "stacked_layers", inputs, dims, {})
+    assert_close(actual["out"], expected["out"], "float32")
+    # a matrix past the bounds keeps its tiled launch (linear.py: 20 x 33)
+    files = _compile("linear", "linear_relu", "ptx")
+    kernels = json.loads(files["linear_relu.manifest.json"])["kernels"]
+    assert [k["file"] for k in kernels] == ["linear_relu_0_matmul.ptx"]
+    # read by a row launch's softmax and a column sum beside it: one launch (PTX)
+    files = _compile("pipeline", "two_heads", "ptx")
+    kernels = json.loads(files["two_heads.manifest.json"])["kernels"]
+    assert [k["file"] for k in kernels] == ["two_heads_0_reduce_row.ptx"]
+
+
 def test_short_rows_of_several_lengths_are_one_launch(tmp_path: Path) -> None:
     """An argmin and a variance over rows of 5 and a std over rows of 3, per item: one
     thread per item folds all three, each row loaded once (x's elements serve both of

@@ -2,7 +2,9 @@
 
 - `ew` (element-wise): 256 threads per workgroup, four consecutive output elements
   per thread with 128-bit loads and stores where that is proven sound
-  (`mimir.codegen.vectorize`), else one element per thread guarded by `index < numel`.
+  (`mimir.codegen.vectorize`), else one element per thread guarded by `index < numel`;
+  one that computes a product by a small matrix (`schedule.small_matmul`) gives each
+  thread a whole row instead (`_row_elements`).
 - `matmul`: 128x128 output tiles, one 16x16-thread workgroup each (batches
   included), each thread accumulating an 8x8 block in registers from 4-wide
   vector reads of workgroup memory; K is walked in 8-wide slices staged
@@ -10,8 +12,8 @@
   multiplied: `cp.async` on PTX), loads past M, N or K read 0, stores are
   guarded, so any size works. The epilogue (bias, activation, ...) is applied
   to each accumulator before its store.
-- `partial`, `reduce`, `softmax`, `argreduce`, `moments`: see `mimir.codegen.reductions`.
-- `partial`, `reduce`, `softmax`: see `mimir.codegen.reductions`.
+- `partial`, `reduce`, `softmax`, `argreduce`, `moments`, `row`: see
+  `mimir.codegen.reductions`.
 - `scan` (`cumsum`, `cumprod`): see `mimir.codegen.scans`.
 
 Workgroup counts are folded into x and y (`sizes.dispatch`) so no dimension
@@ -84,6 +86,47 @@ def _elementwise(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any
     i = c.body.let(ibin("+", ibin("*", g, u32(WG)), Builtin("local_x")), "i")
     with c.body.if_(Binary("<", i, size_ir(total), "bool")):
         c.write(Idx(shape, flat=i))
+    return (WG, 1, 1), dispatch
+
+
+def mixes_rows(s: Schedule, plan: Any) -> bool:
+    """Whether an element-wise launch computes a `@` by a small matrix (`schedule.rowmix`),
+    each of whose elements reads a whole row of its left operand, and writes rows of a
+    literal length of at most `SERIAL_REDUCE_MAX`: then a thread computes whole rows
+    (`_row_elements`)."""
+    from mimir.codegen.schedule import _fused_reads, op_kind
+    from mimir.codegen.tensors import Evaluator
+
+    shape = Evaluator(s.kernel, None, {}).shape(plan.node)  # type: ignore[arg-type]
+    length = shape[-1] if shape else None
+    if not isinstance(length, int) or length > reductions.SERIAL_REDUCE_MAX:
+        return False
+    g = s.kernel.graph.graph
+    region = set().union(*(_fused_reads(g, n, s.node_buffers) for n, _ in plan.outputs()))
+    return any(op_kind(s.kernel.graph, m) == "rowmix" for m in region)
+
+
+def _row_elements(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
+    """An element-wise launch a thread per row (`mixes_rows`): thread t computes every
+    element of row t, so the small matrix products' left rows are loaded once per row and
+    a chain of them (`h = (h @ w).tanh()` layer after layer) computes each layer's row once."""
+    body = c.body
+    shape = c.ev.shape(c.plan.node)
+    lead, length = tuple(shape[:-1]), shape[-1]
+    rows = sz.product(list(lead))
+    every = c.multiple(rows, WG, f"row < {sz.manifest_text(rows)}")
+    dispatch, g = c.groups(sz.cdiv(rows, WG), guard=every)
+    row = body.let(ibin("+", ibin("*", g, u32(WG)), Builtin("local_x")), "row")
+    with body.block() as each:
+        lead_axes = Idx(lead, flat=row).axes(body) if lead else []
+        base = body.let(ibin("*", row, u32(length)), "base")
+        for j in range(length):
+            c.write(Idx(shape, flat=ibin("+", base, u32(j)), axes=[*lead_axes, u32(j)]))
+    if every:
+        for st in each:
+            body.emit(st)
+    else:
+        body.emit(If(Binary("<", row, size_ir(rows), "bool"), each))
     return (WG, 1, 1), dispatch
 
 
@@ -467,10 +510,14 @@ def build(s: Schedule, index: int, tensor_cores: bool = False) -> Kernel:
     an `@gpu(precision="tf32")` function) a float32 matmul multiplies with `MmaSync`."""
     plan = s.plans[index]
     c = KernelContext(s, plan)
-    built = vectorize.elementwise(c) if plan.kind == "ew" and not plan.mirror else None
+    rows = plan.kind == "ew" and not plan.mirror and not plan.copy and mixes_rows(s, plan)
+    plain = plan.kind == "ew" and not plan.mirror and not rows
+    built = vectorize.elementwise(c) if plain else None
     if built is None:
         c = KernelContext(s, plan)
-        if plan.mirror:
+        if rows:
+            built = _row_elements(c)
+        elif plan.mirror:
             built = _mirrored(c)
         elif plan.kind == "matmul":
             built = _matmul(c, tensor_cores)

@@ -6,8 +6,10 @@ The graph's ops fall into two families:
   `log_softmax` and scans (`cumsum cumprod`). Each needs its own kernel, with its own thread layout
   (a tiled matmul, one workgroup per reduced element or per row).
 - everything else: element-wise ops, casts, creation and layout (transpose,
-  reshape, slicing). These never get a kernel of their own: they are computed
-  inside whichever kernel reads them (`mimir.codegen.tensors`).
+  reshape, slicing), and a `@` by a small matrix parameter (`small_matmul`: each
+  element a dot product of at most `SMALL_MATMUL` terms). These never get a kernel of
+  their own: they are computed inside whichever kernel reads them
+  (`mimir.codegen.tensors`).
 
 A root's result is *fused into its epilogue*: following it through a chain of
 element-wise ops of the same shape (each the only reader of the previous
@@ -47,6 +49,13 @@ ROOT_KINDS = ("matmul", "reduce", "softmax", "argreduce", "moments", "scan")
 # argmax's: its chunks' extrema and first positions, `reductions._Firsts`)
 _WHOLE_ENDS = ("reduce", "moments", "argreduce")
 _FUSIBLE = ("elementwise", "cast")
+# A `@` whose right operand is a matrix parameter with literal sizes of at most this many
+# rows and columns, and this many elements, is computed where it is read, each element a
+# dot product of its row (`small_matmul`); a tiled launch would stage 128 x 128 tiles for
+# it. The elements bound keeps the matrix in registers without spills when a thread reuses
+# it for a row, or for layer after layer (`h = (h @ w).tanh()`, 8 x 8: 95 registers).
+SMALL_MATMUL = 16
+SMALL_MATMUL_ELEMENTS = 64
 
 
 @dataclass
@@ -128,10 +137,30 @@ class Schedule:
     vector_views: bool = False
 
 
+def small_matmul(kg: Any, n: int) -> bool:
+    """Whether node `n` is `x @ w` with `w` a matrix parameter (not `InOut`) of literal
+    sizes, each at most `SMALL_MATMUL`, with at most `SMALL_MATMUL_ELEMENTS` elements (a
+    3 x 3 rotation, an 8 x 8 layer): computed where
+    it is read, element (..., i, j) the sum over k of x[..., i, k] * w[k, j]
+    (`Evaluator._dot`). It reads x at other elements of the same row, so it is op kind
+    `rowmix`: fused into any launch, but never counted as reading only its own element."""
+    node = kg.node(n)
+    if node["kind"] != "binop" or node["symbol"] != "@":
+        return False
+    right = kg.node(node["inputs"][1])
+    ann = right.get("annotation") if right["kind"] == "param" else None
+    if not isinstance(ann, TensorAnnotation) or ann.inout or len(ann.dims) != 2:
+        return False
+    k, m = ann.dims
+    if not (isinstance(k, int) and isinstance(m, int)):
+        return False
+    return k <= SMALL_MATMUL and m <= SMALL_MATMUL and k * m <= SMALL_MATMUL_ELEMENTS
+
+
 def root_kind(kg: Any, n: int) -> str | None:
     node = kg.node(n)
     if node["kind"] == "binop" and node["symbol"] == "@":
-        return "matmul"
+        return None if small_matmul(kg, n) else "matmul"
     spec = node.get("spec")
     if node["kind"] == "method" and spec is not None and spec.kind in ROOT_KINDS:
         return spec.kind
@@ -141,7 +170,9 @@ def root_kind(kg: Any, n: int) -> str | None:
 def op_kind(kg: Any, n: int) -> str:
     node = kg.node(n)
     if node["kind"] in ("binop", "unop"):
-        return "matmul" if node.get("symbol") == "@" else "elementwise"
+        if node.get("symbol") == "@":
+            return "rowmix" if small_matmul(kg, n) else "matmul"
+        return "elementwise"
     spec = node.get("spec")
     return spec.kind if spec is not None else node["kind"]
 
@@ -546,8 +577,9 @@ def _row_groups(
         keepdims=True)).T + 1` of a square x, or a mean without `keepdims` broadcast along
         the rows of an (N, N) x, keeps its own launches. Between the start and a member,
         each node is element-wise (a cast, a concatenation along the last axis, a subscript
-        of the last axis, a gather along it) over the rows' leading axes, and each operand
-        that reads a member has those leading axes (and its rank, but for a subscript)."""
+        of the last axis, a gather along it, a `@` by a small matrix: `small_matmul`) over
+        the rows' leading axes, and each operand that reads a member has those leading
+        axes (and its rank, but for a subscript)."""
         if not lead:
             return True  # one row
         depends: dict[int, bool] = {}
@@ -572,7 +604,7 @@ def _row_groups(
             they have m's rank; None where m may read another row."""
             kind, node = op_kind(kg, m), ev.node(m)
             inputs = [ev.resolve(i) for i in node["inputs"]]
-            if kind in _FUSIBLE:
+            if kind in (*_FUSIBLE, "rowmix"):
                 return [ev.resolve(i) for i in g.predecessors(m)], True
             if kind == "join" and ev.spec(m).name == "concatenate":
                 kw = ev._kwargs(m)

@@ -281,6 +281,8 @@ class Evaluator:
             return self._gather(named["arr"], named["indices"], axis, idx)
         if kind == "elementwise":
             return self._elementwise(n, spec, idx)
+        if kind == "matmul":  # by a small matrix (`schedule.small_matmul`); others have launches
+            return self._dot(n, idx)
         if kind == "cast":
             x = node["inputs"][0]
             value = lw.convert(self.at(x, self.same(idx, x)), self.dtype(x), dtype)
@@ -357,6 +359,29 @@ class Evaluator:
             else:
                 args.append(self.scalar_as(o, c))
         return self._note(n, spec.spelling, lw.lower_element(spec.name, args, compute[-1], out))
+
+    def _dot(self, n: int, idx: Idx) -> Expr:
+        """Element (..., i, j) of `x @ w`, w a small matrix parameter: the sum over k of
+        x[..., i, k] * w[k, j], in k order, as the tiled matmul accumulates (operands in the
+        result's register dtype, a float16 result rounded once at the end); a thread that
+        computes a row's elements loads x's row once (`at` is memoised)."""
+        x, w = (self.resolve(i) for i in self.node(n)["inputs"][:2])
+        out = self.dtype(n)
+        reg = float32 if out in (float16, bfloat16) else out
+        xshape, wshape = self.shape(x), self.shape(w)
+        axes = idx.axes(self.body)
+        lead, j = (axes[:-1], axes[-1]) if len(wshape) == 2 else (axes, None)
+        acc: Expr | None = None
+        for k in range(int(wshape[0])):
+            a = self.at(x, Idx(xshape, axes=[*lead, Const(k, "u32")]))
+            b = self.at(w, Idx(wshape, axes=[Const(k, "u32"), j]))
+            term = lw.bin_(
+                "*", lw.convert(a, self.dtype(x), reg), lw.convert(b, self.dtype(w), reg)
+            )
+            acc = term if acc is None else lw.bin_("+", acc, term)
+        if acc is None:  # k == 0: the empty sum
+            return lw.const(0, lw.REG[out])
+        return self._note(n, "@", lw.round_to(self.body.let(acc, "dot"), out))
 
     def permutation(self, n: int) -> list[int]:
         """A transpose node's permutation: its axis k is axis `perm[k]` of its input."""
