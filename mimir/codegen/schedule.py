@@ -550,7 +550,7 @@ def _row_groups(
         red = ev.reduction(r)
         shape = ev.shape(r)
         rank = len(red.shape)
-        kept = len(shape) == rank - 1 or (len(shape) == rank and shape[-1] == 1)
+        kept = len(shape) == rank - 1 or (len(shape) == rank > 0 and shape[-1] == 1)
         return red.axes == [rank - 1] and kept and not split(red)
 
     def reads(n: int, materialised: set[int]) -> set[int]:

@@ -67,3 +67,10 @@ def column_stats(x: Tensor[float32, A, B]):
 @gpu
 def one_row_statistics(x: Tensor[float32, 1, B]):
     return x.sum(axis=1), x.var(axis=1), x.argmax(axis=1)
+
+
+@gpu
+def mean_of_a_whole_var(x: Tensor[float32, A]) -> Tensor[float32]:
+    """A reduction of a 0-d tensor (the mean of a whole variance): once a compile crash
+    (IndexError in `schedule._row_groups`), found by `benchmarks/fuzz.py --seed 49`."""
+    return x.var(axis=0).mean().abs()
