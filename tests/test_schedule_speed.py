@@ -974,6 +974,11 @@ def test_a_product_by_a_small_matrix_is_computed_a_row_per_thread(tmp_path: Path
     files = _compile("pipeline", "two_heads", "ptx")
     kernels = json.loads(files["two_heads.manifest.json"])["kernels"]
     assert [k["file"] for k in kernels] == ["two_heads_0_reduce_row.ptx"]
+    # a product of a short row's softmax, of another width (w 4 x 3): written by the
+    # thread that owns the row, in the softmax's launch
+    files = _compile("small_matmul", "softmax_then_project", "ptx")
+    kernels = json.loads(files["softmax_then_project.manifest.json"])["kernels"]
+    assert [k["file"] for k in kernels] == ["softmax_then_project_0_row.ptx"]
 
 
 def test_short_rows_of_several_lengths_are_one_launch(tmp_path: Path) -> None:

@@ -1548,7 +1548,11 @@ def _row_passes(
         def store(j: Expr, n: int = n, bufs: list[str] = bufs, out_shape: Any = out_shape) -> None:
             c.write(Idx(out_shape, axes=[*other_axes, j]), outputs=[(n, bufs)])
 
-        strided(body, Builtin("local_x"), size_ir(out_shape[-1]), width, store)
+        if width == 1:  # a thread per short row: all of its own short length, unrolled
+            for j in range(out_shape[-1]):
+                store(u32(j))
+        else:
+            strided(body, Builtin("local_x"), size_ir(out_shape[-1]), width, store)
     per_row = [(n, bufs) for n, bufs in outputs if (n, bufs) not in whole + wide and bufs]
     if not per_row and c.plan.total is None:
         return

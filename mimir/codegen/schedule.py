@@ -670,7 +670,7 @@ def _row_groups(
     wide: set[int] = set()  # outputs over the same rows, of another length
     for out in sorted(writes):
         r = by_target.get(out)
-        if r is None and op_kind(kg, out) not in (*_FUSIBLE, "gather", "join"):
+        if r is None and op_kind(kg, out) not in (*_FUSIBLE, "rowmix", "gather", "join"):
             continue
         if r is not None and not row_reduction(r):
             continue
@@ -720,11 +720,16 @@ def _row_groups(
         if mine not in (list(shape), list(shape[:-1]), [*shape[:-1], "1"]):
             # an element-wise output over the same rows, of another length, that reads
             # nothing but the rows' reductions and inputs (`concatenate((x, x.sum(axis=1,
-            # keepdims=True)), axis=1)`): the workgroup writes it in a loop of its own
-            length = shape[-1]
+            # keepdims=True)), axis=1)`): the workgroup writes it in a loop of its own; a
+            # thread per short row (`_short_rows`) writes it unrolled, so its own length
+            # must be a short literal too (`x.softmax() @ w`, w 4 x 3)
+            length, own = shape[-1], ev.shape(out)[-1]
             short = isinstance(length, int) and length <= SERIAL_REDUCE_MAX
+            unrolled = isinstance(own, int) and own <= SERIAL_REDUCE_MAX
             same_rows = len(mine) == len(shape) and mine[:-1] == list(shape[:-1])
-            if r is not None or short or not same_rows or not computing[out] <= members:
+            if r is not None or (short and not unrolled) or not same_rows:
+                continue
+            if not computing[out] <= members:
                 continue
             wide.add(out)
         candidates[out] = (members, list(shape))
