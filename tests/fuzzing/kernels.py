@@ -465,6 +465,21 @@ def _broadcast(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(y if x == "1" else x for x, y in zip(a, b, strict=True))
 
 
+# the ops a second step draws from: those that move elements or rows around
+_STRUCTURAL = (
+    "sum", "mean", "max", "min", "softmax", "cumsum", "transpose", "T", "index", "reshape",
+    "take_along_axis", "matmul",
+)  # fmt: skip
+
+
+def _combines(a: _Val, b: _Val) -> bool:
+    """Whether `a` and `b` broadcast by their spelled shapes (equal sizes or 1, aligned at
+    the end), with one numeric dtype: `a op b` then checks clean."""
+    if a.dtype != b.dtype or a.dtype in ("bool_", "uint32"):
+        return False
+    return all(x == y or "1" in (x, y) for x, y in zip(a.shape[::-1], b.shape[::-1], strict=False))
+
+
 def _plant_tensor(b: _Builder, bug: str, v: _Val, ret: tuple[str, ...]) -> tuple[_Val, tuple]:
     """Rewrite a kernel so it carries `bug`; returns the value returned and its annotation."""
     draw = b.draw
@@ -525,8 +540,16 @@ def tensor_cases(draw, planted: bool | None = None, op: str | None = None) -> Ca
     shape = tuple(b.size() for _ in range(rank))
     dtype = draw(st.sampled_from(DTYPES + ("float32", "float32")))
     v = b.param(shape, dtype)
+    first = v
     op = op or draw(st.sampled_from(TENSOR_OPS))
     v = _apply_op(b, op, v)
+    if draw(st.integers(0, 3)) == 0:  # a second layout or reduction op on the first's result
+        v = _apply_op(b, draw(st.sampled_from(_STRUCTURAL)), v)
+    if draw(st.integers(0, 2)) == 0 and _combines(v, first):
+        # the result against its input (`x - x.max(axis=1)`, a residual): a reduction read
+        # back at every element, through any layout op between
+        sym = draw(st.sampled_from(["+", "-", "*"]))
+        v = _Val(f"{_paren(v.expr)} {sym} {first.expr}", _broadcast(v.shape, first.shape), v.dtype)
     for _ in range(draw(st.integers(0, 2))):
         v = _apply_op(b, draw(st.sampled_from(("add", "mul", "relu", "abs", "maximum"))), v)
     ret = v.shape
