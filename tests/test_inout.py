@@ -16,6 +16,7 @@ from mimir.check import check_source
 from mimir.codegen import compile_source
 
 N = Dim("N")
+KERNELS = Path(__file__).resolve().parent / "kernels"
 
 PRELUDE = (
     "from mimir.array import Dim, InOut, Tensor, float32, gpu, zeros\n\n"
@@ -72,6 +73,32 @@ def test_old_rows_folded_by_the_launch_that_writes_them_are_written_in_place() -
     # `old.T` reads another row's element, which its own workgroup may have written
     m = _manifest(head + source.format("old.T"), "f")
     assert _written(m)[-1] == ["x"] and len(m["kernels"]) > 1
+
+
+def test_a_row_read_whole_by_a_small_matrix_product_is_written_in_place(tmp_path: Path) -> None:
+    """`p = p @ r` with r 3 x 3 (`schedule.small_matmul`): a thread per row loads its whole
+    old row, computes the new one, then stores it, so one launch writes p in place (no
+    scratch, no copy), and the result matches the shim. Read through a transpose, the old
+    row is another thread's: then the new value goes through scratch and a copy."""
+    source = "@gpu\ndef f(p: InOut[Tensor[float32, N, 3]], r: Tensor[float32, 3, 3]):\n"
+    m = _manifest(source + "    p = p @ r + 1.0\n", "f")
+    assert [k["entry_point"] for k in m["kernels"]] == ["f_0_ew"]
+    assert not any(b["role"] == "scratch" for b in m["buffers"])
+    square = "@gpu\ndef f(p: InOut[Tensor[float32, 3, 3]], r: Tensor[float32, 3, 3]):\n"
+    m = _manifest(square + "    p = p.T @ r\n", "f")
+    assert len(m["kernels"]) == 2 and _written(m)[-1] == ["p"]
+    path = KERNELS / "small_matmul.py"
+    result = compile_source(str(path), path.read_text(), ["ptx"], function="rotate_in_place")
+    files = {k: v for k, v in result.files.items() if isinstance(v, str)}
+    manifest = json.loads(files["rotate_in_place.manifest.json"])
+    assert [k["entry_point"] for k in manifest["kernels"]] == ["rotate_in_place_0_ew"]
+    for relative, content in files.items():
+        (tmp_path / relative).write_text(content)
+    dims = {"N": 300}
+    inputs = random_inputs(manifest, dims, seed=8)
+    actual = run_ptx_manifest_cpu(manifest, tmp_path, inputs, dims)
+    expected = shim_reference(path, "rotate_in_place", inputs, dims, {})
+    assert_close(actual["p"], expected["p"], "float32")
 
 
 def test_a_transposed_read_of_the_old_value_is_written_by_the_mirror_thread(

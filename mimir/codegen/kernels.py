@@ -60,7 +60,7 @@ from mimir.codegen.ir import (
     walk_expr,
     walk_statements,
 )
-from mimir.codegen.schedule import Schedule
+from mimir.codegen.schedule import Schedule, row_per_thread
 
 TILE = 16  # threads per side of a matmul workgroup
 REG = 8  # outputs per thread per side (register blocking), two 4-wide halves
@@ -89,30 +89,16 @@ def _elementwise(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any
     return (WG, 1, 1), dispatch
 
 
-def mixes_rows(s: Schedule, plan: Any) -> bool:
-    """Whether an element-wise launch computes a `@` by a small matrix (`schedule.rowmix`),
-    each of whose elements reads a whole row of its left operand, and writes rows of a
-    literal length of at most `SERIAL_REDUCE_MAX`: then a thread computes whole rows
-    (`_row_elements`)."""
-    from mimir.codegen.schedule import _fused_reads, op_kind
-    from mimir.codegen.tensors import Evaluator
-
-    shape = Evaluator(s.kernel, None, {}).shape(plan.node)  # type: ignore[arg-type]
-    length = shape[-1] if shape else None
-    if not isinstance(length, int) or length > reductions.SERIAL_REDUCE_MAX:
-        return False
-    g = s.kernel.graph.graph
-    region = set().union(*(_fused_reads(g, n, s.node_buffers) for n, _ in plan.outputs()))
-    return any(op_kind(s.kernel.graph, m) == "rowmix" for m in region)
-
-
 def _row_elements(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
-    """An element-wise launch a thread per row (`mixes_rows`): thread t computes every
-    element of row t, so the small matrix products' left rows are loaded once per row and
-    a chain of them (`h = (h @ w).tanh()` layer after layer) computes each layer's row once."""
-    body = c.body
-    shape = c.ev.shape(c.plan.node)
+    """An element-wise launch a thread per row (`schedule.row_per_thread`): thread t
+    computes every element of row t, so the small matrix products' left rows are loaded
+    once per row and a chain of them (`h = (h @ w).tanh()` layer after layer) computes
+    each layer's row once. Every value of the row is computed before the first store, so
+    an `InOut` row may be read whole and written in place (`p = p @ r`)."""
+    body, ev = c.body, c.ev
+    shape = ev.shape(c.plan.node)
     lead, length = tuple(shape[:-1]), shape[-1]
+    assert isinstance(length, int)  # `row_per_thread`
     rows = sz.product(list(lead))
     every = c.multiple(rows, WG, f"row < {sz.manifest_text(rows)}")
     dispatch, g = c.groups(sz.cdiv(rows, WG), guard=every)
@@ -120,8 +106,17 @@ def _row_elements(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, An
     with body.block() as each:
         lead_axes = Idx(lead, flat=row).axes(body) if lead else []
         base = body.let(ibin("*", row, u32(length)), "base")
+        stores: list[Stmt] = []
         for j in range(length):
-            c.write(Idx(shape, flat=ibin("+", base, u32(j)), axes=[*lead_axes, u32(j)]))
+            flat = body.let(ibin("+", base, u32(j)), "i")
+            idx = Idx(shape, flat=flat, axes=[*lead_axes, u32(j)])
+            for node, names in c.plan.outputs():
+                value = body.let(ev.at(node, ev.same(idx, node)), "v")
+                stores += [
+                    Store(name, flat, lw.to_storage(value, ev.dtype(node))) for name in names
+                ]
+        for store in stores:
+            body.emit(store)
     if every:
         for st in each:
             body.emit(st)
@@ -510,7 +505,7 @@ def build(s: Schedule, index: int, tensor_cores: bool = False) -> Kernel:
     an `@gpu(precision="tf32")` function) a float32 matmul multiplies with `MmaSync`."""
     plan = s.plans[index]
     c = KernelContext(s, plan)
-    rows = plan.kind == "ew" and not plan.mirror and not plan.copy and mixes_rows(s, plan)
+    rows = row_per_thread(c.ev, s.kernel.graph.graph, plan, s.node_buffers)
     plain = plan.kind == "ew" and not plan.mirror and not rows
     built = vectorize.elementwise(c) if plain else None
     if built is None:

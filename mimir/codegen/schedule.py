@@ -157,6 +157,23 @@ def small_matmul(kg: Any, n: int) -> bool:
     return k <= SMALL_MATMUL and m <= SMALL_MATMUL and k * m <= SMALL_MATMUL_ELEMENTS
 
 
+def row_per_thread(ev: Any, g: nx.DiGraph, plan: Plan, node_buffers: dict[int, str]) -> bool:
+    """Whether element-wise launch `plan` computes a `@` by a small matrix (`small_matmul`),
+    each of whose elements reads a whole row of its left operand, and writes rows of a
+    literal length of at most `SERIAL_REDUCE_MAX`: then a thread computes whole rows
+    (`kernels._row_elements`)."""
+    from mimir.codegen.reductions import SERIAL_REDUCE_MAX
+
+    if plan.kind != "ew" or plan.mirror or plan.copy:
+        return False
+    shape = ev.shape(plan.node)
+    length = shape[-1] if shape else None
+    if not isinstance(length, int) or length > SERIAL_REDUCE_MAX:
+        return False
+    region = set().union(*(_fused_reads(g, n, node_buffers) for n, _ in plan.outputs()))
+    return any(op_kind(ev.kg, m) == "rowmix" for m in region)
+
+
 def root_kind(kg: Any, n: int) -> str | None:
     node = kg.node(n)
     if node["kind"] == "binop" and node["symbol"] == "@":
@@ -1098,21 +1115,31 @@ def _write_in_place_is_safe(
     writer = next(k for k, p in enumerate(plans) for _, bufs in p.computed() if name in bufs)
     key = [sz.key(s) for s in ev.shape(param)]
     after = nx.descendants(g, param)  # what reads the old value, directly or not
+    # a thread per row stores its whole row after computing all of it: it may read the
+    # old row anywhere (`p = p @ r`, through a `@` by a small matrix)
+    whole_rows = row_per_thread(ev, g, plans[writer], node_buffers)
     if mirror:
         plan = plans[writer]
         square = len(key) == 2 and key[0] == key[1]
         if not square or plan.kind != "ew" or plan.copy or len(plan.computed()) != 1:
             return False
 
-    def own_element(m: int, axes: list[int], stop: set[int]) -> bool:
+    def own_element(m: int, axes: list[int | None], stop: set[int]) -> bool:
         """Whether `m` at an element reads the parameter only at the element the thread
         stores (or at its mirror image, with `mirror`): `axes[k]` is the stored element's
         axis that m's axis k is."""
         if m == param:
             mine = axes == list(range(len(key))) or (mirror and axes == [1, 0])
-            return mine and [sz.key(s) for s in ev.shape(m)] == key
+            row = whole_rows and bool(key) and axes == [*range(len(key) - 1), None]
+            return (mine or row) and [sz.key(s) for s in ev.shape(m)] == key
         if m not in after or m in stop:
             return True
+        if op_kind(ev.kg, m) == "rowmix":
+            # x @ w at an element reads x anywhere along the element's row (axis None);
+            # w is a parameter other than an `InOut` one (`small_matmul`)
+            x = ev.resolve(ev.node(m)["inputs"][0])
+            same = len(ev.shape(x)) == len(axes)
+            return whole_rows and same and own_element(x, [*axes[:-1], None], stop)
         if op_kind(ev.kg, m) == "transpose":
             perm = ev.permutation(m)  # m's axis k is axis perm[k] of its input
             inner = [0] * len(perm)

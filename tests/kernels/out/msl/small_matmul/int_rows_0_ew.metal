@@ -35,20 +35,22 @@ kernel void int_rows_0_ew(
         const int v16 = x[i15];
         const int v17 = w[12u];
         const int dot18 = int(uint(int(uint(int(uint(int(uint(int(uint(v4) * uint(v5))) + uint(int(uint(v7) * uint(v8))))) + uint(int(uint(v10) * uint(v11))))) + uint(int(uint(v13) * uint(v14))))) + uint(int(uint(v16) * uint(v17))));
+        const uint i19 = base2 + 1u;
+        const int v20 = w[1u];
+        const int v21 = w[4u];
+        const int v22 = w[7u];
+        const int v23 = w[10u];
+        const int v24 = w[13u];
+        const int dot25 = int(uint(int(uint(int(uint(int(uint(int(uint(v4) * uint(v20))) + uint(int(uint(v7) * uint(v21))))) + uint(int(uint(v10) * uint(v22))))) + uint(int(uint(v13) * uint(v23))))) + uint(int(uint(v16) * uint(v24))));
+        const uint i26 = base2 + 2u;
+        const int v27 = w[2u];
+        const int v28 = w[5u];
+        const int v29 = w[8u];
+        const int v30 = w[11u];
+        const int v31 = w[14u];
+        const int dot32 = int(uint(int(uint(int(uint(int(uint(int(uint(v4) * uint(v27))) + uint(int(uint(v7) * uint(v28))))) + uint(int(uint(v10) * uint(v29))))) + uint(int(uint(v13) * uint(v30))))) + uint(int(uint(v16) * uint(v31))));
         out[base2] = dot18;
-        const int v19 = w[1u];
-        const int v20 = w[4u];
-        const int v21 = w[7u];
-        const int v22 = w[10u];
-        const int v23 = w[13u];
-        const int dot24 = int(uint(int(uint(int(uint(int(uint(int(uint(v4) * uint(v19))) + uint(int(uint(v7) * uint(v20))))) + uint(int(uint(v10) * uint(v21))))) + uint(int(uint(v13) * uint(v22))))) + uint(int(uint(v16) * uint(v23))));
-        out[base2 + 1u] = dot24;
-        const int v25 = w[2u];
-        const int v26 = w[5u];
-        const int v27 = w[8u];
-        const int v28 = w[11u];
-        const int v29 = w[14u];
-        const int dot30 = int(uint(int(uint(int(uint(int(uint(int(uint(v4) * uint(v25))) + uint(int(uint(v7) * uint(v26))))) + uint(int(uint(v10) * uint(v27))))) + uint(int(uint(v13) * uint(v28))))) + uint(int(uint(v16) * uint(v29))));
-        out[base2 + 2u] = dot30;
+        out[i19] = dot25;
+        out[i26] = dot32;
     }
 }

@@ -29,16 +29,18 @@ kernel void rotate_points_0_ew(
         const float v10 = p[i9];
         const float v11 = r[6u];
         const float dot12 = fma(v10, v11, fma(v4, v5, v7 * v8));
+        const uint i13 = base2 + 1u;
+        const float v14 = r[1u];
+        const float v15 = r[4u];
+        const float v16 = r[7u];
+        const float dot17 = fma(v10, v16, fma(v4, v14, v7 * v15));
+        const uint i18 = base2 + 2u;
+        const float v19 = r[2u];
+        const float v20 = r[5u];
+        const float v21 = r[8u];
+        const float dot22 = fma(v10, v21, fma(v4, v19, v7 * v20));
         out[base2] = dot12;
-        const float v13 = r[1u];
-        const float v14 = r[4u];
-        const float v15 = r[7u];
-        const float dot16 = fma(v10, v15, fma(v4, v13, v7 * v14));
-        out[base2 + 1u] = dot16;
-        const float v17 = r[2u];
-        const float v18 = r[5u];
-        const float v19 = r[8u];
-        const float dot20 = fma(v10, v19, fma(v4, v17, v7 * v18));
-        out[base2 + 2u] = dot20;
+        out[i13] = dot17;
+        out[i18] = dot22;
     }
 }

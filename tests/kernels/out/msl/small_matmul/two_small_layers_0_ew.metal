@@ -105,16 +105,17 @@ kernel void two_small_layers_0_ew(
         const float v85 = ((dot84 > 0.0f) || ((as_type<uint>(dot84) & 0x7fffffffu) > 0x7f800000u) ? dot84 : 0.0f);
         const float v86 = w2[14u];
         const float dot87 = fma(v85, v86, fma(v76, v77, fma(v67, v68, fma(v58, v59, fma(v49, v50, fma(v40, v41, fma(v22, v23, v31 * v32)))))));
+        const uint i88 = base2 + 1u;
+        const float v89 = w2[1u];
+        const float v90 = w2[3u];
+        const float v91 = w2[5u];
+        const float v92 = w2[7u];
+        const float v93 = w2[9u];
+        const float v94 = w2[11u];
+        const float v95 = w2[13u];
+        const float v96 = w2[15u];
+        const float dot97 = fma(v85, v96, fma(v76, v95, fma(v67, v94, fma(v58, v93, fma(v49, v92, fma(v40, v91, fma(v22, v89, v31 * v90)))))));
         out[base2] = dot87;
-        const float v88 = w2[1u];
-        const float v89 = w2[3u];
-        const float v90 = w2[5u];
-        const float v91 = w2[7u];
-        const float v92 = w2[9u];
-        const float v93 = w2[11u];
-        const float v94 = w2[13u];
-        const float v95 = w2[15u];
-        const float dot96 = fma(v85, v95, fma(v76, v94, fma(v67, v93, fma(v58, v92, fma(v49, v91, fma(v40, v90, fma(v22, v88, v31 * v89)))))));
-        out[base2 + 1u] = dot96;
+        out[i88] = dot97;
     }
 }

@@ -35,20 +35,22 @@ fn int_rows_0_ew(
         let v16: i32 = x[i15];
         let v17: i32 = w[12u];
         let dot18: i32 = v4 * v5 + v7 * v8 + v10 * v11 + v13 * v14 + v16 * v17;
+        let i19: u32 = base2 + 1u;
+        let v20: i32 = w[1u];
+        let v21: i32 = w[4u];
+        let v22: i32 = w[7u];
+        let v23: i32 = w[10u];
+        let v24: i32 = w[13u];
+        let dot25: i32 = v4 * v20 + v7 * v21 + v10 * v22 + v13 * v23 + v16 * v24;
+        let i26: u32 = base2 + 2u;
+        let v27: i32 = w[2u];
+        let v28: i32 = w[5u];
+        let v29: i32 = w[8u];
+        let v30: i32 = w[11u];
+        let v31: i32 = w[14u];
+        let dot32: i32 = v4 * v27 + v7 * v28 + v10 * v29 + v13 * v30 + v16 * v31;
         out[base2] = dot18;
-        let v19: i32 = w[1u];
-        let v20: i32 = w[4u];
-        let v21: i32 = w[7u];
-        let v22: i32 = w[10u];
-        let v23: i32 = w[13u];
-        let dot24: i32 = v4 * v19 + v7 * v20 + v10 * v21 + v13 * v22 + v16 * v23;
-        out[base2 + 1u] = dot24;
-        let v25: i32 = w[2u];
-        let v26: i32 = w[5u];
-        let v27: i32 = w[8u];
-        let v28: i32 = w[11u];
-        let v29: i32 = w[14u];
-        let dot30: i32 = v4 * v25 + v7 * v26 + v10 * v27 + v13 * v28 + v16 * v29;
-        out[base2 + 2u] = dot30;
+        out[i19] = dot25;
+        out[i26] = dot32;
     }
 }

@@ -29,16 +29,18 @@ fn rotate_points_0_ew(
         let v10: f32 = p[i9];
         let v11: f32 = r[6u];
         let dot12: f32 = fma(v10, v11, fma(v4, v5, v7 * v8));
+        let i13: u32 = base2 + 1u;
+        let v14: f32 = r[1u];
+        let v15: f32 = r[4u];
+        let v16: f32 = r[7u];
+        let dot17: f32 = fma(v10, v16, fma(v4, v14, v7 * v15));
+        let i18: u32 = base2 + 2u;
+        let v19: f32 = r[2u];
+        let v20: f32 = r[5u];
+        let v21: f32 = r[8u];
+        let dot22: f32 = fma(v10, v21, fma(v4, v19, v7 * v20));
         out[base2] = dot12;
-        let v13: f32 = r[1u];
-        let v14: f32 = r[4u];
-        let v15: f32 = r[7u];
-        let dot16: f32 = fma(v10, v15, fma(v4, v13, v7 * v14));
-        out[base2 + 1u] = dot16;
-        let v17: f32 = r[2u];
-        let v18: f32 = r[5u];
-        let v19: f32 = r[8u];
-        let dot20: f32 = fma(v10, v19, fma(v4, v17, v7 * v18));
-        out[base2 + 2u] = dot20;
+        out[i13] = dot17;
+        out[i18] = dot22;
     }
 }

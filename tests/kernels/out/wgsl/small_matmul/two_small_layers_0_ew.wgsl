@@ -105,16 +105,17 @@ fn two_small_layers_0_ew(
         let v85: f32 = select(0.0f, dot84, (dot84 > 0.0f) || ((bitcast<u32>(dot84) & 0x7fffffffu) > 0x7f800000u));
         let v86: f32 = w2[14u];
         let dot87: f32 = fma(v85, v86, fma(v76, v77, fma(v67, v68, fma(v58, v59, fma(v49, v50, fma(v40, v41, fma(v22, v23, v31 * v32)))))));
+        let i88: u32 = base2 + 1u;
+        let v89: f32 = w2[1u];
+        let v90: f32 = w2[3u];
+        let v91: f32 = w2[5u];
+        let v92: f32 = w2[7u];
+        let v93: f32 = w2[9u];
+        let v94: f32 = w2[11u];
+        let v95: f32 = w2[13u];
+        let v96: f32 = w2[15u];
+        let dot97: f32 = fma(v85, v96, fma(v76, v95, fma(v67, v94, fma(v58, v93, fma(v49, v92, fma(v40, v91, fma(v22, v89, v31 * v90)))))));
         out[base2] = dot87;
-        let v88: f32 = w2[1u];
-        let v89: f32 = w2[3u];
-        let v90: f32 = w2[5u];
-        let v91: f32 = w2[7u];
-        let v92: f32 = w2[9u];
-        let v93: f32 = w2[11u];
-        let v94: f32 = w2[13u];
-        let v95: f32 = w2[15u];
-        let dot96: f32 = fma(v85, v95, fma(v76, v94, fma(v67, v93, fma(v58, v92, fma(v49, v91, fma(v40, v90, fma(v22, v88, v31 * v89)))))));
-        out[base2 + 1u] = dot96;
+        out[i88] = dot97;
     }
 }
