@@ -543,7 +543,7 @@ def tensor_cases(draw, planted: bool | None = None, op: str | None = None) -> Ca
     first = v
     op = op or draw(st.sampled_from(TENSOR_OPS))
     v = _apply_op(b, op, v)
-    if draw(st.integers(0, 3)) == 0:  # a second layout or reduction op on the first's result
+    if v.shape and draw(st.integers(0, 3)) == 0:  # a second layout or reduction op on it
         v = _apply_op(b, draw(st.sampled_from(_STRUCTURAL)), v)
     if draw(st.integers(0, 2)) == 0 and _combines(v, first):
         # the result against its input (`x - x.max(axis=1)`, a residual): a reduction read
