@@ -637,7 +637,7 @@ def _row_groups(
             if kind == "gather":
                 named = dict(zip(node["keywords"], inputs, strict=True))
                 rank = len(ev.shape(m))
-                if ev.literal_arg(named["axis"], 0) % rank == rank - 1:
+                if "axis" in named and ev.literal_arg(named["axis"], 0) % rank == rank - 1:
                     return [named["arr"], named["indices"]], True
             return None
 
