@@ -140,10 +140,10 @@ class Schedule:
 def small_matmul(kg: Any, n: int) -> bool:
     """Whether node `n` is `x @ w` with `w` a matrix parameter (not `InOut`) of literal
     sizes, each at most `SMALL_MATMUL`, with at most `SMALL_MATMUL_ELEMENTS` elements (a
-    3 x 3 rotation, an 8 x 8 layer): computed where
-    it is read, element (..., i, j) the sum over k of x[..., i, k] * w[k, j]
-    (`Evaluator._dot`). It reads x at other elements of the same row, so it is op kind
-    `rowmix`: fused into any launch, but never counted as reading only its own element."""
+    3 x 3 rotation, an 8 x 8 layer): computed where it is read, element (..., i, j) the
+    sum over k of x[..., i, k] * w[k, j] (`Evaluator._dot`). It reads x at other elements
+    of the same row, so it is op kind `rowmix`: fused into any launch, but never counted
+    as reading only its own element."""
     node = kg.node(n)
     if node["kind"] != "binop" or node["symbol"] != "@":
         return False
@@ -599,13 +599,10 @@ def _row_groups(
         axes (and its rank, but for a subscript)."""
         if not lead:
             return True  # one row
-        depends: dict[int, bool] = {}
+        tainted = set(members).union(*(nx.descendants(g, m) for m in members))
 
         def reads_member(m: int) -> bool:
-            if m not in depends:
-                depends[m] = False  # the graph is acyclic; this only stops a revisit
-                depends[m] = m in members or any(reads_member(p) for p in g.predecessors(m))
-            return depends[m]
+            return m in tainted
 
         def last_axis_only(items: list[tuple]) -> bool:
             """Whether subscript `items` keep the leading axes as they are (`m[:, None]`,

@@ -369,8 +369,7 @@ class Evaluator:
         out = self.dtype(n)
         reg = float32 if out in (float16, bfloat16) else out
         xshape, wshape = self.shape(x), self.shape(w)
-        axes = idx.axes(self.body)
-        lead, j = (axes[:-1], axes[-1]) if len(wshape) == 2 else (axes, None)
+        *lead, j = idx.axes(self.body)  # w is a matrix: x's row is the output's
         acc: Expr | None = None
         for k in range(int(wshape[0])):
             a = self.at(x, Idx(xshape, axes=[*lead, Const(k, "u32")]))
