@@ -111,6 +111,21 @@ def test_exit_codes(tmp_path: Path) -> None:
     _assert_no_traceback(usage)
 
 
+def test_the_kernel_language_imported_from_mimir_is_no_silent_pass(tmp_path: Path) -> None:
+    """`from mimir import gpu` fails when the file runs, and no `@gpu` under it is seen:
+    `mimir check` used to report "no issues" for a kernel with a shape bug. Now one GPU082
+    names every misplaced name and spells the import that works; exit 1."""
+    wrong = BAD.replace("from mimir.array import", "from mimir import")
+    assert wrong != BAD
+    (tmp_path / "wrong.py").write_text(wrong)
+    result = run("check", "wrong.py", cwd=tmp_path)
+    assert result.returncode == 1
+    (line,) = [x for x in result.stdout.splitlines() if "error[" in x]
+    assert "error[GPU082]: `mimir` has no `" in line
+    assert "write `from mimir.array import " in line
+    _assert_no_traceback(result)
+
+
 def test_no_arguments_prints_help_and_exits_2() -> None:
     result = run()
     assert result.returncode == 2

@@ -196,8 +196,16 @@ def _rebind(info: ModuleInfo, name: str) -> None:
     info.module_names.add(name)
 
 
+def _kernel_language() -> frozenset[str]:
+    """The names `mimir.array` exports (`Dim`, `Tensor`, `gpu`, the dtypes, ...)."""
+    from mimir import array
+
+    return frozenset(array.__all__)
+
+
 def _read_statement(info: ModuleInfo, stmt: ast.stmt) -> None:
     if isinstance(stmt, ast.ImportFrom) and stmt.module in ("mimir.array", "mimir"):
+        misplaced = []
         for alias in stmt.names:
             local = alias.asname or alias.name
             _rebind(info, local)
@@ -205,6 +213,21 @@ def _read_statement(info: ModuleInfo, stmt: ast.stmt) -> None:
                 info.imported[local] = alias.name
             elif alias.name == "array":
                 info.modules[local] = MIMIR_ARRAY
+            elif alias.name in _kernel_language():
+                misplaced.append(alias)
+        if misplaced:
+            # `from mimir import gpu` fails when the file runs, and no `@gpu` here would be
+            # recognised: say so once, rather than check nothing and report no issues
+            names = ", ".join(f"`{a.name}`" for a in misplaced)
+            spelled = ", ".join(ast.unparse(a) for a in misplaced)
+            info.problems.append(
+                Problem(
+                    "GPU082",
+                    f"`mimir` has no {names}: the kernel language is `mimir.array`; write "
+                    f"`from mimir.array import {spelled}`",
+                    info.source.span(misplaced[0]),
+                )
+            )
         return
     if isinstance(stmt, ast.Import):
         for alias in stmt.names:
