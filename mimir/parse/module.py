@@ -14,6 +14,7 @@ Decorators are read at the `def`, as Python evaluates them there.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -196,6 +197,7 @@ def _rebind(info: ModuleInfo, name: str) -> None:
     info.module_names.add(name)
 
 
+@functools.cache
 def _kernel_language() -> frozenset[str]:
     """The names `mimir.array` exports (`Dim`, `Tensor`, `gpu`, the dtypes, ...)."""
     from mimir import array

@@ -537,11 +537,14 @@ def _plant_tensor(b: _Builder, bug: str, v: _Val, ret: tuple[str, ...]) -> tuple
 def tensor_cases(draw, planted: bool | None = None, op: str | None = None) -> Case:
     b = _Builder(draw, draw(dim_declarations()))
     rank = draw(st.integers(1, 3))
-    shape = tuple(b.size() for _ in range(rank))
     if rank == 2 and draw(st.integers(0, 3)) == 0:
         # square: a row's reduction broadcast along the last axis, or read through a
-        # transpose, then lines up with the other axis (`x - x.max(axis=1)`)
-        shape = (shape[0], shape[0])
+        # transpose, then lines up with the other axis (`x - x.max(axis=1)`); one size
+        # drawn, so no dim is marked bound by an axis that is not there (`_Builder.bare`)
+        side = b.size()
+        shape = (side, side)
+    else:
+        shape = tuple(b.size() for _ in range(rank))
     dtype = draw(st.sampled_from(DTYPES + ("float32", "float32")))
     v = b.param(shape, dtype)
     first = v
