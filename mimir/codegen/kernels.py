@@ -22,6 +22,7 @@ passes 65535 (`mimir.codegen.context`).
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from mimir.codegen import lower as lw
@@ -103,7 +104,8 @@ def _row_elements(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, An
     every = c.multiple(rows, WG, f"row < {sz.manifest_text(rows)}")
     dispatch, g = c.groups(sz.cdiv(rows, WG), guard=every)
     row = body.let(ibin("+", ibin("*", g, u32(WG)), Builtin("local_x")), "row")
-    with body.block() as each:
+    below = Binary("<", row, size_ir(rows), "bool")
+    with contextlib.nullcontext() if every else body.if_(below):
         lead_axes = Idx(lead, flat=row).axes(body) if lead else []
         base = body.let(ibin("*", row, u32(length)), "base")
         stores: list[Stmt] = []
@@ -117,11 +119,6 @@ def _row_elements(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, An
                 ]
         for store in stores:
             body.emit(store)
-    if every:
-        for st in each:
-            body.emit(st)
-    else:
-        body.emit(If(Binary("<", row, size_ir(rows), "bool"), each))
     return (WG, 1, 1), dispatch
 
 
