@@ -981,6 +981,53 @@ def test_a_product_by_a_small_matrix_is_computed_a_row_per_thread(tmp_path: Path
     assert [k["file"] for k in kernels] == ["softmax_then_project_0_row.ptx"]
 
 
+def test_a_product_by_a_narrow_matrix_is_one_launch_without_a_tile(tmp_path: Path) -> None:
+    """`h @ w2` with w2 H x 3 (`schedule.narrow_matmul`) is a `narrow` launch, 8 threads a
+    row, not a 128 x 128 tile that uses 3 of its columns; the hidden layer of
+    `((x @ w1 + b1).relu() @ w2 + b2).sigmoid()` (x N x 13, `schedule.inline_product`) is
+    computed inside it and never stored. The loads, counted in the PTX interpreter: each
+    of a row's 8 threads loads the row of x once (13), then per hidden unit its 13 weights,
+    its bias and its 3 outputs' weights; lane 0 loads b2 and stores the row's 3 results.
+    The result matches the shim."""
+    files = _compile("mlp", "mlp", "ptx")
+    manifest = json.loads(files["mlp.manifest.json"])
+    assert [k["file"] for k in manifest["kernels"]] == ["mlp_0_narrow.ptx"]
+    assert all(b["role"] != "scratch" for b in manifest["buffers"])
+    assert ".shared" not in files["mlp_0_narrow.ptx"]
+    rows, hidden = 40, 21  # 40 rows: the second workgroup's last 24 rows are past the end
+    dims = {"N": rows, "H": hidden}
+    inputs = random_inputs(manifest, dims, seed=5)
+    actual, stats = _ptx_run(files, "mlp", dims, tmp_path / "mlp", inputs)
+    (launch,) = stats
+    assert launch["bytes"]["ld"] == 4 * (rows * 8 * 13 + rows * hidden * (13 + 1 + 3) + rows * 3)
+    assert launch["bytes"]["st"] == 4 * rows * 3
+    assert launch["unique_bytes"]["ld"] == 4 * (rows * 13 + hidden * (13 + 1 + 3) + 3)
+    expected = shim_reference(KERNELS / "mlp.py", "mlp", inputs, dims, {})
+    assert_close(actual["out"], expected["out"], "float32")
+    # the hidden layer read by something else too is a tiled launch's, stored once
+    files = _compile("narrow", "hidden_read_twice", "ptx")
+    kernels = json.loads(files["hidden_read_twice.manifest.json"])["kernels"]
+    assert [k["file"] for k in kernels][:2] == [
+        "hidden_read_twice_0_matmul.ptx",
+        "hidden_read_twice_1_narrow.ptx",
+    ]
+    # nine columns are past the bound: a tile (linear.py's `x @ w`, w 20 x 33, stays one)
+    source = "\n".join(
+        [
+            "from mimir.array import Dim, Tensor, float32, gpu",
+            'N = Dim("N")',
+            'H = Dim("H")',
+            "@gpu",
+            "def wide(h: Tensor[float32, N, H], w: Tensor[float32, H, 9]) -> "
+            "Tensor[float32, N, 9]:",
+            "    return h @ w",
+        ]
+    )
+    result = compile_source("wide.py", source, ["ptx"], function="wide")
+    kernels = json.loads(result.files["wide.manifest.json"])["kernels"]  # type: ignore[arg-type]
+    assert [k["file"] for k in kernels] == ["wide_0_matmul.ptx"]
+
+
 def test_short_rows_of_several_lengths_are_one_launch(tmp_path: Path) -> None:
     """An argmin and a variance over rows of 5 and a std over rows of 3, per item: one
     thread per item folds all three, each row loaded once (x's elements serve both of

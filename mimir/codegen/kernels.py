@@ -12,6 +12,8 @@
   multiplied: `cp.async` on PTX), loads past M, N or K read 0, stores are
   guarded, so any size works. The epilogue (bias, activation, ...) is applied
   to each accumulator before its store.
+- `narrow`: `h @ w` with w at most 8 columns wide (`schedule.narrow_matmul`): 8
+  threads fold each row of h into its few dot products (`_narrow`), with no tile.
 - `partial`, `reduce`, `softmax`, `argreduce`, `moments`, `row`: see
   `mimir.codegen.reductions`.
 - `scan` (`cumsum`, `cumprod`): see `mimir.codegen.scans`.
@@ -56,12 +58,13 @@ from mimir.codegen.ir import (
     VectorLoad,
     VectorStore,
     WaitAsync,
+    WarpReduce,
     all_expressions,
     statement_expressions,
     walk_expr,
     walk_statements,
 )
-from mimir.codegen.schedule import Schedule, row_per_thread
+from mimir.codegen.schedule import Schedule, _fused_reads, op_kind, row_per_thread
 
 TILE = 16  # threads per side of a matmul workgroup
 REG = 8  # outputs per thread per side (register blocking), two 4-wide halves
@@ -317,6 +320,82 @@ def _matmul(
     return (TILE, TILE, 1), dispatch
 
 
+# ---------------------------------------------------------------- narrow products
+
+LANES = 8  # threads that fold one row of a `narrow` product's left operand
+
+
+def _narrow(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
+    """`h @ w` with w K x J, J at most `schedule.NARROW` (a linear head), as a fold of
+    each row of h, like a GEMV with J right-hand vectors: `LANES` consecutive threads own
+    a row, `WG / LANES` rows a workgroup. Thread `lane` of a row walks k = lane, lane +
+    LANES, ..., computes h there (its element-wise chain, and a product by a matrix of at
+    most 16 rows inside it as a dot product, `schedule.inline_product`) and adds h * w[k, j]
+    to partial sum j. One `WarpReduce` over the row's lanes per column, then lane 0 stores
+    the row's J results through the epilogue. Every element of h is read or computed
+    once; w (K x J) is read by every row, from cache. A 128 x 128 tile would spend all but
+    J of its 128 columns' multiply-adds on nothing, and store the hidden layer h of an MLP
+    for the next launch to read back."""
+    ev, body = c.ev, c.body
+    root = c.plan.root
+    assert root is not None
+    left, right = ev.node(root)["inputs"][:2]
+    out = ev.dtype(root)
+    acc_t, reg = lw.REG[out], reg_dtype(out)
+    lshape, rshape, oshape = ev.shape(left), ev.shape(right), ev.shape(root)
+    k_size, width = lshape[-1], rshape[-1]
+    assert isinstance(width, int)  # `schedule.narrow_matmul`
+    lead = tuple(oshape[:-1])
+    rows = sz.product(list(lead))
+    per_group = WG // LANES
+    every = c.multiple(rows, per_group, f"row < {sz.manifest_text(rows)}")
+    dispatch, g = c.groups(sz.cdiv(rows, per_group))
+    lid = Builtin("local_x")
+    row = body.let(ibin("+", ibin("*", g, u32(per_group)), ibin("/", lid, u32(LANES))), "row")
+    lane = body.let(ibin("%", lid, u32(LANES)), "lane")
+    below = Binary("<", row, size_ir(rows), "bool")
+    sums = [body.var(lw.const(0, acc_t), "acc") for _ in range(width)]
+    # a thread past the last row adds nothing, but joins its lanes' `WarpReduce`s
+    with contextlib.nullcontext() if every else body.if_(below):
+        lead_axes = Idx(lead, flat=row).axes(body) if lead else []
+        _hoist_rows(c, left, lead_axes)
+        with body.for_("k", lane, size_ir(k_size), u32(LANES), unroll=False) as k:
+            h = ev.at(left, Idx(lshape, axes=[*lead_axes, k]))
+            h = body.let(lw.convert(h, ev.dtype(left), reg), "h")
+            for j, acc in enumerate(sums):
+                w = ev.at(right, Idx(rshape, axes=[k, u32(j)]))
+                product = lw.bin_("*", h, lw.convert(w, ev.dtype(right), reg))
+                body.emit(Assign(acc, lw.bin_("+", acc, product)))
+    totals = [body.let(WarpReduce("add", acc, acc_t, LANES), "total") for acc in sums]
+    first = Binary("==", lane, u32(0), "bool")
+    with body.if_(first if every else Binary("&&", first, below, "bool")):
+        lead_axes = Idx(lead, flat=row).axes(body) if lead else []
+        for j, total in enumerate(totals):
+            idx = Idx(oshape, axes=[*lead_axes, u32(j)])
+            c.write(idx, lw.round_to(total, out))
+    return (WG, 1, 1), dispatch
+
+
+def _hoist_rows(c: KernelContext, left: int, lead_axes: list[Expr]) -> None:
+    """Evaluate, before a `narrow` launch's loop over k, the values its inline products
+    read from their left operand's row (`x[row, 0 .. 12]` for `x @ w1`, w1 13 x H): the
+    same at every k, so the loop finds them bound (`Body.memo`) instead of loading them
+    again at each k."""
+    ev = c.ev
+    if left in ev.buffers:
+        return
+    region = _fused_reads(ev.kg.graph, left, c.s.node_buffers)
+    for m in sorted(region):
+        if op_kind(ev.kg, m) != "rowmix" or m in ev.buffers:
+            continue
+        x, w = (ev.resolve(i) for i in ev.node(m)["inputs"][:2])
+        xshape = ev.shape(x)
+        if len(xshape) != len(lead_axes) + 1:
+            continue
+        for kk in range(int(ev.shape(w)[0])):
+            ev.at(x, Idx(xshape, axes=[*lead_axes, u32(kk)]))
+
+
 WARPS_M, WARPS_N = 2, 4  # the 8 warps of a matmul workgroup over its 128 x 128 tile
 MMA_M, MMA_N, MMA_K = MMA_SHAPE
 FRAG_M = BLOCK // WARPS_M // MMA_M  # 16 x 8 tiles per warp along m (4) and n (4)
@@ -493,6 +572,7 @@ _BUILDERS = {
     "argreduce": reductions.argreduce,
     "moments": reductions.moments,
     "scan": scans.scan,
+    "narrow": _narrow,
     "row": reductions.row,
 }
 

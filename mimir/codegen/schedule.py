@@ -2,13 +2,15 @@
 
 The graph's ops fall into two families:
 
-- *roots*: `@` (matmul), reductions (`sum mean max min`), `softmax` /
-  `log_softmax` and scans (`cumsum cumprod`). Each needs its own kernel, with its own thread layout
-  (a tiled matmul, one workgroup per reduced element or per row).
+- *roots*: `@` (matmul; `narrow` for a right operand at most `NARROW` columns wide),
+  reductions (`sum mean max min`), `softmax` / `log_softmax` and scans (`cumsum cumprod`).
+  Each needs its own kernel, with its own thread layout (a tiled matmul, a fold per row,
+  one workgroup per reduced element or per row).
 - everything else: element-wise ops, casts, creation and layout (transpose,
   reshape, slicing), and a `@` by a small matrix parameter (`small_matmul`: each
-  element a dot product of at most `SMALL_MATMUL` terms). These never get a kernel of
-  their own: they are computed inside whichever kernel reads them
+  element a dot product of at most `SMALL_MATMUL` terms; `inline_product`: one of at
+  most `SMALL_MATMUL` rows that only a `narrow` launch reads). These never get a kernel
+  of their own: they are computed inside whichever kernel reads them
   (`mimir.codegen.tensors`).
 
 A root's result is *fused into its epilogue*: following it through a chain of
@@ -56,6 +58,11 @@ _FUSIBLE = ("elementwise", "cast")
 # it for a row, or for layer after layer (`h = (h @ w).tanh()`, 8 x 8: 95 registers).
 SMALL_MATMUL = 16
 SMALL_MATMUL_ELEMENTS = 64
+# A `@` whose right operand is a matrix of at most this many (literal) columns, and whose
+# left one has more than `SMALL_MATMUL` columns or a symbolic number, is a `narrow` launch
+# (`narrow_matmul`, `kernels._narrow`): a 128 x 128 tile would spend all but this many of
+# its 128 columns' multiply-adds on nothing.
+NARROW = 8
 
 
 @dataclass
@@ -74,7 +81,7 @@ class BufferSpec:
 class Plan:
     """One launch: compute node `node` (the root's epilogue when `root` is set)."""
 
-    kind: str  # ew | matmul | reduce | softmax | argreduce | moments
+    kind: str  # ew | matmul | narrow | reduce | softmax | argreduce | moments | ...
     node: int
     root: int | None
     writes: list[str]  # buffers the kernel stores `node` into
@@ -157,6 +164,56 @@ def small_matmul(kg: Any, n: int) -> bool:
     return k <= SMALL_MATMUL and m <= SMALL_MATMUL and k * m <= SMALL_MATMUL_ELEMENTS
 
 
+def narrow_matmul(kg: Any, n: int) -> bool:
+    """Whether node `n` is `h @ w` with `w` a matrix parameter of a literal width of at
+    most `NARROW` (a linear head: w H x 3): one `narrow` launch, in which a few threads
+    fold each row of h into the row's few dot products (`kernels._narrow`). A product by
+    a small matrix parameter (`small_matmul`) is not one: it is computed where it is read."""
+    node = kg.node(n)
+    if node["kind"] != "binop" or node["symbol"] != "@" or small_matmul(kg, n):
+        return False
+    ann = _matrix_parameter(kg, node["inputs"][1])
+    return ann is not None and isinstance(ann.dims[1], int) and ann.dims[1] <= NARROW
+
+
+def inline_product(kg: Any, n: int) -> bool:
+    """Whether node `n` is `x @ w1` with `w1` a matrix parameter (not `InOut`) of a literal
+    number of rows, at most `SMALL_MATMUL`, whose value only a `narrow` launch reads, as
+    (an element-wise function of) its left operand: `relu(x @ w1 + b1) @ w2` with x N x 13
+    and w2 H x 3. The `narrow` launch computes each element once, as the dot product of
+    its row (`Evaluator._dot`), so it is op kind `rowmix` and no launch of its own: a tiled
+    launch would store the N x H hidden layer for the next to read back."""
+    node = kg.node(n)
+    if node["kind"] != "binop" or node["symbol"] != "@" or small_matmul(kg, n):
+        return False
+    ann = _matrix_parameter(kg, node["inputs"][1])
+    if ann is None or ann.inout or not isinstance(ann.dims[0], int):
+        return False
+    if ann.dims[0] > SMALL_MATMUL:
+        return False
+    # follow the only reader through element-wise ops to a narrow `@`, as its left operand
+    cur = n
+    while True:
+        users = set(kg.graph.successors(cur))
+        if len(users) != 1:
+            return False
+        (user,) = users
+        if narrow_matmul(kg, user):
+            return kg.node(user)["inputs"][0] == cur and kg.node(user)["inputs"][1] != cur
+        if op_kind(kg, user) not in _FUSIBLE:
+            return False
+        cur = user
+
+
+def _matrix_parameter(kg: Any, n: int) -> TensorAnnotation | None:
+    """The annotation of node `n` when it is a rank-2 tensor parameter."""
+    node = kg.node(n)
+    ann = node.get("annotation") if node["kind"] == "param" else None
+    if not isinstance(ann, TensorAnnotation) or len(ann.dims) != 2:
+        return None
+    return ann
+
+
 def row_per_thread(ev: Any, g: nx.DiGraph, plan: Plan, node_buffers: dict[int, str]) -> bool:
     """Whether element-wise launch `plan` computes a `@` by a small matrix (`small_matmul`),
     each of whose elements reads a whole row of its left operand, and writes rows of a
@@ -177,7 +234,9 @@ def row_per_thread(ev: Any, g: nx.DiGraph, plan: Plan, node_buffers: dict[int, s
 def root_kind(kg: Any, n: int) -> str | None:
     node = kg.node(n)
     if node["kind"] == "binop" and node["symbol"] == "@":
-        return None if small_matmul(kg, n) else "matmul"
+        if small_matmul(kg, n) or inline_product(kg, n):
+            return None
+        return "narrow" if narrow_matmul(kg, n) else "matmul"
     spec = node.get("spec")
     if node["kind"] == "method" and spec is not None and spec.kind in ROOT_KINDS:
         return spec.kind
@@ -188,7 +247,7 @@ def op_kind(kg: Any, n: int) -> str:
     node = kg.node(n)
     if node["kind"] in ("binop", "unop"):
         if node.get("symbol") == "@":
-            return "rowmix" if small_matmul(kg, n) else "matmul"
+            return "rowmix" if small_matmul(kg, n) or inline_product(kg, n) else "matmul"
         return "elementwise"
     spec = node.get("spec")
     return spec.kind if spec is not None else node["kind"]
