@@ -177,7 +177,7 @@ def _matmuls(path: Path, function: str, dims: dict[str, int]) -> tuple[int, set[
     they contract over (where those are plain dims)."""
     from mimir.check import check_source
     from mimir.codegen import sizes as sz
-    from mimir.codegen.schedule import schedule
+    from mimir.codegen.schedule import inline_product, schedule
     from mimir.codegen.tensors import Evaluator
     from mimir.runtime.dimexpr import evaluate
 
@@ -189,11 +189,13 @@ def _matmuls(path: Path, function: str, dims: dict[str, int]) -> tuple[int, set[
     ev = Evaluator(kernel, None, {})  # type: ignore[arg-type]
     total = 0
     contracted: set[str] = set()
-    for plan in s.plans:
-        if plan.kind != "matmul" or plan.root is None:
-            continue
-        left = ev.node(plan.root)["inputs"][0]
-        out = ev.shape(plan.root)
+    # the products launches of their own compute, and those a `narrow` launch computes
+    # inside (`schedule.inline_product`); a product by a small matrix is element-wise
+    roots = [p.root for p in s.plans if p.kind in ("matmul", "narrow") and p.root is not None]
+    inline = [n for n in kernel.graph.graph.nodes if inline_product(kernel.graph, n)]
+    for root in [*roots, *inline]:
+        left = ev.node(root)["inputs"][0]
+        out = ev.shape(root)
         k = ev.shape(left)[-1]
         n = 1
         for size in (*out, k):
