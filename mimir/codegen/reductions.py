@@ -29,6 +29,7 @@ Sums accumulate in the result dtype (f32 for float16), max/min of bools in u32.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
@@ -1557,7 +1558,11 @@ def _row_passes(
     if not per_row and c.plan.total is None:
         return
     rowid = Idx(shape[:-1], axes=other_axes).flat(body)
-    with _nothing() if width == 1 else body.if_(Binary("==", Builtin("local_x"), u32(0), "bool")):
+    with (
+        contextlib.nullcontext()
+        if width == 1
+        else body.if_(Binary("==", Builtin("local_x"), u32(0), "bool"))
+    ):
         for n, bufs in per_row:
             value = ev.at(n, _per_row(ev.shape(n), other_axes))
             for name in bufs:
@@ -2014,17 +2019,12 @@ class _TwoPass:
     def inside(self, red: Reduction) -> Any:
         if self.serial:
             return self.c.body.if_(Binary("<", self.o, size_ir(red.outputs), "bool"))
-        return _nothing()
+        return contextlib.nullcontext()
 
     def once(self) -> Any:
         if self.serial:
-            return _nothing()
+            return contextlib.nullcontext()
         return self.c.body.if_(Binary("==", Builtin("local_x"), u32(0), "bool"))
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
 
 
 def moments(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
