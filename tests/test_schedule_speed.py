@@ -1028,6 +1028,47 @@ def test_a_product_by_a_narrow_matrix_is_one_launch_without_a_tile(tmp_path: Pat
     assert [k["file"] for k in kernels] == ["wide_0_matmul.ptx"]
 
 
+def test_a_softmax_of_a_narrow_product_is_normalised_in_its_launch(tmp_path: Path) -> None:
+    """`(h @ w + b).softmax() * 2.0` with w H x 7 (a classifier): the `narrow` launch's
+    lane 0 holds the row's 7 logits, normalises them and writes the probabilities, so
+    there is no softmax launch and no scratch for the logits; returned beside their
+    softmax, the logits are stored by the same launch. Both match the shim. A softmax
+    along the other axis needs every row: it keeps its own launch."""
+    files = _compile("narrow", "classifier", "ptx")
+    manifest = json.loads(files["classifier.manifest.json"])
+    assert [k["file"] for k in manifest["kernels"]] == ["classifier_0_narrow.ptx"]
+    assert all(b["role"] != "scratch" for b in manifest["buffers"])
+    dims = {"N": 45, "H": 37}
+    inputs = random_inputs(manifest, dims, seed=6)
+    actual, stats = _ptx_run(files, "classifier", dims, tmp_path / "classifier", inputs)
+    assert stats[0]["bytes"]["st"] == 4 * 45 * 7
+    expected = shim_reference(KERNELS / "narrow.py", "classifier", inputs, dims, {})
+    assert_close(actual["out"], expected["out"], "float32")
+    files = _compile("narrow", "logits_and_probabilities", "ptx")
+    manifest = json.loads(files["logits_and_probabilities.manifest.json"])
+    assert [k["file"] for k in manifest["kernels"]] == ["logits_and_probabilities_0_narrow.ptx"]
+    dims = {"N": 33, "H": 12}
+    inputs = random_inputs(manifest, dims, seed=7)
+    actual, _ = _ptx_run(files, "logits_and_probabilities", dims, tmp_path / "both", inputs)
+    expected = shim_reference(KERNELS / "narrow.py", "logits_and_probabilities", inputs, dims, {})
+    for name in ("out0", "out1"):
+        assert_close(actual[name], expected[name], "float32", label=name)
+    source = "\n".join(
+        [
+            "from mimir.array import Dim, Tensor, float32, gpu",
+            'N = Dim("N")',
+            'H = Dim("H")',
+            "@gpu",
+            "def columns(h: Tensor[float32, N, H], w: Tensor[float32, H, 3]) -> "
+            "Tensor[float32, N, 3]:",
+            "    return (h @ w).softmax(axis=0)",
+        ]
+    )
+    result = compile_source("columns.py", source, ["ptx"], function="columns")
+    kernels = json.loads(result.files["columns.manifest.json"])["kernels"]  # type: ignore[arg-type]
+    assert [k["file"] for k in kernels] == ["columns_0_narrow.ptx", "columns_1_softmax.ptx"]
+
+
 def test_short_rows_of_several_lengths_are_one_launch(tmp_path: Path) -> None:
     """An argmin and a variance over rows of 5 and a std over rows of 3, per item: one
     thread per item folds all three, each row loaded once (x's elements serve both of

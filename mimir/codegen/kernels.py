@@ -370,10 +370,47 @@ def _narrow(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
     first = Binary("==", lane, u32(0), "bool")
     with body.if_(first if every else Binary("&&", first, below, "bool")):
         lead_axes = Idx(lead, flat=row).axes(body) if lead else []
-        for j, total in enumerate(totals):
-            idx = Idx(oshape, axes=[*lead_axes, u32(j)])
-            c.write(idx, lw.round_to(total, out))
+        idxs = [Idx(oshape, axes=[*lead_axes, u32(j)]) for j in range(width)]
+        results = [lw.round_to(total, out) for total in totals]
+        if c.plan.softmax is not None:
+            _normalise_row(c, idxs, results)
+        for idx, result in zip(idxs, results, strict=True):
+            c.write(idx, result)
     return (WG, 1, 1), dispatch
+
+
+def _normalise_row(c: KernelContext, idxs: list[Idx], results: list[Expr]) -> None:
+    """The softmax (`Plan.softmax`) of the short row a `narrow` launch's lane 0 holds:
+    the softmax's input at each of the row's `idxs` (the product's `results` through their
+    epilogue), its max, the sum of exp(x - max), then each element's value for the
+    softmax's readers (`Evaluator.row_functions`), as a `row` launch computes it."""
+    from mimir.codegen.reductions import _row_max, _shift, softmax_input
+
+    ev, body = c.ev, c.body
+    soft, root = c.plan.softmax, c.plan.root
+    assert soft is not None and root is not None
+    x, _ = softmax_input(ev, soft)
+    values = []
+    for idx, result in zip(idxs, results, strict=True):
+        ev.overrides[root] = (idx.key, result)
+        values.append(body.let(ev.at(x, ev.same(idx, x)), "v"))
+    del ev.overrides[root]
+    top = values[0]
+    for v in values[1:]:
+        top = body.let(_row_max(top, v), "m")
+    top = _shift(c, top)
+    shifted = [body.let(lw.bin_("-", v, top), "d") for v in values]
+    exps = [body.let(lw.call("exp", d), "e") for d in shifted]
+    total = exps[0]
+    for e in exps[1:]:
+        total = body.let(lw.bin_("+", total, e), "sum")
+    if ev.node(soft)["spec"].name == "log_softmax":
+        lse = body.let(lw.call("mimir_log", total), "lse")
+        out = [body.let(lw.bin_("-", d, lse), "y") for d in shifted]
+    else:
+        out = [body.let(lw.bin_("/", e, total), "y") for e in exps]
+    by_key = {idx.key: y for idx, y in zip(idxs, out, strict=True)}
+    ev.row_functions[soft] = lambda idx: by_key[idx.key]
 
 
 def _hoist_rows(c: KernelContext, left: int, lead_axes: list[Expr]) -> None:

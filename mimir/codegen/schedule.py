@@ -95,6 +95,9 @@ class Plan:
     counter: str | None = None
     # a split argmax's: its chunks' first positions (`partials` holds their extrema)
     positions: str | None = None
+    # a `narrow` launch that normalises the rows it computes: the softmax over them, whose
+    # epilogue it writes (`_narrow_softmax`)
+    softmax: int | None = None
     # an in-place `x = f(x, x.T)` of a square x: each thread computes an element and its
     # mirror image across the diagonal before it stores either (`kernels._mirrored`)
     mirror: bool = False
@@ -463,6 +466,7 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
             continue
         plans.append(Plan(kind, p, r, writes[p]))
     _refuse_bfloat16(ev, writes)
+    _narrow_softmax(ev, g, plans, writes, buffers)
     for p in targets:
         if writes[p]:
             node_buffers.setdefault(p, writes[p][0])
@@ -510,6 +514,48 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
     refuse_oversized(dims, buffers, kg.kernel.span)
     fields = [(d.name, "u32") for d in dims] + scalar_params
     return Schedule(kg.name, dims, fields, buffers, plans, node_buffers, kernel, vector_views)
+
+
+def _narrow_softmax(
+    ev: Any, g: nx.DiGraph, plans: list[Plan], writes: dict[int, list[str]], buffers: list
+) -> None:
+    """A float32 softmax (or log-softmax) over the rows of a `narrow` launch's result, its
+    only reader (a classifier: `(h @ w + b).softmax()`, w H x 10 at most 8 wide): the
+    `narrow` launch normalises each row it computes (`Plan.softmax`), and writes the
+    softmax's result instead of storing the logits in scratch for a softmax launch."""
+    from mimir.codegen.reductions import softmax_input
+
+    narrow = {p.node: p for p in plans if p.kind == "narrow" and not p.also}
+    for plan in list(plans):
+        if plan.kind != "softmax" or plan.root is None:
+            continue
+        x, axis = softmax_input(ev, plan.root)
+        x = ev.resolve(x)
+        logits = narrow.get(x)
+        if logits is None or axis != len(ev.shape(x)) - 1 or ev.dtype(x) != float32:
+            continue
+        if ev.dtype(plan.root) != float32 or not _read_by(ev, g, x, plan.root):
+            continue
+        # the logits stay an output where they are one (`return logits, logits.softmax()`)
+        scratch = {b.name for b in buffers if b.role == "scratch"}
+        kept = [name for name in writes[x] if name not in scratch]
+        buffers[:] = [b for b in buffers if b.name in kept or b.name not in writes[x]]
+        writes[x] = kept
+        logits.node, logits.writes, logits.softmax = plan.node, plan.writes, plan.root
+        logits.also = [(x, kept)] if kept else []
+        plans.remove(plan)
+
+
+def _read_by(ev: Any, g: nx.DiGraph, x: int, reader: int) -> bool:
+    """Whether `reader` is the only op that reads node `x`, beside the function's return."""
+    for user in g.successors(x):
+        kind = ev.node(user)["kind"]
+        if kind == "tuple":
+            if any(ev.node(u)["kind"] != "return" for u in g.successors(user)):
+                return False
+        elif user != reader and kind != "return":
+            return False
+    return True
 
 
 def _flat_reshape(ev: Any, kg: Any, root: int, c: int, cur: int) -> bool:

@@ -29,9 +29,29 @@ def gelu_mlp(
 
 
 @gpu
-def batched_head(
-    h: Tensor[float32, B, N, H], w: Tensor[float32, H, 8]
-) -> Tensor[float32, B, N, 8]:
+def classifier(
+    h: Tensor[float32, N, H], w: Tensor[float32, H, 7], b: Tensor[float32, 7]
+) -> Tensor[float32, N, 7]:
+    return (h @ w + b).softmax() * 2.0
+
+
+@gpu
+def log_classifier(
+    x: Tensor[float32, N, 5], w1: Tensor[float32, 5, H], w2: Tensor[float32, H, 3]
+) -> Tensor[float32, N, 3]:
+    return ((x @ w1).tanh() @ w2).log_softmax()
+
+
+@gpu
+def logits_and_probabilities(
+    h: Tensor[float32, N, H], w: Tensor[float32, H, 4]
+) -> tuple[Tensor[float32, N, 4], Tensor[float32, N, 4]]:
+    logits = h @ w
+    return logits, logits.softmax()
+
+
+@gpu
+def batched_head(h: Tensor[float32, B, N, H], w: Tensor[float32, H, 8]) -> Tensor[float32, B, N, 8]:
     return (h * 2.0) @ w
 
 
