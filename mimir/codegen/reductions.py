@@ -1269,9 +1269,13 @@ def _row(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
     ev, body = c.ev, c.body
     shape = row_shape(ev, c.plan.roots[0])
     other, length = tuple(shape[:-1]), shape[-1]
-    if isinstance(length, int) and length <= SERIAL_REDUCE_MAX:
+    # outputs over the rows of another length (`Plan.wide`): a symbolic one is written
+    # by the row's workgroup, strided, not by one thread in a loop as long as the row
+    wide = [ev.shape(n)[-1] for n in c.plan.wide]
+    short = all(isinstance(w, int) for w in wide)
+    if short and isinstance(length, int) and length <= SERIAL_REDUCE_MAX:
         return _short_rows(c, shape)  # (rows of several short lengths too: `_row_groups`)
-    width = row_width(length)
+    width = max([row_width(length), *(row_width(w) for w in wide)])
     dispatch, rowid = c.groups(sz.product(list(other)))
     other_axes = Idx(other, flat=rowid).axes(body)
     base = body.let(ibin("*", rowid, size_ir(length)), "base")

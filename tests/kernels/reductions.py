@@ -1,6 +1,6 @@
 """Reductions over every axis, with and without keepdims, of any size."""
 
-from mimir.array import Dim, Tensor, bool_, float16, float32, gpu, int32
+from mimir.array import Dim, Tensor, bool_, float16, float32, gpu, int32, uint32
 
 A = Dim("A")
 B = Dim("B")
@@ -74,3 +74,11 @@ def mean_of_a_whole_var(x: Tensor[float32, A]) -> Tensor[float32]:
     """A reduction of a 0-d tensor (the mean of a whole variance): once a compile crash
     (IndexError in `schedule._row_groups`), found by `benchmarks/fuzz.py --seed 49`."""
     return x.var(axis=0).mean().abs()
+
+
+@gpu
+def total_mean_added_to_a_row(x: Tensor[uint32, A], y: Tensor[float32, A]) -> Tensor[float32, A]:
+    """The mean of a 1-element sum, added to a row of symbolic length: a thread per short
+    row wrote that row with a loop unrolled over its length, so compile-gpu died with a
+    TypeError on the symbolic A. Found by `benchmarks/fuzz.py --seed 56`."""
+    return x.sum(axis=0, keepdims=True).astype(float32).mean(axis=0) + y
