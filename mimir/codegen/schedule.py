@@ -169,14 +169,21 @@ def small_matmul(kg: Any, n: int) -> bool:
 
 def narrow_matmul(kg: Any, n: int) -> bool:
     """Whether node `n` is `h @ w` with `w` a matrix parameter of a literal width of at
-    most `NARROW` (a linear head: w H x 3): one `narrow` launch, in which a few threads
-    fold each row of h into the row's few dot products (`kernels._narrow`). A product by
-    a small matrix parameter (`small_matmul`) is not one: it is computed where it is read."""
+    most `NARROW` (a linear head: w H x 3), or `h @ w.T` with w 3 x H (PyTorch's layout
+    of a linear layer's weight): one `narrow` launch, in which a few threads fold each row
+    of h into the row's few dot products (`kernels._narrow`). A product by a small matrix
+    parameter (`small_matmul`) is not one: it is computed where it is read."""
     node = kg.node(n)
     if node["kind"] != "binop" or node["symbol"] != "@" or small_matmul(kg, n):
         return False
-    ann = _matrix_parameter(kg, node["inputs"][1])
-    return ann is not None and isinstance(ann.dims[1], int) and ann.dims[1] <= NARROW
+    right = node["inputs"][1]
+    ann = _matrix_parameter(kg, right)
+    width = ann.dims[1] if ann is not None else None
+    rnode = kg.node(right)
+    if ann is None and op_kind(kg, right) == "transpose" and rnode["spec"].name == "T":
+        ann = _matrix_parameter(kg, rnode["inputs"][0])
+        width = ann.dims[0] if ann is not None else None
+    return isinstance(width, int) and width <= NARROW
 
 
 def inline_product(kg: Any, n: int) -> bool:

@@ -88,3 +88,9 @@ def transposed_head(h: Tensor[float32, H, N], w: Tensor[float32, H, 4]) -> Tenso
 @gpu
 def maybe_empty(h: Tensor[float32, N, K], w: Tensor[float32, K, 3]) -> Tensor[float32, N, 3]:
     return h @ w + 0.5
+
+
+@gpu
+def torch_layout_head(h: Tensor[float32, N, H], w: Tensor[float32, 3, H]) -> Tensor[float32, N, 3]:
+    """PyTorch's `nn.Linear` keeps its weight out x in and computes `h @ w.T`."""
+    return h @ w.T
