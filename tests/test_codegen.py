@@ -400,8 +400,7 @@ def test_cli_writes_one_backend_into_the_folder(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir()) == [
         "mlp.manifest.json",
-        "mlp_0_matmul.wgsl",
-        "mlp_1_matmul.wgsl",
+        "mlp_0_narrow.wgsl",
     ]
 
 

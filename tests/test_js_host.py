@@ -158,14 +158,20 @@ def mlp_manifest(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return compile_wgsl(KERNELS / "mlp.py", "mlp", tmp_path_factory.mktemp("js-mlp"))
 
 
-def _mlp_inputs(n: int, h: int) -> dict[str, list]:
+@pytest.fixture(scope="module")
+def two_launch_manifest(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`wide_mlp`: two tiled launches with the hidden layer in scratch."""
+    return compile_wgsl(KERNELS / "mlp.py", "wide_mlp", tmp_path_factory.mktemp("js-wide"))
+
+
+def _mlp_inputs(n: int, h: int, outputs: int = 3) -> dict[str, list]:
     manifest = {
         "buffers": [
             {"name": "x", "role": "input", "dtype": "float32", "shape": [n, 13]},
             {"name": "w1", "role": "input", "dtype": "float32", "shape": [13, h]},
             {"name": "b1", "role": "input", "dtype": "float32", "shape": [h]},
-            {"name": "w2", "role": "input", "dtype": "float32", "shape": [h, 3]},
-            {"name": "b2", "role": "input", "dtype": "float32", "shape": [3]},
+            {"name": "w2", "role": "input", "dtype": "float32", "shape": [h, outputs]},
+            {"name": "b2", "role": "input", "dtype": "float32", "shape": [outputs]},
         ]
     }
     return random_inputs(manifest, {}, seed=n * 100 + h)
@@ -314,14 +320,15 @@ def test_inout_comes_back_by_name_and_a_value_outside_its_range_is_refused(
                                        for v in table[2 * i: 2 * i + 2]]]  # fmt: skip
 
 
-def test_buffers_and_pipelines_are_reused_across_calls(mlp_manifest: Path, tmp_path: Path) -> None:
+def test_buffers_and_pipelines_are_reused_across_calls(
+    two_launch_manifest: Path, tmp_path: Path
+) -> None:
     jobs, expected = [], []
+    manifest = str(two_launch_manifest)
     for n, h in [(5, 8), (5, 8), (3, 4), (9, 8)]:
-        inputs = _mlp_inputs(n, h)
-        jobs.append(
-            {"manifest": str(mlp_manifest), "inputs": inputs, "sizes": {"H": h}, "typed": True}
-        )
-        expected.append(shim_reference(KERNELS / "mlp.py", "mlp", inputs, {"N": n, "H": h}))
+        inputs = _mlp_inputs(n, h, 9)
+        jobs.append({"manifest": manifest, "inputs": inputs, "sizes": {"H": h}, "typed": True})
+        expected.append(shim_reference(KERNELS / "mlp.py", "wide_mlp", inputs, {"N": n, "H": h}))
     results = _run_jobs(tmp_path, jobs)
     for result, want in zip(results, expected, strict=True):
         assert not mismatches(result["outputs"]["out"], want["out"], "float32")
@@ -334,13 +341,13 @@ def test_buffers_and_pipelines_are_reused_across_calls(mlp_manifest: Path, tmp_p
     assert [s["runs"] for s in stats] == [1, 2, 3, 4]
 
 
-def test_profile_times_every_launch(mlp_manifest: Path, tmp_path: Path) -> None:
-    inputs = _mlp_inputs(6, 5)
+def test_profile_times_every_launch(two_launch_manifest: Path, tmp_path: Path) -> None:
+    inputs = _mlp_inputs(6, 5, 9)
     [result] = _run_jobs(
         tmp_path,
         [
             {
-                "manifest": str(mlp_manifest),
+                "manifest": str(two_launch_manifest),
                 "inputs": inputs,
                 "sizes": {"H": 5},
                 "typed": True,
@@ -348,9 +355,10 @@ def test_profile_times_every_launch(mlp_manifest: Path, tmp_path: Path) -> None:
             }
         ],
     )
-    assert [k["entryPoint"] for k in result["kernels"]] == ["mlp_0_matmul", "mlp_1_matmul"]
+    entry_points = [k["entryPoint"] for k in result["kernels"]]
+    assert entry_points == ["wide_mlp_0_matmul", "wide_mlp_1_matmul"]
     assert all(k["ms"] > 0 for k in result["kernels"])
-    want = shim_reference(KERNELS / "mlp.py", "mlp", inputs, {"N": 6, "H": 5})
+    want = shim_reference(KERNELS / "mlp.py", "wide_mlp", inputs, {"N": 6, "H": 5})
     assert not mismatches(result["outputs"]["out"], want["out"], "float32")
 
 
@@ -510,7 +518,7 @@ def test_manifest_that_disagrees_with_its_shader_is_refused_at_load(
     [result] = _run_jobs(tmp_path, [{"manifest": str(tampered), "inputs": {}, "sizes": {}}])
     assert result["error"] == "ManifestError"
     assert (
-        "kernel `mlp_0_matmul` in mlp_0_matmul.wgsl does not match its manifest entry"
+        "kernel `mlp_0_narrow` in mlp_0_narrow.wgsl does not match its manifest entry"
         in (result["message"])
     )
 

@@ -472,15 +472,13 @@ def test_cli_emit_spvasm_writes_the_assembly_next_to_each_module(tmp_path: Path)
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir()) == [
         "mlp.manifest.json",
-        "mlp_0_matmul.spv",
-        "mlp_0_matmul.spvasm",
-        "mlp_1_matmul.spv",
-        "mlp_1_matmul.spvasm",
+        "mlp_0_narrow.spv",
+        "mlp_0_narrow.spvasm",
     ]
-    assert (out / "mlp_0_matmul.spv").read_bytes()[:4] == b"\x03\x02\x23\x07"
-    assert "OpEntryPoint GLCompute %mlp_0_matmul" in (out / "mlp_0_matmul.spvasm").read_text()
+    assert (out / "mlp_0_narrow.spv").read_bytes()[:4] == b"\x03\x02\x23\x07"
+    assert "OpEntryPoint GLCompute %mlp_0_narrow" in (out / "mlp_0_narrow.spvasm").read_text()
     printed = runner.invoke(app, args)
-    assert printed.exit_code == 0 and "// file: mlp_0_matmul.spv\n" in printed.output
+    assert printed.exit_code == 0 and "// file: mlp_0_narrow.spv\n" in printed.output
     assert "OpFunctionEnd" in printed.output
 
 
