@@ -64,7 +64,7 @@ from mimir.codegen.ir import (
     walk_expr,
     walk_statements,
 )
-from mimir.codegen.schedule import Schedule, _fused_reads, op_kind, row_per_thread
+from mimir.codegen.schedule import Schedule, fused_reads, op_kind, row_per_thread
 
 TILE = 16  # threads per side of a matmul workgroup
 REG = 8  # outputs per thread per side (register blocking), two 4-wide halves
@@ -421,7 +421,7 @@ def _hoist_rows(c: KernelContext, left: int, lead_axes: list[Expr]) -> None:
     ev = c.ev
     if left in ev.buffers:
         return
-    region = _fused_reads(ev.kg.graph, left, c.s.node_buffers)
+    region = fused_reads(ev.kg.graph, left, c.s.node_buffers)
     for m in sorted(region):
         if op_kind(ev.kg, m) != "rowmix" or m in ev.buffers:
             continue

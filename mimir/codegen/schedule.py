@@ -58,10 +58,11 @@ _FUSIBLE = ("elementwise", "cast")
 # it for a row, or for layer after layer (`h = (h @ w).tanh()`, 8 x 8: 95 registers).
 SMALL_MATMUL = 16
 SMALL_MATMUL_ELEMENTS = 64
-# A `@` whose right operand is a matrix of at most this many (literal) columns, and whose
-# left one has more than `SMALL_MATMUL` columns or a symbolic number, is a `narrow` launch
-# (`narrow_matmul`, `kernels._narrow`): a 128 x 128 tile would spend all but this many of
-# its 128 columns' multiply-adds on nothing.
+# A `@` by a matrix parameter of at most this many (literal) columns, when it is no product
+# by a small matrix (`small_matmul`), is a `narrow` launch (`narrow_matmul`,
+# `kernels._narrow`): a 128 x 128 tile would spend all but this many of its 128 columns'
+# multiply-adds on nothing. Eight keeps the workgroup memory that WGSL and SPIR-V spend
+# on the per-column reductions (`warp.to_workgroup_memory`, 1 KiB each) at 8 KiB.
 NARROW = 8
 
 
@@ -237,7 +238,7 @@ def row_per_thread(ev: Any, g: nx.DiGraph, plan: Plan, node_buffers: dict[int, s
     length = shape[-1] if shape else None
     if not isinstance(length, int) or length > SERIAL_REDUCE_MAX:
         return False
-    region = set().union(*(_fused_reads(g, n, node_buffers) for n, _ in plan.outputs()))
+    region = set().union(*(fused_reads(g, n, node_buffers) for n, _ in plan.outputs()))
     return any(op_kind(ev.kg, m) == "rowmix" for m in region)
 
 
@@ -527,7 +528,7 @@ def _narrow_softmax(
     ev: Any, g: nx.DiGraph, plans: list[Plan], writes: dict[int, list[str]], buffers: list
 ) -> None:
     """A float32 softmax (or log-softmax) over the rows of a `narrow` launch's result, its
-    only reader (a classifier: `(h @ w + b).softmax()`, w H x 10 at most 8 wide): the
+    only reader (a classifier: `(h @ w + b).softmax()`, w H x 5): the
     `narrow` launch normalises each row it computes (`Plan.softmax`), and writes the
     softmax's result instead of storing the logits in scratch for a softmax launch."""
     from mimir.codegen.reductions import softmax_input
@@ -1184,7 +1185,7 @@ def _merge_whole_reductions(
     return out
 
 
-def _fused_reads(
+def fused_reads(
     g: nx.DiGraph, n: int, node_buffers: dict[int, str], inline: set[int] | frozenset = frozenset()
 ) -> set[int]:
     """The nodes a launch computing `n` walks through (stopping at values in buffers, but
@@ -1269,7 +1270,7 @@ def _write_in_place_is_safe(
     for k, plan in enumerate(plans[writer:], start=writer):
         inline = {n for n, _ in plan.computed()}
         for node, _ in plan.computed():
-            region = _fused_reads(g, node, node_buffers, inline)
+            region = fused_reads(g, node, node_buffers, inline)
             if param not in region:
                 continue
             if k > writer or plan.kind not in ("ew", "row") or plan.copy:
