@@ -401,6 +401,9 @@ def test_cli_writes_one_backend_into_the_folder(tmp_path: Path) -> None:
     assert sorted(p.name for p in out.iterdir()) == [
         "mlp.manifest.json",
         "mlp_0_narrow.wgsl",
+        "wide_mlp.manifest.json",
+        "wide_mlp_0_matmul.wgsl",
+        "wide_mlp_1_matmul.wgsl",
     ]
 
 

@@ -474,6 +474,11 @@ def test_cli_emit_spvasm_writes_the_assembly_next_to_each_module(tmp_path: Path)
         "mlp.manifest.json",
         "mlp_0_narrow.spv",
         "mlp_0_narrow.spvasm",
+        "wide_mlp.manifest.json",
+        "wide_mlp_0_matmul.spv",
+        "wide_mlp_0_matmul.spvasm",
+        "wide_mlp_1_matmul.spv",
+        "wide_mlp_1_matmul.spvasm",
     ]
     assert (out / "mlp_0_narrow.spv").read_bytes()[:4] == b"\x03\x02\x23\x07"
     assert "OpEntryPoint GLCompute %mlp_0_narrow" in (out / "mlp_0_narrow.spvasm").read_text()
