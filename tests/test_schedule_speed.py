@@ -1004,13 +1004,15 @@ def test_a_product_by_a_narrow_matrix_is_one_launch_without_a_tile(tmp_path: Pat
     assert launch["unique_bytes"]["ld"] == 4 * (rows * 13 + hidden * (13 + 1 + 3) + 3)
     expected = shim_reference(KERNELS / "mlp.py", "mlp", inputs, dims, {})
     assert_close(actual["out"], expected["out"], "float32")
-    # the hidden layer read by something else too is a tiled launch's, stored once
-    files = _compile("narrow", "hidden_read_twice", "ptx")
-    kernels = json.loads(files["hidden_read_twice.manifest.json"])["kernels"]
-    assert [k["file"] for k in kernels][:2] == [
-        "hidden_read_twice_0_matmul.ptx",
-        "hidden_read_twice_1_narrow.ptx",
+    # the hidden layer read by a reduction over its columns too: that reduction's launch
+    # computes it again (its scratch holds partial maxima), and nothing stores it
+    files = _compile("narrow", "hidden_column_max", "ptx")
+    manifest = json.loads(files["hidden_column_max.manifest.json"])
+    assert [k["file"] for k in manifest["kernels"]] == [
+        "hidden_column_max_0_narrow.ptx",
+        "hidden_column_max_1_reduce.ptx",
     ]
+    assert ["N", "H"] not in [b["shape"] for b in manifest["buffers"]]
     # nine columns are past the bound: a tile (linear.py's `x @ w`, w 20 x 33, stays one)
     source = "\n".join(
         [
@@ -1026,6 +1028,44 @@ def test_a_product_by_a_narrow_matrix_is_one_launch_without_a_tile(tmp_path: Pat
     result = compile_source("wide.py", source, ["ptx"], function="wide")
     kernels = json.loads(result.files["wide.manifest.json"])["kernels"]  # type: ignore[arg-type]
     assert [k["file"] for k in kernels] == ["wide_0_matmul.ptx"]
+
+
+def test_row_reductions_beside_a_narrow_product_are_folded_in_its_launch(tmp_path: Path) -> None:
+    """`return h @ w, h.sum(axis=1)` (w H x 3): the `narrow` launch adds each element of h
+    it reads to the row's sum too (`schedule._narrow_row_reductions`), so h is read once,
+    by one launch; lane 0 stores the row's 3 products and its sum. With the hidden layer
+    of an MLP, `z.relu() @ w2, z.max(axis=1)` (z = x @ w1, w1 6 x H), z is computed once
+    per element in the one launch and never stored. Both match the shim. A sum the
+    product's epilogue reads (`h @ w + h.sum(axis=1, keepdims=True)`) is a launch before."""
+    files = _compile("narrow", "head_and_row_sums", "ptx")
+    manifest = json.loads(files["head_and_row_sums.manifest.json"])
+    assert [k["file"] for k in manifest["kernels"]] == ["head_and_row_sums_0_narrow.ptx"]
+    rows, hidden = 37, 29
+    dims = {"N": rows, "H": hidden}
+    inputs = random_inputs(manifest, dims, seed=8)
+    actual, stats = _ptx_run(files, "head_and_row_sums", dims, tmp_path / "sums", inputs)
+    (launch,) = stats
+    # each element of h and its 3 weights, once; lane 0 stores 3 products and a sum a row
+    assert launch["bytes"]["ld"] == 4 * rows * hidden * (1 + 3)
+    assert launch["bytes"]["st"] == 4 * rows * (3 + 1)
+    expected = shim_reference(KERNELS / "narrow.py", "head_and_row_sums", inputs, dims, {})
+    for name in ("out0", "out1"):
+        assert_close(actual[name], expected[name], "float32")
+    files = _compile("narrow", "hidden_read_twice", "ptx")
+    manifest = json.loads(files["hidden_read_twice.manifest.json"])
+    assert [k["file"] for k in manifest["kernels"]] == ["hidden_read_twice_0_narrow.ptx"]
+    assert all(b["role"] != "scratch" for b in manifest["buffers"])
+    inputs = random_inputs(manifest, dims, seed=9)
+    actual, _ = _ptx_run(files, "hidden_read_twice", dims, tmp_path / "hidden", inputs)
+    expected = shim_reference(KERNELS / "narrow.py", "hidden_read_twice", inputs, dims, {})
+    for name in ("out0", "out1"):
+        assert_close(actual[name], expected[name], "float32")
+    files = _compile("narrow", "head_plus_row_sum", "ptx")
+    kernels = json.loads(files["head_plus_row_sum.manifest.json"])["kernels"]
+    assert [k["file"] for k in kernels] == [
+        "head_plus_row_sum_0_reduce.ptx",
+        "head_plus_row_sum_1_narrow.ptx",
+    ]
 
 
 def test_a_softmax_of_a_narrow_product_is_normalised_in_its_launch(tmp_path: Path) -> None:

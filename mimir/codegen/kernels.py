@@ -13,7 +13,8 @@
   guarded, so any size works. The epilogue (bias, activation, ...) is applied
   to each accumulator before its store.
 - `narrow`: `h @ w` with w at most 8 columns wide (`schedule.narrow_matmul`): 8
-  threads fold each row of h into its few dot products (`_narrow`), with no tile.
+  threads fold each row of h into its few dot products, and its row sums, means, maxes
+  and mins (`Plan.folds`), with no tile (`_narrow`).
 - `partial`, `reduce`, `softmax`, `argreduce`, `moments`, `row`: see
   `mimir.codegen.reductions`.
 - `scan` (`cumsum`, `cumprod`): see `mimir.codegen.scans`.
@@ -28,7 +29,7 @@ import contextlib
 from typing import Any
 
 from mimir.codegen import lower as lw
-from mimir.codegen import reductions, scans, vectorize
+from mimir.codegen import reductions, scans, vectorize, warp
 from mimir.codegen import sizes as sz
 from mimir.codegen.builder import Idx, ibin, linearise, size_ir, u32
 from mimir.codegen.context import WG, KernelContext, reg_dtype
@@ -355,6 +356,9 @@ def _narrow(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
     lane = body.let(ibin("%", lid, u32(LANES)), "lane")
     below = Binary("<", row, size_ir(rows), "bool")
     sums = [body.var(lw.const(0, acc_t), "acc") for _ in range(width)]
+    # the row reductions it folds (`Plan.folds`): each launch's reductions, in order
+    folds = [(r, ev.reduction(r)) for f in c.plan.folds for r in (f.roots or [f.root])]
+    partials = [body.var(reductions.identity(red.name, red.acc), "part") for _, red in folds]
     # a thread past the last row adds nothing, but joins its lanes' `WarpReduce`s
     with contextlib.nullcontext() if every else body.if_(below):
         lead_axes = Idx(lead, flat=row).axes(body) if lead else []
@@ -366,7 +370,15 @@ def _narrow(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
                 w = ev.at(right, Idx(rshape, axes=[k, u32(j)]))
                 product = lw.bin_("*", h, lw.convert(w, ev.dtype(right), reg))
                 body.emit(Assign(acc, lw.bin_("+", acc, product)))
+            for (_, red), part in zip(folds, partials, strict=True):
+                v = ev.at(red.x, Idx(red.shape, axes=[*lead_axes, k]))
+                v = lw.convert(v, ev.dtype(red.x), red.acc)
+                body.emit(Assign(part, reductions.combiner(red.name, red.acc)(part, v)))
     totals = [body.let(WarpReduce("add", acc, acc_t, LANES), "total") for acc in sums]
+    folded = [
+        body.let(WarpReduce(warp.op_for(red.name), part, lw.REG[red.acc], LANES), "folded")
+        for (_, red), part in zip(folds, partials, strict=True)
+    ]
     first = Binary("==", lane, u32(0), "bool")
     with body.if_(first if every else Binary("&&", first, below, "bool")):
         lead_axes = Idx(lead, flat=row).axes(body) if lead else []
@@ -376,6 +388,12 @@ def _narrow(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
             _normalise_row(c, idxs, results)
         for idx, result in zip(idxs, results, strict=True):
             c.write(idx, result)
+        for (r, red), total in zip(folds, folded, strict=True):
+            ev.row_values[r] = body.let(reductions.row_value(red, total), "row_total")
+        for fold in c.plan.folds:
+            first = fold.roots[0] if fold.roots else fold.root
+            assert first is not None
+            c.write(Idx(ev.shape(first), flat=row), outputs=fold.outputs())
     return (WG, 1, 1), dispatch
 
 

@@ -406,12 +406,12 @@ def offset(body: Any, base: Expr, r: Expr) -> Expr:
 # ---------------------------------------------------------------- reductions
 
 
-def _combiner(name: str, acc: DType) -> Any:
+def combiner(name: str, acc: DType) -> Any:
     op = {"sum": "add", "mean": "add", "max": "maximum", "min": "minimum"}[name]
     return lambda a, b: lw.lower_element(op, [a, b], acc, acc)
 
 
-def _identity(name: str, acc: DType) -> Expr:
+def identity(name: str, acc: DType) -> Expr:
     t = lw.REG[acc]
     if name in ("sum", "mean"):
         return lw.const(0, t)
@@ -440,8 +440,8 @@ def _fold(
     """`acc = combine(acc, source(r))` for r in start, start + step, ... below end, or for
     the elements `over(visit)` visits (a row by `row_elements`, a chunk 4 wide)."""
     body = c.body
-    combine = _combiner(red.name, red.acc)
-    acc = body.var(_identity(red.name, red.acc), "acc")
+    combine = combiner(red.name, red.acc)
+    acc = body.var(identity(red.name, red.acc), "acc")
     kept_axes = Idx(red.kept_shape, flat=o).axes(body)
     assert isinstance(step, Const)
 
@@ -496,7 +496,7 @@ def _tree_total(c: KernelContext, red: Reduction, acc: Var, width: int) -> Expr:
     return group_total(c.body, c.shared, acc, op_for(red.name), width, "$partial")
 
 
-def _finish(
+def write_total(
     c: KernelContext,
     red: Reduction,
     o: Expr,
@@ -508,15 +508,21 @@ def _finish(
     the output dtype), written through its epilogue: the plan's outputs, or `outputs` of
     the reduction `root`."""
     body = c.body
-    value = body.let(total, "total")
+    value = row_value(red, body.let(total, "total"))
+    root = c.plan.root if root is None else root
+    assert root is not None
+    c.write(Idx(c.ev.shape(root), flat=o), body.let(value, "total"), outputs, root)
+
+
+def row_value(red: Reduction, total: Expr) -> Expr:
+    """The reduction's value from the `total` of its elements in its accumulator type: a
+    mean divided by the count, in the output dtype's register type and precision."""
+    value = total
     if red.name == "mean":
         value = lw.bin_("/", value, lw.convert(size_ir(red.count), uint32, float32))
     if red.acc != reg_dtype(red.out):
         value = lw.convert(value, red.acc, red.out)
-    value = lw.round_to(value, red.out)
-    root = c.plan.root if root is None else root
-    assert root is not None
-    c.write(Idx(c.ev.shape(root), flat=o), body.let(value, "total"), outputs, root)
+    return lw.round_to(value, red.out)
 
 
 def partial(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
@@ -646,9 +652,9 @@ def _store_part(c: KernelContext, m: Member, g: Expr, total: Expr, first: Expr |
 
 
 def _finish_member(c: KernelContext, m: Member, o: Expr, total: Expr, first: Expr | None) -> None:
-    """Member `m`'s output element `o` (`_finish`; an argmax's first position, an int32)."""
+    """Member `m`'s output element `o` (`write_total`; an argmax's first position, an int32)."""
     if first is None:
-        _finish(c, m.red, o, total, m.root, m.outputs)
+        write_total(c, m.red, o, total, m.root, m.outputs)
         return
     index = c.body.let(Cast(first, "i32"), "index")
     c.write(Idx(c.ev.shape(m.root), flat=o), index, m.outputs, m.root)
@@ -704,14 +710,14 @@ def _partial(c: KernelContext, members: list[Member]) -> tuple[Any, Expr]:
 
         _four_wide(c, plan, red.count, vectors, scalars)
 
-    accs = [body.var(_identity(m.folded, m.red.acc), "acc") for m in members]
+    accs = [body.var(identity(m.folded, m.red.acc), "acc") for m in members]
 
     def visit(r: Expr) -> None:
         if c.plan.elements:
             c.write(Idx(red.shape, flat=r), outputs=c.plan.elements)
         for acc, m, read in zip(accs, members, reads, strict=True):
             value = read(r, _kept_axes(c, m.red))
-            body.emit(Assign(acc, _combiner(m.folded, m.red.acc)(acc, value)))
+            body.emit(Assign(acc, combiner(m.folded, m.red.acc)(acc, value)))
 
     if plan is not None:
         chunk(visit)
@@ -740,18 +746,18 @@ def _combine_partials(
 ) -> None:
     """Fold each member's `count` partials (thread t of `width`: t, t + width, ...; by
     default the `partial` launch's chunks over `SPLIT_WG`), the tree, and thread 0 writes
-    each result (`_finish`, to the member's outputs): the `reduce` launch after `partial`,
+    each result (`write_total`, to the member's outputs): the `reduce` launch after `partial`,
     and the last workgroup of a one-launch reduction, the same order and tree in both."""
     lid = Builtin("local_x")
     body = c.body
     red = members[0].red
     count = size_ir(sz.cdiv(red.count, CHUNK)) if count is None else count
-    accs = [body.var(_identity(m.folded, m.red.acc), "acc") for m in members]
+    accs = [body.var(identity(m.folded, m.red.acc), "acc") for m in members]
     part = lambda m, r: _part(body, m, r)  # noqa: E731
 
     def visit(r: Expr) -> None:
         for acc, m in zip(accs, members, strict=True):
-            body.emit(Assign(acc, _combiner(m.folded, m.red.acc)(acc, part(m, r))))
+            body.emit(Assign(acc, combiner(m.folded, m.red.acc)(acc, part(m, r))))
 
     over = lambda visit: strided(body, lid, count, width, visit)  # noqa: E731
     over(visit)
@@ -940,11 +946,11 @@ class _Tile:
         for _, acc, name in members:
             if not any(s.name == name for s in self.c.shared):
                 self.c.shared.append(SharedArray(name, lw.REG[acc], COLUMNS * COLUMN_LANES))
-        accs = [body.var(_identity(op, acc), "acc") for op, acc, _ in members]
+        accs = [body.var(identity(op, acc), "acc") for op, acc, _ in members]
 
         def add(values: list[Expr]) -> None:
             for v, (op, acc, _), value in zip(accs, members, values, strict=True):
-                body.emit(Assign(v, _combiner(op, acc)(v, value)))
+                body.emit(Assign(v, combiner(op, acc)(v, value)))
 
         with body.if_(self.inside):
             fold(add)
@@ -957,7 +963,7 @@ class _Tile:
             total = body.var(Load(name, self.column, t), "total")
             for k in range(1, COLUMN_LANES):
                 value = body.let(Load(name, ibin("+", self.column, u32(k * COLUMNS)), t), "lane")
-                body.emit(Assign(total, _combiner(op, acc)(total, value)))
+                body.emit(Assign(total, combiner(op, acc)(total, value)))
             totals.append(total)
         return totals
 
@@ -1051,7 +1057,7 @@ def _columns(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, int], An
     def finish(totals: list[Expr]) -> None:
         with body.if_(tile.mine):
             for m, total in zip(members, totals, strict=True):
-                _finish(c, m.red, tile.o, total, m.root, m.outputs)
+                write_total(c, m.red, tile.o, total, m.root, m.outputs)
 
     def combined() -> None:
         """Every slab's partials of the tile's columns, folded; lane 0 writes the results."""
@@ -1114,9 +1120,9 @@ def _column_moments(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, i
     def finish(squares: Expr, totals: list[Expr]) -> None:
         value = _spread(body, red, squares, ddof)
         with body.if_(tile.mine):
-            _finish(c, red, tile.o, value)
+            write_total(c, red, tile.o, value)
             for m, total in zip(members, totals, strict=True):
-                _finish(c, m.red, tile.o, total, m.root, m.outputs)
+                write_total(c, m.red, tile.o, total, m.root, m.outputs)
 
     def totals(fold: Any, name: str, more: list[Any] = []) -> list[Expr]:  # noqa: B006
         return tile.lanes([("sum", float32, name), *more], fold)
@@ -1208,7 +1214,7 @@ def reduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]
         o = body.let(ibin("+", ibin("*", g, u32(WG)), lid), "o")
         with body.if_(Binary("<", o, size_ir(outputs), "bool")):
             acc = _fold(c, red, o, u32(0), size_ir(count), u32(1), _element(c, red))
-            _finish(c, red, o, acc)
+            write_total(c, red, o, acc)
         return (WG, 1, 1), dispatch
     width = row_width(count)
     dispatch, o = c.groups(outputs)
@@ -1223,7 +1229,7 @@ def reduce(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]
     acc = _fold(c, red, o, lid, size_ir(count), u32(width), read, walk)
     total = _tree_total(c, red, acc, width)
     with body.if_(Binary("==", lid, u32(0), "bool")):
-        _finish(c, red, o, total)
+        write_total(c, red, o, total)
     return (width, 1, 1), dispatch
 
 
@@ -1349,7 +1355,7 @@ def _short_rows(c: KernelContext, shape: tuple[Any, ...]) -> Any:
     if c.plan.total is not None:
         # this thread's row's share of the whole reduction: the identity past the rows
         red = c.ev.reduction(c.plan.total)
-        c.row_share = (g, body.var(_identity(red.name, red.acc), "share"))
+        c.row_share = (g, body.var(identity(red.name, red.acc), "share"))
     with body.if_(Binary("<", rowid, size_ir(rows), "bool")):
         other_axes = Idx(other, flat=rowid).axes(body)
         base = body.let(ibin("*", rowid, u32(length)), "base")
@@ -1517,9 +1523,9 @@ def _row_passes(
         elif kind == "moments":
             value = _variance(body, red, _ddof(ev, r), lane, fold, names)
         else:
-            combine = _combiner(red.name, red.acc)
+            combine = combiner(red.name, red.acc)
             value = fold(
-                _identity(red.name, red.acc),
+                identity(red.name, red.acc),
                 lambda a, j, combine=combine, lane=lane: combine(a, lane(j)),
                 op_for(red.name),
                 names[0],
@@ -2076,7 +2082,7 @@ def _moment_chunk(c: KernelContext, red: Reduction, partials: str) -> tuple[Any,
     n = lw.convert(ibin("-", end, start), uint32, float32)
     members = _members(c)[1:]  # the other reductions of the pass, folded with the sums
     reads = [_element(c, m.red) for m in members]
-    accs = [body.var(_identity(m.folded, m.red.acc), "acc") for m in members]
+    accs = [body.var(identity(m.folded, m.red.acc), "acc") for m in members]
     over = lambda visit: strided(body, ibin("+", start, lid), end, SPLIT_WG, visit)  # noqa: E731
     kept = _kept_axes(c, red)
 
@@ -2091,7 +2097,7 @@ def _moment_chunk(c: KernelContext, red: Reduction, partials: str) -> tuple[Any,
             body.emit(Assign(acc, lw.bin_("+", acc, step(read(r, kept)))))
             for a, m, get in zip(accs, members, reads, strict=True) if more else ():
                 value = get(r, _kept_axes(c, m.red))
-                body.emit(Assign(a, _combiner(m.folded, m.red.acc)(a, value)))
+                body.emit(Assign(a, combiner(m.folded, m.red.acc)(a, value)))
             if then is not None:
                 then.visit(r)
 
@@ -2134,7 +2140,7 @@ def _combine_moments(c: KernelContext, red: Reduction, o: Expr, ddof: int) -> No
     count = size_ir(red.count)
 
     members = _members(c)[1:]  # the other reductions of the pass, combined with the sums
-    accs = [body.var(_identity(m.folded, m.red.acc), "acc") for m in members]
+    accs = [body.var(identity(m.folded, m.red.acc), "acc") for m in members]
     over = lambda visit: strided(body, lid, groups, SPLIT_WG, visit)  # noqa: E731
     part = lambda m, r: _part(body, m, r)  # noqa: E731
 
@@ -2144,7 +2150,7 @@ def _combine_moments(c: KernelContext, red: Reduction, o: Expr, ddof: int) -> No
         def visit(r: Expr) -> None:
             body.emit(Assign(acc, lw.bin_("+", acc, step(r))))
             for a, m in zip(accs, members, strict=True) if more else ():
-                body.emit(Assign(a, _combiner(m.folded, m.red.acc)(a, part(m, r))))
+                body.emit(Assign(a, combiner(m.folded, m.red.acc)(a, part(m, r))))
 
         over(visit)
         values = [(acc, "add", shared)]
@@ -2165,7 +2171,7 @@ def _combine_moments(c: KernelContext, red: Reduction, o: Expr, ddof: int) -> No
     firsts = _Firsts(c, members, others, part, position).folded(over)
     value = _spread(body, red, squares, ddof)
     with body.if_(Binary("==", lid, u32(0), "bool")):
-        _finish(c, red, o, value)
+        write_total(c, red, o, value)
         for m, total, first in zip(members, others, firsts, strict=True):
             _finish_member(c, m, o, total, first)
 
@@ -2204,7 +2210,7 @@ def _moments(c: KernelContext, red: Reduction, launch: _TwoPass, ddof: int, t: s
     body, o = c.body, launch.o
     value = _variance(body, red, ddof, *_launch_passes(c, red, launch), ("$sum", "$squares"))
     with launch.once():
-        _finish(c, red, o, value)
+        write_total(c, red, o, value)
 
 
 def _launch_passes(c: KernelContext, red: Reduction, launch: _TwoPass) -> tuple[Any, Any]:
@@ -2386,8 +2392,8 @@ def _best_and_first(
     `position(r)` (r itself by default: a workgroup's partials carry their chunk's)."""
     name = "max" if red.name == "argmax" else "min"
     t = lw.REG[red.acc]
-    combine = _combiner(name, red.acc)
-    best = fold(_identity(name, red.acc), lambda a, r: combine(a, element(r)), name, shared[0])
+    combine = combiner(name, red.acc)
+    best = fold(identity(name, red.acc), lambda a, r: combine(a, element(r)), name, shared[0])
 
     def first(a: Expr, r: Expr) -> Expr:
         v = body.let(element(r), "v")

@@ -64,6 +64,9 @@ SMALL_MATMUL_ELEMENTS = 64
 # multiply-adds on nothing. Eight keeps the workgroup memory that WGSL and SPIR-V spend
 # on the per-column reductions (`warp.to_workgroup_memory`, 1 KiB each) at 8 KiB.
 NARROW = 8
+# ... and of all its sums over the lanes of a row: the J products and the row reductions
+# it folds (`_narrow_row_reductions`), 12 KiB of WGSL's 16 KiB of workgroup memory
+NARROW_SUMS = 12
 
 
 @dataclass
@@ -99,6 +102,10 @@ class Plan:
     # a `narrow` launch that normalises the rows it computes: the softmax over them, whose
     # epilogue it writes (`_narrow_softmax`)
     softmax: int | None = None
+    # ... and the last-axis reductions of the rows of its left operand it folds in the
+    # same loop over k (`return h @ w, h.sum(axis=1)`), each a `reduce` plan of its own
+    # (root, outputs) no longer launched (`_narrow_row_reductions`)
+    folds: list[Plan] = field(default_factory=list)
     # an in-place `x = f(x, x.T)` of a square x: each thread computes an element and its
     # mirror image across the diagonal before it stores either (`kernels._mirrored`)
     mirror: bool = False
@@ -131,7 +138,7 @@ class Plan:
 
     def computed(self) -> list[tuple[int, list[str]]]:
         """Every value the launch computes and stores, and where."""
-        more = [o for m in self.reductions for o in m.outputs()]
+        more = [o for m in [*self.reductions, *self.folds] for o in m.outputs()]
         return [*self.outputs(), *self.elements, *more, *self.total_outputs]
 
 
@@ -193,7 +200,9 @@ def inline_product(kg: Any, n: int) -> bool:
     (an element-wise function of) its left operand: `relu(x @ w1 + b1) @ w2` with x N x 13
     and w2 H x 3. The `narrow` launch computes each element once, as the dot product of
     its row (`Evaluator._dot`), so it is op kind `rowmix` and no launch of its own: a tiled
-    launch would store the N x H hidden layer for the next to read back."""
+    launch would store the N x H hidden layer for the next to read back. Its value may
+    also be summed, averaged or maxed (`z.max(axis=1)`): the `narrow` launch folds a row
+    reduction of it (`_narrow_row_reductions`), and any other reduction computes it too."""
     node = kg.node(n)
     if node["kind"] != "binop" or node["symbol"] != "@" or small_matmul(kg, n):
         return False
@@ -202,18 +211,27 @@ def inline_product(kg: Any, n: int) -> bool:
         return False
     if ann.dims[0] > SMALL_MATMUL:
         return False
-    # follow the only reader through element-wise ops to a narrow `@`, as its left operand
-    cur = n
-    while True:
-        users = set(kg.graph.successors(cur))
-        if len(users) != 1:
-            return False
-        (user,) = users
-        if narrow_matmul(kg, user):
-            return kg.node(user)["inputs"][0] == cur and kg.node(user)["inputs"][1] != cur
-        if op_kind(kg, user) not in _FUSIBLE:
-            return False
-        cur = user
+    # follow the readers through element-wise ops to a narrow `@`, as its left operand;
+    # a row reduction the `narrow` launch folds may read it too (`_narrow_row_reductions`)
+    narrow, stack, seen = False, [n], set()
+    while stack:
+        cur = stack.pop()
+        if cur in seen:
+            continue
+        seen.add(cur)
+        for user in set(kg.graph.successors(cur)):
+            if narrow_matmul(kg, user):
+                left, right = kg.node(user)["inputs"][:2]
+                if left != cur or right == cur:
+                    return False
+                narrow = True
+            elif op_kind(kg, user) == "reduce" and kg.node(user)["spec"].name in ROW_FOLDS:
+                continue
+            elif op_kind(kg, user) in _FUSIBLE:
+                stack.append(user)
+            else:
+                return False
+    return narrow
 
 
 def _matrix_parameter(kg: Any, n: int) -> TensorAnnotation | None:
@@ -475,6 +493,7 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
         plans.append(Plan(kind, p, r, writes[p]))
     _refuse_bfloat16(ev, writes)
     _narrow_softmax(ev, g, plans, writes, buffers)
+    _narrow_row_reductions(ev, g, plans, node_buffers)
     for p in targets:
         if writes[p]:
             node_buffers.setdefault(p, writes[p][0])
@@ -552,6 +571,103 @@ def _narrow_softmax(
         logits.node, logits.writes, logits.softmax = plan.node, plan.writes, plan.root
         logits.also = [(x, kept)] if kept else []
         plans.remove(plan)
+
+
+# the reductions a `narrow` launch folds along its rows (`_narrow_row_reductions`)
+ROW_FOLDS = ("sum", "mean", "max", "min")
+
+
+def _narrow_row_reductions(
+    ev: Any, g: nx.DiGraph, plans: list[Plan], node_buffers: dict[int, str]
+) -> None:
+    """Sums, means, maxes and mins over the last axis of a tensor of the shape of a
+    `narrow` product's left operand (`h.sum(axis=1)` beside `h @ w`; `z.max(axis=1)` beside
+    `z.relu() @ w2`, z an inline product), a `reduce` launch or a `row` launch that writes
+    only values with one element per row (`h.max(axis=1) - h.min(axis=1)`), are folded by
+    the `narrow` launch in its loop over k, where it computes that row anyway
+    (`Plan.folds`): one read of h, and no launch of their own. Only when everything they
+    read is a parameter or is stored by a launch before the `narrow` one, nothing the
+    `narrow` launch reads is their value, and no launch between the two reads it; and
+    while the launch combines at most `NARROW_SUMS` values over each row's lanes."""
+    params = {n for n in node_buffers if ev.node(n)["kind"] == "param"}
+    for narrow in [p for p in plans if p.kind == "narrow" and p.root is not None]:
+        left = ev.resolve(ev.node(narrow.root)["inputs"][0])
+        row = [sz.key(s) for s in ev.shape(left)]
+        rows = sz.key(sz.product(list(ev.shape(left)[:-1])))
+        sums = ev.shape(narrow.root)[-1]
+        for plan in list(plans):
+            roots = _row_folds(ev, plan, row, rows)
+            if not roots or sums + len(roots) > NARROW_SUMS:
+                continue
+            if _folds_into(ev, g, plans, params, narrow, plan, roots):
+                sums += len(roots)
+                narrow.folds.append(plan)
+                plans.remove(plan)
+
+
+def _row_folds(ev: Any, plan: Plan, row: list[str], rows: str) -> list[int]:
+    """The reductions of `plan` when a `narrow` launch over rows of the shape `row` can
+    fold them (`_narrow_row_reductions`), else none."""
+    if plan.kind == "reduce" and plan.root is not None:
+        if plan.partials or plan.counter or plan.positions or plan.also:
+            return []
+        roots = [plan.root]
+    elif plan.kind == "row":
+        if plan.total is not None or plan.wide:
+            return []
+        roots = plan.roots
+    else:
+        return []
+    if plan.copy or plan.reductions or plan.elements:
+        return []
+    for r in roots:
+        if root_kind(ev.kg, r) != "reduce":
+            return []
+        red = ev.reduction(r)
+        if red.name not in ROW_FOLDS or tuple(red.axes) != (len(red.shape) - 1,):
+            return []
+        if [sz.key(s) for s in red.shape] != row:
+            return []
+    # a value with one element per row, each (`keepdims` or not)
+    for n, _ in plan.outputs():
+        if sz.key(sz.product(list(ev.shape(n)))) != rows:
+            return []
+    return roots
+
+
+def _folds_into(
+    ev: Any,
+    g: nx.DiGraph,
+    plans: list[Plan],
+    params: set[int],
+    narrow: Plan,
+    plan: Plan,
+    roots: list[int],
+) -> bool:
+    """Whether the `narrow` launch can compute `plan`, the reductions `roots`, in its
+    stead (`_narrow_row_reductions`)."""
+    at, here = plans.index(narrow), plans.index(plan)
+    written = {n: k for k, p in enumerate(plans) for n, _ in p.computed()}
+    stored = params | set(written)
+    # what the reductions read: parameters, or values stored before the `narrow` launch
+    for r in roots:
+        x = ev.resolve(ev.reduction(r).x)
+        if any(written.get(m, -1) >= at for m in fused_reads(g, x, stored)):
+            return False
+    # the `narrow` launch (its epilogue, its softmax) does not read their values, nor does
+    # a launch between the two when the reductions came first
+    values = {*roots, *(n for n, _ in plan.outputs())}
+    for other in [narrow, *plans[here + 1 : at]]:
+        if values & set().union(*(fused_reads(g, n, stored) for n, _ in other.computed())):
+            return False
+    # and the `narrow` launch binds no more buffers than every backend allows
+    names = {n: bufs[0] for p in plans for n, bufs in p.computed() if bufs}
+    names.update({n: ev.node(n)["name"] for n in params})
+    bound: set[str] = set()
+    for n, bufs in [*narrow.computed(), *plan.computed()]:
+        bound |= set(bufs)
+        bound |= {names[m] for m in fused_reads(g, n, stored) if m != n and m in names}
+    return len(bound) <= MERGE_BUFFER_LIMIT
 
 
 def _read_by(ev: Any, g: nx.DiGraph, x: int, reader: int) -> bool:

@@ -94,3 +94,69 @@ def maybe_empty(h: Tensor[float32, N, K], w: Tensor[float32, K, 3]) -> Tensor[fl
 def torch_layout_head(h: Tensor[float32, N, H], w: Tensor[float32, 3, H]) -> Tensor[float32, N, 3]:
     """PyTorch's `nn.Linear` keeps its weight out x in and computes `h @ w.T`."""
     return h @ w.T
+
+
+@gpu
+def row_stats_beside_a_head(
+    h: Tensor[float32, B, N, H], w: Tensor[float32, H, 4]
+) -> tuple[Tensor[float32, B, N, 4], Tensor[float32, B, N, 1], Tensor[float32, B, N]]:
+    """A mean (dims kept, through an epilogue) and a min of each row of h, folded by the
+    `narrow` launch in its pass over h (`schedule._narrow_row_reductions`)."""
+    return h @ w, h.mean(axis=2, keepdims=True) * 2.0, (h * h).min(axis=-1)
+
+
+@gpu
+def int_head_and_row_max(
+    h: Tensor[int32, N, H], w: Tensor[int32, H, 5]
+) -> tuple[Tensor[int32, N, 5], Tensor[int32, N]]:
+    return h @ w, h.max(axis=1)
+
+
+@gpu
+def head_plus_row_sum(h: Tensor[float32, N, H], w: Tensor[float32, H, 3]) -> Tensor[float32, N, 3]:
+    """The head's epilogue reads the row sum, so the sum is no fold of the `narrow` launch
+    but a launch before it."""
+    return h @ w + h.sum(axis=1, keepdims=True)
+
+
+@gpu
+def hidden_column_max(
+    x: Tensor[float32, N, 6], w1: Tensor[float32, 6, H], w2: Tensor[float32, H, 2]
+) -> tuple[Tensor[float32, N, 2], Tensor[float32, H]]:
+    """A max over the columns of an inline hidden layer: no fold; the reduction's own
+    launch computes each element of z as a dot product too."""
+    z = x @ w1
+    return z.relu() @ w2, z.max(axis=0)
+
+
+@gpu
+def half_head_and_positives(
+    h: Tensor[float16, N, H], w: Tensor[float16, H, 2]
+) -> tuple[Tensor[float16, N, 2], Tensor[int32, N], Tensor[float16, N]]:
+    """A count of bools and a float16 max, folded beside a float16 head."""
+    return h @ w, (h > 0.0).sum(axis=1), h.max(axis=1)
+
+
+@gpu
+def many_row_stats(
+    h: Tensor[float32, N, H], w: Tensor[float32, H, 2]
+) -> tuple[
+    Tensor[float32, N, 2],
+    Tensor[float32, N],
+    Tensor[float32, N],
+    Tensor[float32, N],
+    Tensor[float32, N],
+    Tensor[float32, N],
+    Tensor[float32, N],
+    Tensor[float32, N],
+]:
+    """Seven row reductions beside a head: the `narrow` launch folds what keeps it within
+    8 bound buffers (WebGPU's guaranteed storage buffers per stage); the rest get a launch."""
+    a = h.sum(axis=1)
+    b = h.max(axis=1)
+    c = h.min(axis=1)
+    d = h.mean(axis=1)
+    e = (h * h).sum(axis=1)
+    f = h.abs().max(axis=1)
+    g = (h + 1.0).min(axis=1)
+    return h @ w, a, b, c, d, e, f, g
