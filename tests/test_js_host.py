@@ -326,7 +326,7 @@ def test_buffers_and_pipelines_are_reused_across_calls(
     jobs, expected = [], []
     manifest = str(two_launch_manifest)
     for n, h in [(5, 8), (5, 8), (3, 4), (9, 8)]:
-        inputs = _mlp_inputs(n, h, 9)
+        inputs = _mlp_inputs(n, h, 17)
         jobs.append({"manifest": manifest, "inputs": inputs, "sizes": {"H": h}, "typed": True})
         expected.append(shim_reference(KERNELS / "mlp.py", "wide_mlp", inputs, {"N": n, "H": h}))
     results = _run_jobs(tmp_path, jobs)
@@ -342,7 +342,7 @@ def test_buffers_and_pipelines_are_reused_across_calls(
 
 
 def test_profile_times_every_launch(two_launch_manifest: Path, tmp_path: Path) -> None:
-    inputs = _mlp_inputs(6, 5, 9)
+    inputs = _mlp_inputs(6, 5, 17)
     [result] = _run_jobs(
         tmp_path,
         [

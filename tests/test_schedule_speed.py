@@ -1013,15 +1013,15 @@ def test_a_product_by_a_narrow_matrix_is_one_launch_without_a_tile(tmp_path: Pat
         "hidden_column_max_1_reduce.ptx",
     ]
     assert ["N", "H"] not in [b["shape"] for b in manifest["buffers"]]
-    # nine columns are past the bound: a tile (linear.py's `x @ w`, w 20 x 33, stays one)
+    # seventeen columns are past the bound: a tile (linear.py's `x @ w`, w 20 x 33, stays one)
     source = "\n".join(
         [
             "from mimir.array import Dim, Tensor, float32, gpu",
             'N = Dim("N")',
             'H = Dim("H")',
             "@gpu",
-            "def wide(h: Tensor[float32, N, H], w: Tensor[float32, H, 9]) -> "
-            "Tensor[float32, N, 9]:",
+            "def wide(h: Tensor[float32, N, H], w: Tensor[float32, H, 17]) -> "
+            "Tensor[float32, N, 17]:",
             "    return h @ w",
         ]
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -171,3 +172,30 @@ def test_strided_loops_take_four_elements_and_ask_ptxas_not_to_unroll(tmp_path: 
     bodies = [loop.split("bra $L_loop")[0] for loop in loops]
     assert [b.count("ld.global.nc.v4.f32") for b in bodies] == [2, 1, 0, 0]
     assert [b.count("ld.global") for b in bodies] == [2, 1, 4, 1]
+
+
+def test_reductions_without_warp_functions_take_turns_with_two_arrays() -> None:
+    """WGSL has no warp functions: each `WarpReduce` goes through workgroup memory
+    (`warp.to_workgroup_memory`). A 10-class head and a row max (`narrow.digits`: 11 sums
+    over each row's 8 lanes) take two f32 arrays in turns, 2 KiB, not 11 KiB; and no
+    thread stores into an array before a barrier that every thread reaches only after
+    its last read of that array."""
+    path = KERNELS / "narrow.py"
+    result = compile_source(str(path), path.read_text(), ["wgsl"], function="digits")
+    assert result.ok, [(d.code, d.message) for d in result.diagnostics]
+    code = result.files["digits_0_narrow.wgsl"]
+    assert isinstance(code, str)
+    arrays = re.findall(r"var<workgroup> (warp\d+): array<f32, 256>;", code)
+    assert arrays == ["warp0", "warp1"], arrays
+    stores = 0
+    read_since_barrier: set[str] = set()
+    for line in code.splitlines():
+        if "workgroupBarrier()" in line:
+            read_since_barrier.clear()
+            continue
+        stored = re.match(r"\s*(warp\d+)\[lid\.x\] = ", line)
+        if stored:
+            assert stored.group(1) not in read_since_barrier, line
+            stores += 1
+        read_since_barrier |= set(re.findall(r"(warp\d+)\[lid\.x - ", line))
+    assert stores == 11

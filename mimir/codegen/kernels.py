@@ -12,7 +12,7 @@
   multiplied: `cp.async` on PTX), loads past M, N or K read 0, stores are
   guarded, so any size works. The epilogue (bias, activation, ...) is applied
   to each accumulator before its store.
-- `narrow`: `h @ w` with w at most 8 columns wide (`schedule.narrow_matmul`): 8
+- `narrow`: `h @ w` with w at most 16 columns wide (`schedule.narrow_matmul`): 8
   threads fold each row of h into its few dot products, and its row sums, means, maxes
   and mins (`Plan.folds`), with no tile (`_narrow`).
 - `partial`, `reduce`, `softmax`, `argreduce`, `moments`, `row`: see

@@ -61,12 +61,13 @@ SMALL_MATMUL_ELEMENTS = 64
 # A `@` by a matrix parameter of at most this many (literal) columns, when it is no product
 # by a small matrix (`small_matmul`), is a `narrow` launch (`narrow_matmul`,
 # `kernels._narrow`): a 128 x 128 tile would spend all but this many of its 128 columns'
-# multiply-adds on nothing. Eight keeps the workgroup memory that WGSL and SPIR-V spend
-# on the per-column reductions (`warp.to_workgroup_memory`, 1 KiB each) at 8 KiB.
-NARROW = 8
+# multiply-adds on nothing. Sixteen takes a 10-class head (MNIST's); each column is a
+# register in every thread and a load of w at each k, which a wider product would rather
+# share through a tile.
+NARROW = 16
 # ... and of all its sums over the lanes of a row: the J products and the row reductions
-# it folds (`_narrow_row_reductions`), 12 KiB of WGSL's 16 KiB of workgroup memory
-NARROW_SUMS = 12
+# it folds (`_narrow_row_reductions`), each a register in every thread
+NARROW_SUMS = 24
 
 
 @dataclass

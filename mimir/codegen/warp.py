@@ -16,6 +16,7 @@ A target without warp functions (WGSL, SPIR-V here) gets `to_workgroup_memory`: 
 `WarpReduce` becomes a tree over its lanes' elements of a threadgroup array (five steps
 for 32 lanes; at most 8 lanes are read and combined by every thread after one barrier),
 the combine written once in IR (`combine`), so every backend computes the same function.
+The reductions of a block take turns with two arrays of each type (`_rewrite_block`).
 """
 
 from __future__ import annotations
@@ -136,10 +137,24 @@ def to_workgroup_memory(kernel: Kernel) -> Kernel:
 
 
 def _rewrite_block(block: list[Stmt], shared: list[SharedArray], width: int) -> list[Stmt]:
+    """`block` with its `WarpReduce`s through workgroup memory. The block's reductions of
+    one type take turns with two arrays: reduction k stores into the array reduction k - 2
+    read, and every thread has read it by then, since each passed reduction k - 1's barrier
+    after its reads (statements of one block run in order). A narrow launch's 16 column
+    sums take 2 KiB, not 16."""
     out: list[Stmt] = []
+    arrays: dict[str, list[str]] = {}  # type -> this block's arrays
+    turns: dict[str, int] = {}  # type -> the reductions of that type so far
     for s in block:
         if isinstance(s, Let) and isinstance(s.value, WarpReduce):
-            out.extend(_tree(s.var, s.value, shared, width))
+            mine = arrays.setdefault(s.value.type, [])
+            turn = turns.get(s.value.type, 0)
+            turns[s.value.type] = turn + 1
+            if turn < 2:
+                name = f"$warp{sum(1 for a in shared if a.name.startswith('$warp'))}"
+                shared.append(SharedArray(name, s.value.type, width))
+                mine.append(name)
+            out.extend(_tree(s.var, s.value, mine[turn % 2]))
         elif isinstance(s, If):
             then = _rewrite_block(s.then, shared, width)
             out.append(If(s.cond, then, _rewrite_block(s.orelse, shared, width)))
@@ -157,9 +172,8 @@ def _rewrite_block(block: list[Stmt], shared: list[SharedArray], width: int) -> 
 _SERIAL_LANES = 8
 
 
-def _tree(var: Var, e: WarpReduce, shared: list[SharedArray], width: int) -> list[Stmt]:
-    name = f"$warp{sum(1 for a in shared if a.name.startswith('$warp'))}"
-    shared.append(SharedArray(name, e.type, width))
+def _tree(var: Var, e: WarpReduce, name: str) -> list[Stmt]:
+    """`var = e` through the workgroup array `name`, one element a thread."""
     lid = Builtin("local_x")
     lane = Binary("&", lid, u32(e.lanes - 1), "u32")
     first = Binary("-", lid, lane, "u32")

@@ -1,4 +1,4 @@
-"""`@` by a matrix parameter at most 8 columns wide (`schedule.narrow_matmul`): a `narrow`
+"""`@` by a matrix parameter at most 16 columns wide (`schedule.narrow_matmul`): a `narrow`
 launch, 8 threads folding each row of the left operand into the row's few dot products,
 instead of a 128 x 128 tile that wastes all but those few columns. A product by a matrix
 of at most 16 rows whose only reader is such a launch is computed inside it
@@ -160,3 +160,17 @@ def many_row_stats(
     f = h.abs().max(axis=1)
     g = (h + 1.0).min(axis=1)
     return h @ w, a, b, c, d, e, f, g
+
+
+@gpu
+def digits(
+    h: Tensor[float32, N, H], w: Tensor[float32, H, 10], b: Tensor[float32, 10]
+) -> tuple[Tensor[float32, N, 10], Tensor[float32, N]]:
+    """A 10-class head (MNIST's) and its log-probabilities, with each row's largest
+    activation: 10 column sums and a max over the lanes, in one launch."""
+    return (h @ w + b).log_softmax(), h.max(axis=1)
+
+
+@gpu
+def sixteen_wide(h: Tensor[int32, B, N, H], w: Tensor[int32, H, 16]) -> Tensor[int32, B, N, 16]:
+    return h @ w

@@ -130,7 +130,7 @@ kernel void wide_mlp_1_matmul(
     const uint as97 = ak83 * 128u + am84;
     const uint bk98 = t1 >> 7u;
     const uint bn99 = t1 & 127u;
-    const bool bok100 = bn99 < 9u;
+    const bool bok100 = bn99 < 17u;
     const bool kok101 = ak83 < u.H;
     if (aok93 && kok101) {
         a_tile[as97] = scratch0[ab89 + ak83];
@@ -152,7 +152,7 @@ kernel void wide_mlp_1_matmul(
     } else {
         a_tile[as97 + 96u] = 0.0f;
     }
-    const uint bi106 = bk98 * 9u + bn99;
+    const uint bi106 = bk98 * 17u + bn99;
     if ((bk98 < u.H) && bok100) {
         b_tile[t1] = w2[bi106];
     } else {
@@ -160,19 +160,19 @@ kernel void wide_mlp_1_matmul(
     }
     const uint kb108 = bk98 + 2u;
     if ((kb108 < u.H) && bok100) {
-        b_tile[t1 + 256u] = w2[bi106 + 18u];
+        b_tile[t1 + 256u] = w2[bi106 + 34u];
     } else {
         b_tile[t1 + 256u] = 0.0f;
     }
     const uint kb110 = bk98 + 4u;
     if ((kb110 < u.H) && bok100) {
-        b_tile[t1 + 512u] = w2[bi106 + 36u];
+        b_tile[t1 + 512u] = w2[bi106 + 68u];
     } else {
         b_tile[t1 + 512u] = 0.0f;
     }
     const uint kb112 = bk98 + 6u;
     if ((kb112 < u.H) && bok100) {
-        b_tile[t1 + 768u] = w2[bi106 + 54u];
+        b_tile[t1 + 768u] = w2[bi106 + 102u];
     } else {
         b_tile[t1 + 768u] = 0.0f;
     }
@@ -209,7 +209,7 @@ kernel void wide_mlp_1_matmul(
             }
             const uint kb127 = kn119 + bk98;
             const uint sb128 = nxt118 + t1;
-            const uint bi129 = kb127 * 9u + bn99;
+            const uint bi129 = kb127 * 17u + bn99;
             if ((kb127 < u.H) && bok100) {
                 b_tile[sb128] = w2[bi129];
             } else {
@@ -217,19 +217,19 @@ kernel void wide_mlp_1_matmul(
             }
             const uint kb131 = kb127 + 2u;
             if ((kb131 < u.H) && bok100) {
-                b_tile[sb128 + 256u] = w2[bi129 + 18u];
+                b_tile[sb128 + 256u] = w2[bi129 + 34u];
             } else {
                 b_tile[sb128 + 256u] = 0.0f;
             }
             const uint kb133 = kb127 + 4u;
             if ((kb133 < u.H) && bok100) {
-                b_tile[sb128 + 512u] = w2[bi129 + 36u];
+                b_tile[sb128 + 512u] = w2[bi129 + 68u];
             } else {
                 b_tile[sb128 + 512u] = 0.0f;
             }
             const uint kb135 = kb127 + 6u;
             if ((kb135 < u.H) && bok100) {
-                b_tile[sb128 + 768u] = w2[bi129 + 54u];
+                b_tile[sb128 + 768u] = w2[bi129 + 102u];
             } else {
                 b_tile[sb128 + 768u] = 0.0f;
             }
@@ -878,449 +878,449 @@ kernel void wide_mlp_1_matmul(
         acc82 = fma(a258, b266, acc82);
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    if ((row3 < u.N) && (col11 < 9u)) {
-        const uint i267 = row3 * 9u + col11;
+    if ((row3 < u.N) && (col11 < 17u)) {
+        const uint i267 = row3 * 17u + col11;
         const float v268 = b2[col11];
         const float v269 = acc19 + v268;
         const float v270 = mimir_sigmoid(v269);
         out[i267] = v270;
     }
-    if ((row3 < u.N) && (col12 < 9u)) {
-        const uint i271 = row3 * 9u + col12;
+    if ((row3 < u.N) && (col12 < 17u)) {
+        const uint i271 = row3 * 17u + col12;
         const float v272 = b2[col12];
         const float v273 = acc20 + v272;
         const float v274 = mimir_sigmoid(v273);
         out[i271] = v274;
     }
-    if ((row3 < u.N) && (col13 < 9u)) {
-        const uint i275 = row3 * 9u + col13;
+    if ((row3 < u.N) && (col13 < 17u)) {
+        const uint i275 = row3 * 17u + col13;
         const float v276 = b2[col13];
         const float v277 = acc21 + v276;
         const float v278 = mimir_sigmoid(v277);
         out[i275] = v278;
     }
-    if ((row3 < u.N) && (col14 < 9u)) {
-        const uint i279 = row3 * 9u + col14;
+    if ((row3 < u.N) && (col14 < 17u)) {
+        const uint i279 = row3 * 17u + col14;
         const float v280 = b2[col14];
         const float v281 = acc22 + v280;
         const float v282 = mimir_sigmoid(v281);
         out[i279] = v282;
     }
-    if ((row3 < u.N) && (col15 < 9u)) {
-        const uint i283 = row3 * 9u + col15;
+    if ((row3 < u.N) && (col15 < 17u)) {
+        const uint i283 = row3 * 17u + col15;
         const float v284 = b2[col15];
         const float v285 = acc23 + v284;
         const float v286 = mimir_sigmoid(v285);
         out[i283] = v286;
     }
-    if ((row3 < u.N) && (col16 < 9u)) {
-        const uint i287 = row3 * 9u + col16;
+    if ((row3 < u.N) && (col16 < 17u)) {
+        const uint i287 = row3 * 17u + col16;
         const float v288 = b2[col16];
         const float v289 = acc24 + v288;
         const float v290 = mimir_sigmoid(v289);
         out[i287] = v290;
     }
-    if ((row3 < u.N) && (col17 < 9u)) {
-        const uint i291 = row3 * 9u + col17;
+    if ((row3 < u.N) && (col17 < 17u)) {
+        const uint i291 = row3 * 17u + col17;
         const float v292 = b2[col17];
         const float v293 = acc25 + v292;
         const float v294 = mimir_sigmoid(v293);
         out[i291] = v294;
     }
-    if ((row3 < u.N) && (col18 < 9u)) {
-        const uint i295 = row3 * 9u + col18;
+    if ((row3 < u.N) && (col18 < 17u)) {
+        const uint i295 = row3 * 17u + col18;
         const float v296 = b2[col18];
         const float v297 = acc26 + v296;
         const float v298 = mimir_sigmoid(v297);
         out[i295] = v298;
     }
-    if ((row4 < u.N) && (col11 < 9u)) {
-        const uint i299 = row4 * 9u + col11;
+    if ((row4 < u.N) && (col11 < 17u)) {
+        const uint i299 = row4 * 17u + col11;
         const float v300 = b2[col11];
         const float v301 = acc27 + v300;
         const float v302 = mimir_sigmoid(v301);
         out[i299] = v302;
     }
-    if ((row4 < u.N) && (col12 < 9u)) {
-        const uint i303 = row4 * 9u + col12;
+    if ((row4 < u.N) && (col12 < 17u)) {
+        const uint i303 = row4 * 17u + col12;
         const float v304 = b2[col12];
         const float v305 = acc28 + v304;
         const float v306 = mimir_sigmoid(v305);
         out[i303] = v306;
     }
-    if ((row4 < u.N) && (col13 < 9u)) {
-        const uint i307 = row4 * 9u + col13;
+    if ((row4 < u.N) && (col13 < 17u)) {
+        const uint i307 = row4 * 17u + col13;
         const float v308 = b2[col13];
         const float v309 = acc29 + v308;
         const float v310 = mimir_sigmoid(v309);
         out[i307] = v310;
     }
-    if ((row4 < u.N) && (col14 < 9u)) {
-        const uint i311 = row4 * 9u + col14;
+    if ((row4 < u.N) && (col14 < 17u)) {
+        const uint i311 = row4 * 17u + col14;
         const float v312 = b2[col14];
         const float v313 = acc30 + v312;
         const float v314 = mimir_sigmoid(v313);
         out[i311] = v314;
     }
-    if ((row4 < u.N) && (col15 < 9u)) {
-        const uint i315 = row4 * 9u + col15;
+    if ((row4 < u.N) && (col15 < 17u)) {
+        const uint i315 = row4 * 17u + col15;
         const float v316 = b2[col15];
         const float v317 = acc31 + v316;
         const float v318 = mimir_sigmoid(v317);
         out[i315] = v318;
     }
-    if ((row4 < u.N) && (col16 < 9u)) {
-        const uint i319 = row4 * 9u + col16;
+    if ((row4 < u.N) && (col16 < 17u)) {
+        const uint i319 = row4 * 17u + col16;
         const float v320 = b2[col16];
         const float v321 = acc32 + v320;
         const float v322 = mimir_sigmoid(v321);
         out[i319] = v322;
     }
-    if ((row4 < u.N) && (col17 < 9u)) {
-        const uint i323 = row4 * 9u + col17;
+    if ((row4 < u.N) && (col17 < 17u)) {
+        const uint i323 = row4 * 17u + col17;
         const float v324 = b2[col17];
         const float v325 = acc33 + v324;
         const float v326 = mimir_sigmoid(v325);
         out[i323] = v326;
     }
-    if ((row4 < u.N) && (col18 < 9u)) {
-        const uint i327 = row4 * 9u + col18;
+    if ((row4 < u.N) && (col18 < 17u)) {
+        const uint i327 = row4 * 17u + col18;
         const float v328 = b2[col18];
         const float v329 = acc34 + v328;
         const float v330 = mimir_sigmoid(v329);
         out[i327] = v330;
     }
-    if ((row5 < u.N) && (col11 < 9u)) {
-        const uint i331 = row5 * 9u + col11;
+    if ((row5 < u.N) && (col11 < 17u)) {
+        const uint i331 = row5 * 17u + col11;
         const float v332 = b2[col11];
         const float v333 = acc35 + v332;
         const float v334 = mimir_sigmoid(v333);
         out[i331] = v334;
     }
-    if ((row5 < u.N) && (col12 < 9u)) {
-        const uint i335 = row5 * 9u + col12;
+    if ((row5 < u.N) && (col12 < 17u)) {
+        const uint i335 = row5 * 17u + col12;
         const float v336 = b2[col12];
         const float v337 = acc36 + v336;
         const float v338 = mimir_sigmoid(v337);
         out[i335] = v338;
     }
-    if ((row5 < u.N) && (col13 < 9u)) {
-        const uint i339 = row5 * 9u + col13;
+    if ((row5 < u.N) && (col13 < 17u)) {
+        const uint i339 = row5 * 17u + col13;
         const float v340 = b2[col13];
         const float v341 = acc37 + v340;
         const float v342 = mimir_sigmoid(v341);
         out[i339] = v342;
     }
-    if ((row5 < u.N) && (col14 < 9u)) {
-        const uint i343 = row5 * 9u + col14;
+    if ((row5 < u.N) && (col14 < 17u)) {
+        const uint i343 = row5 * 17u + col14;
         const float v344 = b2[col14];
         const float v345 = acc38 + v344;
         const float v346 = mimir_sigmoid(v345);
         out[i343] = v346;
     }
-    if ((row5 < u.N) && (col15 < 9u)) {
-        const uint i347 = row5 * 9u + col15;
+    if ((row5 < u.N) && (col15 < 17u)) {
+        const uint i347 = row5 * 17u + col15;
         const float v348 = b2[col15];
         const float v349 = acc39 + v348;
         const float v350 = mimir_sigmoid(v349);
         out[i347] = v350;
     }
-    if ((row5 < u.N) && (col16 < 9u)) {
-        const uint i351 = row5 * 9u + col16;
+    if ((row5 < u.N) && (col16 < 17u)) {
+        const uint i351 = row5 * 17u + col16;
         const float v352 = b2[col16];
         const float v353 = acc40 + v352;
         const float v354 = mimir_sigmoid(v353);
         out[i351] = v354;
     }
-    if ((row5 < u.N) && (col17 < 9u)) {
-        const uint i355 = row5 * 9u + col17;
+    if ((row5 < u.N) && (col17 < 17u)) {
+        const uint i355 = row5 * 17u + col17;
         const float v356 = b2[col17];
         const float v357 = acc41 + v356;
         const float v358 = mimir_sigmoid(v357);
         out[i355] = v358;
     }
-    if ((row5 < u.N) && (col18 < 9u)) {
-        const uint i359 = row5 * 9u + col18;
+    if ((row5 < u.N) && (col18 < 17u)) {
+        const uint i359 = row5 * 17u + col18;
         const float v360 = b2[col18];
         const float v361 = acc42 + v360;
         const float v362 = mimir_sigmoid(v361);
         out[i359] = v362;
     }
-    if ((row6 < u.N) && (col11 < 9u)) {
-        const uint i363 = row6 * 9u + col11;
+    if ((row6 < u.N) && (col11 < 17u)) {
+        const uint i363 = row6 * 17u + col11;
         const float v364 = b2[col11];
         const float v365 = acc43 + v364;
         const float v366 = mimir_sigmoid(v365);
         out[i363] = v366;
     }
-    if ((row6 < u.N) && (col12 < 9u)) {
-        const uint i367 = row6 * 9u + col12;
+    if ((row6 < u.N) && (col12 < 17u)) {
+        const uint i367 = row6 * 17u + col12;
         const float v368 = b2[col12];
         const float v369 = acc44 + v368;
         const float v370 = mimir_sigmoid(v369);
         out[i367] = v370;
     }
-    if ((row6 < u.N) && (col13 < 9u)) {
-        const uint i371 = row6 * 9u + col13;
+    if ((row6 < u.N) && (col13 < 17u)) {
+        const uint i371 = row6 * 17u + col13;
         const float v372 = b2[col13];
         const float v373 = acc45 + v372;
         const float v374 = mimir_sigmoid(v373);
         out[i371] = v374;
     }
-    if ((row6 < u.N) && (col14 < 9u)) {
-        const uint i375 = row6 * 9u + col14;
+    if ((row6 < u.N) && (col14 < 17u)) {
+        const uint i375 = row6 * 17u + col14;
         const float v376 = b2[col14];
         const float v377 = acc46 + v376;
         const float v378 = mimir_sigmoid(v377);
         out[i375] = v378;
     }
-    if ((row6 < u.N) && (col15 < 9u)) {
-        const uint i379 = row6 * 9u + col15;
+    if ((row6 < u.N) && (col15 < 17u)) {
+        const uint i379 = row6 * 17u + col15;
         const float v380 = b2[col15];
         const float v381 = acc47 + v380;
         const float v382 = mimir_sigmoid(v381);
         out[i379] = v382;
     }
-    if ((row6 < u.N) && (col16 < 9u)) {
-        const uint i383 = row6 * 9u + col16;
+    if ((row6 < u.N) && (col16 < 17u)) {
+        const uint i383 = row6 * 17u + col16;
         const float v384 = b2[col16];
         const float v385 = acc48 + v384;
         const float v386 = mimir_sigmoid(v385);
         out[i383] = v386;
     }
-    if ((row6 < u.N) && (col17 < 9u)) {
-        const uint i387 = row6 * 9u + col17;
+    if ((row6 < u.N) && (col17 < 17u)) {
+        const uint i387 = row6 * 17u + col17;
         const float v388 = b2[col17];
         const float v389 = acc49 + v388;
         const float v390 = mimir_sigmoid(v389);
         out[i387] = v390;
     }
-    if ((row6 < u.N) && (col18 < 9u)) {
-        const uint i391 = row6 * 9u + col18;
+    if ((row6 < u.N) && (col18 < 17u)) {
+        const uint i391 = row6 * 17u + col18;
         const float v392 = b2[col18];
         const float v393 = acc50 + v392;
         const float v394 = mimir_sigmoid(v393);
         out[i391] = v394;
     }
-    if ((row7 < u.N) && (col11 < 9u)) {
-        const uint i395 = row7 * 9u + col11;
+    if ((row7 < u.N) && (col11 < 17u)) {
+        const uint i395 = row7 * 17u + col11;
         const float v396 = b2[col11];
         const float v397 = acc51 + v396;
         const float v398 = mimir_sigmoid(v397);
         out[i395] = v398;
     }
-    if ((row7 < u.N) && (col12 < 9u)) {
-        const uint i399 = row7 * 9u + col12;
+    if ((row7 < u.N) && (col12 < 17u)) {
+        const uint i399 = row7 * 17u + col12;
         const float v400 = b2[col12];
         const float v401 = acc52 + v400;
         const float v402 = mimir_sigmoid(v401);
         out[i399] = v402;
     }
-    if ((row7 < u.N) && (col13 < 9u)) {
-        const uint i403 = row7 * 9u + col13;
+    if ((row7 < u.N) && (col13 < 17u)) {
+        const uint i403 = row7 * 17u + col13;
         const float v404 = b2[col13];
         const float v405 = acc53 + v404;
         const float v406 = mimir_sigmoid(v405);
         out[i403] = v406;
     }
-    if ((row7 < u.N) && (col14 < 9u)) {
-        const uint i407 = row7 * 9u + col14;
+    if ((row7 < u.N) && (col14 < 17u)) {
+        const uint i407 = row7 * 17u + col14;
         const float v408 = b2[col14];
         const float v409 = acc54 + v408;
         const float v410 = mimir_sigmoid(v409);
         out[i407] = v410;
     }
-    if ((row7 < u.N) && (col15 < 9u)) {
-        const uint i411 = row7 * 9u + col15;
+    if ((row7 < u.N) && (col15 < 17u)) {
+        const uint i411 = row7 * 17u + col15;
         const float v412 = b2[col15];
         const float v413 = acc55 + v412;
         const float v414 = mimir_sigmoid(v413);
         out[i411] = v414;
     }
-    if ((row7 < u.N) && (col16 < 9u)) {
-        const uint i415 = row7 * 9u + col16;
+    if ((row7 < u.N) && (col16 < 17u)) {
+        const uint i415 = row7 * 17u + col16;
         const float v416 = b2[col16];
         const float v417 = acc56 + v416;
         const float v418 = mimir_sigmoid(v417);
         out[i415] = v418;
     }
-    if ((row7 < u.N) && (col17 < 9u)) {
-        const uint i419 = row7 * 9u + col17;
+    if ((row7 < u.N) && (col17 < 17u)) {
+        const uint i419 = row7 * 17u + col17;
         const float v420 = b2[col17];
         const float v421 = acc57 + v420;
         const float v422 = mimir_sigmoid(v421);
         out[i419] = v422;
     }
-    if ((row7 < u.N) && (col18 < 9u)) {
-        const uint i423 = row7 * 9u + col18;
+    if ((row7 < u.N) && (col18 < 17u)) {
+        const uint i423 = row7 * 17u + col18;
         const float v424 = b2[col18];
         const float v425 = acc58 + v424;
         const float v426 = mimir_sigmoid(v425);
         out[i423] = v426;
     }
-    if ((row8 < u.N) && (col11 < 9u)) {
-        const uint i427 = row8 * 9u + col11;
+    if ((row8 < u.N) && (col11 < 17u)) {
+        const uint i427 = row8 * 17u + col11;
         const float v428 = b2[col11];
         const float v429 = acc59 + v428;
         const float v430 = mimir_sigmoid(v429);
         out[i427] = v430;
     }
-    if ((row8 < u.N) && (col12 < 9u)) {
-        const uint i431 = row8 * 9u + col12;
+    if ((row8 < u.N) && (col12 < 17u)) {
+        const uint i431 = row8 * 17u + col12;
         const float v432 = b2[col12];
         const float v433 = acc60 + v432;
         const float v434 = mimir_sigmoid(v433);
         out[i431] = v434;
     }
-    if ((row8 < u.N) && (col13 < 9u)) {
-        const uint i435 = row8 * 9u + col13;
+    if ((row8 < u.N) && (col13 < 17u)) {
+        const uint i435 = row8 * 17u + col13;
         const float v436 = b2[col13];
         const float v437 = acc61 + v436;
         const float v438 = mimir_sigmoid(v437);
         out[i435] = v438;
     }
-    if ((row8 < u.N) && (col14 < 9u)) {
-        const uint i439 = row8 * 9u + col14;
+    if ((row8 < u.N) && (col14 < 17u)) {
+        const uint i439 = row8 * 17u + col14;
         const float v440 = b2[col14];
         const float v441 = acc62 + v440;
         const float v442 = mimir_sigmoid(v441);
         out[i439] = v442;
     }
-    if ((row8 < u.N) && (col15 < 9u)) {
-        const uint i443 = row8 * 9u + col15;
+    if ((row8 < u.N) && (col15 < 17u)) {
+        const uint i443 = row8 * 17u + col15;
         const float v444 = b2[col15];
         const float v445 = acc63 + v444;
         const float v446 = mimir_sigmoid(v445);
         out[i443] = v446;
     }
-    if ((row8 < u.N) && (col16 < 9u)) {
-        const uint i447 = row8 * 9u + col16;
+    if ((row8 < u.N) && (col16 < 17u)) {
+        const uint i447 = row8 * 17u + col16;
         const float v448 = b2[col16];
         const float v449 = acc64 + v448;
         const float v450 = mimir_sigmoid(v449);
         out[i447] = v450;
     }
-    if ((row8 < u.N) && (col17 < 9u)) {
-        const uint i451 = row8 * 9u + col17;
+    if ((row8 < u.N) && (col17 < 17u)) {
+        const uint i451 = row8 * 17u + col17;
         const float v452 = b2[col17];
         const float v453 = acc65 + v452;
         const float v454 = mimir_sigmoid(v453);
         out[i451] = v454;
     }
-    if ((row8 < u.N) && (col18 < 9u)) {
-        const uint i455 = row8 * 9u + col18;
+    if ((row8 < u.N) && (col18 < 17u)) {
+        const uint i455 = row8 * 17u + col18;
         const float v456 = b2[col18];
         const float v457 = acc66 + v456;
         const float v458 = mimir_sigmoid(v457);
         out[i455] = v458;
     }
-    if ((row9 < u.N) && (col11 < 9u)) {
-        const uint i459 = row9 * 9u + col11;
+    if ((row9 < u.N) && (col11 < 17u)) {
+        const uint i459 = row9 * 17u + col11;
         const float v460 = b2[col11];
         const float v461 = acc67 + v460;
         const float v462 = mimir_sigmoid(v461);
         out[i459] = v462;
     }
-    if ((row9 < u.N) && (col12 < 9u)) {
-        const uint i463 = row9 * 9u + col12;
+    if ((row9 < u.N) && (col12 < 17u)) {
+        const uint i463 = row9 * 17u + col12;
         const float v464 = b2[col12];
         const float v465 = acc68 + v464;
         const float v466 = mimir_sigmoid(v465);
         out[i463] = v466;
     }
-    if ((row9 < u.N) && (col13 < 9u)) {
-        const uint i467 = row9 * 9u + col13;
+    if ((row9 < u.N) && (col13 < 17u)) {
+        const uint i467 = row9 * 17u + col13;
         const float v468 = b2[col13];
         const float v469 = acc69 + v468;
         const float v470 = mimir_sigmoid(v469);
         out[i467] = v470;
     }
-    if ((row9 < u.N) && (col14 < 9u)) {
-        const uint i471 = row9 * 9u + col14;
+    if ((row9 < u.N) && (col14 < 17u)) {
+        const uint i471 = row9 * 17u + col14;
         const float v472 = b2[col14];
         const float v473 = acc70 + v472;
         const float v474 = mimir_sigmoid(v473);
         out[i471] = v474;
     }
-    if ((row9 < u.N) && (col15 < 9u)) {
-        const uint i475 = row9 * 9u + col15;
+    if ((row9 < u.N) && (col15 < 17u)) {
+        const uint i475 = row9 * 17u + col15;
         const float v476 = b2[col15];
         const float v477 = acc71 + v476;
         const float v478 = mimir_sigmoid(v477);
         out[i475] = v478;
     }
-    if ((row9 < u.N) && (col16 < 9u)) {
-        const uint i479 = row9 * 9u + col16;
+    if ((row9 < u.N) && (col16 < 17u)) {
+        const uint i479 = row9 * 17u + col16;
         const float v480 = b2[col16];
         const float v481 = acc72 + v480;
         const float v482 = mimir_sigmoid(v481);
         out[i479] = v482;
     }
-    if ((row9 < u.N) && (col17 < 9u)) {
-        const uint i483 = row9 * 9u + col17;
+    if ((row9 < u.N) && (col17 < 17u)) {
+        const uint i483 = row9 * 17u + col17;
         const float v484 = b2[col17];
         const float v485 = acc73 + v484;
         const float v486 = mimir_sigmoid(v485);
         out[i483] = v486;
     }
-    if ((row9 < u.N) && (col18 < 9u)) {
-        const uint i487 = row9 * 9u + col18;
+    if ((row9 < u.N) && (col18 < 17u)) {
+        const uint i487 = row9 * 17u + col18;
         const float v488 = b2[col18];
         const float v489 = acc74 + v488;
         const float v490 = mimir_sigmoid(v489);
         out[i487] = v490;
     }
-    if ((row10 < u.N) && (col11 < 9u)) {
-        const uint i491 = row10 * 9u + col11;
+    if ((row10 < u.N) && (col11 < 17u)) {
+        const uint i491 = row10 * 17u + col11;
         const float v492 = b2[col11];
         const float v493 = acc75 + v492;
         const float v494 = mimir_sigmoid(v493);
         out[i491] = v494;
     }
-    if ((row10 < u.N) && (col12 < 9u)) {
-        const uint i495 = row10 * 9u + col12;
+    if ((row10 < u.N) && (col12 < 17u)) {
+        const uint i495 = row10 * 17u + col12;
         const float v496 = b2[col12];
         const float v497 = acc76 + v496;
         const float v498 = mimir_sigmoid(v497);
         out[i495] = v498;
     }
-    if ((row10 < u.N) && (col13 < 9u)) {
-        const uint i499 = row10 * 9u + col13;
+    if ((row10 < u.N) && (col13 < 17u)) {
+        const uint i499 = row10 * 17u + col13;
         const float v500 = b2[col13];
         const float v501 = acc77 + v500;
         const float v502 = mimir_sigmoid(v501);
         out[i499] = v502;
     }
-    if ((row10 < u.N) && (col14 < 9u)) {
-        const uint i503 = row10 * 9u + col14;
+    if ((row10 < u.N) && (col14 < 17u)) {
+        const uint i503 = row10 * 17u + col14;
         const float v504 = b2[col14];
         const float v505 = acc78 + v504;
         const float v506 = mimir_sigmoid(v505);
         out[i503] = v506;
     }
-    if ((row10 < u.N) && (col15 < 9u)) {
-        const uint i507 = row10 * 9u + col15;
+    if ((row10 < u.N) && (col15 < 17u)) {
+        const uint i507 = row10 * 17u + col15;
         const float v508 = b2[col15];
         const float v509 = acc79 + v508;
         const float v510 = mimir_sigmoid(v509);
         out[i507] = v510;
     }
-    if ((row10 < u.N) && (col16 < 9u)) {
-        const uint i511 = row10 * 9u + col16;
+    if ((row10 < u.N) && (col16 < 17u)) {
+        const uint i511 = row10 * 17u + col16;
         const float v512 = b2[col16];
         const float v513 = acc80 + v512;
         const float v514 = mimir_sigmoid(v513);
         out[i511] = v514;
     }
-    if ((row10 < u.N) && (col17 < 9u)) {
-        const uint i515 = row10 * 9u + col17;
+    if ((row10 < u.N) && (col17 < 17u)) {
+        const uint i515 = row10 * 17u + col17;
         const float v516 = b2[col17];
         const float v517 = acc81 + v516;
         const float v518 = mimir_sigmoid(v517);
         out[i515] = v518;
     }
-    if ((row10 < u.N) && (col18 < 9u)) {
-        const uint i519 = row10 * 9u + col18;
+    if ((row10 < u.N) && (col18 < 17u)) {
+        const uint i519 = row10 * 17u + col18;
         const float v520 = b2[col18];
         const float v521 = acc82 + v520;
         const float v522 = mimir_sigmoid(v521);

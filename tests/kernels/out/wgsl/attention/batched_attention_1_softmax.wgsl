@@ -13,8 +13,6 @@ var<workgroup> row_max: array<f32, 4>;
 var<workgroup> row_sum: array<f32, 4>;
 var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
-var<workgroup> warp2: array<f32, 128>;
-var<workgroup> warp3: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 @compute @workgroup_size(128, 1, 1)
@@ -123,13 +121,13 @@ fn batched_attention_1_softmax(
     workgroupBarrier();
     let slot35: f32 = row_max[lid.x & 3u];
     let slot36: f32 = row_sum[lid.x & 3u];
-    warp2[lid.x] = slot35;
+    warp0[lid.x] = slot35;
     workgroupBarrier();
-    let row_max37: f32 = max(max(max(warp2[lid.x - (lid.x & 3u)], warp2[lid.x - (lid.x & 3u) + 1u]), warp2[lid.x - (lid.x & 3u) + 2u]), warp2[lid.x - (lid.x & 3u) + 3u]);
+    let row_max37: f32 = max(max(max(warp0[lid.x - (lid.x & 3u)], warp0[lid.x - (lid.x & 3u) + 1u]), warp0[lid.x - (lid.x & 3u) + 2u]), warp0[lid.x - (lid.x & 3u) + 3u]);
     let t38: f32 = select(slot36 * exp(slot35 - row_max37), slot36, slot35 == -bitcast<f32>(inf_bits));
-    warp3[lid.x] = t38;
+    warp1[lid.x] = t38;
     workgroupBarrier();
-    let t39: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    let t39: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     let top40: f32 = select(row_max37, 0.0f, row_max37 == -bitcast<f32>(inf_bits));
     let last41: u32 = select(0u, u.T - 384u, u.T > 384u);
     var rest42: u32 = lid.x;

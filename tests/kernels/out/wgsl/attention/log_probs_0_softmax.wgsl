@@ -12,8 +12,6 @@ var<workgroup> row_max: array<f32, 4>;
 var<workgroup> row_sum: array<f32, 4>;
 var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
-var<workgroup> warp2: array<f32, 128>;
-var<workgroup> warp3: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
@@ -128,13 +126,13 @@ fn log_probs_0_softmax(
     workgroupBarrier();
     let slot32: f32 = row_max[lid.x & 3u];
     let slot33: f32 = row_sum[lid.x & 3u];
-    warp2[lid.x] = slot32;
+    warp0[lid.x] = slot32;
     workgroupBarrier();
-    let row_max34: f32 = max(max(max(warp2[lid.x - (lid.x & 3u)], warp2[lid.x - (lid.x & 3u) + 1u]), warp2[lid.x - (lid.x & 3u) + 2u]), warp2[lid.x - (lid.x & 3u) + 3u]);
+    let row_max34: f32 = max(max(max(warp0[lid.x - (lid.x & 3u)], warp0[lid.x - (lid.x & 3u) + 1u]), warp0[lid.x - (lid.x & 3u) + 2u]), warp0[lid.x - (lid.x & 3u) + 3u]);
     let t35: f32 = select(slot33 * exp(slot32 - row_max34), slot33, slot32 == -bitcast<f32>(inf_bits));
-    warp3[lid.x] = t35;
+    warp1[lid.x] = t35;
     workgroupBarrier();
-    let t36: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    let t36: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     let top37: f32 = select(row_max34, 0.0f, row_max34 == -bitcast<f32>(inf_bits));
     let t38: f32 = mimir_log(t36);
     let last39: u32 = select(0u, u.T - 384u, u.T > 384u);

@@ -11,8 +11,6 @@ var<workgroup> row_max: array<f32, 4>;
 var<workgroup> row_sum: array<f32, 4>;
 var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
-var<workgroup> warp2: array<f32, 128>;
-var<workgroup> warp3: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 @compute @workgroup_size(128, 1, 1)
@@ -118,13 +116,13 @@ fn softmax_first_axis_0_softmax(
     workgroupBarrier();
     let slot34: f32 = row_max[lid.x & 3u];
     let slot35: f32 = row_sum[lid.x & 3u];
-    warp2[lid.x] = slot34;
+    warp0[lid.x] = slot34;
     workgroupBarrier();
-    let row_max36: f32 = max(max(max(warp2[lid.x - (lid.x & 3u)], warp2[lid.x - (lid.x & 3u) + 1u]), warp2[lid.x - (lid.x & 3u) + 2u]), warp2[lid.x - (lid.x & 3u) + 3u]);
+    let row_max36: f32 = max(max(max(warp0[lid.x - (lid.x & 3u)], warp0[lid.x - (lid.x & 3u) + 1u]), warp0[lid.x - (lid.x & 3u) + 2u]), warp0[lid.x - (lid.x & 3u) + 3u]);
     let t37: f32 = select(slot35 * exp(slot34 - row_max36), slot35, slot34 == -bitcast<f32>(inf_bits));
-    warp3[lid.x] = t37;
+    warp1[lid.x] = t37;
     workgroupBarrier();
-    let t38: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    let t38: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     let top39: f32 = select(row_max36, 0.0f, row_max36 == -bitcast<f32>(inf_bits));
     let last40: u32 = select(0u, u.T - 384u, u.T > 384u);
     var rest41: u32 = lid.x;

@@ -12,8 +12,6 @@ var<workgroup> row_max: array<f32, 4>;
 var<workgroup> row_sum: array<f32, 4>;
 var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
-var<workgroup> warp2: array<f32, 128>;
-var<workgroup> warp3: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 @compute @workgroup_size(128, 1, 1)
@@ -122,13 +120,13 @@ fn causal_attention_1_softmax(
     workgroupBarrier();
     let slot33: f32 = row_max[lid.x & 3u];
     let slot34: f32 = row_sum[lid.x & 3u];
-    warp2[lid.x] = slot33;
+    warp0[lid.x] = slot33;
     workgroupBarrier();
-    let row_max35: f32 = max(max(max(warp2[lid.x - (lid.x & 3u)], warp2[lid.x - (lid.x & 3u) + 1u]), warp2[lid.x - (lid.x & 3u) + 2u]), warp2[lid.x - (lid.x & 3u) + 3u]);
+    let row_max35: f32 = max(max(max(warp0[lid.x - (lid.x & 3u)], warp0[lid.x - (lid.x & 3u) + 1u]), warp0[lid.x - (lid.x & 3u) + 2u]), warp0[lid.x - (lid.x & 3u) + 3u]);
     let t36: f32 = select(slot34 * exp(slot33 - row_max35), slot34, slot33 == -bitcast<f32>(inf_bits));
-    warp3[lid.x] = t36;
+    warp1[lid.x] = t36;
     workgroupBarrier();
-    let t37: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    let t37: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     let top38: f32 = select(row_max35, 0.0f, row_max35 == -bitcast<f32>(inf_bits));
     let last39: u32 = select(0u, u.T - 384u, u.T > 384u);
     var rest40: u32 = lid.x;

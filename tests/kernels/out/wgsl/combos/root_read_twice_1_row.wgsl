@@ -14,10 +14,6 @@ var<workgroup> row0b: array<f32, 4>;
 var<workgroup> row1: array<f32, 4>;
 var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
-var<workgroup> warp2: array<f32, 128>;
-var<workgroup> warp3: array<f32, 128>;
-var<workgroup> warp4: array<f32, 128>;
-var<workgroup> warp5: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -126,37 +122,37 @@ fn root_read_twice_1_row(
         let e39: f32 = exp(d38);
         acc18 = acc18 + e39;
     }
-    warp2[lid.x] = acc18;
+    warp0[lid.x] = acc18;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 8u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 4u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 2u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp40: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp40: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         row0b[lid.x >> 5u] = warp40;
     }
     workgroupBarrier();
     let slot41: f32 = row0b[lid.x & 3u];
-    warp3[lid.x] = slot41;
+    warp1[lid.x] = slot41;
     workgroupBarrier();
-    let total42: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    let total42: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     var acc43: f32 = -bitcast<f32>(inf_bits);
     let last44: u32 = select(0u, u.M - 384u, u.M > 384u);
     var rest45: u32 = lid.x;
@@ -182,37 +178,37 @@ fn root_read_twice_1_row(
         let v64: f32 = fma(v62, v62, v62);
         acc43 = mimir_maximum_f32(acc43, v64);
     }
-    warp4[lid.x] = acc43;
+    warp0[lid.x] = acc43;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp4[lid.x] = mimir_maximum_f32(warp4[lid.x], warp4[lid.x + 16u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp4[lid.x] = mimir_maximum_f32(warp4[lid.x], warp4[lid.x + 8u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp4[lid.x] = mimir_maximum_f32(warp4[lid.x], warp4[lid.x + 4u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp4[lid.x] = mimir_maximum_f32(warp4[lid.x], warp4[lid.x + 2u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp4[lid.x] = mimir_maximum_f32(warp4[lid.x], warp4[lid.x + 1u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp65: f32 = warp4[lid.x - (lid.x & 31u)];
+    let warp65: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         row1[lid.x >> 5u] = warp65;
     }
     workgroupBarrier();
     let slot66: f32 = row1[lid.x & 3u];
-    warp5[lid.x] = slot66;
+    warp1[lid.x] = slot66;
     workgroupBarrier();
-    let total67: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp5[lid.x - (lid.x & 3u)], warp5[lid.x - (lid.x & 3u) + 1u]), warp5[lid.x - (lid.x & 3u) + 2u]), warp5[lid.x - (lid.x & 3u) + 3u]);
+    let total67: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
     let last68: u32 = select(0u, u.M - 384u, u.M > 384u);
     var rest69: u32 = lid.x;
     for (var r70: u32 = lid.x; r70 < last68; r70 += 512u) {

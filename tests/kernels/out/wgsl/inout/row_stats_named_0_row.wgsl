@@ -15,10 +15,6 @@ var<workgroup> row1: array<f32, 4>;
 var<workgroup> row2: array<f32, 4>;
 var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
-var<workgroup> warp2: array<f32, 128>;
-var<workgroup> warp3: array<f32, 128>;
-var<workgroup> warp4: array<f32, 128>;
-var<workgroup> warp5: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -129,37 +125,37 @@ fn row_stats_named_0_row(
         let v28: f32 = x[i27];
         acc17 = acc17 + v28;
     }
-    warp2[lid.x] = acc17;
+    warp0[lid.x] = acc17;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 8u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 4u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 2u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp29: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp29: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         row1[lid.x >> 5u] = warp29;
     }
     workgroupBarrier();
     let slot30: f32 = row1[lid.x & 3u];
-    warp3[lid.x] = slot30;
+    warp1[lid.x] = slot30;
     workgroupBarrier();
-    let total31: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    let total31: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     let total32: f32 = total31 / f32(u.D);
     var acc33: f32 = bitcast<f32>(inf_bits);
     let last34: u32 = select(0u, u.D - 384u, u.D > 384u);
@@ -181,37 +177,37 @@ fn row_stats_named_0_row(
         let v44: f32 = x[i43];
         acc33 = mimir_minimum_f32(acc33, v44);
     }
-    warp4[lid.x] = acc33;
+    warp0[lid.x] = acc33;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp4[lid.x] = mimir_minimum_f32(warp4[lid.x], warp4[lid.x + 16u]);
+        warp0[lid.x] = mimir_minimum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp4[lid.x] = mimir_minimum_f32(warp4[lid.x], warp4[lid.x + 8u]);
+        warp0[lid.x] = mimir_minimum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp4[lid.x] = mimir_minimum_f32(warp4[lid.x], warp4[lid.x + 4u]);
+        warp0[lid.x] = mimir_minimum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp4[lid.x] = mimir_minimum_f32(warp4[lid.x], warp4[lid.x + 2u]);
+        warp0[lid.x] = mimir_minimum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp4[lid.x] = mimir_minimum_f32(warp4[lid.x], warp4[lid.x + 1u]);
+        warp0[lid.x] = mimir_minimum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp45: f32 = warp4[lid.x - (lid.x & 31u)];
+    let warp45: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         row2[lid.x >> 5u] = warp45;
     }
     workgroupBarrier();
     let slot46: f32 = row2[lid.x & 3u];
-    warp5[lid.x] = slot46;
+    warp1[lid.x] = slot46;
     workgroupBarrier();
-    let total47: f32 = mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(warp5[lid.x - (lid.x & 3u)], warp5[lid.x - (lid.x & 3u) + 1u]), warp5[lid.x - (lid.x & 3u) + 2u]), warp5[lid.x - (lid.x & 3u) + 3u]);
+    let total47: f32 = mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
     if (lid.x == 0u) {
         top[g0] = total16;
         mean[g0] = total32;

@@ -14,10 +14,6 @@ var<workgroup> row1: array<f32, 4>;
 var<workgroup> row2b: array<f32, 4>;
 var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
-var<workgroup> warp2: array<f32, 128>;
-var<workgroup> warp3: array<f32, 128>;
-var<workgroup> warp4: array<f32, 128>;
-var<workgroup> warp5: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
@@ -136,37 +132,37 @@ fn softmax_lse_0_row(
         let v38: f32 = exp(v37);
         acc17 = acc17 + v38;
     }
-    warp2[lid.x] = acc17;
+    warp0[lid.x] = acc17;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 8u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 4u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 2u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp39: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp39: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         row1[lid.x >> 5u] = warp39;
     }
     workgroupBarrier();
     let slot40: f32 = row1[lid.x & 3u];
-    warp3[lid.x] = slot40;
+    warp1[lid.x] = slot40;
     workgroupBarrier();
-    let total41: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    let total41: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     let top42: f32 = select(total16, 0.0f, total16 == -bitcast<f32>(inf_bits));
     var acc43: f32 = 0.0f;
     let last44: u32 = select(0u, u.D - 384u, u.D > 384u);
@@ -198,37 +194,37 @@ fn softmax_lse_0_row(
         let e64: f32 = exp(d63);
         acc43 = acc43 + e64;
     }
-    warp4[lid.x] = acc43;
+    warp0[lid.x] = acc43;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp4[lid.x] = warp4[lid.x] + warp4[lid.x + 16u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp4[lid.x] = warp4[lid.x] + warp4[lid.x + 8u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp4[lid.x] = warp4[lid.x] + warp4[lid.x + 4u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp4[lid.x] = warp4[lid.x] + warp4[lid.x + 2u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp4[lid.x] = warp4[lid.x] + warp4[lid.x + 1u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp65: f32 = warp4[lid.x - (lid.x & 31u)];
+    let warp65: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         row2b[lid.x >> 5u] = warp65;
     }
     workgroupBarrier();
     let slot66: f32 = row2b[lid.x & 3u];
-    warp5[lid.x] = slot66;
+    warp1[lid.x] = slot66;
     workgroupBarrier();
-    let total67: f32 = warp5[lid.x - (lid.x & 3u)] + warp5[lid.x - (lid.x & 3u) + 1u] + warp5[lid.x - (lid.x & 3u) + 2u] + warp5[lid.x - (lid.x & 3u) + 3u];
+    let total67: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     let last68: u32 = select(0u, u.D - 384u, u.D > 384u);
     var rest69: u32 = lid.x;
     for (var r70: u32 = lid.x; r70 < last68; r70 += 512u) {

@@ -12,9 +12,6 @@ struct Uniforms {
 @group(0) @binding(4) var<uniform> u: Uniforms;
 var<workgroup> warp0: array<f32, 256>;
 var<workgroup> warp1: array<f32, 256>;
-var<workgroup> warp2: array<f32, 256>;
-var<workgroup> warp3: array<f32, 256>;
-var<workgroup> warp4: array<f32, 256>;
 
 fn mimir_tanh(a: f32) -> f32 {
     if (((bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u)) {
@@ -80,15 +77,15 @@ fn linear_gelu_scaled_0_narrow(
     warp1[lid.x] = acc4;
     workgroupBarrier();
     let total22: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
-    warp2[lid.x] = acc5;
+    warp0[lid.x] = acc5;
     workgroupBarrier();
-    let total23: f32 = warp2[lid.x - (lid.x & 7u)] + warp2[lid.x - (lid.x & 7u) + 1u] + warp2[lid.x - (lid.x & 7u) + 2u] + warp2[lid.x - (lid.x & 7u) + 3u] + warp2[lid.x - (lid.x & 7u) + 4u] + warp2[lid.x - (lid.x & 7u) + 5u] + warp2[lid.x - (lid.x & 7u) + 6u] + warp2[lid.x - (lid.x & 7u) + 7u];
-    warp3[lid.x] = acc6;
+    let total23: f32 = warp0[lid.x - (lid.x & 7u)] + warp0[lid.x - (lid.x & 7u) + 1u] + warp0[lid.x - (lid.x & 7u) + 2u] + warp0[lid.x - (lid.x & 7u) + 3u] + warp0[lid.x - (lid.x & 7u) + 4u] + warp0[lid.x - (lid.x & 7u) + 5u] + warp0[lid.x - (lid.x & 7u) + 6u] + warp0[lid.x - (lid.x & 7u) + 7u];
+    warp1[lid.x] = acc6;
     workgroupBarrier();
-    let total24: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
-    warp4[lid.x] = acc7;
+    let total24: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    warp0[lid.x] = acc7;
     workgroupBarrier();
-    let total25: f32 = warp4[lid.x - (lid.x & 7u)] + warp4[lid.x - (lid.x & 7u) + 1u] + warp4[lid.x - (lid.x & 7u) + 2u] + warp4[lid.x - (lid.x & 7u) + 3u] + warp4[lid.x - (lid.x & 7u) + 4u] + warp4[lid.x - (lid.x & 7u) + 5u] + warp4[lid.x - (lid.x & 7u) + 6u] + warp4[lid.x - (lid.x & 7u) + 7u];
+    let total25: f32 = warp0[lid.x - (lid.x & 7u)] + warp0[lid.x - (lid.x & 7u) + 1u] + warp0[lid.x - (lid.x & 7u) + 2u] + warp0[lid.x - (lid.x & 7u) + 3u] + warp0[lid.x - (lid.x & 7u) + 4u] + warp0[lid.x - (lid.x & 7u) + 5u] + warp0[lid.x - (lid.x & 7u) + 6u] + warp0[lid.x - (lid.x & 7u) + 7u];
     if ((lane2 == 0u) && (row1 < u.N)) {
         let i26: u32 = row1 * 5u;
         let v28: f32 = b[0u];

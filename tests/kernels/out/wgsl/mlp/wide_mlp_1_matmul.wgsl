@@ -130,7 +130,7 @@ fn wide_mlp_1_matmul(
     let as97: u32 = ak83 * 128u + am84;
     let bk98: u32 = t1 >> 7u;
     let bn99: u32 = t1 & 127u;
-    let bok100: bool = bn99 < 9u;
+    let bok100: bool = bn99 < 17u;
     let kok101: bool = ak83 < u.H;
     if (aok93 && kok101) {
         a_tile[as97] = scratch0[ab89 + ak83];
@@ -152,7 +152,7 @@ fn wide_mlp_1_matmul(
     } else {
         a_tile[as97 + 96u] = 0.0f;
     }
-    let bi106: u32 = bk98 * 9u + bn99;
+    let bi106: u32 = bk98 * 17u + bn99;
     if ((bk98 < u.H) && bok100) {
         b_tile[t1] = w2[bi106];
     } else {
@@ -160,19 +160,19 @@ fn wide_mlp_1_matmul(
     }
     let kb108: u32 = bk98 + 2u;
     if ((kb108 < u.H) && bok100) {
-        b_tile[t1 + 256u] = w2[bi106 + 18u];
+        b_tile[t1 + 256u] = w2[bi106 + 34u];
     } else {
         b_tile[t1 + 256u] = 0.0f;
     }
     let kb110: u32 = bk98 + 4u;
     if ((kb110 < u.H) && bok100) {
-        b_tile[t1 + 512u] = w2[bi106 + 36u];
+        b_tile[t1 + 512u] = w2[bi106 + 68u];
     } else {
         b_tile[t1 + 512u] = 0.0f;
     }
     let kb112: u32 = bk98 + 6u;
     if ((kb112 < u.H) && bok100) {
-        b_tile[t1 + 768u] = w2[bi106 + 54u];
+        b_tile[t1 + 768u] = w2[bi106 + 102u];
     } else {
         b_tile[t1 + 768u] = 0.0f;
     }
@@ -209,7 +209,7 @@ fn wide_mlp_1_matmul(
             }
             let kb127: u32 = kn119 + bk98;
             let sb128: u32 = nxt118 + t1;
-            let bi129: u32 = kb127 * 9u + bn99;
+            let bi129: u32 = kb127 * 17u + bn99;
             if ((kb127 < u.H) && bok100) {
                 b_tile[sb128] = w2[bi129];
             } else {
@@ -217,19 +217,19 @@ fn wide_mlp_1_matmul(
             }
             let kb131: u32 = kb127 + 2u;
             if ((kb131 < u.H) && bok100) {
-                b_tile[sb128 + 256u] = w2[bi129 + 18u];
+                b_tile[sb128 + 256u] = w2[bi129 + 34u];
             } else {
                 b_tile[sb128 + 256u] = 0.0f;
             }
             let kb133: u32 = kb127 + 4u;
             if ((kb133 < u.H) && bok100) {
-                b_tile[sb128 + 512u] = w2[bi129 + 36u];
+                b_tile[sb128 + 512u] = w2[bi129 + 68u];
             } else {
                 b_tile[sb128 + 512u] = 0.0f;
             }
             let kb135: u32 = kb127 + 6u;
             if ((kb135 < u.H) && bok100) {
-                b_tile[sb128 + 768u] = w2[bi129 + 54u];
+                b_tile[sb128 + 768u] = w2[bi129 + 102u];
             } else {
                 b_tile[sb128 + 768u] = 0.0f;
             }
@@ -878,449 +878,449 @@ fn wide_mlp_1_matmul(
         acc82 = fma(a258, b266, acc82);
         workgroupBarrier();
     }
-    if ((row3 < u.N) && (col11 < 9u)) {
-        let i267: u32 = row3 * 9u + col11;
+    if ((row3 < u.N) && (col11 < 17u)) {
+        let i267: u32 = row3 * 17u + col11;
         let v268: f32 = b2[col11];
         let v269: f32 = acc19 + v268;
         let v270: f32 = mimir_sigmoid(v269);
         out[i267] = v270;
     }
-    if ((row3 < u.N) && (col12 < 9u)) {
-        let i271: u32 = row3 * 9u + col12;
+    if ((row3 < u.N) && (col12 < 17u)) {
+        let i271: u32 = row3 * 17u + col12;
         let v272: f32 = b2[col12];
         let v273: f32 = acc20 + v272;
         let v274: f32 = mimir_sigmoid(v273);
         out[i271] = v274;
     }
-    if ((row3 < u.N) && (col13 < 9u)) {
-        let i275: u32 = row3 * 9u + col13;
+    if ((row3 < u.N) && (col13 < 17u)) {
+        let i275: u32 = row3 * 17u + col13;
         let v276: f32 = b2[col13];
         let v277: f32 = acc21 + v276;
         let v278: f32 = mimir_sigmoid(v277);
         out[i275] = v278;
     }
-    if ((row3 < u.N) && (col14 < 9u)) {
-        let i279: u32 = row3 * 9u + col14;
+    if ((row3 < u.N) && (col14 < 17u)) {
+        let i279: u32 = row3 * 17u + col14;
         let v280: f32 = b2[col14];
         let v281: f32 = acc22 + v280;
         let v282: f32 = mimir_sigmoid(v281);
         out[i279] = v282;
     }
-    if ((row3 < u.N) && (col15 < 9u)) {
-        let i283: u32 = row3 * 9u + col15;
+    if ((row3 < u.N) && (col15 < 17u)) {
+        let i283: u32 = row3 * 17u + col15;
         let v284: f32 = b2[col15];
         let v285: f32 = acc23 + v284;
         let v286: f32 = mimir_sigmoid(v285);
         out[i283] = v286;
     }
-    if ((row3 < u.N) && (col16 < 9u)) {
-        let i287: u32 = row3 * 9u + col16;
+    if ((row3 < u.N) && (col16 < 17u)) {
+        let i287: u32 = row3 * 17u + col16;
         let v288: f32 = b2[col16];
         let v289: f32 = acc24 + v288;
         let v290: f32 = mimir_sigmoid(v289);
         out[i287] = v290;
     }
-    if ((row3 < u.N) && (col17 < 9u)) {
-        let i291: u32 = row3 * 9u + col17;
+    if ((row3 < u.N) && (col17 < 17u)) {
+        let i291: u32 = row3 * 17u + col17;
         let v292: f32 = b2[col17];
         let v293: f32 = acc25 + v292;
         let v294: f32 = mimir_sigmoid(v293);
         out[i291] = v294;
     }
-    if ((row3 < u.N) && (col18 < 9u)) {
-        let i295: u32 = row3 * 9u + col18;
+    if ((row3 < u.N) && (col18 < 17u)) {
+        let i295: u32 = row3 * 17u + col18;
         let v296: f32 = b2[col18];
         let v297: f32 = acc26 + v296;
         let v298: f32 = mimir_sigmoid(v297);
         out[i295] = v298;
     }
-    if ((row4 < u.N) && (col11 < 9u)) {
-        let i299: u32 = row4 * 9u + col11;
+    if ((row4 < u.N) && (col11 < 17u)) {
+        let i299: u32 = row4 * 17u + col11;
         let v300: f32 = b2[col11];
         let v301: f32 = acc27 + v300;
         let v302: f32 = mimir_sigmoid(v301);
         out[i299] = v302;
     }
-    if ((row4 < u.N) && (col12 < 9u)) {
-        let i303: u32 = row4 * 9u + col12;
+    if ((row4 < u.N) && (col12 < 17u)) {
+        let i303: u32 = row4 * 17u + col12;
         let v304: f32 = b2[col12];
         let v305: f32 = acc28 + v304;
         let v306: f32 = mimir_sigmoid(v305);
         out[i303] = v306;
     }
-    if ((row4 < u.N) && (col13 < 9u)) {
-        let i307: u32 = row4 * 9u + col13;
+    if ((row4 < u.N) && (col13 < 17u)) {
+        let i307: u32 = row4 * 17u + col13;
         let v308: f32 = b2[col13];
         let v309: f32 = acc29 + v308;
         let v310: f32 = mimir_sigmoid(v309);
         out[i307] = v310;
     }
-    if ((row4 < u.N) && (col14 < 9u)) {
-        let i311: u32 = row4 * 9u + col14;
+    if ((row4 < u.N) && (col14 < 17u)) {
+        let i311: u32 = row4 * 17u + col14;
         let v312: f32 = b2[col14];
         let v313: f32 = acc30 + v312;
         let v314: f32 = mimir_sigmoid(v313);
         out[i311] = v314;
     }
-    if ((row4 < u.N) && (col15 < 9u)) {
-        let i315: u32 = row4 * 9u + col15;
+    if ((row4 < u.N) && (col15 < 17u)) {
+        let i315: u32 = row4 * 17u + col15;
         let v316: f32 = b2[col15];
         let v317: f32 = acc31 + v316;
         let v318: f32 = mimir_sigmoid(v317);
         out[i315] = v318;
     }
-    if ((row4 < u.N) && (col16 < 9u)) {
-        let i319: u32 = row4 * 9u + col16;
+    if ((row4 < u.N) && (col16 < 17u)) {
+        let i319: u32 = row4 * 17u + col16;
         let v320: f32 = b2[col16];
         let v321: f32 = acc32 + v320;
         let v322: f32 = mimir_sigmoid(v321);
         out[i319] = v322;
     }
-    if ((row4 < u.N) && (col17 < 9u)) {
-        let i323: u32 = row4 * 9u + col17;
+    if ((row4 < u.N) && (col17 < 17u)) {
+        let i323: u32 = row4 * 17u + col17;
         let v324: f32 = b2[col17];
         let v325: f32 = acc33 + v324;
         let v326: f32 = mimir_sigmoid(v325);
         out[i323] = v326;
     }
-    if ((row4 < u.N) && (col18 < 9u)) {
-        let i327: u32 = row4 * 9u + col18;
+    if ((row4 < u.N) && (col18 < 17u)) {
+        let i327: u32 = row4 * 17u + col18;
         let v328: f32 = b2[col18];
         let v329: f32 = acc34 + v328;
         let v330: f32 = mimir_sigmoid(v329);
         out[i327] = v330;
     }
-    if ((row5 < u.N) && (col11 < 9u)) {
-        let i331: u32 = row5 * 9u + col11;
+    if ((row5 < u.N) && (col11 < 17u)) {
+        let i331: u32 = row5 * 17u + col11;
         let v332: f32 = b2[col11];
         let v333: f32 = acc35 + v332;
         let v334: f32 = mimir_sigmoid(v333);
         out[i331] = v334;
     }
-    if ((row5 < u.N) && (col12 < 9u)) {
-        let i335: u32 = row5 * 9u + col12;
+    if ((row5 < u.N) && (col12 < 17u)) {
+        let i335: u32 = row5 * 17u + col12;
         let v336: f32 = b2[col12];
         let v337: f32 = acc36 + v336;
         let v338: f32 = mimir_sigmoid(v337);
         out[i335] = v338;
     }
-    if ((row5 < u.N) && (col13 < 9u)) {
-        let i339: u32 = row5 * 9u + col13;
+    if ((row5 < u.N) && (col13 < 17u)) {
+        let i339: u32 = row5 * 17u + col13;
         let v340: f32 = b2[col13];
         let v341: f32 = acc37 + v340;
         let v342: f32 = mimir_sigmoid(v341);
         out[i339] = v342;
     }
-    if ((row5 < u.N) && (col14 < 9u)) {
-        let i343: u32 = row5 * 9u + col14;
+    if ((row5 < u.N) && (col14 < 17u)) {
+        let i343: u32 = row5 * 17u + col14;
         let v344: f32 = b2[col14];
         let v345: f32 = acc38 + v344;
         let v346: f32 = mimir_sigmoid(v345);
         out[i343] = v346;
     }
-    if ((row5 < u.N) && (col15 < 9u)) {
-        let i347: u32 = row5 * 9u + col15;
+    if ((row5 < u.N) && (col15 < 17u)) {
+        let i347: u32 = row5 * 17u + col15;
         let v348: f32 = b2[col15];
         let v349: f32 = acc39 + v348;
         let v350: f32 = mimir_sigmoid(v349);
         out[i347] = v350;
     }
-    if ((row5 < u.N) && (col16 < 9u)) {
-        let i351: u32 = row5 * 9u + col16;
+    if ((row5 < u.N) && (col16 < 17u)) {
+        let i351: u32 = row5 * 17u + col16;
         let v352: f32 = b2[col16];
         let v353: f32 = acc40 + v352;
         let v354: f32 = mimir_sigmoid(v353);
         out[i351] = v354;
     }
-    if ((row5 < u.N) && (col17 < 9u)) {
-        let i355: u32 = row5 * 9u + col17;
+    if ((row5 < u.N) && (col17 < 17u)) {
+        let i355: u32 = row5 * 17u + col17;
         let v356: f32 = b2[col17];
         let v357: f32 = acc41 + v356;
         let v358: f32 = mimir_sigmoid(v357);
         out[i355] = v358;
     }
-    if ((row5 < u.N) && (col18 < 9u)) {
-        let i359: u32 = row5 * 9u + col18;
+    if ((row5 < u.N) && (col18 < 17u)) {
+        let i359: u32 = row5 * 17u + col18;
         let v360: f32 = b2[col18];
         let v361: f32 = acc42 + v360;
         let v362: f32 = mimir_sigmoid(v361);
         out[i359] = v362;
     }
-    if ((row6 < u.N) && (col11 < 9u)) {
-        let i363: u32 = row6 * 9u + col11;
+    if ((row6 < u.N) && (col11 < 17u)) {
+        let i363: u32 = row6 * 17u + col11;
         let v364: f32 = b2[col11];
         let v365: f32 = acc43 + v364;
         let v366: f32 = mimir_sigmoid(v365);
         out[i363] = v366;
     }
-    if ((row6 < u.N) && (col12 < 9u)) {
-        let i367: u32 = row6 * 9u + col12;
+    if ((row6 < u.N) && (col12 < 17u)) {
+        let i367: u32 = row6 * 17u + col12;
         let v368: f32 = b2[col12];
         let v369: f32 = acc44 + v368;
         let v370: f32 = mimir_sigmoid(v369);
         out[i367] = v370;
     }
-    if ((row6 < u.N) && (col13 < 9u)) {
-        let i371: u32 = row6 * 9u + col13;
+    if ((row6 < u.N) && (col13 < 17u)) {
+        let i371: u32 = row6 * 17u + col13;
         let v372: f32 = b2[col13];
         let v373: f32 = acc45 + v372;
         let v374: f32 = mimir_sigmoid(v373);
         out[i371] = v374;
     }
-    if ((row6 < u.N) && (col14 < 9u)) {
-        let i375: u32 = row6 * 9u + col14;
+    if ((row6 < u.N) && (col14 < 17u)) {
+        let i375: u32 = row6 * 17u + col14;
         let v376: f32 = b2[col14];
         let v377: f32 = acc46 + v376;
         let v378: f32 = mimir_sigmoid(v377);
         out[i375] = v378;
     }
-    if ((row6 < u.N) && (col15 < 9u)) {
-        let i379: u32 = row6 * 9u + col15;
+    if ((row6 < u.N) && (col15 < 17u)) {
+        let i379: u32 = row6 * 17u + col15;
         let v380: f32 = b2[col15];
         let v381: f32 = acc47 + v380;
         let v382: f32 = mimir_sigmoid(v381);
         out[i379] = v382;
     }
-    if ((row6 < u.N) && (col16 < 9u)) {
-        let i383: u32 = row6 * 9u + col16;
+    if ((row6 < u.N) && (col16 < 17u)) {
+        let i383: u32 = row6 * 17u + col16;
         let v384: f32 = b2[col16];
         let v385: f32 = acc48 + v384;
         let v386: f32 = mimir_sigmoid(v385);
         out[i383] = v386;
     }
-    if ((row6 < u.N) && (col17 < 9u)) {
-        let i387: u32 = row6 * 9u + col17;
+    if ((row6 < u.N) && (col17 < 17u)) {
+        let i387: u32 = row6 * 17u + col17;
         let v388: f32 = b2[col17];
         let v389: f32 = acc49 + v388;
         let v390: f32 = mimir_sigmoid(v389);
         out[i387] = v390;
     }
-    if ((row6 < u.N) && (col18 < 9u)) {
-        let i391: u32 = row6 * 9u + col18;
+    if ((row6 < u.N) && (col18 < 17u)) {
+        let i391: u32 = row6 * 17u + col18;
         let v392: f32 = b2[col18];
         let v393: f32 = acc50 + v392;
         let v394: f32 = mimir_sigmoid(v393);
         out[i391] = v394;
     }
-    if ((row7 < u.N) && (col11 < 9u)) {
-        let i395: u32 = row7 * 9u + col11;
+    if ((row7 < u.N) && (col11 < 17u)) {
+        let i395: u32 = row7 * 17u + col11;
         let v396: f32 = b2[col11];
         let v397: f32 = acc51 + v396;
         let v398: f32 = mimir_sigmoid(v397);
         out[i395] = v398;
     }
-    if ((row7 < u.N) && (col12 < 9u)) {
-        let i399: u32 = row7 * 9u + col12;
+    if ((row7 < u.N) && (col12 < 17u)) {
+        let i399: u32 = row7 * 17u + col12;
         let v400: f32 = b2[col12];
         let v401: f32 = acc52 + v400;
         let v402: f32 = mimir_sigmoid(v401);
         out[i399] = v402;
     }
-    if ((row7 < u.N) && (col13 < 9u)) {
-        let i403: u32 = row7 * 9u + col13;
+    if ((row7 < u.N) && (col13 < 17u)) {
+        let i403: u32 = row7 * 17u + col13;
         let v404: f32 = b2[col13];
         let v405: f32 = acc53 + v404;
         let v406: f32 = mimir_sigmoid(v405);
         out[i403] = v406;
     }
-    if ((row7 < u.N) && (col14 < 9u)) {
-        let i407: u32 = row7 * 9u + col14;
+    if ((row7 < u.N) && (col14 < 17u)) {
+        let i407: u32 = row7 * 17u + col14;
         let v408: f32 = b2[col14];
         let v409: f32 = acc54 + v408;
         let v410: f32 = mimir_sigmoid(v409);
         out[i407] = v410;
     }
-    if ((row7 < u.N) && (col15 < 9u)) {
-        let i411: u32 = row7 * 9u + col15;
+    if ((row7 < u.N) && (col15 < 17u)) {
+        let i411: u32 = row7 * 17u + col15;
         let v412: f32 = b2[col15];
         let v413: f32 = acc55 + v412;
         let v414: f32 = mimir_sigmoid(v413);
         out[i411] = v414;
     }
-    if ((row7 < u.N) && (col16 < 9u)) {
-        let i415: u32 = row7 * 9u + col16;
+    if ((row7 < u.N) && (col16 < 17u)) {
+        let i415: u32 = row7 * 17u + col16;
         let v416: f32 = b2[col16];
         let v417: f32 = acc56 + v416;
         let v418: f32 = mimir_sigmoid(v417);
         out[i415] = v418;
     }
-    if ((row7 < u.N) && (col17 < 9u)) {
-        let i419: u32 = row7 * 9u + col17;
+    if ((row7 < u.N) && (col17 < 17u)) {
+        let i419: u32 = row7 * 17u + col17;
         let v420: f32 = b2[col17];
         let v421: f32 = acc57 + v420;
         let v422: f32 = mimir_sigmoid(v421);
         out[i419] = v422;
     }
-    if ((row7 < u.N) && (col18 < 9u)) {
-        let i423: u32 = row7 * 9u + col18;
+    if ((row7 < u.N) && (col18 < 17u)) {
+        let i423: u32 = row7 * 17u + col18;
         let v424: f32 = b2[col18];
         let v425: f32 = acc58 + v424;
         let v426: f32 = mimir_sigmoid(v425);
         out[i423] = v426;
     }
-    if ((row8 < u.N) && (col11 < 9u)) {
-        let i427: u32 = row8 * 9u + col11;
+    if ((row8 < u.N) && (col11 < 17u)) {
+        let i427: u32 = row8 * 17u + col11;
         let v428: f32 = b2[col11];
         let v429: f32 = acc59 + v428;
         let v430: f32 = mimir_sigmoid(v429);
         out[i427] = v430;
     }
-    if ((row8 < u.N) && (col12 < 9u)) {
-        let i431: u32 = row8 * 9u + col12;
+    if ((row8 < u.N) && (col12 < 17u)) {
+        let i431: u32 = row8 * 17u + col12;
         let v432: f32 = b2[col12];
         let v433: f32 = acc60 + v432;
         let v434: f32 = mimir_sigmoid(v433);
         out[i431] = v434;
     }
-    if ((row8 < u.N) && (col13 < 9u)) {
-        let i435: u32 = row8 * 9u + col13;
+    if ((row8 < u.N) && (col13 < 17u)) {
+        let i435: u32 = row8 * 17u + col13;
         let v436: f32 = b2[col13];
         let v437: f32 = acc61 + v436;
         let v438: f32 = mimir_sigmoid(v437);
         out[i435] = v438;
     }
-    if ((row8 < u.N) && (col14 < 9u)) {
-        let i439: u32 = row8 * 9u + col14;
+    if ((row8 < u.N) && (col14 < 17u)) {
+        let i439: u32 = row8 * 17u + col14;
         let v440: f32 = b2[col14];
         let v441: f32 = acc62 + v440;
         let v442: f32 = mimir_sigmoid(v441);
         out[i439] = v442;
     }
-    if ((row8 < u.N) && (col15 < 9u)) {
-        let i443: u32 = row8 * 9u + col15;
+    if ((row8 < u.N) && (col15 < 17u)) {
+        let i443: u32 = row8 * 17u + col15;
         let v444: f32 = b2[col15];
         let v445: f32 = acc63 + v444;
         let v446: f32 = mimir_sigmoid(v445);
         out[i443] = v446;
     }
-    if ((row8 < u.N) && (col16 < 9u)) {
-        let i447: u32 = row8 * 9u + col16;
+    if ((row8 < u.N) && (col16 < 17u)) {
+        let i447: u32 = row8 * 17u + col16;
         let v448: f32 = b2[col16];
         let v449: f32 = acc64 + v448;
         let v450: f32 = mimir_sigmoid(v449);
         out[i447] = v450;
     }
-    if ((row8 < u.N) && (col17 < 9u)) {
-        let i451: u32 = row8 * 9u + col17;
+    if ((row8 < u.N) && (col17 < 17u)) {
+        let i451: u32 = row8 * 17u + col17;
         let v452: f32 = b2[col17];
         let v453: f32 = acc65 + v452;
         let v454: f32 = mimir_sigmoid(v453);
         out[i451] = v454;
     }
-    if ((row8 < u.N) && (col18 < 9u)) {
-        let i455: u32 = row8 * 9u + col18;
+    if ((row8 < u.N) && (col18 < 17u)) {
+        let i455: u32 = row8 * 17u + col18;
         let v456: f32 = b2[col18];
         let v457: f32 = acc66 + v456;
         let v458: f32 = mimir_sigmoid(v457);
         out[i455] = v458;
     }
-    if ((row9 < u.N) && (col11 < 9u)) {
-        let i459: u32 = row9 * 9u + col11;
+    if ((row9 < u.N) && (col11 < 17u)) {
+        let i459: u32 = row9 * 17u + col11;
         let v460: f32 = b2[col11];
         let v461: f32 = acc67 + v460;
         let v462: f32 = mimir_sigmoid(v461);
         out[i459] = v462;
     }
-    if ((row9 < u.N) && (col12 < 9u)) {
-        let i463: u32 = row9 * 9u + col12;
+    if ((row9 < u.N) && (col12 < 17u)) {
+        let i463: u32 = row9 * 17u + col12;
         let v464: f32 = b2[col12];
         let v465: f32 = acc68 + v464;
         let v466: f32 = mimir_sigmoid(v465);
         out[i463] = v466;
     }
-    if ((row9 < u.N) && (col13 < 9u)) {
-        let i467: u32 = row9 * 9u + col13;
+    if ((row9 < u.N) && (col13 < 17u)) {
+        let i467: u32 = row9 * 17u + col13;
         let v468: f32 = b2[col13];
         let v469: f32 = acc69 + v468;
         let v470: f32 = mimir_sigmoid(v469);
         out[i467] = v470;
     }
-    if ((row9 < u.N) && (col14 < 9u)) {
-        let i471: u32 = row9 * 9u + col14;
+    if ((row9 < u.N) && (col14 < 17u)) {
+        let i471: u32 = row9 * 17u + col14;
         let v472: f32 = b2[col14];
         let v473: f32 = acc70 + v472;
         let v474: f32 = mimir_sigmoid(v473);
         out[i471] = v474;
     }
-    if ((row9 < u.N) && (col15 < 9u)) {
-        let i475: u32 = row9 * 9u + col15;
+    if ((row9 < u.N) && (col15 < 17u)) {
+        let i475: u32 = row9 * 17u + col15;
         let v476: f32 = b2[col15];
         let v477: f32 = acc71 + v476;
         let v478: f32 = mimir_sigmoid(v477);
         out[i475] = v478;
     }
-    if ((row9 < u.N) && (col16 < 9u)) {
-        let i479: u32 = row9 * 9u + col16;
+    if ((row9 < u.N) && (col16 < 17u)) {
+        let i479: u32 = row9 * 17u + col16;
         let v480: f32 = b2[col16];
         let v481: f32 = acc72 + v480;
         let v482: f32 = mimir_sigmoid(v481);
         out[i479] = v482;
     }
-    if ((row9 < u.N) && (col17 < 9u)) {
-        let i483: u32 = row9 * 9u + col17;
+    if ((row9 < u.N) && (col17 < 17u)) {
+        let i483: u32 = row9 * 17u + col17;
         let v484: f32 = b2[col17];
         let v485: f32 = acc73 + v484;
         let v486: f32 = mimir_sigmoid(v485);
         out[i483] = v486;
     }
-    if ((row9 < u.N) && (col18 < 9u)) {
-        let i487: u32 = row9 * 9u + col18;
+    if ((row9 < u.N) && (col18 < 17u)) {
+        let i487: u32 = row9 * 17u + col18;
         let v488: f32 = b2[col18];
         let v489: f32 = acc74 + v488;
         let v490: f32 = mimir_sigmoid(v489);
         out[i487] = v490;
     }
-    if ((row10 < u.N) && (col11 < 9u)) {
-        let i491: u32 = row10 * 9u + col11;
+    if ((row10 < u.N) && (col11 < 17u)) {
+        let i491: u32 = row10 * 17u + col11;
         let v492: f32 = b2[col11];
         let v493: f32 = acc75 + v492;
         let v494: f32 = mimir_sigmoid(v493);
         out[i491] = v494;
     }
-    if ((row10 < u.N) && (col12 < 9u)) {
-        let i495: u32 = row10 * 9u + col12;
+    if ((row10 < u.N) && (col12 < 17u)) {
+        let i495: u32 = row10 * 17u + col12;
         let v496: f32 = b2[col12];
         let v497: f32 = acc76 + v496;
         let v498: f32 = mimir_sigmoid(v497);
         out[i495] = v498;
     }
-    if ((row10 < u.N) && (col13 < 9u)) {
-        let i499: u32 = row10 * 9u + col13;
+    if ((row10 < u.N) && (col13 < 17u)) {
+        let i499: u32 = row10 * 17u + col13;
         let v500: f32 = b2[col13];
         let v501: f32 = acc77 + v500;
         let v502: f32 = mimir_sigmoid(v501);
         out[i499] = v502;
     }
-    if ((row10 < u.N) && (col14 < 9u)) {
-        let i503: u32 = row10 * 9u + col14;
+    if ((row10 < u.N) && (col14 < 17u)) {
+        let i503: u32 = row10 * 17u + col14;
         let v504: f32 = b2[col14];
         let v505: f32 = acc78 + v504;
         let v506: f32 = mimir_sigmoid(v505);
         out[i503] = v506;
     }
-    if ((row10 < u.N) && (col15 < 9u)) {
-        let i507: u32 = row10 * 9u + col15;
+    if ((row10 < u.N) && (col15 < 17u)) {
+        let i507: u32 = row10 * 17u + col15;
         let v508: f32 = b2[col15];
         let v509: f32 = acc79 + v508;
         let v510: f32 = mimir_sigmoid(v509);
         out[i507] = v510;
     }
-    if ((row10 < u.N) && (col16 < 9u)) {
-        let i511: u32 = row10 * 9u + col16;
+    if ((row10 < u.N) && (col16 < 17u)) {
+        let i511: u32 = row10 * 17u + col16;
         let v512: f32 = b2[col16];
         let v513: f32 = acc80 + v512;
         let v514: f32 = mimir_sigmoid(v513);
         out[i511] = v514;
     }
-    if ((row10 < u.N) && (col17 < 9u)) {
-        let i515: u32 = row10 * 9u + col17;
+    if ((row10 < u.N) && (col17 < 17u)) {
+        let i515: u32 = row10 * 17u + col17;
         let v516: f32 = b2[col17];
         let v517: f32 = acc81 + v516;
         let v518: f32 = mimir_sigmoid(v517);
         out[i515] = v518;
     }
-    if ((row10 < u.N) && (col18 < 9u)) {
-        let i519: u32 = row10 * 9u + col18;
+    if ((row10 < u.N) && (col18 < 17u)) {
+        let i519: u32 = row10 * 17u + col18;
         let v520: f32 = b2[col18];
         let v521: f32 = acc82 + v520;
         let v522: f32 = mimir_sigmoid(v521);

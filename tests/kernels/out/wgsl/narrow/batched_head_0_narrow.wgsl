@@ -12,12 +12,6 @@ struct Uniforms {
 @group(0) @binding(3) var<uniform> u: Uniforms;
 var<workgroup> warp0: array<f32, 256>;
 var<workgroup> warp1: array<f32, 256>;
-var<workgroup> warp2: array<f32, 256>;
-var<workgroup> warp3: array<f32, 256>;
-var<workgroup> warp4: array<f32, 256>;
-var<workgroup> warp5: array<f32, 256>;
-var<workgroup> warp6: array<f32, 256>;
-var<workgroup> warp7: array<f32, 256>;
 
 @compute @workgroup_size(256, 1, 1)
 fn batched_head_0_narrow(
@@ -78,24 +72,24 @@ fn batched_head_0_narrow(
     warp1[lid.x] = acc4;
     workgroupBarrier();
     let total34: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
-    warp2[lid.x] = acc5;
+    warp0[lid.x] = acc5;
     workgroupBarrier();
-    let total35: f32 = warp2[lid.x - (lid.x & 7u)] + warp2[lid.x - (lid.x & 7u) + 1u] + warp2[lid.x - (lid.x & 7u) + 2u] + warp2[lid.x - (lid.x & 7u) + 3u] + warp2[lid.x - (lid.x & 7u) + 4u] + warp2[lid.x - (lid.x & 7u) + 5u] + warp2[lid.x - (lid.x & 7u) + 6u] + warp2[lid.x - (lid.x & 7u) + 7u];
-    warp3[lid.x] = acc6;
+    let total35: f32 = warp0[lid.x - (lid.x & 7u)] + warp0[lid.x - (lid.x & 7u) + 1u] + warp0[lid.x - (lid.x & 7u) + 2u] + warp0[lid.x - (lid.x & 7u) + 3u] + warp0[lid.x - (lid.x & 7u) + 4u] + warp0[lid.x - (lid.x & 7u) + 5u] + warp0[lid.x - (lid.x & 7u) + 6u] + warp0[lid.x - (lid.x & 7u) + 7u];
+    warp1[lid.x] = acc6;
     workgroupBarrier();
-    let total36: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
-    warp4[lid.x] = acc7;
+    let total36: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    warp0[lid.x] = acc7;
     workgroupBarrier();
-    let total37: f32 = warp4[lid.x - (lid.x & 7u)] + warp4[lid.x - (lid.x & 7u) + 1u] + warp4[lid.x - (lid.x & 7u) + 2u] + warp4[lid.x - (lid.x & 7u) + 3u] + warp4[lid.x - (lid.x & 7u) + 4u] + warp4[lid.x - (lid.x & 7u) + 5u] + warp4[lid.x - (lid.x & 7u) + 6u] + warp4[lid.x - (lid.x & 7u) + 7u];
-    warp5[lid.x] = acc8;
+    let total37: f32 = warp0[lid.x - (lid.x & 7u)] + warp0[lid.x - (lid.x & 7u) + 1u] + warp0[lid.x - (lid.x & 7u) + 2u] + warp0[lid.x - (lid.x & 7u) + 3u] + warp0[lid.x - (lid.x & 7u) + 4u] + warp0[lid.x - (lid.x & 7u) + 5u] + warp0[lid.x - (lid.x & 7u) + 6u] + warp0[lid.x - (lid.x & 7u) + 7u];
+    warp1[lid.x] = acc8;
     workgroupBarrier();
-    let total38: f32 = warp5[lid.x - (lid.x & 7u)] + warp5[lid.x - (lid.x & 7u) + 1u] + warp5[lid.x - (lid.x & 7u) + 2u] + warp5[lid.x - (lid.x & 7u) + 3u] + warp5[lid.x - (lid.x & 7u) + 4u] + warp5[lid.x - (lid.x & 7u) + 5u] + warp5[lid.x - (lid.x & 7u) + 6u] + warp5[lid.x - (lid.x & 7u) + 7u];
-    warp6[lid.x] = acc9;
+    let total38: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    warp0[lid.x] = acc9;
     workgroupBarrier();
-    let total39: f32 = warp6[lid.x - (lid.x & 7u)] + warp6[lid.x - (lid.x & 7u) + 1u] + warp6[lid.x - (lid.x & 7u) + 2u] + warp6[lid.x - (lid.x & 7u) + 3u] + warp6[lid.x - (lid.x & 7u) + 4u] + warp6[lid.x - (lid.x & 7u) + 5u] + warp6[lid.x - (lid.x & 7u) + 6u] + warp6[lid.x - (lid.x & 7u) + 7u];
-    warp7[lid.x] = acc10;
+    let total39: f32 = warp0[lid.x - (lid.x & 7u)] + warp0[lid.x - (lid.x & 7u) + 1u] + warp0[lid.x - (lid.x & 7u) + 2u] + warp0[lid.x - (lid.x & 7u) + 3u] + warp0[lid.x - (lid.x & 7u) + 4u] + warp0[lid.x - (lid.x & 7u) + 5u] + warp0[lid.x - (lid.x & 7u) + 6u] + warp0[lid.x - (lid.x & 7u) + 7u];
+    warp1[lid.x] = acc10;
     workgroupBarrier();
-    let total40: f32 = warp7[lid.x - (lid.x & 7u)] + warp7[lid.x - (lid.x & 7u) + 1u] + warp7[lid.x - (lid.x & 7u) + 2u] + warp7[lid.x - (lid.x & 7u) + 3u] + warp7[lid.x - (lid.x & 7u) + 4u] + warp7[lid.x - (lid.x & 7u) + 5u] + warp7[lid.x - (lid.x & 7u) + 6u] + warp7[lid.x - (lid.x & 7u) + 7u];
+    let total40: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
     if ((lane2 == 0u) && (row1 < u.B * u.N)) {
         let i41: u32 = row1 % u.N;
         let i42: u32 = row1 / u.N;

@@ -12,11 +12,6 @@ struct Uniforms {
 @group(0) @binding(4) var<uniform> u: Uniforms;
 var<workgroup> warp0: array<f32, 256>;
 var<workgroup> warp1: array<f32, 256>;
-var<workgroup> warp2: array<f32, 256>;
-var<workgroup> warp3: array<f32, 256>;
-var<workgroup> warp4: array<f32, 256>;
-var<workgroup> warp5: array<f32, 256>;
-var<workgroup> warp6: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 @compute @workgroup_size(256, 1, 1)
@@ -71,21 +66,21 @@ fn classifier_0_narrow(
     warp1[lid.x] = acc4;
     workgroupBarrier();
     let total28: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
-    warp2[lid.x] = acc5;
+    warp0[lid.x] = acc5;
     workgroupBarrier();
-    let total29: f32 = warp2[lid.x - (lid.x & 7u)] + warp2[lid.x - (lid.x & 7u) + 1u] + warp2[lid.x - (lid.x & 7u) + 2u] + warp2[lid.x - (lid.x & 7u) + 3u] + warp2[lid.x - (lid.x & 7u) + 4u] + warp2[lid.x - (lid.x & 7u) + 5u] + warp2[lid.x - (lid.x & 7u) + 6u] + warp2[lid.x - (lid.x & 7u) + 7u];
-    warp3[lid.x] = acc6;
+    let total29: f32 = warp0[lid.x - (lid.x & 7u)] + warp0[lid.x - (lid.x & 7u) + 1u] + warp0[lid.x - (lid.x & 7u) + 2u] + warp0[lid.x - (lid.x & 7u) + 3u] + warp0[lid.x - (lid.x & 7u) + 4u] + warp0[lid.x - (lid.x & 7u) + 5u] + warp0[lid.x - (lid.x & 7u) + 6u] + warp0[lid.x - (lid.x & 7u) + 7u];
+    warp1[lid.x] = acc6;
     workgroupBarrier();
-    let total30: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
-    warp4[lid.x] = acc7;
+    let total30: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    warp0[lid.x] = acc7;
     workgroupBarrier();
-    let total31: f32 = warp4[lid.x - (lid.x & 7u)] + warp4[lid.x - (lid.x & 7u) + 1u] + warp4[lid.x - (lid.x & 7u) + 2u] + warp4[lid.x - (lid.x & 7u) + 3u] + warp4[lid.x - (lid.x & 7u) + 4u] + warp4[lid.x - (lid.x & 7u) + 5u] + warp4[lid.x - (lid.x & 7u) + 6u] + warp4[lid.x - (lid.x & 7u) + 7u];
-    warp5[lid.x] = acc8;
+    let total31: f32 = warp0[lid.x - (lid.x & 7u)] + warp0[lid.x - (lid.x & 7u) + 1u] + warp0[lid.x - (lid.x & 7u) + 2u] + warp0[lid.x - (lid.x & 7u) + 3u] + warp0[lid.x - (lid.x & 7u) + 4u] + warp0[lid.x - (lid.x & 7u) + 5u] + warp0[lid.x - (lid.x & 7u) + 6u] + warp0[lid.x - (lid.x & 7u) + 7u];
+    warp1[lid.x] = acc8;
     workgroupBarrier();
-    let total32: f32 = warp5[lid.x - (lid.x & 7u)] + warp5[lid.x - (lid.x & 7u) + 1u] + warp5[lid.x - (lid.x & 7u) + 2u] + warp5[lid.x - (lid.x & 7u) + 3u] + warp5[lid.x - (lid.x & 7u) + 4u] + warp5[lid.x - (lid.x & 7u) + 5u] + warp5[lid.x - (lid.x & 7u) + 6u] + warp5[lid.x - (lid.x & 7u) + 7u];
-    warp6[lid.x] = acc9;
+    let total32: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    warp0[lid.x] = acc9;
     workgroupBarrier();
-    let total33: f32 = warp6[lid.x - (lid.x & 7u)] + warp6[lid.x - (lid.x & 7u) + 1u] + warp6[lid.x - (lid.x & 7u) + 2u] + warp6[lid.x - (lid.x & 7u) + 3u] + warp6[lid.x - (lid.x & 7u) + 4u] + warp6[lid.x - (lid.x & 7u) + 5u] + warp6[lid.x - (lid.x & 7u) + 6u] + warp6[lid.x - (lid.x & 7u) + 7u];
+    let total33: f32 = warp0[lid.x - (lid.x & 7u)] + warp0[lid.x - (lid.x & 7u) + 1u] + warp0[lid.x - (lid.x & 7u) + 2u] + warp0[lid.x - (lid.x & 7u) + 3u] + warp0[lid.x - (lid.x & 7u) + 4u] + warp0[lid.x - (lid.x & 7u) + 5u] + warp0[lid.x - (lid.x & 7u) + 6u] + warp0[lid.x - (lid.x & 7u) + 7u];
     if ((lane2 == 0u) && (row1 < u.N)) {
         let v34: f32 = b[0u];
         let v35: f32 = total27 + v34;

@@ -15,7 +15,6 @@ struct Uniforms {
 var<workgroup> warp0: array<f32, 256>;
 var<workgroup> warp1: array<f32, 256>;
 var<workgroup> warp2: array<i32, 256>;
-var<workgroup> warp3: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -71,9 +70,9 @@ fn half_head_and_positives_0_narrow(
     warp2[lid.x] = part5;
     workgroupBarrier();
     let folded17: i32 = warp2[lid.x - (lid.x & 7u)] + warp2[lid.x - (lid.x & 7u) + 1u] + warp2[lid.x - (lid.x & 7u) + 2u] + warp2[lid.x - (lid.x & 7u) + 3u] + warp2[lid.x - (lid.x & 7u) + 4u] + warp2[lid.x - (lid.x & 7u) + 5u] + warp2[lid.x - (lid.x & 7u) + 6u] + warp2[lid.x - (lid.x & 7u) + 7u];
-    warp3[lid.x] = part6;
+    warp0[lid.x] = part6;
     workgroupBarrier();
-    let folded18: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp3[lid.x - (lid.x & 7u)], warp3[lid.x - (lid.x & 7u) + 1u]), warp3[lid.x - (lid.x & 7u) + 2u]), warp3[lid.x - (lid.x & 7u) + 3u]), warp3[lid.x - (lid.x & 7u) + 4u]), warp3[lid.x - (lid.x & 7u) + 5u]), warp3[lid.x - (lid.x & 7u) + 6u]), warp3[lid.x - (lid.x & 7u) + 7u]);
+    let folded18: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp0[lid.x - (lid.x & 7u)], warp0[lid.x - (lid.x & 7u) + 1u]), warp0[lid.x - (lid.x & 7u) + 2u]), warp0[lid.x - (lid.x & 7u) + 3u]), warp0[lid.x - (lid.x & 7u) + 4u]), warp0[lid.x - (lid.x & 7u) + 5u]), warp0[lid.x - (lid.x & 7u) + 6u]), warp0[lid.x - (lid.x & 7u) + 7u]);
     if ((lane2 == 0u) && (row1 < u.N)) {
         let i19: u32 = row1 * 2u;
         out0[i19] = f16(f32(f16(total15)));

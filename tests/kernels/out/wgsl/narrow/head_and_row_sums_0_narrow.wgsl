@@ -12,8 +12,6 @@ struct Uniforms {
 @group(0) @binding(4) var<uniform> u: Uniforms;
 var<workgroup> warp0: array<f32, 256>;
 var<workgroup> warp1: array<f32, 256>;
-var<workgroup> warp2: array<f32, 256>;
-var<workgroup> warp3: array<f32, 256>;
 
 @compute @workgroup_size(256, 1, 1)
 fn head_and_row_sums_0_narrow(
@@ -53,12 +51,12 @@ fn head_and_row_sums_0_narrow(
     warp1[lid.x] = acc4;
     workgroupBarrier();
     let total17: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
-    warp2[lid.x] = acc5;
+    warp0[lid.x] = acc5;
     workgroupBarrier();
-    let total18: f32 = warp2[lid.x - (lid.x & 7u)] + warp2[lid.x - (lid.x & 7u) + 1u] + warp2[lid.x - (lid.x & 7u) + 2u] + warp2[lid.x - (lid.x & 7u) + 3u] + warp2[lid.x - (lid.x & 7u) + 4u] + warp2[lid.x - (lid.x & 7u) + 5u] + warp2[lid.x - (lid.x & 7u) + 6u] + warp2[lid.x - (lid.x & 7u) + 7u];
-    warp3[lid.x] = part6;
+    let total18: f32 = warp0[lid.x - (lid.x & 7u)] + warp0[lid.x - (lid.x & 7u) + 1u] + warp0[lid.x - (lid.x & 7u) + 2u] + warp0[lid.x - (lid.x & 7u) + 3u] + warp0[lid.x - (lid.x & 7u) + 4u] + warp0[lid.x - (lid.x & 7u) + 5u] + warp0[lid.x - (lid.x & 7u) + 6u] + warp0[lid.x - (lid.x & 7u) + 7u];
+    warp1[lid.x] = part6;
     workgroupBarrier();
-    let folded19: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
+    let folded19: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
     if ((lane2 == 0u) && (row1 < u.N)) {
         let i20: u32 = row1 * 3u;
         out0[i20] = total16;

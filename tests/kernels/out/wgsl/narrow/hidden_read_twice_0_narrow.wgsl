@@ -13,7 +13,6 @@ struct Uniforms {
 @group(0) @binding(5) var<uniform> u: Uniforms;
 var<workgroup> warp0: array<f32, 256>;
 var<workgroup> warp1: array<f32, 256>;
-var<workgroup> warp2: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -86,9 +85,9 @@ fn hidden_read_twice_0_narrow(
     warp1[lid.x] = acc4;
     workgroupBarrier();
     let total37: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
-    warp2[lid.x] = part5;
+    warp0[lid.x] = part5;
     workgroupBarrier();
-    let folded38: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp2[lid.x - (lid.x & 7u)], warp2[lid.x - (lid.x & 7u) + 1u]), warp2[lid.x - (lid.x & 7u) + 2u]), warp2[lid.x - (lid.x & 7u) + 3u]), warp2[lid.x - (lid.x & 7u) + 4u]), warp2[lid.x - (lid.x & 7u) + 5u]), warp2[lid.x - (lid.x & 7u) + 6u]), warp2[lid.x - (lid.x & 7u) + 7u]);
+    let folded38: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp0[lid.x - (lid.x & 7u)], warp0[lid.x - (lid.x & 7u) + 1u]), warp0[lid.x - (lid.x & 7u) + 2u]), warp0[lid.x - (lid.x & 7u) + 3u]), warp0[lid.x - (lid.x & 7u) + 4u]), warp0[lid.x - (lid.x & 7u) + 5u]), warp0[lid.x - (lid.x & 7u) + 6u]), warp0[lid.x - (lid.x & 7u) + 7u]);
     if ((lane2 == 0u) && (row1 < u.N)) {
         let i39: u32 = row1 * 2u;
         out0[i39] = total36;

@@ -23,18 +23,6 @@ var<workgroup> row5: array<f32, 4>;
 var<workgroup> row6: array<f32, 4>;
 var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
-var<workgroup> warp2: array<f32, 128>;
-var<workgroup> warp3: array<f32, 128>;
-var<workgroup> warp4: array<f32, 128>;
-var<workgroup> warp5: array<f32, 128>;
-var<workgroup> warp6: array<f32, 128>;
-var<workgroup> warp7: array<f32, 128>;
-var<workgroup> warp8: array<f32, 128>;
-var<workgroup> warp9: array<f32, 128>;
-var<workgroup> warp10: array<f32, 128>;
-var<workgroup> warp11: array<f32, 128>;
-var<workgroup> warp12: array<f32, 128>;
-var<workgroup> warp13: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -145,37 +133,37 @@ fn many_row_stats_0_row(
         let v28: f32 = h[i27];
         acc17 = mimir_maximum_f32(acc17, v28);
     }
-    warp2[lid.x] = acc17;
+    warp0[lid.x] = acc17;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp2[lid.x] = mimir_maximum_f32(warp2[lid.x], warp2[lid.x + 16u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp2[lid.x] = mimir_maximum_f32(warp2[lid.x], warp2[lid.x + 8u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp2[lid.x] = mimir_maximum_f32(warp2[lid.x], warp2[lid.x + 4u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp2[lid.x] = mimir_maximum_f32(warp2[lid.x], warp2[lid.x + 2u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp2[lid.x] = mimir_maximum_f32(warp2[lid.x], warp2[lid.x + 1u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp29: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp29: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         row1[lid.x >> 5u] = warp29;
     }
     workgroupBarrier();
     let slot30: f32 = row1[lid.x & 3u];
-    warp3[lid.x] = slot30;
+    warp1[lid.x] = slot30;
     workgroupBarrier();
-    let total31: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u) + 1u]), warp3[lid.x - (lid.x & 3u) + 2u]), warp3[lid.x - (lid.x & 3u) + 3u]);
+    let total31: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
     var acc32: f32 = bitcast<f32>(inf_bits);
     let last33: u32 = select(0u, u.H - 384u, u.H > 384u);
     var rest34: u32 = lid.x;
@@ -196,37 +184,37 @@ fn many_row_stats_0_row(
         let v43: f32 = h[i42];
         acc32 = mimir_minimum_f32(acc32, v43);
     }
-    warp4[lid.x] = acc32;
+    warp0[lid.x] = acc32;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp4[lid.x] = mimir_minimum_f32(warp4[lid.x], warp4[lid.x + 16u]);
+        warp0[lid.x] = mimir_minimum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp4[lid.x] = mimir_minimum_f32(warp4[lid.x], warp4[lid.x + 8u]);
+        warp0[lid.x] = mimir_minimum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp4[lid.x] = mimir_minimum_f32(warp4[lid.x], warp4[lid.x + 4u]);
+        warp0[lid.x] = mimir_minimum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp4[lid.x] = mimir_minimum_f32(warp4[lid.x], warp4[lid.x + 2u]);
+        warp0[lid.x] = mimir_minimum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp4[lid.x] = mimir_minimum_f32(warp4[lid.x], warp4[lid.x + 1u]);
+        warp0[lid.x] = mimir_minimum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp44: f32 = warp4[lid.x - (lid.x & 31u)];
+    let warp44: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         row2[lid.x >> 5u] = warp44;
     }
     workgroupBarrier();
     let slot45: f32 = row2[lid.x & 3u];
-    warp5[lid.x] = slot45;
+    warp1[lid.x] = slot45;
     workgroupBarrier();
-    let total46: f32 = mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(warp5[lid.x - (lid.x & 3u)], warp5[lid.x - (lid.x & 3u) + 1u]), warp5[lid.x - (lid.x & 3u) + 2u]), warp5[lid.x - (lid.x & 3u) + 3u]);
+    let total46: f32 = mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
     var acc47: f32 = 0.0f;
     let last48: u32 = select(0u, u.H - 384u, u.H > 384u);
     var rest49: u32 = lid.x;
@@ -247,37 +235,37 @@ fn many_row_stats_0_row(
         let v58: f32 = h[i57];
         acc47 = acc47 + v58;
     }
-    warp6[lid.x] = acc47;
+    warp0[lid.x] = acc47;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 16u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 8u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 4u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 2u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 1u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp59: f32 = warp6[lid.x - (lid.x & 31u)];
+    let warp59: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         row3[lid.x >> 5u] = warp59;
     }
     workgroupBarrier();
     let slot60: f32 = row3[lid.x & 3u];
-    warp7[lid.x] = slot60;
+    warp1[lid.x] = slot60;
     workgroupBarrier();
-    let total61: f32 = warp7[lid.x - (lid.x & 3u)] + warp7[lid.x - (lid.x & 3u) + 1u] + warp7[lid.x - (lid.x & 3u) + 2u] + warp7[lid.x - (lid.x & 3u) + 3u];
+    let total61: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     let total62: f32 = total61 / f32(u.H);
     var acc63: f32 = 0.0f;
     let last64: u32 = select(0u, u.H - 384u, u.H > 384u);
@@ -299,37 +287,37 @@ fn many_row_stats_0_row(
         let v78: f32 = h[i77];
         acc63 = fma(v78, v78, acc63);
     }
-    warp8[lid.x] = acc63;
+    warp0[lid.x] = acc63;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp8[lid.x] = warp8[lid.x] + warp8[lid.x + 16u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp8[lid.x] = warp8[lid.x] + warp8[lid.x + 8u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp8[lid.x] = warp8[lid.x] + warp8[lid.x + 4u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp8[lid.x] = warp8[lid.x] + warp8[lid.x + 2u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp8[lid.x] = warp8[lid.x] + warp8[lid.x + 1u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp80: f32 = warp8[lid.x - (lid.x & 31u)];
+    let warp80: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         row4[lid.x >> 5u] = warp80;
     }
     workgroupBarrier();
     let slot81: f32 = row4[lid.x & 3u];
-    warp9[lid.x] = slot81;
+    warp1[lid.x] = slot81;
     workgroupBarrier();
-    let total82: f32 = warp9[lid.x - (lid.x & 3u)] + warp9[lid.x - (lid.x & 3u) + 1u] + warp9[lid.x - (lid.x & 3u) + 2u] + warp9[lid.x - (lid.x & 3u) + 3u];
+    let total82: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     var acc83: f32 = -bitcast<f32>(inf_bits);
     let last84: u32 = select(0u, u.H - 384u, u.H > 384u);
     var rest85: u32 = lid.x;
@@ -355,37 +343,37 @@ fn many_row_stats_0_row(
         let v99: f32 = abs(v98);
         acc83 = mimir_maximum_f32(acc83, v99);
     }
-    warp10[lid.x] = acc83;
+    warp0[lid.x] = acc83;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp10[lid.x] = mimir_maximum_f32(warp10[lid.x], warp10[lid.x + 16u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp10[lid.x] = mimir_maximum_f32(warp10[lid.x], warp10[lid.x + 8u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp10[lid.x] = mimir_maximum_f32(warp10[lid.x], warp10[lid.x + 4u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp10[lid.x] = mimir_maximum_f32(warp10[lid.x], warp10[lid.x + 2u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp10[lid.x] = mimir_maximum_f32(warp10[lid.x], warp10[lid.x + 1u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp100: f32 = warp10[lid.x - (lid.x & 31u)];
+    let warp100: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         row5[lid.x >> 5u] = warp100;
     }
     workgroupBarrier();
     let slot101: f32 = row5[lid.x & 3u];
-    warp11[lid.x] = slot101;
+    warp1[lid.x] = slot101;
     workgroupBarrier();
-    let total102: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp11[lid.x - (lid.x & 3u)], warp11[lid.x - (lid.x & 3u) + 1u]), warp11[lid.x - (lid.x & 3u) + 2u]), warp11[lid.x - (lid.x & 3u) + 3u]);
+    let total102: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
     var acc103: f32 = bitcast<f32>(inf_bits);
     let last104: u32 = select(0u, u.H - 384u, u.H > 384u);
     var rest105: u32 = lid.x;
@@ -411,37 +399,37 @@ fn many_row_stats_0_row(
         let v119: f32 = v118 + 1.0f;
         acc103 = mimir_minimum_f32(acc103, v119);
     }
-    warp12[lid.x] = acc103;
+    warp0[lid.x] = acc103;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp12[lid.x] = mimir_minimum_f32(warp12[lid.x], warp12[lid.x + 16u]);
+        warp0[lid.x] = mimir_minimum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp12[lid.x] = mimir_minimum_f32(warp12[lid.x], warp12[lid.x + 8u]);
+        warp0[lid.x] = mimir_minimum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp12[lid.x] = mimir_minimum_f32(warp12[lid.x], warp12[lid.x + 4u]);
+        warp0[lid.x] = mimir_minimum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp12[lid.x] = mimir_minimum_f32(warp12[lid.x], warp12[lid.x + 2u]);
+        warp0[lid.x] = mimir_minimum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp12[lid.x] = mimir_minimum_f32(warp12[lid.x], warp12[lid.x + 1u]);
+        warp0[lid.x] = mimir_minimum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp120: f32 = warp12[lid.x - (lid.x & 31u)];
+    let warp120: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         row6[lid.x >> 5u] = warp120;
     }
     workgroupBarrier();
     let slot121: f32 = row6[lid.x & 3u];
-    warp13[lid.x] = slot121;
+    warp1[lid.x] = slot121;
     workgroupBarrier();
-    let total122: f32 = mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(warp13[lid.x - (lid.x & 3u)], warp13[lid.x - (lid.x & 3u) + 1u]), warp13[lid.x - (lid.x & 3u) + 2u]), warp13[lid.x - (lid.x & 3u) + 3u]);
+    let total122: f32 = mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
     if (lid.x == 0u) {
         out1[g0] = total16;
         out2[g0] = total31;

@@ -11,7 +11,6 @@ struct Uniforms {
 @group(0) @binding(3) var<uniform> u: Uniforms;
 var<workgroup> warp0: array<f32, 256>;
 var<workgroup> warp1: array<f32, 256>;
-var<workgroup> warp2: array<f32, 256>;
 
 @compute @workgroup_size(256, 1, 1)
 fn maybe_empty_0_narrow(
@@ -49,9 +48,9 @@ fn maybe_empty_0_narrow(
     warp1[lid.x] = acc4;
     workgroupBarrier();
     let total16: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
-    warp2[lid.x] = acc5;
+    warp0[lid.x] = acc5;
     workgroupBarrier();
-    let total17: f32 = warp2[lid.x - (lid.x & 7u)] + warp2[lid.x - (lid.x & 7u) + 1u] + warp2[lid.x - (lid.x & 7u) + 2u] + warp2[lid.x - (lid.x & 7u) + 3u] + warp2[lid.x - (lid.x & 7u) + 4u] + warp2[lid.x - (lid.x & 7u) + 5u] + warp2[lid.x - (lid.x & 7u) + 6u] + warp2[lid.x - (lid.x & 7u) + 7u];
+    let total17: f32 = warp0[lid.x - (lid.x & 7u)] + warp0[lid.x - (lid.x & 7u) + 1u] + warp0[lid.x - (lid.x & 7u) + 2u] + warp0[lid.x - (lid.x & 7u) + 3u] + warp0[lid.x - (lid.x & 7u) + 4u] + warp0[lid.x - (lid.x & 7u) + 5u] + warp0[lid.x - (lid.x & 7u) + 6u] + warp0[lid.x - (lid.x & 7u) + 7u];
     if ((lane2 == 0u) && (row1 < u.N)) {
         let i18: u32 = row1 * 3u;
         let v19: f32 = total15 + 0.5f;

@@ -14,10 +14,6 @@ struct Uniforms {
 @group(0) @binding(5) var<uniform> u: Uniforms;
 var<workgroup> warp0: array<f32, 256>;
 var<workgroup> warp1: array<f32, 256>;
-var<workgroup> warp2: array<f32, 256>;
-var<workgroup> warp3: array<f32, 256>;
-var<workgroup> warp4: array<f32, 256>;
-var<workgroup> warp5: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_minimum_f32(a: f32, b: f32) -> f32 {
@@ -80,18 +76,18 @@ fn row_stats_beside_a_head_0_narrow(
     warp1[lid.x] = acc4;
     workgroupBarrier();
     let total24: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
-    warp2[lid.x] = acc5;
+    warp0[lid.x] = acc5;
     workgroupBarrier();
-    let total25: f32 = warp2[lid.x - (lid.x & 7u)] + warp2[lid.x - (lid.x & 7u) + 1u] + warp2[lid.x - (lid.x & 7u) + 2u] + warp2[lid.x - (lid.x & 7u) + 3u] + warp2[lid.x - (lid.x & 7u) + 4u] + warp2[lid.x - (lid.x & 7u) + 5u] + warp2[lid.x - (lid.x & 7u) + 6u] + warp2[lid.x - (lid.x & 7u) + 7u];
-    warp3[lid.x] = acc6;
+    let total25: f32 = warp0[lid.x - (lid.x & 7u)] + warp0[lid.x - (lid.x & 7u) + 1u] + warp0[lid.x - (lid.x & 7u) + 2u] + warp0[lid.x - (lid.x & 7u) + 3u] + warp0[lid.x - (lid.x & 7u) + 4u] + warp0[lid.x - (lid.x & 7u) + 5u] + warp0[lid.x - (lid.x & 7u) + 6u] + warp0[lid.x - (lid.x & 7u) + 7u];
+    warp1[lid.x] = acc6;
     workgroupBarrier();
-    let total26: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
-    warp4[lid.x] = part7;
+    let total26: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
+    warp0[lid.x] = part7;
     workgroupBarrier();
-    let folded27: f32 = warp4[lid.x - (lid.x & 7u)] + warp4[lid.x - (lid.x & 7u) + 1u] + warp4[lid.x - (lid.x & 7u) + 2u] + warp4[lid.x - (lid.x & 7u) + 3u] + warp4[lid.x - (lid.x & 7u) + 4u] + warp4[lid.x - (lid.x & 7u) + 5u] + warp4[lid.x - (lid.x & 7u) + 6u] + warp4[lid.x - (lid.x & 7u) + 7u];
-    warp5[lid.x] = part8;
+    let folded27: f32 = warp0[lid.x - (lid.x & 7u)] + warp0[lid.x - (lid.x & 7u) + 1u] + warp0[lid.x - (lid.x & 7u) + 2u] + warp0[lid.x - (lid.x & 7u) + 3u] + warp0[lid.x - (lid.x & 7u) + 4u] + warp0[lid.x - (lid.x & 7u) + 5u] + warp0[lid.x - (lid.x & 7u) + 6u] + warp0[lid.x - (lid.x & 7u) + 7u];
+    warp1[lid.x] = part8;
     workgroupBarrier();
-    let folded28: f32 = mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(warp5[lid.x - (lid.x & 7u)], warp5[lid.x - (lid.x & 7u) + 1u]), warp5[lid.x - (lid.x & 7u) + 2u]), warp5[lid.x - (lid.x & 7u) + 3u]), warp5[lid.x - (lid.x & 7u) + 4u]), warp5[lid.x - (lid.x & 7u) + 5u]), warp5[lid.x - (lid.x & 7u) + 6u]), warp5[lid.x - (lid.x & 7u) + 7u]);
+    let folded28: f32 = mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(warp1[lid.x - (lid.x & 7u)], warp1[lid.x - (lid.x & 7u) + 1u]), warp1[lid.x - (lid.x & 7u) + 2u]), warp1[lid.x - (lid.x & 7u) + 3u]), warp1[lid.x - (lid.x & 7u) + 4u]), warp1[lid.x - (lid.x & 7u) + 5u]), warp1[lid.x - (lid.x & 7u) + 6u]), warp1[lid.x - (lid.x & 7u) + 7u]);
     if ((lane2 == 0u) && (row1 < u.B * u.N)) {
         let i29: u32 = row1 % u.N;
         let i30: u32 = row1 / u.N;

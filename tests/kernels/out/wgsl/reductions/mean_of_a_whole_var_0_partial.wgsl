@@ -11,8 +11,6 @@ var<workgroup> sum: array<f32, 4>;
 var<workgroup> squares: array<f32, 4>;
 var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
-var<workgroup> warp2: array<f32, 128>;
-var<workgroup> warp3: array<f32, 128>;
 
 @compute @workgroup_size(128, 1, 1)
 fn mean_of_a_whole_var_0_partial(
@@ -100,37 +98,37 @@ fn mean_of_a_whole_var_0_partial(
         let d32: f32 = v31 - mean17;
         acc18 = fma(d32, d32, acc18);
     }
-    warp2[lid.x] = acc18;
+    warp0[lid.x] = acc18;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 8u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 4u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 2u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp33: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp33: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         squares[lid.x >> 5u] = warp33;
     }
     workgroupBarrier();
     let slot34: f32 = squares[lid.x & 3u];
-    warp3[lid.x] = slot34;
+    warp1[lid.x] = slot34;
     workgroupBarrier();
-    let total35: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    let total35: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     if (lid.x == 0u) {
         scratch1[g0] = total16;
         scratch1[((u.A + 4096u - 1u) >> 12u) + g0] = total35;

@@ -11,8 +11,6 @@ var<workgroup> sum: array<f32, 4>;
 var<workgroup> squares: array<f32, 4>;
 var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
-var<workgroup> warp2: array<f32, 128>;
-var<workgroup> warp3: array<f32, 128>;
 
 @compute @workgroup_size(128, 1, 1)
 fn mean_of_a_whole_var_1_moments(
@@ -87,37 +85,37 @@ fn mean_of_a_whole_var_1_moments(
         let d23: f32 = scratch1[r21] / n22 - mean8;
         acc9 = acc9 + fma(n22, d23 * d23, scratch1[((u.A + 4096u - 1u) >> 12u) + r21]);
     }
-    warp2[lid.x] = acc9;
+    warp0[lid.x] = acc9;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 8u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 4u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 2u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp24: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp24: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         squares[lid.x >> 5u] = warp24;
     }
     workgroupBarrier();
     let slot25: f32 = squares[lid.x & 3u];
-    warp3[lid.x] = slot25;
+    warp1[lid.x] = slot25;
     workgroupBarrier();
-    let total26: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    let total26: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     let var27: f32 = total26 / f32(u.A);
     if (lid.x == 0u) {
         scratch0[wid.x] = var27;

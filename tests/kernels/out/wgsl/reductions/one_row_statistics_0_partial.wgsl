@@ -17,14 +17,8 @@ var<workgroup> squares: array<f32, 4>;
 var<workgroup> first1: array<u32, 4>;
 var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
-var<workgroup> warp2: array<f32, 128>;
-var<workgroup> warp3: array<f32, 128>;
-var<workgroup> warp4: array<f32, 128>;
-var<workgroup> warp5: array<f32, 128>;
-var<workgroup> warp6: array<f32, 128>;
-var<workgroup> warp7: array<u32, 128>;
-var<workgroup> warp8: array<f32, 128>;
-var<workgroup> warp9: array<u32, 128>;
+var<workgroup> warp2: array<u32, 128>;
+var<workgroup> warp3: array<u32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -132,29 +126,29 @@ fn one_row_statistics_0_partial(
     }
     workgroupBarrier();
     let warp20: f32 = warp1[lid.x - (lid.x & 31u)];
-    warp2[lid.x] = acc5;
+    warp0[lid.x] = acc5;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp2[lid.x] = mimir_maximum_f32(warp2[lid.x], warp2[lid.x + 16u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp2[lid.x] = mimir_maximum_f32(warp2[lid.x], warp2[lid.x + 8u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp2[lid.x] = mimir_maximum_f32(warp2[lid.x], warp2[lid.x + 4u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp2[lid.x] = mimir_maximum_f32(warp2[lid.x], warp2[lid.x + 2u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp2[lid.x] = mimir_maximum_f32(warp2[lid.x], warp2[lid.x + 1u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp21: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp21: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         sum[lid.x >> 5u] = warp19;
         partial1[lid.x >> 5u] = warp20;
@@ -164,15 +158,15 @@ fn one_row_statistics_0_partial(
     let slot22: f32 = sum[lid.x & 3u];
     let slot23: f32 = partial1[lid.x & 3u];
     let slot24: f32 = partial2[lid.x & 3u];
-    warp3[lid.x] = slot22;
+    warp1[lid.x] = slot22;
     workgroupBarrier();
-    let total25: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
-    warp4[lid.x] = slot23;
+    let total25: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
+    warp0[lid.x] = slot23;
     workgroupBarrier();
-    let total26: f32 = warp4[lid.x - (lid.x & 3u)] + warp4[lid.x - (lid.x & 3u) + 1u] + warp4[lid.x - (lid.x & 3u) + 2u] + warp4[lid.x - (lid.x & 3u) + 3u];
-    warp5[lid.x] = slot24;
+    let total26: f32 = warp0[lid.x - (lid.x & 3u)] + warp0[lid.x - (lid.x & 3u) + 1u] + warp0[lid.x - (lid.x & 3u) + 2u] + warp0[lid.x - (lid.x & 3u) + 3u];
+    warp1[lid.x] = slot24;
     workgroupBarrier();
-    let total27: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp5[lid.x - (lid.x & 3u)], warp5[lid.x - (lid.x & 3u) + 1u]), warp5[lid.x - (lid.x & 3u) + 2u]), warp5[lid.x - (lid.x & 3u) + 3u]);
+    let total27: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
     let mean28: f32 = total25 / f32(end3 - start1);
     var first29: u32 = 4294967295u;
     var acc30: f32 = 0.0f;
@@ -209,52 +203,52 @@ fn one_row_statistics_0_partial(
         acc30 = fma(d50, d50, acc30);
         first29 = select(first29, r48, ((!(((bitcast<u32>(v49) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total27) & 0x7fffffffu) > 0x7f800000u)) && (v49 == total27)) || (((bitcast<u32>(v49) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total27) & 0x7fffffffu) > 0x7f800000u))) && (r48 < first29));
     }
-    warp6[lid.x] = acc30;
+    warp0[lid.x] = acc30;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 16u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 8u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 4u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 2u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 1u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp51: f32 = warp6[lid.x - (lid.x & 31u)];
-    warp7[lid.x] = first29;
+    let warp51: f32 = warp0[lid.x - (lid.x & 31u)];
+    warp2[lid.x] = first29;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp7[lid.x] = select(warp7[lid.x + 16u], warp7[lid.x], warp7[lid.x] <= warp7[lid.x + 16u]);
+        warp2[lid.x] = select(warp2[lid.x + 16u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp7[lid.x] = select(warp7[lid.x + 8u], warp7[lid.x], warp7[lid.x] <= warp7[lid.x + 8u]);
+        warp2[lid.x] = select(warp2[lid.x + 8u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp7[lid.x] = select(warp7[lid.x + 4u], warp7[lid.x], warp7[lid.x] <= warp7[lid.x + 4u]);
+        warp2[lid.x] = select(warp2[lid.x + 4u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp7[lid.x] = select(warp7[lid.x + 2u], warp7[lid.x], warp7[lid.x] <= warp7[lid.x + 2u]);
+        warp2[lid.x] = select(warp2[lid.x + 2u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp7[lid.x] = select(warp7[lid.x + 1u], warp7[lid.x], warp7[lid.x] <= warp7[lid.x + 1u]);
+        warp2[lid.x] = select(warp2[lid.x + 1u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp52: u32 = warp7[lid.x - (lid.x & 31u)];
+    let warp52: u32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         squares[lid.x >> 5u] = warp51;
         first1[lid.x >> 5u] = warp52;
@@ -262,12 +256,12 @@ fn one_row_statistics_0_partial(
     workgroupBarrier();
     let slot53: f32 = squares[lid.x & 3u];
     let slot54: u32 = first1[lid.x & 3u];
-    warp8[lid.x] = slot53;
+    warp1[lid.x] = slot53;
     workgroupBarrier();
-    let total55: f32 = warp8[lid.x - (lid.x & 3u)] + warp8[lid.x - (lid.x & 3u) + 1u] + warp8[lid.x - (lid.x & 3u) + 2u] + warp8[lid.x - (lid.x & 3u) + 3u];
-    warp9[lid.x] = slot54;
+    let total55: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
+    warp3[lid.x] = slot54;
     workgroupBarrier();
-    let total56: u32 = select(warp9[lid.x - (lid.x & 3u) + 3u], select(warp9[lid.x - (lid.x & 3u) + 2u], select(warp9[lid.x - (lid.x & 3u) + 1u], warp9[lid.x - (lid.x & 3u)], warp9[lid.x - (lid.x & 3u)] <= warp9[lid.x - (lid.x & 3u) + 1u]), select(warp9[lid.x - (lid.x & 3u) + 1u], warp9[lid.x - (lid.x & 3u)], warp9[lid.x - (lid.x & 3u)] <= warp9[lid.x - (lid.x & 3u) + 1u]) <= warp9[lid.x - (lid.x & 3u) + 2u]), select(warp9[lid.x - (lid.x & 3u) + 2u], select(warp9[lid.x - (lid.x & 3u) + 1u], warp9[lid.x - (lid.x & 3u)], warp9[lid.x - (lid.x & 3u)] <= warp9[lid.x - (lid.x & 3u) + 1u]), select(warp9[lid.x - (lid.x & 3u) + 1u], warp9[lid.x - (lid.x & 3u)], warp9[lid.x - (lid.x & 3u)] <= warp9[lid.x - (lid.x & 3u) + 1u]) <= warp9[lid.x - (lid.x & 3u) + 2u]) <= warp9[lid.x - (lid.x & 3u) + 3u]);
+    let total56: u32 = select(warp3[lid.x - (lid.x & 3u) + 3u], select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]), select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]) <= warp3[lid.x - (lid.x & 3u) + 3u]);
     if (lid.x == 0u) {
         scratch1[g0] = total25;
         scratch1[((u.B + 4096u - 1u) >> 12u) + g0] = total55;

@@ -19,14 +19,8 @@ var<workgroup> squares: array<f32, 4>;
 var<workgroup> first1: array<u32, 4>;
 var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
-var<workgroup> warp2: array<f32, 128>;
-var<workgroup> warp3: array<f32, 128>;
-var<workgroup> warp4: array<f32, 128>;
-var<workgroup> warp5: array<f32, 128>;
-var<workgroup> warp6: array<f32, 128>;
-var<workgroup> warp7: array<f32, 128>;
-var<workgroup> warp8: array<u32, 128>;
-var<workgroup> warp9: array<u32, 128>;
+var<workgroup> warp2: array<u32, 128>;
+var<workgroup> warp3: array<u32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -128,29 +122,29 @@ fn one_row_statistics_1_moments(
     }
     workgroupBarrier();
     let warp18: f32 = warp1[lid.x - (lid.x & 31u)];
-    warp2[lid.x] = acc1;
+    warp0[lid.x] = acc1;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp2[lid.x] = mimir_maximum_f32(warp2[lid.x], warp2[lid.x + 16u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp2[lid.x] = mimir_maximum_f32(warp2[lid.x], warp2[lid.x + 8u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp2[lid.x] = mimir_maximum_f32(warp2[lid.x], warp2[lid.x + 4u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp2[lid.x] = mimir_maximum_f32(warp2[lid.x], warp2[lid.x + 2u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp2[lid.x] = mimir_maximum_f32(warp2[lid.x], warp2[lid.x + 1u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp19: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp19: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         sum[lid.x >> 5u] = warp17;
         combine1[lid.x >> 5u] = warp18;
@@ -160,15 +154,15 @@ fn one_row_statistics_1_moments(
     let slot20: f32 = sum[lid.x & 3u];
     let slot21: f32 = combine1[lid.x & 3u];
     let slot22: f32 = combine2[lid.x & 3u];
-    warp3[lid.x] = slot20;
+    warp1[lid.x] = slot20;
     workgroupBarrier();
-    let total23: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
-    warp4[lid.x] = slot21;
+    let total23: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
+    warp0[lid.x] = slot21;
     workgroupBarrier();
-    let total24: f32 = warp4[lid.x - (lid.x & 3u)] + warp4[lid.x - (lid.x & 3u) + 1u] + warp4[lid.x - (lid.x & 3u) + 2u] + warp4[lid.x - (lid.x & 3u) + 3u];
-    warp5[lid.x] = slot22;
+    let total24: f32 = warp0[lid.x - (lid.x & 3u)] + warp0[lid.x - (lid.x & 3u) + 1u] + warp0[lid.x - (lid.x & 3u) + 2u] + warp0[lid.x - (lid.x & 3u) + 3u];
+    warp1[lid.x] = slot22;
     workgroupBarrier();
-    let total25: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp5[lid.x - (lid.x & 3u)], warp5[lid.x - (lid.x & 3u) + 1u]), warp5[lid.x - (lid.x & 3u) + 2u]), warp5[lid.x - (lid.x & 3u) + 3u]);
+    let total25: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
     let mean26: f32 = total23 / f32(u.B);
     var acc27: f32 = 0.0f;
     let last28: u32 = select(0u, ((u.B + 4096u - 1u) >> 12u) - 384u, ((u.B + 4096u - 1u) >> 12u) > 384u);
@@ -193,37 +187,37 @@ fn one_row_statistics_1_moments(
         let d41: f32 = scratch1[r39] / n40 - mean26;
         acc27 = acc27 + fma(n40, d41 * d41, scratch1[((u.B + 4096u - 1u) >> 12u) + r39]);
     }
-    warp6[lid.x] = acc27;
+    warp0[lid.x] = acc27;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 16u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 8u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 4u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 2u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 1u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp42: f32 = warp6[lid.x - (lid.x & 31u)];
+    let warp42: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         squares[lid.x >> 5u] = warp42;
     }
     workgroupBarrier();
     let slot43: f32 = squares[lid.x & 3u];
-    warp7[lid.x] = slot43;
+    warp1[lid.x] = slot43;
     workgroupBarrier();
-    let total44: f32 = warp7[lid.x - (lid.x & 3u)] + warp7[lid.x - (lid.x & 3u) + 1u] + warp7[lid.x - (lid.x & 3u) + 2u] + warp7[lid.x - (lid.x & 3u) + 3u];
+    let total44: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     var first45: u32 = 4294967295u;
     let last46: u32 = select(0u, ((u.B + 4096u - 1u) >> 12u) - 384u, ((u.B + 4096u - 1u) >> 12u) > 384u);
     var rest47: u32 = lid.x;
@@ -247,37 +241,37 @@ fn one_row_statistics_1_moments(
         let at59: u32 = scratch3[r57];
         first45 = select(first45, at59, ((!(((bitcast<u32>(partial58) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total25) & 0x7fffffffu) > 0x7f800000u)) && (partial58 == total25)) || (((bitcast<u32>(partial58) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total25) & 0x7fffffffu) > 0x7f800000u))) && (at59 < first45));
     }
-    warp8[lid.x] = first45;
+    warp2[lid.x] = first45;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp8[lid.x] = select(warp8[lid.x + 16u], warp8[lid.x], warp8[lid.x] <= warp8[lid.x + 16u]);
+        warp2[lid.x] = select(warp2[lid.x + 16u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp8[lid.x] = select(warp8[lid.x + 8u], warp8[lid.x], warp8[lid.x] <= warp8[lid.x + 8u]);
+        warp2[lid.x] = select(warp2[lid.x + 8u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp8[lid.x] = select(warp8[lid.x + 4u], warp8[lid.x], warp8[lid.x] <= warp8[lid.x + 4u]);
+        warp2[lid.x] = select(warp2[lid.x + 4u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp8[lid.x] = select(warp8[lid.x + 2u], warp8[lid.x], warp8[lid.x] <= warp8[lid.x + 2u]);
+        warp2[lid.x] = select(warp2[lid.x + 2u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp8[lid.x] = select(warp8[lid.x + 1u], warp8[lid.x], warp8[lid.x] <= warp8[lid.x + 1u]);
+        warp2[lid.x] = select(warp2[lid.x + 1u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp60: u32 = warp8[lid.x - (lid.x & 31u)];
+    let warp60: u32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         first1[lid.x >> 5u] = warp60;
     }
     workgroupBarrier();
     let slot61: u32 = first1[lid.x & 3u];
-    warp9[lid.x] = slot61;
+    warp3[lid.x] = slot61;
     workgroupBarrier();
-    let total62: u32 = select(warp9[lid.x - (lid.x & 3u) + 3u], select(warp9[lid.x - (lid.x & 3u) + 2u], select(warp9[lid.x - (lid.x & 3u) + 1u], warp9[lid.x - (lid.x & 3u)], warp9[lid.x - (lid.x & 3u)] <= warp9[lid.x - (lid.x & 3u) + 1u]), select(warp9[lid.x - (lid.x & 3u) + 1u], warp9[lid.x - (lid.x & 3u)], warp9[lid.x - (lid.x & 3u)] <= warp9[lid.x - (lid.x & 3u) + 1u]) <= warp9[lid.x - (lid.x & 3u) + 2u]), select(warp9[lid.x - (lid.x & 3u) + 2u], select(warp9[lid.x - (lid.x & 3u) + 1u], warp9[lid.x - (lid.x & 3u)], warp9[lid.x - (lid.x & 3u)] <= warp9[lid.x - (lid.x & 3u) + 1u]), select(warp9[lid.x - (lid.x & 3u) + 1u], warp9[lid.x - (lid.x & 3u)], warp9[lid.x - (lid.x & 3u)] <= warp9[lid.x - (lid.x & 3u) + 1u]) <= warp9[lid.x - (lid.x & 3u) + 2u]) <= warp9[lid.x - (lid.x & 3u) + 3u]);
+    let total62: u32 = select(warp3[lid.x - (lid.x & 3u) + 3u], select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]), select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]) <= warp3[lid.x - (lid.x & 3u) + 3u]);
     let var63: f32 = total44 / f32(u.B);
     if (lid.x == 0u) {
         out1[wid.x] = var63;

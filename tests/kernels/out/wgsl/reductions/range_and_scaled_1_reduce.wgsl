@@ -17,10 +17,6 @@ var<workgroup> partial1: array<f32, 4>;
 var<workgroup> partial2: array<f32, 4>;
 var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
-var<workgroup> warp2: array<f32, 128>;
-var<workgroup> warp3: array<f32, 128>;
-var<workgroup> warp4: array<f32, 128>;
-var<workgroup> warp5: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -140,29 +136,29 @@ fn range_and_scaled_1_reduce(
     }
     workgroupBarrier();
     let warp23: f32 = warp1[lid.x - (lid.x & 31u)];
-    warp2[lid.x] = acc2;
+    warp0[lid.x] = acc2;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 8u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 4u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 2u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp24: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp24: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         partial[lid.x >> 5u] = warp22;
         partial1[lid.x >> 5u] = warp23;
@@ -172,15 +168,15 @@ fn range_and_scaled_1_reduce(
     let slot25: f32 = partial[lid.x & 3u];
     let slot26: f32 = partial1[lid.x & 3u];
     let slot27: f32 = partial2[lid.x & 3u];
-    warp3[lid.x] = slot25;
+    warp1[lid.x] = slot25;
     workgroupBarrier();
-    let total28: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u) + 1u]), warp3[lid.x - (lid.x & 3u) + 2u]), warp3[lid.x - (lid.x & 3u) + 3u]);
-    warp4[lid.x] = slot26;
+    let total28: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
+    warp0[lid.x] = slot26;
     workgroupBarrier();
-    let total29: f32 = mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(warp4[lid.x - (lid.x & 3u)], warp4[lid.x - (lid.x & 3u) + 1u]), warp4[lid.x - (lid.x & 3u) + 2u]), warp4[lid.x - (lid.x & 3u) + 3u]);
-    warp5[lid.x] = slot27;
+    let total29: f32 = mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(warp0[lid.x - (lid.x & 3u)], warp0[lid.x - (lid.x & 3u) + 1u]), warp0[lid.x - (lid.x & 3u) + 2u]), warp0[lid.x - (lid.x & 3u) + 3u]);
+    warp1[lid.x] = slot27;
     workgroupBarrier();
-    let total30: f32 = warp5[lid.x - (lid.x & 3u)] + warp5[lid.x - (lid.x & 3u) + 1u] + warp5[lid.x - (lid.x & 3u) + 2u] + warp5[lid.x - (lid.x & 3u) + 3u];
+    let total30: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     if (lid.x == 0u) {
         out0[wid.x] = total28;
         out1[wid.x] = total29;

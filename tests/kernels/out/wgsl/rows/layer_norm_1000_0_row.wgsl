@@ -13,8 +13,6 @@ var<workgroup> row0: array<f32, 4>;
 var<workgroup> row1: array<f32, 4>;
 var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
-var<workgroup> warp2: array<f32, 128>;
-var<workgroup> warp3: array<f32, 128>;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
 fn mimir_sqrt(a: f32) -> f32 {
@@ -139,37 +137,37 @@ fn layer_norm_1000_0_row(
     acc39 = select(acc39, fma(v52, v52, acc39), inside6);
     let v54: f32 = v26 - total38;
     acc39 = select(acc39, fma(v54, v54, acc39), inside6);
-    warp2[lid.x] = acc39;
+    warp0[lid.x] = acc39;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 8u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 4u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 2u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp56: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp56: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         row1[lid.x >> 5u] = warp56;
     }
     workgroupBarrier();
     let slot57: f32 = row1[lid.x & 3u];
-    warp3[lid.x] = slot57;
+    warp1[lid.x] = slot57;
     workgroupBarrier();
-    let total58: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    let total58: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     let total59: f32 = total58 / 1e+03f;
     let v60: f32 = total59 + 1e-05f;
     let v61: f32 = 1.0f / mimir_sqrt(v60);

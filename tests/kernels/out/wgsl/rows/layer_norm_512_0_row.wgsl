@@ -13,8 +13,6 @@ var<workgroup> row0: array<f32, 2>;
 var<workgroup> row1: array<f32, 2>;
 var<workgroup> warp0: array<f32, 64>;
 var<workgroup> warp1: array<f32, 64>;
-var<workgroup> warp2: array<f32, 64>;
-var<workgroup> warp3: array<f32, 64>;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
 fn mimir_sqrt(a: f32) -> f32 {
@@ -115,37 +113,37 @@ fn layer_norm_512_0_row(
     acc27 = fma(v40, v40, acc27);
     let v42: f32 = v18 - total26;
     acc27 = fma(v42, v42, acc27);
-    warp2[lid.x] = acc27;
+    warp0[lid.x] = acc27;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 8u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 4u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 2u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp44: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp44: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         row1[lid.x >> 5u] = warp44;
     }
     workgroupBarrier();
     let slot45: f32 = row1[lid.x & 1u];
-    warp3[lid.x] = slot45;
+    warp1[lid.x] = slot45;
     workgroupBarrier();
-    let total46: f32 = warp3[lid.x - (lid.x & 1u)] + warp3[lid.x - (lid.x & 1u) + 1u];
+    let total46: f32 = warp1[lid.x - (lid.x & 1u)] + warp1[lid.x - (lid.x & 1u) + 1u];
     let total47: f32 = total46 / 512.0f;
     let v48: f32 = total47 + 1e-05f;
     let v49: f32 = 1.0f / mimir_sqrt(v48);

@@ -11,8 +11,6 @@ var<workgroup> row_max: array<f32, 2>;
 var<workgroup> row_sum: array<f32, 2>;
 var<workgroup> warp0: array<f32, 64>;
 var<workgroup> warp1: array<f32, 64>;
-var<workgroup> warp2: array<f32, 64>;
-var<workgroup> warp3: array<f32, 64>;
 var<private> inf_bits: u32 = 0x7f800000u;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
@@ -124,37 +122,37 @@ fn log_softmax_row_512_0_softmax(
     let d42: f32 = v17 - top26;
     let e43: f32 = exp(d42);
     s27 = s27 + e43;
-    warp2[lid.x] = s27;
+    warp0[lid.x] = s27;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 8u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 4u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 2u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp44: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp44: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         row_sum[lid.x >> 5u] = warp44;
     }
     workgroupBarrier();
     let slot45: f32 = row_sum[lid.x & 1u];
-    warp3[lid.x] = slot45;
+    warp1[lid.x] = slot45;
     workgroupBarrier();
-    let total46: f32 = warp3[lid.x - (lid.x & 1u)] + warp3[lid.x - (lid.x & 1u) + 1u];
+    let total46: f32 = warp1[lid.x - (lid.x & 1u)] + warp1[lid.x - (lid.x & 1u) + 1u];
     let t47: f32 = mimir_log(total46);
     let y48: f32 = d28 - t47;
     let out_52: f32 = y48;

@@ -12,8 +12,6 @@ var<workgroup> row_max: array<f32, 8>;
 var<workgroup> row_sum: array<f32, 8>;
 var<workgroup> warp0: array<f32, 256>;
 var<workgroup> warp1: array<f32, 256>;
-var<workgroup> warp2: array<f32, 256>;
-var<workgroup> warp3: array<f32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
@@ -343,37 +341,37 @@ fn log_softmax_wide_bounded_0_softmax(
         s70 = s70 + e118;
         d116 = d117;
     }
-    warp2[lid.x] = s70;
+    warp0[lid.x] = s70;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 8u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 4u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 2u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp119: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp119: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         row_sum[lid.x >> 5u] = warp119;
     }
     workgroupBarrier();
     let slot120: f32 = row_sum[lid.x & 7u];
-    warp3[lid.x] = slot120;
+    warp1[lid.x] = slot120;
     workgroupBarrier();
-    let total121: f32 = warp3[lid.x - (lid.x & 7u)] + warp3[lid.x - (lid.x & 7u) + 1u] + warp3[lid.x - (lid.x & 7u) + 2u] + warp3[lid.x - (lid.x & 7u) + 3u] + warp3[lid.x - (lid.x & 7u) + 4u] + warp3[lid.x - (lid.x & 7u) + 5u] + warp3[lid.x - (lid.x & 7u) + 6u] + warp3[lid.x - (lid.x & 7u) + 7u];
+    let total121: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
     let t122: f32 = mimir_log(total121);
     if (lid.x < u.W) {
         let i123: u32 = base1 + lid.x;

@@ -12,8 +12,6 @@ var<workgroup> row_max: array<f32, 4>;
 var<workgroup> row_sum: array<f32, 4>;
 var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
-var<workgroup> warp2: array<f32, 128>;
-var<workgroup> warp3: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 @compute @workgroup_size(128, 1, 1)
@@ -348,37 +346,37 @@ fn softmax_bounded_row_0_softmax(
         s86 = s86 + e134;
         e132 = e134;
     }
-    warp2[lid.x] = s86;
+    warp0[lid.x] = s86;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 8u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 4u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 2u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp135: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp135: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         row_sum[lid.x >> 5u] = warp135;
     }
     workgroupBarrier();
     let slot136: f32 = row_sum[lid.x & 3u];
-    warp3[lid.x] = slot136;
+    warp1[lid.x] = slot136;
     workgroupBarrier();
-    let total137: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    let total137: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     if (lid.x < u.D) {
         let i138: u32 = base1 + lid.x;
         let y139: f32 = e87 / total137;

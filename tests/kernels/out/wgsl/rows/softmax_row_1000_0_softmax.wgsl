@@ -11,8 +11,6 @@ var<workgroup> row_max: array<f32, 4>;
 var<workgroup> row_sum: array<f32, 4>;
 var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
-var<workgroup> warp2: array<f32, 128>;
-var<workgroup> warp3: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 @compute @workgroup_size(128, 1, 1)
@@ -145,37 +143,37 @@ fn softmax_row_1000_0_softmax(
     let d62: f32 = v33 - top46;
     let e63: f32 = exp(d62);
     s47 = s47 + e63;
-    warp2[lid.x] = s47;
+    warp0[lid.x] = s47;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 8u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 4u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 2u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp64: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp64: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         row_sum[lid.x >> 5u] = warp64;
     }
     workgroupBarrier();
     let slot65: f32 = row_sum[lid.x & 3u];
-    warp3[lid.x] = slot65;
+    warp1[lid.x] = slot65;
     workgroupBarrier();
-    let total66: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    let total66: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     if (inside3) {
         let y67: f32 = e49 / total66;
         let out_71: f32 = y67;

@@ -16,10 +16,6 @@ var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
 var<workgroup> warp2: array<u32, 128>;
 var<workgroup> warp3: array<u32, 128>;
-var<workgroup> warp4: array<f32, 128>;
-var<workgroup> warp5: array<f32, 128>;
-var<workgroup> warp6: array<u32, 128>;
-var<workgroup> warp7: array<u32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
@@ -215,37 +211,37 @@ fn arg_with_nans_0_row(
         let v59: f32 = mimir_sqrt(v58);
         acc43 = mimir_minimum_f32(acc43, v59);
     }
-    warp4[lid.x] = acc43;
+    warp0[lid.x] = acc43;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp4[lid.x] = mimir_minimum_f32(warp4[lid.x], warp4[lid.x + 16u]);
+        warp0[lid.x] = mimir_minimum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp4[lid.x] = mimir_minimum_f32(warp4[lid.x], warp4[lid.x + 8u]);
+        warp0[lid.x] = mimir_minimum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp4[lid.x] = mimir_minimum_f32(warp4[lid.x], warp4[lid.x + 4u]);
+        warp0[lid.x] = mimir_minimum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp4[lid.x] = mimir_minimum_f32(warp4[lid.x], warp4[lid.x + 2u]);
+        warp0[lid.x] = mimir_minimum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp4[lid.x] = mimir_minimum_f32(warp4[lid.x], warp4[lid.x + 1u]);
+        warp0[lid.x] = mimir_minimum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp60: f32 = warp4[lid.x - (lid.x & 31u)];
+    let warp60: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         row1[lid.x >> 5u] = warp60;
     }
     workgroupBarrier();
     let slot61: f32 = row1[lid.x & 3u];
-    warp5[lid.x] = slot61;
+    warp1[lid.x] = slot61;
     workgroupBarrier();
-    let total62: f32 = mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(warp5[lid.x - (lid.x & 3u)], warp5[lid.x - (lid.x & 3u) + 1u]), warp5[lid.x - (lid.x & 3u) + 2u]), warp5[lid.x - (lid.x & 3u) + 3u]);
+    let total62: f32 = mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
     var acc63: u32 = 4294967295u;
     let last64: u32 = select(0u, u.C - 384u, u.C > 384u);
     var rest65: u32 = lid.x;
@@ -271,37 +267,37 @@ fn arg_with_nans_0_row(
         let v79: f32 = mimir_sqrt(v78);
         acc63 = select(acc63, r76, ((!(((bitcast<u32>(v79) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total62) & 0x7fffffffu) > 0x7f800000u)) && (v79 == total62)) || (((bitcast<u32>(v79) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total62) & 0x7fffffffu) > 0x7f800000u))) && (r76 < acc63));
     }
-    warp6[lid.x] = acc63;
+    warp2[lid.x] = acc63;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp6[lid.x] = select(warp6[lid.x + 16u], warp6[lid.x], warp6[lid.x] <= warp6[lid.x + 16u]);
+        warp2[lid.x] = select(warp2[lid.x + 16u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp6[lid.x] = select(warp6[lid.x + 8u], warp6[lid.x], warp6[lid.x] <= warp6[lid.x + 8u]);
+        warp2[lid.x] = select(warp2[lid.x + 8u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp6[lid.x] = select(warp6[lid.x + 4u], warp6[lid.x], warp6[lid.x] <= warp6[lid.x + 4u]);
+        warp2[lid.x] = select(warp2[lid.x + 4u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp6[lid.x] = select(warp6[lid.x + 2u], warp6[lid.x], warp6[lid.x] <= warp6[lid.x + 2u]);
+        warp2[lid.x] = select(warp2[lid.x + 2u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp6[lid.x] = select(warp6[lid.x + 1u], warp6[lid.x], warp6[lid.x] <= warp6[lid.x + 1u]);
+        warp2[lid.x] = select(warp2[lid.x + 1u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp80: u32 = warp6[lid.x - (lid.x & 31u)];
+    let warp80: u32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         row1b[lid.x >> 5u] = warp80;
     }
     workgroupBarrier();
     let slot81: u32 = row1b[lid.x & 3u];
-    warp7[lid.x] = slot81;
+    warp3[lid.x] = slot81;
     workgroupBarrier();
-    let total82: u32 = select(warp7[lid.x - (lid.x & 3u) + 3u], select(warp7[lid.x - (lid.x & 3u) + 2u], select(warp7[lid.x - (lid.x & 3u) + 1u], warp7[lid.x - (lid.x & 3u)], warp7[lid.x - (lid.x & 3u)] <= warp7[lid.x - (lid.x & 3u) + 1u]), select(warp7[lid.x - (lid.x & 3u) + 1u], warp7[lid.x - (lid.x & 3u)], warp7[lid.x - (lid.x & 3u)] <= warp7[lid.x - (lid.x & 3u) + 1u]) <= warp7[lid.x - (lid.x & 3u) + 2u]), select(warp7[lid.x - (lid.x & 3u) + 2u], select(warp7[lid.x - (lid.x & 3u) + 1u], warp7[lid.x - (lid.x & 3u)], warp7[lid.x - (lid.x & 3u)] <= warp7[lid.x - (lid.x & 3u) + 1u]), select(warp7[lid.x - (lid.x & 3u) + 1u], warp7[lid.x - (lid.x & 3u)], warp7[lid.x - (lid.x & 3u)] <= warp7[lid.x - (lid.x & 3u) + 1u]) <= warp7[lid.x - (lid.x & 3u) + 2u]) <= warp7[lid.x - (lid.x & 3u) + 3u]);
+    let total82: u32 = select(warp3[lid.x - (lid.x & 3u) + 3u], select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]), select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]) <= warp3[lid.x - (lid.x & 3u) + 3u]);
     let total83: i32 = i32(total82);
     if (lid.x == 0u) {
         let v84: i32 = total42 * 100i;

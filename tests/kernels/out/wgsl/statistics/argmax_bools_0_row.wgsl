@@ -14,12 +14,6 @@ var<workgroup> row1: array<u32, 4>;
 var<workgroup> row1b: array<u32, 4>;
 var<workgroup> warp0: array<u32, 128>;
 var<workgroup> warp1: array<u32, 128>;
-var<workgroup> warp2: array<u32, 128>;
-var<workgroup> warp3: array<u32, 128>;
-var<workgroup> warp4: array<u32, 128>;
-var<workgroup> warp5: array<u32, 128>;
-var<workgroup> warp6: array<u32, 128>;
-var<workgroup> warp7: array<u32, 128>;
 
 @compute @workgroup_size(128, 1, 1)
 fn argmax_bools_0_row(
@@ -118,37 +112,37 @@ fn argmax_bools_0_row(
         let v43: u32 = select(0u, 1u, v42);
         acc22 = select(acc22, r39, (v43 == total21) && (r39 < acc22));
     }
-    warp2[lid.x] = acc22;
+    warp0[lid.x] = acc22;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp2[lid.x] = select(warp2[lid.x + 16u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 16u]);
+        warp0[lid.x] = select(warp0[lid.x + 16u], warp0[lid.x], warp0[lid.x] <= warp0[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp2[lid.x] = select(warp2[lid.x + 8u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 8u]);
+        warp0[lid.x] = select(warp0[lid.x + 8u], warp0[lid.x], warp0[lid.x] <= warp0[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp2[lid.x] = select(warp2[lid.x + 4u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 4u]);
+        warp0[lid.x] = select(warp0[lid.x + 4u], warp0[lid.x], warp0[lid.x] <= warp0[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp2[lid.x] = select(warp2[lid.x + 2u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 2u]);
+        warp0[lid.x] = select(warp0[lid.x + 2u], warp0[lid.x], warp0[lid.x] <= warp0[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp2[lid.x] = select(warp2[lid.x + 1u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 1u]);
+        warp0[lid.x] = select(warp0[lid.x + 1u], warp0[lid.x], warp0[lid.x] <= warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp44: u32 = warp2[lid.x - (lid.x & 31u)];
+    let warp44: u32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         row0b[lid.x >> 5u] = warp44;
     }
     workgroupBarrier();
     let slot45: u32 = row0b[lid.x & 3u];
-    warp3[lid.x] = slot45;
+    warp1[lid.x] = slot45;
     workgroupBarrier();
-    let total46: u32 = select(warp3[lid.x - (lid.x & 3u) + 3u], select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]), select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]) <= warp3[lid.x - (lid.x & 3u) + 3u]);
+    let total46: u32 = select(warp1[lid.x - (lid.x & 3u) + 3u], select(warp1[lid.x - (lid.x & 3u) + 2u], select(warp1[lid.x - (lid.x & 3u) + 1u], warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u)] <= warp1[lid.x - (lid.x & 3u) + 1u]), select(warp1[lid.x - (lid.x & 3u) + 1u], warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u)] <= warp1[lid.x - (lid.x & 3u) + 1u]) <= warp1[lid.x - (lid.x & 3u) + 2u]), select(warp1[lid.x - (lid.x & 3u) + 2u], select(warp1[lid.x - (lid.x & 3u) + 1u], warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u)] <= warp1[lid.x - (lid.x & 3u) + 1u]), select(warp1[lid.x - (lid.x & 3u) + 1u], warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u)] <= warp1[lid.x - (lid.x & 3u) + 1u]) <= warp1[lid.x - (lid.x & 3u) + 2u]) <= warp1[lid.x - (lid.x & 3u) + 3u]);
     let total47: i32 = i32(total46);
     var acc48: u32 = 4294967295u;
     let last49: u32 = select(0u, u.C - 384u, u.C > 384u);
@@ -175,37 +169,37 @@ fn argmax_bools_0_row(
         let v64: bool = v63 < 0i;
         acc48 = select(select(0u, 1u, v64), acc48, acc48 <= select(0u, 1u, v64));
     }
-    warp4[lid.x] = acc48;
+    warp0[lid.x] = acc48;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp4[lid.x] = select(warp4[lid.x + 16u], warp4[lid.x], warp4[lid.x] <= warp4[lid.x + 16u]);
+        warp0[lid.x] = select(warp0[lid.x + 16u], warp0[lid.x], warp0[lid.x] <= warp0[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp4[lid.x] = select(warp4[lid.x + 8u], warp4[lid.x], warp4[lid.x] <= warp4[lid.x + 8u]);
+        warp0[lid.x] = select(warp0[lid.x + 8u], warp0[lid.x], warp0[lid.x] <= warp0[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp4[lid.x] = select(warp4[lid.x + 4u], warp4[lid.x], warp4[lid.x] <= warp4[lid.x + 4u]);
+        warp0[lid.x] = select(warp0[lid.x + 4u], warp0[lid.x], warp0[lid.x] <= warp0[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp4[lid.x] = select(warp4[lid.x + 2u], warp4[lid.x], warp4[lid.x] <= warp4[lid.x + 2u]);
+        warp0[lid.x] = select(warp0[lid.x + 2u], warp0[lid.x], warp0[lid.x] <= warp0[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp4[lid.x] = select(warp4[lid.x + 1u], warp4[lid.x], warp4[lid.x] <= warp4[lid.x + 1u]);
+        warp0[lid.x] = select(warp0[lid.x + 1u], warp0[lid.x], warp0[lid.x] <= warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp65: u32 = warp4[lid.x - (lid.x & 31u)];
+    let warp65: u32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         row1[lid.x >> 5u] = warp65;
     }
     workgroupBarrier();
     let slot66: u32 = row1[lid.x & 3u];
-    warp5[lid.x] = slot66;
+    warp1[lid.x] = slot66;
     workgroupBarrier();
-    let total67: u32 = select(warp5[lid.x - (lid.x & 3u) + 3u], select(warp5[lid.x - (lid.x & 3u) + 2u], select(warp5[lid.x - (lid.x & 3u) + 1u], warp5[lid.x - (lid.x & 3u)], warp5[lid.x - (lid.x & 3u)] <= warp5[lid.x - (lid.x & 3u) + 1u]), select(warp5[lid.x - (lid.x & 3u) + 1u], warp5[lid.x - (lid.x & 3u)], warp5[lid.x - (lid.x & 3u)] <= warp5[lid.x - (lid.x & 3u) + 1u]) <= warp5[lid.x - (lid.x & 3u) + 2u]), select(warp5[lid.x - (lid.x & 3u) + 2u], select(warp5[lid.x - (lid.x & 3u) + 1u], warp5[lid.x - (lid.x & 3u)], warp5[lid.x - (lid.x & 3u)] <= warp5[lid.x - (lid.x & 3u) + 1u]), select(warp5[lid.x - (lid.x & 3u) + 1u], warp5[lid.x - (lid.x & 3u)], warp5[lid.x - (lid.x & 3u)] <= warp5[lid.x - (lid.x & 3u) + 1u]) <= warp5[lid.x - (lid.x & 3u) + 2u]) <= warp5[lid.x - (lid.x & 3u) + 3u]);
+    let total67: u32 = select(warp1[lid.x - (lid.x & 3u) + 3u], select(warp1[lid.x - (lid.x & 3u) + 2u], select(warp1[lid.x - (lid.x & 3u) + 1u], warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u)] <= warp1[lid.x - (lid.x & 3u) + 1u]), select(warp1[lid.x - (lid.x & 3u) + 1u], warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u)] <= warp1[lid.x - (lid.x & 3u) + 1u]) <= warp1[lid.x - (lid.x & 3u) + 2u]), select(warp1[lid.x - (lid.x & 3u) + 2u], select(warp1[lid.x - (lid.x & 3u) + 1u], warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u)] <= warp1[lid.x - (lid.x & 3u) + 1u]), select(warp1[lid.x - (lid.x & 3u) + 1u], warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u)] <= warp1[lid.x - (lid.x & 3u) + 1u]) <= warp1[lid.x - (lid.x & 3u) + 2u]) <= warp1[lid.x - (lid.x & 3u) + 3u]);
     var acc68: u32 = 4294967295u;
     let last69: u32 = select(0u, u.C - 384u, u.C > 384u);
     var rest70: u32 = lid.x;
@@ -236,37 +230,37 @@ fn argmax_bools_0_row(
         let v89: u32 = select(0u, 1u, v88);
         acc68 = select(acc68, r85, (v89 == total67) && (r85 < acc68));
     }
-    warp6[lid.x] = acc68;
+    warp0[lid.x] = acc68;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp6[lid.x] = select(warp6[lid.x + 16u], warp6[lid.x], warp6[lid.x] <= warp6[lid.x + 16u]);
+        warp0[lid.x] = select(warp0[lid.x + 16u], warp0[lid.x], warp0[lid.x] <= warp0[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp6[lid.x] = select(warp6[lid.x + 8u], warp6[lid.x], warp6[lid.x] <= warp6[lid.x + 8u]);
+        warp0[lid.x] = select(warp0[lid.x + 8u], warp0[lid.x], warp0[lid.x] <= warp0[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp6[lid.x] = select(warp6[lid.x + 4u], warp6[lid.x], warp6[lid.x] <= warp6[lid.x + 4u]);
+        warp0[lid.x] = select(warp0[lid.x + 4u], warp0[lid.x], warp0[lid.x] <= warp0[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp6[lid.x] = select(warp6[lid.x + 2u], warp6[lid.x], warp6[lid.x] <= warp6[lid.x + 2u]);
+        warp0[lid.x] = select(warp0[lid.x + 2u], warp0[lid.x], warp0[lid.x] <= warp0[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp6[lid.x] = select(warp6[lid.x + 1u], warp6[lid.x], warp6[lid.x] <= warp6[lid.x + 1u]);
+        warp0[lid.x] = select(warp0[lid.x + 1u], warp0[lid.x], warp0[lid.x] <= warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp90: u32 = warp6[lid.x - (lid.x & 31u)];
+    let warp90: u32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         row1b[lid.x >> 5u] = warp90;
     }
     workgroupBarrier();
     let slot91: u32 = row1b[lid.x & 3u];
-    warp7[lid.x] = slot91;
+    warp1[lid.x] = slot91;
     workgroupBarrier();
-    let total92: u32 = select(warp7[lid.x - (lid.x & 3u) + 3u], select(warp7[lid.x - (lid.x & 3u) + 2u], select(warp7[lid.x - (lid.x & 3u) + 1u], warp7[lid.x - (lid.x & 3u)], warp7[lid.x - (lid.x & 3u)] <= warp7[lid.x - (lid.x & 3u) + 1u]), select(warp7[lid.x - (lid.x & 3u) + 1u], warp7[lid.x - (lid.x & 3u)], warp7[lid.x - (lid.x & 3u)] <= warp7[lid.x - (lid.x & 3u) + 1u]) <= warp7[lid.x - (lid.x & 3u) + 2u]), select(warp7[lid.x - (lid.x & 3u) + 2u], select(warp7[lid.x - (lid.x & 3u) + 1u], warp7[lid.x - (lid.x & 3u)], warp7[lid.x - (lid.x & 3u)] <= warp7[lid.x - (lid.x & 3u) + 1u]), select(warp7[lid.x - (lid.x & 3u) + 1u], warp7[lid.x - (lid.x & 3u)], warp7[lid.x - (lid.x & 3u)] <= warp7[lid.x - (lid.x & 3u) + 1u]) <= warp7[lid.x - (lid.x & 3u) + 2u]) <= warp7[lid.x - (lid.x & 3u) + 3u]);
+    let total92: u32 = select(warp1[lid.x - (lid.x & 3u) + 3u], select(warp1[lid.x - (lid.x & 3u) + 2u], select(warp1[lid.x - (lid.x & 3u) + 1u], warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u)] <= warp1[lid.x - (lid.x & 3u) + 1u]), select(warp1[lid.x - (lid.x & 3u) + 1u], warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u)] <= warp1[lid.x - (lid.x & 3u) + 1u]) <= warp1[lid.x - (lid.x & 3u) + 2u]), select(warp1[lid.x - (lid.x & 3u) + 2u], select(warp1[lid.x - (lid.x & 3u) + 1u], warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u)] <= warp1[lid.x - (lid.x & 3u) + 1u]), select(warp1[lid.x - (lid.x & 3u) + 1u], warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u)] <= warp1[lid.x - (lid.x & 3u) + 1u]) <= warp1[lid.x - (lid.x & 3u) + 2u]) <= warp1[lid.x - (lid.x & 3u) + 3u]);
     let total93: i32 = i32(total92);
     if (lid.x == 0u) {
         let v94: i32 = total47 + total93;

@@ -17,12 +17,8 @@ var<workgroup> squares: array<f32, 4>;
 var<workgroup> first0: array<u32, 4>;
 var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
-var<workgroup> warp2: array<f32, 128>;
-var<workgroup> warp3: array<f32, 128>;
-var<workgroup> warp4: array<f32, 128>;
-var<workgroup> warp5: array<u32, 128>;
-var<workgroup> warp6: array<f32, 128>;
-var<workgroup> warp7: array<u32, 128>;
+var<workgroup> warp2: array<u32, 128>;
+var<workgroup> warp3: array<u32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_minimum_f32(a: f32, b: f32) -> f32 {
@@ -138,12 +134,12 @@ fn scaled_with_spread_0_partial(
     workgroupBarrier();
     let slot37: f32 = sum[lid.x & 3u];
     let slot38: f32 = partial1[lid.x & 3u];
-    warp2[lid.x] = slot37;
+    warp0[lid.x] = slot37;
     workgroupBarrier();
-    let total39: f32 = warp2[lid.x - (lid.x & 3u)] + warp2[lid.x - (lid.x & 3u) + 1u] + warp2[lid.x - (lid.x & 3u) + 2u] + warp2[lid.x - (lid.x & 3u) + 3u];
-    warp3[lid.x] = slot38;
+    let total39: f32 = warp0[lid.x - (lid.x & 3u)] + warp0[lid.x - (lid.x & 3u) + 1u] + warp0[lid.x - (lid.x & 3u) + 2u] + warp0[lid.x - (lid.x & 3u) + 3u];
+    warp1[lid.x] = slot38;
     workgroupBarrier();
-    let total40: f32 = mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u) + 1u]), warp3[lid.x - (lid.x & 3u) + 2u]), warp3[lid.x - (lid.x & 3u) + 3u]);
+    let total40: f32 = mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
     let mean41: f32 = total39 / f32(end3 - start1);
     var first42: u32 = 4294967295u;
     var acc43: f32 = 0.0f;
@@ -177,52 +173,52 @@ fn scaled_with_spread_0_partial(
         acc43 = fma(d70, d70, acc43);
         first42 = select(first42, r66, ((!(((bitcast<u32>(v69) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total40) & 0x7fffffffu) > 0x7f800000u)) && (v69 == total40)) || (((bitcast<u32>(v69) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total40) & 0x7fffffffu) > 0x7f800000u))) && (r66 < first42));
     }
-    warp4[lid.x] = acc43;
+    warp0[lid.x] = acc43;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp4[lid.x] = warp4[lid.x] + warp4[lid.x + 16u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp4[lid.x] = warp4[lid.x] + warp4[lid.x + 8u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp4[lid.x] = warp4[lid.x] + warp4[lid.x + 4u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp4[lid.x] = warp4[lid.x] + warp4[lid.x + 2u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp4[lid.x] = warp4[lid.x] + warp4[lid.x + 1u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp71: f32 = warp4[lid.x - (lid.x & 31u)];
-    warp5[lid.x] = first42;
+    let warp71: f32 = warp0[lid.x - (lid.x & 31u)];
+    warp2[lid.x] = first42;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp5[lid.x] = select(warp5[lid.x + 16u], warp5[lid.x], warp5[lid.x] <= warp5[lid.x + 16u]);
+        warp2[lid.x] = select(warp2[lid.x + 16u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp5[lid.x] = select(warp5[lid.x + 8u], warp5[lid.x], warp5[lid.x] <= warp5[lid.x + 8u]);
+        warp2[lid.x] = select(warp2[lid.x + 8u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp5[lid.x] = select(warp5[lid.x + 4u], warp5[lid.x], warp5[lid.x] <= warp5[lid.x + 4u]);
+        warp2[lid.x] = select(warp2[lid.x + 4u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp5[lid.x] = select(warp5[lid.x + 2u], warp5[lid.x], warp5[lid.x] <= warp5[lid.x + 2u]);
+        warp2[lid.x] = select(warp2[lid.x + 2u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp5[lid.x] = select(warp5[lid.x + 1u], warp5[lid.x], warp5[lid.x] <= warp5[lid.x + 1u]);
+        warp2[lid.x] = select(warp2[lid.x + 1u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp72: u32 = warp5[lid.x - (lid.x & 31u)];
+    let warp72: u32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         squares[lid.x >> 5u] = warp71;
         first0[lid.x >> 5u] = warp72;
@@ -230,12 +226,12 @@ fn scaled_with_spread_0_partial(
     workgroupBarrier();
     let slot73: f32 = squares[lid.x & 3u];
     let slot74: u32 = first0[lid.x & 3u];
-    warp6[lid.x] = slot73;
+    warp1[lid.x] = slot73;
     workgroupBarrier();
-    let total75: f32 = warp6[lid.x - (lid.x & 3u)] + warp6[lid.x - (lid.x & 3u) + 1u] + warp6[lid.x - (lid.x & 3u) + 2u] + warp6[lid.x - (lid.x & 3u) + 3u];
-    warp7[lid.x] = slot74;
+    let total75: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
+    warp3[lid.x] = slot74;
     workgroupBarrier();
-    let total76: u32 = select(warp7[lid.x - (lid.x & 3u) + 3u], select(warp7[lid.x - (lid.x & 3u) + 2u], select(warp7[lid.x - (lid.x & 3u) + 1u], warp7[lid.x - (lid.x & 3u)], warp7[lid.x - (lid.x & 3u)] <= warp7[lid.x - (lid.x & 3u) + 1u]), select(warp7[lid.x - (lid.x & 3u) + 1u], warp7[lid.x - (lid.x & 3u)], warp7[lid.x - (lid.x & 3u)] <= warp7[lid.x - (lid.x & 3u) + 1u]) <= warp7[lid.x - (lid.x & 3u) + 2u]), select(warp7[lid.x - (lid.x & 3u) + 2u], select(warp7[lid.x - (lid.x & 3u) + 1u], warp7[lid.x - (lid.x & 3u)], warp7[lid.x - (lid.x & 3u)] <= warp7[lid.x - (lid.x & 3u) + 1u]), select(warp7[lid.x - (lid.x & 3u) + 1u], warp7[lid.x - (lid.x & 3u)], warp7[lid.x - (lid.x & 3u)] <= warp7[lid.x - (lid.x & 3u) + 1u]) <= warp7[lid.x - (lid.x & 3u) + 2u]) <= warp7[lid.x - (lid.x & 3u) + 3u]);
+    let total76: u32 = select(warp3[lid.x - (lid.x & 3u) + 3u], select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]), select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]) <= warp3[lid.x - (lid.x & 3u) + 3u]);
     if (lid.x == 0u) {
         scratch0[g0] = total39;
         scratch0[((u.N * u.C + 4096u - 1u) >> 12u) + g0] = total75;

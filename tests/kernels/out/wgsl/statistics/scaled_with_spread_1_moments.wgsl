@@ -17,12 +17,8 @@ var<workgroup> squares: array<f32, 4>;
 var<workgroup> first0: array<u32, 4>;
 var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
-var<workgroup> warp2: array<f32, 128>;
-var<workgroup> warp3: array<f32, 128>;
-var<workgroup> warp4: array<f32, 128>;
-var<workgroup> warp5: array<f32, 128>;
-var<workgroup> warp6: array<u32, 128>;
-var<workgroup> warp7: array<u32, 128>;
+var<workgroup> warp2: array<u32, 128>;
+var<workgroup> warp3: array<u32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
@@ -128,12 +124,12 @@ fn scaled_with_spread_1_moments(
     workgroupBarrier();
     let slot13: f32 = sum[lid.x & 3u];
     let slot14: f32 = combine1[lid.x & 3u];
-    warp2[lid.x] = slot13;
+    warp0[lid.x] = slot13;
     workgroupBarrier();
-    let total15: f32 = warp2[lid.x - (lid.x & 3u)] + warp2[lid.x - (lid.x & 3u) + 1u] + warp2[lid.x - (lid.x & 3u) + 2u] + warp2[lid.x - (lid.x & 3u) + 3u];
-    warp3[lid.x] = slot14;
+    let total15: f32 = warp0[lid.x - (lid.x & 3u)] + warp0[lid.x - (lid.x & 3u) + 1u] + warp0[lid.x - (lid.x & 3u) + 2u] + warp0[lid.x - (lid.x & 3u) + 3u];
+    warp1[lid.x] = slot14;
     workgroupBarrier();
-    let total16: f32 = mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u) + 1u]), warp3[lid.x - (lid.x & 3u) + 2u]), warp3[lid.x - (lid.x & 3u) + 3u]);
+    let total16: f32 = mimir_minimum_f32(mimir_minimum_f32(mimir_minimum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
     let mean17: f32 = total15 / f32(u.N * u.C);
     var acc18: f32 = 0.0f;
     let last19: u32 = select(0u, ((u.N * u.C + 4096u - 1u) >> 12u) - 384u, ((u.N * u.C + 4096u - 1u) >> 12u) > 384u);
@@ -158,37 +154,37 @@ fn scaled_with_spread_1_moments(
         let d32: f32 = scratch0[r30] / n31 - mean17;
         acc18 = acc18 + fma(n31, d32 * d32, scratch0[((u.N * u.C + 4096u - 1u) >> 12u) + r30]);
     }
-    warp4[lid.x] = acc18;
+    warp0[lid.x] = acc18;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp4[lid.x] = warp4[lid.x] + warp4[lid.x + 16u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp4[lid.x] = warp4[lid.x] + warp4[lid.x + 8u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp4[lid.x] = warp4[lid.x] + warp4[lid.x + 4u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp4[lid.x] = warp4[lid.x] + warp4[lid.x + 2u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp4[lid.x] = warp4[lid.x] + warp4[lid.x + 1u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp33: f32 = warp4[lid.x - (lid.x & 31u)];
+    let warp33: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         squares[lid.x >> 5u] = warp33;
     }
     workgroupBarrier();
     let slot34: f32 = squares[lid.x & 3u];
-    warp5[lid.x] = slot34;
+    warp1[lid.x] = slot34;
     workgroupBarrier();
-    let total35: f32 = warp5[lid.x - (lid.x & 3u)] + warp5[lid.x - (lid.x & 3u) + 1u] + warp5[lid.x - (lid.x & 3u) + 2u] + warp5[lid.x - (lid.x & 3u) + 3u];
+    let total35: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     var first36: u32 = 4294967295u;
     let last37: u32 = select(0u, ((u.N * u.C + 4096u - 1u) >> 12u) - 384u, ((u.N * u.C + 4096u - 1u) >> 12u) > 384u);
     var rest38: u32 = lid.x;
@@ -212,37 +208,37 @@ fn scaled_with_spread_1_moments(
         let at50: u32 = scratch2[r48];
         first36 = select(first36, at50, ((!(((bitcast<u32>(partial49) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(total16) & 0x7fffffffu) > 0x7f800000u)) && (partial49 == total16)) || (((bitcast<u32>(partial49) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(total16) & 0x7fffffffu) > 0x7f800000u))) && (at50 < first36));
     }
-    warp6[lid.x] = first36;
+    warp2[lid.x] = first36;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp6[lid.x] = select(warp6[lid.x + 16u], warp6[lid.x], warp6[lid.x] <= warp6[lid.x + 16u]);
+        warp2[lid.x] = select(warp2[lid.x + 16u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp6[lid.x] = select(warp6[lid.x + 8u], warp6[lid.x], warp6[lid.x] <= warp6[lid.x + 8u]);
+        warp2[lid.x] = select(warp2[lid.x + 8u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp6[lid.x] = select(warp6[lid.x + 4u], warp6[lid.x], warp6[lid.x] <= warp6[lid.x + 4u]);
+        warp2[lid.x] = select(warp2[lid.x + 4u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp6[lid.x] = select(warp6[lid.x + 2u], warp6[lid.x], warp6[lid.x] <= warp6[lid.x + 2u]);
+        warp2[lid.x] = select(warp2[lid.x + 2u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp6[lid.x] = select(warp6[lid.x + 1u], warp6[lid.x], warp6[lid.x] <= warp6[lid.x + 1u]);
+        warp2[lid.x] = select(warp2[lid.x + 1u], warp2[lid.x], warp2[lid.x] <= warp2[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp51: u32 = warp6[lid.x - (lid.x & 31u)];
+    let warp51: u32 = warp2[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         first0[lid.x >> 5u] = warp51;
     }
     workgroupBarrier();
     let slot52: u32 = first0[lid.x & 3u];
-    warp7[lid.x] = slot52;
+    warp3[lid.x] = slot52;
     workgroupBarrier();
-    let total53: u32 = select(warp7[lid.x - (lid.x & 3u) + 3u], select(warp7[lid.x - (lid.x & 3u) + 2u], select(warp7[lid.x - (lid.x & 3u) + 1u], warp7[lid.x - (lid.x & 3u)], warp7[lid.x - (lid.x & 3u)] <= warp7[lid.x - (lid.x & 3u) + 1u]), select(warp7[lid.x - (lid.x & 3u) + 1u], warp7[lid.x - (lid.x & 3u)], warp7[lid.x - (lid.x & 3u)] <= warp7[lid.x - (lid.x & 3u) + 1u]) <= warp7[lid.x - (lid.x & 3u) + 2u]), select(warp7[lid.x - (lid.x & 3u) + 2u], select(warp7[lid.x - (lid.x & 3u) + 1u], warp7[lid.x - (lid.x & 3u)], warp7[lid.x - (lid.x & 3u)] <= warp7[lid.x - (lid.x & 3u) + 1u]), select(warp7[lid.x - (lid.x & 3u) + 1u], warp7[lid.x - (lid.x & 3u)], warp7[lid.x - (lid.x & 3u)] <= warp7[lid.x - (lid.x & 3u) + 1u]) <= warp7[lid.x - (lid.x & 3u) + 2u]) <= warp7[lid.x - (lid.x & 3u) + 3u]);
+    let total53: u32 = select(warp3[lid.x - (lid.x & 3u) + 3u], select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]), select(warp3[lid.x - (lid.x & 3u) + 2u], select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]), select(warp3[lid.x - (lid.x & 3u) + 1u], warp3[lid.x - (lid.x & 3u)], warp3[lid.x - (lid.x & 3u)] <= warp3[lid.x - (lid.x & 3u) + 1u]) <= warp3[lid.x - (lid.x & 3u) + 2u]) <= warp3[lid.x - (lid.x & 3u) + 3u]);
     let var54: f32 = total35 / f32(u.C * u.N);
     let std55: f32 = mimir_sqrt(var54);
     if (lid.x == 0u) {

@@ -13,10 +13,6 @@ var<workgroup> row1: array<f32, 4>;
 var<workgroup> row1b: array<f32, 4>;
 var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
-var<workgroup> warp2: array<f32, 128>;
-var<workgroup> warp3: array<f32, 128>;
-var<workgroup> warp4: array<f32, 128>;
-var<workgroup> warp5: array<f32, 128>;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
 fn mimir_sqrt(a: f32) -> f32 {
@@ -109,37 +105,37 @@ fn standardise_0_row(
         let v29: f32 = x[i28];
         acc18 = acc18 + v29;
     }
-    warp2[lid.x] = acc18;
+    warp0[lid.x] = acc18;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 16u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 8u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 4u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 2u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp2[lid.x] = warp2[lid.x] + warp2[lid.x + 1u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp30: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp30: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         row1[lid.x >> 5u] = warp30;
     }
     workgroupBarrier();
     let slot31: f32 = row1[lid.x & 3u];
-    warp3[lid.x] = slot31;
+    warp1[lid.x] = slot31;
     workgroupBarrier();
-    let total32: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
+    let total32: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     let mean33: f32 = total32 / f32(u.C);
     var acc34: f32 = 0.0f;
     let last35: u32 = select(0u, u.C - 384u, u.C > 384u);
@@ -166,37 +162,37 @@ fn standardise_0_row(
         let d50: f32 = v49 - mean33;
         acc34 = fma(d50, d50, acc34);
     }
-    warp4[lid.x] = acc34;
+    warp0[lid.x] = acc34;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp4[lid.x] = warp4[lid.x] + warp4[lid.x + 16u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp4[lid.x] = warp4[lid.x] + warp4[lid.x + 8u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp4[lid.x] = warp4[lid.x] + warp4[lid.x + 4u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp4[lid.x] = warp4[lid.x] + warp4[lid.x + 2u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp4[lid.x] = warp4[lid.x] + warp4[lid.x + 1u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp51: f32 = warp4[lid.x - (lid.x & 31u)];
+    let warp51: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         row1b[lid.x >> 5u] = warp51;
     }
     workgroupBarrier();
     let slot52: f32 = row1b[lid.x & 3u];
-    warp5[lid.x] = slot52;
+    warp1[lid.x] = slot52;
     workgroupBarrier();
-    let total53: f32 = warp5[lid.x - (lid.x & 3u)] + warp5[lid.x - (lid.x & 3u) + 1u] + warp5[lid.x - (lid.x & 3u) + 2u] + warp5[lid.x - (lid.x & 3u) + 3u];
+    let total53: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     let var54: f32 = total53 / f32(u.C);
     let std55: f32 = mimir_sqrt(var54);
     let v56: f32 = std55 + 0.001f;

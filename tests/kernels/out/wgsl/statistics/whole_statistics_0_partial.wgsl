@@ -16,12 +16,6 @@ var<workgroup> partial2: array<f32, 4>;
 var<workgroup> squares: array<f32, 4>;
 var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
-var<workgroup> warp2: array<f32, 128>;
-var<workgroup> warp3: array<f32, 128>;
-var<workgroup> warp4: array<f32, 128>;
-var<workgroup> warp5: array<f32, 128>;
-var<workgroup> warp6: array<f32, 128>;
-var<workgroup> warp7: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
@@ -126,29 +120,29 @@ fn whole_statistics_0_partial(
     }
     workgroupBarrier();
     let warp27: f32 = warp1[lid.x - (lid.x & 31u)];
-    warp2[lid.x] = acc5;
+    warp0[lid.x] = acc5;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp2[lid.x] = mimir_maximum_f32(warp2[lid.x], warp2[lid.x + 16u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp2[lid.x] = mimir_maximum_f32(warp2[lid.x], warp2[lid.x + 8u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp2[lid.x] = mimir_maximum_f32(warp2[lid.x], warp2[lid.x + 4u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp2[lid.x] = mimir_maximum_f32(warp2[lid.x], warp2[lid.x + 2u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp2[lid.x] = mimir_maximum_f32(warp2[lid.x], warp2[lid.x + 1u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp28: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp28: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         sum[lid.x >> 5u] = warp26;
         partial1[lid.x >> 5u] = warp27;
@@ -158,15 +152,15 @@ fn whole_statistics_0_partial(
     let slot29: f32 = sum[lid.x & 3u];
     let slot30: f32 = partial1[lid.x & 3u];
     let slot31: f32 = partial2[lid.x & 3u];
-    warp3[lid.x] = slot29;
+    warp1[lid.x] = slot29;
     workgroupBarrier();
-    let total32: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
-    warp4[lid.x] = slot30;
+    let total32: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
+    warp0[lid.x] = slot30;
     workgroupBarrier();
-    let total33: f32 = warp4[lid.x - (lid.x & 3u)] + warp4[lid.x - (lid.x & 3u) + 1u] + warp4[lid.x - (lid.x & 3u) + 2u] + warp4[lid.x - (lid.x & 3u) + 3u];
-    warp5[lid.x] = slot31;
+    let total33: f32 = warp0[lid.x - (lid.x & 3u)] + warp0[lid.x - (lid.x & 3u) + 1u] + warp0[lid.x - (lid.x & 3u) + 2u] + warp0[lid.x - (lid.x & 3u) + 3u];
+    warp1[lid.x] = slot31;
     workgroupBarrier();
-    let total34: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp5[lid.x - (lid.x & 3u)], warp5[lid.x - (lid.x & 3u) + 1u]), warp5[lid.x - (lid.x & 3u) + 2u]), warp5[lid.x - (lid.x & 3u) + 3u]);
+    let total34: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
     let mean35: f32 = total32 / f32(end3 - start1);
     var acc36: f32 = 0.0f;
     let last37: u32 = select(0u, end3 - 384u, end3 > 384u);
@@ -191,37 +185,37 @@ fn whole_statistics_0_partial(
         let d60: f32 = v59 - mean35;
         acc36 = fma(d60, d60, acc36);
     }
-    warp6[lid.x] = acc36;
+    warp0[lid.x] = acc36;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 16u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 8u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 4u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 2u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 1u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp61: f32 = warp6[lid.x - (lid.x & 31u)];
+    let warp61: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         squares[lid.x >> 5u] = warp61;
     }
     workgroupBarrier();
     let slot62: f32 = squares[lid.x & 3u];
-    warp7[lid.x] = slot62;
+    warp1[lid.x] = slot62;
     workgroupBarrier();
-    let total63: f32 = warp7[lid.x - (lid.x & 3u)] + warp7[lid.x - (lid.x & 3u) + 1u] + warp7[lid.x - (lid.x & 3u) + 2u] + warp7[lid.x - (lid.x & 3u) + 3u];
+    let total63: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     if (lid.x == 0u) {
         scratch1[g0] = total32;
         scratch1[((u.N * u.C + 4096u - 1u) >> 12u) + g0] = total63;

@@ -18,12 +18,6 @@ var<workgroup> combine2: array<f32, 4>;
 var<workgroup> squares: array<f32, 4>;
 var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
-var<workgroup> warp2: array<f32, 128>;
-var<workgroup> warp3: array<f32, 128>;
-var<workgroup> warp4: array<f32, 128>;
-var<workgroup> warp5: array<f32, 128>;
-var<workgroup> warp6: array<f32, 128>;
-var<workgroup> warp7: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
@@ -133,29 +127,29 @@ fn whole_statistics_1_moments(
     }
     workgroupBarrier();
     let warp18: f32 = warp1[lid.x - (lid.x & 31u)];
-    warp2[lid.x] = acc1;
+    warp0[lid.x] = acc1;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp2[lid.x] = mimir_maximum_f32(warp2[lid.x], warp2[lid.x + 16u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 16u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp2[lid.x] = mimir_maximum_f32(warp2[lid.x], warp2[lid.x + 8u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 8u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp2[lid.x] = mimir_maximum_f32(warp2[lid.x], warp2[lid.x + 4u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 4u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp2[lid.x] = mimir_maximum_f32(warp2[lid.x], warp2[lid.x + 2u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 2u]);
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp2[lid.x] = mimir_maximum_f32(warp2[lid.x], warp2[lid.x + 1u]);
+        warp0[lid.x] = mimir_maximum_f32(warp0[lid.x], warp0[lid.x + 1u]);
     }
     workgroupBarrier();
-    let warp19: f32 = warp2[lid.x - (lid.x & 31u)];
+    let warp19: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         sum[lid.x >> 5u] = warp17;
         combine1[lid.x >> 5u] = warp18;
@@ -165,15 +159,15 @@ fn whole_statistics_1_moments(
     let slot20: f32 = sum[lid.x & 3u];
     let slot21: f32 = combine1[lid.x & 3u];
     let slot22: f32 = combine2[lid.x & 3u];
-    warp3[lid.x] = slot20;
+    warp1[lid.x] = slot20;
     workgroupBarrier();
-    let total23: f32 = warp3[lid.x - (lid.x & 3u)] + warp3[lid.x - (lid.x & 3u) + 1u] + warp3[lid.x - (lid.x & 3u) + 2u] + warp3[lid.x - (lid.x & 3u) + 3u];
-    warp4[lid.x] = slot21;
+    let total23: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
+    warp0[lid.x] = slot21;
     workgroupBarrier();
-    let total24: f32 = warp4[lid.x - (lid.x & 3u)] + warp4[lid.x - (lid.x & 3u) + 1u] + warp4[lid.x - (lid.x & 3u) + 2u] + warp4[lid.x - (lid.x & 3u) + 3u];
-    warp5[lid.x] = slot22;
+    let total24: f32 = warp0[lid.x - (lid.x & 3u)] + warp0[lid.x - (lid.x & 3u) + 1u] + warp0[lid.x - (lid.x & 3u) + 2u] + warp0[lid.x - (lid.x & 3u) + 3u];
+    warp1[lid.x] = slot22;
     workgroupBarrier();
-    let total25: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp5[lid.x - (lid.x & 3u)], warp5[lid.x - (lid.x & 3u) + 1u]), warp5[lid.x - (lid.x & 3u) + 2u]), warp5[lid.x - (lid.x & 3u) + 3u]);
+    let total25: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp1[lid.x - (lid.x & 3u)], warp1[lid.x - (lid.x & 3u) + 1u]), warp1[lid.x - (lid.x & 3u) + 2u]), warp1[lid.x - (lid.x & 3u) + 3u]);
     let mean26: f32 = total23 / f32(u.N * u.C);
     var acc27: f32 = 0.0f;
     let last28: u32 = select(0u, ((u.N * u.C + 4096u - 1u) >> 12u) - 384u, ((u.N * u.C + 4096u - 1u) >> 12u) > 384u);
@@ -198,37 +192,37 @@ fn whole_statistics_1_moments(
         let d41: f32 = scratch1[r39] / n40 - mean26;
         acc27 = acc27 + fma(n40, d41 * d41, scratch1[((u.N * u.C + 4096u - 1u) >> 12u) + r39]);
     }
-    warp6[lid.x] = acc27;
+    warp0[lid.x] = acc27;
     workgroupBarrier();
     if ((lid.x & 31u) < 16u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 16u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 16u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 8u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 8u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 8u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 4u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 4u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 4u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 2u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 2u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 2u];
     }
     workgroupBarrier();
     if ((lid.x & 31u) < 1u) {
-        warp6[lid.x] = warp6[lid.x] + warp6[lid.x + 1u];
+        warp0[lid.x] = warp0[lid.x] + warp0[lid.x + 1u];
     }
     workgroupBarrier();
-    let warp42: f32 = warp6[lid.x - (lid.x & 31u)];
+    let warp42: f32 = warp0[lid.x - (lid.x & 31u)];
     if ((lid.x & 31u) == 0u) {
         squares[lid.x >> 5u] = warp42;
     }
     workgroupBarrier();
     let slot43: f32 = squares[lid.x & 3u];
-    warp7[lid.x] = slot43;
+    warp1[lid.x] = slot43;
     workgroupBarrier();
-    let total44: f32 = warp7[lid.x - (lid.x & 3u)] + warp7[lid.x - (lid.x & 3u) + 1u] + warp7[lid.x - (lid.x & 3u) + 2u] + warp7[lid.x - (lid.x & 3u) + 3u];
+    let total44: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     let var45: f32 = total44 / f32(u.C * u.N);
     let std46: f32 = mimir_sqrt(var45);
     if (lid.x == 0u) {
