@@ -1036,7 +1036,8 @@ def test_row_reductions_beside_a_narrow_product_are_folded_in_its_launch(tmp_pat
     by one launch; lane 0 stores the row's 3 products and its sum. With the hidden layer
     of an MLP, `z.relu() @ w2, z.max(axis=1)` (z = x @ w1, w1 6 x H), z is computed once
     per element in the one launch and never stored. Both match the shim. A sum the
-    product's epilogue reads (`h @ w + h.sum(axis=1, keepdims=True)`) is a launch before."""
+    product's epilogue reads at its own row (`h @ w + h.sum(axis=1, keepdims=True)`) is
+    folded too; one its left operand reads is a launch before."""
     files = _compile("narrow", "head_and_row_sums", "ptx")
     manifest = json.loads(files["head_and_row_sums.manifest.json"])
     assert [k["file"] for k in manifest["kernels"]] == ["head_and_row_sums_0_narrow.ptx"]
@@ -1060,11 +1061,22 @@ def test_row_reductions_beside_a_narrow_product_are_folded_in_its_launch(tmp_pat
     expected = shim_reference(KERNELS / "narrow.py", "hidden_read_twice", inputs, dims, {})
     for name in ("out0", "out1"):
         assert_close(actual[name], expected[name], "float32")
+    # the product's epilogue reads the sum at its own row: still one launch, lane 0 adds
+    # the row's sum to its 3 products, and the sum gets no scratch buffer
     files = _compile("narrow", "head_plus_row_sum", "ptx")
-    kernels = json.loads(files["head_plus_row_sum.manifest.json"])["kernels"]
+    manifest = json.loads(files["head_plus_row_sum.manifest.json"])
+    assert [k["file"] for k in manifest["kernels"]] == ["head_plus_row_sum_0_narrow.ptx"]
+    assert all(b["role"] != "scratch" for b in manifest["buffers"])
+    inputs = random_inputs(manifest, dims, seed=10)
+    actual, _ = _ptx_run(files, "head_plus_row_sum", dims, tmp_path / "plus", inputs)
+    expected = shim_reference(KERNELS / "narrow.py", "head_plus_row_sum", inputs, dims, {})
+    assert_close(actual["out"], expected["out"], "float32")
+    # where the product's left operand reads the mean, the mean is a launch before
+    files = _compile("narrow", "centred_square_head", "ptx")
+    kernels = json.loads(files["centred_square_head.manifest.json"])["kernels"]
     assert [k["file"] for k in kernels] == [
-        "head_plus_row_sum_0_reduce.ptx",
-        "head_plus_row_sum_1_narrow.ptx",
+        "centred_square_head_0_reduce.ptx",
+        "centred_square_head_1_narrow.ptx",
     ]
 
 

@@ -384,12 +384,13 @@ def _narrow(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
         lead_axes = Idx(lead, flat=row).axes(body) if lead else []
         idxs = [Idx(oshape, axes=[*lead_axes, u32(j)]) for j in range(width)]
         results = [lw.round_to(total, out) for total in totals]
+        # the folded reductions' values, where the epilogue may read them too
+        for (r, red), total in zip(folds, folded, strict=True):
+            ev.row_values[r] = body.let(reductions.row_value(red, total), "row_total")
         if c.plan.softmax is not None:
             _normalise_row(c, idxs, results)
         for idx, result in zip(idxs, results, strict=True):
             c.write(idx, result)
-        for (r, red), total in zip(folds, folded, strict=True):
-            ev.row_values[r] = body.let(reductions.row_value(red, total), "row_total")
         for fold in c.plan.folds:
             first = fold.roots[0] if fold.roots else fold.root
             assert first is not None

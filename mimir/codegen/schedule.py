@@ -494,7 +494,7 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
         plans.append(Plan(kind, p, r, writes[p]))
     _refuse_bfloat16(ev, writes)
     _narrow_softmax(ev, g, plans, writes, buffers)
-    _narrow_row_reductions(ev, g, plans, node_buffers)
+    _narrow_row_reductions(ev, g, plans, node_buffers, writes, buffers)
     for p in targets:
         if writes[p]:
             node_buffers.setdefault(p, writes[p][0])
@@ -579,7 +579,12 @@ ROW_FOLDS = ("sum", "mean", "max", "min")
 
 
 def _narrow_row_reductions(
-    ev: Any, g: nx.DiGraph, plans: list[Plan], node_buffers: dict[int, str]
+    ev: Any,
+    g: nx.DiGraph,
+    plans: list[Plan],
+    node_buffers: dict[int, str],
+    writes: dict[int, list[str]],
+    buffers: list[BufferSpec],
 ) -> None:
     """Sums, means, maxes and mins over the last axis of a tensor of the shape of a
     `narrow` product's left operand (`h.sum(axis=1)` beside `h @ w`; `z.max(axis=1)` beside
@@ -604,6 +609,31 @@ def _narrow_row_reductions(
                 sums += len(roots)
                 narrow.folds.append(plan)
                 plans.remove(plan)
+                _drop_unread_scratch(g, plans, narrow, plan, params, writes, buffers)
+
+
+def _drop_unread_scratch(
+    g: nx.DiGraph,
+    plans: list[Plan],
+    narrow: Plan,
+    plan: Plan,
+    params: set[int],
+    writes: dict[int, list[str]],
+    buffers: list[BufferSpec],
+) -> None:
+    """A folded reduction's scratch that only the `narrow` launch read (its epilogue, which
+    now has the value in registers) is not written, nor allocated."""
+    stored = params | {n for p in plans for n, _ in p.computed()}
+    others = [p for p in plans if p is not narrow]
+    read = set().union(*(fused_reads(g, n, stored) for p in others for n, _ in p.computed()))
+    scratch = {b.name for b in buffers if b.role == "scratch"}
+    for n, bufs in plan.outputs():
+        if n in read:
+            continue
+        unread = [b for b in bufs if b in scratch]
+        bufs[:] = [b for b in bufs if b not in unread]
+        writes[n] = [b for b in writes.get(n, []) if b not in unread]
+        buffers[:] = [b for b in buffers if b.name not in unread]
 
 
 def _row_folds(ev: Any, plan: Plan, row: list[str], rows: str) -> list[int]:
@@ -655,10 +685,13 @@ def _folds_into(
         x = ev.resolve(ev.reduction(r).x)
         if any(written.get(m, -1) >= at for m in fused_reads(g, x, stored)):
             return False
-    # the `narrow` launch (its epilogue, its softmax) does not read their values, nor does
-    # a launch between the two when the reductions came first
+    # the `narrow` launch reads their values only in its epilogue, at its own rows; no
+    # launch between the two reads them when the reductions came first
     values = {*roots, *(n for n, _ in plan.outputs())}
-    for other in [narrow, *plans[here + 1 : at]]:
+    region = set().union(*(fused_reads(g, n, stored) for n, _ in narrow.computed()))
+    if values & region and not _read_at_own_rows(ev, g, narrow, values, region):
+        return False
+    for other in plans[here + 1 : at]:
         if values & set().union(*(fused_reads(g, n, stored) for n, _ in other.computed())):
             return False
     # and the `narrow` launch binds no more buffers than every backend allows
@@ -669,6 +702,30 @@ def _folds_into(
         bound |= set(bufs)
         bound |= {names[m] for m in fused_reads(g, n, stored) if m != n and m in names}
     return len(bound) <= MERGE_BUFFER_LIMIT
+
+
+def _read_at_own_rows(ev: Any, g: nx.DiGraph, narrow: Plan, values: set[int], region: set) -> bool:
+    """Whether the `narrow` launch reads the per-row `values` only where lane 0 writes a
+    row's results, each row its own value (`h @ w + h.sum(axis=1, keepdims=True)`):
+    every node from them to what it stores is element-wise, of the shape (..., rows, 1)
+    or (..., rows, J), and none is the product's left operand or its softmax."""
+    assert narrow.root is not None
+    shape = ev.shape(narrow.root)
+    lead, width = [sz.key(s) for s in shape[:-1]], sz.key(shape[-1])
+    between = set().union(*(nx.descendants(g, v) for v in values)) & region
+    product = nx.ancestors(g, narrow.root) | {narrow.root}  # computed at each k, before
+    for m in {*values, *between}:
+        if m in product:
+            return False
+        if (
+            not (m in values and op_kind(ev.kg, m) == "reduce")
+            and op_kind(ev.kg, m) not in _FUSIBLE
+        ):
+            return False
+        keys = [sz.key(s) for s in ev.shape(m)]
+        if keys[:-1] != lead or keys[-1] not in ("1", width):
+            return False
+    return True
 
 
 def _read_by(ev: Any, g: nx.DiGraph, x: int, reader: int) -> bool:

@@ -114,8 +114,8 @@ def int_head_and_row_max(
 
 @gpu
 def head_plus_row_sum(h: Tensor[float32, N, H], w: Tensor[float32, H, 3]) -> Tensor[float32, N, 3]:
-    """The head's epilogue reads the row sum, so the sum is no fold of the `narrow` launch
-    but a launch before it."""
+    """The head's epilogue reads the row sum at its own row: the `narrow` launch folds the
+    sum, and lane 0 adds it to the row's products (no scratch for it)."""
     return h @ w + h.sum(axis=1, keepdims=True)
 
 
@@ -174,3 +174,24 @@ def digits(
 @gpu
 def sixteen_wide(h: Tensor[int32, B, N, H], w: Tensor[int32, H, 16]) -> Tensor[int32, B, N, 16]:
     return h @ w
+
+
+@gpu
+def head_over_row_sums(
+    h: Tensor[float32, B, N, H], w: Tensor[float32, H, 5]
+) -> tuple[Tensor[float32, B, N, 5], Tensor[float32, B, N, 1]]:
+    """The head's epilogue divides each row by its sum of squares (at least 1: a sum of
+    signed values may cancel to nearly 0, and the quotient amplify rounding), which is
+    returned too: the `narrow` launch folds the sum and lane 0 reads it where it writes
+    the row."""
+    s = (h * h).sum(axis=2, keepdims=True) + 1.0
+    return (h @ w) / s, s
+
+
+@gpu
+def centred_square_head(
+    h: Tensor[float32, N, 10], w: Tensor[float32, 10, 10]
+) -> Tensor[float32, N, 10]:
+    """The product's left operand reads the row mean (K = J = 10: the shapes alone would
+    let it through): the mean is a launch before the `narrow` one."""
+    return (h - h.mean(axis=1, keepdims=True)) @ w

@@ -85,12 +85,12 @@ kernel void half_head_and_positives_0_narrow(
     const int folded17 = mimir_simd_add_i32_8(part5);
     const float folded18 = mimir_simd_max_f32_8(part6);
     if ((lane2 == 0u) && (row1 < u.N)) {
-        const uint i19 = row1 * 2u;
-        out0[i19] = half(float(half(total15)));
-        const uint i20 = row1 * 2u + 1u;
-        out0[i20] = half(float(half(total16)));
-        const float row_total21 = float(half(folded18));
+        const float row_total19 = float(half(folded18));
+        const uint i20 = row1 * 2u;
+        out0[i20] = half(float(half(total15)));
+        const uint i21 = row1 * 2u + 1u;
+        out0[i21] = half(float(half(total16)));
         out1[row1] = folded17;
-        out2[row1] = half(row_total21);
+        out2[row1] = half(row_total19);
     }
 }

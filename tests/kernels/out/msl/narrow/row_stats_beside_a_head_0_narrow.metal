@@ -92,16 +92,16 @@ kernel void row_stats_beside_a_head_0_narrow(
     if ((lane2 == 0u) && (row1 < u.B * u.N)) {
         const uint i29 = row1 % u.N;
         const uint i30 = row1 / u.N;
-        const uint i31 = (i30 * u.N + i29) * 4u;
-        out0[i31] = total23;
-        const uint i32 = (i30 * u.N + i29) * 4u + 1u;
-        out0[i32] = total24;
-        const uint i33 = (i30 * u.N + i29) * 4u + 2u;
-        out0[i33] = total25;
-        const uint i34 = (i30 * u.N + i29) * 4u + 3u;
-        out0[i34] = total26;
-        const float row_total35 = folded27 / float(u.H);
-        const float v36 = row_total35 * 2.0f;
+        const float row_total31 = folded27 / float(u.H);
+        const uint i32 = (i30 * u.N + i29) * 4u;
+        out0[i32] = total23;
+        const uint i33 = (i30 * u.N + i29) * 4u + 1u;
+        out0[i33] = total24;
+        const uint i34 = (i30 * u.N + i29) * 4u + 2u;
+        out0[i34] = total25;
+        const uint i35 = (i30 * u.N + i29) * 4u + 3u;
+        out0[i35] = total26;
+        const float v36 = row_total31 * 2.0f;
         out1[row1] = v36;
         out2[row1] = folded28;
     }

@@ -74,12 +74,12 @@ fn half_head_and_positives_0_narrow(
     workgroupBarrier();
     let folded18: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp0[lid.x - (lid.x & 7u)], warp0[lid.x - (lid.x & 7u) + 1u]), warp0[lid.x - (lid.x & 7u) + 2u]), warp0[lid.x - (lid.x & 7u) + 3u]), warp0[lid.x - (lid.x & 7u) + 4u]), warp0[lid.x - (lid.x & 7u) + 5u]), warp0[lid.x - (lid.x & 7u) + 6u]), warp0[lid.x - (lid.x & 7u) + 7u]);
     if ((lane2 == 0u) && (row1 < u.N)) {
-        let i19: u32 = row1 * 2u;
-        out0[i19] = f16(f32(f16(total15)));
-        let i20: u32 = row1 * 2u + 1u;
-        out0[i20] = f16(f32(f16(total16)));
-        let row_total21: f32 = f32(f16(folded18));
+        let row_total19: f32 = f32(f16(folded18));
+        let i20: u32 = row1 * 2u;
+        out0[i20] = f16(f32(f16(total15)));
+        let i21: u32 = row1 * 2u + 1u;
+        out0[i21] = f16(f32(f16(total16)));
         out1[row1] = folded17;
-        out2[row1] = f16(row_total21);
+        out2[row1] = f16(row_total19);
     }
 }

@@ -91,16 +91,16 @@ fn row_stats_beside_a_head_0_narrow(
     if ((lane2 == 0u) && (row1 < u.B * u.N)) {
         let i29: u32 = row1 % u.N;
         let i30: u32 = row1 / u.N;
-        let i31: u32 = (i30 * u.N + i29) * 4u;
-        out0[i31] = total23;
-        let i32_: u32 = (i30 * u.N + i29) * 4u + 1u;
-        out0[i32_] = total24;
-        let i33: u32 = (i30 * u.N + i29) * 4u + 2u;
-        out0[i33] = total25;
-        let i34: u32 = (i30 * u.N + i29) * 4u + 3u;
-        out0[i34] = total26;
-        let row_total35: f32 = folded27 / f32(u.H);
-        let v36: f32 = row_total35 * 2.0f;
+        let row_total31: f32 = folded27 / f32(u.H);
+        let i32_: u32 = (i30 * u.N + i29) * 4u;
+        out0[i32_] = total23;
+        let i33: u32 = (i30 * u.N + i29) * 4u + 1u;
+        out0[i33] = total24;
+        let i34: u32 = (i30 * u.N + i29) * 4u + 2u;
+        out0[i34] = total25;
+        let i35: u32 = (i30 * u.N + i29) * 4u + 3u;
+        out0[i35] = total26;
+        let v36: f32 = row_total31 * 2.0f;
         out1[row1] = v36;
         out2[row1] = folded28;
     }
