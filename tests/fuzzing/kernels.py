@@ -567,6 +567,19 @@ def tensor_cases(draw, planted: bool | None = None, op: str | None = None) -> Ca
         bug = draw(st.sampled_from(TENSOR_BUGS))
         v, ret = _plant_tensor(b, bug, v, ret)
     b.imports.add(v.dtype)
+    if not planted and first.shape and draw(st.integers(0, 4)) == 0:
+        # a second result from the same input: a reduction along its rows, which the launch
+        # computing the first may fold in its pass over them (a `narrow` product's,
+        # `schedule._narrow_row_reductions`; a row group's)
+        red = draw(st.sampled_from(["sum", "mean", "max", "min"]))
+        x = _numeric(b, first, FLOATS) if red == "mean" else first
+        if x.dtype == "bool_":
+            x = _numeric(b, x, ("int32",))
+        keep = ", keepdims=True" if draw(st.booleans()) else ""
+        w = _Val(f"{_paren(x.expr)}.{red}(axis=-1{keep})", (), x.dtype)
+        b.imports.add(w.dtype)
+        source = _render(b, [f"return {v.expr}, {w.expr}"], None)
+        return Case(source, "tensor", op, bug, [*b.notes, "a row reduction of the input"])
     if not planted and len(b.params) <= 3 and draw(st.integers(0, 2)) == 0:
         # a second result from an input of its own: launches that may run side by side
         # (`mimir.codegen.side_by_side`)

@@ -195,3 +195,12 @@ def centred_square_head(
     """The product's left operand reads the row mean (K = J = 10: the shapes alone would
     let it through): the mean is a launch before the `narrow` one."""
     return (h - h.mean(axis=1, keepdims=True)) @ w
+
+
+@gpu
+def hidden_total(
+    x: Tensor[float32, N, 6], w1: Tensor[float32, 6, H], w2: Tensor[float32, H, 2]
+) -> tuple[Tensor[float32, N, 2], Tensor[float32]]:
+    """A whole sum of an inline hidden layer: its own (split) reduction computes z."""
+    z = x @ w1
+    return z.relu() @ w2, z.sum()
