@@ -21,6 +21,20 @@ from harness import assert_close, random_inputs, require_tool, shim_reference
 from harness.ptx_interp import run_ptx_manifest_cpu
 
 from mimir.codegen import compile_source
+from mimir.codegen.ir import (
+    Barrier,
+    Builtin,
+    Const,
+    For,
+    Kernel,
+    Let,
+    Load,
+    Store,
+    Var,
+    WarpReduce,
+    walk_expr,
+)
+from mimir.codegen.warp import to_workgroup_memory
 from mimir.runtime import manifest as mf
 
 KERNELS = Path(__file__).parent / "kernels"
@@ -199,3 +213,32 @@ def test_reductions_without_warp_functions_take_turns_with_two_arrays() -> None:
             stores += 1
         read_since_barrier |= set(re.findall(r"(warp\d+)\[lid\.x - ", line))
     assert stores == 11
+
+
+def test_a_loop_that_reduces_waits_before_its_next_iteration_stores() -> None:
+    """Three reductions of one type in a loop body take turns with two arrays: the third
+    stores into the first's array, and the next iteration's first stores into the array
+    the third just read. The body ends with a barrier, so over two iterations no thread
+    stores into an array another may still be reading."""
+
+    lid = Builtin("local_x")
+    k = Var("k", "u32")
+    reductions = [
+        Let(Var(f"t{i}", "f32"), WarpReduce("add", Load("x", lid, "f32"), "f32", 8))
+        for i in range(3)
+    ]
+    loop = For(k, Const(0, "u32"), Const(4, "u32"), Const(1, "u32"), reductions)
+    kernel = Kernel("k", "test", (256, 1, 1), (1, 1, 1), [], [], False, [], [loop], [])
+    (rewritten,) = to_workgroup_memory(kernel).body
+    assert isinstance(rewritten, For) and isinstance(rewritten.body[-1], Barrier)
+    assert len(to_workgroup_memory(kernel).shared) == 2
+    read_since_barrier: set[str] = set()
+    for statement in [*rewritten.body, *rewritten.body]:  # two iterations
+        if isinstance(statement, Barrier):
+            read_since_barrier.clear()
+            continue
+        if isinstance(statement, Store):
+            assert statement.array not in read_since_barrier, statement
+        if isinstance(statement, Let):
+            loads = [e for e in walk_expr(statement.value) if isinstance(e, Load)]
+            read_since_barrier |= {e.array for e in loads if e.array.startswith("$warp")}

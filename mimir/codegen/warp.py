@@ -141,7 +141,8 @@ def _rewrite_block(block: list[Stmt], shared: list[SharedArray], width: int) -> 
     one type take turns with two arrays: reduction k stores into the array reduction k - 2
     read, and every thread has read it by then, since each passed reduction k - 1's barrier
     after its reads (statements of one block run in order). A narrow launch's 16 column
-    sums take 2 KiB, not 16."""
+    sums take 2 KiB, not 16. A loop whose body reduces ends each iteration with a
+    barrier, so the next one's stores wait for this one's reads."""
     out: list[Stmt] = []
     arrays: dict[str, list[str]] = {}  # type -> this block's arrays
     turns: dict[str, int] = {}  # type -> the reductions of that type so far
@@ -159,7 +160,12 @@ def _rewrite_block(block: list[Stmt], shared: list[SharedArray], width: int) -> 
             then = _rewrite_block(s.then, shared, width)
             out.append(If(s.cond, then, _rewrite_block(s.orelse, shared, width)))
         elif isinstance(s, For):
-            out.append(replace(s, body=_rewrite_block(s.body, shared, width)))
+            body = _rewrite_block(s.body, shared, width)
+            if any(isinstance(e, WarpReduce) for e in all_expressions(s.body)):
+                # the next iteration's first store into an array waits for every
+                # thread's last read of it in this one
+                body.append(Barrier())
+            out.append(replace(s, body=body))
         else:
             if any(isinstance(e, WarpReduce) for e in all_expressions([s])):
                 raise ValueError("a WarpReduce outside the value of a Let")
