@@ -204,3 +204,12 @@ def hidden_total(
     """A whole sum of an inline hidden layer: its own (split) reduction computes z."""
     z = x @ w1
     return z.relu() @ w2, z.sum()
+
+
+@gpu
+def maybe_empty_with_sums(
+    h: Tensor[float32, N, K], w: Tensor[float32, K, 3]
+) -> tuple[Tensor[float32, N, 3], Tensor[float32, N], Tensor[int32, N]]:
+    """Rows that may be empty (K = 0; a mean or max of them is refused, GPU024): the
+    folded sums are 0, as the shim's."""
+    return h @ w, h.sum(axis=1), (h > 0.0).sum(axis=1)
