@@ -596,6 +596,7 @@ def _narrow_row_reductions(
     `narrow` launch reads is their value, and no launch between the two reads it; and
     while the launch combines at most `NARROW_SUMS` values over each row's lanes."""
     params = {n for n in node_buffers if ev.node(n)["kind"] == "param"}
+    in_place = {b.name for b in buffers if b.role == "inout"}
     for narrow in [p for p in plans if p.kind == "narrow" and p.root is not None]:
         left = ev.resolve(ev.node(narrow.root)["inputs"][0])
         row = [sz.key(s) for s in ev.shape(left)]
@@ -605,6 +606,8 @@ def _narrow_row_reductions(
             roots = _row_folds(ev, plan, row, rows)
             if not roots or sums + len(roots) > NARROW_SUMS:
                 continue
+            if any(set(bufs) & in_place for _, bufs in plan.outputs()):
+                continue  # an `InOut` update: left to `_write_in_place_is_safe`'s launches
             if _folds_into(ev, g, plans, params, narrow, plan, roots):
                 sums += len(roots)
                 narrow.folds.append(plan)

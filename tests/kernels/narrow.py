@@ -4,7 +4,7 @@ instead of a 128 x 128 tile that wastes all but those few columns. A product by 
 of at most 16 rows whose only reader is such a launch is computed inside it
 (`schedule.inline_product`). Every form runs on every backend against the shim."""
 
-from mimir.array import Dim, Tensor, float16, float32, gpu, int32
+from mimir.array import Dim, InOut, Tensor, float16, float32, gpu, int32
 
 N = Dim("N")
 H = Dim("H")
@@ -213,3 +213,22 @@ def maybe_empty_with_sums(
     """Rows that may be empty (K = 0; a mean or max of them is refused, GPU024): the
     folded sums are 0, as the shim's."""
     return h @ w, h.sum(axis=1), (h > 0.0).sum(axis=1)
+
+
+@gpu
+def head_and_sums_in_place(
+    h: Tensor[float32, N, H], w: Tensor[float32, H, 3], s: InOut[Tensor[float32, N]]
+) -> Tensor[float32, N, 3]:
+    """An `InOut` row sum beside a head: not folded, its own launch updates s."""
+    s = s + h.sum(axis=1)
+    return h @ w
+
+
+@gpu
+def sums_over_a_head_in_place(
+    h: InOut[Tensor[float32, N, H]], w: Tensor[float32, H, 3]
+) -> Tensor[float32, N, 3]:
+    """h doubled in place, and the head's epilogue reads the doubled rows' sums."""
+    out = h @ w
+    h = h * 2.0
+    return out + h.sum(axis=1, keepdims=True)
