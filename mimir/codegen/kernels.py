@@ -65,7 +65,7 @@ from mimir.codegen.ir import (
     walk_expr,
     walk_statements,
 )
-from mimir.codegen.schedule import Schedule, fused_reads, op_kind, row_per_thread
+from mimir.codegen.schedule import Plan, Schedule, fused_reads, op_kind, row_per_thread
 
 TILE = 16  # threads per side of a matmul workgroup
 REG = 8  # outputs per thread per side (register blocking), two 4-wide halves
@@ -357,7 +357,7 @@ def _narrow(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
     below = Binary("<", row, size_ir(rows), "bool")
     sums = [body.var(lw.const(0, acc_t), "acc") for _ in range(width)]
     # the row reductions it folds (`Plan.folds`): each launch's reductions, in order
-    folds = [(r, ev.reduction(r)) for f in c.plan.folds for r in (f.roots or [f.root])]
+    folds = [(r, ev.reduction(r)) for f in c.plan.folds for r in _fold_roots(f)]
     partials = [body.var(reductions.identity(red.name, red.acc), "part") for _, red in folds]
     # a thread past the last row adds nothing, but joins its lanes' `WarpReduce`s
     with contextlib.nullcontext() if every else body.if_(below):
@@ -392,10 +392,18 @@ def _narrow(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any
         for idx, result in zip(idxs, results, strict=True):
             c.write(idx, result)
         for fold in c.plan.folds:
-            first = fold.roots[0] if fold.roots else fold.root
-            assert first is not None
+            first = _fold_roots(fold)[0]
             c.write(Idx(ev.shape(first), flat=row), outputs=fold.outputs())
     return (WG, 1, 1), dispatch
+
+
+def _fold_roots(fold: Plan) -> list[int]:
+    """The reductions of a plan a `narrow` launch folds: a `row` plan's roots, or a
+    `reduce` plan's root."""
+    if fold.roots:
+        return fold.roots
+    assert fold.root is not None
+    return [fold.root]
 
 
 def _normalise_row(c: KernelContext, idxs: list[Idx], results: list[Expr]) -> None:

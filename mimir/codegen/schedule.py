@@ -627,8 +627,7 @@ def _drop_unread_scratch(
     """A folded reduction's scratch that only the `narrow` launch read (its epilogue, which
     now has the value in registers) is not written, nor allocated."""
     stored = params | {n for p in plans for n, _ in p.computed()}
-    others = [p for p in plans if p is not narrow]
-    read = set().union(*(fused_reads(g, n, stored) for p in others for n, _ in p.computed()))
+    read = set().union(*(_launch_reads(g, p, stored) for p in plans if p is not narrow))
     scratch = {b.name for b in buffers if b.role == "scratch"}
     for n, bufs in plan.outputs():
         if n in read:
@@ -691,12 +690,11 @@ def _folds_into(
     # the `narrow` launch reads their values only in its epilogue, at its own rows; no
     # launch between the two reads them when the reductions came first
     values = {*roots, *(n for n, _ in plan.outputs())}
-    region = set().union(*(fused_reads(g, n, stored) for n, _ in narrow.computed()))
+    region = _launch_reads(g, narrow, stored)
     if values & region and not _read_at_own_rows(ev, g, narrow, values, region):
         return False
-    for other in plans[here + 1 : at]:
-        if values & set().union(*(fused_reads(g, n, stored) for n, _ in other.computed())):
-            return False
+    if any(values & _launch_reads(g, other, stored) for other in plans[here + 1 : at]):
+        return False
     # and the `narrow` launch binds no more buffers than every backend allows
     names = {n: bufs[0] for p in plans for n, bufs in p.computed() if bufs}
     names.update({n: ev.node(n)["name"] for n in params})
@@ -705,6 +703,12 @@ def _folds_into(
         bound |= set(bufs)
         bound |= {names[m] for m in fused_reads(g, n, stored) if m != n and m in names}
     return len(bound) <= MERGE_BUFFER_LIMIT
+
+
+def _launch_reads(g: nx.DiGraph, plan: Plan, stored: set[int]) -> set[int]:
+    """The nodes the launch of `plan` walks through to compute what it stores, stopping
+    at the `stored` values (`fused_reads` of each)."""
+    return set().union(*(fused_reads(g, n, stored) for n, _ in plan.computed()))
 
 
 def _read_at_own_rows(ev: Any, g: nx.DiGraph, narrow: Plan, values: set[int], region: set) -> bool:
