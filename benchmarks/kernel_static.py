@@ -192,6 +192,8 @@ def _matmuls(path: Path, function: str, dims: dict[str, int]) -> tuple[int, set[
     # the products launches of their own compute, and those a `narrow` launch computes
     # inside (`schedule.inline_product`); a product by a small matrix is element-wise
     roots = [p.root for p in s.plans if p.kind in ("matmul", "narrow") and p.root is not None]
+    # an `attention` launch's two: the scores `q @ k.T` and the product by v
+    roots += [r for p in s.plans if p.kind == "attention" for r in (p.scores, p.root)]
     inline = [n for n in kernel.graph.graph.nodes if inline_product(kernel.graph, n)]
     for root in [*roots, *inline]:
         left = ev.node(root)["inputs"][0]

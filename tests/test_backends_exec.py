@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import assert_close, require_tool, tf32_fallback_atol
+from harness import assert_close, large_elements, require_tool, tf32_fallback_atol
 from support import import_file, kernels_of
 
 from mimir.runtime.verify import (
@@ -127,7 +127,7 @@ def _dims(manifest: dict[str, Any], label: str, cost: Any = None) -> dict[str, i
         return small
     if label == "medium":
         return choose_dims(manifest, [131, 17, 19, 23, 29])
-    candidates = grow_dims(manifest, small, LARGE)
+    candidates = grow_dims(manifest, small, large_elements(manifest, LARGE))
     if not candidates:
         return None
     return min(candidates, key=cost) if cost is not None else candidates[0]
@@ -143,7 +143,8 @@ def _dot_product_atol(manifest: dict[str, Any], dims: dict[str, int]) -> float |
     fallback = tf32_fallback_atol(manifest, dims)
     if fallback is not None:
         return fallback
-    if not any(k["file"].rsplit(".", 1)[0].endswith("_matmul") for k in manifest["kernels"]):
+    products = ("_matmul", "_attention")  # (an attention launch's scores and its sums over keys)
+    if not any(k["file"].rsplit(".", 1)[0].endswith(products) for k in manifest["kernels"]):
         return None
     return max(1e-5, 4 * 2**-24 * max([1024, *dims.values()]))
 

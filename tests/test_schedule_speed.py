@@ -1434,3 +1434,40 @@ def test_launches_are_merged_only_where_independent_and_within_every_limit() -> 
     # a limit broken in one variant (here e's workgroup-memory fallback) keeps them apart
     fallback = [*apart[:4], _kernel("e", ["y0", "y1", "y2", "y3"], ["o4"], shared=3000), *apart[5:]]
     assert side_by_side.groups([apart, fallback], limit) == [[0, 2, 5, 6], [1], [3], [4]]
+
+
+def test_attention_is_one_launch_that_never_stores_its_scores(tmp_path: Path) -> None:
+    """`softmax(f(q @ k.T)) @ v` with v proven at most 128 wide (`schedule._attention`):
+    one `attention` launch, no scratch, that loads q, k and v and nothing else and stores
+    each output once, at 70 queries and keys (two blocks of rows, three of keys, the
+    last partial) under a causal mask made in the kernel; the result matches the shim.
+    An unbounded head dim, or the softmax kept as an output, keeps the three launches;
+    sizes proven whole blocks drop the guards, and the manifest says so."""
+    files = _compile("flash", "causal", "ptx")
+    manifest = json.loads(files["causal.manifest.json"])
+    assert [k["file"] for k in manifest["kernels"]] == ["causal_0_attention.ptx"]
+    assert all(b["role"] != "scratch" for b in manifest["buffers"])
+    t, d = 70, 24
+    dims = {"T": t, "D": d}
+    inputs = random_inputs(manifest, dims, seed=3)
+    actual, stats = _ptx_run(files, "causal", dims, tmp_path / "causal", inputs)
+    (launch,) = stats
+    assert launch["unique_bytes"]["ld"] == 4 * 3 * t * d  # q, k and v
+    assert launch["bytes"]["st"] == launch["unique_bytes"]["st"] == 4 * t * d
+    expected = shim_reference(KERNELS / "flash.py", "causal", inputs, dims, {})
+    assert_close(actual["out"], expected["out"], "float32")
+    for stem, function in (("attention", "attention"), ("flash", "scores_kept")):
+        kernels = json.loads(_compile(stem, function, "ptx")[f"{function}.manifest.json"])
+        assert [k["file"].removeprefix(f"{function}_") for k in kernels["kernels"]] == [
+            "0_matmul.ptx",
+            "1_softmax.ptx",
+            "2_matmul.ptx" if stem == "attention" else "2_narrow.ptx",
+        ]
+    files = _compile("flash", "whole_blocks", "wgsl")
+    (kernel,) = json.loads(files["whole_blocks.manifest.json"])["kernels"]
+    assert {g["guard"] for g in kernel["guards_removed"]} == {
+        "row < R",
+        "key < R",
+        "k < 64",
+        "col < 64",
+    }

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import assert_close, random_inputs, require_tool, shim_reference
+from harness import assert_close, large_elements, random_inputs, require_tool, shim_reference
 from test_backends_exec import _dot_product_atol
 from typer.testing import CliRunner
 
@@ -286,7 +286,7 @@ LOOSER = {
 
 def _bindings(manifest: dict[str, Any]) -> dict[str, dict[str, int]]:
     out = {label: choose_dims(manifest, targets) for label, targets in TARGETS.items()}
-    grown = grow_dims(manifest, out["small"], LARGE)
+    grown = grow_dims(manifest, out["small"], large_elements(manifest, LARGE))
     if grown:  # the candidate that grows the least data
         out["large"] = min(grown, key=lambda dims: largest_buffer(manifest, dims))
     unique: dict[str, dict[str, int]] = {}

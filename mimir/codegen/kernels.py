@@ -66,6 +66,7 @@ from mimir.codegen.ir import (
     walk_statements,
 )
 from mimir.codegen.schedule import Plan, Schedule, fused_reads, op_kind, row_per_thread
+from mimir.dtypes import float32
 
 TILE = 16  # threads per side of a matmul workgroup
 REG = 8  # outputs per thread per side (register blocking), two 4-wide halves
@@ -460,6 +461,226 @@ def _hoist_rows(c: KernelContext, left: int, lead_axes: list[Expr]) -> None:
             ev.at(x, Idx(xshape, axes=[*lead_axes, u32(kk)]))
 
 
+# ---------------------------------------------------------------- attention
+
+ATT_ROWS = 64  # query rows an `attention` workgroup owns, 4 per thread
+ATT_KEYS = 64  # keys it takes at each step, 4 per thread
+ATT_COLS = 64  # output columns it owns, 4 per thread
+ATT_SLICE = 16  # the slice of the scores' contraction staged at once
+ATT_PART = 16  # the keys of a block whose p goes through workgroup memory at once
+ATT_SIDE = 16  # threads per side: thread t is row group t / 16, column group t % 16
+
+
+def _attention(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
+    """`softmax(f(a @ b)) @ v` (`schedule._attention`; attention: a = q, b = k.T) in one
+    pass over the keys, the online softmax of flash attention. A workgroup of 256 threads
+    owns `ATT_ROWS` query rows and `ATT_COLS` columns of the output; thread t holds rows
+    `4 (t / 16) + i` (i < 4) of both, the output's columns `4 (t % 16) + j` and, for each
+    block of `ATT_KEYS` keys, the scores of keys `4 (t % 16) + j` (j < 4). Per block:
+
+    - the scores, the contraction staged through workgroup memory `ATT_SLICE` at a time
+      (one array, `$stage`, holds a's and b's slices, then v's rows);
+    - their epilogue f (a scale, a causal mask; guarded past the last row or key, whose
+      value is -inf, where it may load), each row's max over the block (a `WarpReduce`
+      over the row's 16 threads), and with the running max m grown to it: p = exp(x - m),
+      and this thread's share of the row's sum l and the accumulators rescaled by
+      exp(m_old - m);
+    - p through workgroup memory (`$p_tile`, key-major, `ATT_PART` keys at a time) times
+      those keys' rows of v, staged into `$stage` beside it.
+
+    After the last block each output is its accumulator / l (the threads' shares of l
+    summed), through the second product's epilogue. Neither the scores nor the softmax is
+    stored: the launch loads a, b and v and stores the output. Workgroup memory: 12 KiB
+    (16 with WGSL's arrays for `WarpReduce`, WebGPU's limit). A score of -inf has p = 0 (a
+    row of them all gives nan, as the softmax's 0 / 0 does); a softmax over no keys is
+    refused by the checker (GPU024)."""
+    from mimir.codegen.reductions import _row_max, softmax_input
+
+    ev, body, plan = c.ev, c.body, c.plan
+    second, first, soft = plan.root, plan.scores, plan.softmax
+    assert second is not None and first is not None and soft is not None
+    a, b = (ev.resolve(n) for n in ev.node(first)["inputs"][:2])
+    v = ev.resolve(ev.node(second)["inputs"][1])
+    x = ev.resolve(softmax_input(ev, soft)[0])
+    ashape, bshape, vshape = ev.shape(a), ev.shape(b), ev.shape(v)
+    sshape, oshape = ev.shape(first), ev.shape(second)
+    m, k, n, e = ashape[-2], ashape[-1], bshape[-1], vshape[-1]
+    batch = oshape[:-2]
+    tm, te = sz.cdiv(m, ATT_ROWS), sz.cdiv(e, ATT_COLS)
+    dispatch, g = c.groups(sz.product([*batch, tm, te]))
+    col_tile = body.let(ibin("%", g, size_ir(te)), "tile")
+    rest = body.let(ibin("/", g, size_ir(te)), "tile")
+    row_tile = body.let(ibin("%", rest, size_ir(tm)), "tile") if batch else rest
+    flat_batch = body.let(ibin("/", rest, size_ir(tm)), "b") if batch else u32(0)
+    batch_axes = Idx(batch, flat=flat_batch).axes(body) if batch else []
+    t = Builtin("local_x")
+    ly = body.let(ibin("/", t, u32(ATT_SIDE)), "ly")
+    lx = body.let(ibin("%", t, u32(ATT_SIDE)), "lx")
+    row0 = body.let(ibin("*", row_tile, u32(ATT_ROWS)), "row")
+    col0 = body.let(ibin("*", col_tile, u32(ATT_COLS)), "col")
+    my_row = body.let(ibin("*", ly, u32(VEC)), "ry")
+    my_col = body.let(ibin("*", lx, u32(VEC)), "cx")
+    rows = [body.let(ibin("+", row0, ibin("+", my_row, u32(i))), "row") for i in range(VEC)]
+    cols = [body.let(ibin("+", col0, ibin("+", my_col, u32(j))), "col") for j in range(VEC)]
+    m_ir, k_ir, n_ir, e_ir = size_ir(m), size_ir(k), size_ir(n), size_ir(e)
+    # a bound needs no guard when its size is proven a multiple of the block
+    m_b = None if c.multiple(m, ATT_ROWS, f"row < {sz.manifest_text(m)}") else m_ir
+    n_b = None if c.multiple(n, ATT_KEYS, f"key < {sz.manifest_text(n)}") else n_ir
+    k_b = None if c.multiple(k, ATT_SLICE, f"k < {sz.manifest_text(k)}") else k_ir
+    e_b = None if c.multiple(e, ATT_COLS, f"col < {sz.manifest_text(e)}") else e_ir
+    # a, b's slices and v's rows take turns in one array (a barrier ends each phase)
+    stage, p_tile = "$stage", "$p_tile"
+    b_at = ATT_SLICE * ATT_ROWS  # where b's slice starts in it
+    size = max(b_at + ATT_SLICE * ATT_KEYS, ATT_PART * ATT_COLS)
+    c.shared += [
+        SharedArray(stage, "f32", size),
+        SharedArray(p_tile, "f32", ATT_PART * ATT_ROWS),
+    ]
+    a_batch = _broadcast_batch(batch_axes, batch, ashape[:-2])
+    b_batch = _broadcast_batch(batch_axes, batch, bshape[:-2])
+    v_batch = _broadcast_batch(batch_axes, batch, vshape[:-2])
+    # staging: 8 consecutive threads read 8 consecutive k of a row of a and of a key's
+    # column of b (k.T: a row of k), two rows and two keys each, 32 apart; 64
+    # consecutive threads a row of v's block (four rows each, 4 apart)
+    sk = body.let(ibin("%", t, u32(ATT_SLICE)), "sk")
+    sr = body.let(ibin("/", t, u32(ATT_SLICE)), "sr")
+    apart = WG // ATT_SLICE  # rows of a (keys of b) between one thread's staged values
+    staged = range(ATT_ROWS // apart)
+    a_rows = [body.let(ibin("+", row0, ibin("+", sr, u32(apart * h))), "ar") for h in staged]
+    a_ok = [None if m_b is None else body.let(Binary("<", r, m_b, "bool"), "aok") for r in a_rows]
+    row_ok = [None if m_b is None else body.let(Binary("<", r, m_b, "bool"), "rok") for r in rows]
+    vc = body.let(ibin("%", t, u32(ATT_COLS)), "vc")
+    vk = body.let(ibin("/", t, u32(ATT_COLS)), "vk")
+    v_col = body.let(ibin("+", col0, vc), "vcol")
+    v_ok = None if e_b is None else body.let(Binary("<", v_col, e_b, "bool"), "vok")
+
+    f32 = "f32"
+    inf = lw.const(-lw.INF, f32)
+    zero, one = lw.const(0, f32), lw.const(1, f32)
+    top = [body.var(inf, "m") for _ in range(VEC)]  # each row's running max
+    sums = [body.var(zero, "l") for _ in range(VEC)]  # this thread's share of exp(x - m)
+    accs = [[body.var(zero, "acc") for _ in range(VEC)] for _ in range(VEC)]
+    with body.for_("n0_", u32(0), n_ir, u32(ATT_KEYS), unroll=False) as n0:
+        scores = [[body.var(zero, "s") for _ in range(VEC)] for _ in range(VEC)]
+        b_keys = [body.let(ibin("+", n0, ibin("+", sr, u32(apart * h))), "bkey") for h in staged]
+        b_ok = [None if n_b is None else Binary("<", key, n_b, "bool") for key in b_keys]
+        with body.for_("k0_", u32(0), k_ir, u32(ATT_SLICE), unroll=False) as k0:
+            kk = body.let(ibin("+", k0, sk), "kk")
+            kk_ok = None if k_b is None else body.let(Binary("<", kk, k_b, "bool"), "kok")
+            for h in staged:
+                slot = ibin("+", ibin("*", sk, u32(ATT_ROWS)), ibin("+", sr, u32(apart * h)))
+                idx = Idx(ashape, axes=[*a_batch, a_rows[h], kk])
+                _stage(c, stage, slot, a, idx, _all_true([a_ok[h], kk_ok]), float32)
+            for h in staged:
+                at = ibin("+", ibin("*", sk, u32(ATT_KEYS)), ibin("+", sr, u32(b_at + apart * h)))
+                idx = Idx(bshape, axes=[*b_batch, kk, b_keys[h]])
+                _stage(c, stage, at, b, idx, _all_true([b_ok[h], kk_ok]), float32)
+            body.emit(WaitAsync())
+            body.emit(Barrier())
+            for kk_ in range(ATT_SLICE):
+                qv = tuple(body.fresh("q", f32) for _ in range(VEC))
+                body.emit(SharedVectorLoad(qv, stage, ibin("+", my_row, u32(kk_ * ATT_ROWS))))
+                kv = tuple(body.fresh("k", f32) for _ in range(VEC))
+                at = ibin("+", my_col, u32(b_at + kk_ * ATT_KEYS))
+                body.emit(SharedVectorLoad(kv, stage, at))
+                for i in range(VEC):
+                    for j in range(VEC):
+                        product = lw.bin_("*", qv[i], kv[j])
+                        body.emit(Assign(scores[i][j], lw.bin_("+", scores[i][j], product)))
+            body.emit(Barrier())
+        keys = [body.let(ibin("+", n0, ibin("+", my_col, u32(j))), "key") for j in range(VEC)]
+        valid = [
+            None if n_b is None else body.let(Binary("<", key, n_b, "bool"), "kv") for key in keys
+        ]
+        ps: list[list[Expr]] = []
+        for i in range(VEC):
+            # the softmax's input at (row, key): the scores through their epilogue, which
+            # may load (a mask input); -inf past the last row or key
+            xs: list[Expr] = []
+            for j in range(VEC):
+                idx = Idx(sshape, axes=[*batch_axes, rows[i], keys[j]])
+                cond = _all_true([row_ok[i], valid[j]])
+                ev.overrides[first] = (idx.key, scores[i][j])
+                with body.block() as trial:
+                    value = ev.at(x, idx)
+                exprs = [e for st in walk_statements(trial) for e in _exprs_of(st)]
+                loads = any(isinstance(e, Load) for e in [*exprs, *walk_expr(value)])
+                if cond is None or not loads:
+                    # arithmetic only (a scale, a mask made from the indices): no branch
+                    for st in trial:
+                        body.emit(st)
+                    value = value if cond is None else lw.select(cond, value, inf)
+                    xs.append(body.let(value, "x"))
+                    continue
+                xv = body.var(inf, "x")
+                with body.if_(cond):
+                    ev.overrides[first] = (idx.key, scores[i][j])
+                    body.emit(Assign(xv, ev.at(x, idx)))
+                xs.append(xv)
+            del ev.overrides[first]
+            block = body.let(_row_max(_row_max(xs[0], xs[1]), _row_max(xs[2], xs[3])), "bm")
+            block = body.let(WarpReduce("fmax", block, f32, ATT_SIDE), "bm")
+            grown = body.let(_row_max(top[i], block), "mn")
+            # exp(m_old - m) rescales what was summed; 1 while m holds, 0 from -inf
+            same = lw.bin_("==", top[i], grown)
+            fresh = lw.select(
+                lw.bin_("==", top[i], inf), zero, lw.call("exp", lw.bin_("-", top[i], grown))
+            )
+            alpha = body.let(lw.select(same, one, fresh), "alpha")
+            row_p = []
+            for j in range(VEC):
+                e_ = lw.call("exp", lw.bin_("-", xs[j], grown))
+                row_p.append(body.let(lw.select(lw.bin_("!=", xs[j], inf), e_, zero), "p"))
+            ps.append(row_p)
+            added = lw.bin_("+", lw.bin_("+", row_p[0], row_p[1]), lw.bin_("+", row_p[2], row_p[3]))
+            body.emit(Assign(sums[i], lw.bin_("+", lw.bin_("*", sums[i], alpha), added)))
+            body.emit(Assign(top[i], grown))
+            for j in range(VEC):
+                body.emit(Assign(accs[i][j], lw.bin_("*", accs[i][j], alpha)))
+        # p times v's rows, `ATT_PART` keys at a time: the threads that hold them store
+        # their p in `$p_tile` (key-major) while all stage those rows of v
+        owner = body.let(ibin("/", lx, u32(ATT_PART // VEC)), "part")
+        for h in range(ATT_KEYS // ATT_PART):
+            with body.if_(Binary("==", owner, u32(h), "bool")):
+                for j in range(VEC):
+                    key = ibin("-", ibin("+", my_col, u32(j)), u32(h * ATT_PART))
+                    for i in range(VEC):
+                        at = ibin("+", ibin("*", key, u32(ATT_ROWS)), ibin("+", my_row, u32(i)))
+                        body.emit(Store(p_tile, at, ps[i][j]))
+            for q in range(ATT_PART * ATT_COLS // WG):
+                vrow = ibin("+", vk, u32(q * WG // ATT_COLS))
+                key = body.let(ibin("+", n0, ibin("+", vrow, u32(h * ATT_PART))), "vkey")
+                ok = None if n_b is None else Binary("<", key, n_b, "bool")
+                slot = ibin("+", ibin("*", vrow, u32(ATT_COLS)), vc)
+                idx = Idx(vshape, axes=[*v_batch, key, v_col])
+                _stage(c, stage, slot, v, idx, _all_true([ok, v_ok]), float32)
+            body.emit(WaitAsync())
+            body.emit(Barrier())
+            for kk_ in range(ATT_PART):
+                pv = tuple(body.fresh("p", f32) for _ in range(VEC))
+                body.emit(SharedVectorLoad(pv, p_tile, ibin("+", my_row, u32(kk_ * ATT_ROWS))))
+                vv = tuple(body.fresh("v", f32) for _ in range(VEC))
+                body.emit(SharedVectorLoad(vv, stage, ibin("+", my_col, u32(kk_ * ATT_COLS))))
+                for i in range(VEC):
+                    for j in range(VEC):
+                        product = lw.bin_("*", pv[i], vv[j])
+                        body.emit(Assign(accs[i][j], lw.bin_("+", accs[i][j], product)))
+            body.emit(Barrier())
+    for i in range(VEC):
+        total = body.let(WarpReduce("add", sums[i], f32, ATT_SIDE), "l")
+        inv = body.let(lw.bin_("/", one, total), "inv")
+        for j in range(VEC):
+            cond = _all_below([(rows[i], m_b), (cols[j], e_b)])
+            idx = Idx(oshape, axes=[*batch_axes, rows[i], cols[j]])
+            value = body.let(lw.bin_("*", accs[i][j], inv), "o")
+            if cond is None:
+                c.write(idx, value)
+                continue
+            with body.if_(cond):
+                c.write(idx, value)
+    return (WG, 1, 1), dispatch
+
+
 WARPS_M, WARPS_N = 2, 4  # the 8 warps of a matmul workgroup over its 128 x 128 tile
 MMA_M, MMA_N, MMA_K = MMA_SHAPE
 FRAG_M = BLOCK // WARPS_M // MMA_M  # 16 x 8 tiles per warp along m (4) and n (4)
@@ -638,6 +859,7 @@ _BUILDERS = {
     "scan": scans.scan,
     "narrow": _narrow,
     "row": reductions.row,
+    "attention": _attention,
 }
 
 

@@ -68,6 +68,10 @@ NARROW = 16
 # ... and of all its sums over the lanes of a row: the J products and the row reductions
 # it folds (`_narrow_row_reductions`), each a register in every thread
 NARROW_SUMS = 24
+# `softmax(q @ k.T) @ v` is one `attention` launch when v is proven at most this many
+# columns wide (`_attention`): the scores of a block of rows are computed once per 64
+# columns, so at most twice
+ATTENTION_COLUMNS = 128
 
 
 @dataclass
@@ -500,6 +504,7 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
             node_buffers.setdefault(p, writes[p][0])
     plans = _merge_elementwise(ev, g, plans, node_buffers)
     plans = _merge_whole_reductions(ev, g, plans, node_buffers, in_place)
+    _attention(ev, g, plans, node_buffers, buffers, declared)
     # a reduction folded by another's one-launch pass hands off with that one's counter
     spare = {m.counter for p in plans for m in p.reductions if m.counter is not None}
     for p in plans:
@@ -572,6 +577,70 @@ def _narrow_softmax(
         logits.node, logits.writes, logits.softmax = plan.node, plan.writes, plan.root
         logits.also = [(x, kept)] if kept else []
         plans.remove(plan)
+
+
+def _attention(
+    ev: Any,
+    g: nx.DiGraph,
+    plans: list[Plan],
+    node_buffers: dict[int, str],
+    buffers: list[BufferSpec],
+    declared: dict[str, Dim],
+) -> None:
+    """`softmax(f(a @ b)) @ v` over the last axis, float32 (attention: a = q, b = k.T, f a
+    scale and a causal mask), as one `attention` launch (`kernels._attention`) instead of
+    a matmul, a softmax and a matmul: the scores `a @ b` and their softmax are never
+    stored, each block of keys' scores is computed, exponentiated and multiplied by v's
+    rows in registers and workgroup memory (the online softmax of flash attention). Only
+    when the scores' epilogue and the softmax are each read by the next step alone (no
+    output, no other launch), the softmax has no epilogue, both products have the same
+    batch axes, and v is proven at most `ATTENTION_COLUMNS` wide (a literal, or a dim's
+    `max`: the head dims of FlashAttention's and Triton's kernels are compile-time
+    constants too): a workgroup owns `kernels.ATT_COLS` of its columns and computes its
+    rows' scores again for each such block, which for a wider v would cost more
+    multiply-adds than the scores' round trip through memory saves."""
+    from mimir.codegen.reductions import softmax_input
+
+    scratch = {b.name for b in buffers if b.role == "scratch"}
+    by_node = {p.node: p for p in plans}
+    for second in list(plans):
+        products = ("matmul", "narrow")  # (v, or b, a parameter of at most 16 columns)
+        if second.kind not in products or second.root is None or second.also or second.copy:
+            continue
+        if second.folds or second.softmax is not None:
+            continue
+        soft = ev.resolve(ev.node(second.root)["inputs"][0])
+        middle = by_node.get(soft)
+        if middle is None or middle.kind != "softmax" or middle.root != soft or middle.also:
+            continue
+        if ev.node(soft)["spec"].name != "softmax":
+            continue
+        x, axis = softmax_input(ev, soft)
+        x = ev.resolve(x)
+        first = by_node.get(x)
+        if first is None or first.kind not in products or first.root is None or first.also:
+            continue
+        if axis != len(ev.shape(x)) - 1 or not set(first.writes + middle.writes) <= scratch:
+            continue
+        if not (_read_by(ev, g, x, soft) and _read_by(ev, g, soft, second.root)):
+            continue
+        operands = [*ev.node(first.root)["inputs"][:2], ev.node(second.root)["inputs"][1]]
+        values = [*operands, first.root, x, soft, second.root]
+        if any(ev.dtype(ev.resolve(n)) != float32 for n in values):
+            continue
+        batch = [sz.key(s) for s in ev.shape(first.root)[:-2]]
+        if [sz.key(s) for s in ev.shape(second.root)[:-2]] != batch:
+            continue
+        width = sz.upper_bound(ev.shape(second.root)[-1], declared)
+        if width is None or width > ATTENTION_COLUMNS:
+            continue
+        unused = set(first.writes + middle.writes)
+        buffers[:] = [b for b in buffers if b.name not in unused]
+        node_buffers.pop(x, None)
+        node_buffers.pop(soft, None)
+        second.kind, second.scores, second.softmax = "attention", first.root, soft
+        plans.remove(first)
+        plans.remove(middle)
 
 
 # the reductions a `narrow` launch folds along its rows (`_narrow_row_reductions`)

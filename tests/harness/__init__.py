@@ -149,6 +149,20 @@ def load_manifest(path: Path) -> dict[str, Any]:
     return json.loads(Path(path).read_text())
 
 
+# An `attention` launch never stores its queries x keys scores, so its largest buffer
+# (queries x head dim) says little of its work: its "large" binding grows a dim until a
+# buffer holds this many values instead, which at a head dim of 13 gives 315 queries and
+# keys, ~100,000 scores, as the launches that stored them were sized.
+ATTENTION_LARGE = 4_096
+
+
+def large_elements(manifest: Mapping[str, Any], elements: int) -> int:
+    """The values some buffer should hold at a manifest's "large" binding: `elements`, or
+    `ATTENTION_LARGE` for one with an `attention` launch."""
+    attention = any(k["entry_point"].endswith("_attention") for k in manifest["kernels"])
+    return min(elements, ATTENTION_LARGE) if attention else elements
+
+
 def dtype_of(manifest: Mapping[str, Any], buffer: str) -> str:
     for buf in manifest["buffers"]:
         if buf["name"] == buffer:

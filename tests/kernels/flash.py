@@ -1,0 +1,85 @@
+"""Attention as one launch (`schedule._attention`, `kernels._attention`): softmax(f(q @ k.T))
+@ v with v's width proven at most 128, the scores never stored. Cross attention (queries
+and keys of other counts, v of another width), a causal mask made in the kernel, a mask
+input, heads over a batch, a batch broadcast, computed operands, an epilogue after the
+product, and sizes proven multiples of the blocks."""
+
+import math
+
+from mimir.array import Dim, Tensor, bool_, float32, gpu, ones, tril, where
+
+T = Dim("T")
+Q = Dim("Q")
+S = Dim("S")
+D = Dim("D", max=128)  # a head dim
+E = Dim("E", max=40)
+B = Dim("B", max=3)
+H = Dim("H", max=2)
+R = Dim("R", multiple_of=64)  # queries and keys in whole blocks
+
+
+@gpu
+def attention(
+    q: Tensor[float32, T, D], k: Tensor[float32, T, D], v: Tensor[float32, T, D], scale: float
+) -> Tensor[float32, T, D]:
+    return ((q @ k.T) * scale).softmax() @ v
+
+
+@gpu
+def causal(
+    q: Tensor[float32, T, D], k: Tensor[float32, T, D], v: Tensor[float32, T, D]
+) -> Tensor[float32, T, D]:
+    scores = (q @ k.T) / math.sqrt(D)
+    return where(tril(ones((T, T))) > 0.0, scores, -1e30).softmax() @ v
+
+
+@gpu
+def cross(
+    q: Tensor[float32, Q, 24], k: Tensor[float32, S, 24], v: Tensor[float32, S, E]
+) -> Tensor[float32, Q, E]:
+    return ((q @ k.T) * 0.2).softmax(axis=-1) @ v * 2.0 + 1.0
+
+
+@gpu
+def masked(
+    q: Tensor[float32, T, 16],
+    k: Tensor[float32, T, 16],
+    v: Tensor[float32, T, 8],
+    keep: Tensor[bool_, T, T],
+) -> Tensor[float32, T, 8]:
+    return where(keep, q @ k.T, -1e30).softmax() @ v
+
+
+@gpu
+def heads(
+    q: Tensor[float32, B, H, T, D], k: Tensor[float32, B, H, T, D], v: Tensor[float32, B, H, T, D]
+) -> Tensor[float32, B, H, T, D]:
+    scores = (q @ k.transpose(0, 1, 3, 2)) / (D**0.5)
+    return scores.softmax(axis=-1) @ v
+
+
+@gpu
+def shared_keys(
+    q: Tensor[float32, B, T, 8], k: Tensor[float32, T, 8], v: Tensor[float32, T, 8]
+) -> Tensor[float32, B, T, 8]:
+    return (q @ k.T).softmax() @ v
+
+
+@gpu
+def computed(x: Tensor[float32, T, 12], w: Tensor[float32, T, 12]) -> Tensor[float32, T, 12]:
+    return ((x * 0.5) @ (x + w).T).softmax() @ (w - 1.0)
+
+
+@gpu
+def whole_blocks(
+    q: Tensor[float32, R, 64], k: Tensor[float32, R, 64], v: Tensor[float32, R, 64]
+) -> Tensor[float32, R, 64]:
+    return ((q @ k.T) * 0.125).softmax() @ v
+
+
+@gpu
+def scores_kept(
+    q: Tensor[float32, T, 16], k: Tensor[float32, T, 16], v: Tensor[float32, T, 16]
+) -> tuple[Tensor[float32, T, T], Tensor[float32, T, 16]]:
+    probs = (q @ k.T).softmax()
+    return probs, probs @ v
