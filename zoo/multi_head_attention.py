@@ -2,6 +2,10 @@
 
 The heads are a batch axis of the matmuls; `k.transpose(0, 1, 3, 2)` is index
 arithmetic inside the first matmul, not a copy.
+
+The head dim D is declared at most 128, as FlashAttention's and Triton's attention kernels
+fix it at compile time: that makes the whole function one launch that never stores the
+T x T scores (the online softmax of flash attention, `kernels._attention`).
 """
 
 from mimir.array import Dim, Tensor, float32, gpu
@@ -9,7 +13,7 @@ from mimir.array import Dim, Tensor, float32, gpu
 B = Dim("B")
 HEADS = Dim("HEADS")
 T = Dim("T", min=1)
-D = Dim("D")
+D = Dim("D", max=128)
 
 
 @gpu
