@@ -77,7 +77,12 @@ def _precision(requested: str, backend: str, kernels: list[Kernel]) -> dict[str,
     for, what the function's matmuls compute in (`matmul`), and why when that is not it."""
     if any(isinstance(s, MmaSync) for k in kernels for s in walk_statements(k.body)):
         return {"requested": requested, "matmul": "tf32"}
-    if backend == "ptx":
+    if any(k.what == "attention" for k in kernels):
+        why = (
+            "attention launches (softmax(q @ k.T) @ v in one pass) compute their products "
+            "in full float32, which is at least as accurate as TF32"
+        )
+    elif backend == "ptx":
         why = "no float32 matmul launch: nothing runs on tensor cores"
     else:
         why = (

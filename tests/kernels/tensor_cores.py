@@ -31,3 +31,10 @@ def linear_tf32_tiles(
 @gpu(precision="tf32")
 def bmm_tf32(a: Tensor[float32, B, M, K], b: Tensor[float32, B, K, N]) -> Tensor[float32, B, M, N]:
     return einsum("bij,bjk->bik", a, b)
+
+
+@gpu(precision="tf32")
+def attention_tf32(
+    q: Tensor[float32, M, 32], k: Tensor[float32, N, 32], v: Tensor[float32, N, 32]
+) -> Tensor[float32, M, 32]:
+    return (q @ k.T * 0.2).softmax() @ v
