@@ -491,6 +491,31 @@ def all_expressions(body: list[Stmt] | tuple[Stmt, ...]):
             yield from walk_expr(e)
 
 
+def drop_unread_lets(body: list[Stmt]) -> list[Stmt]:
+    """`body` without the `let`s nobody reads (an unravelled axis that no operand needed; a
+    load whose value an element-wise chain does not use), dropped until none is left; the
+    blocks of `If`s and `For`s are changed in place."""
+
+    def keep(block: list[Stmt], used: set[str]) -> list[Stmt]:
+        out = []
+        for st in block:
+            if isinstance(st, Let) and st.var.name not in used:
+                continue
+            if isinstance(st, If):
+                st.then, st.orelse = keep(st.then, used), keep(st.orelse, used)
+            elif isinstance(st, For):
+                st.body = keep(st.body, used)
+            out.append(st)
+        return out
+
+    while True:
+        used = {e.name for e in all_expressions(body) if isinstance(e, Var)}
+        before = sum(1 for _ in walk_statements(body))
+        body = keep(body, used)
+        if sum(1 for _ in walk_statements(body)) == before:
+            return body
+
+
 # ---------------------------------------------------------------- canonical form
 #
 # Constant folding and literal typing live here, once, so that every printer gets

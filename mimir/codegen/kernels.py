@@ -44,8 +44,6 @@ from mimir.codegen.ir import (
     Builtin,
     CopyAsync,
     Expr,
-    For,
-    If,
     Kernel,
     Let,
     Load,
@@ -61,6 +59,7 @@ from mimir.codegen.ir import (
     WaitAsync,
     WarpReduce,
     all_expressions,
+    drop_unread_lets,
     statement_expressions,
     walk_expr,
     walk_statements,
@@ -825,29 +824,6 @@ def _broadcast_batch(axes: list[Expr], batch: tuple, shape: tuple) -> list[Expr]
     return [u32(0) if isinstance(s, int) and s == 1 else axes[pad + k] for k, s in enumerate(shape)]
 
 
-def _prune(body: list[Stmt]) -> list[Stmt]:
-    """Drop `let`s nobody reads (an unravelled axis that no operand needed)."""
-
-    def keep(block: list[Stmt], used: set[str]) -> list[Stmt]:
-        out = []
-        for st in block:
-            if isinstance(st, Let) and st.var.name not in used:
-                continue
-            if isinstance(st, If):
-                st.then, st.orelse = keep(st.then, used), keep(st.orelse, used)
-            elif isinstance(st, For):
-                st.body = keep(st.body, used)
-            out.append(st)
-        return out
-
-    while True:
-        used = {e.name for e in all_expressions(body) if isinstance(e, Var)}
-        before = sum(1 for _ in walk_statements(body))
-        body = keep(body, used)
-        if sum(1 for _ in walk_statements(body)) == before:
-            return body
-
-
 _BUILDERS = {
     "ew": _elementwise,
     "matmul": _matmul,
@@ -882,7 +858,7 @@ def build(s: Schedule, index: int, tensor_cores: bool = False) -> Kernel:
         else:
             built = _BUILDERS[plan.kind](c)
     workgroup_size, dispatch = built
-    body = _prune(c.body.root)
+    body = drop_unread_lets(c.body.root)
     shared_names = {a.name for a in c.shared}
     stored = {st.array for st in walk_statements(body) if isinstance(st, (Store, VectorStore))}
     exprs = list(all_expressions(body))

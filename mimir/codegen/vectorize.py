@@ -51,6 +51,7 @@ from mimir.codegen.ir import (
     VectorLoad,
     VectorStore,
     all_expressions,
+    drop_unread_lets,
     map_expr,
     statement_expressions,
     walk_statements,
@@ -90,7 +91,11 @@ def elementwise(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any,
             flats = [i4] + [body.let(ibin("+", i4, u32(k)), "i") for k in range(1, LANES)]
             for flat in flats:
                 c.write(Idx(shape, flat=flat))
-        done = vectorise(body, lanes, flats, dense, c.s)
+        # a load whose value nothing uses (`take_along_axis` by an index proven 0) is no
+        # access: made 4 wide it would be the buffer's only view, an array of vectors that
+        # a WebGPU binding of fewer than 4 elements cannot hold. (The lanes store all they
+        # compute: no statement after them reads their `let`s.)
+        done = vectorise(body, drop_unread_lets(lanes), flats, dense, c.s)
         if done is None:
             return None
         blocks.append((v, done[0]))

@@ -99,3 +99,14 @@ def label_nll_from_a_vector(
     """Per-row loss with labels as a plain vector: the view `labels[:, None]` keeps their
     `Range`, so the gather is proven without a column-shaped parameter."""
     return -take_along_axis(logits.log_softmax(axis=-1), labels[:, None], axis=1)
+
+
+@gpu
+def gather_from_one_column(
+    x: Tensor[float32, N, 1], idx: Tensor[int32, N, 1, Range(0, 1)]
+) -> Tensor[float32, N, 1]:
+    """`take_along_axis` over an axis of one element: every index is proven 0, so idx is
+    never loaded. The element-wise launch read it 4 wide anyway, as its only view, an
+    array of vectors that a WebGPU binding of fewer than 4 values cannot hold (N = 1: a
+    validation error on WGSL and SPIR-V). Found by `benchmarks/fuzz.py --seed 61`."""
+    return maximum(take_along_axis(x.exp(), idx, axis=1) + 2.0, x)
