@@ -1439,8 +1439,8 @@ def test_launches_are_merged_only_where_independent_and_within_every_limit() -> 
 def test_attention_is_one_launch_that_never_stores_its_scores(tmp_path: Path) -> None:
     """`softmax(f(q @ k.T)) @ v` with v proven at most 128 wide (`schedule._attention`):
     one `attention` launch, no scratch, that loads q, k and v and nothing else and stores
-    each output once, at 70 queries and keys (two blocks of rows, three of keys, the
-    last partial) under a causal mask made in the kernel; the result matches the shim.
+    each output once, at 70 queries and keys (two blocks of rows and two of keys, the
+    second partial) under a causal mask made in the kernel; the result matches the shim.
     An unbounded head dim, or the softmax kept as an output, keeps the three launches;
     sizes proven whole blocks drop the guards, and the manifest says so."""
     files = _compile("flash", "causal", "ptx")

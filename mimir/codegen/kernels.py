@@ -538,14 +538,14 @@ def _attention(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, 
     a_batch = _broadcast_batch(batch_axes, batch, ashape[:-2])
     b_batch = _broadcast_batch(batch_axes, batch, bshape[:-2])
     v_batch = _broadcast_batch(batch_axes, batch, vshape[:-2])
-    # staging: 8 consecutive threads read 8 consecutive k of a row of a and of a key's
-    # column of b (k.T: a row of k), two rows and two keys each, 32 apart; 64
-    # consecutive threads a row of v's block (four rows each, 4 apart)
+    # staging: 16 consecutive threads read 16 consecutive k of a row of a and of a key's
+    # column of b (k.T: a row of k), four rows and four keys each, 16 apart; 64
+    # consecutive threads a row of v's (four rows each, 4 apart)
     sk = body.let(ibin("%", t, u32(ATT_SLICE)), "sk")
     sr = body.let(ibin("/", t, u32(ATT_SLICE)), "sr")
     apart = WG // ATT_SLICE  # rows of a (keys of b) between one thread's staged values
-    staged = range(ATT_ROWS // apart)
-    a_rows = [body.let(ibin("+", row0, ibin("+", sr, u32(apart * h))), "ar") for h in staged]
+    a_staged, b_staged = range(ATT_ROWS // apart), range(ATT_KEYS // apart)
+    a_rows = [body.let(ibin("+", row0, ibin("+", sr, u32(apart * h))), "ar") for h in a_staged]
     a_ok = [None if m_b is None else body.let(Binary("<", r, m_b, "bool"), "aok") for r in a_rows]
     row_ok = [None if m_b is None else body.let(Binary("<", r, m_b, "bool"), "rok") for r in rows]
     vc = body.let(ibin("%", t, u32(ATT_COLS)), "vc")
@@ -561,16 +561,16 @@ def _attention(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, 
     accs = [[body.var(zero, "acc") for _ in range(VEC)] for _ in range(VEC)]
     with body.for_("n0_", u32(0), n_ir, u32(ATT_KEYS), unroll=False) as n0:
         scores = [[body.var(zero, "s") for _ in range(VEC)] for _ in range(VEC)]
-        b_keys = [body.let(ibin("+", n0, ibin("+", sr, u32(apart * h))), "bkey") for h in staged]
+        b_keys = [body.let(ibin("+", n0, ibin("+", sr, u32(apart * h))), "bkey") for h in b_staged]
         b_ok = [None if n_b is None else Binary("<", key, n_b, "bool") for key in b_keys]
         with body.for_("k0_", u32(0), k_ir, u32(ATT_SLICE), unroll=False) as k0:
             kk = body.let(ibin("+", k0, sk), "kk")
             kk_ok = None if k_b is None else body.let(Binary("<", kk, k_b, "bool"), "kok")
-            for h in staged:
+            for h in a_staged:
                 slot = ibin("+", ibin("*", sk, u32(ATT_ROWS)), ibin("+", sr, u32(apart * h)))
                 idx = Idx(ashape, axes=[*a_batch, a_rows[h], kk])
                 _stage(c, stage, slot, a, idx, _all_true([a_ok[h], kk_ok]), float32)
-            for h in staged:
+            for h in b_staged:
                 at = ibin("+", ibin("*", sk, u32(ATT_KEYS)), ibin("+", sr, u32(b_at + apart * h)))
                 idx = Idx(bshape, axes=[*b_batch, kk, b_keys[h]])
                 _stage(c, stage, at, b, idx, _all_true([b_ok[h], kk_ok]), float32)
