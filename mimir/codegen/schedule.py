@@ -620,7 +620,12 @@ def _attention(
         first = by_node.get(x)
         if first is None or first.kind not in products or first.root is None or first.also:
             continue
+        if first.folds or first.softmax is not None:
+            continue  # (a `narrow` launch that writes more than the scores)
         if axis != len(ev.shape(x)) - 1 or not set(first.writes + middle.writes) <= scratch:
+            continue
+        # the softmax reads the scores' epilogue at the scores' own positions (no reshape)
+        if [sz.key(s) for s in ev.shape(x)] != [sz.key(s) for s in ev.shape(first.root)]:
             continue
         if not (_read_by(ev, g, x, soft) and _read_by(ev, g, soft, second.root)):
             continue
