@@ -19,7 +19,7 @@ R = Dim("R", multiple_of=64)  # queries and keys in whole blocks
 
 
 @gpu
-def attention(
+def flash_attention(
     q: Tensor[float32, T, D], k: Tensor[float32, T, D], v: Tensor[float32, T, D], scale: float
 ) -> Tensor[float32, T, D]:
     return ((q @ k.T) * scale).softmax() @ v
