@@ -151,8 +151,8 @@ def load_manifest(path: Path) -> dict[str, Any]:
 
 # An `attention` launch never stores its queries x keys scores, so its largest buffer
 # (queries x head dim) says little of its work: its "large" binding grows a dim until a
-# buffer holds this many values instead, which at a head dim of 13 gives 315 queries and
-# keys, ~100,000 scores, as the launches that stored them were sized.
+# buffer holds this many values instead. At a head dim of 13, T doubles from 7 to 511:
+# 261,121 scores, the order of the stored scores the old rule grew to 100,000.
 ATTENTION_LARGE = 4_096
 
 
