@@ -313,11 +313,7 @@ def _matmul(
             idx = Idx(oshape, axes=[*batch_axes, rows[r], cols[s_]])
             if flat:
                 idx = Idx(oshape, flat=idx.flat(body))
-            if cond is None:
-                c.write(idx, result)
-                continue
-            with body.if_(cond):
-                c.write(idx, result)
+            _write_where(c, cond, idx, result)
     return (TILE, TILE, 1), dispatch
 
 
@@ -672,11 +668,7 @@ def _attention(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, 
             cond = _all_below([(rows[i], m_b), (cols[j], e_b)])
             idx = Idx(oshape, axes=[*batch_axes, rows[i], cols[j]])
             value = body.let(lw.bin_("*", accs[i][j], inv), "o")
-            if cond is None:
-                c.write(idx, value)
-                continue
-            with body.if_(cond):
-                c.write(idx, value)
+            _write_where(c, cond, idx, value)
     return (WG, 1, 1), dispatch
 
 
@@ -806,6 +798,16 @@ def _all_true(conds: list[Expr | None]) -> Expr | None:
 
 def _exprs_of(st: Stmt) -> list[Expr]:
     return [e for top in statement_expressions(st) for e in walk_expr(top)]
+
+
+def _write_where(c: KernelContext, cond: Expr | None, idx: Idx, value: Expr) -> None:
+    """Store the plan's results at `idx`, its root's `value` given, where `cond` holds (a
+    tile's row and column bounds); a `cond` of None is a guard proven unnecessary."""
+    if cond is None:
+        c.write(idx, value)
+        return
+    with c.body.if_(cond):
+        c.write(idx, value)
 
 
 def _all_below(pairs: list[tuple[Expr, Expr | None]]) -> Expr | None:

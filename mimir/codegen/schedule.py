@@ -603,8 +603,8 @@ def _attention(
 
     scratch = {b.name for b in buffers if b.role == "scratch"}
     by_node = {p.node: p for p in plans}
+    products = ("matmul", "narrow")  # (v, or b, a parameter of at most 16 columns)
     for second in list(plans):
-        products = ("matmul", "narrow")  # (v, or b, a parameter of at most 16 columns)
         if second.kind not in products or second.root is None or second.also or second.copy:
             continue
         if second.folds or second.softmax is not None:
