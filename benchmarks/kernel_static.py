@@ -192,8 +192,11 @@ def _matmuls(path: Path, function: str, dims: dict[str, int]) -> tuple[int, set[
     # the products launches of their own compute, and those a `narrow` launch computes
     # inside (`schedule.inline_product`); a product by a small matrix is element-wise
     roots = [p.root for p in s.plans if p.kind in ("matmul", "narrow") and p.root is not None]
-    # an `attention` launch's two: the scores `q @ k.T` and the product by v
+    # an `attention` launch's two: the scores `q @ k.T` and the product by v; a
+    # `scores_softmax` launch's scores (which it computes twice: counted once, as the
+    # function's multiply-adds)
     roots += [r for p in s.plans if p.kind == "attention" for r in (p.scores, p.root)]
+    roots += [p.scores for p in s.plans if p.kind == "scores_softmax"]
     inline = [n for n in kernel.graph.graph.nodes if inline_product(kernel.graph, n)]
     for root in [*roots, *inline]:
         left = ev.node(root)["inputs"][0]
@@ -264,8 +267,12 @@ def measure(
             # what one more k-slice costs, from a run with the contracted dim doubled
             (k,) = contracted
             longer = {**dims, k: 2 * dims[k]}
-            more = sum(s["executed"] for s in run(longer)) - executed
-            row["ptx_mac_loop"] = more / (_matmuls(path, function, longer)[0] - macs)
+            try:
+                more = sum(s["executed"] for s in run(longer)) - executed
+            except mf.ManifestError:
+                pass  # the dim's `max` does not admit it doubled: no loop figure
+            else:
+                row["ptx_mac_loop"] = more / (_matmuls(path, function, longer)[0] - macs)
         row["per"] = "mac" if macs else "el"
         row["elements"] = macs or largest
         row["ptx_el"] = executed / max(1, row["elements"])

@@ -143,7 +143,8 @@ def _dot_product_atol(manifest: dict[str, Any], dims: dict[str, int]) -> float |
     fallback = tf32_fallback_atol(manifest, dims)
     if fallback is not None:
         return fallback
-    products = ("_matmul", "_attention")  # (an attention launch's scores and its sums over keys)
+    # (an attention launch's scores and its sums over keys; a scores_softmax launch's scores)
+    products = ("_matmul", "_attention", "_scores_softmax")
     if not any(k["file"].rsplit(".", 1)[0].endswith(products) for k in manifest["kernels"]):
         return None
     return max(1e-5, 4 * 2**-24 * max([1024, *dims.values()]))

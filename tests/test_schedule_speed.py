@@ -1441,8 +1441,9 @@ def test_attention_is_one_launch_that_never_stores_its_scores(tmp_path: Path) ->
     one `attention` launch, no scratch, that loads q, k and v and nothing else and stores
     each output once, at 70 queries and keys (two blocks of rows and two of keys, the
     second partial) under a causal mask made in the kernel; the result matches the shim.
-    An unbounded head dim, or the softmax kept as an output, keeps the three launches;
-    sizes proven whole blocks drop the guards, and the manifest says so."""
+    An unbounded head dim keeps the three launches, and the softmax kept as an output two
+    (`scores_softmax`, then the product by v); sizes proven whole blocks drop the guards,
+    and the manifest says so."""
     files = _compile("flash", "causal", "ptx")
     manifest = json.loads(files["causal.manifest.json"])
     assert [k["file"] for k in manifest["kernels"]] == ["causal_0_attention.ptx"]
@@ -1456,13 +1457,17 @@ def test_attention_is_one_launch_that_never_stores_its_scores(tmp_path: Path) ->
     assert launch["bytes"]["st"] == launch["unique_bytes"]["st"] == 4 * t * d
     expected = shim_reference(KERNELS / "flash.py", "causal", inputs, dims, {})
     assert_close(actual["out"], expected["out"], "float32")
-    for stem, function in (("attention", "attention"), ("flash", "scores_kept")):
-        kernels = json.loads(_compile(stem, function, "ptx")[f"{function}.manifest.json"])
-        assert [k["file"].removeprefix(f"{function}_") for k in kernels["kernels"]] == [
-            "0_matmul.ptx",
-            "1_softmax.ptx",
-            "2_matmul.ptx" if stem == "attention" else "2_narrow.ptx",
-        ]
+    kernels = json.loads(_compile("attention", "attention", "ptx")["attention.manifest.json"])
+    assert [k["file"] for k in kernels["kernels"]] == [
+        "attention_0_matmul.ptx",
+        "attention_1_softmax.ptx",
+        "attention_2_matmul.ptx",
+    ]
+    kernels = json.loads(_compile("flash", "scores_kept", "ptx")["scores_kept.manifest.json"])
+    assert [k["file"] for k in kernels["kernels"]] == [
+        "scores_kept_0_scores_softmax.ptx",
+        "scores_kept_1_narrow.ptx",
+    ]
     files = _compile("flash", "whole_blocks", "wgsl")
     (kernel,) = json.loads(files["whole_blocks.manifest.json"])["kernels"]
     assert {g["guard"] for g in kernel["guards_removed"]} == {
@@ -1471,3 +1476,41 @@ def test_attention_is_one_launch_that_never_stores_its_scores(tmp_path: Path) ->
         "k < 64",
         "col < 64",
     }
+
+
+def test_a_returned_softmax_of_scores_is_one_launch_that_never_stores_them(
+    tmp_path: Path,
+) -> None:
+    """`softmax(f(q @ k.T))` returned, the product contracting over at most 32 proven
+    values (`schedule._scores_softmax`): one `scores_softmax` launch, no scratch, that
+    loads q and k and nothing else and stores each output once. At 70 queries and keys
+    (two blocks of rows, two of keys, the second partial) under a causal mask made in the
+    kernel, and a log-softmax over 150 keys (three blocks: the running max grows twice),
+    the results match the shim. A contraction over 48 values, or the scores returned too,
+    keeps a matmul and a softmax; sizes proven whole blocks drop the guards."""
+    cases = (
+        ("causal_probabilities", {"T": 70, "D": 24}, 2 * 70 * 24, 70 * 70),
+        ("log_probabilities", {"Q": 70, "S": 150}, (70 + 150) * 24, 70 * 150),
+    )
+    for function, dims, loaded, stored in cases:
+        files = _compile("probabilities", function, "ptx")
+        manifest = json.loads(files[f"{function}.manifest.json"])
+        assert [k["file"] for k in manifest["kernels"]] == [f"{function}_0_scores_softmax.ptx"]
+        assert all(b["role"] != "scratch" for b in manifest["buffers"])
+        inputs = random_inputs(manifest, dims, seed=5)
+        actual, stats = _ptx_run(files, function, dims, tmp_path / function, inputs)
+        (launch,) = stats
+        assert launch["unique_bytes"]["ld"] == 4 * loaded  # q and k
+        assert launch["bytes"]["st"] == launch["unique_bytes"]["st"] == 4 * stored
+        expected = shim_reference(KERNELS / "probabilities.py", function, inputs, dims, {})
+        assert_close(actual["out"], expected["out"], "float32")
+    for function in ("long_contraction", "scores_and_probabilities"):
+        files = _compile("probabilities", function, "ptx")
+        kernels = json.loads(files[f"{function}.manifest.json"])["kernels"]
+        assert [k["file"].removeprefix(f"{function}_") for k in kernels] == [
+            "0_matmul.ptx",
+            "1_softmax.ptx",
+        ]
+    files = _compile("probabilities", "block_probabilities", "wgsl")
+    (kernel,) = json.loads(files["block_probabilities.manifest.json"])["kernels"]
+    assert {g["guard"] for g in kernel["guards_removed"]} == {"row < R", "key < R", "k < 32"}

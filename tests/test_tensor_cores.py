@@ -315,17 +315,27 @@ def test_verify_takes_the_fallback_tolerance_on_a_float32_backend() -> None:
     assert max(c.max_abs for c in report.checks) > 1e-4  # past float32's own atol (1e-5)
 
 
-def test_a_tf32_attention_says_its_one_launch_computes_in_float32() -> None:
+@pytest.mark.parametrize(
+    ("function", "kind", "says"),
+    [
+        ("attention_tf32", "attention", "attention launches (softmax(q @ k.T) @ v in one pass)"),
+        ("probabilities_tf32", "scores_softmax", "scores_softmax launches (softmax(q @ k.T)"),
+    ],
+)
+def test_a_tf32_attention_says_its_one_launch_computes_in_float32(
+    function: str, kind: str, says: str
+) -> None:
     """`softmax(q @ k.T) @ v` in a `precision="tf32"` function is one `attention` launch
-    (`schedule._attention`) with no tensor-core path: the PTX manifest says why its products
-    are float32, rather than that there is no matmul (the run against the shim, within the
-    TF32 tolerance, is in tests/test_ptx_exec.py)."""
+    (`schedule._attention`), and `softmax(q @ k.T)` returned one `scores_softmax` launch,
+    with no tensor-core path: the PTX manifest says why their products are float32, rather
+    than that there is no matmul (the run against the shim, within the TF32 tolerance, is in
+    tests/test_ptx_exec.py)."""
     path = KERNELS / "tensor_cores.py"
-    result = compile_source(str(path), path.read_text(), ["ptx"], function="attention_tf32")
+    result = compile_source(str(path), path.read_text(), ["ptx"], function=function)
     assert result.ok, result.diagnostics
-    manifest = json.loads(result.files["attention_tf32.manifest.json"])
+    manifest = json.loads(result.files[f"{function}.manifest.json"])
     validate_manifest(manifest)
-    assert [k["file"] for k in manifest["kernels"]] == ["attention_tf32_0_attention.ptx"]
+    assert [k["file"] for k in manifest["kernels"]] == [f"{function}_0_{kind}.ptx"]
     precision = manifest["precision"]
     assert precision["matmul"] == "float32"
-    assert precision["fallback"].startswith("attention launches")
+    assert precision["fallback"].startswith(says)

@@ -15,6 +15,10 @@
 - `narrow`: `h @ w` with w at most 16 columns wide (`schedule.narrow_matmul`): 8
   threads fold each row of h into its few dot products, and its row sums, means, maxes
   and mins (`Plan.folds`), with no tile (`_narrow`).
+- `attention`: `softmax(f(q @ k.T)) @ v` in one pass over the keys, the scores and
+  their softmax never stored (`_attention`, flash attention's online softmax);
+  `scores_softmax`: `softmax(f(q @ k.T))` returned, the scores computed twice, for each
+  row's max and sum, then for the values stored (`_scores_softmax`).
 - `partial`, `reduce`, `softmax`, `argreduce`, `moments`, `row`: see
   `mimir.codegen.reductions`.
 - `scan` (`cumsum`, `cumprod`): see `mimir.codegen.scans`.
@@ -466,110 +470,85 @@ ATT_PART = 16  # the keys of a block whose p goes through workgroup memory at on
 ATT_SIDE = 16  # threads per side: thread t is row group t / 16, column group t % 16
 
 
-def _attention(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
-    """`softmax(f(a @ b)) @ v` (`schedule._attention`; attention: a = q, b = k.T) in one
-    pass over the keys, the online softmax of flash attention. A workgroup of 256 threads
-    owns `ATT_ROWS` query rows and `ATT_COLS` columns of the output; thread t holds rows
-    `4 (t / 16) + i` (i < 4) of both, the output's columns `4 (t % 16) + j` and, for each
-    block of `ATT_KEYS` keys, the scores of keys `4 (t % 16) + j` (j < 4). Per block:
+class _ScoreBlocks:
+    """The scores `a @ b` of a workgroup's `ATT_ROWS` rows, a block of `ATT_KEYS` keys at a
+    time, through their epilogue up to the softmax's input x: the first half of each
+    step of an `attention` launch and both passes of a `scores_softmax` one. Thread t
+    holds rows `4 (t / 16) + i` and keys `4 (t % 16) + j` (i, j < 4) of each block; a's
+    and b's `ATT_SLICE`-wide slices of the contraction are staged through the workgroup
+    array `stage` (a's from 0, b's from `b_at`)."""
 
-    - the scores, the contraction staged through workgroup memory `ATT_SLICE` at a time
-      (one array, `$stage`, holds a's and b's slices, then v's rows);
-    - their epilogue f (a scale, a causal mask; guarded past the last row or key, whose
-      value is -inf, where it may load), each row's max over the block (a `WarpReduce`
-      over the row's 16 threads), and with the running max m grown to it: p = exp(x - m),
-      and this thread's share of the row's sum l and the accumulators rescaled by
-      exp(m_old - m);
-    - p through workgroup memory (`$p_tile`, key-major, `ATT_PART` keys at a time) times
-      those keys' rows of v, staged into `$stage` beside it.
+    def __init__(
+        self,
+        c: KernelContext,
+        first: int,
+        x: int,
+        batch: tuple,
+        batch_axes: list[Expr],
+        row0: Expr,
+        rows: list[Expr],
+        stage: str,
+    ) -> None:
+        ev, body = c.ev, c.body
+        self.c, self.first, self.x, self.stage = c, first, x, stage
+        self.batch_axes, self.rows = batch_axes, rows
+        a, b = (ev.resolve(n) for n in ev.node(first)["inputs"][:2])
+        self.a, self.b = a, b
+        self.ashape, self.bshape, self.sshape = ev.shape(a), ev.shape(b), ev.shape(first)
+        m, k, n = self.ashape[-2], self.ashape[-1], self.bshape[-1]
+        self.k_ir, self.n_ir = size_ir(k), size_ir(n)
+        # a bound needs no guard when its size is proven a multiple of the block
+        self.m_b = None if c.multiple(m, ATT_ROWS, f"row < {sz.manifest_text(m)}") else size_ir(m)
+        self.n_b = None if c.multiple(n, ATT_KEYS, f"key < {sz.manifest_text(n)}") else self.n_ir
+        self.k_b = None if c.multiple(k, ATT_SLICE, f"k < {sz.manifest_text(k)}") else self.k_ir
+        self.b_at = ATT_SLICE * ATT_ROWS  # where b's slice starts in `stage`
+        self.a_batch = _broadcast_batch(batch_axes, batch, self.ashape[:-2])
+        self.b_batch = _broadcast_batch(batch_axes, batch, self.bshape[:-2])
+        # staging: 16 consecutive threads read 16 consecutive k of a row of a and of a
+        # key's column of b (k.T: a row of k), four rows and four keys each, 16 apart
+        t = Builtin("local_x")
+        self.sk = body.let(ibin("%", t, u32(ATT_SLICE)), "sk")
+        self.sr = body.let(ibin("/", t, u32(ATT_SLICE)), "sr")
+        self.apart = WG // ATT_SLICE  # rows of a (keys of b) between one thread's values
+        apart, m_b = self.apart, self.m_b
+        self.a_rows = [
+            body.let(ibin("+", row0, ibin("+", self.sr, u32(apart * h))), "ar")
+            for h in range(ATT_ROWS // apart)
+        ]
+        self.a_ok = [
+            None if m_b is None else body.let(Binary("<", r, m_b, "bool"), "aok")
+            for r in self.a_rows
+        ]
+        self.row_ok = [
+            None if m_b is None else body.let(Binary("<", r, m_b, "bool"), "rok") for r in rows
+        ]
 
-    After the last block each output is its accumulator / l (the threads' shares of l
-    summed), through the second product's epilogue. Neither the scores nor the softmax is
-    stored: the launch loads a, b and v and stores the output. Workgroup memory: 12 KiB
-    (16 with WGSL's arrays for `WarpReduce`, WebGPU's limit). A score of -inf has p = 0 (a
-    row of them all gives nan, as the softmax's 0 / 0 does); a softmax over no keys is
-    refused by the checker (GPU024)."""
-    from mimir.codegen.reductions import _row_max, softmax_input
-
-    ev, body, plan = c.ev, c.body, c.plan
-    second, first, soft = plan.root, plan.scores, plan.softmax
-    assert second is not None and first is not None and soft is not None
-    a, b = (ev.resolve(n) for n in ev.node(first)["inputs"][:2])
-    v = ev.resolve(ev.node(second)["inputs"][1])
-    x = ev.resolve(softmax_input(ev, soft)[0])
-    ashape, bshape, vshape = ev.shape(a), ev.shape(b), ev.shape(v)
-    sshape, oshape = ev.shape(first), ev.shape(second)
-    m, k, n, e = ashape[-2], ashape[-1], bshape[-1], vshape[-1]
-    batch = oshape[:-2]
-    tm, te = sz.cdiv(m, ATT_ROWS), sz.cdiv(e, ATT_COLS)
-    dispatch, g = c.groups(sz.product([*batch, tm, te]))
-    col_tile = body.let(ibin("%", g, size_ir(te)), "tile")
-    rest = body.let(ibin("/", g, size_ir(te)), "tile")
-    row_tile = body.let(ibin("%", rest, size_ir(tm)), "tile") if batch else rest
-    flat_batch = body.let(ibin("/", rest, size_ir(tm)), "b") if batch else u32(0)
-    batch_axes = Idx(batch, flat=flat_batch).axes(body) if batch else []
-    t = Builtin("local_x")
-    ly = body.let(ibin("/", t, u32(ATT_SIDE)), "ly")
-    lx = body.let(ibin("%", t, u32(ATT_SIDE)), "lx")
-    row0 = body.let(ibin("*", row_tile, u32(ATT_ROWS)), "row")
-    col0 = body.let(ibin("*", col_tile, u32(ATT_COLS)), "col")
-    my_row = body.let(ibin("*", ly, u32(VEC)), "ry")
-    my_col = body.let(ibin("*", lx, u32(VEC)), "cx")
-    rows = [body.let(ibin("+", row0, ibin("+", my_row, u32(i))), "row") for i in range(VEC)]
-    cols = [body.let(ibin("+", col0, ibin("+", my_col, u32(j))), "col") for j in range(VEC)]
-    m_ir, k_ir, n_ir, e_ir = size_ir(m), size_ir(k), size_ir(n), size_ir(e)
-    # a bound needs no guard when its size is proven a multiple of the block
-    m_b = None if c.multiple(m, ATT_ROWS, f"row < {sz.manifest_text(m)}") else m_ir
-    n_b = None if c.multiple(n, ATT_KEYS, f"key < {sz.manifest_text(n)}") else n_ir
-    k_b = None if c.multiple(k, ATT_SLICE, f"k < {sz.manifest_text(k)}") else k_ir
-    e_b = None if c.multiple(e, ATT_COLS, f"col < {sz.manifest_text(e)}") else e_ir
-    # a, b's slices and v's rows take turns in one array (a barrier ends each phase)
-    stage, p_tile = "$stage", "$p_tile"
-    b_at = ATT_SLICE * ATT_ROWS  # where b's slice starts in it
-    size = max(b_at + ATT_SLICE * ATT_KEYS, ATT_PART * ATT_COLS)
-    c.shared += [
-        SharedArray(stage, "f32", size),
-        SharedArray(p_tile, "f32", ATT_PART * ATT_ROWS),
-    ]
-    a_batch = _broadcast_batch(batch_axes, batch, ashape[:-2])
-    b_batch = _broadcast_batch(batch_axes, batch, bshape[:-2])
-    v_batch = _broadcast_batch(batch_axes, batch, vshape[:-2])
-    # staging: 16 consecutive threads read 16 consecutive k of a row of a and of a key's
-    # column of b (k.T: a row of k), four rows and four keys each, 16 apart; 64
-    # consecutive threads a row of v's (four rows each, 4 apart)
-    sk = body.let(ibin("%", t, u32(ATT_SLICE)), "sk")
-    sr = body.let(ibin("/", t, u32(ATT_SLICE)), "sr")
-    apart = WG // ATT_SLICE  # rows of a (keys of b) between one thread's staged values
-    a_staged, b_staged = range(ATT_ROWS // apart), range(ATT_KEYS // apart)
-    a_rows = [body.let(ibin("+", row0, ibin("+", sr, u32(apart * h))), "ar") for h in a_staged]
-    a_ok = [None if m_b is None else body.let(Binary("<", r, m_b, "bool"), "aok") for r in a_rows]
-    row_ok = [None if m_b is None else body.let(Binary("<", r, m_b, "bool"), "rok") for r in rows]
-    vc = body.let(ibin("%", t, u32(ATT_COLS)), "vc")
-    vk = body.let(ibin("/", t, u32(ATT_COLS)), "vk")
-    v_col = body.let(ibin("+", col0, vc), "vcol")
-    v_ok = None if e_b is None else body.let(Binary("<", v_col, e_b, "bool"), "vok")
-
-    f32 = "f32"
-    inf = lw.const(-lw.INF, f32)
-    zero, one = lw.const(0, f32), lw.const(1, f32)
-    top = [body.var(inf, "m") for _ in range(VEC)]  # each row's running max
-    sums = [body.var(zero, "l") for _ in range(VEC)]  # this thread's share of exp(x - m)
-    accs = [[body.var(zero, "acc") for _ in range(VEC)] for _ in range(VEC)]
-    with body.for_("n0_", u32(0), n_ir, u32(ATT_KEYS), unroll=False) as n0:
+    def block(
+        self, n0: Expr, my_row: Expr, my_col: Expr
+    ) -> tuple[list[list[Expr]], list[Expr], list[Expr | None]]:
+        """This thread's 4 x 4 softmax inputs for the block of keys from `n0` (-inf past
+        the last row or key), the block's keys it holds, and whether each is one."""
+        c, ev, body, stage = self.c, self.c.ev, self.c.body, self.stage
+        f32, zero, inf = "f32", lw.const(0, "f32"), lw.const(-lw.INF, "f32")
+        sk, sr, apart, b_at = self.sk, self.sr, self.apart, self.b_at
         scores = [[body.var(zero, "s") for _ in range(VEC)] for _ in range(VEC)]
-        b_keys = [body.let(ibin("+", n0, ibin("+", sr, u32(apart * h))), "bkey") for h in b_staged]
+        b_keys = [
+            body.let(ibin("+", n0, ibin("+", sr, u32(apart * h))), "bkey")
+            for h in range(ATT_KEYS // apart)
+        ]
+        n_b = self.n_b
         b_ok = [None if n_b is None else Binary("<", key, n_b, "bool") for key in b_keys]
-        with body.for_("k0_", u32(0), k_ir, u32(ATT_SLICE), unroll=False) as k0:
+        with body.for_("k0_", u32(0), self.k_ir, u32(ATT_SLICE), unroll=False) as k0:
             kk = body.let(ibin("+", k0, sk), "kk")
-            kk_ok = None if k_b is None else body.let(Binary("<", kk, k_b, "bool"), "kok")
-            for h in a_staged:
+            kk_ok = None if self.k_b is None else body.let(Binary("<", kk, self.k_b, "bool"), "kok")
+            for h, (row, ok) in enumerate(zip(self.a_rows, self.a_ok, strict=True)):
                 slot = ibin("+", ibin("*", sk, u32(ATT_ROWS)), ibin("+", sr, u32(apart * h)))
-                idx = Idx(ashape, axes=[*a_batch, a_rows[h], kk])
-                _stage(c, stage, slot, a, idx, _all_true([a_ok[h], kk_ok]), float32)
-            for h in b_staged:
+                idx = Idx(self.ashape, axes=[*self.a_batch, row, kk])
+                _stage(c, stage, slot, self.a, idx, _all_true([ok, kk_ok]), float32)
+            for h, (key, ok) in enumerate(zip(b_keys, b_ok, strict=True)):
                 at = ibin("+", ibin("*", sk, u32(ATT_KEYS)), ibin("+", sr, u32(b_at + apart * h)))
-                idx = Idx(bshape, axes=[*b_batch, kk, b_keys[h]])
-                _stage(c, stage, at, b, idx, _all_true([b_ok[h], kk_ok]), float32)
+                idx = Idx(self.bshape, axes=[*self.b_batch, kk, key])
+                _stage(c, stage, at, self.b, idx, _all_true([ok, kk_ok]), float32)
             body.emit(WaitAsync())
             body.emit(Barrier())
             for kk_ in range(ATT_SLICE):
@@ -587,14 +566,15 @@ def _attention(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, 
         valid = [
             None if n_b is None else body.let(Binary("<", key, n_b, "bool"), "kv") for key in keys
         ]
-        ps: list[list[Expr]] = []
+        first, x = self.first, self.x
+        xs: list[list[Expr]] = []
         for i in range(VEC):
             # the softmax's input at (row, key): the scores through their epilogue, which
             # may load (a mask input); -inf past the last row or key
-            xs: list[Expr] = []
+            row_x: list[Expr] = []
             for j in range(VEC):
-                idx = Idx(sshape, axes=[*batch_axes, rows[i], keys[j]])
-                cond = _all_true([row_ok[i], valid[j]])
+                idx = Idx(self.sshape, axes=[*self.batch_axes, self.rows[i], keys[j]])
+                cond = _all_true([self.row_ok[i], valid[j]])
                 ev.overrides[first] = (idx.key, scores[i][j])
                 with body.block() as trial:
                     value = ev.at(x, idx)
@@ -605,31 +585,132 @@ def _attention(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, 
                     for st in trial:
                         body.emit(st)
                     value = value if cond is None else lw.select(cond, value, inf)
-                    xs.append(body.let(value, "x"))
+                    row_x.append(body.let(value, "x"))
                     continue
                 xv = body.var(inf, "x")
                 with body.if_(cond):
                     ev.overrides[first] = (idx.key, scores[i][j])
                     body.emit(Assign(xv, ev.at(x, idx)))
-                xs.append(xv)
+                row_x.append(xv)
+            xs.append(row_x)
             del ev.overrides[first]
-            block = body.let(_row_max(_row_max(xs[0], xs[1]), _row_max(xs[2], xs[3])), "bm")
-            block = body.let(WarpReduce("fmax", block, f32, ATT_SIDE), "bm")
-            grown = body.let(_row_max(top[i], block), "mn")
-            # exp(m_old - m) rescales what was summed; 1 while m holds, 0 from -inf
-            same = lw.bin_("==", top[i], grown)
-            fresh = lw.select(
-                lw.bin_("==", top[i], inf), zero, lw.call("exp", lw.bin_("-", top[i], grown))
-            )
-            alpha = body.let(lw.select(same, one, fresh), "alpha")
-            row_p = []
-            for j in range(VEC):
-                e_ = lw.call("exp", lw.bin_("-", xs[j], grown))
-                row_p.append(body.let(lw.select(lw.bin_("!=", xs[j], inf), e_, zero), "p"))
+        return xs, keys, valid
+
+
+def _online_step(
+    c: KernelContext, xs: list[Expr], top: Var, total: Var, shared: bool = True
+) -> tuple[Expr, list[Expr]]:
+    """One block of a row's online softmax: the block's max (`shared`: over the row's 16
+    threads, a `WarpReduce`; else over this thread's values), the running max `top` grown
+    to it, p = exp(x - top) for this thread's 4 values (0 for a -inf), and its share
+    `total` of the row's sum rescaled and added to. Returns the rescale factor
+    exp(m_old - m) (`_rescale`) and the p."""
+    from mimir.codegen.reductions import _row_max
+
+    body, f32 = c.body, "f32"
+    inf, zero = lw.const(-lw.INF, f32), lw.const(0, f32)
+    block = body.let(_row_max(_row_max(xs[0], xs[1]), _row_max(xs[2], xs[3])), "bm")
+    if shared:
+        block = body.let(WarpReduce("fmax", block, f32, ATT_SIDE), "bm")
+    grown = body.let(_row_max(top, block), "mn")
+    alpha = body.let(_rescale(top, grown), "alpha")
+    row_p = []
+    for x in xs:
+        e_ = lw.call("exp", lw.bin_("-", x, grown))
+        row_p.append(body.let(lw.select(lw.bin_("!=", x, inf), e_, zero), "p"))
+    added = lw.bin_("+", lw.bin_("+", row_p[0], row_p[1]), lw.bin_("+", row_p[2], row_p[3]))
+    body.emit(Assign(total, lw.bin_("+", lw.bin_("*", total, alpha), added)))
+    body.emit(Assign(top, grown))
+    return alpha, row_p
+
+
+def _rescale(old: Expr, new: Expr) -> Expr:
+    """exp(old - new), what a sum of exp(x - old) is multiplied by to become one of
+    exp(x - new) (new >= old): 1 while the max holds (also for two infinities), 0 from
+    -inf (nothing was summed)."""
+    inf, zero, one = lw.const(-lw.INF, "f32"), lw.const(0, "f32"), lw.const(1, "f32")
+    fresh = lw.select(lw.bin_("==", old, inf), zero, lw.call("exp", lw.bin_("-", old, new)))
+    return lw.select(lw.bin_("==", old, new), one, fresh)
+
+
+def _attention(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
+    """`softmax(f(a @ b)) @ v` (`schedule._attention`; attention: a = q, b = k.T) in one
+    pass over the keys, the online softmax of flash attention. A workgroup of 256 threads
+    owns `ATT_ROWS` query rows and `ATT_COLS` columns of the output; thread t holds rows
+    `4 (t / 16) + i` (i < 4) of both, the output's columns `4 (t % 16) + j` and, for each
+    block of `ATT_KEYS` keys, the scores of keys `4 (t % 16) + j` (j < 4). Per block:
+
+    - the scores, the contraction staged through workgroup memory `ATT_SLICE` at a time
+      (one array, `$stage`, holds a's and b's slices, then v's rows), and their epilogue
+      f (a scale, a causal mask; guarded past the last row or key, whose value is -inf,
+      where it may load): `_ScoreBlocks`;
+    - each row's max over the block (a `WarpReduce` over the row's 16 threads), and with
+      the running max m grown to it: p = exp(x - m), and this thread's share of the row's
+      sum l and the accumulators rescaled by exp(m_old - m) (`_online_step`);
+    - p through workgroup memory (`$p_tile`, key-major, `ATT_PART` keys at a time) times
+      those keys' rows of v, staged into `$stage` beside it.
+
+    After the last block each output is its accumulator / l (the threads' shares of l
+    summed), through the second product's epilogue. Neither the scores nor the softmax is
+    stored: the launch loads a, b and v and stores the output. Workgroup memory: 12 KiB
+    (16 with WGSL's arrays for `WarpReduce`, WebGPU's limit). A score of -inf has p = 0 (a
+    row of them all gives nan, as the softmax's 0 / 0 does); a softmax over no keys is
+    refused by the checker (GPU024)."""
+    from mimir.codegen.reductions import softmax_input
+
+    ev, body, plan = c.ev, c.body, c.plan
+    second, first, soft = plan.root, plan.scores, plan.softmax
+    assert second is not None and first is not None and soft is not None
+    v = ev.resolve(ev.node(second)["inputs"][1])
+    x = ev.resolve(softmax_input(ev, soft)[0])
+    vshape, oshape = ev.shape(v), ev.shape(second)
+    m, e = ev.shape(first)[-2], vshape[-1]
+    batch = oshape[:-2]
+    tm, te = sz.cdiv(m, ATT_ROWS), sz.cdiv(e, ATT_COLS)
+    dispatch, g = c.groups(sz.product([*batch, tm, te]))
+    col_tile = body.let(ibin("%", g, size_ir(te)), "tile")
+    rest = body.let(ibin("/", g, size_ir(te)), "tile")
+    row_tile = body.let(ibin("%", rest, size_ir(tm)), "tile") if batch else rest
+    flat_batch = body.let(ibin("/", rest, size_ir(tm)), "b") if batch else u32(0)
+    batch_axes = Idx(batch, flat=flat_batch).axes(body) if batch else []
+    t = Builtin("local_x")
+    ly = body.let(ibin("/", t, u32(ATT_SIDE)), "ly")
+    lx = body.let(ibin("%", t, u32(ATT_SIDE)), "lx")
+    row0 = body.let(ibin("*", row_tile, u32(ATT_ROWS)), "row")
+    col0 = body.let(ibin("*", col_tile, u32(ATT_COLS)), "col")
+    my_row = body.let(ibin("*", ly, u32(VEC)), "ry")
+    my_col = body.let(ibin("*", lx, u32(VEC)), "cx")
+    rows = [body.let(ibin("+", row0, ibin("+", my_row, u32(i))), "row") for i in range(VEC)]
+    cols = [body.let(ibin("+", col0, ibin("+", my_col, u32(j))), "col") for j in range(VEC)]
+    # a, b's slices and v's rows take turns in one array (a barrier ends each phase)
+    stage, p_tile = "$stage", "$p_tile"
+    scores = _ScoreBlocks(c, first, x, batch, batch_axes, row0, rows, stage)
+    e_b = None if c.multiple(e, ATT_COLS, f"col < {sz.manifest_text(e)}") else size_ir(e)
+    size = max(scores.b_at + ATT_SLICE * ATT_KEYS, ATT_PART * ATT_COLS)
+    c.shared += [
+        SharedArray(stage, "f32", size),
+        SharedArray(p_tile, "f32", ATT_PART * ATT_ROWS),
+    ]
+    v_batch = _broadcast_batch(batch_axes, batch, vshape[:-2])
+    # 64 consecutive threads stage a row of v's (four rows each, 4 apart)
+    vc = body.let(ibin("%", t, u32(ATT_COLS)), "vc")
+    vk = body.let(ibin("/", t, u32(ATT_COLS)), "vk")
+    v_col = body.let(ibin("+", col0, vc), "vcol")
+    v_ok = None if e_b is None else body.let(Binary("<", v_col, e_b, "bool"), "vok")
+
+    f32 = "f32"
+    inf = lw.const(-lw.INF, f32)
+    zero, one = lw.const(0, f32), lw.const(1, f32)
+    top = [body.var(inf, "m") for _ in range(VEC)]  # each row's running max
+    sums = [body.var(zero, "l") for _ in range(VEC)]  # this thread's share of exp(x - m)
+    accs = [[body.var(zero, "acc") for _ in range(VEC)] for _ in range(VEC)]
+    n_b = scores.n_b
+    with body.for_("n0_", u32(0), scores.n_ir, u32(ATT_KEYS), unroll=False) as n0:
+        xs, _, _ = scores.block(n0, my_row, my_col)
+        ps: list[list[Expr]] = []
+        for i in range(VEC):
+            alpha, row_p = _online_step(c, xs[i], top[i], sums[i])
             ps.append(row_p)
-            added = lw.bin_("+", lw.bin_("+", row_p[0], row_p[1]), lw.bin_("+", row_p[2], row_p[3]))
-            body.emit(Assign(sums[i], lw.bin_("+", lw.bin_("*", sums[i], alpha), added)))
-            body.emit(Assign(top[i], grown))
             for j in range(VEC):
                 body.emit(Assign(accs[i][j], lw.bin_("*", accs[i][j], alpha)))
         # p times v's rows, `ATT_PART` keys at a time: the threads that hold them store
@@ -665,10 +746,80 @@ def _attention(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, 
         total = body.let(WarpReduce("add", sums[i], f32, ATT_SIDE), "l")
         inv = body.let(lw.bin_("/", one, total), "inv")
         for j in range(VEC):
-            cond = _all_below([(rows[i], m_b), (cols[j], e_b)])
+            cond = _all_below([(rows[i], scores.m_b), (cols[j], e_b)])
             idx = Idx(oshape, axes=[*batch_axes, rows[i], cols[j]])
             value = body.let(lw.bin_("*", accs[i][j], inv), "o")
             _write_where(c, cond, idx, value)
+    return (WG, 1, 1), dispatch
+
+
+def _scores_softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
+    """`softmax(f(a @ b))` over the last axis, or its log, returned (`schedule._scores_softmax`;
+    attention's probabilities) without storing the scores: a workgroup of 256 threads owns
+    `ATT_ROWS` rows and walks the keys twice, `ATT_KEYS` at a time, computing each
+    block's scores through their epilogue (`_ScoreBlocks`). In the first pass each
+    thread keeps, for each of its rows, the running max and sum of exp(x - max) over the
+    keys it holds (`_online_step`, no exchange between threads); after it the row's 16
+    threads combine them into the row's max m and sum l; the second pass stores
+    exp(x - m) / l (log-softmax: x - m - log l) through the softmax's epilogue. A row of
+    -inf shifts by 0, as the reference does (0 / 0: nan; -inf - log 0: nan). Workgroup
+    memory: 8 KiB (12 with WGSL's arrays for `WarpReduce`)."""
+    from mimir.codegen.reductions import softmax_input
+
+    ev, body, plan = c.ev, c.body, c.plan
+    soft, first = plan.root, plan.scores
+    assert soft is not None and first is not None
+    x = ev.resolve(softmax_input(ev, soft)[0])
+    log = ev.node(soft)["spec"].name == "log_softmax"
+    sshape = ev.shape(first)
+    batch = sshape[:-2]
+    tm = sz.cdiv(sshape[-2], ATT_ROWS)
+    dispatch, g = c.groups(sz.product([*batch, tm]))
+    row_tile = body.let(ibin("%", g, size_ir(tm)), "tile") if batch else g
+    flat_batch = body.let(ibin("/", g, size_ir(tm)), "b") if batch else u32(0)
+    batch_axes = Idx(batch, flat=flat_batch).axes(body) if batch else []
+    t = Builtin("local_x")
+    ly = body.let(ibin("/", t, u32(ATT_SIDE)), "ly")
+    lx = body.let(ibin("%", t, u32(ATT_SIDE)), "lx")
+    row0 = body.let(ibin("*", row_tile, u32(ATT_ROWS)), "row")
+    my_row = body.let(ibin("*", ly, u32(VEC)), "ry")
+    my_col = body.let(ibin("*", lx, u32(VEC)), "cx")
+    rows = [body.let(ibin("+", row0, ibin("+", my_row, u32(i))), "row") for i in range(VEC)]
+    stage = "$stage"
+    scores = _ScoreBlocks(c, first, x, batch, batch_axes, row0, rows, stage)
+    c.shared.append(SharedArray(stage, "f32", scores.b_at + ATT_SLICE * ATT_KEYS))
+
+    f32 = "f32"
+    inf, zero = lw.const(-lw.INF, f32), lw.const(0, f32)
+    top = [body.var(inf, "m") for _ in range(VEC)]  # each row's running max
+    sums = [body.var(zero, "l") for _ in range(VEC)]  # this thread's share of exp(x - m)
+    # each thread's own max and sum over its keys of the row: no exchange per block
+    with body.for_("n0_", u32(0), scores.n_ir, u32(ATT_KEYS), unroll=False) as n0:
+        xs, _, _ = scores.block(n0, my_row, my_col)
+        for i in range(VEC):
+            _online_step(c, xs[i], top[i], sums[i], shared=False)
+    shifts, totals = [], []
+    for i in range(VEC):
+        # the row's max over its 16 threads, and their sums rescaled to it and added
+        row_max = body.let(WarpReduce("fmax", top[i], f32, ATT_SIDE), "m")
+        share = body.let(lw.bin_("*", sums[i], _rescale(top[i], row_max)), "l")
+        total = body.let(WarpReduce("add", share, f32, ATT_SIDE), "l")
+        totals.append(body.let(lw.call("mimir_log", total), "lse") if log else total)
+        # a row of -inf has nothing to subtract (the reference shifts by 0 then)
+        same = lw.bin_("==", row_max, inf)
+        shifts.append(body.let(lw.select(same, zero, row_max), "top"))
+    with body.for_("n0_", u32(0), scores.n_ir, u32(ATT_KEYS), unroll=False) as n0:
+        xs, keys, valid = scores.block(n0, my_row, my_col)
+        for i in range(VEC):
+            for j in range(VEC):
+                shifted = lw.bin_("-", xs[i][j], shifts[i])
+                if log:
+                    value = lw.bin_("-", shifted, totals[i])
+                else:
+                    value = lw.bin_("/", lw.call("exp", shifted), totals[i])
+                cond = _all_true([scores.row_ok[i], valid[j]])
+                idx = Idx(sshape, axes=[*batch_axes, rows[i], keys[j]])
+                _write_where(c, cond, idx, body.let(value, "y"))
     return (WG, 1, 1), dispatch
 
 
@@ -838,6 +989,7 @@ _BUILDERS = {
     "narrow": _narrow,
     "row": reductions.row,
     "attention": _attention,
+    "scores_softmax": _scores_softmax,
 }
 
 

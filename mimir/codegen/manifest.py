@@ -72,15 +72,23 @@ def build_manifest(
     return manifest
 
 
+# launches that compute a product inside another computation, in float32
+_RECOMPUTED_PRODUCTS = {
+    "attention": "attention launches (softmax(q @ k.T) @ v in one pass)",
+    "scores_softmax": "scores_softmax launches (softmax(q @ k.T), the scores computed twice)",
+}
+
+
 def _precision(requested: str, backend: str, kernels: list[Kernel]) -> dict[str, Any]:
     """`precision` (absent for the default, exact float32): what `@gpu(precision=...)` asked
     for, what the function's matmuls compute in (`matmul`), and why when that is not it."""
     if any(isinstance(s, MmaSync) for k in kernels for s in walk_statements(k.body)):
         return {"requested": requested, "matmul": "tf32"}
-    if any(k.what == "attention" for k in kernels):
+    fused = sorted({k.what for k in kernels} & set(_RECOMPUTED_PRODUCTS))
+    if fused:
         why = (
-            "attention launches (softmax(q @ k.T) @ v in one pass) compute their products "
-            "in full float32, which is at least as accurate as TF32"
+            " and ".join(_RECOMPUTED_PRODUCTS[what] for what in fused)
+            + " compute their products in full float32, which is at least as accurate as TF32"
         )
     elif backend == "ptx":
         why = "no float32 matmul launch: nothing runs on tensor cores"

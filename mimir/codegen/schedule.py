@@ -72,6 +72,14 @@ NARROW_SUMS = 24
 # columns wide (`_attention`): the scores of a block of rows are computed once per 64
 # columns, so at most twice
 ATTENTION_COLUMNS = 128
+# `softmax(q @ k.T)` returned is one `scores_softmax` launch when the product contracts
+# over at most this many (proven) values (`_scores_softmax`): it computes the scores twice
+# to save their round trip through memory (8 bytes an element). Measured in PTX executed
+# per element (benchmarks/kernel_static.py, T = 256), against a matmul and a softmax: K =
+# 16: 93 against 132; 32: 141 against 152; 48: 189 against 171; 64: 243 against 193. Up
+# to 32 the one launch issues fewer instructions as well as a third of the bytes; beyond,
+# an H200 (about 7 instructions per byte of bandwidth) is bound by issuing them.
+SCORES_CONTRACTION = 32
 
 
 @dataclass
@@ -105,8 +113,11 @@ class Plan:
     # a split argmax's: its chunks' first positions (`partials` holds their extrema)
     positions: str | None = None
     # a `narrow` launch that normalises the rows it computes: the softmax over them, whose
-    # epilogue it writes (`_narrow_softmax`)
+    # epilogue it writes (`_narrow_softmax`); an `attention` launch's softmax
     softmax: int | None = None
+    # an `attention` launch's first product (the scores `q @ k.T`, `_attention`), or the
+    # product a `scores_softmax` launch's softmax reads (`_scores_softmax`)
+    scores: int | None = None
     # ... and the last-axis reductions of the rows of its left operand it folds in the
     # same loop over k (`return h @ w, h.sum(axis=1)`), each a `reduce` plan of its own
     # (root, outputs) no longer launched (`_narrow_row_reductions`)
@@ -505,6 +516,7 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
     plans = _merge_elementwise(ev, g, plans, node_buffers)
     plans = _merge_whole_reductions(ev, g, plans, node_buffers, in_place)
     _attention(ev, g, plans, node_buffers, buffers, declared)
+    _scores_softmax(ev, g, plans, node_buffers, buffers, declared)
     # a reduction folded by another's one-launch pass hands off with that one's counter
     spare = {m.counter for p in plans for m in p.reductions if m.counter is not None}
     for p in plans:
@@ -646,6 +658,61 @@ def _attention(
         second.kind, second.scores, second.softmax = "attention", first.root, soft
         plans.remove(first)
         plans.remove(middle)
+
+
+def _scores_softmax(
+    ev: Any,
+    g: nx.DiGraph,
+    plans: list[Plan],
+    node_buffers: dict[int, str],
+    buffers: list[BufferSpec],
+    declared: dict[str, Dim],
+) -> None:
+    """A float32 softmax or log-softmax over the last axis of a tiled product's epilogue
+    (`softmax(q @ k.T * scale)`, attention's probabilities), which is a launch's result
+    (an output, or read by later launches), as one `scores_softmax` launch
+    (`kernels._scores_softmax`) instead of a matmul and a softmax: a workgroup owns a block
+    of rows and computes their scores twice, once for each row's max and sum (online) and
+    once for the values it stores, so the scores are never stored. Only when the epilogue
+    is read by the softmax alone, the softmax's own launch writes nothing else, no
+    `InOut` buffer is written, and the product contracts over at most
+    `SCORES_CONTRACTION` proven values (a literal or a dim's `max`), where computing the
+    scores again costs less than their round trip through memory."""
+    from mimir.codegen.reductions import softmax_input
+
+    scratch = {b.name for b in buffers if b.role == "scratch"}
+    in_place = {b.name for b in buffers if b.role == "inout"}
+    by_node = {p.node: p for p in plans}
+    for middle in list(plans):
+        soft = middle.root
+        if middle.kind != "softmax" or soft is None or middle.also or middle.copy:
+            continue
+        if ev.node(soft)["spec"].name not in ("softmax", "log_softmax"):
+            continue
+        if set(middle.writes) & in_place:
+            continue
+        x, axis = softmax_input(ev, soft)
+        x = ev.resolve(x)
+        first = by_node.get(x)
+        if first is None or first.kind != "matmul" or first.root is None or first.also:
+            continue
+        if axis != len(ev.shape(x)) - 1 or not set(first.writes) <= scratch:
+            continue
+        if [sz.key(s) for s in ev.shape(x)] != [sz.key(s) for s in ev.shape(first.root)]:
+            continue
+        if not _read_by(ev, g, x, soft):
+            continue
+        operands = ev.node(first.root)["inputs"][:2]
+        if any(ev.dtype(ev.resolve(n)) != float32 for n in [*operands, first.root, x, soft]):
+            continue
+        contraction = sz.upper_bound(ev.shape(ev.resolve(operands[0]))[-1], declared)
+        if contraction is None or contraction > SCORES_CONTRACTION:
+            continue
+        unused = set(first.writes)
+        buffers[:] = [b for b in buffers if b.name not in unused]
+        node_buffers.pop(x, None)
+        middle.kind, middle.scores = "scores_softmax", first.root
+        plans.remove(first)
 
 
 # the reductions a `narrow` launch folds along its rows (`_narrow_row_reductions`)

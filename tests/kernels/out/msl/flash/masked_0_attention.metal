@@ -586,140 +586,140 @@ kernel void masked_0_attention(
             const float v256 = (v255 ? s58 : -1e+30f);
             x253 = v256;
         }
-        const float bm257 = max(max(x232, x239), max(x246, x253));
-        const float bm258 = mimir_simd_fmax_f32_16(bm257);
-        const float mn259 = max(m30, bm258);
-        const float alpha260 = (m30 == mn259 ? 1.0f : (m30 == as_type<float>(0xff800000u) ? 0.0f : exp(m30 - mn259)));
-        const float p261 = (x232 != as_type<float>(0xff800000u) ? exp(x232 - mn259) : 0.0f);
-        const float p262 = (x239 != as_type<float>(0xff800000u) ? exp(x239 - mn259) : 0.0f);
-        const float p263 = (x246 != as_type<float>(0xff800000u) ? exp(x246 - mn259) : 0.0f);
-        const float p264 = (x253 != as_type<float>(0xff800000u) ? exp(x253 - mn259) : 0.0f);
-        l34 = fma(l34, alpha260, p261 + p262 + (p263 + p264));
-        m30 = mn259;
-        acc38 = acc38 * alpha260;
-        acc39 = acc39 * alpha260;
-        acc40 = acc40 * alpha260;
-        acc41 = acc41 * alpha260;
-        float x268 = as_type<float>(0xff800000u);
+        float x260 = as_type<float>(0xff800000u);
         if (rok24 && kv225) {
-            const uint i269 = row7 * u.T + key221;
-            const bool v270 = keep[i269] != 0u;
-            const float v271 = (v270 ? s59 : -1e+30f);
-            x268 = v271;
+            const uint i261 = row7 * u.T + key221;
+            const bool v262 = keep[i261] != 0u;
+            const float v263 = (v262 ? s59 : -1e+30f);
+            x260 = v263;
         }
-        float x275 = as_type<float>(0xff800000u);
+        float x267 = as_type<float>(0xff800000u);
         if (rok24 && kv226) {
-            const uint i276 = row7 * u.T + key222;
-            const bool v277 = keep[i276] != 0u;
-            const float v278 = (v277 ? s60 : -1e+30f);
-            x275 = v278;
+            const uint i268 = row7 * u.T + key222;
+            const bool v269 = keep[i268] != 0u;
+            const float v270 = (v269 ? s60 : -1e+30f);
+            x267 = v270;
         }
-        float x282 = as_type<float>(0xff800000u);
+        float x274 = as_type<float>(0xff800000u);
         if (rok24 && kv227) {
-            const uint i283 = row7 * u.T + key223;
-            const bool v284 = keep[i283] != 0u;
-            const float v285 = (v284 ? s61 : -1e+30f);
-            x282 = v285;
+            const uint i275 = row7 * u.T + key223;
+            const bool v276 = keep[i275] != 0u;
+            const float v277 = (v276 ? s61 : -1e+30f);
+            x274 = v277;
         }
-        float x289 = as_type<float>(0xff800000u);
+        float x281 = as_type<float>(0xff800000u);
         if (rok24 && kv228) {
-            const uint i290 = row7 * u.T + key224;
-            const bool v291 = keep[i290] != 0u;
-            const float v292 = (v291 ? s62 : -1e+30f);
-            x289 = v292;
+            const uint i282 = row7 * u.T + key224;
+            const bool v283 = keep[i282] != 0u;
+            const float v284 = (v283 ? s62 : -1e+30f);
+            x281 = v284;
         }
-        const float bm293 = max(max(x268, x275), max(x282, x289));
-        const float bm294 = mimir_simd_fmax_f32_16(bm293);
-        const float mn295 = max(m31, bm294);
-        const float alpha296 = (m31 == mn295 ? 1.0f : (m31 == as_type<float>(0xff800000u) ? 0.0f : exp(m31 - mn295)));
-        const float p297 = (x268 != as_type<float>(0xff800000u) ? exp(x268 - mn295) : 0.0f);
-        const float p298 = (x275 != as_type<float>(0xff800000u) ? exp(x275 - mn295) : 0.0f);
-        const float p299 = (x282 != as_type<float>(0xff800000u) ? exp(x282 - mn295) : 0.0f);
-        const float p300 = (x289 != as_type<float>(0xff800000u) ? exp(x289 - mn295) : 0.0f);
-        l35 = fma(l35, alpha296, p297 + p298 + (p299 + p300));
-        m31 = mn295;
-        acc42 = acc42 * alpha296;
-        acc43 = acc43 * alpha296;
-        acc44 = acc44 * alpha296;
-        acc45 = acc45 * alpha296;
-        float x304 = as_type<float>(0xff800000u);
+        float x288 = as_type<float>(0xff800000u);
         if (rok25 && kv225) {
-            const uint i305 = row8 * u.T + key221;
-            const bool v306 = keep[i305] != 0u;
-            const float v307 = (v306 ? s63 : -1e+30f);
-            x304 = v307;
+            const uint i289 = row8 * u.T + key221;
+            const bool v290 = keep[i289] != 0u;
+            const float v291 = (v290 ? s63 : -1e+30f);
+            x288 = v291;
         }
-        float x311 = as_type<float>(0xff800000u);
+        float x295 = as_type<float>(0xff800000u);
         if (rok25 && kv226) {
-            const uint i312 = row8 * u.T + key222;
-            const bool v313 = keep[i312] != 0u;
-            const float v314 = (v313 ? s64 : -1e+30f);
-            x311 = v314;
+            const uint i296 = row8 * u.T + key222;
+            const bool v297 = keep[i296] != 0u;
+            const float v298 = (v297 ? s64 : -1e+30f);
+            x295 = v298;
         }
-        float x318 = as_type<float>(0xff800000u);
+        float x302 = as_type<float>(0xff800000u);
         if (rok25 && kv227) {
-            const uint i319 = row8 * u.T + key223;
-            const bool v320 = keep[i319] != 0u;
-            const float v321 = (v320 ? s65 : -1e+30f);
-            x318 = v321;
+            const uint i303 = row8 * u.T + key223;
+            const bool v304 = keep[i303] != 0u;
+            const float v305 = (v304 ? s65 : -1e+30f);
+            x302 = v305;
         }
-        float x325 = as_type<float>(0xff800000u);
+        float x309 = as_type<float>(0xff800000u);
         if (rok25 && kv228) {
-            const uint i326 = row8 * u.T + key224;
-            const bool v327 = keep[i326] != 0u;
-            const float v328 = (v327 ? s66 : -1e+30f);
-            x325 = v328;
+            const uint i310 = row8 * u.T + key224;
+            const bool v311 = keep[i310] != 0u;
+            const float v312 = (v311 ? s66 : -1e+30f);
+            x309 = v312;
         }
-        const float bm329 = max(max(x304, x311), max(x318, x325));
-        const float bm330 = mimir_simd_fmax_f32_16(bm329);
-        const float mn331 = max(m32, bm330);
-        const float alpha332 = (m32 == mn331 ? 1.0f : (m32 == as_type<float>(0xff800000u) ? 0.0f : exp(m32 - mn331)));
-        const float p333 = (x304 != as_type<float>(0xff800000u) ? exp(x304 - mn331) : 0.0f);
-        const float p334 = (x311 != as_type<float>(0xff800000u) ? exp(x311 - mn331) : 0.0f);
-        const float p335 = (x318 != as_type<float>(0xff800000u) ? exp(x318 - mn331) : 0.0f);
-        const float p336 = (x325 != as_type<float>(0xff800000u) ? exp(x325 - mn331) : 0.0f);
-        l36 = fma(l36, alpha332, p333 + p334 + (p335 + p336));
-        m32 = mn331;
-        acc46 = acc46 * alpha332;
-        acc47 = acc47 * alpha332;
-        acc48 = acc48 * alpha332;
-        acc49 = acc49 * alpha332;
-        float x340 = as_type<float>(0xff800000u);
+        float x316 = as_type<float>(0xff800000u);
         if (rok26 && kv225) {
-            const uint i341 = row9 * u.T + key221;
-            const bool v342 = keep[i341] != 0u;
-            const float v343 = (v342 ? s67 : -1e+30f);
-            x340 = v343;
+            const uint i317 = row9 * u.T + key221;
+            const bool v318 = keep[i317] != 0u;
+            const float v319 = (v318 ? s67 : -1e+30f);
+            x316 = v319;
         }
-        float x347 = as_type<float>(0xff800000u);
+        float x323 = as_type<float>(0xff800000u);
         if (rok26 && kv226) {
-            const uint i348 = row9 * u.T + key222;
-            const bool v349 = keep[i348] != 0u;
-            const float v350 = (v349 ? s68 : -1e+30f);
-            x347 = v350;
+            const uint i324 = row9 * u.T + key222;
+            const bool v325 = keep[i324] != 0u;
+            const float v326 = (v325 ? s68 : -1e+30f);
+            x323 = v326;
         }
-        float x354 = as_type<float>(0xff800000u);
+        float x330 = as_type<float>(0xff800000u);
         if (rok26 && kv227) {
-            const uint i355 = row9 * u.T + key223;
-            const bool v356 = keep[i355] != 0u;
-            const float v357 = (v356 ? s69 : -1e+30f);
-            x354 = v357;
+            const uint i331 = row9 * u.T + key223;
+            const bool v332 = keep[i331] != 0u;
+            const float v333 = (v332 ? s69 : -1e+30f);
+            x330 = v333;
         }
-        float x361 = as_type<float>(0xff800000u);
+        float x337 = as_type<float>(0xff800000u);
         if (rok26 && kv228) {
-            const uint i362 = row9 * u.T + key224;
-            const bool v363 = keep[i362] != 0u;
-            const float v364 = (v363 ? s70 : -1e+30f);
-            x361 = v364;
+            const uint i338 = row9 * u.T + key224;
+            const bool v339 = keep[i338] != 0u;
+            const float v340 = (v339 ? s70 : -1e+30f);
+            x337 = v340;
         }
-        const float bm365 = max(max(x340, x347), max(x354, x361));
+        const float bm341 = max(max(x232, x239), max(x246, x253));
+        const float bm342 = mimir_simd_fmax_f32_16(bm341);
+        const float mn343 = max(m30, bm342);
+        const float alpha344 = (m30 == mn343 ? 1.0f : (m30 == as_type<float>(0xff800000u) ? 0.0f : exp(m30 - mn343)));
+        const float p345 = (x232 != as_type<float>(0xff800000u) ? exp(x232 - mn343) : 0.0f);
+        const float p346 = (x239 != as_type<float>(0xff800000u) ? exp(x239 - mn343) : 0.0f);
+        const float p347 = (x246 != as_type<float>(0xff800000u) ? exp(x246 - mn343) : 0.0f);
+        const float p348 = (x253 != as_type<float>(0xff800000u) ? exp(x253 - mn343) : 0.0f);
+        l34 = fma(l34, alpha344, p345 + p346 + (p347 + p348));
+        m30 = mn343;
+        acc38 = acc38 * alpha344;
+        acc39 = acc39 * alpha344;
+        acc40 = acc40 * alpha344;
+        acc41 = acc41 * alpha344;
+        const float bm349 = max(max(x260, x267), max(x274, x281));
+        const float bm350 = mimir_simd_fmax_f32_16(bm349);
+        const float mn351 = max(m31, bm350);
+        const float alpha352 = (m31 == mn351 ? 1.0f : (m31 == as_type<float>(0xff800000u) ? 0.0f : exp(m31 - mn351)));
+        const float p353 = (x260 != as_type<float>(0xff800000u) ? exp(x260 - mn351) : 0.0f);
+        const float p354 = (x267 != as_type<float>(0xff800000u) ? exp(x267 - mn351) : 0.0f);
+        const float p355 = (x274 != as_type<float>(0xff800000u) ? exp(x274 - mn351) : 0.0f);
+        const float p356 = (x281 != as_type<float>(0xff800000u) ? exp(x281 - mn351) : 0.0f);
+        l35 = fma(l35, alpha352, p353 + p354 + (p355 + p356));
+        m31 = mn351;
+        acc42 = acc42 * alpha352;
+        acc43 = acc43 * alpha352;
+        acc44 = acc44 * alpha352;
+        acc45 = acc45 * alpha352;
+        const float bm357 = max(max(x288, x295), max(x302, x309));
+        const float bm358 = mimir_simd_fmax_f32_16(bm357);
+        const float mn359 = max(m32, bm358);
+        const float alpha360 = (m32 == mn359 ? 1.0f : (m32 == as_type<float>(0xff800000u) ? 0.0f : exp(m32 - mn359)));
+        const float p361 = (x288 != as_type<float>(0xff800000u) ? exp(x288 - mn359) : 0.0f);
+        const float p362 = (x295 != as_type<float>(0xff800000u) ? exp(x295 - mn359) : 0.0f);
+        const float p363 = (x302 != as_type<float>(0xff800000u) ? exp(x302 - mn359) : 0.0f);
+        const float p364 = (x309 != as_type<float>(0xff800000u) ? exp(x309 - mn359) : 0.0f);
+        l36 = fma(l36, alpha360, p361 + p362 + (p363 + p364));
+        m32 = mn359;
+        acc46 = acc46 * alpha360;
+        acc47 = acc47 * alpha360;
+        acc48 = acc48 * alpha360;
+        acc49 = acc49 * alpha360;
+        const float bm365 = max(max(x316, x323), max(x330, x337));
         const float bm366 = mimir_simd_fmax_f32_16(bm365);
         const float mn367 = max(m33, bm366);
         const float alpha368 = (m33 == mn367 ? 1.0f : (m33 == as_type<float>(0xff800000u) ? 0.0f : exp(m33 - mn367)));
-        const float p369 = (x340 != as_type<float>(0xff800000u) ? exp(x340 - mn367) : 0.0f);
-        const float p370 = (x347 != as_type<float>(0xff800000u) ? exp(x347 - mn367) : 0.0f);
-        const float p371 = (x354 != as_type<float>(0xff800000u) ? exp(x354 - mn367) : 0.0f);
-        const float p372 = (x361 != as_type<float>(0xff800000u) ? exp(x361 - mn367) : 0.0f);
+        const float p369 = (x316 != as_type<float>(0xff800000u) ? exp(x316 - mn367) : 0.0f);
+        const float p370 = (x323 != as_type<float>(0xff800000u) ? exp(x323 - mn367) : 0.0f);
+        const float p371 = (x330 != as_type<float>(0xff800000u) ? exp(x330 - mn367) : 0.0f);
+        const float p372 = (x337 != as_type<float>(0xff800000u) ? exp(x337 - mn367) : 0.0f);
         l37 = fma(l37, alpha368, p369 + p370 + (p371 + p372));
         m33 = mn367;
         acc50 = acc50 * alpha368;
@@ -728,21 +728,21 @@ kernel void masked_0_attention(
         acc53 = acc53 * alpha368;
         const uint part373 = lx2 >> 2u;
         if (part373 == 0u) {
-            p_tile[cx5 * 64u + ry4] = p261;
-            p_tile[cx5 * 64u + (ry4 + 1u)] = p297;
-            p_tile[cx5 * 64u + (ry4 + 2u)] = p333;
+            p_tile[cx5 * 64u + ry4] = p345;
+            p_tile[cx5 * 64u + (ry4 + 1u)] = p353;
+            p_tile[cx5 * 64u + (ry4 + 2u)] = p361;
             p_tile[cx5 * 64u + (ry4 + 3u)] = p369;
-            p_tile[(cx5 + 1u) * 64u + ry4] = p262;
-            p_tile[(cx5 + 1u) * 64u + (ry4 + 1u)] = p298;
-            p_tile[(cx5 + 1u) * 64u + (ry4 + 2u)] = p334;
+            p_tile[(cx5 + 1u) * 64u + ry4] = p346;
+            p_tile[(cx5 + 1u) * 64u + (ry4 + 1u)] = p354;
+            p_tile[(cx5 + 1u) * 64u + (ry4 + 2u)] = p362;
             p_tile[(cx5 + 1u) * 64u + (ry4 + 3u)] = p370;
-            p_tile[(cx5 + 2u) * 64u + ry4] = p263;
-            p_tile[(cx5 + 2u) * 64u + (ry4 + 1u)] = p299;
-            p_tile[(cx5 + 2u) * 64u + (ry4 + 2u)] = p335;
+            p_tile[(cx5 + 2u) * 64u + ry4] = p347;
+            p_tile[(cx5 + 2u) * 64u + (ry4 + 1u)] = p355;
+            p_tile[(cx5 + 2u) * 64u + (ry4 + 2u)] = p363;
             p_tile[(cx5 + 2u) * 64u + (ry4 + 3u)] = p371;
-            p_tile[(cx5 + 3u) * 64u + ry4] = p264;
-            p_tile[(cx5 + 3u) * 64u + (ry4 + 1u)] = p300;
-            p_tile[(cx5 + 3u) * 64u + (ry4 + 2u)] = p336;
+            p_tile[(cx5 + 3u) * 64u + ry4] = p348;
+            p_tile[(cx5 + 3u) * 64u + (ry4 + 1u)] = p356;
+            p_tile[(cx5 + 3u) * 64u + (ry4 + 2u)] = p364;
             p_tile[(cx5 + 3u) * 64u + (ry4 + 3u)] = p372;
         }
         const uint vkey374 = n0_54 + vk28;
@@ -1160,21 +1160,21 @@ kernel void masked_0_attention(
         acc53 = fma(p509, v513, acc53);
         threadgroup_barrier(mem_flags::mem_threadgroup);
         if (part373 == 1u) {
-            p_tile[(cx5 - 16u) * 64u + ry4] = p261;
-            p_tile[(cx5 - 16u) * 64u + (ry4 + 1u)] = p297;
-            p_tile[(cx5 - 16u) * 64u + (ry4 + 2u)] = p333;
+            p_tile[(cx5 - 16u) * 64u + ry4] = p345;
+            p_tile[(cx5 - 16u) * 64u + (ry4 + 1u)] = p353;
+            p_tile[(cx5 - 16u) * 64u + (ry4 + 2u)] = p361;
             p_tile[(cx5 - 16u) * 64u + (ry4 + 3u)] = p369;
-            p_tile[(cx5 + 1u - 16u) * 64u + ry4] = p262;
-            p_tile[(cx5 + 1u - 16u) * 64u + (ry4 + 1u)] = p298;
-            p_tile[(cx5 + 1u - 16u) * 64u + (ry4 + 2u)] = p334;
+            p_tile[(cx5 + 1u - 16u) * 64u + ry4] = p346;
+            p_tile[(cx5 + 1u - 16u) * 64u + (ry4 + 1u)] = p354;
+            p_tile[(cx5 + 1u - 16u) * 64u + (ry4 + 2u)] = p362;
             p_tile[(cx5 + 1u - 16u) * 64u + (ry4 + 3u)] = p370;
-            p_tile[(cx5 + 2u - 16u) * 64u + ry4] = p263;
-            p_tile[(cx5 + 2u - 16u) * 64u + (ry4 + 1u)] = p299;
-            p_tile[(cx5 + 2u - 16u) * 64u + (ry4 + 2u)] = p335;
+            p_tile[(cx5 + 2u - 16u) * 64u + ry4] = p347;
+            p_tile[(cx5 + 2u - 16u) * 64u + (ry4 + 1u)] = p355;
+            p_tile[(cx5 + 2u - 16u) * 64u + (ry4 + 2u)] = p363;
             p_tile[(cx5 + 2u - 16u) * 64u + (ry4 + 3u)] = p371;
-            p_tile[(cx5 + 3u - 16u) * 64u + ry4] = p264;
-            p_tile[(cx5 + 3u - 16u) * 64u + (ry4 + 1u)] = p300;
-            p_tile[(cx5 + 3u - 16u) * 64u + (ry4 + 2u)] = p336;
+            p_tile[(cx5 + 3u - 16u) * 64u + ry4] = p348;
+            p_tile[(cx5 + 3u - 16u) * 64u + (ry4 + 1u)] = p356;
+            p_tile[(cx5 + 3u - 16u) * 64u + (ry4 + 2u)] = p364;
             p_tile[(cx5 + 3u - 16u) * 64u + (ry4 + 3u)] = p372;
         }
         const uint vkey514 = n0_54 + (vk28 + 16u);
@@ -1592,21 +1592,21 @@ kernel void masked_0_attention(
         acc53 = fma(p649, v653, acc53);
         threadgroup_barrier(mem_flags::mem_threadgroup);
         if (part373 == 2u) {
-            p_tile[(cx5 - 32u) * 64u + ry4] = p261;
-            p_tile[(cx5 - 32u) * 64u + (ry4 + 1u)] = p297;
-            p_tile[(cx5 - 32u) * 64u + (ry4 + 2u)] = p333;
+            p_tile[(cx5 - 32u) * 64u + ry4] = p345;
+            p_tile[(cx5 - 32u) * 64u + (ry4 + 1u)] = p353;
+            p_tile[(cx5 - 32u) * 64u + (ry4 + 2u)] = p361;
             p_tile[(cx5 - 32u) * 64u + (ry4 + 3u)] = p369;
-            p_tile[(cx5 + 1u - 32u) * 64u + ry4] = p262;
-            p_tile[(cx5 + 1u - 32u) * 64u + (ry4 + 1u)] = p298;
-            p_tile[(cx5 + 1u - 32u) * 64u + (ry4 + 2u)] = p334;
+            p_tile[(cx5 + 1u - 32u) * 64u + ry4] = p346;
+            p_tile[(cx5 + 1u - 32u) * 64u + (ry4 + 1u)] = p354;
+            p_tile[(cx5 + 1u - 32u) * 64u + (ry4 + 2u)] = p362;
             p_tile[(cx5 + 1u - 32u) * 64u + (ry4 + 3u)] = p370;
-            p_tile[(cx5 + 2u - 32u) * 64u + ry4] = p263;
-            p_tile[(cx5 + 2u - 32u) * 64u + (ry4 + 1u)] = p299;
-            p_tile[(cx5 + 2u - 32u) * 64u + (ry4 + 2u)] = p335;
+            p_tile[(cx5 + 2u - 32u) * 64u + ry4] = p347;
+            p_tile[(cx5 + 2u - 32u) * 64u + (ry4 + 1u)] = p355;
+            p_tile[(cx5 + 2u - 32u) * 64u + (ry4 + 2u)] = p363;
             p_tile[(cx5 + 2u - 32u) * 64u + (ry4 + 3u)] = p371;
-            p_tile[(cx5 + 3u - 32u) * 64u + ry4] = p264;
-            p_tile[(cx5 + 3u - 32u) * 64u + (ry4 + 1u)] = p300;
-            p_tile[(cx5 + 3u - 32u) * 64u + (ry4 + 2u)] = p336;
+            p_tile[(cx5 + 3u - 32u) * 64u + ry4] = p348;
+            p_tile[(cx5 + 3u - 32u) * 64u + (ry4 + 1u)] = p356;
+            p_tile[(cx5 + 3u - 32u) * 64u + (ry4 + 2u)] = p364;
             p_tile[(cx5 + 3u - 32u) * 64u + (ry4 + 3u)] = p372;
         }
         const uint vkey654 = n0_54 + (vk28 + 32u);
@@ -2024,21 +2024,21 @@ kernel void masked_0_attention(
         acc53 = fma(p789, v793, acc53);
         threadgroup_barrier(mem_flags::mem_threadgroup);
         if (part373 == 3u) {
-            p_tile[(cx5 - 48u) * 64u + ry4] = p261;
-            p_tile[(cx5 - 48u) * 64u + (ry4 + 1u)] = p297;
-            p_tile[(cx5 - 48u) * 64u + (ry4 + 2u)] = p333;
+            p_tile[(cx5 - 48u) * 64u + ry4] = p345;
+            p_tile[(cx5 - 48u) * 64u + (ry4 + 1u)] = p353;
+            p_tile[(cx5 - 48u) * 64u + (ry4 + 2u)] = p361;
             p_tile[(cx5 - 48u) * 64u + (ry4 + 3u)] = p369;
-            p_tile[(cx5 + 1u - 48u) * 64u + ry4] = p262;
-            p_tile[(cx5 + 1u - 48u) * 64u + (ry4 + 1u)] = p298;
-            p_tile[(cx5 + 1u - 48u) * 64u + (ry4 + 2u)] = p334;
+            p_tile[(cx5 + 1u - 48u) * 64u + ry4] = p346;
+            p_tile[(cx5 + 1u - 48u) * 64u + (ry4 + 1u)] = p354;
+            p_tile[(cx5 + 1u - 48u) * 64u + (ry4 + 2u)] = p362;
             p_tile[(cx5 + 1u - 48u) * 64u + (ry4 + 3u)] = p370;
-            p_tile[(cx5 + 2u - 48u) * 64u + ry4] = p263;
-            p_tile[(cx5 + 2u - 48u) * 64u + (ry4 + 1u)] = p299;
-            p_tile[(cx5 + 2u - 48u) * 64u + (ry4 + 2u)] = p335;
+            p_tile[(cx5 + 2u - 48u) * 64u + ry4] = p347;
+            p_tile[(cx5 + 2u - 48u) * 64u + (ry4 + 1u)] = p355;
+            p_tile[(cx5 + 2u - 48u) * 64u + (ry4 + 2u)] = p363;
             p_tile[(cx5 + 2u - 48u) * 64u + (ry4 + 3u)] = p371;
-            p_tile[(cx5 + 3u - 48u) * 64u + ry4] = p264;
-            p_tile[(cx5 + 3u - 48u) * 64u + (ry4 + 1u)] = p300;
-            p_tile[(cx5 + 3u - 48u) * 64u + (ry4 + 2u)] = p336;
+            p_tile[(cx5 + 3u - 48u) * 64u + ry4] = p348;
+            p_tile[(cx5 + 3u - 48u) * 64u + (ry4 + 1u)] = p356;
+            p_tile[(cx5 + 3u - 48u) * 64u + (ry4 + 2u)] = p364;
             p_tile[(cx5 + 3u - 48u) * 64u + (ry4 + 3u)] = p372;
         }
         const uint vkey794 = n0_54 + (vk28 + 48u);

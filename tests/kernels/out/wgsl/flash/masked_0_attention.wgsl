@@ -575,8 +575,92 @@ fn masked_0_attention(
             let v256: f32 = select(-1e+30f, s58, v255);
             x253 = v256;
         }
-        let bm257: f32 = max(max(x232, x239), max(x246, x253));
-        warp0[lid.x] = bm257;
+        var x260: f32 = -bitcast<f32>(inf_bits);
+        if (rok24 && kv225) {
+            let i261: u32 = row7 * u.T + key221;
+            let v262: bool = keep[i261] != 0u;
+            let v263: f32 = select(-1e+30f, s59, v262);
+            x260 = v263;
+        }
+        var x267: f32 = -bitcast<f32>(inf_bits);
+        if (rok24 && kv226) {
+            let i268: u32 = row7 * u.T + key222;
+            let v269: bool = keep[i268] != 0u;
+            let v270: f32 = select(-1e+30f, s60, v269);
+            x267 = v270;
+        }
+        var x274: f32 = -bitcast<f32>(inf_bits);
+        if (rok24 && kv227) {
+            let i275: u32 = row7 * u.T + key223;
+            let v276: bool = keep[i275] != 0u;
+            let v277: f32 = select(-1e+30f, s61, v276);
+            x274 = v277;
+        }
+        var x281: f32 = -bitcast<f32>(inf_bits);
+        if (rok24 && kv228) {
+            let i282: u32 = row7 * u.T + key224;
+            let v283: bool = keep[i282] != 0u;
+            let v284: f32 = select(-1e+30f, s62, v283);
+            x281 = v284;
+        }
+        var x288: f32 = -bitcast<f32>(inf_bits);
+        if (rok25 && kv225) {
+            let i289: u32 = row8 * u.T + key221;
+            let v290: bool = keep[i289] != 0u;
+            let v291: f32 = select(-1e+30f, s63, v290);
+            x288 = v291;
+        }
+        var x295: f32 = -bitcast<f32>(inf_bits);
+        if (rok25 && kv226) {
+            let i296: u32 = row8 * u.T + key222;
+            let v297: bool = keep[i296] != 0u;
+            let v298: f32 = select(-1e+30f, s64, v297);
+            x295 = v298;
+        }
+        var x302: f32 = -bitcast<f32>(inf_bits);
+        if (rok25 && kv227) {
+            let i303: u32 = row8 * u.T + key223;
+            let v304: bool = keep[i303] != 0u;
+            let v305: f32 = select(-1e+30f, s65, v304);
+            x302 = v305;
+        }
+        var x309: f32 = -bitcast<f32>(inf_bits);
+        if (rok25 && kv228) {
+            let i310: u32 = row8 * u.T + key224;
+            let v311: bool = keep[i310] != 0u;
+            let v312: f32 = select(-1e+30f, s66, v311);
+            x309 = v312;
+        }
+        var x316: f32 = -bitcast<f32>(inf_bits);
+        if (rok26 && kv225) {
+            let i317: u32 = row9 * u.T + key221;
+            let v318: bool = keep[i317] != 0u;
+            let v319: f32 = select(-1e+30f, s67, v318);
+            x316 = v319;
+        }
+        var x323: f32 = -bitcast<f32>(inf_bits);
+        if (rok26 && kv226) {
+            let i324: u32 = row9 * u.T + key222;
+            let v325: bool = keep[i324] != 0u;
+            let v326: f32 = select(-1e+30f, s68, v325);
+            x323 = v326;
+        }
+        var x330: f32 = -bitcast<f32>(inf_bits);
+        if (rok26 && kv227) {
+            let i331: u32 = row9 * u.T + key223;
+            let v332: bool = keep[i331] != 0u;
+            let v333: f32 = select(-1e+30f, s69, v332);
+            x330 = v333;
+        }
+        var x337: f32 = -bitcast<f32>(inf_bits);
+        if (rok26 && kv228) {
+            let i338: u32 = row9 * u.T + key224;
+            let v339: bool = keep[i338] != 0u;
+            let v340: f32 = select(-1e+30f, s70, v339);
+            x337 = v340;
+        }
+        let bm341: f32 = max(max(x232, x239), max(x246, x253));
+        warp0[lid.x] = bm341;
         workgroupBarrier();
         if ((lid.x & 15u) < 8u) {
             warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 8u]);
@@ -594,49 +678,21 @@ fn masked_0_attention(
             warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 1u]);
         }
         workgroupBarrier();
-        let bm258: f32 = warp0[lid.x - (lid.x & 15u)];
-        let mn259: f32 = max(m30, bm258);
-        let alpha260: f32 = select(select(exp(m30 - mn259), 0.0f, m30 == -bitcast<f32>(inf_bits)), 1.0f, m30 == mn259);
-        let p261: f32 = select(0.0f, exp(x232 - mn259), x232 != -bitcast<f32>(inf_bits));
-        let p262: f32 = select(0.0f, exp(x239 - mn259), x239 != -bitcast<f32>(inf_bits));
-        let p263: f32 = select(0.0f, exp(x246 - mn259), x246 != -bitcast<f32>(inf_bits));
-        let p264: f32 = select(0.0f, exp(x253 - mn259), x253 != -bitcast<f32>(inf_bits));
-        l34 = fma(l34, alpha260, p261 + p262 + (p263 + p264));
-        m30 = mn259;
-        acc38 = acc38 * alpha260;
-        acc39 = acc39 * alpha260;
-        acc40 = acc40 * alpha260;
-        acc41 = acc41 * alpha260;
-        var x268: f32 = -bitcast<f32>(inf_bits);
-        if (rok24 && kv225) {
-            let i269: u32 = row7 * u.T + key221;
-            let v270: bool = keep[i269] != 0u;
-            let v271: f32 = select(-1e+30f, s59, v270);
-            x268 = v271;
-        }
-        var x275: f32 = -bitcast<f32>(inf_bits);
-        if (rok24 && kv226) {
-            let i276: u32 = row7 * u.T + key222;
-            let v277: bool = keep[i276] != 0u;
-            let v278: f32 = select(-1e+30f, s60, v277);
-            x275 = v278;
-        }
-        var x282: f32 = -bitcast<f32>(inf_bits);
-        if (rok24 && kv227) {
-            let i283: u32 = row7 * u.T + key223;
-            let v284: bool = keep[i283] != 0u;
-            let v285: f32 = select(-1e+30f, s61, v284);
-            x282 = v285;
-        }
-        var x289: f32 = -bitcast<f32>(inf_bits);
-        if (rok24 && kv228) {
-            let i290: u32 = row7 * u.T + key224;
-            let v291: bool = keep[i290] != 0u;
-            let v292: f32 = select(-1e+30f, s62, v291);
-            x289 = v292;
-        }
-        let bm293: f32 = max(max(x268, x275), max(x282, x289));
-        warp1[lid.x] = bm293;
+        let bm342: f32 = warp0[lid.x - (lid.x & 15u)];
+        let mn343: f32 = max(m30, bm342);
+        let alpha344: f32 = select(select(exp(m30 - mn343), 0.0f, m30 == -bitcast<f32>(inf_bits)), 1.0f, m30 == mn343);
+        let p345: f32 = select(0.0f, exp(x232 - mn343), x232 != -bitcast<f32>(inf_bits));
+        let p346: f32 = select(0.0f, exp(x239 - mn343), x239 != -bitcast<f32>(inf_bits));
+        let p347: f32 = select(0.0f, exp(x246 - mn343), x246 != -bitcast<f32>(inf_bits));
+        let p348: f32 = select(0.0f, exp(x253 - mn343), x253 != -bitcast<f32>(inf_bits));
+        l34 = fma(l34, alpha344, p345 + p346 + (p347 + p348));
+        m30 = mn343;
+        acc38 = acc38 * alpha344;
+        acc39 = acc39 * alpha344;
+        acc40 = acc40 * alpha344;
+        acc41 = acc41 * alpha344;
+        let bm349: f32 = max(max(x260, x267), max(x274, x281));
+        warp1[lid.x] = bm349;
         workgroupBarrier();
         if ((lid.x & 15u) < 8u) {
             warp1[lid.x] = max(warp1[lid.x], warp1[lid.x + 8u]);
@@ -654,49 +710,21 @@ fn masked_0_attention(
             warp1[lid.x] = max(warp1[lid.x], warp1[lid.x + 1u]);
         }
         workgroupBarrier();
-        let bm294: f32 = warp1[lid.x - (lid.x & 15u)];
-        let mn295: f32 = max(m31, bm294);
-        let alpha296: f32 = select(select(exp(m31 - mn295), 0.0f, m31 == -bitcast<f32>(inf_bits)), 1.0f, m31 == mn295);
-        let p297: f32 = select(0.0f, exp(x268 - mn295), x268 != -bitcast<f32>(inf_bits));
-        let p298: f32 = select(0.0f, exp(x275 - mn295), x275 != -bitcast<f32>(inf_bits));
-        let p299: f32 = select(0.0f, exp(x282 - mn295), x282 != -bitcast<f32>(inf_bits));
-        let p300: f32 = select(0.0f, exp(x289 - mn295), x289 != -bitcast<f32>(inf_bits));
-        l35 = fma(l35, alpha296, p297 + p298 + (p299 + p300));
-        m31 = mn295;
-        acc42 = acc42 * alpha296;
-        acc43 = acc43 * alpha296;
-        acc44 = acc44 * alpha296;
-        acc45 = acc45 * alpha296;
-        var x304: f32 = -bitcast<f32>(inf_bits);
-        if (rok25 && kv225) {
-            let i305: u32 = row8 * u.T + key221;
-            let v306: bool = keep[i305] != 0u;
-            let v307: f32 = select(-1e+30f, s63, v306);
-            x304 = v307;
-        }
-        var x311: f32 = -bitcast<f32>(inf_bits);
-        if (rok25 && kv226) {
-            let i312: u32 = row8 * u.T + key222;
-            let v313: bool = keep[i312] != 0u;
-            let v314: f32 = select(-1e+30f, s64, v313);
-            x311 = v314;
-        }
-        var x318: f32 = -bitcast<f32>(inf_bits);
-        if (rok25 && kv227) {
-            let i319: u32 = row8 * u.T + key223;
-            let v320: bool = keep[i319] != 0u;
-            let v321: f32 = select(-1e+30f, s65, v320);
-            x318 = v321;
-        }
-        var x325: f32 = -bitcast<f32>(inf_bits);
-        if (rok25 && kv228) {
-            let i326: u32 = row8 * u.T + key224;
-            let v327: bool = keep[i326] != 0u;
-            let v328: f32 = select(-1e+30f, s66, v327);
-            x325 = v328;
-        }
-        let bm329: f32 = max(max(x304, x311), max(x318, x325));
-        warp0[lid.x] = bm329;
+        let bm350: f32 = warp1[lid.x - (lid.x & 15u)];
+        let mn351: f32 = max(m31, bm350);
+        let alpha352: f32 = select(select(exp(m31 - mn351), 0.0f, m31 == -bitcast<f32>(inf_bits)), 1.0f, m31 == mn351);
+        let p353: f32 = select(0.0f, exp(x260 - mn351), x260 != -bitcast<f32>(inf_bits));
+        let p354: f32 = select(0.0f, exp(x267 - mn351), x267 != -bitcast<f32>(inf_bits));
+        let p355: f32 = select(0.0f, exp(x274 - mn351), x274 != -bitcast<f32>(inf_bits));
+        let p356: f32 = select(0.0f, exp(x281 - mn351), x281 != -bitcast<f32>(inf_bits));
+        l35 = fma(l35, alpha352, p353 + p354 + (p355 + p356));
+        m31 = mn351;
+        acc42 = acc42 * alpha352;
+        acc43 = acc43 * alpha352;
+        acc44 = acc44 * alpha352;
+        acc45 = acc45 * alpha352;
+        let bm357: f32 = max(max(x288, x295), max(x302, x309));
+        warp0[lid.x] = bm357;
         workgroupBarrier();
         if ((lid.x & 15u) < 8u) {
             warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 8u]);
@@ -714,48 +742,20 @@ fn masked_0_attention(
             warp0[lid.x] = max(warp0[lid.x], warp0[lid.x + 1u]);
         }
         workgroupBarrier();
-        let bm330: f32 = warp0[lid.x - (lid.x & 15u)];
-        let mn331: f32 = max(m32, bm330);
-        let alpha332: f32 = select(select(exp(m32 - mn331), 0.0f, m32 == -bitcast<f32>(inf_bits)), 1.0f, m32 == mn331);
-        let p333: f32 = select(0.0f, exp(x304 - mn331), x304 != -bitcast<f32>(inf_bits));
-        let p334: f32 = select(0.0f, exp(x311 - mn331), x311 != -bitcast<f32>(inf_bits));
-        let p335: f32 = select(0.0f, exp(x318 - mn331), x318 != -bitcast<f32>(inf_bits));
-        let p336: f32 = select(0.0f, exp(x325 - mn331), x325 != -bitcast<f32>(inf_bits));
-        l36 = fma(l36, alpha332, p333 + p334 + (p335 + p336));
-        m32 = mn331;
-        acc46 = acc46 * alpha332;
-        acc47 = acc47 * alpha332;
-        acc48 = acc48 * alpha332;
-        acc49 = acc49 * alpha332;
-        var x340: f32 = -bitcast<f32>(inf_bits);
-        if (rok26 && kv225) {
-            let i341: u32 = row9 * u.T + key221;
-            let v342: bool = keep[i341] != 0u;
-            let v343: f32 = select(-1e+30f, s67, v342);
-            x340 = v343;
-        }
-        var x347: f32 = -bitcast<f32>(inf_bits);
-        if (rok26 && kv226) {
-            let i348: u32 = row9 * u.T + key222;
-            let v349: bool = keep[i348] != 0u;
-            let v350: f32 = select(-1e+30f, s68, v349);
-            x347 = v350;
-        }
-        var x354: f32 = -bitcast<f32>(inf_bits);
-        if (rok26 && kv227) {
-            let i355: u32 = row9 * u.T + key223;
-            let v356: bool = keep[i355] != 0u;
-            let v357: f32 = select(-1e+30f, s69, v356);
-            x354 = v357;
-        }
-        var x361: f32 = -bitcast<f32>(inf_bits);
-        if (rok26 && kv228) {
-            let i362: u32 = row9 * u.T + key224;
-            let v363: bool = keep[i362] != 0u;
-            let v364: f32 = select(-1e+30f, s70, v363);
-            x361 = v364;
-        }
-        let bm365: f32 = max(max(x340, x347), max(x354, x361));
+        let bm358: f32 = warp0[lid.x - (lid.x & 15u)];
+        let mn359: f32 = max(m32, bm358);
+        let alpha360: f32 = select(select(exp(m32 - mn359), 0.0f, m32 == -bitcast<f32>(inf_bits)), 1.0f, m32 == mn359);
+        let p361: f32 = select(0.0f, exp(x288 - mn359), x288 != -bitcast<f32>(inf_bits));
+        let p362: f32 = select(0.0f, exp(x295 - mn359), x295 != -bitcast<f32>(inf_bits));
+        let p363: f32 = select(0.0f, exp(x302 - mn359), x302 != -bitcast<f32>(inf_bits));
+        let p364: f32 = select(0.0f, exp(x309 - mn359), x309 != -bitcast<f32>(inf_bits));
+        l36 = fma(l36, alpha360, p361 + p362 + (p363 + p364));
+        m32 = mn359;
+        acc46 = acc46 * alpha360;
+        acc47 = acc47 * alpha360;
+        acc48 = acc48 * alpha360;
+        acc49 = acc49 * alpha360;
+        let bm365: f32 = max(max(x316, x323), max(x330, x337));
         warp1[lid.x] = bm365;
         workgroupBarrier();
         if ((lid.x & 15u) < 8u) {
@@ -777,10 +777,10 @@ fn masked_0_attention(
         let bm366: f32 = warp1[lid.x - (lid.x & 15u)];
         let mn367: f32 = max(m33, bm366);
         let alpha368: f32 = select(select(exp(m33 - mn367), 0.0f, m33 == -bitcast<f32>(inf_bits)), 1.0f, m33 == mn367);
-        let p369: f32 = select(0.0f, exp(x340 - mn367), x340 != -bitcast<f32>(inf_bits));
-        let p370: f32 = select(0.0f, exp(x347 - mn367), x347 != -bitcast<f32>(inf_bits));
-        let p371: f32 = select(0.0f, exp(x354 - mn367), x354 != -bitcast<f32>(inf_bits));
-        let p372: f32 = select(0.0f, exp(x361 - mn367), x361 != -bitcast<f32>(inf_bits));
+        let p369: f32 = select(0.0f, exp(x316 - mn367), x316 != -bitcast<f32>(inf_bits));
+        let p370: f32 = select(0.0f, exp(x323 - mn367), x323 != -bitcast<f32>(inf_bits));
+        let p371: f32 = select(0.0f, exp(x330 - mn367), x330 != -bitcast<f32>(inf_bits));
+        let p372: f32 = select(0.0f, exp(x337 - mn367), x337 != -bitcast<f32>(inf_bits));
         l37 = fma(l37, alpha368, p369 + p370 + (p371 + p372));
         m33 = mn367;
         acc50 = acc50 * alpha368;
@@ -789,21 +789,21 @@ fn masked_0_attention(
         acc53 = acc53 * alpha368;
         let part373: u32 = lx2 >> 2u;
         if (part373 == 0u) {
-            p_tile[cx5 * 64u + ry4] = p261;
-            p_tile[cx5 * 64u + (ry4 + 1u)] = p297;
-            p_tile[cx5 * 64u + (ry4 + 2u)] = p333;
+            p_tile[cx5 * 64u + ry4] = p345;
+            p_tile[cx5 * 64u + (ry4 + 1u)] = p353;
+            p_tile[cx5 * 64u + (ry4 + 2u)] = p361;
             p_tile[cx5 * 64u + (ry4 + 3u)] = p369;
-            p_tile[(cx5 + 1u) * 64u + ry4] = p262;
-            p_tile[(cx5 + 1u) * 64u + (ry4 + 1u)] = p298;
-            p_tile[(cx5 + 1u) * 64u + (ry4 + 2u)] = p334;
+            p_tile[(cx5 + 1u) * 64u + ry4] = p346;
+            p_tile[(cx5 + 1u) * 64u + (ry4 + 1u)] = p354;
+            p_tile[(cx5 + 1u) * 64u + (ry4 + 2u)] = p362;
             p_tile[(cx5 + 1u) * 64u + (ry4 + 3u)] = p370;
-            p_tile[(cx5 + 2u) * 64u + ry4] = p263;
-            p_tile[(cx5 + 2u) * 64u + (ry4 + 1u)] = p299;
-            p_tile[(cx5 + 2u) * 64u + (ry4 + 2u)] = p335;
+            p_tile[(cx5 + 2u) * 64u + ry4] = p347;
+            p_tile[(cx5 + 2u) * 64u + (ry4 + 1u)] = p355;
+            p_tile[(cx5 + 2u) * 64u + (ry4 + 2u)] = p363;
             p_tile[(cx5 + 2u) * 64u + (ry4 + 3u)] = p371;
-            p_tile[(cx5 + 3u) * 64u + ry4] = p264;
-            p_tile[(cx5 + 3u) * 64u + (ry4 + 1u)] = p300;
-            p_tile[(cx5 + 3u) * 64u + (ry4 + 2u)] = p336;
+            p_tile[(cx5 + 3u) * 64u + ry4] = p348;
+            p_tile[(cx5 + 3u) * 64u + (ry4 + 1u)] = p356;
+            p_tile[(cx5 + 3u) * 64u + (ry4 + 2u)] = p364;
             p_tile[(cx5 + 3u) * 64u + (ry4 + 3u)] = p372;
         }
         let vkey374: u32 = n0_54 + vk28;
@@ -1221,21 +1221,21 @@ fn masked_0_attention(
         acc53 = fma(p509, v513, acc53);
         workgroupBarrier();
         if (part373 == 1u) {
-            p_tile[(cx5 - 16u) * 64u + ry4] = p261;
-            p_tile[(cx5 - 16u) * 64u + (ry4 + 1u)] = p297;
-            p_tile[(cx5 - 16u) * 64u + (ry4 + 2u)] = p333;
+            p_tile[(cx5 - 16u) * 64u + ry4] = p345;
+            p_tile[(cx5 - 16u) * 64u + (ry4 + 1u)] = p353;
+            p_tile[(cx5 - 16u) * 64u + (ry4 + 2u)] = p361;
             p_tile[(cx5 - 16u) * 64u + (ry4 + 3u)] = p369;
-            p_tile[(cx5 + 1u - 16u) * 64u + ry4] = p262;
-            p_tile[(cx5 + 1u - 16u) * 64u + (ry4 + 1u)] = p298;
-            p_tile[(cx5 + 1u - 16u) * 64u + (ry4 + 2u)] = p334;
+            p_tile[(cx5 + 1u - 16u) * 64u + ry4] = p346;
+            p_tile[(cx5 + 1u - 16u) * 64u + (ry4 + 1u)] = p354;
+            p_tile[(cx5 + 1u - 16u) * 64u + (ry4 + 2u)] = p362;
             p_tile[(cx5 + 1u - 16u) * 64u + (ry4 + 3u)] = p370;
-            p_tile[(cx5 + 2u - 16u) * 64u + ry4] = p263;
-            p_tile[(cx5 + 2u - 16u) * 64u + (ry4 + 1u)] = p299;
-            p_tile[(cx5 + 2u - 16u) * 64u + (ry4 + 2u)] = p335;
+            p_tile[(cx5 + 2u - 16u) * 64u + ry4] = p347;
+            p_tile[(cx5 + 2u - 16u) * 64u + (ry4 + 1u)] = p355;
+            p_tile[(cx5 + 2u - 16u) * 64u + (ry4 + 2u)] = p363;
             p_tile[(cx5 + 2u - 16u) * 64u + (ry4 + 3u)] = p371;
-            p_tile[(cx5 + 3u - 16u) * 64u + ry4] = p264;
-            p_tile[(cx5 + 3u - 16u) * 64u + (ry4 + 1u)] = p300;
-            p_tile[(cx5 + 3u - 16u) * 64u + (ry4 + 2u)] = p336;
+            p_tile[(cx5 + 3u - 16u) * 64u + ry4] = p348;
+            p_tile[(cx5 + 3u - 16u) * 64u + (ry4 + 1u)] = p356;
+            p_tile[(cx5 + 3u - 16u) * 64u + (ry4 + 2u)] = p364;
             p_tile[(cx5 + 3u - 16u) * 64u + (ry4 + 3u)] = p372;
         }
         let vkey514: u32 = n0_54 + (vk28 + 16u);
@@ -1653,21 +1653,21 @@ fn masked_0_attention(
         acc53 = fma(p649, v653, acc53);
         workgroupBarrier();
         if (part373 == 2u) {
-            p_tile[(cx5 - 32u) * 64u + ry4] = p261;
-            p_tile[(cx5 - 32u) * 64u + (ry4 + 1u)] = p297;
-            p_tile[(cx5 - 32u) * 64u + (ry4 + 2u)] = p333;
+            p_tile[(cx5 - 32u) * 64u + ry4] = p345;
+            p_tile[(cx5 - 32u) * 64u + (ry4 + 1u)] = p353;
+            p_tile[(cx5 - 32u) * 64u + (ry4 + 2u)] = p361;
             p_tile[(cx5 - 32u) * 64u + (ry4 + 3u)] = p369;
-            p_tile[(cx5 + 1u - 32u) * 64u + ry4] = p262;
-            p_tile[(cx5 + 1u - 32u) * 64u + (ry4 + 1u)] = p298;
-            p_tile[(cx5 + 1u - 32u) * 64u + (ry4 + 2u)] = p334;
+            p_tile[(cx5 + 1u - 32u) * 64u + ry4] = p346;
+            p_tile[(cx5 + 1u - 32u) * 64u + (ry4 + 1u)] = p354;
+            p_tile[(cx5 + 1u - 32u) * 64u + (ry4 + 2u)] = p362;
             p_tile[(cx5 + 1u - 32u) * 64u + (ry4 + 3u)] = p370;
-            p_tile[(cx5 + 2u - 32u) * 64u + ry4] = p263;
-            p_tile[(cx5 + 2u - 32u) * 64u + (ry4 + 1u)] = p299;
-            p_tile[(cx5 + 2u - 32u) * 64u + (ry4 + 2u)] = p335;
+            p_tile[(cx5 + 2u - 32u) * 64u + ry4] = p347;
+            p_tile[(cx5 + 2u - 32u) * 64u + (ry4 + 1u)] = p355;
+            p_tile[(cx5 + 2u - 32u) * 64u + (ry4 + 2u)] = p363;
             p_tile[(cx5 + 2u - 32u) * 64u + (ry4 + 3u)] = p371;
-            p_tile[(cx5 + 3u - 32u) * 64u + ry4] = p264;
-            p_tile[(cx5 + 3u - 32u) * 64u + (ry4 + 1u)] = p300;
-            p_tile[(cx5 + 3u - 32u) * 64u + (ry4 + 2u)] = p336;
+            p_tile[(cx5 + 3u - 32u) * 64u + ry4] = p348;
+            p_tile[(cx5 + 3u - 32u) * 64u + (ry4 + 1u)] = p356;
+            p_tile[(cx5 + 3u - 32u) * 64u + (ry4 + 2u)] = p364;
             p_tile[(cx5 + 3u - 32u) * 64u + (ry4 + 3u)] = p372;
         }
         let vkey654: u32 = n0_54 + (vk28 + 32u);
@@ -2085,21 +2085,21 @@ fn masked_0_attention(
         acc53 = fma(p789, v793, acc53);
         workgroupBarrier();
         if (part373 == 3u) {
-            p_tile[(cx5 - 48u) * 64u + ry4] = p261;
-            p_tile[(cx5 - 48u) * 64u + (ry4 + 1u)] = p297;
-            p_tile[(cx5 - 48u) * 64u + (ry4 + 2u)] = p333;
+            p_tile[(cx5 - 48u) * 64u + ry4] = p345;
+            p_tile[(cx5 - 48u) * 64u + (ry4 + 1u)] = p353;
+            p_tile[(cx5 - 48u) * 64u + (ry4 + 2u)] = p361;
             p_tile[(cx5 - 48u) * 64u + (ry4 + 3u)] = p369;
-            p_tile[(cx5 + 1u - 48u) * 64u + ry4] = p262;
-            p_tile[(cx5 + 1u - 48u) * 64u + (ry4 + 1u)] = p298;
-            p_tile[(cx5 + 1u - 48u) * 64u + (ry4 + 2u)] = p334;
+            p_tile[(cx5 + 1u - 48u) * 64u + ry4] = p346;
+            p_tile[(cx5 + 1u - 48u) * 64u + (ry4 + 1u)] = p354;
+            p_tile[(cx5 + 1u - 48u) * 64u + (ry4 + 2u)] = p362;
             p_tile[(cx5 + 1u - 48u) * 64u + (ry4 + 3u)] = p370;
-            p_tile[(cx5 + 2u - 48u) * 64u + ry4] = p263;
-            p_tile[(cx5 + 2u - 48u) * 64u + (ry4 + 1u)] = p299;
-            p_tile[(cx5 + 2u - 48u) * 64u + (ry4 + 2u)] = p335;
+            p_tile[(cx5 + 2u - 48u) * 64u + ry4] = p347;
+            p_tile[(cx5 + 2u - 48u) * 64u + (ry4 + 1u)] = p355;
+            p_tile[(cx5 + 2u - 48u) * 64u + (ry4 + 2u)] = p363;
             p_tile[(cx5 + 2u - 48u) * 64u + (ry4 + 3u)] = p371;
-            p_tile[(cx5 + 3u - 48u) * 64u + ry4] = p264;
-            p_tile[(cx5 + 3u - 48u) * 64u + (ry4 + 1u)] = p300;
-            p_tile[(cx5 + 3u - 48u) * 64u + (ry4 + 2u)] = p336;
+            p_tile[(cx5 + 3u - 48u) * 64u + ry4] = p348;
+            p_tile[(cx5 + 3u - 48u) * 64u + (ry4 + 1u)] = p356;
+            p_tile[(cx5 + 3u - 48u) * 64u + (ry4 + 2u)] = p364;
             p_tile[(cx5 + 3u - 48u) * 64u + (ry4 + 3u)] = p372;
         }
         let vkey794: u32 = n0_54 + (vk28 + 48u);
