@@ -763,7 +763,7 @@ def _scores_softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, 
     threads combine them into the row's max m and sum l; the second pass stores
     exp(x - m) / l (log-softmax: x - m - log l) through the softmax's epilogue. A row of
     -inf shifts by 0, as the reference does (0 / 0: nan; -inf - log 0: nan). Workgroup
-    memory: 8 KiB (12 with WGSL's arrays for `WarpReduce`)."""
+    memory: 8 KiB (10 with the two arrays WGSL and SPIR-V take for `WarpReduce`)."""
     from mimir.codegen.reductions import softmax_input
 
     ev, body, plan = c.ev, c.body, c.plan
