@@ -764,7 +764,7 @@ def _scores_softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, 
     exp(x - m) / l (log-softmax: x - m - log l) through the softmax's epilogue. A row of
     -inf shifts by 0, as the reference does (0 / 0: nan; -inf - log 0: nan). Workgroup
     memory: 8 KiB (10 with the two arrays WGSL and SPIR-V take for `WarpReduce`)."""
-    from mimir.codegen.reductions import softmax_input
+    from mimir.codegen.reductions import _shift, rescaled, softmax_input
 
     ev, body, plan = c.ev, c.body, c.plan
     soft, first = plan.root, plan.scores
@@ -802,12 +802,10 @@ def _scores_softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, 
     for i in range(VEC):
         # the row's max over its 16 threads, and their sums rescaled to it and added
         row_max = body.let(WarpReduce("fmax", top[i], f32, ATT_SIDE), "m")
-        share = body.let(lw.bin_("*", sums[i], _rescale(top[i], row_max)), "l")
+        share = body.let(rescaled(top[i], sums[i], row_max), "l")
         total = body.let(WarpReduce("add", share, f32, ATT_SIDE), "l")
         totals.append(body.let(lw.call("mimir_log", total), "lse") if log else total)
-        # a row of -inf has nothing to subtract (the reference shifts by 0 then)
-        same = lw.bin_("==", row_max, inf)
-        shifts.append(body.let(lw.select(same, zero, row_max), "top"))
+        shifts.append(_shift(c, row_max))  # (0 for a row of -inf, as the reference)
     with body.for_("n0_", u32(0), scores.n_ir, u32(ATT_KEYS), unroll=False) as n0:
         xs, keys, valid = scores.block(n0, my_row, my_col)
         for i in range(VEC):

@@ -1752,6 +1752,13 @@ def _block_total(c: KernelContext, value: Expr, op: str, width: int, name: str) 
     return group_total(c.body, c.shared, value, op, width, f"${name}")
 
 
+def rescaled(pm: Expr, ps: Expr, top: Expr) -> Expr:
+    """A sum of exp(x - pm) as one of exp(x - top) (top >= pm): ps * exp(pm - top); ps
+    (nothing summed) where pm is -inf."""
+    scaled = lw.bin_("*", ps, lw.call("exp", lw.bin_("-", pm, top)))
+    return lw.select(lw.bin_("==", pm, lw.const(-lw.INF, "f32")), ps, scaled)
+
+
 def _shift(c: KernelContext, top: Expr) -> Expr:
     # A row of -inf has nothing to subtract (the reference shifts by 0 then).
     inf = lw.const(-lw.INF, "f32")
@@ -1945,10 +1952,6 @@ def _online(
     # Each thread's sum is rescaled to its warp's max, then summed over the warp; the warps'
     # (max, sum) pairs are combined the same way, in every thread.
     # A thread whose max is -inf saw only -inf and nan: its sum is 0, or nan to pass on.
-    def rescaled(pm: Expr, ps: Expr, top: Expr) -> Expr:
-        scaled = lw.bin_("*", ps, lw.call("exp", lw.bin_("-", pm, top)))
-        return lw.select(lw.bin_("==", pm, inf), ps, scaled)
-
     # `fmax`: m is never nan (a nan does not grow it; it makes s nan, which is passed on)
     wm = body.let(WarpReduce("fmax", m, "f32"), "warp_max")
     ws = body.let(WarpReduce("add", body.let(rescaled(m, s, wm)), "f32"), "warp_sum")

@@ -611,8 +611,6 @@ def _attention(
     constants too): a workgroup owns `kernels.ATT_COLS` of its columns and computes its
     rows' scores again for each such block, which for a wider v would cost more
     multiply-adds than the scores' round trip through memory saves."""
-    from mimir.codegen.reductions import softmax_input
-
     scratch = {b.name for b in buffers if b.role == "scratch"}
     by_node = {p.node: p for p in plans}
     products = ("matmul", "narrow")  # (v, or b, a parameter of at most 16 columns)
@@ -627,19 +625,11 @@ def _attention(
             continue
         if ev.node(soft)["spec"].name != "softmax":
             continue
-        x, axis = softmax_input(ev, soft)
-        x = ev.resolve(x)
-        first = by_node.get(x)
-        if first is None or first.kind not in products or first.root is None or first.also:
+        found = _scores_under(ev, g, by_node, soft, scratch, products)
+        if found is None or not set(middle.writes) <= scratch:
             continue
-        if first.folds or first.softmax is not None:
-            continue  # (a `narrow` launch that writes more than the scores)
-        if axis != len(ev.shape(x)) - 1 or not set(first.writes + middle.writes) <= scratch:
-            continue
-        # the softmax reads the scores' epilogue at the scores' own positions (no reshape)
-        if [sz.key(s) for s in ev.shape(x)] != [sz.key(s) for s in ev.shape(first.root)]:
-            continue
-        if not (_read_by(ev, g, x, soft) and _read_by(ev, g, soft, second.root)):
+        first, x = found
+        if not _read_by(ev, g, soft, second.root):
             continue
         operands = [*ev.node(first.root)["inputs"][:2], ev.node(second.root)["inputs"][1]]
         values = [*operands, first.root, x, soft, second.root]
@@ -660,6 +650,37 @@ def _attention(
         plans.remove(middle)
 
 
+def _scores_under(
+    ev: Any,
+    g: nx.DiGraph,
+    by_node: dict[int, Plan],
+    soft: int,
+    scratch: set[str],
+    products: tuple[str, ...],
+) -> tuple[Plan, int] | None:
+    """The launch of a product (of a kind in `products`) whose epilogue x the softmax
+    `soft` reads over its last axis, and x: when that launch computes the product alone
+    (no other result, no folds or softmax of a `narrow` launch's own) into scratch, and
+    only the softmax reads x, at the product's own positions (no reshape). The scores of
+    `_attention` and `_scores_softmax`, which compute them inside their own launch."""
+    from mimir.codegen.reductions import softmax_input
+
+    x, axis = softmax_input(ev, soft)
+    x = ev.resolve(x)
+    first = by_node.get(x)
+    if first is None or first.kind not in products or first.root is None or first.also:
+        return None
+    if first.folds or first.softmax is not None:
+        return None  # (a `narrow` launch that writes more than the scores)
+    if axis != len(ev.shape(x)) - 1 or not set(first.writes) <= scratch:
+        return None
+    if [sz.key(s) for s in ev.shape(x)] != [sz.key(s) for s in ev.shape(first.root)]:
+        return None
+    if not _read_by(ev, g, x, soft):
+        return None
+    return first, x
+
+
 def _scores_softmax(
     ev: Any,
     g: nx.DiGraph,
@@ -678,8 +699,6 @@ def _scores_softmax(
     `InOut` buffer is written, and the product contracts over at most
     `SCORES_CONTRACTION` proven values (a literal or a dim's `max`), where computing the
     scores again costs less than their round trip through memory."""
-    from mimir.codegen.reductions import softmax_input
-
     scratch = {b.name for b in buffers if b.role == "scratch"}
     in_place = {b.name for b in buffers if b.role == "inout"}
     by_node = {p.node: p for p in plans}
@@ -691,17 +710,10 @@ def _scores_softmax(
             continue
         if set(middle.writes) & in_place:
             continue
-        x, axis = softmax_input(ev, soft)
-        x = ev.resolve(x)
-        first = by_node.get(x)
-        if first is None or first.kind != "matmul" or first.root is None or first.also:
+        found = _scores_under(ev, g, by_node, soft, scratch, ("matmul",))
+        if found is None:
             continue
-        if axis != len(ev.shape(x)) - 1 or not set(first.writes) <= scratch:
-            continue
-        if [sz.key(s) for s in ev.shape(x)] != [sz.key(s) for s in ev.shape(first.root)]:
-            continue
-        if not _read_by(ev, g, x, soft):
-            continue
+        first, x = found
         operands = ev.node(first.root)["inputs"][:2]
         if any(ev.dtype(ev.resolve(n)) != float32 for n in [*operands, first.root, x, soft]):
             continue

@@ -587,19 +587,19 @@ kernel void scores_kept_0_scores_softmax(
         m27 = mn245;
     }
     const float m251 = mimir_simd_fmax_f32_16(m24);
-    const float l252 = l28 * (m24 == m251 ? 1.0f : (m24 == as_type<float>(0xff800000u) ? 0.0f : exp(m24 - m251)));
+    const float l252 = (m24 == as_type<float>(0xff800000u) ? l28 : l28 * exp(m24 - m251));
     const float l253 = mimir_simd_add_f32_16(l252);
     const float top254 = (m251 == as_type<float>(0xff800000u) ? 0.0f : m251);
     const float m255 = mimir_simd_fmax_f32_16(m25);
-    const float l256 = l29 * (m25 == m255 ? 1.0f : (m25 == as_type<float>(0xff800000u) ? 0.0f : exp(m25 - m255)));
+    const float l256 = (m25 == as_type<float>(0xff800000u) ? l29 : l29 * exp(m25 - m255));
     const float l257 = mimir_simd_add_f32_16(l256);
     const float top258 = (m255 == as_type<float>(0xff800000u) ? 0.0f : m255);
     const float m259 = mimir_simd_fmax_f32_16(m26);
-    const float l260 = l30 * (m26 == m259 ? 1.0f : (m26 == as_type<float>(0xff800000u) ? 0.0f : exp(m26 - m259)));
+    const float l260 = (m26 == as_type<float>(0xff800000u) ? l30 : l30 * exp(m26 - m259));
     const float l261 = mimir_simd_add_f32_16(l260);
     const float top262 = (m259 == as_type<float>(0xff800000u) ? 0.0f : m259);
     const float m263 = mimir_simd_fmax_f32_16(m27);
-    const float l264 = l31 * (m27 == m263 ? 1.0f : (m27 == as_type<float>(0xff800000u) ? 0.0f : exp(m27 - m263)));
+    const float l264 = (m27 == as_type<float>(0xff800000u) ? l31 : l31 * exp(m27 - m263));
     const float l265 = mimir_simd_add_f32_16(l264);
     const float top266 = (m263 == as_type<float>(0xff800000u) ? 0.0f : m263);
     for (uint n0_267 = 0u; n0_267 < u.T; n0_267 += 64u) {

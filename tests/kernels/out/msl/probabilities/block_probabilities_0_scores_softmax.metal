@@ -539,19 +539,19 @@ kernel void block_probabilities_0_scores_softmax(
         m19 = mn233;
     }
     const float m239 = mimir_simd_fmax_f32_16(m16);
-    const float l240 = l20 * (m16 == m239 ? 1.0f : (m16 == as_type<float>(0xff800000u) ? 0.0f : exp(m16 - m239)));
+    const float l240 = (m16 == as_type<float>(0xff800000u) ? l20 : l20 * exp(m16 - m239));
     const float l241 = mimir_simd_add_f32_16(l240);
     const float top242 = (m239 == as_type<float>(0xff800000u) ? 0.0f : m239);
     const float m243 = mimir_simd_fmax_f32_16(m17);
-    const float l244 = l21 * (m17 == m243 ? 1.0f : (m17 == as_type<float>(0xff800000u) ? 0.0f : exp(m17 - m243)));
+    const float l244 = (m17 == as_type<float>(0xff800000u) ? l21 : l21 * exp(m17 - m243));
     const float l245 = mimir_simd_add_f32_16(l244);
     const float top246 = (m243 == as_type<float>(0xff800000u) ? 0.0f : m243);
     const float m247 = mimir_simd_fmax_f32_16(m18);
-    const float l248 = l22 * (m18 == m247 ? 1.0f : (m18 == as_type<float>(0xff800000u) ? 0.0f : exp(m18 - m247)));
+    const float l248 = (m18 == as_type<float>(0xff800000u) ? l22 : l22 * exp(m18 - m247));
     const float l249 = mimir_simd_add_f32_16(l248);
     const float top250 = (m247 == as_type<float>(0xff800000u) ? 0.0f : m247);
     const float m251 = mimir_simd_fmax_f32_16(m19);
-    const float l252 = l23 * (m19 == m251 ? 1.0f : (m19 == as_type<float>(0xff800000u) ? 0.0f : exp(m19 - m251)));
+    const float l252 = (m19 == as_type<float>(0xff800000u) ? l23 : l23 * exp(m19 - m251));
     const float l253 = mimir_simd_add_f32_16(l252);
     const float top254 = (m251 == as_type<float>(0xff800000u) ? 0.0f : m251);
     for (uint n0_255 = 0u; n0_255 < u.R; n0_255 += 64u) {

@@ -662,19 +662,19 @@ kernel void causal_probabilities_0_scores_softmax(
         m27 = mn312;
     }
     const float m318 = mimir_simd_fmax_f32_16(m24);
-    const float l319 = l28 * (m24 == m318 ? 1.0f : (m24 == as_type<float>(0xff800000u) ? 0.0f : exp(m24 - m318)));
+    const float l319 = (m24 == as_type<float>(0xff800000u) ? l28 : l28 * exp(m24 - m318));
     const float l320 = mimir_simd_add_f32_16(l319);
     const float top321 = (m318 == as_type<float>(0xff800000u) ? 0.0f : m318);
     const float m322 = mimir_simd_fmax_f32_16(m25);
-    const float l323 = l29 * (m25 == m322 ? 1.0f : (m25 == as_type<float>(0xff800000u) ? 0.0f : exp(m25 - m322)));
+    const float l323 = (m25 == as_type<float>(0xff800000u) ? l29 : l29 * exp(m25 - m322));
     const float l324 = mimir_simd_add_f32_16(l323);
     const float top325 = (m322 == as_type<float>(0xff800000u) ? 0.0f : m322);
     const float m326 = mimir_simd_fmax_f32_16(m26);
-    const float l327 = l30 * (m26 == m326 ? 1.0f : (m26 == as_type<float>(0xff800000u) ? 0.0f : exp(m26 - m326)));
+    const float l327 = (m26 == as_type<float>(0xff800000u) ? l30 : l30 * exp(m26 - m326));
     const float l328 = mimir_simd_add_f32_16(l327);
     const float top329 = (m326 == as_type<float>(0xff800000u) ? 0.0f : m326);
     const float m330 = mimir_simd_fmax_f32_16(m27);
-    const float l331 = l31 * (m27 == m330 ? 1.0f : (m27 == as_type<float>(0xff800000u) ? 0.0f : exp(m27 - m330)));
+    const float l331 = (m27 == as_type<float>(0xff800000u) ? l31 : l31 * exp(m27 - m330));
     const float l332 = mimir_simd_add_f32_16(l331);
     const float top333 = (m330 == as_type<float>(0xff800000u) ? 0.0f : m330);
     for (uint n0_334 = 0u; n0_334 < u.T; n0_334 += 64u) {

@@ -638,19 +638,19 @@ kernel void head_probabilities_0_scores_softmax(
         m31 = mn268;
     }
     const float m274 = mimir_simd_fmax_f32_16(m28);
-    const float l275 = l32 * (m28 == m274 ? 1.0f : (m28 == as_type<float>(0xff800000u) ? 0.0f : exp(m28 - m274)));
+    const float l275 = (m28 == as_type<float>(0xff800000u) ? l32 : l32 * exp(m28 - m274));
     const float l276 = mimir_simd_add_f32_16(l275);
     const float top277 = (m274 == as_type<float>(0xff800000u) ? 0.0f : m274);
     const float m278 = mimir_simd_fmax_f32_16(m29);
-    const float l279 = l33 * (m29 == m278 ? 1.0f : (m29 == as_type<float>(0xff800000u) ? 0.0f : exp(m29 - m278)));
+    const float l279 = (m29 == as_type<float>(0xff800000u) ? l33 : l33 * exp(m29 - m278));
     const float l280 = mimir_simd_add_f32_16(l279);
     const float top281 = (m278 == as_type<float>(0xff800000u) ? 0.0f : m278);
     const float m282 = mimir_simd_fmax_f32_16(m30);
-    const float l283 = l34 * (m30 == m282 ? 1.0f : (m30 == as_type<float>(0xff800000u) ? 0.0f : exp(m30 - m282)));
+    const float l283 = (m30 == as_type<float>(0xff800000u) ? l34 : l34 * exp(m30 - m282));
     const float l284 = mimir_simd_add_f32_16(l283);
     const float top285 = (m282 == as_type<float>(0xff800000u) ? 0.0f : m282);
     const float m286 = mimir_simd_fmax_f32_16(m31);
-    const float l287 = l35 * (m31 == m286 ? 1.0f : (m31 == as_type<float>(0xff800000u) ? 0.0f : exp(m31 - m286)));
+    const float l287 = (m31 == as_type<float>(0xff800000u) ? l35 : l35 * exp(m31 - m286));
     const float l288 = mimir_simd_add_f32_16(l287);
     const float top289 = (m286 == as_type<float>(0xff800000u) ? 0.0f : m286);
     for (uint n0_290 = 0u; n0_290 < u.T; n0_290 += 64u) {

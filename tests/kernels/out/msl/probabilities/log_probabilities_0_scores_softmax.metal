@@ -615,22 +615,22 @@ kernel void log_probabilities_0_scores_softmax(
         m27 = mn262;
     }
     const float m268 = mimir_simd_fmax_f32_16(m24);
-    const float l269 = l28 * (m24 == m268 ? 1.0f : (m24 == as_type<float>(0xff800000u) ? 0.0f : exp(m24 - m268)));
+    const float l269 = (m24 == as_type<float>(0xff800000u) ? l28 : l28 * exp(m24 - m268));
     const float l270 = mimir_simd_add_f32_16(l269);
     const float lse271 = mimir_log(l270);
     const float top272 = (m268 == as_type<float>(0xff800000u) ? 0.0f : m268);
     const float m273 = mimir_simd_fmax_f32_16(m25);
-    const float l274 = l29 * (m25 == m273 ? 1.0f : (m25 == as_type<float>(0xff800000u) ? 0.0f : exp(m25 - m273)));
+    const float l274 = (m25 == as_type<float>(0xff800000u) ? l29 : l29 * exp(m25 - m273));
     const float l275 = mimir_simd_add_f32_16(l274);
     const float lse276 = mimir_log(l275);
     const float top277 = (m273 == as_type<float>(0xff800000u) ? 0.0f : m273);
     const float m278 = mimir_simd_fmax_f32_16(m26);
-    const float l279 = l30 * (m26 == m278 ? 1.0f : (m26 == as_type<float>(0xff800000u) ? 0.0f : exp(m26 - m278)));
+    const float l279 = (m26 == as_type<float>(0xff800000u) ? l30 : l30 * exp(m26 - m278));
     const float l280 = mimir_simd_add_f32_16(l279);
     const float lse281 = mimir_log(l280);
     const float top282 = (m278 == as_type<float>(0xff800000u) ? 0.0f : m278);
     const float m283 = mimir_simd_fmax_f32_16(m27);
-    const float l284 = l31 * (m27 == m283 ? 1.0f : (m27 == as_type<float>(0xff800000u) ? 0.0f : exp(m27 - m283)));
+    const float l284 = (m27 == as_type<float>(0xff800000u) ? l31 : l31 * exp(m27 - m283));
     const float l285 = mimir_simd_add_f32_16(l284);
     const float lse286 = mimir_log(l285);
     const float top287 = (m283 == as_type<float>(0xff800000u) ? 0.0f : m283);

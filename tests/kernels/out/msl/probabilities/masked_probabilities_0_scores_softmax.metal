@@ -684,19 +684,19 @@ kernel void masked_probabilities_0_scores_softmax(
         m27 = mn341;
     }
     const float m347 = mimir_simd_fmax_f32_16(m24);
-    const float l348 = l28 * (m24 == m347 ? 1.0f : (m24 == as_type<float>(0xff800000u) ? 0.0f : exp(m24 - m347)));
+    const float l348 = (m24 == as_type<float>(0xff800000u) ? l28 : l28 * exp(m24 - m347));
     const float l349 = mimir_simd_add_f32_16(l348);
     const float top350 = (m347 == as_type<float>(0xff800000u) ? 0.0f : m347);
     const float m351 = mimir_simd_fmax_f32_16(m25);
-    const float l352 = l29 * (m25 == m351 ? 1.0f : (m25 == as_type<float>(0xff800000u) ? 0.0f : exp(m25 - m351)));
+    const float l352 = (m25 == as_type<float>(0xff800000u) ? l29 : l29 * exp(m25 - m351));
     const float l353 = mimir_simd_add_f32_16(l352);
     const float top354 = (m351 == as_type<float>(0xff800000u) ? 0.0f : m351);
     const float m355 = mimir_simd_fmax_f32_16(m26);
-    const float l356 = l30 * (m26 == m355 ? 1.0f : (m26 == as_type<float>(0xff800000u) ? 0.0f : exp(m26 - m355)));
+    const float l356 = (m26 == as_type<float>(0xff800000u) ? l30 : l30 * exp(m26 - m355));
     const float l357 = mimir_simd_add_f32_16(l356);
     const float top358 = (m355 == as_type<float>(0xff800000u) ? 0.0f : m355);
     const float m359 = mimir_simd_fmax_f32_16(m27);
-    const float l360 = l31 * (m27 == m359 ? 1.0f : (m27 == as_type<float>(0xff800000u) ? 0.0f : exp(m27 - m359)));
+    const float l360 = (m27 == as_type<float>(0xff800000u) ? l31 : l31 * exp(m27 - m359));
     const float l361 = mimir_simd_add_f32_16(l360);
     const float top362 = (m359 == as_type<float>(0xff800000u) ? 0.0f : m359);
     for (uint n0_363 = 0u; n0_363 < u.T; n0_363 += 64u) {

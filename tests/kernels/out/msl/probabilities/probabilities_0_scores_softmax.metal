@@ -606,19 +606,19 @@ kernel void probabilities_0_scores_softmax(
         m27 = mn262;
     }
     const float m268 = mimir_simd_fmax_f32_16(m24);
-    const float l269 = l28 * (m24 == m268 ? 1.0f : (m24 == as_type<float>(0xff800000u) ? 0.0f : exp(m24 - m268)));
+    const float l269 = (m24 == as_type<float>(0xff800000u) ? l28 : l28 * exp(m24 - m268));
     const float l270 = mimir_simd_add_f32_16(l269);
     const float top271 = (m268 == as_type<float>(0xff800000u) ? 0.0f : m268);
     const float m272 = mimir_simd_fmax_f32_16(m25);
-    const float l273 = l29 * (m25 == m272 ? 1.0f : (m25 == as_type<float>(0xff800000u) ? 0.0f : exp(m25 - m272)));
+    const float l273 = (m25 == as_type<float>(0xff800000u) ? l29 : l29 * exp(m25 - m272));
     const float l274 = mimir_simd_add_f32_16(l273);
     const float top275 = (m272 == as_type<float>(0xff800000u) ? 0.0f : m272);
     const float m276 = mimir_simd_fmax_f32_16(m26);
-    const float l277 = l30 * (m26 == m276 ? 1.0f : (m26 == as_type<float>(0xff800000u) ? 0.0f : exp(m26 - m276)));
+    const float l277 = (m26 == as_type<float>(0xff800000u) ? l30 : l30 * exp(m26 - m276));
     const float l278 = mimir_simd_add_f32_16(l277);
     const float top279 = (m276 == as_type<float>(0xff800000u) ? 0.0f : m276);
     const float m280 = mimir_simd_fmax_f32_16(m27);
-    const float l281 = l31 * (m27 == m280 ? 1.0f : (m27 == as_type<float>(0xff800000u) ? 0.0f : exp(m27 - m280)));
+    const float l281 = (m27 == as_type<float>(0xff800000u) ? l31 : l31 * exp(m27 - m280));
     const float l282 = mimir_simd_add_f32_16(l281);
     const float top283 = (m280 == as_type<float>(0xff800000u) ? 0.0f : m280);
     for (uint n0_284 = 0u; n0_284 < u.T; n0_284 += 64u) {

@@ -604,19 +604,19 @@ kernel void probabilities_tf32_0_scores_softmax(
         m27 = mn261;
     }
     const float m267 = mimir_simd_fmax_f32_16(m24);
-    const float l268 = l28 * (m24 == m267 ? 1.0f : (m24 == as_type<float>(0xff800000u) ? 0.0f : exp(m24 - m267)));
+    const float l268 = (m24 == as_type<float>(0xff800000u) ? l28 : l28 * exp(m24 - m267));
     const float l269 = mimir_simd_add_f32_16(l268);
     const float top270 = (m267 == as_type<float>(0xff800000u) ? 0.0f : m267);
     const float m271 = mimir_simd_fmax_f32_16(m25);
-    const float l272 = l29 * (m25 == m271 ? 1.0f : (m25 == as_type<float>(0xff800000u) ? 0.0f : exp(m25 - m271)));
+    const float l272 = (m25 == as_type<float>(0xff800000u) ? l29 : l29 * exp(m25 - m271));
     const float l273 = mimir_simd_add_f32_16(l272);
     const float top274 = (m271 == as_type<float>(0xff800000u) ? 0.0f : m271);
     const float m275 = mimir_simd_fmax_f32_16(m26);
-    const float l276 = l30 * (m26 == m275 ? 1.0f : (m26 == as_type<float>(0xff800000u) ? 0.0f : exp(m26 - m275)));
+    const float l276 = (m26 == as_type<float>(0xff800000u) ? l30 : l30 * exp(m26 - m275));
     const float l277 = mimir_simd_add_f32_16(l276);
     const float top278 = (m275 == as_type<float>(0xff800000u) ? 0.0f : m275);
     const float m279 = mimir_simd_fmax_f32_16(m27);
-    const float l280 = l31 * (m27 == m279 ? 1.0f : (m27 == as_type<float>(0xff800000u) ? 0.0f : exp(m27 - m279)));
+    const float l280 = (m27 == as_type<float>(0xff800000u) ? l31 : l31 * exp(m27 - m279));
     const float l281 = mimir_simd_add_f32_16(l280);
     const float top282 = (m279 == as_type<float>(0xff800000u) ? 0.0f : m279);
     for (uint n0_283 = 0u; n0_283 < u.N; n0_283 += 64u) {

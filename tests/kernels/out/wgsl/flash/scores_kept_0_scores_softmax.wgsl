@@ -592,7 +592,7 @@ fn scores_kept_0_scores_softmax(
     }
     workgroupBarrier();
     let m251: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l252: f32 = l28 * select(select(exp(m24 - m251), 0.0f, m24 == -bitcast<f32>(inf_bits)), 1.0f, m24 == m251);
+    let l252: f32 = select(l28 * exp(m24 - m251), l28, m24 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l252;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {
@@ -632,7 +632,7 @@ fn scores_kept_0_scores_softmax(
     }
     workgroupBarrier();
     let m255: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l256: f32 = l29 * select(select(exp(m25 - m255), 0.0f, m25 == -bitcast<f32>(inf_bits)), 1.0f, m25 == m255);
+    let l256: f32 = select(l29 * exp(m25 - m255), l29, m25 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l256;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {
@@ -672,7 +672,7 @@ fn scores_kept_0_scores_softmax(
     }
     workgroupBarrier();
     let m259: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l260: f32 = l30 * select(select(exp(m26 - m259), 0.0f, m26 == -bitcast<f32>(inf_bits)), 1.0f, m26 == m259);
+    let l260: f32 = select(l30 * exp(m26 - m259), l30, m26 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l260;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {
@@ -712,7 +712,7 @@ fn scores_kept_0_scores_softmax(
     }
     workgroupBarrier();
     let m263: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l264: f32 = l31 * select(select(exp(m27 - m263), 0.0f, m27 == -bitcast<f32>(inf_bits)), 1.0f, m27 == m263);
+    let l264: f32 = select(l31 * exp(m27 - m263), l31, m27 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l264;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {

@@ -544,7 +544,7 @@ fn block_probabilities_0_scores_softmax(
     }
     workgroupBarrier();
     let m239: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l240: f32 = l20 * select(select(exp(m16 - m239), 0.0f, m16 == -bitcast<f32>(inf_bits)), 1.0f, m16 == m239);
+    let l240: f32 = select(l20 * exp(m16 - m239), l20, m16 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l240;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {
@@ -584,7 +584,7 @@ fn block_probabilities_0_scores_softmax(
     }
     workgroupBarrier();
     let m243: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l244: f32 = l21 * select(select(exp(m17 - m243), 0.0f, m17 == -bitcast<f32>(inf_bits)), 1.0f, m17 == m243);
+    let l244: f32 = select(l21 * exp(m17 - m243), l21, m17 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l244;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {
@@ -624,7 +624,7 @@ fn block_probabilities_0_scores_softmax(
     }
     workgroupBarrier();
     let m247: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l248: f32 = l22 * select(select(exp(m18 - m247), 0.0f, m18 == -bitcast<f32>(inf_bits)), 1.0f, m18 == m247);
+    let l248: f32 = select(l22 * exp(m18 - m247), l22, m18 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l248;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {
@@ -664,7 +664,7 @@ fn block_probabilities_0_scores_softmax(
     }
     workgroupBarrier();
     let m251: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l252: f32 = l23 * select(select(exp(m19 - m251), 0.0f, m19 == -bitcast<f32>(inf_bits)), 1.0f, m19 == m251);
+    let l252: f32 = select(l23 * exp(m19 - m251), l23, m19 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l252;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {

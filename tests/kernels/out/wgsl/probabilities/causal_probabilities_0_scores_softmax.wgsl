@@ -668,7 +668,7 @@ fn causal_probabilities_0_scores_softmax(
     }
     workgroupBarrier();
     let m318: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l319: f32 = l28 * select(select(exp(m24 - m318), 0.0f, m24 == -bitcast<f32>(inf_bits)), 1.0f, m24 == m318);
+    let l319: f32 = select(l28 * exp(m24 - m318), l28, m24 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l319;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {
@@ -708,7 +708,7 @@ fn causal_probabilities_0_scores_softmax(
     }
     workgroupBarrier();
     let m322: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l323: f32 = l29 * select(select(exp(m25 - m322), 0.0f, m25 == -bitcast<f32>(inf_bits)), 1.0f, m25 == m322);
+    let l323: f32 = select(l29 * exp(m25 - m322), l29, m25 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l323;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {
@@ -748,7 +748,7 @@ fn causal_probabilities_0_scores_softmax(
     }
     workgroupBarrier();
     let m326: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l327: f32 = l30 * select(select(exp(m26 - m326), 0.0f, m26 == -bitcast<f32>(inf_bits)), 1.0f, m26 == m326);
+    let l327: f32 = select(l30 * exp(m26 - m326), l30, m26 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l327;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {
@@ -788,7 +788,7 @@ fn causal_probabilities_0_scores_softmax(
     }
     workgroupBarrier();
     let m330: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l331: f32 = l31 * select(select(exp(m27 - m330), 0.0f, m27 == -bitcast<f32>(inf_bits)), 1.0f, m27 == m330);
+    let l331: f32 = select(l31 * exp(m27 - m330), l31, m27 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l331;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {

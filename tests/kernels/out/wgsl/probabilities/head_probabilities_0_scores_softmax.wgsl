@@ -644,7 +644,7 @@ fn head_probabilities_0_scores_softmax(
     }
     workgroupBarrier();
     let m274: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l275: f32 = l32 * select(select(exp(m28 - m274), 0.0f, m28 == -bitcast<f32>(inf_bits)), 1.0f, m28 == m274);
+    let l275: f32 = select(l32 * exp(m28 - m274), l32, m28 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l275;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {
@@ -684,7 +684,7 @@ fn head_probabilities_0_scores_softmax(
     }
     workgroupBarrier();
     let m278: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l279: f32 = l33 * select(select(exp(m29 - m278), 0.0f, m29 == -bitcast<f32>(inf_bits)), 1.0f, m29 == m278);
+    let l279: f32 = select(l33 * exp(m29 - m278), l33, m29 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l279;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {
@@ -724,7 +724,7 @@ fn head_probabilities_0_scores_softmax(
     }
     workgroupBarrier();
     let m282: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l283: f32 = l34 * select(select(exp(m30 - m282), 0.0f, m30 == -bitcast<f32>(inf_bits)), 1.0f, m30 == m282);
+    let l283: f32 = select(l34 * exp(m30 - m282), l34, m30 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l283;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {
@@ -764,7 +764,7 @@ fn head_probabilities_0_scores_softmax(
     }
     workgroupBarrier();
     let m286: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l287: f32 = l35 * select(select(exp(m31 - m286), 0.0f, m31 == -bitcast<f32>(inf_bits)), 1.0f, m31 == m286);
+    let l287: f32 = select(l35 * exp(m31 - m286), l35, m31 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l287;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {

@@ -621,7 +621,7 @@ fn log_probabilities_0_scores_softmax(
     }
     workgroupBarrier();
     let m268: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l269: f32 = l28 * select(select(exp(m24 - m268), 0.0f, m24 == -bitcast<f32>(inf_bits)), 1.0f, m24 == m268);
+    let l269: f32 = select(l28 * exp(m24 - m268), l28, m24 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l269;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {
@@ -662,7 +662,7 @@ fn log_probabilities_0_scores_softmax(
     }
     workgroupBarrier();
     let m273: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l274: f32 = l29 * select(select(exp(m25 - m273), 0.0f, m25 == -bitcast<f32>(inf_bits)), 1.0f, m25 == m273);
+    let l274: f32 = select(l29 * exp(m25 - m273), l29, m25 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l274;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {
@@ -703,7 +703,7 @@ fn log_probabilities_0_scores_softmax(
     }
     workgroupBarrier();
     let m278: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l279: f32 = l30 * select(select(exp(m26 - m278), 0.0f, m26 == -bitcast<f32>(inf_bits)), 1.0f, m26 == m278);
+    let l279: f32 = select(l30 * exp(m26 - m278), l30, m26 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l279;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {
@@ -744,7 +744,7 @@ fn log_probabilities_0_scores_softmax(
     }
     workgroupBarrier();
     let m283: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l284: f32 = l31 * select(select(exp(m27 - m283), 0.0f, m27 == -bitcast<f32>(inf_bits)), 1.0f, m27 == m283);
+    let l284: f32 = select(l31 * exp(m27 - m283), l31, m27 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l284;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {

@@ -689,7 +689,7 @@ fn masked_probabilities_0_scores_softmax(
     }
     workgroupBarrier();
     let m347: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l348: f32 = l28 * select(select(exp(m24 - m347), 0.0f, m24 == -bitcast<f32>(inf_bits)), 1.0f, m24 == m347);
+    let l348: f32 = select(l28 * exp(m24 - m347), l28, m24 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l348;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {
@@ -729,7 +729,7 @@ fn masked_probabilities_0_scores_softmax(
     }
     workgroupBarrier();
     let m351: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l352: f32 = l29 * select(select(exp(m25 - m351), 0.0f, m25 == -bitcast<f32>(inf_bits)), 1.0f, m25 == m351);
+    let l352: f32 = select(l29 * exp(m25 - m351), l29, m25 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l352;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {
@@ -769,7 +769,7 @@ fn masked_probabilities_0_scores_softmax(
     }
     workgroupBarrier();
     let m355: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l356: f32 = l30 * select(select(exp(m26 - m355), 0.0f, m26 == -bitcast<f32>(inf_bits)), 1.0f, m26 == m355);
+    let l356: f32 = select(l30 * exp(m26 - m355), l30, m26 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l356;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {
@@ -809,7 +809,7 @@ fn masked_probabilities_0_scores_softmax(
     }
     workgroupBarrier();
     let m359: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l360: f32 = l31 * select(select(exp(m27 - m359), 0.0f, m27 == -bitcast<f32>(inf_bits)), 1.0f, m27 == m359);
+    let l360: f32 = select(l31 * exp(m27 - m359), l31, m27 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l360;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {

@@ -611,7 +611,7 @@ fn probabilities_0_scores_softmax(
     }
     workgroupBarrier();
     let m268: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l269: f32 = l28 * select(select(exp(m24 - m268), 0.0f, m24 == -bitcast<f32>(inf_bits)), 1.0f, m24 == m268);
+    let l269: f32 = select(l28 * exp(m24 - m268), l28, m24 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l269;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {
@@ -651,7 +651,7 @@ fn probabilities_0_scores_softmax(
     }
     workgroupBarrier();
     let m272: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l273: f32 = l29 * select(select(exp(m25 - m272), 0.0f, m25 == -bitcast<f32>(inf_bits)), 1.0f, m25 == m272);
+    let l273: f32 = select(l29 * exp(m25 - m272), l29, m25 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l273;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {
@@ -691,7 +691,7 @@ fn probabilities_0_scores_softmax(
     }
     workgroupBarrier();
     let m276: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l277: f32 = l30 * select(select(exp(m26 - m276), 0.0f, m26 == -bitcast<f32>(inf_bits)), 1.0f, m26 == m276);
+    let l277: f32 = select(l30 * exp(m26 - m276), l30, m26 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l277;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {
@@ -731,7 +731,7 @@ fn probabilities_0_scores_softmax(
     }
     workgroupBarrier();
     let m280: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l281: f32 = l31 * select(select(exp(m27 - m280), 0.0f, m27 == -bitcast<f32>(inf_bits)), 1.0f, m27 == m280);
+    let l281: f32 = select(l31 * exp(m27 - m280), l31, m27 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l281;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {

@@ -609,7 +609,7 @@ fn probabilities_tf32_0_scores_softmax(
     }
     workgroupBarrier();
     let m267: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l268: f32 = l28 * select(select(exp(m24 - m267), 0.0f, m24 == -bitcast<f32>(inf_bits)), 1.0f, m24 == m267);
+    let l268: f32 = select(l28 * exp(m24 - m267), l28, m24 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l268;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {
@@ -649,7 +649,7 @@ fn probabilities_tf32_0_scores_softmax(
     }
     workgroupBarrier();
     let m271: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l272: f32 = l29 * select(select(exp(m25 - m271), 0.0f, m25 == -bitcast<f32>(inf_bits)), 1.0f, m25 == m271);
+    let l272: f32 = select(l29 * exp(m25 - m271), l29, m25 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l272;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {
@@ -689,7 +689,7 @@ fn probabilities_tf32_0_scores_softmax(
     }
     workgroupBarrier();
     let m275: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l276: f32 = l30 * select(select(exp(m26 - m275), 0.0f, m26 == -bitcast<f32>(inf_bits)), 1.0f, m26 == m275);
+    let l276: f32 = select(l30 * exp(m26 - m275), l30, m26 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l276;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {
@@ -729,7 +729,7 @@ fn probabilities_tf32_0_scores_softmax(
     }
     workgroupBarrier();
     let m279: f32 = warp0[lid.x - (lid.x & 15u)];
-    let l280: f32 = l31 * select(select(exp(m27 - m279), 0.0f, m27 == -bitcast<f32>(inf_bits)), 1.0f, m27 == m279);
+    let l280: f32 = select(l31 * exp(m27 - m279), l31, m27 == -bitcast<f32>(inf_bits));
     warp1[lid.x] = l280;
     workgroupBarrier();
     if ((lid.x & 15u) < 8u) {
