@@ -44,6 +44,8 @@ class KernelContext:
         self.proofs: list[tuple[str, str]] = []
         # vector accesses and their proof: (buffer, "read" | "write", lanes, proof)
         self.vectorized: list[tuple[str, str, int, str]] = []
+        # work not done because the result is proven not to need it: (work, proof)
+        self.skipped: list[tuple[str, str]] = []
         # a thread-per-row `row` launch's group id and its rows' share of its whole
         # reduction (`Plan.total`, `reductions.whole_of_rows`)
         self.row_share: tuple[Expr, Any] | None = None

@@ -381,6 +381,8 @@ class Kernel:
     # the linear count of workgroups the body expects (`workgroups` folds it into x and
     # y, past it the body returns), where known: what `side_by_side` lays end to end
     groups: Any = None
+    # (the work not done, the proof the result does not need it), for the manifest
+    skipped: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def shared_bytes(self) -> int:
@@ -732,6 +734,7 @@ def legalise(kernel: Kernel) -> Kernel:
         kernel.proofs,
         kernel.vectorized,
         kernel.groups,
+        kernel.skipped,
     )
 
 

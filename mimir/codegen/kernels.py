@@ -470,6 +470,133 @@ ATT_PART = 16  # the keys of a block whose p goes through workgroup memory at on
 ATT_SIDE = 16  # threads per side: thread t is row group t / 16, column group t % 16
 
 
+# a fill at or below this makes a masked score's exp(fill - max) 0 for any row whose max
+# is above it (at this magnitude the next float32 up is 7.6e22 higher)
+CAUSAL_FILL = -1e30
+_COMPARISONS = {
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+}
+# `op(i, j)` of a row position i and a key position j: the largest j - i it keeps
+_KEPT_REACH = {">=": 0, "<=": None, ">": -1, "<": None}
+
+
+def _float_literal(ev: Any, n: int) -> float | None:
+    """A literal number (`-1e30`, `0.0`), or None."""
+    node = ev.node(ev.resolve(n))
+    if node["kind"] == "const" and isinstance(node.get("value"), (int, float)):
+        return float(node["value"])
+    if node["kind"] == "unop" and node["symbol"] == "-":
+        inner = _float_literal(ev, node["inputs"][0])
+        return None if inner is None else -inner
+    return None
+
+
+def _positions(ev: Any, n: int, keys: list[Any]) -> str | None:
+    """'row' for `arange(n)[:, None]`, 'key' for `arange(n)[None, :]` (n the scores' rows,
+    or keys): a tensor whose value is its own position on one of the last two axes."""
+    node = ev.node(ev.resolve(n))
+    if node["kind"] != "subscript":
+        return None
+    source = ev.node(ev.resolve(node["inputs"][0]))
+    if source["kind"] != "call" or source["spec"].name != "arange":
+        return None
+    if source["keywords"] != ["n"]:
+        return None  # (a start or a step)
+    items = [item[0] for item in node["items"]]
+    full = ("slice", None, None)
+    shape = [sz.key(s) for s in ev.shape(n)]
+    if items == ["slice", "newaxis"] and node["items"][0] == full and shape == [keys[0], sz.key(1)]:
+        return "row"
+    if items == ["newaxis", "slice"] and node["items"][1] == full and shape == [sz.key(1), keys[1]]:
+        return "key"
+    return None
+
+
+def _false_past(ev: Any, cond: int, keys: list[Any]) -> int | None:
+    """The least d >= 0 such that the bool tensor `cond` is False at every position whose
+    key j and row i (its last two axes, of sizes `keys`: the scores') have j - i > d;
+    None where that is not shown: `tril(x, k) op c` with `op(0, c)` False
+    (`tril(ones((T, T))) > 0.0`), a bool `tril(keep, k)`, `arange(T)[:, None] >=
+    arange(T)[None, :]` (or `<=` the other way round), or `&` of such. Each `tril` is of
+    the scores' last two sizes (a broadcast key axis would make its j 0 everywhere)."""
+
+    def whole(n: int) -> bool:
+        return [sz.key(s) for s in ev.shape(n)[-2:]] == keys
+
+    cond = ev.resolve(cond)
+    node = ev.node(cond)
+    kind, spec = node["kind"], ev.spec(cond)
+    if kind == "binop" and node["symbol"] == "&":
+        found = [_false_past(ev, o, keys) for o in node["inputs"]]
+        return min((d for d in found if d is not None), default=None)
+    if spec is not None and spec.name == "tril" and ev.dtype(cond).name == "bool" and whole(cond):
+        k = ev.literal_arg(ev._kwargs(cond).get("k"), 0)
+        return k if k >= 0 else None
+    if kind != "binop" or node["symbol"] not in _COMPARISONS:
+        return None
+    left, right = node["inputs"]
+    op = node["symbol"]
+    sides = (_positions(ev, left, keys), _positions(ev, right, keys))
+    if sides == ("key", "row"):  # j op i is i op' j
+        sides, op = ("row", "key"), {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(op, op)
+    if sides == ("row", "key"):
+        reach = _KEPT_REACH.get(op)
+        return reach if reach is not None and reach >= 0 else None
+    for mask, other in ((left, right), (right, left)):
+        masked = ev.resolve(mask)
+        mask_spec = ev.spec(masked)
+        value = _float_literal(ev, other)
+        if mask_spec is None or mask_spec.name != "tril" or value is None or not whole(masked):
+            continue
+        zero_then = _COMPARISONS[op](0.0, value) if mask == left else _COMPARISONS[op](value, 0.0)
+        k = ev.literal_arg(ev._kwargs(masked).get("k"), 0)
+        if not zero_then and k >= 0:
+            return k
+    return None
+
+
+def causal_reach(ev: Any, x: int, scores: int) -> tuple[int, float, str] | None:
+    """Where a softmax's input x (of the shape of the product `scores`) is
+    `where(cond, s, fill)` with cond False at every key j past row i by more than d
+    (`_false_past`, d >= 0: every row keeps key 0, so no row is all fill) on cond's own
+    last two axes, the scores' (no broadcast there), and fill a literal at most
+    `CAUSAL_FILL`: (d, fill, the manifest's words). A launch may then skip every block of
+    keys past its last row's reach: each skipped score's exp(fill - max) is 0, the sum and
+    the product by v the same without it."""
+    node = ev.node(x)
+    spec = ev.spec(x)
+    if spec is None or spec.name != "where":
+        return None
+    cond, _, fill = ev.operands(x)
+    value = _float_literal(ev, fill)
+    if value is None or value > CAUSAL_FILL:
+        return None
+    keys = [sz.key(s) for s in ev.shape(scores)[-2:]]
+    if len(ev.shape(cond)) < 2 or [sz.key(s) for s in ev.shape(cond)[-2:]] != keys:
+        return None
+    reach = _false_past(ev, cond, keys)
+    if reach is None:
+        return None
+    fill_text = ev.node(ev.resolve(fill))["text"]
+    past = "j > i" if reach == 0 else f"j > i + {reach}"
+    return (
+        reach,
+        value,
+        (
+            f"`{node['text']}` is {fill_text} at every key {past} of row i "
+            f"(`{ev.node(ev.resolve(cond))['text']}`), and exp({fill_text} - max) is 0 (every "
+            "row keeps key 0); the result differs from the reference only where a skipped "
+            f"key's row of v holds inf or nan, or a row's kept scores are all at most "
+            f"{fill_text}"
+        ),
+    )
+
+
 class _ScoreBlocks:
     """The scores `a @ b` of a workgroup's `ATT_ROWS` rows, a block of `ATT_KEYS` keys at a
     time, through their epilogue up to the softmax's input x: the first half of each
@@ -491,7 +618,7 @@ class _ScoreBlocks:
     ) -> None:
         ev, body = c.ev, c.body
         self.c, self.first, self.x, self.stage = c, first, x, stage
-        self.batch_axes, self.rows = batch_axes, rows
+        self.batch_axes, self.rows, self.row0 = batch_axes, rows, row0
         a, b = (ev.resolve(n) for n in ev.node(first)["inputs"][:2])
         self.a, self.b = a, b
         self.ashape, self.bshape, self.sshape = ev.shape(a), ev.shape(b), ev.shape(first)
@@ -522,6 +649,38 @@ class _ScoreBlocks:
         self.row_ok = [
             None if m_b is None else body.let(Binary("<", r, m_b, "bool"), "rok") for r in rows
         ]
+        self.causal = causal_reach(ev, x, first)
+        self.end: Expr | None = None
+
+    def keys_end(self, work: str) -> Expr:
+        """Where a pass over the keys may stop: past the keys, or under a causal mask
+        (`causal_reach`) past the last key the workgroup's last row keeps (the blocks after
+        it hold only the mask's fill), which the manifest's `work_skipped` records as
+        `work` done only up to there (ending "for"...)."""
+        if self.causal is None:
+            return self.n_ir
+        if self.end is None:
+            body, (reach, _, proof) = self.c.body, self.causal
+            last = body.let(ibin("+", self.row0, u32(ATT_ROWS + reach)), "reach")
+            kept = Binary("<", last, self.n_ir, "bool")
+            self.end = body.let(lw.select(kept, last, self.n_ir), "keys")
+            self.c.skipped.append(
+                (
+                    f"{work} the blocks of {ATT_KEYS} keys from key r + {ATT_ROWS + reach} "
+                    f"on, in the workgroup of rows r .. r + {ATT_ROWS - 1}",
+                    proof,
+                )
+            )
+        return self.end
+
+    def keys(self, n0: Expr, my_col: Expr) -> tuple[list[Expr], list[Expr | None]]:
+        """The keys this thread holds of the block from `n0`, and whether each is one."""
+        body, n_b = self.c.body, self.n_b
+        keys = [body.let(ibin("+", n0, ibin("+", my_col, u32(j))), "key") for j in range(VEC)]
+        valid = [
+            None if n_b is None else body.let(Binary("<", key, n_b, "bool"), "kv") for key in keys
+        ]
+        return keys, valid
 
     def block(
         self, n0: Expr, my_row: Expr, my_col: Expr
@@ -562,10 +721,7 @@ class _ScoreBlocks:
                         product = lw.bin_("*", qv[i], kv[j])
                         body.emit(Assign(scores[i][j], lw.bin_("+", scores[i][j], product)))
             body.emit(Barrier())
-        keys = [body.let(ibin("+", n0, ibin("+", my_col, u32(j))), "key") for j in range(VEC)]
-        valid = [
-            None if n_b is None else body.let(Binary("<", key, n_b, "bool"), "kv") for key in keys
-        ]
+        keys, valid = self.keys(n0, my_col)
         first, x = self.first, self.x
         xs: list[list[Expr]] = []
         for i in range(VEC):
@@ -705,7 +861,8 @@ def _attention(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, 
     sums = [body.var(zero, "l") for _ in range(VEC)]  # this thread's share of exp(x - m)
     accs = [[body.var(zero, "acc") for _ in range(VEC)] for _ in range(VEC)]
     n_b = scores.n_b
-    with body.for_("n0_", u32(0), scores.n_ir, u32(ATT_KEYS), unroll=False) as n0:
+    end = scores.keys_end("every step for")
+    with body.for_("n0_", u32(0), end, u32(ATT_KEYS), unroll=False) as n0:
         xs, _, _ = scores.block(n0, my_row, my_col)
         ps: list[list[Expr]] = []
         for i in range(VEC):
@@ -793,8 +950,10 @@ def _scores_softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, 
     inf, zero = lw.const(-lw.INF, f32), lw.const(0, f32)
     top = [body.var(inf, "m") for _ in range(VEC)]  # each row's running max
     sums = [body.var(zero, "l") for _ in range(VEC)]  # this thread's share of exp(x - m)
-    # each thread's own max and sum over its keys of the row: no exchange per block
-    with body.for_("n0_", u32(0), scores.n_ir, u32(ATT_KEYS), unroll=False) as n0:
+    # each thread's own max and sum over its keys of the row: no exchange per block (and
+    # none over the blocks a causal mask fills: each adds exp(fill - max) = 0)
+    end = scores.keys_end("the first pass, and the second pass's scores, for")
+    with body.for_("n0_", u32(0), end, u32(ATT_KEYS), unroll=False) as n0:
         xs, _, _ = scores.block(n0, my_row, my_col)
         for i in range(VEC):
             _online_step(c, xs[i], top[i], sums[i], shared=False)
@@ -806,8 +965,8 @@ def _scores_softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, 
         total = body.let(WarpReduce("add", share, f32, ATT_SIDE), "l")
         totals.append(body.let(lw.call("mimir_log", total), "lse") if log else total)
         shifts.append(_shift(c, row_max))  # (0 for a row of -inf, as the reference)
-    with body.for_("n0_", u32(0), scores.n_ir, u32(ATT_KEYS), unroll=False) as n0:
-        xs, keys, valid = scores.block(n0, my_row, my_col)
+
+    def write(xs: list[list[Expr]], keys: list[Expr], valid: list[Expr | None]) -> None:
         for i in range(VEC):
             for j in range(VEC):
                 shifted = lw.bin_("-", xs[i][j], shifts[i])
@@ -818,6 +977,13 @@ def _scores_softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, 
                 cond = _all_true([scores.row_ok[i], valid[j]])
                 idx = Idx(sshape, axes=[*batch_axes, rows[i], keys[j]])
                 _write_where(c, cond, idx, body.let(value, "y"))
+
+    with body.for_("n0_", u32(0), end, u32(ATT_KEYS), unroll=False) as n0:
+        write(*scores.block(n0, my_row, my_col))
+    if scores.causal is not None:  # the blocks past the mask's reach: every x is the fill
+        fill = lw.const(scores.causal[1], f32)
+        with body.for_("n0_", end, scores.n_ir, u32(ATT_KEYS), unroll=False) as n0:
+            write([[fill] * VEC] * VEC, *scores.keys(n0, my_col))
     return (WG, 1, 1), dispatch
 
 
@@ -1045,4 +1211,5 @@ def build(s: Schedule, index: int, tensor_cores: bool = False) -> Kernel:
         proofs=c.proofs,
         vectorized=c.vectorized,
         groups=c.group_count,
+        skipped=c.skipped,
     )

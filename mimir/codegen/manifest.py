@@ -117,10 +117,14 @@ def _buffer(b: BufferSpec) -> dict[str, Any]:
 def _proofs(kernel: Kernel) -> dict[str, Any]:
     """`guards_removed`: each bounds check the kernel does not make, and its proof;
     `vectorized`: each buffer the kernel reads or writes `lanes` elements at a time
-    (one 128-bit access), and the proof that the access is aligned and in bounds."""
+    (one 128-bit access), and the proof that the access is aligned and in bounds;
+    `work_skipped`: work the kernel leaves out because the result does not need it (the
+    blocks of keys past a causal mask's diagonal), and why."""
     out: dict[str, Any] = {}
     if kernel.proofs:
         out["guards_removed"] = [{"guard": g, "proof": p} for g, p in kernel.proofs]
+    if kernel.skipped:
+        out["work_skipped"] = [{"work": w, "proof": p} for w, p in kernel.skipped]
     if kernel.vectorized:
         out["vectorized"] = [
             {"buffer": b, "access": a, "lanes": n, "proof": p} for b, a, n, p in kernel.vectorized

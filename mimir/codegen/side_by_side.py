@@ -203,6 +203,7 @@ def _merged(s: Schedule, index: int, parts: list[Kernel]) -> Kernel:
         origins={k: v for p in parts for k, v in p.origins.items()},
         proofs=[x for p in parts for x in p.proofs],
         vectorized=[x for p in parts for x in p.vectorized],
+        skipped=[x for p in parts for x in p.skipped],
     )
 
 

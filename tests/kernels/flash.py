@@ -2,11 +2,14 @@
 @ v with v's width proven at most 128, the scores never stored. Cross attention (queries
 and keys of other counts, v of another width), a causal mask made in the kernel, a mask
 input, heads over a batch, a batch broadcast, computed operands, an epilogue after the
-product, and sizes proven multiples of the blocks."""
+product, and sizes proven multiples of the blocks. Causal masks whose keys past the
+diagonal score -1e30 let a launch skip those blocks of keys (`kernels.causal_reach`); the
+masks that must not (a fill of 0, a row with no key kept, a mask broadcast along the keys)
+are here to show that they do not."""
 
 import math
 
-from mimir.array import Dim, Tensor, bool_, float32, gpu, ones, tril, where
+from mimir.array import Dim, Tensor, arange, bool_, float32, gpu, ones, tril, where
 
 T = Dim("T")
 Q = Dim("Q")
@@ -83,3 +86,53 @@ def scores_kept(
 ) -> tuple[Tensor[float32, T, T], Tensor[float32, T, 16]]:
     probs = (q @ k.T).softmax()
     return probs, probs @ v
+
+
+@gpu
+def causal_by_positions(
+    q: Tensor[float32, T, D], k: Tensor[float32, T, D], v: Tensor[float32, T, D]
+) -> Tensor[float32, T, D]:
+    keep = arange(T)[None, :] <= arange(T)[:, None]
+    return where(keep, (q @ k.T) * 0.25, -1e30).softmax() @ v
+
+
+@gpu
+def causal_band(
+    q: Tensor[float32, T, 16], k: Tensor[float32, T, 16], v: Tensor[float32, T, 16]
+) -> Tensor[float32, T, 16]:
+    # each position sees 70 positions ahead too: the first block past it is still kept
+    return where(tril(ones((T, T)), k=70) > 0.5, q @ k.T, -3e38).softmax() @ v
+
+
+@gpu
+def causal_heads(
+    q: Tensor[float32, H, T, 16], k: Tensor[float32, H, T, 16], v: Tensor[float32, H, T, 16]
+) -> Tensor[float32, H, T, 16]:
+    keep = tril(ones((T, T))) != 0.0
+    return where(keep, q @ k.transpose(0, 2, 1), -1e30).softmax(axis=-1) @ v
+
+
+@gpu
+def zero_filled(
+    q: Tensor[float32, T, 16], k: Tensor[float32, T, 16], v: Tensor[float32, T, 16]
+) -> Tensor[float32, T, 16]:
+    # exp(0 - max) is not 0: every key counts
+    return where(tril(ones((T, T))) > 0.0, q @ k.T, 0.0).softmax() @ v
+
+
+@gpu
+def strictly_causal(
+    q: Tensor[float32, T, 16], k: Tensor[float32, T, 16], v: Tensor[float32, T, 16]
+) -> Tensor[float32, T, 16]:
+    # row 0 keeps no key: its softmax spreads over every key
+    keep = arange(T)[:, None] > arange(T)[None, :]
+    return where(keep, q @ k.T, -1e30).softmax() @ v
+
+
+@gpu
+def one_key_column(
+    q: Tensor[float32, T, 16], k: Tensor[float32, T, 16], v: Tensor[float32, T, 16]
+) -> Tensor[float32, T, 16]:
+    # a mask one key wide, broadcast along the keys: tril of a column keeps everything
+    keep = (tril(ones((T, 1))) > 0.0) & (arange(T)[None, :] >= 0)
+    return where(keep, q @ k.T, -1e30).softmax() @ v

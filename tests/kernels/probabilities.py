@@ -1,13 +1,14 @@
 """A softmax of a product returned (attention's probabilities) as one launch
 (`schedule._scores_softmax`, `kernels._scores_softmax`): the scores computed twice, never
 stored, when the product contracts over at most 32 proven values. A scale, a causal mask
-made in the kernel (before and after the softmax), a mask input, log-softmax, heads over
+made in the kernel (before and after the softmax; with log-softmax, over queries and keys
+of other counts), a mask input, log-softmax, heads over
 a batch, queries and keys of other counts, sizes proven multiples of the blocks; and two
 that stay a matmul and a softmax (a contraction over 48 values, the scores returned too)."""
 
 import math
 
-from mimir.array import Dim, Tensor, bool_, float32, gpu, ones, tril, where
+from mimir.array import Dim, Tensor, arange, bool_, float32, gpu, ones, tril, where
 
 T = Dim("T")
 Q = Dim("Q")
@@ -39,6 +40,15 @@ def log_probabilities(
     q: Tensor[float32, Q, 24], k: Tensor[float32, S, 24]
 ) -> Tensor[float32, Q, S]:
     return ((q @ k.T) * 0.2).log_softmax(axis=-1) * 2.0 + 1.0
+
+
+@gpu
+def causal_log_probabilities(
+    q: Tensor[float32, Q, 24], k: Tensor[float32, S, 24]
+) -> Tensor[float32, Q, S]:
+    # the keys past a query's position score -1e30: their log-probabilities are about that
+    keep = arange(S)[None, :] <= arange(Q)[:, None]
+    return where(keep, q @ k.T, -1e30).log_softmax(axis=-1)
 
 
 @gpu
