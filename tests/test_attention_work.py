@@ -1,4 +1,8 @@
-"""What an attention launch leaves out.
+"""What an attention launch computes once, and what it leaves out.
+
+A head up to 128 wide is one workgroup's per 64 rows: the scores are computed once for
+every column of v, not once per 64 (`kernels._attention`), and a v narrower at run time
+than its bound skips the second 64 columns' products.
 
 Causal attention skips the keys its mask hides (`kernels.causal_reach`).
 
@@ -25,6 +29,7 @@ from harness import assert_close, random_inputs, require_tool, shim_reference
 from harness.ptx_interp import run_ptx_manifest_cpu
 
 from mimir.codegen import compile_source
+from mimir.runtime import manifest as mf
 
 KERNELS = Path(__file__).parent / "kernels"
 BACKENDS = ["ptx", "msl", "wgsl", "spirv"]
@@ -161,3 +166,23 @@ def test_causal_masks_match_the_shim_over_several_blocks(
     actual = _run(backend, manifest, tmp_path / backend, inputs, dims)
     expected = shim_reference(KERNELS / f"{stem}.py", function, inputs, dims, {})
     assert_close(actual["out"], expected["out"], "float32", label=f"{function} at {dims}")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_head_of_up_to_128_columns_computes_its_scores_once(backend: str, tmp_path: Path) -> None:
+    """`causal` (D of max 128) at D = 100: one workgroup per 64 rows (each computes the
+    scores once, for all 100 columns: before, one per 64 rows and 64 columns), the
+    second 64 columns partial; it matches the shim on every backend."""
+    if backend == "msl":
+        require_tool("clang++")
+    if backend in ("wgsl", "spirv"):
+        require_tool("wgpu")
+    manifest = _compiled("flash", "causal", tmp_path)[backend]
+    dims = {"T": 70, "D": 100}
+    (kernel,) = manifest["kernels"]
+    x, y, z = mf.workgroup_counts(kernel, dims)
+    assert x * y * z == 2  # 70 rows: two blocks of 64, one tile wide
+    inputs = random_inputs(manifest, dims, seed=9)
+    actual = _run(backend, manifest, tmp_path / backend, inputs, dims)
+    expected = shim_reference(KERNELS / "flash.py", "causal", inputs, dims, {})
+    assert_close(actual["out"], expected["out"], "float32", label=f"causal at {dims}")

@@ -48,6 +48,7 @@ from mimir.codegen.ir import (
     Builtin,
     CopyAsync,
     Expr,
+    If,
     Kernel,
     Let,
     Load,
@@ -792,9 +793,12 @@ def _rescale(old: Expr, new: Expr) -> Expr:
 def _attention(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
     """`softmax(f(a @ b)) @ v` (`schedule._attention`; attention: a = q, b = k.T) in one
     pass over the keys, the online softmax of flash attention. A workgroup of 256 threads
-    owns `ATT_ROWS` query rows and `ATT_COLS` columns of the output; thread t holds rows
-    `4 (t / 16) + i` (i < 4) of both, the output's columns `4 (t % 16) + j` and, for each
-    block of `ATT_KEYS` keys, the scores of keys `4 (t % 16) + j` (j < 4). Per block:
+    owns `ATT_ROWS` query rows and `ATT_COLS` columns of the output, or twice as many
+    where v may be wider (its bound, at most 128, above 64: the scores are computed once
+    for the whole head, not once per 64 columns); thread t holds rows `4 (t / 16) + i`
+    (i < 4) of both, the output's columns `4 (t % 16) + j` (and `64 + 4 (t % 16) + j`)
+    and, for each block of `ATT_KEYS` keys, the scores of keys `4 (t % 16) + j` (j < 4).
+    Per block:
 
     - the scores, the contraction staged through workgroup memory `ATT_SLICE` at a time
       (one array, `$stage`, holds a's and b's slices, then v's rows), and their epilogue
@@ -804,7 +808,8 @@ def _attention(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, 
       the running max m grown to it: p = exp(x - m), and this thread's share of the row's
       sum l and the accumulators rescaled by exp(m_old - m) (`_online_step`);
     - p through workgroup memory (`$p_tile`, key-major, `ATT_PART` keys at a time) times
-      those keys' rows of v, staged into `$stage` beside it.
+      those keys' rows of v, staged into `$stage` beside it (the second 64 columns' only
+    where v has more than 64 at run time, unless proven).
 
     After the last block each output is its accumulator / l (the threads' shares of l
     summed), through the second product's epilogue. Neither the scores nor the softmax is
@@ -822,7 +827,10 @@ def _attention(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, 
     vshape, oshape = ev.shape(v), ev.shape(second)
     m, e = ev.shape(first)[-2], vshape[-1]
     batch = oshape[:-2]
-    tm, te = sz.cdiv(m, ATT_ROWS), sz.cdiv(e, ATT_COLS)
+    bound = e if isinstance(e, int) else sz.upper_bound(e, c.dims)
+    halves = 2 if bound is not None and bound > ATT_COLS else 1  # 64 columns each
+    width = ATT_COLS * halves
+    tm, te = sz.cdiv(m, ATT_ROWS), sz.cdiv(e, width)
     dispatch, g = c.groups(sz.product([*batch, tm, te]))
     col_tile = body.let(ibin("%", g, size_ir(te)), "tile")
     rest = body.let(ibin("/", g, size_ir(te)), "tile")
@@ -833,24 +841,35 @@ def _attention(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, 
     ly = body.let(ibin("/", t, u32(ATT_SIDE)), "ly")
     lx = body.let(ibin("%", t, u32(ATT_SIDE)), "lx")
     row0 = body.let(ibin("*", row_tile, u32(ATT_ROWS)), "row")
-    col0 = body.let(ibin("*", col_tile, u32(ATT_COLS)), "col")
+    col0 = body.let(ibin("*", col_tile, u32(width)), "col")
     my_row = body.let(ibin("*", ly, u32(VEC)), "ry")
     my_col = body.let(ibin("*", lx, u32(VEC)), "cx")
     rows = [body.let(ibin("+", row0, ibin("+", my_row, u32(i))), "row") for i in range(VEC)]
-    cols = [body.let(ibin("+", col0, ibin("+", my_col, u32(j))), "col") for j in range(VEC)]
+    cols = [
+        body.let(ibin("+", col0, ibin("+", my_col, u32(h * ATT_COLS + j))), "col")
+        for h in range(halves)
+        for j in range(VEC)
+    ]
     # a, b's slices and v's rows take turns in one array (a barrier ends each phase)
     stage, p_tile = "$stage", "$p_tile"
     scores = _ScoreBlocks(c, first, x, batch, batch_axes, row0, rows, stage)
-    e_b = None if c.multiple(e, ATT_COLS, f"col < {sz.manifest_text(e)}") else size_ir(e)
-    size = max(scores.b_at + ATT_SLICE * ATT_KEYS, ATT_PART * ATT_COLS)
+    e_b = None if c.multiple(e, width, f"col < {sz.manifest_text(e)}") else size_ir(e)
+    # the second 64 columns, where v may have none (not a literal above 64)
+    wide = (
+        None
+        if halves == 1 or isinstance(e, int)
+        else body.let(Binary("<", ibin("+", col0, u32(ATT_COLS)), size_ir(e), "bool"), "wide")
+    )
+    size = max(scores.b_at + ATT_SLICE * ATT_KEYS, ATT_PART * width)
     c.shared += [
         SharedArray(stage, "f32", size),
         SharedArray(p_tile, "f32", ATT_PART * ATT_ROWS),
     ]
     v_batch = _broadcast_batch(batch_axes, batch, vshape[:-2])
-    # 64 consecutive threads stage a row of v's (four rows each, 4 apart)
-    vc = body.let(ibin("%", t, u32(ATT_COLS)), "vc")
-    vk = body.let(ibin("/", t, u32(ATT_COLS)), "vk")
+    # `width` consecutive threads stage a row of v's (four rows each, 4 apart; eight, 2
+    # apart, for 128 columns)
+    vc = body.let(ibin("%", t, u32(width)), "vc")
+    vk = body.let(ibin("/", t, u32(width)), "vk")
     v_col = body.let(ibin("+", col0, vc), "vcol")
     v_ok = None if e_b is None else body.let(Binary("<", v_col, e_b, "bool"), "vok")
 
@@ -859,7 +878,7 @@ def _attention(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, 
     zero, one = lw.const(0, f32), lw.const(1, f32)
     top = [body.var(inf, "m") for _ in range(VEC)]  # each row's running max
     sums = [body.var(zero, "l") for _ in range(VEC)]  # this thread's share of exp(x - m)
-    accs = [[body.var(zero, "acc") for _ in range(VEC)] for _ in range(VEC)]
+    accs = [[body.var(zero, "acc") for _ in cols] for _ in range(VEC)]
     n_b = scores.n_b
     end = scores.keys_end("every step for")
     with body.for_("n0_", u32(0), end, u32(ATT_KEYS), unroll=False) as n0:
@@ -868,7 +887,7 @@ def _attention(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, 
         for i in range(VEC):
             alpha, row_p = _online_step(c, xs[i], top[i], sums[i])
             ps.append(row_p)
-            for j in range(VEC):
+            for j in range(len(cols)):
                 body.emit(Assign(accs[i][j], lw.bin_("*", accs[i][j], alpha)))
         # p times v's rows, `ATT_PART` keys at a time: the threads that hold them store
         # their p in `$p_tile` (key-major) while all stage those rows of v
@@ -880,29 +899,45 @@ def _attention(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, 
                     for i in range(VEC):
                         at = ibin("+", ibin("*", key, u32(ATT_ROWS)), ibin("+", my_row, u32(i)))
                         body.emit(Store(p_tile, at, ps[i][j]))
-            for q in range(ATT_PART * ATT_COLS // WG):
-                vrow = ibin("+", vk, u32(q * WG // ATT_COLS))
+            for q in range(ATT_PART * width // WG):
+                vrow = ibin("+", vk, u32(q * WG // width))
                 key = body.let(ibin("+", n0, ibin("+", vrow, u32(h * ATT_PART))), "vkey")
                 ok = None if n_b is None else Binary("<", key, n_b, "bool")
-                slot = ibin("+", ibin("*", vrow, u32(ATT_COLS)), vc)
+                slot = ibin("+", ibin("*", vrow, u32(width)), vc)
                 idx = Idx(vshape, axes=[*v_batch, key, v_col])
                 _stage(c, stage, slot, v, idx, _all_true([ok, v_ok]), float32)
             body.emit(WaitAsync())
             body.emit(Barrier())
-            for kk_ in range(ATT_PART):
-                pv = tuple(body.fresh("p", f32) for _ in range(VEC))
-                body.emit(SharedVectorLoad(pv, p_tile, ibin("+", my_row, u32(kk_ * ATT_ROWS))))
-                vv = tuple(body.fresh("v", f32) for _ in range(VEC))
-                body.emit(SharedVectorLoad(vv, stage, ibin("+", my_col, u32(kk_ * ATT_COLS))))
-                for i in range(VEC):
-                    for j in range(VEC):
-                        product = lw.bin_("*", pv[i], vv[j])
-                        body.emit(Assign(accs[i][j], lw.bin_("+", accs[i][j], product)))
+
+            def products(used: int) -> None:
+                """p times the staged rows of v, for the first `used` halves."""
+                for kk_ in range(ATT_PART):
+                    pv = tuple(body.fresh("p", f32) for _ in range(VEC))
+                    at = ibin("+", my_row, u32(kk_ * ATT_ROWS))
+                    body.emit(SharedVectorLoad(pv, p_tile, at))
+                    for half in range(used):
+                        vv = tuple(body.fresh("v", f32) for _ in range(VEC))
+                        at = ibin("+", my_col, u32(kk_ * width + half * ATT_COLS))
+                        body.emit(SharedVectorLoad(vv, stage, at))
+                        for i in range(VEC):
+                            for j in range(VEC):
+                                acc = accs[i][half * VEC + j]
+                                product = lw.bin_("*", pv[i], vv[j])
+                                body.emit(Assign(acc, lw.bin_("+", acc, product)))
+
+            if wide is None:
+                products(halves)
+            else:
+                with body.block() as both:
+                    products(2)
+                with body.block() as first_half:
+                    products(1)
+                body.emit(If(wide, both, first_half))
             body.emit(Barrier())
     for i in range(VEC):
         total = body.let(WarpReduce("add", sums[i], f32, ATT_SIDE), "l")
         inv = body.let(lw.bin_("/", one, total), "inv")
-        for j in range(VEC):
+        for j in range(len(cols)):
             cond = _all_below([(rows[i], scores.m_b), (cols[j], e_b)])
             idx = Idx(oshape, axes=[*batch_axes, rows[i], cols[j]])
             value = body.let(lw.bin_("*", accs[i][j], inv), "o")
