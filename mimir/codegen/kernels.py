@@ -816,7 +816,8 @@ def _attention(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, 
     stored: the launch loads a, b and v and stores the output. Workgroup memory: 12 KiB
     (16 with WGSL's arrays for `WarpReduce`, WebGPU's limit). A score of -inf has p = 0 (a
     row of them all gives nan, as the softmax's 0 / 0 does); a softmax over no keys is
-    refused by the checker (GPU024)."""
+    refused by the checker (GPU024). Under a causal mask (`causal_reach`) the walk stops
+    after the last key the workgroup's rows keep."""
     from mimir.codegen.reductions import softmax_input
 
     ev, body, plan = c.ev, c.body, c.plan
@@ -954,8 +955,11 @@ def _scores_softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, 
     keys it holds (`_online_step`, no exchange between threads); after it the row's 16
     threads combine them into the row's max m and sum l; the second pass stores
     exp(x - m) / l (log-softmax: x - m - log l) through the softmax's epilogue. A row of
-    -inf shifts by 0, as the reference does (0 / 0: nan; -inf - log 0: nan). Workgroup
-    memory: 8 KiB (10 with the two arrays WGSL and SPIR-V take for `WarpReduce`)."""
+    -inf shifts by 0, as the reference does (0 / 0: nan; -inf - log 0: nan). Under a
+    causal mask (`causal_reach`) the first pass stops after the last key the workgroup's
+    rows keep, and the second writes the later blocks from the mask's fill, without their
+    product. Workgroup memory: 8 KiB (10 with the two arrays WGSL and SPIR-V take for
+    `WarpReduce`)."""
     from mimir.codegen.reductions import _shift, rescaled, softmax_input
 
     ev, body, plan = c.ev, c.body, c.plan
