@@ -885,11 +885,18 @@ def _attention(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, 
     with body.for_("n0_", u32(0), end, u32(ATT_KEYS), unroll=False) as n0:
         xs, _, _ = scores.block(n0, my_row, my_col)
         ps: list[list[Expr]] = []
+        alphas = []
         for i in range(VEC):
             alpha, row_p = _online_step(c, xs[i], top[i], sums[i])
             ps.append(row_p)
-            for j in range(len(cols)):
+            alphas.append(alpha)
+            for j in range(VEC):
                 body.emit(Assign(accs[i][j], lw.bin_("*", accs[i][j], alpha)))
+        # the second 64 columns' accumulators, where v has them
+        with body.if_(wide) if wide is not None else contextlib.nullcontext():
+            for i in range(VEC):
+                for j in range(VEC, len(cols)):
+                    body.emit(Assign(accs[i][j], lw.bin_("*", accs[i][j], alphas[i])))
         # p times v's rows, `ATT_PART` keys at a time: the threads that hold them store
         # their p in `$p_tile` (key-major) while all stage those rows of v
         owner = body.let(ibin("/", lx, u32(ATT_PART // VEC)), "part")

@@ -690,10 +690,6 @@ kernel void causal_0_attention(
         acc49 = acc49 * alpha343;
         acc50 = acc50 * alpha343;
         acc51 = acc51 * alpha343;
-        acc52 = acc52 * alpha343;
-        acc53 = acc53 * alpha343;
-        acc54 = acc54 * alpha343;
-        acc55 = acc55 * alpha343;
         const float bm348 = max(max(x284, x289), max(x294, x299));
         const float bm349 = mimir_simd_fmax_f32_16(bm348);
         const float mn350 = max(m41, bm349);
@@ -708,10 +704,6 @@ kernel void causal_0_attention(
         acc57 = acc57 * alpha351;
         acc58 = acc58 * alpha351;
         acc59 = acc59 * alpha351;
-        acc60 = acc60 * alpha351;
-        acc61 = acc61 * alpha351;
-        acc62 = acc62 * alpha351;
-        acc63 = acc63 * alpha351;
         const float bm356 = max(max(x304, x309), max(x314, x319));
         const float bm357 = mimir_simd_fmax_f32_16(bm356);
         const float mn358 = max(m42, bm357);
@@ -726,10 +718,6 @@ kernel void causal_0_attention(
         acc65 = acc65 * alpha359;
         acc66 = acc66 * alpha359;
         acc67 = acc67 * alpha359;
-        acc68 = acc68 * alpha359;
-        acc69 = acc69 * alpha359;
-        acc70 = acc70 * alpha359;
-        acc71 = acc71 * alpha359;
         const float bm364 = max(max(x324, x329), max(x334, x339));
         const float bm365 = mimir_simd_fmax_f32_16(bm364);
         const float mn366 = max(m43, bm365);
@@ -744,10 +732,24 @@ kernel void causal_0_attention(
         acc73 = acc73 * alpha367;
         acc74 = acc74 * alpha367;
         acc75 = acc75 * alpha367;
-        acc76 = acc76 * alpha367;
-        acc77 = acc77 * alpha367;
-        acc78 = acc78 * alpha367;
-        acc79 = acc79 * alpha367;
+        if (wide35) {
+            acc52 = acc52 * alpha343;
+            acc53 = acc53 * alpha343;
+            acc54 = acc54 * alpha343;
+            acc55 = acc55 * alpha343;
+            acc60 = acc60 * alpha351;
+            acc61 = acc61 * alpha351;
+            acc62 = acc62 * alpha351;
+            acc63 = acc63 * alpha351;
+            acc68 = acc68 * alpha359;
+            acc69 = acc69 * alpha359;
+            acc70 = acc70 * alpha359;
+            acc71 = acc71 * alpha359;
+            acc76 = acc76 * alpha367;
+            acc77 = acc77 * alpha367;
+            acc78 = acc78 * alpha367;
+            acc79 = acc79 * alpha367;
+        }
         const uint part372 = lx4 >> 2u;
         if (part372 == 0u) {
             p_tile[cx8 * 64u + ry7] = p344;

@@ -697,10 +697,6 @@ kernel void causal_by_positions_0_attention(
         acc49 = acc49 * alpha357;
         acc50 = acc50 * alpha357;
         acc51 = acc51 * alpha357;
-        acc52 = acc52 * alpha357;
-        acc53 = acc53 * alpha357;
-        acc54 = acc54 * alpha357;
-        acc55 = acc55 * alpha357;
         const float bm362 = max(max(x287, x293), max(x299, x305));
         const float bm363 = mimir_simd_fmax_f32_16(bm362);
         const float mn364 = max(m41, bm363);
@@ -715,10 +711,6 @@ kernel void causal_by_positions_0_attention(
         acc57 = acc57 * alpha365;
         acc58 = acc58 * alpha365;
         acc59 = acc59 * alpha365;
-        acc60 = acc60 * alpha365;
-        acc61 = acc61 * alpha365;
-        acc62 = acc62 * alpha365;
-        acc63 = acc63 * alpha365;
         const float bm370 = max(max(x311, x317), max(x323, x329));
         const float bm371 = mimir_simd_fmax_f32_16(bm370);
         const float mn372 = max(m42, bm371);
@@ -733,10 +725,6 @@ kernel void causal_by_positions_0_attention(
         acc65 = acc65 * alpha373;
         acc66 = acc66 * alpha373;
         acc67 = acc67 * alpha373;
-        acc68 = acc68 * alpha373;
-        acc69 = acc69 * alpha373;
-        acc70 = acc70 * alpha373;
-        acc71 = acc71 * alpha373;
         const float bm378 = max(max(x335, x341), max(x347, x353));
         const float bm379 = mimir_simd_fmax_f32_16(bm378);
         const float mn380 = max(m43, bm379);
@@ -751,10 +739,24 @@ kernel void causal_by_positions_0_attention(
         acc73 = acc73 * alpha381;
         acc74 = acc74 * alpha381;
         acc75 = acc75 * alpha381;
-        acc76 = acc76 * alpha381;
-        acc77 = acc77 * alpha381;
-        acc78 = acc78 * alpha381;
-        acc79 = acc79 * alpha381;
+        if (wide35) {
+            acc52 = acc52 * alpha357;
+            acc53 = acc53 * alpha357;
+            acc54 = acc54 * alpha357;
+            acc55 = acc55 * alpha357;
+            acc60 = acc60 * alpha365;
+            acc61 = acc61 * alpha365;
+            acc62 = acc62 * alpha365;
+            acc63 = acc63 * alpha365;
+            acc68 = acc68 * alpha373;
+            acc69 = acc69 * alpha373;
+            acc70 = acc70 * alpha373;
+            acc71 = acc71 * alpha373;
+            acc76 = acc76 * alpha381;
+            acc77 = acc77 * alpha381;
+            acc78 = acc78 * alpha381;
+            acc79 = acc79 * alpha381;
+        }
         const uint part386 = lx4 >> 2u;
         if (part386 == 0u) {
             p_tile[cx8 * 64u + ry7] = p358;

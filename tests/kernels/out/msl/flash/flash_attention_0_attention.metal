@@ -632,10 +632,6 @@ kernel void flash_attention_0_attention(
         acc49 = acc49 * alpha291;
         acc50 = acc50 * alpha291;
         acc51 = acc51 * alpha291;
-        acc52 = acc52 * alpha291;
-        acc53 = acc53 * alpha291;
-        acc54 = acc54 * alpha291;
-        acc55 = acc55 * alpha291;
         const float bm296 = max(max(x265, x267), max(x269, x271));
         const float bm297 = mimir_simd_fmax_f32_16(bm296);
         const float mn298 = max(m41, bm297);
@@ -650,10 +646,6 @@ kernel void flash_attention_0_attention(
         acc57 = acc57 * alpha299;
         acc58 = acc58 * alpha299;
         acc59 = acc59 * alpha299;
-        acc60 = acc60 * alpha299;
-        acc61 = acc61 * alpha299;
-        acc62 = acc62 * alpha299;
-        acc63 = acc63 * alpha299;
         const float bm304 = max(max(x273, x275), max(x277, x279));
         const float bm305 = mimir_simd_fmax_f32_16(bm304);
         const float mn306 = max(m42, bm305);
@@ -668,10 +660,6 @@ kernel void flash_attention_0_attention(
         acc65 = acc65 * alpha307;
         acc66 = acc66 * alpha307;
         acc67 = acc67 * alpha307;
-        acc68 = acc68 * alpha307;
-        acc69 = acc69 * alpha307;
-        acc70 = acc70 * alpha307;
-        acc71 = acc71 * alpha307;
         const float bm312 = max(max(x281, x283), max(x285, x287));
         const float bm313 = mimir_simd_fmax_f32_16(bm312);
         const float mn314 = max(m43, bm313);
@@ -686,10 +674,24 @@ kernel void flash_attention_0_attention(
         acc73 = acc73 * alpha315;
         acc74 = acc74 * alpha315;
         acc75 = acc75 * alpha315;
-        acc76 = acc76 * alpha315;
-        acc77 = acc77 * alpha315;
-        acc78 = acc78 * alpha315;
-        acc79 = acc79 * alpha315;
+        if (wide35) {
+            acc52 = acc52 * alpha291;
+            acc53 = acc53 * alpha291;
+            acc54 = acc54 * alpha291;
+            acc55 = acc55 * alpha291;
+            acc60 = acc60 * alpha299;
+            acc61 = acc61 * alpha299;
+            acc62 = acc62 * alpha299;
+            acc63 = acc63 * alpha299;
+            acc68 = acc68 * alpha307;
+            acc69 = acc69 * alpha307;
+            acc70 = acc70 * alpha307;
+            acc71 = acc71 * alpha307;
+            acc76 = acc76 * alpha315;
+            acc77 = acc77 * alpha315;
+            acc78 = acc78 * alpha315;
+            acc79 = acc79 * alpha315;
+        }
         const uint part320 = lx4 >> 2u;
         if (part320 == 0u) {
             p_tile[cx8 * 64u + ry7] = p292;

@@ -664,10 +664,6 @@ kernel void heads_0_attention(
         acc53 = acc53 * alpha297;
         acc54 = acc54 * alpha297;
         acc55 = acc55 * alpha297;
-        acc56 = acc56 * alpha297;
-        acc57 = acc57 * alpha297;
-        acc58 = acc58 * alpha297;
-        acc59 = acc59 * alpha297;
         const float bm302 = max(max(x271, x273), max(x275, x277));
         const float bm303 = mimir_simd_fmax_f32_16(bm302);
         const float mn304 = max(m45, bm303);
@@ -682,10 +678,6 @@ kernel void heads_0_attention(
         acc61 = acc61 * alpha305;
         acc62 = acc62 * alpha305;
         acc63 = acc63 * alpha305;
-        acc64 = acc64 * alpha305;
-        acc65 = acc65 * alpha305;
-        acc66 = acc66 * alpha305;
-        acc67 = acc67 * alpha305;
         const float bm310 = max(max(x279, x281), max(x283, x285));
         const float bm311 = mimir_simd_fmax_f32_16(bm310);
         const float mn312 = max(m46, bm311);
@@ -700,10 +692,6 @@ kernel void heads_0_attention(
         acc69 = acc69 * alpha313;
         acc70 = acc70 * alpha313;
         acc71 = acc71 * alpha313;
-        acc72 = acc72 * alpha313;
-        acc73 = acc73 * alpha313;
-        acc74 = acc74 * alpha313;
-        acc75 = acc75 * alpha313;
         const float bm318 = max(max(x287, x289), max(x291, x293));
         const float bm319 = mimir_simd_fmax_f32_16(bm318);
         const float mn320 = max(m47, bm319);
@@ -718,10 +706,24 @@ kernel void heads_0_attention(
         acc77 = acc77 * alpha321;
         acc78 = acc78 * alpha321;
         acc79 = acc79 * alpha321;
-        acc80 = acc80 * alpha321;
-        acc81 = acc81 * alpha321;
-        acc82 = acc82 * alpha321;
-        acc83 = acc83 * alpha321;
+        if (wide39) {
+            acc56 = acc56 * alpha297;
+            acc57 = acc57 * alpha297;
+            acc58 = acc58 * alpha297;
+            acc59 = acc59 * alpha297;
+            acc64 = acc64 * alpha305;
+            acc65 = acc65 * alpha305;
+            acc66 = acc66 * alpha305;
+            acc67 = acc67 * alpha305;
+            acc72 = acc72 * alpha313;
+            acc73 = acc73 * alpha313;
+            acc74 = acc74 * alpha313;
+            acc75 = acc75 * alpha313;
+            acc80 = acc80 * alpha321;
+            acc81 = acc81 * alpha321;
+            acc82 = acc82 * alpha321;
+            acc83 = acc83 * alpha321;
+        }
         const uint part326 = lx8 >> 2u;
         if (part326 == 0u) {
             p_tile[cx12 * 64u + ry11] = p298;

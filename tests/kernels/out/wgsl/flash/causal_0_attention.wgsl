@@ -698,10 +698,6 @@ fn causal_0_attention(
         acc49 = acc49 * alpha343;
         acc50 = acc50 * alpha343;
         acc51 = acc51 * alpha343;
-        acc52 = acc52 * alpha343;
-        acc53 = acc53 * alpha343;
-        acc54 = acc54 * alpha343;
-        acc55 = acc55 * alpha343;
         let bm348: f32 = max(max(x284, x289), max(x294, x299));
         warp1[lid.x] = bm348;
         workgroupBarrier();
@@ -734,10 +730,6 @@ fn causal_0_attention(
         acc57 = acc57 * alpha351;
         acc58 = acc58 * alpha351;
         acc59 = acc59 * alpha351;
-        acc60 = acc60 * alpha351;
-        acc61 = acc61 * alpha351;
-        acc62 = acc62 * alpha351;
-        acc63 = acc63 * alpha351;
         let bm356: f32 = max(max(x304, x309), max(x314, x319));
         warp0[lid.x] = bm356;
         workgroupBarrier();
@@ -770,10 +762,6 @@ fn causal_0_attention(
         acc65 = acc65 * alpha359;
         acc66 = acc66 * alpha359;
         acc67 = acc67 * alpha359;
-        acc68 = acc68 * alpha359;
-        acc69 = acc69 * alpha359;
-        acc70 = acc70 * alpha359;
-        acc71 = acc71 * alpha359;
         let bm364: f32 = max(max(x324, x329), max(x334, x339));
         warp1[lid.x] = bm364;
         workgroupBarrier();
@@ -806,10 +794,24 @@ fn causal_0_attention(
         acc73 = acc73 * alpha367;
         acc74 = acc74 * alpha367;
         acc75 = acc75 * alpha367;
-        acc76 = acc76 * alpha367;
-        acc77 = acc77 * alpha367;
-        acc78 = acc78 * alpha367;
-        acc79 = acc79 * alpha367;
+        if (wide35) {
+            acc52 = acc52 * alpha343;
+            acc53 = acc53 * alpha343;
+            acc54 = acc54 * alpha343;
+            acc55 = acc55 * alpha343;
+            acc60 = acc60 * alpha351;
+            acc61 = acc61 * alpha351;
+            acc62 = acc62 * alpha351;
+            acc63 = acc63 * alpha351;
+            acc68 = acc68 * alpha359;
+            acc69 = acc69 * alpha359;
+            acc70 = acc70 * alpha359;
+            acc71 = acc71 * alpha359;
+            acc76 = acc76 * alpha367;
+            acc77 = acc77 * alpha367;
+            acc78 = acc78 * alpha367;
+            acc79 = acc79 * alpha367;
+        }
         let part372: u32 = lx4 >> 2u;
         if (part372 == 0u) {
             p_tile[cx8 * 64u + ry7] = p344;

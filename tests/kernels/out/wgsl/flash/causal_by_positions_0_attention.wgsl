@@ -704,10 +704,6 @@ fn causal_by_positions_0_attention(
         acc49 = acc49 * alpha357;
         acc50 = acc50 * alpha357;
         acc51 = acc51 * alpha357;
-        acc52 = acc52 * alpha357;
-        acc53 = acc53 * alpha357;
-        acc54 = acc54 * alpha357;
-        acc55 = acc55 * alpha357;
         let bm362: f32 = max(max(x287, x293), max(x299, x305));
         warp1[lid.x] = bm362;
         workgroupBarrier();
@@ -740,10 +736,6 @@ fn causal_by_positions_0_attention(
         acc57 = acc57 * alpha365;
         acc58 = acc58 * alpha365;
         acc59 = acc59 * alpha365;
-        acc60 = acc60 * alpha365;
-        acc61 = acc61 * alpha365;
-        acc62 = acc62 * alpha365;
-        acc63 = acc63 * alpha365;
         let bm370: f32 = max(max(x311, x317), max(x323, x329));
         warp0[lid.x] = bm370;
         workgroupBarrier();
@@ -776,10 +768,6 @@ fn causal_by_positions_0_attention(
         acc65 = acc65 * alpha373;
         acc66 = acc66 * alpha373;
         acc67 = acc67 * alpha373;
-        acc68 = acc68 * alpha373;
-        acc69 = acc69 * alpha373;
-        acc70 = acc70 * alpha373;
-        acc71 = acc71 * alpha373;
         let bm378: f32 = max(max(x335, x341), max(x347, x353));
         warp1[lid.x] = bm378;
         workgroupBarrier();
@@ -812,10 +800,24 @@ fn causal_by_positions_0_attention(
         acc73 = acc73 * alpha381;
         acc74 = acc74 * alpha381;
         acc75 = acc75 * alpha381;
-        acc76 = acc76 * alpha381;
-        acc77 = acc77 * alpha381;
-        acc78 = acc78 * alpha381;
-        acc79 = acc79 * alpha381;
+        if (wide35) {
+            acc52 = acc52 * alpha357;
+            acc53 = acc53 * alpha357;
+            acc54 = acc54 * alpha357;
+            acc55 = acc55 * alpha357;
+            acc60 = acc60 * alpha365;
+            acc61 = acc61 * alpha365;
+            acc62 = acc62 * alpha365;
+            acc63 = acc63 * alpha365;
+            acc68 = acc68 * alpha373;
+            acc69 = acc69 * alpha373;
+            acc70 = acc70 * alpha373;
+            acc71 = acc71 * alpha373;
+            acc76 = acc76 * alpha381;
+            acc77 = acc77 * alpha381;
+            acc78 = acc78 * alpha381;
+            acc79 = acc79 * alpha381;
+        }
         let part386: u32 = lx4 >> 2u;
         if (part386 == 0u) {
             p_tile[cx8 * 64u + ry7] = p358;
