@@ -482,8 +482,6 @@ _COMPARISONS = {
     "==": lambda a, b: a == b,
     "!=": lambda a, b: a != b,
 }
-# `op(i, j)` of a row position i and a key position j: the largest j - i it keeps
-_KEPT_REACH = {">=": 0, "<=": None, ">": -1, "<": None}
 
 
 def _float_literal(ev: Any, n: int) -> float | None:
@@ -519,26 +517,18 @@ def _positions(ev: Any, n: int, keys: list[Any]) -> str | None:
 
 
 def _false_past(ev: Any, cond: int, keys: list[Any]) -> int | None:
-    """The least d >= 0 such that the bool tensor `cond` is False at every position whose
-    key j and row i (its last two axes, of sizes `keys`: the scores') have j - i > d;
-    None where that is not shown: `tril(x, k) op c` with `op(0, c)` False
-    (`tril(ones((T, T))) > 0.0`), a bool `tril(keep, k)`, `arange(T)[:, None] >=
-    arange(T)[None, :]` (or `<=` the other way round), or `&` of such. Each `tril` is of
-    the scores' last two sizes (a broadcast key axis would make its j 0 everywhere)."""
-
-    def whole(n: int) -> bool:
-        return [sz.key(s) for s in ev.shape(n)[-2:]] == keys
-
+    """The d >= 0 such that the bool tensor `cond`, a function of positions alone, is True
+    exactly where key j and row i (its last two axes, of sizes `keys`: the scores') have
+    j - i <= d (so every row keeps key 0); None where that is not shown. The forms:
+    `tril(ones(...), k) op c` with `op(1, c)` True and `op(0, c)` False
+    (`tril(ones((T, T))) > 0.0`), of the scores' last two sizes (a broadcast key axis
+    would make its j 0 everywhere); `arange(T)[:, None] >= arange(T)[None, :]` or
+    `arange(T)[None, :] <= arange(T)[:, None]`. A mask read from data (`tril(keep)`,
+    `causal & keep`) may keep nothing of a row, whose softmax then spreads over every key:
+    not these."""
     cond = ev.resolve(cond)
     node = ev.node(cond)
-    kind, spec = node["kind"], ev.spec(cond)
-    if kind == "binop" and node["symbol"] == "&":
-        found = [_false_past(ev, o, keys) for o in node["inputs"]]
-        return min((d for d in found if d is not None), default=None)
-    if spec is not None and spec.name == "tril" and ev.dtype(cond).name == "bool" and whole(cond):
-        k = ev.literal_arg(ev._kwargs(cond).get("k"), 0)
-        return k if k >= 0 else None
-    if kind != "binop" or node["symbol"] not in _COMPARISONS:
+    if node["kind"] != "binop" or node["symbol"] not in _COMPARISONS:
         return None
     left, right = node["inputs"]
     op = node["symbol"]
@@ -546,29 +536,37 @@ def _false_past(ev: Any, cond: int, keys: list[Any]) -> int | None:
     if sides == ("key", "row"):  # j op i is i op' j
         sides, op = ("row", "key"), {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(op, op)
     if sides == ("row", "key"):
-        reach = _KEPT_REACH.get(op)
-        return reach if reach is not None and reach >= 0 else None
+        return 0 if op == ">=" else None
     for mask, other in ((left, right), (right, left)):
         masked = ev.resolve(mask)
-        mask_spec = ev.spec(masked)
-        value = _float_literal(ev, other)
-        if mask_spec is None or mask_spec.name != "tril" or value is None or not whole(masked):
+        mask_spec, value = ev.spec(masked), _float_literal(ev, other)
+        if mask_spec is None or mask_spec.name != "tril" or value is None:
             continue
-        zero_then = _COMPARISONS[op](0.0, value) if mask == left else _COMPARISONS[op](value, 0.0)
+        if [sz.key(s) for s in ev.shape(masked)[-2:]] != keys:
+            continue
+        ones = ev.node(ev.resolve(ev._kwargs(masked)["x"]))
+        if ones["kind"] != "call" or ones["spec"].name != "ones":
+            continue
+        compare = _COMPARISONS[op]
+        kept, cleared = (
+            (compare(1.0, value), compare(0.0, value))
+            if mask == left
+            else (compare(value, 1.0), compare(value, 0.0))
+        )
         k = ev.literal_arg(ev._kwargs(masked).get("k"), 0)
-        if not zero_then and k >= 0:
+        if kept and not cleared and k >= 0:
             return k
     return None
 
 
 def causal_reach(ev: Any, x: int, scores: int) -> tuple[int, float, str] | None:
     """Where a softmax's input x (of the shape of the product `scores`) is
-    `where(cond, s, fill)` with cond False at every key j past row i by more than d
-    (`_false_past`, d >= 0: every row keeps key 0, so no row is all fill) on cond's own
-    last two axes, the scores' (no broadcast there), and fill a literal at most
-    `CAUSAL_FILL`: (d, fill, the manifest's words). A launch may then skip every block of
-    keys past its last row's reach: each skipped score's exp(fill - max) is 0, the sum and
-    the product by v the same without it."""
+    `where(cond, s, fill)` with cond made from positions, True exactly where key j is
+    at most d past row i (`_false_past`, d >= 0: every row keeps key 0, so no row is
+    all fill) on cond's own last two axes, the scores' (no broadcast there), and fill a
+    literal at most `CAUSAL_FILL`: (d, fill, the manifest's words). A launch may then
+    skip every block of keys past its last row's reach: each skipped score's
+    exp(fill - max) is 0, the sum and the product by v the same without it."""
     node = ev.node(x)
     spec = ev.spec(x)
     if spec is None or spec.name != "where":
@@ -809,7 +807,7 @@ def _attention(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, 
       sum l and the accumulators rescaled by exp(m_old - m) (`_online_step`);
     - p through workgroup memory (`$p_tile`, key-major, `ATT_PART` keys at a time) times
       those keys' rows of v, staged into `$stage` beside it (the second 64 columns' only
-    where v has more than 64 at run time, unless proven).
+      where v has more than 64 at run time, unless proven).
 
     After the last block each output is its accumulator / l (the threads' shares of l
     summed), through the second product's epilogue. Neither the scores nor the softmax is
@@ -881,6 +879,22 @@ def _attention(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, 
     sums = [body.var(zero, "l") for _ in range(VEC)]  # this thread's share of exp(x - m)
     accs = [[body.var(zero, "acc") for _ in cols] for _ in range(VEC)]
     n_b = scores.n_b
+
+    def products(used: int) -> None:
+        """p times the staged rows of v (`ATT_PART` keys), for the first `used` halves."""
+        for kk_ in range(ATT_PART):
+            pv = tuple(body.fresh("p", f32) for _ in range(VEC))
+            body.emit(SharedVectorLoad(pv, p_tile, ibin("+", my_row, u32(kk_ * ATT_ROWS))))
+            for half in range(used):
+                vv = tuple(body.fresh("v", f32) for _ in range(VEC))
+                at = ibin("+", my_col, u32(kk_ * width + half * ATT_COLS))
+                body.emit(SharedVectorLoad(vv, stage, at))
+                for i in range(VEC):
+                    for j in range(VEC):
+                        acc = accs[i][half * VEC + j]
+                        product = lw.bin_("*", pv[i], vv[j])
+                        body.emit(Assign(acc, lw.bin_("+", acc, product)))
+
     end = scores.keys_end("every step for")
     with body.for_("n0_", u32(0), end, u32(ATT_KEYS), unroll=False) as n0:
         xs, _, _ = scores.block(n0, my_row, my_col)
@@ -916,23 +930,6 @@ def _attention(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, 
                 _stage(c, stage, slot, v, idx, _all_true([ok, v_ok]), float32)
             body.emit(WaitAsync())
             body.emit(Barrier())
-
-            def products(used: int) -> None:
-                """p times the staged rows of v, for the first `used` halves."""
-                for kk_ in range(ATT_PART):
-                    pv = tuple(body.fresh("p", f32) for _ in range(VEC))
-                    at = ibin("+", my_row, u32(kk_ * ATT_ROWS))
-                    body.emit(SharedVectorLoad(pv, p_tile, at))
-                    for half in range(used):
-                        vv = tuple(body.fresh("v", f32) for _ in range(VEC))
-                        at = ibin("+", my_col, u32(kk_ * width + half * ATT_COLS))
-                        body.emit(SharedVectorLoad(vv, stage, at))
-                        for i in range(VEC):
-                            for j in range(VEC):
-                                acc = accs[i][half * VEC + j]
-                                product = lw.bin_("*", pv[i], vv[j])
-                                body.emit(Assign(acc, lw.bin_("+", acc, product)))
-
             if wide is None:
                 products(halves)
             else:

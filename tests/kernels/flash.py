@@ -4,8 +4,8 @@ and keys of other counts, v of another width), a causal mask made in the kernel,
 input, heads over a batch, a batch broadcast, computed operands, an epilogue after the
 product, and sizes proven multiples of the blocks. Causal masks whose keys past the
 diagonal score -1e30 let a launch skip those blocks of keys (`kernels.causal_reach`); the
-masks that must not (a fill of 0, a row with no key kept, a mask broadcast along the keys)
-are here to show that they do not."""
+masks that must not (a fill of 0, rows with no key kept, a mask read from data, a mask
+broadcast along the keys) are here to show that they do not."""
 
 import math
 
@@ -113,6 +113,35 @@ def causal_heads(
 
 
 @gpu
+def causal_of_a_mask(
+    q: Tensor[float32, T, 16],
+    k: Tensor[float32, T, 16],
+    v: Tensor[float32, T, 16],
+    keep: Tensor[bool_, T, T],
+) -> Tensor[float32, T, 16]:
+    # a mask input, its upper triangle cleared: a row keep clears is all fill, and its
+    # softmax spreads over every key, the skipped ones too
+    return where(tril(keep), q @ k.T, -1e30).softmax() @ v
+
+
+@gpu
+def late_keys(
+    q: Tensor[float32, T, 16], k: Tensor[float32, T, 16], v: Tensor[float32, T, 16]
+) -> Tensor[float32, T, 16]:
+    # causal, and no key before 3: rows 0 to 2 keep nothing
+    keep = (tril(ones((T, T))) > 0.0) & (arange(T)[None, :] >= 3)
+    return where(keep, q @ k.T, -1e30).softmax() @ v
+
+
+@gpu
+def above_one(
+    q: Tensor[float32, T, 16], k: Tensor[float32, T, 16], v: Tensor[float32, T, 16]
+) -> Tensor[float32, T, 16]:
+    # tril's ones are not above 1.0: every score is the fill
+    return where(tril(ones((T, T))) > 1.0, q @ k.T, -1e30).softmax() @ v
+
+
+@gpu
 def zero_filled(
     q: Tensor[float32, T, 16], k: Tensor[float32, T, 16], v: Tensor[float32, T, 16]
 ) -> Tensor[float32, T, 16]:
@@ -134,5 +163,5 @@ def one_key_column(
     q: Tensor[float32, T, 16], k: Tensor[float32, T, 16], v: Tensor[float32, T, 16]
 ) -> Tensor[float32, T, 16]:
     # a mask one key wide, broadcast along the keys: tril of a column keeps everything
-    keep = (tril(ones((T, 1))) > 0.0) & (arange(T)[None, :] >= 0)
+    keep = tril(ones((T, 1))) > 0.0
     return where(keep, q @ k.T, -1e30).softmax() @ v
