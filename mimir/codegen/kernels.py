@@ -30,7 +30,8 @@ passes 65535 (`mimir.codegen.context`).
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+import operator
+from typing import Any, NamedTuple
 
 from mimir.codegen import lower as lw
 from mimir.codegen import reductions, scans, vectorize, warp
@@ -475,13 +476,22 @@ ATT_SIDE = 16  # threads per side: thread t is row group t / 16, column group t 
 # is above it (at this magnitude the next float32 up is 7.6e22 higher)
 CAUSAL_FILL = -1e30
 _COMPARISONS = {
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
-    "==": lambda a, b: a == b,
-    "!=": lambda a, b: a != b,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
 }
+
+
+class CausalReach(NamedTuple):
+    """What `causal_reach` shows: every key more than `reach` past its row scores `fill`
+    (a literal), with the manifest's words for it."""
+
+    reach: int
+    fill: float
+    proof: str
 
 
 def _float_literal(ev: Any, n: int) -> float | None:
@@ -533,10 +543,10 @@ def _false_past(ev: Any, cond: int, keys: list[Any]) -> int | None:
     left, right = node["inputs"]
     op = node["symbol"]
     sides = (_positions(ev, left, keys), _positions(ev, right, keys))
-    if sides == ("key", "row"):  # j op i is i op' j
-        sides, op = ("row", "key"), {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(op, op)
-    if sides == ("row", "key"):
-        return 0 if op == ">=" else None
+    if (sides, op) in ((("row", "key"), ">="), (("key", "row"), "<=")):  # j <= i
+        return 0
+    if None not in sides:
+        return None
     for mask, other in ((left, right), (right, left)):
         masked = ev.resolve(mask)
         mask_spec, value = ev.spec(masked), _float_literal(ev, other)
@@ -559,12 +569,12 @@ def _false_past(ev: Any, cond: int, keys: list[Any]) -> int | None:
     return None
 
 
-def causal_reach(ev: Any, x: int, scores: int) -> tuple[int, float, str] | None:
+def causal_reach(ev: Any, x: int, scores: int) -> CausalReach | None:
     """Where a softmax's input x (of the shape of the product `scores`) is
     `where(cond, s, fill)` with cond made from positions, True exactly where key j is
     at most d past row i (`_false_past`, d >= 0: every row keeps key 0, so no row is
     all fill) on cond's own last two axes, the scores' (no broadcast there), and fill a
-    literal at most `CAUSAL_FILL`: (d, fill, the manifest's words). A launch may then
+    literal at most `CAUSAL_FILL`: d, the fill and the manifest's words. A launch may then
     skip every block of keys past its last row's reach: each skipped score's
     exp(fill - max) is 0, the sum and the product by v the same without it."""
     node = ev.node(x)
@@ -583,7 +593,7 @@ def causal_reach(ev: Any, x: int, scores: int) -> tuple[int, float, str] | None:
         return None
     fill_text = ev.node(ev.resolve(fill))["text"]
     past = "j > i" if reach == 0 else f"j > i + {reach}"
-    return (
+    return CausalReach(
         reach,
         value,
         (
@@ -659,7 +669,7 @@ class _ScoreBlocks:
         if self.causal is None:
             return self.n_ir
         if self.end is None:
-            body, (reach, _, proof) = self.c.body, self.causal
+            body, reach = self.c.body, self.causal.reach
             last = body.let(ibin("+", self.row0, u32(ATT_ROWS + reach)), "reach")
             kept = Binary("<", last, self.n_ir, "bool")
             self.end = body.let(lw.select(kept, last, self.n_ir), "keys")
@@ -667,7 +677,7 @@ class _ScoreBlocks:
                 (
                     f"{work} the blocks of {ATT_KEYS} keys from key r + {ATT_ROWS + reach} "
                     f"on, in the workgroup of rows r .. r + {ATT_ROWS - 1}",
-                    proof,
+                    self.causal.proof,
                 )
             )
         return self.end
@@ -1024,7 +1034,7 @@ def _scores_softmax(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, 
     with body.for_("n0_", u32(0), end, u32(ATT_KEYS), unroll=False) as n0:
         write(*scores.block(n0, my_row, my_col))
     if scores.causal is not None:  # the blocks past the mask's reach: every x is the fill
-        fill = lw.const(scores.causal[1], f32)
+        fill = lw.const(scores.causal.fill, f32)
         with body.for_("n0_", end, scores.n_ir, u32(ATT_KEYS), unroll=False) as n0:
             write([[fill] * VEC] * VEC, *scores.keys(n0, my_col))
     return (WG, 1, 1), dispatch

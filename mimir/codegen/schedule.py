@@ -69,8 +69,8 @@ NARROW = 16
 # it folds (`_narrow_row_reductions`), each a register in every thread
 NARROW_SUMS = 24
 # `softmax(q @ k.T) @ v` is one `attention` launch when v is proven at most this many
-# columns wide (`_attention`): the scores of a block of rows are computed once per 64
-# columns, so at most twice
+# columns wide (`_attention`): a workgroup holds up to 128 of them (4 x 8 outputs a
+# thread), so the scores of a block of rows are computed once
 ATTENTION_COLUMNS = 128
 # `softmax(q @ k.T)` returned is one `scores_softmax` launch when the product contracts
 # over at most this many (proven) values (`_scores_softmax`): it computes the scores twice
@@ -608,9 +608,9 @@ def _attention(
     output, no other launch), the softmax has no epilogue, both products have the same
     batch axes, and v is proven at most `ATTENTION_COLUMNS` wide (a literal, or a dim's
     `max`: the head dims of FlashAttention's and Triton's kernels are compile-time
-    constants too): a workgroup owns `kernels.ATT_COLS` of its columns and computes its
-    rows' scores again for each such block, which for a wider v would cost more
-    multiply-adds than the scores' round trip through memory saves."""
+    constants too): a workgroup owns all of them (up to 128: 4 x 8 outputs a thread) and
+    computes its rows' scores once; a wider v would need a workgroup per 128 columns,
+    each computing the scores again, or more registers than a thread has."""
     scratch = {b.name for b in buffers if b.role == "scratch"}
     by_node = {p.node: p for p in plans}
     products = ("matmul", "narrow")  # (v, or b, a parameter of at most 16 columns)
