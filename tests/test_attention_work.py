@@ -25,8 +25,7 @@ import json
 from pathlib import Path
 
 import pytest
-from harness import assert_close, random_inputs, require_tool, shim_reference
-from harness.ptx_interp import run_ptx_manifest_cpu
+from harness import assert_close, random_inputs, run_backend, shim_reference, write_files
 
 from mimir.codegen import compile_source
 from mimir.runtime import manifest as mf
@@ -64,29 +63,17 @@ def _compiled(stem: str, function: str, out: Path) -> dict[str, dict]:
     path = KERNELS / f"{stem}.py"
     result = compile_source(str(path), path.read_text(), BACKENDS, function)
     assert result.ok, [(d.code, d.message) for d in result.diagnostics]
-    for relative, content in result.files.items():
-        target = out / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            target.write_bytes(content)
-        else:
-            target.write_text(content)
+    write_files(result.files, out)
     return {b: json.loads((out / b / f"{function}.manifest.json").read_text()) for b in BACKENDS}
 
 
+# the unmasked functions' scale parameter
+SCALED = ("flash_attention", "probabilities")
+
+
 def _run(backend: str, manifest: dict, folder: Path, inputs: dict, dims: dict, stats=None):
-    scalars = (
-        {"scale": 0.25} if manifest["function"] in ("flash_attention", "probabilities") else {}
-    )
-    if backend == "ptx":
-        return run_ptx_manifest_cpu(manifest, folder, inputs, dims, scalars, stats=stats)
-    if backend == "msl":
-        from harness.msl_runner import run_msl_manifest
-
-        return run_msl_manifest(manifest, folder, inputs, dims, scalars)
-    from mimir.runtime.wgpu_runner import run_manifest
-
-    return run_manifest(manifest, folder, inputs, dims, scalars)
+    scalars = {"scale": 0.25} if manifest["function"] in SCALED else {}
+    return run_backend(backend, manifest, folder, inputs, dims, scalars, stats)
 
 
 def _dims(manifest: dict) -> dict[str, int]:
@@ -156,10 +143,6 @@ def test_a_causal_launch_skips_the_keys_past_its_rows(
 def test_causal_masks_match_the_shim_over_several_blocks(
     stem: str, function: str, backend: str, tmp_path: Path
 ) -> None:
-    if backend == "msl":
-        require_tool("clang++")
-    if backend in ("wgsl", "spirv"):
-        require_tool("wgpu")
     manifest = _compiled(stem, function, tmp_path)[backend]
     (kernel,) = manifest["kernels"]
     assert kernel["file"].rsplit(".", 1)[0].endswith(("_attention", "_scores_softmax"))
@@ -179,10 +162,6 @@ def test_a_head_of_up_to_128_columns_computes_its_scores_once(backend: str, tmp_
     """`causal` (D of max 128) at D = 100: one workgroup per 64 rows (each computes the
     scores once, for all 100 columns: before, one per 64 rows and 64 columns), the
     second 64 columns partial; it matches the shim on every backend."""
-    if backend == "msl":
-        require_tool("clang++")
-    if backend in ("wgsl", "spirv"):
-        require_tool("wgpu")
     manifest = _compiled("flash", "causal", tmp_path)[backend]
     dims = {"T": 70, "D": 100}
     (kernel,) = manifest["kernels"]

@@ -31,7 +31,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import assert_close, large_elements, require_tool, tf32_fallback_atol
+from harness import (
+    assert_close,
+    large_elements,
+    require_tool,
+    tf32_fallback_atol,
+    write_files,
+)
 from support import import_file, kernels_of
 
 from mimir.runtime.verify import (
@@ -99,13 +105,7 @@ def _compiled(stem: str, function: str) -> Path:
         messages = "\n".join(f"{d.code}: {d.message}" for d in result.diagnostics)
         raise AssertionError(f"{stem}.py::{function} does not compile:\n{messages}")
     out = _OUT / stem / function
-    for relative, content in result.files.items():
-        target = out / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            target.write_bytes(content)
-        else:
-            target.write_text(content)
+    write_files(result.files, out)
     return out
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from harness import require_tool
+from harness import run_backend
 
 from mimir.codegen import compile_source
 from mimir.codegen.backends.spirv import SPIRV
@@ -174,20 +174,7 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _run(backend: str, folder: Path, manifest: dict, xs: list[float]) -> list[float]:
-    dims = {"N": len(xs)}
-    if backend in ("wgsl", "spirv"):
-        require_tool("wgpu")
-        from mimir.runtime.wgpu_runner import run_manifest
-
-        return run_manifest(manifest, folder, {"x": xs}, dims)["out"]
-    if backend == "msl":
-        require_tool("clang++")
-        from harness.msl_runner import run_msl_manifest
-
-        return run_msl_manifest(manifest, folder, {"x": xs}, dims)["out"]
-    from harness.ptx_interp import run_ptx_manifest_cpu
-
-    return run_ptx_manifest_cpu(manifest, folder, {"x": xs}, dims)["out"]
+    return run_backend(backend, manifest, folder, {"x": xs}, {"N": len(xs)})["out"]
 
 
 @pytest.mark.parametrize("function", ["hard_sin", "hard_cos"])

@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import assert_close, random_inputs, require_tool, shim_reference
-from harness.ptx_interp import run_ptx_manifest_cpu
+from harness import assert_close, random_inputs, run_backend, shim_reference, write_files
 
 from mimir.codegen import compile_source
 from mimir.codegen.ir import (
@@ -119,9 +118,7 @@ def _compiled(stem: str, function: str, out: Path) -> dict[str, Any]:
     path = KERNELS / f"{stem}.py"
     result = compile_source(str(path), path.read_text(), ["ptx", "msl", "wgsl"], function)
     assert result.ok, [(d.code, d.message) for d in result.diagnostics]
-    for relative, content in result.files.items():
-        (out / relative).parent.mkdir(parents=True, exist_ok=True)
-        (out / relative).write_text(content if isinstance(content, str) else "")
+    write_files(result.files, out)
     return {
         b: json.loads((out / b / f"{function}.manifest.json").read_text())
         for b in ("ptx", "msl", "wgsl")
@@ -133,10 +130,6 @@ def _compiled(stem: str, function: str, out: Path) -> dict[str, Any]:
 def test_nan_and_infinities_match_the_shim(
     stem: str, function: str, dims: dict[str, int], backend: str, tmp_path: Path
 ) -> None:
-    if backend == "msl":
-        require_tool("clang++")
-    if backend == "wgsl":
-        require_tool("wgpu")
     manifests = _compiled(stem, function, tmp_path)
     manifest = manifests[backend]
     inputs = random_inputs(manifest, dims, seed=5)
@@ -145,20 +138,13 @@ def test_nan_and_infinities_match_the_shim(
     inputs[x["name"]] = _edges(inputs[x["name"]], length, "softmax" in function)
     expected = shim_reference(KERNELS / f"{stem}.py", function, inputs, dims, {})
     folder = tmp_path / backend
+    actual = run_backend(backend, manifest, folder, inputs, dims)
     if backend == "ptx":
-        actual = run_ptx_manifest_cpu(manifest, folder, inputs, dims)
         shuffles = any("shfl.sync.bfly.b32" in p.read_text() for p in folder.glob("*.ptx"))
         assert shuffles or function == "sum_axis0"
     elif backend == "msl":
-        from harness.msl_runner import run_msl_manifest
-
-        actual = run_msl_manifest(manifest, folder, inputs, dims, {})
         simd = any("simd_" in p.read_text() for p in folder.glob("*.metal"))
         assert simd or function == "sum_axis0"
-    else:
-        from mimir.runtime.wgpu_runner import run_manifest
-
-        actual = run_manifest(manifest, folder, inputs, dims, {})
     for name, values in expected.items():
         dtype = next(b["dtype"] for b in manifest["buffers"] if b["name"] == name)
         assert_close(actual[name], values, dtype, label=f"{function}.{name} at {dims}")

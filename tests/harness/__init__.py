@@ -145,6 +145,46 @@ def _probe_clang(name: str) -> tuple[bool, str]:
 # ---------------------------------------------------------------- manifests and inputs
 
 
+def write_files(files: Mapping[str, str | bytes], out: Path) -> None:
+    """Write a compile result's files (`CompileResult.files`: text, or SPIR-V bytes)
+    under `out`, making the backends' folders."""
+    for relative, content in files.items():
+        target = out / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content)
+
+
+def run_backend(
+    backend: str,
+    manifest: Mapping[str, Any],
+    folder: Path,
+    inputs: Mapping[str, Any],
+    dims: Mapping[str, int],
+    scalars: Mapping[str, float | int] | None = None,
+    stats: list[dict[str, Any]] | None = None,
+) -> dict[str, list]:
+    """Run a manifest's kernels from `folder` on `backend`'s executor, requiring its tool:
+    WGSL and SPIR-V on wgpu, MSL in the C++ emulation, PTX in the interpreter (which alone
+    fills `stats`). The outputs, each a flat list."""
+    scalars = dict(scalars or {})
+    if backend in ("wgsl", "spirv"):
+        require_tool("wgpu")
+        from mimir.runtime.wgpu_runner import run_manifest
+
+        return run_manifest(manifest, folder, inputs, dims, scalars)
+    if backend == "msl":
+        require_tool("clang++")
+        from harness.msl_runner import run_msl_manifest
+
+        return run_msl_manifest(manifest, folder, inputs, dims, scalars)
+    from harness.ptx_interp import run_ptx_manifest_cpu
+
+    return run_ptx_manifest_cpu(manifest, folder, inputs, dims, scalars, stats=stats)
+
+
 def load_manifest(path: Path) -> dict[str, Any]:
     return json.loads(Path(path).read_text())
 
