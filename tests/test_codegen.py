@@ -471,10 +471,10 @@ def test_compile_file_reports_an_unreadable_file(tmp_path: Path) -> None:
 
 
 def test_a_sum_to_one_element_is_one_launch_where_the_backend_has_a_device_fence() -> None:
-    """`x.sum()` over a symbolic count: PTX and MSL (a device-scope fence, atomics that
-    return the old value) run it in one launch with a counter the manifest marks `zero`;
-    WGSL (relaxed atomics and workgroup-scope barriers only) and SPIR-V (run through
-    naga, which has no device-scope fence) keep `partial` then `reduce`."""
+    """`x.sum()` over a symbolic count: PTX, MSL and SPIR-V (a device-scope fence, atomics
+    that return the old value) run it in one launch with a counter the manifest marks
+    `zero`; WGSL (relaxed atomics and workgroup-scope barriers only) keeps `partial` then
+    `reduce`."""
     path = REPO / "tests" / "kernels" / "big_reduction.py"
     result = compile_source(str(path), path.read_text(), ["all"], function="total")
     assert result.ok, [(d.code, d.message) for d in result.diagnostics]
@@ -485,7 +485,7 @@ def test_a_sum_to_one_element_is_one_launch_where_the_backend_has_a_device_fence
         launches[backend] = [k["entry_point"] for k in manifest["kernels"]]
         zeroed = [(b["role"], b["dtype"], b["shape"]) for b in manifest["buffers"] if "zero" in b]
         requires = [r for k in manifest["kernels"] for r in k.get("requires", [])]
-        if backend in ("ptx", "msl"):
+        if backend != "wgsl":
             assert zeroed == [("scratch", "uint32", [1])], backend
             assert ("msl-3.2" in requires) == (backend == "msl")
         else:
@@ -494,7 +494,7 @@ def test_a_sum_to_one_element_is_one_launch_where_the_backend_has_a_device_fence
         "msl": ["total_0_reduce"],
         "wgsl": ["total_0_partial", "total_1_reduce"],
         "ptx": ["total_0_reduce"],
-        "spirv": ["total_0_partial", "total_1_reduce"],
+        "spirv": ["total_0_reduce"],
     }
     assert "fence.acq_rel.gpu" in result.files["ptx/total_0_reduce.ptx"]
     assert "atom.global.add.u32" in result.files["ptx/total_0_reduce.ptx"]
@@ -503,6 +503,28 @@ def test_a_sum_to_one_element_is_one_launch_where_the_backend_has_a_device_fence
     # the partials one threadgroup stores and the last one reads: coherent across groups
     assert re.search(r"coherent\(device\) device float\* scratch0 ", msl), msl
     assert "device const float* x " in msl  # what nothing writes stays plain
+    # SPIR-V: a fence at Device scope (1) over buffer memory, acquire-release (0x48 = 72),
+    # and the partials stored and loaded as atomics (device-coherent without `Coherent`)
+    spvasm = result.listings["spirv/total_0_reduce.spv"]
+    assert re.search(r"OpMemoryBarrier %uint_1 %uint_72\b", spvasm), spvasm
+    assert re.search(r"OpAtomicStore %\w+ %uint_1 %uint_0 ", spvasm), spvasm
+    assert re.search(r"= OpAtomicLoad %uint %\w+ %uint_1 %uint_0\b", spvasm), spvasm
+    assert "Coherent" not in spvasm and "OpLoad %float %x" not in spvasm
+
+
+def test_spirv_keeps_two_launches_where_the_handoff_needs_too_many_buffers() -> None:
+    """One launch of `unsigned_and_ints` (two whole reductions, their partials and
+    counters beside five outputs) binds more than the 8 storage buffers SPIR-V is given:
+    SPIR-V then takes the schedule without a fence (as WGSL), never a refusal; PTX, with
+    no such limit, stays one launch."""
+    path = REPO / "tests" / "kernels" / "combos.py"
+    result = compile_source(str(path), path.read_text(), ["all"], function="unsigned_and_ints")
+    assert result.ok, [(d.code, d.message) for d in result.diagnostics]
+    launches = {
+        b: len(json.loads(result.files[f"{b}/unsigned_and_ints.manifest.json"])["kernels"])
+        for b in BACKENDS
+    }
+    assert launches["ptx"] == 1 and launches["spirv"] == launches["wgsl"] == 2, launches
 
 
 def test_a_backend_without_a_device_fence_refuses_a_handoff_kernel() -> None:

@@ -235,11 +235,12 @@ class AtomicAdd(Stmt):
 @dataclass
 class Fence(Stmt):
     """A device-scope acquire-release fence over buffer memory (PTX `fence.acq_rel.gpu`,
-    MSL 3.2 `atomic_thread_fence` at `thread_scope_device`). With a relaxed `AtomicAdd`
+    MSL 3.2 `atomic_thread_fence` at `thread_scope_device`, SPIR-V `OpMemoryBarrier` at
+    Device scope). With a relaxed `AtomicAdd`
     after it in one thread and before it in another that reads the value the first
     wrote, the first thread's earlier stores are visible to the second's later loads
     (fence-fence synchronisation). Only for a backend with `device_fence`; WGSL has no
-    such fence, and SPIR-V is not given one (see `mimir.codegen.reductions`)."""
+    such fence (see `mimir.codegen.reductions`)."""
 
 
 @dataclass

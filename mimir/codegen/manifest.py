@@ -138,8 +138,9 @@ def _requires(kernel: Kernel, backend: str) -> dict[str, Any]:
     32 threads, so the pipeline's `threadExecutionWidth` must be 32, as on every Apple GPU.
     `msl-3.2`: the MSL kernel calls `atomic_thread_fence` (a one-launch reduction's
     handoff between threadgroups), which Metal 3.2 introduced. (PTX warps are 32 threads
-    on every NVIDIA GPU and `.target sm_70` has `fence.acq_rel.gpu`; WGSL and SPIR-V
-    reduce in workgroup memory and have no fences: they need nothing.)"""
+    on every NVIDIA GPU and `.target sm_70` has `fence.acq_rel.gpu`; SPIR-V's
+    `OpMemoryBarrier` and atomics are core Vulkan 1.1; WGSL reduces in workgroup memory
+    and has no fences: none needs anything.)"""
     if backend != "msl":
         return {}
     needs = []

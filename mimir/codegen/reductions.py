@@ -6,16 +6,17 @@
   output element loops instead. `mean` divides by the count.
 - a reduction to one element of a large or symbolic count is split over many
   workgroups, each reducing `CHUNK` elements into a scratch buffer of partials.
-  Where the backend has a device-scope fence (PTX, MSL) and the count is at least 1
-  (so some workgroup runs) this is one launch (`reduce` with a counter,
+  Where the backend has a device-scope fence (PTX, MSL, SPIR-V) and the count is at
+  least 1 (so some workgroup runs) this is one launch (`reduce` with a counter,
   `_last_block`): the last workgroup to finish, found with an atomic counter,
-  combines the partials. WGSL has no sound cross-workgroup handoff (only
-  relaxed atomics and workgroup-scope barriers), so there it is two launches:
-  `partial`, then `reduce` combines the partials. SPIR-V too: Vulkan's memory model
-  allows the handoff (OpMemoryBarrier at Device scope, buffers decorated Coherent), but
-  the modules also run through wgpu, whose naga front end rejects `Coherent` and
-  re-expresses barriers in its WGSL-level IR, which has no device-scope fence. Both
-  schedules combine the partials in the same order and tree: bit-identical results.
+  combines the partials. (SPIR-V's fence is `OpMemoryBarrier` at Device scope; the
+  partials are stored and loaded as atomics, which are device-coherent without the
+  `Coherent` decoration naga rejects. Where the counters and partials take SPIR-V past
+  its 8 storage buffers, it keeps two launches: `mimir.codegen._compile_kernel`.) WGSL
+  has no sound cross-workgroup handoff (only relaxed atomics and workgroup-scope
+  barriers), so there it is two launches: `partial`, then `reduce` combines the
+  partials. Both schedules combine the partials in the same order and tree:
+  bit-identical results.
 - `moments` (`var`/`std`) and `argreduce` (`argmax`/`argmin`): one workgroup per
   output element, two strided passes each combined in a tree (the mean, then the
   squared deviations; the extremum, then its first position); for a literal count of

@@ -149,8 +149,7 @@ class Backend:
     # Whether the target has a device-scope acquire-release fence (`Fence`) and atomics
     # that return the old value: then a split reduction is one launch whose last
     # workgroup combines the partials (`mimir.codegen.reductions`); WGSL has neither
-    # (relaxed atomics only, `storageBarrier` is workgroup-scope) and gets two launches,
-    # as SPIR-V does (its modules also go through naga, which has no such fence).
+    # (relaxed atomics only, `storageBarrier` is workgroup-scope) and gets two launches.
     device_fence = False
     # Whether one buffer may be read both 4 wide and one element at a time (a pointer
     # cast: PTX, MSL). Then a row of symbolic length goes 4 wide behind a run-time test

@@ -44,6 +44,7 @@ class SPIRV(Backend):
     reserved = frozenset({"main", "void", "bool", "int", "uint", "float", "half", "glsl"})
     type_map = _TYPES
     intrinsics = {fn: fn for fn in INTRINSICS}
+    device_fence = True  # OpMemoryBarrier at Device scope, buffers decorated Coherent
     full_range_trig = False  # GLSL.std.450 Sin/Cos: Vulkan bounds them on [-pi, pi] only
 
     def check(self, kernel: Kernel) -> str | None:

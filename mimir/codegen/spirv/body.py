@@ -38,6 +38,7 @@ from mimir.codegen.ir import (
     Cast,
     Const,
     Expr,
+    Fence,
     For,
     If,
     Let,
@@ -121,6 +122,9 @@ class Resources:
         self.builtins: dict[str, int] = {}  # `local_x` ... -> value id
         self.helpers: dict[str, Function] = {}
         self.nonfinite: dict[int, int] = {}  # f32 bits -> private variable holding them
+        # buffers one workgroup stores to and another loads from across a `Fence` (a
+        # one-launch reduction's partials): declared as u32 bits, every access atomic
+        self.handed_off: set[str] = set()
         self.glsl = 0
 
 
@@ -218,7 +222,9 @@ class BodyEmitter:
             kind, ident = self._lookup(e.name)
             return ident if kind == "ssa" else self._new(lambda r: ins.op_load(t, r, ident))
         if isinstance(e, Load):
-            ptr, _ = self.pointer(e.array, e.index)
+            ptr, elem = self.pointer(e.array, e.index)
+            if e.array in self.res.handed_off:
+                return self._atomic_load(ptr, elem, e.type)
             return self._new(lambda r: ins.op_load(t, r, ptr))
         if isinstance(e, Uniform):
             return self.res.uniforms[e.field]
@@ -349,8 +355,11 @@ class BodyEmitter:
             self.fn.emit(ins.op_store(ptr, value))
         elif isinstance(s, Store):
             value = self.value(s.value)
-            ptr, _ = self.pointer(s.array, s.index)
-            self.fn.emit(ins.op_store(ptr, value))
+            ptr, elem = self.pointer(s.array, s.index)
+            if s.array in self.res.handed_off:
+                self._atomic_store(ptr, elem, value, s.value.type)
+            else:
+                self.fn.emit(ins.op_store(ptr, value))
         elif isinstance(s, AtomicAdd):
             self._atomic_add(s)
         elif isinstance(s, VectorLoad):
@@ -365,6 +374,10 @@ class BodyEmitter:
             workgroup = self.m.const_u32(Scope.Workgroup)
             semantics = MemorySemantics.AcquireRelease | MemorySemantics.WorkgroupMemory
             self.fn.emit(ins.op_control_barrier(workgroup, workgroup, self.m.const_u32(semantics)))
+        elif isinstance(s, Fence):
+            device = self.m.const_u32(Scope.Device)
+            semantics = MemorySemantics.AcquireRelease | MemorySemantics.UniformMemory
+            self.fn.emit(ins.op_memory_barrier(device, self.m.const_u32(semantics)))
         elif isinstance(s, Return):
             if s.value is None:
                 self.fn.terminate(ins.op_return())
@@ -420,6 +433,24 @@ class BodyEmitter:
             return value
         return self._new(lambda r: ins.op_bitcast(self.scalar(elem), r, value))
 
+    def _atomic_load(self, ptr: int, elem: str, type_: str) -> int:
+        """A relaxed device-scope load of a handed-off element (`elem`, the buffer's
+        declared type: u32 bits for a float), as `type_`: atomics are coherent across
+        workgroups without the `Coherent` decoration (which naga, how wgpu reads SPIR-V,
+        does not take)."""
+        device, relaxed = self.m.const_u32(Scope.Device), self.m.const_u32(0)
+        t = self.scalar(elem)
+        loaded = self._new(lambda r: ins.op_atomic_load(t, r, ptr, device, relaxed))
+        if type_ == elem:
+            return loaded
+        return self._new(lambda r: ins.op_bitcast(self.scalar(type_), r, loaded))
+
+    def _atomic_store(self, ptr: int, elem: str, value: int, type_: str) -> None:
+        device, relaxed = self.m.const_u32(Scope.Device), self.m.const_u32(0)
+        if type_ != elem:
+            value = self._new(lambda r, v=value: ins.op_bitcast(self.scalar(elem), r, v))
+        self.fn.emit(ins.op_atomic_store(ptr, device, relaxed, value))
+
     def _atomic_add(self, s: AtomicAdd) -> None:
         """OpAtomicIAdd for integers; for f32 (SPIR-V has no core float atomics) a
         compare-exchange loop on the element's bits: add to the value last seen, and retry
@@ -430,7 +461,10 @@ class BodyEmitter:
         relaxed = self.m.const_u32(0)
         if s.value.type != "f32":
             t = self.scalar(elem)
-            self._new(lambda r: ins.op_atomic_i_add(t, r, ptr, device, relaxed, value))
+            old = self._new(lambda r: ins.op_atomic_i_add(t, r, ptr, device, relaxed, value))
+            if s.old is not None:
+                self.m.name(old, self.name(s.old.name))
+                self.scopes[-1][s.old.name] = ("ssa", old)
             return
         u32, f32 = self.scalar("u32"), self.scalar("f32")
         # The first guess is 0 (an output starts zeroed): a wrong guess only costs a retry.

@@ -24,7 +24,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from mimir.codegen.ir import Builtin, Kernel, Uniform, all_expressions, vector_only_buffers
+from mimir.codegen.ir import (
+    Builtin,
+    Fence,
+    Kernel,
+    Load,
+    Store,
+    Uniform,
+    VectorLoad,
+    VectorStore,
+    all_expressions,
+    vector_only_buffers,
+    walk_statements,
+)
 from mimir.codegen.spirv import instructions as ins
 from mimir.codegen.spirv.body import BodyEmitter, Resources
 from mimir.codegen.spirv.module import Function, Module
@@ -62,6 +74,21 @@ def _scalar_types(module: Module) -> Callable[[str], int]:
     return scalar
 
 
+def handed_off(kernel: Kernel) -> set[str]:
+    """In a kernel with a `Fence` (a one-launch reduction's handoff), the buffers it both
+    stores to and loads from: one workgroup stores a partial, the last loads it. Their
+    accesses are atomic (device scope, relaxed), so the fence orders them across
+    workgroups; the Vulkan memory model makes plain accesses visible only through
+    `Coherent`, which naga rejects."""
+    if not any(isinstance(s, Fence) for s in walk_statements(kernel.body)):
+        return set()
+    stored = {s.array for s in walk_statements(kernel.body) if isinstance(s, (Store, VectorStore))}
+    loaded = {e.array for e in all_expressions(kernel.body) if isinstance(e, Load)}
+    loaded |= {s.array for s in walk_statements(kernel.body) if isinstance(s, VectorLoad)}
+    buffers = {b.name for b in kernel.buffers if not b.atomic}
+    return stored & loaded & buffers
+
+
 def emit_kernel(
     kernel: Kernel,
     entry: str,
@@ -80,12 +107,15 @@ def emit_kernel(
 
     blocks: dict[tuple[str, int], int] = {}  # (element type, lanes) -> the Block struct
     vector = vector_only_buffers(kernel)  # declared as runtime arrays of 4-vectors
+    res.handed_off = handed_off(kernel)
+    vector -= res.handed_off
     for buf, where in zip(kernel.buffers, buffer_bindings, strict=True):
         if buf.elem == "f16":
             m.capability(Capability.StorageBuffer16BitAccess)
         # A float buffer that `AtomicAdd` updates is viewed as its bits (u32): SPIR-V's
         # compare-exchange takes integers (see `Body.atomic_add`).
-        elem = "u32" if buf.atomic and buf.elem == "f32" else buf.elem
+        atomic = buf.atomic or buf.name in res.handed_off
+        elem = "u32" if atomic and buf.elem == "f32" else buf.elem
         lanes = 4 if buf.name in vector else 1
         if (elem, lanes) not in blocks:
             item = scalar(elem) if lanes == 1 else m.vector(scalar(elem), lanes)

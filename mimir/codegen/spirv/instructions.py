@@ -476,6 +476,10 @@ def op_atomic_load(result_type: int, result: int, pointer: int, scope: int, sem:
     return _inst(Op.AtomicLoad, result_type, result, pointer, scope, sem)
 
 
+def op_atomic_store(pointer: int, scope: int, sem: int, value: int) -> Words:
+    return _inst(Op.AtomicStore, pointer, scope, sem, value)
+
+
 def op_atomic_compare_exchange(
     result_type: int,
     result: int,
@@ -502,3 +506,8 @@ def op_atomic_i_add(
 def op_control_barrier(execution: int, memory: int, semantics: int) -> Words:
     """The three operands are ids of u32 constants (scope, scope, memory semantics)."""
     return _inst(Op.ControlBarrier, execution, memory, semantics)
+
+
+def op_memory_barrier(memory: int, semantics: int) -> Words:
+    """A fence: the operands are ids of u32 constants (scope, memory semantics)."""
+    return _inst(Op.MemoryBarrier, memory, semantics)

@@ -122,7 +122,9 @@ class Op(IntEnum):
     Not = 200
     # Barrier
     ControlBarrier = 224
+    MemoryBarrier = 225
     AtomicLoad = 227
+    AtomicStore = 228
     AtomicCompareExchange = 230
     AtomicIAdd = 234
     # Control-flow
@@ -273,7 +275,9 @@ LAYOUT: dict[Op, tuple[str, ...]] = {
     Op.CompositeConstruct: ("type", "result", "ids*"),
     Op.CompositeExtract: ("type", "result", "id", "lits*"),
     Op.ControlBarrier: ("id", "id", "id"),
+    Op.MemoryBarrier: ("id", "id"),
     Op.AtomicLoad: ("type", "result", "id", "id", "id"),
+    Op.AtomicStore: ("id", "id", "id", "id"),
     Op.AtomicCompareExchange: ("type", "result", "id", "id", "id", "id", "id", "id"),
     Op.AtomicIAdd: ("type", "result", "id", "id", "id", "id"),
     Op.Phi: ("type", "result", "pairs*"),
