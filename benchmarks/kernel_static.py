@@ -197,6 +197,8 @@ def _matmuls(path: Path, function: str, dims: dict[str, int]) -> tuple[int, set[
     # function's multiply-adds)
     roots += [r for p in s.plans if p.kind == "attention" for r in (p.scores, p.root)]
     roots += [p.scores for p in s.plans if p.kind == "scores_softmax"]
+    # a `matmul` launch's paired product (SwiGLU's gate beside its up projection)
+    roots += [p.paired for p in s.plans if p.paired is not None]
     inline = [n for n in kernel.graph.graph.nodes if inline_product(kernel.graph, n)]
     for root in [*roots, *inline]:
         left = ev.node(root)["inputs"][0]

@@ -218,6 +218,19 @@ def test_the_tf32_kernel_matches_the_shim_and_uses_tensor_cores(tmp_path: Path) 
     _compare(manifest, actual, expected, "tensor_cores", "linear_tf32_tiles", dims)
 
 
+def test_paired_products_both_run_on_tensor_cores_in_one_launch(tmp_path: Path) -> None:
+    """SwiGLU's two products of x share one launch: each k-slice issues the 16 `mma.sync`
+    of the gate's tile, then (in the second loop over k) the 16 of the up projection's."""
+    manifest = compiled_ptx("tensor_cores", "gated_tf32", tmp_path)
+    (kernel,) = manifest["kernels"]
+    text = (tmp_path / kernel["file"]).read_text()
+    assert text.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") == 32
+    dims = _dims(manifest, "small")
+    actual, inputs = _run(tmp_path, manifest, dims, 5)
+    expected = shim_reference(KERNELS / "tensor_cores.py", "gated_tf32", inputs, dims, None)
+    _compare(manifest, actual, expected, "tensor_cores", "gated_tf32", dims)
+
+
 def test_a_wrong_a_fragment_order_is_caught(tmp_path: Path) -> None:
     manifest = compiled_ptx("tensor_cores", "matmul_tf32", tmp_path)
 

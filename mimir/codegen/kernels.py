@@ -220,9 +220,18 @@ def _matmul(
     c.shared += [SharedArray(a_tile, acc_t, 2 * size), SharedArray(b_tile, acc_t, 2 * size)]
     mma = _MmaWarp(c, t, row0, col0) if tensor_cores and acc_t == "f32" else None
     if mma is not None:
-        accs, rows, cols = mma.accs, mma.rows, mma.cols
-    else:
-        accs = [[body.var(lw.const(0, acc_t), "acc") for _ in range(REG)] for _ in range(REG)]
+        rows, cols = mma.rows, mma.cols
+
+    def zeros() -> list[list[Var]]:
+        if mma is not None:
+            return mma.zeros()
+        return [[body.var(lw.const(0, acc_t), "acc") for _ in range(REG)] for _ in range(REG)]
+
+    # a paired product (`schedule._paired_products`): computed first, through the same
+    # workgroup buffers, and read by the epilogue from its own accumulators
+    paired = c.plan.paired
+    paired_accs = zeros() if paired is not None else None
+    accs = zeros()
     m_ir, k_ir, n_ir = size_ir(m), size_ir(k), size_ir(n)
     # a bound needs no guard when its size is proven a multiple of the tile
     m_ok = c.multiple(m, BLOCK, f"row < {sz.manifest_text(m)}")
@@ -252,7 +261,7 @@ def _matmul(
     l_batch = _broadcast_batch(batch_axes, batch, lshape[:-2])
     r_batch = _broadcast_batch(batch_axes, batch, rshape[:-2])
 
-    def stage(k0: Expr, buffer: Expr) -> None:
+    def stage(k0: Expr, buffer: Expr, right: int) -> None:
         ka = body.let(ibin("+", k0, a_k), "ka")
         ka_ok = None if k_b is None else body.let(Binary("<", ka, k_b, "bool"), "kok")
         a_at = body.let(ibin("+", buffer, a_slot), "sa")
@@ -270,21 +279,27 @@ def _matmul(
             idx = Idx(rshape, flat=ibin("+", b_at0, b_rows[q]), axes=[*r_batch, kb, b_n])
             _stage(c, b_tile, slot, right, idx, _all_true([kb_ok, b_ok]), out)
 
-    stage(u32(0), u32(0))
-    body.emit(WaitAsync())
-    body.emit(Barrier())
-    a_row = body.let(ibin("*", ly, u32(VEC)), "ly")
-    b_col = body.let(ibin("*", lx, u32(VEC)), "lx")
-    with body.for_("k0_", u32(0), k_ir, u32(SLICE)) as k0:
+    def product(right: int, accs: list[list[Var]]) -> None:
+        """The tile of `left @ right` into this thread's `accs`, ending with a barrier (so
+        the workgroup buffers may be staged again)."""
+        stage(u32(0), u32(0), right)
+        body.emit(WaitAsync())
+        body.emit(Barrier())
+        a_row = body.let(ibin("*", ly, u32(VEC)), "ly")
+        b_col = body.let(ibin("*", lx, u32(VEC)), "lx")
+        with body.for_("k0_", u32(0), k_ir, u32(SLICE)) as k0:
+            _slices(k0, accs, right, a_row, b_col)
+
+    def _slices(k0: Expr, accs: list[list[Var]], right: int, a_row: Expr, b_col: Expr) -> None:
         # slice s = k0 / SLICE is in buffer s % 2: `cur` is its offset, the next goes to the other
         shift = (size // SLICE).bit_length() - 1
         cur = body.let(Binary("&", Binary("<<", k0, u32(shift), "u32"), u32(size), "u32"), "cur")
         nxt = body.let(Binary("^", cur, u32(size), "u32"), "nxt")
         k_next = body.let(ibin("+", k0, u32(SLICE)), "kn")
         with body.if_(Binary("<", k_next, k_ir, "bool")):
-            stage(k_next, nxt)
+            stage(k_next, nxt, right)
         if mma is not None:
-            mma.slice(cur)
+            mma.slice(cur, accs)
         else:
             a_at = body.let(ibin("+", cur, a_row), "ra")
             b_at = body.let(ibin("+", cur, b_col), "rb")
@@ -304,10 +319,14 @@ def _matmul(
                 for r in range(REG):
                     for s_ in range(REG):
                         acc = accs[r][s_]
-                        product = lw.bin_("*", a_vals[r], b_vals[s_])
-                        body.emit(Assign(acc, lw.bin_("+", acc, product)))
+                        term = lw.bin_("*", a_vals[r], b_vals[s_])
+                        body.emit(Assign(acc, lw.bin_("+", acc, term)))
         body.emit(WaitAsync())
         body.emit(Barrier())
+
+    if paired is not None and paired_accs is not None:
+        product(ev.node(paired)["inputs"][1], paired_accs)
+    product(right, accs)
     # an epilogue through a reshape to another rank (an einsum's merged letters split
     # again) reads the product at the flat offset it writes (`KernelContext._position`)
     flat = any(len(c.ev.shape(n)) != len(oshape) for n, _ in c.plan.outputs())
@@ -319,6 +338,8 @@ def _matmul(
             idx = Idx(oshape, axes=[*batch_axes, rows[r], cols[s_]])
             if flat:
                 idx = Idx(oshape, flat=idx.flat(body))
+            if paired is not None and paired_accs is not None:
+                ev.overrides[paired] = (idx.key, lw.round_to(paired_accs[r][s_], out))
             _write_where(c, cond, idx, result)
     return (TILE, TILE, 1), dispatch
 
@@ -1069,11 +1090,6 @@ class _MmaWarp:
         # shared offsets of this lane's first A and B elements (k = q), within a buffer
         self.a_at = body.let(ibin("+", ibin("*", q, u32(BLOCK)), ibin("+", wm, g)), "fa")
         self.b_at = body.let(ibin("+", ibin("*", q, u32(BLOCK)), ibin("+", wn, g)), "fb")
-        # accumulator grid [2 i + h][2 j + e] is fragment (i, j)'s c[2 h + e]
-        self.accs = [
-            [body.var(lw.const(0, "f32"), "acc") for _ in range(2 * FRAG_N)]
-            for _ in range(2 * FRAG_M)
-        ]
         row = ibin("+", row0, ibin("+", wm, g))
         col = ibin("+", col0, ibin("+", wn, ibin("*", q, u32(2))))
         self.rows = [
@@ -1087,8 +1103,16 @@ class _MmaWarp:
             for e in range(2)
         ]
 
-    def slice(self, cur: Expr) -> None:
-        """The `MmaSync`s of the k-slice in the shared buffer at offset `cur`."""
+    def zeros(self) -> list[list[Var]]:
+        """A thread's accumulators of one product, zero: grid [2 i + h][2 j + e] is
+        fragment (i, j)'s c[2 h + e]."""
+        return [
+            [self.body.var(lw.const(0, "f32"), "acc") for _ in range(2 * FRAG_N)]
+            for _ in range(2 * FRAG_M)
+        ]
+
+    def slice(self, cur: Expr, accs: list[list[Var]]) -> None:
+        """The `MmaSync`s of the k-slice in the shared buffer at offset `cur`, into `accs`."""
         body = self.body
         a_at = body.let(ibin("+", cur, self.a_at), "ra")
         b_at = body.let(ibin("+", cur, self.b_at), "rb")
@@ -1106,7 +1130,7 @@ class _MmaWarp:
         ]
         for i, a in enumerate(a_frags):
             for j, b in enumerate(b_frags):
-                acc = tuple(self.accs[2 * i + h][2 * j + e] for h in range(2) for e in range(2))
+                acc = tuple(accs[2 * i + h][2 * j + e] for h in range(2) for e in range(2))
                 body.emit(MmaSync(acc, a, b))
 
 

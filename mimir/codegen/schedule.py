@@ -115,6 +115,10 @@ class Plan:
     # a `narrow` launch that normalises the rows it computes: the softmax over them, whose
     # epilogue it writes (`_narrow_softmax`); an `attention` launch's softmax
     softmax: int | None = None
+    # a `matmul` launch's second product of the same left operand, which its epilogue
+    # reads at each element it writes (SwiGLU's gate, `x @ w_gate`, beside `x @ w_up`):
+    # computed in the same tile, never stored (`_paired_products`, `kernels._matmul`)
+    paired: int | None = None
     # an `attention` launch's first product (the scores `q @ k.T`, `_attention`), or the
     # product a `scores_softmax` launch's softmax reads (`_scores_softmax`)
     scores: int | None = None
@@ -517,6 +521,7 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
     plans = _merge_whole_reductions(ev, g, plans, node_buffers, in_place)
     _attention(ev, g, plans, node_buffers, buffers, declared)
     _scores_softmax(ev, g, plans, node_buffers, buffers, declared)
+    _paired_products(ev, g, plans, node_buffers, buffers)
     # a reduction folded by another's one-launch pass hands off with that one's counter
     spare = {m.counter for p in plans for m in p.reductions if m.counter is not None}
     for p in plans:
@@ -648,6 +653,81 @@ def _attention(
         second.kind, second.scores, second.softmax = "attention", first.root, soft
         plans.remove(first)
         plans.remove(middle)
+
+
+def _paired_products(
+    ev: Any,
+    g: nx.DiGraph,
+    plans: list[Plan],
+    node_buffers: dict[int, str],
+    buffers: list[BufferSpec],
+) -> None:
+    """Two tiled products of one left operand, `a @ b1` stored only for the epilogue of a
+    later `a @ b2` to read at the positions it writes (SwiGLU: `silu(x @ w_gate) * (x @
+    w_up)`), as one launch: each workgroup computes both products of its tile, one after
+    the other through the same workgroup memory, and the epilogue reads the first from
+    registers (`kernels._matmul`). The first product is never stored or read back, and
+    there is one launch fewer. Only when both products have the same shapes and dtype,
+    neither the first nor its own epilogue (`gelu(x @ w_gate)`, then computed where it is
+    read) is an output, and every op between the first and the second's epilogue is
+    element-wise on that shape and read by nothing else (so the epilogue reads the first
+    product at its own position); not for a second product that reads the first."""
+    scratch = {b.name for b in buffers if b.role == "scratch"}
+    for first in list(plans):
+        if first.kind != "matmul" or first.root is None:
+            continue
+        if first.also or first.folds or first.copy or first.paired is not None:
+            continue
+        if not first.writes or not set(first.writes) <= scratch:
+            continue
+        p = first.root
+        second = _pairing(ev, g, plans[plans.index(first) + 1 :], p)
+        if second is None:
+            continue
+        unused = set(first.writes)
+        buffers[:] = [b for b in buffers if b.name not in unused]
+        node_buffers.pop(first.node, None)  # its epilogue, computed where it is read
+        second.paired = p
+        plans.remove(first)
+
+
+def _pairing(ev: Any, g: nx.DiGraph, later: list[Plan], p: int) -> Plan | None:
+    """The later `matmul` launch whose epilogue alone reads product `p`, as
+    `_paired_products` requires, or None."""
+    key = [sz.key(s) for s in ev.shape(p)]
+    left, right = (ev.resolve(n) for n in ev.node(p)["inputs"][:2])
+    for second in later:
+        if second.kind != "matmul" or second.root is None or second.paired is not None:
+            continue
+        if second.also or second.folds or second.copy or second.softmax is not None:
+            continue
+        q, t = second.root, second.node
+        if q == p or p in nx.ancestors(g, q) or p not in nx.ancestors(g, t):
+            continue
+        q_left, q_right = (ev.resolve(n) for n in ev.node(q)["inputs"][:2])
+        if q_left != left or [sz.key(s) for s in ev.shape(q)] != key:
+            continue
+        if [sz.key(s) for s in ev.shape(q_right)] != [sz.key(s) for s in ev.shape(right)]:
+            continue
+        if len({ev.dtype(n) for n in (p, q, left, right, q_right)}) != 1:
+            continue
+        if _private_elementwise(ev, g, p, t, key):
+            return second
+    return None
+
+
+def _private_elementwise(ev: Any, g: nx.DiGraph, p: int, t: int, key: list) -> bool:
+    """Whether product `p` and every op on a path from it to `t` are read only by such
+    ops or by `t`, and each op (and `t`) is element-wise of shape `key`, so each reads its
+    operands at the position it is computed."""
+    between = nx.descendants(g, p) & nx.ancestors(g, t)
+    for n in between | {p}:
+        if any(u not in between and u != t for u in g.successors(n)):
+            return False
+    for n in between | {t}:
+        if op_kind(ev.kg, n) not in _FUSIBLE or [sz.key(s) for s in ev.shape(n)] != key:
+            return False
+    return True
 
 
 def _scores_under(

@@ -45,3 +45,12 @@ def probabilities_tf32(
     q: Tensor[float32, M, 32], k: Tensor[float32, N, 32]
 ) -> Tensor[float32, M, N]:
     return (q @ k.T * 0.2).softmax()
+
+
+@gpu(precision="tf32")
+def gated_tf32(
+    x: Tensor[float32, M, K], w_gate: Tensor[float32, K, N], w_up: Tensor[float32, K, N]
+) -> Tensor[float32, M, N]:
+    # both products in one launch (`schedule._paired_products`), each on tensor cores
+    gate = x @ w_gate
+    return gate * gate.sigmoid() * (x @ w_up)
