@@ -1030,6 +1030,47 @@ def test_a_product_by_a_narrow_matrix_is_one_launch_without_a_tile(tmp_path: Pat
     assert [k["file"] for k in kernels] == ["wide_0_matmul.ptx"]
 
 
+def test_two_products_of_one_operand_read_by_one_epilogue_are_one_launch(
+    tmp_path: Path,
+) -> None:
+    """SwiGLU's `gate * sigmoid(gate) * (x @ w_up)`, gate = x @ w_gate: one tiled launch
+    computing both tiles, the gate never stored (no N x H scratch; each thread's stores
+    are the output alone), matching the shim; the forms of tests/kernels/paired.py that
+    must not pair keep the gate in its own launch."""
+    launches = {}
+    for function in (
+        "gated_hidden",
+        "geglu_with_bias",
+        "batched_gates",
+        "gate_also_returned",
+        "gate_summed",
+        "other_left",
+        "gate_transposed",
+    ):
+        files = _compile("paired", function, "ptx")
+        manifest = json.loads(files[f"{function}.manifest.json"])
+        launches[function] = [k["entry_point"].split("_")[-1] for k in manifest["kernels"]]
+    assert launches == {
+        "gated_hidden": ["matmul"],
+        "geglu_with_bias": ["matmul"],
+        "batched_gates": ["matmul"],
+        "gate_also_returned": ["matmul", "matmul"],
+        "gate_summed": ["matmul", "reduce", "matmul"],
+        "other_left": ["matmul", "matmul"],
+        "gate_transposed": ["matmul", "matmul"],
+    }
+    files = _compile("paired", "gated_hidden", "ptx")
+    manifest = json.loads(files["gated_hidden.manifest.json"])
+    assert [b["role"] for b in manifest["buffers"]] == ["input"] * 3 + ["output"]
+    dims = {"N": 9, "D": 11, "H": 7}
+    inputs = random_inputs(manifest, dims, seed=8)
+    actual, (launch,) = _ptx_run(files, "gated_hidden", dims, tmp_path / "gated", inputs)
+    assert launch["bytes"]["st"] == 4 * 9 * 7  # the output, nothing else
+    assert launch["unique_bytes"]["ld"] == 4 * (9 * 11 + 2 * 11 * 7)
+    expected = shim_reference(KERNELS / "paired.py", "gated_hidden", inputs, dims, {})
+    assert_close(actual["out"], expected["out"], "float32")
+
+
 def test_row_reductions_beside_a_narrow_product_are_folded_in_its_launch(tmp_path: Path) -> None:
     """`return h @ w, h.sum(axis=1)` (w H x 3): the `narrow` launch adds each element of h
     it reads to the row's sum too (`schedule._narrow_row_reductions`), so h is read once,

@@ -29,7 +29,7 @@ from mimir.codegen.ir import legalise
 from mimir.codegen.kernels import build
 from mimir.codegen.manifest import build_manifest, dumps
 from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, RefusalError
-from mimir.codegen.schedule import schedule
+from mimir.codegen.schedule import Schedule, schedule
 from mimir.codegen.warp import to_workgroup_memory
 from mimir.diagnostics.diagnostic import Diagnostic, Span
 from mimir.parse.depth import deep_call
@@ -232,17 +232,18 @@ def _compile_kernel(
 
 
 def _print_kernels(
-    backend,
+    backend: Backend,
     backend_name: str,
     irs: list,
     names: list[str],
     path: str,
     name: str,
-    s,
+    s: Schedule,
     math: str,
     precision: str,
 ) -> list[tuple[str, str | bytes, str]]:
-    """(relative path, content, text) of each launch's file and the manifest."""
+    """(relative path, content, text) of each launch's file of `s` for `backend`, and
+    of the manifest."""
     folder = f"{backend_name}/" if len(names) > 1 else ""
     files: list[tuple[str, str | bytes, str]] = []
     printed = []

@@ -181,6 +181,10 @@ def _matmul(
 
     With `tensor_cores` (PTX, `@gpu(precision="tf32")`, a float32 result) the staging is
     the same but the products are `MmaSync`s, 16 x 8 x 8 per warp: see `_MmaWarp`.
+
+    With `Plan.paired` (`schedule._paired_products`) the workgroup first computes the
+    paired product's tile (the same left operand by another right one) into a second set
+    of accumulators, through the same buffers, and the epilogue reads it from there.
     """
     ev, body = c.ev, c.body
     root = c.plan.root
@@ -288,9 +292,9 @@ def _matmul(
         a_row = body.let(ibin("*", ly, u32(VEC)), "ly")
         b_col = body.let(ibin("*", lx, u32(VEC)), "lx")
         with body.for_("k0_", u32(0), k_ir, u32(SLICE)) as k0:
-            _slices(k0, accs, right, a_row, b_col)
+            slices(k0, accs, right, a_row, b_col)
 
-    def _slices(k0: Expr, accs: list[list[Var]], right: int, a_row: Expr, b_col: Expr) -> None:
+    def slices(k0: Expr, accs: list[list[Var]], right: int, a_row: Expr, b_col: Expr) -> None:
         # slice s = k0 / SLICE is in buffer s % 2: `cur` is its offset, the next goes to the other
         shift = (size // SLICE).bit_length() - 1
         cur = body.let(Binary("&", Binary("<<", k0, u32(shift), "u32"), u32(size), "u32"), "cur")
@@ -325,7 +329,7 @@ def _matmul(
         body.emit(Barrier())
 
     if paired is not None and paired_accs is not None:
-        product(ev.node(paired)["inputs"][1], paired_accs)
+        product(ev.node(paired)["inputs"][1], paired_accs)  # ends with a barrier
     product(right, accs)
     # an epilogue through a reshape to another rank (an einsum's merged letters split
     # again) reads the product at the flat offset it writes (`KernelContext._position`)
