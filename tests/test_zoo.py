@@ -86,19 +86,27 @@ def test_readme_table_is_current() -> None:
 
 def test_masking_keeps_everything_but_the_measured_column() -> None:
     entry = ENTRIES[0]
-    row = table.Row(entry, launches=1, status=dict.fromkeys(table.BACKENDS, "ok"))
-    timed = table.Row(entry, 1, dict(row.status), milliseconds=1.5, timed_at={"N": 9})
+    ones = dict.fromkeys(table.BACKENDS, 1)
+    row = table.Row(entry, launches=ones, status=dict.fromkeys(table.BACKENDS, "ok"))
+    timed = table.Row(entry, ones, dict(row.status), milliseconds=1.5, timed_at={"N": 9})
     assert table.mask_measured(table.render([row], None)) == table.mask_measured(
         table.render([timed], "some adapter")
     )
-    failed = table.Row(entry, 1, {**row.status, "ptx": "FAIL"})
+    failed = table.Row(entry, ones, {**row.status, "ptx": "FAIL"})
     assert table.mask_measured(table.render([failed], None)) != table.mask_measured(
         table.render([row], None)
     )
-    more = table.Row(entry, 2, dict(row.status))
+    more = table.Row(entry, {**ones, "wgsl": 2}, dict(row.status))
     assert table.mask_measured(table.render([more], None)) != table.mask_measured(
         table.render([row], None)
     )
+
+
+def test_the_launches_cell_names_each_backend_that_differs() -> None:
+    assert table._launches(dict.fromkeys(table.BACKENDS, 1)) == "1"
+    assert table._launches({"wgsl": 2, "spirv": 1, "msl": 1, "ptx": 1}) == "1 (WGSL 2)"
+    assert table._launches({"wgsl": 2, "spirv": 2, "msl": 1, "ptx": 1}) == "2 (MSL 1, PTX 1)"
+    assert table._launches({}) == "–"
 
 
 def test_an_awaited_op_that_landed_marks_its_kernel_for_a_rewrite() -> None:

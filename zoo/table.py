@@ -74,7 +74,7 @@ class Entry:
 @dataclass
 class Row:
     entry: Entry
-    launches: int | None = None
+    launches: dict[str, int] = field(default_factory=dict)  # per backend that compiled
     status: dict[str, str] = field(default_factory=dict)
     details: list[str] = field(default_factory=list)  # why a status is not `ok`
     milliseconds: float | None = None
@@ -312,8 +312,7 @@ def evaluate(entry: Entry, workdir: Path, missing: Mapping[str, str], time_it: b
         if status == "ok":
             path = folder / backend / f"{entry.function}.manifest.json"
             manifest = json.loads(path.read_text())
-            if backend == "wgsl":
-                row.launches = len(manifest["kernels"])
+            row.launches[backend] = len(manifest["kernels"])
             status = _execute(entry, backend, folder / backend, manifest, cache)
             if status == "ok" and backend == "wgsl" and time_it:
                 _time(entry, folder / backend, manifest, row)
@@ -350,8 +349,9 @@ seeded random inputs with every dim at its least size and at small sizes
 ({small}), matched the shim within its dtype's tolerance: WGSL and SPIR-V on
 wgpu (Mesa lavapipe), MSL as C++ on the CPU with one thread per GPU thread,
 PTX in the test suite's PTX interpreter. *Launches* counts the kernels the
-manifest runs in order. *Rewrite when* names the ops (not yet in the language)
-whose arrival should let a kernel be written the natural way (each file's
+manifest runs in order (`1 (WGSL 2)`: two on WGSL, one on every other backend).
+*Rewrite when* names the ops (not yet in the language) whose arrival should let
+a kernel be written the natural way (each file's
 `WAITING_FOR`); once such an op is in `mimir.array`, the cell says `landed:
 rewrite` and this table is stale until regenerated.
 
@@ -416,6 +416,16 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def _launches(counts: dict[str, int]) -> str:
+    """The count most backends have, then each other backend's: `1 (WGSL 2)`."""
+    if not counts:
+        return "–"
+    values = [counts[b] for b in BACKENDS if b in counts]
+    common = max(values, key=values.count)
+    others = [f"{TITLES[b]} {n}" for b, n in counts.items() if n != common]
+    return f"{common} ({', '.join(others)})" if others else str(common)
+
+
 def render(rows: Sequence[Row], adapter: str | None) -> str:
     """zoo/README.md for these rows; times and the adapter only where they were measured."""
     small = ", ".join(str(n) for n in BINDINGS["small"])
@@ -432,7 +442,7 @@ def render(rows: Sequence[Row], adapter: str | None) -> str:
             f"`{e.function}`",
             f"[{e.path.name}]({e.path.name})",
             _md(e.summary),
-            str(row.launches if row.launches is not None else "–"),
+            _launches(row.launches),
             *(row.status.get(b, "–") for b in BACKENDS),
             _md(_waiting(e.waiting_for)),
             time,
