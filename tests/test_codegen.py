@@ -510,6 +510,9 @@ def test_a_sum_to_one_element_is_one_launch_where_the_backend_has_a_device_fence
     assert re.search(r"OpAtomicStore %\w+ %uint_1 %uint_0 ", spvasm), spvasm
     assert re.search(r"= OpAtomicLoad %uint %\w+ %uint_1 %uint_0\b", spvasm), spvasm
     assert "Coherent" not in spvasm and "OpLoad %float %x" not in spvasm
+    # its workgroup barriers pass thread 0's acquire on: buffer memory too (0x148 = 328)
+    barriers = set(re.findall(r"OpControlBarrier %uint_2 %uint_2 (%uint_\d+)", spvasm))
+    assert barriers == {"%uint_328"}, barriers
 
 
 def test_spirv_keeps_two_launches_where_the_handoff_needs_too_many_buffers() -> None:

@@ -373,6 +373,10 @@ class BodyEmitter:
         elif isinstance(s, Barrier):
             workgroup = self.m.const_u32(Scope.Workgroup)
             semantics = MemorySemantics.AcquireRelease | MemorySemantics.WorkgroupMemory
+            if self.res.handed_off:
+                # a handoff's barrier passes thread 0's acquire of the other workgroups'
+                # partials on to the workgroup's other threads: it orders buffer memory too
+                semantics |= MemorySemantics.UniformMemory
             self.fn.emit(ins.op_control_barrier(workgroup, workgroup, self.m.const_u32(semantics)))
         elif isinstance(s, Fence):
             device = self.m.const_u32(Scope.Device)
