@@ -29,10 +29,8 @@ from mimir.codegen.ir import (
     Fence,
     Kernel,
     Load,
-    Store,
     Uniform,
     VectorLoad,
-    VectorStore,
     all_expressions,
     vector_only_buffers,
     walk_statements,
@@ -76,17 +74,15 @@ def _scalar_types(module: Module) -> Callable[[str], int]:
 
 def handed_off(kernel: Kernel) -> set[str]:
     """In a kernel with a `Fence` (a one-launch reduction's handoff), the buffers it both
-    stores to and loads from: one workgroup stores a partial, the last loads it. Their
-    accesses are atomic (device scope, relaxed), so the fence orders them across
-    workgroups; the Vulkan memory model makes plain accesses visible only through
-    `Coherent`, which naga rejects."""
+    stores to (`read_write`, not only through `AtomicAdd`) and loads from: one workgroup
+    stores a partial, the last loads it. Their accesses are atomic (device scope,
+    relaxed), so the fence orders them across workgroups; the Vulkan memory model makes
+    plain accesses visible only through `Coherent`, which naga rejects."""
     if not any(isinstance(s, Fence) for s in walk_statements(kernel.body)):
         return set()
-    stored = {s.array for s in walk_statements(kernel.body) if isinstance(s, (Store, VectorStore))}
     loaded = {e.array for e in all_expressions(kernel.body) if isinstance(e, Load)}
     loaded |= {s.array for s in walk_statements(kernel.body) if isinstance(s, VectorLoad)}
-    buffers = {b.name for b in kernel.buffers if not b.atomic}
-    return stored & loaded & buffers
+    return {b.name for b in kernel.buffers if b.access == "read_write" and not b.atomic} & loaded
 
 
 def emit_kernel(
