@@ -148,29 +148,32 @@ def _compile_kernel(
     span = kernel.graph.kernel.span
     precision = kernel.graph.kernel.precision
     tensor_cores = precision == "tf32" and "ptx" in names
-    # one schedule per kind of target: with a device-scope fence a split reduction is
-    # one launch, without (WGSL) two; with vector views a symbolic row goes 4 wide behind
-    # a run-time test (`mimir.codegen.schedule`)
+    # one schedule per kind of target: a split reduction is one launch that hands off
+    # through a device-scope fence ("fence") or tagged atomic words ("tagged", WGSL), else
+    # (None) two; with vector views a symbolic row goes 4 wide behind a run-time test
+    # (`mimir.codegen.schedule`)
     index_level = kernel.graph.kernel.grid is not None
 
-    def kind(backend: type[Backend]) -> tuple[bool, bool]:
-        return (backend.device_fence and not index_level, backend.vector_views and not index_level)
+    def kind(backend: type[Backend]) -> tuple[str | None, bool]:
+        handoff = "fence" if backend.device_fence else "tagged" if backend.tagged_handoff else None
+        return (None if index_level else handoff, backend.vector_views and not index_level)
 
-    built: dict[tuple[bool, bool], tuple | None] = {}
+    built: dict[tuple[str | None, bool], tuple | None] = {}
 
-    def build_kind(fence: bool, views: bool) -> tuple | None:
+    def build_kind(handoff: str | None, views: bool) -> tuple | None:
         """The schedule and the IR of its launches for one kind of target (memoised;
         None once refused, with the diagnostic appended)."""
-        if (fence, views) in built:
-            return built[fence, views]
-        built[fence, views] = None
+        if (handoff, views) in built:
+            return built[handoff, views]
+        built[handoff, views] = None
         try:
             if index_level:
                 s, irs = build_index_level(kernel)
                 tc_irs = irs
                 parts = [[k] for k in range(len(irs))]
             else:
-                s = schedule(kernel, one_launch=fence, vector_views=views)
+                one, tagged = handoff is not None, handoff == "tagged"
+                s = schedule(kernel, one_launch=one, vector_views=views, tagged=tagged)
                 irs = [build(s, k) for k in range(len(s.plans))]
                 # PTX's own build: its float32 matmuls on TF32 tensor cores (`mma.sync`)
                 tc_irs = [build(s, k, True) for k in range(len(s.plans))] if tensor_cores else irs
@@ -195,18 +198,18 @@ def _compile_kernel(
             else native
         )
         tc_native = [contract(legalise(ir)) for ir in tc_irs] if tc_irs is not irs else native
-        built[fence, views] = (s, parts, native, fallback, tc_native)
-        return built[fence, views]
+        built[handoff, views] = (s, parts, native, fallback, tc_native)
+        return built[handoff, views]
 
     if any(build_kind(*kind(BACKENDS[n])) is None for n in names):
         return []
     files: list[tuple[str, str | bytes, str]] = []
     for backend_name in names:
         backend = BACKENDS[backend_name](math=math)
-        fence, views = kind(BACKENDS[backend_name])
-        # a one-launch schedule whose handoff needs more than the backend has (SPIR-V's 8
-        # storage buffers with the counters) falls back to the schedule without a fence
-        tries = [(fence, views), (False, views)] if fence else [(fence, views)]
+        handoff, views = kind(BACKENDS[backend_name])
+        # a one-launch schedule whose handoff needs more than the backend has (8 storage
+        # buffers with the counters) falls back to the schedule without a handoff
+        tries = [(handoff, views), (None, views)] if handoff else [(handoff, views)]
         for attempt, (f, v) in enumerate(tries):
             got = build_kind(f, v)
             if got is None:

@@ -222,8 +222,9 @@ class AtomicAdd(Stmt):
     `value` has the buffer's element type, `i32`, `u32` or `f32`; the buffer is then a
     `BufferParam` with `atomic=True`, and nothing else in the kernel reads or writes it.
     With `old` (a `u32` buffer only), the value the element held before the add is
-    bound to that variable (PTX `atom`, MSL `atomic_fetch_add_explicit`; only for a
-    backend with `device_fence`); without it nothing is returned (PTX `red`).
+    bound to that variable (PTX `atom`, MSL `atomic_fetch_add_explicit`, WGSL
+    `atomicAdd`'s result; a one-launch reduction's ticket); without it nothing is
+    returned (PTX `red`).
     """
 
     array: str
@@ -240,7 +241,46 @@ class Fence(Stmt):
     after it in one thread and before it in another that reads the value the first
     wrote, the first thread's earlier stores are visible to the second's later loads
     (fence-fence synchronisation). Only for a backend with `device_fence`; WGSL has no
-    such fence (see `mimir.codegen.reductions`)."""
+    such fence and hands off through `Publish` / `Await` instead."""
+
+
+@dataclass
+class Publish(Stmt):
+    """`array[index] = value` for another workgroup of the same launch to `Await`, where
+    the backend has no device-scope fence (WGSL's memory model: relaxed atomics and
+    workgroup-scope barriers only). `value` is 32 bits (`f32`, `i32` or `u32`); its low
+    and high 16 bits go to words 2 * index and 2 * index + 1 of a `u32` buffer with
+    `atomic=True`, each with bit 16 set, by relaxed atomic stores.
+
+    Every word is 0 until this launch publishes it: the buffer is zeroed at creation
+    and each launch `Retract`s what it published. Atomics at one location are coherent
+    whatever the order between locations, so a word that carries its tag holds this
+    launch's value: no fence is needed to know the value has arrived."""
+
+    array: str
+    index: Expr
+    value: Expr
+
+
+@dataclass
+class Await(Stmt):
+    """Bind `var` (`f32`, `i32` or `u32`) to the value `Publish`ed at `index`: relaxed
+    atomic loads of both words, again until both carry their tag. Only for a value whose
+    publisher has already taken its ticket from the launch's counter
+    (`reductions._last_workgroup`), so the wait ends."""
+
+    var: Var
+    array: str
+    index: Expr
+
+
+@dataclass
+class Retract(Stmt):
+    """Both words of element `index` back to 0 (relaxed atomic stores), after a barrier
+    that follows every `Await` of them: ready for the next launch's `Publish`."""
+
+    array: str
+    index: Expr
 
 
 @dataclass
@@ -351,7 +391,9 @@ class BufferParam:
     name: str  # logical name (the manifest's buffer name)
     elem: str  # storage scalar type (bool is stored as u32)
     access: str  # "read" | "read_write"
-    atomic: bool = False  # only ever updated with `AtomicAdd` (WGSL: `array<atomic<T>>`)
+    # only ever accessed through `AtomicAdd`, or `Publish` / `Await` / `Retract` (WGSL:
+    # `array<atomic<T>>`)
+    atomic: bool = False
 
 
 @dataclass
@@ -359,6 +401,10 @@ class SharedArray:
     name: str
     elem: str
     count: int
+    # written by one thread before a barrier and read by every thread after it, the value
+    # then steering control flow around barriers (a one-launch reduction's ticket): WGSL
+    # reads it with `workgroupUniformLoad`, so its uniformity analysis knows it uniform
+    broadcast: bool = False
 
 
 @dataclass
@@ -452,8 +498,10 @@ def statement_expressions(s: Stmt) -> list[Expr]:
         return [s.value]
     if isinstance(s, VarDecl):
         return [s.init]
-    if isinstance(s, (Store, AtomicAdd)):
+    if isinstance(s, (Store, AtomicAdd, Publish)):
         return [s.index, s.value]
+    if isinstance(s, (Await, Retract)):
+        return [s.index]
     if isinstance(s, VectorLoad):
         return [s.index]
     if isinstance(s, VectorStore):
@@ -686,6 +734,12 @@ def map_statement(s: Stmt, f: Any) -> Stmt:
         return Store(s.array, f(s.index), f(s.value))
     if isinstance(s, AtomicAdd):
         return AtomicAdd(s.array, f(s.index), f(s.value), s.old)
+    if isinstance(s, Publish):
+        return Publish(s.array, f(s.index), f(s.value))
+    if isinstance(s, Await):
+        return Await(s.var, s.array, f(s.index))
+    if isinstance(s, Retract):
+        return Retract(s.array, f(s.index))
     if isinstance(s, VectorLoad):
         return VectorLoad(s.vars, s.array, f(s.index))
     if isinstance(s, VectorStore):
@@ -748,7 +802,7 @@ def vector_only_buffers(kernel: Kernel) -> set[str]:
     for s in walk_statements(kernel.body):
         if isinstance(s, (VectorLoad, VectorStore)):
             vector.add(s.array)
-        if isinstance(s, (Store, AtomicAdd)):
+        if isinstance(s, (Store, AtomicAdd, Publish, Await, Retract)):
             scalar.add(s.array)
     for e in all_expressions(kernel.body):
         if isinstance(e, Load):

@@ -43,6 +43,7 @@ from mimir.codegen.ir import (
     WARP,
     Assign,
     AtomicAdd,
+    Await,
     Barrier,
     Binary,
     BufferParam,
@@ -54,6 +55,8 @@ from mimir.codegen.ir import (
     Let,
     Load,
     MmaSync,
+    Publish,
+    Retract,
     SharedArray,
     SharedVectorLoad,
     Stmt,
@@ -1263,8 +1266,9 @@ def build(s: Schedule, index: int, tensor_cores: bool = False) -> Kernel:
     exprs = list(all_expressions(body))
     loaded = {e.array for e in exprs if isinstance(e, Load)}
     loaded |= {st.array for st in walk_statements(body) if isinstance(st, VectorLoad)}
-    atomic = {st.array for st in walk_statements(body) if isinstance(st, AtomicAdd)}
-    stored |= atomic
+    handoff = (AtomicAdd, Publish, Await, Retract)
+    atomic = {st.array for st in walk_statements(body) if isinstance(st, handoff)}
+    stored |= atomic  # (an atomic is read_write, even one only awaited)
     used = (stored | loaded) - shared_names
     buffers = [
         BufferParam(

@@ -140,7 +140,7 @@ def _requires(kernel: Kernel, backend: str) -> dict[str, Any]:
     handoff between threadgroups), which Metal 3.2 introduced. (PTX warps are 32 threads
     on every NVIDIA GPU and `.target sm_70` has `fence.acq_rel.gpu`; SPIR-V's
     `OpMemoryBarrier` and atomics are core Vulkan 1.1; WGSL reduces in workgroup memory
-    and has no fences: none needs anything.)"""
+    and hands off through core atomics: none needs anything.)"""
     if backend != "msl":
         return {}
     needs = []

@@ -6,17 +6,19 @@
   output element loops instead. `mean` divides by the count.
 - a reduction to one element of a large or symbolic count is split over many
   workgroups, each reducing `CHUNK` elements into a scratch buffer of partials.
-  Where the backend has a device-scope fence (PTX, MSL, SPIR-V) and the count is at
-  least 1 (so some workgroup runs) this is one launch (`reduce` with a counter,
-  `_last_block`): the last workgroup to finish, found with an atomic counter,
-  combines the partials. (SPIR-V's fence is `OpMemoryBarrier` at Device scope; the
-  partials are stored and loaded as atomics, which are device-coherent without the
-  `Coherent` decoration naga rejects. Where the counters and partials take SPIR-V past
-  its 8 storage buffers, it keeps two launches: `mimir.codegen._compile_kernel`.) WGSL
-  has no sound cross-workgroup handoff (only relaxed atomics and workgroup-scope
-  barriers), so there it is two launches: `partial`, then `reduce` combines the
-  partials. Both schedules combine the partials in the same order and tree:
-  bit-identical results.
+  Where the count is at least 1 (so some workgroup runs) this is one launch (`reduce`
+  with a counter, `_last_block`): the last workgroup to finish, found with an atomic
+  counter, combines the partials. PTX, MSL and SPIR-V hand the partials over with a
+  device-scope fence (SPIR-V's is `OpMemoryBarrier` at Device scope; the partials are
+  stored and loaded as atomics, which are device-coherent without the `Coherent`
+  decoration naga rejects). WGSL has no such fence (relaxed atomics and workgroup-scope
+  barriers only): there each partial is published in two tagged atomic words
+  (`ir.Publish`, `_hand`), which the last workgroup reads again until both carry their
+  tag, then zeroes for the next launch (`_reset_counter`). Where the counters and
+  partials take a target past its 8 storage buffers it is two launches
+  (`mimir.codegen._compile_kernel`): `partial`, then `reduce` combines the partials.
+  Every schedule combines the partials in the same order and tree: bit-identical
+  results.
 - `moments` (`var`/`std`) and `argreduce` (`argmax`/`argmin`): one workgroup per
   output element, two strided passes each combined in a tree (the mean, then the
   squared deviations; the extremum, then its first position); for a literal count of
@@ -46,6 +48,7 @@ from mimir.codegen.ir import (
     WARP,
     Assign,
     AtomicAdd,
+    Await,
     Barrier,
     Binary,
     Builtin,
@@ -55,6 +58,8 @@ from mimir.codegen.ir import (
     Fence,
     If,
     Load,
+    Publish,
+    Retract,
     Return,
     SharedArray,
     Store,
@@ -638,18 +643,48 @@ class _Firsts:
         return self.found(group_totals(self.c.body, self.c.shared, self.values(), width))
 
 
-def _part(body: Any, m: Member, r: Expr) -> Expr:
+def _hand(c: KernelContext, array: str, index: Expr, value: Expr) -> None:
+    """`array[index] = value` for the last workgroup of a one-launch reduction (or for a
+    later launch): a `Publish` where the buffer is tagged (a target without a fence,
+    `Schedule.tagged`), else a store (a fence releases it before the ticket)."""
+    tagged = array in c.s.tagged
+    c.body.emit(Publish(array, index, value) if tagged else Store(array, index, value))
+
+
+def _handed(c: KernelContext, array: str, index: Expr, t: str) -> Expr:
+    """Element `index` (storage type `t`) of what `_hand` stored: awaited where tagged."""
+    if array not in c.s.tagged:
+        return Load(array, index, t)
+    value = c.body.fresh("handed", t)
+    c.body.emit(Await(value, array, index))
+    return value
+
+
+def _fence(c: KernelContext) -> None:
+    """A device-scope fence of a one-launch reduction's handoff; none where the handed-off
+    values are tagged (`_hand`): their tags say they have arrived."""
+    if not c.s.tagged:
+        c.body.emit(Fence())
+
+
+def _part(c: KernelContext, m: Member, r: Expr) -> Expr:
     """Member `m`'s part `r` (a chunk's partial), loaded once."""
-    loaded = Load(m.partials, r, lw.STORAGE[m.red.acc])
-    return body.let(lw.from_storage(loaded, m.red.acc), "partial")
+    loaded = _handed(c, m.partials, r, lw.STORAGE[m.red.acc])
+    return c.body.let(lw.from_storage(loaded, m.red.acc), "partial")
+
+
+def _position(c: KernelContext, m: Member, r: Expr) -> Expr:
+    """An argmax member's part `r`'s first position."""
+    assert m.positions is not None
+    return _handed(c, m.positions, r, "u32")
 
 
 def _store_part(c: KernelContext, m: Member, g: Expr, total: Expr, first: Expr | None) -> None:
     """A member's part `g`: its total (an argmax's extremum) and an argmax's position."""
-    c.body.emit(Store(m.partials, g, lw.to_storage(total, m.red.acc)))
+    _hand(c, m.partials, g, lw.to_storage(total, m.red.acc))
     if first is not None:
         assert m.positions is not None
-        c.body.emit(Store(m.positions, g, first))
+        _hand(c, m.positions, g, first)
 
 
 def _finish_member(c: KernelContext, m: Member, o: Expr, total: Expr, first: Expr | None) -> None:
@@ -754,7 +789,7 @@ def _combine_partials(
     red = members[0].red
     count = size_ir(sz.cdiv(red.count, CHUNK)) if count is None else count
     accs = [body.var(identity(m.folded, m.red.acc), "acc") for m in members]
-    part = lambda m, r: _part(body, m, r)  # noqa: E731
+    part = lambda m, r: _part(c, m, r)  # noqa: E731
 
     def visit(r: Expr) -> None:
         for acc, m in zip(accs, members, strict=True):
@@ -766,7 +801,7 @@ def _combine_partials(
     values = [(acc, op_for(m.folded), n) for acc, m, n in zip(accs, members, names, strict=True)]
     totals = group_totals(body, c.shared, values, width)
     # an argmax's: the first position among the parts that hold the extremum
-    position = lambda m, r: Load(m.positions, r, "u32")  # noqa: E731
+    position = lambda m, r: _position(c, m, r)  # noqa: E731
     firsts = _Firsts(c, members, totals, part, position).folded(over, width)
     with body.if_(Binary("==", lid, u32(0), "bool")):
         for m, total, first in zip(members, totals, firsts, strict=True):
@@ -778,41 +813,66 @@ def _last_workgroup(c: KernelContext, groups: Expr, slot: Expr | None = None) ->
     threads stored is ordered before it by the caller's barrier) and adds 1 to the
     counter, reading the old value; the workgroup that reads `groups - 1` is the last:
     every other partial is stored and, after an acquire fence (in thread 0, and in every
-    thread after the barrier), visible to it. The old value goes to every thread through
-    threadgroup memory and a barrier, and every other workgroup returns (uniformly). With
-    `slot`, the counter is element `slot` of the buffer, shared by `groups` workgroups
-    (a column tile's slabs, `_columns`)."""
+    thread after the barrier), visible to it. Where the partials are tagged (`_hand`) no
+    fence: the last workgroup knows every other has published its partial, and
+    `Await`s each until its tags show it has arrived. The old value goes to every thread
+    through threadgroup memory and a barrier (a `broadcast` array: WGSL's uniform load),
+    and every other workgroup returns (uniformly). With `slot`, the counter is element
+    `slot` of the buffer, shared by `groups` workgroups (a column tile's slabs,
+    `_columns`)."""
     body, counter = c.body, c.plan.counter
     assert counter is not None
     lid = Builtin("local_x")
     last = body.let(ibin("-", groups, u32(1)), "last")
-    c.shared.append(SharedArray("$ticket", "u32", 1))
+    c.shared.append(SharedArray("$ticket", "u32", 1, broadcast=True))
     with body.if_(Binary("==", lid, u32(0), "bool")):
-        body.emit(Fence())
+        _fence(c)
         old = body.fresh("old", "u32")
         body.emit(AtomicAdd(counter, slot or u32(0), u32(1), old))
-        with body.if_(Binary("==", old, last, "bool")):
-            body.emit(Fence())  # acquire, in the thread that read the counter
+        if not c.s.tagged:
+            with body.if_(Binary("==", old, last, "bool")):
+                body.emit(Fence())  # acquire, in the thread that read the counter
         body.emit(Store("$ticket", u32(0), old))
     body.emit(Barrier())
     ticket = body.let(Load("$ticket", u32(0), "u32"), "ticket")
     with body.if_(Binary("!=", ticket, last, "bool")):
         body.emit(Return())
-    body.emit(Fence())  # and in every thread of the last workgroup, after the barrier
+    _fence(c)  # and in every thread of the last workgroup, after the barrier
 
 
-def _reset_counter(c: KernelContext, groups: Expr, slot: Expr | None = None) -> None:
+def _reset_counter(
+    c: KernelContext,
+    groups: Expr,
+    slot: Expr | None = None,
+    width: int = SPLIT_WG,
+    retract: Any = None,
+) -> None:
     """The last workgroup's thread 0 subtracts `groups` from the counter (element `slot`):
-    zero again for the next launch on the same buffers."""
+    zero again for the next launch on the same buffers. Where the partials are tagged
+    (`_hand`), after a barrier (every `Await` done) the workgroup's `width` threads
+    `Retract` every element of them, or, with `retract`, that emits the retractions (a
+    column tile's, of its own partials)."""
     assert c.plan.counter is not None
-    with c.body.if_(Binary("==", Builtin("local_x"), u32(0), "bool")):
-        c.body.emit(AtomicAdd(c.plan.counter, slot or u32(0), ibin("-", u32(0), groups)))
+    body, lid = c.body, Builtin("local_x")
+    with body.if_(Binary("==", lid, u32(0), "bool")):
+        body.emit(AtomicAdd(c.plan.counter, slot or u32(0), ibin("-", u32(0), groups)))
+    plans = [c.plan, *c.plan.reductions]
+    handed = dict.fromkeys(b for p in plans for b in (p.partials, p.positions) if b)
+    tagged = [b for b in handed if b in c.s.tagged]
+    if not tagged:
+        return
+    body.emit(Barrier())
+    if retract is not None:
+        retract()
+        return
+    for b in tagged:
+        strided(body, lid, size_ir(c.s.tagged[b]), width, lambda r, b=b: body.emit(Retract(b, r)))
 
 
 def _last_block(
     c: KernelContext, red: Reduction
 ) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
-    """`partial` and `reduce` in one launch (a backend with a device-scope fence).
+    """`partial` and `reduce` in one launch (a backend with a handoff, `_last_workgroup`).
 
     Each workgroup stores its partial as `partial` does (thread 0, after the tree's
     barriers); then `_last_workgroup` finds the last to finish with the counter, a zeroed
@@ -835,10 +895,10 @@ def whole_of_rows(c: KernelContext, width: int) -> None:
 
     Each workgroup has stored its rows' share in `partials[group]`: the one row's value
     (stored by thread 0), or, with a thread per row, the workgroup's total of its rows'
-    values (combined here). Every thread fences its stores before a barrier, and then
-    `_last_block`'s handoff: the last workgroup combines the partials (a strided fold,
-    then the tree), writes the reduction's outputs (through its epilogue) and zeroes the
-    counter again."""
+    values (combined here). Every thread fences its stores (unless tagged) before a
+    barrier, and then `_last_block`'s handoff: the last workgroup combines the partials
+    (a strided fold, then the tree), writes the reduction's outputs (through its
+    epilogue) and zeroes the counter again."""
     assert c.plan.total is not None and c.plan.partials is not None
     body, root = c.body, c.plan.total
     red = c.ev.reduction(root)
@@ -847,13 +907,13 @@ def whole_of_rows(c: KernelContext, width: int) -> None:
         group, share = c.row_share
         total = group_total(body, c.shared, share, op_for(red.name), width, "$share")
         with body.if_(Binary("==", Builtin("local_x"), u32(0), "bool")):
-            body.emit(Store(c.plan.partials, group, lw.to_storage(total, red.acc)))
-    body.emit(Fence())  # release this thread's stores
+            _hand(c, c.plan.partials, group, lw.to_storage(total, red.acc))
+    _fence(c)  # release this thread's stores
     body.emit(Barrier())
     _last_workgroup(c, groups)
     member = Member(root, red, c.plan.partials, c.plan.total_outputs)
     _combine_partials(c, [member], u32(0), "$combine", groups, width)
-    _reset_counter(c, groups)
+    _reset_counter(c, groups, width=width)
 
 
 # ---------------------------------------------------------------- columns
@@ -968,16 +1028,30 @@ class _Tile:
             totals.append(total)
         return totals
 
-    def handoff(self, combined: Any) -> None:
+    def handoff(self, combined: Any, partials: Any) -> None:
         """After the slab's partials are stored: the last slab of the tile to finish
-        (its counter, element a * tiles + tile) runs `combined()`."""
+        (its counter, element a * tiles + tile) runs `combined()`; where they are tagged,
+        then retracts them: `partials(at)` is the (buffer, index) of each at slab
+        partial `at` (`at_partial`) of a column."""
         body = self.c.body
-        body.emit(Fence())  # release this thread's stores
+        _fence(self.c)  # release this thread's stores
         body.emit(Barrier())
         slot = body.let(ibin("+", ibin("*", self.a, size_ir(self.tiles)), self.tile), "slot")
         _last_workgroup(self.c, size_ir(self.slabs), slot)
         combined()
-        _reset_counter(self.c, size_ir(self.slabs), slot)
+
+        def retract() -> None:
+            """The tile's partials, each by the thread that folded it (`combined`)."""
+
+            def visit(k: Expr) -> None:
+                at = body.let(self.at_partial(k), "at")
+                for array, index in partials(at):
+                    body.emit(Retract(array, index))
+
+            with body.if_(self.inside):
+                strided(body, self.lane, size_ir(self.slabs), COLUMN_LANES, visit)
+
+        _reset_counter(self.c, size_ir(self.slabs), slot, retract=retract)
 
 
 def _column_tile(c: KernelContext, red: Reduction) -> _Tile:
@@ -1066,7 +1140,7 @@ def _columns(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, int], An
         def fold(add: Any) -> None:
             def visit(k: Expr) -> None:
                 at = body.let(tile.at_partial(k), "at")
-                loads = [Load(m.partials, at, lw.STORAGE[m.red.acc]) for m in members]
+                loads = [_handed(c, m.partials, at, lw.STORAGE[m.red.acc]) for m in members]
                 add([
                     body.let(lw.from_storage(v, m.red.acc), "partial")
                     for v, m in zip(loads, members, strict=True)
@@ -1086,9 +1160,9 @@ def _columns(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, int], An
     with body.if_(tile.mine):
         at = body.let(tile.at_partial(tile.slab), "at")
         for m, total in zip(members, totals, strict=True):
-            body.emit(Store(m.partials, at, lw.to_storage(total, m.red.acc)))
+            _hand(c, m.partials, at, lw.to_storage(total, m.red.acc))
     if c.plan.kind != "partial":
-        tile.handoff(combined)
+        tile.handoff(combined, lambda at: [(m.partials, at) for m in members])
     return (COLUMNS * COLUMN_LANES, 1, 1), tile.dispatch
 
 
@@ -1134,9 +1208,9 @@ def _column_moments(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, i
         def sums(add: Any) -> None:
             def visit(k: Expr) -> None:
                 at = body.let(tile.at_partial(k), "at")
-                loads = [Load(partials, at, "f32")]
+                loads = [_handed(c, partials, at, "f32")]
                 for m in members:
-                    loaded = Load(m.partials, at, lw.STORAGE[m.red.acc])
+                    loaded = _handed(c, m.partials, at, lw.STORAGE[m.red.acc])
                     loads.append(body.let(lw.from_storage(loaded, m.red.acc), "partial"))
                 add(loads)
 
@@ -1149,7 +1223,8 @@ def _column_moments(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, i
         def squares(add: Any) -> None:
             def visit(k: Expr) -> None:
                 at = body.let(tile.at_partial(k), "at")
-                s, q = Load(partials, at, "f32"), Load(partials, ibin("+", size, at), "f32")
+                s = _handed(c, partials, at, "f32")
+                q = _handed(c, partials, ibin("+", size, at), "f32")
                 term, rows = _part_squares(body, count, k, SLAB, s, q, mean)
                 # a slab of no rows (a count that may be 0 has one more) adds nothing
                 add([lw.select(Binary(">", rows, u32(0), "bool"), term, lw.const(0, "f32"))])
@@ -1179,12 +1254,19 @@ def _column_moments(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, i
     assert partials is not None
     with body.if_(tile.mine):
         at = body.let(tile.at_partial(tile.slab), "at")
-        body.emit(Store(partials, at, lw.to_storage(s, float32)))
-        body.emit(Store(partials, ibin("+", size, at), lw.to_storage(q, float32)))
+        _hand(c, partials, at, lw.to_storage(s, float32))
+        _hand(c, partials, ibin("+", size, at), lw.to_storage(q, float32))
         for m, total in zip(members, more, strict=True):
-            body.emit(Store(m.partials, at, lw.to_storage(total, m.red.acc)))
+            _hand(c, m.partials, at, lw.to_storage(total, m.red.acc))
     if c.plan.kind != "partial":
-        tile.handoff(combined)
+        tile.handoff(
+            combined,
+            lambda at: [
+                (partials, at),
+                (partials, ibin("+", size, at)),
+                *((m.partials, at) for m in members),
+            ],
+        )
     return (COLUMNS * COLUMN_LANES, 1, 1), tile.dispatch
 
 
@@ -1587,7 +1669,7 @@ def _row_passes(
                 body.emit(Assign(c.row_share[1], share))
             else:
                 assert c.plan.partials is not None
-                body.emit(Store(c.plan.partials, rowid, lw.to_storage(share, red.acc)))
+                _hand(c, c.plan.partials, rowid, lw.to_storage(share, red.acc))
 
 
 def _per_row(shape: tuple[Any, ...], other_axes: list[Expr]) -> Idx:
@@ -2125,8 +2207,8 @@ def _moment_chunk(c: KernelContext, red: Reduction, partials: str) -> tuple[Any,
     firsts = positions.found(found)
     groups = size_ir(sz.cdiv(red.count, CHUNK))
     with body.if_(Binary("==", lid, u32(0), "bool")):
-        body.emit(Store(partials, g, lw.to_storage(total, float32)))
-        body.emit(Store(partials, ibin("+", groups, g), lw.to_storage(squares, float32)))
+        _hand(c, partials, g, lw.to_storage(total, float32))
+        _hand(c, partials, ibin("+", groups, g), lw.to_storage(squares, float32))
         for m, value, first in zip(members, others, firsts, strict=True):
             _store_part(c, m, g, value, first)
     return dispatch, g
@@ -2146,7 +2228,7 @@ def _combine_moments(c: KernelContext, red: Reduction, o: Expr, ddof: int) -> No
     members = _members(c)[1:]  # the other reductions of the pass, combined with the sums
     accs = [body.var(identity(m.folded, m.red.acc), "acc") for m in members]
     over = lambda visit: strided(body, lid, groups, SPLIT_WG, visit)  # noqa: E731
-    part = lambda m, r: _part(body, m, r)  # noqa: E731
+    part = lambda m, r: _part(c, m, r)  # noqa: E731
 
     def fold(step: Any, shared: str, more: bool = False) -> list[Expr]:
         acc = body.var(lw.const(0, "f32"), "acc")
@@ -2163,15 +2245,16 @@ def _combine_moments(c: KernelContext, red: Reduction, o: Expr, ddof: int) -> No
                        enumerate(zip(accs, members, strict=True))]  # fmt: skip
         return group_totals(body, c.shared, values, SPLIT_WG)
 
-    total, *others = fold(lambda r: Load(partials, r, "f32"), "$sum", True)
+    total, *others = fold(lambda r: _handed(c, partials, r, "f32"), "$sum", True)
     mean = body.let(lw.bin_("/", total, lw.convert(count, uint32, float32)), "mean")
 
     def square(r: Expr) -> Expr:
-        s, q = Load(partials, r, "f32"), Load(partials, ibin("+", groups, r), "f32")
+        s = _handed(c, partials, r, "f32")
+        q = _handed(c, partials, ibin("+", groups, r), "f32")
         return _part_squares(body, count, r, CHUNK, s, q, mean)[0]
 
     (squares,) = fold(square, "$squares")
-    position = lambda m, r: Load(m.positions, r, "u32")  # noqa: E731
+    position = lambda m, r: _position(c, m, r)  # noqa: E731
     firsts = _Firsts(c, members, others, part, position).folded(over)
     value = _spread(body, red, squares, ddof)
     with body.if_(Binary("==", lid, u32(0), "bool")):
@@ -2341,7 +2424,8 @@ def _column_args(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, int]
         def extrema(add: Any) -> None:
             def visit(k: Expr) -> None:
                 at = body.let(tile.at_partial(k), "at")
-                add([body.let(lw.from_storage(Load(values, at, lw.STORAGE[red.acc]), red.acc))])
+                loaded = _handed(c, values, at, lw.STORAGE[red.acc])
+                add([body.let(lw.from_storage(loaded, red.acc))])
 
             strided(body, tile.lane, size_ir(tile.slabs), COLUMN_LANES, visit)
 
@@ -2350,8 +2434,8 @@ def _column_args(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, int]
         def firsts(add: Any) -> None:
             def visit(k: Expr) -> None:
                 at = body.let(tile.at_partial(k), "at")
-                v = body.let(lw.from_storage(Load(values, at, lw.STORAGE[red.acc]), red.acc))
-                row = Load(positions, at, "u32")
+                v = body.let(lw.from_storage(_handed(c, values, at, lw.STORAGE[red.acc]), red.acc))
+                row = _handed(c, positions, at, "u32")
                 add([lw.select(_holds(v, best, t), row, nowhere)])
 
             strided(body, tile.lane, size_ir(tile.slabs), COLUMN_LANES, visit)
@@ -2376,10 +2460,10 @@ def _column_args(c: KernelContext, red: Reduction) -> tuple[tuple[int, int, int]
     assert values is not None and positions is not None
     with body.if_(tile.mine):
         at = body.let(tile.at_partial(tile.slab), "at")
-        body.emit(Store(values, at, lw.to_storage(best, red.acc)))
-        body.emit(Store(positions, at, where))
+        _hand(c, values, at, lw.to_storage(best, red.acc))
+        _hand(c, positions, at, where)
     if c.plan.kind != "partial":
-        tile.handoff(combined)
+        tile.handoff(combined, lambda at: [(values, at), (positions, at)])
     return (COLUMNS * COLUMN_LANES, 1, 1), tile.dispatch
 
 

@@ -90,7 +90,8 @@ class BufferSpec:
     shape: tuple[Size, ...]
     # An input's `Range(lo, hi)`: hosts check lo <= value < hi before a launch
     value_range: tuple[Size, Size] | None = None
-    # the kernels need it zeroed before their first launch (a counter they keep at zero)
+    # the kernels need it zeroed before their first launch (a counter, or WGSL's tagged
+    # partials, that they keep at zero)
     zero: bool = False
 
 
@@ -173,6 +174,9 @@ class Schedule:
     kernel: Any = field(repr=False)  # the CheckedKernel
     # the target reads a buffer 4 wide and one element at a time alike (`Backend.vector_views`)
     vector_views: bool = False
+    # a one-launch reduction's handed-off buffers where the target has no fence (WGSL):
+    # name -> element count, each element two tagged words (`ir.Publish`)
+    tagged: dict[str, Any] = field(default_factory=dict)
 
 
 def small_matmul(kg: Any, n: int) -> bool:
@@ -302,11 +306,14 @@ def op_kind(kg: Any, n: int) -> str:
     return spec.kind if spec is not None else node["kind"]
 
 
-def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) -> Schedule:
-    """The launches of `kernel`. `one_launch`: the target has a device-scope fence and
-    atomics that return the old value, so a split reduction is one launch (module
-    docstring). `vector_views`: the target may read one buffer 4 wide and one element at
-    a time (`Backend.vector_views`)."""
+def schedule(
+    kernel: Any, one_launch: bool = False, vector_views: bool = False, tagged: bool = False
+) -> Schedule:
+    """The launches of `kernel`. `one_launch`: the target has atomics that return the old
+    value and a way to hand values between workgroups, so a split reduction is one launch
+    (module docstring): a device-scope fence, or with `tagged` values published in tagged
+    atomic words (`ir.Publish`; WGSL). `vector_views`: the target may read one buffer 4
+    wide and one element at a time (`Backend.vector_views`)."""
     from mimir.codegen.reductions import (
         CHUNK,
         COLUMNS,
@@ -422,12 +429,23 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
             roots_by_target.pop(epilogue[r])
     fused_plans: dict[int, Plan] = {}  # a fused whole reduction's target -> its row launch
 
+    tagged_sizes: dict[str, Any] = {}
+
     def scratch_buffer(dtype: DType, size: Any, zero: bool = False) -> str:
         nonlocal scratch
         name = _unique(f"scratch{scratch}", taken)
         scratch += 1
         buffers.append(BufferSpec(name, "scratch", dtype, (size,), zero=zero))
         return name
+
+    def handed_off(name: str, dtype: DType, size: Any) -> BufferSpec:
+        """A buffer whose elements a one-launch reduction's workgroups hand to its last:
+        as it is where the target has a fence, else (`tagged`) two zeroed `u32` words an
+        element (`ir.Publish`), its element count in `tagged`."""
+        if not tagged:
+            return BufferSpec(name, "scratch", dtype, (size,))
+        tagged_sizes[name] = size
+        return BufferSpec(name, "scratch", uint32, (sz.product([2, size]),), zero=True)
 
     def split_plans(kind: str, p: int, r: int, parts: list[Any], counters: Any) -> None:
         """The plans of a reduction split over workgroups (partials as many as the
@@ -441,6 +459,9 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
         # an argmax's extrema, and the first position of each
         positions = scratch_buffer(uint32, sz.product(parts)) if kind == "argreduce" else None
         if counters is not None:
+            for k, b in enumerate(buffers):
+                if b.name in (partials, positions):
+                    buffers[k] = handed_off(b.name, b.dtype, b.shape[0])
             counter = scratch_buffer(uint32, counters, zero=True)
             plans.append(
                 Plan(kind, p, r, writes[p], partials=partials, counter=counter,
@@ -489,7 +510,7 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
                 counter = _unique(f"scratch{scratch + 1}", taken)
                 scratch += 2
                 count = row_launch_groups(ev, group.roots)
-                buffers.append(BufferSpec(partials, "scratch", ev.reduction(total).acc, (count,)))
+                buffers.append(handed_off(partials, ev.reduction(total).acc, count))
                 buffers.append(BufferSpec(counter, "scratch", uint32, (1,), zero=True))
                 plan.partials, plan.counter = partials, counter
             continue
@@ -563,7 +584,11 @@ def schedule(kernel: Any, one_launch: bool = False, vector_views: bool = False) 
             )
     refuse_oversized(dims, buffers, kg.kernel.span)
     fields = [(d.name, "u32") for d in dims] + scalar_params
-    return Schedule(kg.name, dims, fields, buffers, plans, node_buffers, kernel, vector_views)
+    kept = {b.name for b in buffers}
+    tagged_sizes = {name: n for name, n in tagged_sizes.items() if name in kept}
+    return Schedule(
+        kg.name, dims, fields, buffers, plans, node_buffers, kernel, vector_views, tagged_sizes
+    )
 
 
 def _narrow_softmax(

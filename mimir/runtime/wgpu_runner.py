@@ -168,13 +168,15 @@ def run_manifest(
     scalars: Mapping[str, float | int] | None = None,
     timings: list[float] | None = None,
     repeat: int = 5,
+    scratch: dict[str, bytes] | None = None,
 ) -> dict[str, list]:
     """Run a WGSL or SPIR-V manifest's kernels in launch order; return each output (and each
     `inout` buffer, uploaded from `inputs` and read back) as a flat list.
 
     With `timings`, the launches run `repeat` more times after the first (the results are
     those of the first run), and the wall time of each repetition (submit to completion)
-    is appended to it.
+    is appended to it. With `scratch`, the bytes of each scratch buffer after the first
+    run go into it (a buffer the manifest marks `zero` must be all zeros again).
 
     `directory` holds the kernel files the manifest names; `inputs` maps each
     input buffer to its values (flat row-major, or nested); `dims` binds every
@@ -224,9 +226,11 @@ def run_manifest(
             raise GuardRegionError(
                 f"a kernel wrote {where} of buffer `{buf['name']}` (its guard region changed)"
             )
+        middle = data[_GUARD_BYTES : len(data) - _GUARD_BYTES]
         if buf["role"] in mf.RESULTS:
-            middle = data[_GUARD_BYTES : len(data) - _GUARD_BYTES]
             out[buf["name"]] = mf.decode(middle, buf["dtype"], sizes[buf["name"]])
+        elif scratch is not None and buf["role"] == "scratch":
+            scratch[buf["name"]] = middle
     # Timed runs come after the results are read: an `inout` buffer changes on every run.
     if timings is not None:
         sync = next(iter(buffers.values()))

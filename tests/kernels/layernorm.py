@@ -36,8 +36,8 @@ def layer_norm_with_stats(
 @gpu
 def shares_and_total(x: Tensor[float32, N, D]) -> tuple[Tensor[float32, N, D], Tensor[float32]]:
     """Row sums that the shares and a whole sum read: one row launch, whose last
-    workgroup sums them, where workgroups can hand off (PTX, MSL); elsewhere the row
-    launch stores them and the sum reads that buffer."""
+    workgroup sums them (a fence hands them off, or on WGSL tagged atomic words); with
+    no handoff the row launch stores them and the sum reads that buffer."""
     s = x.sum(axis=-1)
     return x / s[:, None], s.sum()
 

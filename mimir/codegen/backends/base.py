@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from mimir.codegen.ir import (
     Assign,
     AtomicAdd,
+    Await,
     Barrier,
     Binary,
     Bitcast,
@@ -37,6 +38,8 @@ from mimir.codegen.ir import (
     Kernel,
     Let,
     Load,
+    Publish,
+    Retract,
     Return,
     Select,
     Stmt,
@@ -148,9 +151,12 @@ class Backend:
     warp_functions = False
     # Whether the target has a device-scope acquire-release fence (`Fence`) and atomics
     # that return the old value: then a split reduction is one launch whose last
-    # workgroup combines the partials (`mimir.codegen.reductions`); WGSL has neither
-    # (relaxed atomics only, `storageBarrier` is workgroup-scope) and gets two launches.
+    # workgroup combines the partials (`mimir.codegen.reductions`).
     device_fence = False
+    # Whether, without such a fence (WGSL: relaxed atomics only, `storageBarrier` is
+    # workgroup-scope), the target prints a handoff of tagged atomic words (`Publish`,
+    # `Await`, `Retract`): then a split reduction is one launch too.
+    tagged_handoff = False
     # Whether one buffer may be read both 4 wide and one element at a time (a pointer
     # cast: PTX, MSL). Then a row of symbolic length goes 4 wide behind a run-time test
     # of the length (`reductions.row_elements`); WGSL and SPIR-V declare a buffer as an
@@ -203,12 +209,18 @@ class Backend:
         for b in kernel.buffers:
             if b.elem not in caps.types:
                 return f"buffers of `{b.elem}`"
-        handoff = any(
-            isinstance(s, Fence) or (isinstance(s, AtomicAdd) and s.old is not None)
-            for s in walk_statements(kernel.body)
-        )
-        if handoff and not self.device_fence:
+        statements = list(walk_statements(kernel.body))
+        fence = any(isinstance(s, Fence) for s in statements)
+        ticket = any(isinstance(s, AtomicAdd) and s.old is not None for s in statements)
+        tagged = [s for s in statements if isinstance(s, (Publish, Await, Retract))]
+        if (fence and not self.device_fence) or (ticket and not (self.device_fence or tagged)):
             return "a device-scope memory fence and a counter (a cross-workgroup handoff)"
+        if tagged and not self.tagged_handoff:
+            return "values handed between workgroups in tagged atomic words"
+        for s in tagged:
+            value = s.value if isinstance(s, Publish) else s.var if isinstance(s, Await) else None
+            if value is not None and value.type not in ("f32", "i32", "u32"):
+                return f"a `{value.type}` handed between workgroups (32-bit values only)"
         return None
 
     # -- printing expressions
@@ -312,6 +324,8 @@ class Backend:
             return [f"{pad}{self.names(s.array)}[{self.expr(s.index)}] = {self.expr(s.value)};"]
         if isinstance(s, AtomicAdd):
             return self.atomic_add(s, pad)
+        if isinstance(s, (Publish, Await, Retract)):
+            return self.handoff(s, pad)
         if isinstance(s, VectorLoad):
             return self.vector_load(s, pad)
         if isinstance(s, VectorStore):
@@ -349,6 +363,10 @@ class Backend:
         ]
 
     def atomic_add(self, s: AtomicAdd, pad: str) -> list[str]:
+        raise NotImplementedError
+
+    def handoff(self, s: Publish | Await | Retract, pad: str) -> list[str]:
+        """A tagged atomic word handoff (only where `tagged_handoff`)."""
         raise NotImplementedError
 
     def fence(self) -> str:

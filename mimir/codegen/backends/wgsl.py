@@ -29,11 +29,16 @@ from mimir.codegen.backends.base import (
 )
 from mimir.codegen.ir import (
     AtomicAdd,
+    Await,
     Binary,
     Const,
+    Expr,
     For,
     Helper,
     Kernel,
+    Load,
+    Publish,
+    Retract,
     VectorLoad,
     VectorStore,
     all_expressions,
@@ -75,6 +80,8 @@ class WGSL(Backend):
     )
     reserved = frozenset((_KEYWORDS + " " + _RESERVED + " " + _PREDECLARED).split())
     type_map = _TYPES
+    # no device-scope fence: a one-launch reduction's partials go in tagged words
+    tagged_handoff = True
     intrinsics = {
         "exp": "exp({0})",
         "log": "log({0})",
@@ -128,6 +135,9 @@ class WGSL(Backend):
 
     def atomic_add(self, s: AtomicAdd, pad: str) -> list[str]:
         target = f"&{self.names(s.array)}[{self.expr(s.index)}]"
+        if s.old is not None:  # a one-launch reduction's ticket (a u32 counter)
+            add = f"atomicAdd({target}, {self.expr(s.value)})"
+            return [pad + self.let(self.names(s.old.name), "u32", add)]
         if s.value.type != "f32":
             return [f"{pad}atomicAdd({target}, {self.expr(s.value)});"]
         # WGSL has no float atomics: a compare-exchange loop on the bits (`array<atomic<u32>>`).
@@ -144,6 +154,40 @@ class WGSL(Backend):
             f"{pad}        {old} = {res}.old_value;",
             f"{pad}    }}",
             f"{pad}}}",
+        ]
+
+    def handoff(self, s: Publish | Await | Retract, pad: str) -> list[str]:
+        """The two tagged words of element i of a handed-off buffer (`ir.Publish`):
+        2i holds the value's low 16 bits, 2i+1 its high 16 bits, each with bit 16 set."""
+        self._atomics += 1
+        words = self.names(s.array)
+        at = self.names(f"$at{self._atomics}")
+        lines = [f"{pad}let {at}: u32 = 2u * ({self.expr(s.index)});"]
+        low, high = f"&{words}[{at}]", f"&{words}[{at} + 1u]"
+        if isinstance(s, Retract):
+            return [*lines, f"{pad}atomicStore({low}, 0u);", f"{pad}atomicStore({high}, 0u);"]
+        if isinstance(s, Publish):
+            bits = self.names(f"$bits{self._atomics}")
+            return [
+                *lines,
+                f"{pad}let {bits}: u32 = bitcast<u32>({self.expr(s.value)});",
+                f"{pad}atomicStore({low}, ({bits} & 0xffffu) | 0x10000u);",
+                f"{pad}atomicStore({high}, ({bits} >> 16u) | 0x10000u);",
+            ]
+        # Await: both words again until both carry their tag (relaxed loads; every
+        # publisher has stored them before taking its ticket, so the loop ends)
+        lo, hi = (self.names(f"${w}{self._atomics}") for w in ("low", "high"))
+        value = f"bitcast<{self.type_map[s.var.type]}>(({lo} & 0xffffu) | ({hi} << 16u))"
+        return [
+            *lines,
+            f"{pad}var {lo}: u32 = atomicLoad({low});",
+            f"{pad}var {hi}: u32 = atomicLoad({high});",
+            f"{pad}loop {{",
+            f"{pad}    if (({lo} & {hi} & 0x10000u) != 0u) {{ break; }}",
+            f"{pad}    {lo} = atomicLoad({low});",
+            f"{pad}    {hi} = atomicLoad({high});",
+            f"{pad}}}",
+            pad + self.let(self.names(s.var.name), s.var.type, value),
         ]
 
     def for_head(self, name: str, s: For) -> str:
@@ -176,7 +220,14 @@ class WGSL(Backend):
         target = f"{self.names(s.array)}[{self.expr(vector_index(s))}]"
         return [f"{pad}{target} = vec{len(s.values)}<{self.type_map[elem]}>({values});"]
 
+    def _expr(self, e: Expr) -> tuple[str, int]:
+        if isinstance(e, Load) and e.array in self._broadcast:
+            # (a barrier of its own, then the value all threads read is uniform)
+            return f"workgroupUniformLoad(&{self.names(e.array)}[{self.expr(e.index)}])", _ATOM
+        return super()._expr(e)
+
     def prepare(self, kernel: Kernel) -> None:
+        self._broadcast = {a.name for a in kernel.shared if a.broadcast}
         self._vector_buffers = vector_only_buffers(kernel)
         self._elems = {b.name: b.elem for b in kernel.buffers}
         self._vectors = 0
