@@ -505,6 +505,20 @@ def test_a_sum_to_one_element_is_one_launch_on_every_backend() -> None:
     # the partials one threadgroup stores and the last one reads: coherent across groups
     assert re.search(r"coherent\(device\) device float\* scratch0 ", msl), msl
     assert "device const float* x " in msl  # what nothing writes stays plain
+    # the barrier that hands the ticket on also carries thread 0's acquire fence to the
+    # other threads: it orders device memory too (the tree's barriers need not)
+    device_barrier = "threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);"
+    assert msl.count(device_barrier) == 1, msl
+    assert "threadgroup_barrier(mem_flags::mem_threadgroup);" in msl
+    # where several threads store partials (a column tile's, a row launch's shares), the
+    # barrier between their release fences and thread 0's counter add too
+    for stem, function, kernel in (
+        ("reductions", "sum_axis0", "sum_axis0_0_reduce.metal"),
+        ("gathers", "cross_entropy_mean", "cross_entropy_mean_0_row.metal"),
+    ):
+        path = REPO / "tests" / "kernels" / f"{stem}.py"
+        other = compile_source(str(path), path.read_text(), ["msl"], function=function)
+        assert other.files[kernel].count(device_barrier) == 2, function
     # SPIR-V: a fence at Device scope (1) over buffer memory, acquire-release (0x48 = 72),
     # and the partials stored and loaded as atomics (device-coherent without `Coherent`)
     spvasm = result.listings["spirv/total_0_reduce.spv"]

@@ -306,7 +306,12 @@ class For(Stmt):
 
 @dataclass
 class Barrier(Stmt):
-    """A workgroup barrier over threadgroup memory; only in uniform control flow."""
+    """A workgroup barrier over threadgroup memory; only in uniform control flow. With
+    `device`, it orders buffer memory between the workgroup's threads too (MSL
+    `mem_device`): where one thread's device-scope fence must reach the others in a
+    one-launch reduction's handoff."""
+
+    device: bool = False
 
 
 @dataclass

@@ -833,7 +833,7 @@ def _last_workgroup(c: KernelContext, groups: Expr, slot: Expr | None = None) ->
             with body.if_(Binary("==", old, last, "bool")):
                 body.emit(Fence())  # acquire, in the thread that read the counter
         body.emit(Store("$ticket", u32(0), old))
-    body.emit(Barrier())
+    body.emit(Barrier(device=True))  # thread 0's acquire on to the others (MSL `mem_device`)
     ticket = body.let(Load("$ticket", u32(0), "u32"), "ticket")
     with body.if_(Binary("!=", ticket, last, "bool")):
         body.emit(Return())
@@ -908,8 +908,8 @@ def whole_of_rows(c: KernelContext, width: int) -> None:
         total = group_total(body, c.shared, share, op_for(red.name), width, "$share")
         with body.if_(Binary("==", Builtin("local_x"), u32(0), "bool")):
             _hand(c, c.plan.partials, group, lw.to_storage(total, red.acc))
-    _fence(c)  # release this thread's stores
-    body.emit(Barrier())
+    _fence(c)  # release this thread's stores (on to thread 0's fence: a device barrier)
+    body.emit(Barrier(device=True))
     _last_workgroup(c, groups)
     member = Member(root, red, c.plan.partials, c.plan.total_outputs)
     _combine_partials(c, [member], u32(0), "$combine", groups, width)
@@ -1034,8 +1034,8 @@ class _Tile:
         then retracts them: `partials(at)` is the (buffer, index) of each at slab
         partial `at` (`at_partial`) of a column."""
         body = self.c.body
-        _fence(self.c)  # release this thread's stores
-        body.emit(Barrier())
+        _fence(self.c)  # release this thread's stores (on to thread 0's: a device barrier)
+        body.emit(Barrier(device=True))
         slot = body.let(ibin("+", ibin("*", self.a, size_ir(self.tiles)), self.tile), "slot")
         _last_workgroup(self.c, size_ir(self.slabs), slot)
         combined()

@@ -146,6 +146,8 @@ class Backend:
     intrinsics: dict[str, str] = {}
     binary_overrides: dict[tuple[str, str], str] = {}
     barrier = ""
+    # a `Barrier(device=True)`, where it differs from `barrier`
+    device_barrier = ""
     # Whether the target prints `WarpReduce` (warp shuffles, simdgroup functions); a
     # target without them gets `mimir.codegen.warp.to_workgroup_memory` first.
     warp_functions = False
@@ -339,7 +341,8 @@ class Backend:
             head = self.for_head(self.names(s.var.name), s)
             return [f"{pad}{head} {{", *self.block(s.body, indent + 1), pad + "}"]
         if isinstance(s, Barrier):
-            return [pad + self.barrier]
+            chosen = (self.device_barrier or self.barrier) if s.device else self.barrier
+            return [pad + chosen]
         if isinstance(s, Fence):
             return [pad + self.fence()]
         if isinstance(s, Return):

@@ -107,6 +107,7 @@ class MSL(Backend):
         (op, "i32"): "int(uint({a}) " + op + " uint({b}))" for op in ("+", "-", "*")
     }
     barrier = "threadgroup_barrier(mem_flags::mem_threadgroup);"
+    device_barrier = "threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);"
     warp_functions = True
     device_fence = True  # `atomic_thread_fence` at `thread_scope_device` (MSL 3.2)
     vector_views = True  # a `device float4*` cast of a 16-byte aligned address

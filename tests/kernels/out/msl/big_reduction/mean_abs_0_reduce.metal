@@ -298,7 +298,7 @@ kernel void mean_abs_0_reduce(
         }
         ticket[0u] = old181;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket182 = ticket[0u];
     if (ticket182 != last180) {
         return;

@@ -398,7 +398,7 @@ kernel void bool_reductions_0_reduce_reduce_reduce(
                 }
                 s1_ticket[0u] = s1_old230;
             }
-            threadgroup_barrier(mem_flags::mem_threadgroup);
+            threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
             const uint s1_ticket231 = s1_ticket[0u];
             if (s1_ticket231 != s1_last229) {
                 return;
@@ -494,7 +494,7 @@ kernel void bool_reductions_0_reduce_reduce_reduce(
                 scratch2[s2_at31] = s2_total27;
             }
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-            threadgroup_barrier(mem_flags::mem_threadgroup);
+            threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
             const uint s2_slot32 = s2_outer4 * ((u.M + 32u - 1u) >> 5u) + s2_tile3;
             const uint s2_last33 = ((u.N + 256u - 1u) >> 8u) - 1u;
             if (lid.x == 0u) {
@@ -505,7 +505,7 @@ kernel void bool_reductions_0_reduce_reduce_reduce(
                 }
                 s2_ticket[0u] = s2_old34;
             }
-            threadgroup_barrier(mem_flags::mem_threadgroup);
+            threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
             const uint s2_ticket35 = s2_ticket[0u];
             if (s2_ticket35 != s2_last33) {
                 return;

@@ -1014,7 +1014,7 @@ kernel void unsigned_and_ints_0_reduce(
         }
         ticket[0u] = old606;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket607 = ticket[0u];
     if (ticket607 != last605) {
         return;

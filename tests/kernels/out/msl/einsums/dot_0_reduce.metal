@@ -349,7 +349,7 @@ kernel void dot_0_reduce(
         }
         ticket[0u] = old273;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket274 = ticket[0u];
     if (ticket274 != last272) {
         return;

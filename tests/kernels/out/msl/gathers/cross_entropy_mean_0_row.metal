@@ -368,7 +368,7 @@ kernel void cross_entropy_mean_0_row(
         }
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint last203 = u.N - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
@@ -378,7 +378,7 @@ kernel void cross_entropy_mean_0_row(
         }
         ticket[0u] = old204;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket205 = ticket[0u];
     if (ticket205 != last203) {
         return;

@@ -328,7 +328,7 @@ kernel void shares_and_total_0_row(
         }
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint last176 = u.N - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
@@ -338,7 +338,7 @@ kernel void shares_and_total_0_row(
         }
         ticket[0u] = old177;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket178 = ticket[0u];
     if (ticket178 != last176) {
         return;

@@ -164,7 +164,7 @@ kernel void hidden_column_max_1_reduce(
         scratch0[at108] = total104;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint slot109 = outer4 * ((u.H + 32u - 1u) >> 5u) + tile3;
     const uint last110 = ((u.N + 256u - 1u) >> 8u) - 1u;
     if (lid.x == 0u) {
@@ -175,7 +175,7 @@ kernel void hidden_column_max_1_reduce(
         }
         ticket[0u] = old111;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket112 = ticket[0u];
     if (ticket112 != last110) {
         return;

@@ -1421,7 +1421,7 @@ kernel void hidden_total_1_reduce(
         }
         ticket[0u] = old1313;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket1314 = ticket[0u];
     if (ticket1314 != last1312) {
         return;

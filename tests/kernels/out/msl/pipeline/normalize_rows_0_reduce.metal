@@ -262,7 +262,7 @@ kernel void normalize_rows_0_reduce(
         }
         ticket[0u] = old230;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket231 = ticket[0u];
     if (ticket231 != last229) {
         return;

@@ -194,7 +194,7 @@ kernel void two_heads_0_reduce_row(
             scratch0[s0_at147] = s0_total143;
         }
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        threadgroup_barrier(mem_flags::mem_threadgroup);
+        threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
         const uint s0_last148 = ((u.N + 256u - 1u) >> 8u) - 1u;
         if (lid.x == 0u) {
             atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
@@ -204,7 +204,7 @@ kernel void two_heads_0_reduce_row(
             }
             s0_ticket[0u] = s0_old149;
         }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
+        threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
         const uint s0_ticket150 = s0_ticket[0u];
         if (s0_ticket150 != s0_last148) {
             return;

@@ -513,7 +513,7 @@ kernel void activations_and_their_sum_0_reduce(
         }
         ticket[0u] = old421;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket422 = ticket[0u];
     if (ticket422 != last420) {
         return;

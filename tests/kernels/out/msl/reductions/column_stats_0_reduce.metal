@@ -122,7 +122,7 @@ kernel void column_stats_0_reduce(
         scratch4[at46] = total42;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint slot47 = outer4 * ((u.B + 32u - 1u) >> 5u) + tile3;
     const uint last48 = ((u.A + 256u - 1u) >> 8u) - 1u;
     if (lid.x == 0u) {
@@ -133,7 +133,7 @@ kernel void column_stats_0_reduce(
         }
         ticket[0u] = old49;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket50 = ticket[0u];
     if (ticket50 != last48) {
         return;

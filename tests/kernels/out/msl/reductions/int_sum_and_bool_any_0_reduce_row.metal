@@ -97,7 +97,7 @@ kernel void int_sum_and_bool_any_0_reduce_row(
             scratch0[s0_at31] = s0_total27;
         }
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-        threadgroup_barrier(mem_flags::mem_threadgroup);
+        threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
         const uint s0_slot32 = s0_outer4 * ((u.B + 32u - 1u) >> 5u) + s0_tile3;
         const uint s0_last33 = ((u.A + 256u - 1u) >> 8u) - 1u;
         if (lid.x == 0u) {
@@ -108,7 +108,7 @@ kernel void int_sum_and_bool_any_0_reduce_row(
             }
             s0_ticket[0u] = s0_old34;
         }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
+        threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
         const uint s0_ticket35 = s0_ticket[0u];
         if (s0_ticket35 != s0_last33) {
             return;

@@ -74,7 +74,7 @@ kernel void mean_axis1_keepdims_0_reduce(
         scratch0[at31] = total27;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint slot32 = outer4 * ((u.C + 32u - 1u) >> 5u) + tile3;
     const uint last33 = ((u.B + 256u - 1u) >> 8u) - 1u;
     if (lid.x == 0u) {
@@ -85,7 +85,7 @@ kernel void mean_axis1_keepdims_0_reduce(
         }
         ticket[0u] = old34;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket35 = ticket[0u];
     if (ticket35 != last33) {
         return;

@@ -103,7 +103,7 @@ kernel void mean_of_a_whole_var_0_moments(
         }
         ticket[0u] = old37;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket38 = ticket[0u];
     if (ticket38 != last36) {
         return;

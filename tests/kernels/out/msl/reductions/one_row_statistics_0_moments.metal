@@ -184,7 +184,7 @@ kernel void one_row_statistics_0_moments(
         }
         ticket[0u] = old58;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket59 = ticket[0u];
     if (ticket59 != last57) {
         return;

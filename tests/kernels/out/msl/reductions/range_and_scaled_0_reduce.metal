@@ -608,7 +608,7 @@ kernel void range_and_scaled_0_reduce(
         }
         ticket[0u] = old434;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket435 = ticket[0u];
     if (ticket435 != last433) {
         return;

@@ -251,7 +251,7 @@ kernel void sum_all_0_reduce(
         }
         ticket[0u] = old328;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket329 = ticket[0u];
     if (ticket329 != last327) {
         return;

@@ -76,7 +76,7 @@ kernel void sum_axis0_0_reduce(
         scratch0[at33] = total29;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint slot34 = outer4 * ((u.B * u.C + 32u - 1u) >> 5u) + tile3;
     const uint last35 = ((u.A + 256u - 1u) >> 8u) - 1u;
     if (lid.x == 0u) {
@@ -87,7 +87,7 @@ kernel void sum_axis0_0_reduce(
         }
         ticket[0u] = old36;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket37 = ticket[0u];
     if (ticket37 != last35) {
         return;

@@ -249,7 +249,7 @@ kernel void total_mean_added_to_a_row_0_reduce(
         }
         ticket[0u] = old132;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket133 = ticket[0u];
     if (ticket133 != last131) {
         return;

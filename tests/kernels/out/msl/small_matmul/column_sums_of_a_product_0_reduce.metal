@@ -119,7 +119,7 @@ kernel void column_sums_of_a_product_0_reduce(
         scratch0[at77] = total73;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint last78 = ((u.N + 256u - 1u) >> 8u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
@@ -129,7 +129,7 @@ kernel void column_sums_of_a_product_0_reduce(
         }
         ticket[0u] = old79;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket80 = ticket[0u];
     if (ticket80 != last78) {
         return;

@@ -832,7 +832,7 @@ kernel void whole_sum_of_a_product_0_reduce(
         }
         ticket[0u] = old725;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket726 = ticket[0u];
     if (ticket726 != last724) {
         return;

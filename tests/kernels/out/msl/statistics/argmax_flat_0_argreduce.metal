@@ -246,7 +246,7 @@ kernel void argmax_flat_0_argreduce(
         }
         ticket[0u] = old212;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket213 = ticket[0u];
     if (ticket213 != last211) {
         return;

@@ -131,7 +131,7 @@ kernel void argmin_columns_0_argreduce(
         scratch1[at60] = total56;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint slot61 = outer4 * ((u.C + 32u - 1u) >> 5u) + tile3;
     const uint last62 = ((u.N + 256u - 1u) >> 8u) - 1u;
     if (lid.x == 0u) {
@@ -142,7 +142,7 @@ kernel void argmin_columns_0_argreduce(
         }
         ticket[0u] = old63;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket64 = ticket[0u];
     if (ticket64 != last62) {
         return;

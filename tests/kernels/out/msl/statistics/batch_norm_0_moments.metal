@@ -139,7 +139,7 @@ kernel void batch_norm_0_moments(
         scratch0[at67] = total32;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint slot68 = outer4 * ((u.C + 32u - 1u) >> 5u) + tile3;
     const uint last69 = ((u.S + 256u - 1u) >> 8u) - 1u;
     if (lid.x == 0u) {
@@ -150,7 +150,7 @@ kernel void batch_norm_0_moments(
         }
         ticket[0u] = old70;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket71 = ticket[0u];
     if (ticket71 != last69) {
         return;

@@ -128,7 +128,7 @@ kernel void sample_std_0_moments(
         scratch0[((u.S + 256u - 1u) >> 8u) * u.C + at62] = total58;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint slot63 = outer4 * ((u.C + 32u - 1u) >> 5u) + tile3;
     const uint last64 = ((u.S + 256u - 1u) >> 8u) - 1u;
     if (lid.x == 0u) {
@@ -139,7 +139,7 @@ kernel void sample_std_0_moments(
         }
         ticket[0u] = old65;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket66 = ticket[0u];
     if (ticket66 != last64) {
         return;

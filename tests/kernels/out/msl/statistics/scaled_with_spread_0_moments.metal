@@ -182,7 +182,7 @@ kernel void scaled_with_spread_0_moments(
         }
         ticket[0u] = old78;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket79 = ticket[0u];
     if (ticket79 != last77) {
         return;

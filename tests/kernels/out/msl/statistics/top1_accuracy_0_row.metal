@@ -323,7 +323,7 @@ kernel void top1_accuracy_0_row(
         }
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint last147 = u.N - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
@@ -333,7 +333,7 @@ kernel void top1_accuracy_0_row(
         }
         ticket[0u] = old148;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket149 = ticket[0u];
     if (ticket149 != last147) {
         return;

@@ -104,7 +104,7 @@ kernel void top1_of_ten_0_row(
         scratch0[g0] = total31;
     }
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint last32 = ((u.N + 256u - 1u) >> 8u) - 1u;
     if (lid.x == 0u) {
         atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
@@ -114,7 +114,7 @@ kernel void top1_of_ten_0_row(
         }
         ticket[0u] = old33;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket34 = ticket[0u];
     if (ticket34 != last32) {
         return;

@@ -103,7 +103,7 @@ kernel void var_all_0_moments(
         }
         ticket[0u] = old57;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket58 = ticket[0u];
     if (ticket58 != last56) {
         return;

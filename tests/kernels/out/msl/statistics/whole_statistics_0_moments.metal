@@ -162,7 +162,7 @@ kernel void whole_statistics_0_moments(
         }
         ticket[0u] = old65;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     const uint ticket66 = ticket[0u];
     if (ticket66 != last64) {
         return;
