@@ -431,14 +431,17 @@ def schedule(
 
     tagged_sizes: dict[str, Any] = {}
 
-    def scratch_buffer(dtype: DType, size: Any, zero: bool = False) -> str:
+    def scratch_buffer(dtype: DType, size: Any, zero: bool = False, handed: bool = False) -> str:
+        """A new scratch buffer; `handed`: one a one-launch reduction hands off
+        (`handoff_buffer`)."""
         nonlocal scratch
         name = _unique(f"scratch{scratch}", taken)
         scratch += 1
-        buffers.append(BufferSpec(name, "scratch", dtype, (size,), zero=zero))
+        spec = BufferSpec(name, "scratch", dtype, (size,), zero=zero)
+        buffers.append(handoff_buffer(name, dtype, size) if handed else spec)
         return name
 
-    def handed_off(name: str, dtype: DType, size: Any) -> BufferSpec:
+    def handoff_buffer(name: str, dtype: DType, size: Any) -> BufferSpec:
         """A buffer whose elements a one-launch reduction's workgroups hand to its last:
         as it is where the target has a fence, else (`tagged`) two zeroed `u32` words an
         element (`ir.Publish`), its element count in `tagged`."""
@@ -455,13 +458,15 @@ def schedule(
         red = arg_reduction(ev, r) if kind == "argreduce" else ev.reduction(r)
         # a `var`'s partials are sums, then squared deviations from their mean
         halves = [2] if kind == "moments" else []
-        partials = scratch_buffer(red.acc, sz.product([*halves, *parts]))
+        handed = counters is not None
+        partials = scratch_buffer(red.acc, sz.product([*halves, *parts]), handed=handed)
         # an argmax's extrema, and the first position of each
-        positions = scratch_buffer(uint32, sz.product(parts)) if kind == "argreduce" else None
-        if counters is not None:
-            for k, b in enumerate(buffers):
-                if b.name in (partials, positions):
-                    buffers[k] = handed_off(b.name, b.dtype, b.shape[0])
+        positions = (
+            scratch_buffer(uint32, sz.product(parts), handed=handed)
+            if kind == "argreduce"
+            else None
+        )
+        if handed:
             counter = scratch_buffer(uint32, counters, zero=True)
             plans.append(
                 Plan(kind, p, r, writes[p], partials=partials, counter=counter,
@@ -510,7 +515,7 @@ def schedule(
                 counter = _unique(f"scratch{scratch + 1}", taken)
                 scratch += 2
                 count = row_launch_groups(ev, group.roots)
-                buffers.append(handed_off(partials, ev.reduction(total).acc, count))
+                buffers.append(handoff_buffer(partials, ev.reduction(total).acc, count))
                 buffers.append(BufferSpec(counter, "scratch", uint32, (1,), zero=True))
                 plan.partials, plan.counter = partials, counter
             continue
