@@ -548,7 +548,9 @@ def test_spirv_keeps_two_launches_where_the_handoff_needs_too_many_buffers() -> 
 
 def test_a_backend_without_a_device_fence_refuses_a_handoff_kernel() -> None:
     """The one-launch kernel handed to WGSL (no device-scope fence) is a refusal, never
-    an unsound kernel; PTX takes it."""
+    an unsound kernel; PTX takes it. WGSL's own one-launch kernel (tagged words,
+    tests/test_handoff.py) is a refusal on PTX, which does not print them, never a
+    kernel that drops them."""
     from mimir.check import check_source
     from mimir.codegen.backends import PTX
     from mimir.codegen.ir import legalise
@@ -565,3 +567,7 @@ def test_a_backend_without_a_device_fence_refuses_a_handoff_kernel() -> None:
         WGSL().check(ir) == "a device-scope memory fence and a counter (a cross-workgroup handoff)"
     )
     assert PTX().check(ir) is None
+    tagged = schedule(kernel, one_launch=True, tagged=True)
+    (ir,) = [legalise(build(tagged, k)) for k in range(len(tagged.plans))]
+    assert PTX().check(ir) == "values handed between workgroups in tagged atomic words"
+    assert WGSL().check(ir) is None

@@ -101,23 +101,3 @@ def test_the_partials_are_tagged_words_published_awaited_and_retracted(tmp_path:
     assert re.search(r"atomicStore\(&scratch0\[at\d+ \+ 1u\], 0u\);", wgsl)
     assert re.search(r"= workgroupUniformLoad\(&ticket\[0u\]\);", wgsl)
     assert "scratch0[" not in wgsl.replace("&scratch0[", "")  # every access is atomic
-
-
-def test_a_backend_without_tagged_handoffs_refuses_a_tagged_kernel() -> None:
-    """The tagged one-launch kernel (WGSL's) is a refusal on a backend that does not print
-    tagged words, never a kernel that drops them (WGSL's refusal of the fenced one:
-    tests/test_codegen.py)."""
-    from mimir.check import check_source
-    from mimir.codegen.backends import PTX, WGSL
-    from mimir.codegen.ir import legalise
-    from mimir.codegen.kernels import build
-    from mimir.codegen.schedule import schedule
-
-    path = KERNELS / "big_reduction.py"
-    (kernel,) = [
-        k for k in check_source(str(path), path.read_text()).kernels if k.graph.name == "total"
-    ]
-    tagged = schedule(kernel, one_launch=True, tagged=True)
-    (ir,) = [legalise(build(tagged, k)) for k in range(len(tagged.plans))]
-    assert PTX().check(ir) == "values handed between workgroups in tagged atomic words"
-    assert WGSL().check(ir) is None
