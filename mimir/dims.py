@@ -433,3 +433,53 @@ def _collect_dims(expr: Size, found: list[Dim]) -> None:
     elif isinstance(expr, BinOp):
         _collect_dims(expr.left, found)
         _collect_dims(expr.right, found)
+
+
+# ---------------------------------------------------------------- equal sizes
+
+# A polynomial over atoms with int coefficients: {monomial: coefficient}, a monomial a
+# sorted tuple of atom keys. A dim declared `multiple_of=m` is `m` times an atom of its
+# own (its quotient), so divisions the declaration makes exact cancel.
+_Poly = dict[tuple[str, ...], int]
+
+
+def same_size(a: Size, b: Size) -> bool:
+    """Whether two size expressions are equal for every binding their dims admit, as
+    far as polynomial normal form can tell (`2*H - H` and `H`; `D - D//2` and `D//2`
+    for a `D` declared `multiple_of=2`). False means "not shown equal", never "unequal"."""
+    difference = _size_poly(binop("-", a, b))
+    return not difference
+
+
+def _size_poly(e: Size) -> _Poly:
+    if isinstance(e, int):
+        return {(): e} if e else {}
+    if isinstance(e, Dim):
+        m = e.multiple_of or 1
+        return {(f"{e.name}/{m}",): m} if m > 1 else {(e.name,): 1}
+    if isinstance(e, BinOp) and e.op in ("+", "-", "*"):
+        a, b = _size_poly(e.left), _size_poly(e.right)
+        if e.op == "*":
+            out: _Poly = {}
+            for ma, ca in a.items():
+                for mb, cb in b.items():
+                    m = tuple(sorted(ma + mb))
+                    out[m] = out.get(m, 0) + ca * cb
+            return {m: c for m, c in out.items() if c}
+        sign = 1 if e.op == "+" else -1
+        out = dict(a)
+        for m, c in b.items():
+            out[m] = out.get(m, 0) + sign * c
+        return {m: c for m, c in out.items() if c}
+    if isinstance(e, BinOp) and e.op in ("//", "%") and isinstance(e.right, int) and e.right > 0:
+        # exact when every coefficient is a multiple of the divisor: P // c is P / c and
+        # P % c is 0 (floor division of a multiple of c, whatever P's sign)
+        p, c = _size_poly(e.left), e.right
+        if all(k % c == 0 for k in p.values()):
+            return {m: k // c for m, k in p.items()} if e.op == "//" else {}
+        return {(f"({_poly_key(p)}){e.op}{c}",): 1}
+    return {(str(e),): 1}
+
+
+def _poly_key(p: _Poly) -> str:
+    return " + ".join(f"{c}*{'*'.join(m) or 1}" for m, c in sorted(p.items()))

@@ -23,7 +23,7 @@ from mimir.codegen.builder import Body, Idx, ibin, size_ir
 from mimir.codegen.ir import Assign, Cast, Const, Expr, Load, Uniform
 from mimir.codegen.refusal import CANNOT_SCHEDULE, RefusalError
 from mimir.constraints.checker import ScalarVal, SizeVal, TensorVal, TupleVal
-from mimir.dims import BinOp, Dim, Size
+from mimir.dims import BinOp, Dim, Size, same_size
 from mimir.dtypes import (
     DType,
     bfloat16,
@@ -326,7 +326,7 @@ class Evaluator:
         for k, s in enumerate(shape):
             if isinstance(s, int) and s == 1:
                 axes.append(Const(0, "u32"))
-            elif sz.key(s) == sz.key(idx.shape[pad + k]):
+            elif sz.key(s) == sz.key(idx.shape[pad + k]) or same_size(s, idx.shape[pad + k]):
                 axes.append(out_axes[pad + k])
             else:
                 raise self.refuse(

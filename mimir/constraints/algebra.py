@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from mimir.dims import Size, binop
+from mimir.dims import Size, binop, same_size
 from mimir.ops.shapes import RuleError
 from mimir.solve.z3lib import z3
 
@@ -175,8 +175,12 @@ class Z3Algebra:
 
     def select(self, cond: Any, a: Any, b: Any) -> Sym:
         a, b = lift(a), lift(b)
-        same = a.expr is not None and str(a.expr) == str(b.expr)
-        return Sym(z3.If(cond, a.term, b.term), b.text, None, b.prec, b.expr if same else None)
+        # either size, where the two are equal for every binding (`2*H - H` and `H`): the
+        # shorter spelling
+        expr = None
+        if a.expr is not None and b.expr is not None and same_size(a.expr, b.expr):
+            expr = a.expr if len(str(a.expr)) < len(str(b.expr)) else b.expr
+        return Sym(z3.If(cond, a.term, b.term), b.text, None, b.prec, expr)
 
     def literal(self, a: Any) -> int | None:
         return lift(a).value
