@@ -17,10 +17,10 @@ with several, each backend's files sit under `BACKEND/`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from mimir.codegen import side_by_side
+from mimir.codegen import launch_order, side_by_side
 from mimir.codegen.backends import BACKENDS
 from mimir.codegen.backends.base import Backend
 from mimir.codegen.contract import contract
@@ -28,7 +28,7 @@ from mimir.codegen.index_level import build_index_level
 from mimir.codegen.ir import legalise
 from mimir.codegen.kernels import build
 from mimir.codegen.manifest import build_manifest, dumps
-from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, RefusalError
+from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, LAUNCH_ORDER, RefusalError
 from mimir.codegen.schedule import Schedule, schedule
 from mimir.codegen.warp import to_workgroup_memory
 from mimir.diagnostics.diagnostic import Diagnostic, Span
@@ -175,6 +175,18 @@ def _compile_kernel(
                 one, tagged = handoff is not None, handoff == "tagged"
                 s = schedule(kernel, one_launch=one, vector_views=views, tagged=tagged)
                 irs = [build(s, k) for k in range(len(s.plans))]
+                # each launch after the launches whose results it reads (`launch_order`)
+                order = launch_order.dependency_order(irs, {b.name: b.role for b in s.buffers})
+                if order is None:
+                    raise RefusalError(
+                        LAUNCH_ORDER,
+                        f"internal error: the launches of `{name}` read each other's results "
+                        "in a cycle; please report it",
+                        span,
+                    )
+                if order != sorted(order):
+                    s = replace(s, plans=launch_order.reorder(s.plans, order))
+                    irs = launch_order.reorder(irs, order)
                 # PTX's own build: its float32 matmuls on TF32 tensor cores (`mma.sync`)
                 tc_irs = [build(s, k, True) for k in range(len(s.plans))] if tensor_cores else irs
                 parts = [[k] for k in range(len(irs))]
@@ -222,9 +234,12 @@ def _compile_kernel(
                 None,
             )
             if refused is None:
-                files += _print_kernels(
-                    backend, backend_name, irs, names, path, name, s, math, precision
-                )
+                try:
+                    files += _print_kernels(
+                        backend, backend_name, irs, names, path, name, s, math, precision
+                    )
+                except RefusalError as err:
+                    diagnostics.append(Diagnostic(err.code, err.message, span, function=name))
                 break
             if attempt == len(tries) - 1:
                 k, why = refused
@@ -261,7 +276,16 @@ def _print_kernels(
         content = out.data if out.data is not None else out.text
         files.append((folder + file, content, out.text))
     mode = math if backend_name == "ptx" else None
-    manifest = dumps(build_manifest(s, path, backend_name, printed, math=mode, precision=precision))
+    built = build_manifest(s, path, backend_name, printed, math=mode, precision=precision)
+    broken = launch_order.violations(built)
+    if broken:
+        raise RefusalError(
+            LAUNCH_ORDER,
+            f"internal error: the {backend_name} launches of `{name}` are out of order: "
+            + "; ".join(broken)
+            + " (please report it)",
+        )
+    manifest = dumps(built)
     files.append((f"{folder}{name}.manifest.json", manifest, manifest))
     return files
 

@@ -13,6 +13,9 @@ from mimir.diagnostics.diagnostic import Span
 BACKEND_CANNOT_EMIT = "GPU070"
 # The scheduler cannot lower a construct for any backend.
 CANNOT_SCHEDULE = "GPU071"
+# The launches of a function break the launch-order invariant (`launch_order`): a bug in
+# the compiler, reported instead of a kernel that would compute the wrong thing.
+LAUNCH_ORDER = "GPU073"
 
 
 class RefusalError(Exception):

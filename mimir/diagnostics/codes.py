@@ -7,8 +7,9 @@ example. `found_by` says who reports the code: the static `checker`, the
 `shim` at call time (argument checks happen where the call's values exist),
 `checker+shim` for both (device placement and call arguments: the checker follows host code, the
 shim checks every call), `compile` for a kernel that checks clean but that
-`mimir compile-gpu` cannot emit (for one backend, or at all), or `cli` for
-input that cannot be read. `severity` is
+`mimir compile-gpu` cannot emit (for one backend, or at all), `cli` for
+input that cannot be read, or `compiler` for a bug in Mimir itself that one of its own
+invariant checks caught before any file was written. `severity` is
 the level a diagnostic of the code carries: `error` (exit 1) or `warning` (reported, exit 0 unless
 `--warnings-as-errors`).
 
@@ -561,6 +562,20 @@ _CODES = [
         "",
         "",
         found_by="cli",
+    ),
+    Code(
+        "GPU073",
+        "launch-order",
+        "the launches compiled for a function would read a buffer before it is written",
+        "launches talk to each other only through buffers and run one after another, so a "
+        "launch that reads a result no earlier launch wrote computes with garbage; Mimir checks "
+        "every manifest for this before it writes any file, and this code means the compiler "
+        "itself went wrong",
+        "report it with the kernel's source; until it is fixed, computing the values in "
+        "separate `@gpu` functions avoids the launch order in question",
+        "",
+        "",
+        found_by="compiler",
     ),
     Code(
         "GPU100",
