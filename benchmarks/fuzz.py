@@ -1,5 +1,8 @@
 """A long differential fuzzing run: `python benchmarks/fuzz.py --minutes 30 --seed 1`.
 
+`--only reduction_graph --execute-every 1` runs only graphs of reductions feeding each
+other (rows, columns, whole tensors), each executed against the shim.
+
 Generates kernels (every op of `mimir.ops.TABLE`, every dtype, index-level
 patterns; half with a planted bug), checks each with `mimir check`, runs it under
 the shim at many admissible sizes, compiles the clean ones for every backend,
@@ -37,6 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-backends", action="store_true", help="checker and shim only")
     parser.add_argument(
+        "--only",
+        default=None,
+        help="one category of the rotation, e.g. `reduction_graph` (several reductions "
+        "feeding each other) or an op name",
+    )
+    parser.add_argument(
         "--dump", type=Path, default=Path("fuzz-findings"), help="where findings go"
     )
     parser.add_argument("--quiet", action="store_true")
@@ -60,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             backends=not args.no_backends,
             execute_every=args.execute_every,
             progress=progress,
+            only=args.only,
         )
     print(table(stats))
     written = dump(stats, args.dump)

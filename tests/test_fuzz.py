@@ -10,12 +10,13 @@ same kernels on every machine. `benchmarks/fuzz.py` is the long run.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 from fuzzing import CATEGORIES, TENSOR_OPS, dump, run, table
 from fuzzing.campaign import Outcome
-from fuzzing.kernels import INDEX_BUGS, TENSOR_BUGS
+from fuzzing.kernels import INDEX_BUGS, REDUCTION_GRAPH, TENSOR_BUGS, reduction_graphs
 from fuzzing.oracle import (
     CEX,
     CLASSES,
@@ -85,7 +86,7 @@ def test_the_generator_covers_every_op_of_the_table() -> None:
     from fuzzing.kernels import INDEX_LEVEL_OPS
 
     assert sorted(TENSOR_OPS + INDEX_LEVEL_OPS) == sorted(op.name for op in ops.TABLE)
-    assert {c for t, c in CATEGORIES if t == "tensor"} == set(TENSOR_OPS)
+    assert {c for t, c in CATEGORIES if t == "tensor"} == {*TENSOR_OPS, REDUCTION_GRAPH}
     assert len(TENSOR_BUGS) == 8 and len(INDEX_BUGS) >= 4
 
 
@@ -266,3 +267,41 @@ def test_known_findings_still_occur(campaign) -> None:
     produced = {k for o in campaign.outcomes for f in o.findings for k in _keys(o, f)}
     stale = sorted(set(KNOWN) - produced)
     assert not stale, f"fixed, remove from KNOWN: {stale}"
+
+
+def test_graphs_of_reductions_run_right_on_every_backend(tmp_path: Path) -> None:
+    """Several reductions feeding each other (rows, columns, whole tensors): each kernel the
+    checker accepts is compiled, validated and executed against the shim. A launch that read
+    another's result before it was written (`x.max(axis=1).sum() / w.sum()`) fails here."""
+    for tool in ("wgpu", "clang++-half", "spirv-val"):
+        require_tool(tool)
+    stats = run(7, tmp_path, kernels=6, examples=2, execute_every=1, only=REDUCTION_GRAPH)
+    assert {o.case.category for o in stats.outcomes} == {REDUCTION_GRAPH}
+    executed = [o for o in stats.outcomes if o.backend is not None and o.backend.executed]
+    assert len(executed) >= 2
+    found = [(o.case.source, f.klass, f.detail) for o, f in stats.findings()]
+    assert not found, found
+
+
+def test_the_reduction_graph_generator_draws_the_weighted_mean_shape() -> None:
+    """Among a fixed-seed batch, some kernel reduces a per-row value to a scalar beside a
+    whole reduction of another input: the shape of `(x.max(axis=1) * w).sum() / w.sum()`."""
+    from hypothesis import HealthCheck, Phase, given, seed, settings
+
+    drawn = []
+
+    @seed(0)
+    @settings(max_examples=60, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @given(reduction_graphs(planted=False))
+    def collect(case) -> None:
+        drawn.append(case.source)
+
+    collect()
+    per_row = re.compile(r"\.(sum|mean|max|min|var|std)\(axis=1\)")
+    shaped = [
+        s
+        for s in drawn
+        if per_row.search(s) and re.search(r"\bw\.(sum|mean|max|min|var|std)\(\)", s)
+    ]
+    assert shaped, "no draw combines a row reduction with a whole reduction of `w`"

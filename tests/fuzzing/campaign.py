@@ -26,7 +26,15 @@ from pathlib import Path
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from fuzzing.backends import BackendReport, Tools, compile_and_validate, execute, validate_msl
-from fuzzing.kernels import INDEX_PATTERNS, TENSOR_OPS, Case, index_cases, tensor_cases
+from fuzzing.kernels import (
+    INDEX_PATTERNS,
+    REDUCTION_GRAPH,
+    TENSOR_OPS,
+    Case,
+    index_cases,
+    reduction_graphs,
+    tensor_cases,
+)
 from fuzzing.oracle import CLASSES, CRASH, Finding, Judgement, judge
 
 
@@ -43,6 +51,8 @@ def _rotation() -> tuple[tuple[str, str], ...]:
         out.append(("tensor", op))
         if k % 4 == 3 and index:
             out.append(index.pop(0))
+        if k % 16 == 15:  # graphs of reductions feeding each other, four times a rotation
+            out.append(("tensor", REDUCTION_GRAPH))
     return (*out, *index)
 
 
@@ -79,11 +89,12 @@ class Stats:
 
 
 def _batch(tier: str, category: str, planted: bool, examples: int, batch_seed: int) -> list[Case]:
-    strategy = (
-        tensor_cases(planted=planted, op=category)
-        if tier == "tensor"
-        else index_cases(planted=planted, pattern=category)
-    )
+    if category == REDUCTION_GRAPH:
+        strategy = reduction_graphs(planted=planted)
+    elif tier == "tensor":
+        strategy = tensor_cases(planted=planted, op=category)
+    else:
+        strategy = index_cases(planted=planted, pattern=category)
     drawn: list[Case] = []
 
     @seed(batch_seed)
@@ -106,11 +117,16 @@ def _batch(tier: str, category: str, planted: bool, examples: int, batch_seed: i
     return drawn[1:] if len(drawn) > 1 else drawn
 
 
-def stream(campaign_seed: int, examples: int = 3) -> Iterator[Case]:
-    """An endless, deterministic stream of generated kernels."""
+def stream(campaign_seed: int, examples: int = 3, only: str | None = None) -> Iterator[Case]:
+    """An endless, deterministic stream of generated kernels (of one category: `only`)."""
+    rotation = [c for c in CATEGORIES if only is None or c[1] == only]
+    if not rotation:
+        raise ValueError(
+            f"no category `{only}`; expected one of {sorted({c for _, c in CATEGORIES})}"
+        )
     k = 0
     while True:
-        tier, category = CATEGORIES[(k // 2) % len(CATEGORIES)]
+        tier, category = rotation[(k // 2) % len(rotation)]
         planted = k % 2 == 1
         yield from _batch(tier, category, planted, examples, campaign_seed * 1_000_003 + k)
         k += 1
@@ -126,6 +142,7 @@ def run(
     backends: bool = True,
     execute_every: int = 10,
     progress: Callable[[Outcome], None] | None = None,
+    only: str | None = None,
 ) -> Stats:
     """Judge kernels until `kernels` are done or `seconds` have passed."""
     stats = Stats(campaign_seed)
@@ -134,7 +151,7 @@ def run(
     clean_count = 0
     pending: list[Outcome] = []  # compiled, MSL not yet validated
     workdir.mkdir(parents=True, exist_ok=True)
-    for case in stream(campaign_seed, examples):
+    for case in stream(campaign_seed, examples, only):
         if kernels is not None and len(stats.outcomes) >= kernels:
             break
         if seconds is not None and time.perf_counter() - start >= seconds:

@@ -593,6 +593,109 @@ def tensor_cases(draw, planted: bool | None = None, op: str | None = None) -> Ca
     return Case(source, "tensor", op, bug, b.notes)
 
 
+# ---------------------------------------------------------------- graphs of reductions
+
+# The category of `reduction_graphs` in a campaign's rotation (`fuzzing.campaign`).
+REDUCTION_GRAPH = "reduction_graph"
+_REDUCERS = ("sum", "mean", "max", "min", "var", "std", "argmax", "argmin")
+
+
+@st.composite
+def reduction_graphs(draw, planted: bool | None = None) -> Case:
+    """Several reductions of different kinds feeding each other: rows, columns and whole
+    tensors of `x: [N, C]`, `w: [N]` and `v: [C]`, each `sum mean max min var std argmax
+    argmin`, divided, multiplied and broadcast back into each other (`x - x.max(axis=1)[:,
+    None]`), one to three results. Drawn as expression trees of a wanted shape (a scalar,
+    a value per row, per column, or per element), some subtrees bound to locals, as ported
+    code spells them: `(x.max(axis=1) * w).sum() / w.sum()` is one draw. A launch of such a
+    kernel reads what earlier launches reduced, so this exercises the order of launches
+    (`mimir.codegen.launch_order`). Planted: a row reduction broadcast against `x` without
+    its `[:, None]` (GPU010 where N != C)."""
+    dims = {"N": 'Dim("N", min=1)', "C": 'Dim("C", min=1)'}
+    if draw(st.integers(0, 3)) == 0:
+        dims["N"] = draw(st.sampled_from(['Dim("N", min=1, max=64)', 'Dim("N", multiple_of=4)']))
+    b = _Builder(draw, dims)
+    b.imports.add("float32")
+    x = b.param(("N", "C"), "float32", "x")
+    inputs = {"matrix": x}
+    if draw(st.integers(0, 3)):
+        inputs["row"] = b.param(("N",), "float32", "w")
+    if draw(st.integers(0, 2)) == 0:
+        inputs["column"] = b.param(("C",), "float32", "v")
+    body: list[str] = []
+    shapes = {"scalar": (), "row": ("N",), "column": ("C",), "matrix": ("N", "C")}
+
+    def reduced(of: str, axis: str) -> _Val:
+        v = value(of, 2)
+        op = draw(st.sampled_from(_REDUCERS))
+        if axis == "whole":
+            args, shape = "", ()
+        else:
+            args, shape = f"axis={1 if axis == 'row' else 0}", shapes[axis]
+        expr = f"{_paren(v.expr)}.{op}({args})"
+        if op in ("argmax", "argmin"):  # positions, as floats to combine with the rest
+            expr = f"{expr}.astype(float32)"
+        return _Val(expr, shape, "float32")
+
+    def combine(a: _Val, c: _Val) -> _Val:
+        sym = draw(st.sampled_from(["+", "-", "*", "/", "/"]))
+        right = f"({_paren(c.expr)}.abs() + 1.0)" if sym == "/" else _paren(c.expr)
+        if a.shape == ("N",) and c.shape == ("N", "C"):
+            a = _Val(f"{_paren(a.expr)}[:, None]", ("N", "1"), "float32")
+        if c.shape == ("N",) and a.shape == ("N", "C"):
+            right = f"{right}[:, None]"
+        shape = max([a.shape, c.shape], key=len)
+        return _Val(f"{_paren(a.expr)} {sym} {right}", shape, "float32")
+
+    def value(kind: str, depth: int) -> _Val:
+        """A value of shape `kind`, its tree at most `depth` deep."""
+        forms = ["leaf"] if depth == 0 else ["leaf", "reduce", "reduce", "combine", "combine"]
+        form = draw(st.sampled_from(forms))
+        if kind == "scalar" and form == "leaf":
+            form = "reduce"
+        if form == "leaf" and kind in inputs:
+            return inputs[kind]
+        if form == "reduce" or (form == "leaf" and kind != "scalar"):
+            if kind == "scalar":
+                of = draw(st.sampled_from(["matrix", "row", "row", "column"]))
+                return reduced(of, "whole")
+            if kind == "matrix":  # a per-element value: a row's softmax, or a combination
+                v = value("matrix", depth - 1) if depth else x
+                return _Val(f"{_paren(v.expr)}.softmax(axis=-1)", shapes["matrix"], "float32")
+            return reduced("matrix", kind)
+        a = value(kind, depth - 1)
+        other = draw(st.sampled_from(["scalar", "row", kind] if kind != "scalar" else ["scalar"]))
+        if kind == "column" and other == "row":
+            other = "column"
+        c = value(other, depth - 1)
+        pair = (a, c) if draw(st.booleans()) else (c, a)
+        got = combine(*pair)
+        if draw(st.integers(0, 2)) == 0:  # bound to a local, read by name from here on
+            local = f"t{len(body)}"
+            body.append(f"{local} = {got.expr}")
+            got = _Val(local, got.shape, got.dtype)
+        return got
+
+    bug = None
+    if planted is None:
+        planted = draw(st.booleans())
+    if planted:
+        bug = "broadcast_needs_1"
+        row = reduced("matrix", "row")
+        body.append(f"return {_paren(x.expr)} - {_paren(row.expr)}")
+        return Case(_render(b, body, _annotation("float32", ("N", "C"))), "tensor",
+                    REDUCTION_GRAPH, bug, b.notes)  # fmt: skip
+    kinds = ["scalar", *draw(st.lists(st.sampled_from(list(shapes)), max_size=2))]
+    results = [value(kind, draw(st.integers(1, 3))) for kind in kinds]
+    if len(results) == 1:
+        body.append(f"return {results[0].expr}")
+        ret: str | None = _annotation("float32", results[0].shape)
+    else:
+        body.append("return " + ", ".join(r.expr for r in results))
+        ret = None
+    return Case(_render(b, body, ret), "tensor", REDUCTION_GRAPH, bug, b.notes)
+
+
 # ---------------------------------------------------------------- index level
 
 
