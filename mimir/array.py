@@ -110,6 +110,8 @@ class _GridRun:
         self.writes: dict[tuple[int, int], tuple[int, ...]] = {}
         self.reads: dict[tuple[int, int], set[tuple[int, ...]]] = {}
         self.atomics: dict[tuple[int, int], set[tuple[int, ...]]] = {}
+        # the buffers a program read an element of that it had not written itself before
+        self.unwritten_reads: set[int] = set()
 
     def check_atomics(self, slot: tuple[int, int], what: str) -> None:
         """A plain read or write of an element another program id adds to atomically."""
@@ -366,6 +368,13 @@ class Tensor:
             "GPU031", "the truth value of a tensor is ambiguous; use `where`, `&` or `|`"
         )
 
+    def _to_float(self) -> float:
+        # `math.exp(x[i])` of an element in an index-level kernel: a Python float, as
+        # `math.sqrt(D)` of a size is (the checker's weak float)
+        if _GRID.get() is not None and self._shape == () and self._dtype.is_float:
+            return float(self._values[0])
+        return self._to_number()
+
     def _to_number(self, *_: Any) -> Any:
         # `math.exp(x)`, `int(x)`: Python reads a number out of the tensor. Inside `@gpu`
         # that is an op the kernel language does not define (the checker's GPU030).
@@ -375,7 +384,8 @@ class Tensor:
             )
         raise TypeError("a tensor is not a Python number; use `.item()` in host code")
 
-    __float__ = __int__ = __index__ = __complex__ = _to_number
+    __float__ = _to_float
+    __int__ = __index__ = __complex__ = _to_number
 
     def __getattr__(self, name: str) -> Any:
         # Only reached when normal lookup fails: an unknown method or attribute.
@@ -413,6 +423,8 @@ class Tensor:
             run.check_atomics((id(self._values), flat), "read")
             run.reads.setdefault((id(self._values), flat), set()).add(run.pids)
             other = run.writes.get((id(self._values), flat))
+            if other != run.pids:
+                run.unwritten_reads.add(id(self._values))
             if other is not None and other != run.pids:
                 raise MimirError(
                     "GPU028",
@@ -1268,7 +1280,8 @@ class Kernel:
         finally:
             _GRID.reset(token)
         annotations = self.annotations()
-        read = {slot[0] for slot in run.reads}
+        # a program may read back what it wrote itself (zero, then accumulate)
+        read = run.unwritten_reads
         written = {slot[0] for slot in run.writes}
         for name, value in bound.arguments.items():
             ann = annotations.get(name)
@@ -1277,7 +1290,8 @@ class Kernel:
             if id(value._values) in read and id(value._values) in written:
                 raise MimirError(
                     "GPU029",
-                    f"`{name}` is read and written but not annotated `InOut[...]`",
+                    f"`{name}` is read where this program has not written it yet, and "
+                    "written, but not annotated `InOut[...]`",
                 )
         return None
 

@@ -56,7 +56,13 @@ from mimir.dims import Dim
 from mimir.dtypes import BY_NAME as DTYPES
 from mimir.dtypes import DType, bool_, default_dtype, float32, int32
 from mimir.parse.graph import BINARY_SYMBOLS
-from mimir.parse.module import ScalarAnnotation, TensorAnnotation, int_literal, read_size
+from mimir.parse.module import (
+    MATH_CONSTANTS,
+    ScalarAnnotation,
+    TensorAnnotation,
+    int_literal,
+    read_size,
+)
 
 I32 = "i32"
 
@@ -147,15 +153,9 @@ class _Lowering:
                 "(outputs start zeroed: drop the plain store, or write it from another kernel)",
                 self.kg.kernel.span,
             )
+        # an output the kernel also reads: each program reads back only elements it wrote
+        # itself (the checker's GPU029 proves it), so the buffer is an output bound read-write
         stored |= atomic
-        both = sorted(n for n in stored & loaded if not self.tensors[n].inout)
-        if both:  # pragma: no cover - the checker reports it first (GPU029)
-            raise RefusalError(
-                CANNOT_SCHEDULE,
-                f"`{both[0]}` is both read and written in place; a manifest buffer is an input "
-                "or an output, so write the result into a separate output parameter",
-                self.kg.kernel.span,
-            )
         buffers_spec = [
             BufferSpec(
                 n,
@@ -346,6 +346,10 @@ class _Lowering:
                 return _Val(self._e(lambda: lw.LOWERING["invert"]([operand.expr], "bool")), "cond")
             symbol = "-" if isinstance(node.op, ast.USub) else "~"
             return self._element(ops.BY_UNARY_OPERATOR[symbol], [operand])
+        if isinstance(node, ast.Attribute) and self.info.resolve(node) in MATH_CONSTANTS:
+            return _Val(
+                const(MATH_CONSTANTS[self.info.resolve(node) or ""], "f32"), "elem", "float"
+            )
         if isinstance(node, ast.Subscript):
             base = node.value
             if isinstance(base, ast.Attribute) and base.attr == "shape":
@@ -433,6 +437,9 @@ class _Lowering:
         canonical = self.info.imported.get(name)
         if canonical in DTYPES:
             return _Val(None, "dtype", DTYPES[canonical])
+        value = self.info.floats.get(name, MATH_CONSTANTS.get(canonical or ""))
+        if value is not None:  # a module-level float constant, `from math import pi`
+            return _Val(const(value, "f32"), "elem", "float")
         raise RefusalError(CANNOT_SCHEDULE, f"`{name}` cannot be lowered", self.kg.kernel.span)
 
     def _call(self, node: ast.Call) -> _Val:

@@ -49,6 +49,7 @@ from mimir.ops.shapes import RuleError
 from mimir.parse import subset
 from mimir.parse.graph import BINARY_SYMBOLS, KernelGraph
 from mimir.parse.module import (
+    MATH_CONSTANTS,
     ModuleInfo,
     ScalarAnnotation,
     TensorAnnotation,
@@ -109,12 +110,15 @@ class _Access:
     text: str
     store: bool
     atomic: bool = False  # `atomic_add`: never races with another atomic_add
+    # the variables of the loops around the access, outermost first
+    loops: tuple[z3.ArithRef, ...] = ()
 
 
 @dataclass
 class _Scope:
     path: list[z3.BoolRef] = field(default_factory=list)
     show: list[tuple[str, z3.ArithRef]] = field(default_factory=list)
+    loops: list[z3.ArithRef] = field(default_factory=list)  # enclosing loops' variables
 
 
 class _RefusedError(Exception):
@@ -247,25 +251,46 @@ class IndexKernelChecker(KernelChecker):
 
     def _check_plain_read_writes(self) -> None:
         """A parameter that is read and written must be `InOut`: a plain one is an output,
-        whose contents before the kernel writes it are nobody's (GPU029)."""
+        whose contents before the kernel writes it are nobody's (GPU029). A program may read
+        back an element it wrote itself before (zero, then accumulate: `out[i] = 0.0`, then
+        `out[i] += x[i, j]` in a loop); the race rule proves no other program touches it."""
         annotations = {name: ann for name, ann, _ in self.kg.params}
         # A buffer updated only by `atomic_add` and also read is the race rule's (GPU028).
         stored = {a.tensor for a in self.accesses if a.store and not a.atomic}
-        for access in self.accesses:
+        for k, access in enumerate(self.accesses):
             ann = annotations.get(access.tensor)
             if access.store or access.tensor not in stored or not isinstance(ann, TensorAnnotation):
                 continue
-            if ann.inout:
+            if ann.inout or self._written_before(access, self.accesses[:k]):
                 continue
             stored.discard(access.tensor)  # one report per parameter
             self._emit(
                 "GPU029",
-                f"`{access.tensor}` is read and written but not annotated `InOut[...]`: "
-                "a plain parameter the kernel writes is an output, and its old contents are "
-                "not the caller's",
+                f"`{access.text}` reads an element of the output `{access.tensor}` that this "
+                "program has not written yet: a plain parameter the kernel writes is an "
+                "output, and its old contents are not the caller's (write the element first, "
+                "or annotate the parameter `InOut[...]`)",
                 access.span,
                 labels=(Label(ann.span, f"`{access.tensor}` is annotated here"),),
             )
+
+    def _written_before(self, read: _Access, earlier: list[_Access]) -> bool:
+        """Whether on every path to `read` the same program has already stored the element
+        it reads: some earlier plain store of the tensor, on a path the read's implies, at
+        an equal index. A store inside a loop that has ended covers the read when some
+        iteration of it wrote the element (its loop variables exist)."""
+        covers = []
+        for store in earlier:
+            if not store.store or store.atomic or store.tensor != read.tensor:
+                continue
+            same = [a == b for a, b in zip(store.index, read.index, strict=True)]
+            wrote = z3.And(*store.path, *same)
+            ended = [v for v in store.loops if not any(v is w for w in read.loops)]
+            covers.append(z3.Exists(ended, wrote) if ended else wrote)
+        if not covers:
+            return False
+        verdict = self.prover.prove(z3.Implies(z3.And(*read.path), z3.Or(*covers)), ())
+        return verdict.status == PROVEN
 
     def _read_grid(self, scope: _Scope) -> bool:
         grid = self.kg.kernel.grid
@@ -421,6 +446,7 @@ class IndexKernelChecker(KernelChecker):
                     self.src.span(target),
                     self.src.text(target),
                     True,
+                    loops=tuple(scope.loops),
                 )
             )
             return
@@ -444,10 +470,10 @@ class IndexKernelChecker(KernelChecker):
         if not isinstance(cond, Cond):
             raise _RefusedError("GPU036", "an `if` condition must be a comparison", stmt.test)
         before = dict(self.env)
-        self._block(stmt.body, _Scope([*scope.path, cond.term], scope.show))
+        self._block(stmt.body, _Scope([*scope.path, cond.term], scope.show, scope.loops))
         after_then = self.env
         self.env = dict(before)
-        self._block(stmt.orelse, _Scope([*scope.path, z3.Not(cond.term)], scope.show))
+        self._block(stmt.orelse, _Scope([*scope.path, z3.Not(cond.term)], scope.show, scope.loops))
         after_else = self.env
         self.env = dict(before)
         for name in set(after_then) | set(after_else):
@@ -510,7 +536,9 @@ class IndexKernelChecker(KernelChecker):
         }
         self._havoc_all(assigned)
         self.env[stmt.target.id] = Idx(var, stmt.target.id)
-        inner = _Scope([*scope.path, *cond], [*scope.show, (stmt.target.id, var)])
+        inner = _Scope(
+            [*scope.path, *cond], [*scope.show, (stmt.target.id, var)], [*scope.loops, var]
+        )
         self._block(stmt.body, inner)
         # A second pass lets loop-carried element dtypes settle (weak -> concrete).
         self._block_quiet(stmt.body, inner)
@@ -581,6 +609,7 @@ class IndexKernelChecker(KernelChecker):
                     self.src.span(node),
                     self.src.text(node),
                     False,
+                    loops=tuple(scope.loops),
                 )
             )
             bounds = _int_range(tensor.dtype)
@@ -596,6 +625,8 @@ class IndexKernelChecker(KernelChecker):
                 self.prover.add_fact(z3.And(value >= lo, value < hi), None)
             return Elem(tensor.dtype, value)
         if isinstance(node, ast.Attribute):
+            if self.info.resolve(node) in MATH_CONSTANTS:  # `math.pi`
+                return Elem("float")
             base = self._expr(node.value, scope)
             if isinstance(base, TensorRef) and node.attr == "shape":
                 return ShapeOf(base)
@@ -671,9 +702,13 @@ class IndexKernelChecker(KernelChecker):
             if not self._require_bound(size, self.src.span(node)):
                 return None
             return Idx(self._term(size), node.id)
+        if node.id in self.info.floats:  # a module-level float constant: a float literal
+            return Elem("float")
         canonical = self.info.imported.get(node.id)
         if canonical in DTYPES:
             return DTYPES[canonical]
+        if canonical in MATH_CONSTANTS:  # `from math import pi`
+            return Elem("float")
         if canonical is not None or node.id in self.info.module_names:
             raise _RefusedError(
                 "GPU030", f"`{node.id}` cannot be used as a value inside `@gpu`", node
@@ -864,13 +899,9 @@ class IndexKernelChecker(KernelChecker):
         if canonical is not None:
             spec = ops.BY_FUNCTION.get(canonical)
             if spec is not None and spec.kind == "scalar_math":
-                method = canonical.removeprefix("math.")
-                raise _RefusedError(
-                    "GPU031",
-                    f"`{canonical}()` is taken in tensor-level kernels only; in an index-level "
-                    f"kernel compute on an element with `.{method}()` (`x[i].{method}()`)",
-                    node,
-                )
+                # `math.sqrt(HS)`, `math.exp(x[i])`: a Python float, weak as in the shim
+                self._element_op(spec, args, node)
+                return Elem("float")
             if spec is None or spec.kind != "elementwise":
                 raise _RefusedError(
                     "GPU031",

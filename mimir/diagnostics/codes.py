@@ -308,7 +308,8 @@ _CODES = [
         "a plain `Tensor[...]` parameter is read-only to a tensor-level kernel, and an "
         "index-level kernel's plain parameter is an input or an output, never both: "
         "`p -= g` on one would update the caller's tensor in NumPy but only a local copy here, "
-        "and reading an output before writing it reads memory nobody set",
+        "and reading an output before writing it reads memory nobody set (a program may read "
+        "back an element it wrote itself: zero, then accumulate)",
         "annotate the parameter `InOut[Tensor[...]]` to update the caller's tensor (a tensor-level "
         "kernel assigns its name, `p -= lr * g`), or bind the new value to another name",
         'N = Dim("N")\n\n@gpu\n'

@@ -26,6 +26,7 @@ from mimir.diagnostics.diagnostic import Label, Span
 from mimir.dtypes import BY_NAME as DTYPES
 from mimir.parse import subset
 from mimir.parse.module import (
+    MATH_CONSTANTS,
     Annotation,
     KernelDef,
     ModuleInfo,
@@ -379,12 +380,24 @@ class _Builder:
             return self.add("poison", node)
         if ident in self.info.constants:
             return self.add("const", node, value=self.info.constants[ident])
+        if ident in self.info.floats:  # `GELU_SCALING_FACTOR = 0.797...` at module level
+            return self.add("const", node, value=self.info.floats[ident])
         if ident in self.info.sizes:  # `D_HID = 4 * D_IN` at module level
             return self.add("dim", node, dim=self.info.sizes[ident])
         canonical = self.info.imported.get(ident)
         if canonical in DTYPES:
             return self.add("dtype", node, dtype=DTYPES[canonical])
-        if canonical is not None or ident in self.info.module_names:
+        if canonical in MATH_CONSTANTS:  # `from math import pi`
+            return self.add("const", node, value=MATH_CONSTANTS[canonical])
+        if canonical is None and ident in self.info.module_names:
+            return self.problem(
+                "GPU030",
+                f"`{ident}` cannot be used as a value inside `@gpu`: a module-level value a "
+                "kernel reads is a `Dim`, an int, or a float constant folded from literals, "
+                "`math` constants and functions and `+ - * / **`",
+                node,
+            )
+        if canonical is not None:
             return self.problem(
                 "GPU030", f"`{ident}` cannot be used as a value inside `@gpu`", node
             )
@@ -422,6 +435,8 @@ class _Builder:
         if canonical is not None:
             if canonical in DTYPES:
                 return self.add("dtype", node, dtype=DTYPES[canonical])
+            if canonical in MATH_CONSTANTS:  # `math.pi`
+                return self.add("const", node, value=MATH_CONSTANTS[canonical])
             return self.problem(
                 "GPU030", f"`{self.src.text(node)}` cannot be used as a value inside `@gpu`", node
             )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -98,6 +99,10 @@ class ModuleInfo:
     modules: dict[str, str] = field(default_factory=dict)
     dims: dict[str, DimDecl] = field(default_factory=dict)
     constants: dict[str, int] = field(default_factory=dict)
+    # module-level float constants (`GELU_SCALING_FACTOR = 0.7978845608`, `SCALE = 1 /
+    # math.sqrt(2.0)`): literals, `math.pi`, `math.e`, and arithmetic and `math` functions
+    # of them, folded here; a kernel reads one as the literal it equals
+    floats: dict[str, float] = field(default_factory=dict)
     kernels: list[KernelDef] = field(default_factory=list)
     # Filled by an import resolver (`mimir.project`): `@gpu` functions imported from other
     # modules of the project (local name -> their definition), and where each imported
@@ -186,6 +191,7 @@ def _rebind(info: ModuleInfo, name: str) -> None:
         info.modules,
         info.dims,
         info.constants,
+        info.floats,
         info.sizes,
         info.imported_kernels,
         info.imported_functions,
@@ -271,6 +277,11 @@ def _read_statement(info: ModuleInfo, stmt: ast.stmt) -> None:
                     _rebind(info, name.id)
         if len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             _read_binding(info, stmt.targets[0].id, stmt.value)
+        elif len(stmt.targets) == 1 and _pairwise(stmt.targets[0], stmt.value):
+            # `M, K = Dim("M"), Dim("K")`: each name bound to its own value (none of the
+            # values reads a name the statement binds, so the order does not matter)
+            for target, value in zip(stmt.targets[0].elts, stmt.value.elts, strict=True):
+                _read_binding(info, target.id, value)
         return
     if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
         _rebind(info, stmt.target.id)
@@ -369,11 +380,84 @@ def _precision(info: ModuleInfo, fn: ast.FunctionDef) -> str:
     return "float32"
 
 
+def _pairwise(target: ast.expr, value: ast.expr) -> bool:
+    """`a, b = x, y` of plain names and as many values, no value reading a bound name."""
+    if not (isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List))):
+        return False
+    names = [t.id for t in target.elts if isinstance(t, ast.Name)]
+    if len(names) != len(target.elts) or len(value.elts) != len(names):
+        return False
+    read = {n.id for v in value.elts for n in ast.walk(v) if isinstance(n, ast.Name)}
+    return not read & set(names)
+
+
+# `math`'s constants, read as the literals they are (in a kernel, and in a module-level
+# float constant)
+MATH_CONSTANTS = {"math.pi": math.pi, "math.e": math.e, "math.tau": math.tau}
+_MATH_FUNCTIONS: dict[str, Callable[..., float]] = {
+    "sqrt": math.sqrt, "exp": math.exp, "log": math.log, "log2": math.log2,
+    "log10": math.log10, "sin": math.sin, "cos": math.cos, "tan": math.tan,
+    "tanh": math.tanh, "atan": math.atan, "erf": math.erf,
+}  # fmt: skip
+_FLOAT_OPS: dict[type, Callable[[float, float], float]] = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b,
+    ast.Pow: lambda a, b: a**b,
+}
+
+
+def float_constant(info: ModuleInfo, node: ast.expr, depth: int = 0) -> float | None:
+    """The float a module-level expression folds to: float literals, int literals and
+    constants, `math.pi`/`e`/`tau`, other float constants, `+ - * / **` and a `math`
+    function of them; None for anything else (or a fold that overflows or has no value)."""
+    if depth > 32:
+        return None
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return float(node.value)
+    if isinstance(node, ast.Name):
+        if node.id in info.floats:
+            return info.floats[node.id]
+        if node.id in info.constants:
+            return float(info.constants[node.id])
+        return MATH_CONSTANTS.get(info.imported.get(node.id, ""))
+    if isinstance(node, ast.Attribute):
+        return MATH_CONSTANTS.get(info.resolve(node) or "")
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        v = float_constant(info, node.operand, depth + 1)
+        return None if v is None else (-v if isinstance(node.op, ast.USub) else v)
+    try:
+        if isinstance(node, ast.BinOp) and type(node.op) in _FLOAT_OPS:
+            a = float_constant(info, node.left, depth + 1)
+            b = float_constant(info, node.right, depth + 1)
+            if a is None or b is None:
+                return None
+            out = _FLOAT_OPS[type(node.op)](a, b)
+        elif isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
+            canonical = info.resolve(node.func) or ""
+            fn = _MATH_FUNCTIONS.get(canonical.removeprefix("math.")) if canonical else None
+            arg = float_constant(info, node.args[0], depth + 1)
+            if fn is None or arg is None:
+                return None
+            out = fn(arg)
+        else:
+            return None
+    except (ArithmeticError, ValueError):
+        return None
+    return float(out) if isinstance(out, (int, float)) and math.isfinite(out) else None
+
+
 def _read_binding(info: ModuleInfo, name: str, value: ast.expr) -> None:
     lit = int_literal(value)  # `-3` too: a negative constant is refused where used as a size
     if lit is not None:
         info.constants[name] = lit
         return
+    if _is_float_expression(info, value):
+        folded = float_constant(info, value)
+        if folded is not None:
+            info.floats[name] = folded
+            return
     if isinstance(value, ast.BinOp) and type(value.op) in _DIM_OPS:
         # `D_HID = 4 * D_IN`: size arithmetic is a size. Anything else is an ordinary
         # module value, reported only where a kernel uses it as a size.
@@ -443,6 +527,21 @@ def _read_dim(info: ModuleInfo, var: str, call: ast.Call) -> DimDecl | None:
         )
         return None
     return DimDecl(Dim(name, min=lo, max=hi, multiple_of=mult), span)
+
+
+def _is_float_expression(info: ModuleInfo, node: ast.expr) -> bool:
+    """Whether an expression is a float's (a float literal, `/`, `**`, `math`, another
+    float constant), not size arithmetic of ints (`4 * D_IN`, which is a size)."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Constant) and type(n.value) is float:
+            return True
+        if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Div, ast.Pow)):
+            return True
+        if isinstance(n, (ast.Attribute, ast.Call)):
+            return True
+        if isinstance(n, ast.Name) and n.id in info.floats:
+            return True
+    return False
 
 
 def int_literal(node: ast.expr) -> int | None:
