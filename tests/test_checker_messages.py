@@ -269,3 +269,26 @@ def test_index_level_refusals_name_the_attribute_and_the_constants_value() -> No
         ),
         ("divide_by_a_zero_constant", "GPU036", "the divisor `0` may be zero or negative", 16),
     ]
+
+
+def test_a_broadcast_broken_by_a_reduction_notes_the_reduction_and_the_fix() -> None:
+    """`m = x.mean(axis=-1)` then `x - m`: GPU010 at `x - m` (where it fails), with a note at
+    the reduction saying what `keepdims=True` gives; a sum over the wrong axis gets the axis
+    that broadcasts instead."""
+    path = FIXTURES / "reduced_operands.py"
+    found = check_source(str(path), path.read_text()).diagnostics
+    first, _, wrong_axis = found
+    assert (first.code, first.span.line) == ("GPU010", 13)
+    note = first.labels[-1]
+    assert (note.span.line, note.span.column) == (12, 9)
+    assert note.message == (
+        "`x.mean(axis=-1)` drops axis 1: shape [N]; with `keepdims=True` it is [N, 1], "
+        "which broadcasts"
+    )
+    assert first.extra_fix == "keep the reduced axis: `x.mean(axis=-1, keepdims=True)`"
+    note = wrong_axis.labels[-1]
+    assert (wrong_axis.span.line, note.span.line) == (20, 19)
+    assert note.message == (
+        "`x.sum(axis=1)` reduces axis 1 to shape [N]; over axis 0 it would be [D], which "
+        "broadcasts"
+    )

@@ -16,7 +16,7 @@ from typing import Any
 from mimir import ops
 from mimir.constraints.algebra import Obligation, Sym, Z3Algebra, _z3_op, lift
 from mimir.diagnostics.diagnostic import Diagnostic, Label, Span
-from mimir.dims import BinOp, Dim, Size
+from mimir.dims import BinOp, Dim, Size, same_size
 from mimir.dtypes import ALL_DTYPES, DType, float32, int32
 from mimir.ops import dtype_rules as dr
 from mimir.ops import einsum as einsum_rules
@@ -129,6 +129,9 @@ class KernelChecker:
         # alg parameter whose annotation was refused (GPU033) may be the one that fixes a dim:
         # reporting that dim as unbound (GPU035) would be a cascade.
         self._params_untyped = len(kg.params) < n_params
+        self._visiting = -1
+        # a reduction that drops axes: node -> (its input's shape, the axes it reduces)
+        self.reductions: dict[int, tuple[tuple[Sym, ...], tuple[int, ...]]] = {}
 
     # -- entry point
 
@@ -140,6 +143,7 @@ class KernelChecker:
         self._declare_dims()
         g = self.kg.graph
         for i in sorted(g.nodes):
+            self._visiting = i
             self.values[i] = self._visit(i, g.nodes[i])
         return self.diagnostics
 
@@ -275,6 +279,11 @@ class KernelChecker:
             if f.code == _SILENT_CODE:  # already reported (an unbound dim)
                 return POISON
             extra = dict(f.extra)
+            if f.code == "GPU010":  # a mismatch made by a reduction a few lines up: say so
+                notes, fix = reduction_notes(self, node, inputs)
+                extra["labels"] = (*extra.get("labels", ()), *notes)
+                if fix is not None:
+                    extra["extra_fix"] = fix
             if node.get("call") is not None:  # inside an inlined function: name the call
                 extra["labels"] = (*extra.get("labels", ()), node["call"])
             self._emit(f.code, f.message, node["span"], **extra)
@@ -653,17 +662,20 @@ class KernelChecker:
             axis = self._axis_arg(kwargs.get("axis"), spec, allow_tuple=False, allow_none=True)
             keepdims = self._bool_arg(kwargs.get("keepdims"), "keepdims")
             shape = self._rule(sh.argreduction, x.shape, axis, keepdims, spec.name)
+            self._note_reduction(x.shape, axis, keepdims)
             return TensorVal(shape, self._dtype_rule(spec, [x.dtype]))
         if kind == "moments":
             axis = self._axis_arg(kwargs.get("axis"), spec, allow_tuple=True)
             ddof = self._literal_int(kwargs.get("ddof", SizeVal(Sym.const(0))), "`ddof`")
             keepdims = self._bool_arg(kwargs.get("keepdims"), "keepdims")
             shape = self._rule(sh.moments, x.shape, axis, ddof, keepdims, spec.name)
+            self._note_reduction(x.shape, axis, keepdims)
             return TensorVal(shape, self._dtype_rule(spec, [x.dtype]))
         if kind == "reduce":
             axis = self._axis_arg(kwargs.get("axis"), spec, allow_tuple=True)
             keepdims = self._bool_arg(kwargs.get("keepdims"), "keepdims")
             shape = self._rule(sh.reduction, x.shape, axis, keepdims, spec.name)
+            self._note_reduction(x.shape, axis, keepdims)
             return TensorVal(shape, self._dtype_rule(spec, [x.dtype]))
         if kind == "scan":
             axis = self._axis_arg(kwargs.get("axis"), spec, allow_tuple=False, allow_none=True)
@@ -694,6 +706,15 @@ class KernelChecker:
         raise _RuleFailedError(
             "GPU030", f"`{spec.spelling}` is not supported here"
         )  # pragma: no cover
+
+    def _note_reduction(self, shape: tuple[Sym, ...], axis: Any, keepdims: bool) -> None:
+        """Remember a reduction that drops axes, for `reduction_notes`."""
+        if keepdims or axis is None:
+            return
+        axes = axis if isinstance(axis, tuple) else (axis,)
+        if not shape:
+            return
+        self.reductions[self._visiting] = (shape, tuple(a % len(shape) for a in axes))
 
     def _elementwise(self, spec: ops.OpSpec, operands: list) -> TensorVal:
         kinds = [self._operand_kind(v, spec) for v in operands]
@@ -979,6 +1000,103 @@ class KernelChecker:
 
 
 _DUNDER = {"+": "__add__", "-": "__sub__", "*": "__mul__", "//": "__floordiv__", "%": "__mod__"}
+
+
+def reduction_notes(
+    checker: KernelChecker, node: dict[str, Any], inputs: list
+) -> tuple[tuple[Label, ...], str | None]:
+    """Where a broadcast that failed (GPU010) has an operand made by a reduction that drops
+    an axis (`m = x.mean(axis=-1)` a few lines up, then `x - m`): a note at the reduction
+    saying what `keepdims=True`, or reducing the other axis, would have given, when that
+    shape broadcasts against the other operands; and the fix to write."""
+    tensors = [(j, v) for j, v in zip(node["inputs"], inputs, strict=False)
+               if isinstance(v, TensorVal)]  # fmt: skip
+    notes: list[Label] = []
+    fix = None
+    for j, value in tensors:
+        origin = _reduction_origin(checker, j, value.shape)
+        if origin is None:
+            continue
+        shape, axes = checker.reductions[origin]
+        others = [v.shape for k, v in tensors if k != j]
+        if not others:
+            continue
+        red = checker.kg.graph.nodes[origin]
+        text = red["text"]
+        kept = tuple(Sym.const(1) if a in axes else s for a, s in enumerate(shape))
+        dropped = tuple(s for a, s in enumerate(shape) if a not in axes)
+        # keeping the axis fixes it where the result is no larger than the other operands
+        # (`x - m` with m [N, 1] against x [N, D]); else reducing another axis may
+        if len(kept) <= max(len(o) for o in others) and _broadcasts([kept, *others]):
+            axis_text = ", ".join(str(a) for a in axes)
+            notes.append(Label(red["span"], (
+                f"`{text}` drops axis {axis_text}: shape {_shape_text(dropped)}; with "
+                f"`keepdims=True` it is {_shape_text(kept)}, which broadcasts"
+            )))  # fmt: skip
+            fix = f"keep the reduced axis: `{_with_keepdims(text)}`"
+            continue
+        if len(axes) == 1 and len(shape) >= 2:
+            for b in range(len(shape)):
+                other_axis = tuple(s for a, s in enumerate(shape) if a != b)
+                if b != axes[0] and _broadcasts([other_axis, *others]):
+                    notes.append(Label(red["span"], (
+                        f"`{text}` reduces axis {axes[0]} to shape {_shape_text(dropped)}; "
+                        f"over axis {b} it would be {_shape_text(other_axis)}, which broadcasts"
+                    )))  # fmt: skip
+                    fix = f"reduce over the other axis (`axis={b}`), or transpose the operand"
+                    break
+    return tuple(notes), fix
+
+
+def _reduction_origin(checker: KernelChecker, n: int, shape: tuple[Sym, ...]) -> int | None:
+    """The reduction (dropping axes) an operand's shape comes from, through element-wise ops
+    and casts that keep that shape; None when the shape has another origin."""
+    g = checker.kg.graph
+    for _ in range(8):
+        if n in checker.reductions:
+            return n
+        node = g.nodes[n]
+        spec = node.get("spec")
+        kind = spec.kind if spec is not None else node["kind"]
+        if node["kind"] == "binop" and node.get("symbol") != "@":
+            kind = "elementwise"
+        if node["kind"] == "unop":
+            kind = "elementwise"
+        if kind not in ("elementwise", "cast"):
+            return None
+        same = [
+            i for i in node["inputs"]
+            if isinstance(v := checker.values.get(i), TensorVal)
+            and _shape_text(v.shape) == _shape_text(shape)
+        ]  # fmt: skip
+        if len(same) != 1:
+            return None
+        n = same[0]
+    return None
+
+
+def _same_sym(a: Sym, b: Sym) -> bool:
+    if a.expr is not None and b.expr is not None:
+        return same_size(a.expr, b.expr)
+    return a.text == b.text
+
+
+def _broadcasts(shapes: list[tuple[Sym, ...]]) -> bool:
+    """Whether shapes broadcast by their sizes as written: equal, or 1."""
+    rank = max(len(s) for s in shapes)
+    for k in range(1, rank + 1):
+        sizes = [s[-k] for s in shapes if len(s) >= k and s[-k].value != 1]
+        if any(not _same_sym(sizes[0], s) for s in sizes[1:]):
+            return False
+    return True
+
+
+def _with_keepdims(text: str) -> str:
+    """`x.mean(axis=-1)` spelled with `keepdims=True`."""
+    if text.endswith(")") and "keepdims" not in text:
+        inner = text[:-1].rstrip()
+        return inner + (", keepdims=True)" if not inner.endswith("(") else "keepdims=True)")
+    return text
 
 
 def callable_size_note(param: str, axis: int, size: Size) -> str:
