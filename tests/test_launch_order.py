@@ -106,6 +106,10 @@ def test_dependency_order_finds_a_cycle() -> None:
     second = _kernel("second", b="read", c="read_write")
     third = _kernel("third", c="read", a="read_write")
     assert launch_order.dependency_order([first, second, third], roles) is None
+    # two launches, each reading what the other writes
+    one = _kernel("one", a="read", b="read_write")
+    other = _kernel("other", b="read", a="read_write")
+    assert launch_order.dependency_order([one, other], roles) is None
 
 
 def test_each_broken_rule_is_named() -> None:

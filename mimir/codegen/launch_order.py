@@ -44,6 +44,8 @@ def dependency_order(kernels: Sequence[Kernel], roles: dict[str, str]) -> list[i
     for i in range(len(kernels)):
         for j in range(i + 1, len(kernels)):
             edge = _edge(kernels[i], kernels[j], roles)
+            if edge == "both":
+                return None  # each reads what the other writes
             if edge == "forward":
                 after[j].add(i)
             elif edge == "backward":
@@ -68,7 +70,8 @@ def dependency_order(kernels: Sequence[Kernel], roles: dict[str, str]) -> list[i
 
 def _edge(first: Kernel, later: Kernel, roles: dict[str, str]) -> str | None:
     """How two launches (`first` before `later` in the scheduler's order) must be ordered:
-    "forward" (as they are), "backward" (`later` writes what `first` reads) or None."""
+    "forward" (as they are), "backward" (`later` writes what `first` reads), "both" (no
+    order works) or None."""
     a = {b.name: b.access for b in first.buffers}
     b = {b.name: b.access for b in later.buffers}
     forward = backward = False
@@ -82,7 +85,7 @@ def _edge(first: Kernel, later: Kernel, roles: dict[str, str]) -> str | None:
         else:
             forward = True  # written before read, two writers, or an `InOut` parameter
     if forward and backward:
-        return "forward"  # both: a cycle between two launches; the scheduler's order stays
+        return "both"
     return "backward" if backward else "forward" if forward else None
 
 

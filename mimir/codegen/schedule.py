@@ -420,11 +420,20 @@ def schedule(
         place = next(p for p, group in rows.items() if x in group.outputs)
         rowcount = sz.product(list(row_shape(ev, rows[place].roots[0])[:-1]))
         nonempty = (sz.lower_bound(rowcount, declared) or 0) >= 1
+        # one value per row (`reductions.whole_of_rows` hands a row's one value on), not a
+        # value at every element of a row (`x.softmax(axis=-1).max()`: through scratch)
+        one_per_row = sz.key(sz.product(list(ev.shape(x)))) == sz.key(rowcount)
         alone = not set(rows[place].outputs) & set(fused)  # one whole reduction a launch
         # with no buffer for the per-row value, only the group and the reduction read it
         private = rows[place].readers[x] <= {epilogue[r]}
         in_place_out = set(writes.get(epilogue[r], [])) & in_place
-        if one_launch and nonempty and alone and private and not in_place_out:
+        # the reduction's epilogue runs in the row launch's last workgroup, so what it reads
+        # from other launches must not come from this launch's own outputs
+        acyclic = not _epilogue_reads_own_rows(g, rows[place].outputs, x, r, epilogue[r])
+        if (
+            one_launch and one_per_row and nonempty and alone and private and acyclic
+            and not in_place_out
+        ):  # fmt: skip
             fused[x] = r
             roots_by_target.pop(epilogue[r])
     fused_plans: dict[int, Plan] = {}  # a fused whole reduction's target -> its row launch
@@ -594,6 +603,20 @@ def schedule(
     return Schedule(
         kg.name, dims, fields, buffers, plans, node_buffers, kernel, vector_views, tagged_sizes
     )
+
+
+def _epilogue_reads_own_rows(
+    g: nx.DiGraph, outputs: list[int], x: int, root: int, end: int
+) -> bool:
+    """Whether the epilogue of whole reduction `root` (of the row group's per-row value
+    `x`, ending at node `end`) reads a value computed from the group's outputs other than
+    through the reduction itself (`(m * w).sum() - (m.sum(axis=0)).min()`): a launch that
+    reads the row launch's outputs would have to run both before and after it."""
+    # computed by the row launch itself: x and what it is made of, and the epilogue chain
+    inside = nx.ancestors(g, x) | {x} | (nx.descendants(g, root) & nx.ancestors(g, end))
+    inside |= {root, end}
+    from_rows = set().union(*(nx.descendants(g, o) | {o} for o in outputs))
+    return bool((nx.ancestors(g, end) & from_rows) - inside)
 
 
 def _narrow_softmax(

@@ -661,7 +661,10 @@ def reduction_graphs(draw, planted: bool | None = None) -> Case:
                 return reduced(of, "whole")
             if kind == "matrix":  # a per-element value: a row's softmax, or a combination
                 v = value("matrix", depth - 1) if depth else x
-                return _Val(f"{_paren(v.expr)}.softmax(axis=-1)", shapes["matrix"], "float32")
+                # times x: a softmax's rows sum to 1, and an argmax over such sums (equal up
+                # to rounding) would pick by rounding, not by the kernel
+                expr = f"{_paren(v.expr)}.softmax(axis=-1) * x"
+                return _Val(expr, shapes["matrix"], "float32")
             return reduced("matrix", kind)
         a = value(kind, depth - 1)
         other = draw(st.sampled_from(["scalar", "row", kind] if kind != "scalar" else ["scalar"]))

@@ -58,3 +58,30 @@ def glu_halves(x: Tensor[float32, N, D]) -> Tensor[float32, N, D // 2]:
 @gpu
 def rotate_half(q: Tensor[float32, 2 * HALF], c: Tensor[float32, HALF]) -> Tensor[float32, 2 * HALF]:
     return concatenate((q[HALF:] * c, q[:HALF] * c))
+
+
+@gpu
+def softmax_whole_max(x: Tensor[float32, N, C]) -> Tensor[float32]:
+    """A whole reduction of a row launch's value at every element (not one per row): through
+    scratch and a reduce launch, never the row's first element handed on as its value."""
+    return x.softmax(axis=-1).softmax(axis=-1).max()
+
+
+@gpu
+def row_moments_of_each_other(x: Tensor[float32, N, C]) -> Tensor[float32]:
+    """The mean of per-row values times a max of other per-row values of the same rows: the
+    mean's epilogue reads a launch that reads the row launch, so it is not folded into it."""
+    s = x.softmax(axis=-1) * x
+    return s.std(axis=1).mean() * s.var(axis=1).max()
+
+
+@gpu
+def weighted_over_row_max(x: Tensor[float32, N, C], w: Tensor[float32, N]) -> Tensor[float32]:
+    m = x.max(axis=1)
+    return (x.sum(axis=1) * w).sum() / (m.max() + 1.0)
+
+
+@gpu
+def weighted_minus_row_min(x: Tensor[float32, N, C], w: Tensor[float32, N]) -> Tensor[float32]:
+    s = x.softmax(axis=-1) * x
+    return (s.sum(axis=1) * w).mean() - s.max(axis=1).min()
