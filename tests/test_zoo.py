@@ -114,3 +114,45 @@ def test_an_awaited_op_that_landed_marks_its_kernel_for_a_rewrite() -> None:
     assert table._waiting("") == "–"
     waiting = {op.strip() for e in ENTRIES for op in e.waiting_for.split(",") if op.strip()}
     assert not {op for op in waiting if table.landed(op)}, "rewrite the kernels that wait for these"
+
+
+def test_the_table_runs_without_the_test_extra_and_reuses_its_rows(tmp_path: Path) -> None:
+    """`python -m zoo.table` needs only the base install and the `gpu` extra (no Hypothesis,
+    no NumPy), says how far it is, and a second run takes each unchanged row from its cache;
+    a kernel whose source changed is evaluated again."""
+    import os
+    import subprocess
+
+    _require_tools()
+    script = (
+        "import sys\n"
+        "sys.modules['hypothesis'] = None\n"  # an import of it fails, as where it is absent
+        "sys.modules['numpy'] = None\n"
+        "from zoo import table\n"
+        "raise SystemExit(table.main(sys.argv[1:]))\n"
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+
+    def run() -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", script, "saxpy", "silu"],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    first = run()
+    assert "[1/2] saxpy: WGSL ok" in first and "[2/2] silu: WGSL ok" in first
+    second = run()
+    assert "[1/2] saxpy (cached): WGSL ok" in second and "[2/2] silu (cached)" in second
+    saxpy = next(e for e in ENTRIES if e.function == "saxpy")
+    missing = table.missing_tools()
+    key = table.row_key(saxpy, missing, True)
+    assert (tmp_path / "cache" / "mimir" / "zoo" / f"{key}.json").exists()
+    (tmp_path / "saxpy.py").write_text(saxpy.path.read_text() + "\n# edited\n")
+
+    class Edited(table.Entry):
+        relative = saxpy.relative  # the same file, edited
+
+    changed = Edited(tmp_path / "saxpy.py", "saxpy", saxpy.summary, "")
+    assert table.row_key(changed, missing, True) != key

@@ -20,15 +20,23 @@ table is a function of the sources and the compiler except the last column, the 
 on the adapter at hand, which `--check` (and `tests/test_zoo.py`) leaves out of the
 comparison: see `mask_measured`.
 
-The validators and runners live with the tests (`tests/harness`, `tests/fuzzing`), so this
-runs from a checkout with the test tools installed (`bash .ci/run` installs them).
+The validators and runners live with the tests (`tests/harness`, `tests/fuzzing`), and need
+only the base install and the `gpu` extra (`pip install '.[gpu]'`); a backend whose tool
+this machine lacks says `not run (no TOOL)`. Progress goes to stderr, one kernel at a time.
+Each row is cached by everything it depends on (the kernel's source, Mimir's own code and
+the test harness's, which tools exist, whether it is timed), under `$XDG_CACHE_HOME/mimir/
+zoo`, so re-running after changing one kernel runs only that one (`--no-cache` runs all).
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
+import functools
+import hashlib
 import json
+import os
 import re
 import shutil
 import statistics
@@ -389,6 +397,14 @@ x = [0.5] * (3 * 4)  # flat, row-major, as the manifest's shape says
 print(run_manifest(manifest, "out/softmax/wgsl", {"x": x}, {"N": 3, "C": 4}))
 ```
 
+## Regenerating the table
+
+`python -m zoo.table` needs the base install and the `gpu` extra (`pip install
+'.[gpu]'`, plus spirv-val, clang++ and ptxas for those columns: a backend whose tool is
+missing says `not run`). It shows its progress, and keeps each row in a cache under
+`~/.cache/mimir/zoo` keyed by the kernel's source and Mimir's own code, so after an edit
+only the changed kernels run again (`--no-cache` runs them all).
+
 ## Adding a kernel
 
 Add one file, `zoo/NAME.py`: a module docstring whose first paragraph says
@@ -469,23 +485,124 @@ def mask_measured(text: str) -> str:
     return "\n".join(out)
 
 
+# ---------------------------------------------------------------- the row cache
+
+
+def cache_folder() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(base) / "mimir" / "zoo"
+
+
+@functools.cache
+def _harness_fingerprint() -> str:
+    """Mimir's own code and the validators and runners the rows come from."""
+    from mimir.cache import tool_fingerprint
+
+    h = hashlib.sha256(tool_fingerprint().encode())
+    for folder in (REPO / "tests" / "harness", REPO / "tests" / "fuzzing", ZOO):
+        for source in sorted(folder.rglob("*")):
+            if source.suffix in (".py", ".h", ".c", ".cpp") and source.name != "README.md":
+                h.update(source.relative_to(REPO).as_posix().encode() + b"\0")
+                h.update(source.read_bytes())
+    return h.hexdigest()
+
+
+def row_key(entry: Entry, missing: Mapping[str, str], time_it: bool) -> str:
+    parts = [
+        _harness_fingerprint(),
+        entry.relative,
+        entry.function,
+        entry.path.read_text(),
+        json.dumps(sorted(missing.items())),
+        str(time_it),
+    ]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def _cached(key: str, entry: Entry) -> Row | None:
+    try:
+        data = json.loads((cache_folder() / f"{key}.json").read_text())
+        return Row(
+            entry,
+            {b: int(n) for b, n in data["launches"].items()},
+            {b: str(s) for b, s in data["status"].items()},
+            [str(d) for d in data["details"]],
+            None if data["milliseconds"] is None else float(data["milliseconds"]),
+            {d: int(n) for d, n in data["timed_at"].items()},
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # absent, or not a row this code wrote: evaluate again
+
+
+def _store(key: str, row: Row) -> None:
+    data = {
+        "launches": row.launches,
+        "status": row.status,
+        "details": row.details,
+        "milliseconds": row.milliseconds,
+        "timed_at": row.timed_at,
+    }
+    folder = cache_folder()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        part = folder / f"{key}.{os.getpid()}.tmp"
+        part.write_text(json.dumps(data))
+        part.replace(folder / f"{key}.json")
+    except OSError:
+        pass  # a cache that cannot be written only costs time
+
+
 # ---------------------------------------------------------------- command line
 
 
 def run_all(
-    selected: Sequence[Entry], time_it: bool, log: Callable[[str], None] = lambda s: None
+    selected: Sequence[Entry],
+    time_it: bool,
+    log: Callable[[str], None] = lambda s: None,
+    use_cache: bool = False,
+    progress: Callable[[int, int, str], None] = lambda k, n, name: None,
 ) -> list[Row]:
+    """Evaluate every entry (from the cache where `use_cache` and nothing it depends on has
+    changed); `progress(k, n, name)` before each, `log` a line after each."""
     missing = missing_tools()
     rows = []
     with tempfile.TemporaryDirectory(prefix="mimir-zoo-") as tmp:
         for k, entry in enumerate(selected, start=1):
-            row = evaluate(entry, Path(tmp), missing, time_it)
+            progress(k - 1, len(selected), entry.function)
+            key = row_key(entry, missing, time_it)
+            row = _cached(key, entry) if use_cache else None
+            cached = row is not None
+            if row is None:
+                row = evaluate(entry, Path(tmp), missing, time_it)
+                if row.ok:
+                    _store(key, row)
             shown = "  ".join(f"{TITLES[b]} {row.status[b]}" for b in BACKENDS)
-            log(f"[{k}/{len(selected)}] {entry.function}: {shown}")
+            note = " (cached)" if cached else ""
+            log(f"[{k}/{len(selected)}] {entry.function}{note}: {shown}")
             for detail in row.details:
                 log(f"    {detail}")
             rows.append(row)
+        progress(len(selected), len(selected), "")
     return rows
+
+
+def _progress_bar() -> tuple[Any, Callable[[int, int, str], None]]:
+    """A rich progress bar on stderr when it is a terminal, else nothing (the log lines)."""
+    if not sys.stderr.isatty():
+        return contextlib.nullcontext(), lambda k, n, name: None
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(
+        TextColumn("zoo"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("{task.description}"), console=Console(stderr=True), transient=True,
+    )  # fmt: skip
+    task = bar.add_task("", total=None)
+
+    def update(k: int, n: int, name: str) -> None:
+        bar.update(task, completed=k, total=n, description=name)
+
+    return bar, update
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -494,9 +611,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--check", action="store_true", help="compare with zoo/README.md, no timing"
     )
+    parser.add_argument(
+        "--no-cache", action="store_true", help="evaluate every kernel, none from the cache"
+    )
     args = parser.parse_args(argv)
     selected = entries(args.words)
-    rows = run_all(selected, time_it=not args.check, log=lambda s: print(s, file=sys.stderr))
+    bar, progress = _progress_bar()
+    with bar:
+        log = bar.console.print if hasattr(bar, "console") else lambda s: print(s, file=sys.stderr)
+        rows = run_all(
+            selected, not args.check, log, use_cache=not args.no_cache, progress=progress
+        )
     failed = [r for r in rows if not r.ok]
     adapter = None
     if not args.check:

@@ -14,25 +14,25 @@ Used by `tests/test_fuzz.py` (a fixed-seed run in the suite) and
 must be on `sys.path`.
 """
 
-from fuzzing.campaign import CATEGORIES, Outcome, Stats, dump, run, table
-from fuzzing.kernels import INDEX_PATTERNS, TENSOR_OPS, Case, cases, index_cases, tensor_cases
-from fuzzing.oracle import CLASSES, Finding, Judgement, judge
+from __future__ import annotations
 
-__all__ = [
-    "CATEGORIES",
-    "CLASSES",
-    "Case",
-    "Finding",
-    "INDEX_PATTERNS",
-    "Judgement",
-    "Outcome",
-    "Stats",
-    "TENSOR_OPS",
-    "cases",
-    "dump",
-    "index_cases",
-    "judge",
-    "run",
-    "table",
-    "tensor_cases",
-]
+import importlib
+from typing import Any
+
+# name -> the submodule that defines it; imported on first use, so that `fuzzing.backends`
+# (the validators and runners, which `python -m zoo.table` uses) needs no Hypothesis
+_EXPORTS = {
+    "CATEGORIES": "campaign", "Outcome": "campaign", "Stats": "campaign", "dump": "campaign",
+    "run": "campaign", "table": "campaign",
+    "INDEX_PATTERNS": "kernels", "TENSOR_OPS": "kernels", "Case": "kernels", "cases": "kernels",
+    "index_cases": "kernels", "tensor_cases": "kernels",
+    "CLASSES": "oracle", "Finding": "oracle", "Judgement": "oracle", "judge": "oracle",
+}  # fmt: skip
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'fuzzing' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"fuzzing.{_EXPORTS[name]}"), name)
