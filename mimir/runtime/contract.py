@@ -59,6 +59,8 @@ U32_MAX = 2**32 - 1
 MAX_MANIFEST_BYTES = 1 << 20
 MAX_KERNEL_FILE_BYTES = 16 << 20
 MAX_JSON_DEPTH = 32
+# The largest integer every host reads exactly from JSON (a double holds it; 2**53 is next).
+MAX_EXACT = 2**53 - 1
 MAX_NAME_LENGTH = 128
 MAX_DIMS = 64
 MAX_BUFFERS = 256
@@ -283,7 +285,7 @@ def _buffers(value: Any, dims: set[str]) -> dict[str, Mapping[str, Any]]:
                 if isinstance(bound, str):
                     _expression(bound, f"{where}.range[{e}]", dims)
                 else:
-                    _integer_field(bound, f"{where}.range[{e}]", -(2**63), 2**63 - 1, "MAN002")
+                    _integer_field(bound, f"{where}.range[{e}]", -MAX_EXACT, MAX_EXACT, "MAN002")
         out[name] = buf
     return out
 
