@@ -47,6 +47,7 @@ __all__ = [
     "buffer_extent",
     "check_kernel_file",
     "check_manifest",
+    "evaluate_field",
     "launch_counts",
     "parse_manifest",
     "range_bounds",
@@ -511,7 +512,7 @@ def buffer_extent(
     where = f"buffers[{index}].shape"
     shape = []
     for a, entry in enumerate(buf["shape"]):
-        n = _evaluate(entry, dims, f"{where}[{a}]")
+        n = evaluate_field(entry, dims, f"{where}[{a}]")
         if not 0 <= n <= U32_MAX:
             raise ManifestError(
                 f"buffer `{buf['name']}` would have {n} elements along axis {a}",
@@ -552,7 +553,7 @@ def launch_counts(
     counts = []
     for axis, (entry, limit) in enumerate(zip(kernel["workgroups"], limits, strict=True)):
         field = f"kernels[{index}].workgroups[{axis}]"
-        n = _evaluate(entry, dims, field)
+        n = evaluate_field(entry, dims, field)
         if not 0 <= n <= limit:
             raise ManifestError(
                 f"kernel `{kernel['entry_point']}` would launch {n} workgroups along "
@@ -570,10 +571,12 @@ def range_bounds(
     """The evaluated `range` [lo, hi) of buffer `index` (MAN005 when a bound fails)."""
     lo, hi = manifest["buffers"][index]["range"]
     where = f"buffers[{index}].range"
-    return _evaluate(lo, dims, f"{where}[0]"), _evaluate(hi, dims, f"{where}[1]")
+    return evaluate_field(lo, dims, f"{where}[0]"), evaluate_field(hi, dims, f"{where}[1]")
 
 
-def _evaluate(entry: Any, dims: Mapping[str, int], field: str) -> int:
+def evaluate_field(entry: Any, dims: Mapping[str, int], field: str) -> int:
+    """The value of a size (an int or a dim expression) that sits at `field` of the manifest;
+    a `DimExprError` names that field."""
     if isinstance(entry, float):
         return int(entry)
     try:

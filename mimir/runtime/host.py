@@ -54,7 +54,6 @@ from mimir.runtime.arrays import (
     read_array,
     write_back,
 )
-from mimir.runtime.dimexpr import evaluate
 from mimir.runtime.errors import ManifestError
 
 __all__ = ["HostError", "HostKernel", "KernelLibrary", "load"]
@@ -94,8 +93,9 @@ class HostKernel:
 
     def __call__(self, *args: Any, dims: Mapping[str, int] | None = None, **kwargs: Any) -> Any:
         arrays, scalars, given = self._arguments(args, kwargs)
-        env = self._bind_dims(arrays, dims or {})
-        self._check_sizes(env)
+        env, deferred = self._bind_dims(arrays, dims or {})
+        self._check_sizes(env)  # the manifest's own sizes first, then the arguments against them
+        self._compare_shapes(deferred, env)
         self._check_ranges(arrays, env)
         kind = next(iter(a.kind for a in arrays.values() if a.kind == "torch-cuda"), None)
         kind = kind or next(iter(a.kind for a in arrays.values()), "numpy")
@@ -189,13 +189,18 @@ class HostKernel:
                 range_violation(buf["name"], value, flat, arg.shape, buf["range"], (lo, hi), env),
             )
 
-    def _bind_dims(self, arrays: Mapping[str, ArrayArg], given: Mapping[str, int]) -> dict:
+    def _bind_dims(
+        self, arrays: Mapping[str, ArrayArg], given: Mapping[str, int]
+    ) -> tuple[dict[str, int], list[tuple[str, str, int, Any, int]]]:
+        """The dims (given, or read from the inputs' shapes) checked against their constraints,
+        and the shape entries still to compare with the arguments once the sizes are checked."""
         names = [d["name"] for d in self.manifest.get("dims", [])]
         env: dict[str, int] = {k: v for k, v in given.items() if k in names}
         unknown = set(given) - set(names)
         if unknown:
             raise HostError("GPU040", f"`{self.name}` has no dim `{sorted(unknown)[0]}`")
-        deferred: list[tuple[str, int, Any, int]] = []
+        deferred: list[tuple[str, str, int, Any, int]] = []
+        index = {b["name"]: i for i, b in enumerate(self.manifest["buffers"])}
         for buf in self.inputs:
             name, arg = buf["name"], arrays[buf["name"]]
             shape = buf["shape"]
@@ -209,7 +214,8 @@ class HostKernel:
                     if entry not in env:
                         env[entry] = actual
                         continue
-                deferred.append((name, axis, entry, actual))
+                field = f"buffers[{index[name]}].shape[{axis}]"
+                deferred.append((name, field, axis, entry, actual))
         free = [n for n in names if n not in env]
         if free:
             raise HostError(
@@ -221,8 +227,14 @@ class HostKernel:
             mf.check_dim_values(self.manifest, env)
         except ManifestError as err:
             raise HostError("GPU042", err.message) from None
-        for name, axis, entry, actual in deferred:
-            want = evaluate(entry, env)
+        return env, deferred
+
+    def _compare_shapes(
+        self, deferred: list[tuple[str, str, int, Any, int]], env: Mapping[str, int]
+    ) -> None:
+        """GPU040 for an argument whose size on an axis is not what its shape entry says."""
+        for name, field, axis, entry, actual in deferred:
+            want = contract.evaluate_field(entry, env, field)
             if want != actual:
                 raise HostError(
                     "GPU040",
@@ -230,7 +242,6 @@ class HostKernel:
                     + (f"{want}" if isinstance(entry, int) else f"{entry}={want}")
                     + f" (with {_show_env(env)})",
                 )
-        return env
 
 
 def _writable(value: Any) -> bool:

@@ -32,11 +32,12 @@ typedef struct {
  * parse the command line, load the manifest (for `backend`) and bind it; */
 int host_setup(host_run *run, int argc, char **argv, const char *host_name, const char *backend);
 
+/* check every size and launch against the device's limits (the manifest's faults before the
+ * arguments'); */
+int host_check_limits(host_run *run, const manifest_limits *limits, const char *host_name);
+
 /* read the inputs' files and check every value of a `range` input (nothing else allocated); */
 int host_read_inputs(host_run *run, const char *host_name);
-
-/* check every size and launch against the device's limits; */
-int host_check_limits(host_run *run, const manifest_limits *limits, const char *host_name);
 
 /* allocate zeroed host copies of the other buffers. */
 int host_allocate(host_run *run, const char *host_name);

@@ -102,8 +102,8 @@ int main(int argc, char **argv) {
     manifest_limits limits = {.workgroups = {2147483647u, 65535, 65535},
                               .workgroup_size = {1024, 1024, 64},
                               .workgroup_threads = 1024};
-    if ((code = host_read_inputs(&run, "mimir-cuda")) >= 0) return code;
     if ((code = host_check_limits(&run, &limits, "mimir-cuda")) >= 0) return code;
+    if ((code = host_read_inputs(&run, "mimir-cuda")) >= 0) return code;
     if ((code = host_allocate(&run, "mimir-cuda")) >= 0) return code;
 
     /* 1. */

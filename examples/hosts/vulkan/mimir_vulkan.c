@@ -308,7 +308,7 @@ static void submit_and_wait(const gpu *g, VkCommandBuffer cmd, VkFence fence) {
 int main(int argc, char **argv) {
     host_run run;
     int code = host_setup(&run, argc, argv, "mimir-vulkan", "spirv");
-    if (code >= 0 || (code = host_read_inputs(&run, "mimir-vulkan")) >= 0) return code;
+    if (code >= 0) return code;
     const manifest *m = &run.m;
 
     gpu g = {0};
@@ -324,6 +324,7 @@ int main(int argc, char **argv) {
         .bindings = l->maxPerStageDescriptorStorageBuffers,
     };
     if ((code = host_check_limits(&run, &limits, "mimir-vulkan")) >= 0 ||
+        (code = host_read_inputs(&run, "mimir-vulkan")) >= 0 ||
         (code = host_allocate(&run, "mimir-vulkan")) >= 0) {
         vkDestroyDevice(g.device, NULL);
         vkDestroyInstance(g.instance, NULL);
