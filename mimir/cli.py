@@ -700,7 +700,10 @@ def lsp(
         from mimir.lsp.server import serve
     except ImportError as err:  # pygls is a dependency; a broken install says so plainly
         raise _usage_error(f"the language server needs pygls: {err}") from None
-    serve(tcp=tcp, host=host, port=port, z3_timeout=z3_timeout, debounce=debounce_ms / 1000)
+    status = serve(
+        tcp=tcp, host=host, port=port, z3_timeout=z3_timeout, debounce=debounce_ms / 1000
+    )
+    raise typer.Exit(status)
 
 
 def _indent(text: str) -> str:
