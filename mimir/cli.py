@@ -126,7 +126,7 @@ def check(
         typer.Option(
             "--max-file-size",
             help="Skip (GPU003) files larger than this many bytes; K, M, G suffixes "
-            "(default: 10M).",
+            "(default: 2M).",
         ),
     ] = None,
     baseline: Annotated[
