@@ -8,7 +8,10 @@
 
 `load(directory)` reads every `*.manifest.json` there (or in its `wgsl/`,
 `spirv/` or `ptx/` folder, as `--backend all` lays them out) and returns a
-`KernelLibrary`; each function is a `HostKernel` callable. A call:
+`KernelLibrary`; each function is a `HostKernel` callable. Each manifest and its
+kernel files are checked against the contract first (`mimir.runtime.contract`): a
+manifest that breaks it is refused with a `ManifestError` whose `code` is a MAN
+code and whose `field` names the field at fault. A call:
 
 - takes the manifest's `input` and `inout` buffers in order (the kernel's array
   parameters), then its scalar uniform fields (or all of them by name), as NumPy
@@ -20,7 +23,9 @@
   for an `InOut` parameter), GPU041 (dtype), GPU042 (dim constraint), GPU035
   (a dim no input fixes), GPU043 (a value outside an input's `Range(lo, hi)`,
   naming the first one and its index: the kernel's bounds proofs assume none);
-  every check comes before any launch, so a refused call changes nothing;
+  before those, every buffer's size and launch's workgroup counts are computed
+  exactly and checked against the device's limits (MAN005 to MAN007); every
+  check comes before any launch, so a refused call changes nothing;
 - updates every `InOut` argument in place, as PyTorch's in-place ops and the
   shim do (a CUDA tensor on the CUDA engine is written by the kernel itself;
   otherwise the new values are copied back into the caller's array);
