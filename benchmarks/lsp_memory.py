@@ -49,11 +49,14 @@ def kernels(size: int) -> str:
     lines = source.splitlines(True)
     body = "".join(line for line in lines if not line.startswith(("from", "import")))
     body = body.split('if __name__ == "__main__":')[0]
-    out, i = [head], 0
-    while sum(map(len, out)) < size:
-        out.append(body.replace("def ", f"def k{i}_").replace('Dim("B"', f'Dim("B{i}"'))
+    out, total, i = [head], len(head), 0
+    while True:  # whole copies, up to the size and not past it
+        copy = body.replace("def ", f"def k{i}_").replace('Dim("B"', f'Dim("B{i}"')
+        if total + len(copy) > size:
+            return "".join(out)
+        out.append(copy)
+        total += len(copy)
         i += 1
-    return "".join(out)
 
 
 def cli_peak(path: Path) -> tuple[float, float]:

@@ -8,9 +8,11 @@ host reads it from disk exactly as it would read a user's folder. A few cases ar
 refusals (`code` None): they sit at a limit and must run.
 
 tests/test_hostile_manifests.py runs the corpus through the Python host (`load()`), the
-JavaScript host (js/test/corpus.mjs), the C Vulkan host and the C CUDA host. Fuzzer findings
-join it as raw files under tests/data/hostile/ (`NAME.json`, with `NAME.expect` holding the code
-and the field), read by `found_cases()`.
+JavaScript host (js/test/corpus.mjs), the C Vulkan host and the C CUDA host. Raw manifests join
+it as files under tests/data/hostile/ (`NAME.json`, with `NAME.expect` holding the code and the
+field): a fuzzer's findings (benchmarks/fuzz_manifests.py writes them out), and texts no edit of
+a parsed manifest can make (a key twice in one object, which cJSON would read as its first and
+JSON.parse as its last). `found_cases()` reads them.
 """
 
 from __future__ import annotations
@@ -465,8 +467,8 @@ CASES: list[Case] = [
 
 
 def found_cases() -> list[Case]:
-    """Fuzzer findings kept as fixtures: tests/data/hostile/NAME.json with NAME.expect (`CODE` or
-    `CODE FIELD`), the manifest's text as found (it replaces the base manifest whole)."""
+    """The raw fixtures: tests/data/hostile/NAME.json with NAME.expect (`CODE` or `CODE FIELD`),
+    the manifest's text as it is (it replaces the base manifest whole)."""
     cases = []
     for path in sorted(FOUND.glob("*.json")):
         expect = path.with_suffix(".expect").read_text().split()
