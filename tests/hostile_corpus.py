@@ -304,6 +304,12 @@ CASES: list[Case] = [
         "buffers[3].shape[1]",
         _set("buffers.3.shape.1", "99999999999999999999"),
     ),
+    Case(  # a million levels need a manifest over 1 MiB: refused before its JSON is read
+        "expr-parens-1000000",
+        "MAN001",
+        None,
+        _set("buffers.3.shape.0", "(" * 1_000_000 + "N" + ")" * 1_000_000),
+    ),
     Case(
         "expr-parens-400000",
         "MAN005",
