@@ -126,7 +126,7 @@ def check(
         typer.Option(
             "--max-file-size",
             help="Skip (GPU003) files larger than this many bytes; K, M, G suffixes "
-            "(default: 10M).",
+            "(default: 2M).",
         ),
     ] = None,
     baseline: Annotated[
@@ -700,7 +700,10 @@ def lsp(
         from mimir.lsp.server import serve
     except ImportError as err:  # pygls is a dependency; a broken install says so plainly
         raise _usage_error(f"the language server needs pygls: {err}") from None
-    serve(tcp=tcp, host=host, port=port, z3_timeout=z3_timeout, debounce=debounce_ms / 1000)
+    status = serve(
+        tcp=tcp, host=host, port=port, z3_timeout=z3_timeout, debounce=debounce_ms / 1000
+    )
+    raise typer.Exit(status)
 
 
 def _indent(text: str) -> str:

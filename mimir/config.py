@@ -16,7 +16,7 @@ no file, the defaults apply and the current directory is the root.
     per-file-ignores = { "scripts/*.py" = ["GPU031"] }
     backends = ["msl", "wgsl", "ptx", "spirv"]   # default for `compile-gpu`
     z3-timeout = 5000                     # milliseconds per solver query
-    max-file-size = "10M"                 # larger files are skipped (GPU003); bytes, K, M, G
+    max-file-size = "2M"                  # larger files are skipped (GPU003); bytes, K, M, G
 
 A key that is unknown or has the wrong type raises `ConfigError`, whose
 message names the file and the key; the command line turns it into exit 2.

@@ -1,40 +1,46 @@
 // Dim expressions of a Mimir manifest: `"N"`, `"cdiv(N * M, 256)"`, `"(K + 3) // 4"`.
 //
-// The grammar (the same as mimir/runtime/dimexpr.py, which parses with Python's `ast`):
+// The grammar, the limits and the arithmetic are those of mimir/runtime/dimexpr.py (and of the
+// C hosts), so that every host gets the same value or the same refusal:
 //
-//   expr := INT | NAME | expr ("+" | "-" | "*" | "//" | "%") expr
-//         | "-" expr | "+" expr | "(" expr ")" | "cdiv(" expr "," expr ")"
+//   expr  := term (("+" | "-") term)*
+//   term  := unary (("*" | "//" | "%") unary)*
+//   unary := ("-" | "+") unary | atom
+//   atom  := INT | NAME | "cdiv" "(" expr "," expr ")" | "(" expr ")"
+//   INT   := "0" | [1-9][0-9]*        NAME := [A-Za-z_][A-Za-z0-9_]*
 //
-// `//` and `%` are Python's floor division and modulo; `cdiv(a, b)` is the ceiling of a / b
-// and needs b > 0. Arithmetic is exact (BigInt); a result beyond Number.MAX_SAFE_INTEGER is
-// an error. The text is parsed, never evaluated as JavaScript.
+// with spaces between tokens. `//` and `%` are Python's floor division and modulo; `cdiv(a, b)`
+// is the ceiling of a / b and needs b > 0. At most 1024 characters and 32 levels of parentheses,
+// `cdiv(` and unary signs. Arithmetic is exact (BigInt) and every value must lie in the signed
+// 64-bit range. Every refusal is a DimExprError (code MAN005). The text is parsed, never
+// evaluated as JavaScript.
 
-export class DimExprError extends Error {
-  constructor(message) {
-    super(message);
-    this.name = 'DimExprError';
-  }
-}
+import { DimExprError } from './errors.js';
 
-const TOKEN = /\s*(?:(\d+(?:_\d+)*)|([A-Za-z_][A-Za-z0-9_]*)|(\/\/|[-+*%(),]))/y;
+export { DimExprError } from './errors.js';
+
+export const MAX_LENGTH = 1024;
+export const MAX_DEPTH = 32;
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+
+const TOKEN = / *(?:([0-9]+)|([A-Za-z_][A-Za-z0-9_]*)|(\/\/|[-+*%(),]))/y;
+const short = (text) => JSON.stringify(text.length <= 80 ? text : `${text.slice(0, 77)}...`);
 
 function tokenize(text) {
   const tokens = [];
-  TOKEN.lastIndex = 0;
+  const end = text.replace(/ +$/, '').length;
   let pos = 0;
-  while (pos < text.length) {
-    if (/^\s*$/.test(text.slice(pos))) break;
+  while (pos < end) {
     TOKEN.lastIndex = pos;
     const m = TOKEN.exec(text);
-    if (!m) {
-      throw new DimExprError(`malformed dim expression ${JSON.stringify(text)} at column ${pos + 1}`);
-    }
+    if (!m) throw new DimExprError(`malformed dim expression ${short(text)} at column ${pos + 1}`);
     pos = TOKEN.lastIndex;
     if (m[1] !== undefined) {
-      if (m[1].length > 1 && m[1][0] === '0' && /[1-9]/.test(m[1])) {
-        throw new DimExprError(`malformed dim expression ${JSON.stringify(text)}: leading zeros`);
+      if (m[1].length > 1 && m[1][0] === '0') {
+        throw new DimExprError(`malformed dim expression ${short(text)}: leading zeros`);
       }
-      tokens.push({ kind: 'int', value: BigInt(m[1].replaceAll('_', '')) });
+      tokens.push({ kind: 'int', value: m[1] });
     } else if (m[2] !== undefined) {
       tokens.push({ kind: 'name', value: m[2] });
     } else {
@@ -44,169 +50,184 @@ function tokenize(text) {
   return tokens;
 }
 
-// A parsed expression is a small tree: {int}, {name}, {neg}, {pos}, {op, a, b}, {cdiv: [a, b]}.
+// A parsed expression is postfix code: ['int', v], ['name', s], ['neg'], ['cdiv'] or a binary
+// operator; evaluating it needs a stack, not recursion.
 const cache = new Map();
 
-/** Parse and validate a dim expression string; throws DimExprError. */
+/** Parse and validate a dim expression string (postfix code); throws DimExprError. */
 export function parse(text) {
   if (typeof text !== 'string') {
     throw new DimExprError(`a dim expression must be a string, got ${typeof text}`);
   }
   const hit = cache.get(text);
   if (hit) return hit;
+  if (text.length > MAX_LENGTH) {
+    throw new DimExprError(`dim expression is ${text.length} characters long, over ${MAX_LENGTH}`);
+  }
   const tokens = tokenize(text);
+  const code = [];
   let i = 0;
-  const peek = () => tokens[i];
-  const isOp = (v) => peek() && peek().kind === 'op' && peek().value === v;
-  const fail = (why) => {
-    throw new DimExprError(`malformed dim expression ${JSON.stringify(text)}: ${why}`);
+  let depth = 0;
+  const isOp = (v) => i < tokens.length && tokens[i].kind === 'op' && tokens[i].value === v;
+  const fail = (why) => new DimExprError(`malformed dim expression ${short(text)}: ${why}`);
+  const enter = () => {
+    depth += 1;
+    if (depth > MAX_DEPTH) {
+      throw new DimExprError(`dim expression ${short(text)} nests deeper than ${MAX_DEPTH} levels`);
+    }
   };
-  const expect = (v) => {
-    if (!isOp(v)) fail(`expected ${JSON.stringify(v)}`);
-    i += 1;
-  };
+  const twoArguments = () => new DimExprError(`\`cdiv\` takes exactly two arguments in ${short(text)}`);
   function expr() {
-    let node = term();
+    term();
     while (isOp('+') || isOp('-')) {
       const op = tokens[i++].value;
-      node = { op, a: node, b: term() };
+      term();
+      code.push([op]);
     }
-    return node;
   }
   function term() {
-    let node = unary();
+    unary();
     while (isOp('*') || isOp('//') || isOp('%')) {
       const op = tokens[i++].value;
-      node = { op, a: node, b: unary() };
+      unary();
+      code.push([op]);
     }
-    return node;
   }
   function unary() {
-    if (isOp('-')) {
-      i += 1;
-      return { neg: unary() };
+    if (isOp('-') || isOp('+')) {
+      const negate = tokens[i++].value === '-';
+      enter();
+      unary();
+      depth -= 1;
+      if (negate) code.push(['neg']);
+      return;
     }
-    if (isOp('+')) {
-      i += 1;
-      return { pos: unary() };
-    }
-    return atom();
+    atom();
   }
   function atom() {
-    const t = peek();
-    if (!t) fail('unexpected end');
+    if (i >= tokens.length) throw fail('unexpected end');
+    const t = tokens[i++];
     if (t.kind === 'int') {
-      i += 1;
-      return { int: t.value };
+      const value = BigInt(t.value);
+      if (value > INT64_MAX) {
+        throw new DimExprError(`integer ${short(t.value)} in ${short(text)} is outside the 64-bit range`);
+      }
+      code.push(['int', value]);
+      return;
     }
     if (t.kind === 'name') {
-      i += 1;
-      if (isOp('(')) {
-        if (t.value !== 'cdiv') {
-          throw new DimExprError(`only \`cdiv(a, b)\` may be called in dim expression ${JSON.stringify(text)}`);
-        }
-        i += 1;
-        const args = [];
-        while (!isOp(')')) {
-          args.push(expr());
-          if (isOp(',')) i += 1;
-          else if (!isOp(')')) fail('expected "," or ")"');
-        }
-        i += 1;
-        if (args.length !== 2) {
-          throw new DimExprError(`\`cdiv\` takes exactly two positional arguments in ${JSON.stringify(text)}`);
-        }
-        return { cdiv: args };
+      if (!isOp('(')) {
+        code.push(['name', t.value]);
+        return;
       }
-      return { name: t.value };
-    }
-    if (isOp('(')) {
+      if (t.value !== 'cdiv') {
+        throw new DimExprError(`only \`cdiv(a, b)\` may be called in dim expression ${short(text)}`);
+      }
       i += 1;
-      const node = expr();
-      if (isOp(',')) fail('a tuple is not allowed');
-      expect(')');
-      return node;
+      enter();
+      expr();
+      if (!isOp(',')) throw twoArguments();
+      i += 1;
+      expr();
+      if (!isOp(')')) throw twoArguments();
+      i += 1;
+      depth -= 1;
+      code.push(['cdiv']);
+      return;
     }
-    return fail(`unexpected ${JSON.stringify(t.value)}`);
+    if (t.value === '(') {
+      enter();
+      expr();
+      if (!isOp(')')) throw fail("expected ')'");
+      i += 1;
+      depth -= 1;
+      return;
+    }
+    throw fail(`unexpected ${JSON.stringify(t.value)}`);
   }
-  if (tokens.length === 0) fail('empty');
-  const tree = expr();
-  if (i !== tokens.length) fail(`unexpected ${JSON.stringify(tokens[i].value)}`);
+  if (tokens.length === 0) throw fail('empty');
+  expr();
+  if (i !== tokens.length) throw fail(`unexpected ${JSON.stringify(tokens[i].value)}`);
   if (cache.size > 1024) cache.clear();
-  cache.set(text, tree);
-  return tree;
+  cache.set(text, code);
+  return code;
 }
 
 /** The dim names an expression mentions. */
 export function names(expr) {
-  const out = new Set();
-  if (typeof expr === 'number') return out;
-  const walk = (n) => {
-    if (n.name !== undefined) out.add(n.name);
-    else if (n.neg) walk(n.neg);
-    else if (n.pos) walk(n.pos);
-    else if (n.cdiv) n.cdiv.forEach(walk);
-    else if (n.op) {
-      walk(n.a);
-      walk(n.b);
-    }
-  };
-  walk(parse(expr));
-  return out;
+  if (typeof expr === 'number') return new Set();
+  return new Set(parse(expr).filter((step) => step[0] === 'name').map((step) => step[1]));
 }
 
 const floorDiv = (a, b) => {
   const q = a / b; // BigInt division truncates toward zero
   return (a % b !== 0n && (a < 0n) !== (b < 0n)) ? q - 1n : q;
 };
-const floorMod = (a, b) => a - floorDiv(a, b) * b;
 
-function evalNode(n, env, text) {
-  if (n.int !== undefined) return n.int;
-  if (n.name !== undefined) {
-    if (!Object.prototype.hasOwnProperty.call(env, n.name)) {
-      throw new DimExprError(`dim \`${n.name}\` has no value (in ${JSON.stringify(text)})`);
-    }
-    const v = env[n.name];
-    if (typeof v === 'bigint') return v;
-    if (typeof v !== 'number' || !Number.isInteger(v)) {
-      throw new DimExprError(`dim \`${n.name}\` must be bound to an integer, got ${String(v)}`);
-    }
-    return BigInt(v);
+function fits(value, text) {
+  if (value < INT64_MIN || value > INT64_MAX) {
+    throw new DimExprError(`dim expression ${short(text)} leaves the 64-bit range (${value})`);
   }
-  if (n.neg) return -evalNode(n.neg, env, text);
-  if (n.pos) return evalNode(n.pos, env, text);
-  if (n.cdiv) {
-    const a = evalNode(n.cdiv[0], env, text);
-    const b = evalNode(n.cdiv[1], env, text);
-    if (b <= 0n) throw new DimExprError(`cdiv by a non-positive divisor: cdiv(${a}, ${b})`);
-    return -floorDiv(-a, b);
+  return value;
+}
+
+function lookup(env, name, text) {
+  if (!Object.prototype.hasOwnProperty.call(env, name)) {
+    throw new DimExprError(`dim \`${name}\` has no value (in ${short(text)})`);
   }
-  const a = evalNode(n.a, env, text);
-  const b = evalNode(n.b, env, text);
-  switch (n.op) {
+  const v = env[name];
+  if (typeof v === 'bigint') return fits(v, text);
+  if (typeof v !== 'number' || !Number.isSafeInteger(v)) {
+    throw new DimExprError(`dim \`${name}\` must be bound to an integer, got ${String(v)}`);
+  }
+  return BigInt(v);
+}
+
+function apply(op, a, b, text) {
+  switch (op) {
     case '+': return a + b;
     case '-': return a - b;
     case '*': return a * b;
+    case 'cdiv':
+      if (b <= 0n) throw new DimExprError(`cdiv by a non-positive divisor: cdiv(${a}, ${b}) in ${short(text)}`);
+      return -floorDiv(-a, b);
     default:
-      if (b === 0n) throw new DimExprError(`division by zero in dim expression ${JSON.stringify(text)}`);
-      return n.op === '//' ? floorDiv(a, b) : floorMod(a, b);
+      if (b === 0n) throw new DimExprError(`division by zero in dim expression ${short(text)}`);
+      return op === '//' ? floorDiv(a, b) : a - floorDiv(a, b) * b;
   }
 }
 
-/**
- * The integer value of a manifest size (a non-negative int or an expression string) under `env`
- * (dim name -> integer).
- */
-export function evaluate(expr, env) {
+/** The exact value (a BigInt) of a manifest size (an integer or an expression) under `env`. */
+export function evaluateBig(expr, env) {
   if (typeof expr === 'number') {
-    if (!Number.isInteger(expr)) throw new DimExprError(`a size must be an integer, got ${expr}`);
-    return expr;
+    if (!Number.isSafeInteger(expr)) throw new DimExprError(`a size must be an integer, got ${expr}`);
+    return BigInt(expr);
   }
   if (typeof expr !== 'string') {
     throw new DimExprError(`a dim expression must be an int or a string, got ${typeof expr}`);
   }
-  const value = evalNode(parse(expr), env, expr);
+  const stack = [];
+  for (const step of parse(expr)) {
+    const op = step[0];
+    if (op === 'int') stack.push(step[1]);
+    else if (op === 'name') stack.push(lookup(env, step[1], expr));
+    else if (op === 'neg') stack.push(fits(-stack.pop(), expr));
+    else {
+      const b = stack.pop();
+      const a = stack.pop();
+      stack.push(fits(apply(op, a, b, expr), expr));
+    }
+  }
+  return stack[0];
+}
+
+/**
+ * The integer value of a manifest size (a non-negative int or an expression string) under `env`
+ * (dim name -> integer), as a Number: a value past Number.MAX_SAFE_INTEGER is refused (the
+ * host's own size checks use evaluateBig, which is exact).
+ */
+export function evaluate(expr, env) {
+  const value = evaluateBig(expr, env);
   if (value > BigInt(Number.MAX_SAFE_INTEGER) || value < -BigInt(Number.MAX_SAFE_INTEGER)) {
     throw new DimExprError(`dim expression ${JSON.stringify(expr)} is too large: ${value}`);
   }

@@ -3,7 +3,7 @@
 
 /** A manifest size: a non-negative int or a dim expression such as "cdiv(N * M, 256)". */
 export type Size = number | string;
-export type DType = 'float32' | 'float16' | 'int32' | 'uint32' | 'bool_';
+export type DType = 'float32' | 'float16' | 'bfloat16' | 'int32' | 'uint32' | 'bool_';
 
 /** FUNCTION.manifest.json, format mimir-manifest/1 (mimir/codegen/schemas/manifest-v1.schema.json). */
 export interface Manifest {
@@ -22,6 +22,7 @@ export interface Manifest {
     role: 'input' | 'output' | 'inout' | 'scratch';
     dtype: DType;
     shape: Size[];
+    /** Redundant: when present it must equal the dtype's size (the contract refuses another). */
     element_size?: number;
     range?: [Size, Size];
   }[];
@@ -36,12 +37,18 @@ export interface Manifest {
   }[];
 }
 
-/** What an input buffer accepts, by dtype. float16 takes raw half bits as a Uint16Array, or numbers. */
+/**
+ * What an input buffer accepts, by dtype. float16 and bfloat16 take raw bits as a Uint16Array, a
+ * Float32Array, or numbers (rounded to nearest even).
+ */
 export type InputArray =
   | Float32Array | Int32Array | Uint32Array | Uint16Array | Uint8Array
   | ArrayLike<number> | ArrayLike<boolean>;
 
-/** An output: Float32Array (float32, and float16 widened), Int32Array, Uint32Array, Uint8Array (bool_ as 0/1). */
+/**
+ * An output: Float32Array (float32, and float16 and bfloat16 widened), Int32Array, Uint32Array,
+ * Uint8Array (bool_ as 0/1).
+ */
 export type OutputArray = Float32Array | Int32Array | Uint32Array | Uint8Array;
 
 export interface LoadOptions {
@@ -86,16 +93,31 @@ export declare class Program {
   destroy(): void;
 }
 
-/** Load a manifest (URL, Node file path, or object), fetch its kernels and make the pipelines. */
+/**
+ * Load a manifest (URL, Node file path, or object), fetch its kernels and make the pipelines. The
+ * manifest and its kernel files are checked against the contract of docs/hosts.md first.
+ */
 export declare function load(source: string | URL | Manifest, options?: LoadOptions): Promise<Program>;
 
-/** Bad manifest, or values that do not fit it; the message says which and why. */
+/**
+ * A refused manifest (a MAN code of docs/hosts.md, the same every host gives), or values that do
+ * not fit it (the checker's code: GPU035, GPU040 to GPU043); the message says which and why.
+ */
 export declare class ManifestError extends Error {
-  /** The checker's code where one applies (GPU043: a value outside an input's range). */
+  /** MAN001..MAN009 for the manifest, GPU035/GPU040..GPU043 for a call's values. */
   readonly code?: string;
+  /** The manifest field at fault, as a path: `kernels[0].file`, `buffers[2].shape[1]`. */
+  readonly field?: string;
+  /** The message without its code and field. */
+  readonly reason: string;
 }
-/** A malformed or forbidden dim expression, or one that cannot be evaluated. */
-export declare class DimExprError extends Error {}
+/** A malformed or forbidden dim expression, or one that cannot be evaluated (code MAN005). */
+export declare class DimExprError extends ManifestError {}
+
+/** The JSON value of a manifest's bytes under the contract's JSON rules (MAN001 otherwise). */
+export declare function parseManifest(data: Uint8Array | ArrayBuffer): unknown;
+/** Throw ManifestError unless every field follows the contract; `backend`: what the host runs. */
+export declare function checkManifest(manifest: unknown, backend?: string | string[]): asserts manifest is Manifest;
 
 export declare const FORMAT: 'mimir-manifest/1';
 /** The value of a manifest size under `env` (Python's // and %, cdiv; exact integers). */
@@ -115,6 +137,8 @@ export declare function checkRange(
 export declare function workgroupCounts(kernel: Manifest['kernels'][number], dims: Record<string, number>): number[];
 export declare function encode(name: string, values: InputArray, dtype: DType, count: number): ArrayBuffer;
 export declare function decode(bytes: ArrayBuffer, dtype: DType, count: number): OutputArray;
+/** bfloat16 bits of a number (the upper half of its float32), rounded to nearest even. */
+export declare function toBfloat16Bits(value: number): number;
 /** binary16 bits of a number, rounded to nearest even (RangeError past 65504's rounding range). */
 export declare function toHalfBits(value: number): number;
 export declare function fromHalfBits(bits: number): number;

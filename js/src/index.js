@@ -4,6 +4,12 @@
 //   const mlp = await load('kernels/mlp.manifest.json');
 //   const { out } = await mlp.run({ x, w1, b1, w2, b2 }, { N: 37, H: 16 });
 //
+// A manifest is untrusted input: load() reads it and its kernel files under the contract of
+// docs/hosts.md (src/contract.js: strict JSON, identifiers, plain kernel file names read as
+// regular files of at most 16 MiB, unique bindings...), and every run computes each size and
+// workgroup count exactly and checks it against the device's limits before anything is
+// allocated; a refusal is a ManifestError with the contract's code and the field at fault.
+//
 // What a run does, in the manifest's terms: check the dims against their constraints, the
 // inputs against their dtypes and shapes, and every value of an input with a `range` (GPU043:
 // the kernel's bounds proofs assume lo <= value < hi); pack the uniform block (dims, then
@@ -14,16 +20,18 @@
 // buffers grow as needed and are kept for the next call; calls on one program run one after
 // another.
 
-import { evaluate, names as exprNames, DimExprError } from './dimexpr.js';
 import {
-  FORMAT, ManifestError, RESULTS, UPLOADED, bufferElementSize, bufferShape, checkDims, checkManifest,
-  checkRange, decode, encode, numel, packUniform, workgroupCounts,
-} from './layout.js';
+  MAX_KERNEL_FILE_BYTES, MAX_MANIFEST_BYTES, bufferExtent, checkManifest, launchCounts, parseManifest, rangeBounds,
+} from './contract.js';
+import { DimExprError, evaluate, names as exprNames } from './dimexpr.js';
+import { ManifestError } from './errors.js';
+import { RESULTS, UPLOADED, checkDims, checkRange, decode, encode, numel, packUniform } from './layout.js';
 
 export { evaluate, DimExprError } from './dimexpr.js';
+export { checkManifest, parseManifest } from './contract.js';
 export {
   FORMAT, ManifestError, bufferShape, checkDims, checkRange, decode, elementSize, encode, fromHalfBits,
-  numel, packUniform, toHalfBits, workgroupCounts,
+  numel, packUniform, toBfloat16Bits, toHalfBits, workgroupCounts,
 } from './layout.js';
 
 // GPUBufferUsage / GPUShaderStage / GPUMapMode values, from the WebGPU specification (so that
@@ -35,7 +43,7 @@ const MAP_READ = 0x1;
 const WANTED_LIMITS = [
   'maxStorageBufferBindingSize', 'maxBufferSize', 'maxStorageBuffersPerShaderStage',
   'maxComputeInvocationsPerWorkgroup', 'maxComputeWorkgroupSizeX', 'maxComputeWorkgroupSizeY',
-  'maxComputeWorkgroupSizeZ', 'maxComputeWorkgroupStorageSize',
+  'maxComputeWorkgroupSizeZ', 'maxComputeWorkgroupStorageSize', 'maxComputeWorkgroupsPerDimension',
 ];
 
 /**
@@ -54,19 +62,30 @@ export async function load(source, options = {}) {
   let base = options.baseUrl;
   if (typeof source === 'string' || source instanceof URL) {
     const url = toUrl(source);
-    manifest = JSON.parse(await readText(url));
+    manifest = parseManifest(await readBytes(url, MAX_MANIFEST_BYTES, 'MAN001'));
     base = base ?? url;
   } else {
     manifest = source;
   }
-  checkManifest(manifest);
-  const sources = {};
-  for (const kernel of manifest.kernels) {
+  checkManifest(manifest, 'wgsl');
+  const sources = new Map();
+  for (const [k, kernel] of manifest.kernels.entries()) {
     const file = kernel.file;
-    if (sources[file] !== undefined) continue;
-    if (options.files && options.files[file] !== undefined) sources[file] = options.files[file];
-    else if (base !== undefined) sources[file] = await readText(new URL(file, toUrl(base)));
-    else throw new ManifestError(`no source for kernel file ${file}: pass a manifest URL, options.baseUrl or options.files`);
+    const field = `kernels[${k}].file`;
+    if (sources.has(file)) continue;
+    if (options.files && Object.prototype.hasOwnProperty.call(options.files, file)) {
+      sources.set(file, options.files[file]);
+    } else if (base !== undefined) {
+      // `file` is a plain name (checked), so the URL stays in the manifest's folder
+      const bytes = await readBytes(new URL(file, toUrl(base)), MAX_KERNEL_FILE_BYTES, 'MAN004', field);
+      try {
+        sources.set(file, new TextDecoder('utf-8', { fatal: true }).decode(bytes));
+      } catch {
+        throw new ManifestError(`kernel file \`${file}\` is not UTF-8 text`, 'MAN004', field);
+      }
+    } else {
+      throw new ManifestError(`no source for kernel file ${file}: pass a manifest URL, options.baseUrl or options.files`, 'MAN004', field);
+    }
   }
   let device = options.device;
   let owners = [];
@@ -87,14 +106,71 @@ function toUrl(source) {
   return new URL(source.replace(/\\/g, '/'), `file://${cwd.startsWith('/') ? '' : '/'}${cwd}/`);
 }
 
-async function readText(url) {
+/**
+ * At most `limit` bytes of `url`, refused with `code` otherwise. A file: URL must name a regular
+ * file (a FIFO or a device such as /dev/zero is refused before a byte is read), and a kernel file
+ * (`field` given) not a symbolic link; a fetched body is read no further than the limit.
+ */
+async function readBytes(url, limit, code, field) {
+  const what = field ? `kernel file \`${url.pathname.split('/').pop()}\`` : 'the manifest';
   if (url.protocol === 'file:') {
     const fs = await import('node:fs/promises');
-    return fs.readFile(url, 'utf8');
+    const { constants } = await import('node:fs');
+    let handle;
+    try {
+      const flags = constants.O_RDONLY | constants.O_NONBLOCK | (field ? constants.O_NOFOLLOW : 0);
+      handle = await fs.open(url, flags);
+    } catch (err) {
+      const why = err.code === 'ENOENT' ? 'does not exist' : err.code === 'ELOOP' ? 'is a symbolic link' : `cannot be opened (${err.code})`;
+      throw new ManifestError(`${what} ${why}`, code, field);
+    }
+    try {
+      const info = await handle.stat();
+      if (!info.isFile()) throw new ManifestError(`${what} is not a regular file`, code, field);
+      if (info.size > limit) throw new ManifestError(`${what} is ${info.size} bytes, over the limit of ${limit}`, code, field);
+      const buffer = new Uint8Array(limit + 1);
+      let used = 0;
+      for (;;) {
+        const { bytesRead } = await handle.read(buffer, used, buffer.length - used, null);
+        if (bytesRead === 0 || used + bytesRead > limit) {
+          used += bytesRead;
+          break;
+        }
+        used += bytesRead;
+      }
+      if (used > limit) throw new ManifestError(`${what} grew past the limit of ${limit} bytes`, code, field);
+      return buffer.slice(0, used);
+    } finally {
+      await handle.close();
+    }
   }
-  const response = await fetch(url);
-  if (!response.ok) throw new ManifestError(`cannot fetch ${url}: ${response.status} ${response.statusText}`);
-  return response.text();
+  let response;
+  try {
+    response = await fetch(url);
+  } catch (err) {
+    throw new ManifestError(`cannot fetch ${what}: ${err.message}`, code, field);
+  }
+  if (!response.ok) throw new ManifestError(`cannot fetch ${what}: ${response.status} ${response.statusText}`, code, field);
+  const chunks = [];
+  let used = 0;
+  const reader = response.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    used += value.length;
+    if (used > limit) {
+      await reader.cancel();
+      throw new ManifestError(`${what} is over the limit of ${limit} bytes`, code, field);
+    }
+    chunks.push(value);
+  }
+  const out = new Uint8Array(used);
+  let at = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, at);
+    at += chunk.length;
+  }
+  return out;
 }
 
 async function requestDevice(manifest, gpu) {
@@ -126,6 +202,7 @@ const needsF16 = (manifest) => manifest.buffers.some((b) => b.dtype === 'float16
 /** One loaded manifest: its pipelines, and the buffers of the last calls. */
 export class Program {
   constructor(manifest, device, sources) {
+    checkManifest(manifest, 'wgsl');
     this.manifest = manifest;
     this.device = device;
     /** Counters, for tests and curiosity: pipelines made, buffers allocated, runs. */
@@ -146,7 +223,7 @@ export class Program {
       );
     }
     const modules = new Map();
-    for (const [file, code] of Object.entries(sources)) {
+    for (const [file, code] of sources instanceof Map ? sources : Object.entries(sources)) {
       const module = device.createShaderModule({ code, label: file });
       const info = await module.getCompilationInfo();
       const errors = info.messages.filter((m) => m.type === 'error');
@@ -196,17 +273,25 @@ export class Program {
     let progress = true;
     while (progress) {
       progress = false;
-      for (const b of this.manifest.buffers) {
+      for (const [i, b] of this.manifest.buffers.entries()) {
         if (!UPLOADED.includes(b.role) || !inputs[b.name] || typeof inputs[b.name].length !== 'number') continue;
         const unknown = b.shape.filter((e) => typeof e === 'string' && [...exprNames(e)].some((n) => dims[n] === undefined));
         if (unknown.length !== 1 || !/^\s*[A-Za-z_][A-Za-z0-9_]*\s*$/.test(unknown[0])) continue;
-        const known = numel(b.shape.filter((e) => e !== unknown[0]).map((e) => evaluate(e, dims)));
+        const known = numel(b.shape.map((e, a) => [e, a]).filter(([e]) => e !== unknown[0]).map(([e, a]) => {
+          try {
+            return evaluate(e, dims);
+          } catch (err) {
+            if (err instanceof DimExprError) throw new DimExprError(err.reason, `buffers[${i}].shape[${a}]`);
+            throw err;
+          }
+        }));
         const name = unknown[0].trim();
         if (b.shape.filter((e) => e === unknown[0]).length !== 1 || known === 0) continue;
         const length = inputs[b.name].length;
         if (length % known) {
           throw new ManifestError(
             `input \`${b.name}\` has ${length} values, not a multiple of ${known}, so no \`${name}\` fits its shape [${b.shape.join(', ')}]`,
+            'GPU040',
           );
         }
         dims[name] = length / known;
@@ -343,14 +428,14 @@ export class Program {
     for (const key of Object.keys(sizes)) {
       if (!dimNames.has(key) && !fieldNames.has(key)) {
         const known = [...dimNames, ...[...fieldNames].filter((f) => !dimNames.has(f))];
-        throw new ManifestError(`\`${key}\` is neither a dim nor a scalar parameter of \`${manifest.function}\` (those are: ${known.join(', ') || 'none'})`);
+        throw new ManifestError(`\`${key}\` is neither a dim nor a scalar parameter of \`${manifest.function}\` (those are: ${known.join(', ') || 'none'})`, 'GPU040');
       }
     }
     const inputNames = manifest.buffers.filter((b) => UPLOADED.includes(b.role)).map((b) => b.name);
     const extra = Object.keys(inputs).filter((k) => !inputNames.includes(k));
-    if (extra.length) throw new ManifestError(`values given for unknown input buffers: ${extra.join(', ')} (the inputs are: ${inputNames.join(', ')})`);
+    if (extra.length) throw new ManifestError(`values given for unknown input buffers: ${extra.join(', ')} (the inputs are: ${inputNames.join(', ')})`, 'GPU040');
     for (const name of inputNames) {
-      if (inputs[name] === undefined) throw new ManifestError(`no values given for input buffer \`${name}\``);
+      if (inputs[name] === undefined) throw new ManifestError(`no values given for input buffer \`${name}\``, 'GPU040');
     }
     const dims = this.inferDims(inputs, sizes);
     checkDims(manifest, dims);
@@ -358,37 +443,32 @@ export class Program {
     for (const key of fieldNames) if (!dimNames.has(key) && sizes[key] !== undefined) scalars[key] = sizes[key];
     const uniform = packUniform(manifest, dims, scalars);
 
+    // Every size and launch computed exactly and checked against this device's limits first.
+    const maxBytes = device.limits.maxStorageBufferBindingSize ?? 134217728;
+    const maxGroups = device.limits.maxComputeWorkgroupsPerDimension ?? 65535;
     const counts = {};
     const bytes = {};
     const data = {};
-    for (const b of manifest.buffers) {
-      const shape = bufferShape(b, dims);
-      counts[b.name] = numel(shape);
-      const n = counts[b.name] * bufferElementSize(b);
+    const shapes = {};
+    manifest.buffers.forEach((b, i) => {
+      const [shape, count, n] = bufferExtent(manifest, i, dims, maxBytes);
+      shapes[b.name] = shape;
+      counts[b.name] = count;
       bytes[b.name] = Math.max(4, n + ((4 - (n % 4)) % 4));
-      if (UPLOADED.includes(b.role)) {
-        try {
-          data[b.name] = encode(b.name, inputs[b.name], b.dtype, counts[b.name]);
-        } catch (err) {
-          if (err instanceof ManifestError && /has \d+ values; its shape needs/.test(err.message)) {
-            throw new ManifestError(`${err.message} (shape [${b.shape.join(', ')}] = [${shape.join(', ')}] for ${showDims(dims)})`);
-          }
-          throw err;
+    });
+    const launchCounts_ = this._kernels.map((_, i) => launchCounts(manifest, i, dims, [maxGroups, maxGroups, maxGroups]));
+    manifest.buffers.forEach((b, i) => {
+      if (!UPLOADED.includes(b.role)) return;
+      try {
+        data[b.name] = encode(b.name, inputs[b.name], b.dtype, counts[b.name]);
+      } catch (err) {
+        if (err instanceof ManifestError && /has \d+ values; its shape needs/.test(err.message)) {
+          throw new ManifestError(`${err.reason} (shape [${b.shape.join(', ')}] = [${shapes[b.name].join(', ')}] for ${showDims(dims)})`, 'GPU040');
         }
-        checkRange(b, data[b.name], dims); // before anything is written to the device
+        throw err;
       }
-    }
-    const maxGroups = device.limits.maxComputeWorkgroupsPerDimension ?? 65535;
-    const launchCounts = this._kernels.map(({ kernel }) => {
-      const c = workgroupCounts(kernel, dims);
-      c.forEach((n, axis) => {
-        if (n > maxGroups) {
-          throw new ManifestError(
-            `kernel \`${kernel.entry_point}\` needs ${n} workgroups along ${'xyz'[axis]} for ${showDims(dims)}, over this device's limit of ${maxGroups}`,
-          );
-        }
-      });
-      return c;
+      if (b.range != null) rangeBounds(manifest, i, dims);
+      checkRange(b, data[b.name], dims); // before anything is written to the device
     });
 
     // Buffers: grow-only, per name; growing one drops every cached bind group.
@@ -427,8 +507,8 @@ export class Program {
     }
     const launches = [];
     this._kernels.forEach(({ kernel, pipeline }, i) => {
-      if (launchCounts[i].includes(0)) return; // nothing to launch (an empty tensor)
-      launches.push({ kernel, pipeline, bindGroups: bindGroups[i], counts: launchCounts[i] });
+      if (launchCounts_[i].includes(0)) return; // nothing to launch (an empty tensor)
+      launches.push({ kernel, pipeline, bindGroups: bindGroups[i], counts: launchCounts_[i] });
     });
     return { dims, counts, bytes, data, uniform, launches };
   }

@@ -1,23 +1,17 @@
 // The manifest's layout contract (mimir-manifest/1), as mimir/runtime/manifest.py states it:
-// buffers dense and row-major, elements little-endian (float32 4 bytes, float16 2, int32 and
-// uint32 4, bool_ a 4-byte u32 holding 0 or 1; a buffer entry's `element_size` overrides), the
-// uniform block's fields 4 bytes each in order (u32, i32, f32), zero-padded to a multiple of 16.
+// buffers dense and row-major, elements little-endian (float32 4 bytes, float16 2, bfloat16 2 (the
+// upper half of a float32; an odd count padded with one zero element to a whole 4-byte word),
+// int32 and uint32 4, bool_ a 4-byte u32 holding 0 or 1), the uniform block's fields 4 bytes each
+// in order (u32, i32, f32), zero-padded to a multiple of 16.
 
+import { DTYPE_SIZES, FORMAT, U32_MAX } from './contract.js';
 import { evaluate } from './dimexpr.js';
+import { ManifestError } from './errors.js';
 
-export const FORMAT = 'mimir-manifest/1';
-export const DTYPES = ['float32', 'float16', 'int32', 'uint32', 'bool_'];
-const SIZES = { float32: 4, float16: 2, int32: 4, uint32: 4, bool_: 4 };
-const U32_MAX = 2 ** 32 - 1;
-
-export class ManifestError extends Error {
-  /** `code`, when given, is the checker's diagnostic code (e.g. GPU043), also shown in the message. */
-  constructor(message, code) {
-    super(code ? `[${code}] ${message}` : message);
-    this.name = 'ManifestError';
-    if (code) this.code = code;
-  }
-}
+export { ManifestError } from './errors.js';
+export { FORMAT } from './contract.js';
+export const DTYPES = Object.keys(DTYPE_SIZES);
+const SIZES = DTYPE_SIZES;
 
 /** Roles whose buffer is filled from the caller's values / read back after the launches. */
 export const UPLOADED = ['input', 'inout'];
@@ -32,53 +26,49 @@ export function elementSize(dtype) {
   return size;
 }
 
-/** `elementSize` of a manifest buffer entry, honouring an explicit `element_size`. */
+/** `elementSize` of a manifest buffer entry (an `element_size` there must agree: the contract). */
 export function bufferElementSize(buffer) {
-  return buffer.element_size != null ? Number(buffer.element_size) : elementSize(buffer.dtype);
+  return elementSize(buffer.dtype);
 }
 
 /** The concrete shape of a manifest buffer entry under `dims`. */
 export function bufferShape(buffer, dims) {
   const shape = buffer.shape.map((entry) => evaluate(entry, dims));
   if (shape.some((n) => n < 0)) {
-    throw new ManifestError(`buffer \`${buffer.name}\` has a negative size: [${shape.join(', ')}]`);
+    throw new ManifestError(`buffer \`${buffer.name}\` has a negative size: [${shape.join(', ')}]`, 'MAN006');
   }
   return shape;
 }
 
 export const numel = (shape) => shape.reduce((a, b) => a * b, 1);
 
-/** Throw ManifestError when a dim is missing or outside its stated constraints. */
+/**
+ * Throw ManifestError when a dim is missing (GPU035) or outside its stated constraints (GPU042).
+ * The buffers' sizes are the contract's business (bufferExtent in contract.js).
+ */
 export function checkDims(manifest, dims) {
   for (const dim of manifest.dims ?? []) {
     const { name } = dim;
     if (!Object.prototype.hasOwnProperty.call(dims, name)) {
-      throw new ManifestError(`no value given for dim \`${name}\``);
+      throw new ManifestError(`no value given for dim \`${name}\``, 'GPU035');
     }
     const value = dims[name];
     if (typeof value !== 'number' || !Number.isInteger(value)) {
-      throw new ManifestError(`dim \`${name}\` must be an integer, got ${String(value)}`);
+      throw new ManifestError(`dim \`${name}\` must be an integer, got ${String(value)}`, 'GPU042');
     }
     if (dim.min != null && value < dim.min) {
-      throw new ManifestError(`dim \`${name}\`=${value} is below its minimum ${dim.min}`);
+      throw new ManifestError(`dim \`${name}\`=${value} is below its minimum ${dim.min}`, 'GPU042');
     }
     if (dim.max != null && value > dim.max) {
-      throw new ManifestError(`dim \`${name}\`=${value} is above its maximum ${dim.max}`);
+      throw new ManifestError(`dim \`${name}\`=${value} is above its maximum ${dim.max}`, 'GPU042');
     }
     if (dim.multiple_of && value % dim.multiple_of) {
-      throw new ManifestError(`dim \`${name}\`=${value} is not a multiple of ${dim.multiple_of}`);
+      throw new ManifestError(`dim \`${name}\`=${value} is not a multiple of ${dim.multiple_of}`, 'GPU042');
     }
     if (value > U32_MAX) {
-      throw new ManifestError(`dim \`${name}\`=${value} does not fit its u32 uniform field`);
+      throw new ManifestError(`dim \`${name}\`=${value} does not fit its u32 uniform field`, 'GPU042');
     }
-  }
-  for (const buffer of manifest.buffers) {
-    const count = numel(bufferShape(buffer, dims));
-    if (count > U32_MAX) {
-      throw new ManifestError(
-        `buffer \`${buffer.name}\` would have ${count} elements; kernels index with 32-bit integers, so at most 2**32 - 1`,
-      );
-    }
+    if (value < 0) throw new ManifestError(`dim \`${name}\`=${value} is negative`, 'GPU042');
   }
 }
 
@@ -131,9 +121,18 @@ export function fromHalfBits(bits) {
 
 // ------------------------------------------------------------------ buffers
 
+/** The upper 16 bits of `value` as a float32, rounded to nearest even (NaN kept quiet). */
+export function toBfloat16Bits(value) {
+  if (Number.isNaN(value)) return 0x7fc0;
+  f32[0] = value; // a finite value past float32's range becomes an infinity, as in Python
+  const bits = u32[0];
+  return ((bits + 0x7fff + ((bits >>> 16) & 1)) >>> 16) & 0xffff;
+}
+
 const TYPED = {
   float32: [Float32Array],
   float16: [Uint16Array, Float32Array, globalThis.Float16Array].filter(Boolean),
+  bfloat16: [Uint16Array, Float32Array],
   int32: [Int32Array],
   uint32: [Uint32Array],
   bool_: [Uint32Array, Uint8Array, Int32Array],
@@ -149,17 +148,25 @@ export function encode(name, values, dtype, count) {
   const where = `input \`${name}\` (${dtype})`;
   const isTyped = ArrayBuffer.isView(values) && !(values instanceof DataView);
   if (!isTyped && !Array.isArray(values)) {
-    throw new ManifestError(`${where} must be a typed array or an array of numbers, got ${describe(values)}`);
+    throw new ManifestError(`${where} must be a typed array or an array of numbers, got ${describe(values)}`, 'GPU040');
   }
   if (isTyped && !TYPED[dtype].some((T) => values instanceof T)) {
     const ok = TYPED[dtype].map((T) => T.name).join(' or ');
-    throw new ManifestError(`${where} must be a ${ok}, got ${values.constructor.name}`);
+    throw new ManifestError(`${where} must be a ${ok}, got ${values.constructor.name}`, 'GPU041');
   }
   if (values.length !== count) {
-    throw new ManifestError(`${where} has ${values.length} values; its shape needs ${count}`);
+    throw new ManifestError(`${where} has ${values.length} values; its shape needs ${count}`, 'GPU040');
   }
-  const out = new ArrayBuffer(count * elementSize(dtype));
+  const padded = dtype === 'bfloat16' ? count + (count % 2) : count; // whole 4-byte words
+  const out = new ArrayBuffer(padded * elementSize(dtype));
   const view = new DataView(out);
+  if (dtype === 'bfloat16') {
+    for (let i = 0; i < count; i += 1) {
+      const bits = values instanceof Uint16Array ? values[i] : toBfloat16Bits(checkNumber(where, values[i], i));
+      view.setUint16(2 * i, bits, true);
+    }
+    return out;
+  }
   if (dtype === 'float16') {
     for (let i = 0; i < count; i += 1) {
       let bits;
@@ -169,7 +176,7 @@ export function encode(name, values, dtype, count) {
         try {
           bits = toHalfBits(v);
         } catch (err) {
-          throw new ManifestError(`${where}[${i}] = ${v} does not fit float16`);
+          throw new ManifestError(`${where}[${i}] = ${v} does not fit float16`, 'GPU041');
         }
       }
       view.setUint16(2 * i, bits, true);
@@ -180,19 +187,19 @@ export function encode(name, values, dtype, count) {
     let v = values[i];
     if (dtype === 'bool_') {
       if (typeof v === 'boolean') v = v ? 1 : 0;
-      else if (v !== 0 && v !== 1) throw new ManifestError(`${where}[${i}] must be 0, 1, true or false, got ${v}`);
+      else if (v !== 0 && v !== 1) throw new ManifestError(`${where}[${i}] must be 0, 1, true or false, got ${v}`, 'GPU041');
       view.setUint32(4 * i, v, true);
     } else if (dtype === 'float32') {
       v = checkNumber(where, v, i);
       if (!isTyped && Number.isFinite(v) && !Number.isFinite(Math.fround(v))) {
-        throw new ManifestError(`${where}[${i}] = ${v} does not fit float32`);
+        throw new ManifestError(`${where}[${i}] = ${v} does not fit float32`, 'GPU041');
       }
       view.setFloat32(4 * i, v, true);
     } else {
       v = checkNumber(where, v, i);
       const [lo, hi] = RANGES[dtype];
       if (!Number.isInteger(v) || v < lo || v > hi) {
-        throw new ManifestError(`${where}[${i}] = ${v} is not an integer in [${lo}, ${hi}]`);
+        throw new ManifestError(`${where}[${i}] = ${v} is not an integer in [${lo}, ${hi}]`, 'GPU041');
       }
       if (dtype === 'int32') view.setInt32(4 * i, v, true);
       else view.setUint32(4 * i, v, true);
@@ -202,7 +209,7 @@ export function encode(name, values, dtype, count) {
 }
 
 function checkNumber(where, v, i) {
-  if (typeof v !== 'number') throw new ManifestError(`${where}[${i}] must be a number, got ${describe(v)}`);
+  if (typeof v !== 'number') throw new ManifestError(`${where}[${i}] must be a number, got ${describe(v)}`, 'GPU041');
   return v;
 }
 
@@ -226,6 +233,12 @@ export function decode(bytes, dtype, count) {
     case 'float16': {
       const out = new Float32Array(count);
       for (let i = 0; i < count; i += 1) out[i] = fromHalfBits(view.getUint16(2 * i, true));
+      return out;
+    }
+    case 'bfloat16': {
+      const out = new Float32Array(count);
+      const word = new Uint32Array(out.buffer);
+      for (let i = 0; i < count; i += 1) word[i] = view.getUint16(2 * i, true) << 16;
       return out;
     }
     case 'bool_': {
@@ -254,21 +267,21 @@ export function packUniform(manifest, dims, scalars = {}) {
     let value;
     if (Object.prototype.hasOwnProperty.call(dims, name)) value = dims[name];
     else if (Object.prototype.hasOwnProperty.call(scalars, name)) value = scalars[name];
-    else throw new ManifestError(`no value for uniform field \`${name}\` (neither a dim nor a scalar)`);
+    else throw new ManifestError(`no value for uniform field \`${name}\` (neither a dim nor a scalar)`, 'GPU040');
     if (typeof value === 'boolean' || typeof value !== 'number') {
-      throw new ManifestError(`uniform field \`${name}\` (${type}) must be a number, got ${describe(value)}`);
+      throw new ManifestError(`uniform field \`${name}\` (${type}) must be a number, got ${describe(value)}`, 'GPU041');
     }
     if (type === 'f32') {
       if (Number.isFinite(value) && !Number.isFinite(Math.fround(value))) {
-        throw new ManifestError(`uniform field \`${name}\`=${value} does not fit f32`);
+        throw new ManifestError(`uniform field \`${name}\`=${value} does not fit f32`, 'GPU041');
       }
       view.setFloat32(4 * i, value, true);
       return;
     }
     const [lo, hi] = type === 'i32' ? RANGES.int32 : type === 'u32' ? RANGES.uint32 : [];
-    if (lo === undefined) throw new ManifestError(`uniform field \`${name}\` has unknown type ${JSON.stringify(type)}`);
+    if (lo === undefined) throw new ManifestError(`uniform field \`${name}\` has unknown type ${JSON.stringify(type)}`, 'MAN002');
     if (!Number.isInteger(value) || value < lo || value > hi) {
-      throw new ManifestError(`uniform field \`${name}\`=${value} does not fit ${type} (an integer in [${lo}, ${hi}])`);
+      throw new ManifestError(`uniform field \`${name}\`=${value} does not fit ${type} (an integer in [${lo}, ${hi}])`, 'GPU041');
     }
     if (type === 'i32') view.setInt32(4 * i, value, true);
     else view.setUint32(4 * i, value, true);
@@ -281,46 +294,9 @@ export function workgroupCounts(kernel, dims) {
   const counts = kernel.workgroups.map((e) => evaluate(e, dims));
   if (counts.length !== 3) throw new ManifestError(`kernel \`${kernel.entry_point}\` needs 3 workgroup counts`);
   if (counts.some((c) => c < 0)) {
-    throw new ManifestError(`kernel \`${kernel.entry_point}\` has a negative workgroup count [${counts.join(', ')}]`);
+    throw new ManifestError(`kernel \`${kernel.entry_point}\` has a negative workgroup count [${counts.join(', ')}]`, 'MAN007');
   }
   return counts;
-}
-
-/** Throw ManifestError unless `manifest` is a WGSL manifest of the supported format. */
-export function checkManifest(manifest) {
-  if (manifest === null || typeof manifest !== 'object') throw new ManifestError('a manifest must be an object');
-  if (manifest.format !== FORMAT) {
-    throw new ManifestError(`unsupported manifest format ${JSON.stringify(manifest.format)}; expected ${JSON.stringify(FORMAT)}`);
-  }
-  if (manifest.backend !== 'wgsl') {
-    throw new ManifestError(
-      `manifest of \`${manifest.function}\` is for backend ${JSON.stringify(manifest.backend)}; WebGPU runs WGSL (compile with --backend wgsl)`,
-    );
-  }
-  for (const key of ['dims', 'buffers', 'kernels']) {
-    if (!Array.isArray(manifest[key])) throw new ManifestError(`manifest has no \`${key}\` list`);
-  }
-  const names = new Set();
-  for (const b of manifest.buffers) {
-    if (!['input', 'output', 'inout', 'scratch'].includes(b.role)) throw new ManifestError(`buffer \`${b.name}\` has unknown role ${JSON.stringify(b.role)}`);
-    if (b.range != null && (!Array.isArray(b.range) || b.range.length !== 2 || !UPLOADED.includes(b.role) || !['int32', 'uint32'].includes(b.dtype))) {
-      throw new ManifestError(`buffer \`${b.name}\` has a malformed range ${JSON.stringify(b.range)}`);
-    }
-    elementSize(b.dtype);
-    if (!Array.isArray(b.shape)) throw new ManifestError(`buffer \`${b.name}\` has no shape list`);
-    names.add(b.name);
-  }
-  for (const k of manifest.kernels) {
-    for (const binding of k.bindings) {
-      if (!names.has(binding.buffer)) throw new ManifestError(`kernel \`${k.entry_point}\` binds unknown buffer \`${binding.buffer}\``);
-      if (binding.access !== 'read' && binding.access !== 'read_write') {
-        throw new ManifestError(`binding access must be read or read_write, got ${JSON.stringify(binding.access)}`);
-      }
-    }
-    if (k.uniform_binding != null && !manifest.uniform) {
-      throw new ManifestError(`kernel \`${k.entry_point}\` has a uniform binding but the manifest declares no uniform`);
-    }
-  }
 }
 
 /**
@@ -330,7 +306,7 @@ export function checkManifest(manifest) {
  */
 export function checkRange(buffer, bytes, dims) {
   if (buffer.range == null) return;
-  const [lo, hi] = buffer.range.map((e) => evaluate(e, dims));
+  const [lo, hi] = buffer.range.map((e) => evaluate(e, dims)); // checked by the contract first
   const view = new DataView(bytes);
   const signed = buffer.dtype === 'int32';
   const count = bytes.byteLength / 4;

@@ -149,7 +149,7 @@ test('run() refuses bad calls with the reason', async () => {
 
 test('load() refuses what WebGPU cannot run', async () => {
   const device = fakeDevice();
-  await assert.rejects(load({ ...MANIFEST, backend: 'spirv' }, { device }), /backend "spirv"; WebGPU runs WGSL/);
+  await assert.rejects(load({ ...MANIFEST, backend: 'spirv' }, { device }), /\[MAN002\] backend: this host runs wgsl, not spirv/);
   await assert.rejects(load(MANIFEST, { device, files: { 'a.wgsl': '' } }), /needs the WebGPU feature shader-f16; this device lacks it/);
   await assert.rejects(load({ ...MANIFEST, format: 'x' }, { device }), ManifestError);
   await assert.rejects(load(MANIFEST, { device }), /no source for kernel file a.wgsl/);
@@ -200,5 +200,5 @@ test('a value outside an input\'s range is refused before any launch (GPU043)', 
   assert.equal(device.log.filter((e) => e[0] === 'dispatch').length, 0);
   await run([3, 0, 2]);
   assert.equal(device.log.filter((e) => e[0] === 'dispatch').length, 1);
-  await assert.rejects(load({ ...INOUT, buffers: [{ ...INOUT.buffers[0], role: 'both' }, ...INOUT.buffers.slice(1)] }, { device }), /unknown role "both"/);
+  await assert.rejects(load({ ...INOUT, buffers: [{ ...INOUT.buffers[0], role: 'both' }, ...INOUT.buffers.slice(1)] }, { device }), /\[MAN002\] buffers\[0\]\.role: "both" is not one of input/);
 });

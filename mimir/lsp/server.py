@@ -14,15 +14,28 @@ cancelled, and a check already running stops at the next kernel and its result
 is dropped. A per-kernel cache keyed by the kernel's text, position and the
 module-level facts it reads means an edit re-proves only the kernels it touched.
 
+A request about a document (hover, inlay hints, fixes, definitions, symbols)
+is answered from its newest text: when a check of that text is pending, the
+request ends its debounce wait and is answered when the check is done, so a
+hover after a burst of edits equals a hover after opening the final text. A
+document larger than `max-file-size` (the configuration's, as `mimir check`
+reads it) is not checked: it gets one GPU003 diagnostic, as on the command line.
+
 Every handler logs and answers on bad input; the server never dies of a
-request.
+request. The wire is `mimir.lsp.session` (framing faults, malformed JSON-RPC,
+`shutdown` and `exit` as the specification says); over TCP each connection is
+a session of its own, with its own documents, sharing one checker thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import logging
+import os
+import sys
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -39,7 +52,9 @@ from mimir.config import Config, ConfigError, load_config
 from mimir.diagnostics.diagnostic import Diagnostic, Label, Span
 from mimir.lsp import actions, query
 from mimir.lsp.convert import Lines, path_of, to_lsp, uri_of
+from mimir.lsp.session import Session
 from mimir.project import Project
+from mimir.safeio import too_large
 
 log = logging.getLogger("mimir.lsp")
 
@@ -55,8 +70,10 @@ class _Document:
     text: str = ""
     version: int | None = None
     generation: int = 0
+    checked: int = -1  # the generation whose text `result` and `diagnostics` are of
     last_edit: float = float("-inf")  # loop time of the latest edit, for the debounce
     task: asyncio.Task | None = None
+    hurry: asyncio.Event | None = None  # set to end the pending check's debounce wait
     result: FileResult | None = None  # the last completed check, for queries
     lines: Lines = field(default_factory=lambda: Lines(""))  # of the text `result` checked
     diagnostics: list[Diagnostic] = field(default_factory=list)
@@ -84,16 +101,27 @@ class _LRU(OrderedDict):
 
 
 class MimirServer(LanguageServer):
-    def __init__(self, z3_timeout: int | None = None, debounce: float = DEFAULT_DEBOUNCE_S):
+    def __init__(
+        self,
+        z3_timeout: int | None = None,
+        debounce: float = DEFAULT_DEBOUNCE_S,
+        checker: ThreadPoolExecutor | None = None,
+        kernel_cache: _LRU | None = None,
+    ):
         super().__init__("mimir", mimir.__version__)
         self.z3_timeout = z3_timeout
         self.debounce = debounce
         self.documents: dict[str, _Document] = {}
         self.root: Path | None = None
         self._configs: dict[Path, Config] = {}
-        # One thread: Z3's global context is not shared between threads.
-        self._checker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mimir-check")
-        self._kernel_cache: _LRU = _LRU(_KERNEL_CACHE_SIZE)
+        # One thread: Z3's global context is not shared between threads (sessions over TCP
+        # share it, and the kernel cache, which only that thread touches).
+        self._checker = checker or ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="mimir-check"
+        )
+        self._kernel_cache: _LRU = (
+            _LRU(_KERNEL_CACHE_SIZE) if kernel_cache is None else kernel_cache
+        )
         self.checks_run = 0
 
     def report_server_error(self, error: Exception, source: Any) -> None:
@@ -131,28 +159,50 @@ class MimirServer(LanguageServer):
         doc.generation += 1
         if doc.task is not None and not doc.task.done():
             doc.task.cancel()
+        limit = self.config_for(doc.path).max_file_size
+        size = len(text) if len(text) * 4 <= limit else len(text.encode("utf-8", "surrogatepass"))
+        if size > limit:  # as `mimir check` does: one diagnostic, and no check
+            span = Span(doc.path, 1, 1, 1, 1)
+            doc.result, doc.lines, doc.others = None, Lines(""), {}
+            doc.diagnostics = [Diagnostic("GPU003", too_large(size, limit), span)]
+            doc.checked, doc.task = doc.generation, None
+            self.publish(doc, version)
+            return
         now = asyncio.get_running_loop().time()
         if delay is None:  # debounce only a burst: an edit on its own is checked at once
             delay = self.debounce if now - doc.last_edit < self.debounce else 0.0
         doc.last_edit = now
         wait = delay
-        doc.task = asyncio.get_running_loop().create_task(self._check(doc, doc.generation, wait))
+        doc.hurry = asyncio.Event()
+        doc.task = asyncio.get_running_loop().create_task(
+            self._check(doc, doc.generation, wait, doc.hurry)
+        )
         # Open documents that import this one see its unsaved text: check them again too.
         for other in self.documents.values():
             if other is not doc and doc.path in other.depends_on:
                 other.generation += 1
                 if other.task is not None and not other.task.done():
                     other.task.cancel()
+                other.hurry = asyncio.Event()
                 other.task = asyncio.get_running_loop().create_task(
-                    self._check(other, other.generation, wait)
+                    self._check(other, other.generation, wait, other.hurry)
                 )
 
-    async def _check(self, doc: _Document, generation: int, delay: float) -> None:
+    async def _check(
+        self, doc: _Document, generation: int, delay: float, hurry: asyncio.Event
+    ) -> None:
         if delay > 0:
-            await asyncio.sleep(delay)
+            try:  # the debounce; a request about the document ends it
+                await asyncio.wait_for(hurry.wait(), delay)
+            except TimeoutError:
+                pass
         config = self.config_for(doc.path)
         text, version = doc.text, doc.version
         overlay = {d.path: d.text for d in self.documents.values()}
+        # Requests about the document wait for this check (`checked`), so the last result is
+        # no longer read: dropping it now keeps one syntax tree of a big document in memory
+        # at a time, not two.
+        doc.result, doc.lines = None, Lines("")
 
         def stale() -> bool:
             return doc.generation != generation
@@ -175,6 +225,7 @@ class MimirServer(LanguageServer):
         if stale():
             return
         doc.result, doc.lines = result, Lines(text)
+        doc.checked = generation
         doc.diagnostics = result.diagnostics
         doc.depends_on, doc.others = depends_on, others
         self.publish(doc, version)
@@ -225,29 +276,68 @@ class MimirServer(LanguageServer):
 
     # -- queries over the last result
 
-    def checked(self, uri: str) -> tuple[_Document, FileResult] | None:
+    async def checked(self, uri: str) -> tuple[_Document, FileResult] | None:
+        """The document and the result of checking its newest text, once that check is done.
+
+        A pending check is hurried past its debounce and waited for; one that a newer edit
+        cancels is followed by the newer one. A check that failed leaves the last result."""
         doc = self.documents.get(uri)
+        while doc is not None and doc.checked != doc.generation:
+            task = doc.task
+            if task is None:
+                break
+            if doc.hurry is not None:
+                doc.hurry.set()
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError:
+                if asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                    raise  # this request itself was cancelled
+            if task is doc.task and doc.checked != doc.generation:
+                break  # the check of the newest text ended without a result
+            doc = self.documents.get(uri)
         if doc is None or doc.result is None:
             return None
         return doc, doc.result
+
+    def close(self) -> None:
+        """End this session: its pending checks are dropped (the checker thread may be shared)."""
+        for doc in self.documents.values():
+            doc.generation += 1
+            if doc.task is not None:
+                doc.task.cancel()
 
 
 def _safe(default: Any) -> Callable[[Callable[..., _T]], Callable[..., _T]]:
     """Log any exception of a handler and answer `default`: bad input never kills the server."""
 
     def wrap(fn: Callable[..., _T]) -> Callable[..., _T]:
+        def failed(ls: MimirServer, err: Exception) -> Any:
+            log.exception("%s failed", fn.__name__)
+            ls.window_log_message(
+                types.LogMessageParams(
+                    types.MessageType.Error, f"mimir: {fn.__name__} failed: {err}"
+                )
+            )
+            return default
+
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def handle(ls: MimirServer, params: Any) -> Any:
+                try:
+                    return await fn(ls, params)
+                except Exception as err:
+                    return failed(ls, err)
+
+            return handle  # type: ignore[return-value]
+
         @functools.wraps(fn)
         def handler(ls: MimirServer, params: Any) -> Any:
             try:
                 return fn(ls, params)
             except Exception as err:
-                log.exception("%s failed", fn.__name__)
-                ls.window_log_message(
-                    types.LogMessageParams(
-                        types.MessageType.Error, f"mimir: {fn.__name__} failed: {err}"
-                    )
-                )
-                return default
+                return failed(ls, err)
 
         return handler
 
@@ -259,9 +349,14 @@ def _range(lines: Lines, span: Span) -> types.Range:
 
 
 def build_server(
-    z3_timeout: int | None = None, debounce: float = DEFAULT_DEBOUNCE_S
+    z3_timeout: int | None = None,
+    debounce: float = DEFAULT_DEBOUNCE_S,
+    checker: ThreadPoolExecutor | None = None,
+    kernel_cache: _LRU | None = None,
 ) -> MimirServer:
-    server = MimirServer(z3_timeout=z3_timeout, debounce=debounce)
+    server = MimirServer(
+        z3_timeout=z3_timeout, debounce=debounce, checker=checker, kernel_cache=kernel_cache
+    )
 
     @server.feature(types.INITIALIZE)
     @_safe(None)
@@ -343,8 +438,8 @@ def build_server(
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     @_safe(None)
-    def hover(ls: MimirServer, params: types.HoverParams) -> types.Hover | None:
-        found = ls.checked(params.text_document.uri)
+    async def hover(ls: MimirServer, params: types.HoverParams) -> types.Hover | None:
+        found = await ls.checked(params.text_document.uri)
         if found is None:
             return None
         doc, result = found
@@ -360,8 +455,8 @@ def build_server(
 
     @server.feature(types.TEXT_DOCUMENT_INLAY_HINT)
     @_safe([])
-    def inlay(ls: MimirServer, params: types.InlayHintParams) -> list[types.InlayHint]:
-        found = ls.checked(params.text_document.uri)
+    async def inlay(ls: MimirServer, params: types.InlayHintParams) -> list[types.InlayHint]:
+        found = await ls.checked(params.text_document.uri)
         if found is None:
             return []
         doc, result = found
@@ -378,8 +473,10 @@ def build_server(
         types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]),
     )
     @_safe([])
-    def code_action(ls: MimirServer, params: types.CodeActionParams) -> list[types.CodeAction]:
-        found = ls.checked(params.text_document.uri)
+    async def code_action(
+        ls: MimirServer, params: types.CodeActionParams
+    ) -> list[types.CodeAction]:
+        found = await ls.checked(params.text_document.uri)
         if found is None:
             return []
         doc, result = found
@@ -405,8 +502,8 @@ def build_server(
 
     @server.feature(types.TEXT_DOCUMENT_DEFINITION)
     @_safe(None)
-    def definition(ls: MimirServer, params: types.DefinitionParams) -> types.Location | None:
-        found = ls.checked(params.text_document.uri)
+    async def definition(ls: MimirServer, params: types.DefinitionParams) -> types.Location | None:
+        found = await ls.checked(params.text_document.uri)
         if found is None:
             return None
         doc, result = found
@@ -422,10 +519,10 @@ def build_server(
 
     @server.feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
     @_safe([])
-    def document_symbol(
+    async def document_symbol(
         ls: MimirServer, params: types.DocumentSymbolParams
     ) -> list[types.DocumentSymbol]:
-        found = ls.checked(params.text_document.uri)
+        found = await ls.checked(params.text_document.uri)
         if found is None or found[1].info is None:
             return []
         doc, result = found
@@ -479,11 +576,74 @@ def serve(
     port: int = 2087,
     z3_timeout: int | None = None,
     debounce: float = DEFAULT_DEBOUNCE_S,
-) -> None:
-    """Run the server over stdio (the default) or TCP until the client exits."""
+) -> int:
+    """Run the server over stdio (the default) or TCP; the exit status (stdio: 0 after
+    `shutdown` and `exit`, 1 otherwise; TCP serves until it is stopped)."""
     logging.basicConfig(level=logging.WARNING, format="mimir lsp: %(message)s")
-    server = build_server(z3_timeout=z3_timeout, debounce=debounce)
     if tcp:
-        server.start_tcp(host, port)
-    else:
-        server.start_io()
+        return asyncio.run(_serve_tcp(host, port, z3_timeout, debounce))
+    return asyncio.run(_serve_stdio(z3_timeout, debounce))
+
+
+class _StreamWriter:
+    """pygls' writer interface over a binary stream or a socket's transport."""
+
+    def __init__(self, write: Callable[[bytes], Any], flush: Callable[[], Any] = lambda: None):
+        self._write, self._flush = write, flush
+
+    def write(self, data: bytes) -> None:
+        self._write(data)
+        self._flush()
+
+    def close(self) -> None:
+        pass
+
+
+async def _serve_stdio(z3_timeout: int | None, debounce: float) -> int:
+    server = build_server(z3_timeout=z3_timeout, debounce=debounce)
+    out = sys.stdout.buffer
+    writer = _StreamWriter(out.write, out.flush)
+    server.protocol.set_writer(writer)
+    chunks: asyncio.Queue[bytes] = asyncio.Queue()
+    loop = asyncio.get_running_loop()
+    fd = sys.stdin.buffer.fileno()
+
+    def pump() -> None:  # a daemon thread: a blocked read never holds up the exit
+        while True:
+            try:
+                data = os.read(fd, 1 << 16)
+            except OSError:
+                data = b""
+            loop.call_soon_threadsafe(chunks.put_nowait, data)
+            if not data:
+                return
+
+    threading.Thread(target=pump, name="mimir-lsp-stdin", daemon=True).start()
+    try:
+        return await Session(server.protocol, writer.write).run(chunks.get)
+    except BrokenPipeError:
+        return 1  # the client is gone
+    finally:
+        server.close()
+
+
+async def _serve_tcp(host: str, port: int, z3_timeout: int | None, debounce: float) -> int:
+    checker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mimir-check")
+    kernel_cache = _LRU(_KERNEL_CACHE_SIZE)
+
+    async def connection(reader: asyncio.StreamReader, stream: asyncio.StreamWriter) -> None:
+        server = build_server(z3_timeout, debounce, checker=checker, kernel_cache=kernel_cache)
+        writer = _StreamWriter(stream.write)
+        server.protocol.set_writer(writer)
+        try:
+            await Session(server.protocol, writer.write).run(lambda: reader.read(1 << 16))
+        except (ConnectionError, OSError):
+            pass  # the client is gone; the other sessions go on
+        finally:
+            server.close()
+            stream.close()
+
+    listener = await asyncio.start_server(connection, host, port)
+    async with listener:
+        await listener.serve_forever()
+    return 0

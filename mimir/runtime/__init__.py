@@ -1,5 +1,7 @@
 """Host-side runtime for Mimir's compiled kernels: reading manifests and running them.
 
+- `mimir.runtime.contract`: the manifest contract every host checks (docs/hosts.md): a
+  manifest read as untrusted input, refused with a MAN code naming the field (stdlib-only).
 - `mimir.runtime.dimexpr`: evaluate a manifest's dim expressions (stdlib-only).
 - `mimir.runtime.manifest`: buffer sizes, element encoding, the uniform block and
   workgroup counts a manifest implies (stdlib-only).

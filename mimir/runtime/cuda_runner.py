@@ -26,7 +26,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from mimir.runtime import contract
 from mimir.runtime import manifest as mf
+from mimir.runtime.errors import ManifestError
 
 __all__ = [
     "CudaError",
@@ -46,7 +48,8 @@ class CudaError(RuntimeError):
 
 
 _STATE: dict[str, Any] = {}
-_MAX_GRID = (2**31 - 1, 65535, 65535)
+# gridDim's limits on every GPU since compute capability 3.0
+MAX_GRID = (2**31 - 1, 65535, 65535)
 _JIT_ERROR_LOG_BUFFER, _JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 5, 6
 
 
@@ -162,6 +165,19 @@ def load_module(ptx: str, label: str = "") -> Any:
     return module
 
 
+def ptx_text(directory: Path, manifest: Mapping[str, Any], index: int) -> str:
+    """Kernel `index`'s PTX, read under the contract (`contract.read_kernel_file`)."""
+    data = contract.read_kernel_file(directory, manifest, index)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ManifestError(
+            f"kernel file `{manifest['kernels'][index]['file']}` is not PTX text",
+            "MAN004",
+            f"kernels[{index}].file",
+        ) from None
+
+
 class PtxProgram:
     """A PTX manifest's buffers, modules and launches on device 0, ready to run."""
 
@@ -173,7 +189,7 @@ class PtxProgram:
         dims: Mapping[str, int],
         scalars: Mapping[str, float | int] | None = None,
     ) -> None:
-        mf.check_format(manifest)
+        contract.check_manifest(manifest, "ptx")
         dims = dict(dims)
         mf.check_dims(manifest, dims)
         _context()
@@ -187,7 +203,8 @@ class PtxProgram:
             uniform = mf.pack_uniform(manifest, dims, scalars)
             self.uniform = None if uniform is None else ctypes.create_string_buffer(uniform)
             self.launches = [
-                self._launch_spec(k, Path(directory), dims) for k in manifest["kernels"]
+                self._launch_spec(index, Path(directory), dims)
+                for index in range(len(manifest["kernels"]))
             ]
         except BaseException:
             self.close()
@@ -218,10 +235,11 @@ class PtxProgram:
             else:  # outputs and scratch (a `zero` counter among them) start at zero
                 _check(self.lib.cuMemsetD8_v2(ptr, 0, max(nbytes, 4)), "cuMemsetD8")
 
-    def _launch_spec(self, kernel: Mapping[str, Any], directory: Path, dims: Mapping[str, int]):
+    def _launch_spec(self, index: int, directory: Path, dims: Mapping[str, int]):
+        kernel = self.manifest["kernels"][index]
         file, entry = kernel["file"], kernel["entry_point"]
         if file not in self.modules:
-            self.modules[file] = load_module((directory / file).read_text(), file)
+            self.modules[file] = load_module(ptx_text(directory, self.manifest, index), file)
         function = ctypes.c_void_p()
         _check(
             self.lib.cuModuleGetFunction(
@@ -242,10 +260,7 @@ class PtxProgram:
         if sorted(slots) != list(range(len(slots))):
             raise mf.ManifestError(f"kernel `{entry}` has parameter positions {sorted(slots)}")
         params = (ctypes.c_void_p * max(len(slots), 1))(*[slots[k] for k in range(len(slots))])
-        grid = mf.workgroup_counts(kernel, dims)
-        for axis, count, limit in zip("xyz", grid, _MAX_GRID, strict=True):
-            if count > limit:
-                raise mf.ManifestError(f"kernel `{entry}` needs {count} blocks along {axis}")
+        grid = contract.launch_counts(self.manifest, index, dims, MAX_GRID)
         return entry, function, grid, tuple(kernel["workgroup_size"]), params
 
     def launch(self) -> None:

@@ -8,7 +8,10 @@
 
 `load(directory)` reads every `*.manifest.json` there (or in its `wgsl/`,
 `spirv/` or `ptx/` folder, as `--backend all` lays them out) and returns a
-`KernelLibrary`; each function is a `HostKernel` callable. A call:
+`KernelLibrary`; each function is a `HostKernel` callable. Each manifest and its
+kernel files are checked against the contract first (`mimir.runtime.contract`): a
+manifest that breaks it is refused with a `ManifestError` whose `code` is a MAN
+code and whose `field` names the field at fault. A call:
 
 - takes the manifest's `input` and `inout` buffers in order (the kernel's array
   parameters), then its scalar uniform fields (or all of them by name), as NumPy
@@ -20,7 +23,9 @@
   for an `InOut` parameter), GPU041 (dtype), GPU042 (dim constraint), GPU035
   (a dim no input fixes), GPU043 (a value outside an input's `Range(lo, hi)`,
   naming the first one and its index: the kernel's bounds proofs assume none);
-  every check comes before any launch, so a refused call changes nothing;
+  before those, every buffer's size and launch's workgroup counts are computed
+  exactly and checked against the device's limits (MAN005 to MAN007); every
+  check comes before any launch, so a refused call changes nothing;
 - updates every `InOut` argument in place, as PyTorch's in-place ops and the
   shim do (a CUDA tensor on the CUDA engine is written by the kernel itself;
   otherwise the new values are copied back into the caller's array);
@@ -39,12 +44,12 @@ dims change.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from mimir.runtime import contract
 from mimir.runtime import manifest as mf
 from mimir.runtime.arrays import (
     ArrayArg,
@@ -54,7 +59,7 @@ from mimir.runtime.arrays import (
     read_array,
     write_back,
 )
-from mimir.runtime.dimexpr import evaluate
+from mimir.runtime.errors import ManifestError
 
 __all__ = ["HostError", "HostKernel", "KernelLibrary", "load"]
 
@@ -62,20 +67,19 @@ _BACKENDS = ("wgsl", "spirv", "ptx")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*\Z")
 
 
-class HostError(mf.ManifestError):
-    """A call's arguments do not fit the manifest; `code` is the checker's code for it."""
+class HostError(ManifestError):
+    """A call's arguments do not fit the manifest; `code` is the checker's code for it (or the
+    manifest contract's, with the `field` at fault, when the manifest itself is refused)."""
 
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"[{code}] {message}")
-        self.code = code
-        self.message = message
+    def __init__(self, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(message, code, field)
 
 
 class HostKernel:
     """One compiled `@gpu` function, callable on arrays."""
 
     def __init__(self, manifest: Mapping[str, Any], directory: Path, engine: str) -> None:
-        mf.check_format(manifest)
+        contract.check_manifest(manifest, "ptx" if engine == "cuda" else ("wgsl", "spirv"))
         self.manifest = manifest
         self.directory = Path(directory)
         self.name: str = manifest["function"]
@@ -94,7 +98,9 @@ class HostKernel:
 
     def __call__(self, *args: Any, dims: Mapping[str, int] | None = None, **kwargs: Any) -> Any:
         arrays, scalars, given = self._arguments(args, kwargs)
-        env = self._bind_dims(arrays, dims or {})
+        env, deferred = self._bind_dims(arrays, dims or {})
+        self._check_sizes(env)  # the manifest's own sizes first, then the arguments against them
+        self._compare_shapes(deferred, env)
         self._check_ranges(arrays, env)
         kind = next(iter(a.kind for a in arrays.values() if a.kind == "torch-cuda"), None)
         kind = kind or next(iter(a.kind for a in arrays.values()), "numpy")
@@ -163,12 +169,21 @@ class HostKernel:
             scalars[entry["name"]] = value
         return arrays, scalars, given
 
+    def _check_sizes(self, env: Mapping[str, int]) -> None:
+        """Every buffer's size and every launch's workgroup counts under `env`, against the
+        device's limits (MAN005 to MAN007), before anything is allocated or launched."""
+        max_bytes, max_workgroups = _limits(self.engine)
+        for index in range(len(self.manifest["buffers"])):
+            contract.buffer_extent(self.manifest, index, env, max_bytes)
+        for index in range(len(self.manifest["kernels"])):
+            contract.launch_counts(self.manifest, index, env, max_workgroups)
+
     def _check_ranges(self, arrays: Mapping[str, ArrayArg], env: Mapping[str, int]) -> None:
         """GPU043 for the first value outside an input's `Range(lo, hi)`, before any launch."""
-        for buf in self.inputs:
-            if "range" not in buf:
+        for index, buf in enumerate(self.manifest["buffers"]):
+            if buf["role"] not in mf.UPLOADED or buf.get("range") is None:
                 continue
-            lo, hi = (evaluate(bound, env) for bound in buf["range"])
+            lo, hi = contract.range_bounds(self.manifest, index, env)
             arg = arrays[buf["name"]]
             found = first_outside(arg, lo, hi)
             if found is None:
@@ -179,13 +194,18 @@ class HostKernel:
                 range_violation(buf["name"], value, flat, arg.shape, buf["range"], (lo, hi), env),
             )
 
-    def _bind_dims(self, arrays: Mapping[str, ArrayArg], given: Mapping[str, int]) -> dict:
+    def _bind_dims(
+        self, arrays: Mapping[str, ArrayArg], given: Mapping[str, int]
+    ) -> tuple[dict[str, int], list[tuple[str, str, int, Any, int]]]:
+        """The dims (given, or read from the inputs' shapes) checked against their constraints,
+        and the shape entries still to compare with the arguments once the sizes are checked."""
         names = [d["name"] for d in self.manifest.get("dims", [])]
         env: dict[str, int] = {k: v for k, v in given.items() if k in names}
         unknown = set(given) - set(names)
         if unknown:
             raise HostError("GPU040", f"`{self.name}` has no dim `{sorted(unknown)[0]}`")
-        deferred: list[tuple[str, int, Any, int]] = []
+        deferred: list[tuple[str, str, int, Any, int]] = []
+        index = {b["name"]: i for i, b in enumerate(self.manifest["buffers"])}
         for buf in self.inputs:
             name, arg = buf["name"], arrays[buf["name"]]
             shape = buf["shape"]
@@ -199,7 +219,8 @@ class HostKernel:
                     if entry not in env:
                         env[entry] = actual
                         continue
-                deferred.append((name, axis, entry, actual))
+                field = f"buffers[{index[name]}].shape[{axis}]"
+                deferred.append((name, field, axis, entry, actual))
         free = [n for n in names if n not in env]
         if free:
             raise HostError(
@@ -208,11 +229,17 @@ class HostKernel:
                 f"pass it as `dims={{'{free[0]}': ...}}`",
             )
         try:
-            mf.check_dims(self.manifest, env)
-        except mf.ManifestError as err:
-            raise HostError("GPU042", str(err)) from None
-        for name, axis, entry, actual in deferred:
-            want = evaluate(entry, env)
+            mf.check_dim_values(self.manifest, env)
+        except ManifestError as err:
+            raise HostError("GPU042", err.message) from None
+        return env, deferred
+
+    def _compare_shapes(
+        self, deferred: list[tuple[str, str, int, Any, int]], env: Mapping[str, int]
+    ) -> None:
+        """GPU040 for an argument whose size on an axis is not what its shape entry says."""
+        for name, field, axis, entry, actual in deferred:
+            want = contract.evaluate_field(entry, env, field)
             if want != actual:
                 raise HostError(
                     "GPU040",
@@ -220,7 +247,6 @@ class HostKernel:
                     + (f"{want}" if isinstance(entry, int) else f"{entry}={want}")
                     + f" (with {_show_env(env)})",
                 )
-        return env
 
 
 def _writable(value: Any) -> bool:
@@ -254,6 +280,20 @@ def _show(shape: Any) -> str:
 
 def _show_env(env: Mapping[str, int]) -> str:
     return ", ".join(f"{k}={v}" for k, v in env.items()) or "no dims"
+
+
+def _limits(engine: str) -> tuple[int | None, tuple[int, int, int]]:
+    """Bytes one binding may hold (None: what the allocator grants) and workgroups per
+    dispatch axis, on the device `engine` runs on."""
+    if engine == "cuda":
+        from mimir.runtime.cuda_runner import MAX_GRID
+
+        return None, MAX_GRID
+    from mimir.runtime import wgpu_runner
+
+    limits = wgpu_runner._device().limits
+    groups = limits.get("max-compute-workgroups-per-dimension", 65535)
+    return limits.get("max-storage-buffer-binding-size", 2**27), (groups, groups, groups)
 
 
 def _make_runner(engine: str, manifest: Mapping[str, Any], directory: Path) -> Any:
@@ -312,23 +352,37 @@ def load(directory: str | Path, backend: str | None = None) -> KernelLibrary:
     """
     root = Path(directory)
     if not root.is_dir():
-        raise mf.ManifestError(f"`{root}` is not a folder of compiled kernels")
+        raise ManifestError(f"`{root}` is not a folder of compiled kernels")
     found: dict[str, list[tuple[dict, Path]]] = {}
     for folder in [root, *(root / b for b in _BACKENDS)]:
         for path in sorted(folder.glob("*.manifest.json")) if folder.is_dir() else []:
-            manifest = json.loads(path.read_text(encoding="utf-8"))
-            found.setdefault(manifest.get("backend", ""), []).append((manifest, folder))
+            manifest = _read(path)
+            found.setdefault(manifest["backend"], []).append((manifest, folder))
     if backend is None:
         order = (["ptx"] if "ptx" in found and _cuda_available() else []) + ["wgsl", "spirv"]
         backend = next((b for b in order if b in found), None)
         if backend is None:
-            raise mf.ManifestError(
+            raise ManifestError(
                 f"no WGSL, SPIR-V or PTX manifest in `{root}` (found: {sorted(found) or 'none'})"
             )
     if backend not in _BACKENDS:
-        raise mf.ManifestError(f"backend must be one of {_BACKENDS}, got {backend!r}")
+        raise ManifestError(f"backend must be one of {_BACKENDS}, got {backend!r}")
     if backend not in found:
-        raise mf.ManifestError(f"no {backend} manifest in `{root}`")
+        raise ManifestError(f"no {backend} manifest in `{root}`")
     engine = "cuda" if backend == "ptx" else "wgpu"
     kernels = {m["function"]: HostKernel(m, folder, engine) for m, folder in found[backend]}
+    for m, folder in found[backend]:
+        for index in range(len(m["kernels"])):
+            contract.check_kernel_file(folder, m, index)
     return KernelLibrary(kernels, root, backend)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """A manifest of the folder, refused (a `ManifestError` naming the file) unless it keeps
+    the contract's JSON and field rules."""
+    try:
+        manifest = contract.read_manifest(path)
+        contract.check_manifest(manifest)
+    except ManifestError as err:
+        raise ManifestError(f"{err.message} (in {path.name})", err.code, err.field) from None
+    return manifest

@@ -41,10 +41,12 @@ class CudaRunner:
         self.manifest = manifest
         self.modules: dict[str, Any] = {}
         self.functions: list[Any] = []
-        for kernel in manifest["kernels"]:
+        for index, kernel in enumerate(manifest["kernels"]):
             file, entry = kernel["file"], kernel["entry_point"]
             if file not in self.modules:
-                self.modules[file] = cr.load_module((Path(directory) / file).read_text(), file)
+                self.modules[file] = cr.load_module(
+                    cr.ptx_text(Path(directory), manifest, index), file
+                )
             function = ctypes.c_void_p()
             cr._check(
                 self.lib.cuModuleGetFunction(

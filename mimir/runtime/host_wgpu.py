@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from mimir.runtime import contract
 from mimir.runtime import manifest as mf
 from mimir.runtime import wgpu_runner as wr
 from mimir.runtime.arrays import ArrayArg, make_output
@@ -36,11 +37,10 @@ class WgpuRunner:
         self.manifest = manifest
         modules: dict[str, Any] = {}
         self.pipelines: list[tuple[Any, dict[int, Any]]] = []
-        for kernel in manifest["kernels"]:
+        for index, kernel in enumerate(manifest["kernels"]):
             file = kernel["file"]
             if file not in modules:
-                path = Path(directory) / file
-                code = path.read_bytes() if path.suffix == ".spv" else path.read_text()
+                code = wr.kernel_code(directory, manifest, index)
                 try:
                     modules[file] = self.device.create_shader_module(code=code, label=file)
                 except self.wgpu.GPUError as err:
@@ -57,9 +57,8 @@ class WgpuRunner:
     def _allocate(self, dims: Mapping[str, int], uniform_size: int) -> None:
         usage = self.wgpu.BufferUsage
         self.buffers, self.nbytes = {}, {}
-        for buf in self.manifest["buffers"]:
-            count = mf.numel(mf.buffer_shape(buf, dims))
-            nbytes = count * mf.buffer_element_size(buf, "wgsl")
+        for index, buf in enumerate(self.manifest["buffers"]):
+            _, _, nbytes = contract.buffer_extent(self.manifest, index, dims)
             self.nbytes[buf["name"]] = nbytes
             self.buffers[buf["name"]] = self.device.create_buffer(
                 size=_padded(nbytes), usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST

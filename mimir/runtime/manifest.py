@@ -27,7 +27,9 @@ import struct
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from mimir.runtime import contract
 from mimir.runtime.dimexpr import evaluate
+from mimir.runtime.errors import ManifestError
 
 __all__ = [
     "FORMAT",
@@ -43,9 +45,9 @@ __all__ = [
     "workgroup_counts",
 ]
 
-FORMAT = "mimir-manifest/1"
+FORMAT = contract.FORMAT
 
-DTYPES = ("float32", "float16", "bfloat16", "int32", "uint32", "bool_")
+DTYPES = tuple(contract.DTYPE_SIZES)
 
 # struct codes, little-endian; bool_ travels as u32.
 _CODES = {
@@ -57,10 +59,6 @@ _CODES = {
     "bool_": "I",
 }
 _UNIFORM_CODES = {"u32": "I", "i32": "i", "f32": "f"}
-
-
-class ManifestError(ValueError):
-    """A manifest is malformed, or the values given do not fit it."""
 
 
 def element_size(dtype: str, backend: str = "wgsl") -> int:
@@ -76,10 +74,8 @@ def element_size(dtype: str, backend: str = "wgsl") -> int:
 
 
 def buffer_element_size(buffer: Mapping[str, Any], backend: str = "wgsl") -> int:
-    """`element_size` of a manifest buffer entry, honouring an explicit override."""
-    explicit = buffer.get("element_size")
-    if explicit is not None:
-        return int(explicit)
+    """Bytes per element of a manifest buffer entry (an `element_size` there, which the
+    contract allows only when it agrees with the dtype, changes nothing)."""
     return element_size(buffer["dtype"], backend)
 
 
@@ -87,11 +83,13 @@ def buffer_shape(buffer: Mapping[str, Any], dims: Mapping[str, int]) -> tuple[in
     """The concrete shape of a manifest buffer entry under `dims`."""
     shape = tuple(evaluate(entry, dims) for entry in buffer["shape"])
     if any(n < 0 for n in shape):
-        raise ManifestError(f"buffer `{buffer['name']}` has a negative size: {list(shape)}")
+        raise ManifestError(
+            f"buffer `{buffer['name']}` has a negative size: {list(shape)}", "MAN006"
+        )
     return shape
 
 
-U32_MAX = 2**32 - 1
+U32_MAX = contract.U32_MAX
 
 
 def numel(shape: Sequence[int]) -> int:
@@ -99,35 +97,40 @@ def numel(shape: Sequence[int]) -> int:
 
 
 def check_dims(manifest: Mapping[str, Any], dims: Mapping[str, int]) -> None:
-    """Raise `ManifestError` when a dim is missing or outside its stated constraints.
+    """Raise `ManifestError` when a dim is missing or outside its stated constraints (code
+    GPU042 for a constraint), then when a buffer's size does not fit (`contract.buffer_extent`).
 
     Kernels hold dims in `u32` uniform fields and index with 32-bit integers, so a dim
     or a buffer's element count above 2**32 - 1 is refused too (the compiler proved it
     fits for bounded dims; an unbounded dim is checked here, at launch).
     """
+    check_dim_values(manifest, dims)
+    for index in range(len(manifest.get("buffers", []))):
+        contract.buffer_extent(manifest, index, dims)
+
+
+def check_dim_values(manifest: Mapping[str, Any], dims: Mapping[str, int]) -> None:
+    """Every dim bound to an int within its `min`, `max`, `multiple_of` and 2**32 - 1."""
     for dim in manifest.get("dims", []):
         name = dim["name"]
         if name not in dims:
-            raise ManifestError(f"no value given for dim `{name}`")
+            raise ManifestError(f"no value given for dim `{name}`", "GPU035")
         value = dims[name]
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ManifestError(f"dim `{name}` must be an int, got {value!r}")
+            raise ManifestError(f"dim `{name}` must be an int, got {value!r}", "GPU042")
         lo, hi, step = dim.get("min"), dim.get("max"), dim.get("multiple_of")
         if lo is not None and value < lo:
-            raise ManifestError(f"dim `{name}`={value} is below its minimum {lo}")
+            raise ManifestError(f"dim `{name}`={value} is below its minimum {lo}", "GPU042")
         if hi is not None and value > hi:
-            raise ManifestError(f"dim `{name}`={value} is above its maximum {hi}")
+            raise ManifestError(f"dim `{name}`={value} is above its maximum {hi}", "GPU042")
         if step and value % step:
-            raise ManifestError(f"dim `{name}`={value} is not a multiple of {step}")
+            raise ManifestError(f"dim `{name}`={value} is not a multiple of {step}", "GPU042")
         if value > U32_MAX:
-            raise ManifestError(f"dim `{name}`={value} does not fit its u32 uniform field")
-    for buffer in manifest.get("buffers", []):
-        count = numel(buffer_shape(buffer, dims))
-        if count > U32_MAX:
             raise ManifestError(
-                f"buffer `{buffer['name']}` would have {count} elements; kernels index with "
-                "32-bit integers, so at most 2**32 - 1"
+                f"dim `{name}`={value} does not fit its u32 uniform field", "GPU042"
             )
+        if value < 0:
+            raise ManifestError(f"dim `{name}`={value} is negative", "GPU042")
 
 
 def flatten(values: Any) -> list:
@@ -252,7 +255,8 @@ def workgroup_counts(kernel: Mapping[str, Any], dims: Mapping[str, int]) -> tupl
         raise ManifestError(f"kernel `{kernel['entry_point']}` needs 3 workgroup counts")
     if any(c < 0 for c in counts):
         raise ManifestError(
-            f"kernel `{kernel['entry_point']}` has a negative workgroup count {list(counts)}"
+            f"kernel `{kernel['entry_point']}` has a negative workgroup count {list(counts)}",
+            "MAN007",
         )
     return counts  # type: ignore[return-value]
 
@@ -260,7 +264,9 @@ def workgroup_counts(kernel: Mapping[str, Any], dims: Mapping[str, int]) -> tupl
 def check_format(manifest: Mapping[str, Any]) -> None:
     if manifest.get("format") != FORMAT:
         raise ManifestError(
-            f"unsupported manifest format {manifest.get('format')!r}; expected {FORMAT!r}"
+            f"unsupported manifest format {manifest.get('format')!r}; expected {FORMAT!r}",
+            "MAN002",
+            "format",
         )
 
 
@@ -291,7 +297,8 @@ def prepare_inputs(
         if len(flat) != want:
             raise ManifestError(
                 f"input `{buf['name']}` has {len(flat)} values; its shape "
-                f"{list(buffer_shape(buf, dims))} needs {want}"
+                f"{list(buffer_shape(buf, dims))} needs {want}",
+                "GPU040",
             )
         if "range" in buf:
             _check_range(buf, flat, dims)
@@ -311,5 +318,5 @@ def _check_range(buf: Mapping[str, Any], flat: list, dims: Mapping[str, int]) ->
         if not lo <= v < hi:
             shape = buffer_shape(buf, dims)
             raise ManifestError(
-                range_violation(buf["name"], v, k, shape, buf["range"], (lo, hi), dims)
+                range_violation(buf["name"], v, k, shape, buf["range"], (lo, hi), dims), "GPU043"
             )

@@ -32,7 +32,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from mimir.runtime import contract
 from mimir.runtime import manifest as mf
+from mimir.runtime.errors import ManifestError
 
 __all__ = [
     "DispatchError",
@@ -53,7 +55,7 @@ class WgslValidationError(ValueError):
     """naga rejected a WGSL module; the message is naga's."""
 
 
-class DispatchError(ValueError):
+class DispatchError(ManifestError):
     """A launch does not fit the adapter's limits."""
 
 
@@ -184,20 +186,20 @@ def run_manifest(
     """
     wgpu = _wgpu()
     directory = Path(directory)
-    mf.check_format(manifest)
+    contract.check_manifest(manifest, ("wgsl", "spirv"))
     dims = dict(dims)
     mf.check_dims(manifest, dims)
     values = mf.prepare_inputs(manifest, inputs, dims)
     device = _device()
     usage = wgpu.BufferUsage
     counts = _launch_counts(manifest, dims, device)
+    max_bytes = device.limits.get("max-storage-buffer-binding-size")
 
     buffers: dict[str, Any] = {}
     sizes: dict[str, int] = {}
-    for buf in manifest["buffers"]:
+    for index, buf in enumerate(manifest["buffers"]):
         name, dtype = buf["name"], buf["dtype"]
-        count = mf.numel(mf.buffer_shape(buf, dims))
-        nbytes = count * mf.buffer_element_size(buf, "wgsl")
+        _, count, nbytes = contract.buffer_extent(manifest, index, dims, max_bytes)
         # A binding cannot be empty, and copies and maps move whole words.
         padded = max(4, nbytes + (-nbytes % 4))
         sizes[name] = count
@@ -254,12 +256,10 @@ def _prepare_launches(
     """One (pipeline, bind groups, workgroup counts) per kernel, in launch order."""
     modules: dict[str, Any] = {}
     launches = []
-    for kernel, launch in zip(manifest["kernels"], counts, strict=True):
+    for index, (kernel, launch) in enumerate(zip(manifest["kernels"], counts, strict=True)):
         file = kernel["file"]
         if file not in modules:
-            path = directory / file
-            # A SPIR-V module is bytes; wgpu parses it with naga's SPIR-V front end.
-            code = path.read_bytes() if path.suffix == ".spv" else path.read_text()
+            code = kernel_code(directory, manifest, index)
             try:
                 modules[file] = device.create_shader_module(code=code, label=file)
             except wgpu.GPUError as err:
@@ -270,6 +270,22 @@ def _prepare_launches(
             continue  # nothing to launch (an empty tensor)
         launches.append((pipeline, bind_groups, launch))
     return launches
+
+
+def kernel_code(directory: Path, manifest: Mapping[str, Any], index: int) -> str | bytes:
+    """Kernel `index`'s module as wgpu takes it: SPIR-V as bytes (naga's SPIR-V front end
+    reads them), WGSL as text; read under the contract (`contract.read_kernel_file`)."""
+    data = contract.read_kernel_file(directory, manifest, index)
+    if manifest["backend"] == "spirv":
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ManifestError(
+            f"kernel file `{manifest['kernels'][index]['file']}` is not UTF-8 text",
+            "MAN004",
+            f"kernels[{index}].file",
+        ) from None
 
 
 def _dispatch(device: Any, launches: list, sync: Any = None) -> None:
@@ -294,16 +310,15 @@ def _launch_counts(
     """Every kernel's workgroup counts, checked against the adapter's dispatch limit."""
     max_groups = device.limits.get("max-compute-workgroups-per-dimension", 65535)
     out = []
-    for kernel in manifest["kernels"]:
-        launch = mf.workgroup_counts(kernel, dims)
-        for axis, count in zip("xyz", launch, strict=True):
-            if count > max_groups:
-                raise DispatchError(
-                    f"kernel `{kernel['entry_point']}` needs {count} workgroups along {axis} "
-                    f"for {_show(dims)}, over this adapter's limit of {max_groups} per "
-                    "dimension; the schedule must fold the grid into more dimensions"
-                )
-        out.append(launch)
+    for index in range(len(manifest["kernels"])):
+        try:
+            out.append(contract.launch_counts(manifest, index, dims, (max_groups,) * 3))
+        except ManifestError as err:
+            if err.code != "MAN007":
+                raise
+            raise DispatchError(
+                f"{err.message} (with {_show(dims)})", err.code, err.field
+            ) from None
     return out
 
 

@@ -18,6 +18,7 @@ tool through `.ci/run`, so a missing one there is a broken setup, not a skip).
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import os
 import shutil
@@ -143,6 +144,21 @@ def _probe_clang(name: str) -> tuple[bool, str]:
 
 
 # ---------------------------------------------------------------- manifests and inputs
+
+
+def cuda_include() -> Path | None:
+    """A folder holding cuda.h: $CUDA_HOME, the PyPI wheel (`nvidia-cuda-runtime`), a toolkit."""
+    candidates = [
+        Path(os.environ[v]) / "include" for v in ("CUDA_HOME", "CUDA_PATH") if v in os.environ
+    ]
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        candidates += sorted(Path(root).glob("cu*/include"), reverse=True)
+    candidates += [
+        Path("/usr/local/cuda/include"),
+        *sorted(Path("/usr/local").glob("cuda-*/include")),
+    ]
+    return next((c for c in candidates if (c / "cuda.h").is_file()), None)
 
 
 def write_files(files: Mapping[str, str | bytes], out: Path) -> None:

@@ -17,68 +17,89 @@ static int usage(const char *host_name) {
     return 2;
 }
 
-static int setup(host_run *run, int argc, char **argv, const char *host_name) {
+static int setup(host_run *run, int argc, char **argv, const char *host_name, const char *backend) {
     char error[512];
     memset(run, 0, sizeof *run);
     if (argc < 2 || argv[1][0] == '-') return usage(host_name);
-    if (!manifest_load(&run->m, argv[1], error, sizeof error)) {
+    if (!manifest_load(&run->m, argv[1], backend, error, sizeof error)) {
         fprintf(stderr, "%s: error: %s\n", host_name, error);
         return 2;
     }
     manifest *m = &run->m;
-    const char **files = calloc((size_t)m->buffer_count + 1, sizeof *files);
+    run->files = calloc((size_t)m->buffer_count + 1, sizeof *run->files);
+    if (!run->files) return 1;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "-o") && i + 1 < argc) { run->output_dir = argv[++i]; continue; }
         if (!strcmp(argv[i], "--repeat") && i + 1 < argc) { run->repeat = atoi(argv[++i]); continue; }
         char *eq = strchr(argv[i], '=');
-        if (!eq) { free(files); return usage(host_name); }
+        if (!eq) return usage(host_name);
         *eq = '\0';
         if (eq[1] == '@') {
             int found = 0;
             for (int b = 0; b < m->buffer_count; b++)
                 if (!strcmp(m->buffers[b].name, argv[i]) && ROLE_UPLOADED(m->buffers[b].role)) {
-                    files[b] = eq + 2;
+                    run->files[b] = eq + 2;
                     found = 1;
                 }
             if (!found) {
-                fprintf(stderr, "%s: error: `%s` has no input buffer `%s`\n", host_name, m->function, argv[i]);
-                free(files);
+                fprintf(stderr, "%s: error: [GPU040] `%s` has no input buffer `%s`\n", host_name,
+                        m->function, argv[i]);
                 return 2;
             }
         } else if (!manifest_set(m, argv[i], eq + 1, error, sizeof error)) {
             fprintf(stderr, "%s: error: %s\n", host_name, error);
-            free(files);
             return 2;
         }
     }
     if (!manifest_bind(m, error, sizeof error)) {
         fprintf(stderr, "%s: error: %s\n", host_name, error);
-        free(files);
         return 2;
     }
+    return -1;
+}
+
+int host_setup(host_run *run, int argc, char **argv, const char *host_name, const char *backend) {
+    int code = setup(run, argc, argv, host_name, backend);
+    if (code >= 0) host_free(run); /* an error: nothing of the run is used */
+    return code;
+}
+
+int host_check_limits(host_run *run, const manifest_limits *limits, const char *host_name) {
+    char error[512];
+    if (manifest_check_limits(&run->m, limits, error, sizeof error)) return -1;
+    fprintf(stderr, "%s: error: %s\n", host_name, error);
+    host_free(run);
+    return 2;
+}
+
+static int read_inputs(host_run *run, const char *host_name) {
+    char error[512];
+    const manifest *m = &run->m;
     run->host = calloc((size_t)m->buffer_count + 1, sizeof *run->host);
+    if (!run->host) return 1;
     for (int b = 0; b < m->buffer_count; b++) {
         const manifest_buffer *buf = &m->buffers[b];
-        run->host[b] = calloc(1, (size_t)buf->bytes + 4);
-        if (!files[b]) continue;
+        if (!run->files[b]) continue;
         size_t size;
-        void *data = read_file(files[b], &size);
+        /* at most one byte more than the buffer holds (an endless file, /dev/zero, is refused),
+         * and memory only as the file's bytes arrive */
+        uint8_t *data = read_file(run->files[b], (size_t)buf->bytes, &size);
+        if (!data && errno == EFBIG) {
+            fprintf(stderr, "%s: error: [GPU040] input `%s` has more than the %lld bytes its %lld %s values need\n",
+                    host_name, buf->name, (long long)buf->bytes, (long long)buf->count, buf->dtype);
+            return 2;
+        }
         if (!data) {
-            fprintf(stderr, "%s: error: cannot read `%s`: %s\n", host_name, files[b], strerror(errno));
-            free(files);
+            fprintf(stderr, "%s: error: cannot read `%s`: %s\n", host_name, run->files[b], strerror(errno));
             return 2;
         }
+        run->host[b] = data;
         if ((int64_t)size != buf->bytes) {
-            fprintf(stderr, "%s: error: input `%s` has %zu bytes; its %lld %s values need %lld\n",
+            fprintf(stderr, "%s: error: [GPU040] input `%s` has %zu bytes; its %lld %s values need %lld\n",
                     host_name, buf->name, size, (long long)buf->count, buf->dtype, (long long)buf->bytes);
-            free(data);
-            free(files);
             return 2;
         }
-        memcpy(run->host[b], data, size);
-        free(data);
     }
-    free(files);
     /* Every value of a `range` input, the zeros of one not given included, before any launch:
      * the kernel's bounds proofs assume them in range, so one outside would read out of bounds. */
     for (int b = 0; b < m->buffer_count; b++) {
@@ -90,10 +111,26 @@ static int setup(host_run *run, int argc, char **argv, const char *host_name) {
     return -1;
 }
 
-int host_setup(host_run *run, int argc, char **argv, const char *host_name) {
-    int code = setup(run, argc, argv, host_name);
-    if (code >= 0) host_free(run); /* an error: nothing of the run is used */
+int host_read_inputs(host_run *run, const char *host_name) {
+    int code = read_inputs(run, host_name);
+    if (code >= 0) host_free(run);
     return code;
+}
+
+int host_allocate(host_run *run, const char *host_name) {
+    const manifest *m = &run->m;
+    for (int b = 0; b < m->buffer_count; b++) {
+        const manifest_buffer *buf = &m->buffers[b];
+        if (run->host[b]) continue;
+        run->host[b] = calloc(1, (size_t)buf->bytes + 4);
+        if (!run->host[b]) {
+            fprintf(stderr, "%s: error: no memory for the %lld bytes of buffer `%s`\n", host_name,
+                    (long long)buf->bytes, buf->name);
+            host_free(run);
+            return 1;
+        }
+    }
+    return -1;
 }
 
 static double half_to_double(uint16_t h) {
@@ -140,6 +177,7 @@ int host_finish(host_run *run) {
         printf(buf->count > 8 ? " ...\n" : "\n");
         if (run->output_dir) {
             char path[4096];
+            /* buf->name is an identifier (manifest_load refused any other): no `/`, no `..` */
             snprintf(path, sizeof path, "%s/%s.bin", run->output_dir, buf->name);
             if (!write_file(path, run->host[b], (size_t)buf->bytes)) {
                 fprintf(stderr, "error: cannot write `%s`: %s\n", path, strerror(errno));
@@ -153,5 +191,8 @@ int host_finish(host_run *run) {
 void host_free(host_run *run) {
     for (int b = 0; run->host && b < run->m.buffer_count; b++) free(run->host[b]);
     free(run->host);
+    free(run->files);
+    run->host = NULL;
+    run->files = NULL;
     manifest_free(&run->m);
 }

@@ -7,7 +7,13 @@
  * input with no file is filled with zeros. A `range` input is checked value by
  * value before any launch (exit 2 naming the first value outside). Each output,
  * and each inout buffer as the kernel left it, is printed (dtype, shape, first
- * values) and, with -o DIR, written to DIR/NAME.bin.
+ * values) and, with -o DIR, written to DIR/NAME.bin (NAME is an identifier: the
+ * manifest contract checks it, so the file stays in DIR).
+ *
+ * Every refusal is printed as `HOST: error: [CODE] field: why` with exit status 2: the
+ * manifest contract's MAN codes (docs/hosts.md) and the checker's codes for arguments
+ * (GPU035 a dim not given, GPU040 an input of the wrong size, GPU041 a scalar, GPU042 a
+ * dim outside its constraints, GPU043 a value outside its range).
  */
 #ifndef MIMIR_HOST_CLI_H
 #define MIMIR_HOST_CLI_H
@@ -17,13 +23,24 @@
 typedef struct {
     manifest m;
     uint8_t **host;        /* one host copy per buffer (inputs filled, others zeroed) */
+    const char **files;    /* per buffer: the NAME=@FILE given for it, or NULL */
     const char *output_dir;
     int repeat;            /* --repeat N: launch N more times and print the mean time */
 } host_run;
 
-/* Parse the command line, load and bind the manifest, read the inputs and check their ranges.
- * Exit code or -1. */
-int host_setup(host_run *run, int argc, char **argv, const char *host_name);
+/* In this order, each returning an exit code (the run freed) or -1 to go on:
+ * parse the command line, load the manifest (for `backend`) and bind it; */
+int host_setup(host_run *run, int argc, char **argv, const char *host_name, const char *backend);
+
+/* check every size and launch against the device's limits (the manifest's faults before the
+ * arguments'); */
+int host_check_limits(host_run *run, const manifest_limits *limits, const char *host_name);
+
+/* read the inputs' files and check every value of a `range` input (nothing else allocated); */
+int host_read_inputs(host_run *run, const char *host_name);
+
+/* allocate zeroed host copies of the other buffers. */
+int host_allocate(host_run *run, const char *host_name);
 
 /* Print every output and inout buffer (and write it with -o). Exit code. */
 int host_finish(host_run *run);

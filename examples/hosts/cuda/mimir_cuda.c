@@ -4,9 +4,11 @@
  *
  * What a host does, in order:
  *  1. initialise the driver and make device 0's primary context current;
+ *     (before any of it, host_setup checks the manifest against the contract of
+ *     docs/hosts.md, and the launches against CUDA's grid and block limits);
  *  2. cuMemAlloc one buffer per manifest buffer, sized from the dims: inputs
  *     and inout buffers copied in (a `range` input checked first, in
- *     host_setup), outputs and scratch zeroed;
+ *     host_read_inputs), outputs and scratch zeroed;
  *  3. cuModuleLoadData on each .ptx file (the driver compiles the PTX for the
  *     GPU it runs on; its log is printed on failure), cuModuleGetFunction for
  *     each kernel's `entry_point`;
@@ -69,12 +71,14 @@ static void open_driver(void) {
     DRIVER_CALLS(LOAD)
 }
 
-static CUmodule load_ptx(const char *path) {
+static CUmodule load_ptx(const manifest *m, int k) {
+    char error[512];
+    const char *path = m->kernels[k].file;
     size_t size;
-    char *ptx = read_file(path, &size); /* NUL-terminated, as cuModuleLoadData wants */
+    char *ptx = manifest_read_kernel(m, k, &size, error, sizeof error); /* NUL-terminated */
     if (!ptx) {
-        fprintf(stderr, "mimir-cuda: error: cannot read `%s`\n", path);
-        exit(1);
+        fprintf(stderr, "mimir-cuda: error: %s\n", error);
+        exit(2);
     }
     char log[8192] = "";
     CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
@@ -91,9 +95,16 @@ static CUmodule load_ptx(const char *path) {
 
 int main(int argc, char **argv) {
     host_run run;
-    int code = host_setup(&run, argc, argv, "mimir-cuda");
+    int code = host_setup(&run, argc, argv, "mimir-cuda", "ptx");
     if (code >= 0) return code;
     const manifest *m = &run.m;
+    /* gridDim and blockDim limits of every GPU since compute capability 3.0 */
+    manifest_limits limits = {.workgroups = {2147483647u, 65535, 65535},
+                              .workgroup_size = {1024, 1024, 64},
+                              .workgroup_threads = 1024};
+    if ((code = host_check_limits(&run, &limits, "mimir-cuda")) >= 0) return code;
+    if ((code = host_read_inputs(&run, "mimir-cuda")) >= 0) return code;
+    if ((code = host_allocate(&run, "mimir-cuda")) >= 0) return code;
 
     /* 1. */
     open_driver();
@@ -116,7 +127,7 @@ int main(int argc, char **argv) {
     for (int b = 0; b < m->buffer_count; b++) {
         size_t bytes = (size_t)m->buffers[b].bytes;
         CHECK(cu.cuMemAlloc(&pointers[b], bytes ? bytes : 4));
-        if (ROLE_UPLOADED(m->buffers[b].role) && bytes) /* ranges checked in host_setup */
+        if (ROLE_UPLOADED(m->buffers[b].role) && bytes) /* ranges checked in host_read_inputs */
             CHECK(cu.cuMemcpyHtoD(pointers[b], run.host[b], bytes));
         else /* outputs and scratch (a `zero` counter among them) start at zero */
             CHECK(cu.cuMemsetD8(pointers[b], 0, bytes ? bytes : 4));
@@ -128,9 +139,7 @@ int main(int argc, char **argv) {
     CUmodule *modules = calloc((size_t)m->kernel_count + 1, sizeof *modules);
     CUfunction *functions = calloc((size_t)m->kernel_count + 1, sizeof *functions);
     for (int k = 0; k < m->kernel_count; k++) {
-        char path[8192];
-        snprintf(path, sizeof path, "%s/%s", m->directory, m->kernels[k].file);
-        modules[k] = load_ptx(path);
+        modules[k] = load_ptx(m, k);
         CHECK(cu.cuModuleGetFunction(&functions[k], modules[k], m->kernels[k].entry_point));
     }
 

@@ -6,8 +6,11 @@
  *  1. pick a physical device with a compute queue (discrete GPU first; any Vulkan
  *     driver works, Mesa's lavapipe included) and create a device, enabling 16-bit
  *     storage and float16 arithmetic when the driver has them (float16 kernels need both);
+ *     The manifest was checked against the contract (docs/hosts.md) by host_setup, and
+ *     its sizes and launches are checked against this device's limits
+ *     (maxComputeWorkGroupCount, maxStorageBufferRange...) before anything is allocated;
  *  2. one storage buffer per manifest buffer, sized from the dims: inputs and
- *     inout buffers uploaded (a `range` input checked first, in host_setup),
+ *     inout buffers uploaded (a `range` input checked first, in host_read_inputs),
  *     outputs and scratch zeroed; one uniform buffer with the packed uniform
  *     block (manifest_pack_uniform);
  *  3. per kernel: a shader module from its .spv file, descriptor set layouts
@@ -51,6 +54,7 @@ typedef struct {
     VkQueue queue;
     uint32_t queue_family;
     VkPhysicalDeviceMemoryProperties memory;
+    VkPhysicalDeviceLimits limits;
 } gpu;
 
 typedef struct {
@@ -121,6 +125,7 @@ static void open_gpu(gpu *g) {
     VkPhysicalDeviceProperties props;
     vkGetPhysicalDeviceProperties(g->physical, &props);
     fprintf(stderr, "mimir-vulkan: device %s\n", props.deviceName);
+    g->limits = props.limits;
 
     /* float16 kernels declare the Float16 and StorageBuffer16BitAccess capabilities. */
     VkPhysicalDeviceVulkan12Features have12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
@@ -188,13 +193,16 @@ static void free_buffer(const gpu *g, gpu_buffer *b) {
 
 static void make_kernel(const gpu *g, const manifest *m, const manifest_kernel *k, gpu_kernel *out,
                         VkDescriptorPool pool, const gpu_buffer *buffers, const gpu_buffer *uniform) {
-    char path[8192];
-    snprintf(path, sizeof path, "%s/%s", m->directory, k->file);
+    char error[512];
     size_t size;
-    uint32_t *code = read_file(path, &size);
-    if (!code || size % 4) {
-        fprintf(stderr, "mimir-vulkan: error: cannot read SPIR-V `%s`\n", path);
-        exit(1);
+    uint32_t *code = manifest_read_kernel(m, (int)(k - m->kernels), &size, error, sizeof error);
+    if (!code) {
+        fprintf(stderr, "mimir-vulkan: error: %s\n", error);
+        exit(2);
+    }
+    if (size % 4 || size == 0) {
+        fprintf(stderr, "mimir-vulkan: error: `%s` is not SPIR-V (%zu bytes)\n", k->file, size);
+        exit(2);
     }
     VkShaderModuleCreateInfo module_info = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
                                             .codeSize = size,
@@ -299,12 +307,29 @@ static void submit_and_wait(const gpu *g, VkCommandBuffer cmd, VkFence fence) {
 
 int main(int argc, char **argv) {
     host_run run;
-    int code = host_setup(&run, argc, argv, "mimir-vulkan");
+    int code = host_setup(&run, argc, argv, "mimir-vulkan", "spirv");
     if (code >= 0) return code;
     const manifest *m = &run.m;
 
     gpu g = {0};
     open_gpu(&g);
+    const VkPhysicalDeviceLimits *l = &g.limits;
+    manifest_limits limits = {
+        .workgroups = {l->maxComputeWorkGroupCount[0], l->maxComputeWorkGroupCount[1],
+                       l->maxComputeWorkGroupCount[2]},
+        .workgroup_size = {l->maxComputeWorkGroupSize[0], l->maxComputeWorkGroupSize[1],
+                           l->maxComputeWorkGroupSize[2]},
+        .workgroup_threads = l->maxComputeWorkGroupInvocations,
+        .binding_bytes = l->maxStorageBufferRange,
+        .bindings = l->maxPerStageDescriptorStorageBuffers,
+    };
+    if ((code = host_check_limits(&run, &limits, "mimir-vulkan")) >= 0 ||
+        (code = host_read_inputs(&run, "mimir-vulkan")) >= 0 ||
+        (code = host_allocate(&run, "mimir-vulkan")) >= 0) {
+        vkDestroyDevice(g.device, NULL);
+        vkDestroyInstance(g.instance, NULL);
+        return code;
+    }
 
     VkBufferUsageFlags storage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
     gpu_buffer *buffers = calloc((size_t)m->buffer_count + 1, sizeof *buffers);

@@ -26,13 +26,14 @@ int main(int argc, char **argv) {
         d->bound = 1;
     }
     for (i++; i < argc; i++) {
-        json_value expr = {.type = JSON_STRING, .string = argv[i]};
+        cJSON *expr = cJSON_CreateString(argv[i]);
         char error[256];
         int64_t value;
-        if (manifest_eval(&m, &expr, &value, error, sizeof error))
+        if (manifest_eval(&m, expr, &value, error, sizeof error))
             printf("%lld\n", (long long)value);
         else
             printf("error: %s\n", error);
+        cJSON_Delete(expr);
     }
     free(m.dims);
     return 0;
